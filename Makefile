@@ -1,0 +1,43 @@
+# Slipway — the two commands of the README:
+#   make run    install, migrate, seed the demo, start web + worker + beat (sandbox cluster)
+#   make test   install, lint, run the whole test suite
+# Everything a fresh machine needs is installed from here (Python deps into .venv,
+# htmx from the npm registry into static/vendor, Chromium from Debian for browser tests).
+
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+HTMX_VERSION := 2.0.8
+PORT ?= 8000
+
+.PHONY: run test install install-dev static lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (Slipway needs Python 3.11)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e '.[dev]'
+	@touch $@
+
+install: $(VENV)/.installed static
+
+static: static/vendor/htmx.min.js
+
+static/vendor/htmx.min.js:
+	bash scripts/vendor_htmx.sh $(HTMX_VERSION)
+
+run: install
+	bash scripts/run.sh $(PORT)
+
+test: install
+	bash scripts/test.sh
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+bench: install
+	bash scripts/bench.sh
+
+clean:
+	rm -rf var staticfiles static/vendor

@@ -1,0 +1,132 @@
+"""The backend interface every cluster implementation satisfies.
+
+Two implementations exist: :mod:`sandbox.backend` (a simulated GPU cluster stored in the
+portal's database, the default) and :mod:`cluster.backends.kubernetes` (a real API
+server). The portal only ever talks to this interface.
+
+Observations are deliberately *raw*: a backend returns the Kubernetes-shaped objects it
+sees (``metadata``/``spec``/``status`` dicts, exactly as the API server would return them)
+grouped by workload, and the pure functions of :mod:`cluster.status` turn them into portal
+states. That keeps one mapping for both backends, and lets the sandbox be tested through
+the same code path as a real cluster.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Label keys carried by every object Slipway creates.
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "slipway"
+TEAM_LABEL = "slipway.dev/team"
+WORKLOAD_LABEL = "slipway.dev/workload"
+
+#: The label selector that finds everything Slipway manages.
+MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
+
+Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WorkloadRef:
+    """Names one workload in the cluster: its namespace and its ``slipway.dev/workload`` label."""
+
+    namespace: str
+    workload: str
+
+
+@dataclass
+class ObservedWorkload:
+    """Everything a backend saw for one workload (objects sharing a workload label).
+
+    ``objects`` holds the top-level objects (Job, PyTorchJob, Deployment, Service,
+    ScaledObject …) and ``pods`` the pods that belong to them, each as the API server
+    returns it (a dict with ``apiVersion``, ``kind``, ``metadata``, ``spec``, ``status``).
+    """
+
+    namespace: str
+    workload: str
+    team: str = ""
+    objects: list[Manifest] = field(default_factory=list)
+    pods: list[Manifest] = field(default_factory=list)
+
+    @property
+    def ref(self) -> WorkloadRef:
+        return WorkloadRef(self.namespace, self.workload)
+
+    def first(self, kind: str) -> Manifest | None:
+        """The first top-level object of ``kind``, or None."""
+        for obj in self.objects:
+            if obj.get("kind") == kind:
+                return obj
+        return None
+
+
+@dataclass(frozen=True)
+class NodeCapacity:
+    """GPU capacity of one node for one extended resource (``nvidia.com/gpu``, ``nvidia.com/mig-1g.10gb`` …)."""
+
+    node: str
+    resource_name: str
+    allocatable: int
+    in_use: int
+    labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def free(self) -> int:
+        return max(self.allocatable - self.in_use, 0)
+
+
+@dataclass(frozen=True)
+class ClusterEvent:
+    """One Kubernetes event about a workload's objects, flattened for display."""
+
+    type: str  # "Normal" or "Warning"
+    reason: str  # e.g. "FailedScheduling", "Pulled", "OOMKilling"
+    message: str
+    object: str  # "Pod/run-42-master-0"
+    time: str  # RFC 3339 timestamp, "" when unknown
+    count: int = 1
+
+
+class ClusterBackend(abc.ABC):
+    """What Slipway needs from a cluster. Every method raises only :mod:`cluster.errors` classes."""
+
+    #: Short name shown in the UI and logs ("sandbox", "kubernetes").
+    name: str = "abstract"
+
+    @abc.abstractmethod
+    def apply(self, objects: list[Manifest]) -> list[Manifest]:
+        """Create or update ``objects`` (idempotent: applying twice yields one object each).
+
+        Returns the objects as stored. Raises ``Invalid`` for malformed objects (nothing of
+        the batch is applied when the first object is rejected), ``Transient`` for faults.
+        """
+
+    @abc.abstractmethod
+    def delete(self, ref: WorkloadRef) -> int:
+        """Delete every object labelled with ``ref`` (background propagation). Returns how many.
+
+        Deleting what is already gone is not an error (returns 0).
+        """
+
+    @abc.abstractmethod
+    def observe(self) -> list[ObservedWorkload]:
+        """Everything Slipway manages, across all namespaces, grouped by workload.
+
+        Must cost a constant number of API calls per kind, whatever the number of workloads.
+        """
+
+    @abc.abstractmethod
+    def logs(self, ref: WorkloadRef, tail: int = 200) -> list[str]:
+        """The last ``tail`` log lines of the workload's first pod (the Master of a PyTorchJob)."""
+
+    @abc.abstractmethod
+    def events(self, ref: WorkloadRef) -> list[ClusterEvent]:
+        """Events about the workload's objects and pods, oldest first."""
+
+    @abc.abstractmethod
+    def capacity(self) -> list[NodeCapacity]:
+        """Per node and GPU resource: allocatable units and units requested by running pods."""

@@ -1,0 +1,1 @@
+"""Training runs: single-node Jobs and distributed PyTorchJobs."""

@@ -1,0 +1,7 @@
+"""App config for jobs."""
+
+from django.apps import AppConfig
+
+
+class JobsConfig(AppConfig):
+    name = "jobs"

@@ -1,0 +1,3 @@
+"""HTML routes of the jobs app."""
+
+urlpatterns: list = []

@@ -1,0 +1,41 @@
+"""The Celery application shared by the web, worker and beat processes.
+
+Reliability settings (DESIGN.md §6): a task is acknowledged only after it finished
+(``task_acks_late``), a task whose worker died is redelivered
+(``task_reject_on_worker_lost``), and a worker holds one message at a time
+(``worker_prefetch_multiplier=1``), so a killed worker loses at most the task it was on,
+and that task runs again. Tasks take primary keys and are safe to run twice.
+"""
+
+import os
+
+from celery import Celery
+from kombu import Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+app = Celery("slipway")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+
+app.conf.update(
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    worker_prefetch_multiplier=1,
+    task_ignore_result=True,
+    broker_connection_retry_on_startup=True,
+    # Publishing must not hang a web request when the broker is down: fail fast, the
+    # reconciler re-drives admitted work that never reached the cluster.
+    broker_connection_timeout=2,
+    task_publish_retry=False,
+    # Named queues: cluster writes and the reconcile cycle do not wait behind each other.
+    task_default_queue="default",
+    task_queues=(Queue("default"), Queue("cluster"), Queue("reconcile")),
+    task_routes={
+        "jobs.tasks.reconcile": {"queue": "reconcile"},
+        "*.tasks.*_resources": {"queue": "cluster"},
+        "quotas.tasks.*": {"queue": "cluster"},
+    },
+    worker_hijack_root_logger=False,
+)
+app.autodiscover_tasks()
+

@@ -1,0 +1,159 @@
+"""Teams, membership, API tokens and the audit log.
+
+A :class:`Team` is the unit of tenancy: every run, endpoint, quota and reservation belongs
+to exactly one team, and each team owns one Kubernetes namespace. People belong to teams
+through :class:`Membership` with a role.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils import timezone
+
+DNS1123_LABEL = RegexValidator(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+    "Use lowercase letters, digits and '-', starting and ending with a letter or digit.",
+)
+
+
+class Role(models.TextChoices):
+    VIEWER = "viewer", "Viewer"
+    MEMBER = "member", "Member"
+    ADMIN = "admin", "Admin"
+
+
+#: Roles ordered by power: a role may do everything the roles before it may.
+ROLE_RANK = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2}
+
+
+class TeamQuerySet(models.QuerySet):
+    def for_user(self, user) -> TeamQuerySet:
+        """Teams the user belongs to (none for anonymous users)."""
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(memberships__user=user)
+
+
+class Team(models.Model):
+    slug = models.SlugField(max_length=40, unique=True, validators=[DNS1123_LABEL])
+    name = models.CharField(max_length=100)
+    namespace = models.CharField(
+        max_length=63,
+        unique=True,
+        validators=[DNS1123_LABEL],
+        help_text="Kubernetes namespace of the team's workloads (default: prefix + slug).",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TeamQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args, **kwargs):
+        if not self.namespace:
+            self.namespace = f"{settings.SLIPWAY_NAMESPACE_PREFIX}{self.slug}"[:63]
+        super().save(*args, **kwargs)
+
+
+class Membership(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "user"], name="uniq_membership")]
+        ordering = ["team__slug", "user__username"]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team} ({self.role})"
+
+    def allows(self, role: str) -> bool:
+        """Whether this membership's role is at least ``role``."""
+        return ROLE_RANK[Role(self.role)] >= ROLE_RANK[Role(role)]
+
+
+def hash_token(raw: str) -> str:
+    """Tokens are stored as SHA-256 digests: they carry ≥128 random bits, so no salt or KDF is needed."""
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class ApiTokenQuerySet(models.QuerySet):
+    def usable(self) -> ApiTokenQuerySet:
+        now = timezone.now()
+        return self.filter(revoked_at__isnull=True).filter(models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now))
+
+
+class ApiToken(models.Model):
+    """A personal API token. Only its hash is stored; the raw value is shown once at creation."""
+
+    PREFIX = "slp_"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    # First characters of the raw token, so people can tell their tokens apart.
+    key_prefix = models.CharField(max_length=12, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.key_prefix}…)"
+
+    @classmethod
+    def generate(cls) -> str:
+        # 32 bytes = 256 bits from the OS CSPRNG.
+        return cls.PREFIX + secrets.token_urlsafe(32)
+
+    @property
+    def is_usable(self) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > timezone.now())
+
+
+class AuditEvent(models.Model):
+    """A security-relevant action: who did what to which object, and when. Append-only."""
+
+    class Action(models.TextChoices):
+        LOGIN_FAILED = "login_failed", "Login failed"
+        LOGIN = "login", "Logged in"
+        TOKEN_CREATED = "token_created", "API token created"
+        TOKEN_REVOKED = "token_revoked", "API token revoked"
+        MEMBERSHIP_CHANGED = "membership_changed", "Membership changed"
+        QUOTA_CHANGED = "quota_changed", "Quota changed"
+        BUDGET_CHANGED = "budget_changed", "Budget changed"
+        PRICE_CHANGED = "price_changed", "Price changed"
+        RUN_SUBMITTED = "run_submitted", "Run submitted"
+        RUN_CANCELLED = "run_cancelled", "Run cancelled"
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_name = models.CharField(max_length=150, blank=True, help_text="Username at the time (kept if the user is deleted).")
+    action = models.CharField(max_length=40, choices=Action.choices, db_index=True)
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    target = models.CharField(max_length=200, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    ip_address = models.GenericIPAddressField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_name or '-'} {self.action} {self.target}"

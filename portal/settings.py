@@ -1,0 +1,222 @@
+"""Django settings for Slipway: one module, read from the environment.
+
+Defaults run locally with no services at all: SQLite in WAL mode with IMMEDIATE
+transactions (so concurrent writers serialize instead of failing), Celery on kombu's
+filesystem transport under ``var/``, a database-backed cache, and the simulated GPU
+cluster. Production sets ``DATABASE_URL`` (PostgreSQL), ``REDIS_URL`` (broker and cache),
+``SECRET_KEY``, ``DEBUG=false``, ``ALLOWED_HOSTS`` and, for a real cluster,
+``SLIPWAY_CLUSTER_BACKEND=kubernetes``. ``.env.example`` lists every variable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from portal.env import env_bool, env_float, env_int, env_list, env_str, parse_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("SLIPWAY_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+# 1. Core ------------------------------------------------------------------------------
+DEBUG = env_bool("DEBUG", True)
+# The local default key is only usable with DEBUG on; `check --deploy` flags it otherwise.
+SECRET_KEY = env_str("SECRET_KEY", "django-insecure-local-development-key-change-me")
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "template_partials",
+    "portal",
+    "quotas",
+    "jobs",
+    "inference",
+    "sandbox",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "portal.middleware.CurrentTeamMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "portal.context_processors.slipway",
+            ],
+        },
+    },
+]
+
+# 2. Database --------------------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'slipway.sqlite3'}")
+_db = parse_database_url(DATABASE_URL)
+if _db["ENGINE"].endswith("sqlite3"):
+    _db["OPTIONS"] = {
+        # IMMEDIATE takes the write lock at BEGIN, so two admissions serialize instead of
+        # one failing with "database is locked" on upgrade; WAL lets readers go on.
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;",
+    }
+else:
+    _db["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
+    _db["CONN_HEALTH_CHECKS"] = True
+# Lets parallel test sessions (or helpers) use distinct throw-away test databases.
+if env_str("SLIPWAY_TEST_DB_NAME"):
+    _db["TEST"] = {"NAME": env_str("SLIPWAY_TEST_DB_NAME")}
+DATABASES = {"default": _db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# 3. Cache, broker, Celery -------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL", "")
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    # Shared by web, worker and beat (a per-process cache could not hold the reconcile lock).
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "slipway_cache"}}
+
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL or "filesystem://")
+CELERY_BROKER_DIR = VAR_DIR / "broker"
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
+        "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
+        "processed_folder": str(CELERY_BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+    # The SQLite file and the filesystem broker need their folders; create them up front
+    # so web, worker and beat can start in any order on a fresh checkout.
+    for _folder in ("queue", "processed"):
+        (CELERY_BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
+else:
+    # Longer than the longest task (cluster calls time out well below this), so a slow
+    # task is never handed to a second worker while the first is still on it.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
+CELERY_TASK_ALWAYS_EAGER = False  # only unit tests switch this on
+CELERY_RECONCILE_INTERVAL = env_float("SLIPWAY_RECONCILE_INTERVAL", 5.0)
+CELERY_BEAT_SCHEDULE = {
+    "reconcile": {
+        "task": "jobs.tasks.reconcile",
+        "schedule": CELERY_RECONCILE_INTERVAL,
+        "options": {"queue": "reconcile", "expires": CELERY_RECONCILE_INTERVAL * 2},
+    },
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+# 4. Auth, sessions, security ----------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+# Kubernetes probes hit these over plain HTTP inside the cluster.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("SECURE_PROXY_SSL", not DEBUG) else None
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+# 5. Static files, i18n ----------------------------------------------------------------
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if not DEBUG
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+# 6. REST framework --------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "portal.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "portal.pagination.StandardPagination",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "portal.exceptions.api_exception_handler",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Slipway API",
+    "DESCRIPTION": "Self-service GPU platform: training runs, inference endpoints, quotas and usage.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI from the sidecar package's static files: the docs work offline, no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# 7. Slipway ---------------------------------------------------------------------------
+SLIPWAY_CLUSTER_BACKEND = env_str("SLIPWAY_CLUSTER_BACKEND", "sandbox")  # sandbox | kubernetes
+SLIPWAY_SANDBOX_INVENTORY = env_str("SLIPWAY_SANDBOX_INVENTORY", str(BASE_DIR / "sandbox" / "inventory.yaml"))
+SLIPWAY_KUBECONFIG = env_str("KUBECONFIG", "")  # empty: in-cluster config, then ~/.kube/config
+SLIPWAY_KUBE_QPS = env_float("SLIPWAY_KUBE_QPS", 20.0)
+SLIPWAY_KUBE_BURST = env_int("SLIPWAY_KUBE_BURST", 40)
+SLIPWAY_KUBE_TIMEOUT = env_float("SLIPWAY_KUBE_TIMEOUT", 10.0)
+SLIPWAY_GANG_SCHEDULER = env_str("SLIPWAY_GANG_SCHEDULER", "")  # "" | volcano | scheduler-plugins
+SLIPWAY_PROMETHEUS_URL = env_str("SLIPWAY_PROMETHEUS_URL", "http://prometheus-operated.monitoring.svc:9090")
+SLIPWAY_RUN_AS_NON_ROOT = env_bool("SLIPWAY_RUN_AS_NON_ROOT", True)
+SLIPWAY_IMAGE_REGISTRIES = env_list("SLIPWAY_IMAGE_REGISTRIES", [])  # empty: any registry
+SLIPWAY_NAMESPACE_PREFIX = env_str("SLIPWAY_NAMESPACE_PREFIX", "team-")
+SLIPWAY_CURRENCY = env_str("SLIPWAY_CURRENCY", "USD")
+SLIPWAY_IDEMPOTENCY_TTL_HOURS = env_int("SLIPWAY_IDEMPOTENCY_TTL_HOURS", 24)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

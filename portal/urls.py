@@ -1,0 +1,24 @@
+"""Top-level URLs: portal pages, the REST API, the admin console, probes."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from portal import health, views
+
+urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("login/", views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", views.dashboard, name="dashboard"),
+    path("team/switch/", views.switch_team, name="switch-team"),
+    path("tokens/", views.api_tokens, name="api-tokens"),
+    path("tokens/<int:pk>/revoke/", views.revoke_api_token, name="revoke-api-token"),
+    path("endpoints/", views.endpoints_placeholder, name="endpoints"),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include("portal.api_urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+]

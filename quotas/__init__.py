@@ -1,0 +1,1 @@
+"""GPU flavors, prices, team quotas and budgets, admission and the usage ledger."""

@@ -1,0 +1,3 @@
+"""HTML routes of the quotas app."""
+
+urlpatterns: list = []

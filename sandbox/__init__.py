@@ -1,0 +1,1 @@
+"""The simulated GPU cluster: Slipway's embedded default backend."""

@@ -1,0 +1,130 @@
+"""Shared fixtures: the standard cast of users, API clients, and the CI service guard.
+
+With ``CI=true`` the suite must run on PostgreSQL and Redis: if either is unreachable the
+session stops with an error instead of skipping the tests that need them.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.conf import settings
+from rest_framework.test import APIClient
+
+from portal.models import Role
+from portal.services import create_api_token
+from tests.factories import add_member, make_team, make_user
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def redis_url() -> str:
+    return os.environ.get("REDIS_URL") or os.environ.get("SLIPWAY_TEST_REDIS_URL") or ""
+
+
+def redis_reachable(url: str) -> bool:
+    if not url:
+        return False
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=2).ping())
+    except redis.RedisError:
+        return False
+
+
+def pytest_sessionstart(session):
+    if not IN_CI:
+        return
+    engine = settings.DATABASES["default"]["ENGINE"]
+    problems = []
+    if "postgresql" not in engine:
+        problems.append(f"CI must run on PostgreSQL, but DATABASES uses {engine} (set DATABASE_URL)")
+    else:
+        import psycopg
+
+        db = settings.DATABASES["default"]
+        try:
+            psycopg.connect(host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"], dbname=db["NAME"],
+                            password=db["PASSWORD"] or None, connect_timeout=3).close()
+        except psycopg.Error as exc:
+            problems.append(f"PostgreSQL unreachable: {exc}")
+    if not redis_reachable(redis_url()):
+        problems.append(f"Redis unreachable at {redis_url() or '(REDIS_URL unset)'}")
+    if problems:
+        pytest.exit("CI services missing:\n  " + "\n  ".join(problems), returncode=3)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Outside CI, skip (with the reason) tests whose service is absent; in CI never skip."""
+    if IN_CI:
+        return
+    on_postgres = "postgresql" in settings.DATABASES["default"]["ENGINE"]
+    have_redis = redis_reachable(redis_url())
+    for item in items:
+        if "postgres" in item.keywords and not on_postgres:
+            item.add_marker(pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL (CI does)"))
+        if "redis" in item.keywords and not have_redis:
+            item.add_marker(pytest.mark.skip(reason="needs Redis: set REDIS_URL (CI does)"))
+
+
+@pytest.fixture
+def team(db):
+    return make_team("ml-research", "ML Research")
+
+
+@pytest.fixture
+def other_team(db):
+    return make_team("vision", "Vision")
+
+
+@pytest.fixture
+def member(team):
+    user = make_user("mia")
+    add_member(team, user, Role.MEMBER)
+    return user
+
+
+@pytest.fixture
+def viewer(team):
+    user = make_user("vic")
+    add_member(team, user, Role.VIEWER)
+    return user
+
+
+@pytest.fixture
+def team_admin(team):
+    user = make_user("ada")
+    add_member(team, user, Role.ADMIN)
+    return user
+
+
+@pytest.fixture
+def outsider(other_team):
+    user = make_user("otto")
+    add_member(other_team, user, Role.MEMBER)
+    return user
+
+
+@pytest.fixture
+def staff(db):
+    return make_user("sam", staff=True)
+
+
+@pytest.fixture
+def api_client_for():
+    """``api_client_for(user)``: an APIClient authenticated with a fresh bearer token."""
+
+    def build(user) -> APIClient:
+        _token, raw = create_api_token(user, "test")
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+        return client
+
+    return build
+
+
+@pytest.fixture
+def api(api_client_for, member):
+    return api_client_for(member)

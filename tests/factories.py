@@ -1,0 +1,30 @@
+"""Small factories for test data (plain functions: clearer than a factory library here)."""
+
+from __future__ import annotations
+
+import itertools
+
+from django.contrib.auth import get_user_model
+
+from portal.models import Membership, Role, Team
+
+_seq = itertools.count(1)
+
+
+def make_user(username: str | None = None, *, staff: bool = False, password: str = "pw-Slipway-123"):
+    username = username or f"user{next(_seq)}"
+    user = get_user_model().objects.create_user(username=username, password=password, email=f"{username}@example.com")
+    if staff:
+        user.is_staff = True
+        user.is_superuser = True
+        user.save(update_fields=["is_staff", "is_superuser"])
+    return user
+
+
+def make_team(slug: str | None = None, name: str | None = None) -> Team:
+    slug = slug or f"team{next(_seq)}"
+    return Team.objects.create(slug=slug, name=name or slug.title())
+
+
+def add_member(team: Team, user, role: str = Role.MEMBER) -> Membership:
+    return Membership.objects.create(team=team, user=user, role=role)
