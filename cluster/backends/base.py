@@ -130,3 +130,9 @@ class ClusterBackend(abc.ABC):
     @abc.abstractmethod
     def capacity(self) -> list[NodeCapacity]:
         """Per node and GPU resource: allocatable units and units requested by running pods."""
+
+    def tick(self) -> None:  # noqa: B027 - a hook with a deliberate no-op default
+        """Advance a simulated cluster's clock (called once per reconcile cycle).
+
+        A real cluster advances by itself, so the default does nothing.
+        """

@@ -1,0 +1,49 @@
+"""The Django side of the cluster layer: which backend this process uses, and its config.
+
+``cluster/`` cannot read Django settings, so this module turns settings into the plain
+:class:`cluster.specs.ClusterConfig` the builders take, and builds the configured backend
+once per process.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from cluster.backends.base import ClusterBackend
+
+
+def cluster_config():
+    """Settings the manifest builders need, as a frozen dataclass."""
+    from cluster.specs import ClusterConfig
+
+    return ClusterConfig(
+        gang_scheduler=settings.SLIPWAY_GANG_SCHEDULER or None,
+        prometheus_url=settings.SLIPWAY_PROMETHEUS_URL,
+        run_as_non_root=settings.SLIPWAY_RUN_AS_NON_ROOT,
+    )
+
+
+@lru_cache(maxsize=1)
+def _backend(name: str) -> ClusterBackend:
+    if name == "sandbox":
+        from sandbox.backend import SandboxBackend
+
+        return SandboxBackend()
+    if name == "kubernetes":
+        from cluster.backends.kubernetes import KubernetesBackend
+
+        return KubernetesBackend(
+            kubeconfig=settings.SLIPWAY_KUBECONFIG or None,
+            qps=settings.SLIPWAY_KUBE_QPS,
+            burst=settings.SLIPWAY_KUBE_BURST,
+            timeout=settings.SLIPWAY_KUBE_TIMEOUT,
+        )
+    raise ImproperlyConfigured(f"SLIPWAY_CLUSTER_BACKEND must be 'sandbox' or 'kubernetes', got {name!r}")
+
+
+def get_backend() -> ClusterBackend:
+    """The backend named by ``SLIPWAY_CLUSTER_BACKEND`` (one instance per process)."""
+    return _backend(settings.SLIPWAY_CLUSTER_BACKEND)
