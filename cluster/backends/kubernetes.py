@@ -1,0 +1,516 @@
+"""The real-cluster backend: talks to a Kubernetes API server over REST.
+
+This is the only module that imports the ``kubernetes`` package, and it uses little of it:
+configuration loading (kubeconfig, in-cluster service account, exec/token refresh) and the
+authenticated HTTP transport. Requests go to plain REST paths and responses are decoded with
+``json.loads``: the client's model classes are very slow to build for large LISTs, and the
+portal wants plain dicts anyway (they are what :mod:`cluster.status` reads).
+
+Rules this module keeps:
+
+* Writes are server-side apply (``PATCH`` with ``application/apply-patch+yaml``,
+  ``fieldManager=slipway``, ``force=true``): re-applying the same manifest is a no-op and
+  Slipway owns exactly the fields it sets (an HPA keeps ``spec.replicas``).
+* ``observe()`` makes one LIST per kind across all namespaces, selected by the
+  ``app.kubernetes.io/managed-by=slipway`` label, without pagination, so the number of calls
+  does not grow with the number of workloads. ``resourceVersion=0`` lets the API server
+  answer from its watch cache instead of a quorum read of etcd; a reconcile loop tolerates a
+  view that is a few milliseconds old.
+* A missing CRD (404 when listing PyTorchJobs or ScaledObjects) reads as "none of that kind".
+* Every call goes through a token bucket (the Python client has no QPS/burst limit, unlike
+  client-go) and carries a timeout; urllib3's own retries are off, because retrying is the
+  Celery task's job (one place, with backoff).
+* Every failure leaves this module as a :mod:`cluster.errors` class, translated by
+  :func:`map_error` alone.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException, OpenApiException
+from kubernetes.config.config_exception import ConfigException
+
+from cluster.backends.base import (
+    MANAGED_SELECTOR,
+    TEAM_LABEL,
+    WORKLOAD_LABEL,
+    ClusterBackend,
+    ClusterEvent,
+    Manifest,
+    NodeCapacity,
+    ObservedWorkload,
+    WorkloadRef,
+)
+from cluster.errors import ClusterError, Conflict, Invalid, NotFound, Transient
+from cluster.perf import gc_paused
+
+FIELD_MANAGER = "slipway"
+APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
+#: Resources whose names start with this are GPU units (full GPUs and MIG slices).
+GPU_RESOURCE_PREFIX = "nvidia.com/"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """Where a kind lives in the REST API."""
+
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+    #: A CRD that may not be installed: a 404 on LIST means "none of them".
+    optional: bool = False
+
+    def collection_path(self, namespace: str | None = None) -> str:
+        prefix = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        if self.namespaced and namespace:
+            return f"{prefix}/namespaces/{quote(namespace, safe='')}/{self.plural}"
+        return f"{prefix}/{self.plural}"
+
+    def object_path(self, name: str, namespace: str | None = None) -> str:
+        return f"{self.collection_path(namespace)}/{quote(name, safe='')}"
+
+
+KINDS: dict[tuple[str, str], Kind] = {
+    (k.api_version, k.kind): k
+    for k in (
+        Kind("v1", "Namespace", "namespaces", namespaced=False),
+        Kind("v1", "ResourceQuota", "resourcequotas"),
+        Kind("v1", "LimitRange", "limitranges"),
+        Kind("v1", "Service", "services"),
+        Kind("v1", "Pod", "pods"),
+        Kind("v1", "Event", "events"),
+        Kind("v1", "Node", "nodes", namespaced=False),
+        Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
+        Kind("batch/v1", "Job", "jobs"),
+        Kind("apps/v1", "Deployment", "deployments"),
+        Kind("kubeflow.org/v1", "PyTorchJob", "pytorchjobs", optional=True),
+        Kind("keda.sh/v1alpha1", "ScaledObject", "scaledobjects", optional=True),
+    )
+}
+
+
+def _kind(api_version: str, kind: str) -> Kind:
+    return KINDS[(api_version, kind)]
+
+
+POD = _kind("v1", "Pod")
+NODE = _kind("v1", "Node")
+EVENT = _kind("v1", "Event")
+#: The top-level kinds observe() lists, in this order; status mapping needs nothing else.
+OBSERVED_KINDS = (
+    _kind("batch/v1", "Job"),
+    _kind("kubeflow.org/v1", "PyTorchJob"),
+    _kind("apps/v1", "Deployment"),
+    _kind("keda.sh/v1alpha1", "ScaledObject"),
+)
+#: What delete() removes for a workload. ScaledObject first so KEDA stops scaling a
+#: Deployment that is about to go; background propagation then removes pods and ReplicaSets.
+DELETED_KINDS = (
+    _kind("keda.sh/v1alpha1", "ScaledObject"),
+    _kind("apps/v1", "Deployment"),
+    _kind("v1", "Service"),
+    _kind("batch/v1", "Job"),
+    _kind("kubeflow.org/v1", "PyTorchJob"),
+)
+#: Pod labels that mark a PyTorchJob's master (training-operator v1.9, and older releases).
+_MASTER_LABELS = ("training.kubeflow.org/replica-type", "pytorch-replica-type")
+
+
+class TokenBucket:
+    """A thread-safe token bucket: ``qps`` tokens per second, at most ``burst`` saved up.
+
+    ``acquire()`` blocks until a token is free. ``clock``/``sleep`` are injectable so tests
+    can check the arithmetic without waiting.
+    """
+
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if qps <= 0 or burst < 1:
+            raise ValueError("qps must be > 0 and burst >= 1")
+        self.qps = float(qps)
+        self.burst = float(burst)
+        self._clock = clock
+        self._sleep = sleep
+        self._tokens = float(burst)
+        self._last = clock()
+        self._lock = threading.Lock()
+
+    def acquire(self) -> float:
+        """Take one token, waiting if needed. Returns the seconds waited."""
+        with self._lock:
+            # Reserve under the lock (tokens may go negative = a queue of waiters), then sleep
+            # outside it so concurrent callers are spaced 1/qps apart, not serialised on a lock.
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+            self._last = now
+            self._tokens -= 1.0
+            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
+        if wait > 0:
+            self._sleep(wait)
+        return wait
+
+
+def _message(status: int, body: bytes | str | None, fallback: str) -> str:
+    """The API server's ``Status.message`` when the body is a Status, else the fallback."""
+    if body:
+        try:
+            decoded = json.loads(body)
+        except (ValueError, TypeError):
+            decoded = None
+        if isinstance(decoded, dict) and decoded.get("message"):
+            return str(decoded["message"])
+    return f"HTTP {status}: {fallback}" if status else fallback
+
+
+def error_for_status(status: int, message: str) -> ClusterError:
+    """The :mod:`cluster.errors` class of an HTTP status."""
+    if status == 404:
+        return NotFound(message, status=status)
+    if status == 409:
+        return Conflict(message, status=status)
+    if status in (400, 422):
+        return Invalid(message, status=status)
+    if status == 429 or status >= 500 or status in (0, 408):
+        return Transient(message, status=status)
+    # 401/403 and anything else: permanent, retrying with the same credentials won't help.
+    return ClusterError(message, status=status)
+
+
+def map_error(exc: BaseException) -> ClusterError:
+    """THE translation of client/transport exceptions into :mod:`cluster.errors` classes."""
+    if isinstance(exc, ClusterError):
+        return exc
+    if isinstance(exc, ApiException):
+        status = int(exc.status or 0)
+        return error_for_status(status, _message(status, exc.body, str(exc.reason or exc)))
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        return Transient(f"cannot reach the API server: {exc.reason}")
+    if isinstance(exc, urllib3.exceptions.TimeoutError | TimeoutError):
+        return Transient(f"timed out talking to the API server: {exc}")
+    if isinstance(exc, urllib3.exceptions.HTTPError | ConnectionError | OSError):
+        return Transient(f"cannot reach the API server: {exc}")
+    if isinstance(exc, ConfigException):
+        return ClusterError(f"cluster configuration: {exc}")
+    if isinstance(exc, OpenApiException | ValueError):
+        return ClusterError(f"Kubernetes client error: {exc}")
+    return ClusterError(f"unexpected error talking to the API server: {type(exc).__name__}: {exc}")
+
+
+class KubernetesBackend(ClusterBackend):
+    """A real cluster. The constructor never contacts the server (configuration is lazy)."""
+
+    name = "kubernetes"
+
+    def __init__(
+        self,
+        kubeconfig: str | None = None,
+        qps: float = 20,
+        burst: int = 40,
+        timeout: float = 10,
+        host: str | None = None,
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.timeout = timeout
+        self.host = host
+        self.limiter = TokenBucket(qps, burst)
+        self._api: k8s_client.ApiClient | None = None
+        self._api_lock = threading.Lock()
+        #: Requests sent so far (the benchmark and tests read it).
+        self.request_count = 0
+
+    # -- transport ---------------------------------------------------------------------
+
+    def _client(self) -> k8s_client.ApiClient:
+        with self._api_lock:
+            if self._api is None:
+                cfg = k8s_client.Configuration()
+                try:
+                    if self.host:
+                        # An explicit server (tests, a local proxy such as `kubectl proxy`).
+                        cfg.host = self.host
+                    elif self.kubeconfig:
+                        k8s_config.load_kube_config(config_file=self.kubeconfig, client_configuration=cfg)
+                    else:
+                        try:
+                            k8s_config.load_incluster_config(client_configuration=cfg)
+                        except ConfigException:
+                            k8s_config.load_kube_config(client_configuration=cfg)
+                except Exception as exc:
+                    raise map_error(exc) from exc
+                # No urllib3 retries: the Celery task retries Transient errors with backoff.
+                cfg.retries = False
+                self._api = k8s_client.ApiClient(cfg)
+            return self._api
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Iterable[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str | None = None,
+        raw: bool = False,
+    ) -> Any:
+        """One HTTP call: rate-limited, with a timeout, errors mapped. Returns decoded JSON (or bytes)."""
+        api = self._client()
+        self.limiter.acquire()
+        self.request_count += 1
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+            if content_type:
+                # Serialised here (JSON is valid YAML, so it serves apply-patch+yaml): a str body
+                # is sent as-is, whereas the client would re-encode a dict through its slow sanitiser.
+                body = json.dumps(body)
+        try:
+            serialized = api.param_serialize(
+                method,
+                path,
+                query_params=list(query) or None,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            response = api.call_api(*serialized, _request_timeout=self.timeout)
+            data = response.read()
+        except Exception as exc:
+            raise map_error(exc) from exc
+        if not 200 <= response.status <= 299:
+            raise error_for_status(response.status, _message(response.status, data, str(response.reason)))
+        if raw:
+            return data
+        try:
+            return json.loads(data) if data else None
+        except ValueError as exc:
+            raise Transient(f"undecodable response from the API server: {exc}") from exc
+
+    def list(
+        self, kind: Kind, *, namespace: str | None = None, label_selector: str = "", **params: str
+    ) -> list[Manifest]:
+        """All objects of ``kind`` (all namespaces unless ``namespace``), with apiVersion/kind filled in.
+
+        LIST responses omit ``apiVersion``/``kind`` on items; callers get them back so
+        observed objects look exactly like what was applied.
+        """
+        query = [(k.replace("_", ""), v) for k, v in params.items()]
+        if label_selector:
+            query.insert(0, ("labelSelector", label_selector))
+        try:
+            payload = self.request("GET", kind.collection_path(namespace), query=query)
+        except NotFound:
+            if kind.optional:
+                return []  # the CRD is not installed: nothing of that kind exists
+            raise
+        items = (payload or {}).get("items") or []
+        for item in items:
+            item.setdefault("apiVersion", kind.api_version)
+            item.setdefault("kind", kind.kind)
+        return items
+
+    # -- ClusterBackend ----------------------------------------------------------------
+
+    def apply(self, objects: list[Manifest]) -> list[Manifest]:
+        """Server-side apply, in order (a Namespace before what lives in it); stops at the first error."""
+        stored: list[Manifest] = []
+        for obj in objects:
+            try:
+                kind = _kind(obj["apiVersion"], obj["kind"])
+                meta = obj["metadata"]
+                name = meta["name"]
+            except (KeyError, TypeError) as exc:
+                raise Invalid(f"cannot apply object without a known apiVersion/kind and metadata.name: {exc}") from exc
+            namespace = meta.get("namespace") if kind.namespaced else None
+            if kind.namespaced and not namespace:
+                raise Invalid(f"{obj['kind']}/{name} needs metadata.namespace")
+            result = self.request(
+                "PATCH",
+                kind.object_path(name, namespace),
+                query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+                body=obj,
+                content_type=APPLY_CONTENT_TYPE,
+            )
+            stored.append(result)
+        return stored
+
+    def delete(self, ref: WorkloadRef) -> int:
+        deleted = 0
+        selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={ref.workload}"
+        for kind in DELETED_KINDS:
+            for obj in self.list(kind, namespace=ref.namespace, label_selector=selector):
+                try:
+                    self.request(
+                        "DELETE",
+                        kind.object_path(obj["metadata"]["name"], ref.namespace),
+                        body={"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"},
+                    )
+                except NotFound:
+                    continue  # deleted by someone else meanwhile: the goal is reached
+                deleted += 1
+        return deleted
+
+    def observe(self) -> list[ObservedWorkload]:
+        """One LIST per kind (4 top-level kinds + pods) for the whole cluster, grouped by workload."""
+        groups: dict[tuple[str, str], ObservedWorkload] = {}
+
+        def group(obj: Manifest) -> ObservedWorkload | None:
+            meta = obj.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            workload = labels.get(WORKLOAD_LABEL)
+            namespace = meta.get("namespace")
+            if not workload or not namespace:
+                return None
+            key = (namespace, workload)
+            found = groups.get(key)
+            if found is None:
+                found = groups[key] = ObservedWorkload(namespace, workload, labels.get(TEAM_LABEL, ""))
+            return found
+
+        with gc_paused():
+            for kind in OBSERVED_KINDS:
+                for obj in self.list(kind, label_selector=MANAGED_SELECTOR, resourceVersion="0"):
+                    target = group(obj)
+                    if target is not None:
+                        target.objects.append(obj)
+            for pod in self.list(POD, label_selector=MANAGED_SELECTOR, resourceVersion="0"):
+                target = group(pod)
+                if target is not None:
+                    target.pods.append(pod)
+            for observed in groups.values():
+                observed.pods.sort(key=_pod_order)
+            return sorted(groups.values(), key=lambda o: (o.namespace, o.workload))
+
+    def _workload_pods(self, ref: WorkloadRef) -> list[Manifest]:
+        selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={ref.workload}"
+        return sorted(self.list(POD, namespace=ref.namespace, label_selector=selector), key=_pod_order)
+
+    def logs(self, ref: WorkloadRef, tail: int = 200) -> list[str]:
+        pods = self._workload_pods(ref)
+        if not pods:
+            return []
+        pod = pods[0]
+        name = pod["metadata"]["name"]
+        containers = (pod.get("spec") or {}).get("containers") or [{}]
+        query = [("tailLines", str(int(tail)))]
+        if containers[0].get("name"):
+            query.append(("container", containers[0]["name"]))
+        try:
+            data = self.request("GET", POD.object_path(name, ref.namespace) + "/log", query=query, raw=True)
+        except Invalid:
+            return []  # 400: the container has not started yet, so there is nothing to read
+        return data.decode("utf-8", errors="replace").splitlines()
+
+    def events(self, ref: WorkloadRef) -> list[ClusterEvent]:
+        """Events of the namespace whose object is the workload or one of its children.
+
+        Children are named ``<workload>-…`` (pods, ReplicaSets, PyTorchJob replicas), so one
+        namespace LIST filtered here beats one call per object.
+        """
+        prefix = f"{ref.workload}-"
+        out: list[tuple[str, ClusterEvent]] = []
+        for event in self.list(EVENT, namespace=ref.namespace):
+            involved = event.get("involvedObject") or {}
+            name = involved.get("name", "")
+            if name != ref.workload and not name.startswith(prefix):
+                continue
+            when = event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or ""
+            out.append(
+                (
+                    when,
+                    ClusterEvent(
+                        type=event.get("type", "Normal"),
+                        reason=event.get("reason", ""),
+                        message=event.get("message", ""),
+                        object=f"{involved.get('kind', '')}/{name}",
+                        time=when,
+                        count=int(event.get("count") or 1),
+                    ),
+                )
+            )
+        out.sort(key=lambda pair: pair[0])
+        return [event for _, event in out]
+
+    def capacity(self) -> list[NodeCapacity]:
+        """Allocatable GPU units per node and resource, minus what non-finished pods bound there request.
+
+        All pods count, not only Slipway's: anything else on the node holds GPUs just the same.
+        """
+        nodes = self.list(NODE)
+        pods = self.list(POD, fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
+        in_use: dict[tuple[str, str], int] = {}
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if not node:
+                continue
+            for resource, units in _pod_gpu_requests(pod).items():
+                in_use[(node, resource)] = in_use.get((node, resource), 0) + units
+        out: list[NodeCapacity] = []
+        for node in nodes:
+            meta = node.get("metadata") or {}
+            name = meta.get("name", "")
+            allocatable = (node.get("status") or {}).get("allocatable") or {}
+            for resource in sorted(allocatable):
+                if not resource.startswith(GPU_RESOURCE_PREFIX):
+                    continue
+                units = _units(allocatable[resource])
+                if units <= 0:
+                    continue
+                out.append(
+                    NodeCapacity(name, resource, units, in_use.get((name, resource), 0), dict(meta.get("labels") or {}))
+                )
+        return out
+
+
+def _units(value: Any) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+def _pod_gpu_requests(pod: Manifest) -> dict[str, int]:
+    """GPU units a pod requests per resource (extended resources: requests equal limits).
+
+    Init containers run before the app containers, so a pod needs the max of the two, as
+    the scheduler computes it.
+    """
+    spec = pod.get("spec") or {}
+
+    def totals(containers: list[Manifest], combine: Callable[[int, int], int]) -> dict[str, int]:
+        acc: dict[str, int] = {}
+        for container in containers or []:
+            res = container.get("resources") or {}
+            amounts = res.get("requests") or res.get("limits") or {}
+            for resource, value in amounts.items():
+                if resource.startswith(GPU_RESOURCE_PREFIX):
+                    acc[resource] = combine(acc.get(resource, 0), _units(value))
+        return acc
+
+    app = totals(spec.get("containers") or [], lambda a, b: a + b)
+    init = totals(spec.get("initContainers") or [], max)
+    return {r: max(app.get(r, 0), init.get(r, 0)) for r in set(app) | set(init)}
+
+
+def _pod_order(pod: Manifest) -> tuple[int, str, str]:
+    """Master pods first, then by creation time and name (the first pod is the one to read logs of)."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    is_master = any(labels.get(key, "").lower() == "master" for key in _MASTER_LABELS)
+    return (0 if is_master else 1, meta.get("creationTimestamp") or "", meta.get("name") or "")

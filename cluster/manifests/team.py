@@ -1,0 +1,87 @@
+"""Per-team objects: Namespace, ResourceQuota, LimitRange, NetworkPolicy."""
+
+from __future__ import annotations
+
+from cluster.manifests.common import Manifest, cpu_quantity, memory_quantity, metadata
+from cluster.specs import ClusterConfig, TeamSpec
+
+QUOTA_NAME = "slipway-gpu-quota"
+LIMITRANGE_NAME = "slipway-defaults"
+NETWORKPOLICY_NAME = "slipway-isolation"
+#: Namespaces with this label (ingress controller, Prometheus) may reach team pods.
+INGRESS_ALLOWED_LABEL = "slipway.dev/allow-ingress"
+
+
+def team_workload(slug: str) -> str:
+    """The ``slipway.dev/workload`` value of a team's own objects."""
+    return f"team-{slug}"
+
+
+def build_namespace(spec: TeamSpec, config: ClusterConfig) -> Manifest:
+    # "restricted" rejects any pod that is not non-root; with run_as_non_root off the
+    # cluster admin accepted root containers, so "baseline" (still no privileged/hostPath).
+    level = "restricted" if config.run_as_non_root else "baseline"
+    meta = metadata(spec.namespace, None, spec.slug, team_workload(spec.slug))
+    for mode in ("enforce", "audit", "warn"):
+        meta["labels"][f"pod-security.kubernetes.io/{mode}"] = level
+        meta["labels"][f"pod-security.kubernetes.io/{mode}-version"] = "latest"
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+
+def build_resourcequota(spec: TeamSpec) -> Manifest:
+    """GPU quota mirroring the portal's, as a backstop: the portal admits first, the API server
+    enforces even if something bypasses the portal. Extended resources only allow ``requests.``."""
+    hard = {f"requests.{resource}": str(int(units)) for resource, units in spec.quotas}
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": metadata(QUOTA_NAME, spec.namespace, spec.slug, team_workload(spec.slug)),
+        "spec": {"hard": dict(sorted(hard.items()))},
+    }
+
+
+def build_limitrange(spec: TeamSpec) -> Manifest:
+    """Defaults for containers that state no resources (Slipway's own always do)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": metadata(LIMITRANGE_NAME, spec.namespace, spec.slug, team_workload(spec.slug)),
+        "spec": {
+            "limits": [
+                {
+                    "type": "Container",
+                    "defaultRequest": {"cpu": cpu_quantity(0.5), "memory": memory_quantity(1)},
+                    "default": {"cpu": cpu_quantity(2), "memory": memory_quantity(4)},
+                }
+            ]
+        },
+    }
+
+
+def build_networkpolicy(spec: TeamSpec) -> Manifest:
+    """Only the team's own pods (and the ingress controller / Prometheus) may connect in.
+
+    Egress stays open: training pulls images, datasets and packages from outside the cluster.
+    """
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata(NETWORKPOLICY_NAME, spec.namespace, spec.slug, team_workload(spec.slug)),
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [
+                        {"podSelector": {}},
+                        {"namespaceSelector": {"matchLabels": {INGRESS_ALLOWED_LABEL: "true"}}},
+                    ]
+                }
+            ],
+        },
+    }
+
+
+def build_team(spec: TeamSpec, config: ClusterConfig) -> list[Manifest]:
+    """Namespace, ResourceQuota, LimitRange and NetworkPolicy of one team (Namespace first)."""
+    return [build_namespace(spec, config), build_resourcequota(spec), build_limitrange(spec), build_networkpolicy(spec)]

@@ -1,0 +1,151 @@
+"""Training runs: a ``batch/v1 Job`` on one node, a ``kubeflow.org/v1 PyTorchJob`` across nodes."""
+
+from __future__ import annotations
+
+from cluster.manifests.common import (
+    SHM_PATH,
+    Manifest,
+    container_security,
+    default_memory_gb,
+    env_list,
+    metadata,
+    pod_spec,
+    resources,
+    shm_volume,
+    volume_entries,
+)
+from cluster.specs import ClusterConfig, TrainingSpec
+
+#: The training-operator requires the PyTorch container to have this name.
+PYTORCH_CONTAINER = "pytorch"
+#: schedulerName per gang scheduler (scheduler-plugins' default deployment name).
+SCHEDULER_NAMES = {"volcano": "volcano", "scheduler-plugins": "scheduler-plugins-scheduler"}
+#: NCCL defaults for pod networking. Users' env comes after these, so they can override them.
+NCCL_ENV: tuple[tuple[str, str], ...] = (
+    ("NCCL_DEBUG", "WARN"),
+    # Turn a hung collective into an error (and a restart) instead of a job stuck forever.
+    ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
+    # The pod network; without it NCCL may pick loopback or a docker bridge.
+    ("NCCL_SOCKET_IFNAME", "eth0"),
+)
+
+
+def _shm_gb(spec: TrainingSpec) -> float:
+    """Explicit shm, else a quarter of the container memory (it counts against the memory limit)."""
+    if spec.shm_gb is not None:
+        return float(spec.shm_gb)
+    memory = (
+        float(spec.memory_gb) if spec.memory_gb is not None else default_memory_gb(spec.gpus_per_worker, spec.flavor)
+    )
+    return max(1.0, memory / 4)
+
+
+def _pod_template(spec: TrainingSpec, config: ClusterConfig, *, container: Manifest, restart_policy: str) -> Manifest:
+    pvc_volumes, mounts = volume_entries(spec.volumes)
+    container["volumeMounts"] = [{"name": "dshm", "mountPath": SHM_PATH}, *mounts]
+    container["resources"] = resources(spec.flavor, spec.gpus_per_worker, spec.cpu, spec.memory_gb)
+    container["securityContext"] = container_security(config)
+    meta = metadata("", None, spec.team, spec.workload_id)
+    del meta["name"]  # pod templates are named by their controller
+    return {
+        "metadata": meta,
+        "spec": pod_spec(
+            container=container,
+            flavor=spec.flavor,
+            config=config,
+            restart_policy=restart_policy,
+            volumes=[shm_volume(_shm_gb(spec)), *pvc_volumes],
+            spot=spec.spot,
+        ),
+    }
+
+
+def build_job(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
+    """Single-node training as a Job.
+
+    ``restartPolicy: Never`` makes every failed attempt a new pod, so ``backoffLimit``
+    counts attempts and a failed pod keeps its termination reason for the status mapping.
+    """
+    container: Manifest = {"name": "main", "image": spec.image, "command": list(spec.command)}
+    if spec.args:
+        container["args"] = list(spec.args)
+    if spec.env:
+        container["env"] = env_list(spec.env)
+    job_spec: Manifest = {
+        "backoffLimit": spec.max_retries,
+        "completions": 1,
+        "parallelism": 1,
+    }
+    if spec.max_runtime_minutes:
+        job_spec["activeDeadlineSeconds"] = spec.max_runtime_minutes * 60
+    job_spec["template"] = _pod_template(spec, config, container=container, restart_policy="Never")
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata(spec.workload_id, spec.namespace, spec.team, spec.workload_id, spec.name),
+        "spec": job_spec,
+    }
+
+
+def _torchrun_command(spec: TrainingSpec) -> list[str]:
+    """``torchrun`` in front of the user's argv.
+
+    ``--no-python`` runs the argv as given (``python train.py`` or a console script) once
+    per local rank; the training-operator injects the rendezvous (PET_MASTER_ADDR,
+    PET_NODE_RANK …), which torchrun reads from the environment.
+    """
+    return [
+        "torchrun",
+        f"--nnodes={spec.workers}",
+        f"--nproc_per_node={spec.gpus_per_worker}",
+        "--no-python",
+        *spec.command,
+    ]
+
+
+def build_pytorchjob(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
+    """Distributed training as a PyTorchJob: one Master and ``workers - 1`` Workers."""
+    replica_specs: Manifest = {}
+    for role, replicas in (("Master", 1), ("Worker", spec.workers - 1)):
+        if replicas < 1:
+            continue
+        container: Manifest = {
+            "name": PYTORCH_CONTAINER,
+            "image": spec.image,
+            "command": _torchrun_command(spec),
+        }
+        if spec.args:
+            container["args"] = list(spec.args)
+        container["env"] = env_list(NCCL_ENV + spec.env)
+        # OnFailure restarts a crashed container in place; runPolicy.backoffLimit caps the restarts.
+        template = _pod_template(spec, config, container=container, restart_policy="OnFailure")
+        if config.gang_scheduler:
+            template["spec"]["schedulerName"] = SCHEDULER_NAMES[config.gang_scheduler]
+        replica_specs[role] = {"replicas": replicas, "restartPolicy": "OnFailure", "template": template}
+    run_policy: Manifest = {
+        "backoffLimit": spec.max_retries,
+        # Finished jobs must not keep straggler pods (and their GPUs); failed pods stay for reasons.
+        "cleanPodPolicy": "Running",
+    }
+    if spec.max_runtime_minutes:
+        run_policy["activeDeadlineSeconds"] = spec.max_runtime_minutes * 60
+    if config.gang_scheduler:
+        # All-or-nothing: a half-scheduled job would hold GPUs while waiting for its peers.
+        run_policy["schedulingPolicy"] = {"minAvailable": spec.workers}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": metadata(spec.workload_id, spec.namespace, spec.team, spec.workload_id, spec.name),
+        "spec": {
+            "nprocPerNode": str(spec.gpus_per_worker),
+            "pytorchReplicaSpecs": replica_specs,
+            "runPolicy": run_policy,
+        },
+    }
+
+
+def build_training(spec: TrainingSpec, config: ClusterConfig) -> list[Manifest]:
+    """One Job when ``workers == 1``, else one PyTorchJob; named ``spec.workload_id``."""
+    if spec.workers <= 1:
+        return [build_job(spec, config)]
+    return [build_pytorchjob(spec, config)]

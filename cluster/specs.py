@@ -1,0 +1,120 @@
+"""Plain, frozen descriptions of what Slipway asks a cluster to run.
+
+These dataclasses are the contract between the portal (``jobs``, ``inference``, ``quotas``)
+and the pure manifest builders in :mod:`cluster.manifests`. They hold no Django objects and
+no behaviour beyond small derived values, so the builders stay pure functions of their
+input: the same spec always renders the same manifests (which is what makes re-applying
+idempotent and the golden-file tests possible).
+
+Tuples rather than lists or dicts keep the dataclasses hashable and immutable. The
+builders assume the portal has validated the input (DNS-1123 ids, argv lists, bounded
+sizes; see DESIGN.md §7); they do not re-validate it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Gang schedulers the PyTorchJob builder knows how to target.
+GANG_SCHEDULERS = ("volcano", "scheduler-plugins")
+
+#: Autoscaling metrics an endpoint may scale on.
+METRIC_GPU_UTILIZATION = "gpu_utilization"
+METRIC_REQUESTS_PER_SECOND = "requests_per_second"
+METRIC_QUEUE_LENGTH = "queue_length"
+METRICS = (METRIC_GPU_UTILIZATION, METRIC_REQUESTS_PER_SECOND, METRIC_QUEUE_LENGTH)
+#: Metrics that still report demand when no replica runs, so scaling to zero is safe with them
+#: (GPU utilisation of zero pods is "no data", which would never wake the endpoint up again).
+REQUEST_DRIVEN_METRICS = (METRIC_REQUESTS_PER_SECOND, METRIC_QUEUE_LENGTH)
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Cluster-wide settings the builders need (built from Django settings by ``portal.cluster``)."""
+
+    gang_scheduler: str | None = None  # None | "volcano" | "scheduler-plugins"
+    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
+    run_as_non_root: bool = True
+
+
+@dataclass(frozen=True)
+class FlavorSpec:
+    """A schedulable GPU kind: its extended resource and where it lives."""
+
+    name: str
+    resource_name: str  # "nvidia.com/gpu" or "nvidia.com/mig-1g.10gb"
+    gpu_model: str  # node label value of nvidia.com/gpu.product, e.g. "NVIDIA-A100-SXM4-80GB"
+    mig_profile: str | None = None  # "1g.10gb"
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[tuple[str, str, str, str], ...] = ()  # (key, operator, value, effect)
+    gpu_fraction: float = 1.0
+
+
+@dataclass(frozen=True)
+class VolumeSpec:
+    """A PersistentVolumeClaim of the team's namespace mounted into the workload."""
+
+    claim: str
+    mount_path: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    """A training run: a Job when ``workers == 1``, a PyTorchJob otherwise."""
+
+    workload_id: str  # "run-42": the object name and the slipway.dev/workload label value
+    team: str  # team slug
+    namespace: str
+    name: str  # the user's run name, an annotation only
+    image: str
+    command: tuple[str, ...]
+    flavor: FlavorSpec
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    gpus_per_worker: int = 1
+    workers: int = 1
+    cpu: float | None = None
+    memory_gb: float | None = None
+    shm_gb: float | None = None
+    max_retries: int = 2
+    max_runtime_minutes: int | None = None
+    spot: bool = False
+    volumes: tuple[VolumeSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    """An inference endpoint: Deployment + Service + KEDA ScaledObject.
+
+    ``min_replicas == 0`` is only valid with a request-driven ``metric`` (see
+    :data:`REQUEST_DRIVEN_METRICS`); the portal validates that before building.
+    """
+
+    workload_id: str  # "ep-7"
+    team: str
+    namespace: str
+    name: str
+    image: str
+    flavor: FlavorSpec
+    port: int = 8080
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    gpus_per_replica: int = 1
+    min_replicas: int = 1
+    max_replicas: int = 1
+    metric: str = METRIC_GPU_UTILIZATION  # | "requests_per_second" | "queue_length"
+    target: float = 70.0
+    readiness_path: str = "/health/ready"
+    initial_delay_seconds: int = 30
+    cpu: float | None = None
+    memory_gb: float | None = None
+
+
+@dataclass(frozen=True)
+class TeamSpec:
+    """A team's namespace and the GPU quota mirrored into its ResourceQuota."""
+
+    slug: str
+    namespace: str
+    quotas: tuple[tuple[str, int], ...] = ()  # (resource_name, units), e.g. (("nvidia.com/gpu", 8),)

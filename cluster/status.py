@@ -1,0 +1,330 @@
+"""Pure mapping from observed Kubernetes objects to portal states and plain-words reasons.
+
+Both backends (the sandbox and a real cluster) return the same Kubernetes-shaped objects
+from ``observe()``, so this one module decides what a training run or endpoint is doing.
+It never raises on odd payloads: a missing field reads as "not reported yet".
+
+Reasons are short sentences a data scientist can act on, built from the most telling
+signal of the workload's pods (see :func:`pod_reason`), for example
+``"Unschedulable: 0/8 nodes are available: 8 Insufficient nvidia.com/gpu."``,
+``"OOMKilled (exit 137)"``, ``"ImagePullBackOff: Back-off pulling image \"x\""``,
+``"CrashLoopBackOff (exit 1)"``, ``"BackoffLimitExceeded: Job has reached the specified backoff limit"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from cluster.backends.base import ObservedWorkload
+
+Manifest = dict[str, Any]
+
+
+class TrainingPhase:
+    """Portal states of a training run as far as the cluster can tell."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class EndpointPhase:
+    """Portal states of an inference endpoint as far as the cluster can tell."""
+
+    DEPLOYING = "deploying"
+    READY = "ready"
+    SCALED_TO_ZERO = "scaled_to_zero"
+    DEGRADED = "degraded"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class WorkloadStatus:
+    """What the reconciler needs from one observation."""
+
+    state: str
+    reason: str  # plain words, "" when nothing to say
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    #: GPU units (of the flavor's resource) requested by pods in phase Running right now:
+    #: the reconciler bills these.
+    running_units: int = 0
+    replicas: int = 0  # endpoints: ready replicas
+    desired_replicas: int = 0  # endpoints: the Deployment's spec.replicas (KEDA's choice)
+
+
+# Severity of a pod signal: the highest one across a workload's pods becomes the reason.
+SEVERITY_NONE = 0
+SEVERITY_INFO = 1  # ContainerCreating, PodInitializing: progress, not a problem
+SEVERITY_PROBLEM = 2  # the workload cannot make progress without a change or more capacity
+SEVERITY_FATAL = 3  # a container died
+
+#: Waiting reasons that mean "still starting" rather than "stuck".
+_STARTING_REASONS = frozenset({"ContainerCreating", "PodInitializing"})
+#: Resource names that are GPU units for billing (full GPUs and MIG slices).
+_GPU_PREFIX = "nvidia.com/"
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 timestamp from the API server as an aware datetime (None when absent or malformed)."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _int(value: Any) -> int:
+    """An integer field or quantity ("2", 2, None) as int; anything else counts as 0."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _conditions(obj: Manifest | None) -> dict[str, Manifest]:
+    """Conditions by type (the last one of each type wins, as the API server keeps one)."""
+    if not obj:
+        return {}
+    return {c.get("type", ""): c for c in (obj.get("status") or {}).get("conditions") or [] if isinstance(c, dict)}
+
+
+def _is_true(cond: Manifest | None) -> bool:
+    return bool(cond) and cond.get("status") == "True"
+
+
+def _with_message(reason: str, message: str) -> str:
+    message = (message or "").strip()
+    if reason and message:
+        return f"{reason}: {message}"
+    return reason or message
+
+
+def _terminated_reason(term: Manifest) -> str:
+    reason = term.get("reason") or "Error"
+    return f"{reason} (exit {_int(term.get('exitCode'))})"
+
+
+def _container_reason(status: Manifest) -> tuple[int, str]:
+    """The telling signal of one container status (severity, words)."""
+    state = status.get("state") or {}
+    last = (status.get("lastState") or {}).get("terminated")
+    waiting = state.get("waiting")
+    if waiting:
+        reason = waiting.get("reason") or ""
+        if reason == "CrashLoopBackOff":
+            # The back-off says nothing; why the container died last time does.
+            if last:
+                if last.get("reason") in (None, "", "Error"):
+                    return SEVERITY_FATAL, f"CrashLoopBackOff (exit {_int(last.get('exitCode'))})"
+                return SEVERITY_FATAL, f"CrashLoopBackOff after {_terminated_reason(last)}"
+            return SEVERITY_FATAL, "CrashLoopBackOff"
+        if reason in _STARTING_REASONS:
+            return SEVERITY_INFO, reason
+        if reason:
+            return SEVERITY_PROBLEM, _with_message(reason, waiting.get("message", ""))
+    terminated = state.get("terminated")
+    if terminated and (terminated.get("reason") != "Completed" or _int(terminated.get("exitCode"))):
+        return SEVERITY_FATAL, _terminated_reason(terminated)
+    if last and last.get("reason") == "OOMKilled":
+        # Restarted in place after an OOM: running again, but the user should know.
+        return SEVERITY_PROBLEM, f"restarted after {_terminated_reason(last)}"
+    return SEVERITY_NONE, ""
+
+
+def pod_reason(pod: Manifest) -> tuple[int, str]:
+    """The most telling signal of one pod, with its severity (``(0, "")`` when healthy)."""
+    status = pod.get("status") or {}
+    best: tuple[int, str] = (SEVERITY_NONE, "")
+    scheduled = _conditions(pod).get("PodScheduled")
+    if scheduled and scheduled.get("status") == "False":
+        best = (
+            SEVERITY_PROBLEM,
+            _with_message(scheduled.get("reason") or "Unschedulable", scheduled.get("message", "")),
+        )
+    if status.get("reason") in ("Evicted", "DeadlineExceeded", "Preempting", "Shutdown", "NodeLost"):
+        best = max(
+            best, (SEVERITY_FATAL, _with_message(status["reason"], status.get("message", ""))), key=lambda r: r[0]
+        )
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for container in status.get(key) or []:
+            found = _container_reason(container)
+            if found[0] > best[0]:
+                best = found
+    return best
+
+
+def pods_reason(pods: list[Manifest]) -> tuple[int, str]:
+    """The most severe signal across pods; ties go to the first pod (the Master comes first)."""
+    best: tuple[int, str] = (SEVERITY_NONE, "")
+    for pod in pods:
+        found = pod_reason(pod)
+        if found[0] > best[0]:
+            best = found
+    return best
+
+
+def gpu_units(pod: Manifest) -> int:
+    """GPU units (full GPUs or MIG slices) a pod's containers ask for."""
+    total = 0
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        res = container.get("resources") or {}
+        amounts = res.get("limits") or res.get("requests") or {}
+        total += sum(_int(v) for k, v in amounts.items() if k.startswith(_GPU_PREFIX))
+    return total
+
+
+def running_units(pods: list[Manifest]) -> int:
+    """GPU units held by pods in phase Running (what is billed right now)."""
+    return sum(gpu_units(p) for p in pods if (p.get("status") or {}).get("phase") == "Running")
+
+
+def _live(pods: list[Manifest]) -> list[Manifest]:
+    """Pods not finished: while a run goes on, an earlier attempt's failure is history."""
+    return [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+
+
+def _current_reason(pods: list[Manifest]) -> tuple[int, str]:
+    """What live pods say; when they say nothing, why the last attempt ended (a retry is due)."""
+    found = pods_reason(_live(pods))
+    if found[0] < SEVERITY_PROBLEM:
+        finished = pods_reason(pods)
+        if finished[0] > found[0]:
+            return finished
+    return found
+
+
+def _running_pods(pods: list[Manifest]) -> int:
+    return sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
+
+
+def _failure_reason(cond: Manifest, pods: list[Manifest]) -> str:
+    """The controller's verdict, plus why the last attempt died when a pod says so."""
+    verdict = _with_message(cond.get("reason") or "Failed", cond.get("message", ""))
+    severity, detail = pods_reason(pods)
+    if severity >= SEVERITY_PROBLEM and detail and detail not in verdict:
+        return f"{verdict} (last attempt: {detail})"
+    return verdict
+
+
+def _job_status(job: Manifest, pods: list[Manifest]) -> WorkloadStatus:
+    status = job.get("status") or {}
+    conds = _conditions(job)
+    started = parse_time(status.get("startTime"))
+    units = running_units(pods)
+    if _is_true(conds.get("Complete")):
+        finished = parse_time(status.get("completionTime")) or parse_time(conds["Complete"].get("lastTransitionTime"))
+        return WorkloadStatus(TrainingPhase.SUCCEEDED, "", started, finished, units)
+    if _is_true(conds.get("Failed")):
+        finished = parse_time(conds["Failed"].get("lastTransitionTime"))
+        return WorkloadStatus(TrainingPhase.FAILED, _failure_reason(conds["Failed"], pods), started, finished, units)
+    if _is_true(conds.get("Suspended")):
+        return WorkloadStatus(TrainingPhase.PENDING, "Suspended", started, None, units)
+    if _running_pods(pods):
+        severity, reason = pods_reason(_live(pods))
+        return WorkloadStatus(
+            TrainingPhase.RUNNING, reason if severity >= SEVERITY_PROBLEM else "", started, None, units
+        )
+    return WorkloadStatus(TrainingPhase.PENDING, _current_reason(pods)[1], started, None, units)
+
+
+def _pytorchjob_status(job: Manifest, pods: list[Manifest]) -> WorkloadStatus:
+    status = job.get("status") or {}
+    conds = _conditions(job)
+    started = parse_time(status.get("startTime"))
+    units = running_units(pods)
+    if _is_true(conds.get("Succeeded")):
+        finished = parse_time(status.get("completionTime")) or parse_time(conds["Succeeded"].get("lastTransitionTime"))
+        return WorkloadStatus(TrainingPhase.SUCCEEDED, "", started, finished, units)
+    if _is_true(conds.get("Failed")):
+        finished = parse_time(status.get("completionTime")) or parse_time(conds["Failed"].get("lastTransitionTime"))
+        return WorkloadStatus(TrainingPhase.FAILED, _failure_reason(conds["Failed"], pods), started, finished, units)
+    if _is_true(conds.get("Suspended")):
+        return WorkloadStatus(TrainingPhase.PENDING, "Suspended", started, None, units)
+    severity, reason = pods_reason(_live(pods))
+    if _is_true(conds.get("Restarting")):
+        restart = _with_message("Restarting", conds["Restarting"].get("message", ""))
+        return WorkloadStatus(
+            TrainingPhase.RUNNING, reason if severity >= SEVERITY_PROBLEM else restart, started, None, units
+        )
+    # "Running" is set once every replica runs; with a gang scheduler nothing runs before.
+    if _is_true(conds.get("Running")) or _running_pods(pods):
+        return WorkloadStatus(
+            TrainingPhase.RUNNING, reason if severity >= SEVERITY_PROBLEM else "", started, None, units
+        )
+    return WorkloadStatus(TrainingPhase.PENDING, _current_reason(pods)[1], started, None, units)
+
+
+def training_status(obs: ObservedWorkload) -> WorkloadStatus | None:
+    """The state of a training run, or None when neither its Job nor its PyTorchJob exists."""
+    job = obs.first("Job")
+    if job is not None:
+        return _job_status(job, obs.pods)
+    pytorchjob = obs.first("PyTorchJob")
+    if pytorchjob is not None:
+        return _pytorchjob_status(pytorchjob, obs.pods)
+    return None
+
+
+def endpoint_status(obs: ObservedWorkload) -> WorkloadStatus | None:
+    """The state of an inference endpoint, or None when its Deployment does not exist.
+
+    * no replica wanted (KEDA scaled to zero) → ``scaled_to_zero``;
+    * all wanted replicas ready → ``ready``; some ready → ``ready`` while new replicas are
+      merely starting, ``degraded`` when a pod has a problem (crash, image, no capacity);
+    * none ready → ``deploying``, or ``failed`` once the Deployment controller gives up
+      (``ProgressDeadlineExceeded``).
+    """
+    deployment = obs.first("Deployment")
+    if deployment is None:
+        return None
+    spec = deployment.get("spec") or {}
+    status = deployment.get("status") or {}
+    # The API server defaults spec.replicas to 1; an absent field means the same.
+    desired = _int(spec.get("replicas", 1))
+    ready = _int(status.get("readyReplicas"))
+    conds = _conditions(deployment)
+    available = conds.get("Available")
+    started = parse_time(available.get("lastTransitionTime")) if _is_true(available) else None
+    units = running_units(obs.pods)
+    severity, pod_words = pods_reason(obs.pods)
+
+    def make(state: str, reason: str) -> WorkloadStatus:
+        return WorkloadStatus(state, reason, started, None, units, ready, desired)
+
+    progressing = conds.get("Progressing")
+    failure = conds.get("ReplicaFailure")
+    scaled = obs.first("ScaledObject")
+    scaled_ready = _conditions(scaled).get("Ready")
+    if desired == 0:
+        return make(EndpointPhase.SCALED_TO_ZERO, "")
+    if ready >= desired:
+        return make(EndpointPhase.READY, "")
+    problem = ""
+    if severity >= SEVERITY_PROBLEM:
+        problem = pod_words
+    elif _is_true(failure):
+        # e.g. "pods ... is forbidden: exceeded quota" when the ResourceQuota rejects a pod.
+        problem = _with_message(failure.get("reason", ""), failure.get("message", ""))
+    elif scaled_ready and scaled_ready.get("status") == "False":
+        problem = _with_message(
+            "ScaledObject " + (scaled_ready.get("reason") or "not ready"), scaled_ready.get("message", "")
+        )
+    if ready == 0:
+        if (
+            progressing
+            and progressing.get("status") == "False"
+            and progressing.get("reason") == "ProgressDeadlineExceeded"
+        ):
+            detail = problem or _with_message("ProgressDeadlineExceeded", progressing.get("message", ""))
+            return make(EndpointPhase.FAILED, detail)
+        return make(EndpointPhase.DEPLOYING, problem or (pod_words if severity else ""))
+    counts = f"{ready} of {desired} replicas ready"
+    if problem:
+        return make(EndpointPhase.DEGRADED, f"{counts}: {problem}")
+    return make(EndpointPhase.READY, f"scaling up: {counts}")

@@ -1,0 +1,76 @@
+"""Extract the openAPIV3Schema of the CRDs Slipway renders into compact test fixtures.
+
+The test suite may not read files outside the repository, so this development script copies
+the data it needs from the upstream CRDs in ``../shared/crds`` (training-operator v1.9
+PyTorchJob, KEDA 2.x ScaledObject) into ``tests/cluster/schemas/*.json``:
+
+* the served/storage version's ``openAPIV3Schema``, verbatim, except
+* the PyTorchJob's embedded pod templates (``pytorchReplicaSpecs.*.template``, ~95% of the
+  600 KB file), replaced by a marker: tests validate those as core ``PodTemplate`` objects
+  with kubernetes-validate, which knows the real PodTemplateSpec schema for the cluster version.
+
+Run from the repository root: ``.venv/bin/python scripts/extract_crd_schemas.py``
+(``--crds DIR`` to read another directory). Re-run after updating the upstream CRDs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "tests" / "cluster" / "schemas"
+#: fixture name -> (CRD file, version)
+CRDS = {
+    "pytorchjob": ("kubeflow.org_pytorchjobs.yaml", "v1"),
+    "scaledobject": ("keda.sh_scaledobjects.yaml", "v1alpha1"),
+}
+#: Marks a subtree removed from the fixture; the tests' strict walker accepts any object there.
+PRUNED = "x-slipway-pruned"
+
+
+def version_schema(crd: dict[str, Any], version: str) -> dict[str, Any]:
+    for entry in crd["spec"]["versions"]:
+        if entry["name"] == version:
+            return entry["schema"]["openAPIV3Schema"]
+    raise SystemExit(f"{crd['metadata']['name']} has no version {version}")
+
+
+def prune_pod_templates(schema: dict[str, Any]) -> None:
+    replica = schema["properties"]["spec"]["properties"]["pytorchReplicaSpecs"]["additionalProperties"]
+    template = replica["properties"]["template"]
+    replica["properties"]["template"] = {
+        "type": "object",
+        "description": template.get("description", "")[:200],
+        PRUNED: "core PodTemplateSpec: validated with kubernetes-validate",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--crds", type=Path, default=ROOT.parent / "shared" / "crds")
+    args = parser.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, (filename, version) in CRDS.items():
+        crd = yaml.safe_load((args.crds / filename).read_text())
+        schema = version_schema(crd, version)
+        if name == "pytorchjob":
+            prune_pod_templates(schema)
+        fixture = {
+            "source": f"{filename} ({crd['metadata']['name']}, version {version})",
+            "group": crd["spec"]["group"],
+            "kind": crd["spec"]["names"]["kind"],
+            "version": version,
+            "openAPIV3Schema": schema,
+        }
+        path = OUT / f"{name}.json"
+        path.write_text(json.dumps(fixture, indent=1, sort_keys=True) + "\n")
+        print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size // 1024} KB)")
+
+
+if __name__ == "__main__":
+    main()

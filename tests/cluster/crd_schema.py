@@ -1,0 +1,63 @@
+"""Strict validation of rendered custom resources against their CRD's openAPIV3Schema.
+
+An API server *prunes* fields a structural CRD schema does not declare, silently: a typo
+in a PyTorchJob or ScaledObject field would be dropped instead of rejected. So the schema is
+tightened before validating: every object schema with ``properties`` gets
+``additionalProperties: false`` unless it says ``x-kubernetes-preserve-unknown-fields``,
+and Kubernetes' ``x-kubernetes-int-or-string`` becomes an explicit ``anyOf``. Subtrees the
+extract script pruned (``x-slipway-pruned``, the PyTorchJob's pod templates) accept any
+object; the tests validate those separately with kubernetes-validate.
+
+The schemas are data fixtures under ``tests/cluster/schemas/``, produced by
+``scripts/extract_crd_schemas.py`` from the upstream CRDs.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+SCHEMAS = Path(__file__).parent / "schemas"
+PRUNED = "x-slipway-pruned"
+
+
+def strict(schema: Any) -> Any:
+    """A copy of an OpenAPI v3 (structural) schema that rejects unknown fields."""
+    if isinstance(schema, list):
+        return [strict(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if schema.get(PRUNED):
+        return {"type": "object"}
+    out = {
+        key: strict(value) if key not in ("enum", "required", "default", "example") else value
+        for key, value in schema.items()
+    }
+    if "properties" in schema:
+        out["properties"] = {name: strict(sub) for name, sub in schema["properties"].items()}
+        if "additionalProperties" not in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+            out["additionalProperties"] = False
+    if schema.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if schema.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"]
+    return out
+
+
+@cache
+def validator(name: str) -> jsonschema.Draft7Validator:
+    fixture = json.loads((SCHEMAS / f"{name}.json").read_text())
+    schema = strict(fixture["openAPIV3Schema"])
+    jsonschema.Draft7Validator.check_schema(schema)
+    return jsonschema.Draft7Validator(schema)
+
+
+def errors(name: str, obj: dict[str, Any]) -> list[str]:
+    """Every violation, as "path: message" (empty when the object is valid)."""
+    found = validator(name).iter_errors(obj)
+    return sorted(f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in found)

@@ -1,0 +1,326 @@
+"""KubernetesBackend over real HTTP against the in-repo fake API server (tests/cluster/fakeapi.py)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import urllib3
+
+from cluster.backends.base import WorkloadRef
+from cluster.backends.kubernetes import KubernetesBackend, TokenBucket, map_error
+from cluster.errors import ClusterError, Conflict, Invalid, NotFound, Transient
+from cluster.manifests import build_endpoint, build_team, build_training
+from tests.cluster import samples
+from tests.cluster.fakeapi import FakeKubeAPI
+
+
+def _job(name: str, namespace: str = "team-vision", team: str = "vision", managed: bool = True) -> dict:
+    labels = {"slipway.dev/team": team, "slipway.dev/workload": name}
+    if managed:
+        labels["app.kubernetes.io/managed-by"] = "slipway"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"template": {"spec": {"containers": []}}},
+        "status": {"active": 1},
+    }
+
+
+def test_it_does_not_contact_the_server_when_constructed() -> None:
+    backend = KubernetesBackend(host="http://127.0.0.1:9")  # nothing listens there
+    assert backend.request_count == 0
+    assert backend._api is None
+
+
+def test_it_applies_with_server_side_apply_as_slipway(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    backend.apply(build_training(samples.training(), samples.CONFIG))
+
+    patch = next(r for r in kube_api.requests if r.method == "PATCH")
+    assert patch.path == "/apis/batch/v1/namespaces/team-vision/jobs/run-42"
+    assert patch.query == {"fieldManager": ["slipway"], "force": ["true"]}
+    assert patch.headers["Content-Type"] == "application/apply-patch+yaml"
+
+
+def test_it_applies_twice_into_one_object(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    objects = build_team(samples.team(), samples.CONFIG) + build_endpoint(samples.endpoint(), samples.CONFIG)
+    first = backend.apply(objects)
+    second = backend.apply(objects)
+
+    assert len(kube_api.objects) == len(objects) == 7
+    assert [o["metadata"]["uid"] for o in first] == [o["metadata"]["uid"] for o in second]
+    # Nothing changed, so the generation did not move either.
+    assert {o["metadata"]["generation"] for o in second} == {1}
+
+
+def test_it_keeps_status_when_reapplying(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    backend.apply(build_training(samples.training(), samples.CONFIG))
+    stored = kube_api.get("batch/v1", "Job", "team-vision", "run-42")
+    stored["status"] = {"active": 1}
+    backend.apply(build_training(samples.training(), samples.CONFIG))
+    assert kube_api.get("batch/v1", "Job", "team-vision", "run-42")["status"] == {"active": 1}
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (404, NotFound),
+        (409, Conflict),
+        (422, Invalid),
+        (400, Invalid),
+        (429, Transient),
+        (500, Transient),
+        (503, Transient),
+        (403, ClusterError),
+    ],
+)
+def test_it_maps_http_errors_to_cluster_errors(
+    backend: KubernetesBackend, kube_api: FakeKubeAPI, status: int, error: type
+) -> None:
+    kube_api.fail(status, method="PATCH", message=f"server says {status}")
+    with pytest.raises(error) as caught:
+        backend.apply(build_training(samples.training(), samples.CONFIG))
+    assert type(caught.value) is error
+    assert caught.value.status == status
+    assert caught.value.message == f"server says {status}"
+    assert caught.value.retryable is (error is Transient)
+
+
+def test_it_maps_a_timeout_to_transient(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    kube_api.fail(delay=2.5, method="GET")  # the backend's timeout is 1 s
+    with pytest.raises(Transient, match=r"timed out|cannot reach"):
+        backend.observe()
+
+
+def test_it_maps_connection_refused_to_transient() -> None:
+    backend = KubernetesBackend(host="http://127.0.0.1:9", timeout=1)
+    with pytest.raises(Transient):
+        backend.observe()
+
+
+def test_it_maps_client_exceptions_with_one_function() -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    api_error = ApiException(status=409, reason="Conflict")
+    api_error.body = b'{"kind":"Status","message":"jobs \\"run-1\\" already exists"}'
+    assert isinstance(map_error(api_error), Conflict)
+    assert map_error(api_error).message == 'jobs "run-1" already exists'
+    assert isinstance(map_error(urllib3.exceptions.ReadTimeoutError(None, "/x", "read timed out")), Transient)
+    assert isinstance(map_error(urllib3.exceptions.NewConnectionError(None, "refused")), Transient)
+    assert type(map_error(RuntimeError("boom"))) is ClusterError
+
+
+def test_it_stops_a_batch_at_the_first_rejected_object(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    objects = build_endpoint(samples.endpoint(), samples.CONFIG)
+    kube_api.fail(422, method="PATCH", path_contains="/deployments/")
+    with pytest.raises(Invalid):
+        backend.apply(objects)
+    assert kube_api.objects == {}
+
+
+def test_it_rejects_objects_of_unknown_kind_before_sending(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    with pytest.raises(Invalid):
+        backend.apply([{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x", "namespace": "team-vision"}}])
+    assert kube_api.requests == []
+
+
+def test_it_observes_only_managed_objects_grouped_by_workload(
+    backend: KubernetesBackend, kube_api: FakeKubeAPI
+) -> None:
+    kube_api.put(_job("run-1"))
+    kube_api.put(_job("run-2", namespace="team-nlp", team="nlp"))
+    kube_api.put(_job("stranger", managed=False))
+    kube_api.put(samples.pod("run-1-abcde", "run-1"))
+    kube_api.put(samples.pod("run-3-worker-0", "run-3", extra_labels={"training.kubeflow.org/replica-type": "worker"}))
+    kube_api.put(samples.pod("run-3-master-0", "run-3", extra_labels={"training.kubeflow.org/replica-type": "master"}))
+
+    observed = {(o.namespace, o.workload): o for o in backend.observe()}
+
+    assert set(observed) == {("team-vision", "run-1"), ("team-nlp", "run-2"), ("team-vision", "run-3")}
+    run1 = observed[("team-vision", "run-1")]
+    assert run1.team == "vision"
+    assert run1.first("Job")["apiVersion"] == "batch/v1"  # filled in from the LIST's kind
+    assert [p["metadata"]["name"] for p in run1.pods] == ["run-1-abcde"]
+    # The master pod comes first whatever the listing order.
+    assert [p["metadata"]["name"] for p in observed[("team-vision", "run-3")].pods] == [
+        "run-3-master-0",
+        "run-3-worker-0",
+    ]
+    lists = [r for r in kube_api.requests if r.method == "GET"]
+    assert all(r.query["labelSelector"] == ["app.kubernetes.io/managed-by=slipway"] for r in lists)
+    assert all("/namespaces/" not in r.path for r in lists)  # cluster-wide
+
+
+def test_it_observes_with_a_constant_number_of_calls(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    def calls_for(count: int) -> int:
+        for i in range(count):
+            kube_api.put(_job(f"run-{i}"))
+            kube_api.put(samples.pod(f"run-{i}-pod", f"run-{i}"))
+        kube_api.reset_requests()
+        observed = backend.observe()
+        assert len(observed) == count
+        return len(kube_api.requests)
+
+    small = calls_for(3)
+    large = calls_for(120)
+    assert small == large == 5  # Jobs, PyTorchJobs, Deployments, ScaledObjects, Pods
+
+
+def test_it_reads_a_missing_crd_as_none_of_that_kind(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    kube_api.uninstalled |= {"pytorchjobs", "scaledobjects"}
+    kube_api.put(_job("run-1"))
+    assert [o.workload for o in backend.observe()] == ["run-1"]
+
+
+def test_it_does_not_hide_a_missing_core_kind(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    kube_api.fail(404, method="GET", path_contains="/jobs")
+    with pytest.raises(NotFound):
+        backend.observe()
+
+
+def test_it_deletes_a_workload_in_the_background(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    backend.apply(build_endpoint(samples.endpoint(), samples.CONFIG))
+    backend.apply(build_endpoint(samples.endpoint(workload_id="ep-8"), samples.CONFIG))
+
+    assert backend.delete(WorkloadRef("team-vision", "ep-7")) == 3
+    assert {d[0] for d in kube_api.deletions} == {"ScaledObject", "Deployment", "Service"}
+    assert {d[3] for d in kube_api.deletions} == {"Background"}
+    assert kube_api.deletions[0][0] == "ScaledObject"  # stop autoscaling first
+    assert {o["metadata"]["name"] for o in kube_api.objects.values()} == {"ep-8"}
+    assert backend.delete(WorkloadRef("team-vision", "ep-7")) == 0
+
+
+def test_it_tails_the_logs_of_the_master_pod(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    kube_api.put(samples.pod("run-3-worker-0", "run-3", extra_labels={"training.kubeflow.org/replica-type": "worker"}))
+    kube_api.put(samples.pod("run-3-master-0", "run-3", extra_labels={"training.kubeflow.org/replica-type": "master"}))
+    kube_api.logs[("team-vision", "run-3-master-0")] = [f"step {i}" for i in range(10)]
+    kube_api.logs[("team-vision", "run-3-worker-0")] = ["worker line"]
+
+    assert backend.logs(WorkloadRef("team-vision", "run-3"), tail=3) == ["step 7", "step 8", "step 9"]
+    assert backend.logs(WorkloadRef("team-vision", "run-404")) == []
+
+
+def test_it_lists_events_of_the_workload_and_its_children(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    def event(name: str, involved: str, reason: str, when: str) -> dict:
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": "team-vision"},
+            "involvedObject": {"kind": "Pod", "name": involved},
+            "reason": reason,
+            "message": f"{reason} happened",
+            "type": "Warning" if reason == "FailedScheduling" else "Normal",
+            "lastTimestamp": when,
+            "count": 2,
+        }
+
+    kube_api.put(event("e1", "run-4-abc", "Pulled", "2026-01-01T10:02:00Z"))
+    kube_api.put(event("e2", "run-4-abc", "FailedScheduling", "2026-01-01T10:01:00Z"))
+    kube_api.put(event("e3", "run-42-xyz", "Pulled", "2026-01-01T10:00:00Z"))  # another workload
+
+    events = backend.events(WorkloadRef("team-vision", "run-4"))
+    assert [(e.reason, e.type, e.object, e.count) for e in events] == [
+        ("FailedScheduling", "Warning", "Pod/run-4-abc", 2),
+        ("Pulled", "Normal", "Pod/run-4-abc", 2),
+    ]
+
+
+def test_it_computes_capacity_from_allocatable_minus_requests(
+    backend: KubernetesBackend, kube_api: FakeKubeAPI
+) -> None:
+    def node(name: str, allocatable: dict[str, str]) -> dict:
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
+            "status": {"allocatable": {"cpu": "96", "memory": "1Ti", **allocatable}},
+        }
+
+    kube_api.put(node("a100-1", {"nvidia.com/gpu": "8"}))
+    kube_api.put(node("a100-mig", {"nvidia.com/mig-1g.10gb": "7", "nvidia.com/mig-3g.40gb": "0"}))
+    kube_api.put(node("cpu-1", {}))
+    kube_api.put(samples.pod("a", "run-1", gpus=2, node="a100-1"))
+    kube_api.put(
+        samples.pod("b", "other", gpus=1, node="a100-1", namespace="someone-else")
+    )  # not Slipway's: still counts
+    kube_api.put(samples.pod("c", "run-2", gpus=4, node="a100-1", phase="Succeeded"))  # finished: frees its GPUs
+    kube_api.put(samples.pod("d", "ep-1", gpus=3, node="a100-mig", resource="nvidia.com/mig-1g.10gb"))
+    kube_api.put(samples.pod("e", "run-5", gpus=8, node=None, phase="Pending"))  # not bound yet
+
+    capacity = {(c.node, c.resource_name): (c.allocatable, c.in_use, c.free) for c in backend.capacity()}
+    assert capacity == {
+        ("a100-1", "nvidia.com/gpu"): (8, 3, 5),
+        ("a100-mig", "nvidia.com/mig-1g.10gb"): (7, 3, 4),
+    }
+
+
+def test_it_limits_its_request_rate_with_a_token_bucket() -> None:
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    bucket = TokenBucket(qps=10, burst=3, clock=lambda: now[0], sleep=sleep)
+    waits = [bucket.acquire() for _ in range(5)]
+    assert waits[:3] == [0, 0, 0]  # the burst is free
+    assert waits[3] == pytest.approx(0.1)  # then one token per 1/qps
+    assert waits[4] == pytest.approx(0.2)
+    now[0] = 10.0  # a long pause refills to the burst, not beyond
+    assert [bucket.acquire() for _ in range(4)][:3] == [0, 0, 0]
+
+
+def test_it_shares_the_token_bucket_safely_between_threads() -> None:
+    bucket = TokenBucket(qps=1000, burst=5, clock=lambda: 0.0, sleep=lambda s: None)
+    waits: list[float] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        for _ in range(50):
+            w = bucket.acquire()
+            with lock:
+                waits.append(w)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # With a frozen clock every token is reserved exactly once: 5 free, then 1 ms apart.
+    assert sorted(waits) == pytest.approx([0.0] * 5 + [i / 1000 for i in range(1, 396)])
+
+
+def test_it_sends_every_request_through_the_limiter(kube_api: FakeKubeAPI) -> None:
+    backend = KubernetesBackend(host=kube_api.url, qps=1000, burst=1000)
+    calls: list[int] = []
+    original = backend.limiter.acquire
+    backend.limiter.acquire = lambda: calls.append(1) or original()  # type: ignore[method-assign]
+    backend.observe()
+    backend.capacity()
+    assert len(calls) == backend.request_count == len(kube_api.requests) == 7
+
+
+def test_it_authenticates_with_the_kubeconfig_it_is_given(kube_api: FakeKubeAPI, tmp_path) -> None:
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        f"""
+apiVersion: v1
+kind: Config
+clusters: [{{name: fake, cluster: {{server: "{kube_api.url}"}}}}]
+users: [{{name: slipway, user: {{token: test-token-123}}}}]
+contexts: [{{name: fake, context: {{cluster: fake, user: slipway}}}}]
+current-context: fake
+"""
+    )
+    backend = KubernetesBackend(kubeconfig=str(kubeconfig))
+    assert kube_api.requests == []  # configuration is loaded lazily
+    backend.observe()
+    sent = [{k.lower(): v for k, v in r.headers.items()} for r in kube_api.requests]
+    assert {h.get("authorization") for h in sent} == {"Bearer test-token-123"}
+
+
+def test_it_reports_a_broken_kubeconfig_as_a_cluster_error(tmp_path) -> None:
+    backend = KubernetesBackend(kubeconfig=str(tmp_path / "missing"))
+    with pytest.raises(ClusterError):
+        backend.observe()

@@ -1,0 +1,276 @@
+"""The pure manifest builders: golden files, schema validation, and the rules they must keep.
+
+Golden files live in ``tests/cluster/golden/``. After an intended change, regenerate them with
+
+    SLIPWAY_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/cluster/test_manifests.py
+
+and review the diff like code.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from cluster.manifests import build_endpoint, build_team, build_training, dns_name
+from cluster.specs import ClusterConfig
+from tests.cluster import crd_schema, samples
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("SLIPWAY_UPDATE_GOLDEN") == "1"
+#: The oldest Kubernetes Slipway supports, and the newest schema kubernetes-validate ships.
+K8S_VERSIONS = ("1.31.0", kubernetes_validate.latest_version())
+
+VARIANTS: dict[str, Any] = {
+    "training_job": lambda: build_training(samples.training(), samples.CONFIG),
+    "training_job_spot_defaults": lambda: build_training(
+        samples.training(
+            spot=True, cpu=None, memory_gb=None, shm_gb=None, max_runtime_minutes=None, volumes=(), env=(), args=()
+        ),
+        samples.CONFIG,
+    ),
+    "training_pytorchjob": lambda: build_training(samples.training(workers=3, gpus_per_worker=8), samples.CONFIG),
+    "training_pytorchjob_volcano": lambda: build_training(samples.training(workers=2), samples.VOLCANO),
+    "training_pytorchjob_scheduler_plugins": lambda: build_training(samples.training(workers=4), samples.PLUGINS),
+    "endpoint_gpu_utilization": lambda: build_endpoint(samples.endpoint(), samples.CONFIG),
+    "endpoint_mig_requests_scale_to_zero": lambda: build_endpoint(
+        samples.endpoint(
+            flavor=samples.MIG_1G, min_replicas=0, max_replicas=3, metric="requests_per_second", target=25
+        ),
+        ClusterConfig(prometheus_url="http://prometheus.monitoring.svc:9090"),
+    ),
+    "endpoint_queue_length": lambda: build_endpoint(
+        samples.endpoint(metric="queue_length", target=12.5, min_replicas=0, cpu=6, memory_gb=24.5), samples.CONFIG
+    ),
+    "team": lambda: build_team(samples.team(), samples.CONFIG),
+    "team_root_allowed": lambda: build_team(samples.team(quotas=()), ClusterConfig(run_as_non_root=False)),
+}
+
+
+def _all_objects() -> list[tuple[str, dict[str, Any]]]:
+    return [(f"{variant}:{obj['kind']}", obj) for variant, build in VARIANTS.items() for obj in build()]
+
+
+def _pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    if obj["kind"] == "PyTorchJob":
+        return [r["template"]["spec"] for r in obj["spec"]["pytorchReplicaSpecs"].values()]
+    if obj["kind"] in ("Job", "Deployment"):
+        return [obj["spec"]["template"]["spec"]]
+    return []
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_it_matches_the_golden_file(variant: str) -> None:
+    rendered = yaml.safe_dump_all(VARIANTS[variant](), sort_keys=False, width=200)
+    path = GOLDEN / f"{variant}.yaml"
+    if UPDATE:
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_text(rendered)
+    assert path.exists(), f"missing {path}: run with SLIPWAY_UPDATE_GOLDEN=1 to create it"
+    assert rendered == path.read_text(), f"{variant} differs from {path.name} (SLIPWAY_UPDATE_GOLDEN=1 regenerates)"
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize(
+    ("label", "obj"), [o for o in _all_objects() if o[1]["kind"] not in ("PyTorchJob", "ScaledObject")]
+)
+def test_it_renders_core_objects_valid_in_strict_mode(label: str, obj: dict[str, Any], version: str) -> None:
+    kubernetes_validate.validate(obj, version, strict=True)
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize(("label", "obj"), [o for o in _all_objects() if o[1]["kind"] == "PyTorchJob"])
+def test_it_renders_pytorchjob_pod_templates_valid_in_strict_mode(
+    label: str, obj: dict[str, Any], version: str
+) -> None:
+    for role, replica in obj["spec"]["pytorchReplicaSpecs"].items():
+        template = {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {
+                "name": f"{obj['metadata']['name']}-{role.lower()}",
+                "namespace": obj["metadata"]["namespace"],
+            },
+            "template": replica["template"],
+        }
+        kubernetes_validate.validate(template, version, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("label", "obj"), [o for o in _all_objects() if o[1]["kind"] in ("PyTorchJob", "ScaledObject")]
+)
+def test_it_renders_custom_resources_valid_against_their_crd(label: str, obj: dict[str, Any]) -> None:
+    name = obj["kind"].lower()
+    assert crd_schema.errors(name, obj) == []
+
+
+def test_it_rejects_fields_the_crd_does_not_know() -> None:
+    # The strict walker must fail on what an API server would silently prune.
+    pytorchjob = build_training(samples.training(workers=2), samples.VOLCANO)[0]
+    pytorchjob["spec"]["runPolicy"]["schedulingPolicy"]["minMember"] = 2  # Volcano's PodGroup field, not PyTorchJob's
+    pytorchjob["spec"]["pytorchReplicaSpecs"]["Master"]["replica"] = 1
+    scaled = build_endpoint(samples.endpoint(), samples.CONFIG)[2]
+    scaled["spec"]["minReplicas"] = 1  # HPA spelling, not KEDA's
+    scaled["spec"]["triggers"][0]["metadata"]["threshold"] = 70  # KEDA metadata values are strings
+    assert len(crd_schema.errors("pytorchjob", pytorchjob)) == 2
+    assert len(crd_schema.errors("scaledobject", scaled)) == 2
+
+
+@pytest.mark.parametrize(("label", "obj"), _all_objects())
+def test_it_labels_every_object_for_slipway(label: str, obj: dict[str, Any]) -> None:
+    labels = obj["metadata"]["labels"]
+    assert labels["app.kubernetes.io/managed-by"] == "slipway"
+    assert labels["slipway.dev/team"] == "vision"
+    expected_workload = "team-vision" if label.startswith("team") else obj["metadata"]["name"]
+    assert labels["slipway.dev/workload"] == expected_workload
+    for spec_holder in [obj["spec"]["template"]] if obj["kind"] in ("Job", "Deployment") else []:
+        assert spec_holder["metadata"]["labels"] == {
+            k: labels[k] for k in ("app.kubernetes.io/managed-by", "slipway.dev/team", "slipway.dev/workload")
+        }
+
+
+@pytest.mark.parametrize(("label", "obj"), [o for o in _all_objects() if _pod_specs(o[1])])
+def test_it_hardens_every_pod(label: str, obj: dict[str, Any]) -> None:
+    for pod in _pod_specs(obj):
+        assert pod["automountServiceAccountToken"] is False
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert not any("hostPath" in v for v in pod.get("volumes", []))
+        assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
+        for container in pod["containers"]:
+            ctx = container["securityContext"]
+            assert ctx["allowPrivilegeEscalation"] is False
+            assert ctx["privileged"] is False
+            assert ctx["capabilities"] == {"drop": ["ALL"]}
+            limits, requests = container["resources"]["limits"], container["resources"]["requests"]
+            gpu = [k for k in limits if k.startswith("nvidia.com/")]
+            assert len(gpu) == 1 and limits[gpu[0]] == requests[gpu[0]] and limits[gpu[0]].isdigit()
+            assert {"cpu", "memory", "ephemeral-storage"} <= set(requests) and {
+                "cpu",
+                "memory",
+                "ephemeral-storage",
+            } <= set(limits)
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+        assert pod["nodeSelector"]["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
+
+
+def test_it_can_allow_root_containers_when_configured() -> None:
+    job = build_training(samples.training(), ClusterConfig(run_as_non_root=False))[0]
+    pod = job["spec"]["template"]["spec"]
+    assert "runAsNonRoot" not in pod["securityContext"]
+    assert "runAsNonRoot" not in pod["containers"][0]["securityContext"]
+    assert pod["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    namespace = build_team(samples.team(), ClusterConfig(run_as_non_root=False))[0]
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+
+
+def test_it_builds_a_job_for_single_node_training() -> None:
+    [job] = build_training(samples.training(), samples.CONFIG)
+    assert (job["apiVersion"], job["kind"], job["metadata"]["name"]) == ("batch/v1", "Job", "run-42")
+    assert job["spec"]["backoffLimit"] == 2
+    assert job["spec"]["activeDeadlineSeconds"] == 7200
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    container = pod["containers"][0]
+    assert container["command"] == ["python", "train.py"] and container["args"] == ["--epochs", "10"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    assert container["resources"]["requests"]["memory"] == "64Gi"
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}} in pod["volumes"]
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
+    assert {"name": "data-0", "persistentVolumeClaim": {"claimName": "datasets", "readOnly": True}} in pod["volumes"]
+    assert {"name": "data-1", "mountPath": "/ckpt"} in container["volumeMounts"]
+    # The user's env reaches the container unchanged (the sandbox reads these).
+    assert {"name": "SLIPWAY_SIM_OUTCOME", "value": "succeed"} in container["env"]
+    assert job["metadata"]["annotations"] == {"slipway.dev/name": "resnet baseline"}
+    assert "affinity" not in pod
+
+
+def test_it_places_spot_work_on_spot_nodes_only() -> None:
+    pod = build_training(samples.training(spot=True), samples.CONFIG)[0]["spec"]["template"]["spec"]
+    assert {"key": "slipway.dev/capacity-type", "operator": "Equal", "value": "spot", "effect": "NoSchedule"} in pod[
+        "tolerations"
+    ]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "slipway.dev/capacity-type", "operator": "In", "values": ["spot"]}]}]
+
+
+def test_it_builds_a_pytorchjob_for_distributed_training() -> None:
+    [job] = build_training(samples.training(workers=3, gpus_per_worker=8), samples.CONFIG)
+    assert (job["apiVersion"], job["kind"]) == ("kubeflow.org/v1", "PyTorchJob")
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    assert {role: r["replicas"] for role, r in replicas.items()} == {"Master": 1, "Worker": 2}
+    for replica in replicas.values():
+        container = replica["template"]["spec"]["containers"][0]
+        assert container["name"] == "pytorch"
+        assert container["command"][:4] == ["torchrun", "--nnodes=3", "--nproc_per_node=8", "--no-python"]
+        assert container["command"][4:] == ["python", "train.py"]
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["NCCL_DEBUG"] == "WARN" and env["SLIPWAY_SIM_DURATION"] == "30"
+        assert "schedulerName" not in replica["template"]["spec"]
+    assert job["spec"]["runPolicy"] == {"backoffLimit": 2, "cleanPodPolicy": "Running", "activeDeadlineSeconds": 7200}
+
+
+@pytest.mark.parametrize(
+    ("config", "scheduler"), [(samples.VOLCANO, "volcano"), (samples.PLUGINS, "scheduler-plugins-scheduler")]
+)
+def test_it_gang_schedules_when_the_cluster_can(config: ClusterConfig, scheduler: str) -> None:
+    [job] = build_training(samples.training(workers=4), config)
+    assert job["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 4}
+    assert {r["template"]["spec"]["schedulerName"] for r in job["spec"]["pytorchReplicaSpecs"].values()} == {scheduler}
+
+
+def test_it_builds_an_endpoint_on_a_mig_slice() -> None:
+    deployment, service, scaled = build_endpoint(
+        samples.endpoint(flavor=samples.MIG_1G, min_replicas=0, metric="requests_per_second", target=25), samples.CONFIG
+    )
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == "1"
+    assert "nvidia.com/gpu" not in container["resources"]["limits"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/health/ready", "port": "http"}
+    assert container["readinessProbe"]["initialDelaySeconds"] == 30
+    assert "replicas" not in deployment["spec"]  # KEDA's HPA owns the count
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert scaled["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"] == "ep-7"
+    assert (scaled["spec"]["minReplicaCount"], scaled["spec"]["maxReplicaCount"]) == (0, 4)
+    trigger = scaled["spec"]["triggers"][0]
+    assert trigger["type"] == "prometheus"
+    assert trigger["metadata"]["serverAddress"] == samples.CONFIG.prometheus_url
+    assert "ep-7" in trigger["metadata"]["query"] and trigger["metadata"]["threshold"] == "25"
+
+
+def test_it_scales_on_dcgm_gpu_utilisation_by_default() -> None:
+    scaled = build_endpoint(samples.endpoint(), ClusterConfig(prometheus_url="http://prom:9090"))[2]
+    trigger = scaled["spec"]["triggers"][0]
+    assert trigger["metadata"]["query"] == 'avg(DCGM_FI_DEV_GPU_UTIL{namespace="team-vision",pod=~"ep-7-.*"})'
+    assert trigger["metadata"]["serverAddress"] == "http://prom:9090"
+    assert trigger["metricType"] == "Value"
+
+
+def test_it_mirrors_the_team_quota() -> None:
+    namespace, quota, limits, policy = build_team(samples.team(), samples.CONFIG)
+    assert namespace["metadata"]["name"] == "team-vision"
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "8", "requests.nvidia.com/mig-1g.10gb": "7"}
+    assert limits["kind"] == "LimitRange"
+    assert policy["spec"]["podSelector"] == {} and policy["spec"]["policyTypes"] == ["Ingress"]
+
+
+def test_it_renders_the_same_manifests_every_time() -> None:
+    assert build_training(samples.training(workers=2), samples.VOLCANO) == build_training(
+        samples.training(workers=2), samples.VOLCANO
+    )
+    assert build_endpoint(samples.endpoint(), samples.CONFIG) == build_endpoint(samples.endpoint(), samples.CONFIG)
+
+
+def test_it_derives_dns_names_within_63_characters() -> None:
+    assert dns_name("run-42") == "run-42"
+    assert dns_name("Team_ML", "run.1") == "team-ml-run-1"
+    long_a, long_b = dns_name("x" * 80, "a"), dns_name("x" * 80, "b")
+    assert len(long_a) <= 63 and long_a != long_b and long_a == dns_name("x" * 80, "a")

@@ -1,0 +1,322 @@
+"""cluster.status: observed Kubernetes objects -> portal states and plain-words reasons.
+
+Payloads are trimmed copies of what the API server returns for the situations a GPU
+platform meets every day (no capacity, bad image, OOM, crash loops, deadlines).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from cluster.backends.base import ObservedWorkload
+from cluster.status import EndpointPhase, TrainingPhase, WorkloadStatus, endpoint_status, parse_time, training_status
+from tests.cluster.samples import UNSCHEDULABLE, pod, running_container, terminated, waiting
+
+T0 = "2026-01-01T10:00:00Z"
+T1 = "2026-01-01T11:30:00Z"
+
+
+def _obs(
+    objects: list[dict[str, Any]], pods: list[dict[str, Any]] | None = None, workload: str = "run-42"
+) -> ObservedWorkload:
+    return ObservedWorkload("team-vision", workload, "vision", objects=objects, pods=pods or [])
+
+
+def _job(status: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "run-42"}, "spec": {}, "status": status}
+
+
+def _cond(type_: str, reason: str = "", message: str = "", status: str = "True", when: str = T1) -> dict[str, Any]:
+    return {"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": when}
+
+
+def _pytorchjob(conditions: list[dict[str, Any]], **status: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "run-42"},
+        "spec": {},
+        "status": {"conditions": conditions, "startTime": T0, **status},
+    }
+
+
+def test_it_reports_nothing_when_the_job_is_gone() -> None:
+    assert training_status(_obs([], [pod("run-42-x", "run-42")])) is None
+    assert endpoint_status(_obs([], workload="ep-7")) is None
+
+
+def test_it_explains_an_unschedulable_job() -> None:
+    stuck = pod("run-42-abcde", "run-42", phase="Pending", node=None, conditions=[UNSCHEDULABLE])
+    status = training_status(_obs([_job({"active": 1, "startTime": T0})], [stuck]))
+    assert status == WorkloadStatus(
+        TrainingPhase.PENDING,
+        "Unschedulable: 0/8 nodes are available: 8 Insufficient nvidia.com/gpu.",
+        started_at=datetime(2026, 1, 1, 10, tzinfo=UTC),
+    )
+
+
+def test_it_explains_an_image_pull_failure() -> None:
+    message = 'Back-off pulling image "registry.example.com/vision/train:typo"'
+    pulling = pod("run-42-abcde", "run-42", phase="Pending", container_statuses=[waiting("ImagePullBackOff", message)])
+    status = training_status(_obs([_job({"active": 1, "startTime": T0})], [pulling]))
+    assert status.state == TrainingPhase.PENDING
+    assert status.reason == f"ImagePullBackOff: {message}"
+    assert status.running_units == 0
+
+
+def test_it_says_a_starting_container_is_being_created() -> None:
+    creating = pod("run-42-abcde", "run-42", phase="Pending", container_statuses=[waiting("ContainerCreating")])
+    assert training_status(_obs([_job({"active": 1})], [creating])).reason == "ContainerCreating"
+
+
+def test_it_bills_the_gpus_of_running_pods() -> None:
+    running = pod("run-42-abcde", "run-42", gpus=4, container_statuses=[running_container()])
+    status = training_status(_obs([_job({"active": 1, "startTime": T0})], [running]))
+    assert (status.state, status.reason, status.running_units) == (TrainingPhase.RUNNING, "", 4)
+
+
+def test_it_reports_a_completed_job() -> None:
+    done = pod("run-42-abcde", "run-42", phase="Succeeded", gpus=4, container_statuses=[terminated("Completed", 0)])
+    job = _job(
+        {
+            "succeeded": 1,
+            "startTime": T0,
+            "completionTime": T1,
+            "conditions": [_cond("SuccessCriteriaMet"), _cond("Complete")],
+        }
+    )
+    status = training_status(_obs([job], [done]))
+    assert status.state == TrainingPhase.SUCCEEDED
+    assert (status.started_at, status.finished_at) == (parse_time(T0), parse_time(T1))
+    assert status.running_units == 0  # finished pods hold no GPU
+
+
+def test_it_names_oom_as_the_cause_of_a_failed_job() -> None:
+    oom = pod("run-42-abcde", "run-42", phase="Failed", container_statuses=[terminated("OOMKilled", 137)])
+    job = _job(
+        {
+            "failed": 3,
+            "startTime": T0,
+            "conditions": [
+                _cond("FailureTarget", "BackoffLimitExceeded"),
+                _cond("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit"),
+            ],
+        }
+    )
+    status = training_status(_obs([job], [oom]))
+    assert status.state == TrainingPhase.FAILED
+    assert (
+        status.reason
+        == "BackoffLimitExceeded: Job has reached the specified backoff limit (last attempt: OOMKilled (exit 137))"
+    )
+    assert status.finished_at == parse_time(T1)
+
+
+def test_it_reports_a_deadline_exceeded_job() -> None:
+    job = _job(
+        {
+            "startTime": T0,
+            "conditions": [_cond("Failed", "DeadlineExceeded", "Job was active longer than specified deadline")],
+        }
+    )
+    status = training_status(_obs([job]))
+    assert (status.state, status.reason) == (
+        TrainingPhase.FAILED,
+        "DeadlineExceeded: Job was active longer than specified deadline",
+    )
+
+
+def test_it_reports_a_non_zero_exit() -> None:
+    failed = pod("run-42-abcde", "run-42", phase="Failed", container_statuses=[terminated("Error", 1)])
+    job = _job({"failed": 1, "active": 1, "startTime": T0})  # a retry is on its way
+    status = training_status(_obs([job], [failed]))
+    assert (status.state, status.reason) == (TrainingPhase.PENDING, "Error (exit 1)")
+
+
+def test_it_forgets_an_earlier_attempts_failure_once_a_retry_runs() -> None:
+    failed = pod("run-42-aaaaa", "run-42", phase="Failed", container_statuses=[terminated("Error", 1)])
+    retry = pod("run-42-bbbbb", "run-42", container_statuses=[running_container()])
+    status = training_status(_obs([_job({"failed": 1, "active": 1, "startTime": T0})], [failed, retry]))
+    assert (status.state, status.reason, status.running_units) == (TrainingPhase.RUNNING, "", 1)
+
+
+def test_it_reports_a_suspended_job_as_pending() -> None:
+    job = _job({"conditions": [_cond("Suspended", "JobSuspended", "Job suspended")]})
+    assert training_status(_obs([job])).state == TrainingPhase.PENDING
+
+
+def test_it_maps_pytorchjob_conditions() -> None:
+    created = _pytorchjob([_cond("Created", "PyTorchJobCreated")])
+    assert training_status(_obs([created])).state == TrainingPhase.PENDING
+
+    master = pod("run-42-master-0", "run-42", gpus=8, container_statuses=[running_container()])
+    worker = pod("run-42-worker-0", "run-42", gpus=8, container_statuses=[running_container()])
+    running = _pytorchjob([_cond("Created", when=T0), _cond("Running", "PyTorchJobRunning")])
+    status = training_status(_obs([running], [master, worker]))
+    assert (status.state, status.running_units) == (TrainingPhase.RUNNING, 16)
+
+    succeeded = _pytorchjob(
+        [_cond("Created"), _cond("Running", status="False"), _cond("Succeeded", "PyTorchJobSucceeded")],
+        completionTime=T1,
+    )
+    status = training_status(_obs([succeeded]))
+    assert (status.state, status.finished_at) == (TrainingPhase.SUCCEEDED, parse_time(T1))
+
+
+def test_it_explains_a_failed_pytorchjob_with_its_pods() -> None:
+    master = pod("run-42-master-0", "run-42", phase="Failed", container_statuses=[terminated("Error", 1)])
+    failed = _pytorchjob(
+        [
+            _cond("Created"),
+            _cond("Failed", "PyTorchJobFailed", "PyTorchJob run-42 is failed because 1 Master replica(s) failed."),
+        ]
+    )
+    status = training_status(_obs([failed], [master]))
+    assert status.state == TrainingPhase.FAILED
+    assert (
+        status.reason
+        == "PyTorchJobFailed: PyTorchJob run-42 is failed because 1 Master replica(s) failed. (last attempt: Error (exit 1))"
+    )
+
+
+def test_it_reports_a_crash_looping_pytorchjob_with_the_exit_code() -> None:
+    crashing = pod(
+        "run-42-master-0",
+        "run-42",
+        container_statuses=[
+            waiting("CrashLoopBackOff", "back-off 40s", last=terminated("Error", 1)["state"]["terminated"], restarts=3)
+        ],
+    )
+    restarting = _pytorchjob(
+        [_cond("Created"), _cond("Restarting", "PyTorchJobRestarting", "replica master restarted")]
+    )
+    status = training_status(_obs([restarting], [crashing]))
+    assert (status.state, status.reason) == (TrainingPhase.RUNNING, "CrashLoopBackOff (exit 1)")
+    assert status.running_units == 1  # the crashing pod still holds its GPU
+
+
+def test_it_keeps_oom_visible_after_a_restart_in_place() -> None:
+    oom = terminated("OOMKilled", 137)["state"]["terminated"]
+    crashing = pod("run-42-master-0", "run-42", container_statuses=[waiting("CrashLoopBackOff", last=oom, restarts=1)])
+    running = _pytorchjob([_cond("Running")])
+    assert training_status(_obs([running], [crashing])).reason == "CrashLoopBackOff after OOMKilled (exit 137)"
+
+
+def test_it_waits_for_the_gang_with_the_schedulers_words() -> None:
+    waiting_pods = [
+        pod(f"run-42-worker-{i}", "run-42", phase="Pending", node=None, conditions=[UNSCHEDULABLE]) for i in range(2)
+    ]
+    status = training_status(_obs([_pytorchjob([_cond("Created")])], waiting_pods))
+    assert status.state == TrainingPhase.PENDING
+    assert status.reason.startswith("Unschedulable: 0/8 nodes")
+
+
+def _deployment(desired: int | None, ready: int = 0, conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {} if desired is None else {"replicas": desired}
+    status: dict[str, Any] = {"replicas": max(desired or 0, ready), "conditions": conditions or []}
+    if ready:
+        status["readyReplicas"] = ready
+        status["availableReplicas"] = ready
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "ep-7"}, "spec": spec, "status": status}
+
+
+def _scaled(ready: str = "True", reason: str = "ScaledObjectReady", message: str = "") -> dict[str, Any]:
+    return {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": "ep-7"},
+        "status": {"conditions": [_cond("Ready", reason, message, status=ready), _cond("Active", status="True")]},
+    }
+
+
+def _endpoint(
+    deployment: dict[str, Any], pods: list[dict[str, Any]] | None = None, scaled: dict[str, Any] | None = None
+) -> WorkloadStatus:
+    status = endpoint_status(_obs([deployment, scaled or _scaled()], pods, workload="ep-7"))
+    assert status is not None
+    return status
+
+
+def test_it_reports_a_ready_endpoint() -> None:
+    pods = [
+        pod(f"ep-7-5d9c-{i}", "ep-7", resource="nvidia.com/mig-1g.10gb", container_statuses=[running_container()])
+        for i in range(2)
+    ]
+    status = _endpoint(_deployment(2, 2, [_cond("Available", "MinimumReplicasAvailable", when=T0)]), pods)
+    assert status == WorkloadStatus(
+        EndpointPhase.READY, "", parse_time(T0), None, running_units=2, replicas=2, desired_replicas=2
+    )
+
+
+def test_it_reports_an_endpoint_scaled_to_zero() -> None:
+    status = _endpoint(_deployment(0))
+    assert (status.state, status.running_units, status.desired_replicas) == (EndpointPhase.SCALED_TO_ZERO, 0, 0)
+
+
+def test_it_reports_a_deploying_endpoint_with_the_pod_reason() -> None:
+    loading = pod("ep-7-5d9c-a", "ep-7", container_statuses=[{**running_container(), "ready": False}])
+    assert _endpoint(_deployment(1), [loading]).state == EndpointPhase.DEPLOYING  # loading weights
+    stuck = pod("ep-7-5d9c-a", "ep-7", phase="Pending", node=None, conditions=[UNSCHEDULABLE])
+    status = _endpoint(_deployment(None), [stuck])  # spec.replicas defaulted by the server
+    assert (status.state, status.desired_replicas) == (EndpointPhase.DEPLOYING, 1)
+    assert status.reason == "Unschedulable: 0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
+
+
+def test_it_calls_a_partial_endpoint_degraded_only_when_pods_have_a_problem() -> None:
+    ok = pod("ep-7-a", "ep-7", container_statuses=[running_container()])
+    crashing = pod(
+        "ep-7-b",
+        "ep-7",
+        container_statuses=[
+            waiting("CrashLoopBackOff", last=terminated("Error", 2)["state"]["terminated"], restarts=5)
+        ],
+    )
+    starting = pod("ep-7-c", "ep-7", phase="Pending", container_statuses=[waiting("ContainerCreating")])
+    degraded = _endpoint(_deployment(2, 1), [ok, crashing])
+    assert (degraded.state, degraded.reason) == (
+        EndpointPhase.DEGRADED,
+        "1 of 2 replicas ready: CrashLoopBackOff (exit 2)",
+    )
+    scaling = _endpoint(_deployment(2, 1), [ok, starting])
+    assert (scaling.state, scaling.reason) == (EndpointPhase.READY, "scaling up: 1 of 2 replicas ready")
+
+
+def test_it_reports_a_quota_rejection_from_the_replicaset() -> None:
+    failure = _cond(
+        "ReplicaFailure", "FailedCreate", 'pods "ep-7-5d9c-x" is forbidden: exceeded quota: slipway-gpu-quota'
+    )
+    status = _endpoint(_deployment(3, 2, [failure]), [pod("ep-7-a", "ep-7"), pod("ep-7-b", "ep-7")])
+    assert status.state == EndpointPhase.DEGRADED
+    assert status.reason.endswith("exceeded quota: slipway-gpu-quota")
+
+
+def test_it_fails_an_endpoint_once_the_rollout_gives_up() -> None:
+    progress = _cond(
+        "Progressing", "ProgressDeadlineExceeded", 'ReplicaSet "ep-7-5d9c" has timed out progressing.', status="False"
+    )
+    pulling = pod("ep-7-a", "ep-7", phase="Pending", container_statuses=[waiting("ErrImagePull", "manifest unknown")])
+    status = _endpoint(_deployment(1, 0, [progress]), [pulling])
+    assert (status.state, status.reason) == (EndpointPhase.FAILED, "ErrImagePull: manifest unknown")
+    status = _endpoint(_deployment(1, 0, [progress]))
+    assert status.reason == 'ProgressDeadlineExceeded: ReplicaSet "ep-7-5d9c" has timed out progressing.'
+
+
+def test_it_mentions_a_broken_scaledobject() -> None:
+    scaled = _scaled("False", "ScaledObjectCheckFailed", "ScaledObject doesn't have correct triggers specification")
+    status = _endpoint(_deployment(2, 1), [pod("ep-7-a", "ep-7")], scaled)
+    assert status.state == EndpointPhase.DEGRADED
+    assert "ScaledObjectCheckFailed" in status.reason
+
+
+@pytest.mark.parametrize("value", [None, "", "yesterday", 12])
+def test_it_reads_missing_or_odd_timestamps_as_none(value: Any) -> None:
+    assert parse_time(value) is None
+
+
+def test_it_survives_empty_payloads() -> None:
+    status = training_status(_obs([{"kind": "Job"}], [{"kind": "Pod"}]))
+    assert status == WorkloadStatus(TrainingPhase.PENDING, "")
+    assert endpoint_status(_obs([{"kind": "Deployment"}], workload="ep-7")).state == EndpointPhase.DEPLOYING

@@ -1,0 +1,140 @@
+"""deploy/: every manifest is a valid Kubernetes object and the RBAC stays least-privilege."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+K8S_VERSIONS = ("1.31.0", kubernetes_validate.latest_version())
+FORBIDDEN_VERBS = {"escalate", "bind", "impersonate", "*"}
+
+
+def _documents() -> list[tuple[str, dict[str, Any]]]:
+    docs = []
+    for path in sorted([*DEPLOY.rglob("*.yaml"), *DEPLOY.rglob("*.yml")]):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc is not None:
+                docs.append((f"{path.name}:{doc['kind']}/{doc['metadata']['name']}", doc))
+    return docs
+
+
+DOCUMENTS = _documents()
+
+
+def _of_kind(*kinds: str) -> list[dict[str, Any]]:
+    return [doc for _, doc in DOCUMENTS if doc["kind"] in kinds]
+
+
+def _rules() -> list[dict[str, Any]]:
+    return [rule for role in _of_kind("ClusterRole", "Role") for rule in role["rules"]]
+
+
+def test_it_finds_the_manifests() -> None:
+    kinds = {doc["kind"] for _, doc in DOCUMENTS}
+    assert {
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "Deployment",
+        "Service",
+    } <= kinds
+    names = {doc["metadata"]["name"] for doc in _of_kind("Deployment")}
+    assert names == {"slipway-web", "slipway-worker", "slipway-beat"}
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize(("label", "doc"), DOCUMENTS, ids=[label for label, _ in DOCUMENTS])
+def test_it_validates_every_object_in_strict_mode(label: str, doc: dict[str, Any], version: str) -> None:
+    kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_it_ships_no_secret_values() -> None:
+    assert _of_kind("Secret") == []
+    for deployment in _of_kind("Deployment", "Job"):
+        for container in deployment["spec"]["template"]["spec"]["containers"]:
+            assert {"secretRef": {"name": "slipway-secrets"}} in container["envFrom"]
+            assert "env" not in container  # values come from the ConfigMap / Secret only
+
+
+def test_it_uses_no_wildcards_in_rbac() -> None:
+    for rule in _rules():
+        for key in ("apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"):
+            assert "*" not in rule.get(key, []), rule
+        assert all("*" not in resource for resource in rule["resources"])
+
+
+def test_it_grants_no_access_to_secrets() -> None:
+    for rule in _rules():
+        assert not {"secrets", "serviceaccounts/token"} & set(rule["resources"]), rule
+
+
+def test_it_grants_no_escalation_verbs() -> None:
+    for rule in _rules():
+        assert not FORBIDDEN_VERBS & set(rule["verbs"]), rule
+        # Creating or exec-ing into pods directly would bypass the workload controllers.
+        assert not (
+            {"pods", "pods/exec", "pods/attach", "pods/portforward"} & set(rule["resources"])
+            and {"create", "patch", "update"} & set(rule["verbs"])
+        ), rule
+        assert "rbac.authorization.k8s.io" not in rule["apiGroups"], rule
+
+
+def test_it_grants_what_the_backend_needs() -> None:
+    granted = {
+        (group, resource, verb)
+        for rule in _rules()
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    needed = {("batch", "jobs", v) for v in ("list", "create", "patch", "delete")}
+    needed |= {("kubeflow.org", "pytorchjobs", v) for v in ("list", "create", "patch", "delete")}
+    needed |= {("keda.sh", "scaledobjects", v) for v in ("list", "create", "patch", "delete")}
+    needed |= {("apps", "deployments", "patch"), ("", "services", "delete"), ("", "namespaces", "patch")}
+    needed |= {("", "pods", "list"), ("", "pods/log", "get"), ("", "events", "list"), ("", "nodes", "list")}
+    needed |= {
+        ("", "resourcequotas", "patch"),
+        ("", "limitranges", "patch"),
+        ("networking.k8s.io", "networkpolicies", "patch"),
+    }
+    assert needed <= granted
+    assert ("", "namespaces", "delete") not in granted
+
+
+def test_it_binds_the_role_to_slipways_service_account_only() -> None:
+    [binding] = _of_kind("ClusterRoleBinding")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "slipway"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "slipway", "namespace": "slipway-system"}]
+
+
+def test_it_hardens_every_pod() -> None:
+    for workload in _of_kind("Deployment", "Job"):
+        pod = workload["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert not any("hostPath" in v for v in pod.get("volumes", []))
+        for container in pod["containers"]:
+            ctx = container["securityContext"]
+            assert ctx["allowPrivilegeEscalation"] is False and ctx["privileged"] is False
+            assert ctx["capabilities"] == {"drop": ["ALL"]} and ctx["readOnlyRootFilesystem"] is True
+            assert container["resources"]["limits"] and container["resources"]["requests"]
+
+
+def test_it_runs_a_single_beat_that_never_overlaps() -> None:
+    [beat] = [d for d in _of_kind("Deployment") if d["metadata"]["name"] == "slipway-beat"]
+    assert beat["spec"]["replicas"] == 1 and beat["spec"]["strategy"] == {"type": "Recreate"}
+    assert beat["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+
+
+def test_it_justifies_every_rbac_rule_in_a_comment() -> None:
+    lines = (DEPLOY / "rbac.yaml").read_text().splitlines()
+    rule_starts = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
+    assert len(rule_starts) == len(_rules())
+    for index in rule_starts:
+        assert lines[index - 1].strip().startswith("#"), f"rule at line {index + 1} has no justification"
