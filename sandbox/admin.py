@@ -1,0 +1,43 @@
+"""Read-only admin pages for the sandbox cluster (handy while demoing; the clock owns the rows)."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from sandbox.models import SimEvent, SimLoad, SimObject, SimPod
+
+
+class ReadOnly(admin.ModelAdmin):
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(SimObject)
+class SimObjectAdmin(ReadOnly):
+    list_display = ("kind", "namespace", "name", "workload", "replicas", "done", "created_at")
+    list_filter = ("kind", "done")
+    search_fields = ("namespace", "name", "workload")
+
+
+@admin.register(SimPod)
+class SimPodAdmin(ReadOnly):
+    list_display = ("name", "namespace", "node", "phase", "reason", "active", "created_at")
+    list_filter = ("phase", "active", "node")
+    search_fields = ("namespace", "name", "workload")
+
+
+@admin.register(SimEvent)
+class SimEventAdmin(ReadOnly):
+    list_display = ("time", "type", "reason", "object", "message")
+    list_filter = ("type", "reason")
+    search_fields = ("namespace", "workload", "object")
+
+
+@admin.register(SimLoad)
+class SimLoadAdmin(admin.ModelAdmin):
+    """Editable: pinning an endpoint's load here drives its autoscaling, like ``manage.py sandbox load``."""
+
+    list_display = ("namespace", "workload", "value")

@@ -1,0 +1,479 @@
+"""``SandboxBackend``: the simulated GPU cluster behind Slipway's cluster-backend interface.
+
+The "API server" half (``apply``/``delete``/``observe``/``logs``/``events``/``capacity``)
+stores and reads Kubernetes-shaped objects in the database; the "cluster" half is
+:meth:`SandboxBackend.tick`, which advances everything to ``now`` (see :mod:`sandbox.clock`).
+Observed objects look exactly like the API server's (``metadata``/``spec``/``status``, RFC 3339
+timestamps), so :mod:`cluster.status` maps both backends the same way.
+
+Concurrency: ``apply``/``delete`` each run in one transaction; ``tick`` locks the clock row
+(``select_for_update``; SQLite serialises writers anyway), so concurrent ticks from web,
+worker and beat run one after the other, and a tick for a ``now`` not after the last one is
+a no-op — ticking twice with the same ``now`` changes nothing.
+
+Every public method takes an optional keyword ``now`` so tests control time; the default is
+``django.utils.timezone.now()``.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import ParamSpec, TypeVar
+
+from django.db import DatabaseError, IntegrityError, transaction
+from django.db.models import Count
+from django.utils import timezone
+
+from cluster.backends.base import (
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    TEAM_LABEL,
+    WORKLOAD_LABEL,
+    ClusterBackend,
+    ClusterEvent,
+    Manifest,
+    NodeCapacity,
+    ObservedWorkload,
+    WorkloadRef,
+)
+from cluster.errors import Invalid, NotFound, Transient
+from sandbox import inventory
+from sandbox.bulk import Record, no_gc
+from sandbox.bulk import load as load_records
+from sandbox.clock import CRASH_OUTCOMES, Tick, endpoint_load, new_uid, pod_ready, replicaset_name, rfc3339
+from sandbox.clock import PLANS as PLAN_CACHE
+from sandbox.models import SimClock, SimEvent, SimLoad, SimObject, SimPod
+from sandbox.simulation import (
+    PULL_SECONDS,
+    TERMINATION,
+    crash_state,
+    gpu_utilization,
+    server_log,
+    stable_int,
+    training_log,
+)
+from sandbox.validation import KINDS, admit, compile_plan, kind_label
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+#: Pod annotation carrying the synthetic GPU utilisation (percent) of a running pod.
+GPU_UTILIZATION_ANNOTATION = "sandbox.slipway.dev/gpu-utilization"
+#: ScaledObject annotation with the endpoint's current synthetic load (trigger metric units).
+LOAD_ANNOTATION = "sandbox.slipway.dev/load"
+#: Kubernetes keeps events for an hour (kube-apiserver --event-ttl); so does the sandbox.
+EVENT_TTL = timedelta(hours=1)
+#: Decoded (manifest, plan) per (uid, resourceVersion): observe() re-reads only status columns.
+_MANIFESTS: dict[tuple[str, int], tuple[dict, dict]] = {}
+MANIFEST_CACHE_MAX = 200_000
+OBSERVE_COLUMNS = ("id", "kind", "api_version", "namespace", "name", "workload", "team", "uid", "resource_version",
+                   "generation", "status", "memo", "replicas", "created_at")
+#: Namespaces that exist without being applied.
+BUILTIN_NAMESPACES = ("default", "kube-system")
+
+
+def _storage_errors(method: Callable[P, T]) -> Callable[P, T]:
+    """Database faults (e.g. SQLite's "database is locked" past the busy timeout) surface as
+    ``Transient``, like a 5xx from an API server: the interface raises only cluster errors."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return method(*args, **kwargs)
+        except DatabaseError as exc:
+            raise Transient(f"sandbox storage error: {exc}") from exc
+
+    return wrapper
+
+
+class SandboxBackend(ClusterBackend):
+    """The embedded simulated cluster (``SLIPWAY_CLUSTER_BACKEND=sandbox``)."""
+
+    name = "sandbox"
+
+    # -- writes ------------------------------------------------------------------------------
+
+    @_storage_errors
+    def apply(self, objects: list[Manifest], *, now: datetime | None = None) -> list[Manifest]:
+        now = now or timezone.now()
+        admitted = [admit(obj) for obj in objects]  # 1. validate all first: nothing is written on Invalid
+        with transaction.atomic():
+            return copy.deepcopy([self._to_manifest(row) for row in self._store(admitted, now)])
+
+    def _store(self, admitted: list[Manifest], now: datetime) -> list[SimObject]:
+        # 2. namespaces must exist (or be created by this batch), as on a real API server
+        wanted = {o["metadata"]["namespace"] for o in admitted if KINDS[o["kind"]][2]}
+        created = {o["metadata"]["name"] for o in admitted if o["kind"] == "Namespace"}
+        missing = wanted - created - set(BUILTIN_NAMESPACES)
+        if missing:
+            present = set(SimObject.objects.filter(kind="Namespace", name__in=missing).values_list("name", flat=True))
+            if missing - present:
+                raise NotFound(f'namespaces "{sorted(missing - present)[0]}" not found', status=404)
+        # 3. create or update each object (same kind/namespace/name: update, never a second object)
+        stored = []
+        for obj in admitted:
+            meta = obj["metadata"]
+            namespace = meta.get("namespace") or meta["name"]
+            labels = meta.get("labels") or {}
+            row = SimObject.objects.select_for_update().filter(kind=obj["kind"], namespace=namespace,
+                                                               name=meta["name"]).first()
+            manifest = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+            manifest["metadata"] = {k: v for k, v in meta.items()
+                                    if k not in ("uid", "resourceVersion", "creationTimestamp", "generation",
+                                                 "managedFields")}
+            plan = compile_plan(obj)
+            if row is None:
+                row = SimObject(kind=obj["kind"], api_version=obj["apiVersion"], namespace=namespace, name=meta["name"],
+                                workload=labels.get(WORKLOAD_LABEL, ""), team=labels.get(TEAM_LABEL, ""),
+                                uid=new_uid(), manifest=manifest, plan=plan, created_at=now,
+                                status=_initial_status(obj))
+                row.save()
+            else:
+                if obj["kind"] == "Job" and row.manifest.get("spec", {}).get("template") != obj["spec"].get("template"):
+                    raise Invalid(f'{kind_label("Job")} "{meta["name"]}" is invalid: spec.template: Invalid value: '
+                                  '"...": field is immutable', status=422)
+                if row.manifest != manifest:
+                    if row.manifest.get("spec") != manifest.get("spec"):
+                        row.generation += 1
+                    row.manifest, row.plan = manifest, plan
+                    row.workload, row.team = labels.get(WORKLOAD_LABEL, ""), labels.get(TEAM_LABEL, "")
+                    row.api_version = obj["apiVersion"]
+                    row.resource_version += 1
+                    row.save()
+            stored.append(row)
+        return stored
+
+    @_storage_errors
+    def delete(self, ref: WorkloadRef, *, now: datetime | None = None) -> int:
+        with transaction.atomic():
+            rows = SimObject.objects.filter(namespace=ref.namespace, workload=ref.workload)
+            count = rows.count()
+            namespaces = list(rows.filter(kind="Namespace").values_list("name", flat=True))
+            rows.delete()  # pods go with their owners (CASCADE): background propagation, instantly
+            if namespaces:
+                # Deleting a namespace deletes everything in it.
+                SimObject.objects.filter(namespace__in=namespaces).delete()
+                SimLoad.objects.filter(namespace__in=namespaces).delete()
+            SimLoad.objects.filter(namespace=ref.namespace, workload=ref.workload).delete()
+            return count
+
+    def set_load(self, ref: WorkloadRef, value: float | None) -> None:
+        """Pin an endpoint's synthetic load (trigger metric units); None returns it to the demo curve."""
+        if value is None:
+            SimLoad.objects.filter(namespace=ref.namespace, workload=ref.workload).delete()
+            return
+        SimLoad.objects.update_or_create(namespace=ref.namespace, workload=ref.workload,
+                                         defaults={"value": max(float(value), 0.0)})
+
+    def reset(self) -> None:
+        """Forget every object, pod, event and load: an empty cluster."""
+        with transaction.atomic():
+            SimPod.objects.all().delete()
+            SimObject.objects.all().delete()
+            SimEvent.objects.all().delete()
+            SimLoad.objects.all().delete()
+            SimClock.objects.all().delete()
+
+    # -- the clock -------------------------------------------------------------------------------
+
+    @_storage_errors
+    def tick(self, now: datetime | None = None) -> dict[str, int] | None:
+        """Advance the cluster to ``now``. Returns what changed, or None when ``now`` was already reached."""
+        now = now or timezone.now()
+        for attempt in range(2):
+            try:
+                with transaction.atomic():
+                    clock = SimClock.objects.select_for_update().filter(pk=1).first()
+                    if clock is None:
+                        clock = SimClock.objects.create(pk=1)
+                    if clock.last_tick is not None and now <= clock.last_tick:
+                        return None
+                    with no_gc():
+                        summary = Tick(now).run()
+                    SimEvent.objects.filter(time__lt=now - EVENT_TTL).delete()
+                    clock.last_tick = now
+                    clock.save(update_fields=["last_tick"])
+                    return summary
+            except IntegrityError:
+                if attempt:  # two processes created the clock row at once: the retry sees it
+                    raise
+        return None
+
+    def clock(self) -> datetime:
+        """The simulated time of the last tick (now, if the cluster never ticked)."""
+        last = SimClock.objects.filter(pk=1).values_list("last_tick", flat=True).first()
+        return last or timezone.now()
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    @_storage_errors
+    def observe(self, *, now: datetime | None = None) -> list[ObservedWorkload]:
+        """At most five queries whatever the size: clock, loads, objects, manifests not cached yet, pods.
+
+        The returned objects share their ``spec`` with a per-process cache of decoded
+        manifests (keyed by uid and resourceVersion, so an apply invalidates it): treat
+        them as read-only, as one would a Kubernetes informer's cache.
+        """
+        at = now or self.clock()
+        with no_gc():
+            return self._observe(at)
+
+    def _observe(self, at: datetime) -> list[ObservedWorkload]:
+        loads = {(ns, wl): v for ns, wl, v in SimLoad.objects.values_list("namespace", "workload", "value")}
+        rows = load_records(SimObject.objects.order_by("pk"), OBSERVE_COLUMNS, lazy=("status", "memo"))
+        missing = [row.pk for row in rows if (row.uid, row.resource_version) not in _MANIFESTS]
+        if missing:
+            if len(_MANIFESTS) > MANIFEST_CACHE_MAX:
+                _MANIFESTS.clear()
+            source = SimObject.objects.all() if len(missing) > 500 else SimObject.objects.filter(pk__in=missing)
+            for uid, version, manifest, plan in source.values_list("uid", "resource_version", "manifest", "plan"):
+                _MANIFESTS[(uid, version)] = (manifest, plan)
+        for row in rows:
+            row.manifest, row.plan = _MANIFESTS.get((row.uid, row.resource_version)) or ({}, {})
+        by_pk = {row.pk: row for row in rows}
+        scaled = {(row.namespace, row.plan.get("target")): row for row in rows if row.kind == "ScaledObject"}
+        for row in rows:  # current load of each autoscaled endpoint, for annotations and GPU utilisation
+            target = scaled.get((row.namespace, row.name)) if row.kind == "Deployment" else None
+            if target is not None:
+                row.load = endpoint_load(loads, row.namespace, row.workload, target.plan, at)
+                target.load = row.load
+        grouped: dict[tuple[str, str], ObservedWorkload] = {}
+        for row in rows:
+            labels = row.manifest.get("metadata", {}).get("labels") or {}
+            if labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE or not row.workload:
+                continue
+            key = (row.namespace, row.workload)
+            if key not in grouped:
+                grouped[key] = ObservedWorkload(namespace=row.namespace, workload=row.workload, team=row.team)
+            grouped[key].objects.append(self._to_manifest(row))
+        for pod in load_records(SimPod.objects.order_by("created_at", "pk")):
+            owner = by_pk.get(pod.owner_id)
+            group = grouped.get((pod.namespace, pod.workload))
+            if owner is None or group is None:
+                continue
+            group.pods.append(pod_manifest(pod, owner, at))
+        return list(grouped.values())
+
+    @_storage_errors
+    def logs(self, ref: WorkloadRef, tail: int = 200, *, now: datetime | None = None) -> list[str]:
+        at = now or self.clock()
+        pods = list(SimPod.objects.filter(namespace=ref.namespace, workload=ref.workload)
+                    .select_related("owner").order_by("-active", "role", "index", "-created_at"))
+        if not pods:
+            return []
+        pod = pods[0]
+        if pod.owner.kind == "Job":  # the newest attempt
+            pod = max(pods, key=lambda p: (p.created_at, p.pk))
+        plan = pod.owner.plan["pods"][pod.role]
+        if pod.started_at is None:
+            return []  # "container is waiting to start": nothing logged yet
+        if pod.owner.kind == "Deployment":
+            until = at
+            if plan["out"] in CRASH_OUTCOMES:
+                state = crash_state(pod.started_at, plan["dur"], at)
+                lines = server_log(pod.name, image=plan["img"], started=state.run_started, until=min(at, state.run_started
+                                   + timedelta(seconds=plan["dur"])), load=1.0, tail=tail)
+                reason = TERMINATION[plan["out"]][0]
+                if not state.running:
+                    lines.append(f"{rfc3339(state.last_exit)} ERROR server exited: {reason}")
+                return lines[-tail:]
+            return server_log(pod.name, image=plan["img"], started=pod.started_at, until=until,
+                              load=self._load(pod.owner, at) / max(pod.owner.replicas, 1),
+                              tail=tail)
+        until = pod.finished_at or at
+        workers = sum(p["count"] for p in pod.owner.plan["pods"])
+        return training_log(pod.name, image=plan["img"], started=pod.started_at, until=until, outcome=plan["out"],
+                            finished=pod.finished_at is not None and pod.reason != "DeadlineExceeded",
+                            workers=workers, tail=tail)
+
+    @staticmethod
+    def _load(deployment: SimObject, at: datetime) -> float:
+        scaled = SimObject.objects.filter(kind="ScaledObject", namespace=deployment.namespace,
+                                          workload=deployment.workload).first()
+        if scaled is None:
+            return 1.0
+        loads = {(ns, wl): v for ns, wl, v in SimLoad.objects.filter(
+            namespace=deployment.namespace, workload=deployment.workload).values_list("namespace", "workload", "value")}
+        return endpoint_load(loads, deployment.namespace, deployment.workload, scaled.plan, at)
+
+    @_storage_errors
+    def events(self, ref: WorkloadRef) -> list[ClusterEvent]:
+        return [
+            ClusterEvent(type=e.type, reason=e.reason, message=e.message, object=e.object, time=rfc3339(e.time) or "",
+                         count=e.count)
+            for e in SimEvent.objects.filter(namespace=ref.namespace, workload=ref.workload).order_by("time", "pk")
+        ]
+
+    @_storage_errors
+    def capacity(self) -> list[NodeCapacity]:
+        """Allocatable GPU units per node and resource; in use = requests of pods bound there and not finished."""
+        in_use: dict[tuple[str, str], int] = defaultdict(int)
+        # Pods counted per (node, owner, role) in SQL; each owner's plan is decoded once (or cached).
+        groups = list(SimPod.objects.filter(active=True).exclude(node="")
+                      .values_list("node", "role", "owner__uid", "owner__resource_version").annotate(n=Count("id")))
+        missing = {uid for _, _, uid, version, _ in groups if (uid, version) not in PLAN_CACHE}
+        if missing:
+            for uid, version, plan in SimObject.objects.filter(uid__in=missing).values_list(
+                    "uid", "resource_version", "plan"):
+                PLAN_CACHE[(uid, version)] = plan
+        for node, role, uid, version, count in groups:
+            plan = PLAN_CACHE.get((uid, version))
+            for resource, units in (plan["pods"][role]["req"].items() if plan else ()):
+                in_use[(node, resource)] += units * count
+        return [
+            NodeCapacity(node=node.name, resource_name=resource, allocatable=node.allocatable[resource],
+                         in_use=in_use[(node.name, resource)], labels=dict(node.labels))
+            for node in inventory.nodes()
+            for resource in node.gpu_resources
+            if node.allocatable[resource] > 0 or in_use[(node.name, resource)]
+        ]
+
+    # -- shapes ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _to_manifest(row: SimObject | Record) -> Manifest:
+        out: Manifest = {"apiVersion": row.api_version, "kind": row.kind}
+        # Rows are decoded fresh from the database on every read, so nothing is shared: no copy needed.
+        manifest = dict(row.manifest)
+        meta = dict(manifest.pop("metadata", {}))
+        meta.update({"uid": row.uid, "resourceVersion": str(row.resource_version), "generation": row.generation,
+                     "creationTimestamp": rfc3339(row.created_at)})
+        out["metadata"] = meta
+        out.update(manifest)
+        if row.kind == "Deployment":
+            out.setdefault("spec", {})["replicas"] = row.replicas
+        if row.kind == "Service":
+            spec = out.setdefault("spec", {})
+            spec.setdefault("clusterIP", f"10.96.{stable_int(row.uid) % 250}.{stable_int(row.name) % 250 + 2}")
+        if row.kind == "ScaledObject" and getattr(row, "load", None) is not None:
+            meta["annotations"] = {**(meta.get("annotations") or {}), LOAD_ANNOTATION: str(row.load)}
+        out["status"] = row.status
+        return out
+
+
+def _initial_status(obj: Manifest) -> dict:
+    if obj["kind"] == "Namespace":
+        return {"phase": "Active"}
+    if obj["kind"] == "Service":
+        return {"loadBalancer": {}}
+    return {}
+
+
+def _template(owner: SimObject, role_name: str) -> Manifest:
+    spec = owner.manifest.get("spec", {})
+    if owner.kind == "PyTorchJob":
+        return spec["pytorchReplicaSpecs"][role_name]["template"]
+    return spec["template"]
+
+
+def pod_manifest(pod: SimPod, owner: SimObject, at: datetime) -> Manifest:
+    """The pod as the API server would return it, rebuilt from its row and its owner's template."""
+    plan = owner.plan["pods"][pod.role]
+    template = _template(owner, plan["role"])
+    labels = dict((template.get("metadata") or {}).get("labels") or {})
+    owner_ref = {"apiVersion": owner.api_version, "kind": owner.kind, "name": owner.name, "uid": owner.uid,
+                 "controller": True, "blockOwnerDeletion": True}
+    if owner.kind == "Job":
+        labels.update({"batch.kubernetes.io/job-name": owner.name, "job-name": owner.name,
+                       "batch.kubernetes.io/controller-uid": owner.uid, "controller-uid": owner.uid})
+    elif owner.kind == "PyTorchJob":
+        labels.update({"training.kubeflow.org/job-name": owner.name, "training.kubeflow.org/operator-name":
+                       "pytorchjob-controller", "training.kubeflow.org/replica-type": plan["role"].lower(),
+                       "training.kubeflow.org/replica-index": str(pod.index)})
+        if plan["role"] == "Master":
+            labels["training.kubeflow.org/job-role"] = "master"
+    else:
+        rs = replicaset_name(owner.name, pod.template_hash)
+        labels["pod-template-hash"] = rs.rsplit("-", 1)[1]
+        owner_ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs,
+                     "uid": f"{owner.uid[:24]}{stable_int(rs) % 10**12:012d}", "controller": True,
+                     "blockOwnerDeletion": True}
+    meta: Manifest = {
+        "name": pod.name, "namespace": pod.namespace, "uid": f"{owner.uid[:24]}{stable_int(pod.name) % 10**12:012d}",
+        "labels": labels, "ownerReferences": [owner_ref], "creationTimestamp": rfc3339(pod.created_at),
+    }
+    spec = dict(template.get("spec") or {})
+    if pod.node:
+        spec["nodeName"] = pod.node
+    status = _pod_status(pod, owner, plan, at)
+    if status.get("phase") == "Running":
+        load = None
+        if owner.kind == "Deployment":
+            # Each replica serves its share; utilisation is that share, capped at 100%.
+            load = min(float(getattr(owner, "load", 50.0)) / max(owner.replicas, 1), 100.0)
+        meta["annotations"] = {GPU_UTILIZATION_ANNOTATION: str(gpu_utilization(pod.name, plan.get("util"),
+                                                                                serving_load=load, now=at))}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+def _pod_status(pod: SimPod, owner: SimObject, plan: dict, at: datetime) -> Manifest:
+    status: Manifest = {"phase": pod.phase, "qosClass": "Burstable"}
+    container = plan["ctr"]
+    image = plan["img"]
+    if not pod.node:
+        if pod.message:
+            status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                     "message": pod.message, "lastProbeTime": None,
+                                     "lastTransitionTime": rfc3339(pod.created_at)}]
+        return status
+    scheduled = rfc3339(pod.scheduled_at)
+    status["hostIP"] = f"10.0.{stable_int(pod.node) % 250}.{stable_int(pod.node, 1) % 250 + 2}"
+    status["podIP"] = f"10.244.{stable_int(pod.node) % 250}.{stable_int(pod.name) % 250 + 2}"
+    status["startTime"] = scheduled
+    ready = pod_ready(pod, plan, at) if owner.kind == "Deployment" else pod.phase == "Running"
+    cstatus: Manifest = {"name": container, "image": image, "imageID": "", "ready": ready, "restartCount": 0,
+                         "started": pod.phase == "Running"}
+    if pod.phase in ("Succeeded", "Failed"):
+        cstatus["state"] = {"terminated": {"reason": pod.reason or "Error", "exitCode": pod.exit_code or 0,
+                                           "startedAt": rfc3339(pod.started_at or pod.scheduled_at),
+                                           "finishedAt": rfc3339(pod.finished_at)}}
+        cstatus["started"] = False
+        if pod.reason == "DeadlineExceeded":
+            status["reason"] = "DeadlineExceeded"
+            status["message"] = "Pod was active on the node longer than the specified deadline"
+            cstatus["state"]["terminated"]["reason"] = "Error"
+    elif pod.started_at is None:
+        start = pod.scheduled_at + timedelta(seconds=PULL_SECONDS)
+        if plan["out"] == "image-pull" and at >= start:
+            first = at < start + timedelta(seconds=PULL_SECONDS)
+            cstatus["state"] = {"waiting": {
+                "reason": "ErrImagePull" if first else "ImagePullBackOff",
+                "message": (f'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": not found'
+                            if first else f'Back-off pulling image "{image}"'),
+            }}
+        else:
+            cstatus["state"] = {"waiting": {"reason": "ContainerCreating"}}
+    elif owner.kind == "Deployment" and plan["out"] in CRASH_OUTCOMES:
+        state = crash_state(pod.started_at, plan["dur"], at)
+        reason, code = TERMINATION[plan["out"]]
+        cstatus["restartCount"] = state.restarts
+        if state.running:
+            cstatus["state"] = {"running": {"startedAt": rfc3339(state.run_started)}}
+        else:
+            cstatus["started"] = False
+            cstatus["state"] = {"waiting": {"reason": "CrashLoopBackOff",
+                                            "message": f"back-off {state.backoff}s restarting failed "
+                                                       f"container={container} pod={pod.name}_{pod.namespace}"}}
+        if state.last_exit is not None:
+            previous_start = state.last_exit - timedelta(seconds=plan["dur"])
+            cstatus["lastState"] = {"terminated": {"reason": reason, "exitCode": code,
+                                                   "startedAt": rfc3339(previous_start),
+                                                   "finishedAt": rfc3339(state.last_exit)}}
+    else:
+        cstatus["state"] = {"running": {"startedAt": rfc3339(pod.started_at)}}
+    status["containerStatuses"] = [cstatus]
+    running = pod.phase == "Running"
+    status["conditions"] = [
+        {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": scheduled},
+        {"type": "Initialized", "status": "True", "lastProbeTime": None, "lastTransitionTime": scheduled},
+        {"type": "ContainersReady", "status": str(ready), "lastProbeTime": None,
+         "lastTransitionTime": rfc3339(pod.started_at) if running else scheduled},
+        {"type": "Ready", "status": str(ready), "lastProbeTime": None,
+         "lastTransitionTime": rfc3339(pod.started_at) if running else scheduled},
+    ]
+    return status
+

@@ -1,0 +1,119 @@
+"""The sandbox cluster's state: objects, pods, events, synthetic load and the clock.
+
+Everything the "API server" stores lives here so that web, worker and beat share one
+cluster and it survives restarts. Rows are kept small: a top-level object keeps its manifest
+(read by ``observe()`` only), a compact ``plan`` the clock reads, and its ``status``; a pod
+keeps only its lifecycle facts — its full Kubernetes shape is rebuilt from the owner's
+template when observed.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class SimObject(models.Model):
+    """One top-level object as applied (Job, PyTorchJob, Deployment, Service, Namespace …)."""
+
+    kind = models.CharField(max_length=40)
+    api_version = models.CharField(max_length=80)
+    #: Namespaced objects: their namespace; a Namespace: its own name (so it groups with its team).
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    workload = models.CharField(max_length=63, blank=True, db_index=True)
+    team = models.CharField(max_length=63, blank=True)
+    uid = models.CharField(max_length=36)
+    manifest = models.JSONField()
+    plan = models.JSONField(default=dict)
+    status = models.JSONField(default=dict)
+    #: Controller bookkeeping that is not Kubernetes status (attempt counters, last messages).
+    memo = models.JSONField(default=dict)
+    #: Replica count the autoscaler set (Deployments).
+    replicas = models.IntegerField(default=0)
+    #: True once a Job/PyTorchJob reached Complete/Failed: the clock skips it from then on.
+    done = models.BooleanField(default=False)
+    generation = models.IntegerField(default=1)
+    resource_version = models.BigIntegerField(default=1)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["kind", "namespace", "name"], name="sandbox_object_unique")]
+        indexes = [models.Index(fields=["namespace", "workload"]), models.Index(fields=["done", "kind"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+
+class SimPod(models.Model):
+    """One pod created by a Job, PyTorchJob or Deployment controller."""
+
+    owner = models.ForeignKey(SimObject, on_delete=models.CASCADE, related_name="pods")
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    workload = models.CharField(max_length=63, blank=True)
+    #: Index into the owner's ``plan["pods"]`` (Master/Worker of a PyTorchJob) and replica index.
+    role = models.IntegerField(default=0)
+    index = models.IntegerField(default=0)
+    template_hash = models.CharField(max_length=16, blank=True)
+    node = models.CharField(max_length=100, blank=True)
+    phase = models.CharField(max_length=12, default="Pending")  # Pending/Running/Succeeded/Failed
+    #: Lifecycle stage reached (events are emitted once per stage), see sandbox.clock.
+    stage = models.IntegerField(default=0)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField()
+    scheduled_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    reason = models.CharField(max_length=40, blank=True)  # OOMKilled, Error, Completed, DeadlineExceeded
+    exit_code = models.IntegerField(null=True, blank=True)
+    message = models.TextField(blank=True)  # FailedScheduling message while unschedulable
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="sandbox_pod_unique")]
+        indexes = [models.Index(fields=["active"]), models.Index(fields=["namespace", "workload"])]
+
+    def __str__(self) -> str:
+        return f"Pod/{self.namespace}/{self.name}"
+
+
+class SimEvent(models.Model):
+    """A Kubernetes event about a workload's object or pod."""
+
+    namespace = models.CharField(max_length=63)
+    workload = models.CharField(max_length=63, blank=True)
+    object = models.CharField(max_length=300)  # "Pod/run-42-abcde"
+    type = models.CharField(max_length=10)  # Normal | Warning
+    reason = models.CharField(max_length=40)
+    message = models.TextField()
+    time = models.DateTimeField(db_index=True)
+    count = models.IntegerField(default=1)
+
+    class Meta:
+        indexes = [models.Index(fields=["namespace", "workload", "time"])]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.reason} {self.object}"
+
+
+class SimLoad(models.Model):
+    """Synthetic load of an endpoint (in its trigger metric's units), set for demos and tests."""
+
+    namespace = models.CharField(max_length=63)
+    workload = models.CharField(max_length=63)
+    value = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "workload"], name="sandbox_load_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.workload}={self.value}"
+
+
+class SimClock(models.Model):
+    """Singleton row: when the cluster last ticked. Locked by ``tick()`` so ticks serialise."""
+
+    last_tick = models.DateTimeField(null=True, blank=True)
+    resource_version = models.BigIntegerField(default=1)
+
+    def __str__(self) -> str:
+        return f"clock@{self.last_tick}"

@@ -1,0 +1,201 @@
+"""The simulated workloads themselves: how long they run, how they end, what they print.
+
+Everything is a deterministic function of the workload's spec, its name and elapsed time
+(no randomness), so tests are reproducible and every process computes the same story.
+
+Knobs read from the first container's env (passed through unchanged by the builders):
+
+* ``SLIPWAY_SIM_DURATION`` — ``90s``, ``5m``, ``1h``, ``1h30m`` or plain seconds. Default: 1-3
+  minutes derived from a hash of the workload name. For Deployments it is the time until the
+  container crashes (crash outcomes only; a healthy server runs forever).
+* ``SLIPWAY_SIM_OUTCOME`` — ``succeed`` (default), ``fail``, ``oom``, ``image-pull``, ``crashloop``.
+* ``SLIPWAY_SIM_GPU_UTIL`` — fixed GPU utilisation in percent (e.g. ``3`` to demo idle detection).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+OUTCOMES = ("succeed", "fail", "oom", "image-pull", "crashloop")
+#: Seconds between binding and the container starting (image pull + create).
+PULL_SECONDS = 10
+#: Kubelet's crash-loop back-off: 10s doubling up to 5 minutes.
+BACKOFF_START, BACKOFF_CAP = 10, 300
+#: Time a crashing server runs before it dies, when the spec does not say.
+DEFAULT_CRASH_SECONDS = 15
+#: Exit code and termination reason per failing outcome.
+TERMINATION = {"fail": ("Error", 1), "crashloop": ("Error", 1), "oom": ("OOMKilled", 137), "succeed": ("Completed", 0)}
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    duration: int
+    outcome: str
+    utilization: float | None
+
+
+def stable_int(*parts: object) -> int:
+    """A stable non-negative integer from ``parts`` (Python's hash() is salted per process)."""
+    return int.from_bytes(hashlib.sha1("/".join(map(str, parts)).encode()).digest()[:8], "big")  # noqa: S324
+
+
+def parse_duration(value: str) -> int | None:
+    """Seconds in ``90s`` / ``5m`` / ``1h`` / ``1h30m`` / ``120``; None when unparsable."""
+    value = value.strip().lower()
+    if value.isdigit():
+        return int(value)
+    match = _DURATION.match(value)
+    if not value or not match:
+        return None
+    hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def default_duration(workload: str) -> int:
+    """1-3 minutes, fixed per workload name: lively demos, reproducible tests."""
+    return 60 + stable_int(workload) % 121
+
+
+def sim_settings(env: dict[str, str], *, workload: str, kind: str) -> SimSettings:
+    outcome = env.get("SLIPWAY_SIM_OUTCOME", "succeed").strip().lower() or "succeed"
+    if outcome not in OUTCOMES:
+        outcome = "succeed"
+    duration = parse_duration(env.get("SLIPWAY_SIM_DURATION", "")) if env.get("SLIPWAY_SIM_DURATION") else None
+    if duration is None:
+        duration = DEFAULT_CRASH_SECONDS if kind == "Deployment" else default_duration(workload)
+    try:
+        utilization: float | None = float(env["SLIPWAY_SIM_GPU_UTIL"]) if env.get("SLIPWAY_SIM_GPU_UTIL") else None
+    except ValueError:
+        utilization = None
+    return SimSettings(duration=max(duration, 1), outcome=outcome, utilization=utilization)
+
+
+@dataclass(frozen=True)
+class CrashState:
+    """Where a crash-looping container is at time ``t`` (restartPolicy Always)."""
+
+    restarts: int
+    running: bool  # True: inside a run; False: waiting in CrashLoopBackOff
+    backoff: int  # the current back-off in seconds (meaningful when not running)
+    last_exit: datetime | None  # when the previous run ended
+    run_started: datetime
+
+
+def crash_state(started: datetime, run_seconds: int, now: datetime) -> CrashState:
+    """Replay run/back-off cycles from ``started`` until ``now`` (bounded: back-off caps at 5m)."""
+    t, restarts, backoff, last_exit = started, 0, BACKOFF_START, None
+    for _ in range(100_000):
+        end = t + timedelta(seconds=run_seconds)
+        if now < end:
+            return CrashState(restarts, True, backoff, last_exit, t)
+        resume = end + timedelta(seconds=backoff)
+        if now < resume:
+            return CrashState(restarts, False, backoff, end, t)
+        t, last_exit = resume, end
+        restarts += 1
+        backoff = min(backoff * 2, BACKOFF_CAP)
+    return CrashState(restarts, False, backoff, last_exit, t)
+
+
+def gpu_utilization(pod_name: str, fixed: float | None, *, serving_load: float | None, now: datetime) -> int:
+    """Synthetic GPU utilisation (percent) of a running pod.
+
+    Training hovers in the high 80s/90s with a slow deterministic wobble; a server follows
+    its share of the endpoint's load; ``SLIPWAY_SIM_GPU_UTIL`` pins it (idle-run demos).
+    """
+    if fixed is not None:
+        return int(max(0.0, min(100.0, fixed)))
+    wobble = math.sin(now.timestamp() / 97.0 + stable_int(pod_name) % 628 / 100.0)
+    if serving_load is not None:
+        return int(max(0.0, min(100.0, serving_load + 4 * wobble)))
+    return int(88 + 7 * wobble)
+
+
+def _rfc3339(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+TRAIN_LOG_EVERY = 10  # seconds between training progress lines
+
+
+def training_log(pod_name: str, *, image: str, started: datetime, until: datetime, outcome: str,
+                 finished: bool, workers: int, tail: int) -> list[str]:
+    """Plausible training output from ``started`` to ``until`` (only the last ``tail`` lines are built)."""
+    elapsed = max(0, int((until - started).total_seconds()))
+    seed = stable_int(pod_name) % 1000
+    header = [
+        f"{_rfc3339(started)} INFO  starting {image}",
+        f"{_rfc3339(started)} INFO  torch.distributed initialised: world_size={workers} backend=nccl",
+        f"{_rfc3339(started)} INFO  loading dataset shards … done (1,204,331 samples)",
+    ]
+    steps = elapsed // TRAIN_LOG_EVERY
+    footer: list[str] = []
+    end = _rfc3339(until)
+    if finished and outcome == "succeed":
+        footer = [f"{end} INFO  training complete: saved checkpoint to /checkpoints/final.pt"]
+    elif finished and outcome == "oom":
+        footer = [f"{end} ERROR torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB "
+                  "(GPU 0; 79.15 GiB total capacity; 77.02 GiB already allocated)", f"{end} Killed"]
+    elif finished:
+        footer = [f"{end} ERROR Traceback (most recent call last):",
+                  f'{end} ERROR   File "/workspace/train.py", line 214, in <module>',
+                  f"{end} ERROR RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1275, unhandled system error"]
+    first = max(1, steps - max(tail - len(footer), 0) + 1)
+    body = []
+    for k in range(first, steps + 1):
+        seconds = k * TRAIN_LOG_EVERY
+        step = k * 20
+        loss = 0.35 + 2.4 * math.exp(-seconds / 600.0) + 0.02 * math.sin(k * 1.7 + seed)
+        stamp = _rfc3339(started + timedelta(seconds=seconds))
+        body.append(f"{stamp} INFO  step {step:>6} | loss {loss:.4f} | lr 3.0e-04 | {410 + seed % 40} samples/s")
+    return (header + body + footer)[-tail:] if tail > 0 else []
+
+
+SERVE_PATHS = ("/v1/completions", "/v1/chat/completions", "/v1/embeddings")
+
+
+def server_log(pod_name: str, *, image: str, started: datetime, until: datetime, load: float, tail: int) -> list[str]:
+    """Server start-up lines, then access-log lines whose rate follows the endpoint's load."""
+    header = [
+        f"{_rfc3339(started)} INFO  starting {image}",
+        f"{_rfc3339(started)} INFO  model weights loaded onto cuda:0",
+        f'{_rfc3339(started)} INFO  Uvicorn running on http://0.0.0.0:8080 (Press CTRL+C to quit)',
+    ]
+    elapsed = max(0, int((until - started).total_seconds()))
+    every = max(1, int(30 / max(load, 1.0)))  # busier endpoint: denser log
+    count = elapsed // every
+    first = max(1, count - tail + 1)
+    seed = stable_int(pod_name)
+    body = []
+    for k in range(first, count + 1):
+        at = started + timedelta(seconds=k * every)
+        h = stable_int(seed, k)
+        path = SERVE_PATHS[h % len(SERVE_PATHS)]
+        status = 200 if h % 50 else 429
+        stamp = at.strftime("%d/%b/%Y:%H:%M:%S +0000")
+        body.append(f'10.42.{h % 7}.{h % 250 + 2} - - [{stamp}] "POST {path} HTTP/1.1" {status} {200 + h % 3000} '
+                    f"{(h % 900) / 1000 + 0.05:.3f}")
+    body.insert(0, f'{_rfc3339(started)} INFO  "GET /health/ready HTTP/1.1" 200')
+    return (header + body)[-tail:] if tail > 0 else []
+
+
+def default_load(ref_key: str, threshold: float, max_replicas: int, now: datetime) -> float:
+    """A gentle demo curve: 5-65% of the endpoint's full capacity, over a 30-minute period."""
+    phase = stable_int(ref_key) % 1000 / 1000.0
+    minute = now.timestamp() // 60 * 60  # moves once a minute, like a scraped metric, not every tick
+    fraction = 0.35 + 0.30 * math.sin(2 * math.pi * (minute / 1800.0 + phase))
+    return round(threshold * max(max_replicas, 1) * fraction, 1)
+
+
+def desired_replicas(load: float, threshold: float, low: int, high: int) -> int:
+    """KEDA-style: ceil(load / threshold) clamped to [min, max]; zero only at zero load with min 0."""
+    if load <= 0:
+        return low
+    wanted = math.ceil(load / threshold) if threshold > 0 else high
+    return max(low, 1, min(high, wanted)) if high >= 1 else 0

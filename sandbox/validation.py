@@ -1,0 +1,426 @@
+"""What the sandbox's "API server" accepts: structural validation and the compiled plan.
+
+:func:`admit` checks one manifest the way the API server (and the CRDs' webhooks) would and
+raises :class:`cluster.errors.Invalid` with an API-server-shaped message
+(``Job.batch "run-1" is invalid: spec.template.spec.containers: Required value``). It then
+compiles the manifest into a small *plan*: the handful of facts the clock needs every tick
+(pod requests, placement rules, simulated duration/outcome, backoff limit …). The clock reads
+only plans, never whole manifests, which keeps a tick over 10,000 workloads cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from cluster.errors import Invalid
+from sandbox.quantity import parse_quantity, to_units
+from sandbox.simulation import sim_settings
+
+Manifest = dict[str, Any]
+
+#: kind -> (apiVersions accepted, API group for messages, namespaced)
+KINDS: dict[str, tuple[tuple[str, ...], str, bool]] = {
+    "Namespace": (("v1",), "", False),
+    "ResourceQuota": (("v1",), "", True),
+    "LimitRange": (("v1",), "", True),
+    "Service": (("v1",), "", True),
+    "ConfigMap": (("v1",), "", True),
+    "Secret": (("v1",), "", True),
+    "ServiceAccount": (("v1",), "", True),
+    "PersistentVolumeClaim": (("v1",), "", True),
+    "Job": (("batch/v1",), "batch", True),
+    "Deployment": (("apps/v1",), "apps", True),
+    "NetworkPolicy": (("networking.k8s.io/v1",), "networking.k8s.io", True),
+    "PyTorchJob": (("kubeflow.org/v1",), "kubeflow.org", True),
+    "ScaledObject": (("keda.sh/v1alpha1",), "keda.sh", True),
+    "PodGroup": (("scheduling.volcano.sh/v1beta1", "scheduling.x-k8s.io/v1alpha1"), "scheduling", True),
+}
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+#: Names that must be DNS-1123 labels (≤63) rather than subdomains.
+_LABEL_NAMED = ("Namespace", "Service")
+
+
+def kind_label(kind: str) -> str:
+    """``Job.batch``, ``Deployment.apps``, ``Service`` — how the API server names a kind."""
+    group = KINDS.get(kind, ((), "", True))[1]
+    return f"{kind}.{group}" if group else kind
+
+
+class _Errors:
+    """Collects field errors, then raises them as one Invalid like the API server does."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def required(self, path: str) -> None:
+        self.items.append(f"{path}: Required value")
+
+    def invalid(self, path: str, value: object, detail: str) -> None:
+        shown = value if isinstance(value, int | float) and not isinstance(value, bool) else json.dumps(value, default=str)
+        self.items.append(f"{path}: Invalid value: {shown}: {detail}")
+
+    def unsupported(self, path: str, value: object, allowed: tuple[str, ...]) -> None:
+        options = ", ".join(f'"{a}"' for a in allowed)
+        self.items.append(f'{path}: Unsupported value: "{value}": supported values: {options}')
+
+    def forbidden(self, path: str, detail: str) -> None:
+        self.items.append(f"{path}: Forbidden: {detail}")
+
+    def raise_for(self, kind: str, name: str) -> None:
+        if not self.items:
+            return
+        detail = self.items[0] if len(self.items) == 1 else "[" + ", ".join(self.items) + "]"
+        raise Invalid(f'{kind_label(kind)} "{name}" is invalid: {detail}', status=422)
+
+
+def _check_name(errors: _Errors, kind: str, name: str) -> None:
+    if kind in _LABEL_NAMED:
+        pattern, limit = (_DNS_1035 if kind == "Service" else _DNS_LABEL), 63
+        what = "a DNS-1035 label" if kind == "Service" else "a lowercase RFC 1123 label"
+    else:
+        pattern, limit, what = _DNS_SUBDOMAIN, 253, "a lowercase RFC 1123 subdomain"
+    if len(name) > limit:
+        errors.invalid("metadata.name", name, f"must be no more than {limit} characters")
+    elif not pattern.match(name):
+        errors.invalid(
+            "metadata.name", name,
+            f"{what} must consist of lower case alphanumeric characters or '-', and must start and end "
+            "with an alphanumeric character",
+        )
+
+
+def _check_labels(errors: _Errors, path: str, labels: object) -> None:
+    if labels is None:
+        return
+    if not isinstance(labels, dict):
+        errors.invalid(path, labels, "must be a map of strings")
+        return
+    for key, value in labels.items():
+        name = str(key).rsplit("/", 1)[-1]
+        if not _LABEL_NAME.match(name) or len(name) > 63:
+            errors.invalid(f"{path}", key, "name part must consist of alphanumeric characters, '-', '_' or '.'")
+        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
+            errors.invalid(f"{path}", value, "a valid label must be an empty string or consist of alphanumeric "
+                           "characters, '-', '_' or '.', and must start and end with an alphanumeric character")
+
+
+def _extended(resource: str) -> bool:
+    """Extended resources (GPUs, MIG slices): integer-only, never overcommitted."""
+    return "/" in resource and not resource.startswith(("kubernetes.io/", "requests."))
+
+
+def _check_resources(errors: _Errors, path: str, resources: object) -> dict[str, int]:
+    """Validate a container's resources; returns its effective requests in units."""
+    if resources is None:
+        return {}
+    if not isinstance(resources, dict):
+        errors.invalid(path, resources, "must be an object")
+        return {}
+    parsed: dict[str, dict[str, int]] = {"limits": {}, "requests": {}}
+    for section in ("limits", "requests"):
+        values = resources.get(section) or {}
+        if not isinstance(values, dict):
+            errors.invalid(f"{path}.{section}", values, "must be a map of quantities")
+            continue
+        for resource, raw in values.items():
+            field = f"{path}.{section}[{resource}]"
+            try:
+                units = to_units(resource, raw)
+            except ValueError as exc:
+                errors.invalid(field, raw, str(exc))
+                continue
+            if units < 0:
+                errors.invalid(field, raw, "must be greater than or equal to 0")
+            if _extended(resource):
+                number = parse_quantity(raw)
+                if number != number.to_integral_value():
+                    errors.invalid(field, raw, "must be an integer")
+                    continue
+            parsed[section][resource] = units
+    limits, requests = parsed["limits"], parsed["requests"]
+    for resource in set(limits) | set(requests):
+        if _extended(resource):
+            if resource not in limits:
+                errors.forbidden(f"{path}.limits", "Limit must be set for non overcommitable resources")
+            elif resource in requests and requests[resource] != limits[resource]:
+                errors.invalid(f"{path}.requests", str(requests[resource]),
+                               f"must be equal to {resource} limit of {limits[resource]}")
+        elif resource in limits and resource in requests and requests[resource] > limits[resource]:
+            errors.invalid(f"{path}.requests", str(requests[resource]), f"must be less than or equal to {resource} limit")
+    # Like the API server's defaulting: a missing request defaults to the limit.
+    return {**limits, **requests}
+
+
+def _check_pod_template(errors: _Errors, path: str, template: object, *, restart: tuple[str, ...]) -> None:
+    if not isinstance(template, dict):
+        errors.required(path)
+        return
+    _check_labels(errors, f"{path}.metadata.labels", (template.get("metadata") or {}).get("labels"))
+    spec = template.get("spec")
+    if not isinstance(spec, dict):
+        errors.required(f"{path}.spec")
+        return
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        errors.required(f"{path}.spec.containers")
+        return
+    seen: set[str] = set()
+    for index, container in enumerate(containers):
+        cpath = f"{path}.spec.containers[{index}]"
+        if not isinstance(container, dict):
+            errors.invalid(cpath, container, "must be an object")
+            continue
+        name = container.get("name")
+        if not name:
+            errors.required(f"{cpath}.name")
+        elif not isinstance(name, str) or not _DNS_LABEL.match(name):
+            errors.invalid(f"{cpath}.name", name, "a lowercase RFC 1123 label must consist of lower case "
+                           "alphanumeric characters or '-'")
+        elif name in seen:
+            errors.items.append(f'{cpath}.name: Duplicate value: "{name}"')
+        else:
+            seen.add(name)
+        image = container.get("image")
+        if not image or not isinstance(image, str) or not image.strip():
+            errors.required(f"{cpath}.image")
+        for key in ("command", "args"):
+            value = container.get(key)
+            if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
+                errors.invalid(f"{cpath}.{key}", value, "must be a list of strings")
+        for env_index, env in enumerate(container.get("env") or []):
+            env_name = env.get("name") if isinstance(env, dict) else None
+            if not env_name:
+                errors.required(f"{cpath}.env[{env_index}].name")
+            elif not _ENV_NAME.match(str(env_name)):
+                errors.invalid(f"{cpath}.env[{env_index}].name", env_name, "a valid environment variable name must "
+                               "consist of alphabetic characters, digits, '_', '-', or '.'")
+        _check_resources(errors, f"{cpath}.resources", container.get("resources"))
+        security = container.get("securityContext") or {}
+        if security.get("privileged"):
+            errors.forbidden(f"{cpath}.securityContext.privileged", "disallowed by cluster policy")
+    for index, volume in enumerate(spec.get("volumes") or []):
+        if isinstance(volume, dict) and "hostPath" in volume:
+            errors.forbidden(f"{path}.spec.volumes[{index}].hostPath", "disallowed by cluster policy")
+    policy = spec.get("restartPolicy", restart[0])
+    if policy not in restart:
+        errors.unsupported(f"{path}.spec.restartPolicy", policy, restart)
+
+
+def _selector_matches(selector: object, labels: dict) -> bool:
+    match = (selector or {}).get("matchLabels") or {} if isinstance(selector, dict) else {}
+    return bool(match) and all(labels.get(k) == v for k, v in match.items())
+
+
+def _check_spec(errors: _Errors, obj: Manifest) -> None:
+    kind = obj["kind"]
+    spec = obj.get("spec")
+    if kind in ("Namespace", "ConfigMap", "Secret", "ServiceAccount"):
+        return
+    if not isinstance(spec, dict):
+        errors.required("spec")
+        return
+    if kind == "Job":
+        _check_pod_template(errors, "spec.template", spec.get("template"), restart=("Never", "OnFailure"))
+        for key in ("backoffLimit", "activeDeadlineSeconds", "completions", "parallelism"):
+            value = spec.get(key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                errors.invalid(f"spec.{key}", value, "must be greater than or equal to 0")
+    elif kind == "Deployment":
+        template = spec.get("template")
+        _check_pod_template(errors, "spec.template", template, restart=("Always",))
+        if not spec.get("selector"):
+            errors.required("spec.selector")
+        elif isinstance(template, dict) and not _selector_matches(
+            spec["selector"], (template.get("metadata") or {}).get("labels") or {}
+        ):
+            errors.invalid("spec.template.metadata.labels", (template.get("metadata") or {}).get("labels"),
+                           "`selector` does not match template `labels`")
+        replicas = spec.get("replicas")
+        if replicas is not None and (not isinstance(replicas, int) or replicas < 0):
+            errors.invalid("spec.replicas", replicas, "must be greater than or equal to 0")
+    elif kind == "PyTorchJob":
+        replicas = spec.get("pytorchReplicaSpecs")
+        if not isinstance(replicas, dict) or not replicas:
+            errors.required("spec.pytorchReplicaSpecs")
+            return
+        for role, rspec in replicas.items():
+            rpath = f"spec.pytorchReplicaSpecs[{role}]"
+            if role not in ("Master", "Worker"):
+                errors.unsupported(rpath, role, ("Master", "Worker"))
+                continue
+            count = (rspec or {}).get("replicas", 1)
+            if not isinstance(count, int) or count < 0 or (role == "Master" and count > 1):
+                errors.invalid(f"{rpath}.replicas", count, "Master must have 1 replica, Worker 0 or more")
+            _check_pod_template(errors, f"{rpath}.template", (rspec or {}).get("template"),
+                                restart=("OnFailure", "Never", "Always", "ExitCode"))
+            containers = (((rspec or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+            if containers and not any(isinstance(c, dict) and c.get("name") == "pytorch" for c in containers):
+                errors.items.append(f"{rpath}.template.spec.containers: Required value: There is no container named "
+                                    "pytorch")
+    elif kind == "ScaledObject":
+        target = spec.get("scaleTargetRef") or {}
+        if not target.get("name"):
+            errors.required("spec.scaleTargetRef.name")
+        low, high = spec.get("minReplicaCount", 0), spec.get("maxReplicaCount", 100)
+        if not isinstance(low, int) or not isinstance(high, int) or low < 0 or high < low:
+            errors.invalid("spec.minReplicaCount", low, "MinReplicaCount must be less than or equal to MaxReplicaCount")
+        triggers = spec.get("triggers")
+        if not isinstance(triggers, list) or not triggers:
+            errors.required("spec.triggers")
+        else:
+            for index, trigger in enumerate(triggers):
+                threshold = ((trigger or {}).get("metadata") or {}).get("threshold")
+                try:
+                    float(threshold)
+                except (TypeError, ValueError):
+                    errors.invalid(f"spec.triggers[{index}].metadata.threshold", threshold, "must be a number")
+    elif kind == "ResourceQuota":
+        for key, raw in (spec.get("hard") or {}).items():
+            resource = key.removeprefix("requests.").removeprefix("limits.")
+            try:
+                to_units(resource, raw)
+            except ValueError as exc:
+                errors.invalid(f"spec.hard[{key}]", raw, str(exc))
+            if _extended(resource) and not key.startswith("requests.") and "/" in key:
+                errors.invalid(f"spec.hard[{key}]", key, "must be a standard resource for quota or prefixed "
+                               "with requests.")
+    elif kind == "Service":
+        ports = spec.get("ports")
+        if not isinstance(ports, list) or not ports:
+            errors.required("spec.ports")
+        else:
+            for index, port in enumerate(ports):
+                value = (port or {}).get("port")
+                if not isinstance(value, int) or not 0 < value < 65536:
+                    errors.invalid(f"spec.ports[{index}].port", value, "must be between 1 and 65535, inclusive")
+
+
+def admit(obj: object) -> Manifest:
+    """Validate one manifest; returns it normalised (namespace defaulted). Raises Invalid."""
+    if not isinstance(obj, dict):
+        raise Invalid("Object 'Kind' is missing in object: not a mapping", status=400)
+    if not obj.get("kind") or not isinstance(obj.get("kind"), str):
+        raise Invalid(f"Object 'Kind' is missing in '{json.dumps(obj, default=str)[:200]}'", status=400)
+    kind = obj["kind"]
+    if not obj.get("apiVersion"):
+        raise Invalid(f"Object 'apiVersion' is missing in object of kind {kind!r}", status=400)
+    if kind not in KINDS or obj["apiVersion"] not in KINDS[kind][0]:
+        raise Invalid(f'no matches for kind "{kind}" in version "{obj["apiVersion"]}"', status=400)
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    errors = _Errors()
+    if not name or not isinstance(name, str):
+        raise Invalid(f'{kind_label(kind)} "" is invalid: metadata.name: Required value: name or generateName is '
+                      "required", status=422)
+    _check_name(errors, kind, name)
+    namespaced = KINDS[kind][2]
+    namespace = meta.get("namespace")
+    if namespaced:
+        namespace = namespace or "default"
+        if not _DNS_LABEL.match(str(namespace)) or len(str(namespace)) > 63:
+            errors.invalid("metadata.namespace", namespace, "a lowercase RFC 1123 label must consist of lower case "
+                           "alphanumeric characters or '-'")
+    elif namespace:
+        errors.forbidden("metadata.namespace", "not allowed on this type")
+    _check_labels(errors, "metadata.labels", meta.get("labels"))
+    _check_spec(errors, obj)
+    errors.raise_for(kind, name)
+    clean = {"apiVersion": obj["apiVersion"], "kind": kind, "metadata": dict(meta)}
+    if namespaced:
+        clean["metadata"]["namespace"] = namespace
+    for key, value in obj.items():
+        if key not in ("apiVersion", "kind", "metadata", "status"):
+            clean[key] = value
+    return clean
+
+
+# -- compiling the plan the clock reads -------------------------------------------------------
+
+
+def template_hash(template: Manifest) -> str:
+    """A stable digest of a pod template (the Deployment's pod-template-hash)."""
+    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 1, kind: str = "Job") -> dict:
+    """What the scheduler and the clock need of one pod template."""
+    spec = template.get("spec") or {}
+    containers = spec.get("containers") or []
+    requests: dict[str, int] = {}
+    for container in containers:
+        for resource, units in _check_resources(_Errors(), "", container.get("resources")).items():
+            requests[resource] = requests.get(resource, 0) + units
+    first = containers[0] if containers else {}
+    env = {e.get("name"): str(e.get("value", "")) for e in first.get("env") or [] if isinstance(e, dict)}
+    probe = first.get("readinessProbe") or {}
+    affinity = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
+    terms = [
+        [[e.get("key"), e.get("operator"), list(e.get("values") or [])] for e in term.get("matchExpressions") or []]
+        for term in affinity or []
+    ]
+    sim = sim_settings(env, workload=workload, kind=kind)
+    return {
+        "role": role,
+        "count": count,
+        "req": requests,
+        "sel": dict(spec.get("nodeSelector") or {}),
+        "tol": [[t.get("key", ""), t.get("operator", "Equal"), t.get("value", ""), t.get("effect", "")]
+                for t in spec.get("tolerations") or []],
+        "aff": terms,
+        "dur": sim.duration,
+        "out": sim.outcome,
+        "util": sim.utilization,
+        "ready": int(probe.get("initialDelaySeconds", 0) or 0) if probe else 0,
+        "hash": template_hash(template),
+        "ctr": first.get("name", "main"),
+        "img": first.get("image", ""),
+    }
+
+
+def compile_plan(obj: Manifest) -> dict:
+    """The compact plan of an admitted object (empty for kinds the clock ignores)."""
+    kind, spec = obj["kind"], obj.get("spec") or {}
+    workload = obj["metadata"]["name"]
+    if kind == "Job":
+        return {
+            "pods": [pod_plan(spec["template"], workload=workload, kind=kind)],
+            "backoff": spec.get("backoffLimit", 6),
+            "deadline": spec.get("activeDeadlineSeconds"),
+        }
+    if kind == "PyTorchJob":
+        run_policy = spec.get("runPolicy") or {}
+        pods = [
+            pod_plan(rspec["template"], workload=workload, role=role, count=int(rspec.get("replicas", 1)), kind=kind)
+            for role, rspec in sorted(spec["pytorchReplicaSpecs"].items())  # Master before Worker
+            if int(rspec.get("replicas", 1)) > 0
+        ]
+        return {"pods": pods, "backoff": run_policy.get("backoffLimit", 6),
+                "deadline": run_policy.get("activeDeadlineSeconds")}
+    if kind == "Deployment":
+        return {"pods": [pod_plan(spec["template"], workload=workload, kind=kind)], "replicas": spec.get("replicas")}
+    if kind == "ScaledObject":
+        trigger = spec["triggers"][0]
+        return {
+            "target": spec["scaleTargetRef"]["name"],
+            "min": spec.get("minReplicaCount", 0),
+            "max": spec.get("maxReplicaCount", 100),
+            "threshold": float(trigger["metadata"]["threshold"]),
+            "metric": trigger.get("name") or trigger.get("type", ""),
+        }
+    if kind == "ResourceQuota":
+        hard = {}
+        for key, raw in (spec.get("hard") or {}).items():
+            resource = key.removeprefix("requests.").removeprefix("limits.")
+            hard[key] = to_units(resource, raw)
+        return {"hard": hard}
+    return {}

@@ -1,0 +1,191 @@
+"""The clock: pods move Pending → ContainerCreating → Running → Succeeded/Failed, and every
+outcome reaches the portal's words through the same ``cluster.status`` mapping as a real cluster."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from cluster.status import TrainingPhase, training_status
+from sandbox.models import SimEvent, SimPod
+from sandbox.simulation import default_duration, parse_duration
+from tests.sandbox.helpers import H100, at, observed, ref, run_until, team_objects, training
+
+
+def _status(backend, workload):
+    return training_status(observed(backend, workload))
+
+
+def _container(pod):
+    return pod["status"]["containerStatuses"][0]
+
+
+def test_it_runs_a_job_to_success_on_the_clock(backend):
+    backend.apply(team_objects() + training("run-1", duration="90s"), now=at(0))
+    backend.tick(at(0))
+    status = _status(backend, "run-1")
+    assert (status.state, status.reason, status.running_units) == (TrainingPhase.PENDING, "ContainerCreating", 0)
+    backend.tick(at(10))
+    (pod,) = observed(backend, "run-1").pods
+    assert pod["status"]["phase"] == "Running"
+    assert _container(pod)["state"] == {"running": {"startedAt": "2026-11-22T10:00:10Z"}}
+    status = _status(backend, "run-1")
+    assert (status.state, status.running_units) == (TrainingPhase.RUNNING, 1)
+    assert status.started_at == datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+    backend.tick(at(99))
+    assert _status(backend, "run-1").state == TrainingPhase.RUNNING
+    backend.tick(at(100))
+    status = _status(backend, "run-1")
+    assert (status.state, status.reason, status.running_units) == (TrainingPhase.SUCCEEDED, "", 0)
+    assert status.finished_at == datetime(2026, 11, 22, 10, 1, 40, tzinfo=UTC)
+    (pod,) = observed(backend, "run-1").pods
+    assert _container(pod)["state"]["terminated"]["reason"] == "Completed"
+    reasons = [e.reason for e in backend.events(ref("run-1"))]
+    assert reasons == ["SuccessfulCreate", "Scheduled", "Pulling", "Pulled", "Created", "Started", "Completed"]
+
+
+def test_it_retries_a_failing_job_until_the_backoff_limit(backend):
+    backend.apply(team_objects() + training("run-1", duration="30s", outcome="fail", retries=2), now=at(0))
+    run_until(backend, 0, 200)
+    job = observed(backend, "run-1").first("Job")
+    assert job["status"]["failed"] == 3  # the first attempt and two retries
+    (condition,) = job["status"]["conditions"]
+    assert (condition["type"], condition["reason"]) == ("Failed", "BackoffLimitExceeded")
+    pods = observed(backend, "run-1").pods
+    # attempt 1 fails at 40s (10s pull + 30s); the controller waits 10s, then 20s after attempt 2 fails at 90s
+    assert [p["metadata"]["creationTimestamp"] for p in pods] == [
+        "2026-11-22T10:00:00Z", "2026-11-22T10:00:50Z", "2026-11-22T10:01:50Z"]
+    for pod in pods:
+        assert _container(pod)["state"]["terminated"]["reason"] == "Error"
+        assert _container(pod)["state"]["terminated"]["exitCode"] == 1
+    status = _status(backend, "run-1")
+    assert status.state == TrainingPhase.FAILED
+    assert status.reason.startswith("BackoffLimitExceeded: Job has reached the specified backoff limit")
+    assert "Error (exit 1)" in status.reason
+
+
+def test_it_reports_oom_kills(backend):
+    backend.apply(team_objects() + training("run-1", duration="20s", outcome="oom", retries=0), now=at(0))
+    run_until(backend, 0, 40)
+    (pod,) = observed(backend, "run-1").pods
+    assert _container(pod)["state"]["terminated"]["reason"] == "OOMKilled"
+    assert _container(pod)["state"]["terminated"]["exitCode"] == 137
+    status = _status(backend, "run-1")
+    assert status.state == TrainingPhase.FAILED
+    assert "OOMKilled (exit 137)" in status.reason
+    assert "OOMKilling" in [e.reason for e in backend.events(ref("run-1"))]
+
+
+def test_it_keeps_an_image_pull_failure_waiting_without_consuming_retries(backend):
+    backend.apply(team_objects() + training("run-1", outcome="image-pull", retries=0), now=at(0))
+    backend.tick(at(0))
+    backend.tick(at(12))
+    (pod,) = observed(backend, "run-1").pods
+    assert _container(pod)["state"]["waiting"]["reason"] == "ErrImagePull"
+    run_until(backend, 15, 3600, step=300)
+    (pod,) = observed(backend, "run-1").pods
+    assert pod["status"]["phase"] == "Pending"
+    waiting = _container(pod)["state"]["waiting"]
+    assert waiting == {"reason": "ImagePullBackOff",
+                       "message": 'Back-off pulling image "registry.example.com/ml/train:1.0"'}
+    assert "failed" not in observed(backend, "run-1").first("Job")["status"]
+    status = _status(backend, "run-1")
+    assert status.state == TrainingPhase.PENDING
+    assert status.reason == 'ImagePullBackOff: Back-off pulling image "registry.example.com/ml/train:1.0"'
+
+
+def test_it_fails_a_job_past_its_active_deadline(backend):
+    backend.apply(team_objects() + training("run-1", duration="5m", max_runtime_minutes=1), now=at(0))
+    run_until(backend, 0, 60, step=10)
+    job = observed(backend, "run-1").first("Job")
+    (condition,) = job["status"]["conditions"]
+    assert (condition["type"], condition["reason"]) == ("Failed", "DeadlineExceeded")
+    assert observed(backend, "run-1").pods == []  # the Job controller deleted the running pod
+    status = _status(backend, "run-1")
+    assert (status.state, status.reason) == (TrainingPhase.FAILED,
+                                             "DeadlineExceeded: Job was active longer than specified deadline")
+    assert "Killing" in [e.reason for e in backend.events(ref("run-1"))]
+
+
+def test_it_runs_a_pytorchjob_to_success(backend):
+    backend.apply(team_objects() + training("dist", flavor=H100, gpus=8, workers=2, duration="2m"), now=at(0))
+    backend.tick(at(0))
+    backend.tick(at(10))
+    job = observed(backend, "dist").first("PyTorchJob")
+    types = {c["type"]: c["status"] for c in job["status"]["conditions"]}
+    assert types == {"Created": "True", "Running": "True"}
+    assert job["status"]["replicaStatuses"] == {"Master": {"active": 1}, "Worker": {"active": 1}}
+    status = _status(backend, "dist")
+    assert (status.state, status.running_units) == (TrainingPhase.RUNNING, 16)
+    backend.tick(at(130))
+    status = _status(backend, "dist")
+    assert status.state == TrainingPhase.SUCCEEDED
+    assert all(c.in_use == 0 for c in backend.capacity())
+
+
+def test_it_restarts_a_failing_pytorchjob_then_fails_it(backend):
+    backend.apply(team_objects() + training("dist", flavor=H100, gpus=8, workers=2, duration="30s", outcome="oom",
+                                            retries=1), now=at(0))
+    backend.tick(at(0))
+    backend.tick(at(45))  # first attempt OOMs: restart
+    job = observed(backend, "dist").first("PyTorchJob")
+    assert {c["type"] for c in job["status"]["conditions"]} >= {"Created", "Restarting"}
+    assert _status(backend, "dist").state == TrainingPhase.RUNNING
+    run_until(backend, 50, 120)
+    status = _status(backend, "dist")
+    assert status.state == TrainingPhase.FAILED
+    assert status.reason.startswith("PyTorchJobFailed: PyTorchJob dist is failed because")
+    assert "OOMKilled (exit 137)" in status.reason
+
+
+def test_it_shows_unschedulable_as_the_pending_reason(backend):
+    backend.apply(team_objects() + training("huge", flavor=H100, gpus=16), now=at(0))
+    backend.tick(at(0))
+    status = _status(backend, "huge")
+    assert status.state == TrainingPhase.PENDING
+    assert status.reason.startswith("Unschedulable: 0/8 nodes are available: 2 Insufficient nvidia.com/gpu")
+
+
+def test_it_writes_training_logs_with_progress(backend):
+    backend.apply(team_objects() + training("run-1", duration="10m"), now=at(0))
+    backend.tick(at(0))
+    assert backend.logs(ref("run-1"), now=at(5)) == []  # still pulling
+    backend.tick(at(10))
+    lines = backend.logs(ref("run-1"), tail=5, now=at(310))
+    assert len(lines) == 5
+    assert lines[-1].startswith("2026-11-22T10:05:10Z INFO  step    600 | loss ")
+    early = float(backend.logs(ref("run-1"), tail=1, now=at(30))[0].split("loss ")[1].split(" ")[0])
+    late = float(lines[-1].split("loss ")[1].split(" ")[0])
+    assert late < early  # the loss goes down
+
+
+def test_it_annotates_running_pods_with_gpu_utilization(backend):
+    backend.apply(team_objects() + training("run-1", duration="10m")
+                  + training("idle", duration="10m", extra_env=(("SLIPWAY_SIM_GPU_UTIL", "2"),)), now=at(0))
+    backend.tick(at(0))
+    (pending,) = observed(backend, "run-1").pods
+    assert "annotations" not in pending["metadata"]
+    backend.tick(at(20))
+    (busy,) = observed(backend, "run-1").pods
+    (idle,) = observed(backend, "idle").pods
+    assert 80 <= int(busy["metadata"]["annotations"]["sandbox.slipway.dev/gpu-utilization"]) <= 95
+    assert idle["metadata"]["annotations"]["sandbox.slipway.dev/gpu-utilization"] == "2"
+
+
+def test_it_ticks_idempotently_for_the_same_now(backend):
+    backend.apply(team_objects() + training("run-1"), now=at(0))
+    assert backend.tick(at(0)) is not None
+    pods, events = SimPod.objects.count(), SimEvent.objects.count()
+    assert backend.tick(at(0)) is None
+    assert backend.tick(at(-5)) is None  # the past is already done
+    assert (SimPod.objects.count(), SimEvent.objects.count()) == (pods, events)
+
+
+def test_it_derives_durations_from_the_spec_or_the_name():
+    assert parse_duration("90s") == 90
+    assert parse_duration("5m") == 300
+    assert parse_duration("1h") == 3600
+    assert parse_duration("1h30m") == 5400
+    assert parse_duration("soon") is None
+    assert 60 <= default_duration("run-1") <= 180
+    assert default_duration("run-1") == default_duration("run-1")
+    assert len({default_duration(f"run-{i}") for i in range(20)}) > 5

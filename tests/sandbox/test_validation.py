@@ -1,0 +1,143 @@
+"""The sandbox's API server: it accepts the builders' manifests and rejects malformed ones."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from cluster.errors import Invalid, NotFound
+from sandbox.models import SimObject, SimPod
+from tests.sandbox.helpers import at, endpoint, ref, team_objects, training
+
+
+def test_it_accepts_every_kind_the_builders_render(backend):
+    stored = backend.apply(team_objects((("nvidia.com/gpu", 8),)), now=at(0))
+    stored += backend.apply(training("run-1"), now=at(0))
+    stored += backend.apply(training("run-2", workers=3), now=at(0))
+    stored += backend.apply(endpoint("ep-1", max_replicas=3), now=at(0))
+    kinds = sorted(obj["kind"] for obj in stored)
+    assert kinds == ["Deployment", "Job", "LimitRange", "Namespace", "NetworkPolicy", "PyTorchJob", "ResourceQuota",
+                     "ScaledObject", "Service"]
+    job = next(obj for obj in stored if obj["kind"] == "Job")
+    assert job["metadata"]["uid"] and job["metadata"]["creationTimestamp"] == "2026-11-22T10:00:00Z"
+    assert job["metadata"]["labels"]["slipway.dev/workload"] == "run-1"
+
+
+def test_it_is_idempotent_and_updates_in_place(backend):
+    backend.apply(team_objects(), now=at(0))
+    first = backend.apply(endpoint("ep-1", max_replicas=2), now=at(0))
+    again = backend.apply(endpoint("ep-1", max_replicas=2), now=at(5))
+    assert [o["metadata"]["uid"] for o in first] == [o["metadata"]["uid"] for o in again]
+    changed = backend.apply(endpoint("ep-1", max_replicas=4), now=at(10))
+    scaled = next(o for o in changed if o["kind"] == "ScaledObject")
+    assert scaled["spec"]["maxReplicaCount"] == 4
+    assert scaled["metadata"]["generation"] == 2
+    assert SimObject.objects.filter(workload="ep-1").count() == 3
+
+
+def test_it_rejects_a_changed_job_template_as_immutable(backend):
+    backend.apply(team_objects() + training("run-1"), now=at(0))
+    with pytest.raises(Invalid, match=r'Job.batch "run-1" is invalid: spec.template: .*field is immutable'):
+        backend.apply(training("run-1", gpus=2), now=at(1))
+
+
+def test_it_requires_the_namespace_to_exist(backend):
+    with pytest.raises(NotFound, match='namespaces "team-ml" not found'):
+        backend.apply(training("run-1"), now=at(0))
+    assert SimObject.objects.count() == 0
+
+
+def _job() -> dict:
+    return copy.deepcopy(training("run-1")[0])
+
+
+def _broken(mutate) -> dict:
+    obj = _job()
+    mutate(obj)
+    return obj
+
+
+def _container(obj: dict) -> dict:
+    return obj["spec"]["template"]["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda o: o.pop("apiVersion"), "Object 'apiVersion' is missing"),
+        (lambda o: o.pop("kind"), "Object 'Kind' is missing"),
+        (lambda o: o["metadata"].pop("name"), 'Job.batch "" is invalid: metadata.name: Required value'),
+        (lambda o: o["metadata"].update(name="Run_1"), 'Job.batch "Run_1" is invalid: metadata.name: Invalid value'),
+        (lambda o: o.update(kind="CronTab"), 'no matches for kind "CronTab" in version "batch/v1"'),
+        (lambda o: o.update(apiVersion="batch/v2"), 'no matches for kind "Job" in version "batch/v2"'),
+        (lambda o: _container(o)["resources"]["limits"].update({"nvidia.com/gpu": "1.5"}),
+         r"containers\[0\].resources.limits\[nvidia.com/gpu\]: Invalid value: \"1.5\": must be an integer"),
+        (lambda o: _container(o)["resources"]["requests"].update({"nvidia.com/gpu": "2"}),
+         r"containers\[0\].resources.requests: Invalid value: \"2\": must be equal to nvidia.com/gpu limit of 1"),
+        (lambda o: _container(o)["resources"]["limits"].pop("nvidia.com/gpu"),
+         "Limit must be set for non overcommitable resources"),
+        (lambda o: o["spec"]["template"]["spec"].update(containers=[]),
+         "spec.template.spec.containers: Required value"),
+        (lambda o: _container(o).pop("image"), r"spec.template.spec.containers\[0\].image: Required value"),
+        (lambda o: _container(o)["resources"]["requests"].update(cpu="lots"),
+         r"requests\[cpu\]: Invalid value: \"lots\": quantities must match"),
+        (lambda o: o["spec"]["template"]["spec"].update(restartPolicy="Always"),
+         'spec.template.spec.restartPolicy: Unsupported value: "Always"'),
+        (lambda o: o["metadata"]["labels"].update({"slipway.dev/team": "not a label!"}),
+         "metadata.labels: Invalid value"),
+    ],
+)
+def test_it_rejects_malformed_manifests_and_applies_nothing_of_the_batch(backend, mutate, message):
+    backend.apply(team_objects(), now=at(0))
+    before = SimObject.objects.count()
+    good = endpoint("ep-1")
+    with pytest.raises(Invalid, match=message):
+        backend.apply([*good, _broken(mutate)], now=at(1))
+    assert SimObject.objects.count() == before  # the valid objects before it were not applied either
+
+
+def test_it_rejects_a_deployment_whose_selector_misses_its_pods(backend):
+    deployment = endpoint("ep-1")[0]
+    deployment["spec"]["selector"] = {"matchLabels": {"app": "other"}}
+    with pytest.raises(Invalid, match="`selector` does not match template `labels`"):
+        backend.apply([deployment], now=at(0))
+
+
+def test_it_rejects_a_pytorchjob_without_a_pytorch_container(backend):
+    job = training("run-2", workers=2)[0]
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        replica["template"]["spec"]["containers"][0]["name"] = "trainer"
+    with pytest.raises(Invalid, match="There is no container named pytorch"):
+        backend.apply([job], now=at(0))
+
+
+def test_it_rejects_a_scaledobject_with_min_above_max(backend):
+    scaled = endpoint("ep-1")[2]
+    scaled["spec"]["minReplicaCount"] = 5
+    with pytest.raises(Invalid, match="MinReplicaCount must be less than or equal to MaxReplicaCount"):
+        backend.apply([scaled], now=at(0))
+
+
+def test_it_deletes_a_workload_and_reports_how_many(backend):
+    backend.apply(team_objects() + endpoint("ep-1"), now=at(0))
+    backend.tick(at(0))
+    assert backend.delete(ref("ep-1")) == 3
+    assert SimObject.objects.filter(workload="ep-1").count() == 0
+    assert SimPod.objects.count() == 0
+    assert [o.workload for o in backend.observe()] == ["team-ml"]
+    assert backend.delete(ref("ep-1")) == 0  # already gone is not an error
+
+
+def test_it_reports_storage_faults_as_transient(backend, monkeypatch):
+    from django.db import OperationalError
+
+    from cluster.errors import Transient
+    from sandbox import backend as backend_module
+
+    def locked(*args, **kwargs):
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr(backend_module.SandboxBackend, "_store", locked)
+    with pytest.raises(Transient, match="database is locked"):
+        backend.apply(team_objects(), now=at(0))
