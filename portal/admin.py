@@ -6,6 +6,7 @@ from django.contrib import admin
 
 from portal import services
 from portal.models import ApiToken, AuditEvent, Membership, Team
+from quotas.admin import TeamBudgetInline, TeamQuotaInline, audit_team_formset
 
 admin.site.site_header = "Slipway admin console"
 admin.site.site_title = "Slipway admin"
@@ -34,12 +35,14 @@ def audit_membership_changes(request, formset, team: Team) -> None:
 class TeamAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "namespace", "created_at"]
     search_fields = ["slug", "name", "namespace"]
-    inlines = [MembershipInline]
+    inlines = [TeamQuotaInline, TeamBudgetInline, MembershipInline]
 
     def save_formset(self, request, form, formset, change):
         super().save_formset(request, form, formset, change)
         if formset.model is Membership:
             audit_membership_changes(request, formset, form.instance)
+        else:
+            audit_team_formset(request, formset, form.instance)
 
 
 @admin.register(Membership)

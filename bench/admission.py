@@ -1,0 +1,193 @@
+"""Benchmark: quota admission throughput on PostgreSQL against an unlocked raw-SQL baseline.
+
+Run ``.venv/bin/python bench/admission.py [--threads 8] [--seconds 5]``. It uses the server
+at ``DATABASE_URL`` when that names PostgreSQL (otherwise
+``postgres://postgres@127.0.0.1:5432/test``), creates its own
+scratch database ``<name>_bench_admission`` there, migrates the quotas tables into it and
+drops it at the end.
+
+Measured, each with N threads (own connection each) started together:
+
+* **admission**: one cycle = ``admit()`` of a 1-GPU request (lock the team's quota rows,
+  idempotency check, sum reservations, budget, insert) + ``release()`` (update + queue delete);
+  once with every thread in the *same* team (all cycles serialise on that team's lock: the
+  worst case) and once with one team per thread;
+* **baseline**: one cycle = the same reservation row written with raw SQL and no lock or
+  check: ``INSERT`` then ``UPDATE … SET released_at`` (two autocommit statements, like the
+  two transactions of admit + release).
+
+Prints cycles per second and the ratio admission / baseline (target ≥ 0.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/test"
+
+
+def scratch_url(url: str) -> tuple[str, str]:
+    """The URL of the scratch database next to ``url``'s, and that database's name."""
+    parts = urlsplit(url)
+    name = f"{parts.path.lstrip('/') or 'postgres'}_bench_admission"
+    return urlunsplit(parts._replace(path=f"/{name}")), name
+
+
+def recreate_database(url: str, name: str, drop_only: bool = False) -> None:
+    import psycopg
+
+    parts = urlsplit(url)
+    with psycopg.connect(
+        host=parts.hostname,
+        port=parts.port or 5432,
+        user=parts.username or "postgres",
+        password=parts.password,
+        dbname="postgres",
+        autocommit=True,
+    ) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if not drop_only:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def run_threads(threads: int, seconds: float, cycle) -> float:
+    """Run ``cycle(thread_index, i)`` in a loop on ``threads`` threads for ``seconds``; cycles per second."""
+    from django.db import connection
+
+    barrier = threading.Barrier(threads + 1)
+    counts = [0] * threads
+    stop = threading.Event()
+
+    def worker(index: int) -> None:
+        try:
+            cycle(index, -1)  # warm up: open this thread's connection before the clock starts
+            barrier.wait()
+            i = 0
+            while not stop.is_set():
+                cycle(index, i)
+                i += 1
+            counts[index] = i
+        finally:
+            connection.close()
+
+    pool = [threading.Thread(target=worker, args=(n,)) for n in range(threads)]
+    for thread in pool:
+        thread.start()
+    barrier.wait()
+    started = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    for thread in pool:
+        thread.join()
+    return sum(counts) / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    args = parser.parse_args()
+
+    # The figures only mean something on PostgreSQL: a non-PostgreSQL DATABASE_URL (the
+    # local SQLite default) falls back to the standard local server.
+    base_url = os.environ.get("DATABASE_URL", "")
+    if not base_url.startswith(("postgres://", "postgresql://")):
+        base_url = DEFAULT_URL
+    url, name = scratch_url(base_url)
+    recreate_database(base_url, name)
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    os.environ.setdefault("DEBUG", "true")
+    try:
+        import django
+
+        django.setup()
+        figures = measure(args.threads, args.seconds)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        recreate_database(base_url, name, drop_only=True)
+    report(args.threads, figures)
+
+
+def measure(threads: int, seconds: float) -> dict[str, float]:
+    from decimal import Decimal
+
+    from django.core.management import call_command
+    from django.db import connection
+
+    from portal.models import Team
+    from quotas.admission import ResourceRequest, admit, release
+    from quotas.demo import seed_flavors, seed_team_quotas
+    from quotas.models import Reservation
+
+    def make_team(slug: str) -> Team:
+        return Team.objects.create(slug=slug, name=slug)
+
+    call_command("migrate", "quotas", verbosity=0)
+    seed_flavors()
+    shared = make_team("bench-shared")
+    own = [make_team(f"bench-{n}") for n in range(threads)]
+    for team in [shared, *own]:
+        # Enough quota that no cycle queues, and a budget so its check is part of the cost.
+        seed_team_quotas(team, {"a100-80gb": 1000, "l4": 1000}, monthly_budget=Decimal("1000000"))
+    request = ResourceRequest("a100-80gb", 1, 1)
+
+    def admission(team_of):
+        def cycle(index: int, i: int) -> None:
+            ref = f"t{index}:{i}:{id(team_of)}"
+            decision = admit(team_of(index), request, ref)
+            assert decision.admitted, decision
+            release(ref)
+
+        return cycle
+
+    flavor_id = seed_flavors()[0].pk
+    team_ids = [shared.pk]
+
+    def baseline(index: int, i: int) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO quotas_reservation (team_id, ref, flavor_id, units, units_per_node, priority, spot,"
+                " description, created_at) VALUES (%s, %s, %s, 1, 1, 1, false, '', now()) RETURNING id",
+                [team_ids[0], f"raw{index}:{i}", flavor_id],
+            )
+            (pk,) = cursor.fetchone()
+            cursor.execute("UPDATE quotas_reservation SET released_at = now() WHERE id = %s", [pk])
+
+    figures = {
+        "baseline": run_threads(threads, seconds, baseline),
+        "same_team": run_threads(threads, seconds, admission(lambda n: shared)),
+        "team_per_thread": run_threads(threads, seconds, admission(lambda n: own[n])),
+    }
+    leaked = Reservation.objects.filter(released_at__isnull=True).count()
+    assert leaked == 0, f"{leaked} reservations were never released"
+    return figures
+
+
+def report(threads: int, figures: dict[str, float]) -> None:
+    base = figures["baseline"]
+    print(f"PostgreSQL, {threads} threads, cycles per second (admit + release vs raw INSERT + UPDATE):")
+    print(f"  baseline, raw SQL without lock or checks : {base:9.1f}/s")
+    for key, label in (
+        ("same_team", "admission, all threads in one team"),
+        ("team_per_thread", "admission, one team per thread"),
+    ):
+        print(f"  {label:<39}: {figures[key]:9.1f}/s   ratio {figures[key] / base:.2f}")
+    print(f"ratio = {figures['team_per_thread'] / base:.2f} with one team per thread (target >= 0.5); "
+          f"{figures['same_team'] / base:.2f} when all {threads} threads admit into one team "
+          "(serialised on its lock, held through each commit)")
+
+
+if __name__ == "__main__":
+    main()

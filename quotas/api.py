@@ -1,0 +1,72 @@
+"""``/api/v1/flavors/``, ``/api/v1/usage/`` and the logic behind ``/api/v1/teams/{slug}/usage/``.
+
+The team usage route is an action of ``portal.api.TeamViewSet`` (so it lives under the
+team's URL and inherits its 404-for-outsiders lookup); it delegates to :func:`team_usage`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from django.http import HttpResponse
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, viewsets
+from rest_framework.views import APIView
+
+from portal.models import Team
+from portal.pagination import StandardPagination
+from portal.permissions import require_team
+from quotas.ledger import usage_rows
+from quotas.models import GpuFlavor
+from quotas.serializers import FlavorSerializer, TeamUsageSerializer, UsageQuerySerializer, UsageRowSerializer
+from quotas.services import budget_summary, usage_summary
+
+CSV_COLUMNS = ["group", "gpu_hours", "cost", "currency"]
+
+
+def team_usage(team: Team) -> dict:
+    """The body of ``GET /teams/{slug}/usage/``: quotas per flavor and the budget."""
+    return TeamUsageSerializer({"quotas": usage_summary(team), "budget": budget_summary(team)}).data
+
+
+class FlavorViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """The GPU flavors users can request, with prices per unit and hour."""
+
+    serializer_class = FlavorSerializer
+    queryset = GpuFlavor.objects.filter(active=True).order_by("name")
+
+
+def csv_response(rows: list[dict]) -> HttpResponse:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    response = HttpResponse(out.getvalue(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="usage.csv"'
+    return response
+
+
+class UsageReportView(APIView):
+    """Cost report of the caller's teams (or one ``team``), grouped by day, flavor, user or workload."""
+
+    @extend_schema(
+        parameters=[UsageQuerySerializer],
+        responses=UsageRowSerializer(many=True),
+    )
+    def get(self, request):
+        query = UsageQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        params = query.validated_data
+        if "team" in params:
+            teams = [require_team(request.user, params["team"]).team]  # 404 for other teams
+        else:
+            teams = list(Team.objects.for_user(request.user))
+        rows = UsageRowSerializer(usage_rows(teams, params["since"], params["until"], params["group_by"]),
+                                  many=True).data
+        if params["format"] == "csv":
+            return csv_response(rows)
+        # JSON is paginated like every API list; CSV is the whole report in one file.
+        paginator = StandardPagination()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(page)

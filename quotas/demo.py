@@ -1,0 +1,86 @@
+"""Demo data: the standard GPU flavors with prices, and team quotas (used by ``manage.py seed_demo``).
+
+Node labels match the GPU Operator labels of the sandbox inventory (``sandbox/inventory.yaml``):
+``nvidia.com/gpu.product`` names the GPU model, and every GPU node carries the
+``nvidia.com/gpu:NoSchedule`` taint, so each flavor tolerates it. MIG flavors use the
+"mixed" strategy's per-profile resources (``nvidia.com/mig-1g.10gb`` …): the resource name
+alone restricts them to MIG nodes, and the product label keeps them on A100s. Their prices
+are the parent A100's price times the slice's share of the GPU (1g = 1/7, 2g = 2/7, 3g = 3/7).
+
+Largest node per flavor: the A100 and H100 nodes have 8 GPUs, the L4 nodes 1; the sandbox's
+MIG node exposes 32x 1g.10gb, 8x 2g.20gb and 2x 3g.40gb.
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Decimal
+
+from quotas.models import GpuFlavor, TeamBudget, TeamQuota
+
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_TAINT_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "value": "", "effect": "NoSchedule"}
+
+A100 = "NVIDIA-A100-SXM4-80GB"
+A100_PRICE, A100_SPOT_PRICE = Decimal("4.10"), Decimal("1.64")
+
+#: name, resource, product, memory GB, largest node, on-demand and spot price per hour.
+FULL_GPUS = [
+    ("a100-80gb", "nvidia.com/gpu", A100, 80, 8, A100_PRICE, A100_SPOT_PRICE),
+    ("h100-80gb", "nvidia.com/gpu", "NVIDIA-H100-80GB-HBM3", 80, 8, Decimal("6.88"), Decimal("2.75")),
+    ("l4", "nvidia.com/gpu", "NVIDIA-L4", 24, 1, Decimal("0.80"), Decimal("0.32")),
+]
+#: MIG profile, sevenths of the GPU, memory GB, slices on the largest node.
+MIG_PROFILES = [
+    ("1g.10gb", 1, 10, 32),
+    ("2g.20gb", 2, 20, 8),
+    ("3g.40gb", 3, 40, 2),
+]
+
+
+def _q(value: Decimal, places: str) -> Decimal:
+    return value.quantize(Decimal(places), ROUND_HALF_UP)
+
+
+def flavor_definitions() -> list[dict]:
+    """The standard flavors as keyword arguments of :class:`GpuFlavor`."""
+    defs = [
+        {"name": name, "resource_name": resource, "gpu_model": product, "mig_profile": "", "gpu_memory_gb": mem,
+         "gpu_fraction": Decimal(1), "node_labels": {PRODUCT_LABEL: product}, "tolerations": [GPU_TAINT_TOLERATION],
+         "max_units_per_node": largest, "price_per_hour": price, "spot_price_per_hour": spot,
+         "description": f"{product}, one full GPU"}
+        for name, resource, product, mem, largest, price, spot in FULL_GPUS
+    ]
+    for profile, sevenths, mem, largest in MIG_PROFILES:
+        share = Decimal(sevenths) / Decimal(7)
+        defs.append({
+            "name": f"a100-{profile}", "resource_name": f"nvidia.com/mig-{profile}", "gpu_model": A100,
+            "mig_profile": profile, "gpu_memory_gb": mem, "gpu_fraction": _q(share, "0.000001"),
+            "node_labels": {PRODUCT_LABEL: A100}, "tolerations": [GPU_TAINT_TOLERATION],
+            "max_units_per_node": largest, "price_per_hour": _q(A100_PRICE * share, "0.0001"),
+            "spot_price_per_hour": _q(A100_SPOT_PRICE * share, "0.0001"),
+            "description": f"A100-80GB MIG slice {profile} ({sevenths}/7 of a GPU)",
+        })
+    return defs
+
+
+def seed_flavors() -> list[GpuFlavor]:
+    """Create or update the standard flavors (idempotent)."""
+    flavors = []
+    for definition in flavor_definitions():
+        name = definition.pop("name")
+        flavor, _ = GpuFlavor.objects.update_or_create(name=name, defaults={**definition, "active": True})
+        flavors.append(flavor)
+    return flavors
+
+
+def seed_team_quotas(team, limits: dict[str, int], monthly_budget: Decimal | None = None) -> list[TeamQuota]:
+    """Give ``team`` the quota ``limits`` (``{flavor name: units}``) and optionally a monthly budget (idempotent)."""
+    flavors = {f.name: f for f in GpuFlavor.objects.filter(name__in=limits)}
+    unknown = set(limits) - set(flavors)
+    if unknown:
+        raise ValueError(f"unknown flavors: {', '.join(sorted(unknown))} (run seed_flavors first)")
+    quotas = [TeamQuota.objects.update_or_create(team=team, flavor=flavors[name], defaults={"limit": limit})[0]
+              for name, limit in limits.items()]
+    if monthly_budget is not None:
+        TeamBudget.objects.update_or_create(team=team, defaults={"monthly_limit": monthly_budget})
+    return quotas

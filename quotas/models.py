@@ -1,0 +1,224 @@
+"""GPU flavors and prices, team quotas and budgets, reservations, the queue and the usage ledger.
+
+Only :mod:`quotas.admission` compares usage with limits; these models hold the rows it reads
+and writes. Money is ``Decimal`` throughout (prices per hour with four decimals, so a MIG
+slice priced at 1/7 of a GPU keeps its cents).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+from django.db.models import Q, Sum
+
+from quotas.constants import Priority
+
+FLAVOR_NAME = RegexValidator(
+    r"^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$",
+    "Use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit.",
+)
+
+#: Prices and costs: up to 99,999,999.9999.
+MONEY = {"max_digits": 12, "decimal_places": 4}
+
+
+def _default_currency() -> str:
+    return settings.SLIPWAY_CURRENCY
+
+
+class GpuFlavor(models.Model):
+    """A schedulable GPU kind: a Kubernetes extended resource on nodes with certain labels."""
+
+    name = models.CharField(max_length=40, unique=True, validators=[FLAVOR_NAME],
+                            help_text="What users pick, e.g. a100-80gb or a100-1g.10gb.")
+    resource_name = models.CharField(max_length=100, help_text="nvidia.com/gpu or nvidia.com/mig-<profile>.")
+    gpu_model = models.CharField(max_length=100, help_text="Node label value of nvidia.com/gpu.product.")
+    mig_profile = models.CharField(max_length=20, blank=True, help_text="e.g. 1g.10gb; empty for a full GPU.")
+    gpu_memory_gb = models.PositiveIntegerField()
+    gpu_fraction = models.DecimalField(
+        max_digits=7, decimal_places=6, default=Decimal(1),
+        validators=[MinValueValidator(Decimal("0.000001")), MaxValueValidator(Decimal(1))],
+        help_text="Share of a physical GPU one unit is (a MIG 1g slice of an A100 is 1/7).",
+    )
+    node_labels = models.JSONField(default=dict, blank=True, help_text="Node selector, a JSON object.")
+    tolerations = models.JSONField(
+        default=list, blank=True,
+        help_text='JSON list of {"key", "operator", "value", "effect"} objects.',
+    )
+    max_units_per_node = models.PositiveIntegerField(
+        default=1, validators=[MinValueValidator(1)],
+        help_text="Units of this resource on the largest node: no worker may ask for more.",
+    )
+    price_per_hour = models.DecimalField(**MONEY, validators=[MinValueValidator(Decimal(0))],
+                                         help_text="On-demand price of one unit per hour.")
+    spot_price_per_hour = models.DecimalField(**MONEY, validators=[MinValueValidator(Decimal(0))],
+                                              help_text="Spot price of one unit per hour.")
+    active = models.BooleanField(default=True, help_text="Inactive flavors cannot be requested any more.")
+    description = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def price(self, spot: bool = False) -> Decimal:
+        return self.spot_price_per_hour if spot else self.price_per_hour
+
+    def to_spec(self):
+        """The cluster layer's :class:`cluster.specs.FlavorSpec` for this flavor."""
+        from cluster.specs import FlavorSpec
+
+        tolerations = tuple(
+            (str(t.get("key", "")), str(t.get("operator", "Exists")), str(t.get("value", "") or ""),
+             str(t.get("effect", "") or ""))
+            for t in self.tolerations or []
+        )
+        return FlavorSpec(
+            name=self.name,
+            resource_name=self.resource_name,
+            gpu_model=self.gpu_model,
+            mig_profile=self.mig_profile or None,
+            node_selector=tuple(sorted((str(k), str(v)) for k, v in (self.node_labels or {}).items())),
+            tolerations=tolerations,
+            gpu_fraction=float(self.gpu_fraction),
+        )
+
+
+class TeamQuota(models.Model):
+    """How many units of one flavor a team may hold at once."""
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="quotas")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="quotas")
+    limit = models.PositiveIntegerField(help_text="Whole units of the flavor the team may use at once.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "flavor"], name="uniq_team_flavor_quota")]
+        ordering = ["team__slug", "flavor__name"]
+
+    def __str__(self) -> str:
+        return f"{self.team.slug}: {self.limit}\u00d7 {self.flavor.name}"
+
+
+class TeamBudget(models.Model):
+    """A team's monthly spending limit. Without one, spending is unlimited."""
+
+    team = models.OneToOneField("portal.Team", on_delete=models.CASCADE, related_name="budget")
+    monthly_limit = models.DecimalField(**MONEY, validators=[MinValueValidator(Decimal(0))])
+    currency = models.CharField(max_length=3, default=_default_currency)
+    alert_threshold_percent = models.PositiveSmallIntegerField(
+        default=80, validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Warn the team once this share of the budget is spent.",
+    )
+
+    class Meta:
+        ordering = ["team__slug"]
+
+    def __str__(self) -> str:
+        return f"{self.team.slug}: {self.monthly_limit} {self.currency}/month"
+
+
+class ReservationQuerySet(models.QuerySet):
+    def active(self) -> ReservationQuerySet:
+        return self.filter(released_at__isnull=True)
+
+    def units_by_flavor(self) -> dict[int, int]:
+        """``{flavor_id: units}`` of the rows in this queryset (one query)."""
+        rows = self.values("flavor_id").annotate(total=Sum("units")).order_by()
+        return {row["flavor_id"]: row["total"] or 0 for row in rows}
+
+
+class Reservation(models.Model):
+    """Units of one flavor held by one admitted workload until it is released.
+
+    At most one unreleased row per ``ref`` (a partial unique constraint), so admitting the
+    same workload twice cannot double-reserve, and releasing is a conditional update that
+    is a no-op the second time.
+    """
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="reservations")
+    ref = models.CharField(max_length=100, help_text='The workload, e.g. "run:42".')
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="reservations")
+    units = models.PositiveIntegerField()
+    units_per_node = models.PositiveIntegerField(default=1)
+    priority = models.PositiveSmallIntegerField(choices=Priority.CHOICES, default=Priority.NORMAL)
+    spot = models.BooleanField(default=False)
+    description = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ReservationQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["ref"], condition=Q(released_at__isnull=True),
+                                    name="uniq_active_reservation_per_ref"),
+        ]
+        indexes = [models.Index(fields=["team", "flavor"], condition=Q(released_at__isnull=True),
+                                name="active_reservations_idx")]
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.ref}: {self.units}\u00d7 {self.flavor.name}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.released_at is None
+
+
+class QueuedRequest(models.Model):
+    """A workload waiting for quota. Admission order: priority (high first), then FIFO."""
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="queued_requests")
+    ref = models.CharField(max_length=100, unique=True)
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="queued_requests")
+    units = models.PositiveIntegerField()
+    units_per_node = models.PositiveIntegerField(default=1)
+    priority = models.PositiveSmallIntegerField(choices=Priority.CHOICES, default=Priority.NORMAL)
+    spot = models.BooleanField(default=False)
+    description = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    #: The admission order; every reader of the queue uses it.
+    QUEUE_ORDER = ("-priority", "created_at", "pk")
+
+    class Meta:
+        ordering = ["-priority", "created_at", "pk"]
+        indexes = [models.Index(fields=["team", "-priority", "created_at"], name="queue_order_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.ref}: {self.units}\u00d7 {self.flavor.name} (queued)"
+
+
+class UsageRecord(models.Model):
+    """One interval of real running time of one workload: the ledger costs are summed from.
+
+    Unique per (ref, interval start), so a reconcile tick that is replayed never counts twice.
+    """
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="usage_records")
+    ref = models.CharField(max_length=100)
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="usage_records")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+")
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    units = models.PositiveIntegerField()
+    spot = models.BooleanField(default=False)
+    gpu_hours = models.DecimalField(max_digits=14, decimal_places=6)
+    cost = models.DecimalField(**MONEY)
+    currency = models.CharField(max_length=3, default=_default_currency)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["ref", "start"], name="uniq_usage_per_interval"),
+            models.CheckConstraint(condition=Q(end__gt=models.F("start")), name="usage_end_after_start"),
+        ]
+        indexes = [models.Index(fields=["team", "start"], name="usage_team_start_idx")]
+        ordering = ["-start"]
+
+    def __str__(self) -> str:
+        return f"{self.ref} {self.start:%Y-%m-%d %H:%M}: {self.cost} {self.currency}"

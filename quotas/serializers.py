@@ -1,0 +1,99 @@
+"""Serializers of the quotas API: flavors, a team's usage, and the cost report's query."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time
+
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from quotas.models import GpuFlavor
+
+GROUP_BY = ("day", "flavor", "user", "workload")
+
+
+class FlavorSerializer(serializers.ModelSerializer):
+    mig_profile = serializers.SerializerMethodField()
+    gpu_fraction = serializers.FloatField()
+    price_per_hour = serializers.DecimalField(max_digits=12, decimal_places=4)
+    spot_price_per_hour = serializers.DecimalField(max_digits=12, decimal_places=4)
+    currency = serializers.SerializerMethodField()
+
+    class Meta:
+        model = GpuFlavor
+        fields = ["name", "resource_name", "gpu_model", "mig_profile", "gpu_memory_gb", "gpu_fraction",
+                  "max_units_per_node", "price_per_hour", "spot_price_per_hour", "currency", "description"]
+
+    def get_mig_profile(self, flavor: GpuFlavor) -> str | None:
+        return flavor.mig_profile or None
+
+    def get_currency(self, flavor: GpuFlavor) -> str:
+        from django.conf import settings
+
+        return settings.SLIPWAY_CURRENCY
+
+
+class QuotaUsageSerializer(serializers.Serializer):
+    flavor = serializers.CharField()
+    limit = serializers.IntegerField()
+    in_use = serializers.IntegerField()
+    queued = serializers.IntegerField()
+    free = serializers.IntegerField()
+
+
+class BudgetSerializer(serializers.Serializer):
+    monthly_limit = serializers.DecimalField(max_digits=12, decimal_places=2, allow_null=True)
+    spent_month = serializers.DecimalField(max_digits=12, decimal_places=2)
+    currency = serializers.CharField()
+    alert_threshold_percent = serializers.IntegerField(allow_null=True)
+    alert = serializers.BooleanField()
+
+
+class TeamUsageSerializer(serializers.Serializer):
+    quotas = QuotaUsageSerializer(many=True)
+    budget = BudgetSerializer()
+
+
+class UsageRowSerializer(serializers.Serializer):
+    group = serializers.CharField()
+    gpu_hours = serializers.DecimalField(max_digits=14, decimal_places=4)
+    cost = serializers.DecimalField(max_digits=12, decimal_places=2)
+    currency = serializers.CharField()
+
+
+def _moment(value, end: bool) -> datetime:
+    """A date means its whole day: ``since`` from its midnight, ``until`` to the next midnight."""
+    if isinstance(value, datetime):
+        return value if timezone.is_aware(value) else timezone.make_aware(value)
+    moment = timezone.make_aware(datetime.combine(value, time.min))
+    return moment + timezone.timedelta(days=1) if end else moment
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class DateOrDateTimeField(serializers.Field):
+    def to_internal_value(self, data):
+        text = str(data)
+        try:
+            return datetime.fromisoformat(text) if "T" in text or " " in text else date.fromisoformat(text)
+        except ValueError:
+            raise serializers.ValidationError("Use an ISO date (2026-05-01) or date-time.") from None
+
+
+class UsageQuerySerializer(serializers.Serializer):
+    team = serializers.SlugField(required=False)
+    since = DateOrDateTimeField(required=False)
+    until = DateOrDateTimeField(required=False)
+    group_by = serializers.ChoiceField(choices=GROUP_BY, default="day")
+    # Read by the view itself: the project turns DRF's URL format override off.
+    format = serializers.ChoiceField(choices=("json", "csv"), default="json")
+
+    def validate(self, attrs):
+        from quotas.ledger import month_start
+
+        attrs["since"] = _moment(attrs["since"], end=False) if "since" in attrs else month_start()
+        attrs["until"] = _moment(attrs["until"], end=True) if "until" in attrs else timezone.now()
+        if attrs["until"] <= attrs["since"]:
+            raise serializers.ValidationError({"until": ["Must be after since."]})
+        return attrs

@@ -1,0 +1,244 @@
+"""The quotas app's public functions: summaries for pages and the API, and admin changes.
+
+Admission itself lives in :mod:`quotas.admission` and the ledger in :mod:`quotas.ledger`;
+both are re-exported here so callers have one module to import from.
+
+Every quota, budget or price change goes through one function here, which writes the audit
+event and, for quotas, mirrors the change into the team's ResourceQuota after commit and
+re-runs admission of the team's queue (a raised limit may let queued work start).
+"""
+
+from __future__ import annotations
+
+import logging
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Sum
+
+from portal.models import AuditEvent, Team
+from portal.services import audit
+from quotas.admission import (
+    Decision,
+    ResourceRequest,
+    admit,
+    admit_waiting,
+    queue_positions,
+    queue_reason,
+    queue_reasons,
+    release,
+)
+from quotas.ledger import cost_by_ref, estimated_cost_per_hour, record_usage, spent_month
+from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota
+
+__all__ = [
+    "Decision",
+    "ResourceRequest",
+    "admit",
+    "admit_waiting",
+    "budget_summary",
+    "cost_by_ref",
+    "estimated_cost_per_hour",
+    "money_str",
+    "queue_positions",
+    "queue_reason",
+    "queue_reasons",
+    "record_usage",
+    "release",
+    "schedule_team_sync",
+    "set_flavor_prices",
+    "set_team_budget",
+    "set_team_quota",
+    "spent_month",
+    "usage_summary",
+]
+
+log = logging.getLogger(__name__)
+
+
+# -- summaries -----------------------------------------------------------------------------
+
+
+def usage_summary(team: Team) -> list[dict]:
+    """Per flavor the team has quota for (or still uses): ``{flavor, limit, in_use, queued, free}``."""
+    quotas = {q.flavor_id: q for q in TeamQuota.objects.filter(team=team).select_related("flavor")}
+    in_use = Reservation.objects.active().filter(team=team).units_by_flavor()
+    queued = {row["flavor_id"]: row["total"] for row in
+              QueuedRequest.objects.filter(team=team).values("flavor_id").annotate(total=Sum("units")).order_by()}
+    flavors = {fid: q.flavor for fid, q in quotas.items()}
+    missing = (set(in_use) | set(queued)) - set(flavors)
+    if missing:
+        flavors.update({f.pk: f for f in GpuFlavor.objects.filter(pk__in=missing)})
+    rows = []
+    for fid, flavor in sorted(flavors.items(), key=lambda item: item[1].name):
+        limit = quotas[fid].limit if fid in quotas else 0
+        used = in_use.get(fid, 0)
+        rows.append({"flavor": flavor.name, "limit": limit, "in_use": used, "queued": queued.get(fid, 0),
+                     "free": max(limit - used, 0)})
+    return rows
+
+
+def budget_summary(team: Team) -> dict:
+    """``{monthly_limit, spent_month, currency, alert_threshold_percent, alert}``; limit None without a budget."""
+    budget = TeamBudget.objects.filter(team=team).first()
+    spent = spent_month(team)
+    if budget is None:
+        return {"monthly_limit": None, "spent_month": spent, "currency": settings.SLIPWAY_CURRENCY,
+                "alert_threshold_percent": None, "alert": False}
+    alert = budget.monthly_limit > 0 and spent * 100 >= budget.monthly_limit * budget.alert_threshold_percent
+    return {"monthly_limit": budget.monthly_limit, "spent_month": spent, "currency": budget.currency,
+            "alert_threshold_percent": budget.alert_threshold_percent, "alert": bool(alert) or spent >= budget.monthly_limit}
+
+
+# -- admin changes -------------------------------------------------------------------------
+
+
+def schedule_team_sync(team: Team) -> None:
+    """After commit: mirror the team's quotas into its ResourceQuota and admit queued work that fits."""
+    team_id = team.pk
+
+    def run() -> None:
+        from quotas.tasks import sync_team_quota
+
+        # Admitting here (not only in the task) lets queued work start even when no worker runs.
+        admit_waiting(Team.objects.get(pk=team_id))
+        try:
+            sync_team_quota.delay(team_id)
+        except Exception:  # the broker is down: the next quota change or a manual sync retries
+            log.exception("could not enqueue the quota sync of team %s", team_id)
+
+    transaction.on_commit(run)
+
+
+@transaction.atomic
+def set_team_quota(actor, team: Team, flavor: GpuFlavor, limit: int | None, ip: str | None = None) -> TeamQuota | None:
+    """Set (or with ``limit=None`` remove) the team's quota for ``flavor``; audited, mirrored."""
+    old = TeamQuota.objects.filter(team=team, flavor=flavor).first()
+    old_limit = old.limit if old else None
+    if limit is None:
+        if old is not None:
+            old.delete()
+        quota = None
+    else:
+        quota, _ = TeamQuota.objects.update_or_create(team=team, flavor=flavor, defaults={"limit": limit})
+    if old_limit != limit:
+        audit_quota_change(actor, team, flavor.name, old_limit, limit, ip=ip)
+        schedule_team_sync(team)
+    return quota
+
+
+def audit_quota_change(actor, team: Team, flavor: str, old: int | None, new: int | None, ip: str | None = None) -> None:
+    audit(AuditEvent.Action.QUOTA_CHANGED, actor=actor, team=team, target=f"quota {flavor}", ip=ip,
+          flavor=flavor, old=old, new=new)
+
+
+@transaction.atomic
+def set_team_budget(actor, team: Team, monthly_limit: Decimal | None, currency: str | None = None,
+                    alert_threshold_percent: int | None = None, ip: str | None = None) -> TeamBudget | None:
+    """Set (or with ``monthly_limit=None`` remove) the team's monthly budget; audited."""
+    old = TeamBudget.objects.filter(team=team).first()
+    before = budget_fields(old)
+    if monthly_limit is None:
+        if old is not None:
+            old.delete()
+        budget = None
+    else:
+        defaults = {"monthly_limit": monthly_limit, "currency": currency or (old.currency if old else settings.SLIPWAY_CURRENCY)}
+        if alert_threshold_percent is not None:
+            defaults["alert_threshold_percent"] = alert_threshold_percent
+        budget, _ = TeamBudget.objects.update_or_create(team=team, defaults=defaults)
+    after = budget_fields(budget)
+    if before != after:
+        audit_budget_change(actor, team, before, after, ip=ip)
+        schedule_team_sync(team)  # a raised budget may let queued work start
+    return budget
+
+
+def money_str(value) -> str | None:
+    """A money amount as the database stores it (4 decimals), so old and new values compare."""
+    return None if value is None else str(Decimal(str(value)).quantize(Decimal("0.0001")))
+
+
+def budget_fields(budget: TeamBudget | None) -> dict | None:
+    """The audited fields of a budget, as JSON-safe values."""
+    if budget is None:
+        return None
+    return {"monthly_limit": money_str(budget.monthly_limit), "currency": budget.currency,
+            "alert_threshold_percent": budget.alert_threshold_percent}
+
+
+def audit_budget_change(actor, team: Team, old: dict | None, new: dict | None, ip: str | None = None) -> None:
+    audit(AuditEvent.Action.BUDGET_CHANGED, actor=actor, team=team, target="budget", ip=ip, old=old, new=new)
+
+
+@transaction.atomic
+def set_flavor_prices(actor, flavor: GpuFlavor, price_per_hour: Decimal, spot_price_per_hour: Decimal,
+                      ip: str | None = None) -> GpuFlavor:
+    """Change a flavor's prices; audited. Usage already recorded keeps its old cost."""
+    old = (money_str(flavor.price_per_hour), money_str(flavor.spot_price_per_hour))
+    flavor.price_per_hour, flavor.spot_price_per_hour = price_per_hour, spot_price_per_hour
+    flavor.save(update_fields=["price_per_hour", "spot_price_per_hour"])
+    audit_price_change(actor, flavor, {"price_per_hour": old[0], "spot_price_per_hour": old[1]}, ip=ip)
+    return flavor
+
+
+def audit_price_change(actor, flavor: GpuFlavor, old: dict, ip: str | None = None) -> None:
+    new = {"price_per_hour": money_str(flavor.price_per_hour),
+           "spot_price_per_hour": money_str(flavor.spot_price_per_hour)}
+    if old != new:
+        audit(AuditEvent.Action.PRICE_CHANGED, actor=actor, target=f"flavor {flavor.name}", ip=ip,
+              flavor=flavor.name, old=old, new=new)
+
+
+# -- capacity ------------------------------------------------------------------------------
+
+
+def _node_matches(flavor: GpuFlavor, node) -> bool:
+    """Whether ``node`` offers ``flavor``: same resource and, when the node reports labels, the flavor's labels.
+
+    A100 and H100 share ``nvidia.com/gpu``, so the product label tells them apart. A backend
+    that reports no labels is counted by resource alone (better than showing nothing).
+    """
+    if node.resource_name != flavor.resource_name:
+        return False
+    if not node.labels:
+        return True
+    return all(node.labels.get(key) == value for key, value in (flavor.node_labels or {}).items())
+
+
+def capacity_rows() -> tuple[list[dict], str]:
+    """Per flavor: cluster allocatable and in-use units, team quota sum, over-commit, reserved and queued units.
+
+    Returns ``(rows, error)``; ``error`` is the cluster's message when it could not be asked
+    (the portal's own figures are still shown, allocatable as None).
+    """
+    from cluster.errors import ClusterError
+    from portal.cluster import get_backend
+
+    error = ""
+    try:
+        nodes = get_backend().capacity()
+    except ClusterError as exc:
+        nodes, error = None, str(exc)
+    quota_sums = {row["flavor_id"]: row["total"] for row in
+                  TeamQuota.objects.values("flavor_id").annotate(total=Sum("limit")).order_by()}
+    reserved = Reservation.objects.active().units_by_flavor()
+    queued = {row["flavor_id"]: row["total"] for row in
+              QueuedRequest.objects.values("flavor_id").annotate(total=Sum("units")).order_by()}
+    rows = []
+    for flavor in GpuFlavor.objects.order_by("-active", "name"):
+        matching = [n for n in nodes if _node_matches(flavor, n)] if nodes is not None else None
+        allocatable = sum(n.allocatable for n in matching) if matching is not None else None
+        quota_sum = quota_sums.get(flavor.pk, 0)
+        rows.append({
+            "flavor": flavor,
+            "nodes": len(matching) if matching is not None else None,
+            "allocatable": allocatable,
+            "cluster_in_use": sum(n.in_use for n in matching) if matching is not None else None,
+            "quota_sum": quota_sum,
+            "overcommit": round(quota_sum / allocatable, 2) if allocatable else None,
+            "in_use": reserved.get(flavor.pk, 0),
+            "queued": queued.get(flavor.pk, 0),
+        })
+    return rows, error

@@ -1,0 +1,42 @@
+"""Celery tasks of the quotas app: mirror a team's quota into its namespace's ResourceQuota."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from cluster.errors import Transient
+
+
+def team_spec(team):
+    """The :class:`cluster.specs.TeamSpec` of ``team``: its quotas summed per Kubernetes resource.
+
+    Several flavors can share one resource (A100 and H100 are both ``nvidia.com/gpu``), and a
+    ResourceQuota counts per resource, so their limits add up.
+    """
+    from cluster.specs import TeamSpec
+    from quotas.models import TeamQuota
+
+    totals: dict[str, int] = {}
+    for resource, limit in TeamQuota.objects.filter(team=team).values_list("flavor__resource_name", "limit"):
+        totals[resource] = totals.get(resource, 0) + limit
+    return TeamSpec(slug=team.slug, namespace=team.namespace, quotas=tuple(sorted(totals.items())))
+
+
+@shared_task(autoretry_for=(Transient,), retry_backoff=True, retry_backoff_max=300, retry_jitter=True,
+             max_retries=10)
+def sync_team_quota(team_id: int) -> list[str]:
+    """Apply the team's Namespace/ResourceQuota objects, then admit queued work that fits.
+
+    Safe to run twice: the objects are named from the team, so applying again is a no-op, and
+    admission is idempotent. Returns the refs admitted from the queue.
+    """
+    from cluster.manifests import build_team
+    from portal.cluster import cluster_config, get_backend
+    from portal.models import Team
+    from quotas.admission import admit_waiting
+
+    team = Team.objects.filter(pk=team_id).first()
+    if team is None:
+        return []
+    get_backend().apply(build_team(team_spec(team), cluster_config()))
+    return admit_waiting(team)

@@ -1,0 +1,222 @@
+"""Admission against the database: writes, idempotency, release and the queue."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from quotas.admission import (
+    ResourceRequest,
+    admit,
+    admit_waiting,
+    queue_positions,
+    queue_reason,
+    queue_reasons,
+    release,
+)
+from quotas.constants import Priority, Reason
+from quotas.ledger import record_usage
+from quotas.models import QueuedRequest, Reservation
+from quotas.signals import workload_admitted
+
+
+def a100(units: int, priority: int = Priority.NORMAL, per_node: int | None = None) -> ResourceRequest:
+    return ResourceRequest("a100-80gb", units, per_node or min(units, 8), priority=priority)
+
+
+@pytest.fixture
+def admitted_signals():
+    seen: list[tuple[str, str]] = []
+
+    def handler(sender, ref, team, **kwargs):
+        seen.append((ref, team.slug))
+
+    workload_admitted.connect(handler)
+    yield seen
+    workload_admitted.disconnect(handler)
+
+
+def test_it_admits_and_writes_one_reservation(quota_team):
+    decision = admit(quota_team, a100(4), "run:1")
+    assert decision.admitted and decision.reason == Reason.ADMITTED
+    reservation = Reservation.objects.get(ref="run:1")
+    assert (reservation.units, reservation.flavor.name, reservation.released_at) == (4, "a100-80gb", None)
+
+
+def test_it_queues_what_fits_the_limit_but_not_now(quota_team):
+    admit(quota_team, a100(6), "run:1")
+    decision = admit(quota_team, a100(4), "run:2")
+    assert decision.queued and decision.reason == Reason.WAITING_FOR_QUOTA
+    assert decision.message == "waiting for quota: needs 4\u00d7 a100-80gb, 6 of 8 in use"
+    assert decision.position == 1
+    assert not Reservation.objects.filter(ref="run:2").exists()
+    assert QueuedRequest.objects.get(ref="run:2").units == 4
+
+
+@pytest.mark.parametrize(("request_", "reason"), [
+    (ResourceRequest("a100-80gb", 16, 8), Reason.EXCEEDS_QUOTA),
+    (ResourceRequest("l4", 2, 2), Reason.EXCEEDS_LARGEST_NODE),
+    (ResourceRequest("tpu-v5", 1, 1), Reason.UNKNOWN_FLAVOR),
+    (ResourceRequest("h100-80gb", 1, 1), Reason.NO_QUOTA_FOR_FLAVOR),
+])
+def test_it_rejects_and_writes_nothing(quota_team, request_, reason):
+    decision = admit(quota_team, request_, "run:9")
+    assert decision.rejected and decision.reason == reason
+    assert not Reservation.objects.exists() and not QueuedRequest.objects.exists()
+
+
+def test_it_rejects_an_inactive_flavor(quota_team, flavors):
+    flavors["l4"].active = False
+    flavors["l4"].save()
+    assert admit(quota_team, ResourceRequest("l4", 1, 1), "run:1").reason == Reason.INACTIVE_FLAVOR
+
+
+def test_it_rejects_when_the_monthly_budget_is_spent(budget_team, member, flavors):
+    now = timezone.now()
+    # 25 hours of one A100 at 4.10/h = 102.50 > 100.00 budget.
+    record_usage(budget_team, "run:0", flavors["a100-80gb"], member, now - timedelta(hours=25), now, 1, False)
+    decision = admit(budget_team, a100(1), "run:1")
+    assert decision.reason == Reason.BUDGET_EXHAUSTED
+    assert "102.50 of 100.00 USD" in decision.message
+
+
+def test_it_does_not_double_reserve_when_admitting_a_ref_twice(quota_team):
+    admit(quota_team, a100(4), "run:1")
+    again = admit(quota_team, a100(4), "run:1")
+    assert again.admitted
+    assert Reservation.objects.filter(ref="run:1").count() == 1
+
+
+def test_it_returns_the_queued_outcome_for_a_queued_ref_again(quota_team):
+    admit(quota_team, a100(8), "run:1")
+    admit(quota_team, a100(2), "run:2")
+    again = admit(quota_team, a100(2), "run:2")
+    assert again.queued and again.position == 1
+    assert QueuedRequest.objects.filter(ref="run:2").count() == 1
+
+
+def test_it_releases_idempotently(quota_team):
+    admit(quota_team, a100(4), "run:1")
+    assert release("run:1") is True
+    assert release("run:1") is False
+    assert Reservation.objects.get(ref="run:1").released_at is not None
+    assert admit(quota_team, a100(8), "run:2").admitted  # the units are free again
+
+
+def test_it_releases_a_queued_ref_by_dropping_its_entry(quota_team):
+    admit(quota_team, a100(8), "run:1")
+    admit(quota_team, a100(1), "run:2")
+    assert release("run:2") is True
+    assert not QueuedRequest.objects.exists()
+    assert release("nothing:1") is False
+
+
+def test_it_admits_waiting_work_in_priority_then_fifo_order(quota_team, admitted_signals):
+    admit(quota_team, a100(8), "run:0")
+    admit(quota_team, a100(4, Priority.LOW), "run:low")
+    admit(quota_team, a100(4), "run:first")
+    admit(quota_team, a100(4), "run:second")
+    admit(quota_team, a100(4, Priority.HIGH), "run:high")
+    assert queue_positions(quota_team) == {"run:high": 1, "run:first": 2, "run:second": 3, "run:low": 4}
+
+    release("run:0")
+    assert admit_waiting(quota_team) == ["run:high", "run:first"]
+    assert admitted_signals == [("run:high", "ml-research"), ("run:first", "ml-research")]
+    assert queue_positions(quota_team) == {"run:second": 1, "run:low": 2}
+    assert admit_waiting(quota_team) == []  # nothing fits: nothing changes
+
+
+def test_it_lets_a_small_request_pass_a_large_one_that_does_not_fit(quota_team):
+    admit(quota_team, a100(6), "run:0")
+    admit(quota_team, a100(4), "run:big")  # 6 + 4 > 8: queued
+    admit(quota_team, a100(2), "run:small")  # fits now: admitted at once
+    assert Reservation.objects.active().filter(ref="run:small").exists()
+    admit(quota_team, a100(3), "run:mid")  # queued behind run:big
+    release("run:small")  # 6 in use: big still does not fit, mid does not either (6+3 > 8)
+    assert admit_waiting(quota_team) == []
+    release("run:0")  # 0 in use: big (4) then mid (3) fit
+    assert admit_waiting(quota_team) == ["run:big", "run:mid"]
+
+
+def test_it_rolls_back_the_admission_when_the_owner_fails(quota_team):
+    admit(quota_team, a100(8), "run:0")
+    admit(quota_team, a100(2), "run:1")
+    release("run:0")
+
+    def broken(sender, **kwargs):
+        raise RuntimeError("owner could not move its row")
+
+    workload_admitted.connect(broken)
+    try:
+        with pytest.raises(RuntimeError):
+            admit_waiting(quota_team)
+    finally:
+        workload_admitted.disconnect(broken)
+    assert QueuedRequest.objects.filter(ref="run:1").exists()
+    assert not Reservation.objects.filter(ref="run:1").exists()
+
+
+def test_it_explains_why_queued_work_waits(quota_team, flavors):
+    admit(quota_team, a100(6), "run:0")
+    admit(quota_team, a100(4), "run:1")
+    assert queue_reason(quota_team, "run:1") == "waiting for quota: needs 4\u00d7 a100-80gb, 6 of 8 in use"
+    assert queue_reason(quota_team, "run:unknown") == ""
+    # Lowering the quota below the request turns the reason into the permanent obstacle.
+    quota_team.quotas.filter(flavor__name="a100-80gb").update(limit=3)
+    assert "more than the team's limit of 3" in queue_reasons(quota_team)["run:1"]
+    quota_team.quotas.filter(flavor__name="a100-80gb").update(limit=16)
+    assert queue_reasons(quota_team)["run:1"].startswith("about to be admitted")
+
+
+def test_it_reads_positions_in_one_query(quota_team, django_assert_num_queries):
+    admit(quota_team, a100(8), "run:0")
+    for i in range(5):
+        admit(quota_team, a100(1), f"run:{i + 1}")
+    with django_assert_num_queries(1):
+        positions = queue_positions(quota_team)
+    assert list(positions.values()) == [1, 2, 3, 4, 5]
+
+
+def test_it_keeps_other_teams_and_flavors_apart(quota_team, other_team, flavors):
+    from quotas.demo import seed_team_quotas
+
+    seed_team_quotas(other_team, {"a100-80gb": 8})
+    assert admit(quota_team, a100(8), "run:a").admitted
+    assert admit(other_team, a100(8), "run:b").admitted
+    assert admit(quota_team, ResourceRequest("l4", 2, 1), "run:c").admitted
+
+
+def test_it_nests_in_the_callers_transaction(quota_team):
+    from django.db import transaction
+
+    with pytest.raises(ZeroDivisionError), transaction.atomic():
+        admit(quota_team, a100(4), "run:1")
+        1 / 0  # noqa: B018 - the caller fails after admission
+    assert not Reservation.objects.exists()
+
+
+def test_it_spends_money_per_interval_once(quota_team, member, flavors):
+    now = timezone.now().replace(microsecond=0)
+    start = now - timedelta(minutes=30)
+    first = record_usage(quota_team, "run:1", flavors["a100-80gb"], member, start, now, 2, False)
+    replay = record_usage(quota_team, "run:1", flavors["a100-80gb"], member, start, now, 2, False)
+    assert first == Decimal("4.1000")  # 2 x 4.10 x 0.5 h
+    assert replay == 0
+
+
+def test_it_admits_in_three_statements(quota_team, django_assert_num_queries):
+    # The lock, one read of every other fact, the insert: the team's lock is held for as
+    # few round trips as possible (plus the savepoint of the test's transaction).
+    with django_assert_num_queries(5) as ctx:
+        admit(quota_team, a100(1), "run:1")
+    statements = [q["sql"].split()[0].upper() for q in ctx.captured_queries]
+    assert statements == ["SAVEPOINT", "SELECT", "SELECT", "INSERT", "RELEASE"]
+
+
+def test_it_releases_in_one_statement(quota_team, django_assert_num_queries):
+    admit(quota_team, a100(1), "run:1")
+    with django_assert_num_queries(1):
+        assert release("run:1")

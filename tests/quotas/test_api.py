@@ -1,0 +1,120 @@
+"""``/api/v1/flavors/``, ``/api/v1/teams/{slug}/usage/`` and the ``/api/v1/usage/`` cost report."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from rest_framework.test import APIClient
+
+from quotas.admission import ResourceRequest, admit
+from quotas.ledger import record_usage
+
+FLAVORS_URL = "/api/v1/flavors/"
+USAGE_URL = "/api/v1/usage/"
+
+
+def team_usage_url(slug: str) -> str:
+    return f"/api/v1/teams/{slug}/usage/"
+
+
+def test_it_lists_active_flavors_with_prices(api, flavors):
+    flavors["h100-80gb"].active = False
+    flavors["h100-80gb"].save()
+    response = api.get(FLAVORS_URL)
+    assert response.status_code == 200
+    rows = {row["name"]: row for row in response.json()["results"]}
+    assert set(rows) == {"a100-80gb", "l4", "a100-1g.10gb", "a100-2g.20gb", "a100-3g.40gb"}
+    mig = rows["a100-1g.10gb"]
+    assert (mig["resource_name"], mig["mig_profile"], mig["gpu_memory_gb"]) == ("nvidia.com/mig-1g.10gb", "1g.10gb", 10)
+    assert mig["gpu_fraction"] == pytest.approx(1 / 7, abs=1e-6)
+    assert (mig["price_per_hour"], mig["spot_price_per_hour"]) == ("0.5857", "0.2343")
+    assert rows["l4"]["mig_profile"] is None
+
+
+def test_it_needs_credentials_for_flavors(db):
+    assert APIClient().get(FLAVORS_URL).status_code == 401
+
+
+def test_it_refuses_to_write_flavors(api, flavors):
+    assert api.post(FLAVORS_URL, {"name": "x"}, format="json").status_code == 405
+
+
+def test_it_reports_a_teams_quota_use_and_budget(api, budget_team):
+    admit(budget_team, ResourceRequest("a100-80gb", 6, 6), "run:1")
+    admit(budget_team, ResourceRequest("a100-80gb", 4, 4), "run:2")
+    response = api.get(team_usage_url("ml-research"))
+    assert response.status_code == 200
+    body = response.json()
+    assert {"flavor": "a100-80gb", "limit": 8, "in_use": 6, "queued": 4, "free": 2} in body["quotas"]
+    assert body["budget"] == {"monthly_limit": "100.00", "spent_month": "0.00", "currency": "USD",
+                              "alert_threshold_percent": 80, "alert": False}
+
+
+def test_it_hides_other_teams_usage(api_client_for, outsider, quota_team):
+    assert api_client_for(outsider).get(team_usage_url("ml-research")).status_code == 404
+    assert api_client_for(outsider).get(team_usage_url("no-such-team")).status_code == 404
+
+
+def test_it_shows_usage_to_viewers(api_client_for, viewer, quota_team):
+    response = api_client_for(viewer).get(team_usage_url("ml-research"))
+    assert response.status_code == 200
+    assert response.json()["budget"]["monthly_limit"] is None
+
+
+@pytest.fixture
+def ledger(quota_team, member, viewer, flavors):
+    """Three intervals in November 2026: two days, two flavors, two users, two workloads."""
+    day1 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+    day2 = day1 + timedelta(days=1)
+    record_usage(quota_team, "run:1", "a100-80gb", member, day1, day1 + timedelta(hours=1), 2, False)  # 8.20
+    record_usage(quota_team, "run:1", "a100-80gb", member, day2, day2 + timedelta(hours=1), 2, False)  # 8.20
+    record_usage(quota_team, "ep:7", "l4", viewer, day2, day2 + timedelta(hours=2), 1, True)  # 0.64
+    return quota_team
+
+
+REPORT = {"since": "2026-11-01", "until": "2026-11-30"}
+
+
+@pytest.mark.parametrize(("group_by", "expected"), [
+    ("day", [("2026-11-02", "2.0000", "8.20"), ("2026-11-03", "4.0000", "8.84")]),
+    ("flavor", [("a100-80gb", "4.0000", "16.40"), ("l4", "2.0000", "0.64")]),
+    ("user", [("mia", "4.0000", "16.40"), ("vic", "2.0000", "0.64")]),
+    ("workload", [("ep:7", "2.0000", "0.64"), ("run:1", "4.0000", "16.40")]),
+])
+def test_it_reports_cost_grouped(api, ledger, group_by, expected):
+    response = api.get(USAGE_URL, {**REPORT, "team": "ml-research", "group_by": group_by})
+    assert response.status_code == 200
+    rows = [(r["group"], r["gpu_hours"], r["cost"]) for r in response.json()["results"]]
+    assert rows == expected
+    assert {r["currency"] for r in response.json()["results"]} == {"USD"}
+
+
+def test_it_reports_cost_as_csv(api, ledger):
+    response = api.get(USAGE_URL, {**REPORT, "group_by": "flavor", "format": "csv"})
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    assert rows == [["group", "gpu_hours", "cost", "currency"], ["a100-80gb", "4.0000", "16.40", "USD"],
+                    ["l4", "2.0000", "0.64", "USD"]]
+
+
+def test_it_limits_the_report_to_the_period(api, ledger):
+    response = api.get(USAGE_URL, {"since": "2026-11-03", "until": "2026-11-03", "group_by": "day"})
+    assert [r["group"] for r in response.json()["results"]] == ["2026-11-03"]
+
+
+def test_it_rejects_bad_report_parameters(api, ledger):
+    response = api.get(USAGE_URL, {"group_by": "planet", "since": "yesterday"})
+    assert response.status_code == 400
+    assert set(response.json()["errors"]) == {"group_by", "since"}
+    response = api.get(USAGE_URL, {"since": "2026-11-05", "until": "2026-11-01"})
+    assert response.status_code == 400 and "until" in response.json()["errors"]
+
+
+def test_it_hides_other_teams_cost(api_client_for, outsider, ledger):
+    client = api_client_for(outsider)
+    assert client.get(USAGE_URL, {**REPORT, "team": "ml-research"}).status_code == 404
+    assert client.get(USAGE_URL, REPORT).json()["results"] == []  # only the caller's own teams

@@ -1,0 +1,115 @@
+"""Admission under real concurrency on PostgreSQL: never over-admit, keep queue order.
+
+Each thread uses its own database connection (Django opens one per thread), and all start
+together on a barrier so the admissions really race for the team's lock.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from django.db import connection
+from django.db.models import Sum
+
+from quotas.admission import ResourceRequest, admit, admit_waiting, queue_positions, release
+from quotas.constants import Priority
+from quotas.models import QueuedRequest, Reservation
+from tests.factories import make_team
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+THREADS = 64
+ROUNDS = 20
+LIMIT = 10
+
+
+def race(team, requests: list[tuple[str, ResourceRequest]]) -> list:
+    """Admit every (ref, request) from its own thread, all released at once by a barrier."""
+    barrier = threading.Barrier(len(requests))
+
+    def one(item):
+        ref, request = item
+        try:
+            barrier.wait()
+            return admit(team, request, ref)
+        finally:
+            connection.close()  # each thread's own connection
+
+    with ThreadPoolExecutor(max_workers=len(requests)) as pool:
+        return list(pool.map(one, requests))
+
+
+def in_use(team) -> int:
+    return Reservation.objects.active().filter(team=team).aggregate(t=Sum("units"))["t"] or 0
+
+
+@pytest.fixture
+def limited_team(flavors):
+    from quotas.demo import seed_team_quotas
+
+    team = make_team("race")
+    seed_team_quotas(team, {"a100-80gb": LIMIT})
+    return team
+
+
+def test_it_never_admits_more_than_the_limit_under_concurrency(limited_team):
+    for round_ in range(ROUNDS):
+        requests = [(f"r{round_}:{i}", ResourceRequest("a100-80gb", 1, 1)) for i in range(THREADS)]
+        decisions = race(limited_team, requests)
+        assert sum(d.admitted for d in decisions) == LIMIT
+        assert sum(d.queued for d in decisions) == THREADS - LIMIT
+        assert in_use(limited_team) == LIMIT
+        for ref, _ in requests:
+            release(ref)
+        assert in_use(limited_team) == 0 and not QueuedRequest.objects.exists()
+
+
+def test_it_never_over_admits_mixed_sizes(limited_team):
+    rng = random.Random(5)
+    for round_ in range(ROUNDS):
+        sizes = [rng.choice([1, 1, 2, 3, 4, 8]) for _ in range(THREADS)]
+        requests = [(f"m{round_}:{i}", ResourceRequest("a100-80gb", n, n)) for i, n in enumerate(sizes)]
+        decisions = race(limited_team, requests)
+        admitted_units = sum(n for n, d in zip(sizes, decisions, strict=True) if d.admitted)
+        assert 0 < admitted_units <= LIMIT
+        assert in_use(limited_team) == admitted_units
+        assert all(d.admitted or d.queued for d in decisions)
+        for ref, _ in requests:
+            release(ref)
+
+
+def test_it_admits_the_queue_in_order_when_capacity_frees(limited_team):
+    assert admit(limited_team, ResourceRequest("a100-80gb", LIMIT, 8), "big").admitted
+    order = [("n1", Priority.NORMAL), ("l1", Priority.LOW), ("h1", Priority.HIGH), ("n2", Priority.NORMAL),
+             ("h2", Priority.HIGH)]
+    for ref, priority in order:
+        assert admit(limited_team, ResourceRequest("a100-80gb", 2, 2, priority=priority), ref).queued
+    assert list(queue_positions(limited_team)) == ["h1", "h2", "n1", "n2", "l1"]
+    release("big")
+
+    # Several reconcilers admitting at once still admit each entry exactly once, in order.
+    barrier = threading.Barrier(4)
+
+    def one(_):
+        try:
+            barrier.wait()
+            return admit_waiting(limited_team)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(one, range(4)))
+    admitted = [ref for batch in results for ref in batch]
+    assert admitted == ["h1", "h2", "n1", "n2", "l1"]
+    assert in_use(limited_team) == LIMIT
+    assert Reservation.objects.active().count() == 5
+
+
+def test_it_reserves_a_ref_once_when_admitted_concurrently(limited_team):
+    decisions = race(limited_team, [("same:1", ResourceRequest("a100-80gb", 1, 1))] * 16)
+    assert all(d.admitted for d in decisions)
+    assert Reservation.objects.filter(ref="same:1").count() == 1
+    assert in_use(limited_team) == 1

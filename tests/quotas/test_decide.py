@@ -1,0 +1,74 @@
+"""Table-driven tests of the pure admission rule, one row per reason."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from quotas.admission import BudgetState, FlavorQuota, ResourceRequest, decide
+from quotas.constants import PERMANENT_REASONS, Outcome, Reason
+
+A100 = FlavorQuota(max_units_per_node=8, limit=8)
+NO_BUDGET = None
+BUDGET_OK = BudgetState(Decimal("100"), Decimal("99.99"), "USD")
+BUDGET_SPENT = BudgetState(Decimal("100"), Decimal("100.00"), "USD")
+
+
+def req(units: int, per_node: int | None = None, flavor: str = "a100-80gb") -> ResourceRequest:
+    return ResourceRequest(flavor=flavor, units=units, units_per_node=per_node or units)
+
+
+CASES = [
+    # id, request, usage, quota, budget, outcome, reason, message fragment
+    ("fits", req(4), 2, A100, NO_BUDGET, Outcome.ADMIT, Reason.ADMITTED, "admitted: 4\u00d7 a100-80gb, 6 of 8 now in use"),
+    ("fits-exactly", req(2), 6, A100, BUDGET_OK, Outcome.ADMIT, Reason.ADMITTED, "8 of 8 now in use"),
+    ("waits", req(4), 6, A100, NO_BUDGET, Outcome.QUEUE, Reason.WAITING_FOR_QUOTA,
+     "waiting for quota: needs 4\u00d7 a100-80gb, 6 of 8 in use"),
+    ("waits-one-over", req(1), 8, A100, BUDGET_OK, Outcome.QUEUE, Reason.WAITING_FOR_QUOTA, "8 of 8 in use"),
+    ("budget-spent", req(1), 0, A100, BUDGET_SPENT, Outcome.REJECT, Reason.BUDGET_EXHAUSTED,
+     "monthly budget spent: 100.00 of 100.00 USD"),
+    ("no-quota", req(1), 0, FlavorQuota(max_units_per_node=8, limit=None), NO_BUDGET, Outcome.REJECT,
+     Reason.NO_QUOTA_FOR_FLAVOR, "no quota for a100-80gb"),
+    ("zero-quota", req(1), 0, FlavorQuota(max_units_per_node=8, limit=0), NO_BUDGET, Outcome.REJECT,
+     Reason.NO_QUOTA_FOR_FLAVOR, "no quota"),
+    ("over-limit", req(16, 8), 0, FlavorQuota(max_units_per_node=8, limit=8), NO_BUDGET, Outcome.REJECT,
+     Reason.EXCEEDS_QUOTA, "needs 16\u00d7 a100-80gb, more than the team's limit of 8"),
+    ("over-node", req(2, 2, "l4"), 0, FlavorQuota(max_units_per_node=1, limit=4), NO_BUDGET, Outcome.REJECT,
+     Reason.EXCEEDS_LARGEST_NODE, "needs 2\u00d7 l4 per worker, but the largest node has 1"),
+    ("unknown", req(1, flavor="tpu"), 0, FlavorQuota(exists=False), NO_BUDGET, Outcome.REJECT,
+     Reason.UNKNOWN_FLAVOR, "unknown GPU flavor 'tpu'"),
+    ("inactive", req(1), 0, FlavorQuota(active=False, max_units_per_node=8, limit=8), NO_BUDGET, Outcome.REJECT,
+     Reason.INACTIVE_FLAVOR, "no longer offered"),
+    ("zero-units", ResourceRequest("a100-80gb", 0, 0), 0, A100, NO_BUDGET, Outcome.REJECT, Reason.INVALID_REQUEST,
+     "invalid request"),
+    ("per-node-above-total", ResourceRequest("a100-80gb", 2, 4), 0, A100, NO_BUDGET, Outcome.REJECT,
+     Reason.INVALID_REQUEST, "invalid request"),
+]
+
+
+@pytest.mark.parametrize(("request_", "usage", "quota", "budget", "outcome", "reason", "message"),
+                         [case[1:] for case in CASES], ids=[case[0] for case in CASES])
+def test_it_decides_every_reason(request_, usage, quota, budget, outcome, reason, message):
+    decision = decide(request_, usage, quota, budget)
+    assert (decision.outcome, decision.reason) == (outcome, reason)
+    assert message in decision.message
+    assert decision.admitted == (outcome == Outcome.ADMIT)
+    assert decision.queued == (outcome == Outcome.QUEUE)
+    assert decision.rejected == (outcome == Outcome.REJECT)
+
+
+def test_it_covers_every_reason_in_the_table():
+    reasons = {value for name, value in vars(Reason).items() if name.isupper()}
+    assert reasons == {case[6] for case in CASES}
+
+
+def test_it_treats_every_reject_but_budget_as_permanent():
+    rejects = {case[6] for case in CASES if case[5] == Outcome.REJECT}
+    assert rejects - {Reason.BUDGET_EXHAUSTED} == set(PERMANENT_REASONS)
+
+
+def test_it_names_the_impossible_obstacle_before_the_temporary_one():
+    # A request that exceeds the limit is rejected even while the quota is fully used.
+    decision = decide(req(9, 8), 8, A100, BUDGET_SPENT)
+    assert decision.reason == Reason.EXCEEDS_QUOTA
