@@ -6,3 +6,7 @@ from django.apps import AppConfig
 class PortalConfig(AppConfig):
     name = "portal"
     verbose_name = "Slipway portal"
+
+    def ready(self) -> None:
+        # Connect the sign-in audit receivers at start-up, not on first URL resolution.
+        from portal import signals  # noqa: F401

@@ -17,10 +17,12 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 
 def env_str(name: str, default: str = "") -> str:
+    """The variable as text, or ``default`` when it is unset."""
     return os.environ.get(name, default)
 
 
 def env_bool(name: str, default: bool = False) -> bool:
+    """``1/true/yes/on`` or ``0/false/no/off`` (any case; empty is false); anything else fails."""
     raw = os.environ.get(name)
     if raw is None:
         return default
@@ -66,13 +68,17 @@ def parse_database_url(url: str) -> dict:
     scheme = parsed.scheme
     if scheme in {"postgres", "postgresql", "pgsql"}:
         options = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
+        try:
+            port = parsed.port  # urllib only validates the port when it is read
+        except ValueError:
+            raise ImproperlyConfigured(f"DATABASE_URL has an invalid port: {parsed.netloc.rpartition('@')[2]!r}") from None
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
             "USER": unquote(parsed.username or ""),
             "PASSWORD": unquote(parsed.password or ""),
-            "HOST": parsed.hostname or "",
-            "PORT": str(parsed.port or ""),
+            "HOST": unquote(parsed.hostname or ""),
+            "PORT": str(port or ""),
             "OPTIONS": options,
         }
     if scheme == "sqlite":

@@ -1,6 +1,7 @@
 """One exception handler gives the API its error shape (API.md "Auth and errors").
 
-* 400 ``{"errors": {"<field>": ["message", ...]}}``, non-field errors under ``non_field_errors``;
+* 400 ``{"errors": {"<field>": ["message", ...]}}``, non-field errors (and unparsable
+  bodies) under ``non_field_errors``;
 * 401/403/404/405/409 ``{"errors": {"detail": ["message"]}}``.
 
 Django's ``Http404``/``PermissionDenied`` (raised by ``portal.permissions``) arrive here via
@@ -37,7 +38,7 @@ def _normalise(detail) -> dict:
     return {"non_field_errors": _as_list(detail)}
 
 
-def api_exception_handler(exc, context):
+def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, DjangoValidationError):
         exc = ValidationError(exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages})
     response = exception_handler(exc, context)
@@ -45,6 +46,11 @@ def api_exception_handler(exc, context):
         return None  # a real bug: let Django log it and answer 500
     if isinstance(exc, ValidationError):
         response.data = {"errors": _normalise(exc.detail)}
+    elif response.status_code == status.HTTP_400_BAD_REQUEST:
+        # Other 400s (a malformed JSON body: ParseError) concern no field: clients read
+        # every 400 the same way, so they go under non_field_errors too.
+        detail = response.data.get("detail", response.data) if isinstance(response.data, dict) else response.data
+        response.data = {"errors": {"non_field_errors": _as_list(detail)}}
     else:
         detail = response.data.get("detail", response.data) if isinstance(response.data, dict) else response.data
         errors = _normalise(detail) if isinstance(detail, dict) else {"detail": _as_list(detail)}

@@ -45,6 +45,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: Kubernetes probes arrive with the pod IP as Host, which ALLOWED_HOSTS rightly
+    # rejects, and over plain HTTP; they are answered before host and TLS checks run.
+    "portal.health.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -111,11 +114,13 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
         "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
         "processed_folder": str(CELERY_BROKER_DIR / "processed"),
+        # Broadcast (remote control) messages; kombu's default is ./control in the CWD.
+        "control_folder": str(CELERY_BROKER_DIR / "control"),
         "store_processed": False,
     }
     # The SQLite file and the filesystem broker need their folders; create them up front
     # so web, worker and beat can start in any order on a fresh checkout.
-    for _folder in ("queue", "processed"):
+    for _folder in ("queue", "processed", "control"):
         (CELERY_BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
 else:
     # Longer than the longest task (cluster calls time out well below this), so a slow
@@ -151,6 +156,9 @@ CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+# Preloading is a near-irreversible promise for the whole domain, made by its owner (set
+# SECURE_HSTS_PRELOAD=true); the deploy check's nag about it is silenced until then.
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
@@ -183,6 +191,9 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "portal.exceptions.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # API.md uses ?format=yaml / ?format=csv for alternative bodies handled by the views
+    # themselves; DRF must not treat ?format= as renderer negotiation.
+    "URL_FORMAT_OVERRIDE": None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Slipway API",

@@ -8,17 +8,15 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.signals import user_logged_in, user_login_failed
-from django.dispatch import receiver
-from django.http import Http404
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from portal import services
 from portal.forms import ApiTokenForm
 from portal.middleware import SESSION_KEY
-from portal.models import AuditEvent
 from portal.permissions import require_team
 
 
@@ -27,23 +25,9 @@ class LoginView(auth_views.LoginView):
     redirect_authenticated_user = True
 
 
-@receiver(user_login_failed)
-def _audit_failed_login(sender, credentials, request=None, **kwargs):
-    services.audit(
-        AuditEvent.Action.LOGIN_FAILED,
-        username=str(credentials.get("username", ""))[:150],
-        ip=services.client_ip(request) if request is not None else None,
-    )
-
-
-@receiver(user_logged_in)
-def _audit_login(sender, request, user, **kwargs):
-    services.audit(AuditEvent.Action.LOGIN, actor=user, ip=services.client_ip(request))
-
-
 @login_required
 @require_POST
-def switch_team(request):
+def switch_team(request: HttpRequest) -> HttpResponse:
     """Make another of the user's teams the current one (404 for teams they are not in)."""
     membership = require_team(request.user, request.POST.get("team", ""))
     request.session[SESSION_KEY] = membership.team.slug
@@ -53,9 +37,10 @@ def switch_team(request):
     return redirect(target)
 
 
+@never_cache  # the response may carry a raw token: no browser or proxy may keep a copy
 @login_required
 @require_http_methods(["GET", "POST"])
-def api_tokens(request):
+def api_tokens(request: HttpRequest) -> HttpResponse:
     """List the user's tokens; create one (its raw value is shown exactly once)."""
     form = ApiTokenForm(request.POST or None)
     new_token = None
@@ -70,25 +55,21 @@ def api_tokens(request):
 
 @login_required
 @require_POST
-def revoke_api_token(request, pk: int):
+def revoke_api_token(request: HttpRequest, pk: int) -> HttpResponse:
     # Only the owner's tokens are reachable: someone else's token id is a 404.
     token = get_object_or_404(request.user.api_tokens, pk=pk)
     services.revoke_api_token(request.user, token, ip=services.client_ip(request))
-    messages.success(request, f"Token “{token.name}” revoked.")
     if request.htmx:
+        # The swapped row shows the new state; a flash message would only surface later,
+        # on an unrelated page.
         return render(request, "portal/api_tokens.html#token-row", {"token": token})
+    messages.success(request, f"Token “{token.name}” revoked.")
     return redirect("api-tokens")
 
 
 @login_required
-def endpoints_placeholder(request):
+@require_GET
+def endpoints_placeholder(request: HttpRequest) -> HttpResponse:
     """Inference endpoints are not built yet; say so instead of a dead link."""
-    if request.method != "GET":
-        raise Http404
     return render(request, "inference/coming.html")
 
-
-@login_required
-def dashboard(request):
-    """The landing page: the current team at a glance."""
-    return render(request, "portal/dashboard.html", {})
