@@ -3,12 +3,17 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
+from jobs.api import RunViewSet
 from portal.api import TeamViewSet
+from quotas.api import FlavorViewSet, UsageReportView
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
 router.register("teams", TeamViewSet, basename="team")
+router.register("flavors", FlavorViewSet, basename="flavor")
+router.register("runs", RunViewSet, basename="run")
 
 urlpatterns = [
+    path("usage/", UsageReportView.as_view(), name="usage-report"),
     path("", include(router.urls)),
 ]

@@ -11,6 +11,7 @@ import hashlib
 import secrets
 
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
 from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
@@ -157,3 +158,24 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_name or '-'} {self.action} {self.target}"
+
+
+class IdempotencyRecord(models.Model):
+    """The first response to a POST carrying an ``Idempotency-Key`` (API.md), kept for 24 h.
+
+    Unique per (user, key): a retried POST returns this response instead of creating a
+    second object.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=200)
+    path = models.CharField(max_length=300)
+    status_code = models.PositiveSmallIntegerField()
+    body = models.JSONField(encoder=DjangoJSONEncoder)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="uniq_idempotency_key")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.path}, {self.status_code})"

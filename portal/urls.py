@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from jobs import views as jobs_views
 from portal import health, views
 
 urlpatterns = [
@@ -12,11 +13,15 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("", views.dashboard, name="dashboard"),
+    path("", jobs_views.dashboard, name="dashboard"),
     path("team/switch/", views.switch_team, name="switch-team"),
     path("tokens/", views.api_tokens, name="api-tokens"),
     path("tokens/<int:pk>/revoke/", views.revoke_api_token, name="revoke-api-token"),
     path("endpoints/", views.endpoints_placeholder, name="endpoints"),
+    path("", include("jobs.urls")),
+    path("", include("quotas.urls")),
+    # Custom staff pages (the Capacity page) before the admin site, which would 404 them.
+    path("admin/", include("quotas.admin_urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -1,0 +1,202 @@
+"""The portal's "New run" form.
+
+People type text, the API takes JSON. This form only turns the text inputs into the API's
+shape (argv lists one item per line, ``KEY=VALUE`` lines into an object,
+``claim:/mount/path[:ro]`` lines into volume objects); every field is then validated by
+:func:`jobs.validation.parse_run_request` inside :func:`jobs.services.submit_run`, so the
+portal and the API cannot disagree about what is valid. The service's ``ValidationError``
+is mapped back onto the form with :meth:`NewRunForm.add_service_errors`, field by field.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from jobs import constants as c
+from jobs.validation import parse_run_request
+from quotas.models import GpuFlavor
+
+#: Field names are the API's, so a service error on "gpus_per_worker" lands next to the
+#: "gpus_per_worker" input. These two are argv lists, one item per line.
+ARGV_FIELDS = ("command", "args")
+
+
+class FlavorSelect(forms.Select):
+    """A select whose options can be disabled (flavors the team has no quota for)."""
+
+    def __init__(self, *args: Any, disabled_values: set[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.disabled_values = disabled_values or set()
+
+    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        if str(value) in self.disabled_values:
+            option["attrs"]["disabled"] = True
+        return option
+
+
+def flavor_label(flavor: GpuFlavor, row: dict | None, currency: str) -> str:
+    """"a100-80gb — 3.20 USD/h (spot 1.10) · 6 of 8 free" (or "no quota")."""
+    price = f"{_money(flavor.price_per_hour)} {currency}/h (spot {_money(flavor.spot_price_per_hour)})"
+    if row is None or row["limit"] == 0:
+        return f"{flavor.name} — {price} · no quota for your team"
+    return f"{flavor.name} — {price} · {row['free']} of {row['limit']} free"
+
+
+def _money(value: Decimal) -> str:
+    # Prices have four decimals (MIG slices); show cents unless the tail matters.
+    return f"{value:.2f}" if value == value.quantize(Decimal("0.01")) else f"{value:.4f}"
+
+
+def _lines(text: str) -> list[str]:
+    """Non-blank lines, each kept verbatim (an argument may contain spaces) minus the newline."""
+    return [line.rstrip("\r") for line in text.split("\n") if line.strip()]
+
+
+def parse_env(text: str) -> dict[str, str]:
+    """``KEY=VALUE`` lines into a dict; raises ValidationError naming the bad line."""
+    env: dict[str, str] = {}
+    for number, line in enumerate(_lines(text), start=1):
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValidationError(f"Line {number}: expected KEY=VALUE, got {line.strip()!r}.")
+        if key in env:
+            raise ValidationError(f"Line {number}: {key} is set twice.")
+        env[key] = value
+    return env
+
+
+def parse_volumes(text: str) -> list[dict[str, Any]]:
+    """``claim:/mount/path[:ro]`` lines into the API's volume objects (paths are checked later)."""
+    volumes = []
+    for number, raw in enumerate(_lines(text), start=1):
+        line = raw.strip()
+        claim, sep, path = line.partition(":")
+        read_only = False
+        for suffix, flag in ((":ro", True), (":rw", False)):
+            if path.endswith(suffix):
+                path, read_only = path[: -len(suffix)], flag
+                break
+        if not sep or not claim or not path:
+            raise ValidationError(f"Line {number}: expected claim:/mount/path or claim:/mount/path:ro, got {line!r}.")
+        volumes.append({"claim": claim, "mount_path": path, "read_only": read_only})
+    return volumes
+
+
+class NewRunForm(forms.Form):
+    """Text inputs for a run request; :attr:`api_data` holds the API-shaped dict after is_valid()."""
+
+    name = forms.CharField(max_length=c.NAME_MAX_LENGTH, help_text="Lowercase letters, digits and '-'.")
+    image = forms.CharField(max_length=300, widget=forms.TextInput(attrs={"placeholder": "registry.example.com/team/trainer:1.4"}))
+    command = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "python\ntrain.py"}),
+        help_text="One argument per line (argv form, no shell).",
+    )
+    args = forms.CharField(required=False, label="Arguments", widget=forms.Textarea(attrs={"rows": 3, "placeholder": "--epochs\n10"}),
+                           help_text="One argument per line.")
+    env = forms.CharField(required=False, label="Environment",
+                          widget=forms.Textarea(attrs={"rows": 3, "placeholder": "WANDB_MODE=offline"}),
+                          help_text="KEY=VALUE, one per line.")
+    flavor = forms.CharField(label="GPU flavor")
+    gpus_per_worker = forms.CharField(label="GPUs per worker", initial="1",
+                                      widget=forms.NumberInput(attrs={"min": 1, "max": 64}))
+    workers = forms.CharField(initial="1", widget=forms.NumberInput(attrs={"min": 1, "max": c.MAX_WORKERS}),
+                              help_text="More than one runs a distributed PyTorchJob.")
+    spot = forms.BooleanField(required=False, label="Spot (cheaper, may be interrupted)")
+    priority = forms.CharField(initial=c.Priority.NORMAL, widget=forms.Select(choices=c.Priority.choices))
+    cpu = forms.CharField(required=False, label="CPUs per worker", widget=forms.NumberInput(attrs={"step": "any", "min": 0}))
+    memory_gb = forms.CharField(required=False, label="Memory per worker (GB)",
+                                widget=forms.NumberInput(attrs={"step": "any", "min": 0}))
+    shm_gb = forms.CharField(required=False, label="Shared memory (GB)",
+                             widget=forms.NumberInput(attrs={"step": "any", "min": 0}))
+    max_retries = forms.CharField(required=False, initial="2", widget=forms.NumberInput(attrs={"min": 0, "max": c.MAX_RETRIES}))
+    max_runtime_minutes = forms.CharField(required=False, label="Max runtime (minutes)",
+                                          widget=forms.NumberInput(attrs={"min": 1}))
+    volumes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "placeholder": "datasets:/data:ro"}),
+                              help_text="claim:/mount/path, add :ro for read-only; one per line.")
+
+    def __init__(self, *args: Any, flavors: list[GpuFlavor] = (), usage: list[dict] = (), currency: str = "USD",
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        rows = {row["flavor"]: row for row in usage}
+        without_quota = {f.name for f in flavors if rows.get(f.name, {}).get("limit", 0) == 0}
+        choices = [("", "— choose a flavor —")] + [(f.name, flavor_label(f, rows.get(f.name), currency)) for f in flavors]
+        self.fields["flavor"].widget = FlavorSelect(choices=choices, disabled_values=without_quota)
+        self.api_data: dict[str, Any] = {}
+
+    # Sections of the page (templates cannot pass arguments, hence one property each).
+    WHAT = ("name", "image", "command", "args", "env", "volumes")
+    RESOURCES = ("flavor", "gpus_per_worker", "workers", "spot", "priority")
+    LIMITS = ("cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes")
+
+    @property
+    def what_fields(self) -> list:
+        return [self[name] for name in self.WHAT]
+
+    @property
+    def resource_fields(self) -> list:
+        return [self[name] for name in self.RESOURCES]
+
+    @property
+    def limit_fields(self) -> list:
+        return [self[name] for name in self.LIMITS]
+
+    @property
+    def limit_errors(self) -> bool:
+        return self.is_bound and any(name in self.errors for name in self.LIMITS)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        data: dict[str, Any] = {}
+        for name in ("name", "image", "flavor", "gpus_per_worker", "workers", "priority"):
+            if cleaned.get(name) not in (None, ""):
+                data[name] = cleaned[name].strip()
+        for name in ARGV_FIELDS:
+            if cleaned.get(name):
+                data[name] = _lines(cleaned[name])
+        for name in self.LIMITS:
+            if cleaned.get(name) not in (None, ""):
+                data[name] = cleaned[name].strip()
+        data["spot"] = bool(cleaned.get("spot"))
+        for name, parse in (("env", parse_env), ("volumes", parse_volumes)):
+            try:
+                data[name] = parse(cleaned.get(name) or "")
+            except ValidationError as exc:
+                self.add_error(name, exc)
+        self.api_data = data
+        # Validate what could be converted now, so every bad field is reported in one answer
+        # (submit_run validates again, with the checks that need the database).
+        try:
+            parse_run_request(data)
+        except ValidationError as exc:
+            self.add_service_errors(exc)
+        return cleaned
+
+    def add_service_errors(self, error: ValidationError) -> None:
+        """Put the service's field errors next to the matching inputs (others above the form)."""
+        for field, messages in error.message_dict.items():
+            target = field if field in self.fields else None
+            if target is not None and target in self.errors:
+                continue  # the field already says what is wrong (e.g. "This field is required.")
+            for message in messages:
+                self.add_error(target, message)
+
+
+def preview_data(form_data) -> dict[str, Any]:
+    """The resource fields of a (possibly half-filled) form, in the API's shape, for the live preview.
+
+    Name, image and command do not change cost or admission, so fixed stand-ins keep the
+    preview from answering "name: This field is required." while the user is still typing.
+    """
+    data: dict[str, Any] = {"name": "preview", "image": "busybox", "command": ["true"]}
+    for name in ("flavor", "gpus_per_worker", "workers", "priority"):
+        value = (form_data.get(name) or "").strip()
+        if value:
+            data[name] = value
+    data["spot"] = form_data.get("spot") in ("on", "true", "1")
+    return data

@@ -1,0 +1,251 @@
+"""The reconcile cycle: keep training runs in step with what the cluster really does.
+
+Run by Celery beat every ``SLIPWAY_RECONCILE_INTERVAL`` seconds (single-flight, see
+:func:`jobs.tasks.reconcile`). One cycle:
+
+1. advances a simulated cluster's clock (``backend.tick()``; a no-op on a real cluster);
+2. snapshots the portal's active runs, *then* observes the cluster (constant LIST calls) —
+   in that order, so a run applied between the two is seen on the cluster rather than
+   taken for vanished;
+3. for each run maps the observation to a state with :mod:`cluster.status`, moves the state
+   with a conditional update, charges the usage ledger for the interval since the last
+   cycle, and releases quota when the run is final;
+4. re-drives runs admitted but absent from the cluster after one period (a lost enqueue or a
+   worker killed mid-task), and fails them after too many attempts;
+5. fails runs whose cluster objects vanished, and deletes cluster objects left behind by
+   cancelled or deleted runs;
+6. admits queued work that now fits.
+
+Every write is conditional or unique-keyed, so a cycle replayed (or racing a cancel) never
+double-counts cost or overwrites a newer state.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from cluster.backends.base import ObservedWorkload, WorkloadRef
+from cluster.errors import ClusterError
+from cluster.perf import gc_paused
+from cluster.status import TrainingPhase, WorkloadStatus, training_status
+from jobs import constants as c
+from jobs.constants import Reason, RunState
+from jobs.models import TrainingRun
+from portal.models import Team
+from portal.queueing import publish
+from quotas import admission, ledger
+from quotas.models import QueuedRequest
+
+logger = logging.getLogger(__name__)
+
+_PHASE_TO_STATE = {
+    TrainingPhase.PENDING: RunState.PENDING,
+    TrainingPhase.RUNNING: RunState.RUNNING,
+    TrainingPhase.SUCCEEDED: RunState.SUCCEEDED,
+    TrainingPhase.FAILED: RunState.FAILED,
+}
+
+
+@dataclass
+class ReconcileReport:
+    """What one cycle did (logged, and asserted on by tests)."""
+
+    observed: int = 0
+    transitions: list[tuple[int, str, str]] = field(default_factory=list)
+    redriven: list[int] = field(default_factory=list)
+    vanished: list[int] = field(default_factory=list)
+    orphans_deleted: list[str] = field(default_factory=list)
+    admitted: list[str] = field(default_factory=list)
+    charged: int = 0
+
+
+def redrive_after() -> timedelta:
+    return timedelta(seconds=max(settings.CELERY_RECONCILE_INTERVAL, 1.0))
+
+
+def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
+    """One reconcile cycle (see the module docstring). Safe to run twice."""
+    from portal.cluster import get_backend
+
+    backend = backend or get_backend()
+    report = ReconcileReport()
+
+    # 1. A simulated cluster advances here; a real one advances by itself.
+    backend.tick()
+
+    # 2. Snapshot first, then observe.
+    runs = list(
+        TrainingRun.objects.filter(state__in=c.HOLDING_STATES).select_related("team", "flavor", "created_by")
+    )
+    observe_started = now or timezone.now()
+    # The observation can be large (tens of MB at 10,000 workloads) and is a tree of plain
+    # dicts: keep the cyclic GC from walking it repeatedly (see cluster.perf).
+    with gc_paused():
+        observed = {(o.namespace, o.workload): o for o in backend.observe()}
+        report.observed = len(observed)
+        now = now or timezone.now()
+        teams_to_admit = _follow_runs(runs, observed, observe_started, now, report)
+        # 5. What is left on the cluster belongs to no active run.
+        _delete_orphans(backend, observed, report)
+        del observed
+
+    # 6. Admit queued work that fits now (in every team that has a queue).
+    team_ids = teams_to_admit | set(QueuedRequest.objects.values_list("team_id", flat=True).distinct())
+    for team in Team.objects.filter(pk__in=team_ids):
+        report.admitted += admission.admit_waiting(team)
+        _refresh_queue_reasons(team)
+
+    if report.transitions or report.redriven or report.vanished or report.admitted or report.orphans_deleted:
+        logger.info("reconcile: %s", report)
+    return report
+
+
+def _follow_runs(runs: list[TrainingRun], observed: dict, observe_started: datetime, now: datetime,
+                 report: ReconcileReport) -> set[int]:
+    """Steps 3–5 for each active run; returns the teams whose quota changed."""
+    teams_to_admit: set[int] = set()
+    for run in runs:
+        obs = observed.pop((run.namespace, run.workload_id), None)
+        if run.state == RunState.ADMITTED and obs is None:
+            _redrive_if_stuck(run, now, report, teams_to_admit)
+            continue
+        status = training_status(obs) if obs is not None else None
+        if status is None:
+            applied_long_ago = run.applied_at is not None and run.applied_at < observe_started - redrive_after()
+            if applied_long_ago and fail_run(run, Reason.OBJECTS_VANISHED, now):
+                report.vanished.append(run.pk)
+                teams_to_admit.add(run.team_id)
+            continue
+        if _apply_status(run, status, now, report):
+            teams_to_admit.add(run.team_id)
+    return teams_to_admit
+
+
+def _refresh_queue_reasons(team: Team) -> None:
+    """Keep queued runs' reasons current ("6 of 8 in use" changes as work finishes)."""
+    reasons = admission.queue_reasons(team)
+    if not reasons:
+        return
+    queued = TrainingRun.objects.filter(team=team, state=RunState.QUEUED).values_list("pk", "reason")
+    for pk, reason in queued:
+        fresh = reasons.get(f"{c.REF_PREFIX}:{pk}")
+        if fresh and fresh != reason:
+            TrainingRun.objects.filter(pk=pk, state=RunState.QUEUED).update(reason=fresh[:500])
+
+
+def _redrive_if_stuck(run: TrainingRun, now: datetime, report: ReconcileReport, teams: set[int]) -> None:
+    """Admitted but not on the cluster after one period: publish the create task again."""
+    last_try = run.applied_at or run.admitted_at or run.created_at
+    if last_try > now - redrive_after():
+        return
+    if run.apply_attempts >= c.MAX_APPLY_ATTEMPTS:
+        message = Reason.CLUSTER_UNREACHABLE.format(attempts=run.apply_attempts, message="no cluster object appeared")
+        if fail_run(run, message, now):
+            teams.add(run.team_id)
+        return
+    # Conditional on the snapshot's applied_at: two overlapping cycles re-drive once.
+    updated = TrainingRun.objects.filter(pk=run.pk, state=RunState.ADMITTED, applied_at=run.applied_at).update(
+        applied_at=now
+    )
+    if updated:
+        from jobs.tasks import create_run_resources
+
+        publish(create_run_resources, run.pk)
+        report.redriven.append(run.pk)
+
+
+def _apply_status(run: TrainingRun, status: WorkloadStatus, now: datetime, report: ReconcileReport) -> bool:
+    """Charge usage and move the run to the observed state. Returns True when it became final."""
+    new_state = _PHASE_TO_STATE.get(status.state, run.state)
+    final = new_state in c.FINAL_STATES
+    changes: dict = {}
+    if new_state != run.state:
+        changes["state"] = new_state
+        report.transitions.append((run.pk, str(run.state), str(new_state)))
+    if status.reason != run.reason and (status.reason or new_state != run.state):
+        changes["reason"] = status.reason[:500]
+    if status.started_at and run.started_at is None:
+        changes["started_at"] = status.started_at
+    if final:
+        changes["finished_at"] = status.finished_at or now
+
+    with transaction.atomic():
+        # 1. Billing: what ran since the last cycle (billed_units, seen then), up to now or the end.
+        #    On the first sighting nothing was seen before, so what runs now has run since the start.
+        start = run.billed_until or status.started_at or run.started_at
+        end = min(changes.get("finished_at") or now, now)
+        units = run.billed_units if run.billed_until is not None else status.running_units
+        if start is not None and end > start:
+            if units:
+                cost = ledger.record_usage(run.team, run.ref, run.flavor, run.created_by, start, end, units, run.spot)
+                if cost:
+                    changes["cost_to_date"] = F("cost_to_date") + cost
+                    report.charged += 1
+            changes["billed_until"] = end
+        elif start is not None and run.billed_until is None:
+            changes["billed_until"] = start
+        running_units = 0 if final else status.running_units
+        if running_units != run.billed_units:
+            changes["billed_units"] = running_units
+        if not changes:
+            return False
+        # 2. Conditional on the state and billing mark we read: a concurrent cancel or a
+        #    replayed cycle makes this a no-op instead of a double move.
+        updated = TrainingRun.objects.filter(pk=run.pk, state=run.state, billed_until=run.billed_until).update(
+            **changes
+        )
+        if not updated:
+            transaction.set_rollback(True)
+            return False
+        # 3. Final: give the quota back.
+        if final:
+            admission.release(run.ref)
+    return final
+
+
+def fail_run(run: TrainingRun, reason: str, now: datetime | None = None) -> bool:
+    """Move a non-final run to ``failed`` with ``reason`` and release its quota. False if already final."""
+    with transaction.atomic():
+        updated = (
+            TrainingRun.objects.filter(pk=run.pk)
+            .exclude(state__in=c.FINAL_STATES)
+            .update(state=RunState.FAILED, reason=reason[:500], finished_at=now or timezone.now(), billed_units=0)
+        )
+        if updated:
+            admission.release(run.ref)
+    return bool(updated)
+
+
+def _delete_orphans(backend, leftovers: dict[tuple[str, str], ObservedWorkload], report: ReconcileReport) -> None:
+    """Delete cluster objects of runs that were cancelled or no longer exist.
+
+    Objects of succeeded or failed runs are kept (their logs and events stay readable);
+    a cancel whose delete task was lost is finished here.
+    """
+    candidates = {}
+    for (namespace, workload), _obs in leftovers.items():
+        pk = TrainingRun.pk_from_ref(workload.replace("-", ":", 1))
+        if pk is not None:
+            candidates[pk] = WorkloadRef(namespace, workload)
+    if not candidates:
+        return
+    keep = set(
+        TrainingRun.objects.filter(pk__in=candidates)
+        .exclude(state=RunState.CANCELLED)
+        .values_list("pk", flat=True)
+    )
+    for pk, ref in candidates.items():
+        if pk in keep:
+            continue
+        try:
+            backend.delete(ref)
+            report.orphans_deleted.append(ref.workload)
+        except ClusterError as exc:
+            logger.warning("could not delete leftover %s/%s: %s", ref.namespace, ref.workload, exc)

@@ -1,0 +1,83 @@
+"""Serializers of the runs API (API.md "Training runs").
+
+Input is validated by :func:`jobs.validation.parse_run_request` (shared with the portal's
+form); :class:`RunCreateSerializer` exists to document that input in the OpenAPI schema.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from jobs import constants as c
+from jobs.models import TrainingRun
+
+
+class VolumeSerializer(serializers.Serializer):
+    claim = serializers.CharField(help_text="A PersistentVolumeClaim in the team's namespace.")
+    mount_path = serializers.CharField()
+    read_only = serializers.BooleanField(default=False)
+
+
+class RunCreateSerializer(serializers.Serializer):
+    """POST /api/v1/runs/ (documentation of the accepted fields)."""
+
+    team = serializers.SlugField()
+    name = serializers.CharField(max_length=c.NAME_MAX_LENGTH, help_text="DNS-1123 label, unique among the team's active runs.")
+    image = serializers.CharField(help_text="Container image reference.")
+    command = serializers.ListField(child=serializers.CharField(), help_text="argv form, never a shell string.")
+    args = serializers.ListField(child=serializers.CharField(), required=False)
+    env = serializers.DictField(child=serializers.CharField(), required=False)
+    flavor = serializers.CharField()
+    gpus_per_worker = serializers.IntegerField(min_value=1, default=1)
+    workers = serializers.IntegerField(min_value=1, max_value=c.MAX_WORKERS, default=1,
+                                       help_text="1 ⇒ Job; more ⇒ PyTorchJob (1 Master + workers−1 Worker).")
+    cpu = serializers.FloatField(required=False)
+    memory_gb = serializers.FloatField(required=False)
+    shm_gb = serializers.FloatField(required=False)
+    max_retries = serializers.IntegerField(min_value=0, max_value=c.MAX_RETRIES, default=2)
+    max_runtime_minutes = serializers.IntegerField(min_value=1, required=False)
+    priority = serializers.ChoiceField(choices=c.Priority.choices, default=c.Priority.NORMAL)
+    spot = serializers.BooleanField(default=False)
+    volumes = VolumeSerializer(many=True, required=False)
+
+
+class RunSerializer(serializers.ModelSerializer):
+    """A run as the API shows it. ``queue_positions`` (ref → position) comes from the context."""
+
+    team = serializers.CharField(source="team.slug")
+    flavor = serializers.CharField(source="flavor.name")
+    created_by = serializers.CharField(source="created_by.username")
+    kind = serializers.CharField()
+    cluster_name = serializers.CharField()
+    namespace = serializers.CharField()
+    queue_position = serializers.SerializerMethodField()
+    estimated_cost_per_hour = serializers.DecimalField(max_digits=14, decimal_places=4)
+    cost_to_date = serializers.DecimalField(max_digits=14, decimal_places=4)
+
+    class Meta:
+        model = TrainingRun
+        fields = [
+            "id", "team", "name", "state", "reason", "created_by", "created_at", "admitted_at", "started_at",
+            "finished_at", "kind", "cluster_name", "namespace", "queue_position", "cost_to_date",
+            "estimated_cost_per_hour", "image", "command", "args", "env", "flavor", "gpus_per_worker", "workers",
+            "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",
+        ]
+        read_only_fields = fields
+
+    def get_queue_position(self, run) -> int | None:
+        if run.state != c.RunState.QUEUED:
+            return None
+        return self.context.get("queue_positions", {}).get(run.ref)
+
+
+class LogsSerializer(serializers.Serializer):
+    lines = serializers.ListField(child=serializers.CharField())
+
+
+class EventSerializer(serializers.Serializer):
+    type = serializers.CharField()
+    reason = serializers.CharField()
+    message = serializers.CharField()
+    object = serializers.CharField()
+    time = serializers.CharField()
+    count = serializers.IntegerField()

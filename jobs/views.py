@@ -1,0 +1,346 @@
+"""Portal pages of training runs (Django templates + htmx), and the dashboard.
+
+Views are thin (DESIGN.md §8): they check access with one helper
+(:func:`jobs.services.get_run_for_user`, :func:`portal.permissions.require_team`), call ONE
+service function and render. They never write the database themselves.
+
+htmx: one view per page; when ``request.htmx`` the view renders a partial of the same
+template (``"jobs/run_list.html#rows"``). Cells that poll (state, logs, the detail page's
+status panel) are answered with HTTP 286 once the run is final, which makes htmx stop
+polling; the same markup is still swapped in, so the last state is shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import yaml
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from jobs import services
+from jobs.constants import FINAL_STATES, TIMELINE, RunState
+from jobs.forms import NewRunForm, preview_data
+from jobs.models import TrainingRun
+from portal.models import Membership, Role
+from portal.permissions import require_team
+from quotas import admission
+from quotas.models import GpuFlavor
+from quotas.services import budget_summary, usage_summary
+
+#: htmx stops polling an element whose request is answered with this status.
+STOP_POLLING = 286
+RUNS_PER_PAGE = 25
+RECENT_RUNS = 5
+LOG_TAIL = 200
+
+#: Filter values of the runs list: the states plus "active" (anything not final).
+STATE_FILTERS = [("", "Any state"), ("active", "Active"), *RunState.choices]
+
+
+def _membership(request: HttpRequest, role: str = Role.VIEWER) -> Membership | None:
+    """The current team's membership (checked for ``role``), or None when the user has no team.
+
+    ``request.membership`` is a lazy object that may wrap None; it is re-checked through
+    ``require_team`` so every page uses the one access helper (403 below ``role``).
+    """
+    current = request.membership
+    if getattr(current, "pk", None) is None:
+        return None
+    return require_team(request.user, current.team, role)
+
+
+def _no_team(request: HttpRequest) -> HttpResponse:
+    return render(request, "jobs/no_team.html")
+
+
+def _wants_partial(request: HttpRequest) -> bool:
+    """An htmx swap, but not htmx restoring a page from history (that needs the full page)."""
+    return bool(request.htmx) and not request.htmx.history_restore_request
+
+
+def _polling_status(run: TrainingRun) -> int:
+    return STOP_POLLING if run.is_final else 200
+
+
+# 1. Runs list --------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")  # one URL, two bodies: caches must keep them apart
+def run_list(request: HttpRequest) -> HttpResponse:
+    """The current team's runs, newest first, with filters; htmx gets just the rows."""
+    membership = _membership(request)
+    if membership is None:
+        return _no_team(request)
+    team = membership.team
+    state, mine, query = request.GET.get("state", ""), request.GET.get("mine") == "1", request.GET.get("q", "").strip()
+    runs = TrainingRun.objects.filter(team=team).for_list()
+    if state == "active":
+        runs = runs.active()
+    elif state in RunState.values:
+        runs = runs.filter(state=state)
+    if mine:
+        runs = runs.filter(created_by=request.user)
+    if query:
+        runs = runs.filter(name__icontains=query)
+    page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    # One query for every queued run's position, instead of one per row.
+    positions = admission.queue_positions(team) if any(r.state == RunState.QUEUED for r in page) else {}
+    rows = [(run, positions.get(run.ref)) for run in page]
+    filters = request.GET.copy()
+    filters.pop("page", None)
+    context = {
+        "team": team, "membership": membership, "page": page, "rows": rows, "state": state, "mine": mine,
+        "query": query, "state_filters": STATE_FILTERS, "filter_query": filters.urlencode(),
+        "can_submit": membership.allows(Role.MEMBER),
+    }
+    template = "jobs/run_list.html#rows" if _wants_partial(request) else "jobs/run_list.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_GET
+def run_state(request: HttpRequest, pk: int) -> HttpResponse:
+    """The polling state cell of one run (lists, dashboard); 286 once the run is final."""
+    run = services.get_run_for_user(request.user, pk)
+    position = admission.queue_positions(run.team).get(run.ref) if run.state == RunState.QUEUED else None
+    context = {"run": run, "position": position}
+    return render(request, "jobs/run_list.html#state-cell", context, status=_polling_status(run))
+
+
+# 2. New run ----------------------------------------------------------------------------------
+
+
+def _new_run_form(request: HttpRequest, team, data=None) -> NewRunForm:
+    flavors = list(GpuFlavor.objects.filter(active=True).order_by("name"))
+    return NewRunForm(data, flavors=flavors, usage=usage_summary(team), currency=settings.SLIPWAY_CURRENCY,
+                      initial=_initial_from(request))
+
+
+def _initial_from(request: HttpRequest) -> dict:
+    """Prefill the flavor from ``?flavor=`` (the dashboard links each quota bar to a new run)."""
+    return {"flavor": request.GET["flavor"]} if request.GET.get("flavor") else {}
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def run_new(request: HttpRequest) -> HttpResponse:
+    """The "New run" form; a valid POST submits through ``services.submit_run``."""
+    membership = _membership(request)
+    if membership is None:
+        return _no_team(request)
+    services.ensure_can_submit(request.user, membership.team)  # viewers: 403, even for GET
+    team = membership.team
+    form = _new_run_form(request, team, request.POST if request.method == "POST" else None)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                run = services.submit_run(request.user, team, form.api_data)
+            except ValidationError as exc:
+                form.add_service_errors(exc)
+            else:
+                if run.state == RunState.QUEUED:
+                    messages.warning(request, f"Run {run.name} is queued: {run.reason}")
+                else:
+                    messages.success(request, f"Run {run.name} was admitted and is starting.")
+                return redirect("jobs:run-detail", pk=run.pk)
+        status = 400  # bad input: a clear 400 with the errors next to the fields
+    preview = services.preview_run(team, preview_data(form.data)) if form.is_bound else None
+    return render(request, "jobs/run_new.html", {"form": form, "team": team, "preview": preview}, status=status)
+
+
+@login_required
+@require_POST
+def run_preview(request: HttpRequest) -> HttpResponse:
+    """Live preview for the form: cost per hour and start-now / queue / reject, with the reason."""
+    membership = _membership(request)
+    if membership is None:
+        return _no_team(request)
+    services.ensure_can_submit(request.user, membership.team)
+    preview = services.preview_run(membership.team, preview_data(request.POST))
+    return render(request, "jobs/run_new.html#preview", {"preview": preview})
+
+
+# 3. Run detail -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the state timeline: ``status`` is done, current, todo or bad (failed/cancelled)."""
+
+    state: str
+    label: str
+    at: datetime | None
+    status: str
+
+
+def timeline(run: TrainingRun) -> list[Step]:
+    """The happy path up to where the run is; a failed or cancelled run ends where that happened."""
+    times = {RunState.QUEUED: run.created_at, RunState.ADMITTED: run.admitted_at, RunState.PENDING: run.applied_at,
+             RunState.RUNNING: run.started_at, RunState.SUCCEEDED: run.finished_at}
+    labels = dict(RunState.choices)
+    if run.state in (RunState.FAILED, RunState.CANCELLED):
+        # Only the steps the run reached (it may, e.g., be cancelled while still queued).
+        reached = [s for s in TIMELINE[:-1] if s == RunState.QUEUED or times[s] is not None]
+        steps = [Step(s, labels[s], times[s], "done") for s in reached]
+        return [*steps, Step(run.state, labels[run.state], run.finished_at, "bad")]
+    position = TIMELINE.index(run.state)
+    steps = []
+    for index, state in enumerate(TIMELINE):
+        if index < position or run.state == RunState.SUCCEEDED:
+            status = "done"
+        elif index == position:
+            status = "current"
+        else:
+            status = "todo"
+        steps.append(Step(state, labels[state], times[state] if index <= position else None, status))
+    return steps
+
+
+def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
+    membership = require_team(request.user, run.team)
+    reason = run.reason
+    if run.state == RunState.QUEUED:
+        # The stored reason is from submission time; the queue's reason uses current figures.
+        reason = admission.queue_reason(run.team, run.ref) or reason
+    return {"run": run, "timeline": timeline(run), "reason": reason, "can_act": membership.allows(Role.MEMBER),
+            "currency": settings.SLIPWAY_CURRENCY}
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """One run: state, timeline, reason, cost, spec, manifest, events, logs; htmx gets the status panel."""
+    run = services.get_run_for_user(request.user, pk)
+    context = _status_context(request, run)
+    if _wants_partial(request):
+        return render(request, "jobs/run_detail.html#status", context, status=_polling_status(run))
+    manifest = yaml.safe_dump_all(services.run_manifests(run), sort_keys=False)
+    context.update({
+        "manifest": manifest,
+        "events": services.run_events(run),
+        "logs": services.run_logs(run, LOG_TAIL),
+        "spec": _spec_rows(run),
+    })
+    return render(request, "jobs/run_detail.html", context)
+
+
+def _spec_rows(run: TrainingRun) -> list[tuple[str, str, bool]]:
+    """The submitted request as (label, value, multiline) rows; argv and env one item per line."""
+    volumes = [f"{v['claim']}:{v['mount_path']}{':ro' if v.get('read_only') else ''}" for v in run.volumes]
+    lines = [
+        ("Command", run.command),
+        ("Arguments", run.args),
+        ("Environment", [f"{k}={v}" for k, v in sorted(run.env.items())]),
+        ("Volumes", volumes),
+    ]
+    plain = [
+        ("Flavor", f"{run.flavor.name}{' (spot)' if run.spot else ''}"),
+        ("GPUs", f"{run.gpus_per_worker} per worker, {run.workers} worker{'s' if run.workers != 1 else ''} ({run.kind})"),
+        ("CPU / memory / shm", " / ".join("-" if v is None else f"{v:g}" for v in (run.cpu, run.memory_gb, run.shm_gb))),
+        ("Retries", str(run.max_retries)),
+        ("Max runtime", f"{run.max_runtime_minutes} min" if run.max_runtime_minutes else "-"),
+        ("Priority", run.get_priority_display()),
+    ]
+    rows = [("Image", run.image, False)]
+    rows += [(label, "\n".join(items), True) for label, items in lines if items]
+    rows += [(label, value, False) for label, value in plain]
+    return rows
+
+
+@login_required
+@require_GET
+def run_logs(request: HttpRequest, pk: int) -> HttpResponse:
+    """The logs tail, polled while the run is active; 286 once it is final."""
+    run = services.get_run_for_user(request.user, pk)
+    context = {"run": run, "logs": services.run_logs(run, LOG_TAIL)}
+    return render(request, "jobs/run_detail.html#logs", context, status=_polling_status(run))
+
+
+@login_required
+@require_POST
+def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    """Cancel (members only). A run that already finished: a message, or 409 for htmx."""
+    run = services.get_run_for_user(request.user, pk, Role.MEMBER)
+    try:
+        run = services.cancel_run(request.user, run)
+    except services.RunConflict as exc:
+        if request.htmx:
+            context = {**_status_context(request, run), "error": str(exc)}
+            return render(request, "jobs/run_detail.html#status", context, status=409)
+        messages.error(request, str(exc))
+        return redirect("jobs:run-detail", pk=run.pk)
+    if request.htmx:
+        return render(request, "jobs/run_detail.html#status", _status_context(request, run), status=STOP_POLLING)
+    messages.success(request, f"Run {run.name} cancelled.")
+    return redirect("jobs:run-detail", pk=run.pk)
+
+
+@login_required
+@require_POST
+def run_rerun(request: HttpRequest, pk: int) -> HttpResponse:
+    """Submit the run's request again (members only) and go to the new run."""
+    run = services.get_run_for_user(request.user, pk, Role.MEMBER)
+    try:
+        new = services.rerun(request.user, run)
+    except ValidationError as exc:
+        messages.error(request, "Could not run again: " + " ".join(m for ms in exc.message_dict.values() for m in ms))
+        response = redirect("jobs:run-detail", pk=run.pk)
+    else:
+        messages.success(request, f"Submitted {new.name} again ({new.get_state_display().lower()}).")
+        response = redirect("jobs:run-detail", pk=new.pk)
+    if request.htmx:
+        # A whole new page: have htmx navigate instead of swapping a redirect's body in.
+        return HttpResponse(status=204, headers={"HX-Redirect": response["Location"]})
+    return response
+
+
+# 4. Dashboard --------------------------------------------------------------------------------
+
+
+def _usage_bars(team) -> list[dict]:
+    bars = []
+    for row in usage_summary(team):
+        percent = min(100, round(100 * row["in_use"] / row["limit"])) if row["limit"] else 100
+        bars.append({**row, "percent": percent, "full": row["limit"] and row["in_use"] >= row["limit"]})
+    return bars
+
+
+def _budget(team) -> dict:
+    budget = budget_summary(team)
+    limit, spent = budget["monthly_limit"], budget["spent_month"]
+    budget["percent"] = min(100, round(100 * spent / limit)) if limit else None
+    return budget
+
+
+@login_required
+@require_GET
+def dashboard(request: HttpRequest) -> HttpResponse:
+    """The landing page: the current team's quota usage, budget, queue and recent runs."""
+    membership = _membership(request)
+    if membership is None:
+        return _no_team(request)
+    team = membership.team
+    recent = list(TrainingRun.objects.filter(team=team).for_list()[:RECENT_RUNS])
+    # Both counts in one query.
+    counts = TrainingRun.objects.filter(team=team).aggregate(
+        queued=Count("pk", filter=Q(state=RunState.QUEUED)), active=Count("pk", filter=~Q(state__in=FINAL_STATES)),
+    )
+    context = {
+        "team": team, "membership": membership, "usage": _usage_bars(team), "budget": _budget(team),
+        **counts, "recent": recent, "can_submit": membership.allows(Role.MEMBER),
+    }
+    return render(request, "jobs/dashboard.html", context)

@@ -1,0 +1,85 @@
+"""``Idempotency-Key`` support for API POSTs (API.md "Auth and errors").
+
+The same key from the same user within the TTL (24 h) returns the first response instead
+of creating a second object. A placeholder row is inserted *before* the view runs, so two
+concurrent requests with one key cannot both create: the unique constraint lets one in and
+the other gets 409. Only successful (2xx) responses are kept; after an error the key is
+free again, so a client can fix its input and retry with the same key.
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from rest_framework import status
+from rest_framework.response import Response
+
+from portal.models import IdempotencyRecord
+
+HEADER = "Idempotency-Key"
+IN_PROGRESS = 0
+#: A placeholder older than this belongs to a request that died; it no longer blocks the key.
+ABANDONED_AFTER = timedelta(seconds=60)
+
+
+def _error(message: str, code: int) -> Response:
+    return Response({"errors": {HEADER: [message]}}, status=code)
+
+
+def idempotent(view_method):
+    """Decorate a DRF view method handling POST."""
+
+    @functools.wraps(view_method)
+    def wrapper(self, request, *args, **kwargs):
+        key = request.headers.get(HEADER, "").strip()
+        if not key:
+            return view_method(self, request, *args, **kwargs)
+        if len(key) > 200:
+            return _error("Must be at most 200 characters.", status.HTTP_400_BAD_REQUEST)
+        now = timezone.now()
+        ttl = timedelta(hours=settings.SLIPWAY_IDEMPOTENCY_TTL_HOURS)
+        records = IdempotencyRecord.objects.filter(user=request.user, key=key)
+        # 1. Forget expired responses and abandoned placeholders of this key.
+        records.filter(created_at__lt=now - ttl).delete()
+        records.filter(status_code=IN_PROGRESS, created_at__lt=now - ABANDONED_AFTER).delete()
+        # 2. Replay, or claim the key.
+        existing = records.first()
+        if existing is not None:
+            return _replay(existing, request)
+        try:
+            with transaction.atomic():
+                record = IdempotencyRecord.objects.create(
+                    user=request.user, key=key, path=request.path, status_code=IN_PROGRESS, body={}
+                )
+        except IntegrityError:
+            existing = records.first()
+            if existing is None:
+                return _error("Please retry.", status.HTTP_409_CONFLICT)
+            return _replay(existing, request)
+        # 3. Run the view; keep the response only if it succeeded.
+        try:
+            response = view_method(self, request, *args, **kwargs)
+        except Exception:
+            record.delete()
+            raise
+        if 200 <= response.status_code < 300:
+            IdempotencyRecord.objects.filter(pk=record.pk).update(status_code=response.status_code, body=response.data)
+        else:
+            record.delete()
+        return response
+
+    return wrapper
+
+
+def _replay(record: IdempotencyRecord, request) -> Response:
+    if record.status_code == IN_PROGRESS:
+        return _error("A request with this key is still being processed.", status.HTTP_409_CONFLICT)
+    if record.path != request.path:
+        return _error("This key was already used for another endpoint.", status.HTTP_400_BAD_REQUEST)
+    response = Response(record.body, status=record.status_code)
+    response["Idempotent-Replayed"] = "true"
+    return response

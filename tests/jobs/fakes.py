@@ -1,0 +1,136 @@
+"""A scriptable in-memory cluster backend for unit tests of tasks and the reconciler.
+
+It stores what is applied (so tests see exactly the rendered objects) and lets a test say
+what the cluster does next with Kubernetes-shaped status payloads, which then go through
+the real :mod:`cluster.status` mapping.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+
+from cluster.backends.base import (
+    TEAM_LABEL,
+    WORKLOAD_LABEL,
+    ClusterBackend,
+    ClusterEvent,
+    NodeCapacity,
+    ObservedWorkload,
+    WorkloadRef,
+)
+from cluster.errors import ClusterError
+
+
+class FakeBackend(ClusterBackend):
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str, str], dict] = {}  # (namespace, kind, name) -> object
+        self.pods: dict[tuple[str, str], list[dict]] = defaultdict(list)  # (namespace, workload) -> pods
+        self.calls: list[str] = []
+        self.fail_with: ClusterError | None = None  # raised by the next apply/delete calls
+        self.ticks = 0
+
+    # -- the interface ------------------------------------------------------------------------
+    def apply(self, objects):
+        self.calls.append("apply")
+        if self.fail_with is not None:
+            raise self.fail_with
+        for obj in objects:
+            meta = obj["metadata"]
+            key = (meta.get("namespace", ""), obj["kind"], meta["name"])
+            stored = copy.deepcopy(obj)
+            stored.setdefault("status", self.objects.get(key, {}).get("status", {}))
+            self.objects[key] = stored
+        return objects
+
+    def delete(self, ref: WorkloadRef) -> int:
+        self.calls.append("delete")
+        if self.fail_with is not None:
+            raise self.fail_with
+        doomed = [k for k, o in self.objects.items() if k[0] == ref.namespace and _workload(o) == ref.workload]
+        for key in doomed:
+            del self.objects[key]
+        self.pods.pop((ref.namespace, ref.workload), None)
+        return len(doomed)
+
+    def observe(self):
+        self.calls.append("observe")
+        grouped: dict[tuple[str, str], ObservedWorkload] = {}
+        for (namespace, _kind, _name), obj in self.objects.items():
+            workload = _workload(obj)
+            entry = grouped.setdefault(
+                (namespace, workload),
+                ObservedWorkload(namespace=namespace, workload=workload,
+                                 team=obj["metadata"].get("labels", {}).get(TEAM_LABEL, "")),
+            )
+            entry.objects.append(copy.deepcopy(obj))
+        for (namespace, workload), pods in self.pods.items():
+            if (namespace, workload) in grouped:
+                grouped[(namespace, workload)].pods.extend(copy.deepcopy(pods))
+        return list(grouped.values())
+
+    def logs(self, ref, tail=200):
+        return [f"log line {i}" for i in range(3)][-tail:]
+
+    def events(self, ref):
+        return [ClusterEvent("Normal", "Scheduled", "assigned", f"Pod/{ref.workload}-0", "2026-11-22T10:00:00Z")]
+
+    def capacity(self):
+        return [NodeCapacity("gpu-a100-0", "nvidia.com/gpu", 8, 0)]
+
+    def tick(self):
+        self.ticks += 1
+
+    # -- scripting what the cluster does --------------------------------------------------------
+    def main_object(self, namespace: str, workload: str) -> dict:
+        for (ns, kind, _name), obj in self.objects.items():
+            if ns == namespace and kind in ("Job", "PyTorchJob") and _workload(obj) == workload:
+                return obj
+        raise KeyError(workload)
+
+    def set_running(self, namespace: str, workload: str, units: int, started: str = "2026-11-22T10:00:00Z") -> None:
+        job = self.main_object(namespace, workload)
+        job["status"] = {"startTime": started, "active": 1}
+        self.pods[(namespace, workload)] = [pod(workload, "Running", units)]
+
+    def set_pending(self, namespace: str, workload: str, message: str) -> None:
+        job = self.main_object(namespace, workload)
+        job["status"] = {"active": 1}
+        p = pod(workload, "Pending", 1)
+        p["status"]["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+        ]
+        self.pods[(namespace, workload)] = [p]
+
+    def set_finished(self, namespace: str, workload: str, *, ok: bool, started: str, finished: str,
+                     oom: bool = False) -> None:
+        job = self.main_object(namespace, workload)
+        cond_type = "Complete" if ok else "Failed"
+        job["status"] = {
+            "startTime": started, "completionTime": finished if ok else None,
+            "succeeded" if ok else "failed": 1,
+            "conditions": [{"type": cond_type, "status": "True", "lastTransitionTime": finished,
+                            **({} if ok else {"reason": "BackoffLimitExceeded",
+                                               "message": "Job has reached the specified backoff limit"})}],
+        }
+        p = pod(workload, "Succeeded" if ok else "Failed", 1)
+        if oom:
+            p["status"]["containerStatuses"] = [{"name": "trainer", "ready": False, "restartCount": 0,
+                                                 "state": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}]
+        self.pods[(namespace, workload)] = [p]
+
+
+def _workload(obj: dict) -> str:
+    return obj["metadata"].get("labels", {}).get(WORKLOAD_LABEL, "")
+
+
+def pod(workload: str, phase: str, units: int) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{workload}-abcde", "labels": {WORKLOAD_LABEL: workload}},
+        "spec": {"containers": [{"name": "trainer", "resources": {
+            "limits": {"nvidia.com/gpu": str(units)}, "requests": {"nvidia.com/gpu": str(units)}}}]},
+        "status": {"phase": phase},
+    }

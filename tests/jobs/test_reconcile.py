@@ -1,0 +1,267 @@
+"""Workers and the reconcile cycle against a scripted cluster: states, reasons, cost, re-drive."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from celery.exceptions import Retry
+from django.core.cache import cache
+from django.utils import timezone
+
+from cluster.errors import Invalid, Transient
+from jobs import reconcile as rec
+from jobs.constants import MAX_APPLY_ATTEMPTS, RunState
+from jobs.models import TrainingRun
+from jobs.services import cancel_run, submit_run
+from jobs.tasks import RECONCILE_LOCK, create_run_resources, delete_run_resources, reconcile
+from quotas.models import Reservation, UsageRecord
+from tests.jobs.conftest import run_payload
+
+pytestmark = pytest.mark.django_db
+NS = "team-ml-research"
+
+
+def iso(dt) -> str:
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.fixture
+def submit(member, team, quota, published):
+    def make(**overrides) -> TrainingRun:
+        data = run_payload(**overrides)
+        data.pop("team")
+        return submit_run(member, team, data)
+
+    return make
+
+
+def applied(run, backend) -> TrainingRun:
+    assert create_run_resources(run.pk) == "applied"
+    run.refresh_from_db()
+    return run
+
+
+# -- create_run_resources ---------------------------------------------------------------------------
+
+
+def test_it_applies_the_team_namespace_and_the_job_then_marks_the_run_pending(submit, fake_backend):
+    run = applied(submit(), fake_backend)
+    assert run.state == RunState.PENDING
+    assert run.apply_attempts == 1
+    kinds = sorted(kind for (_ns, kind, _name) in fake_backend.objects)
+    assert kinds == ["Job", "LimitRange", "Namespace", "NetworkPolicy", "ResourceQuota"]
+    job = fake_backend.main_object(NS, run.workload_id)
+    limits = job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] in (2, "2")
+
+
+def test_it_skips_a_run_already_past_the_create_step(submit, fake_backend):
+    run = applied(submit(), fake_backend)
+    assert create_run_resources(run.pk) == "skipped"
+    assert create_run_resources(999999) == "skipped"
+    assert fake_backend.calls.count("apply") == 1
+
+
+def test_it_fails_the_run_with_the_api_servers_message_when_the_cluster_rejects_it(submit, fake_backend):
+    run = submit()
+    fake_backend.fail_with = Invalid('Job.batch "run-1" is invalid: spec.template: Required value', status=422)
+    assert create_run_resources(run.pk) == "failed"
+    run.refresh_from_db()
+    assert run.state == RunState.FAILED
+    assert "the cluster rejected the run: Job.batch" in run.reason
+    assert not Reservation.objects.active().filter(ref=run.ref).exists()
+
+
+def test_it_has_celery_retry_transient_errors(submit, fake_backend):
+    run = submit()
+    fake_backend.fail_with = Transient("503 Service Unavailable", status=503)
+    with pytest.raises(Retry) as retry:
+        create_run_resources.apply(args=(run.pk,), throw=True)
+    assert isinstance(retry.value.exc, Transient)
+    run.refresh_from_db()
+    assert run.state == RunState.ADMITTED  # nothing lost: the reconciler re-drives it
+    assert Reservation.objects.active().filter(ref=run.ref).exists()
+
+
+def test_it_deletes_a_runs_objects_and_tolerates_a_second_delete(submit, fake_backend):
+    run = applied(submit(), fake_backend)
+    assert delete_run_resources(run.pk) == 1
+    assert delete_run_resources(run.pk) == 0
+
+
+# -- the reconcile cycle -----------------------------------------------------------------------------
+
+
+def test_it_reports_the_schedulers_reason_while_pending(submit, fake_backend):
+    run = applied(submit(), fake_backend)
+    fake_backend.set_pending(NS, run.workload_id, "0/8 nodes are available: 8 Insufficient nvidia.com/gpu.")
+    rec.reconcile(fake_backend)
+    run.refresh_from_db()
+    assert run.state == RunState.PENDING
+    assert "Insufficient nvidia.com/gpu" in run.reason
+    assert fake_backend.ticks == 1
+
+
+def test_it_follows_a_run_to_success_and_charges_its_gpu_time_once(submit, fake_backend):
+    run = applied(submit(gpus_per_worker=2), fake_backend)
+    t0 = timezone.now().replace(microsecond=0)
+    fake_backend.set_running(NS, run.workload_id, units=2, started=iso(t0))
+    rec.reconcile(fake_backend, now=t0 + timedelta(seconds=5))
+    run.refresh_from_db()
+    assert run.state == RunState.RUNNING
+    assert run.started_at == t0
+    assert run.billed_units == 2
+
+    # One hour later it is still running: 2 GPUs × 1 h × 4.10 charged.
+    rec.reconcile(fake_backend, now=t0 + timedelta(hours=1))
+    run.refresh_from_db()
+    assert run.cost_to_date == Decimal("8.2000")
+
+    # It finished 30 minutes after that: half an hour more.
+    end = t0 + timedelta(hours=1, minutes=30)
+    fake_backend.set_finished(NS, run.workload_id, ok=True, started=iso(t0), finished=iso(end))
+    report = rec.reconcile(fake_backend, now=end + timedelta(seconds=20))
+    run.refresh_from_db()
+    assert run.state == RunState.SUCCEEDED
+    assert run.finished_at == end
+    assert run.cost_to_date == Decimal("12.3000")
+    assert (run.pk, "running", "succeeded") in report.transitions
+    assert not Reservation.objects.active().filter(ref=run.ref).exists()
+    assert UsageRecord.objects.filter(ref=run.ref).count() == 3
+
+    # A replayed cycle changes nothing.
+    rec.reconcile(fake_backend, now=end + timedelta(minutes=5))
+    run.refresh_from_db()
+    assert run.cost_to_date == Decimal("12.3000")
+    assert UsageRecord.objects.filter(ref=run.ref).count() == 3
+
+
+def test_it_fails_an_out_of_memory_run_with_the_oomkilled_reason(submit, fake_backend):
+    run = applied(submit(), fake_backend)
+    t0 = timezone.now().replace(microsecond=0)
+    fake_backend.set_finished(NS, run.workload_id, ok=False, started=iso(t0), finished=iso(t0), oom=True)
+    rec.reconcile(fake_backend)
+    run.refresh_from_db()
+    assert run.state == RunState.FAILED
+    assert "OOMKilled (exit 137)" in run.reason
+    assert not Reservation.objects.active().filter(ref=run.ref).exists()
+
+
+def test_it_admits_queued_work_when_a_run_finishes(submit, fake_backend):
+    big = applied(submit(name="big", gpus_per_worker=8), fake_backend)
+    waiting = submit(name="waiting", gpus_per_worker=4)
+    assert waiting.state == RunState.QUEUED
+    t0 = timezone.now().replace(microsecond=0)
+    fake_backend.set_finished(NS, big.workload_id, ok=True, started=iso(t0), finished=iso(t0))
+    report = rec.reconcile(fake_backend)
+    waiting.refresh_from_db()
+    assert report.admitted == [waiting.ref]
+    assert waiting.state == RunState.ADMITTED
+
+
+def test_it_keeps_queued_reasons_current(submit, fake_backend):
+    big = applied(submit(name="big", gpus_per_worker=6), fake_backend)
+    waiting = submit(name="waiting", gpus_per_worker=4)
+    assert waiting.reason == "waiting for quota: needs 4× a100-80gb, 6 of 8 in use"
+    cancel_run(big.created_by, big)  # frees 6, admits waiting (4 of 8)
+    third = submit(name="third", gpus_per_worker=6)
+    assert third.reason == "waiting for quota: needs 6× a100-80gb, 4 of 8 in use"
+    TrainingRun.objects.filter(pk=third.pk).update(reason="stale")
+    rec.reconcile(fake_backend)
+    third.refresh_from_db()
+    assert third.reason == "waiting for quota: needs 6× a100-80gb, 4 of 8 in use"
+
+
+def test_it_redrives_a_run_admitted_but_never_created(submit, fake_backend, published):
+    run = submit()  # admitted; its create task was "lost"
+    now = timezone.now()
+    assert rec.reconcile(fake_backend, now=now).redriven == []  # not stuck yet
+    report = rec.reconcile(fake_backend, now=now + timedelta(minutes=1))
+    assert report.redriven == [run.pk]
+    assert published[-1] == ("jobs.tasks.create_run_resources", (run.pk,))
+    # The same cycle replayed does not publish again for the same period.
+    assert rec.reconcile(fake_backend, now=now + timedelta(minutes=1)).redriven == []
+
+
+def test_it_gives_up_on_a_run_that_never_reaches_the_cluster(submit, fake_backend, published):
+    run = submit()
+    TrainingRun.objects.filter(pk=run.pk).update(apply_attempts=MAX_APPLY_ATTEMPTS)
+    rec.reconcile(fake_backend, now=timezone.now() + timedelta(minutes=5))
+    run.refresh_from_db()
+    assert run.state == RunState.FAILED
+    assert "could not be reached" in run.reason
+    assert not Reservation.objects.active().filter(ref=run.ref).exists()
+
+
+def test_it_moves_a_run_applied_by_a_worker_that_died_before_saving(submit, fake_backend):
+    run = submit()
+    # The worker applied the objects but was killed before marking the run pending.
+    fake_backend.apply(create_objects(run))
+    fake_backend.set_running(NS, run.workload_id, units=2)
+    rec.reconcile(fake_backend)
+    run.refresh_from_db()
+    assert run.state == RunState.RUNNING
+
+
+def create_objects(run):
+    from jobs.services import run_manifests
+
+    return run_manifests(run)
+
+
+def test_it_fails_a_run_whose_objects_vanished(submit, fake_backend):
+    run = applied(submit(), fake_backend)
+    fake_backend.objects.clear()
+    assert rec.reconcile(fake_backend).vanished == []  # just applied: give the cluster a period
+    report = rec.reconcile(fake_backend, now=timezone.now() + timedelta(minutes=1))
+    run.refresh_from_db()
+    assert report.vanished == [run.pk]
+    assert run.state == RunState.FAILED
+    assert "disappeared" in run.reason
+
+
+def test_it_deletes_objects_left_behind_by_a_cancelled_run(submit, fake_backend, member):
+    run = applied(submit(), fake_backend)
+    cancel_run(member, run)  # its delete task was "lost" (published is captured)
+    report = rec.reconcile(fake_backend)
+    assert report.orphans_deleted == [run.workload_id]
+    assert not any(k[1] == "Job" for k in fake_backend.objects)
+
+
+def test_it_keeps_the_objects_of_finished_runs_for_their_logs(submit, fake_backend):
+    run = applied(submit(), fake_backend)
+    t0 = timezone.now().replace(microsecond=0)
+    fake_backend.set_finished(NS, run.workload_id, ok=True, started=iso(t0), finished=iso(t0))
+    rec.reconcile(fake_backend)
+    assert rec.reconcile(fake_backend).orphans_deleted == []
+    assert fake_backend.main_object(NS, run.workload_id)
+
+
+def test_it_never_overwrites_a_cancel_that_raced_the_cycle(submit, fake_backend, member, monkeypatch):
+    run = applied(submit(), fake_backend)
+    fake_backend.set_running(NS, run.workload_id, units=2)
+    real_observe = fake_backend.observe
+
+    def observe_then_cancel():
+        result = real_observe()
+        cancel_run(member, TrainingRun.objects.get(pk=run.pk))
+        return result
+
+    monkeypatch.setattr(fake_backend, "observe", observe_then_cancel)
+    rec.reconcile(fake_backend)
+    run.refresh_from_db()
+    assert run.state == RunState.CANCELLED
+
+
+def test_it_runs_one_reconcile_at_a_time(fake_backend, db):
+    cache.set(RECONCILE_LOCK, "someone-else", 30)
+    try:
+        assert reconcile() == "busy"
+        assert fake_backend.ticks == 0
+    finally:
+        cache.delete(RECONCILE_LOCK)
+    assert reconcile().startswith("observed=")
+    assert fake_backend.ticks == 1
+    assert cache.get(RECONCILE_LOCK) is None

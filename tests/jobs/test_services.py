@@ -1,0 +1,118 @@
+"""Service functions not covered through the API: run again, the live preview, demo runs."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404
+
+from jobs.constants import RunState
+from jobs.demo import DEMO_RUNS, seed_demo_runs
+from jobs.models import TrainingRun
+from jobs.services import cancel_run, preview_run, rerun, submit_run
+from quotas.demo import seed_team_quotas
+from tests.factories import add_member, make_team, make_user
+from tests.jobs.conftest import run_payload
+
+pytestmark = pytest.mark.django_db
+
+
+def payload(**overrides) -> dict:
+    data = run_payload(**overrides)
+    data.pop("team")
+    return data
+
+
+def test_it_runs_a_finished_run_again_under_the_same_name(member, team, quota, published):
+    run = submit_run(member, team, payload())
+    cancel_run(member, run)
+    again = rerun(member, run)
+    assert again.pk != run.pk
+    assert again.name == run.name
+    assert again.state == RunState.ADMITTED
+    assert (again.image, again.command, again.env) == (run.image, run.command, run.env)
+
+
+def test_it_suffixes_the_name_when_the_original_is_still_active(member, team, quota, published):
+    run = submit_run(member, team, payload(name="x" * 40, gpus_per_worker=1))
+    second = rerun(member, run)
+    third = rerun(member, run)
+    assert second.name == "x" * 38 + "-2"
+    assert third.name == "x" * 38 + "-3"
+
+
+def test_it_refuses_viewers_and_outsiders(member, viewer, outsider, team, quota, published):
+    run = submit_run(member, team, payload())
+    with pytest.raises(PermissionDenied):
+        rerun(viewer, run)
+    with pytest.raises(PermissionDenied):
+        cancel_run(viewer, run)
+    with pytest.raises(Http404):
+        submit_run(outsider, team, payload(name="sneaky"))
+    with pytest.raises(PermissionDenied):
+        submit_run(viewer, team, payload(name="peek"))
+
+
+def test_it_previews_cost_and_admission_without_writing(member, team, quota, published):
+    assert preview_run(team, payload(gpus_per_worker=2)) == preview_run(team, payload(gpus_per_worker=2))
+    preview = preview_run(team, payload(gpus_per_worker=2))
+    assert preview.outcome == "admit"
+    assert preview.cost_per_hour == Decimal("8.2000")
+    submit_run(member, team, payload(name="hog", gpus_per_worker=8))
+    preview = preview_run(team, payload(gpus_per_worker=2))
+    assert preview.outcome == "queue"
+    assert preview.message == "waiting for quota: needs 2× a100-80gb, 8 of 8 in use"
+    spot = preview_run(team, payload(gpus_per_worker=2, spot=True))
+    assert spot.cost_per_hour == Decimal("3.2800")
+    assert preview_run(team, payload(flavor="h100-80gb")).outcome == "reject"
+    invalid = preview_run(team, payload(name="Bad Name"))
+    assert invalid.outcome == "invalid"
+    assert invalid.message.startswith("name:")
+    assert TrainingRun.objects.count() == 1
+
+
+def test_it_rolls_back_everything_when_admission_rejects(member, team, quota, published):
+    with pytest.raises(ValidationError):
+        submit_run(member, team, payload(gpus_per_worker=8, workers=2))
+    assert not TrainingRun.objects.exists()
+
+
+def test_it_seeds_demo_runs_once_per_team(flavors, published):
+    from django.contrib.auth import get_user_model
+
+    teams = {}
+    for slug, limits in {"ml-research": {"a100-80gb": 8, "h100-80gb": 16, "a100-1g.10gb": 4},
+                         "vision": {"a100-80gb": 4, "l4": 2}, "nlp": {"h100-80gb": 8}}.items():
+        teams[slug] = make_team(slug)
+        seed_team_quotas(teams[slug], limits, Decimal("20000"))
+    for slug, username, _ in DEMO_RUNS:
+        if not get_user_model().objects.filter(username=username).exists():
+            make_user(username)
+        user = get_user_model().objects.get(username=username)
+        if not user.memberships.filter(team=teams[slug]).exists():
+            add_member(teams[slug], user)
+    created = seed_demo_runs()
+    assert len(created) == len(DEMO_RUNS)
+    states = {run.name: run.state for run in created}
+    assert states["sweep-lr-1e-4"] == RunState.QUEUED  # waits behind quota in the demo
+    assert states["bert-finetune"] == RunState.ADMITTED
+    assert seed_demo_runs() == []
+    assert TrainingRun.objects.count() == len(DEMO_RUNS)
+
+
+def test_it_submits_the_demo_runs_from_seed_demo_once(settings, published):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    settings.DEBUG = True
+    out = StringIO()
+    call_command("seed_demo", stdout=out)
+    assert f"Submitted {len(DEMO_RUNS)} demo training runs" in out.getvalue()
+    call_command("seed_demo", stdout=StringIO())
+    assert TrainingRun.objects.count() == len(DEMO_RUNS)
+    assert TrainingRun.objects.filter(state=RunState.QUEUED).exists()
+    call_command("seed_demo", "--no-runs", stdout=StringIO())
+    assert TrainingRun.objects.count() == len(DEMO_RUNS)

@@ -1,0 +1,83 @@
+"""The runs pages in a real browser: the live preview, submitting, and polling that stops.
+
+Unit tests check the markup and the 286 answers; this checks that htmx really does what the
+markup asks (debounced preview on typing, the status panel swapping itself, polling ending
+once the run is final). Playwright drives Debian's chromium (offline), like tests/browser/.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.utils import timezone
+
+from jobs.constants import RunState
+from jobs.models import TrainingRun
+from portal.models import Role
+from quotas.demo import seed_flavors, seed_team_quotas
+from tests.browser.support import BROWSER_MARKS, chromium_page
+from tests.factories import add_member, make_team, make_user
+
+PASSWORD = "pw-Slipway-123"
+
+pytestmark = BROWSER_MARKS
+
+
+@pytest.fixture
+def world(transactional_db, monkeypatch):
+    """A team with A100 quota and a member; task publishes recorded (no broker in this test)."""
+    team = make_team("ml-research", "ML Research")
+    user = make_user("mia", password=PASSWORD)
+    add_member(team, user, Role.MEMBER)
+    seed_flavors()
+    seed_team_quotas(team, {"a100-80gb": 8})
+    published: list[tuple] = []
+    monkeypatch.setattr("portal.queueing.publish", lambda task, *args, **kwargs: published.append((task.name, args)))
+    return team, user, published
+
+
+@pytest.fixture
+def page(world, live_server, monkeypatch):
+    # The test touches the ORM while the browser runs (to finish a run behind its back).
+    with chromium_page(monkeypatch) as page:
+        page.goto(f"{live_server.url}/login/")
+        page.fill("#id_username", "mia")
+        page.fill("#id_password", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
+        yield page
+
+
+def test_it_previews_submits_and_stops_polling_once_final(live_server, page, world):
+    _team, _user, published = world
+
+    # 1. The live preview follows what is typed (debounced keyup) and picked (change).
+    page.goto(f"{live_server.url}/runs/new/")
+    page.select_option("#id_flavor", "a100-80gb")
+    page.wait_for_function("() => document.querySelector('#preview').innerText.includes('Starts now')")
+    page.fill("#id_gpus_per_worker", "")
+    page.type("#id_gpus_per_worker", "4")
+    page.wait_for_function("() => document.querySelector('#preview').innerText.includes('16.40 USD')")
+
+    # 2. Submitting lands on the run's page.
+    page.fill("#id_name", "bert-finetune")
+    page.fill("#id_image", "registry.example.com/ml/trainer:1.4")
+    page.fill("#id_command", "python\ntrain.py")
+    page.click("button[type=submit].primary")
+    page.wait_for_url(f"{live_server.url}/runs/*/")
+    run = TrainingRun.objects.get()
+    assert run.gpus_per_worker == 4 and run.command == ["python", "train.py"]
+    assert published == [("jobs.tasks.create_run_resources", (run.pk,))]
+    assert page.inner_text("#run-status .badge") == "Admitted"
+
+    # 3. The status panel polls; once the run is final it shows that and stops polling.
+    polls: list[str] = []
+    page.on("request", lambda request: polls.append(request.url) if request.url.endswith(f"/runs/{run.pk}/") else None)
+    TrainingRun.objects.filter(pk=run.pk).update(state=RunState.SUCCEEDED, finished_at=timezone.now())
+    page.wait_for_function("() => document.querySelector('#run-status .badge').innerText === 'Succeeded'",
+                           timeout=10_000)
+    assert page.locator("#run-status button.danger").count() == 0  # no Cancel on a final run
+    seen = len(polls)
+    time.sleep(4)  # longer than one polling period
+    assert len(polls) == seen, "the status panel kept polling a final run"
