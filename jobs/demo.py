@@ -37,8 +37,11 @@ DEMO_RUNS: tuple[tuple[str, str, dict], ...] = (
                             "env": {"SLIPWAY_SIM_DURATION": "2m"}}),
     ("ml-research", "alice", {"name": "tokenizer-eval", "flavor": "a100-1g.10gb", "gpus_per_worker": 1,
                               "env": {"SLIPWAY_SIM_DURATION": "2m"}}),
-    ("vision", "dave", {"name": "yolo-train", "flavor": "a100-80gb", "gpus_per_worker": 4, "spot": True,
+    ("vision", "dave", {"name": "yolo-train", "flavor": "a100-80gb", "gpus_per_worker": 4,
                         "env": {"SLIPWAY_SIM_DURATION": "5m"}}),
+    # Spot capacity exists only among the L4 nodes of the sandbox's inventory.
+    ("vision", "dave", {"name": "clip-eval-spot", "flavor": "l4", "gpus_per_worker": 1, "spot": True,
+                        "env": {"SLIPWAY_SIM_DURATION": "3m"}}),
     ("vision", "dave", {"name": "vit-typo-image", "flavor": "l4", "gpus_per_worker": 1,
                         "image": "registry.example.com/vision/vit:does-not-exist",
                         "env": {"SLIPWAY_SIM_OUTCOME": "image-pull"}}),
