@@ -107,7 +107,8 @@ else:
     # Shared by web, worker and beat (a per-process cache could not hold the reconcile lock).
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "slipway_cache"}}
 
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL or "filesystem://")
+# kombu ignores the host of the filesystem transport but warns when there is none.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL or "filesystem://localhost//")
 CELERY_BROKER_DIR = VAR_DIR / "broker"
 if CELERY_BROKER_URL.startswith("filesystem://"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {

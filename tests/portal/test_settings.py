@@ -47,7 +47,7 @@ def test_it_needs_no_services_by_default(load_settings, tmp_path):
     db = s["DATABASES"]["default"]
     assert db["ENGINE"] == "django.db.backends.sqlite3"
     assert db["NAME"] == str(tmp_path / "var" / "slipway.sqlite3")
-    assert s["CELERY_BROKER_URL"] == "filesystem://"
+    assert s["CELERY_BROKER_URL"] == "filesystem://localhost//"
     assert s["CACHES"]["default"]["BACKEND"] == "django.core.cache.backends.db.DatabaseCache"
     assert s["SLIPWAY_CLUSTER_BACKEND"] == "sandbox"
     assert s["ALLOWED_HOSTS"] == ["localhost", "127.0.0.1", "[::1]"]
