@@ -41,8 +41,9 @@ from cluster.backends.base import (
     WorkloadRef,
 )
 from cluster.errors import Invalid, NotFound, Transient
+from cluster.perf import gc_paused
 from sandbox import inventory
-from sandbox.bulk import Record, no_gc
+from sandbox.bulk import Record
 from sandbox.bulk import load as load_records
 from sandbox.clock import CRASH_OUTCOMES, Tick, endpoint_load, new_uid, pod_ready, replicaset_name, rfc3339
 from sandbox.clock import PLANS as PLAN_CACHE
@@ -192,7 +193,7 @@ class SandboxBackend(ClusterBackend):
                         clock = SimClock.objects.create(pk=1)
                     if clock.last_tick is not None and now <= clock.last_tick:
                         return None
-                    with no_gc():
+                    with gc_paused():
                         summary = Tick(now).run()
                     SimEvent.objects.filter(time__lt=now - EVENT_TTL).delete()
                     clock.last_tick = now
@@ -219,7 +220,7 @@ class SandboxBackend(ClusterBackend):
         them as read-only, as one would a Kubernetes informer's cache.
         """
         at = now or self.clock()
-        with no_gc():
+        with gc_paused():
             return self._observe(at)
 
     def _observe(self, at: datetime) -> list[ObservedWorkload]:

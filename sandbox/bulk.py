@@ -10,31 +10,12 @@ this works on SQLite and PostgreSQL alike.
 
 from __future__ import annotations
 
-import gc
 import json
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection, models
-
-
-@contextmanager
-def no_gc() -> Any:
-    """Pause the cyclic garbage collector while building many small acyclic dicts.
-
-    Allocating tens of thousands of containers triggers repeated full collections that scan
-    the whole heap (a large share of a 10,000-workload tick or observe); reference counting
-    still frees everything, and the collector resumes afterwards.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class Record:
