@@ -16,6 +16,10 @@ Measured, each with N threads (own connection each) started together:
   check: ``INSERT`` then ``UPDATE … SET released_at`` (two autocommit statements, like the
   two transactions of admit + release).
 
+* **reference**: the admission cycle with the ``FOR UPDATE`` taken out of its lock statement
+  (unsafe: it may over-admit; measured only to show what the lock itself costs, as opposed to
+  the checks admission has to read).
+
 Prints cycles per second and the ratio admission / baseline (target ≥ 0.5).
 """
 
@@ -170,6 +174,16 @@ def measure(threads: int, seconds: float) -> dict[str, float]:
         "same_team": run_threads(threads, seconds, admission(lambda n: shared)),
         "team_per_thread": run_threads(threads, seconds, admission(lambda n: own[n])),
     }
+    # For reference only (it may over-admit): the same reads and writes without the row lock,
+    # which isolates what the lock itself costs from what the checks cost.
+    from quotas import admission as module
+
+    locked_sql = module._hot_sql
+    module._hot_sql = lambda vendor: (locked_sql(vendor)[0].replace(" FOR UPDATE OF tq", ""), *locked_sql(vendor)[1:])
+    try:
+        figures["unlocked"] = run_threads(threads, seconds, admission(lambda n: own[n]))
+    finally:
+        module._hot_sql = locked_sql
     leaked = Reservation.objects.filter(released_at__isnull=True).count()
     assert leaked == 0, f"{leaked} reservations were never released"
     return figures
@@ -184,6 +198,9 @@ def report(threads: int, figures: dict[str, float]) -> None:
         ("team_per_thread", "admission, one team per thread"),
     ):
         print(f"  {label:<39}: {figures[key]:9.1f}/s   ratio {figures[key] / base:.2f}")
+    unlocked = figures["unlocked"]
+    print(f"  {'same checks, no lock (reference only)':<39}: {unlocked:9.1f}/s   "
+          f"locked / unlocked {figures['team_per_thread'] / unlocked:.2f}")
     print(f"ratio = {figures['team_per_thread'] / base:.2f} with one team per thread (target >= 0.5); "
           f"{figures['same_team'] / base:.2f} when all {threads} threads admit into one team "
           "(serialised on its lock, held through each commit)")
