@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
@@ -183,11 +184,10 @@ def _apply_status(run: TrainingRun, status: WorkloadStatus, now: datetime, repor
         end = min(changes.get("finished_at") or now, now)
         units = run.billed_units if run.billed_until is not None else status.running_units
         if start is not None and end > start:
-            if units:
-                cost = ledger.record_usage(run.team, run.ref, run.flavor, run.created_by, start, end, units, run.spot)
-                if cost:
-                    changes["cost_to_date"] = F("cost_to_date") + cost
-                    report.charged += 1
+            cost = charge(run, start, end, units)
+            if cost:
+                changes["cost_to_date"] = F("cost_to_date") + cost
+                report.charged += 1
             changes["billed_until"] = end
         elif start is not None and run.billed_until is None:
             changes["billed_until"] = start
@@ -208,6 +208,13 @@ def _apply_status(run: TrainingRun, status: WorkloadStatus, now: datetime, repor
         if final:
             admission.release(run.ref)
     return final
+
+
+def charge(run: TrainingRun, start: datetime | None, end: datetime, units: int) -> Decimal:
+    """Record ``units`` of the run's flavor for ``[start, end)`` in the ledger; 0 for nothing or a replay."""
+    if start is None or units <= 0 or end <= start:
+        return Decimal(0)
+    return ledger.record_usage(run.team, run.ref, run.flavor, run.created_by, start, end, units, run.spot)
 
 
 def fail_run(run: TrainingRun, reason: str, now: datetime | None = None) -> bool:

@@ -17,6 +17,7 @@ from decimal import Decimal
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from cluster.backends.base import ClusterEvent, WorkloadRef
@@ -25,6 +26,7 @@ from cluster.specs import TrainingSpec, VolumeSpec
 from jobs import constants as c
 from jobs.constants import PRIORITY_RANK, Reason, RunState
 from jobs.models import TrainingRun
+from jobs.reconcile import charge
 from jobs.validation import RunRequest, parse_run_request, request_from_run
 from portal.models import AuditEvent, Role, Team
 from portal.permissions import get_for_user, require_team
@@ -230,6 +232,12 @@ def cancel_run(user, run: TrainingRun) -> TrainingRun:
         if not updated:
             run.refresh_from_db()
             raise RunConflict(f"The run already finished ({run.state}); there is nothing to cancel.")
+        # The reconciler no longer looks at a final run: bill the stretch since its last cycle
+        # here (our UPDATE holds the row, so a concurrent cycle cannot bill it too).
+        run.refresh_from_db(fields=["billed_until", "billed_units"])
+        cost = charge(run, run.billed_until, now, run.billed_units)
+        if cost:
+            TrainingRun.objects.filter(pk=run.pk).update(cost_to_date=F("cost_to_date") + cost, billed_until=now)
         admission.release(run.ref)
         admission.admit_waiting(run.team)
         audit(AuditEvent.Action.RUN_CANCELLED, actor=user, team=run.team, target=f"run {run.pk} ({run.name})")

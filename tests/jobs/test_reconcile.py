@@ -265,3 +265,18 @@ def test_it_runs_one_reconcile_at_a_time(fake_backend, db):
     assert reconcile().startswith("observed=")
     assert fake_backend.ticks == 1
     assert cache.get(RECONCILE_LOCK) is None
+
+
+def test_it_bills_a_cancelled_run_up_to_the_cancel(submit, fake_backend, member):
+    run = applied(submit(gpus_per_worker=2), fake_backend)
+    t0 = timezone.now().replace(microsecond=0) - timedelta(hours=2)
+    fake_backend.set_running(NS, run.workload_id, units=2, started=iso(t0))
+    rec.reconcile(fake_backend, now=t0 + timedelta(hours=1))  # 2 GPUs × 1 h × 4.10
+    run.refresh_from_db()
+    assert run.cost_to_date == Decimal("8.2000")
+    cancel_run(member, run)  # an hour later: the last hour is billed by the cancel itself
+    run.refresh_from_db()
+    assert Decimal("16.39") <= run.cost_to_date <= Decimal("16.42")
+    rec.reconcile(fake_backend)  # the cycle after the cancel charges nothing more
+    again = TrainingRun.objects.get(pk=run.pk)
+    assert again.cost_to_date == run.cost_to_date
