@@ -96,6 +96,10 @@ def reconcile() -> str:
         return "busy"
     try:
         report = run_cycle()
+    except ClusterError as exc:
+        # Nothing was changed on a failed observation; the next cycle tries again.
+        logger.warning("reconcile skipped: the cluster could not be observed (%s)", exc)
+        return f"cluster unavailable: {exc}"
     finally:
         # Only release our own lock (it may have expired and been taken by another cycle).
         if cache.get(RECONCILE_LOCK) == token:

@@ -280,3 +280,16 @@ def test_it_bills_a_cancelled_run_up_to_the_cancel(submit, fake_backend, member)
     rec.reconcile(fake_backend)  # the cycle after the cancel charges nothing more
     again = TrainingRun.objects.get(pk=run.pk)
     assert again.cost_to_date == run.cost_to_date
+
+
+def test_it_skips_a_cycle_while_the_cluster_cannot_be_observed(submit, fake_backend, monkeypatch):
+    run = applied(submit(), fake_backend)
+
+    def down():
+        raise Transient("connection refused")
+
+    monkeypatch.setattr(fake_backend, "observe", down)
+    assert reconcile() == "cluster unavailable: connection refused"
+    assert cache.get(RECONCILE_LOCK) is None  # the next cycle may run
+    run.refresh_from_db()
+    assert run.state == RunState.PENDING  # nothing was taken for vanished
