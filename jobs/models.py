@@ -73,7 +73,8 @@ class TrainingRun(models.Model):
     # last observation, billed over the next interval.
     billed_until = models.DateTimeField(null=True, blank=True)
     billed_units = models.PositiveIntegerField(default=0)
-    cost_to_date = models.DecimalField(max_digits=14, decimal_places=4, default=Decimal(0))
+    # The sum of the run's ledger amounts, as exact (ten decimals, quotas.ledger.LEDGER_PRECISION).
+    cost_to_date = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0))
 
     objects = TrainingRunQuerySet.as_manager()
 

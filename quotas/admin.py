@@ -232,7 +232,7 @@ class QueuedRequestAdmin(ReadOnlyAdmin):
 
 @admin.register(UsageRecord)
 class UsageRecordAdmin(ReadOnlyAdmin):
-    list_display = ["ref", "team", "flavor", "user", "start", "end", "units", "spot", "gpu_hours", "cost",
+    list_display = ["ref", "team", "flavor", "user", "hour", "start", "end", "units", "spot", "gpu_hours", "cost",
                     "currency"]
     list_filter = ["flavor", "spot", "team"]
     search_fields = ["ref", "team__slug", "user__username"]

@@ -194,9 +194,17 @@ class QueuedRequest(models.Model):
 
 
 class UsageRecord(models.Model):
-    """One interval of real running time of one workload: the ledger costs are summed from.
+    """The real running time of one workload within one hour: the ledger costs are summed from.
 
-    Unique per (ref, interval start), so a reconcile tick that is replayed never counts twice.
+    The reconciler bills every running workload each cycle (every few seconds); a row per
+    cycle would grow the ledger by ~500,000 rows per workload per month and make every budget
+    check (a sum over the month) slower as the month goes on. So there is one row per
+    (workload, hour): each billed interval is added to the row of the hour it starts in, which
+    then spans ``[start, end)`` = from the first billed instant to the last. ``gpu_hours`` and
+    ``cost`` are exact sums; ``units`` is the most that ran at once in that hour.
+
+    An interval is only added when it starts at or after the row's ``end`` (billing moves
+    forward), so a replayed reconcile cycle never counts twice (:func:`quotas.ledger.record_usage`).
     """
 
     team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="usage_records")
@@ -204,17 +212,19 @@ class UsageRecord(models.Model):
     flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="usage_records")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                              related_name="+")
+    hour = models.DateTimeField(help_text="The hour (in the portal's time zone) this row accumulates.")
     start = models.DateTimeField()
     end = models.DateTimeField()
     units = models.PositiveIntegerField()
     spot = models.BooleanField(default=False)
-    gpu_hours = models.DecimalField(max_digits=14, decimal_places=6)
-    cost = models.DecimalField(**MONEY)
+    # Ten decimals: each billed interval is seconds long (see quotas.ledger.LEDGER_PRECISION).
+    gpu_hours = models.DecimalField(max_digits=20, decimal_places=10)
+    cost = models.DecimalField(max_digits=20, decimal_places=10)
     currency = models.CharField(max_length=3, default=_default_currency)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["ref", "start"], name="uniq_usage_per_interval"),
+            models.UniqueConstraint(fields=["ref", "hour"], name="uniq_usage_per_hour"),
             models.CheckConstraint(condition=Q(end__gt=models.F("start")), name="usage_end_after_start"),
         ]
         indexes = [models.Index(fields=["team", "start"], name="usage_team_start_idx")]

@@ -16,6 +16,7 @@ from jobs.constants import MAX_APPLY_ATTEMPTS, RunState
 from jobs.models import TrainingRun
 from jobs.services import cancel_run, submit_run
 from jobs.tasks import RECONCILE_LOCK, create_run_resources, delete_run_resources, reconcile
+from quotas.ledger import usage_hour
 from quotas.models import Reservation, UsageRecord
 from tests.jobs.conftest import run_payload
 
@@ -129,13 +130,18 @@ def test_it_follows_a_run_to_success_and_charges_its_gpu_time_once(submit, fake_
     assert run.cost_to_date == Decimal("12.3000")
     assert (run.pk, "running", "succeeded") in report.transitions
     assert not Reservation.objects.active().filter(ref=run.ref).exists()
-    assert UsageRecord.objects.filter(ref=run.ref).count() == 3
+    # Three billed intervals, one ledger row per hour they start in; the rows hold the total.
+    hours = {usage_hour(t0), usage_hour(t0 + timedelta(seconds=5)), usage_hour(t0 + timedelta(hours=1))}
+    rows = UsageRecord.objects.filter(ref=run.ref)
+    assert sorted(r.hour for r in rows) == sorted(hours)
+    assert sum(r.cost for r in rows) == Decimal("12.3000")
 
     # A replayed cycle changes nothing.
     rec.reconcile(fake_backend, now=end + timedelta(minutes=5))
     run.refresh_from_db()
     assert run.cost_to_date == Decimal("12.3000")
-    assert UsageRecord.objects.filter(ref=run.ref).count() == 3
+    assert UsageRecord.objects.filter(ref=run.ref).count() == len(hours)
+    assert sum(r.cost for r in UsageRecord.objects.filter(ref=run.ref)) == Decimal("12.3000")
 
 
 def test_it_fails_an_out_of_memory_run_with_the_oomkilled_reason(submit, fake_backend):
