@@ -21,6 +21,14 @@ Measured, each with N threads (own connection each) started together:
   the checks admission has to read).
 
 Prints cycles per second and the ratio admission / baseline (target ≥ 0.5).
+
+Then, single-threaded, the time of one admission as the team's month of ledger grows (the
+budget check sums it): empty; a month of 10 workloads at one row per hour (7,200 rows, the
+ledger's granularity); and one workload's month at one row per 5 s reconcile interval
+(518,400 rows, what a per-interval ledger would hold).
+
+Runs with ``DEBUG=false`` unless set, as in production: with DEBUG on, Django records every
+query, which costs the statement-heavier admission cycle more than the baseline.
 """
 
 from __future__ import annotations
@@ -110,7 +118,8 @@ def main() -> None:
     recreate_database(base_url, name)
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-    os.environ.setdefault("DEBUG", "true")
+    os.environ.setdefault("DEBUG", "false")
+    os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret")
     try:
         import django
 
@@ -186,7 +195,53 @@ def measure(threads: int, seconds: float) -> dict[str, float]:
         module._hot_sql = locked_sql
     leaked = Reservation.objects.filter(released_at__isnull=True).count()
     assert leaked == 0, f"{leaked} reservations were never released"
+    figures["ledger"] = ledger_latency(make_team, request, flavor_id)
     return figures
+
+
+#: (label, workloads, rows per workload, spacing): a month of ledger for one team.
+LEDGER_SIZES = [
+    ("empty ledger", 0, 0, "1 hour"),
+    ("10 workloads x 720 hourly rows", 10, 720, "1 hour"),
+    ("1 workload x 518,400 rows of 5 s", 1, 518_400, "5 seconds"),
+]
+
+
+def ledger_latency(make_team, request, flavor_id: int, cycles: int = 300) -> list[tuple[str, int, float]]:
+    """Median milliseconds of one admit + release per ledger size: ``[(label, rows, ms)]``."""
+    from decimal import Decimal
+
+    from django.db import connection
+
+    from quotas.admission import admit, release
+    from quotas.demo import seed_team_quotas
+    from quotas.ledger import month_start
+
+    results = []
+    for n, (label, workloads, rows, spacing) in enumerate(LEDGER_SIZES):
+        team = make_team(f"ledger-{n}")
+        seed_team_quotas(team, {"a100-80gb": 1000}, monthly_budget=Decimal("10000000"))
+        with connection.cursor() as cursor:
+            # All this month, so the budget check has to sum every row.
+            cursor.execute(
+                "INSERT INTO quotas_usagerecord (team_id, ref, flavor_id, hour, start, \"end\", units, spot,"
+                " gpu_hours, cost, currency)"
+                " SELECT %s, %s || w, %s, t, t, t + interval '1 second', 1, false, 0.001, 0.01, 'USD'"
+                " FROM generate_series(1, %s) AS w,"
+                " generate_series(%s::timestamptz, %s::timestamptz + (%s - 1) * %s::interval, %s::interval) AS t",
+                [team.pk, f"ledger-{n}:w", flavor_id, workloads, month_start(), month_start(), rows, spacing, spacing],
+            )
+            cursor.execute("VACUUM ANALYZE quotas_usagerecord")  # as autovacuum would: index-only scans
+        timings = []
+        for i in range(cycles):
+            ref = f"ledger-{n}:{i}"
+            started = time.perf_counter()
+            assert admit(team, request, ref).admitted
+            release(ref)
+            timings.append(time.perf_counter() - started)
+        timings.sort()
+        results.append((label, workloads * rows, 1000 * timings[len(timings) // 2]))
+    return results
 
 
 def report(threads: int, figures: dict[str, float]) -> None:
@@ -204,6 +259,9 @@ def report(threads: int, figures: dict[str, float]) -> None:
     print(f"ratio = {figures['team_per_thread'] / base:.2f} with one team per thread (target >= 0.5); "
           f"{figures['same_team'] / base:.2f} when all {threads} threads admit into one team "
           "(serialised on its lock, held through each commit)")
+    print("one admit + release, single thread, by the size of the team's month of ledger (median):")
+    for label, rows, ms in figures["ledger"]:
+        print(f"  {label:<39}: {rows:9,d} rows {ms:8.2f} ms")
 
 
 if __name__ == "__main__":

@@ -227,7 +227,9 @@ class UsageRecord(models.Model):
             models.UniqueConstraint(fields=["ref", "hour"], name="uniq_usage_per_hour"),
             models.CheckConstraint(condition=Q(end__gt=models.F("start")), name="usage_end_after_start"),
         ]
-        indexes = [models.Index(fields=["team", "start"], name="usage_team_start_idx")]
+        # Covering the cost: every admission sums the team's month (the budget check), and on
+        # PostgreSQL that sum is then an index-only scan (SQLite ignores INCLUDE).
+        indexes = [models.Index(fields=["team", "start"], include=["cost"], name="usage_team_start_cost_idx")]
         ordering = ["-start"]
 
     def __str__(self) -> str:

@@ -1,4 +1,5 @@
-"""One ledger row per (workload, hour) instead of one per reconcile interval; ten decimals for amounts.
+"""One ledger row per (workload, hour) instead of one per reconcile interval; ten decimals for amounts;
+the (team, start) index covers the cost, so the budget check's monthly sum is index-only.
 
 Existing rows keep ``hour = start``: each is unique per (ref, start) already, and later
 intervals of the same workload go to the row of their (truncated) hour.
@@ -32,6 +33,11 @@ class Migration(migrations.Migration):
         migrations.AddConstraint(
             model_name="usagerecord",
             constraint=models.UniqueConstraint(fields=("ref", "hour"), name="uniq_usage_per_hour"),
+        ),
+        migrations.RemoveIndex(model_name="usagerecord", name="usage_team_start_idx"),
+        migrations.AddIndex(
+            model_name="usagerecord",
+            index=models.Index(fields=["team", "start"], include=("cost",), name="usage_team_start_cost_idx"),
         ),
         migrations.AlterField(model_name="usagerecord", name="gpu_hours",
                               field=models.DecimalField(decimal_places=10, max_digits=20)),
