@@ -222,6 +222,9 @@ def cancel_run(user, run: TrainingRun) -> TrainingRun:
     """
     require_team(user, run.team, Role.MEMBER)
     with transaction.atomic():
+        # The team's admission lock first, in the order admit_waiting takes its locks: a queued
+        # run may be being admitted right now (tests/jobs/test_concurrency.py).
+        admission.lock_team(run.team)
         now = timezone.now()
         # Conditional on "not final": a reconcile finishing the run at the same moment wins
         # or loses cleanly, never both.

@@ -131,6 +131,17 @@ def _lock_quotas(team) -> dict[int, TeamQuota]:
     return {q.flavor_id: q for q in rows}
 
 
+def lock_team(team) -> None:
+    """Take ``team``'s admission lock (its quota rows) in the caller's transaction.
+
+    Whoever changes a possibly queued workload takes it *before* locking the workload's own
+    row: :func:`admit_waiting` holds it while it turns queue entries into reservations and
+    marks their workloads admitted (quota -> queue entry -> workload), so a cancel that locked
+    the workload first and then deleted its queue entry would deadlock against it.
+    """
+    _lock_quotas(team)
+
+
 def _quotas(team) -> dict[int, TeamQuota]:
     return {q.flavor_id: q for q in TeamQuota.objects.select_related("flavor").filter(team=team)}
 
