@@ -183,11 +183,11 @@ def _apply_status(run: TrainingRun, status: WorkloadStatus, now: datetime, repor
         start = run.billed_until or status.started_at or run.started_at
         end = min(changes.get("finished_at") or now, now)
         units = run.billed_units if run.billed_until is not None else status.running_units
+        cost = Decimal(0)
         if start is not None and end > start:
-            cost = charge(run, start, end, units)
-            if cost:
+            if units > 0:
+                cost = ledger.interval_charge(run.flavor, units, run.spot, start, end)[0]
                 changes["cost_to_date"] = F("cost_to_date") + cost
-                report.charged += 1
             changes["billed_until"] = end
         elif start is not None and run.billed_until is None:
             changes["billed_until"] = start
@@ -196,15 +196,24 @@ def _apply_status(run: TrainingRun, status: WorkloadStatus, now: datetime, repor
             changes["billed_units"] = running_units
         if not changes:
             return False
-        # 2. Conditional on the state and billing mark we read: a concurrent cancel or a
-        #    replayed cycle makes this a no-op instead of a double move.
+        # 2. The run row first, conditional on the state and billing mark we read: a concurrent
+        #    cancel or a replayed cycle makes this a no-op instead of a double move. Run row
+        #    before ledger row is the order a cancel takes them in (the other order deadlocked).
         updated = TrainingRun.objects.filter(pk=run.pk, state=run.state, billed_until=run.billed_until).update(
             **changes
         )
         if not updated:
             transaction.set_rollback(True)
             return False
-        # 3. Final: give the quota back.
+        # 3. The ledger, for the interval the run now counts as billed.
+        if cost:
+            recorded = charge(run, start, end, units)
+            if recorded != cost:
+                # The ledger held (part of) it already: the run's cost is what the ledger says.
+                total = ledger.cost_by_ref([run.ref])[run.ref]
+                TrainingRun.objects.filter(pk=run.pk).update(cost_to_date=total)
+            report.charged += bool(recorded)
+        # 4. Final: give the quota back.
         if final:
             admission.release(run.ref)
     return final

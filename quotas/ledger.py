@@ -56,6 +56,13 @@ def usage_hour(instant: datetime) -> datetime:
     return timezone.localtime(instant).replace(minute=0, second=0, microsecond=0)
 
 
+def interval_charge(flavor: GpuFlavor, units: int, spot: bool, start: datetime, end: datetime) -> tuple[Decimal, Decimal]:
+    """``(cost, gpu_hours)`` of ``units`` of ``flavor`` over ``[start, end)``, at ledger precision."""
+    hours = Decimal((end - start).total_seconds()) / Decimal(3600)
+    return ((flavor.price(spot) * units * hours).quantize(LEDGER_PRECISION, ROUND_HALF_UP),
+            (flavor.gpu_fraction * units * hours).quantize(LEDGER_PRECISION, ROUND_HALF_UP))
+
+
 def record_usage(team, ref: str, flavor: GpuFlavor | str, user, start: datetime, end: datetime, units: int,
                  spot: bool) -> Decimal:
     """Charge ``units`` of ``flavor`` for ``[start, end)``; returns the cost (0 for a replayed interval).
@@ -68,9 +75,7 @@ def record_usage(team, ref: str, flavor: GpuFlavor | str, user, start: datetime,
     if end <= start or units <= 0:
         return ZERO
     flavor = _flavor(flavor)
-    hours = Decimal((end - start).total_seconds()) / Decimal(3600)
-    cost = (flavor.price(spot) * units * hours).quantize(LEDGER_PRECISION, ROUND_HALF_UP)
-    gpu_hours = (flavor.gpu_fraction * units * hours).quantize(LEDGER_PRECISION, ROUND_HALF_UP)
+    cost, gpu_hours = interval_charge(flavor, units, spot, start, end)
     ops = connection.ops
     params = {
         "team": team.pk, "ref": ref, "flavor": flavor.pk, "user": getattr(user, "pk", None),

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from jobs.constants import RunState
 from jobs.models import TrainingRun
@@ -72,3 +74,47 @@ def test_cancelling_a_queued_run_while_it_is_being_admitted_neither_deadlocks_no
     assert not Reservation.objects.active().filter(ref=queued.ref).exists()
     assert not QueuedRequest.objects.filter(ref=queued.ref).exists()
     assert TrainingRun.objects.get(pk=first.pk).state == first.state
+
+
+def test_cancelling_a_running_run_while_the_reconciler_bills_it_neither_deadlocks_nor_double_bills(
+        member, team, quota, published, fake_backend, monkeypatch):
+    from jobs import reconcile as rec
+    from jobs.tasks import create_run_resources
+    from quotas.models import UsageRecord
+
+    run = submit_run(member, team, {k: v for k, v in run_payload(gpus_per_worker=2).items() if k != "team"})
+    assert create_run_resources(run.pk) == "applied"
+    run.refresh_from_db()
+    t0 = timezone.now().replace(microsecond=0) - timedelta(hours=2)
+    fake_backend.set_running(run.namespace, run.workload_id, units=2, started=t0.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    rec.reconcile(fake_backend, now=t0 + timedelta(hours=1))  # billed up to t0 + 1 h
+
+    # Hold the next cycle right after it has billed the run's interval in the ledger.
+    inside, go = threading.Event(), threading.Event()
+    real_charge = rec.charge
+
+    def paused_charge(*args, **kwargs):
+        cost = real_charge(*args, **kwargs)
+        inside.set()
+        go.wait(10)
+        return cost
+
+    monkeypatch.setattr(rec, "charge", paused_charge)
+    errors: list[Exception] = []
+    cycle = in_thread(lambda: rec.reconcile(fake_backend), errors)
+    assert inside.wait(10)
+    cancelling = in_thread(lambda: cancel_run(member, run), errors)
+    time.sleep(0.5)  # let the cancel get as far as it can while the cycle is held
+    go.set()
+    cycle.join(30)
+    cancelling.join(30)
+
+    assert errors == []
+    run.refresh_from_db()
+    assert run.state == RunState.CANCELLED
+    # Billed once, from the start to the cancel, and the run's cost is the ledger's.
+    rows = UsageRecord.objects.filter(ref=run.ref)
+    billed_hours = float(sum(r.gpu_hours for r in rows))
+    assert billed_hours == pytest.approx(2 * (run.finished_at - t0).total_seconds() / 3600, abs=1e-6)
+    assert run.cost_to_date == sum(r.cost for r in rows)
+    assert not Reservation.objects.active().filter(ref=run.ref).exists()

@@ -299,3 +299,22 @@ def test_it_skips_a_cycle_while_the_cluster_cannot_be_observed(submit, fake_back
     assert cache.get(RECONCILE_LOCK) is None  # the next cycle may run
     run.refresh_from_db()
     assert run.state == RunState.PENDING  # nothing was taken for vanished
+
+
+def test_an_interval_the_ledger_already_holds_is_not_charged_twice(submit, fake_backend):
+    from quotas.ledger import record_usage
+
+    run = applied(submit(gpus_per_worker=2), fake_backend)
+    t0 = timezone.now().replace(microsecond=0)
+    fake_backend.set_running(NS, run.workload_id, units=2, started=iso(t0))
+    rec.reconcile(fake_backend, now=t0 + timedelta(seconds=5))
+    run.refresh_from_db()
+    # Someone billed the next hour already (a writer that did not move billed_until).
+    record_usage(run.team, run.ref, run.flavor, None, run.billed_until, t0 + timedelta(hours=1), 2, False)
+
+    rec.reconcile(fake_backend, now=t0 + timedelta(hours=1))
+    run.refresh_from_db()
+    assert run.billed_until == t0 + timedelta(hours=1)
+    ledger_total = sum(r.cost for r in UsageRecord.objects.filter(ref=run.ref))
+    assert ledger_total == Decimal("8.2")  # 2 x 4.10 for one hour, once
+    assert run.cost_to_date == ledger_total
