@@ -22,6 +22,7 @@ double-counts cost or overwrites a newer state.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -92,7 +93,7 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
         observed = {(o.namespace, o.workload): o for o in backend.observe()}
         report.observed = len(observed)
         now = now or timezone.now()
-        teams_to_admit = _follow_runs(runs, observed, observe_started, now, report)
+        teams_to_admit = _follow_runs(backend, runs, observed, observe_started, now, report)
         # 5. What is left on the cluster belongs to no active run.
         _delete_orphans(backend, observed, report)
         del observed
@@ -108,7 +109,7 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
     return report
 
 
-def _follow_runs(runs: list[TrainingRun], observed: dict, observe_started: datetime, now: datetime,
+def _follow_runs(backend, runs: list[TrainingRun], observed: dict, observe_started: datetime, now: datetime,
                  report: ReconcileReport) -> set[int]:
     """Steps 3–5 for each active run; returns the teams whose quota changed."""
     teams_to_admit: set[int] = set()
@@ -118,6 +119,8 @@ def _follow_runs(runs: list[TrainingRun], observed: dict, observe_started: datet
             _redrive_if_stuck(run, now, report, teams_to_admit)
             continue
         status = training_status(obs) if obs is not None else None
+        if status is not None and not status.reason and not obs.pods:
+            status = _explain_podless(backend, run, status, now)
         if status is None:
             applied_long_ago = run.applied_at is not None and run.applied_at < observe_started - redrive_after()
             if applied_long_ago and fail_run(run, Reason.OBJECTS_VANISHED, now):
@@ -127,6 +130,29 @@ def _follow_runs(runs: list[TrainingRun], observed: dict, observe_started: datet
         if _apply_status(run, status, now, report):
             teams_to_admit.add(run.team_id)
     return teams_to_admit
+
+
+def _explain_podless(backend, run: TrainingRun, status: WorkloadStatus, now: datetime) -> WorkloadStatus:
+    """Why a pending workload has no pods after a period, from its controller's warning events.
+
+    With no pod there is no scheduler message to show; what the controller could not do is
+    only in its events, e.g. the team namespace's ResourceQuota refused the pods (FailedCreate:
+    "exceeded quota"). One events call per such run and cycle, only while it stays unexplained.
+    """
+    if status.state != TrainingPhase.PENDING or run.reason not in ("", Reason.SUBMITTED_TO_CLUSTER):
+        return status  # not pending, or explained already
+    applied = run.applied_at or run.admitted_at or run.created_at
+    if applied > now - redrive_after():
+        return status  # give the controller a period to create its pods
+    try:
+        warnings = [e for e in backend.events(WorkloadRef(run.namespace, run.workload_id)) if e.type == "Warning"]
+    except ClusterError as exc:
+        logger.warning("reconcile: no events for %s: %s", run.ref, exc)
+        return status
+    if not warnings:
+        return status
+    latest = warnings[-1]
+    return dataclasses.replace(status, reason=f"{latest.reason}: {latest.message}" if latest.reason else latest.message)
 
 
 def _refresh_queue_reasons(team: Team) -> None:

@@ -31,6 +31,8 @@ class FakeBackend(ClusterBackend):
         self.calls: list[str] = []
         self.fail_with: ClusterError | None = None  # raised by the next apply/delete calls
         self.ticks = 0
+        self.warnings: dict[tuple[str, str], list[ClusterEvent]] = defaultdict(list)  # (namespace, workload)
+        self.events_error: ClusterError | None = None  # raised by events()
 
     # -- the interface ------------------------------------------------------------------------
     def apply(self, objects):
@@ -75,7 +77,11 @@ class FakeBackend(ClusterBackend):
         return [f"log line {i}" for i in range(3)][-tail:]
 
     def events(self, ref):
-        return [ClusterEvent("Normal", "Scheduled", "assigned", f"Pod/{ref.workload}-0", "2026-11-22T10:00:00Z")]
+        self.calls.append("events")
+        if self.events_error is not None:
+            raise self.events_error
+        normal = ClusterEvent("Normal", "Scheduled", "assigned", f"Pod/{ref.workload}-0", "2026-11-22T10:00:00Z")
+        return [normal, *self.warnings[(ref.namespace, ref.workload)]]
 
     def capacity(self):
         return [NodeCapacity("gpu-a100-0", "nvidia.com/gpu", 8, 0)]

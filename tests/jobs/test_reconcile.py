@@ -318,3 +318,44 @@ def test_an_interval_the_ledger_already_holds_is_not_charged_twice(submit, fake_
     ledger_total = sum(r.cost for r in UsageRecord.objects.filter(ref=run.ref))
     assert ledger_total == Decimal("8.2")  # 2 x 4.10 for one hour, once
     assert run.cost_to_date == ledger_total
+
+
+def test_a_pending_run_without_pods_is_explained_by_its_controllers_warning(submit, fake_backend):
+    from cluster.backends.base import ClusterEvent
+
+    run = applied(submit(), fake_backend)
+    t0 = run.applied_at
+    rec.reconcile(fake_backend, now=t0 + timedelta(seconds=1))
+    run.refresh_from_db()
+    assert (run.state, run.reason) == (RunState.PENDING, "submitted to the cluster")
+    fake_backend.warnings[(NS, run.workload_id)].append(ClusterEvent(
+        "Warning", "FailedCreate", 'Error creating: pods "run-1-x" is forbidden: exceeded quota: slipway-gpu-quota',
+        f"Job/{run.workload_id}", iso(t0)))
+
+    # Within the first period the controller may still create the pods: no events call yet.
+    fake_backend.calls.clear()
+    rec.reconcile(fake_backend, now=t0 + timedelta(seconds=2))
+    assert "events" not in fake_backend.calls
+    # After it, the warning is the reason, and it is fetched no more once it is known.
+    rec.reconcile(fake_backend, now=t0 + timedelta(minutes=1))
+    run.refresh_from_db()
+    assert run.state == RunState.PENDING
+    assert run.reason == 'FailedCreate: Error creating: pods "run-1-x" is forbidden: exceeded quota: slipway-gpu-quota'
+    fake_backend.calls.clear()
+    rec.reconcile(fake_backend, now=t0 + timedelta(minutes=2))
+    assert "events" not in fake_backend.calls
+
+    # Once pods appear (the quota was raised) and run, the reason clears.
+    fake_backend.set_running(NS, run.workload_id, units=2, started=iso(t0 + timedelta(minutes=3)))
+    rec.reconcile(fake_backend, now=t0 + timedelta(minutes=4))
+    run.refresh_from_db()
+    assert (run.state, run.reason) == (RunState.RUNNING, "")
+
+
+def test_events_that_cannot_be_read_leave_the_reason_empty(submit, fake_backend):
+    run = applied(submit(), fake_backend)
+    fake_backend.events_error = Transient("503 Service Unavailable", status=503)
+    report = rec.reconcile(fake_backend, now=run.applied_at + timedelta(minutes=1))
+    run.refresh_from_db()
+    assert (run.state, run.reason) == (RunState.PENDING, "submitted to the cluster")
+    assert report.observed > 0 and "events" in fake_backend.calls
