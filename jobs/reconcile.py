@@ -9,7 +9,9 @@ Run by Celery beat every ``SLIPWAY_RECONCILE_INTERVAL`` seconds (single-flight, 
    taken for vanished;
 3. for each run maps the observation to a state with :mod:`cluster.status`, moves the state
    with a conditional update, charges the usage ledger for the interval since the last
-   cycle, and releases quota when the run is final;
+   cycle, and releases quota when the run is final. Runs that just keep running (most of
+   them, most cycles) are billed in batches: one transaction and one ledger statement per
+   batch instead of per run (bench/reconcile_db.py: 1.4 s instead of 5.6 s at 1,000);
 4. re-drives runs admitted but absent from the cluster after one period (a lost enqueue or a
    worker killed mid-task), and fails them after too many attempts;
 5. fails runs whose cluster objects vanished, and deletes cluster objects left behind by
@@ -27,9 +29,10 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import lru_cache
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -113,6 +116,7 @@ def _follow_runs(backend, runs: list[TrainingRun], observed: dict, observe_start
                  report: ReconcileReport) -> set[int]:
     """Steps 3–5 for each active run; returns the teams whose quota changed."""
     teams_to_admit: set[int] = set()
+    steady: list[_Plan] = []
     for run in runs:
         obs = observed.pop((run.namespace, run.workload_id), None)
         if run.state == RunState.ADMITTED and obs is None:
@@ -127,8 +131,12 @@ def _follow_runs(backend, runs: list[TrainingRun], observed: dict, observe_start
                 report.vanished.append(run.pk)
                 teams_to_admit.add(run.team_id)
             continue
-        if _apply_status(run, status, now, report):
+        plan = _plan(run, status, now, report)
+        if plan.steady:
+            steady.append(plan)  # most runs, most cycles: billed together below
+        elif plan.changes and _apply(plan, report):
             teams_to_admit.add(run.team_id)
+    _apply_steady(steady, report)
     return teams_to_admit
 
 
@@ -188,11 +196,32 @@ def _redrive_if_stuck(run: TrainingRun, now: datetime, report: ReconcileReport, 
         report.redriven.append(run.pk)
 
 
-def _apply_status(run: TrainingRun, status: WorkloadStatus, now: datetime, report: ReconcileReport) -> bool:
-    """Charge usage and move the run to the observed state. Returns True when it became final."""
+@dataclass
+class _Plan:
+    """What one observation changes on a run: its columns, the interval to bill, whether it ends."""
+
+    run: TrainingRun
+    changes: dict
+    bill: ledger.Interval | None = None
+    cost: Decimal = Decimal(0)
+    final: bool = False
+
+    @property
+    def steady(self) -> bool:
+        """Only billing moves (the run keeps running as it was): safe to write in a batch."""
+        return bool(self.changes) and not self.final and set(self.changes) <= _BILLING_FIELDS
+
+
+_BILLING_FIELDS = frozenset({"billed_until", "billed_units", "cost_to_date"})
+#: Runs billed per transaction in the steady batch: bounds how long their rows stay locked.
+STEADY_BATCH = 500
+
+
+def _plan(run: TrainingRun, status: WorkloadStatus, now: datetime, report: ReconcileReport) -> _Plan:
+    """The column changes and billing of ``run`` for ``status`` (pure: nothing is written)."""
     new_state = _PHASE_TO_STATE.get(status.state, run.state)
-    final = new_state in c.FINAL_STATES
-    changes: dict = {}
+    plan = _Plan(run, {}, final=new_state in c.FINAL_STATES)
+    changes = plan.changes
     if new_state != run.state:
         changes["state"] = new_state
         report.transitions.append((run.pk, str(run.state), str(new_state)))
@@ -200,49 +229,96 @@ def _apply_status(run: TrainingRun, status: WorkloadStatus, now: datetime, repor
         changes["reason"] = status.reason[:500]
     if status.started_at and run.started_at is None:
         changes["started_at"] = status.started_at
-    if final:
+    if plan.final:
         changes["finished_at"] = status.finished_at or now
+    # Billing: what ran since the last cycle (billed_units, seen then), up to now or the end.
+    # On the first sighting nothing was seen before, so what runs now has run since the start.
+    start = run.billed_until or status.started_at or run.started_at
+    end = min(changes.get("finished_at") or now, now)
+    units = run.billed_units if run.billed_until is not None else status.running_units
+    if start is not None and end > start:
+        if units > 0:
+            plan.bill = ledger.Interval(run.team_id, run.ref, run.flavor, run.created_by_id, start, end, units,
+                                        run.spot)
+            plan.cost = plan.bill.charge()[0]
+            changes["cost_to_date"] = F("cost_to_date") + plan.cost
+        changes["billed_until"] = end
+    elif start is not None and run.billed_until is None:
+        changes["billed_until"] = start
+    running_units = 0 if plan.final else status.running_units
+    if running_units != run.billed_units:
+        changes["billed_units"] = running_units
+    return plan
 
+
+def _update_run(plan: _Plan) -> bool:
+    """The run row's change, conditional on the state and billing mark the cycle read.
+
+    A concurrent cancel or a replayed cycle makes it a no-op instead of a double move. It
+    locks the run row before the ledger row is written: the order a cancel takes them in.
+    """
+    run = plan.run
+    return bool(TrainingRun.objects.filter(pk=run.pk, state=run.state, billed_until=run.billed_until)
+                .update(**plan.changes))
+
+
+def _apply(plan: _Plan, report: ReconcileReport) -> bool:
+    """Write one run's plan in its own transaction. Returns True when the run became final."""
     with transaction.atomic():
-        # 1. Billing: what ran since the last cycle (billed_units, seen then), up to now or the end.
-        #    On the first sighting nothing was seen before, so what runs now has run since the start.
-        start = run.billed_until or status.started_at or run.started_at
-        end = min(changes.get("finished_at") or now, now)
-        units = run.billed_units if run.billed_until is not None else status.running_units
-        cost = Decimal(0)
-        if start is not None and end > start:
-            if units > 0:
-                cost = ledger.interval_charge(run.flavor, units, run.spot, start, end)[0]
-                changes["cost_to_date"] = F("cost_to_date") + cost
-            changes["billed_until"] = end
-        elif start is not None and run.billed_until is None:
-            changes["billed_until"] = start
-        running_units = 0 if final else status.running_units
-        if running_units != run.billed_units:
-            changes["billed_units"] = running_units
-        if not changes:
-            return False
-        # 2. The run row first, conditional on the state and billing mark we read: a concurrent
-        #    cancel or a replayed cycle makes this a no-op instead of a double move. Run row
-        #    before ledger row is the order a cancel takes them in (the other order deadlocked).
-        updated = TrainingRun.objects.filter(pk=run.pk, state=run.state, billed_until=run.billed_until).update(
-            **changes
-        )
-        if not updated:
+        if not _update_run(plan):
             transaction.set_rollback(True)
             return False
-        # 3. The ledger, for the interval the run now counts as billed.
-        if cost:
-            recorded = charge(run, start, end, units)
-            if recorded != cost:
-                # The ledger held (part of) it already: the run's cost is what the ledger says.
-                total = ledger.cost_by_ref([run.ref])[run.ref]
-                TrainingRun.objects.filter(pk=run.pk).update(cost_to_date=total)
-            report.charged += bool(recorded)
-        # 4. Final: give the quota back.
-        if final:
-            admission.release(run.ref)
-    return final
+        _record_bills([plan], report)
+        if plan.final:
+            admission.release(plan.run.ref)  # give the quota back
+    return plan.final
+
+
+def _apply_steady(plans: list[_Plan], report: ReconcileReport) -> None:
+    """Bill runs that only keep running: per batch one transaction and one ledger statement.
+
+    Per run one conditional UPDATE remains; the transaction and the ledger write are shared,
+    which at a thousand running runs is what keeps a cycle shorter than the interval.
+    """
+    ops = connection.ops
+    for first in range(0, len(plans), STEADY_BATCH):
+        with transaction.atomic(), connection.cursor() as cursor:
+            updated = []
+            for plan in plans[first:first + STEADY_BATCH]:
+                # _update_run's conditional UPDATE in plain SQL: compiling it with the ORM cost
+                # more CPU than the database spent on it (~1 ms a run; bench/reconcile_db.py).
+                run, changes = plan.run, plan.changes
+                before = run.billed_until
+                cursor.execute(_steady_sql(connection.vendor, before is None), [
+                    ops.adapt_datetimefield_value(changes.get("billed_until", before)),
+                    changes.get("billed_units", run.billed_units),
+                    ops.adapt_decimalfield_value(plan.cost, 20, 10),
+                    run.pk, run.state, *([] if before is None else [ops.adapt_datetimefield_value(before)]),
+                ])
+                if cursor.rowcount:
+                    updated.append(plan)
+            _record_bills(updated, report)
+
+
+@lru_cache(maxsize=8)
+def _steady_sql(vendor: str, never_billed: bool) -> str:
+    """The conditional UPDATE of a steady run: new billing mark and units, cost added."""
+    q = connection.ops.quote_name
+    mark = "billed_until IS NULL" if never_billed else "billed_until = %s"
+    return (f"UPDATE {q(TrainingRun._meta.db_table)} SET billed_until = %s, billed_units = %s,"  # noqa: S608 - only quoted model names are interpolated
+            f" cost_to_date = cost_to_date + %s WHERE id = %s AND state = %s AND {mark}")
+
+
+def _record_bills(plans: list[_Plan], report: ReconcileReport) -> None:
+    """Add the plans' intervals to the ledger (one statement), after their runs' rows were updated."""
+    billed = [plan for plan in plans if plan.bill is not None]
+    recorded = ledger.record_intervals([plan.bill for plan in billed])
+    report.charged += len(recorded)
+    for plan in billed:
+        if plan.run.ref not in recorded:
+            # The ledger held this interval already: the run's cost is what the ledger says.
+            total = ledger.cost_by_ref([plan.run.ref])[plan.run.ref]
+            TrainingRun.objects.filter(pk=plan.run.pk).update(cost_to_date=total)
 
 
 def charge(run: TrainingRun, start: datetime | None, end: datetime, units: int) -> Decimal:

@@ -11,6 +11,7 @@ however short the reconcile interval.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from functools import lru_cache
@@ -63,6 +64,24 @@ def interval_charge(flavor: GpuFlavor, units: int, spot: bool, start: datetime, 
             (flavor.gpu_fraction * units * hours).quantize(LEDGER_PRECISION, ROUND_HALF_UP))
 
 
+@dataclass(frozen=True)
+class Interval:
+    """``units`` of ``flavor`` used by workload ``ref`` of ``team`` over ``[start, end)``."""
+
+    team_id: int
+    ref: str
+    flavor: GpuFlavor
+    user_id: int | None
+    start: datetime
+    end: datetime
+    units: int
+    spot: bool
+
+    def charge(self) -> tuple[Decimal, Decimal]:
+        """``(cost, gpu_hours)`` of this interval."""
+        return interval_charge(self.flavor, self.units, self.spot, self.start, self.end)
+
+
 def record_usage(team, ref: str, flavor: GpuFlavor | str, user, start: datetime, end: datetime, units: int,
                  spot: bool) -> Decimal:
     """Charge ``units`` of ``flavor`` for ``[start, end)``; returns the cost (0 for a replayed interval).
@@ -74,38 +93,49 @@ def record_usage(team, ref: str, flavor: GpuFlavor | str, user, start: datetime,
     """
     if end <= start or units <= 0:
         return ZERO
-    flavor = _flavor(flavor)
-    cost, gpu_hours = interval_charge(flavor, units, spot, start, end)
-    ops = connection.ops
-    params = {
-        "team": team.pk, "ref": ref, "flavor": flavor.pk, "user": getattr(user, "pk", None),
-        "hour": ops.adapt_datetimefield_value(usage_hour(start)),
-        "start": ops.adapt_datetimefield_value(start), "end": ops.adapt_datetimefield_value(end),
-        "units": units, "spot": spot, "gpu_hours": ops.adapt_decimalfield_value(gpu_hours, LEDGER_DIGITS, 10),
-        "cost": ops.adapt_decimalfield_value(cost, LEDGER_DIGITS, 10), "currency": settings.SLIPWAY_CURRENCY,
-    }
+    interval = Interval(team.pk, ref, _flavor(flavor), getattr(user, "pk", None), start, end, units, spot)
+    return interval.charge()[0] if record_intervals([interval]) else ZERO
+
+
+def record_intervals(intervals: list[Interval]) -> set[str]:
+    """Add every interval to its hour's row in one statement; returns the refs whose interval was recorded.
+
+    At most one interval per ref (one statement cannot change a row twice). A ref missing from
+    the result was a replay: see :func:`record_usage`.
+    """
+    intervals = [i for i in intervals if i.end > i.start and i.units > 0]
+    if not intervals:
+        return set()
+    ops, currency = connection.ops, settings.SLIPWAY_CURRENCY
+    params: list = []
+    for i in intervals:
+        cost, gpu_hours = i.charge()
+        params += [i.team_id, i.ref, i.flavor.pk, i.user_id, ops.adapt_datetimefield_value(usage_hour(i.start)),
+                   ops.adapt_datetimefield_value(i.start), ops.adapt_datetimefield_value(i.end), i.units, i.spot,
+                   ops.adapt_decimalfield_value(gpu_hours, LEDGER_DIGITS, 10),
+                   ops.adapt_decimalfield_value(cost, LEDGER_DIGITS, 10), currency]
     with connection.cursor() as cursor:
-        cursor.execute(_upsert_sql(connection.vendor), params)
-        return cost if cursor.rowcount else ZERO
+        cursor.execute(_upsert_sql(connection.vendor, len(intervals)), params)
+        return {ref for (ref,) in cursor.fetchall()}
 
 
-@lru_cache(maxsize=4)
-def _upsert_sql(vendor: str) -> str:
-    """Insert the interval's row, or add the interval to the hour's row when it starts at or after its end.
+@lru_cache(maxsize=32)
+def _upsert_sql(vendor: str, rows: int) -> str:
+    """Insert each interval's row, or add the interval to its hour's row when it starts at or after its end.
 
     PostgreSQL and SQLite share the syntax. The WHERE of DO UPDATE makes a replay a no-op (no
-    row changed, rowcount 0). Money is added in SQL; Django quantizes decimals it reads back.
+    row changed, none returned). Money is added in SQL; Django quantizes decimals it reads back.
     """
     q = connection.ops.quote_name
     table = q(UsageRecord._meta.db_table)
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * rows)
     return (
         f"INSERT INTO {table} (team_id, ref, flavor_id, user_id, hour, {q('start')}, {q('end')}, units, spot,"  # noqa: S608 - only quoted model names are interpolated
-        " gpu_hours, cost, currency) VALUES (%(team)s, %(ref)s, %(flavor)s, %(user)s, %(hour)s, %(start)s,"
-        " %(end)s, %(units)s, %(spot)s, %(gpu_hours)s, %(cost)s, %(currency)s)"
+        f" gpu_hours, cost, currency) VALUES {values}"
         f" ON CONFLICT (ref, hour) DO UPDATE SET {q('end')} = excluded.{q('end')},"
         f" gpu_hours = {table}.gpu_hours + excluded.gpu_hours, cost = {table}.cost + excluded.cost,"
         f" units = CASE WHEN excluded.units > {table}.units THEN excluded.units ELSE {table}.units END"
-        f" WHERE {table}.{q('end')} <= excluded.{q('start')}"
+        f" WHERE {table}.{q('end')} <= excluded.{q('start')} RETURNING ref"
     )
 
 

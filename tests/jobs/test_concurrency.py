@@ -91,15 +91,14 @@ def test_cancelling_a_running_run_while_the_reconciler_bills_it_neither_deadlock
 
     # Hold the next cycle right after it has billed the run's interval in the ledger.
     inside, go = threading.Event(), threading.Event()
-    real_charge = rec.charge
+    real_record = rec._record_bills
 
-    def paused_charge(*args, **kwargs):
-        cost = real_charge(*args, **kwargs)
+    def paused_record(*args, **kwargs):
+        real_record(*args, **kwargs)
         inside.set()
         go.wait(10)
-        return cost
 
-    monkeypatch.setattr(rec, "charge", paused_charge)
+    monkeypatch.setattr(rec, "_record_bills", paused_record)
     errors: list[Exception] = []
     cycle = in_thread(lambda: rec.reconcile(fake_backend), errors)
     assert inside.wait(10)
