@@ -8,7 +8,7 @@ drops it at the end.
 
 Measured, each with N threads (own connection each) started together:
 
-* **admission**: one cycle = ``admit()`` of a 1-GPU request (lock the team's quota rows,
+* **admission**: one cycle = ``admit()`` of a 1-GPU request (lock the team's Team row,
   idempotency check, sum reservations, budget, insert) + ``release()`` (update + queue delete);
   once with every thread in the *same* team (all cycles serialise on that team's lock: the
   worst case) and once with one team per thread;
@@ -188,7 +188,7 @@ def measure(threads: int, seconds: float) -> dict[str, float]:
     from quotas import admission as module
 
     locked_sql = module._hot_sql
-    module._hot_sql = lambda vendor: (locked_sql(vendor)[0].replace(" FOR UPDATE OF tq", ""), *locked_sql(vendor)[1:])
+    module._hot_sql = lambda vendor: (locked_sql(vendor)[0].split(" FOR ")[0], *locked_sql(vendor)[1:])
     try:
         figures["unlocked"] = run_threads(threads, seconds, admission(lambda n: own[n]))
     finally:

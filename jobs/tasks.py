@@ -61,9 +61,17 @@ def create_run_resources(run_pk: int) -> str:
 
     # 3. Conditional: a cancel that landed meanwhile stays cancelled (the reconciler then
     #    deletes the objects just applied).
-    TrainingRun.objects.filter(pk=run_pk, state=RunState.ADMITTED).update(
+    updated = TrainingRun.objects.filter(pk=run_pk, state=RunState.ADMITTED).update(
         state=RunState.PENDING, reason=Reason.SUBMITTED_TO_CLUSTER, applied_at=timezone.now()
     )
+    if not updated and TrainingRun.objects.filter(pk=run_pk, state=RunState.FAILED).exists():
+        # Failed while this apply was in flight (the reconciler gave up on a slow API server
+        # and released the quota): what was just applied must not run unreserved and unbilled.
+        # Failed runs' objects are otherwise kept for their logs, so nobody else deletes them.
+        from portal.queueing import publish
+
+        publish(delete_run_resources, run_pk)
+        return "deleted"
     return "applied"
 
 

@@ -37,6 +37,16 @@ class TeamAdmin(admin.ModelAdmin):
     search_fields = ["slug", "name", "namespace"]
     inlines = [TeamQuotaInline, TeamBudgetInline, MembershipInline]
 
+    def save_model(self, request, obj, form, change):
+        if change:
+            # The inline quota rows are saved next, in this transaction: hold the team's
+            # admission lock first, like every admission does (no deadlock, no decision
+            # taken on half-saved quotas).
+            from quotas.admission import lock_team
+
+            lock_team(obj)
+        super().save_model(request, obj, form, change)
+
     def save_formset(self, request, form, formset, change):
         super().save_formset(request, form, formset, change)
         if formset.model is Membership:

@@ -10,11 +10,12 @@ and calls :func:`audit_team_formset` from its ``save_formset``.
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db import transaction
 from django.db.models import IntegerField, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
 from portal.services import client_ip
-from quotas import services
+from quotas import admission, services
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, UsageRecord
 
 
@@ -137,6 +138,7 @@ class TeamQuotaAdmin(InUseMixin, admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         old = form.initial.get("limit") if change else None
+        admission.lock_team(obj.team)  # quota rows change only under the team's admission lock
         super().save_model(request, obj, form, change)
         if old != obj.limit:
             services.audit_quota_change(request.user, obj.team, obj.flavor.name, old, obj.limit,
@@ -144,13 +146,16 @@ class TeamQuotaAdmin(InUseMixin, admin.ModelAdmin):
             services.schedule_team_sync(obj.team)
 
     def delete_model(self, request, obj):
+        admission.lock_team(obj.team)
         services.audit_quota_change(request.user, obj.team, obj.flavor.name, obj.limit, None, ip=client_ip(request))
         super().delete_model(request, obj)
         services.schedule_team_sync(obj.team)
 
     def delete_queryset(self, request, queryset):
-        for obj in queryset:
-            self.delete_model(request, obj)
+        # One transaction (the delete action has none of its own), teams locked in one order.
+        with transaction.atomic():
+            for obj in queryset.select_related("team", "flavor").order_by("team_id", "pk"):
+                self.delete_model(request, obj)
 
 
 @admin.register(TeamBudget)

@@ -3,10 +3,10 @@
 * :func:`decide` is pure: given a request, the units in use, the flavor/limit facts and the
   budget, it returns a :class:`Decision` (admit, queue or reject, a reason constant and a
   message in plain words). Every rule lives there, so it is tested table-driven.
-* :func:`admit` runs one transaction: lock the team's quota rows (``SELECT … FOR UPDATE``),
-  sum the active reservations *after* the lock is held, decide, and write a reservation or a
-  queue entry. Concurrent admissions for one team therefore serialise on the lock and each
-  sees the reservations of the ones before it: the platform never over-admits.
+* :func:`admit` runs one transaction: take the team's admission lock (:func:`lock_team`),
+  read the quota and sum the active reservations *after* it is held, decide, and write a
+  reservation or a queue entry. Concurrent admissions for one team therefore serialise on the
+  lock and each sees the reservations of the ones before it: the platform never over-admits.
 * :func:`release` frees a workload's units (idempotent); :func:`admit_waiting` then admits
   queued work that fits, in queue order (priority, then FIFO), best-effort: a small request
   may pass a large one that does not fit yet.
@@ -25,6 +25,7 @@ from functools import lru_cache
 from django.db import connection, transaction
 from django.db.models import OuterRef, Subquery, Sum
 
+from portal.models import Team
 from quotas.constants import Outcome, Priority, Reason
 from quotas.ledger import ZERO, month_start
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, UsageRecord
@@ -121,25 +122,18 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
 # -- reading the facts decide() needs ------------------------------------------------------
 
 
-def _lock_quotas(team) -> dict[int, TeamQuota]:
-    """Lock every quota row of the team, in primary-key order (one order for all: no deadlocks).
-
-    ``of=("self",)``: lock only the quota rows, not the joined flavor rows every team shares
-    (that would serialise all teams' admissions, and block the FK checks of their inserts).
-    """
-    rows = TeamQuota.objects.select_for_update(of=("self",)).select_related("flavor").filter(team=team).order_by("pk")
-    return {q.flavor_id: q for q in rows}
-
-
 def lock_team(team) -> None:
-    """Take ``team``'s admission lock (its quota rows) in the caller's transaction.
+    """Take ``team``'s admission lock in the caller's transaction: its Team row, ``FOR NO KEY UPDATE``.
 
-    Whoever changes a possibly queued workload takes it *before* locking the workload's own
-    row: :func:`admit_waiting` holds it while it turns queue entries into reservations and
-    marks their workloads admitted (quota -> queue entry -> workload), so a cancel that locked
-    the workload first and then deleted its queue entry would deadlock against it.
+    Everything that decides or changes what the team may run takes it first and holds it to
+    commit: :func:`admit`, :func:`admit_waiting`, quota changes (admin console, services), and
+    cancels (a queued run may be being admitted). One lock per team, taken first by all, so
+    they serialise without deadlocks. The Team row, because it always exists (a team may have
+    no quota rows at all); ``NO KEY``, so it does not block the foreign-key checks of the rows
+    that reference the team (runs, reservations, ledger). A no-op on SQLite, whose write
+    transactions are serialised as a whole (``transaction_mode=IMMEDIATE``).
     """
-    _lock_quotas(team)
+    list(Team.objects.select_for_update(no_key=True).filter(pk=team.pk).values_list("pk", flat=True))
 
 
 def _quotas(team) -> dict[int, TeamQuota]:
@@ -175,39 +169,32 @@ def _in_use(team, flavor_id: int) -> int:
 # throughput by a factor of five (bench/admission.py measures it).
 
 
-@dataclass(frozen=True)
-class _LockedQuota:
-    flavor_id: int
-    limit: int
-    flavor_name: str
-    active: bool
-    max_units_per_node: int
-
-
 @lru_cache(maxsize=4)
 def _hot_sql(vendor: str) -> tuple[str, str, str, str]:
     """The lock, facts, insert and release statements for ``vendor`` (table names from the models)."""
     # Values always travel as parameters; only table and column names are formatted in.
     q = connection.ops.quote_name
-    quota, flavor, res, queue, budget, usage = (
-        q(model._meta.db_table) for model in (TeamQuota, GpuFlavor, Reservation, QueuedRequest, TeamBudget, UsageRecord)
+    team, quota, flavor, res, queue, budget, usage = (
+        q(model._meta.db_table)
+        for model in (Team, TeamQuota, GpuFlavor, Reservation, QueuedRequest, TeamBudget, UsageRecord)
     )
-    lock = (f"SELECT tq.flavor_id, tq.{q('limit')}, f.name, f.active, f.max_units_per_node"  # noqa: S608 - only quoted model table names are interpolated
-            f" FROM {quota} tq JOIN {flavor} f ON f.id = tq.flavor_id WHERE tq.team_id = %(team)s ORDER BY tq.id")
-    if connection.features.has_select_for_update_of:
-        # Only the quota rows: locking the flavor rows every team shares would serialise all
-        # teams' admissions (and block the foreign-key checks of their inserts).
-        lock += " FOR UPDATE OF tq"
+    lock = f"SELECT id FROM {team} WHERE id = %(team)s"  # noqa: S608 - only quoted model table names are interpolated
+    if connection.features.has_select_for_no_key_update:
+        lock += " FOR NO KEY UPDATE"  # see lock_team
     elif connection.features.has_select_for_update:
         lock += " FOR UPDATE"
     facts = (
-        f"SELECT EXISTS(SELECT 1 FROM {res} WHERE ref = %(ref)s AND released_at IS NULL),"  # noqa: S608 - only quoted model table names are interpolated
+        f"SELECT f.id, f.active, f.max_units_per_node, tq.{q('limit')},"  # noqa: S608 - only quoted model table names are interpolated
+        f" EXISTS(SELECT 1 FROM {res} WHERE ref = %(ref)s AND released_at IS NULL),"
         f" EXISTS(SELECT 1 FROM {queue} WHERE ref = %(ref)s),"
         f" (SELECT COALESCE(SUM(units), 0) FROM {res}"
-        f"  WHERE team_id = %(team)s AND flavor_id = %(flavor)s AND released_at IS NULL),"
+        f"  WHERE team_id = %(team)s AND flavor_id = f.id AND released_at IS NULL),"
         f" b.monthly_limit, b.currency,"
         f" (SELECT COALESCE(SUM(cost), 0) FROM {usage} WHERE team_id = %(team)s AND {q('start')} >= %(since)s)"
-        f" FROM (SELECT 1 AS one) AS one LEFT JOIN {budget} b ON b.team_id = %(team)s"
+        f" FROM (SELECT 1 AS one) AS one"
+        f" LEFT JOIN {flavor} f ON f.name = %(flavor)s"
+        f" LEFT JOIN {quota} tq ON tq.flavor_id = f.id AND tq.team_id = %(team)s"
+        f" LEFT JOIN {budget} b ON b.team_id = %(team)s"
     )
     insert = (f"INSERT INTO {res} (team_id, ref, flavor_id, units, units_per_node, priority, spot, description,"  # noqa: S608 - only quoted model table names are interpolated
               f" created_at) VALUES (%(team)s, %(ref)s, %(flavor)s, %(units)s, %(per_node)s, %(priority)s, %(spot)s,"
@@ -247,34 +234,25 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
 
     lock_sql, facts_sql, insert_sql, _ = _hot_sql(connection.vendor)
     with transaction.atomic(), connection.cursor() as cursor:
-        # 1. Serialise admissions of this team. Everything read below is read *after* the
-        #    lock is granted, by a new statement: under READ COMMITTED a statement sees what
-        #    was committed before it started, so only a later statement sees the
-        #    reservations of whoever held the lock before us (a subquery inside the locking
-        #    SELECT would not).
+        # 1. Serialise admissions of this team (lock_team, in SQL). Everything read below is
+        #    read *after* the lock is granted, by a new statement: under READ COMMITTED a
+        #    statement sees what was committed before it started, so only a later statement
+        #    sees the reservations of whoever held the lock before us.
         cursor.execute(lock_sql, {"team": team.pk})
-        locked = [_LockedQuota(*row) for row in cursor.fetchall()]
-        quota = next((q for q in locked if q.flavor_name == request.flavor), None)
-
-        # 2. Every other fact in one round trip: is the ref already admitted or queued, the
-        #    units of the flavor in use, the budget and the month's spend.
-        cursor.execute(facts_sql, {"ref": ref, "team": team.pk, "flavor": quota.flavor_id if quota else None,
+        # 2. Every fact in one round trip: the flavor and the team's limit for it, is the ref
+        #    already admitted or queued, the units of the flavor in use, the budget and spend.
+        cursor.execute(facts_sql, {"ref": ref, "team": team.pk, "flavor": request.flavor,
                                    "since": connection.ops.adapt_datetimefield_value(month_start())})
-        admitted, queued, usage, budget_limit, currency, spent = cursor.fetchone()
+        flavor_id, active, max_per_node, limit, admitted, queued, usage, budget_limit, currency, spent = (
+            cursor.fetchone())
         if admitted:
             return Decision(Outcome.ADMIT, Reason.ADMITTED, f"already admitted: {ref}")
         if queued:
             return queue_decision(team, ref)
 
         # 3. Decide.
-        if quota is not None:
-            facts = FlavorQuota(active=bool(quota.active), max_units_per_node=quota.max_units_per_node,
-                                limit=quota.limit)
-            flavor_id = quota.flavor_id
-        else:  # no quota for it: only the reason (unknown, inactive, no quota) is left to find
-            flavor = GpuFlavor.objects.filter(name=request.flavor).first()
-            facts = _flavor_quota(flavor, None)
-            flavor_id = flavor.pk if flavor is not None else None
+        facts = (FlavorQuota(exists=False) if flavor_id is None
+                 else FlavorQuota(active=bool(active), max_units_per_node=max_per_node, limit=limit))
         budget = BudgetState(_decimal(budget_limit), _decimal(spent), currency) if budget_limit is not None else None
         decision = decide(request, int(usage), facts, budget)
 
@@ -337,7 +315,8 @@ def admit_waiting(team) -> list[str]:
     change commits (or rolls back) together with the reservation.
     """
     with transaction.atomic():
-        quotas = _lock_quotas(team)
+        lock_team(team)
+        quotas = _quotas(team)
         entries = list(QueuedRequest.objects.filter(team=team).select_related("flavor")
                        .order_by(*QueuedRequest.QUEUE_ORDER))
         if not entries:

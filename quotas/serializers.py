@@ -63,6 +63,9 @@ class UsageRowSerializer(serializers.Serializer):
     currency = serializers.CharField()
 
 
+MIN_YEAR, MAX_YEAR = 1970, 9998
+
+
 def _moment(value, end: bool) -> datetime:
     """A date means its whole day: ``since`` from its midnight, ``until`` to the next midnight."""
     if isinstance(value, datetime):
@@ -76,9 +79,14 @@ class DateOrDateTimeField(serializers.Field):
     def to_internal_value(self, data):
         text = str(data)
         try:
-            return datetime.fromisoformat(text) if "T" in text or " " in text else date.fromisoformat(text)
+            value = datetime.fromisoformat(text) if "T" in text or " " in text else date.fromisoformat(text)
         except ValueError:
             raise serializers.ValidationError("Use an ISO date (2026-05-01) or date-time.") from None
+        # Far enough from the calendar's ends that "to the end of the day" and time zones
+        # still fit in a datetime (9999-12-31 + 1 day overflows).
+        if not MIN_YEAR <= value.year <= MAX_YEAR:
+            raise serializers.ValidationError(f"Use a date between {MIN_YEAR} and {MAX_YEAR}.")
+        return value
 
 
 class UsageQuerySerializer(serializers.Serializer):

@@ -114,6 +114,9 @@ def schedule_team_sync(team: Team) -> None:
 @transaction.atomic
 def set_team_quota(actor, team: Team, flavor: GpuFlavor, limit: int | None, ip: str | None = None) -> TeamQuota | None:
     """Set (or with ``limit=None`` remove) the team's quota for ``flavor``; audited, mirrored."""
+    from quotas.admission import lock_team
+
+    lock_team(team)  # quota rows change only under the team's admission lock
     old = TeamQuota.objects.filter(team=team, flavor=flavor).first()
     old_limit = old.limit if old else None
     if limit is None:
