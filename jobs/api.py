@@ -99,6 +99,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(request=None, responses={202: RunSerializer})
     @action(detail=True, methods=["post"])
+    @idempotent
     def cancel(self, request, pk=None):
         run = self.get_object()
         try:

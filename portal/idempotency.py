@@ -5,6 +5,12 @@ of creating a second object. A placeholder row is inserted *before* the view run
 concurrent requests with one key cannot both create: the unique constraint lets one in and
 the other gets 409. Only successful (2xx) responses are kept; after an error the key is
 free again, so a client can fix its input and retry with the same key.
+
+The view runs in one transaction with the recording of its response, holding the
+placeholder's row lock: a request that dies midway leaves neither its object nor a
+recorded response (the retry starts clean), and a retry of a request that is merely slow
+waits for it instead of taking its placeholder for abandoned (on PostgreSQL; SQLite
+serialises writers anyway).
 """
 
 from __future__ import annotations
@@ -43,7 +49,9 @@ def idempotent(view_method):
         now = timezone.now()
         ttl = timedelta(hours=settings.SLIPWAY_IDEMPOTENCY_TTL_HOURS)
         records = IdempotencyRecord.objects.filter(user=request.user, key=key)
-        # 1. Forget expired responses and abandoned placeholders of this key.
+        # 1. Forget expired responses and abandoned placeholders of this key. A placeholder
+        #    whose request still runs is row-locked by it: the DELETE waits for that request,
+        #    then finds its response recorded (or the placeholder gone) and leaves it alone.
         records.filter(created_at__lt=now - ttl).delete()
         records.filter(status_code=IN_PROGRESS, created_at__lt=now - ABANDONED_AFTER).delete()
         # 2. Replay, or claim the key.
@@ -60,16 +68,21 @@ def idempotent(view_method):
             if existing is None:
                 return _error("Please retry.", status.HTTP_409_CONFLICT)
             return _replay(existing, request)
-        # 3. Run the view; keep the response only if it succeeded.
+        # 3. Run the view and keep its response in one transaction (see the module docstring).
         try:
-            response = view_method(self, request, *args, **kwargs)
+            with transaction.atomic():
+                if not IdempotencyRecord.objects.select_for_update().filter(pk=record.pk).exists():
+                    return _error("Please retry.", status.HTTP_409_CONFLICT)  # taken for abandoned meanwhile
+                response = view_method(self, request, *args, **kwargs)
+                if 200 <= response.status_code < 300:
+                    IdempotencyRecord.objects.filter(pk=record.pk).update(
+                        status_code=response.status_code, body=response.data)
+                    return response
+                transaction.set_rollback(True)  # an error response: nothing of it is kept
         except Exception:
             record.delete()
             raise
-        if 200 <= response.status_code < 300:
-            IdempotencyRecord.objects.filter(pk=record.pk).update(status_code=response.status_code, body=response.data)
-        else:
-            record.delete()
+        record.delete()
         return response
 
     return wrapper

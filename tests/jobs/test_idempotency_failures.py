@@ -1,0 +1,106 @@
+"""Idempotency-Key when the request that holds the key dies or is slow: never a second object.
+
+The view's writes and the record of its response commit together, and the key's placeholder
+stays row-locked while its request runs, so a retry either replays the response or (if the
+first request died before committing) runs on a clean slate.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from jobs import api as jobs_api
+from jobs.models import TrainingRun
+from portal import idempotency
+from portal.models import IdempotencyRecord
+from tests.jobs.conftest import run_payload
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_request_that_dies_after_creating_the_run_leaves_nothing_and_the_retry_creates_one(
+        api, quota, published, monkeypatch):
+    real_serialize = jobs_api.RunViewSet._serialize
+    calls = []
+
+    def dies_once(self, run):
+        if not calls:
+            calls.append(run.pk)
+            raise RuntimeError("worker killed while writing the response")
+        return real_serialize(self, run)
+
+    monkeypatch.setattr(jobs_api.RunViewSet, "_serialize", dies_once)
+    with pytest.raises(RuntimeError):
+        api.post("/api/v1/runs/", run_payload(), format="json", HTTP_IDEMPOTENCY_KEY="k-die")
+    assert calls and not TrainingRun.objects.exists()  # the run it created was rolled back
+    assert not IdempotencyRecord.objects.exists()  # and the key is free again
+
+    retry = api.post("/api/v1/runs/", run_payload(), format="json", HTTP_IDEMPOTENCY_KEY="k-die")
+    assert retry.status_code == 201
+    assert TrainingRun.objects.count() == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_retry_while_a_slow_first_request_still_runs_never_creates_a_second_run(
+        api, quota, published, monkeypatch):
+    # The first request takes longer than a placeholder is presumed alive.
+    monkeypatch.setattr(idempotency, "ABANDONED_AFTER", idempotency.timedelta(seconds=0))
+    inside, go = threading.Event(), threading.Event()
+    real_serialize = jobs_api.RunViewSet._serialize
+
+    def slow(self, run):
+        if threading.current_thread() is not threading.main_thread() and not inside.is_set():
+            inside.set()
+            go.wait(10)
+        return real_serialize(self, run)
+
+    monkeypatch.setattr(jobs_api.RunViewSet, "_serialize", slow)
+    responses = {}
+
+    def first():
+        try:
+            responses["first"] = api.post("/api/v1/runs/", run_payload(), format="json",
+                                          HTTP_IDEMPOTENCY_KEY="k-slow")
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert inside.wait(10)
+    retry = {}
+
+    def second():
+        try:
+            retry["response"] = api.post("/api/v1/runs/", run_payload(), format="json",
+                                         HTTP_IDEMPOTENCY_KEY="k-slow")
+        finally:
+            connection.close()
+
+    retrying = threading.Thread(target=second)
+    retrying.start()
+    time.sleep(0.5)  # the retry gets as far as it can while the first request is still running
+    go.set()
+    thread.join(30)
+    retrying.join(30)
+
+    assert responses["first"].status_code == 201
+    assert retry["response"].status_code in (201, 409)
+    if retry["response"].status_code == 201:
+        assert retry["response"]["Idempotent-Replayed"] == "true"
+        assert retry["response"].json() == responses["first"].json()
+    assert TrainingRun.objects.count() == 1
+
+
+def test_a_retried_cancel_with_its_key_replays_the_202(api, member, team, quota, published):
+    created = api.post("/api/v1/runs/", run_payload(), format="json").json()
+    first = api.post(f"/api/v1/runs/{created['id']}/cancel/", HTTP_IDEMPOTENCY_KEY="c-1")
+    again = api.post(f"/api/v1/runs/{created['id']}/cancel/", HTTP_IDEMPOTENCY_KEY="c-1")
+    assert first.status_code == again.status_code == 202
+    assert again["Idempotent-Replayed"] == "true" and again.json()["state"] == "cancelled"
+    # Without the key, cancelling a finished run is the documented 409.
+    assert api.post(f"/api/v1/runs/{created['id']}/cancel/").status_code == 409
