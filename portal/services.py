@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -60,4 +62,23 @@ def authenticate_token(raw: str) -> ApiToken | None:
 
 
 def client_ip(request) -> str | None:
-    return request.META.get("REMOTE_ADDR") or None
+    """The client's address for the audit log.
+
+    Behind ``SLIPWAY_TRUSTED_PROXIES`` = N reverse proxies each one appends the address it got
+    the request from to X-Forwarded-For, so the client is the N-th entry from the right;
+    entries further left were sent by the client and prove nothing. With N = 0, REMOTE_ADDR.
+    """
+    proxies = settings.SLIPWAY_TRUSTED_PROXIES
+    if proxies > 0:
+        hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
+        hops = [hop for hop in hops if hop]
+        if len(hops) >= proxies:
+            return _valid_ip(hops[-proxies])
+    return _valid_ip(request.META.get("REMOTE_ADDR", ""))
+
+
+def _valid_ip(text: str) -> str | None:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return None

@@ -223,6 +223,9 @@ SLIPWAY_IMAGE_REGISTRIES = env_list("SLIPWAY_IMAGE_REGISTRIES", [])  # empty: an
 SLIPWAY_NAMESPACE_PREFIX = env_str("SLIPWAY_NAMESPACE_PREFIX", "team-")
 SLIPWAY_CURRENCY = env_str("SLIPWAY_CURRENCY", "USD")
 SLIPWAY_IDEMPOTENCY_TTL_HOURS = env_int("SLIPWAY_IDEMPOTENCY_TTL_HOURS", 24)
+# Reverse proxies in front of Slipway that append to X-Forwarded-For (1 behind an ingress
+# controller): the audit log's client address is the entry that many places from the right.
+SLIPWAY_TRUSTED_PROXIES = env_int("SLIPWAY_TRUSTED_PROXIES", 0)
 
 LOGGING = {
     "version": 1,

@@ -29,6 +29,22 @@ def test_it_logs_in_and_audits_the_login(client, member):
     assert (event.actor, event.actor_name, event.ip_address) == (member, "mia", "10.0.0.5")
 
 
+@pytest.mark.parametrize(("proxies", "forwarded", "remote", "recorded"), [
+    (0, "203.0.113.7", "10.0.0.5", "10.0.0.5"),  # no proxy trusted: the header is the client's word
+    (1, "203.0.113.7", "10.0.0.5", "203.0.113.7"),  # behind an ingress: the address it saw
+    (1, "6.6.6.6, 203.0.113.7", "10.0.0.5", "203.0.113.7"),  # a forged entry on the left is ignored
+    (2, "203.0.113.7, 10.1.0.1", "10.0.0.5", "203.0.113.7"),  # a load balancer and an ingress
+    (2, "203.0.113.7", "10.0.0.5", "10.0.0.5"),  # fewer hops than proxies: not trustworthy
+    (1, "not-an-ip", "10.0.0.5", None),  # garbage is recorded as unknown, not stored
+])
+def test_it_audits_the_client_address_behind_trusted_proxies(client, member, settings, proxies, forwarded, remote,
+                                                              recorded):
+    settings.SLIPWAY_TRUSTED_PROXIES = proxies
+    client.post("/login/", {"username": "mia", "password": PASSWORD}, REMOTE_ADDR=remote,
+                HTTP_X_FORWARDED_FOR=forwarded)
+    assert AuditEvent.objects.get(action=AuditEvent.Action.LOGIN).ip_address == recorded
+
+
 def test_it_refuses_a_wrong_password_and_audits_the_failure(client, member):
     response = client.post("/login/", {"username": "mia", "password": "nope"}, REMOTE_ADDR="10.0.0.9")
     assert response.status_code == 200
