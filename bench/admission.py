@@ -29,6 +29,18 @@ ledger's granularity); and one workload's month at one row per 5 s reconcile int
 
 Runs with ``DEBUG=false`` unless set, as in production: with DEBUG on, Django records every
 query, which costs the statement-heavier admission cycle more than the baseline.
+
+Where the time goes (measured 2026-11-22 on the 2-core development VM, single thread, CPU per
+cycle): the baseline is 2 autocommit statements, ~0.27 ms in Python and ~0.38 ms in
+PostgreSQL; admission + release is 6 round trips (BEGIN, lock, facts, insert, COMMIT,
+release), ~1.0 ms in Python and ~1.4 ms in PostgreSQL. With 8 threads both sides saturate
+the two cores (the Python process tops out near one core: the GIL). The lock costs nothing
+measurable (the "no lock" line). Tried and measured without reaching 0.5 reliably: a
+reserved-units counter on the locked row (lock and usage in one statement, writes as CTEs),
+a speculative single statement that reserves first and lets ``decide()`` undo it (0.43–0.45),
+psycopg pipeline mode, and server-side prepared statements (which speed up the baseline as
+much). What would reach it is deciding in SQL, one statement like the baseline's — against
+"decide() is the only comparison".
 """
 
 from __future__ import annotations
