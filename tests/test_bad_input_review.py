@@ -1,0 +1,245 @@
+"""Bad-input review: inputs that still make Slipway answer 500, print a traceback or keep garbage.
+
+The rule (DESIGN.md §6, API.md "Auth and errors"): bad input gets a clear error — a 400 with
+field errors in the API, a form error in the portal, a CommandError for management commands —
+never a 500, and nothing half-written. Every test here reproduces one problem found by probing
+the API, the portal and the commands with odd values; each fails until the problem is fixed.
+Tests marked ``postgres`` reproduce PostgreSQL-only failures (NUL bytes, offsets, lengths).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from jobs.models import TrainingRun
+from portal.models import ApiToken, IdempotencyRecord
+from sandbox.backend import SandboxBackend
+from sandbox.models import SimLoad
+from tests.jobs.conftest import fake_backend, flavors, published, quota, run_payload  # noqa: F401 (fixtures)
+from tests.sandbox.helpers import A100, at, endpoint, team_objects
+
+pytestmark = pytest.mark.django_db
+
+#: Flavors, quota and recorded task publishes (fixtures of tests/jobs/conftest.py).
+with_quota = pytest.mark.usefixtures("quota", "published")
+
+
+def post_run(api, payload, **headers):
+    return api.post("/api/v1/runs/", json.dumps(payload), content_type="application/json", **headers)
+
+
+def assert_field_error(response, field: str) -> None:
+    assert response.status_code == 400, response.content[:300]
+    assert field in response.json()["errors"], response.json()
+
+
+# -- POST /api/v1/runs/ -----------------------------------------------------------------------------
+
+
+@with_quota
+@pytest.mark.parametrize("field", ["cpu", "memory_gb", "shm_gb"])
+def test_it_rejects_an_integer_too_large_for_a_float(api, field):
+    # JSON integers are unbounded; float(10**400) raises OverflowError, which
+    # _Collector.number does not catch (it catches TypeError and ValueError only).
+    response = post_run(api, run_payload(**{field: 10**400}))
+    assert_field_error(response, field)
+    assert not TrainingRun.objects.exists()
+
+
+@with_quota
+def test_it_rejects_a_json_body_nested_too_deeply(api):
+    # json.loads raises RecursionError (not ValueError) past ~1000 levels: DRF's JSONParser
+    # lets it through. The body is 20 kB, far below DATA_UPLOAD_MAX_MEMORY_SIZE.
+    body = '{"team": "ml-research", "args": ' + "[" * 10_000 + "]" * 10_000 + "}"
+    response = api.post("/api/v1/runs/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert "non_field_errors" in response.json()["errors"]
+    assert not TrainingRun.objects.exists()
+
+
+@with_quota
+@pytest.mark.parametrize("field, value", [
+    ("name", "bert\n"),
+    ("image", "busybox\n"),
+    ("env", {"WANDB_MODE\n": "offline"}),
+    ("volumes", [{"claim": "datasets\n", "mount_path": "/data"}]),
+])
+def test_it_rejects_a_trailing_newline_in_names_checked_by_pattern(api, field, value):
+    # The patterns of jobs/validation.py end in "$", which also matches before a final "\n":
+    # "bert\n" passes as a DNS-1123 label and is stored, to be refused later by the cluster.
+    response = post_run(api, run_payload(**{field: value}))
+    assert_field_error(response, field)
+    assert not TrainingRun.objects.exists()
+
+
+@with_quota
+@pytest.mark.parametrize("field, value", [
+    ("env", {"WANDB_MODE": "off\x00line"}),
+    ("volumes", [{"claim": "datasets", "mount_path": "/data\x00"}]),
+])
+def test_it_rejects_nul_bytes_in_env_values_and_mount_paths(api, field, value):
+    # argv items are checked for NUL, env values and mount paths are not: SQLite stores them
+    # (a container spec cannot carry them), PostgreSQL's jsonb refuses them with a DataError (500).
+    response = post_run(api, run_payload(**{field: value}))
+    assert_field_error(response, field)
+    assert not TrainingRun.objects.exists()
+
+
+@with_quota
+@pytest.mark.postgres
+@pytest.mark.parametrize("field", ["flavor", "team"])
+def test_it_answers_a_nul_byte_in_a_looked_up_field_without_a_500(api, field):
+    # The flavor and team slug go straight into a WHERE clause; PostgreSQL text cannot hold NUL.
+    response = post_run(api, run_payload(**{field: "ml\x00research"}))
+    assert response.status_code in (400, 404)
+    assert "errors" in response.json()
+    assert not TrainingRun.objects.exists()
+
+
+# -- Other API routes ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix, method", [
+    ("", "get"), ("cancel/", "post"), ("logs/", "get"), ("events/", "get"), ("manifest/", "get"),
+])
+def test_it_answers_404_for_a_run_id_of_unicode_digits(api, suffix, method):
+    # "²".isdigit() is True but int("²") raises ValueError (RunViewSet.get_object).
+    response = getattr(api, method)(f"/api/v1/runs/²/{suffix}")
+    assert response.status_code == 404
+    assert "errors" in response.json()
+
+
+@with_quota
+def test_it_rejects_a_log_tail_of_unicode_digits(api):
+    run = post_run(api, run_payload()).json()
+    response = api.get(f"/api/v1/runs/{run['id']}/logs/?tail=²")  # _tail(): isdigit() then int()
+    assert_field_error(response, "tail")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("param", ["team", "created_by"])
+def test_it_answers_a_nul_byte_in_a_run_list_filter_without_a_500(api, param):
+    response = api.get(f"/api/v1/runs/?{param}=ml%00research")
+    assert response.status_code in (200, 400)
+
+
+@pytest.mark.postgres
+def test_it_answers_404_for_a_nul_byte_in_a_team_slug_path(api):
+    response = api.get("/api/v1/teams/ml%00research/usage/")
+    assert response.status_code == 404
+
+
+@pytest.mark.postgres
+def test_it_answers_a_utc_offset_beyond_postgresqls_range_without_a_500(api, team):
+    # Python accepts offsets up to ±23:59, PostgreSQL only up to ±15:59: the aware datetime
+    # reaches the query with its own offset and PostgreSQL refuses it (DataError).
+    response = api.get("/api/v1/usage/?since=2026-01-01T00:00:00%2B20:00")
+    assert response.status_code in (200, 400)
+
+
+@with_quota
+@pytest.mark.postgres
+def test_it_answers_a_nul_byte_in_the_idempotency_key_without_a_500(api):
+    response = post_run(api, run_payload(), HTTP_IDEMPOTENCY_KEY="key\x00one")
+    assert response.status_code in (201, 400)
+    assert not IdempotencyRecord.objects.filter(status_code=0).exists()
+
+
+@with_quota
+@pytest.mark.postgres
+def test_it_honours_an_idempotency_key_on_a_path_longer_than_the_record_column(api):
+    # /runs/000…0042/cancel/ is the same run (int() drops the zeros), but the placeholder row
+    # stores request.path in a varchar(300): PostgreSQL raises DataError before the view runs.
+    run = post_run(api, run_payload()).json()
+    response = api.post(f"/api/v1/runs/{'0' * 400}{run['id']}/cancel/", HTTP_IDEMPOTENCY_KEY="cancel-1")
+    assert response.status_code == 202
+    assert TrainingRun.objects.get(pk=run["id"]).state == "cancelled"
+
+
+# -- Portal pages ----------------------------------------------------------------------------------
+
+
+@with_quota
+@pytest.mark.postgres
+@pytest.mark.parametrize("method, url, data", [
+    # The form rejects the NUL itself, but run_new then previews form.data (raw) for the page.
+    ("post", "/runs/new/", {"name": "bert", "image": "busybox", "command": "python", "flavor": "a100\x00",
+                            "gpus_per_worker": "1", "workers": "1", "priority": "normal"}),
+    ("post", "/runs/preview/", {"flavor": "a100\x00", "gpus_per_worker": "1"}),
+    ("get", "/runs/?q=bert%00", None),
+    ("post", "/team/switch/", {"team": "ml\x00research"}),
+])
+def test_portal_answers_nul_bytes_without_a_500(client, member, method, url, data):
+    client.force_login(member)
+    response = client.post(url, data) if method == "post" else client.get(url)
+    assert response.status_code in (200, 400, 404)
+    assert not TrainingRun.objects.exists()
+
+
+@pytest.mark.parametrize("target", ["run-detail", "tokens", "foo"])
+def test_team_switch_ignores_a_next_that_is_not_a_path(client, member, team, target):
+    # switch_team hands "next" to redirect(), which reverses anything without "/" or "." as
+    # a URL name and raises NoReverseMatch when that fails.
+    client.force_login(member)
+    response = client.post("/team/switch/", {"team": team.slug, "next": target})
+    assert response.status_code == 302
+
+
+# -- Management commands ---------------------------------------------------------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("args", [["mi\x00a"], ["mia", "--name", "ci\x00pipeline"]])
+def test_create_api_token_rejects_nul_bytes_with_a_command_error(member, args):
+    with pytest.raises(CommandError):
+        call_command("create_api_token", *args)
+    assert not ApiToken.objects.filter(name__startswith="ci").exists()
+
+
+@pytest.mark.parametrize("moment", ["0001-01-01T00:00:00Z", "0001-01-01T00:30:00+01:00"])
+def test_sandbox_tick_rejects_a_time_at_the_calendars_start(db, moment):
+    # Tick(now).run() / "now - EVENT_TTL" overflow: OverflowError instead of a CommandError.
+    with pytest.raises(CommandError):
+        call_command("sandbox", "tick", "--at", moment)
+
+
+@pytest.mark.postgres
+def test_sandbox_tick_does_not_store_a_clock_it_cannot_read_back(db):
+    # 9999-12-31T23:59:59-01:00 is year 10000 in UTC: PostgreSQL stores it, psycopg cannot load
+    # it into a datetime, and every later status/tick/observe fails until "sandbox reset".
+    with contextlib.suppress(CommandError):
+        call_command("sandbox", "tick", "--at", "9999-12-31T23:59:59-01:00")
+    call_command("sandbox", "status")
+
+
+def test_sandbox_tick_rejects_a_number_of_seconds_beyond_timedelta(db):
+    call_command("sandbox", "tick", "--at", "2026-11-22T10:00:00Z")
+    with pytest.raises(CommandError):
+        call_command("sandbox", "tick", "--seconds", str(10**20), "--step", str(10**20))
+
+
+@pytest.mark.parametrize("value", ["inf", "1e400", "nan"])
+def test_sandbox_load_does_not_accept_a_value_that_breaks_the_next_tick(db, value):
+    # inf is stored and the next tick dies in desired_replicas (math.ceil(inf)); NaN is stored
+    # as NULL by SQLite (IntegrityError) and as NaN by PostgreSQL (ValueError at the next tick).
+    backend = SandboxBackend()
+    backend.apply(team_objects() + endpoint("ep-1", flavor=A100, min_replicas=1, max_replicas=4, target=70),
+                  now=at(0))
+    try:
+        call_command("sandbox", "load", "team-ml/ep-1", value)
+    except CommandError:
+        assert not SimLoad.objects.exists()
+    backend.tick(at(10))
+
+
+@pytest.mark.parametrize("ref", ["team-ml/ep\x001", "team-ml/" + "e" * 100])
+def test_sandbox_load_rejects_a_reference_that_is_not_a_namespace_and_workload_name(db, ref):
+    # NUL: PostgreSQL DataError; > 63 characters: DataError (varchar(63)) on PostgreSQL.
+    with pytest.raises(CommandError):
+        call_command("sandbox", "load", ref, "10")
+    assert not SimLoad.objects.exists()
