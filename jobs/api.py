@@ -34,7 +34,7 @@ def queue_positions_for(runs) -> dict[str, int]:
 
 def _tail(request) -> int:
     raw = request.query_params.get("tail", "200")
-    if not raw.isdigit() or not 1 <= int(raw) <= 5000:
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 5000:  # "²".isdigit() is True
         raise ValidationError({"tail": ["Must be a whole number between 1 and 5000."]})
     return int(raw)
 
@@ -57,7 +57,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     def get_object(self) -> TrainingRun:
         pk = self.kwargs["pk"]
-        if not str(pk).isdigit():
+        if not (str(pk).isascii() and str(pk).isdigit()):  # "²".isdigit() is True, int("²") fails
             from django.http import Http404
 
             raise Http404
@@ -91,6 +91,8 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         slug = data.get("team")
         if not slug or not isinstance(slug, str):
             raise ValidationError({"team": ["This field is required."]})
+        if "\x00" in slug:  # PostgreSQL text cannot hold it: never let it reach the lookup
+            raise ValidationError({"team": ["Must not contain NUL characters."]})
         membership = require_team(request.user, slug, Role.MEMBER)
         fields = {k: v for k, v in data.items() if k != "team"}
         run = services.submit_run(request.user, membership.team, fields)

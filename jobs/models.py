@@ -130,4 +130,4 @@ class TrainingRun(models.Model):
     @staticmethod
     def pk_from_ref(ref: str) -> int | None:
         prefix, _, pk = ref.partition(":")
-        return int(pk) if prefix == REF_PREFIX and pk.isdigit() else None
+        return int(pk) if prefix == REF_PREFIX and pk.isascii() and pk.isdigit() else None

@@ -23,6 +23,7 @@ from django.core.exceptions import ValidationError
 
 from jobs import constants as c
 
+# Used with fullmatch: "$" alone would also match before a final newline ("bert\n").
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -108,6 +109,8 @@ class _Collector:
             return ""
         if len(value) > max_length:
             self.add(name, f"Must be at most {max_length} characters.")
+        if "\x00" in value:
+            self.add(name, "Must not contain NUL characters.")
         return value
 
     def integer(self, name: str, default: int | None, lo: int, hi: int) -> int | None:
@@ -135,7 +138,7 @@ class _Collector:
             return None
         try:
             number = float(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: a JSON integer past float's range
             self.add(name, "Must be a number.")
             return None
         if not 0 < number <= hi or number != number:  # also rejects NaN
@@ -176,7 +179,7 @@ class _Collector:
 
 def _check_name(col: _Collector) -> str:
     name = col.string("name", max_length=c.NAME_MAX_LENGTH)
-    if name and not DNS1123_LABEL.match(name):
+    if name and not DNS1123_LABEL.fullmatch(name):
         col.add("name", "Use lowercase letters, digits and '-', starting and ending with a letter or digit.")
     return name
 
@@ -185,7 +188,7 @@ def _check_image(col: _Collector) -> str:
     image = col.string("image", max_length=300)
     if not image:
         return image
-    if not IMAGE_REF.match(image):
+    if not IMAGE_REF.fullmatch(image):
         col.add("image", "Not a valid image reference (e.g. registry.example.com/team/trainer:1.4).")
         return image
     allowed = settings.SLIPWAY_IMAGE_REGISTRIES
@@ -204,12 +207,14 @@ def _check_env(col: _Collector) -> tuple[tuple[str, str], ...]:
     if len(env) > c.MAX_ENV_VARS:
         col.add("env", f"At most {c.MAX_ENV_VARS} variables.")
     for key, value in env.items():
-        if not isinstance(key, str) or not ENV_NAME.match(key):
+        if not isinstance(key, str) or not ENV_NAME.fullmatch(key):
             col.add("env", f"Invalid variable name {key!r}: use letters, digits and '_', not starting with a digit.")
         elif not isinstance(value, str):
             col.add("env", f"The value of {key} must be a string.")
         elif len(value) > c.MAX_ENV_VALUE_LENGTH:
             col.add("env", f"The value of {key} is longer than {c.MAX_ENV_VALUE_LENGTH} characters.")
+        elif "\x00" in value:
+            col.add("env", f"The value of {key} must not contain NUL characters.")
     return tuple(sorted((str(k), str(v)) for k, v in env.items()))
 
 
@@ -230,10 +235,11 @@ def _check_volumes(col: _Collector) -> tuple[VolumeRequest, ...]:
             col.add("volumes", f"{where}: must be an object with claim and mount_path.")
             continue
         claim, path, read_only = item.get("claim"), item.get("mount_path"), item.get("read_only", False)
-        if not isinstance(claim, str) or len(claim) > 253 or not DNS1123_SUBDOMAIN.match(claim):
+        if not isinstance(claim, str) or len(claim) > 253 or not DNS1123_SUBDOMAIN.fullmatch(claim):
             col.add("volumes", f"{where}: claim must be the name of a PersistentVolumeClaim (DNS-1123).")
             continue
-        if not isinstance(path, str) or not path.startswith("/") or path.rstrip("/") == "" or len(path) > 200:
+        if (not isinstance(path, str) or not path.startswith("/") or path.rstrip("/") == "" or len(path) > 200
+                or "\x00" in path):
             col.add("volumes", f"{where}: mount_path must be an absolute path other than '/'.")
             continue
         normalised = path.rstrip("/")

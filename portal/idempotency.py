@@ -27,6 +27,7 @@ from rest_framework.response import Response
 from portal.models import IdempotencyRecord
 
 HEADER = "Idempotency-Key"
+PATH_LENGTH = IdempotencyRecord._meta.get_field("path").max_length
 IN_PROGRESS = 0
 #: A placeholder older than this belongs to a request that died; it no longer blocks the key.
 ABANDONED_AFTER = timedelta(seconds=60)
@@ -46,6 +47,8 @@ def idempotent(view_method):
             return view_method(self, request, *args, **kwargs)
         if len(key) > 200:
             return _error("Must be at most 200 characters.", status.HTTP_400_BAD_REQUEST)
+        if not (key.isascii() and key.isprintable()):
+            return _error("Use printable ASCII characters only.", status.HTTP_400_BAD_REQUEST)
         now = timezone.now()
         ttl = timedelta(hours=settings.SLIPWAY_IDEMPOTENCY_TTL_HOURS)
         records = IdempotencyRecord.objects.filter(user=request.user, key=key)
@@ -61,7 +64,7 @@ def idempotent(view_method):
         try:
             with transaction.atomic():
                 record = IdempotencyRecord.objects.create(
-                    user=request.user, key=key, path=request.path, status_code=IN_PROGRESS, body={}
+                    user=request.user, key=key, path=_path(request), status_code=IN_PROGRESS, body={}
                 )
         except IntegrityError:
             existing = records.first()
@@ -88,10 +91,16 @@ def idempotent(view_method):
     return wrapper
 
 
+def _path(request) -> str:
+    """The request path as the record keeps it (the column holds 300 characters; longer paths
+    are only ever padded ids, such as /runs/000…42/cancel/)."""
+    return request.path[:PATH_LENGTH]
+
+
 def _replay(record: IdempotencyRecord, request) -> Response:
     if record.status_code == IN_PROGRESS:
         return _error("A request with this key is still being processed.", status.HTTP_409_CONFLICT)
-    if record.path != request.path:
+    if record.path != _path(request):
         return _error("This key was already used for another endpoint.", status.HTTP_400_BAD_REQUEST)
     response = Response(record.body, status=record.status_code)
     response["Idempotent-Replayed"] = "true"

@@ -31,9 +31,10 @@ def switch_team(request: HttpRequest) -> HttpResponse:
     """Make another of the user's teams the current one (404 for teams they are not in)."""
     membership = require_team(request.user, request.POST.get("team", ""))
     request.session[SESSION_KEY] = membership.team.slug
-    target = request.POST.get("next") or "dashboard"
-    if target != "dashboard" and not url_has_allowed_host_and_scheme(target, {request.get_host()}):
-        target = "dashboard"
+    target = request.POST.get("next", "")
+    # Only a local path: redirect() would take a bare word for a URL name (NoReverseMatch).
+    if not target.startswith("/") or not url_has_allowed_host_and_scheme(target, {request.get_host()}):
+        return redirect("dashboard")
     return redirect(target)
 
 

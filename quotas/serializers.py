@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, time
+from datetime import UTC, date, datetime, time
 
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -69,7 +69,8 @@ MIN_YEAR, MAX_YEAR = 1970, 9998
 def _moment(value, end: bool) -> datetime:
     """A date means its whole day: ``since`` from its midnight, ``until`` to the next midnight."""
     if isinstance(value, datetime):
-        return value if timezone.is_aware(value) else timezone.make_aware(value)
+        # In UTC: Python accepts offsets up to ±23:59, PostgreSQL only up to ±15:59.
+        return value.astimezone(UTC) if timezone.is_aware(value) else timezone.make_aware(value)
     moment = timezone.make_aware(datetime.combine(value, time.min))
     return moment + timezone.timedelta(days=1) if end else moment
 

@@ -90,7 +90,7 @@ def _check_name(errors: _Errors, kind: str, name: str) -> None:
         pattern, limit, what = _DNS_SUBDOMAIN, 253, "a lowercase RFC 1123 subdomain"
     if len(name) > limit:
         errors.invalid("metadata.name", name, f"must be no more than {limit} characters")
-    elif not pattern.match(name):
+    elif not pattern.fullmatch(name):
         errors.invalid(
             "metadata.name", name,
             f"{what} must consist of lower case alphanumeric characters or '-', and must start and end "
@@ -106,9 +106,9 @@ def _check_labels(errors: _Errors, path: str, labels: object) -> None:
         return
     for key, value in labels.items():
         name = str(key).rsplit("/", 1)[-1]
-        if not _LABEL_NAME.match(name) or len(name) > 63:
+        if not _LABEL_NAME.fullmatch(name) or len(name) > 63:
             errors.invalid(f"{path}", key, "name part must consist of alphanumeric characters, '-', '_' or '.'")
-        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
+        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
             errors.invalid(f"{path}", value, "a valid label must be an empty string or consist of alphanumeric "
                            "characters, '-', '_' or '.', and must start and end with an alphanumeric character")
 
@@ -182,7 +182,7 @@ def _check_pod_template(errors: _Errors, path: str, template: object, *, restart
         name = container.get("name")
         if not name:
             errors.required(f"{cpath}.name")
-        elif not isinstance(name, str) or not _DNS_LABEL.match(name):
+        elif not isinstance(name, str) or not _DNS_LABEL.fullmatch(name):
             errors.invalid(f"{cpath}.name", name, "a lowercase RFC 1123 label must consist of lower case "
                            "alphanumeric characters or '-'")
         elif name in seen:
@@ -200,7 +200,7 @@ def _check_pod_template(errors: _Errors, path: str, template: object, *, restart
             env_name = env.get("name") if isinstance(env, dict) else None
             if not env_name:
                 errors.required(f"{cpath}.env[{env_index}].name")
-            elif not _ENV_NAME.match(str(env_name)):
+            elif not _ENV_NAME.fullmatch(str(env_name)):
                 errors.invalid(f"{cpath}.env[{env_index}].name", env_name, "a valid environment variable name must "
                                "consist of alphabetic characters, digits, '_', '-', or '.'")
         _check_resources(errors, f"{cpath}.resources", container.get("resources"))
@@ -326,7 +326,7 @@ def admit(obj: object) -> Manifest:
     namespace = meta.get("namespace")
     if namespaced:
         namespace = namespace or "default"
-        if not _DNS_LABEL.match(str(namespace)) or len(str(namespace)) > 63:
+        if not _DNS_LABEL.fullmatch(str(namespace)) or len(str(namespace)) > 63:
             errors.invalid("metadata.namespace", namespace, "a lowercase RFC 1123 label must consist of lower case "
                            "alphanumeric characters or '-'")
     elif namespace:

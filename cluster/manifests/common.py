@@ -54,7 +54,7 @@ def dns_name(*parts: str, limit: int = 63) -> str:
     """
     raw = "-".join(p for p in parts if p).lower()
     name = re.sub(r"[^a-z0-9-]+", "-", raw).strip("-") or "x"
-    if len(name) <= limit and _DNS_LABEL.match(name):
+    if len(name) <= limit and _DNS_LABEL.fullmatch(name):
         return name
     digest = hashlib.sha256(raw.encode()).hexdigest()[:8]
     return f"{name[: limit - 9].rstrip('-')}-{digest}"

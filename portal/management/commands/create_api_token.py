@@ -31,6 +31,8 @@ class Command(BaseCommand):
         name = name.strip()
         if not name or len(name) > 100:
             raise CommandError("--name must be 1 to 100 characters.")
+        if "\x00" in name or "\x00" in username:  # PostgreSQL text cannot hold NUL
+            raise CommandError("The user name and --name must not contain NUL characters.")
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user named {username!r}.")

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -20,13 +22,43 @@ from sandbox import inventory
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimObject, SimPod
 
+#: Bounds of the simulated clock: far from the calendar's ends (the clock subtracts event
+#: lifetimes and adds durations) and storable by every database.
+EARLIEST, LATEST = datetime(1970, 1, 1, tzinfo=UTC), datetime(9000, 1, 1, tzinfo=UTC)
+#: At most a year per `tick --seconds`: each step is a full tick.
+MAX_SECONDS = 365 * 24 * 3600
+#: A Kubernetes object name: a DNS-1123 label.
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
 
 def _parse_time(value: str) -> datetime:
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as exc:
         raise CommandError(f"--at must be an RFC 3339 time, got {value!r}") from exc
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    try:
+        parsed = (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:30+01:00 is before year 1 in UTC
+        parsed = EARLIEST - timedelta(days=1)
+    if not EARLIEST <= parsed < LATEST:
+        raise CommandError(f"--at must be between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}, got {value!r}")
+    return parsed
+
+
+def _parse_load(ref: str, raw: str) -> tuple[WorkloadRef, float | None]:
+    """``<namespace>/<workload>`` and a finite load (or ``auto``), or a CommandError."""
+    namespace, sep, workload = ref.partition("/")
+    if not sep or not _NAME.fullmatch(namespace) or not _NAME.fullmatch(workload):
+        raise CommandError(f"load needs <namespace>/<workload>, both Kubernetes names, got {ref!r}")
+    if raw == "auto":
+        return WorkloadRef(namespace, workload), None
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise CommandError(f"load value must be a number or 'auto', got {raw!r}") from exc
+    if not math.isfinite(value) or value < 0:
+        raise CommandError(f"load value must be a finite number of at least 0, got {raw!r}")
+    return WorkloadRef(namespace, workload), value
 
 
 class Command(BaseCommand):
@@ -52,22 +84,18 @@ class Command(BaseCommand):
         elif action == "tick":
             self._tick(backend, options)
         elif action == "load":
-            namespace, sep, workload = str(options["ref"]).partition("/")
-            if not sep or not namespace or not workload:
-                raise CommandError("load needs <namespace>/<workload>")
             raw = str(options["value"])
-            try:
-                value = None if raw == "auto" else float(raw)
-            except ValueError as exc:
-                raise CommandError(f"load value must be a number or 'auto', got {raw!r}") from exc
-            backend.set_load(WorkloadRef(namespace, workload), value)
-            self.stdout.write(f"load of {namespace}/{workload} set to {raw}")
+            ref, value = _parse_load(str(options["ref"]), raw)
+            backend.set_load(ref, value)
+            self.stdout.write(f"load of {ref.namespace}/{ref.workload} set to {raw}")
         elif action == "reset":
             backend.reset()
             self.stdout.write("sandbox cluster reset")
 
     def _tick(self, backend: SandboxBackend, options: dict) -> None:
         if options.get("seconds"):
+            if not 0 < int(options["seconds"]) <= MAX_SECONDS:
+                raise CommandError(f"--seconds must be between 1 and {MAX_SECONDS} (a year)")
             start = backend.clock()
             step = max(int(options.get("step") or 5), 1)
             for offset in range(step, int(options["seconds"]) + 1, step):

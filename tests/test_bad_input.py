@@ -1,10 +1,10 @@
-"""Bad-input review: inputs that still make Slipway answer 500, print a traceback or keep garbage.
+"""Bad input that used to make Slipway answer 500, print a traceback or keep garbage.
 
 The rule (DESIGN.md §6, API.md "Auth and errors"): bad input gets a clear error — a 400 with
 field errors in the API, a form error in the portal, a CommandError for management commands —
-never a 500, and nothing half-written. Every test here reproduces one problem found by probing
-the API, the portal and the commands with odd values; each fails until the problem is fixed.
-Tests marked ``postgres`` reproduce PostgreSQL-only failures (NUL bytes, offsets, lengths).
+never a 500, and nothing half-written. Every test here reproduces a problem found by a review
+that probed the API, the portal and the commands with odd values. Tests marked ``postgres``
+are PostgreSQL-only failures (NUL bytes, time-zone offsets, column lengths).
 """
 
 from __future__ import annotations
