@@ -26,6 +26,7 @@ from jobs import constants as c
 # Used with fullmatch: "$" alone would also match before a final newline ("bert\n").
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # registry[:port]/path/to/name[:tag][@sha256:hex] — lowercase path components as Docker requires.
 IMAGE_REF = re.compile(
@@ -120,16 +121,16 @@ class _Collector:
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             self.add(name, "Must be a whole number.")
             return default
-        try:
-            number = int(value)
-        except ValueError:
+        # Plain digits only: int() would also take "1_0" (10) and "²"-like digits.
+        if isinstance(value, str) and not WHOLE_NUMBER.fullmatch(value.strip()):
             self.add(name, "Must be a whole number.")
             return default
+        number = int(value)
         if not lo <= number <= hi:
             self.add(name, f"Must be between {lo} and {hi}.")
         return number
 
-    def number(self, name: str, hi: float) -> float | None:
+    def number(self, name: str, lo: float, hi: float) -> float | None:
         if not self.present(name):
             return None
         value = self.data[name]
@@ -141,8 +142,8 @@ class _Collector:
         except (TypeError, ValueError, OverflowError):  # OverflowError: a JSON integer past float's range
             self.add(name, "Must be a number.")
             return None
-        if not 0 < number <= hi or number != number:  # also rejects NaN
-            self.add(name, f"Must be greater than 0 and at most {hi:g}.")
+        if not lo <= number <= hi:  # also rejects NaN
+            self.add(name, f"Must be between {lo:g} and {hi:g}.")
         return number
 
     def boolean(self, name: str, default: bool) -> bool:
@@ -284,15 +285,18 @@ def parse_run_request(data: Mapping[str, Any]) -> RunRequest:
     flavor = col.string("flavor", max_length=40)
     gpus = col.integer("gpus_per_worker", 1, 1, 64)
     workers = col.integer("workers", 1, 1, c.MAX_WORKERS)
-    cpu = col.number("cpu", c.MAX_CPU)
-    memory_gb = col.number("memory_gb", c.MAX_MEMORY_GB)
-    shm_gb = col.number("shm_gb", c.MAX_SHM_GB)
+    # Lower bounds: what the manifests can express (1 millicore, 1 MiB), not "0".
+    cpu = col.number("cpu", 0.001, c.MAX_CPU)
+    memory_gb = col.number("memory_gb", 0.001, c.MAX_MEMORY_GB)
+    shm_gb = col.number("shm_gb", 0.001, c.MAX_SHM_GB)
     if shm_gb is not None and memory_gb is not None and shm_gb > memory_gb:
         col.add("shm_gb", "Shared memory counts against the container's memory: it must not exceed memory_gb.")
     max_retries = col.integer("max_retries", 2, 0, c.MAX_RETRIES)
     max_runtime = col.integer("max_runtime_minutes", None, 1, c.MAX_RUNTIME_MINUTES)
-    priority = data.get("priority") or c.Priority.NORMAL
-    if priority not in c.Priority.values:
+    priority = data.get("priority")
+    if priority is None or priority == "":
+        priority = c.Priority.NORMAL
+    elif not isinstance(priority, str) or priority not in c.Priority.values:
         col.add("priority", f"Must be one of: {', '.join(c.Priority.values)}.")
     spot = col.boolean("spot", False)
     volumes = _check_volumes(col)

@@ -27,3 +27,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]
+
+# A URL that matches no route under /api/ answers in the API's error shape, not an HTML page.
+handler404 = "portal.views.not_found"

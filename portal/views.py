@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
@@ -74,3 +74,12 @@ def endpoints_placeholder(request: HttpRequest) -> HttpResponse:
     """Inference endpoints are not built yet; say so instead of a dead link."""
     return render(request, "inference/coming.html")
 
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """404 for URLs that match no route: the API's error shape under /api/, Django's page elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"errors": {"detail": ["Not found."]}}, status=404)
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception)

@@ -243,3 +243,32 @@ def test_sandbox_load_rejects_a_reference_that_is_not_a_namespace_and_workload_n
     with pytest.raises(CommandError):
         call_command("sandbox", "load", ref, "10")
     assert not SimLoad.objects.exists()
+
+
+@with_quota
+@pytest.mark.parametrize("field, value", [
+    ("gpus_per_worker", "1_0"),  # int() reads it as 10
+    ("workers", "٣"),  # an Arabic-Indic three: int() takes it too
+    ("priority", []),  # was taken for "no priority given"
+    ("priority", {}),
+    ("cpu", 1e-9),  # passed "greater than 0" and rendered as "0" in the manifest
+    ("memory_gb", 1e-9),
+])
+def test_it_rejects_values_that_used_to_pass_as_something_else(api, field, value):
+    response = post_run(api, run_payload(**{field: value}))
+    assert_field_error(response, field)
+    assert not TrainingRun.objects.exists()
+
+
+@pytest.mark.parametrize("path", ["/api/v1/runs/1.0/logs/", "/api/v1/nothing-here/"])
+def test_an_api_url_that_matches_no_route_answers_json(api, path, settings):
+    settings.DEBUG = False  # with DEBUG on Django shows its technical 404 page instead
+    response = api.get(path)
+    assert response.status_code == 404
+    assert response.json() == {"errors": {"detail": ["Not found."]}}
+
+
+def test_a_portal_url_that_matches_no_route_is_still_a_page(client, settings):
+    settings.DEBUG = False
+    response = client.get("/no-such-page/")
+    assert response.status_code == 404 and response["Content-Type"].startswith("text/html")
