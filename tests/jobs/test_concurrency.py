@@ -7,7 +7,6 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from jobs.constants import RunState
@@ -18,22 +17,9 @@ from quotas import admission
 from quotas.models import QueuedRequest, Reservation
 from quotas.signals import workload_admitted
 from tests.jobs.conftest import run_payload
+from tests.threads import in_thread
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-
-def in_thread(target, errors: list) -> threading.Thread:
-    def body():
-        try:
-            target()
-        except Exception as exc:  # the test asserts there were none
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=body)
-    thread.start()
-    return thread
 
 
 def test_cancelling_a_queued_run_while_it_is_being_admitted_neither_deadlocks_nor_leaks(

@@ -11,13 +11,13 @@ import threading
 import time
 
 import pytest
-from django.db import connection
 
 from jobs import api as jobs_api
 from jobs.models import TrainingRun
 from portal import idempotency
 from portal.models import IdempotencyRecord
 from tests.jobs.conftest import run_payload
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db
 
@@ -60,39 +60,26 @@ def test_a_retry_while_a_slow_first_request_still_runs_never_creates_a_second_ru
         return real_serialize(self, run)
 
     monkeypatch.setattr(jobs_api.RunViewSet, "_serialize", slow)
-    responses = {}
+    responses, errors = {}, []
 
-    def first():
-        try:
-            responses["first"] = api.post("/api/v1/runs/", run_payload(), format="json",
-                                          HTTP_IDEMPOTENCY_KEY="k-slow")
-        finally:
-            connection.close()
+    def post(name: str):
+        responses[name] = api.post("/api/v1/runs/", run_payload(), format="json", HTTP_IDEMPOTENCY_KEY="k-slow")
 
-    thread = threading.Thread(target=first)
-    thread.start()
+    first = in_thread(lambda: post("first"), errors)
     assert inside.wait(10)
-    retry = {}
-
-    def second():
-        try:
-            retry["response"] = api.post("/api/v1/runs/", run_payload(), format="json",
-                                         HTTP_IDEMPOTENCY_KEY="k-slow")
-        finally:
-            connection.close()
-
-    retrying = threading.Thread(target=second)
-    retrying.start()
+    retrying = in_thread(lambda: post("retry"), errors)
     time.sleep(0.5)  # the retry gets as far as it can while the first request is still running
     go.set()
-    thread.join(30)
+    first.join(30)
     retrying.join(30)
+    assert errors == []
 
     assert responses["first"].status_code == 201
-    assert retry["response"].status_code in (201, 409)
-    if retry["response"].status_code == 201:
-        assert retry["response"]["Idempotent-Replayed"] == "true"
-        assert retry["response"].json() == responses["first"].json()
+    retry = responses["retry"]
+    assert retry.status_code in (201, 409)
+    if retry.status_code == 201:
+        assert retry["Idempotent-Replayed"] == "true"
+        assert retry.json() == responses["first"].json()
     assert TrainingRun.objects.count() == 1
 
 

@@ -13,7 +13,6 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from jobs import reconcile as rec
@@ -25,6 +24,7 @@ from jobs.tasks import create_run_resources, delete_run_resources
 from quotas import admission
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamQuota
 from tests.jobs.conftest import run_payload
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db
 NS = "team-ml-research"
@@ -64,20 +64,6 @@ def test_a_run_failed_while_its_last_apply_was_in_flight_leaves_no_job_on_the_cl
 
 
 # -- on PostgreSQL: the team's admission lock ---------------------------------------------------
-
-
-def in_thread(target, errors: list) -> threading.Thread:
-    def body():
-        try:
-            target()
-        except Exception as exc:  # the test asserts there were none
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=body)
-    thread.start()
-    return thread
 
 
 @pytest.mark.postgres

@@ -12,7 +12,6 @@ import threading
 import time
 
 import pytest
-from django.db import connection
 from django.db.models.signals import post_save
 from django.test import Client
 
@@ -20,22 +19,9 @@ from quotas.admission import ResourceRequest, admit
 from quotas.models import Reservation, TeamQuota
 from quotas.tasks import sync_team_quota
 from tests.quotas.test_admin import team_form
+from tests.threads import in_thread
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-
-def in_thread(target, errors: list) -> threading.Thread:
-    def body():
-        try:
-            target()
-        except Exception as exc:  # the test asserts there were none
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=body)
-    thread.start()
-    return thread
 
 
 def test_editing_two_quotas_on_the_team_page_while_a_run_is_admitted_does_not_deadlock(
