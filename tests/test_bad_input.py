@@ -272,3 +272,9 @@ def test_a_portal_url_that_matches_no_route_is_still_a_page(client, settings):
     settings.DEBUG = False
     response = client.get("/no-such-page/")
     assert response.status_code == 404 and response["Content-Type"].startswith("text/html")
+
+
+def test_sandbox_tick_refuses_more_ticks_than_a_command_should_run(db):
+    call_command("sandbox", "tick", "--at", "2026-11-22T10:00:00Z")
+    with pytest.raises(CommandError, match="larger --step"):
+        call_command("sandbox", "tick", "--seconds", str(365 * 24 * 3600), "--step", "1")

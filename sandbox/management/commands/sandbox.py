@@ -25,8 +25,10 @@ from sandbox.models import SimObject, SimPod
 #: Bounds of the simulated clock: far from the calendar's ends (the clock subtracts event
 #: lifetimes and adds durations) and storable by every database.
 EARLIEST, LATEST = datetime(1970, 1, 1, tzinfo=UTC), datetime(9000, 1, 1, tzinfo=UTC)
-#: At most a year per `tick --seconds`: each step is a full tick.
+#: At most a year per `tick --seconds`...
 MAX_SECONDS = 365 * 24 * 3600
+#: ...and at most this many ticks per command (a year at --step 1 would be 31 million).
+MAX_TICKS = 100_000
 #: A Kubernetes object name: a DNS-1123 label.
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
@@ -98,6 +100,8 @@ class Command(BaseCommand):
                 raise CommandError(f"--seconds must be between 1 and {MAX_SECONDS} (a year)")
             start = backend.clock()
             step = max(int(options.get("step") or 5), 1)
+            if int(options["seconds"]) // step > MAX_TICKS:  # each step is a full tick
+                raise CommandError(f"--seconds / --step must be at most {MAX_TICKS} ticks; use a larger --step")
             for offset in range(step, int(options["seconds"]) + 1, step):
                 backend.tick(start + timedelta(seconds=offset))
             self.stdout.write(f"advanced to {backend.clock().isoformat()}")
