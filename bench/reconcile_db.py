@@ -111,7 +111,7 @@ def measure(size: int) -> tuple[float, float]:
         create_run_resources(run.pk)
     t0 = timezone.now().replace(microsecond=0)
     for run in TrainingRun.objects.filter(team=team):
-        backend.set_running(run.namespace, run.workload_id, units=1, started=t0.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        backend.set_running(run.namespace, run.cluster_name, units=1, started=t0.strftime("%Y-%m-%dT%H:%M:%SZ"))
     clock = iter(range(1, 1000))
 
     def cycle() -> float:

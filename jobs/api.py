@@ -21,6 +21,7 @@ from portal.idempotency import idempotent
 from portal.models import Role
 from portal.permissions import require_team
 from quotas import admission
+from workloads import services as workloads
 
 
 def queue_positions_for(runs) -> dict[str, int]:
@@ -114,20 +115,20 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @action(detail=True, methods=["get"])
     def logs(self, request, pk=None):
         run = self.get_object()
-        return Response({"lines": services.run_logs(run, _tail(request))})
+        return Response({"lines": workloads.logs(run, _tail(request))})
 
     @extend_schema(responses=EventSerializer(many=True))
     @action(detail=True, methods=["get"])
     def events(self, request, pk=None):
         run = self.get_object()
-        return Response([EventSerializer(e).data for e in services.run_events(run)])
+        return Response([EventSerializer(e).data for e in workloads.events(run)])
 
     @extend_schema(parameters=[OpenApiParameter("format", str, enum=["json", "yaml"])],
                    responses={200: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["get"])
     def manifest(self, request, pk=None):
         run = self.get_object()
-        objects = services.run_manifests(run)
+        objects = workloads.manifests(run)
         fmt = request.query_params.get("format", "json")
         if fmt == "yaml":
             body = yaml.safe_dump_all(objects, sort_keys=False)

@@ -1,4 +1,4 @@
-"""App config for jobs: connects the signal receivers."""
+"""App config for jobs: registers training runs as a workload kind."""
 
 from django.apps import AppConfig
 
@@ -8,4 +8,8 @@ class JobsConfig(AppConfig):
     verbose_name = "Training runs"
 
     def ready(self) -> None:
-        from jobs import signals  # noqa: F401  (connects receivers)
+        # Imported here, not at the top: models may only be imported once apps are loaded.
+        from jobs.kind import TrainingKind
+        from workloads.registry import register
+
+        register(TrainingKind())

@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError
 
 from jobs import constants as c
 from jobs.validation import parse_run_request
+from quotas.constants import Priority
 from quotas.models import GpuFlavor
 
 #: Field names are the API's, so a service error on "gpus_per_worker" lands next to the
@@ -108,7 +109,7 @@ class NewRunForm(forms.Form):
     workers = forms.CharField(initial="1", widget=forms.NumberInput(attrs={"min": 1, "max": c.MAX_WORKERS}),
                               help_text="More than one runs a distributed PyTorchJob.")
     spot = forms.BooleanField(required=False, label="Spot (cheaper, may be interrupted)")
-    priority = forms.CharField(initial=c.Priority.NORMAL, widget=forms.Select(choices=c.Priority.choices))
+    priority = forms.CharField(initial=Priority.NORMAL, widget=forms.Select(choices=Priority.choices))
     cpu = forms.CharField(required=False, label="CPUs per worker", widget=forms.NumberInput(attrs={"step": "any", "min": 0}))
     memory_gb = forms.CharField(required=False, label="Memory per worker (GB)",
                                 widget=forms.NumberInput(attrs={"step": "any", "min": 0}))

@@ -10,6 +10,7 @@ from rest_framework import serializers
 
 from jobs import constants as c
 from jobs.models import TrainingRun
+from quotas.constants import Priority
 
 
 class VolumeSerializer(serializers.Serializer):
@@ -36,7 +37,7 @@ class RunCreateSerializer(serializers.Serializer):
     shm_gb = serializers.FloatField(required=False)
     max_retries = serializers.IntegerField(min_value=0, max_value=c.MAX_RETRIES, default=2)
     max_runtime_minutes = serializers.IntegerField(min_value=1, required=False)
-    priority = serializers.ChoiceField(choices=c.Priority.choices, default=c.Priority.NORMAL)
+    priority = serializers.ChoiceField(choices=Priority.choices, default=Priority.NORMAL)
     spot = serializers.BooleanField(default=False)
     volumes = VolumeSerializer(many=True, required=False)
 

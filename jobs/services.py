@@ -1,13 +1,12 @@
 """User actions on training runs: one function per action, shared by the portal and the API.
 
-* :func:`submit_run` validates, admits against quota and budget (``quotas.admission.admit``)
-  and records the run in one transaction; the cluster objects are created by a Celery task
-  published after commit.
+* :func:`submit_run` validates, records the run and admits it against quota and budget
+  (:func:`workloads.services.admit_new`) in one transaction; the cluster objects are created
+  by a Celery task published after commit.
 * :func:`cancel_run` ends a run, releases its quota and has its cluster objects deleted.
 * :func:`rerun` submits a finished (or running) run's request again.
 
-Read helpers (:func:`get_run_for_user`, :func:`run_manifests`, :func:`run_logs`,
-:func:`run_events`) keep the views thin and the access rules in one place.
+Reading (manifest, logs, events) goes through :mod:`workloads.services`, shared by every kind.
 """
 
 from __future__ import annotations
@@ -17,24 +16,19 @@ from decimal import Decimal
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F
-from django.utils import timezone
 
-from cluster.backends.base import ClusterEvent, WorkloadRef
-from cluster.errors import ClusterError
-from cluster.specs import TrainingSpec, VolumeSpec
 from jobs import constants as c
-from jobs.constants import PRIORITY_RANK, Reason, RunState
 from jobs.models import TrainingRun
-from jobs.reconcile import charge
 from jobs.validation import RunRequest, parse_run_request, request_from_run
 from portal.models import AuditEvent, Role, Team
 from portal.permissions import get_for_user, require_team
-from portal.queueing import publish_on_commit
 from portal.services import audit
 from quotas import admission
 from quotas.constants import Reason as QuotaReason
+from quotas.ledger import cost_per_hour
 from quotas.models import GpuFlavor
+from workloads import services as workloads
+from workloads.constants import Message
 
 
 class RunConflict(Exception):
@@ -49,76 +43,19 @@ def get_run_for_user(user, pk, role: str = Role.VIEWER) -> TrainingRun:
     return get_for_user(TrainingRun.objects.select_related("team", "flavor", "created_by"), user, role, pk=pk)
 
 
-def training_spec(run: TrainingRun) -> TrainingSpec:
-    """The cluster layer's description of ``run`` (pure data for the manifest builders)."""
-    return TrainingSpec(
-        workload_id=run.workload_id,
-        team=run.team.slug,
-        namespace=run.team.namespace,
-        name=run.name,
-        image=run.image,
-        command=tuple(run.command),
-        flavor=run.flavor.to_spec(),
-        args=tuple(run.args),
-        env=tuple(sorted(run.env.items())),
-        gpus_per_worker=run.gpus_per_worker,
-        workers=run.workers,
-        cpu=run.cpu,
-        memory_gb=run.memory_gb,
-        shm_gb=run.shm_gb,
-        max_retries=run.max_retries,
-        max_runtime_minutes=run.max_runtime_minutes,
-        spot=run.spot,
-        volumes=tuple(VolumeSpec(v["claim"], v["mount_path"], bool(v.get("read_only"))) for v in run.volumes),
-    )
-
-
-def run_manifests(run: TrainingRun) -> list[dict]:
-    """The Kubernetes objects Slipway applies for ``run`` (pure: no cluster call)."""
-    from cluster.manifests import build_training
-    from portal.cluster import cluster_config
-
-    return build_training(training_spec(run), cluster_config())
-
-
-def run_logs(run: TrainingRun, tail: int = 200) -> list[str]:
-    """Last log lines of the run's first pod; [] when it has no pod (yet) or the cluster is unreachable."""
-    from portal.cluster import get_backend
-
-    if run.state in (RunState.QUEUED, RunState.ADMITTED):
-        return []
-    try:
-        return get_backend().logs(WorkloadRef(run.namespace, run.workload_id), tail=tail)
-    except ClusterError:
-        return []
-
-
-def run_events(run: TrainingRun) -> list[ClusterEvent]:
-    """Cluster events about the run's objects; [] when there are none or the cluster is unreachable."""
-    from portal.cluster import get_backend
-
-    if run.state in (RunState.QUEUED, RunState.ADMITTED):
-        return []
-    try:
-        return get_backend().events(WorkloadRef(run.namespace, run.workload_id))
-    except ClusterError:
-        return []
-
-
 # 2. Submitting ------------------------------------------------------------------------------
 
 
 def _quota_request(request: RunRequest) -> admission.ResourceRequest:
+    """What a not yet recorded run would ask of the quota (for the preview)."""
     return admission.ResourceRequest(
         flavor=request.flavor,
         units=request.gpus_per_worker * request.workers,
         units_per_node=request.gpus_per_worker,
-        priority=PRIORITY_RANK[c.Priority(request.priority)],
+        priority=request.priority,
         spot=request.spot,
         description=f"run {request.name}",
     )
-
-
 def _rejection_errors(request: RunRequest, decision: admission.Decision) -> dict[str, list[str]]:
     """Put an admission rejection on the field the user has to change."""
     if decision.reason in (QuotaReason.UNKNOWN_FLAVOR, QuotaReason.INACTIVE_FLAVOR, QuotaReason.NO_QUOTA_FOR_FLAVOR):
@@ -159,35 +96,20 @@ def submit_run(user, team: Team, request: RunRequest | dict) -> TrainingRun:
         request = parse_run_request(request)
     flavor = _check_team_facts(team, request)
 
-    # 2. Record and admit in one transaction: a rejection rolls the row back.
+    # 2. Record and admit in one transaction: a rejection rolls the row back. Admitted, the
+    #    cluster objects are created after commit (the reconciler re-drives if that is lost).
     try:
         with transaction.atomic():
             run = TrainingRun.objects.create(team=team, created_by=user, flavor=flavor, **request.as_fields())
-            decision = admission.admit(team, _quota_request(request), run.ref)
+            decision = workloads.admit_new(run)
             if decision.rejected:
                 raise ValidationError(_rejection_errors(request, decision))
-            now = timezone.now()
-            if decision.admitted:
-                run.state, run.admitted_at, run.reason = RunState.ADMITTED, now, Reason.WAITING_FOR_WORKER
-            else:
-                run.state, run.reason = RunState.QUEUED, decision.message
-            run.save(update_fields=["state", "admitted_at", "reason"])
             audit(AuditEvent.Action.RUN_SUBMITTED, actor=user, team=team, target=f"run {run.pk} ({run.name})",
                   flavor=flavor.name, units=run.total_units, outcome=decision.outcome)
     except IntegrityError:
         # Two submissions with one name raced past the check above; the constraint decided.
         raise ValidationError({"name": [f"The team already has an active run named {request.name!r}."]}) from None
-
-    # 3. After commit: create the cluster objects (the reconciler re-drives if this is lost).
-    if run.state == RunState.ADMITTED:
-        enqueue_create(run.pk)
     return run
-
-
-def enqueue_create(run_pk: int) -> None:
-    from jobs.tasks import create_run_resources
-
-    publish_on_commit(create_run_resources, run_pk)
 
 
 @dataclass(frozen=True)
@@ -207,7 +129,7 @@ def preview_run(team: Team, data: dict) -> Preview:
         first = next(iter(exc.message_dict.items()))
         return Preview(None, "invalid", f"{first[0]}: {first[1][0]}")
     flavor = GpuFlavor.objects.filter(name=request.flavor, active=True).first()
-    cost = (flavor.price(request.spot) * request.gpus_per_worker * request.workers) if flavor else None
+    cost = cost_per_hour(flavor, request.gpus_per_worker * request.workers, request.spot) if flavor else None
     decision = admission.preview(team, _quota_request(request))
     return Preview(cost, decision.outcome, decision.message)
 
@@ -222,31 +144,10 @@ def cancel_run(user, run: TrainingRun) -> TrainingRun:
     """
     require_team(user, run.team, Role.MEMBER)
     with transaction.atomic():
-        # The team's admission lock first, in the order admit_waiting takes its locks: a queued
-        # run may be being admitted right now (tests/jobs/test_concurrency.py).
-        admission.lock_team(run.team)
-        now = timezone.now()
-        # Conditional on "not final": a reconcile finishing the run at the same moment wins
-        # or loses cleanly, never both.
-        updated = (
-            TrainingRun.objects.filter(pk=run.pk).exclude(state__in=c.FINAL_STATES)
-            .update(state=RunState.CANCELLED, finished_at=now, reason=Reason.CANCELLED_BY.format(user=user.username))
-        )
-        if not updated:
+        if not workloads.end_by_user(run, Message.CANCELLED_BY.format(user=user.username)):
             run.refresh_from_db()
             raise RunConflict(f"The run already finished ({run.state}); there is nothing to cancel.")
-        # The reconciler no longer looks at a final run: bill the stretch since its last cycle
-        # here (our UPDATE holds the row, so a concurrent cycle cannot bill it too).
-        run.refresh_from_db(fields=["billed_until", "billed_units"])
-        cost = charge(run, run.billed_until, now, run.billed_units)
-        if cost:
-            TrainingRun.objects.filter(pk=run.pk).update(cost_to_date=F("cost_to_date") + cost, billed_until=now)
-        admission.release(run.ref)
-        admission.admit_waiting(run.team)
         audit(AuditEvent.Action.RUN_CANCELLED, actor=user, team=run.team, target=f"run {run.pk} ({run.name})")
-    from jobs.tasks import delete_run_resources
-
-    publish_on_commit(delete_run_resources, run.pk)
     run.refresh_from_db()
     return run
 

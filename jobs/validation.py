@@ -22,6 +22,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from jobs import constants as c
+from quotas.constants import Priority
 
 # Used with fullmatch: "$" alone would also match before a final newline ("bert\n").
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -63,7 +64,7 @@ class RunRequest:
     shm_gb: float | None = None
     max_retries: int = 2
     max_runtime_minutes: int | None = None
-    priority: str = c.Priority.NORMAL
+    priority: str = Priority.NORMAL
     spot: bool = False
     volumes: tuple[VolumeRequest, ...] = field(default=())
 
@@ -295,9 +296,9 @@ def parse_run_request(data: Mapping[str, Any]) -> RunRequest:
     max_runtime = col.integer("max_runtime_minutes", None, 1, c.MAX_RUNTIME_MINUTES)
     priority = data.get("priority")
     if priority is None or priority == "":
-        priority = c.Priority.NORMAL
-    elif not isinstance(priority, str) or priority not in c.Priority.values:
-        col.add("priority", f"Must be one of: {', '.join(c.Priority.values)}.")
+        priority = Priority.NORMAL
+    elif not isinstance(priority, str) or priority not in Priority.values:
+        col.add("priority", f"Must be one of: {', '.join(Priority.values)}.")
     spot = col.boolean("spot", False)
     volumes = _check_volumes(col)
     if col.errors:

@@ -36,6 +36,7 @@ from portal.permissions import require_team
 from quotas import admission
 from quotas.models import GpuFlavor
 from quotas.services import budget_summary, usage_summary
+from workloads import services as workloads
 
 #: htmx stops polling an element whose request is answered with this status.
 STOP_POLLING = 286
@@ -228,11 +229,11 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context = _status_context(request, run)
     if _wants_partial(request):
         return render(request, "jobs/run_detail.html#status", context, status=_polling_status(run))
-    manifest = yaml.safe_dump_all(services.run_manifests(run), sort_keys=False)
+    manifest = yaml.safe_dump_all(workloads.manifests(run), sort_keys=False)
     context.update({
         "manifest": manifest,
-        "events": services.run_events(run),
-        "logs": services.run_logs(run, LOG_TAIL),
+        "events": workloads.events(run),
+        "logs": workloads.logs(run, LOG_TAIL),
         "spec": _spec_rows(run),
     })
     return render(request, "jobs/run_detail.html", context)
@@ -266,7 +267,7 @@ def _spec_rows(run: TrainingRun) -> list[tuple[str, str, bool]]:
 def run_logs(request: HttpRequest, pk: int) -> HttpResponse:
     """The logs tail, polled while the run is active; 286 once it is final."""
     run = services.get_run_for_user(request.user, pk)
-    context = {"run": run, "logs": services.run_logs(run, LOG_TAIL)}
+    context = {"run": run, "logs": workloads.logs(run, LOG_TAIL)}
     return render(request, "jobs/run_detail.html#logs", context, status=_polling_status(run))
 
 

@@ -31,8 +31,12 @@ app.conf.update(
     task_default_queue="default",
     task_queues=(Queue("default"), Queue("cluster"), Queue("reconcile")),
     task_routes={
+        "workloads.tasks.reconcile": {"queue": "reconcile"},
+        "workloads.tasks.apply_workload": {"queue": "cluster"},
+        "workloads.tasks.delete_workload": {"queue": "cluster"},
+        # Names of the previous release, routable for one more (jobs/tasks.py).
         "jobs.tasks.reconcile": {"queue": "reconcile"},
-        "*.tasks.*_resources": {"queue": "cluster"},
+        "jobs.tasks.*_resources": {"queue": "cluster"},
         "quotas.tasks.*": {"queue": "cluster"},
     },
     worker_hijack_root_logger=False,

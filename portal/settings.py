@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "template_partials",
     "portal",
     "quotas",
+    "workloads",
     "jobs",
     "inference",
     "sandbox",
@@ -133,7 +134,7 @@ CELERY_TASK_ALWAYS_EAGER = False  # only unit tests switch this on
 CELERY_RECONCILE_INTERVAL = env_float("SLIPWAY_RECONCILE_INTERVAL", 5.0)
 CELERY_BEAT_SCHEDULE = {
     "reconcile": {
-        "task": "jobs.tasks.reconcile",
+        "task": "workloads.tasks.reconcile",
         "schedule": CELERY_RECONCILE_INTERVAL,
         "options": {"queue": "reconcile", "expires": CELERY_RECONCILE_INTERVAL * 2},
     },

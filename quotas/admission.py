@@ -18,16 +18,18 @@ the work continues; they leave the queue only by being admitted or released.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
 
 from django.db import connection, transaction
-from django.db.models import OuterRef, Subquery, Sum
+from django.db.models import OuterRef, Q, Subquery, Sum
+from django.utils import timezone
 
 from portal.models import Team
 from quotas.constants import Outcome, Priority, Reason
-from quotas.ledger import ZERO, month_start
+from quotas.ledger import ZERO, month_start, open_spend
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, UsageRecord
 from quotas.signals import workload_admitted
 
@@ -39,7 +41,7 @@ class ResourceRequest:
     flavor: str
     units: int
     units_per_node: int
-    priority: int = Priority.NORMAL
+    priority: Priority = Priority.NORMAL
     spot: bool = False
     description: str = ""
 
@@ -148,13 +150,15 @@ def _flavor_quota(flavor: GpuFlavor | None, quota: TeamQuota | None) -> FlavorQu
 
 
 def _budget_state(team) -> BudgetState | None:
-    """The team's budget and month-to-date spend (one query), or None without a budget."""
-    spent = (UsageRecord.objects.filter(team=OuterRef("team"), start__gte=month_start()).order_by()
+    """The team's budget and month-to-date spend (ledger and open segments), or None without a budget."""
+    now = timezone.now()
+    since = month_start(now)
+    spent = (UsageRecord.objects.filter(team=OuterRef("team"), start__gte=since).order_by()
              .values("team").annotate(total=Sum("cost")).values("total"))
     budget = TeamBudget.objects.filter(team=team).annotate(spent=Subquery(spent)).first()
     if budget is None:
         return None
-    return BudgetState(budget.monthly_limit, budget.spent or ZERO, budget.currency)
+    return BudgetState(budget.monthly_limit, (budget.spent or ZERO) + open_spend(team.pk, since, now), budget.currency)
 
 
 def _in_use(team, flavor_id: int) -> int:
@@ -210,14 +214,15 @@ def _decimal(value) -> Decimal | None:
     return Decimal(str(value))
 
 
-def _request_of(entry: QueuedRequest) -> ResourceRequest:
+def _request_of(entry: QueuedRequest | Reservation) -> ResourceRequest:
     return ResourceRequest(flavor=entry.flavor.name, units=entry.units, units_per_node=entry.units_per_node,
-                           priority=entry.priority, spot=entry.spot, description=entry.description)
+                           priority=Priority.from_rank(entry.priority), spot=entry.spot, description=entry.description)
 
 
 def _reservation_for(team, ref: str, flavor: GpuFlavor, request: ResourceRequest) -> Reservation:
     return Reservation(team=team, ref=ref, flavor=flavor, units=request.units, units_per_node=request.units_per_node,
-                       priority=request.priority, spot=request.spot, description=request.description[:200])
+                       priority=Priority(request.priority).rank, spot=request.spot,
+                       description=request.description[:200])
 
 
 # -- the transactional entry points --------------------------------------------------------
@@ -230,8 +235,6 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
     together. Admitting a ref that is already admitted or queued returns that outcome again
     without writing anything.
     """
-    from django.utils import timezone
-
     lock_sql, facts_sql, insert_sql, _ = _hot_sql(connection.vendor)
     with transaction.atomic(), connection.cursor() as cursor:
         # 1. Serialise admissions of this team (lock_team, in SQL). Everything read below is
@@ -241,8 +244,10 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
         cursor.execute(lock_sql, {"team": team.pk})
         # 2. Every fact in one round trip: the flavor and the team's limit for it, is the ref
         #    already admitted or queued, the units of the flavor in use, the budget and spend.
+        now = timezone.now()
+        since = month_start(now)
         cursor.execute(facts_sql, {"ref": ref, "team": team.pk, "flavor": request.flavor,
-                                   "since": connection.ops.adapt_datetimefield_value(month_start())})
+                                   "since": connection.ops.adapt_datetimefield_value(since)})
         flavor_id, active, max_per_node, limit, admitted, queued, usage, budget_limit, currency, spent = (
             cursor.fetchone())
         if admitted:
@@ -253,20 +258,23 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
         # 3. Decide.
         facts = (FlavorQuota(exists=False) if flavor_id is None
                  else FlavorQuota(active=bool(active), max_units_per_node=max_per_node, limit=limit))
-        budget = BudgetState(_decimal(budget_limit), _decimal(spent), currency) if budget_limit is not None else None
+        budget = None
+        if budget_limit is not None:
+            # The ledger holds closed segments; what runs now is added up to this instant.
+            budget = BudgetState(_decimal(budget_limit), _decimal(spent) + open_spend(team.pk, since, now), currency)
         decision = decide(request, int(usage), facts, budget)
 
         # 4. Write what was decided.
         if decision.admitted:
             cursor.execute(insert_sql, {
                 "team": team.pk, "ref": ref, "flavor": flavor_id, "units": request.units,
-                "per_node": request.units_per_node, "priority": request.priority, "spot": request.spot,
-                "description": request.description[:200],
-                "now": connection.ops.adapt_datetimefield_value(timezone.now())})
+                "per_node": request.units_per_node, "priority": Priority(request.priority).rank,
+                "spot": request.spot, "description": request.description[:200],
+                "now": connection.ops.adapt_datetimefield_value(now)})
         elif decision.queued:
             entry = QueuedRequest.objects.create(
                 team=team, ref=ref, flavor_id=flavor_id, units=request.units, units_per_node=request.units_per_node,
-                priority=request.priority, spot=request.spot, description=request.description[:200])
+                priority=Priority(request.priority).rank, spot=request.spot, description=request.description[:200])
             position = QueuedRequest.objects.filter(team=team).filter(_ahead_of(entry)).count() + 1
             decision = Decision(decision.outcome, decision.reason, decision.message, position)
         return decision
@@ -274,8 +282,6 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
 
 def _ahead_of(entry: QueuedRequest):
     """Entries admitted before ``entry`` in queue order (priority desc, created_at, pk)."""
-    from django.db.models import Q
-
     return (Q(priority__gt=entry.priority)
             | Q(priority=entry.priority, created_at__lt=entry.created_at)
             | Q(priority=entry.priority, created_at=entry.created_at, pk__lt=entry.pk))
@@ -300,12 +306,42 @@ def release(ref: str) -> bool:
 
 
 def _release_reservation(ref: str) -> bool:
-    from django.utils import timezone
-
     with connection.cursor() as cursor:
         cursor.execute(_hot_sql(connection.vendor)[3],
                        {"ref": ref, "now": connection.ops.adapt_datetimefield_value(timezone.now())})
         return cursor.rowcount > 0
+
+
+def resize(team, ref: str, units: int) -> Decision:
+    """Grow or shrink ``ref``'s active reservation to ``units``, under the team's admission lock.
+
+    Growing is decided by :func:`decide` as if the reservation were requested anew at its new
+    size, with its current units counted as free: what does not fit now (quota, budget) is
+    refused with the reason and changes nothing — a resize never queues. Shrinking always
+    succeeds. An inference endpoint's burst replicas are granted and reclaimed this way.
+    Raises ``LookupError`` when ``ref`` holds no reservation, ``ValueError`` for ``units < 1``.
+    """
+    if units < 1:
+        raise ValueError("a reservation holds at least one unit; release it instead")
+    with transaction.atomic():
+        lock_team(team)
+        reservation = Reservation.objects.active().select_related("flavor").filter(team=team, ref=ref).first()
+        if reservation is None:
+            raise LookupError(f"{ref} holds no reservation in team {team.slug}")
+        current = reservation.units
+        if units <= current:
+            if units < current:
+                Reservation.objects.filter(pk=reservation.pk).update(units=units)
+            return Decision(Outcome.ADMIT, Reason.ADMITTED, f"{ref} now holds {units}\u00d7 {reservation.flavor.name}")
+        request = dataclasses.replace(_request_of(reservation), units=units)
+        usage = _in_use(team, reservation.flavor_id) - current
+        quota = TeamQuota.objects.filter(team=team, flavor=reservation.flavor).first()
+        decision = decide(request, usage, _flavor_quota(reservation.flavor, quota), _budget_state(team))
+        if decision.admitted:
+            Reservation.objects.filter(pk=reservation.pk).update(units=units)
+            return decision
+        # A resize is answered now or never: "waiting for quota" is a refusal with that reason.
+        return Decision(Outcome.REJECT, decision.reason, decision.message)
 
 
 def admit_waiting(team) -> list[str]:

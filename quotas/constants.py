@@ -7,6 +7,8 @@ with each decision is for people.
 
 from __future__ import annotations
 
+from django.db import models
+
 
 class Outcome:
     ADMIT = "admit"
@@ -37,11 +39,25 @@ PERMANENT_REASONS = (
 )
 
 
-class Priority:
-    """Queue priorities: higher numbers are admitted first."""
+class Priority(models.TextChoices):
+    """The one priority vocabulary of every workload kind; it orders a team's queue.
 
-    LOW = 0
-    NORMAL = 1
-    HIGH = 2
+    Stored on queue entries and reservations as its :attr:`rank` (higher is admitted first),
+    so the queue sorts by an integer column.
+    """
 
-    CHOICES = ((LOW, "low"), (NORMAL, "normal"), (HIGH, "high"))
+    LOW = "low", "Low"
+    NORMAL = "normal", "Normal"
+    HIGH = "high", "High"
+
+    @property
+    def rank(self) -> int:
+        return list(Priority).index(self)
+
+    @classmethod
+    def from_rank(cls, rank: int) -> Priority:
+        return list(cls)[rank]
+
+    @classmethod
+    def rank_choices(cls) -> list[tuple[int, str]]:
+        return [(p.rank, p.value) for p in cls]

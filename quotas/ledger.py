@@ -1,22 +1,30 @@
 """The usage ledger: what ran, for how long, and what it cost.
 
-One :class:`~quotas.models.UsageRecord` per (workload, hour). The reconciler calls
-:func:`record_usage` once per cycle for every running workload; each interval is added to its
-hour's row in one conditional upsert, which ignores an interval that does not start after
-what the row already covers, so a replayed cycle is a no-op instead of a double charge.
-Month-to-date spend is a plain sum over the ledger: at most one row per workload and hour,
-however short the reconcile interval.
+One :class:`~quotas.models.UsageRecord` per (workload, hour). Workloads bill as *open
+segments* (``workloads.billing``): units running since a point in time, written to the
+ledger only when the segment closes — its units change, it ends, or an hour boundary passes —
+so a workload that keeps running as it was costs no write per reconcile cycle. Each closed
+interval lies within one hour and is added to that hour's row by one conditional upsert,
+which ignores an interval that does not start after what the row already covers: a replayed
+close is a no-op instead of a double charge.
+
+Spend and reports read the closed rows plus the open segments up to now
+(:func:`register_open_segments`: the workloads app supplies them; quotas never imports it), so
+budgets and pages are exact to the second.
+
+:func:`cost_per_hour` is the one price rule: every cost figure derives from it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from functools import lru_cache
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Sum
 from django.db.models.functions import TruncDate
@@ -24,7 +32,8 @@ from django.utils import timezone
 
 from quotas.models import GpuFlavor, UsageRecord
 
-CENTS = Decimal("0.0001")
+#: Prices are stored with four decimals (1/100 of a cent): displayed cost-per-hour figures use it.
+PRICE_PRECISION = Decimal("0.0001")
 #: Ledger amounts (cost, GPU-hours) keep ten decimals. A reconcile interval is a few seconds,
 #: so rounding each one to 1/100 of a cent would bias the bill: an L4 at 0.32/h for 5 s costs
 #: 0.000444, which rounds to 0.0004 (10% under) every single time. Reports round the sums.
@@ -37,9 +46,13 @@ def _flavor(flavor: GpuFlavor | str) -> GpuFlavor:
     return flavor if isinstance(flavor, GpuFlavor) else GpuFlavor.objects.get(name=flavor)
 
 
-def estimated_cost_per_hour(flavor: GpuFlavor | str, units: int, spot: bool = False) -> Decimal:
-    """What ``units`` of ``flavor`` cost per hour (MIG prices are already fraction-adjusted)."""
-    return (_flavor(flavor).price(spot) * units).quantize(CENTS, ROUND_HALF_UP)
+def cost_per_hour(flavor: GpuFlavor | str, units: int, spot: bool = False) -> Decimal:
+    """What ``units`` of ``flavor`` cost per hour, exact (MIG prices are already fraction-adjusted).
+
+    The one price rule: the ledger, estimates, previews and forecasts all derive from it.
+    Round only for display (:data:`PRICE_PRECISION`).
+    """
+    return _flavor(flavor).price(spot) * units
 
 
 def month_start(now: datetime | None = None) -> datetime:
@@ -57,11 +70,23 @@ def usage_hour(instant: datetime) -> datetime:
     return timezone.localtime(instant).replace(minute=0, second=0, microsecond=0)
 
 
+def next_hour(instant: datetime) -> datetime:
+    """The start of the ledger hour after ``instant``'s (hour arithmetic in UTC, so DST-safe)."""
+    return (usage_hour(instant).astimezone(UTC) + timedelta(hours=1)).astimezone(timezone.get_current_timezone())
+
+
 def interval_charge(flavor: GpuFlavor, units: int, spot: bool, start: datetime, end: datetime) -> tuple[Decimal, Decimal]:
     """``(cost, gpu_hours)`` of ``units`` of ``flavor`` over ``[start, end)``, at ledger precision."""
     hours = Decimal((end - start).total_seconds()) / Decimal(3600)
-    return ((flavor.price(spot) * units * hours).quantize(LEDGER_PRECISION, ROUND_HALF_UP),
+    return ((cost_per_hour(flavor, units, spot) * hours).quantize(LEDGER_PRECISION, ROUND_HALF_UP),
             (flavor.gpu_fraction * units * hours).quantize(LEDGER_PRECISION, ROUND_HALF_UP))
+
+
+def open_segment_cost(flavor: GpuFlavor, units: int, spot: bool, since: datetime | None, now: datetime) -> Decimal:
+    """Cost of an open segment of ``units`` running since ``since``, up to ``now`` (0 when none is open)."""
+    if not units or since is None or now <= since:
+        return ZERO
+    return interval_charge(flavor, units, spot, since, now)[0]
 
 
 @dataclass(frozen=True)
@@ -81,27 +106,45 @@ class Interval:
         """``(cost, gpu_hours)`` of this interval."""
         return interval_charge(self.flavor, self.units, self.spot, self.start, self.end)
 
+    def hourly(self) -> list[Interval]:
+        """This interval cut at ledger-hour boundaries: one piece per hour row it touches."""
+        pieces, start = [], self.start
+        while start < self.end:
+            end = min(next_hour(start), self.end)
+            pieces.append(replace(self, start=start, end=end))
+            start = end
+        return pieces
+
+    def since(self, instant: datetime) -> Interval | None:
+        """The part of this interval from ``instant`` on, or None when it ended before."""
+        if self.end <= instant:
+            return None
+        return replace(self, start=max(self.start, instant))
+
 
 def record_usage(team, ref: str, flavor: GpuFlavor | str, user, start: datetime, end: datetime, units: int,
                  spot: bool) -> Decimal:
-    """Charge ``units`` of ``flavor`` for ``[start, end)``; returns the cost (0 for a replayed interval).
+    """Charge ``units`` of ``flavor`` for ``[start, end)``; returns the cost recorded (0 for a replay).
 
-    The interval is added to the row of the hour ``start`` falls in (created on first use). It
-    is ignored when it starts before the end of what that row already covers: billing only moves
-    forward, so that is a replay (or the overlapping half of a race between the reconciler and a
-    cancel, which both bill from the same ``billed_until``).
+    The interval is cut at hour boundaries and each piece added to its hour's row (created on
+    first use). A piece is ignored when it starts before the end of what its row already
+    covers: billing only moves forward, so that is a replay (or the overlapping half of a race
+    between the reconciler and a cancel, which both close the segment from the same start).
     """
     if end <= start or units <= 0:
         return ZERO
     interval = Interval(team.pk, ref, _flavor(flavor), getattr(user, "pk", None), start, end, units, spot)
-    return interval.charge()[0] if record_intervals([interval]) else ZERO
+    pieces = interval.hourly()
+    recorded = record_intervals(pieces)
+    return sum((p.charge()[0] for p in pieces if (p.ref, usage_hour(p.start)) in recorded), ZERO)
 
 
-def record_intervals(intervals: list[Interval]) -> set[str]:
-    """Add every interval to its hour's row in one statement; returns the refs whose interval was recorded.
+def record_intervals(intervals: list[Interval]) -> set[tuple[str, datetime]]:
+    """Add every interval to its hour's row in one statement; returns the ``(ref, hour)`` rows changed.
 
-    At most one interval per ref (one statement cannot change a row twice). A ref missing from
-    the result was a replay: see :func:`record_usage`.
+    Each interval must lie within one ledger hour (:meth:`Interval.hourly`), and at most one per
+    row (one statement cannot change a row twice). One missing from the result was a replay:
+    see :func:`record_usage`.
     """
     intervals = [i for i in intervals if i.end > i.start and i.units > 0]
     if not intervals:
@@ -116,7 +159,15 @@ def record_intervals(intervals: list[Interval]) -> set[str]:
                    ops.adapt_decimalfield_value(cost, LEDGER_DIGITS, 10), currency]
     with connection.cursor() as cursor:
         cursor.execute(_upsert_sql(connection.vendor, len(intervals)), params)
-        return {ref for (ref,) in cursor.fetchall()}
+        changed = {(ref, _as_datetime(hour)) for ref, hour in cursor.fetchall()}
+    return changed
+
+
+def _as_datetime(value) -> datetime:
+    # Raw cursors skip Django's converters: SQLite hands the UTC timestamp back as naive text.
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value if timezone.is_aware(value) else value.replace(tzinfo=UTC)
 
 
 @lru_cache(maxsize=32)
@@ -135,7 +186,7 @@ def _upsert_sql(vendor: str, rows: int) -> str:
         f" ON CONFLICT (ref, hour) DO UPDATE SET {q('end')} = excluded.{q('end')},"
         f" gpu_hours = {table}.gpu_hours + excluded.gpu_hours, cost = {table}.cost + excluded.cost,"
         f" units = CASE WHEN excluded.units > {table}.units THEN excluded.units ELSE {table}.units END"
-        f" WHERE {table}.{q('end')} <= excluded.{q('start')} RETURNING ref"
+        f" WHERE {table}.{q('end')} <= excluded.{q('start')} RETURNING ref, hour"
     )
 
 
@@ -150,22 +201,77 @@ def cost_by_ref(refs: Iterable[str]) -> dict[str, Decimal]:
     return totals
 
 
+#: Where open segments come from: callables ``(team_ids, now) -> list[Interval]``, each interval
+#: an open segment from its start to ``now`` (the workloads app registers one).
+_OPEN_SEGMENT_SOURCES: list[Callable[[list[int], datetime], list[Interval]]] = []
+
+
+def register_open_segments(source: Callable[[list[int], datetime], list[Interval]]) -> None:
+    """Let spend and reports see the open segments ``source`` knows of (idempotent)."""
+    if source not in _OPEN_SEGMENT_SOURCES:
+        _OPEN_SEGMENT_SOURCES.append(source)
+
+
+def open_intervals(team_ids: list[int], now: datetime) -> list[Interval]:
+    """The open segments of ``team_ids``' running workloads, each up to ``now``, cut at hour boundaries."""
+    return [piece for source in _OPEN_SEGMENT_SOURCES for segment in source(team_ids, now)
+            for piece in segment.hourly()]
+
+
+def open_spend(team_id: int, since: datetime, now: datetime) -> Decimal:
+    """What the team's open segments have cost from ``since`` to ``now``."""
+    clipped = (i.since(since) for i in open_intervals([team_id], now))
+    return sum((i.charge()[0] for i in clipped if i is not None), ZERO)
+
+
 def spent_month(team, now: datetime | None = None) -> Decimal:
-    """The team's spend since the start of the current month."""
-    total = UsageRecord.objects.filter(team=team, start__gte=month_start(now)).aggregate(total=Sum("cost"))["total"]
-    return total or ZERO
+    """The team's spend since the start of the current month: the ledger plus open segments."""
+    now = now or timezone.now()
+    since = month_start(now)
+    total = UsageRecord.objects.filter(team=team, start__gte=since).aggregate(total=Sum("cost"))["total"] or ZERO
+    return total + open_spend(team.pk, since, now)
 
 
 GROUP_FIELDS = {"day": "day", "flavor": "flavor__name", "user": "user__username", "workload": "ref"}
 
 
-def usage_rows(teams, since, until, group_by: str) -> list[dict]:
-    """Cost report rows ``{group, gpu_hours, cost, currency}`` for ``teams`` in ``[since, until)``."""
+def usage_rows(teams, since, until, group_by: str, now: datetime | None = None) -> list[dict]:
+    """Cost report rows ``{group, gpu_hours, cost, currency}`` for ``teams`` in ``[since, until)``.
+
+    Closed ledger rows plus the open segments up to ``now``, so the current hour is included.
+    """
     records = UsageRecord.objects.filter(team__in=teams, start__gte=since, start__lt=until)
     if group_by == "day":
         records = records.annotate(day=TruncDate("start"))
     field = GROUP_FIELDS[group_by]
-    rows = (records.values(field, "currency").annotate(gpu_hours=Sum("gpu_hours"), cost=Sum("cost"))
-            .order_by(field, "currency"))
-    return [{"group": str(row[field]) if row[field] is not None else "", "gpu_hours": row["gpu_hours"],
-             "cost": row["cost"], "currency": row["currency"]} for row in rows]
+    totals: dict[tuple[str, str], list[Decimal]] = {}
+    for row in records.values(field, "currency").annotate(gpu_hours=Sum("gpu_hours"), cost=Sum("cost")).order_by():
+        group = str(row[field]) if row[field] is not None else ""
+        totals[(group, row["currency"])] = [row["gpu_hours"], row["cost"]]
+    team_ids = [team.pk for team in teams]
+    now = min(now or timezone.now(), until)
+    pieces = [i for i in open_intervals(team_ids, now) if since <= i.start < until]
+    usernames = _usernames({i.user_id for i in pieces}) if group_by == "user" else {}
+    for piece in pieces:
+        group = _group_of(piece, group_by, usernames)
+        cost, gpu_hours = piece.charge()
+        total = totals.setdefault((group, settings.SLIPWAY_CURRENCY), [ZERO, ZERO])
+        total[0] += gpu_hours
+        total[1] += cost
+    return [{"group": group, "gpu_hours": gpu_hours, "cost": cost, "currency": currency}
+            for (group, currency), (gpu_hours, cost) in sorted(totals.items())]
+
+
+def _group_of(piece: Interval, group_by: str, usernames: dict[int, str]) -> str:
+    """The report group of an open-segment piece, as the ledger rows' grouping names it."""
+    if group_by == "day":
+        return str(timezone.localtime(piece.start).date())
+    if group_by == "flavor":
+        return piece.flavor.name
+    if group_by == "user":
+        return usernames.get(piece.user_id, "")
+    return piece.ref
+
+
+def _usernames(user_ids: set[int | None]) -> dict[int, str]:
+    return dict(get_user_model().objects.filter(pk__in=[u for u in user_ids if u]).values_list("pk", "username"))

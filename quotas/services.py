@@ -29,7 +29,7 @@ from quotas.admission import (
     queue_reasons,
     release,
 )
-from quotas.ledger import cost_by_ref, estimated_cost_per_hour, record_usage, spent_month
+from quotas.ledger import cost_by_ref, cost_per_hour, record_usage, spent_month
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota
 
 __all__ = [
@@ -39,7 +39,7 @@ __all__ = [
     "admit_waiting",
     "budget_summary",
     "cost_by_ref",
-    "estimated_cost_per_hour",
+    "cost_per_hour",
     "money_str",
     "queue_positions",
     "queue_reason",

@@ -136,7 +136,7 @@ def test_it_admits_a_run_while_the_broker_is_down_and_the_reconciler_picks_it_up
     monkeypatch.setattr(app, "_pool", None)
     run = submit(api, "brokerless", duration="2s")
     assert run["state"] == "admitted"
-    assert "could not publish jobs.tasks.create_run_resources" in caplog.text
+    assert "could not publish workloads.tasks.apply_workload" in caplog.text
     monkeypatch.undo()
     app.pool.force_close_all()
     app._pool = None

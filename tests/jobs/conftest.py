@@ -38,7 +38,6 @@ def published(monkeypatch):
         return True
 
     monkeypatch.setattr("portal.queueing.publish", record)
-    monkeypatch.setattr("jobs.reconcile.publish", record)
     return calls
 
 

@@ -37,7 +37,7 @@ def test_it_creates_an_admitted_run_and_publishes_its_creation(api, quota, publi
     assert body["estimated_cost_per_hour"] == "8.2000"  # 2 × 4.10
     assert body["command"] == ["python", "train.py"]
     assert body["env"] == {"WANDB_MODE": "offline"}
-    assert published == [("jobs.tasks.create_run_resources", (body["id"],))]
+    assert published == [("workloads.tasks.apply_workload", ("run", body["id"]))]
     assert Reservation.objects.active().get(ref=f"run:{body['id']}").units == 2
 
 
@@ -238,7 +238,7 @@ def test_it_cancels_a_run_releases_quota_and_deletes_its_objects(api, member, te
     assert response.json()["state"] == "cancelled"
     assert response.json()["reason"] == "cancelled by mia"
     assert not Reservation.objects.active().filter(ref=run.ref).exists()
-    assert ("jobs.tasks.delete_run_resources", (run.pk,)) in published
+    assert ("workloads.tasks.delete_workload", ("run", run.pk)) in published
     again = api.post(f"/api/v1/runs/{run.pk}/cancel/")
     assert again.status_code == 409
     assert "already finished" in again.json()["errors"]["detail"][0]
@@ -264,7 +264,7 @@ def test_it_renders_the_manifest_as_json_and_yaml(api, member, team, quota, publ
     run = _make_runs(member, team, 1)[0]
     objects = api.get(f"/api/v1/runs/{run.pk}/manifest/").json()
     assert [o["kind"] for o in objects] == ["Job"]
-    assert objects[0]["metadata"]["name"] == run.workload_id
+    assert objects[0]["metadata"]["name"] == run.cluster_name
     response = api.get(f"/api/v1/runs/{run.pk}/manifest/?format=yaml")
     assert response["Content-Type"].startswith("application/yaml")
     assert list(yaml.safe_load_all(response.content)) == objects

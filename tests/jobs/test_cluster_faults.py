@@ -12,10 +12,10 @@ import pytest
 from cluster.backends.kubernetes import KubernetesBackend
 from jobs.constants import RunState
 from jobs.services import submit_run
-from jobs.tasks import create_run_resources
 from quotas.models import Reservation
 from tests.cluster.fakeapi import FakeKubeAPI
 from tests.jobs.conftest import run_payload
+from workloads.tasks import apply_workload
 
 pytestmark = pytest.mark.django_db
 
@@ -43,17 +43,17 @@ def jobs_named(fake: FakeKubeAPI, name: str) -> int:
 @pytest.mark.parametrize("fault", [{"status": 500}, {"status": 503}, {"status": 429}, {"delay": 1.5}])
 def test_it_retries_transient_faults_then_proceeds(kube, run, fault):
     kube.fail(method="PATCH", path_contains="/jobs/", times=2, **fault)
-    result = create_run_resources.apply(args=(run.pk,))
+    result = apply_workload.apply(args=("run", run.pk))
     assert result.get() == "applied"
     run.refresh_from_db()
     assert run.state == RunState.PENDING
     assert run.apply_attempts == 3
-    assert jobs_named(kube, run.workload_id) == 1
+    assert jobs_named(kube, run.cluster_name) == 1
 
 
 def test_it_leaves_the_run_admitted_for_the_reconciler_when_the_cluster_stays_down(kube, run):
     kube.fail(status=500, method="PATCH", times=100)
-    result = create_run_resources.apply(args=(run.pk,))
+    result = apply_workload.apply(args=("run", run.pk))
     assert result.failed()
     run.refresh_from_db()
     assert run.state == RunState.ADMITTED
@@ -63,7 +63,7 @@ def test_it_leaves_the_run_admitted_for_the_reconciler_when_the_cluster_stays_do
 
 def test_it_fails_the_run_with_the_api_servers_message_on_422(kube, run):
     kube.fail(status=422, method="PATCH", path_contains="/jobs/", message="spec.template: Invalid value")
-    assert create_run_resources.apply(args=(run.pk,)).get() == "failed"
+    assert apply_workload.apply(args=("run", run.pk)).get() == "failed"
     run.refresh_from_db()
     assert run.state == RunState.FAILED
     assert "spec.template: Invalid value" in run.reason

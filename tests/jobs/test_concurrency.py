@@ -12,12 +12,14 @@ from django.utils import timezone
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import cancel_run, submit_run
-from jobs.signals import run_admitted
 from quotas import admission
 from quotas.models import QueuedRequest, Reservation
 from quotas.signals import workload_admitted
 from tests.jobs.conftest import run_payload
 from tests.threads import in_thread
+from workloads import reconcile as rec
+from workloads.signals import admitted_from_queue
+from workloads.tasks import apply_workload
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -34,13 +36,13 @@ def test_cancelling_a_queued_run_while_it_is_being_admitted_neither_deadlocks_no
     # it has locked the team's quota, reserved the units and deleted the queue entry.
     inside, go = threading.Event(), threading.Event()
 
-    def paused_run_admitted(sender, **kwargs):
+    def paused_admission(sender, **kwargs):
         inside.set()
         go.wait(10)
-        run_admitted(sender, **kwargs)
+        admitted_from_queue(sender, **kwargs)
 
-    workload_admitted.disconnect(dispatch_uid="jobs.run_admitted")
-    workload_admitted.connect(paused_run_admitted, dispatch_uid="jobs.run_admitted")
+    workload_admitted.disconnect(dispatch_uid="workloads.workload_admitted")
+    workload_admitted.connect(paused_admission, dispatch_uid="workloads.workload_admitted")
     errors: list[Exception] = []
     try:
         admitting = in_thread(lambda: admission.admit_waiting(team), errors)
@@ -51,8 +53,8 @@ def test_cancelling_a_queued_run_while_it_is_being_admitted_neither_deadlocks_no
         admitting.join(30)
         cancelling.join(30)
     finally:
-        workload_admitted.disconnect(dispatch_uid="jobs.run_admitted")
-        workload_admitted.connect(run_admitted, dispatch_uid="jobs.run_admitted")
+        workload_admitted.disconnect(dispatch_uid="workloads.workload_admitted")
+        workload_admitted.connect(admitted_from_queue, dispatch_uid="workloads.workload_admitted")
 
     assert errors == []
     queued.refresh_from_db()
@@ -64,15 +66,14 @@ def test_cancelling_a_queued_run_while_it_is_being_admitted_neither_deadlocks_no
 
 def test_cancelling_a_running_run_while_the_reconciler_bills_it_neither_deadlocks_nor_double_bills(
         member, team, quota, published, fake_backend, monkeypatch):
-    from jobs import reconcile as rec
-    from jobs.tasks import create_run_resources
+
     from quotas.models import UsageRecord
 
     run = submit_run(member, team, {k: v for k, v in run_payload(gpus_per_worker=2).items() if k != "team"})
-    assert create_run_resources(run.pk) == "applied"
+    assert apply_workload("run", run.pk) == "applied"
     run.refresh_from_db()
     t0 = timezone.now().replace(microsecond=0) - timedelta(hours=2)
-    fake_backend.set_running(run.namespace, run.workload_id, units=2, started=t0.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    fake_backend.set_running(run.namespace, run.cluster_name, units=2, started=t0.strftime("%Y-%m-%dT%H:%M:%SZ"))
     rec.reconcile(fake_backend, now=t0 + timedelta(hours=1))  # billed up to t0 + 1 h
 
     # Hold the next cycle right after it has billed the run's interval in the ledger.

@@ -15,16 +15,17 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs import reconcile as rec
 from jobs import services
-from jobs.constants import MAX_APPLY_ATTEMPTS, RunState
+from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import cancel_run, submit_run
-from jobs.tasks import create_run_resources, delete_run_resources
 from quotas import admission
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamQuota
 from tests.jobs.conftest import run_payload
 from tests.threads import in_thread
+from workloads import reconcile as rec
+from workloads.constants import MAX_APPLY_ATTEMPTS
+from workloads.tasks import apply_workload, delete_workload
 
 pytestmark = pytest.mark.django_db
 NS = "team-ml-research"
@@ -49,10 +50,10 @@ def test_a_run_failed_while_its_last_apply_was_in_flight_leaves_no_job_on_the_cl
         return real_apply(objects)  # ...and then the apply goes through
 
     monkeypatch.setattr(fake_backend, "apply", slow_apply)
-    assert create_run_resources(run.pk) == "deleted"
+    assert apply_workload("run", run.pk) == "deleted"
     # The task has the objects it just applied deleted (by the delete task, with its retries).
-    assert ("jobs.tasks.delete_run_resources", (run.pk,)) in published
-    delete_run_resources(run.pk)
+    assert ("workloads.tasks.delete_workload", ("run", run.pk)) in published
+    delete_workload("run", run.pk)
 
     rec.reconcile(fake_backend)
     run.refresh_from_db()

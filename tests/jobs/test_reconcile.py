@@ -11,14 +11,16 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from cluster.errors import Invalid, Transient
-from jobs import reconcile as rec
-from jobs.constants import MAX_APPLY_ATTEMPTS, RunState
+from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import cancel_run, submit_run
-from jobs.tasks import RECONCILE_LOCK, create_run_resources, delete_run_resources, reconcile
 from quotas.ledger import usage_hour
 from quotas.models import Reservation, UsageRecord
 from tests.jobs.conftest import run_payload
+from workloads import reconcile as rec
+from workloads import services as workloads
+from workloads.constants import MAX_APPLY_ATTEMPTS
+from workloads.tasks import RECONCILE_LOCK, apply_workload, delete_workload, reconcile
 
 pytestmark = pytest.mark.django_db
 NS = "team-ml-research"
@@ -39,12 +41,12 @@ def submit(member, team, quota, published):
 
 
 def applied(run, backend) -> TrainingRun:
-    assert create_run_resources(run.pk) == "applied"
+    assert apply_workload("run", run.pk) == "applied"
     run.refresh_from_db()
     return run
 
 
-# -- create_run_resources ---------------------------------------------------------------------------
+# -- apply_workload ---------------------------------------------------------------------------
 
 
 def test_it_applies_the_team_namespace_and_the_job_then_marks_the_run_pending(submit, fake_backend):
@@ -53,22 +55,22 @@ def test_it_applies_the_team_namespace_and_the_job_then_marks_the_run_pending(su
     assert run.apply_attempts == 1
     kinds = sorted(kind for (_ns, kind, _name) in fake_backend.objects)
     assert kinds == ["Job", "LimitRange", "Namespace", "NetworkPolicy", "ResourceQuota"]
-    job = fake_backend.main_object(NS, run.workload_id)
+    job = fake_backend.main_object(NS, run.cluster_name)
     limits = job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits["nvidia.com/gpu"] in (2, "2")
 
 
 def test_it_skips_a_run_already_past_the_create_step(submit, fake_backend):
     run = applied(submit(), fake_backend)
-    assert create_run_resources(run.pk) == "skipped"
-    assert create_run_resources(999999) == "skipped"
+    assert apply_workload("run", run.pk) == "skipped"
+    assert apply_workload("run", 999999) == "skipped"
     assert fake_backend.calls.count("apply") == 1
 
 
 def test_it_fails_the_run_with_the_api_servers_message_when_the_cluster_rejects_it(submit, fake_backend):
     run = submit()
     fake_backend.fail_with = Invalid('Job.batch "run-1" is invalid: spec.template: Required value', status=422)
-    assert create_run_resources(run.pk) == "failed"
+    assert apply_workload("run", run.pk) == "failed"
     run.refresh_from_db()
     assert run.state == RunState.FAILED
     assert "the cluster rejected the run: Job.batch" in run.reason
@@ -79,7 +81,7 @@ def test_it_has_celery_retry_transient_errors(submit, fake_backend):
     run = submit()
     fake_backend.fail_with = Transient("503 Service Unavailable", status=503)
     with pytest.raises(Retry) as retry:
-        create_run_resources.apply(args=(run.pk,), throw=True)
+        apply_workload.apply(args=("run", run.pk), throw=True)
     assert isinstance(retry.value.exc, Transient)
     run.refresh_from_db()
     assert run.state == RunState.ADMITTED  # nothing lost: the reconciler re-drives it
@@ -88,8 +90,8 @@ def test_it_has_celery_retry_transient_errors(submit, fake_backend):
 
 def test_it_deletes_a_runs_objects_and_tolerates_a_second_delete(submit, fake_backend):
     run = applied(submit(), fake_backend)
-    assert delete_run_resources(run.pk) == 1
-    assert delete_run_resources(run.pk) == 0
+    assert delete_workload("run", run.pk) == 1
+    assert delete_workload("run", run.pk) == 0
 
 
 # -- the reconcile cycle -----------------------------------------------------------------------------
@@ -97,7 +99,7 @@ def test_it_deletes_a_runs_objects_and_tolerates_a_second_delete(submit, fake_ba
 
 def test_it_reports_the_schedulers_reason_while_pending(submit, fake_backend):
     run = applied(submit(), fake_backend)
-    fake_backend.set_pending(NS, run.workload_id, "0/8 nodes are available: 8 Insufficient nvidia.com/gpu.")
+    fake_backend.set_pending(NS, run.cluster_name, "0/8 nodes are available: 8 Insufficient nvidia.com/gpu.")
     rec.reconcile(fake_backend)
     run.refresh_from_db()
     assert run.state == RunState.PENDING
@@ -108,30 +110,31 @@ def test_it_reports_the_schedulers_reason_while_pending(submit, fake_backend):
 def test_it_follows_a_run_to_success_and_charges_its_gpu_time_once(submit, fake_backend):
     run = applied(submit(gpus_per_worker=2), fake_backend)
     t0 = timezone.now().replace(microsecond=0)
-    fake_backend.set_running(NS, run.workload_id, units=2, started=iso(t0))
+    fake_backend.set_running(NS, run.cluster_name, units=2, started=iso(t0))
     rec.reconcile(fake_backend, now=t0 + timedelta(seconds=5))
     run.refresh_from_db()
     assert run.state == RunState.RUNNING
     assert run.started_at == t0
-    assert run.billed_units == 2
+    assert run.open_units == 2
 
-    # One hour later it is still running: 2 GPUs × 1 h × 4.10 charged.
+    # One hour later it is still running: 2 GPUs × 1 h × 4.10 charged (the ledger's part plus
+    # the open segment).
     rec.reconcile(fake_backend, now=t0 + timedelta(hours=1))
     run.refresh_from_db()
-    assert run.cost_to_date == Decimal("8.2000")
+    assert run.cost_at(t0 + timedelta(hours=1)) == Decimal("8.2000")
 
     # It finished 30 minutes after that: half an hour more.
     end = t0 + timedelta(hours=1, minutes=30)
-    fake_backend.set_finished(NS, run.workload_id, ok=True, started=iso(t0), finished=iso(end))
+    fake_backend.set_finished(NS, run.cluster_name, ok=True, started=iso(t0), finished=iso(end))
     report = rec.reconcile(fake_backend, now=end + timedelta(seconds=20))
     run.refresh_from_db()
     assert run.state == RunState.SUCCEEDED
     assert run.finished_at == end
     assert run.cost_to_date == Decimal("12.3000")
-    assert (run.pk, "running", "succeeded") in report.transitions
+    assert (run.ref, "running", "succeeded") in report.transitions
     assert not Reservation.objects.active().filter(ref=run.ref).exists()
-    # Three billed intervals, one ledger row per hour they start in; the rows hold the total.
-    hours = {usage_hour(t0), usage_hour(t0 + timedelta(seconds=5)), usage_hour(t0 + timedelta(hours=1))}
+    # One ledger row per hour the run touched (segments close at hour boundaries); the rows hold the total.
+    hours = {usage_hour(t0), usage_hour(t0 + timedelta(hours=1)), usage_hour(end - timedelta(microseconds=1))}
     rows = UsageRecord.objects.filter(ref=run.ref)
     assert sorted(r.hour for r in rows) == sorted(hours)
     assert sum(r.cost for r in rows) == Decimal("12.3000")
@@ -147,7 +150,7 @@ def test_it_follows_a_run_to_success_and_charges_its_gpu_time_once(submit, fake_
 def test_it_fails_an_out_of_memory_run_with_the_oomkilled_reason(submit, fake_backend):
     run = applied(submit(), fake_backend)
     t0 = timezone.now().replace(microsecond=0)
-    fake_backend.set_finished(NS, run.workload_id, ok=False, started=iso(t0), finished=iso(t0), oom=True)
+    fake_backend.set_finished(NS, run.cluster_name, ok=False, started=iso(t0), finished=iso(t0), oom=True)
     rec.reconcile(fake_backend)
     run.refresh_from_db()
     assert run.state == RunState.FAILED
@@ -160,7 +163,7 @@ def test_it_admits_queued_work_when_a_run_finishes(submit, fake_backend):
     waiting = submit(name="waiting", gpus_per_worker=4)
     assert waiting.state == RunState.QUEUED
     t0 = timezone.now().replace(microsecond=0)
-    fake_backend.set_finished(NS, big.workload_id, ok=True, started=iso(t0), finished=iso(t0))
+    fake_backend.set_finished(NS, big.cluster_name, ok=True, started=iso(t0), finished=iso(t0))
     report = rec.reconcile(fake_backend)
     waiting.refresh_from_db()
     assert report.admitted == [waiting.ref]
@@ -185,10 +188,17 @@ def test_it_redrives_a_run_admitted_but_never_created(submit, fake_backend, publ
     now = timezone.now()
     assert rec.reconcile(fake_backend, now=now).redriven == []  # not stuck yet
     report = rec.reconcile(fake_backend, now=now + timedelta(minutes=1))
-    assert report.redriven == [run.pk]
-    assert published[-1] == ("jobs.tasks.create_run_resources", (run.pk,))
-    # The same cycle replayed does not publish again for the same period.
+    assert report.redriven == [run.identity]
+    # The same cycle replayed does not re-drive again for the same period.
     assert rec.reconcile(fake_backend, now=now + timedelta(minutes=1)).redriven == []
+
+
+def test_the_reconcile_task_publishes_what_the_cycle_redrives(submit, fake_backend, published):
+    run = submit()  # admitted a minute ago; its create task was "lost"
+    TrainingRun.objects.filter(pk=run.pk).update(admitted_at=timezone.now() - timedelta(minutes=1))
+    published.clear()
+    assert reconcile().startswith("observed=")
+    assert published == [("workloads.tasks.apply_workload", ("run", run.pk))]
 
 
 def test_it_gives_up_on_a_run_that_never_reaches_the_cluster(submit, fake_backend, published):
@@ -205,16 +215,14 @@ def test_it_moves_a_run_applied_by_a_worker_that_died_before_saving(submit, fake
     run = submit()
     # The worker applied the objects but was killed before marking the run pending.
     fake_backend.apply(create_objects(run))
-    fake_backend.set_running(NS, run.workload_id, units=2)
+    fake_backend.set_running(NS, run.cluster_name, units=2)
     rec.reconcile(fake_backend)
     run.refresh_from_db()
     assert run.state == RunState.RUNNING
 
 
 def create_objects(run):
-    from jobs.services import run_manifests
-
-    return run_manifests(run)
+    return workloads.manifests(run)
 
 
 def test_it_fails_a_run_whose_objects_vanished(submit, fake_backend):
@@ -223,7 +231,7 @@ def test_it_fails_a_run_whose_objects_vanished(submit, fake_backend):
     assert rec.reconcile(fake_backend).vanished == []  # just applied: give the cluster a period
     report = rec.reconcile(fake_backend, now=timezone.now() + timedelta(minutes=1))
     run.refresh_from_db()
-    assert report.vanished == [run.pk]
+    assert report.vanished == [run.ref]
     assert run.state == RunState.FAILED
     assert "disappeared" in run.reason
 
@@ -232,22 +240,22 @@ def test_it_deletes_objects_left_behind_by_a_cancelled_run(submit, fake_backend,
     run = applied(submit(), fake_backend)
     cancel_run(member, run)  # its delete task was "lost" (published is captured)
     report = rec.reconcile(fake_backend)
-    assert report.orphans_deleted == [run.workload_id]
+    assert report.orphans_deleted == [run.cluster_name]
     assert not any(k[1] == "Job" for k in fake_backend.objects)
 
 
 def test_it_keeps_the_objects_of_finished_runs_for_their_logs(submit, fake_backend):
     run = applied(submit(), fake_backend)
     t0 = timezone.now().replace(microsecond=0)
-    fake_backend.set_finished(NS, run.workload_id, ok=True, started=iso(t0), finished=iso(t0))
+    fake_backend.set_finished(NS, run.cluster_name, ok=True, started=iso(t0), finished=iso(t0))
     rec.reconcile(fake_backend)
     assert rec.reconcile(fake_backend).orphans_deleted == []
-    assert fake_backend.main_object(NS, run.workload_id)
+    assert fake_backend.main_object(NS, run.cluster_name)
 
 
 def test_it_never_overwrites_a_cancel_that_raced_the_cycle(submit, fake_backend, member, monkeypatch):
     run = applied(submit(), fake_backend)
-    fake_backend.set_running(NS, run.workload_id, units=2)
+    fake_backend.set_running(NS, run.cluster_name, units=2)
     real_observe = fake_backend.observe
 
     def observe_then_cancel():
@@ -276,10 +284,10 @@ def test_it_runs_one_reconcile_at_a_time(fake_backend, db):
 def test_it_bills_a_cancelled_run_up_to_the_cancel(submit, fake_backend, member):
     run = applied(submit(gpus_per_worker=2), fake_backend)
     t0 = timezone.now().replace(microsecond=0) - timedelta(hours=2)
-    fake_backend.set_running(NS, run.workload_id, units=2, started=iso(t0))
+    fake_backend.set_running(NS, run.cluster_name, units=2, started=iso(t0))
     rec.reconcile(fake_backend, now=t0 + timedelta(hours=1))  # 2 GPUs × 1 h × 4.10
     run.refresh_from_db()
-    assert run.cost_to_date == Decimal("8.2000")
+    assert run.cost_at(t0 + timedelta(hours=1)) == Decimal("8.2000")
     cancel_run(member, run)  # an hour later: the last hour is billed by the cancel itself
     run.refresh_from_db()
     assert Decimal("16.39") <= run.cost_to_date <= Decimal("16.42")
@@ -306,7 +314,7 @@ def test_an_interval_the_ledger_already_holds_is_not_charged_twice(submit, fake_
 
     run = applied(submit(gpus_per_worker=2), fake_backend)
     t0 = timezone.now().replace(microsecond=0)
-    fake_backend.set_running(NS, run.workload_id, units=2, started=iso(t0))
+    fake_backend.set_running(NS, run.cluster_name, units=2, started=iso(t0))
     rec.reconcile(fake_backend, now=t0 + timedelta(seconds=5))
     run.refresh_from_db()
     # Someone billed the next hour already (a writer that did not move billed_until).
@@ -314,23 +322,23 @@ def test_an_interval_the_ledger_already_holds_is_not_charged_twice(submit, fake_
 
     rec.reconcile(fake_backend, now=t0 + timedelta(hours=1))
     run.refresh_from_db()
-    assert run.billed_until == t0 + timedelta(hours=1)
+    assert run.billed_until == usage_hour(t0 + timedelta(hours=1))  # the segment rolled over at the hour
     ledger_total = sum(r.cost for r in UsageRecord.objects.filter(ref=run.ref))
     assert ledger_total == Decimal("8.2")  # 2 x 4.10 for one hour, once
-    assert run.cost_to_date == ledger_total
+    assert run.billed_cost == ledger_total
 
 
 def test_a_pending_run_without_pods_is_explained_by_its_controllers_warning(submit, fake_backend):
     from cluster.backends.base import ClusterEvent
 
     run = applied(submit(), fake_backend)
-    t0 = run.applied_at
+    t0 = run.apply_started_at
     rec.reconcile(fake_backend, now=t0 + timedelta(seconds=1))
     run.refresh_from_db()
     assert (run.state, run.reason) == (RunState.PENDING, "submitted to the cluster")
-    fake_backend.warnings[(NS, run.workload_id)].append(ClusterEvent(
+    fake_backend.warnings[(NS, run.cluster_name)].append(ClusterEvent(
         "Warning", "FailedCreate", 'Error creating: pods "run-1-x" is forbidden: exceeded quota: slipway-gpu-quota',
-        f"Job/{run.workload_id}", iso(t0)))
+        f"Job/{run.cluster_name}", iso(t0)))
 
     # Within the first period the controller may still create the pods: no events call yet.
     fake_backend.calls.clear()
@@ -346,7 +354,7 @@ def test_a_pending_run_without_pods_is_explained_by_its_controllers_warning(subm
     assert "events" not in fake_backend.calls
 
     # Once pods appear (the quota was raised) and run, the reason clears.
-    fake_backend.set_running(NS, run.workload_id, units=2, started=iso(t0 + timedelta(minutes=3)))
+    fake_backend.set_running(NS, run.cluster_name, units=2, started=iso(t0 + timedelta(minutes=3)))
     rec.reconcile(fake_backend, now=t0 + timedelta(minutes=4))
     run.refresh_from_db()
     assert (run.state, run.reason) == (RunState.RUNNING, "")
@@ -355,7 +363,7 @@ def test_a_pending_run_without_pods_is_explained_by_its_controllers_warning(subm
 def test_events_that_cannot_be_read_leave_the_reason_empty(submit, fake_backend):
     run = applied(submit(), fake_backend)
     fake_backend.events_error = Transient("503 Service Unavailable", status=503)
-    report = rec.reconcile(fake_backend, now=run.applied_at + timedelta(minutes=1))
+    report = rec.reconcile(fake_backend, now=run.apply_started_at + timedelta(minutes=1))
     run.refresh_from_db()
     assert (run.state, run.reason) == (RunState.PENDING, "submitted to the cluster")
     assert report.observed > 0 and "events" in fake_backend.calls

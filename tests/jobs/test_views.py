@@ -244,7 +244,7 @@ def test_it_submits_a_run_from_the_text_inputs(client, member, team, quota, publ
     assert run.volumes == [{"claim": "datasets", "mount_path": "/data", "read_only": True},
                            {"claim": "scratch", "mount_path": "/scratch", "read_only": False}]
     assert run.gpus_per_worker == 2 and run.max_retries == 2 and run.cpu is None
-    assert published == [("jobs.tasks.create_run_resources", (run.pk,))]
+    assert published == [("workloads.tasks.apply_workload", ("run", run.pk))]
     assert "was admitted" in client.get(response.url).content.decode()
 
 
@@ -491,7 +491,7 @@ def test_it_cancels_a_run(client, member, team, quota, published, django_capture
     run.refresh_from_db()
     assert run.state == RunState.CANCELLED and run.reason == "cancelled by mia"
     assert not Reservation.objects.active().exists()
-    assert ("jobs.tasks.delete_run_resources", (run.pk,)) in published
+    assert ("workloads.tasks.delete_workload", ("run", run.pk)) in published
     assert "Run bert-finetune cancelled." in client.get(response.url).content.decode()
 
 
@@ -608,10 +608,11 @@ def test_it_renders_the_dashboard_in_a_constant_number_of_queries(client, member
     submit(member, team, name="one")
     client.get("/")
     # session, user, current membership, access check, recent runs, usage (quotas, reservations,
-    # queue), budget (budget, month's spend), queued + active counts (one), switcher memberships
-    with django_assert_num_queries(12):
+    # queue), budget (budget, month's spend in the ledger, open segments of runs), queued + active
+    # counts (one), switcher memberships
+    with django_assert_num_queries(13):
         client.get("/")
     for i in range(8):
         submit(member, team, name=f"more-{i}", gpus_per_worker=1)
-    with django_assert_num_queries(12):
+    with django_assert_num_queries(13):
         client.get("/")

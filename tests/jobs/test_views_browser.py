@@ -68,7 +68,7 @@ def test_it_previews_submits_and_stops_polling_once_final(live_server, page, wor
     page.wait_for_url(f"{live_server.url}/runs/*/")
     run = TrainingRun.objects.get()
     assert run.gpus_per_worker == 4 and run.command == ["python", "train.py"]
-    assert published == [("jobs.tasks.create_run_resources", (run.pk,))]
+    assert published == [("workloads.tasks.apply_workload", ("run", run.pk))]
     assert page.inner_text("#run-status .badge") == "Admitted"
 
     # 3. The status panel polls; once the run is final it shows that and stops polling.

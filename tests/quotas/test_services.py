@@ -13,7 +13,7 @@ from portal.models import AuditEvent
 from quotas import services
 from quotas.admission import ResourceRequest, admit
 from quotas.demo import seed_flavors, seed_team_quotas
-from quotas.ledger import cost_by_ref, estimated_cost_per_hour, record_usage, spent_month
+from quotas.ledger import cost_by_ref, cost_per_hour, record_usage, spent_month
 from quotas.models import GpuFlavor, TeamBudget, TeamQuota
 from quotas.tasks import sync_team_quota, team_spec
 
@@ -56,8 +56,9 @@ def test_it_charges_units_price_and_time(quota_team, member, flavors):
     assert cost == Decimal("3.5142")  # 3 x 0.5857 x 2 h
     spot = record_usage(quota_team, "run:2", "l4", None, start, start + timedelta(minutes=90), 1, True)
     assert spot == Decimal("0.4800")  # 0.32 x 1.5 h
-    record = quota_team.usage_records.get(ref="ep:1")
-    assert record.gpu_hours == Decimal("0.857142")  # 3 slices x 1/7 GPU x 2 h
+    records = quota_team.usage_records.filter(ref="ep:1").order_by("hour")
+    assert [r.hour for r in records] == [start, start + timedelta(hours=1)]  # one row per hour it touched
+    assert sum(r.gpu_hours for r in records) == Decimal("0.857142")  # 3 slices x 1/7 GPU x 2 h
     assert cost_by_ref(["ep:1", "run:2", "run:none"]) == {"ep:1": cost, "run:2": spot, "run:none": 0}
     assert spent_month(quota_team, now=start + timedelta(days=5)) == cost + spot
     assert spent_month(quota_team, now=start + timedelta(days=40)) == 0  # next month
@@ -70,8 +71,8 @@ def test_it_ignores_empty_intervals(quota_team, flavors):
 
 
 def test_it_estimates_cost_per_hour(flavors):
-    assert estimated_cost_per_hour("a100-80gb", 4, False) == Decimal("16.4000")
-    assert estimated_cost_per_hour(flavors["h100-80gb"], 2, True) == Decimal("5.5000")
+    assert cost_per_hour("a100-80gb", 4, False) == Decimal("16.4000")
+    assert cost_per_hour(flavors["h100-80gb"], 2, True) == Decimal("5.5000")
 
 
 def test_it_summarises_quota_use_per_flavor(quota_team):

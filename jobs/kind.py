@@ -1,0 +1,78 @@
+"""Training runs as a workload kind: what the shared machinery needs to know about them.
+
+Registered from :class:`jobs.apps.JobsConfig` ``ready()``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import portal.cluster
+from cluster.backends.base import ObservedWorkload
+from cluster.manifests import build_training
+from cluster.specs import TrainingSpec, VolumeSpec
+from cluster.status import TrainingPhase, WorkloadStatus, training_status
+from jobs.constants import FINAL_STATES, HOLDING_STATES, RunState
+from jobs.models import TrainingRun
+from quotas.admission import ResourceRequest
+from workloads.registry import Lifecycle, WorkloadKind
+
+_PHASE_TO_STATE = {
+    TrainingPhase.PENDING: RunState.PENDING,
+    TrainingPhase.RUNNING: RunState.RUNNING,
+    TrainingPhase.SUCCEEDED: RunState.SUCCEEDED,
+    TrainingPhase.FAILED: RunState.FAILED,
+}
+
+
+def training_spec(run: TrainingRun) -> TrainingSpec:
+    """The cluster layer's description of ``run`` (pure data for the manifest builders)."""
+    return TrainingSpec(
+        workload_id=run.cluster_name,
+        team=run.team.slug,
+        namespace=run.team.namespace,
+        name=run.name,
+        image=run.image,
+        command=tuple(run.command),
+        flavor=run.flavor.to_spec(),
+        args=tuple(run.args),
+        env=tuple(sorted(run.env.items())),
+        gpus_per_worker=run.gpus_per_worker,
+        workers=run.workers,
+        cpu=run.cpu,
+        memory_gb=run.memory_gb,
+        shm_gb=run.shm_gb,
+        max_retries=run.max_retries,
+        max_runtime_minutes=run.max_runtime_minutes,
+        spot=run.spot,
+        volumes=tuple(VolumeSpec(v["claim"], v["mount_path"], bool(v.get("read_only"))) for v in run.volumes),
+    )
+
+
+class TrainingKind(WorkloadKind):
+    model = TrainingRun
+    noun = "run"
+    lifecycle = Lifecycle(
+        queued=RunState.QUEUED,
+        admitted=RunState.ADMITTED,
+        applied=RunState.PENDING,
+        failed=RunState.FAILED,
+        ended=RunState.CANCELLED,
+        final=FINAL_STATES,
+        observed=HOLDING_STATES,
+        applyable=(RunState.ADMITTED,),
+        removed=(RunState.CANCELLED,),
+    )
+
+    def resource_request(self, run: TrainingRun) -> ResourceRequest:
+        return ResourceRequest(flavor=run.flavor.name, units=run.total_units, units_per_node=run.gpus_per_worker,
+                               priority=run.priority, spot=run.spot, description=f"run {run.name}")
+
+    def manifests(self, run: TrainingRun) -> list[dict]:
+        return build_training(training_spec(run), portal.cluster.cluster_config())
+
+    def status(self, observed: ObservedWorkload, run: TrainingRun, now: datetime) -> WorkloadStatus | None:
+        return training_status(observed)
+
+    def state_for(self, status: WorkloadStatus, run: TrainingRun) -> str:
+        return _PHASE_TO_STATE.get(status.state, run.state)

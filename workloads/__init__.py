@@ -1,0 +1,8 @@
+"""What every kind of GPU workload shares (DESIGN.md §1–§2).
+
+Training runs (``jobs``) and inference endpoints (``inference``) are *kinds*: each registers
+itself in :mod:`workloads.registry` (its model, manifest builder, status mapping and quota
+request), and the machinery here — admission hand-off, the apply/delete tasks, the reconcile
+cycle, billing, ending and failing — works on any kind through that registry. This app never
+imports a kind's app.
+"""

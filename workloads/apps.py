@@ -1,0 +1,18 @@
+"""App config for workloads: connects the receivers and feeds open segments to the ledger."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class WorkloadsConfig(AppConfig):
+    name = "workloads"
+    verbose_name = "Workloads"
+
+    def ready(self) -> None:
+        # Imported here, not at the top: models may only be imported once apps are loaded.
+        from quotas.ledger import register_open_segments
+        from workloads import signals  # noqa: F401  (connects receivers)
+        from workloads.billing import open_segments
+
+        register_open_segments(open_segments)

@@ -1,0 +1,102 @@
+"""Billing of workloads as open segments (see :mod:`workloads.models` for the fields).
+
+A workload that keeps running with the same GPU units is not written at all: its cost grows
+in the open segment (``open_units`` since ``billed_until``), which every reader adds up to
+now. :func:`plan_billing` (pure) decides when an observation closes the segment — the
+units changed, the workload ended, or an hour boundary passed (the ledger keeps one row per
+workload and hour) — and what ledger intervals that writes. :func:`record` writes the closed
+intervals of many workloads in one ledger statement.
+
+Replays never double-count: closing is a conditional update on the old ``billed_until``
+(the caller's), and the ledger upsert ignores an interval its hour row already covers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+
+from django.db.models import F
+
+from quotas import ledger
+from quotas.ledger import ZERO, Interval, usage_hour
+from workloads.registry import kinds
+
+#: The columns billing moves. A plan that changes only these is "steady": no state moved.
+BILLING_FIELDS = frozenset({"billed_until", "open_units", "billed_cost"})
+
+
+@dataclass
+class BillingPlan:
+    """How one observation moves a workload's billing position: columns, ledger pieces, their cost."""
+
+    changes: dict = field(default_factory=dict)
+    intervals: list[Interval] = field(default_factory=list)
+    cost: Decimal = ZERO
+
+
+def plan_billing(workload, running_units: int, first_started_at: datetime | None, ended_at: datetime | None,
+                 now: datetime) -> BillingPlan:
+    """The billing move for ``workload`` seen with ``running_units`` at ``now`` (nothing is written).
+
+    ``first_started_at`` is when its first pod started: on the first sighting, what runs now
+    has run since then. ``ended_at`` is set when the workload is final (or ended by a user):
+    the segment closes there and nothing stays open.
+    """
+    plan = BillingPlan()
+    end = min(ended_at or now, now)
+    target = 0 if ended_at is not None else running_units
+    start, units = workload.billed_until, workload.open_units
+    if start is None or units == 0:
+        # 1. Nothing open. Open a segment when units run: on the first sighting from the pod's
+        #    start (it ran before we looked), later from this observation.
+        if running_units == 0:
+            return plan
+        start = min(first_started_at or now, now) if workload.billed_until is None else now
+        units = running_units
+        plan.changes.update(billed_until=start, open_units=units)
+    if ended_at is not None or target != units:
+        # 2. Units changed or it ended: close the segment here and open the next (if any).
+        close_at = max(end, start)
+        plan.intervals = _pieces(workload, start, close_at, units)
+        plan.changes.update(billed_until=close_at, open_units=target)
+    elif usage_hour(start) != usage_hour(now):
+        # 3. Same units, a new hour: close the full hours, keep the current one open.
+        boundary = usage_hour(now)
+        plan.intervals = _pieces(workload, start, boundary, units)
+        plan.changes.update(billed_until=boundary, open_units=units)
+    plan.cost = sum((piece.charge()[0] for piece in plan.intervals), ZERO)
+    if plan.cost:
+        plan.changes["billed_cost"] = F("billed_cost") + plan.cost
+    return plan
+
+
+def _pieces(workload, start: datetime, end: datetime, units: int) -> list[Interval]:
+    if end <= start or units <= 0:
+        return []
+    return Interval(workload.team_id, workload.ref, workload.flavor, workload.created_by_id, start, end, units,
+                    workload.spot).hourly()
+
+
+def record(billed: list[tuple[object, BillingPlan]]) -> list[object]:
+    """Write the closed intervals of ``(workload, plan)`` pairs in one ledger statement.
+
+    Returns the workloads some of whose intervals the ledger held already (a replay or an
+    overlapping writer): the caller resets their ``billed_cost`` to the ledger's total.
+    """
+    intervals = [piece for _w, plan in billed for piece in plan.intervals]
+    recorded = ledger.record_intervals(intervals)
+    return [workload for workload, plan in billed
+            if any((piece.ref, usage_hour(piece.start)) not in recorded for piece in plan.intervals)]
+
+
+def open_segments(team_ids: list[int], now: datetime) -> list[Interval]:
+    """The open segments of ``team_ids``' workloads of every kind, each from its start to ``now``."""
+    segments = []
+    for model in (kind.model for kind in kinds()):
+        rows = (model.objects.filter(team_id__in=team_ids, open_units__gt=0, billed_until__lt=now)
+                .select_related("flavor"))
+        segments += [Interval(w.team_id, w.ref, w.flavor, w.created_by_id, w.billed_until, now, w.open_units, w.spot)
+                     for w in rows]
+    return segments

@@ -1,0 +1,29 @@
+"""Messages and limits every workload kind shares.
+
+Reasons come in two vocabularies, named apart: *reason identifiers* (``quotas.constants.Reason``,
+kueue style, compared by code and tests) and the *messages* below — templates of the plain
+words a workload's ``reason`` field shows people.
+"""
+
+from __future__ import annotations
+
+
+class Message:
+    """Plain-words templates for a workload's ``reason`` (``{noun}`` is "run", "endpoint", …)."""
+
+    WAITING_FOR_WORKER = "admitted; waiting for a worker to create the cluster objects"
+    SUBMITTED_TO_CLUSTER = "submitted to the cluster"
+    CANCELLED_BY = "cancelled by {user}"
+    DELETED_BY = "deleted by {user}"
+    OBJECTS_VANISHED = "the {noun}'s cluster objects disappeared (deleted outside Slipway?)"
+    CLUSTER_REJECTED = "the cluster rejected the {noun}: {message}"
+    CLUSTER_UNREACHABLE = "the cluster could not be reached after {attempts} attempts: {message}"
+
+
+#: How many times the reconciler re-drives a workload whose cluster objects never appeared
+#: before it gives up and fails it (a workload must never stay admitted forever).
+MAX_APPLY_ATTEMPTS = 10
+
+#: Workloads whose billing moves in one transaction of the steady batch: bounds how long
+#: their rows stay locked when an hour boundary closes every running workload's segment.
+STEADY_BATCH = 500

@@ -1,0 +1,80 @@
+"""State moves every kind shares, below the tasks and the services that use them.
+
+:func:`fail` and :func:`end` are called by the apply task, the reconcile cycle and the user
+services alike; they only write the database and never publish tasks (the callers do), which
+keeps ``tasks`` → ``lifecycle`` ← ``services`` free of import cycles.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from quotas import admission, ledger
+from workloads import billing
+from workloads.registry import kind_of
+
+
+def redrive_after() -> timedelta:
+    """How long an apply may take before the reconciler re-drives it (one reconcile period)."""
+    return timedelta(seconds=max(settings.CELERY_RECONCILE_INTERVAL, 1.0))
+
+
+def _close_billing(workload, ended_at: datetime) -> None:
+    """Bill the open segment up to ``ended_at`` (the caller holds the workload's row lock)."""
+    workload.refresh_from_db(fields=["billed_until", "open_units", "billed_cost"])
+    plan = billing.plan_billing(workload, 0, None, ended_at, ended_at)
+    if not plan.changes:
+        return
+    type(workload).objects.filter(pk=workload.pk).update(**plan.changes)
+    for replayed in billing.record([(workload, plan)]):
+        sync_billed_cost(replayed)
+
+
+def sync_billed_cost(workload) -> None:
+    """Set ``billed_cost`` to the ledger's total (after the ledger held an interval already)."""
+    total = ledger.cost_by_ref([workload.ref])[workload.ref]
+    type(workload).objects.filter(pk=workload.pk).update(billed_cost=total)
+
+
+def fail(workload, reason: str, now: datetime | None = None) -> bool:
+    """Move a non-final workload to its kind's failed state and release its quota. False if already final."""
+    kind = kind_of(workload)
+    now = now or timezone.now()
+    with transaction.atomic():
+        updated = (type(workload).objects.filter(pk=workload.pk).exclude(state__in=kind.lifecycle.final)
+                   .update(state=kind.lifecycle.failed, reason=reason[:500], finished_at=now))
+        if updated:
+            _close_billing(workload, now)
+            admission.release(workload.ref)
+    return bool(updated)
+
+
+def end(workload, reason: str) -> bool:
+    """The user's end (cancel, delete): move to the kind's ended state, bill to now, release quota.
+
+    Takes the team's admission lock first — the order admission takes its locks in, since a
+    queued workload may be being admitted right now — then moves the state conditionally on
+    "not final and not ended already", so a reconcile finishing it at the same moment wins or
+    loses cleanly, never both. Then admits queued work the freed units let in. False when
+    there was nothing to end. Runs in the caller's transaction when there is one.
+    """
+    kind = kind_of(workload)
+    lifecycle = kind.lifecycle
+    with transaction.atomic():
+        admission.lock_team(workload.team)
+        now = timezone.now()
+        updated = (type(workload).objects.filter(pk=workload.pk)
+                   .exclude(state__in=(*lifecycle.final, *lifecycle.removed))
+                   .update(state=lifecycle.ended, finished_at=now, reason=reason[:500]))
+        if not updated:
+            return False
+        # The reconciler no longer bills an ended workload: close its segment here (our UPDATE
+        # holds the row, so a concurrent cycle cannot close it too).
+        _close_billing(workload, now)
+        admission.release(workload.ref)
+        admission.admit_waiting(workload.team)
+    return True

@@ -1,0 +1,127 @@
+"""The abstract :class:`Workload`: what every kind of GPU workload shares.
+
+A concrete kind (``jobs.TrainingRun``, ``inference.InferenceEndpoint``) inherits the fields
+below, names its ``KIND_PREFIX`` and gives ``state`` its own choices. State moves only
+through conditional updates (``filter(pk=…, state=old).update(…)``) so a user's action and a
+reconcile cycle racing each other cannot overwrite one another.
+
+Billing is an **open segment** per workload: ``open_units`` GPU units have been running
+since ``billed_until``, and everything before ``billed_until`` is in the ledger (its total is
+``billed_cost``). A cycle that sees the same units writes nothing; the segment is closed
+(its ledger time written) when the units change, when the workload ends, and at hour
+boundaries — see :mod:`workloads.billing`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from portal.permissions import visible_to
+from quotas.ledger import cost_per_hour, open_segment_cost
+from workloads.identity import WorkloadId
+
+
+class WorkloadQuerySet(models.QuerySet):
+    def active(self) -> WorkloadQuerySet:
+        """Not final (queued, holding quota, or on its way out)."""
+        return self.exclude(state__in=self.model.FINAL_STATES)
+
+    def holding_quota(self) -> WorkloadQuerySet:
+        """Admitted and not ended: what the team's reservations stand for."""
+        return self.filter(state__in=self.model.HOLDING_STATES)
+
+    def for_user(self, user) -> WorkloadQuerySet:
+        """Workloads of the user's teams (the tenancy boundary)."""
+        return visible_to(self, user)
+
+    def for_list(self) -> WorkloadQuerySet:
+        """What list pages and the list API need, in a constant number of queries."""
+        return self.select_related("team", "flavor", "created_by").order_by("-created_at", "-pk")
+
+
+class Workload(models.Model):
+    """Fields and behaviour common to every kind. Concrete models set the class constants."""
+
+    #: The kind's identity prefix ("run", "ep"): see :mod:`workloads.identity`.
+    KIND_PREFIX: str = ""
+    #: States the workload never leaves / in which it holds a reservation.
+    FINAL_STATES: tuple[str, ...] = ()
+    HOLDING_STATES: tuple[str, ...] = ()
+
+    team = models.ForeignKey("portal.Team", on_delete=models.PROTECT, related_name="%(class)s_set")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                                   related_name="%(class)s_set")
+    name = models.CharField(max_length=40)
+    flavor = models.ForeignKey("quotas.GpuFlavor", on_delete=models.PROTECT, related_name="%(class)s_set")
+    spot = models.BooleanField(default=False)
+
+    state = models.CharField(max_length=16, db_index=True)
+    reason = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    # Applying: attempts and the start of the latest (a worker may die mid-apply), and when
+    # an apply last succeeded (None: the objects were never applied, so the reconciler
+    # re-drives rather than calling them vanished).
+    apply_attempts = models.PositiveSmallIntegerField(default=0)
+    apply_started_at = models.DateTimeField(null=True, blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+
+    # Billing position (module docstring): the ledger holds [start, billed_until), whose total
+    # is billed_cost (ten decimals, quotas.ledger.LEDGER_PRECISION); open_units have been
+    # running since billed_until and are not in the ledger yet.
+    billed_until = models.DateTimeField(null=True, blank=True)
+    open_units = models.PositiveIntegerField(default=0)
+    billed_cost = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0))
+
+    objects = WorkloadQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.team.slug}/{self.name} ({self.ref})"
+
+    # -- identity -------------------------------------------------------------------------------
+    @property
+    def identity(self) -> WorkloadId:
+        return WorkloadId(self.KIND_PREFIX, self.pk)
+
+    @property
+    def ref(self) -> str:
+        """The quota and ledger reference, e.g. ``run:42``."""
+        return self.identity.ref
+
+    @property
+    def cluster_name(self) -> str:
+        """The cluster objects' name and workload label, e.g. ``run-42``."""
+        return self.identity.cluster_name
+
+    @property
+    def namespace(self) -> str:
+        return self.team.namespace
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in self.FINAL_STATES
+
+    # -- money ----------------------------------------------------------------------------------
+    def cost_at(self, now: datetime) -> Decimal:
+        """Cost to ``now``: the ledger's part plus the open segment (exact to the second)."""
+        return self.billed_cost + open_segment_cost(self.flavor, self.open_units, self.spot, self.billed_until, now)
+
+    @property
+    def cost_to_date(self) -> Decimal:
+        return self.cost_at(timezone.now())
+
+    def cost_per_hour_at(self, units: int) -> Decimal:
+        """What ``units`` of this workload's flavor cost per hour (spot or on-demand)."""
+        return cost_per_hour(self.flavor, units, self.spot)

@@ -1,0 +1,320 @@
+"""The reconcile cycle: keep every workload, of every kind, in step with the cluster.
+
+Run by Celery beat every ``SLIPWAY_RECONCILE_INTERVAL`` seconds (single-flight, see
+:func:`workloads.tasks.reconcile`). One cycle:
+
+1. advances a simulated cluster's clock (``backend.tick()``; a no-op on a real cluster);
+2. snapshots the portal's workloads that live on the cluster, *then* observes the cluster once
+   (a constant number of LIST calls for all kinds) — in that order, so a workload applied
+   between the two is seen on the cluster rather than taken for vanished;
+3. for each workload maps the observation to a state through its kind (registry), moves the
+   state with a conditional update, bills its open segment when it closes
+   (:mod:`workloads.billing`: units changed, ended, hour boundary) and releases quota when it
+   is final. A workload that keeps running as it was writes nothing at all; at an hour
+   boundary the segments that only roll over are written in batches;
+4. marks for re-drive workloads admitted but absent from the cluster after one period (a lost
+   enqueue or a worker killed mid-task; the task publishes them after the cycle), and fails
+   them after too many attempts;
+5. fails workloads whose cluster objects vanished, and deletes cluster objects left behind by
+   ended or deleted workloads;
+6. admits queued work that now fits, and refreshes queued reasons.
+
+Every write is conditional or unique-keyed, so a cycle replayed (or racing a user's action)
+never double-counts cost or overwrites a newer state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+import portal.cluster
+from cluster.backends.base import ObservedWorkload, WorkloadRef
+from cluster.errors import ClusterError
+from cluster.perf import gc_paused
+from cluster.status import WorkloadStatus
+from portal.models import Team
+from quotas import admission
+from quotas.models import QueuedRequest
+from workloads import billing, lifecycle
+from workloads.billing import BILLING_FIELDS, BillingPlan
+from workloads.constants import MAX_APPLY_ATTEMPTS, STEADY_BATCH, Message
+from workloads.identity import WorkloadId
+from workloads.registry import WorkloadKind, kind_for, kinds
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ReconcileReport:
+    """What one cycle did (logged, and asserted on by tests). Workloads are named by their ref."""
+
+    observed: int = 0
+    transitions: list[tuple[str, str, str]] = field(default_factory=list)
+    redriven: list[WorkloadId] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)
+    orphans_deleted: list[str] = field(default_factory=list)
+    admitted: list[str] = field(default_factory=list)
+    charged: int = 0  #: ledger intervals written
+
+
+@dataclass
+class _Plan:
+    """What one observation changes on a workload: its columns, billing, whether it ends."""
+
+    kind: WorkloadKind
+    workload: object
+    changes: dict
+    billing: BillingPlan
+    final: bool = False
+
+    @property
+    def steady(self) -> bool:
+        """Only billing moves (an hour rolled over): safe to write in a batch."""
+        return bool(self.changes) and not self.final and set(self.changes) <= BILLING_FIELDS
+
+
+def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
+    """One reconcile cycle (see the module docstring). Safe to run twice."""
+    backend = backend or portal.cluster.get_backend()
+    report = ReconcileReport()
+
+    # 1. A simulated cluster advances here; a real one advances by itself.
+    backend.tick()
+
+    # 2. Snapshot first, then observe.
+    snapshot = [(kind, list(kind.model.objects.filter(state__in=kind.lifecycle.observed)
+                            .select_related("team", "flavor", "created_by")))
+                for kind in kinds()]
+    observe_started = now or timezone.now()
+    # The observation can be large (tens of MB at 10,000 workloads) and is a tree of plain
+    # dicts: keep the cyclic GC from walking it repeatedly (see cluster.perf).
+    with gc_paused():
+        observed = {(o.namespace, o.workload): o for o in backend.observe()}
+        report.observed = len(observed)
+        now = now or timezone.now()
+        teams_to_admit: set[int] = set()
+        steady: list[_Plan] = []
+        for kind, workloads in snapshot:
+            for workload in workloads:
+                plan = _follow(kind, backend, workload, observed, observe_started, now, report, teams_to_admit)
+                if plan is None:
+                    continue
+                if plan.steady:
+                    steady.append(plan)
+                elif plan.changes and _apply(plan, report):
+                    teams_to_admit.add(workload.team_id)
+        _apply_steady(steady, report)
+        # 5. What is left on the cluster belongs to no workload the snapshot follows.
+        _delete_leftovers(backend, observed, report)
+        del observed
+
+    # 6. Admit queued work that fits now (in every team that has a queue).
+    team_ids = teams_to_admit | set(QueuedRequest.objects.values_list("team_id", flat=True).distinct())
+    for team in Team.objects.filter(pk__in=team_ids):
+        report.admitted += admission.admit_waiting(team)
+        _refresh_queue_reasons(team)
+
+    if report.transitions or report.redriven or report.vanished or report.admitted or report.orphans_deleted:
+        logger.info("reconcile: %s", report)
+    return report
+
+
+def _follow(kind: WorkloadKind, backend, workload, observed: dict, observe_started: datetime, now: datetime,
+            report: ReconcileReport, teams: set[int]) -> _Plan | None:
+    """Steps 3–5 for one workload; returns its plan, or None when it was handled here."""
+    obs = observed.pop((workload.namespace, workload.cluster_name), None)
+    status = kind.status(obs, workload, now) if obs is not None else None
+    if status is None:
+        if workload.applied_at is None:
+            _redrive_if_stuck(kind, workload, now, report, teams)
+        elif workload.applied_at < observe_started - lifecycle.redrive_after() and lifecycle.fail(
+                workload, Message.OBJECTS_VANISHED.format(noun=kind.noun), now):
+            report.vanished.append(workload.ref)
+            teams.add(workload.team_id)
+        return None
+    if not status.reason and not obs.pods:
+        status = _explain_podless(kind, backend, workload, status, now)
+    plan = _plan(kind, workload, status, now, report)
+    if workload.applied_at is None:
+        # Applied by a worker that died before saving: it is on the cluster all the same.
+        plan.changes["applied_at"] = observe_started
+    return plan
+
+
+def _explain_podless(kind: WorkloadKind, backend, workload, status: WorkloadStatus, now: datetime) -> WorkloadStatus:
+    """Why a workload waiting to start has no pods after a period, from its controller's warning events.
+
+    With no pod there is no scheduler message to show; what the controller could not do is
+    only in its events, e.g. the team namespace's ResourceQuota refused the pods (FailedCreate:
+    "exceeded quota"). One events call per such workload and cycle, only while it stays unexplained.
+    """
+    waiting = kind.state_for(status, workload) == kind.lifecycle.applied
+    if not waiting or workload.reason not in ("", Message.SUBMITTED_TO_CLUSTER):
+        return status  # not waiting to start, or explained already
+    applied = workload.applied_at or workload.apply_started_at or workload.admitted_at or workload.created_at
+    if applied > now - lifecycle.redrive_after():
+        return status  # give the controller a period to create its pods
+    try:
+        ref = WorkloadRef(workload.namespace, workload.cluster_name)
+        warnings = [e for e in backend.events(ref) if e.type == "Warning"]
+    except ClusterError as exc:
+        logger.warning("reconcile: no events for %s: %s", workload.ref, exc)
+        return status
+    if not warnings:
+        return status
+    latest = warnings[-1]
+    return dataclasses.replace(status, reason=f"{latest.reason}: {latest.message}" if latest.reason else latest.message)
+
+
+def _refresh_queue_reasons(team: Team) -> None:
+    """Keep queued workloads' reasons current ("6 of 8 in use" changes as work finishes)."""
+    reasons = admission.queue_reasons(team)
+    if not reasons:
+        return
+    for kind in kinds():
+        queued = kind.model.objects.filter(team=team, state=kind.lifecycle.queued).values_list("pk", "reason")
+        for pk, reason in queued:
+            fresh = reasons.get(kind.identity(pk).ref)
+            if fresh and fresh != reason:
+                kind.model.objects.filter(pk=pk, state=kind.lifecycle.queued).update(reason=fresh[:500])
+
+
+def _redrive_if_stuck(kind: WorkloadKind, workload, now: datetime, report: ReconcileReport, teams: set[int]) -> None:
+    """Admitted but not on the cluster after one period: mark it for another apply."""
+    if workload.state not in kind.lifecycle.applyable:
+        return
+    last_try = workload.apply_started_at or workload.admitted_at or workload.created_at
+    if last_try > now - lifecycle.redrive_after():
+        return
+    if workload.apply_attempts >= MAX_APPLY_ATTEMPTS:
+        message = Message.CLUSTER_UNREACHABLE.format(attempts=workload.apply_attempts,
+                                                     message="no cluster object appeared")
+        if lifecycle.fail(workload, message, now):
+            teams.add(workload.team_id)
+        return
+    # Conditional on the snapshot's apply_started_at: two overlapping cycles re-drive once.
+    updated = kind.model.objects.filter(pk=workload.pk, state=workload.state,
+                                        apply_started_at=workload.apply_started_at).update(apply_started_at=now)
+    if updated:
+        report.redriven.append(workload.identity)
+
+
+def _plan(kind: WorkloadKind, workload, status: WorkloadStatus, now: datetime, report: ReconcileReport) -> _Plan:
+    """The column changes and billing of ``workload`` for ``status`` (pure: nothing is written)."""
+    new_state = kind.state_for(status, workload)
+    final = new_state in kind.lifecycle.final
+    changes = kind.column_changes(workload, status)
+    if new_state != workload.state:
+        changes["state"] = new_state
+        report.transitions.append((workload.ref, str(workload.state), str(new_state)))
+    if status.reason != workload.reason and (status.reason or new_state != workload.state):
+        changes["reason"] = status.reason[:500]
+    if status.started_at and workload.started_at is None:
+        changes["started_at"] = status.started_at
+    ended_at = None
+    if final:
+        ended_at = changes["finished_at"] = status.finished_at or now
+    # Seen started for the first time: what runs now has run since then (it ran before we looked).
+    first_started_at = status.started_at if workload.started_at is None else None
+    bill = billing.plan_billing(workload, status.running_units, first_started_at, ended_at, now)
+    changes.update(bill.changes)
+    return _Plan(kind, workload, changes, bill, final)
+
+
+def _update_row(plan: _Plan) -> bool:
+    """The workload row's change, conditional on the state and billing mark the cycle read.
+
+    A concurrent user action or a replayed cycle makes it a no-op instead of a double move. It
+    locks the workload row before the ledger rows are written: the order an end takes them in.
+    """
+    w = plan.workload
+    return bool(plan.kind.model.objects.filter(pk=w.pk, state=w.state, billed_until=w.billed_until)
+                .update(**plan.changes))
+
+
+def _apply(plan: _Plan, report: ReconcileReport) -> bool:
+    """Write one workload's plan in its own transaction. Returns True when it became final."""
+    with transaction.atomic():
+        if not _update_row(plan):
+            transaction.set_rollback(True)
+            return False
+        _record_bills([plan], report)
+        if plan.final:
+            admission.release(plan.workload.ref)  # give the quota back
+    return plan.final
+
+
+def _apply_steady(plans: list[_Plan], report: ReconcileReport) -> None:
+    """Roll over segments that only crossed an hour: per batch one transaction and one ledger statement.
+
+    Happens for every running workload once an hour; per workload one conditional UPDATE
+    remains, the transaction and the ledger write are shared.
+    """
+    ops = connection.ops
+    for first in range(0, len(plans), STEADY_BATCH):
+        with transaction.atomic(), connection.cursor() as cursor:
+            updated = []
+            for plan in plans[first:first + STEADY_BATCH]:
+                # _update_row's conditional UPDATE in plain SQL: compiling it with the ORM cost
+                # more CPU than the database spent on it (~1 ms a row; bench/reconcile_db.py).
+                w, changes = plan.workload, plan.changes
+                before = w.billed_until
+                cursor.execute(_steady_sql(plan.kind.model._meta.db_table, before is None), [
+                    ops.adapt_datetimefield_value(changes.get("billed_until", before)),
+                    changes.get("open_units", w.open_units),
+                    ops.adapt_decimalfield_value(plan.billing.cost, 20, 10),
+                    w.pk, w.state, *([] if before is None else [ops.adapt_datetimefield_value(before)]),
+                ])
+                if cursor.rowcount:
+                    updated.append(plan)
+            _record_bills(updated, report)
+
+
+@lru_cache(maxsize=16)
+def _steady_sql(table: str, never_billed: bool) -> str:
+    """The conditional UPDATE of a steady workload: new billing mark and units, cost added."""
+    q = connection.ops.quote_name
+    mark = "billed_until IS NULL" if never_billed else "billed_until = %s"
+    return (f"UPDATE {q(table)} SET billed_until = %s, open_units = %s,"  # noqa: S608 - only quoted model names are interpolated
+            f" billed_cost = billed_cost + %s WHERE id = %s AND state = %s AND {mark}")
+
+
+def _record_bills(plans: list[_Plan], report: ReconcileReport) -> None:
+    """Add the plans' closed intervals to the ledger (one statement), after their rows were updated."""
+    billed = [(plan.workload, plan.billing) for plan in plans if plan.billing.intervals]
+    report.charged += sum(len(bill.intervals) for _w, bill in billed)
+    for workload in billing.record(billed):
+        # The ledger held some of these intervals already: the cost is what the ledger says.
+        lifecycle.sync_billed_cost(workload)
+
+
+def _delete_leftovers(backend, leftovers: dict[tuple[str, str], ObservedWorkload], report: ReconcileReport) -> None:
+    """Delete cluster objects of workloads that were ended, deleted, or no longer exist.
+
+    Objects of workloads that finished on their own are kept (their logs and events stay
+    readable); an end whose delete task was lost is finished here.
+    """
+    candidates: dict[WorkloadKind, dict[int, WorkloadRef]] = {}
+    for (namespace, name), _obs in leftovers.items():
+        identity = WorkloadId.from_cluster_name(name)
+        kind = kind_for(identity.prefix) if identity else None
+        if kind is not None:
+            candidates.setdefault(kind, {})[identity.pk] = WorkloadRef(namespace, name)
+    for kind, refs in candidates.items():
+        keep = set(kind.model.objects.filter(pk__in=refs).exclude(state__in=kind.lifecycle.removed)
+                   .values_list("pk", flat=True))
+        for pk, ref in refs.items():
+            if pk in keep:
+                continue
+            try:
+                backend.delete(ref)
+                report.orphans_deleted.append(ref.workload)
+            except ClusterError as exc:
+                logger.warning("could not delete leftover %s/%s: %s", ref.namespace, ref.workload, exc)

@@ -1,0 +1,98 @@
+"""The kind registry: how the shared machinery learns about each kind of workload.
+
+A kind (training runs, inference endpoints, …) subclasses :class:`WorkloadKind` and
+registers one instance from its AppConfig's ``ready()``. The reconcile cycle, the apply and
+delete tasks and the ``workload_admitted`` receiver dispatch through :func:`kind_for`, so
+adding a kind changes nothing here.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from datetime import datetime
+
+from cluster.backends.base import ObservedWorkload
+from cluster.status import WorkloadStatus
+from quotas.admission import ResourceRequest
+from workloads.identity import WorkloadId
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """The states of one kind that the shared machinery moves a workload between."""
+
+    queued: str  #: waiting for quota
+    admitted: str  #: holds its reservation, cluster objects not applied yet
+    applied: str  #: what a successful first apply moves ``admitted`` to
+    failed: str
+    ended: str  #: where the user's end (cancel, delete) moves it
+    final: tuple[str, ...]  #: states it never leaves
+    observed: tuple[str, ...]  #: states the reconciler follows on the cluster (they hold quota)
+    applyable: tuple[str, ...]  #: states in which the apply task (re)applies its objects
+    removed: tuple[str, ...]  #: states whose cluster objects must not exist (leftovers are deleted)
+
+
+class WorkloadKind(abc.ABC):
+    """What one kind of workload tells the shared machinery. Subclass and :func:`register` it."""
+
+    #: The concrete :class:`workloads.models.Workload` model; its ``KIND_PREFIX`` names the kind.
+    model: type
+    #: What people call one ("run", "endpoint"), for messages.
+    noun: str
+    lifecycle: Lifecycle
+
+    @abc.abstractmethod
+    def resource_request(self, workload) -> ResourceRequest:
+        """What ``workload`` asks of the team's quota at admission."""
+
+    @abc.abstractmethod
+    def manifests(self, workload) -> list[dict]:
+        """The Kubernetes objects of ``workload`` (pure builders; the team's namespace objects excluded)."""
+
+    @abc.abstractmethod
+    def status(self, observed: ObservedWorkload, workload, now: datetime) -> WorkloadStatus | None:
+        """Map what the cluster shows to a status; None when its main object does not exist."""
+
+    @abc.abstractmethod
+    def state_for(self, status: WorkloadStatus, workload) -> str:
+        """The portal state ``status`` means for ``workload``."""
+
+    def column_changes(self, workload, status: WorkloadStatus) -> dict:
+        """Kind-specific columns an observation changes (e.g. an endpoint's replica counts)."""
+        return {}
+
+    @property
+    def prefix(self) -> str:
+        """Identity prefix: ``run`` → refs ``run:42``, cluster names ``run-42``."""
+        return self.model.KIND_PREFIX
+
+    def identity(self, pk: int) -> WorkloadId:
+        return WorkloadId(self.prefix, pk)
+
+
+_KINDS: dict[str, WorkloadKind] = {}
+
+
+def register(kind: WorkloadKind) -> WorkloadKind:
+    """Add ``kind`` to the registry (registering the same kind again replaces it)."""
+    if not kind.prefix.isascii() or not kind.prefix.isalpha() or not kind.prefix.islower():
+        raise ValueError(f"a kind prefix is lowercase letters only, got {kind.prefix!r}")
+    existing = _KINDS.get(kind.prefix)
+    if existing is not None and type(existing) is not type(kind):
+        raise ValueError(f"prefix {kind.prefix!r} is taken by {type(existing).__name__}")
+    _KINDS[kind.prefix] = kind
+    return kind
+
+
+def kinds() -> list[WorkloadKind]:
+    return list(_KINDS.values())
+
+
+def kind_for(prefix: str) -> WorkloadKind | None:
+    return _KINDS.get(prefix)
+
+
+def kind_of(workload) -> WorkloadKind:
+    """The registered kind of a workload instance."""
+    return _KINDS[workload.KIND_PREFIX]

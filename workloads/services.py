@@ -1,0 +1,89 @@
+"""User-facing actions every workload kind shares; each kind's own services call these.
+
+* :func:`admit_new` admits a just-recorded workload (in the caller's transaction) and has its
+  objects applied after commit;
+* :func:`end_by_user` ends it for a user (cancel, delete) and has its objects deleted;
+* :func:`manifests`, :func:`logs` and :func:`events` read what the cluster layer has for it.
+
+Access checks stay with the caller (each kind's service checks roles before calling here).
+"""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+import portal.cluster
+from cluster.backends.base import ClusterEvent, WorkloadRef
+from cluster.errors import ClusterError
+from portal.queueing import publish_on_commit
+from quotas import admission
+from workloads import lifecycle, tasks
+from workloads.constants import Message
+from workloads.identity import WorkloadId
+from workloads.registry import kind_of
+
+
+def admit_new(workload) -> admission.Decision:
+    """Admit ``workload`` (just created, in the caller's transaction) and record the outcome.
+
+    Admitted: its state moves to the kind's admitted state and the apply task is published
+    after commit (the reconciler re-drives it if that is lost). Queued: it waits with the
+    plain-words reason. Rejected: nothing is changed here; the caller raises its field error
+    and its transaction rolls the row back.
+    """
+    kind = kind_of(workload)
+    decision = admission.admit(workload.team, kind.resource_request(workload), workload.ref)
+    if decision.rejected:
+        return decision
+    if decision.admitted:
+        workload.state, workload.admitted_at = kind.lifecycle.admitted, timezone.now()
+        workload.reason = Message.WAITING_FOR_WORKER
+    else:
+        workload.state, workload.reason = kind.lifecycle.queued, decision.message[:500]
+    workload.save(update_fields=["state", "admitted_at", "reason"])
+    if decision.admitted:
+        enqueue_apply(workload.identity)
+    return decision
+
+
+def enqueue_apply(identity: WorkloadId) -> None:
+    """Have the workload's objects (re)applied once the current transaction commits."""
+    publish_on_commit(tasks.apply_workload, identity.prefix, identity.pk)
+
+
+def end_by_user(workload, reason: str) -> bool:
+    """End ``workload`` (see :func:`workloads.lifecycle.end`) and have its objects deleted after commit."""
+    if not lifecycle.end(workload, reason):
+        return False
+    publish_on_commit(tasks.delete_workload, workload.KIND_PREFIX, workload.pk)
+    return True
+
+
+def manifests(workload) -> list[dict]:
+    """The Kubernetes objects Slipway applies for ``workload`` (pure: no cluster call)."""
+    return kind_of(workload).manifests(workload)
+
+
+def _on_cluster(workload) -> bool:
+    lc = kind_of(workload).lifecycle
+    return workload.state not in (lc.queued, lc.admitted) or workload.applied_at is not None
+
+
+def logs(workload, tail: int = 200) -> list[str]:
+    """Last log lines of the workload's first pod; [] before it has one or while the cluster is unreachable."""
+    if not _on_cluster(workload):
+        return []
+    try:
+        return portal.cluster.get_backend().logs(WorkloadRef(workload.namespace, workload.cluster_name), tail=tail)
+    except ClusterError:
+        return []
+
+
+def events(workload) -> list[ClusterEvent]:
+    """Cluster events about the workload's objects; [] when there are none or the cluster is unreachable."""
+    if not _on_cluster(workload):
+        return []
+    try:
+        return portal.cluster.get_backend().events(WorkloadRef(workload.namespace, workload.cluster_name))
+    except ClusterError:
+        return []

@@ -1,0 +1,119 @@
+"""Celery tasks of every workload kind. Each takes the kind's prefix and a primary key and is safe to run twice.
+
+Retries live only here (DESIGN.md §3): ``Transient`` cluster errors are retried with
+exponential backoff; permanent ones (``Invalid`` …) fail the workload with the API server's
+message. When retries run out the workload simply stays admitted and the reconciler re-drives
+it after one period, up to ``MAX_APPLY_ATTEMPTS``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from celery import shared_task
+from django.conf import settings
+from django.core.cache import cache
+from django.db.models import F
+from django.utils import timezone
+
+import portal.cluster
+from cluster.backends.base import WorkloadRef
+from cluster.errors import ClusterError, Transient
+from cluster.manifests import build_team
+from portal import queueing
+from quotas.tasks import team_spec
+from workloads import lifecycle
+from workloads.constants import Message
+from workloads.reconcile import reconcile as reconcile_cycle
+from workloads.registry import kind_for
+
+logger = logging.getLogger(__name__)
+
+RETRY = {
+    "autoretry_for": (Transient,),
+    "retry_backoff": 2,
+    "retry_backoff_max": 60,
+    "retry_jitter": True,
+    "max_retries": 5,
+}
+
+
+@shared_task(**RETRY)
+def apply_workload(prefix: str, pk: int) -> str:
+    """Render the workload's manifests and apply them (with its team's namespace objects)."""
+    # 1. Reload; return early when it is gone or in no state to be applied.
+    kind = kind_for(prefix)
+    if kind is None:
+        return "unknown kind"
+    lc = kind.lifecycle
+    workload = kind.model.objects.select_related("team", "flavor", "created_by").filter(pk=pk).first()
+    if workload is None or workload.state not in lc.applyable:
+        return "skipped"
+    kind.model.objects.filter(pk=pk).update(apply_attempts=F("apply_attempts") + 1, apply_started_at=timezone.now())
+
+    # 2. Render (pure) and apply. The namespace objects are idempotent server-side applies,
+    #    so a team's first workload also creates its namespace and ResourceQuota.
+    objects = build_team(team_spec(workload.team), portal.cluster.cluster_config()) + kind.manifests(workload)
+    try:
+        portal.cluster.get_backend().apply(objects)
+    except Transient:
+        raise  # retried by Celery, then re-driven by the reconciler
+    except ClusterError as exc:
+        lifecycle.fail(workload, Message.CLUSTER_REJECTED.format(noun=kind.noun, message=exc.message))
+        return "failed"
+
+    # 3. Conditional: an end that landed meanwhile stays ended (its delete task, or the
+    #    reconciler, removes the objects just applied).
+    now = timezone.now()
+    updated = kind.model.objects.filter(pk=pk, state=lc.admitted).update(
+        state=lc.applied, reason=Message.SUBMITTED_TO_CLUSTER, applied_at=now)
+    if not updated:
+        updated = kind.model.objects.filter(pk=pk, state__in=lc.applyable).update(applied_at=now)
+    if not updated and kind.model.objects.filter(pk=pk, state=lc.failed).exists():
+        # Failed while this apply was in flight (the reconciler gave up on a slow API server
+        # and released the quota): what was just applied must not run unreserved and unbilled.
+        # Failed workloads' objects are otherwise kept for their logs, so nobody else deletes them.
+        queueing.publish(delete_workload, prefix, pk)
+        return "deleted"
+    return "applied"
+
+
+@shared_task(**RETRY)
+def delete_workload(prefix: str, pk: int) -> int:
+    """Delete the workload's cluster objects (background propagation). Deleting twice is harmless."""
+    kind = kind_for(prefix)
+    workload = kind.model.objects.select_related("team").filter(pk=pk).first() if kind else None
+    if workload is None:
+        return 0
+    return portal.cluster.get_backend().delete(WorkloadRef(workload.namespace, workload.cluster_name))
+
+
+RECONCILE_LOCK = "slipway:reconcile-lock"
+
+
+@shared_task(ignore_result=True)
+def reconcile() -> str:
+    """The periodic reconcile cycle, single-flight across all workers.
+
+    The lock is a cache key with an expiry (Redis in production), so a worker killed
+    mid-cycle blocks the next cycles for at most the lock's lifetime. Workloads the cycle
+    marked for re-drive are published after it, when its writes are committed.
+    """
+    token = uuid.uuid4().hex
+    ttl = max(int(settings.CELERY_RECONCILE_INTERVAL * 6), 30)
+    if not cache.add(RECONCILE_LOCK, token, timeout=ttl):
+        return "busy"
+    try:
+        report = reconcile_cycle()
+    except ClusterError as exc:
+        # Nothing was changed on a failed observation; the next cycle tries again.
+        logger.warning("reconcile skipped: the cluster could not be observed (%s)", exc)
+        return f"cluster unavailable: {exc}"
+    finally:
+        # Only release our own lock (it may have expired and been taken by another cycle).
+        if cache.get(RECONCILE_LOCK) == token:
+            cache.delete(RECONCILE_LOCK)
+    for identity in report.redriven:
+        queueing.publish(apply_workload, identity.prefix, identity.pk)
+    return f"observed={report.observed} transitions={len(report.transitions)} admitted={len(report.admitted)}"
