@@ -10,7 +10,6 @@ PY="$VENV/bin/python"
 mkdir -p var/log
 
 "$PY" manage.py migrate --noinput
-"$PY" manage.py createcachetable
 "$PY" manage.py seed_demo
 
 pids=()
