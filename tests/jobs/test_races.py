@@ -15,7 +15,6 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs import services
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import cancel_run, submit_run
@@ -23,6 +22,7 @@ from quotas import admission
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamQuota
 from tests.jobs.conftest import run_payload
 from tests.threads import in_thread
+from workloads import lifecycle
 from workloads import reconcile as rec
 from workloads.constants import MAX_APPLY_ATTEMPTS
 from workloads.tasks import apply_workload, delete_workload
@@ -87,14 +87,14 @@ def test_cancelling_a_queued_run_of_a_team_without_quota_rows_does_not_deadlock_
 
     # Hold the cancel after it moved the run to cancelled (it bills next, then releases).
     inside, go = threading.Event(), threading.Event()
-    real_charge = services.charge
+    real_close = lifecycle._close_billing
 
-    def paused_charge(*args):
+    def paused_close(*args):
         inside.set()
         go.wait(10)
-        return real_charge(*args)
+        return real_close(*args)
 
-    monkeypatch.setattr(services, "charge", paused_charge)
+    monkeypatch.setattr(lifecycle, "_close_billing", paused_close)
     errors: list[Exception] = []
     cancelling = in_thread(lambda: cancel_run(member, queued), errors)
     assert inside.wait(10)
