@@ -6,7 +6,8 @@ from django.contrib import admin
 
 from portal import services
 from portal.models import ApiToken, AuditEvent, Membership, Team
-from quotas.admin import TeamBudgetInline, TeamQuotaInline, audit_team_formset
+from quotas.admin import TeamBudgetInline, TeamQuotaInline, save_team_formset
+from quotas.admission import lock_team
 
 admin.site.site_header = "Slipway admin console"
 admin.site.site_title = "Slipway admin"
@@ -42,17 +43,15 @@ class TeamAdmin(admin.ModelAdmin):
             # The inline quota rows are saved next, in this transaction: hold the team's
             # admission lock first, like every admission does (no deadlock, no decision
             # taken on half-saved quotas).
-            from quotas.admission import lock_team
-
             lock_team(obj)
         super().save_model(request, obj, form, change)
 
     def save_formset(self, request, form, formset, change):
-        super().save_formset(request, form, formset, change)
         if formset.model is Membership:
+            super().save_formset(request, form, formset, change)
             audit_membership_changes(request, formset, form.instance)
         else:
-            audit_team_formset(request, formset, form.instance)
+            save_team_formset(request, formset, form.instance)
 
 
 @admin.register(Membership)

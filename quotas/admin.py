@@ -1,10 +1,10 @@
 """Admin console for flavors, prices, quotas, budgets, reservations, the queue and the ledger.
 
-Staff only (Django admin). Every quota, budget or price change is written to the audit log
-with its old and new value, and a quota or budget change is mirrored into the team's
-ResourceQuota and re-runs admission of the team's queue after commit. The team page
+Staff only (Django admin). Every quota, budget or price change goes through the same quota
+service functions the rest of Slipway uses (:mod:`quotas.services`: team lock, audit of old and
+new value, ResourceQuota mirror, re-admission of the queue after commit). The team page
 (``portal.admin.TeamAdmin``) embeds :class:`TeamQuotaInline` and :class:`TeamBudgetInline`,
-and calls :func:`audit_team_formset` from its ``save_formset``.
+and saves them with :func:`save_team_formset`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from django.db.models import IntegerField, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
 from portal.services import client_ip
-from quotas import admission, services
+from quotas import services
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, UsageRecord
 
 
@@ -57,45 +57,31 @@ class TeamBudgetInline(admin.StackedInline):
     fields = ["monthly_limit", "currency", "alert_threshold_percent"]
 
 
-def audit_team_formset(request, formset, team) -> None:
-    """Audit the quota or budget rows a team-page formset just saved, and mirror them."""
-    if formset.model not in (TeamQuota, TeamBudget):
-        return
-    initial = {form.instance.pk: form.initial for form in formset.initial_forms}
+def save_team_formset(request, formset, team) -> None:
+    """Save the quota or budget rows of a team page through the quota services.
+
+    The services lock, audit, mirror and re-admit; the formset only says what changed.
+    """
     ip = client_ip(request)
-    touched = False
+    formset.save(commit=False)  # fills new/changed/deleted objects; the services write them
     if formset.model is TeamQuota:
-        for obj in formset.new_objects:
-            services.audit_quota_change(request.user, team, obj.flavor.name, None, obj.limit, ip=ip)
-            touched = True
+        initial = {form.instance.pk: form.initial for form in formset.initial_forms}
+        for obj in formset.deleted_objects:
+            services.set_team_quota(request.user, team, obj.flavor, None, ip=ip)
         for obj, fields in formset.changed_objects:
-            before = initial.get(obj.pk, {})
             if "flavor" in fields:  # moved to another flavor: the old one's quota is gone
-                old_flavor = GpuFlavor.objects.filter(pk=before.get("flavor")).first()
+                old_flavor = GpuFlavor.objects.filter(pk=initial.get(obj.pk, {}).get("flavor")).first()
                 if old_flavor is not None:
-                    services.audit_quota_change(request.user, team, old_flavor.name, before.get("limit"), None, ip=ip)
-                services.audit_quota_change(request.user, team, obj.flavor.name, None, obj.limit, ip=ip)
-            else:
-                services.audit_quota_change(request.user, team, obj.flavor.name, before.get("limit"), obj.limit, ip=ip)
-            touched = True
-        for obj in formset.deleted_objects:
-            services.audit_quota_change(request.user, team, obj.flavor.name, obj.limit, None, ip=ip)
-            touched = True
-    else:
+                    services.set_team_quota(request.user, team, old_flavor, None, ip=ip)
+            services.set_team_quota(request.user, team, obj.flavor, obj.limit, ip=ip)
         for obj in formset.new_objects:
-            services.audit_budget_change(request.user, team, None, services.budget_fields(obj), ip=ip)
-            touched = True
-        for obj, _fields in formset.changed_objects:
-            old = initial.get(obj.pk, {})
-            before = {"monthly_limit": services.money_str(old.get("monthly_limit")), "currency": old.get("currency"),
-                      "alert_threshold_percent": old.get("alert_threshold_percent")}
-            services.audit_budget_change(request.user, team, before, services.budget_fields(obj), ip=ip)
-            touched = True
-        for obj in formset.deleted_objects:
-            services.audit_budget_change(request.user, team, services.budget_fields(obj), None, ip=ip)
-            touched = True
-    if touched:
-        services.schedule_team_sync(team)
+            services.set_team_quota(request.user, team, obj.flavor, obj.limit, ip=ip)
+    else:
+        for _obj in formset.deleted_objects:
+            services.set_team_budget(request.user, team, None, ip=ip)
+        for obj in [*formset.new_objects, *(o for o, _fields in formset.changed_objects)]:
+            services.set_team_budget(request.user, team, obj.monthly_limit, obj.currency,
+                                     obj.alert_threshold_percent, ip=ip)
 
 
 @admin.register(GpuFlavor)
@@ -117,12 +103,12 @@ class GpuFlavorAdmin(admin.ModelAdmin):
         return ["name"] if obj is not None else []
 
     def save_model(self, request, obj, form, change):
+        # Prices go through the quota service (audit of old and new); the other fields are plain.
         super().save_model(request, obj, form, change)
-        if {"price_per_hour", "spot_price_per_hour"} & set(form.changed_data):
-            old = ({"price_per_hour": services.money_str(form.initial.get("price_per_hour")),
-                    "spot_price_per_hour": services.money_str(form.initial.get("spot_price_per_hour"))}
-                   if change else {"price_per_hour": None, "spot_price_per_hour": None})
-            services.audit_price_change(request.user, obj, old, ip=client_ip(request))
+        if not change or {"price_per_hour", "spot_price_per_hour"} & set(form.changed_data):
+            old = None if not change else (form.initial.get("price_per_hour"), form.initial.get("spot_price_per_hour"))
+            services.set_flavor_prices(request.user, obj, obj.price_per_hour, obj.spot_price_per_hour, old=old,
+                                       ip=client_ip(request))
 
 
 @admin.register(TeamQuota)
@@ -137,19 +123,11 @@ class TeamQuotaAdmin(InUseMixin, admin.ModelAdmin):
         return ["team", "flavor"] if obj is not None else []
 
     def save_model(self, request, obj, form, change):
-        old = form.initial.get("limit") if change else None
-        admission.lock_team(obj.team)  # quota rows change only under the team's admission lock
-        super().save_model(request, obj, form, change)
-        if old != obj.limit:
-            services.audit_quota_change(request.user, obj.team, obj.flavor.name, old, obj.limit,
-                                        ip=client_ip(request))
-            services.schedule_team_sync(obj.team)
+        saved = services.set_team_quota(request.user, obj.team, obj.flavor, obj.limit, ip=client_ip(request))
+        obj.pk = saved.pk  # the admin links to the row it saved
 
     def delete_model(self, request, obj):
-        admission.lock_team(obj.team)
-        services.audit_quota_change(request.user, obj.team, obj.flavor.name, obj.limit, None, ip=client_ip(request))
-        super().delete_model(request, obj)
-        services.schedule_team_sync(obj.team)
+        services.set_team_quota(request.user, obj.team, obj.flavor, None, ip=client_ip(request))
 
     def delete_queryset(self, request, queryset):
         # One transaction (the delete action has none of its own), teams locked in one order.
@@ -170,18 +148,12 @@ class TeamBudgetAdmin(admin.ModelAdmin):
         return f"{services.spent_month(obj.team):,.2f}"
 
     def save_model(self, request, obj, form, change):
-        before = ({"monthly_limit": services.money_str(form.initial.get("monthly_limit")),
-                   "currency": form.initial.get("currency"),
-                   "alert_threshold_percent": form.initial.get("alert_threshold_percent")} if change else None)
-        super().save_model(request, obj, form, change)
-        after = services.budget_fields(obj)
-        if before != after:
-            services.audit_budget_change(request.user, obj.team, before, after, ip=client_ip(request))
-            services.schedule_team_sync(obj.team)
+        saved = services.set_team_budget(request.user, obj.team, obj.monthly_limit, obj.currency,
+                                         obj.alert_threshold_percent, ip=client_ip(request))
+        obj.pk = saved.pk
 
     def delete_model(self, request, obj):
-        services.audit_budget_change(request.user, obj.team, services.budget_fields(obj), None, ip=client_ip(request))
-        super().delete_model(request, obj)
+        services.set_team_budget(request.user, obj.team, None, ip=client_ip(request))
 
     def delete_queryset(self, request, queryset):
         for obj in queryset:

@@ -24,6 +24,7 @@ from quotas.admission import (
     ResourceRequest,
     admit,
     admit_waiting,
+    lock_team,
     queue_positions,
     queue_reason,
     queue_reasons,
@@ -114,8 +115,6 @@ def schedule_team_sync(team: Team) -> None:
 @transaction.atomic
 def set_team_quota(actor, team: Team, flavor: GpuFlavor, limit: int | None, ip: str | None = None) -> TeamQuota | None:
     """Set (or with ``limit=None`` remove) the team's quota for ``flavor``; audited, mirrored."""
-    from quotas.admission import lock_team
-
     lock_team(team)  # quota rows change only under the team's admission lock
     old = TeamQuota.objects.filter(team=team, flavor=flavor).first()
     old_limit = old.limit if old else None
@@ -140,6 +139,7 @@ def audit_quota_change(actor, team: Team, flavor: str, old: int | None, new: int
 def set_team_budget(actor, team: Team, monthly_limit: Decimal | None, currency: str | None = None,
                     alert_threshold_percent: int | None = None, ip: str | None = None) -> TeamBudget | None:
     """Set (or with ``monthly_limit=None`` remove) the team's monthly budget; audited."""
+    lock_team(team)  # admission reads the budget under this lock
     old = TeamBudget.objects.filter(team=team).first()
     before = budget_fields(old)
     if monthly_limit is None:
@@ -175,23 +175,28 @@ def audit_budget_change(actor, team: Team, old: dict | None, new: dict | None, i
     audit(AuditEvent.Action.BUDGET_CHANGED, actor=actor, team=team, target="budget", ip=ip, old=old, new=new)
 
 
+_UNSET = object()
+
+
 @transaction.atomic
 def set_flavor_prices(actor, flavor: GpuFlavor, price_per_hour: Decimal, spot_price_per_hour: Decimal,
-                      ip: str | None = None) -> GpuFlavor:
-    """Change a flavor's prices; audited. Usage already recorded keeps its old cost."""
-    old = (money_str(flavor.price_per_hour), money_str(flavor.spot_price_per_hour))
+                      old=_UNSET, ip: str | None = None) -> GpuFlavor:
+    """Change a flavor's prices; audited with old and new. Usage already recorded keeps its old cost.
+
+    ``old`` is ``(price, spot_price)`` when the caller already wrote the row (the admin form
+    saves every field), ``None`` for a flavor just created; by default the flavor's own values.
+    """
+    if old is _UNSET:
+        old = (flavor.price_per_hour, flavor.spot_price_per_hour)
+    before = {"price_per_hour": None, "spot_price_per_hour": None} if old is None else {
+        "price_per_hour": money_str(old[0]), "spot_price_per_hour": money_str(old[1])}
     flavor.price_per_hour, flavor.spot_price_per_hour = price_per_hour, spot_price_per_hour
     flavor.save(update_fields=["price_per_hour", "spot_price_per_hour"])
-    audit_price_change(actor, flavor, {"price_per_hour": old[0], "spot_price_per_hour": old[1]}, ip=ip)
-    return flavor
-
-
-def audit_price_change(actor, flavor: GpuFlavor, old: dict, ip: str | None = None) -> None:
-    new = {"price_per_hour": money_str(flavor.price_per_hour),
-           "spot_price_per_hour": money_str(flavor.spot_price_per_hour)}
-    if old != new:
+    after = {"price_per_hour": money_str(price_per_hour), "spot_price_per_hour": money_str(spot_price_per_hour)}
+    if before != after:
         audit(AuditEvent.Action.PRICE_CHANGED, actor=actor, target=f"flavor {flavor.name}", ip=ip,
-              flavor=flavor.name, old=old, new=new)
+              flavor=flavor.name, old=before, new=after)
+    return flavor
 
 
 # -- capacity ------------------------------------------------------------------------------
