@@ -19,9 +19,9 @@ class TeamViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     lookup_field = "slug"
 
     def get_queryset(self):
-        # Filtering through the membership join also yields the caller's role per team.
+        # The membership join the filter makes also yields the caller's role per team.
         return (
-            Team.objects.filter(memberships__user=self.request.user)
+            Team.objects.for_user(self.request.user)
             .annotate(caller_role=F("memberships__role"))
             .order_by("slug")
         )

@@ -37,10 +37,10 @@ def require_team(user, team: Team | str, role: str = Role.VIEWER) -> Membership:
 
 
 def visible_to(queryset: QuerySet, user, team_field: str = "team") -> QuerySet:
-    """Restrict ``queryset`` to rows of the user's teams."""
+    """Restrict ``queryset`` to rows of the user's teams (:meth:`TeamQuerySet.for_user` is the rule)."""
     if not user.is_authenticated:
         return queryset.none()
-    return queryset.filter(**{f"{team_field}__memberships__user": user})
+    return queryset.filter(**{f"{team_field}__in": Team.objects.for_user(user)})
 
 
 def get_for_user(queryset: QuerySet, user, role: str = Role.VIEWER, team_field: str = "team", **lookup) -> Model:
