@@ -12,7 +12,7 @@ from cluster.backends.base import ObservedWorkload
 from cluster.manifests import build_training
 from cluster.specs import TrainingSpec, VolumeSpec
 from cluster.status import TrainingPhase, WorkloadStatus, training_status
-from jobs.constants import FINAL_STATES, HOLDING_STATES, RunState
+from jobs.constants import RunState
 from jobs.models import TrainingRun
 from quotas.admission import ResourceRequest
 from workloads.registry import Lifecycle, WorkloadKind
@@ -58,8 +58,6 @@ class TrainingKind(WorkloadKind):
         applied=RunState.PENDING,
         failed=RunState.FAILED,
         ended=RunState.CANCELLED,
-        final=FINAL_STATES,
-        observed=HOLDING_STATES,
         applyable=(RunState.ADMITTED,),
         removed=(RunState.CANCELLED,),
     )

@@ -26,12 +26,16 @@ def redrive_after() -> timedelta:
 def _close_billing(workload, ended_at: datetime) -> None:
     """Bill the open segment up to ``ended_at`` (the caller holds the workload's row lock)."""
     workload.refresh_from_db(fields=["billed_until", "open_units", "billed_cost"])
+    start, units = workload.billed_until, workload.open_units
     plan = billing.plan_billing(workload, 0, None, ended_at, ended_at)
     if not plan.changes:
         return
     type(workload).objects.filter(pk=workload.pk).update(**plan.changes)
-    for replayed in billing.record([(workload, plan)]):
-        sync_billed_cost(replayed)
+    if plan.intervals:
+        recorded = ledger.record_usage(workload.team, workload.ref, workload.flavor, workload.created_by, start,
+                                       ended_at, units, workload.spot)
+        if recorded != plan.cost:
+            sync_billed_cost(workload)  # the ledger held part of it already
 
 
 def sync_billed_cost(workload) -> None:
@@ -45,7 +49,7 @@ def fail(workload, reason: str, now: datetime | None = None) -> bool:
     kind = kind_of(workload)
     now = now or timezone.now()
     with transaction.atomic():
-        updated = (type(workload).objects.filter(pk=workload.pk).exclude(state__in=kind.lifecycle.final)
+        updated = (type(workload).objects.filter(pk=workload.pk).exclude(state__in=workload.FINAL_STATES)
                    .update(state=kind.lifecycle.failed, reason=reason[:500], finished_at=now))
         if updated:
             _close_billing(workload, now)
@@ -68,7 +72,7 @@ def end(workload, reason: str) -> bool:
         admission.lock_team(workload.team)
         now = timezone.now()
         updated = (type(workload).objects.filter(pk=workload.pk)
-                   .exclude(state__in=(*lifecycle.final, *lifecycle.removed))
+                   .exclude(state__in=(*workload.FINAL_STATES, *lifecycle.removed))
                    .update(state=lifecycle.ended, finished_at=now, reason=reason[:500]))
         if not updated:
             return False

@@ -89,8 +89,7 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
     backend.tick()
 
     # 2. Snapshot first, then observe.
-    snapshot = [(kind, list(kind.model.objects.filter(state__in=kind.lifecycle.observed)
-                            .select_related("team", "flavor", "created_by")))
+    snapshot = [(kind, list(kind.model.objects.holding_quota().select_related("team", "flavor", "created_by")))
                 for kind in kinds()]
     observe_started = now or timezone.now()
     # The observation can be large (tens of MB at 10,000 workloads) and is a tree of plain
@@ -209,7 +208,7 @@ def _redrive_if_stuck(kind: WorkloadKind, workload, now: datetime, report: Recon
 def _plan(kind: WorkloadKind, workload, status: WorkloadStatus, now: datetime, report: ReconcileReport) -> _Plan:
     """The column changes and billing of ``workload`` for ``status`` (pure: nothing is written)."""
     new_state = kind.state_for(status, workload)
-    final = new_state in kind.lifecycle.final
+    final = new_state in kind.model.FINAL_STATES
     changes = kind.column_changes(workload, status)
     if new_state != workload.state:
         changes["state"] = new_state

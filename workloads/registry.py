@@ -20,15 +20,17 @@ from workloads.identity import WorkloadId
 
 @dataclass(frozen=True)
 class Lifecycle:
-    """The states of one kind that the shared machinery moves a workload between."""
+    """The states of one kind that the shared machinery moves a workload between.
+
+    The final states and those holding quota (which the reconciler follows on the cluster)
+    are the model's ``FINAL_STATES`` and ``HOLDING_STATES``.
+    """
 
     queued: str  #: waiting for quota
     admitted: str  #: holds its reservation, cluster objects not applied yet
     applied: str  #: what a successful first apply moves ``admitted`` to
     failed: str
     ended: str  #: where the user's end (cancel, delete) moves it
-    final: tuple[str, ...]  #: states it never leaves
-    observed: tuple[str, ...]  #: states the reconciler follows on the cluster (they hold quota)
     applyable: tuple[str, ...]  #: states in which the apply task (re)applies its objects
     removed: tuple[str, ...]  #: states whose cluster objects must not exist (leftovers are deleted)
 
