@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VENV:-.venv}"
-export DJANGO_SETTINGS_MODULE=portal.settings
+export DJANGO_SETTINGS_MODULE=tests.settings
 export SLIPWAY_VAR_DIR="${SLIPWAY_VAR_DIR:-$PWD/var/test}"
 
 if [ "${CI:-}" = "true" ]; then

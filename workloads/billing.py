@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import F
+from django.db.models import CharField, F, Value
 
 from quotas import ledger
 from quotas.ledger import ZERO, Interval, usage_hour
+from quotas.models import GpuFlavor
+from workloads.identity import WorkloadId
 from workloads.registry import kinds
 
 #: The columns billing moves. A plan that changes only these is "steady": no state moved.
@@ -91,12 +93,26 @@ def record(billed: list[tuple[object, BillingPlan]]) -> list[object]:
             if any((piece.ref, usage_hour(piece.start)) not in recorded for piece in plan.intervals)]
 
 
+_SEGMENT_COLUMNS = ("prefix", "pk", "team_id", "created_by_id", "billed_until", "open_units", "spot", "flavor_id",
+                    "flavor__name", "flavor__price_per_hour", "flavor__spot_price_per_hour", "flavor__gpu_fraction")
+
+
 def open_segments(team_ids: list[int], now: datetime) -> list[Interval]:
-    """The open segments of ``team_ids``' workloads of every kind, each from its start to ``now``."""
+    """The open segments of ``team_ids``' workloads of every kind, each from its start to ``now``.
+
+    One query whatever the number of kinds (a UNION of each kind's running rows), since every
+    budget check and spend figure reads it.
+    """
+    parts = [kind.model.objects.filter(team_id__in=team_ids, open_units__gt=0, billed_until__lt=now)
+             .annotate(prefix=Value(kind.prefix, output_field=CharField())).order_by().values_list(*_SEGMENT_COLUMNS)
+             for kind in kinds()]
+    if not parts:
+        return []
+    rows = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
     segments = []
-    for model in (kind.model for kind in kinds()):
-        rows = (model.objects.filter(team_id__in=team_ids, open_units__gt=0, billed_until__lt=now)
-                .select_related("flavor"))
-        segments += [Interval(w.team_id, w.ref, w.flavor, w.created_by_id, w.billed_until, now, w.open_units, w.spot)
-                     for w in rows]
+    for prefix, pk, team_id, user_id, since, units, spot, flavor_id, name, price, spot_price, fraction in rows:
+        # Only what the cost rule reads: the flavor's prices and GPU fraction.
+        flavor = GpuFlavor(pk=flavor_id, name=name, price_per_hour=price, spot_price_per_hour=spot_price,
+                           gpu_fraction=fraction)
+        segments.append(Interval(team_id, WorkloadId(prefix, pk).ref, flavor, user_id, since, now, units, spot))
     return segments

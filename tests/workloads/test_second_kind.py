@@ -1,0 +1,124 @@
+"""A second workload kind, defined only for the tests, goes through the whole shared machinery.
+
+The notebook kind (tests/workloads/tinykind) has its own model, builder and status mapping and
+registers itself; nothing outside it knows of notebooks. Admission, apply, observation,
+billing, ending, re-drive and cleanup all come from ``workloads/`` — the proof that inference
+endpoints are added without copying any of it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+
+from quotas.models import QueuedRequest, Reservation, UsageRecord
+from tests.workloads.tinykind.models import Notebook, NotebookState
+from workloads import reconcile as rec
+from workloads import services
+from workloads.tasks import apply_workload, delete_workload
+
+pytestmark = pytest.mark.django_db
+NS = "team-ml-research"
+
+
+def iso(dt) -> str:
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.fixture
+def open_notebook(member, team, quota, flavors, published, django_capture_on_commit_callbacks):
+    def make(name: str, gpus: int) -> Notebook:
+        with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+            notebook = Notebook.objects.create(team=team, created_by=member, name=name, flavor=flavors["a100-80gb"],
+                                               gpus=gpus)
+            services.admit_new(notebook)
+        notebook.refresh_from_db()
+        return notebook
+
+    return make
+
+
+def script(backend, notebook: Notebook, phase: str, units: int = 0, **status) -> None:
+    """Say what the cluster shows for ``notebook``: its object's phase and ``units`` running."""
+    backend.objects[(NS, "Notebook", notebook.cluster_name)]["status"] = {"phase": phase, **status}
+    backend.pods[(NS, notebook.cluster_name)] = [{
+        "kind": "Pod", "metadata": {"name": f"{notebook.cluster_name}-0"},
+        "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": str(units)}}}]},
+        "status": {"phase": "Running"}}] if units else []
+
+
+def test_it_admits_applies_observes_bills_and_ends_a_kind_it_does_not_know(open_notebook, fake_backend, published):
+    # Admitted against the team's quota like any workload, the apply task published after commit.
+    notebook = open_notebook("explore", 2)
+    assert notebook.state == NotebookState.ADMITTED
+    assert Reservation.objects.active().get(ref=f"nb:{notebook.pk}").units == 2
+    assert published == [("workloads.tasks.apply_workload", ("nb", notebook.pk))]
+
+    # Applied through the kind's builder, with the team's namespace objects.
+    assert apply_workload("nb", notebook.pk) == "applied"
+    assert (NS, "Notebook", notebook.cluster_name) in fake_backend.objects
+    assert {"Namespace", "ResourceQuota"} <= {kind for _ns, kind, _name in fake_backend.objects}
+    notebook.refresh_from_db()
+    assert notebook.state == NotebookState.STARTING
+
+    # Observed through the kind's status mapping, billed as an open segment.
+    t0 = timezone.now().replace(microsecond=0)
+    script(fake_backend, notebook, "Running", units=2, startTime=iso(t0))
+    report = rec.reconcile(fake_backend, now=t0 + timedelta(seconds=5))
+    assert (notebook.ref, "starting", "running") in report.transitions
+    notebook.refresh_from_db()
+    assert (notebook.state, notebook.started_at, notebook.open_units) == (NotebookState.RUNNING, t0, 2)
+    assert notebook.cost_at(t0 + timedelta(hours=1)) == Decimal("8.2")  # 2 × 4.10 for an hour
+
+    # It finishes on its own: billed to its end, its quota released.
+    end = t0 + timedelta(hours=2)
+    script(fake_backend, notebook, "Done", startTime=iso(t0), endTime=iso(end))
+    rec.reconcile(fake_backend, now=end + timedelta(seconds=5))
+    notebook.refresh_from_db()
+    assert (notebook.state, notebook.finished_at) == (NotebookState.DONE, end)
+    assert notebook.cost_to_date == Decimal("16.4")
+    assert sum(r.cost for r in UsageRecord.objects.filter(ref=notebook.ref)) == Decimal("16.4")
+    assert not Reservation.objects.active().filter(ref=notebook.ref).exists()
+    # Objects of work that finished by itself are kept (logs, events).
+    assert rec.reconcile(fake_backend).orphans_deleted == []
+
+
+def test_it_queues_ends_and_cleans_up_a_kind_it_does_not_know(open_notebook, fake_backend, published,
+                                                             django_capture_on_commit_callbacks):
+    big = open_notebook("big", 8)
+    waiting = open_notebook("waiting", 4)
+    assert waiting.state == NotebookState.QUEUED
+    assert waiting.reason == "waiting for quota: needs 4× a100-80gb, 8 of 8 in use"
+    apply_workload("nb", big.pk)
+
+    # The user ends the big one: its quota goes to the queued one at once.
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.end_by_user(big, "stopped by mia")
+    big.refresh_from_db()
+    waiting.refresh_from_db()
+    assert big.state == NotebookState.STOPPED
+    assert waiting.state == NotebookState.ADMITTED and not QueuedRequest.objects.exists()
+    assert ("workloads.tasks.delete_workload", ("nb", big.pk)) in published
+    assert ("workloads.tasks.apply_workload", ("nb", waiting.pk)) in published  # admitted from the queue
+    assert not services.end_by_user(big, "again")  # nothing left to end
+
+    # Its delete task was lost: the reconciler removes what is left on the cluster.
+    report = rec.reconcile(fake_backend)
+    assert report.orphans_deleted == [big.cluster_name]
+    assert delete_workload("nb", big.pk) == 0
+
+
+def test_it_redrives_and_fails_a_kind_it_does_not_know(open_notebook, fake_backend):
+    notebook = open_notebook("lost", 1)  # admitted; its apply task was "lost"
+    later = timezone.now() + timedelta(minutes=1)
+    assert rec.reconcile(fake_backend, now=later).redriven == [notebook.identity]
+    Notebook.objects.filter(pk=notebook.pk).update(apply_attempts=10)
+    rec.reconcile(fake_backend, now=later + timedelta(minutes=5))
+    notebook.refresh_from_db()
+    assert notebook.state == NotebookState.FAILED
+    assert "could not be reached after 10 attempts" in notebook.reason
+    assert not Reservation.objects.active().filter(ref=notebook.ref).exists()

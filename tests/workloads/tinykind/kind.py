@@ -1,0 +1,45 @@
+"""The notebook kind: a custom object per notebook, its status in ``status.phase``."""
+
+from __future__ import annotations
+
+from cluster.backends.base import MANAGED_BY_LABEL, TEAM_LABEL, WORKLOAD_LABEL
+from cluster.status import WorkloadStatus, parse_time, running_units
+from quotas.admission import ResourceRequest
+from tests.workloads.tinykind.models import Notebook, NotebookState
+from workloads.registry import Lifecycle, WorkloadKind
+
+_PHASES = {"Pending": NotebookState.STARTING, "Running": NotebookState.RUNNING, "Done": NotebookState.DONE,
+           "Failed": NotebookState.FAILED}
+
+
+def build_notebook(name: str, namespace: str, team: str, gpus: int) -> dict:
+    """Pure builder: the notebook's one object."""
+    labels = {MANAGED_BY_LABEL: "slipway", TEAM_LABEL: team, WORKLOAD_LABEL: name}
+    return {"apiVersion": "tiny.slipway.dev/v1", "kind": "Notebook",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": {"gpus": gpus}}
+
+
+class NotebookKind(WorkloadKind):
+    model = Notebook
+    noun = "notebook"
+    lifecycle = Lifecycle(queued=NotebookState.QUEUED, admitted=NotebookState.ADMITTED,
+                          applied=NotebookState.STARTING, failed=NotebookState.FAILED, ended=NotebookState.STOPPED,
+                          applyable=(NotebookState.ADMITTED,), removed=(NotebookState.STOPPED,))
+
+    def resource_request(self, notebook):
+        return ResourceRequest(notebook.flavor.name, notebook.gpus, notebook.gpus, description=notebook.name)
+
+    def manifests(self, notebook):
+        return [build_notebook(notebook.cluster_name, notebook.namespace, notebook.team.slug, notebook.gpus)]
+
+    def status(self, observed, notebook, now):
+        obj = observed.first("Notebook")
+        if obj is None:
+            return None
+        status = obj.get("status") or {}
+        return WorkloadStatus(status.get("phase", "Pending"), status.get("message", ""),
+                              parse_time(status.get("startTime")), parse_time(status.get("endTime")),
+                              running_units(observed.pods))
+
+    def state_for(self, status, notebook):
+        return _PHASES.get(status.state, notebook.state)
