@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 from django.db.models import Sum
 
-from quotas.admission import ResourceRequest, admit, admit_waiting, queue_positions, release
+from quotas.admission import ResourceRequest, admit, admit_waiting, queue_positions, release, resize
 from quotas.constants import Priority
 from quotas.models import QueuedRequest, Reservation
 from tests.factories import make_team
@@ -113,3 +113,43 @@ def test_it_reserves_a_ref_once_when_admitted_concurrently(limited_team):
     assert all(d.admitted for d in decisions)
     assert Reservation.objects.filter(ref="same:1").count() == 1
     assert in_use(limited_team) == 1
+
+
+def _grow_and_submit(team, growers: list[str], submissions: list[tuple[str, int]]) -> None:
+    """Each grower resizes 1 → 2 → 3 → 4 while each submission admits, all released at once."""
+    barrier = threading.Barrier(len(growers) + len(submissions))
+
+    def grow(ref):
+        try:
+            barrier.wait()
+            return [resize(team, ref, size).admitted for size in (2, 3, 4)]
+        finally:
+            connection.close()
+
+    def submit(item):
+        ref, size = item
+        try:
+            barrier.wait()
+            return admit(team, ResourceRequest("a100-80gb", size, 1), ref)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=len(growers) + len(submissions)) as pool:
+        futures = [pool.submit(grow, ref) for ref in growers] + [pool.submit(submit, item) for item in submissions]
+        for future in futures:
+            future.result()
+
+
+def test_burst_growth_racing_submissions_never_over_admits(limited_team):
+    """Endpoints growing their reservations step by step race new admissions for the same units."""
+    rng = random.Random(11)
+    for round_ in range(ROUNDS):
+        growers = [f"ep{round_}:{i}" for i in range(4)]
+        for ref in growers:
+            assert admit(limited_team, ResourceRequest("a100-80gb", 1, 1), ref).admitted
+        submissions = [(f"s{round_}:{i}", rng.choice([1, 2])) for i in range(16)]
+        _grow_and_submit(limited_team, growers, submissions)
+        assert in_use(limited_team) <= LIMIT  # the team's units in use never exceed its limit
+        for ref in growers + [ref for ref, _size in submissions]:
+            release(ref)
+        assert in_use(limited_team) == 0

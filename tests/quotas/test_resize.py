@@ -1,0 +1,58 @@
+"""``admission.resize``: growing decided by the same rules as admission, shrinking always allowed."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from quotas.admission import ResourceRequest, admit, resize
+from quotas.constants import Reason
+from quotas.ledger import record_usage
+from quotas.models import Reservation
+
+pytestmark = pytest.mark.django_db
+
+
+def units(ref: str) -> int:
+    return Reservation.objects.active().get(ref=ref).units
+
+
+@pytest.mark.parametrize(("others", "start", "to", "admitted", "reason", "after"), [
+    # (units other workloads hold, this one's units, asked, admitted?, reason, units after)
+    (0, 2, 8, True, Reason.ADMITTED, 8),            # grows into the whole limit (its own units count as free)
+    (4, 2, 4, True, Reason.ADMITTED, 4),            # 4 + 4 = 8, the limit exactly
+    (4, 2, 5, False, Reason.WAITING_FOR_QUOTA, 2),  # 4 + 5 > 8: refused, nothing changes
+    (0, 2, 9, False, Reason.EXCEEDS_QUOTA, 2),      # more than the limit can ever give
+    (6, 2, 1, True, Reason.ADMITTED, 1),            # shrinking always succeeds
+    (6, 2, 2, True, Reason.ADMITTED, 2),            # the same size: nothing to do
+])
+def test_it_resizes_a_reservation_by_the_admission_rules(quota_team, others, start, to, admitted, reason, after):
+    if others:
+        assert admit(quota_team, ResourceRequest("a100-80gb", others, 1), "run:other").admitted
+    assert admit(quota_team, ResourceRequest("a100-80gb", start, 1), "ep:1").admitted
+    decision = resize(quota_team, "ep:1", to)
+    assert (decision.admitted, decision.reason) == (admitted, reason)
+    assert not decision.queued  # a resize is answered now: it never queues
+    assert units("ep:1") == after
+    if not admitted:
+        assert "a100-80gb" in decision.message
+
+
+def test_it_refuses_growth_once_the_budget_is_spent(budget_team, member):
+    assert admit(budget_team, ResourceRequest("a100-80gb", 1, 1), "ep:1").admitted
+    now = timezone.now()
+    record_usage(budget_team, "run:old", "a100-80gb", member, now - timedelta(hours=30), now, 1, False)  # 123 > 100
+    decision = resize(budget_team, "ep:1", 2)
+    assert decision.rejected and decision.reason == Reason.BUDGET_EXHAUSTED
+    assert units("ep:1") == 1
+    assert resize(budget_team, "ep:1", 1).admitted  # shrinking needs no budget
+
+
+def test_it_refuses_what_it_cannot_resize(quota_team):
+    with pytest.raises(LookupError):
+        resize(quota_team, "ep:404", 2)
+    assert admit(quota_team, ResourceRequest("a100-80gb", 2, 1), "ep:1").admitted
+    with pytest.raises(ValueError, match="at least one unit"):
+        resize(quota_team, "ep:1", 0)

@@ -1,0 +1,78 @@
+"""Billing as open segments: when an observation writes (units change, end, hour boundary) and when it does not."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from quotas.ledger import spent_month
+from tests.workloads.tinykind.models import Notebook
+from workloads.billing import open_segments, plan_billing
+
+T0 = datetime(2026, 11, 3, 10, 20, tzinfo=UTC)
+
+
+@pytest.fixture
+def notebook(member, team, flavors):
+    return Notebook(pk=7, team=team, created_by=member, name="nb", flavor=flavors["a100-80gb"], gpus=2)
+
+
+def at(notebook, since, units):
+    notebook.billed_until, notebook.open_units = since, units
+    return notebook
+
+
+@pytest.mark.django_db
+class TestPlanBilling:
+    def test_it_writes_nothing_while_the_units_and_the_hour_stay(self, notebook):
+        plan = plan_billing(at(notebook, T0, 2), 2, None, None, T0 + timedelta(minutes=30))
+        assert (plan.changes, plan.intervals, plan.cost) == ({}, [], 0)
+
+    def test_it_opens_a_segment_at_the_first_pods_start_on_the_first_sighting(self, notebook):
+        plan = plan_billing(at(notebook, None, 0), 2, T0, None, T0 + timedelta(minutes=5))
+        assert plan.changes == {"billed_until": T0, "open_units": 2}
+        assert plan.intervals == []
+
+    def test_it_opens_a_segment_now_when_units_appear_later(self, notebook):
+        now = T0 + timedelta(minutes=5)
+        plan = plan_billing(at(notebook, T0, 0), 1, T0 - timedelta(hours=3), None, now)
+        assert plan.changes == {"billed_until": now, "open_units": 1}
+
+    def test_it_closes_the_segment_when_the_units_change(self, notebook):
+        now = T0 + timedelta(minutes=30)
+        plan = plan_billing(at(notebook, T0, 2), 3, None, None, now)
+        assert plan.changes["billed_until"] == now and plan.changes["open_units"] == 3
+        assert [(i.start, i.end, i.units) for i in plan.intervals] == [(T0, now, 2)]
+        assert plan.cost == Decimal("4.1")  # 2 × 4.10 × ½ h
+
+    def test_it_rolls_the_segment_over_at_each_hour_boundary(self, notebook):
+        now = T0 + timedelta(hours=2, minutes=10)  # 12:30
+        plan = plan_billing(at(notebook, T0, 2), 2, None, None, now)
+        hour = lambda h: T0.replace(hour=h, minute=0)  # noqa: E731
+        assert [(i.start, i.end) for i in plan.intervals] == [(T0, hour(11)), (hour(11), hour(12))]
+        assert plan.changes["billed_until"] == hour(12) and plan.changes["open_units"] == 2
+
+    def test_it_closes_at_the_end_and_keeps_nothing_open(self, notebook):
+        end = T0 + timedelta(minutes=50)
+        plan = plan_billing(at(notebook, T0, 2), 2, None, end, end + timedelta(minutes=3))
+        assert [(i.start, i.end) for i in plan.intervals] == [(T0, T0.replace(hour=11, minute=0)),
+                                                               (T0.replace(hour=11, minute=0), end)]
+        assert plan.changes["open_units"] == 0 and plan.changes["billed_until"] == end
+
+
+@pytest.mark.django_db
+def test_spend_adds_the_open_segments_of_every_kind_to_the_second(team, member, flavors, quota):
+    now = timezone.now()
+    Notebook.objects.create(team=team, created_by=member, name="a", flavor=flavors["a100-80gb"], state="running",
+                            billed_until=now - timedelta(minutes=30), open_units=2)
+    Notebook.objects.create(team=team, created_by=member, name="b", flavor=flavors["l4"], spot=True, state="running",
+                            billed_until=now - timedelta(minutes=15), open_units=1)
+    segments = open_segments([team.pk], now)
+    assert sorted(s.units for s in segments) == [1, 2]
+    # 2 × 4.10 × ½ h + 1 × 0.32 spot × ¼ h, nothing in the ledger yet.
+    spent = spent_month(team, now)
+    assert abs(spent - Decimal("4.18")) < Decimal("0.0001")
+    assert spent_month(team, now + timedelta(minutes=30)) > spent  # it keeps growing without a write
