@@ -65,9 +65,15 @@ def usage_hour(instant: datetime) -> datetime:
     """The start of ``instant``'s hour in the portal's time zone: the ledger row it is billed to.
 
     Local hours, so the rows line up with local days and months (zones offset by half an hour
-    included), which is what budgets and reports are cut by.
+    included), which is what budgets and reports are cut by. Cached: a reconcile cycle asks for
+    the hour of the same instant once per workload.
     """
-    return timezone.localtime(instant).replace(minute=0, second=0, microsecond=0)
+    return _local_hour(instant, timezone.get_current_timezone())
+
+
+@lru_cache(maxsize=256)
+def _local_hour(instant: datetime, zone) -> datetime:
+    return timezone.localtime(instant, zone).replace(minute=0, second=0, microsecond=0)
 
 
 def next_hour(instant: datetime) -> datetime:

@@ -63,7 +63,7 @@ def plan_billing(workload, running_units: int, first_started_at: datetime | None
         close_at = max(end, start)
         plan.intervals = _pieces(workload, start, close_at, units)
         plan.changes.update(billed_until=close_at, open_units=target)
-    elif usage_hour(start) != usage_hour(now):
+    elif start < usage_hour(now):
         # 3. Same units, a new hour: close the full hours, keep the current one open.
         boundary = usage_hour(now)
         plan.intervals = _pieces(workload, start, boundary, units)

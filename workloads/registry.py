@@ -43,6 +43,8 @@ class WorkloadKind(abc.ABC):
     #: What people call one ("run", "endpoint"), for messages.
     noun: str
     lifecycle: Lifecycle
+    #: Fields of the kind's own the reconcile cycle reads (it loads only the shared ones otherwise).
+    observed_fields: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def resource_request(self, workload) -> ResourceRequest:
