@@ -13,12 +13,13 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from cluster.backends.base import ClusterBackend
+from cluster.backends.kubernetes import KubernetesBackend
+from cluster.specs import ClusterConfig
+from sandbox.backend import SandboxBackend
 
 
-def cluster_config():
+def cluster_config() -> ClusterConfig:
     """Settings the manifest builders need, as a frozen dataclass."""
-    from cluster.specs import ClusterConfig
-
     return ClusterConfig(
         gang_scheduler=settings.SLIPWAY_GANG_SCHEDULER or None,
         prometheus_url=settings.SLIPWAY_PROMETHEUS_URL,
@@ -29,12 +30,8 @@ def cluster_config():
 @lru_cache(maxsize=1)
 def _backend(name: str) -> ClusterBackend:
     if name == "sandbox":
-        from sandbox.backend import SandboxBackend
-
         return SandboxBackend()
     if name == "kubernetes":
-        from cluster.backends.kubernetes import KubernetesBackend
-
         return KubernetesBackend(
             kubeconfig=settings.SLIPWAY_KUBECONFIG or None,
             qps=settings.SLIPWAY_KUBE_QPS,

@@ -14,6 +14,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from django.db.models import Q, Sum
 
+from cluster.specs import FlavorSpec
 from quotas.constants import Priority
 
 FLAVOR_NAME = RegexValidator(
@@ -68,10 +69,8 @@ class GpuFlavor(models.Model):
     def price(self, spot: bool = False) -> Decimal:
         return self.spot_price_per_hour if spot else self.price_per_hour
 
-    def to_spec(self):
+    def to_spec(self) -> FlavorSpec:
         """The cluster layer's :class:`cluster.specs.FlavorSpec` for this flavor."""
-        from cluster.specs import FlavorSpec
-
         tolerations = tuple(
             (str(t.get("key", "")), str(t.get("operator", "Exists")), str(t.get("value", "") or ""),
              str(t.get("effect", "") or ""))

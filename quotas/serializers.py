@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime, time
 
+from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from quotas.ledger import month_start
 from quotas.models import GpuFlavor
 
 GROUP_BY = ("day", "flavor", "user", "workload")
@@ -30,8 +32,6 @@ class FlavorSerializer(serializers.ModelSerializer):
         return flavor.mig_profile or None
 
     def get_currency(self, flavor: GpuFlavor) -> str:
-        from django.conf import settings
-
         return settings.SLIPWAY_CURRENCY
 
 
@@ -99,8 +99,6 @@ class UsageQuerySerializer(serializers.Serializer):
     format = serializers.ChoiceField(choices=("json", "csv"), default="json")
 
     def validate(self, attrs):
-        from quotas.ledger import month_start
-
         attrs["since"] = _moment(attrs["since"], end=False) if "since" in attrs else month_start()
         attrs["until"] = _moment(attrs["until"], end=True) if "until" in attrs else timezone.now()
         if attrs["until"] <= attrs["since"]:

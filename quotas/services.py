@@ -17,6 +17,8 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Sum
 
+import portal.cluster
+from cluster.errors import ClusterError
 from portal.models import AuditEvent, Team
 from portal.services import audit
 from quotas.admission import (
@@ -32,6 +34,7 @@ from quotas.admission import (
 )
 from quotas.ledger import cost_by_ref, cost_per_hour, record_usage, spent_month
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota
+from quotas.tasks import sync_team_quota
 
 __all__ = [
     "Decision",
@@ -100,8 +103,6 @@ def schedule_team_sync(team: Team) -> None:
     team_id = team.pk
 
     def run() -> None:
-        from quotas.tasks import sync_team_quota
-
         # Admitting here (not only in the task) lets queued work start even when no worker runs.
         admit_waiting(Team.objects.get(pk=team_id))
         try:
@@ -221,12 +222,9 @@ def capacity_rows() -> tuple[list[dict], str]:
     Returns ``(rows, error)``; ``error`` is the cluster's message when it could not be asked
     (the portal's own figures are still shown, allocatable as None).
     """
-    from cluster.errors import ClusterError
-    from portal.cluster import get_backend
-
     error = ""
     try:
-        nodes = get_backend().capacity()
+        nodes = portal.cluster.get_backend().capacity()
     except ClusterError as exc:
         nodes, error = None, str(exc)
     quota_sums = {row["flavor_id"]: row["total"] for row in

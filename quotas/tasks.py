@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from celery import shared_task
 
+import portal.cluster
 from cluster.errors import Transient
+from cluster.manifests import build_team
+from cluster.specs import TeamSpec
+from portal.models import Team
+from quotas.admission import admit_waiting
+from quotas.models import TeamQuota
 
 
 def team_spec(team):
@@ -13,9 +19,6 @@ def team_spec(team):
     Several flavors can share one resource (A100 and H100 are both ``nvidia.com/gpu``), and a
     ResourceQuota counts per resource, so their limits add up.
     """
-    from cluster.specs import TeamSpec
-    from quotas.models import TeamQuota
-
     totals: dict[str, int] = {}
     for resource, limit in TeamQuota.objects.filter(team=team).values_list("flavor__resource_name", "limit"):
         totals[resource] = totals.get(resource, 0) + limit
@@ -30,13 +33,8 @@ def sync_team_quota(team_id: int) -> list[str]:
     Safe to run twice: the objects are named from the team, so applying again is a no-op, and
     admission is idempotent. Returns the refs admitted from the queue.
     """
-    from cluster.manifests import build_team
-    from portal.cluster import cluster_config, get_backend
-    from portal.models import Team
-    from quotas.admission import admit_waiting
-
     team = Team.objects.filter(pk=team_id).first()
     if team is None:
         return []
-    get_backend().apply(build_team(team_spec(team), cluster_config()))
+    portal.cluster.get_backend().apply(build_team(team_spec(team), portal.cluster.cluster_config()))
     return admit_waiting(team)

@@ -17,7 +17,9 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from jobs.demo import seed_demo_runs
 from portal.models import Membership, Role, Team
+from quotas import demo
 
 DEMO_PASSWORD = "slipway-demo"
 ADMIN_PASSWORD = "slipway-admin"
@@ -71,9 +73,6 @@ class Command(BaseCommand):
         if not settings.DEBUG and not force:
             raise CommandError("DEBUG is off: refusing to create users with well-known passwords. "
                                "Use --force if this deployment is a demo.")
-        # Imported here: the quotas app depends on portal, not the other way round.
-        from quotas import demo
-
         with transaction.atomic():
             flavors = demo.seed_flavors()
             teams = {spec.slug: seed_team(spec) for spec in TEAMS}
@@ -84,8 +83,6 @@ class Command(BaseCommand):
         if not no_runs:
             # Submitted like any run (admission, queue, tasks published after commit); a
             # team that already has runs gets none, so restarts do not pile them up.
-            from jobs.demo import seed_demo_runs
-
             runs = seed_demo_runs()
             if runs:
                 self.stdout.write(f"Submitted {len(runs)} demo training runs; they progress on their own.")
