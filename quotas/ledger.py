@@ -32,8 +32,6 @@ from django.utils import timezone
 
 from quotas.models import GpuFlavor, UsageRecord
 
-#: Prices are stored with four decimals (1/100 of a cent): displayed cost-per-hour figures use it.
-PRICE_PRECISION = Decimal("0.0001")
 #: Ledger amounts (cost, GPU-hours) keep ten decimals. A reconcile interval is a few seconds,
 #: so rounding each one to 1/100 of a cent would bias the bill: an L4 at 0.32/h for 5 s costs
 #: 0.000444, which rounds to 0.0004 (10% under) every single time. Reports round the sums.
@@ -50,7 +48,7 @@ def cost_per_hour(flavor: GpuFlavor | str, units: int, spot: bool = False) -> De
     """What ``units`` of ``flavor`` cost per hour, exact (MIG prices are already fraction-adjusted).
 
     The one price rule: the ledger, estimates, previews and forecasts all derive from it.
-    Round only for display (:data:`PRICE_PRECISION`).
+    Round only for display.
     """
     return _flavor(flavor).price(spot) * units
 
