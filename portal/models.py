@@ -141,6 +141,9 @@ class AuditEvent(models.Model):
         PRICE_CHANGED = "price_changed", "Price changed"
         RUN_SUBMITTED = "run_submitted", "Run submitted"
         RUN_CANCELLED = "run_cancelled", "Run cancelled"
+        ENDPOINT_CREATED = "endpoint_created", "Endpoint created"
+        ENDPOINT_CHANGED = "endpoint_changed", "Endpoint changed"
+        ENDPOINT_DELETED = "endpoint_deleted", "Endpoint deleted"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(

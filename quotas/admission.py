@@ -380,6 +380,12 @@ def admit_waiting(team) -> list[str]:
 # -- the queue, read-only ------------------------------------------------------------------
 
 
+def free_units(team, flavor_id: int) -> int:
+    """Units of the flavor the team's quota leaves free right now (0 without a quota; no lock)."""
+    limit = TeamQuota.objects.filter(team=team, flavor_id=flavor_id).values_list("limit", flat=True).first() or 0
+    return max(limit - _in_use(team, flavor_id), 0)
+
+
 def queue_positions(team) -> dict[str, int]:
     """``{ref: position}`` of the team's queued workloads, 1-based in admission order (one query)."""
     refs = QueuedRequest.objects.filter(team=team).order_by(*QueuedRequest.QUEUE_ORDER).values_list("ref", flat=True)

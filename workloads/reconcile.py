@@ -71,6 +71,7 @@ class _Plan:
 
     kind: WorkloadKind
     workload: object
+    status: WorkloadStatus
     changes: dict
     billing: BillingPlan
     final: bool = False
@@ -109,6 +110,8 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
                     steady.append(plan)
                 elif plan.changes and _apply(plan, report):
                     teams_to_admit.add(workload.team_id)
+                if not plan.final and kind.after_observation(workload, plan.status, now):
+                    teams_to_admit.add(workload.team_id)
         _apply_steady(steady, report)
         # 5. What is left on the cluster belongs to no workload the snapshot follows.
         _delete_leftovers(backend, observed, report)
@@ -131,8 +134,14 @@ _CYCLE_FIELDS = tuple(f.name for f in Workload._meta.concrete_fields)
 
 
 def _snapshot(kind: WorkloadKind) -> list:
-    """The kind's workloads holding quota, with their team and flavor (two small queries, not joins)."""
-    workloads = list(kind.model.objects.holding_quota().only(*_CYCLE_FIELDS, *kind.observed_fields).order_by())
+    """The kind's workloads to follow, with their team and flavor (two small queries, not joins).
+
+    Those holding quota, and those ended but not final yet (their objects are being deleted).
+    """
+    lc = kind.lifecycle
+    states = (*kind.model.HOLDING_STATES, *((lc.ended,) if lc.gone else ()))
+    workloads = list(kind.model.objects.filter(state__in=states).only(*_CYCLE_FIELDS, *kind.observed_fields)
+                     .order_by())
     teams = Team.objects.in_bulk({w.team_id for w in workloads})
     flavors = GpuFlavor.objects.in_bulk({w.flavor_id for w in workloads})
     for workload in workloads:
@@ -144,6 +153,9 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, observe_start
             report: ReconcileReport, teams: set[int]) -> _Plan | None:
     """Steps 3–5 for one workload; returns its plan, or None when it was handled here."""
     obs = observed.pop((workload.namespace, workload.cluster_name), None)
+    if workload.state == kind.lifecycle.ended:
+        _finish_removal(kind, backend, workload, obs, report)
+        return None
     status = kind.status(obs, workload, now) if obs is not None else None
     if status is None:
         if workload.applied_at is None:
@@ -160,6 +172,20 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, observe_start
         # Applied by a worker that died before saving: it is on the cluster all the same.
         plan.changes["applied_at"] = observe_started
     return plan
+
+
+def _finish_removal(kind: WorkloadKind, backend, workload, obs: ObservedWorkload | None,
+                    report: ReconcileReport) -> None:
+    """An ended workload whose objects are being deleted: delete what is left, or call it gone."""
+    if obs is not None:
+        try:
+            backend.delete(obs.ref)
+            report.orphans_deleted.append(obs.workload)
+        except ClusterError as exc:
+            logger.warning("could not delete %s: %s", workload.ref, exc)
+        return
+    if kind.model.objects.filter(pk=workload.pk, state=kind.lifecycle.ended).update(state=kind.lifecycle.gone):
+        report.transitions.append((workload.ref, str(workload.state), str(kind.lifecycle.gone)))
 
 
 def _explain_podless(kind: WorkloadKind, backend, workload, status: WorkloadStatus, now: datetime) -> WorkloadStatus:
@@ -239,7 +265,7 @@ def _plan(kind: WorkloadKind, workload, status: WorkloadStatus, now: datetime, r
     first_started_at = status.started_at if workload.started_at is None else None
     bill = billing.plan_billing(workload, status.running_units, first_started_at, ended_at, now)
     changes.update(bill.changes)
-    return _Plan(kind, workload, changes, bill, final)
+    return _Plan(kind, workload, status, changes, bill, final)
 
 
 def _update_row(plan: _Plan) -> bool:

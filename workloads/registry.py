@@ -33,6 +33,8 @@ class Lifecycle:
     ended: str  #: where the user's end (cancel, delete) moves it
     applyable: tuple[str, ...]  #: states in which the apply task (re)applies its objects
     removed: tuple[str, ...]  #: states whose cluster objects must not exist (leftovers are deleted)
+    #: When ``ended`` is not final: the final state once its cluster objects are gone.
+    gone: str | None = None
 
 
 class WorkloadKind(abc.ABC):
@@ -65,6 +67,13 @@ class WorkloadKind(abc.ABC):
     def column_changes(self, workload, status: WorkloadStatus) -> dict:
         """Kind-specific columns an observation changes (e.g. an endpoint's replica counts)."""
         return {}
+
+    def after_observation(self, workload, status: WorkloadStatus, now: datetime) -> bool:
+        """Act on an observation once it is written (an endpoint grows or shrinks its burst).
+
+        Returns True when the workload gave quota back, so the cycle admits the team's queue.
+        """
+        return False
 
     @property
     def prefix(self) -> str:

@@ -86,6 +86,8 @@ def delete_workload(prefix: str, pk: int) -> int:
     workload = kind.model.objects.select_related("team").filter(pk=pk).first() if kind else None
     if workload is None:
         return 0
+    # An ended workload whose kind has a "gone" state is moved there by the reconciler once
+    # nothing of it is observed any more (deletion propagates in the background).
     return portal.cluster.get_backend().delete(WorkloadRef(workload.namespace, workload.cluster_name))
 
 

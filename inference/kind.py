@@ -1,0 +1,102 @@
+"""Inference endpoints as a workload kind: what the shared machinery needs to know about them.
+
+Registered from :class:`inference.apps.InferenceConfig` ``ready()``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import portal.cluster
+from cluster.backends.base import ObservedWorkload
+from cluster.manifests import build_endpoint
+from cluster.specs import EndpointSpec
+from cluster.status import EndpointPhase, WorkloadStatus, endpoint_status
+from inference import scaling
+from inference.constants import HOLDING_STATES, EndpointState
+from inference.models import InferenceEndpoint
+from quotas.admission import ResourceRequest
+from workloads.registry import Lifecycle, WorkloadKind
+
+_PHASE_TO_STATE = {
+    EndpointPhase.DEPLOYING: EndpointState.DEPLOYING,
+    EndpointPhase.READY: EndpointState.READY,
+    EndpointPhase.SCALED_TO_ZERO: EndpointState.SCALED_TO_ZERO,
+    EndpointPhase.DEGRADED: EndpointState.DEGRADED,
+    EndpointPhase.FAILED: EndpointState.FAILED,
+}
+
+
+def endpoint_spec(endpoint: InferenceEndpoint, max_surge: int) -> EndpointSpec:
+    """The cluster layer's description of ``endpoint`` (pure data for the manifest builders)."""
+    autoscale = endpoint.autoscale or {}
+    return EndpointSpec(
+        workload_id=endpoint.cluster_name,
+        team=endpoint.team.slug,
+        namespace=endpoint.namespace,
+        name=endpoint.name,
+        image=endpoint.image,
+        flavor=endpoint.flavor.to_spec(),
+        command=tuple(endpoint.command),
+        args=tuple(endpoint.args),
+        env=tuple(sorted(endpoint.env.items())),
+        port=endpoint.port,
+        gpus_per_replica=endpoint.gpus_per_replica,
+        min_replicas=endpoint.min_replicas,
+        replica_ceiling=endpoint.replica_ceiling or endpoint.base_replicas,
+        metric=autoscale.get("metric", "gpu_utilization"),
+        target=float(autoscale.get("target", 70)),
+        engine=autoscale.get("engine"),
+        query=autoscale.get("query"),
+        scale_down_delay_seconds=endpoint.scale_down_delay_seconds,
+        readiness_path=endpoint.readiness_path,
+        startup_timeout_seconds=endpoint.startup_timeout_seconds,
+        spot=endpoint.spot,
+        max_surge=max_surge,
+    )
+
+
+class EndpointKind(WorkloadKind):
+    model = InferenceEndpoint
+    noun = "endpoint"
+    lifecycle = Lifecycle(
+        queued=EndpointState.QUEUED,
+        admitted=EndpointState.DEPLOYING,
+        applied=EndpointState.DEPLOYING,
+        failed=EndpointState.FAILED,
+        ended=EndpointState.DELETING,
+        applyable=HOLDING_STATES,
+        removed=(EndpointState.DELETING, EndpointState.DELETED),
+        gone=EndpointState.DELETED,
+    )
+    observed_fields = ("gpus_per_replica", "min_replicas", "max_replicas", "replicas", "desired_replicas",
+                       "replica_ceiling", "demand_below_ceiling_since", "scale_down_delay_seconds",
+                       "startup_timeout_seconds")
+
+    def resource_request(self, endpoint: InferenceEndpoint) -> ResourceRequest:
+        # The guaranteed part only; burst is granted later by admission.resize (inference.scaling).
+        return ResourceRequest(flavor=endpoint.flavor.name, units=endpoint.base_replicas * endpoint.gpus_per_replica,
+                               units_per_node=endpoint.gpus_per_replica, spot=endpoint.spot,
+                               description=f"endpoint {endpoint.name}")
+
+    def manifests(self, endpoint: InferenceEndpoint) -> list[dict]:
+        # A rolling update surges one replica only when the team has a replica's units to spare.
+        surge = 1 if scaling.spare_units(endpoint) >= endpoint.gpus_per_replica else 0
+        return build_endpoint(endpoint_spec(endpoint, surge), portal.cluster.cluster_config())
+
+    def status(self, observed: ObservedWorkload, endpoint: InferenceEndpoint, now: datetime) -> WorkloadStatus | None:
+        return endpoint_status(observed, now)
+
+    def state_for(self, status: WorkloadStatus, endpoint: InferenceEndpoint) -> str:
+        return _PHASE_TO_STATE.get(status.state, endpoint.state)
+
+    def column_changes(self, endpoint: InferenceEndpoint, status: WorkloadStatus) -> dict:
+        changes = {}
+        if status.replicas != endpoint.replicas:
+            changes["replicas"] = status.replicas
+        if status.desired_replicas != endpoint.desired_replicas:
+            changes["desired_replicas"] = status.desired_replicas
+        return changes
+
+    def after_observation(self, endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -> bool:
+        return scaling.follow(endpoint, status, now)

@@ -1,0 +1,107 @@
+"""Inference endpoints: a workload kind (see :mod:`workloads`), and their scaling log.
+
+An endpoint's quota has two parts. Its **minimum** (``min_replicas``, at least one replica's
+units so a scaled-to-zero endpoint can wake without waiting) is reserved at admission and
+guaranteed. Above it, **burst** replicas up to ``max_replicas`` are granted while it runs,
+one at a time, from the team's free quota and budget, and reclaimed when demand falls or
+queued work of the team needs them. ``replica_ceiling`` is what is granted now: the
+ScaledObject's ``maxReplicaCount``, which Slipway owns.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.db import models
+from django.db.models import Q
+
+from inference.constants import (
+    DEFAULT_PORT,
+    DEFAULT_READINESS_PATH,
+    DEFAULT_SCALE_DOWN_DELAY_SECONDS,
+    DEFAULT_STARTUP_TIMEOUT_SECONDS,
+    FINAL_STATES,
+    HOLDING_STATES,
+    REF_PREFIX,
+    Decision,
+    EndpointState,
+)
+from workloads.models import Workload
+
+
+class InferenceEndpoint(Workload):
+    KIND_PREFIX = REF_PREFIX
+    FINAL_STATES = FINAL_STATES
+    HOLDING_STATES = HOLDING_STATES
+
+    # What was submitted (API.md field names), beyond the shared name, flavor and spot.
+    image = models.CharField(max_length=300)
+    command = models.JSONField(default=list, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    port = models.PositiveIntegerField(default=DEFAULT_PORT)
+    gpus_per_replica = models.PositiveIntegerField(default=1)
+    min_replicas = models.PositiveIntegerField(default=1)
+    max_replicas = models.PositiveIntegerField(default=1)
+    autoscale = models.JSONField(default=dict, blank=True, help_text='{"metric", "target", "engine", "query"}')
+    scale_down_delay_seconds = models.PositiveIntegerField(default=DEFAULT_SCALE_DOWN_DELAY_SECONDS)
+    readiness_path = models.CharField(max_length=200, default=DEFAULT_READINESS_PATH)
+    startup_timeout_seconds = models.PositiveIntegerField(default=DEFAULT_STARTUP_TIMEOUT_SECONDS)
+
+    state = models.CharField(max_length=16, choices=EndpointState.choices, default=EndpointState.QUEUED,
+                             db_index=True)
+    # What the cluster shows (updated by the reconciler) and what Slipway granted.
+    replicas = models.PositiveIntegerField(default=0, help_text="Ready replicas.")
+    desired_replicas = models.PositiveIntegerField(default=0, help_text="What the autoscaler wants.")
+    replica_ceiling = models.PositiveIntegerField(default=0, help_text="Granted maximum: the minimum plus burst.")
+    #: Since when the autoscaler has wanted fewer replicas than the ceiling (scale-down delay).
+    demand_below_ceiling_since = models.DateTimeField(null=True, blank=True)
+
+    class Meta(Workload.Meta):
+        constraints = [
+            # "unique among the team's live endpoints": a deleted endpoint's name may be reused.
+            models.UniqueConstraint(fields=["team", "name"], condition=~Q(state__in=["deleted", "failed"]),
+                                    name="uniq_live_endpoint_name"),
+        ]
+        indexes = [models.Index(fields=["team", "state"])]
+
+    @property
+    def base_replicas(self) -> int:
+        """Replicas whose units are guaranteed: the minimum, and at least one to wake from zero."""
+        return max(self.min_replicas, 1)
+
+    @property
+    def url(self) -> str:
+        """The in-cluster address of the endpoint's Service."""
+        return f"http://{self.cluster_name}.{self.namespace}.svc.cluster.local"
+
+    @property
+    def estimated_cost_per_hour(self) -> Decimal:
+        """At the units running now: ready replicas and those still loading (both hold their GPUs)."""
+        return self.cost_per_hour_at(self.open_units)
+
+    @property
+    def cost_per_hour_range(self) -> tuple[Decimal, Decimal]:
+        """What it costs per hour at its minimum and at its maximum."""
+        return (self.cost_per_hour_at(self.min_replicas * self.gpus_per_replica),
+                self.cost_per_hour_at(self.max_replicas * self.gpus_per_replica))
+
+
+class ScalingEvent(models.Model):
+    """One scaling decision of an endpoint (API.md ``scaling/``), newest first."""
+
+    endpoint = models.ForeignKey(InferenceEndpoint, on_delete=models.CASCADE, related_name="scaling_events")
+    at = models.DateTimeField(db_index=True)
+    replicas = models.PositiveIntegerField()
+    desired_replicas = models.PositiveIntegerField()
+    replica_ceiling = models.PositiveIntegerField()
+    metric_value = models.FloatField(null=True, blank=True)
+    decision = models.CharField(max_length=20, choices=Decision.choices)
+    reason = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        indexes = [models.Index(fields=["endpoint", "-at"])]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint.ref} {self.at:%Y-%m-%d %H:%M:%S} {self.decision}"

@@ -1,0 +1,158 @@
+"""User actions on inference endpoints: one function per action, shared by the portal and the API.
+
+* :func:`create_endpoint` validates, records and admits an endpoint (its guaranteed minimum) in
+  one transaction; its objects are applied by a Celery task after commit.
+* :func:`update_endpoint` changes image, env, sizes or autoscaling; a higher minimum is
+  re-admitted and must fit now (burst the endpoint holds counts towards it); a lower one
+  releases units at once; the objects are re-applied (a new image rolls).
+* :func:`delete_endpoint` ends it: quota released at once, objects deleted, ``deleted`` once gone.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from inference import scaling
+from inference.constants import LIVE_STATES, Decision, EndpointState
+from inference.models import InferenceEndpoint
+from inference.validation import check_sizes, parse_endpoint_request
+from portal.models import AuditEvent, Role, Team
+from portal.permissions import get_for_user, require_team
+from portal.services import audit
+from quotas import admission
+from quotas.constants import Reason as QuotaReason
+from quotas.models import GpuFlavor
+from workloads import services as workloads
+
+
+class EndpointConflict(Exception):
+    """The endpoint's state does not allow the action (the API answers 409)."""
+
+
+def get_endpoint_for_user(user, pk, role: str = Role.VIEWER) -> InferenceEndpoint:
+    """The endpoint ``pk`` if ``user`` may see it: 404 for outsiders, 403 when ``role`` is not met."""
+    return get_for_user(InferenceEndpoint.objects.select_related("team", "flavor", "created_by"), user, role, pk=pk)
+
+
+def _flavor(team: Team, fields: dict) -> GpuFlavor:
+    errors: dict[str, list[str]] = {}
+    flavor = GpuFlavor.objects.filter(name=fields["flavor"]).first()
+    if flavor is None:
+        errors["flavor"] = [f"Unknown flavor {fields['flavor']!r}."]
+    elif not flavor.active:
+        errors["flavor"] = [f"Flavor {flavor.name} is retired and cannot be requested any more."]
+    if InferenceEndpoint.objects.filter(team=team, name=fields["name"]).active().exists():
+        errors["name"] = [f"The team already has a live endpoint named {fields['name']!r}."]
+    if flavor is not None:
+        errors.update(check_sizes(fields["min_replicas"], fields["max_replicas"], fields["autoscale"],
+                                  fields["gpus_per_replica"], bool(flavor.mig_profile)))
+    if errors:
+        raise ValidationError(errors)
+    return flavor
+
+
+def _rejection_errors(decision: admission.Decision) -> dict[str, list[str]]:
+    """Put an admission rejection on the field the user has to change."""
+    if decision.reason in (QuotaReason.UNKNOWN_FLAVOR, QuotaReason.INACTIVE_FLAVOR, QuotaReason.NO_QUOTA_FOR_FLAVOR):
+        return {"flavor": [decision.message]}
+    if decision.reason == QuotaReason.EXCEEDS_LARGEST_NODE:
+        return {"gpus_per_replica": [decision.message]}
+    if decision.reason == QuotaReason.EXCEEDS_QUOTA:
+        return {"min_replicas": [decision.message]}
+    return {"non_field_errors": [decision.message]}
+
+
+def create_endpoint(user, team: Team, data: dict) -> InferenceEndpoint:
+    """Create an endpoint for ``team``; returns it deploying (admitted) or queued.
+
+    Raises ``ValidationError`` (field errors; nothing written), ``PermissionDenied`` below the
+    member role, ``Http404`` for outsiders.
+    """
+    # 1. Access and input.
+    require_team(user, team, Role.MEMBER)
+    fields = parse_endpoint_request(data)
+    flavor = _flavor(team, fields)
+    fields.pop("flavor")
+
+    # 2. Record and admit its minimum in one transaction: a rejection rolls the row back.
+    try:
+        with transaction.atomic():
+            endpoint = InferenceEndpoint(team=team, created_by=user, flavor=flavor, **fields)
+            endpoint.replica_ceiling = endpoint.base_replicas
+            endpoint.save()
+            decision = workloads.admit_new(endpoint)
+            if decision.rejected:
+                raise ValidationError(_rejection_errors(decision))
+            if decision.admitted:
+                scaling.record(endpoint, Decision.ADMITTED, None, timezone.now(), endpoint.replica_ceiling,
+                               decision.message)
+            audit(AuditEvent.Action.ENDPOINT_CREATED, actor=user, team=team,
+                  target=f"endpoint {endpoint.pk} ({endpoint.name})", flavor=flavor.name,
+                  units=endpoint.base_replicas * endpoint.gpus_per_replica, outcome=decision.outcome)
+    except IntegrityError:
+        # Two creations with one name raced past the check above; the constraint decided.
+        raise ValidationError({"name": [f"The team already has a live endpoint named {fields['name']!r}."]}) from None
+    return endpoint
+
+
+def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceEndpoint:
+    """PATCH: change what API.md lets a PATCH change. Nothing changes when any of it is refused."""
+    require_team(user, endpoint.team, Role.MEMBER)
+    changes = parse_endpoint_request(data, partial=True)
+    with transaction.atomic():
+        admission.lock_team(endpoint.team)  # sizes change only under the team's admission lock
+        current = InferenceEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+        if current.state not in LIVE_STATES:
+            raise EndpointConflict(f"The endpoint is {current.state}; it can no longer be changed.")
+        merged = {name: changes.get(name, getattr(current, name))
+                  for name in ("min_replicas", "max_replicas", "autoscale")}
+        errors = check_sizes(merged["min_replicas"], merged["max_replicas"], merged["autoscale"],
+                             current.gpus_per_replica, bool(current.flavor.mig_profile))
+        if errors:
+            raise ValidationError(errors)
+        resized = {"min_replicas", "max_replicas"} & set(changes)
+        if resized and current.state == EndpointState.QUEUED:
+            raise EndpointConflict("The endpoint waits for quota; delete it and create it with the new sizes.")
+        for name, value in changes.items():
+            setattr(current, name, value)
+        if resized:
+            _resize(current)
+        current.save(update_fields=[*changes, "replica_ceiling"])
+        audit(AuditEvent.Action.ENDPOINT_CHANGED, actor=user, team=current.team,
+              target=f"endpoint {current.pk} ({current.name})", fields=sorted(changes))
+        if current.state != EndpointState.QUEUED:
+            workloads.enqueue_apply(current.identity)  # a new image rolls; sizes reach the ScaledObject
+    return current
+
+
+def _resize(endpoint: InferenceEndpoint) -> None:
+    """Re-admit a changed minimum or maximum (the caller holds the team's lock; nothing is saved here).
+
+    The new ceiling is the new base (burst is granted again on demand), capped by the new
+    maximum. Growing must fit now — the units the endpoint holds count as its own; shrinking
+    releases units at once.
+    """
+    ceiling = min(endpoint.base_replicas, endpoint.max_replicas)
+    decision = admission.resize(endpoint.team, endpoint.ref, ceiling * endpoint.gpus_per_replica)
+    if not decision.admitted:
+        raise ValidationError({"min_replicas": [decision.message]})
+    endpoint.replica_ceiling = ceiling
+    scaling.record(endpoint, Decision.MINIMUM_CHANGED, None, timezone.now(), ceiling,
+                   f"min {endpoint.min_replicas}, max {endpoint.max_replicas}: {decision.message}")
+
+
+def delete_endpoint(user, endpoint: InferenceEndpoint) -> InferenceEndpoint:
+    """Delete ``endpoint``: its quota is released at once, its objects deleted; ``deleted`` once gone."""
+    require_team(user, endpoint.team, Role.MEMBER)
+    with transaction.atomic():
+        if not workloads.end_by_user(endpoint, f"deleted by {user.username}"):
+            endpoint.refresh_from_db()
+            raise EndpointConflict(f"The endpoint is already {endpoint.state}.")
+        audit(AuditEvent.Action.ENDPOINT_DELETED, actor=user, team=endpoint.team,
+              target=f"endpoint {endpoint.pk} ({endpoint.name})")
+    endpoint.refresh_from_db()
+    return endpoint
+
+

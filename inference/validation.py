@@ -1,0 +1,141 @@
+"""Validation of an inference endpoint request: the one place that checks every submitted field.
+
+:func:`parse_endpoint_request` validates a create (API.md ``POST /endpoints/``) and, with
+``partial=True``, a ``PATCH`` (only the fields a PATCH may change). It returns the model
+field values, or raises ``ValidationError`` with every field's errors at once. Checks that
+need the database (flavor, name free in the team, quota) live in :mod:`inference.services`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
+from inference import constants as c
+from inference.constants import REQUEST_DRIVEN_METRICS, Engine, Metric
+from jobs.validation import _check_env, _check_image, _Collector
+
+# DNS-1035 label: a Service name must start with a letter. Used with fullmatch.
+DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+HTTP_PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
+
+CREATE_FIELDS = {
+    "team", "name", "image", "command", "args", "env", "port", "flavor", "gpus_per_replica", "min_replicas",
+    "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds", "spot",
+}
+PATCH_FIELDS = {"image", "env", "min_replicas", "max_replicas", "autoscale", "scale_down_delay_seconds"}
+AUTOSCALE_KEYS = {"metric", "target", "engine", "query"}
+
+
+def _check_autoscale(col: _Collector) -> dict:
+    value = col.data.get("autoscale")
+    if value in (None, {}):
+        return {"metric": Metric.GPU_UTILIZATION, "target": 70}
+    if not isinstance(value, Mapping):
+        col.add("autoscale", 'Must be an object: {"metric", "target", "engine", "query"}.')
+        return {}
+    unknown = sorted(set(value) - AUTOSCALE_KEYS)
+    if unknown:
+        col.add("autoscale", f"Unknown key(s): {', '.join(map(str, unknown))}.")
+    metric = value.get("metric", Metric.GPU_UTILIZATION)
+    if metric not in Metric.values:
+        col.add("autoscale", f"metric must be one of: {', '.join(Metric.values)}.")
+        return {}
+    inner = _Collector(value)
+    target = inner.number("target", 0.001, 1_000_000)
+    if "target" not in value:
+        target = 70 if metric == Metric.GPU_UTILIZATION else None
+        if target is None:
+            inner.add("target", f"A target is required for {metric}.")
+    if metric == Metric.GPU_UTILIZATION and target is not None and target > 100:
+        inner.add("target", "GPU utilization is a percentage: at most 100.")
+    spec: dict[str, Any] = {"metric": metric, "target": target}
+    engine = value.get("engine")
+    if metric == Metric.QUEUE_LENGTH:
+        if engine not in Engine.values:
+            inner.add("engine", f"queue_length needs an engine: one of {', '.join(Engine.values)}.")
+        spec["engine"] = engine
+    elif engine is not None:
+        inner.add("engine", "Only queue_length takes an engine.")
+    query = value.get("query")
+    if metric == Metric.PROMETHEUS:
+        if not isinstance(query, str) or not query.strip() or len(query) > c.MAX_QUERY_LENGTH or "\x00" in query:
+            inner.add("query", f"prometheus needs a PromQL query of at most {c.MAX_QUERY_LENGTH} characters.")
+        spec["query"] = query
+    elif query is not None:
+        inner.add("query", "Only the prometheus metric takes a query.")
+    for field_name, messages in inner.errors.items():
+        for message in messages:
+            col.add("autoscale", f"{field_name}: {message}")
+    return spec
+
+
+def parse_endpoint_request(data: Mapping[str, Any], partial: bool = False) -> dict[str, Any]:
+    """Validate ``data`` into model field values (``flavor`` as its name). See the module docstring."""
+    if not isinstance(data, Mapping):
+        raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
+    col = _Collector(data)
+    allowed = PATCH_FIELDS if partial else CREATE_FIELDS - {"team"}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        verb = "cannot be changed (create a new endpoint)" if partial else "unknown"
+        col.add("non_field_errors", f"Field(s) {verb}: {', '.join(map(str, unknown))}.")
+    out: dict[str, Any] = {}
+
+    def given(name: str) -> bool:
+        return not partial or name in data
+
+    if given("name") and not partial:
+        name = col.string("name", max_length=c.NAME_MAX_LENGTH)
+        if name and not DNS1035_LABEL.fullmatch(name):
+            col.add("name", "Use lowercase letters, digits and '-', starting with a letter and ending with a "
+                            "letter or digit (DNS-1035).")
+        out["name"] = name
+    if given("image"):
+        out["image"] = _check_image(col)
+    if not partial:
+        out["command"] = list(col.argv("command", required=False))
+        out["args"] = list(col.argv("args", required=False))
+        out["port"] = col.integer("port", c.DEFAULT_PORT, 1, 65535)
+        out["flavor"] = col.string("flavor", max_length=40)
+        out["gpus_per_replica"] = col.integer("gpus_per_replica", 1, 1, 64)
+        path = col.string("readiness_path", required=False, max_length=200) or c.DEFAULT_READINESS_PATH
+        if not HTTP_PATH.fullmatch(path):
+            col.add("readiness_path", "Must be an absolute HTTP path, e.g. /health/ready.")
+        out["readiness_path"] = path
+        out["startup_timeout_seconds"] = col.integer("startup_timeout_seconds", c.DEFAULT_STARTUP_TIMEOUT_SECONDS, 10,
+                                                     c.MAX_STARTUP_TIMEOUT_SECONDS)
+        out["spot"] = col.boolean("spot", False)
+    if given("env"):
+        out["env"] = dict(_check_env(col))
+    if given("min_replicas"):
+        out["min_replicas"] = col.integer("min_replicas", 1, 0, c.MAX_REPLICAS)
+    if given("max_replicas"):
+        out["max_replicas"] = col.integer("max_replicas", None, 1, c.MAX_REPLICAS)
+    if given("autoscale"):
+        out["autoscale"] = _check_autoscale(col)
+    if given("scale_down_delay_seconds"):
+        out["scale_down_delay_seconds"] = col.integer("scale_down_delay_seconds", c.DEFAULT_SCALE_DOWN_DELAY_SECONDS,
+                                                      0, c.MAX_SCALE_DOWN_DELAY_SECONDS)
+    if col.errors:
+        raise ValidationError(col.errors)
+    if not partial and out.get("max_replicas") is None:
+        out["max_replicas"] = max(1, out["min_replicas"])
+    return out
+
+
+def check_sizes(min_replicas: int, max_replicas: int, autoscale: dict, gpus_per_replica: int,
+                mig: bool) -> dict[str, list[str]]:
+    """Rules across fields (also for a PATCH, against the endpoint's current values)."""
+    errors: dict[str, list[str]] = {}
+    if max_replicas < max(1, min_replicas):
+        errors["max_replicas"] = ["Must be at least max(1, min_replicas)."]
+    if min_replicas == 0 and autoscale.get("metric") not in REQUEST_DRIVEN_METRICS:
+        errors["min_replicas"] = ["0 needs a request-driven autoscale metric (requests_per_second, queue_length or "
+                                  "prometheus): at zero replicas there is no GPU metric to wake on."]
+    if mig and gpus_per_replica != 1:
+        errors["gpus_per_replica"] = ["A MIG slice serves one replica: gpus_per_replica must be 1."]
+    return errors
