@@ -69,16 +69,3 @@ class RunSerializer(serializers.ModelSerializer):
         if run.state != c.RunState.QUEUED:
             return None
         return self.context.get("queue_positions", {}).get(run.ref)
-
-
-class LogsSerializer(serializers.Serializer):
-    lines = serializers.ListField(child=serializers.CharField())
-
-
-class EventSerializer(serializers.Serializer):
-    type = serializers.CharField()
-    reason = serializers.CharField()
-    message = serializers.CharField()
-    object = serializers.CharField()
-    time = serializers.CharField()
-    count = serializers.IntegerField()

@@ -3,6 +3,7 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
+from inference.api import EndpointViewSet
 from jobs.api import RunViewSet
 from portal.api import TeamViewSet
 from quotas.api import FlavorViewSet, UsageReportView
@@ -12,6 +13,7 @@ router.include_root_view = False
 router.register("teams", TeamViewSet, basename="team")
 router.register("flavors", FlavorViewSet, basename="flavor")
 router.register("runs", RunViewSet, basename="run")
+router.register("endpoints", EndpointViewSet, basename="endpoint")
 
 urlpatterns = [
     path("usage/", UsageReportView.as_view(), name="usage-report"),

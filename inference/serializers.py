@@ -1,0 +1,90 @@
+"""Serializers of the endpoints API (API.md "Inference endpoints").
+
+Input is validated by :func:`inference.validation.parse_endpoint_request` (shared with the
+portal's form); :class:`EndpointCreateSerializer` and :class:`EndpointPatchSerializer` document
+that input in the OpenAPI schema with the same bounds.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from inference import constants as c
+from inference.models import InferenceEndpoint, ScalingEvent
+
+
+class AutoscaleSerializer(serializers.Serializer):
+    metric = serializers.ChoiceField(choices=c.Metric.choices, default=c.Metric.GPU_UTILIZATION)
+    target = serializers.FloatField(min_value=0.001, required=False)
+    engine = serializers.ChoiceField(choices=c.Engine.choices, required=False, help_text="queue_length only.")
+    query = serializers.CharField(max_length=c.MAX_QUERY_LENGTH, required=False, help_text="prometheus only.")
+
+
+class EndpointPatchSerializer(serializers.Serializer):
+    """PATCH /api/v1/endpoints/{id}/ (documentation of the accepted fields)."""
+
+    image = serializers.CharField(required=False, help_text="A new image is a rolling update.")
+    env = serializers.DictField(child=serializers.CharField(), required=False)
+    min_replicas = serializers.IntegerField(min_value=0, max_value=c.MAX_REPLICAS, required=False,
+                                            help_text="Guaranteed: a higher minimum must fit the quota now.")
+    max_replicas = serializers.IntegerField(min_value=1, max_value=c.MAX_REPLICAS, required=False)
+    autoscale = AutoscaleSerializer(required=False)
+    scale_down_delay_seconds = serializers.IntegerField(min_value=0, max_value=c.MAX_SCALE_DOWN_DELAY_SECONDS,
+                                                        required=False)
+
+
+class EndpointCreateSerializer(EndpointPatchSerializer):
+    """POST /api/v1/endpoints/ (documentation of the accepted fields)."""
+
+    team = serializers.SlugField()
+    name = serializers.CharField(max_length=c.NAME_MAX_LENGTH, help_text="DNS-1035 label, unique among live endpoints.")
+    image = serializers.CharField(help_text="Container image reference.")
+    command = serializers.ListField(child=serializers.CharField(), required=False, help_text="argv form.")
+    args = serializers.ListField(child=serializers.CharField(), required=False)
+    port = serializers.IntegerField(min_value=1, max_value=65535, default=c.DEFAULT_PORT)
+    flavor = serializers.CharField(help_text="A full-GPU or a MIG flavor.")
+    gpus_per_replica = serializers.IntegerField(min_value=1, max_value=64, default=1)
+    min_replicas = serializers.IntegerField(min_value=0, max_value=c.MAX_REPLICAS, default=1)
+    readiness_path = serializers.CharField(max_length=200, default=c.DEFAULT_READINESS_PATH)
+    startup_timeout_seconds = serializers.IntegerField(min_value=10, max_value=c.MAX_STARTUP_TIMEOUT_SECONDS,
+                                                       default=c.DEFAULT_STARTUP_TIMEOUT_SECONDS)
+    spot = serializers.BooleanField(default=False)
+
+
+class EndpointSerializer(serializers.ModelSerializer):
+    """An endpoint as the API shows it. ``queue_positions`` (ref → position) comes from the context."""
+
+    team = serializers.CharField(source="team.slug")
+    flavor = serializers.CharField(source="flavor.name")
+    created_by = serializers.CharField(source="created_by.username")
+    url = serializers.CharField()
+    cluster_name = serializers.CharField()
+    namespace = serializers.CharField()
+    queue_position = serializers.SerializerMethodField()
+    cost_to_date = serializers.DecimalField(max_digits=14, decimal_places=4)
+    estimated_cost_per_hour = serializers.DecimalField(max_digits=14, decimal_places=4)
+    cost_per_hour_range = serializers.ListField(child=serializers.DecimalField(max_digits=14, decimal_places=4))
+
+    class Meta:
+        model = InferenceEndpoint
+        fields = [
+            "id", "team", "name", "state", "reason", "created_by", "created_at", "admitted_at", "started_at",
+            "finished_at", "replicas", "desired_replicas", "replica_ceiling", "url", "cost_to_date",
+            "estimated_cost_per_hour", "cost_per_hour_range", "namespace", "cluster_name", "queue_position",
+            "image", "command", "args", "env", "port", "flavor", "gpus_per_replica", "min_replicas",
+            "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds",
+            "spot",
+        ]
+        read_only_fields = fields
+
+    def get_queue_position(self, endpoint) -> int | None:
+        if endpoint.state != c.EndpointState.QUEUED:
+            return None
+        return self.context.get("queue_positions", {}).get(endpoint.ref)
+
+
+class ScalingEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ScalingEvent
+        fields = ["at", "replicas", "desired_replicas", "replica_ceiling", "metric_value", "decision", "reason"]
+        read_only_fields = fields

@@ -1,0 +1,102 @@
+"""REST API pieces every workload kind shares: reading actions, queue positions, the team of a POST.
+
+A kind's viewset mixes in :class:`WorkloadReadActions` (``logs/``, ``events/``, ``manifest/``)
+and uses :func:`team_of_post` and :func:`queue_positions_for`, so runs and endpoints answer
+alike (API.md: "``/manifest/``, ``/logs/``, ``/events/`` — as for runs").
+"""
+
+from __future__ import annotations
+
+import yaml
+from django.http import Http404, HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from portal.models import Membership, Role
+from portal.permissions import require_team
+from quotas import admission
+from workloads import services as workloads
+
+
+class LogsSerializer(serializers.Serializer):
+    lines = serializers.ListField(child=serializers.CharField())
+
+
+class EventSerializer(serializers.Serializer):
+    type = serializers.CharField()
+    reason = serializers.CharField()
+    message = serializers.CharField()
+    object = serializers.CharField()
+    time = serializers.CharField()
+    count = serializers.IntegerField()
+
+
+def queue_positions_for(workloads_page) -> dict[str, int]:
+    """Queue positions of the queued workloads among ``workloads_page`` (one query per team with a queue)."""
+    teams = {w.team_id: w.team for w in workloads_page if w.state == "queued"}
+    positions: dict[str, int] = {}
+    for team in teams.values():
+        positions.update(admission.queue_positions(team))
+    return positions
+
+
+def pk_of(raw) -> int:
+    """The object id of a URL, or 404 ("²".isdigit() is True and int("²") fails)."""
+    if not (str(raw).isascii() and str(raw).isdigit()):
+        raise Http404
+    return int(raw)
+
+
+def team_of_post(request) -> tuple[Membership, dict]:
+    """The member's team named by a POST body's ``team``, and the other fields (404/403/400 as API.md says)."""
+    data = request.data if isinstance(request.data, dict) else None
+    if data is None:
+        raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
+    slug = data.get("team")
+    if not slug or not isinstance(slug, str):
+        raise ValidationError({"team": ["This field is required."]})
+    if "\x00" in slug:  # PostgreSQL text cannot hold it: never let it reach the lookup
+        raise ValidationError({"team": ["Must not contain NUL characters."]})
+    membership = require_team(request.user, slug, Role.MEMBER)
+    return membership, {k: v for k, v in data.items() if k != "team"}
+
+
+def _tail(request) -> int:
+    raw = request.query_params.get("tail", "200")
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 5000:  # "²".isdigit() is True
+        raise ValidationError({"tail": ["Must be a whole number between 1 and 5000."]})
+    return int(raw)
+
+
+class WorkloadReadActions:
+    """``logs/``, ``events/`` and ``manifest/`` of one workload, for any kind's viewset."""
+
+    @extend_schema(parameters=[OpenApiParameter("tail", int)], responses=LogsSerializer)
+    @action(detail=True, methods=["get"])
+    def logs(self, request, pk=None):
+        workload = self.get_object()
+        return Response({"lines": workloads.logs(workload, _tail(request))})
+
+    @extend_schema(responses=EventSerializer(many=True))
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def events(self, request, pk=None):
+        workload = self.get_object()
+        return Response([EventSerializer(e).data for e in workloads.events(workload)])
+
+    @extend_schema(parameters=[OpenApiParameter("format", str, enum=["json", "yaml"])],
+                   responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def manifest(self, request, pk=None):
+        workload = self.get_object()
+        objects = workloads.manifests(workload)
+        fmt = request.query_params.get("format", "json")
+        if fmt == "yaml":
+            body = yaml.safe_dump_all(objects, sort_keys=False)
+            return HttpResponse(body, content_type="application/yaml; charset=utf-8")
+        if fmt != "json":
+            raise ValidationError({"format": ["Must be json or yaml."]})
+        return Response(objects)
