@@ -54,6 +54,9 @@ class WorkloadStatus:
     running_units: int = 0
     replicas: int = 0  # endpoints: ready replicas
     desired_replicas: int = 0  # endpoints: the Deployment's spec.replicas (KEDA's choice)
+    #: endpoints: the autoscaler wants more replicas than the ceiling (HPA ScalingLimited/TooManyReplicas)
+    scaling_limited: bool = False
+    metric_value: float | None = None  # endpoints: the autoscaling metric's current value, when known
 
 
 # Severity of a pod signal: the highest one across a workload's pods becomes the reason.
