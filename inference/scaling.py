@@ -34,7 +34,8 @@ from workloads.services import enqueue_apply
 
 def spare_units(endpoint: InferenceEndpoint) -> int:
     """Units of the endpoint's flavor the team has free now (for a rolling update's surge)."""
-    return admission.free_units(endpoint.team, endpoint.flavor_id)
+    in_use, limit = admission.units_of(endpoint.team, endpoint.flavor_id)
+    return max(limit - in_use, 0)
 
 
 def _queue_waits_for(endpoint: InferenceEndpoint) -> bool:
@@ -84,9 +85,14 @@ def _grow(endpoint: InferenceEndpoint, ceiling: int, status: WorkloadStatus, now
         admission.lock_team(endpoint.team)
         decision = admission.resize(endpoint.team, endpoint.ref, (ceiling + 1) * endpoint.gpus_per_replica)
         if not decision.admitted:
-            words = "budget" if decision.reason == QuotaReason.BUDGET_EXHAUSTED else "team quota"
-            _record_once(endpoint, Decision.CAPPED_BY_BUDGET if words == "budget" else Decision.CAPPED_BY_QUOTA,
-                         status, now, ceiling, f"capped at {ceiling} replicas by the {words} ({decision.message})")
+            if decision.reason == QuotaReason.BUDGET_EXHAUSTED:
+                _record_once(endpoint, Decision.CAPPED_BY_BUDGET, status, now, ceiling,
+                             f"capped at {ceiling} replicas by the budget ({decision.message})")
+            else:
+                in_use, limit = admission.units_of(endpoint.team, endpoint.flavor_id)
+                _record_once(endpoint, Decision.CAPPED_BY_QUOTA, status, now, ceiling,
+                             f"capped at {ceiling} replicas by the team quota "
+                             f"({endpoint.flavor.name} {in_use} of {limit} in use)")
             return
         _move_ceiling(endpoint, ceiling, ceiling + 1, Decision.BURST_GRANTED, status, now,
                       f"burst replica {ceiling + 1} of at most {endpoint.max_replicas} granted")

@@ -380,10 +380,10 @@ def admit_waiting(team) -> list[str]:
 # -- the queue, read-only ------------------------------------------------------------------
 
 
-def free_units(team, flavor_id: int) -> int:
-    """Units of the flavor the team's quota leaves free right now (0 without a quota; no lock)."""
+def units_of(team, flavor_id: int) -> tuple[int, int]:
+    """``(in use, limit)`` of the team's units of a flavor right now (limit 0 without a quota; no lock)."""
     limit = TeamQuota.objects.filter(team=team, flavor_id=flavor_id).values_list("limit", flat=True).first() or 0
-    return max(limit - _in_use(team, flavor_id), 0)
+    return _in_use(team, flavor_id), limit
 
 
 def queue_positions(team) -> dict[str, int]:

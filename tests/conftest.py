@@ -7,6 +7,7 @@ session stops with an error instead of skipping the tests that need them.
 from __future__ import annotations
 
 import os
+from decimal import Decimal
 
 import pytest
 from django.conf import settings
@@ -14,7 +15,9 @@ from rest_framework.test import APIClient
 
 from portal.models import Role
 from portal.services import create_api_token
+from quotas.demo import seed_flavors, seed_team_quotas
 from tests.factories import add_member, make_team, make_user
+from tests.jobs.fakes import FakeBackend
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -134,3 +137,37 @@ def api_client_for():
 @pytest.fixture
 def api(api_client_for, member):
     return api_client_for(member)
+
+
+# -- flavors, quota, the cluster seam, task publishes ----------------------------------------
+
+
+@pytest.fixture
+def flavors(db):
+    return {f.name: f for f in seed_flavors()}
+
+
+@pytest.fixture
+def quota(team, flavors):
+    """The team may hold 8 A100s and 2 L4s; budget 10,000."""
+    return seed_team_quotas(team, {"a100-80gb": 8, "l4": 2}, Decimal("10000"))
+
+
+@pytest.fixture
+def fake_backend(monkeypatch):
+    backend = FakeBackend()
+    monkeypatch.setattr("portal.cluster.get_backend", lambda: backend)
+    return backend
+
+
+@pytest.fixture
+def published(monkeypatch):
+    """Task publishes recorded instead of sent: list of (task name, args)."""
+    calls: list[tuple[str, tuple]] = []
+
+    def record(task, *args, **kwargs):
+        calls.append((task.name, args))
+        return True
+
+    monkeypatch.setattr("portal.queueing.publish", record)
+    return calls

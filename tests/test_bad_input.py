@@ -20,7 +20,7 @@ from jobs.models import TrainingRun
 from portal.models import ApiToken, IdempotencyRecord
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimLoad
-from tests.jobs.conftest import fake_backend, flavors, published, quota, run_payload  # noqa: F401 (fixtures)
+from tests.jobs.conftest import run_payload
 from tests.sandbox.helpers import A100, at, endpoint, team_objects
 
 pytestmark = pytest.mark.django_db

@@ -6,13 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from quotas.demo import seed_flavors, seed_team_quotas
-from quotas.models import GpuFlavor
-
-
-@pytest.fixture
-def flavors(db) -> dict[str, GpuFlavor]:
-    return {f.name: f for f in seed_flavors()}
+from quotas.demo import seed_team_quotas
 
 
 @pytest.fixture

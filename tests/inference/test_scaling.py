@@ -1,0 +1,133 @@
+"""Burst replicas: granted step by step from free quota, capped with a reason, reclaimed, released."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from cluster.status import WorkloadStatus
+from inference import scaling
+from inference.constants import Decision, EndpointState
+from inference.models import InferenceEndpoint
+from jobs.services import submit_run
+from quotas.ledger import record_usage
+from quotas.models import Reservation, TeamBudget
+
+pytestmark = pytest.mark.django_db
+
+
+def wants(replicas: int, desired: int, limited: bool, metric: float | None = None) -> WorkloadStatus:
+    return WorkloadStatus("ready", "", replicas=replicas, desired_replicas=desired, scaling_limited=limited,
+                          metric_value=metric)
+
+
+def ready(endpoint) -> InferenceEndpoint:
+    InferenceEndpoint.objects.filter(pk=endpoint.pk).update(state=EndpointState.READY)
+    return InferenceEndpoint.objects.select_related("team", "flavor").get(pk=endpoint.pk)
+
+
+def reserved(endpoint) -> int:
+    return Reservation.objects.active().get(ref=endpoint.ref).units
+
+
+def test_it_grants_burst_one_replica_at_a_time_then_caps_it_by_the_team_quota(
+        create, published, django_capture_on_commit_callbacks):
+    endpoint = ready(create(min_replicas=1, max_replicas=6))
+    now = timezone.now()
+    published.clear()
+    for step in range(3):  # the quota is 4 A100s
+        with django_capture_on_commit_callbacks(execute=True):
+            assert scaling.follow(endpoint, wants(1 + step, 1 + step, limited=True, metric=95.0), now) is False
+        endpoint = ready(endpoint)
+        assert (endpoint.replica_ceiling, reserved(endpoint)) == (2 + step, 2 + step)
+    # Full: the next step is refused, with the reason, and recorded once however often it is asked.
+    for _ in range(3):
+        scaling.follow(endpoint, wants(4, 4, limited=True), now)
+    endpoint = ready(endpoint)
+    assert (endpoint.replica_ceiling, reserved(endpoint)) == (4, 4)
+    decisions = list(endpoint.scaling_events.values_list("decision", flat=True))
+    assert decisions == [Decision.CAPPED_BY_QUOTA, Decision.BURST_GRANTED, Decision.BURST_GRANTED,
+                         Decision.BURST_GRANTED, Decision.ADMITTED]
+    assert endpoint.reason == "capped at 4 replicas by the team quota (a100-80gb 4 of 4 in use)"
+    assert endpoint.scaling_events.filter(decision=Decision.BURST_GRANTED).last().metric_value == 95.0
+    # Each granted step re-applies the ScaledObject's ceiling.
+    assert published == [("workloads.tasks.apply_workload", ("ep", endpoint.pk))] * 3
+
+
+def test_it_never_grows_past_the_maximum(create):
+    endpoint = ready(create(min_replicas=1, max_replicas=2))
+    now = timezone.now()
+    scaling.follow(endpoint, wants(1, 1, limited=True), now)
+    endpoint = ready(endpoint)
+    scaling.follow(endpoint, wants(2, 2, limited=True), now)
+    assert ready(endpoint).replica_ceiling == 2 and reserved(endpoint) == 2
+
+
+def test_it_caps_burst_by_the_budget_once_the_alert_threshold_is_crossed(create, member):
+    endpoint = ready(create(min_replicas=1, max_replicas=4))
+    now = timezone.now()
+    TeamBudget.objects.filter(team=endpoint.team).update(monthly_limit=Decimal("0.10"))  # alert at 80%
+    record_usage(endpoint.team, "run:old", "a100-80gb", member, now - timedelta(minutes=2), now, 1, False)  # 0.14
+    scaling.follow(endpoint, wants(1, 1, limited=True), now)
+    endpoint = ready(endpoint)
+    assert endpoint.replica_ceiling == 1 and reserved(endpoint) == 1
+    assert endpoint.scaling_events.first().decision == Decision.CAPPED_BY_BUDGET
+    assert "by the budget" in endpoint.reason
+
+
+def test_queued_work_of_the_team_reclaims_the_burst_first(create, member, team):
+    endpoint = ready(create(min_replicas=1, max_replicas=4))
+    now = timezone.now()
+    for step in range(3):
+        scaling.follow(endpoint, wants(1 + step, 1 + step, limited=True), now)
+        endpoint = ready(endpoint)
+    run = submit_run(member, team, {"name": "train", "image": "registry.example.com/ml/t:1",
+                                    "command": ["python", "t.py"], "flavor": "a100-80gb", "gpus_per_worker": 2})
+    assert run.state == "queued"
+    assert scaling.follow(endpoint, wants(4, 4, limited=False), now) is True  # units given back
+    endpoint = ready(endpoint)
+    assert (endpoint.replica_ceiling, reserved(endpoint)) == (1, 1)
+    assert endpoint.scaling_events.first().decision == Decision.BURST_RECLAIMED
+    # While the queue waits for the flavor, the endpoint does not grow again.
+    scaling.follow(endpoint, wants(1, 1, limited=True), now)
+    assert ready(endpoint).replica_ceiling == 1
+
+
+def test_the_ceiling_comes_down_after_the_scale_down_delay(create):
+    endpoint = ready(create(min_replicas=1, max_replicas=4, scale_down_delay_seconds=300))
+    now = timezone.now()
+    for step in range(2):
+        scaling.follow(endpoint, wants(1 + step, 1 + step, limited=True), now)
+        endpoint = ready(endpoint)
+    assert endpoint.replica_ceiling == 3
+    # Demand falls to one replica: nothing moves before the delay...
+    assert scaling.follow(endpoint, wants(3, 1, limited=False), now) is False
+    endpoint = ready(endpoint)
+    assert endpoint.demand_below_ceiling_since == now
+    scaling.follow(endpoint, wants(2, 1, limited=False), now + timedelta(seconds=299))
+    assert ready(endpoint).replica_ceiling == 3
+    # ...and after it, the ceiling and the reservation fall to what is wanted.
+    assert scaling.follow(ready(endpoint), wants(1, 1, limited=False), now + timedelta(seconds=300)) is True
+    endpoint = ready(endpoint)
+    assert (endpoint.replica_ceiling, reserved(endpoint)) == (1, 1)
+    assert endpoint.scaling_events.first().decision == Decision.BURST_RELEASED
+
+
+def test_demand_rising_again_resets_the_scale_down_delay(create):
+    endpoint = ready(create(min_replicas=1, max_replicas=4))
+    now = timezone.now()
+    scaling.follow(endpoint, wants(1, 1, limited=True), now)
+    endpoint = ready(endpoint)
+    scaling.follow(endpoint, wants(2, 1, limited=False), now)
+    assert ready(endpoint).demand_below_ceiling_since == now
+    scaling.follow(ready(endpoint), wants(2, 2, limited=False), now + timedelta(seconds=10))
+    assert ready(endpoint).demand_below_ceiling_since is None
+
+
+def test_cost_per_hour_range_spans_minimum_to_maximum(create):
+    endpoint = create(min_replicas=1, max_replicas=3, flavor="a100-1g.10gb")
+    low, high = endpoint.cost_per_hour_range
+    assert (low, high) == (Decimal("0.5857"), Decimal("1.7571"))
