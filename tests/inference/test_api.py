@@ -1,0 +1,110 @@
+"""The endpoints API (API.md "Inference endpoints"): fields, status codes, error shape, tenancy."""
+
+from __future__ import annotations
+
+import pytest
+
+from inference.models import InferenceEndpoint
+from quotas.models import Reservation
+from tests.inference.conftest import endpoint_payload
+
+pytestmark = pytest.mark.django_db
+
+
+def post(client, **overrides):
+    return client.post("/api/v1/endpoints/", {"team": "ml-research", **endpoint_payload(**overrides)}, format="json")
+
+
+def test_it_creates_an_endpoint_and_shows_the_contracts_fields(api, ep_quota, published):
+    response = post(api, min_replicas=1, max_replicas=3)
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["state"] == "deploying"
+    assert (body["replicas"], body["desired_replicas"], body["replica_ceiling"]) == (0, 0, 1)
+    assert body["cluster_name"] == f"ep-{body['id']}" and body["namespace"] == "team-ml-research"
+    assert body["url"] == f"http://ep-{body['id']}.team-ml-research.svc.cluster.local"
+    assert body["cost_per_hour_range"] == ["4.1000", "12.3000"]
+    assert body["estimated_cost_per_hour"] == "0.0000"  # nothing runs yet
+    assert body["autoscale"] == {"metric": "gpu_utilization", "target": 70}
+    assert body["created_by"] == "mia" and body["team"] == "ml-research"
+    assert body["queue_position"] is None
+
+
+def test_it_lists_and_filters_the_callers_endpoints(api, ep_quota, api_client_for, outsider, other_team):
+    post(api, name="a")
+    post(api, name="b", min_replicas=4, max_replicas=4)  # queued behind a
+    listed = api.get("/api/v1/endpoints/?state=queued").json()
+    assert [e["name"] for e in listed["results"]] == ["b"]
+    assert listed["results"][0]["queue_position"] == 1
+    assert api_client_for(outsider).get("/api/v1/endpoints/").json()["count"] == 0
+    assert api.get("/api/v1/endpoints/?state=nope").status_code == 400
+
+
+def test_patch_answers_400_with_the_reason_and_changes_nothing(api, ep_quota):
+    first = post(api, name="a", min_replicas=2).json()
+    post(api, name="b", min_replicas=2)
+    response = api.patch(f"/api/v1/endpoints/{first['id']}/", {"min_replicas": 3}, format="json")
+    assert response.status_code == 400
+    assert "waiting for quota" in response.json()["errors"]["min_replicas"][0]
+    assert Reservation.objects.active().get(ref=f"ep:{first['id']}").units == 2
+    assert api.patch(f"/api/v1/endpoints/{first['id']}/", {"port": 9000}, format="json").status_code == 400
+    ok = api.patch(f"/api/v1/endpoints/{first['id']}/", {"max_replicas": 6, "scale_down_delay_seconds": 60},
+                   format="json")
+    assert ok.status_code == 200 and ok.json()["max_replicas"] == 6
+
+
+def test_delete_answers_202_then_409(api, ep_quota):
+    created = post(api).json()
+    response = api.delete(f"/api/v1/endpoints/{created['id']}/")
+    assert response.status_code == 202 and response.json()["state"] == "deleting"
+    again = api.delete(f"/api/v1/endpoints/{created['id']}/")
+    assert again.status_code == 409 and "errors" in again.json()
+
+
+def test_the_scaling_log_is_newest_first(api, ep_quota):
+    created = post(api).json()
+    body = api.get(f"/api/v1/endpoints/{created['id']}/scaling/").json()
+    assert [row["decision"] for row in body["results"]] == ["admitted"]
+    assert set(body["results"][0]) == {"at", "replicas", "desired_replicas", "replica_ceiling", "metric_value",
+                                        "decision", "reason"}
+
+
+def test_manifest_logs_and_events_answer_for_an_endpoint(api, ep_quota, fake_backend):
+    created = post(api).json()
+    assert api.get(f"/api/v1/endpoints/{created['id']}/logs/").json() == {"lines": []}  # not applied yet
+    assert api.get(f"/api/v1/endpoints/{created['id']}/events/").json() == []
+
+
+def test_outsiders_get_404_and_viewers_403(api, ep_quota, api_client_for, outsider, viewer):
+    created = post(api).json()
+    stranger, reader = api_client_for(outsider), api_client_for(viewer)
+    path = f"/api/v1/endpoints/{created['id']}/"
+    assert stranger.get(path).status_code == 404
+    assert stranger.delete(path).status_code == 404
+    assert stranger.patch(path, {"min_replicas": 2}, format="json").status_code == 404
+    assert reader.get(path).status_code == 200
+    assert reader.delete(path).status_code == 403
+    assert reader.patch(path, {"min_replicas": 2}, format="json").status_code == 403
+    assert post(reader).status_code == 403
+    assert post(stranger).status_code == 404  # a team of others answers as if it did not exist
+    assert InferenceEndpoint.objects.count() == 1
+
+
+@pytest.mark.parametrize("payload", [
+    {"min_replicas": "many"}, {"max_replicas": 0}, {"autoscale": "fast"}, {"gpus_per_replica": -1},
+    {"env": {"1BAD": "x"}}, {"image": "not an image"}, {"readiness_path": "health"}, {"port": 70000},
+])
+def test_bad_input_is_a_400_with_field_errors(api, ep_quota, payload):
+    response = post(api, **payload)
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"]
+    assert not InferenceEndpoint.objects.exists()
+
+
+def test_an_idempotency_key_returns_the_first_response(api, ep_quota):
+    headers = {"HTTP_IDEMPOTENCY_KEY": "ep-create-1"}
+    first = api.post("/api/v1/endpoints/", {"team": "ml-research", **endpoint_payload()}, format="json", **headers)
+    second = api.post("/api/v1/endpoints/", {"team": "ml-research", **endpoint_payload()}, format="json", **headers)
+    assert first.status_code == second.status_code == 201
+    assert first.json()["id"] == second.json()["id"]
+    assert InferenceEndpoint.objects.count() == 1
