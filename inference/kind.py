@@ -6,6 +6,9 @@ Registered from :class:`inference.apps.InferenceConfig` ``ready()``.
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
+
+from django.utils import timezone
 
 import portal.cluster
 from cluster.backends.base import ObservedWorkload
@@ -16,6 +19,7 @@ from inference import scaling
 from inference.constants import HOLDING_STATES, EndpointState
 from inference.models import InferenceEndpoint
 from quotas.admission import ResourceRequest
+from quotas.ledger import month_end
 from workloads.registry import Lifecycle, WorkloadKind
 
 _PHASE_TO_STATE = {
@@ -75,9 +79,16 @@ class EndpointKind(WorkloadKind):
 
     def resource_request(self, endpoint: InferenceEndpoint) -> ResourceRequest:
         # The guaranteed part only; burst is granted later by admission.resize (inference.scaling).
+        now = timezone.now()
         return ResourceRequest(flavor=endpoint.flavor.name, units=endpoint.base_replicas * endpoint.gpus_per_replica,
                                units_per_node=endpoint.gpus_per_replica, spot=endpoint.spot,
-                               description=f"endpoint {endpoint.name}")
+                               description=f"endpoint {endpoint.name}",
+                               estimated_cost=self.committed_cost(endpoint, now, month_end(now)))
+
+    def committed_cost(self, endpoint: InferenceEndpoint, now: datetime, until: datetime) -> Decimal:
+        """Its guaranteed minimum until the month's end (it runs until deleted)."""
+        hours = Decimal(max((until - now).total_seconds(), 0)) / Decimal(3600)
+        return endpoint.cost_per_hour_at(endpoint.min_replicas * endpoint.gpus_per_replica) * hours
 
     def manifests(self, endpoint: InferenceEndpoint) -> list[dict]:
         # A rolling update surges one replica only when the team has a replica's units to spare.

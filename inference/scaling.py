@@ -79,7 +79,7 @@ def _grow(endpoint: InferenceEndpoint, ceiling: int, status: WorkloadStatus, now
     if budget["alert"]:
         _record_once(endpoint, Decision.CAPPED_BY_BUDGET, status, now, ceiling,
                      f"capped at {ceiling} replicas by the budget: the month's spend passed "
-                     f"{budget['alert_threshold_percent']}% of it")
+                     f"{budget['alert_threshold_pct']}% of it")
         return
     with transaction.atomic():
         admission.lock_team(endpoint.team)

@@ -5,7 +5,8 @@ Registered from :class:`jobs.apps.JobsConfig` ``ready()``.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
+from decimal import Decimal
 
 import portal.cluster
 from cluster.backends.base import ObservedWorkload
@@ -64,7 +65,16 @@ class TrainingKind(WorkloadKind):
 
     def resource_request(self, run: TrainingRun) -> ResourceRequest:
         return ResourceRequest(flavor=run.flavor.name, units=run.total_units, units_per_node=run.gpus_per_worker,
-                               priority=run.priority, spot=run.spot, description=f"run {run.name}")
+                               priority=run.priority, spot=run.spot, description=f"run {run.name}",
+                               estimated_cost=run.estimated_total_cost)
+
+    def committed_cost(self, run: TrainingRun, now: datetime, until: datetime) -> Decimal:
+        """What is left of its runtime limit, this month (nothing for runs without one)."""
+        if run.max_runtime_minutes is None:
+            return Decimal(0)
+        end = min((run.started_at or now) + timedelta(minutes=run.max_runtime_minutes), until)
+        hours = Decimal(max((end - now).total_seconds(), 0)) / Decimal(3600)
+        return run.estimated_cost_per_hour * hours
 
     def manifests(self, run: TrainingRun) -> list[dict]:
         return build_training(training_spec(run), portal.cluster.cluster_config())

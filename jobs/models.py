@@ -61,3 +61,10 @@ class TrainingRun(Workload):
     @property
     def estimated_cost_per_hour(self) -> Decimal:
         return self.cost_per_hour_at(self.total_units)
+
+    @property
+    def estimated_total_cost(self) -> Decimal | None:
+        """At most this, when it has a runtime limit (API.md ``estimated_total_cost``); else unknown."""
+        if self.max_runtime_minutes is None:
+            return None
+        return self.estimated_cost_per_hour * self.max_runtime_minutes / 60

@@ -139,6 +139,7 @@ class AuditEvent(models.Model):
         QUOTA_CHANGED = "quota_changed", "Quota changed"
         BUDGET_CHANGED = "budget_changed", "Budget changed"
         PRICE_CHANGED = "price_changed", "Price changed"
+        BUDGET_ALERT = "budget_alert", "Budget alert threshold crossed"
         RUN_SUBMITTED = "run_submitted", "Run submitted"
         RUN_CANCELLED = "run_cancelled", "Run cancelled"
         ENDPOINT_CREATED = "endpoint_created", "Endpoint created"

@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from portal.models import Team
 from quotas.constants import Outcome, Priority, Reason
-from quotas.ledger import ZERO, month_start, open_spend
+from quotas.ledger import ZERO, committed, month_start, open_spend
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, UsageRecord
 from quotas.signals import workload_admitted
 
@@ -44,6 +44,8 @@ class ResourceRequest:
     priority: Priority = Priority.NORMAL
     spot: bool = False
     description: str = ""
+    #: The estimated cost of the whole request (a known end), or None when its end is unknown.
+    estimated_cost: Decimal | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,12 @@ class BudgetState:
     monthly_limit: Decimal | None = None  # None: no budget, spending is unlimited
     spent_month: Decimal = ZERO
     currency: str = "USD"
+    committed: Decimal = ZERO  # estimated cost still to come from admitted work with a known end
+
+    @property
+    def left(self) -> Decimal:
+        """What the month's budget leaves once spent and committed money is counted."""
+        return (self.monthly_limit or ZERO) - self.spent_month - self.committed
 
 
 def _money(value: Decimal) -> str:
@@ -117,6 +125,12 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
     if usage + units > quota.limit:
         return Decision(Outcome.QUEUE, Reason.WAITING_FOR_QUOTA,
                         f"waiting for quota: needs {units}\u00d7 {name}, {usage} of {quota.limit} in use")
+    if (budget is not None and budget.monthly_limit is not None and request.estimated_cost is not None
+            and request.estimated_cost > budget.left):
+        # Not "never": it starts when an admin raises the budget, work ends early, or the month turns.
+        return Decision(Outcome.QUEUE, Reason.WAITING_FOR_BUDGET,
+                        f"would exceed the budget: est. {_money(request.estimated_cost)}, "
+                        f"{_money(max(budget.left, ZERO))} {budget.currency} left this month")
     return Decision(Outcome.ADMIT, Reason.ADMITTED,
                     f"admitted: {units}\u00d7 {name}, {usage + units} of {quota.limit} now in use")
 
@@ -158,7 +172,8 @@ def _budget_state(team) -> BudgetState | None:
     budget = TeamBudget.objects.filter(team=team).annotate(spent=Subquery(spent)).first()
     if budget is None:
         return None
-    return BudgetState(budget.monthly_limit, (budget.spent or ZERO) + open_spend(team.pk, since, now), budget.currency)
+    return BudgetState(budget.monthly_limit, (budget.spent or ZERO) + open_spend(team.pk, since, now), budget.currency,
+                       committed(team.pk, now))
 
 
 def _in_use(team, flavor_id: int) -> int:
@@ -214,9 +229,10 @@ def _decimal(value) -> Decimal | None:
     return Decimal(str(value))
 
 
-def _request_of(entry: QueuedRequest | Reservation) -> ResourceRequest:
+def _request_of(entry: QueuedRequest | Reservation, estimated_cost: Decimal | None = None) -> ResourceRequest:
     return ResourceRequest(flavor=entry.flavor.name, units=entry.units, units_per_node=entry.units_per_node,
-                           priority=Priority.from_rank(entry.priority), spot=entry.spot, description=entry.description)
+                           priority=Priority.from_rank(entry.priority), spot=entry.spot, description=entry.description,
+                           estimated_cost=estimated_cost)
 
 
 def _reservation_for(team, ref: str, flavor: GpuFlavor, request: ResourceRequest) -> Reservation:
@@ -261,7 +277,8 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
         budget = None
         if budget_limit is not None:
             # The ledger holds closed segments; what runs now is added up to this instant.
-            budget = BudgetState(_decimal(budget_limit), _decimal(spent) + open_spend(team.pk, since, now), currency)
+            budget = BudgetState(_decimal(budget_limit), _decimal(spent) + open_spend(team.pk, since, now), currency,
+                                 committed(team.pk, now))
         decision = decide(request, int(usage), facts, budget)
 
         # 4. Write what was decided.
@@ -274,7 +291,8 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
         elif decision.queued:
             entry = QueuedRequest.objects.create(
                 team=team, ref=ref, flavor_id=flavor_id, units=request.units, units_per_node=request.units_per_node,
-                priority=Priority(request.priority).rank, spot=request.spot, description=request.description[:200])
+                priority=Priority(request.priority).rank, spot=request.spot, description=request.description[:200],
+                estimated_cost=request.estimated_cost)
             position = QueuedRequest.objects.filter(team=team).filter(_ahead_of(entry)).count() + 1
             decision = Decision(decision.outcome, decision.reason, decision.message, position)
         return decision
@@ -361,7 +379,7 @@ def admit_waiting(team) -> list[str]:
         budget = _budget_state(team)
         admitted: list[QueuedRequest] = []
         for entry in entries:
-            request = _request_of(entry)
+            request = _request_of(entry, entry.estimated_cost)
             decision = decide(request, usage.get(entry.flavor_id, 0),
                               _flavor_quota(entry.flavor, quotas.get(entry.flavor_id)), budget)
             if decision.admitted:
@@ -403,7 +421,7 @@ def queue_reasons(team) -> dict[str, str]:
     budget = _budget_state(team)
     reasons = {}
     for entry in entries:
-        decision = decide(_request_of(entry), usage.get(entry.flavor_id, 0),
+        decision = decide(_request_of(entry, entry.estimated_cost), usage.get(entry.flavor_id, 0),
                           _flavor_quota(entry.flavor, quotas.get(entry.flavor_id)), budget)
         if decision.admitted:
             # It fits now; the next admit_waiting (at the latest the next reconcile) takes it.

@@ -19,6 +19,7 @@ class Outcome:
 class Reason:
     ADMITTED = "Admitted"
     WAITING_FOR_QUOTA = "WaitingForQuota"
+    WAITING_FOR_BUDGET = "WaitingForBudget"
     BUDGET_EXHAUSTED = "BudgetExhausted"
     NO_QUOTA_FOR_FLAVOR = "NoQuotaForFlavor"
     EXCEEDS_QUOTA = "ExceedsQuota"

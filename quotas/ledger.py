@@ -59,6 +59,12 @@ def month_start(now: datetime | None = None) -> datetime:
     return local.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
+def month_end(now: datetime | None = None) -> datetime:
+    """Midnight of the first day of the month after ``now``'s, in the portal's time zone."""
+    start = month_start(now)
+    return (start + timedelta(days=32)).replace(day=1)
+
+
 def usage_hour(instant: datetime) -> datetime:
     """The start of ``instant``'s hour in the portal's time zone: the ledger row it is billed to.
 
@@ -216,24 +222,63 @@ def register_open_segments(source: Callable[[list[int], datetime], list[Interval
         _OPEN_SEGMENT_SOURCES.append(source)
 
 
+def _open_segments(team_ids: list[int], now: datetime) -> list[Interval]:
+    return [segment for source in _OPEN_SEGMENT_SOURCES for segment in source(team_ids, now)]
+
+
 def open_intervals(team_ids: list[int], now: datetime) -> list[Interval]:
     """The open segments of ``team_ids``' running workloads, each up to ``now``, cut at hour boundaries."""
-    return [piece for source in _OPEN_SEGMENT_SOURCES for segment in source(team_ids, now)
-            for piece in segment.hourly()]
+    return [piece for segment in _open_segments(team_ids, now) for piece in segment.hourly()]
+
+
+#: Where commitments come from: callables ``(team_ids, now) -> {team_id: cost}``, the estimated
+#: cost still to come this month from admitted work with a known end (the workloads app registers one).
+_COMMITMENT_SOURCES: list[Callable[[list[int], datetime], dict[int, Decimal]]] = []
+
+
+def register_commitments(source: Callable[[list[int], datetime], dict[int, Decimal]]) -> None:
+    """Let budgets see the cost ``source`` knows is still to come (idempotent)."""
+    if source not in _COMMITMENT_SOURCES:
+        _COMMITMENT_SOURCES.append(source)
+
+
+def committed(team_id: int, now: datetime) -> Decimal:
+    """Estimated cost still to come this month from the team's admitted work with a known end."""
+    return sum((source([team_id], now).get(team_id, ZERO) for source in _COMMITMENT_SOURCES), ZERO)
+
+
+def open_segments(team_id: int, now: datetime) -> list[Interval]:
+    """The team's open segments, each from its start up to ``now`` (one query)."""
+    return _open_segments([team_id], now)
+
+
+def burn_per_hour(segments: list[Interval]) -> Decimal:
+    """What running ``segments`` cost per hour."""
+    return sum((cost_per_hour(i.flavor, i.units, i.spot) for i in segments), ZERO)
+
+
+def segments_cost(segments: list[Interval], since: datetime) -> Decimal:
+    """What ``segments`` have cost from ``since`` on."""
+    clipped = (i.since(since) for i in segments)
+    return sum((i.charge()[0] for i in clipped if i is not None), ZERO)
 
 
 def open_spend(team_id: int, since: datetime, now: datetime) -> Decimal:
     """What the team's open segments have cost from ``since`` to ``now``."""
-    clipped = (i.since(since) for i in open_intervals([team_id], now))
-    return sum((i.charge()[0] for i in clipped if i is not None), ZERO)
+    return segments_cost(open_segments(team_id, now), since)
 
 
-def spent_month(team, now: datetime | None = None) -> Decimal:
-    """The team's spend since the start of the current month: the ledger plus open segments."""
+def spent_month(team, now: datetime | None = None, segments: list[Interval] | None = None) -> Decimal:
+    """The team's spend since the start of the current month: the ledger plus open segments.
+
+    ``segments`` are the team's open segments when the caller read them already.
+    """
     now = now or timezone.now()
     since = month_start(now)
     total = UsageRecord.objects.filter(team=team, start__gte=since).aggregate(total=Sum("cost"))["total"] or ZERO
-    return total + open_spend(team.pk, since, now)
+    if segments is None:
+        segments = open_segments(team.pk, now)
+    return total + segments_cost(segments, since)
 
 
 GROUP_FIELDS = {"day": "day", "flavor": "flavor__name", "user": "user__username", "workload": "ref"}

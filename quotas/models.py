@@ -179,6 +179,8 @@ class QueuedRequest(models.Model):
     priority = models.PositiveSmallIntegerField(choices=Priority.rank_choices(), default=Priority.NORMAL.rank)
     spot = models.BooleanField(default=False)
     description = models.CharField(max_length=200, blank=True)
+    estimated_cost = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True,
+                                         help_text="Estimated total cost (a known end), for the budget check.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     #: The admission order; every reader of the queue uses it.

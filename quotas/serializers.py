@@ -47,8 +47,13 @@ class BudgetSerializer(serializers.Serializer):
     monthly_limit = serializers.DecimalField(max_digits=12, decimal_places=2, allow_null=True)
     spent_month = serializers.DecimalField(max_digits=12, decimal_places=2)
     currency = serializers.CharField()
-    alert_threshold_percent = serializers.IntegerField(allow_null=True)
-    alert = serializers.BooleanField()
+    alert_threshold_pct = serializers.IntegerField(allow_null=True)
+    alert = serializers.BooleanField(help_text="The month's spend crossed the alert threshold.")
+    committed = serializers.DecimalField(max_digits=12, decimal_places=2,
+                                         help_text="Estimated cost still to come from admitted work with a known end.")
+    burn_per_hour = serializers.DecimalField(max_digits=12, decimal_places=4, help_text="At what runs now.")
+    projected_month_end = serializers.DecimalField(max_digits=14, decimal_places=2)
+    runs_out_at = serializers.DateTimeField(allow_null=True)
 
 
 class TeamUsageSerializer(serializers.Serializer):

@@ -11,11 +11,13 @@ re-runs admission of the team's queue (a raised limit may let queued work start)
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Sum
+from django.utils import timezone
 
 import portal.cluster
 from cluster.errors import ClusterError
@@ -32,7 +34,16 @@ from quotas.admission import (
     queue_reasons,
     release,
 )
-from quotas.ledger import cost_by_ref, cost_per_hour, record_usage, spent_month
+from quotas.ledger import (
+    burn_per_hour,
+    committed,
+    cost_by_ref,
+    cost_per_hour,
+    month_end,
+    open_segments,
+    record_usage,
+    spent_month,
+)
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota
 from quotas.tasks import sync_team_quota
 
@@ -83,16 +94,53 @@ def usage_summary(team: Team) -> list[dict]:
     return rows
 
 
-def budget_summary(team: Team) -> dict:
-    """``{monthly_limit, spent_month, currency, alert_threshold_percent, alert}``; limit None without a budget."""
+def budget_summary(team: Team, now: datetime | None = None) -> dict:
+    """The team's month in money (API.md ``budget``); limit None without a budget.
+
+    ``committed``: estimated cost still to come from admitted work with a known end (runtime
+    limits, endpoint minimums to the month's end); ``burn_per_hour``: what runs now costs per
+    hour; ``projected_month_end``: spent plus that pace to the month's end; ``runs_out_at``:
+    when that pace spends the budget, or None when it lasts the month.
+    """
+    now = now or timezone.now()
     budget = TeamBudget.objects.filter(team=team).first()
-    spent = spent_month(team)
+    segments = open_segments(team.pk, now)
+    spent = spent_month(team, now, segments)
+    burn = burn_per_hour(segments)
+    hours_left = Decimal((month_end(now) - now).total_seconds()) / Decimal(3600)
+    summary = {"monthly_limit": None, "spent_month": spent, "currency": settings.SLIPWAY_CURRENCY,
+               "alert_threshold_pct": None, "alert": False, "committed": committed(team.pk, now),
+               "burn_per_hour": burn, "projected_month_end": spent + burn * hours_left, "runs_out_at": None}
     if budget is None:
-        return {"monthly_limit": None, "spent_month": spent, "currency": settings.SLIPWAY_CURRENCY,
-                "alert_threshold_percent": None, "alert": False}
-    alert = budget.monthly_limit > 0 and spent * 100 >= budget.monthly_limit * budget.alert_threshold_percent
-    return {"monthly_limit": budget.monthly_limit, "spent_month": spent, "currency": budget.currency,
-            "alert_threshold_percent": budget.alert_threshold_percent, "alert": bool(alert) or spent >= budget.monthly_limit}
+        return summary
+    limit = budget.monthly_limit
+    summary.update(monthly_limit=limit, currency=budget.currency, alert_threshold_pct=budget.alert_threshold_percent,
+                   alert=spent >= limit or (limit > 0 and spent * 100 >= limit * budget.alert_threshold_percent))
+    if burn > 0 and spent < limit:
+        runs_out = now + timedelta(hours=float((limit - spent) / burn))
+        summary["runs_out_at"] = runs_out if runs_out < month_end(now) else None
+    return summary
+
+
+def note_budget_alerts(now: datetime | None = None) -> list[str]:
+    """Audit every budgeted team whose month crossed its alert threshold (once a month each); their slugs."""
+    return [budget.team.slug for budget in TeamBudget.objects.select_related("team")
+            if note_budget_alert(budget.team, now)]
+
+
+def note_budget_alert(team: Team, now: datetime | None = None) -> bool:
+    """Write the team's budget-alert audit event, once per team and month. True when written now."""
+    now = now or timezone.now()
+    summary = budget_summary(team, now)
+    if not summary["alert"]:
+        return False
+    month = timezone.localtime(now).strftime("%Y-%m")
+    if AuditEvent.objects.filter(action=AuditEvent.Action.BUDGET_ALERT, team=team, target=f"budget {month}").exists():
+        return False
+    audit(AuditEvent.Action.BUDGET_ALERT, team=team, target=f"budget {month}",
+          spent=money_str(summary["spent_month"]), limit=money_str(summary["monthly_limit"]),
+          threshold_pct=summary["alert_threshold_pct"])
+    return True
 
 
 # -- admin changes -------------------------------------------------------------------------

@@ -20,10 +20,10 @@ from decimal import Decimal
 from django.db.models import CharField, F, Value
 
 from quotas import ledger
-from quotas.ledger import ZERO, Interval, usage_hour
+from quotas.ledger import ZERO, Interval, month_end, usage_hour
 from quotas.models import GpuFlavor
 from workloads.identity import WorkloadId
-from workloads.registry import kinds
+from workloads.registry import WorkloadKind, kinds
 
 #: The columns billing moves. A plan that changes only these is "steady": no state moved.
 BILLING_FIELDS = frozenset({"billed_until", "open_units", "billed_cost"})
@@ -116,3 +116,17 @@ def open_segments(team_ids: list[int], now: datetime) -> list[Interval]:
                            gpu_fraction=fraction)
         segments.append(Interval(team_id, WorkloadId(prefix, pk).ref, flavor, user_id, since, now, units, spot))
     return segments
+
+
+def commitments(team_ids: list[int], now: datetime) -> dict[int, Decimal]:
+    """Per team, the estimated cost still to come this month from admitted work with a known end."""
+    until = month_end(now)
+    totals: dict[int, Decimal] = {}
+    for kind in kinds():
+        if type(kind).committed_cost is WorkloadKind.committed_cost:
+            continue  # a kind whose work has no known end commits nothing: no query
+        for workload in kind.model.objects.holding_quota().filter(team_id__in=team_ids).select_related("flavor"):
+            cost = kind.committed_cost(workload, now, until)
+            if cost:
+                totals[workload.team_id] = totals.get(workload.team_id, ZERO) + cost
+    return totals

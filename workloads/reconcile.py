@@ -17,7 +17,8 @@ Run by Celery beat every ``SLIPWAY_RECONCILE_INTERVAL`` seconds (single-flight, 
    them after too many attempts;
 5. fails workloads whose cluster objects vanished, and deletes cluster objects left behind by
    ended or deleted workloads;
-6. admits queued work that now fits, and refreshes queued reasons.
+6. admits queued work that now fits, and refreshes queued reasons;
+7. audits, once a month per team, a budget that crossed its alert threshold.
 
 Every write is conditional or unique-keyed, so a cycle replayed (or racing a user's action)
 never double-counts cost or overwrites a newer state.
@@ -42,6 +43,7 @@ from cluster.status import WorkloadStatus
 from portal.models import Team
 from quotas import admission
 from quotas.models import GpuFlavor, QueuedRequest
+from quotas.services import note_budget_alerts
 from workloads import billing, lifecycle
 from workloads.billing import BILLING_FIELDS, BillingPlan
 from workloads.constants import MAX_APPLY_ATTEMPTS, STEADY_BATCH, Message
@@ -63,6 +65,7 @@ class ReconcileReport:
     orphans_deleted: list[str] = field(default_factory=list)
     admitted: list[str] = field(default_factory=list)
     charged: int = 0  #: ledger intervals written
+    budget_alerts: list[str] = field(default_factory=list)  #: teams whose budget alert was audited now
 
 
 @dataclass
@@ -122,6 +125,9 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
     for team in Team.objects.filter(pk__in=team_ids):
         report.admitted += admission.admit_waiting(team)
         _refresh_queue_reasons(team)
+
+    # 7. Budgets whose month crossed the alert threshold get their audit event (once a month).
+    report.budget_alerts = note_budget_alerts(now)
 
     if report.transitions or report.redriven or report.vanished or report.admitted or report.orphans_deleted:
         logger.info("reconcile: %s", report)

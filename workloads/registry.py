@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 from cluster.backends.base import ObservedWorkload
 from cluster.status import WorkloadStatus
@@ -67,6 +68,10 @@ class WorkloadKind(abc.ABC):
     def column_changes(self, workload, status: WorkloadStatus) -> dict:
         """Kind-specific columns an observation changes (e.g. an endpoint's replica counts)."""
         return {}
+
+    def committed_cost(self, workload, now: datetime, until: datetime) -> Decimal:
+        """Estimated cost ``workload`` will still run up from ``now`` to ``until`` (0: no known end)."""
+        return Decimal(0)
 
     def after_observation(self, workload, status: WorkloadStatus, now: datetime) -> bool:
         """Act on an observation once it is written (an endpoint grows or shrinks its burst).

@@ -608,11 +608,11 @@ def test_it_renders_the_dashboard_in_a_constant_number_of_queries(client, member
     submit(member, team, name="one")
     client.get("/")
     # session, user, current membership, access check, recent runs, usage (quotas, reservations,
-    # queue), budget (budget, month's spend in the ledger, open segments of runs), queued + active
-    # counts (one), switcher memberships
-    with django_assert_num_queries(13):
+    # queue), budget (budget, month's spend in the ledger, open segments of all kinds, commitments
+    # of runs and of endpoints), queued + active counts (one), switcher memberships
+    with django_assert_num_queries(15):
         client.get("/")
     for i in range(8):
         submit(member, team, name=f"more-{i}", gpus_per_worker=1)
-    with django_assert_num_queries(13):
+    with django_assert_num_queries(15):
         client.get("/")

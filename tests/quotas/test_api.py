@@ -50,7 +50,8 @@ def test_it_reports_a_teams_quota_use_and_budget(api, budget_team):
     body = response.json()
     assert {"flavor": "a100-80gb", "limit": 8, "in_use": 6, "queued": 4, "free": 2} in body["quotas"]
     assert body["budget"] == {"monthly_limit": "100.00", "spent_month": "0.00", "currency": "USD",
-                              "alert_threshold_percent": 80, "alert": False}
+                              "alert_threshold_pct": 80, "alert": False, "committed": "0.00",
+                              "burn_per_hour": "0.0000", "projected_month_end": "0.00", "runs_out_at": None}
 
 
 def test_it_hides_other_teams_usage(api_client_for, outsider, quota_team):

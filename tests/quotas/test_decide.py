@@ -15,8 +15,13 @@ BUDGET_OK = BudgetState(Decimal("100"), Decimal("99.99"), "USD")
 BUDGET_SPENT = BudgetState(Decimal("100"), Decimal("100.00"), "USD")
 
 
-def req(units: int, per_node: int | None = None, flavor: str = "a100-80gb") -> ResourceRequest:
-    return ResourceRequest(flavor=flavor, units=units, units_per_node=per_node or units)
+def req(units: int, per_node: int | None = None, flavor: str = "a100-80gb", cost: str | None = None) -> ResourceRequest:
+    return ResourceRequest(flavor=flavor, units=units, units_per_node=per_node or units,
+                           estimated_cost=Decimal(cost) if cost else None)
+
+
+#: 400 budget, 100 spent, 69.85 committed: 230.15 left.
+BUDGET_COMMITTED = BudgetState(Decimal("400"), Decimal("100"), "USD", Decimal("69.85"))
 
 
 CASES = [
@@ -26,6 +31,12 @@ CASES = [
     ("waits", req(4), 6, A100, NO_BUDGET, Outcome.QUEUE, Reason.WAITING_FOR_QUOTA,
      "waiting for quota: needs 4\u00d7 a100-80gb, 6 of 8 in use"),
     ("waits-one-over", req(1), 8, A100, BUDGET_OK, Outcome.QUEUE, Reason.WAITING_FOR_QUOTA, "8 of 8 in use"),
+    ("would-exceed-budget", req(4, cost="412.80"), 0, A100, BUDGET_COMMITTED, Outcome.QUEUE,
+     Reason.WAITING_FOR_BUDGET, "would exceed the budget: est. 412.80, 230.15 USD left this month"),
+    ("fits-the-budget", req(4, cost="230.15"), 0, A100, BUDGET_COMMITTED, Outcome.ADMIT, Reason.ADMITTED,
+     "4 of 8 now in use"),
+    ("unknown-end-not-queued-for-budget", req(4), 0, A100, BUDGET_COMMITTED, Outcome.ADMIT, Reason.ADMITTED,
+     "admitted"),
     ("budget-spent", req(1), 0, A100, BUDGET_SPENT, Outcome.REJECT, Reason.BUDGET_EXHAUSTED,
      "monthly budget spent: 100.00 of 100.00 USD"),
     ("no-quota", req(1), 0, FlavorQuota(max_units_per_node=8, limit=None), NO_BUDGET, Outcome.REJECT,

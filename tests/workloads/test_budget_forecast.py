@@ -1,0 +1,93 @@
+"""Budgets over time: committed money, burn, projection, run-out date, queueing on money, the alert."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from inference.services import create_endpoint
+from jobs.models import TrainingRun
+from jobs.services import submit_run
+from portal.models import AuditEvent
+from quotas.ledger import month_end, record_usage
+from quotas.models import TeamBudget
+from quotas.services import budget_summary, set_team_budget
+from workloads import reconcile as rec
+
+pytestmark = pytest.mark.django_db
+
+
+def run(member, team, name: str, gpus: int, minutes: int | None = None) -> TrainingRun:
+    data = {"name": name, "image": "registry.example.com/ml/t:1", "command": ["python", "t.py"],
+            "flavor": "a100-80gb", "gpus_per_worker": gpus}
+    if minutes:
+        data["max_runtime_minutes"] = minutes
+    return submit_run(member, team, data)
+
+
+def test_committed_counts_runtime_limits_and_endpoint_minimums_to_the_months_end(member, team, quota):
+    now = timezone.now()
+    run(member, team, "bounded", 2, minutes=90)  # 2 × 4.10 × 1.5 h = 12.30 still to come
+    run(member, team, "open-ended", 1)  # no known end: not committed
+    create_endpoint(member, team, {"name": "chat", "image": "registry.example.com/s/vllm:1", "flavor": "l4",
+                                   "min_replicas": 1})
+    hours_left = Decimal((month_end(now) - now).total_seconds()) / 3600
+    expected = Decimal("12.30") + Decimal("0.80") * hours_left  # an L4 on demand to the month's end
+    assert abs(budget_summary(team, now)["committed"] - expected) < Decimal("0.01")
+
+
+def test_burn_projection_and_run_out_date_follow_what_runs_now(member, team, quota):
+    now = timezone.now()
+    bounded = run(member, team, "busy", 2)
+    TrainingRun.objects.filter(pk=bounded.pk).update(state="running", billed_until=now - timedelta(hours=1),
+                                                      open_units=2)
+    TeamBudget.objects.filter(team=team).update(monthly_limit=Decimal("20"))
+    summary = budget_summary(team, now)
+    assert summary["burn_per_hour"] == Decimal("8.20")
+    assert abs(summary["spent_month"] - Decimal("8.20")) < Decimal("0.001")
+    hours_left = Decimal((month_end(now) - now).total_seconds()) / 3600
+    assert abs(summary["projected_month_end"] - (Decimal("8.20") + Decimal("8.20") * hours_left)) < Decimal("0.01")
+    # (20 − 8.20) / 8.20 per hour ≈ 1 h 26 min from now, unless the month ends first.
+    expected_out = now + timedelta(hours=float(Decimal("11.80") / Decimal("8.20")))
+    if expected_out < month_end(now):
+        assert abs((summary["runs_out_at"] - expected_out).total_seconds()) < 1
+    assert summary["alert"] is False
+
+
+def test_work_whose_estimate_passes_the_budget_queues_and_starts_when_it_is_raised(
+        member, team, quota, staff, django_capture_on_commit_callbacks):
+    TeamBudget.objects.filter(team=team).update(monthly_limit=Decimal("50"))
+    small = run(member, team, "small", 1, minutes=60)  # 4.10: fits
+    assert small.state == "admitted"
+    big = run(member, team, "big", 4, minutes=180)  # 4 × 4.10 × 3 h = 49.20 > 50 − 4.10 committed
+    assert big.state == "queued"
+    assert big.reason == "would exceed the budget: est. 49.20, 45.90 USD left this month"
+    with django_capture_on_commit_callbacks(execute=True):
+        set_team_budget(staff, team, Decimal("100"))
+    big.refresh_from_db()
+    assert big.state == "admitted"
+
+
+def test_the_alert_is_audited_once_per_team_and_month(member, team, quota, fake_backend):
+    now = timezone.now()
+    TeamBudget.objects.filter(team=team).update(monthly_limit=Decimal("1"))
+    record_usage(team, "run:old", "a100-80gb", member, now - timedelta(minutes=20), now, 1, False)  # 1.37 > 80%
+    reports = [rec.reconcile(fake_backend) for _ in range(3)]
+    assert [r.budget_alerts for r in reports] == [["ml-research"], [], []]
+    event = AuditEvent.objects.get(action=AuditEvent.Action.BUDGET_ALERT)
+    assert event.team == team and event.target == f"budget {timezone.localtime(now):%Y-%m}"
+
+
+def test_the_dashboard_shows_the_alert_banner_and_the_forecast(client, member, team, quota):
+    client.force_login(member)
+    page = client.get("/").content.decode()
+    assert 'id="budget-forecast"' in page and "Committed" in page
+    assert 'id="budget-alert"' not in page
+    now = timezone.now()
+    TeamBudget.objects.filter(team=team).update(monthly_limit=Decimal("1"))
+    record_usage(team, "run:old", "a100-80gb", member, now - timedelta(minutes=10), now, 1, False)  # 0.68 > 80%
+    page = client.get("/").content.decode()
+    assert 'id="budget-alert"' in page and "80% alert threshold crossed" in page
