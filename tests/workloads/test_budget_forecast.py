@@ -88,6 +88,6 @@ def test_the_dashboard_shows_the_alert_banner_and_the_forecast(client, member, t
     assert 'id="budget-alert"' not in page
     now = timezone.now()
     TeamBudget.objects.filter(team=team).update(monthly_limit=Decimal("1"))
-    record_usage(team, "run:old", "a100-80gb", member, now - timedelta(minutes=10), now, 1, False)  # 0.68 > 80%
+    record_usage(team, "run:old", "a100-80gb", member, now - timedelta(minutes=13), now, 1, False)  # 0.89: 89%
     page = client.get("/").content.decode()
     assert 'id="budget-alert"' in page and "80% alert threshold crossed" in page
