@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.contrib import admin
@@ -12,7 +11,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from portal.permissions import require_team
-from quotas.ledger import month_start, usage_rows
+from quotas.ledger import month_end, month_start, usage_rows
 from quotas.services import budget_summary, capacity_rows
 
 
@@ -35,7 +34,7 @@ def usage(request):
     membership = require_team(request.user, current.team)
     team = membership.team
     since = month_start()
-    until = since + relativedelta_month(since)
+    until = month_end(since)
     reports = {group: usage_rows([team], since, until, group) for group in ("flavor", "user", "workload", "day")}
     context = {
         "team": team, "since": since, "until": until, "reports": reports, "budget": budget_summary(team),
@@ -43,9 +42,3 @@ def usage(request):
         "total_gpu_hours": sum((row["gpu_hours"] for row in reports["flavor"]), Decimal(0)),
     }
     return render(request, "quotas/usage.html", context)
-
-
-def relativedelta_month(start: datetime) -> timedelta:
-    """The length of ``start``'s month (``start`` is the first of a month)."""
-    following = (start.replace(day=28) + timedelta(days=4)).replace(day=1)
-    return following - start
