@@ -58,7 +58,6 @@ class Decision(models.TextChoices):
 REF_PREFIX = "ep"
 
 # Bounds of the submitted fields.
-NAME_MAX_LENGTH = 40
 MAX_REPLICAS = 64
 DEFAULT_PORT = 8080
 DEFAULT_SCALE_DOWN_DELAY_SECONDS = 300

@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from inference import constants as c
 from inference.models import InferenceEndpoint, ScalingEvent
+from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
 
 
 class AutoscaleSerializer(serializers.Serializer):
@@ -37,13 +38,13 @@ class EndpointCreateSerializer(EndpointPatchSerializer):
     """POST /api/v1/endpoints/ (documentation of the accepted fields)."""
 
     team = serializers.SlugField()
-    name = serializers.CharField(max_length=c.NAME_MAX_LENGTH, help_text="DNS-1035 label, unique among live endpoints.")
+    name = serializers.CharField(max_length=NAME_MAX_LENGTH, help_text="DNS-1035 label, unique among live endpoints.")
     image = serializers.CharField(help_text="Container image reference.")
     command = serializers.ListField(child=serializers.CharField(), required=False, help_text="argv form.")
     args = serializers.ListField(child=serializers.CharField(), required=False)
     port = serializers.IntegerField(min_value=1, max_value=65535, default=c.DEFAULT_PORT)
     flavor = serializers.CharField(help_text="A full-GPU or a MIG flavor.")
-    gpus_per_replica = serializers.IntegerField(min_value=1, max_value=64, default=1)
+    gpus_per_replica = serializers.IntegerField(min_value=1, max_value=MAX_GPUS_PER_NODE, default=1)
     min_replicas = serializers.IntegerField(min_value=0, max_value=c.MAX_REPLICAS, default=1)
     readiness_path = serializers.CharField(max_length=200, default=c.DEFAULT_READINESS_PATH)
     startup_timeout_seconds = serializers.IntegerField(min_value=10, max_value=c.MAX_STARTUP_TIMEOUT_SECONDS,

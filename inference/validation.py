@@ -16,10 +16,9 @@ from django.core.exceptions import ValidationError
 
 from inference import constants as c
 from inference.constants import REQUEST_DRIVEN_METRICS, Engine, Metric
-from jobs.validation import _check_env, _check_image, _Collector
+from workloads.constants import MAX_GPUS_PER_NODE
+from workloads.validation import DNS1035_LABEL, Collector, check_env, check_image, check_name
 
-# DNS-1035 label: a Service name must start with a letter. Used with fullmatch.
-DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 HTTP_PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
 
 CREATE_FIELDS = {
@@ -30,7 +29,7 @@ PATCH_FIELDS = {"image", "env", "min_replicas", "max_replicas", "autoscale", "sc
 AUTOSCALE_KEYS = {"metric", "target", "engine", "query"}
 
 
-def _check_autoscale(col: _Collector) -> dict:
+def _check_autoscale(col: Collector) -> dict:
     value = col.data.get("autoscale")
     if value in (None, {}):
         return {"metric": Metric.GPU_UTILIZATION, "target": 70}
@@ -44,7 +43,7 @@ def _check_autoscale(col: _Collector) -> dict:
     if metric not in Metric.values:
         col.add("autoscale", f"metric must be one of: {', '.join(Metric.values)}.")
         return {}
-    inner = _Collector(value)
+    inner = Collector(value)
     target = inner.number("target", 0.001, 1_000_000)
     if "target" not in value:
         target = 70 if metric == Metric.GPU_UTILIZATION else None
@@ -77,7 +76,7 @@ def parse_endpoint_request(data: Mapping[str, Any], partial: bool = False) -> di
     """Validate ``data`` into model field values (``flavor`` as its name). See the module docstring."""
     if not isinstance(data, Mapping):
         raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
-    col = _Collector(data)
+    col = Collector(data)
     allowed = PATCH_FIELDS if partial else CREATE_FIELDS - {"team"}
     unknown = sorted(set(data) - allowed)
     if unknown:
@@ -88,20 +87,16 @@ def parse_endpoint_request(data: Mapping[str, Any], partial: bool = False) -> di
     def given(name: str) -> bool:
         return not partial or name in data
 
-    if given("name") and not partial:
-        name = col.string("name", max_length=c.NAME_MAX_LENGTH)
-        if name and not DNS1035_LABEL.fullmatch(name):
-            col.add("name", "Use lowercase letters, digits and '-', starting with a letter and ending with a "
-                            "letter or digit (DNS-1035).")
-        out["name"] = name
+    if not partial:
+        out["name"] = check_name(col, DNS1035_LABEL)
     if given("image"):
-        out["image"] = _check_image(col)
+        out["image"] = check_image(col)
     if not partial:
         out["command"] = list(col.argv("command", required=False))
         out["args"] = list(col.argv("args", required=False))
         out["port"] = col.integer("port", c.DEFAULT_PORT, 1, 65535)
         out["flavor"] = col.string("flavor", max_length=40)
-        out["gpus_per_replica"] = col.integer("gpus_per_replica", 1, 1, 64)
+        out["gpus_per_replica"] = col.integer("gpus_per_replica", 1, 1, MAX_GPUS_PER_NODE)
         path = col.string("readiness_path", required=False, max_length=200) or c.DEFAULT_READINESS_PATH
         if not HTTP_PATH.fullmatch(path):
             col.add("readiness_path", "Must be an absolute HTTP path, e.g. /health/ready.")
@@ -110,7 +105,7 @@ def parse_endpoint_request(data: Mapping[str, Any], partial: bool = False) -> di
                                                      c.MAX_STARTUP_TIMEOUT_SECONDS)
         out["spot"] = col.boolean("spot", False)
     if given("env"):
-        out["env"] = dict(_check_env(col))
+        out["env"] = dict(check_env(col))
     if given("min_replicas"):
         out["min_replicas"] = col.integer("min_replicas", 1, 0, c.MAX_REPLICAS)
     if given("max_replicas"):

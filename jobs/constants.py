@@ -29,18 +29,12 @@ class RunKind(models.TextChoices):
 
 
 # Bounds of the submitted fields (API.md "Training runs").
-NAME_MAX_LENGTH = 40
 MAX_WORKERS = 64
 MAX_RETRIES = 10
 MAX_CPU = 256
 MAX_MEMORY_GB = 2048
 MAX_SHM_GB = 512
 MAX_RUNTIME_MINUTES = 60 * 24 * 14  # two weeks
-MAX_ARGV_ITEMS = 256
-MAX_ARG_LENGTH = 4096
-MAX_ENV_VARS = 100
-MAX_ENV_VALUE_LENGTH = 8192
-MAX_VOLUMES = 16
 
 #: The kind's identity prefix: run 42 is "run:42" in quotas and the ledger, "run-42" on the cluster.
 REF_PREFIX = "run"

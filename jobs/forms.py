@@ -20,6 +20,7 @@ from jobs import constants as c
 from jobs.validation import parse_run_request
 from quotas.constants import Priority
 from quotas.models import GpuFlavor
+from workloads.constants import NAME_MAX_LENGTH
 
 #: Field names are the API's, so a service error on "gpus_per_worker" lands next to the
 #: "gpus_per_worker" input. These two are argv lists, one item per line.
@@ -92,7 +93,7 @@ def parse_volumes(text: str) -> list[dict[str, Any]]:
 class NewRunForm(forms.Form):
     """Text inputs for a run request; :attr:`api_data` holds the API-shaped dict after is_valid()."""
 
-    name = forms.CharField(max_length=c.NAME_MAX_LENGTH, help_text="Lowercase letters, digits and '-'.")
+    name = forms.CharField(max_length=NAME_MAX_LENGTH, help_text="Lowercase letters, digits and '-'.")
     image = forms.CharField(max_length=300, widget=forms.TextInput(attrs={"placeholder": "registry.example.com/team/trainer:1.4"}))
     command = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": "python\ntrain.py"}),

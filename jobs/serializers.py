@@ -11,6 +11,7 @@ from rest_framework import serializers
 from jobs import constants as c
 from jobs.models import TrainingRun
 from quotas.constants import Priority
+from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
 
 
 class VolumeSerializer(serializers.Serializer):
@@ -23,20 +24,22 @@ class RunCreateSerializer(serializers.Serializer):
     """POST /api/v1/runs/ (documentation of the accepted fields)."""
 
     team = serializers.SlugField()
-    name = serializers.CharField(max_length=c.NAME_MAX_LENGTH, help_text="DNS-1123 label, unique among the team's active runs.")
+    name = serializers.CharField(max_length=NAME_MAX_LENGTH, help_text="DNS-1123 label, unique among the team's active runs.")
     image = serializers.CharField(help_text="Container image reference.")
     command = serializers.ListField(child=serializers.CharField(), help_text="argv form, never a shell string.")
     args = serializers.ListField(child=serializers.CharField(), required=False)
     env = serializers.DictField(child=serializers.CharField(), required=False)
     flavor = serializers.CharField()
-    gpus_per_worker = serializers.IntegerField(min_value=1, default=1)
+    gpus_per_worker = serializers.IntegerField(min_value=1, max_value=MAX_GPUS_PER_NODE, default=1)
     workers = serializers.IntegerField(min_value=1, max_value=c.MAX_WORKERS, default=1,
                                        help_text="1 ⇒ Job; more ⇒ PyTorchJob (1 Master + workers−1 Worker).")
-    cpu = serializers.FloatField(required=False)
-    memory_gb = serializers.FloatField(required=False)
-    shm_gb = serializers.FloatField(required=False)
+    cpu = serializers.FloatField(min_value=0.001, max_value=c.MAX_CPU, required=False)
+    memory_gb = serializers.FloatField(min_value=0.001, max_value=c.MAX_MEMORY_GB, required=False)
+    shm_gb = serializers.FloatField(min_value=0.001, max_value=c.MAX_SHM_GB, required=False,
+                                    help_text="At most memory_gb.")
     max_retries = serializers.IntegerField(min_value=0, max_value=c.MAX_RETRIES, default=2)
-    max_runtime_minutes = serializers.IntegerField(min_value=1, required=False)
+    max_runtime_minutes = serializers.IntegerField(min_value=1, max_value=c.MAX_RUNTIME_MINUTES, required=False,
+                                                   help_text="Becomes activeDeadlineSeconds.")
     priority = serializers.ChoiceField(choices=Priority.choices, default=Priority.NORMAL)
     spot = serializers.BooleanField(default=False)
     volumes = VolumeSerializer(many=True, required=False)

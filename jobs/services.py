@@ -17,7 +17,6 @@ from decimal import Decimal
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 
-from jobs import constants as c
 from jobs.models import TrainingRun
 from jobs.validation import RunRequest, parse_run_request, request_from_run
 from portal.models import AuditEvent, Role, Team
@@ -28,7 +27,7 @@ from quotas.constants import Reason as QuotaReason
 from quotas.ledger import cost_per_hour
 from quotas.models import GpuFlavor
 from workloads import services as workloads
-from workloads.constants import Message
+from workloads.constants import NAME_MAX_LENGTH, Message
 
 
 class RunConflict(Exception):
@@ -162,7 +161,7 @@ def rerun(user, run: TrainingRun) -> TrainingRun:
     taken = set(TrainingRun.objects.filter(team=run.team).active().values_list("name", flat=True))
     suffix = 2
     while name in taken:
-        stem = request.name[: c.NAME_MAX_LENGTH - len(str(suffix)) - 1].rstrip("-")
+        stem = request.name[: NAME_MAX_LENGTH - len(str(suffix)) - 1].rstrip("-")
         name = f"{stem}-{suffix}"
         suffix += 1
     if name != request.name:

@@ -27,3 +27,13 @@ MAX_APPLY_ATTEMPTS = 10
 #: Workloads whose billing moves in one transaction of the steady batch: bounds how long
 #: their rows stay locked when an hour boundary closes every running workload's segment.
 STEADY_BATCH = 500
+
+# Bounds of the fields every kind shares (API.md: names ≤ 40 characters).
+NAME_MAX_LENGTH = 40
+#: GPU units one worker or replica may ask for (no node has more).
+MAX_GPUS_PER_NODE = 64
+MAX_ARGV_ITEMS = 256
+MAX_ARG_LENGTH = 4096
+MAX_ENV_VARS = 100
+MAX_ENV_VALUE_LENGTH = 8192
+MAX_VOLUMES = 16

@@ -1,0 +1,230 @@
+"""Field validation every workload kind shares: the checks of what ends up in a manifest.
+
+Everything here reaches a Kubernetes object, so it is strict (DESIGN.md §7): argv lists
+(never a shell string), environment variable names, DNS names, an image reference of the
+usual grammar (optionally from allowed registries only), mount paths, bounded sizes. A
+:class:`Collector` gathers every field's errors so a client hears about all of them at once;
+each kind's own validation (``jobs.validation``, ``inference.validation``) builds on it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from workloads import constants as c
+
+# Used with fullmatch: "$" alone would also match before a final newline ("bert\n").
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# registry[:port]/path/to/name[:tag][@sha256:hex] — lowercase path components as Docker requires.
+IMAGE_REF = re.compile(
+    r"^(?:(?P<registry>[a-zA-Z0-9.-]+(?::[0-9]+)?)/)?"
+    r"(?P<path>[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
+    r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
+)
+# /dev covers /dev/shm, which Slipway mounts itself.
+FORBIDDEN_MOUNT_ROOTS = ("/dev", "/proc", "/sys", "/etc", "/var/run")
+
+
+# DNS-1035 label: a Service name must start with a letter.
+DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+@dataclass(frozen=True)
+class VolumeRequest:
+    claim: str
+    mount_path: str
+    read_only: bool = False
+
+
+def image_registry(image: str) -> str:
+    """The registry host of an image reference (Docker Hub when the first part is not a host)."""
+    first, sep, _rest = image.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return "docker.io"
+
+
+class Collector:
+    """Collects field errors so the client hears about every bad field in one answer."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self.data = data
+        self.errors: dict[str, list[str]] = {}
+
+    def add(self, name: str, message: str) -> None:
+        self.errors.setdefault(name, []).append(message)
+
+    def present(self, name: str) -> bool:
+        return name in self.data and self.data[name] is not None and self.data[name] != ""
+
+    def string(self, name: str, *, required: bool = True, max_length: int = 300) -> str:
+        value = self.data.get(name)
+        if value is None or value == "":
+            if required:
+                self.add(name, "This field is required.")
+            return ""
+        if not isinstance(value, str):
+            self.add(name, "Must be a string.")
+            return ""
+        if len(value) > max_length:
+            self.add(name, f"Must be at most {max_length} characters.")
+        if "\x00" in value:
+            self.add(name, "Must not contain NUL characters.")
+        return value
+
+    def integer(self, name: str, default: int | None, lo: int, hi: int) -> int | None:
+        if not self.present(name):
+            return default
+        value = self.data[name]
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            self.add(name, "Must be a whole number.")
+            return default
+        # Plain digits only: int() would also take "1_0" (10) and "²"-like digits.
+        if isinstance(value, str) and not WHOLE_NUMBER.fullmatch(value.strip()):
+            self.add(name, "Must be a whole number.")
+            return default
+        number = int(value)
+        if not lo <= number <= hi:
+            self.add(name, f"Must be between {lo} and {hi}.")
+        return number
+
+    def number(self, name: str, lo: float, hi: float) -> float | None:
+        if not self.present(name):
+            return None
+        value = self.data[name]
+        if isinstance(value, bool):
+            self.add(name, "Must be a number.")
+            return None
+        try:
+            number = float(value)
+        except (TypeError, ValueError, OverflowError):  # OverflowError: a JSON integer past float's range
+            self.add(name, "Must be a number.")
+            return None
+        if not lo <= number <= hi:  # also rejects NaN
+            self.add(name, f"Must be between {lo:g} and {hi:g}.")
+        return number
+
+    def boolean(self, name: str, default: bool) -> bool:
+        if name not in self.data or self.data[name] is None:
+            return default
+        value = self.data[name]
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in {"true", "false", "on", "off", "1", "0"}:
+            return value.lower() in {"true", "on", "1"}
+        self.add(name, "Must be true or false.")
+        return default
+
+    def argv(self, name: str, *, required: bool) -> tuple[str, ...]:
+        value = self.data.get(name)
+        if value is None or value == []:
+            if required:
+                self.add(name, "This field is required: a list of strings, e.g. [\"python\", \"train.py\"].")
+            return ()
+        if isinstance(value, str):
+            self.add(name, "Must be a list of strings (argv form), not a shell string.")
+            return ()
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            self.add(name, "Must be a list of strings.")
+            return ()
+        if len(value) > c.MAX_ARGV_ITEMS:
+            self.add(name, f"At most {c.MAX_ARGV_ITEMS} items.")
+        if any(len(item) > c.MAX_ARG_LENGTH or "\x00" in item for item in value):
+            self.add(name, f"Each item must be at most {c.MAX_ARG_LENGTH} characters, without NUL bytes.")
+        if required and value and not value[0].strip():
+            self.add(name, "The program (first item) must not be blank.")
+        return tuple(value)
+
+
+def check_name(col: Collector, pattern: re.Pattern = DNS1123_LABEL) -> str:
+    name = col.string("name", max_length=c.NAME_MAX_LENGTH)
+    if name and not pattern.fullmatch(name):
+        start = "a letter" if pattern is DNS1035_LABEL else "a letter or digit"
+        col.add("name", f"Use lowercase letters, digits and '-', starting with {start} and ending with a letter "
+                        "or digit.")
+    return name
+
+
+def check_image(col: Collector) -> str:
+    image = col.string("image", max_length=300)
+    if not image:
+        return image
+    if not IMAGE_REF.fullmatch(image):
+        col.add("image", "Not a valid image reference (e.g. registry.example.com/team/trainer:1.4).")
+        return image
+    allowed = settings.SLIPWAY_IMAGE_REGISTRIES
+    if allowed and image_registry(image) not in allowed:
+        col.add("image", f"Images must come from an allowed registry: {', '.join(allowed)}.")
+    return image
+
+
+def check_env(col: Collector) -> tuple[tuple[str, str], ...]:
+    env = col.data.get("env")
+    if env in (None, {}, ""):
+        return ()
+    if not isinstance(env, Mapping):
+        col.add("env", "Must be an object mapping names to string values.")
+        return ()
+    if len(env) > c.MAX_ENV_VARS:
+        col.add("env", f"At most {c.MAX_ENV_VARS} variables.")
+    for key, value in env.items():
+        if not isinstance(key, str) or not ENV_NAME.fullmatch(key):
+            col.add("env", f"Invalid variable name {key!r}: use letters, digits and '_', not starting with a digit.")
+        elif not isinstance(value, str):
+            col.add("env", f"The value of {key} must be a string.")
+        elif len(value) > c.MAX_ENV_VALUE_LENGTH:
+            col.add("env", f"The value of {key} is longer than {c.MAX_ENV_VALUE_LENGTH} characters.")
+        elif "\x00" in value:
+            col.add("env", f"The value of {key} must not contain NUL characters.")
+    return tuple(sorted((str(k), str(v)) for k, v in env.items()))
+
+
+def check_volumes(col: Collector) -> tuple[VolumeRequest, ...]:
+    volumes = col.data.get("volumes")
+    if volumes in (None, []):
+        return ()
+    if not isinstance(volumes, list):
+        col.add("volumes", "Must be a list of {claim, mount_path, read_only} objects.")
+        return ()
+    if len(volumes) > c.MAX_VOLUMES:
+        col.add("volumes", f"At most {c.MAX_VOLUMES} volumes.")
+    out: list[VolumeRequest] = []
+    seen_paths: set[str] = set()
+    for index, item in enumerate(volumes):
+        where = f"Volume {index + 1}"
+        if not isinstance(item, Mapping):
+            col.add("volumes", f"{where}: must be an object with claim and mount_path.")
+            continue
+        claim, path, read_only = item.get("claim"), item.get("mount_path"), item.get("read_only", False)
+        if not isinstance(claim, str) or len(claim) > 253 or not DNS1123_SUBDOMAIN.fullmatch(claim):
+            col.add("volumes", f"{where}: claim must be the name of a PersistentVolumeClaim (DNS-1123).")
+            continue
+        if (not isinstance(path, str) or not path.startswith("/") or path.rstrip("/") == "" or len(path) > 200
+                or "\x00" in path):
+            col.add("volumes", f"{where}: mount_path must be an absolute path other than '/'.")
+            continue
+        normalised = path.rstrip("/")
+        if ".." in normalised.split("/") or any(
+            normalised == root or normalised.startswith(root + "/") for root in FORBIDDEN_MOUNT_ROOTS
+        ):
+            col.add("volumes", f"{where}: {path} is a reserved path.")
+            continue
+        if normalised in seen_paths:
+            col.add("volumes", f"{where}: {path} is mounted twice.")
+            continue
+        if not isinstance(read_only, bool):
+            col.add("volumes", f"{where}: read_only must be true or false.")
+            continue
+        seen_paths.add(normalised)
+        out.append(VolumeRequest(claim, normalised, read_only))
+    return tuple(out)
+
+
