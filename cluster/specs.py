@@ -22,10 +22,13 @@ GANG_SCHEDULERS = ("volcano", "scheduler-plugins")
 METRIC_GPU_UTILIZATION = "gpu_utilization"
 METRIC_REQUESTS_PER_SECOND = "requests_per_second"
 METRIC_QUEUE_LENGTH = "queue_length"
-METRICS = (METRIC_GPU_UTILIZATION, METRIC_REQUESTS_PER_SECOND, METRIC_QUEUE_LENGTH)
-#: Metrics that still report demand when no replica runs, so scaling to zero is safe with them
-#: (GPU utilisation of zero pods is "no data", which would never wake the endpoint up again).
-REQUEST_DRIVEN_METRICS = (METRIC_REQUESTS_PER_SECOND, METRIC_QUEUE_LENGTH)
+METRIC_PROMETHEUS = "prometheus"
+METRICS = (METRIC_GPU_UTILIZATION, METRIC_REQUESTS_PER_SECOND, METRIC_QUEUE_LENGTH, METRIC_PROMETHEUS)
+#: Metrics driven by requests rather than by running pods, so scaling to zero is possible with
+#: them (GPU utilisation of zero pods is "no data", which would never wake the endpoint up).
+REQUEST_DRIVEN_METRICS = (METRIC_REQUESTS_PER_SECOND, METRIC_QUEUE_LENGTH, METRIC_PROMETHEUS)
+#: Serving engines whose queue metric the builder knows.
+ENGINES = ("vllm", "tgi", "triton")
 
 
 @dataclass(frozen=True)
@@ -87,8 +90,10 @@ class TrainingSpec:
 class EndpointSpec:
     """An inference endpoint: Deployment + Service + KEDA ScaledObject.
 
-    ``min_replicas == 0`` is only valid with a request-driven ``metric`` (see
-    :data:`REQUEST_DRIVEN_METRICS`); the portal validates that before building.
+    ``replica_ceiling`` is the ScaledObject's ``maxReplicaCount``: what the portal has admitted
+    (the minimum plus burst granted so far), which it moves; ``max_replicas`` is how far the
+    user allows it to grow. ``min_replicas == 0`` is only valid with a request-driven
+    ``metric`` (see :data:`REQUEST_DRIVEN_METRICS`); the portal validates that before building.
     """
 
     workload_id: str  # "ep-7"
@@ -98,17 +103,28 @@ class EndpointSpec:
     image: str
     flavor: FlavorSpec
     port: int = 8080
+    command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     gpus_per_replica: int = 1
     min_replicas: int = 1
     max_replicas: int = 1
-    metric: str = METRIC_GPU_UTILIZATION  # | "requests_per_second" | "queue_length"
+    replica_ceiling: int | None = None  # None: max_replicas
+    metric: str = METRIC_GPU_UTILIZATION
     target: float = 70.0
+    engine: str | None = None  # queue_length: "vllm" | "tgi" | "triton"
+    query: str | None = None  # prometheus: the user's PromQL
+    scale_down_delay_seconds: int = 300
     readiness_path: str = "/health/ready"
-    initial_delay_seconds: int = 30
+    startup_timeout_seconds: int = 600
+    spot: bool = False
+    max_surge: int = 0  # 1 only when the team has a replica's units to spare for a rolling update
     cpu: float | None = None
     memory_gb: float | None = None
+
+    @property
+    def ceiling(self) -> int:
+        return self.replica_ceiling if self.replica_ceiling is not None else self.max_replicas
 
 
 @dataclass(frozen=True)

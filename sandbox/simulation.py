@@ -33,11 +33,16 @@ TERMINATION = {"fail": ("Error", 1), "crashloop": ("Error", 1), "oom": ("OOMKill
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
+#: How long a server takes to load its model before it answers its readiness probe.
+DEFAULT_MODEL_LOAD_SECONDS = 20
+
+
 @dataclass(frozen=True)
 class SimSettings:
     duration: int
     outcome: str
     utilization: float | None
+    load_seconds: int = 0  # servers: model load time before readiness
 
 
 def stable_int(*parts: object) -> int:
@@ -73,7 +78,13 @@ def sim_settings(env: dict[str, str], *, workload: str, kind: str) -> SimSetting
         utilization: float | None = float(env["SLIPWAY_SIM_GPU_UTIL"]) if env.get("SLIPWAY_SIM_GPU_UTIL") else None
     except ValueError:
         utilization = None
-    return SimSettings(duration=max(duration, 1), outcome=outcome, utilization=utilization)
+    load_seconds = 0
+    if kind == "Deployment":
+        raw = env.get("SLIPWAY_SIM_LOAD_SECONDS", "")
+        parsed = parse_duration(raw) if raw else None
+        load_seconds = DEFAULT_MODEL_LOAD_SECONDS if parsed is None else parsed
+    return SimSettings(duration=max(duration, 1), outcome=outcome, utilization=utilization,
+                       load_seconds=load_seconds)
 
 
 @dataclass(frozen=True)

@@ -361,7 +361,6 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
             requests[resource] = requests.get(resource, 0) + units
     first = containers[0] if containers else {}
     env = {e.get("name"): str(e.get("value", "")) for e in first.get("env") or [] if isinstance(e, dict)}
-    probe = first.get("readinessProbe") or {}
     affinity = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
                 .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
     terms = [
@@ -380,7 +379,8 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
         "dur": sim.duration,
         "out": sim.outcome,
         "util": sim.utilization,
-        "ready": int(probe.get("initialDelaySeconds", 0) or 0) if probe else 0,
+        # A server answers its readiness probe once its model is loaded (SLIPWAY_SIM_LOAD_SECONDS).
+        "ready": sim.load_seconds if first.get("readinessProbe") else 0,
         "hash": template_hash(template),
         "ctr": first.get("name", "main"),
         "img": first.get("image", ""),

@@ -4,12 +4,32 @@ The Deployment deliberately has no ``spec.replicas``: KEDA's HPA owns the replic
 and a field Slipway re-applied on every update would fight it (and, with server-side apply,
 take field ownership back from the HPA).
 
-Scaling to zero (``min_replicas == 0``) is only meaningful with a request-driven metric
-(``requests_per_second``, ``queue_length``): GPU utilisation of zero pods is "no data" and
-would never wake the endpoint up. The portal validates that; this builder assumes it.
+Autoscaling (DESIGN.md §3). Every trigger is a Prometheus query with ``AverageValue``
+semantics — the query sums the demand over the endpoint and the HPA divides by the target per
+replica — so that KEDA's ``fallback`` applies (it is only supported for AverageValue):
+
+* GPU utilisation: ``DCGM_FI_DEV_GPU_UTIL`` on full GPUs, but ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``
+  (a 0–1 ratio, ×100) on MIG slices, where the former is not reported per slice;
+* queue length: the engine's own gauge — vLLM ``vllm:num_requests_waiting``, TGI
+  ``tgi_queue_size``, Triton's queueing time (``nv_inference_queue_duration_us``, as queued
+  milliseconds per second);
+* requests per second: the ingress controller's counter, which exists at zero replicas;
+* ``prometheus``: the user's query verbatim.
+
+``ignoreNullValues: "false"`` makes a lost metric an error rather than a silent zero, and the
+``fallback`` then holds the endpoint at its guaranteed base (never burst it was not granted).
+Scaling up is gentle (one replica a minute: each one loads a model onto a GPU) and scaling
+down waits ``scale_down_delay_seconds``. An endpoint scales to zero only with a request-driven
+trigger; engine queue gauges vanish with the pods, so at ``min_replicas: 0`` the ingress
+request rate is added as the trigger that wakes it.
+
+The replica ceiling (``maxReplicaCount``) is the portal's admitted maximum, not the user's
+``max_replicas``; the latter is kept as an annotation for people and tools.
 """
 
 from __future__ import annotations
+
+import math
 
 from cluster.manifests.common import (
     Manifest,
@@ -22,35 +42,35 @@ from cluster.manifests.common import (
 )
 from cluster.specs import (
     METRIC_GPU_UTILIZATION,
+    METRIC_PROMETHEUS,
     METRIC_QUEUE_LENGTH,
     METRIC_REQUESTS_PER_SECOND,
+    REQUEST_DRIVEN_METRICS,
     ClusterConfig,
     EndpointSpec,
 )
 
-#: How often KEDA polls the trigger, and how long it waits after the last activity before
-#: scaling to zero (model loading is slow, so flapping is expensive).
+#: How often KEDA polls the triggers.
 POLLING_INTERVAL_SECONDS = 15
-COOLDOWN_PERIOD_SECONDS = 300
 SERVICE_PORT = 80
+#: Probe period; the startup probe allows ``startup_timeout_seconds`` in such periods.
+PROBE_PERIOD_SECONDS = 10
+#: Failed metric reads before KEDA falls back to the guaranteed base.
+FALLBACK_FAILURE_THRESHOLD = 3
+#: Annotation with the user's maximum (the ScaledObject's maxReplicaCount is the granted ceiling).
+MAX_REPLICAS_ANNOTATION = "slipway.dev/max-replicas"
 
-#: PromQL per metric. ``{ns}``/``{name}`` are the endpoint's namespace and workload id.
-#: - GPU utilisation: DCGM exporter gauge (0-100) averaged over the endpoint's pods, compared
-#:   as a plain value (HPA scales by current/target).
-#: - Request rate: the ingress controller's counter, which exists with zero replicas, so it
-#:   can wake a scaled-to-zero endpoint; AverageValue makes the target per replica.
-#: - Queue length: a gauge the endpoint's queue (outside the pods) exports, per replica too.
+_POD = 'namespace="{ns}",pod=~"{name}-.*"'
+#: PromQL per metric (and engine). ``{ns}``/``{name}``/``{gpus}`` are filled from the spec.
 QUERIES = {
-    METRIC_GPU_UTILIZATION: 'avg(DCGM_FI_DEV_GPU_UTIL{{namespace="{ns}",pod=~"{name}-.*"}})',
+    METRIC_GPU_UTILIZATION: "sum(DCGM_FI_DEV_GPU_UTIL{{" + _POD + "}}) / {gpus}",
+    "gpu_utilization_mig": "sum(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{" + _POD + "}}) * 100",
     METRIC_REQUESTS_PER_SECOND: (
         'sum(rate(nginx_ingress_controller_requests{{exported_namespace="{ns}",exported_service="{name}"}}[2m]))'
     ),
-    METRIC_QUEUE_LENGTH: 'sum(slipway_endpoint_queue_length{{namespace="{ns}",endpoint="{name}"}})',
-}
-METRIC_TYPES = {
-    METRIC_GPU_UTILIZATION: "Value",
-    METRIC_REQUESTS_PER_SECOND: "AverageValue",
-    METRIC_QUEUE_LENGTH: "AverageValue",
+    "vllm": "sum(vllm:num_requests_waiting{{" + _POD + "}})",
+    "tgi": "sum(tgi_queue_size{{" + _POD + "}})",
+    "triton": "sum(rate(nv_inference_queue_duration_us{{" + _POD + "}}[1m])) / 1000",
 }
 
 
@@ -59,24 +79,45 @@ def _threshold(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
+def _query(spec: EndpointSpec, metric: str) -> str:
+    if metric == METRIC_PROMETHEUS:
+        return spec.query or ""
+    if metric == METRIC_GPU_UTILIZATION and spec.flavor.mig_profile:
+        key = "gpu_utilization_mig"
+    elif metric == METRIC_QUEUE_LENGTH:
+        key = spec.engine or ""
+    else:
+        key = metric
+    return QUERIES[key].format(ns=spec.namespace, name=spec.workload_id, gpus=max(spec.gpus_per_replica, 1))
+
+
+def _probe(spec: EndpointSpec, failure_threshold: int) -> Manifest:
+    return {"httpGet": {"path": spec.readiness_path, "port": "http"}, "periodSeconds": PROBE_PERIOD_SECONDS,
+            "failureThreshold": failure_threshold}
+
+
+def _one_replica_a_minute() -> Manifest:
+    return {"type": "Pods", "value": 1, "periodSeconds": 60}
+
+
 def build_deployment(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
     container: Manifest = {
         "name": "server",
         "image": spec.image,
         "ports": [{"name": "http", "containerPort": spec.port, "protocol": "TCP"}],
     }
+    if spec.command:
+        container["command"] = list(spec.command)
     if spec.args:
         container["args"] = list(spec.args)
     if spec.env:
         container["env"] = env_list(spec.env)
     container["resources"] = resources(spec.flavor, spec.gpus_per_replica, spec.cpu, spec.memory_gb)
-    container["readinessProbe"] = {
-        "httpGet": {"path": spec.readiness_path, "port": "http"},
-        # Loading weights onto the GPU takes a while; probing earlier only logs failures.
-        "initialDelaySeconds": spec.initial_delay_seconds,
-        "periodSeconds": 10,
-        "failureThreshold": 3,
-    }
+    # Loading a model onto the GPU may take minutes: the startup probe gives it
+    # startup_timeout_seconds before the kubelet restarts the container; readiness and
+    # liveness-style restarts only count after that.
+    container["startupProbe"] = _probe(spec, max(1, math.ceil(spec.startup_timeout_seconds / PROBE_PERIOD_SECONDS)))
+    container["readinessProbe"] = _probe(spec, 3)
     container["securityContext"] = container_security(config)
     pod_meta = {"labels": labels(spec.team, spec.workload_id)}
     return {
@@ -85,14 +126,15 @@ def build_deployment(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
         "metadata": metadata(spec.workload_id, spec.namespace, spec.team, spec.workload_id, spec.name),
         "spec": {
             "selector": {"matchLabels": labels(spec.team, spec.workload_id)},
-            # No surge: an extra pod needs a spare GPU the team quota may not have, and the
-            # ResourceQuota would reject it, stalling the rollout.
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
+            # An extra pod during a rollout needs a spare GPU the team quota may not have (the
+            # ResourceQuota would reject it and stall the rollout): surge only when the portal
+            # says the team has one, else replace pods one at a time.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {
+                "maxSurge": spec.max_surge, "maxUnavailable": 0 if spec.max_surge else 1}},
             "template": {
                 "metadata": pod_meta,
-                "spec": pod_spec(
-                    container=container, flavor=spec.flavor, config=config, restart_policy="Always", volumes=[]
-                ),
+                "spec": pod_spec(container=container, flavor=spec.flavor, config=config, restart_policy="Always",
+                                 volumes=[], spot=spec.spot),
             },
         },
     }
@@ -111,31 +153,50 @@ def build_service(spec: EndpointSpec) -> Manifest:
     }
 
 
+def _trigger(spec: EndpointSpec, config: ClusterConfig, metric: str, target: float, strict: bool = True) -> Manifest:
+    return {
+        "type": "prometheus",
+        # Trigger names end up in HPA metric names: DNS-style, no underscores.
+        "name": metric.replace("_", "-"),
+        "metricType": "AverageValue",
+        "metadata": {
+            "serverAddress": config.prometheus_url,
+            "query": _query(spec, metric),
+            "threshold": _threshold(target),
+            # A metric that stops answering is an error (then the fallback), never a zero.
+            "ignoreNullValues": "false" if strict else "true",
+        },
+    }
+
+
 def build_scaledobject(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
-    query = QUERIES[spec.metric].format(ns=spec.namespace, name=spec.workload_id)
+    if spec.min_replicas == 0 and spec.metric not in REQUEST_DRIVEN_METRICS:
+        raise ValueError(f"min_replicas 0 needs a request-driven metric, not {spec.metric}")
+    sleeps = spec.min_replicas == 0 and spec.metric == METRIC_QUEUE_LENGTH
+    # The engine's queue gauge exists only while its pods do: at zero replicas its absence is
+    # no error (it is an empty queue), and the ingress request rate is what wakes the endpoint.
+    triggers = [_trigger(spec, config, spec.metric, spec.target, strict=not sleeps)]
+    if sleeps:
+        triggers.append(_trigger(spec, config, METRIC_REQUESTS_PER_SECOND, 1))
+    meta = metadata(spec.workload_id, spec.namespace, spec.team, spec.workload_id, spec.name)
+    meta["annotations"] = {**meta.get("annotations", {}), MAX_REPLICAS_ANNOTATION: str(spec.max_replicas)}
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
-        "metadata": metadata(spec.workload_id, spec.namespace, spec.team, spec.workload_id, spec.name),
+        "metadata": meta,
         "spec": {
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": spec.workload_id},
             "pollingInterval": POLLING_INTERVAL_SECONDS,
-            "cooldownPeriod": COOLDOWN_PERIOD_SECONDS,
+            "cooldownPeriod": spec.scale_down_delay_seconds,
             "minReplicaCount": spec.min_replicas,
-            "maxReplicaCount": spec.max_replicas,
-            "triggers": [
-                {
-                    "type": "prometheus",
-                    # Trigger names end up in HPA metric names: DNS-style, no underscores.
-                    "name": spec.metric.replace("_", "-"),
-                    "metricType": METRIC_TYPES[spec.metric],
-                    "metadata": {
-                        "serverAddress": config.prometheus_url,
-                        "query": query,
-                        "threshold": _threshold(spec.target),
-                    },
-                }
-            ],
+            "maxReplicaCount": spec.ceiling,
+            "fallback": {"failureThreshold": FALLBACK_FAILURE_THRESHOLD, "replicas": max(spec.min_replicas, 1)},
+            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
+                "scaleUp": {"stabilizationWindowSeconds": 0, "policies": [_one_replica_a_minute()]},
+                "scaleDown": {"stabilizationWindowSeconds": spec.scale_down_delay_seconds,
+                              "policies": [_one_replica_a_minute()]},
+            }}},
+            "triggers": triggers,
         },
     }
 

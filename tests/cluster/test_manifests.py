@@ -45,7 +45,26 @@ VARIANTS: dict[str, Any] = {
         ClusterConfig(prometheus_url="http://prometheus.monitoring.svc:9090"),
     ),
     "endpoint_queue_length": lambda: build_endpoint(
-        samples.endpoint(metric="queue_length", target=12.5, min_replicas=0, cpu=6, memory_gb=24.5), samples.CONFIG
+        samples.endpoint(metric="queue_length", engine="vllm", target=12.5, min_replicas=0, cpu=6, memory_gb=24.5),
+        samples.CONFIG,
+    ),
+    "endpoint_mig_queue_tgi_burst_ceiling": lambda: build_endpoint(
+        samples.endpoint(flavor=samples.MIG_1G, metric="queue_length", engine="tgi", target=8, min_replicas=1,
+                         max_replicas=6, replica_ceiling=2, max_surge=1, startup_timeout_seconds=1800,
+                         command=("text-generation-launcher",), readiness_path="/health", spot=True),
+        samples.CONFIG,
+    ),
+    "endpoint_triton_queue_time": lambda: build_endpoint(
+        samples.endpoint(metric="queue_length", engine="triton", target=50, port=8000, gpus_per_replica=2),
+        samples.CONFIG,
+    ),
+    "endpoint_mig_gpu_utilization": lambda: build_endpoint(
+        samples.endpoint(flavor=samples.MIG_1G, target=60, scale_down_delay_seconds=900), samples.CONFIG
+    ),
+    "endpoint_prometheus_query": lambda: build_endpoint(
+        samples.endpoint(metric="prometheus", target=100, min_replicas=0,
+                         query='sum(rate(http_requests_total{service="detector"}[1m]))'),
+        samples.CONFIG,
     ),
     "team": lambda: build_team(samples.team(), samples.CONFIG),
     "team_root_allowed": lambda: build_team(samples.team(quotas=()), ClusterConfig(run_as_non_root=False)),
@@ -233,7 +252,9 @@ def test_it_builds_an_endpoint_on_a_mig_slice() -> None:
     assert container["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == "1"
     assert "nvidia.com/gpu" not in container["resources"]["limits"]
     assert container["readinessProbe"]["httpGet"] == {"path": "/health/ready", "port": "http"}
-    assert container["readinessProbe"]["initialDelaySeconds"] == 30
+    # A slow model load is not killed: the startup probe allows startup_timeout_seconds (600).
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
     assert "replicas" not in deployment["spec"]  # KEDA's HPA owns the count
     assert service["spec"]["ports"][0]["targetPort"] == "http"
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
@@ -246,11 +267,60 @@ def test_it_builds_an_endpoint_on_a_mig_slice() -> None:
 
 
 def test_it_scales_on_dcgm_gpu_utilisation_by_default() -> None:
-    scaled = build_endpoint(samples.endpoint(), ClusterConfig(prometheus_url="http://prom:9090"))[2]
+    scaled = build_endpoint(samples.endpoint(gpus_per_replica=2), ClusterConfig(prometheus_url="http://prom:9090"))[2]
     trigger = scaled["spec"]["triggers"][0]
-    assert trigger["metadata"]["query"] == 'avg(DCGM_FI_DEV_GPU_UTIL{namespace="team-vision",pod=~"ep-7-.*"})'
+    # Summed over the endpoint and divided by GPUs per replica: AverageValue per replica.
+    assert trigger["metadata"]["query"] == 'sum(DCGM_FI_DEV_GPU_UTIL{namespace="team-vision",pod=~"ep-7-.*"}) / 2'
     assert trigger["metadata"]["serverAddress"] == "http://prom:9090"
-    assert trigger["metricType"] == "Value"
+    assert trigger["metricType"] == "AverageValue"
+
+
+def test_mig_slices_scale_on_the_graphics_engine_activity() -> None:
+    trigger = build_endpoint(samples.endpoint(flavor=samples.MIG_1G), samples.CONFIG)[2]["spec"]["triggers"][0]
+    assert trigger["metadata"]["query"].startswith("sum(DCGM_FI_PROF_GR_ENGINE_ACTIVE{")
+    assert "DCGM_FI_DEV_GPU_UTIL" not in trigger["metadata"]["query"]
+
+
+@pytest.mark.parametrize(("engine", "metric_name"), [
+    ("vllm", "vllm:num_requests_waiting"), ("tgi", "tgi_queue_size"), ("triton", "nv_inference_queue_duration_us"),
+])
+def test_queue_length_uses_the_engines_own_metric(engine: str, metric_name: str) -> None:
+    scaled = build_endpoint(samples.endpoint(metric="queue_length", engine=engine, target=5), samples.CONFIG)[2]
+    assert [t["metadata"]["query"].count(metric_name) for t in scaled["spec"]["triggers"]] == [1]
+
+
+def test_a_lost_metric_is_an_error_with_a_fallback_to_the_guaranteed_base() -> None:
+    scaled = build_endpoint(samples.endpoint(min_replicas=2, max_replicas=6, replica_ceiling=3), samples.CONFIG)[2]
+    spec = scaled["spec"]
+    assert spec["triggers"][0]["metadata"]["ignoreNullValues"] == "false"
+    assert spec["fallback"] == {"failureThreshold": 3, "replicas": 2}
+    # The granted ceiling, not the user's maximum, is what KEDA may scale to.
+    assert spec["maxReplicaCount"] == 3 and scaled["metadata"]["annotations"]["slipway.dev/max-replicas"] == "6"
+
+
+def test_scaling_up_is_gentle_and_down_waits_the_delay() -> None:
+    spec = build_endpoint(samples.endpoint(scale_down_delay_seconds=900), samples.CONFIG)[2]["spec"]
+    behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert behavior["scaleUp"]["policies"] == [{"type": "Pods", "value": 1, "periodSeconds": 60}]
+    assert behavior["scaleDown"]["stabilizationWindowSeconds"] == 900 and spec["cooldownPeriod"] == 900
+
+
+def test_a_queue_scaled_endpoint_at_zero_wakes_on_requests() -> None:
+    triggers = build_endpoint(samples.endpoint(metric="queue_length", engine="vllm", target=4, min_replicas=0),
+                              samples.CONFIG)[2]["spec"]["triggers"]
+    assert [t["name"] for t in triggers] == ["queue-length", "requests-per-second"]
+    assert triggers[0]["metadata"]["ignoreNullValues"] == "true"  # no pods: an empty queue, not an error
+
+
+def test_it_refuses_to_scale_to_zero_on_gpu_utilisation() -> None:
+    with pytest.raises(ValueError, match="request-driven"):
+        build_endpoint(samples.endpoint(min_replicas=0), samples.CONFIG)
+
+
+@pytest.mark.parametrize(("surge", "unavailable"), [(0, 1), (1, 0)])
+def test_a_rollout_surges_only_when_the_team_has_a_spare_replica(surge: int, unavailable: int) -> None:
+    deployment = build_endpoint(samples.endpoint(max_surge=surge), samples.CONFIG)[0]
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": surge, "maxUnavailable": unavailable}
 
 
 def test_it_mirrors_the_team_quota() -> None:
