@@ -274,37 +274,96 @@ def training_status(obs: ObservedWorkload) -> WorkloadStatus | None:
     return None
 
 
-def endpoint_status(obs: ObservedWorkload) -> WorkloadStatus | None:
+#: How long replicas may stay unready (no pod reporting a problem) before the endpoint is
+#: called degraded rather than still starting: a model load is slow, not broken.
+DEGRADED_GRACE_SECONDS = 600
+
+_SI = {"m": 1e-3, "": 1.0, "k": 1e3, "M": 1e6, "G": 1e9}
+
+
+def _quantity(value: Any) -> float | None:
+    """A Kubernetes quantity as the HPA reports metrics ("950m", "12", "1.5k") → float; None if absent."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, str) or not value:
+        return None
+    number, suffix = (value[:-1], value[-1]) if value[-1] in _SI and value[-1] != "" else (value, "")
+    try:
+        # Divide for milli (exact for "950m"); multiply for the rest.
+        return float(number) / 1000 if suffix == "m" else float(number) * _SI[suffix]
+    except ValueError:
+        return None
+
+
+def _autoscaler(obs: ObservedWorkload) -> tuple[bool, float | None, int | None]:
+    """What KEDA's HPA says: (wants more than its maximum, the metric's current value, desired replicas)."""
+    hpa = obs.first("HorizontalPodAutoscaler")
+    if hpa is None:
+        return False, None, None
+    limited = _conditions(hpa).get("ScalingLimited")
+    wants_more = _is_true(limited) and limited.get("reason") == "TooManyReplicas"
+    status = hpa.get("status") or {}
+    value = None
+    for metric in status.get("currentMetrics") or []:
+        current = (metric.get(metric.get("type", "").lower()) or metric.get("external") or {}).get("current") or {}
+        value = _quantity(current.get("averageValue", current.get("value")))
+        if value is not None:
+            break
+    desired = status.get("desiredReplicas")
+    return wants_more, value, (_int(desired) if desired is not None else None)
+
+
+def _unready_since(pods: list[Manifest]) -> datetime | None:
+    """When the longest-waiting live pod that is not ready started (None when all are ready)."""
+    oldest = None
+    for pod in _live(pods):
+        ready = _conditions(pod).get("Ready")
+        if _is_true(ready):
+            continue
+        since = parse_time((pod.get("status") or {}).get("startTime")) or parse_time(
+            (pod.get("metadata") or {}).get("creationTimestamp"))
+        if since is not None and (oldest is None or since < oldest):
+            oldest = since
+    return oldest
+
+
+def endpoint_status(obs: ObservedWorkload, now: datetime | None = None) -> WorkloadStatus | None:
     """The state of an inference endpoint, or None when its Deployment does not exist.
 
     * no replica wanted (KEDA scaled to zero) → ``scaled_to_zero``;
     * all wanted replicas ready → ``ready``; some ready → ``ready`` while new replicas are
-      merely starting, ``degraded`` when a pod has a problem (crash, image, no capacity);
+      merely starting, ``degraded`` when a pod has a problem (crash, image, no capacity) or
+      replicas stayed unready past :data:`DEGRADED_GRACE_SECONDS` (with ``now``);
     * none ready → ``deploying``, or ``failed`` once the Deployment controller gives up
       (``ProgressDeadlineExceeded``).
+
+    From KEDA's HPA (when observed): whether the autoscaler wants more than the replica
+    ceiling (``ScalingLimited``/``TooManyReplicas``), the metric's value, and desired replicas.
     """
     deployment = obs.first("Deployment")
     if deployment is None:
         return None
     spec = deployment.get("spec") or {}
     status = deployment.get("status") or {}
+    wants_more, metric_value, hpa_desired = _autoscaler(obs)
     # The API server defaults spec.replicas to 1; an absent field means the same.
     desired = _int(spec.get("replicas", 1))
     ready = _int(status.get("readyReplicas"))
     conds = _conditions(deployment)
     available = conds.get("Available")
     started = parse_time(available.get("lastTransitionTime")) if _is_true(available) else None
+    # Running pods hold their GPUs whether ready or still loading the model: all are billed.
     units = running_units(obs.pods)
     severity, pod_words = pods_reason(obs.pods)
 
     def make(state: str, reason: str) -> WorkloadStatus:
-        return WorkloadStatus(state, reason, started, None, units, ready, desired)
+        return WorkloadStatus(state, reason, started, None, units, ready, desired, wants_more, metric_value)
 
     progressing = conds.get("Progressing")
     failure = conds.get("ReplicaFailure")
     scaled = obs.first("ScaledObject")
     scaled_ready = _conditions(scaled).get("Ready")
-    if desired == 0:
+    if desired == 0 and (hpa_desired or 0) == 0:
         return make(EndpointPhase.SCALED_TO_ZERO, "")
     if ready >= desired:
         return make(EndpointPhase.READY, "")
@@ -318,6 +377,7 @@ def endpoint_status(obs: ObservedWorkload) -> WorkloadStatus | None:
         problem = _with_message(
             "ScaledObject " + (scaled_ready.get("reason") or "not ready"), scaled_ready.get("message", "")
         )
+    waiting = desired - ready
     if ready == 0:
         if (
             progressing
@@ -329,5 +389,9 @@ def endpoint_status(obs: ObservedWorkload) -> WorkloadStatus | None:
         return make(EndpointPhase.DEPLOYING, problem or (pod_words if severity else ""))
     counts = f"{ready} of {desired} replicas ready"
     if problem:
-        return make(EndpointPhase.DEGRADED, f"{counts}: {problem}")
+        return make(EndpointPhase.DEGRADED, f"{counts}; {waiting} waiting: {problem}")
+    since = _unready_since(obs.pods)
+    if now is not None and since is not None and (now - since).total_seconds() > DEGRADED_GRACE_SECONDS:
+        return make(EndpointPhase.DEGRADED, f"{counts}; {waiting} not ready for over "
+                                            f"{DEGRADED_GRACE_SECONDS // 60} minutes")
     return make(EndpointPhase.READY, f"scaling up: {counts}")

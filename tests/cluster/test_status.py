@@ -6,13 +6,21 @@ platform meets every day (no capacity, bad image, OOM, crash loops, deadlines).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from cluster.backends.base import ObservedWorkload
-from cluster.status import EndpointPhase, TrainingPhase, WorkloadStatus, endpoint_status, parse_time, training_status
+from cluster.status import (
+    DEGRADED_GRACE_SECONDS,
+    EndpointPhase,
+    TrainingPhase,
+    WorkloadStatus,
+    endpoint_status,
+    parse_time,
+    training_status,
+)
 from tests.cluster.samples import UNSCHEDULABLE, pod, running_container, terminated, waiting
 
 T0 = "2026-01-01T10:00:00Z"
@@ -278,7 +286,7 @@ def test_it_calls_a_partial_endpoint_degraded_only_when_pods_have_a_problem() ->
     degraded = _endpoint(_deployment(2, 1), [ok, crashing])
     assert (degraded.state, degraded.reason) == (
         EndpointPhase.DEGRADED,
-        "1 of 2 replicas ready: CrashLoopBackOff (exit 2)",
+        "1 of 2 replicas ready; 1 waiting: CrashLoopBackOff (exit 2)",
     )
     scaling = _endpoint(_deployment(2, 1), [ok, starting])
     assert (scaling.state, scaling.reason) == (EndpointPhase.READY, "scaling up: 1 of 2 replicas ready")
@@ -320,3 +328,40 @@ def test_it_survives_empty_payloads() -> None:
     status = training_status(_obs([{"kind": "Job"}], [{"kind": "Pod"}]))
     assert status == WorkloadStatus(TrainingPhase.PENDING, "")
     assert endpoint_status(_obs([{"kind": "Deployment"}], workload="ep-7")).state == EndpointPhase.DEPLOYING
+
+
+def _hpa(limited: bool, value: str | None = "95", desired: int = 2) -> dict[str, Any]:
+    status: dict[str, Any] = {"desiredReplicas": desired, "conditions": [
+        _cond("ScalingLimited", "TooManyReplicas" if limited else "DesiredWithinRange",
+              status="True" if limited else "False")]}
+    if value is not None:
+        status["currentMetrics"] = [{"type": "External", "external": {
+            "metric": {"name": "s0-gpu-utilization"}, "current": {"averageValue": value}}}]
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "keda-hpa-ep-7"}, "status": status}
+
+
+@pytest.mark.parametrize(("hpa", "limited", "value"), [
+    (_hpa(True, "95"), True, 95.0),
+    (_hpa(False, "950m"), False, 0.95),
+    (_hpa(True, None), True, None),
+    (None, False, None),
+])
+def test_it_reads_whether_the_autoscaler_wants_more_than_the_ceiling(hpa, limited, value) -> None:
+    objects = [_deployment(2, ready=2), _scaled()] + ([hpa] if hpa else [])
+    status = endpoint_status(_obs(objects, workload="ep-7"))
+    assert (status.scaling_limited, status.metric_value) == (limited, value)
+
+
+def test_replicas_unready_past_the_grace_period_make_the_endpoint_degraded() -> None:
+    started = "2026-11-22T10:00:00Z"
+    loading = pod("ep-7-5d9c-1", "ep-7", container_statuses=[running_container()])
+    loading["status"]["startTime"] = started
+    loading["status"]["conditions"] = [_cond("Ready", status="False")]
+    obs = _obs([_deployment(2, ready=1), _scaled()], [loading], workload="ep-7")
+    soon = parse_time(started) + timedelta(seconds=DEGRADED_GRACE_SECONDS - 1)
+    assert endpoint_status(obs, soon).state == EndpointPhase.READY  # still loading its model
+    late = parse_time(started) + timedelta(seconds=DEGRADED_GRACE_SECONDS + 1)
+    status = endpoint_status(obs, late)
+    assert (status.state, status.reason) == (EndpointPhase.DEGRADED,
+                                             "1 of 2 replicas ready; 1 not ready for over 10 minutes")
