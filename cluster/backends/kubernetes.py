@@ -96,6 +96,7 @@ KINDS: dict[tuple[str, str], Kind] = {
         Kind("apps/v1", "Deployment", "deployments"),
         Kind("kubeflow.org/v1", "PyTorchJob", "pytorchjobs", optional=True),
         Kind("keda.sh/v1alpha1", "ScaledObject", "scaledobjects", optional=True),
+        Kind("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers"),
     )
 }
 
@@ -105,6 +106,9 @@ def _kind(api_version: str, kind: str) -> Kind:
 
 
 POD = _kind("v1", "Pod")
+#: KEDA's HPAs: it names them keda-hpa-<ScaledObject> and copies the ScaledObject's labels onto
+#: them, possibly with its own managed-by: they are selected by the workload label alone.
+HPA = _kind("autoscaling/v2", "HorizontalPodAutoscaler")
 NODE = _kind("v1", "Node")
 EVENT = _kind("v1", "Event")
 #: The top-level kinds observe() lists, in this order; status mapping needs nothing else.
@@ -367,7 +371,7 @@ class KubernetesBackend(ClusterBackend):
         return deleted
 
     def observe(self) -> list[ObservedWorkload]:
-        """One LIST per kind (4 top-level kinds + pods) for the whole cluster, grouped by workload."""
+        """One LIST per kind (4 top-level kinds, KEDA's HPAs, pods) for the whole cluster, grouped by workload."""
         groups: dict[tuple[str, str], ObservedWorkload] = {}
 
         def group(obj: Manifest) -> ObservedWorkload | None:
@@ -389,6 +393,11 @@ class KubernetesBackend(ClusterBackend):
                     target = group(obj)
                     if target is not None:
                         target.objects.append(obj)
+            for hpa in self.list(HPA, label_selector=WORKLOAD_LABEL, resourceVersion="0"):
+                meta = hpa.get("metadata") or {}
+                target = groups.get((meta.get("namespace"), (meta.get("labels") or {}).get(WORKLOAD_LABEL)))
+                if target is not None:  # only the autoscalers of workloads Slipway manages
+                    target.objects.append(hpa)
             for pod in self.list(POD, label_selector=MANAGED_SELECTOR, resourceVersion="0"):
                 target = group(pod)
                 if target is not None:

@@ -46,6 +46,7 @@ RESOURCES: dict[str, tuple[str, str, bool, bool]] = {
     "deployments": ("apps/v1", "Deployment", True, False),
     "pytorchjobs": ("kubeflow.org/v1", "PyTorchJob", True, True),
     "scaledobjects": ("keda.sh/v1alpha1", "ScaledObject", True, True),
+    "horizontalpodautoscalers": ("autoscaling/v2", "HorizontalPodAutoscaler", True, False),
 }
 
 

@@ -11,6 +11,7 @@ from cluster.backends.base import WorkloadRef
 from cluster.backends.kubernetes import KubernetesBackend, TokenBucket, map_error
 from cluster.errors import ClusterError, Conflict, Invalid, NotFound, Transient
 from cluster.manifests import build_endpoint, build_team, build_training
+from cluster.status import endpoint_status
 from tests.cluster import samples
 from tests.cluster.fakeapi import FakeKubeAPI
 
@@ -148,7 +149,9 @@ def test_it_observes_only_managed_objects_grouped_by_workload(
         "run-3-worker-0",
     ]
     lists = [r for r in kube_api.requests if r.method == "GET"]
-    assert all(r.query["labelSelector"] == ["app.kubernetes.io/managed-by=slipway"] for r in lists)
+    # KEDA's HPAs by the workload label alone (KEDA may set its own managed-by); the rest by managed-by.
+    assert sorted(r.query["labelSelector"][0] for r in lists) == sorted(
+        ["app.kubernetes.io/managed-by=slipway"] * (len(lists) - 1) + ["slipway.dev/workload"])
     assert all("/namespaces/" not in r.path for r in lists)  # cluster-wide
 
 
@@ -164,7 +167,7 @@ def test_it_observes_with_a_constant_number_of_calls(backend: KubernetesBackend,
 
     small = calls_for(3)
     large = calls_for(120)
-    assert small == large == 5  # Jobs, PyTorchJobs, Deployments, ScaledObjects, Pods
+    assert small == large == 6  # Jobs, PyTorchJobs, Deployments, ScaledObjects, HPAs, Pods
 
 
 def test_it_reads_a_missing_crd_as_none_of_that_kind(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
@@ -298,7 +301,7 @@ def test_it_sends_every_request_through_the_limiter(kube_api: FakeKubeAPI) -> No
     backend.limiter.acquire = lambda: calls.append(1) or original()  # type: ignore[method-assign]
     backend.observe()
     backend.capacity()
-    assert len(calls) == backend.request_count == len(kube_api.requests) == 7
+    assert len(calls) == backend.request_count == len(kube_api.requests) == 8
 
 
 def test_it_authenticates_with_the_kubeconfig_it_is_given(kube_api: FakeKubeAPI, tmp_path) -> None:
@@ -324,3 +327,19 @@ def test_it_reports_a_broken_kubeconfig_as_a_cluster_error(tmp_path) -> None:
     backend = KubernetesBackend(kubeconfig=str(tmp_path / "missing"))
     with pytest.raises(ClusterError):
         backend.observe()
+
+
+
+def test_it_attaches_kedas_autoscaler_to_its_endpoint(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    deployment, service, scaled = build_endpoint(samples.endpoint(), samples.CONFIG)
+    backend.apply([deployment, service, scaled])
+    labels = {**scaled["metadata"]["labels"], "app.kubernetes.io/managed-by": "keda-operator"}
+    kube_api.put({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                  "metadata": {"name": "keda-hpa-ep-7", "namespace": "team-vision", "labels": labels},
+                  "status": {"conditions": [{"type": "ScalingLimited", "status": "True", "reason": "TooManyReplicas"}]}})
+    kube_api.put({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                  "metadata": {"name": "someone-elses", "namespace": "team-vision",
+                               "labels": {"slipway.dev/workload": "not-ours"}}})
+    [observed] = backend.observe()
+    assert [o["kind"] for o in observed.objects].count("HorizontalPodAutoscaler") == 1
+    assert endpoint_status(observed).scaling_limited is True

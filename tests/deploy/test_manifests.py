@@ -97,6 +97,7 @@ def test_it_grants_what_the_backend_needs() -> None:
     needed = {("batch", "jobs", v) for v in ("list", "create", "patch", "delete")}
     needed |= {("kubeflow.org", "pytorchjobs", v) for v in ("list", "create", "patch", "delete")}
     needed |= {("keda.sh", "scaledobjects", v) for v in ("list", "create", "patch", "delete")}
+    needed |= {("autoscaling", "horizontalpodautoscalers", "list")}  # KEDA's HPAs, read only
     needed |= {("apps", "deployments", "patch"), ("", "services", "delete"), ("", "namespaces", "patch")}
     needed |= {("", "pods", "list"), ("", "pods/log", "get"), ("", "events", "list"), ("", "nodes", "list")}
     needed |= {
@@ -106,6 +107,11 @@ def test_it_grants_what_the_backend_needs() -> None:
     }
     assert needed <= granted
     assert ("", "namespaces", "delete") not in granted
+
+
+def test_it_only_reads_kedas_autoscalers() -> None:
+    verbs = {verb for rule in _rules() if "horizontalpodautoscalers" in rule["resources"] for verb in rule["verbs"]}
+    assert verbs == {"get", "list", "watch"}
 
 
 def test_it_binds_the_role_to_slipways_service_account_only() -> None:
