@@ -251,6 +251,8 @@ class SandboxBackend(ClusterBackend):
             if key not in grouped:
                 grouped[key] = ObservedWorkload(namespace=row.namespace, workload=row.workload, team=row.team)
             grouped[key].objects.append(self._to_manifest(row))
+            if row.kind == "ScaledObject":
+                grouped[key].objects.append(_autoscaler_manifest(row))
         for pod in load_records(SimPod.objects.order_by("created_at", "pk")):
             owner = by_pk.get(pod.owner_id)
             group = grouped.get((pod.namespace, pod.workload))
@@ -354,6 +356,26 @@ class SandboxBackend(ClusterBackend):
             meta["annotations"] = {**(meta.get("annotations") or {}), LOAD_ANNOTATION: str(row.load)}
         out["status"] = row.status
         return out
+
+
+def _autoscaler_manifest(scaled) -> Manifest:
+    """KEDA's HPA of a ScaledObject, as the API server would show it (its status from the last tick)."""
+    hpa = scaled.memo.get("hpa") or {}
+    meta = scaled.manifest.get("metadata") or {}
+    status: Manifest = {"desiredReplicas": hpa.get("desired", 0), "conditions": [
+        {"type": "ScalingLimited", "status": "True" if hpa.get("limited") else "False",
+         "reason": "TooManyReplicas" if hpa.get("limited") else "DesiredWithinRange",
+         "message": "the desired replica count is more than the maximum replica count" if hpa.get("limited")
+         else "the desired count is within the acceptable range"}]}
+    if "value" in hpa:
+        metric = scaled.plan.get("metric", "s0")
+        status["currentMetrics"] = [{"type": "External", "external": {
+            "metric": {"name": f"s0-{metric}"}, "current": {"averageValue": str(hpa["value"])}}}]
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": f"keda-hpa-{scaled.name}", "namespace": scaled.namespace,
+                         "labels": dict(meta.get("labels") or {})},
+            "spec": {"minReplicas": max(scaled.plan.get("min", 1), 1), "maxReplicas": scaled.plan.get("max", 1)},
+            "status": status}
 
 
 def _initial_status(obj: Manifest) -> dict:

@@ -36,7 +36,7 @@ from sandbox.inventory import nodes as inventory_nodes
 from sandbox.models import SimEvent, SimLoad, SimObject, SimPod
 from sandbox.quantity import format_units
 from sandbox.scheduler import Scheduler
-from sandbox.simulation import PULL_SECONDS, TERMINATION, default_load, desired_replicas, stable_int
+from sandbox.simulation import PULL_SECONDS, TERMINATION, default_load, stable_int, wanted_replicas
 
 STAGE_CREATED, STAGE_BOUND, STAGE_STARTED, STAGE_READY, STAGE_DONE, STAGE_CRASHING = 0, 1, 2, 3, 4, 5
 CONTROLLED = ("Job", "PyTorchJob", "Deployment", "ScaledObject", "ResourceQuota")
@@ -450,9 +450,10 @@ class Tick:
         if scaled is not None:
             sp = scaled.plan
             load = endpoint_load(self.loads, dep.namespace, dep.workload, sp, self.now)
-            desired = desired_replicas(load, sp["threshold"], sp["min"], sp["max"])
-            active = load > 0
-            self.scaledobject_status(scaled, active)
+            wanted = wanted_replicas(load, sp["threshold"], sp["min"])
+            desired = self.stabilized(scaled, dep, min(max(wanted, sp["min"]), sp["max"]))
+            self.scaledobject_status(scaled, load > 0)
+            self.autoscaler_status(scaled, load, wanted, desired)
         else:
             desired = dep.plan.get("replicas")
             desired = 1 if desired is None else int(desired)
@@ -462,6 +463,30 @@ class Tick:
                 and not dep.memo.get("failed_create")):
             return  # every replica ready and nothing changed: the stored status still holds
         self.deployment_pods(dep, desired, pods)
+
+    def stabilized(self, scaled: ObjRow, dep: ObjRow, desired: int) -> int:
+        """The HPA's scale-down stabilization: fewer replicas only once wanted for ``down_delay`` seconds."""
+        if desired >= dep.replicas:
+            if scaled.memo.pop("below_since", None) is not None:
+                self.dirty(scaled)
+            return desired
+        since = scaled.memo.get("below_since")
+        if since is None:
+            scaled.memo["below_since"] = self.now.timestamp()
+            self.dirty(scaled)
+            return dep.replicas
+        if self.now.timestamp() - since < scaled.plan.get("down_delay", 0):
+            return dep.replicas
+        scaled.memo.pop("below_since", None)
+        self.dirty(scaled)
+        return desired
+
+    def autoscaler_status(self, scaled: ObjRow, load: float, wanted: int, desired: int) -> None:
+        """What KEDA's HPA reports: desired replicas, the metric, and ScalingLimited past the ceiling."""
+        hpa = {"desired": desired, "limited": wanted > scaled.plan["max"], "value": round(load, 3)}
+        if scaled.memo.get("hpa") != hpa:
+            scaled.memo["hpa"] = hpa
+            self.dirty(scaled)
 
     def scaledobject_status(self, scaled: ObjRow, active: bool) -> None:
         last = scaled.memo.get("active_at")
@@ -654,7 +679,10 @@ def endpoint_load(loads: dict[tuple[str, str], float], namespace: str, workload:
     pinned = loads.get((namespace, workload))
     if pinned is not None:
         return pinned
-    return default_load(f"{namespace}/{workload}", scaled_plan["threshold"], scaled_plan["max"], now)
+    # Demo demand is scaled to what the endpoint may grow to, not to its current ceiling, so
+    # burst beyond the ceiling is asked for (and granted or capped by the portal).
+    return default_load(f"{namespace}/{workload}", scaled_plan["threshold"],
+                        scaled_plan.get("user_max", scaled_plan["max"]), now)
 
 
 def pod_ready(pod: PodRow, plan: dict, now: datetime) -> bool:

@@ -204,9 +204,16 @@ def default_load(ref_key: str, threshold: float, max_replicas: int, now: datetim
     return round(threshold * max(max_replicas, 1) * fraction, 1)
 
 
-def desired_replicas(load: float, threshold: float, low: int, high: int) -> int:
-    """KEDA-style: ceil(load / threshold) clamped to [min, max]; zero only at zero load with min 0."""
+def wanted_replicas(load: float, threshold: float, low: int) -> int:
+    """KEDA-style, before the ceiling: ceil(load / threshold), at least one while there is load.
+
+    Zero only at zero load (KEDA then scales to ``low``, zero when it may).
+    """
     if load <= 0:
         return low
-    wanted = math.ceil(load / threshold) if threshold > 0 else high
-    return max(low, 1, min(high, wanted)) if high >= 1 else 0
+    return max(low, 1, math.ceil(load / threshold)) if threshold > 0 else max(low, 1)
+
+
+def desired_replicas(load: float, threshold: float, low: int, high: int) -> int:
+    """What the HPA sets: :func:`wanted_replicas` clamped to the ceiling ``high``."""
+    return min(wanted_replicas(load, threshold, low), high) if high >= 1 else 0

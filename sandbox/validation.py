@@ -410,12 +410,19 @@ def compile_plan(obj: Manifest) -> dict:
         return {"pods": [pod_plan(spec["template"], workload=workload, kind=kind)], "replicas": spec.get("replicas")}
     if kind == "ScaledObject":
         trigger = spec["triggers"][0]
+        behavior = ((spec.get("advanced") or {}).get("horizontalPodAutoscalerConfig") or {}).get("behavior") or {}
+        high = spec.get("maxReplicaCount", 100)
+        annotations = obj["metadata"].get("annotations") or {}
+        requested = annotations.get("slipway.dev/max-replicas", "")
         return {
             "target": spec["scaleTargetRef"]["name"],
             "min": spec.get("minReplicaCount", 0),
-            "max": spec.get("maxReplicaCount", 100),
+            "max": high,
+            # How far the endpoint may grow beyond its granted ceiling: the demo load's scale.
+            "user_max": int(requested) if requested.isascii() and requested.isdigit() else high,
             "threshold": float(trigger["metadata"]["threshold"]),
             "metric": trigger.get("name") or trigger.get("type", ""),
+            "down_delay": int((behavior.get("scaleDown") or {}).get("stabilizationWindowSeconds", 0) or 0),
         }
     if kind == "ResourceQuota":
         hard = {}

@@ -42,11 +42,18 @@ def test_it_scales_with_load_within_the_scaledobject_bounds(backend):
     backend.tick(at(0))
     assert _deployment(backend)["spec"]["replicas"] == 3
     assert len(observed(backend, "ep-1").pods) == 3
+    assert _status(backend).scaling_limited is False
     backend.set_load(ref("ep-1"), 1000)  # capped at maxReplicaCount
     backend.tick(at(5))
     assert _deployment(backend)["spec"]["replicas"] == 4
-    backend.set_load(ref("ep-1"), 0)  # floor at minReplicaCount (1): no scale to zero
+    hpa = observed(backend, "ep-1").first("HorizontalPodAutoscaler")
+    assert hpa["metadata"]["name"] == "keda-hpa-ep-1" and hpa["status"]["desiredReplicas"] == 4
+    assert _status(backend).scaling_limited is True  # it wants 15: more than the ceiling
+    assert _status(backend).metric_value == 1000.0
+    backend.set_load(ref("ep-1"), 0)  # floor at minReplicaCount (1): no scale to zero...
     backend.tick(at(50))
+    assert _deployment(backend)["spec"]["replicas"] == 4  # ...and only after the scale-down delay (300 s)
+    backend.tick(at(50 + 300))
     assert _deployment(backend)["spec"]["replicas"] == 1
     assert len(observed(backend, "ep-1").pods) == 1
     assert _status(backend).state == EndpointPhase.READY
