@@ -1,0 +1,131 @@
+"""An endpoint's life on the simulated cluster, through the real reconcile cycle and apply task.
+
+Deploy → ready; load up → burst granted one replica at a time while the team has free units,
+then capped by the team quota; a training run queued for the same flavor takes the reclaimed
+burst and is admitted; load down → replicas fall after the scale-down delay; a new image rolls;
+delete → quota released, objects gone. Cost follows the running replica-seconds. The sandbox
+clock is driven explicitly, so each step is deterministic.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from cluster.backends.base import WorkloadRef
+from inference import services
+from inference.constants import Decision, EndpointState
+from inference.models import InferenceEndpoint
+from jobs.services import submit_run
+from quotas.models import Reservation
+from sandbox.backend import SandboxBackend
+from workloads import reconcile as rec
+from workloads.tasks import apply_workload
+
+# Real commits: the tasks the portal publishes after commit are run as a worker would run them.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Cluster:
+    """The sandbox plus the tasks the portal published, run in order (as a worker would)."""
+
+    def __init__(self, published, start):
+        self.backend = SandboxBackend()
+        self.published = published
+        self.now = start
+
+    def run_tasks(self) -> None:
+        while self.published:
+            name, args = self.published.pop(0)
+            if name == "workloads.tasks.apply_workload":
+                assert apply_workload(*args) in ("applied", "skipped")
+
+    def cycle(self, seconds: int = 5):
+        self.now += timedelta(seconds=seconds)
+        self.run_tasks()
+        self.backend.tick(self.now)
+        report = rec.reconcile(self.backend, now=self.now)
+        self.run_tasks()
+        return report
+
+
+@pytest.fixture
+def cluster(published, monkeypatch):
+    made = Cluster(published, timezone.now().replace(microsecond=0) + timedelta(seconds=1))
+    monkeypatch.setattr("portal.cluster.get_backend", lambda: made.backend)
+    return made
+
+
+def endpoint(pk) -> InferenceEndpoint:
+    return InferenceEndpoint.objects.select_related("team", "flavor").get(pk=pk)
+
+
+def reserved(ref: str) -> int:
+    found = Reservation.objects.active().filter(ref=ref).first()
+    return found.units if found else 0
+
+
+def test_an_endpoint_deploys_bursts_is_capped_gives_back_and_is_deleted(cluster, member, team, ep_quota):
+    created = services.create_endpoint(member, team, {
+        "name": "chat", "image": "registry.example.com/serving/vllm:0.6", "flavor": "a100-80gb",
+        "min_replicas": 1, "max_replicas": 6, "autoscale": {"metric": "gpu_utilization", "target": 70},
+        "scale_down_delay_seconds": 60, "env": {"SLIPWAY_SIM_LOAD_SECONDS": "20"}})
+    ref = WorkloadRef(created.namespace, created.cluster_name)
+    cluster.backend.set_load(ref, 10)
+
+    # 1. Deploying, then ready once the model loaded.
+    for _ in range(10):
+        cluster.cycle()
+    ep = endpoint(created.pk)
+    assert (ep.state, ep.replicas, ep.replica_ceiling) == (EndpointState.READY, 1, 1)
+
+    # 2. Load up: burst granted one replica at a time until the team quota (4 A100s) is full.
+    cluster.backend.set_load(ref, 1000)
+    for _ in range(30):
+        cluster.cycle()
+    ep = endpoint(created.pk)
+    assert ep.replica_ceiling == 4 and reserved(ep.ref) == 4
+    decisions = list(ep.scaling_events.order_by("at", "pk").values_list("decision", flat=True))
+    assert decisions[:4] == [Decision.ADMITTED] + [Decision.BURST_GRANTED] * 3
+    assert decisions[-1] == Decision.CAPPED_BY_QUOTA
+    assert ep.reason == "capped at 4 replicas by the team quota (a100-80gb 4 of 4 in use)"
+    assert ep.replicas == 4
+
+    # 3. A run queued for the same flavor takes the reclaimed burst units.
+    run = submit_run(member, team, {"name": "train", "image": "registry.example.com/ml/t:1",
+                                    "command": ["python", "t.py"], "flavor": "a100-80gb", "gpus_per_worker": 2})
+    assert run.state == "queued"
+    cluster.cycle()
+    run.refresh_from_db()
+    assert run.state in ("admitted", "pending", "running")
+    ep = endpoint(created.pk)
+    assert ep.scaling_events.filter(decision=Decision.BURST_RECLAIMED).exists()
+    assert reserved(ep.ref) + reserved(run.ref) <= 4
+
+    # 4. Load down: the replicas fall back after the scale-down delay.
+    cluster.backend.set_load(ref, 10)
+    for _ in range(40):
+        cluster.cycle()
+    ep = endpoint(created.pk)
+    assert ep.replicas == 1 and ep.replica_ceiling == 1
+
+    # 5. Cost follows the replicas that held GPUs (billed per second of their segments).
+    assert ep.cost_at(cluster.now) > Decimal(0)
+
+    # 6. A new image rolls out; delete releases the quota and removes the objects.
+    services.update_endpoint(member, ep, {"image": "registry.example.com/serving/vllm:0.7"})
+    for _ in range(12):
+        cluster.cycle()
+    deployment = next(o for o in cluster.backend.observe() if o.workload == ep.cluster_name).first("Deployment")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].endswith("vllm:0.7")
+    assert endpoint(created.pk).state == EndpointState.READY
+    services.delete_endpoint(member, endpoint(created.pk))
+    assert reserved(ep.ref) == 0
+    cluster.published.append(("workloads.tasks.delete_workload", ("ep", created.pk)))
+    for _ in range(3):
+        cluster.cycle()
+    assert endpoint(created.pk).state == EndpointState.DELETED
+    assert not [o for o in cluster.backend.observe() if o.workload == ep.cluster_name]
