@@ -24,7 +24,8 @@ from django.utils import timezone
 from rest_framework import status
 from rest_framework.response import Response
 
-from portal.models import IdempotencyRecord
+from portal.models import IdempotencyRecord, Role
+from portal.permissions import require_team
 
 HEADER = "Idempotency-Key"
 PATH_LENGTH = IdempotencyRecord._meta.get_field("path").max_length
@@ -102,6 +103,11 @@ def _replay(record: IdempotencyRecord, request) -> Response:
         return _error("A request with this key is still being processed.", status.HTTP_409_CONFLICT)
     if record.path != _path(request):
         return _error("This key was already used for another endpoint.", status.HTTP_400_BAD_REQUEST)
+    # The caller may have lost access since (removed: 404, demoted to viewer: 403): check again,
+    # as the original request did, before handing back what it created.
+    team = record.body.get("team") if isinstance(record.body, dict) else None
+    if isinstance(team, str):
+        require_team(request.user, team, Role.MEMBER)
     response = Response(record.body, status=record.status_code)
     response["Idempotent-Replayed"] = "true"
     return response

@@ -30,3 +30,4 @@ urlpatterns = [
 
 # A URL that matches no route under /api/ answers in the API's error shape, not an HTML page.
 handler404 = "portal.views.not_found"
+handler500 = "portal.views.server_error"

@@ -9,6 +9,8 @@ each kind's own validation (``jobs.validation``, ``inference.validation``) build
 
 from __future__ import annotations
 
+import ipaddress
+import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,7 +33,17 @@ IMAGE_REF = re.compile(
     r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
 )
 # /dev covers /dev/shm, which Slipway mounts itself.
-FORBIDDEN_MOUNT_ROOTS = ("/dev", "/proc", "/sys", "/etc", "/var/run")
+FORBIDDEN_MOUNT_ROOTS = ("/dev", "/proc", "/sys", "/etc", "/run", "/var/run")
+#: Env names that steer the NVIDIA container runtime: on nodes whose toolkit honours them in
+#: unprivileged containers, NVIDIA_VISIBLE_DEVICES=all hands a pod every GPU of its node, past
+#: its quota. (CUDA_VISIBLE_DEVICES only narrows the devices the container already has: allowed.)
+FORBIDDEN_ENV_PREFIXES = ("NVIDIA_",)
+#: Registry hosts that are this machine, its link-local network or a cloud metadata service:
+#: an image "from" there is a request forgery unless the allow-list names the host.
+_LOCAL_HOSTS = ("localhost", "metadata", "metadata.google.internal", "metadata.azure.internal")
+#: Longest whole number accepted as text: Python refuses int() past 4,300 digits, and no
+#: bounded field needs more than a handful.
+MAX_NUMBER_DIGITS = 30
 
 
 # DNS-1035 label: a Service name must start with a letter.
@@ -42,6 +54,24 @@ class VolumeRequest:
     claim: str
     mount_path: str
     read_only: bool = False
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """True when ``text`` holds a UTF-16 surrogate on its own (JSON allows "\\ud800"; UTF-8 cannot hold it)."""
+    return any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
+def _is_local_registry(host: str) -> bool:
+    """Loopback, link-local, unspecified or metadata hosts (by name or address)."""
+    name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host  # drop a port
+    name = name.strip("[]").lower()
+    if name in _LOCAL_HOSTS or name.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_link_local or address.is_unspecified
 
 
 def image_registry(image: str) -> str:
@@ -78,6 +108,8 @@ class Collector:
             self.add(name, f"Must be at most {max_length} characters.")
         if "\x00" in value:
             self.add(name, "Must not contain NUL characters.")
+        if has_lone_surrogate(value):
+            self.add(name, "Must be valid Unicode (a lone surrogate was sent).")
         return value
 
     def integer(self, name: str, default: int | None, lo: int, hi: int) -> int | None:
@@ -90,6 +122,9 @@ class Collector:
         # Plain digits only: int() would also take "1_0" (10) and "²"-like digits.
         if isinstance(value, str) and not WHOLE_NUMBER.fullmatch(value.strip()):
             self.add(name, "Must be a whole number.")
+            return default
+        if isinstance(value, str) and len(value.strip()) > MAX_NUMBER_DIGITS:
+            self.add(name, f"Must be between {lo} and {hi}.")  # int() refuses past 4,300 digits anyway
             return default
         number = int(value)
         if not lo <= number <= hi:
@@ -161,8 +196,12 @@ def check_image(col: Collector) -> str:
         col.add("image", "Not a valid image reference (e.g. registry.example.com/team/trainer:1.4).")
         return image
     allowed = settings.SLIPWAY_IMAGE_REGISTRIES
-    if allowed and image_registry(image) not in allowed:
+    registry = image_registry(image)
+    if allowed and registry not in allowed:
         col.add("image", f"Images must come from an allowed registry: {', '.join(allowed)}.")
+    elif registry not in allowed and _is_local_registry(registry):
+        col.add("image", f"{registry} is a loopback, link-local or metadata address: not a registry "
+                         "(an allow-list entry can name it).")
     return image
 
 
@@ -178,6 +217,8 @@ def check_env(col: Collector) -> tuple[tuple[str, str], ...]:
     for key, value in env.items():
         if not isinstance(key, str) or not ENV_NAME.fullmatch(key):
             col.add("env", f"Invalid variable name {key!r}: use letters, digits and '_', not starting with a digit.")
+        elif key.upper().startswith(FORBIDDEN_ENV_PREFIXES):
+            col.add("env", f"{key} steers the GPU runtime (which GPUs the pod sees); it cannot be set.")
         elif not isinstance(value, str):
             col.add("env", f"The value of {key} must be a string.")
         elif len(value) > c.MAX_ENV_VALUE_LENGTH:
@@ -208,11 +249,17 @@ def check_volumes(col: Collector) -> tuple[VolumeRequest, ...]:
             col.add("volumes", f"{where}: claim must be the name of a PersistentVolumeClaim (DNS-1123).")
             continue
         if (not isinstance(path, str) or not path.startswith("/") or path.rstrip("/") == "" or len(path) > 200
-                or "\x00" in path):
-            col.add("volumes", f"{where}: mount_path must be an absolute path other than '/'.")
+                or any(ch < " " or ch == "\x7f" for ch in path) or ":" in path or has_lone_surrogate(path)):
+            col.add("volumes", f"{where}: mount_path must be an absolute path other than '/', without control "
+                               "characters or ':'.")
             continue
-        normalised = path.rstrip("/")
-        if ".." in normalised.split("/") or any(
+        # Compare the path the kubelet will mount: "//etc", "/./etc" and "/var//run" are /etc, /var/run.
+        if ".." in path.split("/"):
+            col.add("volumes", f"{where}: {path} is a reserved path.")
+            continue
+        normalised = posixpath.normpath(path)
+        normalised = "/" + normalised.lstrip("/")
+        if normalised == "/" or any(
             normalised == root or normalised.startswith(root + "/") for root in FORBIDDEN_MOUNT_ROOTS
         ):
             col.add("volumes", f"{where}: {path} is a reserved path.")
