@@ -21,7 +21,7 @@ from inference.serializers import (
 from portal.exceptions import conflict_response
 from portal.idempotency import idempotent
 from portal.models import Role
-from workloads.api import WorkloadReadActions, pk_of, queue_positions_for, team_of_post
+from workloads.api import WorkloadReadActions, pk_of, queue_context, team_of_post
 
 
 class EndpointViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.RetrieveModelMixin,
@@ -44,7 +44,7 @@ class EndpointViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
         return services.get_endpoint_for_user(self.request.user, pk_of(self.kwargs["pk"]), role)
 
     def _serialize(self, endpoint: InferenceEndpoint) -> dict:
-        context = {**self.get_serializer_context(), "queue_positions": queue_positions_for([endpoint])}
+        context = {**self.get_serializer_context(), **queue_context([endpoint])}
         return EndpointSerializer(endpoint, context=context).data
 
     @extend_schema(parameters=[
@@ -53,7 +53,7 @@ class EndpointViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
     ])
     def list(self, request, *args, **kwargs):
         page = self.paginate_queryset(self.get_queryset())
-        context = {**self.get_serializer_context(), "queue_positions": queue_positions_for(page)}
+        context = {**self.get_serializer_context(), **queue_context(page)}
         return self.get_paginated_response(EndpointSerializer(page, many=True, context=context).data)
 
     def retrieve(self, request, *args, **kwargs):

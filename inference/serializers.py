@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from inference import constants as c
 from inference.models import InferenceEndpoint, ScalingEvent
+from workloads.api import QueuedFields
 from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
 
 
@@ -52,8 +53,8 @@ class EndpointCreateSerializer(EndpointPatchSerializer):
     spot = serializers.BooleanField(default=False)
 
 
-class EndpointSerializer(serializers.ModelSerializer):
-    """An endpoint as the API shows it. ``queue_positions`` (ref → position) comes from the context."""
+class EndpointSerializer(QueuedFields, serializers.ModelSerializer):
+    """An endpoint as the API shows it. Queue position and start estimate come from the context."""
 
     team = serializers.CharField(source="team.slug")
     flavor = serializers.CharField(source="flavor.name")
@@ -61,7 +62,6 @@ class EndpointSerializer(serializers.ModelSerializer):
     url = serializers.CharField()
     cluster_name = serializers.CharField()
     namespace = serializers.CharField()
-    queue_position = serializers.SerializerMethodField()
     cost_to_date = serializers.DecimalField(max_digits=14, decimal_places=4)
     estimated_cost_per_hour = serializers.DecimalField(max_digits=14, decimal_places=4)
     cost_per_hour_range = serializers.ListField(child=serializers.DecimalField(max_digits=14, decimal_places=4))
@@ -72,16 +72,12 @@ class EndpointSerializer(serializers.ModelSerializer):
             "id", "team", "name", "state", "reason", "created_by", "created_at", "admitted_at", "started_at",
             "finished_at", "replicas", "desired_replicas", "replica_ceiling", "url", "cost_to_date",
             "estimated_cost_per_hour", "cost_per_hour_range", "namespace", "cluster_name", "queue_position",
+            "estimated_start_at",
             "image", "command", "args", "env", "port", "flavor", "gpus_per_replica", "min_replicas",
             "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds",
             "spot",
         ]
         read_only_fields = fields
-
-    def get_queue_position(self, endpoint) -> int | None:
-        if endpoint.state != c.EndpointState.QUEUED:
-            return None
-        return self.context.get("queue_positions", {}).get(endpoint.ref)
 
 
 class ScalingEventSerializer(serializers.ModelSerializer):

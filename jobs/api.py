@@ -15,7 +15,7 @@ from jobs.models import TrainingRun
 from jobs.serializers import RunCreateSerializer, RunSerializer
 from portal.exceptions import conflict_response
 from portal.idempotency import idempotent
-from workloads.api import WorkloadReadActions, pk_of, queue_positions_for, team_of_post
+from workloads.api import WorkloadReadActions, pk_of, queue_context, team_of_post
 
 
 class RunViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -44,7 +44,7 @@ class RunViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.RetrieveMode
     ])
     def list(self, request, *args, **kwargs):
         page = self.paginate_queryset(self.get_queryset())
-        context = {**self.get_serializer_context(), "queue_positions": queue_positions_for(page)}
+        context = {**self.get_serializer_context(), **queue_context(page)}
         return self.get_paginated_response(RunSerializer(page, many=True, context=context).data)
 
     def retrieve(self, request, *args, **kwargs):
@@ -52,7 +52,7 @@ class RunViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.RetrieveMode
         return Response(self._serialize(run))
 
     def _serialize(self, run: TrainingRun) -> dict:
-        context = {**self.get_serializer_context(), "queue_positions": queue_positions_for([run])}
+        context = {**self.get_serializer_context(), **queue_context([run])}
         return RunSerializer(run, context=context).data
 
     @extend_schema(request=RunCreateSerializer, responses={201: RunSerializer},

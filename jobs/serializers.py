@@ -11,6 +11,7 @@ from rest_framework import serializers
 from jobs import constants as c
 from jobs.models import TrainingRun
 from quotas.constants import Priority
+from workloads.api import QueuedFields
 from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
 
 
@@ -45,8 +46,8 @@ class RunCreateSerializer(serializers.Serializer):
     volumes = VolumeSerializer(many=True, required=False)
 
 
-class RunSerializer(serializers.ModelSerializer):
-    """A run as the API shows it. ``queue_positions`` (ref → position) comes from the context."""
+class RunSerializer(QueuedFields, serializers.ModelSerializer):
+    """A run as the API shows it. Queue position and start estimate come from the context."""
 
     team = serializers.CharField(source="team.slug")
     flavor = serializers.CharField(source="flavor.name")
@@ -54,21 +55,17 @@ class RunSerializer(serializers.ModelSerializer):
     kind = serializers.CharField()
     cluster_name = serializers.CharField()
     namespace = serializers.CharField()
-    queue_position = serializers.SerializerMethodField()
     estimated_cost_per_hour = serializers.DecimalField(max_digits=14, decimal_places=4)
+    estimated_total_cost = serializers.DecimalField(max_digits=14, decimal_places=4, allow_null=True,
+                                                    help_text="At most this, with max_runtime_minutes; else null.")
     cost_to_date = serializers.DecimalField(max_digits=14, decimal_places=4)
 
     class Meta:
         model = TrainingRun
         fields = [
             "id", "team", "name", "state", "reason", "created_by", "created_at", "admitted_at", "started_at",
-            "finished_at", "kind", "cluster_name", "namespace", "queue_position", "cost_to_date",
-            "estimated_cost_per_hour", "image", "command", "args", "env", "flavor", "gpus_per_worker", "workers",
+            "finished_at", "kind", "cluster_name", "namespace", "queue_position", "estimated_start_at",
+            "cost_to_date", "estimated_cost_per_hour", "estimated_total_cost", "image", "command", "args", "env", "flavor", "gpus_per_worker", "workers",
             "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",
         ]
         read_only_fields = fields
-
-    def get_queue_position(self, run) -> int | None:
-        if run.state != c.RunState.QUEUED:
-            return None
-        return self.context.get("queue_positions", {}).get(run.ref)

@@ -7,6 +7,8 @@ alike (API.md: "``/manifest/``, ``/logs/``, ``/events/`` — as for runs").
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import yaml
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -20,6 +22,7 @@ from portal.models import Membership, Role
 from portal.permissions import require_team
 from quotas import admission
 from workloads import services as workloads
+from workloads.forecast import StartEstimate, estimated_starts
 
 
 class LogsSerializer(serializers.Serializer):
@@ -35,13 +38,37 @@ class EventSerializer(serializers.Serializer):
     count = serializers.IntegerField()
 
 
-def queue_positions_for(workloads_page) -> dict[str, int]:
-    """Queue positions of the queued workloads among ``workloads_page`` (one query per team with a queue)."""
+def queue_context(workloads_page) -> dict:
+    """Serializer context for queued workloads among ``workloads_page``: positions and start estimates.
+
+    A few queries per team with queued work on the page, none otherwise.
+    """
     teams = {w.team_id: w.team for w in workloads_page if w.state == "queued"}
     positions: dict[str, int] = {}
+    estimates: dict[str, StartEstimate] = {}
     for team in teams.values():
         positions.update(admission.queue_positions(team))
-    return positions
+        estimates.update(estimated_starts(team))
+    return {"queue_positions": positions, "start_estimates": estimates}
+
+
+class QueuedFields(serializers.Serializer):
+    """``queue_position`` and ``estimated_start_at`` of a queued workload (from :func:`queue_context`)."""
+
+    queue_position = serializers.SerializerMethodField()
+    estimated_start_at = serializers.SerializerMethodField(
+        help_text="When queued: from the expected ends of the work ahead; null when nothing ahead has a known end.")
+
+    def get_queue_position(self, workload) -> int | None:
+        if workload.state != "queued":
+            return None
+        return self.context.get("queue_positions", {}).get(workload.ref)
+
+    def get_estimated_start_at(self, workload) -> datetime | None:
+        if workload.state != "queued":
+            return None
+        estimate = self.context.get("start_estimates", {}).get(workload.ref)
+        return estimate.at if estimate is not None else None
 
 
 def pk_of(raw) -> int:

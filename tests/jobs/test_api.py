@@ -218,10 +218,12 @@ def test_it_paginates_with_page_size(api, member, team, quota, published):
 @pytest.mark.parametrize("count", [9, 30])
 def test_it_lists_in_a_constant_number_of_queries(api, member, team, quota, published, count,
                                                   django_assert_num_queries):
-    # A mix of admitted and queued runs: the queue positions cost one query per team.
+    # A mix of admitted and queued runs: queue positions and start estimates cost a constant
+    # number of queries per team with queued work on the page.
     _make_runs(member, team, count, gpus_per_worker=1)
-    # token (1) + its first last-used write (1) + count (1) + page (1) + queue positions (1)
-    with django_assert_num_queries(5):
+    # token (1) + its first last-used write (1) + count (1) + page (1) + queue positions (1) +
+    # start estimates: queue, reservations, their runs, quotas, finished runs' durations (5)
+    with django_assert_num_queries(10):
         response = api.get("/api/v1/runs/")
     assert response.json()["count"] == count
 

@@ -1,0 +1,88 @@
+"""Queue start estimates on a scripted timeline: the estimate against when the work really started."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from jobs.models import TrainingRun
+from jobs.services import submit_run
+from quotas import admission
+from workloads import reconcile as rec
+from workloads.forecast import StartEstimate, estimated_starts
+from workloads.tasks import apply_workload
+
+pytestmark = pytest.mark.django_db
+NS = "team-ml-research"
+
+
+def iso(dt) -> str:
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def submit(member, team, name: str, gpus: int, minutes: int | None = None, image: str = "t:1") -> TrainingRun:
+    data = {"name": name, "image": f"registry.example.com/ml/{image}", "command": ["python", "t.py"],
+            "flavor": "a100-80gb", "gpus_per_worker": gpus}
+    if minutes:
+        data["max_runtime_minutes"] = minutes
+    return submit_run(member, team, data)
+
+
+def test_estimates_follow_the_expected_ends_and_match_when_the_work_really_starts(
+        member, team, quota, fake_backend, published):
+    t0 = timezone.now().replace(microsecond=0)
+    a = submit(member, team, "a", 8, minutes=30)
+    assert apply_workload("run", a.pk) == "applied"
+    fake_backend.set_running(NS, a.cluster_name, units=8, started=iso(t0))
+    rec.reconcile(fake_backend, now=t0 + timedelta(seconds=5))
+    b = submit(member, team, "b", 4, minutes=20)
+    c = submit(member, team, "c", 8)  # no limit and no history: its own end is unknown
+    estimates = estimated_starts(team, now=t0 + timedelta(seconds=5))
+    assert estimates[b.ref] == StartEstimate(t0 + timedelta(minutes=30), (a.cluster_name,))
+    assert estimates[c.ref] == StartEstimate(t0 + timedelta(minutes=50), (a.cluster_name, b.cluster_name))
+    assert estimates[b.ref].words(t0 + timedelta(minutes=10)) == f"starts in about 20 min (when {a.cluster_name} ends)"
+
+    # The timeline: a ends on time; the cycle after admits b.
+    end = t0 + timedelta(minutes=30)
+    fake_backend.set_finished(NS, a.cluster_name, ok=True, started=iso(t0), finished=iso(end))
+    report = rec.reconcile(fake_backend, now=end + timedelta(seconds=5))
+    assert report.admitted == [b.ref]
+    interval = timedelta(seconds=5)
+    assert abs((end + timedelta(seconds=5)) - estimates[b.ref].at) <= interval  # within one cycle
+
+
+def test_a_run_without_a_limit_uses_the_teams_median_for_its_flavor_and_image(member, team, quota, fake_backend):
+    t0 = timezone.now().replace(microsecond=0)
+    for minutes in (10, 20, 60):  # finished runs of the same flavor and image: median 20 min
+        done = submit(member, team, f"old-{minutes}", 1, image="same:1")
+        TrainingRun.objects.filter(pk=done.pk).update(state="succeeded", started_at=t0 - timedelta(hours=5),
+                                                        finished_at=t0 - timedelta(hours=5, minutes=-minutes))
+        admission.release(done.ref)
+    running = submit(member, team, "now", 8, image="same:1")
+    TrainingRun.objects.filter(pk=running.pk).update(state="running", started_at=t0)
+    waiting = submit(member, team, "next", 2)
+    assert estimated_starts(team, now=t0)[waiting.ref].at == t0 + timedelta(minutes=20)
+
+
+def test_it_says_unknown_rather_than_guess(member, team, quota):
+    t0 = timezone.now()
+    running = submit(member, team, "open-ended", 8, image="never-seen:1")
+    TrainingRun.objects.filter(pk=running.pk).update(state="running", started_at=t0)
+    waiting = submit(member, team, "next", 1)
+    estimate = estimated_starts(team, now=t0)[waiting.ref]
+    assert estimate.at is None
+    assert estimate.words(t0) == "start time unknown: nothing ahead of it has a known end"
+
+
+def test_the_api_shows_the_estimate(api, member, team, quota):
+    t0 = timezone.now()
+    running = submit(member, team, "busy", 8, minutes=45)
+    TrainingRun.objects.filter(pk=running.pk).update(state="running", started_at=t0)
+    waiting = submit(member, team, "next", 2)
+    body = api.get(f"/api/v1/runs/{waiting.pk}/").json()
+    assert body["queue_position"] == 1
+    assert abs(timezone.datetime.fromisoformat(body["estimated_start_at"]) - (t0 + timedelta(minutes=45))) < timedelta(
+        seconds=1)
+    assert api.get(f"/api/v1/runs/{running.pk}/").json()["estimated_start_at"] is None
