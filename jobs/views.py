@@ -37,6 +37,7 @@ from quotas import admission
 from quotas.models import GpuFlavor
 from quotas.services import budget_summary, usage_summary
 from workloads import services as workloads
+from workloads.forecast import estimated_starts
 
 #: htmx stops polling an element whose request is answered with this status.
 STOP_POLLING = 286
@@ -212,12 +213,14 @@ def timeline(run: TrainingRun) -> list[Step]:
 
 def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
     membership = require_team(request.user, run.team)
-    reason = run.reason
+    reason, start = run.reason, ""
     if run.state == RunState.QUEUED:
         # The stored reason is from submission time; the queue's reason uses current figures.
         reason = admission.queue_reason(run.team, run.ref) or reason
-    return {"run": run, "timeline": timeline(run), "reason": reason, "can_act": membership.allows(Role.MEMBER),
-            "currency": settings.SLIPWAY_CURRENCY}
+        estimate = estimated_starts(run.team).get(run.ref)
+        start = estimate.words() if estimate is not None else ""
+    return {"run": run, "timeline": timeline(run), "reason": reason, "start": start,
+            "can_act": membership.allows(Role.MEMBER), "currency": settings.SLIPWAY_CURRENCY}
 
 
 @login_required

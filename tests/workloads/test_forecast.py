@@ -86,3 +86,13 @@ def test_the_api_shows_the_estimate(api, member, team, quota):
     assert abs(timezone.datetime.fromisoformat(body["estimated_start_at"]) - (t0 + timedelta(minutes=45))) < timedelta(
         seconds=1)
     assert api.get(f"/api/v1/runs/{running.pk}/").json()["estimated_start_at"] is None
+
+
+def test_the_run_page_says_when_it_should_start(client, member, team, quota):
+    t0 = timezone.now()
+    running = submit(member, team, "busy", 8, minutes=40)
+    TrainingRun.objects.filter(pk=running.pk).update(state="running", started_at=t0)
+    waiting = submit(member, team, "next", 2)
+    client.force_login(member)
+    page = client.get(f"/runs/{waiting.pk}/").content.decode()
+    assert f"starts in about 40 min (when {running.cluster_name} ends)" in page
