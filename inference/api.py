@@ -21,7 +21,15 @@ from inference.serializers import (
 from portal.exceptions import conflict_response
 from portal.idempotency import idempotent
 from portal.models import Role
-from workloads.api import WorkloadReadActions, pk_of, queue_context, team_of_post
+from workloads.api import (
+    DRY_RUN_PARAMETER,
+    ForecastSerializer,
+    WorkloadReadActions,
+    is_dry_run,
+    pk_of,
+    queue_context,
+    team_of_post,
+)
 
 
 class EndpointViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.RetrieveModelMixin,
@@ -59,11 +67,13 @@ class EndpointViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
     def retrieve(self, request, *args, **kwargs):
         return Response(self._serialize(self.get_object()))
 
-    @extend_schema(request=EndpointCreateSerializer, responses={201: EndpointSerializer},
-                   parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)])
+    @extend_schema(request=EndpointCreateSerializer, responses={201: EndpointSerializer, 200: ForecastSerializer},
+                   parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER), DRY_RUN_PARAMETER])
     @idempotent
     def create(self, request, *args, **kwargs):
         membership, fields = team_of_post(request)
+        if is_dry_run(request):
+            return Response(ForecastSerializer(services.preview_endpoint(membership.team, fields).as_dict()).data)
         endpoint = services.create_endpoint(request.user, membership.team, fields)
         endpoint = services.get_endpoint_for_user(request.user, endpoint.pk)
         return Response(self._serialize(endpoint), status=status.HTTP_201_CREATED)

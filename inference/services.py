@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from inference import scaling
 from inference.constants import LIVE_STATES, Decision, EndpointState
+from inference.kind import EndpointKind
 from inference.models import InferenceEndpoint
 from inference.validation import check_sizes, parse_endpoint_request
 from portal.models import AuditEvent, Role, Team
@@ -25,6 +26,7 @@ from quotas import admission
 from quotas.constants import Reason as QuotaReason
 from quotas.models import GpuFlavor
 from workloads import services as workloads
+from workloads.forecast import Forecast, forecast
 
 
 class EndpointConflict(Exception):
@@ -95,6 +97,24 @@ def create_endpoint(user, team: Team, data: dict) -> InferenceEndpoint:
         # Two creations with one name raced past the check above; the constraint decided.
         raise ValidationError({"name": [f"The team already has a live endpoint named {fields['name']!r}."]}) from None
     return endpoint
+
+
+def preview_endpoint(team: Team, data: dict) -> Forecast:
+    """What creating the endpoint would do now: cost range, its minimum's cost to the month's end
+    against the budget, and whether it would start now, queue (position, estimate) or be refused.
+
+    Raises ``ValidationError`` for bad input (as :func:`create_endpoint` would).
+    """
+    fields = parse_endpoint_request(data)
+    flavor = GpuFlavor.objects.filter(name=fields["flavor"], active=True).first()
+    if flavor is None:
+        raise ValidationError({"flavor": [f"Unknown flavor {fields['flavor']!r}."]})
+    errors = check_sizes(fields["min_replicas"], fields["max_replicas"], fields["autoscale"],
+                         fields["gpus_per_replica"], bool(flavor.mig_profile))
+    if errors:
+        raise ValidationError(errors)
+    draft = InferenceEndpoint(team=team, flavor=flavor, **{k: v for k, v in fields.items() if k != "flavor"})
+    return forecast(team, EndpointKind().resource_request(draft), flavor, None)
 
 
 def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceEndpoint:

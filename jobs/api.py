@@ -13,9 +13,18 @@ from jobs import services
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.serializers import RunCreateSerializer, RunSerializer
+from jobs.validation import parse_run_request
 from portal.exceptions import conflict_response
 from portal.idempotency import idempotent
-from workloads.api import WorkloadReadActions, pk_of, queue_context, team_of_post
+from workloads.api import (
+    DRY_RUN_PARAMETER,
+    ForecastSerializer,
+    WorkloadReadActions,
+    is_dry_run,
+    pk_of,
+    queue_context,
+    team_of_post,
+)
 
 
 class RunViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -55,11 +64,14 @@ class RunViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.RetrieveMode
         context = {**self.get_serializer_context(), **queue_context([run])}
         return RunSerializer(run, context=context).data
 
-    @extend_schema(request=RunCreateSerializer, responses={201: RunSerializer},
-                   parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)])
+    @extend_schema(request=RunCreateSerializer, responses={201: RunSerializer, 200: ForecastSerializer},
+                   parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER), DRY_RUN_PARAMETER])
     @idempotent
     def create(self, request, *args, **kwargs):
         membership, fields = team_of_post(request)
+        if is_dry_run(request):
+            parse_run_request(fields)  # bad input is a 400 here too, not an "invalid" forecast
+            return Response(ForecastSerializer(services.preview_run(membership.team, fields).as_dict()).data)
         run = services.submit_run(request.user, membership.team, fields)
         run = services.get_run_for_user(request.user, run.pk)
         return Response(self._serialize(run), status=status.HTTP_201_CREATED)

@@ -196,7 +196,8 @@ def preview_data(form_data) -> dict[str, Any]:
     preview from answering "name: This field is required." while the user is still typing.
     """
     data: dict[str, Any] = {"name": "preview", "image": "busybox", "command": ["true"]}
-    for name in ("flavor", "gpus_per_worker", "workers", "priority"):
+    # The runtime limit prices the whole run (estimated total, its share of the budget).
+    for name in ("flavor", "gpus_per_worker", "workers", "priority", "max_runtime_minutes"):
         value = (form_data.get(name) or "").strip()
         if value:
             data[name] = value

@@ -11,8 +11,8 @@ Reading (manifest, logs, events) goes through :mod:`workloads.services`, shared 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from decimal import Decimal
+import dataclasses
+from datetime import timedelta
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
@@ -28,6 +28,7 @@ from quotas.ledger import cost_per_hour
 from quotas.models import GpuFlavor
 from workloads import services as workloads
 from workloads.constants import NAME_MAX_LENGTH, Message
+from workloads.forecast import Forecast, forecast
 
 
 class RunConflict(Exception):
@@ -111,26 +112,20 @@ def submit_run(user, team: Team, request: RunRequest | dict) -> TrainingRun:
     return run
 
 
-@dataclass(frozen=True)
-class Preview:
-    """What submitting would do now: price and admission outcome (nothing is written)."""
-
-    cost_per_hour: Decimal | None
-    outcome: str  # "admit" | "queue" | "reject" | "invalid"
-    message: str
-
-
-def preview_run(team: Team, data: dict) -> Preview:
-    """Cost per hour and whether a run would start now, queue (why) or be rejected (why)."""
+def preview_run(team: Team, data: dict) -> Forecast:
+    """What submitting would do now: price, budget share, start now / queue (position, estimate) / refuse."""
     try:
         request = parse_run_request(data)
     except ValidationError as exc:
         first = next(iter(exc.message_dict.items()))
-        return Preview(None, "invalid", f"{first[0]}: {first[1][0]}")
+        return Forecast("invalid", f"{first[0]}: {first[1][0]}")
     flavor = GpuFlavor.objects.filter(name=request.flavor, active=True).first()
-    cost = cost_per_hour(flavor, request.gpus_per_worker * request.workers, request.spot) if flavor else None
-    decision = admission.preview(team, _quota_request(request))
-    return Preview(cost, decision.outcome, decision.message)
+    quota_request = _quota_request(request)
+    if flavor is not None and request.max_runtime_minutes:
+        quota_request = dataclasses.replace(quota_request, estimated_cost=cost_per_hour(
+            flavor, quota_request.units, request.spot) * request.max_runtime_minutes / 60)
+    duration = timedelta(minutes=request.max_runtime_minutes) if request.max_runtime_minutes else None
+    return forecast(team, quota_request, flavor, duration)
 
 
 # 3. Cancelling and running again ---------------------------------------------------------------

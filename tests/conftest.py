@@ -171,3 +171,9 @@ def published(monkeypatch):
 
     monkeypatch.setattr("portal.queueing.publish", record)
     return calls
+
+
+@pytest.fixture
+def ep_quota(team, flavors):
+    """The team may hold 4 A100s and 7 MIG 1g.10gb slices; budget 10,000."""
+    return seed_team_quotas(team, {"a100-80gb": 4, "a100-1g.10gb": 7}, Decimal("10000"))

@@ -127,3 +127,23 @@ class WorkloadReadActions:
         if fmt != "json":
             raise ValidationError({"format": ["Must be json or yaml."]})
         return Response(objects)
+
+
+class ForecastSerializer(serializers.Serializer):
+    """A dry run's answer (``POST …?dry_run=1``): what submitting would do now; nothing is written."""
+
+    outcome = serializers.ChoiceField(choices=["admit", "queue", "reject", "invalid"])
+    message = serializers.CharField()
+    cost_per_hour = serializers.DecimalField(max_digits=14, decimal_places=4, allow_null=True)
+    estimated_total = serializers.DecimalField(max_digits=14, decimal_places=4, allow_null=True)
+    share_of_budget_left = serializers.DecimalField(max_digits=10, decimal_places=4, allow_null=True)
+    queue_position = serializers.IntegerField(allow_null=True)
+    estimated_start_at = serializers.DateTimeField(allow_null=True)
+    start = serializers.CharField(allow_blank=True)
+
+
+def is_dry_run(request) -> bool:
+    return request.query_params.get("dry_run", "").lower() in ("1", "true", "yes")
+
+
+DRY_RUN_PARAMETER = OpenApiParameter("dry_run", bool, description="Only forecast: cost, budget share, outcome, start.")

@@ -18,10 +18,16 @@ import heapq
 import statistics
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from django.utils import timezone
 
+from quotas import admission
+from quotas.admission import ResourceRequest
+from quotas.constants import Priority, Reason
+from quotas.ledger import cost_per_hour
 from quotas.models import QueuedRequest, Reservation, TeamQuota
+from quotas.services import budget_summary
 from workloads.identity import WorkloadId
 from workloads.registry import kind_for
 
@@ -91,10 +97,19 @@ def _duration(workload, medians: dict[tuple, timedelta]) -> timedelta | None:
     return medians.get((type(workload), workload.flavor_id, getattr(workload, "image", None)))
 
 
-def estimated_starts(team, now: datetime | None = None) -> dict[str, StartEstimate]:
-    """``{ref: StartEstimate}`` for every queued workload of ``team``."""
+def estimated_starts(team, now: datetime | None = None,
+                     candidate: tuple[QueuedRequest, timedelta | None] | None = None) -> dict[str, StartEstimate]:
+    """``{ref: StartEstimate}`` for every queued workload of ``team``.
+
+    ``candidate`` is a request not submitted yet (an unsaved queue entry and its expected
+    duration): it is placed behind everything of its priority, as a submission would be.
+    """
     now = now or timezone.now()
     queue = list(QueuedRequest.objects.filter(team=team).order_by(*QueuedRequest.QUEUE_ORDER))
+    if candidate is not None:
+        entry, _duration_of_candidate = candidate
+        ahead = [q for q in queue if q.priority >= entry.priority]
+        queue = ahead + [entry] + [q for q in queue if q.priority < entry.priority]
     if not queue:
         return {}
     reservations = list(Reservation.objects.active().filter(team=team, flavor_id__in={q.flavor_id for q in queue}))
@@ -130,7 +145,55 @@ def estimated_starts(team, now: datetime | None = None) -> dict[str, StartEstima
                 continue
             estimates[entry.ref] = StartEstimate(at, tuple(waited_for))
             free -= entry.units
-            duration = _duration(workload, medians) if workload is not None else None
+            if candidate is not None and entry is candidate[0]:
+                duration = candidate[1]
+            else:
+                duration = _duration(workload, medians) if workload is not None else None
             if duration is not None:
                 heapq.heappush(ends, (at + duration, entry.units, workload.cluster_name))
     return estimates
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """What submitting a request would do now (a dry run: nothing is written)."""
+
+    outcome: str  #: "admit" | "queue" | "reject" | "invalid"
+    message: str
+    cost_per_hour: Decimal | None = None
+    estimated_total: Decimal | None = None  #: with a known end
+    share_of_budget_left: Decimal | None = None  #: of what the month's budget leaves (spent and committed counted)
+    queue_position: int | None = None
+    estimated_start_at: datetime | None = None
+    start: str = ""  #: the estimate in words
+
+    def as_dict(self) -> dict:
+        return {"outcome": self.outcome, "message": self.message, "cost_per_hour": self.cost_per_hour,
+                "estimated_total": self.estimated_total, "share_of_budget_left": self.share_of_budget_left,
+                "queue_position": self.queue_position, "estimated_start_at": self.estimated_start_at,
+                "start": self.start}
+
+
+def forecast(team, request: ResourceRequest, flavor, duration: timedelta | None) -> Forecast:
+    """Price, budget share and admission outcome of ``request`` (for ``flavor``) — with a queue position
+    and start estimate when it would wait for quota."""
+    now = timezone.now()
+    rate = cost_per_hour(flavor, request.units, request.spot) if flavor is not None else None
+    total = request.estimated_cost
+    decision = admission.preview(team, request)
+    share = None
+    budget = budget_summary(team, now)
+    if total is not None and budget["monthly_limit"] is not None:
+        left = budget["monthly_limit"] - budget["spent_month"] - budget["committed"]
+        share = (total / left).quantize(Decimal("0.0001")) if left > 0 else None
+    result = Forecast(decision.outcome, decision.message, rate, total, share)
+    if not decision.queued or flavor is None:
+        return result
+    entry = QueuedRequest(team=team, ref="dry-run", flavor=flavor, units=request.units,
+                          units_per_node=request.units_per_node, priority=Priority(request.priority).rank,
+                          spot=request.spot)
+    position = QueuedRequest.objects.filter(team=team, priority__gte=entry.priority).count() + 1
+    estimate = estimated_starts(team, now, candidate=(entry, duration)).get("dry-run") if decision.reason == (
+        Reason.WAITING_FOR_QUOTA) else StartEstimate(None)
+    return Forecast(result.outcome, result.message, rate, total, share, position,
+                    estimate.at if estimate else None, estimate.words(now) if estimate else "")

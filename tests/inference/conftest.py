@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 import pytest
 
 from inference import services
-from quotas.demo import seed_team_quotas
-
-
-@pytest.fixture
-def ep_quota(team, flavors):
-    """The team may hold 4 A100s and 7 MIG 1g.10gb slices; budget 10,000."""
-    return seed_team_quotas(team, {"a100-80gb": 4, "a100-1g.10gb": 7}, Decimal("10000"))
 
 
 def endpoint_payload(**overrides) -> dict:

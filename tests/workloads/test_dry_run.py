@@ -1,0 +1,80 @@
+"""``POST …?dry_run=1``: the forecast before submitting — cost, budget share, start now / queue / refuse."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from inference.models import InferenceEndpoint
+from jobs.models import TrainingRun
+from quotas.models import QueuedRequest, Reservation, TeamBudget
+from tests.inference.conftest import endpoint_payload
+from tests.jobs.conftest import run_payload
+
+pytestmark = pytest.mark.django_db
+
+
+def dry(api, path: str, payload: dict, **headers):
+    return api.post(f"{path}?dry_run=1", payload, format="json", **headers)
+
+
+def test_a_dry_run_forecasts_and_writes_nothing(api, quota):
+    TeamBudget.objects.filter(team__slug="ml-research").update(monthly_limit=Decimal("100"))
+    response = dry(api, "/api/v1/runs/", run_payload(gpus_per_worker=2, max_runtime_minutes=120))
+    assert response.status_code == 200
+    body = response.json()
+    assert body["outcome"] == "admit"
+    assert (body["cost_per_hour"], body["estimated_total"]) == ("8.2000", "16.4000")
+    assert body["share_of_budget_left"] == "0.1640"  # 16.40 of the 100 left
+    assert not TrainingRun.objects.exists() and not Reservation.objects.exists()
+
+
+def test_it_says_where_it_would_queue_and_when_it_would_start(api, member, team, quota):
+    busy = api.post("/api/v1/runs/", run_payload(name="busy", gpus_per_worker=8, max_runtime_minutes=60),
+                    format="json").json()
+    TrainingRun.objects.filter(pk=busy["id"]).update(state="running", started_at=timezone.now())
+    body = dry(api, "/api/v1/runs/", run_payload(name="next", gpus_per_worker=4)).json()
+    assert body["outcome"] == "queue" and body["queue_position"] == 1
+    assert body["start"] == f"starts in about 60 min (when run-{busy['id']} ends)"
+    assert body["estimated_start_at"] is not None
+    assert not QueuedRequest.objects.exists()
+
+
+def test_it_says_when_it_would_be_refused_and_bad_input_is_still_a_400(api, quota):
+    assert dry(api, "/api/v1/runs/", run_payload(flavor="h100-80gb")).json()["outcome"] == "reject"
+    bad = dry(api, "/api/v1/runs/", run_payload(gpus_per_worker="many"))
+    assert bad.status_code == 400 and "gpus_per_worker" in bad.json()["errors"]
+
+
+def test_a_dry_run_is_not_replayed_to_the_real_submission(api, quota):
+    headers = {"HTTP_IDEMPOTENCY_KEY": "k-1"}
+    assert dry(api, "/api/v1/runs/", run_payload(), **headers).status_code == 200
+    real = api.post("/api/v1/runs/", run_payload(), format="json", **headers)
+    assert real.status_code == 201 and TrainingRun.objects.count() == 1
+
+
+def test_viewers_and_outsiders_get_no_forecast(api_client_for, viewer, outsider, quota):
+    assert dry(api_client_for(viewer), "/api/v1/runs/", run_payload()).status_code == 403
+    assert dry(api_client_for(outsider), "/api/v1/runs/", run_payload()).status_code == 404
+
+
+def test_an_endpoint_dry_run_counts_its_minimum_to_the_months_end(api, ep_quota):
+    body = dry(api, "/api/v1/endpoints/", {"team": "ml-research", **endpoint_payload(min_replicas=2)}).json()
+    assert body["outcome"] == "admit" and body["cost_per_hour"] == "8.2000"
+    assert Decimal(body["estimated_total"]) > 0  # 2 replicas until the month's end
+    assert not InferenceEndpoint.objects.exists()
+    full = dry(api, "/api/v1/endpoints/", {"team": "ml-research", **endpoint_payload(min_replicas=5,
+                                                                                      max_replicas=5)}).json()
+    assert full["outcome"] == "reject"
+
+
+def test_the_run_form_shows_the_forecast(client, member, quota):
+    TeamBudget.objects.filter(team__slug="ml-research").update(monthly_limit=Decimal("100"))
+    client.force_login(member)
+    form = {"name": "x", "image": "registry.example.com/ml/t:1", "command": "python t.py", "flavor": "a100-80gb",
+            "gpus_per_worker": "2", "workers": "1", "max_retries": "2", "priority": "normal",
+            "max_runtime_minutes": "120"}
+    page = client.post("/runs/preview/", form, HTTP_HX_REQUEST="true").content.decode()
+    assert "16.40 USD" in page and "16% of what the budget leaves this month" in page
