@@ -10,7 +10,6 @@ is mapped back onto the form with :meth:`NewRunForm.add_service_errors`, field b
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -21,62 +20,17 @@ from jobs.validation import parse_run_request
 from quotas.constants import Priority
 from quotas.models import GpuFlavor
 from workloads.constants import NAME_MAX_LENGTH
+from workloads.forms import FlavorSelect, flavor_label, lines, parse_env
 
 #: Field names are the API's, so a service error on "gpus_per_worker" lands next to the
 #: "gpus_per_worker" input. These two are argv lists, one item per line.
 ARGV_FIELDS = ("command", "args")
 
 
-class FlavorSelect(forms.Select):
-    """A select whose options can be disabled (flavors the team has no quota for)."""
-
-    def __init__(self, *args: Any, disabled_values: set[str] | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.disabled_values = disabled_values or set()
-
-    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):
-        option = super().create_option(name, value, label, selected, index, subindex, attrs)
-        if str(value) in self.disabled_values:
-            option["attrs"]["disabled"] = True
-        return option
-
-
-def flavor_label(flavor: GpuFlavor, row: dict | None, currency: str) -> str:
-    """"a100-80gb — 3.20 USD/h (spot 1.10) · 6 of 8 free" (or "no quota")."""
-    price = f"{_money(flavor.price_per_hour)} {currency}/h (spot {_money(flavor.spot_price_per_hour)})"
-    if row is None or row["limit"] == 0:
-        return f"{flavor.name} — {price} · no quota for your team"
-    return f"{flavor.name} — {price} · {row['free']} of {row['limit']} free"
-
-
-def _money(value: Decimal) -> str:
-    # Prices have four decimals (MIG slices); show cents unless the tail matters.
-    return f"{value:.2f}" if value == value.quantize(Decimal("0.01")) else f"{value:.4f}"
-
-
-def _lines(text: str) -> list[str]:
-    """Non-blank lines, each kept verbatim (an argument may contain spaces) minus the newline."""
-    return [line.rstrip("\r") for line in text.split("\n") if line.strip()]
-
-
-def parse_env(text: str) -> dict[str, str]:
-    """``KEY=VALUE`` lines into a dict; raises ValidationError naming the bad line."""
-    env: dict[str, str] = {}
-    for number, line in enumerate(_lines(text), start=1):
-        key, sep, value = line.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ValidationError(f"Line {number}: expected KEY=VALUE, got {line.strip()!r}.")
-        if key in env:
-            raise ValidationError(f"Line {number}: {key} is set twice.")
-        env[key] = value
-    return env
-
-
 def parse_volumes(text: str) -> list[dict[str, Any]]:
     """``claim:/mount/path[:ro]`` lines into the API's volume objects (paths are checked later)."""
     volumes = []
-    for number, raw in enumerate(_lines(text), start=1):
+    for number, raw in enumerate(lines(text), start=1):
         line = raw.strip()
         claim, sep, path = line.partition(":")
         read_only = False
@@ -160,7 +114,7 @@ class NewRunForm(forms.Form):
                 data[name] = cleaned[name].strip()
         for name in ARGV_FIELDS:
             if cleaned.get(name):
-                data[name] = _lines(cleaned[name])
+                data[name] = lines(cleaned[name])
         for name in self.LIMITS:
             if cleaned.get(name) not in (None, ""):
                 data[name] = cleaned[name].strip()

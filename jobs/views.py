@@ -31,48 +31,21 @@ from jobs import services
 from jobs.constants import FINAL_STATES, TIMELINE, RunState
 from jobs.forms import NewRunForm, preview_data
 from jobs.models import TrainingRun
-from portal.models import Membership, Role
+from portal.models import Role
 from portal.permissions import require_team
 from quotas import admission
 from quotas.models import GpuFlavor
 from quotas.services import budget_summary, usage_summary
 from workloads import services as workloads
 from workloads.forecast import estimated_starts
+from workloads.views import STOP_POLLING, current_membership, no_team, polling_status, wants_partial
 
-#: htmx stops polling an element whose request is answered with this status.
-STOP_POLLING = 286
 RUNS_PER_PAGE = 25
 RECENT_RUNS = 5
 LOG_TAIL = 200
 
 #: Filter values of the runs list: the states plus "active" (anything not final).
 STATE_FILTERS = [("", "Any state"), ("active", "Active"), *RunState.choices]
-
-
-def _membership(request: HttpRequest, role: str = Role.VIEWER) -> Membership | None:
-    """The current team's membership (checked for ``role``), or None when the user has no team.
-
-    ``request.membership`` is a lazy object that may wrap None; it is re-checked through
-    ``require_team`` so every page uses the one access helper (403 below ``role``).
-    """
-    current = request.membership
-    if getattr(current, "pk", None) is None:
-        return None
-    return require_team(request.user, current.team, role)
-
-
-def _no_team(request: HttpRequest) -> HttpResponse:
-    return render(request, "jobs/no_team.html")
-
-
-def _wants_partial(request: HttpRequest) -> bool:
-    """An htmx swap, but not htmx restoring a page from history (that needs the full page)."""
-    return bool(request.htmx) and not request.htmx.history_restore_request
-
-
-def _polling_status(run: TrainingRun) -> int:
-    return STOP_POLLING if run.is_final else 200
-
 
 # 1. Runs list --------------------------------------------------------------------------------
 
@@ -82,9 +55,9 @@ def _polling_status(run: TrainingRun) -> int:
 @vary_on_headers("HX-Request")  # one URL, two bodies: caches must keep them apart
 def run_list(request: HttpRequest) -> HttpResponse:
     """The current team's runs, newest first, with filters; htmx gets just the rows."""
-    membership = _membership(request)
+    membership = current_membership(request)
     if membership is None:
-        return _no_team(request)
+        return no_team(request)
     team = membership.team
     state, mine, query = request.GET.get("state", ""), request.GET.get("mine") == "1", request.GET.get("q", "").strip()
     runs = TrainingRun.objects.filter(team=team).for_list()
@@ -107,7 +80,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "query": query, "state_filters": STATE_FILTERS, "filter_query": filters.urlencode(),
         "can_submit": membership.allows(Role.MEMBER),
     }
-    template = "jobs/run_list.html#rows" if _wants_partial(request) else "jobs/run_list.html"
+    template = "jobs/run_list.html#rows" if wants_partial(request) else "jobs/run_list.html"
     return render(request, template, context)
 
 
@@ -118,7 +91,7 @@ def run_state(request: HttpRequest, pk: int) -> HttpResponse:
     run = services.get_run_for_user(request.user, pk)
     position = admission.queue_positions(run.team).get(run.ref) if run.state == RunState.QUEUED else None
     context = {"run": run, "position": position}
-    return render(request, "jobs/run_list.html#state-cell", context, status=_polling_status(run))
+    return render(request, "jobs/run_list.html#state-cell", context, status=polling_status(run))
 
 
 # 2. New run ----------------------------------------------------------------------------------
@@ -139,9 +112,9 @@ def _initial_from(request: HttpRequest) -> dict:
 @require_http_methods(["GET", "POST"])
 def run_new(request: HttpRequest) -> HttpResponse:
     """The "New run" form; a valid POST submits through ``services.submit_run``."""
-    membership = _membership(request)
+    membership = current_membership(request)
     if membership is None:
-        return _no_team(request)
+        return no_team(request)
     services.ensure_can_submit(request.user, membership.team)  # viewers: 403, even for GET
     team = membership.team
     form = _new_run_form(request, team, request.POST if request.method == "POST" else None)
@@ -167,9 +140,9 @@ def run_new(request: HttpRequest) -> HttpResponse:
 @require_POST
 def run_preview(request: HttpRequest) -> HttpResponse:
     """Live preview for the form: cost per hour and start-now / queue / reject, with the reason."""
-    membership = _membership(request)
+    membership = current_membership(request)
     if membership is None:
-        return _no_team(request)
+        return no_team(request)
     services.ensure_can_submit(request.user, membership.team)
     preview = services.preview_run(membership.team, preview_data(request.POST))
     return render(request, "jobs/run_new.html#preview", {"preview": preview})
@@ -230,8 +203,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One run: state, timeline, reason, cost, spec, manifest, events, logs; htmx gets the status panel."""
     run = services.get_run_for_user(request.user, pk)
     context = _status_context(request, run)
-    if _wants_partial(request):
-        return render(request, "jobs/run_detail.html#status", context, status=_polling_status(run))
+    if wants_partial(request):
+        return render(request, "jobs/run_detail.html#status", context, status=polling_status(run))
     manifest = yaml.safe_dump_all(workloads.manifests(run), sort_keys=False)
     context.update({
         "manifest": manifest,
@@ -271,7 +244,7 @@ def run_logs(request: HttpRequest, pk: int) -> HttpResponse:
     """The logs tail, polled while the run is active; 286 once it is final."""
     run = services.get_run_for_user(request.user, pk)
     context = {"run": run, "logs": workloads.logs(run, LOG_TAIL)}
-    return render(request, "jobs/run_detail.html#logs", context, status=_polling_status(run))
+    return render(request, "jobs/run_detail.html#logs", context, status=polling_status(run))
 
 
 @login_required
@@ -334,9 +307,9 @@ def _budget(team) -> dict:
 @require_GET
 def dashboard(request: HttpRequest) -> HttpResponse:
     """The landing page: the current team's quota usage, budget, queue and recent runs."""
-    membership = _membership(request)
+    membership = current_membership(request)
     if membership is None:
-        return _no_team(request)
+        return no_team(request)
     team = membership.team
     recent = list(TrainingRun.objects.filter(team=team).for_list()[:RECENT_RUNS])
     # Both counts in one query.

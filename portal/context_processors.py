@@ -11,7 +11,7 @@ from django.urls import NoReverseMatch, reverse
 NAV_ITEMS: tuple[tuple[str, str], ...] = (
     ("Dashboard", "dashboard"),
     ("Runs", "jobs:run-list"),
-    ("Endpoints", "endpoints"),
+    ("Endpoints", "inference:endpoint-list"),
     ("Usage", "quotas:usage"),
     ("API tokens", "api-tokens"),
 )

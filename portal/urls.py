@@ -17,8 +17,8 @@ urlpatterns = [
     path("team/switch/", views.switch_team, name="switch-team"),
     path("tokens/", views.api_tokens, name="api-tokens"),
     path("tokens/<int:pk>/revoke/", views.revoke_api_token, name="revoke-api-token"),
-    path("endpoints/", views.endpoints_placeholder, name="endpoints"),
     path("", include("jobs.urls")),
+    path("", include("inference.urls")),
     path("", include("quotas.urls")),
     # Custom staff pages (the Capacity page) before the admin site, which would 404 them.
     path("admin/", include("quotas.admin_urls")),

@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 from django.views.defaults import page_not_found
 from django.views.defaults import server_error as default_server_error
 
@@ -68,14 +68,6 @@ def revoke_api_token(request: HttpRequest, pk: int) -> HttpResponse:
         return render(request, "portal/api_tokens.html#token-row", {"token": token})
     messages.success(request, f"Token “{token.name}” revoked.")
     return redirect("api-tokens")
-
-
-@login_required
-@require_GET
-def endpoints_placeholder(request: HttpRequest) -> HttpResponse:
-    """Inference endpoints are not built yet; say so instead of a dead link."""
-    return render(request, "inference/coming.html")
-
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

@@ -1,0 +1,143 @@
+"""The portal's endpoint forms (create and edit).
+
+They only turn text inputs into the API's shape (argv one item per line, ``KEY=VALUE`` env
+lines, the autoscale object from its parts); every field is validated by
+:func:`inference.validation.parse_endpoint_request` inside the service, and its errors are
+mapped back onto the form field by field.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from inference import constants as c
+from inference.constants import Engine, Metric
+from quotas.models import GpuFlavor
+from workloads.forms import FlavorSelect, flavor_label, lines, parse_env
+
+AUTOSCALE_PARTS = ("metric", "target", "engine", "query")
+
+
+def gpu_name(product: str) -> str:
+    """"NVIDIA-A100-SXM4-80GB" (the node label) → "A100 80GB": the model and its memory, for people."""
+    parts = [p for p in product.removeprefix("NVIDIA-").split("-") if not p.startswith(("SXM", "PCIE", "NVL"))]
+    return " ".join(parts) or product
+
+
+def mig_explanation(flavor: GpuFlavor) -> str:
+    """"1g.10gb — 1/7 of an A100 80GB, 10 GB memory" (empty for full GPUs)."""
+    if not flavor.mig_profile:
+        return ""
+    sevenths = round(Decimal(flavor.gpu_fraction) * 7)
+    share = f"{sevenths}/7" if abs(Decimal(sevenths) / 7 - Decimal(flavor.gpu_fraction)) < Decimal("0.01") else (
+        f"{Decimal(flavor.gpu_fraction):.2f}")
+    return f"{flavor.mig_profile} — {share} of an {gpu_name(flavor.gpu_model)}, {flavor.gpu_memory_gb} GB memory"
+
+
+class EndpointEditForm(forms.Form):
+    """What a PATCH may change (API.md): image, env, sizes, autoscaling, the scale-down delay."""
+
+    image = forms.CharField(max_length=300)
+    env = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3, "placeholder": "MODEL=llama-3-8b"}),
+                          help_text="KEY=VALUE, one per line.")
+    min_replicas = forms.CharField(initial="1", help_text="Guaranteed: reserved against the team quota.")
+    max_replicas = forms.CharField(initial="1", help_text="Replicas above the minimum are burst: granted from free "
+                                                          "quota and budget while needed.")
+    metric = forms.ChoiceField(choices=Metric.choices, initial=Metric.GPU_UTILIZATION)
+    target = forms.CharField(required=False, initial="70", help_text="Per replica: % GPU, requests/s or queue length.")
+    engine = forms.ChoiceField(required=False, choices=[("", "—"), *Engine.choices], help_text="queue_length only.")
+    query = forms.CharField(required=False, max_length=c.MAX_QUERY_LENGTH, help_text="PromQL, prometheus only.")
+    scale_down_delay_seconds = forms.CharField(initial=str(c.DEFAULT_SCALE_DOWN_DELAY_SECONDS))
+
+    FIELDS = ("image", "env", "min_replicas", "max_replicas", "scale_down_delay_seconds")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.api_data: dict[str, Any] = {}
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        data: dict[str, Any] = {name: cleaned[name].strip() for name in self.FIELDS
+                                if name != "env" and cleaned.get(name) not in (None, "")}
+        try:
+            data["env"] = parse_env(cleaned.get("env") or "")
+        except ValidationError as exc:
+            self.add_error("env", exc)
+        autoscale: dict[str, Any] = {"metric": cleaned.get("metric") or Metric.GPU_UTILIZATION}
+        for part in ("target", "engine", "query"):
+            if cleaned.get(part):
+                autoscale[part] = cleaned[part].strip()
+        data["autoscale"] = autoscale
+        self.api_data = self.more_fields(cleaned, data)
+        return cleaned
+
+    def more_fields(self, cleaned: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+        """The fields only a new endpoint has (an edit has none beyond its own)."""
+        return data
+
+    def add_service_errors(self, error: ValidationError) -> None:
+        """Put the service's field errors next to the matching inputs (autoscale errors on the metric)."""
+        for field, messages in error.message_dict.items():
+            target = "metric" if field == "autoscale" else field if field in self.fields else None
+            if target is not None and target in self.errors:
+                continue
+            for message in messages:
+                self.add_error(target, message)
+
+
+class EndpointForm(EndpointEditForm):
+    """Everything of a new endpoint (API.md ``POST /endpoints/``)."""
+
+    name = forms.CharField(max_length=40, help_text="Lowercase letters, digits and '-', starting with a letter.")
+    flavor = forms.ChoiceField(choices=())
+    gpus_per_replica = forms.CharField(initial="1", help_text="1 for MIG slices.")
+    command = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                              help_text="Optional; one argument per line (argv, never a shell).")
+    args = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text="One per line.")
+    port = forms.CharField(initial=str(c.DEFAULT_PORT))
+    readiness_path = forms.CharField(initial=c.DEFAULT_READINESS_PATH)
+    startup_timeout_seconds = forms.CharField(initial=str(c.DEFAULT_STARTUP_TIMEOUT_SECONDS),
+                                              help_text="How long loading the model may take.")
+    spot = forms.BooleanField(required=False, help_text="Spot price; the pods may be evicted.")
+
+    field_order = ["name", "image", "command", "args", "env", "flavor", "gpus_per_replica", "min_replicas",
+                   "max_replicas", "metric", "target", "engine", "query", "scale_down_delay_seconds", "port",
+                   "readiness_path", "startup_timeout_seconds", "spot"]
+
+    # Sections of the page (templates cannot pass arguments, hence one property each).
+    SERVE = ("name", "image", "command", "args", "env", "port", "readiness_path", "startup_timeout_seconds")
+    SCALING = ("flavor", "gpus_per_replica", "min_replicas", "max_replicas", "metric", "target", "engine", "query",
+               "scale_down_delay_seconds", "spot")
+
+    @property
+    def serve_fields(self) -> list:
+        return [self[name] for name in self.SERVE]
+
+    @property
+    def scaling_fields(self) -> list:
+        return [self[name] for name in self.SCALING]
+
+    def __init__(self, *args: Any, flavors: list[GpuFlavor] = (), usage: list[dict] = (), currency: str = "USD",
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        rows = {row["flavor"]: row for row in usage}
+        without_quota = {f.name for f in flavors if rows.get(f.name, {}).get("limit", 0) == 0}
+        choices = [("", "— choose a flavor —")] + [
+            (f.name, flavor_label(f, rows.get(f.name), currency) + (f" · {mig_explanation(f)}" if f.mig_profile else ""))
+            for f in flavors]
+        self.fields["flavor"].choices = choices
+        self.fields["flavor"].widget = FlavorSelect(choices=choices, disabled_values=without_quota)
+
+    def more_fields(self, cleaned: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+        for name in ("name", "flavor", "gpus_per_replica", "port", "readiness_path", "startup_timeout_seconds"):
+            if cleaned.get(name) not in (None, ""):
+                data[name] = cleaned[name].strip()
+        for name in ("command", "args"):
+            if cleaned.get(name):
+                data[name] = lines(cleaned[name])
+        data["spot"] = bool(cleaned.get("spot"))
+        return data

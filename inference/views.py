@@ -1,0 +1,189 @@
+"""Portal pages of inference endpoints (Django templates + htmx).
+
+Views are thin (DESIGN.md §8): they check access with one helper
+(:func:`inference.services.get_endpoint_for_user`, the current team's membership), call ONE
+service function and render; see :mod:`workloads.views` for the htmx conventions (partials,
+polling that stops with 286 once an endpoint is final).
+"""
+
+from __future__ import annotations
+
+import yaml
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from inference import services
+from inference.chart import replicas_chart
+from inference.forms import EndpointEditForm, EndpointForm
+from inference.models import InferenceEndpoint
+from portal.models import Role
+from portal.permissions import require_team
+from quotas import admission
+from quotas.models import GpuFlavor
+from quotas.services import usage_summary
+from workloads import services as workloads
+from workloads.views import current_membership, no_team, polling_status, wants_partial
+
+PER_PAGE = 25
+LOG_TAIL = 200
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def endpoint_list(request: HttpRequest) -> HttpResponse:
+    """The current team's endpoints, newest first: state, replicas, cost per hour, cost to date."""
+    membership = current_membership(request)
+    if membership is None:
+        return no_team(request)
+    team = membership.team
+    page = Paginator(InferenceEndpoint.objects.filter(team=team).for_list(), PER_PAGE).get_page(request.GET.get("page"))
+    positions = admission.queue_positions(team) if any(e.state == "queued" for e in page) else {}
+    context = {"team": team, "page": page, "rows": [(e, positions.get(e.ref)) for e in page],
+               "can_submit": membership.allows(Role.MEMBER), "currency": settings.SLIPWAY_CURRENCY}
+    template = "inference/endpoint_list.html#rows" if wants_partial(request) else "inference/endpoint_list.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_GET
+def endpoint_state(request: HttpRequest, pk: int) -> HttpResponse:
+    """The polling cells of one endpoint's row (state, replicas, cost); 286 once it is final."""
+    endpoint = services.get_endpoint_for_user(request.user, pk)
+    context = {"endpoint": endpoint, "currency": settings.SLIPWAY_CURRENCY,
+               "position": admission.queue_positions(endpoint.team).get(endpoint.ref)
+               if endpoint.state == "queued" else None}
+    return render(request, "inference/endpoint_list.html#live", context, status=polling_status(endpoint))
+
+
+def _form_context(request: HttpRequest, team, form) -> dict:
+    return {"team": team, "form": form, "currency": settings.SLIPWAY_CURRENCY}
+
+
+def _create_form(team, data=None) -> EndpointForm:
+    flavors = list(GpuFlavor.objects.filter(active=True).order_by("name"))
+    return EndpointForm(data, flavors=flavors, usage=usage_summary(team), currency=settings.SLIPWAY_CURRENCY)
+
+
+def _require_member(request: HttpRequest):
+    membership = current_membership(request)
+    if membership is not None and not membership.allows(Role.MEMBER):
+        raise PermissionDenied("Viewers cannot create endpoints.")
+    return membership
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def endpoint_new(request: HttpRequest) -> HttpResponse:
+    """The "New endpoint" form; a valid POST creates it through ``services.create_endpoint``."""
+    membership = _require_member(request)
+    if membership is None:
+        return no_team(request)
+    team = membership.team
+    form = _create_form(team, request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            endpoint = services.create_endpoint(request.user, team, form.api_data)
+        except ValidationError as exc:
+            form.add_service_errors(exc)
+        else:
+            messages.success(request, f"Endpoint {endpoint.name} created: {endpoint.get_state_display().lower()}.")
+            return redirect("inference:endpoint-detail", pk=endpoint.pk)
+    return render(request, "inference/endpoint_form.html", _form_context(request, team, form),
+                  status=400 if form.is_bound else 200)
+
+
+@login_required
+@require_POST
+def endpoint_preview(request: HttpRequest) -> HttpResponse:
+    """htmx: price range, budget share and whether the endpoint would start now, queue or be refused."""
+    membership = _require_member(request)
+    if membership is None:
+        return no_team(request)
+    form = _create_form(membership.team, request.POST)
+    form.is_valid()
+    try:
+        preview = services.preview_endpoint(membership.team, form.api_data)
+        message = ""
+    except ValidationError as exc:
+        preview, message = None, "; ".join(f"{k}: {v[0]}" for k, v in exc.message_dict.items())
+    return render(request, "inference/endpoint_form.html#preview",
+                  {"preview": preview, "message": message, "currency": settings.SLIPWAY_CURRENCY})
+
+
+def _detail_context(request: HttpRequest, endpoint: InferenceEndpoint) -> dict:
+    membership = require_team(request.user, endpoint.team)
+    return {"endpoint": endpoint, "can_act": membership.allows(Role.MEMBER) and not endpoint.is_final,
+            "currency": settings.SLIPWAY_CURRENCY}
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def endpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """One endpoint: state, replicas chart, scaling log, events, logs, manifest; htmx gets the status panel."""
+    endpoint = services.get_endpoint_for_user(request.user, pk)
+    context = _detail_context(request, endpoint)
+    if wants_partial(request):
+        return render(request, "inference/endpoint_detail.html#status", context, status=polling_status(endpoint))
+    events = list(endpoint.scaling_events.all()[:200])
+    samples = [(e.at, e.replicas, e.desired_replicas, e.replica_ceiling) for e in reversed(events)]
+    context.update(
+        log=events[:50],
+        chart=replicas_chart(samples, timezone.now(), (endpoint.replicas, endpoint.desired_replicas,
+                                                        endpoint.replica_ceiling), endpoint.min_replicas,
+                             endpoint.max_replicas),
+        cluster_events=workloads.events(endpoint),
+        logs=workloads.logs(endpoint, LOG_TAIL),
+        manifest=yaml.safe_dump_all(workloads.manifests(endpoint), sort_keys=False),
+    )
+    return render(request, "inference/endpoint_detail.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def endpoint_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    """Change image, env, sizes or autoscaling (a PATCH through ``services.update_endpoint``)."""
+    endpoint = services.get_endpoint_for_user(request.user, pk, Role.MEMBER)
+    autoscale = endpoint.autoscale or {}
+    initial = {"image": endpoint.image, "env": "\n".join(f"{k}={v}" for k, v in endpoint.env.items()),
+               "min_replicas": endpoint.min_replicas, "max_replicas": endpoint.max_replicas,
+               "scale_down_delay_seconds": endpoint.scale_down_delay_seconds,
+               **{part: autoscale.get(part) or "" for part in ("metric", "target", "engine", "query")}}
+    form = EndpointEditForm(request.POST if request.method == "POST" else None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.update_endpoint(request.user, endpoint, form.api_data)
+        except ValidationError as exc:
+            form.add_service_errors(exc)
+        except services.EndpointConflict as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Endpoint {endpoint.name} updated.")
+            return redirect("inference:endpoint-detail", pk=endpoint.pk)
+    return render(request, "inference/endpoint_edit.html", {"endpoint": endpoint, "form": form},
+                  status=400 if form.is_bound else 200)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def endpoint_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    """GET asks for confirmation; POST deletes (quota released at once, objects removed)."""
+    endpoint = services.get_endpoint_for_user(request.user, pk, Role.MEMBER)
+    if request.method == "GET":
+        return render(request, "inference/endpoint_delete.html", {"endpoint": endpoint})
+    try:
+        services.delete_endpoint(request.user, endpoint)
+    except services.EndpointConflict as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Endpoint {endpoint.name} is being deleted; its quota is released.")
+    return redirect("inference:endpoint-detail", pk=endpoint.pk)

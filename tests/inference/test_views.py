@@ -1,0 +1,135 @@
+"""Portal pages of endpoints: happy paths, wrong methods, outsiders, viewers, htmx partials, query counts."""
+
+from __future__ import annotations
+
+import pytest
+
+from inference import services
+from inference.models import InferenceEndpoint
+from quotas.models import Reservation
+from tests.inference.conftest import endpoint_payload
+
+pytestmark = pytest.mark.django_db
+
+FORM = {"name": "chat", "image": "registry.example.com/serving/vllm:0.6", "flavor": "a100-1g.10gb",
+        "gpus_per_replica": "1", "min_replicas": "1", "max_replicas": "3", "metric": "gpu_utilization",
+        "target": "70", "scale_down_delay_seconds": "300", "port": "8080", "readiness_path": "/health/ready",
+        "startup_timeout_seconds": "600"}
+
+
+@pytest.fixture
+def endpoint(member, team, ep_quota, published):
+    return services.create_endpoint(member, team, endpoint_payload())
+
+
+def test_it_lists_the_teams_endpoints_with_live_cells(client, member, endpoint):
+    client.force_login(member)
+    page = client.get("/endpoints/").content.decode()
+    assert "llama-chat" in page and f'hx-get="/endpoints/{endpoint.pk}/state/"' in page
+    assert "New endpoint" in page
+
+
+def test_the_list_partial_and_the_state_cell(client, member, endpoint):
+    client.force_login(member)
+    partial = client.get("/endpoints/", HTTP_HX_REQUEST="true").content.decode()
+    assert "<html" not in partial and "llama-chat" in partial
+    cell = client.get(f"/endpoints/{endpoint.pk}/state/")
+    assert cell.status_code == 200 and b"Deploying" in cell.content
+    InferenceEndpoint.objects.filter(pk=endpoint.pk).update(state="deleted")
+    assert client.get(f"/endpoints/{endpoint.pk}/state/").status_code == 286  # final: polling stops
+
+
+@pytest.mark.parametrize("count", [3, 12])
+def test_the_list_renders_in_a_constant_number_of_queries(client, member, team, ep_quota, published, count,
+                                                          django_assert_num_queries):
+    for i in range(count):
+        services.create_endpoint(member, team, endpoint_payload(name=f"ep{i}", flavor="a100-1g.10gb",
+                                                                max_replicas=1, min_replicas=1)
+                                 if i < 7 else endpoint_payload(name=f"ep{i}", flavor="a100-1g.10gb"))
+    client.force_login(member)
+    # session, user, membership, access check, count, page (team, flavor, creator joined),
+    # queue positions (queued ones on the page), switcher
+    with django_assert_num_queries(7 if count <= 7 else 8):
+        assert client.get("/endpoints/").status_code == 200
+
+
+def test_it_shows_the_detail_with_chart_scaling_log_and_manifest(client, member, endpoint):
+    client.force_login(member)
+    page = client.get(f"/endpoints/{endpoint.pk}/").content.decode()
+    for part in ('id="replicas-chart"', "<svg", "polyline", "Scaling log", "Admitted at its minimum", "kind: ScaledObject",
+                 "ceiling (granted)", "min / max"):
+        assert part in page, part
+    partial = client.get(f"/endpoints/{endpoint.pk}/", HTTP_HX_REQUEST="true")
+    assert partial.status_code == 200 and b"<html" not in partial.content and b"endpoint-status" in partial.content
+
+
+def test_the_create_form_explains_mig_and_creates(client, member, ep_quota, published):
+    client.force_login(member)
+    page = client.get("/endpoints/new/").content.decode()
+    assert "1g.10gb — 1/7 of an A100 80GB, 10 GB memory" in page
+    assert "burst" in page
+    response = client.post("/endpoints/new/", FORM)
+    created = InferenceEndpoint.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/endpoints/{created.pk}/"
+    assert Reservation.objects.active().get(ref=created.ref).units == 1
+
+
+def test_the_preview_forecasts_without_writing(client, member, ep_quota):
+    client.force_login(member)
+    page = client.post("/endpoints/preview/", FORM, HTTP_HX_REQUEST="true").content.decode()
+    assert "Starts now" in page and "per hour at the minimum" in page
+    assert not InferenceEndpoint.objects.exists()
+
+
+def test_service_errors_come_back_on_the_form(client, member, ep_quota):
+    client.force_login(member)
+    response = client.post("/endpoints/new/", {**FORM, "min_replicas": "0"})  # gpu metric cannot wake from zero
+    assert response.status_code == 400
+    assert "request-driven" in response.content.decode()
+    assert not InferenceEndpoint.objects.exists()
+
+
+def test_edit_and_delete_with_confirmation(client, member, endpoint, published):
+    client.force_login(member)
+    assert client.get(f"/endpoints/{endpoint.pk}/edit/").status_code == 200
+    edit = client.post(f"/endpoints/{endpoint.pk}/edit/", {
+        "image": "registry.example.com/serving/vllm:0.7", "min_replicas": "1", "max_replicas": "2",
+        "metric": "gpu_utilization", "target": "60", "scale_down_delay_seconds": "120", "env": ""})
+    assert edit.status_code == 302
+    endpoint.refresh_from_db()
+    assert (endpoint.image, endpoint.max_replicas, endpoint.autoscale["target"]) == (
+        "registry.example.com/serving/vllm:0.7", 2, 60)
+    confirm = client.get(f"/endpoints/{endpoint.pk}/delete/").content.decode()
+    assert "Delete llama-chat?" in confirm
+    assert client.post(f"/endpoints/{endpoint.pk}/delete/").status_code == 302
+    endpoint.refresh_from_db()
+    assert endpoint.state == "deleting"
+
+
+def test_viewers_see_no_controls_and_are_refused(client, viewer, endpoint):
+    client.force_login(viewer)
+    assert "New endpoint" not in client.get("/endpoints/").content.decode()
+    detail = client.get(f"/endpoints/{endpoint.pk}/").content.decode()
+    assert "Delete" not in detail and "/edit/" not in detail
+    assert client.get("/endpoints/new/").status_code == 403
+    assert client.post("/endpoints/new/", FORM).status_code == 403
+    assert client.post(f"/endpoints/{endpoint.pk}/edit/", {"image": "x"}).status_code == 403
+    assert client.post(f"/endpoints/{endpoint.pk}/delete/").status_code == 403
+    assert InferenceEndpoint.objects.get().state == "deploying"
+
+
+def test_outsiders_get_404(client, outsider, endpoint):
+    client.force_login(outsider)
+    for path in (f"/endpoints/{endpoint.pk}/", f"/endpoints/{endpoint.pk}/state/", f"/endpoints/{endpoint.pk}/edit/",
+                 f"/endpoints/{endpoint.pk}/delete/"):
+        assert client.get(path).status_code == 404, path
+    assert client.post(f"/endpoints/{endpoint.pk}/delete/").status_code == 404
+    assert InferenceEndpoint.objects.get().state == "deploying"
+
+
+def test_wrong_methods_and_anonymous(client, member, endpoint):
+    assert client.get("/endpoints/").status_code == 302  # to the login page
+    client.force_login(member)
+    assert client.post("/endpoints/").status_code == 405
+    assert client.get("/endpoints/preview/").status_code == 405
+    assert client.post(f"/endpoints/{endpoint.pk}/state/").status_code == 405
