@@ -21,14 +21,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from jobs import services
-from jobs.constants import FINAL_STATES, TIMELINE, RunState
+from jobs.constants import TIMELINE, RunState
 from jobs.forms import NewRunForm, preview_data
 from jobs.models import TrainingRun
 from portal.models import Role
@@ -44,7 +43,7 @@ RUNS_PER_PAGE = 25
 RECENT_RUNS = 5
 LOG_TAIL = 200
 
-#: Filter values of the runs list: the states plus "active" (anything not final).
+#: Filter values of the runs list: the states plus "active" (admitted or running: holding quota).
 STATE_FILTERS = [("", "Any state"), ("active", "Active"), *RunState.choices]
 
 # 1. Runs list --------------------------------------------------------------------------------
@@ -62,7 +61,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     state, mine, query = request.GET.get("state", ""), request.GET.get("mine") == "1", request.GET.get("q", "").strip()
     runs = TrainingRun.objects.filter(team=team).for_list()
     if state == "active":
-        runs = runs.active()
+        runs = runs.holding_quota()
     elif state in RunState.values:
         runs = runs.filter(state=state)
     if mine:
@@ -312,12 +311,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         return no_team(request)
     team = membership.team
     recent = list(TrainingRun.objects.filter(team=team).for_list()[:RECENT_RUNS])
-    # Both counts in one query.
-    counts = TrainingRun.objects.filter(team=team).aggregate(
-        queued=Count("pk", filter=Q(state=RunState.QUEUED)), active=Count("pk", filter=~Q(state__in=FINAL_STATES)),
-    )
+    # "Active" is admitted or running (holding quota); queued work is counted apart.
     context = {
         "team": team, "membership": membership, "usage": _usage_bars(team), "budget": _budget(team),
-        **counts, "recent": recent, "can_submit": membership.allows(Role.MEMBER),
+        "kinds": workloads.team_summary(team), "recent": recent, "can_submit": membership.allows(Role.MEMBER),
     }
     return render(request, "jobs/dashboard.html", context)

@@ -26,7 +26,7 @@ from functools import lru_cache
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -266,6 +266,19 @@ def segments_cost(segments: list[Interval], since: datetime) -> Decimal:
 def open_spend(team_id: int, since: datetime, now: datetime) -> Decimal:
     """What the team's open segments have cost from ``since`` to ``now``."""
     return segments_cost(open_segments(team_id, now), since)
+
+
+def spent_month_by_prefix(team, prefixes: list[str], now: datetime) -> dict[str, Decimal]:
+    """This month's spend of the team split by workload kind (ref prefix): ledger and open segments."""
+    since = month_start(now)
+    sums = UsageRecord.objects.filter(team=team, start__gte=since).aggregate(
+        **{prefix: Sum("cost", filter=Q(ref__startswith=f"{prefix}:")) for prefix in prefixes})
+    totals = {prefix: sums[prefix] or ZERO for prefix in prefixes}
+    for segment in open_segments(team.pk, now):
+        prefix = segment.ref.partition(":")[0]
+        if prefix in totals:
+            totals[prefix] += segments_cost([segment], since)
+    return totals
 
 
 def spent_month(team, now: datetime | None = None, segments: list[Interval] | None = None) -> Decimal:

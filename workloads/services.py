@@ -10,17 +10,20 @@ Access checks stay with the caller (each kind's service checks roles before call
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from django.db.models import Count, Q
 from django.utils import timezone
 
 import portal.cluster
 from cluster.backends.base import ClusterEvent, WorkloadRef
 from cluster.errors import ClusterError
 from portal.queueing import publish_on_commit
-from quotas import admission
+from quotas import admission, ledger
 from workloads import lifecycle, tasks
 from workloads.constants import Message
 from workloads.identity import WorkloadId
-from workloads.registry import kind_of
+from workloads.registry import kind_of, kinds
 
 
 def admit_new(workload) -> admission.Decision:
@@ -87,3 +90,21 @@ def events(workload) -> list[ClusterEvent]:
         return portal.cluster.get_backend().events(WorkloadRef(workload.namespace, workload.cluster_name))
     except ClusterError:
         return []
+
+
+def team_summary(team, now: datetime | None = None) -> dict[str, dict]:
+    """Per kind (by prefix): work holding quota (admitted or running), queued, and spend this month.
+
+    One count query per kind, one ledger query and one for open segments: for the dashboard.
+    """
+    now = now or timezone.now()
+    summary = {}
+    for kind in kinds():
+        model = kind.model
+        summary[kind.prefix] = {"noun": kind.noun, **model.objects.filter(team=team).aggregate(
+            holding=Count("pk", filter=Q(state__in=model.HOLDING_STATES)),
+            queued=Count("pk", filter=Q(state=kind.lifecycle.queued)))}
+    spent = ledger.spent_month_by_prefix(team, list(summary), now)
+    for prefix, row in summary.items():
+        row["spent_month"] = spent.get(prefix, ledger.ZERO)
+    return summary

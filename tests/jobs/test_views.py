@@ -588,7 +588,9 @@ def test_it_shows_quota_bars_budget_queue_and_recent_runs(client, member, team, 
     html = response.content.decode()
     assert 'aria-label="8 of 8 in use"' in html and 'aria-label="0 of 2 in use"' in html
     assert '<span class="badge queued">4</span>' in html  # queued units of a100-80gb
-    assert '<span class="stat-value">2</span><span class="stat-label">queued</span>' in html
+    # "active" is admitted or running (four); the two queued are counted apart.
+    assert '<span class="stat-value">4</span><span class="stat-label">active runs · 2 queued' in html
+    assert '<span class="stat-value">0</span><span class="stat-label">live endpoints · 0 queued' in html
     assert "of 10000" in html  # the monthly budget
     assert ">run-5</a>" in html and ">run-1</a>" in html and ">run-0</a>" not in html  # the five newest
     assert html.count('hx-trigger="every 3s"') == 5
@@ -609,10 +611,11 @@ def test_it_renders_the_dashboard_in_a_constant_number_of_queries(client, member
     client.get("/")
     # session, user, current membership, access check, recent runs, usage (quotas, reservations,
     # queue), budget (budget, month's spend in the ledger, open segments of all kinds, commitments
-    # of runs and of endpoints), queued + active counts (one), switcher memberships
-    with django_assert_num_queries(15):
+    # of runs and of endpoints), per kind its holding and queued counts (one each: runs, endpoints,
+    # the test-only kind), spend by kind (ledger, open segments), switcher memberships
+    with django_assert_num_queries(19):
         client.get("/")
     for i in range(8):
         submit(member, team, name=f"more-{i}", gpus_per_worker=1)
-    with django_assert_num_queries(15):
+    with django_assert_num_queries(19):
         client.get("/")
