@@ -9,6 +9,7 @@ import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import CommandError, call_command
 
+from inference.models import InferenceEndpoint
 from portal.models import Membership, Team
 from quotas.models import GpuFlavor, TeamBudget, TeamQuota
 
@@ -107,3 +108,12 @@ def test_it_refuses_to_seed_well_known_passwords_without_debug(db, settings):
     assert not User.objects.exists()
     seed(force=True)
     assert User.objects.filter(username="admin").exists()
+
+
+def test_it_creates_the_demo_endpoints_once(db, debug_on):
+    call_command("seed_demo", stdout=StringIO())
+    endpoints = {e.name: e for e in InferenceEndpoint.objects.all()}
+    assert set(endpoints) == {"detector", "llama-chat"}
+    assert endpoints["detector"].min_replicas == 0 and endpoints["detector"].flavor.mig_profile == "1g.10gb"
+    call_command("seed_demo", stdout=StringIO())
+    assert InferenceEndpoint.objects.count() == 2

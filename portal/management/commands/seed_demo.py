@@ -17,6 +17,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from inference.demo import seed_demo_endpoints
 from jobs.demo import seed_demo_runs
 from portal.models import Membership, Role, Team
 from quotas import demo
@@ -67,7 +68,7 @@ class Command(BaseCommand):
         parser.add_argument("--force", action="store_true",
                             help="Seed even with DEBUG off (demo users have well-known passwords).")
         parser.add_argument("--no-runs", action="store_true",
-                            help="Do not submit the demo training runs.")
+                            help="Do not submit the demo training runs and endpoints.")
 
     def handle(self, *args, force: bool = False, no_runs: bool = False, **options) -> None:
         if not settings.DEBUG and not force:
@@ -86,6 +87,9 @@ class Command(BaseCommand):
             runs = seed_demo_runs()
             if runs:
                 self.stdout.write(f"Submitted {len(runs)} demo training runs; they progress on their own.")
+            endpoints = seed_demo_endpoints()
+            if endpoints:
+                self.stdout.write(f"Created {len(endpoints)} demo inference endpoints; they scale with a demo load.")
         self.report(len(flavors))
 
     def report(self, flavor_count: int) -> None:

@@ -1,0 +1,49 @@
+"""Demo inference endpoints for ``manage.py seed_demo``: serving that scales on its own in the sandbox.
+
+The sandbox's demo load follows a slow wave scaled to each endpoint's maximum, so these
+endpoints grow burst replicas, get capped by the team quota and give units back by
+themselves. Created through :func:`inference.services.create_endpoint` like any other.
+Idempotent: a team that already has endpoints gets no more.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+
+from inference.models import InferenceEndpoint
+from inference.services import create_endpoint
+from portal.models import Team
+
+logger = logging.getLogger(__name__)
+
+#: (team, user, endpoint fields)
+DEMO_ENDPOINTS: tuple[tuple[str, str, dict], ...] = (
+    # MIG slices: 1 guaranteed, bursts up to 5 of the team's 7 slices; wakes from zero on requests.
+    ("vision", "dave", {"name": "detector", "image": "registry.example.com/vision/serve:2.0",
+                        "flavor": "a100-1g.10gb", "min_replicas": 0, "max_replicas": 5,
+                        "autoscale": {"metric": "queue_length", "engine": "triton", "target": 40},
+                        "scale_down_delay_seconds": 120}),
+    ("ml-research", "alice", {"name": "llama-chat", "image": "registry.example.com/serving/vllm:0.6",
+                              "flavor": "a100-80gb", "min_replicas": 1, "max_replicas": 4,
+                              "autoscale": {"metric": "gpu_utilization", "target": 70},
+                              "scale_down_delay_seconds": 120, "env": {"SLIPWAY_SIM_LOAD_SECONDS": "30"}}),
+)
+
+
+def seed_demo_endpoints() -> list[InferenceEndpoint]:
+    """Create the demo endpoints of every demo team that has no endpoints yet."""
+    users = {u.username: u for u in get_user_model().objects.filter(username__in={u for _, u, _ in DEMO_ENDPOINTS})}
+    teams = {t.slug: t for t in Team.objects.filter(slug__in={t for t, _, _ in DEMO_ENDPOINTS})}
+    fresh = {slug for slug, team in teams.items() if not InferenceEndpoint.objects.filter(team=team).exists()}
+    created = []
+    for slug, username, fields in DEMO_ENDPOINTS:
+        if slug not in fresh or username not in users:
+            continue
+        try:
+            created.append(create_endpoint(users[username], teams[slug], fields))
+        except ValidationError as exc:  # e.g. an admin lowered the demo quota: skip, say why
+            logger.warning("demo endpoint %s/%s not created: %s", slug, fields["name"], exc.messages)
+    return created
