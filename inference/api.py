@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, status, viewsets
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import status
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from inference import services
@@ -24,48 +22,22 @@ from portal.models import Role
 from workloads.api import (
     DRY_RUN_PARAMETER,
     ForecastSerializer,
-    WorkloadReadActions,
+    WorkloadViewSet,
     is_dry_run,
+    list_parameters,
     pk_of,
-    queue_context,
     team_of_post,
 )
 
 
-class EndpointViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.RetrieveModelMixin,
-                      viewsets.GenericViewSet):
+@extend_schema_view(list=extend_schema(parameters=list_parameters(EndpointState.values)))
+class EndpointViewSet(WorkloadViewSet):
+    model = InferenceEndpoint
     serializer_class = EndpointSerializer
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
-    def get_queryset(self) -> QuerySet:
-        qs = InferenceEndpoint.objects.for_user(self.request.user).for_list()
-        params = self.request.query_params
-        if params.get("team"):
-            qs = qs.filter(team__slug=params["team"])
-        if params.get("state"):
-            if params["state"] not in EndpointState.values:
-                raise ValidationError({"state": [f"Must be one of: {', '.join(EndpointState.values)}."]})
-            qs = qs.filter(state=params["state"])
-        return qs
-
     def get_object(self, role: str = Role.VIEWER) -> InferenceEndpoint:
         return services.get_endpoint_for_user(self.request.user, pk_of(self.kwargs["pk"]), role)
-
-    def _serialize(self, endpoint: InferenceEndpoint) -> dict:
-        context = {**self.get_serializer_context(), **queue_context([endpoint])}
-        return EndpointSerializer(endpoint, context=context).data
-
-    @extend_schema(parameters=[
-        OpenApiParameter("team", str, description="Team slug"),
-        OpenApiParameter("state", str, enum=EndpointState.values),
-    ])
-    def list(self, request, *args, **kwargs):
-        page = self.paginate_queryset(self.get_queryset())
-        context = {**self.get_serializer_context(), **queue_context(page)}
-        return self.get_paginated_response(EndpointSerializer(page, many=True, context=context).data)
-
-    def retrieve(self, request, *args, **kwargs):
-        return Response(self._serialize(self.get_object()))
 
     @extend_schema(request=EndpointCreateSerializer, responses={201: EndpointSerializer, 200: ForecastSerializer},
                    parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER), DRY_RUN_PARAMETER])
@@ -76,7 +48,7 @@ class EndpointViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
             return Response(ForecastSerializer(services.preview_endpoint(membership.team, fields).as_dict()).data)
         endpoint = services.create_endpoint(request.user, membership.team, fields)
         endpoint = services.get_endpoint_for_user(request.user, endpoint.pk)
-        return Response(self._serialize(endpoint), status=status.HTTP_201_CREATED)
+        return Response(self.serialize(endpoint), status=status.HTTP_201_CREATED)
 
     @extend_schema(request=EndpointPatchSerializer, responses={200: EndpointSerializer})
     def partial_update(self, request, *args, **kwargs):
@@ -85,7 +57,7 @@ class EndpointViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
             endpoint = services.update_endpoint(request.user, endpoint, request.data)
         except services.EndpointConflict as exc:
             return conflict_response(str(exc))
-        return Response(self._serialize(services.get_endpoint_for_user(request.user, endpoint.pk)))
+        return Response(self.serialize(services.get_endpoint_for_user(request.user, endpoint.pk)))
 
     @extend_schema(request=None, responses={202: EndpointSerializer})
     def destroy(self, request, *args, **kwargs):
@@ -94,7 +66,7 @@ class EndpointViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
             endpoint = services.delete_endpoint(request.user, endpoint)
         except services.EndpointConflict as exc:
             return conflict_response(str(exc))
-        return Response(self._serialize(endpoint), status=status.HTTP_202_ACCEPTED)
+        return Response(self.serialize(endpoint), status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(responses=ScalingEventSerializer(many=True))
     @action(detail=True, methods=["get"])

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, status, viewsets
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import status
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from jobs import services
@@ -19,50 +17,21 @@ from portal.idempotency import idempotent
 from workloads.api import (
     DRY_RUN_PARAMETER,
     ForecastSerializer,
-    WorkloadReadActions,
+    WorkloadViewSet,
     is_dry_run,
+    list_parameters,
     pk_of,
-    queue_context,
     team_of_post,
 )
 
 
-class RunViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+@extend_schema_view(list=extend_schema(parameters=list_parameters(RunState.values)))
+class RunViewSet(WorkloadViewSet):
+    model = TrainingRun
     serializer_class = RunSerializer
-
-    def get_queryset(self) -> QuerySet:
-        qs = TrainingRun.objects.for_user(self.request.user).for_list()
-        params = self.request.query_params
-        if params.get("team"):
-            qs = qs.filter(team__slug=params["team"])
-        if params.get("state"):
-            if params["state"] not in RunState.values:
-                raise ValidationError({"state": [f"Must be one of: {', '.join(RunState.values)}."]})
-            qs = qs.filter(state=params["state"])
-        if params.get("created_by"):
-            qs = qs.filter(created_by__username=params["created_by"])
-        return qs
 
     def get_object(self) -> TrainingRun:
         return services.get_run_for_user(self.request.user, pk_of(self.kwargs["pk"]))
-
-    @extend_schema(parameters=[
-        OpenApiParameter("team", str, description="Team slug"),
-        OpenApiParameter("state", str, enum=RunState.values),
-        OpenApiParameter("created_by", str, description="Username"),
-    ])
-    def list(self, request, *args, **kwargs):
-        page = self.paginate_queryset(self.get_queryset())
-        context = {**self.get_serializer_context(), **queue_context(page)}
-        return self.get_paginated_response(RunSerializer(page, many=True, context=context).data)
-
-    def retrieve(self, request, *args, **kwargs):
-        run = self.get_object()
-        return Response(self._serialize(run))
-
-    def _serialize(self, run: TrainingRun) -> dict:
-        context = {**self.get_serializer_context(), **queue_context([run])}
-        return RunSerializer(run, context=context).data
 
     @extend_schema(request=RunCreateSerializer, responses={201: RunSerializer, 200: ForecastSerializer},
                    parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER), DRY_RUN_PARAMETER])
@@ -74,7 +43,7 @@ class RunViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.RetrieveMode
             return Response(ForecastSerializer(services.preview_run(membership.team, fields).as_dict()).data)
         run = services.submit_run(request.user, membership.team, fields)
         run = services.get_run_for_user(request.user, run.pk)
-        return Response(self._serialize(run), status=status.HTTP_201_CREATED)
+        return Response(self.serialize(run), status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={202: RunSerializer})
     @action(detail=True, methods=["post"])
@@ -85,4 +54,4 @@ class RunViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.RetrieveMode
             run = services.cancel_run(request.user, run)
         except services.RunConflict as exc:
             return conflict_response(str(exc))
-        return Response(self._serialize(run), status=status.HTTP_202_ACCEPTED)
+        return Response(self.serialize(run), status=status.HTTP_202_ACCEPTED)

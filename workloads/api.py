@@ -10,10 +10,11 @@ from __future__ import annotations
 from datetime import datetime
 
 import yaml
+from django.db.models import QuerySet
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers
+from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -147,3 +148,45 @@ def is_dry_run(request) -> bool:
 
 
 DRY_RUN_PARAMETER = OpenApiParameter("dry_run", bool, description="Only forecast: cost, budget share, outcome, start.")
+
+
+class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """List and retrieve of one kind (``model``): the caller's teams only, filtered, with queue context.
+
+    Filters: ``team`` (slug), ``state`` (400 for a state the kind does not have), ``created_by``.
+    A kind's viewset adds ``get_object`` (its access helper) and its actions.
+    """
+
+    model: type
+
+    def get_queryset(self) -> QuerySet:
+        qs = self.model.objects.for_user(self.request.user).for_list()
+        params = self.request.query_params
+        if params.get("team"):
+            qs = qs.filter(team__slug=params["team"])
+        if params.get("state"):
+            states = [value for value, _label in self.model._meta.get_field("state").choices]
+            if params["state"] not in states:
+                raise ValidationError({"state": [f"Must be one of: {', '.join(states)}."]})
+            qs = qs.filter(state=params["state"])
+        if params.get("created_by"):
+            qs = qs.filter(created_by__username=params["created_by"])
+        return qs
+
+    def serialize(self, workload) -> dict:
+        context = {**self.get_serializer_context(), **queue_context([workload])}
+        return self.get_serializer_class()(workload, context=context).data
+
+    def list(self, request, *args, **kwargs):
+        page = self.paginate_queryset(self.get_queryset())
+        context = {**self.get_serializer_context(), **queue_context(page)}
+        return self.get_paginated_response(self.get_serializer_class()(page, many=True, context=context).data)
+
+    def retrieve(self, request, *args, **kwargs):
+        return Response(self.serialize(self.get_object()))
+
+
+def list_parameters(states: list[str]) -> list[OpenApiParameter]:
+    """The list filters of a kind's viewset, for its OpenAPI schema."""
+    return [OpenApiParameter("team", str, description="Team slug"), OpenApiParameter("state", str, enum=states),
+            OpenApiParameter("created_by", str, description="Username")]
