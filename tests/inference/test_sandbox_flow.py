@@ -16,6 +16,7 @@ import pytest
 from django.utils import timezone
 
 from cluster.backends.base import WorkloadRef
+from cluster.status import gpu_units, parse_time
 from inference import services
 from inference.constants import Decision, EndpointState
 from inference.models import InferenceEndpoint
@@ -36,6 +37,8 @@ class Cluster:
         self.backend = SandboxBackend()
         self.published = published
         self.now = start
+        #: pod name → [GPU units, start (its status.startTime), last time it was seen running]
+        self.pods: dict[str, list] = {}
 
     def run_tasks(self) -> None:
         while self.published:
@@ -49,7 +52,18 @@ class Cluster:
         self.backend.tick(self.now)
         report = rec.reconcile(self.backend, now=self.now)
         self.run_tasks()
+        for observed in self.backend.observe():
+            for pod in observed.pods:
+                if pod["status"].get("phase") == "Running" and observed.workload.startswith("ep-"):
+                    seen = self.pods.setdefault(pod["metadata"]["name"], [gpu_units(pod),
+                                                                            parse_time(pod["status"]["startTime"]), None])
+                    seen[2] = self.now
         return report
+
+    def replica_hours(self) -> Decimal:
+        """Running GPU time of the endpoint's pods, from each pod's start to when it was last seen running."""
+        seconds = sum(units * (last - start).total_seconds() for units, start, last in self.pods.values())
+        return Decimal(seconds) / 3600
 
 
 @pytest.fixture
@@ -82,9 +96,12 @@ def test_an_endpoint_deploys_bursts_is_capped_gives_back_and_is_deleted(cluster,
     ep = endpoint(created.pk)
     assert (ep.state, ep.replicas, ep.replica_ceiling) == (EndpointState.READY, 1, 1)
 
-    # 2. Load up: burst granted one replica at a time until the team quota (4 A100s) is full.
+    # 2. Load up: burst granted one replica at a time until the team quota (4 A100s) is full,
+    #    then half an hour at four replicas.
     cluster.backend.set_load(ref, 1000)
     for _ in range(30):
+        cluster.cycle()
+    for _ in range(360):
         cluster.cycle()
     ep = endpoint(created.pk)
     assert ep.replica_ceiling == 4 and reserved(ep.ref) == 4
@@ -112,8 +129,10 @@ def test_an_endpoint_deploys_bursts_is_capped_gives_back_and_is_deleted(cluster,
     ep = endpoint(created.pk)
     assert ep.replicas == 1 and ep.replica_ceiling == 1
 
-    # 5. Cost follows the replicas that held GPUs (billed per second of their segments).
-    assert ep.cost_at(cluster.now) > Decimal(0)
+    # 5. Cost follows the replicas that held GPUs: within 1% of their running GPU-seconds × price
+    #    (billing sees a replica change at the next cycle, so each change costs at most one cycle).
+    billed, truth = ep.cost_at(cluster.now), cluster.replica_hours() * Decimal("4.10")
+    assert abs(billed - truth) / truth < Decimal("0.01"), (billed, truth)
 
     # 6. A new image rolls out; delete releases the quota and removes the objects.
     services.update_endpoint(member, ep, {"image": "registry.example.com/serving/vllm:0.7"})
