@@ -187,6 +187,25 @@ def running_units(pods: list[Manifest]) -> int:
     return sum(gpu_units(p) for p in pods if (p.get("status") or {}).get("phase") == "Running")
 
 
+def first_ran_at(pods: list[Manifest]) -> datetime | None:
+    """When the first container of ``pods`` started running: when the workload really started.
+
+    Not the Job's ``status.startTime``, which Kubernetes sets when its controller first sees the
+    Job: a run that waited 80 s for a node would show 80 s of running that never happened.
+    Earlier attempts count (a retried Job keeps its failed pods). None before anything ran.
+    """
+    times = []
+    for pod in pods:
+        for container in (pod.get("status") or {}).get("containerStatuses") or []:
+            state, last = container.get("state") or {}, container.get("lastState") or {}
+            for moment in ((state.get("running") or {}).get("startedAt"), (state.get("terminated") or {}).get(
+                    "startedAt"), (last.get("terminated") or {}).get("startedAt")):
+                parsed = parse_time(moment)
+                if parsed is not None:
+                    times.append(parsed)
+    return min(times) if times else None
+
+
 def _live(pods: list[Manifest]) -> list[Manifest]:
     """Pods not finished: while a run goes on, an earlier attempt's failure is history."""
     return [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
@@ -218,7 +237,7 @@ def _failure_reason(cond: Manifest, pods: list[Manifest]) -> str:
 def _job_status(job: Manifest, pods: list[Manifest]) -> WorkloadStatus:
     status = job.get("status") or {}
     conds = _conditions(job)
-    started = parse_time(status.get("startTime"))
+    started = first_ran_at(pods)
     units = running_units(pods)
     if _is_true(conds.get("Complete")):
         finished = parse_time(status.get("completionTime")) or parse_time(conds["Complete"].get("lastTransitionTime"))
@@ -239,7 +258,7 @@ def _job_status(job: Manifest, pods: list[Manifest]) -> WorkloadStatus:
 def _pytorchjob_status(job: Manifest, pods: list[Manifest]) -> WorkloadStatus:
     status = job.get("status") or {}
     conds = _conditions(job)
-    started = parse_time(status.get("startTime"))
+    started = first_ran_at(pods)
     units = running_units(pods)
     if _is_true(conds.get("Succeeded")):
         finished = parse_time(status.get("completionTime")) or parse_time(conds["Succeeded"].get("lastTransitionTime"))

@@ -6,7 +6,7 @@ platform meets every day (no capacity, bad image, OOM, crash loops, deadlines).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -59,10 +59,11 @@ def test_it_reports_nothing_when_the_job_is_gone() -> None:
 def test_it_explains_an_unschedulable_job() -> None:
     stuck = pod("run-42-abcde", "run-42", phase="Pending", node=None, conditions=[UNSCHEDULABLE])
     status = training_status(_obs([_job({"active": 1, "startTime": T0})], [stuck]))
+    # Nothing ran yet: no start, whatever the Job's startTime says (billing cannot begin).
     assert status == WorkloadStatus(
         TrainingPhase.PENDING,
         "Unschedulable: 0/8 nodes are available: 8 Insufficient nvidia.com/gpu.",
-        started_at=datetime(2026, 1, 1, 10, tzinfo=UTC),
+        started_at=None,
     )
 
 
@@ -98,7 +99,8 @@ def test_it_reports_a_completed_job() -> None:
     )
     status = training_status(_obs([job], [done]))
     assert status.state == TrainingPhase.SUCCEEDED
-    assert (status.started_at, status.finished_at) == (parse_time(T0), parse_time(T1))
+    # It started when its container did (10:01), not at the Job's startTime (10:00).
+    assert (status.started_at, status.finished_at) == (parse_time("2026-01-01T10:01:00Z"), parse_time(T1))
     assert status.running_units == 0  # finished pods hold no GPU
 
 

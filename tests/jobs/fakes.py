@@ -99,7 +99,7 @@ class FakeBackend(ClusterBackend):
     def set_running(self, namespace: str, workload: str, units: int, started: str = "2026-11-22T10:00:00Z") -> None:
         job = self.main_object(namespace, workload)
         job["status"] = {"startTime": started, "active": 1}
-        self.pods[(namespace, workload)] = [pod(workload, "Running", units)]
+        self.pods[(namespace, workload)] = [pod(workload, "Running", units, started)]
 
     def set_pending(self, namespace: str, workload: str, message: str) -> None:
         job = self.main_object(namespace, workload)
@@ -121,7 +121,7 @@ class FakeBackend(ClusterBackend):
                             **({} if ok else {"reason": "BackoffLimitExceeded",
                                                "message": "Job has reached the specified backoff limit"})}],
         }
-        p = pod(workload, "Succeeded" if ok else "Failed", 1)
+        p = pod(workload, "Succeeded" if ok else "Failed", 1, started)
         if oom:
             p["status"]["containerStatuses"] = [{"name": "trainer", "ready": False, "restartCount": 0,
                                                  "state": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}]
@@ -132,11 +132,17 @@ def _workload(obj: dict) -> str:
     return obj["metadata"].get("labels", {}).get(WORKLOAD_LABEL, "")
 
 
-def pod(workload: str, phase: str, units: int) -> dict:
+def pod(workload: str, phase: str, units: int, started: str | None = None) -> dict:
+    """A pod of ``workload``; ``started``: when its container started running (what a run's start is)."""
+    status: dict = {"phase": phase}
+    if started:
+        state = {"running": {"startedAt": started}} if phase == "Running" else {
+            "terminated": {"startedAt": started, "reason": "Completed", "exitCode": 0}}
+        status["containerStatuses"] = [{"name": "trainer", "ready": phase == "Running", "state": state}]
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": f"{workload}-abcde", "labels": {WORKLOAD_LABEL: workload}},
         "spec": {"containers": [{"name": "trainer", "resources": {
             "limits": {"nvidia.com/gpu": str(units)}, "requests": {"nvidia.com/gpu": str(units)}}}]},
-        "status": {"phase": phase},
+        "status": status,
     }

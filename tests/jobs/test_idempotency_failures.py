@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 
 def test_a_request_that_dies_after_creating_the_run_leaves_nothing_and_the_retry_creates_one(
         api, quota, published, monkeypatch):
-    real_serialize = jobs_api.RunViewSet._serialize
+    real_serialize = jobs_api.RunViewSet.serialize
     calls = []
 
     def dies_once(self, run):
@@ -33,7 +33,7 @@ def test_a_request_that_dies_after_creating_the_run_leaves_nothing_and_the_retry
             raise RuntimeError("worker killed while writing the response")
         return real_serialize(self, run)
 
-    monkeypatch.setattr(jobs_api.RunViewSet, "_serialize", dies_once)
+    monkeypatch.setattr(jobs_api.RunViewSet, "serialize", dies_once)
     with pytest.raises(RuntimeError):
         api.post("/api/v1/runs/", run_payload(), format="json", HTTP_IDEMPOTENCY_KEY="k-die")
     assert calls and not TrainingRun.objects.exists()  # the run it created was rolled back
@@ -51,7 +51,7 @@ def test_a_retry_while_a_slow_first_request_still_runs_never_creates_a_second_ru
     # The first request takes longer than a placeholder is presumed alive.
     monkeypatch.setattr(idempotency, "ABANDONED_AFTER", idempotency.timedelta(seconds=0))
     inside, go = threading.Event(), threading.Event()
-    real_serialize = jobs_api.RunViewSet._serialize
+    real_serialize = jobs_api.RunViewSet.serialize
 
     def slow(self, run):
         if threading.current_thread() is not threading.main_thread() and not inside.is_set():
@@ -59,7 +59,7 @@ def test_a_retry_while_a_slow_first_request_still_runs_never_creates_a_second_ru
             go.wait(10)
         return real_serialize(self, run)
 
-    monkeypatch.setattr(jobs_api.RunViewSet, "_serialize", slow)
+    monkeypatch.setattr(jobs_api.RunViewSet, "serialize", slow)
     responses, errors = {}, []
 
     def post(name: str):

@@ -30,7 +30,8 @@ def test_it_runs_a_job_to_success_on_the_clock(backend):
     assert _container(pod)["state"] == {"running": {"startedAt": "2026-11-22T10:00:10Z"}}
     status = _status(backend, "run-1")
     assert (status.state, status.running_units) == (TrainingPhase.RUNNING, 1)
-    assert status.started_at == datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+    # When its container started running (after the 10 s image pull), not when the Job was created.
+    assert status.started_at == datetime(2026, 11, 22, 10, 0, 10, tzinfo=UTC)
     backend.tick(at(99))
     assert _status(backend, "run-1").state == TrainingPhase.RUNNING
     backend.tick(at(100))

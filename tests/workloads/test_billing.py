@@ -8,9 +8,13 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from jobs.services import submit_run
 from quotas.ledger import spent_month
+from tests.jobs.conftest import run_payload
 from tests.workloads.tinykind.models import Notebook
+from workloads import reconcile as rec
 from workloads.billing import open_segments, plan_billing
+from workloads.tasks import apply_workload
 
 T0 = datetime(2026, 11, 3, 10, 20, tzinfo=UTC)
 
@@ -76,3 +80,20 @@ def test_spend_adds_the_open_segments_of_every_kind_to_the_second(team, member, 
     spent = spent_month(team, now)
     assert abs(spent - Decimal("4.18")) < Decimal("0.0001")
     assert spent_month(team, now + timedelta(minutes=30)) > spent  # it keeps growing without a write
+
+
+@pytest.mark.django_db
+def test_billing_starts_when_the_first_pod_ran_even_when_first_seen_late(member, team, quota, fake_backend, published):
+    run = submit_run(member, team, {k: v for k, v in run_payload(gpus_per_worker=2).items() if k != "team"})
+    apply_workload("run", run.pk)
+    t0 = timezone.now().replace(microsecond=0)
+    # The Job was created at t0; its pod waited 80 s for a node before its container started.
+    fake_backend.set_running("team-ml-research", run.cluster_name, units=2,
+                             started=(t0 + timedelta(seconds=80)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    job = fake_backend.main_object("team-ml-research", run.cluster_name)
+    job["status"]["startTime"] = t0.strftime("%Y-%m-%dT%H:%M:%SZ")
+    rec.reconcile(fake_backend, now=t0 + timedelta(seconds=300))  # first seen after an outage
+    run.refresh_from_db()
+    assert run.started_at == t0 + timedelta(seconds=80)
+    # 2 GPUs × 4.10/h for the 220 s it really ran, not the 300 s since the Job's startTime.
+    assert run.cost_at(t0 + timedelta(seconds=300)) == (Decimal("8.2") * 220 / 3600).quantize(Decimal("1E-10"))
