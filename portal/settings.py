@@ -50,6 +50,7 @@ MIDDLEWARE = [
     # rejects, and over plain HTTP; they are answered before host and TLS checks run.
     "portal.health.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "portal.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Before anything looks a value up in the database (the session first).
     "portal.nulguard.NulGuardMiddleware",

@@ -16,15 +16,31 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django.views.defaults import page_not_found
 from django.views.defaults import server_error as default_server_error
 
-from portal import services
+from portal import services, throttle
 from portal.forms import ApiTokenForm
 from portal.middleware import SESSION_KEY
 from portal.permissions import require_team
 
 
 class LoginView(auth_views.LoginView):
+    """Sign-in, throttled: after repeated failures for a username or from an address, 429 for a while."""
+
     template_name = "portal/login.html"
     redirect_authenticated_user = True
+
+    def post(self, request, *args, **kwargs):
+        username, ip = str(request.POST.get("username", ""))[:150], services.client_ip(request)
+        if throttle.blocked(username, ip):
+            form = self.get_form()
+            form.errors.clear()
+            form.add_error(None, f"Too many failed sign-ins; try again in {throttle.WINDOW.seconds // 60} minutes.")
+            return self.render_to_response(self.get_context_data(form=form), status=429)
+        response = super().post(request, *args, **kwargs)
+        if request.user.is_authenticated:
+            throttle.clear(username)
+        else:
+            throttle.note_failure(username, ip)
+        return response
 
 
 @login_required
