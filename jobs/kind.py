@@ -16,6 +16,8 @@ from cluster.status import TrainingPhase, WorkloadStatus, training_status
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from quotas.admission import ResourceRequest
+from workloads import services as workloads
+from workloads.constants import Message
 from workloads.registry import Lifecycle, WorkloadKind
 
 _PHASE_TO_STATE = {
@@ -81,6 +83,10 @@ class TrainingKind(WorkloadKind):
 
     def status(self, observed: ObservedWorkload, run: TrainingRun, now: datetime) -> WorkloadStatus | None:
         return training_status(observed)
+
+    def on_budget_spent(self, run: TrainingRun, now: datetime) -> bool:
+        """Stop the run (ended like a cancel, its objects deleted): the budget policy says stop."""
+        return workloads.end_by_user(run, Message.STOPPED_BY_BUDGET)
 
     def state_for(self, status: WorkloadStatus, run: TrainingRun) -> str:
         return _PHASE_TO_STATE.get(status.state, run.state)

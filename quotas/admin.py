@@ -54,7 +54,7 @@ class TeamBudgetInline(admin.StackedInline):
     model = TeamBudget
     extra = 0
     max_num = 1
-    fields = ["monthly_limit", "currency", "alert_threshold_percent"]
+    fields = ["monthly_limit", "currency", "alert_threshold_percent", "policy"]
 
 
 def save_team_formset(request, formset, team) -> None:
@@ -81,7 +81,7 @@ def save_team_formset(request, formset, team) -> None:
             services.set_team_budget(request.user, team, None, ip=ip)
         for obj in [*formset.new_objects, *(o for o, _fields in formset.changed_objects)]:
             services.set_team_budget(request.user, team, obj.monthly_limit, obj.currency,
-                                     obj.alert_threshold_percent, ip=ip)
+                                     obj.alert_threshold_percent, ip=ip, policy=obj.policy)
 
 
 @admin.register(GpuFlavor)
@@ -138,7 +138,7 @@ class TeamQuotaAdmin(InUseMixin, admin.ModelAdmin):
 
 @admin.register(TeamBudget)
 class TeamBudgetAdmin(admin.ModelAdmin):
-    list_display = ["team", "monthly_limit", "currency", "alert_threshold_percent", "spent"]
+    list_display = ["team", "monthly_limit", "currency", "alert_threshold_percent", "policy", "spent"]
     list_filter = ["currency"]
     search_fields = ["team__slug", "team__name"]
     autocomplete_fields = ["team"]
@@ -149,7 +149,7 @@ class TeamBudgetAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         saved = services.set_team_budget(request.user, obj.team, obj.monthly_limit, obj.currency,
-                                         obj.alert_threshold_percent, ip=client_ip(request))
+                                         obj.alert_threshold_percent, ip=client_ip(request), policy=obj.policy)
         obj.pk = saved.pk
 
     def delete_model(self, request, obj):

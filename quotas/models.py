@@ -113,6 +113,13 @@ class TeamBudget(models.Model):
         help_text="Warn the team once this share of the budget is spent.",
     )
 
+    class Policy(models.TextChoices):
+        NOTIFY = "notify", "Notify: banner and audit, running work continues"
+        STOP = "stop", "Stop: running runs are stopped, endpoints fall back to their minimum"
+
+    policy = models.CharField(max_length=10, choices=Policy.choices, default=Policy.NOTIFY,
+                              help_text="What happens to running work once the month's budget is spent.")
+
     class Meta:
         ordering = ["team__slug"]
 

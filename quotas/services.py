@@ -110,16 +110,24 @@ def budget_summary(team: Team, now: datetime | None = None) -> dict:
     hours_left = Decimal((month_end(now) - now).total_seconds()) / Decimal(3600)
     summary = {"monthly_limit": None, "spent_month": spent, "currency": settings.SLIPWAY_CURRENCY,
                "alert_threshold_pct": None, "alert": False, "committed": committed(team.pk, now),
-               "burn_per_hour": burn, "projected_month_end": spent + burn * hours_left, "runs_out_at": None}
+               "burn_per_hour": burn, "projected_month_end": spent + burn * hours_left, "runs_out_at": None,
+               "policy": None, "exhausted": False}
     if budget is None:
         return summary
     limit = budget.monthly_limit
     summary.update(monthly_limit=limit, currency=budget.currency, alert_threshold_pct=budget.alert_threshold_percent,
+                   policy=budget.policy, exhausted=spent >= limit,
                    alert=spent >= limit or (limit > 0 and spent * 100 >= limit * budget.alert_threshold_percent))
     if burn > 0 and spent < limit:
         runs_out = now + timedelta(hours=float((limit - spent) / burn))
         summary["runs_out_at"] = runs_out if runs_out < month_end(now) else None
     return summary
+
+
+def teams_to_stop(now: datetime | None = None) -> list[Team]:
+    """Teams whose month's budget is spent and whose policy is to stop running work."""
+    return [budget.team for budget in TeamBudget.objects.select_related("team").filter(policy=TeamBudget.Policy.STOP)
+            if budget_summary(budget.team, now)["exhausted"]]
 
 
 def note_budget_alerts(now: datetime | None = None) -> list[str]:
@@ -186,7 +194,8 @@ def audit_quota_change(actor, team: Team, flavor: str, old: int | None, new: int
 
 @transaction.atomic
 def set_team_budget(actor, team: Team, monthly_limit: Decimal | None, currency: str | None = None,
-                    alert_threshold_percent: int | None = None, ip: str | None = None) -> TeamBudget | None:
+                    alert_threshold_percent: int | None = None, ip: str | None = None,
+                    policy: str | None = None) -> TeamBudget | None:
     """Set (or with ``monthly_limit=None`` remove) the team's monthly budget; audited."""
     lock_team(team)  # admission reads the budget under this lock
     old = TeamBudget.objects.filter(team=team).first()
@@ -199,6 +208,8 @@ def set_team_budget(actor, team: Team, monthly_limit: Decimal | None, currency: 
         defaults = {"monthly_limit": monthly_limit, "currency": currency or (old.currency if old else settings.SLIPWAY_CURRENCY)}
         if alert_threshold_percent is not None:
             defaults["alert_threshold_percent"] = alert_threshold_percent
+        if policy is not None:
+            defaults["policy"] = policy
         budget, _ = TeamBudget.objects.update_or_create(team=team, defaults=defaults)
     after = budget_fields(budget)
     if before != after:
@@ -217,7 +228,7 @@ def budget_fields(budget: TeamBudget | None) -> dict | None:
     if budget is None:
         return None
     return {"monthly_limit": money_str(budget.monthly_limit), "currency": budget.currency,
-            "alert_threshold_percent": budget.alert_threshold_percent}
+            "alert_threshold_percent": budget.alert_threshold_percent, "policy": budget.policy}
 
 
 def audit_budget_change(actor, team: Team, old: dict | None, new: dict | None, ip: str | None = None) -> None:

@@ -18,7 +18,8 @@ Run by Celery beat every ``SLIPWAY_RECONCILE_INTERVAL`` seconds (single-flight, 
 5. fails workloads whose cluster objects vanished, and deletes cluster objects left behind by
    ended or deleted workloads;
 6. admits queued work that now fits, and refreshes queued reasons;
-7. audits, once a month per team, a budget that crossed its alert threshold.
+7. audits, once a month per team, a budget that crossed its alert threshold, and stops running
+   work of teams whose budget is spent when their policy says so.
 
 Every write is conditional or unique-keyed, so a cycle replayed (or racing a user's action)
 never double-counts cost or overwrites a newer state.
@@ -43,7 +44,7 @@ from cluster.status import WorkloadStatus
 from portal.models import Team
 from quotas import admission
 from quotas.models import GpuFlavor, QueuedRequest
-from quotas.services import note_budget_alerts
+from quotas.services import note_budget_alerts, teams_to_stop
 from workloads import billing, lifecycle
 from workloads.billing import BILLING_FIELDS, BillingPlan
 from workloads.constants import MAX_APPLY_ATTEMPTS, STEADY_BATCH, Message
@@ -66,6 +67,7 @@ class ReconcileReport:
     admitted: list[str] = field(default_factory=list)
     charged: int = 0  #: ledger intervals written
     budget_alerts: list[str] = field(default_factory=list)  #: teams whose budget alert was audited now
+    budget_stopped: list[str] = field(default_factory=list)  #: work stopped by a spent budget's policy
 
 
 @dataclass
@@ -126,8 +128,14 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
         report.admitted += admission.admit_waiting(team)
         _refresh_queue_reasons(team)
 
-    # 7. Budgets whose month crossed the alert threshold get their audit event (once a month).
+    # 7. Budgets whose month crossed the alert threshold get their audit event (once a month);
+    #    where the budget is spent and the team's policy is "stop", running work is stopped.
     report.budget_alerts = note_budget_alerts(now)
+    for team in teams_to_stop(now):
+        for kind in kinds():
+            for workload in kind.model.objects.holding_quota().filter(team=team).select_related("team", "flavor"):
+                if kind.on_budget_spent(workload, now):
+                    report.budget_stopped.append(workload.ref)
 
     if report.transitions or report.redriven or report.vanished or report.admitted or report.orphans_deleted:
         logger.info("reconcile: %s", report)

@@ -73,6 +73,10 @@ class WorkloadKind(abc.ABC):
         """Estimated cost ``workload`` will still run up from ``now`` to ``until`` (0: no known end)."""
         return Decimal(0)
 
+    def on_budget_spent(self, workload, now: datetime) -> bool:
+        """The team's budget is spent and its policy is "stop": stop what costs (True when quota was freed)."""
+        return False
+
     def after_observation(self, workload, status: WorkloadStatus, now: datetime) -> bool:
         """Act on an observation once it is written (an endpoint grows or shrinks its burst).
 

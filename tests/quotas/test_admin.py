@@ -137,7 +137,7 @@ def team_form(team, quotas: list[TeamQuota], new: list[tuple[GpuFlavor, int]] = 
                  "budget-MIN_NUM_FORMS": "0", "budget-MAX_NUM_FORMS": "1"})
     if budget or existing:
         values = budget or {"monthly_limit": existing.monthly_limit, "currency": existing.currency,
-                            "alert_threshold_percent": existing.alert_threshold_percent}
+                            "alert_threshold_percent": existing.alert_threshold_percent, "policy": existing.policy}
         data.update({"budget-0-id": existing.pk if existing else "", "budget-0-team": team.pk,
                      **{f"budget-0-{k}": v for k, v in values.items()}})
     return data
@@ -153,7 +153,7 @@ def test_it_audits_quota_changes_made_on_the_team_page(staff_client, staff, quot
         response = staff_client.post(f"/admin/portal/team/{quota_team.pk}/change/",
                                      team_form(quota_team, quotas, new=[(flavors["h100-80gb"], 4)],
                                                budget={"monthly_limit": "500.00", "currency": "USD",
-                                                       "alert_threshold_percent": 90},
+                                                       "alert_threshold_percent": 90, "policy": "stop"},
                                                delete={l4.pk}))
     assert response.status_code == 302, response.content.decode()[:2000]
     assert dict(quota_team.quotas.values_list("flavor__name", "limit")) == {"a100-80gb": 16, "a100-1g.10gb": 7,
@@ -163,7 +163,8 @@ def test_it_audits_quota_changes_made_on_the_team_page(staff_client, staff, quot
         ("a100-80gb", 8, 16), ("h100-80gb", None, 4), ("l4", 2, None)]
     assert {e.actor for e in events} == {staff}
     budget = AuditEvent.objects.get(action=AuditEvent.Action.BUDGET_CHANGED)
-    assert budget.details["new"] == {"monthly_limit": "500.0000", "currency": "USD", "alert_threshold_percent": 90}
+    assert budget.details["new"] == {"monthly_limit": "500.0000", "currency": "USD", "alert_threshold_percent": 90,
+                                     "policy": "stop"}
     assert quota_team.pk in no_broker  # mirrored into the ResourceQuota after commit
 
 

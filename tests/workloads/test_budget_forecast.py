@@ -8,12 +8,13 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from inference.models import InferenceEndpoint
 from inference.services import create_endpoint
 from jobs.models import TrainingRun
 from jobs.services import submit_run
 from portal.models import AuditEvent
 from quotas.ledger import month_end, record_usage
-from quotas.models import TeamBudget
+from quotas.models import Reservation, TeamBudget
 from quotas.services import budget_summary, set_team_budget
 from workloads import reconcile as rec
 
@@ -91,3 +92,33 @@ def test_the_dashboard_shows_the_alert_banner_and_the_forecast(client, member, t
     record_usage(team, "run:old", "a100-80gb", member, now - timedelta(minutes=13), now, 1, False)  # 0.89: 89%
     page = client.get("/").content.decode()
     assert 'id="budget-alert"' in page and "80% alert threshold crossed" in page
+
+
+def test_a_spent_budget_with_the_stop_policy_stops_running_work(member, team, quota, ep_quota, fake_backend,
+                                                                django_capture_on_commit_callbacks, published):
+    now = timezone.now()
+    running = run(member, team, "busy", 2)
+    endpoint = create_endpoint(member, team, {"name": "chat", "image": "registry.example.com/s/vllm:1",
+                                              "flavor": "a100-80gb", "min_replicas": 1, "max_replicas": 3})
+    InferenceEndpoint.objects.filter(pk=endpoint.pk).update(state="ready", replica_ceiling=2)
+    Reservation.objects.filter(ref=endpoint.ref).update(units=2)  # one burst replica granted
+    record_usage(team, "run:old", "a100-80gb", member, now - timedelta(minutes=30), now, 1, False)  # 2.05
+    TeamBudget.objects.filter(team=team).update(monthly_limit=Decimal("2"))
+    assert rec.reconcile(fake_backend).budget_stopped == []  # the default policy only notifies
+    TeamBudget.objects.filter(team=team).update(policy=TeamBudget.Policy.STOP)
+    with django_capture_on_commit_callbacks(execute=True):
+        report = rec.reconcile(fake_backend)
+    assert sorted(report.budget_stopped) == sorted([running.ref, endpoint.ref])
+    running.refresh_from_db()
+    assert running.state == "cancelled" and "budget is spent" in running.reason
+    assert ("workloads.tasks.delete_workload", ("run", running.pk)) in published
+    endpoint.refresh_from_db()
+    assert endpoint.replica_ceiling == 1 and Reservation.objects.active().get(ref=endpoint.ref).units == 1
+    assert endpoint.state == "ready"  # it keeps serving at its guaranteed minimum
+
+
+def test_the_dashboard_says_which_policy_applies(client, member, team, quota):
+    client.force_login(member)
+    assert "running work continues" in client.get("/").content.decode()
+    TeamBudget.objects.filter(team=team).update(policy=TeamBudget.Policy.STOP)
+    assert "running work stops" in client.get("/").content.decode()
