@@ -1,0 +1,205 @@
+"""Tenant isolation, route by route, generated from the URL configuration.
+
+Every route of the portal and the API is classified below; a route the table does not know
+fails :func:`test_every_route_is_in_the_matrix`, so a new route is covered the day it is added.
+For every route that takes an object or a team:
+
+* an outsider (a member of another team) gets 404 and nothing changes;
+* a viewer cannot mutate (403) and nothing changes;
+* anonymous callers get 401 (API) or the login page (portal);
+* a member removed from the team loses access at once, with their token and their session;
+* revoked and expired tokens are refused; staff pages refuse everyone else.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from inference import services as endpoints
+from inference.models import InferenceEndpoint
+from jobs.models import TrainingRun
+from jobs.services import submit_run
+from portal.models import ApiToken, Membership, Role
+from portal.services import create_api_token
+from tests.factories import add_member, make_user
+from tests.inference.conftest import endpoint_payload
+from tests.jobs.conftest import run_payload
+
+pytestmark = pytest.mark.django_db
+
+# Routes of one object: name → (object kind, methods that read, methods that change it).
+RUN, ENDPOINT = "run", "endpoint"
+OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "jobs:run-detail": (RUN, ("get",), ()), "jobs:run-state": (RUN, ("get",), ()),
+    "jobs:run-logs": (RUN, ("get",), ()), "jobs:run-cancel": (RUN, (), ("post",)),
+    "jobs:run-rerun": (RUN, (), ("post",)),
+    "inference:endpoint-detail": (ENDPOINT, ("get",), ()), "inference:endpoint-state": (ENDPOINT, ("get",), ()),
+    "inference:endpoint-edit": (ENDPOINT, (), ("get", "post")),
+    "inference:endpoint-delete": (ENDPOINT, (), ("get", "post")),
+    "run-detail": (RUN, ("get",), ()), "run-cancel": (RUN, (), ("post",)), "run-events": (RUN, ("get",), ()),
+    "run-logs": (RUN, ("get",), ()), "run-manifest": (RUN, ("get",), ()),
+    "endpoint-detail": (ENDPOINT, ("get",), ("patch", "delete")), "endpoint-events": (ENDPOINT, ("get",), ()),
+    "endpoint-logs": (ENDPOINT, ("get",), ()), "endpoint-manifest": (ENDPOINT, ("get",), ()),
+    "endpoint-scaling": (ENDPOINT, ("get",), ()),
+}
+#: Routes that take a team (in the path or the body): name → (path, method, body).
+TEAM_ROUTES = {
+    "team-usage": ("/api/v1/teams/{team}/usage/", "get", None),
+    "run-list": ("/api/v1/runs/", "post", lambda team: {**run_payload(), "team": team}),
+    "endpoint-list": ("/api/v1/endpoints/", "post", lambda team: {**endpoint_payload(), "team": team}),
+}
+#: Routes scoped to the caller (their own teams, their own tokens): nothing of another team to reach.
+OWN_ROUTES = {"dashboard", "switch-team", "api-tokens", "revoke-api-token", "jobs:run-list", "jobs:run-new",
+              "jobs:run-preview", "inference:endpoint-list", "inference:endpoint-new", "inference:endpoint-preview",
+              "quotas:usage", "usage-report", "team-list", "flavor-list", "login", "logout"}
+#: Staff-only pages.
+STAFF_ROUTES = {"admin-capacity"}
+#: Public by design: probes and the API contract.
+PUBLIC_ROUTES = {"healthz", "readyz", "api-schema", "api-docs"}
+
+
+def route_names() -> set[str]:
+    def walk(patterns, namespace=""):
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                inner = ":".join(filter(None, (namespace, pattern.namespace)))
+                yield from walk(pattern.url_patterns, inner)
+            elif isinstance(pattern, URLPattern) and pattern.name:
+                yield f"{namespace}:{pattern.name}" if namespace else pattern.name
+
+    return {name for name in walk(get_resolver().url_patterns) if not name.startswith("admin:")}
+
+
+def test_every_route_is_in_the_matrix():
+    known = set(OBJECT_ROUTES) | set(TEAM_ROUTES) | OWN_ROUTES | STAFF_ROUTES | PUBLIC_ROUTES
+    assert sorted(route_names() - known) == [], "routes missing from the isolation matrix"
+    assert sorted(known - route_names()) == [], "the matrix names routes that no longer exist"
+
+
+# -- the world: team B owns a run and an endpoint; A's member is the outsider ------------------
+
+
+@pytest.fixture
+def world(team, other_team, member, outsider, viewer, ep_quota, quota, published, fake_backend):
+    run = submit_run(member, team, {k: v for k, v in run_payload().items() if k != "team"})
+    endpoint = endpoints.create_endpoint(member, team, endpoint_payload())
+    return {RUN: run, ENDPOINT: endpoint}
+
+
+def path_of(name: str, obj) -> str:
+    kind, *_ = OBJECT_ROUTES[name]
+    plural = "runs" if kind == RUN else "endpoints"
+    if ":" in name:  # a portal page
+        suffix = name.split("-", 1)[1].removeprefix("detail")
+        return f"/{plural}/{obj.pk}/" + (f"{suffix}/" if suffix else "")
+    suffix = name.split("-", 1)[1].removeprefix("detail")
+    return f"/api/v1/{plural}/{obj.pk}/" + (f"{suffix}/" if suffix else "")
+
+
+def snapshot() -> tuple:
+    return (sorted(TrainingRun.objects.values_list("pk", "state", "name")),
+            sorted(InferenceEndpoint.objects.values_list("pk", "state", "image", "min_replicas", "replica_ceiling")))
+
+
+def call(client, method: str, path: str, body=None):
+    if method in ("post", "patch") and path.startswith("/api/"):
+        return getattr(client, method)(path, body or {"min_replicas": 2}, format="json")
+    return getattr(client, method)(path, body or {})
+
+
+def as_portal_user(user):
+    client = APIClient()
+    client.force_login(user)
+    return client
+
+
+def as_token(user):
+    _token, raw = create_api_token(user, "matrix")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    return client
+
+
+def client_for(name: str, user):
+    return as_portal_user(user) if ":" in name else as_token(user)
+
+
+@pytest.mark.parametrize("name", sorted(OBJECT_ROUTES))
+def test_an_outsider_gets_404_and_nothing_changes(world, outsider, name):
+    kind, reads, writes = OBJECT_ROUTES[name]
+    client, before = client_for(name, outsider), snapshot()
+    for method in reads + writes:
+        assert call(client, method, path_of(name, world[kind])).status_code == 404, method
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("name", sorted(n for n, (_k, _r, writes) in OBJECT_ROUTES.items() if writes))
+def test_a_viewer_cannot_mutate(world, viewer, name):
+    kind, _reads, writes = OBJECT_ROUTES[name]
+    client, before = client_for(name, viewer), snapshot()
+    for method in writes:
+        assert call(client, method, path_of(name, world[kind])).status_code == 403, method
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("name", sorted(OBJECT_ROUTES))
+def test_anonymous_callers_are_sent_away(world, name):
+    kind, reads, writes = OBJECT_ROUTES[name]
+    for method in reads + writes:
+        response = call(APIClient(), method, path_of(name, world[kind]))
+        if ":" in name:
+            assert response.status_code in (302, 405) and (response.status_code == 405 or "/login/" in response[
+                "Location"]), method
+        else:
+            assert response.status_code == 401, method
+
+
+@pytest.mark.parametrize("name", sorted(TEAM_ROUTES))
+def test_a_team_of_others_answers_as_if_it_did_not_exist(world, outsider, viewer, name):
+    template, method, body = TEAM_ROUTES[name]
+    before = snapshot()
+    path = template.format(team="ml-research")
+    payload = body("ml-research") if body else None
+    assert call(as_token(outsider), method, path, payload).status_code == 404
+    if method != "get":
+        assert call(as_token(viewer), method, path, payload).status_code == 403
+    assert call(APIClient(), method, path, payload).status_code == 401
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("name", sorted(n for n in OBJECT_ROUTES if OBJECT_ROUTES[n][1]))
+def test_a_removed_member_loses_access_at_once(world, team, name):
+    kind, reads, _writes = OBJECT_ROUTES[name]
+    leaving = make_user(f"leaving-{abs(hash(name)) % 10**6}")
+    add_member(team, leaving, Role.MEMBER)
+    client = client_for(name, leaving)
+    path = path_of(name, world[kind])
+    assert call(client, reads[0], path).status_code == 200
+    Membership.objects.filter(user=leaving, team=team).delete()
+    assert call(client, reads[0], path).status_code == 404
+
+
+def test_revoked_and_expired_tokens_are_refused(world, member):
+    _token, raw = create_api_token(member, "old")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    path = f"/api/v1/runs/{world[RUN].pk}/"
+    assert client.get(path).status_code == 200
+    ApiToken.objects.filter(name="old").update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert client.get(path).status_code == 401
+    ApiToken.objects.filter(name="old").update(expires_at=None, revoked_at=timezone.now())
+    assert client.get(path).status_code == 401
+
+
+@pytest.mark.parametrize("path", ["/admin/capacity/", "/admin/quotas/teamquota/", "/admin/quotas/gpuflavor/",
+                                  "/admin/portal/team/", "/admin/portal/auditevent/"])
+def test_staff_pages_refuse_everyone_else(world, member, team_admin, path, staff):
+    for user in (member, team_admin):
+        response = as_portal_user(user).get(path)
+        assert response.status_code == 302 and "/admin/login/" in response["Location"], user
+    assert as_portal_user(staff).get(path).status_code == 200
