@@ -10,6 +10,7 @@ import csv
 import io
 
 from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, viewsets
 from rest_framework.views import APIView
@@ -19,7 +20,13 @@ from portal.pagination import StandardPagination
 from portal.permissions import require_team
 from quotas.ledger import usage_rows
 from quotas.models import GpuFlavor
-from quotas.serializers import FlavorSerializer, TeamUsageSerializer, UsageQuerySerializer, UsageRowSerializer
+from quotas.serializers import (
+    FlavorSerializer,
+    TeamUsageSerializer,
+    UsageQuerySerializer,
+    UsageReportPageSerializer,
+    UsageRowSerializer,
+)
 from quotas.services import budget_summary, usage_summary
 
 CSV_COLUMNS = ["group", "gpu_hours", "cost", "currency"]
@@ -52,7 +59,8 @@ class UsageReportView(APIView):
 
     @extend_schema(
         parameters=[UsageQuerySerializer],
-        responses=UsageRowSerializer(many=True),
+        # JSON: paginated like every list of the API; ?format=csv: the whole report as CSV.
+        responses={(200, "application/json"): UsageReportPageSerializer, (200, "text/csv"): OpenApiTypes.STR},
     )
     def get(self, request):
         query = UsageQuerySerializer(data=request.query_params)

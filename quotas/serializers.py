@@ -68,6 +68,15 @@ class UsageRowSerializer(serializers.Serializer):
     currency = serializers.CharField()
 
 
+class UsageReportPageSerializer(serializers.Serializer):
+    """A page of the cost report (the schema of ``GET /usage/``'s JSON body)."""
+
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = UsageRowSerializer(many=True)
+
+
 MIN_YEAR, MAX_YEAR = 1970, 9998
 
 

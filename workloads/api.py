@@ -12,6 +12,7 @@ from datetime import datetime
 import yaml
 from django.db.models import QuerySet
 from django.http import Http404, HttpResponse
+from drf_spectacular.plumbing import build_array_type, build_basic_type
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, viewsets
@@ -116,7 +117,8 @@ class WorkloadReadActions:
         return Response([EventSerializer(e).data for e in workloads.events(workload)])
 
     @extend_schema(parameters=[OpenApiParameter("format", str, enum=["json", "yaml"])],
-                   responses={200: OpenApiTypes.OBJECT})
+                   responses={(200, "application/json"): build_array_type(build_basic_type(OpenApiTypes.OBJECT)),
+                              (200, "application/yaml"): OpenApiTypes.STR})
     @action(detail=True, methods=["get"], pagination_class=None)
     def manifest(self, request, pk=None):
         workload = self.get_object()

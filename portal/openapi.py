@@ -1,0 +1,31 @@
+"""OpenAPI post-processing: the error responses API.md promises, documented on every operation.
+
+Views answer 400 (bad input or filters), 401 (no valid credentials), 403 (role too low), 404
+(not found, or another team's) and, for actions that change state, 409 — all in one shape,
+``{"errors": {"<field>": ["message", ...]}}``. drf-spectacular documents only the success
+responses of hand-written actions; this hook adds the rest, so clients (and the fuzzing test)
+can rely on the schema for every status the API answers.
+"""
+
+from __future__ import annotations
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "properties": {"errors": {"type": "object", "additionalProperties": {
+        "oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "object"}]}}},
+    "required": ["errors"],
+}
+ERRORS = {"400": "Bad input: field errors", "401": "No valid credentials", "403": "The caller's role is too low",
+          "404": "Not found (or another team's)", "409": "The object's state does not allow this"}
+
+
+def add_error_responses(result: dict, generator, request, public) -> dict:
+    result.setdefault("components", {}).setdefault("schemas", {})["ErrorResponse"] = ERROR_SCHEMA
+    reference = {"$ref": "#/components/schemas/ErrorResponse"}
+    for item in result.get("paths", {}).values():
+        for method, operation in item.items():
+            codes = [*ERRORS][:4] + (["409"] if method in ("post", "patch", "delete") else [])
+            for code in codes:
+                operation.setdefault("responses", {}).setdefault(code, {
+                    "description": ERRORS[code], "content": {"application/json": {"schema": reference}}})
+    return result
