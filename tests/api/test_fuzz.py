@@ -11,6 +11,7 @@ import pytest
 import schemathesis
 from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
@@ -69,15 +70,21 @@ def test_every_operation_answers_within_its_schema(api_schema, bearer, objects):
         assert response.status_code == 200, (operation.path, response.text[:300])
         case.validate_response(response, checks=CHECKS)
 
-    # 2. Generated input for every operation.
+    # 2. Generated input for every operation: valid by the schema, and invalid (which must be a 4xx).
     for operation in operations:
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+            fuzz(operation, mode, bearer)
 
-        @given(case=operation.as_strategy())
-        @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=list(HealthCheck))
-        def check(case):
-            response = case.call(headers=bearer)
-            assert response.status_code < 500, (case.method, case.formatted_path, response.text[:500])
-            case.validate_response(response, checks=CHECKS)
 
-        check()
+def fuzz(operation, mode: GenerationMode, bearer: dict[str, str]) -> None:
+    """``EXAMPLES`` generated cases of ``operation`` in ``mode``: never a 5xx, always as documented."""
+
+    @given(case=operation.as_strategy(generation_mode=mode))
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    def check(case):
+        response = case.call(headers=bearer)
+        assert response.status_code < 500, (case.method, case.formatted_path, response.text[:500])
+        case.validate_response(response, checks=CHECKS)
+
+    check()
