@@ -34,6 +34,8 @@ from workloads.views import current_membership, no_team, polling_status, wants_p
 
 PER_PAGE = 25
 LOG_TAIL = 200
+#: What the live preview prices and admits.
+PREVIEW_FIELDS = ("flavor", "gpus_per_replica", "min_replicas", "max_replicas", "autoscale", "spot")
 
 
 @login_required
@@ -110,8 +112,11 @@ def endpoint_preview(request: HttpRequest) -> HttpResponse:
         return no_team(request)
     form = _create_form(membership.team, request.POST)
     form.is_valid()
+    # Name and image change neither cost nor admission: stand-ins until they are typed.
+    data = {"name": "preview", "image": "busybox", **{k: v for k, v in form.api_data.items()
+                                                      if k in PREVIEW_FIELDS and v not in ("", None)}}
     try:
-        preview = services.preview_endpoint(membership.team, form.api_data)
+        preview = services.preview_endpoint(membership.team, data)
         message = ""
     except ValidationError as exc:
         preview, message = None, "; ".join(f"{k}: {v[0]}" for k, v in exc.message_dict.items())

@@ -133,3 +133,10 @@ def test_wrong_methods_and_anonymous(client, member, endpoint):
     assert client.post("/endpoints/").status_code == 405
     assert client.get("/endpoints/preview/").status_code == 405
     assert client.post(f"/endpoints/{endpoint.pk}/state/").status_code == 405
+
+
+def test_the_preview_needs_only_the_resources(client, member, ep_quota):
+    client.force_login(member)
+    page = client.post("/endpoints/preview/", {"flavor": "a100-80gb", "min_replicas": "1", "max_replicas": "2",
+                                               "metric": "gpu_utilization"}, HTTP_HX_REQUEST="true")
+    assert "Starts now" in page.content.decode()

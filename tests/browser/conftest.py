@@ -1,0 +1,30 @@
+"""Browser tests keep evidence: on a failure, the page's screenshot and HTML go to var/test/browser/."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+def save_evidence(request, page) -> None:
+    """After a failed test, write ``<test>.png`` and ``<test>.html`` of ``page``."""
+    report = getattr(request.node, "rep_call", None)
+    if report is None or not report.failed:
+        return
+    folder = Path(os.environ.get("SLIPWAY_VAR_DIR", "var/test")) / "browser"
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = folder / request.node.name.replace("/", "_")
+    try:
+        page.screenshot(path=f"{stem}.png", full_page=True)
+        Path(f"{stem}.html").write_text(page.content())
+    except Exception as exc:  # a closed page: still say where the evidence would have been
+        Path(f"{stem}.txt").write_text(f"no screenshot: {exc}")

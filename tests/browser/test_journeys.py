@@ -1,0 +1,117 @@
+"""User journeys in a real browser (Debian chromium via Playwright), on the seeded demo world.
+
+A member cancels a run and creates an inference endpoint (its page shows the replicas chart);
+an API token is created (shown once) and revoked; a viewer sees no submit or cancel controls;
+the platform admin edits a quota in the admin console and opens the Capacity page. On a
+failure the page's screenshot and HTML are kept (tests/browser/conftest.py).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.core.management import call_command
+
+from inference.models import InferenceEndpoint
+from jobs.models import TrainingRun
+from quotas.models import TeamQuota
+from tests.browser.conftest import save_evidence
+from tests.browser.support import BROWSER_MARKS, chromium_page
+
+pytestmark = BROWSER_MARKS
+
+
+@pytest.fixture
+def demo(transactional_db, settings, monkeypatch):
+    settings.DEBUG = True  # seed_demo's guard against well-known passwords
+    # No broker in this test: publishes are dropped, the pages are what is tested.
+    monkeypatch.setattr("portal.queueing.publish", lambda task, *args, **kwargs: True)
+    with open(os.devnull, "w") as devnull:
+        call_command("seed_demo", stdout=devnull)
+
+
+@pytest.fixture
+def browser(demo, live_server, monkeypatch, request):
+    with chromium_page(monkeypatch) as page:
+        page.on("dialog", lambda dialog: dialog.accept())  # hx-confirm asks; the user says yes
+        yield page
+        save_evidence(request, page)
+
+
+def log_in(page, base: str, username: str, password: str = "slipway-demo") -> None:
+    page.goto(f"{base}/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/{'admin/' if username == 'admin' else ''}*")
+
+
+def test_a_member_cancels_a_run(live_server, browser):
+    log_in(browser, live_server.url, "alice")
+    run = TrainingRun.objects.filter(team__slug="ml-research", state="admitted").first()
+    browser.goto(f"{live_server.url}/runs/{run.pk}/")
+    browser.click("#run-status button.danger")
+    browser.wait_for_function("() => document.querySelector('#run-status .badge').innerText === 'Cancelled'")
+    run.refresh_from_db()
+    assert run.state == "cancelled"
+
+
+def test_a_member_creates_an_endpoint_and_sees_its_page(live_server, browser):
+    log_in(browser, live_server.url, "alice")
+    browser.goto(f"{live_server.url}/endpoints/new/")
+    browser.select_option("#id_flavor", "a100-1g.10gb")
+    browser.wait_for_function("() => document.querySelector('#preview').innerText.includes('Starts now')")
+    assert "1/7 of an A100 80GB" in browser.inner_text("#id_flavor")
+    browser.fill("#id_name", "summarizer")
+    browser.fill("#id_image", "registry.example.com/serving/vllm:0.6")
+    browser.fill("#id_max_replicas", "3")
+    browser.click("button[type=submit].primary")
+    browser.wait_for_url(f"{live_server.url}/endpoints/*/")
+    endpoint = InferenceEndpoint.objects.get(name="summarizer")
+    assert browser.inner_text("#endpoint-status .badge") == "Deploying"
+    assert browser.locator("#replicas-chart svg polyline").count() == 3  # ready, desired, ceiling
+    assert "Admitted at its minimum" in browser.inner_text("#scaling-log")
+    browser.goto(f"{live_server.url}/endpoints/")
+    assert browser.locator(f"#endpoint-{endpoint.pk}-live").count() == 1
+
+
+def test_an_api_token_is_shown_once_and_revoked(live_server, browser):
+    log_in(browser, live_server.url, "alice")
+    browser.goto(f"{live_server.url}/tokens/")
+    browser.fill("#id_name", "ci")
+    browser.click("button[type=submit].primary")
+    token = browser.inner_text("#new-token")
+    assert token.startswith("slp_")
+    browser.goto(f"{live_server.url}/tokens/")
+    assert token not in browser.content()  # shown once
+    browser.click("button.danger")
+    browser.wait_for_function("() => document.body.innerText.includes('revoked')")
+
+
+def test_a_viewer_sees_no_submit_or_cancel_controls(live_server, browser):
+    log_in(browser, live_server.url, "carol")
+    for path in ("/", "/runs/", "/endpoints/"):
+        browser.goto(f"{live_server.url}{path}")
+        assert browser.locator("text=New run").count() == 0, path
+        assert browser.locator("text=New endpoint").count() == 0, path
+    run = TrainingRun.objects.filter(team__slug="ml-research").exclude(state__in=("succeeded", "failed",
+                                                                                   "cancelled")).first()
+    browser.goto(f"{live_server.url}/runs/{run.pk}/")
+    assert browser.locator("#run-status button.danger").count() == 0
+
+
+def test_the_platform_admin_edits_a_quota_and_opens_the_capacity_page(live_server, browser):
+    browser.goto(f"{live_server.url}/admin/login/")
+    browser.fill("#id_username", "admin")
+    browser.fill("#id_password", "slipway-admin")
+    browser.click("input[type=submit]")
+    quota = TeamQuota.objects.get(team__slug="nlp", flavor__name="h100-80gb")
+    browser.goto(f"{live_server.url}/admin/quotas/teamquota/{quota.pk}/change/")
+    browser.fill("#id_limit", "12")
+    browser.click("input[name=_save]")
+    browser.wait_for_url(f"{live_server.url}/admin/quotas/teamquota/")
+    quota.refresh_from_db()
+    assert quota.limit == 12
+    browser.goto(f"{live_server.url}/admin/capacity/")
+    assert "h100-80gb" in browser.inner_text("body")
