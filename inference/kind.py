@@ -85,6 +85,9 @@ class EndpointKind(WorkloadKind):
                                description=f"endpoint {endpoint.name}",
                                estimated_cost=self.committed_cost(endpoint, now, month_end(now)))
 
+    def committing(self, endpoints):
+        return endpoints.filter(min_replicas__gt=0)  # a minimum runs to the month's end
+
     def committed_cost(self, endpoint: InferenceEndpoint, now: datetime, until: datetime) -> Decimal:
         """Its guaranteed minimum until the month's end (it runs until deleted)."""
         hours = Decimal(max((until - now).total_seconds(), 0)) / Decimal(3600)

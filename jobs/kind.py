@@ -70,6 +70,9 @@ class TrainingKind(WorkloadKind):
                                priority=run.priority, spot=run.spot, description=f"run {run.name}",
                                estimated_cost=run.estimated_total_cost)
 
+    def committing(self, runs):
+        return runs.filter(max_runtime_minutes__isnull=False)  # only a runtime limit is a known end
+
     def committed_cost(self, run: TrainingRun, now: datetime, until: datetime) -> Decimal:
         """What is left of its runtime limit, this month (nothing for runs without one)."""
         if run.max_runtime_minutes is None:

@@ -123,9 +123,10 @@ def commitments(team_ids: list[int], now: datetime) -> dict[int, Decimal]:
     until = month_end(now)
     totals: dict[int, Decimal] = {}
     for kind in kinds():
-        if type(kind).committed_cost is WorkloadKind.committed_cost:
+        if type(kind).committing is WorkloadKind.committing:
             continue  # a kind whose work has no known end commits nothing: no query
-        for workload in kind.model.objects.holding_quota().filter(team_id__in=team_ids).select_related("flavor"):
+        holding = kind.model.objects.holding_quota().filter(team_id__in=team_ids)
+        for workload in kind.committing(holding).select_related("flavor"):
             cost = kind.committed_cost(workload, now, until)
             if cost:
                 totals[workload.team_id] = totals.get(workload.team_id, ZERO) + cost

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from django.db.models import QuerySet
+
 from cluster.backends.base import ObservedWorkload
 from cluster.status import WorkloadStatus
 from quotas.admission import ResourceRequest
@@ -72,6 +74,10 @@ class WorkloadKind(abc.ABC):
     def committed_cost(self, workload, now: datetime, until: datetime) -> Decimal:
         """Estimated cost ``workload`` will still run up from ``now`` to ``until`` (0: no known end)."""
         return Decimal(0)
+
+    def committing(self, workloads: QuerySet) -> QuerySet:
+        """Those of ``workloads`` that may commit money (a known end): the rest are not even loaded."""
+        return workloads.none()
 
     def on_budget_spent(self, workload, now: datetime) -> bool:
         """The team's budget is spent and its policy is "stop": stop what costs (True when quota was freed)."""

@@ -1,0 +1,208 @@
+"""The API under gunicorn on PostgreSQL, as in production: submit and list next to a trivial endpoint.
+
+Run ``.venv/bin/python bench/api.py [--seconds 6] [--clients 8]``. It creates a scratch database
+next to ``DATABASE_URL`` (or ``postgres://postgres@127.0.0.1:5432/test``), seeds a team with a
+large quota per client, its member's token and 200 runs each, starts gunicorn with DEBUG off behind a TLS proxy
+header (``X-Forwarded-Proto: https``, as an ingress sends), and drives it from ``--clients``
+keep-alive HTTP clients on loopback (a team each), one phase per request kind, in the same run:
+
+* trivial: ``GET /api/v1/flavors/`` — authenticated like the rest, one small query;
+* submit: ``POST /api/v1/runs/`` (a fresh name each, admitted against the quota);
+* list: ``GET /api/v1/runs/?page_size=50`` with 200+ runs in the caller's team;
+* the same for endpoints: ``POST /api/v1/endpoints/`` and ``GET /api/v1/endpoints/``.
+
+Prints requests per second, p50 and p99 latency of each, and the ratios against the trivial
+endpoint measured in the same run, with the targets (submit ≥ 0.33, list ≥ 0.15). Redis (its
+own database, ``SLIPWAY_BENCH_REDIS_URL``) is the broker and cache, as in production; no worker
+consumes the published tasks, and the database is flushed before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from admission import DEFAULT_URL, recreate_database  # noqa: E402
+
+PORT = 8171
+RUNS_PER_TEAM = 200
+#: A Redis database of its own: broker and cache as in production (publishing is part of a submit).
+REDIS = os.environ.get("SLIPWAY_BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
+TARGETS = {"submit run": 0.33, "list runs": 0.15, "create endpoint": 0.33, "list endpoints": 0.15}
+
+
+def scratch_url(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    name = f"{parts.path.lstrip('/') or 'postgres'}_bench_api"
+    return urlunsplit(parts._replace(path=f"/{name}")), name
+
+
+def percentile(values: list[float], share: float) -> float:
+    """The ``share`` percentile (0..1) of ``values`` by nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered)) - 1))]
+
+
+def seed(clients: int) -> list[str]:
+    """A team per client (large quota and budget), its member's token, 200 runs each; the raw tokens.
+
+    One team per client as on a shared platform: admissions of one team serialise on its lock
+    by design (bench/admission.py measures that case), different teams do not.
+    """
+    from decimal import Decimal
+
+    from django.contrib.auth import get_user_model
+
+    from jobs.services import submit_run
+    from portal.models import Membership, Role, Team
+    from portal.services import create_api_token
+    from quotas.demo import seed_flavors, seed_team_quotas
+
+    seed_flavors()
+    raws = []
+    for i in range(clients):
+        team = Team.objects.create(slug=f"bench-{i}", name=f"Bench {i}", namespace=f"team-bench-{i}")
+        seed_team_quotas(team, {"a100-80gb": 1_000_000, "a100-1g.10gb": 1_000_000}, Decimal("10000000"))
+        user = get_user_model().objects.create_user(f"bench{i}")
+        Membership.objects.create(user=user, team=team, role=Role.MEMBER)
+        raws.append(create_api_token(user, "bench")[1])
+        for n in range(RUNS_PER_TEAM):
+            submit_run(user, team, {"name": f"seed-{n}", "image": "registry.example.com/ml/t:1",
+                                    "command": ["python", "t.py"], "flavor": "a100-80gb"})
+    return raws
+
+
+class Client:
+    """One keep-alive HTTP connection with a bearer token."""
+
+    def __init__(self, token: str) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+        self.headers = {"Authorization": f"Bearer {token}", "X-Forwarded-Proto": "https", "Host": "127.0.0.1",
+                        "Content-Type": "application/json"}
+
+    def request(self, method: str, path: str, body: dict | None = None) -> int:
+        self.conn.request(method, path, json.dumps(body) if body is not None else None, self.headers)
+        response = self.conn.getresponse()
+        response.read()
+        return response.status
+
+
+def phase(tokens: list[str], seconds: float, make_request) -> tuple[float, list[float]]:
+    """Requests per second and latencies (s) of ``make_request(client, worker, i)`` from every client."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+    errors: list[int] = []
+    deadline = time.perf_counter() + seconds
+
+    def worker(index: int) -> None:
+        client, i, mine = Client(tokens[index]), 0, []
+        while time.perf_counter() < deadline:
+            began = time.perf_counter()
+            status = make_request(client, index, i)
+            mine.append(time.perf_counter() - began)
+            if status >= 400:
+                errors.append(status)
+            i += 1
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(len(tokens))]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise SystemExit(f"{len(errors)} requests failed, e.g. HTTP {errors[0]}")
+    return len(latencies) / (time.perf_counter() - started), latencies
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--clients", type=int, default=8)
+    args = parser.parse_args()
+    base_url = os.environ.get("DATABASE_URL", "")
+    if not base_url.startswith(("postgres://", "postgresql://")):
+        base_url = DEFAULT_URL
+    url, name = scratch_url(base_url)
+    recreate_database(base_url, name)
+    var_dir = tempfile.mkdtemp(prefix="slipway-bench-api-")
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "portal.settings", "DEBUG": "false",
+           "SECRET_KEY": "bench-only-not-a-secret-" + "x" * 40, "ALLOWED_HOSTS": "127.0.0.1",
+           "SLIPWAY_VAR_DIR": var_dir, "REDIS_URL": REDIS}
+    os.environ.update(env)
+    import redis
+
+    redis.Redis.from_url(REDIS).flushdb()  # tasks published here are never consumed: start and end empty
+    server = None
+    try:
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        tokens = seed(args.clients)
+        from django.db import connections
+
+        connections.close_all()
+        # 2 cores: 2 workers × 4 threads keeps both busy while PostgreSQL has its share.
+        server = subprocess.Popen([str(Path(sys.executable).with_name("gunicorn")), "portal.wsgi", "-b",
+                                   f"127.0.0.1:{PORT}", "--workers", "2", "--threads", "4", "--log-level", "warning"],
+                                  cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for _ in range(100):
+            try:
+                Client(tokens[0]).request("GET", "/api/v1/flavors/")
+                break
+            except OSError:
+                time.sleep(0.1)
+        phases = {
+            "trivial (GET /flavors/)": lambda c, w, i: c.request("GET", "/api/v1/flavors/"),
+            "submit run": lambda c, w, i: c.request("POST", "/api/v1/runs/", {
+                "team": f"bench-{w}", "name": f"r-{w}-{i}", "image": "registry.example.com/ml/t:1",
+                "command": ["python", "t.py"], "flavor": "a100-80gb"}),
+            "list runs": lambda c, w, i: c.request("GET", "/api/v1/runs/?page_size=50"),
+            "create endpoint": lambda c, w, i: c.request("POST", "/api/v1/endpoints/", {
+                "team": f"bench-{w}", "name": f"e-{w}-{i}", "image": "registry.example.com/s/vllm:1",
+                "flavor": "a100-1g.10gb"}),
+            "list endpoints": lambda c, w, i: c.request("GET", "/api/v1/endpoints/?page_size=50"),
+        }
+        results = {label: phase(tokens, args.seconds, run) for label, run in phases.items()}
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=20)
+        from django.db import connections
+
+        connections.close_all()
+        recreate_database(base_url, name, drop_only=True)
+        redis.Redis.from_url(REDIS).flushdb()
+    trivial = results["trivial (GET /flavors/)"][0]
+    print(f"gunicorn (2 workers × 4 threads, DEBUG off), PostgreSQL, {args.clients} keep-alive clients, "
+          f"{args.seconds:g} s a phase:")
+    for label, (rate, latencies) in results.items():
+        line = (f"  {label:<26} {rate:7.1f} req/s   p50 {statistics.median(latencies) * 1000:6.1f} ms   "
+                f"p99 {percentile(latencies, 0.99) * 1000:6.1f} ms")
+        if label in TARGETS:
+            ratio = rate / trivial
+            line += f"   ratio {ratio:4.2f} (target ≥ {TARGETS[label]}: {'PASS' if ratio >= TARGETS[label] else 'FAIL'})"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
