@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import (
@@ -37,7 +39,15 @@ def objects(member, team, quota, ep_quota, published, fake_backend) -> dict[str,
 
 @pytest.fixture
 def api_schema(objects):
-    return schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())
+    # Requests go straight to the WSGI application, not through Django's test client: keep its
+    # end-of-request handler from closing the test's database connection (the client does the same).
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        yield schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
 
 
 CHECKS = (status_code_conformance, content_type_conformance, response_schema_conformance)
