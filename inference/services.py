@@ -163,9 +163,25 @@ def _resize(endpoint: InferenceEndpoint) -> None:
                    f"min {endpoint.min_replicas}, max {endpoint.max_replicas}: {decision.message}")
 
 
+def scale_to_minimum(user, endpoint: InferenceEndpoint) -> bool:
+    """Give back the endpoint's burst at once (staff, from the admin console); False when it holds none."""
+    if not user.is_staff:
+        require_team(user, endpoint.team, Role.ADMIN)
+    given_back = scaling.set_ceiling(endpoint, endpoint.base_replicas, Decision.BURST_RECLAIMED, None, timezone.now(),
+                                     f"scaled to its minimum by {user.username}")
+    if given_back:
+        audit(AuditEvent.Action.ENDPOINT_CHANGED, actor=user, team=endpoint.team,
+              target=f"endpoint {endpoint.pk} ({endpoint.name})", fields=["replica_ceiling"])
+    return given_back
+
+
 def delete_endpoint(user, endpoint: InferenceEndpoint) -> InferenceEndpoint:
-    """Delete ``endpoint``: its quota is released at once, its objects deleted; ``deleted`` once gone."""
-    require_team(user, endpoint.team, Role.MEMBER)
+    """Delete ``endpoint``: its quota is released at once, its objects deleted; ``deleted`` once gone.
+
+    Members of its team may, and platform staff (the admin console) for any team.
+    """
+    if not user.is_staff:
+        require_team(user, endpoint.team, Role.MEMBER)
     with transaction.atomic():
         if not workloads.end_by_user(endpoint, f"deleted by {user.username}"):
             endpoint.refresh_from_db()

@@ -134,9 +134,11 @@ def preview_run(team: Team, data: dict) -> Forecast:
 def cancel_run(user, run: TrainingRun) -> TrainingRun:
     """Cancel ``run``: it ends ``cancelled``, its quota is released, its cluster objects deleted.
 
+    Members of the run's team may, and platform staff (the admin console) for any team.
     Raises ``RunConflict`` when the run has already finished.
     """
-    require_team(user, run.team, Role.MEMBER)
+    if not user.is_staff:
+        require_team(user, run.team, Role.MEMBER)
     with transaction.atomic():
         if not workloads.end_by_user(run, Message.CANCELLED_BY.format(user=user.username)):
             run.refresh_from_db()

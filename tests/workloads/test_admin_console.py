@@ -1,0 +1,58 @@
+"""The admin console's runs and endpoints sections: every team's work, filtered, with actions through the services."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from inference import services as endpoints
+from jobs.models import TrainingRun
+from jobs.services import submit_run
+from portal.models import AuditEvent
+from quotas.models import Reservation
+from tests.inference.conftest import endpoint_payload
+from tests.jobs.conftest import run_payload
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff_client(client, staff):
+    staff.is_superuser = True
+    staff.save()
+    client.force_login(staff)
+    return client
+
+
+def test_staff_see_every_teams_runs_and_cancel_them(staff_client, member, team, quota, published):
+    run = submit_run(member, team, {k: v for k, v in run_payload().items() if k != "team"})
+    page = staff_client.get("/admin/jobs/trainingrun/?state__exact=admitted&o=-7")  # sorted by cost
+    assert page.status_code == 200 and "bert-finetune" in page.content.decode()
+    response = staff_client.post("/admin/jobs/trainingrun/", {"action": "cancel_runs", "_selected_action": [run.pk]})
+    assert response.status_code == 302
+    run.refresh_from_db()
+    assert run.state == "cancelled" and run.reason == "cancelled by sam"
+    assert not Reservation.objects.active().filter(ref=run.ref).exists()
+    assert AuditEvent.objects.filter(action=AuditEvent.Action.RUN_CANCELLED, actor_name="sam").exists()
+
+
+def test_staff_scale_an_endpoint_to_its_minimum(staff_client, member, team, ep_quota, published):
+    endpoint = endpoints.create_endpoint(member, team, endpoint_payload(max_replicas=4))
+    Reservation.objects.filter(ref=endpoint.ref).update(units=3)
+    type(endpoint).objects.filter(pk=endpoint.pk).update(replica_ceiling=3, state="ready")
+    response = staff_client.post("/admin/inference/inferenceendpoint/",
+                                 {"action": "scale_to_minimum", "_selected_action": [endpoint.pk]})
+    assert response.status_code == 302
+    endpoint.refresh_from_db()
+    assert endpoint.replica_ceiling == 1 and Reservation.objects.active().get(ref=endpoint.ref).units == 1
+    assert endpoint.scaling_events.first().reason == "scaled to its minimum by sam"
+
+
+def test_the_sections_are_staff_only_and_read_only(member, staff_client, team, quota, published):
+    run = submit_run(member, team, {k: v for k, v in run_payload().items() if k != "team"})
+    other = Client()
+    other.force_login(member)
+    assert other.get("/admin/jobs/trainingrun/").status_code == 302  # to the admin login
+    assert staff_client.get(f"/admin/jobs/trainingrun/{run.pk}/change/").status_code == 200  # a view, no form
+    assert staff_client.post(f"/admin/jobs/trainingrun/{run.pk}/change/", {"name": "x"}).status_code == 403
+    assert TrainingRun.objects.get(pk=run.pk).name == "bert-finetune"
