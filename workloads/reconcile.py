@@ -38,6 +38,7 @@ from django.utils import timezone
 
 import portal.cluster
 from cluster.backends.base import ObservedWorkload, WorkloadRef
+from cluster.capacity import capacity_reason
 from cluster.errors import ClusterError
 from cluster.perf import gc_paused
 from cluster.status import WorkloadStatus
@@ -106,11 +107,13 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
         now = now or timezone.now()
         teams_to_admit: set[int] = set()
         steady: list[_Plan] = []
+        nodes: list = []  # the cluster's capacity, read once per cycle and only when something waits for it
         for kind, workloads in snapshot:
             for workload in workloads:
                 plan = _follow(kind, backend, workload, observed, observe_started, now, report, teams_to_admit)
                 if plan is None:
                     continue
+                _explain_capacity(kind, backend, plan, nodes)
                 if plan.steady:
                     steady.append(plan)
                 elif plan.changes and _apply(plan, report):
@@ -186,6 +189,30 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, observe_start
         # Applied by a worker that died before saving: it is on the cluster all the same.
         plan.changes["applied_at"] = observe_started
     return plan
+
+
+#: How the scheduler says a pod found no node with room (the raw words stay in the events).
+UNSCHEDULABLE = "Unschedulable"
+
+
+def _explain_capacity(kind: WorkloadKind, backend, plan: _Plan, nodes: list) -> None:
+    """Put the scheduler's "Insufficient …" into words about the team's flavor and the largest free block."""
+    reason = plan.changes.get("reason", plan.workload.reason)
+    if not reason.startswith(UNSCHEDULABLE) or "Insufficient" not in reason:
+        return
+    if not nodes:
+        try:
+            nodes.extend(backend.capacity())
+        except ClusterError as exc:
+            logger.warning("reconcile: no capacity to explain waiting work: %s", exc)
+            return
+    flavor = plan.workload.flavor
+    per_node = kind.resource_request(plan.workload).units_per_node
+    words = capacity_reason(flavor.name, flavor.resource_name, flavor.node_labels or {}, per_node, nodes)
+    if words != plan.workload.reason:
+        plan.changes["reason"] = words[:500]
+    else:
+        plan.changes.pop("reason", None)
 
 
 def _finish_removal(kind: WorkloadKind, backend, workload, obs: ObservedWorkload | None,

@@ -8,7 +8,7 @@ polling; the same markup is still swapped in, so the last state is shown.
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 
 from portal.models import Membership, Role
 from portal.permissions import require_team
@@ -30,6 +30,9 @@ def current_membership(request: HttpRequest, role: str = Role.VIEWER) -> Members
 
 
 def no_team(request: HttpRequest) -> HttpResponse:
+    """Someone in no team: platform staff land on the Capacity page, others are told to ask for one."""
+    if request.user.is_staff:
+        return redirect("admin-capacity")
     return render(request, "jobs/no_team.html")
 
 

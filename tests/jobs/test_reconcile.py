@@ -10,6 +10,7 @@ from celery.exceptions import Retry
 from django.core.cache import cache
 from django.utils import timezone
 
+from cluster.backends.base import NodeCapacity
 from cluster.errors import Invalid, Transient
 from jobs.constants import RunState
 from jobs.models import TrainingRun
@@ -97,13 +98,19 @@ def test_it_deletes_a_runs_objects_and_tolerates_a_second_delete(submit, fake_ba
 # -- the reconcile cycle -----------------------------------------------------------------------------
 
 
-def test_it_reports_the_schedulers_reason_while_pending(submit, fake_backend):
-    run = applied(submit(), fake_backend)
+def test_it_says_in_plain_words_why_a_pending_run_waits_for_the_cluster(submit, fake_backend, monkeypatch):
+    run = applied(submit(gpus_per_worker=4), fake_backend)
     fake_backend.set_pending(NS, run.cluster_name, "0/8 nodes are available: 8 Insufficient nvidia.com/gpu.")
+    a100 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    monkeypatch.setattr(fake_backend, "capacity", lambda: [
+        NodeCapacity("a100-0", "nvidia.com/gpu", 8, 8, a100), NodeCapacity("a100-1", "nvidia.com/gpu", 8, 6, a100),
+        NodeCapacity("h100-0", "nvidia.com/gpu", 8, 0, {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})])
     rec.reconcile(fake_backend)
     run.refresh_from_db()
     assert run.state == RunState.PENDING
-    assert "Insufficient nvidia.com/gpu" in run.reason
+    # Not the scheduler's words (those stay in the events): the team's flavor and the largest free block.
+    assert run.reason == ("waiting for capacity: needs 4\u00d7 a100-80gb on one node; "
+                          "the largest free block is 2 (node a100-1)")
     assert fake_backend.ticks == 1
 
 

@@ -151,7 +151,7 @@ def test_it_links_only_pages_that_exist(client, member, monkeypatch):
 
 def test_it_links_the_admin_console_for_staff(client, staff):
     client.force_login(staff)
-    assert '<a href="/admin/">Admin</a>' in client.get("/endpoints/").content.decode()
+    assert '<a href="/admin/">Admin</a>' in client.get("/tokens/").content.decode()
 
 
 def test_it_serves_htmx_and_css_from_static_files_with_csrf_headers(client, member):

@@ -56,3 +56,8 @@ def test_the_sections_are_staff_only_and_read_only(member, staff_client, team, q
     assert staff_client.get(f"/admin/jobs/trainingrun/{run.pk}/change/").status_code == 200  # a view, no form
     assert staff_client.post(f"/admin/jobs/trainingrun/{run.pk}/change/", {"name": "x"}).status_code == 403
     assert TrainingRun.objects.get(pk=run.pk).name == "bert-finetune"
+
+
+def test_staff_in_no_team_land_on_the_capacity_page(staff_client):
+    response = staff_client.get("/")
+    assert response.status_code == 302 and response["Location"] == "/admin/capacity/"

@@ -1,0 +1,24 @@
+"""Why work waits for the cluster, in plain words, from the nodes' capacity (pure).
+
+The scheduler says "0/8 nodes are available: 8 Insufficient nvidia.com/gpu"; people want
+"waiting for capacity: needs 4× a100-80gb on one node; the largest free block is 2 (node
+a100-1)". The raw words stay in the workload's events.
+"""
+
+from __future__ import annotations
+
+from cluster.backends.base import NodeCapacity
+
+
+def capacity_reason(flavor: str, resource_name: str, node_labels: dict[str, str], units_per_node: int,
+                    nodes: list[NodeCapacity]) -> str:
+    """The plain-words reason a workload of ``units_per_node`` × ``flavor`` per worker cannot be placed."""
+    fitting = [n for n in nodes if n.resource_name == resource_name
+               and all(n.labels.get(k) == v for k, v in node_labels.items())]
+    need = f"waiting for capacity: needs {units_per_node}\u00d7 {flavor} on one node"
+    if not fitting:
+        return f"{need}; no node offers {flavor}"
+    largest = max(fitting, key=lambda n: (n.free, n.node))
+    if largest.free == 0:
+        return f"{need}; every {flavor} node is full"
+    return f"{need}; the largest free block is {largest.free} (node {largest.node})"
