@@ -14,6 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from cluster.backends.base import ClusterBackend
 from cluster.backends.kubernetes import KubernetesBackend
+from cluster.metrics import Prometheus
 from cluster.specs import ClusterConfig
 from sandbox.backend import SandboxBackend
 
@@ -37,6 +38,7 @@ def _backend(name: str) -> ClusterBackend:
             qps=settings.SLIPWAY_KUBE_QPS,
             burst=settings.SLIPWAY_KUBE_BURST,
             timeout=settings.SLIPWAY_KUBE_TIMEOUT,
+            metrics=Prometheus(settings.SLIPWAY_METRICS_URL) if settings.SLIPWAY_METRICS_URL else None,
         )
     raise ImproperlyConfigured(f"SLIPWAY_CLUSTER_BACKEND must be 'sandbox' or 'kubernetes', got {name!r}")
 

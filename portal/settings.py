@@ -228,6 +228,11 @@ SLIPWAY_KUBE_BURST = env_int("SLIPWAY_KUBE_BURST", 40)
 SLIPWAY_KUBE_TIMEOUT = env_float("SLIPWAY_KUBE_TIMEOUT", 10.0)
 SLIPWAY_GANG_SCHEDULER = env_str("SLIPWAY_GANG_SCHEDULER", "")  # "" | volcano | scheduler-plugins
 SLIPWAY_PROMETHEUS_URL = env_str("SLIPWAY_PROMETHEUS_URL", "http://prometheus-operated.monitoring.svc:9090")
+# Where the reconciler reads GPU utilization (DCGM series) for idle-GPU waste; empty: not measured.
+SLIPWAY_METRICS_URL = env_str("SLIPWAY_METRICS_URL", SLIPWAY_PROMETHEUS_URL)
+# GPUs whose utilization stays under this percent are idle time; flagged after this many minutes.
+SLIPWAY_IDLE_UTIL_PCT = env_float("SLIPWAY_IDLE_UTIL_PCT", 5.0)
+SLIPWAY_IDLE_WINDOW_MINUTES = env_int("SLIPWAY_IDLE_WINDOW_MINUTES", 30)
 SLIPWAY_RUN_AS_NON_ROOT = env_bool("SLIPWAY_RUN_AS_NON_ROOT", True)
 SLIPWAY_IMAGE_REGISTRIES = env_list("SLIPWAY_IMAGE_REGISTRIES", [])  # empty: any registry
 SLIPWAY_NAMESPACE_PREFIX = env_str("SLIPWAY_NAMESPACE_PREFIX", "team-")

@@ -29,7 +29,7 @@ from quotas.serializers import (
 )
 from quotas.services import budget_summary, usage_summary
 
-CSV_COLUMNS = ["group", "gpu_hours", "cost", "currency"]
+CSV_COLUMNS = ["group", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "currency"]
 
 
 def team_usage(team: Team) -> dict:

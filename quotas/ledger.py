@@ -101,7 +101,11 @@ def open_segment_cost(flavor: GpuFlavor, units: int, spot: bool, since: datetime
 
 @dataclass(frozen=True)
 class Interval:
-    """``units`` of ``flavor`` used by workload ``ref`` of ``team`` over ``[start, end)``."""
+    """``units`` of ``flavor`` used by workload ``ref`` of ``team`` over ``[start, end)``.
+
+    ``idle``: the GPUs' measured utilization stayed under the platform's idle threshold over
+    the interval, so its whole cost is also idle cost (see :mod:`workloads.idle`).
+    """
 
     team_id: int
     ref: str
@@ -111,6 +115,7 @@ class Interval:
     end: datetime
     units: int
     spot: bool
+    idle: bool = False
 
     def charge(self) -> tuple[Decimal, Decimal]:
         """``(cost, gpu_hours)`` of this interval."""
@@ -133,7 +138,7 @@ class Interval:
 
 
 def record_usage(team, ref: str, flavor: GpuFlavor | str, user, start: datetime, end: datetime, units: int,
-                 spot: bool) -> Decimal:
+                 spot: bool, idle: bool = False) -> Decimal:
     """Charge ``units`` of ``flavor`` for ``[start, end)``; returns the cost recorded (0 for a replay).
 
     The interval is cut at hour boundaries and each piece added to its hour's row (created on
@@ -143,7 +148,7 @@ def record_usage(team, ref: str, flavor: GpuFlavor | str, user, start: datetime,
     """
     if end <= start or units <= 0:
         return ZERO
-    interval = Interval(team.pk, ref, _flavor(flavor), getattr(user, "pk", None), start, end, units, spot)
+    interval = Interval(team.pk, ref, _flavor(flavor), getattr(user, "pk", None), start, end, units, spot, idle)
     pieces = interval.hourly()
     recorded = record_intervals(pieces)
     return sum((p.charge()[0] for p in pieces if (p.ref, usage_hour(p.start)) in recorded), ZERO)
@@ -163,10 +168,11 @@ def record_intervals(intervals: list[Interval]) -> set[tuple[str, datetime]]:
     params: list = []
     for i in intervals:
         cost, gpu_hours = i.charge()
+        idle_cost, idle_gpu_hours = (cost, gpu_hours) if i.idle else (ZERO, ZERO)
         params += [i.team_id, i.ref, i.flavor.pk, i.user_id, ops.adapt_datetimefield_value(usage_hour(i.start)),
                    ops.adapt_datetimefield_value(i.start), ops.adapt_datetimefield_value(i.end), i.units, i.spot,
-                   ops.adapt_decimalfield_value(gpu_hours, LEDGER_DIGITS, 10),
-                   ops.adapt_decimalfield_value(cost, LEDGER_DIGITS, 10), currency]
+                   *(ops.adapt_decimalfield_value(amount, LEDGER_DIGITS, 10)
+                     for amount in (gpu_hours, cost, idle_gpu_hours, idle_cost)), currency]
     with connection.cursor() as cursor:
         cursor.execute(_upsert_sql(connection.vendor, len(intervals)), params)
         changed = {(ref, _as_datetime(hour)) for ref, hour in cursor.fetchall()}
@@ -189,12 +195,13 @@ def _upsert_sql(vendor: str, rows: int) -> str:
     """
     q = connection.ops.quote_name
     table = q(UsageRecord._meta.db_table)
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * rows)
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * rows)
+    added = ", ".join(f"{column} = {table}.{column} + excluded.{column}"
+                      for column in ("gpu_hours", "cost", "idle_gpu_hours", "idle_cost"))
     return (
         f"INSERT INTO {table} (team_id, ref, flavor_id, user_id, hour, {q('start')}, {q('end')}, units, spot,"  # noqa: S608 - only quoted model names are interpolated
-        f" gpu_hours, cost, currency) VALUES {values}"
-        f" ON CONFLICT (ref, hour) DO UPDATE SET {q('end')} = excluded.{q('end')},"
-        f" gpu_hours = {table}.gpu_hours + excluded.gpu_hours, cost = {table}.cost + excluded.cost,"
+        f" gpu_hours, cost, idle_gpu_hours, idle_cost, currency) VALUES {values}"
+        f" ON CONFLICT (ref, hour) DO UPDATE SET {q('end')} = excluded.{q('end')}, {added},"
         f" units = CASE WHEN excluded.units > {table}.units THEN excluded.units ELSE {table}.units END"
         f" WHERE {table}.{q('end')} <= excluded.{q('start')} RETURNING ref, hour"
     )
@@ -209,6 +216,16 @@ def cost_by_ref(refs: Iterable[str]) -> dict[str, Decimal]:
         for row in rows:
             totals[row["ref"]] = row["total"] or ZERO
     return totals
+
+
+def idle_by_ref(refs: Iterable[str]) -> dict[str, tuple[Decimal, Decimal]]:
+    """``(idle_gpu_hours, idle_cost)`` in the ledger of each workload in ``refs`` that was ever idle (one query)."""
+    refs = list(refs)
+    if not refs:
+        return {}
+    rows = (UsageRecord.objects.filter(ref__in=refs, idle_gpu_hours__gt=0).values("ref")
+            .annotate(hours=Sum("idle_gpu_hours"), cost=Sum("idle_cost")).order_by())
+    return {row["ref"]: (row["hours"], row["cost"]) for row in rows}
 
 
 #: Where open segments come from: callables ``(team_ids, now) -> list[Interval]``, each interval
@@ -297,19 +314,25 @@ def spent_month(team, now: datetime | None = None, segments: list[Interval] | No
 GROUP_FIELDS = {"day": "day", "flavor": "flavor__name", "user": "user__username", "workload": "ref"}
 
 
+#: The sums of a report row, in the order :func:`usage_rows` keeps them.
+REPORT_SUMS = ("gpu_hours", "cost", "idle_gpu_hours", "idle_cost")
+
+
 def usage_rows(teams, since, until, group_by: str, now: datetime | None = None) -> list[dict]:
-    """Cost report rows ``{group, gpu_hours, cost, currency}`` for ``teams`` in ``[since, until)``.
+    """Cost report rows ``{group, gpu_hours, cost, idle_gpu_hours, idle_cost, currency}`` for ``teams`` in ``[since, until)``.
 
     Closed ledger rows plus the open segments up to ``now``, so the current hour is included.
+    ``idle_*`` is the part of the allocated GPU time whose measured utilization stayed under the
+    idle threshold (and what it cost).
     """
     records = UsageRecord.objects.filter(team__in=teams, start__gte=since, start__lt=until)
     if group_by == "day":
         records = records.annotate(day=TruncDate("start"))
     field = GROUP_FIELDS[group_by]
     totals: dict[tuple[str, str], list[Decimal]] = {}
-    for row in records.values(field, "currency").annotate(gpu_hours=Sum("gpu_hours"), cost=Sum("cost")).order_by():
+    for row in records.values(field, "currency").annotate(**{s: Sum(s) for s in REPORT_SUMS}).order_by():
         group = str(row[field]) if row[field] is not None else ""
-        totals[(group, row["currency"])] = [row["gpu_hours"], row["cost"]]
+        totals[(group, row["currency"])] = [row[s] for s in REPORT_SUMS]
     team_ids = [team.pk for team in teams]
     now = min(now or timezone.now(), until)
     pieces = [i for i in open_intervals(team_ids, now) if since <= i.start < until]
@@ -317,11 +340,12 @@ def usage_rows(teams, since, until, group_by: str, now: datetime | None = None) 
     for piece in pieces:
         group = _group_of(piece, group_by, usernames)
         cost, gpu_hours = piece.charge()
-        total = totals.setdefault((group, settings.SLIPWAY_CURRENCY), [ZERO, ZERO])
-        total[0] += gpu_hours
-        total[1] += cost
-    return [{"group": group, "gpu_hours": gpu_hours, "cost": cost, "currency": currency}
-            for (group, currency), (gpu_hours, cost) in sorted(totals.items())]
+        idle_cost, idle_gpu_hours = (cost, gpu_hours) if piece.idle else (ZERO, ZERO)
+        total = totals.setdefault((group, settings.SLIPWAY_CURRENCY), [ZERO] * len(REPORT_SUMS))
+        for index, amount in enumerate((gpu_hours, cost, idle_gpu_hours, idle_cost)):
+            total[index] += amount
+    return [{"group": group, **dict(zip(REPORT_SUMS, sums, strict=True)), "currency": currency}
+            for (group, currency), sums in sorted(totals.items())]
 
 
 def _group_of(piece: Interval, group_by: str, usernames: dict[int, str]) -> str:

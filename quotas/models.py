@@ -228,6 +228,10 @@ class UsageRecord(models.Model):
     # Ten decimals: each billed interval is seconds long (see quotas.ledger.LEDGER_PRECISION).
     gpu_hours = models.DecimalField(max_digits=20, decimal_places=10)
     cost = models.DecimalField(max_digits=20, decimal_places=10)
+    # The part of gpu_hours (and of cost) whose measured GPU utilization stayed under the idle
+    # threshold: allocated, paid for, unused (workloads.idle).
+    idle_gpu_hours = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0))
+    idle_cost = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0))
     currency = models.CharField(max_length=3, default=_default_currency)
 
     class Meta:

@@ -65,6 +65,9 @@ class UsageRowSerializer(serializers.Serializer):
     group = serializers.CharField()
     gpu_hours = serializers.DecimalField(max_digits=14, decimal_places=4)
     cost = serializers.DecimalField(max_digits=12, decimal_places=2)
+    idle_gpu_hours = serializers.DecimalField(
+        max_digits=14, decimal_places=4, help_text="The part of gpu_hours whose GPU utilization stayed under the idle threshold.")
+    idle_cost = serializers.DecimalField(max_digits=12, decimal_places=2, help_text="What the idle GPU-hours cost.")
     currency = serializers.CharField()
 
 

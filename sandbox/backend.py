@@ -41,6 +41,7 @@ from cluster.backends.base import (
     WorkloadRef,
 )
 from cluster.errors import Invalid, NotFound, Transient
+from cluster.metrics import per_workload, running_pods
 from cluster.perf import gc_paused
 from sandbox import inventory
 from sandbox.bulk import Record
@@ -260,6 +261,21 @@ class SandboxBackend(ClusterBackend):
                 continue
             group.pods.append(pod_manifest(pod, owner, at))
         return list(grouped.values())
+
+    def gpu_utilization(self, observed: list[ObservedWorkload]) -> dict[WorkloadRef, float]:
+        """What the simulated DCGM exporter says: each running pod's annotation, averaged per workload.
+
+        No query: :meth:`observe` computed it already (``SLIPWAY_SIM_GPU_UTIL`` pins it, a
+        server follows its share of the endpoint's load).
+        """
+        pods = running_pods(observed)
+        samples = []
+        for workload in observed:
+            for pod in workload.pods:
+                value = ((pod.get("metadata") or {}).get("annotations") or {}).get(GPU_UTILIZATION_ANNOTATION)
+                if value is not None:
+                    samples.append(((workload.namespace, pod["metadata"]["name"]), float(value)))
+        return per_workload(samples, pods)
 
     @_storage_errors
     def logs(self, ref: WorkloadRef, tail: int = 200, *, now: datetime | None = None) -> list[str]:

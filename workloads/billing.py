@@ -39,46 +39,53 @@ class BillingPlan:
 
 
 def plan_billing(workload, running_units: int, first_started_at: datetime | None, ended_at: datetime | None,
-                 now: datetime) -> BillingPlan:
+                 now: datetime, idle: bool = False) -> BillingPlan:
     """The billing move for ``workload`` seen with ``running_units`` at ``now`` (nothing is written).
 
     ``first_started_at`` is when its first pod started: on the first sighting, what runs now
     has run since then. ``ended_at`` is set when the workload is final (or ended by a user):
-    the segment closes there and nothing stays open.
+    the segment closes there and nothing stays open. ``idle`` is whether its GPUs measure idle
+    now (:mod:`workloads.idle`): the open segment is idle time or not as a whole, so a flip
+    closes it here and opens the next with the new flag — idle time is then exact to one
+    reconcile interval, and a workload whose GPUs stay as they were still writes nothing.
     """
     plan = BillingPlan()
     end = min(ended_at or now, now)
     target = 0 if ended_at is not None else running_units
-    start, units = workload.billed_until, workload.open_units
+    idle = idle and target > 0
+    start, units, open_idle = workload.billed_until, workload.open_units, workload.open_idle
     if start is None or units == 0:
         # 1. Nothing open. Open a segment when units run: on the first sighting from the pod's
         #    start (it ran before we looked), later from this observation.
         if running_units == 0:
             return plan
         start = min(first_started_at or now, now) if workload.billed_until is None else now
-        units = running_units
+        units, open_idle = running_units, idle
         plan.changes.update(billed_until=start, open_units=units)
-    if ended_at is not None or target != units:
-        # 2. Units changed or it ended: close the segment here and open the next (if any).
+    if ended_at is not None or target != units or idle != open_idle:
+        # 2. Units changed, it ended, or its GPUs turned idle/busy: close the segment here and
+        #    open the next (if any).
         close_at = max(end, start)
-        plan.intervals = _pieces(workload, start, close_at, units)
+        plan.intervals = _pieces(workload, start, close_at, units, open_idle)
         plan.changes.update(billed_until=close_at, open_units=target)
     elif start < usage_hour(now):
         # 3. Same units, a new hour: close the full hours, keep the current one open.
         boundary = usage_hour(now)
-        plan.intervals = _pieces(workload, start, boundary, units)
+        plan.intervals = _pieces(workload, start, boundary, units, open_idle)
         plan.changes.update(billed_until=boundary, open_units=units)
+    if idle != workload.open_idle:
+        plan.changes["open_idle"] = idle  # not a billing-only column: the plan is written alone
     plan.cost = sum((piece.charge()[0] for piece in plan.intervals), ZERO)
     if plan.cost:
         plan.changes["billed_cost"] = F("billed_cost") + plan.cost
     return plan
 
 
-def _pieces(workload, start: datetime, end: datetime, units: int) -> list[Interval]:
+def _pieces(workload, start: datetime, end: datetime, units: int, idle: bool) -> list[Interval]:
     if end <= start or units <= 0:
         return []
     return Interval(workload.team_id, workload.ref, workload.flavor, workload.created_by_id, start, end, units,
-                    workload.spot).hourly()
+                    workload.spot, idle).hourly()
 
 
 def record(billed: list[tuple[object, BillingPlan]]) -> list[object]:
@@ -93,8 +100,9 @@ def record(billed: list[tuple[object, BillingPlan]]) -> list[object]:
             if any((piece.ref, usage_hour(piece.start)) not in recorded for piece in plan.intervals)]
 
 
-_SEGMENT_COLUMNS = ("prefix", "pk", "team_id", "created_by_id", "billed_until", "open_units", "spot", "flavor_id",
-                    "flavor__name", "flavor__price_per_hour", "flavor__spot_price_per_hour", "flavor__gpu_fraction")
+_SEGMENT_COLUMNS = ("prefix", "pk", "team_id", "created_by_id", "billed_until", "open_units", "spot", "open_idle",
+                    "flavor_id", "flavor__name", "flavor__price_per_hour", "flavor__spot_price_per_hour",
+                    "flavor__gpu_fraction")
 
 
 def open_segments(team_ids: list[int], now: datetime) -> list[Interval]:
@@ -110,11 +118,12 @@ def open_segments(team_ids: list[int], now: datetime) -> list[Interval]:
         return []
     rows = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
     segments = []
-    for prefix, pk, team_id, user_id, since, units, spot, flavor_id, name, price, spot_price, fraction in rows:
+    for prefix, pk, team_id, user_id, since, units, spot, idle, flavor_id, name, price, spot_price, fraction in rows:
         # Only what the cost rule reads: the flavor's prices and GPU fraction.
         flavor = GpuFlavor(pk=flavor_id, name=name, price_per_hour=price, spot_price_per_hour=spot_price,
                            gpu_fraction=fraction)
-        segments.append(Interval(team_id, WorkloadId(prefix, pk).ref, flavor, user_id, since, now, units, spot))
+        segments.append(Interval(team_id, WorkloadId(prefix, pk).ref, flavor, user_id, since, now, units, spot,
+                                 idle))
     return segments
 
 

@@ -25,17 +25,13 @@ def redrive_after() -> timedelta:
 
 def _close_billing(workload, ended_at: datetime) -> None:
     """Bill the open segment up to ``ended_at`` (the caller holds the workload's row lock)."""
-    workload.refresh_from_db(fields=["billed_until", "open_units", "billed_cost"])
-    start, units = workload.billed_until, workload.open_units
+    workload.refresh_from_db(fields=["billed_until", "open_units", "billed_cost", "open_idle"])
     plan = billing.plan_billing(workload, 0, None, ended_at, ended_at)
     if not plan.changes:
         return
-    type(workload).objects.filter(pk=workload.pk).update(**plan.changes)
-    if plan.intervals:
-        recorded = ledger.record_usage(workload.team, workload.ref, workload.flavor, workload.created_by, start,
-                                       ended_at, units, workload.spot)
-        if recorded != plan.cost:
-            sync_billed_cost(workload)  # the ledger held part of it already
+    type(workload).objects.filter(pk=workload.pk).update(**plan.changes, idle_since=None)
+    if billing.record([(workload, plan)]):
+        sync_billed_cost(workload)  # the ledger held part of it already
 
 
 def sync_billed_cost(workload) -> None:

@@ -8,8 +8,8 @@ reconcile cycle racing each other cannot overwrite one another.
 Billing is an **open segment** per workload: ``open_units`` GPU units have been running
 since ``billed_until``, and everything before ``billed_until`` is in the ledger (its total is
 ``billed_cost``). A cycle that sees the same units writes nothing; the segment is closed
-(its ledger time written) when the units change, when the workload ends, and at hour
-boundaries — see :mod:`workloads.billing`.
+(its ledger time written) when the units change, when the workload ends, when its GPUs turn
+idle or busy (``open_idle``), and at hour boundaries — see :mod:`workloads.billing`.
 """
 
 from __future__ import annotations
@@ -80,6 +80,11 @@ class Workload(models.Model):
     billed_until = models.DateTimeField(null=True, blank=True)
     open_units = models.PositiveIntegerField(default=0)
     billed_cost = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0))
+    # Idle GPUs (workloads.idle): whether the open segment is idle time (measured utilization
+    # under the threshold; closed and reopened when that flips), and since when the utilization
+    # has stayed under it without a break (None while busy or unmeasured).
+    open_idle = models.BooleanField(default=False)
+    idle_since = models.DateTimeField(null=True, blank=True)
 
     objects = WorkloadQuerySet.as_manager()
 

@@ -46,7 +46,7 @@ from portal.models import Team
 from quotas import admission
 from quotas.models import GpuFlavor, QueuedRequest
 from quotas.services import note_budget_alerts, teams_to_stop
-from workloads import billing, lifecycle
+from workloads import billing, idle, lifecycle
 from workloads.billing import BILLING_FIELDS, BillingPlan
 from workloads.constants import MAX_APPLY_ATTEMPTS, STEADY_BATCH, Message
 from workloads.identity import WorkloadId
@@ -104,13 +104,15 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
     with gc_paused():
         observed = {(o.namespace, o.workload): o for o in backend.observe()}
         report.observed = len(observed)
+        utilization = idle.measure(backend, list(observed.values())) if observed else {}
         now = now or timezone.now()
         teams_to_admit: set[int] = set()
         steady: list[_Plan] = []
         nodes: list = []  # the cluster's capacity, read once per cycle and only when something waits for it
         for kind, workloads in snapshot:
             for workload in workloads:
-                plan = _follow(kind, backend, workload, observed, observe_started, now, report, teams_to_admit)
+                plan = _follow(kind, backend, workload, observed, utilization, observe_started, now, report,
+                               teams_to_admit)
                 if plan is None:
                     continue
                 _explain_capacity(kind, backend, plan, nodes)
@@ -166,8 +168,8 @@ def _snapshot(kind: WorkloadKind) -> list:
     return workloads
 
 
-def _follow(kind: WorkloadKind, backend, workload, observed: dict, observe_started: datetime, now: datetime,
-            report: ReconcileReport, teams: set[int]) -> _Plan | None:
+def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: idle.Utilization,
+            observe_started: datetime, now: datetime, report: ReconcileReport, teams: set[int]) -> _Plan | None:
     """Steps 3–5 for one workload; returns its plan, or None when it was handled here."""
     obs = observed.pop((workload.namespace, workload.cluster_name), None)
     if workload.state == kind.lifecycle.ended:
@@ -184,7 +186,7 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, observe_start
         return None
     if not status.reason and not obs.pods:
         status = _explain_podless(kind, backend, workload, status, now)
-    plan = _plan(kind, workload, status, now, report)
+    plan = _plan(kind, workload, status, now, report, idle.is_idle(utilization, obs.ref, workload))
     if workload.applied_at is None:
         # Applied by a worker that died before saving: it is on the cluster all the same.
         plan.changes["applied_at"] = observe_started
@@ -287,8 +289,12 @@ def _redrive_if_stuck(kind: WorkloadKind, workload, now: datetime, report: Recon
         report.redriven.append(workload.identity)
 
 
-def _plan(kind: WorkloadKind, workload, status: WorkloadStatus, now: datetime, report: ReconcileReport) -> _Plan:
-    """The column changes and billing of ``workload`` for ``status`` (pure: nothing is written)."""
+def _plan(kind: WorkloadKind, workload, status: WorkloadStatus, now: datetime, report: ReconcileReport,
+          gpus_idle: bool) -> _Plan:
+    """The column changes and billing of ``workload`` for ``status`` (pure: nothing is written).
+
+    ``gpus_idle``: its GPUs measure idle now (:mod:`workloads.idle`).
+    """
     new_state = kind.state_for(status, workload)
     final = new_state in kind.model.FINAL_STATES
     changes = kind.column_changes(workload, status)
@@ -304,8 +310,11 @@ def _plan(kind: WorkloadKind, workload, status: WorkloadStatus, now: datetime, r
         ended_at = changes["finished_at"] = status.finished_at or now
     # Seen started for the first time: what runs now has run since then (it ran before we looked).
     first_started_at = status.started_at if workload.started_at is None else None
-    bill = billing.plan_billing(workload, status.running_units, first_started_at, ended_at, now)
+    gpus_idle = gpus_idle and status.running_units > 0 and not final
+    bill = billing.plan_billing(workload, status.running_units, first_started_at, ended_at, now, gpus_idle)
     changes.update(bill.changes)
+    if gpus_idle != (workload.idle_since is not None):
+        changes["idle_since"] = now if gpus_idle else None
     return _Plan(kind, workload, status, changes, bill, final)
 
 

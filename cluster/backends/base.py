@@ -131,6 +131,16 @@ class ClusterBackend(abc.ABC):
     def capacity(self) -> list[NodeCapacity]:
         """Per node and GPU resource: allocatable units and units requested by running pods."""
 
+    def gpu_utilization(self, observed: list[ObservedWorkload]) -> dict[WorkloadRef, float]:
+        """Recent GPU utilization (percent, 0–100) of each of ``observed``'s workloads with running pods.
+
+        Called once per reconcile cycle with what :meth:`observe` returned; must cost one
+        metrics query whatever the number. A workload missing from the result is unmeasured
+        (not idle). Raises ``Transient`` when the metrics source cannot answer. The default:
+        no metrics source, nothing measured.
+        """
+        return {}
+
     def tick(self) -> None:  # noqa: B027 - a hook with a deliberate no-op default
         """Advance a simulated cluster's clock (called once per reconcile cycle).
 

@@ -52,6 +52,7 @@ from cluster.backends.base import (
     WorkloadRef,
 )
 from cluster.errors import ClusterError, Conflict, Invalid, NotFound, Transient
+from cluster.metrics import Prometheus
 from cluster.perf import gc_paused
 
 FIELD_MANAGER = "slipway"
@@ -229,8 +230,11 @@ class KubernetesBackend(ClusterBackend):
         burst: int = 40,
         timeout: float = 10,
         host: str | None = None,
+        metrics: Prometheus | None = None,
     ) -> None:
         self.kubeconfig = kubeconfig
+        #: Where GPU utilization comes from (None: not measured, nothing is idle).
+        self.metrics = metrics
         self.timeout = timeout
         self.host = host
         self.limiter = TokenBucket(qps, burst)
@@ -405,6 +409,10 @@ class KubernetesBackend(ClusterBackend):
             for observed in groups.values():
                 observed.pods.sort(key=_pod_order)
             return sorted(groups.values(), key=lambda o: (o.namespace, o.workload))
+
+    def gpu_utilization(self, observed: list[ObservedWorkload]) -> dict[WorkloadRef, float]:
+        """From Prometheus' DCGM series, one query per call (:mod:`cluster.metrics`); {} when not configured."""
+        return self.metrics.gpu_utilization(observed) if self.metrics is not None else {}
 
     def _workload_pods(self, ref: WorkloadRef) -> list[Manifest]:
         selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={ref.workload}"

@@ -72,7 +72,9 @@ def ledger(quota_team, member, viewer, flavors):
     day2 = day1 + timedelta(days=1)
     record_usage(quota_team, "run:1", "a100-80gb", member, day1, day1 + timedelta(hours=1), 2, False)  # 8.20
     record_usage(quota_team, "run:1", "a100-80gb", member, day2, day2 + timedelta(hours=1), 2, False)  # 8.20
-    record_usage(quota_team, "ep:7", "l4", viewer, day2, day2 + timedelta(hours=2), 1, True)  # 0.64
+    record_usage(quota_team, "ep:7", "l4", viewer, day2, day2 + timedelta(hours=1), 1, True)  # 0.32
+    record_usage(quota_team, "ep:7", "l4", viewer, day2 + timedelta(hours=1), day2 + timedelta(hours=2), 1, True,
+                 idle=True)  # 0.32, idle
     return quota_team
 
 
@@ -80,15 +82,16 @@ REPORT = {"since": "2026-11-01", "until": "2026-11-30"}
 
 
 @pytest.mark.parametrize(("group_by", "expected"), [
-    ("day", [("2026-11-02", "2.0000", "8.20"), ("2026-11-03", "4.0000", "8.84")]),
-    ("flavor", [("a100-80gb", "4.0000", "16.40"), ("l4", "2.0000", "0.64")]),
-    ("user", [("mia", "4.0000", "16.40"), ("vic", "2.0000", "0.64")]),
-    ("workload", [("ep:7", "2.0000", "0.64"), ("run:1", "4.0000", "16.40")]),
+    ("day", [("2026-11-02", "2.0000", "8.20", "0.0000", "0.00"), ("2026-11-03", "4.0000", "8.84", "1.0000", "0.32")]),
+    ("flavor", [("a100-80gb", "4.0000", "16.40", "0.0000", "0.00"), ("l4", "2.0000", "0.64", "1.0000", "0.32")]),
+    ("user", [("mia", "4.0000", "16.40", "0.0000", "0.00"), ("vic", "2.0000", "0.64", "1.0000", "0.32")]),
+    ("workload", [("ep:7", "2.0000", "0.64", "1.0000", "0.32"), ("run:1", "4.0000", "16.40", "0.0000", "0.00")]),
 ])
 def test_it_reports_cost_grouped(api, ledger, group_by, expected):
     response = api.get(USAGE_URL, {**REPORT, "team": "ml-research", "group_by": group_by})
     assert response.status_code == 200
-    rows = [(r["group"], r["gpu_hours"], r["cost"]) for r in response.json()["results"]]
+    rows = [(r["group"], r["gpu_hours"], r["cost"], r["idle_gpu_hours"], r["idle_cost"])
+            for r in response.json()["results"]]
     assert rows == expected
     assert {r["currency"] for r in response.json()["results"]} == {"USD"}
 
@@ -98,8 +101,9 @@ def test_it_reports_cost_as_csv(api, ledger):
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/csv")
     rows = list(csv.reader(io.StringIO(response.content.decode())))
-    assert rows == [["group", "gpu_hours", "cost", "currency"], ["a100-80gb", "4.0000", "16.40", "USD"],
-                    ["l4", "2.0000", "0.64", "USD"]]
+    assert rows == [["group", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "currency"],
+                    ["a100-80gb", "4.0000", "16.40", "0.0000", "0.00", "USD"],
+                    ["l4", "2.0000", "0.64", "1.0000", "0.32", "USD"]]
 
 
 def test_it_limits_the_report_to_the_period(api, ledger):

@@ -36,7 +36,7 @@ def test_it_serves_the_linked_csv_to_the_session(client, member, spend):
     client.force_login(member)
     response = client.get("/api/v1/usage/?team=ml-research&group_by=flavor&format=csv")
     assert response.status_code == 200
-    assert response.content.decode().splitlines()[1] == "a100-80gb,2.0000,8.20,USD"
+    assert response.content.decode().splitlines()[1] == "a100-80gb,2.0000,8.20,0.0000,0.00,USD"
 
 
 def test_it_shows_nothing_of_other_teams(client, outsider, spend):

@@ -1,0 +1,89 @@
+"""Idle GPUs: allocated, paid for, and unused — measured, billed apart, and flagged in money.
+
+Once per reconcile cycle the backend reports each running workload's recent GPU utilization
+(:meth:`cluster.backends.base.ClusterBackend.gpu_utilization`: Prometheus' DCGM series on a
+real cluster, the simulated exporter in the sandbox). A workload whose utilization is under
+``SLIPWAY_IDLE_UTIL_PCT`` is *idle*: its open billing segment is idle time, and the ledger
+records that time's GPU-hours and cost in its ``idle_*`` columns as well
+(:func:`workloads.billing.plan_billing` closes the segment when the flag flips, so idle time is
+exact to one reconcile interval). ``idle_since`` marks the start of an unbroken idle stretch;
+after ``SLIPWAY_IDLE_WINDOW_MINUTES`` the portal flags the workload with what its idle time
+cost.
+
+Unmeasured is not idle: a workload the metrics do not cover counts as busy (no waste is
+claimed that was not measured). When the metrics source cannot answer at all, the cycle keeps
+each workload's flag as it was rather than flipping every segment on an outage.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+
+from cluster.backends.base import ObservedWorkload, WorkloadRef
+from cluster.errors import ClusterError
+from quotas import ledger
+from quotas.ledger import ZERO
+
+logger = logging.getLogger(__name__)
+
+#: A cycle's measurement: utilization per workload, or None when the source could not answer.
+Utilization = dict[WorkloadRef, float] | None
+
+
+def measure(backend, observed: list[ObservedWorkload]) -> Utilization:
+    """The backend's one utilization query for this cycle's observation (None when it failed)."""
+    try:
+        return backend.gpu_utilization(observed)
+    except ClusterError as exc:
+        logger.warning("reconcile: GPU utilization unavailable, idle flags kept as they were: %s", exc)
+        return None
+
+
+def is_idle(utilization: Utilization, ref: WorkloadRef, workload) -> bool:
+    """Whether ``workload``'s GPUs measure idle now (see the module docstring for the unmeasured cases)."""
+    if utilization is None:
+        return workload.open_idle
+    value = utilization.get(ref)
+    return value is not None and value < settings.SLIPWAY_IDLE_UTIL_PCT
+
+
+def idle_window() -> timedelta:
+    return timedelta(minutes=settings.SLIPWAY_IDLE_WINDOW_MINUTES)
+
+
+@dataclass(frozen=True)
+class IdleFigures:
+    """A workload's idle GPU time to date and what it cost; ``since`` when idle for the window now."""
+
+    gpu_hours: Decimal = ZERO
+    cost: Decimal = ZERO
+    since: datetime | None = None
+
+    @property
+    def flagged(self) -> bool:
+        """Idle without a break for at least the window: the portal shows it with its cost."""
+        return self.since is not None
+
+
+def idle_figures(workloads, now: datetime) -> dict[str, IdleFigures]:
+    """Per ref: the idle GPU-hours and cost to ``now`` (ledger plus an idle open segment), in one query.
+
+    Workloads never billed have no ledger rows and cost no query.
+    """
+    workloads = list(workloads)
+    closed = ledger.idle_by_ref([w.ref for w in workloads if w.billed_until is not None])
+    window = idle_window()
+    figures = {}
+    for w in workloads:
+        gpu_hours, cost = closed.get(w.ref, (ZERO, ZERO))
+        if w.open_idle and w.open_units and w.billed_until is not None and now > w.billed_until:
+            open_cost, open_hours = ledger.interval_charge(w.flavor, w.open_units, w.spot, w.billed_until, now)
+            gpu_hours, cost = gpu_hours + open_hours, cost + open_cost
+        since = w.idle_since if w.idle_since is not None and now - w.idle_since >= window else None
+        figures[w.ref] = IdleFigures(gpu_hours, cost, since)
+    return figures
