@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from inference import constants as c
 from inference.models import InferenceEndpoint, ScalingEvent
-from workloads.api import QueuedFields
+from workloads.api import IdleFields, QueuedFields
 from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
 
 
@@ -53,7 +53,7 @@ class EndpointCreateSerializer(EndpointPatchSerializer):
     spot = serializers.BooleanField(default=False)
 
 
-class EndpointSerializer(QueuedFields, serializers.ModelSerializer):
+class EndpointSerializer(QueuedFields, IdleFields, serializers.ModelSerializer):
     """An endpoint as the API shows it. Queue position and start estimate come from the context."""
 
     team = serializers.CharField(source="team.slug")
@@ -72,7 +72,7 @@ class EndpointSerializer(QueuedFields, serializers.ModelSerializer):
             "id", "team", "name", "state", "reason", "created_by", "created_at", "admitted_at", "started_at",
             "finished_at", "replicas", "desired_replicas", "replica_ceiling", "url", "cost_to_date",
             "estimated_cost_per_hour", "cost_per_hour_range", "namespace", "cluster_name", "queue_position",
-            "estimated_start_at",
+            "estimated_start_at", "idle_gpu_hours", "idle_cost", "idle_since",
             "image", "command", "args", "env", "port", "flavor", "gpus_per_replica", "min_replicas",
             "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds",
             "spot",

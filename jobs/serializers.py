@@ -11,7 +11,7 @@ from rest_framework import serializers
 from jobs import constants as c
 from jobs.models import TrainingRun
 from quotas.constants import Priority
-from workloads.api import QueuedFields
+from workloads.api import IdleFields, QueuedFields
 from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
 
 
@@ -46,7 +46,7 @@ class RunCreateSerializer(serializers.Serializer):
     volumes = VolumeSerializer(many=True, required=False)
 
 
-class RunSerializer(QueuedFields, serializers.ModelSerializer):
+class RunSerializer(QueuedFields, IdleFields, serializers.ModelSerializer):
     """A run as the API shows it. Queue position and start estimate come from the context."""
 
     team = serializers.CharField(source="team.slug")
@@ -65,7 +65,8 @@ class RunSerializer(QueuedFields, serializers.ModelSerializer):
         fields = [
             "id", "team", "name", "state", "reason", "created_by", "created_at", "admitted_at", "started_at",
             "finished_at", "kind", "cluster_name", "namespace", "queue_position", "estimated_start_at",
-            "cost_to_date", "estimated_cost_per_hour", "estimated_total_cost", "image", "command", "args", "env", "flavor", "gpus_per_worker", "workers",
+            "cost_to_date", "estimated_cost_per_hour", "estimated_total_cost", "idle_gpu_hours", "idle_cost",
+            "idle_since", "image", "command", "args", "env", "flavor", "gpus_per_worker", "workers",
             "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",
         ]
         read_only_fields = fields

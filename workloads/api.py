@@ -12,6 +12,7 @@ from datetime import datetime
 import yaml
 from django.db.models import QuerySet
 from django.http import Http404, HttpResponse
+from django.utils import timezone
 from drf_spectacular.plumbing import build_array_type, build_basic_type
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -25,6 +26,7 @@ from portal.permissions import require_team
 from quotas import admission
 from workloads import services as workloads
 from workloads.forecast import StartEstimate, estimated_starts
+from workloads.idle import IdleFigures, idle_figures
 
 
 class LogsSerializer(serializers.Serializer):
@@ -41,9 +43,10 @@ class EventSerializer(serializers.Serializer):
 
 
 def queue_context(workloads_page) -> dict:
-    """Serializer context for queued workloads among ``workloads_page``: positions and start estimates.
+    """Serializer context for ``workloads_page``: queue positions and start estimates, idle GPU figures.
 
-    A few queries per team with queued work on the page, none otherwise.
+    A few queries per team with queued work on the page, one for the idle figures of work that
+    was ever billed, none otherwise.
     """
     teams = {w.team_id: w.team for w in workloads_page if w.state == "queued"}
     positions: dict[str, int] = {}
@@ -51,7 +54,8 @@ def queue_context(workloads_page) -> dict:
     for team in teams.values():
         positions.update(admission.queue_positions(team))
         estimates.update(estimated_starts(team))
-    return {"queue_positions": positions, "start_estimates": estimates}
+    return {"queue_positions": positions, "start_estimates": estimates,
+            "idle": idle_figures(workloads_page, timezone.now())}
 
 
 class QueuedFields(serializers.Serializer):
@@ -71,6 +75,27 @@ class QueuedFields(serializers.Serializer):
             return None
         estimate = self.context.get("start_estimates", {}).get(workload.ref)
         return estimate.at if estimate is not None else None
+
+
+class _IdleAmount(serializers.DecimalField):
+    """One amount of the workload's :class:`IdleFigures` (``idle_gpu_hours`` → ``gpu_hours``)."""
+
+    def get_attribute(self, instance):
+        figures = self.context.get("idle", {}).get(instance.ref, IdleFigures())
+        return getattr(figures, self.field_name.removeprefix("idle_"))
+
+
+class IdleFields(serializers.Serializer):
+    """Allocated GPU time measured idle, its cost, and since when it is flagged (from :func:`queue_context`)."""
+
+    idle_gpu_hours = _IdleAmount(max_digits=14, decimal_places=4, read_only=True,
+                                 help_text="GPU-hours whose measured utilization stayed under the idle threshold.")
+    idle_cost = _IdleAmount(max_digits=14, decimal_places=4, read_only=True, help_text="What the idle GPU-hours cost.")
+    idle_since = serializers.SerializerMethodField(
+        help_text="When the GPUs have been idle without a break for the platform's idle window: since when; else null.")
+
+    def get_idle_since(self, workload) -> datetime | None:
+        return self.context.get("idle", {}).get(workload.ref, IdleFigures()).since
 
 
 def pk_of(raw) -> int:

@@ -33,6 +33,8 @@ class FakeBackend(ClusterBackend):
         self.ticks = 0
         self.warnings: dict[tuple[str, str], list[ClusterEvent]] = defaultdict(list)  # (namespace, workload)
         self.events_error: ClusterError | None = None  # raised by events()
+        #: GPU utilization per workload name, or an error the metrics query raises.
+        self.utilization: dict[str, float] | ClusterError = {}
 
     # -- the interface ------------------------------------------------------------------------
     def apply(self, objects):
@@ -88,6 +90,12 @@ class FakeBackend(ClusterBackend):
 
     def tick(self):
         self.ticks += 1
+
+    def gpu_utilization(self, observed):
+        self.calls.append("gpu_utilization")
+        if isinstance(self.utilization, ClusterError):
+            raise self.utilization
+        return {o.ref: self.utilization[o.workload] for o in observed if o.workload in self.utilization}
 
     # -- scripting what the cluster does --------------------------------------------------------
     def main_object(self, namespace: str, workload: str) -> dict:
