@@ -30,6 +30,7 @@ from quotas import admission
 from quotas.models import GpuFlavor
 from quotas.services import usage_summary
 from workloads import services as workloads
+from workloads.idle import idle_context
 from workloads.views import current_membership, no_team, polling_status, wants_partial
 
 PER_PAGE = 25
@@ -127,7 +128,7 @@ def endpoint_preview(request: HttpRequest) -> HttpResponse:
 def _detail_context(request: HttpRequest, endpoint: InferenceEndpoint) -> dict:
     membership = require_team(request.user, endpoint.team)
     return {"endpoint": endpoint, "can_act": membership.allows(Role.MEMBER) and not endpoint.is_final,
-            "currency": settings.SLIPWAY_CURRENCY}
+            "currency": settings.SLIPWAY_CURRENCY, **idle_context(endpoint)}
 
 
 @login_required

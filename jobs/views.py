@@ -37,6 +37,7 @@ from quotas.models import GpuFlavor
 from quotas.services import budget_summary, usage_summary
 from workloads import services as workloads
 from workloads.forecast import estimated_starts
+from workloads.idle import idle_context
 from workloads.views import STOP_POLLING, current_membership, no_team, polling_status, wants_partial
 
 RUNS_PER_PAGE = 25
@@ -192,7 +193,7 @@ def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
         estimate = estimated_starts(run.team).get(run.ref)
         start = estimate.words() if estimate is not None else ""
     return {"run": run, "timeline": timeline(run), "reason": reason, "start": start,
-            "can_act": membership.allows(Role.MEMBER), "currency": settings.SLIPWAY_CURRENCY}
+            "can_act": membership.allows(Role.MEMBER), "currency": settings.SLIPWAY_CURRENCY, **idle_context(run)}
 
 
 @login_required

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
+from django.utils import timezone
 
 from cluster.backends.base import ObservedWorkload, WorkloadRef
 from cluster.errors import ClusterError
@@ -56,6 +57,12 @@ def idle_window() -> timedelta:
     return timedelta(minutes=settings.SLIPWAY_IDLE_WINDOW_MINUTES)
 
 
+def flagged_since(workload, now: datetime) -> datetime | None:
+    """Since when ``workload``'s GPUs have been idle, once that lasted the idle window; else None."""
+    since = workload.idle_since
+    return since if since is not None and now - since >= idle_window() else None
+
+
 @dataclass(frozen=True)
 class IdleFigures:
     """A workload's idle GPU time to date and what it cost; ``since`` when idle for the window now."""
@@ -70,6 +77,12 @@ class IdleFigures:
         return self.since is not None
 
 
+def idle_context(workload) -> dict:
+    """Template context of a detail page's idle figures (``workloads/_idle_*.html``): one query at most."""
+    return {"idle": idle_figures([workload], timezone.now())[workload.ref],
+            "idle_threshold": settings.SLIPWAY_IDLE_UTIL_PCT}
+
+
 def idle_figures(workloads, now: datetime) -> dict[str, IdleFigures]:
     """Per ref: the idle GPU-hours and cost to ``now`` (ledger plus an idle open segment), in one query.
 
@@ -77,13 +90,11 @@ def idle_figures(workloads, now: datetime) -> dict[str, IdleFigures]:
     """
     workloads = list(workloads)
     closed = ledger.idle_by_ref([w.ref for w in workloads if w.billed_until is not None])
-    window = idle_window()
     figures = {}
     for w in workloads:
         gpu_hours, cost = closed.get(w.ref, (ZERO, ZERO))
         if w.open_idle and w.open_units and w.billed_until is not None and now > w.billed_until:
             open_cost, open_hours = ledger.interval_charge(w.flavor, w.open_units, w.spot, w.billed_until, now)
             gpu_hours, cost = gpu_hours + open_hours, cost + open_cost
-        since = w.idle_since if w.idle_since is not None and now - w.idle_since >= window else None
-        figures[w.ref] = IdleFigures(gpu_hours, cost, since)
+        figures[w.ref] = IdleFigures(gpu_hours, cost, flagged_since(w, now))
     return figures

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from portal.permissions import visible_to
 from quotas.ledger import cost_per_hour, open_segment_cost
+from workloads import idle
 from workloads.identity import WorkloadId
 
 
@@ -126,6 +127,11 @@ class Workload(models.Model):
     @property
     def cost_to_date(self) -> Decimal:
         return self.cost_at(timezone.now())
+
+    @property
+    def idle_flag_since(self) -> datetime | None:
+        """Since when the GPUs have been idle, once for the platform's idle window (:mod:`workloads.idle`)."""
+        return idle.flagged_since(self, timezone.now())
 
     def cost_per_hour_at(self, units: int) -> Decimal:
         """What ``units`` of this workload's flavor cost per hour (spot or on-demand)."""
