@@ -14,6 +14,7 @@ from decimal import Decimal
 
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 
 from inference.constants import (
     DEFAULT_PORT,
@@ -64,6 +65,9 @@ class InferenceEndpoint(Workload):
                                     name="uniq_live_endpoint_name"),
         ]
         indexes = [models.Index(fields=["team", "state"])]
+
+    def get_absolute_url(self) -> str:
+        return reverse("inference:endpoint-detail", args=[self.pk])
 
     @property
     def base_replicas(self) -> int:

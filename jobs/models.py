@@ -11,6 +11,7 @@ from decimal import Decimal
 
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 
 from jobs.constants import FINAL_STATES, HOLDING_STATES, REF_PREFIX, RunKind, RunState
 from quotas.constants import Priority
@@ -49,6 +50,9 @@ class TrainingRun(Workload):
             ),
         ]
         indexes = [models.Index(fields=["team", "state"])]
+
+    def get_absolute_url(self) -> str:
+        return reverse("jobs:run-detail", args=[self.pk])
 
     @property
     def kind(self) -> str:

@@ -6,4 +6,5 @@ from quotas import views
 
 urlpatterns = [
     path("capacity/", views.capacity, name="admin-capacity"),
+    path("showback/", views.showback, name="admin-showback"),
 ]

@@ -44,13 +44,14 @@ class FlavorViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     queryset = GpuFlavor.objects.filter(active=True).order_by("name")
 
 
-def csv_response(rows: list[dict]) -> HttpResponse:
+def csv_download(rows: list[dict], columns: list[str], filename: str) -> HttpResponse:
+    """``rows`` as a CSV attachment with ``columns`` (the API's usage report, the staff showback)."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+    writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
     response = HttpResponse(out.getvalue(), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = 'attachment; filename="usage.csv"'
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 
 
@@ -73,7 +74,7 @@ class UsageReportView(APIView):
         rows = UsageRowSerializer(usage_rows(teams, params["since"], params["until"], params["group_by"]),
                                   many=True).data
         if params["format"] == "csv":
-            return csv_response(rows)
+            return csv_download(rows, CSV_COLUMNS, "usage.csv")
         # JSON is paginated like every API list; CSV is the whole report in one file.
         paginator = StandardPagination()
         page = paginator.paginate_queryset(rows, request, view=self)

@@ -259,6 +259,24 @@ def register_commitments(source: Callable[[list[int], datetime], dict[int, Decim
         _COMMITMENT_SOURCES.append(source)
 
 
+#: What names a ledger ref for people: callables ``(refs) -> {ref: (name, page URL)}`` (the workloads app registers one).
+_REF_LABELS: list[Callable[[list[str]], dict[str, tuple[str, str]]]] = []
+
+
+def register_ref_labels(source: Callable[[list[str]], dict[str, tuple[str, str]]]) -> None:
+    """Let reports name the workloads behind ledger refs (idempotent)."""
+    if source not in _REF_LABELS:
+        _REF_LABELS.append(source)
+
+
+def ref_labels(refs: list[str]) -> dict[str, tuple[str, str]]:
+    """``ref -> (name, page URL)`` for the refs some source knows."""
+    found: dict[str, tuple[str, str]] = {}
+    for source in _REF_LABELS:
+        found.update(source(refs))
+    return found
+
+
 def committed(team_id: int, now: datetime) -> Decimal:
     """Estimated cost still to come this month from the team's admitted work with a known end."""
     return sum((source([team_id], now).get(team_id, ZERO) for source in _COMMITMENT_SOURCES), ZERO)
@@ -311,51 +329,62 @@ def spent_month(team, now: datetime | None = None, segments: list[Interval] | No
     return total + segments_cost(segments, since)
 
 
-GROUP_FIELDS = {"day": "day", "flavor": "flavor__name", "user": "user__username", "workload": "ref"}
+GROUP_FIELDS = {"day": "day", "flavor": "flavor__name", "user": "user__username", "workload": "ref",
+                "team": "team__slug"}
 
-
-#: The sums of a report row, in the order :func:`usage_rows` keeps them.
+#: The sums of a report row, in the order :func:`usage_table` keeps them.
 REPORT_SUMS = ("gpu_hours", "cost", "idle_gpu_hours", "idle_cost")
 
 
 def usage_rows(teams, since, until, group_by: str, now: datetime | None = None) -> list[dict]:
     """Cost report rows ``{group, gpu_hours, cost, idle_gpu_hours, idle_cost, currency}`` for ``teams`` in ``[since, until)``.
 
-    Closed ledger rows plus the open segments up to ``now``, so the current hour is included.
     ``idle_*`` is the part of the allocated GPU time whose measured utilization stayed under the
-    idle threshold (and what it cost).
+    idle threshold (and what it cost). See :func:`usage_table`.
     """
+    return [{"group": row.pop(group_by), **row} for row in usage_table(teams, since, until, (group_by,), now)]
+
+
+def usage_table(teams, since, until, keys: tuple[str, ...], now: datetime | None = None) -> list[dict]:
+    """Usage of ``teams`` in ``[since, until)`` summed per combination of ``keys`` (``GROUP_FIELDS``) and currency.
+
+    Rows ``{<key>: str, …, gpu_hours, cost, idle_gpu_hours, idle_cost, currency}`` sorted by
+    keys. Closed ledger rows plus the open segments up to ``now``, so the current hour is included.
+    """
+    teams = list(teams)
     records = UsageRecord.objects.filter(team__in=teams, start__gte=since, start__lt=until)
-    if group_by == "day":
+    if "day" in keys:
         records = records.annotate(day=TruncDate("start"))
-    field = GROUP_FIELDS[group_by]
-    totals: dict[tuple[str, str], list[Decimal]] = {}
-    for row in records.values(field, "currency").annotate(**{s: Sum(s) for s in REPORT_SUMS}).order_by():
-        group = str(row[field]) if row[field] is not None else ""
-        totals[(group, row["currency"])] = [row[s] for s in REPORT_SUMS]
-    team_ids = [team.pk for team in teams]
+    fields = [GROUP_FIELDS[key] for key in keys]
+    totals: dict[tuple[str, ...], list[Decimal]] = {}
+    for row in records.values(*fields, "currency").annotate(**{s: Sum(s) for s in REPORT_SUMS}).order_by():
+        group = tuple(str(row[f]) if row[f] is not None else "" for f in fields)
+        totals[(*group, row["currency"])] = [row[s] for s in REPORT_SUMS]
     now = min(now or timezone.now(), until)
-    pieces = [i for i in open_intervals(team_ids, now) if since <= i.start < until]
-    usernames = _usernames({i.user_id for i in pieces}) if group_by == "user" else {}
+    pieces = [i for i in open_intervals([team.pk for team in teams], now) if since <= i.start < until]
+    names = {"user": _usernames({i.user_id for i in pieces}) if "user" in keys else {},
+             "team": {team.pk: team.slug for team in teams}}
     for piece in pieces:
-        group = _group_of(piece, group_by, usernames)
         cost, gpu_hours = piece.charge()
         idle_cost, idle_gpu_hours = (cost, gpu_hours) if piece.idle else (ZERO, ZERO)
-        total = totals.setdefault((group, settings.SLIPWAY_CURRENCY), [ZERO] * len(REPORT_SUMS))
+        group = tuple(_group_of(piece, key, names) for key in keys)
+        total = totals.setdefault((*group, settings.SLIPWAY_CURRENCY), [ZERO] * len(REPORT_SUMS))
         for index, amount in enumerate((gpu_hours, cost, idle_gpu_hours, idle_cost)):
             total[index] += amount
-    return [{"group": group, **dict(zip(REPORT_SUMS, sums, strict=True)), "currency": currency}
-            for (group, currency), sums in sorted(totals.items())]
+    return [{**dict(zip(keys, group[:-1], strict=True)), **dict(zip(REPORT_SUMS, sums, strict=True)),
+             "currency": group[-1]} for group, sums in sorted(totals.items())]
 
 
-def _group_of(piece: Interval, group_by: str, usernames: dict[int, str]) -> str:
+def _group_of(piece: Interval, key: str, names: dict[str, dict[int, str]]) -> str:
     """The report group of an open-segment piece, as the ledger rows' grouping names it."""
-    if group_by == "day":
+    if key == "day":
         return str(timezone.localtime(piece.start).date())
-    if group_by == "flavor":
+    if key == "flavor":
         return piece.flavor.name
-    if group_by == "user":
-        return usernames.get(piece.user_id, "")
+    if key == "user":
+        return names["user"].get(piece.user_id, "")
+    if key == "team":
+        return names["team"].get(piece.team_id, "")
     return piece.ref
 
 

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 from django.contrib import admin
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from portal.permissions import require_team
-from quotas.ledger import month_end, month_start, usage_rows
-from quotas.services import budget_summary, capacity_rows
+from quotas.api import csv_download
+from quotas.ledger import month_start
+from quotas.reports import SHOWBACK_COLUMNS, parse_month, showback_csv_rows, showback_page, usage_page
+from quotas.services import capacity_rows
 
 
 @require_GET
@@ -27,18 +28,28 @@ def capacity(request):
 @require_GET
 @login_required
 def usage(request):
-    """The current team's spend this month: by flavor, person, run and day, with CSV downloads."""
+    """The current team's spend in a month (``?month=YYYY-MM``, default this one): charts, by person, flavor and workload."""
     current = request.membership
     if getattr(current, "pk", None) is None:
         return render(request, "jobs/no_team.html")
-    membership = require_team(request.user, current.team)
-    team = membership.team
-    since = month_start()
-    until = month_end(since)
-    reports = {group: usage_rows([team], since, until, group) for group in ("flavor", "user", "workload", "day")}
-    context = {
-        "team": team, "since": since, "until": until, "reports": reports, "budget": budget_summary(team),
-        "total_cost": sum((row["cost"] for row in reports["flavor"]), Decimal(0)),
-        "total_gpu_hours": sum((row["gpu_hours"] for row in reports["flavor"]), Decimal(0)),
-    }
-    return render(request, "quotas/usage.html", context)
+    team = require_team(request.user, current.team).team
+    now = timezone.now()
+    month, error, status = parse_month(request.GET.get("month"), now), "", 200
+    if month is None:
+        month, error, status = month_start(now), "Pick a month from the list (YYYY-MM, not in the future).", 400
+    context = {"team": team, "error": error, **usage_page(team, month, now)}
+    return render(request, "quotas/usage.html", context, status=status)
+
+
+@require_GET
+@staff_member_required
+def showback(request):
+    """Staff: every team's cost, idle share and budget state in a month; ``?format=csv`` per team and flavor."""
+    now = timezone.now()
+    month, error, status = parse_month(request.GET.get("month"), now), "", 200
+    if month is None:
+        month, error, status = month_start(now), "Pick a month from the list (YYYY-MM, not in the future).", 400
+    if request.GET.get("format") == "csv" and not error:
+        return csv_download(showback_csv_rows(month, now), SHOWBACK_COLUMNS, f"showback-{month:%Y-%m}.csv")
+    context = {**admin.site.each_context(request), "title": "Showback", "error": error, **showback_page(month, now)}
+    return render(request, "admin/quotas/showback.html", context, status=status)

@@ -58,7 +58,7 @@ OWN_ROUTES = {"dashboard", "switch-team", "api-tokens", "revoke-api-token", "job
               "jobs:run-preview", "inference:endpoint-list", "inference:endpoint-new", "inference:endpoint-preview",
               "quotas:usage", "usage-report", "team-list", "flavor-list", "login", "logout"}
 #: Staff-only pages.
-STAFF_ROUTES = {"admin-capacity"}
+STAFF_ROUTES = {"admin-capacity", "admin-showback"}
 #: Public by design: probes and the API contract.
 PUBLIC_ROUTES = {"healthz", "readyz", "api-schema", "api-docs"}
 
@@ -196,7 +196,7 @@ def test_revoked_and_expired_tokens_are_refused(world, member):
     assert client.get(path).status_code == 401
 
 
-@pytest.mark.parametrize("path", ["/admin/capacity/", "/admin/quotas/teamquota/", "/admin/quotas/gpuflavor/",
+@pytest.mark.parametrize("path", ["/admin/capacity/", "/admin/showback/", "/admin/quotas/teamquota/", "/admin/quotas/gpuflavor/",
                                   "/admin/portal/team/", "/admin/portal/auditevent/"])
 def test_staff_pages_refuse_everyone_else(world, member, team_admin, path, staff):
     for user in (member, team_admin):

@@ -1,4 +1,4 @@
-"""App config for workloads: connects the receivers and feeds open segments and commitments to the ledger."""
+"""App config for workloads: connects the receivers and feeds open segments, commitments and workload names to the ledger."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ class WorkloadsConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here, not at the top: models may only be imported once apps are loaded.
-        from quotas.ledger import register_commitments, register_open_segments
+        from quotas.ledger import register_commitments, register_open_segments, register_ref_labels
         from workloads import signals  # noqa: F401  (connects receivers)
         from workloads.billing import commitments, open_segments
+        from workloads.registry import labels
 
         register_open_segments(open_segments)
         register_commitments(commitments)
+        register_ref_labels(labels)

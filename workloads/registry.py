@@ -124,3 +124,19 @@ def kind_for(prefix: str) -> WorkloadKind | None:
 def kind_of(workload) -> WorkloadKind:
     """The registered kind of a workload instance."""
     return _KINDS[workload.KIND_PREFIX]
+
+
+def labels(refs) -> dict[str, tuple[str, str]]:
+    """``ref -> (name, page URL or "")`` of the workloads among ``refs`` that exist (one query per kind)."""
+    by_kind: dict[WorkloadKind, list[int]] = {}
+    for ref in refs:
+        identity = WorkloadId.from_ref(ref)
+        kind = kind_for(identity.prefix) if identity is not None else None
+        if kind is not None:
+            by_kind.setdefault(kind, []).append(identity.pk)
+    found = {}
+    for kind, pks in by_kind.items():
+        for workload in kind.model.objects.filter(pk__in=pks).only("pk", "name"):
+            url = workload.get_absolute_url() if hasattr(workload, "get_absolute_url") else ""
+            found[workload.ref] = (workload.name, url)
+    return found

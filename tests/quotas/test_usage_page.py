@@ -1,12 +1,17 @@
-"""The team Usage page: this month's spend by flavor, person, run and day; CSV from the API."""
+"""The team Usage page (charts, month picker, by person / flavor / workload with idle share) and staff showback."""
 
 from __future__ import annotations
 
+import csv
+import io
+import re
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
+from jobs.models import TrainingRun
 from quotas.demo import seed_flavors, seed_team_quotas
 from quotas.ledger import month_start, record_usage
 
@@ -14,22 +19,83 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def spend(team, member):
+def spend(team, member, viewer):
+    """This month: a run on 2 A100s for 1 h (busy) and an L4 run for 2 h, one of them idle."""
     flavors = {f.name: f for f in seed_flavors()}
-    seed_team_quotas(team, {"a100-80gb": 8}, Decimal("1000"))
+    seed_team_quotas(team, {"a100-80gb": 8, "l4": 2}, Decimal("1000"))
     start = month_start()  # inside this month whatever the day the test runs
-    record_usage(team, "run:1", flavors["a100-80gb"], member, start, start + timedelta(hours=1), 2, False)
-    return start
+    big = TrainingRun.objects.create(team=team, created_by=member, name="big-train", flavor=flavors["a100-80gb"],
+                                     state="succeeded", image="r.example.com/t:1", command=["python"])
+    small = TrainingRun.objects.create(team=team, created_by=viewer, name="small-eval", flavor=flavors["l4"],
+                                       state="succeeded", image="r.example.com/t:1", command=["python"])
+    record_usage(team, big.ref, "a100-80gb", member, start, start + timedelta(hours=1), 2, False)  # 8.20
+    record_usage(team, small.ref, "l4", viewer, start, start + timedelta(hours=1), 1, False)  # 0.80
+    record_usage(team, small.ref, "l4", viewer, start + timedelta(hours=1), start + timedelta(hours=2), 1, False,
+                 idle=True)  # 0.80 idle
+    return {"start": start, "big": big, "small": small}
 
 
-def test_it_shows_the_current_teams_spend(client, member, spend):
-    client.force_login(member)
-    response = client.get("/usage/")
+def page(client, user, query=""):
+    client.force_login(user)
+    response = client.get(f"/usage/{query}")
+    return response, response.content.decode()
+
+
+def test_it_shows_the_months_totals_with_the_idle_share(client, member, spend):
+    response, body = page(client, member)
     assert response.status_code == 200
-    body = response.content.decode()
-    assert "8.20 USD" in body  # 2 GPUs × 1 h × 4.10
-    assert "run:1" in body and "mia" in body and "a100-80gb" in body
-    assert "group_by=flavor&amp;format=csv" in body
+    summary = re.search(r'id="usage-summary">(.*?)</p>', body, re.S).group(1)
+    assert "9.80 USD" in summary and "0.80 USD" in summary and "(8%)" in summary  # 0.80 of 9.80 idle
+
+
+def test_the_daily_chart_stacks_flavors_with_patterns_titles_and_a_table(client, member, spend):
+    _response, body = page(client, member)
+    chart = re.search(r'<section class="card" id="daily-chart">(.*?)</section>', body, re.S).group(1)
+    bars = re.findall(r'<rect class="bar"[^>]*data-pattern="(\w+)"><title>([^<]*)</title>', chart)
+    day = f"{spend['start']:%b} {spend['start'].day}"
+    assert bars == [("solid", f"{day}, a100-80gb: 8.20 USD"), ("diagonal", f"{day}, l4: 1.60 USD")]
+    assert "<title id=\"daily-title\">Cost per day, stacked by GPU flavor</title>" in chart
+    table = re.search(r'<table class="small" id="daily-table">(.*?)</table>', chart, re.S).group(1)
+    assert re.findall(r'<td class="num">([^<]*)</td>', table) == ["8.20", "1.60", "9.80"]
+
+
+def test_the_burn_chart_draws_spend_committed_projection_and_the_budget(client, member, spend):
+    _response, body = page(client, member)
+    chart = re.search(r'<section class="card" id="burn-chart">(.*?)</section>', body, re.S).group(1)
+    assert re.findall(r'<polyline class="series (\w+)"', chart) == ["actual", "committed", "projected"]
+    assert 'class="budget-line"' in chart and "budget 1,000 USD" in chart
+    table = dict(re.findall(r'<th scope="row">([^<]*)</th><td class="num">([^<]*)</td>', chart))
+    assert table["Spent"] == "9.80 USD" and table["Budget"] == "1,000 USD"
+    assert table["Projected month end"] == "9.80 USD"  # nothing running: the pace is zero
+
+
+def test_workloads_show_their_name_and_page_costliest_first_with_idle_share(client, member, spend):
+    _response, body = page(client, member)
+    table = re.search(r'<table class="shares" id="workload-table">(.*?)</table>', body, re.S).group(1)
+    links = re.findall(r'<a href="([^"]+)">([^<]+)</a>', table)
+    assert links == [(f"/runs/{spend['big'].pk}/", "big-train"), (f"/runs/{spend['small'].pk}/", "small-eval")]
+    assert "0.80 (50%)" in table  # half of small-eval's cost paid for idle GPUs
+    people = re.search(r'<table class="shares" id="person-table">(.*?)</table>', body, re.S).group(1)
+    assert people.index("mia") < people.index("vic")
+
+
+def test_the_month_picker_shows_an_earlier_month_and_refuses_bad_input(client, member, spend):
+    earlier = month_start(spend["start"] - timedelta(days=1))
+    response, body = page(client, member, f"?month={earlier:%Y-%m}")
+    assert response.status_code == 200
+    assert f'<option value="{earlier:%Y-%m}" selected>' in body
+    assert "big-train" not in body and "Nothing spent in this period." in body
+    assert 'class="series committed"' not in body  # a month that is over has no projection
+    for bad in ("2026-13", "junk", "9999-01", "1999-12", "2026-1-1"):
+        response, body = page(client, member, f"?month={bad}")
+        assert response.status_code == 400, bad
+        assert "Pick a month from the list" in body
+
+
+def test_it_shows_nothing_of_other_teams(client, outsider, spend):
+    _response, body = page(client, outsider)
+    assert "big-train" not in body and "mia" not in body
+    assert "Nothing used in this period." in body
 
 
 def test_it_serves_the_linked_csv_to_the_session(client, member, spend):
@@ -39,14 +105,52 @@ def test_it_serves_the_linked_csv_to_the_session(client, member, spend):
     assert response.content.decode().splitlines()[1] == "a100-80gb,2.0000,8.20,0.0000,0.00,USD"
 
 
-def test_it_shows_nothing_of_other_teams(client, outsider, spend):
-    client.force_login(outsider)
-    body = client.get("/usage/").content.decode()
-    assert "run:1" not in body
-    assert "Nothing used yet this month." in body
-
-
 def test_it_asks_anonymous_users_to_log_in_and_refuses_other_methods(client, member):
     assert client.get("/usage/").status_code == 302
     client.force_login(member)
     assert client.post("/usage/").status_code == 405
+
+
+# -- staff showback ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def other_spend(other_team, outsider):
+    seed_team_quotas(other_team, {"a100-80gb": 8})
+    start = month_start()
+    record_usage(other_team, "run:999", "a100-80gb", outsider, start, start + timedelta(hours=2), 1, False,
+                 idle=True)  # 8.20, all idle
+    return start
+
+
+def test_showback_lists_every_team_costliest_first_with_budget_state(client, staff, spend, other_spend):
+    client.force_login(staff)
+    response = client.get("/admin/showback/")
+    assert response.status_code == 200
+    body = response.content.decode()
+    rows = re.findall(r'<tr data-team="([^"]+)">(.*?)</tr>', body, re.S)
+    assert [slug for slug, _ in rows] == ["ml-research", "vision"]
+    research, vision = (cells for _slug, cells in rows)
+    assert "9.80 USD" in research and "1%" in research and "notify" in research  # 9.80 of a 1,000 budget
+    assert "8.20 USD" in vision and "8.20 (100%)" in vision and "no budget" in vision
+    assert re.search(r'id="showback-total">.*18.00 USD.*9.00 USD', body, re.S)
+
+
+def test_showback_csv_is_per_team_and_flavor(client, staff, spend, other_spend):
+    client.force_login(staff)
+    response = client.get(f"/admin/showback/?month={timezone.localtime(other_spend):%Y-%m}&format=csv")
+    assert response["Content-Type"].startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    assert rows[0] == ["team", "flavor", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "currency"]
+    assert [(r[0], r[1], Decimal(r[3]), Decimal(r[5])) for r in rows[1:]] == [
+        ("ml-research", "a100-80gb", Decimal("8.2"), 0), ("ml-research", "l4", Decimal("1.6"), Decimal("0.8")),
+        ("vision", "a100-80gb", Decimal("8.2"), Decimal("8.2"))]
+
+
+def test_showback_is_for_staff_only(client, member, team_admin):
+    for user in (member, team_admin):
+        client.force_login(user)
+        response = client.get("/admin/showback/")
+        assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    client.logout()
+    assert client.get("/admin/showback/?format=csv").status_code == 302

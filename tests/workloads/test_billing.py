@@ -147,9 +147,9 @@ def test_idle_gpus_are_billed_apart_and_flagged_after_the_window(member, team, q
     assert not figures.flagged  # 25 minutes idle: under the window
     figures = idle_figures([run], t0 + timedelta(minutes=55))[run.ref]
     assert figures.flagged and figures.since == t0 + timedelta(minutes=20)
-    tenth = Decimal("1E-10")
-    assert figures.gpu_hours == (Decimal(2 * 35) / 60).quantize(tenth)
-    assert figures.cost == (Decimal("8.2") * 35 / 60).quantize(tenth)
+    tenth = Decimal("1E-10")  # the ledger's precision; pieces cut at an hour boundary round each
+    assert abs(figures.gpu_hours - Decimal(2 * 35) / 60) <= 2 * tenth
+    assert abs(figures.cost - Decimal("8.2") * 35 / 60) <= 2 * tenth
     # Busy again: the idle stretch is closed into the ledger's idle columns and the flag clears.
     fake_backend.utilization = {run.cluster_name: 70.0}
     rec.reconcile(fake_backend, now=t0 + timedelta(minutes=55))
@@ -159,5 +159,5 @@ def test_idle_gpus_are_billed_apart_and_flagged_after_the_window(member, team, q
         run.ref]
     row = ledger.usage_rows([team], t0 - timedelta(hours=2), t0 + timedelta(hours=3), "workload",
                             now=t0 + timedelta(minutes=55))[0]
-    assert row["idle_gpu_hours"] == (Decimal(2 * 35) / 60).quantize(tenth)
+    assert abs(row["idle_gpu_hours"] - Decimal(2 * 35) / 60) <= 2 * tenth
     assert abs(row["gpu_hours"] - Decimal(2 * 55) / 60) < tenth * 3

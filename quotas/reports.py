@@ -1,0 +1,158 @@
+"""What the Usage page and the staff showback page show: one function per page, the views stay thin.
+
+Figures come from the ledger (:func:`quotas.ledger.usage_table`, open segments included) and
+the budget summary; charts are drawn from them by :mod:`quotas.charts`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.utils import timezone
+
+from portal.models import Team
+from quotas import charts
+from quotas.ledger import ZERO, month_end, month_start, ref_labels, usage_rows, usage_table
+from quotas.models import GpuFlavor, TeamBudget
+from quotas.services import budget_summary
+
+#: How many months back the month picker offers.
+MONTHS_BACK = 12
+
+
+def parse_month(raw: str | None, now: datetime) -> datetime | None:
+    """The start of the month ``YYYY-MM`` names (local time), the current one when empty; None when invalid or ahead."""
+    if not raw:
+        return month_start(now)
+    try:
+        year, month = (int(part) for part in raw.split("-"))
+        first = timezone.make_aware(datetime(year, month, 1))
+    except (ValueError, TypeError, OverflowError):
+        return None
+    return first if first <= month_start(now) and year >= 2000 else None
+
+
+def month_choices(now: datetime) -> list[tuple[str, str]]:
+    """``(YYYY-MM, "November 2026")`` for the month picker, newest first."""
+    choices, first = [], month_start(now)
+    for _ in range(MONTHS_BACK + 1):
+        choices.append((f"{first:%Y-%m}", f"{first:%B %Y}"))
+        first = month_start(first - timedelta(days=1))
+    return choices
+
+
+@dataclass(frozen=True)
+class ShareRow:
+    """One person's or workload's use: a bar whose idle part is drawn apart, and its figures."""
+
+    label: str
+    url: str
+    gpu_hours: Decimal
+    cost: Decimal
+    idle_gpu_hours: Decimal
+    idle_cost: Decimal
+    width: float  #: percent of the largest cost
+    idle_width: float  #: percent of the largest cost that was idle
+
+    @property
+    def idle_share(self) -> float:
+        """Percent of the cost that paid for idle GPUs."""
+        return float(self.idle_cost / self.cost * 100) if self.cost else 0.0
+
+
+def share_rows(rows: list[dict], labels: dict[str, tuple[str, str]] | None = None) -> list[ShareRow]:
+    """Report rows as bars, costliest first; ``labels`` names groups (a workload's name and page)."""
+    rows = sorted(rows, key=lambda r: (-r["cost"], r["group"]))
+    largest = max((r["cost"] for r in rows), default=ZERO) or Decimal(1)
+    shares = []
+    for row in rows:
+        label, url = (labels or {}).get(row["group"], (row["group"] or "—", ""))
+        shares.append(ShareRow(label, url, row["gpu_hours"], row["cost"], row["idle_gpu_hours"], row["idle_cost"],
+                               round(float(row["cost"] / largest * 100), 1),
+                               round(float(row["idle_cost"] / largest * 100), 1)))
+    return shares
+
+
+def _daily_by_flavor(teams: list[Team], since: datetime, until: datetime, now: datetime) -> tuple[list, list, dict]:
+    """Days of the period up to today, the flavors used, and cost per (day, flavor)."""
+    cells = usage_table(teams, since, until, ("day", "flavor"), now)
+    values = {(date.fromisoformat(c["day"]), c["flavor"]): c["cost"] for c in cells}
+    order = {name: i for i, name in enumerate(GpuFlavor.objects.order_by("name").values_list("name", flat=True))}
+    flavors = sorted({c["flavor"] for c in cells}, key=lambda name: (order.get(name, len(order)), name))
+    last = min(until - timedelta(seconds=1), max(now, since))
+    days = [since.date() + timedelta(days=d) for d in range((timezone.localtime(last).date() - since.date()).days + 1)]
+    return days, flavors, values
+
+
+def usage_page(team: Team, month: datetime, now: datetime | None = None) -> dict:
+    """Everything the team's Usage page shows for ``month`` (its first instant)."""
+    now = now or timezone.now()
+    since, until = month, month_end(month)
+    current = since == month_start(now)
+    currency = settings.SLIPWAY_CURRENCY
+    reports = {group: usage_rows([team], since, until, group, now) for group in ("flavor", "user", "workload")}
+    days, flavors, values = _daily_by_flavor([team], since, until, now)
+    daily_totals = [(day, sum((values.get((day, f), ZERO) for f in flavors), ZERO)) for day in days]
+    spent = sum((cost for _day, cost in daily_totals), ZERO)
+    budget = budget_summary(team, now)
+    burn = charts.burn_chart(
+        since, until, daily_totals, now if current else until, spent=budget["spent_month"] if current else spent,
+        committed=budget["committed"] if current else None,
+        projected=budget["projected_month_end"] if current else None, limit=budget["monthly_limit"],
+        runs_out_at=budget["runs_out_at"] if current else None, currency=currency)
+    totals = {key: sum((row[key] for row in reports["flavor"]), ZERO)
+              for key in ("gpu_hours", "cost", "idle_gpu_hours", "idle_cost")}
+    return {
+        "since": since, "until": until, "last_day": (until - timedelta(days=1)).date(), "current": current,
+        "month": f"{since:%Y-%m}", "months": month_choices(now),
+        "budget": budget, "currency": currency, "totals": totals,
+        "idle_share": float(totals["idle_cost"] / totals["cost"] * 100) if totals["cost"] else 0.0,
+        "by_flavor": share_rows(reports["flavor"]), "by_person": share_rows(reports["user"]),
+        "by_workload": share_rows(reports["workload"], ref_labels([r["group"] for r in reports["workload"]])),
+        "daily": charts.daily_stacked(days, flavors, values, currency), "burn": burn,
+        "idle_threshold": settings.SLIPWAY_IDLE_UTIL_PCT,
+    }
+
+
+@dataclass(frozen=True)
+class TeamMoney:
+    """One team's line on the showback page."""
+
+    team: Team
+    usage: ShareRow
+    budget: dict
+
+
+def showback_page(month: datetime, now: datetime | None = None) -> dict:
+    """Every team's cost, idle share and budget state for ``month`` (staff), with the per-flavor CSV rows."""
+    now = now or timezone.now()
+    since, until = month, month_end(month)
+    teams = list(Team.objects.order_by("slug"))
+    by_team = {row["group"]: row for row in usage_rows(teams, since, until, "team", now)}
+    blank = {"gpu_hours": ZERO, "cost": ZERO, "idle_gpu_hours": ZERO, "idle_cost": ZERO}
+    shares = {s.label: s for s in share_rows([{"group": t.slug, **by_team.get(t.slug, blank)} for t in teams])}
+    budgeted = set(TeamBudget.objects.values_list("team_id", flat=True))
+    lines = [TeamMoney(team, shares[team.slug], budget_summary(team, now) if team.pk in budgeted else {})
+             for team in teams]
+    lines.sort(key=lambda line: (-line.usage.cost, line.team.slug))
+    days, flavors, values = _daily_by_flavor(teams, since, until, now)
+    return {
+        "since": since, "until": until, "month": f"{since:%Y-%m}", "months": month_choices(now),
+        "current": since == month_start(now), "lines": lines, "currency": settings.SLIPWAY_CURRENCY,
+        "total": sum((line.usage.cost for line in lines), ZERO),
+        "idle_total": sum((line.usage.idle_cost for line in lines), ZERO),
+        "daily": charts.daily_stacked(days, flavors, values, settings.SLIPWAY_CURRENCY),
+    }
+
+
+#: Columns of the showback CSV: one row per team and flavor.
+SHOWBACK_COLUMNS = ["team", "flavor", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "currency"]
+
+
+def showback_csv_rows(month: datetime, now: datetime | None = None) -> list[dict]:
+    """The showback report per team and flavor for ``month``: what the CSV download holds."""
+    teams = list(Team.objects.order_by("slug"))
+    return usage_table(teams, month, month_end(month), ("team", "flavor"), now)
