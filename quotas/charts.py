@@ -14,7 +14,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 WIDTH, HEIGHT = 640, 240
-LEFT, RIGHT, TOP, BOTTOM = 64, 16, 16, 32
+LEFT, RIGHT, TOP, BOTTOM = 84, 16, 16, 32  # the templates draw axes at x=84 and x=624
 PLOT_W, PLOT_H = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 #: Fills of stacked series, defined as SVG patterns in ``quotas/_chart_defs.html``: they differ
 #: by pattern (not only by colour), in this order.

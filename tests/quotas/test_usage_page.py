@@ -51,7 +51,7 @@ def test_it_shows_the_months_totals_with_the_idle_share(client, member, spend):
 def test_the_daily_chart_stacks_flavors_with_patterns_titles_and_a_table(client, member, spend):
     _response, body = page(client, member)
     chart = re.search(r'<section class="card" id="daily-chart">(.*?)</section>', body, re.S).group(1)
-    bars = re.findall(r'<rect class="bar"[^>]*data-pattern="(\w+)"><title>([^<]*)</title>', chart)
+    bars = re.findall(r'<rect class="stack"[^>]*data-pattern="(\w+)"><title>([^<]*)</title>', chart)
     day = f"{spend['start']:%b} {spend['start'].day}"
     assert bars == [("solid", f"{day}, a100-80gb: 8.20 USD"), ("diagonal", f"{day}, l4: 1.60 USD")]
     assert "<title id=\"daily-title\">Cost per day, stacked by GPU flavor</title>" in chart
