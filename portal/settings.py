@@ -46,6 +46,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: under /api/ even DEBUG's technical error pages become the API's JSON shape.
+    "portal.errors.ApiErrorMiddleware",
     # First: Kubernetes probes arrive with the pod IP as Host, which ALLOWED_HOSTS rightly
     # rejects, and over plain HTTP; they are answered before host and TLS checks run.
     "portal.health.ProbeMiddleware",
