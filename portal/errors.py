@@ -74,6 +74,13 @@ def permission_denied(request: HttpRequest, exception: Exception) -> HttpRespons
     return render(request, "403.html", status=403)
 
 
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """A form whose CSRF token no longer matches (typically: signed out or in another tab meanwhile)."""
+    if is_api(request):
+        return api_error(403, f"CSRF check failed: {reason}" if reason else None)
+    return render(request, "403.html", {"csrf_failed": True}, status=403)
+
+
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     """404 for URLs that match no route (or objects a user may not see)."""
     if is_api(request):

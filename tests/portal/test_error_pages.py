@@ -121,3 +121,13 @@ def test_api_json_errors_keep_their_own_messages(api_client_for, db):
     assert response.status_code == 404
     assert response["Content-Type"] == "application/json"
     assert "errors" in response.json()
+
+
+@override_settings(DEBUG=False)
+def test_a_stale_form_gets_the_styled_403_with_a_hint(member):
+    client = Client(enforce_csrf_checks=True, raise_request_exception=False)
+    client.force_login(member)
+    response = client.post("/team/switch/", {"team": "ml-research"})
+    html = assert_styled_page(response, 403)
+    assert "This form was out of date" in html
+    assert nav_links(html) == {"/runs/", "/endpoints/", "/usage/", "/tokens/"}
