@@ -126,6 +126,8 @@ def test_it_keeps_what_an_admin_changed_when_run_again(db, debug_on):
     assert authenticate(username="bob", password="bobs-own") is not None
     assert "bob    / slipway-demo" in out and "(password changed since seeding)" in out
     assert "erin" not in out
+    assert "alice  / slipway-demo   member of ml-research, admin of vision" in out  # roles as they are now
+    assert "carol  / slipway-demo   no team" in out
 
 
 def test_it_adds_what_is_missing_and_adopts_what_exists_without_overwriting(db, debug_on):

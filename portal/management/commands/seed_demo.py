@@ -129,14 +129,19 @@ class Command(BaseCommand):
             f" ({created} objects created now; existing ones kept as they are)."))
         self.stdout.write("Log in with (username / password):")
         users = {u.username: u for u in get_user_model().objects.filter(username__in=[spec.username for spec in USERS])}
+        # The roles as they are now (an admin may have changed them), not as the demo first made them.
+        roles: dict[str, list[str]] = {}
+        for username, role, slug in (Membership.objects.filter(user__in=users.values()).order_by("team__slug")
+                                     .values_list("user__username", "role", "team__slug")):
+            roles.setdefault(username, []).append(f"{role} of {slug}")
         for spec in USERS:
             user = users.get(spec.username)
             if user is None:
                 continue  # an admin deleted it: not re-created
-            roles = ", ".join(f"{role} of {slug}" for slug, role in spec.memberships) or "staff superuser"
+            what = ", ".join(roles.get(spec.username, [])) or ("staff superuser" if user.is_superuser else "no team")
             password = ADMIN_PASSWORD if spec.staff else DEMO_PASSWORD
             note = "" if user.check_password(password) else "  (password changed since seeding)"
-            self.stdout.write(f"  {spec.username:<6} / {password:<14} {roles}{note}")
+            self.stdout.write(f"  {spec.username:<6} / {password:<14} {what}{note}")
         self.stdout.write(f"Open {url} — the admin console is at {url}admin/")
 
 
