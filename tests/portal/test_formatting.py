@@ -149,3 +149,10 @@ def test_the_lint_catches_the_old_ways():
     assert other_ways("<time datetime=\"{{ at|date:'c' }}\">{{ at|date:'H:i' }}</time>")
     assert not other_ways("<time datetime=\"{{ at|date:'c' }}\">{{ at|when }}</time>")
     assert not other_ways("{{ run.cost|money }} · {{ run.created_at|when }} · {{ hours|floatformat:2 }}")
+
+
+@pytest.mark.django_db
+def test_the_admin_budget_list_shows_spent_money_in_the_one_format(client, staff, team, quota):
+    client.force_login(staff)
+    html = client.get("/admin/quotas/teambudget/").content.decode()
+    assert "0.00 USD" in html
