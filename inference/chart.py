@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from portal.formatting import format_clock
+
 WIDTH, HEIGHT = 640, 220
 LEFT, RIGHT, TOP, BOTTOM = 44, 12, 12, 28
 
@@ -62,6 +64,6 @@ def replicas_chart(samples: list[tuple[datetime, int, int, int]], now: datetime,
              Line("ceiling (granted)", "ceiling", steps(3))]
     every = max(1, top // 4)
     y_ticks = [(y(v), v) for v in range(0, top + 1, every)]
-    x_ticks = [(x(start + (now - start) * f), (start + (now - start) * f).strftime("%H:%M")) for f in (0, 0.5, 1)]
+    x_ticks = [(x(start + (now - start) * f), format_clock(start + (now - start) * f)) for f in (0, 0.5, 1)]
     bounds = [(y(min_replicas), f"min {min_replicas}"), (y(max_replicas), f"max {max_replicas}")]
     return Chart(WIDTH, HEIGHT, lines, y_ticks, x_ticks, bounds, list(reversed(points))[:20])

@@ -9,6 +9,7 @@ Idempotent: a team that already has endpoints gets no more.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
@@ -33,10 +34,11 @@ DEMO_ENDPOINTS: tuple[tuple[str, str, dict], ...] = (
 )
 
 
-def seed_demo_endpoints() -> list[InferenceEndpoint]:
-    """Create the demo endpoints of every demo team that has no endpoints yet."""
+def seed_demo_endpoints(slugs: Collection[str] | None = None) -> list[InferenceEndpoint]:
+    """Create the demo endpoints of every demo team (of those ``slugs``) that has no endpoints yet."""
     users = {u.username: u for u in get_user_model().objects.filter(username__in={u for _, u, _ in DEMO_ENDPOINTS})}
-    teams = {t.slug: t for t in Team.objects.filter(slug__in={t for t, _, _ in DEMO_ENDPOINTS})}
+    wanted = {t for t, _, _ in DEMO_ENDPOINTS if slugs is None or t in slugs}
+    teams = {t.slug: t for t in Team.objects.filter(slug__in=wanted)}
     fresh = {slug for slug, team in teams.items() if not InferenceEndpoint.objects.filter(team=team).exists()}
     created = []
     for slug, username, fields in DEMO_ENDPOINTS:

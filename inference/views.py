@@ -51,7 +51,7 @@ def endpoint_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(InferenceEndpoint.objects.filter(team=team).for_list(), PER_PAGE).get_page(request.GET.get("page"))
     positions = admission.queue_positions(team) if any(e.state == "queued" for e in page) else {}
     context = {"team": team, "page": page, "rows": [(e, positions.get(e.ref)) for e in page],
-               "can_submit": membership.allows(Role.MEMBER), "currency": settings.SLIPWAY_CURRENCY}
+               "can_submit": membership.allows(Role.MEMBER)}
     template = "inference/endpoint_list.html#rows" if wants_partial(request) else "inference/endpoint_list.html"
     return render(request, template, context)
 
@@ -61,14 +61,14 @@ def endpoint_list(request: HttpRequest) -> HttpResponse:
 def endpoint_state(request: HttpRequest, pk: int) -> HttpResponse:
     """The polling cells of one endpoint's row (state, replicas, cost); 286 once it is final."""
     endpoint = services.get_endpoint_for_user(request.user, pk)
-    context = {"endpoint": endpoint, "currency": settings.SLIPWAY_CURRENCY,
+    context = {"endpoint": endpoint,
                "position": admission.queue_positions(endpoint.team).get(endpoint.ref)
                if endpoint.state == "queued" else None}
     return render(request, "inference/endpoint_list.html#live", context, status=polling_status(endpoint))
 
 
 def _form_context(request: HttpRequest, team, form) -> dict:
-    return {"team": team, "form": form, "currency": settings.SLIPWAY_CURRENCY}
+    return {"team": team, "form": form}
 
 
 def _create_form(team, data=None) -> EndpointForm:
@@ -122,13 +122,13 @@ def endpoint_preview(request: HttpRequest) -> HttpResponse:
     except ValidationError as exc:
         preview, message = None, "; ".join(f"{k}: {v[0]}" for k, v in exc.message_dict.items())
     return render(request, "inference/endpoint_form.html#preview",
-                  {"preview": preview, "message": message, "currency": settings.SLIPWAY_CURRENCY})
+                  {"preview": preview, "message": message})
 
 
 def _detail_context(request: HttpRequest, endpoint: InferenceEndpoint) -> dict:
     membership = require_team(request.user, endpoint.team)
     return {"endpoint": endpoint, "can_act": membership.allows(Role.MEMBER) and not endpoint.is_final,
-            "currency": settings.SLIPWAY_CURRENCY, **idle_context(endpoint)}
+            **idle_context(endpoint)}
 
 
 @login_required

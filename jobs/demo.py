@@ -10,6 +10,7 @@ Idempotent: a team that already has runs gets no more.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
@@ -50,10 +51,11 @@ DEMO_RUNS: tuple[tuple[str, str, dict], ...] = (
 )
 
 
-def seed_demo_runs() -> list[TrainingRun]:
-    """Submit the demo runs of every demo team that has no runs yet."""
+def seed_demo_runs(slugs: Collection[str] | None = None) -> list[TrainingRun]:
+    """Submit the demo runs of every demo team (of those ``slugs``) that has no runs yet."""
     users = {u.username: u for u in get_user_model().objects.filter(username__in={u for _, u, _ in DEMO_RUNS})}
-    teams = {t.slug: t for t in Team.objects.filter(slug__in={t for t, _, _ in DEMO_RUNS})}
+    wanted = {t for t, _, _ in DEMO_RUNS if slugs is None or t in slugs}
+    teams = {t.slug: t for t in Team.objects.filter(slug__in=wanted)}
     fresh = {slug for slug, team in teams.items() if not TrainingRun.objects.filter(team=team).exists()}
     created = []
     for slug, username, fields in DEMO_RUNS:

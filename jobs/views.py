@@ -193,7 +193,7 @@ def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
         estimate = estimated_starts(run.team).get(run.ref)
         start = estimate.words() if estimate is not None else ""
     return {"run": run, "timeline": timeline(run), "reason": reason, "start": start,
-            "can_act": membership.allows(Role.MEMBER), "currency": settings.SLIPWAY_CURRENCY, **idle_context(run)}
+            "can_act": membership.allows(Role.MEMBER), **idle_context(run)}
 
 
 @login_required

@@ -1,4 +1,4 @@
-"""Teams, membership, API tokens and the audit log.
+"""Teams, membership, API tokens, the audit log, and what the demo seeding created.
 
 A :class:`Team` is the unit of tenancy: every run, endpoint, quota and reservation belongs
 to exactly one team, and each team owns one Kubernetes namespace. People belong to teams
@@ -183,3 +183,17 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.path}, {self.status_code})"
+
+
+class DemoSeed(models.Model):
+    """A demo object ``manage.py seed_demo`` has created, by a key such as ``member:ml-research/alice``.
+
+    The command creates each demo object once: a rerun (``make run`` seeds on every start)
+    skips every key recorded here, so what an admin changed or removed since stays so.
+    """
+
+    key = models.CharField(max_length=200, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.key

@@ -46,6 +46,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: under /api/ even DEBUG's technical error pages become the API's JSON shape.
+    "portal.errors.ApiErrorMiddleware",
     # First: Kubernetes probes arrive with the pod IP as Host, which ALLOWED_HOSTS rightly
     # rejects, and over plain HTTP; they are answered before host and TLS checks run.
     "portal.health.ProbeMiddleware",
@@ -79,6 +81,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "portal.context_processors.slipway",
             ],
+            # The portal's one way to show times and money ({{ x|when }}, {{ x|money }}).
+            "builtins": ["portal.templatetags.slipway"],
         },
     },
 ]
@@ -158,6 +162,8 @@ SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("SECURE_PROXY_SSL", not DEBUG) else None
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+# A stale form gets the portal's styled 403 page (JSON under /api/), not Django's bare one.
+CSRF_FAILURE_VIEW = "portal.errors.csrf_failure"
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)

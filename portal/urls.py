@@ -30,6 +30,9 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
 ]
 
-# A URL that matches no route under /api/ answers in the API's error shape, not an HTML page.
-handler404 = "portal.views.not_found"
-handler500 = "portal.views.server_error"
+# Styled pages with the navigation in the portal; the API's JSON error shape under /api/
+# (portal.errors, whose middleware covers DEBUG mode, where Django skips these handlers).
+handler400 = "portal.errors.bad_request"
+handler403 = "portal.errors.permission_denied"
+handler404 = "portal.errors.not_found"
+handler500 = "portal.errors.server_error"

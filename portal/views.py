@@ -8,13 +8,11 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
-from django.views.defaults import page_not_found
-from django.views.defaults import server_error as default_server_error
 
 from portal import services, throttle
 from portal.forms import ApiTokenForm
@@ -85,17 +83,3 @@ def revoke_api_token(request: HttpRequest, pk: int) -> HttpResponse:
     messages.success(request, f"Token “{token.name}” revoked.")
     return redirect("api-tokens")
 
-
-def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """404 for URLs that match no route: the API's error shape under /api/, Django's page elsewhere."""
-    if request.path.startswith("/api/"):
-        return JsonResponse({"errors": {"detail": ["Not found."]}}, status=404)
-    return page_not_found(request, exception)
-
-
-def server_error(request: HttpRequest) -> HttpResponse:
-    """500: the API's error shape under /api/ (clients parse JSON), Django's page elsewhere."""
-    if request.path.startswith("/api/"):
-        return JsonResponse({"errors": {"non_field_errors": ["Internal error: the failure was logged."]}},
-                            status=500)
-    return default_server_error(request)

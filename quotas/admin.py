@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import IntegerField, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
+from portal.formatting import format_money
 from portal.services import client_ip
 from quotas import services
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, UsageRecord
@@ -145,7 +146,7 @@ class TeamBudgetAdmin(admin.ModelAdmin):
 
     @admin.display(description="Spent this month")
     def spent(self, obj: TeamBudget) -> str:
-        return f"{services.spent_month(obj.team):,.2f}"
+        return format_money(services.spent_month(obj.team), obj.currency)
 
     def save_model(self, request, obj, form, change):
         saved = services.set_team_budget(request.user, obj.team, obj.monthly_limit, obj.currency,

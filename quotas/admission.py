@@ -27,6 +27,7 @@ from django.db import connection, transaction
 from django.db.models import OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
+from portal.formatting import format_amount
 from portal.models import Team
 from quotas.constants import Outcome, Priority, Reason
 from quotas.ledger import ZERO, committed, month_start, open_spend
@@ -91,10 +92,6 @@ class BudgetState:
         return (self.monthly_limit or ZERO) - self.spent_month - self.committed
 
 
-def _money(value: Decimal) -> str:
-    return f"{value:,.2f}"
-
-
 def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: BudgetState | None = None) -> Decision:
     """Admit, queue or reject ``request`` given ``usage`` units of its flavor in use by the team.
 
@@ -120,8 +117,8 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
                         f"needs {units}\u00d7 {name}, more than the team's limit of {quota.limit}")
     if budget is not None and budget.monthly_limit is not None and budget.spent_month >= budget.monthly_limit:
         return Decision(Outcome.REJECT, Reason.BUDGET_EXHAUSTED,
-                        f"monthly budget spent: {_money(budget.spent_month)} of "
-                        f"{_money(budget.monthly_limit)} {budget.currency}")
+                        f"monthly budget spent: {format_amount(budget.spent_month)} of "
+                        f"{format_amount(budget.monthly_limit)} {budget.currency}")
     if usage + units > quota.limit:
         return Decision(Outcome.QUEUE, Reason.WAITING_FOR_QUOTA,
                         f"waiting for quota: needs {units}\u00d7 {name}, {usage} of {quota.limit} in use")
@@ -129,8 +126,8 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
             and request.estimated_cost > budget.left):
         # Not "never": it starts when an admin raises the budget, work ends early, or the month turns.
         return Decision(Outcome.QUEUE, Reason.WAITING_FOR_BUDGET,
-                        f"would exceed the budget: est. {_money(request.estimated_cost)}, "
-                        f"{_money(max(budget.left, ZERO))} {budget.currency} left this month")
+                        f"would exceed the budget: est. {format_amount(request.estimated_cost)}, "
+                        f"{format_amount(max(budget.left, ZERO))} {budget.currency} left this month")
     return Decision(Outcome.ADMIT, Reason.ADMITTED,
                     f"admitted: {units}\u00d7 {name}, {usage + units} of {quota.limit} now in use")
 

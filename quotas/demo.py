@@ -13,6 +13,7 @@ MIG node exposes 32x 1g.10gb, 8x 2g.20gb and 2x 3g.40gb.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from decimal import ROUND_HALF_UP, Decimal
 
 from quotas.models import GpuFlavor, TeamBudget, TeamQuota
@@ -63,13 +64,16 @@ def flavor_definitions() -> list[dict]:
     return defs
 
 
-def seed_flavors() -> list[GpuFlavor]:
-    """Create or update the standard flavors (idempotent)."""
+def seed_flavors(names: Collection[str] | None = None) -> list[GpuFlavor]:
+    """The standard flavors (or those ``names``): created when missing, kept as they are when present.
+
+    An existing flavor is never updated: its prices and placement are the admin's to change.
+    """
     flavors = []
     for definition in flavor_definitions():
         name = definition.pop("name")
-        flavor, _ = GpuFlavor.objects.update_or_create(name=name, defaults={**definition, "active": True})
-        flavors.append(flavor)
+        if names is None or name in names:
+            flavors.append(GpuFlavor.objects.get_or_create(name=name, defaults={**definition, "active": True})[0])
     return flavors
 
 

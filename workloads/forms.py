@@ -7,12 +7,12 @@ service (:mod:`workloads.validation`), so the portal and the API cannot disagree
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
 
+from portal.formatting import format_amount, format_money
 from quotas.models import GpuFlavor
 
 
@@ -32,15 +32,11 @@ class FlavorSelect(forms.Select):
 
 def flavor_label(flavor: GpuFlavor, row: dict | None, currency: str) -> str:
     """"a100-80gb — 3.20 USD/h (spot 1.10) · 6 of 8 free" (or "no quota")."""
-    price = f"{_money(flavor.price_per_hour)} {currency}/h (spot {_money(flavor.spot_price_per_hour)})"
+    price = (f"{format_money(flavor.price_per_hour, currency, precise=True)}/h"
+             f" (spot {format_amount(flavor.spot_price_per_hour, precise=True)})")
     if row is None or row["limit"] == 0:
         return f"{flavor.name} — {price} · no quota for your team"
     return f"{flavor.name} — {price} · {row['free']} of {row['limit']} free"
-
-
-def _money(value: Decimal) -> str:
-    # Prices have four decimals (MIG slices); show cents unless the tail matters.
-    return f"{value:.2f}" if value == value.quantize(Decimal("0.01")) else f"{value:.4f}"
 
 
 def lines(text: str) -> list[str]:

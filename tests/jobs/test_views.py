@@ -591,7 +591,7 @@ def test_it_shows_quota_bars_budget_queue_and_recent_runs(client, member, team, 
     # "active" is admitted or running (four); the two queued are counted apart.
     assert '<span class="stat-value">4</span><span class="stat-label">active runs · 2 queued' in html
     assert '<span class="stat-value">0</span><span class="stat-label">live endpoints · 0 queued' in html
-    assert "of 10000" in html  # the monthly budget
+    assert "spent this month of 10,000.00 USD" in html  # the monthly budget
     assert ">run-5</a>" in html and ">run-1</a>" in html and ">run-0</a>" not in html  # the five newest
     assert html.count('hx-trigger="every 3s"') == 5
     assert 'href="/runs/new/"' in html

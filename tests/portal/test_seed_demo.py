@@ -1,4 +1,5 @@
-"""``manage.py seed_demo``: the demo world, printed credentials that work, idempotence."""
+"""``manage.py seed_demo``: the demo world, printed credentials that work, and reruns that add only what
+is missing and never undo an admin's changes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from django.contrib.auth import authenticate, get_user_model
 from django.core.management import CommandError, call_command
 
 from inference.models import InferenceEndpoint
+from jobs.models import TrainingRun
 from portal.models import Membership, Team
+from quotas.demo import seed_flavors
 from quotas.models import GpuFlavor, TeamBudget, TeamQuota
 
 User = get_user_model()
@@ -65,14 +68,22 @@ def test_it_seeds_flavors_quotas_and_budgets(db, debug_on):
         "ml-research": Decimal("20000"), "vision": Decimal("5000"), "nlp": Decimal("15000")}
 
 
-def test_it_prints_credentials_that_work(db, debug_on):
+def test_it_prints_credentials_that_work(db, debug_on, monkeypatch):
+    monkeypatch.delenv("PORT", raising=False)
     out = seed()
     lines = [line.split() for line in out.splitlines() if line.startswith("  ") and " / " in line]
     credentials = {parts[0]: parts[2] for parts in lines}
     assert set(credentials) == {"alice", "bob", "carol", "dave", "erin", "admin"}
     for username, password in credentials.items():
         assert authenticate(username=username, password=password) is not None, username
-    assert "http://127.0.0.1:8000/" in out
+    assert "Open http://127.0.0.1:8000/ — the admin console is at http://127.0.0.1:8000/admin/" in out
+
+
+def test_it_prints_the_port_the_server_listens_on(db, debug_on, monkeypatch):
+    monkeypatch.setenv("PORT", "8123")
+    out = seed(no_runs=True)
+    assert "http://127.0.0.1:8123/" in out and "8000" not in out
+    assert "Open https://demo.example.com/" in seed(no_runs=True, url="https://demo.example.com/")
 
 
 def test_it_is_idempotent(db, debug_on):
@@ -82,17 +93,66 @@ def test_it_is_idempotent(db, debug_on):
     assert snapshot() == first
 
 
-def test_it_restores_the_demo_state_when_run_again(db, debug_on):
-    seed()
-    first = snapshot()
+def test_it_keeps_what_an_admin_changed_when_run_again(db, debug_on):
+    seed(no_runs=True)
+    # An admin raises a quota and a budget, changes a price and a role, removes a member,
+    # deletes a quota row and a user, deactivates a flavor and changes a password.
+    TeamQuota.objects.filter(team__slug="nlp", flavor__name="h100-80gb").update(limit=16)
+    TeamQuota.objects.filter(team__slug="vision", flavor__name="l4").delete()
+    TeamBudget.objects.filter(team__slug="vision").update(monthly_limit=Decimal("9000"))
+    GpuFlavor.objects.filter(name="a100-80gb").update(price_per_hour=Decimal("3.9500"))
+    GpuFlavor.objects.filter(name="l4").update(active=False)
     Membership.objects.filter(user__username="alice", team__slug="vision").update(role="admin")
-    TeamQuota.objects.filter(team__slug="nlp").update(limit=1)
-    alice = User.objects.get(username="alice")
-    alice.set_password("changed")
-    alice.save()
+    Membership.objects.filter(user__username="carol", team__slug="ml-research").delete()
+    User.objects.filter(username="erin").delete()
+    bob = User.objects.get(username="bob")
+    bob.set_password("bobs-own")
+    bob.save()
+    changed = snapshot()
+    counts = {model: model.objects.count() for model in (Team, User, Membership, GpuFlavor, TeamQuota, TeamBudget)}
+
+    out = seed(no_runs=True)
+
+    assert snapshot() == changed
+    assert {model: model.objects.count() for model in counts} == counts  # nothing duplicated or re-created
+    assert TeamQuota.objects.get(team__slug="nlp").limit == 16
+    assert not TeamQuota.objects.filter(team__slug="vision", flavor__name="l4").exists()
+    assert TeamBudget.objects.get(team__slug="vision").monthly_limit == Decimal("9000")
+    assert GpuFlavor.objects.get(name="a100-80gb").price_per_hour == Decimal("3.9500")
+    assert not GpuFlavor.objects.get(name="l4").active
+    assert Membership.objects.get(user__username="alice", team__slug="vision").role == "admin"
+    assert not Membership.objects.filter(user__username="carol").exists()
+    assert not User.objects.filter(username="erin").exists()
+    assert authenticate(username="bob", password="bobs-own") is not None
+    assert "bob    / slipway-demo" in out and "(password changed since seeding)" in out
+    assert "erin" not in out
+    assert "alice  / slipway-demo   member of ml-research, admin of vision" in out  # roles as they are now
+    assert "carol  / slipway-demo   no team" in out
+
+
+def test_it_adds_what_is_missing_and_adopts_what_exists_without_overwriting(db, debug_on):
+    # A database seeded by hand (or before seed_demo kept its records): nothing there is changed.
+    flavors = {f.name: f for f in seed_flavors(["a100-80gb"])}
+    GpuFlavor.objects.filter(pk=flavors["a100-80gb"].pk).update(price_per_hour=Decimal("9.9900"))
+    team = Team.objects.create(slug="nlp", name="NLP (renamed)")
+    TeamQuota.objects.create(team=team, flavor=flavors["a100-80gb"], limit=3)
     seed()
-    assert snapshot() == first
-    assert authenticate(username="alice", password="slipway-demo") is not None
+    assert GpuFlavor.objects.get(name="a100-80gb").price_per_hour == Decimal("9.9900")
+    assert GpuFlavor.objects.count() == 6  # the missing ones were added
+    assert Team.objects.get(slug="nlp").name == "NLP (renamed)"
+    assert dict(TeamQuota.objects.filter(team=team).values_list("flavor__name", "limit")) == {
+        "a100-80gb": 3, "h100-80gb": 8}
+    assert Membership.objects.filter(team=team, user__username="erin", role="member").exists()
+
+
+def test_it_submits_the_demo_work_of_a_team_once(db, debug_on, published):
+    seed()
+    runs = TrainingRun.objects.count()
+    assert runs > 0 and InferenceEndpoint.objects.count() == 2
+    TrainingRun.objects.filter(team__slug="nlp").delete()  # an admin cleans a team up
+    seed()
+    assert not TrainingRun.objects.filter(team__slug="nlp").exists()
+    assert InferenceEndpoint.objects.count() == 2
 
 
 def test_it_keeps_data_it_did_not_create(db, debug_on):

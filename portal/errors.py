@@ -1,0 +1,123 @@
+"""Error pages: styled HTML with navigation in the portal, the API's JSON error shape under ``/api/``.
+
+Django answers an error in one of two ways. With ``DEBUG`` off it calls the ``handler40x`` /
+``handler500`` views named in ``portal.urls`` (below); with ``DEBUG`` on it answers 404s and
+uncaught exceptions with its technical HTML pages and never calls them. API clients parse
+JSON in every mode, so :class:`ApiErrorMiddleware` (outermost) turns any non-JSON error
+response under ``/api/`` into the error shape of API.md as well; the handlers answer JSON
+under ``/api/`` themselves, so with ``DEBUG`` off the middleware has nothing to do.
+
+The 500 page is rendered without a request context: the failure may be the database or a
+context processor, so it uses nothing but the URL configuration and static files.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.http import HttpRequest, HttpResponse, HttpResponseServerError, JsonResponse
+from django.shortcuts import render
+from django.template import loader
+from django.urls import NoReverseMatch, reverse
+
+from portal.context_processors import NAV_ITEMS
+
+logger = logging.getLogger(__name__)
+
+API_PREFIX = "/api/"
+
+#: What the API says for each status when there is nothing more specific to say.
+API_MESSAGES = {
+    400: "Bad request.",
+    403: "You do not have permission to perform this action.",
+    404: "Not found.",
+    405: "Method not allowed.",
+    413: "Request too large.",
+    500: "Internal error: the failure was logged.",
+}
+
+#: Headers of an error response that still mean something once its body is JSON.
+KEPT_HEADERS = ("Allow", "Retry-After", "WWW-Authenticate")
+
+
+def is_api(request: HttpRequest) -> bool:
+    return request.path.startswith(API_PREFIX)
+
+
+def api_error(status: int, message: str | None = None) -> JsonResponse:
+    """The API.md error shape: 400s under ``non_field_errors``, everything else under ``detail``."""
+    key = "non_field_errors" if status in (400, 500) else "detail"
+    text = message or API_MESSAGES.get(status) or HttpResponse(status=status).reason_phrase
+    return JsonResponse({"errors": {key: [text]}}, status=status)
+
+
+def static_nav() -> list[dict]:
+    """The main navigation from URL names alone (no request, no database): for the 500 page."""
+    items = []
+    for label, name in NAV_ITEMS:
+        try:
+            items.append({"label": label, "url": reverse(name)})
+        except NoReverseMatch:
+            continue
+    return items
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if is_api(request):
+        return api_error(400)
+    return render(request, "400.html", status=400)
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if is_api(request):
+        return api_error(403)
+    return render(request, "403.html", status=403)
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """A form whose CSRF token no longer matches (typically: signed out or in another tab meanwhile)."""
+    if is_api(request):
+        return api_error(403, f"CSRF check failed: {reason}" if reason else None)
+    return render(request, "403.html", {"csrf_failed": True}, status=403)
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """404 for URLs that match no route (or objects a user may not see)."""
+    if is_api(request):
+        return api_error(404)
+    return render(request, "404.html", {"path": request.path}, status=404)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """500: JSON under ``/api/`` (clients parse it); elsewhere a page that needs no request context."""
+    if is_api(request):
+        return api_error(500)
+    try:
+        return HttpResponseServerError(loader.get_template("500.html").render({"nav_items": static_nav()}))
+    except Exception:  # the page of last resort must not fail itself (e.g. a broken template loader)
+        logger.exception("the 500 page could not be rendered")
+        return HttpResponseServerError("Server error: the failure was logged.", content_type="text/plain")
+
+
+class ApiErrorMiddleware:
+    """Under ``/api/``, no error answers HTML: Django's ``DEBUG`` pages become the JSON error shape.
+
+    Outermost in ``MIDDLEWARE``, so it also sees what other middleware answered. The original
+    failure is already logged (Django logs it before its technical page is built).
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code < 400 or not is_api(request):
+            return response
+        content_type = response.get("Content-Type", "")
+        if "json" in content_type:
+            return response
+        replaced = api_error(response.status_code)
+        for header in KEPT_HEADERS:
+            if header in response:
+                replaced[header] = response[header]
+        return replaced

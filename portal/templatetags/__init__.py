@@ -1,0 +1,1 @@
+"""Template filters of the portal (registered as builtins in settings: every template has them)."""

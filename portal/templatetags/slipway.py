@@ -1,0 +1,26 @@
+"""``{{ value|when }}`` and ``{{ amount|money }}``: the portal's one way to show times and money.
+
+Both call :mod:`portal.formatting`, which the Python code that writes times or money for
+people calls too. A builtin (``TEMPLATES`` in settings), so every template and partial has them.
+"""
+
+from __future__ import annotations
+
+from django import template
+
+from portal.formatting import format_money, format_when
+
+register = template.Library()
+
+
+@register.filter
+def when(value, precision: str = "minutes") -> str:
+    """``2026-11-23 14:05 UTC``; ``{{ value|when:"seconds" }}`` adds the seconds."""
+    return format_when(value, precision)
+
+
+@register.filter
+def money(value, currency: str | None = None) -> str:
+    """``12,345.67 USD``; ``{{ amount|money:budget.currency }}`` names another currency."""
+    return format_money(value, currency)
+

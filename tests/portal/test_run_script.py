@@ -1,0 +1,130 @@
+"""``scripts/run.sh`` (``make run``) prints the address the web server really listens on.
+
+The script runs against a stand-in virtualenv: ``manage.py`` commands are echoed, celery
+sleeps, and "gunicorn" is a tiny HTTP server bound where the script told it to bind, so the
+test sees exactly which port was bound and which was printed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+RUN_SH = Path(settings.BASE_DIR) / "scripts" / "run.sh"
+
+FAKE_PYTHON = """#!/bin/sh
+if [ "$1" = manage.py ]; then shift; echo "manage.py $* PORT=$PORT"; exit 0; fi
+exec {real} "$@"
+"""
+FAKE_GUNICORN = """#!{real}
+import http.server, sys
+host, port = sys.argv[sys.argv.index("--bind") + 1].rsplit(":", 1)
+print("bound", host, port, flush=True)
+
+class Ok(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
+    def log_message(self, *args):
+        pass
+
+http.server.HTTPServer((host, int(port)), Ok).serve_forever()
+"""
+FAKE_CELERY = "#!/bin/sh\nexec sleep 300\n"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def checkout(tmp_path) -> Path:
+    """A copy of run.sh in a bare checkout, with the stand-in virtualenv."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(RUN_SH, tmp_path / "scripts" / "run.sh")
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name, text in (("python", FAKE_PYTHON), ("gunicorn", FAKE_GUNICORN), ("celery", FAKE_CELERY)):
+        (bin_dir / name).write_text(text.replace("{real}", sys.executable))
+        (bin_dir / name).chmod(stat.S_IRWXU)
+    return tmp_path
+
+
+def start(checkout: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+    environment = {key: value for key, value in os.environ.items() if key != "PORT"}
+    environment.update(VENV=str(checkout / "venv"), **(env or {}))
+    return subprocess.Popen(["bash", str(checkout / "scripts" / "run.sh"), *args], cwd=checkout, env=environment,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def read_until(process: subprocess.Popen, marker: str, timeout: float = 30) -> str:
+    out, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line and process.poll() is not None:
+            break
+        out.append(line)
+        if marker in line:
+            break
+    return "".join(out)
+
+
+def stop(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+@pytest.mark.parametrize("how", ["argument", "environment"])
+def test_it_prints_the_port_the_server_listens_on(checkout, how):
+    port = free_port()
+    process = start(checkout, str(port)) if how == "argument" else start(checkout, env={"PORT": str(port)})
+    try:
+        out = read_until(process, "Logs:")
+        assert f"Slipway is running:  http://127.0.0.1:{port}/" in out, out
+        assert f"admin console at http://127.0.0.1:{port}/admin/" in out
+        # seed_demo is told the same address (its printed links), and PORT for anything else.
+        assert f"manage.py seed_demo --url http://127.0.0.1:{port}/ PORT={port}" in out
+        web_log = (checkout / "var" / "log" / "web.log").read_text()
+        assert f"bound 127.0.0.1 {port}" in web_log
+        assert "8000" not in out
+    finally:
+        stop(process)
+
+
+def test_it_refuses_a_port_in_use_before_starting_anything(checkout):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        process = start(checkout, str(port))
+        try:
+            out, _ = process.communicate(timeout=30)
+        finally:
+            stop(process)
+    assert process.returncode == 1
+    assert f"port {port} on 127.0.0.1 is in use" in out
+    assert "manage.py" not in out and "Slipway is running" not in out
+
+
+def test_it_refuses_a_port_that_is_not_a_number(checkout):
+    process = start(checkout, "80a")
+    out, _ = process.communicate(timeout=30)
+    assert process.returncode == 2 and "must be a number" in out
