@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
+from django.utils import timezone
+
+from portal.formatting import format_amount, format_money, format_when
+
 WIDTH, HEIGHT = 640, 240
 LEFT, RIGHT, TOP, BOTTOM = 84, 16, 16, 32  # the templates draw axes at x=84 and x=624
 PLOT_W, PLOT_H = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -22,9 +26,13 @@ PATTERNS = ("solid", "diagonal", "dots", "cross", "horizontal", "vertical")
 
 
 def money(value: Decimal | float, currency: str) -> str:
-    """Axis and mark labels: thousands separators, cents only under 100."""
-    value = float(value)
-    return f"{value:,.2f} {currency}" if abs(value) < 100 else f"{value:,.0f} {currency}"
+    """Mark and table labels, in the portal's one money format."""
+    return format_money(Decimal(str(value)), currency)
+
+
+def axis(value: float) -> str:
+    """Axis ticks: the amount alone (the chart's title names the currency)."""
+    return format_amount(Decimal(str(value)))
 
 
 def nice_ticks(top: float, count: int = 4) -> list[float]:
@@ -58,7 +66,7 @@ class StackedBars:
     x_ticks: list[tuple[float, str]]  #: (x, day label)
     legend: list[tuple[str, str]]  #: (series, pattern)
     series: list[str]  #: the table's columns
-    rows: list[tuple[date, list[Decimal], Decimal]]  #: the table: day, per series, total
+    rows: list[tuple[str, list[Decimal], Decimal]]  #: the table: day ("Nov 3"), per series, total
 
 
 def daily_stacked(days: list[date], series: list[str], values: dict[tuple[date, str], Decimal],
@@ -85,12 +93,13 @@ def daily_stacked(days: list[date], series: list[str], values: dict[tuple[date, 
                 continue
             segments.append(Segment(round(LEFT + slot * index + (slot - bar) / 2, 1), y(base + amount), round(bar, 1),
                                     round(y(base) - y(base + amount), 1), patterns[name],
-                                    f"{day:%b %-d}, {name}: {money(amount, currency)}"))
+                                    f"{day:%b} {day.day}, {name}: {money(amount, currency)}"))
             base += amount
     every = max(1, math.ceil(len(days) / 10))
     x_ticks = [(round(LEFT + slot * (i + 0.5), 1), f"{day.day}") for i, day in enumerate(days) if i % every == 0]
-    rows = [(day, [values.get((day, s), Decimal(0)) for s in series], totals[day]) for day in days if totals[day]]
-    return StackedBars(WIDTH, HEIGHT, segments, [(y(t), money(t, currency)) for t in ticks], x_ticks,
+    rows = [(f"{day:%b} {day.day}", [values.get((day, s), Decimal(0)) for s in series], totals[day])
+            for day in days if totals[day]]
+    return StackedBars(WIDTH, HEIGHT, segments, [(y(t), axis(t)) for t in ticks], x_ticks,
                        [(name, patterns[name]) for name in series], series, rows)
 
 
@@ -154,8 +163,9 @@ def burn_chart(start: datetime, end: datetime, daily: list[tuple[date, Decimal]]
         rows.append(("Budget", money(limit, currency)))
     marks = [(x(current), y(spent), f"{money(spent, currency)} spent")] if committed is not None else []
     if runs_out_at is not None and limit:
-        marks.append((x(runs_out_at), y(limit), f"runs out {runs_out_at:%b %-d}"))
-        rows.append(("Budget runs out", f"{runs_out_at:%b %-d, %H:%M}"))
+        local = timezone.localtime(runs_out_at)
+        marks.append((x(runs_out_at), y(limit), f"runs out {local:%b} {local.day}"))
+        rows.append(("Budget runs out", format_when(runs_out_at)))
     days = (end - start).days
     x_ticks = [(x(start + timedelta(days=d)), f"{(start + timedelta(days=d)).day}") for d in range(0, days, 5)]
-    return BurnChart(WIDTH, HEIGHT, lines, [(y(t), money(t, currency)) for t in ticks], x_ticks, budget, marks, rows)
+    return BurnChart(WIDTH, HEIGHT, lines, [(y(t), axis(t)) for t in ticks], x_ticks, budget, marks, rows)

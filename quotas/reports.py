@@ -106,7 +106,10 @@ def usage_page(team: Team, month: datetime, now: datetime | None = None) -> dict
     totals = {key: sum((row[key] for row in reports["flavor"]), ZERO)
               for key in ("gpu_hours", "cost", "idle_gpu_hours", "idle_cost")}
     return {
-        "since": since, "until": until, "last_day": (until - timedelta(days=1)).date(), "current": current,
+        "since": since, "until": until, "current": current,
+        # The report API's period for the CSV links: its ``until`` date counts as a whole day.
+        "period_query": f"since={since:%Y-%m-%d}&until={until - timedelta(days=1):%Y-%m-%d}",
+        "month_label": f"{since:%B %Y}",
         "month": f"{since:%Y-%m}", "months": month_choices(now),
         "budget": budget, "currency": currency, "totals": totals,
         "idle_share": float(totals["idle_cost"] / totals["cost"] * 100) if totals["cost"] else 0.0,
@@ -141,7 +144,7 @@ def showback_page(month: datetime, now: datetime | None = None) -> dict:
     days, flavors, values = _daily_by_flavor(teams, since, until, now)
     return {
         "since": since, "until": until, "month": f"{since:%Y-%m}", "months": month_choices(now),
-        "current": since == month_start(now), "lines": lines, "currency": settings.SLIPWAY_CURRENCY,
+        "month_label": f"{since:%B %Y}", "current": since == month_start(now), "lines": lines, "currency": settings.SLIPWAY_CURRENCY,
         "total": sum((line.usage.cost for line in lines), ZERO),
         "idle_total": sum((line.usage.idle_cost for line in lines), ZERO),
         "daily": charts.daily_stacked(days, flavors, values, settings.SLIPWAY_CURRENCY),

@@ -70,6 +70,7 @@ class IdleFigures:
     gpu_hours: Decimal = ZERO
     cost: Decimal = ZERO
     since: datetime | None = None
+    minutes: int = 0  #: how long the flagged idle stretch has lasted
 
     @property
     def flagged(self) -> bool:
@@ -96,5 +97,7 @@ def idle_figures(workloads, now: datetime) -> dict[str, IdleFigures]:
         if w.open_idle and w.open_units and w.billed_until is not None and now > w.billed_until:
             open_cost, open_hours = ledger.interval_charge(w.flavor, w.open_units, w.spot, w.billed_until, now)
             gpu_hours, cost = gpu_hours + open_hours, cost + open_cost
-        figures[w.ref] = IdleFigures(gpu_hours, cost, flagged_since(w, now))
+        since = flagged_since(w, now)
+        minutes = int((now - since).total_seconds() // 60) if since is not None else 0
+        figures[w.ref] = IdleFigures(gpu_hours, cost, since, minutes)
     return figures

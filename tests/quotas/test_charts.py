@@ -19,7 +19,7 @@ def test_ticks_are_round_and_reach_the_top():
 
 
 def test_money_labels_have_separators():
-    assert money(Decimal("1234567.8"), "USD") == "1,234,568 USD"
+    assert money(Decimal("1234567.8"), "USD") == "1,234,567.80 USD"
     assert money(Decimal("9.8"), "EUR") == "9.80 EUR"
 
 
@@ -29,7 +29,7 @@ def test_stacked_bars_stack_bottom_up_and_skip_empty_days_in_the_table():
     first, second = chart.segments
     assert (first.pattern, second.pattern) == ("solid", "diagonal")
     assert first.y + first.height == TOP + 192 and second.y + second.height == first.y  # b sits on a
-    assert [row[0] for row in chart.rows] == [days[0]]
+    assert [row[0] for row in chart.rows] == ["Nov 1"]
     assert daily_stacked(days, ["a"], {}, "USD") is None
 
 
@@ -40,8 +40,8 @@ def test_the_burn_chart_marks_when_the_budget_runs_out():
                        runs_out_at=datetime(2026, 11, 21, tzinfo=UTC), currency="USD")
     assert [line.css for line in chart.lines] == ["actual", "committed", "projected"]
     assert float(chart.lines[1].points.split()[-1].split(",")[0]) == LEFT + PLOT_W  # committed reaches the month's end
-    assert chart.marks[-1][2] == "runs out Nov 21" and ("Budget runs out", "Nov 21, 00:00") in chart.rows
-    assert chart.budget[1] == "budget 200 USD"
+    assert chart.marks[-1][2] == "runs out Nov 21" and ("Budget runs out", "2026-11-21 00:00 UTC") in chart.rows
+    assert chart.budget[1] == "budget 200.00 USD"
     # A month that is over: only what was spent.
     past = burn_chart(*NOV, [(date(2026, 11, 1), Decimal(5))], NOV[1], spent=Decimal(5), committed=None,
                       projected=None, limit=None, runs_out_at=None, currency="USD")

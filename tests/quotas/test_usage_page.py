@@ -54,7 +54,7 @@ def test_the_daily_chart_stacks_flavors_with_patterns_titles_and_a_table(client,
     bars = re.findall(r'<rect class="stack"[^>]*data-pattern="(\w+)"><title>([^<]*)</title>', chart)
     day = f"{spend['start']:%b} {spend['start'].day}"
     assert bars == [("solid", f"{day}, a100-80gb: 8.20 USD"), ("diagonal", f"{day}, l4: 1.60 USD")]
-    assert "<title id=\"daily-title\">Cost per day, stacked by GPU flavor</title>" in chart
+    assert "<title id=\"daily-title\">Cost per day (USD), stacked by GPU flavor</title>" in chart
     table = re.search(r'<table class="small" id="daily-table">(.*?)</table>', chart, re.S).group(1)
     assert re.findall(r'<td class="num">([^<]*)</td>', table) == ["8.20", "1.60", "9.80"]
 
@@ -63,9 +63,9 @@ def test_the_burn_chart_draws_spend_committed_projection_and_the_budget(client, 
     _response, body = page(client, member)
     chart = re.search(r'<section class="card" id="burn-chart">(.*?)</section>', body, re.S).group(1)
     assert re.findall(r'<polyline class="series (\w+)"', chart) == ["actual", "committed", "projected"]
-    assert 'class="budget-line"' in chart and "budget 1,000 USD" in chart
+    assert 'class="budget-line"' in chart and "budget 1,000.00 USD" in chart
     table = dict(re.findall(r'<th scope="row">([^<]*)</th><td class="num">([^<]*)</td>', chart))
-    assert table["Spent"] == "9.80 USD" and table["Budget"] == "1,000 USD"
+    assert table["Spent"] == "9.80 USD" and table["Budget"] == "1,000.00 USD"
     assert table["Projected month end"] == "9.80 USD"  # nothing running: the pace is zero
 
 
@@ -74,7 +74,7 @@ def test_workloads_show_their_name_and_page_costliest_first_with_idle_share(clie
     table = re.search(r'<table class="shares" id="workload-table">(.*?)</table>', body, re.S).group(1)
     links = re.findall(r'<a href="([^"]+)">([^<]+)</a>', table)
     assert links == [(f"/runs/{spend['big'].pk}/", "big-train"), (f"/runs/{spend['small'].pk}/", "small-eval")]
-    assert "0.80 (50%)" in table  # half of small-eval's cost paid for idle GPUs
+    assert "0.80 USD (50%)" in table  # half of small-eval's cost paid for idle GPUs
     people = re.search(r'<table class="shares" id="person-table">(.*?)</table>', body, re.S).group(1)
     assert people.index("mia") < people.index("vic")
 
@@ -132,7 +132,7 @@ def test_showback_lists_every_team_costliest_first_with_budget_state(client, sta
     assert [slug for slug, _ in rows] == ["ml-research", "vision"]
     research, vision = (cells for _slug, cells in rows)
     assert "9.80 USD" in research and "1%" in research and "notify" in research  # 9.80 of a 1,000 budget
-    assert "8.20 USD" in vision and "8.20 (100%)" in vision and "no budget" in vision
+    assert "8.20 USD (100%)" in vision and "no budget" in vision
     assert re.search(r'id="showback-total">.*18.00 USD.*9.00 USD', body, re.S)
 
 
