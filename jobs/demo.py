@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
+from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
 
+from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import submit_run
 from portal.models import Team
+from quotas.ledger import record_usage
+from quotas.models import GpuFlavor
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +54,28 @@ DEMO_RUNS: tuple[tuple[str, str, dict], ...] = (
                         "env": {"SLIPWAY_SIM_OUTCOME": "image-pull"}}),
     ("nlp", "erin", {"name": "t5-distill", "flavor": "h100-80gb", "gpus_per_worker": 4,
                      "env": {"SLIPWAY_SIM_DURATION": "4m"}}),
+    # A forgotten interactive run: its GPU barely works, so its time shows as idle-GPU waste.
+    ("vision", "dave", {"name": "notebook-forgotten", "flavor": "l4", "gpus_per_worker": 1,
+                        "env": {"SLIPWAY_SIM_DURATION": "8h", "SLIPWAY_SIM_GPU_UTIL": "2"}}),
+)
+
+#: Finished runs of the past two weeks, so the Usage page's charts have a history:
+#: (team, user, name, flavor, GPUs, days ago, hours run, of which idle at the end).
+DEMO_HISTORY: tuple[tuple[str, str, str, str, int, int, float, float], ...] = (
+    ("ml-research", "alice", "bert-base-sweep", "a100-80gb", 4, 13, 6.0, 0.0),
+    ("ml-research", "bob", "llama-sft-v1", "h100-80gb", 8, 11, 9.5, 0.5),
+    ("ml-research", "alice", "eval-harness", "a100-1g.10gb", 1, 10, 3.0, 1.5),
+    ("ml-research", "bob", "llama-sft-v2", "h100-80gb", 8, 8, 11.0, 0.0),
+    ("ml-research", "alice", "dpo-ablation", "a100-80gb", 2, 6, 5.0, 2.0),
+    ("ml-research", "alice", "bert-distill", "a100-80gb", 4, 3, 4.0, 0.0),
+    ("ml-research", "bob", "reward-model", "h100-80gb", 4, 2, 7.0, 1.0),
+    ("vision", "dave", "yolo-baseline", "a100-80gb", 4, 12, 5.0, 0.0),
+    ("vision", "dave", "seg-notebook", "l4", 1, 9, 8.0, 6.0),
+    ("vision", "dave", "clip-finetune", "a100-80gb", 2, 5, 6.5, 0.5),
+    ("vision", "dave", "detector-export", "l4", 2, 1, 2.0, 0.0),
+    ("nlp", "erin", "t5-pretrain", "h100-80gb", 8, 10, 12.0, 0.0),
+    ("nlp", "erin", "tokenizer-train", "h100-80gb", 1, 7, 3.0, 2.5),
+    ("nlp", "erin", "t5-long-context", "h100-80gb", 8, 4, 10.0, 1.0),
 )
 
 
@@ -67,4 +95,35 @@ def seed_demo_runs(slugs: Collection[str] | None = None) -> list[TrainingRun]:
             created.append(submit_run(users[username], teams[slug], data))
         except ValidationError as exc:  # e.g. an admin lowered the demo quota: skip, say why
             logger.warning("demo run %s/%s not submitted: %s", slug, fields["name"], exc.messages)
+    return created
+
+
+def seed_demo_history(slugs: Collection[str] | None = None) -> list[TrainingRun]:
+    """Record the demo teams' (of those ``slugs``) finished runs of the past two weeks with their ledger time.
+
+    History cannot be submitted (admission happens now), so these rows are written as the
+    reconciler would have left them: final, with their running time billed to the ledger (the
+    last ``idle`` hours as idle GPU time). A run whose flavor an admin deleted is skipped.
+    """
+    users = {u.username: u for u in get_user_model().objects.filter(username__in={h[1] for h in DEMO_HISTORY})}
+    teams = {t.slug: t for t in Team.objects.filter(slug__in={h[0] for h in DEMO_HISTORY})}
+    flavors = {f.name: f for f in GpuFlavor.objects.filter(name__in={h[3] for h in DEMO_HISTORY})}
+    midnight = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
+    created = []
+    with transaction.atomic():
+        for slug, username, name, flavor, gpus, days_ago, hours, idle in DEMO_HISTORY:
+            team, user, gpu = teams.get(slug), users.get(username), flavors.get(flavor)
+            if (slugs is not None and slug not in slugs) or None in (team, user, gpu):
+                continue
+            started = midnight - timedelta(days=days_ago) + timedelta(hours=9)
+            busy_until, finished = started + timedelta(hours=hours - idle), started + timedelta(hours=hours)
+            run = TrainingRun.objects.create(
+                team=team, created_by=user, name=name, flavor=gpu, image=IMAGE, command=["python", "train.py"],
+                gpus_per_worker=gpus, state=RunState.SUCCEEDED, reason="Completed", admitted_at=started,
+                started_at=started, finished_at=finished, billed_until=finished)
+            cost = record_usage(team, run.ref, gpu, user, started, busy_until, gpus, False)
+            cost += record_usage(team, run.ref, gpu, user, busy_until, finished, gpus, False, idle=True)
+            # Submitted a few minutes before it started, as the list's order (newest first) expects.
+            TrainingRun.objects.filter(pk=run.pk).update(billed_cost=cost, created_at=started - timedelta(minutes=4))
+            created.append(run)
     return created

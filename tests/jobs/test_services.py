@@ -9,10 +9,11 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 
 from jobs.constants import RunState
-from jobs.demo import DEMO_RUNS, seed_demo_runs
+from jobs.demo import DEMO_HISTORY, DEMO_RUNS, seed_demo_runs
 from jobs.models import TrainingRun
 from jobs.services import cancel_run, preview_run, rerun, submit_run
 from quotas.demo import seed_team_quotas
+from quotas.models import UsageRecord
 from tests.factories import add_member, make_team, make_user
 from tests.jobs.conftest import run_payload
 
@@ -111,8 +112,13 @@ def test_it_submits_the_demo_runs_from_seed_demo_once(settings, published):
     out = StringIO()
     call_command("seed_demo", stdout=out)
     assert f"Submitted {len(DEMO_RUNS)} demo training runs" in out.getvalue()
+    assert f"Recorded {len(DEMO_HISTORY)} finished demo runs" in out.getvalue()
     call_command("seed_demo", stdout=StringIO())
-    assert TrainingRun.objects.count() == len(DEMO_RUNS)
+    assert TrainingRun.objects.count() == len(DEMO_RUNS) + len(DEMO_HISTORY)
     assert TrainingRun.objects.filter(state=RunState.QUEUED).exists()
     call_command("seed_demo", "--no-runs", stdout=StringIO())
-    assert TrainingRun.objects.count() == len(DEMO_RUNS)
+    assert TrainingRun.objects.count() == len(DEMO_RUNS) + len(DEMO_HISTORY)
+    # The history is billed as it ran: each run's cost is its ledger's, part of it idle.
+    history = TrainingRun.objects.filter(name="seg-notebook").get()
+    rows = UsageRecord.objects.filter(ref=history.ref)
+    assert history.billed_cost == sum(r.cost for r in rows) and sum(r.idle_gpu_hours for r in rows) == 6

@@ -25,7 +25,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from inference.demo import seed_demo_endpoints
-from jobs.demo import seed_demo_runs
+from jobs.demo import seed_demo_history, seed_demo_runs
 from portal.models import DemoSeed, Membership, Role, Team
 from quotas import demo
 from quotas.models import GpuFlavor, TeamBudget, TeamQuota
@@ -116,7 +116,10 @@ class Command(BaseCommand):
             slugs = [spec.slug for spec in TEAMS if seeded.due(f"runs:{spec.slug}")]
             runs = seed_demo_runs(slugs)
             endpoints = seed_demo_endpoints(slugs)
+            history = seed_demo_history([spec.slug for spec in TEAMS if seeded.due(f"history:{spec.slug}")])
             seeded.save()
+            if history:
+                self.stdout.write(f"Recorded {len(history)} finished demo runs of the past two weeks (usage history).")
             if runs:
                 self.stdout.write(f"Submitted {len(runs)} demo training runs; they progress on their own.")
             if endpoints:
