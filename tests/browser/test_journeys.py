@@ -2,7 +2,9 @@
 
 A member cancels a run and creates an inference endpoint (its page shows the replicas chart);
 an API token is created (shown once) and revoked; a viewer sees no submit or cancel controls;
-the platform admin edits a quota in the admin console and opens the Capacity page. On a
+the platform admin edits a quota in the admin console and opens the Capacity page; a member
+reads the Usage page's charts (their figures checked against the tables beside them) and picks
+another month; the platform admin reads the showback page. On a
 failure the page's screenshot and HTML are kept (tests/browser/conftest.py).
 """
 
@@ -115,3 +117,66 @@ def test_the_platform_admin_edits_a_quota_and_opens_the_capacity_page(live_serve
     assert quota.limit == 12
     browser.goto(f"{live_server.url}/admin/capacity/")
     assert "h100-80gb" in browser.inner_text("body")
+
+
+#: In the page: each day's bar segments (from their <title>s: "Nov 3, a100-80gb: 1,234.50 USD") summed per
+#: day, beside the table's per-day totals — the chart and its table must say the same.
+CHART_AND_TABLE = """(chartId) => {
+  const amount = (text) => parseFloat(text.replace(/[^0-9.]/g, ''));
+  const bars = {};
+  for (const t of document.querySelectorAll(`svg[aria-labelledby="${chartId}-title"] rect.stack title`)) {
+    const [day, rest] = t.textContent.split(', ');
+    bars[day] = (bars[day] || 0) + amount(rest.split(': ')[1]);
+  }
+  const table = {};
+  for (const row of document.querySelectorAll(`#${chartId}-table tbody tr`)) {
+    const cells = row.querySelectorAll('td');
+    table[cells[0].textContent.trim()] = amount(cells[cells.length - 1].textContent);
+  }
+  return {bars, table};
+}"""
+
+
+def test_a_member_reads_the_usage_charts_and_picks_another_month(live_server, browser):
+    log_in(browser, live_server.url, "alice")
+    browser.goto(f"{live_server.url}/usage/")
+    # The daily chart: stacked segments with patterns, and the same figures as its table.
+    assert browser.locator("#daily-chart svg.chart rect.stack").count() >= 1
+    figures = browser.evaluate(CHART_AND_TABLE, "daily")
+    assert figures["bars"] and set(figures["bars"]) == set(figures["table"])
+    for day, total in figures["table"].items():
+        assert abs(figures["bars"][day] - total) < 0.02 * len(figures["bars"]), day
+    # The burn chart: spent, committed and projected lines against the budget line, with its table.
+    assert browser.locator("#burn-chart polyline.series.actual").count() == 1
+    assert browser.locator("#burn-chart polyline.series.projected").count() == 1
+    assert browser.locator("#burn-chart svg.chart line.budget-line").count() == 1
+    assert "20,000.00 USD" in browser.inner_text("#burn-table")
+    # By workload: names linking to their pages, costliest first, idle share shown.
+    links = browser.locator("#workload-table tbody a")
+    assert links.count() >= 5
+    costs = [float(c.replace(",", "").split()[0]) for c in browser.locator("#workload-table tbody td:nth-child(4)")
+             .all_inner_texts()]
+    assert costs == sorted(costs, reverse=True)
+    assert "%" in browser.inner_text("#workload-table")
+    # Another month from the picker.
+    options = browser.locator("#month option")
+    earlier = options.nth(1).get_attribute("value")
+    browser.select_option("#month", earlier)
+    browser.click(".month-picker button[type=submit]")
+    browser.wait_for_url(f"**/usage/?month={earlier}")
+    assert browser.locator("#burn-chart polyline.series.projected").count() == 0  # a month that is over
+
+
+def test_the_platform_admin_reads_the_showback_page(live_server, browser):
+    browser.goto(f"{live_server.url}/admin/login/")
+    browser.fill("#id_username", "admin")
+    browser.fill("#id_password", "slipway-admin")
+    browser.click("input[type=submit]")
+    browser.goto(f"{live_server.url}/admin/showback/")
+    teams = browser.locator("#showback tbody tr").evaluate_all("rows => rows.map(r => r.dataset.team)")
+    assert sorted(teams) == ["ml-research", "nlp", "vision"]
+    assert browser.locator("#showback-daily-title").count() == 1
+    figures = browser.evaluate(CHART_AND_TABLE, "showback-daily")
+    assert figures["bars"] and set(figures["bars"]) == set(figures["table"])
+    assert "idle GPUs" in browser.inner_text("#showback-total")
+    assert browser.locator("#showback-csv").get_attribute("href").endswith("format=csv")
