@@ -91,7 +91,7 @@ def run_state(request: HttpRequest, pk: int) -> HttpResponse:
     run = services.get_run_for_user(request.user, pk)
     position = admission.queue_positions(run.team).get(run.ref) if run.state == RunState.QUEUED else None
     context = {"run": run, "position": position}
-    return render(request, "jobs/run_list.html#state-cell", context, status=polling_status(run))
+    return render(request, "jobs/run_list.html#state-poll", context, status=polling_status(run))
 
 
 # 2. New run ----------------------------------------------------------------------------------
@@ -305,16 +305,22 @@ def _budget(team) -> dict:
 
 @login_required
 @require_GET
+@vary_on_headers("HX-Request")
 def dashboard(request: HttpRequest) -> HttpResponse:
     """The landing page: the current team's quota usage, budget, queue and recent runs."""
     membership = current_membership(request)
     if membership is None:
         return no_team(request)
     team = membership.team
-    recent = list(TrainingRun.objects.filter(team=team).for_list()[:RECENT_RUNS])
     # "Active" is admitted or running (holding quota); queued work is counted apart.
+    kinds = workloads.team_summary(team)
+    active = any(row["holding"] or row["queued"] for row in kinds.values())
     context = {
         "team": team, "membership": membership, "usage": _usage_bars(team), "budget": _budget(team),
-        "kinds": workloads.team_summary(team), "recent": recent, "can_submit": membership.allows(Role.MEMBER),
+        "kinds": kinds, "active": active, "can_submit": membership.allows(Role.MEMBER),
     }
+    if wants_partial(request):
+        # The live figures alone; once nothing is queued or holding quota they cannot change: stop polling.
+        return render(request, "jobs/dashboard.html#live", context, status=200 if active else STOP_POLLING)
+    context["recent"] = list(TrainingRun.objects.filter(team=team).for_list()[:RECENT_RUNS])
     return render(request, "jobs/dashboard.html", context)

@@ -17,6 +17,7 @@ from django.core.management import call_command
 
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
+from jobs.services import cancel_run
 from quotas.models import TeamQuota
 from tests.browser.conftest import save_evidence
 from tests.browser.support import BROWSER_MARKS, chromium_page
@@ -180,3 +181,17 @@ def test_the_platform_admin_reads_the_showback_page(live_server, browser):
     assert figures["bars"] and set(figures["bars"]) == set(figures["table"])
     assert "idle GPUs" in browser.inner_text("#showback-total")
     assert browser.locator("#showback-csv").get_attribute("href").endswith("format=csv")
+
+
+def test_the_dashboard_counters_change_without_a_reload(live_server, browser):
+    log_in(browser, live_server.url, "alice")
+    browser.goto(f"{live_server.url}/")
+    before = int(browser.inner_text("#runs-stat .stat-value"))
+    assert before >= 1
+    browser.evaluate("() => { window.notReloaded = true; }")
+    # Someone cancels an active run elsewhere (the API, another tab): the counter follows.
+    run = TrainingRun.objects.filter(team__slug="ml-research", state="admitted").select_related("team").first()
+    cancel_run(run.created_by, run)
+    browser.wait_for_function(f"() => document.querySelector('#runs-stat .stat-value').innerText === '{before - 1}'",
+                              timeout=15_000)
+    assert browser.evaluate("() => window.notReloaded") is True  # swapped in place, not reloaded
