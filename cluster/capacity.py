@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from cluster.backends.base import NodeCapacity
 
+#: How every capacity reason starts: the Capacity page finds the work waiting for the cluster by it.
+WAITING_FOR_CAPACITY = "waiting for capacity"
+
 
 def capacity_reason(flavor: str, resource_name: str, node_labels: dict[str, str], units_per_node: int,
                     nodes: list[NodeCapacity]) -> str:
     """The plain-words reason a workload of ``units_per_node`` × ``flavor`` per worker cannot be placed."""
     fitting = [n for n in nodes if n.resource_name == resource_name
                and all(n.labels.get(k) == v for k, v in node_labels.items())]
-    need = f"waiting for capacity: needs {units_per_node}\u00d7 {flavor} on one node"
+    need = f"{WAITING_FOR_CAPACITY}: needs {units_per_node}\u00d7 {flavor} on one node"
     if not fitting:
         return f"{need}; no node offers {flavor}"
     largest = max(fitting, key=lambda n: (n.free, n.node))

@@ -275,11 +275,14 @@ def _node_matches(flavor: GpuFlavor, node) -> bool:
     return all(node.labels.get(key) == value for key, value in (flavor.node_labels or {}).items())
 
 
-def capacity_rows() -> tuple[list[dict], str]:
-    """Per flavor: cluster allocatable and in-use units, team quota sum, over-commit, reserved and queued units.
+def capacity_rows(pending: dict[int, int] | None = None) -> tuple[list[dict], list[dict], str]:
+    """The Capacity page's figures: ``(flavor rows, node rows, error)``.
 
-    Returns ``(rows, error)``; ``error`` is the cluster's message when it could not be asked
-    (the portal's own figures are still shown, allocatable as None).
+    Per flavor: cluster allocatable and in-use units, team quota sum, over-commit (quotas ÷
+    allocatable, ``overcommitted`` above 1), units reserved by admitted work, units admitted but
+    waiting for the cluster (``pending``: flavor id → units, from the caller) and queued units.
+    Per node and GPU resource: allocatable, running, free, and the flavors it offers. ``error``
+    is the cluster's message when it could not be asked (the portal's own figures still show).
     """
     error = ""
     try:
@@ -291,19 +294,27 @@ def capacity_rows() -> tuple[list[dict], str]:
     reserved = Reservation.objects.active().units_by_flavor()
     queued = {row["flavor_id"]: row["total"] for row in
               QueuedRequest.objects.values("flavor_id").annotate(total=Sum("units")).order_by()}
+    flavors = list(GpuFlavor.objects.order_by("-active", "name"))
     rows = []
-    for flavor in GpuFlavor.objects.order_by("-active", "name"):
+    for flavor in flavors:
         matching = [n for n in nodes if _node_matches(flavor, n)] if nodes is not None else None
         allocatable = sum(n.allocatable for n in matching) if matching is not None else None
         quota_sum = quota_sums.get(flavor.pk, 0)
+        overcommit = round(quota_sum / allocatable, 2) if allocatable else None
         rows.append({
             "flavor": flavor,
             "nodes": len(matching) if matching is not None else None,
             "allocatable": allocatable,
             "cluster_in_use": sum(n.in_use for n in matching) if matching is not None else None,
             "quota_sum": quota_sum,
-            "overcommit": round(quota_sum / allocatable, 2) if allocatable else None,
+            "overcommit": overcommit,
+            "overcommitted": overcommit is not None and overcommit > 1,
             "in_use": reserved.get(flavor.pk, 0),
+            "pending": (pending or {}).get(flavor.pk, 0),
             "queued": queued.get(flavor.pk, 0),
         })
-    return rows, error
+    node_rows = [{"node": n.node, "resource": n.resource_name, "allocatable": n.allocatable, "running": n.in_use,
+                  "free": n.free, "full": n.free == 0,
+                  "flavors": [f.name for f in flavors if f.active and _node_matches(f, n)]}
+                 for n in sorted(nodes or [], key=lambda n: (n.node, n.resource_name))]
+    return rows, node_rows, error

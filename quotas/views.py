@@ -14,14 +14,21 @@ from quotas.api import csv_download
 from quotas.ledger import month_start
 from quotas.reports import SHOWBACK_COLUMNS, parse_month, showback_csv_rows, showback_page, usage_page
 from quotas.services import capacity_rows
+from workloads.services import waiting_for_capacity
 
 
 @require_GET
 @staff_member_required
 def capacity(request):
-    """Per flavor: what the cluster has, what teams were promised, what is used and waiting."""
-    rows, error = capacity_rows()
-    context = {**admin.site.each_context(request), "title": "Capacity", "rows": rows, "error": error}
+    """Per flavor and per node: what the cluster has, what teams were promised, what is used, pending and queued;
+    and the work admitted but waiting for cluster capacity."""
+    waiting = waiting_for_capacity()
+    pending: dict[int, int] = {}
+    for item in waiting:
+        pending[item.workload.flavor_id] = pending.get(item.workload.flavor_id, 0) + item.units
+    rows, nodes, error = capacity_rows(pending)
+    context = {**admin.site.each_context(request), "title": "Capacity", "rows": rows, "nodes": nodes,
+               "waiting": waiting, "error": error}
     return render(request, "admin/quotas/capacity.html", context)
 
 

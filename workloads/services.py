@@ -10,6 +10,7 @@ Access checks stay with the caller (each kind's service checks roles before call
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Count, Q
@@ -17,6 +18,7 @@ from django.utils import timezone
 
 import portal.cluster
 from cluster.backends.base import ClusterEvent, WorkloadRef
+from cluster.capacity import WAITING_FOR_CAPACITY
 from cluster.errors import ClusterError
 from portal.queueing import publish_on_commit
 from quotas import admission, ledger
@@ -108,3 +110,24 @@ def team_summary(team, now: datetime | None = None) -> dict[str, dict]:
     for prefix, row in summary.items():
         row["spent_month"] = spent.get(prefix, ledger.ZERO)
     return summary
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Admitted work the cluster has no room for yet: the workload, what people call its kind, its units."""
+
+    workload: object
+    noun: str
+    units: int
+
+
+def waiting_for_capacity() -> list[Waiting]:
+    """Admitted work of every team that the cluster has no room for yet (its reason says so), oldest first.
+
+    For the staff Capacity page; ``units`` is what each holds (and waits to run).
+    """
+    waiting = [Waiting(workload, kind.noun, kind.resource_request(workload).units)
+               for kind in kinds()
+               for workload in (kind.model.objects.holding_quota().filter(reason__startswith=WAITING_FOR_CAPACITY)
+                                .select_related("team", "flavor", "created_by"))]
+    return sorted(waiting, key=lambda w: (w.workload.admitted_at or w.workload.created_at, w.workload.ref))

@@ -68,8 +68,9 @@ def cells(html: str, flavor: str) -> dict[str, str]:
     """The figures of one flavor's row of the capacity table."""
     import re
 
-    row = re.search(rf'<tr data-flavor="{re.escape(flavor)}">(.*?)</tr>', html, re.S).group(1)
-    return {name: value.strip() for name, value in re.findall(r'<td class="([-\w]+)">(.*?)</td>', row, re.S)}
+    row = re.search(rf'<tr data-flavor="{re.escape(flavor)}"[^>]*>(.*?)</tr>', html, re.S).group(1)
+    return {name: re.sub(r"<[^>]+>", "", value).strip()
+            for name, value in re.findall(r'<td class="([-\w]+)">(.*?)</td>', row, re.S)}
 
 
 def test_it_shows_capacity_quotas_use_and_queue_per_flavor(staff_client, quota_team, other_team, fake_backend):
@@ -80,14 +81,17 @@ def test_it_shows_capacity_quotas_use_and_queue_per_flavor(staff_client, quota_t
     admit(quota_team, ResourceRequest("a100-80gb", 4, 4), "run:2")  # queued
     admit(other_team, ResourceRequest("a100-80gb", 2, 2), "run:3")
     html = staff_client.get(CAPACITY_URL).content.decode()
-    assert cells(html, "a100-80gb") == {"allocatable": "8", "quota-sum": "20", "overcommit": "2.5\u00d7",
-                                        "in-use": "8", "queued": "4"}
+    assert cells(html, "a100-80gb") == {"allocatable": "8", "quota-sum": "20",
+                                        "overcommit": "2.5\u00d7 over-committed", "in-use": "8", "pending": "0",
+                                        "queued": "4"}
+    assert '<tr data-flavor="a100-80gb" class="overcommitted">' in html
     # H100 shares nvidia.com/gpu with the A100 and L4: the product label keeps them apart.
     assert cells(html, "h100-80gb")["allocatable"] == "16"
     assert cells(html, "h100-80gb")["overcommit"] == "0.5\u00d7"
     assert cells(html, "l4")["allocatable"] == "2"
     assert cells(html, "a100-1g.10gb") == {"allocatable": "32", "quota-sum": "7", "overcommit": "0.22\u00d7",
-                                           "in-use": "0", "queued": "0"}
+                                           "in-use": "0", "pending": "0", "queued": "0"}
+    assert '<tr data-flavor="a100-1g.10gb">' in html  # not over-committed: not highlighted
 
 
 def test_it_still_shows_portal_figures_when_the_cluster_fails(staff_client, quota_team, fake_backend):
@@ -247,3 +251,24 @@ def test_it_audits_moving_a_quota_row_to_another_flavor(staff_client, quota_team
     events = AuditEvent.objects.filter(action=AuditEvent.Action.QUOTA_CHANGED)
     assert sorted((e.details["flavor"], e.details["old"], e.details["new"]) for e in events) == [
         ("h100-80gb", None, 2), ("l4", 2, None)]
+
+
+def test_it_shows_every_node_and_the_work_waiting_for_cluster_capacity(staff_client, quota_team, fake_backend):
+    import re
+
+    from jobs.models import TrainingRun
+
+    user = make_user("wanda")
+    reason = "waiting for capacity: needs 4\u00d7 a100-80gb on one node; the largest free block is 2 (node gpu-a100-0)"
+    TrainingRun.objects.create(team=quota_team, created_by=user, name="big-one", flavor=GpuFlavor.objects.get(
+        name="a100-80gb"), state="pending", reason=reason, image="r.example.com/t:1", command=["python"],
+        gpus_per_worker=4, workers=2)
+    TrainingRun.objects.create(team=quota_team, created_by=user, name="fine", flavor=GpuFlavor.objects.get(
+        name="a100-80gb"), state="running", image="r.example.com/t:1", command=["python"])
+    html = staff_client.get(CAPACITY_URL).content.decode()
+    assert cells(html, "a100-80gb")["pending"] == "8"
+    waiting = re.search(r'<table id="waiting">(.*?)</table>', html, re.S).group(1)
+    assert "big-one" in waiting and "fine" not in waiting and "the largest free block is 2" in waiting
+    node = re.search(r'<tr data-node="gpu-a100-0"[^>]*>(.*?)</tr>', html, re.S).group(1)
+    assert re.findall(r"<td[^>]*>([^<]*)</td>", node) == ["nvidia.com/gpu", "a100-80gb", "8", "3", "5"]
+    assert '<tr data-node="gpu-l4-0">' in html
