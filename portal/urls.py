@@ -6,7 +6,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from jobs import views as jobs_views
-from portal import health, views
+from portal import health, staff, views
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
@@ -22,6 +22,10 @@ urlpatterns = [
     path("", include("quotas.urls")),
     # Custom staff pages (the Capacity page) before the admin site, which would 404 them.
     path("admin/", include("quotas.admin_urls")),
+    path("admin/workloads/", staff.workload_list, name="admin-workloads"),
+    path("admin/workloads/<slug:prefix>/<int:pk>/end/", staff.end_workload, name="admin-workload-end"),
+    path("admin/workloads/ep/<int:pk>/scale-to-minimum/", staff.scale_to_minimum,
+         name="admin-endpoint-scale-to-minimum"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

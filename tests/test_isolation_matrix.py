@@ -58,7 +58,8 @@ OWN_ROUTES = {"dashboard", "switch-team", "api-tokens", "revoke-api-token", "job
               "jobs:run-preview", "inference:endpoint-list", "inference:endpoint-new", "inference:endpoint-preview",
               "quotas:usage", "usage-report", "team-list", "flavor-list", "login", "logout"}
 #: Staff-only pages.
-STAFF_ROUTES = {"admin-capacity", "admin-showback"}
+STAFF_ROUTES = {"admin-capacity", "admin-showback", "admin-workloads", "admin-workload-end",
+                "admin-endpoint-scale-to-minimum"}
 #: Public by design: probes and the API contract.
 PUBLIC_ROUTES = {"healthz", "readyz", "api-schema", "api-docs"}
 
@@ -196,10 +197,19 @@ def test_revoked_and_expired_tokens_are_refused(world, member):
     assert client.get(path).status_code == 401
 
 
-@pytest.mark.parametrize("path", ["/admin/capacity/", "/admin/showback/", "/admin/quotas/teamquota/", "/admin/quotas/gpuflavor/",
-                                  "/admin/portal/team/", "/admin/portal/auditevent/"])
+@pytest.mark.parametrize("path", ["/admin/capacity/", "/admin/showback/", "/admin/workloads/",
+                                  "/admin/quotas/teamquota/", "/admin/quotas/gpuflavor/", "/admin/portal/team/",
+                                  "/admin/portal/auditevent/"])
 def test_staff_pages_refuse_everyone_else(world, member, team_admin, path, staff):
     for user in (member, team_admin):
         response = as_portal_user(user).get(path)
         assert response.status_code == 302 and "/admin/login/" in response["Location"], user
     assert as_portal_user(staff).get(path).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/admin/workloads/run/1/end/", "/admin/workloads/ep/1/end/",
+                                  "/admin/workloads/ep/1/scale-to-minimum/"])
+def test_staff_actions_refuse_everyone_else(world, member, team_admin, path):
+    for user in (member, team_admin):
+        response = as_portal_user(user).post(path)
+        assert response.status_code == 302 and "/admin/login/" in response["Location"], user

@@ -131,3 +131,53 @@ def waiting_for_capacity() -> list[Waiting]:
                for workload in (kind.model.objects.holding_quota().filter(reason__startswith=WAITING_FOR_CAPACITY)
                                 .select_related("team", "flavor", "created_by"))]
     return sorted(waiting, key=lambda w: (w.workload.admitted_at or w.workload.created_at, w.workload.ref))
+
+
+#: The staff list's sort orders: newest first, or costliest first.
+SORTS = ("age", "cost")
+#: At most this many rows per kind are read for the staff list (newest first), so a filter
+#: that matches years of finished work stays cheap; the page says when it was cut.
+STAFF_LIST_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class StaffRow:
+    """One workload of any team on the staff list, with its cost now."""
+
+    workload: object
+    noun: str
+    units: int  #: what it asks for (all workers or replicas it may hold)
+    cost: object
+
+
+def every_teams_workloads(*, team: str = "", state: str = "active", flavor: str = "", user: str = "",
+                          sort: str = "age", now: datetime | None = None) -> tuple[list[StaffRow], bool]:
+    """Runs and endpoints of every team, filtered and sorted, for platform staff; and whether the list was cut.
+
+    ``state``: "active" (queued or holding quota, the default), "" for all, or a state of some
+    kind (kinds without it show none). ``sort``: "age" (newest first) or "cost" (costliest first).
+    """
+    now = now or timezone.now()
+    rows, cut = [], False
+    for kind in kinds():
+        model = kind.model
+        workloads = model.objects.select_related("team", "flavor", "created_by")
+        if state == "active":
+            workloads = workloads.filter(state__in=(*model.HOLDING_STATES, kind.lifecycle.queued))
+        elif state:
+            workloads = workloads.filter(state=state)
+        if team:
+            workloads = workloads.filter(team__slug=team)
+        if flavor:
+            workloads = workloads.filter(flavor__name=flavor)
+        if user:
+            workloads = workloads.filter(created_by__username=user)
+        found = list(workloads.order_by("-created_at", "-pk")[:STAFF_LIST_LIMIT + 1])
+        cut = cut or len(found) > STAFF_LIST_LIMIT
+        rows += [StaffRow(w, kind.noun, kind.resource_request(w).units, w.cost_at(now))
+                 for w in found[:STAFF_LIST_LIMIT]]
+    if sort == "cost":
+        rows.sort(key=lambda row: (-row.cost, -row.workload.created_at.timestamp()))
+    else:
+        rows.sort(key=lambda row: row.workload.created_at, reverse=True)
+    return rows, cut

@@ -1,0 +1,117 @@
+"""Platform staff's operations page: every team's runs and endpoints in one list, with their actions.
+
+Staff filter the list by team, state, flavor and user, sort it by age or cost, cancel a run,
+delete an endpoint or scale it to its minimum — each through the kind's own service function
+(the one the portal and the API use), so audit and quota release are the same.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+
+from inference import services as endpoints
+from jobs import services as runs
+from portal.models import Team
+from quotas.models import GpuFlavor
+from workloads.registry import kind_for, kinds
+from workloads.services import SORTS, every_teams_workloads
+
+#: What "cancel" means for each kind, by prefix: the kind's own end action.
+ENDS = {"run": (runs.cancel_run, runs.RunConflict, "cancelled"),
+        "ep": (endpoints.delete_endpoint, endpoints.EndpointConflict, "deleted")}
+
+
+class StaffFilterForm(forms.Form):
+    """The list's filters; every choice comes from what exists, so a bad value is a form error, not an empty list."""
+
+    team = forms.ChoiceField(required=False)
+    state = forms.ChoiceField(required=False)
+    flavor = forms.ChoiceField(required=False)
+    user = forms.CharField(required=False, max_length=150)
+    sort = forms.ChoiceField(required=False, choices=[(s, f"by {s}") for s in SORTS])
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].choices = [("", "every team"), *Team.objects.order_by("slug").values_list("slug", "slug")]
+        states = sorted({value for kind in kinds() for value, _ in kind.model._meta.get_field("state").choices})
+        self.fields["state"].choices = [("active", "active (queued or holding quota)"), ("", "any state"),
+                                        *((s, s) for s in states)]
+        self.fields["flavor"].choices = [("", "every flavor"),
+                                         *GpuFlavor.objects.order_by("name").values_list("name", "name")]
+
+    def clean_user(self) -> str:
+        username = self.cleaned_data["user"].strip()
+        if username and not get_user_model().objects.filter(username=username).exists():
+            raise ValidationError("No user with this username.")
+        return username
+
+
+@require_GET
+@staff_member_required
+def workload_list(request: HttpRequest) -> HttpResponse:
+    """Every team's runs and endpoints (active ones unless filtered otherwise), newest or costliest first."""
+    form = StaffFilterForm(request.GET if request.GET else {"state": "active", "sort": "age"})
+    rows, cut, status = [], False, 200
+    if form.is_valid():
+        filters = dict(form.cleaned_data)
+        filters["sort"] = filters["sort"] or "age"
+        rows, cut = every_teams_workloads(**filters)
+    else:
+        status = 400
+    context = {**admin.site.each_context(request), "title": "Workloads of every team", "form": form,
+               "rows": rows, "cut": cut, "back": request.get_full_path()}
+    return render(request, "admin/workloads.html", context, status=status)
+
+
+def _workload(prefix: str, pk: int):
+    kind = kind_for(prefix)
+    if kind is None:
+        raise Http404
+    try:
+        return kind.model.objects.select_related("team", "flavor", "created_by").get(pk=pk)
+    except kind.model.DoesNotExist as exc:
+        raise Http404 from exc
+
+
+def _back(request: HttpRequest) -> HttpResponse:
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
+        return redirect("admin-workloads")
+    return redirect(target)
+
+
+@require_POST
+@staff_member_required
+def end_workload(request: HttpRequest, prefix: str, pk: int) -> HttpResponse:
+    """Cancel a run / delete an endpoint of any team, through its service (audited, quota released)."""
+    workload = _workload(prefix, pk)
+    end, conflict, done = ENDS.get(prefix, (None, None, ""))
+    if end is None:
+        raise Http404
+    try:
+        end(request.user, workload)
+        messages.success(request, f"{workload.team.slug}/{workload.name} {done}.")
+    except (conflict, PermissionDenied) as exc:
+        messages.error(request, str(exc) or "Not allowed.")
+    return _back(request)
+
+
+@require_POST
+@staff_member_required
+def scale_to_minimum(request: HttpRequest, pk: int) -> HttpResponse:
+    """Give back an endpoint's burst replicas at once."""
+    endpoint = _workload("ep", pk)
+    if endpoints.scale_to_minimum(request.user, endpoint):
+        messages.success(request, f"{endpoint.team.slug}/{endpoint.name} scaled to its minimum.")
+    else:
+        messages.info(request, f"{endpoint.team.slug}/{endpoint.name} holds no burst replicas.")
+    return _back(request)

@@ -1,0 +1,107 @@
+"""The staff list of every team's workloads: filters, sorting, cancel / delete / scale to minimum through the services."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from inference.models import InferenceEndpoint
+from jobs.models import TrainingRun
+from portal.models import AuditEvent
+from quotas.admission import ResourceRequest, admit
+from quotas.demo import seed_team_quotas
+
+pytestmark = pytest.mark.django_db
+
+URL = "/admin/workloads/"
+
+
+@pytest.fixture
+def world(team, other_team, member, outsider, flavors, published):
+    seed_team_quotas(team, {"a100-80gb": 8, "l4": 2})
+    seed_team_quotas(other_team, {"a100-80gb": 8})
+    now = timezone.now()
+
+    def run(team, user, name, flavor, state, hours=0.0):
+        return TrainingRun.objects.create(team=team, created_by=user, name=name, flavor=flavors[flavor], state=state,
+                                          image="r.example.com/t:1", command=["python"], gpus_per_worker=2,
+                                          billed_until=now - timedelta(hours=hours) if hours else None,
+                                          open_units=2 if hours else 0)
+    cheap = run(team, member, "cheap", "l4", "running", hours=1)
+    dear = run(other_team, outsider, "dear", "a100-80gb", "running", hours=1)
+    old = run(team, member, "old", "a100-80gb", "succeeded")
+    endpoint = InferenceEndpoint.objects.create(team=team, created_by=member, name="chat", flavor=flavors["a100-80gb"],
+                                                state="ready", image="r.example.com/s:1", min_replicas=1,
+                                                max_replicas=4, replicas=3, replica_ceiling=3, open_units=3,
+                                                billed_until=now)
+    admit(team, ResourceRequest("a100-80gb", 3, 1), endpoint.ref)  # minimum 1 + 2 burst replicas
+    return {"cheap": cheap, "dear": dear, "old": old, "endpoint": endpoint}
+
+
+def listed(client, query="") -> list[str]:
+    response = client.get(URL + query)
+    assert response.status_code == 200, response.content[:500]
+    return re.findall(r'<tr data-ref="([^"]+)">', response.content.decode())
+
+
+def test_staff_see_every_teams_active_work_newest_first(client, staff, world):
+    client.force_login(staff)
+    w = world
+    assert listed(client) == [w["endpoint"].ref, w["dear"].ref, w["cheap"].ref]  # "old" is finished
+
+
+def test_staff_filter_by_team_state_flavor_and_user_and_sort_by_cost(client, staff, world, outsider):
+    client.force_login(staff)
+    w = world
+    assert listed(client, "?team=vision&state=active") == [w["dear"].ref]
+    assert listed(client, "?state=succeeded") == [w["old"].ref]
+    assert listed(client, "?state=&flavor=l4") == [w["cheap"].ref]
+    assert listed(client, f"?state=&user={outsider.username}") == [w["dear"].ref]
+    # 2 A100s for an hour (8.20) before 2 L4s for an hour (1.60); the endpoint just started.
+    assert listed(client, "?state=active&sort=cost") == [w["dear"].ref, w["cheap"].ref, w["endpoint"].ref]
+
+
+def test_a_bad_filter_is_a_form_error(client, staff, world):
+    client.force_login(staff)
+    for query in ("?team=nope", "?state=exploded", "?sort=random", "?user=nobody-here"):
+        response = client.get(URL + query)
+        assert response.status_code == 400, query
+        assert "errornote" in response.content.decode()
+
+
+def test_staff_cancel_a_run_of_any_team_through_the_service(client, staff, world):
+    client.force_login(staff)
+    dear = world["dear"]
+    response = client.post(f"/admin/workloads/run/{dear.pk}/end/", {"next": "/admin/workloads/?team=vision"})
+    assert response.status_code == 302 and response["Location"] == "/admin/workloads/?team=vision"
+    dear.refresh_from_db()
+    assert dear.state == "cancelled"
+    assert AuditEvent.objects.filter(action=AuditEvent.Action.RUN_CANCELLED, actor=staff).exists()
+    # Twice: a conflict told in words, nothing changes.
+    response = client.post(f"/admin/workloads/run/{dear.pk}/end/", follow=True)
+    assert "nothing to cancel" in response.content.decode()
+
+
+def test_staff_delete_an_endpoint_or_scale_it_to_its_minimum(client, staff, world):
+    client.force_login(staff)
+    endpoint = world["endpoint"]
+    page = client.get(URL).content.decode()
+    assert f'action="/admin/workloads/ep/{endpoint.pk}/scale-to-minimum/"' in page
+    client.post(f"/admin/workloads/ep/{endpoint.pk}/scale-to-minimum/")
+    endpoint.refresh_from_db()
+    assert endpoint.replica_ceiling == 1
+    client.post(f"/admin/workloads/ep/{endpoint.pk}/end/")
+    endpoint.refresh_from_db()
+    assert endpoint.state == "deleting"
+
+
+def test_actions_never_redirect_off_site_and_unknown_kinds_are_404(client, staff, world):
+    client.force_login(staff)
+    response = client.post(f"/admin/workloads/run/{world['cheap'].pk}/end/", {"next": "https://evil.example.com/"})
+    assert response["Location"] == "/admin/workloads/"
+    assert client.post("/admin/workloads/nb/1/end/").status_code == 404
+    assert client.post("/admin/workloads/run/99999/end/").status_code == 404
+    assert client.get(f"/admin/workloads/run/{world['cheap'].pk}/end/").status_code == 405
