@@ -195,3 +195,19 @@ def test_the_dashboard_counters_change_without_a_reload(live_server, browser):
     browser.wait_for_function(f"() => document.querySelector('#runs-stat .stat-value').innerText === '{before - 1}'",
                               timeout=15_000)
     assert browser.evaluate("() => window.notReloaded") is True  # swapped in place, not reloaded
+
+
+def test_the_platform_admin_cancels_another_teams_run_from_the_cross_team_list(live_server, browser):
+    browser.goto(f"{live_server.url}/admin/login/")
+    browser.fill("#id_username", "admin")
+    browser.fill("#id_password", "slipway-admin")
+    browser.click("input[type=submit]")
+    run = TrainingRun.objects.filter(team__slug="vision", state="admitted").first()
+    browser.goto(f"{live_server.url}/admin/workloads/?state=&team=vision&sort=age")
+    row = browser.locator(f'tr[data-ref="{run.ref}"]')
+    assert row.locator("td.state").inner_text() == "admitted"
+    row.locator("input[value=Cancel]").click()
+    browser.wait_for_selector(f'tr[data-ref="{run.ref}"] td.state:text("cancelled")')
+    assert "cancelled" in browser.inner_text(".messagelist")
+    run.refresh_from_db()
+    assert run.state == "cancelled"
