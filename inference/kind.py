@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
+from django.db.models import F, Sum
 from django.utils import timezone
 
 import portal.cluster
@@ -19,7 +20,8 @@ from inference import scaling
 from inference.constants import HOLDING_STATES, Decision, EndpointState
 from inference.models import InferenceEndpoint
 from quotas.admission import ResourceRequest
-from quotas.ledger import month_end
+from quotas.ledger import cost_per_hour, month_end
+from quotas.models import GpuFlavor
 from workloads.registry import Lifecycle, WorkloadKind
 
 _PHASE_TO_STATE = {
@@ -60,6 +62,15 @@ def endpoint_spec(endpoint: InferenceEndpoint, max_surge: int) -> EndpointSpec:
     )
 
 
+def _hours(now: datetime, until: datetime) -> Decimal:
+    return Decimal(max((until - now).total_seconds(), 0)) / Decimal(3600)
+
+
+def _minimum_cost(endpoint: InferenceEndpoint, now: datetime, until: datetime) -> Decimal:
+    """What the endpoint's guaranteed minimum costs from ``now`` to ``until`` (what admitting it commits)."""
+    return endpoint.cost_per_hour_at(endpoint.min_replicas * endpoint.gpus_per_replica) * _hours(now, until)
+
+
 class EndpointKind(WorkloadKind):
     model = InferenceEndpoint
     noun = "endpoint"
@@ -83,15 +94,23 @@ class EndpointKind(WorkloadKind):
         return ResourceRequest(flavor=endpoint.flavor.name, units=endpoint.base_replicas * endpoint.gpus_per_replica,
                                units_per_node=endpoint.gpus_per_replica, spot=endpoint.spot,
                                description=f"endpoint {endpoint.name}",
-                               estimated_cost=self.committed_cost(endpoint, now, month_end(now)))
+                               estimated_cost=_minimum_cost(endpoint, now, month_end(now)))
 
-    def committing(self, endpoints):
-        return endpoints.filter(min_replicas__gt=0)  # a minimum runs to the month's end
+    def commitments(self, holding, now: datetime, until: datetime) -> dict[int, Decimal]:
+        """Every guaranteed minimum until the month's end (an endpoint runs until deleted).
 
-    def committed_cost(self, endpoint: InferenceEndpoint, now: datetime, until: datetime) -> Decimal:
-        """Its guaranteed minimum until the month's end (it runs until deleted)."""
-        hours = Decimal(max((until - now).total_seconds(), 0)) / Decimal(3600)
-        return endpoint.cost_per_hour_at(endpoint.min_replicas * endpoint.gpus_per_replica) * hours
+        One grouped query: the price rule is linear in units, so the minimum units summed per
+        team, flavor and spot cost what the endpoints cost one by one.
+        """
+        hours = _hours(now, until)
+        rows = (holding.filter(min_replicas__gt=0).order_by().values("team_id", "spot", "flavor_id")
+                .annotate(units=Sum(F("min_replicas") * F("gpus_per_replica"))))
+        flavors = GpuFlavor.objects.in_bulk({row["flavor_id"] for row in rows})
+        totals: dict[int, Decimal] = {}
+        for row in rows:
+            cost = cost_per_hour(flavors[row["flavor_id"]], row["units"], row["spot"]) * hours
+            totals[row["team_id"]] = totals.get(row["team_id"], Decimal(0)) + cost
+        return totals
 
     def manifests(self, endpoint: InferenceEndpoint) -> list[dict]:
         # A rolling update surges one replica only when the team has a replica's units to spare.

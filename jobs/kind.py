@@ -70,16 +70,14 @@ class TrainingKind(WorkloadKind):
                                priority=run.priority, spot=run.spot, description=f"run {run.name}",
                                estimated_cost=run.estimated_total_cost)
 
-    def committing(self, runs):
-        return runs.filter(max_runtime_minutes__isnull=False)  # only a runtime limit is a known end
-
-    def committed_cost(self, run: TrainingRun, now: datetime, until: datetime) -> Decimal:
-        """What is left of its runtime limit, this month (nothing for runs without one)."""
-        if run.max_runtime_minutes is None:
-            return Decimal(0)
-        end = min((run.started_at or now) + timedelta(minutes=run.max_runtime_minutes), until)
-        hours = Decimal(max((end - now).total_seconds(), 0)) / Decimal(3600)
-        return run.estimated_cost_per_hour * hours
+    def commitments(self, holding, now: datetime, until: datetime) -> dict[int, Decimal]:
+        """What is left of each runtime limit, this month; runs without a limit have no known end."""
+        totals: dict[int, Decimal] = {}
+        for run in holding.filter(max_runtime_minutes__isnull=False).select_related("flavor"):
+            end = min((run.started_at or now) + timedelta(minutes=run.max_runtime_minutes), until)
+            hours = Decimal(max((end - now).total_seconds(), 0)) / Decimal(3600)
+            totals[run.team_id] = totals.get(run.team_id, Decimal(0)) + run.estimated_cost_per_hour * hours
+        return totals
 
     def manifests(self, run: TrainingRun) -> list[dict]:
         return build_training(training_spec(run), portal.cluster.cluster_config())

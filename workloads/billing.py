@@ -132,11 +132,9 @@ def commitments(team_ids: list[int], now: datetime) -> dict[int, Decimal]:
     until = month_end(now)
     totals: dict[int, Decimal] = {}
     for kind in kinds():
-        if type(kind).committing is WorkloadKind.committing:
+        if type(kind).commitments is WorkloadKind.commitments:
             continue  # a kind whose work has no known end commits nothing: no query
         holding = kind.model.objects.holding_quota().filter(team_id__in=team_ids)
-        for workload in kind.committing(holding).select_related("flavor"):
-            cost = kind.committed_cost(workload, now, until)
-            if cost:
-                totals[workload.team_id] = totals.get(workload.team_id, ZERO) + cost
+        for team_id, cost in kind.commitments(holding, now, until).items():
+            totals[team_id] = totals.get(team_id, ZERO) + cost
     return totals

@@ -71,13 +71,14 @@ class WorkloadKind(abc.ABC):
         """Kind-specific columns an observation changes (e.g. an endpoint's replica counts)."""
         return {}
 
-    def committed_cost(self, workload, now: datetime, until: datetime) -> Decimal:
-        """Estimated cost ``workload`` will still run up from ``now`` to ``until`` (0: no known end)."""
-        return Decimal(0)
+    def commitments(self, holding: QuerySet, now: datetime, until: datetime) -> dict[int, Decimal]:
+        """Per team, the estimated cost ``holding`` (admitted work) will still run up from ``now`` to ``until``.
 
-    def committing(self, workloads: QuerySet) -> QuerySet:
-        """Those of ``workloads`` that may commit money (a known end): the rest are not even loaded."""
-        return workloads.none()
+        Only work with a known end commits money; a kind without one commits nothing (the
+        default: no query). Every admission of a budgeted team reads this, so a kind answers
+        with a bounded number of queries whatever the number of its workloads.
+        """
+        return {}
 
     def on_budget_spent(self, workload, now: datetime) -> bool:
         """The team's budget is spent and its policy is "stop": stop what costs (True when quota was freed)."""

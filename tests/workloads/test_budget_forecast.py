@@ -17,6 +17,7 @@ from quotas.ledger import month_end, record_usage
 from quotas.models import Reservation, TeamBudget
 from quotas.services import budget_summary, set_team_budget
 from workloads import reconcile as rec
+from workloads.billing import commitments
 
 pytestmark = pytest.mark.django_db
 
@@ -38,6 +39,24 @@ def test_committed_counts_runtime_limits_and_endpoint_minimums_to_the_months_end
     hours_left = Decimal((month_end(now) - now).total_seconds()) / 3600
     expected = Decimal("12.30") + Decimal("0.80") * hours_left  # an L4 on demand to the month's end
     assert abs(budget_summary(team, now)["committed"] - expected) < Decimal("0.01")
+
+
+def test_endpoint_minimums_are_committed_in_a_bounded_number_of_queries(member, team, quota,
+                                                                       django_assert_max_num_queries):
+    """Summed per flavor and spot in one query: what each endpoint's minimum costs, added up."""
+    now = timezone.now()
+    specs = [("l4", False, 1, 1), ("l4", True, 1, 1), ("a100-80gb", False, 1, 2), ("a100-80gb", False, 2, 1)]
+    for i, (flavor, spot, minimum, gpus) in enumerate(specs):
+        create_endpoint(member, team, {"name": f"e{i}", "image": "registry.example.com/s/vllm:1", "flavor": flavor,
+                                       "spot": spot, "min_replicas": minimum, "max_replicas": 2,
+                                       "gpus_per_replica": gpus})
+    hours_left = Decimal((month_end(now) - now).total_seconds()) / 3600
+    # L4 on demand 0.80 and spot 0.32, A100 4.10 × (2 + 2) GPUs, each to the month's end.
+    expected = (Decimal("0.80") + Decimal("0.32") + Decimal("4.10") * 4) * hours_left
+    assert InferenceEndpoint.objects.filter(team=team, state="deploying").count() == 4
+    with django_assert_max_num_queries(3):
+        committed = commitments([team.pk], now)[team.pk]
+    assert abs(committed - expected) < Decimal("0.01")
 
 
 def test_burn_projection_and_run_out_date_follow_what_runs_now(member, team, quota):
