@@ -101,15 +101,18 @@ class Client:
         return response.status
 
 
-def phase(tokens: list[str], seconds: float, make_request) -> tuple[float, list[float]]:
-    """Requests per second and latencies (s) of ``make_request(client, worker, i)`` from every client."""
+def phase(tokens: list[str], seconds: float, make_request, first: int = 0) -> tuple[float, list[float]]:
+    """Requests per second and latencies (s) of ``make_request(client, worker, i)`` from every client.
+
+    ``i`` counts each client's requests from ``first`` (names stay unique across phases).
+    """
     latencies: list[float] = []
     lock = threading.Lock()
     errors: list[int] = []
     deadline = time.perf_counter() + seconds
 
     def worker(index: int) -> None:
-        client, i, mine = Client(tokens[index]), 0, []
+        client, i, mine = Client(tokens[index]), first, []
         while time.perf_counter() < deadline:
             began = time.perf_counter()
             status = make_request(client, index, i)
@@ -135,6 +138,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--warmup", type=float, default=1.0, help="seconds of each phase not measured")
     args = parser.parse_args()
     base_url = os.environ.get("DATABASE_URL", "")
     if not base_url.startswith(("postgres://", "postgresql://")):
@@ -182,7 +186,12 @@ def main() -> None:
                 "flavor": "a100-1g.10gb"}),
             "list endpoints": lambda c, w, i: c.request("GET", "/api/v1/endpoints/?page_size=50"),
         }
-        results = {label: phase(tokens, args.seconds, run) for label, run in phases.items()}
+        results = {}
+        for label, run in phases.items():
+            # Warm up first (each worker process imports and compiles what the kind needs on
+            # its first requests): the figures are the steady state.
+            phase(tokens, args.warmup, run, first=1_000_000)
+            results[label] = phase(tokens, args.seconds, run)
     finally:
         if server is not None:
             server.terminate()

@@ -83,11 +83,10 @@ def main() -> None:
     redis.Redis.from_url(REDIS).flushdb()
     try:
         django.setup()
+        from api import seed
         from django.core.management import call_command
         from django.db import connection
         from django.test import Client
-
-        from api import seed
 
         call_command("migrate", verbosity=0)
         token = seed(1)[0]

@@ -41,8 +41,9 @@ class RunViewSet(WorkloadViewSet):
         if is_dry_run(request):
             parse_run_request(fields)  # bad input is a 400 here too, not an "invalid" forecast
             return Response(ForecastSerializer(services.preview_run(membership.team, fields).as_dict()).data)
+        # The service returns the run as written (team, flavor, author and admission outcome
+        # included): no read-back.
         run = services.submit_run(request.user, membership.team, fields)
-        run = services.get_run_for_user(request.user, run.pk)
         return Response(self.serialize(run), status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={202: RunSerializer})

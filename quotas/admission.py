@@ -249,7 +249,10 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
     without writing anything.
     """
     lock_sql, facts_sql, insert_sql, _ = _hot_sql(connection.vendor)
-    with transaction.atomic(), connection.cursor() as cursor:
+    # No savepoint of its own (two statements less on every submission): an error here fails
+    # the caller's transaction as a whole, which is what every caller wants — the workload row
+    # written just before must not commit without its admission.
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         # 1. Serialise admissions of this team (lock_team, in SQL). Everything read below is
         #    read *after* the lock is granted, by a new statement: under READ COMMITTED a
         #    statement sees what was committed before it started, so only a later statement
@@ -274,8 +277,11 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
         budget = None
         if budget_limit is not None:
             # The ledger holds closed segments; what runs now is added up to this instant.
+            # Committed money is weighed only against an estimated cost (decide(), "would
+            # exceed the budget"): a request without one does not read it.
+            committed_money = committed(team.pk, now) if request.estimated_cost is not None else ZERO
             budget = BudgetState(_decimal(budget_limit), _decimal(spent) + open_spend(team.pk, since, now), currency,
-                                 committed(team.pk, now))
+                                 committed_money)
         decision = decide(request, int(usage), facts, budget)
 
         # 4. Write what was decided.

@@ -14,10 +14,14 @@ Replays never double-count: closing is a conditional update on the old ``billed_
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
+from functools import lru_cache
 
-from django.db.models import CharField, F, Value
+from django.db import connection
+from django.db.models import F
+from django.utils.dateparse import parse_datetime
+from django.utils.timezone import is_aware
 
 from quotas import ledger
 from quotas.ledger import ZERO, Interval, month_end, usage_hour
@@ -100,30 +104,58 @@ def record(billed: list[tuple[object, BillingPlan]]) -> list[object]:
             if any((piece.ref, usage_hour(piece.start)) not in recorded for piece in plan.intervals)]
 
 
-_SEGMENT_COLUMNS = ("prefix", "pk", "team_id", "created_by_id", "billed_until", "open_units", "spot", "open_idle",
-                    "flavor_id", "flavor__name", "flavor__price_per_hour", "flavor__spot_price_per_hour",
-                    "flavor__gpu_fraction")
+@lru_cache(maxsize=8)
+def _open_segments_sql(vendor: str, kind_tables: tuple[tuple[str, str], ...], teams: int) -> str:
+    """One SELECT per kind, UNION ALL: the open segments of ``teams`` team ids up to a ``now``.
+
+    Plain SQL, built once per vendor and number of teams: every admission of a budgeted team
+    reads the open segments, and compiling this union with the ORM cost more CPU than the
+    database spent answering it (bench/profile_api.py). Values travel as parameters; only
+    quoted model table names are formatted in.
+    """
+    q = connection.ops.quote_name
+    flavor = q(GpuFlavor._meta.db_table)
+    in_teams = ", ".join(["%s"] * teams)
+    return " UNION ALL ".join(
+        f"SELECT %s, w.id, w.team_id, w.created_by_id, w.billed_until, w.open_units, w.spot, w.open_idle,"  # noqa: S608
+        f" f.id, f.name, f.price_per_hour, f.spot_price_per_hour, f.gpu_fraction"
+        f" FROM {q(table)} w JOIN {flavor} f ON f.id = w.flavor_id"
+        f" WHERE w.team_id IN ({in_teams}) AND w.open_units > 0 AND w.billed_until < %s"
+        for _prefix, table in kind_tables)
+
+
+def _aware(value) -> datetime:
+    # Raw cursors skip Django's converters: SQLite hands back text without a time zone (UTC).
+    moment = parse_datetime(value) if isinstance(value, str) else value
+    return moment if is_aware(moment) else moment.replace(tzinfo=UTC)
+
+
+def _decimal(value) -> Decimal:
+    # ...and floats for decimal columns.
+    return value if isinstance(value, Decimal) else Decimal(str(value))
 
 
 def open_segments(team_ids: list[int], now: datetime) -> list[Interval]:
     """The open segments of ``team_ids``' workloads of every kind, each from its start to ``now``.
 
-    One query whatever the number of kinds (a UNION of each kind's running rows), since every
-    budget check and spend figure reads it.
+    One statement whatever the number of kinds, since every budget check and spend figure reads it.
     """
-    parts = [kind.model.objects.filter(team_id__in=team_ids, open_units__gt=0, billed_until__lt=now)
-             .annotate(prefix=Value(kind.prefix, output_field=CharField())).order_by().values_list(*_SEGMENT_COLUMNS)
-             for kind in kinds()]
-    if not parts:
+    kind_tables = tuple((kind.prefix, kind.model._meta.db_table) for kind in kinds())
+    if not kind_tables or not team_ids:
         return []
-    rows = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
+    sql = _open_segments_sql(connection.vendor, kind_tables, len(team_ids))
+    at = connection.ops.adapt_datetimefield_value(now)
+    params = [value for prefix, _table in kind_tables for value in (prefix, *team_ids, at)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
     segments = []
     for prefix, pk, team_id, user_id, since, units, spot, idle, flavor_id, name, price, spot_price, fraction in rows:
         # Only what the cost rule reads: the flavor's prices and GPU fraction.
-        flavor = GpuFlavor(pk=flavor_id, name=name, price_per_hour=price, spot_price_per_hour=spot_price,
-                           gpu_fraction=fraction)
-        segments.append(Interval(team_id, WorkloadId(prefix, pk).ref, flavor, user_id, since, now, units, spot,
-                                 idle))
+        flavor = GpuFlavor(pk=flavor_id, name=name, price_per_hour=_decimal(price),
+                           spot_price_per_hour=_decimal(spot_price), gpu_fraction=_decimal(fraction))
+        segments.append(Interval(team_id, WorkloadId(prefix, pk).ref, flavor, user_id, _aware(since), now, units,
+                                 bool(spot), bool(idle)))
     return segments
 
 

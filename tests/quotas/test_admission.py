@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from decimal import Decimal
 
@@ -209,11 +210,22 @@ def test_it_spends_money_per_interval_once(quota_team, member, flavors):
 
 def test_it_admits_in_three_statements(quota_team, django_assert_num_queries):
     # The lock, one read of every other fact, the insert: the team's lock is held for as
-    # few round trips as possible (plus the savepoint of the test's transaction).
-    with django_assert_num_queries(5) as ctx:
+    # few round trips as possible, and no savepoint of its own (it nests in the caller's).
+    with django_assert_num_queries(3) as ctx:
         admit(quota_team, a100(1), "run:1")
     statements = [q["sql"].split()[0].upper() for q in ctx.captured_queries]
-    assert statements == ["SAVEPOINT", "SELECT", "SELECT", "INSERT", "RELEASE"]
+    assert statements == ["SELECT", "SELECT", "INSERT"]
+
+
+def test_a_budgeted_team_reads_commitments_only_for_a_request_with_an_estimated_cost(
+        budget_team, django_assert_num_queries):
+    # Lock, facts, open segments, insert; committed money matters only against an estimate.
+    with django_assert_num_queries(4):
+        assert admit(budget_team, a100(1), "run:1").admitted
+    estimated = dataclasses.replace(a100(1), estimated_cost=Decimal("4.10"))
+    with django_assert_num_queries(6) as ctx:  # + the runs' and the endpoints' commitments
+        assert admit(budget_team, estimated, "run:2").admitted
+    assert sum("max_runtime_minutes" in q["sql"] for q in ctx.captured_queries) == 1
 
 
 def test_it_releases_in_one_statement(quota_team, django_assert_num_queries):
