@@ -19,6 +19,7 @@ from inference.serializers import (
 from portal.exceptions import conflict_response
 from portal.idempotency import idempotent
 from portal.models import Role
+from portal.permissions import require_team
 from workloads.api import (
     DRY_RUN_PARAMETER,
     ForecastSerializer,
@@ -26,7 +27,7 @@ from workloads.api import (
     is_dry_run,
     list_parameters,
     pk_of,
-    team_of_post,
+    team_slug_of_post,
 )
 
 
@@ -43,11 +44,13 @@ class EndpointViewSet(WorkloadViewSet):
                    parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER), DRY_RUN_PARAMETER])
     @idempotent
     def create(self, request, *args, **kwargs):
-        membership, fields = team_of_post(request)
+        slug, fields = team_slug_of_post(request)
         if is_dry_run(request):
-            return Response(ForecastSerializer(services.preview_endpoint(membership.team, fields).as_dict()).data)
-        # As written (team, flavor, author and admission outcome included): no read-back.
-        endpoint = services.create_endpoint(request.user, membership.team, fields)
+            team = require_team(request.user, slug, Role.MEMBER).team
+            return Response(ForecastSerializer(services.preview_endpoint(team, fields).as_dict()).data)
+        # The service checks access and returns the endpoint as written (team, flavor, author
+        # and admission outcome included): no read-back.
+        endpoint = services.create_endpoint(request.user, slug, fields)
         return Response(self.serialize(endpoint), status=status.HTTP_201_CREATED)
 
     @extend_schema(request=EndpointPatchSerializer, responses={200: EndpointSerializer})

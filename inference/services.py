@@ -66,14 +66,14 @@ def _rejection_errors(decision: admission.Decision) -> dict[str, list[str]]:
     return {"non_field_errors": [decision.message]}
 
 
-def create_endpoint(user, team: Team, data: dict) -> InferenceEndpoint:
-    """Create an endpoint for ``team``; returns it deploying (admitted) or queued.
+def create_endpoint(user, team: Team | str, data: dict) -> InferenceEndpoint:
+    """Create an endpoint for ``team`` (a Team or its slug); returns it deploying (admitted) or queued.
 
     Raises ``ValidationError`` (field errors; nothing written), ``PermissionDenied`` below the
     member role, ``Http404`` for outsiders.
     """
-    # 1. Access and input.
-    require_team(user, team, Role.MEMBER)
+    # 1. Access and input (the access check loads the team when given its slug).
+    team = require_team(user, team, Role.MEMBER).team
     fields = parse_endpoint_request(data)
     flavor = _flavor(team, fields)
     fields.pop("flavor")

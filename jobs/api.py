@@ -14,6 +14,8 @@ from jobs.serializers import RunCreateSerializer, RunSerializer
 from jobs.validation import parse_run_request
 from portal.exceptions import conflict_response
 from portal.idempotency import idempotent
+from portal.models import Role
+from portal.permissions import require_team
 from workloads.api import (
     DRY_RUN_PARAMETER,
     ForecastSerializer,
@@ -21,7 +23,7 @@ from workloads.api import (
     is_dry_run,
     list_parameters,
     pk_of,
-    team_of_post,
+    team_slug_of_post,
 )
 
 
@@ -37,13 +39,14 @@ class RunViewSet(WorkloadViewSet):
                    parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER), DRY_RUN_PARAMETER])
     @idempotent
     def create(self, request, *args, **kwargs):
-        membership, fields = team_of_post(request)
+        slug, fields = team_slug_of_post(request)
         if is_dry_run(request):
+            team = require_team(request.user, slug, Role.MEMBER).team
             parse_run_request(fields)  # bad input is a 400 here too, not an "invalid" forecast
-            return Response(ForecastSerializer(services.preview_run(membership.team, fields).as_dict()).data)
-        # The service returns the run as written (team, flavor, author and admission outcome
-        # included): no read-back.
-        run = services.submit_run(request.user, membership.team, fields)
+            return Response(ForecastSerializer(services.preview_run(team, fields).as_dict()).data)
+        # The service checks access and returns the run as written (team, flavor, author and
+        # admission outcome included): no read-back.
+        run = services.submit_run(request.user, slug, fields)
         return Response(self.serialize(run), status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={202: RunSerializer})

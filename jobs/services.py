@@ -84,14 +84,14 @@ def _check_team_facts(team: Team, request: RunRequest) -> GpuFlavor:
     return flavor
 
 
-def submit_run(user, team: Team, request: RunRequest | dict) -> TrainingRun:
-    """Submit a training run for ``team``; returns it admitted or queued.
+def submit_run(user, team: Team | str, request: RunRequest | dict) -> TrainingRun:
+    """Submit a training run for ``team`` (a Team or its slug); returns it admitted or queued.
 
     Raises ``ValidationError`` (field errors; nothing written) for bad input or a request
     that can never fit, ``PermissionDenied`` below the member role, ``Http404`` for outsiders.
     """
-    # 1. Access and input.
-    require_team(user, team, Role.MEMBER)
+    # 1. Access and input (the access check loads the team when given its slug).
+    team = require_team(user, team, Role.MEMBER).team
     if not isinstance(request, RunRequest):
         request = parse_run_request(request)
     flavor = _check_team_facts(team, request)

@@ -1,7 +1,7 @@
 """REST API pieces every workload kind shares: reading actions, queue positions, the team of a POST.
 
 A kind's viewset mixes in :class:`WorkloadReadActions` (``logs/``, ``events/``, ``manifest/``)
-and uses :func:`team_of_post` and :func:`queue_positions_for`, so runs and endpoints answer
+and uses :func:`team_slug_of_post` and :func:`queue_positions_for`, so runs and endpoints answer
 alike (API.md: "``/manifest/``, ``/logs/``, ``/events/`` — as for runs").
 """
 
@@ -21,8 +21,6 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from portal.models import Membership, Role
-from portal.permissions import require_team
 from quotas import admission
 from workloads import services as workloads
 from workloads.forecast import StartEstimate, estimated_starts
@@ -105,8 +103,12 @@ def pk_of(raw) -> int:
     return int(raw)
 
 
-def team_of_post(request) -> tuple[Membership, dict]:
-    """The member's team named by a POST body's ``team``, and the other fields (404/403/400 as API.md says)."""
+def team_slug_of_post(request) -> tuple[str, dict]:
+    """The team slug a POST body names in ``team``, and the other fields (400 as API.md says).
+
+    Access is not checked here: the kind's service checks it (404 for outsiders, 403 below
+    member) in the same query that loads the team, so a submission reads the membership once.
+    """
     data = request.data if isinstance(request.data, dict) else None
     if data is None:
         raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
@@ -115,8 +117,7 @@ def team_of_post(request) -> tuple[Membership, dict]:
         raise ValidationError({"team": ["This field is required."]})
     if "\x00" in slug:  # PostgreSQL text cannot hold it: never let it reach the lookup
         raise ValidationError({"team": ["Must not contain NUL characters."]})
-    membership = require_team(request.user, slug, Role.MEMBER)
-    return membership, {k: v for k, v in data.items() if k != "team"}
+    return slug, {k: v for k, v in data.items() if k != "team"}
 
 
 def _tail(request) -> int:
