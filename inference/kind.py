@@ -103,13 +103,14 @@ class EndpointKind(WorkloadKind):
         team, flavor and spot cost what the endpoints cost one by one.
         """
         hours = _hours(now, until)
-        rows = (holding.filter(min_replicas__gt=0).order_by().values("team_id", "spot", "flavor_id")
+        rows = (holding.filter(min_replicas__gt=0).order_by()
+                .values_list("team_id", "spot", "flavor_id", "flavor__price_per_hour", "flavor__spot_price_per_hour")
                 .annotate(units=Sum(F("min_replicas") * F("gpus_per_replica"))))
-        flavors = GpuFlavor.objects.in_bulk({row["flavor_id"] for row in rows})
         totals: dict[int, Decimal] = {}
-        for row in rows:
-            cost = cost_per_hour(flavors[row["flavor_id"]], row["units"], row["spot"]) * hours
-            totals[row["team_id"]] = totals.get(row["team_id"], Decimal(0)) + cost
+        for team_id, spot, flavor_id, price, spot_price, units in rows:
+            # Only what the price rule reads: the flavor's prices.
+            flavor = GpuFlavor(pk=flavor_id, price_per_hour=price, spot_price_per_hour=spot_price)
+            totals[team_id] = totals.get(team_id, Decimal(0)) + cost_per_hour(flavor, units, spot) * hours
         return totals
 
     def manifests(self, endpoint: InferenceEndpoint) -> list[dict]:
