@@ -31,7 +31,7 @@ from jobs.constants import TIMELINE, RunState
 from jobs.forms import NewRunForm, preview_data
 from jobs.models import TrainingRun
 from portal.models import Role
-from portal.permissions import require_team
+from portal.permissions import may_end, require_team
 from quotas import admission
 from quotas.models import GpuFlavor
 from quotas.services import budget_summary, usage_summary
@@ -193,7 +193,8 @@ def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
         estimate = estimated_starts(run.team).get(run.ref)
         start = estimate.words() if estimate is not None else ""
     return {"run": run, "timeline": timeline(run), "reason": reason, "start": start,
-            "can_act": membership.allows(Role.MEMBER), **idle_context(run)}
+            "can_cancel": not run.is_final and may_end(request.user, run, membership),
+            "can_rerun": membership.allows(Role.MEMBER), **idle_context(run)}
 
 
 @login_required
@@ -250,8 +251,8 @@ def run_logs(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    """Cancel (members only). A run that already finished: a message, or 409 for htmx."""
-    run = services.get_run_for_user(request.user, pk, Role.MEMBER)
+    """Cancel (who may: :func:`portal.permissions.may_end`). A finished run: a message, or 409 for htmx."""
+    run = services.get_run_for_user(request.user, pk)
     try:
         run = services.cancel_run(request.user, run)
     except services.RunConflict as exc:
