@@ -105,12 +105,13 @@ def change_role(actor, membership: Membership, role: str, ip: str | None = None)
     Raises ``ValidationError`` on ``role`` for an unknown role or for demoting the team's last
     admin (themselves, necessarily), which would leave nobody to manage the team.
     """
-    require_team(actor, membership.team, Role.ADMIN)
-    _check_role(role)
     with transaction.atomic():
         # 1. The team's lock serialises membership changes: two admins demoting each other
-        #    at once must not both see "another admin is left".
+        #    at once must not both see "another admin is left". The actor's own role is read
+        #    under it too: a concurrent change may have just demoted them.
         lock_team(membership.team)
+        require_team(actor, membership.team, Role.ADMIN)
+        _check_role(role)
         current = Membership.objects.select_related("team", "user").filter(pk=membership.pk).first()
         if current is None:
             raise ValidationError({"role": [f"{membership.user.username} is no longer in the team."]})
@@ -131,9 +132,9 @@ def remove_member(actor, membership: Membership, ip: str | None = None) -> None:
 
     The removed user loses the team at their next request, in the portal and with their tokens.
     """
-    require_team(actor, membership.team, Role.ADMIN)
     with transaction.atomic():
-        lock_team(membership.team)  # as in change_role: the last-admin check holds until commit
+        lock_team(membership.team)  # as in change_role: the checks hold until commit
+        require_team(actor, membership.team, Role.ADMIN)
         current = Membership.objects.select_related("team", "user").filter(pk=membership.pk).first()
         if current is None:
             return  # removed already (a second click): nothing left to do or audit

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
 from django.http import Http404
 from rest_framework.test import APIClient
 
 from portal.models import AuditEvent, Membership, Role, Team
 from portal.services import add_member, change_role, create_api_token, remove_member, set_team_settings
 from tests.factories import make_user
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db
 
@@ -180,3 +182,24 @@ def test_it_changes_the_team_setting_and_audits_only_real_changes(team, team_adm
     assert set_team_settings(team_admin, team, False).members_may_cancel_teammates_work is False
     event = AuditEvent.objects.get(action=AuditEvent.Action.TEAM_SETTINGS_CHANGED)
     assert (event.actor_name, event.team, event.details) == ("ada", team, {"members_may_cancel_teammates_work": False})
+
+
+# -- races (PostgreSQL: SQLite serialises write transactions as a whole) -------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_admins_demoting_each_other_at_once_leave_the_team_an_admin(team, team_admin):
+    bea = make_user("bea")
+    Membership.objects.create(team=team, user=bea, role=Role.ADMIN)
+    errors: list[Exception] = []
+    with transaction.atomic():
+        # ada demotes bea and has not committed yet: bea's demotion of ada must wait for it...
+        change_role(team_admin, membership_of(bea), Role.MEMBER)
+        demoting = in_thread(lambda: change_role(bea, membership_of(team_admin), Role.MEMBER), errors)
+        demoting.join(1)
+        assert demoting.is_alive()
+    demoting.join(10)
+    # ...and then finds bea no admin any more.
+    assert len(errors) == 1 and isinstance(errors[0], PermissionDenied)
+    assert sorted(Membership.objects.values_list("user__username", "role")) == [("ada", "admin"), ("bea", "member")]
