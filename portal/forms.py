@@ -34,7 +34,7 @@ class RoleForm(ServiceErrorsForm):
     role = forms.ChoiceField(choices=Role.choices)
 
 
-class TeamSettingsForm(ServiceErrorsForm):
+class TeamSettingsForm(forms.Form):
     members_may_cancel_teammates_work = forms.BooleanField(
         required=False, label="Members may cancel their teammates' runs and delete their endpoints",
         help_text="Admins always may; members may always end their own work; viewers never.",

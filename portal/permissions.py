@@ -61,19 +61,17 @@ def get_for_user(queryset: QuerySet, user, role: str = Role.VIEWER, team_field: 
     return obj
 
 
-def may_end(user, workload, membership: Membership | None = None) -> bool:
+def may_end(user, workload, membership: Membership | None) -> bool:
     """Whether ``user`` may end ``workload`` (cancel a run, delete an endpoint): the one rule.
 
     Platform staff may end any team's work (the admin console). In the workload's team an
     admin may end any of it; a member their own, and their teammates' when the team lets
-    members do so (``Team.members_may_cancel_teammates_work``); a viewer never. ``membership``
-    is the user's membership of the workload's team when the caller already holds it (it
-    saves a query on pages that poll).
+    members do so (``Team.members_may_cancel_teammates_work``); a viewer never.
+    ``membership`` is the user's membership of the workload's team (None: not in it), which
+    every caller already holds — the pages that poll ask no further query.
     """
     if user.is_staff:
         return True
-    if membership is None:
-        membership = get_membership(user, workload.team)
     if membership is None or membership.team_id != workload.team_id or not membership.allows(Role.MEMBER):
         return False
     if membership.allows(Role.ADMIN) or workload.created_by_id == user.pk:

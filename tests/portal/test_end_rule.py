@@ -17,7 +17,7 @@ from inference.constants import EndpointState
 from jobs import services as runs
 from jobs.constants import RunState
 from portal.models import Role, Team
-from portal.permissions import check_may_end, may_end
+from portal.permissions import check_may_end, get_membership, may_end
 from tests.factories import add_member, make_user
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
@@ -59,8 +59,8 @@ def members_may_cancel_teammates_work(team: Team, allowed: bool) -> None:
 ])
 def test_it_decides_who_may_end_a_run(request, team, teammates_run, actor, setting, allowed):
     members_may_cancel_teammates_work(team, setting)
-    teammates_run.team.refresh_from_db()
-    assert may_end(request.getfixturevalue(actor), teammates_run) is allowed
+    user = request.getfixturevalue(actor)
+    assert may_end(user, teammates_run, get_membership(user, team)) is allowed
 
 
 def test_it_hides_the_work_from_outsiders_with_404_and_refuses_too_low_roles_with_403(
