@@ -142,18 +142,18 @@ def _managed_membership(request: HttpRequest, team: str, pk: int) -> Membership:
 @require_POST
 def add_team_member(request: HttpRequest, team: str) -> HttpResponse:
     """Add an existing user to the team with a role (team admins)."""
-    admin = require_team(request.user, team, Role.ADMIN)
+    admin_membership = require_team(request.user, team, Role.ADMIN)
     form = AddMemberForm(request.POST)
     if form.is_valid():
         try:
-            added = services.add_member(request.user, admin.team, form.cleaned_data["username"],
+            added = services.add_member(request.user, admin_membership.team, form.cleaned_data["username"],
                                         form.cleaned_data["role"], ip=services.client_ip(request))
         except ValidationError as exc:
             form.add_service_errors(exc)
         else:
             messages.success(request, f"{added.user.username} added as {added.role}.")
-            return redirect("team-detail", team=admin.team.slug)
-    return _team_page(request, admin, add_form=form, status=400)
+            return redirect("team-detail", team=admin_membership.team.slug)
+    return _team_page(request, admin_membership, add_form=form, status=400)
 
 
 @login_required
@@ -195,10 +195,10 @@ def remove_team_member(request: HttpRequest, team: str, pk: int) -> HttpResponse
 @require_POST
 def team_settings(request: HttpRequest, team: str) -> HttpResponse:
     """Change the team's settings (team admins)."""
-    admin = require_team(request.user, team, Role.ADMIN)
+    admin_membership = require_team(request.user, team, Role.ADMIN)
     form = TeamSettingsForm(request.POST)
     form.is_valid()  # one checkbox: absent is False, so every POST is valid
-    services.set_team_settings(request.user, admin.team, form.cleaned_data["members_may_cancel_teammates_work"],
-                               ip=services.client_ip(request))
+    services.set_team_settings(request.user, admin_membership.team,
+                               form.cleaned_data["members_may_cancel_teammates_work"], ip=services.client_ip(request))
     messages.success(request, "Team settings saved.")
-    return redirect("team-detail", team=admin.team.slug)
+    return redirect("team-detail", team=admin_membership.team.slug)
