@@ -101,6 +101,11 @@ def test_the_api_refuses_a_member_cancelling_a_teammates_run_with_403(api, team,
     assert teammates_run.state == RunState.ADMITTED
 
 
+def test_the_api_tells_callers_what_their_team_allows(api, team):
+    members_may_cancel_teammates_work(team, False)
+    assert api.get("/api/v1/teams/").json()["results"][0]["members_may_cancel_teammates_work"] is False
+
+
 def test_the_api_lets_a_member_cancel_a_teammates_run_when_the_team_allows_it(api, team, teammates_run):
     members_may_cancel_teammates_work(team, True)
     response = api.post(f"/api/v1/runs/{teammates_run.pk}/cancel/")
