@@ -20,7 +20,7 @@ from inference.kind import EndpointKind
 from inference.models import InferenceEndpoint
 from inference.validation import check_sizes, parse_endpoint_request
 from portal.models import AuditEvent, Role, Team
-from portal.permissions import get_for_user, require_team
+from portal.permissions import check_may_end, get_for_user, require_team
 from portal.services import audit
 from quotas import admission
 from quotas.constants import Reason as QuotaReason
@@ -178,10 +178,10 @@ def scale_to_minimum(user, endpoint: InferenceEndpoint) -> bool:
 def delete_endpoint(user, endpoint: InferenceEndpoint) -> InferenceEndpoint:
     """Delete ``endpoint``: its quota is released at once, its objects deleted; ``deleted`` once gone.
 
-    Members of its team may, and platform staff (the admin console) for any team.
+    Who may is :func:`portal.permissions.may_end` (team admins any endpoint, members their own
+    and — as the team's setting says — their teammates', staff any team's).
     """
-    if not user.is_staff:
-        require_team(user, endpoint.team, Role.MEMBER)
+    check_may_end(user, endpoint)
     with transaction.atomic():
         if not workloads.end_by_user(endpoint, f"deleted by {user.username}"):
             endpoint.refresh_from_db()

@@ -25,7 +25,7 @@ from inference.chart import replicas_chart
 from inference.forms import EndpointEditForm, EndpointForm
 from inference.models import InferenceEndpoint
 from portal.models import Role
-from portal.permissions import require_team
+from portal.permissions import check_may_end, may_end, require_team
 from quotas import admission
 from quotas.models import GpuFlavor
 from quotas.services import usage_summary
@@ -127,7 +127,8 @@ def endpoint_preview(request: HttpRequest) -> HttpResponse:
 
 def _detail_context(request: HttpRequest, endpoint: InferenceEndpoint) -> dict:
     membership = require_team(request.user, endpoint.team)
-    return {"endpoint": endpoint, "can_act": membership.allows(Role.MEMBER) and not endpoint.is_final,
+    return {"endpoint": endpoint, "can_edit": membership.allows(Role.MEMBER) and not endpoint.is_final,
+            "can_delete": not endpoint.is_final and may_end(request.user, endpoint, membership),
             **idle_context(endpoint)}
 
 
@@ -182,9 +183,14 @@ def endpoint_edit(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def endpoint_delete(request: HttpRequest, pk: int) -> HttpResponse:
-    """GET asks for confirmation; POST deletes (quota released at once, objects removed)."""
-    endpoint = services.get_endpoint_for_user(request.user, pk, Role.MEMBER)
+    """GET asks for confirmation; POST deletes (quota released at once, objects removed).
+
+    Who may is :func:`portal.permissions.may_end`: the service checks it for POST; the
+    confirmation page checks it too, so nobody is asked to confirm what they may not do.
+    """
+    endpoint = services.get_endpoint_for_user(request.user, pk)
     if request.method == "GET":
+        check_may_end(request.user, endpoint)
         return render(request, "inference/endpoint_delete.html", {"endpoint": endpoint})
     try:
         services.delete_endpoint(request.user, endpoint)

@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 from jobs.models import TrainingRun
 from jobs.validation import RunRequest, parse_run_request, request_from_run
 from portal.models import AuditEvent, Role, Team
-from portal.permissions import get_for_user, require_team
+from portal.permissions import check_may_end, get_for_user, require_team
 from portal.services import audit
 from quotas import admission
 from quotas.constants import Reason as QuotaReason
@@ -134,11 +134,11 @@ def preview_run(team: Team, data: dict) -> Forecast:
 def cancel_run(user, run: TrainingRun) -> TrainingRun:
     """Cancel ``run``: it ends ``cancelled``, its quota is released, its cluster objects deleted.
 
-    Members of the run's team may, and platform staff (the admin console) for any team.
-    Raises ``RunConflict`` when the run has already finished.
+    Who may is :func:`portal.permissions.may_end` (team admins any run, members their own and
+    — as the team's setting says — their teammates', staff any team's). Raises
+    ``RunConflict`` when the run has already finished.
     """
-    if not user.is_staff:
-        require_team(user, run.team, Role.MEMBER)
+    check_may_end(user, run)
     with transaction.atomic():
         if not workloads.end_by_user(run, Message.CANCELLED_BY.format(user=user.username)):
             run.refresh_from_db()

@@ -31,10 +31,10 @@ from jobs.constants import TIMELINE, RunState
 from jobs.forms import NewRunForm, preview_data
 from jobs.models import TrainingRun
 from portal.models import Role
-from portal.permissions import require_team
+from portal.permissions import may_end, require_team
 from quotas import admission
 from quotas.models import GpuFlavor
-from quotas.services import budget_summary, usage_summary
+from quotas.services import budget_bar, usage_bars, usage_summary
 from workloads import services as workloads
 from workloads.forecast import estimated_starts
 from workloads.idle import idle_context
@@ -193,7 +193,8 @@ def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
         estimate = estimated_starts(run.team).get(run.ref)
         start = estimate.words() if estimate is not None else ""
     return {"run": run, "timeline": timeline(run), "reason": reason, "start": start,
-            "can_act": membership.allows(Role.MEMBER), **idle_context(run)}
+            "can_cancel": not run.is_final and may_end(request.user, run, membership),
+            "can_rerun": membership.allows(Role.MEMBER), **idle_context(run)}
 
 
 @login_required
@@ -250,8 +251,8 @@ def run_logs(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    """Cancel (members only). A run that already finished: a message, or 409 for htmx."""
-    run = services.get_run_for_user(request.user, pk, Role.MEMBER)
+    """Cancel (who may: :func:`portal.permissions.may_end`). A finished run: a message, or 409 for htmx."""
+    run = services.get_run_for_user(request.user, pk)
     try:
         run = services.cancel_run(request.user, run)
     except services.RunConflict as exc:
@@ -288,21 +289,6 @@ def run_rerun(request: HttpRequest, pk: int) -> HttpResponse:
 # 4. Dashboard --------------------------------------------------------------------------------
 
 
-def _usage_bars(team) -> list[dict]:
-    bars = []
-    for row in usage_summary(team):
-        percent = min(100, round(100 * row["in_use"] / row["limit"])) if row["limit"] else 100
-        bars.append({**row, "percent": percent, "full": row["limit"] and row["in_use"] >= row["limit"]})
-    return bars
-
-
-def _budget(team) -> dict:
-    budget = budget_summary(team)
-    limit, spent = budget["monthly_limit"], budget["spent_month"]
-    budget["percent"] = min(100, round(100 * spent / limit)) if limit else None
-    return budget
-
-
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")
@@ -316,7 +302,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     kinds = workloads.team_summary(team)
     active = any(row["holding"] or row["queued"] for row in kinds.values())
     context = {
-        "team": team, "membership": membership, "usage": _usage_bars(team), "budget": _budget(team),
+        "team": team, "membership": membership, "usage": usage_bars(team), "budget": budget_bar(team),
         "kinds": kinds, "active": active, "can_submit": membership.allows(Role.MEMBER),
     }
     if wants_partial(request):

@@ -37,6 +37,8 @@ class TeamAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "namespace", "created_at"]
     search_fields = ["slug", "name", "namespace"]
     inlines = [TeamQuotaInline, TeamBudgetInline, MembershipInline]
+    # The team's own admins set it on the portal's Team page, through the audited service.
+    readonly_fields = ["members_may_cancel_teammates_work"]
 
     def save_model(self, request, obj, form, change):
         if change:

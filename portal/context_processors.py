@@ -13,6 +13,7 @@ NAV_ITEMS: tuple[tuple[str, str], ...] = (
     ("Runs", "jobs:run-list"),
     ("Endpoints", "inference:endpoint-list"),
     ("Usage", "quotas:usage"),
+    ("Team", "team"),
     ("API tokens", "api-tokens"),
 )
 

@@ -49,6 +49,11 @@ class Team(models.Model):
         validators=[DNS1123_LABEL],
         help_text="Kubernetes namespace of the team's workloads (default: prefix + slug).",
     )
+    members_may_cancel_teammates_work = models.BooleanField(
+        default=True,
+        help_text="Whether members may cancel runs and delete endpoints their teammates started "
+        "(admins always may; set by the team's admins on the Team page).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = TeamQuerySet.as_manager()
@@ -136,6 +141,7 @@ class AuditEvent(models.Model):
         TOKEN_CREATED = "token_created", "API token created"
         TOKEN_REVOKED = "token_revoked", "API token revoked"
         MEMBERSHIP_CHANGED = "membership_changed", "Membership changed"
+        TEAM_SETTINGS_CHANGED = "team_settings_changed", "Team settings changed"
         QUOTA_CHANGED = "quota_changed", "Quota changed"
         BUDGET_CHANGED = "budget_changed", "Budget changed"
         PRICE_CHANGED = "price_changed", "Price changed"

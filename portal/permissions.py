@@ -3,6 +3,10 @@
 Outsiders get 404, never 403, so the existence of another team's objects is not revealed
 (DESIGN.md §7). A member whose role is too low gets 403. HTML views and the API use the
 same helpers.
+
+Who may *end* a workload (cancel a run, delete an endpoint) is decided by :func:`may_end`
+alone; the services enforce it (:func:`check_may_end`) and the pages use it to show or hide
+their buttons, so the portal, the API and the admin console cannot disagree.
 """
 
 from __future__ import annotations
@@ -55,3 +59,33 @@ def get_for_user(queryset: QuerySet, user, role: str = Role.VIEWER, team_field: 
     if role != Role.VIEWER:
         require_team(user, getattr(obj, team_field), role)
     return obj
+
+
+def may_end(user, workload, membership: Membership | None) -> bool:
+    """Whether ``user`` may end ``workload`` (cancel a run, delete an endpoint): the one rule.
+
+    Platform staff may end any team's work (the admin console). In the workload's team an
+    admin may end any of it; a member their own, and their teammates' when the team lets
+    members do so (``Team.members_may_cancel_teammates_work``); a viewer never.
+    ``membership`` is the user's membership of the workload's team (None: not in it), which
+    every caller already holds — the pages that poll ask no further query.
+    """
+    if user.is_staff:
+        return True
+    if membership is None or membership.team_id != workload.team_id or not membership.allows(Role.MEMBER):
+        return False
+    if membership.allows(Role.ADMIN) or workload.created_by_id == user.pk:
+        return True
+    return membership.team.members_may_cancel_teammates_work
+
+
+def check_may_end(user, workload) -> None:
+    """Raise unless :func:`may_end`: Http404 for outsiders (existence hidden), PermissionDenied otherwise."""
+    if user.is_staff:
+        return
+    membership = require_team(user, workload.team, Role.MEMBER)
+    if not may_end(user, workload, membership):
+        raise PermissionDenied(
+            f"Only the team's admins and {workload.created_by.username} (who started it) may stop it: team "
+            f"{membership.team.slug} does not let members cancel their teammates' work."
+        )

@@ -10,7 +10,7 @@ class TeamSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Team
-        fields = ["slug", "name", "role", "namespace"]
+        fields = ["slug", "name", "role", "namespace", "members_may_cancel_teammates_work"]
 
     def get_role(self, team) -> str:
         # Annotated by the queryset (one query for the whole page).

@@ -1,4 +1,11 @@
-"""User actions on teams, tokens and the audit log (one function per action)."""
+"""User actions on teams, tokens and the audit log (one function per action).
+
+A team's admins manage it themselves (the portal's Team page): :func:`add_member`,
+:func:`change_role`, :func:`remove_member` and :func:`set_team_settings` each check the admin
+role, change one thing and write its audit event. Membership is read on every request (pages,
+API, tokens — tokens belong to a user, not to a team), so a removed member or a lowered role
+takes effect at the very next request.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +13,14 @@ import ipaddress
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from portal.models import ApiToken, AuditEvent, Team, hash_token
+from portal.models import ApiToken, AuditEvent, Membership, Role, Team, hash_token
+from portal.permissions import require_team
+from quotas.admission import lock_team
 
 
 def audit(action: str, *, actor=None, team: Team | None = None, target: str = "", ip: str | None = None, **details) -> AuditEvent:
@@ -46,6 +57,106 @@ def revoke_api_token(user, token: ApiToken, ip: str | None = None) -> ApiToken:
         audit(AuditEvent.Action.TOKEN_REVOKED, actor=user, target=f"token {token.pk} ({token.name})", ip=ip)
     token.refresh_from_db()
     return token
+
+
+def _check_role(role: str) -> None:
+    if role not in Role.values:
+        raise ValidationError({"role": [f"Pick one of: {', '.join(Role.values)}."]})
+
+
+def _other_admins(membership: Membership) -> bool:
+    """Whether the team has an admin besides ``membership`` (the caller holds the team's lock)."""
+    return membership.team.memberships.filter(role=Role.ADMIN).exclude(pk=membership.pk).exists()
+
+
+def _audit_membership(actor, membership: Membership, change: str, ip: str | None, **details) -> None:
+    # The admin console's vocabulary (portal.admin): one action, the change in the details.
+    audit(AuditEvent.Action.MEMBERSHIP_CHANGED, actor=actor, team=membership.team, target=membership.user.username,
+          ip=ip, change=change, **details)
+
+
+def add_member(actor, team: Team, username: str, role: str, ip: str | None = None) -> Membership:
+    """Add the existing user ``username`` to ``team`` with ``role`` (team admins only); audited.
+
+    Raises ``ValidationError`` on ``username`` (no such active user, already in the team) or
+    ``role``; ``PermissionDenied`` below admin; ``Http404`` for outsiders.
+    """
+    require_team(actor, team, Role.ADMIN)
+    _check_role(role)
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    if user is None:
+        raise ValidationError({"username": [f"No active user is named {username!r}."]})
+    already = Membership.objects.filter(team=team, user=user).first()
+    if already is not None:
+        raise ValidationError({"username": [f"{username} is already in the team ({already.role})."]})
+    try:
+        with transaction.atomic():
+            membership = Membership.objects.create(team=team, user=user, role=role)
+            _audit_membership(actor, membership, "added", ip, role=role)
+    except IntegrityError:
+        # Another admin added them a moment ago; the unique constraint decided.
+        raise ValidationError({"username": [f"{username} is already in the team."]}) from None
+    return membership
+
+
+def change_role(actor, membership: Membership, role: str, ip: str | None = None) -> Membership:
+    """Give ``membership`` another role (team admins only); audited. The last admin stays admin.
+
+    Raises ``ValidationError`` on ``role`` for an unknown role or for demoting the team's last
+    admin (themselves, necessarily), which would leave nobody to manage the team.
+    """
+    with transaction.atomic():
+        # 1. The team's lock serialises membership changes: two admins demoting each other
+        #    at once must not both see "another admin is left". The actor's own role is read
+        #    under it too: a concurrent change may have just demoted them.
+        lock_team(membership.team)
+        require_team(actor, membership.team, Role.ADMIN)
+        _check_role(role)
+        current = Membership.objects.select_related("team", "user").filter(pk=membership.pk).first()
+        if current is None:
+            raise ValidationError({"role": [f"{membership.user.username} is no longer in the team."]})
+        if current.role == role:
+            return current
+        # 2. The check and the move, under the lock.
+        if current.role == Role.ADMIN and not _other_admins(current):
+            raise ValidationError({"role": [f"{current.user.username} is the team's last admin: make someone "
+                                            "else admin first."]})
+        Membership.objects.filter(pk=current.pk, role=current.role).update(role=role)
+        _audit_membership(actor, current, "changed", ip, role=role, old_role=current.role)
+        current.role = role
+    return current
+
+
+def remove_member(actor, membership: Membership, ip: str | None = None) -> None:
+    """Remove ``membership`` from its team (team admins only; not the last admin); audited.
+
+    The removed user loses the team at their next request, in the portal and with their tokens.
+    """
+    with transaction.atomic():
+        lock_team(membership.team)  # as in change_role: the checks hold until commit
+        require_team(actor, membership.team, Role.ADMIN)
+        current = Membership.objects.select_related("team", "user").filter(pk=membership.pk).first()
+        if current is None:
+            return  # removed already (a second click): nothing left to do or audit
+        if current.role == Role.ADMIN and not _other_admins(current):
+            raise ValidationError({"non_field_errors": [
+                f"{current.user.username} is the team's last admin: make someone else admin first."]})
+        current.delete()
+        _audit_membership(actor, current, "removed", ip, role=current.role)
+
+
+def set_team_settings(actor, team: Team, members_may_cancel_teammates_work: bool, ip: str | None = None) -> Team:
+    """Change the team's settings (team admins only); audited when something changed."""
+    require_team(actor, team, Role.ADMIN)
+    with transaction.atomic():
+        changed = (Team.objects.filter(pk=team.pk)
+                   .exclude(members_may_cancel_teammates_work=members_may_cancel_teammates_work)
+                   .update(members_may_cancel_teammates_work=members_may_cancel_teammates_work))
+        if changed:
+            audit(AuditEvent.Action.TEAM_SETTINGS_CHANGED, actor=actor, team=team, target=f"team {team.slug}", ip=ip,
+                  members_may_cancel_teammates_work=members_may_cancel_teammates_work)
+    team.refresh_from_db()
+    return team
 
 
 def authenticate_token(raw: str) -> ApiToken | None:

@@ -1,6 +1,13 @@
-"""Portal pages that belong to no app: login, team switcher, API tokens.
+"""Portal pages that belong to no app: login, team switcher, API tokens, the Team page.
 
 Views stay thin: they check access, call one service function, render.
+
+The Team page (``/teams/<slug>/``; the navigation's "Team" goes to the current team's) shows
+every member their team's people and roles, its GPU quota and its month in money (the
+dashboard's figures and templates); the team's admins also add members, change roles, remove
+members and change the team's settings there. Those are plain forms: a change answers with a
+redirect back to the page, refused input with the page again (400) and the error next to
+what was refused.
 """
 
 from __future__ import annotations
@@ -8,16 +15,19 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from portal import services, throttle
-from portal.forms import ApiTokenForm
+from portal.forms import AddMemberForm, ApiTokenForm, RoleForm, TeamSettingsForm
 from portal.middleware import SESSION_KEY
-from portal.permissions import require_team
+from portal.models import Membership, Role
+from portal.permissions import get_for_user, require_team
+from quotas.services import budget_bar, usage_bars
 
 
 class LoginView(auth_views.LoginView):
@@ -83,3 +93,112 @@ def revoke_api_token(request: HttpRequest, pk: int) -> HttpResponse:
     messages.success(request, f"Token “{token.name}” revoked.")
     return redirect("api-tokens")
 
+
+
+# -- the Team page -----------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def current_team(request: HttpRequest) -> HttpResponse:
+    """The navigation's "Team": the current team's page."""
+    current = request.membership
+    if getattr(current, "pk", None) is None:  # a lazy object around None: the user is in no team
+        return render(request, "jobs/no_team.html")
+    return redirect("team-detail", team=current.team.slug)
+
+
+def _team_page(request: HttpRequest, membership: Membership, *, add_form: AddMemberForm | None = None,
+               refused: dict[int, list[str]] | None = None, status: int = 200) -> HttpResponse:
+    """The Team page as ``membership`` sees it; ``refused``: errors of a role change or removal, by membership."""
+    team, is_admin = membership.team, membership.allows(Role.ADMIN)
+    refused = refused or {}
+    members = team.memberships.select_related("user").order_by("user__username")
+    context = {
+        "team": team, "membership": membership, "is_admin": is_admin, "roles": Role.choices,
+        "members": [(m, refused.get(m.pk, [])) for m in members],
+        "usage": usage_bars(team), "budget": budget_bar(team), "can_submit": membership.allows(Role.MEMBER),
+        "add_form": (add_form or AddMemberForm()) if is_admin else None,
+        "settings_form": TeamSettingsForm(initial={
+            "members_may_cancel_teammates_work": team.members_may_cancel_teammates_work}) if is_admin else None,
+    }
+    return render(request, "portal/team.html", context, status=status)
+
+
+@login_required
+@require_GET
+def team_detail(request: HttpRequest, team: str) -> HttpResponse:
+    """A team's people, roles, quota and budget; its admins manage it here (outsiders: 404)."""
+    return _team_page(request, require_team(request.user, team))
+
+
+def _managed_membership(request: HttpRequest, team: str, pk: int) -> Membership:
+    """Membership ``pk`` of team ``team`` for one of its admins: 404 for outsiders (or another team's row), else 403."""
+    memberships = Membership.objects.select_related("team", "user").filter(team__slug=team)
+    return get_for_user(memberships, request.user, Role.ADMIN, pk=pk)
+
+
+@login_required
+@require_POST
+def add_team_member(request: HttpRequest, team: str) -> HttpResponse:
+    """Add an existing user to the team with a role (team admins)."""
+    admin_membership = require_team(request.user, team, Role.ADMIN)
+    form = AddMemberForm(request.POST)
+    if form.is_valid():
+        try:
+            added = services.add_member(request.user, admin_membership.team, form.cleaned_data["username"],
+                                        form.cleaned_data["role"], ip=services.client_ip(request))
+        except ValidationError as exc:
+            form.add_service_errors(exc)
+        else:
+            messages.success(request, f"{added.user.username} added as {added.role}.")
+            return redirect("team-detail", team=admin_membership.team.slug)
+    return _team_page(request, admin_membership, add_form=form, status=400)
+
+
+@login_required
+@require_POST
+def change_member_role(request: HttpRequest, team: str, pk: int) -> HttpResponse:
+    """Give a member another role (team admins; the last admin stays admin)."""
+    membership = _managed_membership(request, team, pk)
+    form = RoleForm(request.POST)
+    if form.is_valid():
+        try:
+            changed = services.change_role(request.user, membership, form.cleaned_data["role"],
+                                           ip=services.client_ip(request))
+        except ValidationError as exc:
+            form.add_service_errors(exc)
+        else:
+            messages.success(request, f"{changed.user.username} is now {changed.role}.")
+            return redirect("team-detail", team=membership.team.slug)
+    refused = {membership.pk: [message for field_errors in form.errors.values() for message in field_errors]}
+    return _team_page(request, require_team(request.user, membership.team), refused=refused, status=400)
+
+
+@login_required
+@require_POST
+def remove_team_member(request: HttpRequest, team: str, pk: int) -> HttpResponse:
+    """Remove a member (team admins; not the last admin). An admin who removes themselves leaves the page."""
+    membership = _managed_membership(request, team, pk)
+    try:
+        services.remove_member(request.user, membership, ip=services.client_ip(request))
+    except ValidationError as exc:
+        refused = {membership.pk: exc.messages}
+        return _team_page(request, require_team(request.user, membership.team), refused=refused, status=400)
+    messages.success(request, f"{membership.user.username} removed from {membership.team.name}.")
+    if membership.user_id == request.user.pk:
+        return redirect("dashboard")  # no longer in the team: its page would be a 404
+    return redirect("team-detail", team=membership.team.slug)
+
+
+@login_required
+@require_POST
+def team_settings(request: HttpRequest, team: str) -> HttpResponse:
+    """Change the team's settings (team admins)."""
+    admin_membership = require_team(request.user, team, Role.ADMIN)
+    form = TeamSettingsForm(request.POST)
+    form.is_valid()  # one checkbox: absent is False, so every POST is valid
+    services.set_team_settings(request.user, admin_membership.team,
+                               form.cleaned_data["members_may_cancel_teammates_work"], ip=services.client_ip(request))
+    messages.success(request, "Team settings saved.")
+    return redirect("team-detail", team=admin_membership.team.slug)

@@ -52,6 +52,7 @@ __all__ = [
     "ResourceRequest",
     "admit",
     "admit_waiting",
+    "budget_bar",
     "budget_summary",
     "cost_by_ref",
     "cost_per_hour",
@@ -66,6 +67,7 @@ __all__ = [
     "set_team_budget",
     "set_team_quota",
     "spent_month",
+    "usage_bars",
     "usage_summary",
 ]
 
@@ -122,6 +124,29 @@ def budget_summary(team: Team, now: datetime | None = None) -> dict:
         runs_out = now + timedelta(hours=float((limit - spent) / burn))
         summary["runs_out_at"] = runs_out if runs_out < month_end(now) else None
     return summary
+
+
+def usage_bars(team: Team) -> list[dict]:
+    """:func:`usage_summary` rows for a quota bar: ``percent`` of the limit in use, ``full`` at the limit.
+
+    The dashboard and the Team page draw the team's quota from these (``quotas/_quota_table.html``).
+    """
+    bars = []
+    for row in usage_summary(team):
+        percent = min(100, round(100 * row["in_use"] / row["limit"])) if row["limit"] else 100
+        bars.append({**row, "percent": percent, "full": row["limit"] and row["in_use"] >= row["limit"]})
+    return bars
+
+
+def budget_bar(team: Team) -> dict:
+    """:func:`budget_summary` plus the ``percent`` of the monthly limit spent (None without a budget).
+
+    The dashboard and the Team page draw the team's budget from it (``quotas/_budget_card.html``).
+    """
+    budget = budget_summary(team)
+    limit, spent = budget["monthly_limit"], budget["spent_month"]
+    budget["percent"] = min(100, round(100 * spent / limit)) if limit else None
+    return budget
 
 
 def teams_to_stop(now: datetime | None = None) -> list[Team]:

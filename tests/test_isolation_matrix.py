@@ -24,7 +24,7 @@ from inference import services as endpoints
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from jobs.services import submit_run
-from portal.models import ApiToken, Membership, Role
+from portal.models import ApiToken, Membership, Role, Team
 from portal.services import create_api_token
 from tests.factories import add_member, make_user
 from tests.inference.conftest import endpoint_payload
@@ -53,8 +53,17 @@ TEAM_ROUTES = {
     "run-list": ("/api/v1/runs/", "post", lambda team: {**run_payload(), "team": team}),
     "endpoint-list": ("/api/v1/endpoints/", "post", lambda team: {**endpoint_payload(), "team": team}),
 }
+#: Portal routes of a team and (``{membership}``) one of its memberships: name → (path, method,
+#: body, the role they need). Reading needs a viewer; managing the team needs its admin.
+PORTAL_TEAM_ROUTES = {
+    "team-detail": ("/teams/{team}/", "get", None, Role.VIEWER),
+    "team-member-add": ("/teams/{team}/members/", "post", {"username": "newbie", "role": "admin"}, Role.ADMIN),
+    "team-member-role": ("/teams/{team}/members/{membership}/role/", "post", {"role": "admin"}, Role.ADMIN),
+    "team-member-remove": ("/teams/{team}/members/{membership}/remove/", "post", None, Role.ADMIN),
+    "team-settings": ("/teams/{team}/settings/", "post", None, Role.ADMIN),
+}
 #: Routes scoped to the caller (their own teams, their own tokens): nothing of another team to reach.
-OWN_ROUTES = {"dashboard", "switch-team", "api-tokens", "revoke-api-token", "jobs:run-list", "jobs:run-new",
+OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-token", "jobs:run-list", "jobs:run-new",
               "jobs:run-preview", "inference:endpoint-list", "inference:endpoint-new", "inference:endpoint-preview",
               "quotas:usage", "usage-report", "team-list", "flavor-list", "login", "logout"}
 #: Staff-only pages.
@@ -77,7 +86,7 @@ def route_names() -> set[str]:
 
 
 def test_every_route_is_in_the_matrix():
-    known = set(OBJECT_ROUTES) | set(TEAM_ROUTES) | OWN_ROUTES | STAFF_ROUTES | PUBLIC_ROUTES
+    known = set(OBJECT_ROUTES) | set(TEAM_ROUTES) | set(PORTAL_TEAM_ROUTES) | OWN_ROUTES | STAFF_ROUTES | PUBLIC_ROUTES
     assert sorted(route_names() - known) == [], "routes missing from the isolation matrix"
     assert sorted(known - route_names()) == [], "the matrix names routes that no longer exist"
 
@@ -104,7 +113,9 @@ def path_of(name: str, obj) -> str:
 
 def snapshot() -> tuple:
     return (sorted(TrainingRun.objects.values_list("pk", "state", "name")),
-            sorted(InferenceEndpoint.objects.values_list("pk", "state", "image", "min_replicas", "replica_ceiling")))
+            sorted(InferenceEndpoint.objects.values_list("pk", "state", "image", "min_replicas", "replica_ceiling")),
+            sorted(Membership.objects.values_list("team_id", "user_id", "role")),
+            sorted(Team.objects.values_list("pk", "members_may_cancel_teammates_work")))
 
 
 def call(client, method: str, path: str, body=None):
@@ -183,6 +194,72 @@ def test_a_removed_member_loses_access_at_once(world, team, name):
     assert call(client, reads[0], path).status_code == 200
     Membership.objects.filter(user=leaving, team=team).delete()
     assert call(client, reads[0], path).status_code == 404
+
+
+# -- the Team page and its management routes -------------------------------------------------------
+
+
+def team_path(name: str, team: Team, membership: Membership) -> str:
+    return PORTAL_TEAM_ROUTES[name][0].format(team=team.slug, membership=membership.pk)
+
+
+@pytest.fixture
+def outside_admin(other_team):
+    """An admin — of another team: their role there must not reach this one."""
+    user = make_user("olga")
+    add_member(other_team, user, Role.ADMIN)
+    return user
+
+
+@pytest.mark.parametrize("name", sorted(PORTAL_TEAM_ROUTES))
+def test_an_outsider_gets_404_on_a_teams_page_and_its_management(world, team, member, outside_admin, name):
+    make_user("newbie")
+    _path, method, body, _role = PORTAL_TEAM_ROUTES[name]
+    target, before = Membership.objects.get(user=member), snapshot()
+    response = call(as_portal_user(outside_admin), method, team_path(name, team, target), body)
+    assert response.status_code == 404
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("name", sorted(n for n in PORTAL_TEAM_ROUTES if "{membership}" in PORTAL_TEAM_ROUTES[n][0]))
+def test_an_admin_cannot_reach_another_teams_membership_through_their_own_team(world, team, other_team, member,
+                                                                              outside_admin, name):
+    _path, method, body, _role = PORTAL_TEAM_ROUTES[name]
+    target, before = Membership.objects.get(user=member), snapshot()
+    response = call(as_portal_user(outside_admin), method, team_path(name, other_team, target), body)
+    assert response.status_code == 404
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("name", sorted(PORTAL_TEAM_ROUTES))
+@pytest.mark.parametrize("user_fixture", ["viewer", "member"])
+def test_viewers_and_members_read_the_team_page_but_cannot_manage_the_team(request, world, team, member, name,
+                                                                          user_fixture):
+    make_user("newbie")
+    _path, method, body, role = PORTAL_TEAM_ROUTES[name]
+    target, before = Membership.objects.get(user=member), snapshot()
+    response = call(as_portal_user(request.getfixturevalue(user_fixture)), method, team_path(name, team, target), body)
+    assert response.status_code == (200 if role == Role.VIEWER else 403)
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("name", sorted(PORTAL_TEAM_ROUTES))
+def test_anonymous_callers_are_sent_to_log_in_from_the_team_routes(world, team, member, name):
+    _path, method, body, _role = PORTAL_TEAM_ROUTES[name]
+    before = snapshot()
+    response = call(APIClient(), method, team_path(name, team, Membership.objects.get(user=member)), body)
+    assert response.status_code == 302 and "/login/" in response["Location"]
+    assert snapshot() == before
+
+
+def test_a_removed_member_loses_the_team_page_at_once(world, team):
+    leaving = make_user("leaving-team-page")
+    add_member(team, leaving, Role.ADMIN)
+    client = as_portal_user(leaving)
+    assert client.get("/teams/ml-research/").status_code == 200
+    Membership.objects.filter(user=leaving, team=team).delete()
+    assert client.get("/teams/ml-research/").status_code == 404
+    assert client.post("/teams/ml-research/settings/").status_code == 404
 
 
 def test_revoked_and_expired_tokens_are_refused(world, member):

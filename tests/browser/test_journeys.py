@@ -4,7 +4,8 @@ A member cancels a run and creates an inference endpoint (its page shows the rep
 an API token is created (shown once) and revoked; a viewer sees no submit or cancel controls;
 the platform admin edits a quota in the admin console and opens the Capacity page; a member
 reads the Usage page's charts (their figures checked against the tables beside them) and picks
-another month; the platform admin reads the showback page. On a
+another month; the platform admin reads the showback page; a team admin adds a member on the
+Team page and changes their role, and a member sees that page without its controls. On a
 failure the page's screenshot and HTML are kept (tests/browser/conftest.py).
 """
 
@@ -18,6 +19,7 @@ from django.core.management import call_command
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from jobs.services import cancel_run
+from portal.models import Membership
 from quotas.models import TeamQuota
 from tests.browser.conftest import save_evidence
 from tests.browser.support import BROWSER_MARKS, chromium_page
@@ -211,3 +213,29 @@ def test_the_platform_admin_cancels_another_teams_run_from_the_cross_team_list(l
     assert "cancelled" in browser.inner_text(".messagelist")
     run.refresh_from_db()
     assert run.state == "cancelled"
+
+
+def test_a_team_admin_adds_a_member_and_changes_the_role_a_member_sees_no_controls(live_server, browser):
+    log_in(browser, live_server.url, "bob")
+    browser.click("nav.mainnav >> text=Team")
+    browser.wait_for_url(f"{live_server.url}/teams/ml-research/")
+    browser.fill("#id_username", "dave")
+    browser.select_option("#id_role", "member")
+    browser.click("#add-member button[type=submit]")
+    browser.wait_for_selector("text=dave added as member.")
+    dave = Membership.objects.get(team__slug="ml-research", user__username="dave")
+    row = browser.locator(f"#member-{dave.pk}")
+    assert "Member" in row.inner_text()
+    row.locator("select[name=role]").select_option("viewer")
+    row.locator("button:text('Change')").click()
+    browser.wait_for_selector("text=dave is now viewer.")
+    assert "Viewer" in browser.locator(f"#member-{dave.pk}").inner_text()
+    dave.refresh_from_db()
+    assert dave.role == "viewer"
+
+    browser.click("button:text('Log out')")
+    log_in(browser, live_server.url, "alice")
+    browser.goto(f"{live_server.url}/teams/ml-research/")
+    assert "Viewer" in browser.locator(f"#member-{dave.pk}").inner_text()  # what the admin did, seen by a member
+    assert browser.locator("#add-member").count() == 0 and browser.locator("#members select").count() == 0
+    assert browser.locator("button:text('Remove')").count() == 0 and browser.locator("#settings").count() == 0

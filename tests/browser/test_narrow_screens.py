@@ -59,7 +59,7 @@ def test_pages_fit_a_phone_and_tables_scroll_in_their_box(live_server, browser):
     endpoint = InferenceEndpoint.objects.filter(team__slug="ml-research").first()
     tables = wide_tables = 0
     for path in ("/", "/runs/", f"/runs/{run.pk}/", "/runs/new/", "/endpoints/", f"/endpoints/{endpoint.pk}/",
-                 "/endpoints/new/", "/tokens/"):
+                 "/endpoints/new/", "/tokens/", "/teams/ml-research/"):
         browser.goto(f"{live_server.url}{path}")
         layout = browser.evaluate(LAYOUT)
         assert layout["page"] <= layout["viewport"], (path, layout)

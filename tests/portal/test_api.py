@@ -32,8 +32,10 @@ def test_it_lists_only_the_callers_teams_with_their_role(api_client_for, team, o
     response = api_client_for(member).get(TEAMS_URL)
     assert response.status_code == 200
     assert response.json()["results"] == [
-        {"slug": "ml-research", "name": "ML Research", "role": "member", "namespace": "team-ml-research"},
-        {"slug": "vision", "name": "Vision", "role": "viewer", "namespace": "team-vision"},
+        {"slug": "ml-research", "name": "ML Research", "role": "member", "namespace": "team-ml-research",
+         "members_may_cancel_teammates_work": True},
+        {"slug": "vision", "name": "Vision", "role": "viewer", "namespace": "team-vision",
+         "members_may_cancel_teammates_work": True},
     ]
 
 
