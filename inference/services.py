@@ -39,14 +39,9 @@ def get_endpoint_for_user(user, pk, role: str = Role.VIEWER) -> InferenceEndpoin
 
 
 def _flavor(team: Team, fields: dict) -> GpuFlavor:
-    errors: dict[str, list[str]] = {}
-    flavor = GpuFlavor.objects.filter(name=fields["flavor"]).first()
-    if flavor is None:
-        errors["flavor"] = [f"Unknown flavor {fields['flavor']!r}."]
-    elif not flavor.active:
-        errors["flavor"] = [f"Flavor {flavor.name} is retired and cannot be requested any more."]
-    if InferenceEndpoint.objects.filter(team=team, name=fields["name"]).active().exists():
-        errors["name"] = [f"The team already has a live endpoint named {fields['name']!r}."]
+    flavor, errors = workloads.check_flavor_and_name(
+        InferenceEndpoint, team, fields["flavor"], fields["name"],
+        f"The team already has a live endpoint named {fields['name']!r}.")
     if flavor is not None:
         errors.update(check_sizes(fields["min_replicas"], fields["max_replicas"], fields["autoscale"],
                                   fields["gpus_per_replica"], bool(flavor.mig_profile)))

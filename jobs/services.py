@@ -71,14 +71,8 @@ def _rejection_errors(request: RunRequest, decision: admission.Decision) -> dict
 
 def _check_team_facts(team: Team, request: RunRequest) -> GpuFlavor:
     """Checks that need the database, with field errors: flavor, name free among active runs."""
-    errors: dict[str, list[str]] = {}
-    flavor = GpuFlavor.objects.filter(name=request.flavor).first()
-    if flavor is None:
-        errors["flavor"] = [f"Unknown flavor {request.flavor!r}."]
-    elif not flavor.active:
-        errors["flavor"] = [f"Flavor {flavor.name} is retired and cannot be requested any more."]
-    if TrainingRun.objects.filter(team=team, name=request.name).active().exists():
-        errors["name"] = [f"The team already has an active run named {request.name!r}."]
+    flavor, errors = workloads.check_flavor_and_name(
+        TrainingRun, team, request.flavor, request.name, f"The team already has an active run named {request.name!r}.")
     if errors:
         raise ValidationError(errors)
     return flavor

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, Q
 from django.utils import timezone
 
 import portal.cluster
@@ -22,6 +22,7 @@ from cluster.capacity import WAITING_FOR_CAPACITY
 from cluster.errors import ClusterError
 from portal.queueing import publish_on_commit
 from quotas import admission, ledger
+from quotas.models import GpuFlavor
 from workloads import lifecycle, tasks
 from workloads.constants import Message
 from workloads.identity import WorkloadId
@@ -49,6 +50,25 @@ def admit_new(workload) -> admission.Decision:
     if decision.admitted:
         enqueue_apply(workload.identity)
     return decision
+
+
+def check_flavor_and_name(model, team, flavor_name: str, name: str,
+                          name_taken: str) -> tuple[GpuFlavor | None, dict[str, list[str]]]:
+    """A submission's database checks: the flavor called ``flavor_name`` and field errors.
+
+    Errors: an unknown or retired flavor, and ``name_taken`` when active ``model`` work of
+    ``team`` already has ``name``. One query when the flavor exists (every valid submission).
+    """
+    taken = model.objects.filter(team=team, name=name).active()
+    flavor = GpuFlavor.objects.filter(name=flavor_name).annotate(name_taken=Exists(taken)).first()
+    errors: dict[str, list[str]] = {}
+    if flavor is None:
+        errors["flavor"] = [f"Unknown flavor {flavor_name!r}."]
+    elif not flavor.active:
+        errors["flavor"] = [f"Flavor {flavor.name} is retired and cannot be requested any more."]
+    if flavor.name_taken if flavor is not None else taken.exists():
+        errors["name"] = [name_taken]
+    return flavor, errors
 
 
 def enqueue_apply(identity: WorkloadId) -> None:
