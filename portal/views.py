@@ -28,6 +28,7 @@ from portal.middleware import SESSION_KEY
 from portal.models import Membership, Role
 from portal.permissions import get_for_user, require_team
 from quotas.services import budget_bar, usage_bars
+from workloads.views import no_team
 
 
 class LoginView(auth_views.LoginView):
@@ -104,7 +105,7 @@ def current_team(request: HttpRequest) -> HttpResponse:
     """The navigation's "Team": the current team's page."""
     current = request.membership
     if getattr(current, "pk", None) is None:  # a lazy object around None: the user is in no team
-        return render(request, "jobs/no_team.html")
+        return no_team(request)
     return redirect("team-detail", team=current.team.slug)
 
 

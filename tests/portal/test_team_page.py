@@ -52,6 +52,11 @@ def test_someone_in_no_team_is_told_to_ask_for_one(client, db):
     assert response.status_code == 200 and "not in any team" in response.content.decode().lower()
 
 
+def test_staff_in_no_team_land_on_the_capacity_page(client, db):
+    client.force_login(make_user("operator", staff=True))
+    assert client.get("/teams/").url == "/admin/capacity/"
+
+
 def test_every_member_sees_people_roles_quota_and_budget(client, viewer, member, team_admin, team, quota, staff):
     set_team_budget(staff, team, Decimal("500"))
     client.force_login(viewer)
