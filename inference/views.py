@@ -148,7 +148,7 @@ def endpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
                                                         endpoint.replica_ceiling), endpoint.min_replicas,
                              endpoint.max_replicas),
         cluster_events=workloads.events(endpoint),
-        logs=workloads.logs(endpoint, LOG_TAIL),
+        logs=workloads.logs(endpoint, tail=LOG_TAIL),
         manifest=yaml.safe_dump_all(workloads.manifests(endpoint), sort_keys=False),
     )
     return render(request, "inference/endpoint_detail.html", context)

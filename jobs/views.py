@@ -21,11 +21,12 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from cluster.capacity import WAITING_FOR_CAPACITY, scheduler_message
 from jobs import services
 from jobs.constants import TIMELINE, RunState
 from jobs.forms import NewRunForm, preview_data
@@ -186,13 +187,16 @@ def timeline(run: TrainingRun) -> list[Step]:
 
 def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
     membership = require_team(request.user, run.team)
-    reason, start = run.reason, ""
+    reason, start, raw = run.reason, "", ""
     if run.state == RunState.QUEUED:
         # The stored reason is from submission time; the queue's reason uses current figures.
         reason = admission.queue_reason(run.team, run.ref) or reason
         estimate = estimated_starts(run.team).get(run.ref)
         start = estimate.words() if estimate is not None else ""
-    return {"run": run, "timeline": timeline(run), "reason": reason, "start": start,
+    elif reason.startswith(WAITING_FOR_CAPACITY) and not run.is_final:
+        # The reconciler put the scheduler's words into plain ones; theirs stay one click away.
+        raw = scheduler_message(workloads.events(run))
+    return {"run": run, "timeline": timeline(run), "reason": reason, "start": start, "scheduler_message": raw,
             "can_act": membership.allows(Role.MEMBER), **idle_context(run)}
 
 
@@ -209,7 +213,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context.update({
         "manifest": manifest,
         "events": workloads.events(run),
-        "logs": workloads.logs(run, LOG_TAIL),
+        **_logs_context(request, run),
         "spec": _spec_rows(run),
     })
     return render(request, "jobs/run_detail.html", context)
@@ -238,13 +242,48 @@ def _spec_rows(run: TrainingRun) -> list[tuple[str, str, bool]]:
     return rows
 
 
+def _logs_context(request: HttpRequest, run: TrainingRun, tail: int | None = LOG_TAIL) -> dict:
+    """The log panel of ``?pod=`` (the default pod when absent); 404 when it names none of the run's pods."""
+    picked = request.GET.get("pod", "")
+    try:
+        logs = workloads.logs(run, picked, tail)
+    except workloads.UnknownPod as exc:
+        raise Http404("No such pod.") from exc
+    return {"run": run, "logs": logs, "picked": picked}
+
+
 @login_required
 @require_GET
 def run_logs(request: HttpRequest, pk: int) -> HttpResponse:
-    """The logs tail, polled while the run is active; 286 once it is final."""
+    """The logs tail of ``?pod=`` (else the default pod), polled while the run is active; 286 once it is final.
+
+    Without ``?pod=`` each poll shows the default pod afresh, so a retry's new attempt replaces
+    the failed one as it starts; a picked pod stays picked.
+    """
     run = services.get_run_for_user(request.user, pk)
-    context = {"run": run, "logs": workloads.logs(run, LOG_TAIL)}
-    return render(request, "jobs/run_detail.html#logs", context, status=polling_status(run))
+    return render(request, "jobs/run_detail.html#logs", _logs_context(request, run), status=polling_status(run))
+
+
+@login_required
+@require_GET
+def run_log_download(request: HttpRequest, pk: int) -> HttpResponse:
+    """The whole log of ``?pod=`` (else the default pod) as a text file."""
+    run = services.get_run_for_user(request.user, pk)
+    logs = _logs_context(request, run, tail=None)["logs"]
+    pod = logs.shown.pod if logs.shown else run.cluster_name
+    body = "".join(f"{line}\n" for line in logs.lines)
+    response = HttpResponse(body, content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{pod}.log"'
+    return response
+
+
+@login_required
+@require_GET
+def run_events(request: HttpRequest, pk: int) -> HttpResponse:
+    """The events table, polled with the state while the run is active; 286 once it is final."""
+    run = services.get_run_for_user(request.user, pk)
+    context = {"run": run, "events": workloads.events(run)}
+    return render(request, "jobs/run_detail.html#events", context, status=polling_status(run))
 
 
 @login_required
