@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
+from cluster.backends.base import ClusterEvent
 from jobs import services
 from jobs.constants import RunState
 from jobs.models import TrainingRun
@@ -91,3 +92,22 @@ def test_it_follows_the_newest_line_and_leaves_a_reader_who_scrolled_up_where_th
     lines.extend(f"step {i}" for i in range(320, 330))
     newest_line_shown(page, "step 329")
     assert page.locator("[data-log-box]").evaluate(AT_BOTTOM)
+
+
+def test_it_says_why_a_run_waits_for_capacity_with_the_schedulers_words_one_click_away(live_server, page, world,
+                                                                                        monkeypatch):
+    run, _lines = world
+    words = "waiting for capacity: needs 2\u00d7 a100-80gb on one node; the largest free block is 1 (node a100-1)"
+    raw = "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
+    TrainingRun.objects.filter(pk=run.pk).update(state=RunState.PENDING, reason=words)
+    backend = FakeBackend()
+    backend.warnings[(run.namespace, run.cluster_name)].append(
+        ClusterEvent("Warning", "FailedScheduling", raw, f"Pod/{run.cluster_name}-abcde", "2026-11-22T10:00:01Z"))
+    monkeypatch.setattr("portal.cluster.get_backend", lambda: backend)
+    page.goto(f"{live_server.url}/runs/{run.pk}/")
+    assert page.inner_text("#run-status .reason") == f"Reason: {words}"
+    assert not page.locator("#run-status details pre").is_visible()  # the raw words wait behind a click
+    page.click("#run-status details summary")
+    assert page.inner_text("#run-status details pre") == raw
+    # The events panel refreshes with the state and shows the same raw words.
+    page.wait_for_function("raw => document.querySelector('#run-events').innerText.includes(raw)", arg=raw)
