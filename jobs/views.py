@@ -21,8 +21,9 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
@@ -39,11 +40,19 @@ from quotas.services import budget_summary, usage_summary
 from workloads import services as workloads
 from workloads.forecast import estimated_starts
 from workloads.idle import idle_context
-from workloads.views import STOP_POLLING, current_membership, no_team, polling_status, wants_partial
+from workloads.views import (
+    STOP_POLLING,
+    current_membership,
+    events_panel,
+    log_download,
+    log_panel,
+    no_team,
+    polling_status,
+    wants_partial,
+)
 
 RUNS_PER_PAGE = 25
 RECENT_RUNS = 5
-LOG_TAIL = 200
 
 #: Filter values of the runs list: the states plus "active" (admitted or running: holding quota).
 STATE_FILTERS = [("", "Any state"), ("active", "Active"), *RunState.choices]
@@ -212,8 +221,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     manifest = yaml.safe_dump_all(workloads.manifests(run), sort_keys=False)
     context.update({
         "manifest": manifest,
-        "events": workloads.events(run),
-        **_logs_context(request, run),
+        **_events_panel(run),
+        **_log_panel(request, run),
         "spec": _spec_rows(run),
     })
     return render(request, "jobs/run_detail.html", context)
@@ -242,39 +251,29 @@ def _spec_rows(run: TrainingRun) -> list[tuple[str, str, bool]]:
     return rows
 
 
-def _logs_context(request: HttpRequest, run: TrainingRun, tail: int | None = LOG_TAIL) -> dict:
-    """The log panel of ``?pod=`` (the default pod when absent); 404 when it names none of the run's pods."""
-    picked = request.GET.get("pod", "")
-    try:
-        logs = workloads.logs(run, picked, tail)
-    except workloads.UnknownPod as exc:
-        raise Http404("No such pod.") from exc
-    return {"run": run, "logs": logs, "picked": picked}
+def _log_panel(request: HttpRequest, run: TrainingRun) -> dict:
+    return log_panel(request, run, page_url=reverse("jobs:run-detail", args=[run.pk]),
+                     logs_url=reverse("jobs:run-logs", args=[run.pk]),
+                     download_url=reverse("jobs:run-logs-download", args=[run.pk]))
+
+
+def _events_panel(run: TrainingRun) -> dict:
+    return events_panel(run, reverse("jobs:run-events", args=[run.pk]))
 
 
 @login_required
 @require_GET
 def run_logs(request: HttpRequest, pk: int) -> HttpResponse:
-    """The logs tail of ``?pod=`` (else the default pod), polled while the run is active; 286 once it is final.
-
-    Without ``?pod=`` each poll shows the default pod afresh, so a retry's new attempt replaces
-    the failed one as it starts; a picked pod stays picked.
-    """
+    """The logs box of ``?pod=`` (else the default pod), polled while the run is active; 286 once it is final."""
     run = services.get_run_for_user(request.user, pk)
-    return render(request, "jobs/run_detail.html#logs", _logs_context(request, run), status=polling_status(run))
+    return render(request, "workloads/_log_box.html", _log_panel(request, run), status=polling_status(run))
 
 
 @login_required
 @require_GET
 def run_log_download(request: HttpRequest, pk: int) -> HttpResponse:
     """The whole log of ``?pod=`` (else the default pod) as a text file."""
-    run = services.get_run_for_user(request.user, pk)
-    logs = _logs_context(request, run, tail=None)["logs"]
-    pod = logs.shown.pod if logs.shown else run.cluster_name
-    body = "".join(f"{line}\n" for line in logs.lines)
-    response = HttpResponse(body, content_type="text/plain; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{pod}.log"'
-    return response
+    return log_download(request, services.get_run_for_user(request.user, pk))
 
 
 @login_required
@@ -282,8 +281,7 @@ def run_log_download(request: HttpRequest, pk: int) -> HttpResponse:
 def run_events(request: HttpRequest, pk: int) -> HttpResponse:
     """The events table, polled with the state while the run is active; 286 once it is final."""
     run = services.get_run_for_user(request.user, pk)
-    context = {"run": run, "events": workloads.events(run)}
-    return render(request, "jobs/run_detail.html#events", context, status=polling_status(run))
+    return render(request, "workloads/_events.html", _events_panel(run), status=polling_status(run))
 
 
 @login_required

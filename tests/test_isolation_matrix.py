@@ -40,6 +40,8 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "jobs:run-events": (RUN, ("get",), ()), "jobs:run-cancel": (RUN, (), ("post",)),
     "jobs:run-rerun": (RUN, (), ("post",)),
     "inference:endpoint-detail": (ENDPOINT, ("get",), ()), "inference:endpoint-state": (ENDPOINT, ("get",), ()),
+    "inference:endpoint-logs": (ENDPOINT, ("get",), ()), "inference:endpoint-logs-download": (ENDPOINT, ("get",), ()),
+    "inference:endpoint-events": (ENDPOINT, ("get",), ()),
     "inference:endpoint-edit": (ENDPOINT, (), ("get", "post")),
     "inference:endpoint-delete": (ENDPOINT, (), ("get", "post")),
     "run-detail": (RUN, ("get",), ()), "run-cancel": (RUN, (), ("post",)), "run-events": (RUN, ("get",), ()),

@@ -70,7 +70,8 @@ def manifests(workload) -> list[dict]:
     return kind_of(workload).manifests(workload)
 
 
-def _on_cluster(workload) -> bool:
+def on_cluster(workload) -> bool:
+    """Whether the workload has (or had) objects on the cluster: before that there are no pods or events."""
     lc = kind_of(workload).lifecycle
     return workload.state not in (lc.queued, lc.admitted) or workload.applied_at is not None
 
@@ -96,7 +97,7 @@ def logs(workload, pod: str = "", tail: int | None = 200) -> Logs:
     reaches another workload's pod (:class:`UnknownPod`). Nothing to show before the workload
     is on the cluster or while the cluster cannot be reached.
     """
-    if not _on_cluster(workload):
+    if not on_cluster(workload):
         if pod:
             raise UnknownPod(pod)
         return Logs([], None, [])
@@ -120,7 +121,7 @@ def logs(workload, pod: str = "", tail: int | None = 200) -> Logs:
 
 def events(workload) -> list[ClusterEvent]:
     """Cluster events about the workload's objects; [] when there are none or the cluster is unreachable."""
-    if not _on_cluster(workload):
+    if not on_cluster(workload):
         return []
     try:
         return portal.cluster.get_backend().events(WorkloadRef(workload.namespace, workload.cluster_name))

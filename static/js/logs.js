@@ -7,7 +7,7 @@
 // bottom, or ticking the box, follows again.
 (function () {
   "use strict";
-  var PANEL = "[data-log-panel]", BOX = "[data-log-box]", FOLLOW = "[data-log-follow]";
+  var PANEL = "[data-log-panel]", BOX = "[data-log-box]", FOLLOW = "[data-log-follow]", PICKER = "[data-log-picker]";
   var SLACK = 8; // pixels from the bottom that still count as "at the bottom"
   var before = null; // where the reader was in the panel being swapped: {top, atBottom}
 
@@ -21,6 +21,15 @@
     if (!target || !target.matches || !target.matches(PANEL)) return;
     var old = target.querySelector(BOX);
     before = old ? { top: old.scrollTop, atBottom: atBottom(old) } : { top: 0, atBottom: true };
+  });
+
+  // Polls refresh the pod picker out of band (a retry's new attempt appears); never while the
+  // reader has it open or focused, which would close it under their pointer.
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var target = event.detail.target;
+    if (target && target.matches && target.matches(PICKER) && target.contains(document.activeElement)) {
+      event.detail.shouldSwap = false;
+    }
   });
 
   document.addEventListener("htmx:afterSwap", function () {

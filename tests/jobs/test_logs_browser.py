@@ -101,13 +101,24 @@ def test_it_says_why_a_run_waits_for_capacity_with_the_schedulers_words_one_clic
     raw = "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
     TrainingRun.objects.filter(pk=run.pk).update(state=RunState.PENDING, reason=words)
     backend = FakeBackend()
-    backend.warnings[(run.namespace, run.cluster_name)].append(
-        ClusterEvent("Warning", "FailedScheduling", raw, f"Pod/{run.cluster_name}-abcde", "2026-11-22T10:00:01Z"))
     monkeypatch.setattr("portal.cluster.get_backend", lambda: backend)
     page.goto(f"{live_server.url}/runs/{run.pk}/")
     assert page.inner_text("#run-status .reason") == f"Reason: {words}"
+    assert page.locator("#run-status details").count() == 0  # the scheduler has said nothing yet
+
+    # The scheduler speaks: the status panel and the events refresh with it, without a reload.
+    backend.warnings[(run.namespace, run.cluster_name)].append(
+        ClusterEvent("Warning", "FailedScheduling", raw, f"Pod/{run.cluster_name}-abcde", "2026-11-22T10:00:01Z"))
+    page.wait_for_function("raw => document.querySelector('#workload-events').innerText.includes(raw)", arg=raw,
+                           timeout=10_000)
+    page.wait_for_selector("#run-status details summary", timeout=10_000)
+    assert page.inner_text("#run-status .reason") == f"Reason: {words}"  # the plain words stay first
     assert not page.locator("#run-status details pre").is_visible()  # the raw words wait behind a click
     page.click("#run-status details summary")
     assert page.inner_text("#run-status details pre") == raw
-    # The events panel refreshes with the state and shows the same raw words.
-    page.wait_for_function("raw => document.querySelector('#run-events').innerText.includes(raw)", arg=raw)
+    # The next polls of the status panel leave it open.
+    with page.expect_response(lambda r: r.url.endswith(f"/runs/{run.pk}/")):
+        pass
+    with page.expect_response(lambda r: r.url.endswith(f"/runs/{run.pk}/")):
+        pass
+    assert page.locator("#run-status details pre").is_visible()

@@ -121,7 +121,7 @@ def test_it_shows_no_picker_and_no_lines_before_the_run_is_on_the_cluster(client
     run = submit(member, team)
     client.force_login(member)
     html = client.get(f"/runs/{run.pk}/").content.decode()
-    assert "<select name=\"pod\"" not in html and "No log lines yet." in html
+    assert '<label id="log-picker" data-log-picker hidden>' in html and "No log lines yet." in html
     assert client.get(f"/runs/{run.pk}/logs/", {"pod": "anything"}).status_code == 404
 
 
