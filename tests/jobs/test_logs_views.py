@@ -237,3 +237,18 @@ def test_the_api_reads_any_pods_log_and_answers_404_for_others(api, distributed)
     body = api.get(f"/api/v1/runs/{distributed.pk}/logs/", {"pod": f"{name}-worker-1"}).json()
     assert body["lines"] == ["worker 1 says hello"]
     assert api.get(f"/api/v1/runs/{distributed.pk}/logs/", {"pod": "nope"}).status_code == 404
+
+
+def test_a_poll_brings_a_new_attempt_into_the_picker(client, member, team, quota, published, fake_backend):
+    run = on_cluster(submit(member, team))
+    first, second = attempts(run)
+    fake_backend.pod_lists[(run.namespace, run.cluster_name)] = [first]
+    client.force_login(member)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "attempt 1 (Error (exit 1))" in page and "hx-swap-oob" not in page  # the page itself swaps nothing
+    fake_backend.pod_lists[(run.namespace, run.cluster_name)] = [first, second]
+    html = client.get(f"/runs/{run.pk}/logs/", **HTMX).content.decode()
+    assert 'id="log-picker" data-log-picker hx-swap-oob="true"' in html
+    # Nothing picked: the poll shows the newest attempt, and the picker offers both.
+    assert f'<option value="{second["metadata"]["name"]}" selected>attempt 2 (running)</option>' in html
+    assert "attempt 1 (Error (exit 1))" in html
