@@ -5,9 +5,10 @@ Views are thin (DESIGN.md §8): they check access with one helper
 service function and render. They never write the database themselves.
 
 htmx: one view per page; when ``request.htmx`` the view renders a partial of the same
-template (``"jobs/run_list.html#rows"``). Cells that poll (state, logs, the detail page's
-status panel) are answered with HTTP 286 once the run is final, which makes htmx stop
-polling; the same markup is still swapped in, so the last state is shown.
+template (``"jobs/run_list.html#rows"``). Cells that poll (state, logs, events, the detail
+page's status panel) are answered with HTTP 286 once the run is final, which makes htmx stop
+polling; the same markup is still swapped in, so the last state is shown. The logs and events
+panels are every kind's (``workloads.views``, ``templates/workloads/``).
 """
 
 from __future__ import annotations
