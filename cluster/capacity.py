@@ -2,12 +2,13 @@
 
 The scheduler says "0/8 nodes are available: 8 Insufficient nvidia.com/gpu"; people want
 "waiting for capacity: needs 4× a100-80gb on one node; the largest free block is 2 (node
-a100-1)". The raw words stay in the workload's events.
+a100-1)". The raw words stay in the workload's events; :func:`scheduler_message` finds them
+for the run page, which keeps them one click away.
 """
 
 from __future__ import annotations
 
-from cluster.backends.base import NodeCapacity
+from cluster.backends.base import ClusterEvent, NodeCapacity
 
 #: How every capacity reason starts: the Capacity page finds the work waiting for the cluster by it.
 WAITING_FOR_CAPACITY = "waiting for capacity"
@@ -25,3 +26,12 @@ def capacity_reason(flavor: str, resource_name: str, node_labels: dict[str, str]
     if largest.free == 0:
         return f"{need}; every {flavor} node is full"
     return f"{need}; the largest free block is {largest.free} (node {largest.node})"
+
+
+#: The scheduler's event reason when it found no node for a pod.
+FAILED_SCHEDULING = "FailedScheduling"
+
+
+def scheduler_message(events: list[ClusterEvent]) -> str:
+    """The scheduler's own words behind a capacity reason: its newest FailedScheduling message, or ""."""
+    return next((e.message for e in reversed(events) if e.reason == FAILED_SCHEDULING), "")

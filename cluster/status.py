@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cluster.backends.base import ObservedWorkload
+from cluster.pods import attempt_words, terminated_reason
 
 Manifest = dict[str, Any]
 
@@ -65,6 +66,8 @@ SEVERITY_INFO = 1  # ContainerCreating, PodInitializing: progress, not a problem
 SEVERITY_PROBLEM = 2  # the workload cannot make progress without a change or more capacity
 SEVERITY_FATAL = 3  # a container died
 
+#: A Job's ``backoffLimit`` when its spec does not say (the API server's default).
+DEFAULT_BACKOFF_LIMIT = 6
 #: Waiting reasons that mean "still starting" rather than "stuck".
 _STARTING_REASONS = frozenset({"ContainerCreating", "PodInitializing"})
 #: Resource names that are GPU units for billing (full GPUs and MIG slices).
@@ -108,11 +111,6 @@ def _with_message(reason: str, message: str) -> str:
     return reason or message
 
 
-def _terminated_reason(term: Manifest) -> str:
-    reason = term.get("reason") or "Error"
-    return f"{reason} (exit {_int(term.get('exitCode'))})"
-
-
 def _container_reason(status: Manifest) -> tuple[int, str]:
     """The telling signal of one container status (severity, words)."""
     state = status.get("state") or {}
@@ -125,7 +123,7 @@ def _container_reason(status: Manifest) -> tuple[int, str]:
             if last:
                 if last.get("reason") in (None, "", "Error"):
                     return SEVERITY_FATAL, f"CrashLoopBackOff (exit {_int(last.get('exitCode'))})"
-                return SEVERITY_FATAL, f"CrashLoopBackOff after {_terminated_reason(last)}"
+                return SEVERITY_FATAL, f"CrashLoopBackOff after {terminated_reason(last)}"
             return SEVERITY_FATAL, "CrashLoopBackOff"
         if reason in _STARTING_REASONS:
             return SEVERITY_INFO, reason
@@ -133,10 +131,10 @@ def _container_reason(status: Manifest) -> tuple[int, str]:
             return SEVERITY_PROBLEM, _with_message(reason, waiting.get("message", ""))
     terminated = state.get("terminated")
     if terminated and (terminated.get("reason") != "Completed" or _int(terminated.get("exitCode"))):
-        return SEVERITY_FATAL, _terminated_reason(terminated)
+        return SEVERITY_FATAL, terminated_reason(terminated)
     if last and last.get("reason") == "OOMKilled":
         # Restarted in place after an OOM: running again, but the user should know.
-        return SEVERITY_PROBLEM, f"restarted after {_terminated_reason(last)}"
+        return SEVERITY_PROBLEM, f"restarted after {terminated_reason(last)}"
     return SEVERITY_NONE, ""
 
 
@@ -247,12 +245,17 @@ def _job_status(job: Manifest, pods: list[Manifest]) -> WorkloadStatus:
         return WorkloadStatus(TrainingPhase.FAILED, _failure_reason(conds["Failed"], pods), started, finished, units)
     if _is_true(conds.get("Suspended")):
         return WorkloadStatus(TrainingPhase.PENDING, "Suspended", started, None, units)
+    # A retried Job says which attempt it is on, unless a live pod has a problem to tell.
+    retries = _int((job.get("spec") or {}).get("backoffLimit", DEFAULT_BACKOFF_LIMIT))
+    severity, reason = pods_reason(_live(pods))
     if _running_pods(pods):
-        severity, reason = pods_reason(_live(pods))
         return WorkloadStatus(
-            TrainingPhase.RUNNING, reason if severity >= SEVERITY_PROBLEM else "", started, None, units
+            TrainingPhase.RUNNING, reason if severity >= SEVERITY_PROBLEM else attempt_words(pods, retries), started,
+            None, units
         )
-    return WorkloadStatus(TrainingPhase.PENDING, _current_reason(pods)[1], started, None, units)
+    if severity < SEVERITY_PROBLEM:
+        reason = attempt_words(pods, retries) or _current_reason(pods)[1]
+    return WorkloadStatus(TrainingPhase.PENDING, reason, started, None, units)
 
 
 def _pytorchjob_status(job: Manifest, pods: list[Manifest]) -> WorkloadStatus:

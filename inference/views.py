@@ -16,6 +16,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -31,10 +32,17 @@ from quotas.models import GpuFlavor
 from quotas.services import usage_summary
 from workloads import services as workloads
 from workloads.idle import idle_context
-from workloads.views import current_membership, no_team, polling_status, wants_partial
+from workloads.views import (
+    current_membership,
+    events_panel,
+    log_download,
+    log_panel,
+    no_team,
+    polling_status,
+    wants_partial,
+)
 
 PER_PAGE = 25
-LOG_TAIL = 200
 #: What the live preview prices and admits.
 PREVIEW_FIELDS = ("flavor", "gpus_per_replica", "min_replicas", "max_replicas", "autoscale", "spot")
 
@@ -148,11 +156,44 @@ def endpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
         chart=replicas_chart(samples, timezone.now(), (endpoint.replicas, endpoint.desired_replicas,
                                                         endpoint.replica_ceiling), endpoint.min_replicas,
                              endpoint.max_replicas),
-        cluster_events=workloads.events(endpoint),
-        logs=workloads.logs(endpoint, LOG_TAIL),
         manifest=yaml.safe_dump_all(workloads.manifests(endpoint), sort_keys=False),
     )
+    context.update({**_events_panel(endpoint), **_log_panel(request, endpoint)})
     return render(request, "inference/endpoint_detail.html", context)
+
+
+def _log_panel(request: HttpRequest, endpoint: InferenceEndpoint) -> dict:
+    return log_panel(request, endpoint, page_url=reverse("inference:endpoint-detail", args=[endpoint.pk]),
+                     logs_url=reverse("inference:endpoint-logs", args=[endpoint.pk]),
+                     download_url=reverse("inference:endpoint-logs-download", args=[endpoint.pk]))
+
+
+def _events_panel(endpoint: InferenceEndpoint) -> dict:
+    return events_panel(endpoint, reverse("inference:endpoint-events", args=[endpoint.pk]))
+
+
+@login_required
+@require_GET
+def endpoint_logs(request: HttpRequest, pk: int) -> HttpResponse:
+    """The logs box of ``?pod=`` (a replica; the oldest when absent), polled until the endpoint is final (286)."""
+    endpoint = services.get_endpoint_for_user(request.user, pk)
+    return render(request, "workloads/_log_box.html", _log_panel(request, endpoint),
+                  status=polling_status(endpoint))
+
+
+@login_required
+@require_GET
+def endpoint_log_download(request: HttpRequest, pk: int) -> HttpResponse:
+    """The whole log of ``?pod=`` (the oldest replica when absent) as a text file."""
+    return log_download(request, services.get_endpoint_for_user(request.user, pk))
+
+
+@login_required
+@require_GET
+def endpoint_events(request: HttpRequest, pk: int) -> HttpResponse:
+    """The events table, polled with the state until the endpoint is final (286)."""
+    endpoint = services.get_endpoint_for_user(request.user, pk)
+    return render(request, "workloads/_events.html", _events_panel(endpoint), status=polling_status(endpoint))
 
 
 @login_required

@@ -2,7 +2,8 @@
 
 The sandbox reads ``SLIPWAY_SIM_DURATION`` / ``SLIPWAY_SIM_OUTCOME`` from a run's env, so
 the demo shows every path a real cluster takes: quick successes, an out-of-memory failure,
-a bad image, a long distributed run, a MIG-slice run and work queued behind quota. Runs go
+a bad image, a run that fails once and recovers on its retry, a long distributed run, a
+MIG-slice run and work queued behind quota. Runs go
 through :func:`jobs.services.submit_run` like any other, so admission and the queue are real.
 Idempotent: a team that already has runs gets no more.
 """
@@ -54,6 +55,11 @@ DEMO_RUNS: tuple[tuple[str, str, dict], ...] = (
                         "env": {"SLIPWAY_SIM_OUTCOME": "image-pull"}}),
     ("nlp", "erin", {"name": "t5-distill", "flavor": "h100-80gb", "gpus_per_worker": 4,
                      "env": {"SLIPWAY_SIM_DURATION": "4m"}}),
+    # Its first attempt dies (a flaky data loader) and the retry succeeds: the run page says
+    # "attempt 2 of 3; attempt 1 ended: Error (exit 1)" and keeps attempt 1's log in the picker.
+    ("nlp", "erin", {"name": "t5-flaky-loader", "flavor": "h100-80gb", "gpus_per_worker": 2,
+                     "env": {"SLIPWAY_SIM_DURATION": "90s", "SLIPWAY_SIM_OUTCOME": "fail",
+                             "SLIPWAY_SIM_FAILED_ATTEMPTS": "1"}}),
     # A forgotten interactive run: its GPU barely works, so its time shows as idle-GPU waste.
     ("vision", "dave", {"name": "notebook-forgotten", "flavor": "l4", "gpus_per_worker": 1,
                         "env": {"SLIPWAY_SIM_DURATION": "8h", "SLIPWAY_SIM_GPU_UTIL": "2"}}),

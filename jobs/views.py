@@ -5,9 +5,10 @@ Views are thin (DESIGN.md §8): they check access with one helper
 service function and render. They never write the database themselves.
 
 htmx: one view per page; when ``request.htmx`` the view renders a partial of the same
-template (``"jobs/run_list.html#rows"``). Cells that poll (state, logs, the detail page's
-status panel) are answered with HTTP 286 once the run is final, which makes htmx stop
-polling; the same markup is still swapped in, so the last state is shown.
+template (``"jobs/run_list.html#rows"``). Cells that poll (state, logs, events, the detail
+page's status panel) are answered with HTTP 286 once the run is final, which makes htmx stop
+polling; the same markup is still swapped in, so the last state is shown. The logs and events
+panels are every kind's (``workloads.views``, ``templates/workloads/``).
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from cluster.capacity import WAITING_FOR_CAPACITY, scheduler_message
 from jobs import services
 from jobs.constants import TIMELINE, RunState
 from jobs.forms import NewRunForm, preview_data
@@ -38,11 +41,19 @@ from quotas.services import budget_bar, usage_bars, usage_summary
 from workloads import services as workloads
 from workloads.forecast import estimated_starts
 from workloads.idle import idle_context
-from workloads.views import STOP_POLLING, current_membership, no_team, polling_status, wants_partial
+from workloads.views import (
+    STOP_POLLING,
+    current_membership,
+    events_panel,
+    log_download,
+    log_panel,
+    no_team,
+    polling_status,
+    wants_partial,
+)
 
 RUNS_PER_PAGE = 25
 RECENT_RUNS = 5
-LOG_TAIL = 200
 
 #: Filter values of the runs list: the states plus "active" (admitted or running: holding quota).
 STATE_FILTERS = [("", "Any state"), ("active", "Active"), *RunState.choices]
@@ -186,13 +197,16 @@ def timeline(run: TrainingRun) -> list[Step]:
 
 def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
     membership = require_team(request.user, run.team)
-    reason, start = run.reason, ""
+    reason, start, raw = run.reason, "", ""
     if run.state == RunState.QUEUED:
         # The stored reason is from submission time; the queue's reason uses current figures.
         reason = admission.queue_reason(run.team, run.ref) or reason
         estimate = estimated_starts(run.team).get(run.ref)
         start = estimate.words() if estimate is not None else ""
-    return {"run": run, "timeline": timeline(run), "reason": reason, "start": start,
+    elif reason.startswith(WAITING_FOR_CAPACITY) and not run.is_final:
+        # The reconciler put the scheduler's words into plain ones; theirs stay one click away.
+        raw = scheduler_message(workloads.events(run))
+    return {"run": run, "timeline": timeline(run), "reason": reason, "start": start, "scheduler_message": raw,
             "can_cancel": not run.is_final and may_end(request.user, run, membership),
             "can_rerun": membership.allows(Role.MEMBER), **idle_context(run)}
 
@@ -209,8 +223,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     manifest = yaml.safe_dump_all(workloads.manifests(run), sort_keys=False)
     context.update({
         "manifest": manifest,
-        "events": workloads.events(run),
-        "logs": workloads.logs(run, LOG_TAIL),
+        **_events_panel(run),
+        **_log_panel(request, run),
         "spec": _spec_rows(run),
     })
     return render(request, "jobs/run_detail.html", context)
@@ -239,13 +253,37 @@ def _spec_rows(run: TrainingRun) -> list[tuple[str, str, bool]]:
     return rows
 
 
+def _log_panel(request: HttpRequest, run: TrainingRun) -> dict:
+    return log_panel(request, run, page_url=reverse("jobs:run-detail", args=[run.pk]),
+                     logs_url=reverse("jobs:run-logs", args=[run.pk]),
+                     download_url=reverse("jobs:run-logs-download", args=[run.pk]))
+
+
+def _events_panel(run: TrainingRun) -> dict:
+    return events_panel(run, reverse("jobs:run-events", args=[run.pk]))
+
+
 @login_required
 @require_GET
 def run_logs(request: HttpRequest, pk: int) -> HttpResponse:
-    """The logs tail, polled while the run is active; 286 once it is final."""
+    """The logs box of ``?pod=`` (else the default pod), polled while the run is active; 286 once it is final."""
     run = services.get_run_for_user(request.user, pk)
-    context = {"run": run, "logs": workloads.logs(run, LOG_TAIL)}
-    return render(request, "jobs/run_detail.html#logs", context, status=polling_status(run))
+    return render(request, "workloads/_log_box.html", _log_panel(request, run), status=polling_status(run))
+
+
+@login_required
+@require_GET
+def run_log_download(request: HttpRequest, pk: int) -> HttpResponse:
+    """The whole log of ``?pod=`` (else the default pod) as a text file."""
+    return log_download(request, services.get_run_for_user(request.user, pk))
+
+
+@login_required
+@require_GET
+def run_events(request: HttpRequest, pk: int) -> HttpResponse:
+    """The events table, polled with the state while the run is active; 286 once it is final."""
+    run = services.get_run_for_user(request.user, pk)
+    return render(request, "workloads/_events.html", _events_panel(run), status=polling_status(run))
 
 
 @login_required

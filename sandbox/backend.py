@@ -54,6 +54,7 @@ from sandbox.simulation import (
     TERMINATION,
     crash_state,
     gpu_utilization,
+    pod_outcome,
     server_log,
     stable_int,
     training_log,
@@ -67,6 +68,8 @@ T = TypeVar("T")
 GPU_UTILIZATION_ANNOTATION = "sandbox.slipway.dev/gpu-utilization"
 #: ScaledObject annotation with the endpoint's current synthetic load (trigger metric units).
 LOAD_ANNOTATION = "sandbox.slipway.dev/load"
+#: A whole log (``tail=None``) stops at this many lines, as a kubelet rotates a container's log.
+LOG_LINES_MAX = 100_000
 #: Kubernetes keeps events for an hour (kube-apiserver --event-ttl); so does the sandbox.
 EVENT_TTL = timedelta(hours=1)
 #: Decoded (manifest, plan) per (uid, resourceVersion): observe() re-reads only status columns.
@@ -278,35 +281,41 @@ class SandboxBackend(ClusterBackend):
         return per_workload(samples, pods)
 
     @_storage_errors
-    def logs(self, ref: WorkloadRef, tail: int = 200, *, now: datetime | None = None) -> list[str]:
+    def pods(self, ref: WorkloadRef, *, now: datetime | None = None) -> list[Manifest]:
         at = now or self.clock()
-        pods = list(SimPod.objects.filter(namespace=ref.namespace, workload=ref.workload)
-                    .select_related("owner").order_by("-active", "role", "index", "-created_at"))
-        if not pods:
-            return []
-        pod = pods[0]
-        if pod.owner.kind == "Job":  # the newest attempt
-            pod = max(pods, key=lambda p: (p.created_at, p.pk))
-        plan = pod.owner.plan["pods"][pod.role]
-        if pod.started_at is None:
+        rows = SimPod.objects.filter(namespace=ref.namespace, workload=ref.workload).select_related("owner")
+        return [pod_manifest(pod, pod.owner, at) for pod in rows.order_by("created_at", "pk")]
+
+    @_storage_errors
+    def logs(self, ref: WorkloadRef, pod: str, tail: int | None = 200, *, now: datetime | None = None) -> list[str]:
+        at = now or self.clock()
+        row = SimPod.objects.filter(namespace=ref.namespace, workload=ref.workload, name=pod).select_related(
+            "owner").first()
+        if row is None:
+            raise NotFound(f'pods "{pod}" not found', status=404)
+        tail = LOG_LINES_MAX if tail is None else tail
+        plan = row.owner.plan["pods"][row.role]
+        if row.started_at is None:
             return []  # "container is waiting to start": nothing logged yet
-        if pod.owner.kind == "Deployment":
+        if row.owner.kind == "Deployment":
             until = at
             if plan["out"] in CRASH_OUTCOMES:
-                state = crash_state(pod.started_at, plan["dur"], at)
-                lines = server_log(pod.name, image=plan["img"], started=state.run_started, until=min(at, state.run_started
-                                   + timedelta(seconds=plan["dur"])), load=1.0, tail=tail)
+                state = crash_state(row.started_at, plan["dur"], at)
+                lines = server_log(row.name, image=plan["img"], started=state.run_started,
+                                   until=min(at, state.run_started + timedelta(seconds=plan["dur"])), load=1.0,
+                                   tail=tail)
                 reason = TERMINATION[plan["out"]][0]
                 if not state.running:
                     lines.append(f"{rfc3339(state.last_exit)} ERROR server exited: {reason}")
                 return lines[-tail:]
-            return server_log(pod.name, image=plan["img"], started=pod.started_at, until=until,
-                              load=self._load(pod.owner, at) / max(pod.owner.replicas, 1),
+            return server_log(row.name, image=plan["img"], started=row.started_at, until=until,
+                              load=self._load(row.owner, at) / max(row.owner.replicas, 1),
                               tail=tail)
-        until = pod.finished_at or at
-        workers = sum(p["count"] for p in pod.owner.plan["pods"])
-        return training_log(pod.name, image=plan["img"], started=pod.started_at, until=until, outcome=plan["out"],
-                            finished=pod.finished_at is not None and pod.reason != "DeadlineExceeded",
+        until = row.finished_at or at
+        workers = sum(p["count"] for p in row.owner.plan["pods"])
+        return training_log(row.name, image=plan["img"], started=row.started_at, until=until,
+                            outcome=pod_outcome(plan, row.owner.kind, row.index),
+                            finished=row.finished_at is not None and row.reason != "DeadlineExceeded",
                             workers=workers, tail=tail)
 
     @staticmethod

@@ -36,7 +36,7 @@ from sandbox.inventory import nodes as inventory_nodes
 from sandbox.models import SimEvent, SimLoad, SimObject, SimPod
 from sandbox.quantity import format_units
 from sandbox.scheduler import Scheduler
-from sandbox.simulation import PULL_SECONDS, TERMINATION, default_load, stable_int, wanted_replicas
+from sandbox.simulation import PULL_SECONDS, TERMINATION, default_load, pod_outcome, stable_int, wanted_replicas
 
 STAGE_CREATED, STAGE_BOUND, STAGE_STARTED, STAGE_READY, STAGE_DONE, STAGE_CRASHING = 0, 1, 2, 3, 4, 5
 CONTROLLED = ("Job", "PyTorchJob", "Deployment", "ScaledObject", "ResourceQuota")
@@ -154,7 +154,7 @@ class Tick:
             return
         plan = self.plan_of(pod)
         start = pod.scheduled_at + timedelta(seconds=PULL_SECONDS)
-        outcome = plan["out"]
+        outcome = pod_outcome(plan, owner.kind, pod.index)
         pod_ref = f"Pod/{pod.name}"
         if outcome == "image-pull":
             if pod.stage < STAGE_STARTED and self.now >= start:
@@ -348,7 +348,8 @@ class Tick:
                 self.dirty(job)
             seq = int(memo.get("seq", 0))
             name = f"{job.name[:57]}-{name_suffix(job.uid, seq)}"
-            if self.now.timestamp() >= memo.get("retry_at", 0) and self.create_pods(job, [(0, 0, name)], ref):
+            # The pod's index is its attempt (0-based): SLIPWAY_SIM_FAILED_ATTEMPTS reads it.
+            if self.now.timestamp() >= memo.get("retry_at", 0) and self.create_pods(job, [(0, seq, name)], ref):
                 memo["seq"] = seq + 1
                 self.dirty(job)
         if job.done:

@@ -51,7 +51,8 @@ class SimPod(models.Model):
     namespace = models.CharField(max_length=63)
     name = models.CharField(max_length=253)
     workload = models.CharField(max_length=63, blank=True)
-    #: Index into the owner's ``plan["pods"]`` (Master/Worker of a PyTorchJob) and replica index.
+    #: Index into the owner's ``plan["pods"]`` (Master/Worker of a PyTorchJob) and replica index
+    #: (a Job's pods: the attempt, 0-based).
     role = models.IntegerField(default=0)
     index = models.IntegerField(default=0)
     template_hash = models.CharField(max_length=16, blank=True)

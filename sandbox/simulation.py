@@ -10,6 +10,9 @@ Knobs read from the first container's env (passed through unchanged by the build
   container crashes (crash outcomes only; a healthy server runs forever).
 * ``SLIPWAY_SIM_OUTCOME`` — ``succeed`` (default), ``fail``, ``oom``, ``image-pull``, ``crashloop``.
 * ``SLIPWAY_SIM_GPU_UTIL`` — fixed GPU utilisation in percent (e.g. ``3`` to demo idle detection).
+* ``SLIPWAY_SIM_FAILED_ATTEMPTS`` — Jobs: only the first N attempts end with a failing outcome
+  (``fail``, ``oom``); the attempts after them succeed, so a run that retries and recovers can
+  be shown (with ``max_retries`` ≥ N). Default: every attempt ends the same way.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class SimSettings:
     outcome: str
     utilization: float | None
     load_seconds: int = 0  # servers: model load time before readiness
+    failed_attempts: int | None = None  # Jobs: attempts that fail before one succeeds (None: all)
 
 
 def stable_int(*parts: object) -> int:
@@ -83,8 +87,23 @@ def sim_settings(env: dict[str, str], *, workload: str, kind: str) -> SimSetting
         raw = env.get("SLIPWAY_SIM_LOAD_SECONDS", "")
         parsed = parse_duration(raw) if raw else None
         load_seconds = DEFAULT_MODEL_LOAD_SECONDS if parsed is None else parsed
+    raw = env.get("SLIPWAY_SIM_FAILED_ATTEMPTS", "").strip()
+    failed_attempts = int(raw) if raw.isascii() and raw.isdigit() else None
     return SimSettings(duration=max(duration, 1), outcome=outcome, utilization=utilization,
-                       load_seconds=load_seconds)
+                       load_seconds=load_seconds, failed_attempts=failed_attempts)
+
+
+#: Outcomes SLIPWAY_SIM_FAILED_ATTEMPTS limits to the first attempts.
+RETRYABLE_OUTCOMES = ("fail", "oom")
+
+
+def pod_outcome(plan: dict, owner_kind: str, index: int) -> str:
+    """How one pod ends. A Job's pod ``index`` is its attempt (0-based): past the plan's failed
+    attempts (``SLIPWAY_SIM_FAILED_ATTEMPTS``) a failing outcome turns into success."""
+    outcome, fails = plan["out"], plan.get("fails")
+    if owner_kind == "Job" and fails is not None and index >= fails and outcome in RETRYABLE_OUTCOMES:
+        return "succeed"
+    return outcome
 
 
 @dataclass(frozen=True)

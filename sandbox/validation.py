@@ -378,6 +378,7 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
         "aff": terms,
         "dur": sim.duration,
         "out": sim.outcome,
+        "fails": sim.failed_attempts,
         "util": sim.utilization,
         # A server answers its readiness probe once its model is loaded (SLIPWAY_SIM_LOAD_SECONDS).
         "ready": sim.load_seconds if first.get("readinessProbe") else 0,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.urls import URLPattern, URLResolver, get_resolver
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -36,9 +36,12 @@ pytestmark = pytest.mark.django_db
 RUN, ENDPOINT = "run", "endpoint"
 OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "jobs:run-detail": (RUN, ("get",), ()), "jobs:run-state": (RUN, ("get",), ()),
-    "jobs:run-logs": (RUN, ("get",), ()), "jobs:run-cancel": (RUN, (), ("post",)),
+    "jobs:run-logs": (RUN, ("get",), ()), "jobs:run-logs-download": (RUN, ("get",), ()),
+    "jobs:run-events": (RUN, ("get",), ()), "jobs:run-cancel": (RUN, (), ("post",)),
     "jobs:run-rerun": (RUN, (), ("post",)),
     "inference:endpoint-detail": (ENDPOINT, ("get",), ()), "inference:endpoint-state": (ENDPOINT, ("get",), ()),
+    "inference:endpoint-logs": (ENDPOINT, ("get",), ()), "inference:endpoint-logs-download": (ENDPOINT, ("get",), ()),
+    "inference:endpoint-events": (ENDPOINT, ("get",), ()),
     "inference:endpoint-edit": (ENDPOINT, (), ("get", "post")),
     "inference:endpoint-delete": (ENDPOINT, (), ("get", "post")),
     "run-detail": (RUN, ("get",), ()), "run-cancel": (RUN, (), ("post",)), "run-events": (RUN, ("get",), ()),
@@ -102,13 +105,7 @@ def world(team, other_team, member, outsider, viewer, ep_quota, quota, published
 
 
 def path_of(name: str, obj) -> str:
-    kind, *_ = OBJECT_ROUTES[name]
-    plural = "runs" if kind == RUN else "endpoints"
-    if ":" in name:  # a portal page
-        suffix = name.split("-", 1)[1].removeprefix("detail")
-        return f"/{plural}/{obj.pk}/" + (f"{suffix}/" if suffix else "")
-    suffix = name.split("-", 1)[1].removeprefix("detail")
-    return f"/api/v1/{plural}/{obj.pk}/" + (f"{suffix}/" if suffix else "")
+    return reverse(name, kwargs={"pk": obj.pk})
 
 
 def snapshot() -> tuple:

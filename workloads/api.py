@@ -27,8 +27,15 @@ from workloads.forecast import StartEstimate, estimated_starts
 from workloads.idle import IdleFigures, idle_figures
 
 
+class LogSourceSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    label = serializers.CharField(help_text='"master-0", "worker-1", "attempt 2 (running)"')
+
+
 class LogsSerializer(serializers.Serializer):
     lines = serializers.ListField(child=serializers.CharField())
+    pod = serializers.CharField(allow_null=True, help_text="the pod these lines are from")
+    pods = LogSourceSerializer(many=True, help_text="every pod of the workload with a log (?pod= picks one)")
 
 
 class EventSerializer(serializers.Serializer):
@@ -130,11 +137,16 @@ def _tail(request) -> int:
 class WorkloadReadActions:
     """``logs/``, ``events/`` and ``manifest/`` of one workload, for any kind's viewset."""
 
-    @extend_schema(parameters=[OpenApiParameter("tail", int)], responses=LogsSerializer)
+    @extend_schema(parameters=[OpenApiParameter("tail", int), OpenApiParameter("pod", str)], responses=LogsSerializer)
     @action(detail=True, methods=["get"])
     def logs(self, request, pk=None):
         workload = self.get_object()
-        return Response({"lines": workloads.logs(workload, _tail(request))})
+        try:
+            found = workloads.logs(workload, request.query_params.get("pod", ""), _tail(request))
+        except workloads.UnknownPod as exc:
+            raise Http404("No such pod.") from exc
+        return Response({"lines": found.lines, "pod": found.shown.pod if found.shown else None,
+                         "pods": [{"name": s.pod, "label": s.label} for s in found.sources]})
 
     @extend_schema(responses=EventSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None)

@@ -3,7 +3,7 @@
 * :func:`admit_new` admits a just-recorded workload (in the caller's transaction) and has its
   objects applied after commit;
 * :func:`end_by_user` ends it for a user (cancel, delete) and has its objects deleted;
-* :func:`manifests`, :func:`logs` and :func:`events` read what the cluster layer has for it.
+* :func:`manifests`, :func:`logs` (of any of its pods) and :func:`events` read what the cluster layer has for it.
 
 Access checks stay with the caller (each kind's service checks roles before calling here).
 """
@@ -20,6 +20,7 @@ import portal.cluster
 from cluster.backends.base import ClusterEvent, WorkloadRef
 from cluster.capacity import WAITING_FOR_CAPACITY
 from cluster.errors import ClusterError
+from cluster.pods import LogSource, log_sources
 from portal.queueing import publish_on_commit
 from quotas import admission, ledger
 from quotas.models import GpuFlavor
@@ -89,24 +90,58 @@ def manifests(workload) -> list[dict]:
     return kind_of(workload).manifests(workload)
 
 
-def _on_cluster(workload) -> bool:
+def on_cluster(workload) -> bool:
+    """Whether the workload has (or had) objects on the cluster: before that there are no pods or events."""
     lc = kind_of(workload).lifecycle
     return workload.state not in (lc.queued, lc.admitted) or workload.applied_at is not None
 
 
-def logs(workload, tail: int = 200) -> list[str]:
-    """Last log lines of the workload's first pod; [] before it has one or while the cluster is unreachable."""
-    if not _on_cluster(workload):
-        return []
+@dataclass(frozen=True)
+class Logs:
+    """What a workload's log panel shows: the pods there are to pick from, the one shown, its lines."""
+
+    sources: list[LogSource]
+    shown: LogSource | None
+    lines: list[str]
+
+
+class UnknownPod(LookupError):
+    """A pod name that is none of the workload's pods (views answer 404, as for any object not theirs)."""
+
+
+def logs(workload, pod: str = "", tail: int | None = 200) -> Logs:
+    """The last ``tail`` lines (all when None) of the workload's pod named ``pod``, or of its default pod.
+
+    The default pod is a PyTorchJob's Master, a Job's newest attempt (:mod:`cluster.pods`).
+    ``pod`` is checked against the workload's own pods first: a name from the user never
+    reaches another workload's pod (:class:`UnknownPod`). Nothing to show before the workload
+    is on the cluster or while the cluster cannot be reached.
+    """
+    if not on_cluster(workload):
+        if pod:
+            raise UnknownPod(pod)
+        return Logs([], None, [])
+    backend = portal.cluster.get_backend()
+    ref = WorkloadRef(workload.namespace, workload.cluster_name)
     try:
-        return portal.cluster.get_backend().logs(WorkloadRef(workload.namespace, workload.cluster_name), tail=tail)
+        sources = log_sources(backend.pods(ref))
     except ClusterError:
-        return []
+        return Logs([], None, [])  # unreachable is not "no such pod": show nothing, answer no 404
+    shown = next((s for s in sources if s.pod == pod), None) if pod else next(iter(sources), None)
+    if pod and shown is None:
+        raise UnknownPod(pod)
+    if shown is None:
+        return Logs(sources, None, [])
+    try:
+        lines = backend.logs(ref, shown.pod, tail=tail)
+    except ClusterError:
+        lines = []  # e.g. the pod went between the two calls
+    return Logs(sources, shown, lines)
 
 
 def events(workload) -> list[ClusterEvent]:
     """Cluster events about the workload's objects; [] when there are none or the cluster is unreachable."""
-    if not _on_cluster(workload):
+    if not on_cluster(workload):
         return []
     try:
         return portal.cluster.get_backend().events(WorkloadRef(workload.namespace, workload.cluster_name))

@@ -1,4 +1,5 @@
-"""What every kind's portal pages share: the current team, htmx partials, polling that stops.
+"""What every kind's portal pages share: the current team, htmx partials, polling that stops,
+and the logs and events panels (``templates/workloads/_logs.html``, ``_events.html``).
 
 htmx: one view per page; when ``request.htmx`` the view renders a partial of the same template.
 Cells that poll are answered with HTTP 286 once their workload is final, which makes htmx stop
@@ -7,14 +8,17 @@ polling; the same markup is still swapped in, so the last state is shown.
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from portal.models import Membership, Role
 from portal.permissions import require_team
+from workloads import services as workloads
 
 #: htmx stops polling an element whose request is answered with this status.
 STOP_POLLING = 286
+#: Log lines a page shows (newest at the bottom); the download has them all.
+LOG_TAIL = 200
 
 
 def current_membership(request: HttpRequest, role: str = Role.VIEWER) -> Membership | None:
@@ -43,3 +47,37 @@ def wants_partial(request: HttpRequest) -> bool:
 
 def polling_status(workload) -> int:
     return STOP_POLLING if workload.is_final else 200
+
+
+def _picked_logs(request: HttpRequest, workload, tail: int | None) -> workloads.Logs:
+    """The log of ``?pod=`` (the default pod when absent); 404 when it names none of the workload's pods."""
+    try:
+        return workloads.logs(workload, request.GET.get("pod", ""), tail)
+    except workloads.UnknownPod as exc:
+        raise Http404("No such pod.") from exc
+
+
+def log_panel(request: HttpRequest, workload, *, page_url: str, logs_url: str, download_url: str) -> dict:
+    """Context of the logs card (``workloads/_logs.html``) and of its polled box.
+
+    A poll (htmx) also refreshes the pod picker out of band, so a retry's new attempt or a new
+    replica shows up in it without a reload.
+    """
+    return {"workload": workload, "logs": _picked_logs(request, workload, LOG_TAIL),
+            "picked": request.GET.get("pod", ""), "oob": wants_partial(request),
+            "page_url": page_url, "logs_url": logs_url, "download_url": download_url}
+
+
+def log_download(request: HttpRequest, workload) -> HttpResponse:
+    """The whole log of ``?pod=`` (the default pod when absent) as a text file named after the pod."""
+    logs = _picked_logs(request, workload, None)
+    name = logs.shown.pod if logs.shown else workload.cluster_name
+    response = HttpResponse("".join(f"{line}\n" for line in logs.lines), content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{name}.log"'
+    return response
+
+
+def events_panel(workload, events_url: str) -> dict:
+    """Context of the events panel (``workloads/_events.html``)."""
+    return {"workload": workload, "events": workloads.events(workload), "events_url": events_url,
+            "on_cluster": workloads.on_cluster(workload)}

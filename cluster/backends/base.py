@@ -120,8 +120,20 @@ class ClusterBackend(abc.ABC):
         """
 
     @abc.abstractmethod
-    def logs(self, ref: WorkloadRef, tail: int = 200) -> list[str]:
-        """The last ``tail`` log lines of the workload's first pod (the Master of a PyTorchJob)."""
+    def pods(self, ref: WorkloadRef) -> list[Manifest]:
+        """The workload's pods as the API server returns them, finished ones included, in any order.
+
+        A Job's failed attempts stay (``restartPolicy: Never`` makes each attempt a pod of its
+        own), so their logs stay readable; :mod:`cluster.pods` orders and names them.
+        """
+
+    @abc.abstractmethod
+    def logs(self, ref: WorkloadRef, pod: str, tail: int | None = 200) -> list[str]:
+        """The last ``tail`` log lines (all of them when None) of the workload's pod named ``pod``.
+
+        ``pod`` is one of :meth:`pods`' names (callers check that: a name from the user must
+        not reach another workload's pod). [] when its container has not started yet.
+        """
 
     @abc.abstractmethod
     def events(self, ref: WorkloadRef) -> list[ClusterEvent]:

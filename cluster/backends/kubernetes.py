@@ -54,6 +54,7 @@ from cluster.backends.base import (
 from cluster.errors import ClusterError, Conflict, Invalid, NotFound, Transient
 from cluster.metrics import Prometheus
 from cluster.perf import gc_paused
+from cluster.pods import REPLICA_TYPE_LABELS
 
 FIELD_MANAGER = "slipway"
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
@@ -129,7 +130,8 @@ DELETED_KINDS = (
     _kind("kubeflow.org/v1", "PyTorchJob"),
 )
 #: Pod labels that mark a PyTorchJob's master (training-operator v1.9, and older releases).
-_MASTER_LABELS = ("training.kubeflow.org/replica-type", "pytorch-replica-type")
+#: A whole log read for a download stops here (the kubelet rotates container logs at 10 MiB by default).
+LOG_BYTES_MAX = 10 * 1024 * 1024
 
 
 class TokenBucket:
@@ -414,22 +416,17 @@ class KubernetesBackend(ClusterBackend):
         """From Prometheus' DCGM series, one query per call (:mod:`cluster.metrics`); {} when not configured."""
         return self.metrics.gpu_utilization(observed) if self.metrics is not None else {}
 
-    def _workload_pods(self, ref: WorkloadRef) -> list[Manifest]:
+    def pods(self, ref: WorkloadRef) -> list[Manifest]:
+        """One label-selected LIST: a Job's failed attempts are still there (the controller keeps them)."""
         selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={ref.workload}"
-        return sorted(self.list(POD, namespace=ref.namespace, label_selector=selector), key=_pod_order)
+        return self.list(POD, namespace=ref.namespace, label_selector=selector)
 
-    def logs(self, ref: WorkloadRef, tail: int = 200) -> list[str]:
-        pods = self._workload_pods(ref)
-        if not pods:
-            return []
-        pod = pods[0]
-        name = pod["metadata"]["name"]
-        containers = (pod.get("spec") or {}).get("containers") or [{}]
-        query = [("tailLines", str(int(tail)))]
-        if containers[0].get("name"):
-            query.append(("container", containers[0]["name"]))
+    def logs(self, ref: WorkloadRef, pod: str, tail: int | None = 200) -> list[str]:
+        """The pod's log; Slipway's pods have one container, so none is named. A whole log
+        (``tail=None``) is capped at :data:`LOG_BYTES_MAX` so one download cannot exhaust the web process."""
+        query = [("tailLines", str(int(tail)))] if tail is not None else [("limitBytes", str(LOG_BYTES_MAX))]
         try:
-            data = self.request("GET", POD.object_path(name, ref.namespace) + "/log", query=query, raw=True)
+            data = self.request("GET", POD.object_path(pod, ref.namespace) + "/log", query=query, raw=True)
         except Invalid:
             return []  # 400: the container has not started yet, so there is nothing to read
         return data.decode("utf-8", errors="replace").splitlines()
@@ -529,5 +526,5 @@ def _pod_order(pod: Manifest) -> tuple[int, str, str]:
     """Master pods first, then by creation time and name (the first pod is the one to read logs of)."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
-    is_master = any(labels.get(key, "").lower() == "master" for key in _MASTER_LABELS)
+    is_master = any(labels.get(key, "").lower() == "master" for key in REPLICA_TYPE_LABELS)
     return (0 if is_master else 1, meta.get("creationTimestamp") or "", meta.get("name") or "")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cluster.backends.base import NodeCapacity
-from cluster.capacity import capacity_reason
+from cluster.backends.base import ClusterEvent, NodeCapacity
+from cluster.capacity import capacity_reason, scheduler_message
 
 A100 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
 NODES = [NodeCapacity("a100-0", "nvidia.com/gpu", 8, 7, A100), NodeCapacity("a100-1", "nvidia.com/gpu", 8, 5, A100),
@@ -20,3 +20,13 @@ def test_it_says_when_every_node_is_full_or_none_offers_the_flavor():
         "every a100-1g.10gb node is full")
     assert capacity_reason("h100-80gb", "nvidia.com/gpu", {"nvidia.com/gpu.product": "H100"}, 8, NODES).endswith(
         "no node offers h100-80gb")
+
+
+def test_it_keeps_the_schedulers_newest_words_one_click_away():
+    events = [ClusterEvent("Normal", "SuccessfulCreate", "Created pod: run-4-abcde", "Job/run-4", "T1"),
+              ClusterEvent("Warning", "FailedScheduling", "0/8 nodes are available: 8 Insufficient nvidia.com/gpu.",
+                           "Pod/run-4-abcde", "T2"),
+              ClusterEvent("Warning", "FailedScheduling", "0/8 nodes are available: 6 Insufficient nvidia.com/gpu, "
+                           "2 node(s) had untolerated taint.", "Pod/run-4-abcde", "T3")]
+    assert scheduler_message(events).endswith("2 node(s) had untolerated taint.")
+    assert scheduler_message(events[:1]) == ""

@@ -194,14 +194,21 @@ def test_it_deletes_a_workload_in_the_background(backend: KubernetesBackend, kub
     assert backend.delete(WorkloadRef("team-vision", "ep-7")) == 0
 
 
-def test_it_tails_the_logs_of_the_master_pod(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+def test_it_lists_the_pods_of_one_workload_and_reads_any_of_their_logs(backend: KubernetesBackend,
+                                                                        kube_api: FakeKubeAPI) -> None:
     kube_api.put(samples.pod("run-3-worker-0", "run-3", extra_labels={"training.kubeflow.org/replica-type": "worker"}))
     kube_api.put(samples.pod("run-3-master-0", "run-3", extra_labels={"training.kubeflow.org/replica-type": "master"}))
+    kube_api.put(samples.pod("run-4-abcde", "run-4"))
     kube_api.logs[("team-vision", "run-3-master-0")] = [f"step {i}" for i in range(10)]
     kube_api.logs[("team-vision", "run-3-worker-0")] = ["worker line"]
+    ref = WorkloadRef("team-vision", "run-3")
 
-    assert backend.logs(WorkloadRef("team-vision", "run-3"), tail=3) == ["step 7", "step 8", "step 9"]
-    assert backend.logs(WorkloadRef("team-vision", "run-404")) == []
+    assert sorted(p["metadata"]["name"] for p in backend.pods(ref)) == ["run-3-master-0", "run-3-worker-0"]
+    assert backend.pods(WorkloadRef("team-vision", "run-404")) == []
+    assert backend.logs(ref, "run-3-master-0", tail=3) == ["step 7", "step 8", "step 9"]
+    assert backend.logs(ref, "run-3-worker-0") == ["worker line"]
+    # The whole log for a download: no tailLines, a byte cap instead.
+    assert backend.logs(ref, "run-3-master-0", tail=None) == [f"step {i}" for i in range(10)]
 
 
 def test_it_lists_events_of_the_workload_and_its_children(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:

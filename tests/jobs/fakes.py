@@ -27,7 +27,8 @@ class FakeBackend(ClusterBackend):
 
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str, str], dict] = {}  # (namespace, kind, name) -> object
-        self.pods: dict[tuple[str, str], list[dict]] = defaultdict(list)  # (namespace, workload) -> pods
+        self.pod_lists: dict[tuple[str, str], list[dict]] = defaultdict(list)  # (namespace, workload) -> pods
+        self.log_lines: dict[str, list[str]] = {}  # pod name -> its whole log (default: three lines)
         self.calls: list[str] = []
         self.fail_with: ClusterError | None = None  # raised by the next apply/delete calls
         self.ticks = 0
@@ -56,7 +57,7 @@ class FakeBackend(ClusterBackend):
         doomed = [k for k, o in self.objects.items() if k[0] == ref.namespace and _workload(o) == ref.workload]
         for key in doomed:
             del self.objects[key]
-        self.pods.pop((ref.namespace, ref.workload), None)
+        self.pod_lists.pop((ref.namespace, ref.workload), None)
         return len(doomed)
 
     def observe(self):
@@ -70,13 +71,17 @@ class FakeBackend(ClusterBackend):
                                  team=obj["metadata"].get("labels", {}).get(TEAM_LABEL, "")),
             )
             entry.objects.append(copy.deepcopy(obj))
-        for (namespace, workload), pods in self.pods.items():
+        for (namespace, workload), pods in self.pod_lists.items():
             if (namespace, workload) in grouped:
                 grouped[(namespace, workload)].pods.extend(copy.deepcopy(pods))
         return list(grouped.values())
 
-    def logs(self, ref, tail=200):
-        return [f"log line {i}" for i in range(3)][-tail:]
+    def pods(self, ref):
+        return copy.deepcopy(self.pod_lists.get((ref.namespace, ref.workload), []))
+
+    def logs(self, ref, pod, tail=200):
+        lines = self.log_lines.get(pod, [f"log line {i}" for i in range(3)])
+        return lines[-tail:] if tail is not None else list(lines)
 
     def events(self, ref):
         self.calls.append("events")
@@ -107,7 +112,7 @@ class FakeBackend(ClusterBackend):
     def set_running(self, namespace: str, workload: str, units: int, started: str = "2026-11-22T10:00:00Z") -> None:
         job = self.main_object(namespace, workload)
         job["status"] = {"startTime": started, "active": 1}
-        self.pods[(namespace, workload)] = [pod(workload, "Running", units, started)]
+        self.pod_lists[(namespace, workload)] = [pod(workload, "Running", units, started)]
 
     def set_pending(self, namespace: str, workload: str, message: str) -> None:
         job = self.main_object(namespace, workload)
@@ -116,7 +121,7 @@ class FakeBackend(ClusterBackend):
         p["status"]["conditions"] = [
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
         ]
-        self.pods[(namespace, workload)] = [p]
+        self.pod_lists[(namespace, workload)] = [p]
 
     def set_finished(self, namespace: str, workload: str, *, ok: bool, started: str, finished: str,
                      oom: bool = False) -> None:
@@ -133,7 +138,7 @@ class FakeBackend(ClusterBackend):
         if oom:
             p["status"]["containerStatuses"] = [{"name": "trainer", "ready": False, "restartCount": 0,
                                                  "state": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}]
-        self.pods[(namespace, workload)] = [p]
+        self.pod_lists[(namespace, workload)] = [p]
 
 
 def _workload(obj: dict) -> str:

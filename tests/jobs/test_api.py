@@ -11,6 +11,7 @@ from jobs.models import TrainingRun
 from quotas.models import QueuedRequest, Reservation
 from tests.factories import add_member, make_user
 from tests.jobs.conftest import run_payload
+from tests.jobs.fakes import pod
 
 pytestmark = pytest.mark.django_db
 
@@ -276,7 +277,10 @@ def test_it_renders_the_manifest_as_json_and_yaml(api, member, team, quota, publ
 def test_it_serves_logs_and_events_from_the_cluster(api, member, team, quota, published, fake_backend):
     run = _make_runs(member, team, 1)[0]
     TrainingRun.objects.filter(pk=run.pk).update(state=RunState.RUNNING)
-    assert api.get(f"/api/v1/runs/{run.pk}/logs/?tail=2").json() == {"lines": ["log line 1", "log line 2"]}
+    fake_backend.pod_lists[(run.namespace, run.cluster_name)] = [pod(run.cluster_name, "Running", 2)]
+    name = f"{run.cluster_name}-abcde"
+    assert api.get(f"/api/v1/runs/{run.pk}/logs/?tail=2").json() == {
+        "lines": ["log line 1", "log line 2"], "pod": name, "pods": [{"name": name, "label": name}]}
     events = api.get(f"/api/v1/runs/{run.pk}/events/").json()
     assert events[0]["reason"] == "Scheduled"
     assert api.get(f"/api/v1/runs/{run.pk}/logs/?tail=0").status_code == 400

@@ -137,7 +137,8 @@ def test_it_writes_access_logs_for_servers(backend):
     backend.set_load(ref("ep-1"), 50)
     backend.tick(at(0))
     backend.tick(at(10))
-    lines = backend.logs(ref("ep-1"), tail=3, now=at(300))
+    [pod] = [p["metadata"]["name"] for p in backend.pods(ref("ep-1"))]
+    lines = backend.logs(ref("ep-1"), pod, tail=3, now=at(300))
     assert len(lines) == 3
     assert all('"POST /v1/' in line and "HTTP/1.1" in line for line in lines)
 

@@ -149,12 +149,13 @@ def test_it_shows_unschedulable_as_the_pending_reason(backend):
 def test_it_writes_training_logs_with_progress(backend):
     backend.apply(team_objects() + training("run-1", duration="10m"), now=at(0))
     backend.tick(at(0))
-    assert backend.logs(ref("run-1"), now=at(5)) == []  # still pulling
+    [pod] = [p["metadata"]["name"] for p in backend.pods(ref("run-1"))]
+    assert backend.logs(ref("run-1"), pod, now=at(5)) == []  # still pulling
     backend.tick(at(10))
-    lines = backend.logs(ref("run-1"), tail=5, now=at(310))
+    lines = backend.logs(ref("run-1"), pod, tail=5, now=at(310))
     assert len(lines) == 5
     assert lines[-1].startswith("2026-11-22T10:05:10Z INFO  step    600 | loss ")
-    early = float(backend.logs(ref("run-1"), tail=1, now=at(30))[0].split("loss ")[1].split(" ")[0])
+    early = float(backend.logs(ref("run-1"), pod, tail=1, now=at(30))[0].split("loss ")[1].split(" ")[0])
     late = float(lines[-1].split("loss ")[1].split(" ")[0])
     assert late < early  # the loss goes down
 

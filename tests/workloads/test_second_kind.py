@@ -45,7 +45,7 @@ def open_notebook(member, team, quota, flavors, published, django_capture_on_com
 def script(backend, notebook: Notebook, phase: str, units: int = 0, **status) -> None:
     """Say what the cluster shows for ``notebook``: its object's phase and ``units`` running."""
     backend.objects[(NS, "Notebook", notebook.cluster_name)]["status"] = {"phase": phase, **status}
-    backend.pods[(NS, notebook.cluster_name)] = [{
+    backend.pod_lists[(NS, notebook.cluster_name)] = [{
         "kind": "Pod", "metadata": {"name": f"{notebook.cluster_name}-0"},
         "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": str(units)}}}]},
         "status": {"phase": "Running"}}] if units else []
