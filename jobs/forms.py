@@ -1,7 +1,8 @@
 """The portal's "New run" form.
 
 People type text, the API takes JSON. This form only turns the text inputs into the API's
-shape (argv lists one item per line, ``KEY=VALUE`` lines into an object,
+shape (a command line split into argv as a shell splits words — but never run by one —,
+``KEY=VALUE`` lines into an object,
 ``claim:/mount/path[:ro]`` lines into volume objects); every field is then validated by
 :func:`jobs.validation.parse_run_request` inside :func:`jobs.services.submit_run`, so the
 portal and the API cannot disagree about what is valid. The service's ``ValidationError``
@@ -16,14 +17,15 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from jobs import constants as c
+from jobs.models import TrainingRun
 from jobs.validation import parse_run_request
 from quotas.constants import Priority
 from quotas.models import GpuFlavor
 from workloads.constants import NAME_MAX_LENGTH
-from workloads.forms import FlavorSelect, flavor_label, lines, parse_env
+from workloads.forms import ArgvEcho, FlavorSelect, argv_echo, argv_line, flavor_label, lines, parse_env, split_argv
 
 #: Field names are the API's, so a service error on "gpus_per_worker" lands next to the
-#: "gpus_per_worker" input. These two are argv lists, one item per line.
+#: "gpus_per_worker" input. These two are typed as one command line each and split into argv.
 ARGV_FIELDS = ("command", "args")
 
 
@@ -50,11 +52,13 @@ class NewRunForm(forms.Form):
     name = forms.CharField(max_length=NAME_MAX_LENGTH, help_text="Lowercase letters, digits and '-'.")
     image = forms.CharField(max_length=300, widget=forms.TextInput(attrs={"placeholder": "registry.example.com/team/trainer:1.4"}))
     command = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "python\ntrain.py"}),
-        help_text="One argument per line (argv form, no shell).",
+        widget=forms.TextInput(attrs={"placeholder": "python train.py --note 'first try'", "spellcheck": "false"}),
+        help_text="Split into arguments as a shell splits words (quote an argument with spaces); "
+                  "no shell runs it, so $VAR, globs, | and && are passed on literally.",
     )
-    args = forms.CharField(required=False, label="Arguments", widget=forms.Textarea(attrs={"rows": 3, "placeholder": "--epochs\n10"}),
-                           help_text="One argument per line.")
+    args = forms.CharField(required=False, label="Arguments",
+                           widget=forms.TextInput(attrs={"placeholder": "--epochs 10", "spellcheck": "false"}),
+                           help_text="More arguments after the command, split the same way.")
     env = forms.CharField(required=False, label="Environment",
                           widget=forms.Textarea(attrs={"rows": 3, "placeholder": "WANDB_MODE=offline"}),
                           help_text="KEY=VALUE, one per line.")
@@ -114,7 +118,10 @@ class NewRunForm(forms.Form):
                 data[name] = cleaned[name].strip()
         for name in ARGV_FIELDS:
             if cleaned.get(name):
-                data[name] = lines(cleaned[name])
+                try:
+                    data[name] = split_argv(cleaned[name])
+                except ValidationError as exc:
+                    self.add_error(name, exc)
         for name in self.LIMITS:
             if cleaned.get(name) not in (None, ""):
                 data[name] = cleaned[name].strip()
@@ -157,3 +164,26 @@ def preview_data(form_data) -> dict[str, Any]:
             data[name] = value
     data["spot"] = form_data.get("spot") in ("on", "true", "1")
     return data
+
+
+def command_echo(form_data) -> ArgvEcho:
+    """What the form's command and arguments lines will run as (argv tokens, or why they cannot split)."""
+    return argv_echo([("Command", form_data.get("command") or ""), ("Arguments", form_data.get("args") or "")])
+
+
+def initial_from_run(run: TrainingRun, name: str) -> dict[str, Any]:
+    """The form's text inputs holding ``run``'s request ("Run again": edit, then submit), named ``name``.
+
+    The command lines are built so that splitting them gives the run's argv back exactly.
+    """
+    def text(value) -> str:
+        return "" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+    volumes = [f"{v['claim']}:{v['mount_path']}{':ro' if v.get('read_only') else ''}" for v in run.volumes]
+    return {
+        "name": name, "image": run.image, "command": argv_line(run.command), "args": argv_line(run.args),
+        "env": "\n".join(f"{k}={v}" for k, v in run.env.items()), "volumes": "\n".join(volumes),
+        "flavor": run.flavor.name, "gpus_per_worker": str(run.gpus_per_worker), "workers": str(run.workers),
+        "spot": run.spot, "priority": run.priority, "cpu": text(run.cpu), "memory_gb": text(run.memory_gb),
+        "shm_gb": text(run.shm_gb), "max_retries": str(run.max_retries), "max_runtime_minutes": text(run.max_runtime_minutes),
+    }

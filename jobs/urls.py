@@ -14,5 +14,4 @@ urlpatterns = [
     path("runs/<int:pk>/state/", views.run_state, name="run-state"),
     path("runs/<int:pk>/logs/", views.run_logs, name="run-logs"),
     path("runs/<int:pk>/cancel/", views.run_cancel, name="run-cancel"),
-    path("runs/<int:pk>/rerun/", views.run_rerun, name="run-rerun"),
 ]

@@ -105,17 +105,3 @@ def parse_run_request(data: Mapping[str, Any]) -> RunRequest:
         priority=str(priority), spot=spot, volumes=volumes,
     )
 
-
-def request_from_run(run) -> RunRequest:
-    """The request that would submit ``run`` again ("run again")."""
-    return parse_run_request({**run_fields(run), "flavor": run.flavor.name})
-
-
-def run_fields(run) -> dict[str, Any]:
-    return {
-        "name": run.name, "image": run.image, "command": list(run.command), "args": list(run.args),
-        "env": dict(run.env), "gpus_per_worker": run.gpus_per_worker, "workers": run.workers, "cpu": run.cpu,
-        "memory_gb": run.memory_gb, "shm_gb": run.shm_gb, "max_retries": run.max_retries,
-        "max_runtime_minutes": run.max_runtime_minutes, "priority": run.priority, "spot": run.spot,
-        "volumes": list(run.volumes),
-    }

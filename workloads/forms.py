@@ -1,12 +1,16 @@
 """Form pieces every kind's portal form shares: the flavor picker and text → API-shape conversions.
 
-People type text, the API takes JSON: these turn a textarea into an argv list (one item per
-line) or ``KEY=VALUE`` lines into an env object. Validation itself stays in each kind's
-service (:mod:`workloads.validation`), so the portal and the API cannot disagree.
+People type text, the API takes JSON: these turn a command line into an argv list (split as
+a POSIX shell splits words, :func:`split_argv`, and never run through one) or ``KEY=VALUE``
+lines into an env object. Validation itself stays in each kind's service
+(:mod:`workloads.validation`), so the portal and the API cannot disagree.
 """
 
 from __future__ import annotations
 
+import json
+import shlex
+from dataclasses import dataclass
 from typing import Any
 
 from django import forms
@@ -56,3 +60,59 @@ def parse_env(text: str) -> dict[str, str]:
             raise ValidationError(f"Line {number}: {key} is set twice.")
         env[key] = value
     return env
+
+
+#: Words a shell would treat as operators. Slipway runs argv without a shell, so they reach the
+#: program as plain arguments: the argv echo says so before anyone submits ``a && b``.
+SHELL_OPERATORS = frozenset({"|", "||", "&", "&&", ";", ";;", ">", ">>", "<", "<<", "2>", "2>&1", "&>", "|&"})
+
+
+def split_argv(text: str) -> list[str]:
+    """One command line into argv, split as a POSIX shell splits words (quotes, backslashes).
+
+    Nothing is expanded (no ``$VAR``, no globs, no ``~``) and no shell ever runs it: the list
+    becomes the container's ``command``/``args`` as is. Raises ValidationError on unbalanced
+    quotes or a trailing backslash, saying which.
+    """
+    try:
+        # comments=False: a "#" is an ordinary character in an argument (URLs, "--tag=#3").
+        return shlex.split(text, comments=False, posix=True)
+    except ValueError as exc:
+        if "quotation" in str(exc):
+            raise ValidationError("A quote is not closed: every ' and \" needs its pair "
+                                  "(quote a lone one with a backslash or the other kind of quote).") from exc
+        raise ValidationError("The line ends with a lone backslash: nothing follows it to escape.") from exc
+
+
+def argv_line(argv: list[str]) -> str:
+    """The command line that :func:`split_argv` turns back into ``argv`` (for prefilling a form)."""
+    return shlex.join(argv)
+
+
+@dataclass(frozen=True)
+class ArgvEcho:
+    """What typed command lines become, shown back before submit: the argv, or why it cannot be split."""
+
+    tokens: tuple[str, ...] = ()  #: each argument JSON-quoted, so spaces and quotes inside it show
+    error: str = ""
+    operators: tuple[str, ...] = ()  #: shell operators that will reach the program as plain arguments
+
+    @property
+    def empty(self) -> bool:
+        return not self.tokens and not self.error
+
+
+def argv_echo(lines_by_label: list[tuple[str, str]]) -> ArgvEcho:
+    """The argv of command-line fields run one after the other (``[("Command", text), ("Arguments", text)]``).
+
+    The container runs ``command`` followed by ``args``, so the echo is their concatenation;
+    an error names the field whose line cannot be split.
+    """
+    argv: list[str] = []
+    for label, text in lines_by_label:
+        try:
+            argv += split_argv(text)
+        except ValidationError as exc:
+            return ArgvEcho(error=f"{label}: {exc.messages[0]}")
+    operators = tuple(dict.fromkeys(token for token in argv if token in SHELL_OPERATORS))
+    return ArgvEcho(tuple(json.dumps(token, ensure_ascii=False) for token in argv), operators=operators)
