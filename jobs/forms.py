@@ -21,8 +21,19 @@ from jobs.models import TrainingRun
 from jobs.validation import parse_run_request
 from quotas.constants import Priority
 from quotas.models import GpuFlavor
+from workloads import secrets
 from workloads.constants import NAME_MAX_LENGTH
-from workloads.forms import ArgvEcho, FlavorSelect, argv_echo, argv_line, flavor_label, lines, parse_env, split_argv
+from workloads.forms import (
+    ArgvEcho,
+    FlavorSelect,
+    SecretEnvTextarea,
+    argv_echo,
+    argv_line,
+    flavor_label,
+    lines,
+    parse_env,
+    split_argv,
+)
 
 #: Field names are the API's, so a service error on "gpus_per_worker" lands next to the
 #: "gpus_per_worker" input. These two are typed as one command line each and split into argv.
@@ -46,6 +57,11 @@ def parse_volumes(text: str) -> list[dict[str, Any]]:
     return volumes
 
 
+def secret_env_lines(text: str) -> dict[str, str]:
+    """Secret ``KEY=VALUE`` lines; a bad line is named by its number only (its text may hold a value)."""
+    return parse_env(text, quote_lines=False)
+
+
 class NewRunForm(forms.Form):
     """Text inputs for a run request; :attr:`api_data` holds the API-shaped dict after is_valid()."""
 
@@ -62,6 +78,12 @@ class NewRunForm(forms.Form):
     env = forms.CharField(required=False, label="Environment",
                           widget=forms.Textarea(attrs={"rows": 3, "placeholder": "WANDB_MODE=offline"}),
                           help_text="KEY=VALUE, one per line.")
+    secret_env = forms.CharField(
+        required=False, label="Secret environment",
+        widget=SecretEnvTextarea(attrs={"rows": 2, "placeholder": "WANDB_API_KEY=…", "autocomplete": "off",
+                                        "spellcheck": "false"}),
+        help_text="KEY=VALUE, one per line: kept in a Kubernetes Secret of your team's namespace and shown as "
+                  "•••••• everywhere, to you too. A form with errors asks for the values again.")
     flavor = forms.CharField(label="GPU flavor")
     gpus_per_worker = forms.CharField(label="GPUs per worker", initial="1",
                                       widget=forms.NumberInput(attrs={"min": 1, "max": 64}))
@@ -90,7 +112,7 @@ class NewRunForm(forms.Form):
         self.api_data: dict[str, Any] = {}
 
     # Sections of the page (templates cannot pass arguments, hence one property each).
-    WHAT = ("name", "image", "command", "args", "env", "volumes")
+    WHAT = ("name", "image", "command", "args", "env", "secret_env", "volumes")
     RESOURCES = ("flavor", "gpus_per_worker", "workers", "spot", "priority")
     LIMITS = ("cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes")
 
@@ -126,7 +148,7 @@ class NewRunForm(forms.Form):
             if cleaned.get(name) not in (None, ""):
                 data[name] = cleaned[name].strip()
         data["spot"] = bool(cleaned.get("spot"))
-        for name, parse in (("env", parse_env), ("volumes", parse_volumes)):
+        for name, parse in (("env", parse_env), ("secret_env", secret_env_lines), ("volumes", parse_volumes)):
             try:
                 data[name] = parse(cleaned.get(name) or "")
             except ValidationError as exc:
@@ -183,6 +205,8 @@ def initial_from_run(run: TrainingRun, name: str) -> dict[str, Any]:
     return {
         "name": name, "image": run.image, "command": argv_line(run.command), "args": argv_line(run.args),
         "env": "\n".join(f"{k}={v}" for k, v in run.env.items()), "volumes": "\n".join(volumes),
+        # Names only: secret values are never put into a page, the user types them again.
+        "secret_env": "\n".join(f"{name}=" for name in secrets.names(run)),
         "flavor": run.flavor.name, "gpus_per_worker": str(run.gpus_per_worker), "workers": str(run.workers),
         "spot": run.spot, "priority": run.priority, "cpu": text(run.cpu), "memory_gb": text(run.memory_gb),
         "shm_gb": text(run.shm_gb), "max_retries": str(run.max_retries), "max_runtime_minutes": text(run.max_runtime_minutes),

@@ -28,6 +28,7 @@ from quotas import admission
 from quotas.constants import Reason as QuotaReason
 from quotas.ledger import cost_per_hour
 from quotas.models import GpuFlavor
+from workloads import secrets
 from workloads import services as workloads
 from workloads.constants import NAME_MAX_LENGTH, Message
 from workloads.forecast import Forecast, forecast
@@ -103,6 +104,7 @@ def submit_run(user, team: Team, request: RunRequest | dict) -> TrainingRun:
     try:
         with transaction.atomic():
             run = TrainingRun.objects.create(team=team, created_by=user, flavor=flavor, **request.as_fields())
+            secrets.store(run, request.secret_env)
             decision = workloads.admit_new(run)
             if decision.rejected:
                 raise ValidationError(_rejection_errors(request, decision))

@@ -36,6 +36,7 @@ from portal.permissions import require_team
 from quotas import admission
 from quotas.models import GpuFlavor
 from quotas.services import budget_summary, usage_summary
+from workloads import secrets
 from workloads import services as workloads
 from workloads.api import pk_of
 from workloads.forecast import estimated_starts
@@ -235,6 +236,7 @@ def _spec_rows(run: TrainingRun) -> list[tuple[str, str, bool]]:
     volumes = [f"{v['claim']}:{v['mount_path']}{':ro' if v.get('read_only') else ''}" for v in run.volumes]
     lines = [
         ("Environment", [f"{k}={v}" for k, v in sorted(run.env.items())]),
+        ("Secret environment", [f"{k}={v}" for k, v in secrets.masked(secrets.names(run)).items()]),
         ("Volumes", volumes),
     ]
     plain = [

@@ -24,9 +24,11 @@ from rest_framework.response import Response
 from portal.models import Membership, Role
 from portal.permissions import require_team
 from quotas import admission
+from workloads import secrets
 from workloads import services as workloads
 from workloads.forecast import StartEstimate, estimated_starts
 from workloads.idle import IdleFigures, idle_figures
+from workloads.models import SecretEnv
 
 
 class LogsSerializer(serializers.Serializer):
@@ -46,7 +48,7 @@ def queue_context(workloads_page) -> dict:
     """Serializer context for ``workloads_page``: queue positions and start estimates, idle GPU figures.
 
     A few queries per team with queued work on the page, one for the idle figures of work that
-    was ever billed, none otherwise.
+    was ever billed, one for the names of secret env.
     """
     teams = {w.team_id: w.team for w in workloads_page if w.state == "queued"}
     positions: dict[str, int] = {}
@@ -55,7 +57,8 @@ def queue_context(workloads_page) -> dict:
         positions.update(admission.queue_positions(team))
         estimates.update(estimated_starts(team))
     return {"queue_positions": positions, "start_estimates": estimates,
-            "idle": idle_figures(workloads_page, timezone.now())}
+            "idle": idle_figures(workloads_page, timezone.now()),
+            "secret_env": SecretEnv.objects.names_by_ref(w.ref for w in workloads_page)}
 
 
 class QueuedFields(serializers.Serializer):
@@ -75,6 +78,16 @@ class QueuedFields(serializers.Serializer):
             return None
         estimate = self.context.get("start_estimates", {}).get(workload.ref)
         return estimate.at if estimate is not None else None
+
+
+class SecretEnvField(serializers.Serializer):
+    """``secret_env`` as responses show it: each name with the mask, never a value (from :func:`queue_context`)."""
+
+    secret_env = serializers.SerializerMethodField(
+        help_text="Names of the secret env variables, each shown as \"••••••\": values are never returned.")
+
+    def get_secret_env(self, workload) -> dict[str, str]:
+        return secrets.masked(self.context.get("secret_env", {}).get(workload.ref, []))
 
 
 class _IdleAmount(serializers.DecimalField):

@@ -43,19 +43,36 @@ def flavor_label(flavor: GpuFlavor, row: dict | None, currency: str) -> str:
     return f"{flavor.name} — {price} · {row['free']} of {row['limit']} free"
 
 
+class SecretEnvTextarea(forms.Textarea):
+    """``KEY=VALUE`` lines shown back as ``KEY=`` only: a secret's value never goes into a page.
+
+    A form with errors therefore asks for the values again, and "Run again" prefills the
+    names with their values left to type.
+    """
+
+    def format_value(self, value: Any) -> str | None:
+        text = super().format_value(value) or ""
+        return "\n".join(line.partition("=")[0].strip() + "=" for line in lines(text)) or None
+
+
 def lines(text: str) -> list[str]:
     """Non-blank lines, each kept verbatim (an argument may contain spaces) minus the newline."""
     return [line.rstrip("\r") for line in text.split("\n") if line.strip()]
 
 
-def parse_env(text: str) -> dict[str, str]:
-    """``KEY=VALUE`` lines into a dict; raises ValidationError naming the bad line."""
+def parse_env(text: str, *, quote_lines: bool = True) -> dict[str, str]:
+    """``KEY=VALUE`` lines into a dict; raises ValidationError naming the bad line.
+
+    ``quote_lines=False`` for secret env: the message gives the line's number, not its text
+    (which may be a value).
+    """
     env: dict[str, str] = {}
     for number, line in enumerate(lines(text), start=1):
         key, sep, value = line.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ValidationError(f"Line {number}: expected KEY=VALUE, got {line.strip()!r}.")
+            got = f", got {line.strip()!r}" if quote_lines else ""
+            raise ValidationError(f"Line {number}: expected KEY=VALUE{got}.")
         if key in env:
             raise ValidationError(f"Line {number}: {key} is set twice.")
         env[key] = value
