@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError
 
 from portal.formatting import format_amount, format_money
 from quotas.models import GpuFlavor
+from workloads.validation import ENV_NAME
 
 
 class FlavorSelect(forms.Select):
@@ -52,7 +53,10 @@ class SecretEnvTextarea(forms.Textarea):
 
     def format_value(self, value: Any) -> str | None:
         text = super().format_value(value) or ""
-        return "\n".join(line.partition("=")[0].strip() + "=" for line in lines(text)) or None
+        # Only what reads as a variable name before its "=": a malformed line may be a bare value.
+        names = [key.strip() for key, sep, _value in (line.partition("=") for line in lines(text))
+                 if sep and ENV_NAME.fullmatch(key.strip())]
+        return "\n".join(f"{name}=" for name in names) or None
 
 
 def lines(text: str) -> list[str]:
