@@ -24,20 +24,18 @@ from quotas.models import GpuFlavor
 from workloads import secrets
 from workloads.constants import NAME_MAX_LENGTH
 from workloads.forms import (
-    ArgvEcho,
     FlavorSelect,
     SecretEnvTextarea,
-    argv_echo,
     argv_line,
+    command_line_field,
     flavor_label,
     lines,
     parse_env,
-    split_argv,
+    put_argv,
 )
 
-#: Field names are the API's, so a service error on "gpus_per_worker" lands next to the
-#: "gpus_per_worker" input. These two are typed as one command line each and split into argv.
-ARGV_FIELDS = ("command", "args")
+# Field names are the API's, so a service error on "gpus_per_worker" lands next to the
+# "gpus_per_worker" input.
 
 
 def parse_volumes(text: str) -> list[dict[str, Any]]:
@@ -67,14 +65,12 @@ class NewRunForm(forms.Form):
 
     name = forms.CharField(max_length=NAME_MAX_LENGTH, help_text="Lowercase letters, digits and '-'.")
     image = forms.CharField(max_length=300, widget=forms.TextInput(attrs={"placeholder": "registry.example.com/team/trainer:1.4"}))
-    command = forms.CharField(
-        widget=forms.TextInput(attrs={"placeholder": "python train.py --note 'first try'", "spellcheck": "false"}),
+    command = command_line_field(
+        required=True, label="Command", placeholder="python train.py --note 'first try'",
         help_text="Split into arguments as a shell splits words (quote an argument with spaces); "
-                  "no shell runs it, so $VAR, globs, | and && are passed on literally.",
-    )
-    args = forms.CharField(required=False, label="Arguments",
-                           widget=forms.TextInput(attrs={"placeholder": "--epochs 10", "spellcheck": "false"}),
-                           help_text="More arguments after the command, split the same way.")
+                  "no shell runs it, so $VAR, globs, | and && are passed on literally.")
+    args = command_line_field(required=False, label="Arguments", placeholder="--epochs 10",
+                              help_text="More arguments after the command, split the same way.")
     env = forms.CharField(required=False, label="Environment",
                           widget=forms.Textarea(attrs={"rows": 3, "placeholder": "WANDB_MODE=offline"}),
                           help_text="KEY=VALUE, one per line.")
@@ -138,12 +134,7 @@ class NewRunForm(forms.Form):
         for name in ("name", "image", "flavor", "gpus_per_worker", "workers", "priority"):
             if cleaned.get(name) not in (None, ""):
                 data[name] = cleaned[name].strip()
-        for name in ARGV_FIELDS:
-            if cleaned.get(name):
-                try:
-                    data[name] = split_argv(cleaned[name])
-                except ValidationError as exc:
-                    self.add_error(name, exc)
+        put_argv(self, cleaned, data)
         for name in self.LIMITS:
             if cleaned.get(name) not in (None, ""):
                 data[name] = cleaned[name].strip()
@@ -186,11 +177,6 @@ def preview_data(form_data) -> dict[str, Any]:
             data[name] = value
     data["spot"] = form_data.get("spot") in ("on", "true", "1")
     return data
-
-
-def command_echo(form_data) -> ArgvEcho:
-    """What the form's command and arguments lines will run as (argv tokens, or why they cannot split)."""
-    return argv_echo([("Command", form_data.get("command") or ""), ("Arguments", form_data.get("args") or "")])
 
 
 def initial_from_run(run: TrainingRun, name: str) -> dict[str, Any]:

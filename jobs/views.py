@@ -29,7 +29,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from jobs import services
 from jobs.constants import TIMELINE, RunState
-from jobs.forms import NewRunForm, command_echo, initial_from_run, preview_data
+from jobs.forms import NewRunForm, initial_from_run, preview_data
 from jobs.models import TrainingRun
 from portal.models import Role
 from portal.permissions import require_team
@@ -40,6 +40,7 @@ from workloads import secrets
 from workloads import services as workloads
 from workloads.api import pk_of
 from workloads.forecast import estimated_starts
+from workloads.forms import command_echo
 from workloads.idle import idle_context
 from workloads.views import STOP_POLLING, current_membership, no_team, polling_status, wants_partial
 

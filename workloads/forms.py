@@ -137,3 +137,28 @@ def argv_echo(lines_by_label: list[tuple[str, str]]) -> ArgvEcho:
             return ArgvEcho(error=f"{label}: {exc.messages[0]}")
     operators = tuple(dict.fromkeys(token for token in argv if token in SHELL_OPERATORS))
     return ArgvEcho(tuple(json.dumps(token, ensure_ascii=False) for token in argv), operators=operators)
+
+
+#: The argv fields of every kind's form (API names): each typed as one command line.
+ARGV_FIELDS = ("command", "args")
+
+
+def command_line_field(*, required: bool, label: str, placeholder: str, help_text: str) -> forms.CharField:
+    """A one-line input split into argv by :func:`split_argv` (``command`` or ``args`` of a form)."""
+    return forms.CharField(required=required, label=label, help_text=help_text,
+                           widget=forms.TextInput(attrs={"placeholder": placeholder, "spellcheck": "false"}))
+
+
+def put_argv(form: forms.Form, cleaned: dict[str, Any], data: dict[str, Any]) -> None:
+    """Split the form's typed command lines into ``data`` (API shape); a line that cannot be split is a field error."""
+    for name in ARGV_FIELDS:
+        if cleaned.get(name):
+            try:
+                data[name] = split_argv(cleaned[name])
+            except ValidationError as exc:
+                form.add_error(name, exc)
+
+
+def command_echo(form_data) -> ArgvEcho:
+    """What a form's command and arguments lines will run as (argv tokens, or why they cannot split)."""
+    return argv_echo([("Command", form_data.get("command") or ""), ("Arguments", form_data.get("args") or "")])
