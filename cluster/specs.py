@@ -108,6 +108,8 @@ class EndpointSpec:
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    #: Names of the secret env variables: taken from the Secret ``<workload_id>-env`` (values never here).
+    secret_env: tuple[str, ...] = ()
     gpus_per_replica: int = 1
     min_replicas: int = 1
     max_replicas: int = 1

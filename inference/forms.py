@@ -17,7 +17,15 @@ from django.core.exceptions import ValidationError
 from inference import constants as c
 from inference.constants import Engine, Metric
 from quotas.models import GpuFlavor
-from workloads.forms import FlavorSelect, command_line_field, flavor_label, parse_env, put_argv
+from workloads.forms import (
+    FlavorSelect,
+    command_line_field,
+    flavor_label,
+    parse_env,
+    put_argv,
+    secret_env_field,
+    secret_env_lines,
+)
 
 AUTOSCALE_PARTS = ("metric", "target", "engine", "query")
 
@@ -100,18 +108,19 @@ class EndpointForm(EndpointEditForm):
         help_text="Optional (the image's entrypoint otherwise); split as a shell splits words, never run by one.")
     args = command_line_field(required=False, label="Arguments", placeholder="--max-model-len 8192",
                               help_text="Split the same way.")
+    secret_env = secret_env_field(placeholder="HF_TOKEN=…")
     port = forms.CharField(initial=str(c.DEFAULT_PORT))
     readiness_path = forms.CharField(initial=c.DEFAULT_READINESS_PATH)
     startup_timeout_seconds = forms.CharField(initial=str(c.DEFAULT_STARTUP_TIMEOUT_SECONDS),
                                               help_text="How long loading the model may take.")
     spot = forms.BooleanField(required=False, help_text="Spot price; the pods may be evicted.")
 
-    field_order = ["name", "image", "command", "args", "env", "flavor", "gpus_per_replica", "min_replicas",
+    field_order = ["name", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_replica", "min_replicas",
                    "max_replicas", "metric", "target", "engine", "query", "scale_down_delay_seconds", "port",
                    "readiness_path", "startup_timeout_seconds", "spot"]
 
     # Sections of the page (templates cannot pass arguments, hence one property each).
-    SERVE = ("name", "image", "command", "args", "env", "port", "readiness_path", "startup_timeout_seconds")
+    SERVE = ("name", "image", "command", "args", "env", "secret_env", "port", "readiness_path", "startup_timeout_seconds")
     SCALING = ("flavor", "gpus_per_replica", "min_replicas", "max_replicas", "metric", "target", "engine", "query",
                "scale_down_delay_seconds", "spot")
 
@@ -139,5 +148,9 @@ class EndpointForm(EndpointEditForm):
             if cleaned.get(name) not in (None, ""):
                 data[name] = cleaned[name].strip()
         put_argv(self, cleaned, data)
+        try:
+            data["secret_env"] = secret_env_lines(cleaned.get("secret_env") or "")
+        except ValidationError as exc:
+            self.add_error("secret_env", exc)
         data["spot"] = bool(cleaned.get("spot"))
         return data

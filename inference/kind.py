@@ -20,6 +20,7 @@ from inference.constants import HOLDING_STATES, Decision, EndpointState
 from inference.models import InferenceEndpoint
 from quotas.admission import ResourceRequest
 from quotas.ledger import month_end
+from workloads import secrets
 from workloads.registry import Lifecycle, WorkloadKind
 
 _PHASE_TO_STATE = {
@@ -44,6 +45,7 @@ def endpoint_spec(endpoint: InferenceEndpoint, max_surge: int) -> EndpointSpec:
         command=tuple(endpoint.command),
         args=tuple(endpoint.args),
         env=tuple(sorted(endpoint.env.items())),
+        secret_env=secrets.names(endpoint),
         port=endpoint.port,
         gpus_per_replica=endpoint.gpus_per_replica,
         min_replicas=endpoint.min_replicas,

@@ -25,13 +25,14 @@ from workloads import secrets
 from workloads.constants import NAME_MAX_LENGTH
 from workloads.forms import (
     FlavorSelect,
-    SecretEnvTextarea,
     argv_line,
     command_line_field,
     flavor_label,
     lines,
     parse_env,
     put_argv,
+    secret_env_field,
+    secret_env_lines,
 )
 
 # Field names are the API's, so a service error on "gpus_per_worker" lands next to the
@@ -55,11 +56,6 @@ def parse_volumes(text: str) -> list[dict[str, Any]]:
     return volumes
 
 
-def secret_env_lines(text: str) -> dict[str, str]:
-    """Secret ``KEY=VALUE`` lines; a bad line is named by its number only (its text may hold a value)."""
-    return parse_env(text, quote_lines=False)
-
-
 class NewRunForm(forms.Form):
     """Text inputs for a run request; :attr:`api_data` holds the API-shaped dict after is_valid()."""
 
@@ -74,12 +70,7 @@ class NewRunForm(forms.Form):
     env = forms.CharField(required=False, label="Environment",
                           widget=forms.Textarea(attrs={"rows": 3, "placeholder": "WANDB_MODE=offline"}),
                           help_text="KEY=VALUE, one per line.")
-    secret_env = forms.CharField(
-        required=False, label="Secret environment",
-        widget=SecretEnvTextarea(attrs={"rows": 2, "placeholder": "WANDB_API_KEY=…", "autocomplete": "off",
-                                        "spellcheck": "false"}),
-        help_text="KEY=VALUE, one per line: kept in a Kubernetes Secret of your team's namespace and shown as "
-                  "•••••• everywhere, to you too. A form with errors asks for the values again.")
+    secret_env = secret_env_field(placeholder="WANDB_API_KEY=…")
     flavor = forms.CharField(label="GPU flavor")
     gpus_per_worker = forms.CharField(label="GPUs per worker", initial="1",
                                       widget=forms.NumberInput(attrs={"min": 1, "max": 64}))

@@ -11,7 +11,7 @@ from rest_framework import serializers
 from jobs import constants as c
 from jobs.models import TrainingRun
 from quotas.constants import Priority
-from workloads.api import IdleFields, QueuedFields, SecretEnvField
+from workloads.api import IdleFields, QueuedFields, SecretEnvField, secret_env_input
 from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
 
 
@@ -30,10 +30,7 @@ class RunCreateSerializer(serializers.Serializer):
     command = serializers.ListField(child=serializers.CharField(), help_text="argv form, never a shell string.")
     args = serializers.ListField(child=serializers.CharField(), required=False)
     env = serializers.DictField(child=serializers.CharField(), required=False)
-    secret_env = serializers.DictField(
-        child=serializers.CharField(), required=False, write_only=True,
-        help_text="Like env, but the values go to a Kubernetes Secret of the team's namespace, referenced from the "
-                  "pods; responses, pages and the manifest show the names only (\"••••••\").")
+    secret_env = secret_env_input()
     flavor = serializers.CharField()
     gpus_per_worker = serializers.IntegerField(min_value=1, max_value=MAX_GPUS_PER_NODE, default=1)
     workers = serializers.IntegerField(min_value=1, max_value=c.MAX_WORKERS, default=1,

@@ -80,6 +80,14 @@ class QueuedFields(serializers.Serializer):
         return estimate.at if estimate is not None else None
 
 
+def secret_env_input() -> serializers.DictField:
+    """The ``secret_env`` of a create request, for the OpenAPI schema: write-only, never in a response."""
+    return serializers.DictField(
+        child=serializers.CharField(), required=False, write_only=True,
+        help_text="Like env, but the values go to a Kubernetes Secret of the team's namespace, referenced from the "
+                  "pods; responses, pages and the manifest show the names only (\"••••••\").")
+
+
 class SecretEnvField(serializers.Serializer):
     """``secret_env`` as responses show it: each name with the mask, never a value (from :func:`queue_context`)."""
 

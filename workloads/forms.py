@@ -139,6 +139,21 @@ def argv_echo(lines_by_label: list[tuple[str, str]]) -> ArgvEcho:
     return ArgvEcho(tuple(json.dumps(token, ensure_ascii=False) for token in argv), operators=operators)
 
 
+def secret_env_lines(text: str) -> dict[str, str]:
+    """Secret ``KEY=VALUE`` lines; a bad line is named by its number only (its text may hold a value)."""
+    return parse_env(text, quote_lines=False)
+
+
+def secret_env_field(*, placeholder: str) -> forms.CharField:
+    """The "Secret environment" input of a create form (parse it with :func:`secret_env_lines`)."""
+    return forms.CharField(
+        required=False, label="Secret environment",
+        widget=SecretEnvTextarea(attrs={"rows": 2, "placeholder": placeholder, "autocomplete": "off",
+                                        "spellcheck": "false"}),
+        help_text="KEY=VALUE, one per line: kept in a Kubernetes Secret of your team's namespace and shown as "
+                  "•••••• everywhere, to you too. A form with errors asks for the values again.")
+
+
 #: The argv fields of every kind's form (API names): each typed as one command line.
 ARGV_FIELDS = ("command", "args")
 
