@@ -1,4 +1,4 @@
-"""The abstract :class:`Workload`: what every kind of GPU workload shares.
+"""The abstract :class:`Workload`: what every kind of GPU workload shares; and :class:`SecretEnv`, its secret env.
 
 A concrete kind (``jobs.TrainingRun``, ``inference.InferenceEndpoint``) inherits the fields
 below, names its ``KIND_PREFIX`` and gives ``state`` its own choices. State moves only
