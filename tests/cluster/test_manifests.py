@@ -355,3 +355,19 @@ def test_it_derives_dns_names_within_63_characters() -> None:
     assert dns_name("Team_ML", "run.1") == "team-ml-run-1"
     long_a, long_b = dns_name("x" * 80, "a"), dns_name("x" * 80, "b")
     assert len(long_a) <= 63 and long_a != long_b and long_a == dns_name("x" * 80, "a")
+
+
+SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/env"}
+
+
+@pytest.mark.parametrize(("label", "obj"), [o for o in _all_objects() if _pod_specs(o[1])])
+def test_it_never_wraps_the_argv_in_a_shell(label: str, obj: dict[str, Any]) -> None:
+    # The user's argv is the container's argv: no "sh -c" around it, nothing joined into one string.
+    for pod in _pod_specs(obj):
+        for container in pod["containers"]:
+            argv = container.get("command", []) + container.get("args", [])
+            assert not SHELLS & set(argv) and "-c" not in argv, label
+            if obj["kind"] == "Job":
+                assert container["command"] == ["python", "train.py"] and container.get("args", []) in (["--epochs", "10"], [])
+            if obj["kind"] == "PyTorchJob":
+                assert container["command"][0] == "torchrun" and container["command"][-2:] == ["python", "train.py"]
