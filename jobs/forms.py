@@ -35,9 +35,6 @@ from workloads.forms import (
     secret_env_lines,
 )
 
-# Field names are the API's, so a service error on "gpus_per_worker" lands next to the
-# "gpus_per_worker" input.
-
 
 def parse_volumes(text: str) -> list[dict[str, Any]]:
     """``claim:/mount/path[:ro]`` lines into the API's volume objects (paths are checked later)."""
@@ -58,6 +55,9 @@ def parse_volumes(text: str) -> list[dict[str, Any]]:
 
 class NewRunForm(forms.Form):
     """Text inputs for a run request; :attr:`api_data` holds the API-shaped dict after is_valid()."""
+
+    # Field names are the API's, so a service error on "gpus_per_worker" lands next to the
+    # "gpus_per_worker" input.
 
     name = forms.CharField(max_length=NAME_MAX_LENGTH, help_text="Lowercase letters, digits and '-'.")
     image = forms.CharField(max_length=300, widget=forms.TextInput(attrs={"placeholder": "registry.example.com/team/trainer:1.4"}))
