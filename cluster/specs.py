@@ -75,6 +75,8 @@ class TrainingSpec:
     flavor: FlavorSpec
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    #: Names of the secret env variables: taken from the Secret ``<workload_id>-env`` (values never here).
+    secret_env: tuple[str, ...] = ()
     gpus_per_worker: int = 1
     workers: int = 1
     cpu: float | None = None
@@ -106,6 +108,8 @@ class EndpointSpec:
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    #: Names of the secret env variables: taken from the Secret ``<workload_id>-env`` (values never here).
+    secret_env: tuple[str, ...] = ()
     gpus_per_replica: int = 1
     min_replicas: int = 1
     max_replicas: int = 1

@@ -1,7 +1,7 @@
 """The portal's endpoint forms (create and edit).
 
-They only turn text inputs into the API's shape (argv one item per line, ``KEY=VALUE`` env
-lines, the autoscale object from its parts); every field is validated by
+They only turn text inputs into the API's shape (command lines split into argv as a shell
+splits words but never run by one, ``KEY=VALUE`` env lines, the autoscale object from its parts); every field is validated by
 :func:`inference.validation.parse_endpoint_request` inside the service, and its errors are
 mapped back onto the form field by field.
 """
@@ -17,7 +17,15 @@ from django.core.exceptions import ValidationError
 from inference import constants as c
 from inference.constants import Engine, Metric
 from quotas.models import GpuFlavor
-from workloads.forms import FlavorSelect, flavor_label, lines, parse_env
+from workloads.forms import (
+    FlavorSelect,
+    command_line_field,
+    flavor_label,
+    parse_env,
+    put_argv,
+    secret_env_field,
+    secret_env_lines,
+)
 
 AUTOSCALE_PARTS = ("metric", "target", "engine", "query")
 
@@ -95,21 +103,24 @@ class EndpointForm(EndpointEditForm):
     name = forms.CharField(max_length=40, help_text="Lowercase letters, digits and '-', starting with a letter.")
     flavor = forms.ChoiceField(choices=())
     gpus_per_replica = forms.CharField(initial="1", help_text="1 for MIG slices.")
-    command = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
-                              help_text="Optional; one argument per line (argv, never a shell).")
-    args = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text="One per line.")
+    command = command_line_field(
+        required=False, label="Command", placeholder="vllm serve /models/llama --port 8080",
+        help_text="Optional (the image's entrypoint otherwise); split as a shell splits words, never run by one.")
+    args = command_line_field(required=False, label="Arguments", placeholder="--max-model-len 8192",
+                              help_text="Split the same way.")
+    secret_env = secret_env_field(placeholder="HF_TOKEN=…")
     port = forms.CharField(initial=str(c.DEFAULT_PORT))
     readiness_path = forms.CharField(initial=c.DEFAULT_READINESS_PATH)
     startup_timeout_seconds = forms.CharField(initial=str(c.DEFAULT_STARTUP_TIMEOUT_SECONDS),
                                               help_text="How long loading the model may take.")
     spot = forms.BooleanField(required=False, help_text="Spot price; the pods may be evicted.")
 
-    field_order = ["name", "image", "command", "args", "env", "flavor", "gpus_per_replica", "min_replicas",
+    field_order = ["name", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_replica", "min_replicas",
                    "max_replicas", "metric", "target", "engine", "query", "scale_down_delay_seconds", "port",
                    "readiness_path", "startup_timeout_seconds", "spot"]
 
     # Sections of the page (templates cannot pass arguments, hence one property each).
-    SERVE = ("name", "image", "command", "args", "env", "port", "readiness_path", "startup_timeout_seconds")
+    SERVE = ("name", "image", "command", "args", "env", "secret_env", "port", "readiness_path", "startup_timeout_seconds")
     SCALING = ("flavor", "gpus_per_replica", "min_replicas", "max_replicas", "metric", "target", "engine", "query",
                "scale_down_delay_seconds", "spot")
 
@@ -136,8 +147,10 @@ class EndpointForm(EndpointEditForm):
         for name in ("name", "flavor", "gpus_per_replica", "port", "readiness_path", "startup_timeout_seconds"):
             if cleaned.get(name) not in (None, ""):
                 data[name] = cleaned[name].strip()
-        for name in ("command", "args"):
-            if cleaned.get(name):
-                data[name] = lines(cleaned[name])
+        put_argv(self, cleaned, data)
+        try:
+            data["secret_env"] = secret_env_lines(cleaned.get("secret_env") or "")
+        except ValidationError as exc:
+            self.add_error("secret_env", exc)
         data["spot"] = bool(cleaned.get("spot"))
         return data

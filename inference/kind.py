@@ -22,6 +22,7 @@ from inference.models import InferenceEndpoint
 from quotas.admission import ResourceRequest
 from quotas.ledger import cost_per_hour, month_end
 from quotas.models import GpuFlavor
+from workloads import secrets
 from workloads.registry import Lifecycle, WorkloadKind
 
 _PHASE_TO_STATE = {
@@ -46,6 +47,7 @@ def endpoint_spec(endpoint: InferenceEndpoint, max_surge: int) -> EndpointSpec:
         command=tuple(endpoint.command),
         args=tuple(endpoint.args),
         env=tuple(sorted(endpoint.env.items())),
+        secret_env=secrets.names(endpoint),
         port=endpoint.port,
         gpus_per_replica=endpoint.gpus_per_replica,
         min_replicas=endpoint.min_replicas,

@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from inference import constants as c
 from inference.models import InferenceEndpoint, ScalingEvent
-from workloads.api import IdleFields, QueuedFields
+from workloads.api import IdleFields, QueuedFields, SecretEnvField, secret_env_input
 from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
 
 
@@ -38,6 +38,8 @@ class EndpointPatchSerializer(serializers.Serializer):
 class EndpointCreateSerializer(EndpointPatchSerializer):
     """POST /api/v1/endpoints/ (documentation of the accepted fields)."""
 
+    secret_env = secret_env_input()
+
     team = serializers.SlugField()
     name = serializers.CharField(max_length=NAME_MAX_LENGTH, help_text="DNS-1035 label, unique among live endpoints.")
     image = serializers.CharField(help_text="Container image reference.")
@@ -53,7 +55,7 @@ class EndpointCreateSerializer(EndpointPatchSerializer):
     spot = serializers.BooleanField(default=False)
 
 
-class EndpointSerializer(QueuedFields, IdleFields, serializers.ModelSerializer):
+class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, serializers.ModelSerializer):
     """An endpoint as the API shows it. Queue position and start estimate come from the context."""
 
     team = serializers.CharField(source="team.slug")
@@ -73,7 +75,7 @@ class EndpointSerializer(QueuedFields, IdleFields, serializers.ModelSerializer):
             "finished_at", "replicas", "desired_replicas", "replica_ceiling", "url", "cost_to_date",
             "estimated_cost_per_hour", "cost_per_hour_range", "namespace", "cluster_name", "queue_position",
             "estimated_start_at", "idle_gpu_hours", "idle_cost", "idle_since",
-            "image", "command", "args", "env", "port", "flavor", "gpus_per_replica", "min_replicas",
+            "image", "command", "args", "env", "secret_env", "port", "flavor", "gpus_per_replica", "min_replicas",
             "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds",
             "spot",
         ]

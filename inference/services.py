@@ -25,6 +25,7 @@ from portal.services import audit
 from quotas import admission
 from quotas.constants import Reason as QuotaReason
 from quotas.models import GpuFlavor
+from workloads import secrets
 from workloads import services as workloads
 from workloads.forecast import Forecast, forecast
 
@@ -72,6 +73,7 @@ def create_endpoint(user, team: Team | str, data: dict) -> InferenceEndpoint:
     fields = parse_endpoint_request(data)
     flavor = _flavor(team, fields)
     fields.pop("flavor")
+    secret_env = fields.pop("secret_env")
 
     # 2. Record and admit its minimum in one transaction: a rejection rolls the row back.
     try:
@@ -79,6 +81,7 @@ def create_endpoint(user, team: Team | str, data: dict) -> InferenceEndpoint:
             endpoint = InferenceEndpoint(team=team, created_by=user, flavor=flavor, **fields)
             endpoint.replica_ceiling = endpoint.base_replicas
             endpoint.save()
+            secrets.store(endpoint, tuple(sorted(secret_env.items())))
             decision = workloads.admit_new(endpoint)
             if decision.rejected:
                 raise ValidationError(_rejection_errors(decision))
@@ -108,7 +111,8 @@ def preview_endpoint(team: Team, data: dict) -> Forecast:
                          fields["gpus_per_replica"], bool(flavor.mig_profile))
     if errors:
         raise ValidationError(errors)
-    draft = InferenceEndpoint(team=team, flavor=flavor, **{k: v for k, v in fields.items() if k != "flavor"})
+    draft = InferenceEndpoint(team=team, flavor=flavor,
+                              **{k: v for k, v in fields.items() if k not in ("flavor", "secret_env")})
     return forecast(team, EndpointKind().resource_request(draft), flavor, None)
 
 
@@ -125,6 +129,10 @@ def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceE
                   for name in ("min_replicas", "max_replicas", "autoscale")}
         errors = check_sizes(merged["min_replicas"], merged["max_replicas"], merged["autoscale"],
                              current.gpus_per_replica, bool(current.flavor.mig_profile))
+        hidden = sorted(set(changes.get("env", {})) & set(secrets.names(current)))
+        if hidden:
+            errors["env"] = [f"{name} is a secret env variable of this endpoint: set it in one of them."
+                             for name in hidden]
         if errors:
             raise ValidationError(errors)
         resized = {"min_replicas", "max_replicas"} & set(changes)

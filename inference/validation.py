@@ -17,12 +17,12 @@ from django.core.exceptions import ValidationError
 from inference import constants as c
 from inference.constants import REQUEST_DRIVEN_METRICS, Engine, Metric
 from workloads.constants import MAX_GPUS_PER_NODE
-from workloads.validation import DNS1035_LABEL, Collector, check_env, check_image, check_name
+from workloads.validation import DNS1035_LABEL, Collector, check_env, check_image, check_name, check_secret_env
 
 HTTP_PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
 
 CREATE_FIELDS = {
-    "team", "name", "image", "command", "args", "env", "port", "flavor", "gpus_per_replica", "min_replicas",
+    "team", "name", "image", "command", "args", "env", "secret_env", "port", "flavor", "gpus_per_replica", "min_replicas",
     "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds", "spot",
 }
 PATCH_FIELDS = {"image", "env", "min_replicas", "max_replicas", "autoscale", "scale_down_delay_seconds"}
@@ -106,6 +106,9 @@ def parse_endpoint_request(data: Mapping[str, Any], partial: bool = False) -> di
         out["spot"] = col.boolean("spot", False)
     if given("env"):
         out["env"] = dict(check_env(col))
+    if not partial:
+        # Set once, at creation (a PATCH cannot change it): the Secret's keys are the pods' env.
+        out["secret_env"] = dict(check_secret_env(col, tuple(out["env"].items())))
     if given("min_replicas"):
         out["min_replicas"] = col.integer("min_replicas", 1, 0, c.MAX_REPLICAS)
     if given("max_replicas"):

@@ -31,6 +31,7 @@ from quotas import admission
 from quotas.models import GpuFlavor
 from quotas.services import usage_summary
 from workloads import services as workloads
+from workloads.forms import command_echo
 from workloads.idle import idle_context
 from workloads.views import (
     current_membership,
@@ -76,7 +77,7 @@ def endpoint_state(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _form_context(request: HttpRequest, team, form) -> dict:
-    return {"team": team, "form": form}
+    return {"team": team, "form": form, "argv": command_echo(form.data)}
 
 
 def _create_form(team, data=None) -> EndpointForm:
@@ -129,8 +130,8 @@ def endpoint_preview(request: HttpRequest) -> HttpResponse:
         message = ""
     except ValidationError as exc:
         preview, message = None, "; ".join(f"{k}: {v[0]}" for k, v in exc.message_dict.items())
-    return render(request, "inference/endpoint_form.html#preview",
-                  {"preview": preview, "message": message})
+    return render(request, "inference/_endpoint_preview.html",
+                  {"preview": preview, "message": message, "argv": command_echo(request.POST)})
 
 
 def _detail_context(request: HttpRequest, endpoint: InferenceEndpoint) -> dict:

@@ -1,7 +1,8 @@
 """The portal's "New run" form.
 
 People type text, the API takes JSON. This form only turns the text inputs into the API's
-shape (argv lists one item per line, ``KEY=VALUE`` lines into an object,
+shape (a command line split into argv as a shell splits words — but never run by one —,
+``KEY=VALUE`` lines into an object,
 ``claim:/mount/path[:ro]`` lines into volume objects); every field is then validated by
 :func:`jobs.validation.parse_run_request` inside :func:`jobs.services.submit_run`, so the
 portal and the API cannot disagree about what is valid. The service's ``ValidationError``
@@ -16,15 +17,23 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from jobs import constants as c
+from jobs.models import TrainingRun
 from jobs.validation import parse_run_request
 from quotas.constants import Priority
 from quotas.models import GpuFlavor
+from workloads import secrets
 from workloads.constants import NAME_MAX_LENGTH
-from workloads.forms import FlavorSelect, flavor_label, lines, parse_env
-
-#: Field names are the API's, so a service error on "gpus_per_worker" lands next to the
-#: "gpus_per_worker" input. These two are argv lists, one item per line.
-ARGV_FIELDS = ("command", "args")
+from workloads.forms import (
+    FlavorSelect,
+    argv_line,
+    command_line_field,
+    flavor_label,
+    lines,
+    parse_env,
+    put_argv,
+    secret_env_field,
+    secret_env_lines,
+)
 
 
 def parse_volumes(text: str) -> list[dict[str, Any]]:
@@ -47,17 +56,21 @@ def parse_volumes(text: str) -> list[dict[str, Any]]:
 class NewRunForm(forms.Form):
     """Text inputs for a run request; :attr:`api_data` holds the API-shaped dict after is_valid()."""
 
+    # Field names are the API's, so a service error on "gpus_per_worker" lands next to the
+    # "gpus_per_worker" input.
+
     name = forms.CharField(max_length=NAME_MAX_LENGTH, help_text="Lowercase letters, digits and '-'.")
     image = forms.CharField(max_length=300, widget=forms.TextInput(attrs={"placeholder": "registry.example.com/team/trainer:1.4"}))
-    command = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "python\ntrain.py"}),
-        help_text="One argument per line (argv form, no shell).",
-    )
-    args = forms.CharField(required=False, label="Arguments", widget=forms.Textarea(attrs={"rows": 3, "placeholder": "--epochs\n10"}),
-                           help_text="One argument per line.")
+    command = command_line_field(
+        required=True, label="Command", placeholder="python train.py --note 'first try'",
+        help_text="Split into arguments as a shell splits words (quote an argument with spaces); "
+                  "no shell runs it, so $VAR, globs, | and && are passed on literally.")
+    args = command_line_field(required=False, label="Arguments", placeholder="--epochs 10",
+                              help_text="More arguments after the command, split the same way.")
     env = forms.CharField(required=False, label="Environment",
                           widget=forms.Textarea(attrs={"rows": 3, "placeholder": "WANDB_MODE=offline"}),
                           help_text="KEY=VALUE, one per line.")
+    secret_env = secret_env_field(placeholder="WANDB_API_KEY=…")
     flavor = forms.CharField(label="GPU flavor")
     gpus_per_worker = forms.CharField(label="GPUs per worker", initial="1",
                                       widget=forms.NumberInput(attrs={"min": 1, "max": 64}))
@@ -86,7 +99,7 @@ class NewRunForm(forms.Form):
         self.api_data: dict[str, Any] = {}
 
     # Sections of the page (templates cannot pass arguments, hence one property each).
-    WHAT = ("name", "image", "command", "args", "env", "volumes")
+    WHAT = ("name", "image", "command", "args", "env", "secret_env", "volumes")
     RESOURCES = ("flavor", "gpus_per_worker", "workers", "spot", "priority")
     LIMITS = ("cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes")
 
@@ -112,14 +125,12 @@ class NewRunForm(forms.Form):
         for name in ("name", "image", "flavor", "gpus_per_worker", "workers", "priority"):
             if cleaned.get(name) not in (None, ""):
                 data[name] = cleaned[name].strip()
-        for name in ARGV_FIELDS:
-            if cleaned.get(name):
-                data[name] = lines(cleaned[name])
+        put_argv(self, cleaned, data)
         for name in self.LIMITS:
             if cleaned.get(name) not in (None, ""):
                 data[name] = cleaned[name].strip()
         data["spot"] = bool(cleaned.get("spot"))
-        for name, parse in (("env", parse_env), ("volumes", parse_volumes)):
+        for name, parse in (("env", parse_env), ("secret_env", secret_env_lines), ("volumes", parse_volumes)):
             try:
                 data[name] = parse(cleaned.get(name) or "")
             except ValidationError as exc:
@@ -157,3 +168,23 @@ def preview_data(form_data) -> dict[str, Any]:
             data[name] = value
     data["spot"] = form_data.get("spot") in ("on", "true", "1")
     return data
+
+
+def initial_from_run(run: TrainingRun, name: str) -> dict[str, Any]:
+    """The form's text inputs holding ``run``'s request ("Run again": edit, then submit), named ``name``.
+
+    The command lines are built so that splitting them gives the run's argv back exactly.
+    """
+    def text(value) -> str:
+        return "" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+    volumes = [f"{v['claim']}:{v['mount_path']}{':ro' if v.get('read_only') else ''}" for v in run.volumes]
+    return {
+        "name": name, "image": run.image, "command": argv_line(run.command), "args": argv_line(run.args),
+        "env": "\n".join(f"{k}={v}" for k, v in run.env.items()), "volumes": "\n".join(volumes),
+        # Names only: secret values are never put into a page, the user types them again.
+        "secret_env": "\n".join(f"{name}=" for name in secrets.names(run)),
+        "flavor": run.flavor.name, "gpus_per_worker": str(run.gpus_per_worker), "workers": str(run.workers),
+        "spot": run.spot, "priority": run.priority, "cpu": text(run.cpu), "memory_gb": text(run.memory_gb),
+        "shm_gb": text(run.shm_gb), "max_retries": str(run.max_retries), "max_runtime_minutes": text(run.max_runtime_minutes),
+    }

@@ -16,6 +16,7 @@ from cluster.status import TrainingPhase, WorkloadStatus, training_status
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from quotas.admission import ResourceRequest
+from workloads import secrets
 from workloads import services as workloads
 from workloads.constants import Message
 from workloads.registry import Lifecycle, WorkloadKind
@@ -40,6 +41,7 @@ def training_spec(run: TrainingRun) -> TrainingSpec:
         flavor=run.flavor.to_spec(),
         args=tuple(run.args),
         env=tuple(sorted(run.env.items())),
+        secret_env=secrets.names(run),
         gpus_per_worker=run.gpus_per_worker,
         workers=run.workers,
         cpu=run.cpu,

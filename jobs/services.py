@@ -4,7 +4,9 @@
   (:func:`workloads.services.admit_new`) in one transaction; the cluster objects are created
   by a Celery task published after commit.
 * :func:`cancel_run` ends a run, releases its quota and has its cluster objects deleted.
-* :func:`rerun` submits a finished (or running) run's request again.
+* "Run again" is not an action of its own: the portal opens the New run form prefilled with
+  the run's request (:func:`name_for_run_again` picks a free name), the user edits it and
+  submits it through :func:`submit_run` like any other run.
 
 Reading (manifest, logs, events) goes through :mod:`workloads.services`, shared by every kind.
 """
@@ -18,7 +20,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 
 from jobs.models import TrainingRun
-from jobs.validation import RunRequest, parse_run_request, request_from_run
+from jobs.validation import RunRequest, parse_run_request
 from portal.models import AuditEvent, Role, Team
 from portal.permissions import check_may_end, get_for_user, require_team
 from portal.services import audit
@@ -26,6 +28,7 @@ from quotas import admission
 from quotas.constants import Reason as QuotaReason
 from quotas.ledger import cost_per_hour
 from quotas.models import GpuFlavor
+from workloads import secrets
 from workloads import services as workloads
 from workloads.constants import NAME_MAX_LENGTH, Message
 from workloads.forecast import Forecast, forecast
@@ -95,6 +98,7 @@ def submit_run(user, team: Team | str, request: RunRequest | dict) -> TrainingRu
     try:
         with transaction.atomic():
             run = TrainingRun.objects.create(team=team, created_by=user, flavor=flavor, **request.as_fields())
+            secrets.store(run, request.secret_env)
             decision = workloads.admit_new(run)
             if decision.rejected:
                 raise ValidationError(_rejection_errors(request, decision))
@@ -142,22 +146,15 @@ def cancel_run(user, run: TrainingRun) -> TrainingRun:
     return run
 
 
-def rerun(user, run: TrainingRun) -> TrainingRun:
-    """Submit ``run``'s request again. A still-active run's name gets a ``-N`` suffix."""
-    require_team(user, run.team, Role.MEMBER)
-    if not run.flavor.active:
-        raise ValidationError({"flavor": [f"Flavor {run.flavor.name} is retired; submit a new run instead."]})
-    request = request_from_run(run)
-    name = request.name
+def name_for_run_again(run: TrainingRun) -> str:
+    """``run``'s name, or with a ``-N`` suffix when an active run of its team still holds it."""
     taken = set(TrainingRun.objects.filter(team=run.team).active().values_list("name", flat=True))
-    suffix = 2
+    name, suffix = run.name, 2
     while name in taken:
-        stem = request.name[: NAME_MAX_LENGTH - len(str(suffix)) - 1].rstrip("-")
+        stem = run.name[: NAME_MAX_LENGTH - len(str(suffix)) - 1].rstrip("-")
         name = f"{stem}-{suffix}"
         suffix += 1
-    if name != request.name:
-        request = parse_run_request({**request.as_fields(), "flavor": request.flavor, "name": name})
-    return submit_run(user, run.team, request)
+    return name
 
 
 def ensure_can_submit(user, team: Team) -> None:

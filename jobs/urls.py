@@ -16,5 +16,4 @@ urlpatterns = [
     path("runs/<int:pk>/logs/download/", views.run_log_download, name="run-logs-download"),
     path("runs/<int:pk>/events/", views.run_events, name="run-events"),
     path("runs/<int:pk>/cancel/", views.run_cancel, name="run-cancel"),
-    path("runs/<int:pk>/rerun/", views.run_rerun, name="run-rerun"),
 ]

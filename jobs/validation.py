@@ -21,7 +21,15 @@ from django.core.exceptions import ValidationError
 from jobs import constants as c
 from quotas.constants import Priority
 from workloads.constants import MAX_GPUS_PER_NODE
-from workloads.validation import Collector, VolumeRequest, check_env, check_image, check_name, check_volumes
+from workloads.validation import (
+    Collector,
+    VolumeRequest,
+    check_env,
+    check_image,
+    check_name,
+    check_secret_env,
+    check_volumes,
+)
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,8 @@ class RunRequest:
     flavor: str
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    #: (name, value) pairs stored apart (:class:`workloads.models.SecretEnv`), never a model field.
+    secret_env: tuple[tuple[str, str], ...] = ()
     gpus_per_worker: int = 1
     workers: int = 1
     cpu: float | None = None
@@ -46,7 +56,7 @@ class RunRequest:
     volumes: tuple[VolumeRequest, ...] = field(default=())
 
     def as_fields(self) -> dict[str, Any]:
-        """The model fields of a TrainingRun with these values (flavor excluded)."""
+        """The model fields of a TrainingRun with these values (flavor and secret env excluded)."""
         return {
             "name": self.name, "image": self.image, "command": list(self.command), "args": list(self.args),
             "env": dict(self.env), "gpus_per_worker": self.gpus_per_worker, "workers": self.workers,
@@ -57,7 +67,7 @@ class RunRequest:
 
 
 KNOWN_FIELDS = {
-    "team", "name", "image", "command", "args", "env", "flavor", "gpus_per_worker", "workers", "cpu",
+    "team", "name", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers", "cpu",
     "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",
 }
 
@@ -78,6 +88,7 @@ def parse_run_request(data: Mapping[str, Any]) -> RunRequest:
     command = col.argv("command", required=True)
     args = col.argv("args", required=False)
     env = check_env(col)
+    secret_env = check_secret_env(col, env)
     flavor = col.string("flavor", max_length=40)
     gpus = col.integer("gpus_per_worker", 1, 1, MAX_GPUS_PER_NODE)
     workers = col.integer("workers", 1, 1, c.MAX_WORKERS)
@@ -99,23 +110,9 @@ def parse_run_request(data: Mapping[str, Any]) -> RunRequest:
     if col.errors:
         raise ValidationError(col.errors)
     return RunRequest(
-        name=name, image=image, command=command, flavor=flavor, args=args, env=env,
+        name=name, image=image, command=command, flavor=flavor, args=args, env=env, secret_env=secret_env,
         gpus_per_worker=gpus or 1, workers=workers or 1, cpu=cpu, memory_gb=memory_gb, shm_gb=shm_gb,
         max_retries=max_retries if max_retries is not None else 2, max_runtime_minutes=max_runtime,
         priority=str(priority), spot=spot, volumes=volumes,
     )
 
-
-def request_from_run(run) -> RunRequest:
-    """The request that would submit ``run`` again ("run again")."""
-    return parse_run_request({**run_fields(run), "flavor": run.flavor.name})
-
-
-def run_fields(run) -> dict[str, Any]:
-    return {
-        "name": run.name, "image": run.image, "command": list(run.command), "args": list(run.args),
-        "env": dict(run.env), "gpus_per_worker": run.gpus_per_worker, "workers": run.workers, "cpu": run.cpu,
-        "memory_gb": run.memory_gb, "shm_gb": run.shm_gb, "max_retries": run.max_retries,
-        "max_runtime_minutes": run.max_runtime_minutes, "priority": run.priority, "spot": run.spot,
-        "volumes": list(run.volumes),
-    }

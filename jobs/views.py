@@ -13,6 +13,7 @@ panels are every kind's (``workloads.views``, ``templates/workloads/``).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -31,15 +32,18 @@ from django.views.decorators.vary import vary_on_headers
 from cluster.capacity import WAITING_FOR_CAPACITY, scheduler_message
 from jobs import services
 from jobs.constants import TIMELINE, RunState
-from jobs.forms import NewRunForm, preview_data
+from jobs.forms import NewRunForm, initial_from_run, preview_data
 from jobs.models import TrainingRun
 from portal.models import Role
 from portal.permissions import may_end, require_team
 from quotas import admission
 from quotas.models import GpuFlavor
 from quotas.services import budget_bar, usage_bars, usage_summary
+from workloads import secrets
 from workloads import services as workloads
+from workloads.api import pk_of
 from workloads.forecast import estimated_starts
+from workloads.forms import command_echo
 from workloads.idle import idle_context
 from workloads.views import (
     STOP_POLLING,
@@ -111,11 +115,22 @@ def run_state(request: HttpRequest, pk: int) -> HttpResponse:
 def _new_run_form(request: HttpRequest, team, data=None) -> NewRunForm:
     flavors = list(GpuFlavor.objects.filter(active=True).order_by("name"))
     return NewRunForm(data, flavors=flavors, usage=usage_summary(team), currency=settings.SLIPWAY_CURRENCY,
-                      initial=_initial_from(request))
+                      initial=_initial_from(request, team))
 
 
-def _initial_from(request: HttpRequest) -> dict:
-    """Prefill the flavor from ``?flavor=`` (the dashboard links each quota bar to a new run)."""
+def _initial_from(request: HttpRequest, team) -> dict:
+    """What the form starts with.
+
+    ``?from=<run id>`` ("Run again"): that run's request, to edit and then submit (404 for a
+    run the user may not see; a run of another of their teams is not copied into this one).
+    ``?flavor=``: the flavor (the dashboard links each quota bar to a new run).
+    """
+    if "from" in request.GET:
+        run = services.get_run_for_user(request.user, pk_of(request.GET["from"]))
+        if run.team_id != team.pk:
+            messages.warning(request, f"Run {run.name} belongs to {run.team.name}: switch to that team to run it again.")
+            return {}
+        return initial_from_run(run, services.name_for_run_again(run))
     return {"flavor": request.GET["flavor"]} if request.GET.get("flavor") else {}
 
 
@@ -144,19 +159,21 @@ def run_new(request: HttpRequest) -> HttpResponse:
                 return redirect("jobs:run-detail", pk=run.pk)
         status = 400  # bad input: a clear 400 with the errors next to the fields
     preview = services.preview_run(team, preview_data(form.data)) if form.is_bound else None
-    return render(request, "jobs/run_new.html", {"form": form, "team": team, "preview": preview}, status=status)
+    argv = command_echo(form.data if form.is_bound else form.initial)
+    context = {"form": form, "team": team, "preview": preview, "argv": argv}
+    return render(request, "jobs/run_new.html", context, status=status)
 
 
 @login_required
 @require_POST
 def run_preview(request: HttpRequest) -> HttpResponse:
-    """Live preview for the form: cost per hour and start-now / queue / reject, with the reason."""
+    """Live preview for the form: cost per hour and start-now / queue / reject, and the argv echo."""
     membership = current_membership(request)
     if membership is None:
         return no_team(request)
     services.ensure_can_submit(request.user, membership.team)
     preview = services.preview_run(membership.team, preview_data(request.POST))
-    return render(request, "jobs/run_new.html#preview", {"preview": preview})
+    return render(request, "jobs/_run_preview.html", {"preview": preview, "argv": command_echo(request.POST)})
 
 
 # 3. Run detail -------------------------------------------------------------------------------
@@ -231,12 +248,11 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _spec_rows(run: TrainingRun) -> list[tuple[str, str, bool]]:
-    """The submitted request as (label, value, multiline) rows; argv and env one item per line."""
+    """The submitted request as (label, value, multiline) rows; argv as a quoted list, env one item per line."""
     volumes = [f"{v['claim']}:{v['mount_path']}{':ro' if v.get('read_only') else ''}" for v in run.volumes]
     lines = [
-        ("Command", run.command),
-        ("Arguments", run.args),
         ("Environment", [f"{k}={v}" for k, v in sorted(run.env.items())]),
+        ("Secret environment", [f"{k}={v}" for k, v in secrets.masked(secrets.names(run)).items()]),
         ("Volumes", volumes),
     ]
     plain = [
@@ -247,7 +263,10 @@ def _spec_rows(run: TrainingRun) -> list[tuple[str, str, bool]]:
         ("Max runtime", f"{run.max_runtime_minutes} min" if run.max_runtime_minutes else "-"),
         ("Priority", run.get_priority_display()),
     ]
-    rows = [("Image", run.image, False)]
+    # argv exactly as the container gets it: each argument quoted, so "a b" is visibly one argument.
+    rows = [("Image", run.image, False), ("Command", json.dumps(run.command, ensure_ascii=False), False)]
+    if run.args:
+        rows.append(("Arguments", json.dumps(run.args, ensure_ascii=False), False))
     rows += [(label, "\n".join(items), True) for label, items in lines if items]
     rows += [(label, value, False) for label, value in plain]
     return rows
@@ -303,25 +322,6 @@ def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
         return render(request, "jobs/run_detail.html#status", _status_context(request, run), status=STOP_POLLING)
     messages.success(request, f"Run {run.name} cancelled.")
     return redirect("jobs:run-detail", pk=run.pk)
-
-
-@login_required
-@require_POST
-def run_rerun(request: HttpRequest, pk: int) -> HttpResponse:
-    """Submit the run's request again (members only) and go to the new run."""
-    run = services.get_run_for_user(request.user, pk, Role.MEMBER)
-    try:
-        new = services.rerun(request.user, run)
-    except ValidationError as exc:
-        messages.error(request, "Could not run again: " + " ".join(m for ms in exc.message_dict.values() for m in ms))
-        response = redirect("jobs:run-detail", pk=run.pk)
-    else:
-        messages.success(request, f"Submitted {new.name} again ({new.get_state_display().lower()}).")
-        response = redirect("jobs:run-detail", pk=new.pk)
-    if request.htmx:
-        # A whole new page: have htmx navigate instead of swapping a redirect's body in.
-        return HttpResponse(status=204, headers={"HX-Redirect": response["Location"]})
-    return response
 
 
 # 4. Dashboard --------------------------------------------------------------------------------

@@ -152,6 +152,12 @@ class SandboxBackend(ClusterBackend):
             stored.append(row)
         return stored
 
+    def apply_secret(self, secret: Manifest, *, now: datetime | None = None) -> None:
+        """Record the Secret with its keys but not their values: a simulated cluster needs no secret,
+        and the sandbox's tables are readable by more than the cluster's etcd would be."""
+        recorded = {**secret, "data": dict.fromkeys(secret.get("data") or {}, "")}
+        self.apply([recorded], now=now)
+
     @_storage_errors
     def delete(self, ref: WorkloadRef, *, now: datetime | None = None) -> int:
         with transaction.atomic():
@@ -249,7 +255,8 @@ class SandboxBackend(ClusterBackend):
         grouped: dict[tuple[str, str], ObservedWorkload] = {}
         for row in rows:
             labels = row.manifest.get("metadata", {}).get("labels") or {}
-            if labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE or not row.workload:
+            # Secrets are not observed: a real cluster's Slipway may not list them either.
+            if labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE or not row.workload or row.kind == "Secret":
                 continue
             key = (row.namespace, row.workload)
             if key not in grouped:

@@ -38,7 +38,6 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "jobs:run-detail": (RUN, ("get",), ()), "jobs:run-state": (RUN, ("get",), ()),
     "jobs:run-logs": (RUN, ("get",), ()), "jobs:run-logs-download": (RUN, ("get",), ()),
     "jobs:run-events": (RUN, ("get",), ()), "jobs:run-cancel": (RUN, (), ("post",)),
-    "jobs:run-rerun": (RUN, (), ("post",)),
     "inference:endpoint-detail": (ENDPOINT, ("get",), ()), "inference:endpoint-state": (ENDPOINT, ("get",), ()),
     "inference:endpoint-logs": (ENDPOINT, ("get",), ()), "inference:endpoint-logs-download": (ENDPOINT, ("get",), ()),
     "inference:endpoint-events": (ENDPOINT, ("get",), ()),
@@ -145,6 +144,14 @@ def test_an_outsider_gets_404_and_nothing_changes(world, outsider, name):
     for method in reads + writes:
         assert call(client, method, path_of(name, world[kind])).status_code == 404, method
     assert snapshot() == before
+
+
+def test_an_outsider_cannot_open_the_form_prefilled_with_another_teams_run(world, outsider, viewer):
+    """``/runs/new/?from=<id>`` ("Run again") names an object in its query string: same rules."""
+    path = f"/runs/new/?from={world[RUN].pk}"
+    assert as_portal_user(outsider).get(path).status_code == 404
+    assert as_portal_user(viewer).get(path).status_code == 403
+    assert "/login/" in APIClient().get(path)["Location"]
 
 
 @pytest.mark.parametrize("name", sorted(n for n, (_k, _r, writes) in OBJECT_ROUTES.items() if writes))

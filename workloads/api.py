@@ -22,9 +22,11 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from quotas import admission
+from workloads import secrets
 from workloads import services as workloads
 from workloads.forecast import StartEstimate, estimated_starts
 from workloads.idle import IdleFigures, idle_figures
+from workloads.models import SecretEnv
 
 
 class LogSourceSerializer(serializers.Serializer):
@@ -51,7 +53,7 @@ def queue_context(workloads_page) -> dict:
     """Serializer context for ``workloads_page``: queue positions and start estimates, idle GPU figures.
 
     A few queries per team with queued work on the page, one for the idle figures of work that
-    was ever billed, none otherwise.
+    was ever billed, one for the names of secret env.
     """
     teams = {w.team_id: w.team for w in workloads_page if w.state == "queued"}
     positions: dict[str, int] = {}
@@ -60,7 +62,8 @@ def queue_context(workloads_page) -> dict:
         positions.update(admission.queue_positions(team))
         estimates.update(estimated_starts(team))
     return {"queue_positions": positions, "start_estimates": estimates,
-            "idle": idle_figures(workloads_page, timezone.now())}
+            "idle": idle_figures(workloads_page, timezone.now()),
+            "secret_env": SecretEnv.objects.names_by_ref(w.ref for w in workloads_page)}
 
 
 class QueuedFields(serializers.Serializer):
@@ -80,6 +83,24 @@ class QueuedFields(serializers.Serializer):
             return None
         estimate = self.context.get("start_estimates", {}).get(workload.ref)
         return estimate.at if estimate is not None else None
+
+
+def secret_env_input() -> serializers.DictField:
+    """The ``secret_env`` of a create request, for the OpenAPI schema: write-only, never in a response."""
+    return serializers.DictField(
+        child=serializers.CharField(), required=False, write_only=True,
+        help_text="Like env, but the values go to a Kubernetes Secret of the team's namespace, referenced from the "
+                  "pods; responses, pages and the manifest show the names only (\"••••••\").")
+
+
+class SecretEnvField(serializers.Serializer):
+    """``secret_env`` as responses show it: each name with the mask, never a value (from :func:`queue_context`)."""
+
+    secret_env = serializers.SerializerMethodField(
+        help_text="Names of the secret env variables, each shown as \"••••••\": values are never returned.")
+
+    def get_secret_env(self, workload) -> dict[str, str]:
+        return secrets.masked(self.context.get("secret_env", {}).get(workload.ref, []))
 
 
 class _IdleAmount(serializers.DecimalField):

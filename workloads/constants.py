@@ -37,4 +37,7 @@ MAX_ARGV_ITEMS = 256
 MAX_ARG_LENGTH = 4096
 MAX_ENV_VARS = 100
 MAX_ENV_VALUE_LENGTH = 8192
+
+#: What pages and the API show in place of a secret env value (the value itself never leaves).
+SECRET_MASK = "••••••"
 MAX_VOLUMES = 16

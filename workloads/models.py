@@ -1,4 +1,4 @@
-"""The abstract :class:`Workload`: what every kind of GPU workload shares.
+"""The abstract :class:`Workload`: what every kind of GPU workload shares; and :class:`SecretEnv`, its secret env.
 
 A concrete kind (``jobs.TrainingRun``, ``inference.InferenceEndpoint``) inherits the fields
 below, names its ``KIND_PREFIX`` and gives ``state`` its own choices. State moves only
@@ -136,3 +136,36 @@ class Workload(models.Model):
     def cost_per_hour_at(self, units: int) -> Decimal:
         """What ``units`` of this workload's flavor cost per hour (spot or on-demand)."""
         return cost_per_hour(self.flavor, units, self.spot)
+
+
+class SecretEnvQuerySet(models.QuerySet):
+    def names_by_ref(self, refs) -> dict[str, list[str]]:
+        """``ref -> sorted names`` of the secret env of the workloads ``refs`` (one query; values not loaded)."""
+        return dict(self.filter(ref__in=list(refs)).values_list("ref", "names"))
+
+
+class SecretEnv(models.Model):
+    """The secret env of one workload: the values its Kubernetes Secret ``<cluster name>-env`` holds.
+
+    Kept apart from the workload's submitted fields, which pages, the API and the manifest view
+    show: the pod spec only names the variables (``valueFrom.secretKeyRef``), and only the
+    apply task reads ``values`` (to create the Secret). Not registered in the admin.
+
+    At rest the values are plain JSON in the portal's database (no encryption library is part
+    of Slipway's dependencies): protect the database and its backups as the cluster's etcd is
+    protected. One row per workload, written in the transaction that records the workload, so
+    a rejected submission leaves neither.
+    """
+
+    #: The workload's ledger reference (``run:42``): one identity, as quota reservations use.
+    ref = models.CharField(max_length=40, unique=True)
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="+")
+    #: Sorted variable names: what masking needs, readable without loading the values.
+    names = models.JSONField(default=list)
+    values = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = SecretEnvQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"secret env of {self.ref} ({', '.join(self.names)})"  # names only, never values

@@ -86,7 +86,11 @@ def end_by_user(workload, reason: str) -> bool:
 
 
 def manifests(workload) -> list[dict]:
-    """The Kubernetes objects Slipway applies for ``workload`` (pure: no cluster call)."""
+    """The Kubernetes objects Slipway applies for ``workload`` (pure: no cluster call).
+
+    Its env Secret is not among them (:mod:`workloads.secrets`): these are what pages and the API
+    show, and the pods only reference the Secret.
+    """
     return kind_of(workload).manifests(workload)
 
 

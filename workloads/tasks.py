@@ -23,7 +23,7 @@ from cluster.errors import ClusterError, Transient
 from cluster.manifests import build_team
 from portal import queueing
 from quotas.tasks import team_spec
-from workloads import lifecycle
+from workloads import lifecycle, secrets
 from workloads.constants import Message
 from workloads.reconcile import reconcile as reconcile_cycle
 from workloads.registry import kind_for
@@ -54,9 +54,19 @@ def apply_workload(prefix: str, pk: int) -> str:
 
     # 2. Render (pure) and apply. The namespace objects are idempotent server-side applies,
     #    so a team's first workload also creates its namespace and ResourceQuota.
-    objects = build_team(team_spec(workload.team), portal.cluster.cluster_config()) + kind.manifests(workload)
+    team_objects = build_team(team_spec(workload.team), portal.cluster.cluster_config())
+    objects = kind.manifests(workload)
+    secret = secrets.env_secret(workload)
+    backend = portal.cluster.get_backend()
     try:
-        portal.cluster.get_backend().apply(objects)
+        if secret is None:
+            backend.apply(team_objects + objects)
+        else:
+            # The Secret lives in the team's namespace, and the pods need it when they start:
+            # namespace first, then the Secret, then what runs.
+            backend.apply(team_objects)
+            backend.apply_secret(secret)
+            backend.apply(objects)
     except Transient:
         raise  # retried by Celery, then re-driven by the reconciler
     except ClusterError as exc:

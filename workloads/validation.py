@@ -205,27 +205,52 @@ def check_image(col: Collector) -> str:
     return image
 
 
-def check_env(col: Collector) -> tuple[tuple[str, str], ...]:
-    env = col.data.get("env")
+def check_env(col: Collector, field: str = "env") -> tuple[tuple[str, str], ...]:
+    """The env object of ``field`` (``env``, or ``secret_env``) as sorted (name, value) pairs.
+
+    Error messages name variables, never their values (a secret's value must not appear in a 400).
+    """
+    env = col.data.get(field)
     if env in (None, {}, ""):
         return ()
     if not isinstance(env, Mapping):
-        col.add("env", "Must be an object mapping names to string values.")
+        col.add(field, "Must be an object mapping names to string values.")
         return ()
     if len(env) > c.MAX_ENV_VARS:
-        col.add("env", f"At most {c.MAX_ENV_VARS} variables.")
+        col.add(field, f"At most {c.MAX_ENV_VARS} variables.")
     for key, value in env.items():
         if not isinstance(key, str) or not ENV_NAME.fullmatch(key):
-            col.add("env", f"Invalid variable name {key!r}: use letters, digits and '_', not starting with a digit.")
+            col.add(field, f"Invalid variable name {key!r}: use letters, digits and '_', not starting with a digit.")
         elif key.upper().startswith(FORBIDDEN_ENV_PREFIXES):
-            col.add("env", f"{key} steers the GPU runtime (which GPUs the pod sees); it cannot be set.")
+            col.add(field, f"{key} steers the GPU runtime (which GPUs the pod sees); it cannot be set.")
         elif not isinstance(value, str):
-            col.add("env", f"The value of {key} must be a string.")
+            col.add(field, f"The value of {key} must be a string.")
         elif len(value) > c.MAX_ENV_VALUE_LENGTH:
-            col.add("env", f"The value of {key} is longer than {c.MAX_ENV_VALUE_LENGTH} characters.")
+            col.add(field, f"The value of {key} is longer than {c.MAX_ENV_VALUE_LENGTH} characters.")
         elif "\x00" in value:
-            col.add("env", f"The value of {key} must not contain NUL characters.")
+            col.add(field, f"The value of {key} must not contain NUL characters.")
     return tuple(sorted((str(k), str(v)) for k, v in env.items()))
+
+
+def check_secret_env(col: Collector, env: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """``secret_env``: variables whose values go to a Kubernetes Secret, never into the workload's spec.
+
+    Same name rules as ``env``; a name may not be in both (which value would win?); a value
+    may not be empty (a "Run again" form shows the names with the values left to type again)
+    nor the mask pages show in its place.
+    """
+    secret = check_env(col, "secret_env")
+    if len(env) + len(secret) > c.MAX_ENV_VARS:
+        col.add("secret_env", f"At most {c.MAX_ENV_VARS} variables in env and secret_env together.")
+    plain = {name for name, _value in env}
+    for name, value in secret:
+        if name in plain:
+            col.add("secret_env", f"{name} is set in env too: set it in one of them.")
+        elif value == "":
+            col.add("secret_env", f"The value of {name} is empty: type the secret's value.")
+        elif value == c.SECRET_MASK:
+            col.add("secret_env", f"The value of {name} is the mask pages show for a secret, not its value.")
+    return secret
 
 
 def check_volumes(col: Collector) -> tuple[VolumeRequest, ...]:

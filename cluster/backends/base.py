@@ -26,6 +26,15 @@ WORKLOAD_LABEL = "slipway.dev/workload"
 #: The label selector that finds everything Slipway manages.
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
 
+
+def env_secret_name(workload: str) -> str:
+    """The Secret holding a workload's secret env (``run-42-env``).
+
+    Derived from the workload's name because Slipway may not list Secrets (deploy/rbac.yaml):
+    deleting a workload's Secret goes by this name, not by a label selector.
+    """
+    return f"{workload}-env"
+
 Manifest = dict[str, Any]
 
 
@@ -106,8 +115,17 @@ class ClusterBackend(abc.ABC):
         """
 
     @abc.abstractmethod
+    def apply_secret(self, secret: Manifest) -> None:
+        """Create or update a workload's env Secret (:func:`env_secret_name`) in its namespace.
+
+        Apart from :meth:`apply` because its values go one way: nothing is returned, and no
+        backend hands the values back (the real cluster's RBAC forbids reading Secrets; the
+        sandbox records the keys only). Raises like :meth:`apply`.
+        """
+
+    @abc.abstractmethod
     def delete(self, ref: WorkloadRef) -> int:
-        """Delete every object labelled with ``ref`` (background propagation). Returns how many.
+        """Delete every object labelled with ``ref`` (background propagation), and its env Secret. Returns how many.
 
         Deleting what is already gone is not an error (returns 0).
         """

@@ -22,6 +22,9 @@ Rules this module keeps:
   Celery task's job (one place, with backoff).
 * Every failure leaves this module as a :mod:`cluster.errors` class, translated by
   :func:`map_error` alone.
+* Secrets (a workload's secret env) are written and deleted by name and never read: the
+  service account may not get, list or watch them, and the stored Secret an apply answers
+  with is dropped here.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from cluster.backends.base import (
     NodeCapacity,
     ObservedWorkload,
     WorkloadRef,
+    env_secret_name,
 )
 from cluster.errors import ClusterError, Conflict, Invalid, NotFound, Transient
 from cluster.metrics import Prometheus
@@ -113,6 +117,9 @@ POD = _kind("v1", "Pod")
 HPA = _kind("autoscaling/v2", "HorizontalPodAutoscaler")
 NODE = _kind("v1", "Node")
 EVENT = _kind("v1", "Event")
+#: Written (apply_secret) and deleted by name, never read: deploy/rbac.yaml grants no get/list/watch
+#: on Secrets. Not in KINDS, so apply() refuses a Secret: values take the one-way path only.
+SECRET = Kind("v1", "Secret", "secrets")
 #: The top-level kinds observe() lists, in this order; status mapping needs nothing else.
 OBSERVED_KINDS = (
     _kind("batch/v1", "Job"),
@@ -360,21 +367,34 @@ class KubernetesBackend(ClusterBackend):
             stored.append(result)
         return stored
 
+    def apply_secret(self, secret: Manifest) -> None:
+        """Server-side apply of one Secret; the answer (the stored Secret, values included) is not kept."""
+        meta = secret["metadata"]
+        self.request(
+            "PATCH",
+            SECRET.object_path(meta["name"], meta["namespace"]),
+            query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+            body=secret,
+            content_type=APPLY_CONTENT_TYPE,
+        )
+
     def delete(self, ref: WorkloadRef) -> int:
         deleted = 0
         selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={ref.workload}"
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
         for kind in DELETED_KINDS:
             for obj in self.list(kind, namespace=ref.namespace, label_selector=selector):
                 try:
-                    self.request(
-                        "DELETE",
-                        kind.object_path(obj["metadata"]["name"], ref.namespace),
-                        body={"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"},
-                    )
+                    self.request("DELETE", kind.object_path(obj["metadata"]["name"], ref.namespace), body=options)
                 except NotFound:
                     continue  # deleted by someone else meanwhile: the goal is reached
                 deleted += 1
-        return deleted
+        # The env Secret goes by its name: Slipway may not list Secrets. Most workloads have none (404).
+        try:
+            self.request("DELETE", SECRET.object_path(env_secret_name(ref.workload), ref.namespace), body=options)
+        except NotFound:
+            return deleted
+        return deleted + 1
 
     def observe(self) -> list[ObservedWorkload]:
         """One LIST per kind (4 top-level kinds, KEDA's HPAs, pods) for the whole cluster, grouped by workload."""

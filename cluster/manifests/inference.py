@@ -40,6 +40,7 @@ from cluster.manifests.common import (
     pod_spec,
     resources,
 )
+from cluster.manifests.secrets import secret_env_refs
 from cluster.specs import (
     METRIC_GPU_UTILIZATION,
     METRIC_PROMETHEUS,
@@ -110,8 +111,9 @@ def build_deployment(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
         container["command"] = list(spec.command)
     if spec.args:
         container["args"] = list(spec.args)
-    if spec.env:
-        container["env"] = env_list(spec.env)
+    env = env_list(spec.env) + secret_env_refs(spec.workload_id, spec.secret_env)
+    if env:
+        container["env"] = env
     container["resources"] = resources(spec.flavor, spec.gpus_per_replica, spec.cpu, spec.memory_gb)
     # Loading a model onto the GPU may take minutes: the startup probe gives it
     # startup_timeout_seconds before the kubelet restarts the container; readiness and

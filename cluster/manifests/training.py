@@ -14,6 +14,7 @@ from cluster.manifests.common import (
     shm_volume,
     volume_entries,
 )
+from cluster.manifests.secrets import secret_env_refs
 from cluster.specs import ClusterConfig, TrainingSpec
 
 #: The training-operator requires the PyTorch container to have this name.
@@ -69,8 +70,9 @@ def build_job(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
     container: Manifest = {"name": "main", "image": spec.image, "command": list(spec.command)}
     if spec.args:
         container["args"] = list(spec.args)
-    if spec.env:
-        container["env"] = env_list(spec.env)
+    env = env_list(spec.env) + secret_env_refs(spec.workload_id, spec.secret_env)
+    if env:
+        container["env"] = env
     job_spec: Manifest = {
         "backoffLimit": spec.max_retries,
         "completions": 1,
@@ -116,7 +118,7 @@ def build_pytorchjob(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
         }
         if spec.args:
             container["args"] = list(spec.args)
-        container["env"] = env_list(NCCL_ENV + spec.env)
+        container["env"] = env_list(NCCL_ENV + spec.env) + secret_env_refs(spec.workload_id, spec.secret_env)
         # OnFailure restarts a crashed container in place; runPolicy.backoffLimit caps the restarts.
         template = _pod_template(spec, config, container=container, restart_policy="OnFailure")
         if config.gang_scheduler:

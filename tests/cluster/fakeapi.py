@@ -13,7 +13,9 @@ production. It implements the part of the API Slipway uses:
 * CRDs that can be "uninstalled" (their paths answer 404, as a real server does);
 * fault injection: the next matching request(s) answer a status code, or stall past the
   client's timeout;
-* a request log, to count calls.
+* a request log, to count calls;
+* Secrets can be written and deleted but never read (GET and LIST answer 403), as
+  deploy/rbac.yaml has it for Slipway's service account.
 
 LIST items omit ``apiVersion``/``kind``, as the real server does for built-in kinds.
 """
@@ -39,6 +41,7 @@ RESOURCES: dict[str, tuple[str, str, bool, bool]] = {
     "pods": ("v1", "Pod", True, False),
     "services": ("v1", "Service", True, False),
     "events": ("v1", "Event", True, False),
+    "secrets": ("v1", "Secret", True, False),
     "resourcequotas": ("v1", "ResourceQuota", True, False),
     "limitranges": ("v1", "LimitRange", True, False),
     "networkpolicies": ("networking.k8s.io/v1", "NetworkPolicy", True, False),
@@ -48,6 +51,9 @@ RESOURCES: dict[str, tuple[str, str, bool, bool]] = {
     "scaledobjects": ("keda.sh/v1alpha1", "ScaledObject", True, True),
     "horizontalpodautoscalers": ("autoscaling/v2", "HorizontalPodAutoscaler", True, False),
 }
+
+#: What Slipway's service account may not read (deploy/rbac.yaml): GET and LIST answer 403.
+UNREADABLE = frozenset({"secrets"})
 
 
 @dataclass
@@ -230,6 +236,8 @@ class FakeKubeAPI:
                 "application/json",
                 _status_body(404, "NotFound", "the server could not find the requested resource"),
             )
+        if method == "GET" and plural in UNREADABLE:
+            return 403, "application/json", _status_body(403, "Forbidden", f'cannot get resource "{plural}"')
         if method == "GET" and name is None:
             return self._list(plural, namespace, query)
         if method == "GET" and sub == "log":

@@ -10,7 +10,7 @@ import urllib3
 from cluster.backends.base import WorkloadRef
 from cluster.backends.kubernetes import KubernetesBackend, TokenBucket, map_error
 from cluster.errors import ClusterError, Conflict, Invalid, NotFound, Transient
-from cluster.manifests import build_endpoint, build_team, build_training
+from cluster.manifests import build_endpoint, build_env_secret, build_team, build_training
 from cluster.status import endpoint_status
 from tests.cluster import samples
 from tests.cluster.fakeapi import FakeKubeAPI
@@ -350,3 +350,31 @@ def test_it_attaches_kedas_autoscaler_to_its_endpoint(backend: KubernetesBackend
     [observed] = backend.observe()
     assert [o["kind"] for o in observed.objects].count("HorizontalPodAutoscaler") == 1
     assert endpoint_status(observed).scaling_limited is True
+
+
+def test_it_applies_a_secret_one_way_and_deletes_it_with_its_workload(
+    backend: KubernetesBackend, kube_api: FakeKubeAPI
+) -> None:
+    secret = build_env_secret("team-vision", "vision", "run-42", (("HF_TOKEN", "hf_example"),))
+    backend.apply(build_training(samples.training(secret_env=("HF_TOKEN",)), samples.CONFIG))
+    assert backend.apply_secret(secret) is None  # the stored Secret (values included) is not handed back
+
+    patch = kube_api.requests[-1]
+    assert (patch.method, patch.path) == ("PATCH", "/api/v1/namespaces/team-vision/secrets/run-42-env")
+    assert patch.query == {"fieldManager": ["slipway"], "force": ["true"]}
+    assert patch.headers["Content-Type"] == "application/apply-patch+yaml"
+    assert kube_api.get("v1", "Secret", "team-vision", "run-42-env")["data"] == {"HF_TOKEN": "aGZfZXhhbXBsZQ=="}
+
+    # Deleting the workload deletes its Secret by name: Slipway may not list Secrets (the fake refuses, as RBAC).
+    assert backend.delete(WorkloadRef("team-vision", "run-42")) == 2
+    assert ("Secret", "team-vision", "run-42-env", "Background") in kube_api.deletions
+    assert kube_api.of_kind("Secret") == [] and kube_api.of_kind("Job") == []
+    assert not [r for r in kube_api.requests if "/secrets" in r.path and r.method == "GET"]
+    assert backend.delete(WorkloadRef("team-vision", "run-42")) == 0  # gone already: not an error
+
+
+def test_it_never_applies_a_secret_through_the_generic_apply(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    secret = build_env_secret("team-vision", "vision", "run-42", (("HF_TOKEN", "hf_example"),))
+    with pytest.raises(Invalid):
+        backend.apply([secret])
+    assert kube_api.requests == []

@@ -17,7 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from cluster.manifests import build_endpoint, build_team, build_training, dns_name
+from cluster.manifests import build_endpoint, build_env_secret, build_team, build_training, dns_name
 from cluster.specs import ClusterConfig
 from tests.cluster import crd_schema, samples
 
@@ -66,6 +66,14 @@ VARIANTS: dict[str, Any] = {
                          query='sum(rate(http_requests_total{service="detector"}[1m]))'),
         samples.CONFIG,
     ),
+    # Secret env: the pods name the Secret and a key per variable; the values are in the Secret only.
+    "training_job_secret_env": lambda: build_training(
+        samples.training(secret_env=("HF_TOKEN", "WANDB_API_KEY")), samples.CONFIG),
+    "training_pytorchjob_secret_env": lambda: build_training(
+        samples.training(workers=2, secret_env=("HF_TOKEN",)), samples.CONFIG),
+    "endpoint_secret_env": lambda: build_endpoint(samples.endpoint(secret_env=("HF_TOKEN",)), samples.CONFIG),
+    "env_secret": lambda: [build_env_secret("team-vision", "vision", "run-42",
+                                            (("HF_TOKEN", "hf_not-a-real-token"), ("WANDB_API_KEY", "wandb ü 1")))],
     "team": lambda: build_team(samples.team(), samples.CONFIG),
     "team_root_allowed": lambda: build_team(samples.team(quotas=()), ClusterConfig(run_as_non_root=False)),
 }
@@ -145,7 +153,10 @@ def test_it_labels_every_object_for_slipway(label: str, obj: dict[str, Any]) -> 
     labels = obj["metadata"]["labels"]
     assert labels["app.kubernetes.io/managed-by"] == "slipway"
     assert labels["slipway.dev/team"] == "vision"
-    expected_workload = "team-vision" if label.startswith("team") else obj["metadata"]["name"]
+    # A workload's env Secret (run-42-env) carries its workload's label, so deleting the workload finds it.
+    expected_workload = ("team-vision" if label.startswith("team") else
+                         obj["metadata"]["name"].removesuffix("-env") if obj["kind"] == "Secret" else
+                         obj["metadata"]["name"])
     assert labels["slipway.dev/workload"] == expected_workload
     for spec_holder in [obj["spec"]["template"]] if obj["kind"] in ("Job", "Deployment") else []:
         assert spec_holder["metadata"]["labels"] == {
@@ -344,3 +355,19 @@ def test_it_derives_dns_names_within_63_characters() -> None:
     assert dns_name("Team_ML", "run.1") == "team-ml-run-1"
     long_a, long_b = dns_name("x" * 80, "a"), dns_name("x" * 80, "b")
     assert len(long_a) <= 63 and long_a != long_b and long_a == dns_name("x" * 80, "a")
+
+
+SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/env"}
+
+
+@pytest.mark.parametrize(("label", "obj"), [o for o in _all_objects() if _pod_specs(o[1])])
+def test_it_never_wraps_the_argv_in_a_shell(label: str, obj: dict[str, Any]) -> None:
+    # The user's argv is the container's argv: no "sh -c" around it, nothing joined into one string.
+    for pod in _pod_specs(obj):
+        for container in pod["containers"]:
+            argv = container.get("command", []) + container.get("args", [])
+            assert not SHELLS & set(argv) and "-c" not in argv, label
+            if obj["kind"] == "Job":
+                assert container["command"] == ["python", "train.py"] and container.get("args", []) in (["--epochs", "10"], [])
+            if obj["kind"] == "PyTorchJob":
+                assert container["command"][0] == "torchrun" and container["command"][-2:] == ["python", "train.py"]

@@ -70,9 +70,28 @@ def test_it_uses_no_wildcards_in_rbac() -> None:
         assert all("*" not in resource for resource in rule["resources"])
 
 
-def test_it_grants_no_access_to_secrets() -> None:
+#: Verbs that would hand Secret values (or their changes) to Slipway.
+SECRET_READ_VERBS = {"get", "list", "watch"}
+
+
+def test_it_writes_secrets_but_never_reads_any() -> None:
+    secret_verbs = {verb for rule in _rules() if "secrets" in rule["resources"] for verb in rule["verbs"]}
+    # A workload's secret env is written to its Secret and deleted with it...
+    assert secret_verbs == {"create", "update", "patch", "delete"}
+    # ...but no rule of any role lets Slipway read a Secret, by name or by listing or watching.
     for rule in _rules():
-        assert not {"secrets", "serviceaccounts/token"} & set(rule["resources"]), rule
+        if "secrets" in rule["resources"]:
+            assert rule["apiGroups"] == [""] and not SECRET_READ_VERBS & set(rule["verbs"]), rule
+            assert "resourceNames" not in rule, rule
+        assert "serviceaccounts/token" not in rule["resources"], rule
+
+
+def test_it_confines_secret_writes_to_slipways_own_secrets() -> None:
+    [policy] = _of_kind("ValidatingAdmissionPolicy")
+    resources = {r for rule in policy["spec"]["matchConstraints"]["resourceRules"] for r in rule["resources"]}
+    assert "secrets" in resources
+    [secret_check] = [v for v in policy["spec"]["validations"] if 'request.resource.resource != "secrets"' in v["expression"]]
+    assert "oldObject" in secret_check["expression"] and "managed-by" in secret_check["expression"]
 
 
 def test_it_grants_no_escalation_verbs() -> None:
@@ -100,6 +119,7 @@ def test_it_grants_what_the_backend_needs() -> None:
     needed |= {("autoscaling", "horizontalpodautoscalers", "list")}  # KEDA's HPAs, read only
     needed |= {("apps", "deployments", "patch"), ("", "services", "delete"), ("", "namespaces", "patch")}
     needed |= {("", "pods", "list"), ("", "pods/log", "get"), ("", "events", "list"), ("", "nodes", "list")}
+    needed |= {("", "secrets", v) for v in ("create", "patch", "delete")}  # apply_secret, delete by name
     needed |= {
         ("", "resourcequotas", "patch"),
         ("", "limitranges", "patch"),

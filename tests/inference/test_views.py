@@ -140,3 +140,24 @@ def test_the_preview_needs_only_the_resources(client, member, ep_quota):
     page = client.post("/endpoints/preview/", {"flavor": "a100-80gb", "min_replicas": "1", "max_replicas": "2",
                                                "metric": "gpu_utilization"}, HTTP_HX_REQUEST="true")
     assert "Starts now" in page.content.decode()
+
+
+def test_the_create_form_splits_command_lines_as_words_and_echoes_them(client, member, ep_quota, published):
+    client.force_login(member)
+    typed = {"command": "vllm serve '/models/my model'", "args": "--max-model-len 8192"}
+    page = client.post("/endpoints/preview/", {**FORM, **typed}, HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="argv-echo"' in page and 'hx-swap-oob="true"' in page
+    assert '<span class="token">&quot;/models/my model&quot;</span>' in page
+    assert client.post("/endpoints/new/", {**FORM, **typed}).status_code == 302
+    created = InferenceEndpoint.objects.get()
+    assert created.command == ["vllm", "serve", "/models/my model"] and created.args == ["--max-model-len", "8192"]
+
+
+def test_the_create_form_refuses_an_unclosed_quote_next_to_the_field(client, member, ep_quota, published):
+    client.force_login(member)
+    response = client.post("/endpoints/new/", {**FORM, "command": "vllm serve 'oops"})
+    assert response.status_code == 400
+    assert "A quote is not closed" in response.content.decode().split('id="id_command_errors"', 1)[1]
+    assert not InferenceEndpoint.objects.exists()
+    empty = client.get("/endpoints/new/").content.decode()
+    assert "No command: the image's entrypoint runs." in empty

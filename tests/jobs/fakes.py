@@ -18,6 +18,7 @@ from cluster.backends.base import (
     NodeCapacity,
     ObservedWorkload,
     WorkloadRef,
+    env_secret_name,
 )
 from cluster.errors import ClusterError
 
@@ -30,6 +31,8 @@ class FakeBackend(ClusterBackend):
         self.pod_lists: dict[tuple[str, str], list[dict]] = defaultdict(list)  # (namespace, workload) -> pods
         self.log_lines: dict[str, list[str]] = {}  # pod name -> its whole log (default: three lines)
         self.calls: list[str] = []
+        self.secrets: dict[tuple[str, str], list[str]] = {}  # (namespace, name) -> keys
+        self.secret_values_seen: set[str] = set()  # base64 values handed to apply_secret
         self.fail_with: ClusterError | None = None  # raised by the next apply/delete calls
         self.ticks = 0
         self.warnings: dict[tuple[str, str], list[ClusterEvent]] = defaultdict(list)  # (namespace, workload)
@@ -50,6 +53,15 @@ class FakeBackend(ClusterBackend):
             self.objects[key] = stored
         return objects
 
+    def apply_secret(self, secret):
+        """Recorded with its keys only (what :attr:`secrets` holds), as the sandbox does."""
+        self.calls.append("apply_secret")
+        if self.fail_with is not None:
+            raise self.fail_with
+        meta = secret["metadata"]
+        self.secrets[(meta["namespace"], meta["name"])] = sorted(secret["data"])
+        self.secret_values_seen.update(secret["data"].values())
+
     def delete(self, ref: WorkloadRef) -> int:
         self.calls.append("delete")
         if self.fail_with is not None:
@@ -57,6 +69,8 @@ class FakeBackend(ClusterBackend):
         doomed = [k for k, o in self.objects.items() if k[0] == ref.namespace and _workload(o) == ref.workload]
         for key in doomed:
             del self.objects[key]
+        if self.secrets.pop((ref.namespace, env_secret_name(ref.workload)), None) is not None:
+            doomed.append(("", "Secret", env_secret_name(ref.workload)))
         self.pod_lists.pop((ref.namespace, ref.workload), None)
         return len(doomed)
 

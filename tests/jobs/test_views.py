@@ -1,5 +1,5 @@
 """Portal pages of training runs and the dashboard: list, state cell, new run + preview, detail,
-logs, cancel, run again.
+logs, cancel, run again (the form prefilled).
 
 Every view: happy path, wrong method, outsider (404), viewer (403 on writes), htmx partial vs
 full page; list views pinned with ``django_assert_num_queries`` at two sizes.
@@ -16,8 +16,10 @@ from jobs import services
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.views import timeline
+from portal.models import Role
+from quotas.demo import seed_team_quotas
 from quotas.models import QueuedRequest, Reservation
-from tests.factories import make_user
+from tests.factories import add_member, make_user
 from tests.jobs.conftest import run_payload
 from tests.jobs.fakes import pod
 
@@ -45,8 +47,8 @@ def set_state(run, state, **fields):
 
 def form_data(**overrides) -> dict:
     data = {
-        "name": "bert-finetune", "image": "registry.example.com/ml/trainer:1.4", "command": "python\ntrain.py",
-        "args": "--epochs\n3\n--note\nhello world", "env": "WANDB_MODE=offline\nSEED=7", "flavor": "a100-80gb",
+        "name": "bert-finetune", "image": "registry.example.com/ml/trainer:1.4", "command": "python train.py",
+        "args": "--epochs 3 --note 'hello world'", "env": "WANDB_MODE=offline\nSEED=7", "flavor": "a100-80gb",
         "gpus_per_worker": "2", "workers": "1", "priority": "normal", "max_retries": "2",
         "volumes": "datasets:/data:ro\nscratch:/scratch",
     }
@@ -372,7 +374,7 @@ def test_it_shows_a_running_run_in_full(client, member, team, quota, published, 
     assert "log line 2" in html and f'hx-get="/runs/{run.pk}/logs/"' in html
     assert "datasets:/data:ro" in html and "registry.example.com/ml/trainer:1.4" in html
     assert "8.20 USD per hour" in html
-    assert f'action="/runs/{run.pk}/cancel/"' in html and f'action="/runs/{run.pk}/rerun/"' in html
+    assert f'action="/runs/{run.pk}/cancel/"' in html and f'href="/runs/new/?from={run.pk}"' in html
 
 
 def test_it_shows_the_current_queue_reason_of_a_queued_run(client, member, team, quota, published):
@@ -389,14 +391,14 @@ def test_it_shows_viewers_no_buttons(client, member, viewer, team, quota, publis
     client.force_login(viewer)
     html = client.get(f"/runs/{run.pk}/").content.decode()
     assert "bert-finetune" in html
-    assert "/cancel/" not in html and "/rerun/" not in html
+    assert "/cancel/" not in html and "?from=" not in html
 
 
 def test_it_shows_no_cancel_button_once_final(client, member, team, quota, published):
     run = set_state(submit(member, team), RunState.FAILED, finished_at=timezone.now(), reason="OOMKilled")
     client.force_login(member)
     html = client.get(f"/runs/{run.pk}/").content.decode()
-    assert "/cancel/" not in html and "/rerun/" in html and "OOMKilled" in html
+    assert "/cancel/" not in html and "?from=" in html and "OOMKilled" in html
     assert 'hx-trigger="every 3s"' not in html  # nothing polls a final run
 
 
@@ -417,8 +419,7 @@ def test_it_hides_runs_of_other_teams(client, member, outsider, team, quota, pub
     client.force_login(outsider)
     for url in (f"/runs/{run.pk}/", f"/runs/{run.pk}/logs/"):
         assert client.get(url).status_code == 404
-    for url in (f"/runs/{run.pk}/cancel/", f"/runs/{run.pk}/rerun/"):
-        assert client.post(url).status_code == 404
+    assert client.post(f"/runs/{run.pk}/cancel/").status_code == 404
     assert client.get("/runs/999999/").status_code == 404
     run.refresh_from_db()
     assert run.state == RunState.ADMITTED and TrainingRun.objects.count() == 1
@@ -527,56 +528,87 @@ def test_it_forbids_viewers_to_cancel(client, member, viewer, team, quota, publi
     assert run.state == RunState.ADMITTED
 
 
-def test_it_refuses_get_on_cancel_and_rerun(client, member, team, quota, published):
+def test_it_refuses_get_on_cancel(client, member, team, quota, published):
     run = submit(member, team)
     client.force_login(member)
     assert client.get(f"/runs/{run.pk}/cancel/").status_code == 405
-    assert client.get(f"/runs/{run.pk}/rerun/").status_code == 405
 
 
-# -- run again ---------------------------------------------------------------------------------------
+# -- run again: the form prefilled, never a blind resubmit ---------------------------------------------
 
 
-def test_it_runs_a_finished_run_again(client, member, team, quota, published):
-    old = set_state(submit(member, team), RunState.SUCCEEDED, finished_at=timezone.now())
+def test_it_opens_the_form_prefilled_with_a_finished_runs_request(client, member, team, quota, published):
+    old = set_state(submit(member, team, args=["--note", "hello world", "it's"], cpu=4.5, max_runtime_minutes=90,
+                           volumes=[{"claim": "datasets", "mount_path": "/data", "read_only": True}]),
+                    RunState.SUCCEEDED, finished_at=timezone.now())
     client.force_login(member)
-    response = client.post(f"/runs/{old.pk}/rerun/")
+    response = client.get(f"/runs/new/?from={old.pk}")
+    assert response.status_code == 200
+    form = response.context["form"]
+    assert form.initial["name"] == "bert-finetune"  # finished: its name is free again
+    assert form.initial["command"] == "python train.py"
+    assert form.initial["args"] == "--note 'hello world' 'it'\"'\"'s'"
+    html = response.content.decode()
+    assert 'value="registry.example.com/ml/trainer:1.4"' in html and 'value="4.5"' in html and 'value="90"' in html
+    assert "datasets:/data:ro" in html and "WANDB_MODE=offline" in html
+    assert '<option value="a100-80gb" selected>' in html
+    # The argv echo already shows what it will run.
+    assert '<span class="token">&quot;hello world&quot;</span>' in html
+    assert TrainingRun.objects.count() == 1  # opening the form submits nothing
+
+
+def test_it_submits_the_edited_prefilled_form_as_a_new_run(client, member, team, quota, published):
+    old = set_state(submit(member, team), RunState.FAILED, finished_at=timezone.now())
+    client.force_login(member)
+    data = {k: v for k, v in client.get(f"/runs/new/?from={old.pk}").context["form"].initial.items() if v}
+    data.update(args="--epochs 5", spot="on")
+    response = client.post("/runs/new/", data)
     new = TrainingRun.objects.exclude(pk=old.pk).get()
     assert response.status_code == 302 and response.url == f"/runs/{new.pk}/"
-    assert new.name == old.name and new.command == old.command and new.env == old.env
-    assert new.state == RunState.ADMITTED
+    assert (new.name, new.image, new.command, new.env) == (old.name, old.image, old.command, old.env)
+    assert new.args == ["--epochs", "5"] and new.spot and new.gpus_per_worker == old.gpus_per_worker
 
 
-def test_it_suffixes_the_name_when_running_an_active_run_again(client, member, team, quota, published):
+def test_it_suggests_a_free_name_when_the_run_is_still_active(client, member, team, quota, published):
     old = submit(member, team)
     client.force_login(member)
-    client.post(f"/runs/{old.pk}/rerun/")
-    assert TrainingRun.objects.exclude(pk=old.pk).get().name == "bert-finetune-2"
+    assert client.get(f"/runs/new/?from={old.pk}").context["form"].initial["name"] == "bert-finetune-2"
 
 
-def test_it_redirects_htmx_to_the_new_run(client, member, team, quota, published):
-    old = submit(member, team)
+def test_it_links_run_again_to_the_prefilled_form(client, member, team, quota, published):
+    run = set_state(submit(member, team), RunState.SUCCEEDED, finished_at=timezone.now())
     client.force_login(member)
-    response = client.post(f"/runs/{old.pk}/rerun/", **HTMX)
-    new = TrainingRun.objects.exclude(pk=old.pk).get()
-    assert response.status_code == 204 and response["HX-Redirect"] == f"/runs/{new.pk}/"
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+    assert f'href="/runs/new/?from={run.pk}"' in html and "/rerun/" not in html
+    assert client.post(f"/runs/{run.pk}/rerun/").status_code == 404  # no blind resubmit any more
 
 
-def test_it_explains_when_a_run_cannot_run_again(client, member, team, quota, published, flavors):
-    old = set_state(submit(member, team), RunState.SUCCEEDED, finished_at=timezone.now())
-    flavors["a100-80gb"].active = False
-    flavors["a100-80gb"].save()
+def test_it_prefills_nothing_from_another_teams_run(client, member, outsider, other_team, team, quota, published,
+                                                    flavors):
+    seed_team_quotas(other_team, {"a100-80gb": 2})
+    theirs = submit(outsider, other_team, name="secret-vision-run", gpus_per_worker=1)
     client.force_login(member)
-    response = client.post(f"/runs/{old.pk}/rerun/", follow=True)
-    assert "Could not run again: Flavor a100-80gb is retired" in response.content.decode()
-    assert TrainingRun.objects.count() == 1
+    assert client.get(f"/runs/new/?from={theirs.pk}").status_code == 404
+    assert client.get("/runs/new/?from=abc").status_code == 404
+    assert client.get("/runs/new/?from=999999").status_code == 404
+
+
+def test_it_copies_a_run_of_another_of_my_teams_into_nothing(client, member, other_team, team, quota, published,
+                                                             flavors):
+    seed_team_quotas(other_team, {"a100-80gb": 2})
+    add_member(other_team, member, Role.MEMBER)
+    theirs = submit(member, other_team, name="vision-run", gpus_per_worker=1)
+    client.force_login(member)
+    response = client.get(f"/runs/new/?from={theirs.pk}", follow=True)
+    assert response.status_code == 200 and response.context["form"].initial == {}
+    assert "belongs to Vision: switch to that team to run it again" in response.content.decode()
 
 
 def test_it_forbids_viewers_to_run_again(client, member, viewer, team, quota, published):
     run = submit(member, team)
     client.force_login(viewer)
-    assert client.post(f"/runs/{run.pk}/rerun/").status_code == 403
-    assert TrainingRun.objects.count() == 1
+    assert client.get(f"/runs/new/?from={run.pk}").status_code == 403
+    assert "Run again" not in client.get(f"/runs/{run.pk}/").content.decode()
 
 
 # -- dashboard ---------------------------------------------------------------------------------------

@@ -63,7 +63,7 @@ def test_it_previews_submits_and_stops_polling_once_final(live_server, page, wor
     # 2. Submitting lands on the run's page.
     page.fill("#id_name", "bert-finetune")
     page.fill("#id_image", "registry.example.com/ml/trainer:1.4")
-    page.fill("#id_command", "python\ntrain.py")
+    page.fill("#id_command", "python train.py")
     page.click("button[type=submit].primary")
     page.wait_for_url(f"{live_server.url}/runs/*/")
     run = TrainingRun.objects.get()
@@ -81,3 +81,41 @@ def test_it_previews_submits_and_stops_polling_once_final(live_server, page, wor
     seen = len(polls)
     time.sleep(4)  # longer than one polling period
     assert len(polls) == seen, "the status panel kept polling a final run"
+
+
+def test_it_echoes_the_typed_command_as_argv_and_runs_it_again_from_the_prefilled_form(live_server, page, world):
+    # 1. A command with quotes: the echo under the field shows the arguments it splits into.
+    page.goto(f"{live_server.url}/runs/new/")
+    page.fill("#id_name", "quoted")
+    page.fill("#id_image", "registry.example.com/ml/trainer:1.4")
+    page.select_option("#id_flavor", "a100-80gb")
+    page.type("#id_command", "python -c 'print(\"hi there\")' --tag \"a b\"")
+    page.wait_for_function("() => document.querySelectorAll('#argv-echo .token').length === 5")
+    tokens = page.locator("#argv-echo .token").all_inner_texts()
+    assert tokens == ['"python"', '"-c"', '"print(\\"hi there\\")"', '"--tag"', '"a b"']
+
+    # 2. An unclosed quote is said at once, before any submit.
+    page.type("#id_args", "'open")
+    page.wait_for_function("() => document.querySelector('#argv-echo').innerText.includes('A quote is not closed')")
+    page.fill("#id_args", "")
+    page.type("#id_args", "--epochs 2")
+    page.wait_for_function("() => document.querySelectorAll('#argv-echo .token').length === 7")
+
+    # 3. Submitted, the run page shows the same argv.
+    page.click("button[type=submit].primary")
+    page.wait_for_url(f"{live_server.url}/runs/*/")
+    run = TrainingRun.objects.get()
+    assert run.command == ["python", "-c", 'print("hi there")', "--tag", "a b"] and run.args == ["--epochs", "2"]
+    assert '["python", "-c", "print(\\"hi there\\")", "--tag", "a b"]' in page.inner_text(".kv, body")
+
+    # 4. "Run again…" opens the form prefilled (nothing submitted); edit, then submit.
+    page.click("text=Run again…")
+    page.wait_for_url(f"{live_server.url}/runs/new/?from={run.pk}")
+    assert TrainingRun.objects.count() == 1
+    assert page.input_value("#id_name") == "quoted-2"  # the original is still active
+    assert page.locator("#argv-echo .token").count() == 7
+    page.fill("#id_args", "--epochs 3")
+    page.click("button[type=submit].primary")
+    page.wait_for_url(lambda url: url.rstrip("/").split("/")[-1].isdigit() and str(run.pk) not in url.split("/")[-2:])
+    again = TrainingRun.objects.exclude(pk=run.pk).get()
+    assert again.command == run.command and again.args == ["--epochs", "3"] and again.name == "quoted-2"

@@ -1,0 +1,47 @@
+"""Secret env of a workload: stored apart, referenced from the pods, shown masked.
+
+A workload's ``secret_env`` (API.md) is written once, with the workload, to
+:class:`workloads.models.SecretEnv`. From there:
+
+* the manifests name the variables only (``valueFrom.secretKeyRef``, see
+  :mod:`cluster.manifests.secrets`), so the manifest view and the API's ``manifest/`` show no value;
+* the apply task builds the Secret ``<cluster name>-env`` in the team's namespace from the stored
+  values (:func:`env_secret`) and hands it to the backend, before the workload's own objects;
+* the backend's ``delete`` removes that Secret with the workload's objects (by name: Slipway may
+  not list Secrets);
+* pages and API responses show ``NAME: ••••••`` (:func:`masked`), never a value.
+"""
+
+from __future__ import annotations
+
+from cluster.manifests import build_env_secret
+from cluster.manifests.common import Manifest
+from workloads.constants import SECRET_MASK
+from workloads.models import SecretEnv
+
+
+def store(workload, pairs: tuple[tuple[str, str], ...]) -> None:
+    """Record ``workload``'s secret env (in the caller's transaction, the one recording the workload)."""
+    if pairs:
+        SecretEnv.objects.create(ref=workload.ref, team=workload.team, names=sorted(name for name, _ in pairs),
+                                 values=dict(pairs))
+
+
+def names(workload) -> tuple[str, ...]:
+    """The sorted names of ``workload``'s secret env (one query; the values are not loaded)."""
+    found = SecretEnv.objects.filter(ref=workload.ref).values_list("names", flat=True).first()
+    return tuple(found or ())
+
+
+def masked(names_: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``{NAME: "••••••"}``: how every page and API response shows secret env."""
+    return dict.fromkeys(names_, SECRET_MASK)
+
+
+def env_secret(workload) -> Manifest | None:
+    """The Secret to apply for ``workload`` (None without secret env). For the apply task only."""
+    row = SecretEnv.objects.filter(ref=workload.ref).only("values").first()
+    if row is None:
+        return None
+    return build_env_secret(workload.namespace, workload.team.slug, workload.cluster_name,
+                            tuple(sorted(row.values.items())))
