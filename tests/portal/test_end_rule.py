@@ -142,7 +142,7 @@ def test_a_member_sees_no_cancel_button_on_a_teammates_run_when_the_team_forbids
     members_may_cancel_teammates_work(team, False)
     client.force_login(member)
     html = client.get(f"/runs/{teammates_run.pk}/").content.decode()
-    assert f"/runs/{teammates_run.pk}/cancel/" not in html and f"/runs/{teammates_run.pk}/rerun/" in html
+    assert f"/runs/{teammates_run.pk}/cancel/" not in html and f"/runs/new/?from={teammates_run.pk}" in html
     assert client.post(f"/runs/{teammates_run.pk}/cancel/").status_code == 403
     teammates_run.refresh_from_db()
     assert teammates_run.state == RunState.ADMITTED
