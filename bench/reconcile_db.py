@@ -94,6 +94,9 @@ class PreparedCluster:
     def observe(self):
         return self.observed
 
+    def gpu_utilization(self, observed) -> dict:
+        return {}  # no metrics source: nothing is flagged idle, as with a cluster without Prometheus
+
 
 def measure(size: int) -> tuple[float, int, float, int]:
     """(steady seconds, writes, hour-boundary seconds, writes) for ``size`` running runs."""

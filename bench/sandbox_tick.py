@@ -18,6 +18,7 @@ then the CPU time of ``observe()`` (cold, then with this process's manifest cach
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -118,11 +119,14 @@ def measure(backend: SandboxBackend, at: datetime) -> tuple[float, dict]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description="CPU time of one sandbox tick by the number of workloads.")
+    parser.add_argument("--sizes", default="100,1000,10000")
+    sizes = [int(size) for size in parser.parse_args().sizes.split(",")]
     call_command("migrate", verbosity=0)
     backend = SandboxBackend()
     print(f"sandbox tick CPU time (time.process_time), SQLite at {TMP}")
     print(f"{'workloads':>10} {'tick':>7} {'cpu s':>8}  changes")
-    for count in (100, 1_000, 10_000):
+    for count in sizes:
         backend.reset()
         populate(count)
         for label, offset in (("first", 0), ("steady", 5), ("churn", 185)):
