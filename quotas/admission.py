@@ -126,7 +126,7 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
             and request.estimated_cost > budget.left):
         # Not "never": it starts when an admin raises the budget, work ends early, or the month turns.
         return Decision(Outcome.QUEUE, Reason.WAITING_FOR_BUDGET,
-                        f"waiting for budget: needs est. {format_amount(request.estimated_cost)}, "
+                        f"waiting for budget: est. {format_amount(request.estimated_cost)} would exceed the "
                         f"{format_amount(max(budget.left, ZERO))} {budget.currency} left this month")
     return Decision(Outcome.ADMIT, Reason.ADMITTED,
                     f"admitted: {units}\u00d7 {name}, {usage + units} of {quota.limit} now in use")

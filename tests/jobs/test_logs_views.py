@@ -223,7 +223,7 @@ def test_it_explains_a_budget_wait_in_words(client, member, team, flavors, publi
     assert run.state == RunState.QUEUED
     client.force_login(member)
     html = client.get(f"/runs/{run.pk}/").content.decode()
-    assert "<strong>Reason:</strong> waiting for budget: needs est. 16.40, 10.00 USD left this month" in html
+    assert "<strong>Reason:</strong> waiting for budget: est. 16.40 would exceed the 10.00 USD left this month" in html
 
 
 # -- the API reads the same logs -----------------------------------------------------------------

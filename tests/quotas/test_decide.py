@@ -32,7 +32,7 @@ CASES = [
      "waiting for quota: needs 4\u00d7 a100-80gb, 6 of 8 in use"),
     ("waits-one-over", req(1), 8, A100, BUDGET_OK, Outcome.QUEUE, Reason.WAITING_FOR_QUOTA, "8 of 8 in use"),
     ("would-exceed-budget", req(4, cost="412.80"), 0, A100, BUDGET_COMMITTED, Outcome.QUEUE,
-     Reason.WAITING_FOR_BUDGET, "waiting for budget: needs est. 412.80, 230.15 USD left this month"),
+     Reason.WAITING_FOR_BUDGET, "waiting for budget: est. 412.80 would exceed the 230.15 USD left this month"),
     ("fits-the-budget", req(4, cost="230.15"), 0, A100, BUDGET_COMMITTED, Outcome.ADMIT, Reason.ADMITTED,
      "4 of 8 now in use"),
     ("unknown-end-not-queued-for-budget", req(4), 0, A100, BUDGET_COMMITTED, Outcome.ADMIT, Reason.ADMITTED,

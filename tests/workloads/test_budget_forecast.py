@@ -84,7 +84,7 @@ def test_work_whose_estimate_passes_the_budget_queues_and_starts_when_it_is_rais
     assert small.state == "admitted"
     big = run(member, team, "big", 4, minutes=180)  # 4 × 4.10 × 3 h = 49.20 > 50 − 4.10 committed
     assert big.state == "queued"
-    assert big.reason == "waiting for budget: needs est. 49.20, 45.90 USD left this month"
+    assert big.reason == "waiting for budget: est. 49.20 would exceed the 45.90 USD left this month"
     with django_capture_on_commit_callbacks(execute=True):
         set_team_budget(staff, team, Decimal("100"))
     big.refresh_from_db()
