@@ -16,7 +16,6 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -36,6 +35,8 @@ from workloads.idle import idle_context
 from workloads.views import (
     current_membership,
     events_panel,
+    events_table,
+    log_box,
     log_download,
     log_panel,
     no_team,
@@ -159,27 +160,15 @@ def endpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
                              endpoint.max_replicas),
         manifest=yaml.safe_dump_all(workloads.manifests(endpoint), sort_keys=False),
     )
-    context.update({**_events_panel(endpoint), **_log_panel(request, endpoint)})
+    context.update({**events_panel(endpoint), **log_panel(request, endpoint)})
     return render(request, "inference/endpoint_detail.html", context)
-
-
-def _log_panel(request: HttpRequest, endpoint: InferenceEndpoint) -> dict:
-    return log_panel(request, endpoint, page_url=reverse("inference:endpoint-detail", args=[endpoint.pk]),
-                     logs_url=reverse("inference:endpoint-logs", args=[endpoint.pk]),
-                     download_url=reverse("inference:endpoint-logs-download", args=[endpoint.pk]))
-
-
-def _events_panel(endpoint: InferenceEndpoint) -> dict:
-    return events_panel(endpoint, reverse("inference:endpoint-events", args=[endpoint.pk]))
 
 
 @login_required
 @require_GET
 def endpoint_logs(request: HttpRequest, pk: int) -> HttpResponse:
     """The logs box of ``?pod=`` (a replica; the oldest when absent), polled until the endpoint is final (286)."""
-    endpoint = services.get_endpoint_for_user(request.user, pk)
-    return render(request, "workloads/_log_box.html", _log_panel(request, endpoint),
-                  status=polling_status(endpoint))
+    return log_box(request, services.get_endpoint_for_user(request.user, pk))
 
 
 @login_required
@@ -193,8 +182,7 @@ def endpoint_log_download(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def endpoint_events(request: HttpRequest, pk: int) -> HttpResponse:
     """The events table, polled with the state until the endpoint is final (286)."""
-    endpoint = services.get_endpoint_for_user(request.user, pk)
-    return render(request, "workloads/_events.html", _events_panel(endpoint), status=polling_status(endpoint))
+    return events_table(request, services.get_endpoint_for_user(request.user, pk))
 
 
 @login_required

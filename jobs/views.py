@@ -25,7 +25,6 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
@@ -49,6 +48,8 @@ from workloads.views import (
     STOP_POLLING,
     current_membership,
     events_panel,
+    events_table,
+    log_box,
     log_download,
     log_panel,
     no_team,
@@ -240,8 +241,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     manifest = yaml.safe_dump_all(workloads.manifests(run), sort_keys=False)
     context.update({
         "manifest": manifest,
-        **_events_panel(run),
-        **_log_panel(request, run),
+        **events_panel(run),
+        **log_panel(request, run),
         "spec": _spec_rows(run),
     })
     return render(request, "jobs/run_detail.html", context)
@@ -272,22 +273,11 @@ def _spec_rows(run: TrainingRun) -> list[tuple[str, str, bool]]:
     return rows
 
 
-def _log_panel(request: HttpRequest, run: TrainingRun) -> dict:
-    return log_panel(request, run, page_url=reverse("jobs:run-detail", args=[run.pk]),
-                     logs_url=reverse("jobs:run-logs", args=[run.pk]),
-                     download_url=reverse("jobs:run-logs-download", args=[run.pk]))
-
-
-def _events_panel(run: TrainingRun) -> dict:
-    return events_panel(run, reverse("jobs:run-events", args=[run.pk]))
-
-
 @login_required
 @require_GET
 def run_logs(request: HttpRequest, pk: int) -> HttpResponse:
     """The logs box of ``?pod=`` (else the default pod), polled while the run is active; 286 once it is final."""
-    run = services.get_run_for_user(request.user, pk)
-    return render(request, "workloads/_log_box.html", _log_panel(request, run), status=polling_status(run))
+    return log_box(request, services.get_run_for_user(request.user, pk))
 
 
 @login_required
@@ -301,8 +291,7 @@ def run_log_download(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def run_events(request: HttpRequest, pk: int) -> HttpResponse:
     """The events table, polled with the state while the run is active; 286 once it is final."""
-    run = services.get_run_for_user(request.user, pk)
-    return render(request, "workloads/_events.html", _events_panel(run), status=polling_status(run))
+    return events_table(request, services.get_run_for_user(request.user, pk))
 
 
 @login_required

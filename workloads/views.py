@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 
 from portal.models import Membership, Role
 from portal.permissions import require_team
 from workloads import services as workloads
+from workloads.registry import kind_of
 
 #: htmx stops polling an element whose request is answered with this status.
 STOP_POLLING = 286
@@ -57,7 +59,12 @@ def _picked_logs(request: HttpRequest, workload, tail: int | None) -> workloads.
         raise Http404("No such pod.") from exc
 
 
-def log_panel(request: HttpRequest, workload, *, page_url: str, logs_url: str, download_url: str) -> dict:
+def _route(workload, page: str) -> str:
+    """The URL of one of ``workload``'s pages: every kind names them ``<app>:<noun>-<page>``."""
+    return reverse(f"{workload._meta.app_label}:{kind_of(workload).noun}-{page}", args=[workload.pk])
+
+
+def log_panel(request: HttpRequest, workload) -> dict:
     """Context of the logs card (``workloads/_logs.html``) and of its polled box.
 
     A poll (htmx) also refreshes the pod picker out of band, so a retry's new attempt or a new
@@ -65,7 +72,13 @@ def log_panel(request: HttpRequest, workload, *, page_url: str, logs_url: str, d
     """
     return {"workload": workload, "logs": _picked_logs(request, workload, LOG_TAIL),
             "picked": request.GET.get("pod", ""), "oob": wants_partial(request),
-            "page_url": page_url, "logs_url": logs_url, "download_url": download_url}
+            "page_url": _route(workload, "detail"), "logs_url": _route(workload, "logs"),
+            "download_url": _route(workload, "logs-download")}
+
+
+def log_box(request: HttpRequest, workload) -> HttpResponse:
+    """The polled logs box of ``?pod=`` (else the default pod); 286 once the workload is final."""
+    return render(request, "workloads/_log_box.html", log_panel(request, workload), status=polling_status(workload))
 
 
 def log_download(request: HttpRequest, workload) -> HttpResponse:
@@ -77,7 +90,12 @@ def log_download(request: HttpRequest, workload) -> HttpResponse:
     return response
 
 
-def events_panel(workload, events_url: str) -> dict:
+def events_panel(workload) -> dict:
     """Context of the events panel (``workloads/_events.html``)."""
-    return {"workload": workload, "events": workloads.events(workload), "events_url": events_url,
+    return {"workload": workload, "events": workloads.events(workload), "events_url": _route(workload, "events"),
             "on_cluster": workloads.on_cluster(workload)}
+
+
+def events_table(request: HttpRequest, workload) -> HttpResponse:
+    """The polled events table; 286 once the workload is final."""
+    return render(request, "workloads/_events.html", events_panel(workload), status=polling_status(workload))
