@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from quotas import admission, ledger
-from workloads import billing
+from workloads import billing, secrets
 from workloads.registry import kind_of
 
 
@@ -34,6 +34,18 @@ def _close_billing(workload, ended_at: datetime) -> None:
         sync_billed_cost(workload)  # the ledger held part of it already
 
 
+def release_holdings(ref: str) -> None:
+    """Give back what a workload holds only while it lives: its quota and its secret values.
+
+    Every move to a final or ended state calls this (here and in the reconcile cycle). The
+    secret values are read only to (re)create the workload's Kubernetes Secret, which work that
+    has ended never needs again, so the database keeps them no longer than that; the names stay,
+    for the masked display and for "Run again", which asks for the values anew.
+    """
+    admission.release(ref)
+    secrets.forget_values(ref)
+
+
 def sync_billed_cost(workload) -> None:
     """Set ``billed_cost`` to the ledger's total (after the ledger held an interval already)."""
     total = ledger.cost_by_ref([workload.ref])[workload.ref]
@@ -49,7 +61,7 @@ def fail(workload, reason: str, now: datetime | None = None) -> bool:
                    .update(state=kind.lifecycle.failed, reason=reason[:500], finished_at=now))
         if updated:
             _close_billing(workload, now)
-            admission.release(workload.ref)
+            release_holdings(workload.ref)
     return bool(updated)
 
 
@@ -75,6 +87,6 @@ def end(workload, reason: str) -> bool:
         # The reconciler no longer bills an ended workload: close its segment here (our UPDATE
         # holds the row, so a concurrent cycle cannot close it too).
         _close_billing(workload, now)
-        admission.release(workload.ref)
+        release_holdings(workload.ref)
         admission.admit_waiting(workload.team)
     return True

@@ -162,6 +162,7 @@ class SecretEnv(models.Model):
     team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="+")
     #: Sorted variable names: what masking needs, readable without loading the values.
     names = models.JSONField(default=list)
+    #: Emptied when the workload ends (:func:`workloads.lifecycle.release_holdings`).
     values = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -337,7 +337,7 @@ def _apply(plan: _Plan, report: ReconcileReport) -> bool:
             return False
         _record_bills([plan], report)
         if plan.final:
-            admission.release(plan.workload.ref)  # give the quota back
+            lifecycle.release_holdings(plan.workload.ref)  # the quota back, the secret values gone
     return plan.final
 
 

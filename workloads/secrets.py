@@ -33,6 +33,11 @@ def names(workload) -> tuple[str, ...]:
     return tuple(found or ())
 
 
+def forget_values(ref: str) -> None:
+    """Drop the values of ``ref``'s secret env, keeping the names (the workload has ended)."""
+    SecretEnv.objects.filter(ref=ref).update(values={})
+
+
 def masked(names_: list[str] | tuple[str, ...]) -> dict[str, str]:
     """``{NAME: "••••••"}``: how every page and API response shows secret env."""
     return dict.fromkeys(names_, SECRET_MASK)

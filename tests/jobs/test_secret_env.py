@@ -7,9 +7,11 @@ the apply task before the pods and deleted with the run's objects.
 from __future__ import annotations
 
 import base64
+from datetime import timedelta
 
 import pytest
 import yaml
+from django.utils import timezone
 
 from jobs.constants import RunState
 from jobs.models import TrainingRun
@@ -18,7 +20,10 @@ from quotas.models import Reservation
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimObject
 from tests.jobs.conftest import run_payload
+from tests.jobs.test_reconcile import iso
 from tests.jobs.test_views import form_data
+from workloads import lifecycle
+from workloads import reconcile as rec
 from workloads.constants import SECRET_MASK
 from workloads.models import SecretEnv
 from workloads.tasks import apply_workload, delete_workload
@@ -191,3 +196,35 @@ def test_the_sandbox_records_the_secrets_keys_but_not_its_values(api, quota, pub
     assert {o["kind"] for o in observed.objects} == {"Job"}
     delete_workload("run", run_id)
     assert not SimObject.objects.filter(kind="Secret").exists()
+
+
+# -- once the run has ended --------------------------------------------------------------------------
+
+
+def values_of(run_id: int) -> dict:
+    return SecretEnv.objects.get(ref=f"run:{run_id}").values
+
+
+def test_a_run_that_finishes_leaves_its_secret_names_but_not_their_values(api, quota, published, fake_backend):
+    run_id = post_run(api).json()["id"]
+    assert apply_workload("run", run_id) == "applied"
+    assert values_of(run_id) == {"HF_TOKEN": VALUE}  # kept while it may be applied again
+    run = TrainingRun.objects.get(pk=run_id)
+    now = timezone.now().replace(microsecond=0)
+    fake_backend.set_finished(run.namespace, run.cluster_name, ok=True, started=iso(now - timedelta(minutes=5)),
+                              finished=iso(now))
+    rec.reconcile(fake_backend, now=now + timedelta(seconds=5))
+    assert TrainingRun.objects.get(pk=run_id).state == RunState.SUCCEEDED
+    assert values_of(run_id) == {}
+    assert api.get(f"/api/v1/runs/{run_id}/").json()["secret_env"] == {"HF_TOKEN": SECRET_MASK}
+
+
+@pytest.mark.parametrize("how", ["cancel", "fail"])
+def test_a_cancelled_or_failed_run_forgets_its_secret_values(api, quota, published, how):
+    run_id = post_run(api).json()["id"]
+    if how == "cancel":
+        assert api.post(f"/api/v1/runs/{run_id}/cancel/").status_code == 202
+    else:
+        assert lifecycle.fail(TrainingRun.objects.get(pk=run_id), "the image could not be pulled")
+    assert values_of(run_id) == {}
+    assert SecretEnv.objects.get(ref=f"run:{run_id}").names == ["HF_TOKEN"]
