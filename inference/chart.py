@@ -11,16 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from portal.formatting import format_clock
+from quotas.charts import Line
 
 WIDTH, HEIGHT = 640, 220
 LEFT, RIGHT, TOP, BOTTOM = 44, 12, 12, 28
-
-
-@dataclass(frozen=True)
-class Line:
-    label: str
-    css: str  #: the class that sets its dash pattern
-    points: str  #: SVG polyline points
 
 
 @dataclass(frozen=True)
