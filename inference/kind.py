@@ -8,7 +8,6 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import F, Sum
 from django.utils import timezone
 
 import portal.cluster
@@ -20,8 +19,7 @@ from inference import scaling
 from inference.constants import HOLDING_STATES, Decision, EndpointState
 from inference.models import InferenceEndpoint
 from quotas.admission import ResourceRequest
-from quotas.ledger import cost_per_hour, month_end
-from quotas.models import GpuFlavor
+from quotas.ledger import cost_ahead, month_end
 from workloads import secrets
 from workloads.registry import Lifecycle, WorkloadKind
 
@@ -64,13 +62,9 @@ def endpoint_spec(endpoint: InferenceEndpoint, max_surge: int) -> EndpointSpec:
     )
 
 
-def _hours(now: datetime, until: datetime) -> Decimal:
-    return Decimal(max((until - now).total_seconds(), 0)) / Decimal(3600)
-
-
 def _minimum_cost(endpoint: InferenceEndpoint, now: datetime, until: datetime) -> Decimal:
     """What the endpoint's guaranteed minimum costs from ``now`` to ``until`` (what admitting it commits)."""
-    return endpoint.cost_per_hour_at(endpoint.min_replicas * endpoint.gpus_per_replica) * _hours(now, until)
+    return cost_ahead(endpoint.flavor, endpoint.min_replicas * endpoint.gpus_per_replica, endpoint.spot, now, until)
 
 
 class EndpointKind(WorkloadKind):
@@ -89,6 +83,8 @@ class EndpointKind(WorkloadKind):
     observed_fields = ("gpus_per_replica", "min_replicas", "max_replicas", "replicas", "desired_replicas",
                        "replica_ceiling", "demand_below_ceiling_since", "scale_down_delay_seconds",
                        "startup_timeout_seconds")
+    # Its guaranteed minimum, until the month's end: an endpoint runs until deleted.
+    committed_units = ("min_replicas", "gpus_per_replica")
 
     def resource_request(self, endpoint: InferenceEndpoint) -> ResourceRequest:
         # The guaranteed part only; burst is granted later by admission.resize (inference.scaling).
@@ -97,23 +93,6 @@ class EndpointKind(WorkloadKind):
                                units_per_node=endpoint.gpus_per_replica, spot=endpoint.spot,
                                description=f"endpoint {endpoint.name}",
                                estimated_cost=_minimum_cost(endpoint, now, month_end(now)))
-
-    def commitments(self, holding, now: datetime, until: datetime) -> dict[int, Decimal]:
-        """Every guaranteed minimum until the month's end (an endpoint runs until deleted).
-
-        One grouped query: the price rule is linear in units, so the minimum units summed per
-        team, flavor and spot cost what the endpoints cost one by one.
-        """
-        hours = _hours(now, until)
-        rows = (holding.filter(min_replicas__gt=0).order_by()
-                .values_list("team_id", "spot", "flavor_id", "flavor__price_per_hour", "flavor__spot_price_per_hour")
-                .annotate(units=Sum(F("min_replicas") * F("gpus_per_replica"))))
-        totals: dict[int, Decimal] = {}
-        for team_id, spot, flavor_id, price, spot_price, units in rows:
-            # Only what the price rule reads: the flavor's prices.
-            flavor = GpuFlavor(pk=flavor_id, price_per_hour=price, spot_price_per_hour=spot_price)
-            totals[team_id] = totals.get(team_id, Decimal(0)) + cost_per_hour(flavor, units, spot) * hours
-        return totals
 
     def manifests(self, endpoint: InferenceEndpoint) -> list[dict]:
         # A rolling update surges one replica only when the team has a replica's units to spare.

@@ -5,8 +5,7 @@ Registered from :class:`jobs.apps.JobsConfig` ``ready()``.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from decimal import Decimal
+from datetime import datetime
 
 import portal.cluster
 from cluster.backends.base import ObservedWorkload
@@ -66,20 +65,13 @@ class TrainingKind(WorkloadKind):
         applyable=(RunState.ADMITTED,),
         removed=(RunState.CANCELLED,),
     )
+    committed_units = ("gpus_per_worker", "workers")  # TrainingRun.total_units
+    runtime_limit = "max_runtime_minutes"
 
     def resource_request(self, run: TrainingRun) -> ResourceRequest:
         return ResourceRequest(flavor=run.flavor.name, units=run.total_units, units_per_node=run.gpus_per_worker,
                                priority=run.priority, spot=run.spot, description=f"run {run.name}",
                                estimated_cost=run.estimated_total_cost)
-
-    def commitments(self, holding, now: datetime, until: datetime) -> dict[int, Decimal]:
-        """What is left of each runtime limit, this month; runs without a limit have no known end."""
-        totals: dict[int, Decimal] = {}
-        for run in holding.filter(max_runtime_minutes__isnull=False).select_related("flavor"):
-            end = min((run.started_at or now) + timedelta(minutes=run.max_runtime_minutes), until)
-            hours = Decimal(max((end - now).total_seconds(), 0)) / Decimal(3600)
-            totals[run.team_id] = totals.get(run.team_id, Decimal(0)) + run.estimated_cost_per_hour * hours
-        return totals
 
     def manifests(self, run: TrainingRun) -> list[dict]:
         return build_training(training_spec(run), portal.cluster.cluster_config())

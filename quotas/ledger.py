@@ -53,6 +53,11 @@ def cost_per_hour(flavor: GpuFlavor | str, units: int, spot: bool = False) -> De
     return _flavor(flavor).price(spot) * units
 
 
+def cost_ahead(flavor: GpuFlavor | str, units: int, spot: bool, now: datetime, end: datetime) -> Decimal:
+    """What ``units`` will cost from ``now`` until ``end``, exact (nothing once ``end`` has passed): committed money."""
+    return cost_per_hour(flavor, units, spot) * Decimal(max((end - now).total_seconds(), 0)) / Decimal(3600)
+
+
 def month_start(now: datetime | None = None) -> datetime:
     """Midnight of the first day of ``now``'s month, in the portal's time zone."""
     local = timezone.localtime(now or timezone.now())

@@ -14,7 +14,7 @@ Replays never double-count: closing is a conditional update on the old ``billed_
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from functools import lru_cache
 
@@ -24,10 +24,10 @@ from django.utils.dateparse import parse_datetime
 from django.utils.timezone import is_aware
 
 from quotas import ledger
-from quotas.ledger import ZERO, Interval, month_end, usage_hour
+from quotas.ledger import ZERO, Interval, cost_ahead, month_end, usage_hour
 from quotas.models import GpuFlavor
 from workloads.identity import WorkloadId
-from workloads.registry import WorkloadKind, kinds
+from workloads.registry import kinds
 
 #: The columns billing moves. A plan that changes only these is "steady": no state moved.
 BILLING_FIELDS = frozenset({"billed_until", "open_units", "billed_cost"})
@@ -159,14 +159,57 @@ def open_segments(team_ids: list[int], now: datetime) -> list[Interval]:
     return segments
 
 
+@lru_cache(maxsize=8)
+def _commitments_sql(vendor: str, kind_columns: tuple[tuple[str, tuple[str, ...], str | None, int], ...],
+                     teams: int) -> str:
+    """One SELECT per committing kind, UNION ALL: each admitted workload's team, price, units and limit.
+
+    Plain SQL built once, as :func:`_open_segments_sql` and for the same reason: every
+    admission against an estimated cost reads it. Only quoted table and column names are
+    formatted in (the kinds' own declarations); values travel as parameters.
+    """
+    q = connection.ops.quote_name
+    flavor = q(GpuFlavor._meta.db_table)
+    in_teams = ", ".join(["%s"] * teams)
+    selects = []
+    for table, units_columns, limit, states in kind_columns:
+        units = " * ".join(f"w.{q(column)}" for column in units_columns)
+        minutes = f"w.{q(limit)}" if limit else "CAST(NULL AS integer)"
+        has_end = f" AND w.{q(limit)} IS NOT NULL" if limit else ""
+        in_states = ", ".join(["%s"] * states)
+        selects.append(
+            f"SELECT w.team_id, w.spot, w.started_at, {minutes}, {units},"  # noqa: S608
+            f" f.id, f.price_per_hour, f.spot_price_per_hour"
+            f" FROM {q(table)} w JOIN {flavor} f ON f.id = w.flavor_id"
+            f" WHERE w.team_id IN ({in_teams}) AND w.state IN ({in_states}) AND {units} > 0{has_end}")
+    return " UNION ALL ".join(selects)
+
+
 def commitments(team_ids: list[int], now: datetime) -> dict[int, Decimal]:
-    """Per team, the estimated cost still to come this month from admitted work with a known end."""
+    """Per team, the estimated cost its admitted work will still run up this month (one statement).
+
+    Each workload commits its units at its price (:func:`quotas.ledger.cost_ahead`) from
+    ``now`` until its runtime limit runs out — counted from its start, or from now if it has
+    not started — or until the month's end, whichever comes first; a kind's columns say
+    which (:attr:`WorkloadKind.committed_units`, :attr:`WorkloadKind.runtime_limit`).
+    """
+    committing = [kind for kind in kinds() if kind.committed_units]
+    if not committing or not team_ids:
+        return {}
+    kind_columns = tuple((kind.model._meta.db_table, kind.committed_units, kind.runtime_limit,
+                          len(kind.model.HOLDING_STATES)) for kind in committing)
+    sql = _commitments_sql(connection.vendor, kind_columns, len(team_ids))
+    params = [value for kind in committing for value in (*team_ids, *kind.model.HOLDING_STATES)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
     until = month_end(now)
     totals: dict[int, Decimal] = {}
-    for kind in kinds():
-        if type(kind).commitments is WorkloadKind.commitments:
-            continue  # a kind whose work has no known end commits nothing: no query
-        holding = kind.model.objects.holding_quota().filter(team_id__in=team_ids)
-        for team_id, cost in kind.commitments(holding, now, until).items():
-            totals[team_id] = totals.get(team_id, ZERO) + cost
+    for team_id, spot, started_at, minutes, units, flavor_id, price, spot_price in rows:
+        end = until
+        if minutes is not None:
+            end = min((_aware(started_at) if started_at else now) + timedelta(minutes=minutes), until)
+        # Only what the price rule reads: the flavor's prices.
+        flavor = GpuFlavor(pk=flavor_id, price_per_hour=_decimal(price), spot_price_per_hour=_decimal(spot_price))
+        totals[team_id] = totals.get(team_id, ZERO) + cost_ahead(flavor, units, bool(spot), now, end)
     return totals

@@ -11,9 +11,6 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
-
-from django.db.models import QuerySet
 
 from cluster.backends.base import ObservedWorkload
 from cluster.status import WorkloadStatus
@@ -50,6 +47,13 @@ class WorkloadKind(abc.ABC):
     lifecycle: Lifecycle
     #: Fields of the kind's own the reconcile cycle reads (it loads only the shared ones otherwise).
     observed_fields: tuple[str, ...] = ()
+    #: How admitted work commits money (:func:`workloads.billing.commitments`), as columns of
+    #: the kind's table: the product of ``committed_units`` is the GPU units it holds (none
+    #: named: it commits nothing), and ``runtime_limit`` its runtime limit in minutes from its
+    #: start. A kind with a limit column commits only work that has a limit (work without one
+    #: has no known end); a kind without one runs until deleted and commits to the month's end.
+    committed_units: tuple[str, ...] = ()
+    runtime_limit: str | None = None
 
     @abc.abstractmethod
     def resource_request(self, workload) -> ResourceRequest:
@@ -69,15 +73,6 @@ class WorkloadKind(abc.ABC):
 
     def column_changes(self, workload, status: WorkloadStatus) -> dict:
         """Kind-specific columns an observation changes (e.g. an endpoint's replica counts)."""
-        return {}
-
-    def commitments(self, holding: QuerySet, now: datetime, until: datetime) -> dict[int, Decimal]:
-        """Per team, the estimated cost ``holding`` (admitted work) will still run up from ``now`` to ``until``.
-
-        Only work with a known end commits money; a kind without one commits nothing (the
-        default: no query). Every admission of a budgeted team reads this, so a kind answers
-        with a bounded number of queries whatever the number of its workloads.
-        """
         return {}
 
     def on_budget_spent(self, workload, now: datetime) -> bool:

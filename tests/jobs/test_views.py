@@ -646,11 +646,11 @@ def test_it_renders_the_dashboard_in_a_constant_number_of_queries(client, member
     client.get("/")
     # session, user, current membership, access check, recent runs, usage (quotas, reservations,
     # queue), budget (budget, month's spend in the ledger, open segments of all kinds, commitments
-    # of runs and of endpoints), per kind its holding and queued counts (one each: runs, endpoints,
+    # of all kinds), per kind its holding and queued counts (one each: runs, endpoints,
     # the test-only kind), spend by kind (ledger, open segments), switcher memberships
-    with django_assert_num_queries(19):
+    with django_assert_num_queries(18):
         client.get("/")
     for i in range(8):
         submit(member, team, name=f"more-{i}", gpus_per_worker=1)
-    with django_assert_num_queries(19):
+    with django_assert_num_queries(18):
         client.get("/")

@@ -223,7 +223,7 @@ def test_a_budgeted_team_reads_commitments_only_for_a_request_with_an_estimated_
     with django_assert_num_queries(4):
         assert admit(budget_team, a100(1), "run:1").admitted
     estimated = dataclasses.replace(a100(1), estimated_cost=Decimal("4.10"))
-    with django_assert_num_queries(6) as ctx:  # + the runs' and the endpoints' commitments
+    with django_assert_num_queries(5) as ctx:  # + every kind's commitments, one statement
         assert admit(budget_team, estimated, "run:2").admitted
     assert sum("max_runtime_minutes" in q["sql"] for q in ctx.captured_queries) == 1
 

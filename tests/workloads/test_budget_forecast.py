@@ -13,6 +13,7 @@ from inference.services import create_endpoint
 from jobs.models import TrainingRun
 from jobs.services import submit_run
 from portal.models import AuditEvent
+from quotas.demo import seed_team_quotas
 from quotas.ledger import month_end, record_usage
 from quotas.models import Reservation, TeamBudget
 from quotas.services import budget_summary, set_team_budget
@@ -41,9 +42,8 @@ def test_committed_counts_runtime_limits_and_endpoint_minimums_to_the_months_end
     assert abs(budget_summary(team, now)["committed"] - expected) < Decimal("0.01")
 
 
-def test_endpoint_minimums_are_committed_in_a_bounded_number_of_queries(member, team, quota,
-                                                                       django_assert_max_num_queries):
-    """Summed per flavor and spot in one query: what each endpoint's minimum costs, added up."""
+def test_commitments_of_every_kind_are_read_in_one_statement(member, team, quota, django_assert_num_queries):
+    """Each endpoint's minimum at its flavor's on-demand or spot price, added up; runs alike, same statement."""
     now = timezone.now()
     specs = [("l4", False, 1, 1), ("l4", True, 1, 1), ("a100-80gb", False, 1, 2), ("a100-80gb", False, 2, 1)]
     for i, (flavor, spot, minimum, gpus) in enumerate(specs):
@@ -54,9 +54,27 @@ def test_endpoint_minimums_are_committed_in_a_bounded_number_of_queries(member, 
     # L4 on demand 0.80 and spot 0.32, A100 4.10 × (2 + 2) GPUs, each to the month's end.
     expected = (Decimal("0.80") + Decimal("0.32") + Decimal("4.10") * 4) * hours_left
     assert InferenceEndpoint.objects.filter(team=team, state="deploying").count() == 4
-    with django_assert_max_num_queries(2):  # runs with a runtime limit, endpoint minimums grouped
+    with django_assert_num_queries(1):
         committed = commitments([team.pk], now)[team.pk]
     assert abs(committed - expected) < Decimal("0.01")
+
+
+def test_a_started_run_commits_what_is_left_of_its_limit_and_only_holding_work_of_the_asked_teams_counts(
+        member, team, quota, outsider, other_team):
+    now = timezone.now()
+    started = run(member, team, "started", 2, minutes=120)  # began 30 min ago: 1.5 h of 2 × 4.10 left
+    TrainingRun.objects.filter(pk=started.pk).update(state="running", started_at=now - timedelta(minutes=30))
+    spent = run(member, team, "spent", 1, minutes=10)  # began an hour ago: its limit has passed
+    TrainingRun.objects.filter(pk=spent.pk).update(state="running", started_at=now - timedelta(hours=1))
+    done = run(member, team, "done", 1, minutes=60)
+    TrainingRun.objects.filter(pk=done.pk).update(state="succeeded")
+    seed_team_quotas(other_team, {"a100-80gb": 8}, Decimal("10000"))
+    theirs = run(outsider, other_team, "theirs", 1, minutes=60)  # 4.10 to come, for the other team
+    assert theirs.state == "admitted"
+    both = commitments([team.pk, other_team.pk], now)
+    assert abs(both[team.pk] - Decimal("12.30")) < Decimal("0.001")
+    assert abs(both[other_team.pk] - Decimal("4.10")) < Decimal("0.001")
+    assert set(commitments([team.pk], now)) == {team.pk}
 
 
 def test_burn_projection_and_run_out_date_follow_what_runs_now(member, team, quota):
