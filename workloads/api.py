@@ -26,7 +26,6 @@ from workloads import secrets
 from workloads import services as workloads
 from workloads.forecast import StartEstimate, estimated_starts
 from workloads.idle import IdleFigures, idle_figures
-from workloads.models import SecretEnv
 
 
 class LogSourceSerializer(serializers.Serializer):
@@ -63,7 +62,7 @@ def queue_context(workloads_page) -> dict:
         estimates.update(estimated_starts(team))
     return {"queue_positions": positions, "start_estimates": estimates,
             "idle": idle_figures(workloads_page, timezone.now()),
-            "secret_env": SecretEnv.objects.names_by_ref(w.ref for w in workloads_page)}
+            "secret_env": secrets.names_by_ref(workloads_page)}
 
 
 class QueuedFields(serializers.Serializer):

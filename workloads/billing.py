@@ -162,8 +162,10 @@ def open_segments(team_ids: list[int], now: datetime) -> list[Interval]:
 @lru_cache(maxsize=8)
 def _commitments_sql(vendor: str, kind_columns: tuple[tuple[str, tuple[str, ...], str | None, int], ...],
                      teams: int) -> str:
-    """One SELECT per committing kind, UNION ALL: each admitted workload's team, price, units and limit.
+    """One SELECT per committing kind, UNION ALL: admitted units per team, price, start and limit.
 
+    Work that ends alike is summed (the price rule is linear in units): a kind without a
+    limit column gives one row per team, flavor and spot, however many workloads it holds.
     Plain SQL built once, as :func:`_open_segments_sql` and for the same reason: every
     admission against an estimated cost reads it. Only quoted table and column names are
     formatted in (the kinds' own declarations); values travel as parameters.
@@ -174,14 +176,17 @@ def _commitments_sql(vendor: str, kind_columns: tuple[tuple[str, tuple[str, ...]
     selects = []
     for table, units_columns, limit, states in kind_columns:
         units = " * ".join(f"w.{q(column)}" for column in units_columns)
-        minutes = f"w.{q(limit)}" if limit else "CAST(NULL AS integer)"
+        # Without a limit the start does not matter: NULLs, so it does not split the sums.
+        started, minutes = (f"w.{q('started_at')}", f"w.{q(limit)}") if limit else ("NULL", "NULL")
         has_end = f" AND w.{q(limit)} IS NOT NULL" if limit else ""
+        ends = f", {started}, {minutes}" if limit else ""
         in_states = ", ".join(["%s"] * states)
         selects.append(
-            f"SELECT w.team_id, w.spot, w.started_at, {minutes}, {units},"  # noqa: S608
+            f"SELECT w.team_id, w.spot, {started}, {minutes}, SUM({units}),"  # noqa: S608
             f" f.id, f.price_per_hour, f.spot_price_per_hour"
             f" FROM {q(table)} w JOIN {flavor} f ON f.id = w.flavor_id"
-            f" WHERE w.team_id IN ({in_teams}) AND w.state IN ({in_states}) AND {units} > 0{has_end}")
+            f" WHERE w.team_id IN ({in_teams}) AND w.state IN ({in_states}) AND {units} > 0{has_end}"
+            f" GROUP BY w.team_id, w.spot{ends}, f.id, f.price_per_hour, f.spot_price_per_hour")
     return " UNION ALL ".join(selects)
 
 

@@ -89,6 +89,10 @@ class Workload(models.Model):
 
     objects = WorkloadQuerySet.as_manager()
 
+    #: Not a column: the sorted secret env names when this instance recorded them
+    #: (:func:`workloads.secrets.store`); None when they are to be read (:func:`workloads.secrets.names`).
+    stored_secret_names: tuple[str, ...] | None = None
+
     class Meta:
         abstract = True
         ordering = ["-created_at", "-pk"]
@@ -138,12 +142,6 @@ class Workload(models.Model):
         return cost_per_hour(self.flavor, units, self.spot)
 
 
-class SecretEnvQuerySet(models.QuerySet):
-    def names_by_ref(self, refs) -> dict[str, list[str]]:
-        """``ref -> sorted names`` of the secret env of the workloads ``refs`` (one query; values not loaded)."""
-        return dict(self.filter(ref__in=list(refs)).values_list("ref", "names"))
-
-
 class SecretEnv(models.Model):
     """The secret env of one workload: the values its Kubernetes Secret ``<cluster name>-env`` holds.
 
@@ -165,8 +163,6 @@ class SecretEnv(models.Model):
     #: Emptied when the workload ends (:func:`workloads.lifecycle.release_holdings`).
     values = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
-
-    objects = SecretEnvQuerySet.as_manager()
 
     def __str__(self) -> str:
         return f"secret env of {self.ref} ({', '.join(self.names)})"  # names only, never values

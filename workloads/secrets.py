@@ -21,16 +21,32 @@ from workloads.models import SecretEnv
 
 
 def store(workload, pairs: tuple[tuple[str, str], ...]) -> None:
-    """Record ``workload``'s secret env (in the caller's transaction, the one recording the workload)."""
+    """Record ``workload``'s secret env (in the caller's transaction, the one recording the workload).
+
+    The instance keeps the names (``stored_secret_names``), so the response to the request
+    that created it shows them without reading them back.
+    """
+    workload.stored_secret_names = tuple(sorted(name for name, _ in pairs))
     if pairs:
-        SecretEnv.objects.create(ref=workload.ref, team=workload.team, names=sorted(name for name, _ in pairs),
+        SecretEnv.objects.create(ref=workload.ref, team=workload.team, names=list(workload.stored_secret_names),
                                  values=dict(pairs))
 
 
 def names(workload) -> tuple[str, ...]:
-    """The sorted names of ``workload``'s secret env (one query; the values are not loaded)."""
+    """The sorted names of ``workload``'s secret env (one query unless it was stored through this instance)."""
+    if workload.stored_secret_names is not None:
+        return workload.stored_secret_names
     found = SecretEnv.objects.filter(ref=workload.ref).values_list("names", flat=True).first()
     return tuple(found or ())
+
+
+def names_by_ref(workloads) -> dict[str, tuple[str, ...]]:
+    """``ref -> sorted names`` of the secret env of ``workloads`` that have one (at most one query)."""
+    found = {w.ref: w.stored_secret_names for w in workloads if w.stored_secret_names}
+    unknown = [w.ref for w in workloads if w.stored_secret_names is None]
+    if unknown:
+        found.update(SecretEnv.objects.filter(ref__in=unknown).values_list("ref", "names"))
+    return found
 
 
 def forget_values(ref: str) -> None:

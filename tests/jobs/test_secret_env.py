@@ -11,6 +11,8 @@ from datetime import timedelta
 
 import pytest
 import yaml
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobs.constants import RunState
@@ -65,6 +67,18 @@ def test_it_shows_secret_env_masked_in_every_api_response(api, quota, published)
     [job] = manifest.json()
     env = job["spec"]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": f"run-{run_id}-env", "key": "HF_TOKEN"}}} in env
+
+
+def test_the_create_response_shows_the_names_it_stored_without_reading_them_back(api, quota, published):
+    with CaptureQueriesContext(connection) as created:
+        body = post_run(api).json()
+    assert body["secret_env"] == {"HF_TOKEN": SECRET_MASK}
+    reads = [q["sql"] for q in created.captured_queries if q["sql"].startswith("SELECT") and "secretenv" in q["sql"]]
+    assert reads == []
+    # A later read of the same run reads the names from the table.
+    with CaptureQueriesContext(connection) as shown:
+        assert api.get(f"/api/v1/runs/{body['id']}/").json()["secret_env"] == {"HF_TOKEN": SECRET_MASK}
+    assert any("secretenv" in q["sql"] for q in shown.captured_queries)
 
 
 def test_it_keeps_the_value_out_of_the_spec_the_audit_log_and_the_idempotency_record(api, quota, published):
