@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 #: script, arguments for a short run, a line its report must print
 BENCHMARKS = [
     ("admission.py", ["--threads", "2", "--seconds", "0.3"], "lock cost: locked / unlocked ="),
-    ("api.py", ["--clients", "2", "--seconds", "0.5", "--warmup", "0.2"], "submit run"),
+    ("api.py", ["--clients", "2", "--seconds", "0.3", "--warmup", "0.2", "--rounds", "2"], "create endpoint"),
     ("profile_api.py", ["--requests", "3", "--top", "3"], "statements per request"),
     ("reconcile_db.py", ["--sizes", "20"], "steady"),
     ("reconcile_scale.py", ["--sizes", "20"], "targets:"),
