@@ -30,7 +30,7 @@ from django.utils import timezone
 from portal.formatting import format_amount
 from portal.models import Team
 from quotas.constants import Outcome, Priority, Reason
-from quotas.ledger import ZERO, committed, month_start, open_spend
+from quotas.ledger import ZERO, committed, cost_ahead, month_end, month_start, open_spend
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, UsageRecord
 from quotas.signals import workload_admitted
 
@@ -206,7 +206,10 @@ def _hot_sql(vendor: str) -> tuple[str, str, str, str]:
         f" (SELECT COALESCE(SUM(units), 0) FROM {res}"
         f"  WHERE team_id = %(team)s AND flavor_id = f.id AND released_at IS NULL),"
         f" b.monthly_limit, b.currency,"
-        f" (SELECT COALESCE(SUM(cost), 0) FROM {usage} WHERE team_id = %(team)s AND {q('start')} >= %(since)s)"
+        f" (SELECT COALESCE(SUM(cost), 0) FROM {usage} WHERE team_id = %(team)s AND {q('start')} >= %(since)s),"
+        # What bounds committed money (see admit): every unit the team holds, the dearest price.
+        f" (SELECT COALESCE(SUM(units), 0) FROM {res} WHERE team_id = %(team)s AND released_at IS NULL),"
+        f" (SELECT MAX(price_per_hour) FROM {flavor}), (SELECT MAX(spot_price_per_hour) FROM {flavor})"
         f" FROM (SELECT 1 AS one) AS one"
         f" LEFT JOIN {flavor} f ON f.name = %(flavor)s"
         f" LEFT JOIN {quota} tq ON tq.flavor_id = f.id AND tq.team_id = %(team)s"
@@ -259,13 +262,14 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
         #    sees the reservations of whoever held the lock before us.
         cursor.execute(lock_sql, {"team": team.pk})
         # 2. Every fact in one round trip: the flavor and the team's limit for it, is the ref
-        #    already admitted or queued, the units of the flavor in use, the budget and spend.
+        #    already admitted or queued, the units of the flavor in use, the budget and spend,
+        #    and what bounds committed money.
         now = timezone.now()
         since = month_start(now)
         cursor.execute(facts_sql, {"ref": ref, "team": team.pk, "flavor": request.flavor,
                                    "since": connection.ops.adapt_datetimefield_value(since)})
-        flavor_id, active, max_per_node, limit, admitted, queued, usage, budget_limit, currency, spent = (
-            cursor.fetchone())
+        (flavor_id, active, max_per_node, limit, admitted, queued, usage, budget_limit, currency, spent,
+         held_units, dearest, dearest_spot) = cursor.fetchone()
         if admitted:
             return Decision(Outcome.ADMIT, Reason.ADMITTED, f"already admitted: {ref}")
         if queued:
@@ -277,12 +281,19 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
         budget = None
         if budget_limit is not None:
             # The ledger holds closed segments; what runs now is added up to this instant.
-            # Committed money is weighed only against an estimated cost (decide(), "would
-            # exceed the budget"): a request without one does not read it.
-            committed_money = committed(team.pk, now) if request.estimated_cost is not None else ZERO
+            # Committed money (admitted work's estimated cost still to come) is first taken at
+            # a bound: each workload commits at most its reserved units, at its own price, to
+            # the month's end, so every held unit at the dearest price never commits less.
+            dearest_flavor = GpuFlavor(price_per_hour=max(_decimal(dearest) or ZERO, _decimal(dearest_spot) or ZERO))
+            bound = cost_ahead(dearest_flavor, int(held_units), False, now, month_end(now))
             budget = BudgetState(_decimal(budget_limit), _decimal(spent) + open_spend(team.pk, since, now), currency,
-                                 committed_money)
+                                 bound)
         decision = decide(request, int(usage), facts, budget)
+        if decision.reason == Reason.WAITING_FOR_BUDGET:
+            # More committed money only ever queues: an admission at the bound stands at the
+            # exact figure, and only "waiting for budget" needs that figure read (one statement).
+            budget = dataclasses.replace(budget, committed=committed(team.pk, now))
+            decision = decide(request, int(usage), facts, budget)
 
         # 4. Write what was decided.
         if decision.admitted:

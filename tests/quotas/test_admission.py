@@ -20,7 +20,7 @@ from quotas.admission import (
 )
 from quotas.constants import Priority, Reason
 from quotas.ledger import record_usage
-from quotas.models import QueuedRequest, Reservation
+from quotas.models import QueuedRequest, Reservation, TeamBudget
 from quotas.signals import workload_admitted
 
 
@@ -217,15 +217,24 @@ def test_it_admits_in_three_statements(quota_team, django_assert_num_queries):
     assert statements == ["SELECT", "SELECT", "INSERT"]
 
 
-def test_a_budgeted_team_reads_commitments_only_for_a_request_with_an_estimated_cost(
-        budget_team, django_assert_num_queries):
-    # Lock, facts, open segments, insert; committed money matters only against an estimate.
+def test_a_budgeted_team_reads_commitments_only_when_their_bound_could_queue_the_request(
+        budget_team, flavors, django_assert_num_queries):
+    estimated = dataclasses.replace(a100(1), estimated_cost=Decimal("4.10"))
+    # Lock, facts (the bound's figures included), open segments, insert: nothing is held, so
+    # nothing can be committed, and a request without an estimate never weighs commitments.
     with django_assert_num_queries(4):
         assert admit(budget_team, a100(1), "run:1").admitted
-    estimated = dataclasses.replace(a100(1), estimated_cost=Decimal("4.10"))
+    TeamBudget.objects.filter(team=budget_team).update(monthly_limit=Decimal("10"))
+    Reservation.objects.filter(ref="run:1").update(units=1000)  # held: 1,000 units, the bound ≫ 10
+    l4 = ResourceRequest("l4", 1, 1, estimated_cost=Decimal("4.10"))
     with django_assert_num_queries(5) as ctx:  # + every kind's commitments, one statement
-        assert admit(budget_team, estimated, "run:2").admitted
+        decision = admit(budget_team, l4, "run:2")
+    # The exact figure is nothing (run:1 is no workload with a known end): it fits and is admitted.
+    assert decision.admitted, decision.message
     assert sum("max_runtime_minutes" in q["sql"] for q in ctx.captured_queries) == 1
+    with django_assert_num_queries(5) as ctx:  # lock, facts, open segments, queue entry, its position
+        assert admit(budget_team, estimated, "run:3").reason == Reason.WAITING_FOR_QUOTA  # 1,000 A100s held
+    assert not any("max_runtime_minutes" in q["sql"] for q in ctx.captured_queries)  # the quota decided
 
 
 def test_it_releases_in_one_statement(quota_team, django_assert_num_queries):
