@@ -6,6 +6,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from inference.models import InferenceEndpoint
@@ -13,6 +14,8 @@ from inference.services import create_endpoint
 from jobs.models import TrainingRun
 from jobs.services import submit_run
 from portal.models import AuditEvent
+from quotas import admission
+from quotas.admission import ResourceRequest
 from quotas.demo import seed_team_quotas
 from quotas.ledger import month_end, record_usage
 from quotas.models import Reservation, TeamBudget
@@ -75,6 +78,33 @@ def test_a_started_run_commits_what_is_left_of_its_limit_and_only_holding_work_o
     assert abs(both[team.pk] - Decimal("12.30")) < Decimal("0.001")
     assert abs(both[other_team.pk] - Decimal("4.10")) < Decimal("0.001")
     assert set(commitments([team.pk], now)) == {team.pk}
+
+
+def test_admission_decides_at_the_bound_as_it_would_at_the_exact_committed_money(member, team, quota):
+    """The bound on committed money only saves a read: at every budget around the exact figure, and
+    far above it, admit() answers what decide() answers with the exact figure (admission.preview)."""
+    run(member, team, "bounded", 2, minutes=90)  # 12.30 committed
+    create_endpoint(member, team, {"name": "chat", "image": "registry.example.com/s/vllm:1", "flavor": "l4",
+                                   "min_replicas": 1})  # 0.80 an hour to the month's end
+    now = timezone.now()
+    exact = commitments([team.pk], now)[team.pk]
+    request = ResourceRequest("a100-80gb", 1, 1, estimated_cost=Decimal("4.10"), description="run probe")
+    # The bound: 3 units held (2 A100s, 1 L4) at the dearest price (an H100's 6.88) to the month's end.
+    bound = Decimal("6.88") * 3 * Decimal((month_end(now) - now).total_seconds()) / 3600
+    assert bound > exact
+    needed = exact + Decimal("4.10")
+    outcomes = []
+    for limit in (needed - 1, needed - Decimal("0.01"), needed + Decimal("0.01"), needed + 1,
+                  bound + Decimal("4.10") + 1):
+        with transaction.atomic():
+            TeamBudget.objects.filter(team=team).update(monthly_limit=limit)
+            expected = admission.preview(team, request)
+            decided = admission.admit(team, request, "run:999999")
+            assert (decided.outcome, decided.reason, decided.message) == (
+                expected.outcome, expected.reason, expected.message), limit
+            outcomes.append(decided.outcome)
+            transaction.set_rollback(True)
+    assert outcomes == ["queue", "queue", "admit", "admit", "admit"]
 
 
 def test_burn_projection_and_run_out_date_follow_what_runs_now(member, team, quota):
