@@ -114,10 +114,13 @@ def _team_page(request: HttpRequest, membership: Membership, *, add_form: AddMem
     """The Team page as ``membership`` sees it; ``refused``: errors of a role change or removal, by membership."""
     team, is_admin = membership.team, membership.allows(Role.ADMIN)
     refused = refused or {}
-    members = team.memberships.select_related("user").order_by("user__username")
+    members = list(team.memberships.select_related("user").order_by("user__username"))
+    admins = [m.pk for m in members if m.role == Role.ADMIN]
     context = {
         "team": team, "membership": membership, "is_admin": is_admin, "roles": Role.choices,
         "members": [(m, refused.get(m.pk, [])) for m in members],
+        # The service refuses to remove the last admin; the page offers no button for it.
+        "sole_admin": admins[0] if len(admins) == 1 else None,
         "usage": usage_bars(team), "budget": budget_bar(team), "can_submit": membership.allows(Role.MEMBER),
         "add_form": (add_form or AddMemberForm()) if is_admin else None,
         "settings_form": TeamSettingsForm(initial={

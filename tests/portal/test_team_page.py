@@ -201,6 +201,16 @@ def test_the_last_admin_cannot_be_removed(admin_client, team_admin, team):
     assert Membership.objects.filter(user=team_admin).exists()
 
 
+def test_the_page_offers_no_remove_button_for_the_only_admin_until_there_is_a_second(admin_client, team_admin,
+                                                                                     member, team):
+    ada = membership_of(team_admin).pk
+    html = admin_client.get(PAGE).content.decode()
+    assert f'action="/teams/ml-research/members/{ada}/remove/"' not in html and "the team's only admin" in html
+    Membership.objects.filter(user=member).update(role=Role.ADMIN)
+    html = admin_client.get(PAGE).content.decode()
+    assert f'action="/teams/ml-research/members/{ada}/remove/"' in html and "the team's only admin" not in html
+
+
 def test_an_admin_who_leaves_goes_to_the_dashboard(admin_client, team_admin, member, other_team, team):
     add_member(other_team, team_admin, Role.MEMBER)  # still in a team, so the dashboard shows one
     Membership.objects.filter(user=member).update(role=Role.ADMIN)
