@@ -6,29 +6,17 @@ from django.contrib import admin, messages
 
 from inference import services
 from inference.models import InferenceEndpoint
+from workloads.admin import WorkloadAdmin
 
 
 @admin.register(InferenceEndpoint)
-class InferenceEndpointAdmin(admin.ModelAdmin):
+class InferenceEndpointAdmin(WorkloadAdmin):
     """Read-only rows (the portal and the API change endpoints); actions go through the services."""
 
     list_display = ["name", "team", "state", "flavor", "replicas", "replica_ceiling", "min_replicas", "max_replicas",
-                    "created_at", "billed_cost"]
-    list_filter = ["state", "team", "flavor", "created_by"]
-    search_fields = ["name", "team__slug", "created_by__username"]
-    ordering = ["-created_at"]
-    sortable_by = ["created_at", "billed_cost", "name", "state", "replicas"]
-    list_select_related = ["team", "flavor", "created_by"]
+                    "created_at", "billed"]
+    sortable_by = ["created_at", "billed", "name", "state", "replicas"]
     actions = ["scale_to_minimum", "delete_endpoints"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.action(description="Scale the selected endpoints to their minimum (burst given back)")
     def scale_to_minimum(self, request, queryset):

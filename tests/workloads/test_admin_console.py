@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from django.test import Client
 
@@ -61,3 +63,15 @@ def test_the_sections_are_staff_only_and_read_only(member, staff_client, team, q
 def test_staff_in_no_team_land_on_the_capacity_page(staff_client):
     response = staff_client.get("/")
     assert response.status_code == 302 and response["Location"] == "/admin/capacity/"
+
+
+def test_the_lists_show_billed_money_to_the_cent_and_sort_by_it(staff_client, member, team, quota, published):
+    cheap = submit_run(member, team, {**{k: v for k, v in run_payload().items() if k != "team"}, "name": "cheap"})
+    dear = submit_run(member, team, {**{k: v for k, v in run_payload().items() if k != "team"}, "name": "dear"})
+    TrainingRun.objects.filter(pk=cheap.pk).update(billed_cost=Decimal("2.5"))
+    TrainingRun.objects.filter(pk=dear.pk).update(billed_cost=Decimal("12.3456789012"))
+    html = staff_client.get("/admin/jobs/trainingrun/?o=-7").content.decode()  # column 7: billed, dearest first
+    assert "12.35" in html and "2.50" in html and "12.3456789012" not in html
+    assert html.index(">dear<") < html.index(">cheap<")
+    html = staff_client.get("/admin/jobs/trainingrun/?o=7").content.decode()
+    assert html.index(">cheap<") < html.index(">dear<")
