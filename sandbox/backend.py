@@ -310,14 +310,14 @@ class SandboxBackend(ClusterBackend):
                 state = crash_state(row.started_at, plan["dur"], at)
                 lines = server_log(row.name, image=plan["img"], started=state.run_started,
                                    until=min(at, state.run_started + timedelta(seconds=plan["dur"])), load=1.0,
-                                   tail=tail)
+                                   tail=tail, port=plan.get("port"))
                 reason = TERMINATION[plan["out"]][0]
                 if not state.running:
                     lines.append(f"{rfc3339(state.last_exit)} ERROR server exited: {reason}")
                 return lines[-tail:]
             return server_log(row.name, image=plan["img"], started=row.started_at, until=until,
                               load=self._load(row.owner, at) / max(row.owner.replicas, 1),
-                              tail=tail)
+                              tail=tail, port=plan.get("port"))
         until = row.finished_at or at
         workers = sum(p["count"] for p in row.owner.plan["pods"])
         return training_log(row.name, image=plan["img"], started=row.started_at, until=until,

@@ -190,12 +190,14 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
 SERVE_PATHS = ("/v1/completions", "/v1/chat/completions", "/v1/embeddings")
 
 
-def server_log(pod_name: str, *, image: str, started: datetime, until: datetime, load: float, tail: int) -> list[str]:
-    """Server start-up lines, then access-log lines whose rate follows the endpoint's load."""
+def server_log(pod_name: str, *, image: str, started: datetime, until: datetime, load: float, tail: int,
+               port: int | None = None) -> list[str]:
+    """Server start-up lines (listening on ``port``, 8080 when none is declared), then access-log lines
+    whose rate follows the endpoint's load."""
     header = [
         f"{_rfc3339(started)} INFO  starting {image}",
         f"{_rfc3339(started)} INFO  model weights loaded onto cuda:0",
-        f'{_rfc3339(started)} INFO  Uvicorn running on http://0.0.0.0:8080 (Press CTRL+C to quit)',
+        f'{_rfc3339(started)} INFO  Uvicorn running on http://0.0.0.0:{port or 8080} (Press CTRL+C to quit)',
     ]
     elapsed = max(0, int((until - started).total_seconds()))
     every = max(1, int(30 / max(load, 1.0)))  # busier endpoint: denser log

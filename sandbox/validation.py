@@ -385,6 +385,8 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
         "hash": template_hash(template),
         "ctr": first.get("name", "main"),
         "img": first.get("image", ""),
+        # The port a server's log says it listens on: its first declared container port.
+        "port": next((p.get("containerPort") for p in first.get("ports") or [] if p.get("containerPort")), None),
     }
 
 

@@ -47,7 +47,7 @@ def training(workload_id: str = "run-1", *, flavor: FlavorSpec = H100, gpus: int
 
 def endpoint(workload_id: str = "ep-1", *, flavor: FlavorSpec = L4, min_replicas: int = 1, max_replicas: int = 1,
              metric: str = "gpu_utilization", target: float = 70.0, outcome: str | None = None,
-             initial_delay: int = 30, duration: str | None = None) -> list[dict]:
+             initial_delay: int = 30, duration: str | None = None, port: int = 8080) -> list[dict]:
     env = [("SLIPWAY_SIM_LOAD_SECONDS", str(initial_delay))]
     if outcome:
         env.append(("SLIPWAY_SIM_OUTCOME", outcome))
@@ -55,7 +55,8 @@ def endpoint(workload_id: str = "ep-1", *, flavor: FlavorSpec = L4, min_replicas
         env.append(("SLIPWAY_SIM_DURATION", duration))
     spec = EndpointSpec(workload_id=workload_id, team=TEAM, namespace=NS, name=f"{workload_id} endpoint",
                         image="registry.example.com/ml/serve:2.1", flavor=flavor, env=tuple(env),
-                        min_replicas=min_replicas, max_replicas=max_replicas, metric=metric, target=target)
+                        min_replicas=min_replicas, max_replicas=max_replicas, metric=metric, target=target,
+                        port=port)
     return build_endpoint(spec, CONFIG)
 
 

@@ -143,6 +143,15 @@ def test_it_writes_access_logs_for_servers(backend):
     assert all('"POST /v1/' in line and "HTTP/1.1" in line for line in lines)
 
 
+def test_the_server_log_says_the_port_the_endpoint_declares(backend):
+    backend.apply(team_objects() + endpoint("ep-1", port=9000), now=at(0))
+    backend.tick(at(0))
+    backend.tick(at(10))
+    [pod] = [p["metadata"]["name"] for p in backend.pods(ref("ep-1"))]
+    lines = backend.logs(ref("ep-1"), pod, tail=50, now=at(20))
+    assert any("Uvicorn running on http://0.0.0.0:9000" in line for line in lines)
+
+
 def test_it_sets_load_from_the_management_command(backend, capsys):
     backend.apply(team_objects() + endpoint("ep-1", min_replicas=1, max_replicas=3), now=at(0))
     call_command("sandbox", "load", "team-ml/ep-1", "150")
