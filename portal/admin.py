@@ -6,7 +6,7 @@ from django.contrib import admin
 
 from portal import services
 from portal.models import ApiToken, AuditEvent, Membership, Team
-from quotas.admin import TeamBudgetInline, TeamQuotaInline, save_team_formset
+from quotas.admin import ReadOnlyAdmin, TeamBudgetInline, TeamQuotaInline, save_team_formset
 from quotas.admission import lock_team
 
 admin.site.site_header = "Slipway admin console"
@@ -94,19 +94,10 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(ReadOnlyAdmin):
     """Read-only: the audit log is append-only."""
 
     list_display = ["created_at", "actor_name", "action", "team", "target", "ip_address"]
     list_filter = ["action", "team"]
     search_fields = ["actor_name", "target"]
     date_hierarchy = "created_at"
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

@@ -162,7 +162,7 @@ class TeamBudgetAdmin(admin.ModelAdmin):
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    """Rows written only by admission and the reconciler: staff may look, never edit."""
+    """Rows only Slipway's own code writes (admission, the reconciler, the services): staff may look, never edit."""
 
     def has_add_permission(self, request):
         return False

@@ -5,24 +5,16 @@ from __future__ import annotations
 from django.contrib import admin
 
 from portal.formatting import format_amount
+from quotas.admin import ReadOnlyAdmin
 
 
-class WorkloadAdmin(admin.ModelAdmin):
+class WorkloadAdmin(ReadOnlyAdmin):
     """Read-only rows (the portal and the API change workloads); a kind's actions go through its services."""
 
     list_filter = ["state", "team", "flavor", "created_by"]
     search_fields = ["name", "team__slug", "created_by__username"]
     ordering = ["-created_at"]
     list_select_related = ["team", "flavor", "created_by"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.display(description="billed", ordering="billed_cost")
     def billed(self, workload) -> str:
