@@ -37,6 +37,8 @@ class ClusterConfig:
 
     gang_scheduler: str | None = None  # None | "volcano" | "scheduler-plugins"
     prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
+    #: A label-enforcing proxy in front of Prometheus for user-written queries (None: not used).
+    prometheus_proxy_url: str | None = None
     run_as_non_root: bool = True
 
 

@@ -14,8 +14,8 @@ class InferenceEndpointAdmin(WorkloadAdmin):
     """Read-only rows (the portal and the API change endpoints); actions go through the services."""
 
     list_display = ["name", "team", "state", "flavor", "replicas", "replica_ceiling", "min_replicas", "max_replicas",
-                    "created_at", "billed"]
-    sortable_by = ["created_at", "billed", "name", "state", "replicas"]
+                    "created", "billed"]
+    sortable_by = ["created", "billed", "name", "state", "replicas"]
     actions = ["scale_to_minimum", "delete_endpoints"]
 
     @admin.action(description="Scale the selected endpoints to their minimum (burst given back)")

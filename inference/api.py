@@ -12,8 +12,10 @@ from inference.constants import EndpointState
 from inference.models import InferenceEndpoint
 from inference.serializers import (
     EndpointCreateSerializer,
+    EndpointForecastSerializer,
     EndpointPatchSerializer,
     EndpointSerializer,
+    ReplicaSampleSerializer,
     ScalingEventSerializer,
 )
 from portal.exceptions import conflict_response
@@ -22,7 +24,6 @@ from portal.models import Role
 from portal.permissions import require_team
 from workloads.api import (
     DRY_RUN_PARAMETER,
-    ForecastSerializer,
     WorkloadViewSet,
     is_dry_run,
     list_parameters,
@@ -40,14 +41,14 @@ class EndpointViewSet(WorkloadViewSet):
     def get_object(self, role: str = Role.VIEWER) -> InferenceEndpoint:
         return services.get_endpoint_for_user(self.request.user, pk_of(self.kwargs["pk"]), role)
 
-    @extend_schema(request=EndpointCreateSerializer, responses={201: EndpointSerializer, 200: ForecastSerializer},
+    @extend_schema(request=EndpointCreateSerializer, responses={201: EndpointSerializer, 200: EndpointForecastSerializer},
                    parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER), DRY_RUN_PARAMETER])
     @idempotent
     def create(self, request, *args, **kwargs):
         slug, fields = team_slug_of_post(request)
         if is_dry_run(request):
             team = require_team(request.user, slug, Role.MEMBER).team
-            return Response(ForecastSerializer(services.preview_endpoint(team, fields).as_dict()).data)
+            return Response(EndpointForecastSerializer(services.preview_endpoint(team, fields).as_dict()).data)
         # The service checks access and returns the endpoint as written (team, flavor, author
         # and admission outcome included): no read-back.
         endpoint = services.create_endpoint(request.user, slug, fields)
@@ -74,7 +75,15 @@ class EndpointViewSet(WorkloadViewSet):
     @extend_schema(responses=ScalingEventSerializer(many=True))
     @action(detail=True, methods=["get"])
     def scaling(self, request, pk=None):
-        """The scaling log, newest first (paginated like every list)."""
+        """The scaling log — Slipway's decisions about the ceiling — newest first (paginated like every list)."""
         endpoint = self.get_object()
         page = self.paginate_queryset(endpoint.scaling_events.all())
         return self.get_paginated_response(ScalingEventSerializer(page, many=True).data)
+
+    @extend_schema(responses=ReplicaSampleSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def replicas(self, request, pk=None):
+        """The replica counts observed, one row per change, newest first (what the page's chart draws)."""
+        endpoint = self.get_object()
+        page = self.paginate_queryset(endpoint.replica_samples.all())
+        return self.get_paginated_response(ReplicaSampleSerializer(page, many=True).data)

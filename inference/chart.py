@@ -1,8 +1,10 @@
 """The replicas-over-time chart of an endpoint, as plain numbers for a server-side SVG (no JS, no CDN).
 
-Pure: from the scaling log (each row says replicas ready, desired and the ceiling at a moment)
-and the current figures, it computes step lines in chart coordinates; the template draws them.
-Lines differ by dash pattern and carry labels, so the chart reads without colour.
+Pure: from the replica samples (each row says replicas ready, desired and the ceiling from a
+moment on, written when one of them changed) and the current figures, it computes step lines
+in chart coordinates; the template draws them. Lines differ by dash pattern and carry labels,
+so the chart reads without colour. Time labels are anchored so none runs past the chart's
+edge: the first starts at the axis, the last ends at the plot's right end.
 """
 
 from __future__ import annotations
@@ -10,11 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.utils import timezone
+
 from portal.formatting import format_clock
 from quotas.charts import Line
 
 WIDTH, HEIGHT = 640, 220
 LEFT, RIGHT, TOP, BOTTOM = 44, 12, 12, 28
+DAY_SECONDS = 20 * 3600  #: from this span on, time labels name the day
 
 
 @dataclass(frozen=True)
@@ -23,7 +28,7 @@ class Chart:
     height: int
     lines: list[Line]
     y_ticks: list[tuple[float, int]]  #: (y, replicas)
-    x_ticks: list[tuple[float, str]]  #: (x, time label)
+    x_ticks: list[tuple[float, str, str]]  #: (x, time label, SVG text-anchor)
     bounds: list[tuple[float, str]]  #: (y, "min 1" / "max 4") horizontal guides
     rows: list[tuple[datetime, int, int, int]]  #: the table beside it: at, ready, desired, ceiling
 
@@ -31,6 +36,9 @@ class Chart:
 def replicas_chart(samples: list[tuple[datetime, int, int, int]], now: datetime, current: tuple[int, int, int],
                    min_replicas: int, max_replicas: int) -> Chart | None:
     """``samples``: ``(at, ready, desired, ceiling)`` oldest first; ``current`` the figures at ``now``."""
+    if samples:
+        # A sample stamped after this server's clock (the reconciler runs on another host) stays inside.
+        now = max(now, samples[-1][0])
     points = [*samples, (now, *current)]
     if len(points) < 2:
         return None
@@ -58,6 +66,14 @@ def replicas_chart(samples: list[tuple[datetime, int, int, int]], now: datetime,
              Line("ceiling (granted)", "ceiling", steps(3))]
     every = max(1, top // 4)
     y_ticks = [(y(v), v) for v in range(0, top + 1, every)]
-    x_ticks = [(x(start + (now - start) * f), format_clock(start + (now - start) * f)) for f in (0, 0.5, 1)]
+    def label(at: datetime) -> str:
+        # Over more than a day a time alone is ambiguous: the day goes first.
+        if span < DAY_SECONDS:
+            return format_clock(at)
+        local = timezone.localtime(at)
+        return f"{local:%b} {local.day} {format_clock(at)}"
+
+    x_ticks = [(x(start + (now - start) * f), label(start + (now - start) * f), anchor)
+               for f, anchor in ((0, "start"), (0.5, "middle"), (1, "end"))]
     bounds = [(y(min_replicas), f"min {min_replicas}"), (y(max_replicas), f"max {max_replicas}")]
     return Chart(WIDTH, HEIGHT, lines, y_ticks, x_ticks, bounds, list(reversed(points))[:20])

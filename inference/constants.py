@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from cluster import promql
+
 
 class EndpointState(models.TextChoices):
     QUEUED = "queued", "Queued"
@@ -65,4 +67,4 @@ MAX_SCALE_DOWN_DELAY_SECONDS = 24 * 3600
 DEFAULT_STARTUP_TIMEOUT_SECONDS = 600
 MAX_STARTUP_TIMEOUT_SECONDS = 3 * 3600
 DEFAULT_READINESS_PATH = "/health/ready"
-MAX_QUERY_LENGTH = 2000
+MAX_QUERY_LENGTH = promql.MAX_QUERY_LENGTH  # the autoscale query: one limit, cluster.promql's

@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from inference import constants as c
 from inference.constants import Engine, Metric
 from quotas.models import GpuFlavor
+from workloads.constants import MAX_GPUS_PER_NODE
 from workloads.forms import (
     FlavorSelect,
     command_line_field,
@@ -28,6 +29,11 @@ from workloads.forms import (
 )
 
 AUTOSCALE_PARTS = ("metric", "target", "engine", "query")
+
+
+def whole_number(low: int, high: int) -> forms.NumberInput:
+    """A number input (phones show digits); the bounds are hints, the validation stays the service's."""
+    return forms.NumberInput(attrs={"min": low, "max": high, "step": 1, "inputmode": "numeric"})
 
 
 def gpu_name(product: str) -> str:
@@ -52,14 +58,26 @@ class EndpointEditForm(forms.Form):
     image = forms.CharField(max_length=300)
     env = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3, "placeholder": "MODEL=llama-3-8b"}),
                           help_text="KEY=VALUE, one per line.")
-    min_replicas = forms.CharField(initial="1", help_text="Guaranteed: reserved against the team quota.")
-    max_replicas = forms.CharField(initial="1", help_text="Replicas above the minimum are burst: granted from free "
-                                                          "quota and budget while needed.")
+    min_replicas = forms.CharField(
+        initial="1", label="Minimum replicas", widget=whole_number(0, c.MAX_REPLICAS),
+        help_text="Guaranteed: reserved against the team quota. 0 scales to zero when idle; the first request then "
+                  "waits for a replica to start and load its model (a cold start).")
+    max_replicas = forms.CharField(
+        initial="1", label="Maximum replicas", widget=whole_number(1, c.MAX_REPLICAS),
+        help_text="Replicas above the minimum are burst: granted from free quota and budget while needed. Lowered "
+                  "below what runs, the replicas above it stop at once.")
     metric = forms.ChoiceField(choices=Metric.choices, initial=Metric.GPU_UTILIZATION)
-    target = forms.CharField(required=False, initial="70", help_text="Per replica: % GPU, requests/s or queue length.")
+    target = forms.CharField(required=False, initial="70",
+                             widget=forms.NumberInput(attrs={"min": 0, "step": "any", "inputmode": "decimal"}),
+                             help_text="Per replica: % GPU, requests/s or queue length.")
     engine = forms.ChoiceField(required=False, choices=[("", "—"), *Engine.choices], help_text="queue_length only.")
-    query = forms.CharField(required=False, max_length=c.MAX_QUERY_LENGTH, help_text="PromQL, prometheus only.")
-    scale_down_delay_seconds = forms.CharField(initial=str(c.DEFAULT_SCALE_DOWN_DELAY_SECONDS))
+    query = forms.CharField(required=False, max_length=c.MAX_QUERY_LENGTH,
+                            help_text="PromQL, prometheus only. It reads your team's namespace only: "
+                                      "namespace=\"…\" is added to each selector that names none.")
+    scale_down_delay_seconds = forms.CharField(
+        initial=str(c.DEFAULT_SCALE_DOWN_DELAY_SECONDS), label="Scale-down delay (seconds)",
+        widget=whole_number(0, c.MAX_SCALE_DOWN_DELAY_SECONDS),
+        help_text="How long demand must stay lower before replicas (and burst units) are given back.")
 
     FIELDS = ("image", "env", "min_replicas", "max_replicas", "scale_down_delay_seconds")
 
@@ -88,12 +106,17 @@ class EndpointEditForm(forms.Form):
         return data
 
     def add_service_errors(self, error: ValidationError) -> None:
-        """Put the service's field errors next to the matching inputs (autoscale errors on the metric)."""
+        """Put the service's field errors next to the matching inputs: an autoscale error next to
+        its part ("query: …" by the query), others of autoscale on the metric."""
+        own = set(self.errors)  # fields the form's own checks already explained
         for field, messages in error.message_dict.items():
-            target = "metric" if field == "autoscale" else field if field in self.fields else None
-            if target is not None and target in self.errors:
-                continue
             for message in messages:
+                target = field if field in self.fields else None
+                if field == "autoscale":
+                    part, _, rest = message.partition(": ")
+                    target, message = (part, rest) if part in AUTOSCALE_PARTS and rest else ("metric", message)
+                if target in own:
+                    continue
                 self.add_error(target, message)
 
 
@@ -102,17 +125,21 @@ class EndpointForm(EndpointEditForm):
 
     name = forms.CharField(max_length=40, help_text="Lowercase letters, digits and '-', starting with a letter.")
     flavor = forms.ChoiceField(choices=())
-    gpus_per_replica = forms.CharField(initial="1", help_text="1 for MIG slices.")
+    gpus_per_replica = forms.CharField(initial="1", label="GPUs per replica", help_text="1 for MIG slices.",
+                                       widget=whole_number(1, MAX_GPUS_PER_NODE))
     command = command_line_field(
         required=False, label="Command", placeholder="vllm serve /models/llama --port 8080",
         help_text="Optional (the image's entrypoint otherwise); split as a shell splits words, never run by one.")
     args = command_line_field(required=False, label="Arguments", placeholder="--max-model-len 8192",
                               help_text="Split the same way.")
     secret_env = secret_env_field(placeholder="HF_TOKEN=…")
-    port = forms.CharField(initial=str(c.DEFAULT_PORT))
+    port = forms.CharField(initial=str(c.DEFAULT_PORT), widget=whole_number(1, 65535))
     readiness_path = forms.CharField(initial=c.DEFAULT_READINESS_PATH)
-    startup_timeout_seconds = forms.CharField(initial=str(c.DEFAULT_STARTUP_TIMEOUT_SECONDS),
-                                              help_text="How long loading the model may take.")
+    startup_timeout_seconds = forms.CharField(
+        initial=str(c.DEFAULT_STARTUP_TIMEOUT_SECONDS), label="Startup timeout (seconds)",
+        widget=whole_number(10, c.MAX_STARTUP_TIMEOUT_SECONDS),
+        help_text="How long one replica may take to start and load its model before it is restarted. Every new "
+                  "replica (scaling up, waking from zero, a new image) serves only once loaded.")
     spot = forms.BooleanField(required=False, help_text="Spot price; the pods may be evicted.")
 
     field_order = ["name", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_replica", "min_replicas",

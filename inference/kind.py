@@ -6,9 +6,6 @@ Registered from :class:`inference.apps.InferenceConfig` ``ready()``.
 from __future__ import annotations
 
 from datetime import datetime
-from decimal import Decimal
-
-from django.utils import timezone
 
 import portal.cluster
 from cluster.backends.base import ObservedWorkload
@@ -19,7 +16,6 @@ from inference import scaling
 from inference.constants import HOLDING_STATES, Decision, EndpointState
 from inference.models import InferenceEndpoint
 from quotas.admission import ResourceRequest
-from quotas.ledger import cost_ahead, month_end
 from workloads import secrets
 from workloads.registry import Lifecycle, WorkloadKind
 
@@ -62,11 +58,6 @@ def endpoint_spec(endpoint: InferenceEndpoint, max_surge: int) -> EndpointSpec:
     )
 
 
-def _minimum_cost(endpoint: InferenceEndpoint, now: datetime, until: datetime) -> Decimal:
-    """What the endpoint's guaranteed minimum costs from ``now`` to ``until`` (what admitting it commits)."""
-    return cost_ahead(endpoint.flavor, endpoint.min_replicas * endpoint.gpus_per_replica, endpoint.spot, now, until)
-
-
 class EndpointKind(WorkloadKind):
     model = InferenceEndpoint
     noun = "endpoint"
@@ -88,11 +79,11 @@ class EndpointKind(WorkloadKind):
 
     def resource_request(self, endpoint: InferenceEndpoint) -> ResourceRequest:
         # The guaranteed part only; burst is granted later by admission.resize (inference.scaling).
-        now = timezone.now()
+        # No known end: its minimum commits what it costs until the month's end (decide's rule).
         return ResourceRequest(flavor=endpoint.flavor.name, units=endpoint.base_replicas * endpoint.gpus_per_replica,
                                units_per_node=endpoint.gpus_per_replica, spot=endpoint.spot,
                                description=f"endpoint {endpoint.name}",
-                               estimated_cost=_minimum_cost(endpoint, now, month_end(now)))
+                               cost_per_hour=endpoint.cost_per_hour_range[0])
 
     def manifests(self, endpoint: InferenceEndpoint) -> list[dict]:
         # A rolling update surges one replica only when the team has a replica's units to spare.
@@ -113,10 +104,25 @@ class EndpointKind(WorkloadKind):
             changes["desired_replicas"] = status.desired_replicas
         return changes
 
+    def observed_reason(self, endpoint: InferenceEndpoint, status: WorkloadStatus, new_state: str) -> str:
+        # Beyond the cluster's words: a capped burst's reason, while the observation says it still is.
+        reason = super().observed_reason(endpoint, status, new_state)
+        if not reason and scaling.still_capped(endpoint, status):
+            return endpoint.reason
+        return reason
+
+    def billed_units(self, endpoint: InferenceEndpoint, status: WorkloadStatus) -> int:
+        # Never more than the granted ceiling: replicas the cluster still runs above it (a
+        # lowered maximum, reclaimed burst, a rollout's surge) are Slipway's lag, not the team's.
+        return min(status.running_units, endpoint.ceiling_units)
+
     def on_budget_spent(self, endpoint: InferenceEndpoint, now: datetime) -> bool:
         """Burst goes back at once: the endpoint falls back to its guaranteed minimum."""
         return scaling.set_ceiling(endpoint, endpoint.base_replicas, Decision.CAPPED_BY_BUDGET, None, now,
                                    "the team's monthly budget is spent (its policy stops burst)")
 
     def after_observation(self, endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -> bool:
-        return scaling.follow(endpoint, status, now)
+        before = (endpoint.replicas, endpoint.desired_replicas, endpoint.replica_ceiling)
+        gave_back = scaling.follow(endpoint, status, now)
+        scaling.note_counts(endpoint, before, status, now)
+        return gave_back

@@ -6,6 +6,12 @@ guaranteed. Above it, **burst** replicas up to ``max_replicas`` are granted whil
 one at a time, from the team's free quota and budget, and reclaimed when demand falls or
 queued work of the team needs them. ``replica_ceiling`` is what is granted now: the
 ScaledObject's ``maxReplicaCount``, which Slipway owns.
+
+Two histories sit beside an endpoint. The **scaling log** (:class:`ScalingEvent`) holds
+Slipway's decisions about the ceiling (admitted, burst granted, capped, reclaimed, released,
+sizes changed). The **replica samples** (:class:`ReplicaSample`) hold what was observed —
+ready, desired and the ceiling — one row each time one of them changes, so an endpoint that
+stays as it is writes nothing; the replicas chart is drawn from them.
 """
 
 from __future__ import annotations
@@ -75,6 +81,11 @@ class InferenceEndpoint(Workload):
         return max(self.min_replicas, 1)
 
     @property
+    def ceiling_units(self) -> int:
+        """GPU units of the granted ceiling: the most the endpoint is billed for at any moment."""
+        return (self.replica_ceiling or self.base_replicas) * self.gpus_per_replica
+
+    @property
     def url(self) -> str:
         """The in-cluster address of the endpoint's Service."""
         return f"http://{self.cluster_name}.{self.namespace}.svc.cluster.local"
@@ -109,3 +120,24 @@ class ScalingEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.endpoint.ref} {self.at:%Y-%m-%d %H:%M:%S} {self.decision}"
+
+
+class ReplicaSample(models.Model):
+    """The replica counts of an endpoint from a moment on, until the next sample (API.md ``replicas/``).
+
+    Written when an observation (or a move of the ceiling) changes any of the three, never
+    for an endpoint that stays as it is. Newest first.
+    """
+
+    endpoint = models.ForeignKey(InferenceEndpoint, on_delete=models.CASCADE, related_name="replica_samples")
+    at = models.DateTimeField()
+    ready = models.PositiveIntegerField()
+    desired = models.PositiveIntegerField()
+    ceiling = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        indexes = [models.Index(fields=["endpoint", "-at"])]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint.ref} {self.at:%Y-%m-%d %H:%M:%S} {self.ready}/{self.desired}/{self.ceiling}"

@@ -14,21 +14,28 @@ moves one decision at a time, each under the team's admission lock and through
 
 Each decision is a :class:`~inference.models.ScalingEvent`; a refusal that repeats every
 cycle is recorded once. A changed ceiling is re-applied to the cluster by the apply task.
+
+:func:`note_counts` keeps the replica samples the chart draws: one row whenever ready,
+desired or the ceiling changed since the last observation, none for an endpoint that stays
+as it is.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
 
 from cluster.status import WorkloadStatus
 from inference.constants import HOLDING_STATES, Decision
-from inference.models import InferenceEndpoint, ScalingEvent
+from inference.models import InferenceEndpoint, ReplicaSample, ScalingEvent
 from quotas import admission
+from quotas.admission import ResourceRequest
 from quotas.constants import Reason as QuotaReason
 from quotas.models import QueuedRequest
 from quotas.services import budget_summary
+from workloads import lifecycle
 from workloads.services import enqueue_apply
 
 
@@ -38,8 +45,92 @@ def spare_units(endpoint: InferenceEndpoint) -> int:
     return max(limit - in_use, 0)
 
 
+def capped_at(ceiling: int) -> str:
+    """How a refused burst's reason begins: the ceiling it is capped at."""
+    return f"capped at {ceiling} replica{'' if ceiling == 1 else 's'}"
+
+
+def still_capped(endpoint: InferenceEndpoint, status: WorkloadStatus) -> bool:
+    """Whether the endpoint's reason says it is capped, and the observation says it still is.
+
+    The autoscaler still wants more than the ceiling, and the ceiling is the one the words
+    name: a refusal is re-decided every cycle but recorded once, so its words stay only while
+    they hold (once demand falls or the ceiling moves they go).
+    """
+    ceiling = endpoint.replica_ceiling or endpoint.base_replicas
+    return status.scaling_limited and endpoint.reason.startswith(capped_at(ceiling))
+
+
 def _queue_waits_for(endpoint: InferenceEndpoint) -> bool:
-    return QueuedRequest.objects.filter(team_id=endpoint.team_id, flavor_id=endpoint.flavor_id).exists()
+    return _queue_waits(endpoint.team_id, endpoint.flavor_id)
+
+
+def _queue_waits(team_id: int, flavor_id: int) -> bool:
+    return QueuedRequest.objects.filter(team_id=team_id, flavor_id=flavor_id).exists()
+
+
+def _burst_held_back(team, flavor) -> tuple[str, str] | None:
+    """Why no burst is granted to the team's endpoints of ``flavor`` now, whatever the quota says.
+
+    ``(decision, words)``: queued work of the team waits for the flavor (it comes first), or
+    the month's spend passed the budget's alert threshold. None when neither holds.
+    """
+    if _queue_waits(team.pk, flavor.pk):
+        return Decision.CAPPED_BY_QUOTA, f"queued work of the team waits for {flavor.name}"
+    budget = budget_summary(team)
+    if budget["alert"]:
+        return Decision.CAPPED_BY_BUDGET, f"the month's spend passed {budget['alert_threshold_pct']}% of the budget"
+    return None
+
+
+@dataclass(frozen=True)
+class BurstOutlook:
+    """How far an endpoint would grow if its load asked now: ``replicas`` at most, and why not further."""
+
+    replicas: int
+    max_replicas: int
+    words: str
+
+
+def burst_outlook(team, flavor, gpus_per_replica: int, spot: bool, base: int, held: int,
+                  max_replicas: int) -> BurstOutlook:
+    """The most replicas burst would be granted up to now, by the rules :func:`_grow` applies.
+
+    ``held``: replicas whose units the endpoint holds already (its ceiling; 0 for one not
+    created yet). Each step asks :func:`quotas.admission.preview` — :func:`decide` — whether
+    the extra units would be admitted; nothing is locked or written.
+    """
+    low = max(base, held)
+    if max_replicas <= base:
+        return BurstOutlook(base, max_replicas, "no burst: the maximum is the minimum")
+    held_back = _burst_held_back(team, flavor)
+    if held_back is not None:
+        return BurstOutlook(low, max_replicas, f"no burst now: {held_back[1]}")
+    high = max_replicas
+    while low < high:  # decide() is monotone in the units asked: the largest that fits, by halves
+        middle = (low + high + 1) // 2
+        if _burst_preview(team, flavor, gpus_per_replica, spot, middle - held).admitted:
+            low = middle
+        else:
+            high = middle - 1
+    if low >= max_replicas:
+        return BurstOutlook(low, max_replicas, f"burst to all {max_replicas} replicas would be granted now")
+    refusal = _burst_preview(team, flavor, gpus_per_replica, spot, low + 1 - held)
+    why = refusal.message
+    if refusal.reason == QuotaReason.WAITING_FOR_QUOTA:
+        in_use, limit = admission.units_of(team, flavor.pk)
+        why = f"the team quota ({flavor.name} {in_use} of {limit} in use{'' if held else ' without this endpoint'})"
+    if low <= base:
+        return BurstOutlook(low, max_replicas, f"no burst now: {why}")
+    return BurstOutlook(low, max_replicas, f"burst up to {low} of {max_replicas} replicas would be granted now; "
+                                           f"not more: {why}")
+
+
+def _burst_preview(team, flavor, gpus_per_replica: int, spot: bool, replicas: int) -> admission.Decision:
+    """What decide() says now about ``replicas`` more replicas' units (a dry run: nothing locked or written)."""
+    return admission.preview(team, ResourceRequest(flavor=flavor.name, units=replicas * gpus_per_replica,
+                                                   units_per_node=gpus_per_replica, spot=spot,
+                                                   description="burst preview"))
 
 
 def follow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -> bool:
@@ -71,15 +162,11 @@ def follow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -
 
 def _grow(endpoint: InferenceEndpoint, ceiling: int, status: WorkloadStatus, now: datetime) -> None:
     """One more replica if the quota and the budget allow; else record (once) why not."""
-    if _queue_waits_for(endpoint):
-        _record_once(endpoint, Decision.CAPPED_BY_QUOTA, status, now, ceiling,
-                     f"capped at {ceiling} replicas: queued work of the team waits for {endpoint.flavor.name}")
-        return
-    budget = budget_summary(endpoint.team)
-    if budget["alert"]:
-        _record_once(endpoint, Decision.CAPPED_BY_BUDGET, status, now, ceiling,
-                     f"capped at {ceiling} replicas by the budget: the month's spend passed "
-                     f"{budget['alert_threshold_pct']}% of it")
+    held_back = _burst_held_back(endpoint.team, endpoint.flavor)
+    if held_back is not None:
+        decision, words = held_back
+        by = " by the budget" if decision == Decision.CAPPED_BY_BUDGET else ""
+        _record_once(endpoint, decision, status, now, ceiling, f"{capped_at(ceiling)}{by}: {words}")
         return
     with transaction.atomic():
         admission.lock_team(endpoint.team)
@@ -87,11 +174,11 @@ def _grow(endpoint: InferenceEndpoint, ceiling: int, status: WorkloadStatus, now
         if not decision.admitted:
             if decision.reason == QuotaReason.BUDGET_EXHAUSTED:
                 _record_once(endpoint, Decision.CAPPED_BY_BUDGET, status, now, ceiling,
-                             f"capped at {ceiling} replicas by the budget ({decision.message})")
+                             f"{capped_at(ceiling)} by the budget ({decision.message})")
             else:
                 in_use, limit = admission.units_of(endpoint.team, endpoint.flavor_id)
                 _record_once(endpoint, Decision.CAPPED_BY_QUOTA, status, now, ceiling,
-                             f"capped at {ceiling} replicas by the team quota "
+                             f"{capped_at(ceiling)} by the team quota "
                              f"({endpoint.flavor.name} {in_use} of {limit} in use)")
             return
         _move_ceiling(endpoint, ceiling, ceiling + 1, Decision.BURST_GRANTED, status, now,
@@ -123,6 +210,11 @@ def _move_ceiling(endpoint: InferenceEndpoint, old: int, new: int, decision: str
     InferenceEndpoint.objects.filter(pk=endpoint.pk).update(replica_ceiling=new, demand_below_ceiling_since=None)
     endpoint.replica_ceiling = new
     record(endpoint, decision, status, now, new, reason)
+    if new < old:
+        lifecycle.cap_billing(endpoint, endpoint.ceiling_units, now)  # units above the grant are not billed
+    if status is None:
+        # Moved outside an observation (budget stop, staff): no cycle samples this move.
+        sample(endpoint, endpoint.replicas, endpoint.desired_replicas, new, now)
     enqueue_apply(endpoint.identity)  # the ScaledObject's maxReplicaCount follows the ceiling
 
 
@@ -134,6 +226,23 @@ def record(endpoint: InferenceEndpoint, decision: str, status: WorkloadStatus | 
         desired_replicas=status.desired_replicas if status else endpoint.desired_replicas,
         metric_value=status.metric_value if status else None,
     )
+
+
+def sample(endpoint: InferenceEndpoint, ready: int, desired: int, ceiling: int, now: datetime) -> ReplicaSample:
+    """The replica counts from ``now`` on (the chart's data)."""
+    return ReplicaSample.objects.create(endpoint=endpoint, at=now, ready=ready, desired=desired, ceiling=ceiling)
+
+
+def note_counts(endpoint: InferenceEndpoint, before: tuple[int, int, int], status: WorkloadStatus,
+                now: datetime) -> None:
+    """Sample the counts an observation shows when they differ from ``before`` (ready, desired, ceiling).
+
+    ``before`` is what the endpoint's row said when the cycle read it; the ceiling is the one
+    :func:`follow` left. An endpoint that stays as it is writes nothing.
+    """
+    seen = (status.replicas, status.desired_replicas, endpoint.replica_ceiling)
+    if seen != before:
+        sample(endpoint, *seen, now)
 
 
 def _record_once(endpoint: InferenceEndpoint, decision: str, status: WorkloadStatus, now: datetime, ceiling: int,

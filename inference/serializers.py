@@ -10,8 +10,8 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from inference import constants as c
-from inference.models import InferenceEndpoint, ScalingEvent
-from workloads.api import IdleFields, QueuedFields, SecretEnvField, secret_env_input
+from inference.models import InferenceEndpoint, ReplicaSample, ScalingEvent
+from workloads.api import ForecastSerializer, IdleFields, QueuedFields, SecretEnvField, secret_env_input
 from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
 
 
@@ -19,7 +19,11 @@ class AutoscaleSerializer(serializers.Serializer):
     metric = serializers.ChoiceField(choices=c.Metric.choices, default=c.Metric.GPU_UTILIZATION)
     target = serializers.FloatField(min_value=0.001, required=False)
     engine = serializers.ChoiceField(choices=c.Engine.choices, required=False, help_text="queue_length only.")
-    query = serializers.CharField(max_length=c.MAX_QUERY_LENGTH, required=False, help_text="prometheus only.")
+    query = serializers.CharField(
+        max_length=c.MAX_QUERY_LENGTH, required=False,
+        help_text="PromQL, prometheus only. Every selector is confined to the team's namespace (namespace=\"…\" "
+                  "is added where absent; another namespace, regex or negation on it, {__name__=~…}, ranges over "
+                  "10m are refused); the stored query is the rewritten one.")
 
 
 class EndpointPatchSerializer(serializers.Serializer):
@@ -87,3 +91,18 @@ class ScalingEventSerializer(serializers.ModelSerializer):
         model = ScalingEvent
         fields = ["at", "replicas", "desired_replicas", "replica_ceiling", "metric_value", "decision", "reason"]
         read_only_fields = fields
+
+
+class ReplicaSampleSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ReplicaSample
+        fields = ["at", "ready", "desired", "ceiling"]
+        read_only_fields = fields
+
+
+class EndpointForecastSerializer(ForecastSerializer):
+    """An endpoint's dry run: the forecast of its minimum, plus its cost at the maximum and the burst possible now."""
+
+    cost_per_hour_at_max = serializers.DecimalField(max_digits=14, decimal_places=4)
+    burst_replicas_now = serializers.IntegerField(help_text="Replicas burst would be granted up to now.")
+    burst = serializers.CharField(help_text="The same in words, with what holds it back.")

@@ -10,12 +10,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+from decimal import Decimal
+
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from inference import scaling
-from inference.constants import LIVE_STATES, Decision, EndpointState
+from inference.constants import HOLDING_STATES, LIVE_STATES, Decision, EndpointState
 from inference.kind import EndpointKind
 from inference.models import InferenceEndpoint
 from inference.validation import check_sizes, parse_endpoint_request
@@ -25,7 +29,7 @@ from portal.services import audit
 from quotas import admission
 from quotas.constants import Reason as QuotaReason
 from quotas.models import GpuFlavor
-from workloads import secrets
+from workloads import lifecycle, secrets
 from workloads import services as workloads
 from workloads.forecast import Forecast, forecast
 
@@ -70,7 +74,7 @@ def create_endpoint(user, team: Team | str, data: dict) -> InferenceEndpoint:
     """
     # 1. Access and input (the access check loads the team when given its slug).
     team = require_team(user, team, Role.MEMBER).team
-    fields = parse_endpoint_request(data)
+    fields = parse_endpoint_request(data, namespace=team.namespace)
     flavor = _flavor(team, fields)
     fields.pop("flavor")
     secret_env = fields.pop("secret_env")
@@ -86,8 +90,9 @@ def create_endpoint(user, team: Team | str, data: dict) -> InferenceEndpoint:
             if decision.rejected:
                 raise ValidationError(_rejection_errors(decision))
             if decision.admitted:
-                scaling.record(endpoint, Decision.ADMITTED, None, timezone.now(), endpoint.replica_ceiling,
-                               decision.message)
+                now = timezone.now()
+                scaling.record(endpoint, Decision.ADMITTED, None, now, endpoint.replica_ceiling, decision.message)
+                scaling.sample(endpoint, 0, 0, endpoint.replica_ceiling, now)  # the chart starts here
             audit(AuditEvent.Action.ENDPOINT_CREATED, actor=user, team=team,
                   target=f"endpoint {endpoint.pk} ({endpoint.name})", flavor=flavor.name,
                   units=endpoint.base_replicas * endpoint.gpus_per_replica, outcome=decision.outcome)
@@ -97,13 +102,29 @@ def create_endpoint(user, team: Team | str, data: dict) -> InferenceEndpoint:
     return endpoint
 
 
-def preview_endpoint(team: Team, data: dict) -> Forecast:
+@dataclass(frozen=True)
+class EndpointForecast:
+    """What creating an endpoint would do now: the shared forecast (its minimum) and the burst above it."""
+
+    forecast: Forecast
+    cost_per_hour_at_max: Decimal
+    burst: scaling.BurstOutlook
+    min_replicas: int  #: for the cold-start words: at 0 the first request waits for a replica
+    startup_timeout_seconds: int
+
+    def as_dict(self) -> dict:
+        return {**self.forecast.as_dict(), "cost_per_hour_at_max": self.cost_per_hour_at_max,
+                "burst_replicas_now": self.burst.replicas, "burst": self.burst.words}
+
+
+def preview_endpoint(team: Team, data: dict) -> EndpointForecast:
     """What creating the endpoint would do now: cost range, its minimum's cost to the month's end
-    against the budget, and whether it would start now, queue (position, estimate) or be refused.
+    against the budget, whether it would start now, queue (position, estimate) or be refused —
+    and how far burst would be granted now.
 
     Raises ``ValidationError`` for bad input (as :func:`create_endpoint` would).
     """
-    fields = parse_endpoint_request(data)
+    fields = parse_endpoint_request(data, namespace=team.namespace)
     flavor = GpuFlavor.objects.filter(name=fields["flavor"], active=True).first()
     if flavor is None:
         raise ValidationError({"flavor": [f"Unknown flavor {fields['flavor']!r}."]})
@@ -113,13 +134,28 @@ def preview_endpoint(team: Team, data: dict) -> Forecast:
         raise ValidationError(errors)
     draft = InferenceEndpoint(team=team, flavor=flavor,
                               **{k: v for k, v in fields.items() if k not in ("flavor", "secret_env")})
-    return forecast(team, EndpointKind().resource_request(draft), flavor, None)
+    burst = scaling.burst_outlook(team, flavor, draft.gpus_per_replica, draft.spot, draft.base_replicas, 0,
+                                  draft.max_replicas)
+    result = forecast(team, EndpointKind().resource_request(draft), flavor, None)
+    # An endpoint has no end: in all, this month, its minimum costs what the budget counts.
+    result = dataclasses.replace(result, estimated_total=result.committed_cost)
+    return EndpointForecast(result,
+                            draft.cost_per_hour_range[1], burst, draft.min_replicas, draft.startup_timeout_seconds)
+
+
+def burst_now(endpoint: InferenceEndpoint) -> scaling.BurstOutlook | None:
+    """How far a live endpoint's burst would be granted now (None unless it holds quota)."""
+    if endpoint.state not in HOLDING_STATES:
+        return None
+    return scaling.burst_outlook(endpoint.team, endpoint.flavor, endpoint.gpus_per_replica, endpoint.spot,
+                                 endpoint.base_replicas, endpoint.replica_ceiling or endpoint.base_replicas,
+                                 endpoint.max_replicas)
 
 
 def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceEndpoint:
     """PATCH: change what API.md lets a PATCH change. Nothing changes when any of it is refused."""
     require_team(user, endpoint.team, Role.MEMBER)
-    changes = parse_endpoint_request(data, partial=True)
+    changes = parse_endpoint_request(data, partial=True, namespace=endpoint.team.namespace)
     with transaction.atomic():
         admission.lock_team(endpoint.team)  # sizes change only under the team's admission lock
         current = InferenceEndpoint.objects.select_for_update().get(pk=endpoint.pk)
@@ -135,14 +171,16 @@ def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceE
                              for name in hidden]
         if errors:
             raise ValidationError(errors)
-        resized = {"min_replicas", "max_replicas"} & set(changes)
+        resized = any(changes[name] != getattr(current, name)
+                      for name in ("min_replicas", "max_replicas") if name in changes)
         if resized and current.state == EndpointState.QUEUED:
             raise EndpointConflict("The endpoint waits for quota; delete it and create it with the new sizes.")
+        old_base = current.base_replicas
         for name, value in changes.items():
             setattr(current, name, value)
         if resized:
-            _resize(current)
-        current.save(update_fields=[*changes, "replica_ceiling"])
+            _resize(current, old_base)
+        current.save(update_fields=[*changes, "replica_ceiling", "demand_below_ceiling_since"])
         audit(AuditEvent.Action.ENDPOINT_CHANGED, actor=user, team=current.team,
               target=f"endpoint {current.pk} ({current.name})", fields=sorted(changes))
         if current.state != EndpointState.QUEUED:
@@ -150,20 +188,29 @@ def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceE
     return current
 
 
-def _resize(endpoint: InferenceEndpoint) -> None:
-    """Re-admit a changed minimum or maximum (the caller holds the team's lock; nothing is saved here).
+def _resize(endpoint: InferenceEndpoint, old_base: int) -> None:
+    """Re-admit a changed minimum or maximum (the caller holds the team's lock and saves the row).
 
-    The new ceiling is the new base (burst is granted again on demand), capped by the new
-    maximum. Growing must fit now — the units the endpoint holds count as its own; shrinking
-    releases units at once.
+    The ceiling keeps the burst it was granted, moved by the change: a lower minimum gives its
+    replicas' units back at once, a higher one must fit now (burst the endpoint holds counts
+    towards it), and a lower maximum caps the ceiling at once — replicas above it stop when the
+    ScaledObject is re-applied, and their units go back. Burst below the new maximum stays.
     """
-    ceiling = min(endpoint.base_replicas, endpoint.max_replicas)
+    current = endpoint.replica_ceiling or old_base
+    lowered_minimum = max(old_base - endpoint.base_replicas, 0)
+    ceiling = min(max(current - lowered_minimum, endpoint.base_replicas), endpoint.max_replicas)
     decision = admission.resize(endpoint.team, endpoint.ref, ceiling * endpoint.gpus_per_replica)
     if not decision.admitted:
         raise ValidationError({"min_replicas": [decision.message]})
-    endpoint.replica_ceiling = ceiling
-    scaling.record(endpoint, Decision.MINIMUM_CHANGED, None, timezone.now(), ceiling,
-                   f"min {endpoint.min_replicas}, max {endpoint.max_replicas}: {decision.message}")
+    now = timezone.now()
+    endpoint.replica_ceiling, endpoint.demand_below_ceiling_since = ceiling, None
+    scaling.record(endpoint, Decision.MINIMUM_CHANGED, None, now, ceiling,
+                   f"min {endpoint.min_replicas}, max {endpoint.max_replicas}: ceiling {current} \u2192 {ceiling}; "
+                   f"{decision.message}")
+    if ceiling != current:
+        scaling.sample(endpoint, endpoint.replicas, endpoint.desired_replicas, ceiling, now)
+    if ceiling < current:
+        lifecycle.cap_billing(endpoint, endpoint.ceiling_units, now)  # replicas above it are billed no more
 
 
 def scale_to_minimum(user, endpoint: InferenceEndpoint) -> bool:

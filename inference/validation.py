@@ -14,6 +14,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from cluster.promql import QueryRefused, scope_query
 from inference import constants as c
 from inference.constants import REQUEST_DRIVEN_METRICS, Engine, Metric
 from workloads.constants import MAX_GPUS_PER_NODE
@@ -29,7 +30,7 @@ PATCH_FIELDS = {"image", "env", "min_replicas", "max_replicas", "autoscale", "sc
 AUTOSCALE_KEYS = {"metric", "target", "engine", "query"}
 
 
-def _check_autoscale(col: Collector) -> dict:
+def _check_autoscale(col: Collector, namespace: str) -> dict:
     value = col.data.get("autoscale")
     if value in (None, {}):
         return {"metric": Metric.GPU_UTILIZATION, "target": 70}
@@ -61,9 +62,13 @@ def _check_autoscale(col: Collector) -> dict:
         inner.add("engine", "Only queue_length takes an engine.")
     query = value.get("query")
     if metric == Metric.PROMETHEUS:
-        if not isinstance(query, str) or not query.strip() or len(query) > c.MAX_QUERY_LENGTH or "\x00" in query:
-            inner.add("query", f"prometheus needs a PromQL query of at most {c.MAX_QUERY_LENGTH} characters.")
-        spec["query"] = query
+        # Confined to the team's namespace and bounded in cost (cluster.promql); what is stored,
+        # shown and rendered is the rewritten query, with the namespace matcher on every selector.
+        try:
+            spec["query"] = scope_query(query, namespace)
+        except QueryRefused as exc:
+            for problem in exc.problems:
+                inner.add("query", problem)
     elif query is not None:
         inner.add("query", "Only the prometheus metric takes a query.")
     for field_name, messages in inner.errors.items():
@@ -72,8 +77,12 @@ def _check_autoscale(col: Collector) -> dict:
     return spec
 
 
-def parse_endpoint_request(data: Mapping[str, Any], partial: bool = False) -> dict[str, Any]:
-    """Validate ``data`` into model field values (``flavor`` as its name). See the module docstring."""
+def parse_endpoint_request(data: Mapping[str, Any], partial: bool = False, *, namespace: str) -> dict[str, Any]:
+    """Validate ``data`` into model field values (``flavor`` as its name). See the module docstring.
+
+    ``namespace`` is the team's Kubernetes namespace: a ``prometheus`` autoscale query may read
+    only that namespace's series (:func:`cluster.promql.scope_query`).
+    """
     if not isinstance(data, Mapping):
         raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
     col = Collector(data)
@@ -114,7 +123,7 @@ def parse_endpoint_request(data: Mapping[str, Any], partial: bool = False) -> di
     if given("max_replicas"):
         out["max_replicas"] = col.integer("max_replicas", None, 1, c.MAX_REPLICAS)
     if given("autoscale"):
-        out["autoscale"] = _check_autoscale(col)
+        out["autoscale"] = _check_autoscale(col, namespace)
     if given("scale_down_delay_seconds"):
         out["scale_down_delay_seconds"] = col.integer("scale_down_delay_seconds", c.DEFAULT_SCALE_DOWN_DELAY_SECONDS,
                                                       0, c.MAX_SCALE_DOWN_DELAY_SECONDS)
@@ -130,7 +139,8 @@ def check_sizes(min_replicas: int, max_replicas: int, autoscale: dict, gpus_per_
     """Rules across fields (also for a PATCH, against the endpoint's current values)."""
     errors: dict[str, list[str]] = {}
     if max_replicas < max(1, min_replicas):
-        errors["max_replicas"] = ["Must be at least max(1, min_replicas)."]
+        errors["max_replicas"] = [f"Must be at least {min_replicas}, the minimum replicas." if min_replicas >= 1
+                                  else "Must be at least 1."]
     if min_replicas == 0 and autoscale.get("metric") not in REQUEST_DRIVEN_METRICS:
         errors["min_replicas"] = ["0 needs a request-driven autoscale metric (requests_per_second, queue_length or "
                                   "prometheus): at zero replicas there is no GPU metric to wake on."]

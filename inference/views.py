@@ -22,6 +22,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from inference import services
 from inference.chart import replicas_chart
+from inference.constants import LIVE_STATES, EndpointState
 from inference.forms import EndpointEditForm, EndpointForm
 from inference.models import InferenceEndpoint
 from portal.models import Role
@@ -45,23 +46,39 @@ from workloads.views import (
 )
 
 PER_PAGE = 25
+#: Replica samples the chart draws (the newest; each is a change, so this spans hours to weeks).
+CHART_SAMPLES = 300
 #: What the live preview prices and admits.
-PREVIEW_FIELDS = ("flavor", "gpus_per_replica", "min_replicas", "max_replicas", "autoscale", "spot")
+PREVIEW_FIELDS = ("flavor", "gpus_per_replica", "min_replicas", "max_replicas", "autoscale", "spot",
+                  "startup_timeout_seconds")
+
+
+#: Filter values of the endpoints list: by default every endpoint but the deleted ones.
+STATE_FILTERS = [("", "Not deleted"), ("live", "Live (may change)"), *EndpointState.choices, ("all", "All, deleted too")]
 
 
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")
 def endpoint_list(request: HttpRequest) -> HttpResponse:
-    """The current team's endpoints, newest first: state, replicas, cost per hour, cost to date."""
+    """The current team's endpoints, newest first, by state (deleted ones only when asked for)."""
     membership = current_membership(request)
     if membership is None:
         return no_team(request)
     team = membership.team
-    page = Paginator(InferenceEndpoint.objects.filter(team=team).for_list(), PER_PAGE).get_page(request.GET.get("page"))
+    state = request.GET.get("state", "")
+    endpoints = InferenceEndpoint.objects.filter(team=team).for_list()
+    if state == "live":
+        endpoints = endpoints.filter(state__in=LIVE_STATES)
+    elif state in EndpointState.values:
+        endpoints = endpoints.filter(state=state)
+    elif state != "all":
+        state = ""
+        endpoints = endpoints.exclude(state=EndpointState.DELETED)
+    page = Paginator(endpoints, PER_PAGE).get_page(request.GET.get("page"))
     positions = admission.queue_positions(team) if any(e.state == "queued" for e in page) else {}
     context = {"team": team, "page": page, "rows": [(e, positions.get(e.ref)) for e in page],
-               "can_submit": membership.allows(Role.MEMBER)}
+               "can_submit": membership.allows(Role.MEMBER), "state": state, "state_filters": STATE_FILTERS}
     template = "inference/endpoint_list.html#rows" if wants_partial(request) else "inference/endpoint_list.html"
     return render(request, template, context)
 
@@ -69,12 +86,12 @@ def endpoint_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def endpoint_state(request: HttpRequest, pk: int) -> HttpResponse:
-    """The polling cells of one endpoint's row (state, replicas, cost); 286 once it is final."""
+    """The polled row of one endpoint (state, replicas, cost); 286 once it is final."""
     endpoint = services.get_endpoint_for_user(request.user, pk)
     context = {"endpoint": endpoint,
                "position": admission.queue_positions(endpoint.team).get(endpoint.ref)
                if endpoint.state == "queued" else None}
-    return render(request, "inference/endpoint_list.html#live", context, status=polling_status(endpoint))
+    return render(request, "inference/endpoint_list.html#row", context, status=polling_status(endpoint))
 
 
 def _form_context(request: HttpRequest, team, form) -> dict:
@@ -127,18 +144,21 @@ def endpoint_preview(request: HttpRequest) -> HttpResponse:
     data = {"name": "preview", "image": "busybox", **{k: v for k, v in form.api_data.items()
                                                       if k in PREVIEW_FIELDS and v not in ("", None)}}
     try:
-        preview = services.preview_endpoint(membership.team, data)
-        message = ""
+        result = services.preview_endpoint(membership.team, data)
+        preview, message = result.forecast, ""
     except ValidationError as exc:
-        preview, message = None, "; ".join(f"{k}: {v[0]}" for k, v in exc.message_dict.items())
+        result, preview, message = None, None, "; ".join(f"{k}: {v[0]}" for k, v in exc.message_dict.items())
     return render(request, "inference/_endpoint_preview.html",
-                  {"preview": preview, "message": message, "argv": command_echo(request.POST)})
+                  {"preview": preview, "endpoint_preview": result, "message": message,
+                   "argv": command_echo(request.POST)})
 
 
 def _detail_context(request: HttpRequest, endpoint: InferenceEndpoint) -> dict:
     membership = require_team(request.user, endpoint.team)
-    return {"endpoint": endpoint, "can_edit": membership.allows(Role.MEMBER) and not endpoint.is_final,
-            "can_delete": not endpoint.is_final and may_end(request.user, endpoint, membership),
+    # A deleting endpoint can neither be changed nor deleted again: no buttons for it.
+    live = endpoint.state in LIVE_STATES
+    return {"endpoint": endpoint, "can_edit": live and membership.allows(Role.MEMBER),
+            "can_delete": live and may_end(request.user, endpoint, membership),
             **idle_context(endpoint)}
 
 
@@ -151,14 +171,14 @@ def endpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context = _detail_context(request, endpoint)
     if wants_partial(request):
         return render(request, "inference/endpoint_detail.html#status", context, status=polling_status(endpoint))
-    events = list(endpoint.scaling_events.all()[:200])
-    samples = [(e.at, e.replicas, e.desired_replicas, e.replica_ceiling) for e in reversed(events)]
+    samples = endpoint.replica_samples.values_list("at", "ready", "desired", "ceiling")[:CHART_SAMPLES]
     context.update(
-        log=events[:50],
-        chart=replicas_chart(samples, timezone.now(), (endpoint.replicas, endpoint.desired_replicas,
+        log=endpoint.scaling_events.all()[:50],
+        chart=replicas_chart(list(reversed(samples)), timezone.now(), (endpoint.replicas, endpoint.desired_replicas,
                                                         endpoint.replica_ceiling), endpoint.min_replicas,
                              endpoint.max_replicas),
         manifest=yaml.safe_dump_all(workloads.manifests(endpoint), sort_keys=False),
+        burst=services.burst_now(endpoint),
     )
     context.update({**events_panel(endpoint), **log_panel(request, endpoint)})
     return render(request, "inference/endpoint_detail.html", context)
@@ -190,6 +210,10 @@ def endpoint_events(request: HttpRequest, pk: int) -> HttpResponse:
 def endpoint_edit(request: HttpRequest, pk: int) -> HttpResponse:
     """Change image, env, sizes or autoscaling (a PATCH through ``services.update_endpoint``)."""
     endpoint = services.get_endpoint_for_user(request.user, pk, Role.MEMBER)
+    if endpoint.state not in LIVE_STATES:
+        messages.error(request, f"Endpoint {endpoint.name} is {endpoint.get_state_display().lower()}; "
+                                "it can no longer be changed.")
+        return redirect("inference:endpoint-detail", pk=endpoint.pk)
     autoscale = endpoint.autoscale or {}
     initial = {"image": endpoint.image, "env": "\n".join(f"{k}={v}" for k, v in endpoint.env.items()),
                "min_replicas": endpoint.min_replicas, "max_replicas": endpoint.max_replicas,

@@ -13,8 +13,8 @@ from workloads.admin import WorkloadAdmin
 class TrainingRunAdmin(WorkloadAdmin):
     """Read-only rows (the portal and the API change runs); the one action is a cancel."""
 
-    list_display = ["name", "team", "state", "flavor", "created_by", "created_at", "billed"]
-    sortable_by = ["created_at", "billed", "name", "state"]
+    list_display = ["name", "team", "state", "flavor", "created_by", "created", "billed"]
+    sortable_by = ["created", "billed", "name", "state"]
     actions = ["cancel_runs"]
 
     @admin.action(description="Cancel the selected runs (quota released, objects deleted)")

@@ -3,7 +3,9 @@
 The sandbox reads ``SLIPWAY_SIM_DURATION`` / ``SLIPWAY_SIM_OUTCOME`` from a run's env, so
 the demo shows every path a real cluster takes: quick successes, an out-of-memory failure,
 a bad image, a run that fails once and recovers on its retry, a long distributed run, a
-MIG-slice run and work queued behind quota. Runs go
+MIG-slice run and work queued behind quota. Each has a runtime limit a little above its
+running time, as a team on a budget sets them (a run without one counts against the budget
+until the month's end), except the forgotten notebook, which is the point of its story. Runs go
 through :func:`jobs.services.submit_run` like any other, so admission and the queue are real.
 Idempotent: a team that already has runs gets no more.
 """
@@ -32,32 +34,32 @@ IMAGE = "registry.example.com/ml/trainer:2.4"
 
 #: (team, user, run fields)
 DEMO_RUNS: tuple[tuple[str, str, dict], ...] = (
-    ("ml-research", "alice", {"name": "bert-finetune", "flavor": "a100-80gb", "gpus_per_worker": 2,
+    ("ml-research", "alice", {"name": "bert-finetune", "max_runtime_minutes": 5, "flavor": "a100-80gb", "gpus_per_worker": 2,
                               "env": {"SLIPWAY_SIM_DURATION": "90s"}}),
-    ("ml-research", "alice", {"name": "llama-pretrain", "flavor": "h100-80gb", "gpus_per_worker": 4, "workers": 2,
+    ("ml-research", "alice", {"name": "llama-pretrain", "max_runtime_minutes": 20, "flavor": "h100-80gb", "gpus_per_worker": 4, "workers": 2,
                               "priority": "high", "shm_gb": 64, "env": {"SLIPWAY_SIM_DURATION": "15m"}}),
-    ("ml-research", "alice", {"name": "resnet-oom", "flavor": "a100-80gb", "gpus_per_worker": 1, "max_retries": 0,
+    ("ml-research", "alice", {"name": "resnet-oom", "max_runtime_minutes": 5, "flavor": "a100-80gb", "gpus_per_worker": 1, "max_retries": 0,
                               "env": {"SLIPWAY_SIM_DURATION": "40s", "SLIPWAY_SIM_OUTCOME": "oom"}}),
-    ("ml-research", "bob", {"name": "sweep-lr-3e-4", "flavor": "a100-80gb", "gpus_per_worker": 4,
+    ("ml-research", "bob", {"name": "sweep-lr-3e-4", "max_runtime_minutes": 5, "flavor": "a100-80gb", "gpus_per_worker": 4,
                             "env": {"SLIPWAY_SIM_DURATION": "3m"}}),
     # Needs 4 while 7 of 8 A100s are held: waits in the queue until bert-finetune finishes.
-    ("ml-research", "bob", {"name": "sweep-lr-1e-4", "flavor": "a100-80gb", "gpus_per_worker": 4,
+    ("ml-research", "bob", {"name": "sweep-lr-1e-4", "max_runtime_minutes": 5, "flavor": "a100-80gb", "gpus_per_worker": 4,
                             "env": {"SLIPWAY_SIM_DURATION": "2m"}}),
-    ("ml-research", "alice", {"name": "tokenizer-eval", "flavor": "a100-1g.10gb", "gpus_per_worker": 1,
+    ("ml-research", "alice", {"name": "tokenizer-eval", "max_runtime_minutes": 5, "flavor": "a100-1g.10gb", "gpus_per_worker": 1,
                               "env": {"SLIPWAY_SIM_DURATION": "2m"}}),
-    ("vision", "dave", {"name": "yolo-train", "flavor": "a100-80gb", "gpus_per_worker": 4,
+    ("vision", "dave", {"name": "yolo-train", "max_runtime_minutes": 10, "flavor": "a100-80gb", "gpus_per_worker": 4,
                         "env": {"SLIPWAY_SIM_DURATION": "5m"}}),
     # Spot capacity exists only among the L4 nodes of the sandbox's inventory.
-    ("vision", "dave", {"name": "clip-eval-spot", "flavor": "l4", "gpus_per_worker": 1, "spot": True,
+    ("vision", "dave", {"name": "clip-eval-spot", "max_runtime_minutes": 5, "flavor": "l4", "gpus_per_worker": 1, "spot": True,
                         "env": {"SLIPWAY_SIM_DURATION": "3m"}}),
-    ("vision", "dave", {"name": "vit-typo-image", "flavor": "l4", "gpus_per_worker": 1,
+    ("vision", "dave", {"name": "vit-typo-image", "max_runtime_minutes": 10, "flavor": "l4", "gpus_per_worker": 1,
                         "image": "registry.example.com/vision/vit:does-not-exist",
                         "env": {"SLIPWAY_SIM_OUTCOME": "image-pull"}}),
-    ("nlp", "erin", {"name": "t5-distill", "flavor": "h100-80gb", "gpus_per_worker": 4,
+    ("nlp", "erin", {"name": "t5-distill", "max_runtime_minutes": 10, "flavor": "h100-80gb", "gpus_per_worker": 4,
                      "env": {"SLIPWAY_SIM_DURATION": "4m"}}),
     # Its first attempt dies (a flaky data loader) and the retry succeeds: the run page says
     # "attempt 2 of 3; attempt 1 ended: Error (exit 1)" and keeps attempt 1's log in the picker.
-    ("nlp", "erin", {"name": "t5-flaky-loader", "flavor": "h100-80gb", "gpus_per_worker": 2,
+    ("nlp", "erin", {"name": "t5-flaky-loader", "max_runtime_minutes": 10, "flavor": "h100-80gb", "gpus_per_worker": 2,
                      "env": {"SLIPWAY_SIM_DURATION": "90s", "SLIPWAY_SIM_OUTCOME": "fail",
                              "SLIPWAY_SIM_FAILED_ATTEMPTS": "1"}}),
     # A forgotten interactive run: its GPU barely works, so its time shows as idle-GPU waste.

@@ -71,7 +71,7 @@ class TrainingKind(WorkloadKind):
     def resource_request(self, run: TrainingRun) -> ResourceRequest:
         return ResourceRequest(flavor=run.flavor.name, units=run.total_units, units_per_node=run.gpus_per_worker,
                                priority=run.priority, spot=run.spot, description=f"run {run.name}",
-                               estimated_cost=run.estimated_total_cost)
+                               estimated_cost=run.estimated_total_cost, cost_per_hour=run.estimated_cost_per_hour)
 
     def manifests(self, run: TrainingRun) -> list[dict]:
         return build_training(training_spec(run), portal.cluster.cluster_config())

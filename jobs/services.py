@@ -119,9 +119,11 @@ def preview_run(team: Team, data: dict) -> Forecast:
         return Forecast("invalid", f"{first[0]}: {first[1][0]}")
     flavor = GpuFlavor.objects.filter(name=request.flavor, active=True).first()
     quota_request = _quota_request(request)
-    if flavor is not None and request.max_runtime_minutes:
-        quota_request = dataclasses.replace(quota_request, estimated_cost=cost_per_hour(
-            flavor, quota_request.units, request.spot) * request.max_runtime_minutes / 60)
+    if flavor is not None:
+        # Priced as the run's own request will be (jobs.kind): per hour, and in all with a limit.
+        rate = cost_per_hour(flavor, quota_request.units, request.spot)
+        total = rate * request.max_runtime_minutes / 60 if request.max_runtime_minutes else None
+        quota_request = dataclasses.replace(quota_request, cost_per_hour=rate, estimated_cost=total)
     duration = timedelta(minutes=request.max_runtime_minutes) if request.max_runtime_minutes else None
     return forecast(team, quota_request, flavor, duration)
 

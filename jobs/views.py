@@ -41,7 +41,7 @@ from quotas.services import budget_bar, usage_bars, usage_summary
 from workloads import secrets
 from workloads import services as workloads
 from workloads.api import pk_of
-from workloads.forecast import estimated_starts
+from workloads.forecast import CAPACITY_WAIT, StartEstimate, estimated_starts
 from workloads.forms import command_echo
 from workloads.idle import idle_context
 from workloads.views import (
@@ -215,15 +215,15 @@ def timeline(run: TrainingRun) -> list[Step]:
 
 def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
     membership = require_team(request.user, run.team)
-    reason, start, raw = run.reason, "", ""
+    reason, start, raw = run.reason, None, ""
     if run.state == RunState.QUEUED:
         # The stored reason is from submission time; the queue's reason uses current figures.
         reason = admission.queue_reason(run.team, run.ref) or reason
-        estimate = estimated_starts(run.team).get(run.ref)
-        start = estimate.words() if estimate is not None else ""
+        start = estimated_starts(run.team).get(run.ref)
     elif reason.startswith(WAITING_FOR_CAPACITY) and not run.is_final:
         # The reconciler put the scheduler's words into plain ones; theirs stay one click away.
         raw = scheduler_message(workloads.events(run))
+        start = StartEstimate(None, unknown=CAPACITY_WAIT)
     return {"run": run, "timeline": timeline(run), "reason": reason, "start": start, "scheduler_message": raw,
             "can_cancel": not run.is_final and may_end(request.user, run, membership),
             "can_rerun": membership.allows(Role.MEMBER), **idle_context(run)}

@@ -6,7 +6,7 @@ from django.contrib import admin
 
 from portal import services
 from portal.models import ApiToken, AuditEvent, Membership, Team
-from quotas.admin import ReadOnlyAdmin, TeamBudgetInline, TeamQuotaInline, save_team_formset
+from quotas.admin import ReadOnlyAdmin, TeamBudgetInline, TeamQuotaInline, save_team_formset, when_column
 from quotas.admission import lock_team
 
 admin.site.site_header = "Slipway admin console"
@@ -78,7 +78,11 @@ class MembershipAdmin(admin.ModelAdmin):
 class ApiTokenAdmin(admin.ModelAdmin):
     """Tokens are created by their owners; staff may only look and revoke."""
 
-    list_display = ["name", "user", "key_prefix", "created_at", "expires_at", "revoked_at", "last_used_at"]
+    list_display = ["name", "user", "key_prefix", "created", "expires", "revoked", "last_used"]
+    created = when_column("created_at", "created")
+    expires = when_column("expires_at", "expires")
+    revoked = when_column("revoked_at", "revoked")
+    last_used = when_column("last_used_at", "last used")
     list_filter = ["revoked_at"]
     search_fields = ["name", "user__username", "key_prefix"]
     readonly_fields = ["user", "name", "key_prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
@@ -97,7 +101,8 @@ class ApiTokenAdmin(admin.ModelAdmin):
 class AuditEventAdmin(ReadOnlyAdmin):
     """Read-only: the audit log is append-only."""
 
-    list_display = ["created_at", "actor_name", "action", "team", "target", "ip_address"]
+    list_display = ["at", "actor_name", "action", "team", "target", "ip_address"]
+    at = when_column("created_at", "at", "seconds")
     list_filter = ["action", "team"]
     search_fields = ["actor_name", "target"]
     date_hierarchy = "created_at"

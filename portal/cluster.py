@@ -24,6 +24,7 @@ def cluster_config() -> ClusterConfig:
     return ClusterConfig(
         gang_scheduler=settings.SLIPWAY_GANG_SCHEDULER or None,
         prometheus_url=settings.SLIPWAY_PROMETHEUS_URL,
+        prometheus_proxy_url=settings.SLIPWAY_PROMETHEUS_PROXY_URL or None,
         run_as_non_root=settings.SLIPWAY_RUN_AS_NON_ROOT,
     )
 

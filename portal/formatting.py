@@ -5,7 +5,10 @@
   they tell events apart (``precision="seconds"``: scaling decisions seconds apart).
 * Money: ``12,345.67 USD`` — thousands separators, cents, the currency code after the amount,
   rounded half up (as the ledger's reports). Unit prices may keep four decimals where the
-  tail matters (a MIG slice at 0.5857 an hour): ``precise=True``.
+  tail matters (a MIG slice at 0.5857 an hour): ``precise=True``. Files and programs (CSV
+  downloads) get the same cents without separators (:func:`plain_amount`), the currency in
+  a column of its own.
+* Durations: ``2 h 05 min`` (:func:`format_duration`): "running for …", "ran for …".
 
 The template filters ``when`` and ``money`` (``portal.templatetags.slipway``), the admission
 reasons and the flavor picker's labels all call these. The API is not formatted here: it keeps
@@ -14,7 +17,7 @@ machine values (RFC 3339 times, decimal strings).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from django.conf import settings
@@ -70,19 +73,38 @@ def _decimal(value) -> Decimal | None:
         return None
 
 
+#: How money is rounded wherever a person reads it (pages, CSV files, the API's report).
+MONEY_ROUNDING = ROUND_HALF_UP
+
+
+def _rounded(amount: Decimal, places: Decimal) -> Decimal:
+    rounded = amount.quantize(places, MONEY_ROUNDING)
+    return abs(rounded) if rounded == 0 else rounded  # never "-0.00"
+
+
 def format_amount(value, *, precise: bool = False) -> str:
     """``12,345.67``: the number of a money amount (``precise``: four decimals when cents would lose some)."""
     amount = _decimal(value)
     if amount is None:
         return NOTHING
     try:
-        places = TEN_THOUSANDTH if precise and amount != amount.quantize(CENT, ROUND_HALF_UP) else CENT
-        rounded = amount.quantize(places, ROUND_HALF_UP)
+        places = TEN_THOUSANDTH if precise and amount != amount.quantize(CENT, MONEY_ROUNDING) else CENT
+        rounded = _rounded(amount, places)
     except InvalidOperation:  # beyond the context's 28 digits: nothing a budget holds
         return str(amount)
-    if rounded == 0:
-        rounded = abs(rounded)  # never "-0.00"
     return f"{rounded:,}"
+
+
+def plain_amount(value) -> str:
+    """``12345.67``: a money amount for files and programs (CSV cells) — cents, as :func:`format_amount`
+    rounds them, without thousands separators or exponents (never ``0E-10``); ``""`` for no amount."""
+    amount = _decimal(value)
+    if amount is None:
+        return ""
+    try:
+        return f"{_rounded(amount, CENT):f}"
+    except InvalidOperation:
+        return f"{amount:f}"
 
 
 def format_money(value, currency: str | None = None, *, precise: bool = False) -> str:
@@ -91,3 +113,29 @@ def format_money(value, currency: str | None = None, *, precise: bool = False) -
     if number == NOTHING:
         return NOTHING
     return f"{number} {currency or settings.SLIPWAY_CURRENCY}"
+
+
+def format_duration(value) -> str:
+    """``45 s``, ``3 min 20 s``, ``42 min``, ``2 h 05 min``, ``3 d 4 h`` for a timedelta or seconds; ``—`` for nothing.
+
+    Seconds only while they matter (under ten minutes); a negative span (clocks apart) is ``0 s``.
+    """
+    if value is None or value == "":
+        return NOTHING
+    try:
+        seconds = int(value.total_seconds() if isinstance(value, timedelta) else float(value))
+    except (TypeError, ValueError, OverflowError):
+        return NOTHING
+    seconds = max(seconds, 0)
+    minutes, sec = divmod(seconds, 60)
+    hours, mins = divmod(minutes, 60)
+    days, hrs = divmod(hours, 24)
+    if days:
+        return f"{days} d {hrs} h"
+    if hours:
+        return f"{hours} h {mins:02d} min"
+    if minutes >= 10:
+        return f"{minutes} min"
+    if minutes:
+        return f"{minutes} min {sec} s"
+    return f"{sec} s"

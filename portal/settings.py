@@ -234,6 +234,10 @@ SLIPWAY_KUBE_BURST = env_int("SLIPWAY_KUBE_BURST", 40)
 SLIPWAY_KUBE_TIMEOUT = env_float("SLIPWAY_KUBE_TIMEOUT", 10.0)
 SLIPWAY_GANG_SCHEDULER = env_str("SLIPWAY_GANG_SCHEDULER", "")  # "" | volcano | scheduler-plugins
 SLIPWAY_PROMETHEUS_URL = env_str("SLIPWAY_PROMETHEUS_URL", "http://prometheus-operated.monitoring.svc:9090")
+# Optional second wall for user-written autoscale queries (docs/security.md): a label-enforcing
+# proxy in front of Prometheus (deploy/prometheus-label-proxy.yaml) that the `prometheus` metric's
+# triggers reach through each team's TriggerAuthentication; empty: they query SLIPWAY_PROMETHEUS_URL.
+SLIPWAY_PROMETHEUS_PROXY_URL = env_str("SLIPWAY_PROMETHEUS_PROXY_URL", "")
 # Where the reconciler reads GPU utilization (DCGM series) for idle-GPU waste; empty: not measured.
 SLIPWAY_METRICS_URL = env_str("SLIPWAY_METRICS_URL", SLIPWAY_PROMETHEUS_URL)
 # GPUs whose utilization stays under this percent are idle time; flagged after this many minutes.

@@ -14,10 +14,36 @@ from django.db import transaction
 from django.db.models import IntegerField, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
-from portal.formatting import format_money
+from portal.formatting import format_money, format_when
 from portal.services import client_ip
 from quotas import services
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, UsageRecord
+
+# -- list columns in the portal's formats -----------------------------------------------------
+
+
+def when_column(field: str, description: str, precision: str = "minutes"):
+    """A list column writing the time ``field`` as the portal does (``2026-11-23 14:05 UTC``), sortable by it."""
+
+    @admin.display(description=description, ordering=field)
+    def column(self, obj) -> str:
+        return format_when(getattr(obj, field), precision)
+
+    return column
+
+
+def money_column(field: str, description: str, currency_field: str | None = None, *, precise: bool = False):
+    """A list column writing the amount ``field`` as the portal does (``12,345.67 USD``), sortable by it.
+
+    ``currency_field`` names the row's own currency (a budget's, a ledger row's); else the portal's.
+    """
+
+    @admin.display(description=description, ordering=field)
+    def column(self, obj) -> str:
+        currency = getattr(obj, currency_field) if currency_field else None
+        return format_money(getattr(obj, field), currency, precise=precise)
+
+    return column
 
 
 def _in_use_subquery():
@@ -88,7 +114,9 @@ def save_team_formset(request, formset, team) -> None:
 @admin.register(GpuFlavor)
 class GpuFlavorAdmin(admin.ModelAdmin):
     list_display = ["name", "resource_name", "gpu_model", "mig_profile", "gpu_memory_gb", "gpu_fraction",
-                    "max_units_per_node", "price_per_hour", "spot_price_per_hour", "active"]
+                    "max_units_per_node", "price", "spot_price", "active"]
+    price = money_column("price_per_hour", "price per hour", precise=True)
+    spot_price = money_column("spot_price_per_hour", "spot price per hour", precise=True)
     list_filter = ["active", "resource_name", "gpu_model"]
     search_fields = ["name", "gpu_model", "resource_name", "description"]
     fieldsets = [
@@ -139,7 +167,8 @@ class TeamQuotaAdmin(InUseMixin, admin.ModelAdmin):
 
 @admin.register(TeamBudget)
 class TeamBudgetAdmin(admin.ModelAdmin):
-    list_display = ["team", "monthly_limit", "currency", "alert_threshold_percent", "policy", "spent"]
+    list_display = ["team", "limit", "alert_threshold_percent", "policy", "spent"]
+    limit = money_column("monthly_limit", "monthly limit", "currency")
     list_filter = ["currency"]
     search_fields = ["team__slug", "team__name"]
     autocomplete_fields = ["team"]
@@ -191,8 +220,9 @@ class ActiveFilter(admin.SimpleListFilter):
 
 @admin.register(Reservation)
 class ReservationAdmin(ReadOnlyAdmin):
-    list_display = ["ref", "team", "flavor", "units", "units_per_node", "priority", "spot", "created_at",
-                    "released_at"]
+    list_display = ["ref", "team", "flavor", "units", "units_per_node", "priority", "spot", "created", "released"]
+    created = when_column("created_at", "created")
+    released = when_column("released_at", "released")
     list_filter = [ActiveFilter, "flavor", "spot", "team"]
     search_fields = ["ref", "team__slug", "description"]
     list_select_related = ["team", "flavor"]
@@ -201,7 +231,11 @@ class ReservationAdmin(ReadOnlyAdmin):
 
 @admin.register(QueuedRequest)
 class QueuedRequestAdmin(ReadOnlyAdmin):
-    list_display = ["ref", "team", "flavor", "units", "units_per_node", "priority", "spot", "created_at"]
+    list_display = ["ref", "team", "flavor", "units", "units_per_node", "priority", "spot", "cost_per_hour_",
+                    "estimated_cost_", "created"]
+    created = when_column("created_at", "created")
+    cost_per_hour_ = money_column("cost_per_hour", "commits per hour")
+    estimated_cost_ = money_column("estimated_cost", "estimated cost")
     list_filter = ["flavor", "priority", "team"]
     search_fields = ["ref", "team__slug", "description"]
     list_select_related = ["team", "flavor"]
@@ -210,8 +244,16 @@ class QueuedRequestAdmin(ReadOnlyAdmin):
 
 @admin.register(UsageRecord)
 class UsageRecordAdmin(ReadOnlyAdmin):
-    list_display = ["ref", "team", "flavor", "user", "hour", "start", "end", "units", "spot", "gpu_hours", "cost",
-                    "currency"]
+    list_display = ["ref", "team", "flavor", "user", "hour_", "start_", "end_", "units", "spot", "gpu_hours_",
+                    "cost_"]
+    hour_ = when_column("hour", "hour")
+    start_ = when_column("start", "start", "seconds")
+    end_ = when_column("end", "end", "seconds")
+    cost_ = money_column("cost", "cost", "currency")
+
+    @admin.display(description="GPU-hours", ordering="gpu_hours")
+    def gpu_hours_(self, record: UsageRecord) -> str:
+        return f"{record.gpu_hours:.4f}"  # the column keeps ten decimals for exact sums
     list_filter = ["flavor", "spot", "team"]
     search_fields = ["ref", "team__slug", "user__username"]
     list_select_related = ["team", "flavor", "user"]

@@ -30,7 +30,7 @@ from django.utils import timezone
 from portal.formatting import format_amount
 from portal.models import Team
 from quotas.constants import Outcome, Priority, Reason
-from quotas.ledger import ZERO, committed, cost_ahead, month_end, month_start, open_spend
+from quotas.ledger import ZERO, committed, cost_ahead, hours_left_in_month, month_end, month_start, open_spend
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, UsageRecord
 from quotas.signals import workload_admitted
 
@@ -47,6 +47,24 @@ class ResourceRequest:
     description: str = ""
     #: The estimated cost of the whole request (a known end), or None when its end is unknown.
     estimated_cost: Decimal | None = None
+    #: What admitting it commits per hour (its units at its price; an endpoint's guaranteed
+    #: minimum), or None for a request the budget does not weigh (an endpoint's burst, which
+    #: is never committed and goes back when the budget is spent).
+    cost_per_hour: Decimal | None = None
+
+    def committed_cost(self, hours_left: Decimal) -> Decimal | None:
+        """What admitting it commits this month, with ``hours_left`` until the month's end.
+
+        The rule that never rewards leaving a runtime limit out: a request with a known end
+        commits its estimated cost, but no more than it costs until the month's end; one
+        without a known end (a run without a limit, an endpoint's minimum) commits what it
+        costs until the month's end — the most any limit could commit this month. It is the
+        figure :func:`quotas.ledger.committed` counts for the workload once it is admitted.
+        """
+        if self.cost_per_hour is None:
+            return self.estimated_cost
+        to_month_end = self.cost_per_hour * max(hours_left, ZERO)
+        return to_month_end if self.estimated_cost is None else min(self.estimated_cost, to_month_end)
 
 
 @dataclass(frozen=True)
@@ -84,7 +102,10 @@ class BudgetState:
     monthly_limit: Decimal | None = None  # None: no budget, spending is unlimited
     spent_month: Decimal = ZERO
     currency: str = "USD"
-    committed: Decimal = ZERO  # estimated cost still to come from admitted work with a known end
+    committed: Decimal = ZERO  # estimated cost still to come from admitted work (ledger.committed)
+    #: Hours until the month's end: what work without a known end commits (a month of 31 days
+    #: when not given, the most a month can leave).
+    hours_left: Decimal = Decimal(31 * 24)
 
     @property
     def left(self) -> Decimal:
@@ -96,6 +117,10 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
     """Admit, queue or reject ``request`` given ``usage`` units of its flavor in use by the team.
 
     Checks run from "can never work" to "not now", so the message names the real obstacle.
+    Money: a request waits for budget when what admitting it commits this month
+    (:meth:`ResourceRequest.committed_cost`: without a runtime limit, its cost until the month's
+    end) exceeds what the budget leaves after spent and committed money. More committed money
+    only ever queues (``admit`` relies on it to decide at a bound first).
     """
     name, units = request.flavor, request.units
     if not quota.exists:
@@ -122,11 +147,14 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
     if usage + units > quota.limit:
         return Decision(Outcome.QUEUE, Reason.WAITING_FOR_QUOTA,
                         f"waiting for quota: needs {units}\u00d7 {name}, {usage} of {quota.limit} in use")
-    if (budget is not None and budget.monthly_limit is not None and request.estimated_cost is not None
-            and request.estimated_cost > budget.left):
+    cost = request.committed_cost(budget.hours_left) if budget is not None else None
+    if budget is not None and budget.monthly_limit is not None and cost is not None and cost > budget.left:
         # Not "never": it starts when an admin raises the budget, work ends early, or the month turns.
+        # Without a known end it counts until the month's end (ResourceRequest.committed_cost), so
+        # leaving the runtime limit out never starts a run that a limit would have queued.
+        until = " until the month's end (no runtime limit)" if request.estimated_cost is None else ""
         return Decision(Outcome.QUEUE, Reason.WAITING_FOR_BUDGET,
-                        f"waiting for budget: est. {format_amount(request.estimated_cost)} would exceed the "
+                        f"waiting for budget: est. {format_amount(cost)}{until} would exceed the "
                         f"{format_amount(max(budget.left, ZERO))} {budget.currency} left this month")
     return Decision(Outcome.ADMIT, Reason.ADMITTED,
                     f"admitted: {units}\u00d7 {name}, {usage + units} of {quota.limit} now in use")
@@ -149,7 +177,8 @@ def lock_team(team) -> None:
     list(Team.objects.select_for_update(no_key=True).filter(pk=team.pk).values_list("pk", flat=True))
 
 
-def _quotas(team) -> dict[int, TeamQuota]:
+def team_quotas(team) -> dict[int, TeamQuota]:
+    """``{flavor id: TeamQuota}`` of the team, with the flavors (one query)."""
     return {q.flavor_id: q for q in TeamQuota.objects.select_related("flavor").filter(team=team)}
 
 
@@ -170,7 +199,7 @@ def _budget_state(team) -> BudgetState | None:
     if budget is None:
         return None
     return BudgetState(budget.monthly_limit, (budget.spent or ZERO) + open_spend(team.pk, since, now), budget.currency,
-                       committed(team.pk, now))
+                       committed(team.pk, now), hours_left_in_month(now))
 
 
 def _in_use(team, flavor_id: int) -> int:
@@ -229,10 +258,14 @@ def _decimal(value) -> Decimal | None:
     return Decimal(str(value))
 
 
-def _request_of(entry: QueuedRequest | Reservation, estimated_cost: Decimal | None = None) -> ResourceRequest:
-    return ResourceRequest(flavor=entry.flavor.name, units=entry.units, units_per_node=entry.units_per_node,
-                           priority=Priority.from_rank(entry.priority), spot=entry.spot, description=entry.description,
-                           estimated_cost=estimated_cost)
+def _request_of(entry: QueuedRequest | Reservation) -> ResourceRequest:
+    """A queue entry's request as submitted (priced as it was); a reservation's unpriced (what a resize asks)."""
+    request = ResourceRequest(flavor=entry.flavor.name, units=entry.units, units_per_node=entry.units_per_node,
+                              priority=Priority.from_rank(entry.priority), spot=entry.spot,
+                              description=entry.description)
+    if isinstance(entry, QueuedRequest):
+        request = dataclasses.replace(request, estimated_cost=entry.estimated_cost, cost_per_hour=entry.cost_per_hour)
+    return request
 
 
 def _reservation_for(team, ref: str, flavor: GpuFlavor, request: ResourceRequest) -> Reservation:
@@ -287,7 +320,7 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
             dearest_flavor = GpuFlavor(price_per_hour=max(_decimal(dearest) or ZERO, _decimal(dearest_spot) or ZERO))
             bound = cost_ahead(dearest_flavor, int(held_units), False, now, month_end(now))
             budget = BudgetState(_decimal(budget_limit), _decimal(spent) + open_spend(team.pk, since, now), currency,
-                                 bound)
+                                 bound, hours_left_in_month(now))
         decision = decide(request, int(usage), facts, budget)
         if decision.reason == Reason.WAITING_FOR_BUDGET:
             # More committed money only ever queues: an admission at the bound stands at the
@@ -306,7 +339,7 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
             entry = QueuedRequest.objects.create(
                 team=team, ref=ref, flavor_id=flavor_id, units=request.units, units_per_node=request.units_per_node,
                 priority=Priority(request.priority).rank, spot=request.spot, description=request.description[:200],
-                estimated_cost=request.estimated_cost)
+                estimated_cost=request.estimated_cost, cost_per_hour=request.cost_per_hour)
             position = QueuedRequest.objects.filter(team=team).filter(_ahead_of(entry)).count() + 1
             decision = Decision(decision.outcome, decision.reason, decision.message, position)
         return decision
@@ -384,7 +417,7 @@ def admit_waiting(team) -> list[str]:
     """
     with transaction.atomic():
         lock_team(team)
-        quotas = _quotas(team)
+        quotas = team_quotas(team)
         entries = list(QueuedRequest.objects.filter(team=team).select_related("flavor")
                        .order_by(*QueuedRequest.QUEUE_ORDER))
         if not entries:
@@ -393,7 +426,7 @@ def admit_waiting(team) -> list[str]:
         budget = _budget_state(team)
         admitted: list[QueuedRequest] = []
         for entry in entries:
-            request = _request_of(entry, entry.estimated_cost)
+            request = _request_of(entry)
             decision = decide(request, usage.get(entry.flavor_id, 0),
                               _flavor_quota(entry.flavor, quotas.get(entry.flavor_id)), budget)
             if decision.admitted:
@@ -430,12 +463,12 @@ def queue_reasons(team) -> dict[str, str]:
                    .order_by(*QueuedRequest.QUEUE_ORDER))
     if not entries:
         return {}
-    quotas = _quotas(team)
+    quotas = team_quotas(team)
     usage = Reservation.objects.active().filter(team=team).units_by_flavor()
     budget = _budget_state(team)
     reasons = {}
     for entry in entries:
-        decision = decide(_request_of(entry, entry.estimated_cost), usage.get(entry.flavor_id, 0),
+        decision = decide(_request_of(entry), usage.get(entry.flavor_id, 0),
                           _flavor_quota(entry.flavor, quotas.get(entry.flavor_id)), budget)
         if decision.admitted:
             # It fits now; the next admit_waiting (at the latest the next reconcile) takes it.
@@ -443,6 +476,42 @@ def queue_reasons(team) -> dict[str, str]:
         else:
             reasons[entry.ref] = decision.message
     return reasons
+
+
+#: Reasons that hold work back for money: no quota freeing up starts it.
+MONEY_REASONS = (Reason.WAITING_FOR_BUDGET, Reason.BUDGET_EXHAUSTED)
+
+
+def held_beyond_quota(team, candidate: tuple[str, ResourceRequest] | None = None,
+                      entries: list[QueuedRequest] | None = None,
+                      quotas: dict[int, TeamQuota] | None = None) -> dict[str, Decision]:
+    """``{ref: decision}`` of the queued work (and of ``candidate``, a request not submitted yet)
+    that would still not be admitted were its flavor's quota all free: waiting for money, or
+    asking for more than the team may ever hold. Work not named here waits for quota alone.
+
+    For start estimates (:mod:`workloads.forecast`): such work is not ahead of anyone (the
+    queue is best-effort, :func:`admit_waiting` passes it), and no end of other work starts it.
+    ``entries`` (with their flavors) and ``quotas`` (:func:`team_quotas`) are the team's when the
+    caller read them already.
+    """
+    if entries is None:
+        entries = list(QueuedRequest.objects.filter(team=team).select_related("flavor"))
+    if not entries and candidate is None:
+        return {}
+    quotas = team_quotas(team) if quotas is None else quotas
+    budget = _budget_state(team)
+    requests = [(entry.ref, _request_of(entry), entry.flavor) for entry in entries]
+    if candidate is not None:
+        ref, request = candidate
+        flavor = GpuFlavor.objects.filter(name=request.flavor).first()
+        requests.append((ref, request, flavor))
+    held = {}
+    for ref, request, flavor in requests:
+        quota = quotas.get(flavor.pk) if flavor is not None else None
+        decision = decide(request, 0, _flavor_quota(flavor, quota), budget)
+        if not decision.admitted:
+            held[ref] = decision
+    return held
 
 
 def queue_reason(team, ref: str) -> str:

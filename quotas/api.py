@@ -18,8 +18,8 @@ from rest_framework.views import APIView
 from portal.models import Team
 from portal.pagination import StandardPagination
 from portal.permissions import require_team
-from quotas.ledger import usage_rows
 from quotas.models import GpuFlavor
+from quotas.reports import report_columns, report_filename, usage_report
 from quotas.serializers import (
     FlavorSerializer,
     TeamUsageSerializer,
@@ -28,8 +28,6 @@ from quotas.serializers import (
     UsageRowSerializer,
 )
 from quotas.services import budget_summary, usage_summary
-
-CSV_COLUMNS = ["group", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "currency"]
 
 
 def team_usage(team: Team) -> dict:
@@ -71,10 +69,10 @@ class UsageReportView(APIView):
             teams = [require_team(request.user, params["team"]).team]  # 404 for other teams
         else:
             teams = list(Team.objects.for_user(request.user))
-        rows = UsageRowSerializer(usage_rows(teams, params["since"], params["until"], params["group_by"]),
-                                  many=True).data
+        since, until, group_by = params["since"], params["until"], params["group_by"]
+        rows = UsageRowSerializer(usage_report(teams, since, until, group_by), many=True).data
         if params["format"] == "csv":
-            return csv_download(rows, CSV_COLUMNS, "usage.csv")
+            return csv_download(rows, report_columns(group_by), report_filename(teams, since, until, group_by))
         # JSON is paginated like every API list; CSV is the whole report in one file.
         paginator = StandardPagination()
         page = paginator.paginate_queryset(rows, request, view=self)

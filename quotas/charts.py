@@ -154,7 +154,7 @@ def burn_chart(start: datetime, end: datetime, daily: list[tuple[date, Decimal]]
     rows = [("Spent", money(spent, currency))]
     if committed is not None:
         lines.append(Line("spent + committed", "committed", f"{x(current)},{y(spent)} {x(end)},{y(spent + committed)}"))
-        rows.append(("Committed (admitted work with a known end)", money(committed, currency)))
+        rows.append(("Committed (admitted work, to its limit or the month's end)", money(committed, currency)))
     if projected is not None:
         lines.append(Line("projected at today's pace", "projected", f"{x(current)},{y(spent)} {x(end)},{y(projected)}"))
         rows.append(("Projected month end", money(projected, currency)))

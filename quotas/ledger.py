@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from functools import lru_cache
+from typing import NamedTuple
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -68,6 +69,11 @@ def month_end(now: datetime | None = None) -> datetime:
     """Midnight of the first day of the month after ``now``'s, in the portal's time zone."""
     start = month_start(now)
     return (start + timedelta(days=32)).replace(day=1)
+
+
+def hours_left_in_month(now: datetime) -> Decimal:
+    """Hours from ``now`` to the month's end: what work without a known end commits (see :func:`cost_ahead`)."""
+    return Decimal(max((month_end(now) - now).total_seconds(), 0)) / Decimal(3600)
 
 
 def usage_hour(instant: datetime) -> datetime:
@@ -254,7 +260,7 @@ def open_intervals(team_ids: list[int], now: datetime) -> list[Interval]:
 
 
 #: Where commitments come from: callables ``(team_ids, now) -> {team_id: cost}``, the estimated
-#: cost still to come this month from admitted work with a known end (the workloads app registers one).
+#: cost still to come this month from admitted work (the workloads app registers one).
 _COMMITMENT_SOURCES: list[Callable[[list[int], datetime], dict[int, Decimal]]] = []
 
 
@@ -264,26 +270,34 @@ def register_commitments(source: Callable[[list[int], datetime], dict[int, Decim
         _COMMITMENT_SOURCES.append(source)
 
 
-#: What names a ledger ref for people: callables ``(refs) -> {ref: (name, page URL)}`` (the workloads app registers one).
-_REF_LABELS: list[Callable[[list[str]], dict[str, tuple[str, str]]]] = []
+class RefLabel(NamedTuple):
+    """What people call the workload behind a ledger ref."""
+
+    name: str
+    url: str = ""  #: its page, when it has one
+    kind: str = ""  #: what one is called: "run", "endpoint"
 
 
-def register_ref_labels(source: Callable[[list[str]], dict[str, tuple[str, str]]]) -> None:
+#: What names a ledger ref for people: callables ``(refs) -> {ref: RefLabel}`` (the workloads app registers one).
+_REF_LABELS: list[Callable[[list[str]], dict[str, RefLabel]]] = []
+
+
+def register_ref_labels(source: Callable[[list[str]], dict[str, RefLabel]]) -> None:
     """Let reports name the workloads behind ledger refs (idempotent)."""
     if source not in _REF_LABELS:
         _REF_LABELS.append(source)
 
 
-def ref_labels(refs: list[str]) -> dict[str, tuple[str, str]]:
-    """``ref -> (name, page URL)`` for the refs some source knows."""
-    found: dict[str, tuple[str, str]] = {}
+def ref_labels(refs: list[str]) -> dict[str, RefLabel]:
+    """``ref -> RefLabel`` for the refs some source knows."""
+    found: dict[str, RefLabel] = {}
     for source in _REF_LABELS:
         found.update(source(refs))
     return found
 
 
 def committed(team_id: int, now: datetime) -> Decimal:
-    """Estimated cost still to come this month from the team's admitted work with a known end."""
+    """Estimated cost still to come this month from the team's admitted work (to its limit, or the month's end)."""
     return sum((source([team_id], now).get(team_id, ZERO) for source in _COMMITMENT_SOURCES), ZERO)
 
 

@@ -188,6 +188,8 @@ class QueuedRequest(models.Model):
     description = models.CharField(max_length=200, blank=True)
     estimated_cost = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True,
                                          help_text="Estimated total cost (a known end), for the budget check.")
+    cost_per_hour = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True,
+                                        help_text="What admitting it commits per hour, for the budget check.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     #: The admission order; every reader of the queue uses it.

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
 from django.utils import timezone
 
+from portal.formatting import plain_amount
 from portal.models import Team
 from quotas import charts
-from quotas.ledger import ZERO, month_end, month_start, ref_labels, usage_rows, usage_table
+from quotas.ledger import ZERO, RefLabel, month_end, month_start, ref_labels, usage_rows, usage_table
 from quotas.models import GpuFlavor, TeamBudget
 from quotas.services import budget_summary
 
@@ -63,13 +64,13 @@ class ShareRow:
         return float(self.idle_cost / self.cost * 100) if self.cost else 0.0
 
 
-def share_rows(rows: list[dict], labels: dict[str, tuple[str, str]] | None = None) -> list[ShareRow]:
+def share_rows(rows: list[dict], labels: dict[str, RefLabel] | None = None) -> list[ShareRow]:
     """Report rows as bars, costliest first; ``labels`` names groups (a workload's name and page)."""
     rows = sorted(rows, key=lambda r: (-r["cost"], r["group"]))
     largest = max((r["cost"] for r in rows), default=ZERO) or Decimal(1)
     shares = []
     for row in rows:
-        label, url = (labels or {}).get(row["group"], (row["group"] or "—", ""))
+        label, url, _kind = (labels or {}).get(row["group"]) or RefLabel(row["group"] or "—")
         shares.append(ShareRow(label, url, row["gpu_hours"], row["cost"], row["idle_gpu_hours"], row["idle_cost"],
                                round(float(row["cost"] / largest * 100), 1),
                                round(float(row["idle_cost"] / largest * 100), 1)))
@@ -151,11 +152,72 @@ def showback_page(month: datetime, now: datetime | None = None) -> dict:
     }
 
 
+# -- downloads ----------------------------------------------------------------------------
+
+#: Columns of the cost report (``GET /usage/``, JSON fields and CSV columns alike).
+REPORT_COLUMNS = ["group", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "currency"]
+#: The report by workload names each one: ``group`` is its ledger ref (``run:13``), the rest say what it is.
+WORKLOAD_DETAILS = ["name", "kind", "team", "user", "flavor"]
+
+
+def report_columns(group_by: str) -> list[str]:
+    """The CSV columns of the report grouped by ``group_by``."""
+    return REPORT_COLUMNS[:1] + WORKLOAD_DETAILS + REPORT_COLUMNS[1:] if group_by == "workload" else REPORT_COLUMNS
+
+
+def usage_report(teams, since: datetime, until: datetime, group_by: str, now: datetime | None = None) -> list[dict]:
+    """The cost report of ``teams`` in ``[since, until)``: rows ``{group, gpu_hours, cost, idle_gpu_hours,
+    idle_cost, currency}``, per day in time order, per anything else costliest first.
+
+    By workload each row also says what the workload is — ``name``, ``kind`` (run, endpoint),
+    ``team``, ``user`` (who started it) and ``flavor`` — since its ledger ref alone tells nobody.
+    """
+    if group_by == "workload":
+        rows = usage_table(teams, since, until, ("workload", "team", "user", "flavor"), now)
+        labels = ref_labels([row["workload"] for row in rows])
+        for row in rows:
+            label = labels.get(row["workload"]) or RefLabel("")
+            row.update(group=row.pop("workload"), name=label.name, kind=label.kind)
+    else:
+        rows = usage_rows(teams, since, until, group_by, now)
+    if group_by != "day":
+        rows.sort(key=lambda row: (-row["cost"], row["group"]))
+    return rows
+
+
+def period_label(since: datetime, until: datetime) -> str:
+    """``2026-11`` for (part of) one month from its start, else ``2026-11-03-to-2026-11-09`` (``until`` excluded)."""
+    first, last = timezone.localtime(since), timezone.localtime(until - timedelta(microseconds=1))
+    if first == month_start(first) and (last.year, last.month) == (first.year, first.month):
+        return f"{first:%Y-%m}"
+    return f"{first:%Y-%m-%d}-to-{last:%Y-%m-%d}"
+
+
+def report_filename(teams: list[Team], since: datetime, until: datetime, group_by: str) -> str:
+    """What and when: ``usage-ml-research-2026-11-by-workload.csv`` (``my-teams`` for several teams)."""
+    who = teams[0].slug if len(teams) == 1 else "my-teams"
+    return f"usage-{who}-{period_label(since, until)}-by-{group_by}.csv"
+
+
 #: Columns of the showback CSV: one row per team and flavor.
 SHOWBACK_COLUMNS = ["team", "flavor", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "currency"]
 
+#: GPU-hours in downloads: to a ten-thousandth (a MIG slice for a minute is 0.0024).
+HOURS = Decimal("0.0001")
+
 
 def showback_csv_rows(month: datetime, now: datetime | None = None) -> list[dict]:
-    """The showback report per team and flavor for ``month``: what the CSV download holds."""
+    """The showback report per team and flavor for ``month``: what the CSV download holds, as people read it
+    (money in cents, :func:`portal.formatting.plain_amount`; GPU-hours to four places)."""
     teams = list(Team.objects.order_by("slug"))
-    return usage_table(teams, month, month_end(month), ("team", "flavor"), now)
+    rows = usage_table(teams, month, month_end(month), ("team", "flavor"), now)
+    for row in rows:
+        row.update(cost=plain_amount(row["cost"]), idle_cost=plain_amount(row["idle_cost"]),
+                   gpu_hours=f"{row['gpu_hours'].quantize(HOURS, ROUND_HALF_UP):f}",
+                   idle_gpu_hours=f"{row['idle_gpu_hours'].quantize(HOURS, ROUND_HALF_UP):f}")
+    return rows
+
+
+def showback_filename(month: datetime) -> str:
+    """``showback-2026-11-by-team-and-flavor.csv``."""
+    return f"showback-{timezone.localtime(month):%Y-%m}-by-team-and-flavor.csv"

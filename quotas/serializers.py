@@ -10,6 +10,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from portal.formatting import MONEY_ROUNDING
 from quotas.ledger import month_start
 from quotas.models import GpuFlavor
 
@@ -44,15 +45,16 @@ class QuotaUsageSerializer(serializers.Serializer):
 
 
 class BudgetSerializer(serializers.Serializer):
-    monthly_limit = serializers.DecimalField(max_digits=12, decimal_places=2, allow_null=True)
-    spent_month = serializers.DecimalField(max_digits=12, decimal_places=2)
+    monthly_limit = serializers.DecimalField(max_digits=12, decimal_places=2, rounding=MONEY_ROUNDING, allow_null=True)
+    spent_month = serializers.DecimalField(max_digits=12, decimal_places=2, rounding=MONEY_ROUNDING)
     currency = serializers.CharField()
     alert_threshold_pct = serializers.IntegerField(allow_null=True)
     alert = serializers.BooleanField(help_text="The month's spend crossed the alert threshold.")
-    committed = serializers.DecimalField(max_digits=12, decimal_places=2,
-                                         help_text="Estimated cost still to come from admitted work with a known end.")
+    committed = serializers.DecimalField(max_digits=12, decimal_places=2, rounding=MONEY_ROUNDING,
+                                         help_text="Estimated cost still to come this month from admitted work: "
+                                                   "to its runtime limit, or without one to the month's end.")
     burn_per_hour = serializers.DecimalField(max_digits=12, decimal_places=4, help_text="At what runs now.")
-    projected_month_end = serializers.DecimalField(max_digits=14, decimal_places=2)
+    projected_month_end = serializers.DecimalField(max_digits=14, decimal_places=2, rounding=MONEY_ROUNDING)
     runs_out_at = serializers.DateTimeField(allow_null=True)
 
 
@@ -62,12 +64,20 @@ class TeamUsageSerializer(serializers.Serializer):
 
 
 class UsageRowSerializer(serializers.Serializer):
-    group = serializers.CharField()
+    group = serializers.CharField(help_text="The day, flavor name, username, team slug or workload ref (run:13).")
+    # By workload only (absent otherwise): what the workload is.
+    name = serializers.CharField(required=False, help_text="By workload: its name.")
+    kind = serializers.CharField(required=False, help_text="By workload: run or endpoint.")
+    team = serializers.CharField(required=False, help_text="By workload: its team's slug.")
+    user = serializers.CharField(required=False, help_text="By workload: who started it.")
+    flavor = serializers.CharField(required=False, help_text="By workload: its GPU flavor.")
     gpu_hours = serializers.DecimalField(max_digits=14, decimal_places=4)
-    cost = serializers.DecimalField(max_digits=12, decimal_places=2)
+    # Money in cents, rounded as everywhere people read it (portal.formatting).
+    cost = serializers.DecimalField(max_digits=12, decimal_places=2, rounding=MONEY_ROUNDING)
     idle_gpu_hours = serializers.DecimalField(
         max_digits=14, decimal_places=4, help_text="The part of gpu_hours whose GPU utilization stayed under the idle threshold.")
-    idle_cost = serializers.DecimalField(max_digits=12, decimal_places=2, help_text="What the idle GPU-hours cost.")
+    idle_cost = serializers.DecimalField(max_digits=12, decimal_places=2, rounding=MONEY_ROUNDING,
+                                        help_text="What the idle GPU-hours cost.")
     currency = serializers.CharField()
 
 

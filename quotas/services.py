@@ -99,8 +99,8 @@ def usage_summary(team: Team) -> list[dict]:
 def budget_summary(team: Team, now: datetime | None = None) -> dict:
     """The team's month in money (API.md ``budget``); limit None without a budget.
 
-    ``committed``: estimated cost still to come from admitted work with a known end (runtime
-    limits, endpoint minimums to the month's end); ``burn_per_hour``: what runs now costs per
+    ``committed``: estimated cost still to come this month from admitted work (runs to their
+    runtime limit; runs without one and endpoint minimums to the month's end); ``burn_per_hour``: what runs now costs per
     hour; ``projected_month_end``: spent plus that pace to the month's end; ``runs_out_at``:
     when that pace spends the budget, or None when it lasts the month.
     """

@@ -12,7 +12,14 @@ from django.views.decorators.http import require_GET
 from portal.permissions import require_team
 from quotas.api import csv_download
 from quotas.ledger import month_start
-from quotas.reports import SHOWBACK_COLUMNS, parse_month, showback_csv_rows, showback_page, usage_page
+from quotas.reports import (
+    SHOWBACK_COLUMNS,
+    parse_month,
+    showback_csv_rows,
+    showback_filename,
+    showback_page,
+    usage_page,
+)
 from quotas.services import capacity_rows
 from workloads.services import waiting_for_capacity
 
@@ -57,6 +64,6 @@ def showback(request):
     if month is None:
         month, error, status = month_start(now), "Pick a month from the list (YYYY-MM, not in the future).", 400
     if request.GET.get("format") == "csv" and not error:
-        return csv_download(showback_csv_rows(month, now), SHOWBACK_COLUMNS, f"showback-{month:%Y-%m}.csv")
+        return csv_download(showback_csv_rows(month, now), SHOWBACK_COLUMNS, showback_filename(month))
     context = {**admin.site.each_context(request), "title": "Showback", "error": error, **showback_page(month, now)}
     return render(request, "admin/quotas/showback.html", context, status=status)

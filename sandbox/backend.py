@@ -237,14 +237,24 @@ class SandboxBackend(ClusterBackend):
         loads = {(ns, wl): v for ns, wl, v in SimLoad.objects.values_list("namespace", "workload", "value")}
         rows = load_records(SimObject.objects.order_by("pk"), OBSERVE_COLUMNS, lazy=("status", "memo"))
         missing = [row.pk for row in rows if (row.uid, row.resource_version) not in _MANIFESTS]
+        fetched: dict[int, tuple[dict, dict]] = {}
         if missing:
             if len(_MANIFESTS) > MANIFEST_CACHE_MAX:
                 _MANIFESTS.clear()
             source = SimObject.objects.all() if len(missing) > 500 else SimObject.objects.filter(pk__in=missing)
-            for uid, version, manifest, plan in source.values_list("uid", "resource_version", "manifest", "plan"):
-                _MANIFESTS[(uid, version)] = (manifest, plan)
+            for pk, uid, version, manifest, plan in source.values_list(
+                    "pk", "uid", "resource_version", "manifest", "plan"):
+                _MANIFESTS[(uid, version)] = fetched[pk] = (manifest, plan)
+        # The two reads are separate statements: an apply between them moves an object to a newer
+        # version (take the manifest and plan read second: they belong together, and the next
+        # cycle sees the rest) and a delete removes it (not observed this cycle).
+        kept = []
         for row in rows:
-            row.manifest, row.plan = _MANIFESTS.get((row.uid, row.resource_version)) or ({}, {})
+            pair = _MANIFESTS.get((row.uid, row.resource_version)) or fetched.get(row.pk)
+            if pair is not None:
+                row.manifest, row.plan = pair
+                kept.append(row)
+        rows = kept
         by_pk = {row.pk: row for row in rows}
         scaled = {(row.namespace, row.plan.get("target")): row for row in rows if row.kind == "ScaledObject"}
         for row in rows:  # current load of each autoscaled endpoint, for annotations and GPU utilisation

@@ -466,8 +466,14 @@ class Tick:
         self.deployment_pods(dep, desired, pods)
 
     def stabilized(self, scaled: ObjRow, dep: ObjRow, desired: int) -> int:
-        """The HPA's scale-down stabilization: fewer replicas only once wanted for ``down_delay`` seconds."""
-        if desired >= dep.replicas:
+        """The HPA's scale-down stabilization: fewer replicas only once wanted for ``down_delay`` seconds.
+
+        Except above the ScaledObject's ``maxReplicaCount`` (it was lowered): as Kubernetes' HPA
+        does ("Current number of replicas above Spec.MaxReplicas"), those go at once, with no
+        stabilization; the window applies from the maximum down.
+        """
+        held = min(dep.replicas, scaled.plan["max"])
+        if desired >= held:
             if scaled.memo.pop("below_since", None) is not None:
                 self.dirty(scaled)
             return desired
@@ -475,9 +481,9 @@ class Tick:
         if since is None:
             scaled.memo["below_since"] = self.now.timestamp()
             self.dirty(scaled)
-            return dep.replicas
+            return held
         if self.now.timestamp() - since < scaled.plan.get("down_delay", 0):
-            return dep.replicas
+            return held
         scaled.memo.pop("below_since", None)
         self.dirty(scaled)
         return desired

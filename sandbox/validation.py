@@ -36,6 +36,7 @@ KINDS: dict[str, tuple[tuple[str, ...], str, bool]] = {
     "NetworkPolicy": (("networking.k8s.io/v1",), "networking.k8s.io", True),
     "PyTorchJob": (("kubeflow.org/v1",), "kubeflow.org", True),
     "ScaledObject": (("keda.sh/v1alpha1",), "keda.sh", True),
+    "TriggerAuthentication": (("keda.sh/v1alpha1",), "keda.sh", True),
     "PodGroup": (("scheduling.volcano.sh/v1beta1", "scheduling.x-k8s.io/v1alpha1"), "scheduling", True),
 }
 

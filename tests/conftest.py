@@ -149,8 +149,9 @@ def flavors(db):
 
 @pytest.fixture
 def quota(team, flavors):
-    """The team may hold 8 A100s and 2 L4s; budget 10,000."""
-    return seed_team_quotas(team, {"a100-80gb": 8, "l4": 2}, Decimal("10000"))
+    """The team may hold 8 A100s and 2 L4s; budget 100,000 (the whole quota without runtime limits commits at most
+    25,594 in a month: work without a limit counts until the month's end, whatever the date)."""
+    return seed_team_quotas(team, {"a100-80gb": 8, "l4": 2}, Decimal("100000"))
 
 
 @pytest.fixture
@@ -175,5 +176,5 @@ def published(monkeypatch):
 
 @pytest.fixture
 def ep_quota(team, flavors):
-    """The team may hold 4 A100s and 7 MIG 1g.10gb slices; budget 10,000."""
-    return seed_team_quotas(team, {"a100-80gb": 4, "a100-1g.10gb": 7}, Decimal("10000"))
+    """The team may hold 4 A100s and 7 MIG 1g.10gb slices; budget 100,000 (see quota)."""
+    return seed_team_quotas(team, {"a100-80gb": 4, "a100-1g.10gb": 7}, Decimal("100000"))

@@ -47,7 +47,7 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "run-logs": (RUN, ("get",), ()), "run-manifest": (RUN, ("get",), ()),
     "endpoint-detail": (ENDPOINT, ("get",), ("patch", "delete")), "endpoint-events": (ENDPOINT, ("get",), ()),
     "endpoint-logs": (ENDPOINT, ("get",), ()), "endpoint-manifest": (ENDPOINT, ("get",), ()),
-    "endpoint-scaling": (ENDPOINT, ("get",), ()),
+    "endpoint-scaling": (ENDPOINT, ("get",), ()), "endpoint-replicas": (ENDPOINT, ("get",), ()),
 }
 #: Routes that take a team (in the path or the body): name → (path, method, body).
 TEAM_ROUTES = {

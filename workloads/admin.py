@@ -1,11 +1,8 @@
-"""What every kind's admin-console list shares: read-only rows and the billed amount as money."""
+"""What every kind's admin-console list shares: read-only rows, times and the billed amount in the portal's formats."""
 
 from __future__ import annotations
 
-from django.contrib import admin
-
-from portal.formatting import format_amount
-from quotas.admin import ReadOnlyAdmin
+from quotas.admin import ReadOnlyAdmin, money_column, when_column
 
 
 class WorkloadAdmin(ReadOnlyAdmin):
@@ -16,7 +13,6 @@ class WorkloadAdmin(ReadOnlyAdmin):
     ordering = ["-created_at"]
     list_select_related = ["team", "flavor", "created_by"]
 
-    @admin.display(description="billed", ordering="billed_cost")
-    def billed(self, workload) -> str:
-        """The ledger's total as money (the column keeps ten decimals for exact sums)."""
-        return format_amount(workload.billed_cost)
+    created = when_column("created_at", "created")
+    # The ledger's total as money (the column keeps ten decimals for exact sums).
+    billed = money_column("billed_cost", "billed")

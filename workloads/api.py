@@ -201,6 +201,10 @@ class ForecastSerializer(serializers.Serializer):
     queue_position = serializers.IntegerField(allow_null=True)
     estimated_start_at = serializers.DateTimeField(allow_null=True)
     start = serializers.CharField(allow_blank=True)
+    committed_cost = serializers.DecimalField(
+        max_digits=14, decimal_places=4, allow_null=True,
+        help_text="What the budget counts for it this month: its estimate, at most its cost until the month's end; "
+                  "without a runtime limit, its cost until the month's end.")
 
 
 def is_dry_run(request) -> bool:

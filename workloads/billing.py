@@ -164,8 +164,9 @@ def _commitments_sql(vendor: str, kind_columns: tuple[tuple[str, tuple[str, ...]
                      teams: int) -> str:
     """One SELECT per committing kind, UNION ALL: admitted units per team, price, start and limit.
 
-    Work that ends alike is summed (the price rule is linear in units): a kind without a
-    limit column gives one row per team, flavor and spot, however many workloads it holds.
+    Work that ends alike is summed (the price rule is linear in units): work without a limit
+    (a kind without a limit column, or a run whose limit is empty) gives one row per team,
+    flavor and spot, however many workloads it holds.
     Plain SQL built once, as :func:`_open_segments_sql` and for the same reason: every
     admission against an estimated cost reads it. Only quoted table and column names are
     formatted in (the kinds' own declarations); values travel as parameters.
@@ -176,16 +177,16 @@ def _commitments_sql(vendor: str, kind_columns: tuple[tuple[str, tuple[str, ...]
     selects = []
     for table, units_columns, limit, states in kind_columns:
         units = " * ".join(f"w.{q(column)}" for column in units_columns)
-        # Without a limit the start does not matter: NULLs, so it does not split the sums.
-        started, minutes = (f"w.{q('started_at')}", f"w.{q(limit)}") if limit else ("NULL", "NULL")
-        has_end = f" AND w.{q(limit)} IS NOT NULL" if limit else ""
+        # Without a limit the start does not matter: NULL, so it does not split the sums.
+        started, minutes = ((f"CASE WHEN w.{q(limit)} IS NULL THEN NULL ELSE w.{q('started_at')} END",
+                             f"w.{q(limit)}") if limit else ("NULL", "NULL"))
         ends = f", {started}, {minutes}" if limit else ""
         in_states = ", ".join(["%s"] * states)
         selects.append(
             f"SELECT w.team_id, w.spot, {started}, {minutes}, SUM({units}),"  # noqa: S608
             f" f.id, f.price_per_hour, f.spot_price_per_hour"
             f" FROM {q(table)} w JOIN {flavor} f ON f.id = w.flavor_id"
-            f" WHERE w.team_id IN ({in_teams}) AND w.state IN ({in_states}) AND {units} > 0{has_end}"
+            f" WHERE w.team_id IN ({in_teams}) AND w.state IN ({in_states}) AND {units} > 0"
             f" GROUP BY w.team_id, w.spot{ends}, f.id, f.price_per_hour, f.spot_price_per_hour")
     return " UNION ALL ".join(selects)
 
@@ -195,8 +196,10 @@ def commitments(team_ids: list[int], now: datetime) -> dict[int, Decimal]:
 
     Each workload commits its units at its price (:func:`quotas.ledger.cost_ahead`) from
     ``now`` until its runtime limit runs out — counted from its start, or from now if it has
-    not started — or until the month's end, whichever comes first; a kind's columns say
-    which (:attr:`WorkloadKind.committed_units`, :attr:`WorkloadKind.runtime_limit`).
+    not started — or until the month's end, whichever comes first; work without a limit (a
+    run without one, an endpoint's minimum) until the month's end. A kind's columns say which
+    (:attr:`WorkloadKind.committed_units`, :attr:`WorkloadKind.runtime_limit`). It is what
+    :meth:`quotas.admission.ResourceRequest.committed_cost` counted when the work was admitted.
     """
     committing = [kind for kind in kinds() if kind.committed_units]
     if not committing or not team_ids:

@@ -1,20 +1,33 @@
 """When will queued work start? Estimates from the expected ends of the work ahead of it.
 
 For each queued workload of a team, :func:`estimated_starts` replays the team's queue on its
-flavor: units free now, then the admitted work's expected ends in time order (a run's
-``max_runtime_minutes``, else the team's median duration for that flavor and image, else
-unknown), each queued entry ahead starting — and later ending — as units free up, in queue
-order. An endpoint runs until deleted (no end), but its burst replicas above its minimum are
-reclaimed for queued work at the next cycle, so those units count as free now. When no known
-end frees enough units the estimate is unknown, and says so rather than guessing.
+flavor: units free now, then the admitted work's expected ends in time order, each queued
+entry ahead starting — and later ending — as units free up, in queue order. An endpoint runs
+until deleted (no end), but its burst replicas above its minimum are reclaimed for queued
+work at the next cycle, so those units count as free now.
 
-It assumes quota is what the work waits for; work waiting for budget is unknown (it starts
-when an admin raises the budget or the month turns).
+A run's expected running time (:func:`_duration`) is the median of the same job's earlier
+runs — the team's runs of that kind with the same name, flavor and image that ended on their
+own (succeeded or failed; a cancel says nothing about how long the work takes) — cut at its
+runtime limit; without such history, its runtime limit; else unknown. The median is *not*
+taken over every run of a flavor and image: one trainer image serves ten-minute evaluations
+and ten-hour pre-training alike, and that population put a 15-minute run's end 9 hours out
+(issue 20: "about 9 h", started in 9 min). A run already past its median is expected at its
+limit. When no known end frees enough units the estimate is unknown, and says so rather
+than guessing.
+
+Work the team's quota alone does not hold back gets no time: work waiting for money starts
+when the budget allows it (an admin raises it, committed work ends early, the month turns),
+which no end of other work decides; it is not ahead of anyone either (the queue is
+best-effort). Work admitted but waiting for room on the cluster's nodes gets no time either,
+and :data:`CAPACITY_WAIT` says why.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
+import itertools
 import statistics
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -25,31 +38,73 @@ from django.utils import timezone
 from quotas import admission
 from quotas.admission import ResourceRequest
 from quotas.constants import Priority, Reason
-from quotas.ledger import cost_per_hour
-from quotas.models import QueuedRequest, Reservation, TeamQuota
+from quotas.ledger import cost_per_hour, hours_left_in_month, month_end
+from quotas.models import QueuedRequest, Reservation
 from quotas.services import budget_summary
 from workloads.identity import WorkloadId
 from workloads.registry import kind_for
 
+#: Why work admitted but Pending for room on the nodes gets no start time (shown where it waits).
+CAPACITY_WAIT = (
+    "start time unknown: it holds its quota and waits for a node with room. Room frees when work on "
+    "those nodes ends — other teams' work too, and on a real cluster work Slipway does not run — and the "
+    "scheduler does not take waiting pods in order, so no time can be promised: it starts as soon as a "
+    "node has room.")
+
+#: Why work whose end nothing ahead of it tells gets no start time.
+NOTHING_KNOWN = "start time unknown: nothing ahead of it has a known end"
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """Work whose end a queued workload waits for: its name and page (empty for a dry run's own request)."""
+
+    name: str
+    url: str = ""
+
 
 @dataclass(frozen=True)
 class StartEstimate:
-    at: datetime | None  #: None: unknown
-    after: tuple[str, ...] = ()  #: cluster names of the work whose ends it waits for
+    at: datetime | None  #: None: unknown (``unknown`` says why)
+    after: tuple[Ahead, ...] = ()  #: the work whose ends it waits for
+    unknown: str = NOTHING_KNOWN  #: the words when ``at`` is None
 
-    def words(self, now: datetime | None = None) -> str:
-        """"starts in about 40 min (when run-17 and run-19 end)", or why it is unknown."""
+    def lead(self, now: datetime | None = None) -> str:
+        """"starts in about 40 min", or why it is unknown."""
         if self.at is None:
-            return "start time unknown: nothing ahead of it has a known end"
+            return self.unknown
         minutes = max(round((self.at - (now or timezone.now())).total_seconds() / 60), 0)
         when = "in about a minute" if minutes <= 1 else (
             f"in about {minutes} min" if minutes < 120 else f"in about {round(minutes / 60)} h")
-        after = f" (when {_and(self.after)} end{'s' if len(self.after) == 1 else ''})" if self.after else ""
-        return f"starts {when}{after}"
+        return f"starts {when}"
+
+    @property
+    def ends(self) -> str:
+        """"ends" or "end", to follow the names of :attr:`after`."""
+        return "ends" if len(self.after) == 1 else "end"
+
+    def words(self, now: datetime | None = None) -> str:
+        """"starts in about 40 min, when bert-finetune ends", or why it is unknown."""
+        if self.at is None or not self.after:
+            return self.lead(now)
+        names = [a.name for a in self.after]
+        listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        return f"{self.lead(now)}, when {listed} {self.ends}"
 
 
-def _and(names: tuple[str, ...]) -> str:
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+def _ahead(workload) -> Ahead:
+    url = workload.get_absolute_url() if hasattr(workload, "get_absolute_url") else ""
+    return Ahead(workload.name, url)
+
+
+def _held(decision: admission.Decision, now: datetime) -> StartEstimate:
+    """The estimate of work held back by more than its quota (``admission.held_beyond_quota``)."""
+    if decision.reason in admission.MONEY_REASONS:
+        turn = timezone.localtime(month_end(now))
+        return StartEstimate(None, unknown=(
+            "start time unknown: it waits for money, not GPUs — it starts when the budget allows it (an admin "
+            f"raises the budget, committed work ends early, or the month turns on {turn:%Y-%m-%d})"))
+    return StartEstimate(None, unknown=f"start time unknown: {decision.message}")
 
 
 def _workloads(refs: list[str]) -> dict[str, object]:
@@ -66,46 +121,70 @@ def _workloads(refs: list[str]) -> dict[str, object]:
     return found
 
 
-#: Finished runs a median duration is taken over (the most recent ones of a flavor and image).
+#: Earlier runs a median duration is taken over (the most recent ones of the same job).
 MEDIAN_SAMPLE = 50
 
 
+def _job(workload) -> tuple:
+    """What makes two runs the same job, for its median duration: kind, name, flavor and image."""
+    return type(workload), workload.name, workload.flavor_id, workload.image
+
+
 def median_durations(team, workloads: list) -> dict[tuple, timedelta]:
-    """``{(model, flavor_id, image): median running time}`` of the team's finished work (one query per kind)."""
-    wanted: dict[type, set[tuple[int, str]]] = {}
+    """``{job: median running time}`` of the team's earlier runs of the jobs of ``workloads`` (one query per kind).
+
+    A job (:func:`_job`) is a kind, name, flavor and image; runs that ended on their own count
+    (a cancel, a preemption or a budget stop ends work for reasons of its own).
+    """
+    wanted: dict[type, set[tuple]] = {}
     for workload in workloads:
         if hasattr(workload, "image") and not hasattr(workload, "base_replicas"):  # endpoints never end
-            wanted.setdefault(type(workload), set()).add((workload.flavor_id, workload.image))
+            wanted.setdefault(type(workload), set()).add(_job(workload))
     spans: dict[tuple, list[float]] = {}
-    for model, keys in wanted.items():
-        rows = (model.objects.filter(team=team, state__in=model.FINAL_STATES, started_at__isnull=False,
-                                     finished_at__isnull=False, flavor_id__in={f for f, _i in keys},
-                                     image__in={i for _f, i in keys})
-                .order_by("-finished_at").values_list("flavor_id", "image", "started_at", "finished_at"))
-        for flavor_id, image, start, end in rows:
-            sample = spans.setdefault((model, flavor_id, image), [])
-            if end > start and len(sample) < MEDIAN_SAMPLE:
+    for model, jobs in wanted.items():
+        ended_on_their_own = [s for s in model.FINAL_STATES if s not in kind_for(model.KIND_PREFIX).lifecycle.removed]
+        rows = (model.objects.filter(team=team, state__in=ended_on_their_own, started_at__isnull=False,
+                                     finished_at__isnull=False, name__in={j[1] for j in jobs},
+                                     flavor_id__in={j[2] for j in jobs}, image__in={j[3] for j in jobs})
+                .order_by("-finished_at").values_list("name", "flavor_id", "image", "started_at", "finished_at"))
+        for name, flavor_id, image, start, end in rows:
+            job = (model, name, flavor_id, image)
+            sample = spans.setdefault(job, [])
+            if job in jobs and end > start and len(sample) < MEDIAN_SAMPLE:
                 sample.append((end - start).total_seconds())
-    return {key: timedelta(seconds=statistics.median(sample)) for key, sample in spans.items() if sample}
+    return {job: timedelta(seconds=statistics.median(sample)) for job, sample in spans.items() if sample}
 
 
-def _duration(workload, medians: dict[tuple, timedelta]) -> timedelta | None:
-    """A run's runtime limit, else the team's median for its flavor and image, else unknown."""
+def _expected_end(workload, start: datetime, now: datetime, medians: dict[tuple, timedelta]) -> datetime | None:
+    """When ``workload`` (running since ``start``, or starting then) should end; None when unknown.
+
+    The same job's median running time, cut at its runtime limit; once past the median, the
+    limit; without history, the limit. Never before ``now``.
+    """
     limit = getattr(workload, "max_runtime_minutes", None)
-    if limit:
-        return timedelta(minutes=limit)
-    return medians.get((type(workload), workload.flavor_id, getattr(workload, "image", None)))
+    median = medians.get(_job(workload)) if hasattr(workload, "image") else None
+    bounds = sorted(start + d for d in (median, timedelta(minutes=limit) if limit else None) if d is not None)
+    if not bounds:
+        return None
+    return next((end for end in bounds if end >= now), max(bounds[-1], now))
 
 
 def estimated_starts(team, now: datetime | None = None,
-                     candidate: tuple[QueuedRequest, timedelta | None] | None = None) -> dict[str, StartEstimate]:
+                     candidate: tuple[QueuedRequest, timedelta | None] | None = None,
+                     held: dict[str, admission.Decision] | None = None) -> dict[str, StartEstimate]:
     """``{ref: StartEstimate}`` for every queued workload of ``team``.
 
     ``candidate`` is a request not submitted yet (an unsaved queue entry and its expected
     duration): it is placed behind everything of its priority, as a submission would be.
+    ``held`` is :func:`quotas.admission.held_beyond_quota` when the caller has it already.
     """
     now = now or timezone.now()
-    queue = list(QueuedRequest.objects.filter(team=team).order_by(*QueuedRequest.QUEUE_ORDER))
+    queue = list(QueuedRequest.objects.filter(team=team).select_related("flavor").order_by(*QueuedRequest.QUEUE_ORDER))
+    if not queue and candidate is None:
+        return {}
+    quotas = admission.team_quotas(team)
+    if held is None:
+        held = admission.held_beyond_quota(team, entries=queue, quotas=quotas)
     if candidate is not None:
         entry, _duration_of_candidate = candidate
         ahead = [q for q in queue if q.priority >= entry.priority]
@@ -114,12 +193,13 @@ def estimated_starts(team, now: datetime | None = None,
         return {}
     reservations = list(Reservation.objects.active().filter(team=team, flavor_id__in={q.flavor_id for q in queue}))
     workloads = _workloads([r.ref for r in reservations] + [q.ref for q in queue])
-    limits = dict(TeamQuota.objects.filter(team=team).values_list("flavor_id", "limit"))
+    limits = {flavor_id: quota.limit for flavor_id, quota in quotas.items()}
     medians = median_durations(team, list(workloads.values()))
     estimates: dict[str, StartEstimate] = {}
     for flavor_id in {q.flavor_id for q in queue}:
         free = limits.get(flavor_id, 0)
-        ends: list[tuple[datetime, int, str]] = []  # (expected end, units, cluster name)
+        ends: list[tuple[datetime, int, int, Ahead]] = []  # (expected end, order, units, whose)
+        order = itertools.count()  # ties end in the order they were seen
         for reservation in (r for r in reservations if r.flavor_id == flavor_id):
             free -= reservation.units
             workload = workloads.get(reservation.ref)
@@ -129,28 +209,33 @@ def estimated_starts(team, now: datetime | None = None,
             if base is not None:  # an endpoint: its burst is reclaimed for queued work
                 free += reservation.units - base * workload.gpus_per_replica
                 continue
-            duration = _duration(workload, medians)
-            if duration is not None:
-                end = max((workload.started_at or workload.admitted_at or now) + duration, now)
-                heapq.heappush(ends, (end, reservation.units, workload.cluster_name))
+            # Admitted but not started yet (pending): its time starts when it does, now at the earliest.
+            end = _expected_end(workload, workload.started_at or now, now, medians)
+            if end is not None:
+                heapq.heappush(ends, (end, next(order), reservation.units, _ahead(workload)))
         at, waited_for = now, []
         for entry in (q for q in queue if q.flavor_id == flavor_id):
+            if entry.ref in held:  # not ahead of anyone, and no end of other work starts it
+                estimates[entry.ref] = _held(held[entry.ref], now)
+                continue
             while free < entry.units and ends:
-                end, units, name = heapq.heappop(ends)
+                end, _tie, units, whose = heapq.heappop(ends)
                 free, at = free + units, max(at, end)
-                waited_for.append(name)
-            workload = workloads.get(entry.ref)
+                waited_for.append(whose)
             if free < entry.units:
                 estimates[entry.ref] = StartEstimate(None)
                 continue
             estimates[entry.ref] = StartEstimate(at, tuple(waited_for))
             free -= entry.units
             if candidate is not None and entry is candidate[0]:
-                duration = candidate[1]
+                end = at + candidate[1] if candidate[1] is not None else None
+                whose = Ahead("the new request")
             else:
-                duration = _duration(workload, medians) if workload is not None else None
-            if duration is not None:
-                heapq.heappush(ends, (at + duration, entry.units, workload.cluster_name))
+                workload = workloads.get(entry.ref)
+                end = _expected_end(workload, at, now, medians) if workload is not None else None
+                whose = _ahead(workload) if end is not None else None
+            if end is not None:
+                heapq.heappush(ends, (end, next(order), entry.units, whose))
     return estimates
 
 
@@ -162,16 +247,19 @@ class Forecast:
     message: str
     cost_per_hour: Decimal | None = None
     estimated_total: Decimal | None = None  #: with a known end
-    share_of_budget_left: Decimal | None = None  #: of what the month's budget leaves (spent and committed counted)
+    share_of_budget_left: Decimal | None = None  #: committed_cost's share of what the month's budget leaves
     queue_position: int | None = None
     estimated_start_at: datetime | None = None
     start: str = ""  #: the estimate in words
+    #: What the budget gate counts (ResourceRequest.committed_cost): its estimate until the
+    #: month's end at most; without a runtime limit, its cost until the month's end.
+    committed_cost: Decimal | None = None
 
     def as_dict(self) -> dict:
         return {"outcome": self.outcome, "message": self.message, "cost_per_hour": self.cost_per_hour,
                 "estimated_total": self.estimated_total, "share_of_budget_left": self.share_of_budget_left,
                 "queue_position": self.queue_position, "estimated_start_at": self.estimated_start_at,
-                "start": self.start}
+                "start": self.start, "committed_cost": self.committed_cost}
 
 
 def forecast(team, request: ResourceRequest, flavor, duration: timedelta | None) -> Forecast:
@@ -180,20 +268,24 @@ def forecast(team, request: ResourceRequest, flavor, duration: timedelta | None)
     now = timezone.now()
     rate = cost_per_hour(flavor, request.units, request.spot) if flavor is not None else None
     total = request.estimated_cost
+    committed = request.committed_cost(hours_left_in_month(now))
     decision = admission.preview(team, request)
     share = None
     budget = budget_summary(team, now)
-    if total is not None and budget["monthly_limit"] is not None:
+    if committed is not None and budget["monthly_limit"] is not None:
         left = budget["monthly_limit"] - budget["spent_month"] - budget["committed"]
-        share = (total / left).quantize(Decimal("0.0001")) if left > 0 else None
-    result = Forecast(decision.outcome, decision.message, rate, total, share)
+        share = (committed / left).quantize(Decimal("0.0001")) if left > 0 else None
+    result = Forecast(decision.outcome, decision.message, rate, total, share, committed_cost=committed)
     if not decision.queued or flavor is None:
         return result
     entry = QueuedRequest(team=team, ref="dry-run", flavor=flavor, units=request.units,
                           units_per_node=request.units_per_node, priority=Priority(request.priority).rank,
                           spot=request.spot)
     position = QueuedRequest.objects.filter(team=team, priority__gte=entry.priority).count() + 1
-    estimate = estimated_starts(team, now, candidate=(entry, duration)).get("dry-run") if decision.reason == (
-        Reason.WAITING_FOR_QUOTA) else StartEstimate(None)
-    return Forecast(result.outcome, result.message, rate, total, share, position,
-                    estimate.at if estimate else None, estimate.words(now) if estimate else "")
+    held = admission.held_beyond_quota(team, (entry.ref, request))
+    if decision.reason == Reason.WAITING_FOR_QUOTA:
+        estimate = estimated_starts(team, now, candidate=(entry, duration), held=held).get(entry.ref)
+    else:
+        estimate = _held(held.get(entry.ref, decision), now)
+    return dataclasses.replace(result, queue_position=position, estimated_start_at=estimate.at if estimate else None,
+                               start=estimate.words(now) if estimate else "")

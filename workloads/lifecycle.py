@@ -34,6 +34,27 @@ def _close_billing(workload, ended_at: datetime) -> None:
         sync_billed_cost(workload)  # the ledger held part of it already
 
 
+def cap_billing(workload, units: int, now: datetime) -> bool:
+    """Bill no more than ``units`` from ``now`` on: close an open segment running more, open the next at ``units``.
+
+    For a grant that shrank under running work (an endpoint's lowered ceiling): the cluster may
+    take a moment to stop what is above it, and that moment is not the team's. Conditional on
+    the billing mark read here, so a reconcile cycle closing the same segment wins or loses
+    cleanly. True when the segment was capped.
+    """
+    workload.refresh_from_db(fields=["billed_until", "open_units", "billed_cost", "open_idle"])
+    if workload.billed_until is None or workload.open_units <= units:
+        return False
+    plan = billing.plan_billing(workload, units, None, None, now, workload.open_idle)
+    model = type(workload)
+    with transaction.atomic():
+        if not model.objects.filter(pk=workload.pk, billed_until=workload.billed_until).update(**plan.changes):
+            return False
+        if billing.record([(workload, plan)]):
+            sync_billed_cost(workload)
+    return True
+
+
 def release_holdings(ref: str) -> None:
     """Give back what a workload holds only while it lives: its quota and its secret values.
 

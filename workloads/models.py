@@ -14,7 +14,7 @@ idle or busy (``open_idle``), and at hour boundaries — see :mod:`workloads.bil
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -122,6 +122,14 @@ class Workload(models.Model):
     @property
     def is_final(self) -> bool:
         return self.state in self.FINAL_STATES
+
+    @property
+    def running_time(self) -> timedelta | None:
+        """How long it has run (from its first container's start to its end, or to now); None before it started."""
+        if self.started_at is None:
+            return None
+        end = self.finished_at if self.is_final else timezone.now()
+        return max((end or self.started_at) - self.started_at, timedelta(0))
 
     # -- money ----------------------------------------------------------------------------------
     def cost_at(self, now: datetime) -> Decimal:

@@ -7,8 +7,9 @@ Run by Celery beat every ``SLIPWAY_RECONCILE_INTERVAL`` seconds (single-flight, 
 2. snapshots the portal's workloads that live on the cluster, *then* observes the cluster once
    (a constant number of LIST calls for all kinds) — in that order, so a workload applied
    between the two is seen on the cluster rather than taken for vanished;
-3. for each workload maps the observation to a state through its kind (registry), moves the
-   state with a conditional update, bills its open segment when it closes
+3. for each workload maps the observation to a state and a reason through its kind
+   (registry; the reason is derived again each time, so words that no longer hold go), moves
+   the state with a conditional update, bills its open segment when it closes
    (:mod:`workloads.billing`: units changed, ended, hour boundary) and releases quota when it
    is final. A workload that keeps running as it was writes nothing at all; at an hour
    boundary the segments that only roll over are written in batches;
@@ -239,8 +240,11 @@ def _explain_podless(kind: WorkloadKind, backend, workload, status: WorkloadStat
     "exceeded quota"). One events call per such workload and cycle, only while it stays unexplained.
     """
     waiting = kind.state_for(status, workload) == kind.lifecycle.applied
-    if not waiting or workload.reason not in ("", Message.SUBMITTED_TO_CLUSTER):
-        return status  # not waiting to start, or explained already
+    if not waiting:
+        return status
+    if workload.reason not in ("", Message.SUBMITTED_TO_CLUSTER):
+        # Explained already, and still waiting without pods: the explanation holds (no events call).
+        return dataclasses.replace(status, reason=workload.reason)
     applied = workload.applied_at or workload.apply_started_at or workload.admitted_at or workload.created_at
     if applied > now - lifecycle.redrive_after():
         return status  # give the controller a period to create its pods
@@ -301,8 +305,11 @@ def _plan(kind: WorkloadKind, workload, status: WorkloadStatus, now: datetime, r
     if new_state != workload.state:
         changes["state"] = new_state
         report.transitions.append((workload.ref, str(workload.state), str(new_state)))
-    if status.reason != workload.reason and (status.reason or new_state != workload.state):
-        changes["reason"] = status.reason[:500]
+    # The reason is derived again from every observation (the kind says how): words the
+    # cluster gave once go away when the next observation no longer says them.
+    reason = kind.observed_reason(workload, status, new_state)[:500]
+    if reason != workload.reason:
+        changes["reason"] = reason
     if status.started_at and workload.started_at is None:
         changes["started_at"] = status.started_at
     ended_at = None
@@ -310,8 +317,9 @@ def _plan(kind: WorkloadKind, workload, status: WorkloadStatus, now: datetime, r
         ended_at = changes["finished_at"] = status.finished_at or now
     # Seen started for the first time: what runs now has run since then (it ran before we looked).
     first_started_at = status.started_at if workload.started_at is None else None
-    gpus_idle = gpus_idle and status.running_units > 0 and not final
-    bill = billing.plan_billing(workload, status.running_units, first_started_at, ended_at, now, gpus_idle)
+    units = kind.billed_units(workload, status)
+    gpus_idle = gpus_idle and units > 0 and not final
+    bill = billing.plan_billing(workload, units, first_started_at, ended_at, now, gpus_idle)
     changes.update(bill.changes)
     if gpus_idle != (workload.idle_since is not None):
         changes["idle_since"] = now if gpus_idle else None

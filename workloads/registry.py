@@ -15,7 +15,12 @@ from datetime import datetime
 from cluster.backends.base import ObservedWorkload
 from cluster.status import WorkloadStatus
 from quotas.admission import ResourceRequest
+from quotas.ledger import RefLabel
+from workloads.constants import Message
 from workloads.identity import WorkloadId
+
+#: Reasons the portal writes for a step it took itself, not words of the cluster.
+PORTAL_STEPS = (Message.WAITING_FOR_WORKER, Message.SUBMITTED_TO_CLUSTER)
 
 
 @dataclass(frozen=True)
@@ -50,8 +55,8 @@ class WorkloadKind(abc.ABC):
     #: How admitted work commits money (:func:`workloads.billing.commitments`), as columns of
     #: the kind's table: the product of ``committed_units`` is the GPU units it holds (none
     #: named: it commits nothing), and ``runtime_limit`` its runtime limit in minutes from its
-    #: start. A kind with a limit column commits only work that has a limit (work without one
-    #: has no known end); a kind without one runs until deleted and commits to the month's end.
+    #: start. Work without a limit (an empty limit, or a kind without a limit column, which runs
+    #: until deleted) commits until the month's end, as admission counted it.
     committed_units: tuple[str, ...] = ()
     runtime_limit: str | None = None
 
@@ -74,6 +79,21 @@ class WorkloadKind(abc.ABC):
     def column_changes(self, workload, status: WorkloadStatus) -> dict:
         """Kind-specific columns an observation changes (e.g. an endpoint's replica counts)."""
         return {}
+
+    def observed_reason(self, workload, status: WorkloadStatus, new_state: str) -> str:
+        """The ``reason`` an observation gives ``workload``: derived again every cycle, never left stale.
+
+        The cluster's words when it has any, else none — except the portal's own word for the
+        step it took ("submitted to the cluster"), which holds while the state does and the
+        cluster has nothing to say yet. A kind with reasons of its own overrides this.
+        """
+        if not status.reason and new_state == workload.state and workload.reason in PORTAL_STEPS:
+            return workload.reason
+        return status.reason
+
+    def billed_units(self, workload, status: WorkloadStatus) -> int:
+        """The GPU units an observation bills: those of its running pods (a kind may cap them)."""
+        return status.running_units
 
     def on_budget_spent(self, workload, now: datetime) -> bool:
         """The team's budget is spent and its policy is "stop": stop what costs (True when quota was freed)."""
@@ -122,8 +142,8 @@ def kind_of(workload) -> WorkloadKind:
     return _KINDS[workload.KIND_PREFIX]
 
 
-def labels(refs) -> dict[str, tuple[str, str]]:
-    """``ref -> (name, page URL or "")`` of the workloads among ``refs`` that exist (one query per kind)."""
+def labels(refs) -> dict[str, RefLabel]:
+    """``ref -> RefLabel`` (name, page URL or "", kind) of the workloads among ``refs`` that exist (one query per kind)."""
     by_kind: dict[WorkloadKind, list[int]] = {}
     for ref in refs:
         identity = WorkloadId.from_ref(ref)
@@ -134,5 +154,5 @@ def labels(refs) -> dict[str, tuple[str, str]]:
     for kind, pks in by_kind.items():
         for workload in kind.model.objects.filter(pk__in=pks).only("pk", "name"):
             url = workload.get_absolute_url() if hasattr(workload, "get_absolute_url") else ""
-            found[workload.ref] = (workload.name, url)
+            found[workload.ref] = RefLabel(workload.name, url, kind.noun)
     return found

@@ -93,6 +93,7 @@ KINDS: dict[tuple[str, str], Kind] = {
         Kind("v1", "Namespace", "namespaces", namespaced=False),
         Kind("v1", "ResourceQuota", "resourcequotas"),
         Kind("v1", "LimitRange", "limitranges"),
+        Kind("v1", "ConfigMap", "configmaps"),
         Kind("v1", "Service", "services"),
         Kind("v1", "Pod", "pods"),
         Kind("v1", "Event", "events"),
@@ -102,6 +103,7 @@ KINDS: dict[tuple[str, str], Kind] = {
         Kind("apps/v1", "Deployment", "deployments"),
         Kind("kubeflow.org/v1", "PyTorchJob", "pytorchjobs", optional=True),
         Kind("keda.sh/v1alpha1", "ScaledObject", "scaledobjects", optional=True),
+        Kind("keda.sh/v1alpha1", "TriggerAuthentication", "triggerauthentications", optional=True),
         Kind("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers"),
     )
 }

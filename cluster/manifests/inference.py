@@ -14,7 +14,15 @@ replica — so that KEDA's ``fallback`` applies (it is only supported for Averag
   ``tgi_queue_size``, Triton's queueing time (``nv_inference_queue_duration_us``, as queued
   milliseconds per second);
 * requests per second: the ingress controller's counter, which exists at zero replicas;
-* ``prometheus``: the user's query verbatim.
+* ``prometheus``: the user's query, confined to the team's namespace by
+  :func:`cluster.promql.scope_query` — again here, although the portal stored it scoped: a
+  query stored before that rule (or written around the portal) never reaches a manifest
+  unscoped; one the rule refuses raises ``ValueError``, like any spec the builders cannot render.
+
+With a label-enforcing proxy configured (``ClusterConfig.prometheus_proxy_url``), the
+``prometheus`` metric's trigger queries the proxy instead, authenticated by the team namespace's
+``TriggerAuthentication`` (:func:`cluster.manifests.team.build_prometheus_tenant`): a second
+wall that pins every selector to the namespace whatever the query says.
 
 ``ignoreNullValues: "false"`` makes a lost metric an error rather than a silent zero, and the
 ``fallback`` then holds the endpoint at its guaranteed base (never burst it was not granted).
@@ -41,6 +49,8 @@ from cluster.manifests.common import (
     resources,
 )
 from cluster.manifests.secrets import secret_env_refs
+from cluster.manifests.team import PROMETHEUS_TENANT_NAME
+from cluster.promql import scope_query
 from cluster.specs import (
     METRIC_GPU_UTILIZATION,
     METRIC_PROMETHEUS,
@@ -82,7 +92,7 @@ def _threshold(value: float) -> str:
 
 def _query(spec: EndpointSpec, metric: str) -> str:
     if metric == METRIC_PROMETHEUS:
-        return spec.query or ""
+        return scope_query(spec.query, spec.namespace)  # a no-op for what the portal stored
     if metric == METRIC_GPU_UTILIZATION and spec.flavor.mig_profile:
         key = "gpu_utilization_mig"
     elif metric == METRIC_QUEUE_LENGTH:
@@ -156,7 +166,7 @@ def build_service(spec: EndpointSpec) -> Manifest:
 
 
 def _trigger(spec: EndpointSpec, config: ClusterConfig, metric: str, target: float, strict: bool = True) -> Manifest:
-    return {
+    trigger: Manifest = {
         "type": "prometheus",
         # Trigger names end up in HPA metric names: DNS-style, no underscores.
         "name": metric.replace("_", "-"),
@@ -169,6 +179,16 @@ def _trigger(spec: EndpointSpec, config: ClusterConfig, metric: str, target: flo
             "ignoreNullValues": "false" if strict else "true",
         },
     }
+    if metric == METRIC_PROMETHEUS and config.prometheus_proxy_url:
+        # The second wall for user-written PromQL: the label proxy pins every selector to the
+        # namespace in the header the team's TriggerAuthentication sends. Slipway's presets are
+        # fixed templates that go to Prometheus directly (the ingress counter of
+        # requests_per_second carries the team in exported_namespace, which the proxy's
+        # namespace matcher would not find).
+        trigger["metadata"]["serverAddress"] = config.prometheus_proxy_url
+        trigger["metadata"]["authModes"] = "custom"
+        trigger["authenticationRef"] = {"name": PROMETHEUS_TENANT_NAME}
+    return trigger
 
 
 def build_scaledobject(spec: EndpointSpec, config: ClusterConfig) -> Manifest:

@@ -1,4 +1,11 @@
-"""Per-team objects: Namespace, ResourceQuota, LimitRange, NetworkPolicy."""
+"""Per-team objects: Namespace, ResourceQuota, LimitRange, NetworkPolicy, and the Prometheus tenant.
+
+With a label-enforcing Prometheus proxy configured (``ClusterConfig.prometheus_proxy_url``,
+docs/security.md), each team namespace also gets a ConfigMap naming the namespace and a KEDA
+``TriggerAuthentication`` that turns it into the header the proxy pins every selector with. A
+ScaledObject can only reference a TriggerAuthentication of its own namespace, so the tenant a
+trigger queries as is the namespace it lives in — never a value an endpoint's spec could carry.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,10 @@ from cluster.specs import ClusterConfig, TeamSpec
 QUOTA_NAME = "slipway-gpu-quota"
 LIMITRANGE_NAME = "slipway-defaults"
 NETWORKPOLICY_NAME = "slipway-isolation"
+#: The team's Prometheus tenant: a ConfigMap and a TriggerAuthentication of this name.
+PROMETHEUS_TENANT_NAME = "slipway-prometheus-tenant"
+#: The header prom-label-proxy reads the namespace from (its ``-header-name`` in the deploy file).
+PROMETHEUS_TENANT_HEADER = "X-Slipway-Namespace"
 #: Namespaces with this label (ingress controller, Prometheus) may reach team pods.
 INGRESS_ALLOWED_LABEL = "slipway.dev/allow-ingress"
 
@@ -82,6 +93,24 @@ def build_networkpolicy(spec: TeamSpec) -> Manifest:
     }
 
 
+def build_prometheus_tenant(spec: TeamSpec) -> list[Manifest]:
+    """The header KEDA sends the Prometheus proxy for this namespace's triggers (``authModes: custom``)."""
+    meta = metadata(PROMETHEUS_TENANT_NAME, spec.namespace, spec.slug, team_workload(spec.slug))
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+                  "data": {"header": PROMETHEUS_TENANT_HEADER, "namespace": spec.namespace}}
+    refs = [{"parameter": "customAuthHeader", "name": PROMETHEUS_TENANT_NAME, "key": "header"},
+            {"parameter": "customAuthValue", "name": PROMETHEUS_TENANT_NAME, "key": "namespace"}]
+    trigger_auth = {"apiVersion": "keda.sh/v1alpha1", "kind": "TriggerAuthentication",
+                    "metadata": metadata(PROMETHEUS_TENANT_NAME, spec.namespace, spec.slug, team_workload(spec.slug)),
+                    "spec": {"configMapTargetRef": refs}}
+    return [config_map, trigger_auth]
+
+
 def build_team(spec: TeamSpec, config: ClusterConfig) -> list[Manifest]:
-    """Namespace, ResourceQuota, LimitRange and NetworkPolicy of one team (Namespace first)."""
-    return [build_namespace(spec, config), build_resourcequota(spec), build_limitrange(spec), build_networkpolicy(spec)]
+    """Namespace, ResourceQuota, LimitRange and NetworkPolicy of one team (Namespace first), and
+    its Prometheus tenant when a proxy is configured."""
+    objects = [build_namespace(spec, config), build_resourcequota(spec), build_limitrange(spec),
+               build_networkpolicy(spec)]
+    if config.prometheus_proxy_url:
+        objects += build_prometheus_tenant(spec)
+    return objects

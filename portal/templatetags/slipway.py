@@ -1,4 +1,5 @@
-"""``{{ value|when }}`` and ``{{ amount|money }}``: the portal's one way to show times and money.
+"""``{{ value|when }}``, ``{{ amount|money }}`` and ``{{ span|duration }}``: the portal's one way to show
+times, money and durations.
 
 Both call :mod:`portal.formatting`, which the Python code that writes times or money for
 people calls too. A builtin (``TEMPLATES`` in settings), so every template and partial has them.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from django import template
 
-from portal.formatting import format_money, format_when
+from portal.formatting import format_amount, format_duration, format_money, format_when
 
 register = template.Library()
 
@@ -24,3 +25,15 @@ def money(value, currency: str | None = None) -> str:
     """``12,345.67 USD``; ``{{ amount|money:budget.currency }}`` names another currency."""
     return format_money(value, currency)
 
+
+
+@register.filter
+def amount(value) -> str:
+    """``12,345.67``: money in a table whose header names the currency."""
+    return format_amount(value)
+
+
+@register.filter
+def duration(value) -> str:
+    """``2 h 05 min`` for a timedelta (or seconds)."""
+    return format_duration(value)

@@ -5,7 +5,9 @@ an API token is created (shown once) and revoked; a viewer sees no submit or can
 the platform admin edits a quota in the admin console and opens the Capacity page; a member
 reads the Usage page's charts (their figures checked against the tables beside them) and picks
 another month; the platform admin reads the showback page; a team admin adds a member on the
-Team page and changes their role, and a member sees that page without its controls. On a
+Team page and changes their role, and a member sees that page without its controls; a member
+who types another team's namespace into an endpoint's autoscaling query sees why it is refused,
+next to the query, and a query naming no namespace comes back with the team's. On a
 failure the page's screenshot and HTML are kept (tests/browser/conftest.py).
 """
 
@@ -239,3 +241,29 @@ def test_a_team_admin_adds_a_member_and_changes_the_role_a_member_sees_no_contro
     assert "Viewer" in browser.locator(f"#member-{dave.pk}").inner_text()  # what the admin did, seen by a member
     assert browser.locator("#add-member").count() == 0 and browser.locator("#members select").count() == 0
     assert browser.locator("button:text('Remove')").count() == 0 and browser.locator("#settings").count() == 0
+
+
+def test_a_query_reading_another_team_is_refused_next_to_the_query_and_the_team_matcher_is_shown(live_server,
+                                                                                                 browser):
+    log_in(browser, live_server.url, "alice")
+    browser.goto(f"{live_server.url}/endpoints/new/")
+    browser.fill("#id_name", "scaler")
+    browser.fill("#id_image", "registry.example.com/serving/vllm:0.6")
+    browser.select_option("#id_flavor", "a100-1g.10gb")
+    browser.select_option("#id_metric", "prometheus")
+    browser.fill("#id_target", "4")
+    browser.fill("#id_query", 'sum(DCGM_FI_DEV_GPU_UTIL{namespace="team-nlp"})')
+    # The live preview already says so while typing...
+    browser.wait_for_function("() => document.querySelector('#preview').innerText.includes('team-nlp')")
+    browser.click("button[type=submit].primary")
+    # ...and the refused form says it under the query field, with the user's text kept.
+    errors = browser.inner_text("#id_query_errors")
+    assert "only read its team's namespace 'team-ml-research', not 'team-nlp'" in errors
+    assert browser.input_value("#id_query") == 'sum(DCGM_FI_DEV_GPU_UTIL{namespace="team-nlp"})'
+    assert not InferenceEndpoint.objects.filter(name="scaler").exists()
+    browser.fill("#id_query", "sum(vllm:num_requests_waiting)")
+    browser.click("button[type=submit].primary")
+    browser.wait_for_url(f"{live_server.url}/endpoints/*/")
+    endpoint = InferenceEndpoint.objects.get(name="scaler")
+    browser.goto(f"{live_server.url}/endpoints/{endpoint.pk}/edit/")
+    assert browser.input_value("#id_query") == 'sum(vllm:num_requests_waiting{namespace="team-ml-research"})'

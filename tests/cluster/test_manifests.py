@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from cluster.manifests import build_endpoint, build_env_secret, build_team, build_training, dns_name
+from cluster.promql import scope_query
 from cluster.specs import ClusterConfig
 from tests.cluster import crd_schema, samples
 
@@ -25,6 +26,9 @@ GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("SLIPWAY_UPDATE_GOLDEN") == "1"
 #: The oldest Kubernetes Slipway supports, and the newest schema kubernetes-validate ships.
 K8S_VERSIONS = ("1.31.0", kubernetes_validate.latest_version())
+#: Kinds a CRD defines: validated against its schema (tests/cluster/schemas/), not kubernetes-validate's.
+CUSTOM_KINDS = ("PyTorchJob", "ScaledObject", "TriggerAuthentication")
+PROXY = ClusterConfig(prometheus_proxy_url="http://slipway-prometheus-proxy.slipway-system.svc:8080")
 
 VARIANTS: dict[str, Any] = {
     "training_job": lambda: build_training(samples.training(), samples.CONFIG),
@@ -66,6 +70,19 @@ VARIANTS: dict[str, Any] = {
                          query='sum(rate(http_requests_total{service="detector"}[1m]))'),
         samples.CONFIG,
     ),
+    # A query naming no namespace: the matcher is injected into every selector (binary op, subquery).
+    "endpoint_prometheus_query_injected": lambda: build_endpoint(
+        samples.endpoint(metric="prometheus", target=4,
+                         query="sum(rate(vllm:request_success_total[5m])) / max_over_time(sum(vllm:num_requests_running)"
+                               "[5m:30s])"),
+        samples.CONFIG,
+    ),
+    # The second wall: the user's query goes to the label proxy through the team's TriggerAuthentication.
+    "endpoint_prometheus_query_proxy": lambda: build_endpoint(
+        samples.endpoint(metric="prometheus", target=4, min_replicas=0, query="sum(vllm:num_requests_waiting)"),
+        PROXY,
+    ),
+    "team_prometheus_proxy": lambda: build_team(samples.team(), PROXY),
     # Secret env: the pods name the Secret and a key per variable; the values are in the Secret only.
     "training_job_secret_env": lambda: build_training(
         samples.training(secret_env=("HF_TOKEN", "WANDB_API_KEY")), samples.CONFIG),
@@ -104,7 +121,7 @@ def test_it_matches_the_golden_file(variant: str) -> None:
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 @pytest.mark.parametrize(
-    ("label", "obj"), [o for o in _all_objects() if o[1]["kind"] not in ("PyTorchJob", "ScaledObject")]
+    ("label", "obj"), [o for o in _all_objects() if o[1]["kind"] not in CUSTOM_KINDS]
 )
 def test_it_renders_core_objects_valid_in_strict_mode(label: str, obj: dict[str, Any], version: str) -> None:
     kubernetes_validate.validate(obj, version, strict=True)
@@ -129,7 +146,7 @@ def test_it_renders_pytorchjob_pod_templates_valid_in_strict_mode(
 
 
 @pytest.mark.parametrize(
-    ("label", "obj"), [o for o in _all_objects() if o[1]["kind"] in ("PyTorchJob", "ScaledObject")]
+    ("label", "obj"), [o for o in _all_objects() if o[1]["kind"] in CUSTOM_KINDS]
 )
 def test_it_renders_custom_resources_valid_against_their_crd(label: str, obj: dict[str, Any]) -> None:
     name = obj["kind"].lower()
@@ -321,6 +338,72 @@ def test_a_queue_scaled_endpoint_at_zero_wakes_on_requests() -> None:
                               samples.CONFIG)[2]["spec"]["triggers"]
     assert [t["name"] for t in triggers] == ["queue-length", "requests-per-second"]
     assert triggers[0]["metadata"]["ignoreNullValues"] == "true"  # no pods: an empty queue, not an error
+
+
+PRESETS = [
+    {"metric": "gpu_utilization"},
+    {"metric": "gpu_utilization", "flavor": samples.MIG_1G},
+    {"metric": "gpu_utilization", "gpus_per_replica": 4},
+    {"metric": "queue_length", "engine": "vllm", "target": 4},
+    {"metric": "queue_length", "engine": "tgi", "target": 4},
+    {"metric": "queue_length", "engine": "triton", "target": 4},
+    {"metric": "queue_length", "engine": "vllm", "target": 4, "min_replicas": 0},  # + the wake-up trigger
+    {"metric": "requests_per_second", "target": 10},
+]
+
+
+@pytest.mark.parametrize("preset", PRESETS, ids=lambda p: "-".join(str(v) for v in p.values()))
+def test_the_presets_read_only_the_teams_own_series(preset: dict) -> None:
+    """The easy path is also a confined one: every selector Slipway renders is its team's."""
+    for team, namespace in (("vision", "team-vision"), ("nlp", "team-nlp")):
+        scaled = build_endpoint(samples.endpoint(team=team, namespace=namespace, **preset), samples.CONFIG)[2]
+        for trigger in scaled["spec"]["triggers"]:
+            query = trigger["metadata"]["query"]
+            if trigger["name"] == "requests-per-second":
+                # The ingress controller's counter: its own pods' namespace is `namespace`, the
+                # counted Service's is `exported_namespace`, which is the team's.
+                assert f'exported_namespace="{namespace}",exported_service="ep-7"' in query
+            else:
+                # Already what the tenant rule would make of it: nothing to inject, nothing refused.
+                assert scope_query(query, namespace) == query
+                assert query.count(f'namespace="{namespace}"') == query.count("{") >= 1
+
+
+def test_it_renders_a_users_query_with_the_namespace_matcher_on_every_selector() -> None:
+    scaled = build_endpoint(samples.endpoint(metric="prometheus", target=4, query="sum(a) / sum(rate(b[1m]))"),
+                            samples.CONFIG)[2]
+    assert scaled["spec"]["triggers"][0]["metadata"]["query"] == (
+        'sum(a{namespace="team-vision"}) / sum(rate(b{namespace="team-vision"}[1m]))')
+
+
+@pytest.mark.parametrize("query", ['sum(DCGM_FI_DEV_GPU_UTIL{namespace="team-nlp"})', 'count({__name__=~".+"})',
+                                   "rate(x[1h])", 'sum(x{namespace=~".*"})'])
+def test_it_never_renders_a_stored_query_that_reads_beyond_the_team(query: str) -> None:
+    """A query stored before the rule (or written around the portal) is refused at render time."""
+    with pytest.raises(ValueError):
+        build_endpoint(samples.endpoint(metric="prometheus", target=4, query=query), samples.CONFIG)
+
+
+def test_with_a_proxy_the_users_query_goes_through_the_teams_tenant_and_the_presets_do_not() -> None:
+    team = build_team(samples.team(), PROXY)
+    [config_map] = [o for o in team if o["kind"] == "ConfigMap"]
+    [tenant] = [o for o in team if o["kind"] == "TriggerAuthentication"]
+    assert config_map["data"] == {"header": "X-Slipway-Namespace", "namespace": "team-vision"}
+    assert {r["name"] for r in tenant["spec"]["configMapTargetRef"]} == {config_map["metadata"]["name"]}
+    scaled = build_endpoint(samples.endpoint(metric="prometheus", target=4, query="sum(x)"), PROXY)[2]
+    [trigger] = scaled["spec"]["triggers"]
+    # Same namespace, same name: KEDA resolves the reference in the ScaledObject's own namespace.
+    assert scaled["metadata"]["namespace"] == tenant["metadata"]["namespace"]
+    assert trigger["authenticationRef"] == {"name": tenant["metadata"]["name"]}
+    assert trigger["metadata"]["serverAddress"] == PROXY.prometheus_proxy_url
+    assert trigger["metadata"]["authModes"] == "custom"
+    presets = build_endpoint(samples.endpoint(metric="queue_length", engine="vllm", target=4, min_replicas=0),
+                             PROXY)[2]["spec"]["triggers"]
+    assert [t["metadata"]["serverAddress"] for t in presets] == [PROXY.prometheus_url] * 2
+    assert not any("authenticationRef" in t for t in presets)
+    # Without a proxy nothing of it is rendered.
+    assert {o["kind"] for o in build_team(samples.team(), samples.CONFIG)} == {
+        "Namespace", "ResourceQuota", "LimitRange", "NetworkPolicy"}
 
 
 def test_it_refuses_to_scale_to_zero_on_gpu_utilisation() -> None:

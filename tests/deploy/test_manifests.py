@@ -9,6 +9,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from cluster.manifests.team import PROMETHEUS_TENANT_HEADER
+
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 K8S_VERSIONS = ("1.31.0", kubernetes_validate.latest_version())
 FORBIDDEN_VERBS = {"escalate", "bind", "impersonate", "*"}
@@ -46,7 +48,7 @@ def test_it_finds_the_manifests() -> None:
         "Service",
     } <= kinds
     names = {doc["metadata"]["name"] for doc in _of_kind("Deployment")}
-    assert names == {"slipway-web", "slipway-worker", "slipway-beat"}
+    assert names == {"slipway-web", "slipway-worker", "slipway-beat", "slipway-prometheus-proxy"}
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
@@ -55,9 +57,19 @@ def test_it_validates_every_object_in_strict_mode(label: str, doc: dict[str, Any
     kubernetes_validate.validate(doc, version, strict=True)
 
 
+#: Components that run Slipway itself (the label proxy runs prom-label-proxy, with no settings).
+SLIPWAY_COMPONENTS = {"web", "worker", "beat", "migrate"}
+
+
+def _component(doc: dict[str, Any]) -> str:
+    return doc["metadata"]["labels"].get("app.kubernetes.io/component", "")
+
+
 def test_it_ships_no_secret_values() -> None:
     assert _of_kind("Secret") == []
     for deployment in _of_kind("Deployment", "Job"):
+        if _component(deployment) not in SLIPWAY_COMPONENTS:
+            continue
         for container in deployment["spec"]["template"]["spec"]["containers"]:
             assert {"secretRef": {"name": "slipway-secrets"}} in container["envFrom"]
             assert "env" not in container  # values come from the ConfigMap / Secret only
@@ -120,6 +132,9 @@ def test_it_grants_what_the_backend_needs() -> None:
     needed |= {("apps", "deployments", "patch"), ("", "services", "delete"), ("", "namespaces", "patch")}
     needed |= {("", "pods", "list"), ("", "pods/log", "get"), ("", "events", "list"), ("", "nodes", "list")}
     needed |= {("", "secrets", v) for v in ("create", "patch", "delete")}  # apply_secret, delete by name
+    # The team's Prometheus tenant, applied with the team's objects when a label proxy is configured.
+    needed |= {("keda.sh", "triggerauthentications", v) for v in ("create", "patch")}
+    needed |= {("", "configmaps", v) for v in ("create", "patch")}
     needed |= {
         ("", "resourcequotas", "patch"),
         ("", "limitranges", "patch"),
@@ -164,3 +179,25 @@ def test_it_justifies_every_rbac_rule_in_a_comment() -> None:
     assert len(rule_starts) == len(_rules())
     for index in rule_starts:
         assert lines[index - 1].strip().startswith("#"), f"rule at line {index + 1} has no justification"
+
+
+def test_the_label_proxy_pins_the_namespace_slipways_tenants_send_and_only_keda_reaches_it() -> None:
+    """deploy/prometheus-label-proxy.yaml agrees with what cluster/manifests/team.py renders."""
+    [proxy] = [d for d in _of_kind("Deployment") if _component(d) == "prometheus-proxy"]
+    pod = proxy["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["image"].startswith("quay.io/prometheuscommunity/prom-label-proxy:v")
+    args = container["args"]
+    assert "--label=namespace" in args and "--error-on-replace" in args
+    assert f"--header-name={PROMETHEUS_TENANT_HEADER}" in args
+    assert "env" not in container and "envFrom" not in container  # it needs no settings, no secrets
+    assert pod["automountServiceAccountToken"] is False
+    [service] = [s for s in _of_kind("Service") if _component(s) == "prometheus-proxy"]
+    example = "http://slipway-prometheus-proxy.slipway-system.svc:8080"
+    assert f"http://{service['metadata']['name']}.{service['metadata']['namespace']}.svc:" \
+           f"{service['spec']['ports'][0]['port']}" == example
+    assert example in (DEPLOY.parent / ".env.example").read_text()
+    [policy] = [p for p in _of_kind("NetworkPolicy") if _component(p) == "prometheus-proxy"]
+    assert policy["spec"]["podSelector"]["matchLabels"] == proxy["spec"]["selector"]["matchLabels"]
+    [rule] = policy["spec"]["ingress"]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "keda"}}}]

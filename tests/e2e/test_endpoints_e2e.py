@@ -23,7 +23,7 @@ NS = "team-ml-research"
 @pytest.fixture
 def api(team, member, api_client_for):
     seed_flavors()
-    seed_team_quotas(team, {"a100-80gb": 4, "a100-1g.10gb": 7}, Decimal("10000"))
+    seed_team_quotas(team, {"a100-80gb": 4, "a100-1g.10gb": 7}, Decimal("100000"))
     return api_client_for(member)
 
 

@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres, pytest.
 @pytest.fixture
 def setup(team, member, api_client_for):
     seed_flavors()
-    seed_team_quotas(team, {"a100-80gb": 8, "h100-80gb": 16}, Decimal("10000"))
+    seed_team_quotas(team, {"a100-80gb": 8, "h100-80gb": 16}, Decimal("200000"))
     return api_client_for(member)
 
 

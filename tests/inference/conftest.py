@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from inference import services
+from tests.inference.sandbox_cluster import Cluster
 
 
 def endpoint_payload(**overrides) -> dict:
@@ -20,3 +21,9 @@ def create(member, team, ep_quota, published):
         return services.create_endpoint(member, team, endpoint_payload(**overrides))
 
     return make
+
+
+@pytest.fixture
+def cluster(published, monkeypatch) -> Cluster:
+    """The sandbox driven step by step, with the published tasks run as a worker would (sandbox_cluster.py)."""
+    return Cluster.installed(published, monkeypatch)

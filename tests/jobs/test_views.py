@@ -626,7 +626,7 @@ def test_it_shows_quota_bars_budget_queue_and_recent_runs(client, member, team, 
     # "active" is admitted or running (four); the two queued are counted apart.
     assert '<span class="stat-value">4</span><span class="stat-label">active runs · 2 queued' in html
     assert '<span class="stat-value">0</span><span class="stat-label">live endpoints · 0 queued' in html
-    assert "spent this month of 10,000.00 USD" in html  # the monthly budget
+    assert "spent this month of 100,000.00 USD" in html  # the monthly budget
     assert ">run-5</a>" in html and ">run-1</a>" in html and ">run-0</a>" not in html  # the five newest
     assert html.count('hx-trigger="every 3s"') == 5
     assert 'href="/runs/new/"' in html
@@ -654,3 +654,27 @@ def test_it_renders_the_dashboard_in_a_constant_number_of_queries(client, member
         submit(member, team, name=f"more-{i}", gpus_per_worker=1)
     with django_assert_num_queries(18):
         client.get("/")
+
+
+# -- running time --------------------------------------------------------------------------------
+
+
+def test_pages_say_how_long_a_run_ran_or_has_been_running(client, member, team, quota, published):
+    """Issue 20: no run duration was shown anywhere."""
+    now = timezone.now()
+    done = set_state(submit(member, team, name="done"), RunState.SUCCEEDED, started_at=now - timedelta(hours=3),
+                     finished_at=now - timedelta(hours=1, minutes=55))
+    busy = set_state(submit(member, team, name="busy"), RunState.RUNNING, started_at=now - timedelta(seconds=95))
+    waiting = submit(member, team, name="waiting")  # not started: no running time
+    client.force_login(member)
+    listing = client.get("/runs/").content.decode()
+    assert f'<span id="run-{done.pk}-ran">ran 1 h 05 min</span>' in listing
+    assert f'<span id="run-{busy.pk}-ran">running 1 min 3' in listing  # 1 min 35 s, give or take the request
+    assert f'<span id="run-{waiting.pk}-ran">—</span>' in listing
+    assert '<dt>Ran for</dt><dd id="run-time">1 h 05 min</dd>' in client.get(f"/runs/{done.pk}/").content.decode()
+    assert '<dt>Running for</dt><dd id="run-time">1 min 3' in client.get(f"/runs/{busy.pk}/", **HTMX).content.decode()
+    assert 'id="run-time"' not in client.get(f"/runs/{waiting.pk}/").content.decode()
+    # The state poll carries the running time along (out of band), as it does the cost.
+    poll = client.get(f"/runs/{busy.pk}/state/", **HTMX).content.decode()
+    assert f'<span id="run-{busy.pk}-ran" hx-swap-oob="true">running 1 min 3' in poll
+    assert "ran 1 h 05 min" in client.get("/").content.decode()  # the dashboard's recent runs

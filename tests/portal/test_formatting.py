@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from io import StringIO
 from pathlib import Path
@@ -16,7 +16,7 @@ from django.test import override_settings
 
 from jobs import services as run_services
 from jobs.models import TrainingRun
-from portal.formatting import format_amount, format_money, format_when
+from portal.formatting import format_amount, format_duration, format_money, format_when, plain_amount
 from tests.factories import make_user
 from tests.jobs.conftest import run_payload
 
@@ -55,6 +55,32 @@ def test_it_reads_the_clusters_rfc3339_times():
 ])
 def test_it_writes_money_with_separators_cents_and_currency(amount, text):
     assert format_money(amount) == text
+
+
+@pytest.mark.parametrize(("amount", "text"), [
+    (Decimal("0E-10"), "0.00"),  # the showback CSV wrote this for zero
+    (Decimal("12345.678"), "12345.68"),
+    (Decimal("0.125"), "0.13"),  # half up, as on the pages
+    (Decimal("-0.001"), "0.00"),
+    (Decimal("1E+3"), "1000.00"),
+    (None, ""),
+])
+def test_files_get_the_same_cents_without_separators(amount, text):
+    assert plain_amount(amount) == text
+
+
+@pytest.mark.parametrize(("span", "text"), [
+    (timedelta(seconds=45), "45 s"),
+    (timedelta(seconds=90), "1 min 30 s"),
+    (timedelta(minutes=42, seconds=10), "42 min"),
+    (timedelta(hours=2, minutes=5), "2 h 05 min"),
+    (timedelta(days=3, hours=4, minutes=59), "3 d 4 h"),
+    (timedelta(seconds=-3), "0 s"),
+    (600, "10 min"),
+    (None, "—"),
+])
+def test_it_writes_a_duration_in_the_largest_units_that_matter(span, text):
+    assert format_duration(span) == text
 
 
 def test_it_names_another_currency_and_follows_the_setting(settings):
@@ -102,7 +128,7 @@ def test_the_run_pages_show_time_and_money_in_the_one_format(client, member, exp
     assert "2026-11-23 14:05:07 UTC by mia" in detail and "12,345.68 USD" in detail
     assert "8.20 USD per hour" in detail
     dashboard = client.get("/").content.decode()
-    assert "2026-11-23 14:05 UTC" in dashboard and "10,000.00 USD" in dashboard
+    assert "2026-11-23 14:05 UTC" in dashboard and "100,000.00 USD" in dashboard
 
 
 @pytest.mark.django_db

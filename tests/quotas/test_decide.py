@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from jobs.constants import MAX_RUNTIME_MINUTES
 from quotas.admission import BudgetState, FlavorQuota, ResourceRequest, decide
 from quotas.constants import PERMANENT_REASONS, Outcome, Reason
 
@@ -15,13 +19,16 @@ BUDGET_OK = BudgetState(Decimal("100"), Decimal("99.99"), "USD")
 BUDGET_SPENT = BudgetState(Decimal("100"), Decimal("100.00"), "USD")
 
 
-def req(units: int, per_node: int | None = None, flavor: str = "a100-80gb", cost: str | None = None) -> ResourceRequest:
+def req(units: int, per_node: int | None = None, flavor: str = "a100-80gb", cost: str | None = None,
+        rate: str | None = None) -> ResourceRequest:
     return ResourceRequest(flavor=flavor, units=units, units_per_node=per_node or units,
-                           estimated_cost=Decimal(cost) if cost else None)
+                           estimated_cost=Decimal(cost) if cost else None, cost_per_hour=Decimal(rate) if rate else None)
 
 
-#: 400 budget, 100 spent, 69.85 committed: 230.15 left.
-BUDGET_COMMITTED = BudgetState(Decimal("400"), Decimal("100"), "USD", Decimal("69.85"))
+#: 400 budget, 100 spent, 69.85 committed: 230.15 left; 100 hours to the month's end.
+BUDGET_COMMITTED = BudgetState(Decimal("400"), Decimal("100"), "USD", Decimal("69.85"), Decimal("100"))
+#: Nothing left: spent and committed money take the whole budget (spent alone does not).
+NOTHING_LEFT = BudgetState(Decimal("400"), Decimal("100"), "USD", Decimal("300"), Decimal("100"))
 
 
 CASES = [
@@ -35,8 +42,18 @@ CASES = [
      Reason.WAITING_FOR_BUDGET, "waiting for budget: est. 412.80 would exceed the 230.15 USD left this month"),
     ("fits-the-budget", req(4, cost="230.15"), 0, A100, BUDGET_COMMITTED, Outcome.ADMIT, Reason.ADMITTED,
      "4 of 8 now in use"),
-    ("unknown-end-not-queued-for-budget", req(4), 0, A100, BUDGET_COMMITTED, Outcome.ADMIT, Reason.ADMITTED,
-     "admitted"),
+    # Without a runtime limit a run counts until the month's end: 16.40 an hour for 100 hours.
+    ("no-limit-counts-to-the-months-end", req(4, rate="16.40"), 0, A100, BUDGET_COMMITTED, Outcome.QUEUE,
+     Reason.WAITING_FOR_BUDGET, "waiting for budget: est. 1,640.00 until the month's end (no runtime limit) would "
+     "exceed the 230.15 USD left this month"),
+    ("no-limit-fits-until-the-months-end", req(1, rate="2.30"), 0, A100, BUDGET_COMMITTED, Outcome.ADMIT,
+     Reason.ADMITTED, "1 of 8 now in use"),
+    ("no-limit-with-nothing-left", req(1, rate="4.10"), 0, A100, NOTHING_LEFT, Outcome.QUEUE,
+     Reason.WAITING_FOR_BUDGET, "would exceed the 0.00 USD left this month"),
+    ("a-limit-counts-until-the-months-end-at-most", req(4, cost="3280.00", rate="16.40"), 0, A100,
+     BUDGET_COMMITTED, Outcome.QUEUE, Reason.WAITING_FOR_BUDGET, "est. 1,640.00 would exceed"),
+    # Unpriced (an endpoint's burst: never committed, reclaimed when the budget is spent).
+    ("unpriced-not-weighed", req(4), 0, A100, BUDGET_COMMITTED, Outcome.ADMIT, Reason.ADMITTED, "admitted"),
     ("budget-spent", req(1), 0, A100, BUDGET_SPENT, Outcome.REJECT, Reason.BUDGET_EXHAUSTED,
      "monthly budget spent: 100.00 of 100.00 USD"),
     ("no-quota", req(1), 0, FlavorQuota(max_units_per_node=8, limit=None), NO_BUDGET, Outcome.REJECT,
@@ -83,3 +100,31 @@ def test_it_names_the_impossible_obstacle_before_the_temporary_one():
     # A request that exceeds the limit is rejected even while the quota is fully used.
     decision = decide(req(9, 8), 8, A100, BUDGET_SPENT)
     assert decision.reason == Reason.EXCEEDS_QUOTA
+
+
+def test_with_nothing_left_a_run_without_a_limit_waits_like_one_with_a_limit():
+    """The gate of issue 20: 0.00 left let a run without a runtime limit start while the same run with one queued."""
+    with_limit, without = req(1, cost="4.10", rate="4.10"), req(1, rate="4.10")
+    assert decide(with_limit, 0, A100, NOTHING_LEFT).reason == Reason.WAITING_FOR_BUDGET
+    assert decide(without, 0, A100, NOTHING_LEFT).reason == Reason.WAITING_FOR_BUDGET
+
+
+MONEY = st.decimals(min_value=0, max_value=100_000, places=2)
+
+
+@settings(max_examples=500, deadline=None)
+@given(units=st.integers(1, 8), usage=st.integers(0, 8), price=st.decimals(min_value=Decimal("0.01"), max_value=50,
+                                                                           places=4),
+       minutes=st.integers(1, MAX_RUNTIME_MINUTES), limit=MONEY, spent=MONEY, committed=MONEY,
+       hours_left=st.decimals(min_value=0, max_value=31 * 24, places=4), budgeted=st.booleans())
+def test_removing_the_runtime_limit_never_turns_a_queue_into_an_admission(
+        units, usage, price, minutes, limit, spent, committed, hours_left, budgeted):
+    rate = price * units
+    with_limit = ResourceRequest("a100-80gb", units, units, cost_per_hour=rate, estimated_cost=rate * minutes / 60)
+    without = dataclasses.replace(with_limit, estimated_cost=None)
+    budget = BudgetState(limit, spent, "USD", committed, hours_left) if budgeted else None
+    limited, unlimited = decide(with_limit, usage, A100, budget), decide(without, usage, A100, budget)
+    if not limited.admitted:
+        assert not unlimited.admitted, (limited.message, unlimited.message)
+    # ...and leaving it out never counts less against the budget.
+    assert without.committed_cost(hours_left) >= with_limit.committed_cost(hours_left)

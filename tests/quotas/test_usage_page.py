@@ -11,9 +11,12 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
+from portal.models import Role
 from quotas.demo import seed_flavors, seed_team_quotas
-from quotas.ledger import month_start, record_usage
+from quotas.ledger import month_end, month_start, record_usage
+from tests.factories import add_member
 
 pytestmark = pytest.mark.django_db
 
@@ -105,6 +108,70 @@ def test_it_serves_the_linked_csv_to_the_session(client, member, spend):
     assert response.content.decode().splitlines()[1] == "a100-80gb,2.0000,8.20,0.0000,0.00,USD"
 
 
+def period(start) -> str:
+    """The whole month of ``start`` (as the Usage page's CSV links ask for it)."""
+    return f"since={start:%Y-%m-%d}&until={month_end(start) - timedelta(days=1):%Y-%m-%d}"
+
+
+def csv_rows(response) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(response.content.decode())))
+
+
+def test_the_csv_by_workload_says_what_each_one_is_costliest_first(client, member, spend, flavors):
+    """Issue 20: it held only ``run:13`` / ``ep:2``, sorted as text."""
+    cheap = InferenceEndpoint.objects.create(team=spend["big"].team, created_by=member, name="chat",
+                                             flavor=flavors["l4"], image="r.example.com/s:1", state="ready")
+    start = spend["start"]
+    record_usage(cheap.team, cheap.ref, "l4", member, start, start + timedelta(minutes=30), 1, False)  # 0.40
+    client.force_login(member)
+    response = client.get(f"/api/v1/usage/?team=ml-research&{period(start)}&group_by=workload&format=csv")
+    assert response["Content-Disposition"] == (
+        f'attachment; filename="usage-ml-research-{timezone.localtime(start):%Y-%m}-by-workload.csv"')
+    rows = csv_rows(response)
+    assert rows[0] == ["group", "name", "kind", "team", "user", "flavor", "gpu_hours", "cost", "idle_gpu_hours",
+                       "idle_cost", "currency"]
+    assert rows[1:] == [
+        [spend["big"].ref, "big-train", "run", "ml-research", "mia", "a100-80gb", "2.0000", "8.20", "0.0000", "0.00",
+         "USD"],
+        [spend["small"].ref, "small-eval", "run", "ml-research", "vic", "l4", "2.0000", "1.60", "1.0000", "0.80", "USD"],
+        [cheap.ref, "chat", "endpoint", "ml-research", "mia", "l4", "0.5000", "0.40", "0.0000", "0.00", "USD"],
+    ]
+    # The JSON report keeps its fields and adds the same ones.
+    body = client.get(f"/api/v1/usage/?team=ml-research&{period(start)}&group_by=workload").json()
+    assert [(r["group"], r["name"], r["kind"], r["cost"]) for r in body["results"]] == [
+        (spend["big"].ref, "big-train", "run", "8.20"), (spend["small"].ref, "small-eval", "run", "1.60"),
+        (cheap.ref, "chat", "endpoint", "0.40")]
+    flavors_only = client.get(f"/api/v1/usage/?team=ml-research&{period(start)}&group_by=flavor").json()
+    assert set(flavors_only["results"][0]) == {"group", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "currency"}
+
+
+def test_every_download_is_named_for_what_and_when(client, member, staff, spend, other_team):
+    client.force_login(member)
+    month = f"{timezone.localtime(spend['start']):%Y-%m}"
+    for group in ("day", "flavor", "user"):
+        response = client.get(f"/api/v1/usage/?team=ml-research&{period(spend['start'])}&group_by={group}&format=csv")
+        assert response["Content-Disposition"] == f'attachment; filename="usage-ml-research-{month}-by-{group}.csv"'
+    week = client.get("/api/v1/usage/?since=2026-11-03&until=2026-11-09&format=csv")  # their one team
+    assert week["Content-Disposition"] == 'attachment; filename="usage-ml-research-2026-11-03-to-2026-11-09-by-day.csv"'
+    add_member(other_team, member, Role.MEMBER)
+    both = client.get("/api/v1/usage/?since=2026-11-03&until=2026-11-09&format=csv")
+    assert both["Content-Disposition"] == 'attachment; filename="usage-my-teams-2026-11-03-to-2026-11-09-by-day.csv"'
+    client.force_login(staff)
+    showback = client.get(f"/admin/showback/?month={month}&format=csv")
+    assert showback["Content-Disposition"] == f'attachment; filename="showback-{month}-by-team-and-flavor.csv"'
+
+
+def test_csv_money_is_rounded_to_the_cent_as_people_read_it(client, member, spend):
+    """Half up, as on every page (the API's decimals rounded half to even: 0.125 became 0.12)."""
+    start = spend["start"] + timedelta(hours=3)
+    # 562.5 s of an L4 at 0.80 an hour cost exactly 0.125.
+    record_usage(spend["small"].team, "run:777777", "l4", member, start, start + timedelta(seconds=562.5), 1, False)
+    client.force_login(member)
+    rows = csv_rows(client.get(f"/api/v1/usage/?team=ml-research&{period(start)}&group_by=workload"
+                               "&format=csv"))
+    assert [rows[-1][0], rows[-1][7], rows[-1][10]] == ["run:777777", "0.13", "USD"]
+
+
 def test_it_asks_anonymous_users_to_log_in_and_refuses_other_methods(client, member):
     assert client.get("/usage/").status_code == 302
     client.force_login(member)
@@ -140,11 +207,12 @@ def test_showback_csv_is_per_team_and_flavor(client, staff, spend, other_spend):
     client.force_login(staff)
     response = client.get(f"/admin/showback/?month={timezone.localtime(other_spend):%Y-%m}&format=csv")
     assert response["Content-Type"].startswith("text/csv")
-    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    rows = csv_rows(response)
     assert rows[0] == ["team", "flavor", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "currency"]
-    assert [(r[0], r[1], Decimal(r[3]), Decimal(r[5])) for r in rows[1:]] == [
-        ("ml-research", "a100-80gb", Decimal("8.2"), 0), ("ml-research", "l4", Decimal("1.6"), Decimal("0.8")),
-        ("vision", "a100-80gb", Decimal("8.2"), Decimal("8.2"))]
+    # Cents and four-place GPU-hours, as people read them: zero is 0.00, never 0E-10.
+    assert rows[1:] == [["ml-research", "a100-80gb", "2.0000", "8.20", "0.0000", "0.00", "USD"],
+                        ["ml-research", "l4", "2.0000", "1.60", "1.0000", "0.80", "USD"],
+                        ["vision", "a100-80gb", "2.0000", "8.20", "2.0000", "8.20", "USD"]]
 
 
 def test_showback_is_for_staff_only(client, member, team_admin):

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
 from django.test import Client
 
 from inference import services as endpoints
+from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from jobs.services import submit_run
 from portal.models import AuditEvent
-from quotas.models import Reservation
+from quotas.ledger import record_usage
+from quotas.models import Reservation, TeamBudget
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
 
@@ -75,3 +78,41 @@ def test_the_lists_show_billed_money_to_the_cent_and_sort_by_it(staff_client, me
     assert html.index(">dear<") < html.index(">cheap<")
     html = staff_client.get("/admin/jobs/trainingrun/?o=7").content.decode()
     assert html.index(">cheap<") < html.index(">dear<")
+
+
+def test_every_admin_list_writes_times_and_money_as_the_portal_does(staff_client, member, team, quota, published):
+    """Issue 20: the console wrote "Nov. 23, 2026, 2:05 p.m." and bare decimals; the portal writes
+    2026-11-23 14:05 UTC and 12,345.68 USD (portal.formatting) — the console now too."""
+    moment = datetime(2026, 11, 23, 14, 5, 7, tzinfo=UTC)
+    run = submit_run(member, team, {k: v for k, v in run_payload().items() if k != "team"})
+    TrainingRun.objects.filter(pk=run.pk).update(created_at=moment, billed_cost=Decimal("12345.678"))
+    endpoint = endpoints.create_endpoint(member, team, endpoint_payload())
+    InferenceEndpoint.objects.filter(pk=endpoint.pk).update(created_at=moment, billed_cost=Decimal("0.125"))
+    record_usage(team, run.ref, "a100-80gb", member, moment, moment + timedelta(minutes=30), 2, False)
+    Reservation.objects.filter(ref=run.ref).update(created_at=moment)
+    AuditEvent.objects.update(created_at=moment)
+    TeamBudget.objects.filter(team=team).update(monthly_limit=Decimal("20000"))
+    expected = {
+        "/admin/jobs/trainingrun/": ["2026-11-23 14:05 UTC", "12,345.68 USD"],
+        "/admin/inference/inferenceendpoint/": ["2026-11-23 14:05 UTC", "0.13 USD"],
+        "/admin/quotas/usagerecord/": ["2026-11-23 14:00 UTC", "2026-11-23 14:05:07 UTC", "2026-11-23 14:35:07 UTC",
+                                       "4.10 USD", "1.0000"],
+        "/admin/quotas/teambudget/": ["20,000.00 USD"],
+        "/admin/quotas/reservation/": ["2026-11-23 14:05 UTC"],
+        "/admin/portal/auditevent/": ["2026-11-23 14:05:07 UTC"],
+        "/admin/quotas/gpuflavor/": ["4.10 USD", "0.5857 USD"],
+    }
+    for path, texts in expected.items():
+        html = staff_client.get(path).content.decode()
+        for text in texts:
+            assert text in html, (path, text)
+        assert "Nov. 23, 2026" not in html and "p.m." not in html, path
+
+
+def test_the_queue_list_shows_what_each_entry_commits(staff_client, member, team, quota, published):
+    submit_run(member, team, {**{k: v for k, v in run_payload().items() if k != "team"}, "name": "hog",
+                              "gpus_per_worker": 8})
+    submit_run(member, team, {**{k: v for k, v in run_payload().items() if k != "team"}, "name": "waits",
+                              "gpus_per_worker": 2, "max_runtime_minutes": 90})
+    html = staff_client.get("/admin/quotas/queuedrequest/").content.decode()
+    assert "8.20 USD" in html and "12.30 USD" in html  # per hour; in all with its 90-minute limit

@@ -37,11 +37,12 @@ def run(member, team, name: str, gpus: int, minutes: int | None = None) -> Train
 def test_committed_counts_runtime_limits_and_endpoint_minimums_to_the_months_end(member, team, quota):
     now = timezone.now()
     run(member, team, "bounded", 2, minutes=90)  # 2 × 4.10 × 1.5 h = 12.30 still to come
-    run(member, team, "open-ended", 1)  # no known end: not committed
+    run(member, team, "open-ended", 1)  # no known end: an A100 until the month's end
     create_endpoint(member, team, {"name": "chat", "image": "registry.example.com/s/vllm:1", "flavor": "l4",
                                    "min_replicas": 1})
     hours_left = Decimal((month_end(now) - now).total_seconds()) / 3600
-    expected = Decimal("12.30") + Decimal("0.80") * hours_left  # an L4 on demand to the month's end
+    # An A100 and an L4 on demand to the month's end.
+    expected = Decimal("12.30") + (Decimal("4.10") + Decimal("0.80")) * hours_left
     assert abs(budget_summary(team, now)["committed"] - expected) < Decimal("0.01")
 
 
@@ -105,6 +106,51 @@ def test_admission_decides_at_the_bound_as_it_would_at_the_exact_committed_money
             outcomes.append(decided.outcome)
             transaction.set_rollback(True)
     assert outcomes == ["queue", "queue", "admit", "admit", "admit"]
+
+
+def test_a_run_without_a_limit_is_swept_at_the_bound_as_at_the_exact_committed_money(member, team, quota):
+    """The same sweep for a request without a known end: it counts until the month's end."""
+    run(member, team, "bounded", 2, minutes=90)
+    now = timezone.now()
+    exact = commitments([team.pk], now)[team.pk]
+    request = ResourceRequest("a100-80gb", 1, 1, cost_per_hour=Decimal("4.10"), description="run probe")
+    needed = exact + Decimal("4.10") * Decimal((month_end(now) - now).total_seconds()) / 3600
+    outcomes = []
+    for limit in (needed - 1, needed - Decimal("0.05"), needed + Decimal("0.05"), needed + 1):
+        with transaction.atomic():
+            TeamBudget.objects.filter(team=team).update(monthly_limit=limit)
+            expected = admission.preview(team, request)
+            decided = admission.admit(team, request, "run:999999")
+            assert (decided.outcome, decided.reason) == (expected.outcome, expected.reason), limit
+            outcomes.append(decided.outcome)
+            transaction.set_rollback(True)
+    assert outcomes == ["queue", "queue", "admit", "admit"]
+
+
+def test_with_nothing_left_a_run_without_a_limit_no_longer_starts(member, team, quota):
+    """Issue 20: with 0.00 left, the same run queued with a runtime limit but started without one."""
+    holder = run(member, team, "holder", 1, minutes=60)  # commits 4.10
+    TeamBudget.objects.filter(team=team).update(monthly_limit=Decimal("4.10"))  # 0.00 left
+    assert holder.state == "admitted"
+    limited = run(member, team, "limited", 1, minutes=30)
+    unlimited = run(member, team, "unlimited", 1)
+    assert limited.state == unlimited.state == "queued"
+    assert unlimited.reason.startswith("waiting for budget: est. ")
+    assert "until the month's end (no runtime limit) would exceed the 0.00 USD left this month" in unlimited.reason
+
+
+def test_admitting_commits_exactly_what_the_gate_counted(member, team, quota):
+    """decide() counts what ledger.committed counts once the work is admitted: a limit capped at the
+    month's end, no limit until the month's end, an endpoint's minimum until the month's end."""
+    now = timezone.now()
+    hours_left = Decimal((month_end(now) - now).total_seconds()) / 3600
+    before = commitments([team.pk], now).get(team.pk, Decimal(0))
+    unlimited = run(member, team, "unlimited", 2)
+    assert unlimited.state == "admitted"
+    after = commitments([team.pk], now)[team.pk]
+    assert abs((after - before) - Decimal("8.20") * hours_left) < Decimal("0.01")
+    counted = admission.preview(team, ResourceRequest("a100-80gb", 2, 2, cost_per_hour=Decimal("8.20")))
+    assert counted.admitted
 
 
 def test_burn_projection_and_run_out_date_follow_what_runs_now(member, team, quota):

@@ -16,72 +16,26 @@ from decimal import Decimal
 from itertools import pairwise
 
 import pytest
-from django.utils import timezone
 
 from cluster.backends.base import WorkloadRef
-from cluster.status import parse_time
 from inference import services as endpoints
 from jobs import services as runs
 from quotas import ledger
 from quotas.demo import seed_team_quotas
 from quotas.models import GpuFlavor, UsageRecord
-from sandbox.backend import SandboxBackend
+from tests.workloads.timeline import INTERVAL, scripted_timeline
 from workloads import reconcile as rec
 from workloads.idle import idle_figures
-from workloads.tasks import apply_workload
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-INTERVAL = 5  # seconds between reconcile cycles
 #: Eight minutes before an hour boundary, so segments roll over an hour on the way.
 START = datetime(2026, 11, 12, 13, 52, 0, tzinfo=UTC)
 
 
-class Timeline:
-    """The sandbox, its clock (which ``timezone.now`` follows) and the published tasks, run in order."""
-
-    def __init__(self, published):
-        self.backend = SandboxBackend()
-        self.published = published
-        self.now = START
-
-    def run_tasks(self) -> None:
-        while self.published:
-            name, args = self.published.pop(0)
-            if name in ("workloads.tasks.apply_workload",):
-                assert apply_workload(*args) in ("applied", "skipped")
-
-    def advance(self, seconds: int) -> None:
-        self.now += timedelta(seconds=seconds)
-        self.run_tasks()
-        self.backend.tick(self.now)
-
-    def cycle(self, seconds: int = INTERVAL):
-        self.advance(seconds)
-        report = rec.reconcile(self.backend, now=self.now)
-        self.run_tasks()
-        return report
-
-    def cycles(self, count: int) -> None:
-        for _ in range(count):
-            self.cycle()
-
-    def container_start(self, workload) -> datetime:
-        """When the workload's first container started, as the cluster reports it."""
-        observed = next(o for o in self.backend.observe() if o.workload == workload.cluster_name)
-        starts = [parse_time(s["state"]["running"]["startedAt"] if "running" in s["state"]
-                             else s["state"]["terminated"]["startedAt"])
-                  for pod in observed.pods for s in pod["status"].get("containerStatuses", [])
-                  if "running" in s["state"] or "terminated" in s["state"]]
-        return min(starts)
-
-
 @pytest.fixture
 def timeline(published, monkeypatch):
-    made = Timeline(published)
-    monkeypatch.setattr(timezone, "now", lambda: made.now)
-    monkeypatch.setattr("portal.cluster.get_backend", lambda: made.backend)
-    return made
+    return scripted_timeline(published, monkeypatch, START)
 
 
 def hours(delta: timedelta) -> Decimal:

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
+from quotas.ledger import month_end
 from quotas.models import QueuedRequest, Reservation, TeamBudget
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
@@ -37,7 +38,7 @@ def test_it_says_where_it_would_queue_and_when_it_would_start(api, member, team,
     TrainingRun.objects.filter(pk=busy["id"]).update(state="running", started_at=timezone.now())
     body = dry(api, "/api/v1/runs/", run_payload(name="next", gpus_per_worker=4)).json()
     assert body["outcome"] == "queue" and body["queue_position"] == 1
-    assert body["start"] == f"starts in about 60 min (when run-{busy['id']} ends)"
+    assert body["start"] == "starts in about 60 min, when busy ends"
     assert body["estimated_start_at"] is not None
     assert not QueuedRequest.objects.exists()
 
@@ -78,3 +79,19 @@ def test_the_run_form_shows_the_forecast(client, member, quota):
             "max_runtime_minutes": "120"}
     page = client.post("/runs/preview/", form, HTTP_HX_REQUEST="true").content.decode()
     assert "16.40 USD" in page and "16% of what the budget leaves this month" in page
+
+
+def test_a_run_without_a_limit_is_counted_until_the_months_end(api, client, member, quota):
+    TeamBudget.objects.filter(team__slug="ml-research").update(monthly_limit=Decimal("100000"))
+    now = timezone.now()
+    hours_left = Decimal((month_end(now) - now).total_seconds()) / 3600
+    body = dry(api, "/api/v1/runs/", run_payload(gpus_per_worker=2)).json()
+    assert body["estimated_total"] is None
+    assert abs(Decimal(body["committed_cost"]) - Decimal("8.20") * hours_left) < Decimal("0.01")
+    limited = dry(api, "/api/v1/runs/", run_payload(gpus_per_worker=2, max_runtime_minutes=120)).json()
+    assert limited["committed_cost"] == limited["estimated_total"] == "16.4000"
+    client.force_login(member)
+    form = {"name": "x", "image": "registry.example.com/ml/t:1", "command": "python t.py", "flavor": "a100-80gb",
+            "gpus_per_worker": "2", "workers": "1", "max_retries": "2", "priority": "normal"}
+    page = client.post("/runs/preview/", form, HTTP_HX_REQUEST="true").content.decode()
+    assert "No runtime limit: the budget counts <strong>" in page and "A runtime limit counts less." in page

@@ -11,7 +11,7 @@ from jobs.models import TrainingRun
 from jobs.services import submit_run
 from quotas import admission
 from workloads import reconcile as rec
-from workloads.forecast import StartEstimate, estimated_starts
+from workloads.forecast import Ahead, StartEstimate, estimated_starts
 from workloads.tasks import apply_workload
 
 pytestmark = pytest.mark.django_db
@@ -40,9 +40,10 @@ def test_estimates_follow_the_expected_ends_and_match_when_the_work_really_start
     b = submit(member, team, "b", 4, minutes=20)
     c = submit(member, team, "c", 8)  # no limit and no history: its own end is unknown
     estimates = estimated_starts(team, now=t0 + timedelta(seconds=5))
-    assert estimates[b.ref] == StartEstimate(t0 + timedelta(minutes=30), (a.cluster_name,))
-    assert estimates[c.ref] == StartEstimate(t0 + timedelta(minutes=50), (a.cluster_name, b.cluster_name))
-    assert estimates[b.ref].words(t0 + timedelta(minutes=10)) == f"starts in about 20 min (when {a.cluster_name} ends)"
+    assert estimates[b.ref] == StartEstimate(t0 + timedelta(minutes=30), (Ahead("a", f"/runs/{a.pk}/"),))
+    assert estimates[c.ref] == StartEstimate(t0 + timedelta(minutes=50), (Ahead("a", f"/runs/{a.pk}/"),
+                                                                         Ahead("b", f"/runs/{b.pk}/")))
+    assert estimates[b.ref].words(t0 + timedelta(minutes=10)) == "starts in about 20 min, when a ends"
 
     # The timeline: a ends on time; the cycle after admits b.
     end = t0 + timedelta(minutes=30)
@@ -53,13 +54,19 @@ def test_estimates_follow_the_expected_ends_and_match_when_the_work_really_start
     assert abs((end + timedelta(seconds=5)) - estimates[b.ref].at) <= interval  # within one cycle
 
 
-def test_a_run_without_a_limit_uses_the_teams_median_for_its_flavor_and_image(member, team, quota, fake_backend):
+def test_a_run_without_a_limit_uses_the_median_of_the_same_job(member, team, quota, fake_backend):
     t0 = timezone.now().replace(microsecond=0)
-    for minutes in (10, 20, 60):  # finished runs of the same flavor and image: median 20 min
-        done = submit(member, team, f"old-{minutes}", 1, image="same:1")
+    for minutes in (10, 20, 60):  # earlier runs of the same job (name, flavor, image): median 20 min
+        done = submit(member, team, "now", 1, image="same:1")
         TrainingRun.objects.filter(pk=done.pk).update(state="succeeded", started_at=t0 - timedelta(hours=5),
                                                         finished_at=t0 - timedelta(hours=5, minutes=-minutes))
         admission.release(done.ref)
+    # Other jobs of that flavor and image, and the same job cancelled, say nothing about it.
+    for name, state, hours in (("pretrain", "succeeded", 9), ("sft", "failed", 7), ("now", "cancelled", 30)):
+        other = submit(member, team, name, 1, image="same:1")
+        TrainingRun.objects.filter(pk=other.pk).update(state=state, started_at=t0 - timedelta(hours=40),
+                                                         finished_at=t0 - timedelta(hours=40 - hours))
+        admission.release(other.ref)
     running = submit(member, team, "now", 8, image="same:1")
     TrainingRun.objects.filter(pk=running.pk).update(state="running", started_at=t0)
     waiting = submit(member, team, "next", 2)
@@ -95,4 +102,4 @@ def test_the_run_page_says_when_it_should_start(client, member, team, quota):
     waiting = submit(member, team, "next", 2)
     client.force_login(member)
     page = client.get(f"/runs/{waiting.pk}/").content.decode()
-    assert f"starts in about 40 min (when {running.cluster_name} ends)" in page
+    assert f'starts in about 40 min, when <a href="/runs/{running.pk}/">busy</a> ends' in page

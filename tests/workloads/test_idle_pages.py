@@ -52,10 +52,12 @@ def test_the_run_list_badges_idle_runs(client, member, idle_run):
 def test_the_api_reports_idle_time(api, idle_run):
     body = api.get(f"/api/v1/runs/{idle_run.pk}/").json()
     # 50 idle minutes on 2 GPUs (a few more milliseconds by the time the request runs).
-    assert body["idle_gpu_hours"] == "1.6667" and abs(Decimal(body["idle_cost"]) - Decimal("6.8333")) < Decimal("0.001")
+    # On a loaded machine 0.15 s between the fixture and a request already reads 1.6668.
+    assert abs(Decimal(body["idle_gpu_hours"]) - Decimal("1.6667")) <= Decimal("0.0002")
+    assert abs(Decimal(body["idle_cost"]) - Decimal("6.8333")) < Decimal("0.001")
     assert body["idle_since"] is not None
     listed = api.get("/api/v1/runs/").json()["results"][0]
-    assert listed["idle_gpu_hours"] == "1.6667"
+    assert abs(Decimal(listed["idle_gpu_hours"]) - Decimal("1.6667")) <= Decimal("0.0002")
 
 
 def test_the_endpoint_page_shows_its_idle_time(client, member, team, ep_quota, flavors):

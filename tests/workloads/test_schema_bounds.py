@@ -8,6 +8,8 @@ must carry that bound in the schema.
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 from django.core.exceptions import ValidationError
 from rest_framework import serializers
@@ -19,7 +21,8 @@ from jobs.validation import parse_run_request
 
 RUN = {"name": "probe", "image": "registry.example.com/ml/t:1", "command": ["python"], "flavor": "a100-80gb"}
 ENDPOINT = {"name": "probe", "image": "registry.example.com/s/vllm:1", "flavor": "a100-80gb"}
-CASES = [(RunCreateSerializer, parse_run_request, RUN), (EndpointCreateSerializer, parse_endpoint_request, ENDPOINT)]
+CASES = [(RunCreateSerializer, parse_run_request, RUN),
+         (EndpointCreateSerializer, partial(parse_endpoint_request, namespace="team-probe"), ENDPOINT)]
 
 
 def numeric_fields(serializer_class):

@@ -1,0 +1,122 @@
+"""At 1366×900, a laptop's screen, no page scrolls sideways and no table is cut off (issue 20, point 10).
+
+Every page of the portal and of Slipway's admin pages that shows a table is walked on the
+seeded demo world (with its two weeks of history, so the money tables are full). A table may
+be wider than its box only where that box scrolls; and the money tables — the Usage page's
+daily, per-person, per-flavor and per-workload tables, the showback table — show every
+column at this width (the daily table hid H100 and TOTAL, "By person" hid IDLE). Chart
+legends are lists without bullets. Runs say how long they ran.
+
+Real layout needs a real browser: Debian chromium via Playwright.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from inference.models import InferenceEndpoint
+from jobs.models import TrainingRun
+from portal.services import create_api_token
+from tests.browser.conftest import save_evidence
+from tests.browser.support import BROWSER_MARKS, chromium_page
+
+pytestmark = BROWSER_MARKS
+
+LAPTOP = {"width": 1366, "height": 900}
+User = get_user_model()
+
+#: Per page: whether it scrolls sideways; per table, the boxes around it that it is wider than:
+#: fine where that box scrolls (overflow-x auto or scroll: then the box is what shows further
+#: out), cut off where it does not.
+LAYOUT = """() => {
+  const boxes = [];
+  for (const table of document.querySelectorAll('table')) {
+    let shown = table.getBoundingClientRect();
+    const cut = [], scrolls = [];
+    for (let box = table.parentElement; box && box !== document.documentElement; box = box.parentElement) {
+      const rect = box.getBoundingClientRect();
+      const left = rect.left + box.clientLeft, right = left + box.clientWidth;
+      if (shown.right <= right + 1 && shown.left >= left - 1) continue;
+      const overflow = getComputedStyle(box).overflowX;
+      const what = {box: (box.id || box.className || box.tagName).toString(), overflow,
+                    wide: Math.round(shown.width), room: box.clientWidth};
+      if (overflow === 'auto' || overflow === 'scroll') { scrolls.push(what); shown = rect; } else { cut.push(what); }
+    }
+    boxes.push({table: table.id || table.className || '(table)', cut, scrolls});
+  }
+  const legends = [...document.querySelectorAll('ul.legend li')].map(li => getComputedStyle(li).listStyleType);
+  return {page: document.documentElement.scrollWidth, viewport: window.innerWidth, boxes, legends};
+}"""
+
+#: Tables whose every column shows at 1366 px (no scrolling needed to read them).
+WHOLE = {"daily-table", "person-table", "flavor-table", "workload-table", "burn-table", "showback",
+         "showback-daily-table"}
+
+
+@pytest.fixture
+def browser(transactional_db, settings, monkeypatch, live_server, request):
+    settings.DEBUG = True  # seed_demo's guard against well-known passwords
+    monkeypatch.setattr("portal.queueing.publish", lambda task, *args, **kwargs: True)
+    with open(os.devnull, "w") as devnull:
+        call_command("seed_demo", stdout=devnull)
+    with chromium_page(monkeypatch) as page:
+        page.set_viewport_size(LAPTOP)
+        yield page
+        save_evidence(request, page)
+
+
+def log_in(page, url: str, username: str, password: str) -> None:
+    page.goto(f"{url}/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{url}/")
+
+
+def check(page, url: str, path: str) -> set[str]:
+    """Open ``path``, assert its layout, and return the ids of the tables it shows."""
+    response = page.goto(f"{url}{path}")
+    assert response.status == 200, path
+    layout = page.evaluate(LAYOUT)
+    assert layout["page"] <= layout["viewport"], (path, "the page scrolls sideways", layout)
+    for box in layout["boxes"]:
+        assert not box["cut"], (path, box["table"], "is cut off by", box["cut"])
+        if box["table"] in WHOLE:
+            assert not box["scrolls"], (path, box["table"], "hides columns at 1366 px", box["scrolls"])
+    assert all(style == "none" for style in layout["legends"]), (path, "bullets in a chart legend", layout["legends"])
+    return {box["table"] for box in layout["boxes"]}
+
+
+def test_no_table_is_cut_off_and_no_page_scrolls_sideways_at_1366(live_server, browser):
+    url = live_server.url
+    log_in(browser, url, "alice", "slipway-demo")
+    create_api_token(User.objects.get(username="alice"), "laptop")
+    run = TrainingRun.objects.filter(team__slug="ml-research").first()
+    endpoint = InferenceEndpoint.objects.filter(team__slug="ml-research").first()
+    seen: set[str] = set()
+    for path in ("/", "/runs/", f"/runs/{run.pk}/", "/endpoints/", f"/endpoints/{endpoint.pk}/", "/usage/",
+                 "/teams/ml-research/", "/tokens/"):
+        seen |= check(browser, url, path)
+    assert {"daily-table", "person-table", "flavor-table", "workload-table", "burn-table"} <= seen
+    # How long each run ran, on the list and on its page (the demo's bert-base-sweep ran six hours).
+    history = TrainingRun.objects.get(team__slug="ml-research", name="bert-base-sweep")
+    browser.goto(f"{url}/runs/")
+    assert browser.locator(f"#run-{history.pk}-ran").inner_text() == "ran 6 h 00 min"
+    browser.goto(f"{url}/runs/{history.pk}/")
+    assert browser.locator("#run-time").inner_text() == "6 h 00 min"
+
+    browser.context.clear_cookies()
+    browser.goto(f"{url}/admin/login/")
+    browser.fill("#id_username", "admin")
+    browser.fill("#id_password", "slipway-admin")
+    browser.click("input[type=submit]")
+    browser.wait_for_url(f"{url}/admin/")
+    for path in ("/admin/", "/admin/workloads/", "/admin/capacity/", "/admin/showback/",
+                 "/admin/jobs/trainingrun/", "/admin/inference/inferenceendpoint/", "/admin/quotas/usagerecord/",
+                 "/admin/quotas/teambudget/", "/admin/quotas/teamquota/", "/admin/portal/auditevent/"):
+        seen |= check(browser, url, path)
+    assert {"workloads", "showback", "showback-daily-table"} <= seen

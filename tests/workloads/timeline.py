@@ -1,0 +1,66 @@
+"""A scripted timeline on the simulated cluster, shared by the tests that replay one.
+
+The sandbox, its clock (which ``timezone.now`` follows, so user actions happen at scripted
+instants), and the published tasks, run in order; each cycle ticks the cluster and runs the
+real reconcile cycle.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from cluster.status import parse_time
+from sandbox.backend import SandboxBackend
+from workloads import reconcile as rec
+from workloads.tasks import apply_workload
+
+INTERVAL = 5  # seconds between reconcile cycles
+
+
+class Timeline:
+    """The sandbox, its clock (which ``timezone.now`` follows) and the published tasks, run in order."""
+
+    def __init__(self, published, start: datetime):
+        self.backend = SandboxBackend()
+        self.published = published
+        self.now = start
+
+    def run_tasks(self) -> None:
+        while self.published:
+            name, args = self.published.pop(0)
+            if name in ("workloads.tasks.apply_workload",):
+                assert apply_workload(*args) in ("applied", "skipped")
+
+    def advance(self, seconds: int) -> None:
+        self.now += timedelta(seconds=seconds)
+        self.run_tasks()
+        self.backend.tick(self.now)
+
+    def cycle(self, seconds: int = INTERVAL):
+        self.advance(seconds)
+        report = rec.reconcile(self.backend, now=self.now)
+        self.run_tasks()
+        return report
+
+    def cycles(self, count: int) -> None:
+        for _ in range(count):
+            self.cycle()
+
+    def container_start(self, workload) -> datetime:
+        """When the workload's first container started, as the cluster reports it."""
+        observed = next(o for o in self.backend.observe() if o.workload == workload.cluster_name)
+        starts = [parse_time(s["state"]["running"]["startedAt"] if "running" in s["state"]
+                             else s["state"]["terminated"]["startedAt"])
+                  for pod in observed.pods for s in pod["status"].get("containerStatuses", [])
+                  if "running" in s["state"] or "terminated" in s["state"]]
+        return min(starts)
+
+
+def scripted_timeline(published, monkeypatch, start: datetime) -> Timeline:
+    """A :class:`Timeline` from ``start`` that ``timezone.now`` and the backend seam follow (for a fixture)."""
+    made = Timeline(published, start)
+    monkeypatch.setattr(timezone, "now", lambda: made.now)
+    monkeypatch.setattr("portal.cluster.get_backend", lambda: made.backend)
+    return made
