@@ -45,6 +45,7 @@ def endpoint_spec(endpoint: InferenceEndpoint, max_surge: int) -> EndpointSpec:
         port=endpoint.port,
         gpus_per_replica=endpoint.gpus_per_replica,
         min_replicas=endpoint.min_replicas,
+        max_replicas=endpoint.max_replicas,
         replica_ceiling=endpoint.replica_ceiling or endpoint.base_replicas,
         metric=autoscale.get("metric", "gpu_utilization"),
         target=float(autoscale.get("target", 70)),
