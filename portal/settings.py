@@ -64,6 +64,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "portal.middleware.CurrentTeamMiddleware",
+    # Cache-Control: no-store on everything a signed-in user or token gets (docs/security.md).
+    "portal.middleware.NoStoreWhenSignedInMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
