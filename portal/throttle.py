@@ -8,11 +8,11 @@ throttle first only to say *why* (and the views answer 429).
 
 **What is counted.**
 
-- Per (username, client address): the first ``FREE_FAILURES`` failures cost nothing; the
-  n-th failure from then on locks the pair for ``BASE_DELAY * 2**(n - FREE_FAILURES)``,
-  at most ``MAX_DELAY``. The count is forgotten ``PAIR_MEMORY`` after the last failure, and at
-  once when the right password is given. Keyed by the pair, a stranger elsewhere cannot lock a
-  colleague out; the colleague's own address keeps working.
+- Per (username, client address): the n-th failure, from n = ``MAX_FAILURES`` on, locks
+  the pair for ``BASE_DELAY * 2**(n - MAX_FAILURES)``, at most ``MAX_DELAY``. The count is
+  forgotten ``PAIR_MEMORY`` after the last failure, and at once when the right password is
+  given. Keyed by the pair, a stranger elsewhere cannot lock a colleague out; the
+  colleague's own address keeps working.
 - Per client address (any usernames): ``ADDRESS_MAX_FAILURES`` failures without a
   ``ADDRESS_WINDOW`` pause lock the address for ``ADDRESS_WINDOW`` (password spraying).
 
@@ -49,9 +49,9 @@ from portal.models import AuditEvent
 
 logger = logging.getLogger(__name__)
 
-#: Failures per (username, address) before the backoff starts.
-FREE_FAILURES = 5
-#: Lock after the FREE_FAILURES-th failure; doubles with each further one, up to MAX_DELAY.
+#: Failures per (username, address) that lock it: the MAX_FAILURES-th locks for BASE_DELAY.
+MAX_FAILURES = 5
+#: ... and each further failure doubles the lock, up to MAX_DELAY.
 BASE_DELAY = timedelta(minutes=1)
 MAX_DELAY = timedelta(hours=1)
 #: How long a pair's failures are remembered after the last one.
@@ -65,9 +65,9 @@ _PREFIX = "slipway:signin"
 
 def delay_after(failures: int) -> timedelta:
     """How long a pair is locked after its ``failures``-th failure (zero before the backoff)."""
-    if failures < FREE_FAILURES:
+    if failures < MAX_FAILURES:
         return timedelta(0)
-    return min(BASE_DELAY * 2 ** min(failures - FREE_FAILURES, 32), MAX_DELAY)
+    return min(BASE_DELAY * 2 ** min(failures - MAX_FAILURES, 32), MAX_DELAY)
 
 
 def _normal(username: str) -> str:
@@ -152,7 +152,7 @@ def _wait_from_audit_log(username: str, ip: str | None) -> int:
     pair = (failed.filter(actor_name__iexact=name, created_at__gt=max(since, last_login or since))
             .aggregate(failures=Count("id"), last=Max("created_at")))
     ends: list[datetime] = []
-    if pair["failures"] >= FREE_FAILURES:
+    if pair["failures"] >= MAX_FAILURES:
         ends.append(pair["last"] + delay_after(pair["failures"]))
     if ip:
         # The address is locked until its ADDRESS_MAX_FAILURES-th latest failure leaves the window.

@@ -48,7 +48,7 @@ def _sign_in(door: str, username: str, ip: str, **extra) -> tuple[Client, object
 ])
 def test_each_door_refuses_even_the_right_password_while_locked(request, door, user_fixture, username):
     request.getfixturevalue(user_fixture)
-    _fail(door, username, A, throttle.FREE_FAILURES)
+    _fail(door, username, A, throttle.MAX_FAILURES)
     client, response = _sign_in(door, username, A)
     assert response.status_code == 429
     assert "Too many failed sign-ins; try again in 1 minute." in response.content.decode()
@@ -56,7 +56,7 @@ def test_each_door_refuses_even_the_right_password_while_locked(request, door, u
 
 
 def test_the_doors_share_one_count(staff):
-    _fail("/login/", "sam", A, throttle.FREE_FAILURES - 2)
+    _fail("/login/", "sam", A, throttle.MAX_FAILURES - 2)
     _fail("/admin/login/", "sam", A, 2)
     for door in ("/login/", "/admin/login/"):
         client, response = _sign_in(door, "sam", A)
@@ -65,7 +65,7 @@ def test_the_doors_share_one_count(staff):
 
 def test_any_other_authenticate_caller_is_refused_too(member):
     """A future door that calls authenticate() passes the backend, which is the wall."""
-    _fail("/login/", "mia", A, throttle.FREE_FAILURES)
+    _fail("/login/", "mia", A, throttle.MAX_FAILURES)
     request = RequestFactory().post("/anything/", REMOTE_ADDR=A)
     assert authenticate(request, username="mia", password=PASSWORD) is None
     # The refusal is audited as a failed sign-in, like a wrong password.
@@ -77,26 +77,26 @@ def test_any_other_authenticate_caller_is_refused_too(member):
 
 
 def test_failures_from_one_address_do_not_lock_the_user_elsewhere(member):
-    _fail("/login/", "mia", A, throttle.FREE_FAILURES)
+    _fail("/login/", "mia", A, throttle.MAX_FAILURES)
     client, response = _sign_in("/login/", "mia", B)
     assert response.status_code == 302 and client.session["_auth_user_id"] == str(member.pk)
 
 
 def test_the_lock_grows_with_each_failure_and_is_capped():
     waits = []
-    for _ in range(throttle.FREE_FAILURES + 8):
+    for _ in range(throttle.MAX_FAILURES + 8):
         throttle.note_failure("mia", A)
         waits.append(throttle.wait_seconds("mia", A))
-    assert waits[:throttle.FREE_FAILURES - 1] == [0] * (throttle.FREE_FAILURES - 1)
-    locked = waits[throttle.FREE_FAILURES - 1:]
+    assert waits[:throttle.MAX_FAILURES - 1] == [0] * (throttle.MAX_FAILURES - 1)
+    locked = waits[throttle.MAX_FAILURES - 1:]
     assert [round(wait / 60) for wait in locked[:4]] == [1, 2, 4, 8]
     assert max(locked) == locked[-1] == throttle.MAX_DELAY.total_seconds()
 
 
 def test_the_right_password_resets_the_count(member):
-    _fail("/login/", "mia", A, throttle.FREE_FAILURES - 1)
+    _fail("/login/", "mia", A, throttle.MAX_FAILURES - 1)
     assert _sign_in("/login/", "mia", A)[1].status_code == 302
-    _fail("/login/", "mia", A, throttle.FREE_FAILURES - 1)  # counted from zero again: not locked
+    _fail("/login/", "mia", A, throttle.MAX_FAILURES - 1)  # counted from zero again: not locked
     assert _sign_in("/login/", "mia", A)[1].status_code == 302
 
 
@@ -110,7 +110,7 @@ def test_one_address_trying_many_usernames_is_locked_for_all_of_them(member):
 
 def test_forged_forwarded_for_does_not_escape_the_lock_without_a_trusted_proxy(member, settings):
     settings.SLIPWAY_TRUSTED_PROXIES = 0
-    for i in range(throttle.FREE_FAILURES):
+    for i in range(throttle.MAX_FAILURES):
         _fail("/login/", "mia", A, 1, HTTP_X_FORWARDED_FOR=f"203.0.113.{i}")
     assert _sign_in("/login/", "mia", A, HTTP_X_FORWARDED_FOR="203.0.113.99")[1].status_code == 429
 
@@ -118,11 +118,11 @@ def test_forged_forwarded_for_does_not_escape_the_lock_without_a_trusted_proxy(m
 def test_forwarded_for_is_honoured_only_from_a_listed_proxy(member, settings):
     settings.SLIPWAY_TRUSTED_PROXIES = ("10.0.0.0/24",)
     # Through the proxy: clients are told apart by X-Forwarded-For.
-    _fail("/login/", "mia", "10.0.0.7", throttle.FREE_FAILURES, HTTP_X_FORWARDED_FOR=f"6.6.6.6, {A}")
+    _fail("/login/", "mia", "10.0.0.7", throttle.MAX_FAILURES, HTTP_X_FORWARDED_FOR=f"6.6.6.6, {A}")
     assert _sign_in("/login/", "mia", "10.0.0.7", HTTP_X_FORWARDED_FOR=A)[1].status_code == 429
     assert _sign_in("/login/", "mia", "10.0.0.7", HTTP_X_FORWARDED_FOR=B)[1].status_code == 302
     # Straight to the pod, past the proxy: the header is the caller's word and is ignored.
-    for i in range(throttle.FREE_FAILURES):
+    for i in range(throttle.MAX_FAILURES):
         _fail("/login/", "mia", "10.9.9.9", 1, HTTP_X_FORWARDED_FOR=f"203.0.113.{i}")
     assert _sign_in("/login/", "mia", "10.9.9.9", HTTP_X_FORWARDED_FOR="203.0.113.99")[1].status_code == 429
 
@@ -157,7 +157,7 @@ def test_sign_in_works_while_the_cache_is_down(cache_down, staff, door, caplog):
 
 
 def test_while_the_cache_is_down_the_audit_log_still_throttles(cache_down, member):
-    _fail("/login/", "mia", A, throttle.FREE_FAILURES)
+    _fail("/login/", "mia", A, throttle.MAX_FAILURES)
     client, response = _sign_in("/login/", "mia", A)
     assert response.status_code == 429 and "_auth_user_id" not in client.session
     assert _sign_in("/login/", "mia", B)[1].status_code == 302  # keyed by (username, address) here too
@@ -171,7 +171,7 @@ def test_while_the_cache_is_down_an_address_trying_many_usernames_is_locked(cach
 
 
 def test_while_the_cache_is_down_a_sign_in_resets_the_pair(cache_down, member):
-    _fail("/login/", "mia", A, throttle.FREE_FAILURES - 1)
+    _fail("/login/", "mia", A, throttle.MAX_FAILURES - 1)
     assert _sign_in("/login/", "mia", A)[1].status_code == 302
-    _fail("/login/", "mia", A, throttle.FREE_FAILURES - 1)
+    _fail("/login/", "mia", A, throttle.MAX_FAILURES - 1)
     assert _sign_in("/login/", "mia", A)[1].status_code == 302
