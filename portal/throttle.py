@@ -123,7 +123,7 @@ def note_failure(username: str, ip: str | None) -> None:
         if ip and _count(_address_key(ip), ADDRESS_WINDOW) >= ADDRESS_MAX_FAILURES:
             _lock(_address_key(ip), ADDRESS_WINDOW)
     except Exception:  # the audit log has the failure; wait_seconds reads it then
-        logger.warning("Sign-in throttle: cache unreachable, failure not counted there", exc_info=True)
+        logger.warning("Sign-in throttle: cache unreachable, failure not counted there")
 
 
 def clear(username: str, ip: str | None) -> None:
@@ -132,7 +132,7 @@ def clear(username: str, ip: str | None) -> None:
     try:
         cache.delete_many([pair, f"{pair}:lock"])
     except Exception:
-        logger.warning("Sign-in throttle: cache unreachable, count not cleared", exc_info=True)
+        logger.warning("Sign-in throttle: cache unreachable, count not cleared")
 
 
 def _wait_from_audit_log(username: str, ip: str | None) -> int:
