@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 from datetime import timedelta
+from functools import lru_cache
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -173,19 +174,44 @@ def authenticate_token(raw: str) -> ApiToken | None:
 
 
 def client_ip(request) -> str | None:
-    """The client's address for the audit log.
+    """The client's address, for the audit log and the sign-in throttle.
 
-    Behind ``SLIPWAY_TRUSTED_PROXIES`` = N reverse proxies each one appends the address it got
-    the request from to X-Forwarded-For, so the client is the N-th entry from the right;
-    entries further left were sent by the client and prove nothing. With N = 0, REMOTE_ADDR.
+    ``SLIPWAY_TRUSTED_PROXIES`` says which X-Forwarded-For entries to believe (each proxy
+    appends the address it got the request from; entries further left were sent by the
+    client and prove nothing):
+
+    - 0: none; REMOTE_ADDR.
+    - N > 0: the N-th entry from the right (REMOTE_ADDR when there are fewer). Anyone who can
+      reach Slipway without passing the proxies can forge it.
+    - a list of proxy addresses/networks: only when REMOTE_ADDR is one of them, the
+      right-most entry that is not (walking left past each trusted proxy).
     """
     proxies = settings.SLIPWAY_TRUSTED_PROXIES
-    if proxies > 0:
-        hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
-        hops = [hop for hop in hops if hop]
-        if len(hops) >= proxies:
+    remote = _valid_ip(request.META.get("REMOTE_ADDR", ""))
+    hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
+    hops = [hop for hop in hops if hop]
+    if isinstance(proxies, int):
+        if proxies > 0 and len(hops) >= proxies:
             return _valid_ip(hops[-proxies])
-    return _valid_ip(request.META.get("REMOTE_ADDR", ""))
+        return remote
+    networks = _networks(tuple(proxies))
+    if remote is None or not _is_trusted(remote, networks):
+        return remote
+    for hop in reversed(hops):
+        address = _valid_ip(hop)
+        if address is None or not _is_trusted(address, networks):
+            return address  # garbage where a proxy wrote the client: unknown
+    return _valid_ip(hops[0]) if hops else remote
+
+
+@lru_cache(maxsize=8)
+def _networks(proxies: tuple[str, ...]) -> tuple:
+    return tuple(ipaddress.ip_network(proxy, strict=False) for proxy in proxies)
+
+
+def _is_trusted(address: str, networks: tuple) -> bool:
+    ip = ipaddress.ip_address(address)
+    return any(ip.version == network.version and ip in network for network in networks)
 
 
 def _valid_ip(text: str) -> str | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from portal.env import env_bool, env_float, env_int, env_list, env_str, parse_database_url
+from portal.env import env_bool, env_float, env_int, env_list, env_str, env_trusted_proxies, parse_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SLIPWAY_VAR_DIR", str(BASE_DIR / "var")))
@@ -26,7 +26,7 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "portal.apps.SlipwayAdminConfig",  # django.contrib.admin, its login throttled
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -64,6 +64,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "portal.middleware.CurrentTeamMiddleware",
+    # Cache-Control: no-store on everything a signed-in user or token gets (docs/security.md).
+    "portal.middleware.NoStoreWhenSignedInMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -152,6 +154,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# The only backend: every door that takes a password (portal, admin, any future one) goes
+# through the sign-in throttle (portal/throttle.py, docs/security.md).
+AUTHENTICATION_BACKENDS = ["portal.throttle.ThrottledModelBackend"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
@@ -248,9 +253,11 @@ SLIPWAY_IMAGE_REGISTRIES = env_list("SLIPWAY_IMAGE_REGISTRIES", [])  # empty: an
 SLIPWAY_NAMESPACE_PREFIX = env_str("SLIPWAY_NAMESPACE_PREFIX", "team-")
 SLIPWAY_CURRENCY = env_str("SLIPWAY_CURRENCY", "USD")
 SLIPWAY_IDEMPOTENCY_TTL_HOURS = env_int("SLIPWAY_IDEMPOTENCY_TTL_HOURS", 24)
-# Reverse proxies in front of Slipway that append to X-Forwarded-For (1 behind an ingress
-# controller): the audit log's client address is the entry that many places from the right.
-SLIPWAY_TRUSTED_PROXIES = env_int("SLIPWAY_TRUSTED_PROXIES", 0)
+# Reverse proxies in front of Slipway that append to X-Forwarded-For: a count (1 behind an
+# ingress controller: the client is the entry that many places from the right) or their
+# addresses/networks (X-Forwarded-For honoured only from them). The audit log and the sign-in
+# throttle key on the client address (portal.services.client_ip, docs/security.md).
+SLIPWAY_TRUSTED_PROXIES = env_trusted_proxies("SLIPWAY_TRUSTED_PROXIES")
 
 LOGGING = {
     "version": 1,
