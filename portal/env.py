@@ -84,6 +84,20 @@ def env_trusted_proxies(name: str) -> int | tuple[str, ...]:
     return tuple(networks)
 
 
+#: Seconds a cache call may wait for Redis to connect or answer.
+REDIS_CACHE_TIMEOUT = 2
+
+
+def redis_cache(url: str) -> dict:
+    """The cache settings for Redis at ``url``, with bounded waits.
+
+    A Redis that drops packets must fail fast rather than hang every request that reads the
+    cache: the sign-in throttle then counts from the audit log (:mod:`portal.throttle`).
+    """
+    return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url,
+            "OPTIONS": {"socket_connect_timeout": REDIS_CACHE_TIMEOUT, "socket_timeout": REDIS_CACHE_TIMEOUT}}
+
+
 def parse_database_url(url: str) -> dict:
     """Turn ``postgres://user:pw@host:port/name`` or ``sqlite:///path`` into a DATABASES entry."""
     parsed = urlparse(url)

@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from portal.env import env_bool, env_float, env_int, env_list, env_str, env_trusted_proxies, parse_database_url
+from portal.env import (
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    env_trusted_proxies,
+    parse_database_url,
+    redis_cache,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SLIPWAY_VAR_DIR", str(BASE_DIR / "var")))
@@ -112,7 +121,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # 3. Cache, broker, Celery -------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL", "")
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {"default": redis_cache(REDIS_URL)}  # with bounded waits (portal.env.redis_cache)
 else:
     # Shared by web, worker and beat (a per-process cache could not hold the reconcile lock).
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "slipway_cache"}}

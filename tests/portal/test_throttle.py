@@ -11,6 +11,7 @@ from django.core.cache import cache
 from django.test import Client, RequestFactory
 
 from portal import throttle
+from portal.env import redis_cache
 from portal.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
@@ -143,6 +144,29 @@ def cache_down(settings):
         cache.get("anything")
     yield
     settings.CACHES = working  # before _empty_cache clears it
+
+
+@pytest.fixture
+def cache_silent(settings):
+    """The default cache, configured as production configures Redis, at a server that accepts and never answers.
+
+    A Redis behind a dropping firewall or a hung host: without bounded waits every sign-in
+    would hang (pytest's timeout would end this test) instead of falling back to the audit log.
+    """
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)  # the kernel completes the handshakes; nobody reads or answers
+        working = settings.CACHES
+        settings.CACHES = {"default": redis_cache(f"redis://127.0.0.1:{listener.getsockname()[1]}/0")}
+        yield
+        settings.CACHES = working
+
+
+def test_sign_in_works_while_the_cache_hangs(cache_silent, member, caplog):
+    caplog.set_level(logging.WARNING, logger="portal.throttle")
+    client, response = _sign_in("/login/", "mia", A)
+    assert response.status_code == 302 and client.session["_auth_user_id"] == str(member.pk)
+    assert "cache unreachable" in caplog.text
 
 
 @pytest.mark.parametrize("door", ["/login/", "/admin/login/"])
