@@ -54,7 +54,7 @@ def test_it_offers_sign_in_on_a_404_for_visitors(db):
 
 @override_settings(DEBUG=False)
 def test_it_answers_a_too_low_role_with_the_styled_403_and_navigation(viewer):
-    response = client_for(viewer).get("/endpoints/new/")
+    response = client_for(viewer).post("/endpoints/preview/", {})
     html = assert_styled_page(response, 403)
     assert "Not allowed" in html
     assert nav_links(html) == {"/runs/", "/endpoints/", "/usage/", "/tokens/"}
@@ -123,7 +123,7 @@ def test_debug_mode_an_object_the_user_may_not_see_gets_the_portals_404(outsider
 
 @override_settings(DEBUG=True)
 def test_debug_mode_a_too_low_role_gets_the_portals_403(viewer):
-    assert "Not allowed" in assert_styled_page(client_for(viewer).post("/endpoints/new/", {}), 403)
+    assert "Not allowed" in assert_styled_page(client_for(viewer).post("/endpoints/preview/", {}), 403)
 
 
 @override_settings(DEBUG=True, ROOT_URLCONF=ERROR_URLS)
