@@ -129,7 +129,7 @@ def end_workload(request: HttpRequest, prefix: str, pk: int) -> HttpResponse:
         action = "Delete" if prefix == "ep" else "Cancel"
         units = kind_for(prefix).resource_request(workload).units
         return _confirm(request, workload, action, f"Its pods are deleted and the {units} {workload.flavor.name} "
-                                                   f"unit{pluralize(units)} it holds go back to {workload.team.name}'s "
+                                                   f"unit{pluralize(units)} it holds go{pluralize(units, 'es,')} back to {workload.team.name}'s "
                                                    "quota at once. This cannot be undone.")
     try:
         end(request.user, workload)
