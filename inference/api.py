@@ -39,7 +39,8 @@ class EndpointViewSet(WorkloadViewSet):
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def get_object(self, role: str = Role.VIEWER) -> InferenceEndpoint:
-        return services.get_endpoint_for_user(self.request.user, pk_of(self.kwargs["pk"]), role)
+        return services.get_endpoint_for_user(self.request.user, pk_of(self.kwargs["pk"]), role,
+                                              staff_reads=self.staff_reads())
 
     @extend_schema(request=EndpointCreateSerializer, responses={201: EndpointSerializer, 200: EndpointForecastSerializer},
                    parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER), DRY_RUN_PARAMETER])

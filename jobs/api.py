@@ -33,7 +33,7 @@ class RunViewSet(WorkloadViewSet):
     serializer_class = RunSerializer
 
     def get_object(self) -> TrainingRun:
-        return services.get_run_for_user(self.request.user, pk_of(self.kwargs["pk"]))
+        return services.get_run_for_user(self.request.user, pk_of(self.kwargs["pk"]), staff_reads=self.staff_reads())
 
     @extend_schema(request=RunCreateSerializer, responses={201: RunSerializer, 200: ForecastSerializer},
                    parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER), DRY_RUN_PARAMETER])

@@ -75,6 +75,8 @@ MIDDLEWARE = [
     "portal.middleware.CurrentTeamMiddleware",
     # Cache-Control: no-store on everything a signed-in user or token gets (docs/security.md).
     "portal.middleware.NoStoreWhenSignedInMiddleware",
+    # Innermost: the portal's error pages with DEBUG on too (the demo), rendered with the user's team.
+    "portal.errors.PortalErrorPagesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -261,6 +263,8 @@ SLIPWAY_RUN_AS_NON_ROOT = env_bool("SLIPWAY_RUN_AS_NON_ROOT", True)
 SLIPWAY_IMAGE_REGISTRIES = env_list("SLIPWAY_IMAGE_REGISTRIES", [])  # empty: any registry
 SLIPWAY_NAMESPACE_PREFIX = env_str("SLIPWAY_NAMESPACE_PREFIX", "team-")
 SLIPWAY_CURRENCY = env_str("SLIPWAY_CURRENCY", "USD")
+# With DEBUG on, Django's technical error pages (tracebacks, URL lists) instead of the portal's.
+SLIPWAY_TECHNICAL_ERROR_PAGES = env_bool("SLIPWAY_TECHNICAL_ERROR_PAGES", False)
 SLIPWAY_IDEMPOTENCY_TTL_HOURS = env_int("SLIPWAY_IDEMPOTENCY_TTL_HOURS", 24)
 # Reverse proxies in front of Slipway that append to X-Forwarded-For: a count (1 behind an
 # ingress controller: the client is the entry that many places from the right) or their

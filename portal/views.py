@@ -173,10 +173,15 @@ def change_member_role(request: HttpRequest, team: str, pk: int) -> HttpResponse
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def remove_team_member(request: HttpRequest, team: str, pk: int) -> HttpResponse:
-    """Remove a member (team admins; not the last admin). An admin who removes themselves leaves the page."""
+    """Remove a member (team admins; not the last admin). An admin who removes themselves leaves the page.
+
+    GET asks for confirmation (as the portal's Delete endpoint does); only its POST removes.
+    """
     membership = _managed_membership(request, team, pk)
+    if request.method == "GET":
+        return render(request, "portal/member_remove.html", {"membership": membership, "team": membership.team})
     try:
         services.remove_member(request.user, membership, ip=services.client_ip(request))
     except ValidationError as exc:

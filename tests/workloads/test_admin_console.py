@@ -33,8 +33,15 @@ def test_staff_see_every_teams_runs_and_cancel_them(staff_client, member, team, 
     run = submit_run(member, team, {k: v for k, v in run_payload().items() if k != "team"})
     page = staff_client.get("/admin/jobs/trainingrun/?state__exact=admitted&o=-7")  # sorted by cost
     assert page.status_code == 200 and "bert-finetune" in page.content.decode()
-    response = staff_client.post("/admin/jobs/trainingrun/", {"action": "cancel_runs", "_selected_action": [run.pk]})
-    assert response.status_code == 302
+    chosen = {"action": "cancel_runs", "_selected_action": [run.pk]}
+    # Choosing the action only asks: a page names the run and its team, nothing is cancelled yet.
+    asked = staff_client.post("/admin/jobs/trainingrun/", chosen)
+    html = asked.content.decode()
+    assert asked.status_code == 200 and "bert-finetune of ML Research" in html and 'id="confirm-action"' in html
+    run.refresh_from_db()
+    assert run.state == "admitted"
+    response = staff_client.post("/admin/jobs/trainingrun/", {**chosen, "confirmed": "yes"}, follow=True)
+    assert "Cancelled 1 run(s): bert-finetune of ML Research." in response.content.decode()
     run.refresh_from_db()
     assert run.state == "cancelled" and run.reason == "cancelled by sam"
     assert not Reservation.objects.active().filter(ref=run.ref).exists()
@@ -45,12 +52,26 @@ def test_staff_scale_an_endpoint_to_its_minimum(staff_client, member, team, ep_q
     endpoint = endpoints.create_endpoint(member, team, endpoint_payload(max_replicas=4))
     Reservation.objects.filter(ref=endpoint.ref).update(units=3)
     type(endpoint).objects.filter(pk=endpoint.pk).update(replica_ceiling=3, state="ready")
-    response = staff_client.post("/admin/inference/inferenceendpoint/",
-                                 {"action": "scale_to_minimum", "_selected_action": [endpoint.pk]})
+    chosen = {"action": "scale_to_minimum", "_selected_action": [endpoint.pk]}
+    assert staff_client.post("/admin/inference/inferenceendpoint/", chosen).status_code == 200  # asks first
+    endpoint.refresh_from_db()
+    assert endpoint.replica_ceiling == 3
+    response = staff_client.post("/admin/inference/inferenceendpoint/", {**chosen, "confirmed": "yes"})
     assert response.status_code == 302
     endpoint.refresh_from_db()
     assert endpoint.replica_ceiling == 1 and Reservation.objects.active().get(ref=endpoint.ref).units == 1
     assert endpoint.scaling_events.first().reason == "scaled to its minimum by sam"
+
+
+def test_deleting_endpoints_asks_first_and_names_their_teams(staff_client, member, team, ep_quota, published):
+    endpoint = endpoints.create_endpoint(member, team, endpoint_payload())
+    chosen = {"action": "delete_endpoints", "_selected_action": [endpoint.pk]}
+    asked = staff_client.post("/admin/inference/inferenceendpoint/", chosen).content.decode()
+    assert "llama-chat of ML Research" in asked and "cannot be undone" in asked
+    assert InferenceEndpoint.objects.get(pk=endpoint.pk).state != "deleting"
+    done = staff_client.post("/admin/inference/inferenceendpoint/", {**chosen, "confirmed": "yes"}, follow=True)
+    assert "Deleting 1 endpoint(s): llama-chat of ML Research." in done.content.decode()
+    assert InferenceEndpoint.objects.get(pk=endpoint.pk).state == "deleting"
 
 
 def test_the_sections_are_staff_only_and_read_only(member, staff_client, team, quota, published):
