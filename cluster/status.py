@@ -7,7 +7,7 @@ It never raises on odd payloads: a missing field reads as "not reported yet".
 Reasons are short sentences a data scientist can act on, built from the most telling
 signal of the workload's pods (see :func:`pod_reason`), for example
 ``"Unschedulable: 0/8 nodes are available: 8 Insufficient nvidia.com/gpu."``,
-``"OOMKilled (exit 137)"``, ``"ImagePullBackOff: Back-off pulling image \"x\""``,
+``"OOMKilled (exit 137): the container ran out of memory — …"``, ``"ImagePullBackOff: Back-off pulling image \"x\""``,
 ``"CrashLoopBackOff (exit 1)"``, ``"BackoffLimitExceeded: Job has reached the specified backoff limit"``.
 """
 
@@ -72,6 +72,8 @@ DEFAULT_BACKOFF_LIMIT = 6
 _STARTING_REASONS = frozenset({"ContainerCreating", "PodInitializing"})
 #: Resource names that are GPU units for billing (full GPUs and MIG slices).
 _GPU_PREFIX = "nvidia.com/"
+#: What to do about a container the kernel killed for memory, said after "OOMKilled (exit 137)".
+OOM_HINT = "the container ran out of memory — raise memory_gb or lower the batch size"
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -111,6 +113,12 @@ def _with_message(reason: str, message: str) -> str:
     return reason or message
 
 
+def _ended_words(terminated: Manifest) -> str:
+    """How a container ended, with what to do about it when the kubelet's reason code says OOMKilled."""
+    words = terminated_reason(terminated)
+    return f"{words}: {OOM_HINT}" if terminated.get("reason") == "OOMKilled" else words
+
+
 def _container_reason(status: Manifest) -> tuple[int, str]:
     """The telling signal of one container status (severity, words)."""
     state = status.get("state") or {}
@@ -123,7 +131,7 @@ def _container_reason(status: Manifest) -> tuple[int, str]:
             if last:
                 if last.get("reason") in (None, "", "Error"):
                     return SEVERITY_FATAL, f"CrashLoopBackOff (exit {_int(last.get('exitCode'))})"
-                return SEVERITY_FATAL, f"CrashLoopBackOff after {terminated_reason(last)}"
+                return SEVERITY_FATAL, f"CrashLoopBackOff after {_ended_words(last)}"
             return SEVERITY_FATAL, "CrashLoopBackOff"
         if reason in _STARTING_REASONS:
             return SEVERITY_INFO, reason
@@ -131,10 +139,10 @@ def _container_reason(status: Manifest) -> tuple[int, str]:
             return SEVERITY_PROBLEM, _with_message(reason, waiting.get("message", ""))
     terminated = state.get("terminated")
     if terminated and (terminated.get("reason") != "Completed" or _int(terminated.get("exitCode"))):
-        return SEVERITY_FATAL, terminated_reason(terminated)
+        return SEVERITY_FATAL, _ended_words(terminated)
     if last and last.get("reason") == "OOMKilled":
         # Restarted in place after an OOM: running again, but the user should know.
-        return SEVERITY_PROBLEM, f"restarted after {terminated_reason(last)}"
+        return SEVERITY_PROBLEM, f"restarted after {_ended_words(last)}"
     return SEVERITY_NONE, ""
 
 

@@ -120,7 +120,8 @@ def test_it_names_oom_as_the_cause_of_a_failed_job() -> None:
     assert status.state == TrainingPhase.FAILED
     assert (
         status.reason
-        == "BackoffLimitExceeded: Job has reached the specified backoff limit (last attempt: OOMKilled (exit 137))"
+        == "BackoffLimitExceeded: Job has reached the specified backoff limit (last attempt: OOMKilled (exit 137): "
+        "the container ran out of memory — raise memory_gb or lower the batch size)"
     )
     assert status.finished_at == parse_time(T1)
 
@@ -212,7 +213,9 @@ def test_it_keeps_oom_visible_after_a_restart_in_place() -> None:
     oom = terminated("OOMKilled", 137)["state"]["terminated"]
     crashing = pod("run-42-master-0", "run-42", container_statuses=[waiting("CrashLoopBackOff", last=oom, restarts=1)])
     running = _pytorchjob([_cond("Running")])
-    assert training_status(_obs([running], [crashing])).reason == "CrashLoopBackOff after OOMKilled (exit 137)"
+    assert training_status(_obs([running], [crashing])).reason == (
+        "CrashLoopBackOff after OOMKilled (exit 137): the container ran out of memory — raise memory_gb or lower "
+        "the batch size")
 
 
 def test_it_waits_for_the_gang_with_the_schedulers_words() -> None:
