@@ -249,6 +249,10 @@ SLIPWAY_METRICS_URL = env_str("SLIPWAY_METRICS_URL", SLIPWAY_PROMETHEUS_URL)
 # GPUs whose utilization stays under this percent are idle time; flagged after this many minutes.
 SLIPWAY_IDLE_UTIL_PCT = env_float("SLIPWAY_IDLE_UTIL_PCT", 5.0)
 SLIPWAY_IDLE_WINDOW_MINUTES = env_int("SLIPWAY_IDLE_WINDOW_MINUTES", 30)
+# Seconds a run's or an endpoint's image may fail to pull (ErrImagePull, ImagePullBackOff: the
+# kubelet retries forever) before the run fails, or the endpoint with no ready replica fails, and
+# their quota is released (docs/operations.md).
+SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS = env_int("SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS", 600)
 SLIPWAY_RUN_AS_NON_ROOT = env_bool("SLIPWAY_RUN_AS_NON_ROOT", True)
 SLIPWAY_IMAGE_REGISTRIES = env_list("SLIPWAY_IMAGE_REGISTRIES", [])  # empty: any registry
 SLIPWAY_NAMESPACE_PREFIX = env_str("SLIPWAY_NAMESPACE_PREFIX", "team-")
