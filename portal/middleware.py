@@ -1,4 +1,4 @@
-"""Per-request "current team" for the portal's team switcher.
+"""Per-request state: the "current team" of the portal's team switcher, the audit log's client address.
 
 The chosen team's slug lives in the session; the membership is resolved lazily, so API
 requests and pages that never look at it cost no query.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.utils.functional import SimpleLazyObject
 
+from portal import services
 from portal.models import Membership
 
 SESSION_KEY = "slipway_team"
@@ -33,3 +34,14 @@ class CurrentTeamMiddleware:
     def __call__(self, request):
         request.membership = SimpleLazyObject(lambda: _current_membership(request))
         return self.get_response(request)
+
+
+class AuditAddressMiddleware:
+    """Audit events written while serving a request record its client address (portal, API, admin alike)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        with services.serving(request):
+            return self.get_response(request)

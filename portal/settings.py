@@ -64,6 +64,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "portal.middleware.CurrentTeamMiddleware",
+    # Every audit event written while serving a request records its client address.
+    "portal.middleware.AuditAddressMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
