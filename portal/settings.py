@@ -196,6 +196,8 @@ STORAGES = {
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
 USE_I18N = True
+# Dates and times Django renders itself (the admin console's fields) in the portal's format.
+FORMAT_MODULE_PATH = ["portal.formats"]
 USE_TZ = True
 
 # 6. REST framework --------------------------------------------------------------------
