@@ -200,19 +200,21 @@ def _pod_since(pod: Manifest) -> datetime | None:
 
 
 def stuck_waiting(pods: list[Manifest]) -> Waiting | None:
-    """The live container stuck waiting for a reason other than starting or a crash back-off, longest first."""
-    found: Waiting | None = None
+    """The live container stuck waiting for a reason other than starting or a crash back-off.
+
+    An image that cannot be pulled comes first (it is what a limit applies to), then the one
+    whose pod started first (stuck the longest).
+    """
+    found: list[Waiting] = []
     for pod in _live(pods):
         status = pod.get("status") or {}
         for key in ("initContainerStatuses", "containerStatuses"):
             for container in status.get(key) or []:
                 code = ((container.get("state") or {}).get("waiting") or {}).get("reason") or ""
-                if not code or code in _STARTING_REASONS or code == "CrashLoopBackOff":
-                    continue
-                since = _pod_since(pod)
-                if found is None or (since is not None and (found.since is None or since < found.since)):
-                    found = Waiting(code, since, str(container.get("image") or ""))
-    return found
+                if code and code not in _STARTING_REASONS and code != "CrashLoopBackOff":
+                    found.append(Waiting(code, _pod_since(pod), str(container.get("image") or "")))
+    never = datetime.max.replace(tzinfo=UTC)
+    return min(found, key=lambda w: (w.code not in IMAGE_PULL_CODES, w.since or never), default=None)
 
 
 def pull_given_up(waiting: Waiting | None, now: datetime | None, limit_seconds: float | None) -> str:

@@ -118,6 +118,11 @@ def test_the_pull_limit_goes_by_the_waiting_code_not_the_words() -> None:
     status = training_status(_obs([_job({"active": 1, "startTime": T0})], [config]), parse_time(T1), PULL_LIMIT)
     assert (status.state, status.abandoned) == (TrainingPhase.PENDING, False)
     assert status.waiting.code == "CreateContainerConfigError"
+    # An older pod stuck on something else does not hide a pull that is past the limit.
+    pulling = _pulling("run-42-b", started="2026-01-01T10:30:00Z")
+    status = training_status(_obs([_job({"active": 2, "startTime": T0})], [config, pulling]), parse_time(T1),
+                             PULL_LIMIT)
+    assert (status.state, status.waiting.code) == (TrainingPhase.FAILED, "ImagePullBackOff")
     # A finished run stays what it was, whatever an old pod says.
     done = _job({"succeeded": 1, "conditions": [_cond("Complete")]})
     assert training_status(_obs([done], [_pulling()]), parse_time(T1), PULL_LIMIT).state == TrainingPhase.SUCCEEDED
