@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.conf import settings
+
 import portal.cluster
 from cluster.backends.base import ObservedWorkload
 from cluster.manifests import build_endpoint
@@ -92,7 +94,7 @@ class EndpointKind(WorkloadKind):
         return build_endpoint(endpoint_spec(endpoint, surge), portal.cluster.cluster_config())
 
     def status(self, observed: ObservedWorkload, endpoint: InferenceEndpoint, now: datetime) -> WorkloadStatus | None:
-        return endpoint_status(observed, now)
+        return endpoint_status(observed, now, settings.SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS)
 
     def state_for(self, status: WorkloadStatus, endpoint: InferenceEndpoint) -> str:
         return _PHASE_TO_STATE.get(status.state, endpoint.state)

@@ -1,4 +1,5 @@
-"""Per-request middleware of the portal: the "current team", and no caching of signed-in responses.
+"""Per-request middleware of the portal: the "current team" of the team switcher, the audit log's
+client address, and no caching of signed-in responses.
 
 The chosen team's slug lives in the session; the membership is resolved lazily, so API
 requests and pages that never look at it cost no query.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from django.utils.cache import add_never_cache_headers
 from django.utils.functional import SimpleLazyObject
 
+from portal import services
 from portal.models import Membership
 
 SESSION_KEY = "slipway_team"
@@ -55,3 +57,14 @@ class NoStoreWhenSignedInMiddleware:
         if user is not None and user.is_authenticated:
             add_never_cache_headers(response)
         return response
+
+
+class AuditAddressMiddleware:
+    """Audit events written while serving a request record its client address (portal, API, admin alike)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        with services.serving(request):
+            return self.get_response(request)

@@ -10,6 +10,9 @@ takes effect at the very next request.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import timedelta
 from functools import lru_cache
 
@@ -23,9 +26,31 @@ from portal.models import ApiToken, AuditEvent, Membership, Role, Team, hash_tok
 from portal.permissions import require_team
 from quotas.admission import lock_team
 
+#: The client address of the request being served (:func:`serving`), None outside a request.
+_request_ip: ContextVar[str | None] = ContextVar("slipway_request_ip", default=None)
+
+
+@contextmanager
+def serving(request) -> Iterator[None]:
+    """While ``request`` is served, audit events record its client address (:func:`client_ip`).
+
+    Set once per request by :class:`portal.middleware.AuditAddressMiddleware`, so an event
+    written by any service — a run submitted from the portal's form or the API, a member
+    removed in the admin — records where it came from without every caller passing it.
+    """
+    token = _request_ip.set(client_ip(request))
+    try:
+        yield
+    finally:
+        _request_ip.reset(token)
+
 
 def audit(action: str, *, actor=None, team: Team | None = None, target: str = "", ip: str | None = None, **details) -> AuditEvent:
-    """Append one audit event. ``actor`` may be None (e.g. a failed login by an unknown name)."""
+    """Append one audit event. ``actor`` may be None (e.g. a failed login by an unknown name).
+
+    ``ip``: the client's address; by default the address of the request being served (none for
+    the reconciler's and the workers' own events).
+    """
     return AuditEvent.objects.create(
         action=action,
         actor=actor if actor is not None and actor.is_authenticated else None,
@@ -33,7 +58,7 @@ def audit(action: str, *, actor=None, team: Team | None = None, target: str = ""
         team=team,
         target=target[:200],
         details=details,
-        ip_address=ip,
+        ip_address=ip if ip is not None else _request_ip.get(),
     )
 
 

@@ -31,8 +31,11 @@ class WorkloadAdmin(ReadOnlyAdmin):
     list_select_related = ["team", "flavor", "created_by"]
 
     created = when_column("created_at", "created")
-    # The ledger's total as money (the column keeps ten decimals for exact sums).
+    # The ledger's total as money (the column keeps ten decimals for exact sums), in the list
+    # and on the detail page alike.
     billed = money_column("billed_cost", "billed")
+    exclude = ["billed_cost"]
+    readonly_fields = ["billed"]
 
     def confirm_first(self, request, queryset, action: str, consequence: str) -> TemplateResponse | None:
         """The confirmation page of ``action`` on ``queryset``; None once the user confirmed it."""

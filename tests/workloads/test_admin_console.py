@@ -12,9 +12,11 @@ from inference import services as endpoints
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from jobs.services import submit_run
-from portal.models import AuditEvent
+from portal.models import ApiToken, AuditEvent, Membership, Team
+from portal.services import create_api_token
 from quotas.ledger import record_usage
-from quotas.models import Reservation, TeamBudget
+from quotas.models import QueuedRequest, Reservation, TeamBudget, UsageRecord
+from sandbox.models import SimEvent, SimObject
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
 
@@ -128,6 +130,46 @@ def test_every_admin_list_writes_times_and_money_as_the_portal_does(staff_client
         for text in texts:
             assert text in html, (path, text)
         assert "Nov. 23, 2026" not in html and "p.m." not in html, path
+
+
+def test_the_rest_of_the_console_writes_them_so_too_lists_and_detail_pages(staff_client, member, team, quota,
+                                                                           published):
+    """Team and membership lists, the sandbox's rows and every read-only detail page wrote Django's
+    "Nov. 23, 2026, 2:05 p.m." and ten-decimal amounts ("12345.6780000000")."""
+    moment = datetime(2026, 11, 23, 14, 5, 7, tzinfo=UTC)
+    run = submit_run(member, team, {k: v for k, v in run_payload().items() if k != "team"})
+    TrainingRun.objects.filter(pk=run.pk).update(admitted_at=moment, billed_cost=Decimal("12345.678"))
+    submit_run(member, team, {**{k: v for k, v in run_payload().items() if k != "team"}, "name": "waits",
+                              "gpus_per_worker": 8, "max_runtime_minutes": 90})
+    queued = QueuedRequest.objects.get()
+    record_usage(team, run.ref, "a100-80gb", member, moment, moment + timedelta(minutes=30), 2, False)
+    token, _raw = create_api_token(member, "ci", expires_days=30)
+    ApiToken.objects.filter(pk=token.pk).update(created_at=moment, expires_at=moment, last_used_at=moment)
+    Team.objects.update(created_at=moment)
+    Membership.objects.update(created_at=moment)
+    SimObject.objects.create(kind="Job", namespace="team-x", name="run-1", workload="run-1", created_at=moment,
+                             manifest={}, plan={})
+    SimEvent.objects.create(namespace="team-x", workload="run-1", object="Job/run-1", type="Normal",
+                            reason="SuccessfulCreate", message="Created pod", time=moment)
+    expected = {
+        "/admin/portal/team/": ["2026-11-23 14:05 UTC"],
+        "/admin/portal/membership/": ["2026-11-23 14:05 UTC"],
+        "/admin/portal/apitoken/": ["2026-11-23 14:05 UTC"],
+        "/admin/sandbox/simobject/": ["2026-11-23 14:05 UTC"],
+        "/admin/sandbox/simevent/": ["2026-11-23 14:05 UTC"],
+        f"/admin/jobs/trainingrun/{run.pk}/change/": ["2026-11-23 14:05 UTC", "12,345.68 USD"],
+        f"/admin/quotas/usagerecord/{UsageRecord.objects.get().pk}/change/": ["2026-11-23 14:05 UTC", "4.10 USD"],
+        f"/admin/quotas/queuedrequest/{queued.pk}/change/": ["USD"],
+        f"/admin/portal/apitoken/{token.pk}/change/": ["2026-11-23 14:05 UTC"],
+    }
+    for path, texts in expected.items():
+        response = staff_client.get(path)
+        assert response.status_code == 200, path
+        html = response.content.decode()
+        for text in texts:
+            assert text in html, (path, text)
+        assert "Nov. 23, 2026" not in html and "p.m." not in html, path
+        assert "0000000" not in html, path  # no ten-decimal amounts
 
 
 def test_the_queue_list_shows_what_each_entry_commits(staff_client, member, team, quota, published):
