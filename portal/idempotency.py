@@ -34,6 +34,12 @@ IN_PROGRESS = 0
 ABANDONED_AFTER = timedelta(seconds=60)
 
 
+def is_dry_run(request) -> bool:
+    """Whether a POST only forecasts (``?dry_run=1``, ``true`` or ``yes``): the one rule both the
+    views and the idempotency layer use, so ``?dry_run=0`` is a real submission to both."""
+    return request.query_params.get("dry_run", "").strip().lower() in ("1", "true", "yes")
+
+
 def _error(message: str, code: int) -> Response:
     return Response({"errors": {HEADER: [message]}}, status=code)
 
@@ -46,7 +52,7 @@ def idempotent(view_method):
         key = request.headers.get(HEADER, "").strip()
         # A dry run creates nothing: there is nothing to make idempotent, and its answer must not
         # be replayed to the real submission that usually follows it with the same key.
-        if not key or request.query_params.get("dry_run"):
+        if not key or is_dry_run(request):
             return view_method(self, request, *args, **kwargs)
         if len(key) > 200:
             return _error("Must be at most 200 characters.", status.HTTP_400_BAD_REQUEST)
