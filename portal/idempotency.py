@@ -6,6 +6,10 @@ concurrent requests with one key cannot both create: the unique constraint lets 
 the other gets 409. Only successful (2xx) responses are kept; after an error the key is
 free again, so a client can fix its input and retry with the same key.
 
+A key stands for one request: the record keeps a hash of the path and the parsed body, and
+a later POST with the key but another path or body answers 422 instead of handing back the
+first request's response as if it were this one's.
+
 The view runs in one transaction with the recording of its response, holding the
 placeholder's row lock: a request that dies midway leaves neither its object nor a
 recorded response (the retry starts clean), and a retry of a request that is merely slow
@@ -16,6 +20,8 @@ serialises writers anyway).
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 from datetime import timedelta
 
 from django.conf import settings
@@ -73,7 +79,8 @@ def idempotent(view_method):
         try:
             with transaction.atomic():
                 record = IdempotencyRecord.objects.create(
-                    user=request.user, key=key, path=_path(request), status_code=IN_PROGRESS, body={}
+                    user=request.user, key=key, path=_path(request), request_hash=_request_hash(request),
+                    status_code=IN_PROGRESS, body={},
                 )
         except IntegrityError:
             existing = records.first()
@@ -106,11 +113,23 @@ def _path(request) -> str:
     return request.path[:PATH_LENGTH]
 
 
+def _request_hash(request) -> str:
+    """SHA-256 of the path and the parsed body, keys sorted: the same request sent again (in any
+    key order or spacing) hashes the same; another body or endpoint does not."""
+    data = request.data
+    if hasattr(data, "lists"):  # a form body (QueryDict): every value of every key
+        data = dict(data.lists())
+    text = json.dumps({"path": _path(request), "body": data}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _replay(record: IdempotencyRecord, request) -> Response:
     if record.status_code == IN_PROGRESS:
         return _error("A request with this key is still being processed.", status.HTTP_409_CONFLICT)
-    if record.path != _path(request):
-        return _error("This key was already used for another endpoint.", status.HTTP_400_BAD_REQUEST)
+    same = record.request_hash == _request_hash(request) if record.request_hash else record.path == _path(request)
+    if not same:
+        return _error("This key was already used for another request (another endpoint or body): "
+                      "send a new key for a new request.", status.HTTP_422_UNPROCESSABLE_ENTITY)
     # The caller may have lost access since (removed: 404, demoted to viewer: 403): check again,
     # as the original request did, before handing back what it created.
     team = record.body.get("team") if isinstance(record.body, dict) else None

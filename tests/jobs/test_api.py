@@ -168,6 +168,22 @@ def test_it_replays_the_first_response_for_a_repeated_idempotency_key(api, quota
     assert TrainingRun.objects.count() == 2
 
 
+def test_a_key_reused_for_another_body_or_endpoint_is_a_422_not_the_first_response(api, quota, published):
+    first = api.post("/api/v1/runs/", run_payload(), format="json", HTTP_IDEMPOTENCY_KEY="once")
+    assert first.status_code == 201
+    # The same request in another key order is the same request: replayed.
+    reordered = dict(reversed(list(run_payload().items())))
+    assert api.post("/api/v1/runs/", reordered, format="json", HTTP_IDEMPOTENCY_KEY="once")["Idempotent-Replayed"]
+    other_body = api.post("/api/v1/runs/", run_payload(name="other"), format="json", HTTP_IDEMPOTENCY_KEY="once")
+    other_path = api.post(f"/api/v1/runs/{first.json()['id']}/cancel/", HTTP_IDEMPOTENCY_KEY="once")
+    for answer in (other_body, other_path):
+        assert answer.status_code == 422
+        assert "another request" in answer.json()["errors"]["Idempotency-Key"][0]
+        assert "Idempotent-Replayed" not in answer
+    assert TrainingRun.objects.count() == 1
+    assert TrainingRun.objects.get().state != "cancelled"
+
+
 def test_it_frees_an_idempotency_key_after_a_failed_request(api, quota, published):
     bad = api.post("/api/v1/runs/", run_payload(name="BAD"), format="json", HTTP_IDEMPOTENCY_KEY="k1")
     assert bad.status_code == 400
