@@ -32,8 +32,31 @@ IMAGE_REF = re.compile(
     r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
     r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
 )
-# /dev covers /dev/shm, which Slipway mounts itself.
-FORBIDDEN_MOUNT_ROOTS = ("/dev", "/proc", "/sys", "/etc", "/run", "/var/run")
+# /dev covers /dev/shm, which Slipway mounts itself; /run covers the kubelet's and the
+# runtimes' sockets.
+FORBIDDEN_MOUNT_ROOTS = ("/dev", "/proc", "/sys", "/etc", "/run")
+#: Symbolic links every usual base image (Debian, Ubuntu, RHEL: merged /usr) has at its root:
+#: a mount at the link lands where it points, so the check compares the target.
+MOUNT_PATH_LINKS = {
+    "/var/run": "/run", "/var/lock": "/run/lock",
+    "/bin": "/usr/bin", "/sbin": "/usr/sbin",
+    "/lib": "/usr/lib", "/lib32": "/usr/lib32", "/lib64": "/usr/lib64", "/libx32": "/usr/libx32",
+}
+#: Where the NVIDIA container runtime puts the node's driver into a GPU container (its libraries,
+#: binaries such as nvidia-smi, firmware, ICD files; /usr/local/nvidia on GKE). A volume at one
+#: of them, inside one or above one hides the driver the container must use (or gets the
+#: runtime's files written into the claim): refused.
+DRIVER_PATHS = (
+    "/usr/bin", "/usr/lib64", "/usr/lib32", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib/i386-linux-gnu", "/usr/lib/nvidia", "/usr/lib/firmware/nvidia", "/usr/local/nvidia",
+    "/usr/share/nvidia", "/usr/share/vulkan", "/usr/share/glvnd", "/usr/share/egl",
+)
+#: Paths the runtime mounts that may sit under a common scratch mount (MPS's pipe directory
+#: under /tmp): refused at and inside them only.
+DRIVER_LEAF_PATHS = ("/tmp/nvidia-mps",)  # noqa: S108 (a path compared, never opened)
+#: The keys a ``volumes[]`` item may have: anything else (``hostPath``, ``subPath``) is refused,
+#: not dropped, so a client never believes a field took effect.
+VOLUME_KEYS = ("claim", "mount_path", "read_only")
 #: Env names that steer the NVIDIA container runtime: on nodes whose toolkit honours them in
 #: unprivileged containers, NVIDIA_VISIBLE_DEVICES=all hands a pod every GPU of its node, past
 #: its quota. (CUDA_VISIBLE_DEVICES only narrows the devices the container already has: allowed.)
@@ -72,6 +95,30 @@ def _is_local_registry(host: str) -> bool:
     except ValueError:
         return False
     return address.is_loopback or address.is_link_local or address.is_unspecified
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root + "/")
+
+
+def resolve_mount_path(path: str) -> str:
+    """``path`` (normalised) with a leading root symlink replaced by its target (/var/lock/x → /run/lock/x)."""
+    for link, target in MOUNT_PATH_LINKS.items():
+        if _within(path, link):
+            return target + path[len(link):]
+    return path
+
+
+def reserved_mount_reason(path: str) -> str | None:
+    """Why a volume may not be mounted at ``path`` (normalised, absolute), or None when it may."""
+    resolved = resolve_mount_path(path)
+    shown = path if resolved == path else f"{path} (which is {resolved} in the container)"
+    if resolved == "/" or any(_within(resolved, root) for root in FORBIDDEN_MOUNT_ROOTS):
+        return f"{shown} is a reserved path."
+    if (any(_within(resolved, p) or _within(p, resolved) for p in DRIVER_PATHS)
+            or any(_within(resolved, p) for p in DRIVER_LEAF_PATHS)):
+        return f"{shown} is a reserved path: the GPU driver's files are mounted there."
+    return None
 
 
 def image_registry(image: str) -> str:
@@ -269,6 +316,11 @@ def check_volumes(col: Collector) -> tuple[VolumeRequest, ...]:
         if not isinstance(item, Mapping):
             col.add("volumes", f"{where}: must be an object with claim and mount_path.")
             continue
+        unknown = sorted(str(key) for key in item if key not in VOLUME_KEYS)
+        if unknown:
+            col.add("volumes", f"{where}: unknown field(s) {', '.join(unknown)[:200]}; a volume has only "
+                               f"{', '.join(VOLUME_KEYS)}.")
+            continue
         claim, path, read_only = item.get("claim"), item.get("mount_path"), item.get("read_only", False)
         if not isinstance(claim, str) or len(claim) > 253 or not DNS1123_SUBDOMAIN.fullmatch(claim):
             col.add("volumes", f"{where}: claim must be the name of a PersistentVolumeClaim (DNS-1123).")
@@ -284,10 +336,9 @@ def check_volumes(col: Collector) -> tuple[VolumeRequest, ...]:
             continue
         normalised = posixpath.normpath(path)
         normalised = "/" + normalised.lstrip("/")
-        if normalised == "/" or any(
-            normalised == root or normalised.startswith(root + "/") for root in FORBIDDEN_MOUNT_ROOTS
-        ):
-            col.add("volumes", f"{where}: {path} is a reserved path.")
+        reason = reserved_mount_reason(normalised)
+        if reason:
+            col.add("volumes", f"{where}: {reason}")
             continue
         if normalised in seen_paths:
             col.add("volumes", f"{where}: {path} is mounted twice.")
