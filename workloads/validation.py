@@ -2,14 +2,13 @@
 
 Everything here reaches a Kubernetes object, so it is strict (DESIGN.md §7): argv lists
 (never a shell string), environment variable names, DNS names, an image reference of the
-usual grammar (optionally from allowed registries only), mount paths, bounded sizes. A
+usual grammar from an acceptable registry (``workloads.image_hosts``), mount paths, bounded sizes. A
 :class:`Collector` gathers every field's errors so a client hears about all of them at once;
 each kind's own validation (``jobs.validation``, ``inference.validation``) builds on it.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import posixpath
 import re
 from collections.abc import Mapping
@@ -19,6 +18,7 @@ from typing import Any
 from django.conf import settings
 
 from workloads import constants as c
+from workloads.image_hosts import image_registry, refused_registry_reason, registry_allowed
 
 # Used with fullmatch: "$" alone would also match before a final newline ("bert\n").
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -27,7 +27,7 @@ WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # registry[:port]/path/to/name[:tag][@sha256:hex] — lowercase path components as Docker requires.
 IMAGE_REF = re.compile(
-    r"^(?:(?P<registry>[a-zA-Z0-9.-]+(?::[0-9]+)?)/)?"
+    r"^(?:(?P<registry>(?:\[[0-9a-fA-F:.]+\]|[a-zA-Z0-9.-]+)(?::[0-9]+)?)/)?"
     r"(?P<path>[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
     r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
     r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
@@ -61,9 +61,6 @@ VOLUME_KEYS = ("claim", "mount_path", "read_only")
 #: unprivileged containers, NVIDIA_VISIBLE_DEVICES=all hands a pod every GPU of its node, past
 #: its quota. (CUDA_VISIBLE_DEVICES only narrows the devices the container already has: allowed.)
 FORBIDDEN_ENV_PREFIXES = ("NVIDIA_",)
-#: Registry hosts that are this machine, its link-local network or a cloud metadata service:
-#: an image "from" there is a request forgery unless the allow-list names the host.
-_LOCAL_HOSTS = ("localhost", "metadata", "metadata.google.internal", "metadata.azure.internal")
 #: Longest whole number accepted as text: Python refuses int() past 4,300 digits, and no
 #: bounded field needs more than a handful.
 MAX_NUMBER_DIGITS = 30
@@ -82,19 +79,6 @@ class VolumeRequest:
 def has_lone_surrogate(text: str) -> bool:
     """True when ``text`` holds a UTF-16 surrogate on its own (JSON allows "\\ud800"; UTF-8 cannot hold it)."""
     return any("\ud800" <= ch <= "\udfff" for ch in text)
-
-
-def _is_local_registry(host: str) -> bool:
-    """Loopback, link-local, unspecified or metadata hosts (by name or address)."""
-    name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host  # drop a port
-    name = name.strip("[]").lower()
-    if name in _LOCAL_HOSTS or name.endswith(".localhost"):
-        return True
-    try:
-        address = ipaddress.ip_address(name)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_link_local or address.is_unspecified
 
 
 def _within(path: str, root: str) -> bool:
@@ -119,14 +103,6 @@ def reserved_mount_reason(path: str) -> str | None:
             or any(_within(resolved, p) for p in DRIVER_LEAF_PATHS)):
         return f"{shown} is a reserved path: the GPU driver's files are mounted there."
     return None
-
-
-def image_registry(image: str) -> str:
-    """The registry host of an image reference (Docker Hub when the first part is not a host)."""
-    first, sep, _rest = image.partition("/")
-    if sep and ("." in first or ":" in first or first == "localhost"):
-        return first
-    return "docker.io"
 
 
 class Collector:
@@ -242,13 +218,17 @@ def check_image(col: Collector) -> str:
     if not IMAGE_REF.fullmatch(image):
         col.add("image", "Not a valid image reference (e.g. registry.example.com/team/trainer:1.4).")
         return image
-    allowed = settings.SLIPWAY_IMAGE_REGISTRIES
+    # The allow-list, when set, is the only rule; without it the host rules of image_hosts apply.
+    allowed = settings.SLIPWAY_ALLOWED_REGISTRIES
     registry = image_registry(image)
-    if allowed and registry not in allowed:
-        col.add("image", f"Images must come from an allowed registry: {', '.join(allowed)}.")
-    elif registry not in allowed and _is_local_registry(registry):
-        col.add("image", f"{registry} is a loopback, link-local or metadata address: not a registry "
-                         "(an allow-list entry can name it).")
+    if allowed:
+        if not registry_allowed(registry, allowed):
+            col.add("image", f"Images must come from an allowed registry: {', '.join(allowed)}.")
+        return image
+    reason = refused_registry_reason(registry)
+    if reason:
+        col.add("image", f"{reason} Images cannot come from loopback, link-local, private, metadata or "
+                         "cluster-internal hosts (an operator may allow a registry: SLIPWAY_ALLOWED_REGISTRIES).")
     return image
 
 

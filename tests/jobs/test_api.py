@@ -137,7 +137,7 @@ def test_it_rejects_a_second_active_run_with_the_same_name(api, quota, published
 
 
 def test_it_enforces_the_image_registry_allow_list(api, quota, published, settings):
-    settings.SLIPWAY_IMAGE_REGISTRIES = ["registry.example.com"]
+    settings.SLIPWAY_ALLOWED_REGISTRIES = ["registry.example.com"]
     assert post_run(api, name="ok").status_code == 201
     response = post_run(api, name="hub", image="pytorch/pytorch:2.4.0")
     assert response.status_code == 400
