@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
 import json
 from datetime import timedelta
 
@@ -114,13 +115,15 @@ def _path(request) -> str:
 
 
 def _request_hash(request) -> str:
-    """SHA-256 of the path and the parsed body, keys sorted: the same request sent again (in any
-    key order or spacing) hashes the same; another body or endpoint does not."""
+    """HMAC-SHA-256 of the path and the parsed body, keys sorted: the same request sent again (in any
+    key order or spacing) hashes the same; another body or endpoint does not. Keyed with
+    ``SECRET_KEY`` because the body may hold ``secret_env`` values: the database alone must not
+    allow guessing them."""
     data = request.data
     if hasattr(data, "lists"):  # a form body (QueryDict): every value of every key
         data = dict(data.lists())
     text = json.dumps({"path": _path(request), "body": data}, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hmac.new(settings.SECRET_KEY.encode(), text.encode(), hashlib.sha256).hexdigest()
 
 
 def _replay(record: IdempotencyRecord, request) -> Response:
