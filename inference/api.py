@@ -19,13 +19,12 @@ from inference.serializers import (
     ScalingEventSerializer,
 )
 from portal.exceptions import conflict_response
-from portal.idempotency import idempotent
+from portal.idempotency import idempotent, is_dry_run
 from portal.models import Role
 from portal.permissions import require_team
 from workloads.api import (
     DRY_RUN_PARAMETER,
     WorkloadViewSet,
-    is_dry_run,
     list_parameters,
     pk_of,
     team_slug_of_post,

@@ -48,6 +48,24 @@ def require_team(user, team: Team | str, role: str = Role.VIEWER) -> Membership:
     return membership
 
 
+def report_teams(user, slug: str | None = None) -> list[Team]:
+    """The teams a cost report covers: team ``slug`` alone, or without one every team the caller
+    reads. Members read their own teams (404 for any other, as everywhere); platform staff read
+    every team's costs (they see them all on the showback page): any ``slug``, and all teams
+    without one."""
+    if user.is_staff:
+        teams = Team.objects.order_by("slug")
+        if slug is None:
+            return list(teams)
+        team = teams.filter(slug=slug).first()
+        if team is None:
+            raise Http404("No such team.")
+        return [team]
+    if slug is not None:
+        return [require_team(user, slug).team]
+    return list(Team.objects.for_user(user))
+
+
 def visible_to(queryset: QuerySet, user, team_field: str = "team") -> QuerySet:
     """Restrict ``queryset`` to rows of the user's teams (:meth:`TeamQuerySet.for_user` is the rule)."""
     if not user.is_authenticated:

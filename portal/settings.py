@@ -274,7 +274,10 @@ SLIPWAY_IDLE_WINDOW_MINUTES = env_int("SLIPWAY_IDLE_WINDOW_MINUTES", 30)
 # their quota is released (docs/operations.md).
 SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS = env_int("SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS", 600)
 SLIPWAY_RUN_AS_NON_ROOT = env_bool("SLIPWAY_RUN_AS_NON_ROOT", True)
-SLIPWAY_IMAGE_REGISTRIES = env_list("SLIPWAY_IMAGE_REGISTRIES", [])  # empty: any registry
+# Registries images may come from, e.g. "ghcr.io,registry.example.com:5000,docker.io". Empty: any
+# registry but loopback, link-local, private, metadata and cluster-internal hosts (security.md).
+# SLIPWAY_IMAGE_REGISTRIES is its former name, still read when the new one is not set.
+SLIPWAY_ALLOWED_REGISTRIES = env_list("SLIPWAY_ALLOWED_REGISTRIES", env_list("SLIPWAY_IMAGE_REGISTRIES", []))
 SLIPWAY_NAMESPACE_PREFIX = env_str("SLIPWAY_NAMESPACE_PREFIX", "team-")
 SLIPWAY_CURRENCY = env_str("SLIPWAY_CURRENCY", "USD")
 # With DEBUG on, Django's technical error pages (tracebacks, URL lists) instead of the portal's.

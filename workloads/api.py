@@ -208,10 +208,6 @@ class ForecastSerializer(serializers.Serializer):
                   "without a runtime limit, its cost until the month's end.")
 
 
-def is_dry_run(request) -> bool:
-    return request.query_params.get("dry_run", "").lower() in ("1", "true", "yes")
-
-
 DRY_RUN_PARAMETER = OpenApiParameter("dry_run", bool, description="Only forecast: cost, budget share, outcome, start.")
 
 
