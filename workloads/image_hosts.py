@@ -204,6 +204,27 @@ def refused_registry_reason(registry: str) -> str | None:
     return None
 
 
+def ambiguous_hub_namespace(image: str) -> str | None:
+    """Why a Docker Hub image whose namespace reads as a refused host is refused too, or None.
+
+    ``instance-data/x`` and ``0x7f000001/x`` are Docker Hub images to Docker and containerd
+    (:func:`image_registry`), but the metadata service and 127.0.0.1 to anything that reads
+    the first component as a host: a mirror, a proxy, a runtime configured differently.
+    Such a name is refused unless the registry is written out (``docker.io/instance-data/x``),
+    which no reader can take for a host. Single-label namespaces in general stay Docker
+    Hub's (``pytorch/pytorch``): only numeric addresses, metadata and cluster API names count.
+    """
+    first, sep, _rest = image.partition("/")
+    if not sep or image_registry(image) != DOCKER_HUB:
+        return None
+    name = first.lower()
+    address = parse_ipv4(name) if _IPV4_PART.fullmatch(name.split(".")[-1]) else None
+    if (address is not None and is_refused_address(address)) or name in METADATA_NAMES or name in CLUSTER_API_NAMES:
+        return (f"{first}/… reads as the host {first} to anything that does not follow Docker Hub's naming rule; "
+                f"write docker.io/{image} if you mean Docker Hub.")
+    return None
+
+
 def registry_allowed(registry: str, allowed: list[str] | tuple[str, ...]) -> bool:
     """Whether ``registry`` is one of the allow-list's entries (both compared normalised, port included)."""
     wanted = normalise_registry(registry)

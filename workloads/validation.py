@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 
 from workloads import constants as c
-from workloads.image_hosts import image_registry, refused_registry_reason, registry_allowed
+from workloads.image_hosts import ambiguous_hub_namespace, image_registry, refused_registry_reason, registry_allowed
 
 # Used with fullmatch: "$" alone would also match before a final newline ("bert\n").
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -225,7 +225,7 @@ def check_image(col: Collector) -> str:
         if not registry_allowed(registry, allowed):
             col.add("image", f"Images must come from an allowed registry: {', '.join(allowed)}.")
         return image
-    reason = refused_registry_reason(registry)
+    reason = refused_registry_reason(registry) or ambiguous_hub_namespace(image)
     if reason:
         col.add("image", f"{reason} Images cannot come from loopback, link-local, private, metadata or "
                          "cluster-internal hosts (an operator may allow a registry: SLIPWAY_ALLOWED_REGISTRIES).")

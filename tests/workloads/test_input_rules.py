@@ -99,6 +99,9 @@ REFUSED_IMAGES = [
     "[::1]:5000/x", "[::1]/x", "[fe80::1]/x", "[fd12:3456::1]/x", "[::ffff:127.0.0.1]/x", "[::ffff:a9fe:a9fe]/x",
     "[64:ff9b::a9fe:a9fe]/x", "[::]/x",
     "a..b/x", "1.2.3.256/x", "registry.example.com:0/x", "registry.example.com:99999/x", "[zz::1]/x",
+    # Docker Hub's to Docker and containerd, but a refused host to anything reading the first
+    # component as one: refused unless the registry is written out (docker.io/…, allowed below).
+    "instance-data/x", "metadata/x", "0x7f000001/x", "2130706433/x", "kubernetes/x", "127.1/x/y",
 ]
 ALLOWED_IMAGES = [
     "registry.example.com/team/trainer:1.4", "registry.example.com:5000/x", "registry.example.com./x",
@@ -106,7 +109,8 @@ ALLOWED_IMAGES = [
     "8.8.8.8/x", "8.8.8.8:5000/x", "[2001:4860:4860::8888]:5000/x", "ec2-54-1-2-3.compute-1.amazonaws.com/x",
     # No host: Docker Hub (the first component is a host only with '.' or ':', as 'localhost' or in
     # upper case — distribution/reference's rule, which the runtime follows).
-    "pytorch/pytorch:2.4", "ubuntu", "instance-data/x", "metadata/x", "0x7f000001/x", "kubernetes/x",
+    "pytorch/pytorch:2.4", "ubuntu", "docker.io/instance-data/x", "docker.io/metadata/x", "docker.io/0x7f000001/x",
+    "docker.io/kubernetes/x", "index.docker.io/metadata/x", "8x7f000001/x", "metadatax/x",
 ]
 
 
