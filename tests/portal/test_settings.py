@@ -85,7 +85,8 @@ def test_it_switches_to_production_services(load_settings):
     assert (db["ENGINE"], db["HOST"], db["NAME"]) == ("django.db.backends.postgresql", "db", "slipway")
     assert db["CONN_MAX_AGE"] == 60 and db["CONN_HEALTH_CHECKS"] is True
     assert s["CACHES"]["default"] == {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                                      "LOCATION": "redis://redis:6379/2"}
+                                      "LOCATION": "redis://redis:6379/2",
+                                      "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2}}
     assert s["CELERY_BROKER_URL"] == "redis://redis:6379/2"
     assert s["ALLOWED_HOSTS"] == ["slipway.example.com", "api.example.com"]
     assert s["CSRF_TRUSTED_ORIGINS"] == ["https://slipway.example.com"]
