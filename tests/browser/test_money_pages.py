@@ -81,6 +81,16 @@ def log_in(page, url: str, username: str, password: str) -> None:
     page.wait_for_url(f"{url}/")
 
 
+def log_in_as_staff(page, url: str) -> None:
+    """Sign the demo's platform admin in to the admin console (signing out whoever was in)."""
+    page.context.clear_cookies()
+    page.goto(f"{url}/admin/login/")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", "slipway-admin")
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{url}/admin/")
+
+
 def check(page, url: str, path: str) -> set[str]:
     """Open ``path``, assert its layout, and return the ids of the tables it shows."""
     response = page.goto(f"{url}{path}")
@@ -113,12 +123,7 @@ def test_no_table_is_cut_off_and_no_page_scrolls_sideways_at_1366(live_server, b
     browser.goto(f"{url}/runs/{history.pk}/")
     assert browser.locator("#run-time").inner_text() == "6 h 00 min"
 
-    browser.context.clear_cookies()
-    browser.goto(f"{url}/admin/login/")
-    browser.fill("#id_username", "admin")
-    browser.fill("#id_password", "slipway-admin")
-    browser.click("input[type=submit]")
-    browser.wait_for_url(f"{url}/admin/")
+    log_in_as_staff(browser, url)
     for path in ("/admin/", "/admin/workloads/", "/admin/capacity/", "/admin/showback/",
                  "/admin/jobs/trainingrun/", "/admin/inference/inferenceendpoint/", "/admin/quotas/usagerecord/",
                  "/admin/quotas/teambudget/", "/admin/quotas/teamquota/", "/admin/portal/auditevent/"):
@@ -154,12 +159,7 @@ def test_csv_downloads_say_what_and_when_and_name_each_workload(live_server, bro
     name, rows = download(browser, browser.locator("h2:text('By person') + a"))
     assert name == f"usage-ml-research-{month}-by-user.csv" and rows
 
-    browser.context.clear_cookies()
-    browser.goto(f"{url}/admin/login/")
-    browser.fill("#id_username", "admin")
-    browser.fill("#id_password", "slipway-admin")
-    browser.click("input[type=submit]")
-    browser.wait_for_url(f"{url}/admin/")
+    log_in_as_staff(browser, url)
     browser.goto(f"{url}/admin/showback/")
     name, rows = download(browser, browser.locator("#showback-csv"))
     assert name == f"showback-{month}-by-team-and-flavor.csv"
