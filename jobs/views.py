@@ -342,9 +342,10 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     context = {
         "team": team, "membership": membership, "usage": usage_bars(team), "budget": budget_bar(team),
         "kinds": kinds, "active": active, "can_submit": membership.allows(Role.MEMBER),
+        "recent": list(TrainingRun.objects.filter(team=team).for_list()[:RECENT_RUNS]),
     }
     if wants_partial(request):
-        # The live figures alone; once nothing is queued or holding quota they cannot change: stop polling.
+        # The live figures and recent runs alone; once nothing is queued or holding quota they cannot
+        # change: stop polling.
         return render(request, "jobs/dashboard.html#live", context, status=200 if active else STOP_POLLING)
-    context["recent"] = list(TrainingRun.objects.filter(team=team).for_list()[:RECENT_RUNS])
     return render(request, "jobs/dashboard.html", context)
