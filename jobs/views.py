@@ -113,7 +113,7 @@ def run_state(request: HttpRequest, pk: int) -> HttpResponse:
 # 2. New run ----------------------------------------------------------------------------------
 
 
-def _new_run_form(request: HttpRequest, team, data=None, initial=None) -> NewRunForm:
+def _new_run_form(team, data=None, initial=None) -> NewRunForm:
     flavors = list(GpuFlavor.objects.filter(active=True).order_by("name"))
     return NewRunForm(data, flavors=flavors, usage=usage_summary(team), currency=settings.SLIPWAY_CURRENCY,
                       initial=initial)
@@ -145,7 +145,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
     services.ensure_can_submit(request.user, membership.team)  # viewers: 403, even for GET
     team = membership.team
     initial, copy_of = _initial_from(request, team) if request.method == "GET" else ({}, None)
-    form = _new_run_form(request, team, request.POST if request.method == "POST" else None, initial)
+    form = _new_run_form(team, request.POST if request.method == "POST" else None, initial)
     status = 200
     if request.method == "POST":
         if form.is_valid():

@@ -7,6 +7,7 @@ full page; list views pinned with ``django_assert_num_queries`` at two sizes.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -694,3 +695,11 @@ def test_pages_say_how_long_a_run_ran_or_has_been_running(client, member, team, 
     poll = client.get(f"/runs/{busy.pk}/state/", **HTMX).content.decode()
     assert f'<span id="run-{busy.pk}-ran" hx-swap-oob="true">running 1 min 3' in poll
     assert "ran 1 h 05 min" in client.get("/").content.decode()  # the dashboard's recent runs
+
+
+def test_numbers_are_number_inputs_with_their_bounds(client, member, team, quota, published):
+    client.force_login(member)
+    html = client.get("/runs/new/").content.decode()
+    for name in ("gpus_per_worker", "workers", "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes"):
+        tag = re.search(rf'<input [^>]*name="{name}"[^>]*>', html).group(0)
+        assert 'type="number"' in tag and 'min="' in tag, tag
