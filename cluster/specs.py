@@ -125,8 +125,6 @@ class EndpointSpec:
     startup_timeout_seconds: int = 600
     spot: bool = False
     max_surge: int = 0  # 1 only when the team has a replica's units to spare for a rolling update
-    cpu: float | None = None
-    memory_gb: float | None = None
 
     @property
     def ceiling(self) -> int:

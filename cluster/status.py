@@ -7,12 +7,13 @@ It never raises on odd payloads: a missing field reads as "not reported yet".
 Reasons are short sentences a data scientist can act on, built from the most telling
 signal of the workload's pods (see :func:`pod_reason`), for example
 ``"Unschedulable: 0/8 nodes are available: 8 Insufficient nvidia.com/gpu."``,
-``"OOMKilled (exit 137)"``, ``"ImagePullBackOff: Back-off pulling image \"x\""``,
+``"OOMKilled (exit 137): the container ran out of memory — …"``, ``"ImagePullBackOff: Back-off pulling image \"x\""``,
 ``"CrashLoopBackOff (exit 1)"``, ``"BackoffLimitExceeded: Job has reached the specified backoff limit"``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -43,6 +44,21 @@ class EndpointPhase:
 
 
 @dataclass(frozen=True)
+class Waiting:
+    """A container stuck waiting (not merely starting), as the kubelet reports it.
+
+    ``code`` is the kubelet's waiting reason code ("ImagePullBackOff", "ErrImagePull",
+    "CreateContainerConfigError" …): what decisions look at, never the words of a reason.
+    ``since`` is when its pod started on its node (the kubelet reports no start of the waiting
+    itself); ``image`` the image the container runs.
+    """
+
+    code: str
+    since: datetime | None
+    image: str
+
+
+@dataclass(frozen=True)
 class WorkloadStatus:
     """What the reconciler needs from one observation."""
 
@@ -58,6 +74,11 @@ class WorkloadStatus:
     #: endpoints: the autoscaler wants more replicas than the ceiling (HPA ScalingLimited/TooManyReplicas)
     scaling_limited: bool = False
     metric_value: float | None = None  # endpoints: the autoscaling metric's current value, when known
+    #: the live container stuck waiting the longest (its pod started first), None when none is
+    waiting: Waiting | None = None
+    #: the portal gave up on the workload (its image could not be pulled): its cluster objects
+    #: hold nodes without ever running, so the reconciler deletes them when it fails it
+    abandoned: bool = False
 
 
 # Severity of a pod signal: the highest one across a workload's pods becomes the reason.
@@ -72,6 +93,13 @@ DEFAULT_BACKOFF_LIMIT = 6
 _STARTING_REASONS = frozenset({"ContainerCreating", "PodInitializing"})
 #: Resource names that are GPU units for billing (full GPUs and MIG slices).
 _GPU_PREFIX = "nvidia.com/"
+#: Waiting reason codes that mean the image cannot be pulled. The kubelet retries them forever,
+#: so without a limit the workload would hold its quota (and its pods their nodes) forever.
+IMAGE_PULL_CODES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
+#: The reason of work given up because its image could not be pulled (after the pull limit).
+IMAGE_PULL_FAILED = '{code}: the image "{image}" could not be pulled — check the image name and tag'
+#: What to do about a container the kernel killed for memory, said after "OOMKilled (exit 137)".
+OOM_HINT = "the container ran out of memory — raise memory_gb or lower the batch size"
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -111,6 +139,12 @@ def _with_message(reason: str, message: str) -> str:
     return reason or message
 
 
+def _ended_words(terminated: Manifest) -> str:
+    """How a container ended, with what to do about it when the kubelet's reason code says OOMKilled."""
+    words = terminated_reason(terminated)
+    return f"{words}: {OOM_HINT}" if terminated.get("reason") == "OOMKilled" else words
+
+
 def _container_reason(status: Manifest) -> tuple[int, str]:
     """The telling signal of one container status (severity, words)."""
     state = status.get("state") or {}
@@ -123,7 +157,7 @@ def _container_reason(status: Manifest) -> tuple[int, str]:
             if last:
                 if last.get("reason") in (None, "", "Error"):
                     return SEVERITY_FATAL, f"CrashLoopBackOff (exit {_int(last.get('exitCode'))})"
-                return SEVERITY_FATAL, f"CrashLoopBackOff after {terminated_reason(last)}"
+                return SEVERITY_FATAL, f"CrashLoopBackOff after {_ended_words(last)}"
             return SEVERITY_FATAL, "CrashLoopBackOff"
         if reason in _STARTING_REASONS:
             return SEVERITY_INFO, reason
@@ -131,10 +165,10 @@ def _container_reason(status: Manifest) -> tuple[int, str]:
             return SEVERITY_PROBLEM, _with_message(reason, waiting.get("message", ""))
     terminated = state.get("terminated")
     if terminated and (terminated.get("reason") != "Completed" or _int(terminated.get("exitCode"))):
-        return SEVERITY_FATAL, terminated_reason(terminated)
+        return SEVERITY_FATAL, _ended_words(terminated)
     if last and last.get("reason") == "OOMKilled":
         # Restarted in place after an OOM: running again, but the user should know.
-        return SEVERITY_PROBLEM, f"restarted after {terminated_reason(last)}"
+        return SEVERITY_PROBLEM, f"restarted after {_ended_words(last)}"
     return SEVERITY_NONE, ""
 
 
@@ -158,6 +192,41 @@ def pod_reason(pod: Manifest) -> tuple[int, str]:
             if found[0] > best[0]:
                 best = found
     return best
+
+
+def _pod_since(pod: Manifest) -> datetime | None:
+    return parse_time((pod.get("status") or {}).get("startTime")) or parse_time(
+        (pod.get("metadata") or {}).get("creationTimestamp"))
+
+
+def stuck_waiting(pods: list[Manifest]) -> Waiting | None:
+    """The live container stuck waiting for a reason other than starting or a crash back-off.
+
+    An image that cannot be pulled comes first (it is what a limit applies to), then the one
+    whose pod started first (stuck the longest).
+    """
+    found: list[Waiting] = []
+    for pod in _live(pods):
+        status = pod.get("status") or {}
+        for key in ("initContainerStatuses", "containerStatuses"):
+            for container in status.get(key) or []:
+                code = ((container.get("state") or {}).get("waiting") or {}).get("reason") or ""
+                if code and code not in _STARTING_REASONS and code != "CrashLoopBackOff":
+                    found.append(Waiting(code, _pod_since(pod), str(container.get("image") or "")))
+    never = datetime.max.replace(tzinfo=UTC)
+    return min(found, key=lambda w: (w.code not in IMAGE_PULL_CODES, w.since or never), default=None)
+
+
+def pull_given_up(waiting: Waiting | None, now: datetime | None, limit_seconds: float | None) -> str:
+    """The reason to fail work whose image could not be pulled for ``limit_seconds``; "" while within it.
+
+    Decided on the kubelet's waiting code, never on the words of the reason.
+    """
+    if waiting is None or waiting.code not in IMAGE_PULL_CODES or None in (now, limit_seconds, waiting.since):
+        return ""
+    if (now - waiting.since).total_seconds() <= limit_seconds:
+        return ""
+    return IMAGE_PULL_FAILED.format(code=waiting.code, image=waiting.image)
 
 
 def pods_reason(pods: list[Manifest]) -> tuple[int, str]:
@@ -285,15 +354,30 @@ def _pytorchjob_status(job: Manifest, pods: list[Manifest]) -> WorkloadStatus:
     return WorkloadStatus(TrainingPhase.PENDING, _current_reason(pods)[1], started, None, units)
 
 
-def training_status(obs: ObservedWorkload) -> WorkloadStatus | None:
-    """The state of a training run, or None when neither its Job nor its PyTorchJob exists."""
+def training_status(obs: ObservedWorkload, now: datetime | None = None,
+                    image_pull_limit: float | None = None) -> WorkloadStatus | None:
+    """The state of a training run, or None when neither its Job nor its PyTorchJob exists.
+
+    A run with a pod whose image could not be pulled for ``image_pull_limit`` seconds (at
+    ``now``) has failed: it cannot make progress, and the kubelet would retry forever. Its
+    status says so with what to check, and is ``abandoned`` (its objects are deleted).
+    """
     job = obs.first("Job")
+    pytorchjob = obs.first("PyTorchJob") if job is None else None
     if job is not None:
-        return _job_status(job, obs.pods)
-    pytorchjob = obs.first("PyTorchJob")
-    if pytorchjob is not None:
-        return _pytorchjob_status(pytorchjob, obs.pods)
-    return None
+        status = _job_status(job, obs.pods)
+    elif pytorchjob is not None:
+        status = _pytorchjob_status(pytorchjob, obs.pods)
+    else:
+        return None
+    if status.state in (TrainingPhase.SUCCEEDED, TrainingPhase.FAILED):
+        return status
+    waiting = stuck_waiting(obs.pods)
+    gave_up = pull_given_up(waiting, now, image_pull_limit)
+    if gave_up:
+        return dataclasses.replace(status, state=TrainingPhase.FAILED, reason=gave_up, finished_at=now,
+                                   waiting=waiting, abandoned=True)
+    return dataclasses.replace(status, waiting=waiting)
 
 
 #: How long replicas may stay unready (no pod reporting a problem) before the endpoint is
@@ -342,14 +426,14 @@ def _unready_since(pods: list[Manifest]) -> datetime | None:
         ready = _conditions(pod).get("Ready")
         if _is_true(ready):
             continue
-        since = parse_time((pod.get("status") or {}).get("startTime")) or parse_time(
-            (pod.get("metadata") or {}).get("creationTimestamp"))
+        since = _pod_since(pod)
         if since is not None and (oldest is None or since < oldest):
             oldest = since
     return oldest
 
 
-def endpoint_status(obs: ObservedWorkload, now: datetime | None = None) -> WorkloadStatus | None:
+def endpoint_status(obs: ObservedWorkload, now: datetime | None = None,
+                    image_pull_limit: float | None = None) -> WorkloadStatus | None:
     """The state of an inference endpoint, or None when its Deployment does not exist.
 
     * no replica wanted (KEDA scaled to zero) → ``scaled_to_zero``;
@@ -361,6 +445,10 @@ def endpoint_status(obs: ObservedWorkload, now: datetime | None = None) -> Workl
 
     From KEDA's HPA (when observed): whether the autoscaler wants more than the replica
     ceiling (``ScalingLimited``/``TooManyReplicas``), the metric's value, and desired replicas.
+
+    A replica whose image could not be pulled for ``image_pull_limit`` seconds: with no replica
+    ready the endpoint has ``failed`` (``abandoned``: nothing can ever serve, its objects are
+    deleted); with some ready it is ``degraded`` and keeps serving, the reason saying what to check.
     """
     deployment = obs.first("Deployment")
     if deployment is None:
@@ -377,9 +465,12 @@ def endpoint_status(obs: ObservedWorkload, now: datetime | None = None) -> Workl
     # Running pods hold their GPUs whether ready or still loading the model: all are billed.
     units = running_units(obs.pods)
     severity, pod_words = pods_reason(obs.pods)
+    stuck = stuck_waiting(obs.pods)
+    gave_up = pull_given_up(stuck, now, image_pull_limit)
 
-    def make(state: str, reason: str) -> WorkloadStatus:
-        return WorkloadStatus(state, reason, started, None, units, ready, desired, wants_more, metric_value)
+    def make(state: str, reason: str, abandoned: bool = False) -> WorkloadStatus:
+        return WorkloadStatus(state, reason, started, now if abandoned else None, units, ready, desired, wants_more,
+                              metric_value, stuck, abandoned)
 
     progressing = conds.get("Progressing")
     failure = conds.get("ReplicaFailure")
@@ -390,7 +481,9 @@ def endpoint_status(obs: ObservedWorkload, now: datetime | None = None) -> Workl
     if ready >= desired:
         return make(EndpointPhase.READY, "")
     problem = ""
-    if severity >= SEVERITY_PROBLEM:
+    if gave_up:
+        problem = gave_up
+    elif severity >= SEVERITY_PROBLEM:
         problem = pod_words
     elif _is_true(failure):
         # e.g. "pods ... is forbidden: exceeded quota" when the ResourceQuota rejects a pod.
@@ -401,11 +494,17 @@ def endpoint_status(obs: ObservedWorkload, now: datetime | None = None) -> Workl
         )
     waiting = desired - ready
     if ready == 0:
+        if gave_up:
+            return make(EndpointPhase.FAILED, gave_up, abandoned=True)
         if (
             progressing
             and progressing.get("status") == "False"
             and progressing.get("reason") == "ProgressDeadlineExceeded"
         ):
+            if stuck is not None and stuck.code in IMAGE_PULL_CODES:
+                # The Deployment controller gave up first: same verdict as the pull limit's.
+                return make(EndpointPhase.FAILED, IMAGE_PULL_FAILED.format(code=stuck.code, image=stuck.image),
+                            abandoned=True)
             detail = problem or _with_message("ProgressDeadlineExceeded", progressing.get("message", ""))
             return make(EndpointPhase.FAILED, detail)
         return make(EndpointPhase.DEPLOYING, problem or (pod_words if severity else ""))

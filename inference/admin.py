@@ -6,7 +6,7 @@ from django.contrib import admin, messages
 
 from inference import services
 from inference.models import InferenceEndpoint
-from workloads.admin import WorkloadAdmin
+from workloads.admin import WorkloadAdmin, named
 
 
 @admin.register(InferenceEndpoint)
@@ -20,16 +20,28 @@ class InferenceEndpointAdmin(WorkloadAdmin):
 
     @admin.action(description="Scale the selected endpoints to their minimum (burst given back)")
     def scale_to_minimum(self, request, queryset):
-        done = sum(services.scale_to_minimum(request.user, e) for e in queryset.select_related("team", "flavor"))
-        self.message_user(request, f"{done} endpoint(s) gave back their burst.", messages.SUCCESS)
+        asked = self.confirm_first(request, queryset, "Scale the selected endpoints to their minimum",
+                                   "Their replicas above the minimum stop serving now and their units go back to "
+                                   "their teams' quotas.")
+        if asked is not None:
+            return asked
+        done = [e for e in queryset.select_related("team", "flavor") if services.scale_to_minimum(request.user, e)]
+        self.message_user(request, f"{len(done)} endpoint(s) gave back their burst{': ' if done else ''}{named(done)}.",
+                          messages.SUCCESS)
 
     @admin.action(description="Delete the selected endpoints (quota released, objects removed)")
     def delete_endpoints(self, request, queryset):
-        deleted = 0
+        asked = self.confirm_first(request, queryset, "Delete the selected endpoints",
+                                   "They stop serving, their cluster objects are removed and their units go back "
+                                   "to their teams' quotas at once. This cannot be undone.")
+        if asked is not None:
+            return asked
+        deleted = []
         for endpoint in queryset.select_related("team", "flavor"):
             try:
                 services.delete_endpoint(request.user, endpoint)
-                deleted += 1
+                deleted.append(endpoint)
             except services.EndpointConflict:
                 continue
-        self.message_user(request, f"Deleting {deleted} endpoint(s).", messages.SUCCESS)
+        self.message_user(request, f"Deleting {len(deleted)} endpoint(s){': ' if deleted else ''}{named(deleted)}.",
+                          messages.SUCCESS)

@@ -19,13 +19,12 @@ from inference.serializers import (
     ScalingEventSerializer,
 )
 from portal.exceptions import conflict_response
-from portal.idempotency import idempotent
+from portal.idempotency import idempotent, is_dry_run
 from portal.models import Role
 from portal.permissions import require_team
 from workloads.api import (
     DRY_RUN_PARAMETER,
     WorkloadViewSet,
-    is_dry_run,
     list_parameters,
     pk_of,
     team_slug_of_post,
@@ -39,7 +38,8 @@ class EndpointViewSet(WorkloadViewSet):
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def get_object(self, role: str = Role.VIEWER) -> InferenceEndpoint:
-        return services.get_endpoint_for_user(self.request.user, pk_of(self.kwargs["pk"]), role)
+        return services.get_endpoint_for_user(self.request.user, pk_of(self.kwargs["pk"]), role,
+                                              staff_reads=self.staff_reads())
 
     @extend_schema(request=EndpointCreateSerializer, responses={201: EndpointSerializer, 200: EndpointForecastSerializer},
                    parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER), DRY_RUN_PARAMETER])

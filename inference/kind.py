@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.conf import settings
+
 import portal.cluster
 from cluster.backends.base import ObservedWorkload
 from cluster.manifests import build_endpoint
@@ -45,6 +47,7 @@ def endpoint_spec(endpoint: InferenceEndpoint, max_surge: int) -> EndpointSpec:
         port=endpoint.port,
         gpus_per_replica=endpoint.gpus_per_replica,
         min_replicas=endpoint.min_replicas,
+        max_replicas=endpoint.max_replicas,
         replica_ceiling=endpoint.replica_ceiling or endpoint.base_replicas,
         metric=autoscale.get("metric", "gpu_utilization"),
         target=float(autoscale.get("target", 70)),
@@ -91,7 +94,7 @@ class EndpointKind(WorkloadKind):
         return build_endpoint(endpoint_spec(endpoint, surge), portal.cluster.cluster_config())
 
     def status(self, observed: ObservedWorkload, endpoint: InferenceEndpoint, now: datetime) -> WorkloadStatus | None:
-        return endpoint_status(observed, now)
+        return endpoint_status(observed, now, settings.SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS)
 
     def state_for(self, status: WorkloadStatus, endpoint: InferenceEndpoint) -> str:
         return _PHASE_TO_STATE.get(status.state, endpoint.state)

@@ -38,9 +38,13 @@ class EndpointConflict(Exception):
     """The endpoint's state does not allow the action (the API answers 409)."""
 
 
-def get_endpoint_for_user(user, pk, role: str = Role.VIEWER) -> InferenceEndpoint:
-    """The endpoint ``pk`` if ``user`` may see it: 404 for outsiders, 403 when ``role`` is not met."""
-    return get_for_user(InferenceEndpoint.objects.select_related("team", "flavor", "created_by"), user, role, pk=pk)
+def get_endpoint_for_user(user, pk, role: str = Role.VIEWER, staff_reads: bool = False) -> InferenceEndpoint:
+    """The endpoint ``pk`` if ``user`` may see it: 404 for outsiders, 403 when ``role`` is not met.
+
+    ``staff_reads``: a read-only page or API read, which platform staff may make in any team.
+    """
+    return get_for_user(InferenceEndpoint.objects.select_related("team", "flavor", "created_by"), user, role,
+                        staff_reads=staff_reads, pk=pk)
 
 
 def _flavor(team: Team, fields: dict) -> GpuFlavor:

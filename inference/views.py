@@ -26,7 +26,14 @@ from inference.constants import LIVE_STATES, EndpointState
 from inference.forms import EndpointEditForm, EndpointForm
 from inference.models import InferenceEndpoint
 from portal.models import Role
-from portal.permissions import check_may_end, may_end, require_team
+from portal.permissions import (
+    VIEWERS_CANNOT_SUBMIT,
+    check_may_end,
+    end_refusal,
+    may_end,
+    read_membership,
+    submit_refusal,
+)
 from quotas import admission
 from quotas.models import GpuFlavor
 from quotas.services import usage_summary
@@ -78,7 +85,8 @@ def endpoint_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(endpoints, PER_PAGE).get_page(request.GET.get("page"))
     positions = admission.queue_positions(team) if any(e.state == "queued" for e in page) else {}
     context = {"team": team, "page": page, "rows": [(e, positions.get(e.ref)) for e in page],
-               "can_submit": membership.allows(Role.MEMBER), "state": state, "state_filters": STATE_FILTERS}
+               "can_submit": membership.allows(Role.MEMBER), "submit_refused": submit_refusal(membership),
+               "state": state, "state_filters": STATE_FILTERS}
     template = "inference/endpoint_list.html#rows" if wants_partial(request) else "inference/endpoint_list.html"
     return render(request, template, context)
 
@@ -87,7 +95,7 @@ def endpoint_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 def endpoint_state(request: HttpRequest, pk: int) -> HttpResponse:
     """The polled row of one endpoint (state, replicas, cost); 286 once it is final."""
-    endpoint = services.get_endpoint_for_user(request.user, pk)
+    endpoint = services.get_endpoint_for_user(request.user, pk, staff_reads=True)
     context = {"endpoint": endpoint,
                "position": admission.queue_positions(endpoint.team).get(endpoint.ref)
                if endpoint.state == "queued" else None}
@@ -126,18 +134,24 @@ def _create_form(team, data=None) -> EndpointForm:
 def _require_member(request: HttpRequest):
     membership = current_membership(request)
     if membership is not None and not membership.allows(Role.MEMBER):
-        raise PermissionDenied("Viewers cannot create endpoints.")
+        raise PermissionDenied(VIEWERS_CANNOT_SUBMIT)
     return membership
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def endpoint_new(request: HttpRequest) -> HttpResponse:
-    """The "New endpoint" form; a valid POST creates it through ``services.create_endpoint``."""
-    membership = _require_member(request)
+    """The "New endpoint" form; a valid POST creates it through ``services.create_endpoint``.
+
+    A viewer sees the form disabled, with why (403: they may not submit it).
+    """
+    membership = current_membership(request)
     if membership is None:
         return no_team(request)
     team = membership.team
+    if not membership.allows(Role.MEMBER):
+        context = {**_form_context(request, team, _create_form(team)), "submit_refused": submit_refusal(membership)}
+        return render(request, "inference/endpoint_form.html", context, status=403)
     form = _create_form(team, request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -164,12 +178,14 @@ def endpoint_preview(request: HttpRequest) -> HttpResponse:
 
 
 def _detail_context(request: HttpRequest, endpoint: InferenceEndpoint) -> dict:
-    membership = require_team(request.user, endpoint.team)
+    """The status panel's context; platform staff outside the team read it without controls."""
+    membership = read_membership(request.user, endpoint.team)
     # A deleting endpoint can neither be changed nor deleted again: no buttons for it.
-    live = endpoint.state in LIVE_STATES
+    live = endpoint.state in LIVE_STATES and membership is not None
     return {"endpoint": endpoint, "can_edit": live and membership.allows(Role.MEMBER),
             "can_delete": live and may_end(request.user, endpoint, membership),
-            **idle_context(endpoint)}
+            "delete_refused": end_refusal(request.user, endpoint, membership) if live else "",
+            "staff_reader": membership is None, **idle_context(endpoint)}
 
 
 @login_required
@@ -177,7 +193,7 @@ def _detail_context(request: HttpRequest, endpoint: InferenceEndpoint) -> dict:
 @vary_on_headers("HX-Request")
 def endpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One endpoint: state, replicas chart, scaling log, events, logs, manifest; htmx gets the status panel."""
-    endpoint = services.get_endpoint_for_user(request.user, pk)
+    endpoint = services.get_endpoint_for_user(request.user, pk, staff_reads=True)
     context = _detail_context(request, endpoint)
     if wants_partial(request):
         return render(request, "inference/endpoint_detail.html#status", context, status=polling_status(endpoint))
@@ -198,21 +214,21 @@ def endpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def endpoint_logs(request: HttpRequest, pk: int) -> HttpResponse:
     """The logs box of ``?pod=`` (a replica; the oldest when absent), polled until the endpoint is final (286)."""
-    return log_box(request, services.get_endpoint_for_user(request.user, pk))
+    return log_box(request, services.get_endpoint_for_user(request.user, pk, staff_reads=True))
 
 
 @login_required
 @require_GET
 def endpoint_log_download(request: HttpRequest, pk: int) -> HttpResponse:
     """The whole log of ``?pod=`` (the oldest replica when absent) as a text file."""
-    return log_download(request, services.get_endpoint_for_user(request.user, pk))
+    return log_download(request, services.get_endpoint_for_user(request.user, pk, staff_reads=True))
 
 
 @login_required
 @require_GET
 def endpoint_events(request: HttpRequest, pk: int) -> HttpResponse:
     """The events table, polled with the state until the endpoint is final (286)."""
-    return events_table(request, services.get_endpoint_for_user(request.user, pk))
+    return events_table(request, services.get_endpoint_for_user(request.user, pk, staff_reads=True))
 
 
 @login_required

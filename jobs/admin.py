@@ -6,7 +6,7 @@ from django.contrib import admin, messages
 
 from jobs import services
 from jobs.models import TrainingRun
-from workloads.admin import WorkloadAdmin
+from workloads.admin import WorkloadAdmin, named
 
 
 @admin.register(TrainingRun)
@@ -19,11 +19,16 @@ class TrainingRunAdmin(WorkloadAdmin):
 
     @admin.action(description="Cancel the selected runs (quota released, objects deleted)")
     def cancel_runs(self, request, queryset):
-        cancelled = 0
+        asked = self.confirm_first(request, queryset, "Cancel the selected runs",
+                                   "Their pods are deleted and their GPUs go back to their teams' quotas at once.")
+        if asked is not None:
+            return asked
+        cancelled = []
         for run in queryset.select_related("team", "flavor"):
             try:
                 services.cancel_run(request.user, run)
-                cancelled += 1
+                cancelled.append(run)
             except services.RunConflict:
                 continue  # already finished: nothing to cancel
-        self.message_user(request, f"Cancelled {cancelled} run(s).", messages.SUCCESS)
+        self.message_user(request, f"Cancelled {len(cancelled)} run(s){': ' if cancelled else ''}{named(cancelled)}.",
+                          messages.SUCCESS)

@@ -13,14 +13,13 @@ from jobs.models import TrainingRun
 from jobs.serializers import RunCreateSerializer, RunSerializer
 from jobs.validation import parse_run_request
 from portal.exceptions import conflict_response
-from portal.idempotency import idempotent
+from portal.idempotency import idempotent, is_dry_run
 from portal.models import Role
 from portal.permissions import require_team
 from workloads.api import (
     DRY_RUN_PARAMETER,
     ForecastSerializer,
     WorkloadViewSet,
-    is_dry_run,
     list_parameters,
     pk_of,
     team_slug_of_post,
@@ -33,7 +32,7 @@ class RunViewSet(WorkloadViewSet):
     serializer_class = RunSerializer
 
     def get_object(self) -> TrainingRun:
-        return services.get_run_for_user(self.request.user, pk_of(self.kwargs["pk"]))
+        return services.get_run_for_user(self.request.user, pk_of(self.kwargs["pk"]), staff_reads=self.staff_reads())
 
     @extend_schema(request=RunCreateSerializer, responses={201: RunSerializer, 200: ForecastSerializer},
                    parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER), DRY_RUN_PARAMETER])

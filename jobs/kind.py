@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.conf import settings
+
 import portal.cluster
 from cluster.backends.base import ObservedWorkload
 from cluster.manifests import build_training
@@ -77,7 +79,7 @@ class TrainingKind(WorkloadKind):
         return build_training(training_spec(run), portal.cluster.cluster_config())
 
     def status(self, observed: ObservedWorkload, run: TrainingRun, now: datetime) -> WorkloadStatus | None:
-        return training_status(observed)
+        return training_status(observed, now, settings.SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS)
 
     def on_budget_spent(self, run: TrainingRun, now: datetime) -> bool:
         """Stop the run (ended like a cancel, its objects deleted): the budget policy says stop."""

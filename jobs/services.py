@@ -23,7 +23,7 @@ from django.db import IntegrityError, transaction
 from jobs.models import TrainingRun
 from jobs.validation import RunRequest, parse_run_request
 from portal.models import AuditEvent, Role, Team
-from portal.permissions import check_may_end, get_for_user, require_team
+from portal.permissions import VIEWERS_CANNOT_SUBMIT, check_may_end, get_for_user, require_team
 from portal.services import audit
 from quotas import admission
 from quotas.constants import Reason as QuotaReason
@@ -45,9 +45,13 @@ class RunConflict(Exception):
 # 1. Reading ---------------------------------------------------------------------------------
 
 
-def get_run_for_user(user, pk, role: str = Role.VIEWER) -> TrainingRun:
-    """The run ``pk`` if ``user`` may see it: 404 for outsiders, 403 when ``role`` is not met."""
-    return get_for_user(TrainingRun.objects.select_related("team", "flavor", "created_by"), user, role, pk=pk)
+def get_run_for_user(user, pk, role: str = Role.VIEWER, staff_reads: bool = False) -> TrainingRun:
+    """The run ``pk`` if ``user`` may see it: 404 for outsiders, 403 when ``role`` is not met.
+
+    ``staff_reads``: a read-only page or API read, which platform staff may make in any team.
+    """
+    return get_for_user(TrainingRun.objects.select_related("team", "flavor", "created_by"), user, role,
+                        staff_reads=staff_reads, pk=pk)
 
 
 # 2. Submitting ------------------------------------------------------------------------------
@@ -177,4 +181,4 @@ def ensure_can_submit(user, team: Team) -> None:
     """Raise PermissionDenied unless ``user`` may submit runs in ``team`` (for showing forms)."""
     membership = require_team(user, team, Role.VIEWER)
     if not membership.allows(Role.MEMBER):
-        raise PermissionDenied("Viewers cannot submit runs.")
+        raise PermissionDenied(VIEWERS_CANNOT_SUBMIT)

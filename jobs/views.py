@@ -34,7 +34,7 @@ from jobs.constants import TIMELINE, RunState
 from jobs.forms import NewRunForm, initial_from_run, preview_data
 from jobs.models import TrainingRun
 from portal.models import Role
-from portal.permissions import may_end, require_team
+from portal.permissions import end_refusal, may_end, read_membership, submit_refusal
 from quotas import admission
 from quotas.models import GpuFlavor
 from quotas.services import budget_bar, usage_bars, usage_summary
@@ -94,7 +94,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     context = {
         "team": team, "membership": membership, "page": page, "rows": rows, "state": state, "mine": mine,
         "query": query, "state_filters": STATE_FILTERS, "filter_query": filters.urlencode(),
-        "can_submit": membership.allows(Role.MEMBER),
+        "can_submit": membership.allows(Role.MEMBER), "submit_refused": submit_refusal(membership),
     }
     template = "jobs/run_list.html#rows" if wants_partial(request) else "jobs/run_list.html"
     return render(request, template, context)
@@ -104,7 +104,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 def run_state(request: HttpRequest, pk: int) -> HttpResponse:
     """The polling state cell of one run (lists, dashboard); 286 once the run is final."""
-    run = services.get_run_for_user(request.user, pk)
+    run = services.get_run_for_user(request.user, pk, staff_reads=True)
     position = admission.queue_positions(run.team).get(run.ref) if run.state == RunState.QUEUED else None
     context = {"run": run, "position": position}
     return render(request, "jobs/run_list.html#state-poll", context, status=polling_status(run))
@@ -142,9 +142,14 @@ def run_new(request: HttpRequest) -> HttpResponse:
     membership = current_membership(request)
     if membership is None:
         return no_team(request)
-    services.ensure_can_submit(request.user, membership.team)  # viewers: 403, even for GET
     team = membership.team
     initial, copy_of = _initial_from(request, team) if request.method == "GET" else ({}, None)
+    if not membership.allows(Role.MEMBER):
+        # A viewer sees the form, disabled, and why (403: they may not submit it).
+        form = _new_run_form(team, None, initial)
+        context = {"form": form, "team": team, "preview": None, "argv": command_echo(form.initial),
+                   "copy_of": copy_of, "submit_refused": submit_refusal(membership)}
+        return render(request, "jobs/run_new.html", context, status=403)
     form = _new_run_form(team, request.POST if request.method == "POST" else None, initial)
     status = 200
     if request.method == "POST":
@@ -225,7 +230,8 @@ def timeline(run: TrainingRun) -> list[Step]:
 
 
 def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
-    membership = require_team(request.user, run.team)
+    """The status panel's context; platform staff outside the team read it without controls."""
+    membership = read_membership(request.user, run.team)
     reason, start, raw = run.reason, None, ""
     if run.state == RunState.QUEUED:
         # The stored reason is from submission time; the queue's reason uses current figures.
@@ -236,8 +242,11 @@ def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
         raw = scheduler_message(workloads.events(run))
         start = StartEstimate(None, unknown=CAPACITY_WAIT)
     return {"run": run, "timeline": timeline(run), "reason": reason, "start": start, "scheduler_message": raw,
-            "can_cancel": not run.is_final and may_end(request.user, run, membership),
-            "can_rerun": membership.allows(Role.MEMBER), **idle_context(run)}
+            "can_cancel": not run.is_final and membership is not None and may_end(request.user, run, membership),
+            "cancel_refused": "" if run.is_final or membership is None else end_refusal(request.user, run, membership),
+            "can_rerun": membership is not None and membership.allows(Role.MEMBER),
+            "rerun_refused": "" if membership is None else submit_refusal(membership),
+            "staff_reader": membership is None, **idle_context(run)}
 
 
 @login_required
@@ -245,7 +254,7 @@ def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
 @vary_on_headers("HX-Request")
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One run: state, timeline, reason, cost, spec, manifest, events, logs; htmx gets the status panel."""
-    run = services.get_run_for_user(request.user, pk)
+    run = services.get_run_for_user(request.user, pk, staff_reads=True)
     context = _status_context(request, run)
     if wants_partial(request):
         return render(request, "jobs/run_detail.html#status", context, status=polling_status(run))
@@ -288,21 +297,21 @@ def _spec_rows(run: TrainingRun) -> list[tuple[str, str, bool]]:
 @require_GET
 def run_logs(request: HttpRequest, pk: int) -> HttpResponse:
     """The logs box of ``?pod=`` (else the default pod), polled while the run is active; 286 once it is final."""
-    return log_box(request, services.get_run_for_user(request.user, pk))
+    return log_box(request, services.get_run_for_user(request.user, pk, staff_reads=True))
 
 
 @login_required
 @require_GET
 def run_log_download(request: HttpRequest, pk: int) -> HttpResponse:
     """The whole log of ``?pod=`` (else the default pod) as a text file."""
-    return log_download(request, services.get_run_for_user(request.user, pk))
+    return log_download(request, services.get_run_for_user(request.user, pk, staff_reads=True))
 
 
 @login_required
 @require_GET
 def run_events(request: HttpRequest, pk: int) -> HttpResponse:
     """The events table, polled with the state while the run is active; 286 once it is final."""
-    return events_table(request, services.get_run_for_user(request.user, pk))
+    return events_table(request, services.get_run_for_user(request.user, pk, staff_reads=True))
 
 
 @login_required
@@ -343,6 +352,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "team": team, "membership": membership, "usage": usage_bars(team), "budget": budget_bar(team),
         "kinds": kinds, "active": active, "can_submit": membership.allows(Role.MEMBER),
         "recent": list(TrainingRun.objects.filter(team=team).for_list()[:RECENT_RUNS]),
+        "submit_refused": submit_refusal(membership),
     }
     if wants_partial(request):
         # The live figures and recent runs alone; once nothing is queued or holding quota they cannot

@@ -34,7 +34,8 @@ def audit_membership_changes(request, formset, team: Team) -> None:
 
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "namespace", "created_at"]
+    list_display = ["slug", "name", "namespace", "created"]
+    created = when_column("created_at", "created")
     search_fields = ["slug", "name", "namespace"]
     inlines = [TeamQuotaInline, TeamBudgetInline, MembershipInline]
     # The team's own admins set it on the portal's Team page, through the audited service.
@@ -58,7 +59,8 @@ class TeamAdmin(admin.ModelAdmin):
 
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):
-    list_display = ["team", "user", "role", "created_at"]
+    list_display = ["team", "user", "role", "created"]
+    created = when_column("created_at", "created")
     list_filter = ["role", "team"]
     search_fields = ["team__slug", "user__username"]
     autocomplete_fields = ["user", "team"]

@@ -7,6 +7,7 @@ start-up with the variable's name instead of surfacing later as a strange behavi
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -60,6 +61,41 @@ def env_list(name: str, default: list[str] | None = None) -> list[str]:
     if raw is None:
         return list(default or [])
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_trusted_proxies(name: str) -> int | tuple[str, ...]:
+    """A hop count (``1``) or a comma-separated list of proxy addresses/networks (``10.2.0.0/16``).
+
+    Unset or empty: 0. A list entry that is not an address or network fails.
+    """
+    raw = (os.environ.get(name) or "").strip()
+    if raw == "" or raw.isdigit():
+        return int(raw or 0)
+    networks = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        try:
+            networks.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name} must be a number of proxies or a list of their addresses/networks, got {item!r}"
+            ) from None
+    return tuple(networks)
+
+
+#: Seconds a cache call may wait for Redis to connect or answer.
+REDIS_CACHE_TIMEOUT = 2
+
+
+def redis_cache(url: str) -> dict:
+    """The cache settings for Redis at ``url``, with bounded waits.
+
+    A Redis that drops packets must fail fast rather than hang every request that reads the
+    cache: the sign-in throttle then counts from the audit log (:mod:`portal.throttle`).
+    """
+    return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url,
+            "OPTIONS": {"socket_connect_timeout": REDIS_CACHE_TIMEOUT, "socket_timeout": REDIS_CACHE_TIMEOUT}}
 
 
 def parse_database_url(url: str) -> dict:

@@ -7,6 +7,12 @@ JSON in every mode, so :class:`ApiErrorMiddleware` (outermost) turns any non-JSO
 response under ``/api/`` into the error shape of API.md as well; the handlers answer JSON
 under ``/api/`` themselves, so with ``DEBUG`` off the middleware has nothing to do.
 
+``make run`` (the demo) runs with ``DEBUG`` on, and a person trying Slipway there must not meet
+Django's technical pages (unstyled under the CSP, listing every URL pattern).
+:class:`PortalErrorPagesMiddleware` (innermost) therefore answers with the portal's own 400,
+403, 404 and 500 pages in ``DEBUG`` mode too; a developer who wants the tracebacks in the
+browser sets ``SLIPWAY_TECHNICAL_ERROR_PAGES=true`` (the traceback of a 500 is logged either way).
+
 The 500 page is rendered without a request context: the failure may be the database or a
 context processor, so it uses nothing but the URL configuration and static files.
 """
@@ -15,10 +21,14 @@ from __future__ import annotations
 
 import logging
 
-from django.http import HttpRequest, HttpResponse, HttpResponseServerError, JsonResponse
+from django.conf import settings
+from django.core import signals
+from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseServerError, JsonResponse
 from django.shortcuts import render
 from django.template import loader
 from django.urls import NoReverseMatch, reverse
+from django.utils.log import log_response
 
 from portal.context_processors import NAV_ITEMS
 
@@ -121,3 +131,44 @@ class ApiErrorMiddleware:
             if header in response:
                 replaced[header] = response[header]
         return replaced
+
+
+class PortalErrorPagesMiddleware:
+    """With ``DEBUG`` on, the portal's error pages instead of Django's technical ones (see the module docstring).
+
+    Innermost in ``MIDDLEWARE``, so the page is rendered with the user and their team, as with
+    ``DEBUG`` off. A view's exception is answered by :meth:`process_exception`; a URL that matches
+    no route never reaches a view, so its technical 404 is replaced in :meth:`__call__`. Under
+    ``/api/`` it does nothing (:class:`ApiErrorMiddleware` answers JSON there), nor with ``DEBUG``
+    off (Django calls the handlers itself), nor with ``SLIPWAY_TECHNICAL_ERROR_PAGES``.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    @staticmethod
+    def active(request: HttpRequest) -> bool:
+        return settings.DEBUG and not settings.SLIPWAY_TECHNICAL_ERROR_PAGES and not is_api(request)
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code == 404 and getattr(request, "resolver_match", None) is None and self.active(request):
+            return not_found(request, Http404())
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not self.active(request):
+            return None
+        if isinstance(exception, Http404):
+            return not_found(request, exception)
+        if isinstance(exception, PermissionDenied):
+            return permission_denied(request, exception)
+        if isinstance(exception, (BadRequest, SuspiciousOperation)):
+            return bad_request(request, exception)
+        # What Django does before its own 500 answer: tell listeners (error reporters, the test
+        # client) and log the traceback, which the page no longer shows.
+        signals.got_request_exception.send(sender=None, request=request)
+        response = server_error(request)
+        log_response("%s: %s", response.reason_phrase, request.path, response=response, request=request,
+                     exception=exception)
+        return response

@@ -6,6 +6,10 @@ concurrent requests with one key cannot both create: the unique constraint lets 
 the other gets 409. Only successful (2xx) responses are kept; after an error the key is
 free again, so a client can fix its input and retry with the same key.
 
+A key stands for one request: the record keeps a hash of the path and the parsed body, and
+a later POST with the key but another path or body answers 422 instead of handing back the
+first request's response as if it were this one's.
+
 The view runs in one transaction with the recording of its response, holding the
 placeholder's row lock: a request that dies midway leaves neither its object nor a
 recorded response (the retry starts clean), and a retry of a request that is merely slow
@@ -16,6 +20,9 @@ serialises writers anyway).
 from __future__ import annotations
 
 import functools
+import hashlib
+import hmac
+import json
 from datetime import timedelta
 
 from django.conf import settings
@@ -34,6 +41,12 @@ IN_PROGRESS = 0
 ABANDONED_AFTER = timedelta(seconds=60)
 
 
+def is_dry_run(request) -> bool:
+    """Whether a POST only forecasts (``?dry_run=1``, ``true`` or ``yes``): the one rule both the
+    views and the idempotency layer use, so ``?dry_run=0`` is a real submission to both."""
+    return request.query_params.get("dry_run", "").strip().lower() in ("1", "true", "yes")
+
+
 def _error(message: str, code: int) -> Response:
     return Response({"errors": {HEADER: [message]}}, status=code)
 
@@ -46,7 +59,7 @@ def idempotent(view_method):
         key = request.headers.get(HEADER, "").strip()
         # A dry run creates nothing: there is nothing to make idempotent, and its answer must not
         # be replayed to the real submission that usually follows it with the same key.
-        if not key or request.query_params.get("dry_run"):
+        if not key or is_dry_run(request):
             return view_method(self, request, *args, **kwargs)
         if len(key) > 200:
             return _error("Must be at most 200 characters.", status.HTTP_400_BAD_REQUEST)
@@ -67,7 +80,8 @@ def idempotent(view_method):
         try:
             with transaction.atomic():
                 record = IdempotencyRecord.objects.create(
-                    user=request.user, key=key, path=_path(request), status_code=IN_PROGRESS, body={}
+                    user=request.user, key=key, path=_path(request), request_hash=_request_hash(request),
+                    status_code=IN_PROGRESS, body={},
                 )
         except IntegrityError:
             existing = records.first()
@@ -100,11 +114,25 @@ def _path(request) -> str:
     return request.path[:PATH_LENGTH]
 
 
+def _request_hash(request) -> str:
+    """HMAC-SHA-256 of the path and the parsed body, keys sorted: the same request sent again (in any
+    key order or spacing) hashes the same; another body or endpoint does not. Keyed with
+    ``SECRET_KEY`` because the body may hold ``secret_env`` values: the database alone must not
+    allow guessing them."""
+    data = request.data
+    if hasattr(data, "lists"):  # a form body (QueryDict): every value of every key
+        data = dict(data.lists())
+    text = json.dumps({"path": _path(request), "body": data}, sort_keys=True, default=str)
+    return hmac.new(settings.SECRET_KEY.encode(), text.encode(), hashlib.sha256).hexdigest()
+
+
 def _replay(record: IdempotencyRecord, request) -> Response:
     if record.status_code == IN_PROGRESS:
         return _error("A request with this key is still being processed.", status.HTTP_409_CONFLICT)
-    if record.path != _path(request):
-        return _error("This key was already used for another endpoint.", status.HTTP_400_BAD_REQUEST)
+    same = record.request_hash == _request_hash(request) if record.request_hash else record.path == _path(request)
+    if not same:
+        return _error("This key was already used for another request (another endpoint or body): "
+                      "send a new key for a new request.", status.HTTP_422_UNPROCESSABLE_ENTITY)
     # The caller may have lost access since (removed: 404, demoted to viewer: 403): check again,
     # as the original request did, before handing back what it created.
     team = record.body.get("team") if isinstance(record.body, dict) else None

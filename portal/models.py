@@ -180,6 +180,9 @@ class IdempotencyRecord(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     key = models.CharField(max_length=200)
     path = models.CharField(max_length=300)
+    #: HMAC-SHA-256 (keyed with SECRET_KEY) of the request's path and parsed body: a replay must be the same request.
+    #: Empty on records kept before it existed (those compare the path only).
+    request_hash = models.CharField(max_length=64, blank=True, default="")
     status_code = models.PositiveSmallIntegerField()
     body = models.JSONField(encoder=DjangoJSONEncoder)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)

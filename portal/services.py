@@ -10,7 +10,11 @@ takes effect at the very next request.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import timedelta
+from functools import lru_cache
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -22,9 +26,31 @@ from portal.models import ApiToken, AuditEvent, Membership, Role, Team, hash_tok
 from portal.permissions import require_team
 from quotas.admission import lock_team
 
+#: The client address of the request being served (:func:`serving`), None outside a request.
+_request_ip: ContextVar[str | None] = ContextVar("slipway_request_ip", default=None)
+
+
+@contextmanager
+def serving(request) -> Iterator[None]:
+    """While ``request`` is served, audit events record its client address (:func:`client_ip`).
+
+    Set once per request by :class:`portal.middleware.AuditAddressMiddleware`, so an event
+    written by any service — a run submitted from the portal's form or the API, a member
+    removed in the admin — records where it came from without every caller passing it.
+    """
+    token = _request_ip.set(client_ip(request))
+    try:
+        yield
+    finally:
+        _request_ip.reset(token)
+
 
 def audit(action: str, *, actor=None, team: Team | None = None, target: str = "", ip: str | None = None, **details) -> AuditEvent:
-    """Append one audit event. ``actor`` may be None (e.g. a failed login by an unknown name)."""
+    """Append one audit event. ``actor`` may be None (e.g. a failed login by an unknown name).
+
+    ``ip``: the client's address; by default the address of the request being served (none for
+    the reconciler's and the workers' own events).
+    """
     return AuditEvent.objects.create(
         action=action,
         actor=actor if actor is not None and actor.is_authenticated else None,
@@ -32,7 +58,7 @@ def audit(action: str, *, actor=None, team: Team | None = None, target: str = ""
         team=team,
         target=target[:200],
         details=details,
-        ip_address=ip,
+        ip_address=ip if ip is not None else _request_ip.get(),
     )
 
 
@@ -173,19 +199,44 @@ def authenticate_token(raw: str) -> ApiToken | None:
 
 
 def client_ip(request) -> str | None:
-    """The client's address for the audit log.
+    """The client's address, for the audit log and the sign-in throttle.
 
-    Behind ``SLIPWAY_TRUSTED_PROXIES`` = N reverse proxies each one appends the address it got
-    the request from to X-Forwarded-For, so the client is the N-th entry from the right;
-    entries further left were sent by the client and prove nothing. With N = 0, REMOTE_ADDR.
+    ``SLIPWAY_TRUSTED_PROXIES`` says which X-Forwarded-For entries to believe (each proxy
+    appends the address it got the request from; entries further left were sent by the
+    client and prove nothing):
+
+    - 0: none; REMOTE_ADDR.
+    - N > 0: the N-th entry from the right (REMOTE_ADDR when there are fewer). Anyone who can
+      reach Slipway without passing the proxies can forge it.
+    - a list of proxy addresses/networks: only when REMOTE_ADDR is one of them, the
+      right-most entry that is not (walking left past each trusted proxy).
     """
     proxies = settings.SLIPWAY_TRUSTED_PROXIES
-    if proxies > 0:
-        hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
-        hops = [hop for hop in hops if hop]
-        if len(hops) >= proxies:
+    remote = _valid_ip(request.META.get("REMOTE_ADDR", ""))
+    hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
+    hops = [hop for hop in hops if hop]
+    if isinstance(proxies, int):
+        if proxies > 0 and len(hops) >= proxies:
             return _valid_ip(hops[-proxies])
-    return _valid_ip(request.META.get("REMOTE_ADDR", ""))
+        return remote
+    networks = _networks(tuple(proxies))
+    if remote is None or not _is_trusted(remote, networks):
+        return remote
+    for hop in reversed(hops):
+        address = _valid_ip(hop)
+        if address is None or not _is_trusted(address, networks):
+            return address  # garbage where a proxy wrote the client: unknown
+    return _valid_ip(hops[0]) if hops else remote
+
+
+@lru_cache(maxsize=8)
+def _networks(proxies: tuple[str, ...]) -> tuple:
+    return tuple(ipaddress.ip_network(proxy, strict=False) for proxy in proxies)
+
+
+def _is_trusted(address: str, networks: tuple) -> bool:
+    ip = ipaddress.ip_address(address)
+    return any(ip.version == network.version and ip in network for network in networks)
 
 
 def _valid_ip(text: str) -> str | None:

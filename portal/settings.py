@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from portal.env import env_bool, env_float, env_int, env_list, env_str, parse_database_url
+from portal.env import (
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    env_trusted_proxies,
+    parse_database_url,
+    redis_cache,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SLIPWAY_VAR_DIR", str(BASE_DIR / "var")))
@@ -26,7 +35,7 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "portal.apps.SlipwayAdminConfig",  # django.contrib.admin, its login throttled
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -64,6 +73,12 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "portal.middleware.CurrentTeamMiddleware",
+    # Every audit event written while serving a request records its client address.
+    "portal.middleware.AuditAddressMiddleware",
+    # Cache-Control: no-store on everything a signed-in user or token gets (docs/security.md).
+    "portal.middleware.NoStoreWhenSignedInMiddleware",
+    # Innermost: the portal's error pages with DEBUG on too (the demo), rendered with the user's team.
+    "portal.errors.PortalErrorPagesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -110,7 +125,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # 3. Cache, broker, Celery -------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL", "")
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {"default": redis_cache(REDIS_URL)}  # with bounded waits (portal.env.redis_cache)
 else:
     # Shared by web, worker and beat (a per-process cache could not hold the reconcile lock).
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "slipway_cache"}}
@@ -152,6 +167,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# The only backend: every door that takes a password (portal, admin, any future one) goes
+# through the sign-in throttle (portal/throttle.py, docs/security.md).
+AUTHENTICATION_BACKENDS = ["portal.throttle.ThrottledModelBackend"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
@@ -170,6 +188,12 @@ SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 # Preloading is a near-irreversible promise for the whole domain, made by its owner (set
 # SECURE_HSTS_PRELOAD=true); the deploy check's nag about it is silenced until then.
 SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
+# quotas.UsageRecord's (team, start) index INCLUDEs cost, so PostgreSQL sums a team's month
+# from the index alone. SQLite (the demo's and the tests' database) has no covering indexes and
+# builds the plain (team, start) index instead, which is all it needs; its warning about the
+# ignored column (models.W040) printed on every `make run` is silenced on SQLite only.
+if _db["ENGINE"].endswith("sqlite3"):
+    SILENCED_SYSTEM_CHECKS.append("models.W040")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
@@ -188,6 +212,8 @@ STORAGES = {
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
 USE_I18N = True
+# Dates and times Django renders itself (the admin console's fields) in the portal's format.
+FORMAT_MODULE_PATH = ["portal.formats"]
 USE_TZ = True
 
 # 6. REST framework --------------------------------------------------------------------
@@ -243,14 +269,25 @@ SLIPWAY_METRICS_URL = env_str("SLIPWAY_METRICS_URL", SLIPWAY_PROMETHEUS_URL)
 # GPUs whose utilization stays under this percent are idle time; flagged after this many minutes.
 SLIPWAY_IDLE_UTIL_PCT = env_float("SLIPWAY_IDLE_UTIL_PCT", 5.0)
 SLIPWAY_IDLE_WINDOW_MINUTES = env_int("SLIPWAY_IDLE_WINDOW_MINUTES", 30)
+# Seconds a run's or an endpoint's image may fail to pull (ErrImagePull, ImagePullBackOff: the
+# kubelet retries forever) before the run fails, or the endpoint with no ready replica fails, and
+# their quota is released (docs/operations.md).
+SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS = env_int("SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS", 600)
 SLIPWAY_RUN_AS_NON_ROOT = env_bool("SLIPWAY_RUN_AS_NON_ROOT", True)
-SLIPWAY_IMAGE_REGISTRIES = env_list("SLIPWAY_IMAGE_REGISTRIES", [])  # empty: any registry
+# Registries images may come from, e.g. "ghcr.io,registry.example.com:5000,docker.io". Empty: any
+# registry but loopback, link-local, private, metadata and cluster-internal hosts (security.md).
+# SLIPWAY_IMAGE_REGISTRIES is its former name, still read when the new one is not set.
+SLIPWAY_ALLOWED_REGISTRIES = env_list("SLIPWAY_ALLOWED_REGISTRIES", env_list("SLIPWAY_IMAGE_REGISTRIES", []))
 SLIPWAY_NAMESPACE_PREFIX = env_str("SLIPWAY_NAMESPACE_PREFIX", "team-")
 SLIPWAY_CURRENCY = env_str("SLIPWAY_CURRENCY", "USD")
+# With DEBUG on, Django's technical error pages (tracebacks, URL lists) instead of the portal's.
+SLIPWAY_TECHNICAL_ERROR_PAGES = env_bool("SLIPWAY_TECHNICAL_ERROR_PAGES", False)
 SLIPWAY_IDEMPOTENCY_TTL_HOURS = env_int("SLIPWAY_IDEMPOTENCY_TTL_HOURS", 24)
-# Reverse proxies in front of Slipway that append to X-Forwarded-For (1 behind an ingress
-# controller): the audit log's client address is the entry that many places from the right.
-SLIPWAY_TRUSTED_PROXIES = env_int("SLIPWAY_TRUSTED_PROXIES", 0)
+# Reverse proxies in front of Slipway that append to X-Forwarded-For: a count (1 behind an
+# ingress controller: the client is the entry that many places from the right) or their
+# addresses/networks (X-Forwarded-For honoured only from them). The audit log and the sign-in
+# throttle key on the client address (portal.services.client_ip, docs/security.md).
+SLIPWAY_TRUSTED_PROXIES = env_trusted_proxies("SLIPWAY_TRUSTED_PROXIES")
 
 LOGGING = {
     "version": 1,

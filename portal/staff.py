@@ -3,6 +3,10 @@
 Staff filter the list by team, state, flavor and user, sort it by age or cost, cancel a run,
 delete an endpoint or scale it to its minimum — each through the kind's own service function
 (the one the portal and the API use), so audit and quota release are the same.
+
+Each of those actions is destructive, so none happens on one click: the list's button opens a
+confirmation page (GET) that says what will happen, and only its form (POST) acts — as the
+portal's own Delete endpoint does. Messages name the team by its name.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from inference import services as endpoints
 from jobs import services as runs
@@ -89,29 +94,62 @@ def _back(request: HttpRequest) -> HttpResponse:
     return redirect(target)
 
 
-@require_POST
+def _named(workload) -> str:
+    """How a message names a workload: its kind, its name and its team's name (``run bert of ML Research``)."""
+    return f"{kind_for(workload.KIND_PREFIX).noun} {workload.name} of {workload.team.name}"
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _confirm(request: HttpRequest, workload, action: str, consequence: str) -> HttpResponse:
+    """The confirmation page of a destructive action: what happens, then the one form that does it."""
+    next_url = request.GET.get("next", "")
+    if not url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
+        next_url = ""
+    context = {**admin.site.each_context(request), "title": f"{action} {_named(workload)}?", "workload": workload,
+               "action": action, "consequence": consequence, "next": next_url}
+    return render(request, "admin/workload_confirm.html", context)
+
+
+@require_http_methods(["GET", "POST"])
 @staff_member_required
 def end_workload(request: HttpRequest, prefix: str, pk: int) -> HttpResponse:
-    """Cancel a run / delete an endpoint of any team, through its service (audited, quota released)."""
+    """Cancel a run / delete an endpoint of any team, through its service (audited, quota released).
+
+    GET asks for confirmation; only the POST of that page acts.
+    """
     workload = _workload(prefix, pk)
     end, conflict, done = ENDS.get(prefix, (None, None, ""))
     if end is None:
         raise Http404
+    if request.method == "GET":
+        action = "Delete" if prefix == "ep" else "Cancel"
+        units = kind_for(prefix).resource_request(workload).units
+        return _confirm(request, workload, action, f"Its pods are deleted and the {units} {workload.flavor.name} "
+                                                   f"unit{pluralize(units)} it holds go{pluralize(units, 'es,')} back to {workload.team.name}'s "
+                                                   "quota at once. This cannot be undone.")
     try:
         end(request.user, workload)
-        messages.success(request, f"{workload.team.slug}/{workload.name} {done}.")
+        messages.success(request, _sentence(f"{_named(workload)} {done}."))
     except (conflict, PermissionDenied) as exc:
         messages.error(request, str(exc) or "Not allowed.")
     return _back(request)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @staff_member_required
 def scale_to_minimum(request: HttpRequest, pk: int) -> HttpResponse:
-    """Give back an endpoint's burst replicas at once."""
+    """Give back an endpoint's burst replicas at once; GET asks for confirmation, the POST acts."""
     endpoint = _workload("ep", pk)
+    if request.method == "GET":
+        return _confirm(request, endpoint, "Scale to minimum",
+                        f"Its replicas above its minimum ({endpoint.min_replicas}) stop serving now and their units go "
+                        f"back to {endpoint.team.name}'s quota; it may scale up again later.")
     if endpoints.scale_to_minimum(request.user, endpoint):
-        messages.success(request, f"{endpoint.team.slug}/{endpoint.name} scaled to its minimum.")
+        messages.success(request, _sentence(f"{_named(endpoint)} scaled to its minimum."))
     else:
-        messages.info(request, f"{endpoint.team.slug}/{endpoint.name} holds no burst replicas.")
+        messages.info(request, _sentence(f"{_named(endpoint)} holds no burst replicas."))
     return _back(request)

@@ -32,23 +32,16 @@ from workloads.views import no_team
 
 
 class LoginView(auth_views.LoginView):
-    """Sign-in, throttled: after repeated failures for a username or from an address, 429 for a while."""
+    """Sign-in through the shared throttle (portal.throttle): 429 while locked, even for the right password."""
 
     template_name = "portal/login.html"
     redirect_authenticated_user = True
+    authentication_form = throttle.SignInForm
 
-    def post(self, request, *args, **kwargs):
-        username, ip = str(request.POST.get("username", ""))[:150], services.client_ip(request)
-        if throttle.blocked(username, ip):
-            form = self.get_form()
-            form.errors.clear()
-            form.add_error(None, f"Too many failed sign-ins; try again in {throttle.WINDOW.seconds // 60} minutes.")
-            return self.render_to_response(self.get_context_data(form=form), status=429)
-        response = super().post(request, *args, **kwargs)
-        if request.user.is_authenticated:
-            throttle.clear(username)
-        else:
-            throttle.note_failure(username, ip)
+    def form_invalid(self, form):
+        response = super().form_invalid(form)
+        if throttle.refused(form):
+            response.status_code = 429
         return response
 
 
@@ -180,10 +173,15 @@ def change_member_role(request: HttpRequest, team: str, pk: int) -> HttpResponse
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def remove_team_member(request: HttpRequest, team: str, pk: int) -> HttpResponse:
-    """Remove a member (team admins; not the last admin). An admin who removes themselves leaves the page."""
+    """Remove a member (team admins; not the last admin). An admin who removes themselves leaves the page.
+
+    GET asks for confirmation (as the portal's Delete endpoint does); only its POST removes.
+    """
     membership = _managed_membership(request, team, pk)
+    if request.method == "GET":
+        return render(request, "portal/member_remove.html", {"membership": membership, "team": membership.team})
     try:
         services.remove_member(request.user, membership, ip=services.client_ip(request))
     except ValidationError as exc:

@@ -236,6 +236,8 @@ class QueuedRequestAdmin(ReadOnlyAdmin):
     created = when_column("created_at", "created")
     cost_per_hour_ = money_column("cost_per_hour", "commits per hour")
     estimated_cost_ = money_column("estimated_cost", "estimated cost")
+    exclude = ["cost_per_hour", "estimated_cost"]  # shown as money on the detail page too
+    readonly_fields = ["cost_per_hour_", "estimated_cost_"]
     list_filter = ["flavor", "priority", "team"]
     search_fields = ["ref", "team__slug", "description"]
     list_select_related = ["team", "flavor"]
@@ -250,10 +252,18 @@ class UsageRecordAdmin(ReadOnlyAdmin):
     start_ = when_column("start", "start", "seconds")
     end_ = when_column("end", "end", "seconds")
     cost_ = money_column("cost", "cost", "currency")
+    idle_cost_ = money_column("idle_cost", "idle cost", "currency")
+    # Money and GPU-hours as people read them on the detail page too (the columns keep ten decimals).
+    exclude = ["cost", "gpu_hours", "idle_cost", "idle_gpu_hours"]
+    readonly_fields = ["gpu_hours_", "cost_", "idle_gpu_hours_", "idle_cost_"]
 
     @admin.display(description="GPU-hours", ordering="gpu_hours")
     def gpu_hours_(self, record: UsageRecord) -> str:
         return f"{record.gpu_hours:.4f}"  # the column keeps ten decimals for exact sums
+
+    @admin.display(description="idle GPU-hours", ordering="idle_gpu_hours")
+    def idle_gpu_hours_(self, record: UsageRecord) -> str:
+        return f"{record.idle_gpu_hours:.4f}"
     list_filter = ["flavor", "spot", "team"]
     search_fields = ["ref", "team__slug", "user__username"]
     list_select_related = ["team", "flavor", "user"]

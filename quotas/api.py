@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from portal.models import Team
 from portal.pagination import StandardPagination
-from portal.permissions import require_team
+from portal.permissions import report_teams
 from quotas.models import GpuFlavor
 from quotas.reports import report_columns, report_filename, usage_report
 from quotas.serializers import (
@@ -54,7 +54,8 @@ def csv_download(rows: list[dict], columns: list[str], filename: str) -> HttpRes
 
 
 class UsageReportView(APIView):
-    """Cost report of the caller's teams (or one ``team``), grouped by day, flavor, user or workload."""
+    """Cost report of the caller's teams (or one ``team``; staff: any team, all without one), grouped by
+    day, flavor, user or workload."""
 
     @extend_schema(
         parameters=[UsageQuerySerializer],
@@ -65,14 +66,13 @@ class UsageReportView(APIView):
         query = UsageQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
-        if "team" in params:
-            teams = [require_team(request.user, params["team"]).team]  # 404 for other teams
-        else:
-            teams = list(Team.objects.for_user(request.user))
+        slug = params.get("team")
+        teams = report_teams(request.user, slug)  # 404 for other teams (staff: any team; all without one)
         since, until, group_by = params["since"], params["until"], params["group_by"]
         rows = UsageRowSerializer(usage_report(teams, since, until, group_by), many=True).data
         if params["format"] == "csv":
-            return csv_download(rows, report_columns(group_by), report_filename(teams, since, until, group_by))
+            who = "all-teams" if slug is None and request.user.is_staff else None
+            return csv_download(rows, report_columns(group_by), report_filename(teams, since, until, group_by, who))
         # JSON is paginated like every API list; CSV is the whole report in one file.
         paginator = StandardPagination()
         page = paginator.paginate_queryset(rows, request, view=self)

@@ -15,6 +15,7 @@ from django.db import models
 from django.db.models import Q, Sum
 
 from cluster.specs import FlavorSpec
+from portal.formatting import format_money, format_when
 from quotas.constants import Priority
 
 FLAVOR_NAME = RegexValidator(
@@ -247,4 +248,4 @@ class UsageRecord(models.Model):
         ordering = ["-start"]
 
     def __str__(self) -> str:
-        return f"{self.ref} {self.start:%Y-%m-%d %H:%M}: {self.cost} {self.currency}"
+        return f"{self.ref} {format_when(self.start)}: {format_money(self.cost, self.currency)}"

@@ -193,9 +193,11 @@ def period_label(since: datetime, until: datetime) -> str:
     return f"{first:%Y-%m-%d}-to-{last:%Y-%m-%d}"
 
 
-def report_filename(teams: list[Team], since: datetime, until: datetime, group_by: str) -> str:
-    """What and when: ``usage-ml-research-2026-11-by-workload.csv`` (``my-teams`` for several teams)."""
-    who = teams[0].slug if len(teams) == 1 else "my-teams"
+def report_filename(teams: list[Team], since: datetime, until: datetime, group_by: str,
+                    who: str | None = None) -> str:
+    """What and when: ``usage-ml-research-2026-11-by-workload.csv`` (``my-teams`` for several teams,
+    unless ``who`` names them, e.g. ``all-teams`` for staff)."""
+    who = who or (teams[0].slug if len(teams) == 1 else "my-teams")
     return f"usage-{who}-{period_label(since, until)}-by-{group_by}.csv"
 
 

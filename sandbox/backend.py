@@ -320,20 +320,20 @@ class SandboxBackend(ClusterBackend):
                 state = crash_state(row.started_at, plan["dur"], at)
                 lines = server_log(row.name, image=plan["img"], started=state.run_started,
                                    until=min(at, state.run_started + timedelta(seconds=plan["dur"])), load=1.0,
-                                   tail=tail, port=plan.get("port"))
+                                   tail=tail, port=plan.get("port"), args=plan.get("args", ()))
                 reason = TERMINATION[plan["out"]][0]
                 if not state.running:
                     lines.append(f"{rfc3339(state.last_exit)} ERROR server exited: {reason}")
                 return lines[-tail:]
             return server_log(row.name, image=plan["img"], started=row.started_at, until=until,
                               load=self._load(row.owner, at) / max(row.owner.replicas, 1),
-                              tail=tail, port=plan.get("port"))
+                              tail=tail, port=plan.get("port"), args=plan.get("args", ()))
         until = row.finished_at or at
         workers = sum(p["count"] for p in row.owner.plan["pods"])
         return training_log(row.name, image=plan["img"], started=row.started_at, until=until,
                             outcome=pod_outcome(plan, row.owner.kind, row.index),
                             finished=row.finished_at is not None and row.reason != "DeadlineExceeded",
-                            workers=workers, tail=tail)
+                            workers=workers, tail=tail, args=plan.get("args", ()))
 
     @staticmethod
     def _load(deployment: SimObject, at: datetime) -> float:

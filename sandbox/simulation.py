@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import shlex
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -152,17 +153,51 @@ def _rfc3339(t: datetime) -> str:
 
 
 TRAIN_LOG_EVERY = 10  # seconds between training progress lines
+#: The learning rate a simulated run trains with when its arguments name none.
+DEFAULT_LR = 3e-4
+#: How training scripts commonly spell the learning-rate option.
+LR_OPTIONS = ("--lr", "--learning-rate", "--learning_rate")
+
+
+def learning_rate(args: tuple[str, ...] | list[str]) -> float | None:
+    """The learning rate the user's arguments give (``--lr 3e-4`` or ``--lr=3e-4``), None when none or not a number."""
+    for i, arg in enumerate(args):
+        name, sep, value = arg.partition("=")
+        if name not in LR_OPTIONS:
+            continue
+        if not sep:
+            value = args[i + 1] if i + 1 < len(args) else ""
+        try:
+            lr = float(value)
+        except ValueError:
+            return None
+        return lr if math.isfinite(lr) and lr > 0 else None
+    return None
+
+
+def _args_lines(stamp: str, args: tuple[str, ...] | list[str]) -> list[str]:
+    """The line a script logs about its command-line arguments (none when it got none)."""
+    return [f"{stamp} INFO  args: {shlex.join(args)}"] if args else []
 
 
 def training_log(pod_name: str, *, image: str, started: datetime, until: datetime, outcome: str,
-                 finished: bool, workers: int, tail: int) -> list[str]:
-    """Plausible training output from ``started`` to ``until`` (only the last ``tail`` lines are built)."""
+                 finished: bool, workers: int, tail: int, args: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """Plausible training output from ``started`` to ``until`` (only the last ``tail`` lines are built).
+
+    It echoes the container's ``args`` as a training script does, and trains with the learning
+    rate they give (``--lr``), so what the user typed shows up where they look for it.
+    """
     elapsed = max(0, int((until - started).total_seconds()))
     seed = stable_int(pod_name) % 1000
+    given_lr = learning_rate(args)
+    lr = given_lr or DEFAULT_LR
     header = [
         f"{_rfc3339(started)} INFO  starting {image}",
+        *_args_lines(_rfc3339(started), args),
         f"{_rfc3339(started)} INFO  torch.distributed initialised: world_size={workers} backend=nccl",
         f"{_rfc3339(started)} INFO  loading dataset shards … done (1,204,331 samples)",
+        f"{_rfc3339(started)} INFO  optimizer AdamW, learning rate {lr:g}"
+        f"{' (--lr)' if given_lr else ' (default)'}",
     ]
     steps = elapsed // TRAIN_LOG_EVERY
     footer: list[str] = []
@@ -183,7 +218,7 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
         step = k * 20
         loss = 0.35 + 2.4 * math.exp(-seconds / 600.0) + 0.02 * math.sin(k * 1.7 + seed)
         stamp = _rfc3339(started + timedelta(seconds=seconds))
-        body.append(f"{stamp} INFO  step {step:>6} | loss {loss:.4f} | lr 3.0e-04 | {410 + seed % 40} samples/s")
+        body.append(f"{stamp} INFO  step {step:>6} | loss {loss:.4f} | lr {lr:.1e} | {410 + seed % 40} samples/s")
     return (header + body + footer)[-tail:] if tail > 0 else []
 
 
@@ -191,11 +226,12 @@ SERVE_PATHS = ("/v1/completions", "/v1/chat/completions", "/v1/embeddings")
 
 
 def server_log(pod_name: str, *, image: str, started: datetime, until: datetime, load: float, tail: int,
-               port: int | None = None) -> list[str]:
-    """Server start-up lines (listening on ``port``, 8080 when none is declared), then access-log lines
-    whose rate follows the endpoint's load."""
+               port: int | None = None, args: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """Server start-up lines (its ``args``, listening on ``port``, 8080 when none is declared), then
+    access-log lines whose rate follows the endpoint's load."""
     header = [
         f"{_rfc3339(started)} INFO  starting {image}",
+        *_args_lines(_rfc3339(started), args),
         f"{_rfc3339(started)} INFO  model weights loaded onto cuda:0",
         f'{_rfc3339(started)} INFO  Uvicorn running on http://0.0.0.0:{port or 8080} (Press CTRL+C to quit)',
     ]

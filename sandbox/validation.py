@@ -386,6 +386,8 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
         "hash": template_hash(template),
         "ctr": first.get("name", "main"),
         "img": first.get("image", ""),
+        # The container's arguments, which the simulated logs echo (a training script's --lr …).
+        "args": [str(a) for a in first.get("args") or []],
         # The port a server's log says it listens on: its first declared container port.
         "port": next((p.get("containerPort") for p in first.get("ports") or [] if p.get("containerPort")), None),
     }

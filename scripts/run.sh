@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start Slipway locally: web (gunicorn) + Celery worker + Celery beat, on the simulated
-# GPU cluster, with demo teams and data. Ctrl-C stops all three.
+# GPU cluster, with demo teams and data. Ctrl-C (or SIGTERM) stops all three; the script
+# then exits 0.
 #
 #   scripts/run.sh [PORT]     (or PORT=9000 scripts/run.sh; make run PORT=9000) — default 8000
 #
@@ -40,7 +41,15 @@ cleanup() {
   kill "${pids[@]}" 2>/dev/null || true
   wait 2>/dev/null || true
 }
-trap cleanup INT TERM EXIT
+# Ctrl-C or a SIGTERM (`make run &` then `kill`) is the orderly way to stop: stop the three,
+# wait for them and exit 0, so make does not report "Error 130/143" for it. Any other exit
+# (a process died, a failed step) keeps its own status.
+stopped() {
+  cleanup
+  exit 0
+}
+trap stopped INT TERM
+trap cleanup EXIT
 
 "$VENV/bin/celery" -A portal worker -Q default,cluster,reconcile --concurrency 2 --loglevel INFO \
   >var/log/worker.log 2>&1 &

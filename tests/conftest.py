@@ -11,6 +11,7 @@ from decimal import Decimal
 
 import pytest
 from django.conf import settings
+from django.test import Client
 from rest_framework.test import APIClient
 
 from portal.models import Role
@@ -18,6 +19,7 @@ from portal.services import create_api_token
 from quotas.demo import seed_flavors, seed_team_quotas
 from tests.factories import add_member, make_team, make_user
 from tests.jobs.fakes import FakeBackend
+from tests.template_leaks import leak_report
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -76,6 +78,27 @@ def pytest_collection_modifyitems(config, items):
 def _fast_password_hashing(settings):
     """PBKDF2's deliberate slowness buys nothing in tests and costs most of their time."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _no_template_syntax_in_pages(monkeypatch):
+    """Every HTML page a test client renders is checked for template syntax printed as text.
+
+    Django's client (and DRF's APIClient, built on it) goes through ``Client.request``; a page
+    showing ``{#``, ``#}``, ``{%`` or ``%}`` fails the test that rendered it.
+    """
+    original = Client.request
+
+    def checked(self, **request):
+        response = original(self, **request)
+        if not getattr(response, "streaming", False) and response.get("Content-Type", "").startswith("text/html"):
+            where = f"{request.get('REQUEST_METHOD', 'GET')} {request.get('PATH_INFO', '')} ({response.status_code})"
+            problem = leak_report(where, response.content.decode(response.charset or "utf-8", "replace"))
+            if problem:
+                pytest.fail(problem, pytrace=False)
+        return response
+
+    monkeypatch.setattr(Client, "request", checked)
 
 
 @pytest.fixture

@@ -111,7 +111,7 @@ def test_images_from_loopback_link_local_or_metadata_hosts_are_refused(image):
 
 
 def test_an_allow_list_may_name_a_local_registry(settings):
-    settings.SLIPWAY_IMAGE_REGISTRIES = ["localhost:5000"]
+    settings.SLIPWAY_ALLOWED_REGISTRIES = ["localhost:5000"]
     assert parse_run_request({**run_payload(), "image": "localhost:5000/ml/t:1"}).image == "localhost:5000/ml/t:1"
 
 

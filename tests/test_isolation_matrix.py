@@ -8,7 +8,9 @@ For every route that takes an object or a team:
 * a viewer cannot mutate (403) and nothing changes;
 * anonymous callers get 401 (API) or the login page (portal);
 * a member removed from the team loses access at once, with their token and their session;
-* revoked and expired tokens are refused; staff pages refuse everyone else.
+* revoked and expired tokens are refused; staff pages refuse everyone else;
+* platform staff outside the team read every object route (the admin console links there) and
+  change nothing through the portal or the API (404, as for an outsider).
 """
 
 from __future__ import annotations
@@ -142,6 +144,17 @@ def test_an_outsider_gets_404_and_nothing_changes(world, outsider, name):
     kind, reads, writes = OBJECT_ROUTES[name]
     client, before = client_for(name, outsider), snapshot()
     for method in reads + writes:
+        assert call(client, method, path_of(name, world[kind])).status_code == 404, method
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("name", sorted(OBJECT_ROUTES))
+def test_staff_outside_the_team_read_every_object_and_change_nothing(world, staff, name):
+    kind, reads, writes = OBJECT_ROUTES[name]
+    client, before = client_for(name, staff), snapshot()
+    for method in reads:
+        assert call(client, method, path_of(name, world[kind])).status_code == 200, method
+    for method in writes:
         assert call(client, method, path_of(name, world[kind])).status_code == 404, method
     assert snapshot() == before
 

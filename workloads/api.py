@@ -19,6 +19,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
 
 from quotas import admission
@@ -207,10 +208,6 @@ class ForecastSerializer(serializers.Serializer):
                   "without a runtime limit, its cost until the month's end.")
 
 
-def is_dry_run(request) -> bool:
-    return request.query_params.get("dry_run", "").lower() in ("1", "true", "yes")
-
-
 DRY_RUN_PARAMETER = OpenApiParameter("dry_run", bool, description="Only forecast: cost, budget share, outcome, start.")
 
 
@@ -218,10 +215,14 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
     """List and retrieve of one kind (``model``): the caller's teams only, filtered, with queue context.
 
     Filters: ``team`` (slug), ``state`` (400 for a state the kind does not have), ``created_by``.
-    A kind's viewset adds ``get_object`` (its access helper) and its actions.
+    A kind's viewset adds ``get_object`` (its access helper, given :meth:`staff_reads`) and its actions.
     """
 
     model: type
+
+    def staff_reads(self) -> bool:
+        """A read (GET): platform staff may read any team's workload by id; every action still needs a membership."""
+        return self.request.method in SAFE_METHODS
 
     def get_queryset(self) -> QuerySet:
         qs = self.model.objects.for_user(self.request.user).for_list()

@@ -11,8 +11,10 @@ Run by Celery beat every ``SLIPWAY_RECONCILE_INTERVAL`` seconds (single-flight, 
    (registry; the reason is derived again each time, so words that no longer hold go), moves
    the state with a conditional update, bills its open segment when it closes
    (:mod:`workloads.billing`: units changed, ended, hour boundary) and releases quota when it
-   is final. A workload that keeps running as it was writes nothing at all; at an hour
-   boundary the segments that only roll over are written in batches;
+   is final (work that can never run — an image that cannot be pulled past
+   ``SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS`` — fails here, and its objects are deleted). A workload
+   that keeps running as it was writes nothing at all; at an hour boundary the segments that
+   only roll over are written in batches;
 4. marks for re-drive workloads admitted but absent from the cluster after one period (a lost
    enqueue or a worker killed mid-task; the task publishes them after the cycle), and fails
    them after too many attempts;
@@ -121,6 +123,8 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
                     steady.append(plan)
                 elif plan.changes and _apply(plan, report):
                     teams_to_admit.add(workload.team_id)
+                    if plan.status.abandoned:
+                        _delete_abandoned(backend, plan, report)
                 if not plan.final and kind.after_observation(workload, plan.status, now):
                     teams_to_admit.add(workload.team_id)
         _apply_steady(steady, report)
@@ -391,6 +395,20 @@ def _record_bills(plans: list[_Plan], report: ReconcileReport) -> None:
     for workload in billing.record(billed):
         # The ledger held some of these intervals already: the cost is what the ledger says.
         lifecycle.sync_billed_cost(workload)
+
+
+def _delete_abandoned(backend, plan: _Plan, report: ReconcileReport) -> None:
+    """Delete the objects of work failed because it could never run (its image cannot be pulled).
+
+    Unlike work that ended on its own, its pods are alive: scheduled, holding their nodes' GPUs
+    and the team namespace's quota, retrying the pull forever. Nothing is lost: they never ran.
+    """
+    w = plan.workload
+    try:
+        backend.delete(WorkloadRef(w.namespace, w.cluster_name))
+        report.orphans_deleted.append(w.cluster_name)
+    except ClusterError as exc:
+        logger.warning("could not delete the abandoned %s: %s", w.ref, exc)
 
 
 def _delete_leftovers(backend, leftovers: dict[tuple[str, str], ObservedWorkload], report: ReconcileReport) -> None:

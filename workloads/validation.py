@@ -2,14 +2,13 @@
 
 Everything here reaches a Kubernetes object, so it is strict (DESIGN.md §7): argv lists
 (never a shell string), environment variable names, DNS names, an image reference of the
-usual grammar (optionally from allowed registries only), mount paths, bounded sizes. A
+usual grammar from an acceptable registry (``workloads.image_hosts``), mount paths, bounded sizes. A
 :class:`Collector` gathers every field's errors so a client hears about all of them at once;
 each kind's own validation (``jobs.validation``, ``inference.validation``) builds on it.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import posixpath
 import re
 from collections.abc import Mapping
@@ -19,6 +18,7 @@ from typing import Any
 from django.conf import settings
 
 from workloads import constants as c
+from workloads.image_hosts import image_registry, refused_registry_reason, registry_allowed
 
 # Used with fullmatch: "$" alone would also match before a final newline ("bert\n").
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -27,20 +27,40 @@ WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # registry[:port]/path/to/name[:tag][@sha256:hex] — lowercase path components as Docker requires.
 IMAGE_REF = re.compile(
-    r"^(?:(?P<registry>[a-zA-Z0-9.-]+(?::[0-9]+)?)/)?"
+    r"^(?:(?P<registry>(?:\[[0-9a-fA-F:.]+\]|[a-zA-Z0-9.-]+)(?::[0-9]+)?)/)?"
     r"(?P<path>[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
     r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
     r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
 )
-# /dev covers /dev/shm, which Slipway mounts itself.
-FORBIDDEN_MOUNT_ROOTS = ("/dev", "/proc", "/sys", "/etc", "/run", "/var/run")
+# /dev covers /dev/shm, which Slipway mounts itself; /run covers the kubelet's and the
+# runtimes' sockets.
+FORBIDDEN_MOUNT_ROOTS = ("/dev", "/proc", "/sys", "/etc", "/run")
+#: Symbolic links every usual base image (Debian, Ubuntu, RHEL: merged /usr) has at its root:
+#: a mount at the link lands where it points, so the check compares the target.
+MOUNT_PATH_LINKS = {
+    "/var/run": "/run", "/var/lock": "/run/lock",
+    "/bin": "/usr/bin", "/sbin": "/usr/sbin",
+    "/lib": "/usr/lib", "/lib32": "/usr/lib32", "/lib64": "/usr/lib64", "/libx32": "/usr/libx32",
+}
+#: Where the NVIDIA container runtime puts the node's driver into a GPU container (its libraries,
+#: binaries such as nvidia-smi, firmware, ICD files; /usr/local/nvidia on GKE). A volume at one
+#: of them, inside one or above one hides the driver the container must use (or gets the
+#: runtime's files written into the claim): refused.
+DRIVER_PATHS = (
+    "/usr/bin", "/usr/lib64", "/usr/lib32", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib/i386-linux-gnu", "/usr/lib/nvidia", "/usr/lib/firmware/nvidia", "/usr/local/nvidia",
+    "/usr/share/nvidia", "/usr/share/vulkan", "/usr/share/glvnd", "/usr/share/egl",
+)
+#: Paths the runtime mounts that may sit under a common scratch mount (MPS's pipe directory
+#: under /tmp): refused at and inside them only.
+DRIVER_LEAF_PATHS = ("/tmp/nvidia-mps",)  # noqa: S108 (a path compared, never opened)
+#: The keys a ``volumes[]`` item may have: anything else (``hostPath``, ``subPath``) is refused,
+#: not dropped, so a client never believes a field took effect.
+VOLUME_KEYS = ("claim", "mount_path", "read_only")
 #: Env names that steer the NVIDIA container runtime: on nodes whose toolkit honours them in
 #: unprivileged containers, NVIDIA_VISIBLE_DEVICES=all hands a pod every GPU of its node, past
 #: its quota. (CUDA_VISIBLE_DEVICES only narrows the devices the container already has: allowed.)
 FORBIDDEN_ENV_PREFIXES = ("NVIDIA_",)
-#: Registry hosts that are this machine, its link-local network or a cloud metadata service:
-#: an image "from" there is a request forgery unless the allow-list names the host.
-_LOCAL_HOSTS = ("localhost", "metadata", "metadata.google.internal", "metadata.azure.internal")
 #: Longest whole number accepted as text: Python refuses int() past 4,300 digits, and no
 #: bounded field needs more than a handful.
 MAX_NUMBER_DIGITS = 30
@@ -61,25 +81,28 @@ def has_lone_surrogate(text: str) -> bool:
     return any("\ud800" <= ch <= "\udfff" for ch in text)
 
 
-def _is_local_registry(host: str) -> bool:
-    """Loopback, link-local, unspecified or metadata hosts (by name or address)."""
-    name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host  # drop a port
-    name = name.strip("[]").lower()
-    if name in _LOCAL_HOSTS or name.endswith(".localhost"):
-        return True
-    try:
-        address = ipaddress.ip_address(name)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_link_local or address.is_unspecified
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root + "/")
 
 
-def image_registry(image: str) -> str:
-    """The registry host of an image reference (Docker Hub when the first part is not a host)."""
-    first, sep, _rest = image.partition("/")
-    if sep and ("." in first or ":" in first or first == "localhost"):
-        return first
-    return "docker.io"
+def resolve_mount_path(path: str) -> str:
+    """``path`` (normalised) with a leading root symlink replaced by its target (/var/lock/x → /run/lock/x)."""
+    for link, target in MOUNT_PATH_LINKS.items():
+        if _within(path, link):
+            return target + path[len(link):]
+    return path
+
+
+def reserved_mount_reason(path: str) -> str | None:
+    """Why a volume may not be mounted at ``path`` (normalised, absolute), or None when it may."""
+    resolved = resolve_mount_path(path)
+    shown = path if resolved == path else f"{path} (which is {resolved} in the container)"
+    if resolved == "/" or any(_within(resolved, root) for root in FORBIDDEN_MOUNT_ROOTS):
+        return f"{shown} is a reserved path."
+    if (any(_within(resolved, p) or _within(p, resolved) for p in DRIVER_PATHS)
+            or any(_within(resolved, p) for p in DRIVER_LEAF_PATHS)):
+        return f"{shown} is a reserved path: the GPU driver's files are mounted there."
+    return None
 
 
 class Collector:
@@ -195,13 +218,17 @@ def check_image(col: Collector) -> str:
     if not IMAGE_REF.fullmatch(image):
         col.add("image", "Not a valid image reference (e.g. registry.example.com/team/trainer:1.4).")
         return image
-    allowed = settings.SLIPWAY_IMAGE_REGISTRIES
+    # The allow-list, when set, is the only rule; without it the host rules of image_hosts apply.
+    allowed = settings.SLIPWAY_ALLOWED_REGISTRIES
     registry = image_registry(image)
-    if allowed and registry not in allowed:
-        col.add("image", f"Images must come from an allowed registry: {', '.join(allowed)}.")
-    elif registry not in allowed and _is_local_registry(registry):
-        col.add("image", f"{registry} is a loopback, link-local or metadata address: not a registry "
-                         "(an allow-list entry can name it).")
+    if allowed:
+        if not registry_allowed(registry, allowed):
+            col.add("image", f"Images must come from an allowed registry: {', '.join(allowed)}.")
+        return image
+    reason = refused_registry_reason(registry)
+    if reason:
+        col.add("image", f"{reason} Images cannot come from loopback, link-local, private, metadata or "
+                         "cluster-internal hosts (an operator may allow a registry: SLIPWAY_ALLOWED_REGISTRIES).")
     return image
 
 
@@ -269,6 +296,11 @@ def check_volumes(col: Collector) -> tuple[VolumeRequest, ...]:
         if not isinstance(item, Mapping):
             col.add("volumes", f"{where}: must be an object with claim and mount_path.")
             continue
+        unknown = sorted(str(key) for key in item if key not in VOLUME_KEYS)
+        if unknown:
+            col.add("volumes", f"{where}: unknown field(s) {', '.join(unknown)[:200]}; a volume has only "
+                               f"{', '.join(VOLUME_KEYS)}.")
+            continue
         claim, path, read_only = item.get("claim"), item.get("mount_path"), item.get("read_only", False)
         if not isinstance(claim, str) or len(claim) > 253 or not DNS1123_SUBDOMAIN.fullmatch(claim):
             col.add("volumes", f"{where}: claim must be the name of a PersistentVolumeClaim (DNS-1123).")
@@ -284,10 +316,9 @@ def check_volumes(col: Collector) -> tuple[VolumeRequest, ...]:
             continue
         normalised = posixpath.normpath(path)
         normalised = "/" + normalised.lstrip("/")
-        if normalised == "/" or any(
-            normalised == root or normalised.startswith(root + "/") for root in FORBIDDEN_MOUNT_ROOTS
-        ):
-            col.add("volumes", f"{where}: {path} is a reserved path.")
+        reason = reserved_mount_reason(normalised)
+        if reason:
+            col.add("volumes", f"{where}: {reason}")
             continue
         if normalised in seen_paths:
             col.add("volumes", f"{where}: {path} is mounted twice.")

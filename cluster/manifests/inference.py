@@ -124,7 +124,7 @@ def build_deployment(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
     env = env_list(spec.env) + secret_env_refs(spec.workload_id, spec.secret_env)
     if env:
         container["env"] = env
-    container["resources"] = resources(spec.flavor, spec.gpus_per_replica, spec.cpu, spec.memory_gb)
+    container["resources"] = resources(spec.flavor, spec.gpus_per_replica, None, None)  # an endpoint asks for no CPU or memory of its own
     # Loading a model onto the GPU may take minutes: the startup probe gives it
     # startup_timeout_seconds before the kubelet restarts the container; readiness and
     # liveness-style restarts only count after that.

@@ -16,6 +16,7 @@ and the reconcile cycles (tests/inference/sandbox_cluster.py), while the browser
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from decimal import Decimal
 
@@ -42,8 +43,12 @@ class RealTimeCluster(Cluster):
 
     Each cycle advances it to now: what the pages show (how long ago, the chart's time axis)
     is then what a person would see. A cycle takes a fraction of a second, so the endpoints
-    here load their model in a couple of seconds.
+    here load their model in a couple of seconds; a wait for a state is then bounded by wall
+    time (``patience``), not by a number of cycles: a pod spends ``PULL_SECONDS`` creating its
+    container, which a fast machine covers in many more cycles than a slow one.
     """
+
+    patience = 90.0  #: seconds of wall time :func:`cycle_until` waits for a state
 
     def cycle(self, seconds: float = 0):
         return super().cycle(max((timezone.now() - self.now).total_seconds(), 0.001))
@@ -104,12 +109,16 @@ def fetch(pk: int) -> InferenceEndpoint:
 
 
 def cycle_until(cluster: Cluster, pk: int, done, limit: int = 100) -> InferenceEndpoint:
-    for _ in range(limit):
+    """Cycle until ``done(endpoint)``: at most ``limit`` cycles, or the cluster's ``patience`` in wall time."""
+    deadline = time.monotonic() + getattr(cluster, "patience", 0)
+    cycles = 0
+    while cycles < limit or time.monotonic() < deadline:
         cluster.cycle()
+        cycles += 1
         endpoint = fetch(pk)
         if done(endpoint):
             return endpoint
-    raise AssertionError(f"not reached in {limit} cycles: {fetch(pk).__dict__}")
+    raise AssertionError(f"not reached in {cycles} cycles: {fetch(pk).__dict__}")
 
 
 def value_at(points: list[list[float]], x: float) -> float:

@@ -7,8 +7,13 @@ reads the Usage page's charts (their figures checked against the tables beside t
 another month; the platform admin reads the showback page; a team admin adds a member on the
 Team page and changes their role, and a member sees that page without its controls; a member
 who types another team's namespace into an endpoint's autoscaling query sees why it is refused,
-next to the query, and a query naming no namespace comes back with the team's. On a
-failure the page's screenshot and HTML are kept (tests/browser/conftest.py).
+next to the query, and a query naming no namespace comes back with the team's. A missing page
+in the demo (DEBUG on) is the portal's own 404; the platform admin follows a Workloads link
+to another team's run and reads it; destructive admin actions and the Team page's Remove ask
+first; a viewer and a member whose team keeps them from a teammate's run see disabled controls
+and why. Every page visited is checked for template syntax shown as text
+(tests/browser/support.py). On a failure the page's screenshot and HTML are kept
+(tests/browser/conftest.py).
 """
 
 from __future__ import annotations
@@ -20,11 +25,12 @@ from django.core.management import call_command
 
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
-from jobs.services import cancel_run
-from portal.models import Membership
+from jobs.services import cancel_run, submit_run
+from portal.models import Membership, Team
 from quotas.models import TeamQuota
 from tests.browser.conftest import save_evidence
 from tests.browser.support import BROWSER_MARKS, chromium_page
+from tests.jobs.conftest import run_payload
 
 pytestmark = BROWSER_MARKS
 
@@ -44,6 +50,14 @@ def browser(demo, live_server, monkeypatch, request):
         page.on("dialog", lambda dialog: dialog.accept())  # hx-confirm asks; the user says yes
         yield page
         save_evidence(request, page)
+
+
+def admin_log_in(page, base: str) -> None:
+    page.goto(f"{base}/admin/login/")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", "slipway-admin")
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{base}/admin/")
 
 
 def log_in(page, base: str, username: str, password: str = "slipway-demo") -> None:
@@ -96,16 +110,42 @@ def test_an_api_token_is_shown_once_and_revoked(live_server, browser):
     browser.wait_for_function("() => document.body.innerText.includes('revoked')")
 
 
-def test_a_viewer_sees_no_submit_or_cancel_controls(live_server, browser):
+VIEWERS = "Viewers can't submit — ask a team admin."
+
+
+def test_a_viewer_sees_disabled_submit_and_cancel_controls_and_why(live_server, browser):
     log_in(browser, live_server.url, "carol")
-    for path in ("/", "/runs/", "/endpoints/"):
+    for path, label in (("/", "New run"), ("/runs/", "New run"), ("/endpoints/", "New endpoint")):
         browser.goto(f"{live_server.url}{path}")
-        assert browser.locator("text=New run").count() == 0, path
-        assert browser.locator("text=New endpoint").count() == 0, path
+        button = browser.locator(f"button:text('{label}')")
+        assert button.is_disabled() and button.get_attribute("title") == VIEWERS, path
+        assert browser.inner_text("#submit-refused") == VIEWERS, path
+        assert browser.locator(f"a:text('{label}')").count() == 0, path
+    for path in ("/runs/new/", "/endpoints/new/"):  # the form itself: shown, disabled, and why
+        browser.goto(f"{live_server.url}{path}")
+        assert browser.inner_text("#submit-refused") == VIEWERS, path
+        assert browser.locator("#id_name").is_disabled()
+        assert browser.locator("form.run-form button[type=submit]").is_disabled()
     run = TrainingRun.objects.filter(team__slug="ml-research").exclude(state__in=("succeeded", "failed",
                                                                                    "cancelled")).first()
     browser.goto(f"{live_server.url}/runs/{run.pk}/")
-    assert browser.locator("#run-status button.danger").count() == 0
+    assert browser.locator("#run-status form button.danger").count() == 0
+    assert browser.locator("#run-status button.danger").is_disabled()
+    assert "Viewers can't cancel or delete the team's work — ask a team admin." in browser.inner_text("#cancel-refused")
+
+
+def test_a_member_sees_why_they_may_not_cancel_a_teammates_run(live_server, browser):
+    Team.objects.filter(slug="ml-research").update(members_may_cancel_teammates_work=False)
+    bob = Membership.objects.get(team__slug="ml-research", user__username="bob").user
+    run = submit_run(bob, "ml-research", {**{k: v for k, v in run_payload().items() if k != "team"},
+                                          "name": "bobs-run"})
+    log_in(browser, live_server.url, "alice")
+    browser.goto(f"{live_server.url}/runs/{run.pk}/")
+    cancel = browser.locator("#run-status button.danger")
+    assert cancel.is_disabled()
+    why = "Only ML Research's admins and bob (who started it) may stop it"
+    assert why in cancel.get_attribute("title") and why in browser.inner_text("#cancel-refused")
+    assert browser.locator("a:text('Run again…')").count() == 1  # a member may still copy it
 
 
 def test_the_platform_admin_edits_a_quota_and_opens_the_capacity_page(live_server, browser):
@@ -202,19 +242,44 @@ def test_the_dashboard_counters_change_without_a_reload(live_server, browser):
 
 
 def test_the_platform_admin_cancels_another_teams_run_from_the_cross_team_list(live_server, browser):
-    browser.goto(f"{live_server.url}/admin/login/")
-    browser.fill("#id_username", "admin")
-    browser.fill("#id_password", "slipway-admin")
-    browser.click("input[type=submit]")
+    admin_log_in(browser, live_server.url)
     run = TrainingRun.objects.filter(team__slug="vision", state="admitted").first()
     browser.goto(f"{live_server.url}/admin/workloads/?state=&team=vision&sort=age")
     row = browser.locator(f'tr[data-ref="{run.ref}"]')
     assert row.locator("td.state").inner_text() == "admitted"
-    row.locator("input[value=Cancel]").click()
+    row.locator("a:text('Cancel…')").click()
+    # The click alone only asks, naming the run and its team...
+    browser.wait_for_selector("#confirm-action")
+    assert f"Cancel run {run.name} of Computer Vision?" in browser.inner_text("#content")
+    run.refresh_from_db()
+    assert run.state == "admitted"
+    # ...and confirming cancels it, back on the filtered list.
+    browser.click("#confirm-action input[type=submit]")
     browser.wait_for_selector(f'tr[data-ref="{run.ref}"] td.state:text("cancelled")')
-    assert "cancelled" in browser.inner_text(".messagelist")
+    assert f"Run {run.name} of Computer Vision cancelled." in browser.inner_text(".messagelist")
     run.refresh_from_db()
     assert run.state == "cancelled"
+
+
+def test_the_platform_admin_follows_a_workloads_link_to_another_teams_run_and_reads_it(live_server, browser):
+    admin_log_in(browser, live_server.url)
+    run = TrainingRun.objects.filter(team__slug="ml-research", state="admitted").first()
+    browser.goto(f"{live_server.url}/admin/workloads/?state=&team=ml-research&sort=age")
+    browser.click(f'tr[data-ref="{run.ref}"] th a')
+    browser.wait_for_url(f"{live_server.url}/runs/{run.pk}/")
+    assert "as platform staff" in browser.inner_text("#staff-reader")
+    assert browser.locator("#run-status button").count() == 0  # read, never change
+    assert "kind:" in browser.text_content("pre.manifest")
+    assert browser.locator("#logs").count() == 1
+
+
+def test_a_missing_page_in_the_demo_is_the_portals_own_404(live_server, browser):
+    log_in(browser, live_server.url, "alice")
+    response = browser.goto(f"{live_server.url}/no-such-page/")
+    assert response.status == 404
+    assert "Page not found" in browser.inner_text("#error-404")
+    assert "Using the URLconf" not in browser.content()
+    assert browser.locator("nav.mainnav").count() == 1
 
 
 def test_a_team_admin_adds_a_member_and_changes_the_role_a_member_sees_no_controls(live_server, browser):
@@ -240,7 +305,24 @@ def test_a_team_admin_adds_a_member_and_changes_the_role_a_member_sees_no_contro
     browser.goto(f"{live_server.url}/teams/ml-research/")
     assert "Viewer" in browser.locator(f"#member-{dave.pk}").inner_text()  # what the admin did, seen by a member
     assert browser.locator("#add-member").count() == 0 and browser.locator("#members select").count() == 0
-    assert browser.locator("button:text('Remove')").count() == 0 and browser.locator("#settings").count() == 0
+    assert browser.locator("text=Remove…").count() == 0 and browser.locator("#settings").count() == 0
+
+    browser.click("button:text('Log out')")
+    log_in(browser, live_server.url, "bob")
+    browser.goto(f"{live_server.url}/teams/ml-research/")
+    # Remove asks first: the click alone removes no one; "Keep them" goes back; confirming removes.
+    row = browser.locator(f"#member-{dave.pk}")
+    row.locator("a:text('Remove…')").click()
+    browser.wait_for_selector("#confirm-remove")
+    assert "Remove dave from ML Research?" in browser.inner_text("section.card h1")
+    assert Membership.objects.filter(pk=dave.pk).exists()
+    browser.click("a:text('Keep them')")
+    browser.wait_for_url(f"{live_server.url}/teams/ml-research/")
+    assert Membership.objects.filter(pk=dave.pk).exists()
+    browser.locator(f"#member-{dave.pk} a:text('Remove…')").click()
+    browser.click("#confirm-remove button[type=submit]")
+    browser.wait_for_selector("text=dave removed from ML Research.")
+    assert not Membership.objects.filter(pk=dave.pk).exists()
 
 
 def test_a_query_reading_another_team_is_refused_next_to_the_query_and_the_team_matcher_is_shown(live_server,

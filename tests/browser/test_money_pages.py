@@ -12,11 +12,15 @@ Real layout needs a real browser: Debian chromium via Playwright.
 
 from __future__ import annotations
 
+import csv
 import os
+import re
+from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.utils import timezone
 
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
@@ -120,3 +124,43 @@ def test_no_table_is_cut_off_and_no_page_scrolls_sideways_at_1366(live_server, b
                  "/admin/quotas/teambudget/", "/admin/quotas/teamquota/", "/admin/portal/auditevent/"):
         seen |= check(browser, url, path)
     assert {"workloads", "showback", "showback-daily-table"} <= seen
+
+
+def download(page, link) -> tuple[str, list[dict]]:
+    """Click ``link`` and return the file's suggested name and its rows."""
+    with page.expect_download() as caught:
+        link.click()
+    saved = caught.value
+    with open(saved.path(), encoding="utf-8") as handle:
+        return saved.suggested_filename, list(csv.DictReader(handle))
+
+
+def test_csv_downloads_say_what_and_when_and_name_each_workload(live_server, browser):
+    """Issue 20, point 11: a download's name says what and when; by workload it names each one, costliest first."""
+    url = live_server.url
+    log_in(browser, url, "alice", "slipway-demo")
+    browser.goto(f"{url}/usage/")
+    month = timezone.localtime().strftime("%Y-%m")
+    name, rows = download(browser, browser.locator("h2:text('By run and endpoint') + a"))
+    assert name == f"usage-ml-research-{month}-by-workload.csv"
+    assert list(rows[0]) == ["group", "name", "kind", "team", "user", "flavor", "gpu_hours", "cost",
+                             "idle_gpu_hours", "idle_cost", "currency"]
+    assert all(row["name"] and row["kind"] in ("run", "endpoint") and row["team"] == "ml-research" for row in rows)
+    costs = [Decimal(row["cost"]) for row in rows]
+    assert costs == sorted(costs, reverse=True) and len(costs) > 3
+    # Money to the cent, with its currency, as a person reads it (never 0E-10).
+    assert all(re.fullmatch(r"\d+\.\d\d", row["cost"]) and re.fullmatch(r"\d+\.\d\d", row["idle_cost"])
+               and row["currency"] == "USD" for row in rows), rows[:3]
+    name, rows = download(browser, browser.locator("h2:text('By person') + a"))
+    assert name == f"usage-ml-research-{month}-by-user.csv" and rows
+
+    browser.context.clear_cookies()
+    browser.goto(f"{url}/admin/login/")
+    browser.fill("#id_username", "admin")
+    browser.fill("#id_password", "slipway-admin")
+    browser.click("input[type=submit]")
+    browser.wait_for_url(f"{url}/admin/")
+    browser.goto(f"{url}/admin/showback/")
+    name, rows = download(browser, browser.locator("#showback-csv"))
+    assert name == f"showback-{month}-by-team-and-flavor.csv"
+    assert rows and all(re.fullmatch(r"\d+\.\d\d", row["cost"]) and row["currency"] == "USD" for row in rows)

@@ -49,7 +49,7 @@ VARIANTS: dict[str, Any] = {
         ClusterConfig(prometheus_url="http://prometheus.monitoring.svc:9090"),
     ),
     "endpoint_queue_length": lambda: build_endpoint(
-        samples.endpoint(metric="queue_length", engine="vllm", target=12.5, min_replicas=0, cpu=6, memory_gb=24.5),
+        samples.endpoint(metric="queue_length", engine="vllm", target=12.5, min_replicas=0),
         samples.CONFIG,
     ),
     "endpoint_mig_queue_tgi_burst_ceiling": lambda: build_endpoint(

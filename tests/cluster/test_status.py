@@ -14,6 +14,7 @@ import pytest
 from cluster.backends.base import ObservedWorkload
 from cluster.status import (
     DEGRADED_GRACE_SECONDS,
+    IMAGE_PULL_CODES,
     EndpointPhase,
     TrainingPhase,
     WorkloadStatus,
@@ -76,6 +77,76 @@ def test_it_explains_an_image_pull_failure() -> None:
     assert status.running_units == 0
 
 
+PULL_LIMIT = 600
+PULL_HINT = 'ImagePullBackOff: the image "img" could not be pulled — check the image name and tag'
+
+
+def _pulling(name: str = "run-42-abcde", workload: str = "run-42", code: str = "ImagePullBackOff",
+             message: str = 'Back-off pulling image "img"', started: str = T0) -> dict[str, Any]:
+    stuck = pod(name, workload, phase="Pending", container_statuses=[waiting(code, message)])
+    stuck["status"]["startTime"] = started
+    return stuck
+
+
+def test_it_fails_a_run_whose_image_cannot_be_pulled_past_the_limit() -> None:
+    obs = _obs([_job({"active": 1, "startTime": T0})], [_pulling()])
+    t0 = parse_time(T0)
+    within = training_status(obs, t0 + timedelta(seconds=PULL_LIMIT), PULL_LIMIT)
+    assert (within.state, within.abandoned) == (TrainingPhase.PENDING, False)
+    assert (within.waiting.code, within.waiting.since, within.waiting.image) == ("ImagePullBackOff", t0, "img")
+    past = t0 + timedelta(seconds=PULL_LIMIT + 1)
+    status = training_status(obs, past, PULL_LIMIT)
+    assert (status.state, status.reason, status.finished_at) == (TrainingPhase.FAILED, PULL_HINT, past)
+    assert status.abandoned  # its pod holds a node and retries forever: the reconciler deletes it
+    # Without a limit (or a time to measure it at) nothing is given up.
+    assert training_status(obs).state == TrainingPhase.PENDING
+    assert "ErrImagePull" in IMAGE_PULL_CODES
+
+
+def test_a_stuck_pull_of_one_pytorchjob_worker_fails_the_run() -> None:
+    master = pod("run-42-master-0", "run-42", container_statuses=[running_container()])
+    worker = _pulling("run-42-worker-0", code="ErrImagePull", message="manifest unknown")
+    status = training_status(_obs([_pytorchjob([_cond("Created")])], [master, worker]),
+                             parse_time(T1), PULL_LIMIT)
+    assert (status.state, status.abandoned) == (TrainingPhase.FAILED, True)
+    assert status.reason.startswith('ErrImagePull: the image "img" could not be pulled')
+
+
+def test_the_pull_limit_goes_by_the_waiting_code_not_the_words() -> None:
+    # Stuck for hours on a missing Secret: not a pull failure, whatever its message says.
+    config = _pulling(code="CreateContainerConfigError", message="ImagePullBackOff? no: secret not found")
+    status = training_status(_obs([_job({"active": 1, "startTime": T0})], [config]), parse_time(T1), PULL_LIMIT)
+    assert (status.state, status.abandoned) == (TrainingPhase.PENDING, False)
+    assert status.waiting.code == "CreateContainerConfigError"
+    # An older pod stuck on something else does not hide a pull that is past the limit.
+    pulling = _pulling("run-42-b", started="2026-01-01T10:30:00Z")
+    status = training_status(_obs([_job({"active": 2, "startTime": T0})], [config, pulling]), parse_time(T1),
+                             PULL_LIMIT)
+    assert (status.state, status.waiting.code) == (TrainingPhase.FAILED, "ImagePullBackOff")
+    # A finished run stays what it was, whatever an old pod says.
+    done = _job({"succeeded": 1, "conditions": [_cond("Complete")]})
+    assert training_status(_obs([done], [_pulling()]), parse_time(T1), PULL_LIMIT).state == TrainingPhase.SUCCEEDED
+
+
+def test_an_endpoint_fails_or_degrades_on_a_replica_whose_image_cannot_be_pulled() -> None:
+    later = parse_time(T1)
+    # No replica ready: nothing can ever serve — failed, abandoned.
+    status = endpoint_status(_obs([_deployment(1), _scaled()], [_pulling("ep-7-a", "ep-7")], workload="ep-7"),
+                             later, PULL_LIMIT)
+    assert (status.state, status.reason, status.finished_at, status.abandoned) == (
+        EndpointPhase.FAILED, PULL_HINT, later, True)
+    # One ready, a new replica cannot pull: it keeps serving, degraded, saying what to check.
+    ok = pod("ep-7-b", "ep-7", container_statuses=[running_container()])
+    status = endpoint_status(_obs([_deployment(2, 1), _scaled()], [ok, _pulling("ep-7-a", "ep-7")], workload="ep-7"),
+                             later, PULL_LIMIT)
+    assert (status.state, status.reason, status.abandoned) == (
+        EndpointPhase.DEGRADED, f"1 of 2 replicas ready; 1 waiting: {PULL_HINT}", False)
+    # Within the limit: still deploying, with the kubelet's words.
+    status = endpoint_status(_obs([_deployment(1), _scaled()], [_pulling("ep-7-a", "ep-7")], workload="ep-7"),
+                             parse_time(T0) + timedelta(seconds=60), PULL_LIMIT)
+    assert (status.state, status.reason) == (EndpointPhase.DEPLOYING, 'ImagePullBackOff: Back-off pulling image "img"')
+
+
 def test_it_says_a_starting_container_is_being_created() -> None:
     creating = pod("run-42-abcde", "run-42", phase="Pending", container_statuses=[waiting("ContainerCreating")])
     assert training_status(_obs([_job({"active": 1})], [creating])).reason == "ContainerCreating"
@@ -120,7 +191,8 @@ def test_it_names_oom_as_the_cause_of_a_failed_job() -> None:
     assert status.state == TrainingPhase.FAILED
     assert (
         status.reason
-        == "BackoffLimitExceeded: Job has reached the specified backoff limit (last attempt: OOMKilled (exit 137))"
+        == "BackoffLimitExceeded: Job has reached the specified backoff limit (last attempt: OOMKilled (exit 137): "
+        "the container ran out of memory — raise memory_gb or lower the batch size)"
     )
     assert status.finished_at == parse_time(T1)
 
@@ -212,7 +284,9 @@ def test_it_keeps_oom_visible_after_a_restart_in_place() -> None:
     oom = terminated("OOMKilled", 137)["state"]["terminated"]
     crashing = pod("run-42-master-0", "run-42", container_statuses=[waiting("CrashLoopBackOff", last=oom, restarts=1)])
     running = _pytorchjob([_cond("Running")])
-    assert training_status(_obs([running], [crashing])).reason == "CrashLoopBackOff after OOMKilled (exit 137)"
+    assert training_status(_obs([running], [crashing])).reason == (
+        "CrashLoopBackOff after OOMKilled (exit 137): the container ran out of memory — raise memory_gb or lower "
+        "the batch size")
 
 
 def test_it_waits_for_the_gang_with_the_schedulers_words() -> None:
@@ -309,7 +383,9 @@ def test_it_fails_an_endpoint_once_the_rollout_gives_up() -> None:
     )
     pulling = pod("ep-7-a", "ep-7", phase="Pending", container_statuses=[waiting("ErrImagePull", "manifest unknown")])
     status = _endpoint(_deployment(1, 0, [progress]), [pulling])
-    assert (status.state, status.reason) == (EndpointPhase.FAILED, "ErrImagePull: manifest unknown")
+    # The controller gave up on a pull before Slipway's limit: the same verdict, with what to check.
+    assert (status.state, status.reason, status.abandoned) == (
+        EndpointPhase.FAILED, 'ErrImagePull: the image "img" could not be pulled — check the image name and tag', True)
     status = _endpoint(_deployment(1, 0, [progress]))
     assert status.reason == 'ProgressDeadlineExceeded: ReplicaSet "ep-7-5d9c" has timed out progressing.'
 

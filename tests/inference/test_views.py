@@ -108,10 +108,14 @@ def test_edit_and_delete_with_confirmation(client, member, endpoint, published):
 
 def test_viewers_see_no_controls_and_are_refused(client, viewer, endpoint):
     client.force_login(viewer)
-    assert "New endpoint" not in client.get("/endpoints/").content.decode()
+    listing = client.get("/endpoints/").content.decode()
+    assert 'href="/endpoints/new/"' not in listing
+    assert ">New endpoint</button>" in listing and "Viewers can&#x27;t submit — ask a team admin." in listing
     detail = client.get(f"/endpoints/{endpoint.pk}/").content.decode()
-    assert "Delete" not in detail and "/edit/" not in detail
-    assert client.get("/endpoints/new/").status_code == 403
+    assert "/delete/" not in detail and "/edit/" not in detail
+    assert "Viewers can&#x27;t cancel or delete the team&#x27;s work — ask a team admin." in detail
+    form = client.get("/endpoints/new/")
+    assert form.status_code == 403 and '<fieldset class="plain" disabled>' in form.content.decode()
     assert client.post("/endpoints/new/", FORM).status_code == 403
     assert client.post(f"/endpoints/{endpoint.pk}/edit/", {"image": "x"}).status_code == 403
     assert client.post(f"/endpoints/{endpoint.pk}/delete/").status_code == 403

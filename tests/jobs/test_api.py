@@ -137,7 +137,7 @@ def test_it_rejects_a_second_active_run_with_the_same_name(api, quota, published
 
 
 def test_it_enforces_the_image_registry_allow_list(api, quota, published, settings):
-    settings.SLIPWAY_IMAGE_REGISTRIES = ["registry.example.com"]
+    settings.SLIPWAY_ALLOWED_REGISTRIES = ["registry.example.com"]
     assert post_run(api, name="ok").status_code == 201
     response = post_run(api, name="hub", image="pytorch/pytorch:2.4.0")
     assert response.status_code == 400
@@ -166,6 +166,22 @@ def test_it_replays_the_first_response_for_a_repeated_idempotency_key(api, quota
     other = api.post("/api/v1/runs/", run_payload(name="other"), format="json", HTTP_IDEMPOTENCY_KEY="xyz")
     assert other.status_code == 201
     assert TrainingRun.objects.count() == 2
+
+
+def test_a_key_reused_for_another_body_or_endpoint_is_a_422_not_the_first_response(api, quota, published):
+    first = api.post("/api/v1/runs/", run_payload(), format="json", HTTP_IDEMPOTENCY_KEY="once")
+    assert first.status_code == 201
+    # The same request in another key order is the same request: replayed.
+    reordered = dict(reversed(list(run_payload().items())))
+    assert api.post("/api/v1/runs/", reordered, format="json", HTTP_IDEMPOTENCY_KEY="once")["Idempotent-Replayed"]
+    other_body = api.post("/api/v1/runs/", run_payload(name="other"), format="json", HTTP_IDEMPOTENCY_KEY="once")
+    other_path = api.post(f"/api/v1/runs/{first.json()['id']}/cancel/", HTTP_IDEMPOTENCY_KEY="once")
+    for answer in (other_body, other_path):
+        assert answer.status_code == 422
+        assert "another request" in answer.json()["errors"]["Idempotency-Key"][0]
+        assert "Idempotent-Replayed" not in answer
+    assert TrainingRun.objects.count() == 1
+    assert TrainingRun.objects.get().state != "cancelled"
 
 
 def test_it_frees_an_idempotency_key_after_a_failed_request(api, quota, published):

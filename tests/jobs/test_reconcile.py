@@ -154,15 +154,21 @@ def test_it_follows_a_run_to_success_and_charges_its_gpu_time_once(submit, fake_
     assert sum(r.cost for r in UsageRecord.objects.filter(ref=run.ref)) == Decimal("12.3000")
 
 
-def test_it_fails_an_out_of_memory_run_with_the_oomkilled_reason(submit, fake_backend):
+def test_it_fails_an_out_of_memory_run_with_the_oomkilled_reason_and_a_plain_hint(submit, fake_backend, api, client,
+                                                                                  member):
     run = applied(submit(), fake_backend)
     t0 = timezone.now().replace(microsecond=0)
     fake_backend.set_finished(NS, run.cluster_name, ok=False, started=iso(t0), finished=iso(t0), oom=True)
     rec.reconcile(fake_backend)
     run.refresh_from_db()
     assert run.state == RunState.FAILED
-    assert "OOMKilled (exit 137)" in run.reason
+    hint = "OOMKilled (exit 137): the container ran out of memory — raise memory_gb or lower the batch size"
+    assert hint in run.reason
     assert not Reservation.objects.active().filter(ref=run.ref).exists()
+    # What to do is said where people read the reason: the API and the run's page.
+    assert hint in api.get(f"/api/v1/runs/{run.pk}/").json()["reason"]
+    client.force_login(member)
+    assert hint in client.get(f"/runs/{run.pk}/").content.decode()
 
 
 def test_it_admits_queued_work_when_a_run_finishes(submit, fake_backend):

@@ -624,8 +624,16 @@ def test_it_copies_a_run_of_another_of_my_teams_into_nothing(client, member, oth
 def test_it_forbids_viewers_to_run_again(client, member, viewer, team, quota, published):
     run = submit(member, team)
     client.force_login(viewer)
-    assert client.get(f"/runs/new/?from={run.pk}").status_code == 403
-    assert "Run again" not in client.get(f"/runs/{run.pk}/").content.decode()
+    form = client.get(f"/runs/new/?from={run.pk}")
+    assert form.status_code == 403  # shown, disabled, with why: never submittable
+    html = form.content.decode()
+    assert '<fieldset class="plain" disabled>' in html and "Viewers can&#x27;t submit — ask a team admin." in html
+    assert 'hx-post="/runs/preview/"' not in html
+    detail = client.get(f"/runs/{run.pk}/").content.decode()
+    assert f'href="/runs/new/?from={run.pk}"' not in detail
+    assert '<button type="button" disabled title="Viewers can&#x27;t submit — ask a team admin."' in detail
+    assert client.post("/runs/new/", form_data()).status_code == 403
+    assert TrainingRun.objects.count() == 1
 
 
 # -- dashboard ---------------------------------------------------------------------------------------

@@ -143,6 +143,11 @@ def test_a_member_sees_no_cancel_button_on_a_teammates_run_when_the_team_forbids
     client.force_login(member)
     html = client.get(f"/runs/{teammates_run.pk}/").content.decode()
     assert f"/runs/{teammates_run.pk}/cancel/" not in html and f"/runs/new/?from={teammates_run.pk}" in html
+    # The button is there, disabled, and the page says why (the same words as the refusal).
+    why = ("Only ML Research&#x27;s admins and tom (who started it) may stop it: the team does not let members "
+           "cancel their teammates&#x27; work.")
+    assert f'<button type="button" class="danger" disabled title="{why}"' in html
+    assert f'<p class="muted small why-not" id="cancel-refused">{why}</p>' in html
     assert client.post(f"/runs/{teammates_run.pk}/cancel/").status_code == 403
     teammates_run.refresh_from_db()
     assert teammates_run.state == RunState.ADMITTED
@@ -166,6 +171,7 @@ def test_a_member_sees_no_delete_button_on_a_teammates_endpoint_when_the_team_fo
     client.force_login(member)
     html = client.get(f"/endpoints/{teammates_endpoint.pk}/").content.decode()
     assert f"/endpoints/{teammates_endpoint.pk}/delete/" not in html
+    assert 'id="delete-refused">Only ML Research&#x27;s admins and tom (who started it) may stop it' in html
     assert f"/endpoints/{teammates_endpoint.pk}/edit/" in html  # changing it is still a member's right
     assert client.get(f"/endpoints/{teammates_endpoint.pk}/delete/").status_code == 403
     assert client.post(f"/endpoints/{teammates_endpoint.pk}/delete/").status_code == 403
@@ -181,3 +187,18 @@ def test_a_viewer_sees_neither_cancel_nor_delete_whatever_the_setting(client, vi
     client.force_login(viewer)
     assert "/cancel/" not in client.get(f"/runs/{teammates_run.pk}/").content.decode()
     assert "/delete/" not in client.get(f"/endpoints/{teammates_endpoint.pk}/").content.decode()
+
+
+def test_staff_outside_the_team_read_its_pages_without_controls(client, staff, team, teammates_run,
+                                                                 teammates_endpoint):
+    client.force_login(staff)
+    run_page = client.get(f"/runs/{teammates_run.pk}/").content.decode()
+    assert "You are reading ML Research's run as platform staff" in run_page
+    assert "/cancel/" not in run_page and "/runs/new/?from=" not in run_page and "disabled" not in run_page
+    endpoint_page = client.get(f"/endpoints/{teammates_endpoint.pk}/").content.decode()
+    assert "as platform staff" in endpoint_page and "/delete/" not in endpoint_page and "/edit/" not in endpoint_page
+    for path in (f"/runs/{teammates_run.pk}/cancel/", f"/endpoints/{teammates_endpoint.pk}/delete/",
+                 f"/endpoints/{teammates_endpoint.pk}/edit/"):
+        assert client.post(path).status_code == 404, path
+    teammates_run.refresh_from_db()
+    assert teammates_run.state == RunState.ADMITTED

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env_bool, env_float, env_int, env_list, env_str, parse_database_url
+from portal.env import env_bool, env_float, env_int, env_list, env_str, env_trusted_proxies, parse_database_url
 
 
 @pytest.mark.parametrize(("raw", "expected"), [
@@ -96,3 +96,22 @@ def test_it_rejects_unsupported_database_urls(url):
 def test_it_rejects_a_database_url_with_a_bad_port():
     with pytest.raises(ImproperlyConfigured, match="invalid port"):
         parse_database_url("postgres://u:pw@db:fivefour/slipway")
+
+
+@pytest.mark.parametrize(("raw", "parsed"), [
+    (None, 0), ("", 0), ("1", 1), ("2", 2),
+    ("10.2.0.0/16, 192.0.2.7", ("10.2.0.0/16", "192.0.2.7/32")),
+    ("fd00::/8", ("fd00::/8",)),
+])
+def test_trusted_proxies_are_a_count_or_a_list_of_networks(monkeypatch, raw, parsed):
+    if raw is None:
+        monkeypatch.delenv("SLIPWAY_P", raising=False)
+    else:
+        monkeypatch.setenv("SLIPWAY_P", raw)
+    assert env_trusted_proxies("SLIPWAY_P") == parsed
+
+
+def test_a_trusted_proxy_that_is_no_address_fails_loudly(monkeypatch):
+    monkeypatch.setenv("SLIPWAY_P", "10.0.0.0/8, ingress")
+    with pytest.raises(ImproperlyConfigured, match="SLIPWAY_P"):
+        env_trusted_proxies("SLIPWAY_P")

@@ -54,7 +54,7 @@ def test_it_offers_sign_in_on_a_404_for_visitors(db):
 
 @override_settings(DEBUG=False)
 def test_it_answers_a_too_low_role_with_the_styled_403_and_navigation(viewer):
-    response = client_for(viewer).get("/endpoints/new/")
+    response = client_for(viewer).post("/endpoints/preview/", {})
     html = assert_styled_page(response, 403)
     assert "Not allowed" in html
     assert nav_links(html) == {"/runs/", "/endpoints/", "/usage/", "/tokens/"}
@@ -108,11 +108,36 @@ def test_a_django_permission_error_under_the_api_answers_json_403(db, debug, set
     assert response.json() == {"errors": {"detail": ["You do not have permission to perform this action."]}}
 
 
-def test_debug_mode_keeps_djangos_technical_pages_in_the_portal(db, settings):
-    settings.DEBUG = True
+@override_settings(DEBUG=True)
+def test_debug_mode_the_demo_still_answers_a_missing_page_with_the_portals_404(member):
+    html = assert_styled_page(client_for(member).get("/no-such-page/"), 404)
+    assert "Page not found" in html and "Using the URLconf" not in html and "urlpatterns" not in html
+    assert nav_links(html) == {"/runs/", "/endpoints/", "/usage/", "/tokens/"}
+
+
+@override_settings(DEBUG=True)
+def test_debug_mode_an_object_the_user_may_not_see_gets_the_portals_404(outsider):
+    html = assert_styled_page(client_for(outsider).get("/runs/999999/"), 404)
+    assert "Technical" not in html and "Raised by" not in html
+
+
+@override_settings(DEBUG=True)
+def test_debug_mode_a_too_low_role_gets_the_portals_403(viewer):
+    assert "Not allowed" in assert_styled_page(client_for(viewer).post("/endpoints/preview/", {}), 403)
+
+
+@override_settings(DEBUG=True, ROOT_URLCONF=ERROR_URLS)
+def test_debug_mode_a_portal_bug_gets_the_portals_500_and_the_traceback_is_logged(member, caplog):
+    html = assert_styled_page(client_for(member).get("/boom/"), 500)
+    assert "Something went wrong" in html and "Traceback" not in html
+    logged = [r for r in caplog.records if r.name == "django.request" and r.status_code == 500]
+    assert logged and logged[0].exc_info[0] is RuntimeError
+
+
+@override_settings(DEBUG=True, SLIPWAY_TECHNICAL_ERROR_PAGES=True)
+def test_a_developer_can_ask_for_djangos_technical_pages(db):
     response = client_for().get("/no-such-page/")
-    assert response.status_code == 404 and response["Content-Type"].startswith("text/html")
-    assert 'id="error-404"' not in response.content.decode()
+    assert response.status_code == 404 and "Using the URLconf" in response.content.decode()
 
 
 def test_api_json_errors_keep_their_own_messages(api_client_for, db):

@@ -128,3 +128,21 @@ def test_it_refuses_a_port_that_is_not_a_number(checkout):
     process = start(checkout, "80a")
     out, _ = process.communicate(timeout=30)
     assert process.returncode == 2 and "must be a number" in out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_an_orderly_stop_by_signal_exits_0_after_stopping_the_children(checkout, sig):
+    # `make run &` then `kill`: a non-zero status made make print "Error 143" for a normal stop.
+    process = start(checkout, str(free_port()))
+    try:
+        read_until(process, "Logs:")
+        children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
+        assert len(children) == 3  # worker, beat, web
+        process.send_signal(sig)  # the script alone, as make (or a supervisor) signals it
+        out, _ = process.communicate(timeout=20)
+    finally:
+        stop(process)
+    assert process.returncode == 0, out
+    assert "stopping Slipway" in out and "a Slipway process exited" not in out
+    for pid in children:  # none left running
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()

@@ -1,4 +1,4 @@
-"""Content-Security-Policy, sign-in throttling and the deliberately public API docs."""
+"""Content-Security-Policy and the deliberately public API docs (sign-in throttling: test_throttle.py)."""
 
 from __future__ import annotations
 
@@ -6,20 +6,11 @@ import re
 from pathlib import Path
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 
 from portal.csp import POLICY
-from portal.throttle import MAX_FAILURES
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _empty_cache():
-    cache.clear()
-    yield
-    cache.clear()
 
 
 def test_every_page_carries_the_policy_without_unsafe_script(client, member):
@@ -44,30 +35,44 @@ def test_the_api_docs_are_public_and_load_their_script_from_a_file():
     assert Client().get("/api/schema/").status_code == 200
 
 
-def test_sign_in_is_refused_for_a_while_after_repeated_failures(member):
-    client = Client()
-    for _ in range(MAX_FAILURES):
-        assert client.post("/login/", {"username": "mia", "password": "wrong"}).status_code == 200
-    blocked = client.post("/login/", {"username": "mia", "password": "slipway-test"})
-    assert blocked.status_code == 429
-    assert "Too many failed sign-ins" in blocked.content.decode()
-    assert "_auth_user_id" not in client.session  # not even the right password gets in meanwhile
-
-
-def test_a_successful_sign_in_resets_the_count(member):
-    member.set_password("right-one")
-    member.save()
-    client = Client()
-    for _ in range(MAX_FAILURES - 1):
-        client.post("/login/", {"username": "mia", "password": "wrong"}, REMOTE_ADDR="10.0.0.1")
-    assert client.post("/login/", {"username": "mia", "password": "right-one"}, REMOTE_ADDR="10.0.0.2").status_code == 302
-    other = Client()
-    assert other.post("/login/", {"username": "mia", "password": "wrong"}, REMOTE_ADDR="10.0.0.3").status_code == 200
-
-
 def test_no_template_has_an_inline_event_handler_or_script():
     """The policy would block them in the browser: behaviour lives in static/js."""
     templates = Path(__file__).resolve().parents[2] / "templates"
     offenders = [str(path) for path in templates.rglob("*.html")
                  if re.search(r"\son[a-z]+\s*=|<script>|hx-on", path.read_text())]
     assert offenders == []
+
+
+# -- Cache-Control: no-store on what a signed-in caller gets -----------------------------------
+
+
+def _no_store(response) -> bool:
+    return "no-store" in response.get("Cache-Control", "")
+
+
+def test_portal_pages_for_a_signed_in_user_are_not_stored(client, member):
+    client.force_login(member)
+    for path in ("/", "/runs/", "/teams/ml-research/", "/tokens/"):
+        response = client.get(path)
+        assert response.status_code == 200 and _no_store(response), path
+        assert "private" in response["Cache-Control"]
+
+
+def test_api_answers_to_a_bearer_token_are_not_stored(api_client_for, member):
+    response = api_client_for(member).get("/api/v1/runs/")
+    assert response.status_code == 200 and _no_store(response)
+    refused = api_client_for(member).get("/api/v1/runs/999999/")  # an error answer carries data too
+    assert refused.status_code == 404 and _no_store(refused)
+
+
+def test_admin_console_pages_are_not_stored(client, staff):
+    client.force_login(staff)
+    for path in ("/admin/", "/admin/workloads/", "/admin/capacity/", "/admin/showback/"):
+        response = client.get(path)
+        assert response.status_code == 200 and _no_store(response), path
+
+
+def test_anonymous_answers_keep_their_caching(client, db):
+    for path in ("/api/schema/", "/api/docs/"):
+        response = client.get(path)
+        assert response.status_code == 200 and not _no_store(response), path

@@ -89,7 +89,7 @@ def test_staff_delete_an_endpoint_or_scale_it_to_its_minimum(client, staff, worl
     client.force_login(staff)
     endpoint = world["endpoint"]
     page = client.get(URL).content.decode()
-    assert f'action="/admin/workloads/ep/{endpoint.pk}/scale-to-minimum/"' in page
+    assert f'href="/admin/workloads/ep/{endpoint.pk}/scale-to-minimum/?next=' in page
     client.post(f"/admin/workloads/ep/{endpoint.pk}/scale-to-minimum/")
     endpoint.refresh_from_db()
     assert endpoint.replica_ceiling == 1
@@ -104,4 +104,33 @@ def test_actions_never_redirect_off_site_and_unknown_kinds_are_404(client, staff
     assert response["Location"] == "/admin/workloads/"
     assert client.post("/admin/workloads/nb/1/end/").status_code == 404
     assert client.post("/admin/workloads/run/99999/end/").status_code == 404
-    assert client.get(f"/admin/workloads/run/{world['cheap'].pk}/end/").status_code == 405
+    assert client.put(f"/admin/workloads/run/{world['cheap'].pk}/end/").status_code == 405
+    page = client.get(f"/admin/workloads/run/{world['cheap'].pk}/end/?next=https://evil.example.com/").content.decode()
+    assert "evil.example.com" not in page
+
+
+@pytest.mark.parametrize(("path", "asks"), [
+    ("/admin/workloads/run/{cheap}/end/", "Cancel run cheap of ML Research?"),
+    ("/admin/workloads/ep/{endpoint}/end/", "Delete endpoint chat of ML Research?"),
+    ("/admin/workloads/ep/{endpoint}/scale-to-minimum/", "Scale to minimum endpoint chat of ML Research?"),
+])
+def test_each_action_asks_first_and_changes_nothing_until_confirmed(client, staff, world, path, asks):
+    client.force_login(staff)
+    before = (sorted(TrainingRun.objects.values_list("pk", "state")),
+              sorted(InferenceEndpoint.objects.values_list("pk", "state", "replica_ceiling")))
+    page = client.get(path.format(cheap=world["cheap"].pk, endpoint=world["endpoint"].pk) + "?next=/admin/workloads/")
+    html = page.content.decode()
+    assert page.status_code == 200 and asks in html
+    assert 'id="confirm-action"' in html and 'name="next" value="/admin/workloads/"' in html
+    after = (sorted(TrainingRun.objects.values_list("pk", "state")),
+             sorted(InferenceEndpoint.objects.values_list("pk", "state", "replica_ceiling")))
+    assert after == before
+
+
+def test_messages_name_the_team_not_its_slug(client, staff, world):
+    client.force_login(staff)
+    html = client.post(f"/admin/workloads/run/{world['dear'].pk}/end/", follow=True).content.decode()
+    assert "Run dear of Vision cancelled." in html
+    html = client.post(f"/admin/workloads/ep/{world['endpoint'].pk}/scale-to-minimum/", follow=True).content.decode()
+    assert "Endpoint chat of ML Research scaled to its minimum." in html
+    assert "ml-research/chat" not in html

@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import pytest
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from portal.middleware import SESSION_KEY
@@ -84,7 +85,7 @@ def test_a_team_admin_sees_the_management_controls(admin_client, member, team):
     html = admin_client.get(PAGE).content.decode()
     mia = membership_of(member).pk
     assert f'action="/teams/ml-research/members/{mia}/role/"' in html
-    assert f'action="/teams/ml-research/members/{mia}/remove/"' in html
+    assert f'href="/teams/ml-research/members/{mia}/remove/"' in html
     assert 'action="/teams/ml-research/members/"' in html and 'action="/teams/ml-research/settings/"' in html
     assert 'id="id_members_may_cancel_teammates_work" checked' in html
 
@@ -99,7 +100,7 @@ def test_the_page_refuses_posts_and_the_actions_refuse_gets(admin_client, member
     mia = membership_of(member).pk
     assert admin_client.post(PAGE).status_code == 405
     for path in ("/teams/ml-research/members/", f"/teams/ml-research/members/{mia}/role/",
-                 f"/teams/ml-research/members/{mia}/remove/", "/teams/ml-research/settings/"):
+                 "/teams/ml-research/settings/"):
         assert admin_client.get(path).status_code == 405, path
     assert membership_of(member).role == Role.MEMBER
 
@@ -195,6 +196,20 @@ def test_a_team_admin_removes_a_member(admin_client, member, team):
     assert "mia removed from ML Research." in admin_client.get(PAGE).content.decode()
 
 
+def test_remove_asks_first_and_only_the_confirmation_removes(admin_client, member, outsider, team):
+    path = f"/teams/ml-research/members/{membership_of(member).pk}/remove/"
+    asked = admin_client.get(path)
+    html = asked.content.decode()
+    assert asked.status_code == 200 and "Remove mia from ML Research?" in html and 'id="confirm-remove"' in html
+    assert Membership.objects.filter(user=member).exists()
+    for user, status in ((outsider, 404), (member, 403)):  # the confirmation page follows the action's rules
+        other = Client()
+        other.force_login(user)
+        assert other.get(path).status_code == status
+    assert admin_client.post(path).status_code == 302
+    assert not Membership.objects.filter(user=member).exists()
+
+
 def test_the_last_admin_cannot_be_removed(admin_client, team_admin, team):
     response = admin_client.post(f"/teams/ml-research/members/{membership_of(team_admin).pk}/remove/")
     assert response.status_code == 400 and "last admin" in response.content.decode()
@@ -205,10 +220,10 @@ def test_the_page_offers_no_remove_button_for_the_only_admin_until_there_is_a_se
                                                                                      member, team):
     ada = membership_of(team_admin).pk
     html = admin_client.get(PAGE).content.decode()
-    assert f'action="/teams/ml-research/members/{ada}/remove/"' not in html and "the team's only admin" in html
+    assert f'href="/teams/ml-research/members/{ada}/remove/"' not in html and "the team's only admin" in html
     Membership.objects.filter(user=member).update(role=Role.ADMIN)
     html = admin_client.get(PAGE).content.decode()
-    assert f'action="/teams/ml-research/members/{ada}/remove/"' in html and "the team's only admin" not in html
+    assert f'href="/teams/ml-research/members/{ada}/remove/"' in html and "the team's only admin" not in html
 
 
 def test_an_admin_who_leaves_goes_to_the_dashboard(admin_client, team_admin, member, other_team, team):

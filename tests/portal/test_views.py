@@ -36,6 +36,10 @@ def test_it_logs_in_and_audits_the_login(client, member):
     (2, "203.0.113.7, 10.1.0.1", "10.0.0.5", "203.0.113.7"),  # a load balancer and an ingress
     (2, "203.0.113.7", "10.0.0.5", "10.0.0.5"),  # fewer hops than proxies: not trustworthy
     (1, "not-an-ip", "10.0.0.5", None),  # garbage is recorded as unknown, not stored
+    (("10.0.0.0/24",), "203.0.113.7", "10.0.0.5", "203.0.113.7"),  # from a listed proxy: honoured
+    (("10.0.0.0/24",), "203.0.113.7", "192.0.2.1", "192.0.2.1"),  # straight to the pod: ignored
+    (("10.0.0.0/24", "10.1.0.0/16"), "6.6.6.6, 203.0.113.7, 10.1.0.1", "10.0.0.5", "203.0.113.7"),  # two proxies
+    (("10.0.0.0/24",), "10.0.0.9", "10.0.0.5", "10.0.0.9"),  # only proxies on the way: the left-most
 ])
 def test_it_audits_the_client_address_behind_trusted_proxies(client, member, settings, proxies, forwarded, remote,
                                                               recorded):

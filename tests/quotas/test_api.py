@@ -124,3 +124,45 @@ def test_it_hides_other_teams_cost(api_client_for, outsider, ledger):
     client = api_client_for(outsider)
     assert client.get(USAGE_URL, {**REPORT, "team": "ml-research"}).status_code == 404
     assert client.get(USAGE_URL, REPORT).json()["results"] == []  # only the caller's own teams
+
+
+# -- staff read any team's report (docs/api.md) -------------------------------------------------
+
+@pytest.fixture
+def other_ledger(other_team, outsider, flavors):
+    day = datetime(2026, 11, 4, 9, 0, tzinfo=UTC)
+    record_usage(other_team, "run:2", "l4", outsider, day, day + timedelta(hours=1), 1, False)  # 0.80
+    return other_team
+
+
+def test_staff_read_any_teams_report_and_every_team_without_one(api_client_for, staff, ledger, other_ledger):
+    client = api_client_for(staff)  # a member of no team
+    one = client.get(USAGE_URL, {**REPORT, "team": "vision", "group_by": "flavor"})
+    assert one.status_code == 200
+    assert [(r["group"], r["cost"]) for r in one.json()["results"]] == [("l4", "0.80")]
+    every = client.get(USAGE_URL, {**REPORT, "group_by": "workload"}).json()["results"]
+    assert {(r["team"], r["group"]) for r in every} == {("ml-research", "run:1"), ("ml-research", "ep:7"),
+                                                        ("vision", "run:2")}
+    csv_all = client.get(USAGE_URL, {**REPORT, "format": "csv"})
+    assert csv_all["Content-Disposition"] == 'attachment; filename="usage-all-teams-2026-11-by-day.csv"'
+    assert client.get(USAGE_URL, {**REPORT, "team": "no-such-team"}).status_code == 404
+
+
+def test_members_still_get_404_for_another_team(api_client_for, outsider, member, ledger, other_ledger):
+    assert api_client_for(outsider).get(USAGE_URL, {**REPORT, "team": "ml-research"}).status_code == 404
+    assert api_client_for(member).get(USAGE_URL, {**REPORT, "team": "vision"}).status_code == 404
+    rows = api_client_for(member).get(USAGE_URL, {**REPORT, "group_by": "workload"}).json()["results"]
+    assert {r["team"] for r in rows} == {"ml-research"}
+
+
+def test_a_zero_cost_row_prints_0_00_in_json_and_csv(api, quota_team, member, flavors):
+    # A free flavor's row costs exactly nothing: plain cents, never 0E-10.
+    flavors["l4"].price_per_hour = 0
+    flavors["l4"].save()
+    day = datetime(2026, 11, 5, 9, 0, tzinfo=UTC)
+    record_usage(quota_team, "run:3", "l4", member, day, day + timedelta(hours=1), 1, False, idle=True)
+    [row] = api.get(USAGE_URL, {**REPORT, "team": "ml-research", "group_by": "flavor"}).json()["results"]
+    assert (row["cost"], row["idle_cost"]) == ("0.00", "0.00")
+    body = api.get(USAGE_URL, {**REPORT, "group_by": "flavor", "format": "csv"}).content.decode()
+    assert list(csv.reader(io.StringIO(body)))[1] == ["l4", "1.0000", "0.00", "1.0000", "0.00", "USD"]
+    assert "E-" not in body

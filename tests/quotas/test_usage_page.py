@@ -222,3 +222,14 @@ def test_showback_is_for_staff_only(client, member, team_admin):
         assert response.status_code == 302 and "/admin/login/" in response["Location"]
     client.logout()
     assert client.get("/admin/showback/?format=csv").status_code == 302
+
+
+def test_showback_csv_prints_a_zero_cost_row_as_0_00(client, staff, team, member, flavors):
+    flavors["l4"].price_per_hour = 0
+    flavors["l4"].save()
+    start = month_start()
+    record_usage(team, "run:5", "l4", member, start, start + timedelta(hours=1), 1, False, idle=True)
+    client.force_login(staff)
+    response = client.get(f"/admin/showback/?month={timezone.localtime(start):%Y-%m}&format=csv")
+    assert csv_rows(response)[1:] == [["ml-research", "l4", "1.0000", "0.00", "1.0000", "0.00", "USD"]]
+    assert "E-" not in response.content.decode()

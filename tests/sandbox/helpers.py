@@ -32,7 +32,8 @@ def team_objects(quotas: tuple[tuple[str, int], ...] = (), namespace: str = NS, 
 
 def training(workload_id: str = "run-1", *, flavor: FlavorSpec = H100, gpus: int = 1, workers: int = 1,
              duration: str | None = "60s", outcome: str | None = None, retries: int = 2,
-             max_runtime_minutes: int | None = None, namespace: str = NS, extra_env: tuple = ()) -> list[dict]:
+             max_runtime_minutes: int | None = None, namespace: str = NS, extra_env: tuple = (),
+             args: tuple[str, ...] = ()) -> list[dict]:
     env = []
     if duration:
         env.append(("SLIPWAY_SIM_DURATION", duration))
@@ -41,7 +42,7 @@ def training(workload_id: str = "run-1", *, flavor: FlavorSpec = H100, gpus: int
     spec = TrainingSpec(workload_id=workload_id, team=TEAM, namespace=namespace, name=f"{workload_id} run",
                         image="registry.example.com/ml/train:1.0", command=("python", "train.py"), flavor=flavor,
                         env=tuple(env) + tuple(extra_env), gpus_per_worker=gpus, workers=workers, max_retries=retries,
-                        max_runtime_minutes=max_runtime_minutes)
+                        max_runtime_minutes=max_runtime_minutes, args=args)
     return build_training(spec, CONFIG)
 
 

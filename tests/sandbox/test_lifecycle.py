@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from cluster.status import TrainingPhase, training_status
 from sandbox.models import SimEvent, SimPod
-from sandbox.simulation import default_duration, parse_duration
+from sandbox.simulation import default_duration, learning_rate, parse_duration
 from tests.sandbox.helpers import H100, at, observed, ref, run_until, team_objects, training
 
 
@@ -158,6 +160,35 @@ def test_it_writes_training_logs_with_progress(backend):
     early = float(backend.logs(ref("run-1"), pod, tail=1, now=at(30))[0].split("loss ")[1].split(" ")[0])
     late = float(lines[-1].split("loss ")[1].split(" ")[0])
     assert late < early  # the loss goes down
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_training_logs_show_the_users_arguments_and_train_with_the_lr_given(backend, workers):
+    backend.apply(team_objects() + training("run-1", duration="10m", workers=workers,
+                                            args=("--lr", "1e-3", "--epochs", "3", "--note", "two words"))
+                  + training("plain", duration="10m"), now=at(0))
+    backend.tick(at(0))
+    backend.tick(at(10))
+    pod = sorted(p["metadata"]["name"] for p in backend.pods(ref("run-1")))[0]
+    lines = backend.logs(ref("run-1"), pod, tail=None, now=at(60))
+    assert "2026-11-22T10:00:10Z INFO  args: --lr 1e-3 --epochs 3 --note 'two words'" in lines
+    assert "2026-11-22T10:00:10Z INFO  optimizer AdamW, learning rate 0.001 (--lr)" in lines
+    steps = [line for line in lines if " step " in line]
+    assert steps and all("| lr 1.0e-03 |" in line for line in steps)
+    # No arguments: no args line, the default learning rate.
+    [plain] = [p["metadata"]["name"] for p in backend.pods(ref("plain"))]
+    plain_lines = backend.logs(ref("plain"), plain, tail=None, now=at(60))
+    assert not any("args:" in line for line in plain_lines)
+    assert all("| lr 3.0e-04 |" in line for line in plain_lines if " step " in line)
+
+
+@pytest.mark.parametrize(("args", "lr"), [
+    (("--lr", "3e-4"), 3e-4), (("--lr=5e-5",), 5e-5), (("--epochs", "3", "--learning-rate", "0.1"), 0.1),
+    (("--lr",), None), (("--lr", "fast"), None), (("--lr", "nan"), None), (("--lr", "-1"), None), ((), None),
+    (("--lrx", "1"), None),
+])
+def test_it_reads_the_learning_rate_from_the_arguments(args, lr):
+    assert learning_rate(args) == lr
 
 
 def test_it_annotates_running_pods_with_gpu_utilization(backend):

@@ -12,9 +12,11 @@ from inference import services as endpoints
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from jobs.services import submit_run
-from portal.models import AuditEvent
+from portal.models import ApiToken, AuditEvent, Membership, Team
+from portal.services import create_api_token
 from quotas.ledger import record_usage
-from quotas.models import Reservation, TeamBudget
+from quotas.models import QueuedRequest, Reservation, TeamBudget, UsageRecord
+from sandbox.models import SimEvent, SimObject
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
 
@@ -33,8 +35,15 @@ def test_staff_see_every_teams_runs_and_cancel_them(staff_client, member, team, 
     run = submit_run(member, team, {k: v for k, v in run_payload().items() if k != "team"})
     page = staff_client.get("/admin/jobs/trainingrun/?state__exact=admitted&o=-7")  # sorted by cost
     assert page.status_code == 200 and "bert-finetune" in page.content.decode()
-    response = staff_client.post("/admin/jobs/trainingrun/", {"action": "cancel_runs", "_selected_action": [run.pk]})
-    assert response.status_code == 302
+    chosen = {"action": "cancel_runs", "_selected_action": [run.pk]}
+    # Choosing the action only asks: a page names the run and its team, nothing is cancelled yet.
+    asked = staff_client.post("/admin/jobs/trainingrun/", chosen)
+    html = asked.content.decode()
+    assert asked.status_code == 200 and "bert-finetune of ML Research" in html and 'id="confirm-action"' in html
+    run.refresh_from_db()
+    assert run.state == "admitted"
+    response = staff_client.post("/admin/jobs/trainingrun/", {**chosen, "confirmed": "yes"}, follow=True)
+    assert "Cancelled 1 run(s): bert-finetune of ML Research." in response.content.decode()
     run.refresh_from_db()
     assert run.state == "cancelled" and run.reason == "cancelled by sam"
     assert not Reservation.objects.active().filter(ref=run.ref).exists()
@@ -45,12 +54,26 @@ def test_staff_scale_an_endpoint_to_its_minimum(staff_client, member, team, ep_q
     endpoint = endpoints.create_endpoint(member, team, endpoint_payload(max_replicas=4))
     Reservation.objects.filter(ref=endpoint.ref).update(units=3)
     type(endpoint).objects.filter(pk=endpoint.pk).update(replica_ceiling=3, state="ready")
-    response = staff_client.post("/admin/inference/inferenceendpoint/",
-                                 {"action": "scale_to_minimum", "_selected_action": [endpoint.pk]})
+    chosen = {"action": "scale_to_minimum", "_selected_action": [endpoint.pk]}
+    assert staff_client.post("/admin/inference/inferenceendpoint/", chosen).status_code == 200  # asks first
+    endpoint.refresh_from_db()
+    assert endpoint.replica_ceiling == 3
+    response = staff_client.post("/admin/inference/inferenceendpoint/", {**chosen, "confirmed": "yes"})
     assert response.status_code == 302
     endpoint.refresh_from_db()
     assert endpoint.replica_ceiling == 1 and Reservation.objects.active().get(ref=endpoint.ref).units == 1
     assert endpoint.scaling_events.first().reason == "scaled to its minimum by sam"
+
+
+def test_deleting_endpoints_asks_first_and_names_their_teams(staff_client, member, team, ep_quota, published):
+    endpoint = endpoints.create_endpoint(member, team, endpoint_payload())
+    chosen = {"action": "delete_endpoints", "_selected_action": [endpoint.pk]}
+    asked = staff_client.post("/admin/inference/inferenceendpoint/", chosen).content.decode()
+    assert "llama-chat of ML Research" in asked and "cannot be undone" in asked
+    assert InferenceEndpoint.objects.get(pk=endpoint.pk).state != "deleting"
+    done = staff_client.post("/admin/inference/inferenceendpoint/", {**chosen, "confirmed": "yes"}, follow=True)
+    assert "Deleting 1 endpoint(s): llama-chat of ML Research." in done.content.decode()
+    assert InferenceEndpoint.objects.get(pk=endpoint.pk).state == "deleting"
 
 
 def test_the_sections_are_staff_only_and_read_only(member, staff_client, team, quota, published):
@@ -107,6 +130,46 @@ def test_every_admin_list_writes_times_and_money_as_the_portal_does(staff_client
         for text in texts:
             assert text in html, (path, text)
         assert "Nov. 23, 2026" not in html and "p.m." not in html, path
+
+
+def test_the_rest_of_the_console_writes_them_so_too_lists_and_detail_pages(staff_client, member, team, quota,
+                                                                           published):
+    """Team and membership lists, the sandbox's rows and every read-only detail page wrote Django's
+    "Nov. 23, 2026, 2:05 p.m." and ten-decimal amounts ("12345.6780000000")."""
+    moment = datetime(2026, 11, 23, 14, 5, 7, tzinfo=UTC)
+    run = submit_run(member, team, {k: v for k, v in run_payload().items() if k != "team"})
+    TrainingRun.objects.filter(pk=run.pk).update(admitted_at=moment, billed_cost=Decimal("12345.678"))
+    submit_run(member, team, {**{k: v for k, v in run_payload().items() if k != "team"}, "name": "waits",
+                              "gpus_per_worker": 8, "max_runtime_minutes": 90})
+    queued = QueuedRequest.objects.get()
+    record_usage(team, run.ref, "a100-80gb", member, moment, moment + timedelta(minutes=30), 2, False)
+    token, _raw = create_api_token(member, "ci", expires_days=30)
+    ApiToken.objects.filter(pk=token.pk).update(created_at=moment, expires_at=moment, last_used_at=moment)
+    Team.objects.update(created_at=moment)
+    Membership.objects.update(created_at=moment)
+    SimObject.objects.create(kind="Job", namespace="team-x", name="run-1", workload="run-1", created_at=moment,
+                             manifest={}, plan={})
+    SimEvent.objects.create(namespace="team-x", workload="run-1", object="Job/run-1", type="Normal",
+                            reason="SuccessfulCreate", message="Created pod", time=moment)
+    expected = {
+        "/admin/portal/team/": ["2026-11-23 14:05 UTC"],
+        "/admin/portal/membership/": ["2026-11-23 14:05 UTC"],
+        "/admin/portal/apitoken/": ["2026-11-23 14:05 UTC"],
+        "/admin/sandbox/simobject/": ["2026-11-23 14:05 UTC"],
+        "/admin/sandbox/simevent/": ["2026-11-23 14:05 UTC"],
+        f"/admin/jobs/trainingrun/{run.pk}/change/": ["2026-11-23 14:05 UTC", "12,345.68 USD"],
+        f"/admin/quotas/usagerecord/{UsageRecord.objects.get().pk}/change/": ["2026-11-23 14:05 UTC", "4.10 USD"],
+        f"/admin/quotas/queuedrequest/{queued.pk}/change/": ["USD"],
+        f"/admin/portal/apitoken/{token.pk}/change/": ["2026-11-23 14:05 UTC"],
+    }
+    for path, texts in expected.items():
+        response = staff_client.get(path)
+        assert response.status_code == 200, path
+        html = response.content.decode()
+        for text in texts:
+            assert text in html, (path, text)
+        assert "Nov. 23, 2026" not in html and "p.m." not in html, path
+        assert "0000000" not in html, path  # no ten-decimal amounts
 
 
 def test_the_queue_list_shows_what_each_entry_commits(staff_client, member, team, quota, published):

@@ -56,6 +56,18 @@ def test_a_dry_run_is_not_replayed_to_the_real_submission(api, quota):
     assert real.status_code == 201 and TrainingRun.objects.count() == 1
 
 
+@pytest.mark.parametrize("value", ["0", "false", "no", "off"])
+def test_a_submission_saying_dry_run_no_is_idempotent_like_any_other(api, quota, value):
+    # The views read these as "not a dry run": the idempotency layer must too, or a replay
+    # runs the view again and creates a second run.
+    headers = {"HTTP_IDEMPOTENCY_KEY": f"real-{value}"}
+    first = api.post(f"/api/v1/runs/?dry_run={value}", run_payload(), format="json", **headers)
+    again = api.post(f"/api/v1/runs/?dry_run={value}", run_payload(), format="json", **headers)
+    assert first.status_code == again.status_code == 201
+    assert again["Idempotent-Replayed"] == "true" and again.json()["id"] == first.json()["id"]
+    assert TrainingRun.objects.count() == 1
+
+
 def test_viewers_and_outsiders_get_no_forecast(api_client_for, viewer, outsider, quota):
     assert dry(api_client_for(viewer), "/api/v1/runs/", run_payload()).status_code == 403
     assert dry(api_client_for(outsider), "/api/v1/runs/", run_payload()).status_code == 404
