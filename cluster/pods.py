@@ -84,8 +84,13 @@ def _replica_order(pod: Manifest) -> tuple[int, int, str]:
     return (0 if role == "master" else 1, int(index) if index.isdigit() else 0, _meta(pod).get("name") or "")
 
 
-def log_sources(pods: list[Manifest]) -> list[LogSource]:
-    """Every pod with a log, in picker order; the first is shown when the user picked none."""
+def log_sources(pods: list[Manifest], ended_as: str = "") -> list[LogSource]:
+    """Every pod with a log, in picker order; the first is shown when the user picked none.
+
+    ``ended_as`` is how the workload ended ("cancelled"), once it has: an attempt whose pod has
+    not caught up (still "running" while its deletion is under way) is labelled with that instead,
+    so the picker never says "(running)" about a run that is over.
+    """
     replicas = [p for p in pods if _label(p, REPLICA_TYPE_LABELS)]
     if replicas:
         return [LogSource(_meta(p).get("name", ""),
@@ -95,7 +100,7 @@ def log_sources(pods: list[Manifest]) -> list[LogSource]:
     if attempts:
         sources = []
         for number, pod in enumerate(attempts, start=1):
-            state = ended(pod) or _phase(pod).lower()
+            state = ended(pod) or ended_as or _phase(pod).lower()
             sources.append(LogSource(_meta(pod).get("name", ""), f"attempt {number} ({state})"))
         return sources[::-1]  # the newest attempt first: it is the one that matters now
     return [LogSource(_meta(p).get("name", ""), _meta(p).get("name", "")) for p in _oldest_first(pods)]

@@ -56,7 +56,8 @@ class EndpointEditForm(forms.Form):
     """What a PATCH may change (API.md): image, env, sizes, autoscaling, the scale-down delay."""
 
     image = forms.CharField(max_length=300)
-    env = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3, "placeholder": "MODEL=llama-3-8b"}),
+    env = forms.CharField(required=False, label="Environment variables",
+                          widget=forms.Textarea(attrs={"rows": 3, "placeholder": "MODEL=llama-3-8b"}),
                           help_text="KEY=VALUE, one per line.")
     min_replicas = forms.CharField(
         initial="1", label="Minimum replicas", widget=whole_number(0, c.MAX_REPLICAS),

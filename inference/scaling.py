@@ -30,6 +30,7 @@ from django.db import transaction
 from cluster.status import WorkloadStatus
 from inference.constants import HOLDING_STATES, Decision
 from inference.models import InferenceEndpoint, ReplicaSample, ScalingEvent
+from portal.formatting import count_of
 from quotas import admission
 from quotas.admission import ResourceRequest
 from quotas.constants import Reason as QuotaReason
@@ -114,7 +115,7 @@ def burst_outlook(team, flavor, gpus_per_replica: int, spot: bool, base: int, he
         else:
             high = middle - 1
     if low >= max_replicas:
-        return BurstOutlook(low, max_replicas, f"burst to all {max_replicas} replicas would be granted now")
+        return BurstOutlook(low, max_replicas, f"burst to all {count_of(max_replicas, 'replica')} would be granted now")
     refusal = _burst_preview(team, flavor, gpus_per_replica, spot, low + 1 - held)
     why = refusal.message
     if refusal.reason == QuotaReason.WAITING_FOR_QUOTA:
@@ -122,7 +123,7 @@ def burst_outlook(team, flavor, gpus_per_replica: int, spot: bool, base: int, he
         why = f"the team quota ({flavor.name} {in_use} of {limit} in use{'' if held else ' without this endpoint'})"
     if low <= base:
         return BurstOutlook(low, max_replicas, f"no burst now: {why}")
-    return BurstOutlook(low, max_replicas, f"burst up to {low} of {max_replicas} replicas would be granted now; "
+    return BurstOutlook(low, max_replicas, f"burst up to {low} of {count_of(max_replicas, 'replica')} would be granted now; "
                                            f"not more: {why}")
 
 
@@ -153,7 +154,7 @@ def follow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -
         if now - since >= timedelta(seconds=endpoint.scale_down_delay_seconds):
             wanted = max(base, status.desired_replicas)
             return set_ceiling(endpoint, wanted, Decision.BURST_RELEASED, status, now,
-                               f"demand stayed at {status.desired_replicas} replicas for "
+                               f"demand stayed at {count_of(status.desired_replicas, 'replica')} for "
                                f"{endpoint.scale_down_delay_seconds} s")
     elif endpoint.demand_below_ceiling_since is not None:
         InferenceEndpoint.objects.filter(pk=endpoint.pk).update(demand_below_ceiling_since=None)

@@ -103,7 +103,27 @@ def endpoint_state(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _form_context(request: HttpRequest, team, form) -> dict:
-    return {"team": team, "form": form, "argv": command_echo(form.data)}
+    return {"team": team, "form": form, "argv": command_echo(form.data), **_preview_context(team, form)}
+
+
+def _preview_context(team, form: EndpointForm) -> dict:
+    """The preview panel of a bound form: price range, budget share, start now / queue / refuse.
+
+    Nothing until a flavor is picked (the panel asks for one): without it there is no price,
+    and "flavor: This field is required." would scold a field the user has not reached yet.
+    """
+    if not form.is_bound or not form.data.get("flavor"):
+        return {"preview": None, "endpoint_preview": None, "message": ""}
+    form.is_valid()
+    # Name and image change neither cost nor admission: stand-ins until they are typed.
+    data = {"name": "preview", "image": "busybox", **{k: v for k, v in form.api_data.items()
+                                                      if k in PREVIEW_FIELDS and v not in ("", None)}}
+    try:
+        result = services.preview_endpoint(team, data)
+    except ValidationError as exc:
+        return {"preview": None, "endpoint_preview": None,
+                "message": "; ".join(f"{k}: {v[0]}" for k, v in exc.message_dict.items())}
+    return {"preview": result.forecast, "endpoint_preview": result, "message": ""}
 
 
 def _create_form(team, data=None) -> EndpointForm:
@@ -153,18 +173,8 @@ def endpoint_preview(request: HttpRequest) -> HttpResponse:
     if membership is None:
         return no_team(request)
     form = _create_form(membership.team, request.POST)
-    form.is_valid()
-    # Name and image change neither cost nor admission: stand-ins until they are typed.
-    data = {"name": "preview", "image": "busybox", **{k: v for k, v in form.api_data.items()
-                                                      if k in PREVIEW_FIELDS and v not in ("", None)}}
-    try:
-        result = services.preview_endpoint(membership.team, data)
-        preview, message = result.forecast, ""
-    except ValidationError as exc:
-        result, preview, message = None, None, "; ".join(f"{k}: {v[0]}" for k, v in exc.message_dict.items())
     return render(request, "inference/_endpoint_preview.html",
-                  {"preview": preview, "endpoint_preview": result, "message": message,
-                   "argv": command_echo(request.POST)})
+                  {**_preview_context(membership.team, form), "argv": command_echo(request.POST)})
 
 
 def _detail_context(request: HttpRequest, endpoint: InferenceEndpoint) -> dict:

@@ -155,7 +155,7 @@ class NewRunForm(forms.Form):
 
 
 def preview_data(form_data) -> dict[str, Any]:
-    """The resource fields of a (possibly half-filled) form, in the API's shape, for the live preview.
+    """The resource fields of a (possibly half-filled or prefilled) form, in the API's shape, for the live preview.
 
     Name, image and command do not change cost or admission, so fixed stand-ins keep the
     preview from answering "name: This field is required." while the user is still typing.
@@ -163,10 +163,11 @@ def preview_data(form_data) -> dict[str, Any]:
     data: dict[str, Any] = {"name": "preview", "image": "busybox", "command": ["true"]}
     # The runtime limit prices the whole run (estimated total, its share of the budget).
     for name in ("flavor", "gpus_per_worker", "workers", "priority", "max_runtime_minutes"):
-        value = (form_data.get(name) or "").strip()
+        value = str(form_data.get(name) or "").strip()
         if value:
             data[name] = value
-    data["spot"] = form_data.get("spot") in ("on", "true", "1")
+    # A posted checkbox says "on"; a prefilled form's initial holds the boolean itself.
+    data["spot"] = form_data.get("spot") in (True, "on", "true", "1")
     return data
 
 

@@ -5,7 +5,7 @@
   by a Celery task published after commit.
 * :func:`cancel_run` ends a run, releases its quota and has its cluster objects deleted.
 * "Run again" is not an action of its own: the portal opens the New run form prefilled with
-  the run's request (:func:`name_for_run_again` picks a free name), the user edits it and
+  the run's request under a fresh name (:func:`name_for_run_again`), the user edits it and
   submits it through :func:`submit_run` like any other run.
 
 Reading (manifest, logs, events) goes through :mod:`workloads.services`, shared by every kind.
@@ -14,6 +14,7 @@ Reading (manifest, logs, events) goes through :mod:`workloads.services`, shared 
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import timedelta
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -32,6 +33,9 @@ from workloads import secrets
 from workloads import services as workloads
 from workloads.constants import NAME_MAX_LENGTH, Message
 from workloads.forecast import Forecast, forecast
+
+#: A copy's counter at the end of a run name ("first-try-2"), see :func:`name_for_run_again`.
+COPY_SUFFIX = re.compile(r"(?P<stem>.+)-(?P<number>[0-9]+)")
 
 
 class RunConflict(Exception):
@@ -153,14 +157,24 @@ def cancel_run(user, run: TrainingRun) -> TrainingRun:
 
 
 def name_for_run_again(run: TrainingRun) -> str:
-    """``run``'s name, or with a ``-N`` suffix when an active run of its team still holds it."""
-    taken = set(TrainingRun.objects.filter(team=run.team).active().values_list("name", flat=True))
-    name, suffix = run.name, 2
-    while name in taken:
-        stem = run.name[: NAME_MAX_LENGTH - len(str(suffix)) - 1].rstrip("-")
-        name = f"{stem}-{suffix}"
+    """A fresh name for a copy of ``run``: ``first-try`` → ``first-try-2``, ``first-try-2`` → ``first-try-3``.
+
+    A trailing ``-N`` counts copies only when the team has (or had) a run named without it, so
+    ``sweep-lr-1e-4`` becomes ``sweep-lr-1e-4-2``, not ``sweep-lr-1e-5``. Names the team's active
+    runs hold are skipped (a finished run's name is free, but a copy named like it reads as the
+    same run in lists and logs).
+    """
+    runs = TrainingRun.objects.filter(team=run.team)
+    taken = set(runs.active().values_list("name", flat=True)) | {run.name}
+    stem, suffix = run.name, 2
+    match = COPY_SUFFIX.fullmatch(run.name)
+    if match and runs.filter(name=match["stem"]).exists():
+        stem, suffix = match["stem"], int(match["number"]) + 1
+    while True:
+        name = f"{stem[: NAME_MAX_LENGTH - len(str(suffix)) - 1].rstrip('-')}-{suffix}"
+        if name not in taken:
+            return name
         suffix += 1
-    return name
 
 
 def ensure_can_submit(user, team: Team) -> None:

@@ -41,7 +41,7 @@ from quotas.services import budget_bar, usage_bars, usage_summary
 from workloads import secrets
 from workloads import services as workloads
 from workloads.api import pk_of
-from workloads.forecast import CAPACITY_WAIT, StartEstimate, estimated_starts
+from workloads.forecast import CAPACITY_WAIT, Forecast, StartEstimate, estimated_starts
 from workloads.forms import command_echo
 from workloads.idle import idle_context
 from workloads.views import (
@@ -113,26 +113,26 @@ def run_state(request: HttpRequest, pk: int) -> HttpResponse:
 # 2. New run ----------------------------------------------------------------------------------
 
 
-def _new_run_form(request: HttpRequest, team, data=None) -> NewRunForm:
+def _new_run_form(team, data=None, initial=None) -> NewRunForm:
     flavors = list(GpuFlavor.objects.filter(active=True).order_by("name"))
     return NewRunForm(data, flavors=flavors, usage=usage_summary(team), currency=settings.SLIPWAY_CURRENCY,
-                      initial=_initial_from(request, team))
+                      initial=initial)
 
 
-def _initial_from(request: HttpRequest, team) -> dict:
-    """What the form starts with.
+def _initial_from(request: HttpRequest, team) -> tuple[dict, TrainingRun | None]:
+    """What the form starts with, and the run it copies (or None).
 
-    ``?from=<run id>`` ("Run again"): that run's request, to edit and then submit (404 for a
-    run the user may not see; a run of another of their teams is not copied into this one).
-    ``?flavor=``: the flavor (the dashboard links each quota bar to a new run).
+    ``?from=<run id>`` ("Run again"): that run's request under a fresh name, to edit and then
+    submit (404 for a run the user may not see; a run of another of their teams is not copied
+    into this one). ``?flavor=``: the flavor (the dashboard links each quota bar to a new run).
     """
     if "from" in request.GET:
         run = services.get_run_for_user(request.user, pk_of(request.GET["from"]))
         if run.team_id != team.pk:
             messages.warning(request, f"Run {run.name} belongs to {run.team.name}: switch to that team to run it again.")
-            return {}
-        return initial_from_run(run, services.name_for_run_again(run))
-    return {"flavor": request.GET["flavor"]} if request.GET.get("flavor") else {}
+            return {}, None
+        return initial_from_run(run, services.name_for_run_again(run)), run
+    return ({"flavor": request.GET["flavor"]} if request.GET.get("flavor") else {}), None
 
 
 @login_required
@@ -143,13 +143,14 @@ def run_new(request: HttpRequest) -> HttpResponse:
     if membership is None:
         return no_team(request)
     team = membership.team
+    initial, copy_of = _initial_from(request, team) if request.method == "GET" else ({}, None)
     if not membership.allows(Role.MEMBER):
         # A viewer sees the form, disabled, and why (403: they may not submit it).
-        form = _new_run_form(request, team)
+        form = _new_run_form(team, None, initial)
         context = {"form": form, "team": team, "preview": None, "argv": command_echo(form.initial),
-                   "submit_refused": submit_refusal(membership)}
+                   "copy_of": copy_of, "submit_refused": submit_refusal(membership)}
         return render(request, "jobs/run_new.html", context, status=403)
-    form = _new_run_form(request, team, request.POST if request.method == "POST" else None)
+    form = _new_run_form(team, request.POST if request.method == "POST" else None, initial)
     status = 200
     if request.method == "POST":
         if form.is_valid():
@@ -164,9 +165,10 @@ def run_new(request: HttpRequest) -> HttpResponse:
                     messages.success(request, f"Run {run.name} was admitted and is starting.")
                 return redirect("jobs:run-detail", pk=run.pk)
         status = 400  # bad input: a clear 400 with the errors next to the fields
-    preview = services.preview_run(team, preview_data(form.data)) if form.is_bound else None
-    argv = command_echo(form.data if form.is_bound else form.initial)
-    context = {"form": form, "team": team, "preview": preview, "argv": argv}
+    # A prefilled form ("Run again", a flavor link) is previewed at once, as a typed one is.
+    values = form.data if form.is_bound else form.initial
+    context = {"form": form, "team": team, "preview": _preview(team, values), "argv": command_echo(values),
+               "copy_of": copy_of}
     return render(request, "jobs/run_new.html", context, status=status)
 
 
@@ -178,8 +180,17 @@ def run_preview(request: HttpRequest) -> HttpResponse:
     if membership is None:
         return no_team(request)
     services.ensure_can_submit(request.user, membership.team)
-    preview = services.preview_run(membership.team, preview_data(request.POST))
-    return render(request, "jobs/_run_preview.html", {"preview": preview, "argv": command_echo(request.POST)})
+    context = {"preview": _preview(membership.team, request.POST), "argv": command_echo(request.POST)}
+    return render(request, "jobs/_run_preview.html", context)
+
+
+def _preview(team, values) -> Forecast | None:
+    """The preview of a form's values; None (the page asks to pick a flavor) until a flavor is picked.
+
+    Without a flavor there is no price to show, and "flavor: This field is required." would
+    scold the user for a field they have not reached yet.
+    """
+    return services.preview_run(team, preview_data(values)) if values.get("flavor") else None
 
 
 # 3. Run detail -------------------------------------------------------------------------------
@@ -340,10 +351,11 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     context = {
         "team": team, "membership": membership, "usage": usage_bars(team), "budget": budget_bar(team),
         "kinds": kinds, "active": active, "can_submit": membership.allows(Role.MEMBER),
+        "recent": list(TrainingRun.objects.filter(team=team).for_list()[:RECENT_RUNS]),
         "submit_refused": submit_refusal(membership),
     }
     if wants_partial(request):
-        # The live figures alone; once nothing is queued or holding quota they cannot change: stop polling.
+        # The live figures and recent runs alone; once nothing is queued or holding quota they cannot
+        # change: stop polling.
         return render(request, "jobs/dashboard.html#live", context, status=200 if active else STOP_POLLING)
-    context["recent"] = list(TrainingRun.objects.filter(team=team).for_list()[:RECENT_RUNS])
     return render(request, "jobs/dashboard.html", context)

@@ -139,3 +139,8 @@ def format_duration(value) -> str:
     if minutes:
         return f"{minutes} min {sec} s"
     return f"{sec} s"
+
+
+def count_of(number: int, noun: str, plural: str | None = None) -> str:
+    """``1 replica``, ``3 replicas``, ``0 replicas``: a count with its noun in the right number."""
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"

@@ -2,7 +2,10 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
+from django.utils.functional import lazy
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from jobs import views as jobs_views
@@ -11,6 +14,10 @@ from portal import health, staff, views
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    # Pages name their icon (<link rel="icon">); what asks the conventional path anyway (a JSON
+    # page, a bookmark) is sent to the same file instead of a 404. Lazy: the hashed static name
+    # of production is known only once collectstatic has run, not when this module is imported.
+    path("favicon.ico", RedirectView.as_view(url=lazy(static, str)("favicon.svg"), permanent=True)),
     path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", jobs_views.dashboard, name="dashboard"),

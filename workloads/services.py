@@ -128,7 +128,7 @@ def logs(workload, pod: str = "", tail: int | None = 200) -> Logs:
     backend = portal.cluster.get_backend()
     ref = WorkloadRef(workload.namespace, workload.cluster_name)
     try:
-        sources = log_sources(backend.pods(ref))
+        sources = log_sources(backend.pods(ref), workload.get_state_display().lower() if workload.is_final else "")
     except ClusterError:
         return Logs([], None, [])  # unreachable is not "no such pod": show nothing, answer no 404
     shown = next((s for s in sources if s.pod == pod), None) if pod else next(iter(sources), None)

@@ -6,3 +6,22 @@ document.addEventListener("change", function (event) {
     target.form.submit();
   }
 });
+
+// A "This field is required." under a field goes once the field has a value again: the error
+// was about the form as it was sent, and a filled field under it reads as still wrong. Other
+// errors stay until the form is sent again (only the server can say they are fixed).
+document.addEventListener("input", clearRequiredError);
+document.addEventListener("change", clearRequiredError);
+function clearRequiredError(event) {
+  var input = event.target;
+  var field = input.closest && input.closest(".field.has-error");
+  if (!field) { return; }
+  var filled = input.type === "checkbox" ? input.checked : String(input.value || "").trim() !== "";
+  if (!filled) { return; }
+  field.querySelectorAll(".errorlist li[data-required]").forEach(function (item) { item.remove(); });
+  var list = field.querySelector(".errorlist");
+  if (list && !list.querySelector("li")) {
+    list.remove();
+    field.classList.remove("has-error");
+  }
+}

@@ -137,3 +137,18 @@ def test_the_page_explains_cold_start_and_burst_now(client, member, endpoint):
     page = client.get(f"/endpoints/{endpoint.pk}/").content.decode()
     assert 'id="cold-start"' in page and "up to 600 s" in page
     assert "burst to all 4 replicas would be granted now" in page
+
+
+def test_counts_of_one_are_said_in_the_singular(client, member, team, ep_quota, published):
+    client.force_login(member)
+    form = {**FORM, "flavor": "a100-80gb", "min_replicas": "0", "max_replicas": "1", "metric": "requests_per_second",
+            "target": "5"}
+    preview = client.post("/endpoints/preview/", form, HTTP_HX_REQUEST="true").content.decode()
+    assert "at the maximum (1 replica)" in preview and "1 replicas" not in preview
+    services.create_endpoint(member, team, endpoint_payload(name="solo", min_replicas=1, max_replicas=1))
+    listed = client.get("/endpoints/").content.decode()
+    assert "1–1 replica<" in listed and "1 replicas" not in listed
+    assert "active run · " not in client.get("/").content.decode()  # none: "0 active runs"
+    dashboard = client.get("/").content.decode()
+    assert re.search(r'id="endpoints-stat"><span class="stat-value">1</span><span class="stat-label">live endpoint · ',
+                     dashboard)

@@ -165,3 +165,26 @@ def test_the_create_form_refuses_an_unclosed_quote_next_to_the_field(client, mem
     assert not InferenceEndpoint.objects.exists()
     empty = client.get("/endpoints/new/").content.decode()
     assert "No command: the image's entrypoint runs." in empty
+
+
+def test_the_preview_asks_for_a_flavor_instead_of_saying_it_is_required(client, member, ep_quota):
+    client.force_login(member)
+    page = client.post("/endpoints/preview/", {**FORM, "flavor": "", "name": ""}, HTTP_HX_REQUEST="true")
+    html = page.content.decode()
+    assert "Pick a flavor to see the price" in html and "required" not in html
+
+
+def test_a_form_sent_back_with_errors_keeps_its_preview(client, member, ep_quota):
+    client.force_login(member)
+    response = client.post("/endpoints/new/", {**FORM, "name": "Not A Name"})
+    html = response.content.decode()
+    assert response.status_code == 400 and "Pick a flavor" not in html
+    assert "per hour at the minimum" in html and "Starts now" in html  # the flavor is set: its price shows
+
+
+def test_the_forms_label_their_fields_for_people(client, member, endpoint):
+    client.force_login(member)
+    for path in ("/endpoints/new/", f"/endpoints/{endpoint.pk}/edit/"):
+        html = client.get(path).content.decode()
+        assert '<label for="id_env">Environment variables</label>' in html, path
+        assert ">Env<" not in html and "Gpus" not in html, path

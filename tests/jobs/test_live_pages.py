@@ -29,7 +29,7 @@ def test_the_dashboards_figures_poll_while_work_is_active(client, member, team, 
     fragment = response.content.decode()
     assert response.status_code == 200 and "<html" not in fragment
     # Active means admitted or running; queued is counted apart. The quota bars come along.
-    assert re.search(r'id="runs-stat"><span class="stat-value">1</span><span class="stat-label">active runs · 1 queued',
+    assert re.search(r'id="runs-stat"><span class="stat-value">1</span><span class="stat-label">active run · 1 queued',
                      fragment)
     assert 'aria-label="2 of 8 in use"' in fragment and 'id="budget-forecast"' in fragment
 
@@ -57,3 +57,13 @@ def test_a_run_rows_cost_moves_with_its_state_cell(client, member, team, quota, 
     # The state cell, then the cost out of band (htmx swaps it into the row's cost cell).
     assert f'id="run-{run.pk}-state"' in polled
     assert re.search(rf'<span id="run-{run.pk}-cost" hx-swap-oob="true">8\.2\d USD</span>', polled)
+
+
+def test_the_dashboards_recent_runs_take_in_new_runs_with_each_poll(client, member, team, quota, published):
+    submit(member, team, name="one")
+    client.force_login(member)
+    assert "fresh-one" not in client.get("/").content.decode()
+    submit(member, team, name="fresh-one", gpus_per_worker=1)  # from the API or another tab
+    fragment = client.get("/", **HTMX).content.decode()
+    recent = fragment[fragment.index('id="recent-runs"'):]
+    assert recent.index("fresh-one") < recent.index(">one<")  # newest first

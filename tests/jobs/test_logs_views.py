@@ -252,3 +252,21 @@ def test_a_poll_brings_a_new_attempt_into_the_picker(client, member, team, quota
     # Nothing picked: the poll shows the newest attempt, and the picker offers both.
     assert f'<option value="{second["metadata"]["name"]}" selected>attempt 2 (running)</option>' in html
     assert "attempt 1 (Error (exit 1))" in html
+
+
+def test_after_a_cancel_the_logs_card_says_how_the_run_ended_not_that_it_runs(client, member, team, quota, published,
+                                                                              fake_backend):
+    run = on_cluster(submit(member, team))
+    first, second = attempts(run)  # the second attempt's pod still says Running: its deletion is under way
+    fake_backend.pod_lists[(run.namespace, run.cluster_name)] = [first, second]
+    client.force_login(member)
+    assert "refreshing while it is active" in client.get(f"/runs/{run.pk}/").content.decode()
+    services.cancel_run(member, run)
+    poll = client.get(f"/runs/{run.pk}/logs/", **HTMX)
+    html = poll.content.decode()
+    assert poll.status_code == 286  # the last poll: what it swaps in must be the final word
+    assert f'<option value="{second["metadata"]["name"]}" selected>attempt 2 (cancelled)</option>' in html
+    assert "(running)" not in html and "attempt 1 (Error (exit 1))" in html
+    assert '<span class="muted small" id="log-hint" hx-swap-oob="true">tail</span>' in html
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "refreshing while it is active" not in page and "(running)" not in page

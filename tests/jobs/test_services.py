@@ -27,13 +27,27 @@ def payload(**overrides) -> dict:
     return data
 
 
-def test_it_names_a_run_again_as_the_finished_original(member, team, quota, published):
-    run = submit_run(member, team, payload())
+def test_a_copy_of_a_finished_run_gets_a_fresh_name(member, team, quota, published):
+    run = submit_run(member, team, payload(name="first-try"))
     cancel_run(member, run)
-    assert name_for_run_again(run) == run.name
+    assert name_for_run_again(run) == "first-try-2"  # its name is free, but a copy is another run
 
 
-def test_it_suffixes_the_name_when_the_original_is_still_active(member, team, quota, published):
+def test_a_copy_of_a_copy_counts_on_and_skips_names_active_runs_hold(member, team, quota, published):
+    first = submit_run(member, team, payload(name="first-try", gpus_per_worker=1))
+    second = submit_run(member, team, payload(name="first-try-2", gpus_per_worker=1))
+    assert name_for_run_again(second) == "first-try-3"
+    submit_run(member, team, payload(name="first-try-3", gpus_per_worker=1))
+    assert name_for_run_again(second) == "first-try-4"
+    assert name_for_run_again(first) == "first-try-4"  # -2 and -3 are held by active runs
+
+
+def test_a_number_that_is_part_of_the_name_is_not_a_copy_counter(member, team, quota, published):
+    run = submit_run(member, team, payload(name="sweep-lr-1e-4", gpus_per_worker=1))
+    assert name_for_run_again(run) == "sweep-lr-1e-4-2"  # no run "sweep-lr-1e": the 4 is the name's
+
+
+def test_it_suffixes_a_long_name_within_the_length_limit(member, team, quota, published):
     run = submit_run(member, team, payload(name="x" * 40, gpus_per_worker=1))
     assert name_for_run_again(run) == "x" * 38 + "-2"
     submit_run(member, team, payload(name="x" * 38 + "-2", gpus_per_worker=1))

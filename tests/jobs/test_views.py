@@ -7,6 +7,7 @@ full page; list views pinned with ``django_assert_num_queries`` at two sizes.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -341,10 +342,13 @@ def test_it_previews_a_rejection_with_its_reason(client, member, team, quota):
     assert "<strong>Rejected:</strong> the team has no quota for h100-80gb" in html
 
 
-def test_it_previews_a_half_filled_form_without_complaining_about_the_name(client, member, team, quota):
+def test_it_previews_a_half_filled_form_without_complaining_about_empty_fields(client, member, team, quota):
     client.force_login(member)
     html = client.post("/runs/preview/", {"flavor": "", "name": ""}).content.decode()
-    assert "flavor: This field is required." in html and "name" not in html
+    # No flavor yet: the preview asks for one, it does not say a field is required.
+    assert "Pick a flavor to see the price" in html and "required" not in html and "name" not in html
+    html = client.post("/runs/preview/", {"flavor": "a100-80gb", "gpus_per_worker": "0"}).content.decode()
+    assert "gpus_per_worker: " in html  # with a flavor, what is wrong with the request is said
 
 
 def test_it_forbids_viewers_the_preview_and_refuses_get(client, viewer, member, team, quota):
@@ -545,7 +549,7 @@ def test_it_opens_the_form_prefilled_with_a_finished_runs_request(client, member
     response = client.get(f"/runs/new/?from={old.pk}")
     assert response.status_code == 200
     form = response.context["form"]
-    assert form.initial["name"] == "bert-finetune"  # finished: its name is free again
+    assert form.initial["name"] == "bert-finetune-2"  # a copy is another run: a fresh name
     assert form.initial["command"] == "python train.py"
     assert form.initial["args"] == "--note 'hello world' 'it'\"'\"'s'"
     html = response.content.decode()
@@ -565,7 +569,7 @@ def test_it_submits_the_edited_prefilled_form_as_a_new_run(client, member, team,
     response = client.post("/runs/new/", data)
     new = TrainingRun.objects.exclude(pk=old.pk).get()
     assert response.status_code == 302 and response.url == f"/runs/{new.pk}/"
-    assert (new.name, new.image, new.command, new.env) == (old.name, old.image, old.command, old.env)
+    assert (new.name, new.image, new.command, new.env) == (f"{old.name}-2", old.image, old.command, old.env)
     assert new.args == ["--epochs", "5"] and new.spot and new.gpus_per_worker == old.gpus_per_worker
 
 
@@ -573,6 +577,19 @@ def test_it_suggests_a_free_name_when_the_run_is_still_active(client, member, te
     old = submit(member, team)
     client.force_login(member)
     assert client.get(f"/runs/new/?from={old.pk}").context["form"].initial["name"] == "bert-finetune-2"
+
+
+def test_a_prefilled_form_shows_its_price_and_says_what_it_copies(client, member, team, quota, published):
+    old = set_state(submit(member, team, gpus_per_worker=2, spot=True), RunState.SUCCEEDED, finished_at=timezone.now())
+    client.force_login(member)
+    html = client.get(f"/runs/new/?from={old.pk}").content.decode()
+    # Previewed on load: the copy's price (2 spot A100s), not "Pick a flavor".
+    assert "Pick a flavor" not in html and "<strong>Starts now</strong>" in html
+    assert "3.28 USD</strong> per hour" in html
+    assert f'A copy of <a href="/runs/{old.pk}/">#{old.pk} bert-finetune</a>' in html
+    html = client.get("/runs/new/?flavor=a100-80gb").content.decode()  # a quota bar's link
+    assert "Pick a flavor" not in html and "per hour" in html and "A copy of" not in html
+    assert "Pick a flavor" in client.get("/runs/new/").content.decode()
 
 
 def test_it_links_run_again_to_the_prefilled_form(client, member, team, quota, published):
@@ -686,3 +703,11 @@ def test_pages_say_how_long_a_run_ran_or_has_been_running(client, member, team, 
     poll = client.get(f"/runs/{busy.pk}/state/", **HTMX).content.decode()
     assert f'<span id="run-{busy.pk}-ran" hx-swap-oob="true">running 1 min 3' in poll
     assert "ran 1 h 05 min" in client.get("/").content.decode()  # the dashboard's recent runs
+
+
+def test_numbers_are_number_inputs_with_their_bounds(client, member, team, quota, published):
+    client.force_login(member)
+    html = client.get("/runs/new/").content.decode()
+    for name in ("gpus_per_worker", "workers", "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes"):
+        tag = re.search(rf'<input [^>]*name="{name}"[^>]*>', html).group(0)
+        assert 'type="number"' in tag and 'min="' in tag, tag

@@ -16,7 +16,7 @@ from django.test import override_settings
 
 from jobs import services as run_services
 from jobs.models import TrainingRun
-from portal.formatting import format_amount, format_duration, format_money, format_when, plain_amount
+from portal.formatting import count_of, format_amount, format_duration, format_money, format_when, plain_amount
 from tests.factories import make_user
 from tests.jobs.conftest import run_payload
 
@@ -178,3 +178,8 @@ def test_the_admin_budget_list_shows_spent_money_in_the_one_format(client, staff
     client.force_login(staff)
     html = client.get("/admin/quotas/teambudget/").content.decode()
     assert "0.00 USD" in html
+
+
+def test_a_count_takes_its_noun_in_the_right_number():
+    assert [count_of(n, "replica") for n in (0, 1, 2)] == ["0 replicas", "1 replica", "2 replicas"]
+    assert count_of(1, "body", "bodies") == "1 body" and count_of(3, "body", "bodies") == "3 bodies"
