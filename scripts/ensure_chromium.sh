@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Browser tests drive Debian's chromium through Playwright (Playwright's own browser
-# download cannot work offline). Install it once when missing and we may (root).
+# What the test suite needs from Debian: chromium for the browser tests (Playwright drives
+# Debian's build: its own browser download cannot work offline) and curl for the API
+# walk-through test (tests/test_api_walkthrough.py runs docs/api-walkthrough.md's commands).
+# Installs what is missing, once, when we may (root).
 set -euo pipefail
-if command -v chromium >/dev/null 2>&1; then exit 0; fi
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+if [ "${#missing[@]}" -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 else
-  echo "error: browser tests need Debian's chromium: sudo apt-get install chromium" >&2
+  echo "error: the tests need Debian's ${missing[*]}: sudo apt-get install ${missing[*]}" >&2
   exit 1
 fi
