@@ -112,6 +112,9 @@ class EndpointSpec:
     env: tuple[tuple[str, str], ...] = ()
     #: Names of the secret env variables: taken from the Secret ``<workload_id>-env`` (values never here).
     secret_env: tuple[str, ...] = ()
+    #: Keyed digest of the secret env values (never a value): a pod template annotation, so a
+    #: replaced Secret rolls the Deployment. Empty: no annotation.
+    secret_env_digest: str = ""
     gpus_per_replica: int = 1
     min_replicas: int = 1
     max_replicas: int = 1

@@ -53,12 +53,18 @@ def mig_explanation(flavor: GpuFlavor) -> str:
 
 
 class EndpointEditForm(forms.Form):
-    """What a PATCH may change (API.md): image, env, sizes, autoscaling, the scale-down delay."""
+    """What a PATCH may change (API.md): image, env, secret env, sizes, autoscaling, the scale-down delay.
+
+    Secret env is write-only: the field starts blank, and blank keeps the endpoint's secret env
+    as it is; typed ``KEY=VALUE`` lines replace all of it (names and values), which rolls the
+    endpoint. Its current names are listed in the help text, never a value.
+    """
 
     image = forms.CharField(max_length=300)
     env = forms.CharField(required=False, label="Environment variables",
                           widget=forms.Textarea(attrs={"rows": 3, "placeholder": "MODEL=llama-3-8b"}),
                           help_text="KEY=VALUE, one per line.")
+    secret_env = secret_env_field(placeholder="HF_TOKEN=…")
     min_replicas = forms.CharField(
         initial="1", label="Minimum replicas", widget=whole_number(0, c.MAX_REPLICAS),
         help_text="Guaranteed: reserved against the team quota. 0 scales to zero when idle; the first request then "
@@ -81,10 +87,17 @@ class EndpointEditForm(forms.Form):
         help_text="How long demand must stay lower before replicas (and burst units) are given back.")
 
     FIELDS = ("image", "env", "min_replicas", "max_replicas", "scale_down_delay_seconds")
+    #: An existing endpoint's form: blank secret env keeps what it has (the help text says so).
+    EDITS = True
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, secret_names: tuple[str, ...] = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.api_data: dict[str, Any] = {}
+        if self.EDITS:
+            now = f"Now: {', '.join(secret_names)}." if secret_names else "Now: none."
+            self.fields["secret_env"].help_text = (
+                now + " Leave blank to keep them. KEY=VALUE lines, one per line, take the place of all of them (a "
+                "name left out is removed) and roll the endpoint's replicas; values are never shown, to you neither.")
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -94,6 +107,11 @@ class EndpointEditForm(forms.Form):
             data["env"] = parse_env(cleaned.get("env") or "")
         except ValidationError as exc:
             self.add_error("env", exc)
+        if (cleaned.get("secret_env") or "").strip():  # blank: an edit keeps the secret env, a create has none
+            try:
+                data["secret_env"] = secret_env_lines(cleaned["secret_env"])
+            except ValidationError as exc:
+                self.add_error("secret_env", exc)
         autoscale: dict[str, Any] = {"metric": cleaned.get("metric") or Metric.GPU_UTILIZATION}
         for part in ("target", "engine", "query"):
             if cleaned.get(part):
@@ -134,6 +152,7 @@ class EndpointForm(EndpointEditForm):
     args = command_line_field(required=False, label="Arguments", placeholder="--max-model-len 8192",
                               help_text="Split the same way.")
     secret_env = secret_env_field(placeholder="HF_TOKEN=…")
+    EDITS = False
     port = forms.CharField(initial=str(c.DEFAULT_PORT), widget=whole_number(1, 65535))
     readiness_path = forms.CharField(initial=c.DEFAULT_READINESS_PATH)
     startup_timeout_seconds = forms.CharField(
@@ -176,9 +195,5 @@ class EndpointForm(EndpointEditForm):
             if cleaned.get(name) not in (None, ""):
                 data[name] = cleaned[name].strip()
         put_argv(self, cleaned, data)
-        try:
-            data["secret_env"] = secret_env_lines(cleaned.get("secret_env") or "")
-        except ValidationError as exc:
-            self.add_error("secret_env", exc)
         data["spot"] = bool(cleaned.get("spot"))
         return data

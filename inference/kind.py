@@ -33,6 +33,7 @@ _PHASE_TO_STATE = {
 def endpoint_spec(endpoint: InferenceEndpoint, max_surge: int) -> EndpointSpec:
     """The cluster layer's description of ``endpoint`` (pure data for the manifest builders)."""
     autoscale = endpoint.autoscale or {}
+    secret_names, secret_digest = secrets.reference(endpoint)
     return EndpointSpec(
         workload_id=endpoint.cluster_name,
         team=endpoint.team.slug,
@@ -43,7 +44,8 @@ def endpoint_spec(endpoint: InferenceEndpoint, max_surge: int) -> EndpointSpec:
         command=tuple(endpoint.command),
         args=tuple(endpoint.args),
         env=tuple(sorted(endpoint.env.items())),
-        secret_env=secrets.names(endpoint),
+        secret_env=secret_names,
+        secret_env_digest=secret_digest,
         port=endpoint.port,
         gpus_per_replica=endpoint.gpus_per_replica,
         min_replicas=endpoint.min_replicas,

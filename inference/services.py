@@ -2,9 +2,9 @@
 
 * :func:`create_endpoint` validates, records and admits an endpoint (its guaranteed minimum) in
   one transaction; its objects are applied by a Celery task after commit.
-* :func:`update_endpoint` changes image, env, sizes or autoscaling; a higher minimum is
-  re-admitted and must fit now (burst the endpoint holds counts towards it); a lower one
-  releases units at once; the objects are re-applied (a new image rolls).
+* :func:`update_endpoint` changes image, env, secret env, sizes or autoscaling; a higher minimum
+  is re-admitted and must fit now (burst the endpoint holds counts towards it); a lower one
+  releases units at once; the objects are re-applied (a new image or secret env rolls).
 * :func:`delete_endpoint` ends it: quota released at once, objects deleted, ``deleted`` once gone.
 """
 
@@ -31,6 +31,7 @@ from quotas.constants import Reason as QuotaReason
 from quotas.models import GpuFlavor
 from workloads import lifecycle, secrets
 from workloads import services as workloads
+from workloads.constants import MAX_ENV_VARS
 from workloads.forecast import Forecast, forecast
 
 
@@ -169,10 +170,7 @@ def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceE
                   for name in ("min_replicas", "max_replicas", "autoscale")}
         errors = check_sizes(merged["min_replicas"], merged["max_replicas"], merged["autoscale"],
                              current.gpus_per_replica, bool(current.flavor.mig_profile))
-        hidden = sorted(set(changes.get("env", {})) & set(secrets.names(current)))
-        if hidden:
-            errors["env"] = [f"{name} is a secret env variable of this endpoint: set it in one of them."
-                             for name in hidden]
+        errors.update(_env_clashes(changes, current))
         if errors:
             raise ValidationError(errors)
         resized = any(changes[name] != getattr(current, name)
@@ -180,16 +178,42 @@ def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceE
         if resized and current.state == EndpointState.QUEUED:
             raise EndpointConflict("The endpoint waits for quota; delete it and create it with the new sizes.")
         old_base = current.base_replicas
+        secret_env = changes.pop("secret_env", None)
         for name, value in changes.items():
             setattr(current, name, value)
         if resized:
             _resize(current, old_base)
         current.save(update_fields=[*changes, "replica_ceiling", "demand_below_ceiling_since"])
+        details = {}
+        if secret_env is not None:
+            secrets.replace(current, tuple(sorted(secret_env.items())))
+            details["secret_env"] = sorted(secret_env)  # the names: a value never reaches the audit log
         audit(AuditEvent.Action.ENDPOINT_CHANGED, actor=user, team=current.team,
-              target=f"endpoint {current.pk} ({current.name})", fields=sorted(changes))
+              target=f"endpoint {current.pk} ({current.name})",
+              fields=sorted([*changes, *(["secret_env"] if secret_env is not None else [])]), **details)
         if current.state != EndpointState.QUEUED:
-            workloads.enqueue_apply(current.identity)  # a new image rolls; sizes reach the ScaledObject
+            # A new image or secret env rolls (the pod template changes); sizes reach the ScaledObject.
+            workloads.enqueue_apply(current.identity)
     return current
+
+
+def _env_clashes(changes: dict, current: InferenceEndpoint) -> dict[str, list[str]]:
+    """A name in both env and secret env once the PATCH applies (which value would win?), or too many.
+
+    A clash within the request itself was refused by the validation already; this compares
+    what the PATCH changes with what it keeps.
+    """
+    env = changes.get("env", current.env)
+    secret = set(changes["secret_env"]) if "secret_env" in changes else set(secrets.names(current))
+    field = "env" if "env" in changes else "secret_env"
+    if field == "env":
+        errors = [f"{name} is a secret env variable of this endpoint: set it in one of them."
+                  for name in sorted(set(env) & secret)]
+    else:
+        errors = [f"{name} is set in env too: set it in one of them." for name in sorted(set(env) & secret)]
+    if len(env) + len(secret) > MAX_ENV_VARS:
+        errors.append(f"At most {MAX_ENV_VARS} variables in env and secret_env together.")
+    return {field: errors} if errors else {}
 
 
 def _resize(endpoint: InferenceEndpoint, old_base: int) -> None:

@@ -26,7 +26,7 @@ CREATE_FIELDS = {
     "team", "name", "image", "command", "args", "env", "secret_env", "port", "flavor", "gpus_per_replica", "min_replicas",
     "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds", "spot",
 }
-PATCH_FIELDS = {"image", "env", "min_replicas", "max_replicas", "autoscale", "scale_down_delay_seconds"}
+PATCH_FIELDS = {"image", "env", "secret_env", "min_replicas", "max_replicas", "autoscale", "scale_down_delay_seconds"}
 AUTOSCALE_KEYS = {"metric", "target", "engine", "query"}
 
 
@@ -115,9 +115,10 @@ def parse_endpoint_request(data: Mapping[str, Any], partial: bool = False, *, na
         out["spot"] = col.boolean("spot", False)
     if given("env"):
         out["env"] = dict(check_env(col))
-    if not partial:
-        # Set once, at creation (a PATCH cannot change it): the Secret's keys are the pods' env.
-        out["secret_env"] = dict(check_secret_env(col, tuple(out["env"].items())))
+    if given("secret_env"):
+        # A PATCH replaces the whole set; checked here against the env of the same request, and
+        # against the endpoint's current env by inference.services.update_endpoint.
+        out["secret_env"] = dict(check_secret_env(col, tuple(out.get("env", {}).items())))
     if given("min_replicas"):
         out["min_replicas"] = col.integer("min_replicas", 1, 0, c.MAX_REPLICAS)
     if given("max_replicas"):

@@ -37,6 +37,7 @@ from portal.permissions import (
 from quotas import admission
 from quotas.models import GpuFlavor
 from quotas.services import usage_summary
+from workloads import secrets
 from workloads import services as workloads
 from workloads.forms import command_echo
 from workloads.idle import idle_context
@@ -245,7 +246,8 @@ def endpoint_edit(request: HttpRequest, pk: int) -> HttpResponse:
                "min_replicas": endpoint.min_replicas, "max_replicas": endpoint.max_replicas,
                "scale_down_delay_seconds": endpoint.scale_down_delay_seconds,
                **{part: autoscale.get(part) or "" for part in ("metric", "target", "engine", "query")}}
-    form = EndpointEditForm(request.POST if request.method == "POST" else None, initial=initial)
+    form = EndpointEditForm(request.POST if request.method == "POST" else None, initial=initial,
+                            secret_names=secrets.names(endpoint))
     if request.method == "POST" and form.is_valid():
         try:
             services.update_endpoint(request.user, endpoint, form.api_data)

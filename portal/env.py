@@ -7,6 +7,8 @@ start-up with the variable's name instead of surfacing later as a strange behavi
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import ipaddress
 import os
 from urllib.parse import parse_qs, unquote, urlparse
@@ -61,6 +63,13 @@ def env_list(name: str, default: list[str] | None = None) -> list[str]:
     if raw is None:
         return list(default or [])
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def derived_fernet_key(secret_key: str) -> str:
+    """A Fernet key (32 bytes, url-safe base64) derived from ``secret_key``: the demo's default
+    ``SLIPWAY_SECRET_KEYS`` with DEBUG on, so a local start needs no key of its own."""
+    digest = hashlib.sha256(b"slipway secret env key\x00" + secret_key.encode()).digest()
+    return base64.urlsafe_b64encode(digest).decode("ascii")
 
 
 def env_trusted_proxies(name: str) -> int | tuple[str, ...]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from portal.env import (
+    derived_fernet_key,
     env_bool,
     env_float,
     env_int,
@@ -31,6 +32,12 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 DEBUG = env_bool("DEBUG", True)
 # The local default key is only usable with DEBUG on; `check --deploy` flags it otherwise.
 SECRET_KEY = env_str("SECRET_KEY", "django-insecure-local-development-key-change-me")
+# Fernet keys encrypting secret env values at rest (workloads/crypto.py, docs/security.md): the
+# first encrypts, every one decrypts, so a new key goes first and the old ones stay until
+# `manage.py reseal_secret_env` has re-encrypted every value. Unset with DEBUG on (the demo): one
+# key derived from SECRET_KEY. Unset with DEBUG off: none, and the portal refuses to start
+# (system check slipway.E001, run by migrate and runserver) rather than tie the secrets to SECRET_KEY.
+SLIPWAY_SECRET_KEYS = env_list("SLIPWAY_SECRET_KEYS", [derived_fernet_key(SECRET_KEY)] if DEBUG else [])
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 

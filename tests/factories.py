@@ -7,6 +7,8 @@ import itertools
 from django.contrib.auth import get_user_model
 
 from portal.models import Membership, Role, Team
+from workloads import crypto
+from workloads.models import SecretEnv
 
 _seq = itertools.count(1)
 
@@ -28,3 +30,8 @@ def make_team(slug: str | None = None, name: str | None = None) -> Team:
 
 def add_member(team: Team, user, role: str = Role.MEMBER) -> Membership:
     return Membership.objects.create(team=team, user=user, role=role)
+
+
+def secret_values(ref: str) -> dict[str, str]:
+    """The decrypted secret env values stored for the workload ``ref`` (what the apply task would read)."""
+    return crypto.unseal(SecretEnv.objects.get(ref=ref).sealed)

@@ -12,7 +12,7 @@ class WorkloadsConfig(AppConfig):
     def ready(self) -> None:
         # Imported here, not at the top: models may only be imported once apps are loaded.
         from quotas.ledger import register_commitments, register_open_segments, register_ref_labels
-        from workloads import signals  # noqa: F401  (connects receivers)
+        from workloads import checks, signals  # noqa: F401  (registers the system checks, connects receivers)
         from workloads.billing import commitments, open_segments
         from workloads.registry import labels
 

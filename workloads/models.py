@@ -92,6 +92,8 @@ class Workload(models.Model):
     #: Not a column: the sorted secret env names when this instance recorded them
     #: (:func:`workloads.secrets.store`); None when they are to be read (:func:`workloads.secrets.names`).
     stored_secret_names: tuple[str, ...] | None = None
+    #: Likewise the digest of its secret values (:func:`workloads.secrets.reference`).
+    stored_secret_digest: str | None = None
 
     class Meta:
         abstract = True
@@ -155,12 +157,12 @@ class SecretEnv(models.Model):
 
     Kept apart from the workload's submitted fields, which pages, the API and the manifest view
     show: the pod spec only names the variables (``valueFrom.secretKeyRef``), and only the
-    apply task reads ``values`` (to create the Secret). Not registered in the admin.
+    apply task reads the values (to create the Secret). Not registered in the admin.
 
-    At rest the values are plain JSON in the portal's database (no encryption library is part
-    of Slipway's dependencies): protect the database and its backups as the cluster's etcd is
-    protected. One row per workload, written in the transaction that records the workload, so
-    a rejected submission leaves neither.
+    At rest the values are one Fernet token (``sealed``, :mod:`workloads.crypto`) under the keys
+    of ``SLIPWAY_SECRET_KEYS``, which live in the environment, not the database: the database and
+    its backups hold no plain value. One row per workload, written in the transaction that
+    records the workload, so a rejected submission leaves neither; an endpoint's PATCH replaces it.
     """
 
     #: The workload's ledger reference (``run:42``): one identity, as quota reservations use.
@@ -168,8 +170,12 @@ class SecretEnv(models.Model):
     team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="+")
     #: Sorted variable names: what masking needs, readable without loading the values.
     names = models.JSONField(default=list)
-    #: Emptied when the workload ends (:func:`workloads.lifecycle.release_holdings`).
-    values = models.JSONField(default=dict)
+    #: The values' JSON as a Fernet token (:func:`workloads.crypto.seal`); emptied when the
+    #: workload ends (:func:`workloads.lifecycle.release_holdings`).
+    sealed = models.TextField(blank=True, default="")
+    #: :func:`workloads.crypto.digest` of the values as written: an endpoint's pod template carries
+    #: it, so replacing the values rolls the Deployment. Empty for rows from before it existed.
+    digest = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

@@ -70,6 +70,10 @@ PROBE_PERIOD_SECONDS = 10
 FALLBACK_FAILURE_THRESHOLD = 3
 #: Annotation with the user's maximum (the ScaledObject's maxReplicaCount is the granted ceiling).
 MAX_REPLICAS_ANNOTATION = "slipway.dev/max-replicas"
+#: On the pod template: the keyed digest of the secret env values. A Secret's change alone does
+#: not restart pods (env is read at start), so a replaced secret env changes this and the
+#: Deployment rolls.
+SECRET_ENV_DIGEST_ANNOTATION = "slipway.dev/secret-env-digest"
 
 _POD = 'namespace="{ns}",pod=~"{name}-.*"'
 #: PromQL per metric (and engine). ``{ns}``/``{name}``/``{gpus}`` are filled from the spec.
@@ -131,7 +135,9 @@ def build_deployment(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
     container["startupProbe"] = _probe(spec, max(1, math.ceil(spec.startup_timeout_seconds / PROBE_PERIOD_SECONDS)))
     container["readinessProbe"] = _probe(spec, 3)
     container["securityContext"] = container_security(config)
-    pod_meta = {"labels": labels(spec.team, spec.workload_id)}
+    pod_meta: Manifest = {"labels": labels(spec.team, spec.workload_id)}
+    if spec.secret_env_digest:
+        pod_meta["annotations"] = {SECRET_ENV_DIGEST_ANNOTATION: spec.secret_env_digest}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

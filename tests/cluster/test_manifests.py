@@ -88,7 +88,8 @@ VARIANTS: dict[str, Any] = {
         samples.training(secret_env=("HF_TOKEN", "WANDB_API_KEY")), samples.CONFIG),
     "training_pytorchjob_secret_env": lambda: build_training(
         samples.training(workers=2, secret_env=("HF_TOKEN",)), samples.CONFIG),
-    "endpoint_secret_env": lambda: build_endpoint(samples.endpoint(secret_env=("HF_TOKEN",)), samples.CONFIG),
+    "endpoint_secret_env": lambda: build_endpoint(
+        samples.endpoint(secret_env=("HF_TOKEN",), secret_env_digest="5e" * 32), samples.CONFIG),
     "env_secret": lambda: [build_env_secret("team-vision", "vision", "run-42",
                                             (("HF_TOKEN", "hf_not-a-real-token"), ("WANDB_API_KEY", "wandb ü 1")))],
     "team": lambda: build_team(samples.team(), samples.CONFIG),

@@ -21,6 +21,7 @@ from portal.models import AuditEvent, IdempotencyRecord
 from quotas.models import Reservation
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimObject
+from tests.factories import secret_values
 from tests.jobs.conftest import run_payload
 from tests.jobs.test_reconcile import iso
 from tests.jobs.test_views import form_data
@@ -91,7 +92,7 @@ def test_it_keeps_the_value_out_of_the_spec_the_audit_log_and_the_idempotency_re
     assert_nowhere(str(run.env), str(list(AuditEvent.objects.values())), str(list(IdempotencyRecord.objects.values())),
                    response.content.decode())
     stored = SecretEnv.objects.get(ref=run.ref)
-    assert stored.values == {"HF_TOKEN": VALUE} and stored.names == ["HF_TOKEN"] and VALUE not in str(stored)
+    assert secret_values(run.ref) == {"HF_TOKEN": VALUE} and stored.names == ["HF_TOKEN"] and VALUE not in str(stored)
 
 
 @pytest.mark.parametrize(("secret_env", "env", "message"), [
@@ -131,7 +132,7 @@ def test_it_keeps_the_value_out_of_every_page(client, member, team, quota, publi
     client.force_login(member)
     response = client.post("/runs/new/", form_data(secret_env=f"HF_TOKEN={VALUE}"))
     run = TrainingRun.objects.get()
-    assert response.status_code == 302 and SecretEnv.objects.get(ref=run.ref).values == {"HF_TOKEN": VALUE}
+    assert response.status_code == 302 and secret_values(run.ref) == {"HF_TOKEN": VALUE}
     detail = client.get(f"/runs/{run.pk}/").content.decode()
     listing = client.get("/runs/").content.decode()
     again = client.get(f"/runs/new/?from={run.pk}").content.decode()
@@ -171,7 +172,7 @@ def test_it_submits_the_run_again_form_once_the_secret_is_typed_again(client, me
     data["secret_env"] = "HF_TOKEN=rotated"
     assert client.post("/runs/new/", data).status_code == 302
     new = TrainingRun.objects.exclude(pk=old.pk).get()
-    assert SecretEnv.objects.get(ref=new.ref).values == {"HF_TOKEN": "rotated"}
+    assert secret_values(new.ref) == {"HF_TOKEN": "rotated"}
 
 
 # -- the cluster: the Secret before the pods, deleted with them -------------------------------------
@@ -216,7 +217,7 @@ def test_the_sandbox_records_the_secrets_keys_but_not_its_values(api, quota, pub
 
 
 def values_of(run_id: int) -> dict:
-    return SecretEnv.objects.get(ref=f"run:{run_id}").values
+    return secret_values(f"run:{run_id}")
 
 
 def test_a_run_that_finishes_leaves_its_secret_names_but_not_their_values(api, quota, published, fake_backend):

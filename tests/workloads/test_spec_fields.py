@@ -52,7 +52,7 @@ def test_it_sets_every_endpoint_spec_field_from_the_endpoint():
         port=9000, gpus_per_replica=2, min_replicas=2, max_replicas=6, replica_ceiling=4,
         autoscale={"metric": "prometheus", "target": 12.5, "query": "sum(rate(http_requests_total[1m]))"},
         scale_down_delay_seconds=120, readiness_path="/ready", startup_timeout_seconds=900, spot=True)
-    endpoint.stored_secret_names = ("HF_TOKEN",)
+    endpoint.stored_secret_names, endpoint.stored_secret_digest = ("HF_TOKEN",), "d" * 64
     spec = endpoint_spec(endpoint, max_surge=1)
     assert isinstance(spec, EndpointSpec)
     # ``engine`` belongs to the queue_length metric alone: it is checked with that metric below.
