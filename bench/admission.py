@@ -124,6 +124,7 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     os.environ.setdefault("DEBUG", "false")
     os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret")
+    os.environ.setdefault("SLIPWAY_SECRET_KEYS", "YmVuY2gtb25seS1ub3QtYS1zZWNyZXQta2V5LTAwMDA=")  # required with DEBUG off
     try:
         import django
 

@@ -185,7 +185,7 @@ def main() -> None:
     var_dir = tempfile.mkdtemp(prefix="slipway-bench-api-")
     env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "portal.settings", "DEBUG": "false",
            "SECRET_KEY": "bench-only-not-a-secret-" + "x" * 40, "ALLOWED_HOSTS": "127.0.0.1",
-           "SLIPWAY_VAR_DIR": var_dir, "REDIS_URL": REDIS}
+           "SLIPWAY_SECRET_KEYS": "YmVuY2gtb25seS1ub3QtYS1zZWNyZXQta2V5LTAwMDA=", "SLIPWAY_VAR_DIR": var_dir, "REDIS_URL": REDIS}
     os.environ.update(env)
     import redis
 

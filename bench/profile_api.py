@@ -77,6 +77,7 @@ def main() -> None:
     recreate_database(base_url, name)
     os.environ.update({"DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "portal.settings", "DEBUG": "false",
                        "SECRET_KEY": "bench-only-not-a-secret-" + "x" * 40, "ALLOWED_HOSTS": "testserver",
+                       "SLIPWAY_SECRET_KEYS": "YmVuY2gtb25seS1ub3QtYS1zZWNyZXQta2V5LTAwMDA=",
                        "SLIPWAY_VAR_DIR": tempfile.mkdtemp(prefix="slipway-bench-profile-"), "REDIS_URL": REDIS})
     import django
     import redis

@@ -31,6 +31,8 @@ class EndpointPatchSerializer(serializers.Serializer):
 
     image = serializers.CharField(required=False, help_text="A new image is a rolling update.")
     env = serializers.DictField(child=serializers.CharField(), required=False)
+    secret_env = secret_env_input(" A PATCH replaces the whole set (names and values; {} removes them all), "
+                                  "stored encrypted, and rolls the replicas.")
     min_replicas = serializers.IntegerField(min_value=0, max_value=c.MAX_REPLICAS, required=False,
                                             help_text="Guaranteed: a higher minimum must fit the quota now.")
     max_replicas = serializers.IntegerField(min_value=1, max_value=c.MAX_REPLICAS, required=False)

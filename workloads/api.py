@@ -85,12 +85,13 @@ class QueuedFields(serializers.Serializer):
         return estimate.at if estimate is not None else None
 
 
-def secret_env_input() -> serializers.DictField:
-    """The ``secret_env`` of a create request, for the OpenAPI schema: write-only, never in a response."""
+def secret_env_input(more: str = "") -> serializers.DictField:
+    """The ``secret_env`` of a request, for the OpenAPI schema: write-only, never in a response (``more``: what
+    this request does with it beyond that)."""
     return serializers.DictField(
         child=serializers.CharField(), required=False, write_only=True,
         help_text="Like env, but the values go to a Kubernetes Secret of the team's namespace, referenced from the "
-                  "pods; responses, pages and the manifest show the names only (\"••••••\").")
+                  "pods; responses, pages and the manifest show the names only (\"••••••\")." + more)
 
 
 class SecretEnvField(serializers.Serializer):

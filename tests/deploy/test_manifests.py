@@ -75,6 +75,15 @@ def test_it_ships_no_secret_values() -> None:
             assert "env" not in container  # values come from the ConfigMap / Secret only
 
 
+def test_the_readme_creates_every_secret_value_the_settings_require_in_production() -> None:
+    # Without SLIPWAY_SECRET_KEYS a production start refuses (system check slipway.E001): the
+    # Secret the README has you create must hold it, next to SECRET_KEY.
+    readme = (DEPLOY / "README.md").read_text()
+    command = readme[readme.index("create secret generic slipway-secrets"):readme.index("# 3. Migrate")]
+    for name in ("SECRET_KEY", "SLIPWAY_SECRET_KEYS", "DATABASE_URL", "REDIS_URL"):
+        assert f"--from-literal={name}=" in command, name
+
+
 def test_it_uses_no_wildcards_in_rbac() -> None:
     for rule in _rules():
         for key in ("apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"):

@@ -82,6 +82,7 @@ def test_it_points_the_app_at_postgres_and_redis(compose):
         assert env["DATABASE_URL"].startswith("postgres://") and "@postgres:5432/" in env["DATABASE_URL"], name
         assert env["REDIS_URL"].startswith("redis://redis:6379/"), name
         assert env["SECRET_KEY"].startswith("${SECRET_KEY:?"), name  # never a default key
+        assert env["SLIPWAY_SECRET_KEYS"].startswith("${SLIPWAY_SECRET_KEYS:?"), name  # secret env needs its own key
 
 
 def test_it_documents_every_variable_the_compose_file_uses(compose, env_example_names):

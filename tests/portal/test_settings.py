@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
@@ -152,6 +153,7 @@ def _production_env() -> dict[str, str]:
         **keep,
         "DEBUG": "false",
         "SECRET_KEY": secrets.token_urlsafe(50)[:50],
+        "SLIPWAY_SECRET_KEYS": f"{Fernet.generate_key().decode()},{Fernet.generate_key().decode()}",
         "ALLOWED_HOSTS": "slipway.example.com",
         "CSRF_TRUSTED_ORIGINS": "https://slipway.example.com",
         "DATABASE_URL": "postgres://slipway:secret@db.example.com:5432/slipway",
@@ -179,6 +181,20 @@ def test_it_fails_the_deploy_check_with_the_development_key(tmp_path):
     )
     assert result.returncode != 0
     assert "security.W009" in result.stdout + result.stderr
+
+
+def test_it_refuses_to_start_in_production_without_secret_env_keys(tmp_path, load_settings):
+    # With DEBUG on the demo derives a key from SECRET_KEY; with DEBUG off there is no default
+    # (secret env must not hang on SECRET_KEY), and migrate/runserver's checks stop the start.
+    assert len(load_settings()["SLIPWAY_SECRET_KEYS"]) == 1
+    assert load_settings(DEBUG="false", SECRET_KEY="k" * 50)["SLIPWAY_SECRET_KEYS"] == []
+    assert load_settings(SLIPWAY_SECRET_KEYS=" a, b ,")["SLIPWAY_SECRET_KEYS"] == ["a", "b"]
+    env = {**_production_env(), "SLIPWAY_VAR_DIR": str(tmp_path / "var")}
+    del env["SLIPWAY_SECRET_KEYS"]
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode != 0
+    assert "slipway.E001" in result.stderr and "SLIPWAY_SECRET_KEYS is not set" in result.stderr
 
 
 def test_the_demo_database_prints_no_covering_index_warning(tmp_path):
