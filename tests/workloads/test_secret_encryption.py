@@ -57,13 +57,14 @@ def test_the_database_holds_no_plain_value_and_the_secret_gets_it_unchanged(api,
 @pytest.mark.django_db
 def test_rotation_re_encrypts_under_the_first_key_and_the_old_key_can_go(api, ep_quota, published):
     with override_settings(SLIPWAY_SECRET_KEYS=[OLD_KEY]):
-        api.post("/api/v1/endpoints/", endpoint_payload(team="ml-research", secret_env={"HF_TOKEN": VALUE}),
-                 format="json")
+        response = api.post("/api/v1/endpoints/",
+                            endpoint_payload(team="ml-research", secret_env={"HF_TOKEN": VALUE}), format="json")
+        ref = f"ep:{response.json()['id']}"
         before = raw_rows()
     with override_settings(SLIPWAY_SECRET_KEYS=[NEW_KEY]), pytest.raises(crypto.InvalidToken):
-        secret_values("ep:1")  # without the old key the value is unreadable: rotation must keep it until resealed
+        secret_values(ref)  # without the old key the value is unreadable: rotation must keep it until resealed
     with override_settings(SLIPWAY_SECRET_KEYS=[NEW_KEY, OLD_KEY]):
-        assert secret_values("ep:1") == {"HF_TOKEN": VALUE}  # every key decrypts
+        assert secret_values(ref) == {"HF_TOKEN": VALUE}  # every key decrypts
         out = io.StringIO()
         call_command("reseal_secret_env", stdout=out)
         assert "Re-encrypted the secret env of 1 workload under" in out.getvalue()
@@ -71,7 +72,7 @@ def test_rotation_re_encrypts_under_the_first_key_and_the_old_key_can_go(api, ep
     assert after != before
     assert_no_plain_value(after)
     with override_settings(SLIPWAY_SECRET_KEYS=[NEW_KEY]):
-        assert secret_values("ep:1") == {"HF_TOKEN": VALUE}
+        assert secret_values(ref) == {"HF_TOKEN": VALUE}
         assert reseal_all() == 1  # running it again is harmless
 
 
