@@ -201,11 +201,9 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "portal.exceptions.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": [
-        "portal.parsers.SafeJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    # JSON bodies only (API.md): a form or multipart body is a 415, and the OpenAPI schema
+    # advertises application/json alone (nested fields such as env have no form encoding).
+    "DEFAULT_PARSER_CLASSES": ["portal.parsers.SafeJSONParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     # API.md uses ?format=yaml / ?format=csv for alternative bodies handled by the views
     # themselves; DRF must not treat ?format= as renderer negotiation.
