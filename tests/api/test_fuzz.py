@@ -51,6 +51,8 @@ def schemathesis_config(token: str, ids: dict[str, str] | None = None) -> Schema
         "workers": 1,
         "seed": SEED,
         "suppress-health-check": ["all"],
+        # No replay of failures a former run stored: the same cases every time, nothing written.
+        "cache": {"enabled": False},
         "checks": {"enabled": True},
         "phases": {"examples": {"enabled": True}, "coverage": {"enabled": True},
                    "fuzzing": {"enabled": True}, "stateful": {"enabled": False}},
