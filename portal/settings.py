@@ -51,6 +51,8 @@ MIDDLEWARE = [
     # First: Kubernetes probes arrive with the pod IP as Host, which ALLOWED_HOSTS rightly
     # rejects, and over plain HTTP; they are answered before host and TLS checks run.
     "portal.health.ProbeMiddleware",
+    # Before anything reads a body: an API body over the limit is a 413, not a logged traceback.
+    "portal.errors.ApiBodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "portal.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -191,6 +193,9 @@ USE_I18N = True
 USE_TZ = True
 
 # 6. REST framework --------------------------------------------------------------------
+# The largest request body (Django's default, 2.5 MiB): a bigger one is a 413 under /api/
+# (portal.errors.ApiBodyLimitMiddleware). A run or endpoint spec is a few kB.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("SLIPWAY_MAX_BODY_BYTES", 2_621_440)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "portal.authentication.BearerTokenAuthentication",
