@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
+from django.db import DEFAULT_DB_ALIAS, connections
 from schemathesis.config import SchemathesisConfig
 from schemathesis.engine import Status, events, from_schema
 
@@ -71,6 +72,16 @@ def schemathesis_config(token: str, ids: dict[str, str] | None = None) -> Schema
 
 
 @pytest.fixture
+def short_lived_connections(monkeypatch):
+    """Each request thread of the live server closes its database connection when it ends.
+
+    With ``CONN_MAX_AGE`` (60 s on PostgreSQL) the threads' connections outlive the test and
+    keep the test database from being dropped. The threads' connections are built from this dict.
+    """
+    monkeypatch.setitem(connections.settings[DEFAULT_DB_ALIAS], "CONN_MAX_AGE", 0)
+
+
+@pytest.fixture
 def ids(member, team, quota, ep_quota, published, fake_backend) -> dict[str, str]:
     run = submit_run(member, team, {k: v for k, v in run_payload().items() if k != "team"})
     endpoint = endpoints.create_endpoint(member, team, endpoint_payload())
@@ -106,7 +117,7 @@ def run_schemathesis(url: str, config: SchemathesisConfig) -> tuple[set[str], in
 # A response the engine cannot read (e.g. a YAML stream where one document is declared) kills its
 # worker thread and silently ends the run early: that is a failure too.
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
-def test_every_operation_answers_as_its_schema_says(live_server, member, ids, capsys):
+def test_every_operation_answers_as_its_schema_says(short_lived_connections, live_server, member, ids, capsys):
     _token, raw = create_api_token(member, "fuzz")
     # The real objects first (the whole run below may cancel and delete them), then everything.
     on_objects, object_cases, mismatches = run_schemathesis(live_server.url, schemathesis_config(raw, ids))

@@ -23,6 +23,7 @@ def test_it_generates_a_valid_schema_without_warnings(tmp_path):
     assert "201" in create["responses"]
     body = create["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
     assert {"team", "name", "image", "command", "flavor"} <= set(schema["components"]["schemas"][body]["required"])
+    assert schema["components"]["schemas"][body]["properties"]["command"]["minItems"] == 1  # [] is a 400
     assert schema["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
 
 
