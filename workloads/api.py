@@ -243,7 +243,7 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
         params = self.request.query_params
         if params.get("team"):
             qs = qs.filter(team__slug=params["team"])
-        if params.get("state"):
+        if "state" in params:  # an empty one too: it is none of the states the schema lists
             states = [value for value, _label in self.model._meta.get_field("state").choices]
             if params["state"] not in states:
                 raise ValidationError({"state": [f"Must be one of: {', '.join(states)}."]})

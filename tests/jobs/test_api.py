@@ -196,6 +196,7 @@ def test_it_lists_the_callers_runs_newest_first_with_filters(api, member, team, 
     assert api.get("/api/v1/runs/?state=running").json()["count"] == 0
     assert api.get("/api/v1/runs/?team=vision").json()["count"] == 0
     assert api.get("/api/v1/runs/?state=bogus").status_code == 400
+    assert api.get("/api/v1/runs/?state=").status_code == 400  # the schema's enum has no empty state
 
 
 def test_it_hides_other_teams_runs_from_list_and_detail(api_client_for, member, outsider, team, quota, published):

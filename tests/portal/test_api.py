@@ -75,6 +75,15 @@ def test_it_answers_400_for_a_page_size_that_is_not_a_whole_number_from_1(api_cl
     assert list(response.json()["errors"]) == ["page_size"]
 
 
+@pytest.mark.parametrize("page", ["", "last", "0", "ten", "2"])
+def test_it_answers_404_for_a_page_that_is_not_one_of_the_lists(api_client_for, db, page):
+    user = make_user("pat")
+    add_member(make_team("team-0"), user, Role.VIEWER)
+    response = api_client_for(user).get(TEAMS_URL, {"page": page})
+    assert response.status_code == 404
+    assert "detail" in response.json()["errors"]
+
+
 @pytest.mark.parametrize("size", [3, 12])
 def test_it_lists_teams_in_a_constant_number_of_queries(api_client_for, django_assert_num_queries, db, size):
     user = make_user("pat")
