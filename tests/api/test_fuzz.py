@@ -57,7 +57,8 @@ def schemathesis_config(token: str, ids: dict[str, str] | None = None) -> Schema
         "checks": {"enabled": True},
         "phases": {"examples": {"enabled": True}, "coverage": {"enabled": True},
                    "fuzzing": {"enabled": True}, "stateful": {"enabled": False}},
-        "generation": {"max-examples": EXAMPLES},
+        # The same cases on every run and machine: no example database, no randomness past the seed.
+        "generation": {"max-examples": EXAMPLES, "database": "none", "deterministic": True},
     }
     if ids is not None:
         config["generation"]["mode"] = "positive"
