@@ -3,7 +3,8 @@
 * :func:`admit_new` admits a just-recorded workload (in the caller's transaction) and has its
   objects applied after commit;
 * :func:`end_by_user` ends it for a user (cancel, delete) and has its objects deleted;
-* :func:`manifests`, :func:`logs` (of any of its pods) and :func:`events` read what the cluster layer has for it.
+* :func:`manifests`, :func:`logs` (of any of its pods), :func:`log_file` (one pod's whole log, for
+  the page's and the API's downloads) and :func:`events` read what the cluster layer has for it.
 
 Access checks stay with the caller (each kind's service checks roles before calling here).
 """
@@ -141,6 +142,27 @@ def logs(workload, pod: str = "", tail: int | None = 200) -> Logs:
     except ClusterError:
         lines = []  # e.g. the pod went between the two calls
     return Logs(sources, shown, lines)
+
+
+@dataclass(frozen=True)
+class LogFile:
+    """One pod's whole log as a download: its file name (after the pod) and its text, a line each."""
+
+    filename: str
+    text: str
+
+
+def log_file(workload, pod: str = "") -> LogFile:
+    """The whole log of the workload's pod named ``pod`` (its default pod when empty), as a file.
+
+    :class:`UnknownPod` when ``pod`` is none of the workload's pods, as for :func:`logs`. "Whole"
+    is up to the backend's cap for a full read (``LOG_BYTES_MAX`` on Kubernetes), so one download
+    cannot exhaust the web process. Before the workload is on the cluster: an empty file named
+    after the workload.
+    """
+    found = logs(workload, pod, None)
+    name = found.shown.pod if found.shown else workload.cluster_name
+    return LogFile(f"{name}.log", "".join(f"{line}\n" for line in found.lines))
 
 
 def events(workload) -> list[ClusterEvent]:
