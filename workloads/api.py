@@ -31,8 +31,9 @@ from workloads.views import log_download
 
 
 class LogSourceSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    label = serializers.CharField(help_text='"master-0", "worker-1", "attempt 2 (running)"')
+    name = serializers.CharField(help_text='the pod\'s name; "<pod>:previous" for a restarted replica\'s earlier attempt')
+    label = serializers.CharField(help_text='"master-0", "worker-1", "attempt 2 (running)", '
+                                            '"master-0, attempt 1 (Error (exit 1))"')
 
 
 class LogsSerializer(serializers.Serializer):
@@ -167,8 +168,8 @@ class WorkloadReadActions:
             found = workloads.logs(workload, request.query_params.get("pod", ""), _tail(request))
         except workloads.UnknownPod as exc:
             raise Http404("No such pod.") from exc
-        return Response({"lines": found.lines, "pod": found.shown.pod if found.shown else None,
-                         "pods": [{"name": s.pod, "label": s.label} for s in found.sources]})
+        return Response({"lines": found.lines, "pod": found.shown.key if found.shown else None,
+                         "pods": [{"name": s.key, "label": s.label} for s in found.sources]})
 
     @extend_schema(parameters=[OpenApiParameter("pod", str, description="A pod of ``logs/``'s ``pods`` (default: "
                                                                      "the one ``logs/`` shows first)")],

@@ -117,9 +117,11 @@ class UnknownPod(LookupError):
 
 
 def logs(workload, pod: str = "", tail: int | None = 200) -> Logs:
-    """The last ``tail`` lines (all when None) of the workload's pod named ``pod``, or of its default pod.
+    """The last ``tail`` lines (all when None) of the workload's log source ``pod``, or of its default pod.
 
-    The default pod is a PyTorchJob's Master, a Job's newest attempt (:mod:`cluster.pods`).
+    ``pod`` is a :attr:`LogSource.key`: a pod's name, or ``<pod>:previous`` for a restarted
+    PyTorchJob replica's earlier attempt. The default pod is a PyTorchJob's Master, a Job's
+    newest attempt (:mod:`cluster.pods`).
     ``pod`` is checked against the workload's own pods first: a name from the user never
     reaches another workload's pod (:class:`UnknownPod`). Nothing to show before the workload
     is on the cluster or while the cluster cannot be reached.
@@ -134,13 +136,13 @@ def logs(workload, pod: str = "", tail: int | None = 200) -> Logs:
         sources = log_sources(backend.pods(ref), workload.get_state_display().lower() if workload.is_final else "")
     except ClusterError:
         return Logs([], None, [])  # unreachable is not "no such pod": show nothing, answer no 404
-    shown = next((s for s in sources if s.pod == pod), None) if pod else next(iter(sources), None)
+    shown = next((s for s in sources if s.key == pod), None) if pod else next(iter(sources), None)
     if pod and shown is None:
         raise UnknownPod(pod)
     if shown is None:
         return Logs(sources, None, [])
     try:
-        lines = backend.logs(ref, shown.pod, tail=tail)
+        lines = backend.logs(ref, shown.pod, tail=tail, previous=shown.previous)
     except ClusterError:
         lines = []  # e.g. the pod went between the two calls
     return Logs(sources, shown, lines)
@@ -163,7 +165,8 @@ def log_file(workload, pod: str = "") -> LogFile:
     after the workload.
     """
     found = logs(workload, pod, None)
-    name = found.shown.pod if found.shown else workload.cluster_name
+    name = workload.cluster_name if found.shown is None else (
+        f"{found.shown.pod}-previous" if found.shown.previous else found.shown.pod)
     return LogFile(f"{name}.log", "".join(f"{line}\n" for line in found.lines))
 
 
