@@ -201,3 +201,17 @@ def test_the_list_costs_the_same_queries_at_any_size_and_page(client, staff, wor
     if count > 100:  # the last page: the same reads (only runs are on it)
         with django_assert_num_queries(10):
             assert len(listed(client, "?state=&sort=cost&page=2")) == count + 4 - 100
+
+
+@pytest.mark.parametrize("count", [3, 130])
+def test_newest_first_is_paged_in_sql_at_any_size(client, staff, world, outsider, count, django_assert_num_queries):
+    many_runs(world["dear"].team, outsider, world["dear"].flavor, count)
+    client.force_login(staff)
+    # session + user (2) + the filter form's teams and flavors (2) + the matching count and this
+    # page's keys, one UNION of every kind each (2) + the page's rows of each kind on it (2: the
+    # newest are the world's runs and endpoint) + the staff member's memberships (1)
+    with django_assert_num_queries(9):
+        assert len(listed(client, "?state=")) == min(count + 4, 100)
+    if count > 100:  # the last page holds the oldest runs only
+        with django_assert_num_queries(8):
+            assert len(listed(client, "?state=&page=2")) == count + 4 - 100
