@@ -27,7 +27,8 @@ class RunCreateSerializer(serializers.Serializer):
     team = serializers.SlugField()
     name = serializers.CharField(max_length=NAME_MAX_LENGTH, help_text="DNS-1123 label, unique among the team's active runs.")
     image = serializers.CharField(help_text="Container image reference.")
-    command = serializers.ListField(child=serializers.CharField(), help_text="argv form, never a shell string.")
+    command = serializers.ListField(child=serializers.CharField(), min_length=1,
+                                    help_text="argv form, never a shell string; at least the program.")
     args = serializers.ListField(child=serializers.CharField(), required=False)
     env = serializers.DictField(child=serializers.CharField(), required=False)
     secret_env = secret_env_input()

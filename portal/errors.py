@@ -133,6 +133,31 @@ class ApiErrorMiddleware:
         return replaced
 
 
+class ApiBodyLimitMiddleware:
+    """Under ``/api/``, a body declared over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is a 413 in the error shape.
+
+    Django would raise ``RequestDataTooBig`` when the view first reads the body and answer 400,
+    logging an ERROR with a traceback for every such request (``django.security``): a client
+    error would page the operators. The declared length is all Django checks, so refusing it
+    here, before anything reads the body, is the same rule — answered as what it is, logged as
+    the one-line warning of any 4xx.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if limit is not None and is_api(request):
+            try:
+                length = int(request.META.get("CONTENT_LENGTH") or 0)
+            except ValueError:  # not a number: the server in front refuses it; no body is read either way
+                length = 0
+            if length > limit:
+                return api_error(413, f"The body is {length} bytes; at most {limit} are accepted.")
+        return self.get_response(request)
+
+
 class PortalErrorPagesMiddleware:
     """With ``DEBUG`` on, the portal's error pages instead of Django's technical ones (see the module docstring).
 

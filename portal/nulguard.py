@@ -5,6 +5,8 @@ PostgreSQL text cannot hold NUL: a value with one that reaches a query is a Data
 so the request is refused at the door: 404 for a path (nothing can be named so), 400 for a
 query string, cookie or form body; in the API's error shape under ``/api/``. JSON bodies are
 checked field by field where they are validated (``jobs.validation``), so errors name the field.
+The API takes no form bodies (a 415 from its parser), so they are not read under ``/api/``:
+reading a multipart body here would leave the API's parser an exhausted stream.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 from urllib.parse import unquote_plus
 
 from django.http import HttpResponse, JsonResponse
+
+from portal.errors import is_api
 
 NUL = "\x00"
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -25,7 +29,7 @@ def nul_problem(request) -> tuple[int, str] | None:
         return 400, "The query string must not contain NUL characters."
     if any(NUL in name or NUL in value for name, value in request.COOKIES.items()):
         return 400, "Cookies must not contain NUL characters."
-    if request.method == "POST" and request.content_type in FORM_TYPES:
+    if request.method == "POST" and request.content_type in FORM_TYPES and not is_api(request):
         for name, values in request.POST.lists():
             if NUL in name or any(NUL in value for value in values):
                 return 400, "Form fields must not contain NUL characters."
@@ -41,7 +45,7 @@ class NulGuardMiddleware:
         if problem is None:
             return self.get_response(request)
         status, message = problem
-        if request.path.startswith("/api/"):
+        if is_api(request):
             key = "detail" if status == 404 else "non_field_errors"
             return JsonResponse({"errors": {key: [message]}}, status=status)
         return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")

@@ -1,7 +1,9 @@
 """OpenAPI post-processing: the error responses API.md promises, documented on every operation.
 
 Views answer 400 (bad input or filters), 401 (no valid credentials), 403 (role too low), 404
-(not found, or another team's) and, for actions that change state, 409 — all in one shape,
+(not found, or another team's), for actions that change state 409, and for those with a body
+413 (over the size limit) and 415 (not JSON), for those taking an ``Idempotency-Key`` 422 (the
+key was used for another request) — all in one shape,
 ``{"errors": {"<field>": ["message", ...]}}``. drf-spectacular documents only the success
 responses of hand-written actions; this hook adds the rest, so clients (and the fuzzing test)
 can rely on the schema for every status the API answers.
@@ -16,7 +18,9 @@ ERROR_SCHEMA = {
     "required": ["errors"],
 }
 ERRORS = {"400": "Bad input: field errors", "401": "No valid credentials", "403": "The caller's role is too low",
-          "404": "Not found (or another team's)", "409": "The object's state does not allow this"}
+          "404": "Not found (or another team's)", "409": "The object's state does not allow this",
+          "413": "The body is over the size limit", "415": "The body is not JSON (Content-Type: application/json)",
+          "422": "The Idempotency-Key was used for another request (another body or path)"}
 
 
 def add_error_responses(result: dict, generator, request, public) -> dict:
@@ -25,6 +29,10 @@ def add_error_responses(result: dict, generator, request, public) -> dict:
     for item in result.get("paths", {}).values():
         for method, operation in item.items():
             codes = [*ERRORS][:4] + (["409"] if method in ("post", "patch", "delete") else [])
+            if "requestBody" in operation:
+                codes += ["413", "415"]
+            if any(p.get("in") == "header" and p.get("name") == "Idempotency-Key" for p in operation.get("parameters", ())):
+                codes += ["422"]
             for code in codes:
                 operation.setdefault("responses", {}).setdefault(code, {
                     "description": ERRORS[code], "content": {"application/json": {"schema": reference}}})

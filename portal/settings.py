@@ -60,6 +60,8 @@ MIDDLEWARE = [
     # First: Kubernetes probes arrive with the pod IP as Host, which ALLOWED_HOSTS rightly
     # rejects, and over plain HTTP; they are answered before host and TLS checks run.
     "portal.health.ProbeMiddleware",
+    # Before anything reads a body: an API body over the limit is a 413, not a logged traceback.
+    "portal.errors.ApiBodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "portal.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -217,6 +219,9 @@ FORMAT_MODULE_PATH = ["portal.formats"]
 USE_TZ = True
 
 # 6. REST framework --------------------------------------------------------------------
+# The largest request body (Django's default, 2.5 MiB): a bigger one is a 413 under /api/
+# (portal.errors.ApiBodyLimitMiddleware). A run or endpoint spec is a few kB.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("SLIPWAY_MAX_BODY_BYTES", 2_621_440)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "portal.authentication.BearerTokenAuthentication",
@@ -227,11 +232,9 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "portal.exceptions.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": [
-        "portal.parsers.SafeJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    # JSON bodies only (API.md): a form or multipart body is a 415, and the OpenAPI schema
+    # advertises application/json alone (nested fields such as env have no form encoding).
+    "DEFAULT_PARSER_CLASSES": ["portal.parsers.SafeJSONParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     # API.md uses ?format=yaml / ?format=csv for alternative bodies handled by the views
     # themselves; DRF must not treat ?format= as renderer negotiation.

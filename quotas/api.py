@@ -63,7 +63,9 @@ class UsageReportView(APIView):
         responses={(200, "application/json"): UsageReportPageSerializer, (200, "text/csv"): OpenApiTypes.STR},
     )
     def get(self, request):
-        query = UsageQuerySerializer(data=request.query_params)
+        # A plain dict, not the QueryDict: DRF reads an empty value of an HTML-style input as
+        # "not given", so ``?team=`` would report every team instead of answering 400.
+        query = UsageQuerySerializer(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
         params = query.validated_data
         slug = params.get("team")

@@ -6,7 +6,6 @@ from datetime import UTC, date, datetime, time
 
 from django.conf import settings
 from django.utils import timezone
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -90,6 +89,9 @@ class UsageReportPageSerializer(serializers.Serializer):
     results = UsageRowSerializer(many=True)
 
 
+#: Outside these years a bound is moved to the nearer one (no usage lies there): far enough from
+#: the calendar's ends that "to the end of the day" and time zones still fit in a datetime
+#: (9999-12-31 + 1 day overflows, and so does 0001-01-01T00:00+05:00 in UTC).
 MIN_YEAR, MAX_YEAR = 1970, 9998
 
 
@@ -102,18 +104,26 @@ def _moment(value, end: bool) -> datetime:
     return moment + timezone.timedelta(days=1) if end else moment
 
 
-@extend_schema_field(OpenApiTypes.STR)
+#: What ``since`` and ``until`` accept, for the OpenAPI schema: an RFC 3339 full-date or date-time.
+DATE_OR_DATE_TIME = {"anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}]}
+
+
+@extend_schema_field(DATE_OR_DATE_TIME)
 class DateOrDateTimeField(serializers.Field):
+    """An ISO date (``2026-05-01``) or date-time (``2026-05-01T12:00:00Z``, RFC 3339's lower-case too)."""
+
     def to_internal_value(self, data):
         text = str(data)
+        # RFC 3339 allows "t" and "z" in lower case; Python's parser only the upper.
+        text = text[:10] + text[10:].upper() if len(text) > 10 else text
         try:
             value = datetime.fromisoformat(text) if "T" in text or " " in text else date.fromisoformat(text)
         except ValueError:
             raise serializers.ValidationError("Use an ISO date (2026-05-01) or date-time.") from None
-        # Far enough from the calendar's ends that "to the end of the day" and time zones
-        # still fit in a datetime (9999-12-31 + 1 day overflows).
-        if not MIN_YEAR <= value.year <= MAX_YEAR:
-            raise serializers.ValidationError(f"Use a date between {MIN_YEAR} and {MAX_YEAR}.")
+        if value.year < MIN_YEAR:
+            return date(MIN_YEAR, 1, 1)
+        if value.year > MAX_YEAR:
+            return date(MAX_YEAR, 12, 31)
         return value
 
 

@@ -56,7 +56,7 @@ trap cleanup EXIT
 pids+=($!)
 "$VENV/bin/celery" -A portal beat --loglevel INFO >var/log/beat.log 2>&1 &
 pids+=($!)
-"$VENV/bin/gunicorn" portal.wsgi --bind "$HOST:$port" --workers 2 --threads 4 --access-logfile - \
+"$VENV/bin/gunicorn" portal.wsgi --config gunicorn.conf.py --bind "$HOST:$port" --workers 2 --threads 4 --access-logfile - \
   >var/log/web.log 2>&1 &
 web=$!
 pids+=("$web")

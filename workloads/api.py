@@ -150,17 +150,32 @@ def team_slug_of_post(request) -> tuple[str, dict]:
     return slug, {k: v for k, v in data.items() if k != "team"}
 
 
+MAX_TAIL = 5000
+#: ``?tail=`` as the server reads it, for the OpenAPI schema.
+TAIL_SCHEMA = {"type": "integer", "minimum": 1, "maximum": MAX_TAIL, "default": 200}
+
+
 def _tail(request) -> int:
     raw = request.query_params.get("tail", "200")
-    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 5000:  # "²".isdigit() is True
-        raise ValidationError({"tail": ["Must be a whole number between 1 and 5000."]})
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_TAIL:  # "²".isdigit() is True
+        raise ValidationError({"tail": [f"Must be a whole number between 1 and {MAX_TAIL}."]})
     return int(raw)
+
+
+#: ``?format=yaml`` of ``manifest/``: one YAML document, a Kubernetes ``List`` of the objects, which
+#: YAML readers take whole and ``kubectl apply -f`` applies (a stream of documents is neither).
+MANIFEST_YAML_SCHEMA = {
+    "type": "object", "required": ["apiVersion", "kind", "items"],
+    "properties": {"apiVersion": {"type": "string", "enum": ["v1"]}, "kind": {"type": "string", "enum": ["List"]},
+                   "items": build_array_type(build_basic_type(OpenApiTypes.OBJECT))},
+}
 
 
 class WorkloadReadActions:
     """``logs/``, ``logs/download/``, ``events/`` and ``manifest/`` of one workload, for any kind's viewset."""
 
-    @extend_schema(parameters=[OpenApiParameter("tail", int), OpenApiParameter("pod", str)], responses=LogsSerializer)
+    @extend_schema(parameters=[OpenApiParameter("tail", TAIL_SCHEMA, description="How many of the last lines."),
+                               OpenApiParameter("pod", str)], responses=LogsSerializer)
     @action(detail=True, methods=["get"])
     def logs(self, request, pk=None):
         workload = self.get_object()
@@ -187,14 +202,14 @@ class WorkloadReadActions:
 
     @extend_schema(parameters=[OpenApiParameter("format", str, enum=["json", "yaml"])],
                    responses={(200, "application/json"): build_array_type(build_basic_type(OpenApiTypes.OBJECT)),
-                              (200, "application/yaml"): OpenApiTypes.STR})
+                              (200, "application/yaml"): MANIFEST_YAML_SCHEMA})
     @action(detail=True, methods=["get"], pagination_class=None)
     def manifest(self, request, pk=None):
         workload = self.get_object()
         objects = workloads.manifests(workload)
         fmt = request.query_params.get("format", "json")
         if fmt == "yaml":
-            body = yaml.safe_dump_all(objects, sort_keys=False)
+            body = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}, sort_keys=False)
             return HttpResponse(body, content_type="application/yaml; charset=utf-8")
         if fmt != "json":
             raise ValidationError({"format": ["Must be json or yaml."]})
@@ -239,7 +254,7 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
         params = self.request.query_params
         if params.get("team"):
             qs = qs.filter(team__slug=params["team"])
-        if params.get("state"):
+        if "state" in params:  # an empty one too: it is none of the states the schema lists
             states = [value for value, _label in self.model._meta.get_field("state").choices]
             if params["state"] not in states:
                 raise ValidationError({"state": [f"Must be one of: {', '.join(states)}."]})

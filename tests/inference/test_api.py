@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from inference.models import InferenceEndpoint
 from quotas.models import Reservation
@@ -73,6 +74,15 @@ def test_manifest_logs_and_events_answer_for_an_endpoint(api, ep_quota, fake_bac
     created = post(api).json()
     assert api.get(f"/api/v1/endpoints/{created['id']}/logs/").json() == {"lines": [], "pod": None, "pods": []}  # not applied yet
     assert api.get(f"/api/v1/endpoints/{created['id']}/events/").json() == []
+
+
+def test_the_yaml_manifest_is_one_document_a_list_of_every_object(api, ep_quota):
+    created = post(api).json()
+    objects = api.get(f"/api/v1/endpoints/{created['id']}/manifest/").json()
+    assert len(objects) > 1  # a Deployment, a Service, ...: once a stream of documents
+    response = api.get(f"/api/v1/endpoints/{created['id']}/manifest/?format=yaml")
+    assert response["Content-Type"].startswith("application/yaml")
+    assert yaml.safe_load(response.content) == {"apiVersion": "v1", "kind": "List", "items": objects}
 
 
 def test_outsiders_get_404_and_viewers_403(api, ep_quota, api_client_for, outsider, viewer):

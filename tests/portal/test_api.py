@@ -65,6 +65,25 @@ def test_it_paginates_with_a_bounded_page_size(api_client_for, db):
     assert len(api_client_for(user).get(TEAMS_URL, {"page_size": 10_000}).json()["results"]) == 5
 
 
+@pytest.mark.parametrize("size", ["null", "0", "-1", "ten", "2.5", "\u00b2", ""])
+def test_it_answers_400_for_a_page_size_that_is_not_a_whole_number_from_1(api_client_for, db, size):
+    # DRF served the default page for these: the schema says an integer from 1, so does the server.
+    user = make_user("pat")
+    add_member(make_team("team-0"), user, Role.VIEWER)
+    response = api_client_for(user).get(TEAMS_URL, {"page_size": size})
+    assert response.status_code == 400
+    assert list(response.json()["errors"]) == ["page_size"]
+
+
+@pytest.mark.parametrize("page", ["", "last", "0", "ten", "2"])
+def test_it_answers_404_for_a_page_that_is_not_one_of_the_lists(api_client_for, db, page):
+    user = make_user("pat")
+    add_member(make_team("team-0"), user, Role.VIEWER)
+    response = api_client_for(user).get(TEAMS_URL, {"page": page})
+    assert response.status_code == 404
+    assert "detail" in response.json()["errors"]
+
+
 @pytest.mark.parametrize("size", [3, 12])
 def test_it_lists_teams_in_a_constant_number_of_queries(api_client_for, django_assert_num_queries, db, size):
     user = make_user("pat")

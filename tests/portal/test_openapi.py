@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from io import StringIO
 
 import yaml
@@ -22,4 +23,52 @@ def test_it_generates_a_valid_schema_without_warnings(tmp_path):
     assert "201" in create["responses"]
     body = create["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
     assert {"team", "name", "image", "command", "flavor"} <= set(schema["components"]["schemas"][body]["required"])
+    assert schema["components"]["schemas"][body]["properties"]["command"]["minItems"] == 1  # [] is a 400
     assert schema["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+
+
+def served_schema() -> dict:
+    out = StringIO()
+    call_command("spectacular", "--format", "openapi-json", stdout=out)
+    return json.loads(out.getvalue())
+
+
+def parameter(operation: dict, name: str) -> dict:
+    return next(p for p in operation["parameters"] if p["name"] == name)["schema"]
+
+
+def test_it_states_the_bounds_and_formats_the_server_enforces():
+    paths = served_schema()["paths"]
+    for path in ["/api/v1/runs/", "/api/v1/endpoints/", "/api/v1/teams/", "/api/v1/flavors/"]:
+        assert parameter(paths[path]["get"], "page_size") == {"type": "integer", "minimum": 1}
+        assert parameter(paths[path]["get"], "page") == {"type": "integer", "minimum": 1}
+    for path in ["/api/v1/runs/{id}/logs/", "/api/v1/endpoints/{id}/logs/"]:
+        assert parameter(paths[path]["get"], "tail") == {"type": "integer", "minimum": 1, "maximum": 5000, "default": 200}
+    for name in ("since", "until"):
+        assert parameter(paths["/api/v1/usage/"]["get"], name) == {
+            "anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}]}
+
+
+def test_it_advertises_json_bodies_only_and_the_size_and_type_errors():
+    for path, item in served_schema()["paths"].items():
+        for method, operation in item.items():
+            if "requestBody" in operation:
+                assert list(operation["requestBody"]["content"]) == ["application/json"], (method, path)
+                assert {"413", "415"} <= set(operation["responses"]), (method, path)
+
+
+def test_it_describes_the_yaml_manifest_as_one_kubernetes_list():
+    for path in ["/api/v1/runs/{id}/manifest/", "/api/v1/endpoints/{id}/manifest/"]:
+        yaml_body = served_schema()["paths"][path]["get"]["responses"]["200"]["content"]["application/yaml"]["schema"]
+        assert yaml_body["properties"]["kind"] == {"type": "string", "enum": ["List"]}
+        assert yaml_body["required"] == ["apiVersion", "kind", "items"]
+
+
+def test_it_documents_the_422_of_a_reused_idempotency_key_where_a_key_is_taken():
+    paths = served_schema()["paths"]
+    keyed = {(method, path) for path, item in paths.items() for method, operation in item.items()
+             if any(p["name"] == "Idempotency-Key" for p in operation.get("parameters", ()))}
+    assert {("post", "/api/v1/runs/"), ("post", "/api/v1/endpoints/")} <= keyed
+    for path, item in paths.items():
+        for method, operation in item.items():
+            assert ("422" in operation["responses"]) == ((method, path) in keyed), (method, path)
