@@ -9,11 +9,19 @@ module names them for the log picker and for the run's reason:
   alike — by the workload label, not with ``previous=true``, which only reaches the one
   container restart before the current one of the *same* pod;
 * a **PyTorchJob** has a Master and Workers, named by the training-operator's
-  ``training.kubeflow.org/replica-type`` and ``replica-index`` labels ("master-0", "worker-1");
+  ``training.kubeflow.org/replica-type`` and ``replica-index`` labels ("master-0", "worker-1").
+  Its replicas run with ``restartPolicy: OnFailure``: the training-operator does not make a new
+  pod for a failed attempt, the kubelet restarts the container in place (``restartCount``,
+  ``lastState.terminated``). The earlier attempt's log is therefore the container's
+  *previous* log (``previous=true``) — the kubelet keeps only the one run before the current
+  one, so of a replica restarted twice the first attempt's log is gone. Each restarted replica
+  is offered twice: its current run and that previous one ("master-0, attempt 1 (Error (exit 1))");
 * anything else (an endpoint's replicas) is listed by pod name, oldest first.
 
 The first source is the one shown when the user picked none: a PyTorchJob's Master, a Job's
-newest attempt, the oldest replica.
+newest attempt, the oldest replica. A source's :attr:`LogSource.key` is what the picker and
+``?pod=`` carry: the pod's name, or ``<pod>:previous`` for a replica's earlier attempt (``:``
+is never part of a pod name).
 """
 
 from __future__ import annotations
@@ -30,12 +38,23 @@ REPLICA_INDEX_LABELS = ("training.kubeflow.org/replica-index", "pytorch-replica-
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 
 
+#: What ``?pod=`` appends to a pod's name for its container's previous run.
+PREVIOUS_SUFFIX = ":previous"
+
+
 @dataclass(frozen=True)
 class LogSource:
-    """One pod whose log can be read: its name, and what the picker calls it."""
+    """One pod whose log can be read: its name, what the picker calls it, and whether it is the
+    container's previous run (before its last restart) rather than the current one."""
 
     pod: str
     label: str
+    previous: bool = False
+
+    @property
+    def key(self) -> str:
+        """What the picker's option and ``?pod=`` carry: unique among a workload's sources."""
+        return f"{self.pod}{PREVIOUS_SUFFIX}" if self.previous else self.pod
 
 
 def _meta(pod: Manifest) -> Manifest:
@@ -73,6 +92,19 @@ def ended(pod: Manifest) -> str:
     return "Failed" if _phase(pod) == "Failed" else ""
 
 
+def _restarted(pod: Manifest) -> tuple[int, Manifest] | None:
+    """A container restarted in place: its ``restartCount`` and how its previous run ended; else None."""
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        last = (container.get("lastState") or {}).get("terminated")
+        try:
+            restarts = int(container.get("restartCount") or 0)
+        except (TypeError, ValueError):
+            restarts = 0
+        if last and restarts > 0:
+            return restarts, last
+    return None
+
+
 def job_attempts(pods: list[Manifest]) -> list[Manifest]:
     """A Job's pods, one per attempt, oldest first ([] when ``pods`` are not a Job's)."""
     return _oldest_first([p for p in pods if _label(p, JOB_NAME_LABELS)])
@@ -93,9 +125,17 @@ def log_sources(pods: list[Manifest], ended_as: str = "") -> list[LogSource]:
     """
     replicas = [p for p in pods if _label(p, REPLICA_TYPE_LABELS)]
     if replicas:
-        return [LogSource(_meta(p).get("name", ""),
-                          f"{_label(p, REPLICA_TYPE_LABELS).lower()}-{_label(p, REPLICA_INDEX_LABELS) or 0}")
-                for p in sorted(replicas, key=_replica_order)]
+        sources = []
+        for pod in sorted(replicas, key=_replica_order):
+            name = _meta(pod).get("name", "")
+            replica = f"{_label(pod, REPLICA_TYPE_LABELS).lower()}-{_label(pod, REPLICA_INDEX_LABELS) or 0}"
+            sources.append(LogSource(name, replica))
+            restarted = _restarted(pod)
+            if restarted is not None:  # its run before the last restart: attempt <restartCount>
+                restarts, last = restarted
+                sources.append(LogSource(name, f"{replica}, attempt {restarts} ({terminated_reason(last)})",
+                                         previous=True))
+        return sources
     attempts = job_attempts(pods)
     if attempts:
         sources = []

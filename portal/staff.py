@@ -63,16 +63,19 @@ class StaffFilterForm(forms.Form):
 @staff_member_required
 def workload_list(request: HttpRequest) -> HttpResponse:
     """Every team's runs and endpoints (active ones unless filtered otherwise), newest or costliest first."""
-    form = StaffFilterForm(request.GET if request.GET else {"state": "active", "sort": "age"})
-    rows, cut, status = [], False, 200
+    filters = request.GET.copy()
+    filters.pop("page", None)  # the page control's links keep every filter but the page
+    form = StaffFilterForm(filters if filters else {"state": "active", "sort": "age"})
+    listed, status = None, 200
     if form.is_valid():
-        filters = dict(form.cleaned_data)
-        filters["sort"] = filters["sort"] or "age"
-        rows, cut = every_teams_workloads(**filters)
+        chosen = dict(form.cleaned_data)
+        chosen["sort"] = chosen["sort"] or "age"
+        listed = every_teams_workloads(**chosen, page=request.GET.get("page", 1))
     else:
         status = 400
     context = {**admin.site.each_context(request), "title": "Workloads of every team", "form": form,
-               "rows": rows, "cut": cut, "back": request.get_full_path()}
+               "rows": listed.rows if listed else [], "page": listed.page if listed else None,
+               "filters": filters.urlencode(), "back": request.get_full_path()}
     return render(request, "admin/workloads.html", context, status=status)
 
 

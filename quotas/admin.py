@@ -17,7 +17,7 @@ from django.db.models.functions import Coalesce
 from portal.formatting import format_money, format_when
 from portal.services import client_ip
 from quotas import services
-from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, UsageRecord
+from quotas.models import BudgetMonth, GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, UsageRecord
 
 # -- list columns in the portal's formats -----------------------------------------------------
 
@@ -242,6 +242,24 @@ class QueuedRequestAdmin(ReadOnlyAdmin):
     search_fields = ["ref", "team__slug", "description"]
     list_select_related = ["team", "flavor"]
     ordering = QueuedRequest.QUEUE_ORDER
+
+
+@admin.register(BudgetMonth)
+class BudgetMonthAdmin(ReadOnlyAdmin):
+    """The budget history (written by the quota services when a budget changes): what each month's burn-down uses."""
+
+    list_display = ["team", "month_", "limit"]
+    list_filter = ["team"]
+    search_fields = ["team__slug", "team__name"]
+    list_select_related = ["team"]
+
+    @admin.display(description="month", ordering="month")
+    def month_(self, row: BudgetMonth) -> str:
+        return f"{row.month:%Y-%m}"
+
+    @admin.display(description="monthly limit", ordering="monthly_limit")
+    def limit(self, row: BudgetMonth) -> str:
+        return "no budget" if row.monthly_limit is None else format_money(row.monthly_limit, row.currency)
 
 
 @admin.register(UsageRecord)

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from decimal import ROUND_HALF_UP, Decimal
 
-from quotas.models import GpuFlavor, TeamBudget, TeamQuota
+from quotas.ledger import month_start
+from quotas.models import BudgetMonth, GpuFlavor, TeamBudget, TeamQuota
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_TAINT_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "value": "", "effect": "NoSchedule"}
@@ -86,5 +87,6 @@ def seed_team_quotas(team, limits: dict[str, int], monthly_budget: Decimal | Non
     quotas = [TeamQuota.objects.update_or_create(team=team, flavor=flavors[name], defaults={"limit": limit})[0]
               for name, limit in limits.items()]
     if monthly_budget is not None:
-        TeamBudget.objects.update_or_create(team=team, defaults={"monthly_limit": monthly_budget})
+        budget, _ = TeamBudget.objects.update_or_create(team=team, defaults={"monthly_limit": monthly_budget})
+        BudgetMonth.objects.record(team, budget, month_start().date())
     return quotas

@@ -128,6 +128,51 @@ class TeamBudget(models.Model):
         return f"{self.team.slug}: {self.monthly_limit} {self.currency}/month"
 
 
+class BudgetMonthQuerySet(models.QuerySet):
+    def record(self, team, budget: TeamBudget | None, month) -> BudgetMonth:
+        """Record ``budget`` (None: removed) as ``team``'s budget of ``month`` (a date; its first day).
+
+        Called whenever the budget changes: the month's row holds the last budget set in it.
+        """
+        row, _ = self.update_or_create(team=team, month=month, defaults={
+            "monthly_limit": budget.monthly_limit if budget else None,
+            "currency": budget.currency if budget else settings.SLIPWAY_CURRENCY})
+        return row
+
+    def of_month(self, team, month) -> BudgetMonth | None:
+        """The budget ``team`` had for ``month`` (a date, its first day): the last one set in or before it.
+
+        A month before the history begins gets the oldest row (the budget as first recorded; the
+        migration that started the history seeded each team's budget of that day).
+        """
+        mine = self.filter(team=team)
+        return mine.filter(month__lte=month).order_by("-month").first() or mine.order_by("month").first()
+
+
+class BudgetMonth(models.Model):
+    """A team's budget as it stood in one month: the history a past month's burn-down is drawn against.
+
+    One row per team and month in which the budget was set, changed or removed
+    (``monthly_limit`` None: no budget from then on); a month without a row had the budget of
+    the last month before it that has one.
+    """
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="budget_months")
+    month = models.DateField(help_text="The month's first day (in the portal's time zone).")
+    monthly_limit = models.DecimalField(**MONEY, null=True, blank=True)
+    currency = models.CharField(max_length=3, default=_default_currency)
+
+    objects = BudgetMonthQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["team__slug", "-month"]
+        constraints = [models.UniqueConstraint(fields=["team", "month"], name="quotas_budget_month_unique")]
+
+    def __str__(self) -> str:
+        limit = "none" if self.monthly_limit is None else f"{self.monthly_limit} {self.currency}"
+        return f"{self.team.slug} {self.month:%Y-%m}: {limit}"
+
+
 class ReservationQuerySet(models.QuerySet):
     def active(self) -> ReservationQuerySet:
         return self.filter(released_at__isnull=True)

@@ -17,7 +17,7 @@ from portal.formatting import plain_amount
 from portal.models import Team
 from quotas import charts
 from quotas.ledger import ZERO, RefLabel, month_end, month_start, ref_labels, usage_rows, usage_table
-from quotas.models import GpuFlavor, TeamBudget
+from quotas.models import BudgetMonth, GpuFlavor, TeamBudget
 from quotas.services import budget_summary
 
 #: How many months back the month picker offers.
@@ -88,6 +88,15 @@ def _daily_by_flavor(teams: list[Team], since: datetime, until: datetime, now: d
     return days, flavors, values
 
 
+def _limit_of_month(team: Team, month: datetime, today: Decimal | None) -> Decimal | None:
+    """The monthly limit ``team`` had in ``month`` (None: no budget then), from the budget history.
+
+    A team with no history at all (a budget written around the quota services) has ``today``'s.
+    """
+    row = BudgetMonth.objects.of_month(team, timezone.localtime(month).date())
+    return row.monthly_limit if row is not None else today
+
+
 def usage_page(team: Team, month: datetime, now: datetime | None = None) -> dict:
     """Everything the team's Usage page shows for ``month`` (its first instant)."""
     now = now or timezone.now()
@@ -99,10 +108,12 @@ def usage_page(team: Team, month: datetime, now: datetime | None = None) -> dict
     daily_totals = [(day, sum((values.get((day, f), ZERO) for f in flavors), ZERO)) for day in days]
     spent = sum((cost for _day, cost in daily_totals), ZERO)
     budget = budget_summary(team, now)
+    # A past month is drawn against the budget it had, not today's (the budget history).
+    limit = budget["monthly_limit"] if current else _limit_of_month(team, since, budget["monthly_limit"])
     burn = charts.burn_chart(
         since, until, daily_totals, now if current else until, spent=budget["spent_month"] if current else spent,
         committed=budget["committed"] if current else None,
-        projected=budget["projected_month_end"] if current else None, limit=budget["monthly_limit"],
+        projected=budget["projected_month_end"] if current else None, limit=limit,
         runs_out_at=budget["runs_out_at"] if current else None, currency=currency)
     totals = {key: sum((row[key] for row in reports["flavor"]), ZERO)
               for key in ("gpu_hours", "cost", "idle_gpu_hours", "idle_cost")}

@@ -40,11 +40,12 @@ from quotas.ledger import (
     cost_by_ref,
     cost_per_hour,
     month_end,
+    month_start,
     open_segments,
     record_usage,
     spent_month,
 )
-from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota
+from quotas.models import BudgetMonth, GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota
 from quotas.tasks import sync_team_quota
 
 __all__ = [
@@ -220,8 +221,12 @@ def audit_quota_change(actor, team: Team, flavor: str, old: int | None, new: int
 @transaction.atomic
 def set_team_budget(actor, team: Team, monthly_limit: Decimal | None, currency: str | None = None,
                     alert_threshold_percent: int | None = None, ip: str | None = None,
-                    policy: str | None = None) -> TeamBudget | None:
-    """Set (or with ``monthly_limit=None`` remove) the team's monthly budget; audited."""
+                    policy: str | None = None, now: datetime | None = None) -> TeamBudget | None:
+    """Set (or with ``monthly_limit=None`` remove) the team's monthly budget; audited.
+
+    A change is also recorded as the budget of ``now``'s month (:class:`BudgetMonth`), so that
+    month's burn-down keeps it after the budget changes again.
+    """
     lock_team(team)  # admission reads the budget under this lock
     old = TeamBudget.objects.filter(team=team).first()
     before = budget_fields(old)
@@ -238,6 +243,8 @@ def set_team_budget(actor, team: Team, monthly_limit: Decimal | None, currency: 
         budget, _ = TeamBudget.objects.update_or_create(team=team, defaults=defaults)
     after = budget_fields(budget)
     if before != after:
+        # The month's budget for its burn-down, once the month is over (quotas.reports.usage_page).
+        BudgetMonth.objects.record(team, budget, month_start(now).date())
         audit_budget_change(actor, team, before, after, ip=ip)
         schedule_team_sync(team)  # a raised budget may let queued work start
     return budget

@@ -43,10 +43,20 @@ from cluster.backends.base import (
 from cluster.errors import Invalid, NotFound, Transient
 from cluster.metrics import per_workload, running_pods
 from cluster.perf import gc_paused
+from cluster.status import parse_time
 from sandbox import inventory
 from sandbox.bulk import Record
 from sandbox.bulk import load as load_records
-from sandbox.clock import CRASH_OUTCOMES, Tick, endpoint_load, new_uid, pod_ready, replicaset_name, rfc3339
+from sandbox.clock import (
+    CRASH_OUTCOMES,
+    KILLED_EXIT_CODE,
+    Tick,
+    endpoint_load,
+    new_uid,
+    pod_ready,
+    replicaset_name,
+    rfc3339,
+)
 from sandbox.clock import PLANS as PLAN_CACHE
 from sandbox.models import SimClock, SimEvent, SimLoad, SimObject, SimPod
 from sandbox.simulation import (
@@ -304,7 +314,8 @@ class SandboxBackend(ClusterBackend):
         return [pod_manifest(pod, pod.owner, at) for pod in rows.order_by("created_at", "pk")]
 
     @_storage_errors
-    def logs(self, ref: WorkloadRef, pod: str, tail: int | None = 200, *, now: datetime | None = None) -> list[str]:
+    def logs(self, ref: WorkloadRef, pod: str, tail: int | None = 200, previous: bool = False, *,
+             now: datetime | None = None) -> list[str]:
         at = now or self.clock()
         row = SimPod.objects.filter(namespace=ref.namespace, workload=ref.workload, name=pod).select_related(
             "owner").first()
@@ -312,6 +323,8 @@ class SandboxBackend(ClusterBackend):
             raise NotFound(f'pods "{pod}" not found', status=404)
         tail = LOG_LINES_MAX if tail is None else tail
         plan = row.owner.plan["pods"][row.role]
+        if previous:
+            return self._previous_log(row, plan, tail)
         if row.started_at is None:
             return []  # "container is waiting to start": nothing logged yet
         if row.owner.kind == "Deployment":
@@ -334,6 +347,19 @@ class SandboxBackend(ClusterBackend):
                             outcome=pod_outcome(plan, row.owner.kind, row.index),
                             finished=row.finished_at is not None and row.reason != "DeadlineExceeded",
                             workers=workers, tail=tail, args=plan.get("args", ()))
+
+    @staticmethod
+    def _previous_log(row: SimPod, plan: dict, tail: int) -> list[str]:
+        """A PyTorchJob replica's run before its last restart (:meth:`Tick.keep_previous_runs`); []
+        when it has not restarted, as the API answers ``previous=true`` of a container that never did."""
+        run = _previous_run(row, row.owner)
+        if run is None:
+            return []
+        killed = run["code"] == KILLED_EXIT_CODE  # stopped by the gang's restart: its log just stops
+        return training_log(row.name, image=plan["img"], started=parse_time(run["started"]),
+                            until=parse_time(run["finished"]), outcome=pod_outcome(plan, row.owner.kind, row.index),
+                            finished=not killed, workers=sum(p["count"] for p in row.owner.plan["pods"]), tail=tail,
+                            args=plan.get("args", ()))
 
     @staticmethod
     def _load(deployment: SimObject, at: datetime) -> float:
@@ -475,6 +501,13 @@ def pod_manifest(pod: SimPod, owner: SimObject, at: datetime) -> Manifest:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 
 
+def _previous_run(pod: SimPod, owner: SimObject) -> dict | None:
+    """How a PyTorchJob replica's run before its last restart went (``Tick.keep_previous_runs``), else None."""
+    if owner.kind != "PyTorchJob":
+        return None
+    return (owner.memo.get("previous") or {}).get(pod.name)
+
+
 def _pod_status(pod: SimPod, owner: SimObject, plan: dict, at: datetime) -> Manifest:
     status: Manifest = {"phase": pod.phase, "qosClass": "Burstable"}
     container = plan["ctr"]
@@ -530,6 +563,11 @@ def _pod_status(pod: SimPod, owner: SimObject, plan: dict, at: datetime) -> Mani
                                                    "finishedAt": rfc3339(state.last_exit)}}
     else:
         cstatus["state"] = {"running": {"startedAt": rfc3339(pod.started_at)}}
+    run = _previous_run(pod, owner)
+    if run is not None:  # a PyTorchJob replica restarted: what the kubelet says of its previous run
+        cstatus["restartCount"] = run["restarts"]
+        cstatus["lastState"] = {"terminated": {"reason": run["reason"], "exitCode": run["code"],
+                                               "startedAt": run["started"], "finishedAt": run["finished"]}}
     status["containerStatuses"] = [cstatus]
     running = pod.phase == "Running"
     status["conditions"] = [

@@ -60,6 +60,10 @@ JOB_BACKOFF_START, JOB_BACKOFF_CAP = 10, 360
 PROGRESS_DEADLINE = 600
 
 
+#: The exit code of a container stopped by SIGTERM (a PyTorchJob gang's restart kills the rest).
+KILLED_EXIT_CODE = 143
+
+
 def rfc3339(t: datetime | None) -> str | None:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
 
@@ -210,7 +214,7 @@ class Tick:
         plan = self.plan_of(pod)
         if pod.phase == "Running":
             self.event(pod, f"Pod/{pod.name}", "Normal", "Killing", f"Stopping container {plan['ctr']}")
-        pod.phase, pod.reason, pod.exit_code, pod.finished_at = "Failed", reason, 143, self.now
+        pod.phase, pod.reason, pod.exit_code, pod.finished_at = "Failed", reason, KILLED_EXIT_CODE, self.now
         self._release(pod)
         pod.active, pod.stage = False, STAGE_DONE
         self.touch(pod)
@@ -362,6 +366,23 @@ class Tick:
             status.pop("active")
         self.set_status(job, status)
 
+    def keep_previous_runs(self, job: ObjRow, restarts: int) -> None:
+        """Remember how each replica's run before a restart went, for the pods that replace them.
+
+        The sandbox restarts a PyTorchJob's gang with new pods of the same names; a real cluster
+        restarts each replica's container in place (``restartPolicy: OnFailure``), so the
+        replacement shows what the kubelet would: ``restartCount`` and ``lastState.terminated``,
+        and its previous log (:meth:`sandbox.backend.SandboxBackend.logs` with ``previous``).
+        Only the run just before is kept, as the kubelet keeps one.
+        """
+        previous = dict(job.memo.get("previous") or {})
+        for pod in self.pods_by_owner.get(job.pk, []):
+            if pod.started_at is not None:
+                previous[pod.name] = {"restarts": restarts, "started": rfc3339(pod.started_at),
+                                      "finished": rfc3339(pod.finished_at or self.now), "reason": pod.reason or "Error",
+                                      "code": pod.exit_code if pod.exit_code is not None else 1}
+        job.memo["previous"] = previous
+
     def pytorchjob(self, job: ObjRow) -> None:
         pods = [p for p in self.pods_by_owner.get(job.pk, []) if p.active]
         if self._quiet(job, pods):
@@ -392,6 +413,7 @@ class Tick:
                 memo["restarts"] = restarts + 1
                 for pod in pods:
                     self.kill(pod, job)
+                self.keep_previous_runs(job, restarts + 1)
                 self.reset_owners.add(job.pk)
                 self.pods_by_owner[job.pk] = []
                 pods = []

@@ -46,9 +46,10 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "inference:endpoint-edit": (ENDPOINT, (), ("get", "post")),
     "inference:endpoint-delete": (ENDPOINT, (), ("get", "post")),
     "run-detail": (RUN, ("get",), ()), "run-cancel": (RUN, (), ("post",)), "run-events": (RUN, ("get",), ()),
-    "run-logs": (RUN, ("get",), ()), "run-manifest": (RUN, ("get",), ()),
+    "run-logs": (RUN, ("get",), ()), "run-logs-download": (RUN, ("get",), ()), "run-manifest": (RUN, ("get",), ()),
     "endpoint-detail": (ENDPOINT, ("get",), ("patch", "delete")), "endpoint-events": (ENDPOINT, ("get",), ()),
-    "endpoint-logs": (ENDPOINT, ("get",), ()), "endpoint-manifest": (ENDPOINT, ("get",), ()),
+    "endpoint-logs": (ENDPOINT, ("get",), ()), "endpoint-logs-download": (ENDPOINT, ("get",), ()),
+    "endpoint-manifest": (ENDPOINT, ("get",), ()),
     "endpoint-scaling": (ENDPOINT, ("get",), ()), "endpoint-replicas": (ENDPOINT, ("get",), ()),
 }
 #: Routes that take a team (in the path or the body): name → (path, method, body).

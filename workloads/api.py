@@ -1,6 +1,6 @@
 """REST API pieces every workload kind shares: reading actions, queue positions, the team of a POST.
 
-A kind's viewset mixes in :class:`WorkloadReadActions` (``logs/``, ``events/``, ``manifest/``)
+A kind's viewset mixes in :class:`WorkloadReadActions` (``logs/``, ``logs/download/``, ``events/``, ``manifest/``)
 and uses :func:`team_slug_of_post` and :func:`queue_positions_for`, so runs and endpoints answer
 alike (API.md: "``/manifest/``, ``/logs/``, ``/events/`` — as for runs").
 """
@@ -27,11 +27,13 @@ from workloads import secrets
 from workloads import services as workloads
 from workloads.forecast import StartEstimate, estimated_starts
 from workloads.idle import IdleFigures, idle_figures
+from workloads.views import log_download
 
 
 class LogSourceSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    label = serializers.CharField(help_text='"master-0", "worker-1", "attempt 2 (running)"')
+    name = serializers.CharField(help_text='the pod\'s name; "<pod>:previous" for a restarted replica\'s earlier attempt')
+    label = serializers.CharField(help_text='"master-0", "worker-1", "attempt 2 (running)", '
+                                            '"master-0, attempt 1 (Error (exit 1))"')
 
 
 class LogsSerializer(serializers.Serializer):
@@ -171,7 +173,7 @@ MANIFEST_YAML_SCHEMA = {
 
 
 class WorkloadReadActions:
-    """``logs/``, ``events/`` and ``manifest/`` of one workload, for any kind's viewset."""
+    """``logs/``, ``logs/download/``, ``events/`` and ``manifest/`` of one workload, for any kind's viewset."""
 
     @extend_schema(parameters=[OpenApiParameter("tail", TAIL_SCHEMA, description="How many of the last lines."),
                                OpenApiParameter("pod", str)], responses=LogsSerializer)
@@ -182,8 +184,16 @@ class WorkloadReadActions:
             found = workloads.logs(workload, request.query_params.get("pod", ""), _tail(request))
         except workloads.UnknownPod as exc:
             raise Http404("No such pod.") from exc
-        return Response({"lines": found.lines, "pod": found.shown.pod if found.shown else None,
-                         "pods": [{"name": s.pod, "label": s.label} for s in found.sources]})
+        return Response({"lines": found.lines, "pod": found.shown.key if found.shown else None,
+                         "pods": [{"name": s.key, "label": s.label} for s in found.sources]})
+
+    @extend_schema(parameters=[OpenApiParameter("pod", str, description="A pod of ``logs/``'s ``pods`` (default: "
+                                                                     "the one ``logs/`` shows first)")],
+                   responses={(200, "text/plain"): OpenApiTypes.STR})
+    @action(detail=True, methods=["get"], url_path="logs/download", url_name="logs-download", pagination_class=None)
+    def logs_download(self, request, pk=None):
+        """The pod's whole log as a text file (``Content-Disposition: attachment``), as the page's download."""
+        return log_download(request, self.get_object())
 
     @extend_schema(responses=EventSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None)

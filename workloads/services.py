@@ -3,7 +3,8 @@
 * :func:`admit_new` admits a just-recorded workload (in the caller's transaction) and has its
   objects applied after commit;
 * :func:`end_by_user` ends it for a user (cancel, delete) and has its objects deleted;
-* :func:`manifests`, :func:`logs` (of any of its pods) and :func:`events` read what the cluster layer has for it.
+* :func:`manifests`, :func:`logs` (of any of its pods), :func:`log_file` (one pod's whole log, for
+  the page's and the API's downloads) and :func:`events` read what the cluster layer has for it.
 
 Access checks stay with the caller (each kind's service checks roles before calling here).
 """
@@ -13,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, Exists, Q
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, Exists, Q, Value
 from django.utils import timezone
 
 import portal.cluster
@@ -27,7 +29,8 @@ from quotas.models import GpuFlavor
 from workloads import lifecycle, tasks
 from workloads.constants import Message
 from workloads.identity import WorkloadId
-from workloads.registry import kind_of, kinds
+from workloads.models import cost_to
+from workloads.registry import kind_for, kind_of, kinds
 
 
 def admit_new(workload) -> admission.Decision:
@@ -114,9 +117,11 @@ class UnknownPod(LookupError):
 
 
 def logs(workload, pod: str = "", tail: int | None = 200) -> Logs:
-    """The last ``tail`` lines (all when None) of the workload's pod named ``pod``, or of its default pod.
+    """The last ``tail`` lines (all when None) of the workload's log source ``pod``, or of its default pod.
 
-    The default pod is a PyTorchJob's Master, a Job's newest attempt (:mod:`cluster.pods`).
+    ``pod`` is a :attr:`LogSource.key`: a pod's name, or ``<pod>:previous`` for a restarted
+    PyTorchJob replica's earlier attempt. The default pod is a PyTorchJob's Master, a Job's
+    newest attempt (:mod:`cluster.pods`).
     ``pod`` is checked against the workload's own pods first: a name from the user never
     reaches another workload's pod (:class:`UnknownPod`). Nothing to show before the workload
     is on the cluster or while the cluster cannot be reached.
@@ -131,16 +136,38 @@ def logs(workload, pod: str = "", tail: int | None = 200) -> Logs:
         sources = log_sources(backend.pods(ref), workload.get_state_display().lower() if workload.is_final else "")
     except ClusterError:
         return Logs([], None, [])  # unreachable is not "no such pod": show nothing, answer no 404
-    shown = next((s for s in sources if s.pod == pod), None) if pod else next(iter(sources), None)
+    shown = next((s for s in sources if s.key == pod), None) if pod else next(iter(sources), None)
     if pod and shown is None:
         raise UnknownPod(pod)
     if shown is None:
         return Logs(sources, None, [])
     try:
-        lines = backend.logs(ref, shown.pod, tail=tail)
+        lines = backend.logs(ref, shown.pod, tail=tail, previous=shown.previous)
     except ClusterError:
         lines = []  # e.g. the pod went between the two calls
     return Logs(sources, shown, lines)
+
+
+@dataclass(frozen=True)
+class LogFile:
+    """One pod's whole log as a download: its file name (after the pod) and its text, a line each."""
+
+    filename: str
+    text: str
+
+
+def log_file(workload, pod: str = "") -> LogFile:
+    """The whole log of the workload's pod named ``pod`` (its default pod when empty), as a file.
+
+    :class:`UnknownPod` when ``pod`` is none of the workload's pods, as for :func:`logs`. "Whole"
+    is up to the backend's cap for a full read (``LOG_BYTES_MAX`` on Kubernetes), so one download
+    cannot exhaust the web process. Before the workload is on the cluster: an empty file named
+    after the workload.
+    """
+    found = logs(workload, pod, None)
+    name = workload.cluster_name if found.shown is None else (
+        f"{found.shown.pod}-previous" if found.shown.previous else found.shown.pod)
+    return LogFile(f"{name}.log", "".join(f"{line}\n" for line in found.lines))
 
 
 def events(workload) -> list[ClusterEvent]:
@@ -194,9 +221,8 @@ def waiting_for_capacity() -> list[Waiting]:
 
 #: The staff list's sort orders: newest first, or costliest first.
 SORTS = ("age", "cost")
-#: At most this many rows per kind are read for the staff list (newest first), so a filter
-#: that matches years of finished work stays cheap; the page says when it was cut.
-STAFF_LIST_LIMIT = 500
+#: Rows per page of the staff list; the page control reaches every matching workload.
+STAFF_PAGE_SIZE = 100
 
 
 @dataclass(frozen=True)
@@ -209,34 +235,79 @@ class StaffRow:
     cost: object
 
 
+@dataclass(frozen=True)
+class StaffPage:
+    """One page of the staff list: its rows, and the page (number, count of pages and of workloads)."""
+
+    rows: list[StaffRow]
+    page: Page
+
+
+def _staff_filtered(kind, *, team: str, state: str, flavor: str, user: str):
+    """``kind``'s workloads matching the staff list's filters."""
+    model = kind.model
+    workloads = model.objects.all()
+    if state == "active":
+        workloads = workloads.filter(state__in=(*model.HOLDING_STATES, kind.lifecycle.queued))
+    elif state:
+        workloads = workloads.filter(state=state)
+    if team:
+        workloads = workloads.filter(team__slug=team)
+    if flavor:
+        workloads = workloads.filter(flavor__name=flavor)
+    if user:
+        workloads = workloads.filter(created_by__username=user)
+    return workloads
+
+
+def _by_cost(filtered: dict, now: datetime) -> list[tuple]:
+    """``(cost, created_at, prefix, pk)`` of every filtered workload, costliest first (newest first on a tie).
+
+    The cost to the second includes the open segment, which SQL does not price: read each
+    workload's billing columns (one narrow query per kind, no joins) and order here.
+    """
+    prices = GpuFlavor.objects.in_bulk()
+    keys = [(cost_to(billed, prices[flavor_id], units, spot, since, now), created, prefix, pk)
+            for prefix, workloads in filtered.items()
+            for pk, created, billed, flavor_id, units, spot, since in workloads.values_list(
+                "pk", "created_at", "billed_cost", "flavor_id", "open_units", "spot", "billed_until")]
+    return sorted(keys, reverse=True)
+
+
+def _by_age(filtered: dict):
+    """``(created_at, prefix, pk)`` of every filtered workload, newest first: one SQL UNION the
+    paginator counts and slices, so a page reads only its own keys however many match."""
+    parts = [workloads.order_by().annotate(kind_prefix=Value(prefix)).values_list("created_at", "kind_prefix", "pk")
+             for prefix, workloads in filtered.items()]
+    return parts[0].union(*parts[1:], all=True).order_by("-created_at", "-kind_prefix", "-pk")
+
+
 def every_teams_workloads(*, team: str = "", state: str = "active", flavor: str = "", user: str = "",
-                          sort: str = "age", now: datetime | None = None) -> tuple[list[StaffRow], bool]:
-    """Runs and endpoints of every team, filtered and sorted, for platform staff; and whether the list was cut.
+                          sort: str = "age", page: int | str = 1, now: datetime | None = None) -> StaffPage:
+    """One page of the runs and endpoints of every team, filtered and sorted, for platform staff.
 
     ``state``: "active" (queued or holding quota, the default), "" for all, or a state of some
     kind (kinds without it show none). ``sort``: "age" (newest first) or "cost" (costliest first).
+    ``page``: 1-based; a number out of range or not a number gives the nearest page.
+
+    Every matching workload is reachable, whatever their number. Newest first is ordered and
+    sliced in SQL; costliest first reads every matching workload's billing columns (see
+    :func:`_by_cost`). Then only the page's rows are loaded whole: a constant number of queries
+    at any size and on any page.
     """
     now = now or timezone.now()
-    rows, cut = [], False
-    for kind in kinds():
-        model = kind.model
-        workloads = model.objects.select_related("team", "flavor", "created_by")
-        if state == "active":
-            workloads = workloads.filter(state__in=(*model.HOLDING_STATES, kind.lifecycle.queued))
-        elif state:
-            workloads = workloads.filter(state=state)
-        if team:
-            workloads = workloads.filter(team__slug=team)
-        if flavor:
-            workloads = workloads.filter(flavor__name=flavor)
-        if user:
-            workloads = workloads.filter(created_by__username=user)
-        found = list(workloads.order_by("-created_at", "-pk")[:STAFF_LIST_LIMIT + 1])
-        cut = cut or len(found) > STAFF_LIST_LIMIT
-        rows += [StaffRow(w, kind.noun, kind.resource_request(w).units, w.cost_at(now))
-                 for w in found[:STAFF_LIST_LIMIT]]
-    if sort == "cost":
-        rows.sort(key=lambda row: (-row.cost, -row.workload.created_at.timestamp()))
-    else:
-        rows.sort(key=lambda row: row.workload.created_at, reverse=True)
-    return rows, cut
+    filtered = {kind.prefix: _staff_filtered(kind, team=team, state=state, flavor=flavor, user=user)
+                for kind in kinds()}
+    shown = Paginator(_by_cost(filtered, now) if sort == "cost" else _by_age(filtered), STAFF_PAGE_SIZE).get_page(page)
+    keys = [key[-2:] for key in shown]  # (prefix, pk)
+    wanted: dict[str, list[int]] = {}
+    for prefix, pk in keys:
+        wanted.setdefault(prefix, []).append(pk)
+    loaded = {prefix: kind_for(prefix).model.objects.select_related("team", "flavor", "created_by").in_bulk(pks)
+              for prefix, pks in wanted.items()}
+    rows = []
+    for prefix, pk in keys:
+        kind, workload = kind_for(prefix), loaded[prefix].get(pk)
+        if workload is not None:  # deleted between the two reads
+            rows.append(StaffRow(workload, kind.noun, kind.resource_request(workload).units, workload.cost_at(now)))
+    return StaffPage(rows, shown)

@@ -82,11 +82,17 @@ def log_box(request: HttpRequest, workload) -> HttpResponse:
 
 
 def log_download(request: HttpRequest, workload) -> HttpResponse:
-    """The whole log of ``?pod=`` (the default pod when absent) as a text file named after the pod."""
-    logs = _picked_logs(request, workload, None)
-    name = logs.shown.pod if logs.shown else workload.cluster_name
-    response = HttpResponse("".join(f"{line}\n" for line in logs.lines), content_type="text/plain; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{name}.log"'
+    """The whole log of ``?pod=`` (the default pod when absent) as a text file named after the pod.
+
+    The page's link and the API's ``logs/download/`` both answer with this: 404 for a pod that is
+    not the workload's.
+    """
+    try:
+        log = workloads.log_file(workload, request.GET.get("pod", ""))
+    except workloads.UnknownPod as exc:
+        raise Http404("No such pod.") from exc
+    response = HttpResponse(log.text, content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{log.filename}"'
     return response
 
 

@@ -142,15 +142,19 @@ class ClusterBackend(abc.ABC):
         """The workload's pods as the API server returns them, finished ones included, in any order.
 
         A Job's failed attempts stay (``restartPolicy: Never`` makes each attempt a pod of its
-        own), so their logs stay readable; :mod:`cluster.pods` orders and names them.
+        own), so their logs stay readable; :mod:`cluster.pods` orders and names them. A
+        PyTorchJob's replicas restart in place (``restartPolicy: OnFailure``): a restarted one
+        says so in its container's ``restartCount`` and ``lastState.terminated``.
         """
 
     @abc.abstractmethod
-    def logs(self, ref: WorkloadRef, pod: str, tail: int | None = 200) -> list[str]:
+    def logs(self, ref: WorkloadRef, pod: str, tail: int | None = 200, previous: bool = False) -> list[str]:
         """The last ``tail`` log lines (all of them when None) of the workload's pod named ``pod``.
 
         ``pod`` is one of :meth:`pods`' names (callers check that: a name from the user must
         not reach another workload's pod). [] when its container has not started yet.
+        ``previous``: the log of the container's run before its last restart (``previous=true``:
+        the kubelet keeps that one only); [] when it has not restarted.
         """
 
     @abc.abstractmethod

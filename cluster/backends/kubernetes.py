@@ -443,14 +443,18 @@ class KubernetesBackend(ClusterBackend):
         selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={ref.workload}"
         return self.list(POD, namespace=ref.namespace, label_selector=selector)
 
-    def logs(self, ref: WorkloadRef, pod: str, tail: int | None = 200) -> list[str]:
+    def logs(self, ref: WorkloadRef, pod: str, tail: int | None = 200, previous: bool = False) -> list[str]:
         """The pod's log; Slipway's pods have one container, so none is named. A whole log
-        (``tail=None``) is capped at :data:`LOG_BYTES_MAX` so one download cannot exhaust the web process."""
+        (``tail=None``) is capped at :data:`LOG_BYTES_MAX` so one download cannot exhaust the web process.
+        ``previous``: its container's run before the last restart (a PyTorchJob replica's earlier attempt)."""
         query = [("tailLines", str(int(tail)))] if tail is not None else [("limitBytes", str(LOG_BYTES_MAX))]
+        if previous:
+            query.append(("previous", "true"))
         try:
             data = self.request("GET", POD.object_path(pod, ref.namespace) + "/log", query=query, raw=True)
         except Invalid:
-            return []  # 400: the container has not started yet, so there is nothing to read
+            # 400: the container has not started yet (or, with previous, has never restarted): nothing to read
+            return []
         return data.decode("utf-8", errors="replace").splitlines()
 
     def events(self, ref: WorkloadRef) -> list[ClusterEvent]:

@@ -119,6 +119,8 @@ class FakeKubeAPI:
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str, str, str], Obj] = {}
         self.logs: dict[tuple[str, str], list[str]] = {}
+        #: (namespace, pod) -> the log of its container's run before the last restart (``previous=true``)
+        self.previous_logs: dict[tuple[str, str], list[str]] = {}
         self.uninstalled: set[str] = set()  # plurals of CRDs that are "not installed"
         self.faults: list[Fault] = []
         self.requests: list[Recorded] = []
@@ -242,6 +244,11 @@ class FakeKubeAPI:
             return self._list(plural, namespace, query)
         if method == "GET" and sub == "log":
             lines = self.logs.get((namespace or "", name or ""), [])
+            if query.get("previous", ["false"])[0] == "true":
+                if (namespace or "", name or "") not in self.previous_logs:  # never restarted: the API's 400
+                    return 400, "application/json", _status_body(
+                        400, "BadRequest", f'previous terminated container "main" in pod "{name}" not found')
+                lines = self.previous_logs[(namespace or "", name or "")]
             tail = int(query.get("tailLines", ["0"])[0] or 0)
             text = "\n".join(lines[-tail:] if tail else lines)
             return 200, "text/plain", (text + "\n").encode() if lines else b""

@@ -211,6 +211,20 @@ def test_it_lists_the_pods_of_one_workload_and_reads_any_of_their_logs(backend: 
     assert backend.logs(ref, "run-3-master-0", tail=None) == [f"step {i}" for i in range(10)]
 
 
+def test_it_reads_a_restarted_replicas_previous_run_and_nothing_when_there_is_none(backend: KubernetesBackend,
+                                                                                   kube_api: FakeKubeAPI) -> None:
+    """A PyTorchJob replica restarts in place (OnFailure): its earlier attempt is ``previous=true``."""
+    kube_api.put(samples.pod("run-3-master-0", "run-3", extra_labels={"training.kubeflow.org/replica-type": "master"}))
+    kube_api.logs[("team-vision", "run-3-master-0")] = ["attempt 2 line"]
+    kube_api.previous_logs[("team-vision", "run-3-master-0")] = ["attempt 1 line", "RuntimeError: NCCL error"]
+    ref = WorkloadRef("team-vision", "run-3")
+    assert backend.logs(ref, "run-3-master-0", previous=True) == ["attempt 1 line", "RuntimeError: NCCL error"]
+    assert ("previous", ["true"]) in kube_api.requests[-1].query.items()
+    assert backend.logs(ref, "run-3-master-0", tail=None) == ["attempt 2 line"]
+    del kube_api.previous_logs[("team-vision", "run-3-master-0")]
+    assert backend.logs(ref, "run-3-master-0", previous=True) == []  # the API's 400: it never restarted
+
+
 def test_it_lists_events_of_the_workload_and_its_children(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
     def event(name: str, involved: str, reason: str, when: str) -> dict:
         return {

@@ -54,3 +54,21 @@ def test_it_says_nothing_on_the_first_attempt_or_once_the_retries_are_spent():
     assert attempt_words([THIRD], max_retries=2) == ""
     assert attempt_words([FIRST], max_retries=0) == ""  # no retry is coming: the failure speaks for itself
     assert attempt_words([pod("run-7-master-0", "run-7")], max_retries=2) == ""  # not a Job's pods
+
+
+def test_a_restarted_pytorchjob_replica_offers_its_previous_run_after_its_current_one():
+    """OnFailure: the kubelet restarts the container in place; its previous run is one attempt back."""
+    def replica(role: str, restarts: int, last: dict | None) -> dict:
+        container = {**running_container(), "restartCount": restarts}
+        if last is not None:
+            container["lastState"] = {"terminated": last}
+        return pod(f"run-7-{role}-0", "run-7", container_statuses=[container], extra_labels={
+            "training.kubeflow.org/replica-type": role, "training.kubeflow.org/replica-index": "0"})
+
+    oom = {"reason": "OOMKilled", "exitCode": 137}
+    sources = log_sources([replica("worker", 0, None), replica("master", 2, oom)])
+    assert [(s.key, s.label, s.previous) for s in sources] == [
+        ("run-7-master-0", "master-0", False),
+        ("run-7-master-0:previous", "master-0, attempt 2 (OOMKilled (exit 137))", True),
+        ("run-7-worker-0", "worker-0", False)]
+    assert sources[1].pod == "run-7-master-0"  # the backend reads the same pod, with previous=true

@@ -66,6 +66,16 @@ def test_it_downloads_a_replicas_whole_log(client, member, endpoint):
     assert len(response.content.decode().splitlines()) == 300
 
 
+def test_the_api_downloads_a_replicas_whole_log(api, api_client_for, outsider, endpoint):
+    name = f"{endpoint.cluster_name}-7d9f-hjklm"
+    response = api.get(f"/api/v1/endpoints/{endpoint.pk}/logs/download/", {"pod": name})
+    assert response["Content-Type"] == "text/plain; charset=utf-8"
+    assert response["Content-Disposition"] == f'attachment; filename="{name}.log"'
+    assert response.content.decode().splitlines() == [f"POST /v1/completions {i}" for i in range(300)]
+    assert api.get(f"/api/v1/endpoints/{endpoint.pk}/logs/download/", {"pod": "kube-proxy-x"}).status_code == 404
+    assert api_client_for(outsider).get(f"/api/v1/endpoints/{endpoint.pk}/logs/download/").status_code == 404
+
+
 def test_it_refreshes_events_until_the_endpoint_is_final(client, member, endpoint, fake_backend):
     fake_backend.warnings[(endpoint.namespace, endpoint.cluster_name)].append(
         ClusterEvent("Warning", "Unhealthy", "Readiness probe failed", "Pod/x", "2026-11-22T10:01:00Z"))

@@ -93,7 +93,10 @@ class FakeBackend(ClusterBackend):
     def pods(self, ref):
         return copy.deepcopy(self.pod_lists.get((ref.namespace, ref.workload), []))
 
-    def logs(self, ref, pod, tail=200):
+    def logs(self, ref, pod, tail=200, previous=False):
+        if previous:  # the container's run before its last restart: [] when it never restarted
+            lines = self.log_lines.get(f"{pod}:previous", [])
+            return lines[-tail:] if tail is not None else list(lines)
         lines = self.log_lines.get(pod, [f"log line {i}" for i in range(3)])
         return lines[-tail:] if tail is not None else list(lines)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+import yaml
 from django.utils import timezone
 
 from cluster.backends.base import ClusterEvent
@@ -144,6 +145,40 @@ def test_it_downloads_the_default_pod_without_a_pick(client, member, distributed
     client.force_login(member)
     response = client.get(f"/runs/{distributed.pk}/logs/download/")
     assert response["Content-Disposition"] == f'attachment; filename="{distributed.cluster_name}-master-0.log"'
+
+
+# -- the API's download: the same file ---------------------------------------------------------
+
+
+def test_the_api_downloads_the_whole_log_as_the_page_does(client, api, member, team, distributed, fake_backend):
+    name = distributed.cluster_name
+    client.force_login(member)
+    for query in ({"pod": f"{name}-worker-1"}, {}):
+        response = api.get(f"/api/v1/runs/{distributed.pk}/logs/download/", query)
+        page = client.get(f"/runs/{distributed.pk}/logs/download/", query)
+        assert response.status_code == 200
+        assert response["Content-Type"] == "text/plain; charset=utf-8"
+        assert response.content == page.content and response["Content-Disposition"] == page["Content-Disposition"]
+    assert response.content.decode().splitlines() == [f"master step {i}" for i in range(500)]  # not the 200 tail
+    other = on_cluster(submit(member, team, name="other-run"))
+    fake_backend.pod_lists[(other.namespace, other.cluster_name)] = pytorch_pods(other)
+    for pod_name in (f"{other.cluster_name}-master-0", "nope"):
+        response = api.get(f"/api/v1/runs/{distributed.pk}/logs/download/", {"pod": pod_name})
+        assert response.status_code == 404 and "errors" in response.json()
+
+
+def test_the_api_download_is_for_the_team_only_and_staff_read_it(api_client_for, outsider, staff, distributed):
+    path = f"/api/v1/runs/{distributed.pk}/logs/download/"
+    assert api_client_for(outsider).get(path).status_code == 404
+    assert api_client_for(staff).get(path).content.decode().endswith("master step 499\n")
+
+
+def test_the_schema_declares_the_download_as_text(client):
+    schema = yaml.safe_load(client.get("/api/schema/").content)
+    for kind in ("runs", "endpoints"):
+        operation = schema["paths"][f"/api/v1/{kind}/{{id}}/logs/download/"]["get"]
+        assert set(operation["responses"]["200"]["content"]) == {"text/plain"}
+        assert [p["name"] for p in operation["parameters"] if p["in"] == "query"] == ["pod"]
 
 
 # -- who may read --------------------------------------------------------------------------------

@@ -134,3 +134,84 @@ def test_messages_name_the_team_not_its_slug(client, staff, world):
     html = client.post(f"/admin/workloads/ep/{world['endpoint'].pk}/scale-to-minimum/", follow=True).content.decode()
     assert "Endpoint chat of ML Research scaled to its minimum." in html
     assert "ml-research/chat" not in html
+
+
+# -- every workload, a page at a time ----------------------------------------------------------------
+
+
+def many_runs(team, user, flavor, count: int) -> list[TrainingRun]:
+    """``count`` finished runs, created a minute apart (the last is the newest)."""
+    start = timezone.now() - timedelta(days=30)
+    runs = TrainingRun.objects.bulk_create(
+        TrainingRun(team=team, created_by=user, name=f"r{i}", flavor=flavor, state="succeeded", image="r.example.com/t:1",
+                    command=["python"], gpus_per_worker=1) for i in range(count))
+    for i, run in enumerate(runs):  # created_at is auto_now_add: set it after
+        TrainingRun.objects.filter(pk=run.pk).update(created_at=start + timedelta(minutes=i))
+    return runs
+
+
+def pages_link(html: str, rel: str) -> str:
+    found = re.search(rf'<a href="([^"]+)" rel="{rel}">', html)
+    return found.group(1).replace("&amp;", "&") if found else ""
+
+
+def test_staff_page_through_every_workload_past_the_newest_500_keeping_the_filters(client, staff, world, outsider):
+    runs = many_runs(world["dear"].team, outsider, world["dear"].flavor, 520)
+    client.force_login(staff)
+    seen, query = [], "?team=vision&state=succeeded&sort=age"
+    while query:
+        response = client.get(URL + query)
+        html = response.content.decode()
+        assert response.status_code == 200 and "520 workloads match" in html
+        seen += re.findall(r'<tr data-ref="([^"]+)">', html)
+        query = pages_link(html, "next")
+        assert not query or ("team=vision" in query and "state=succeeded" in query and "sort=age" in query)
+    assert seen == [run.ref for run in reversed(runs)]  # all of them, newest first, each once
+    last = [run.ref for run in reversed(runs[:20])]
+    assert listed(client, "?team=vision&state=succeeded&page=6") == last
+    assert 'rel="prev"' in client.get(URL + "?team=vision&state=succeeded&page=6").content.decode()
+    # A page out of range or not a number is the nearest page, never an error.
+    assert listed(client, "?team=vision&state=succeeded&page=99") == last
+    assert listed(client, "?team=vision&state=succeeded&page=x")[0] == runs[-1].ref
+
+
+def test_cost_order_runs_across_pages(client, staff, world, outsider):
+    runs = many_runs(world["dear"].team, outsider, world["dear"].flavor, 130)
+    for i, run in enumerate(runs):
+        TrainingRun.objects.filter(pk=run.pk).update(billed_cost=i % 7)
+    client.force_login(staff)
+    costs = {run.ref: i % 7 for i, run in enumerate(runs)}
+    first = listed(client, "?team=vision&state=succeeded&sort=cost")
+    second = listed(client, "?team=vision&state=succeeded&sort=cost&page=2")
+    order = [costs[ref] for ref in first + second]
+    assert len(first) == 100 and len(set(first + second)) == 130 and order == sorted(order, reverse=True)
+
+
+@pytest.mark.parametrize("count", [3, 130])
+def test_the_list_costs_the_same_queries_at_any_size_and_page(client, staff, world, outsider, count,
+                                                               django_assert_num_queries):
+    many_runs(world["dear"].team, outsider, world["dear"].flavor, count)
+    client.force_login(staff)
+    # session + user (2) + the filter form's teams and flavors (2) + flavors' prices (1) + one
+    # narrow read per registered kind (3: the tests' own kind too) + the page's rows of each kind
+    # on it (2: runs and the endpoint) + the staff member's memberships for the navigation (1)
+    with django_assert_num_queries(11):
+        response = client.get(URL + "?state=&sort=cost")
+    assert response.status_code == 200 and len(listed(client, "?state=&sort=cost")) == min(count + 4, 100)
+    if count > 100:  # the last page: the same reads (only runs are on it)
+        with django_assert_num_queries(10):
+            assert len(listed(client, "?state=&sort=cost&page=2")) == count + 4 - 100
+
+
+@pytest.mark.parametrize("count", [3, 130])
+def test_newest_first_is_paged_in_sql_at_any_size(client, staff, world, outsider, count, django_assert_num_queries):
+    many_runs(world["dear"].team, outsider, world["dear"].flavor, count)
+    client.force_login(staff)
+    # session + user (2) + the filter form's teams and flavors (2) + the matching count and this
+    # page's keys, one UNION of every kind each (2) + the page's rows of each kind on it (2: the
+    # newest are the world's runs and endpoint) + the staff member's memberships (1)
+    with django_assert_num_queries(9):
+        assert len(listed(client, "?state=")) == min(count + 4, 100)
+    if count > 100:  # the last page holds the oldest runs only
+        with django_assert_num_queries(8):
+            assert len(listed(client, "?state=&page=2")) == count + 4 - 100

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from django.test import Client
 
 from cluster.errors import Transient
 from portal.models import AuditEvent
 from quotas.admission import ResourceRequest, admit
-from quotas.models import GpuFlavor, TeamBudget, TeamQuota
+from quotas.ledger import month_start
+from quotas.models import BudgetMonth, GpuFlavor, TeamBudget, TeamQuota
 from quotas.tasks import sync_team_quota
 from tests.factories import make_user
 
@@ -18,6 +21,7 @@ ADMIN_PAGES = [
     "/admin/quotas/gpuflavor/",
     "/admin/quotas/teamquota/",
     "/admin/quotas/teambudget/",
+    "/admin/quotas/budgetmonth/",
     "/admin/quotas/reservation/",
     "/admin/quotas/queuedrequest/",
     "/admin/quotas/usagerecord/",
@@ -169,6 +173,11 @@ def test_it_audits_quota_changes_made_on_the_team_page(staff_client, staff, quot
     budget = AuditEvent.objects.get(action=AuditEvent.Action.BUDGET_CHANGED)
     assert budget.details["new"] == {"monthly_limit": "500.0000", "currency": "USD", "alert_threshold_percent": 90,
                                      "policy": "stop"}
+    # The change is this month's budget in the history, which staff read and never edit.
+    assert list(BudgetMonth.objects.filter(team=quota_team).values_list("month", "monthly_limit")) == [
+        (month_start().date(), Decimal("500"))]
+    history = staff_client.get("/admin/quotas/budgetmonth/").content.decode()
+    assert f"{month_start():%Y-%m}" in history and "500.00 USD" in history and "Add budget month" not in history
     assert quota_team.pk in no_broker  # mirrored into the ResourceQuota after commit
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 import re
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.apps import apps as django_apps
 from django.utils import timezone
 
 from inference.models import InferenceEndpoint
@@ -16,6 +18,8 @@ from jobs.models import TrainingRun
 from portal.models import Role
 from quotas.demo import seed_flavors, seed_team_quotas
 from quotas.ledger import month_end, month_start, record_usage
+from quotas.models import BudgetMonth, TeamBudget
+from quotas.services import set_team_budget
 from tests.factories import add_member
 
 pytestmark = pytest.mark.django_db
@@ -93,6 +97,44 @@ def test_the_month_picker_shows_an_earlier_month_and_refuses_bad_input(client, m
         response, body = page(client, member, f"?month={bad}")
         assert response.status_code == 400, bad
         assert "Pick a month from the list" in body
+
+
+def burn_budget(body: str) -> str | None:
+    chart = re.search(r'<section class="card" id="burn-chart">(.*?)</section>', body, re.S)
+    found = re.search(r'<text class="bound-label"[^>]*>budget ([^<]*)</text>', chart.group(1)) if chart else None
+    return found.group(1) if found else None
+
+
+def test_a_past_months_burn_down_keeps_the_budget_it_had(client, member, staff, team, spend):
+    """The budget was 800 last month, is raised to 1,500 this month: each month shows its own."""
+    earlier = month_start(spend["start"] - timedelta(days=1))
+    record_usage(team, spend["big"].ref, "a100-80gb", member, earlier, earlier + timedelta(hours=1), 2, False)
+    set_team_budget(staff, team, Decimal("800"), now=earlier + timedelta(days=3))
+    set_team_budget(staff, team, Decimal("1500"))
+    assert burn_budget(page(client, member, f"?month={earlier:%Y-%m}")[1]) == "800.00 USD"
+    assert burn_budget(page(client, member)[1]) == "1,500.00 USD"
+    # Removed this month: last month keeps its line, this month has none.
+    set_team_budget(staff, team, None)
+    assert burn_budget(page(client, member, f"?month={earlier:%Y-%m}")[1]) == "800.00 USD"
+    assert burn_budget(page(client, member)[1]) is None
+    assert list(BudgetMonth.objects.filter(team=team).values_list("month", "monthly_limit")) == [
+        (spend["start"].date(), None), (earlier.date(), Decimal("800"))]
+
+
+def test_months_before_the_history_use_its_oldest_budget(client, member, staff, team, spend):
+    earlier = month_start(spend["start"] - timedelta(days=1))
+    record_usage(team, spend["big"].ref, "a100-80gb", member, earlier, earlier + timedelta(hours=1), 2, False)
+    set_team_budget(staff, team, Decimal("700"))  # the history begins this month
+    assert burn_budget(page(client, member, f"?month={earlier:%Y-%m}")[1]) == "700.00 USD"
+
+
+def test_the_migration_seeds_the_history_from_todays_budgets(team, other_team):
+    """0007 records every team's budget of today as this month's, and nothing for teams without one."""
+    TeamBudget.objects.create(team=team, monthly_limit=Decimal("250"), currency="EUR")
+    seed = importlib.import_module("quotas.migrations.0007_budget_months").seed_from_budgets
+    seed(django_apps, None)
+    assert list(BudgetMonth.objects.values_list("team__slug", "month", "monthly_limit", "currency")) == [
+        ("ml-research", month_start().date(), Decimal("250"), "EUR")]
 
 
 def test_it_shows_nothing_of_other_teams(client, outsider, spend):
