@@ -116,8 +116,13 @@ def budget_summaries(team_ids: list[int], now: datetime | None = None) -> dict[i
     The reconcile cycle reads every budgeted team's month through it once (:func:`enforce_budgets`).
     """
     now = now or timezone.now()
+    return _summaries(team_ids, {budget.team_id: budget for budget in TeamBudget.objects.filter(team_id__in=team_ids)},
+                      now)
+
+
+def _summaries(team_ids: list[int], budgets: dict[int, TeamBudget], now: datetime) -> dict[int, dict]:
+    """:func:`budget_summaries` with the teams' budgets already read (four statements)."""
     since = month_start(now)
-    budgets = {budget.team_id: budget for budget in TeamBudget.objects.filter(team_id__in=team_ids)}
     closed = closed_spend(team_ids, since)
     open_ = open_spend(team_ids, since, now)
     ahead = committed_by_team(team_ids, now)
@@ -186,7 +191,7 @@ def enforce_budgets(now: datetime | None = None) -> BudgetStep:
     """
     now = now or timezone.now()
     budgets = list(TeamBudget.objects.select_related("team"))
-    summaries = budget_summaries([budget.team_id for budget in budgets], now)
+    summaries = _summaries([budget.team_id for budget in budgets], {budget.team_id: budget for budget in budgets}, now)
     step = BudgetStep()
     alerting = [budget for budget in budgets if summaries[budget.team_id]["alert"]]
     if alerting:
