@@ -8,9 +8,10 @@ interval lies within one hour and is added to that hour's row by one conditional
 which ignores an interval that does not start after what the row already covers: a replayed
 close is a no-op instead of a double charge.
 
-Spend and reports read the closed rows plus the open segments up to now
-(:func:`register_open_segments`: the workloads app supplies them; quotas never imports it), so
-budgets and pages are exact to the second.
+Spend and reports read the closed rows plus the open segments up to now (the workloads app
+supplies them; quotas never imports it), so budgets and pages are exact to the second: spend and
+budgets summed per group of identical segments (:func:`register_open_groups`,
+:func:`open_spend`), reports one by one (:func:`register_open_segments`).
 
 :func:`cost_per_hour` is the one price rule: every cost figure derives from it.
 """
@@ -140,12 +141,6 @@ class Interval:
             pieces.append(replace(self, start=start, end=end))
             start = end
         return pieces
-
-    def since(self, instant: datetime) -> Interval | None:
-        """The part of this interval from ``instant`` on, or None when it ended before."""
-        if self.end <= instant:
-            return None
-        return replace(self, start=max(self.start, instant))
 
 
 def record_usage(team, ref: str, flavor: GpuFlavor | str, user, start: datetime, end: datetime, units: int,

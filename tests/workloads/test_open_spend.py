@@ -7,6 +7,7 @@ columns and text for timestamps) go through the grouped path.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -33,8 +34,8 @@ def per_segment(team_ids: list[int], now: datetime) -> dict[int, tuple[Decimal, 
     totals: dict[int, tuple[Decimal, Decimal, dict[str, Decimal]]] = {t: (ZERO, ZERO, {}) for t in team_ids}
     for segment in open_segments(team_ids, now):
         spent, burn, by_prefix = totals[segment.team_id]
-        clipped = segment.since(since)
-        cost = clipped.charge()[0] if clipped is not None else ZERO
+        # Each segment clipped to the month and priced alone (every one here ends at now, after the month's start).
+        cost = replace(segment, start=max(segment.start, since)).charge()[0]
         prefix = segment.ref.partition(":")[0]
         by_prefix[prefix] = by_prefix.get(prefix, ZERO) + cost
         totals[segment.team_id] = (spent + cost, burn + cost_per_hour(segment.flavor, segment.units, segment.spot),
