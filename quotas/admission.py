@@ -198,7 +198,8 @@ def _budget_state(team) -> BudgetState | None:
     budget = TeamBudget.objects.filter(team=team).annotate(spent=Subquery(spent)).first()
     if budget is None:
         return None
-    return BudgetState(budget.monthly_limit, (budget.spent or ZERO) + open_spend(team.pk, since, now), budget.currency,
+    open_ = open_spend([team.pk], since, now)[team.pk].spent
+    return BudgetState(budget.monthly_limit, (budget.spent or ZERO) + open_, budget.currency,
                        committed(team.pk, now), hours_left_in_month(now))
 
 
@@ -319,7 +320,8 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
             # the month's end, so every held unit at the dearest price never commits less.
             dearest_flavor = GpuFlavor(price_per_hour=max(_decimal(dearest) or ZERO, _decimal(dearest_spot) or ZERO))
             bound = cost_ahead(dearest_flavor, int(held_units), False, now, month_end(now))
-            budget = BudgetState(_decimal(budget_limit), _decimal(spent) + open_spend(team.pk, since, now), currency,
+            open_ = open_spend([team.pk], since, now)[team.pk].spent
+            budget = BudgetState(_decimal(budget_limit), _decimal(spent) + open_, currency,
                                  bound, hours_left_in_month(now))
         decision = decide(request, int(usage), facts, budget)
         if decision.reason == Reason.WAITING_FOR_BUDGET:

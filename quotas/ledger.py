@@ -8,9 +8,10 @@ interval lies within one hour and is added to that hour's row by one conditional
 which ignores an interval that does not start after what the row already covers: a replayed
 close is a no-op instead of a double charge.
 
-Spend and reports read the closed rows plus the open segments up to now
-(:func:`register_open_segments`: the workloads app supplies them; quotas never imports it), so
-budgets and pages are exact to the second.
+Spend and reports read the closed rows plus the open segments up to now (the workloads app
+supplies them; quotas never imports it), so budgets and pages are exact to the second: spend and
+budgets summed per group of identical segments (:func:`register_open_groups`,
+:func:`open_spend`), reports one by one (:func:`register_open_segments`).
 
 :func:`cost_per_hour` is the one price rule: every cost figure derives from it.
 """
@@ -18,7 +19,7 @@ budgets and pages are exact to the second.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from functools import lru_cache
@@ -140,12 +141,6 @@ class Interval:
             pieces.append(replace(self, start=start, end=end))
             start = end
         return pieces
-
-    def since(self, instant: datetime) -> Interval | None:
-        """The part of this interval from ``instant`` on, or None when it ended before."""
-        if self.end <= instant:
-            return None
-        return replace(self, start=max(self.start, instant))
 
 
 def record_usage(team, ref: str, flavor: GpuFlavor | str, user, start: datetime, end: datetime, units: int,
@@ -298,28 +293,90 @@ def ref_labels(refs: list[str]) -> dict[str, RefLabel]:
 
 def committed(team_id: int, now: datetime) -> Decimal:
     """Estimated cost still to come this month from the team's admitted work (to its limit, or the month's end)."""
-    return sum((source([team_id], now).get(team_id, ZERO) for source in _COMMITMENT_SOURCES), ZERO)
+    return committed_by_team([team_id], now).get(team_id, ZERO)
 
 
-def open_segments(team_id: int, now: datetime) -> list[Interval]:
-    """The team's open segments, each from its start up to ``now`` (one query)."""
-    return _open_segments([team_id], now)
+def committed_by_team(team_ids: list[int], now: datetime) -> dict[int, Decimal]:
+    """:func:`committed` of each team in ``team_ids`` (one statement per source); teams without any map to 0."""
+    totals = dict.fromkeys(team_ids, ZERO)
+    for source in _COMMITMENT_SOURCES:
+        for team_id, amount in source(team_ids, now).items():
+            totals[team_id] = totals.get(team_id, ZERO) + amount
+    return totals
 
 
-def burn_per_hour(segments: list[Interval]) -> Decimal:
-    """What running ``segments`` cost per hour."""
-    return sum((cost_per_hour(i.flavor, i.units, i.spot) for i in segments), ZERO)
+class OpenGroup(NamedTuple):
+    """Open segments alike: ``count`` workloads of kind ``prefix`` of team ``team_id``, each running
+    ``units`` of flavor ``flavor_id`` (priced ``price`` / ``spot_price`` per unit-hour) at ``spot``
+    since ``start``. Segments alike cost alike to the last ledger digit, so a group is priced once.
+    """
+
+    team_id: int
+    prefix: str
+    flavor_id: int
+    price: Decimal
+    spot_price: Decimal
+    spot: bool
+    start: datetime
+    units: int
+    count: int
 
 
-def segments_cost(segments: list[Interval], since: datetime) -> Decimal:
-    """What ``segments`` have cost from ``since`` on."""
-    clipped = (i.since(since) for i in segments)
-    return sum((i.charge()[0] for i in clipped if i is not None), ZERO)
+#: Where open segments come from, summed: callables ``(team_ids, now) -> list[OpenGroup]``, the
+#: open segments up to ``now`` grouped in SQL (the workloads app registers one).
+_OPEN_GROUP_SOURCES: list[Callable[[list[int], datetime], list[OpenGroup]]] = []
 
 
-def open_spend(team_id: int, since: datetime, now: datetime) -> Decimal:
-    """What the team's open segments have cost from ``since`` to ``now``."""
-    return segments_cost(open_segments(team_id, now), since)
+def register_open_groups(source: Callable[[list[int], datetime], list[OpenGroup]]) -> None:
+    """Let spend and budgets see the open segments ``source`` sums (idempotent)."""
+    if source not in _OPEN_GROUP_SOURCES:
+        _OPEN_GROUP_SOURCES.append(source)
+
+
+@dataclass
+class OpenSpend:
+    """What a team's open segments cost: from a point in time to now, per kind, and per hour."""
+
+    spent: Decimal = ZERO
+    by_prefix: dict[str, Decimal] = field(default_factory=dict)
+    burn_per_hour: Decimal = ZERO
+
+
+def open_spend(team_ids: list[int], since: datetime, now: datetime) -> dict[int, OpenSpend]:
+    """What the open segments of ``team_ids`` cost from ``since`` to ``now``, and per hour (one statement).
+
+    The segments come summed per team, kind, flavor, spot, start and units (:class:`OpenGroup`),
+    so 10,000 running workloads are a few rows, each priced once by the ledger's own rule: a
+    segment's cost is :func:`interval_charge` of its part after ``since`` (rounded to the
+    ledger's precision per segment, as its ledger row will be), times the segments alike.
+    Teams without open segments map to an empty :class:`OpenSpend`.
+    """
+    totals = {team_id: OpenSpend() for team_id in team_ids}
+    flavors: dict[tuple, GpuFlavor] = {}
+    for source in _OPEN_GROUP_SOURCES:
+        for group in source(team_ids, now):
+            key = (group.flavor_id, group.price, group.spot_price)
+            # Only what the price rule reads: the flavor's prices.
+            flavor = flavors.setdefault(key, GpuFlavor(pk=group.flavor_id, price_per_hour=group.price,
+                                                       spot_price_per_hour=group.spot_price))
+            total = totals.setdefault(group.team_id, OpenSpend())
+            total.burn_per_hour += cost_per_hour(flavor, group.units, group.spot) * group.count
+            start = max(group.start, since)
+            if start < now:
+                cost = interval_charge(flavor, group.units, group.spot, start, now)[0] * group.count
+                total.spent += cost
+                total.by_prefix[group.prefix] = total.by_prefix.get(group.prefix, ZERO) + cost
+    return totals
+
+
+def closed_spend(team_ids: list[int], since: datetime) -> dict[int, Decimal]:
+    """What the ledger holds for each team in ``team_ids`` from ``since`` on (one query); 0 without rows."""
+    totals = dict.fromkeys(team_ids, ZERO)
+    rows = (UsageRecord.objects.filter(team_id__in=team_ids, start__gte=since).values("team_id")
+            .annotate(total=Sum("cost")).order_by())
+    for row in rows:
+        totals[row["team_id"]] = row["total"] or ZERO
+    return totals
 
 
 def spent_month_by_prefix(team, prefixes: list[str], now: datetime) -> dict[str, Decimal]:
@@ -327,25 +384,20 @@ def spent_month_by_prefix(team, prefixes: list[str], now: datetime) -> dict[str,
     since = month_start(now)
     sums = UsageRecord.objects.filter(team=team, start__gte=since).aggregate(
         **{prefix: Sum("cost", filter=Q(ref__startswith=f"{prefix}:")) for prefix in prefixes})
-    totals = {prefix: sums[prefix] or ZERO for prefix in prefixes}
-    for segment in open_segments(team.pk, now):
-        prefix = segment.ref.partition(":")[0]
-        if prefix in totals:
-            totals[prefix] += segments_cost([segment], since)
-    return totals
+    open_ = open_spend([team.pk], since, now)[team.pk].by_prefix
+    return {prefix: (sums[prefix] or ZERO) + open_.get(prefix, ZERO) for prefix in prefixes}
 
 
-def spent_month(team, now: datetime | None = None, segments: list[Interval] | None = None) -> Decimal:
-    """The team's spend since the start of the current month: the ledger plus open segments.
-
-    ``segments`` are the team's open segments when the caller read them already.
-    """
-    now = now or timezone.now()
+def spent_month_by_team(team_ids: list[int], now: datetime) -> dict[int, Decimal]:
+    """Each team's spend since the start of ``now``'s month: the ledger plus open segments (two statements)."""
     since = month_start(now)
-    total = UsageRecord.objects.filter(team=team, start__gte=since).aggregate(total=Sum("cost"))["total"] or ZERO
-    if segments is None:
-        segments = open_segments(team.pk, now)
-    return total + segments_cost(segments, since)
+    open_ = open_spend(team_ids, since, now)
+    return {team_id: amount + open_[team_id].spent for team_id, amount in closed_spend(team_ids, since).items()}
+
+
+def spent_month(team, now: datetime | None = None) -> Decimal:
+    """The team's spend since the start of the current month: the ledger plus open segments."""
+    return spent_month_by_team([team.pk], now or timezone.now())[team.pk]
 
 
 GROUP_FIELDS = {"day": "day", "flavor": "flavor__name", "user": "user__username", "workload": "ref",

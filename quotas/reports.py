@@ -18,7 +18,7 @@ from portal.models import Team
 from quotas import charts
 from quotas.ledger import ZERO, RefLabel, month_end, month_start, ref_labels, usage_rows, usage_table
 from quotas.models import BudgetMonth, GpuFlavor, TeamBudget
-from quotas.services import budget_summary
+from quotas.services import budget_summaries, budget_summary
 
 #: How many months back the month picker offers.
 MONTHS_BACK = 12
@@ -149,9 +149,8 @@ def showback_page(month: datetime, now: datetime | None = None) -> dict:
     by_team = {row["group"]: row for row in usage_rows(teams, since, until, "team", now)}
     blank = {"gpu_hours": ZERO, "cost": ZERO, "idle_gpu_hours": ZERO, "idle_cost": ZERO}
     shares = {s.label: s for s in share_rows([{"group": t.slug, **by_team.get(t.slug, blank)} for t in teams])}
-    budgeted = set(TeamBudget.objects.values_list("team_id", flat=True))
-    lines = [TeamMoney(team, shares[team.slug], budget_summary(team, now) if team.pk in budgeted else {})
-             for team in teams]
+    budgets = budget_summaries(list(TeamBudget.objects.values_list("team_id", flat=True)), now)  # all at once
+    lines = [TeamMoney(team, shares[team.slug], budgets.get(team.pk, {})) for team in teams]
     lines.sort(key=lambda line: (-line.usage.cost, line.team.slug))
     days, flavors, values = _daily_by_flavor(teams, since, until, now)
     return {

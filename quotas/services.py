@@ -11,6 +11,7 @@ re-runs admission of the team's queue (a raised limit may let queued work start)
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -35,13 +36,14 @@ from quotas.admission import (
     release,
 )
 from quotas.ledger import (
-    burn_per_hour,
-    committed,
+    closed_spend,
+    committed_by_team,
     cost_by_ref,
     cost_per_hour,
+    hours_left_in_month,
     month_end,
     month_start,
-    open_segments,
+    open_spend,
     record_usage,
     spent_month,
 )
@@ -54,9 +56,11 @@ __all__ = [
     "admit",
     "admit_waiting",
     "budget_bar",
+    "budget_summaries",
     "budget_summary",
     "cost_by_ref",
     "cost_per_hour",
+    "enforce_budgets",
     "money_str",
     "queue_positions",
     "queue_reason",
@@ -105,14 +109,36 @@ def budget_summary(team: Team, now: datetime | None = None) -> dict:
     hour; ``projected_month_end``: spent plus that pace to the month's end; ``runs_out_at``:
     when that pace spends the budget, or None when it lasts the month.
     """
+    return budget_summaries([team.pk], now)[team.pk]
+
+
+def budget_summaries(team_ids: list[int], now: datetime | None = None) -> dict[int, dict]:
+    """:func:`budget_summary` of each team in ``team_ids``, computed together: five statements for any number.
+
+    The reconcile cycle reads every budgeted team's month through it once (:func:`enforce_budgets`).
+    """
     now = now or timezone.now()
-    budget = TeamBudget.objects.filter(team=team).first()
-    segments = open_segments(team.pk, now)
-    spent = spent_month(team, now, segments)
-    burn = burn_per_hour(segments)
-    hours_left = Decimal((month_end(now) - now).total_seconds()) / Decimal(3600)
+    return _summaries(team_ids, {budget.team_id: budget for budget in TeamBudget.objects.filter(team_id__in=team_ids)},
+                      now)
+
+
+def _summaries(team_ids: list[int], budgets: dict[int, TeamBudget], now: datetime) -> dict[int, dict]:
+    """:func:`budget_summaries` with the teams' budgets already read (four statements)."""
+    since = month_start(now)
+    closed = closed_spend(team_ids, since)
+    open_ = open_spend(team_ids, since, now)
+    ahead = committed_by_team(team_ids, now)
+    hours_left = hours_left_in_month(now)
+    return {team_id: _summary(budgets.get(team_id), closed[team_id] + open_[team_id].spent,
+                              open_[team_id].burn_per_hour, ahead[team_id], hours_left, now)
+            for team_id in team_ids}
+
+
+def _summary(budget: TeamBudget | None, spent: Decimal, burn: Decimal, ahead: Decimal, hours_left: Decimal,
+             now: datetime) -> dict:
+    """A team's month in money from its figures (see :func:`budget_summary`)."""
     summary = {"monthly_limit": None, "spent_month": spent, "currency": settings.SLIPWAY_CURRENCY,
-               "alert_threshold_pct": None, "alert": False, "committed": committed(team.pk, now),
+               "alert_threshold_pct": None, "alert": False, "committed": ahead,
                "burn_per_hour": burn, "projected_month_end": spent + burn * hours_left, "runs_out_at": None,
                "policy": None, "exhausted": False}
     if budget is None:
@@ -150,31 +176,41 @@ def budget_bar(team: Team) -> dict:
     return budget
 
 
-def teams_to_stop(now: datetime | None = None) -> list[Team]:
-    """Teams whose month's budget is spent and whose policy is to stop running work."""
-    return [budget.team for budget in TeamBudget.objects.select_related("team").filter(policy=TeamBudget.Policy.STOP)
-            if budget_summary(budget.team, now)["exhausted"]]
+@dataclass
+class BudgetStep:
+    """What the reconcile cycle's budget step found: alerts audited now, teams whose work is to stop."""
+
+    alerted: list[str] = field(default_factory=list)  #: slugs of the teams whose alert was audited now
+    to_stop: list[Team] = field(default_factory=list)  #: spent budgets whose policy is to stop running work
 
 
-def note_budget_alerts(now: datetime | None = None) -> list[str]:
-    """Audit every budgeted team whose month crossed its alert threshold (once a month each); their slugs."""
-    return [budget.team.slug for budget in TeamBudget.objects.select_related("team")
-            if note_budget_alert(budget.team, now)]
+def enforce_budgets(now: datetime | None = None) -> BudgetStep:
+    """Every budgeted team's month, read once: audit crossed alert thresholds (once a month each)
+    and name the teams whose spent budget says "stop".
 
-
-def note_budget_alert(team: Team, now: datetime | None = None) -> bool:
-    """Write the team's budget-alert audit event, once per team and month. True when written now."""
+    A fixed number of statements however many workloads run (:func:`budget_summaries`), plus
+    one audit event per alert written now.
+    """
     now = now or timezone.now()
-    summary = budget_summary(team, now)
-    if not summary["alert"]:
-        return False
-    month = timezone.localtime(now).strftime("%Y-%m")
-    if AuditEvent.objects.filter(action=AuditEvent.Action.BUDGET_ALERT, team=team, target=f"budget {month}").exists():
-        return False
-    audit(AuditEvent.Action.BUDGET_ALERT, team=team, target=f"budget {month}",
-          spent=money_str(summary["spent_month"]), limit=money_str(summary["monthly_limit"]),
-          threshold_pct=summary["alert_threshold_pct"])
-    return True
+    budgets = list(TeamBudget.objects.select_related("team"))
+    summaries = _summaries([budget.team_id for budget in budgets], {budget.team_id: budget for budget in budgets}, now)
+    step = BudgetStep()
+    alerting = [budget for budget in budgets if summaries[budget.team_id]["alert"]]
+    if alerting:
+        target = f"budget {timezone.localtime(now).strftime('%Y-%m')}"
+        noted = set(AuditEvent.objects.filter(action=AuditEvent.Action.BUDGET_ALERT, target=target,
+                                              team_id__in=[budget.team_id for budget in alerting])
+                    .values_list("team_id", flat=True))
+        for budget in alerting:
+            if budget.team_id not in noted:
+                summary = summaries[budget.team_id]
+                audit(AuditEvent.Action.BUDGET_ALERT, team=budget.team, target=target,
+                      spent=money_str(summary["spent_month"]), limit=money_str(summary["monthly_limit"]),
+                      threshold_pct=summary["alert_threshold_pct"])
+                step.alerted.append(budget.team.slug)
+    step.to_stop = [budget.team for budget in budgets
+                    if budget.policy == TeamBudget.Policy.STOP and summaries[budget.team_id]["exhausted"]]
+    return step
 
 
 # -- admin changes -------------------------------------------------------------------------

@@ -48,7 +48,7 @@ from cluster.status import WorkloadStatus
 from portal.models import Team
 from quotas import admission
 from quotas.models import GpuFlavor, QueuedRequest
-from quotas.services import note_budget_alerts, teams_to_stop
+from quotas.services import enforce_budgets
 from workloads import billing, idle, lifecycle
 from workloads.billing import BILLING_FIELDS, BillingPlan
 from workloads.constants import MAX_APPLY_ATTEMPTS, STEADY_BATCH, Message
@@ -140,8 +140,10 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
 
     # 7. Budgets whose month crossed the alert threshold get their audit event (once a month);
     #    where the budget is spent and the team's policy is "stop", running work is stopped.
-    report.budget_alerts = note_budget_alerts(now)
-    for team in teams_to_stop(now):
+    #    Every budgeted team's month is read once, for both (a fixed number of statements).
+    budgets = enforce_budgets(now)
+    report.budget_alerts = budgets.alerted
+    for team in budgets.to_stop:
         for kind in kinds():
             for workload in kind.model.objects.holding_quota().filter(team=team).select_related("team", "flavor"):
                 if kind.on_budget_spent(workload, now):
