@@ -1,5 +1,6 @@
-"""Inference endpoints (GPU or MIG-slice Deployments autoscaled by KEDA).
+"""Inference endpoints: a workload kind of GPU or MIG-slice Deployments autoscaled by KEDA.
 
-Not built yet: no issue covers endpoints so far. The app exists so the layout of
-DESIGN.md §1 holds and the navigation can say so plainly.
+An endpoint reserves its ``min_replicas`` at admission and is granted burst replicas up to
+``max_replicas`` while it runs (:mod:`inference.scaling`); :mod:`inference.kind` registers it
+with the shared workload machinery (:mod:`workloads`).
 """

@@ -34,9 +34,6 @@ app.conf.update(
         "workloads.tasks.reconcile": {"queue": "reconcile"},
         "workloads.tasks.apply_workload": {"queue": "cluster"},
         "workloads.tasks.delete_workload": {"queue": "cluster"},
-        # Names of the previous release, routable for one more (jobs/tasks.py).
-        "jobs.tasks.reconcile": {"queue": "reconcile"},
-        "jobs.tasks.*_resources": {"queue": "cluster"},
         "quotas.tasks.*": {"queue": "cluster"},
     },
     worker_hijack_root_logger=False,

@@ -1,7 +1,7 @@
 """The quotas app's public functions: summaries for pages and the API, and admin changes.
 
 Admission itself lives in :mod:`quotas.admission` and the ledger in :mod:`quotas.ledger`;
-both are re-exported here so callers have one module to import from.
+callers import from those modules directly.
 
 Every quota, budget or price change goes through one function here, which writes the audit
 event and, for quotas, mirrors the change into the team's ResourceQuota after commit and
@@ -25,48 +25,27 @@ from cluster.errors import ClusterError
 from portal.models import AuditEvent, Team
 from portal.services import audit
 from quotas.admission import (
-    Decision,
-    ResourceRequest,
-    admit,
     admit_waiting,
     lock_team,
-    queue_positions,
-    queue_reason,
-    queue_reasons,
-    release,
 )
 from quotas.ledger import (
     closed_spend,
     committed_by_team,
-    cost_by_ref,
-    cost_per_hour,
     hours_left_in_month,
     month_end,
     month_start,
     open_spend,
-    record_usage,
     spent_month,
 )
 from quotas.models import BudgetMonth, GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota
 from quotas.tasks import sync_team_quota
 
 __all__ = [
-    "Decision",
-    "ResourceRequest",
-    "admit",
-    "admit_waiting",
     "budget_bar",
     "budget_summaries",
     "budget_summary",
-    "cost_by_ref",
-    "cost_per_hour",
     "enforce_budgets",
     "money_str",
-    "queue_positions",
-    "queue_reason",
-    "queue_reasons",
-    "record_usage",
-    "release",
     "schedule_team_sync",
     "set_flavor_prices",
     "set_team_budget",
