@@ -135,22 +135,31 @@ def _decimal(value) -> Decimal:
     return value if isinstance(value, Decimal) else Decimal(str(value))
 
 
-def open_segments(team_ids: list[int], now: datetime) -> list[Interval]:
-    """The open segments of ``team_ids``' workloads of every kind, each from its start to ``now``.
+def _open_rows(build_sql, team_ids: list[int], now: datetime) -> list[tuple]:
+    """Run ``build_sql``'s statement (one SELECT per kind, UNION ALL) over ``team_ids``' open segments up to ``now``.
 
-    One statement whatever the number of kinds, since every budget check and spend figure reads it.
+    Each kind's SELECT takes its prefix, the team ids and ``now`` as parameters, in that order.
     """
     kind_tables = tuple((kind.prefix, kind.model._meta.db_table) for kind in kinds())
     if not kind_tables or not team_ids:
         return []
-    sql = _open_segments_sql(connection.vendor, kind_tables, len(team_ids))
+    sql = build_sql(connection.vendor, kind_tables, len(team_ids))
     at = connection.ops.adapt_datetimefield_value(now)
     params = [value for prefix, _table in kind_tables for value in (prefix, *team_ids, at)]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        rows = cursor.fetchall()
+        return cursor.fetchall()
+
+
+def open_segments(team_ids: list[int], now: datetime) -> list[Interval]:
+    """The open segments of ``team_ids``' workloads of every kind, each from its start to ``now`` (one statement).
+
+    What the usage reports read, which split cost by workload and user; spend and budgets read
+    the summed :func:`open_groups`.
+    """
     segments = []
-    for prefix, pk, team_id, user_id, since, units, spot, idle, flavor_id, name, price, spot_price, fraction in rows:
+    for prefix, pk, team_id, user_id, since, units, spot, idle, flavor_id, name, price, spot_price, fraction in (
+            _open_rows(_open_segments_sql, team_ids, now)):
         # Only what the cost rule reads: the flavor's prices and GPU fraction.
         flavor = GpuFlavor(pk=flavor_id, name=name, price_per_hour=_decimal(price),
                            spot_price_per_hour=_decimal(spot_price), gpu_fraction=_decimal(fraction))
@@ -186,18 +195,10 @@ def open_groups(team_ids: list[int], now: datetime) -> list[ledger.OpenGroup]:
     What budgets and spend read (:func:`quotas.ledger.open_spend`); reports, which need each
     segment's workload and user, read :func:`open_segments`.
     """
-    kind_tables = tuple((kind.prefix, kind.model._meta.db_table) for kind in kinds())
-    if not kind_tables or not team_ids:
-        return []
-    sql = _open_groups_sql(connection.vendor, kind_tables, len(team_ids))
-    at = connection.ops.adapt_datetimefield_value(now)
-    params = [value for prefix, _table in kind_tables for value in (prefix, *team_ids, at)]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
     return [ledger.OpenGroup(team_id, prefix, flavor_id, _decimal(price), _decimal(spot_price), bool(spot),
                              _aware(since), units, count)
-            for prefix, team_id, flavor_id, price, spot_price, spot, since, units, count in rows]
+            for prefix, team_id, flavor_id, price, spot_price, spot, since, units, count in
+            _open_rows(_open_groups_sql, team_ids, now)]
 
 
 @lru_cache(maxsize=8)

@@ -175,6 +175,9 @@ def test_a_member_creates_an_endpoint_whose_reason_and_chart_follow_what_is_obse
     page.wait_for_url(f"{base}/endpoints/*/")
     endpoint = InferenceEndpoint.objects.get(name="chat")
     assert "Cold start" in page.inner_text("#endpoint-status")
+    # Half the 70% target: one replica until the test raises the load (the sandbox's demo curve,
+    # scaled by the real maximum of 4, would burst it on its own at some moments of the day).
+    cluster.backend.set_load(WorkloadRef(endpoint.namespace, endpoint.cluster_name), 35)
 
     # 2. Deployed and ready at one replica. The chart draws ready at 1 from then until now: it
     #    drew 0 from creation until now when it plotted only the scaling log (admitted at 0).
