@@ -1,4 +1,4 @@
-"""Browser tests keep evidence: on a failure, the page's screenshot and HTML go to var/test/browser/."""
+"""Browser tests keep evidence (on a failure, the page's screenshot and HTML go to var/test/browser/) and share the demo world."""
 
 from __future__ import annotations
 
@@ -6,6 +6,16 @@ import os
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
+
+
+@pytest.fixture
+def demo(transactional_db, settings, monkeypatch):
+    """The seeded demo (teams, users, work, history); no broker: publishes are dropped, the pages are what is tested."""
+    settings.DEBUG = True  # seed_demo's guard against well-known passwords
+    monkeypatch.setattr("portal.queueing.publish", lambda task, *args, **kwargs: True)
+    with open(os.devnull, "w") as devnull:
+        call_command("seed_demo", stdout=devnull)
 
 
 @pytest.hookimpl(wrapper=True)

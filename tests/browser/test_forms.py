@@ -8,10 +8,7 @@ card follow the run without a reload. On a failure the page's screenshot and HTM
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from django.core.management import call_command
 
 from jobs.models import TrainingRun
 from jobs.services import submit_run
@@ -20,15 +17,6 @@ from tests.browser.conftest import save_evidence
 from tests.browser.support import BROWSER_MARKS, chromium_page
 
 pytestmark = BROWSER_MARKS
-
-
-@pytest.fixture
-def demo(transactional_db, settings, monkeypatch):
-    settings.DEBUG = True  # seed_demo's guard against well-known passwords
-    # No broker in this test: publishes are dropped, the pages are what is tested.
-    monkeypatch.setattr("portal.queueing.publish", lambda task, *args, **kwargs: True)
-    with open(os.devnull, "w") as devnull:
-        call_command("seed_demo", stdout=devnull)
 
 
 @pytest.fixture

@@ -18,10 +18,7 @@ and why. Every page visited is checked for template syntax shown as text
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from django.core.management import call_command
 
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
@@ -33,15 +30,6 @@ from tests.browser.support import BROWSER_MARKS, chromium_page
 from tests.jobs.conftest import run_payload
 
 pytestmark = BROWSER_MARKS
-
-
-@pytest.fixture
-def demo(transactional_db, settings, monkeypatch):
-    settings.DEBUG = True  # seed_demo's guard against well-known passwords
-    # No broker in this test: publishes are dropped, the pages are what is tested.
-    monkeypatch.setattr("portal.queueing.publish", lambda task, *args, **kwargs: True)
-    with open(os.devnull, "w") as devnull:
-        call_command("seed_demo", stdout=devnull)
 
 
 @pytest.fixture
