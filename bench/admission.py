@@ -144,10 +144,10 @@ def measure(threads: int, seconds: float) -> dict[str, float]:
     from django.core.management import call_command
     from django.db import connection
 
-    from portal.models import Team
     from quotas.admission import ResourceRequest, admit, release
     from quotas.demo import seed_flavors, seed_team_quotas
     from quotas.models import Reservation
+    from teams.models import Team
 
     def make_team(slug: str) -> Team:
         return Team.objects.create(slug=slug, name=slug)

@@ -71,9 +71,9 @@ def seed(clients: int) -> list[str]:
     from django.contrib.auth import get_user_model
 
     from jobs.services import submit_run
-    from portal.models import Membership, Role, Team
-    from portal.services import create_api_token
     from quotas.demo import seed_flavors, seed_team_quotas
+    from teams.models import Membership, Role, Team
+    from teams.services import create_api_token
 
     seed_flavors()
     raws = []

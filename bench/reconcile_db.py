@@ -124,12 +124,12 @@ def measure(size: int, rounds: int) -> tuple[float, float, list[float], int, flo
     from cluster.backends.base import ObservedWorkload
     from cluster.perf import gc_paused
     from jobs.models import TrainingRun
-    from portal.models import Role
     from quotas.demo import seed_flavors, seed_team_quotas
     from quotas.ledger import usage_hour
     from quotas.models import GpuFlavor, Reservation
+    from teams.models import Role
     from tests.factories import add_member, make_team, make_user
-    from tests.jobs.fakes import pod
+    from tests.fakes import pod
     from workloads import reconcile as rec
 
     logging.getLogger("workloads.reconcile").setLevel(logging.WARNING)

@@ -33,7 +33,7 @@ ENGINES = ("vllm", "tgi", "triton")
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    """Cluster-wide settings the builders need (built from Django settings by ``portal.cluster``)."""
+    """Cluster-wide settings the builders need (built from Django settings by ``core.backend``)."""
 
     gang_scheduler: str | None = None  # None | "volcano" | "scheduler-plugins"
     prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"

@@ -7,6 +7,7 @@ from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from core.exceptions import conflict_response
 from inference import services
 from inference.constants import EndpointState
 from inference.models import InferenceEndpoint
@@ -18,10 +19,9 @@ from inference.serializers import (
     ReplicaSampleSerializer,
     ScalingEventSerializer,
 )
-from portal.exceptions import conflict_response
-from portal.idempotency import idempotent, is_dry_run
-from portal.models import Role
-from portal.permissions import require_team
+from teams.idempotency import idempotent, is_dry_run
+from teams.models import Role
+from teams.permissions import require_team
 from workloads.api import (
     DRY_RUN_PARAMETER,
     WorkloadViewSet,

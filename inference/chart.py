@@ -14,7 +14,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from portal.formatting import format_clock
+from core.formatting import format_clock
 from quotas.charts import Line
 
 WIDTH, HEIGHT = 640, 220

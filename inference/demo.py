@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 
 from inference.models import InferenceEndpoint
 from inference.services import create_endpoint
-from portal.models import Team
+from teams.models import Team
 
 logger = logging.getLogger(__name__)
 

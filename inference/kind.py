@@ -9,7 +9,7 @@ from datetime import datetime
 
 from django.conf import settings
 
-import portal.cluster
+import core.backend
 from cluster.backends.base import ObservedWorkload
 from cluster.manifests import build_endpoint
 from cluster.specs import EndpointSpec
@@ -93,7 +93,7 @@ class EndpointKind(WorkloadKind):
     def manifests(self, endpoint: InferenceEndpoint) -> list[dict]:
         # A rolling update surges one replica only when the team has a replica's units to spare.
         surge = 1 if scaling.spare_units(endpoint) >= endpoint.gpus_per_replica else 0
-        return build_endpoint(endpoint_spec(endpoint, surge), portal.cluster.cluster_config())
+        return build_endpoint(endpoint_spec(endpoint, surge), core.backend.cluster_config())
 
     def status(self, observed: ObservedWorkload, endpoint: InferenceEndpoint, now: datetime) -> WorkloadStatus | None:
         return endpoint_status(observed, now, settings.SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS)

@@ -28,14 +28,15 @@ from datetime import datetime, timedelta
 from django.db import transaction
 
 from cluster.status import WorkloadStatus
+from core.formatting import count_of
 from inference.constants import HOLDING_STATES, Decision
 from inference.models import InferenceEndpoint, ReplicaSample, ScalingEvent
-from portal.formatting import count_of
 from quotas import admission
 from quotas.admission import ResourceRequest
 from quotas.constants import Reason as QuotaReason
 from quotas.models import QueuedRequest
 from quotas.services import budget_summary
+from teams.services import lock_team
 from workloads import lifecycle
 from workloads.services import enqueue_apply
 
@@ -170,7 +171,7 @@ def _grow(endpoint: InferenceEndpoint, ceiling: int, status: WorkloadStatus, now
         _record_once(endpoint, decision, status, now, ceiling, f"{capped_at(ceiling)}{by}: {words}")
         return
     with transaction.atomic():
-        admission.lock_team(endpoint.team)
+        lock_team(endpoint.team)
         decision = admission.resize(endpoint.team, endpoint.ref, (ceiling + 1) * endpoint.gpus_per_replica)
         if not decision.admitted:
             if decision.reason == QuotaReason.BUDGET_EXHAUSTED:
@@ -193,7 +194,7 @@ def set_ceiling(endpoint: InferenceEndpoint, ceiling: int, decision: str, status
     Returns True when units were given back. Runs under the team's admission lock.
     """
     with transaction.atomic():
-        admission.lock_team(endpoint.team)
+        lock_team(endpoint.team)
         current = InferenceEndpoint.objects.filter(pk=endpoint.pk).values_list("replica_ceiling", flat=True).first()
         if current is None:
             return False

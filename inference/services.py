@@ -23,12 +23,12 @@ from inference.constants import HOLDING_STATES, LIVE_STATES, Decision, EndpointS
 from inference.kind import EndpointKind
 from inference.models import InferenceEndpoint
 from inference.validation import check_sizes, parse_endpoint_request
-from portal.models import AuditEvent, Role, Team
-from portal.permissions import check_may_end, get_for_user, require_team
-from portal.services import audit
 from quotas import admission
 from quotas.constants import Reason as QuotaReason
 from quotas.models import GpuFlavor
+from teams.models import AuditEvent, Role, Team
+from teams.permissions import check_may_end, get_for_user, require_team
+from teams.services import audit, lock_team
 from workloads import lifecycle, secrets
 from workloads import services as workloads
 from workloads.constants import MAX_ENV_VARS
@@ -162,7 +162,7 @@ def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceE
     require_team(user, endpoint.team, Role.MEMBER)
     changes = parse_endpoint_request(data, partial=True, namespace=endpoint.team.namespace)
     with transaction.atomic():
-        admission.lock_team(endpoint.team)  # sizes change only under the team's admission lock
+        lock_team(endpoint.team)  # sizes change only under the team's admission lock
         current = InferenceEndpoint.objects.select_for_update().get(pk=endpoint.pk)
         if current.state not in LIVE_STATES:
             raise EndpointConflict(f"The endpoint is {current.state}; it can no longer be changed.")
@@ -256,7 +256,7 @@ def scale_to_minimum(user, endpoint: InferenceEndpoint) -> bool:
 def delete_endpoint(user, endpoint: InferenceEndpoint) -> InferenceEndpoint:
     """Delete ``endpoint``: its quota is released at once, its objects deleted; ``deleted`` once gone.
 
-    Who may is :func:`portal.permissions.may_end` (team admins any endpoint, members their own
+    Who may is :func:`teams.permissions.may_end` (team admins any endpoint, members their own
     and — as the team's setting says — their teammates', staff any team's).
     """
     check_may_end(user, endpoint)

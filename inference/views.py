@@ -25,8 +25,11 @@ from inference.chart import replicas_chart
 from inference.constants import LIVE_STATES, EndpointState
 from inference.forms import EndpointEditForm, EndpointForm
 from inference.models import InferenceEndpoint
-from portal.models import Role
-from portal.permissions import (
+from quotas import admission
+from quotas.models import GpuFlavor
+from quotas.services import usage_summary
+from teams.models import Role
+from teams.permissions import (
     VIEWERS_CANNOT_SUBMIT,
     check_may_end,
     end_refusal,
@@ -34,9 +37,6 @@ from portal.permissions import (
     read_membership,
     submit_refusal,
 )
-from quotas import admission
-from quotas.models import GpuFlavor
-from quotas.services import usage_summary
 from workloads import secrets
 from workloads import services as workloads
 from workloads.forms import command_echo
@@ -267,7 +267,7 @@ def endpoint_edit(request: HttpRequest, pk: int) -> HttpResponse:
 def endpoint_delete(request: HttpRequest, pk: int) -> HttpResponse:
     """GET asks for confirmation; POST deletes (quota released at once, objects removed).
 
-    Who may is :func:`portal.permissions.may_end`: the service checks it for POST; the
+    Who may is :func:`teams.permissions.may_end`: the service checks it for POST; the
     confirmation page checks it too, so nobody is asked to confirm what they may not do.
     """
     endpoint = services.get_endpoint_for_user(request.user, pk)

@@ -7,15 +7,15 @@ from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from core.exceptions import conflict_response
 from jobs import services
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.serializers import RunCreateSerializer, RunSerializer
 from jobs.validation import parse_run_request
-from portal.exceptions import conflict_response
-from portal.idempotency import idempotent, is_dry_run
-from portal.models import Role
-from portal.permissions import require_team
+from teams.idempotency import idempotent, is_dry_run
+from teams.models import Role
+from teams.permissions import require_team
 from workloads.api import (
     DRY_RUN_PARAMETER,
     ForecastSerializer,

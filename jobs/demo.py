@@ -24,9 +24,9 @@ from django.utils import timezone
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import submit_run
-from portal.models import Team
 from quotas.ledger import record_usage
 from quotas.models import GpuFlavor
+from teams.models import Team
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from django.conf import settings
 
-import portal.cluster
+import core.backend
 from cluster.backends.base import ObservedWorkload
 from cluster.manifests import build_training
 from cluster.specs import TrainingSpec, VolumeSpec
@@ -76,7 +76,7 @@ class TrainingKind(WorkloadKind):
                                estimated_cost=run.estimated_total_cost, cost_per_hour=run.estimated_cost_per_hour)
 
     def manifests(self, run: TrainingRun) -> list[dict]:
-        return build_training(training_spec(run), portal.cluster.cluster_config())
+        return build_training(training_spec(run), core.backend.cluster_config())
 
     def status(self, observed: ObservedWorkload, run: TrainingRun, now: datetime) -> WorkloadStatus | None:
         return training_status(observed, now, settings.SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS)

@@ -22,13 +22,13 @@ from django.db import IntegrityError, transaction
 
 from jobs.models import TrainingRun
 from jobs.validation import RunRequest, parse_run_request
-from portal.models import AuditEvent, Role, Team
-from portal.permissions import VIEWERS_CANNOT_SUBMIT, check_may_end, get_for_user, require_team
-from portal.services import audit
 from quotas import admission
 from quotas.constants import Reason as QuotaReason
 from quotas.ledger import cost_per_hour
 from quotas.models import GpuFlavor
+from teams.models import AuditEvent, Role, Team
+from teams.permissions import VIEWERS_CANNOT_SUBMIT, check_may_end, get_for_user, require_team
+from teams.services import audit
 from workloads import secrets
 from workloads import services as workloads
 from workloads.constants import NAME_MAX_LENGTH, Message
@@ -142,7 +142,7 @@ def preview_run(team: Team, data: dict) -> Forecast:
 def cancel_run(user, run: TrainingRun) -> TrainingRun:
     """Cancel ``run``: it ends ``cancelled``, its quota is released, its cluster objects deleted.
 
-    Who may is :func:`portal.permissions.may_end` (team admins any run, members their own and
+    Who may is :func:`teams.permissions.may_end` (team admins any run, members their own and
     — as the team's setting says — their teammates', staff any team's). Raises
     ``RunConflict`` when the run has already finished.
     """

@@ -1,7 +1,7 @@
-"""Portal pages of training runs (Django templates + htmx), and the dashboard.
+"""Portal pages of training runs (Django templates + htmx).
 
 Views are thin (DESIGN.md §8): they check access with one helper
-(:func:`jobs.services.get_run_for_user`, :func:`portal.permissions.require_team`), call ONE
+(:func:`jobs.services.get_run_for_user`, :func:`teams.permissions.require_team`), call ONE
 service function and render. They never write the database themselves.
 
 htmx: one view per page; when ``request.htmx`` the view renders a partial of the same
@@ -33,11 +33,11 @@ from jobs import services
 from jobs.constants import TIMELINE, RunState
 from jobs.forms import NewRunForm, initial_from_run, preview_data
 from jobs.models import TrainingRun
-from portal.models import Role
-from portal.permissions import end_refusal, may_end, read_membership, submit_refusal
 from quotas import admission
 from quotas.models import GpuFlavor
-from quotas.services import budget_bar, usage_bars, usage_summary
+from quotas.services import usage_summary
+from teams.models import Role
+from teams.permissions import end_refusal, may_end, read_membership, submit_refusal
 from workloads import secrets
 from workloads import services as workloads
 from workloads.api import pk_of
@@ -317,7 +317,7 @@ def run_events(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    """Cancel (who may: :func:`portal.permissions.may_end`). A finished run: a message, or 409 for htmx."""
+    """Cancel (who may: :func:`teams.permissions.may_end`). A finished run: a message, or 409 for htmx."""
     run = services.get_run_for_user(request.user, pk)
     try:
         run = services.cancel_run(request.user, run)
@@ -331,31 +331,3 @@ def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
         return render(request, "jobs/run_detail.html#status", _status_context(request, run), status=STOP_POLLING)
     messages.success(request, f"Run {run.name} cancelled.")
     return redirect("jobs:run-detail", pk=run.pk)
-
-
-# 4. Dashboard --------------------------------------------------------------------------------
-
-
-@login_required
-@require_GET
-@vary_on_headers("HX-Request")
-def dashboard(request: HttpRequest) -> HttpResponse:
-    """The landing page: the current team's quota usage, budget, queue and recent runs."""
-    membership = current_membership(request)
-    if membership is None:
-        return no_team(request)
-    team = membership.team
-    # "Active" is admitted or running (holding quota); queued work is counted apart.
-    kinds = workloads.team_summary(team)
-    active = any(row["holding"] or row["queued"] for row in kinds.values())
-    context = {
-        "team": team, "membership": membership, "usage": usage_bars(team), "budget": budget_bar(team),
-        "kinds": kinds, "active": active, "can_submit": membership.allows(Role.MEMBER),
-        "recent": list(TrainingRun.objects.filter(team=team).for_list()[:RECENT_RUNS]),
-        "submit_refused": submit_refusal(membership),
-    }
-    if wants_partial(request):
-        # The live figures and recent runs alone; once nothing is queued or holding quota they cannot
-        # change: stop polling.
-        return render(request, "jobs/dashboard.html#live", context, status=200 if active else STOP_POLLING)
-    return render(request, "jobs/dashboard.html", context)

@@ -1,4 +1,9 @@
-"""Slipway's project package: settings, Celery app, URLs, teams, membership, API tokens, audit."""
+"""Slipway's project package: settings, the Celery app, URLs, WSGI, error handlers — wiring only.
+
+It is not a Django app: teams and membership live in ``teams`` (whose app label is still
+"portal", so existing databases and admin URLs carry on), shared plumbing in ``core``, the
+pages that span kinds in ``front``.
+"""
 
 from portal.celery import app as celery_app
 

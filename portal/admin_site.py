@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from portal import throttle
+from teams import throttle
 
 
 class SlipwayAdminSite(admin.AdminSite):

@@ -5,8 +5,7 @@ from rest_framework.routers import DefaultRouter
 
 from inference.api import EndpointViewSet
 from jobs.api import RunViewSet
-from portal.api import TeamViewSet
-from quotas.api import FlavorViewSet, UsageReportView
+from quotas.api import FlavorViewSet, TeamViewSet, UsageReportView
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False

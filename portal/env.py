@@ -101,7 +101,7 @@ def redis_cache(url: str) -> dict:
     """The cache settings for Redis at ``url``, with bounded waits.
 
     A Redis that drops packets must fail fast rather than hang every request that reads the
-    cache: the sign-in throttle then counts from the audit log (:mod:`portal.throttle`).
+    cache: the sign-in throttle then counts from the audit log (:mod:`teams.throttle`).
     """
     return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url,
             "OPTIONS": {"socket_connect_timeout": REDIS_CACHE_TIMEOUT, "socket_timeout": REDIS_CACHE_TIMEOUT}}

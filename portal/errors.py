@@ -30,7 +30,7 @@ from django.template import loader
 from django.urls import NoReverseMatch, reverse
 from django.utils.log import log_response
 
-from portal.context_processors import NAV_ITEMS
+from front.context_processors import NAV_ITEMS
 
 logger = logging.getLogger(__name__)
 

@@ -53,11 +53,14 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "template_partials",
-    "portal",
+    # Slipway's apps, bottom layer first (DESIGN.md §1; tests/test_layers.py holds the order).
+    "core",
+    "teams",
     "quotas",
     "workloads",
     "jobs",
     "inference",
+    "front",
     "sandbox",
 ]
 
@@ -81,11 +84,11 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "portal.middleware.CurrentTeamMiddleware",
+    "teams.middleware.CurrentTeamMiddleware",
     # Every audit event written while serving a request records its client address.
-    "portal.middleware.AuditAddressMiddleware",
+    "teams.middleware.AuditAddressMiddleware",
     # Cache-Control: no-store on everything a signed-in user or token gets (docs/security.md).
-    "portal.middleware.NoStoreWhenSignedInMiddleware",
+    "teams.middleware.NoStoreWhenSignedInMiddleware",
     # Innermost: the portal's error pages with DEBUG on too (the demo), rendered with the user's team.
     "portal.errors.PortalErrorPagesMiddleware",
 ]
@@ -103,10 +106,10 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "portal.context_processors.slipway",
+                "front.context_processors.slipway",
             ],
             # The portal's one way to show times and money ({{ x|when }}, {{ x|money }}).
-            "builtins": ["portal.templatetags.slipway"],
+            "builtins": ["core.templatetags.slipway"],
         },
     },
 ]
@@ -178,7 +181,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 # The only backend: every door that takes a password (portal, admin, any future one) goes
 # through the sign-in throttle (portal/throttle.py, docs/security.md).
-AUTHENTICATION_BACKENDS = ["portal.throttle.ThrottledModelBackend"]
+AUTHENTICATION_BACKENDS = ["teams.throttle.ThrottledModelBackend"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
@@ -231,17 +234,17 @@ USE_TZ = True
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("SLIPWAY_MAX_BODY_BYTES", 2_621_440)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "portal.authentication.BearerTokenAuthentication",
+        "teams.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "portal.pagination.StandardPagination",
+    "DEFAULT_PAGINATION_CLASS": "core.pagination.StandardPagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "portal.exceptions.api_exception_handler",
+    "EXCEPTION_HANDLER": "core.exceptions.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     # JSON bodies only (API.md): a form or multipart body is a 415, and the OpenAPI schema
     # advertises application/json alone (nested fields such as env have no form encoding).
-    "DEFAULT_PARSER_CLASSES": ["portal.parsers.SafeJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.parsers.SafeJSONParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     # API.md uses ?format=yaml / ?format=csv for alternative bodies handled by the views
     # themselves; DRF must not treat ?format= as renderer negotiation.
@@ -258,7 +261,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "portal.openapi.add_error_responses"],
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "core.openapi.add_error_responses"],
 }
 
 # 7. Slipway ---------------------------------------------------------------------------
@@ -296,7 +299,7 @@ SLIPWAY_IDEMPOTENCY_TTL_HOURS = env_int("SLIPWAY_IDEMPOTENCY_TTL_HOURS", 24)
 # Reverse proxies in front of Slipway that append to X-Forwarded-For: a count (1 behind an
 # ingress controller: the client is the entry that many places from the right) or their
 # addresses/networks (X-Forwarded-For honoured only from them). The audit log and the sign-in
-# throttle key on the client address (portal.services.client_ip, docs/security.md).
+# throttle key on the client address (teams.services.client_ip, docs/security.md).
 SLIPWAY_TRUSTED_PROXIES = env_trusted_proxies("SLIPWAY_TRUSTED_PROXIES")
 
 LOGGING = {

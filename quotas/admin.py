@@ -3,8 +3,8 @@
 Staff only (Django admin). Every quota, budget or price change goes through the same quota
 service functions the rest of Slipway uses (:mod:`quotas.services`: team lock, audit of old and
 new value, ResourceQuota mirror, re-admission of the queue after commit). The team page
-(``portal.admin.TeamAdmin``) embeds :class:`TeamQuotaInline` and :class:`TeamBudgetInline`,
-and saves them with :func:`save_team_formset`.
+(``teams.admin.TeamAdmin``, registered by the app below) is extended here with
+:class:`TeamQuotaInline` and :class:`TeamBudgetInline`, saved by :func:`save_team_formset`.
 """
 
 from __future__ import annotations
@@ -14,36 +14,13 @@ from django.db import transaction
 from django.db.models import IntegerField, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
-from portal.formatting import format_money, format_when
-from portal.services import client_ip
+from core.admin import ReadOnlyAdmin, money_column, when_column
+from core.formatting import format_money
 from quotas import services
 from quotas.models import BudgetMonth, GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, UsageRecord
-
-# -- list columns in the portal's formats -----------------------------------------------------
-
-
-def when_column(field: str, description: str, precision: str = "minutes"):
-    """A list column writing the time ``field`` as the portal does (``2026-11-23 14:05 UTC``), sortable by it."""
-
-    @admin.display(description=description, ordering=field)
-    def column(self, obj) -> str:
-        return format_when(getattr(obj, field), precision)
-
-    return column
-
-
-def money_column(field: str, description: str, currency_field: str | None = None, *, precise: bool = False):
-    """A list column writing the amount ``field`` as the portal does (``12,345.67 USD``), sortable by it.
-
-    ``currency_field`` names the row's own currency (a budget's, a ledger row's); else the portal's.
-    """
-
-    @admin.display(description=description, ordering=field)
-    def column(self, obj) -> str:
-        currency = getattr(obj, currency_field) if currency_field else None
-        return format_money(getattr(obj, field), currency, precise=precise)
-
-    return column
+from teams.admin import TeamAdmin
+from teams.models import Team
+from teams.services import client_ip
 
 
 def _in_use_subquery():
@@ -190,19 +167,6 @@ class TeamBudgetAdmin(admin.ModelAdmin):
             self.delete_model(request, obj)
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Rows only Slipway's own code writes (admission, the reconciler, the services): staff may look, never edit."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
 class ActiveFilter(admin.SimpleListFilter):
     title = "state"
     parameter_name = "state"
@@ -286,3 +250,23 @@ class UsageRecordAdmin(ReadOnlyAdmin):
     search_fields = ["ref", "team__slug", "user__username"]
     list_select_related = ["team", "flavor", "user"]
     date_hierarchy = "start"
+
+
+class TeamWithQuotasAdmin(TeamAdmin):
+    """The team page with its quota and budget rows.
+
+    ``teams`` sits below ``quotas`` and cannot name them, so this app re-registers the team page
+    it extends (its admin module loads after teams', in INSTALLED_APPS order).
+    """
+
+    inlines = [TeamQuotaInline, TeamBudgetInline, *TeamAdmin.inlines]
+
+    def save_formset(self, request, form, formset, change):
+        if formset.model in (TeamQuota, TeamBudget):
+            save_team_formset(request, formset, form.instance)
+        else:
+            super().save_formset(request, form, formset, change)
+
+
+admin.site.unregister(Team)
+admin.site.register(Team, TeamWithQuotasAdmin)

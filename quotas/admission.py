@@ -3,7 +3,7 @@
 * :func:`decide` is pure: given a request, the units in use, the flavor/limit facts and the
   budget, it returns a :class:`Decision` (admit, queue or reject, a reason constant and a
   message in plain words). Every rule lives there, so it is tested table-driven.
-* :func:`admit` runs one transaction: take the team's admission lock (:func:`lock_team`),
+* :func:`admit` runs one transaction: take the team's admission lock (:func:`teams.services.lock_team`),
   read the quota and sum the active reservations *after* it is held, decide, and write a
   reservation or a queue entry. Concurrent admissions for one team therefore serialise on the
   lock and each sees the reservations of the ones before it: the platform never over-admits.
@@ -27,12 +27,13 @@ from django.db import connection, transaction
 from django.db.models import OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
-from portal.formatting import format_amount
-from portal.models import Team
+from core.formatting import format_amount
 from quotas.constants import Outcome, Priority, Reason
 from quotas.ledger import ZERO, committed, cost_ahead, hours_left_in_month, month_end, month_start, open_spend
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, UsageRecord
 from quotas.signals import workload_admitted
+from teams.models import Team
+from teams.services import lock_team
 
 
 @dataclass(frozen=True)
@@ -161,20 +162,6 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
 
 
 # -- reading the facts decide() needs ------------------------------------------------------
-
-
-def lock_team(team) -> None:
-    """Take ``team``'s admission lock in the caller's transaction: its Team row, ``FOR NO KEY UPDATE``.
-
-    Everything that decides or changes what the team may run takes it first and holds it to
-    commit: :func:`admit`, :func:`admit_waiting`, quota changes (admin console, services), and
-    cancels (a queued run may be being admitted). One lock per team, taken first by all, so
-    they serialise without deadlocks. The Team row, because it always exists (a team may have
-    no quota rows at all); ``NO KEY``, so it does not block the foreign-key checks of the rows
-    that reference the team (runs, reservations, ledger). A no-op on SQLite, whose write
-    transactions are serialised as a whole (``transaction_mode=IMMEDIATE``).
-    """
-    list(Team.objects.select_for_update(no_key=True).filter(pk=team.pk).values_list("pk", flat=True))
 
 
 def team_quotas(team) -> dict[int, TeamQuota]:

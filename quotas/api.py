@@ -1,7 +1,7 @@
 """``/api/v1/flavors/``, ``/api/v1/usage/`` and the logic behind ``/api/v1/teams/{slug}/usage/``.
 
-The team usage route is an action of ``portal.api.TeamViewSet`` (so it lives under the
-team's URL and inherits its 404-for-outsiders lookup); it delegates to :func:`team_usage`.
+The team usage route is an action of :class:`TeamViewSet`, which extends ``teams.api``'s (so it
+lives under the team's URL and inherits its 404-for-outsiders lookup).
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import io
 
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.models import Team
-from portal.pagination import StandardPagination
-from portal.permissions import report_teams
+from core.pagination import StandardPagination
 from quotas.models import GpuFlavor
 from quotas.reports import report_columns, report_filename, usage_report
 from quotas.serializers import (
@@ -28,11 +28,25 @@ from quotas.serializers import (
     UsageRowSerializer,
 )
 from quotas.services import budget_summary, usage_summary
+from teams import api as teams_api
+from teams.models import Team
+from teams.permissions import report_teams
 
 
 def team_usage(team: Team) -> dict:
     """The body of ``GET /teams/{slug}/usage/``: quotas per flavor and the budget."""
     return TeamUsageSerializer({"quotas": usage_summary(team), "budget": budget_summary(team)}).data
+
+
+class TeamViewSet(teams_api.TeamViewSet):
+    # ``/api/v1/teams/`` with each team's quota usage (a comment, not a docstring: the schema's
+    # description of the list stays the teams app's).
+
+    @extend_schema(responses=TeamUsageSerializer, parameters=[OpenApiParameter("slug", str, OpenApiParameter.PATH)])
+    @action(detail=True, methods=["get"])
+    def usage(self, request, slug=None):
+        """The team's quota per flavor (limit, in use, queued) and its monthly budget."""
+        return Response(team_usage(self.get_object()))
 
 
 class FlavorViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):

@@ -15,7 +15,7 @@ from decimal import Decimal
 
 from django.utils import timezone
 
-from portal.formatting import format_amount, format_money, format_when
+from core.formatting import format_amount, format_money, format_when
 
 WIDTH, HEIGHT = 640, 240
 LEFT, RIGHT, TOP, BOTTOM = 84, 16, 16, 32  # the templates draw axes at x=84 and x=624

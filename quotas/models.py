@@ -15,7 +15,7 @@ from django.db import models
 from django.db.models import Q, Sum
 
 from cluster.specs import FlavorSpec
-from portal.formatting import format_money, format_when
+from core.formatting import format_money, format_when
 from quotas.constants import Priority
 
 FLAVOR_NAME = RegexValidator(

@@ -13,12 +13,12 @@ from decimal import ROUND_HALF_UP, Decimal
 from django.conf import settings
 from django.utils import timezone
 
-from portal.formatting import plain_amount
-from portal.models import Team
+from core.formatting import plain_amount
 from quotas import charts
 from quotas.ledger import ZERO, RefLabel, month_end, month_start, ref_labels, usage_rows, usage_table
 from quotas.models import BudgetMonth, GpuFlavor, TeamBudget
 from quotas.services import budget_summaries, budget_summary
+from teams.models import Team
 
 #: How many months back the month picker offers.
 MONTHS_BACK = 12
@@ -220,7 +220,7 @@ HOURS = Decimal("0.0001")
 
 def showback_csv_rows(month: datetime, now: datetime | None = None) -> list[dict]:
     """The showback report per team and flavor for ``month``: what the CSV download holds, as people read it
-    (money in cents, :func:`portal.formatting.plain_amount`; GPU-hours to four places)."""
+    (money in cents, :func:`core.formatting.plain_amount`; GPU-hours to four places)."""
     teams = list(Team.objects.order_by("slug"))
     rows = usage_table(teams, month, month_end(month), ("team", "flavor"), now)
     for row in rows:

@@ -9,7 +9,7 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from portal.formatting import MONEY_ROUNDING
+from core.formatting import MONEY_ROUNDING
 from quotas.ledger import month_start
 from quotas.models import GpuFlavor
 
@@ -71,7 +71,7 @@ class UsageRowSerializer(serializers.Serializer):
     user = serializers.CharField(required=False, help_text="By workload: who started it.")
     flavor = serializers.CharField(required=False, help_text="By workload: its GPU flavor.")
     gpu_hours = serializers.DecimalField(max_digits=14, decimal_places=4)
-    # Money in cents, rounded as everywhere people read it (portal.formatting).
+    # Money in cents, rounded as everywhere people read it (core.formatting).
     cost = serializers.DecimalField(max_digits=12, decimal_places=2, rounding=MONEY_ROUNDING)
     idle_gpu_hours = serializers.DecimalField(
         max_digits=14, decimal_places=4, help_text="The part of gpu_hours whose GPU utilization stayed under the idle threshold.")

@@ -20,14 +20,9 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
-import portal.cluster
+import core.backend
 from cluster.errors import ClusterError
-from portal.models import AuditEvent, Team
-from portal.services import audit
-from quotas.admission import (
-    admit_waiting,
-    lock_team,
-)
+from quotas.admission import admit_waiting
 from quotas.ledger import (
     closed_spend,
     committed_by_team,
@@ -39,6 +34,8 @@ from quotas.ledger import (
 )
 from quotas.models import BudgetMonth, GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota
 from quotas.tasks import sync_team_quota
+from teams.models import AuditEvent, Team
+from teams.services import audit, lock_team
 
 __all__ = [
     "budget_bar",
@@ -333,7 +330,7 @@ def capacity_rows(pending: dict[int, int] | None = None) -> tuple[list[dict], li
     """
     error = ""
     try:
-        nodes = portal.cluster.get_backend().capacity()
+        nodes = core.backend.get_backend().capacity()
     except ClusterError as exc:
         nodes, error = None, str(exc)
     quota_sums = {row["flavor_id"]: row["total"] for row in

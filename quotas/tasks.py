@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from celery import shared_task
 
-import portal.cluster
+import core.backend
 from cluster.errors import Transient
 from cluster.manifests import build_team
 from cluster.specs import TeamSpec
-from portal.models import Team
 from quotas.admission import admit_waiting
 from quotas.models import TeamQuota
+from teams.models import Team
 
 
 def team_spec(team):
@@ -36,5 +36,5 @@ def sync_team_quota(team_id: int) -> list[str]:
     team = Team.objects.filter(pk=team_id).first()
     if team is None:
         return []
-    portal.cluster.get_backend().apply(build_team(team_spec(team), portal.cluster.cluster_config()))
+    core.backend.get_backend().apply(build_team(team_spec(team), core.backend.cluster_config()))
     return admit_waiting(team)

@@ -22,6 +22,6 @@ fi
 if [ "${CI:-}" = "true" ] && [ "$#" -eq 0 ]; then
   echo "== the database-facing tests again, on SQLite"
   env -u CI DATABASE_URL="sqlite:///$SLIPWAY_VAR_DIR/sqlite-pass.sqlite3" REDIS_URL= \
-    "$VENV/bin/python" -m pytest -q tests/quotas tests/jobs tests/workloads tests/portal tests/test_bad_input.py \
+    "$VENV/bin/python" -m pytest -q tests/core tests/teams tests/quotas tests/workloads tests/jobs tests/front tests/portal tests/test_bad_input.py \
     -m "not postgres and not redis and not browser and not slow"
 fi

@@ -14,11 +14,12 @@ from django.conf import settings
 from django.test import Client
 from rest_framework.test import APIClient
 
-from portal.models import Role
-from portal.services import create_api_token
 from quotas.demo import seed_flavors, seed_team_quotas
+from teams.models import Role
+from teams.services import create_api_token
+from tests.backends import use_backend
 from tests.factories import add_member, make_team, make_user
-from tests.jobs.fakes import FakeBackend
+from tests.fakes import FakeBackend
 from tests.template_leaks import leak_report
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -178,10 +179,9 @@ def quota(team, flavors):
 
 
 @pytest.fixture
-def fake_backend(monkeypatch):
-    backend = FakeBackend()
-    monkeypatch.setattr("portal.cluster.get_backend", lambda: backend)
-    return backend
+def fake_backend(settings):
+    """The shared scriptable fake cluster (tests/fakes.py), chosen through the backend setting."""
+    return use_backend(settings, FakeBackend())
 
 
 @pytest.fixture
@@ -193,7 +193,7 @@ def published(monkeypatch):
         calls.append((task.name, args))
         return True
 
-    monkeypatch.setattr("portal.queueing.publish", record)
+    monkeypatch.setattr("core.queueing.publish", record)
     return calls
 
 

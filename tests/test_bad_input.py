@@ -17,9 +17,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from jobs.models import TrainingRun
-from portal.models import ApiToken, IdempotencyRecord
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimLoad
+from teams.models import ApiToken, IdempotencyRecord
 from tests.jobs.conftest import run_payload
 from tests.sandbox.helpers import A100, at, endpoint, team_objects
 

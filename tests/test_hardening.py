@@ -10,7 +10,7 @@ from django.test import Client
 
 from jobs.models import TrainingRun
 from jobs.validation import parse_run_request
-from portal.models import Membership, Role
+from teams.models import Membership, Role
 from tests.jobs.conftest import run_payload
 
 pytestmark = pytest.mark.django_db

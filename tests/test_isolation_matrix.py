@@ -26,8 +26,8 @@ from inference import services as endpoints
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from jobs.services import submit_run
-from portal.models import ApiToken, Membership, Role, Team
-from portal.services import create_api_token
+from teams.models import ApiToken, Membership, Role, Team
+from teams.services import create_api_token
 from tests.factories import add_member, make_user
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
@@ -70,7 +70,7 @@ PORTAL_TEAM_ROUTES = {
 #: Routes scoped to the caller (their own teams, their own tokens): nothing of another team to reach.
 OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-token", "jobs:run-list", "jobs:run-new",
               "jobs:run-preview", "inference:endpoint-list", "inference:endpoint-new", "inference:endpoint-preview",
-              "quotas:usage", "usage-report", "team-list", "flavor-list", "login", "logout"}
+              "usage", "usage-report", "team-list", "flavor-list", "login", "logout"}
 #: Staff-only pages.
 STAFF_ROUTES = {"admin-capacity", "admin-showback", "admin-workloads", "admin-workload-end",
                 "admin-endpoint-scale-to-minimum"}

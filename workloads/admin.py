@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
-from quotas.admin import ReadOnlyAdmin, money_column, when_column
+from core.admin import ReadOnlyAdmin, money_column, when_column
 
 #: The field the confirmation page posts; without it an action only asks.
 CONFIRMED = "confirmed"

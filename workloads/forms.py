@@ -16,7 +16,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from portal.formatting import format_amount, format_money
+from core.formatting import format_amount, format_money
 from quotas.models import GpuFlavor
 from workloads.validation import ENV_NAME
 

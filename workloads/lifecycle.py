@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from quotas import admission, ledger
+from teams.services import lock_team
 from workloads import billing, secrets
 from workloads.registry import kind_of
 
@@ -98,7 +99,7 @@ def end(workload, reason: str) -> bool:
     kind = kind_of(workload)
     lifecycle = kind.lifecycle
     with transaction.atomic():
-        admission.lock_team(workload.team)
+        lock_team(workload.team)
         now = timezone.now()
         updated = (type(workload).objects.filter(pk=workload.pk)
                    .exclude(state__in=(*workload.FINAL_STATES, *lifecycle.removed))

@@ -21,8 +21,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from portal.permissions import visible_to
 from quotas.ledger import cost_per_hour, open_segment_cost
+from teams.permissions import visible_to
 from workloads import idle
 from workloads.identity import WorkloadId
 

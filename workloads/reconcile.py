@@ -39,16 +39,16 @@ from functools import lru_cache
 from django.db import connection, transaction
 from django.utils import timezone
 
-import portal.cluster
+import core.backend
 from cluster.backends.base import ObservedWorkload, WorkloadRef
 from cluster.capacity import capacity_reason
 from cluster.errors import ClusterError
 from cluster.perf import gc_paused
 from cluster.status import WorkloadStatus
-from portal.models import Team
 from quotas import admission
 from quotas.models import GpuFlavor, QueuedRequest
 from quotas.services import enforce_budgets
+from teams.models import Team
 from workloads import billing, idle, lifecycle
 from workloads.billing import BILLING_FIELDS, BillingPlan
 from workloads.constants import MAX_APPLY_ATTEMPTS, STEADY_BATCH, Message
@@ -93,7 +93,7 @@ class _Plan:
 
 def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
     """One reconcile cycle (see the module docstring). Safe to run twice."""
-    backend = backend or portal.cluster.get_backend()
+    backend = backend or core.backend.get_backend()
     report = ReconcileReport()
 
     # 1. A simulated cluster advances here; a real one advances by itself.

@@ -18,12 +18,12 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Count, Exists, Q, Value
 from django.utils import timezone
 
-import portal.cluster
+import core.backend
 from cluster.backends.base import ClusterEvent, WorkloadRef
 from cluster.capacity import WAITING_FOR_CAPACITY
 from cluster.errors import ClusterError
 from cluster.pods import LogSource, log_sources
-from portal.queueing import publish_on_commit
+from core.queueing import publish_on_commit
 from quotas import admission, ledger
 from quotas.models import GpuFlavor
 from workloads import lifecycle, tasks
@@ -130,7 +130,7 @@ def logs(workload, pod: str = "", tail: int | None = 200) -> Logs:
         if pod:
             raise UnknownPod(pod)
         return Logs([], None, [])
-    backend = portal.cluster.get_backend()
+    backend = core.backend.get_backend()
     ref = WorkloadRef(workload.namespace, workload.cluster_name)
     try:
         sources = log_sources(backend.pods(ref), workload.get_state_display().lower() if workload.is_final else "")
@@ -175,7 +175,7 @@ def events(workload) -> list[ClusterEvent]:
     if not on_cluster(workload):
         return []
     try:
-        return portal.cluster.get_backend().events(WorkloadRef(workload.namespace, workload.cluster_name))
+        return core.backend.get_backend().events(WorkloadRef(workload.namespace, workload.cluster_name))
     except ClusterError:
         return []
 

@@ -17,11 +17,11 @@ from django.core.cache import cache
 from django.db.models import F
 from django.utils import timezone
 
-import portal.cluster
+import core.backend
 from cluster.backends.base import WorkloadRef
 from cluster.errors import ClusterError, Transient
 from cluster.manifests import build_team
-from portal import queueing
+from core import queueing
 from quotas.tasks import team_spec
 from workloads import lifecycle, secrets
 from workloads.constants import Message
@@ -54,10 +54,10 @@ def apply_workload(prefix: str, pk: int) -> str:
 
     # 2. Render (pure) and apply. The namespace objects are idempotent server-side applies,
     #    so a team's first workload also creates its namespace and ResourceQuota.
-    team_objects = build_team(team_spec(workload.team), portal.cluster.cluster_config())
+    team_objects = build_team(team_spec(workload.team), core.backend.cluster_config())
     objects = kind.manifests(workload)
     secret = secrets.env_secret(workload)
-    backend = portal.cluster.get_backend()
+    backend = core.backend.get_backend()
     try:
         if secret is None:
             backend.apply(team_objects + objects)
@@ -98,7 +98,7 @@ def delete_workload(prefix: str, pk: int) -> int:
         return 0
     # An ended workload whose kind has a "gone" state is moved there by the reconciler once
     # nothing of it is observed any more (deletion propagates in the background).
-    return portal.cluster.get_backend().delete(WorkloadRef(workload.namespace, workload.cluster_name))
+    return core.backend.get_backend().delete(WorkloadRef(workload.namespace, workload.cluster_name))
 
 
 RECONCILE_LOCK = "slipway:reconcile-lock"

@@ -17,6 +17,7 @@ from typing import Any
 
 from django.conf import settings
 
+from core.text import has_lone_surrogate
 from workloads import constants as c
 from workloads.image_hosts import ambiguous_hub_namespace, image_registry, refused_registry_reason, registry_allowed
 
@@ -74,11 +75,6 @@ class VolumeRequest:
     claim: str
     mount_path: str
     read_only: bool = False
-
-
-def has_lone_surrogate(text: str) -> bool:
-    """True when ``text`` holds a UTF-16 surrogate on its own (JSON allows "\\ud800"; UTF-8 cannot hold it)."""
-    return any("\ud800" <= ch <= "\udfff" for ch in text)
 
 
 def _within(path: str, root: str) -> bool:

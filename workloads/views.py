@@ -12,8 +12,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from portal.models import Membership, Role
-from portal.permissions import require_team
+from teams.models import Membership, Role
+from teams.permissions import require_team
 from workloads import services as workloads
 from workloads.registry import kind_of
 

@@ -24,7 +24,7 @@ from schemathesis.engine import Status, events, from_schema
 
 from inference import services as endpoints
 from jobs.services import submit_run
-from portal.services import create_api_token
+from teams.services import create_api_token
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
 

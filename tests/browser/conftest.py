@@ -13,7 +13,7 @@ from django.core.management import call_command
 def demo(transactional_db, settings, monkeypatch):
     """The seeded demo (teams, users, work, history); no broker: publishes are dropped, the pages are what is tested."""
     settings.DEBUG = True  # seed_demo's guard against well-known passwords
-    monkeypatch.setattr("portal.queueing.publish", lambda task, *args, **kwargs: True)
+    monkeypatch.setattr("core.queueing.publish", lambda task, *args, **kwargs: True)
     with open(os.devnull, "w") as devnull:
         call_command("seed_demo", stdout=devnull)
 

@@ -25,9 +25,9 @@ from django.utils import timezone
 
 from cluster.backends.base import WorkloadRef
 from inference.models import InferenceEndpoint
-from portal.models import Role
 from quotas.demo import seed_flavors, seed_team_quotas
 from quotas.ledger import cost_per_hour
+from teams.models import Role
 from tests.browser.conftest import save_evidence
 from tests.browser.support import BROWSER_MARKS, chromium_page
 from tests.factories import add_member, make_team, make_user
@@ -63,19 +63,19 @@ def world(transactional_db, monkeypatch) -> list[tuple]:
     seed_flavors()
     seed_team_quotas(team, {"a100-80gb": 4}, Decimal("10000"))
     published: list[tuple] = []
-    monkeypatch.setattr("portal.queueing.publish", lambda task, *args, **kwargs: published.append((task.name, args)))
+    monkeypatch.setattr("core.queueing.publish", lambda task, *args, **kwargs: published.append((task.name, args)))
     return published
 
 
 @pytest.fixture
-def cluster(world, monkeypatch) -> Cluster:
+def cluster(world, settings) -> Cluster:
     """The sandbox and the task queue, run by this thread cycle by cycle (5 simulated seconds each)."""
-    return Cluster.installed(world, monkeypatch)
+    return Cluster.installed(world, settings)
 
 
 @pytest.fixture
-def realtime(world, monkeypatch) -> RealTimeCluster:
-    made = RealTimeCluster.installed(world, monkeypatch)
+def realtime(world, settings) -> RealTimeCluster:
+    made = RealTimeCluster.installed(world, settings)
     made.now = timezone.now() - timedelta(seconds=1)
     return made
 

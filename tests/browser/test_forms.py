@@ -12,7 +12,7 @@ import pytest
 
 from jobs.models import TrainingRun
 from jobs.services import submit_run
-from portal.models import Team
+from teams.models import Team
 from tests.browser.conftest import save_evidence
 from tests.browser.support import BROWSER_MARKS, chromium_page
 

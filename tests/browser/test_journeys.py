@@ -23,8 +23,8 @@ import pytest
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from jobs.services import cancel_run, submit_run
-from portal.models import Membership, Team
 from quotas.models import TeamQuota
+from teams.models import Membership, Team
 from tests.browser.conftest import save_evidence
 from tests.browser.support import BROWSER_MARKS, chromium_page
 from tests.jobs.conftest import run_payload

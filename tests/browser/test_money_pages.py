@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
-from portal.services import create_api_token
+from teams.services import create_api_token
 from tests.browser.conftest import save_evidence
 from tests.browser.support import BROWSER_MARKS, chromium_page
 
@@ -64,7 +64,7 @@ WHOLE = {"daily-table", "person-table", "flavor-table", "workload-table", "burn-
 @pytest.fixture
 def browser(transactional_db, settings, monkeypatch, live_server, request):
     settings.DEBUG = True  # seed_demo's guard against well-known passwords
-    monkeypatch.setattr("portal.queueing.publish", lambda task, *args, **kwargs: True)
+    monkeypatch.setattr("core.queueing.publish", lambda task, *args, **kwargs: True)
     with open(os.devnull, "w") as devnull:
         call_command("seed_demo", stdout=devnull)
     with chromium_page(monkeypatch) as page:

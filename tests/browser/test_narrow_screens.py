@@ -15,7 +15,7 @@ from django.core.management import call_command
 
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
-from portal.services import create_api_token
+from teams.services import create_api_token
 from tests.browser.conftest import save_evidence
 from tests.browser.support import BROWSER_MARKS, chromium_page
 
@@ -28,7 +28,7 @@ User = get_user_model()
 @pytest.fixture
 def browser(transactional_db, settings, monkeypatch, live_server, request):
     settings.DEBUG = True  # seed_demo's guard against well-known passwords
-    monkeypatch.setattr("portal.queueing.publish", lambda task, *args, **kwargs: True)
+    monkeypatch.setattr("core.queueing.publish", lambda task, *args, **kwargs: True)
     with open(os.devnull, "w") as devnull:
         call_command("seed_demo", stdout=devnull)
     with chromium_page(monkeypatch) as page:

@@ -24,6 +24,6 @@ def create(member, team, ep_quota, published):
 
 
 @pytest.fixture
-def cluster(published, monkeypatch) -> Cluster:
+def cluster(published, settings) -> Cluster:
     """The sandbox driven step by step, with the published tasks run as a worker would (sandbox_cluster.py)."""
-    return Cluster.installed(published, monkeypatch)
+    return Cluster.installed(published, settings)

@@ -3,7 +3,7 @@
 :class:`Cluster` is the sandbox backend plus the tasks the portal published, run in order as a
 worker would; :meth:`Cluster.cycle` advances the sandbox's clock and runs one reconcile cycle.
 The ``cluster`` fixture (tests/inference/conftest.py) installs it behind
-``portal.cluster.get_backend``, the one seam.
+the ``SLIPWAY_CLUSTER_BACKEND`` setting, the one seam (``tests/backends.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from cluster.status import gpu_units, parse_time
 from sandbox.backend import SandboxBackend
+from tests.backends import use_backend
 from workloads import reconcile as rec
 from workloads.tasks import apply_workload
 
@@ -50,10 +51,10 @@ class Cluster:
         return report
 
     @classmethod
-    def installed(cls, published, monkeypatch) -> Cluster:
+    def installed(cls, published, settings) -> Cluster:
         """A cluster starting now, installed as the portal's backend."""
         made = cls(published, timezone.now().replace(microsecond=0) + timedelta(seconds=1))
-        monkeypatch.setattr("portal.cluster.get_backend", lambda: made.backend)
+        use_backend(settings, made.backend)
         return made
 
     def replica_hours(self) -> Decimal:

@@ -17,10 +17,10 @@ from django.apps import apps
 
 from inference import services
 from inference.models import InferenceEndpoint
-from portal.models import AuditEvent
 from quotas.demo import seed_team_quotas
 from quotas.models import Reservation
 from sandbox.models import SimObject
+from teams.models import AuditEvent
 from tests.inference.conftest import endpoint_payload
 from workloads.tasks import apply_workload
 

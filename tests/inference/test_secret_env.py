@@ -9,7 +9,7 @@ import pytest
 
 from cluster.manifests.inference import SECRET_ENV_DIGEST_ANNOTATION
 from inference.models import InferenceEndpoint
-from portal.models import AuditEvent
+from teams.models import AuditEvent
 from tests.factories import secret_values
 from tests.inference.conftest import endpoint_payload
 from tests.inference.test_views import FORM

@@ -10,8 +10,8 @@ from jobs.constants import RunState
 from jobs.models import TrainingRun
 from quotas.models import QueuedRequest, Reservation
 from tests.factories import add_member, make_user
+from tests.fakes import pod
 from tests.jobs.conftest import run_payload
-from tests.jobs.fakes import pod
 
 pytestmark = pytest.mark.django_db
 

@@ -14,6 +14,7 @@ from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import submit_run
 from sandbox.backend import SandboxBackend
+from tests.backends import use_backend
 from tests.jobs.conftest import run_payload
 from workloads import reconcile as rec
 from workloads.tasks import apply_workload
@@ -23,9 +24,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_a_retried_run_says_its_attempt_and_keeps_the_first_attempts_log(client, member, team, quota, published,
-                                                                         monkeypatch):
+                                                                         settings):
     backend = SandboxBackend()
-    monkeypatch.setattr("portal.cluster.get_backend", lambda: backend)
+    use_backend(settings, backend)
     env = {"SLIPWAY_SIM_DURATION": "30s", "SLIPWAY_SIM_OUTCOME": "fail", "SLIPWAY_SIM_FAILED_ATTEMPTS": "1"}
     run = submit_run(member, team, {**{k: v for k, v in run_payload().items() if k != "team"}, "env": env,
                                     "max_retries": 2})

@@ -13,6 +13,7 @@ from cluster.backends.kubernetes import KubernetesBackend
 from jobs.constants import RunState
 from jobs.services import submit_run
 from quotas.models import Reservation
+from tests.backends import use_backend
 from tests.cluster.fakeapi import FakeKubeAPI
 from tests.jobs.conftest import run_payload
 from workloads.tasks import apply_workload
@@ -21,10 +22,10 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def kube(monkeypatch):
+def kube(settings):
     fake = FakeKubeAPI().start()
     backend = KubernetesBackend(host=fake.url, qps=1000, burst=1000, timeout=0.5)
-    monkeypatch.setattr("portal.cluster.get_backend", lambda: backend)
+    use_backend(settings, backend)
     yield fake
     fake.stop()
 

@@ -14,8 +14,8 @@ import pytest
 
 from jobs import api as jobs_api
 from jobs.models import TrainingRun
-from portal import idempotency
-from portal.models import IdempotencyRecord
+from teams import idempotency
+from teams.models import IdempotencyRecord
 from tests.jobs.conftest import run_payload
 from tests.threads import in_thread
 

@@ -14,12 +14,13 @@ from cluster.backends.base import ClusterEvent
 from jobs import services
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from portal.models import Role
 from quotas.demo import seed_flavors, seed_team_quotas
+from teams.models import Role
+from tests.backends import use_backend
 from tests.browser.support import BROWSER_MARKS, chromium_page
 from tests.factories import add_member, make_team, make_user
+from tests.fakes import FakeBackend, pod
 from tests.jobs.conftest import run_payload
-from tests.jobs.fakes import FakeBackend, pod
 
 PASSWORD = "pw-Slipway-123"
 AT_BOTTOM = "b => b.scrollHeight - b.scrollTop - b.clientHeight <= 8"
@@ -28,16 +29,16 @@ pytestmark = BROWSER_MARKS
 
 
 @pytest.fixture
-def world(transactional_db, monkeypatch):
+def world(transactional_db, monkeypatch, settings):
     """A running run with one pod whose log is long enough to scroll, on the fake cluster."""
     team = make_team("ml-research", "ML Research")
     user = make_user("mia", password=PASSWORD)
     add_member(team, user, Role.MEMBER)
     seed_flavors()
     seed_team_quotas(team, {"a100-80gb": 8})
-    monkeypatch.setattr("portal.queueing.publish", lambda task, *args, **kwargs: None)
+    monkeypatch.setattr("core.queueing.publish", lambda task, *args, **kwargs: None)
     backend = FakeBackend()
-    monkeypatch.setattr("portal.cluster.get_backend", lambda: backend)
+    use_backend(settings, backend)
     run = services.submit_run(user, team, {k: v for k, v in run_payload().items() if k != "team"})
     now = timezone.now()
     TrainingRun.objects.filter(pk=run.pk).update(state=RunState.RUNNING, applied_at=now, started_at=now)
@@ -95,13 +96,13 @@ def test_it_follows_the_newest_line_and_leaves_a_reader_who_scrolled_up_where_th
 
 
 def test_it_says_why_a_run_waits_for_capacity_with_the_schedulers_words_one_click_away(live_server, page, world,
-                                                                                        monkeypatch):
+                                                                                        settings):
     run, _lines = world
     words = "waiting for capacity: needs 2\u00d7 a100-80gb on one node; the largest free block is 1 (node a100-1)"
     raw = "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
     TrainingRun.objects.filter(pk=run.pk).update(state=RunState.PENDING, reason=words)
     backend = FakeBackend()
-    monkeypatch.setattr("portal.cluster.get_backend", lambda: backend)
+    use_backend(settings, backend)
     page.goto(f"{live_server.url}/runs/{run.pk}/")
     assert page.inner_text("#run-status .reason") == f"Reason: {words}"
     assert page.locator("#run-status details").count() == 0  # the scheduler has said nothing yet

@@ -1,6 +1,6 @@
 """The run page's logs, events and waiting reasons: the pod/attempt picker, the full-log
 download, the events that refresh with the state, and the scheduler's words behind a capacity
-reason. The cluster is the scriptable fake (tests/jobs/fakes.py)."""
+reason. The cluster is the scriptable fake (tests/fakes.py)."""
 
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import submit_run
 from sandbox.backend import SandboxBackend
+from tests.backends import use_backend
 from tests.jobs.conftest import run_payload
 from workloads import reconcile as rec
 from workloads.tasks import apply_workload
@@ -28,9 +29,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_a_restarted_pytorchjob_offers_each_replicas_earlier_attempt(client, api, member, team, quota, published,
-                                                                       monkeypatch):
+                                                                       settings):
     backend = SandboxBackend()
-    monkeypatch.setattr("portal.cluster.get_backend", lambda: backend)
+    use_backend(settings, backend)
     env = {"SLIPWAY_SIM_DURATION": "30s", "SLIPWAY_SIM_OUTCOME": "fail"}
     fields = {k: v for k, v in run_payload(workers=2, gpus_per_worker=1).items() if k != "team"}
     run = submit_run(member, team, {**fields, "env": env, "max_retries": 2})

@@ -17,10 +17,11 @@ from django.utils import timezone
 
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from portal.models import AuditEvent, IdempotencyRecord
 from quotas.models import Reservation
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimObject
+from teams.models import AuditEvent, IdempotencyRecord
+from tests.backends import use_backend
 from tests.factories import secret_values
 from tests.jobs.conftest import run_payload
 from tests.jobs.test_reconcile import iso
@@ -197,9 +198,9 @@ def test_a_run_without_secret_env_applies_in_one_batch_and_creates_no_secret(api
     assert fake_backend.calls == ["apply"] and fake_backend.secrets == {}
 
 
-def test_the_sandbox_records_the_secrets_keys_but_not_its_values(api, quota, published, monkeypatch):
+def test_the_sandbox_records_the_secrets_keys_but_not_its_values(api, quota, published, settings):
     sandbox = SandboxBackend()
-    monkeypatch.setattr("portal.cluster.get_backend", lambda: sandbox)
+    use_backend(settings, sandbox)
     run_id = post_run(api).json()["id"]
     assert apply_workload("run", run_id) == "applied"
     secret = SimObject.objects.get(kind="Secret")

@@ -17,12 +17,12 @@ from jobs import services
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.views import timeline
-from portal.models import Role
 from quotas.demo import seed_team_quotas
 from quotas.models import QueuedRequest, Reservation
+from teams.models import Role
 from tests.factories import add_member, make_user
+from tests.fakes import pod
 from tests.jobs.conftest import run_payload
-from tests.jobs.fakes import pod
 
 pytestmark = pytest.mark.django_db
 

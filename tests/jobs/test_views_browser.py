@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from portal.models import Role
 from quotas.demo import seed_flavors, seed_team_quotas
+from teams.models import Role
 from tests.browser.support import BROWSER_MARKS, chromium_page
 from tests.factories import add_member, make_team, make_user
 
@@ -33,7 +33,7 @@ def world(transactional_db, monkeypatch):
     seed_flavors()
     seed_team_quotas(team, {"a100-80gb": 8})
     published: list[tuple] = []
-    monkeypatch.setattr("portal.queueing.publish", lambda task, *args, **kwargs: published.append((task.name, args)))
+    monkeypatch.setattr("core.queueing.publish", lambda task, *args, **kwargs: published.append((task.name, args)))
     return team, user, published
 
 

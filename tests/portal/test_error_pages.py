@@ -75,7 +75,7 @@ def test_the_500_page_needs_no_request_context(member, monkeypatch):
 
     # Every page's context processor fails (as it would with the database down): the 500 page
     # does not use it, so it still renders with its navigation.
-    monkeypatch.setattr("portal.context_processors.slipway", broken)
+    monkeypatch.setattr("front.context_processors.slipway", broken)
     html = assert_styled_page(client_for(member).get("/boom/"), 500)
     assert nav_links(html) == {"/runs/", "/endpoints/", "/usage/", "/tokens/"}
 

@@ -22,28 +22,6 @@ def budget_team(quota_team):
     return quota_team
 
 
-class FakeBackend:
-    """A cluster backend that records applied objects and reports a fixed inventory."""
-
-    name = "fake"
-
-    def __init__(self, nodes=None, error: Exception | None = None):
-        self.nodes = nodes or []
-        self.error = error
-        self.applied: list[list[dict]] = []
-
-    def apply(self, objects):
-        if self.error is not None:
-            raise self.error
-        self.applied.append(objects)
-        return objects
-
-    def capacity(self):
-        if self.error is not None:
-            raise self.error
-        return self.nodes
-
-
 def inventory():
     """Nodes shaped like the sandbox inventory: A100, MIG A100, 2x H100 and 2x L4."""
     from cluster.backends.base import NodeCapacity
@@ -65,12 +43,10 @@ def inventory():
 
 
 @pytest.fixture
-def fake_backend(monkeypatch):
-    import portal.cluster
-
-    backend = FakeBackend(inventory())
-    monkeypatch.setattr(portal.cluster, "get_backend", lambda: backend)
-    return backend
+def fake_backend(fake_backend):
+    """The shared fake cluster with :func:`inventory`'s nodes."""
+    fake_backend.nodes = inventory()
+    return fake_backend
 
 
 @pytest.fixture(autouse=True)

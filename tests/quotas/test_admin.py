@@ -8,11 +8,11 @@ import pytest
 from django.test import Client
 
 from cluster.errors import Transient
-from portal.models import AuditEvent
 from quotas.admission import ResourceRequest, admit
 from quotas.ledger import month_start
 from quotas.models import BudgetMonth, GpuFlavor, TeamBudget, TeamQuota
 from quotas.tasks import sync_team_quota
+from teams.models import AuditEvent
 from tests.factories import make_user
 
 CAPACITY_URL = "/admin/capacity/"
@@ -99,7 +99,7 @@ def test_it_shows_capacity_quotas_use_and_queue_per_flavor(staff_client, quota_t
 
 
 def test_it_still_shows_portal_figures_when_the_cluster_fails(staff_client, quota_team, fake_backend):
-    fake_backend.error = Transient("connection refused")
+    fake_backend.capacity_error = Transient("connection refused")
     response = staff_client.get(CAPACITY_URL)
     html = response.content.decode()
     assert response.status_code == 200

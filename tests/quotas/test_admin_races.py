@@ -3,7 +3,7 @@
 Admission used to serialise a team on its quota rows, locked in primary-key order, while the
 team page saves its quota inline row by row in the order it lists them (by flavor name): with
 two quotas changed in one save while a run was admitted, each transaction held a row the other
-waited for. Both now take the team's admission lock first (``quotas.admission.lock_team``).
+waited for. Both now take the team's admission lock first (``teams.services.lock_team``).
 """
 
 from __future__ import annotations

@@ -9,13 +9,13 @@ import pytest
 from django.utils import timezone
 
 from cluster.errors import Transient
-from portal.models import AuditEvent
 from quotas import services
 from quotas.admission import ResourceRequest, admit
 from quotas.demo import seed_flavors, seed_team_quotas
 from quotas.ledger import cost_by_ref, cost_per_hour, record_usage, spent_month
 from quotas.models import GpuFlavor, TeamBudget, TeamQuota
 from quotas.tasks import sync_team_quota, team_spec
+from teams.models import AuditEvent
 
 
 def test_it_prices_mig_slices_as_sevenths_of_the_a100(flavors):

@@ -12,11 +12,11 @@ from inference import services as endpoints
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from jobs.services import submit_run
-from portal.models import ApiToken, AuditEvent, Membership, Team
-from portal.services import create_api_token
 from quotas.ledger import record_usage
 from quotas.models import QueuedRequest, Reservation, TeamBudget, UsageRecord
 from sandbox.models import SimEvent, SimObject
+from teams.models import ApiToken, AuditEvent, Membership, Team
+from teams.services import create_api_token
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
 
@@ -105,7 +105,7 @@ def test_the_lists_show_billed_money_to_the_cent_and_sort_by_it(staff_client, me
 
 def test_every_admin_list_writes_times_and_money_as_the_portal_does(staff_client, member, team, quota, published):
     """Issue 20: the console wrote "Nov. 23, 2026, 2:05 p.m." and bare decimals; the portal writes
-    2026-11-23 14:05 UTC and 12,345.68 USD (portal.formatting) — the console now too."""
+    2026-11-23 14:05 UTC and 12,345.68 USD (core.formatting) — the console now too."""
     moment = datetime(2026, 11, 23, 14, 5, 7, tzinfo=UTC)
     run = submit_run(member, team, {k: v for k, v in run_payload().items() if k != "team"})
     TrainingRun.objects.filter(pk=run.pk).update(created_at=moment, billed_cost=Decimal("12345.678"))

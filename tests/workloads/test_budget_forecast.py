@@ -13,13 +13,13 @@ from inference.models import InferenceEndpoint
 from inference.services import create_endpoint
 from jobs.models import TrainingRun
 from jobs.services import submit_run
-from portal.models import AuditEvent
 from quotas import admission
 from quotas.admission import ResourceRequest
 from quotas.demo import seed_team_quotas
 from quotas.ledger import month_end, record_usage
 from quotas.models import Reservation, TeamBudget
 from quotas.services import budget_summary, set_team_budget
+from teams.models import AuditEvent
 from workloads import reconcile as rec
 from workloads.billing import commitments
 

@@ -34,8 +34,8 @@ START = datetime(2026, 11, 12, 13, 52, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def timeline(published, monkeypatch):
-    return scripted_timeline(published, monkeypatch, START)
+def timeline(published, monkeypatch, settings):
+    return scripted_timeline(published, monkeypatch, settings, START)
 
 
 def hours(delta: timedelta) -> Decimal:

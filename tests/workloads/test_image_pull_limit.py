@@ -30,7 +30,7 @@ IMAGE = "registry.example.com/vision/vit:does-not-exist"
 @pytest.fixture
 def cluster(published, monkeypatch, settings) -> Cluster:
     settings.SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS = LIMIT
-    return Cluster.installed(published, monkeypatch)
+    return Cluster.installed(published, settings)
 
 
 def held(ref: str) -> bool:

@@ -16,11 +16,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from jobs.models import TrainingRun
-from portal.models import Team
 from quotas.demo import seed_team_quotas
 from quotas.ledger import ZERO, cost_per_hour, month_start, open_spend, usage_hour
 from quotas.models import TeamBudget
 from quotas.services import budget_summaries, budget_summary, enforce_budgets
+from teams.models import Team
 from tests.workloads.tinykind.models import Notebook
 from workloads.billing import open_groups, open_segments
 

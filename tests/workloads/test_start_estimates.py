@@ -35,8 +35,8 @@ TOLERANCE = timedelta(minutes=1)
 
 
 @pytest.fixture
-def timeline(published, monkeypatch):
-    return scripted_timeline(published, monkeypatch, START)
+def timeline(published, monkeypatch, settings):
+    return scripted_timeline(published, monkeypatch, settings, START)
 
 
 def history(team, user, name: str, durations: list[timedelta], gpus: int = 4) -> None:

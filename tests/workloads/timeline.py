@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from cluster.status import parse_time
 from sandbox.backend import SandboxBackend
+from tests.backends import use_backend
 from workloads import reconcile as rec
 from workloads.tasks import apply_workload
 
@@ -58,9 +59,9 @@ class Timeline:
         return min(starts)
 
 
-def scripted_timeline(published, monkeypatch, start: datetime) -> Timeline:
+def scripted_timeline(published, monkeypatch, settings, start: datetime) -> Timeline:
     """A :class:`Timeline` from ``start`` that ``timezone.now`` and the backend seam follow (for a fixture)."""
     made = Timeline(published, start)
     monkeypatch.setattr(timezone, "now", lambda: made.now)
-    monkeypatch.setattr("portal.cluster.get_backend", lambda: made.backend)
+    use_backend(settings, made.backend)
     return made

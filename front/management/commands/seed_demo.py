@@ -1,0 +1,204 @@
+"""``manage.py seed_demo``: demo teams, people, GPU flavors, quotas and prices.
+
+Creates each demo object once and never changes it afterwards. ``make run`` seeds on every
+start, and by then an admin may have raised a quota or budget, changed a price, changed a
+role or removed a member: a rerun adds only what it never created and leaves everything else
+as the admin left it. Every object it creates is recorded by key in :class:`DemoSeed`
+(``team:ml-research``, ``member:ml-research/alice`` …), so something an admin *deleted* is not
+re-created either. Objects that exist without a record (seeded before the records, or made by
+hand) are adopted as they are, never overwritten.
+
+Passwords are fixed demo strings, set when the user is created and printed at the end (a user
+whose password was changed since is marked so) — which is also why the command refuses to
+run with ``DEBUG`` off unless ``--force`` says the deployment really is a demo.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+
+from inference.demo import seed_demo_endpoints
+from jobs.demo import seed_demo_history, seed_demo_runs
+from quotas import demo
+from quotas.models import GpuFlavor, TeamBudget, TeamQuota
+from teams.models import DemoSeed, Membership, Role, Team
+
+DEMO_PASSWORD = "slipway-demo"
+ADMIN_PASSWORD = "slipway-admin"
+
+
+@dataclass(frozen=True)
+class DemoTeam:
+    slug: str
+    name: str
+    limits: dict[str, int]  # flavor name -> whole units
+    monthly_budget: Decimal | None
+
+
+@dataclass(frozen=True)
+class DemoUser:
+    username: str
+    memberships: tuple[tuple[str, str], ...]  # (team slug, role)
+    staff: bool = False
+
+
+MIG_PROFILES = ("a100-1g.10gb", "a100-2g.20gb", "a100-3g.40gb")
+
+TEAMS: tuple[DemoTeam, ...] = (
+    DemoTeam("ml-research", "ML Research",
+             {"a100-80gb": 8, "h100-80gb": 8, "l4": 2, **dict.fromkeys(MIG_PROFILES, 4)}, Decimal("20000")),
+    # Seven 1g.10gb slices: one A100 in MIG mode, cut the way inference endpoints like it.
+    DemoTeam("vision", "Computer Vision", {"a100-80gb": 4, "l4": 2, "a100-1g.10gb": 7}, Decimal("5000")),
+    DemoTeam("nlp", "NLP Platform", {"h100-80gb": 8}, Decimal("15000")),
+)
+
+USERS: tuple[DemoUser, ...] = (
+    DemoUser("alice", (("ml-research", Role.MEMBER), ("vision", Role.VIEWER))),
+    DemoUser("bob", (("ml-research", Role.ADMIN),)),
+    DemoUser("carol", (("ml-research", Role.VIEWER),)),
+    DemoUser("dave", (("vision", Role.MEMBER),)),
+    DemoUser("erin", (("nlp", Role.MEMBER),)),
+    DemoUser("admin", (), staff=True),
+)
+
+
+class Seeded:
+    """The keys of the demo objects created by earlier runs; each object is created once."""
+
+    def __init__(self) -> None:
+        self.done = set(DemoSeed.objects.values_list("key", flat=True))
+        self.new: list[str] = []
+
+    def due(self, key: str) -> bool:
+        """True when ``key`` was never seeded: the caller creates it (if missing) and it is recorded."""
+        if key in self.done:
+            return False
+        self.done.add(key)
+        self.new.append(key)
+        return True
+
+    def save(self) -> None:
+        DemoSeed.objects.bulk_create([DemoSeed(key=key) for key in self.new], ignore_conflicts=True)
+        self.new = []
+
+
+class Command(BaseCommand):
+    help = ("Create the demo teams, users (credentials printed), GPU flavors, quotas and prices that were never "
+            "created before; what exists is left as it is.")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--force", action="store_true",
+                            help="Seed even with DEBUG off (demo users have well-known passwords).")
+        parser.add_argument("--no-runs", action="store_true",
+                            help="Do not submit the demo training runs and endpoints.")
+        parser.add_argument("--url", default=None,
+                            help="Where the portal is served, for the printed links "
+                                 "(default: http://127.0.0.1:$PORT/, PORT defaulting to 8000).")
+
+    def handle(self, *args, force: bool = False, no_runs: bool = False, url: str | None = None, **options) -> None:
+        if not settings.DEBUG and not force:
+            raise CommandError("DEBUG is off: refusing to create users with well-known passwords. "
+                               "Use --force if this deployment is a demo.")
+        seeded = Seeded()
+        with transaction.atomic():
+            created = seed_world(seeded)
+            seeded.save()
+        if not no_runs:
+            # Submitted like any run (admission, queue, tasks published after commit), once per
+            # team: a team whose demo work was seeded before (or that has work) gets none.
+            slugs = [spec.slug for spec in TEAMS if seeded.due(f"runs:{spec.slug}")]
+            runs = seed_demo_runs(slugs)
+            endpoints = seed_demo_endpoints(slugs)
+            history = seed_demo_history([spec.slug for spec in TEAMS if seeded.due(f"history:{spec.slug}")])
+            seeded.save()
+            if history:
+                self.stdout.write(f"Recorded {len(history)} finished demo runs of the past two weeks (usage history).")
+            if runs:
+                self.stdout.write(f"Submitted {len(runs)} demo training runs; they progress on their own.")
+            if endpoints:
+                self.stdout.write(f"Created {len(endpoints)} demo inference endpoints; they scale with a demo load.")
+        self.report(created, url or portal_url())
+
+    def report(self, created: int, url: str) -> None:
+        self.stdout.write(self.style.SUCCESS(
+            f"Demo data ready: {len(TEAMS)} teams, {len(USERS)} users, {len(demo.flavor_definitions())} GPU flavors"
+            f" ({created} objects created now; existing ones kept as they are)."))
+        self.stdout.write("Log in with (username / password):")
+        users = {u.username: u for u in get_user_model().objects.filter(username__in=[spec.username for spec in USERS])}
+        # The roles as they are now (an admin may have changed them), not as the demo first made them.
+        roles: dict[str, list[str]] = {}
+        for username, role, slug in (Membership.objects.filter(user__in=users.values()).order_by("team__slug")
+                                     .values_list("user__username", "role", "team__slug")):
+            roles.setdefault(username, []).append(f"{role} of {slug}")
+        for spec in USERS:
+            user = users.get(spec.username)
+            if user is None:
+                continue  # an admin deleted it: not re-created
+            what = ", ".join(roles.get(spec.username, [])) or ("staff superuser" if user.is_superuser else "no team")
+            password = ADMIN_PASSWORD if spec.staff else DEMO_PASSWORD
+            note = "" if user.check_password(password) else "  (password changed since seeding)"
+            self.stdout.write(f"  {spec.username:<6} / {password:<14} {what}{note}")
+        self.stdout.write(f"Open {url} — the admin console is at {url}admin/")
+
+
+def portal_url() -> str:
+    """The portal's address for printed links: the port it really listens on (``PORT``, as ``scripts/run.sh`` sets)."""
+    return f"http://127.0.0.1:{os.environ.get('PORT') or 8000}/"
+
+
+def seed_world(seeded: Seeded) -> int:
+    """Create the demo objects never seeded before (existing ones are adopted unchanged); how many were created."""
+    created = 0
+    # 1. Flavors: prices and placement are the admin's once the flavor exists.
+    names = [d["name"] for d in demo.flavor_definitions() if seeded.due(f"flavor:{d['name']}")]
+    missing = set(names) - set(GpuFlavor.objects.filter(name__in=names).values_list("name", flat=True))
+    created += len(demo.seed_flavors(missing)) if missing else 0
+    # 2. Teams, then their quotas and budgets (only for teams that exist: one an admin deleted stays deleted).
+    for spec in TEAMS:
+        if seeded.due(f"team:{spec.slug}"):
+            created += Team.objects.get_or_create(slug=spec.slug, defaults={"name": spec.name})[1]
+    teams = {t.slug: t for t in Team.objects.filter(slug__in=[spec.slug for spec in TEAMS])}
+    for spec in TEAMS:
+        team = teams.get(spec.slug)
+        if team is None:
+            continue
+        have = set(TeamQuota.objects.filter(team=team).values_list("flavor__name", flat=True))
+        limits = {name: limit for name, limit in spec.limits.items()
+                  if seeded.due(f"quota:{spec.slug}/{name}") and name not in have}
+        budget = spec.monthly_budget if seeded.due(f"budget:{spec.slug}") else None
+        if budget is not None and TeamBudget.objects.filter(team=team).exists():
+            budget = None
+        if limits or budget is not None:
+            demo.seed_team_quotas(team, limits, budget)
+            created += len(limits) + (budget is not None)
+    # 3. People and their memberships (a removed member stays removed, a changed role stays changed).
+    for spec in USERS:
+        if seeded.due(f"user:{spec.username}"):
+            created += seed_user(spec)
+    users = {u.username: u for u in get_user_model().objects.filter(username__in=[spec.username for spec in USERS])}
+    for spec in USERS:
+        for slug, role in spec.memberships:
+            if seeded.due(f"member:{slug}/{spec.username}") and slug in teams and spec.username in users:
+                created += Membership.objects.get_or_create(team=teams[slug], user=users[spec.username],
+                                                            defaults={"role": role})[1]
+    return created
+
+
+def seed_user(spec: DemoUser) -> bool:
+    """Create the demo user with its printed password; an existing user is kept as it is. True if created."""
+    user, created = get_user_model().objects.get_or_create(
+        username=spec.username,
+        defaults={"email": f"{spec.username}@example.com", "is_staff": spec.staff, "is_superuser": spec.staff,
+                  "is_active": True},
+    )
+    if created:
+        user.set_password(ADMIN_PASSWORD if spec.staff else DEMO_PASSWORD)
+        user.save(update_fields=["password"])
+    return created

@@ -1,0 +1,158 @@
+"""Platform staff's operations page: every team's runs and endpoints in one list, with their actions.
+
+Staff filter the list by team, state, flavor and user, sort it by age or cost, cancel a run,
+delete an endpoint or scale it to its minimum — each through the kind's own service function
+(the one the portal and the API use), so audit and quota release are the same.
+
+Each of those actions is destructive, so none happens on one click: the list's button opens a
+confirmation page (GET) that says what will happen, and only its form (POST) acts — as the
+portal's own Delete endpoint does. Messages name the team by its name.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods
+
+from inference import services as endpoints
+from jobs import services as runs
+from quotas.models import GpuFlavor
+from teams.models import Team
+from workloads.registry import kind_for, kinds
+from workloads.services import SORTS, every_teams_workloads
+
+#: What "cancel" means for each kind, by prefix: the kind's own end action.
+ENDS = {"run": (runs.cancel_run, runs.RunConflict, "cancelled"),
+        "ep": (endpoints.delete_endpoint, endpoints.EndpointConflict, "deleted")}
+
+
+class StaffFilterForm(forms.Form):
+    """The list's filters; every choice comes from what exists, so a bad value is a form error, not an empty list."""
+
+    team = forms.ChoiceField(required=False)
+    state = forms.ChoiceField(required=False)
+    flavor = forms.ChoiceField(required=False)
+    user = forms.CharField(required=False, max_length=150)
+    sort = forms.ChoiceField(required=False, choices=[(s, f"by {s}") for s in SORTS])
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].choices = [("", "every team"), *Team.objects.order_by("slug").values_list("slug", "slug")]
+        states = sorted({value for kind in kinds() for value, _ in kind.model._meta.get_field("state").choices})
+        self.fields["state"].choices = [("active", "active (queued or holding quota)"), ("", "any state"),
+                                        *((s, s) for s in states)]
+        self.fields["flavor"].choices = [("", "every flavor"),
+                                         *GpuFlavor.objects.order_by("name").values_list("name", "name")]
+
+    def clean_user(self) -> str:
+        username = self.cleaned_data["user"].strip()
+        if username and not get_user_model().objects.filter(username=username).exists():
+            raise ValidationError("No user with this username.")
+        return username
+
+
+@require_GET
+@staff_member_required
+def workload_list(request: HttpRequest) -> HttpResponse:
+    """Every team's runs and endpoints (active ones unless filtered otherwise), newest or costliest first."""
+    filters = request.GET.copy()
+    filters.pop("page", None)  # the page control's links keep every filter but the page
+    form = StaffFilterForm(filters if filters else {"state": "active", "sort": "age"})
+    listed, status = None, 200
+    if form.is_valid():
+        chosen = dict(form.cleaned_data)
+        chosen["sort"] = chosen["sort"] or "age"
+        listed = every_teams_workloads(**chosen, page=request.GET.get("page", 1))
+    else:
+        status = 400
+    context = {**admin.site.each_context(request), "title": "Workloads of every team", "form": form,
+               "rows": listed.rows if listed else [], "page": listed.page if listed else None,
+               "filters": filters.urlencode(), "back": request.get_full_path()}
+    return render(request, "admin/workloads.html", context, status=status)
+
+
+def _workload(prefix: str, pk: int):
+    kind = kind_for(prefix)
+    if kind is None:
+        raise Http404
+    try:
+        return kind.model.objects.select_related("team", "flavor", "created_by").get(pk=pk)
+    except kind.model.DoesNotExist as exc:
+        raise Http404 from exc
+
+
+def _back(request: HttpRequest) -> HttpResponse:
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
+        return redirect("admin-workloads")
+    return redirect(target)
+
+
+def _named(workload) -> str:
+    """How a message names a workload: its kind, its name and its team's name (``run bert of ML Research``)."""
+    return f"{kind_for(workload.KIND_PREFIX).noun} {workload.name} of {workload.team.name}"
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _confirm(request: HttpRequest, workload, action: str, consequence: str) -> HttpResponse:
+    """The confirmation page of a destructive action: what happens, then the one form that does it."""
+    next_url = request.GET.get("next", "")
+    if not url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
+        next_url = ""
+    context = {**admin.site.each_context(request), "title": f"{action} {_named(workload)}?", "workload": workload,
+               "action": action, "consequence": consequence, "next": next_url}
+    return render(request, "admin/workload_confirm.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+@staff_member_required
+def end_workload(request: HttpRequest, prefix: str, pk: int) -> HttpResponse:
+    """Cancel a run / delete an endpoint of any team, through its service (audited, quota released).
+
+    GET asks for confirmation; only the POST of that page acts.
+    """
+    workload = _workload(prefix, pk)
+    end, conflict, done = ENDS.get(prefix, (None, None, ""))
+    if end is None:
+        raise Http404
+    if request.method == "GET":
+        action = "Delete" if prefix == "ep" else "Cancel"
+        units = kind_for(prefix).resource_request(workload).units
+        return _confirm(request, workload, action, f"Its pods are deleted and the {units} {workload.flavor.name} "
+                                                   f"unit{pluralize(units)} it holds go{pluralize(units, 'es,')} back to {workload.team.name}'s "
+                                                   "quota at once. This cannot be undone.")
+    try:
+        end(request.user, workload)
+        messages.success(request, _sentence(f"{_named(workload)} {done}."))
+    except (conflict, PermissionDenied) as exc:
+        messages.error(request, str(exc) or "Not allowed.")
+    return _back(request)
+
+
+@require_http_methods(["GET", "POST"])
+@staff_member_required
+def scale_to_minimum(request: HttpRequest, pk: int) -> HttpResponse:
+    """Give back an endpoint's burst replicas at once; GET asks for confirmation, the POST acts."""
+    endpoint = _workload("ep", pk)
+    if request.method == "GET":
+        return _confirm(request, endpoint, "Scale to minimum",
+                        f"Its replicas above its minimum ({endpoint.min_replicas}) stop serving now and their units go "
+                        f"back to {endpoint.team.name}'s quota; it may scale up again later.")
+    if endpoints.scale_to_minimum(request.user, endpoint):
+        messages.success(request, _sentence(f"{_named(endpoint)} scaled to its minimum."))
+    else:
+        messages.info(request, _sentence(f"{_named(endpoint)} holds no burst replicas."))
+    return _back(request)

@@ -1,0 +1,108 @@
+"""Admin console for teams, membership, API tokens and the audit log (staff only)."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from core.admin import ReadOnlyAdmin, when_column
+from teams import services
+from teams.models import ApiToken, AuditEvent, Membership, Team
+from teams.services import lock_team
+
+admin.site.site_header = "Slipway admin console"
+admin.site.site_title = "Slipway admin"
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+def audit_membership_changes(request, formset, team: Team) -> None:
+    """Write one audit event per added, changed or removed membership of a formset just saved."""
+    for obj in formset.new_objects:
+        services.audit(AuditEvent.Action.MEMBERSHIP_CHANGED, actor=request.user, team=team,
+                       target=obj.user.username, change="added", role=obj.role)
+    for obj, fields in formset.changed_objects:
+        services.audit(AuditEvent.Action.MEMBERSHIP_CHANGED, actor=request.user, team=team,
+                       target=obj.user.username, change="changed", role=obj.role, fields=fields)
+    for obj in formset.deleted_objects:
+        services.audit(AuditEvent.Action.MEMBERSHIP_CHANGED, actor=request.user, team=team,
+                       target=obj.user.username, change="removed")
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "namespace", "created"]
+    created = when_column("created_at", "created")
+    search_fields = ["slug", "name", "namespace"]
+    inlines = [MembershipInline]  # quotas adds its quota and budget rows (quotas.admin)
+    # The team's own admins set it on the portal's Team page, through the audited service.
+    readonly_fields = ["members_may_cancel_teammates_work"]
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            # The inline quota rows are saved next, in this transaction: hold the team's
+            # admission lock first, like every admission does (no deadlock, no decision
+            # taken on half-saved quotas).
+            lock_team(obj)
+        super().save_model(request, obj, form, change)
+
+    def save_formset(self, request, form, formset, change):
+        super().save_formset(request, form, formset, change)
+        if formset.model is Membership:
+            audit_membership_changes(request, formset, form.instance)
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["team", "user", "role", "created"]
+    created = when_column("created_at", "created")
+    list_filter = ["role", "team"]
+    search_fields = ["team__slug", "user__username"]
+    autocomplete_fields = ["user", "team"]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        services.audit(AuditEvent.Action.MEMBERSHIP_CHANGED, actor=request.user, team=obj.team,
+                       target=obj.user.username, change="changed" if change else "added", role=obj.role)
+
+    def delete_model(self, request, obj):
+        services.audit(AuditEvent.Action.MEMBERSHIP_CHANGED, actor=request.user, team=obj.team,
+                       target=obj.user.username, change="removed")
+        super().delete_model(request, obj)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens are created by their owners; staff may only look and revoke."""
+
+    list_display = ["name", "user", "key_prefix", "created", "expires", "revoked", "last_used"]
+    created = when_column("created_at", "created")
+    expires = when_column("expires_at", "expires")
+    revoked = when_column("revoked_at", "revoked")
+    last_used = when_column("last_used_at", "last used")
+    list_filter = ["revoked_at"]
+    search_fields = ["name", "user__username", "key_prefix"]
+    readonly_fields = ["user", "name", "key_prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    actions = ["revoke"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request, queryset):
+        for token in queryset:
+            services.revoke_api_token(request.user, token, ip=services.client_ip(request))
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    """Read-only: the audit log is append-only."""
+
+    list_display = ["at", "actor_name", "action", "team", "target", "ip_address"]
+    at = when_column("created_at", "at", "seconds")
+    list_filter = ["action", "team"]
+    search_fields = ["actor_name", "target"]
+    date_hierarchy = "created_at"

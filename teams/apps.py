@@ -1,0 +1,15 @@
+"""App config of teams."""
+
+from django.apps import AppConfig
+
+
+class TeamsConfig(AppConfig):
+    name = "teams"
+    # The label of the app these models were born in: their tables (portal_team …), migration
+    # history, permissions and admin URLs (/admin/portal/team/) stay as they are.
+    label = "portal"
+    verbose_name = "Teams and access"
+
+    def ready(self) -> None:
+        # Connect the sign-in audit receivers at start-up, not on first URL resolution.
+        from teams import signals  # noqa: F401

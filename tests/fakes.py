@@ -1,0 +1,185 @@
+"""The one fake cluster backend every test shares: scriptable, in memory.
+
+It stores what is applied (so tests see exactly the rendered objects) and lets a test say
+what the cluster does next with Kubernetes-shaped status payloads, which then go through
+the real :mod:`cluster.status` mapping.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+
+from cluster.backends.base import (
+    TEAM_LABEL,
+    WORKLOAD_LABEL,
+    ClusterBackend,
+    ClusterEvent,
+    NodeCapacity,
+    ObservedWorkload,
+    WorkloadRef,
+    env_secret_name,
+)
+from cluster.errors import ClusterError
+
+
+class FakeBackend(ClusterBackend):
+    name = "fake"
+
+    def __init__(self, nodes: list[NodeCapacity] | None = None) -> None:
+        #: What :meth:`capacity` reports (default: one idle 8-GPU A100 node).
+        self.nodes = nodes if nodes is not None else [NodeCapacity("gpu-a100-0", "nvidia.com/gpu", 8, 0)]
+        self.capacity_error: ClusterError | None = None  # raised by capacity()
+        self.applied: list[list[dict]] = []  # each apply() call's objects, in order
+        self.objects: dict[tuple[str, str, str], dict] = {}  # (namespace, kind, name) -> object
+        self.pod_lists: dict[tuple[str, str], list[dict]] = defaultdict(list)  # (namespace, workload) -> pods
+        self.log_lines: dict[str, list[str]] = {}  # pod name -> its whole log (default: three lines)
+        self.calls: list[str] = []
+        self.secrets: dict[tuple[str, str], list[str]] = {}  # (namespace, name) -> keys
+        self.secret_values_seen: set[str] = set()  # base64 values handed to apply_secret
+        self.fail_with: ClusterError | None = None  # raised by the next apply/delete calls
+        self.ticks = 0
+        self.warnings: dict[tuple[str, str], list[ClusterEvent]] = defaultdict(list)  # (namespace, workload)
+        self.events_error: ClusterError | None = None  # raised by events()
+        #: GPU utilization per workload name, or an error the metrics query raises.
+        self.utilization: dict[str, float] | ClusterError = {}
+
+    # -- the interface ------------------------------------------------------------------------
+    def apply(self, objects):
+        self.calls.append("apply")
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.applied.append(copy.deepcopy(list(objects)))
+        for obj in objects:
+            meta = obj["metadata"]
+            key = (meta.get("namespace", ""), obj["kind"], meta["name"])
+            stored = copy.deepcopy(obj)
+            stored.setdefault("status", self.objects.get(key, {}).get("status", {}))
+            self.objects[key] = stored
+        return objects
+
+    def apply_secret(self, secret):
+        """Recorded with its keys only (what :attr:`secrets` holds), as the sandbox does."""
+        self.calls.append("apply_secret")
+        if self.fail_with is not None:
+            raise self.fail_with
+        meta = secret["metadata"]
+        self.secrets[(meta["namespace"], meta["name"])] = sorted(secret["data"])
+        self.secret_values_seen.update(secret["data"].values())
+
+    def delete(self, ref: WorkloadRef) -> int:
+        self.calls.append("delete")
+        if self.fail_with is not None:
+            raise self.fail_with
+        doomed = [k for k, o in self.objects.items() if k[0] == ref.namespace and _workload(o) == ref.workload]
+        for key in doomed:
+            del self.objects[key]
+        if self.secrets.pop((ref.namespace, env_secret_name(ref.workload)), None) is not None:
+            doomed.append(("", "Secret", env_secret_name(ref.workload)))
+        self.pod_lists.pop((ref.namespace, ref.workload), None)
+        return len(doomed)
+
+    def observe(self):
+        self.calls.append("observe")
+        grouped: dict[tuple[str, str], ObservedWorkload] = {}
+        for (namespace, _kind, _name), obj in self.objects.items():
+            workload = _workload(obj)
+            entry = grouped.setdefault(
+                (namespace, workload),
+                ObservedWorkload(namespace=namespace, workload=workload,
+                                 team=obj["metadata"].get("labels", {}).get(TEAM_LABEL, "")),
+            )
+            entry.objects.append(copy.deepcopy(obj))
+        for (namespace, workload), pods in self.pod_lists.items():
+            if (namespace, workload) in grouped:
+                grouped[(namespace, workload)].pods.extend(copy.deepcopy(pods))
+        return list(grouped.values())
+
+    def pods(self, ref):
+        return copy.deepcopy(self.pod_lists.get((ref.namespace, ref.workload), []))
+
+    def logs(self, ref, pod, tail=200, previous=False):
+        if previous:  # the container's run before its last restart: [] when it never restarted
+            lines = self.log_lines.get(f"{pod}:previous", [])
+            return lines[-tail:] if tail is not None else list(lines)
+        lines = self.log_lines.get(pod, [f"log line {i}" for i in range(3)])
+        return lines[-tail:] if tail is not None else list(lines)
+
+    def events(self, ref):
+        self.calls.append("events")
+        if self.events_error is not None:
+            raise self.events_error
+        normal = ClusterEvent("Normal", "Scheduled", "assigned", f"Pod/{ref.workload}-0", "2026-11-22T10:00:00Z")
+        return [normal, *self.warnings[(ref.namespace, ref.workload)]]
+
+    def capacity(self):
+        if self.capacity_error is not None:
+            raise self.capacity_error
+        return list(self.nodes)
+
+    def tick(self):
+        self.ticks += 1
+
+    def gpu_utilization(self, observed):
+        self.calls.append("gpu_utilization")
+        if isinstance(self.utilization, ClusterError):
+            raise self.utilization
+        return {o.ref: self.utilization[o.workload] for o in observed if o.workload in self.utilization}
+
+    # -- scripting what the cluster does --------------------------------------------------------
+    def main_object(self, namespace: str, workload: str) -> dict:
+        for (ns, kind, _name), obj in self.objects.items():
+            if ns == namespace and kind in ("Job", "PyTorchJob") and _workload(obj) == workload:
+                return obj
+        raise KeyError(workload)
+
+    def set_running(self, namespace: str, workload: str, units: int, started: str = "2026-11-22T10:00:00Z") -> None:
+        job = self.main_object(namespace, workload)
+        job["status"] = {"startTime": started, "active": 1}
+        self.pod_lists[(namespace, workload)] = [pod(workload, "Running", units, started)]
+
+    def set_pending(self, namespace: str, workload: str, message: str) -> None:
+        job = self.main_object(namespace, workload)
+        job["status"] = {"active": 1}
+        p = pod(workload, "Pending", 1)
+        p["status"]["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+        ]
+        self.pod_lists[(namespace, workload)] = [p]
+
+    def set_finished(self, namespace: str, workload: str, *, ok: bool, started: str, finished: str,
+                     oom: bool = False) -> None:
+        job = self.main_object(namespace, workload)
+        cond_type = "Complete" if ok else "Failed"
+        job["status"] = {
+            "startTime": started, "completionTime": finished if ok else None,
+            "succeeded" if ok else "failed": 1,
+            "conditions": [{"type": cond_type, "status": "True", "lastTransitionTime": finished,
+                            **({} if ok else {"reason": "BackoffLimitExceeded",
+                                               "message": "Job has reached the specified backoff limit"})}],
+        }
+        p = pod(workload, "Succeeded" if ok else "Failed", 1, started)
+        if oom:
+            p["status"]["containerStatuses"] = [{"name": "trainer", "ready": False, "restartCount": 0,
+                                                 "state": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}]
+        self.pod_lists[(namespace, workload)] = [p]
+
+
+def _workload(obj: dict) -> str:
+    return obj["metadata"].get("labels", {}).get(WORKLOAD_LABEL, "")
+
+
+def pod(workload: str, phase: str, units: int, started: str | None = None) -> dict:
+    """A pod of ``workload``; ``started``: when its container started running (what a run's start is)."""
+    status: dict = {"phase": phase}
+    if started:
+        state = {"running": {"startedAt": started}} if phase == "Running" else {
+            "terminated": {"startedAt": started, "reason": "Completed", "exitCode": 0}}
+        status["containerStatuses"] = [{"name": "trainer", "ready": phase == "Running", "state": state}]
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{workload}-abcde", "labels": {WORKLOAD_LABEL: workload}},
+        "spec": {"containers": [{"name": "trainer", "resources": {
+            "limits": {"nvidia.com/gpu": str(units)}, "requests": {"nvidia.com/gpu": str(units)}}}]},
+        "status": status,
+    }

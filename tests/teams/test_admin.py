@@ -1,0 +1,79 @@
+"""The staff-only admin console: access, audited membership changes, the read-only audit log."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from teams.admin import audit_membership_changes
+from teams.models import ApiToken, AuditEvent, Membership, Role
+from teams.services import audit, create_api_token
+
+
+def test_it_keeps_non_staff_out_of_the_admin_console(client, team_admin):
+    client.force_login(team_admin)  # a team admin is not platform staff
+    response = client.get("/admin/")
+    assert response.status_code == 302 and response.url.startswith("/admin/login/")
+    assert client.get("/admin/portal/auditevent/").status_code == 302
+
+
+def test_it_lists_teams_and_the_audit_log_for_staff(client, staff, team, member):
+    audit(AuditEvent.Action.LOGIN_FAILED, username="mallory", ip="10.1.2.3")
+    client.force_login(staff)
+    assert client.get("/admin/portal/team/").status_code == 200
+    response = client.get("/admin/portal/auditevent/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "mallory" in html and "10.1.2.3" in html
+
+
+def test_it_audits_memberships_added_and_removed_in_the_admin(client, staff, team, outsider):
+    client.force_login(staff)
+    response = client.post("/admin/portal/membership/add/",
+                           {"team": team.pk, "user": outsider.pk, "role": Role.VIEWER})
+    assert response.status_code == 302, response.content
+    membership = Membership.objects.get(team=team, user=outsider)
+    client.post(f"/admin/portal/membership/{membership.pk}/delete/", {"post": "yes"})
+    assert not Membership.objects.filter(pk=membership.pk).exists()
+    events = AuditEvent.objects.filter(action=AuditEvent.Action.MEMBERSHIP_CHANGED).order_by("created_at")
+    assert [(e.actor, e.team, e.target, e.details["change"]) for e in events] == [
+        (staff, team, "otto", "added"), (staff, team, "otto", "removed")]
+
+
+def test_it_keeps_the_audit_log_read_only(client, staff):
+    event = audit(AuditEvent.Action.LOGIN_FAILED, username="mallory")
+    client.force_login(staff)
+    assert client.get("/admin/portal/auditevent/add/").status_code == 403
+    client.post(f"/admin/portal/auditevent/{event.pk}/change/", {"target": "tampered"})
+    client.post(f"/admin/portal/auditevent/{event.pk}/delete/", {"post": "yes"})
+    event.refresh_from_db()
+    assert event.target == ""
+
+
+def test_it_lets_staff_revoke_but_not_create_tokens(client, staff, member):
+    token, _raw = create_api_token(member, "ci")
+    client.force_login(staff)
+    assert client.get("/admin/portal/apitoken/add/").status_code == 403
+    response = client.post("/admin/portal/apitoken/", {"action": "revoke", "_selected_action": [token.pk]})
+    assert response.status_code == 302
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    assert ApiToken.objects.usable().count() == 0
+    assert AuditEvent.objects.filter(action=AuditEvent.Action.TOKEN_REVOKED, actor=staff).count() == 1
+
+
+def test_it_audits_each_membership_change_of_the_team_inline(rf, staff, team, member, viewer, outsider):
+    # What TeamAdmin.save_formset hands over after saving the inline formset.
+    added = Membership(team=team, user=outsider, role=Role.VIEWER)
+    changed = Membership.objects.get(user=member)
+    removed = Membership.objects.get(user=viewer)
+    formset = SimpleNamespace(new_objects=[added], changed_objects=[(changed, ["role"])], deleted_objects=[removed])
+    request = rf.post("/admin/portal/team/1/change/")
+    request.user = staff
+    audit_membership_changes(request, formset, team)
+    events = AuditEvent.objects.filter(action=AuditEvent.Action.MEMBERSHIP_CHANGED).order_by("id")
+    assert [(e.target, e.details) for e in events] == [
+        ("otto", {"change": "added", "role": "viewer"}),
+        ("mia", {"change": "changed", "role": "member", "fields": ["role"]}),
+        ("vic", {"change": "removed"}),
+    ]
+    assert {e.actor_id for e in events} == {staff.pk}

@@ -1,0 +1,62 @@
+"""The apps import one way: each top-level package only imports packages in layers below it
+(DESIGN.md §1). Peers in one layer (the two workload kinds; core and the sandbox) never import
+each other, so adding a kind cannot tie it to another. Function-level imports count
+(:mod:`tests.test_import_cycles` walks them).
+"""
+
+from __future__ import annotations
+
+from tests.test_import_cycles import PACKAGES, graph
+
+#: Bottom up. A package may import any package of a lower layer, none of its own or a higher one.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("cluster",),            # Kubernetes layer, Django-free
+    ("core", "sandbox"),     # shared plumbing; the simulated cluster (implements cluster's interface)
+    ("teams",),              # teams, membership, tokens, audit, idempotency, the team lock
+    ("quotas",),             # flavors, prices, quotas, budgets, admission, the ledger
+    ("workloads",),          # what every workload kind shares
+    ("jobs", "inference"),   # the workload kinds
+    ("front",),              # pages that span kinds
+    ("portal",),             # the project package: wiring only
+)
+
+
+def layer_of() -> dict[str, int]:
+    return {package: depth for depth, layer in enumerate(LAYERS) for package in layer}
+
+
+def package_edges() -> dict[tuple[str, str], str]:
+    """``{(importer package, imported package): one example "module -> module"}`` across packages."""
+    edges, _lazy = graph()
+    found: dict[tuple[str, str], str] = {}
+    for module, targets in edges.items():
+        for target in targets:
+            pair = (module.split(".")[0], target.split(".")[0])
+            if pair[0] != pair[1]:
+                found.setdefault(pair, f"{module} -> {target}")
+    return found
+
+
+def violations(found: dict[tuple[str, str], str], depth: dict[str, int]) -> list[str]:
+    return sorted(f"{example} ({a} may not import {b})" for (a, b), example in found.items()
+                  if depth[b] >= depth[a])
+
+
+def test_every_package_has_a_layer():
+    assert set(layer_of()) == set(PACKAGES)
+
+
+def test_packages_import_only_layers_below_them():
+    found = package_edges()
+    assert ("front", "jobs") in found and ("workloads", "quotas") in found  # the walk sees imports
+    assert violations(found, layer_of()) == []
+
+
+def test_it_reports_an_upward_or_sideways_import():
+    depth = layer_of()
+    found = {("quotas", "workloads"): "quotas.views -> workloads.services",
+             ("jobs", "inference"): "jobs.x -> inference.y", ("front", "jobs"): "front.views -> jobs.models"}
+    assert violations(found, depth) == [
+        "jobs.x -> inference.y (jobs may not import inference)",
+        "quotas.views -> workloads.services (quotas may not import workloads)",
+    ]
