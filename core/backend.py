@@ -70,6 +70,6 @@ def get_backend() -> ClusterBackend:
 
 @receiver(setting_changed, dispatch_uid="slipway-cluster-backend-changed")
 def _forget_backend(setting: str, **kwargs) -> None:
-    # A changed setting (tests, override_settings) means a new backend on next use.
-    if setting == "SLIPWAY_CLUSTER_BACKEND":
+    # A changed setting the backend is built from (tests, override_settings): a new one on next use.
+    if setting in ("SLIPWAY_CLUSTER_BACKEND", "SLIPWAY_METRICS_URL") or setting.startswith("SLIPWAY_KUBE"):
         _backend.cache_clear()

@@ -23,7 +23,9 @@ HOLDING_STATES = (RunState.ADMITTED, RunState.PENDING, RunState.RUNNING)
 TIMELINE = (RunState.QUEUED, RunState.ADMITTED, RunState.PENDING, RunState.RUNNING, RunState.SUCCEEDED)
 
 
-class RunKind(models.TextChoices):
+class ClusterResource(models.TextChoices):
+    """The Kubernetes resource that runs a training run (not a workload kind: both are runs)."""
+
     JOB = "Job", "Job"
     PYTORCHJOB = "PyTorchJob", "PyTorchJob"
 

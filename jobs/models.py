@@ -13,7 +13,7 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
-from jobs.constants import FINAL_STATES, HOLDING_STATES, REF_PREFIX, RunKind, RunState
+from jobs.constants import FINAL_STATES, HOLDING_STATES, REF_PREFIX, ClusterResource, RunState
 from quotas.constants import Priority
 from workloads.models import Workload
 
@@ -55,8 +55,9 @@ class TrainingRun(Workload):
         return reverse("jobs:run-detail", args=[self.pk])
 
     @property
-    def kind(self) -> str:
-        return RunKind.JOB if self.workers == 1 else RunKind.PYTORCHJOB
+    def cluster_resource(self) -> str:
+        """``Job`` for one worker, ``PyTorchJob`` for several (the API calls it ``kind``)."""
+        return ClusterResource.JOB if self.workers == 1 else ClusterResource.PYTORCHJOB
 
     @property
     def total_units(self) -> int:

@@ -54,7 +54,7 @@ class RunSerializer(QueuedFields, IdleFields, SecretEnvField, serializers.ModelS
     team = serializers.CharField(source="team.slug")
     flavor = serializers.CharField(source="flavor.name")
     created_by = serializers.CharField(source="created_by.username")
-    kind = serializers.CharField()
+    kind = serializers.CharField(source="cluster_resource")  # the API's name; not a workload kind
     cluster_name = serializers.CharField()
     namespace = serializers.CharField()
     estimated_cost_per_hour = serializers.DecimalField(max_digits=14, decimal_places=4)
