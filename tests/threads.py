@@ -1,15 +1,27 @@
-"""Running a piece of a test in its own thread, as another request or worker would.
+"""Running a piece of a test in its own thread, as another request or worker would, and
+waiting, on PostgreSQL, until that thread is blocked on a lock.
 
 Each thread gets its own database connection (Django opens one per thread); it is closed when
 the thread ends. Exceptions are collected for the test to assert on, not lost in the thread.
+
+A race test holds one side inside its transaction (paused on an ``Event``) and starts the
+other; :func:`wait_until_lock_waiter` then returns as soon as PostgreSQL shows the other side
+waiting for a lock the held side has, so the test releases the held side knowing the race
+happened, instead of sleeping and hoping it did.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
+import pytest
 from django.db import connection
+
+#: How often PostgreSQL is asked whether the other side is waiting yet (seconds).
+POLL_INTERVAL = 0.01
 
 
 def in_thread(target: Callable[[], object], errors: list[Exception]) -> threading.Thread:
@@ -26,3 +38,36 @@ def in_thread(target: Callable[[], object], errors: list[Exception]) -> threadin
     thread = threading.Thread(target=body)
     thread.start()
     return thread
+
+
+@dataclass(frozen=True)
+class LockWait:
+    """A backend waiting for a lock: what kind of lock (``transactionid`` for a row another
+    transaction holds, ``tuple``, ``relation``, ``advisory`` …) and the statement waiting."""
+
+    lock: str
+    query: str
+
+
+def wait_until_lock_waiter(thread: threading.Thread, timeout: float = 10.0) -> LockWait:
+    """Block until another connection to the test database waits for a lock; return that wait.
+
+    ``thread`` is the side expected to block: if it ends first it never waited, and the test
+    fails at once rather than at the deadline. The caller's own connection is not counted.
+    """
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute(
+                "SELECT wait_event, query FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
+                " ORDER BY query_start LIMIT 1"
+            )
+            row = cursor.fetchone()
+            if row is not None:
+                return LockWait(lock=row[0], query=row[1])
+            if not thread.is_alive():
+                pytest.fail("the other side finished without ever waiting for a lock")
+            if time.monotonic() > deadline:
+                pytest.fail(f"no connection waited for a lock within {timeout} s")
+            time.sleep(POLL_INTERVAL)

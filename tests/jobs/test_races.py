@@ -9,7 +9,6 @@ The second needs real row locks: PostgreSQL, one thread per transaction, one of 
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -21,7 +20,7 @@ from jobs.services import cancel_run, submit_run
 from quotas import admission
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamQuota
 from tests.jobs.conftest import run_payload
-from tests.threads import in_thread
+from tests.threads import in_thread, wait_until_lock_waiter
 from workloads import lifecycle
 from workloads import reconcile as rec
 from workloads.constants import MAX_APPLY_ATTEMPTS
@@ -99,10 +98,10 @@ def test_cancelling_a_queued_run_of_a_team_without_quota_rows_does_not_deadlock_
     cancelling = in_thread(lambda: cancel_run(member, queued), errors)
     assert inside.wait(10)
     # Staff give the quota back; the admission it triggers (schedule_team_sync, or the next
-    # reconcile) reserves the queued run and waits for the run row the cancel holds.
+    # reconcile) waits for the team's lock, which the cancel holds.
     TeamQuota.objects.create(team=team, flavor=GpuFlavor.objects.get(name="l4"), limit=2)
     admitting = in_thread(lambda: admission.admit_waiting(team), errors)
-    time.sleep(0.5)
+    assert '"portal_team"' in wait_until_lock_waiter(admitting).query
     go.set()  # the cancel releases: it deletes the queue entry the admission deleted
     cancelling.join(30)
     admitting.join(30)
