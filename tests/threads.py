@@ -4,17 +4,18 @@ waiting, on PostgreSQL, until that thread is blocked on a lock.
 Each thread gets its own database connection (Django opens one per thread); it is closed when
 the thread ends. Exceptions are collected for the test to assert on, not lost in the thread.
 
-A race test holds one side inside its transaction (paused on an ``Event``) and starts the
-other; :func:`wait_until_lock_waiter` then returns as soon as PostgreSQL shows the other side
-waiting for a lock the held side has, so the test releases the held side knowing the race
-happened, instead of sleeping and hoping it did.
+A race test holds one side inside its transaction (:func:`paused_after` a given statement)
+and starts the other; :func:`wait_until_lock_waiter` then returns as soon as PostgreSQL shows
+the other side waiting for a lock the held side has, so the test releases the held side
+knowing the race happened, instead of sleeping and hoping it did.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -38,6 +39,28 @@ def in_thread(target: Callable[[], object], errors: list[Exception]) -> threadin
     thread = threading.Thread(target=body)
     thread.start()
     return thread
+
+
+@contextmanager
+def paused_after(statement: str, inside: threading.Event, go: threading.Event) -> Iterator[None]:
+    """Within the block, pause this thread right after the first SQL statement starting with ``statement``.
+
+    The pause sets ``inside`` and waits (at most 10 s) for ``go``; the transaction stays open,
+    so whatever it has locked stays locked while the test plays the other side. Built on
+    Django's execute wrappers (its documented hook into every query of a connection, which is
+    per thread), so the product runs unpatched and the pause point is named by the statement
+    whose locks the race is about rather than by a private function.
+    """
+
+    def wrapper(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if not inside.is_set() and sql.startswith(statement):
+            inside.set()
+            go.wait(10)
+        return result
+
+    with connection.execute_wrapper(wrapper):
+        yield
 
 
 @dataclass(frozen=True)
