@@ -43,8 +43,8 @@ from django.core.management import call_command  # noqa: E402
 from cluster.manifests import build_endpoint, build_team, build_training  # noqa: E402
 from cluster.specs import ClusterConfig, EndpointSpec, FlavorSpec, TeamSpec, TrainingSpec  # noqa: E402
 from sandbox.backend import SandboxBackend  # noqa: E402
-from sandbox.clock import new_uid  # noqa: E402
 from sandbox.models import SimEvent, SimObject, SimPod  # noqa: E402
+from sandbox.names import new_uid  # noqa: E402
 from sandbox.validation import admit, compile_plan  # noqa: E402
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""Read-only admin pages for the sandbox cluster (handy while demoing; the clock owns the rows)."""
+"""Read-only admin pages for the sandbox cluster (handy while demoing; the tick owns the rows)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The "API server" half (``apply``/``delete``/``observe``/``logs``/``events``/``capacity``)
 stores and reads Kubernetes-shaped objects in the database; the "cluster" half is
-:meth:`SandboxBackend.tick`, which advances everything to ``now`` (see :mod:`sandbox.clock`).
+:meth:`SandboxBackend.tick`, which advances everything to ``now`` (see :mod:`sandbox.tick`).
 Observed objects look exactly like the API server's (``metadata``/``spec``/``status``, RFC 3339
 timestamps), so :mod:`cluster.status` maps both backends the same way.
 
@@ -47,18 +47,10 @@ from cluster.status import parse_time
 from sandbox import inventory
 from sandbox.bulk import Record
 from sandbox.bulk import load as load_records
-from sandbox.clock import (
-    CRASH_OUTCOMES,
-    KILLED_EXIT_CODE,
-    Tick,
-    endpoint_load,
-    new_uid,
-    pod_ready,
-    replicaset_name,
-    rfc3339,
-)
-from sandbox.clock import PLANS as PLAN_CACHE
+from sandbox.controllers.kubelet import CRASH_OUTCOMES, KILLED_EXIT_CODE, pod_ready
+from sandbox.controllers.scaledobject import endpoint_load
 from sandbox.models import SimClock, SimEvent, SimLoad, SimObject, SimPod
+from sandbox.names import new_uid, replicaset_name
 from sandbox.simulation import (
     PULL_SECONDS,
     TERMINATION,
@@ -69,7 +61,10 @@ from sandbox.simulation import (
     stable_int,
     training_log,
 )
+from sandbox.tick import run_tick
+from sandbox.timestamps import rfc3339
 from sandbox.validation import KINDS, admit, compile_plan, kind_label
+from sandbox.world import PLANS as PLAN_CACHE
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -214,7 +209,7 @@ class SandboxBackend(ClusterBackend):
                     if clock.last_tick is not None and now <= clock.last_tick:
                         return None
                     with gc_paused():
-                        summary = Tick(now).run()
+                        summary = run_tick(now)
                     SimEvent.objects.filter(time__lt=now - EVENT_TTL).delete()
                     clock.last_tick = now
                     clock.save(update_fields=["last_tick"])
@@ -350,8 +345,9 @@ class SandboxBackend(ClusterBackend):
 
     @staticmethod
     def _previous_log(row: SimPod, plan: dict, tail: int) -> list[str]:
-        """A PyTorchJob replica's run before its last restart (:meth:`Tick.keep_previous_runs`); []
-        when it has not restarted, as the API answers ``previous=true`` of a container that never did."""
+        """A PyTorchJob replica's run before its last restart
+        (:func:`sandbox.controllers.pytorchjob.keep_previous_runs`); [] when it has not restarted,
+        as the API answers ``previous=true`` of a container that never did."""
         run = _previous_run(row, row.owner)
         if run is None:
             return []
@@ -502,7 +498,10 @@ def pod_manifest(pod: SimPod, owner: SimObject, at: datetime) -> Manifest:
 
 
 def _previous_run(pod: SimPod, owner: SimObject) -> dict | None:
-    """How a PyTorchJob replica's run before its last restart went (``Tick.keep_previous_runs``), else None."""
+    """How a PyTorchJob replica's run before its last restart went, else None.
+
+    Kept by :func:`sandbox.controllers.pytorchjob.keep_previous_runs`.
+    """
     if owner.kind != "PyTorchJob":
         return None
     return (owner.memo.get("previous") or {}).get(pod.name)

@@ -2,7 +2,7 @@
 
 Everything the "API server" stores lives here so that web, worker and beat share one
 cluster and it survives restarts. Rows are kept small: a top-level object keeps its manifest
-(read by ``observe()`` only), a compact ``plan`` the clock reads, and its ``status``; a pod
+(read by ``observe()`` only), a compact ``plan`` the tick reads, and its ``status``; a pod
 keeps only its lifecycle facts — its full Kubernetes shape is rebuilt from the owner's
 template when observed.
 """
@@ -30,7 +30,7 @@ class SimObject(models.Model):
     memo = models.JSONField(default=dict)
     #: Replica count the autoscaler set (Deployments).
     replicas = models.IntegerField(default=0)
-    #: True once a Job/PyTorchJob reached Complete/Failed: the clock skips it from then on.
+    #: True once a Job/PyTorchJob reached Complete/Failed: the tick skips it from then on.
     done = models.BooleanField(default=False)
     generation = models.IntegerField(default=1)
     resource_version = models.BigIntegerField(default=1)
@@ -58,7 +58,7 @@ class SimPod(models.Model):
     template_hash = models.CharField(max_length=16, blank=True)
     node = models.CharField(max_length=100, blank=True)
     phase = models.CharField(max_length=12, default="Pending")  # Pending/Running/Succeeded/Failed
-    #: Lifecycle stage reached (events are emitted once per stage), see sandbox.clock.
+    #: Lifecycle stage reached (events are emitted once per stage), see sandbox.world.
     stage = models.IntegerField(default=0)
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField()

@@ -3,8 +3,8 @@
 :func:`admit` checks one manifest the way the API server (and the CRDs' webhooks) would and
 raises :class:`cluster.errors.Invalid` with an API-server-shaped message
 (``Job.batch "run-1" is invalid: spec.template.spec.containers: Required value``). It then
-compiles the manifest into a small *plan*: the handful of facts the clock needs every tick
-(pod requests, placement rules, simulated duration/outcome, backoff limit …). The clock reads
+compiles the manifest into a small *plan*: the handful of facts every tick needs
+(pod requests, placement rules, simulated duration/outcome, backoff limit …). The tick reads
 only plans, never whole manifests, which keeps a tick over 10,000 workloads cheap.
 """
 
@@ -344,7 +344,7 @@ def admit(obj: object) -> Manifest:
     return clean
 
 
-# -- compiling the plan the clock reads -------------------------------------------------------
+# -- compiling the plan the tick reads --------------------------------------------------------
 
 
 def template_hash(template: Manifest) -> str:
@@ -353,7 +353,7 @@ def template_hash(template: Manifest) -> str:
 
 
 def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 1, kind: str = "Job") -> dict:
-    """What the scheduler and the clock need of one pod template."""
+    """What the scheduler and the controllers need of one pod template."""
     spec = template.get("spec") or {}
     containers = spec.get("containers") or []
     requests: dict[str, int] = {}
@@ -394,7 +394,7 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
 
 
 def compile_plan(obj: Manifest) -> dict:
-    """The compact plan of an admitted object (empty for kinds the clock ignores)."""
+    """The compact plan of an admitted object (empty for kinds no controller acts on)."""
     kind, spec = obj["kind"], obj.get("spec") or {}
     workload = obj["metadata"]["name"]
     if kind == "Job":

@@ -130,16 +130,17 @@ def test_it_admits_a_run_while_the_broker_is_down_and_the_reconciler_picks_it_up
     from portal.celery import app
 
     api = setup
-    # Point this process's publisher at a closed port: publishing fails at once.
+    # Point this process's publisher at a closed port: publishing fails at once. The app builds
+    # its producers from ``broker_url`` on first use, so its ``amqp`` (a cached property, which
+    # holds them) is dropped for the test and rebuilt; undo puts the working one back.
     monkeypatch.setattr(app.conf, "broker_url", "redis://127.0.0.1:1/0")
-    app.pool.force_close_all()
-    monkeypatch.setattr(app, "_pool", None)
+    monkeypatch.delattr(app, "amqp")
     run = submit(api, "brokerless", duration="2s")
     assert run["state"] == "admitted"
-    assert "could not publish workloads.tasks.apply_workload" in caplog.text
+    # ...because the broker refused the connection (kombu's OperationalError), not a closed pool.
+    assert "could not publish workloads.tasks.apply_workload('run', " in caplog.text
+    assert "OperationalError" in caplog.text
     monkeypatch.undo()
-    app.pool.force_close_all()
-    app._pool = None
     # Nothing was published; the worker's reconcile re-drives the run after one period.
     body, _ = watch(api, run["id"], ("succeeded", "failed"), timeout=120)
     assert body["state"] == "succeeded", (body, worker.logs())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -16,7 +15,7 @@ from quotas import admission
 from quotas.models import QueuedRequest, Reservation
 from quotas.signals import workload_admitted
 from tests.jobs.conftest import run_payload
-from tests.threads import in_thread
+from tests.threads import in_thread, paused_after, wait_until_lock_waiter
 from workloads import reconcile as rec
 from workloads.signals import admitted_from_queue
 from workloads.tasks import apply_workload
@@ -48,7 +47,8 @@ def test_cancelling_a_queued_run_while_it_is_being_admitted_neither_deadlocks_no
         admitting = in_thread(lambda: admission.admit_waiting(team), errors)
         assert inside.wait(10)
         cancelling = in_thread(lambda: cancel_run(member, queued), errors)
-        time.sleep(0.5)  # let the cancel get as far as it can while the admission is held
+        # The cancel takes the team's admission lock first, which the held admission has.
+        assert '"portal_team"' in wait_until_lock_waiter(cancelling).query
         go.set()
         admitting.join(30)
         cancelling.join(30)
@@ -65,7 +65,7 @@ def test_cancelling_a_queued_run_while_it_is_being_admitted_neither_deadlocks_no
 
 
 def test_cancelling_a_running_run_while_the_reconciler_bills_it_neither_deadlocks_nor_double_bills(
-        member, team, quota, published, fake_backend, monkeypatch):
+        member, team, quota, published, fake_backend):
 
     from quotas.models import UsageRecord
 
@@ -76,21 +76,20 @@ def test_cancelling_a_running_run_while_the_reconciler_bills_it_neither_deadlock
     fake_backend.set_running(run.namespace, run.cluster_name, units=2, started=t0.strftime("%Y-%m-%dT%H:%M:%SZ"))
     rec.reconcile(fake_backend, now=t0 + timedelta(hours=1))  # billed up to t0 + 1 h
 
-    # Hold the next cycle right after it has billed the run's interval in the ledger.
+    # Hold the next cycle right after it has billed the run's interval in the ledger (its
+    # transaction has updated the run's row first, and keeps it locked while held).
     inside, go = threading.Event(), threading.Event()
-    real_record = rec._record_bills
 
-    def paused_record(*args, **kwargs):
-        real_record(*args, **kwargs)
-        inside.set()
-        go.wait(10)
+    def held_cycle():
+        with paused_after('INSERT INTO "quotas_usagerecord"', inside, go):
+            rec.reconcile(fake_backend)
 
-    monkeypatch.setattr(rec, "_record_bills", paused_record)
     errors: list[Exception] = []
-    cycle = in_thread(lambda: rec.reconcile(fake_backend), errors)
+    cycle = in_thread(held_cycle, errors)
     assert inside.wait(10)
     cancelling = in_thread(lambda: cancel_run(member, run), errors)
-    time.sleep(0.5)  # let the cancel get as far as it can while the cycle is held
+    # The cancel's conditional state change waits for the run's row, which the cycle has.
+    assert '"jobs_trainingrun"' in wait_until_lock_waiter(cancelling).query
     go.set()
     cycle.join(30)
     cancelling.join(30)

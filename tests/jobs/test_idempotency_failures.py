@@ -8,7 +8,6 @@ first request died before committing) runs on a clean slate.
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -17,7 +16,7 @@ from jobs.models import TrainingRun
 from teams import idempotency
 from teams.models import IdempotencyRecord
 from tests.jobs.conftest import run_payload
-from tests.threads import in_thread
+from tests.threads import in_thread, wait_until_lock_waiter
 
 pytestmark = pytest.mark.django_db
 
@@ -68,7 +67,9 @@ def test_a_retry_while_a_slow_first_request_still_runs_never_creates_a_second_ru
     first = in_thread(lambda: post("first"), errors)
     assert inside.wait(10)
     retrying = in_thread(lambda: post("retry"), errors)
-    time.sleep(0.5)  # the retry gets as far as it can while the first request is still running
+    # The retry presumes the placeholder abandoned and deletes it, which waits for the row lock
+    # the first request holds until it commits.
+    assert '"portal_idempotencyrecord"' in wait_until_lock_waiter(retrying).query
     go.set()
     first.join(30)
     retrying.join(30)

@@ -9,7 +9,6 @@ The second needs real row locks: PostgreSQL, one thread per transaction, one of 
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -21,8 +20,7 @@ from jobs.services import cancel_run, submit_run
 from quotas import admission
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamQuota
 from tests.jobs.conftest import run_payload
-from tests.threads import in_thread
-from workloads import lifecycle
+from tests.threads import in_thread, paused_after, wait_until_lock_waiter
 from workloads import reconcile as rec
 from workloads.constants import MAX_APPLY_ATTEMPTS
 from workloads.tasks import apply_workload, delete_workload
@@ -70,7 +68,7 @@ def test_a_run_failed_while_its_last_apply_was_in_flight_leaves_no_job_on_the_cl
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_cancelling_a_queued_run_of_a_team_without_quota_rows_does_not_deadlock_with_its_admission(
-        member, team, quota, published, monkeypatch):
+        member, team, quota, published):
     """The team's admission lock must exist even when the team has no quota rows.
 
     The design keeps queued work queued when its quota is removed, "so an admin can fix the
@@ -85,24 +83,22 @@ def test_cancelling_a_queued_run_of_a_team_without_quota_rows_does_not_deadlock_
     admission.release(first.ref)  # the first run ended: the queued one would fit...
     TeamQuota.objects.filter(team=team).delete()  # ...but staff had removed the team's quotas
 
-    # Hold the cancel after it moved the run to cancelled (it bills next, then releases).
+    # Hold the cancel after it moved the run to cancelled (it bills next, then releases), with
+    # the team's lock and the run's row held.
     inside, go = threading.Event(), threading.Event()
-    real_close = lifecycle._close_billing
 
-    def paused_close(*args):
-        inside.set()
-        go.wait(10)
-        return real_close(*args)
+    def held_cancel():
+        with paused_after('UPDATE "jobs_trainingrun" SET "state"', inside, go):
+            cancel_run(member, queued)
 
-    monkeypatch.setattr(lifecycle, "_close_billing", paused_close)
     errors: list[Exception] = []
-    cancelling = in_thread(lambda: cancel_run(member, queued), errors)
+    cancelling = in_thread(held_cancel, errors)
     assert inside.wait(10)
     # Staff give the quota back; the admission it triggers (schedule_team_sync, or the next
-    # reconcile) reserves the queued run and waits for the run row the cancel holds.
+    # reconcile) waits for the team's lock, which the cancel holds.
     TeamQuota.objects.create(team=team, flavor=GpuFlavor.objects.get(name="l4"), limit=2)
     admitting = in_thread(lambda: admission.admit_waiting(team), errors)
-    time.sleep(0.5)
+    assert '"portal_team"' in wait_until_lock_waiter(admitting).query
     go.set()  # the cancel releases: it deletes the queue entry the admission deleted
     cancelling.join(30)
     admitting.join(30)

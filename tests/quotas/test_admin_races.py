@@ -9,7 +9,6 @@ waited for. Both now take the team's admission lock first (``teams.services.lock
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from django.db.models.signals import post_save
@@ -19,7 +18,7 @@ from quotas.admission import ResourceRequest, admit
 from quotas.models import Reservation, TeamQuota
 from quotas.tasks import sync_team_quota
 from tests.quotas.test_admin import team_form
-from tests.threads import in_thread
+from tests.threads import in_thread, wait_until_lock_waiter
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -55,7 +54,7 @@ def test_editing_two_quotas_on_the_team_page_while_a_run_is_admitted_does_not_de
         # A submission is admitted meanwhile (it used to lock the quota rows in pk order and wait
         # for the a100-1g.10gb row the page held; now it waits for the page's team lock).
         admitting = in_thread(lambda: admit(quota_team, ResourceRequest("a100-80gb", 2, 2), "run:1"), errors)
-        time.sleep(0.5)
+        assert '"portal_team"' in wait_until_lock_waiter(admitting).query
         go.set()  # the page goes on to the a100-80gb row, which the admission holds
         saving.join(30)
         admitting.join(30)

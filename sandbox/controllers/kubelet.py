@@ -1,0 +1,109 @@
+"""The kubelet: bound pods move ContainerCreating → Running → Succeeded/Failed by their times
+(servers become ready, or crash-loop in place), and pods are stopped (a gang's restart) or
+deleted (scale down, template change, a finished workload) with the events a node emits.
+
+A pod's outcome, durations and readiness delay come from its plan (:mod:`sandbox.simulation`);
+the stages it passes are :data:`sandbox.world.STAGE_CREATED` and the following constants.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sandbox.controllers.quota import release
+from sandbox.simulation import PULL_SECONDS, TERMINATION, pod_outcome
+from sandbox.world import STAGE_CRASHING, STAGE_DONE, STAGE_READY, STAGE_STARTED, ObjRow, PodRow, World
+
+CRASH_OUTCOMES = ("fail", "oom", "crashloop")
+#: The exit code of a container stopped by SIGTERM (a PyTorchJob gang's restart kills the rest).
+KILLED_EXIT_CODE = 143
+
+
+def advance(world: World, pod: PodRow, owner: ObjRow) -> None:
+    """Move one pod to the stage its times reach by ``world.now``."""
+    if not pod.node or pod.scheduled_at is None or not pod.active:
+        return
+    plan = world.plan_of(pod)
+    start = pod.scheduled_at + timedelta(seconds=PULL_SECONDS)
+    outcome = pod_outcome(plan, owner.kind, pod.index)
+    pod_ref = f"Pod/{pod.name}"
+    if outcome == "image-pull":
+        if pod.stage < STAGE_STARTED and world.now >= start:
+            pod.stage = STAGE_STARTED
+            world.event(pod, pod_ref, "Warning", "Failed", f'Failed to pull image "{plan["img"]}": rpc error: code = '
+                        f'NotFound desc = failed to pull and unpack image "{plan["img"]}": not found', start)
+            world.event(pod, pod_ref, "Warning", "Failed", "Error: ErrImagePull", start)
+            world.event(pod, pod_ref, "Normal", "BackOff", f'Back-off pulling image "{plan["img"]}"',
+                        start + timedelta(seconds=1))
+            world.touch(pod)
+        return
+    if pod.stage < STAGE_STARTED and world.now >= start:
+        pod.stage, pod.phase, pod.started_at = STAGE_STARTED, "Running", start
+        world.event(pod, pod_ref, "Normal", "Pulled",
+                    f'Successfully pulled image "{plan["img"]}" in {PULL_SECONDS - 1}.2s', start)
+        world.event(pod, pod_ref, "Normal", "Created", f"Created container {plan['ctr']}", start)
+        world.event(pod, pod_ref, "Normal", "Started", f"Started container {plan['ctr']}", start)
+        world.touch(pod)
+    if pod.phase != "Running" or pod.started_at is None:
+        return
+    end = pod.started_at + timedelta(seconds=plan["dur"])
+    if owner.kind == "Deployment":
+        if pod.stage == STAGE_STARTED and outcome not in CRASH_OUTCOMES and pod_ready(pod, plan, world.now):
+            pod.stage = STAGE_READY  # no event: the readiness probe passing is silent
+            world.touch(pod)
+        # restartPolicy Always: a crashing server is restarted in place, forever.
+        if outcome in CRASH_OUTCOMES and pod.stage < STAGE_CRASHING and world.now >= end:
+            pod.stage = STAGE_CRASHING
+            if outcome == "oom":
+                world.event(pod, pod_ref, "Warning", "OOMKilling",
+                            f"Memory cgroup out of memory: Killed process in container {plan['ctr']}", end)
+            world.event(pod, pod_ref, "Warning", "BackOff",
+                        f"Back-off restarting failed container {plan['ctr']} in pod {pod.name}_{pod.namespace}",
+                        end + timedelta(seconds=1))
+            world.touch(pod)
+        return
+    if world.now >= end:
+        reason, code = TERMINATION.get(outcome, ("Error", 1))
+        terminate(world, pod, "Succeeded" if outcome == "succeed" else "Failed", reason, code, end)
+        if outcome == "oom":
+            world.event(pod, pod_ref, "Warning", "OOMKilling",
+                        f"Memory cgroup out of memory: Killed process in container {plan['ctr']}", end)
+
+
+def terminate(world: World, pod: PodRow, phase: str, reason: str, code: int, at: datetime) -> None:
+    pod.phase, pod.reason, pod.exit_code, pod.finished_at = phase, reason, code, at
+    release(world, pod)
+    pod.active, pod.stage = False, STAGE_DONE
+    world.finished[pod.owner_id].append(pod)
+    world.touch(pod)
+
+
+def kill(world: World, pod: PodRow, owner: ObjRow, reason: str = "Error") -> None:
+    """Stop a pod whose gang is restarted: SIGTERM, exit 143 (the rows go before the new gang is created)."""
+    plan = world.plan_of(pod)
+    if pod.phase == "Running":
+        world.event(pod, f"Pod/{pod.name}", "Normal", "Killing", f"Stopping container {plan['ctr']}")
+    pod.phase, pod.reason, pod.exit_code, pod.finished_at = "Failed", reason, KILLED_EXIT_CODE, world.now
+    release(world, pod)
+    pod.active, pod.stage = False, STAGE_DONE
+    world.touch(pod)
+
+
+def remove(world: World, pod: PodRow, owner: ObjRow) -> None:
+    """Delete a pod (scale down, template change)."""
+    if pod.phase == "Running":
+        world.event(pod, f"Pod/{pod.name}", "Normal", "Killing", f"Stopping container {world.plan_of(pod)['ctr']}")
+    release(world, pod)
+    pod.active = False
+    if pod.pk is not None:
+        world.deleted_pods.add(pod.pk)
+        world.changed_pods.pop(pod.pk, None)
+    else:
+        world.new_pods.remove(pod)
+
+
+def pod_ready(pod: PodRow, plan: dict, now: datetime) -> bool:
+    """Running, past its readiness delay, and not a server that crashes."""
+    if pod.phase != "Running" or pod.started_at is None or plan["out"] in CRASH_OUTCOMES:
+        return False
+    return now >= pod.started_at + timedelta(seconds=plan.get("ready", 0))
