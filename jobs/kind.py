@@ -80,6 +80,7 @@ class TrainingKind(WorkloadKind):
     )
     committed_units = ("gpus_per_worker", "workers")  # TrainingRun.total_units
     runtime_limit = "max_runtime_minutes"
+    job_fields = ("name", "flavor_id", "image")
     end_verb, ended_word, conflict_error = "Cancel", "cancelled", services.RunConflict
     nav = NavItem("Runs", "jobs:run-list", 10)
     dashboard = DashboardPanel("jobs/_dashboard_stat.html", "jobs/_dashboard_recent.html", recent_runs)

@@ -61,6 +61,9 @@ class WorkloadKind(abc.ABC):
     #: until deleted) commits until the month's end, as admission counted it.
     committed_units: tuple[str, ...] = ()
     runtime_limit: str | None = None
+    #: Columns that make two workloads of a kind with a runtime limit the same job, whose earlier
+    #: running times predict this one's (:func:`workloads.forecast.median_durations`).
+    job_fields: tuple[str, ...] = ("name", "flavor_id")
 
     @abc.abstractmethod
     def resource_request(self, workload) -> ResourceRequest:
