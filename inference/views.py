@@ -84,7 +84,7 @@ def endpoint_list(request: HttpRequest) -> HttpResponse:
         state = ""
         endpoints = endpoints.exclude(state=EndpointState.DELETED)
     page = Paginator(endpoints, PER_PAGE).get_page(request.GET.get("page"))
-    positions = admission.queue_positions(team) if any(e.state == "queued" for e in page) else {}
+    positions = admission.queue_positions(team) if any(e.state == EndpointState.QUEUED for e in page) else {}
     context = {"team": team, "page": page, "rows": [(e, positions.get(e.ref)) for e in page],
                "can_submit": membership.allows(Role.MEMBER), "submit_refused": submit_refusal(membership),
                "state": state, "state_filters": STATE_FILTERS}
@@ -99,7 +99,7 @@ def endpoint_state(request: HttpRequest, pk: int) -> HttpResponse:
     endpoint = services.get_endpoint_for_user(request.user, pk, staff_reads=True)
     context = {"endpoint": endpoint,
                "position": admission.queue_positions(endpoint.team).get(endpoint.ref)
-               if endpoint.state == "queued" else None}
+               if endpoint.state == EndpointState.QUEUED else None}
     return render(request, "inference/endpoint_list.html#row", context, status=polling_status(endpoint))
 
 

@@ -27,6 +27,7 @@ from workloads import secrets
 from workloads import services as workloads
 from workloads.forecast import StartEstimate, estimated_starts
 from workloads.idle import IdleFigures, idle_figures
+from workloads.registry import kind_of
 from workloads.views import log_download
 
 
@@ -51,13 +52,17 @@ class EventSerializer(serializers.Serializer):
     count = serializers.IntegerField()
 
 
+def _queued(workload) -> bool:
+    return workload.state == kind_of(workload).lifecycle.queued
+
+
 def queue_context(workloads_page) -> dict:
     """Serializer context for ``workloads_page``: queue positions and start estimates, idle GPU figures.
 
     A few queries per team with queued work on the page, one for the idle figures of work that
     was ever billed, one for the names of secret env.
     """
-    teams = {w.team_id: w.team for w in workloads_page if w.state == "queued"}
+    teams = {w.team_id: w.team for w in workloads_page if _queued(w)}
     positions: dict[str, int] = {}
     estimates: dict[str, StartEstimate] = {}
     for team in teams.values():
@@ -76,12 +81,12 @@ class QueuedFields(serializers.Serializer):
         help_text="When queued: from the expected ends of the work ahead; null when nothing ahead has a known end.")
 
     def get_queue_position(self, workload) -> int | None:
-        if workload.state != "queued":
+        if not _queued(workload):
             return None
         return self.context.get("queue_positions", {}).get(workload.ref)
 
     def get_estimated_start_at(self, workload) -> datetime | None:
-        if workload.state != "queued":
+        if not _queued(workload):
             return None
         estimate = self.context.get("start_estimates", {}).get(workload.ref)
         return estimate.at if estimate is not None else None
