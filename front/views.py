@@ -227,10 +227,10 @@ def team_settings(request: HttpRequest, team: str) -> HttpResponse:
 
 
 def _panels(team, summary: dict[str, dict]) -> list[dict]:
-    """Each kind's part of the dashboard, in the navigation's order: its figure card and its panel."""
+    """Each kind's part of the dashboard, in the navigation's order: its button, figure card and panel."""
     shown = sorted((k for k in registered_kinds() if k.dashboard is not None),
                    key=lambda k: k.nav.order if k.nav is not None else float("inf"))
-    return [{"stat": k.dashboard.stat, "summary": summary[k.prefix], "panel": k.dashboard.panel,
+    return [{"stat": k.dashboard.stat, "summary": summary[k.prefix], "panel": k.dashboard.panel, "new": k.dashboard.new,
              "context": k.dashboard.context(team) if k.dashboard.context else {}} for k in shown]
 
 

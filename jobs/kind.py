@@ -83,7 +83,8 @@ class TrainingKind(WorkloadKind):
     job_fields = ("name", "flavor_id", "image")
     end_verb, ended_word, conflict_error = "Cancel", "cancelled", services.RunConflict
     nav = NavItem("Runs", "jobs:run-list", 10)
-    dashboard = DashboardPanel("jobs/_dashboard_stat.html", "jobs/_dashboard_recent.html", recent_runs)
+    dashboard = DashboardPanel("jobs/_dashboard_stat.html", "jobs/_dashboard_recent.html", recent_runs,
+                               new=("New run", "jobs:run-new"))
     state_template = "jobs/run_list.html#state-poll"
 
     def get_for_user(self, user, pk, role: str = Role.VIEWER, staff_reads: bool = False) -> TrainingRun:

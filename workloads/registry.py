@@ -175,12 +175,13 @@ class DashboardPanel:
     ``stat``: the template of its figure card, rendered with ``summary`` (its row of
     :func:`workloads.services.team_summary`) and ``budget``. ``panel``: the template of its
     card below the quota table ("" for none), rendered with ``panel``, what ``context(team)``
-    returns.
+    returns. ``new``: (label, URL name) of its button in the dashboard's head, if it has one.
     """
 
     stat: str
     panel: str = ""
     context: Callable | None = None
+    new: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
