@@ -120,7 +120,9 @@ class WorkloadKind(abc.ABC):
         return WorkloadId(self.prefix, pk)
 
     # What the pages, the API and the admin console need of a kind: declared here, so that
-    # front/ and workloads/ name no kind (tests/workloads/test_second_kind.py).
+    # front/ and workloads/ name no kind (tests/test_layers.py; the test-only notebook kind
+    # gets its pages from these alone: tests/workloads/test_second_kind.py). A kind that
+    # offers an end declares end() and conflict_error.
 
     #: The user's end of one, as buttons say it ("Cancel", "Delete") and as messages say it is done.
     end_verb: str = "End"
