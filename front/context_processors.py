@@ -6,29 +6,35 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 
-#: Main navigation as (label, URL name). Apps built later (runs, usage) appear as soon as
-#: their URL name resolves, so the base template never links to a page that is not there.
-NAV_ITEMS: tuple[tuple[str, str], ...] = (
-    ("Dashboard", "dashboard"),
-    ("Runs", "jobs:run-list"),
-    ("Endpoints", "inference:endpoint-list"),
-    ("Usage", "usage"),
-    ("Team", "team"),
-    ("API tokens", "api-tokens"),
+from workloads.registry import NavItem, kinds
+
+#: The main navigation's own items; each workload kind adds its own (``WorkloadKind.nav``), and
+#: all are shown by their order. An item appears only once its URL name resolves, so the base
+#: template never links to a page that is not there.
+NAV_ITEMS: tuple[NavItem, ...] = (
+    NavItem("Dashboard", "dashboard", 0),
+    NavItem("Usage", "usage", 100),
+    NavItem("Team", "team", 110),
+    NavItem("API tokens", "api-tokens", 120),
 )
+
+
+def nav_items() -> list[NavItem]:
+    """The navigation's items in order: the portal's and every registered kind's."""
+    return sorted((*NAV_ITEMS, *(kind.nav for kind in kinds() if kind.nav is not None)), key=lambda item: item.order)
 
 
 def _nav(request: HttpRequest) -> list[dict]:
     current = getattr(getattr(request, "resolver_match", None), "view_name", None)
     items = []
-    for label, name in NAV_ITEMS:
+    for item in nav_items():
         try:
-            url = reverse(name)
+            url = reverse(item.url_name)
         except NoReverseMatch:
             continue
         # A page belongs to its section when it is the section's page or lives under it.
-        active = current == name or (url != "/" and request.path.startswith(url))
-        items.append({"label": label, "url": url, "active": active})
+        active = current == item.url_name or (url != "/" and request.path.startswith(url))
+        items.append({"label": item.label, "url": url, "active": active})
     return items
 
 

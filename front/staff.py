@@ -1,8 +1,9 @@
 """Platform staff's operations page: every team's runs and endpoints in one list, with their actions.
 
-Staff filter the list by team, state, flavor and user, sort it by age or cost, cancel a run,
-delete an endpoint or scale it to its minimum — each through the kind's own service function
-(the one the portal and the API use), so audit and quota release are the same.
+Staff filter the list by team, state, flavor and user, sort it by age or cost, end a workload
+(cancel a run, delete an endpoint) or take one of its kind's staff actions (scale an endpoint
+to its minimum) — each through what the kind declares (``workloads.registry``): its own
+service function, the one the portal and the API use, so audit and quota release are the same.
 
 Each of those actions is destructive, so none happens on one click: the list's button opens a
 confirmation page (GET) that says what will happen, and only its form (POST) acts — as the
@@ -19,19 +20,14 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.defaultfilters import pluralize
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods
 
-from inference import services as endpoints
-from jobs import services as runs
 from quotas.models import GpuFlavor
 from teams.models import Team
-from workloads.registry import kind_for, kinds
+from workloads.registry import kind_for, kind_of, kinds
 from workloads.services import SORTS, every_teams_workloads
-
-#: What "cancel" means for each kind, by prefix: the kind's own end action.
-ENDS = {"run": (runs.cancel_run, runs.RunConflict, "cancelled"),
-        "ep": (endpoints.delete_endpoint, endpoints.EndpointConflict, "deleted")}
 
 
 class StaffFilterForm(forms.Form):
@@ -74,9 +70,20 @@ def workload_list(request: HttpRequest) -> HttpResponse:
     else:
         status = 400
     context = {**admin.site.each_context(request), "title": "Workloads of every team", "form": form,
-               "rows": listed.rows if listed else [], "page": listed.page if listed else None,
+               "rows": [(row, _actions(row.workload)) for row in listed.rows] if listed else [],
+               "page": listed.page if listed else None,
                "filters": filters.urlencode(), "back": request.get_full_path()}
     return render(request, "admin/workloads.html", context, status=status)
+
+
+def _actions(workload) -> list[tuple[str, str, str]]:
+    """``(label, URL, class)`` of the list's buttons for ``workload``: its end, then its kind's staff actions."""
+    if workload.is_final:
+        return []
+    kind, key = kind_of(workload), (workload.KIND_PREFIX, workload.pk)
+    return [(kind.end_verb, reverse("admin-workload-end", args=key), "end-action"),
+            *((a.label, reverse("admin-workload-action", args=(*key, a.slug)), f"{a.slug}-action")
+              for a in kind.staff_actions if a.offered(workload))]
 
 
 def _workload(prefix: str, pk: int):
@@ -120,39 +127,37 @@ def _confirm(request: HttpRequest, workload, action: str, consequence: str) -> H
 @require_http_methods(["GET", "POST"])
 @staff_member_required
 def end_workload(request: HttpRequest, prefix: str, pk: int) -> HttpResponse:
-    """Cancel a run / delete an endpoint of any team, through its service (audited, quota released).
-
-    GET asks for confirmation; only the POST of that page acts.
+    """End a workload of any team (cancel a run, delete an endpoint) through its kind's service (audited, quota
+    released). GET asks for confirmation; only the POST of that page acts.
     """
     workload = _workload(prefix, pk)
-    end, conflict, done = ENDS.get(prefix, (None, None, ""))
-    if end is None:
-        raise Http404
+    kind = kind_for(prefix)
     if request.method == "GET":
-        action = "Delete" if prefix == "ep" else "Cancel"
-        units = kind_for(prefix).resource_request(workload).units
-        return _confirm(request, workload, action, f"Its pods are deleted and the {units} {workload.flavor.name} "
-                                                   f"unit{pluralize(units)} it holds go{pluralize(units, 'es,')} back to {workload.team.name}'s "
-                                                   "quota at once. This cannot be undone.")
+        units = kind.resource_request(workload).units
+        return _confirm(request, workload, kind.end_verb,
+                        f"Its pods are deleted and the {units} {workload.flavor.name} unit{pluralize(units)} it holds "
+                        f"go{pluralize(units, 'es,')} back to {workload.team.name}'s quota at once. This cannot be undone.")
     try:
-        end(request.user, workload)
-        messages.success(request, _sentence(f"{_named(workload)} {done}."))
-    except (conflict, PermissionDenied) as exc:
+        kind.end(request.user, workload)
+        messages.success(request, _sentence(f"{_named(workload)} {kind.ended_word}."))
+    except (kind.conflict_error, PermissionDenied) as exc:
         messages.error(request, str(exc) or "Not allowed.")
     return _back(request)
 
 
 @require_http_methods(["GET", "POST"])
 @staff_member_required
-def scale_to_minimum(request: HttpRequest, pk: int) -> HttpResponse:
-    """Give back an endpoint's burst replicas at once; GET asks for confirmation, the POST acts."""
-    endpoint = _workload("ep", pk)
+def workload_action(request: HttpRequest, prefix: str, pk: int, action: str) -> HttpResponse:
+    """One of the kind's staff actions (:class:`workloads.registry.StaffAction`); GET asks for confirmation, the
+    POST acts."""
+    workload = _workload(prefix, pk)
+    chosen = next((a for a in kind_for(prefix).staff_actions if a.slug == action), None)
+    if chosen is None:
+        raise Http404
     if request.method == "GET":
-        return _confirm(request, endpoint, "Scale to minimum",
-                        f"Its replicas above its minimum ({endpoint.min_replicas}) stop serving now and their units go "
-                        f"back to {endpoint.team.name}'s quota; it may scale up again later.")
-    if endpoints.scale_to_minimum(request.user, endpoint):
-        messages.success(request, _sentence(f"{_named(endpoint)} scaled to its minimum."))
+        return _confirm(request, workload, chosen.label, chosen.consequence(workload))
+    if chosen.act(request.user, workload):
+        messages.success(request, _sentence(f"{_named(workload)} {chosen.done}."))
     else:
-        messages.info(request, _sentence(f"{_named(endpoint)} holds no burst replicas."))
+        messages.info(request, _sentence(f"{_named(workload)} {chosen.idle}."))
     return _back(request)

@@ -27,5 +27,5 @@ staff_urlpatterns = [
     path("showback/", views.showback, name="admin-showback"),
     path("workloads/", staff.workload_list, name="admin-workloads"),
     path("workloads/<slug:prefix>/<int:pk>/end/", staff.end_workload, name="admin-workload-end"),
-    path("workloads/ep/<int:pk>/scale-to-minimum/", staff.scale_to_minimum, name="admin-endpoint-scale-to-minimum"),
+    path("workloads/<slug:prefix>/<int:pk>/<slug:action>/", staff.workload_action, name="admin-workload-action"),
 ]

@@ -27,7 +27,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from front.forms import AddMemberForm, ApiTokenForm, RoleForm, TeamSettingsForm
-from jobs.models import TrainingRun
 from quotas.api import csv_download
 from quotas.ledger import month_start
 from quotas.reports import (
@@ -44,10 +43,9 @@ from teams.middleware import SESSION_KEY
 from teams.models import Membership, Role
 from teams.permissions import get_for_user, require_team, submit_refusal
 from workloads import services as workloads
+from workloads.registry import kinds as registered_kinds
 from workloads.services import waiting_for_capacity
 from workloads.views import STOP_POLLING, current_membership, no_team, wants_partial
-
-RECENT_RUNS = 5
 
 
 class LoginView(auth_views.LoginView):
@@ -228,11 +226,20 @@ def team_settings(request: HttpRequest, team: str) -> HttpResponse:
 # Dashboard --------------------------------------------------------------------------------------
 
 
+def _panels(team, summary: dict[str, dict]) -> list[dict]:
+    """Each kind's part of the dashboard, in the navigation's order: its button, figure card and panel."""
+    shown = sorted((k for k in registered_kinds() if k.dashboard is not None),
+                   key=lambda k: k.nav.order if k.nav is not None else float("inf"))
+    return [{"stat": k.dashboard.stat, "summary": summary[k.prefix], "panel": k.dashboard.panel, "new": k.dashboard.new,
+             "context": k.dashboard.context(team) if k.dashboard.context else {}} for k in shown]
+
+
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")
 def dashboard(request: HttpRequest) -> HttpResponse:
-    """The landing page: the current team's quota usage, budget, queue and recent runs."""
+    """The landing page: the current team's quota usage, budget, queue, and each kind's figure and panel
+    (``WorkloadKind.dashboard``: the recent runs)."""
     membership = current_membership(request)
     if membership is None:
         return no_team(request)
@@ -243,7 +250,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     context = {
         "team": team, "membership": membership, "usage": usage_bars(team), "budget": budget_bar(team),
         "kinds": kinds, "active": active, "can_submit": membership.allows(Role.MEMBER),
-        "recent": list(TrainingRun.objects.filter(team=team).for_list()[:RECENT_RUNS]),
+        "panels": _panels(team, kinds),
         "submit_refused": submit_refusal(membership),
     }
     if wants_partial(request):

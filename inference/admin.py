@@ -1,4 +1,4 @@
-"""Admin console: every team's inference endpoints, with "scale to minimum" and delete through the services."""
+"""Admin console: every team's inference endpoints, with "scale to minimum"; "End selected" (workloads.admin) deletes them."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class InferenceEndpointAdmin(WorkloadAdmin):
     list_display = ["name", "team", "state", "flavor", "replicas", "replica_ceiling", "min_replicas", "max_replicas",
                     "created", "billed"]
     sortable_by = ["created", "billed", "name", "state", "replicas"]
-    actions = ["scale_to_minimum", "delete_endpoints"]
+    actions = ["end_selected", "scale_to_minimum"]
 
     @admin.action(description="Scale the selected endpoints to their minimum (burst given back)")
     def scale_to_minimum(self, request, queryset):
@@ -27,21 +27,4 @@ class InferenceEndpointAdmin(WorkloadAdmin):
             return asked
         done = [e for e in queryset.select_related("team", "flavor") if services.scale_to_minimum(request.user, e)]
         self.message_user(request, f"{len(done)} endpoint(s) gave back their burst{': ' if done else ''}{named(done)}.",
-                          messages.SUCCESS)
-
-    @admin.action(description="Delete the selected endpoints (quota released, objects removed)")
-    def delete_endpoints(self, request, queryset):
-        asked = self.confirm_first(request, queryset, "Delete the selected endpoints",
-                                   "They stop serving, their cluster objects are removed and their units go back "
-                                   "to their teams' quotas at once. This cannot be undone.")
-        if asked is not None:
-            return asked
-        deleted = []
-        for endpoint in queryset.select_related("team", "flavor"):
-            try:
-                services.delete_endpoint(request.user, endpoint)
-                deleted.append(endpoint)
-            except services.EndpointConflict:
-                continue
-        self.message_user(request, f"Deleting {len(deleted)} endpoint(s){': ' if deleted else ''}{named(deleted)}.",
                           messages.SUCCESS)

@@ -1,8 +1,11 @@
-"""REST API of inference endpoints (API.md "Inference endpoints"). Thin: access helper + one service call."""
+"""REST API of inference endpoints (API.md "Inference endpoints"). Thin: access helper + one service call.
+
+List, retrieve, create (and its dry run) and the reading actions are every kind's (:class:`workloads.api.WorkloadViewSet`).
+"""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -19,40 +22,16 @@ from inference.serializers import (
     ReplicaSampleSerializer,
     ScalingEventSerializer,
 )
-from teams.idempotency import idempotent, is_dry_run
-from teams.models import Role
-from teams.permissions import require_team
-from workloads.api import (
-    DRY_RUN_PARAMETER,
-    WorkloadViewSet,
-    list_parameters,
-    pk_of,
-    team_slug_of_post,
-)
+from workloads.api import WorkloadViewSet, create_schema, list_parameters
 
 
-@extend_schema_view(list=extend_schema(parameters=list_parameters(EndpointState.values)))
+@extend_schema_view(list=extend_schema(parameters=list_parameters(EndpointState.values)),
+                    create=create_schema(EndpointCreateSerializer, EndpointSerializer, EndpointForecastSerializer))
 class EndpointViewSet(WorkloadViewSet):
     model = InferenceEndpoint
     serializer_class = EndpointSerializer
+    forecast_serializer = EndpointForecastSerializer
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
-
-    def get_object(self, role: str = Role.VIEWER) -> InferenceEndpoint:
-        return services.get_endpoint_for_user(self.request.user, pk_of(self.kwargs["pk"]), role,
-                                              staff_reads=self.staff_reads())
-
-    @extend_schema(request=EndpointCreateSerializer, responses={201: EndpointSerializer, 200: EndpointForecastSerializer},
-                   parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER), DRY_RUN_PARAMETER])
-    @idempotent
-    def create(self, request, *args, **kwargs):
-        slug, fields = team_slug_of_post(request)
-        if is_dry_run(request):
-            team = require_team(request.user, slug, Role.MEMBER).team
-            return Response(EndpointForecastSerializer(services.preview_endpoint(team, fields).as_dict()).data)
-        # The service checks access and returns the endpoint as written (team, flavor, author
-        # and admission outcome included): no read-back.
-        endpoint = services.create_endpoint(request.user, slug, fields)
-        return Response(self.serialize(endpoint), status=status.HTTP_201_CREATED)
 
     @extend_schema(request=EndpointPatchSerializer, responses={200: EndpointSerializer})
     def partial_update(self, request, *args, **kwargs):

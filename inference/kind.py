@@ -14,12 +14,13 @@ from cluster.backends.base import ObservedWorkload
 from cluster.manifests import build_endpoint
 from cluster.specs import EndpointSpec
 from cluster.status import EndpointPhase, WorkloadStatus, endpoint_status
-from inference import scaling
+from inference import scaling, services
 from inference.constants import HOLDING_STATES, Decision, EndpointState
 from inference.models import InferenceEndpoint
 from quotas.admission import ResourceRequest
+from teams.models import Role
 from workloads import secrets
-from workloads.registry import Lifecycle, WorkloadKind
+from workloads.registry import DashboardPanel, Lifecycle, NavItem, StaffAction, WorkloadKind
 
 _PHASE_TO_STATE = {
     EndpointPhase.DEPLOYING: EndpointState.DEPLOYING,
@@ -63,6 +64,15 @@ def endpoint_spec(endpoint: InferenceEndpoint, max_surge: int) -> EndpointSpec:
     )
 
 
+#: Staff give an endpoint's burst back at once (the admin console's staff list).
+SCALE_TO_MINIMUM = StaffAction(
+    "scale-to-minimum", "Scale to minimum",
+    offered=lambda endpoint: endpoint.replica_ceiling > endpoint.base_replicas,
+    consequence=lambda endpoint: (f"Its replicas above its minimum ({endpoint.min_replicas}) stop serving now and "
+                                  f"their units go back to {endpoint.team.name}'s quota; it may scale up again later."),
+    act=services.scale_to_minimum, done="scaled to its minimum", idle="holds no burst replicas")
+
+
 class EndpointKind(WorkloadKind):
     model = InferenceEndpoint
     noun = "endpoint"
@@ -81,6 +91,23 @@ class EndpointKind(WorkloadKind):
                        "startup_timeout_seconds")
     # Its guaranteed minimum, until the month's end: an endpoint runs until deleted.
     committed_units = ("min_replicas", "gpus_per_replica")
+    end_verb, ended_word, conflict_error = "Delete", "deleted", services.EndpointConflict
+    nav = NavItem("Endpoints", "inference:endpoint-list", 20)
+    dashboard = DashboardPanel("inference/_dashboard_stat.html")
+    state_template = "inference/endpoint_list.html#row"
+    staff_actions = (SCALE_TO_MINIMUM,)
+
+    def get_for_user(self, user, pk, role: str = Role.VIEWER, staff_reads: bool = False) -> InferenceEndpoint:
+        return services.get_endpoint_for_user(user, pk, role, staff_reads)
+
+    def end(self, user, endpoint: InferenceEndpoint) -> InferenceEndpoint:
+        return services.delete_endpoint(user, endpoint)
+
+    def submit(self, user, team, fields: dict) -> InferenceEndpoint:
+        return services.create_endpoint(user, team, fields)
+
+    def preview(self, team, fields: dict) -> services.EndpointForecast:
+        return services.preview_endpoint(team, fields)
 
     def resource_request(self, endpoint: InferenceEndpoint) -> ResourceRequest:
         # The guaranteed part only; burst is granted later by admission.resize (inference.scaling).

@@ -20,7 +20,6 @@ from django.utils import timezone
 
 from inference import scaling
 from inference.constants import HOLDING_STATES, LIVE_STATES, Decision, EndpointState
-from inference.kind import EndpointKind
 from inference.models import InferenceEndpoint
 from inference.validation import check_sizes, parse_endpoint_request
 from quotas import admission
@@ -33,6 +32,7 @@ from workloads import lifecycle, secrets
 from workloads import services as workloads
 from workloads.constants import MAX_ENV_VARS
 from workloads.forecast import Forecast, forecast
+from workloads.registry import kind_of
 
 
 class EndpointConflict(Exception):
@@ -141,7 +141,7 @@ def preview_endpoint(team: Team, data: dict) -> EndpointForecast:
                               **{k: v for k, v in fields.items() if k not in ("flavor", "secret_env")})
     burst = scaling.burst_outlook(team, flavor, draft.gpus_per_replica, draft.spot, draft.base_replicas, 0,
                                   draft.max_replicas)
-    result = forecast(team, EndpointKind().resource_request(draft), flavor, None)
+    result = forecast(team, kind_of(draft).resource_request(draft), flavor, None)
     # An endpoint has no end: in all, this month, its minimum costs what the budget counts.
     result = dataclasses.replace(result, estimated_total=result.committed_cost)
     return EndpointForecast(result,

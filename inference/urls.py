@@ -3,6 +3,8 @@
 from django.urls import path
 
 from inference import views
+from inference.models import InferenceEndpoint
+from workloads.views import read_urls
 
 app_name = "inference"
 
@@ -11,10 +13,7 @@ urlpatterns = [
     path("endpoints/new/", views.endpoint_new, name="endpoint-new"),
     path("endpoints/preview/", views.endpoint_preview, name="endpoint-preview"),
     path("endpoints/<int:pk>/", views.endpoint_detail, name="endpoint-detail"),
-    path("endpoints/<int:pk>/state/", views.endpoint_state, name="endpoint-state"),
-    path("endpoints/<int:pk>/logs/", views.endpoint_logs, name="endpoint-logs"),
-    path("endpoints/<int:pk>/logs/download/", views.endpoint_log_download, name="endpoint-logs-download"),
-    path("endpoints/<int:pk>/events/", views.endpoint_events, name="endpoint-events"),
+    *read_urls(InferenceEndpoint, "endpoints/"),  # state, logs, logs/download, events: every kind's (workloads.views)
     path("endpoints/<int:pk>/edit/", views.endpoint_edit, name="endpoint-edit"),
     path("endpoints/<int:pk>/delete/", views.endpoint_delete, name="endpoint-delete"),
 ]

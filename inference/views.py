@@ -44,9 +44,6 @@ from workloads.idle import idle_context
 from workloads.views import (
     current_membership,
     events_panel,
-    events_table,
-    log_box,
-    log_download,
     log_panel,
     no_team,
     polling_status,
@@ -84,23 +81,12 @@ def endpoint_list(request: HttpRequest) -> HttpResponse:
         state = ""
         endpoints = endpoints.exclude(state=EndpointState.DELETED)
     page = Paginator(endpoints, PER_PAGE).get_page(request.GET.get("page"))
-    positions = admission.queue_positions(team) if any(e.state == "queued" for e in page) else {}
+    positions = admission.queue_positions(team) if any(e.state == EndpointState.QUEUED for e in page) else {}
     context = {"team": team, "page": page, "rows": [(e, positions.get(e.ref)) for e in page],
                "can_submit": membership.allows(Role.MEMBER), "submit_refused": submit_refusal(membership),
                "state": state, "state_filters": STATE_FILTERS}
     template = "inference/endpoint_list.html#rows" if wants_partial(request) else "inference/endpoint_list.html"
     return render(request, template, context)
-
-
-@login_required
-@require_GET
-def endpoint_state(request: HttpRequest, pk: int) -> HttpResponse:
-    """The polled row of one endpoint (state, replicas, cost); 286 once it is final."""
-    endpoint = services.get_endpoint_for_user(request.user, pk, staff_reads=True)
-    context = {"endpoint": endpoint,
-               "position": admission.queue_positions(endpoint.team).get(endpoint.ref)
-               if endpoint.state == "queued" else None}
-    return render(request, "inference/endpoint_list.html#row", context, status=polling_status(endpoint))
 
 
 def _form_context(request: HttpRequest, team, form) -> dict:
@@ -209,27 +195,6 @@ def endpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     context.update({**events_panel(endpoint), **log_panel(request, endpoint)})
     return render(request, "inference/endpoint_detail.html", context)
-
-
-@login_required
-@require_GET
-def endpoint_logs(request: HttpRequest, pk: int) -> HttpResponse:
-    """The logs box of ``?pod=`` (a replica; the oldest when absent), polled until the endpoint is final (286)."""
-    return log_box(request, services.get_endpoint_for_user(request.user, pk, staff_reads=True))
-
-
-@login_required
-@require_GET
-def endpoint_log_download(request: HttpRequest, pk: int) -> HttpResponse:
-    """The whole log of ``?pod=`` (the oldest replica when absent) as a text file."""
-    return log_download(request, services.get_endpoint_for_user(request.user, pk, staff_reads=True))
-
-
-@login_required
-@require_GET
-def endpoint_events(request: HttpRequest, pk: int) -> HttpResponse:
-    """The events table, polled with the state until the endpoint is final (286)."""
-    return events_table(request, services.get_endpoint_for_user(request.user, pk, staff_reads=True))
 
 
 @login_required

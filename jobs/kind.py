@@ -14,13 +14,19 @@ from cluster.backends.base import ObservedWorkload
 from cluster.manifests import build_training
 from cluster.specs import TrainingSpec, VolumeSpec
 from cluster.status import TrainingPhase, WorkloadStatus, training_status
+from jobs import services
 from jobs.constants import RunState
 from jobs.models import TrainingRun
+from jobs.validation import parse_run_request
 from quotas.admission import ResourceRequest
+from teams.models import Role
 from workloads import secrets
 from workloads import services as workloads
 from workloads.constants import Message
-from workloads.registry import Lifecycle, WorkloadKind
+from workloads.registry import DashboardPanel, Lifecycle, NavItem, WorkloadKind
+
+#: Runs the dashboard lists, newest first.
+RECENT_RUNS = 5
 
 _PHASE_TO_STATE = {
     TrainingPhase.PENDING: RunState.PENDING,
@@ -55,6 +61,11 @@ def training_spec(run: TrainingRun) -> TrainingSpec:
     )
 
 
+def recent_runs(team) -> dict:
+    """The dashboard's "Recent runs" card: the team's newest runs."""
+    return {"recent": list(TrainingRun.objects.filter(team=team).for_list()[:RECENT_RUNS])}
+
+
 class TrainingKind(WorkloadKind):
     model = TrainingRun
     noun = "run"
@@ -69,6 +80,25 @@ class TrainingKind(WorkloadKind):
     )
     committed_units = ("gpus_per_worker", "workers")  # TrainingRun.total_units
     runtime_limit = "max_runtime_minutes"
+    job_fields = ("name", "flavor_id", "image")
+    end_verb, ended_word, conflict_error = "Cancel", "cancelled", services.RunConflict
+    nav = NavItem("Runs", "jobs:run-list", 10)
+    dashboard = DashboardPanel("jobs/_dashboard_stat.html", "jobs/_dashboard_recent.html", recent_runs,
+                               new=("New run", "jobs:run-new"))
+    state_template = "jobs/run_list.html#state-poll"
+
+    def get_for_user(self, user, pk, role: str = Role.VIEWER, staff_reads: bool = False) -> TrainingRun:
+        return services.get_run_for_user(user, pk, role, staff_reads)
+
+    def end(self, user, run: TrainingRun) -> TrainingRun:
+        return services.cancel_run(user, run)
+
+    def submit(self, user, team, fields: dict) -> TrainingRun:
+        return services.submit_run(user, team, fields)
+
+    def preview(self, team, fields: dict):
+        parse_run_request(fields)  # bad input is a 400 here, not an "invalid" forecast as the form's preview shows
+        return services.preview_run(team, fields)
 
     def resource_request(self, run: TrainingRun) -> ResourceRequest:
         return ResourceRequest(flavor=run.flavor.name, units=run.total_units, units_per_node=run.gpus_per_worker,

@@ -3,6 +3,8 @@
 from django.urls import path
 
 from jobs import views
+from jobs.models import TrainingRun
+from workloads.views import read_urls
 
 app_name = "jobs"
 
@@ -11,9 +13,6 @@ urlpatterns = [
     path("runs/new/", views.run_new, name="run-new"),
     path("runs/preview/", views.run_preview, name="run-preview"),
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
-    path("runs/<int:pk>/state/", views.run_state, name="run-state"),
-    path("runs/<int:pk>/logs/", views.run_logs, name="run-logs"),
-    path("runs/<int:pk>/logs/download/", views.run_log_download, name="run-logs-download"),
-    path("runs/<int:pk>/events/", views.run_events, name="run-events"),
+    *read_urls(TrainingRun, "runs/"),  # state, logs, logs/download, events: every kind's (workloads.views)
     path("runs/<int:pk>/cancel/", views.run_cancel, name="run-cancel"),
 ]

@@ -48,9 +48,6 @@ from workloads.views import (
     STOP_POLLING,
     current_membership,
     events_panel,
-    events_table,
-    log_box,
-    log_download,
     log_panel,
     no_team,
     polling_status,
@@ -58,7 +55,6 @@ from workloads.views import (
 )
 
 RUNS_PER_PAGE = 25
-RECENT_RUNS = 5
 
 #: Filter values of the runs list: the states plus "active" (admitted or running: holding quota).
 STATE_FILTERS = [("", "Any state"), ("active", "Active"), *RunState.choices]
@@ -98,16 +94,6 @@ def run_list(request: HttpRequest) -> HttpResponse:
     }
     template = "jobs/run_list.html#rows" if wants_partial(request) else "jobs/run_list.html"
     return render(request, template, context)
-
-
-@login_required
-@require_GET
-def run_state(request: HttpRequest, pk: int) -> HttpResponse:
-    """The polling state cell of one run (lists, dashboard); 286 once the run is final."""
-    run = services.get_run_for_user(request.user, pk, staff_reads=True)
-    position = admission.queue_positions(run.team).get(run.ref) if run.state == RunState.QUEUED else None
-    context = {"run": run, "position": position}
-    return render(request, "jobs/run_list.html#state-poll", context, status=polling_status(run))
 
 
 # 2. New run ----------------------------------------------------------------------------------
@@ -291,27 +277,6 @@ def _spec_rows(run: TrainingRun) -> list[tuple[str, str, bool]]:
     rows += [(label, "\n".join(items), True) for label, items in lines if items]
     rows += [(label, value, False) for label, value in plain]
     return rows
-
-
-@login_required
-@require_GET
-def run_logs(request: HttpRequest, pk: int) -> HttpResponse:
-    """The logs box of ``?pod=`` (else the default pod), polled while the run is active; 286 once it is final."""
-    return log_box(request, services.get_run_for_user(request.user, pk, staff_reads=True))
-
-
-@login_required
-@require_GET
-def run_log_download(request: HttpRequest, pk: int) -> HttpResponse:
-    """The whole log of ``?pod=`` (else the default pod) as a text file."""
-    return log_download(request, services.get_run_for_user(request.user, pk, staff_reads=True))
-
-
-@login_required
-@require_GET
-def run_events(request: HttpRequest, pk: int) -> HttpResponse:
-    """The events table, polled with the state while the run is active; 286 once it is final."""
-    return events_table(request, services.get_run_for_user(request.user, pk, staff_reads=True))
 
 
 @login_required

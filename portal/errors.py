@@ -30,7 +30,7 @@ from django.template import loader
 from django.urls import NoReverseMatch, reverse
 from django.utils.log import log_response
 
-from front.context_processors import NAV_ITEMS
+from front.context_processors import nav_items
 
 logger = logging.getLogger(__name__)
 
@@ -64,9 +64,9 @@ def api_error(status: int, message: str | None = None) -> JsonResponse:
 def static_nav() -> list[dict]:
     """The main navigation from URL names alone (no request, no database): for the 500 page."""
     items = []
-    for label, name in NAV_ITEMS:
+    for item in nav_items():
         try:
-            items.append({"label": label, "url": reverse(name)})
+            items.append({"label": item.label, "url": reverse(item.url_name)})
         except NoReverseMatch:
             continue
     return items

@@ -73,7 +73,7 @@ OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-toke
               "usage", "usage-report", "team-list", "flavor-list", "login", "logout"}
 #: Staff-only pages.
 STAFF_ROUTES = {"admin-capacity", "admin-showback", "admin-workloads", "admin-workload-end",
-                "admin-endpoint-scale-to-minimum"}
+                "admin-workload-action"}
 #: Public by design: probes and the API contract.
 PUBLIC_ROUTES = {"healthz", "readyz", "api-schema", "api-docs"}
 

@@ -60,3 +60,14 @@ def test_it_reports_an_upward_or_sideways_import():
         "jobs.x -> inference.y (jobs may not import inference)",
         "quotas.views -> workloads.services (quotas may not import workloads)",
     ]
+
+
+def test_the_pages_spanning_kinds_name_no_kind():
+    """A kind reaches front's pages (nav, dashboard, staff list) only through what it registers
+    (``workloads.registry``), so adding one touches its own app, settings and URLs. The demo
+    seed command is the exception: it seeds each kind's demo data."""
+    edges, _lazy = graph()
+    named = sorted(f"{module} -> {target}" for module, targets in edges.items() for target in targets
+                   if module.startswith("front.") and not module.startswith("front.management.")
+                   and target.split(".")[0] in ("jobs", "inference"))
+    assert named == []

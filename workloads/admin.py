@@ -1,6 +1,7 @@
-"""What every kind's admin-console list shares: read-only rows, times and the billed amount in the portal's formats.
+"""What every kind's admin-console list shares: read-only rows, times and the billed amount in the portal's formats,
+and the one "End selected" action (each kind's own end: a run's cancel, an endpoint's delete).
 
-A kind's actions (cancel, delete, scale to minimum) are destructive: none acts when chosen.
+The actions (end, an endpoint's scale to minimum) are destructive: none acts when chosen.
 :meth:`WorkloadAdmin.confirm_first` answers the action with a page listing the selected
 workloads, their teams and what will happen (Django's own "delete selected" pattern); only
 its "Yes" button, which posts the same action again with ``confirmed``, acts.
@@ -8,10 +9,12 @@ its "Yes" button, which posts the same action again with ``confirmed``, acts.
 
 from __future__ import annotations
 
+from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
 from core.admin import ReadOnlyAdmin, money_column, when_column
+from workloads.registry import kind_for
 
 #: The field the confirmation page posts; without it an action only asks.
 CONFIRMED = "confirmed"
@@ -36,6 +39,26 @@ class WorkloadAdmin(ReadOnlyAdmin):
     billed = money_column("billed_cost", "billed")
     exclude = ["billed_cost"]
     readonly_fields = ["billed"]
+    actions = ["end_selected"]
+
+    @admin.action(description="End selected (quota released, cluster objects deleted)")
+    def end_selected(self, request, queryset):
+        """The kind's end of each selected workload (:meth:`WorkloadKind.end`); those that already ended are skipped."""
+        kind = kind_for(self.model.KIND_PREFIX)
+        asked = self.confirm_first(request, queryset, f"{kind.end_verb} the selected {kind.noun}s",
+                                   "Their cluster objects are deleted and their GPU units go back to their teams' "
+                                   "quotas at once. This cannot be undone.")
+        if asked is not None:
+            return asked
+        ended = []
+        for workload in queryset.select_related("team", "flavor"):
+            try:
+                kind.end(request.user, workload)
+            except kind.conflict_error:
+                continue  # already ended: nothing to do
+            ended.append(workload)
+        self.message_user(request, f"{kind.ended_word.capitalize()} {len(ended)} {kind.noun}(s)"
+                                   f"{': ' if ended else ''}{named(ended)}.", messages.SUCCESS)
 
     def confirm_first(self, request, queryset, action: str, consequence: str) -> TemplateResponse | None:
         """The confirmation page of ``action`` on ``queryset``; None once the user confirmed it."""

@@ -1,8 +1,11 @@
-"""REST API pieces every workload kind shares: reading actions, queue positions, the team of a POST.
+"""REST API pieces every workload kind shares: list, retrieve, create (and its dry run), reading actions, queue
+positions, the team of a POST.
 
-A kind's viewset mixes in :class:`WorkloadReadActions` (``logs/``, ``logs/download/``, ``events/``, ``manifest/``)
-and uses :func:`team_slug_of_post` and :func:`queue_positions_for`, so runs and endpoints answer
-alike (API.md: "``/manifest/``, ``/logs/``, ``/events/`` — as for runs").
+A kind's viewset subclasses :class:`WorkloadViewSet`, which gives it ``get_object`` (the kind's access helper),
+``create`` with its dry-run branch (the kind's ``submit`` and ``preview``) and :class:`WorkloadReadActions`
+(``logs/``, ``logs/download/``, ``events/``, ``manifest/``), so runs and endpoints answer alike (API.md:
+"``/manifest/``, ``/logs/``, ``/events/`` — as for runs"). It adds its schema (:func:`create_schema`) and its
+own actions.
 """
 
 from __future__ import annotations
@@ -16,17 +19,21 @@ from django.utils import timezone
 from drf_spectacular.plumbing import build_array_type, build_basic_type
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, serializers, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
 
 from quotas import admission
+from teams.idempotency import idempotent, is_dry_run
+from teams.models import Role
+from teams.permissions import require_team
 from workloads import secrets
 from workloads import services as workloads
 from workloads.forecast import StartEstimate, estimated_starts
 from workloads.idle import IdleFigures, idle_figures
+from workloads.registry import WorkloadKind, kind_for, kind_of
 from workloads.views import log_download
 
 
@@ -51,13 +58,17 @@ class EventSerializer(serializers.Serializer):
     count = serializers.IntegerField()
 
 
+def _queued(workload) -> bool:
+    return workload.state == kind_of(workload).lifecycle.queued
+
+
 def queue_context(workloads_page) -> dict:
     """Serializer context for ``workloads_page``: queue positions and start estimates, idle GPU figures.
 
     A few queries per team with queued work on the page, one for the idle figures of work that
     was ever billed, one for the names of secret env.
     """
-    teams = {w.team_id: w.team for w in workloads_page if w.state == "queued"}
+    teams = {w.team_id: w.team for w in workloads_page if _queued(w)}
     positions: dict[str, int] = {}
     estimates: dict[str, StartEstimate] = {}
     for team in teams.values():
@@ -76,12 +87,12 @@ class QueuedFields(serializers.Serializer):
         help_text="When queued: from the expected ends of the work ahead; null when nothing ahead has a known end.")
 
     def get_queue_position(self, workload) -> int | None:
-        if workload.state != "queued":
+        if not _queued(workload):
             return None
         return self.context.get("queue_positions", {}).get(workload.ref)
 
     def get_estimated_start_at(self, workload) -> datetime | None:
-        if workload.state != "queued":
+        if not _queued(workload):
             return None
         estimate = self.context.get("start_estimates", {}).get(workload.ref)
         return estimate.at if estimate is not None else None
@@ -237,14 +248,42 @@ class ForecastSerializer(serializers.Serializer):
 DRY_RUN_PARAMETER = OpenApiParameter("dry_run", bool, description="Only forecast: cost, budget share, outcome, start.")
 
 
+def create_schema(request: type, created: type, forecast: type = ForecastSerializer):
+    """The OpenAPI schema of a kind's ``create``: its request body, 201 with ``created``, a dry run's 200 with ``forecast``."""
+    return extend_schema(request=request, responses={201: created, 200: forecast},
+                         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER), DRY_RUN_PARAMETER])
+
+
 class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """List and retrieve of one kind (``model``): the caller's teams only, filtered, with queue context.
+    """List, retrieve and create of one kind (``model``): the caller's teams only, filtered, with queue context.
 
     Filters: ``team`` (slug), ``state`` (400 for a state the kind does not have), ``created_by``.
-    A kind's viewset adds ``get_object`` (its access helper, given :meth:`staff_reads`) and its actions.
+    A kind's viewset adds its serializers, its schema and its own actions.
     """
 
     model: type
+    #: What a dry run of ``create`` answers with (the kind's preview as a dict).
+    forecast_serializer: type = ForecastSerializer
+
+    @property
+    def kind(self) -> WorkloadKind:
+        return kind_for(self.model.KIND_PREFIX)
+
+    def get_object(self, role: str = Role.VIEWER):
+        """The workload of the URL through the kind's access helper (404 outsiders, 403 below ``role``)."""
+        return self.kind.get_for_user(self.request.user, pk_of(self.kwargs["pk"]), role, staff_reads=self.staff_reads())
+
+    @idempotent
+    def create(self, request, *args, **kwargs):
+        # Submit one (201, as written); with ``?dry_run=1`` only forecast it (200, nothing written).
+        slug, fields = team_slug_of_post(request)
+        if is_dry_run(request):
+            team = require_team(request.user, slug, Role.MEMBER).team
+            return Response(self.forecast_serializer(self.kind.preview(team, fields).as_dict()).data)
+        # The service checks access and returns the workload as written (team, flavor, author
+        # and admission outcome included): no read-back.
+        workload = self.kind.submit(request.user, slug, fields)
+        return Response(self.serialize(workload), status=status.HTTP_201_CREATED)
 
     def staff_reads(self) -> bool:
         """A read (GET): platform staff may read any team's workload by id; every action still needs a membership."""

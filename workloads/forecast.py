@@ -42,7 +42,7 @@ from quotas.ledger import cost_per_hour, hours_left_in_month, month_end
 from quotas.models import QueuedRequest, Reservation
 from quotas.services import budget_summary
 from workloads.identity import WorkloadId
-from workloads.registry import kind_for
+from workloads.registry import kind_for, kind_of
 
 #: Why work admitted but Pending for room on the nodes gets no start time (shown where it waits).
 CAPACITY_WAIT = (
@@ -116,7 +116,8 @@ def _workloads(refs: list[str]) -> dict[str, object]:
             by_kind.setdefault(identity.prefix, []).append(identity.pk)
     found = {}
     for prefix, pks in by_kind.items():
-        for workload in kind_for(prefix).model.objects.filter(pk__in=pks):
+        # With its flavor: the kind's resource request (its guaranteed units) reads it.
+        for workload in kind_for(prefix).model.objects.filter(pk__in=pks).select_related("flavor"):
             found[workload.ref] = workload
     return found
 
@@ -126,29 +127,32 @@ MEDIAN_SAMPLE = 50
 
 
 def _job(workload) -> tuple:
-    """What makes two runs the same job, for its median duration: kind, name, flavor and image."""
-    return type(workload), workload.name, workload.flavor_id, workload.image
+    """What makes two runs the same job, for its median duration: the model and its kind's ``job_fields``."""
+    return type(workload), *(getattr(workload, field) for field in kind_of(workload).job_fields)
 
 
 def median_durations(team, workloads: list) -> dict[tuple, timedelta]:
     """``{job: median running time}`` of the team's earlier runs of the jobs of ``workloads`` (one query per kind).
 
-    A job (:func:`_job`) is a kind, name, flavor and image; runs that ended on their own count
-    (a cancel, a preemption or a budget stop ends work for reasons of its own).
+    A job (:func:`_job`) is a kind and its ``job_fields`` (a run's name, flavor and image); runs
+    that ended on their own count (a cancel, a preemption or a budget stop ends work for reasons
+    of its own). Only kinds with a runtime limit end on their own: the others (an endpoint)
+    run until ended, so have no duration to predict.
     """
     wanted: dict[type, set[tuple]] = {}
     for workload in workloads:
-        if hasattr(workload, "image") and not hasattr(workload, "base_replicas"):  # endpoints never end
+        if kind_of(workload).runtime_limit is not None:
             wanted.setdefault(type(workload), set()).add(_job(workload))
     spans: dict[tuple, list[float]] = {}
     for model, jobs in wanted.items():
-        ended_on_their_own = [s for s in model.FINAL_STATES if s not in kind_for(model.KIND_PREFIX).lifecycle.removed]
+        kind = kind_for(model.KIND_PREFIX)
+        ended_on_their_own = [s for s in model.FINAL_STATES if s not in kind.lifecycle.removed]
+        same = {f"{field}__in": {job[1 + i] for job in jobs} for i, field in enumerate(kind.job_fields)}
         rows = (model.objects.filter(team=team, state__in=ended_on_their_own, started_at__isnull=False,
-                                     finished_at__isnull=False, name__in={j[1] for j in jobs},
-                                     flavor_id__in={j[2] for j in jobs}, image__in={j[3] for j in jobs})
-                .order_by("-finished_at").values_list("name", "flavor_id", "image", "started_at", "finished_at"))
-        for name, flavor_id, image, start, end in rows:
-            job = (model, name, flavor_id, image)
+                                     finished_at__isnull=False, **same)
+                .order_by("-finished_at").values_list(*kind.job_fields, "started_at", "finished_at"))
+        for *fields, start, end in rows:
+            job = (model, *fields)
             sample = spans.setdefault(job, [])
             if job in jobs and end > start and len(sample) < MEDIAN_SAMPLE:
                 sample.append((end - start).total_seconds())
@@ -159,10 +163,14 @@ def _expected_end(workload, start: datetime, now: datetime, medians: dict[tuple,
     """When ``workload`` (running since ``start``, or starting then) should end; None when unknown.
 
     The same job's median running time, cut at its runtime limit; once past the median, the
-    limit; without history, the limit. Never before ``now``.
+    limit; without history, the limit. Never before ``now``. Work of a kind without a runtime
+    limit runs until ended: None.
     """
-    limit = getattr(workload, "max_runtime_minutes", None)
-    median = medians.get(_job(workload)) if hasattr(workload, "image") else None
+    column = kind_of(workload).runtime_limit
+    if column is None:
+        return None
+    limit = getattr(workload, column)
+    median = medians.get(_job(workload))
     bounds = sorted(start + d for d in (median, timedelta(minutes=limit) if limit else None) if d is not None)
     if not bounds:
         return None
@@ -205,10 +213,11 @@ def estimated_starts(team, now: datetime | None = None,
             workload = workloads.get(reservation.ref)
             if workload is None:
                 continue
-            base = getattr(workload, "base_replicas", None)
-            if base is not None:  # an endpoint: its burst is reclaimed for queued work
-                free += reservation.units - base * workload.gpus_per_replica
-                continue
+            kind = kind_of(workload)
+            # What it holds beyond what it asked at admission (an endpoint's burst) is reclaimed for queued work.
+            free += reservation.units - kind.resource_request(workload).units
+            if kind.runtime_limit is None:
+                continue  # it runs until ended: no end frees its units
             # Admitted but not started yet (pending): its time starts when it does, now at the earliest.
             end = _expected_end(workload, workload.started_at or now, now, medians)
             if end is not None:

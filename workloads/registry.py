@@ -9,6 +9,7 @@ adding a kind changes nothing here.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -16,6 +17,7 @@ from cluster.backends.base import ObservedWorkload
 from cluster.status import WorkloadStatus
 from quotas.admission import ResourceRequest
 from quotas.ledger import RefLabel
+from teams.models import Role
 from workloads.constants import Message
 from workloads.identity import WorkloadId
 
@@ -59,6 +61,9 @@ class WorkloadKind(abc.ABC):
     #: until deleted) commits until the month's end, as admission counted it.
     committed_units: tuple[str, ...] = ()
     runtime_limit: str | None = None
+    #: Columns that make two workloads of a kind with a runtime limit the same job, whose earlier
+    #: running times predict this one's (:func:`workloads.forecast.median_durations`).
+    job_fields: tuple[str, ...] = ("name", "flavor_id")
 
     @abc.abstractmethod
     def resource_request(self, workload) -> ResourceRequest:
@@ -113,6 +118,90 @@ class WorkloadKind(abc.ABC):
 
     def identity(self, pk: int) -> WorkloadId:
         return WorkloadId(self.prefix, pk)
+
+    # What the pages, the API and the admin console need of a kind: declared here, so that
+    # front/ and workloads/ name no kind (tests/test_layers.py; the test-only notebook kind
+    # gets its pages from these alone: tests/workloads/test_second_kind.py). A kind that
+    # offers an end declares end() and conflict_error.
+
+    #: The user's end of one, as buttons say it ("Cancel", "Delete") and as messages say it is done.
+    end_verb: str = "End"
+    ended_word: str = "ended"
+    #: What :meth:`end` raises when the workload's state allows no end (a 409, a message).
+    conflict_error: type[Exception]
+    #: Its item of the main navigation, and its part of the dashboard (None: none).
+    nav: NavItem | None = None
+    dashboard: DashboardPanel | None = None
+    #: The template (``file#partial``) of its polled state cell; rendered with the workload as
+    #: ``<noun>`` and ``position``, its place in the team's queue while queued.
+    state_template: str = ""
+    #: Its actions on the staff workload list besides the end (an endpoint's "scale to minimum").
+    staff_actions: tuple[StaffAction, ...] = ()
+
+    def get_for_user(self, user, pk: int, role: str = Role.VIEWER, staff_reads: bool = False):
+        """The workload ``pk`` if ``user`` may see it (404 for outsiders, 403 below ``role``): the kind's access helper."""
+        raise NotImplementedError
+
+    def end(self, user, workload):
+        """The user's end of ``workload`` through the kind's service (audited, quota released); it as written.
+
+        Raises :attr:`conflict_error` when it already ended, ``PermissionDenied`` when ``user`` may not.
+        """
+        raise NotImplementedError
+
+    def submit(self, user, team, fields: dict):
+        """Create one from an API request's ``fields`` (access checked by the service); it as written."""
+        raise NotImplementedError
+
+    def preview(self, team, fields: dict):
+        """What submitting ``fields`` would do now (a dry run; its ``as_dict()`` is the answer); nothing written.
+
+        Bad input raises ``ValidationError`` (a 400), as submitting would.
+        """
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class NavItem:
+    """A kind's entry of the main navigation: ``url_name`` takes no arguments; items are shown by ``order``."""
+
+    label: str
+    url_name: str
+    order: int
+
+
+@dataclass(frozen=True)
+class DashboardPanel:
+    """A kind's part of the dashboard.
+
+    ``stat``: the template of its figure card, rendered with ``summary`` (its row of
+    :func:`workloads.services.team_summary`) and ``budget``. ``panel``: the template of its
+    card below the quota table ("" for none), rendered with ``panel``, what ``context(team)``
+    returns. ``new``: (label, URL name) of its button in the dashboard's head, if it has one.
+    """
+
+    stat: str
+    panel: str = ""
+    context: Callable | None = None
+    new: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class StaffAction:
+    """An action of platform staff on one workload of the kind (``/admin/workloads/<prefix>/<pk>/<slug>/``).
+
+    Offered on the staff list when ``offered(workload)``; its GET asks with ``consequence(workload)``,
+    its POST calls ``act(user, workload)``: True when it changed something (the message says
+    ``done``), False when there was nothing to do (``idle``).
+    """
+
+    slug: str
+    label: str
+    offered: Callable
+    consequence: Callable
+    act: Callable
+    done: str
+    idle: str
 
 
 _KINDS: dict[str, WorkloadKind] = {}

@@ -1,5 +1,6 @@
 """What every kind's portal pages share: the current team, htmx partials, polling that stops,
-and the logs and events panels (``templates/workloads/_logs.html``, ``_events.html``).
+the logs and events panels (``templates/workloads/_logs.html``, ``_events.html``), and the
+read views every kind routes alike (:func:`read_urls`: state, logs, log download, events).
 
 htmx: one view per page; when ``request.htmx`` the view renders a partial of the same template.
 Cells that poll are answered with HTTP 286 once their workload is final, which makes htmx stop
@@ -8,14 +9,17 @@ polling; the same markup is still swapped in, so the last state is shown.
 
 from __future__ import annotations
 
+from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
+from django.views.decorators.http import require_GET
 
+from quotas import admission
 from teams.models import Membership, Role
 from teams.permissions import require_team
 from workloads import services as workloads
-from workloads.registry import kind_of
+from workloads.registry import kind_for, kind_of
 
 #: htmx stops polling an element whose request is answered with this status.
 STOP_POLLING = 286
@@ -105,3 +109,51 @@ def events_panel(workload) -> dict:
 def events_table(request: HttpRequest, workload) -> HttpResponse:
     """The polled events table; 286 once the workload is final."""
     return render(request, "workloads/_events.html", events_panel(workload), status=polling_status(workload))
+
+
+def read_urls(model: type, base: str) -> list[URLPattern]:
+    """The read routes of ``model``'s kind under ``base`` (``"runs/"``), for the kind's URLconf.
+
+    ``<pk>/state/``, ``<pk>/logs/``, ``<pk>/logs/download/`` and ``<pk>/events/``, named
+    ``<noun>-state``, ``<noun>-logs``, ``<noun>-logs-download`` and ``<noun>-events`` (the names
+    :func:`_route` reverses). Each reads through the kind's access helper; platform staff may
+    read any team's.
+    """
+    prefix = model.KIND_PREFIX
+
+    def readable(request: HttpRequest, pk: int):
+        return kind_for(prefix).get_for_user(request.user, pk, staff_reads=True)
+
+    @login_required
+    @require_GET
+    def state(request: HttpRequest, pk: int) -> HttpResponse:
+        """The polled state cell of one workload (lists, dashboard), with its queue position; 286 once it is final."""
+        workload = readable(request, pk)
+        kind = kind_of(workload)
+        queued = workload.state == kind.lifecycle.queued
+        position = admission.queue_positions(workload.team).get(workload.ref) if queued else None
+        return render(request, kind.state_template, {kind.noun: workload, "position": position},
+                      status=polling_status(workload))
+
+    @login_required
+    @require_GET
+    def logs(request: HttpRequest, pk: int) -> HttpResponse:
+        """The logs box of ``?pod=`` (else the default pod), polled while the workload is active; 286 once final."""
+        return log_box(request, readable(request, pk))
+
+    @login_required
+    @require_GET
+    def logs_download(request: HttpRequest, pk: int) -> HttpResponse:
+        """The whole log of ``?pod=`` (else the default pod) as a text file."""
+        return log_download(request, readable(request, pk))
+
+    @login_required
+    @require_GET
+    def events(request: HttpRequest, pk: int) -> HttpResponse:
+        """The events table, polled with the state while the workload is active; 286 once it is final."""
+        return events_table(request, readable(request, pk))
+
+    noun = kind_for(prefix).noun
+    return [path(f"{base}<int:pk>/{page}/", view, name=f"{noun}-{page.replace('/', '-')}")
+            for page, view in (("state", state), ("logs", logs), ("logs/download", logs_download),
+                               ("events", events))]

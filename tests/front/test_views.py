@@ -146,8 +146,10 @@ def test_it_renders_the_navigation_with_the_current_page_marked(client, member):
 
 def test_it_links_only_pages_that_exist(client, member, monkeypatch):
     from front import context_processors
+    from workloads.registry import NavItem
 
-    monkeypatch.setattr(context_processors, "NAV_ITEMS", (("Dashboard", "dashboard"), ("Nowhere", "no-such-page")))
+    monkeypatch.setattr(context_processors, "NAV_ITEMS", (NavItem("Dashboard", "dashboard", 0),
+                                                          NavItem("Nowhere", "no-such-page", 1)))
     client.force_login(member)
     html = client.get("/tokens/").content.decode()
     assert "Dashboard" in html and "Nowhere" not in html

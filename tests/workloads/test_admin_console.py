@@ -35,7 +35,7 @@ def test_staff_see_every_teams_runs_and_cancel_them(staff_client, member, team, 
     run = submit_run(member, team, {k: v for k, v in run_payload().items() if k != "team"})
     page = staff_client.get("/admin/jobs/trainingrun/?state__exact=admitted&o=-7")  # sorted by cost
     assert page.status_code == 200 and "bert-finetune" in page.content.decode()
-    chosen = {"action": "cancel_runs", "_selected_action": [run.pk]}
+    chosen = {"action": "end_selected", "_selected_action": [run.pk]}
     # Choosing the action only asks: a page names the run and its team, nothing is cancelled yet.
     asked = staff_client.post("/admin/jobs/trainingrun/", chosen)
     html = asked.content.decode()
@@ -67,12 +67,12 @@ def test_staff_scale_an_endpoint_to_its_minimum(staff_client, member, team, ep_q
 
 def test_deleting_endpoints_asks_first_and_names_their_teams(staff_client, member, team, ep_quota, published):
     endpoint = endpoints.create_endpoint(member, team, endpoint_payload())
-    chosen = {"action": "delete_endpoints", "_selected_action": [endpoint.pk]}
+    chosen = {"action": "end_selected", "_selected_action": [endpoint.pk]}
     asked = staff_client.post("/admin/inference/inferenceendpoint/", chosen).content.decode()
     assert "llama-chat of ML Research" in asked and "cannot be undone" in asked
     assert InferenceEndpoint.objects.get(pk=endpoint.pk).state != "deleting"
     done = staff_client.post("/admin/inference/inferenceendpoint/", {**chosen, "confirmed": "yes"}, follow=True)
-    assert "Deleting 1 endpoint(s): llama-chat of ML Research." in done.content.decode()
+    assert "Deleted 1 endpoint(s): llama-chat of ML Research." in done.content.decode()
     assert InferenceEndpoint.objects.get(pk=endpoint.pk).state == "deleting"
 
 

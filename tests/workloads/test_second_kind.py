@@ -13,6 +13,7 @@ from decimal import Decimal
 
 import pytest
 from django.db import transaction
+from django.test import Client
 from django.utils import timezone
 
 from quotas.models import QueuedRequest, Reservation, UsageRecord
@@ -122,3 +123,43 @@ def test_it_redrives_and_fails_a_kind_it_does_not_know(open_notebook, fake_backe
     assert notebook.state == NotebookState.FAILED
     assert "could not be reached after 10 attempts" in notebook.reason
     assert not Reservation.objects.active().filter(ref=notebook.ref).exists()
+
+
+@pytest.mark.urls("tests.workloads.tinykind.site_urls")  # the project's URLs plus the kind's, as portal/urls.py would
+def test_its_pages_nav_and_end_come_from_what_it_declares(open_notebook, client, member, outsider, staff):
+    """Its package declares an end, a nav item and a state template and routes ``read_urls``: that is all it takes
+    for the shared read views, the navigation, the staff list's end and the admin's "End selected"."""
+    running, waiting = open_notebook("explore", 8), open_notebook("later", 2)  # the second waits for the first's GPUs
+    assert waiting.state == NotebookState.QUEUED
+    client.force_login(member)
+    nav = client.get("/tokens/").content.decode()
+    # Its item, in its declared order between the runs' and the endpoints'.
+    assert nav.index('<a href="/runs/">Runs</a>') < nav.index('<a href="/notebooks/">Notebooks</a>') \
+        < nav.index('<a href="/endpoints/">Endpoints</a>')
+
+    # The generated state cell: its template, its queue position, polled (200) until it ends.
+    state = client.get(f"/notebooks/{waiting.pk}/state/")
+    assert state.status_code == 200 and "queued (#1 in the queue)" in state.content.decode()
+    assert client.get(f"/notebooks/{waiting.pk}/events/").status_code == 200
+    outside = Client()
+    outside.force_login(outsider)
+    assert outside.get(f"/notebooks/{waiting.pk}/state/").status_code == 404
+
+    # Staff end it from the staff list with its verb: its own end runs, and the state cell stops polling (286).
+    staff_client = Client()
+    staff_client.force_login(staff)
+    listed = staff_client.get("/admin/workloads/").content.decode()
+    assert f'href="/admin/workloads/nb/{running.pk}/end/?next=' in listed and ">Stop…</a>" in listed
+    done = staff_client.post(f"/admin/workloads/nb/{running.pk}/end/", follow=True).content.decode()
+    assert "Notebook explore of ML Research stopped." in done
+    running.refresh_from_db()
+    assert (running.state, running.reason) == (NotebookState.STOPPED, f"stopped by {staff.username}")
+    assert client.get(f"/notebooks/{running.pk}/state/").status_code == 286
+
+    # The admin's one "End selected" action: the kind's end again.
+    staff.is_superuser = True
+    staff.save()
+    chosen = {"action": "end_selected", "_selected_action": [waiting.pk], "confirmed": "yes"}
+    ended = staff_client.post("/admin/tinykind/notebook/", chosen, follow=True).content.decode()
+    assert "Stopped 1 notebook(s): later of ML Research." in ended
+    assert Notebook.objects.get(pk=waiting.pk).state == NotebookState.STOPPED

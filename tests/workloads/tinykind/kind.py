@@ -5,8 +5,11 @@ from __future__ import annotations
 from cluster.backends.base import MANAGED_BY_LABEL, TEAM_LABEL, WORKLOAD_LABEL
 from cluster.status import WorkloadStatus, parse_time, running_units
 from quotas.admission import ResourceRequest
+from teams.models import Role
+from teams.permissions import check_may_end, get_for_user
 from tests.workloads.tinykind.models import Notebook, NotebookState
-from workloads.registry import Lifecycle, WorkloadKind
+from workloads import services
+from workloads.registry import Lifecycle, NavItem, WorkloadKind
 
 _PHASES = {"Pending": NotebookState.STARTING, "Running": NotebookState.RUNNING, "Done": NotebookState.DONE,
            "Failed": NotebookState.FAILED}
@@ -19,12 +22,31 @@ def build_notebook(name: str, namespace: str, team: str, gpus: int) -> dict:
             "metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": {"gpus": gpus}}
 
 
+class NotebookConflict(Exception):
+    """The notebook already ended: there is nothing to stop."""
+
+
 class NotebookKind(WorkloadKind):
     model = Notebook
     noun = "notebook"
     lifecycle = Lifecycle(queued=NotebookState.QUEUED, admitted=NotebookState.ADMITTED,
                           applied=NotebookState.STARTING, failed=NotebookState.FAILED, ended=NotebookState.STOPPED,
                           applyable=(NotebookState.ADMITTED,), removed=(NotebookState.STOPPED,))
+    # Its pages: the generated read views (urls.py), its nav item, its end on the staff list and in the admin.
+    end_verb, ended_word, conflict_error = "Stop", "stopped", NotebookConflict
+    nav = NavItem("Notebooks", "tinykind:notebook-list", 15)
+    state_template = "tinykind/_state.html"
+
+    def get_for_user(self, user, pk, role=Role.VIEWER, staff_reads=False):
+        return get_for_user(Notebook.objects.select_related("team", "flavor", "created_by"), user, role,
+                            staff_reads=staff_reads, pk=pk)
+
+    def end(self, user, notebook):
+        check_may_end(user, notebook)
+        if not services.end_by_user(notebook, f"stopped by {user.username}"):
+            raise NotebookConflict(f"The notebook already ended ({notebook.state}).")
+        notebook.refresh_from_db()
+        return notebook
 
     def resource_request(self, notebook):
         return ResourceRequest(notebook.flavor.name, notebook.gpus, notebook.gpus, description=notebook.name)
