@@ -28,6 +28,8 @@ from workloads.api import WorkloadViewSet, create_schema, list_parameters
 @extend_schema_view(list=extend_schema(parameters=list_parameters(EndpointState.values)),
                     create=create_schema(EndpointCreateSerializer, EndpointSerializer, EndpointForecastSerializer))
 class EndpointViewSet(WorkloadViewSet):
+    """Inference endpoints of the caller's teams (API.md "Inference endpoints"): create, read, change, delete."""
+
     model = InferenceEndpoint
     serializer_class = EndpointSerializer
     forecast_serializer = EndpointForecastSerializer

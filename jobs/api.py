@@ -22,6 +22,8 @@ from workloads.api import ForecastSerializer, WorkloadViewSet, create_schema, li
 @extend_schema_view(list=extend_schema(parameters=list_parameters(RunState.values)),
                     create=create_schema(RunCreateSerializer, RunSerializer, ForecastSerializer))
 class RunViewSet(WorkloadViewSet):
+    """Training runs of the caller's teams (API.md "Training runs"): submit, read, cancel."""
+
     model = TrainingRun
     serializer_class = RunSerializer
 
