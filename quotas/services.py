@@ -21,6 +21,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 import portal.cluster
+from cluster.capacity import offers
 from cluster.errors import ClusterError
 from portal.models import AuditEvent, Team
 from portal.services import audit
@@ -309,19 +310,6 @@ def set_flavor_prices(actor, flavor: GpuFlavor, price_per_hour: Decimal, spot_pr
 # -- capacity ------------------------------------------------------------------------------
 
 
-def _node_matches(flavor: GpuFlavor, node) -> bool:
-    """Whether ``node`` offers ``flavor``: same resource and, when the node reports labels, the flavor's labels.
-
-    A100 and H100 share ``nvidia.com/gpu``, so the product label tells them apart. A backend
-    that reports no labels is counted by resource alone (better than showing nothing).
-    """
-    if node.resource_name != flavor.resource_name:
-        return False
-    if not node.labels:
-        return True
-    return all(node.labels.get(key) == value for key, value in (flavor.node_labels or {}).items())
-
-
 def capacity_rows(pending: dict[int, int] | None = None) -> tuple[list[dict], list[dict], str]:
     """The Capacity page's figures: ``(flavor rows, node rows, error)``.
 
@@ -342,9 +330,10 @@ def capacity_rows(pending: dict[int, int] | None = None) -> tuple[list[dict], li
     queued = {row["flavor_id"]: row["total"] for row in
               QueuedRequest.objects.values("flavor_id").annotate(total=Sum("units")).order_by()}
     flavors = list(GpuFlavor.objects.order_by("-active", "name"))
+    specs = {flavor.pk: flavor.to_spec() for flavor in flavors}
     rows = []
     for flavor in flavors:
-        matching = [n for n in nodes if _node_matches(flavor, n)] if nodes is not None else None
+        matching = [n for n in nodes if offers(n, specs[flavor.pk])] if nodes is not None else None
         allocatable = sum(n.allocatable for n in matching) if matching is not None else None
         quota_sum = quota_sums.get(flavor.pk, 0)
         overcommit = round(quota_sum / allocatable, 2) if allocatable else None
@@ -362,6 +351,6 @@ def capacity_rows(pending: dict[int, int] | None = None) -> tuple[list[dict], li
         })
     node_rows = [{"node": n.node, "resource": n.resource_name, "allocatable": n.allocatable, "running": n.in_use,
                   "free": n.free, "full": n.free == 0,
-                  "flavors": [f.name for f in flavors if f.active and _node_matches(f, n)]}
+                  "flavors": [f.name for f in flavors if f.active and offers(n, specs[f.pk])]}
                  for n in sorted(nodes or [], key=lambda n: (n.node, n.resource_name))]
     return rows, node_rows, error

@@ -217,7 +217,7 @@ def _explain_capacity(kind: WorkloadKind, backend, plan: _Plan, nodes: list) -> 
             return
     flavor = plan.workload.flavor
     per_node = kind.resource_request(plan.workload).units_per_node
-    words = capacity_reason(flavor.name, flavor.resource_name, flavor.node_labels or {}, per_node, nodes)
+    words = capacity_reason(flavor.to_spec(), per_node, nodes)
     if words != plan.workload.reason:
         plan.changes["reason"] = words[:500]
     else:
