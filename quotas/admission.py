@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from portal.formatting import format_amount
 from portal.models import Team
+from portal.rawsql import sql_decimal
 from quotas.constants import Outcome, Priority, Reason
 from quotas.ledger import ZERO, committed, cost_ahead, hours_left_in_month, month_end, month_start, open_spend
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, UsageRecord
@@ -252,13 +253,6 @@ def _hot_sql(vendor: str) -> tuple[str, str, str, str]:
     return lock, facts, insert, release
 
 
-def _decimal(value) -> Decimal | None:
-    # Raw cursors skip Django's converters: SQLite hands back floats for decimal columns.
-    if value is None or isinstance(value, Decimal):
-        return value
-    return Decimal(str(value))
-
-
 def _request_of(entry: QueuedRequest | Reservation) -> ResourceRequest:
     """A queue entry's request as submitted (priced as it was); a reservation's unpriced (what a resize asks)."""
     request = ResourceRequest(flavor=entry.flavor.name, units=entry.units, units_per_node=entry.units_per_node,
@@ -318,10 +312,10 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
             # Committed money (admitted work's estimated cost still to come) is first taken at
             # a bound: each workload commits at most its reserved units, at its own price, to
             # the month's end, so every held unit at the dearest price never commits less.
-            dearest_flavor = GpuFlavor(price_per_hour=max(_decimal(dearest) or ZERO, _decimal(dearest_spot) or ZERO))
+            dearest_flavor = GpuFlavor(price_per_hour=max(sql_decimal(dearest) or ZERO, sql_decimal(dearest_spot) or ZERO))
             bound = cost_ahead(dearest_flavor, int(held_units), False, now, month_end(now))
             open_ = open_spend([team.pk], since, now)[team.pk].spent
-            budget = BudgetState(_decimal(budget_limit), _decimal(spent) + open_, currency,
+            budget = BudgetState(sql_decimal(budget_limit), sql_decimal(spent) + open_, currency,
                                  bound, hours_left_in_month(now))
         decision = decide(request, int(usage), facts, budget)
         if decision.reason == Reason.WAITING_FOR_BUDGET:

@@ -32,6 +32,7 @@ from django.db.models import Q, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from portal.rawsql import sql_datetime
 from quotas.models import GpuFlavor, UsageRecord
 
 #: Ledger amounts (cost, GPU-hours) keep ten decimals. A reconcile interval is a few seconds,
@@ -181,15 +182,8 @@ def record_intervals(intervals: list[Interval]) -> set[tuple[str, datetime]]:
                      for amount in (gpu_hours, cost, idle_gpu_hours, idle_cost)), currency]
     with connection.cursor() as cursor:
         cursor.execute(_upsert_sql(connection.vendor, len(intervals)), params)
-        changed = {(ref, _as_datetime(hour)) for ref, hour in cursor.fetchall()}
+        changed = {(ref, sql_datetime(hour)) for ref, hour in cursor.fetchall()}
     return changed
-
-
-def _as_datetime(value) -> datetime:
-    # Raw cursors skip Django's converters: SQLite hands the UTC timestamp back as naive text.
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    return value if timezone.is_aware(value) else value.replace(tzinfo=UTC)
 
 
 @lru_cache(maxsize=32)
