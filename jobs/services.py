@@ -129,7 +129,7 @@ def preview_run(team: Team, data: dict) -> Forecast:
     quota_request = _quota_request(request)
     if flavor is not None:
         # Priced as the run's own request will be (jobs.kind): per hour, and in all with a limit.
-        rate = cost_per_hour(flavor, quota_request.units, request.spot)
+        rate = cost_per_hour(flavor.price(request.spot), quota_request.units)
         total = rate * request.max_runtime_minutes / 60 if request.max_runtime_minutes else None
         quota_request = dataclasses.replace(quota_request, cost_per_hour=rate, estimated_cost=total)
     duration = timedelta(minutes=request.max_runtime_minutes) if request.max_runtime_minutes else None

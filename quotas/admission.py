@@ -312,8 +312,8 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
             # Committed money (admitted work's estimated cost still to come) is first taken at
             # a bound: each workload commits at most its reserved units, at its own price, to
             # the month's end, so every held unit at the dearest price never commits less.
-            dearest_flavor = GpuFlavor(price_per_hour=max(sql_decimal(dearest) or ZERO, sql_decimal(dearest_spot) or ZERO))
-            bound = cost_ahead(dearest_flavor, int(held_units), False, now, month_end(now))
+            dearest_price = max(sql_decimal(dearest) or ZERO, sql_decimal(dearest_spot) or ZERO)
+            bound = cost_ahead(dearest_price, int(held_units), now, month_end(now))
             open_ = open_spend([team.pk], since, now)[team.pk].spent
             budget = BudgetState(sql_decimal(budget_limit), sql_decimal(spent) + open_, currency,
                                  bound, hours_left_in_month(now))

@@ -47,18 +47,19 @@ def _flavor(flavor: GpuFlavor | str) -> GpuFlavor:
     return flavor if isinstance(flavor, GpuFlavor) else GpuFlavor.objects.get(name=flavor)
 
 
-def cost_per_hour(flavor: GpuFlavor | str, units: int, spot: bool = False) -> Decimal:
-    """What ``units`` of ``flavor`` cost per hour, exact (MIG prices are already fraction-adjusted).
+def cost_per_hour(price: Decimal, units: int) -> Decimal:
+    """What ``units`` at ``price`` per unit-hour cost per hour, exact (MIG prices are already fraction-adjusted).
 
-    The one price rule: the ledger, estimates, previews and forecasts all derive from it.
+    The one price rule: the ledger, estimates, previews and forecasts all derive from it. It
+    takes the price (:meth:`GpuFlavor.price` says which of a flavor's applies), never a flavor.
     Round only for display.
     """
-    return _flavor(flavor).price(spot) * units
+    return price * units
 
 
-def cost_ahead(flavor: GpuFlavor | str, units: int, spot: bool, now: datetime, end: datetime) -> Decimal:
-    """What ``units`` will cost from ``now`` until ``end``, exact (nothing once ``end`` has passed): committed money."""
-    return cost_per_hour(flavor, units, spot) * Decimal(max((end - now).total_seconds(), 0)) / Decimal(3600)
+def cost_ahead(price: Decimal, units: int, now: datetime, end: datetime) -> Decimal:
+    """What ``units`` at ``price`` will cost from ``now`` until ``end``, exact (nothing once ``end`` has passed): committed money."""
+    return cost_per_hour(price, units) * Decimal(max((end - now).total_seconds(), 0)) / Decimal(3600)
 
 
 def month_start(now: datetime | None = None) -> datetime:
@@ -98,31 +99,42 @@ def next_hour(instant: datetime) -> datetime:
     return (usage_hour(instant).astimezone(UTC) + timedelta(hours=1)).astimezone(timezone.get_current_timezone())
 
 
-def interval_charge(flavor: GpuFlavor, units: int, spot: bool, start: datetime, end: datetime) -> tuple[Decimal, Decimal]:
-    """``(cost, gpu_hours)`` of ``units`` of ``flavor`` over ``[start, end)``, at ledger precision."""
+def interval_cost(price: Decimal, units: int, start: datetime, end: datetime) -> Decimal:
+    """What ``units`` at ``price`` per unit-hour cost over ``[start, end)``, at ledger precision."""
     hours = Decimal((end - start).total_seconds()) / Decimal(3600)
-    return ((cost_per_hour(flavor, units, spot) * hours).quantize(LEDGER_PRECISION, ROUND_HALF_UP),
-            (flavor.gpu_fraction * units * hours).quantize(LEDGER_PRECISION, ROUND_HALF_UP))
+    return (cost_per_hour(price, units) * hours).quantize(LEDGER_PRECISION, ROUND_HALF_UP)
 
 
-def open_segment_cost(flavor: GpuFlavor, units: int, spot: bool, since: datetime | None, now: datetime) -> Decimal:
-    """Cost of an open segment of ``units`` running since ``since``, up to ``now`` (0 when none is open)."""
+def interval_gpu_hours(gpu_fraction: Decimal, units: int, start: datetime, end: datetime) -> Decimal:
+    """The GPU-hours of ``units`` (each ``gpu_fraction`` of a GPU) over ``[start, end)``, at ledger precision."""
+    hours = Decimal((end - start).total_seconds()) / Decimal(3600)
+    return (gpu_fraction * units * hours).quantize(LEDGER_PRECISION, ROUND_HALF_UP)
+
+
+def open_segment_cost(price: Decimal, units: int, since: datetime | None, now: datetime) -> Decimal:
+    """Cost of an open segment of ``units`` at ``price`` running since ``since``, up to ``now`` (0 when none is open)."""
     if not units or since is None or now <= since:
         return ZERO
-    return interval_charge(flavor, units, spot, since, now)[0]
+    return interval_cost(price, units, since, now)
 
 
 @dataclass(frozen=True)
 class Interval:
-    """``units`` of ``flavor`` used by workload ``ref`` of ``team`` over ``[start, end)``.
+    """``units`` of a flavor used by workload ``ref`` of ``team`` over ``[start, end)``.
 
-    ``idle``: the GPUs' measured utilization stayed under the platform's idle threshold over
-    the interval, so its whole cost is also idle cost (see :mod:`workloads.idle`).
+    Of the flavor it carries what the ledger reads: its id and name (the row, reports), the
+    ``price`` per unit-hour that applies (spot or on-demand, :meth:`GpuFlavor.price`) and the
+    ``gpu_fraction`` of one unit. ``idle``: the GPUs' measured utilization stayed under the
+    platform's idle threshold over the interval, so its whole cost is also idle cost (see
+    :mod:`workloads.idle`).
     """
 
     team_id: int
     ref: str
-    flavor: GpuFlavor
+    flavor_id: int
+    flavor_name: str
+    price: Decimal
+    gpu_fraction: Decimal
     user_id: int | None
     start: datetime
     end: datetime
@@ -132,7 +144,8 @@ class Interval:
 
     def charge(self) -> tuple[Decimal, Decimal]:
         """``(cost, gpu_hours)`` of this interval."""
-        return interval_charge(self.flavor, self.units, self.spot, self.start, self.end)
+        return (interval_cost(self.price, self.units, self.start, self.end),
+                interval_gpu_hours(self.gpu_fraction, self.units, self.start, self.end))
 
     def hourly(self) -> list[Interval]:
         """This interval cut at ledger-hour boundaries: one piece per hour row it touches."""
@@ -155,7 +168,9 @@ def record_usage(team, ref: str, flavor: GpuFlavor | str, user, start: datetime,
     """
     if end <= start or units <= 0:
         return ZERO
-    interval = Interval(team.pk, ref, _flavor(flavor), getattr(user, "pk", None), start, end, units, spot, idle)
+    flavor = _flavor(flavor)
+    interval = Interval(team.pk, ref, flavor.pk, flavor.name, flavor.price(spot), flavor.gpu_fraction,
+                        getattr(user, "pk", None), start, end, units, spot, idle)
     pieces = interval.hourly()
     recorded = record_intervals(pieces)
     return sum((p.charge()[0] for p in pieces if (p.ref, usage_hour(p.start)) in recorded), ZERO)
@@ -176,7 +191,7 @@ def record_intervals(intervals: list[Interval]) -> set[tuple[str, datetime]]:
     for i in intervals:
         cost, gpu_hours = i.charge()
         idle_cost, idle_gpu_hours = (cost, gpu_hours) if i.idle else (ZERO, ZERO)
-        params += [i.team_id, i.ref, i.flavor.pk, i.user_id, ops.adapt_datetimefield_value(usage_hour(i.start)),
+        params += [i.team_id, i.ref, i.flavor_id, i.user_id, ops.adapt_datetimefield_value(usage_hour(i.start)),
                    ops.adapt_datetimefield_value(i.start), ops.adapt_datetimefield_value(i.end), i.units, i.spot,
                    *(ops.adapt_decimalfield_value(amount, LEDGER_DIGITS, 10)
                      for amount in (gpu_hours, cost, idle_gpu_hours, idle_cost)), currency]
@@ -301,7 +316,7 @@ def committed_by_team(team_ids: list[int], now: datetime) -> dict[int, Decimal]:
 
 class OpenGroup(NamedTuple):
     """Open segments alike: ``count`` workloads of kind ``prefix`` of team ``team_id``, each running
-    ``units`` of flavor ``flavor_id`` (priced ``price`` / ``spot_price`` per unit-hour) at ``spot``
+    ``units`` of flavor ``flavor_id`` at ``price`` per unit-hour (its spot or on-demand price)
     since ``start``. Segments alike cost alike to the last ledger digit, so a group is priced once.
     """
 
@@ -309,8 +324,6 @@ class OpenGroup(NamedTuple):
     prefix: str
     flavor_id: int
     price: Decimal
-    spot_price: Decimal
-    spot: bool
     start: datetime
     units: int
     count: int
@@ -341,23 +354,18 @@ def open_spend(team_ids: list[int], since: datetime, now: datetime) -> dict[int,
 
     The segments come summed per team, kind, flavor, spot, start and units (:class:`OpenGroup`),
     so 10,000 running workloads are a few rows, each priced once by the ledger's own rule: a
-    segment's cost is :func:`interval_charge` of its part after ``since`` (rounded to the
+    segment's cost is :func:`interval_cost` of its part after ``since`` (rounded to the
     ledger's precision per segment, as its ledger row will be), times the segments alike.
     Teams without open segments map to an empty :class:`OpenSpend`.
     """
     totals = {team_id: OpenSpend() for team_id in team_ids}
-    flavors: dict[tuple, GpuFlavor] = {}
     for source in _OPEN_GROUP_SOURCES:
         for group in source(team_ids, now):
-            key = (group.flavor_id, group.price, group.spot_price)
-            # Only what the price rule reads: the flavor's prices.
-            flavor = flavors.setdefault(key, GpuFlavor(pk=group.flavor_id, price_per_hour=group.price,
-                                                       spot_price_per_hour=group.spot_price))
             total = totals.setdefault(group.team_id, OpenSpend())
-            total.burn_per_hour += cost_per_hour(flavor, group.units, group.spot) * group.count
+            total.burn_per_hour += cost_per_hour(group.price, group.units) * group.count
             start = max(group.start, since)
             if start < now:
-                cost = interval_charge(flavor, group.units, group.spot, start, now)[0] * group.count
+                cost = interval_cost(group.price, group.units, start, now) * group.count
                 total.spent += cost
                 total.by_prefix[group.prefix] = total.by_prefix.get(group.prefix, ZERO) + cost
     return totals
@@ -445,7 +453,7 @@ def _group_of(piece: Interval, key: str, names: dict[str, dict[int, str]]) -> st
     if key == "day":
         return str(timezone.localtime(piece.start).date())
     if key == "flavor":
-        return piece.flavor.name
+        return piece.flavor_name
     if key == "user":
         return names["user"].get(piece.user_id, "")
     if key == "team":

@@ -27,6 +27,14 @@ FLAVOR_NAME = RegexValidator(
 MONEY = {"max_digits": 12, "decimal_places": 4}
 
 
+def unit_price(price_per_hour: Decimal, spot_price_per_hour: Decimal, spot: bool) -> Decimal:
+    """Which of a flavor's two prices a unit-hour costs: the spot one for spot work, else on-demand.
+
+    :meth:`GpuFlavor.price`, for the raw SQL paths that read the two columns without a flavor.
+    """
+    return spot_price_per_hour if spot else price_per_hour
+
+
 def _default_currency() -> str:
     return settings.SLIPWAY_CURRENCY
 
@@ -68,7 +76,8 @@ class GpuFlavor(models.Model):
         return self.name
 
     def price(self, spot: bool = False) -> Decimal:
-        return self.spot_price_per_hour if spot else self.price_per_hour
+        """The price of one unit-hour (:func:`unit_price`): what the ledger's price rule is given."""
+        return unit_price(self.price_per_hour, self.spot_price_per_hour, spot)
 
     def to_spec(self) -> FlavorSpec:
         """The cluster layer's :class:`cluster.specs.FlavorSpec` for this flavor."""

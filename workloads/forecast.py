@@ -266,7 +266,7 @@ def forecast(team, request: ResourceRequest, flavor, duration: timedelta | None)
     """Price, budget share and admission outcome of ``request`` (for ``flavor``) — with a queue position
     and start estimate when it would wait for quota."""
     now = timezone.now()
-    rate = cost_per_hour(flavor, request.units, request.spot) if flavor is not None else None
+    rate = cost_per_hour(flavor.price(request.spot), request.units) if flavor is not None else None
     total = request.estimated_cost
     committed = request.committed_cost(hours_left_in_month(now))
     decision = admission.preview(team, request)

@@ -27,14 +27,14 @@ from workloads import idle
 from workloads.identity import WorkloadId
 
 
-def cost_to(billed_cost: Decimal, flavor, open_units: int, spot: bool, billed_until: datetime | None,
+def cost_to(billed_cost: Decimal, price: Decimal, open_units: int, billed_until: datetime | None,
             now: datetime) -> Decimal:
     """A workload's cost to ``now`` from its billing columns: the ledger's part plus the open segment.
 
     :meth:`Workload.cost_at` in columns, for lists that sort many workloads by cost without
     loading each whole row.
     """
-    return billed_cost + open_segment_cost(flavor, open_units, spot, billed_until, now)
+    return billed_cost + open_segment_cost(price, open_units, billed_until, now)
 
 
 class WorkloadQuerySet(models.QuerySet):
@@ -146,7 +146,7 @@ class Workload(models.Model):
     # -- money ----------------------------------------------------------------------------------
     def cost_at(self, now: datetime) -> Decimal:
         """Cost to ``now``: the ledger's part plus the open segment (exact to the second)."""
-        return cost_to(self.billed_cost, self.flavor, self.open_units, self.spot, self.billed_until, now)
+        return cost_to(self.billed_cost, self.flavor.price(self.spot), self.open_units, self.billed_until, now)
 
     @property
     def cost_to_date(self) -> Decimal:
@@ -159,7 +159,7 @@ class Workload(models.Model):
 
     def cost_per_hour_at(self, units: int) -> Decimal:
         """What ``units`` of this workload's flavor cost per hour (spot or on-demand)."""
-        return cost_per_hour(self.flavor, units, self.spot)
+        return cost_per_hour(self.flavor.price(self.spot), units)
 
 
 class SecretEnv(models.Model):

@@ -267,7 +267,7 @@ def _by_cost(filtered: dict, now: datetime) -> list[tuple]:
     workload's billing columns (one narrow query per kind, no joins) and order here.
     """
     prices = GpuFlavor.objects.in_bulk()
-    keys = [(cost_to(billed, prices[flavor_id], units, spot, since, now), created, prefix, pk)
+    keys = [(cost_to(billed, prices[flavor_id].price(spot), units, since, now), created, prefix, pk)
             for prefix, workloads in filtered.items()
             for pk, created, billed, flavor_id, units, spot, since in workloads.values_list(
                 "pk", "created_at", "billed_cost", "flavor_id", "open_units", "spot", "billed_until")]

@@ -47,7 +47,7 @@ def a100_capacity() -> dict:
 def check_billing_under(cluster, pk: int, ceiling: int, cycles: int) -> None:
     """Run ``cycles`` reconcile cycles: at every one, what is billed stays within ``ceiling`` replicas."""
     ep = endpoint(pk)
-    rate = cost_per_hour(ep.flavor, ceiling * ep.gpus_per_replica, ep.spot)
+    rate = cost_per_hour(ep.flavor.price(ep.spot), ceiling * ep.gpus_per_replica)
     since, cost_before = cluster.now, ep.cost_at(cluster.now)
     for _ in range(cycles):
         cluster.cycle()

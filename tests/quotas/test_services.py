@@ -71,8 +71,8 @@ def test_it_ignores_empty_intervals(quota_team, flavors):
 
 
 def test_it_estimates_cost_per_hour(flavors):
-    assert cost_per_hour("a100-80gb", 4, False) == Decimal("16.4000")
-    assert cost_per_hour(flavors["h100-80gb"], 2, True) == Decimal("5.5000")
+    assert cost_per_hour(flavors["a100-80gb"].price(False), 4) == Decimal("16.4000")
+    assert cost_per_hour(flavors["h100-80gb"].price(True), 2) == Decimal("5.5000")
 
 
 def test_it_summarises_quota_use_per_flavor(quota_team):
