@@ -37,6 +37,7 @@ from quotas.constants import Reason as QuotaReason
 from quotas.models import QueuedRequest
 from quotas.services import budget_summary
 from workloads import lifecycle
+from workloads.models import ReasonCode
 from workloads.services import enqueue_apply
 
 
@@ -51,15 +52,22 @@ def capped_at(ceiling: int) -> str:
     return f"capped at {ceiling} replica{'' if ceiling == 1 else 's'}"
 
 
-def still_capped(endpoint: InferenceEndpoint, status: WorkloadStatus) -> bool:
-    """Whether the endpoint's reason says it is capped, and the observation says it still is.
+#: Scaling decisions that refuse a burst: the endpoint's reason then says why (``burst_capped``).
+CAPPED = (Decision.CAPPED_BY_QUOTA, Decision.CAPPED_BY_BUDGET)
 
-    The autoscaler still wants more than the ceiling, and the ceiling is the one the words
-    name: a refusal is re-decided every cycle but recorded once, so its words stay only while
-    they hold (once demand falls or the ceiling moves they go).
+
+def still_capped(endpoint: InferenceEndpoint, status: WorkloadStatus) -> bool:
+    """Whether the endpoint's reason is a capped burst's, and the observation says it still is.
+
+    The autoscaler still wants more than the ceiling, and the scaling log's latest decision is
+    the refusal at this very ceiling: a refusal is re-decided every cycle but recorded once, so
+    its words stay only while they hold (once demand falls or the ceiling moves they go).
     """
+    if not status.scaling_limited or endpoint.reason_code != ReasonCode.BURST_CAPPED:
+        return False
     ceiling = endpoint.replica_ceiling or endpoint.base_replicas
-    return status.scaling_limited and endpoint.reason.startswith(capped_at(ceiling))
+    last = endpoint.scaling_events.values_list("decision", "replica_ceiling").first()
+    return last is not None and last[0] in CAPPED and last[1] == ceiling
 
 
 def _queue_waits_for(endpoint: InferenceEndpoint) -> bool:
@@ -253,4 +261,4 @@ def _record_once(endpoint: InferenceEndpoint, decision: str, status: WorkloadSta
     if last != (decision, ceiling):
         record(endpoint, decision, status, now, ceiling, reason)
     if endpoint.reason != reason:
-        InferenceEndpoint.objects.filter(pk=endpoint.pk).update(reason=reason[:500])
+        InferenceEndpoint.objects.filter(pk=endpoint.pk).update(reason=reason[:500], reason_code=ReasonCode.BURST_CAPPED)

@@ -31,7 +31,7 @@ from quotas.constants import Reason as QuotaReason
 from quotas.models import GpuFlavor
 from workloads import lifecycle, secrets
 from workloads import services as workloads
-from workloads.constants import MAX_ENV_VARS
+from workloads.constants import MAX_ENV_VARS, Message
 from workloads.forecast import Forecast, forecast
 
 
@@ -261,7 +261,7 @@ def delete_endpoint(user, endpoint: InferenceEndpoint) -> InferenceEndpoint:
     """
     check_may_end(user, endpoint)
     with transaction.atomic():
-        if not workloads.end_by_user(endpoint, f"deleted by {user.username}"):
+        if not workloads.end_by_user(endpoint, Message.DELETED_BY.format(user=user.username)):
             endpoint.refresh_from_db()
             raise EndpointConflict(f"The endpoint is already {endpoint.state}.")
         audit(AuditEvent.Action.ENDPOINT_DELETED, actor=user, team=endpoint.team,

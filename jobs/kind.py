@@ -20,6 +20,7 @@ from quotas.admission import ResourceRequest
 from workloads import secrets
 from workloads import services as workloads
 from workloads.constants import Message
+from workloads.models import ReasonCode
 from workloads.registry import Lifecycle, WorkloadKind
 
 _PHASE_TO_STATE = {
@@ -83,7 +84,7 @@ class TrainingKind(WorkloadKind):
 
     def on_budget_spent(self, run: TrainingRun, now: datetime) -> bool:
         """Stop the run (ended like a cancel, its objects deleted): the budget policy says stop."""
-        return workloads.end_by_user(run, Message.STOPPED_BY_BUDGET)
+        return workloads.end_by_user(run, Message.STOPPED_BY_BUDGET, ReasonCode.STOPPED_BY_BUDGET)
 
     def state_for(self, status: WorkloadStatus, run: TrainingRun) -> str:
         return _PHASE_TO_STATE.get(status.state, run.state)

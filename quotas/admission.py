@@ -336,16 +336,8 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
                 team=team, ref=ref, flavor_id=flavor_id, units=request.units, units_per_node=request.units_per_node,
                 priority=Priority(request.priority).rank, spot=request.spot, description=request.description[:200],
                 estimated_cost=request.estimated_cost, cost_per_hour=request.cost_per_hour)
-            position = QueuedRequest.objects.filter(team=team).filter(_ahead_of(entry)).count() + 1
-            decision = Decision(decision.outcome, decision.reason, decision.message, position)
+            decision = Decision(decision.outcome, decision.reason, decision.message, queue_position(team, entry))
         return decision
-
-
-def _ahead_of(entry: QueuedRequest):
-    """Entries admitted before ``entry`` in queue order (priority desc, created_at, pk)."""
-    return (Q(priority__gt=entry.priority)
-            | Q(priority=entry.priority, created_at__lt=entry.created_at)
-            | Q(priority=entry.priority, created_at=entry.created_at, pk__lt=entry.pk))
 
 
 def release(ref: str) -> bool:
@@ -445,6 +437,25 @@ def units_of(team, flavor_id: int) -> tuple[int, int]:
     """``(in use, limit)`` of the team's units of a flavor right now (limit 0 without a quota; no lock)."""
     limit = TeamQuota.objects.filter(team=team, flavor_id=flavor_id).values_list("limit", flat=True).first() or 0
     return _in_use(team, flavor_id), limit
+
+
+def _ahead_of(entry: QueuedRequest) -> Q:
+    """Entries admitted before ``entry``: the one tie rule of the queue (:attr:`QueuedRequest.QUEUE_ORDER`).
+
+    Higher priority first; within a priority the earlier submission (``created_at``), and of two
+    submitted at the same instant the one recorded first (``pk``). An entry not submitted yet
+    (a preview's) is behind everything of its priority, where its submission would land.
+    """
+    if entry.pk is None:
+        return Q(priority__gte=entry.priority)
+    return (Q(priority__gt=entry.priority)
+            | Q(priority=entry.priority, created_at__lt=entry.created_at)
+            | Q(priority=entry.priority, created_at=entry.created_at, pk__lt=entry.pk))
+
+
+def queue_position(team, entry: QueuedRequest) -> int:
+    """``entry``'s 1-based place in the team's queue (one query); an unsaved entry's is where it would land."""
+    return QueuedRequest.objects.filter(team=team).filter(_ahead_of(entry)).count() + 1
 
 
 def queue_positions(team) -> dict[str, int]:

@@ -187,8 +187,7 @@ def estimated_starts(team, now: datetime | None = None,
         held = admission.held_beyond_quota(team, entries=queue, quotas=quotas)
     if candidate is not None:
         entry, _duration_of_candidate = candidate
-        ahead = [q for q in queue if q.priority >= entry.priority]
-        queue = ahead + [entry] + [q for q in queue if q.priority < entry.priority]
+        queue.insert(admission.queue_position(team, entry) - 1, entry)  # the queue's own tie rule
     if not queue:
         return {}
     reservations = list(Reservation.objects.active().filter(team=team, flavor_id__in={q.flavor_id for q in queue}))
@@ -281,7 +280,7 @@ def forecast(team, request: ResourceRequest, flavor, duration: timedelta | None)
     entry = QueuedRequest(team=team, ref="dry-run", flavor=flavor, units=request.units,
                           units_per_node=request.units_per_node, priority=Priority(request.priority).rank,
                           spot=request.spot)
-    position = QueuedRequest.objects.filter(team=team, priority__gte=entry.priority).count() + 1
+    position = admission.queue_position(team, entry)
     held = admission.held_beyond_quota(team, (entry.ref, request))
     if decision.reason == Reason.WAITING_FOR_QUOTA:
         estimate = estimated_starts(team, now, candidate=(entry, duration), held=held).get(entry.ref)

@@ -37,6 +37,31 @@ def cost_to(billed_cost: Decimal, price: Decimal, open_units: int, billed_until:
     return billed_cost + open_segment_cost(price, open_units, billed_until, now)
 
 
+class ReasonCode(models.TextChoices):
+    """What a workload's ``reason`` is about, beside its words: what code branches on (never the words).
+
+    The words (``reason``) are for people and may change with the figures in them ("6 of 8 in
+    use"); the code names their kind and stays put. Set wherever ``reason`` is set.
+    """
+
+    NONE = "", "Nothing to say"
+    QUEUED = "queued", "Waiting in the team's queue (quota or budget)"
+    WAITING_FOR_WORKER = "waiting_for_worker", "Admitted, waiting for a worker"
+    SUBMITTED = "submitted", "Submitted to the cluster"
+    CLUSTER = "cluster", "The cluster's own words"
+    WAITING_FOR_CAPACITY = "waiting_for_capacity", "Waiting for cluster capacity"
+    BURST_CAPPED = "burst_capped", "Burst capped (quota or budget)"
+    ENDED_BY_USER = "ended_by_user", "Cancelled or deleted by a user"
+    STOPPED_BY_BUDGET = "stopped_by_budget", "Stopped by the budget policy"
+    CLUSTER_REJECTED = "cluster_rejected", "The cluster rejected it"
+    CLUSTER_UNREACHABLE = "cluster_unreachable", "The cluster could not be reached"
+    OBJECTS_VANISHED = "objects_vanished", "Its cluster objects disappeared"
+
+
+#: The portal's own words for the steps it takes: they hold while the cluster has nothing to say.
+PORTAL_STEPS = (ReasonCode.WAITING_FOR_WORKER, ReasonCode.SUBMITTED)
+
+
 class WorkloadQuerySet(models.QuerySet):
     def active(self) -> WorkloadQuerySet:
         """Not final (queued, holding quota, or on its way out)."""
@@ -73,6 +98,7 @@ class Workload(models.Model):
 
     state = models.CharField(max_length=16, db_index=True)
     reason = models.CharField(max_length=500, blank=True)
+    reason_code = models.CharField(max_length=32, choices=ReasonCode.choices, blank=True, default=ReasonCode.NONE)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     admitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -270,7 +270,8 @@ def test_it_shows_every_node_and_the_work_waiting_for_cluster_capacity(staff_cli
     user = make_user("wanda")
     reason = "waiting for capacity: needs 4\u00d7 a100-80gb on one node; the largest free block is 2 (node gpu-a100-0)"
     TrainingRun.objects.create(team=quota_team, created_by=user, name="big-one", flavor=GpuFlavor.objects.get(
-        name="a100-80gb"), state="pending", reason=reason, image="r.example.com/t:1", command=["python"],
+        name="a100-80gb"), state="pending", reason=reason, reason_code="waiting_for_capacity", image="r.example.com/t:1",
+        command=["python"],
         gpus_per_worker=4, workers=2)
     TrainingRun.objects.create(team=quota_team, created_by=user, name="fine", flavor=GpuFlavor.objects.get(
         name="a100-80gb"), state="running", image="r.example.com/t:1", command=["python"])
