@@ -13,6 +13,7 @@ from quotas.admission import (
     ResourceRequest,
     admit,
     admit_waiting,
+    queue_position,
     queue_positions,
     queue_reason,
     queue_reasons,
@@ -113,6 +114,22 @@ def test_it_releases_a_queued_ref_by_dropping_its_entry(quota_team):
     assert release("run:2") is True
     assert not QueuedRequest.objects.exists()
     assert release("nothing:1") is False
+
+
+def test_every_reader_of_a_queue_position_uses_one_tie_rule(quota_team):
+    """What admit answers, the positions pages and the API show, and where a preview would land agree,
+    also for entries submitted at the same instant (the earlier row goes first)."""
+    admit(quota_team, a100(8), "run:0")
+    answers = {ref: admit(quota_team, a100(4, priority), ref).position
+               for ref, priority in (("run:a", Priority.NORMAL), ("run:b", Priority.NORMAL), ("run:c", Priority.LOW))}
+    same_instant = timezone.now()
+    QueuedRequest.objects.filter(ref__in=["run:a", "run:b"]).update(created_at=same_instant)
+    assert answers == {"run:a": 1, "run:b": 2, "run:c": 3}
+    assert queue_positions(quota_team) == answers
+    assert {e.ref: queue_position(quota_team, e) for e in QueuedRequest.objects.all()} == answers
+    # Not submitted yet: behind everything of its priority, ahead of lower ones.
+    assert queue_position(quota_team, QueuedRequest(team=quota_team, priority=Priority.NORMAL.rank)) == 3
+    assert queue_position(quota_team, QueuedRequest(team=quota_team, priority=Priority.HIGH.rank)) == 1
 
 
 def test_it_admits_waiting_work_in_priority_then_fifo_order(quota_team, admitted_signals):
