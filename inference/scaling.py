@@ -35,7 +35,6 @@ from quotas import admission
 from quotas.admission import ResourceRequest
 from quotas.constants import Reason as QuotaReason
 from quotas.models import QueuedRequest
-from quotas.services import budget_summary
 from workloads import lifecycle
 from workloads.models import ReasonCode
 from workloads.services import enqueue_apply
@@ -78,17 +77,15 @@ def _queue_waits(team_id: int, flavor_id: int) -> bool:
     return QueuedRequest.objects.filter(team_id=team_id, flavor_id=flavor_id).exists()
 
 
-def _burst_held_back(team, flavor) -> tuple[str, str] | None:
-    """Why no burst is granted to the team's endpoints of ``flavor`` now, whatever the quota says.
+def _burst_held_back(team, flavor) -> str | None:
+    """Why no burst is granted to the team's endpoints of ``flavor`` now, whatever the quota says:
+    queued work of the team waits for the flavor (it comes first). None when none does.
 
-    ``(decision, words)``: queued work of the team waits for the flavor (it comes first), or
-    the month's spend passed the budget's alert threshold. None when neither holds.
+    The budget's word on burst (none past the alert threshold) is :func:`quotas.admission.decide`'s,
+    asked with a burst request like every other limit.
     """
     if _queue_waits(team.pk, flavor.pk):
-        return Decision.CAPPED_BY_QUOTA, f"queued work of the team waits for {flavor.name}"
-    budget = budget_summary(team)
-    if budget["alert"]:
-        return Decision.CAPPED_BY_BUDGET, f"the month's spend passed {budget['alert_threshold_pct']}% of the budget"
+        return f"queued work of the team waits for {flavor.name}"
     return None
 
 
@@ -114,7 +111,7 @@ def burst_outlook(team, flavor, gpus_per_replica: int, spot: bool, base: int, he
         return BurstOutlook(base, max_replicas, "no burst: the maximum is the minimum")
     held_back = _burst_held_back(team, flavor)
     if held_back is not None:
-        return BurstOutlook(low, max_replicas, f"no burst now: {held_back[1]}")
+        return BurstOutlook(low, max_replicas, f"no burst now: {held_back}")
     high = max_replicas
     while low < high:  # decide() is monotone in the units asked: the largest that fits, by halves
         middle = (low + high + 1) // 2
@@ -126,6 +123,8 @@ def burst_outlook(team, flavor, gpus_per_replica: int, spot: bool, base: int, he
         return BurstOutlook(low, max_replicas, f"burst to all {count_of(max_replicas, 'replica')} would be granted now")
     refusal = _burst_preview(team, flavor, gpus_per_replica, spot, low + 1 - held)
     why = refusal.message
+    if refusal.reason == QuotaReason.BUDGET_ALERT:
+        return BurstOutlook(low, max_replicas, f"no burst now: {why}")  # none at all, whatever is held
     if refusal.reason == QuotaReason.WAITING_FOR_QUOTA:
         in_use, limit = admission.units_of(team, flavor.pk)
         why = f"the team quota ({flavor.name} {in_use} of {limit} in use{'' if held else ' without this endpoint'})"
@@ -139,7 +138,7 @@ def _burst_preview(team, flavor, gpus_per_replica: int, spot: bool, replicas: in
     """What decide() says now about ``replicas`` more replicas' units (a dry run: nothing locked or written)."""
     return admission.preview(team, ResourceRequest(flavor=flavor.name, units=replicas * gpus_per_replica,
                                                    units_per_node=gpus_per_replica, spot=spot,
-                                                   description="burst preview"))
+                                                   description="burst preview", burst=True))
 
 
 def follow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -> bool:
@@ -173,15 +172,16 @@ def _grow(endpoint: InferenceEndpoint, ceiling: int, status: WorkloadStatus, now
     """One more replica if the quota and the budget allow; else record (once) why not."""
     held_back = _burst_held_back(endpoint.team, endpoint.flavor)
     if held_back is not None:
-        decision, words = held_back
-        by = " by the budget" if decision == Decision.CAPPED_BY_BUDGET else ""
-        _record_once(endpoint, decision, status, now, ceiling, f"{capped_at(ceiling)}{by}: {words}")
+        _record_once(endpoint, Decision.CAPPED_BY_QUOTA, status, now, ceiling, f"{capped_at(ceiling)}: {held_back}")
         return
     with transaction.atomic():
         admission.lock_team(endpoint.team)
-        decision = admission.resize(endpoint.team, endpoint.ref, (ceiling + 1) * endpoint.gpus_per_replica)
+        decision = admission.resize(endpoint.team, endpoint.ref, (ceiling + 1) * endpoint.gpus_per_replica, burst=True)
         if not decision.admitted:
-            if decision.reason == QuotaReason.BUDGET_EXHAUSTED:
+            if decision.reason == QuotaReason.BUDGET_ALERT:
+                _record_once(endpoint, Decision.CAPPED_BY_BUDGET, status, now, ceiling,
+                             f"{capped_at(ceiling)} by the budget: {decision.message}")
+            elif decision.reason == QuotaReason.BUDGET_EXHAUSTED:
                 _record_once(endpoint, Decision.CAPPED_BY_BUDGET, status, now, ceiling,
                              f"{capped_at(ceiling)} by the budget ({decision.message})")
             else:

@@ -25,20 +25,9 @@ from cluster.capacity import offers
 from cluster.errors import ClusterError
 from portal.models import AuditEvent, Team
 from portal.services import audit
-from quotas.admission import (
-    admit_waiting,
-    lock_team,
-)
-from quotas.ledger import (
-    closed_spend,
-    committed_by_team,
-    hours_left_in_month,
-    month_end,
-    month_start,
-    open_spend,
-    spent_month,
-)
-from quotas.models import BudgetMonth, GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota
+from quotas.admission import admit_waiting, budget_state, lock_team, units_in_use
+from quotas.ledger import MonthSpend, committed_by_team, month_end, month_spend, month_start, spent_month
+from quotas.models import BudgetMonth, GpuFlavor, QueuedRequest, TeamBudget, TeamQuota
 from quotas.tasks import sync_team_quota
 
 __all__ = [
@@ -65,7 +54,7 @@ log = logging.getLogger(__name__)
 def usage_summary(team: Team) -> list[dict]:
     """Per flavor the team has quota for (or still uses): ``{flavor, limit, in_use, queued, free}``."""
     quotas = {q.flavor_id: q for q in TeamQuota.objects.filter(team=team).select_related("flavor")}
-    in_use = Reservation.objects.active().filter(team=team).units_by_flavor()
+    in_use = units_in_use(team)
     queued = {row["flavor_id"]: row["total"] for row in
               QueuedRequest.objects.filter(team=team).values("flavor_id").annotate(total=Sum("units")).order_by()}
     flavors = {fid: q.flavor for fid, q in quotas.items()}
@@ -104,29 +93,26 @@ def budget_summaries(team_ids: list[int], now: datetime | None = None) -> dict[i
 
 def _summaries(team_ids: list[int], budgets: dict[int, TeamBudget], now: datetime) -> dict[int, dict]:
     """:func:`budget_summaries` with the teams' budgets already read (four statements)."""
-    since = month_start(now)
-    closed = closed_spend(team_ids, since)
-    open_ = open_spend(team_ids, since, now)
+    spend = month_spend(team_ids, now)
     ahead = committed_by_team(team_ids, now)
-    hours_left = hours_left_in_month(now)
-    return {team_id: _summary(budgets.get(team_id), closed[team_id] + open_[team_id].spent,
-                              open_[team_id].burn_per_hour, ahead[team_id], hours_left, now)
-            for team_id in team_ids}
+    return {team_id: _summary(budgets.get(team_id), spend[team_id], ahead[team_id], now) for team_id in team_ids}
 
 
-def _summary(budget: TeamBudget | None, spent: Decimal, burn: Decimal, ahead: Decimal, hours_left: Decimal,
-             now: datetime) -> dict:
-    """A team's month in money from its figures (see :func:`budget_summary`)."""
-    summary = {"monthly_limit": None, "spent_month": spent, "currency": settings.SLIPWAY_CURRENCY,
-               "alert_threshold_pct": None, "alert": False, "committed": ahead,
-               "burn_per_hour": burn, "projected_month_end": spent + burn * hours_left, "runs_out_at": None,
-               "policy": None, "exhausted": False}
+def _summary(budget: TeamBudget | None, spend: MonthSpend, ahead: Decimal, now: datetime) -> dict:
+    """A team's month in money from its figures (see :func:`budget_summary`).
+
+    ``left``, ``exhausted`` and ``alert`` are :class:`quotas.admission.BudgetState`'s, the rule
+    admission decides by (``left`` is not part of the API's ``budget``).
+    """
+    state = budget_state(budget, spend.spent, ahead, now)
+    spent, burn, limit = spend.spent, spend.burn_per_hour, state.monthly_limit
+    summary = {"monthly_limit": limit, "spent_month": spent, "currency": state.currency,
+               "alert_threshold_pct": state.alert_threshold_percent, "alert": state.alert, "committed": ahead,
+               "burn_per_hour": burn, "projected_month_end": spent + burn * state.hours_left, "runs_out_at": None,
+               "policy": budget.policy if budget is not None else None, "exhausted": state.exhausted,
+               "left": state.left if limit is not None else None}
     if budget is None:
         return summary
-    limit = budget.monthly_limit
-    summary.update(monthly_limit=limit, currency=budget.currency, alert_threshold_pct=budget.alert_threshold_percent,
-                   policy=budget.policy, exhausted=spent >= limit,
-                   alert=spent >= limit or (limit > 0 and spent * 100 >= limit * budget.alert_threshold_percent))
     if burn > 0 and spent < limit:
         runs_out = now + timedelta(hours=float((limit - spent) / burn))
         summary["runs_out_at"] = runs_out if runs_out < month_end(now) else None
@@ -326,7 +312,7 @@ def capacity_rows(pending: dict[int, int] | None = None) -> tuple[list[dict], li
         nodes, error = None, str(exc)
     quota_sums = {row["flavor_id"]: row["total"] for row in
                   TeamQuota.objects.values("flavor_id").annotate(total=Sum("limit")).order_by()}
-    reserved = Reservation.objects.active().units_by_flavor()
+    reserved = units_in_use()
     queued = {row["flavor_id"]: row["total"] for row in
               QueuedRequest.objects.values("flavor_id").annotate(total=Sum("units")).order_by()}
     flavors = list(GpuFlavor.objects.order_by("-active", "name"))

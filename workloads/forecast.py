@@ -272,7 +272,7 @@ def forecast(team, request: ResourceRequest, flavor, duration: timedelta | None)
     share = None
     budget = budget_summary(team, now)
     if committed is not None and budget["monthly_limit"] is not None:
-        left = budget["monthly_limit"] - budget["spent_month"] - budget["committed"]
+        left = budget["left"]
         share = (committed / left).quantize(Decimal("0.0001")) if left > 0 else None
     result = Forecast(decision.outcome, decision.message, rate, total, share, committed_cost=committed)
     if not decision.queued or flavor is None:
