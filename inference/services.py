@@ -28,7 +28,7 @@ from portal.permissions import check_may_end, get_for_user, require_team
 from portal.services import audit
 from quotas import admission
 from quotas.constants import Reason as QuotaReason
-from quotas.models import GpuFlavor
+from quotas.models import GpuFlavor, unknown_flavor
 from workloads import lifecycle, secrets
 from workloads import services as workloads
 from workloads.constants import MAX_ENV_VARS, Message
@@ -130,9 +130,9 @@ def preview_endpoint(team: Team, data: dict) -> EndpointForecast:
     Raises ``ValidationError`` for bad input (as :func:`create_endpoint` would).
     """
     fields = parse_endpoint_request(data, namespace=team.namespace)
-    flavor = GpuFlavor.objects.filter(name=fields["flavor"], active=True).first()
-    if flavor is None:
-        raise ValidationError({"flavor": [f"Unknown flavor {fields['flavor']!r}."]})
+    flavor = GpuFlavor.objects.filter(name=fields["flavor"]).first()
+    if flavor is None or flavor.refusal():
+        raise ValidationError({"flavor": [flavor.refusal() if flavor else unknown_flavor(fields["flavor"])]})
     errors = check_sizes(fields["min_replicas"], fields["max_replicas"], fields["autoscale"],
                          fields["gpus_per_replica"], bool(flavor.mig_profile))
     if errors:

@@ -125,7 +125,7 @@ def preview_run(team: Team, data: dict) -> Forecast:
     except ValidationError as exc:
         first = next(iter(exc.message_dict.items()))
         return Forecast("invalid", f"{first[0]}: {first[1][0]}")
-    flavor = GpuFlavor.objects.filter(name=request.flavor, active=True).first()
+    flavor = GpuFlavor.objects.usable().filter(name=request.flavor).first()
     quota_request = _quota_request(request)
     if flavor is not None:
         # Priced as the run's own request will be (jobs.kind): per hour, and in all with a limit.

@@ -115,7 +115,7 @@ def run_state(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _new_run_form(team, data=None, initial=None) -> NewRunForm:
-    flavors = list(GpuFlavor.objects.filter(active=True).order_by("name"))
+    flavors = list(GpuFlavor.objects.usable().order_by("name"))
     return NewRunForm(data, flavors=flavors, usage=usage_summary(team), currency=settings.SLIPWAY_CURRENCY,
                       initial=initial)
 

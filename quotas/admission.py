@@ -219,7 +219,7 @@ def team_quotas(team) -> dict[int, TeamQuota]:
 def _flavor_quota(flavor: GpuFlavor | None, quota: TeamQuota | None) -> FlavorQuota:
     if flavor is None:
         return FlavorQuota(exists=False)
-    return FlavorQuota(active=flavor.active, max_units_per_node=flavor.max_units_per_node,
+    return FlavorQuota(active=flavor.usable, max_units_per_node=flavor.max_units_per_node,
                        limit=quota.limit if quota is not None else None)
 
 
@@ -288,7 +288,7 @@ def _hot_sql(vendor: str) -> tuple[str, str, str, str]:
         lock += " FOR NO KEY UPDATE"  # see lock_team
     elif connection.features.has_select_for_update:
         lock += " FOR UPDATE"
-    facts = (
+    facts = (  # f.active: GpuFlavor.usable, read in the same round trip
         f"SELECT f.id, f.active, f.max_units_per_node, tq.{q('limit')},"  # noqa: S608 - only quoted model table names are interpolated
         f" EXISTS(SELECT 1 FROM {res} WHERE ref = %(ref)s AND released_at IS NULL),"
         f" EXISTS(SELECT 1 FROM {queue} WHERE ref = %(ref)s),"

@@ -35,8 +35,19 @@ def unit_price(price_per_hour: Decimal, spot_price_per_hour: Decimal, spot: bool
     return spot_price_per_hour if spot else price_per_hour
 
 
+def unknown_flavor(name: str) -> str:
+    """The field error of a submission asking for a flavor that does not exist."""
+    return f"Unknown flavor {name!r}."
+
+
 def _default_currency() -> str:
     return settings.SLIPWAY_CURRENCY
+
+
+class GpuFlavorQuerySet(models.QuerySet):
+    def usable(self) -> GpuFlavorQuerySet:
+        """Flavors that may be requested now (:attr:`GpuFlavor.usable`, in SQL): pickers, the API's list."""
+        return self.filter(active=True)
 
 
 class GpuFlavor(models.Model):
@@ -69,11 +80,24 @@ class GpuFlavor(models.Model):
     active = models.BooleanField(default=True, help_text="Inactive flavors cannot be requested any more.")
     description = models.CharField(max_length=200, blank=True)
 
+    objects = GpuFlavorQuerySet.as_manager()
+
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def usable(self) -> bool:
+        """Whether the flavor may be requested now: the one rule (an admin retires a flavor by
+        making it inactive; work already running on it goes on). :func:`quotas.admission.decide`
+        refuses new work on a flavor that is not, and submissions say so in a field error."""
+        return self.active
+
+    def refusal(self) -> str:
+        """The field error of a submission asking for this flavor when it is not :attr:`usable` ("" when it is)."""
+        return "" if self.usable else f"Flavor {self.name} is retired and cannot be requested any more."
 
     def price(self, spot: bool = False) -> Decimal:
         """The price of one unit-hour (:func:`unit_price`): what the ledger's price rule is given."""

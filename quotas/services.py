@@ -337,6 +337,6 @@ def capacity_rows(pending: dict[int, int] | None = None) -> tuple[list[dict], li
         })
     node_rows = [{"node": n.node, "resource": n.resource_name, "allocatable": n.allocatable, "running": n.in_use,
                   "free": n.free, "full": n.free == 0,
-                  "flavors": [f.name for f in flavors if f.active and offers(n, specs[f.pk])]}
+                  "flavors": [f.name for f in flavors if f.usable and offers(n, specs[f.pk])]}
                  for n in sorted(nodes or [], key=lambda n: (n.node, n.resource_name))]
     return rows, node_rows, error

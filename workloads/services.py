@@ -24,7 +24,7 @@ from cluster.errors import ClusterError
 from cluster.pods import LogSource, log_sources
 from portal.queueing import publish_on_commit
 from quotas import admission, ledger
-from quotas.models import GpuFlavor
+from quotas.models import GpuFlavor, unknown_flavor
 from workloads import lifecycle, tasks
 from workloads.constants import Message
 from workloads.identity import WorkloadId
@@ -67,9 +67,9 @@ def check_flavor_and_name(model, team, flavor_name: str, name: str,
     flavor = GpuFlavor.objects.filter(name=flavor_name).annotate(name_taken=Exists(taken)).first()
     errors: dict[str, list[str]] = {}
     if flavor is None:
-        errors["flavor"] = [f"Unknown flavor {flavor_name!r}."]
-    elif not flavor.active:
-        errors["flavor"] = [f"Flavor {flavor.name} is retired and cannot be requested any more."]
+        errors["flavor"] = [unknown_flavor(flavor_name)]
+    elif flavor.refusal():
+        errors["flavor"] = [flavor.refusal()]
     if flavor.name_taken if flavor is not None else taken.exists():
         errors["name"] = [name_taken]
     return flavor, errors
