@@ -23,6 +23,7 @@ from django.utils import timezone
 import portal.cluster
 from cluster.capacity import offers
 from cluster.errors import ClusterError
+from portal.formatting import stored_amount
 from portal.models import AuditEvent, Team
 from portal.services import audit
 from quotas.admission import admit_waiting, budget_state, lock_team, units_in_use
@@ -35,7 +36,6 @@ __all__ = [
     "budget_summaries",
     "budget_summary",
     "enforce_budgets",
-    "money_str",
     "schedule_team_sync",
     "set_flavor_prices",
     "set_team_budget",
@@ -163,7 +163,7 @@ def enforce_budgets(now: datetime | None = None) -> BudgetStep:
     step = BudgetStep()
     alerting = [budget for budget in budgets if summaries[budget.team_id]["alert"]]
     if alerting:
-        target = f"budget {timezone.localtime(now).strftime('%Y-%m')}"
+        target = f"budget {month_start(now):%Y-%m}"
         noted = set(AuditEvent.objects.filter(action=AuditEvent.Action.BUDGET_ALERT, target=target,
                                               team_id__in=[budget.team_id for budget in alerting])
                     .values_list("team_id", flat=True))
@@ -171,7 +171,7 @@ def enforce_budgets(now: datetime | None = None) -> BudgetStep:
             if budget.team_id not in noted:
                 summary = summaries[budget.team_id]
                 audit(AuditEvent.Action.BUDGET_ALERT, team=budget.team, target=target,
-                      spent=money_str(summary["spent_month"]), limit=money_str(summary["monthly_limit"]),
+                      spent=stored_amount(summary["spent_month"]), limit=stored_amount(summary["monthly_limit"]),
                       threshold_pct=summary["alert_threshold_pct"])
                 step.alerted.append(budget.team.slug)
     step.to_stop = [budget.team for budget in budgets
@@ -252,16 +252,11 @@ def set_team_budget(actor, team: Team, monthly_limit: Decimal | None, currency: 
     return budget
 
 
-def money_str(value) -> str | None:
-    """A money amount as the database stores it (4 decimals), so old and new values compare."""
-    return None if value is None else str(Decimal(str(value)).quantize(Decimal("0.0001")))
-
-
 def budget_fields(budget: TeamBudget | None) -> dict | None:
     """The audited fields of a budget, as JSON-safe values."""
     if budget is None:
         return None
-    return {"monthly_limit": money_str(budget.monthly_limit), "currency": budget.currency,
+    return {"monthly_limit": stored_amount(budget.monthly_limit), "currency": budget.currency,
             "alert_threshold_percent": budget.alert_threshold_percent, "policy": budget.policy}
 
 
@@ -283,10 +278,10 @@ def set_flavor_prices(actor, flavor: GpuFlavor, price_per_hour: Decimal, spot_pr
     if old is _UNSET:
         old = (flavor.price_per_hour, flavor.spot_price_per_hour)
     before = {"price_per_hour": None, "spot_price_per_hour": None} if old is None else {
-        "price_per_hour": money_str(old[0]), "spot_price_per_hour": money_str(old[1])}
+        "price_per_hour": stored_amount(old[0]), "spot_price_per_hour": stored_amount(old[1])}
     flavor.price_per_hour, flavor.spot_price_per_hour = price_per_hour, spot_price_per_hour
     flavor.save(update_fields=["price_per_hour", "spot_price_per_hour"])
-    after = {"price_per_hour": money_str(price_per_hour), "spot_price_per_hour": money_str(spot_price_per_hour)}
+    after = {"price_per_hour": stored_amount(price_per_hour), "spot_price_per_hour": stored_amount(spot_price_per_hour)}
     if before != after:
         audit(AuditEvent.Action.PRICE_CHANGED, actor=actor, target=f"flavor {flavor.name}", ip=ip,
               flavor=flavor.name, old=before, new=after)
