@@ -43,7 +43,7 @@ class Engine(models.TextChoices):
     TRITON = "triton", "Triton"
 
 
-class Decision(models.TextChoices):
+class ScalingDecision(models.TextChoices):
     """What a scaling log row records (API.md ``scaling/``)."""
 
     ADMITTED = "admitted", "Admitted at its minimum"

@@ -15,7 +15,7 @@ from cluster.manifests import build_endpoint
 from cluster.specs import EndpointSpec
 from cluster.status import EndpointPhase, WorkloadStatus, endpoint_status
 from inference import scaling
-from inference.constants import HOLDING_STATES, Decision, EndpointState
+from inference.constants import HOLDING_STATES, EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from quotas.admission import ResourceRequest
 from workloads import secrets
@@ -123,7 +123,7 @@ class EndpointKind(WorkloadKind):
 
     def on_budget_spent(self, endpoint: InferenceEndpoint, now: datetime) -> bool:
         """Burst goes back at once: the endpoint falls back to its guaranteed minimum."""
-        return scaling.set_ceiling(endpoint, endpoint.base_replicas, Decision.CAPPED_BY_BUDGET, None, now,
+        return scaling.set_ceiling(endpoint, endpoint.base_replicas, ScalingDecision.CAPPED_BY_BUDGET, None, now,
                                    "the team's monthly budget is spent (its policy stops burst)")
 
     def after_observation(self, endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -> bool:

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 
 from cluster.status import WorkloadStatus
-from inference.constants import HOLDING_STATES, Decision
+from inference.constants import HOLDING_STATES, ScalingDecision
 from inference.models import InferenceEndpoint, ReplicaSample, ScalingEvent
 from portal.formatting import count_of
 from quotas import admission
@@ -52,7 +52,7 @@ def capped_at(ceiling: int) -> str:
 
 
 #: Scaling decisions that refuse a burst: the endpoint's reason then says why (``burst_capped``).
-CAPPED = (Decision.CAPPED_BY_QUOTA, Decision.CAPPED_BY_BUDGET)
+CAPPED = (ScalingDecision.CAPPED_BY_QUOTA, ScalingDecision.CAPPED_BY_BUDGET)
 
 
 def still_capped(endpoint: InferenceEndpoint, status: WorkloadStatus) -> bool:
@@ -148,7 +148,7 @@ def follow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -
     base = endpoint.base_replicas
     ceiling = endpoint.replica_ceiling or base
     if ceiling > base and _queue_waits_for(endpoint):
-        return set_ceiling(endpoint, base, Decision.BURST_RECLAIMED, status, now,
+        return set_ceiling(endpoint, base, ScalingDecision.BURST_RECLAIMED, status, now,
                            f"queued work of the team needs {endpoint.flavor.name} units")
     if status.scaling_limited and ceiling < endpoint.max_replicas:
         _grow(endpoint, ceiling, status, now)
@@ -160,7 +160,7 @@ def follow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -
             return False
         if now - since >= timedelta(seconds=endpoint.scale_down_delay_seconds):
             wanted = max(base, status.desired_replicas)
-            return set_ceiling(endpoint, wanted, Decision.BURST_RELEASED, status, now,
+            return set_ceiling(endpoint, wanted, ScalingDecision.BURST_RELEASED, status, now,
                                f"demand stayed at {count_of(status.desired_replicas, 'replica')} for "
                                f"{endpoint.scale_down_delay_seconds} s")
     elif endpoint.demand_below_ceiling_since is not None:
@@ -172,25 +172,25 @@ def _grow(endpoint: InferenceEndpoint, ceiling: int, status: WorkloadStatus, now
     """One more replica if the quota and the budget allow; else record (once) why not."""
     held_back = _burst_held_back(endpoint.team, endpoint.flavor)
     if held_back is not None:
-        _record_once(endpoint, Decision.CAPPED_BY_QUOTA, status, now, ceiling, f"{capped_at(ceiling)}: {held_back}")
+        _record_once(endpoint, ScalingDecision.CAPPED_BY_QUOTA, status, now, ceiling, f"{capped_at(ceiling)}: {held_back}")
         return
     with transaction.atomic():
         admission.lock_team(endpoint.team)
         decision = admission.resize(endpoint.team, endpoint.ref, (ceiling + 1) * endpoint.gpus_per_replica, burst=True)
         if not decision.admitted:
             if decision.reason == QuotaReason.BUDGET_ALERT:
-                _record_once(endpoint, Decision.CAPPED_BY_BUDGET, status, now, ceiling,
+                _record_once(endpoint, ScalingDecision.CAPPED_BY_BUDGET, status, now, ceiling,
                              f"{capped_at(ceiling)} by the budget: {decision.message}")
             elif decision.reason == QuotaReason.BUDGET_EXHAUSTED:
-                _record_once(endpoint, Decision.CAPPED_BY_BUDGET, status, now, ceiling,
+                _record_once(endpoint, ScalingDecision.CAPPED_BY_BUDGET, status, now, ceiling,
                              f"{capped_at(ceiling)} by the budget ({decision.message})")
             else:
                 in_use, limit = admission.units_of(endpoint.team, endpoint.flavor_id)
-                _record_once(endpoint, Decision.CAPPED_BY_QUOTA, status, now, ceiling,
+                _record_once(endpoint, ScalingDecision.CAPPED_BY_QUOTA, status, now, ceiling,
                              f"{capped_at(ceiling)} by the team quota "
                              f"({endpoint.flavor.name} {in_use} of {limit} in use)")
             return
-        _move_ceiling(endpoint, ceiling, ceiling + 1, Decision.BURST_GRANTED, status, now,
+        _move_ceiling(endpoint, ceiling, ceiling + 1, ScalingDecision.BURST_GRANTED, status, now,
                       f"burst replica {ceiling + 1} of at most {endpoint.max_replicas} granted")
 
 

@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from inference import scaling
-from inference.constants import HOLDING_STATES, LIVE_STATES, Decision, EndpointState
+from inference.constants import HOLDING_STATES, LIVE_STATES, EndpointState, ScalingDecision
 from inference.kind import EndpointKind
 from inference.models import InferenceEndpoint
 from inference.validation import check_sizes, parse_endpoint_request
@@ -96,7 +96,7 @@ def create_endpoint(user, team: Team | str, data: dict) -> InferenceEndpoint:
                 raise ValidationError(_rejection_errors(decision))
             if decision.admitted:
                 now = timezone.now()
-                scaling.record(endpoint, Decision.ADMITTED, None, now, endpoint.replica_ceiling, decision.message)
+                scaling.record(endpoint, ScalingDecision.ADMITTED, None, now, endpoint.replica_ceiling, decision.message)
                 scaling.sample(endpoint, 0, 0, endpoint.replica_ceiling, now)  # the chart starts here
             audit(AuditEvent.Action.ENDPOINT_CREATED, actor=user, team=team,
                   target=f"endpoint {endpoint.pk} ({endpoint.name})", flavor=flavor.name,
@@ -232,7 +232,7 @@ def _resize(endpoint: InferenceEndpoint, old_base: int) -> None:
         raise ValidationError({"min_replicas": [decision.message]})
     now = timezone.now()
     endpoint.replica_ceiling, endpoint.demand_below_ceiling_since = ceiling, None
-    scaling.record(endpoint, Decision.MINIMUM_CHANGED, None, now, ceiling,
+    scaling.record(endpoint, ScalingDecision.MINIMUM_CHANGED, None, now, ceiling,
                    f"min {endpoint.min_replicas}, max {endpoint.max_replicas}: ceiling {current} \u2192 {ceiling}; "
                    f"{decision.message}")
     if ceiling != current:
@@ -245,7 +245,7 @@ def scale_to_minimum(user, endpoint: InferenceEndpoint) -> bool:
     """Give back the endpoint's burst at once (staff, from the admin console); False when it holds none."""
     if not user.is_staff:
         require_team(user, endpoint.team, Role.ADMIN)
-    given_back = scaling.set_ceiling(endpoint, endpoint.base_replicas, Decision.BURST_RECLAIMED, None, timezone.now(),
+    given_back = scaling.set_ceiling(endpoint, endpoint.base_replicas, ScalingDecision.BURST_RECLAIMED, None, timezone.now(),
                                      f"scaled to its minimum by {user.username}")
     if given_back:
         audit(AuditEvent.Action.ENDPOINT_CHANGED, actor=user, team=endpoint.team,
