@@ -12,7 +12,7 @@ from django.conf import settings
 import portal.cluster
 from cluster.backends.base import ObservedWorkload
 from cluster.manifests import build_endpoint
-from cluster.specs import EndpointSpec
+from cluster.specs import DEFAULT_GPU_UTILIZATION_TARGET, DEFAULT_METRIC, EndpointSpec
 from cluster.status import EndpointPhase, WorkloadStatus, endpoint_status
 from inference import scaling
 from inference.constants import HOLDING_STATES, EndpointState, ScalingDecision
@@ -51,8 +51,8 @@ def endpoint_spec(endpoint: InferenceEndpoint, max_surge: int) -> EndpointSpec:
         min_replicas=endpoint.min_replicas,
         max_replicas=endpoint.max_replicas,
         replica_ceiling=endpoint.replica_ceiling or endpoint.base_replicas,
-        metric=autoscale.get("metric", "gpu_utilization"),
-        target=float(autoscale.get("target", 70)),
+        metric=autoscale.get("metric", DEFAULT_METRIC),
+        target=float(autoscale.get("target", DEFAULT_GPU_UTILIZATION_TARGET)),
         engine=autoscale.get("engine"),
         query=autoscale.get("query"),
         scale_down_delay_seconds=endpoint.scale_down_delay_seconds,

@@ -22,11 +22,13 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
-from inference.constants import (
+from cluster.specs import (
     DEFAULT_PORT,
     DEFAULT_READINESS_PATH,
     DEFAULT_SCALE_DOWN_DELAY_SECONDS,
     DEFAULT_STARTUP_TIMEOUT_SECONDS,
+)
+from inference.constants import (
     FINAL_STATES,
     HOLDING_STATES,
     REF_PREFIX,
