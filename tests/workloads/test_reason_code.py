@@ -31,3 +31,38 @@ from workloads.models import ReasonCode
 def test_the_data_migration_derives_each_code_from_the_words_the_portal_wrote(reason, state, code):
     """Today's messages: the frozen words of the migration still recognise every one of them."""
     assert code_of(reason, state) == code
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_gives_existing_rows_the_code_of_their_words():
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    from quotas.demo import seed_flavors
+    from tests.factories import make_team, make_user
+
+    before, after = [("jobs", "0004_workload_idle")], [("jobs", "0005_workload_reason_code")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        old_run = executor.loader.project_state(before).apps.get_model("jobs", "TrainingRun")
+        team, user, flavor = make_team("vision"), make_user("vera"), seed_flavors()[0]
+        words = {"capacity": ("pending", "waiting for capacity: needs 2\u00d7 a100-80gb on one node; every a100-80gb "
+                                         "node is full"),
+                 "queued": ("queued", "waiting for quota: needs 4\u00d7 a100-80gb, 6 of 8 in use"),
+                 "cancelled": ("cancelled", "cancelled by vera"),
+                 "quiet": ("running", "")}
+        for name, (state, reason) in words.items():
+            old_run.objects.create(team_id=team.pk, created_by_id=user.pk, flavor_id=flavor.pk, name=name,
+                                   state=state, reason=reason, image="registry.example.com/t:1", command=["python"])
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+        from jobs.models import TrainingRun
+
+        assert dict(TrainingRun.objects.values_list("name", "reason_code")) == {
+            "capacity": ReasonCode.WAITING_FOR_CAPACITY, "queued": ReasonCode.QUEUED,
+            "cancelled": ReasonCode.ENDED_BY_USER, "quiet": ReasonCode.NONE}
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
