@@ -347,8 +347,9 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
         #    sees the reservations of whoever held the lock before us.
         cursor.execute(lock_sql, {"team": team.pk})
         # 2. Every fact in one round trip: the flavor and the team's limit for it, is the ref
-        #    already admitted or queued, the units of the flavor in use, the budget and spend,
-        #    and what bounds committed money.
+        #    already admitted or queued, the units of the flavor in use, the budget, and what
+        #    bounds committed money. A budgeted team's month-to-date spend is then the ledger's
+        #    one figure (month_spend: two plain statements).
         now = timezone.now()
         cursor.execute(facts_sql, {"ref": ref, "team": team.pk, "flavor": request.flavor})
         (flavor_id, active, max_per_node, limit, admitted, queued, usage, budget_limit, currency, threshold,
