@@ -9,16 +9,30 @@ for the run page, which keeps them one click away.
 from __future__ import annotations
 
 from cluster.backends.base import ClusterEvent, NodeCapacity
+from cluster.manifests.common import node_selector
+from cluster.specs import FlavorSpec
 
 #: How every capacity reason starts: the Capacity page finds the work waiting for the cluster by it.
 WAITING_FOR_CAPACITY = "waiting for capacity"
 
 
-def capacity_reason(flavor: str, resource_name: str, node_labels: dict[str, str], units_per_node: int,
-                    nodes: list[NodeCapacity]) -> str:
+def offers(node: NodeCapacity, flavor: FlavorSpec) -> bool:
+    """Whether ``node`` offers ``flavor``: the one rule, for the Capacity page and the waiting reason alike.
+
+    What the Kubernetes scheduler does with the pods Slipway renders: a pod asks for the
+    flavor's resource and carries the nodeSelector :func:`cluster.manifests.common.node_selector`
+    builds (the GPU product label plus the flavor's node labels), so only a node that has the
+    resource *and* every one of those labels can run it. A node that reports no labels matches
+    no selector, as on a real cluster: it does not offer the flavor.
+    """
+    return node.resource_name == flavor.resource_name and all(
+        node.labels.get(key) == value for key, value in node_selector(flavor).items())
+
+
+def capacity_reason(flavor: FlavorSpec, units_per_node: int, nodes: list[NodeCapacity]) -> str:
     """The plain-words reason a workload of ``units_per_node`` × ``flavor`` per worker cannot be placed."""
-    fitting = [n for n in nodes if n.resource_name == resource_name
-               and all(n.labels.get(k) == v for k, v in node_labels.items())]
+    fitting = [n for n in nodes if offers(n, flavor)]
+    flavor = flavor.name
     need = f"{WAITING_FOR_CAPACITY}: needs {units_per_node}\u00d7 {flavor} on one node"
     if not fitting:
         return f"{need}; no node offers {flavor}"

@@ -18,17 +18,39 @@ from dataclasses import dataclass
 #: Gang schedulers the PyTorchJob builder knows how to target.
 GANG_SCHEDULERS = ("volcano", "scheduler-plugins")
 
-#: Autoscaling metrics an endpoint may scale on.
+# -- the endpoint vocabulary: the one definition (the inference app's choices, forms, serializers
+#    and validation are built from it; the builders below read it) --------------------------------
+
+#: Autoscaling metrics an endpoint may scale on, with what people call them.
 METRIC_GPU_UTILIZATION = "gpu_utilization"
 METRIC_REQUESTS_PER_SECOND = "requests_per_second"
 METRIC_QUEUE_LENGTH = "queue_length"
 METRIC_PROMETHEUS = "prometheus"
-METRICS = (METRIC_GPU_UTILIZATION, METRIC_REQUESTS_PER_SECOND, METRIC_QUEUE_LENGTH, METRIC_PROMETHEUS)
+METRIC_LABELS = {
+    METRIC_GPU_UTILIZATION: "GPU utilization",
+    METRIC_REQUESTS_PER_SECOND: "Requests per second",
+    METRIC_QUEUE_LENGTH: "Queue length",
+    METRIC_PROMETHEUS: "Prometheus query",
+}
+METRICS = tuple(METRIC_LABELS)
 #: Metrics driven by requests rather than by running pods, so scaling to zero is possible with
 #: them (GPU utilisation of zero pods is "no data", which would never wake the endpoint up).
 REQUEST_DRIVEN_METRICS = (METRIC_REQUESTS_PER_SECOND, METRIC_QUEUE_LENGTH, METRIC_PROMETHEUS)
-#: Serving engines whose queue metric the builder knows.
-ENGINES = ("vllm", "tgi", "triton")
+#: Serving engines whose queue metric the builder knows, with what people call them.
+ENGINE_VLLM = "vllm"
+ENGINE_TGI = "tgi"
+ENGINE_TRITON = "triton"
+ENGINE_LABELS = {ENGINE_VLLM: "vLLM", ENGINE_TGI: "Text Generation Inference", ENGINE_TRITON: "Triton"}
+ENGINES = tuple(ENGINE_LABELS)
+
+#: An endpoint's defaults: what a request that leaves a field out gets, everywhere.
+DEFAULT_METRIC = METRIC_GPU_UTILIZATION
+#: The default target of GPU utilization, in percent (the other metrics need a target given).
+DEFAULT_GPU_UTILIZATION_TARGET = 70
+DEFAULT_PORT = 8080
+DEFAULT_SCALE_DOWN_DELAY_SECONDS = 300
+DEFAULT_STARTUP_TIMEOUT_SECONDS = 600
+DEFAULT_READINESS_PATH = "/health/ready"
 
 
 @dataclass(frozen=True)
@@ -106,7 +128,7 @@ class EndpointSpec:
     name: str
     image: str
     flavor: FlavorSpec
-    port: int = 8080
+    port: int = DEFAULT_PORT
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
@@ -119,13 +141,13 @@ class EndpointSpec:
     min_replicas: int = 1
     max_replicas: int = 1
     replica_ceiling: int | None = None  # None: max_replicas
-    metric: str = METRIC_GPU_UTILIZATION
-    target: float = 70.0
-    engine: str | None = None  # queue_length: "vllm" | "tgi" | "triton"
+    metric: str = DEFAULT_METRIC
+    target: float = float(DEFAULT_GPU_UTILIZATION_TARGET)
+    engine: str | None = None  # queue_length: one of ENGINES
     query: str | None = None  # prometheus: the user's PromQL
-    scale_down_delay_seconds: int = 300
-    readiness_path: str = "/health/ready"
-    startup_timeout_seconds: int = 600
+    scale_down_delay_seconds: int = DEFAULT_SCALE_DOWN_DELAY_SECONDS
+    readiness_path: str = DEFAULT_READINESS_PATH
+    startup_timeout_seconds: int = DEFAULT_STARTUP_TIMEOUT_SECONDS
     spot: bool = False
     max_surge: int = 0  # 1 only when the team has a replica's units to spare for a rolling update
 

@@ -80,6 +80,22 @@ class WorkloadStatus:
     #: hold nodes without ever running, so the reconciler deletes them when it fails it
     abandoned: bool = False
 
+    @property
+    def lacks_capacity(self) -> bool:
+        """Whether the reason is the scheduler's "no node has room": ``Unschedulable`` for ``Insufficient`` resources.
+
+        Kubernetes says so only in the words of the PodScheduled condition, so they are read
+        here, in the layer that reads the cluster's payloads; the portal then keeps its own
+        reason code (``waiting_for_capacity``) and never reads words again.
+        """
+        return self.reason.startswith(UNSCHEDULABLE) and INSUFFICIENT in self.reason
+
+
+#: How the scheduler's reason for a pod it cannot place begins, and how its message names a
+#: resource no node has enough of ("0/8 nodes are available: 8 Insufficient nvidia.com/gpu").
+UNSCHEDULABLE = "Unschedulable"
+INSUFFICIENT = "Insufficient"
+
 
 # Severity of a pod signal: the highest one across a workload's pods becomes the reason.
 SEVERITY_NONE = 0

@@ -107,6 +107,13 @@ def plain_amount(value) -> str:
         return f"{amount:f}"
 
 
+def stored_amount(value) -> str | None:
+    """``"12345.6700"``: a money amount as the database stores it (four decimals), for audit records,
+    so an old and a new value compare as the columns do; None for no amount."""
+    amount = _decimal(value)
+    return None if amount is None else str(amount.quantize(TEN_THOUSANDTH))
+
+
 def format_money(value, currency: str | None = None, *, precise: bool = False) -> str:
     """``12,345.67 USD`` (``currency`` defaults to ``SLIPWAY_CURRENCY``); ``—`` for no amount."""
     number = format_amount(value, precise=precise)

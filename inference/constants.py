@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from cluster import promql
+from cluster import promql, specs
 
 
 class EndpointState(models.TextChoices):
@@ -26,24 +26,24 @@ HOLDING_STATES = (EndpointState.DEPLOYING, EndpointState.READY, EndpointState.SC
 LIVE_STATES = (EndpointState.QUEUED, *HOLDING_STATES)
 
 
+# The metric and engine vocabulary and the endpoint defaults are the cluster layer's
+# (cluster.specs, which the builders read): these choices only name them for Django.
+
+
 class Metric(models.TextChoices):
-    GPU_UTILIZATION = "gpu_utilization", "GPU utilization"
-    REQUESTS_PER_SECOND = "requests_per_second", "Requests per second"
-    QUEUE_LENGTH = "queue_length", "Queue length"
-    PROMETHEUS = "prometheus", "Prometheus query"
-
-
-#: Metrics that exist while no replica runs, so they can wake an endpoint from zero.
-REQUEST_DRIVEN_METRICS = (Metric.REQUESTS_PER_SECOND, Metric.QUEUE_LENGTH, Metric.PROMETHEUS)
+    GPU_UTILIZATION = specs.METRIC_GPU_UTILIZATION, specs.METRIC_LABELS[specs.METRIC_GPU_UTILIZATION]
+    REQUESTS_PER_SECOND = specs.METRIC_REQUESTS_PER_SECOND, specs.METRIC_LABELS[specs.METRIC_REQUESTS_PER_SECOND]
+    QUEUE_LENGTH = specs.METRIC_QUEUE_LENGTH, specs.METRIC_LABELS[specs.METRIC_QUEUE_LENGTH]
+    PROMETHEUS = specs.METRIC_PROMETHEUS, specs.METRIC_LABELS[specs.METRIC_PROMETHEUS]
 
 
 class Engine(models.TextChoices):
-    VLLM = "vllm", "vLLM"
-    TGI = "tgi", "Text Generation Inference"
-    TRITON = "triton", "Triton"
+    VLLM = specs.ENGINE_VLLM, specs.ENGINE_LABELS[specs.ENGINE_VLLM]
+    TGI = specs.ENGINE_TGI, specs.ENGINE_LABELS[specs.ENGINE_TGI]
+    TRITON = specs.ENGINE_TRITON, specs.ENGINE_LABELS[specs.ENGINE_TRITON]
 
 
-class Decision(models.TextChoices):
+class ScalingDecision(models.TextChoices):
     """What a scaling log row records (API.md ``scaling/``)."""
 
     ADMITTED = "admitted", "Admitted at its minimum"
@@ -61,10 +61,6 @@ REF_PREFIX = "ep"
 
 # Bounds of the submitted fields.
 MAX_REPLICAS = 64
-DEFAULT_PORT = 8080
-DEFAULT_SCALE_DOWN_DELAY_SECONDS = 300
 MAX_SCALE_DOWN_DELAY_SECONDS = 24 * 3600
-DEFAULT_STARTUP_TIMEOUT_SECONDS = 600
 MAX_STARTUP_TIMEOUT_SECONDS = 3 * 3600
-DEFAULT_READINESS_PATH = "/health/ready"
 MAX_QUERY_LENGTH = promql.MAX_QUERY_LENGTH  # the autoscale query: one limit, cluster.promql's

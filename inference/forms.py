@@ -14,6 +14,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
+from cluster import specs
 from inference import constants as c
 from inference.constants import Engine, Metric
 from quotas.models import GpuFlavor
@@ -74,7 +75,7 @@ class EndpointEditForm(forms.Form):
         help_text="Replicas above the minimum are burst: granted from free quota and budget while needed. Lowered "
                   "below what runs, the replicas above it stop at once.")
     metric = forms.ChoiceField(choices=Metric.choices, initial=Metric.GPU_UTILIZATION)
-    target = forms.CharField(required=False, initial="70",
+    target = forms.CharField(required=False, initial=str(specs.DEFAULT_GPU_UTILIZATION_TARGET),
                              widget=forms.NumberInput(attrs={"min": 0, "step": "any", "inputmode": "decimal"}),
                              help_text="Per replica: % GPU, requests/s or queue length.")
     engine = forms.ChoiceField(required=False, choices=[("", "—"), *Engine.choices], help_text="queue_length only.")
@@ -82,7 +83,7 @@ class EndpointEditForm(forms.Form):
                             help_text="PromQL, prometheus only. It reads your team's namespace only: "
                                       "namespace=\"…\" is added to each selector that names none.")
     scale_down_delay_seconds = forms.CharField(
-        initial=str(c.DEFAULT_SCALE_DOWN_DELAY_SECONDS), label="Scale-down delay (seconds)",
+        initial=str(specs.DEFAULT_SCALE_DOWN_DELAY_SECONDS), label="Scale-down delay (seconds)",
         widget=whole_number(0, c.MAX_SCALE_DOWN_DELAY_SECONDS),
         help_text="How long demand must stay lower before replicas (and burst units) are given back.")
 
@@ -153,10 +154,10 @@ class EndpointForm(EndpointEditForm):
                               help_text="Split the same way.")
     secret_env = secret_env_field(placeholder="HF_TOKEN=…")
     EDITS = False
-    port = forms.CharField(initial=str(c.DEFAULT_PORT), widget=whole_number(1, 65535))
-    readiness_path = forms.CharField(initial=c.DEFAULT_READINESS_PATH)
+    port = forms.CharField(initial=str(specs.DEFAULT_PORT), widget=whole_number(1, 65535))
+    readiness_path = forms.CharField(initial=specs.DEFAULT_READINESS_PATH)
     startup_timeout_seconds = forms.CharField(
-        initial=str(c.DEFAULT_STARTUP_TIMEOUT_SECONDS), label="Startup timeout (seconds)",
+        initial=str(specs.DEFAULT_STARTUP_TIMEOUT_SECONDS), label="Startup timeout (seconds)",
         widget=whole_number(10, c.MAX_STARTUP_TIMEOUT_SECONDS),
         help_text="How long one replica may take to start and load its model before it is restarted. Every new "
                   "replica (scaling up, waking from zero, a new image) serves only once loaded.")

@@ -12,10 +12,10 @@ from django.conf import settings
 import core.backend
 from cluster.backends.base import ObservedWorkload
 from cluster.manifests import build_endpoint
-from cluster.specs import EndpointSpec
+from cluster.specs import DEFAULT_GPU_UTILIZATION_TARGET, DEFAULT_METRIC, EndpointSpec
 from cluster.status import EndpointPhase, WorkloadStatus, endpoint_status
 from inference import scaling, services
-from inference.constants import HOLDING_STATES, Decision, EndpointState
+from inference.constants import HOLDING_STATES, EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from quotas.admission import ResourceRequest
 from teams.models import Role
@@ -52,8 +52,8 @@ def endpoint_spec(endpoint: InferenceEndpoint, max_surge: int) -> EndpointSpec:
         min_replicas=endpoint.min_replicas,
         max_replicas=endpoint.max_replicas,
         replica_ceiling=endpoint.replica_ceiling or endpoint.base_replicas,
-        metric=autoscale.get("metric", "gpu_utilization"),
-        target=float(autoscale.get("target", 70)),
+        metric=autoscale.get("metric", DEFAULT_METRIC),
+        target=float(autoscale.get("target", DEFAULT_GPU_UTILIZATION_TARGET)),
         engine=autoscale.get("engine"),
         query=autoscale.get("query"),
         scale_down_delay_seconds=endpoint.scale_down_delay_seconds,
@@ -150,7 +150,7 @@ class EndpointKind(WorkloadKind):
 
     def on_budget_spent(self, endpoint: InferenceEndpoint, now: datetime) -> bool:
         """Burst goes back at once: the endpoint falls back to its guaranteed minimum."""
-        return scaling.set_ceiling(endpoint, endpoint.base_replicas, Decision.CAPPED_BY_BUDGET, None, now,
+        return scaling.set_ceiling(endpoint, endpoint.base_replicas, ScalingDecision.CAPPED_BY_BUDGET, None, now,
                                    "the team's monthly budget is spent (its policy stops burst)")
 
     def after_observation(self, endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -> bool:

@@ -22,16 +22,18 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
-from inference.constants import (
+from cluster.specs import (
     DEFAULT_PORT,
     DEFAULT_READINESS_PATH,
     DEFAULT_SCALE_DOWN_DELAY_SECONDS,
     DEFAULT_STARTUP_TIMEOUT_SECONDS,
+)
+from inference.constants import (
     FINAL_STATES,
     HOLDING_STATES,
     REF_PREFIX,
-    Decision,
     EndpointState,
+    ScalingDecision,
 )
 from workloads.models import Workload
 
@@ -91,8 +93,10 @@ class InferenceEndpoint(Workload):
         return f"http://{self.cluster_name}.{self.namespace}.svc.cluster.local"
 
     @property
-    def estimated_cost_per_hour(self) -> Decimal:
-        """At the units running now: ready replicas and those still loading (both hold their GPUs)."""
+    def cost_per_hour_now(self) -> Decimal:
+        """What it costs per hour at the units running now: ready replicas and those still loading
+        (both hold their GPUs). Not an estimate of a whole run's rate (a run's
+        ``estimated_cost_per_hour``): the API keeps that field name for it all the same."""
         return self.cost_per_hour_at(self.open_units)
 
     @property
@@ -111,7 +115,7 @@ class ScalingEvent(models.Model):
     desired_replicas = models.PositiveIntegerField()
     replica_ceiling = models.PositiveIntegerField()
     metric_value = models.FloatField(null=True, blank=True)
-    decision = models.CharField(max_length=20, choices=Decision.choices)
+    decision = models.CharField(max_length=20, choices=ScalingDecision.choices)
     reason = models.CharField(max_length=500, blank=True)
 
     class Meta:

@@ -29,15 +29,15 @@ from django.db import transaction
 
 from cluster.status import WorkloadStatus
 from core.formatting import count_of
-from inference.constants import HOLDING_STATES, Decision
+from inference.constants import HOLDING_STATES, ScalingDecision
 from inference.models import InferenceEndpoint, ReplicaSample, ScalingEvent
 from quotas import admission
 from quotas.admission import ResourceRequest
 from quotas.constants import Reason as QuotaReason
 from quotas.models import QueuedRequest
-from quotas.services import budget_summary
 from teams.services import lock_team
 from workloads import lifecycle
+from workloads.models import ReasonCode
 from workloads.services import enqueue_apply
 
 
@@ -52,15 +52,22 @@ def capped_at(ceiling: int) -> str:
     return f"capped at {ceiling} replica{'' if ceiling == 1 else 's'}"
 
 
-def still_capped(endpoint: InferenceEndpoint, status: WorkloadStatus) -> bool:
-    """Whether the endpoint's reason says it is capped, and the observation says it still is.
+#: Scaling decisions that refuse a burst: the endpoint's reason then says why (``burst_capped``).
+CAPPED = (ScalingDecision.CAPPED_BY_QUOTA, ScalingDecision.CAPPED_BY_BUDGET)
 
-    The autoscaler still wants more than the ceiling, and the ceiling is the one the words
-    name: a refusal is re-decided every cycle but recorded once, so its words stay only while
-    they hold (once demand falls or the ceiling moves they go).
+
+def still_capped(endpoint: InferenceEndpoint, status: WorkloadStatus) -> bool:
+    """Whether the endpoint's reason is a capped burst's, and the observation says it still is.
+
+    The autoscaler still wants more than the ceiling, and the scaling log's latest decision is
+    the refusal at this very ceiling: a refusal is re-decided every cycle but recorded once, so
+    its words stay only while they hold (once demand falls or the ceiling moves they go).
     """
+    if not status.scaling_limited or endpoint.reason_code != ReasonCode.BURST_CAPPED:
+        return False
     ceiling = endpoint.replica_ceiling or endpoint.base_replicas
-    return status.scaling_limited and endpoint.reason.startswith(capped_at(ceiling))
+    last = endpoint.scaling_events.values_list("decision", "replica_ceiling").first()
+    return last is not None and last[0] in CAPPED and last[1] == ceiling
 
 
 def _queue_waits_for(endpoint: InferenceEndpoint) -> bool:
@@ -71,17 +78,15 @@ def _queue_waits(team_id: int, flavor_id: int) -> bool:
     return QueuedRequest.objects.filter(team_id=team_id, flavor_id=flavor_id).exists()
 
 
-def _burst_held_back(team, flavor) -> tuple[str, str] | None:
-    """Why no burst is granted to the team's endpoints of ``flavor`` now, whatever the quota says.
+def _burst_held_back(team, flavor) -> str | None:
+    """Why no burst is granted to the team's endpoints of ``flavor`` now, whatever the quota says:
+    queued work of the team waits for the flavor (it comes first). None when none does.
 
-    ``(decision, words)``: queued work of the team waits for the flavor (it comes first), or
-    the month's spend passed the budget's alert threshold. None when neither holds.
+    The budget's word on burst (none past the alert threshold) is :func:`quotas.admission.decide`'s,
+    asked with a burst request like every other limit.
     """
     if _queue_waits(team.pk, flavor.pk):
-        return Decision.CAPPED_BY_QUOTA, f"queued work of the team waits for {flavor.name}"
-    budget = budget_summary(team)
-    if budget["alert"]:
-        return Decision.CAPPED_BY_BUDGET, f"the month's spend passed {budget['alert_threshold_pct']}% of the budget"
+        return f"queued work of the team waits for {flavor.name}"
     return None
 
 
@@ -107,7 +112,7 @@ def burst_outlook(team, flavor, gpus_per_replica: int, spot: bool, base: int, he
         return BurstOutlook(base, max_replicas, "no burst: the maximum is the minimum")
     held_back = _burst_held_back(team, flavor)
     if held_back is not None:
-        return BurstOutlook(low, max_replicas, f"no burst now: {held_back[1]}")
+        return BurstOutlook(low, max_replicas, f"no burst now: {held_back}")
     high = max_replicas
     while low < high:  # decide() is monotone in the units asked: the largest that fits, by halves
         middle = (low + high + 1) // 2
@@ -119,6 +124,8 @@ def burst_outlook(team, flavor, gpus_per_replica: int, spot: bool, base: int, he
         return BurstOutlook(low, max_replicas, f"burst to all {count_of(max_replicas, 'replica')} would be granted now")
     refusal = _burst_preview(team, flavor, gpus_per_replica, spot, low + 1 - held)
     why = refusal.message
+    if refusal.reason == QuotaReason.BUDGET_ALERT:
+        return BurstOutlook(low, max_replicas, f"no burst now: {why}")  # none at all, whatever is held
     if refusal.reason == QuotaReason.WAITING_FOR_QUOTA:
         in_use, limit = admission.units_of(team, flavor.pk)
         why = f"the team quota ({flavor.name} {in_use} of {limit} in use{'' if held else ' without this endpoint'})"
@@ -132,7 +139,7 @@ def _burst_preview(team, flavor, gpus_per_replica: int, spot: bool, replicas: in
     """What decide() says now about ``replicas`` more replicas' units (a dry run: nothing locked or written)."""
     return admission.preview(team, ResourceRequest(flavor=flavor.name, units=replicas * gpus_per_replica,
                                                    units_per_node=gpus_per_replica, spot=spot,
-                                                   description="burst preview"))
+                                                   description="burst preview", burst=True))
 
 
 def follow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -> bool:
@@ -142,7 +149,7 @@ def follow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -
     base = endpoint.base_replicas
     ceiling = endpoint.replica_ceiling or base
     if ceiling > base and _queue_waits_for(endpoint):
-        return set_ceiling(endpoint, base, Decision.BURST_RECLAIMED, status, now,
+        return set_ceiling(endpoint, base, ScalingDecision.BURST_RECLAIMED, status, now,
                            f"queued work of the team needs {endpoint.flavor.name} units")
     if status.scaling_limited and ceiling < endpoint.max_replicas:
         _grow(endpoint, ceiling, status, now)
@@ -154,7 +161,7 @@ def follow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -
             return False
         if now - since >= timedelta(seconds=endpoint.scale_down_delay_seconds):
             wanted = max(base, status.desired_replicas)
-            return set_ceiling(endpoint, wanted, Decision.BURST_RELEASED, status, now,
+            return set_ceiling(endpoint, wanted, ScalingDecision.BURST_RELEASED, status, now,
                                f"demand stayed at {count_of(status.desired_replicas, 'replica')} for "
                                f"{endpoint.scale_down_delay_seconds} s")
     elif endpoint.demand_below_ceiling_since is not None:
@@ -166,24 +173,25 @@ def _grow(endpoint: InferenceEndpoint, ceiling: int, status: WorkloadStatus, now
     """One more replica if the quota and the budget allow; else record (once) why not."""
     held_back = _burst_held_back(endpoint.team, endpoint.flavor)
     if held_back is not None:
-        decision, words = held_back
-        by = " by the budget" if decision == Decision.CAPPED_BY_BUDGET else ""
-        _record_once(endpoint, decision, status, now, ceiling, f"{capped_at(ceiling)}{by}: {words}")
+        _record_once(endpoint, ScalingDecision.CAPPED_BY_QUOTA, status, now, ceiling, f"{capped_at(ceiling)}: {held_back}")
         return
     with transaction.atomic():
         lock_team(endpoint.team)
-        decision = admission.resize(endpoint.team, endpoint.ref, (ceiling + 1) * endpoint.gpus_per_replica)
+        decision = admission.resize(endpoint.team, endpoint.ref, (ceiling + 1) * endpoint.gpus_per_replica, burst=True)
         if not decision.admitted:
-            if decision.reason == QuotaReason.BUDGET_EXHAUSTED:
-                _record_once(endpoint, Decision.CAPPED_BY_BUDGET, status, now, ceiling,
+            if decision.reason == QuotaReason.BUDGET_ALERT:
+                _record_once(endpoint, ScalingDecision.CAPPED_BY_BUDGET, status, now, ceiling,
+                             f"{capped_at(ceiling)} by the budget: {decision.message}")
+            elif decision.reason == QuotaReason.BUDGET_EXHAUSTED:
+                _record_once(endpoint, ScalingDecision.CAPPED_BY_BUDGET, status, now, ceiling,
                              f"{capped_at(ceiling)} by the budget ({decision.message})")
             else:
                 in_use, limit = admission.units_of(endpoint.team, endpoint.flavor_id)
-                _record_once(endpoint, Decision.CAPPED_BY_QUOTA, status, now, ceiling,
+                _record_once(endpoint, ScalingDecision.CAPPED_BY_QUOTA, status, now, ceiling,
                              f"{capped_at(ceiling)} by the team quota "
                              f"({endpoint.flavor.name} {in_use} of {limit} in use)")
             return
-        _move_ceiling(endpoint, ceiling, ceiling + 1, Decision.BURST_GRANTED, status, now,
+        _move_ceiling(endpoint, ceiling, ceiling + 1, ScalingDecision.BURST_GRANTED, status, now,
                       f"burst replica {ceiling + 1} of at most {endpoint.max_replicas} granted")
 
 
@@ -254,4 +262,4 @@ def _record_once(endpoint: InferenceEndpoint, decision: str, status: WorkloadSta
     if last != (decision, ceiling):
         record(endpoint, decision, status, now, ceiling, reason)
     if endpoint.reason != reason:
-        InferenceEndpoint.objects.filter(pk=endpoint.pk).update(reason=reason[:500])
+        InferenceEndpoint.objects.filter(pk=endpoint.pk).update(reason=reason[:500], reason_code=ReasonCode.BURST_CAPPED)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from cluster import specs
 from inference import constants as c
 from inference.models import InferenceEndpoint, ReplicaSample, ScalingEvent
 from workloads.api import ForecastSerializer, IdleFields, QueuedFields, SecretEnvField, secret_env_input
@@ -16,7 +17,7 @@ from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
 
 
 class AutoscaleSerializer(serializers.Serializer):
-    metric = serializers.ChoiceField(choices=c.Metric.choices, default=c.Metric.GPU_UTILIZATION)
+    metric = serializers.ChoiceField(choices=c.Metric.choices, default=specs.DEFAULT_METRIC)
     target = serializers.FloatField(min_value=0.001, required=False)
     engine = serializers.ChoiceField(choices=c.Engine.choices, required=False, help_text="queue_length only.")
     query = serializers.CharField(
@@ -51,13 +52,13 @@ class EndpointCreateSerializer(EndpointPatchSerializer):
     image = serializers.CharField(help_text="Container image reference.")
     command = serializers.ListField(child=serializers.CharField(), required=False, help_text="argv form.")
     args = serializers.ListField(child=serializers.CharField(), required=False)
-    port = serializers.IntegerField(min_value=1, max_value=65535, default=c.DEFAULT_PORT)
+    port = serializers.IntegerField(min_value=1, max_value=65535, default=specs.DEFAULT_PORT)
     flavor = serializers.CharField(help_text="A full-GPU or a MIG flavor.")
     gpus_per_replica = serializers.IntegerField(min_value=1, max_value=MAX_GPUS_PER_NODE, default=1)
     min_replicas = serializers.IntegerField(min_value=0, max_value=c.MAX_REPLICAS, default=1)
-    readiness_path = serializers.CharField(max_length=200, default=c.DEFAULT_READINESS_PATH)
+    readiness_path = serializers.CharField(max_length=200, default=specs.DEFAULT_READINESS_PATH)
     startup_timeout_seconds = serializers.IntegerField(min_value=10, max_value=c.MAX_STARTUP_TIMEOUT_SECONDS,
-                                                       default=c.DEFAULT_STARTUP_TIMEOUT_SECONDS)
+                                                       default=specs.DEFAULT_STARTUP_TIMEOUT_SECONDS)
     spot = serializers.BooleanField(default=False)
 
 
@@ -71,7 +72,8 @@ class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, serializers.M
     cluster_name = serializers.CharField()
     namespace = serializers.CharField()
     cost_to_date = serializers.DecimalField(max_digits=14, decimal_places=4)
-    estimated_cost_per_hour = serializers.DecimalField(max_digits=14, decimal_places=4)
+    # The API's name (API.md) for what the endpoint costs per hour now.
+    estimated_cost_per_hour = serializers.DecimalField(max_digits=14, decimal_places=4, source="cost_per_hour_now")
     cost_per_hour_range = serializers.ListField(child=serializers.DecimalField(max_digits=14, decimal_places=4))
 
     class Meta:

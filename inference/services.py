@@ -19,18 +19,18 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from inference import scaling
-from inference.constants import HOLDING_STATES, LIVE_STATES, Decision, EndpointState
+from inference.constants import HOLDING_STATES, LIVE_STATES, EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from inference.validation import check_sizes, parse_endpoint_request
 from quotas import admission
 from quotas.constants import Reason as QuotaReason
-from quotas.models import GpuFlavor
+from quotas.models import GpuFlavor, unknown_flavor
 from teams.models import AuditEvent, Role, Team
 from teams.permissions import check_may_end, get_for_user, require_team
 from teams.services import audit, lock_team
 from workloads import lifecycle, secrets
 from workloads import services as workloads
-from workloads.constants import MAX_ENV_VARS
+from workloads.constants import MAX_ENV_VARS, Message
 from workloads.forecast import Forecast, forecast
 from workloads.registry import kind_of
 
@@ -96,7 +96,7 @@ def create_endpoint(user, team: Team | str, data: dict) -> InferenceEndpoint:
                 raise ValidationError(_rejection_errors(decision))
             if decision.admitted:
                 now = timezone.now()
-                scaling.record(endpoint, Decision.ADMITTED, None, now, endpoint.replica_ceiling, decision.message)
+                scaling.record(endpoint, ScalingDecision.ADMITTED, None, now, endpoint.replica_ceiling, decision.message)
                 scaling.sample(endpoint, 0, 0, endpoint.replica_ceiling, now)  # the chart starts here
             audit(AuditEvent.Action.ENDPOINT_CREATED, actor=user, team=team,
                   target=f"endpoint {endpoint.pk} ({endpoint.name})", flavor=flavor.name,
@@ -130,9 +130,9 @@ def preview_endpoint(team: Team, data: dict) -> EndpointForecast:
     Raises ``ValidationError`` for bad input (as :func:`create_endpoint` would).
     """
     fields = parse_endpoint_request(data, namespace=team.namespace)
-    flavor = GpuFlavor.objects.filter(name=fields["flavor"], active=True).first()
-    if flavor is None:
-        raise ValidationError({"flavor": [f"Unknown flavor {fields['flavor']!r}."]})
+    flavor = GpuFlavor.objects.filter(name=fields["flavor"]).first()
+    if flavor is None or flavor.refusal():
+        raise ValidationError({"flavor": [flavor.refusal() if flavor else unknown_flavor(fields["flavor"])]})
     errors = check_sizes(fields["min_replicas"], fields["max_replicas"], fields["autoscale"],
                          fields["gpus_per_replica"], bool(flavor.mig_profile))
     if errors:
@@ -232,7 +232,7 @@ def _resize(endpoint: InferenceEndpoint, old_base: int) -> None:
         raise ValidationError({"min_replicas": [decision.message]})
     now = timezone.now()
     endpoint.replica_ceiling, endpoint.demand_below_ceiling_since = ceiling, None
-    scaling.record(endpoint, Decision.MINIMUM_CHANGED, None, now, ceiling,
+    scaling.record(endpoint, ScalingDecision.MINIMUM_CHANGED, None, now, ceiling,
                    f"min {endpoint.min_replicas}, max {endpoint.max_replicas}: ceiling {current} \u2192 {ceiling}; "
                    f"{decision.message}")
     if ceiling != current:
@@ -245,7 +245,7 @@ def scale_to_minimum(user, endpoint: InferenceEndpoint) -> bool:
     """Give back the endpoint's burst at once (staff, from the admin console); False when it holds none."""
     if not user.is_staff:
         require_team(user, endpoint.team, Role.ADMIN)
-    given_back = scaling.set_ceiling(endpoint, endpoint.base_replicas, Decision.BURST_RECLAIMED, None, timezone.now(),
+    given_back = scaling.set_ceiling(endpoint, endpoint.base_replicas, ScalingDecision.BURST_RECLAIMED, None, timezone.now(),
                                      f"scaled to its minimum by {user.username}")
     if given_back:
         audit(AuditEvent.Action.ENDPOINT_CHANGED, actor=user, team=endpoint.team,
@@ -261,7 +261,7 @@ def delete_endpoint(user, endpoint: InferenceEndpoint) -> InferenceEndpoint:
     """
     check_may_end(user, endpoint)
     with transaction.atomic():
-        if not workloads.end_by_user(endpoint, f"deleted by {user.username}"):
+        if not workloads.end_by_user(endpoint, Message.DELETED_BY.format(user=user.username)):
             endpoint.refresh_from_db()
             raise EndpointConflict(f"The endpoint is already {endpoint.state}.")
         audit(AuditEvent.Action.ENDPOINT_DELETED, actor=user, team=endpoint.team,

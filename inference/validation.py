@@ -14,9 +14,11 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from cluster import specs
 from cluster.promql import QueryRefused, scope_query
+from cluster.specs import REQUEST_DRIVEN_METRICS
 from inference import constants as c
-from inference.constants import REQUEST_DRIVEN_METRICS, Engine, Metric
+from inference.constants import Engine, Metric
 from workloads.constants import MAX_GPUS_PER_NODE
 from workloads.validation import DNS1035_LABEL, Collector, check_env, check_image, check_name, check_secret_env
 
@@ -33,21 +35,21 @@ AUTOSCALE_KEYS = {"metric", "target", "engine", "query"}
 def _check_autoscale(col: Collector, namespace: str) -> dict:
     value = col.data.get("autoscale")
     if value in (None, {}):
-        return {"metric": Metric.GPU_UTILIZATION, "target": 70}
+        return {"metric": specs.DEFAULT_METRIC, "target": specs.DEFAULT_GPU_UTILIZATION_TARGET}
     if not isinstance(value, Mapping):
         col.add("autoscale", 'Must be an object: {"metric", "target", "engine", "query"}.')
         return {}
     unknown = sorted(set(value) - AUTOSCALE_KEYS)
     if unknown:
         col.add("autoscale", f"Unknown key(s): {', '.join(map(str, unknown))}.")
-    metric = value.get("metric", Metric.GPU_UTILIZATION)
+    metric = value.get("metric", specs.DEFAULT_METRIC)
     if metric not in Metric.values:
         col.add("autoscale", f"metric must be one of: {', '.join(Metric.values)}.")
         return {}
     inner = Collector(value)
     target = inner.number("target", 0.001, 1_000_000)
     if "target" not in value:
-        target = 70 if metric == Metric.GPU_UTILIZATION else None
+        target = specs.DEFAULT_GPU_UTILIZATION_TARGET if metric == Metric.GPU_UTILIZATION else None
         if target is None:
             inner.add("target", f"A target is required for {metric}.")
     if metric == Metric.GPU_UTILIZATION and target is not None and target > 100:
@@ -103,14 +105,14 @@ def parse_endpoint_request(data: Mapping[str, Any], partial: bool = False, *, na
     if not partial:
         out["command"] = list(col.argv("command", required=False))
         out["args"] = list(col.argv("args", required=False))
-        out["port"] = col.integer("port", c.DEFAULT_PORT, 1, 65535)
+        out["port"] = col.integer("port", specs.DEFAULT_PORT, 1, 65535)
         out["flavor"] = col.string("flavor", max_length=40)
         out["gpus_per_replica"] = col.integer("gpus_per_replica", 1, 1, MAX_GPUS_PER_NODE)
-        path = col.string("readiness_path", required=False, max_length=200) or c.DEFAULT_READINESS_PATH
+        path = col.string("readiness_path", required=False, max_length=200) or specs.DEFAULT_READINESS_PATH
         if not HTTP_PATH.fullmatch(path):
             col.add("readiness_path", "Must be an absolute HTTP path, e.g. /health/ready.")
         out["readiness_path"] = path
-        out["startup_timeout_seconds"] = col.integer("startup_timeout_seconds", c.DEFAULT_STARTUP_TIMEOUT_SECONDS, 10,
+        out["startup_timeout_seconds"] = col.integer("startup_timeout_seconds", specs.DEFAULT_STARTUP_TIMEOUT_SECONDS, 10,
                                                      c.MAX_STARTUP_TIMEOUT_SECONDS)
         out["spot"] = col.boolean("spot", False)
     if given("env"):
@@ -126,7 +128,7 @@ def parse_endpoint_request(data: Mapping[str, Any], partial: bool = False, *, na
     if given("autoscale"):
         out["autoscale"] = _check_autoscale(col, namespace)
     if given("scale_down_delay_seconds"):
-        out["scale_down_delay_seconds"] = col.integer("scale_down_delay_seconds", c.DEFAULT_SCALE_DOWN_DELAY_SECONDS,
+        out["scale_down_delay_seconds"] = col.integer("scale_down_delay_seconds", specs.DEFAULT_SCALE_DOWN_DELAY_SECONDS,
                                                       0, c.MAX_SCALE_DOWN_DELAY_SECONDS)
     if col.errors:
         raise ValidationError(col.errors)

@@ -114,7 +114,7 @@ def _preview_context(team, form: EndpointForm) -> dict:
 
 
 def _create_form(team, data=None) -> EndpointForm:
-    flavors = list(GpuFlavor.objects.filter(active=True).order_by("name"))
+    flavors = list(GpuFlavor.objects.usable().order_by("name"))
     return EndpointForm(data, flavors=flavors, usage=usage_summary(team), currency=settings.SLIPWAY_CURRENCY)
 
 

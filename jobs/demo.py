@@ -27,6 +27,7 @@ from jobs.services import submit_run
 from quotas.ledger import record_usage
 from quotas.models import GpuFlavor
 from teams.models import Team
+from workloads.models import ReasonCode
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ def seed_demo_history(slugs: Collection[str] | None = None) -> list[TrainingRun]
             busy_until, finished = started + timedelta(hours=hours - idle), started + timedelta(hours=hours)
             run = TrainingRun.objects.create(
                 team=team, created_by=user, name=name, flavor=gpu, image=IMAGE, command=["python", "train.py"],
-                gpus_per_worker=gpus, state=RunState.SUCCEEDED, reason="Completed", admitted_at=started,
+                gpus_per_worker=gpus, state=RunState.SUCCEEDED, reason="Completed", reason_code=ReasonCode.CLUSTER, admitted_at=started,
                 started_at=started, finished_at=finished, billed_until=finished)
             cost = record_usage(team, run.ref, gpu, user, started, busy_until, gpus, False)
             cost += record_usage(team, run.ref, gpu, user, busy_until, finished, gpus, False, idle=True)

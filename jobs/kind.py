@@ -23,6 +23,7 @@ from teams.models import Role
 from workloads import secrets
 from workloads import services as workloads
 from workloads.constants import Message
+from workloads.models import ReasonCode
 from workloads.registry import DashboardPanel, Lifecycle, NavItem, WorkloadKind
 
 #: Runs the dashboard lists, newest first.
@@ -113,7 +114,7 @@ class TrainingKind(WorkloadKind):
 
     def on_budget_spent(self, run: TrainingRun, now: datetime) -> bool:
         """Stop the run (ended like a cancel, its objects deleted): the budget policy says stop."""
-        return workloads.end_by_user(run, Message.STOPPED_BY_BUDGET)
+        return workloads.end_by_user(run, Message.STOPPED_BY_BUDGET, ReasonCode.STOPPED_BY_BUDGET)
 
     def state_for(self, status: WorkloadStatus, run: TrainingRun) -> str:
         return _PHASE_TO_STATE.get(status.state, run.state)

@@ -125,11 +125,11 @@ def preview_run(team: Team, data: dict) -> Forecast:
     except ValidationError as exc:
         first = next(iter(exc.message_dict.items()))
         return Forecast("invalid", f"{first[0]}: {first[1][0]}")
-    flavor = GpuFlavor.objects.filter(name=request.flavor, active=True).first()
+    flavor = GpuFlavor.objects.usable().filter(name=request.flavor).first()
     quota_request = _quota_request(request)
     if flavor is not None:
         # Priced as the run's own request will be (jobs.kind): per hour, and in all with a limit.
-        rate = cost_per_hour(flavor, quota_request.units, request.spot)
+        rate = cost_per_hour(flavor.price(request.spot), quota_request.units)
         total = rate * request.max_runtime_minutes / 60 if request.max_runtime_minutes else None
         quota_request = dataclasses.replace(quota_request, cost_per_hour=rate, estimated_cost=total)
     duration = timedelta(minutes=request.max_runtime_minutes) if request.max_runtime_minutes else None

@@ -28,7 +28,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from cluster.capacity import WAITING_FOR_CAPACITY, scheduler_message
+from cluster.capacity import scheduler_message
 from jobs import services
 from jobs.constants import TIMELINE, RunState
 from jobs.forms import NewRunForm, initial_from_run, preview_data
@@ -44,6 +44,7 @@ from workloads.api import pk_of
 from workloads.forecast import CAPACITY_WAIT, Forecast, StartEstimate, estimated_starts
 from workloads.forms import command_echo
 from workloads.idle import idle_context
+from workloads.models import ReasonCode
 from workloads.views import (
     STOP_POLLING,
     current_membership,
@@ -100,7 +101,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 
 def _new_run_form(team, data=None, initial=None) -> NewRunForm:
-    flavors = list(GpuFlavor.objects.filter(active=True).order_by("name"))
+    flavors = list(GpuFlavor.objects.usable().order_by("name"))
     return NewRunForm(data, flavors=flavors, usage=usage_summary(team), currency=settings.SLIPWAY_CURRENCY,
                       initial=initial)
 
@@ -223,7 +224,7 @@ def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
         # The stored reason is from submission time; the queue's reason uses current figures.
         reason = admission.queue_reason(run.team, run.ref) or reason
         start = estimated_starts(run.team).get(run.ref)
-    elif reason.startswith(WAITING_FOR_CAPACITY) and not run.is_final:
+    elif run.reason_code == ReasonCode.WAITING_FOR_CAPACITY and not run.is_final:
         # The reconciler put the scheduler's words into plain ones; theirs stay one click away.
         raw = scheduler_message(workloads.events(run))
         start = StartEstimate(None, unknown=CAPACITY_WAIT)

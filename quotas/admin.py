@@ -11,30 +11,21 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.db import transaction
-from django.db.models import IntegerField, OuterRef, Subquery, Sum, Value
-from django.db.models.functions import Coalesce
 
 from core.admin import ReadOnlyAdmin, money_column, when_column
 from core.formatting import format_money
-from quotas import services
+from quotas import admission, services
 from quotas.models import BudgetMonth, GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, UsageRecord
 from teams.admin import TeamAdmin
 from teams.models import Team
 from teams.services import client_ip
 
 
-def _in_use_subquery():
-    """Units of the row's team and flavor held by active reservations (a correlated subquery)."""
-    units = (Reservation.objects.active().filter(team=OuterRef("team"), flavor=OuterRef("flavor"))
-             .order_by().values("team").annotate(total=Sum("units")).values("total"))
-    return Coalesce(Subquery(units, output_field=IntegerField()), Value(0))
-
-
 class InUseMixin:
     """Shows "in use / limit" for quota rows, annotated in the queryset (no query per row)."""
 
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("team", "flavor").annotate(in_use=_in_use_subquery())
+        return super().get_queryset(request).select_related("team", "flavor").annotate(in_use=admission.in_use_of_row())
 
     @admin.display(description="In use / limit")
     def usage(self, obj: TeamQuota) -> str:
@@ -42,8 +33,7 @@ class InUseMixin:
             return "-"
         in_use = getattr(obj, "in_use", None)
         if in_use is None:
-            in_use = Reservation.objects.active().filter(team=obj.team_id, flavor=obj.flavor_id).aggregate(
-                t=Sum("units"))["t"] or 0
+            in_use = admission.units_of(obj.team, obj.flavor_id)[0]
         return f"{in_use} / {obj.limit}"
 
 

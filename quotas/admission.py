@@ -20,17 +20,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from functools import lru_cache
 
+from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import OuterRef, Q, Subquery, Sum
+from django.db.models import IntegerField, OuterRef, Q, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from core.formatting import format_amount
+from core.rawsql import sql_decimal
 from quotas.constants import Outcome, Priority, Reason
-from quotas.ledger import ZERO, committed, cost_ahead, hours_left_in_month, month_end, month_start, open_spend
-from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, UsageRecord
+from quotas.ledger import ZERO, committed, cost_ahead, hours_left_in_month, month_end, month_spend
+from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota
 from quotas.signals import workload_admitted
 from teams.models import Team
 from teams.services import lock_team
@@ -52,6 +56,9 @@ class ResourceRequest:
     #: minimum), or None for a request the budget does not weigh (an endpoint's burst, which
     #: is never committed and goes back when the budget is spent).
     cost_per_hour: Decimal | None = None
+    #: Burst above an endpoint's guaranteed minimum: not granted once the month's spend passed
+    #: the budget's alert threshold (:attr:`BudgetState.alert`).
+    burst: bool = False
 
     def committed_cost(self, hours_left: Decimal) -> Decimal | None:
         """What admitting it commits this month, with ``hours_left`` until the month's end.
@@ -100,6 +107,12 @@ class FlavorQuota:
 
 @dataclass(frozen=True)
 class BudgetState:
+    """A team's month in money, and the one place its left / exhausted / alert state is worked out.
+
+    :func:`decide` reads it to admit; budget summaries (pages, the API, the reconcile cycle's
+    budget step) report the same properties.
+    """
+
     monthly_limit: Decimal | None = None  # None: no budget, spending is unlimited
     spent_month: Decimal = ZERO
     currency: str = "USD"
@@ -107,11 +120,27 @@ class BudgetState:
     #: Hours until the month's end: what work without a known end commits (a month of 31 days
     #: when not given, the most a month can leave).
     hours_left: Decimal = Decimal(31 * 24)
+    #: Percent of the limit whose spending raises the alert (None: only a spent budget alerts).
+    alert_threshold_percent: int | None = None
 
     @property
     def left(self) -> Decimal:
         """What the month's budget leaves once spent and committed money is counted."""
         return (self.monthly_limit or ZERO) - self.spent_month - self.committed
+
+    @property
+    def exhausted(self) -> bool:
+        """The month's spend reached the limit: new work is refused (and a "stop" policy stops work)."""
+        return self.monthly_limit is not None and self.spent_month >= self.monthly_limit
+
+    @property
+    def alert(self) -> bool:
+        """The month's spend reached the alert threshold (or the limit): the banner, the audit, no burst."""
+        if self.monthly_limit is None:
+            return False
+        limit, threshold = self.monthly_limit, self.alert_threshold_percent
+        return self.exhausted or (threshold is not None and limit > 0
+                                  and self.spent_month * 100 >= limit * threshold)
 
 
 def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: BudgetState | None = None) -> Decision:
@@ -131,6 +160,11 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
     if units < 1 or request.units_per_node < 1 or request.units_per_node > units:
         return Decision(Outcome.REJECT, Reason.INVALID_REQUEST,
                         f"invalid request: {units} units in total, {request.units_per_node} per worker")
+    if request.burst and budget is not None and budget.alert:
+        # Before the quota: no burst at all past the alert threshold. Not "never": it returns
+        # when the month turns or an admin raises the budget.
+        return Decision(Outcome.QUEUE, Reason.BUDGET_ALERT,
+                        f"the month's spend passed {budget.alert_threshold_percent or 100}% of the budget")
     if not quota.limit:
         return Decision(Outcome.REJECT, Reason.NO_QUOTA_FOR_FLAVOR,
                         f"the team has no quota for {name}; ask a platform admin")
@@ -141,7 +175,7 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
     if units > quota.limit:
         return Decision(Outcome.REJECT, Reason.EXCEEDS_QUOTA,
                         f"needs {units}\u00d7 {name}, more than the team's limit of {quota.limit}")
-    if budget is not None and budget.monthly_limit is not None and budget.spent_month >= budget.monthly_limit:
+    if budget is not None and budget.exhausted:
         return Decision(Outcome.REJECT, Reason.BUDGET_EXHAUSTED,
                         f"monthly budget spent: {format_amount(budget.spent_month)} of "
                         f"{format_amount(budget.monthly_limit)} {budget.currency}")
@@ -172,26 +206,52 @@ def team_quotas(team) -> dict[int, TeamQuota]:
 def _flavor_quota(flavor: GpuFlavor | None, quota: TeamQuota | None) -> FlavorQuota:
     if flavor is None:
         return FlavorQuota(exists=False)
-    return FlavorQuota(active=flavor.active, max_units_per_node=flavor.max_units_per_node,
+    return FlavorQuota(active=flavor.usable, max_units_per_node=flavor.max_units_per_node,
                        limit=quota.limit if quota is not None else None)
 
 
+def budget_state(budget: TeamBudget | None, spent: Decimal, committed: Decimal, now: datetime) -> BudgetState:
+    """The :class:`BudgetState` of a team's budget row (None: no budget) with its month's figures."""
+    if budget is None:
+        return BudgetState(None, spent, settings.SLIPWAY_CURRENCY, committed, hours_left_in_month(now))
+    return BudgetState(budget.monthly_limit, spent, budget.currency, committed, hours_left_in_month(now),
+                       budget.alert_threshold_percent)
+
+
 def _budget_state(team) -> BudgetState | None:
-    """The team's budget and month-to-date spend (ledger and open segments), or None without a budget."""
-    now = timezone.now()
-    since = month_start(now)
-    spent = (UsageRecord.objects.filter(team=OuterRef("team"), start__gte=since).order_by()
-             .values("team").annotate(total=Sum("cost")).values("total"))
-    budget = TeamBudget.objects.filter(team=team).annotate(spent=Subquery(spent)).first()
+    """The team's budget and month-to-date spend (:func:`quotas.ledger.month_spend`), or None without a budget."""
+    budget = TeamBudget.objects.filter(team=team).first()
     if budget is None:
         return None
-    open_ = open_spend([team.pk], since, now)[team.pk].spent
-    return BudgetState(budget.monthly_limit, (budget.spent or ZERO) + open_, budget.currency,
-                       committed(team.pk, now), hours_left_in_month(now))
+    now = timezone.now()
+    return budget_state(budget, month_spend([team.pk], now)[team.pk].spent, committed(team.pk, now), now)
+
+
+def units_in_use(team=None, flavor_id: int | None = None) -> dict[int, int]:
+    """``{flavor id: units}`` the team holds now (every team's when None; one flavor's when given), one query.
+
+    Units in use are the units of the active (unreleased) reservations: the one figure
+    :func:`decide` compares with limits, and that quota pages, the API, the Capacity page and
+    burst scaling show. (Admission's hot path reads the same sum in its facts statement.)
+    """
+    held = Reservation.objects.active()
+    if team is not None:
+        held = held.filter(team=team)
+    if flavor_id is not None:
+        held = held.filter(flavor_id=flavor_id)
+    return held.units_by_flavor()
+
+
+def in_use_of_row():
+    """:func:`units_in_use` of each row's team and flavor, as an annotation (a correlated subquery):
+    for lists of quota rows (the admin console) without a query per row."""
+    units = (Reservation.objects.active().filter(team=OuterRef("team"), flavor=OuterRef("flavor"))
+             .order_by().values("team").annotate(total=Sum("units")).values("total"))
+    return Coalesce(Subquery(units, output_field=IntegerField()), Value(0))
 
 
 def _in_use(team, flavor_id: int) -> int:
-    return Reservation.objects.active().filter(team=team, flavor_id=flavor_id).aggregate(t=Sum("units"))["t"] or 0
+    return units_in_use(team, flavor_id).get(flavor_id, 0)
 
 
 # -- the hot path in SQL -------------------------------------------------------------------
@@ -207,23 +267,21 @@ def _hot_sql(vendor: str) -> tuple[str, str, str, str]:
     """The lock, facts, insert and release statements for ``vendor`` (table names from the models)."""
     # Values always travel as parameters; only table and column names are formatted in.
     q = connection.ops.quote_name
-    team, quota, flavor, res, queue, budget, usage = (
-        q(model._meta.db_table)
-        for model in (Team, TeamQuota, GpuFlavor, Reservation, QueuedRequest, TeamBudget, UsageRecord)
+    team, quota, flavor, res, queue, budget = (
+        q(model._meta.db_table) for model in (Team, TeamQuota, GpuFlavor, Reservation, QueuedRequest, TeamBudget)
     )
     lock = f"SELECT id FROM {team} WHERE id = %(team)s"  # noqa: S608 - only quoted model table names are interpolated
     if connection.features.has_select_for_no_key_update:
         lock += " FOR NO KEY UPDATE"  # see lock_team
     elif connection.features.has_select_for_update:
         lock += " FOR UPDATE"
-    facts = (
+    facts = (  # f.active: GpuFlavor.usable, read in the same round trip
         f"SELECT f.id, f.active, f.max_units_per_node, tq.{q('limit')},"  # noqa: S608 - only quoted model table names are interpolated
         f" EXISTS(SELECT 1 FROM {res} WHERE ref = %(ref)s AND released_at IS NULL),"
         f" EXISTS(SELECT 1 FROM {queue} WHERE ref = %(ref)s),"
         f" (SELECT COALESCE(SUM(units), 0) FROM {res}"
         f"  WHERE team_id = %(team)s AND flavor_id = f.id AND released_at IS NULL),"
-        f" b.monthly_limit, b.currency,"
-        f" (SELECT COALESCE(SUM(cost), 0) FROM {usage} WHERE team_id = %(team)s AND {q('start')} >= %(since)s),"
+        f" b.monthly_limit, b.currency, b.alert_threshold_percent,"
         # What bounds committed money (see admit): every unit the team holds, the dearest price.
         f" (SELECT COALESCE(SUM(units), 0) FROM {res} WHERE team_id = %(team)s AND released_at IS NULL),"
         f" (SELECT MAX(price_per_hour) FROM {flavor}), (SELECT MAX(spot_price_per_hour) FROM {flavor})"
@@ -237,13 +295,6 @@ def _hot_sql(vendor: str) -> tuple[str, str, str, str]:
               f" %(description)s, %(now)s)")
     release = f"UPDATE {res} SET released_at = %(now)s WHERE ref = %(ref)s AND released_at IS NULL"  # noqa: S608
     return lock, facts, insert, release
-
-
-def _decimal(value) -> Decimal | None:
-    # Raw cursors skip Django's converters: SQLite hands back floats for decimal columns.
-    if value is None or isinstance(value, Decimal):
-        return value
-    return Decimal(str(value))
 
 
 def _request_of(entry: QueuedRequest | Reservation) -> ResourceRequest:
@@ -283,13 +334,12 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
         #    sees the reservations of whoever held the lock before us.
         cursor.execute(lock_sql, {"team": team.pk})
         # 2. Every fact in one round trip: the flavor and the team's limit for it, is the ref
-        #    already admitted or queued, the units of the flavor in use, the budget and spend,
-        #    and what bounds committed money.
+        #    already admitted or queued, the units of the flavor in use, the budget, and what
+        #    bounds committed money. A budgeted team's month-to-date spend is then the ledger's
+        #    one figure (month_spend: two plain statements).
         now = timezone.now()
-        since = month_start(now)
-        cursor.execute(facts_sql, {"ref": ref, "team": team.pk, "flavor": request.flavor,
-                                   "since": connection.ops.adapt_datetimefield_value(since)})
-        (flavor_id, active, max_per_node, limit, admitted, queued, usage, budget_limit, currency, spent,
+        cursor.execute(facts_sql, {"ref": ref, "team": team.pk, "flavor": request.flavor})
+        (flavor_id, active, max_per_node, limit, admitted, queued, usage, budget_limit, currency, threshold,
          held_units, dearest, dearest_spot) = cursor.fetchone()
         if admitted:
             return Decision(Outcome.ADMIT, Reason.ADMITTED, f"already admitted: {ref}")
@@ -301,15 +351,14 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
                  else FlavorQuota(active=bool(active), max_units_per_node=max_per_node, limit=limit))
         budget = None
         if budget_limit is not None:
-            # The ledger holds closed segments; what runs now is added up to this instant.
+            # Month-to-date spend: the ledger's closed rows plus what runs now, up to this instant.
             # Committed money (admitted work's estimated cost still to come) is first taken at
             # a bound: each workload commits at most its reserved units, at its own price, to
             # the month's end, so every held unit at the dearest price never commits less.
-            dearest_flavor = GpuFlavor(price_per_hour=max(_decimal(dearest) or ZERO, _decimal(dearest_spot) or ZERO))
-            bound = cost_ahead(dearest_flavor, int(held_units), False, now, month_end(now))
-            open_ = open_spend([team.pk], since, now)[team.pk].spent
-            budget = BudgetState(_decimal(budget_limit), _decimal(spent) + open_, currency,
-                                 bound, hours_left_in_month(now))
+            dearest_price = max(sql_decimal(dearest) or ZERO, sql_decimal(dearest_spot) or ZERO)
+            bound = cost_ahead(dearest_price, int(held_units), now, month_end(now))
+            budget = BudgetState(sql_decimal(budget_limit), month_spend([team.pk], now)[team.pk].spent, currency,
+                                 bound, hours_left_in_month(now), threshold)
         decision = decide(request, int(usage), facts, budget)
         if decision.reason == Reason.WAITING_FOR_BUDGET:
             # More committed money only ever queues: an admission at the bound stands at the
@@ -329,16 +378,8 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
                 team=team, ref=ref, flavor_id=flavor_id, units=request.units, units_per_node=request.units_per_node,
                 priority=Priority(request.priority).rank, spot=request.spot, description=request.description[:200],
                 estimated_cost=request.estimated_cost, cost_per_hour=request.cost_per_hour)
-            position = QueuedRequest.objects.filter(team=team).filter(_ahead_of(entry)).count() + 1
-            decision = Decision(decision.outcome, decision.reason, decision.message, position)
+            decision = Decision(decision.outcome, decision.reason, decision.message, queue_position(team, entry))
         return decision
-
-
-def _ahead_of(entry: QueuedRequest):
-    """Entries admitted before ``entry`` in queue order (priority desc, created_at, pk)."""
-    return (Q(priority__gt=entry.priority)
-            | Q(priority=entry.priority, created_at__lt=entry.created_at)
-            | Q(priority=entry.priority, created_at=entry.created_at, pk__lt=entry.pk))
 
 
 def release(ref: str) -> bool:
@@ -366,13 +407,14 @@ def _release_reservation(ref: str) -> bool:
         return cursor.rowcount > 0
 
 
-def resize(team, ref: str, units: int) -> Decision:
+def resize(team, ref: str, units: int, burst: bool = False) -> Decision:
     """Grow or shrink ``ref``'s active reservation to ``units``, under the team's admission lock.
 
     Growing is decided by :func:`decide` as if the reservation were requested anew at its new
     size, with its current units counted as free: what does not fit now (quota, budget) is
     refused with the reason and changes nothing — a resize never queues. Shrinking always
-    succeeds. An inference endpoint's burst replicas are granted and reclaimed this way.
+    succeeds. An inference endpoint's burst replicas are granted (``burst``: held back past the
+    budget's alert threshold, :attr:`ResourceRequest.burst`) and reclaimed this way.
     Raises ``LookupError`` when ``ref`` holds no reservation, ``ValueError`` for ``units < 1``.
     """
     if units < 1:
@@ -387,7 +429,7 @@ def resize(team, ref: str, units: int) -> Decision:
             if units < current:
                 Reservation.objects.filter(pk=reservation.pk).update(units=units)
             return Decision(Outcome.ADMIT, Reason.ADMITTED, f"{ref} now holds {units}\u00d7 {reservation.flavor.name}")
-        request = dataclasses.replace(_request_of(reservation), units=units)
+        request = dataclasses.replace(_request_of(reservation), units=units, burst=burst)
         usage = _in_use(team, reservation.flavor_id) - current
         quota = TeamQuota.objects.filter(team=team, flavor=reservation.flavor).first()
         decision = decide(request, usage, _flavor_quota(reservation.flavor, quota), _budget_state(team))
@@ -411,7 +453,7 @@ def admit_waiting(team) -> list[str]:
                        .order_by(*QueuedRequest.QUEUE_ORDER))
         if not entries:
             return []
-        usage = Reservation.objects.active().filter(team=team).units_by_flavor()
+        usage = units_in_use(team)
         budget = _budget_state(team)
         admitted: list[QueuedRequest] = []
         for entry in entries:
@@ -440,6 +482,25 @@ def units_of(team, flavor_id: int) -> tuple[int, int]:
     return _in_use(team, flavor_id), limit
 
 
+def _ahead_of(entry: QueuedRequest) -> Q:
+    """Entries admitted before ``entry``: the one tie rule of the queue (:attr:`QueuedRequest.QUEUE_ORDER`).
+
+    Higher priority first; within a priority the earlier submission (``created_at``), and of two
+    submitted at the same instant the one recorded first (``pk``). An entry not submitted yet
+    (a preview's) is behind everything of its priority, where its submission would land.
+    """
+    if entry.pk is None:
+        return Q(priority__gte=entry.priority)
+    return (Q(priority__gt=entry.priority)
+            | Q(priority=entry.priority, created_at__lt=entry.created_at)
+            | Q(priority=entry.priority, created_at=entry.created_at, pk__lt=entry.pk))
+
+
+def queue_position(team, entry: QueuedRequest) -> int:
+    """``entry``'s 1-based place in the team's queue (one query); an unsaved entry's is where it would land."""
+    return QueuedRequest.objects.filter(team=team).filter(_ahead_of(entry)).count() + 1
+
+
 def queue_positions(team) -> dict[str, int]:
     """``{ref: position}`` of the team's queued workloads, 1-based in admission order (one query)."""
     refs = QueuedRequest.objects.filter(team=team).order_by(*QueuedRequest.QUEUE_ORDER).values_list("ref", flat=True)
@@ -453,7 +514,7 @@ def queue_reasons(team) -> dict[str, str]:
     if not entries:
         return {}
     quotas = team_quotas(team)
-    usage = Reservation.objects.active().filter(team=team).units_by_flavor()
+    usage = units_in_use(team)
     budget = _budget_state(team)
     reasons = {}
     for entry in entries:

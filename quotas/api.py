@@ -53,7 +53,7 @@ class FlavorViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     """The GPU flavors users can request, with prices per unit and hour."""
 
     serializer_class = FlavorSerializer
-    queryset = GpuFlavor.objects.filter(active=True).order_by("name")
+    queryset = GpuFlavor.objects.usable().order_by("name")
 
 
 def csv_download(rows: list[dict], columns: list[str], filename: str) -> HttpResponse:

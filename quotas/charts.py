@@ -25,16 +25,6 @@ PLOT_W, PLOT_H = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 PATTERNS = ("solid", "diagonal", "dots", "cross", "horizontal", "vertical")
 
 
-def money(value: Decimal | float, currency: str) -> str:
-    """Mark and table labels, in the portal's one money format."""
-    return format_money(Decimal(str(value)), currency)
-
-
-def axis(value: float) -> str:
-    """Axis ticks: the amount alone (the chart's title names the currency)."""
-    return format_amount(Decimal(str(value)))
-
-
 def nice_ticks(top: float, count: int = 4) -> list[float]:
     """Round tick values from 0 to at least ``top`` (steps of 1, 2 or 5 × a power of ten)."""
     if top <= 0:
@@ -93,13 +83,13 @@ def daily_stacked(days: list[date], series: list[str], values: dict[tuple[date, 
                 continue
             segments.append(Segment(round(LEFT + slot * index + (slot - bar) / 2, 1), y(base + amount), round(bar, 1),
                                     round(y(base) - y(base + amount), 1), patterns[name],
-                                    f"{day:%b} {day.day}, {name}: {money(amount, currency)}"))
+                                    f"{day:%b} {day.day}, {name}: {format_money(amount, currency)}"))
             base += amount
     every = max(1, math.ceil(len(days) / 10))
     x_ticks = [(round(LEFT + slot * (i + 0.5), 1), f"{day.day}") for i, day in enumerate(days) if i % every == 0]
     rows = [(f"{day:%b} {day.day}", [values.get((day, s), Decimal(0)) for s in series], totals[day])
             for day in days if totals[day]]
-    return StackedBars(WIDTH, HEIGHT, segments, [(y(t), axis(t)) for t in ticks], x_ticks,
+    return StackedBars(WIDTH, HEIGHT, segments, [(y(t), format_amount(t)) for t in ticks], x_ticks,
                        [(name, patterns[name]) for name in series], series, rows)
 
 
@@ -151,21 +141,21 @@ def burn_chart(start: datetime, end: datetime, daily: list[tuple[date, Decimal]]
         points.append(f"{x(day_end)},{y(running)}")
     points.append(f"{x(current)},{y(spent)}")
     lines = [Line("spent", "actual", " ".join(points))]
-    rows = [("Spent", money(spent, currency))]
+    rows = [("Spent", format_money(spent, currency))]
     if committed is not None:
         lines.append(Line("spent + committed", "committed", f"{x(current)},{y(spent)} {x(end)},{y(spent + committed)}"))
-        rows.append(("Committed (admitted work, to its limit or the month's end)", money(committed, currency)))
+        rows.append(("Committed (admitted work, to its limit or the month's end)", format_money(committed, currency)))
     if projected is not None:
         lines.append(Line("projected at today's pace", "projected", f"{x(current)},{y(spent)} {x(end)},{y(projected)}"))
-        rows.append(("Projected month end", money(projected, currency)))
-    budget = (y(limit), f"budget {money(limit, currency)}") if limit else None
+        rows.append(("Projected month end", format_money(projected, currency)))
+    budget = (y(limit), f"budget {format_money(limit, currency)}") if limit else None
     if limit:
-        rows.append(("Budget", money(limit, currency)))
-    marks = [(x(current), y(spent), f"{money(spent, currency)} spent")] if committed is not None else []
+        rows.append(("Budget", format_money(limit, currency)))
+    marks = [(x(current), y(spent), f"{format_money(spent, currency)} spent")] if committed is not None else []
     if runs_out_at is not None and limit:
         local = timezone.localtime(runs_out_at)
         marks.append((x(runs_out_at), y(limit), f"runs out {local:%b} {local.day}"))
         rows.append(("Budget runs out", format_when(runs_out_at)))
     days = (end - start).days
     x_ticks = [(x(start + timedelta(days=d)), f"{(start + timedelta(days=d)).day}") for d in range(0, days, 5)]
-    return BurnChart(WIDTH, HEIGHT, lines, [(y(t), axis(t)) for t in ticks], x_ticks, budget, marks, rows)
+    return BurnChart(WIDTH, HEIGHT, lines, [(y(t), format_amount(t)) for t in ticks], x_ticks, budget, marks, rows)

@@ -21,6 +21,7 @@ class Reason:
     WAITING_FOR_QUOTA = "WaitingForQuota"
     WAITING_FOR_BUDGET = "WaitingForBudget"
     BUDGET_EXHAUSTED = "BudgetExhausted"
+    BUDGET_ALERT = "BudgetAlert"  # burst only: past the alert threshold no burst is granted
     NO_QUOTA_FOR_FLAVOR = "NoQuotaForFlavor"
     EXCEEDS_QUOTA = "ExceedsQuota"
     EXCEEDS_LARGEST_NODE = "ExceedsLargestNode"

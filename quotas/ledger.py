@@ -32,6 +32,7 @@ from django.db.models import Q, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from core.rawsql import sql_datetime, sql_decimal
 from quotas.models import GpuFlavor, UsageRecord
 
 #: Ledger amounts (cost, GPU-hours) keep ten decimals. A reconcile interval is a few seconds,
@@ -46,18 +47,19 @@ def _flavor(flavor: GpuFlavor | str) -> GpuFlavor:
     return flavor if isinstance(flavor, GpuFlavor) else GpuFlavor.objects.get(name=flavor)
 
 
-def cost_per_hour(flavor: GpuFlavor | str, units: int, spot: bool = False) -> Decimal:
-    """What ``units`` of ``flavor`` cost per hour, exact (MIG prices are already fraction-adjusted).
+def cost_per_hour(price: Decimal, units: int) -> Decimal:
+    """What ``units`` at ``price`` per unit-hour cost per hour, exact (MIG prices are already fraction-adjusted).
 
-    The one price rule: the ledger, estimates, previews and forecasts all derive from it.
+    The one price rule: the ledger, estimates, previews and forecasts all derive from it. It
+    takes the price (:meth:`GpuFlavor.price` says which of a flavor's applies), never a flavor.
     Round only for display.
     """
-    return _flavor(flavor).price(spot) * units
+    return price * units
 
 
-def cost_ahead(flavor: GpuFlavor | str, units: int, spot: bool, now: datetime, end: datetime) -> Decimal:
-    """What ``units`` will cost from ``now`` until ``end``, exact (nothing once ``end`` has passed): committed money."""
-    return cost_per_hour(flavor, units, spot) * Decimal(max((end - now).total_seconds(), 0)) / Decimal(3600)
+def cost_ahead(price: Decimal, units: int, now: datetime, end: datetime) -> Decimal:
+    """What ``units`` at ``price`` will cost from ``now`` until ``end``, exact (nothing once ``end`` has passed): committed money."""
+    return cost_per_hour(price, units) * Decimal(max((end - now).total_seconds(), 0)) / Decimal(3600)
 
 
 def month_start(now: datetime | None = None) -> datetime:
@@ -97,31 +99,42 @@ def next_hour(instant: datetime) -> datetime:
     return (usage_hour(instant).astimezone(UTC) + timedelta(hours=1)).astimezone(timezone.get_current_timezone())
 
 
-def interval_charge(flavor: GpuFlavor, units: int, spot: bool, start: datetime, end: datetime) -> tuple[Decimal, Decimal]:
-    """``(cost, gpu_hours)`` of ``units`` of ``flavor`` over ``[start, end)``, at ledger precision."""
+def interval_cost(price: Decimal, units: int, start: datetime, end: datetime) -> Decimal:
+    """What ``units`` at ``price`` per unit-hour cost over ``[start, end)``, at ledger precision."""
     hours = Decimal((end - start).total_seconds()) / Decimal(3600)
-    return ((cost_per_hour(flavor, units, spot) * hours).quantize(LEDGER_PRECISION, ROUND_HALF_UP),
-            (flavor.gpu_fraction * units * hours).quantize(LEDGER_PRECISION, ROUND_HALF_UP))
+    return (cost_per_hour(price, units) * hours).quantize(LEDGER_PRECISION, ROUND_HALF_UP)
 
 
-def open_segment_cost(flavor: GpuFlavor, units: int, spot: bool, since: datetime | None, now: datetime) -> Decimal:
-    """Cost of an open segment of ``units`` running since ``since``, up to ``now`` (0 when none is open)."""
+def interval_gpu_hours(gpu_fraction: Decimal, units: int, start: datetime, end: datetime) -> Decimal:
+    """The GPU-hours of ``units`` (each ``gpu_fraction`` of a GPU) over ``[start, end)``, at ledger precision."""
+    hours = Decimal((end - start).total_seconds()) / Decimal(3600)
+    return (gpu_fraction * units * hours).quantize(LEDGER_PRECISION, ROUND_HALF_UP)
+
+
+def open_segment_cost(price: Decimal, units: int, since: datetime | None, now: datetime) -> Decimal:
+    """Cost of an open segment of ``units`` at ``price`` running since ``since``, up to ``now`` (0 when none is open)."""
     if not units or since is None or now <= since:
         return ZERO
-    return interval_charge(flavor, units, spot, since, now)[0]
+    return interval_cost(price, units, since, now)
 
 
 @dataclass(frozen=True)
 class Interval:
-    """``units`` of ``flavor`` used by workload ``ref`` of ``team`` over ``[start, end)``.
+    """``units`` of a flavor used by workload ``ref`` of ``team`` over ``[start, end)``.
 
-    ``idle``: the GPUs' measured utilization stayed under the platform's idle threshold over
-    the interval, so its whole cost is also idle cost (see :mod:`workloads.idle`).
+    Of the flavor it carries what the ledger reads: its id and name (the row, reports), the
+    ``price`` per unit-hour that applies (spot or on-demand, :meth:`GpuFlavor.price`) and the
+    ``gpu_fraction`` of one unit. ``idle``: the GPUs' measured utilization stayed under the
+    platform's idle threshold over the interval, so its whole cost is also idle cost (see
+    :mod:`workloads.idle`).
     """
 
     team_id: int
     ref: str
-    flavor: GpuFlavor
+    flavor_id: int
+    flavor_name: str
+    price: Decimal
+    gpu_fraction: Decimal
     user_id: int | None
     start: datetime
     end: datetime
@@ -131,7 +144,8 @@ class Interval:
 
     def charge(self) -> tuple[Decimal, Decimal]:
         """``(cost, gpu_hours)`` of this interval."""
-        return interval_charge(self.flavor, self.units, self.spot, self.start, self.end)
+        return (interval_cost(self.price, self.units, self.start, self.end),
+                interval_gpu_hours(self.gpu_fraction, self.units, self.start, self.end))
 
     def hourly(self) -> list[Interval]:
         """This interval cut at ledger-hour boundaries: one piece per hour row it touches."""
@@ -154,7 +168,9 @@ def record_usage(team, ref: str, flavor: GpuFlavor | str, user, start: datetime,
     """
     if end <= start or units <= 0:
         return ZERO
-    interval = Interval(team.pk, ref, _flavor(flavor), getattr(user, "pk", None), start, end, units, spot, idle)
+    flavor = _flavor(flavor)
+    interval = Interval(team.pk, ref, flavor.pk, flavor.name, flavor.price(spot), flavor.gpu_fraction,
+                        getattr(user, "pk", None), start, end, units, spot, idle)
     pieces = interval.hourly()
     recorded = record_intervals(pieces)
     return sum((p.charge()[0] for p in pieces if (p.ref, usage_hour(p.start)) in recorded), ZERO)
@@ -175,21 +191,14 @@ def record_intervals(intervals: list[Interval]) -> set[tuple[str, datetime]]:
     for i in intervals:
         cost, gpu_hours = i.charge()
         idle_cost, idle_gpu_hours = (cost, gpu_hours) if i.idle else (ZERO, ZERO)
-        params += [i.team_id, i.ref, i.flavor.pk, i.user_id, ops.adapt_datetimefield_value(usage_hour(i.start)),
+        params += [i.team_id, i.ref, i.flavor_id, i.user_id, ops.adapt_datetimefield_value(usage_hour(i.start)),
                    ops.adapt_datetimefield_value(i.start), ops.adapt_datetimefield_value(i.end), i.units, i.spot,
                    *(ops.adapt_decimalfield_value(amount, LEDGER_DIGITS, 10)
                      for amount in (gpu_hours, cost, idle_gpu_hours, idle_cost)), currency]
     with connection.cursor() as cursor:
         cursor.execute(_upsert_sql(connection.vendor, len(intervals)), params)
-        changed = {(ref, _as_datetime(hour)) for ref, hour in cursor.fetchall()}
+        changed = {(ref, sql_datetime(hour)) for ref, hour in cursor.fetchall()}
     return changed
-
-
-def _as_datetime(value) -> datetime:
-    # Raw cursors skip Django's converters: SQLite hands the UTC timestamp back as naive text.
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    return value if timezone.is_aware(value) else value.replace(tzinfo=UTC)
 
 
 @lru_cache(maxsize=32)
@@ -307,7 +316,7 @@ def committed_by_team(team_ids: list[int], now: datetime) -> dict[int, Decimal]:
 
 class OpenGroup(NamedTuple):
     """Open segments alike: ``count`` workloads of kind ``prefix`` of team ``team_id``, each running
-    ``units`` of flavor ``flavor_id`` (priced ``price`` / ``spot_price`` per unit-hour) at ``spot``
+    ``units`` of flavor ``flavor_id`` at ``price`` per unit-hour (its spot or on-demand price)
     since ``start``. Segments alike cost alike to the last ledger digit, so a group is priced once.
     """
 
@@ -315,8 +324,6 @@ class OpenGroup(NamedTuple):
     prefix: str
     flavor_id: int
     price: Decimal
-    spot_price: Decimal
-    spot: bool
     start: datetime
     units: int
     count: int
@@ -347,36 +354,69 @@ def open_spend(team_ids: list[int], since: datetime, now: datetime) -> dict[int,
 
     The segments come summed per team, kind, flavor, spot, start and units (:class:`OpenGroup`),
     so 10,000 running workloads are a few rows, each priced once by the ledger's own rule: a
-    segment's cost is :func:`interval_charge` of its part after ``since`` (rounded to the
+    segment's cost is :func:`interval_cost` of its part after ``since`` (rounded to the
     ledger's precision per segment, as its ledger row will be), times the segments alike.
     Teams without open segments map to an empty :class:`OpenSpend`.
     """
     totals = {team_id: OpenSpend() for team_id in team_ids}
-    flavors: dict[tuple, GpuFlavor] = {}
     for source in _OPEN_GROUP_SOURCES:
         for group in source(team_ids, now):
-            key = (group.flavor_id, group.price, group.spot_price)
-            # Only what the price rule reads: the flavor's prices.
-            flavor = flavors.setdefault(key, GpuFlavor(pk=group.flavor_id, price_per_hour=group.price,
-                                                       spot_price_per_hour=group.spot_price))
             total = totals.setdefault(group.team_id, OpenSpend())
-            total.burn_per_hour += cost_per_hour(flavor, group.units, group.spot) * group.count
+            total.burn_per_hour += cost_per_hour(group.price, group.units) * group.count
             start = max(group.start, since)
             if start < now:
-                cost = interval_charge(flavor, group.units, group.spot, start, now)[0] * group.count
+                cost = interval_cost(group.price, group.units, start, now) * group.count
                 total.spent += cost
                 total.by_prefix[group.prefix] = total.by_prefix.get(group.prefix, ZERO) + cost
     return totals
 
 
+@lru_cache(maxsize=32)
+def _closed_spend_sql(vendor: str, teams: int) -> str:
+    """The ledger's cost per team from an instant on, for ``teams`` team ids: plain SQL, built once.
+
+    Plain, because every admission of a budgeted team reads it under the team's lock, where
+    compiling an ORM query costs more CPU than the index-only scan it runs (see admission's hot path).
+    """
+    q = connection.ops.quote_name
+    in_teams = ", ".join(["%s"] * teams)
+    return (f"SELECT team_id, SUM(cost) FROM {q(UsageRecord._meta.db_table)}"  # noqa: S608 - only the quoted table name
+            f" WHERE team_id IN ({in_teams}) AND {q('start')} >= %s GROUP BY team_id")
+
+
 def closed_spend(team_ids: list[int], since: datetime) -> dict[int, Decimal]:
-    """What the ledger holds for each team in ``team_ids`` from ``since`` on (one query); 0 without rows."""
+    """What the ledger holds for each team in ``team_ids`` from ``since`` on (one statement); 0 without rows."""
     totals = dict.fromkeys(team_ids, ZERO)
-    rows = (UsageRecord.objects.filter(team_id__in=team_ids, start__gte=since).values("team_id")
-            .annotate(total=Sum("cost")).order_by())
-    for row in rows:
-        totals[row["team_id"]] = row["total"] or ZERO
+    if not team_ids:
+        return totals
+    with connection.cursor() as cursor:
+        cursor.execute(_closed_spend_sql(connection.vendor, len(team_ids)),
+                       [*team_ids, connection.ops.adapt_datetimefield_value(since)])
+        for team_id, total in cursor.fetchall():
+            # At the ledger's precision, as the ORM would read the sum (SQLite sums in floats).
+            totals[team_id] = sql_decimal(total).quantize(LEDGER_PRECISION, ROUND_HALF_UP) if total is not None else ZERO
     return totals
+
+
+@dataclass(frozen=True)
+class MonthSpend:
+    """A team's month to date: what it spent (closed ledger rows and open segments) and spends per hour now."""
+
+    spent: Decimal = ZERO
+    burn_per_hour: Decimal = ZERO
+
+
+def month_spend(team_ids: list[int], now: datetime) -> dict[int, MonthSpend]:
+    """Month-to-date spend of each team in ``team_ids``: the one figure admission, budgets, pages and the admin show.
+
+    The ledger's rows from the start of ``now``'s month plus the open segments up to ``now``
+    (two statements, whatever the number of teams or workloads).
+    """
+    since = month_start(now)
+    closed = closed_spend(team_ids, since)
+    open_ = open_spend(team_ids, since, now)
+    return {team_id: MonthSpend(closed[team_id] + open_[team_id].spent, open_[team_id].burn_per_hour)
+            for team_id in team_ids}
 
 
 def spent_month_by_prefix(team, prefixes: list[str], now: datetime) -> dict[str, Decimal]:
@@ -388,16 +428,9 @@ def spent_month_by_prefix(team, prefixes: list[str], now: datetime) -> dict[str,
     return {prefix: (sums[prefix] or ZERO) + open_.get(prefix, ZERO) for prefix in prefixes}
 
 
-def spent_month_by_team(team_ids: list[int], now: datetime) -> dict[int, Decimal]:
-    """Each team's spend since the start of ``now``'s month: the ledger plus open segments (two statements)."""
-    since = month_start(now)
-    open_ = open_spend(team_ids, since, now)
-    return {team_id: amount + open_[team_id].spent for team_id, amount in closed_spend(team_ids, since).items()}
-
-
 def spent_month(team, now: datetime | None = None) -> Decimal:
-    """The team's spend since the start of the current month: the ledger plus open segments."""
-    return spent_month_by_team([team.pk], now or timezone.now())[team.pk]
+    """The team's spend since the start of the current month (:func:`month_spend`)."""
+    return month_spend([team.pk], now or timezone.now())[team.pk].spent
 
 
 GROUP_FIELDS = {"day": "day", "flavor": "flavor__name", "user": "user__username", "workload": "ref",
@@ -451,7 +484,7 @@ def _group_of(piece: Interval, key: str, names: dict[str, dict[int, str]]) -> st
     if key == "day":
         return str(timezone.localtime(piece.start).date())
     if key == "flavor":
-        return piece.flavor.name
+        return piece.flavor_name
     if key == "user":
         return names["user"].get(piece.user_id, "")
     if key == "team":

@@ -27,8 +27,27 @@ FLAVOR_NAME = RegexValidator(
 MONEY = {"max_digits": 12, "decimal_places": 4}
 
 
+def unit_price(price_per_hour: Decimal, spot_price_per_hour: Decimal, spot: bool) -> Decimal:
+    """Which of a flavor's two prices a unit-hour costs: the spot one for spot work, else on-demand.
+
+    :meth:`GpuFlavor.price`, for the raw SQL paths that read the two columns without a flavor.
+    """
+    return spot_price_per_hour if spot else price_per_hour
+
+
+def unknown_flavor(name: str) -> str:
+    """The field error of a submission asking for a flavor that does not exist."""
+    return f"Unknown flavor {name!r}."
+
+
 def _default_currency() -> str:
     return settings.SLIPWAY_CURRENCY
+
+
+class GpuFlavorQuerySet(models.QuerySet):
+    def usable(self) -> GpuFlavorQuerySet:
+        """Flavors that may be requested now (:attr:`GpuFlavor.usable`, in SQL): pickers, the API's list."""
+        return self.filter(active=True)
 
 
 class GpuFlavor(models.Model):
@@ -61,14 +80,28 @@ class GpuFlavor(models.Model):
     active = models.BooleanField(default=True, help_text="Inactive flavors cannot be requested any more.")
     description = models.CharField(max_length=200, blank=True)
 
+    objects = GpuFlavorQuerySet.as_manager()
+
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def usable(self) -> bool:
+        """Whether the flavor may be requested now: the one rule (an admin retires a flavor by
+        making it inactive; work already running on it goes on). :func:`quotas.admission.decide`
+        refuses new work on a flavor that is not, and submissions say so in a field error."""
+        return self.active
+
+    def refusal(self) -> str:
+        """The field error of a submission asking for this flavor when it is not :attr:`usable` ("" when it is)."""
+        return "" if self.usable else f"Flavor {self.name} is retired and cannot be requested any more."
+
     def price(self, spot: bool = False) -> Decimal:
-        return self.spot_price_per_hour if spot else self.price_per_hour
+        """The price of one unit-hour (:func:`unit_price`): what the ledger's price rule is given."""
+        return unit_price(self.price_per_hour, self.spot_price_per_hour, spot)
 
     def to_spec(self) -> FlavorSpec:
         """The cluster layer's :class:`cluster.specs.FlavorSpec` for this flavor."""

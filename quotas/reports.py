@@ -30,7 +30,7 @@ def parse_month(raw: str | None, now: datetime) -> datetime | None:
         return month_start(now)
     try:
         year, month = (int(part) for part in raw.split("-"))
-        first = timezone.make_aware(datetime(year, month, 1))
+        first = month_start(timezone.make_aware(datetime(year, month, 2)))  # the ledger's month boundary
     except (ValueError, TypeError, OverflowError):
         return None
     return first if first <= month_start(now) and year >= 2000 else None

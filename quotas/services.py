@@ -21,18 +21,12 @@ from django.db.models import Sum
 from django.utils import timezone
 
 import core.backend
+from cluster.capacity import offers
 from cluster.errors import ClusterError
-from quotas.admission import admit_waiting
-from quotas.ledger import (
-    closed_spend,
-    committed_by_team,
-    hours_left_in_month,
-    month_end,
-    month_start,
-    open_spend,
-    spent_month,
-)
-from quotas.models import BudgetMonth, GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota
+from core.formatting import stored_amount
+from quotas.admission import admit_waiting, budget_state, units_in_use
+from quotas.ledger import MonthSpend, committed_by_team, month_end, month_spend, month_start, spent_month
+from quotas.models import BudgetMonth, GpuFlavor, QueuedRequest, TeamBudget, TeamQuota
 from quotas.tasks import sync_team_quota
 from teams.models import AuditEvent, Team
 from teams.services import audit, lock_team
@@ -42,7 +36,6 @@ __all__ = [
     "budget_summaries",
     "budget_summary",
     "enforce_budgets",
-    "money_str",
     "schedule_team_sync",
     "set_flavor_prices",
     "set_team_budget",
@@ -61,7 +54,7 @@ log = logging.getLogger(__name__)
 def usage_summary(team: Team) -> list[dict]:
     """Per flavor the team has quota for (or still uses): ``{flavor, limit, in_use, queued, free}``."""
     quotas = {q.flavor_id: q for q in TeamQuota.objects.filter(team=team).select_related("flavor")}
-    in_use = Reservation.objects.active().filter(team=team).units_by_flavor()
+    in_use = units_in_use(team)
     queued = {row["flavor_id"]: row["total"] for row in
               QueuedRequest.objects.filter(team=team).values("flavor_id").annotate(total=Sum("units")).order_by()}
     flavors = {fid: q.flavor for fid, q in quotas.items()}
@@ -100,29 +93,26 @@ def budget_summaries(team_ids: list[int], now: datetime | None = None) -> dict[i
 
 def _summaries(team_ids: list[int], budgets: dict[int, TeamBudget], now: datetime) -> dict[int, dict]:
     """:func:`budget_summaries` with the teams' budgets already read (four statements)."""
-    since = month_start(now)
-    closed = closed_spend(team_ids, since)
-    open_ = open_spend(team_ids, since, now)
+    spend = month_spend(team_ids, now)
     ahead = committed_by_team(team_ids, now)
-    hours_left = hours_left_in_month(now)
-    return {team_id: _summary(budgets.get(team_id), closed[team_id] + open_[team_id].spent,
-                              open_[team_id].burn_per_hour, ahead[team_id], hours_left, now)
-            for team_id in team_ids}
+    return {team_id: _summary(budgets.get(team_id), spend[team_id], ahead[team_id], now) for team_id in team_ids}
 
 
-def _summary(budget: TeamBudget | None, spent: Decimal, burn: Decimal, ahead: Decimal, hours_left: Decimal,
-             now: datetime) -> dict:
-    """A team's month in money from its figures (see :func:`budget_summary`)."""
-    summary = {"monthly_limit": None, "spent_month": spent, "currency": settings.SLIPWAY_CURRENCY,
-               "alert_threshold_pct": None, "alert": False, "committed": ahead,
-               "burn_per_hour": burn, "projected_month_end": spent + burn * hours_left, "runs_out_at": None,
-               "policy": None, "exhausted": False}
+def _summary(budget: TeamBudget | None, spend: MonthSpend, ahead: Decimal, now: datetime) -> dict:
+    """A team's month in money from its figures (see :func:`budget_summary`).
+
+    ``left``, ``exhausted`` and ``alert`` are :class:`quotas.admission.BudgetState`'s, the rule
+    admission decides by (``left`` is not part of the API's ``budget``).
+    """
+    state = budget_state(budget, spend.spent, ahead, now)
+    spent, burn, limit = spend.spent, spend.burn_per_hour, state.monthly_limit
+    summary = {"monthly_limit": limit, "spent_month": spent, "currency": state.currency,
+               "alert_threshold_pct": state.alert_threshold_percent, "alert": state.alert, "committed": ahead,
+               "burn_per_hour": burn, "projected_month_end": spent + burn * state.hours_left, "runs_out_at": None,
+               "policy": budget.policy if budget is not None else None, "exhausted": state.exhausted,
+               "left": state.left if limit is not None else None}
     if budget is None:
         return summary
-    limit = budget.monthly_limit
-    summary.update(monthly_limit=limit, currency=budget.currency, alert_threshold_pct=budget.alert_threshold_percent,
-                   policy=budget.policy, exhausted=spent >= limit,
-                   alert=spent >= limit or (limit > 0 and spent * 100 >= limit * budget.alert_threshold_percent))
     if burn > 0 and spent < limit:
         runs_out = now + timedelta(hours=float((limit - spent) / burn))
         summary["runs_out_at"] = runs_out if runs_out < month_end(now) else None
@@ -173,7 +163,7 @@ def enforce_budgets(now: datetime | None = None) -> BudgetStep:
     step = BudgetStep()
     alerting = [budget for budget in budgets if summaries[budget.team_id]["alert"]]
     if alerting:
-        target = f"budget {timezone.localtime(now).strftime('%Y-%m')}"
+        target = f"budget {month_start(now):%Y-%m}"
         noted = set(AuditEvent.objects.filter(action=AuditEvent.Action.BUDGET_ALERT, target=target,
                                               team_id__in=[budget.team_id for budget in alerting])
                     .values_list("team_id", flat=True))
@@ -181,7 +171,7 @@ def enforce_budgets(now: datetime | None = None) -> BudgetStep:
             if budget.team_id not in noted:
                 summary = summaries[budget.team_id]
                 audit(AuditEvent.Action.BUDGET_ALERT, team=budget.team, target=target,
-                      spent=money_str(summary["spent_month"]), limit=money_str(summary["monthly_limit"]),
+                      spent=stored_amount(summary["spent_month"]), limit=stored_amount(summary["monthly_limit"]),
                       threshold_pct=summary["alert_threshold_pct"])
                 step.alerted.append(budget.team.slug)
     step.to_stop = [budget.team for budget in budgets
@@ -262,16 +252,11 @@ def set_team_budget(actor, team: Team, monthly_limit: Decimal | None, currency: 
     return budget
 
 
-def money_str(value) -> str | None:
-    """A money amount as the database stores it (4 decimals), so old and new values compare."""
-    return None if value is None else str(Decimal(str(value)).quantize(Decimal("0.0001")))
-
-
 def budget_fields(budget: TeamBudget | None) -> dict | None:
     """The audited fields of a budget, as JSON-safe values."""
     if budget is None:
         return None
-    return {"monthly_limit": money_str(budget.monthly_limit), "currency": budget.currency,
+    return {"monthly_limit": stored_amount(budget.monthly_limit), "currency": budget.currency,
             "alert_threshold_percent": budget.alert_threshold_percent, "policy": budget.policy}
 
 
@@ -293,10 +278,10 @@ def set_flavor_prices(actor, flavor: GpuFlavor, price_per_hour: Decimal, spot_pr
     if old is _UNSET:
         old = (flavor.price_per_hour, flavor.spot_price_per_hour)
     before = {"price_per_hour": None, "spot_price_per_hour": None} if old is None else {
-        "price_per_hour": money_str(old[0]), "spot_price_per_hour": money_str(old[1])}
+        "price_per_hour": stored_amount(old[0]), "spot_price_per_hour": stored_amount(old[1])}
     flavor.price_per_hour, flavor.spot_price_per_hour = price_per_hour, spot_price_per_hour
     flavor.save(update_fields=["price_per_hour", "spot_price_per_hour"])
-    after = {"price_per_hour": money_str(price_per_hour), "spot_price_per_hour": money_str(spot_price_per_hour)}
+    after = {"price_per_hour": stored_amount(price_per_hour), "spot_price_per_hour": stored_amount(spot_price_per_hour)}
     if before != after:
         audit(AuditEvent.Action.PRICE_CHANGED, actor=actor, target=f"flavor {flavor.name}", ip=ip,
               flavor=flavor.name, old=before, new=after)
@@ -304,19 +289,6 @@ def set_flavor_prices(actor, flavor: GpuFlavor, price_per_hour: Decimal, spot_pr
 
 
 # -- capacity ------------------------------------------------------------------------------
-
-
-def _node_matches(flavor: GpuFlavor, node) -> bool:
-    """Whether ``node`` offers ``flavor``: same resource and, when the node reports labels, the flavor's labels.
-
-    A100 and H100 share ``nvidia.com/gpu``, so the product label tells them apart. A backend
-    that reports no labels is counted by resource alone (better than showing nothing).
-    """
-    if node.resource_name != flavor.resource_name:
-        return False
-    if not node.labels:
-        return True
-    return all(node.labels.get(key) == value for key, value in (flavor.node_labels or {}).items())
 
 
 def capacity_rows(pending: dict[int, int] | None = None) -> tuple[list[dict], list[dict], str]:
@@ -335,13 +307,14 @@ def capacity_rows(pending: dict[int, int] | None = None) -> tuple[list[dict], li
         nodes, error = None, str(exc)
     quota_sums = {row["flavor_id"]: row["total"] for row in
                   TeamQuota.objects.values("flavor_id").annotate(total=Sum("limit")).order_by()}
-    reserved = Reservation.objects.active().units_by_flavor()
+    reserved = units_in_use()
     queued = {row["flavor_id"]: row["total"] for row in
               QueuedRequest.objects.values("flavor_id").annotate(total=Sum("units")).order_by()}
     flavors = list(GpuFlavor.objects.order_by("-active", "name"))
+    specs = {flavor.pk: flavor.to_spec() for flavor in flavors}
     rows = []
     for flavor in flavors:
-        matching = [n for n in nodes if _node_matches(flavor, n)] if nodes is not None else None
+        matching = [n for n in nodes if offers(n, specs[flavor.pk])] if nodes is not None else None
         allocatable = sum(n.allocatable for n in matching) if matching is not None else None
         quota_sum = quota_sums.get(flavor.pk, 0)
         overcommit = round(quota_sum / allocatable, 2) if allocatable else None
@@ -359,6 +332,6 @@ def capacity_rows(pending: dict[int, int] | None = None) -> tuple[list[dict], li
         })
     node_rows = [{"node": n.node, "resource": n.resource_name, "allocatable": n.allocatable, "running": n.in_use,
                   "free": n.free, "full": n.free == 0,
-                  "flavors": [f.name for f in flavors if f.active and _node_matches(f, n)]}
+                  "flavors": [f.name for f in flavors if f.usable and offers(n, specs[f.pk])]}
                  for n in sorted(nodes or [], key=lambda n: (n.node, n.resource_name))]
     return rows, node_rows, error

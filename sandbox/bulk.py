@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection, models
+
+from core.rawsql import sql_datetime
 
 
 class Record:
@@ -49,13 +50,7 @@ def _reader(field: models.Field) -> Callable[[Any], Any] | None:
     if isinstance(field, models.DateTimeField):
         # SQLite stores naive UTC (Django's driver converter may already parse it); PostgreSQL
         # returns aware datetimes.
-        def to_datetime(value: Any) -> Any:
-            if value is None:
-                return None
-            parsed = value if isinstance(value, datetime) else datetime.fromisoformat(value)
-            return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-        return to_datetime
+        return sql_datetime
     return None
 
 

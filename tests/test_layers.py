@@ -1,5 +1,5 @@
 """The apps import one way: each top-level package only imports packages in layers below it
-(DESIGN.md §1). Peers in one layer (the two workload kinds; core and the sandbox) never import
+(DESIGN.md §1). Peers in one layer (the two workload kinds; the sandbox and teams) never import
 each other, so adding a kind cannot tie it to another. Function-level imports count
 (:mod:`tests.test_import_cycles` walks them).
 """
@@ -11,8 +11,8 @@ from tests.test_import_cycles import PACKAGES, graph
 #: Bottom up. A package may import any package of a lower layer, none of its own or a higher one.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("cluster",),            # Kubernetes layer, Django-free
-    ("core", "sandbox"),     # shared plumbing; the simulated cluster (implements cluster's interface)
-    ("teams",),              # teams, membership, tokens, audit, idempotency, the team lock
+    ("core",),               # shared plumbing every app needs and no app owns
+    ("sandbox", "teams"),    # the simulated cluster (cluster's interface); teams, membership, tokens, audit, the team lock
     ("quotas",),             # flavors, prices, quotas, budgets, admission, the ledger
     ("workloads",),          # what every workload kind shares
     ("jobs", "inference"),   # the workload kinds

@@ -14,18 +14,17 @@ Replays never double-count: closing is a conditional update on the old ``billed_
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from functools import lru_cache
 
 from django.db import connection
 from django.db.models import F
-from django.utils.dateparse import parse_datetime
-from django.utils.timezone import is_aware
 
+from core.rawsql import sql_datetime, sql_decimal
 from quotas import ledger
 from quotas.ledger import ZERO, Interval, cost_ahead, month_end, usage_hour
-from quotas.models import GpuFlavor
+from quotas.models import GpuFlavor, unit_price
 from workloads.identity import WorkloadId
 from workloads.registry import kinds
 
@@ -88,8 +87,9 @@ def plan_billing(workload, running_units: int, first_started_at: datetime | None
 def _pieces(workload, start: datetime, end: datetime, units: int, idle: bool) -> list[Interval]:
     if end <= start or units <= 0:
         return []
-    return Interval(workload.team_id, workload.ref, workload.flavor, workload.created_by_id, start, end, units,
-                    workload.spot, idle).hourly()
+    flavor = workload.flavor
+    return Interval(workload.team_id, workload.ref, flavor.pk, flavor.name, flavor.price(workload.spot),
+                    flavor.gpu_fraction, workload.created_by_id, start, end, units, workload.spot, idle).hourly()
 
 
 def record(billed: list[tuple[object, BillingPlan]]) -> list[object]:
@@ -124,17 +124,6 @@ def _open_segments_sql(vendor: str, kind_tables: tuple[tuple[str, str], ...], te
         for _prefix, table in kind_tables)
 
 
-def _aware(value) -> datetime:
-    # Raw cursors skip Django's converters: SQLite hands back text without a time zone (UTC).
-    moment = parse_datetime(value) if isinstance(value, str) else value
-    return moment if is_aware(moment) else moment.replace(tzinfo=UTC)
-
-
-def _decimal(value) -> Decimal:
-    # ...and floats for decimal columns.
-    return value if isinstance(value, Decimal) else Decimal(str(value))
-
-
 def _open_rows(build_sql, team_ids: list[int], now: datetime) -> list[tuple]:
     """Run ``build_sql``'s statement (one SELECT per kind, UNION ALL) over ``team_ids``' open segments up to ``now``.
 
@@ -160,11 +149,10 @@ def open_segments(team_ids: list[int], now: datetime) -> list[Interval]:
     segments = []
     for prefix, pk, team_id, user_id, since, units, spot, idle, flavor_id, name, price, spot_price, fraction in (
             _open_rows(_open_segments_sql, team_ids, now)):
-        # Only what the cost rule reads: the flavor's prices and GPU fraction.
-        flavor = GpuFlavor(pk=flavor_id, name=name, price_per_hour=_decimal(price),
-                           spot_price_per_hour=_decimal(spot_price), gpu_fraction=_decimal(fraction))
-        segments.append(Interval(team_id, WorkloadId(prefix, pk).ref, flavor, user_id, _aware(since), now, units,
-                                 bool(spot), bool(idle)))
+        segments.append(Interval(team_id, WorkloadId(prefix, pk).ref, flavor_id, name,
+                                 unit_price(sql_decimal(price), sql_decimal(spot_price), bool(spot)),
+                                 sql_decimal(fraction), user_id, sql_datetime(since), now, units, bool(spot),
+                                 bool(idle)))
     return segments
 
 
@@ -195,8 +183,8 @@ def open_groups(team_ids: list[int], now: datetime) -> list[ledger.OpenGroup]:
     What budgets and spend read (:func:`quotas.ledger.open_spend`); reports, which need each
     segment's workload and user, read :func:`open_segments`.
     """
-    return [ledger.OpenGroup(team_id, prefix, flavor_id, _decimal(price), _decimal(spot_price), bool(spot),
-                             _aware(since), units, count)
+    return [ledger.OpenGroup(team_id, prefix, flavor_id, unit_price(sql_decimal(price), sql_decimal(spot_price), bool(spot)),
+                             sql_datetime(since), units, count)
             for prefix, team_id, flavor_id, price, spot_price, spot, since, units, count in
             _open_rows(_open_groups_sql, team_ids, now)]
 
@@ -255,11 +243,10 @@ def commitments(team_ids: list[int], now: datetime) -> dict[int, Decimal]:
         rows = cursor.fetchall()
     until = month_end(now)
     totals: dict[int, Decimal] = {}
-    for team_id, spot, started_at, minutes, units, flavor_id, price, spot_price in rows:
+    for team_id, spot, started_at, minutes, units, _flavor_id, price, spot_price in rows:
         end = until
         if minutes is not None:
-            end = min((_aware(started_at) if started_at else now) + timedelta(minutes=minutes), until)
-        # Only what the price rule reads: the flavor's prices.
-        flavor = GpuFlavor(pk=flavor_id, price_per_hour=_decimal(price), spot_price_per_hour=_decimal(spot_price))
-        totals[team_id] = totals.get(team_id, ZERO) + cost_ahead(flavor, units, bool(spot), now, end)
+            end = min((sql_datetime(started_at) if started_at else now) + timedelta(minutes=minutes), until)
+        price = unit_price(sql_decimal(price), sql_decimal(spot_price), bool(spot))
+        totals[team_id] = totals.get(team_id, ZERO) + cost_ahead(price, units, now, end)
     return totals

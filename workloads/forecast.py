@@ -195,8 +195,7 @@ def estimated_starts(team, now: datetime | None = None,
         held = admission.held_beyond_quota(team, entries=queue, quotas=quotas)
     if candidate is not None:
         entry, _duration_of_candidate = candidate
-        ahead = [q for q in queue if q.priority >= entry.priority]
-        queue = ahead + [entry] + [q for q in queue if q.priority < entry.priority]
+        queue.insert(admission.queue_position(team, entry) - 1, entry)  # the queue's own tie rule
     if not queue:
         return {}
     reservations = list(Reservation.objects.active().filter(team=team, flavor_id__in={q.flavor_id for q in queue}))
@@ -275,14 +274,14 @@ def forecast(team, request: ResourceRequest, flavor, duration: timedelta | None)
     """Price, budget share and admission outcome of ``request`` (for ``flavor``) — with a queue position
     and start estimate when it would wait for quota."""
     now = timezone.now()
-    rate = cost_per_hour(flavor, request.units, request.spot) if flavor is not None else None
+    rate = cost_per_hour(flavor.price(request.spot), request.units) if flavor is not None else None
     total = request.estimated_cost
     committed = request.committed_cost(hours_left_in_month(now))
     decision = admission.preview(team, request)
     share = None
     budget = budget_summary(team, now)
     if committed is not None and budget["monthly_limit"] is not None:
-        left = budget["monthly_limit"] - budget["spent_month"] - budget["committed"]
+        left = budget["left"]
         share = (committed / left).quantize(Decimal("0.0001")) if left > 0 else None
     result = Forecast(decision.outcome, decision.message, rate, total, share, committed_cost=committed)
     if not decision.queued or flavor is None:
@@ -290,7 +289,7 @@ def forecast(team, request: ResourceRequest, flavor, duration: timedelta | None)
     entry = QueuedRequest(team=team, ref="dry-run", flavor=flavor, units=request.units,
                           units_per_node=request.units_per_node, priority=Priority(request.priority).rank,
                           spot=request.spot)
-    position = QueuedRequest.objects.filter(team=team, priority__gte=entry.priority).count() + 1
+    position = admission.queue_position(team, entry)
     held = admission.held_beyond_quota(team, (entry.ref, request))
     if decision.reason == Reason.WAITING_FOR_QUOTA:
         estimate = estimated_starts(team, now, candidate=(entry, duration), held=held).get(entry.ref)

@@ -16,6 +16,7 @@ from django.utils import timezone
 from quotas import admission, ledger
 from teams.services import lock_team
 from workloads import billing, secrets
+from workloads.models import ReasonCode
 from workloads.registry import kind_of
 
 
@@ -74,20 +75,20 @@ def sync_billed_cost(workload) -> None:
     type(workload).objects.filter(pk=workload.pk).update(billed_cost=total)
 
 
-def fail(workload, reason: str, now: datetime | None = None) -> bool:
+def fail(workload, reason: str, code: ReasonCode, now: datetime | None = None) -> bool:
     """Move a non-final workload to its kind's failed state and release its quota. False if already final."""
     kind = kind_of(workload)
     now = now or timezone.now()
     with transaction.atomic():
         updated = (type(workload).objects.filter(pk=workload.pk).exclude(state__in=workload.FINAL_STATES)
-                   .update(state=kind.lifecycle.failed, reason=reason[:500], finished_at=now))
+                   .update(state=kind.lifecycle.failed, reason=reason[:500], reason_code=code, finished_at=now))
         if updated:
             _close_billing(workload, now)
             release_holdings(workload.ref)
     return bool(updated)
 
 
-def end(workload, reason: str) -> bool:
+def end(workload, reason: str, code: ReasonCode = ReasonCode.ENDED_BY_USER) -> bool:
     """The user's end (cancel, delete): move to the kind's ended state, bill to now, release quota.
 
     Takes the team's admission lock first — the order admission takes its locks in, since a
@@ -103,7 +104,7 @@ def end(workload, reason: str) -> bool:
         now = timezone.now()
         updated = (type(workload).objects.filter(pk=workload.pk)
                    .exclude(state__in=(*workload.FINAL_STATES, *lifecycle.removed))
-                   .update(state=lifecycle.ended, finished_at=now, reason=reason[:500]))
+                   .update(state=lifecycle.ended, finished_at=now, reason=reason[:500], reason_code=code))
         if not updated:
             return False
         # The reconciler no longer bills an ended workload: close its segment here (our UPDATE

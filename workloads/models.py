@@ -27,14 +27,39 @@ from workloads import idle
 from workloads.identity import WorkloadId
 
 
-def cost_to(billed_cost: Decimal, flavor, open_units: int, spot: bool, billed_until: datetime | None,
+def cost_to(billed_cost: Decimal, price: Decimal, open_units: int, billed_until: datetime | None,
             now: datetime) -> Decimal:
     """A workload's cost to ``now`` from its billing columns: the ledger's part plus the open segment.
 
     :meth:`Workload.cost_at` in columns, for lists that sort many workloads by cost without
     loading each whole row.
     """
-    return billed_cost + open_segment_cost(flavor, open_units, spot, billed_until, now)
+    return billed_cost + open_segment_cost(price, open_units, billed_until, now)
+
+
+class ReasonCode(models.TextChoices):
+    """What a workload's ``reason`` is about, beside its words: what code branches on (never the words).
+
+    The words (``reason``) are for people and may change with the figures in them ("6 of 8 in
+    use"); the code names their kind and stays put. Set wherever ``reason`` is set.
+    """
+
+    NONE = "", "Nothing to say"
+    QUEUED = "queued", "Waiting in the team's queue (quota or budget)"
+    WAITING_FOR_WORKER = "waiting_for_worker", "Admitted, waiting for a worker"
+    SUBMITTED = "submitted", "Submitted to the cluster"
+    CLUSTER = "cluster", "The cluster's own words"
+    WAITING_FOR_CAPACITY = "waiting_for_capacity", "Waiting for cluster capacity"
+    BURST_CAPPED = "burst_capped", "Burst capped (quota or budget)"
+    ENDED_BY_USER = "ended_by_user", "Cancelled or deleted by a user"
+    STOPPED_BY_BUDGET = "stopped_by_budget", "Stopped by the budget policy"
+    CLUSTER_REJECTED = "cluster_rejected", "The cluster rejected it"
+    CLUSTER_UNREACHABLE = "cluster_unreachable", "The cluster could not be reached"
+    OBJECTS_VANISHED = "objects_vanished", "Its cluster objects disappeared"
+
+
+#: The portal's own words for the steps it takes: they hold while the cluster has nothing to say.
+PORTAL_STEPS = (ReasonCode.WAITING_FOR_WORKER, ReasonCode.SUBMITTED)
 
 
 class WorkloadQuerySet(models.QuerySet):
@@ -73,6 +98,7 @@ class Workload(models.Model):
 
     state = models.CharField(max_length=16, db_index=True)
     reason = models.CharField(max_length=500, blank=True)
+    reason_code = models.CharField(max_length=32, choices=ReasonCode.choices, blank=True, default=ReasonCode.NONE)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     admitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -146,7 +172,7 @@ class Workload(models.Model):
     # -- money ----------------------------------------------------------------------------------
     def cost_at(self, now: datetime) -> Decimal:
         """Cost to ``now``: the ledger's part plus the open segment (exact to the second)."""
-        return cost_to(self.billed_cost, self.flavor, self.open_units, self.spot, self.billed_until, now)
+        return cost_to(self.billed_cost, self.flavor.price(self.spot), self.open_units, self.billed_until, now)
 
     @property
     def cost_to_date(self) -> Decimal:
@@ -159,7 +185,7 @@ class Workload(models.Model):
 
     def cost_per_hour_at(self, units: int) -> Decimal:
         """What ``units`` of this workload's flavor cost per hour (spot or on-demand)."""
-        return cost_per_hour(self.flavor, units, self.spot)
+        return cost_per_hour(self.flavor.price(self.spot), units)
 
 
 class SecretEnv(models.Model):

@@ -53,7 +53,7 @@ from workloads import billing, idle, lifecycle
 from workloads.billing import BILLING_FIELDS, BillingPlan
 from workloads.constants import MAX_APPLY_ATTEMPTS, STEADY_BATCH, Message
 from workloads.identity import WorkloadId
-from workloads.models import Workload
+from workloads.models import ReasonCode, Workload
 from workloads.registry import WorkloadKind, kind_for, kinds
 
 logger = logging.getLogger(__name__)
@@ -187,7 +187,7 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: 
         if workload.applied_at is None:
             _redrive_if_stuck(kind, workload, now, report, teams)
         elif workload.applied_at < observe_started - lifecycle.redrive_after() and lifecycle.fail(
-                workload, Message.OBJECTS_VANISHED.format(noun=kind.noun), now):
+                workload, Message.OBJECTS_VANISHED.format(noun=kind.noun), ReasonCode.OBJECTS_VANISHED, now):
             report.vanished.append(workload.ref)
             teams.add(workload.team_id)
         return None
@@ -200,14 +200,9 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: 
     return plan
 
 
-#: How the scheduler says a pod found no node with room (the raw words stay in the events).
-UNSCHEDULABLE = "Unschedulable"
-
-
 def _explain_capacity(kind: WorkloadKind, backend, plan: _Plan, nodes: list) -> None:
     """Put the scheduler's "Insufficient …" into words about the team's flavor and the largest free block."""
-    reason = plan.changes.get("reason", plan.workload.reason)
-    if not reason.startswith(UNSCHEDULABLE) or "Insufficient" not in reason:
+    if not plan.status.lacks_capacity:
         return
     if not nodes:
         try:
@@ -217,11 +212,12 @@ def _explain_capacity(kind: WorkloadKind, backend, plan: _Plan, nodes: list) -> 
             return
     flavor = plan.workload.flavor
     per_node = kind.resource_request(plan.workload).units_per_node
-    words = capacity_reason(flavor.name, flavor.resource_name, flavor.node_labels or {}, per_node, nodes)
+    words = capacity_reason(flavor.to_spec(), per_node, nodes)
     if words != plan.workload.reason:
-        plan.changes["reason"] = words[:500]
+        plan.changes.update(reason=words[:500], reason_code=ReasonCode.WAITING_FOR_CAPACITY)
     else:
         plan.changes.pop("reason", None)
+        plan.changes.pop("reason_code", None)
 
 
 def _finish_removal(kind: WorkloadKind, backend, workload, obs: ObservedWorkload | None,
@@ -248,7 +244,7 @@ def _explain_podless(kind: WorkloadKind, backend, workload, status: WorkloadStat
     waiting = kind.state_for(status, workload) == kind.lifecycle.applied
     if not waiting:
         return status
-    if workload.reason not in ("", Message.SUBMITTED_TO_CLUSTER):
+    if workload.reason_code not in (ReasonCode.NONE, ReasonCode.SUBMITTED):
         # Explained already, and still waiting without pods: the explanation holds (no events call).
         return dataclasses.replace(status, reason=workload.reason)
     applied = workload.applied_at or workload.apply_started_at or workload.admitted_at or workload.created_at
@@ -289,7 +285,7 @@ def _redrive_if_stuck(kind: WorkloadKind, workload, now: datetime, report: Recon
     if workload.apply_attempts >= MAX_APPLY_ATTEMPTS:
         message = Message.CLUSTER_UNREACHABLE.format(attempts=workload.apply_attempts,
                                                      message="no cluster object appeared")
-        if lifecycle.fail(workload, message, now):
+        if lifecycle.fail(workload, message, ReasonCode.CLUSTER_UNREACHABLE, now):
             teams.add(workload.team_id)
         return
     # Conditional on the snapshot's apply_started_at: two overlapping cycles re-drive once.
@@ -315,7 +311,8 @@ def _plan(kind: WorkloadKind, workload, status: WorkloadStatus, now: datetime, r
     # cluster gave once go away when the next observation no longer says them.
     reason = kind.observed_reason(workload, status, new_state)[:500]
     if reason != workload.reason:
-        changes["reason"] = reason
+        # Only the cluster's words (or none) are new: a kind's own reasons are the ones it keeps.
+        changes.update(reason=reason, reason_code=ReasonCode.CLUSTER if reason else ReasonCode.NONE)
     if status.started_at and workload.started_at is None:
         changes["started_at"] = status.started_at
     ended_at = None

@@ -18,11 +18,8 @@ from cluster.status import WorkloadStatus
 from quotas.admission import ResourceRequest
 from quotas.ledger import RefLabel
 from teams.models import Role
-from workloads.constants import Message
 from workloads.identity import WorkloadId
-
-#: Reasons the portal writes for a step it took itself, not words of the cluster.
-PORTAL_STEPS = (Message.WAITING_FOR_WORKER, Message.SUBMITTED_TO_CLUSTER)
+from workloads.models import PORTAL_STEPS
 
 
 @dataclass(frozen=True)
@@ -92,7 +89,7 @@ class WorkloadKind(abc.ABC):
         step it took ("submitted to the cluster"), which holds while the state does and the
         cluster has nothing to say yet. A kind with reasons of its own overrides this.
         """
-        if not status.reason and new_state == workload.state and workload.reason in PORTAL_STEPS:
+        if not status.reason and new_state == workload.state and workload.reason_code in PORTAL_STEPS:
             return workload.reason
         return status.reason
 

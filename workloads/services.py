@@ -20,16 +20,15 @@ from django.utils import timezone
 
 import core.backend
 from cluster.backends.base import ClusterEvent, WorkloadRef
-from cluster.capacity import WAITING_FOR_CAPACITY
 from cluster.errors import ClusterError
 from cluster.pods import LogSource, log_sources
 from core.queueing import publish_on_commit
 from quotas import admission, ledger
-from quotas.models import GpuFlavor
+from quotas.models import GpuFlavor, unknown_flavor
 from workloads import lifecycle, tasks
 from workloads.constants import Message
 from workloads.identity import WorkloadId
-from workloads.models import cost_to
+from workloads.models import ReasonCode, cost_to
 from workloads.registry import kind_for, kind_of, kinds
 
 
@@ -47,10 +46,11 @@ def admit_new(workload) -> admission.Decision:
         return decision
     if decision.admitted:
         workload.state, workload.admitted_at = kind.lifecycle.admitted, timezone.now()
-        workload.reason = Message.WAITING_FOR_WORKER
+        workload.reason, workload.reason_code = Message.WAITING_FOR_WORKER, ReasonCode.WAITING_FOR_WORKER
     else:
         workload.state, workload.reason = kind.lifecycle.queued, decision.message[:500]
-    workload.save(update_fields=["state", "admitted_at", "reason"])
+        workload.reason_code = ReasonCode.QUEUED
+    workload.save(update_fields=["state", "admitted_at", "reason", "reason_code"])
     if decision.admitted:
         enqueue_apply(workload.identity)
     return decision
@@ -67,9 +67,9 @@ def check_flavor_and_name(model, team, flavor_name: str, name: str,
     flavor = GpuFlavor.objects.filter(name=flavor_name).annotate(name_taken=Exists(taken)).first()
     errors: dict[str, list[str]] = {}
     if flavor is None:
-        errors["flavor"] = [f"Unknown flavor {flavor_name!r}."]
-    elif not flavor.active:
-        errors["flavor"] = [f"Flavor {flavor.name} is retired and cannot be requested any more."]
+        errors["flavor"] = [unknown_flavor(flavor_name)]
+    elif flavor.refusal():
+        errors["flavor"] = [flavor.refusal()]
     if flavor.name_taken if flavor is not None else taken.exists():
         errors["name"] = [name_taken]
     return flavor, errors
@@ -80,9 +80,9 @@ def enqueue_apply(identity: WorkloadId) -> None:
     publish_on_commit(tasks.apply_workload, identity.prefix, identity.pk)
 
 
-def end_by_user(workload, reason: str) -> bool:
+def end_by_user(workload, reason: str, code: ReasonCode = ReasonCode.ENDED_BY_USER) -> bool:
     """End ``workload`` (see :func:`workloads.lifecycle.end`) and have its objects deleted after commit."""
-    if not lifecycle.end(workload, reason):
+    if not lifecycle.end(workload, reason, code):
         return False
     publish_on_commit(tasks.delete_workload, workload.KIND_PREFIX, workload.pk)
     return True
@@ -214,7 +214,7 @@ def waiting_for_capacity() -> list[Waiting]:
     """
     waiting = [Waiting(workload, kind.noun, kind.resource_request(workload).units)
                for kind in kinds()
-               for workload in (kind.model.objects.holding_quota().filter(reason__startswith=WAITING_FOR_CAPACITY)
+               for workload in (kind.model.objects.holding_quota().filter(reason_code=ReasonCode.WAITING_FOR_CAPACITY)
                                 .select_related("team", "flavor", "created_by"))]
     return sorted(waiting, key=lambda w: (w.workload.admitted_at or w.workload.created_at, w.workload.ref))
 
@@ -267,7 +267,7 @@ def _by_cost(filtered: dict, now: datetime) -> list[tuple]:
     workload's billing columns (one narrow query per kind, no joins) and order here.
     """
     prices = GpuFlavor.objects.in_bulk()
-    keys = [(cost_to(billed, prices[flavor_id], units, spot, since, now), created, prefix, pk)
+    keys = [(cost_to(billed, prices[flavor_id].price(spot), units, since, now), created, prefix, pk)
             for prefix, workloads in filtered.items()
             for pk, created, billed, flavor_id, units, spot, since in workloads.values_list(
                 "pk", "created_at", "billed_cost", "flavor_id", "open_units", "spot", "billed_until")]

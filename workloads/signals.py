@@ -8,6 +8,7 @@ from django.utils import timezone
 from quotas.signals import workload_admitted
 from workloads.constants import Message
 from workloads.identity import WorkloadId
+from workloads.models import ReasonCode
 from workloads.registry import kind_for
 from workloads.services import enqueue_apply
 
@@ -24,6 +25,7 @@ def admitted_from_queue(sender, ref: str, team, **kwargs) -> None:
     if kind is None:
         return
     updated = kind.model.objects.filter(pk=identity.pk, state=kind.lifecycle.queued).update(
-        state=kind.lifecycle.admitted, admitted_at=timezone.now(), reason=Message.WAITING_FOR_WORKER)
+        state=kind.lifecycle.admitted, admitted_at=timezone.now(), reason=Message.WAITING_FOR_WORKER,
+        reason_code=ReasonCode.WAITING_FOR_WORKER)
     if updated:
         enqueue_apply(identity)

@@ -25,6 +25,7 @@ from core import queueing
 from quotas.tasks import team_spec
 from workloads import lifecycle, secrets
 from workloads.constants import Message
+from workloads.models import ReasonCode
 from workloads.reconcile import reconcile as reconcile_cycle
 from workloads.registry import kind_for
 
@@ -70,14 +71,15 @@ def apply_workload(prefix: str, pk: int) -> str:
     except Transient:
         raise  # retried by Celery, then re-driven by the reconciler
     except ClusterError as exc:
-        lifecycle.fail(workload, Message.CLUSTER_REJECTED.format(noun=kind.noun, message=exc.message))
+        lifecycle.fail(workload, Message.CLUSTER_REJECTED.format(noun=kind.noun, message=exc.message),
+                       ReasonCode.CLUSTER_REJECTED)
         return "failed"
 
     # 3. Conditional: an end that landed meanwhile stays ended (its delete task, or the
     #    reconciler, removes the objects just applied).
     now = timezone.now()
     updated = kind.model.objects.filter(pk=pk, state=lc.admitted).update(
-        state=lc.applied, reason=Message.SUBMITTED_TO_CLUSTER, applied_at=now)
+        state=lc.applied, reason=Message.SUBMITTED_TO_CLUSTER, reason_code=ReasonCode.SUBMITTED, applied_at=now)
     if not updated:
         updated = kind.model.objects.filter(pk=pk, state__in=lc.applyable).update(applied_at=now)
     if not updated and kind.model.objects.filter(pk=pk, state=lc.failed).exists():

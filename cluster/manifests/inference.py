@@ -52,6 +52,9 @@ from cluster.manifests.secrets import secret_env_refs
 from cluster.manifests.team import PROMETHEUS_TENANT_NAME
 from cluster.promql import scope_query
 from cluster.specs import (
+    ENGINE_TGI,
+    ENGINE_TRITON,
+    ENGINE_VLLM,
     METRIC_GPU_UTILIZATION,
     METRIC_PROMETHEUS,
     METRIC_QUEUE_LENGTH,
@@ -83,9 +86,9 @@ QUERIES = {
     METRIC_REQUESTS_PER_SECOND: (
         'sum(rate(nginx_ingress_controller_requests{{exported_namespace="{ns}",exported_service="{name}"}}[2m]))'
     ),
-    "vllm": "sum(vllm:num_requests_waiting{{" + _POD + "}})",
-    "tgi": "sum(tgi_queue_size{{" + _POD + "}})",
-    "triton": "sum(rate(nv_inference_queue_duration_us{{" + _POD + "}}[1m])) / 1000",
+    ENGINE_VLLM: "sum(vllm:num_requests_waiting{{" + _POD + "}})",
+    ENGINE_TGI: "sum(tgi_queue_size{{" + _POD + "}})",
+    ENGINE_TRITON: "sum(rate(nv_inference_queue_duration_us{{" + _POD + "}}[1m])) / 1000",
 }
 
 

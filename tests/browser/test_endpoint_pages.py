@@ -242,12 +242,12 @@ def test_a_lowered_maximum_applies_at_once_in_the_pages_and_the_capacity_page(li
     assert "ceiling 3 (min 1, max 3)" in page.inner_text("#replicas")
 
     # 2. The cluster stops the fourth replica at once; billing never passes the new ceiling.
-    rate = cost_per_hour(fetch(endpoint.pk).flavor, 3, False)
+    rate = cost_per_hour(fetch(endpoint.pk).flavor.price(False), 3)
     since, before = cluster.now, fetch(endpoint.pk).cost_at(cluster.now)
     for _ in range(4):
         cluster.cycle()
         seen = fetch(endpoint.pk)
-        assert seen.open_units <= 3 and seen.estimated_cost_per_hour <= rate
+        assert seen.open_units <= 3 and seen.cost_per_hour_now <= rate
         hours = Decimal((cluster.now - since).total_seconds()) / 3600
         assert seen.cost_at(cluster.now) - before <= rate * hours + Decimal("0.0001")
     page.wait_for_function("() => document.querySelector('#replicas').innerText.startsWith('3 ready')", timeout=15_000)

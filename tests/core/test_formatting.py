@@ -183,3 +183,11 @@ def test_the_admin_budget_list_shows_spent_money_in_the_one_format(client, staff
 def test_a_count_takes_its_noun_in_the_right_number():
     assert [count_of(n, "replica") for n in (0, 1, 2)] == ["0 replicas", "1 replica", "2 replicas"]
     assert count_of(1, "body", "bodies") == "1 body" and count_of(3, "body", "bodies") == "3 bodies"
+
+
+def test_audited_amounts_are_written_as_the_columns_store_them():
+    from core.formatting import stored_amount
+
+    assert stored_amount(Decimal("4.1")) == "4.1000"
+    assert stored_amount("0.58571") == "0.5857"
+    assert stored_amount(None) is None

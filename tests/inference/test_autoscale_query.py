@@ -253,3 +253,16 @@ def test_without_the_proxy_setting_nothing_of_it_is_applied(settings, endpoint):
     assert not SimObject.objects.filter(kind__in=["ConfigMap", "TriggerAuthentication"]).exists()
     [trigger] = SimObject.objects.get(kind="ScaledObject", name=endpoint.cluster_name).manifest["spec"]["triggers"]
     assert "authenticationRef" not in trigger and trigger["metadata"]["serverAddress"] == settings.SLIPWAY_PROMETHEUS_URL
+
+
+def test_the_dry_run_and_the_submission_refuse_a_retired_flavor_in_the_same_words(api, ep_quota):
+    """Both ask GpuFlavor.usable; the dry run used to call a retired flavor unknown."""
+    from quotas.models import GpuFlavor
+
+    GpuFlavor.objects.filter(name="a100-80gb").update(active=False)
+    words = ["Flavor a100-80gb is retired and cannot be requested any more."]
+    for url in ("/api/v1/endpoints/?dry_run=1", "/api/v1/endpoints/"):
+        response = api.post(url, {"team": "ml-research", **endpoint_payload()}, format="json")
+        assert response.status_code == 400, response.json()
+        assert response.json()["errors"]["flavor"] == words, response.json()
+    assert not InferenceEndpoint.objects.exists()

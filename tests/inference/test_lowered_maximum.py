@@ -16,7 +16,7 @@ import pytest
 
 from cluster.backends.base import WorkloadRef
 from inference import services
-from inference.constants import Decision, EndpointState
+from inference.constants import EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from quotas.ledger import cost_per_hour
 from quotas.models import Reservation
@@ -47,13 +47,13 @@ def a100_capacity() -> dict:
 def check_billing_under(cluster, pk: int, ceiling: int, cycles: int) -> None:
     """Run ``cycles`` reconcile cycles: at every one, what is billed stays within ``ceiling`` replicas."""
     ep = endpoint(pk)
-    rate = cost_per_hour(ep.flavor, ceiling * ep.gpus_per_replica, ep.spot)
+    rate = cost_per_hour(ep.flavor.price(ep.spot), ceiling * ep.gpus_per_replica)
     since, cost_before = cluster.now, ep.cost_at(cluster.now)
     for _ in range(cycles):
         cluster.cycle()
         ep = endpoint(pk)
         assert ep.open_units <= ceiling * ep.gpus_per_replica, (ep.open_units, ceiling)
-        assert ep.estimated_cost_per_hour <= rate
+        assert ep.cost_per_hour_now <= rate
         hours = Decimal((cluster.now - since).total_seconds()) / 3600
         assert ep.cost_at(cluster.now) - cost_before <= rate * hours + Decimal("0.0001")
         capacity = a100_capacity()
@@ -79,7 +79,7 @@ def test_a_lowered_maximum_applies_at_once_and_bills_no_more_than_the_new_ceilin
     response = api.patch(f"/api/v1/endpoints/{ep.pk}/", {"max_replicas": 3}, format="json")
     assert response.status_code == 200, response.content
     assert (response.json()["replica_ceiling"], reserved(ep.ref)) == (3, 3)
-    changed = endpoint(ep.pk).scaling_events.get(decision=Decision.MINIMUM_CHANGED)
+    changed = endpoint(ep.pk).scaling_events.get(decision=ScalingDecision.MINIMUM_CHANGED)
     assert changed.reason.startswith("min 1, max 3: ceiling 4 \u2192 3;")
     check_billing_under(cluster, ep.pk, 3, cycles=6)
 

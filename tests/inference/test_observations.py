@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from inference import services
 from inference.chart import replicas_chart
-from inference.constants import Decision, EndpointState
+from inference.constants import EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from tests.inference.conftest import endpoint_payload
 from tests.inference.scripted import show
@@ -132,7 +132,7 @@ def test_observed_counts_are_sampled_on_change_only(deployed, fake_backend, api)
     replicas = api.get(f"/api/v1/endpoints/{endpoint.pk}/replicas/").json()["results"]
     assert [(r["ready"], r["desired"], r["ceiling"]) for r in replicas] == list(reversed(samples(endpoint)))
     decisions = [r["decision"] for r in api.get(f"/api/v1/endpoints/{endpoint.pk}/scaling/").json()["results"]]
-    assert decisions == [Decision.BURST_GRANTED, Decision.ADMITTED]
+    assert decisions == [ScalingDecision.BURST_GRANTED, ScalingDecision.ADMITTED]
 
 
 def _x_of(chart, start, now, at) -> float:

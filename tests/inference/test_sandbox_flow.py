@@ -15,7 +15,7 @@ import pytest
 
 from cluster.backends.base import WorkloadRef
 from inference import services
-from inference.constants import Decision, EndpointState
+from inference.constants import EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from jobs.services import submit_run
 from quotas.models import Reservation
@@ -57,8 +57,8 @@ def test_an_endpoint_deploys_bursts_is_capped_gives_back_and_is_deleted(cluster,
     ep = endpoint(created.pk)
     assert ep.replica_ceiling == 4 and reserved(ep.ref) == 4
     decisions = list(ep.scaling_events.order_by("at", "pk").values_list("decision", flat=True))
-    assert decisions[:4] == [Decision.ADMITTED] + [Decision.BURST_GRANTED] * 3
-    assert decisions[-1] == Decision.CAPPED_BY_QUOTA
+    assert decisions[:4] == [ScalingDecision.ADMITTED] + [ScalingDecision.BURST_GRANTED] * 3
+    assert decisions[-1] == ScalingDecision.CAPPED_BY_QUOTA
     assert ep.reason == "capped at 4 replicas by the team quota (a100-80gb 4 of 4 in use)"
     assert ep.replicas == 4
 
@@ -70,7 +70,7 @@ def test_an_endpoint_deploys_bursts_is_capped_gives_back_and_is_deleted(cluster,
     run.refresh_from_db()
     assert run.state in ("admitted", "pending", "running")
     ep = endpoint(created.pk)
-    assert ep.scaling_events.filter(decision=Decision.BURST_RECLAIMED).exists()
+    assert ep.scaling_events.filter(decision=ScalingDecision.BURST_RECLAIMED).exists()
     assert reserved(ep.ref) + reserved(run.ref) <= 4
 
     # 4. Load down: the replicas fall back after the scale-down delay.

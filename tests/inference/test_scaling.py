@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from cluster.status import WorkloadStatus
 from inference import scaling
-from inference.constants import Decision, EndpointState
+from inference.constants import EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from jobs.services import submit_run
 from quotas.ledger import record_usage
@@ -49,10 +49,10 @@ def test_it_grants_burst_one_replica_at_a_time_then_caps_it_by_the_team_quota(
     endpoint = ready(endpoint)
     assert (endpoint.replica_ceiling, reserved(endpoint)) == (4, 4)
     decisions = list(endpoint.scaling_events.values_list("decision", flat=True))
-    assert decisions == [Decision.CAPPED_BY_QUOTA, Decision.BURST_GRANTED, Decision.BURST_GRANTED,
-                         Decision.BURST_GRANTED, Decision.ADMITTED]
+    assert decisions == [ScalingDecision.CAPPED_BY_QUOTA, ScalingDecision.BURST_GRANTED, ScalingDecision.BURST_GRANTED,
+                         ScalingDecision.BURST_GRANTED, ScalingDecision.ADMITTED]
     assert endpoint.reason == "capped at 4 replicas by the team quota (a100-80gb 4 of 4 in use)"
-    assert endpoint.scaling_events.filter(decision=Decision.BURST_GRANTED).last().metric_value == 95.0
+    assert endpoint.scaling_events.filter(decision=ScalingDecision.BURST_GRANTED).last().metric_value == 95.0
     # Each granted step re-applies the ScaledObject's ceiling.
     assert published == [("workloads.tasks.apply_workload", ("ep", endpoint.pk))] * 3
 
@@ -74,7 +74,7 @@ def test_it_caps_burst_by_the_budget_once_the_alert_threshold_is_crossed(create,
     scaling.follow(endpoint, wants(1, 1, limited=True), now)
     endpoint = ready(endpoint)
     assert endpoint.replica_ceiling == 1 and reserved(endpoint) == 1
-    assert endpoint.scaling_events.first().decision == Decision.CAPPED_BY_BUDGET
+    assert endpoint.scaling_events.first().decision == ScalingDecision.CAPPED_BY_BUDGET
     assert "by the budget" in endpoint.reason
 
 
@@ -90,7 +90,7 @@ def test_queued_work_of_the_team_reclaims_the_burst_first(create, member, team):
     assert scaling.follow(endpoint, wants(4, 4, limited=False), now) is True  # units given back
     endpoint = ready(endpoint)
     assert (endpoint.replica_ceiling, reserved(endpoint)) == (1, 1)
-    assert endpoint.scaling_events.first().decision == Decision.BURST_RECLAIMED
+    assert endpoint.scaling_events.first().decision == ScalingDecision.BURST_RECLAIMED
     # While the queue waits for the flavor, the endpoint does not grow again.
     scaling.follow(endpoint, wants(1, 1, limited=True), now)
     assert ready(endpoint).replica_ceiling == 1
@@ -113,7 +113,7 @@ def test_the_ceiling_comes_down_after_the_scale_down_delay(create):
     assert scaling.follow(ready(endpoint), wants(1, 1, limited=False), now + timedelta(seconds=300)) is True
     endpoint = ready(endpoint)
     assert (endpoint.replica_ceiling, reserved(endpoint)) == (1, 1)
-    assert endpoint.scaling_events.first().decision == Decision.BURST_RELEASED
+    assert endpoint.scaling_events.first().decision == ScalingDecision.BURST_RELEASED
 
 
 def test_demand_rising_again_resets_the_scale_down_delay(create):

@@ -7,7 +7,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 
 from inference import services
-from inference.constants import Decision, EndpointState
+from inference.constants import EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from jobs.services import submit_run
 from quotas.models import QueuedRequest, Reservation
@@ -28,7 +28,7 @@ def test_it_admits_an_endpoint_at_its_guaranteed_minimum(create):
     assert reserved(endpoint) == 2  # the minimum, not the maximum
     assert endpoint.replica_ceiling == 2
     event = endpoint.scaling_events.get()
-    assert event.decision == Decision.ADMITTED and event.replica_ceiling == 2
+    assert event.decision == ScalingDecision.ADMITTED and event.replica_ceiling == 2
 
 
 def test_an_endpoint_that_scales_to_zero_reserves_one_replica_to_wake_with(create):

@@ -241,9 +241,9 @@ def test_it_lists_in_a_constant_number_of_queries(api, member, team, quota, publ
     _make_runs(member, team, count, gpus_per_worker=1)
     # token (1) + its first last-used write (1) + count (1) + page (1) + queue positions (1) +
     # start estimates: queue, reservations, their runs, quotas, finished runs' durations (5) +
-    # what holds queued work beyond its quota: the budget with the month's ledger spend, open
-    # segments, committed money (3) + the names of secret env (1)
-    with django_assert_num_queries(14):
+    # what holds queued work beyond its quota: the budget, the month's spend (ledger rows, open
+    # segments: quotas.ledger.month_spend), committed money (4) + the names of secret env (1)
+    with django_assert_num_queries(15):
         response = api.get("/api/v1/runs/")
     assert response.json()["count"] == count
 

@@ -100,7 +100,8 @@ def test_it_says_why_a_run_waits_for_capacity_with_the_schedulers_words_one_clic
     run, _lines = world
     words = "waiting for capacity: needs 2\u00d7 a100-80gb on one node; the largest free block is 1 (node a100-1)"
     raw = "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
-    TrainingRun.objects.filter(pk=run.pk).update(state=RunState.PENDING, reason=words)
+    TrainingRun.objects.filter(pk=run.pk).update(state=RunState.PENDING, reason=words,
+                                                     reason_code="waiting_for_capacity")
     backend = FakeBackend()
     use_backend(settings, backend)
     page.goto(f"{live_server.url}/runs/{run.pk}/")

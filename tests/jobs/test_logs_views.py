@@ -233,7 +233,8 @@ def test_it_polls_events_on_the_page_of_an_active_run(client, member, distribute
 
 def test_it_explains_a_capacity_wait_in_words_with_the_schedulers_message_behind_it(
         client, member, team, quota, published, fake_backend):
-    run = on_cluster(submit(member, team), RunState.PENDING, reason=CAPACITY)
+    run = on_cluster(submit(member, team), RunState.PENDING, reason=CAPACITY,
+                     reason_code="waiting_for_capacity")
     fake_backend.warnings[(run.namespace, run.cluster_name)].append(
         ClusterEvent("Warning", "FailedScheduling", RAW, f"Pod/{run.cluster_name}-abcde", "2026-11-22T10:00:01Z"))
     client.force_login(member)

@@ -111,7 +111,12 @@ def test_it_says_in_plain_words_why_a_pending_run_waits_for_the_cluster(submit, 
     # Not the scheduler's words (those stay in the events): the team's flavor and the largest free block.
     assert run.reason == ("waiting for capacity: needs 4\u00d7 a100-80gb on one node; "
                           "the largest free block is 2 (node a100-1)")
+    assert run.reason_code == "waiting_for_capacity"  # what the Capacity page and the run page read
     assert fake_backend.ticks == 1
+    # Seen again: the words hold, and nothing else is written.
+    rec.reconcile(fake_backend)
+    run.refresh_from_db()
+    assert (run.reason_code, run.reason.startswith("waiting for capacity")) == ("waiting_for_capacity", True)
 
 
 def test_it_follows_a_run_to_success_and_charges_its_gpu_time_once(submit, fake_backend):

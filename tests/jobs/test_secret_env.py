@@ -241,6 +241,6 @@ def test_a_cancelled_or_failed_run_forgets_its_secret_values(api, quota, publish
     if how == "cancel":
         assert api.post(f"/api/v1/runs/{run_id}/cancel/").status_code == 202
     else:
-        assert lifecycle.fail(TrainingRun.objects.get(pk=run_id), "the image could not be pulled")
+        assert lifecycle.fail(TrainingRun.objects.get(pk=run_id), "the image could not be pulled", "cluster")
     assert values_of(run_id) == {}
     assert SecretEnv.objects.get(ref=f"run:{run_id}").names == ["HF_TOKEN"]

@@ -270,7 +270,8 @@ def test_it_shows_every_node_and_the_work_waiting_for_cluster_capacity(staff_cli
     user = make_user("wanda")
     reason = "waiting for capacity: needs 4\u00d7 a100-80gb on one node; the largest free block is 2 (node gpu-a100-0)"
     TrainingRun.objects.create(team=quota_team, created_by=user, name="big-one", flavor=GpuFlavor.objects.get(
-        name="a100-80gb"), state="pending", reason=reason, image="r.example.com/t:1", command=["python"],
+        name="a100-80gb"), state="pending", reason=reason, reason_code="waiting_for_capacity", image="r.example.com/t:1",
+        command=["python"],
         gpus_per_worker=4, workers=2)
     TrainingRun.objects.create(team=quota_team, created_by=user, name="fine", flavor=GpuFlavor.objects.get(
         name="a100-80gb"), state="running", image="r.example.com/t:1", command=["python"])
@@ -281,3 +282,21 @@ def test_it_shows_every_node_and_the_work_waiting_for_cluster_capacity(staff_cli
     node = re.search(r'<tr data-node="gpu-a100-0"[^>]*>(.*?)</tr>', html, re.S).group(1)
     assert re.findall(r"<td[^>]*>([^<]*)</td>", node) == ["nvidia.com/gpu", "a100-80gb", "8", "3", "5"]
     assert '<tr data-node="gpu-l4-0">' in html
+
+
+def test_the_capacity_page_and_the_waiting_reason_agree_on_a_node_without_labels(staff_client, quota_team,
+                                                                                 fake_backend):
+    """One rule (cluster.capacity.offers) for both: a node reporting no labels offers no flavor.
+
+    Before, the Capacity page counted such a node for every flavor of its resource while the
+    waiting reason (rightly: the pods' nodeSelector cannot match it) said no node offers them.
+    """
+    from cluster.backends.base import NodeCapacity
+    from cluster.capacity import capacity_reason
+    from quotas.models import GpuFlavor
+
+    fake_backend.nodes = [NodeCapacity("bare-0", "nvidia.com/gpu", 8, 0)]
+    html = staff_client.get(CAPACITY_URL).content.decode()
+    assert cells(html, "a100-80gb")["allocatable"] == "0"
+    reason = capacity_reason(GpuFlavor.objects.get(name="a100-80gb").to_spec(), 1, fake_backend.nodes)
+    assert reason.endswith("no node offers a100-80gb")

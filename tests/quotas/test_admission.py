@@ -13,10 +13,13 @@ from quotas.admission import (
     ResourceRequest,
     admit,
     admit_waiting,
+    queue_position,
     queue_positions,
     queue_reason,
     queue_reasons,
     release,
+    units_in_use,
+    units_of,
 )
 from quotas.constants import Priority, Reason
 from quotas.ledger import record_usage
@@ -113,6 +116,22 @@ def test_it_releases_a_queued_ref_by_dropping_its_entry(quota_team):
     assert release("run:2") is True
     assert not QueuedRequest.objects.exists()
     assert release("nothing:1") is False
+
+
+def test_every_reader_of_a_queue_position_uses_one_tie_rule(quota_team):
+    """What admit answers, the positions pages and the API show, and where a preview would land agree,
+    also for entries submitted at the same instant (the earlier row goes first)."""
+    admit(quota_team, a100(8), "run:0")
+    answers = {ref: admit(quota_team, a100(4, priority), ref).position
+               for ref, priority in (("run:a", Priority.NORMAL), ("run:b", Priority.NORMAL), ("run:c", Priority.LOW))}
+    same_instant = timezone.now()
+    QueuedRequest.objects.filter(ref__in=["run:a", "run:b"]).update(created_at=same_instant)
+    assert answers == {"run:a": 1, "run:b": 2, "run:c": 3}
+    assert queue_positions(quota_team) == answers
+    assert {e.ref: queue_position(quota_team, e) for e in QueuedRequest.objects.all()} == answers
+    # Not submitted yet: behind everything of its priority, ahead of lower ones.
+    assert queue_position(quota_team, QueuedRequest(team=quota_team, priority=Priority.NORMAL.rank)) == 3
+    assert queue_position(quota_team, QueuedRequest(team=quota_team, priority=Priority.HIGH.rank)) == 1
 
 
 def test_it_admits_waiting_work_in_priority_then_fifo_order(quota_team, admitted_signals):
@@ -220,19 +239,20 @@ def test_it_admits_in_three_statements(quota_team, django_assert_num_queries):
 def test_a_budgeted_team_reads_commitments_only_when_their_bound_could_queue_the_request(
         budget_team, flavors, django_assert_num_queries):
     estimated = dataclasses.replace(a100(1), estimated_cost=Decimal("4.10"))
-    # Lock, facts (the bound's figures included), open segments, insert: nothing is held, so
-    # nothing can be committed, and a request without an estimate never weighs commitments.
-    with django_assert_num_queries(4):
+    # Lock, facts (the bound's figures included), the month's spend (ledger rows, open segments),
+    # insert: nothing is held, so nothing can be committed, and a request without an estimate
+    # never weighs commitments.
+    with django_assert_num_queries(5):
         assert admit(budget_team, a100(1), "run:1").admitted
     TeamBudget.objects.filter(team=budget_team).update(monthly_limit=Decimal("10"))
     Reservation.objects.filter(ref="run:1").update(units=1000)  # held: 1,000 units, the bound ≫ 10
     l4 = ResourceRequest("l4", 1, 1, estimated_cost=Decimal("4.10"))
-    with django_assert_num_queries(5) as ctx:  # + every kind's commitments, one statement
+    with django_assert_num_queries(6) as ctx:  # + every kind's commitments, one statement
         decision = admit(budget_team, l4, "run:2")
     # The exact figure is nothing (run:1 is no workload with a known end): it fits and is admitted.
     assert decision.admitted, decision.message
     assert sum("max_runtime_minutes" in q["sql"] for q in ctx.captured_queries) == 1
-    with django_assert_num_queries(5) as ctx:  # lock, facts, open segments, queue entry, its position
+    with django_assert_num_queries(6) as ctx:  # lock, facts, the month's spend (two), queue entry, its position
         assert admit(budget_team, estimated, "run:3").reason == Reason.WAITING_FOR_QUOTA  # 1,000 A100s held
     assert not any("max_runtime_minutes" in q["sql"] for q in ctx.captured_queries)  # the quota decided
 
@@ -241,3 +261,26 @@ def test_it_releases_in_one_statement(quota_team, django_assert_num_queries):
     admit(quota_team, a100(1), "run:1")
     with django_assert_num_queries(1):
         assert release("run:1")
+
+
+def test_units_in_use_are_one_figure_for_admission_pages_and_the_admin(quota_team, other_team, flavors):
+    """Active reservations only (released ones and queue entries hold nothing), per team and flavor."""
+    from quotas.demo import seed_team_quotas
+    from quotas.models import TeamQuota
+    from quotas.services import usage_summary
+
+    seed_team_quotas(other_team, {"a100-80gb": 8})
+    admit(quota_team, a100(2), "run:1")
+    admit(quota_team, a100(3), "run:2")
+    admit(quota_team, a100(4), "run:3")  # queued: 5 of 8 in use
+    admit(other_team, a100(1), "run:4")
+    release("run:1")
+    a100_id = flavors["a100-80gb"].pk
+    assert units_in_use(quota_team) == {a100_id: 3}
+    assert units_in_use() == {a100_id: 4}  # every team's: the Capacity page
+    assert units_of(quota_team, a100_id) == (3, 8)
+    assert admit(quota_team, a100(5), "run:5").message.endswith("8 of 8 now in use")  # the hot path's sum agrees
+    assert next(row for row in usage_summary(quota_team) if row["flavor"] == "a100-80gb")["in_use"] == 8
+    from quotas.admission import in_use_of_row
+    annotated = TeamQuota.objects.filter(team=quota_team, flavor_id=a100_id).annotate(in_use=in_use_of_row()).get()
+    assert annotated.in_use == 8

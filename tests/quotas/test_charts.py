@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
-from quotas.charts import LEFT, PLOT_W, TOP, burn_chart, daily_stacked, money, nice_ticks
+from core.formatting import format_money
+from quotas.charts import LEFT, PLOT_W, TOP, burn_chart, daily_stacked, nice_ticks
 
 NOV = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -18,9 +19,9 @@ def test_ticks_are_round_and_reach_the_top():
     assert nice_ticks(0.3)[-1] >= 0.3
 
 
-def test_money_labels_have_separators():
-    assert money(Decimal("1234567.8"), "USD") == "1,234,567.80 USD"
-    assert money(Decimal("9.8"), "EUR") == "9.80 EUR"
+def test_money_labels_are_the_portals_money_format_also_for_float_chart_values():
+    assert format_money(1234567.8, "USD") == "1,234,567.80 USD"  # coordinates are floats; labels are not
+    assert format_money(Decimal("9.8"), "EUR") == "9.80 EUR"
 
 
 def test_stacked_bars_stack_bottom_up_and_skip_empty_days_in_the_table():

@@ -17,6 +17,7 @@ A100 = FlavorQuota(max_units_per_node=8, limit=8)
 NO_BUDGET = None
 BUDGET_OK = BudgetState(Decimal("100"), Decimal("99.99"), "USD")
 BUDGET_SPENT = BudgetState(Decimal("100"), Decimal("100.00"), "USD")
+ALERTED = BudgetState(Decimal("100"), Decimal("80.00"), "USD", alert_threshold_percent=80)
 
 
 def req(units: int, per_node: int | None = None, flavor: str = "a100-80gb", cost: str | None = None,
@@ -54,6 +55,14 @@ CASES = [
      BUDGET_COMMITTED, Outcome.QUEUE, Reason.WAITING_FOR_BUDGET, "est. 1,640.00 would exceed"),
     # Unpriced (an endpoint's burst: never committed, reclaimed when the budget is spent).
     ("unpriced-not-weighed", req(4), 0, A100, BUDGET_COMMITTED, Outcome.ADMIT, Reason.ADMITTED, "admitted"),
+    # Burst past the alert threshold (80 of 100 spent): held back, even while the quota has room.
+    ("burst-past-the-alert", dataclasses.replace(req(2), burst=True), 0, A100, ALERTED, Outcome.QUEUE,
+     Reason.BUDGET_ALERT, "the month's spend passed 80% of the budget"),
+    ("no-burst-when-spent", dataclasses.replace(req(2), burst=True), 0, A100,
+     dataclasses.replace(BUDGET_SPENT, alert_threshold_percent=80), Outcome.QUEUE, Reason.BUDGET_ALERT, "80%"),
+    ("burst-below-the-alert", dataclasses.replace(req(2), burst=True), 0, A100,
+     dataclasses.replace(ALERTED, spent_month=Decimal("79.99")), Outcome.ADMIT, Reason.ADMITTED, "admitted"),
+    ("not-burst-past-the-alert", req(2), 0, A100, ALERTED, Outcome.ADMIT, Reason.ADMITTED, "admitted"),
     ("budget-spent", req(1), 0, A100, BUDGET_SPENT, Outcome.REJECT, Reason.BUDGET_EXHAUSTED,
      "monthly budget spent: 100.00 of 100.00 USD"),
     ("no-quota", req(1), 0, FlavorQuota(max_units_per_node=8, limit=None), NO_BUDGET, Outcome.REJECT,
@@ -84,6 +93,22 @@ def test_it_decides_every_reason(request_, usage, quota, budget, outcome, reason
     assert decision.admitted == (outcome == Outcome.ADMIT)
     assert decision.queued == (outcome == Outcome.QUEUE)
     assert decision.rejected == (outcome == Outcome.REJECT)
+
+
+@pytest.mark.parametrize(("limit", "spent", "threshold", "left", "exhausted", "alert"), [
+    (None, "500", 80, "0", False, False),  # no budget: unlimited, never an alert
+    ("100", "79.99", 80, "20.01", False, False),
+    ("100", "80", 80, "20", False, True),  # the threshold itself alerts
+    ("100", "100", 80, "0", True, True),  # spent: exhausted, and an alert whatever the threshold
+    ("100", "100", None, "0", True, True),
+    ("0", "0", 80, "0", True, True),  # a zero budget is spent from the start
+])
+def test_a_budgets_left_exhausted_and_alert_state_has_one_rule(limit, spent, threshold, left, exhausted, alert):
+    """What decide() goes by, and what budget summaries (pages, API, the budget step) report."""
+    state = BudgetState(Decimal(limit) if limit else None, Decimal(spent), "USD", alert_threshold_percent=threshold)
+    assert (state.exhausted, state.alert) == (exhausted, alert)
+    if limit is not None:
+        assert state.left == Decimal(left)
 
 
 def test_it_covers_every_reason_in_the_table():

@@ -71,8 +71,8 @@ def test_it_ignores_empty_intervals(quota_team, flavors):
 
 
 def test_it_estimates_cost_per_hour(flavors):
-    assert cost_per_hour("a100-80gb", 4, False) == Decimal("16.4000")
-    assert cost_per_hour(flavors["h100-80gb"], 2, True) == Decimal("5.5000")
+    assert cost_per_hour(flavors["a100-80gb"].price(False), 4) == Decimal("16.4000")
+    assert cost_per_hour(flavors["h100-80gb"].price(True), 2) == Decimal("5.5000")
 
 
 def test_it_summarises_quota_use_per_flavor(quota_team):
@@ -151,3 +151,17 @@ def test_it_audits_budget_and_price_changes(quota_team, staff, flavors, django_c
     price = AuditEvent.objects.get(action=AuditEvent.Action.PRICE_CHANGED)
     assert price.details["old"] == {"price_per_hour": "0.8000", "spot_price_per_hour": "0.3200"}
     assert price.details["new"] == {"price_per_hour": "0.9000", "spot_price_per_hour": "0.3500"}
+
+
+def test_a_flavor_is_usable_by_one_rule_for_pickers_the_api_submissions_and_admission(flavors):
+    from quotas.admission import _flavor_quota
+    from quotas.models import GpuFlavor
+
+    retired = flavors["l4"]
+    retired.active = False
+    retired.save()
+    assert not retired.usable
+    assert "l4" not in set(GpuFlavor.objects.usable().values_list("name", flat=True))
+    assert retired.refusal() == "Flavor l4 is retired and cannot be requested any more."
+    assert flavors["a100-80gb"].usable and flavors["a100-80gb"].refusal() == ""
+    assert _flavor_quota(retired, None).active is False  # decide() refuses it: InactiveFlavor

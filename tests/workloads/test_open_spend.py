@@ -38,7 +38,7 @@ def per_segment(team_ids: list[int], now: datetime) -> dict[int, tuple[Decimal, 
         cost = replace(segment, start=max(segment.start, since)).charge()[0]
         prefix = segment.ref.partition(":")[0]
         by_prefix[prefix] = by_prefix.get(prefix, ZERO) + cost
-        totals[segment.team_id] = (spent + cost, burn + cost_per_hour(segment.flavor, segment.units, segment.spot),
+        totals[segment.team_id] = (spent + cost, burn + cost_per_hour(segment.price, segment.units),
                                    by_prefix)
     return totals
 

@@ -157,7 +157,8 @@ def test_work_waiting_for_money_gets_no_time_and_is_not_ahead_of_anyone(
 def test_a_capacity_wait_says_why_it_has_no_time(client, member, team, quota, published):
     run = submit(member, team, "wide", 4, "1m")
     TrainingRun.objects.filter(pk=run.pk).update(state="pending", reason=(
-        "waiting for capacity: needs 4\u00d7 a100-80gb on one node; the largest free block is 2 (node a100-1)"))
+        "waiting for capacity: needs 4\u00d7 a100-80gb on one node; the largest free block is 2 (node a100-1)"),
+        reason_code="waiting_for_capacity")
     client.force_login(member)
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert f"<strong>Start:</strong> {escape(CAPACITY_WAIT)}</p>" in page
