@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cluster.backends.base import MANAGED_BY_LABEL, TEAM_LABEL, WORKLOAD_LABEL
+from cluster.backends.base import MANAGED_BY_LABEL, TEAM_LABEL, WORKLOAD_LABEL, ResourceKind
 from cluster.status import WorkloadStatus, parse_time, running_units
 from quotas.admission import ResourceRequest
 from tests.workloads.tinykind.models import Notebook, NotebookState
@@ -25,6 +25,7 @@ class NotebookKind(WorkloadKind):
     lifecycle = Lifecycle(queued=NotebookState.QUEUED, admitted=NotebookState.ADMITTED,
                           applied=NotebookState.STARTING, failed=NotebookState.FAILED, ended=NotebookState.STOPPED,
                           applyable=(NotebookState.ADMITTED,), removed=(NotebookState.STOPPED,))
+    resources = (ResourceKind("tiny.slipway.dev", "v1", "Notebook", "notebooks", observed=True, deleted=True),)
 
     def resource_request(self, notebook):
         return ResourceRequest(notebook.flavor.name, notebook.gpus, notebook.gpus, description=notebook.name)
