@@ -22,7 +22,7 @@ from cluster.backends.base import (
     WorkloadRef,
     env_secret_name,
 )
-from cluster.errors import ClusterError
+from cluster.errors import ClusterError, NotFound
 
 
 class FakeBackend(ClusterBackend):
@@ -110,6 +110,9 @@ class FakeBackend(ClusterBackend):
         return copy.deepcopy(self.pod_lists.get((ref.namespace, ref.workload), []))
 
     def logs(self, ref, pod, tail=200, previous=False):
+        pods = self.pod_lists.get((ref.namespace, ref.workload), [])
+        if pod not in self.log_lines and all(p["metadata"]["name"] != pod for p in pods):
+            raise NotFound(f'pods "{pod}" not found', status=404)
         if previous:  # the container's run before its last restart: [] when it never restarted
             lines = self.log_lines.get(f"{pod}:previous", [])
             return lines[-tail:] if tail is not None else list(lines)
@@ -120,8 +123,10 @@ class FakeBackend(ClusterBackend):
         self.calls.append("events")
         if self.events_error is not None:
             raise self.events_error
-        normal = ClusterEvent("Normal", "Scheduled", "assigned", f"Pod/{ref.workload}-0", "2026-11-22T10:00:00Z")
-        return [normal, *self.warnings[(ref.namespace, ref.workload)]]
+        # A workload's pods were scheduled once it has any.
+        scheduled = [ClusterEvent("Normal", "Scheduled", "assigned", f"Pod/{ref.workload}-0", "2026-11-22T10:00:00Z")
+                     ] if self.pod_lists.get((ref.namespace, ref.workload)) else []
+        return [*scheduled, *self.warnings[(ref.namespace, ref.workload)]]
 
     def capacity(self):
         if self.capacity_error is not None:

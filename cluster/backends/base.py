@@ -193,7 +193,8 @@ class ClusterBackend(abc.ABC):
         """The last ``tail`` log lines (all of them when None) of the workload's pod named ``pod``.
 
         ``pod`` is one of :meth:`pods`' names (callers check that: a name from the user must
-        not reach another workload's pod). [] when its container has not started yet.
+        not reach another workload's pod); ``NotFound`` when there is no such pod. [] when its
+        container has not started yet.
         ``previous``: the log of the container's run before its last restart (``previous=true``:
         the kubelet keeps that one only); [] when it has not restarted.
         """
