@@ -131,6 +131,20 @@ def test_it_deletes_a_workload_and_reports_how_many(backend):
     assert backend.delete(ref("ep-1"), resource_kinds()) == 0  # already gone is not an error
 
 
+def test_it_serves_the_workload_kinds_their_registrations_declare(backend):
+    from tests.workloads.tinykind.kind import build_notebook
+    from workloads.registry import kind_for
+
+    backend.apply(team_objects(), now=at(0))  # a team's namespace objects are the server's own
+    notebook = build_notebook("nb-1", "team-ml", "ml", 1)
+    for undeclared, resources in ((training("run-1"), ()), ([notebook], kind_for("run").resources)):
+        with pytest.raises(Invalid, match="no matches for kind"):
+            backend.apply(undeclared, resources, now=at(0))
+    assert not SimObject.objects.filter(workload__in=("run-1", "nb-1")).exists()
+    [stored] = backend.apply([notebook], kind_for("nb").resources, now=at(0))
+    assert (stored["kind"], stored["metadata"]["namespace"], stored["spec"]) == ("Notebook", "team-ml", {"gpus": 1})
+
+
 def test_it_reports_storage_faults_as_transient(backend, monkeypatch):
     from django.db import OperationalError
 
