@@ -105,7 +105,7 @@ class PreparedCluster:
     def tick(self) -> None:
         pass
 
-    def observe(self):
+    def observe(self, resources):
         return self.observed
 
     def gpu_utilization(self, observed) -> dict:

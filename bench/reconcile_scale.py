@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import sys
 import time
 from pathlib import Path
@@ -30,14 +31,21 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+# Only for the kind registry: the kinds observed are those the workload kinds declare.
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+import django  # noqa: E402
+
+django.setup()
 
 from cluster.backends.base import MANAGED_SELECTOR  # noqa: E402
-from cluster.backends.kubernetes import OBSERVED_KINDS, POD, KubernetesBackend  # noqa: E402
+from cluster.backends.kubernetes import POD, KubernetesBackend, collection_path  # noqa: E402
 from cluster.manifests import build_endpoint, build_training  # noqa: E402
 from cluster.perf import gc_paused  # noqa: E402
 from cluster.status import endpoint_status, training_status  # noqa: E402
 from tests.cluster import samples  # noqa: E402
 from tests.cluster.fakeapi import FakeKubeAPI  # noqa: E402
+from workloads.registry import resource_kinds  # noqa: E402
 
 TARGET_SECONDS_AT_10K = 2.0
 TARGET_RATIO = 5.0
@@ -152,6 +160,7 @@ def measure(count: int) -> dict[str, float]:
     try:
         url = parent.recv()
         backend = KubernetesBackend(host=url, qps=1e6, burst=1_000_000, timeout=120)
+        resources = resource_kinds()
         best = float("inf")
         calls = 0
         workloads = 0
@@ -161,7 +170,7 @@ def measure(count: int) -> dict[str, float]:
             # As the reconciler should (see cluster/perf.py): hold the observation only while
             # the cyclic GC is paused, and free it (refcount) before the collector resumes.
             with gc_paused():
-                observed = backend.observe()
+                observed = backend.observe(resources)
                 statuses = [training_status(o) or endpoint_status(o) for o in observed]
                 workloads = len(observed)
                 mapped = sum(1 for s in statuses if s is not None)
@@ -172,11 +181,11 @@ def measure(count: int) -> dict[str, float]:
         payloads = [
             backend.request(
                 "GET",
-                kind.collection_path(),
+                collection_path(kind),
                 query=[("labelSelector", MANAGED_SELECTOR), ("resourceVersion", "0")],
                 raw=True,
             )
-            for kind in (*OBSERVED_KINDS, POD)
+            for kind in (*(r for r in resources if r.observed), POD)
         ]
         # Two floors: a plain json.loads (what a naive client pays, cyclic GC running), and
         # json.loads with the collector paused as observe() does. The ratio uses the latter.

@@ -46,6 +46,7 @@ from sandbox.backend import SandboxBackend  # noqa: E402
 from sandbox.models import SimEvent, SimObject, SimPod  # noqa: E402
 from sandbox.names import new_uid  # noqa: E402
 from sandbox.validation import admit, compile_plan  # noqa: E402
+from workloads.registry import resource_kinds  # noqa: E402
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 CONFIG = ClusterConfig()
@@ -92,7 +93,7 @@ def manifests(count: int) -> list[dict]:
 def populate(count: int) -> None:
     rows = []
     for obj in manifests(count):
-        clean = admit(obj)  # the same validation and compilation as apply()
+        clean = admit(obj, resource_kinds())  # the same validation and compilation as apply()
         meta = clean["metadata"]
         labels = meta.get("labels") or {}
         rows.append(
@@ -134,7 +135,7 @@ def main() -> None:
             print(f"{count:>10} {label:>7} {cpu:>8.3f}  {summary}")
         for label in ("observe", "again"):  # the second call finds the decoded manifests cached
             start = time.process_time()
-            observed = backend.observe()
+            observed = backend.observe(resource_kinds())
             print(
                 f"{count:>10} {label:>7} {time.process_time() - start:>8.3f}  {len(observed)} workloads, "
                 f"{SimPod.objects.count()} pods, {SimEvent.objects.count()} events"

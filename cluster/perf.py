@@ -9,7 +9,7 @@ reference cycles), so reference counting frees them without the collector's help
 The reconciler should therefore hold an observation only inside :func:`gc_paused`::
 
     with gc_paused():
-        observed = backend.observe()
+        observed = backend.observe(resources)
         ...map with cluster.status, update rows...
         del observed  # freed by refcount before the collector resumes
 

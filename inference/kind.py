@@ -10,7 +10,7 @@ from datetime import datetime
 from django.conf import settings
 
 import core.backend
-from cluster.backends.base import ObservedWorkload
+from cluster.backends.base import ObservedWorkload, ResourceKind
 from cluster.manifests import build_endpoint
 from cluster.specs import DEFAULT_GPU_UTILIZATION_TARGET, DEFAULT_METRIC, EndpointSpec
 from cluster.status import EndpointPhase, WorkloadStatus, endpoint_status
@@ -86,6 +86,12 @@ class EndpointKind(WorkloadKind):
         removed=(EndpointState.DELETING, EndpointState.DELETED),
         gone=EndpointState.DELETED,
     )
+    # The ScaledObject goes first, so KEDA stops scaling a Deployment about to be deleted. The
+    # Service is not observed (no state reads it). The TriggerAuthentication its triggers use is
+    # the team's (cluster.manifests.team), applied with the namespace: not the endpoint's to delete.
+    resources = (ResourceKind("keda.sh", "v1alpha1", "ScaledObject", "scaledobjects", observed=True, deleted=True),
+                 ResourceKind("apps", "v1", "Deployment", "deployments", observed=True, deleted=True),
+                 ResourceKind("", "v1", "Service", "services", deleted=True))
     observed_fields = ("gpus_per_replica", "min_replicas", "max_replicas", "replicas", "desired_replicas",
                        "replica_ceiling", "demand_below_ceiling_since", "scale_down_delay_seconds",
                        "startup_timeout_seconds")

@@ -10,7 +10,7 @@ from datetime import datetime
 from django.conf import settings
 
 import core.backend
-from cluster.backends.base import ObservedWorkload
+from cluster.backends.base import ObservedWorkload, ResourceKind
 from cluster.manifests import build_training
 from cluster.specs import TrainingSpec, VolumeSpec
 from cluster.status import TrainingPhase, WorkloadStatus, training_status
@@ -79,6 +79,9 @@ class TrainingKind(WorkloadKind):
         applyable=(RunState.ADMITTED,),
         removed=(RunState.CANCELLED,),
     )
+    # A single-node run is a Job, a distributed one a PyTorchJob (Kubeflow's training operator).
+    resources = (ResourceKind("batch", "v1", "Job", "jobs", observed=True, deleted=True),
+                 ResourceKind("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", observed=True, deleted=True))
     committed_units = ("gpus_per_worker", "workers")  # TrainingRun.total_units
     runtime_limit = "max_runtime_minutes"
     job_fields = ("name", "flavor_id", "image")

@@ -20,12 +20,12 @@ from __future__ import annotations
 import copy
 import functools
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import ParamSpec, TypeVar
 
 from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from cluster.backends.base import (
@@ -38,7 +38,9 @@ from cluster.backends.base import (
     Manifest,
     NodeCapacity,
     ObservedWorkload,
+    ResourceKind,
     WorkloadRef,
+    env_secret_name,
 )
 from cluster.errors import Invalid, NotFound, Transient
 from cluster.metrics import per_workload, running_pods
@@ -63,7 +65,7 @@ from sandbox.simulation import (
 )
 from sandbox.tick import run_tick
 from sandbox.timestamps import rfc3339
-from sandbox.validation import KINDS, admit, compile_plan, kind_label
+from sandbox.validation import admit, compile_plan, kind_label, served
 from sandbox.world import PLANS as PLAN_CACHE
 
 P = ParamSpec("P")
@@ -108,15 +110,16 @@ class SandboxBackend(ClusterBackend):
     # -- writes ------------------------------------------------------------------------------
 
     @_storage_errors
-    def apply(self, objects: list[Manifest], *, now: datetime | None = None) -> list[Manifest]:
+    def apply(self, objects: list[Manifest], resources: Sequence[ResourceKind] = (), *,
+              now: datetime | None = None) -> list[Manifest]:
         now = now or timezone.now()
-        admitted = [admit(obj) for obj in objects]  # 1. validate all first: nothing is written on Invalid
+        admitted = [admit(obj, resources) for obj in objects]  # 1. validate all first: nothing is written on Invalid
         with transaction.atomic():
-            return copy.deepcopy([self._to_manifest(row) for row in self._store(admitted, now)])
+            return copy.deepcopy([self._to_manifest(row) for row in self._store(admitted, now, resources)])
 
-    def _store(self, admitted: list[Manifest], now: datetime) -> list[SimObject]:
+    def _store(self, admitted: list[Manifest], now: datetime, resources: Sequence[ResourceKind]) -> list[SimObject]:
         # 2. namespaces must exist (or be created by this batch), as on a real API server
-        wanted = {o["metadata"]["namespace"] for o in admitted if KINDS[o["kind"]][2]}
+        wanted = {o["metadata"]["namespace"] for o in admitted if "namespace" in o["metadata"]}
         created = {o["metadata"]["name"] for o in admitted if o["kind"] == "Namespace"}
         missing = wanted - created - set(BUILTIN_NAMESPACES)
         if missing:
@@ -144,7 +147,8 @@ class SandboxBackend(ClusterBackend):
                 row.save()
             else:
                 if obj["kind"] == "Job" and row.manifest.get("spec", {}).get("template") != obj["spec"].get("template"):
-                    raise Invalid(f'{kind_label("Job")} "{meta["name"]}" is invalid: spec.template: Invalid value: '
+                    job = served(obj["apiVersion"], "Job", resources)
+                    raise Invalid(f'{kind_label(job)} "{meta["name"]}" is invalid: spec.template: Invalid value: '
                                   '"...": field is immutable', status=422)
                 if row.manifest != manifest:
                     if row.manifest.get("spec") != manifest.get("spec"):
@@ -164,16 +168,18 @@ class SandboxBackend(ClusterBackend):
         self.apply([recorded], now=now)
 
     @_storage_errors
-    def delete(self, ref: WorkloadRef, *, now: datetime | None = None) -> int:
+    def delete(self, ref: WorkloadRef, resources: Sequence[ResourceKind], *, now: datetime | None = None) -> int:
+        """The workload's objects of the deleted kinds and its env Secret; pods go with their owners
+        (CASCADE): background propagation, instantly."""
+        doomed = Q()
+        for resource in resources:
+            if resource.deleted:
+                doomed |= Q(kind=resource.kind, api_version=resource.api_version, workload=ref.workload)
+        doomed |= Q(kind="Secret", name=env_secret_name(ref.workload))
         with transaction.atomic():
-            rows = SimObject.objects.filter(namespace=ref.namespace, workload=ref.workload)
+            rows = SimObject.objects.filter(doomed, namespace=ref.namespace)
             count = rows.count()
-            namespaces = list(rows.filter(kind="Namespace").values_list("name", flat=True))
-            rows.delete()  # pods go with their owners (CASCADE): background propagation, instantly
-            if namespaces:
-                # Deleting a namespace deletes everything in it.
-                SimObject.objects.filter(namespace__in=namespaces).delete()
-                SimLoad.objects.filter(namespace__in=namespaces).delete()
+            rows.delete()
             SimLoad.objects.filter(namespace=ref.namespace, workload=ref.workload).delete()
             return count
 
@@ -227,7 +233,7 @@ class SandboxBackend(ClusterBackend):
     # -- reads -------------------------------------------------------------------------------------
 
     @_storage_errors
-    def observe(self, *, now: datetime | None = None) -> list[ObservedWorkload]:
+    def observe(self, resources: Sequence[ResourceKind], *, now: datetime | None = None) -> list[ObservedWorkload]:
         """At most five queries whatever the size: clock, loads, objects, manifests not cached yet, pods.
 
         The returned objects share their ``spec`` with a per-process cache of decoded
@@ -235,10 +241,11 @@ class SandboxBackend(ClusterBackend):
         them as read-only, as one would a Kubernetes informer's cache.
         """
         at = now or self.clock()
+        kinds = {(r.api_version, r.kind) for r in resources if r.observed}
         with gc_paused():
-            return self._observe(at)
+            return self._observe(at, kinds)
 
-    def _observe(self, at: datetime) -> list[ObservedWorkload]:
+    def _observe(self, at: datetime, kinds: set[tuple[str, str]]) -> list[ObservedWorkload]:
         loads = {(ns, wl): v for ns, wl, v in SimLoad.objects.values_list("namespace", "workload", "value")}
         rows = load_records(SimObject.objects.order_by("pk"), OBSERVE_COLUMNS, lazy=("status", "memo"))
         missing = [row.pk for row in rows if (row.uid, row.resource_version) not in _MANIFESTS]
@@ -270,8 +277,9 @@ class SandboxBackend(ClusterBackend):
         grouped: dict[tuple[str, str], ObservedWorkload] = {}
         for row in rows:
             labels = row.manifest.get("metadata", {}).get("labels") or {}
-            # Secrets are not observed: a real cluster's Slipway may not list them either.
-            if labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE or not row.workload or row.kind == "Secret":
+            # Only the observed kinds (never Secrets: a real cluster's Slipway may not list them).
+            if (labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE or not row.workload
+                    or (row.api_version, row.kind) not in kinds):
                 continue
             key = (row.namespace, row.workload)
             if key not in grouped:

@@ -13,32 +13,34 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
+from cluster.backends.base import ResourceKind, resource_kind
 from cluster.errors import Invalid
 from sandbox.quantity import parse_quantity, to_units
 from sandbox.simulation import sim_settings
 
 Manifest = dict[str, Any]
 
-#: kind -> (apiVersions accepted, API group for messages, namespaced)
-KINDS: dict[str, tuple[tuple[str, ...], str, bool]] = {
-    "Namespace": (("v1",), "", False),
-    "ResourceQuota": (("v1",), "", True),
-    "LimitRange": (("v1",), "", True),
-    "Service": (("v1",), "", True),
-    "ConfigMap": (("v1",), "", True),
-    "Secret": (("v1",), "", True),
-    "ServiceAccount": (("v1",), "", True),
-    "PersistentVolumeClaim": (("v1",), "", True),
-    "Job": (("batch/v1",), "batch", True),
-    "Deployment": (("apps/v1",), "apps", True),
-    "NetworkPolicy": (("networking.k8s.io/v1",), "networking.k8s.io", True),
-    "PyTorchJob": (("kubeflow.org/v1",), "kubeflow.org", True),
-    "ScaledObject": (("keda.sh/v1alpha1",), "keda.sh", True),
-    "TriggerAuthentication": (("keda.sh/v1alpha1",), "keda.sh", True),
-    "PodGroup": (("scheduling.volcano.sh/v1beta1", "scheduling.x-k8s.io/v1alpha1"), "scheduling", True),
-}
+#: What this API server serves whatever kinds of workload exist: a team's namespace objects
+#: (with KEDA's TriggerAuthentication of its Prometheus tenant), what pods refer to, and a gang
+#: scheduler's PodGroups. The workload kinds' objects are served as their registrations declare
+#: them (the ``resources`` apply is given); the sandbox's controllers simulate Jobs, PyTorchJobs,
+#: Deployments and ScaledObjects, and store any other declared kind as applied.
+SERVED: tuple[ResourceKind, ...] = (
+    ResourceKind("", "v1", "Namespace", "namespaces", namespaced=False),
+    ResourceKind("", "v1", "ResourceQuota", "resourcequotas"),
+    ResourceKind("", "v1", "LimitRange", "limitranges"),
+    ResourceKind("", "v1", "ConfigMap", "configmaps"),
+    ResourceKind("", "v1", "Secret", "secrets"),
+    ResourceKind("", "v1", "ServiceAccount", "serviceaccounts"),
+    ResourceKind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
+    ResourceKind("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies"),
+    ResourceKind("keda.sh", "v1alpha1", "TriggerAuthentication", "triggerauthentications"),
+    ResourceKind("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
+    ResourceKind("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"),
+)
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -50,10 +52,14 @@ _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _LABEL_NAMED = ("Namespace", "Service")
 
 
-def kind_label(kind: str) -> str:
+def served(api_version: str, kind: str, resources: Sequence[ResourceKind] = ()) -> ResourceKind | None:
+    """The kind ``apiVersion``/``kind`` names, when this server serves it or ``resources`` declares it."""
+    return resource_kind(SERVED, api_version, kind) or resource_kind(resources, api_version, kind)
+
+
+def kind_label(resource: ResourceKind) -> str:
     """``Job.batch``, ``Deployment.apps``, ``Service`` — how the API server names a kind."""
-    group = KINDS.get(kind, ((), "", True))[1]
-    return f"{kind}.{group}" if group else kind
+    return f"{resource.kind}.{resource.group}" if resource.group else resource.kind
 
 
 class _Errors:
@@ -76,11 +82,11 @@ class _Errors:
     def forbidden(self, path: str, detail: str) -> None:
         self.items.append(f"{path}: Forbidden: {detail}")
 
-    def raise_for(self, kind: str, name: str) -> None:
+    def raise_for(self, resource: ResourceKind, name: str) -> None:
         if not self.items:
             return
         detail = self.items[0] if len(self.items) == 1 else "[" + ", ".join(self.items) + "]"
-        raise Invalid(f'{kind_label(kind)} "{name}" is invalid: {detail}', status=422)
+        raise Invalid(f'{kind_label(resource)} "{name}" is invalid: {detail}', status=422)
 
 
 def _check_name(errors: _Errors, kind: str, name: str) -> None:
@@ -305,8 +311,9 @@ def _check_spec(errors: _Errors, obj: Manifest) -> None:
                     errors.invalid(f"spec.ports[{index}].port", value, "must be between 1 and 65535, inclusive")
 
 
-def admit(obj: object) -> Manifest:
-    """Validate one manifest; returns it normalised (namespace defaulted). Raises Invalid."""
+def admit(obj: object, resources: Sequence[ResourceKind] = ()) -> Manifest:
+    """Validate one manifest of a kind served here or declared in ``resources``; returns it
+    normalised (namespace defaulted). Raises Invalid."""
     if not isinstance(obj, dict):
         raise Invalid("Object 'Kind' is missing in object: not a mapping", status=400)
     if not obj.get("kind") or not isinstance(obj.get("kind"), str):
@@ -314,16 +321,17 @@ def admit(obj: object) -> Manifest:
     kind = obj["kind"]
     if not obj.get("apiVersion"):
         raise Invalid(f"Object 'apiVersion' is missing in object of kind {kind!r}", status=400)
-    if kind not in KINDS or obj["apiVersion"] not in KINDS[kind][0]:
+    resource = served(obj["apiVersion"], kind, resources)
+    if resource is None:
         raise Invalid(f'no matches for kind "{kind}" in version "{obj["apiVersion"]}"', status=400)
     meta = obj.get("metadata")
     name = meta.get("name") if isinstance(meta, dict) else None
     errors = _Errors()
     if not name or not isinstance(name, str):
-        raise Invalid(f'{kind_label(kind)} "" is invalid: metadata.name: Required value: name or generateName is '
+        raise Invalid(f'{kind_label(resource)} "" is invalid: metadata.name: Required value: name or generateName is '
                       "required", status=422)
     _check_name(errors, kind, name)
-    namespaced = KINDS[kind][2]
+    namespaced = resource.namespaced
     namespace = meta.get("namespace")
     if namespaced:
         namespace = namespace or "default"
@@ -334,7 +342,7 @@ def admit(obj: object) -> Manifest:
         errors.forbidden("metadata.namespace", "not allowed on this type")
     _check_labels(errors, "metadata.labels", meta.get("labels"))
     _check_spec(errors, obj)
-    errors.raise_for(kind, name)
+    errors.raise_for(resource, name)
     clean = {"apiVersion": obj["apiVersion"], "kind": kind, "metadata": dict(meta)}
     if namespaced:
         clean["metadata"]["namespace"] = namespace

@@ -11,6 +11,8 @@ import copy
 from collections import defaultdict
 
 from cluster.backends.base import (
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
     TEAM_LABEL,
     WORKLOAD_LABEL,
     ClusterBackend,
@@ -20,7 +22,7 @@ from cluster.backends.base import (
     WorkloadRef,
     env_secret_name,
 )
-from cluster.errors import ClusterError
+from cluster.errors import ClusterError, NotFound
 
 
 class FakeBackend(ClusterBackend):
@@ -45,7 +47,7 @@ class FakeBackend(ClusterBackend):
         self.utilization: dict[str, float] | ClusterError = {}
 
     # -- the interface ------------------------------------------------------------------------
-    def apply(self, objects):
+    def apply(self, objects, resources=()):
         self.calls.append("apply")
         if self.fail_with is not None:
             raise self.fail_with
@@ -67,11 +69,13 @@ class FakeBackend(ClusterBackend):
         self.secrets[(meta["namespace"], meta["name"])] = sorted(secret["data"])
         self.secret_values_seen.update(secret["data"].values())
 
-    def delete(self, ref: WorkloadRef) -> int:
+    def delete(self, ref: WorkloadRef, resources) -> int:
         self.calls.append("delete")
         if self.fail_with is not None:
             raise self.fail_with
-        doomed = [k for k, o in self.objects.items() if k[0] == ref.namespace and _workload(o) == ref.workload]
+        kinds = {(r.api_version, r.kind) for r in resources if r.deleted}
+        doomed = [k for k, o in self.objects.items()
+                  if k[0] == ref.namespace and _workload(o) == ref.workload and (o["apiVersion"], k[1]) in kinds]
         for key in doomed:
             del self.objects[key]
         if self.secrets.pop((ref.namespace, env_secret_name(ref.workload)), None) is not None:
@@ -79,17 +83,24 @@ class FakeBackend(ClusterBackend):
         self.pod_lists.pop((ref.namespace, ref.workload), None)
         return len(doomed)
 
-    def observe(self):
+    def observe(self, resources):
+        """Managed objects of the observed kinds, and (as KEDA's are) autoscalers by their workload label."""
         self.calls.append("observe")
+        kinds = {(r.api_version, r.kind) for r in resources if r.observed}
         grouped: dict[tuple[str, str], ObservedWorkload] = {}
-        for (namespace, _kind, _name), obj in self.objects.items():
+        for (namespace, kind, _name), obj in self.objects.items():
             workload = _workload(obj)
+            labels = obj["metadata"].get("labels") or {}
+            if not workload or labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE or (obj["apiVersion"], kind) not in kinds:
+                continue
             entry = grouped.setdefault(
                 (namespace, workload),
-                ObservedWorkload(namespace=namespace, workload=workload,
-                                 team=obj["metadata"].get("labels", {}).get(TEAM_LABEL, "")),
+                ObservedWorkload(namespace=namespace, workload=workload, team=labels.get(TEAM_LABEL, "")),
             )
             entry.objects.append(copy.deepcopy(obj))
+        for (namespace, kind, _name), obj in self.objects.items():
+            if kind == "HorizontalPodAutoscaler" and (namespace, _workload(obj)) in grouped:
+                grouped[(namespace, _workload(obj))].objects.append(copy.deepcopy(obj))
         for (namespace, workload), pods in self.pod_lists.items():
             if (namespace, workload) in grouped:
                 grouped[(namespace, workload)].pods.extend(copy.deepcopy(pods))
@@ -99,6 +110,9 @@ class FakeBackend(ClusterBackend):
         return copy.deepcopy(self.pod_lists.get((ref.namespace, ref.workload), []))
 
     def logs(self, ref, pod, tail=200, previous=False):
+        pods = self.pod_lists.get((ref.namespace, ref.workload), [])
+        if pod not in self.log_lines and all(p["metadata"]["name"] != pod for p in pods):
+            raise NotFound(f'pods "{pod}" not found', status=404)
         if previous:  # the container's run before its last restart: [] when it never restarted
             lines = self.log_lines.get(f"{pod}:previous", [])
             return lines[-tail:] if tail is not None else list(lines)
@@ -109,8 +123,10 @@ class FakeBackend(ClusterBackend):
         self.calls.append("events")
         if self.events_error is not None:
             raise self.events_error
-        normal = ClusterEvent("Normal", "Scheduled", "assigned", f"Pod/{ref.workload}-0", "2026-11-22T10:00:00Z")
-        return [normal, *self.warnings[(ref.namespace, ref.workload)]]
+        # A workload's pods were scheduled once it has any.
+        scheduled = [ClusterEvent("Normal", "Scheduled", "assigned", f"Pod/{ref.workload}-0", "2026-11-22T10:00:00Z")
+                     ] if self.pod_lists.get((ref.namespace, ref.workload)) else []
+        return [*scheduled, *self.warnings[(ref.namespace, ref.workload)]]
 
     def capacity(self):
         if self.capacity_error is not None:

@@ -22,6 +22,7 @@ from sandbox.models import SimLoad
 from teams.models import ApiToken, IdempotencyRecord
 from tests.jobs.conftest import run_payload
 from tests.sandbox.helpers import A100, at, endpoint, team_objects
+from workloads.registry import resource_kinds
 
 pytestmark = pytest.mark.django_db
 
@@ -229,7 +230,7 @@ def test_sandbox_load_does_not_accept_a_value_that_breaks_the_next_tick(db, valu
     # as NULL by SQLite (IntegrityError) and as NaN by PostgreSQL (ValueError at the next tick).
     backend = SandboxBackend()
     backend.apply(team_objects() + endpoint("ep-1", flavor=A100, min_replicas=1, max_replicas=4, target=70),
-                  now=at(0))
+                  resource_kinds(), now=at(0))
     try:
         call_command("sandbox", "load", "team-ml/ep-1", value)
     except CommandError:

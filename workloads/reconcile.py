@@ -54,7 +54,7 @@ from workloads.billing import BILLING_FIELDS, BillingPlan
 from workloads.constants import MAX_APPLY_ATTEMPTS, STEADY_BATCH, Message
 from workloads.identity import WorkloadId
 from workloads.models import ReasonCode, Workload
-from workloads.registry import WorkloadKind, kind_for, kinds
+from workloads.registry import WorkloadKind, kind_for, kinds, resource_kinds
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
     # The observation can be large (tens of MB at 10,000 workloads) and is a tree of plain
     # dicts: keep the cyclic GC from walking it repeatedly (see cluster.perf).
     with gc_paused():
-        observed = {(o.namespace, o.workload): o for o in backend.observe()}
+        observed = {(o.namespace, o.workload): o for o in backend.observe(resource_kinds())}
         report.observed = len(observed)
         utilization = idle.measure(backend, list(observed.values())) if observed else {}
         now = now or timezone.now()
@@ -225,7 +225,7 @@ def _finish_removal(kind: WorkloadKind, backend, workload, obs: ObservedWorkload
     """An ended workload whose objects are being deleted: delete what is left, or call it gone."""
     if obs is not None:
         try:
-            backend.delete(obs.ref)
+            backend.delete(obs.ref, kind.resources)
             report.orphans_deleted.append(obs.workload)
         except ClusterError as exc:
             logger.warning("could not delete %s: %s", workload.ref, exc)
@@ -404,7 +404,7 @@ def _delete_abandoned(backend, plan: _Plan, report: ReconcileReport) -> None:
     """
     w = plan.workload
     try:
-        backend.delete(WorkloadRef(w.namespace, w.cluster_name))
+        backend.delete(WorkloadRef(w.namespace, w.cluster_name), plan.kind.resources)
         report.orphans_deleted.append(w.cluster_name)
     except ClusterError as exc:
         logger.warning("could not delete the abandoned %s: %s", w.ref, exc)
@@ -429,7 +429,7 @@ def _delete_leftovers(backend, leftovers: dict[tuple[str, str], ObservedWorkload
             if pk in keep:
                 continue
             try:
-                backend.delete(ref)
+                backend.delete(ref, kind.resources)
                 report.orphans_deleted.append(ref.workload)
             except ClusterError as exc:
                 logger.warning("could not delete leftover %s/%s: %s", ref.namespace, ref.workload, exc)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
-from cluster.backends.base import ObservedWorkload
+from cluster.backends.base import ObservedWorkload, ResourceKind
 from cluster.status import WorkloadStatus
 from quotas.admission import ResourceRequest
 from quotas.ledger import RefLabel
@@ -49,6 +49,9 @@ class WorkloadKind(abc.ABC):
     #: What people call one ("run", "endpoint"), for messages.
     noun: str
     lifecycle: Lifecycle
+    #: The cluster resource kinds its manifests create, which the backends observe and delete
+    #: for it (in this order: what must go first comes first). Their only declaration.
+    resources: tuple[ResourceKind, ...] = ()
     #: Fields of the kind's own the reconcile cycle reads (it loads only the shared ones otherwise).
     observed_fields: tuple[str, ...] = ()
     #: How admitted work commits money (:func:`workloads.billing.commitments`), as columns of
@@ -217,6 +220,19 @@ def register(kind: WorkloadKind) -> WorkloadKind:
 
 def kinds() -> list[WorkloadKind]:
     return list(_KINDS.values())
+
+
+def resource_kinds() -> tuple[ResourceKind, ...]:
+    """Every registered kind's resource kinds, each once, in registration order: what a reconcile
+    cycle observes. A resource kind two kinds declare is observed or deleted when either says so."""
+    merged: dict[tuple[str, str], ResourceKind] = {}
+    for kind in _KINDS.values():
+        for resource in kind.resources:
+            key = (resource.api_version, resource.kind)
+            seen = merged.get(key)
+            merged[key] = resource if seen is None else replace(
+                seen, observed=seen.observed or resource.observed, deleted=seen.deleted or resource.deleted)
+    return tuple(merged.values())
 
 
 def kind_for(prefix: str) -> WorkloadKind | None:

@@ -61,13 +61,13 @@ def apply_workload(prefix: str, pk: int) -> str:
     backend = core.backend.get_backend()
     try:
         if secret is None:
-            backend.apply(team_objects + objects)
+            backend.apply(team_objects + objects, kind.resources)
         else:
             # The Secret lives in the team's namespace, and the pods need it when they start:
             # namespace first, then the Secret, then what runs.
             backend.apply(team_objects)
             backend.apply_secret(secret)
-            backend.apply(objects)
+            backend.apply(objects, kind.resources)
     except Transient:
         raise  # retried by Celery, then re-driven by the reconciler
     except ClusterError as exc:
@@ -100,7 +100,7 @@ def delete_workload(prefix: str, pk: int) -> int:
         return 0
     # An ended workload whose kind has a "gone" state is moved there by the reconciler once
     # nothing of it is observed any more (deletion propagates in the background).
-    return core.backend.get_backend().delete(WorkloadRef(workload.namespace, workload.cluster_name))
+    return core.backend.get_backend().delete(WorkloadRef(workload.namespace, workload.cluster_name), kind.resources)
 
 
 RECONCILE_LOCK = "slipway:reconcile-lock"

@@ -14,6 +14,7 @@ the same code path as a real cluster.
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,41 @@ def env_secret_name(workload: str) -> str:
     return f"{workload}-env"
 
 Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ResourceKind:
+    """A kind of cluster object a workload kind creates, declared in its registration.
+
+    The backends learn the workload kinds' objects only from these (``workloads.registry``
+    hands them over at each call): where a kind lives in the API (``plural``), whether
+    :meth:`ClusterBackend.observe` lists it (the kind's status mapping reads it) and whether
+    :meth:`ClusterBackend.delete` removes it. Deletion goes in declaration order: a
+    ScaledObject before the Deployment it scales, so KEDA stops scaling what is about to go.
+    """
+
+    group: str  #: the API group, "" for the core group (a Service)
+    version: str
+    kind: str
+    plural: str
+    observed: bool = False
+    deleted: bool = False
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def custom(self) -> bool:
+        """A custom resource, whose CRD may not be installed. Kubernetes' own API groups have no
+        dot or end in ``.k8s.io`` (a reserved domain), a CRD's group is a domain of its own."""
+        return "." in self.group and not self.group.endswith(".k8s.io")
+
+
+def resource_kind(resources: Sequence[ResourceKind], api_version: str, kind: str) -> ResourceKind | None:
+    """The declaration of ``apiVersion``/``kind`` among ``resources``, or None."""
+    return next((r for r in resources if r.kind == kind and r.api_version == api_version), None)
 
 
 @dataclass(frozen=True)
@@ -107,11 +143,14 @@ class ClusterBackend(abc.ABC):
     name: str = "abstract"
 
     @abc.abstractmethod
-    def apply(self, objects: list[Manifest]) -> list[Manifest]:
+    def apply(self, objects: list[Manifest], resources: Sequence[ResourceKind] = ()) -> list[Manifest]:
         """Create or update ``objects`` (idempotent: applying twice yields one object each).
 
-        Returns the objects as stored. Raises ``Invalid`` for malformed objects (nothing of
-        the batch is applied when the first object is rejected), ``Transient`` for faults.
+        ``resources`` declares the workload kinds' objects among them; a team's namespace
+        objects (Namespace, ResourceQuota, LimitRange, NetworkPolicy, its Prometheus tenant)
+        are the backend's own. Returns the objects as stored. Raises ``Invalid`` for malformed
+        objects or a kind neither knows (nothing of the batch is applied when the first object
+        is rejected), ``Transient`` for faults.
         """
 
     @abc.abstractmethod
@@ -124,15 +163,17 @@ class ClusterBackend(abc.ABC):
         """
 
     @abc.abstractmethod
-    def delete(self, ref: WorkloadRef) -> int:
-        """Delete every object labelled with ``ref`` (background propagation), and its env Secret. Returns how many.
+    def delete(self, ref: WorkloadRef, resources: Sequence[ResourceKind]) -> int:
+        """Delete the workload's objects of the ``deleted`` kinds among ``resources``, in their order
+        (background propagation), and its env Secret. Returns how many.
 
         Deleting what is already gone is not an error (returns 0).
         """
 
     @abc.abstractmethod
-    def observe(self) -> list[ObservedWorkload]:
-        """Everything Slipway manages, across all namespaces, grouped by workload.
+    def observe(self, resources: Sequence[ResourceKind]) -> list[ObservedWorkload]:
+        """Slipway's objects of the ``observed`` kinds among ``resources``, across all namespaces,
+        grouped by workload, with their pods (and the autoscalers KEDA made for them).
 
         Must cost a constant number of API calls per kind, whatever the number of workloads.
         """
@@ -152,7 +193,8 @@ class ClusterBackend(abc.ABC):
         """The last ``tail`` log lines (all of them when None) of the workload's pod named ``pod``.
 
         ``pod`` is one of :meth:`pods`' names (callers check that: a name from the user must
-        not reach another workload's pod). [] when its container has not started yet.
+        not reach another workload's pod); ``NotFound`` when there is no such pod. [] when its
+        container has not started yet.
         ``previous``: the log of the container's run before its last restart (``previous=true``:
         the kubelet keeps that one only); [] when it has not restarted.
         """

@@ -11,12 +11,14 @@ Rules this module keeps:
 * Writes are server-side apply (``PATCH`` with ``application/apply-patch+yaml``,
   ``fieldManager=slipway``, ``force=true``): re-applying the same manifest is a no-op and
   Slipway owns exactly the fields it sets (an HPA keeps ``spec.replicas``).
-* ``observe()`` makes one LIST per kind across all namespaces, selected by the
+* The workload kinds' objects are known only from the resource kinds the caller hands over
+  (each kind declares them in its registration); this module keeps the kinds it needs itself.
+* ``observe()`` makes one LIST per observed kind across all namespaces, selected by the
   ``app.kubernetes.io/managed-by=slipway`` label, without pagination, so the number of calls
   does not grow with the number of workloads. ``resourceVersion=0`` lets the API server
   answer from its watch cache instead of a quorum read of etcd; a reconcile loop tolerates a
   view that is a few milliseconds old.
-* A missing CRD (404 when listing PyTorchJobs or ScaledObjects) reads as "none of that kind".
+* A missing CRD (404 when listing a custom resource such as PyTorchJobs) reads as "none of that kind".
 * Every call goes through a token bucket (the Python client has no QPS/burst limit, unlike
   client-go) and carries a timeout; urllib3's own retries are off, because retrying is the
   Celery task's job (one place, with backoff).
@@ -32,8 +34,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -52,8 +53,10 @@ from cluster.backends.base import (
     Manifest,
     NodeCapacity,
     ObservedWorkload,
+    ResourceKind,
     WorkloadRef,
     env_secret_name,
+    resource_kind,
 )
 from cluster.errors import ClusterError, Conflict, Invalid, NotFound, Transient
 from cluster.metrics import Prometheus
@@ -66,50 +69,39 @@ APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 GPU_RESOURCE_PREFIX = "nvidia.com/"
 
 
-@dataclass(frozen=True)
-class Kind:
-    """Where a kind lives in the REST API."""
-
-    api_version: str
-    kind: str
-    plural: str
-    namespaced: bool = True
-    #: A CRD that may not be installed: a 404 on LIST means "none of them".
-    optional: bool = False
-
-    def collection_path(self, namespace: str | None = None) -> str:
-        prefix = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
-        if self.namespaced and namespace:
-            return f"{prefix}/namespaces/{quote(namespace, safe='')}/{self.plural}"
-        return f"{prefix}/{self.plural}"
-
-    def object_path(self, name: str, namespace: str | None = None) -> str:
-        return f"{self.collection_path(namespace)}/{quote(name, safe='')}"
+def collection_path(kind: ResourceKind, namespace: str | None = None) -> str:
+    """Where ``kind``'s objects live in the REST API (all namespaces unless ``namespace``)."""
+    prefix = f"/apis/{kind.api_version}" if kind.group else f"/api/{kind.version}"
+    if kind.namespaced and namespace:
+        return f"{prefix}/namespaces/{quote(namespace, safe='')}/{kind.plural}"
+    return f"{prefix}/{kind.plural}"
 
 
-KINDS: dict[tuple[str, str], Kind] = {
+def object_path(kind: ResourceKind, name: str, namespace: str | None = None) -> str:
+    return f"{collection_path(kind, namespace)}/{quote(name, safe='')}"
+
+
+#: The kinds this backend reads or writes for itself: a team's namespace objects (with its
+#: Prometheus tenant, cluster.manifests.team), pods, events, nodes and KEDA's autoscalers.
+#: The workload kinds' objects are declared by each kind (``resources`` of apply/observe/delete).
+KINDS: dict[tuple[str, str], ResourceKind] = {
     (k.api_version, k.kind): k
     for k in (
-        Kind("v1", "Namespace", "namespaces", namespaced=False),
-        Kind("v1", "ResourceQuota", "resourcequotas"),
-        Kind("v1", "LimitRange", "limitranges"),
-        Kind("v1", "ConfigMap", "configmaps"),
-        Kind("v1", "Service", "services"),
-        Kind("v1", "Pod", "pods"),
-        Kind("v1", "Event", "events"),
-        Kind("v1", "Node", "nodes", namespaced=False),
-        Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
-        Kind("batch/v1", "Job", "jobs"),
-        Kind("apps/v1", "Deployment", "deployments"),
-        Kind("kubeflow.org/v1", "PyTorchJob", "pytorchjobs", optional=True),
-        Kind("keda.sh/v1alpha1", "ScaledObject", "scaledobjects", optional=True),
-        Kind("keda.sh/v1alpha1", "TriggerAuthentication", "triggerauthentications", optional=True),
-        Kind("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers"),
+        ResourceKind("", "v1", "Namespace", "namespaces", namespaced=False),
+        ResourceKind("", "v1", "ResourceQuota", "resourcequotas"),
+        ResourceKind("", "v1", "LimitRange", "limitranges"),
+        ResourceKind("", "v1", "ConfigMap", "configmaps"),
+        ResourceKind("", "v1", "Pod", "pods"),
+        ResourceKind("", "v1", "Event", "events"),
+        ResourceKind("", "v1", "Node", "nodes", namespaced=False),
+        ResourceKind("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies"),
+        ResourceKind("keda.sh", "v1alpha1", "TriggerAuthentication", "triggerauthentications"),
+        ResourceKind("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers"),
     )
 }
 
 
-def _kind(api_version: str, kind: str) -> Kind:
+def _kind(api_version: str, kind: str) -> ResourceKind:
     return KINDS[(api_version, kind)]
 
 
@@ -121,23 +113,7 @@ NODE = _kind("v1", "Node")
 EVENT = _kind("v1", "Event")
 #: Written (apply_secret) and deleted by name, never read: deploy/rbac.yaml grants no get/list/watch
 #: on Secrets. Not in KINDS, so apply() refuses a Secret: values take the one-way path only.
-SECRET = Kind("v1", "Secret", "secrets")
-#: The top-level kinds observe() lists, in this order; status mapping needs nothing else.
-OBSERVED_KINDS = (
-    _kind("batch/v1", "Job"),
-    _kind("kubeflow.org/v1", "PyTorchJob"),
-    _kind("apps/v1", "Deployment"),
-    _kind("keda.sh/v1alpha1", "ScaledObject"),
-)
-#: What delete() removes for a workload. ScaledObject first so KEDA stops scaling a
-#: Deployment that is about to go; background propagation then removes pods and ReplicaSets.
-DELETED_KINDS = (
-    _kind("keda.sh/v1alpha1", "ScaledObject"),
-    _kind("apps/v1", "Deployment"),
-    _kind("v1", "Service"),
-    _kind("batch/v1", "Job"),
-    _kind("kubeflow.org/v1", "PyTorchJob"),
-)
+SECRET = ResourceKind("", "v1", "Secret", "secrets")
 #: Pod labels that mark a PyTorchJob's master (training-operator v1.9, and older releases).
 #: A whole log read for a download stops here (the kubelet rotates container logs at 10 MiB by default).
 LOG_BYTES_MAX = 10 * 1024 * 1024
@@ -322,7 +298,7 @@ class KubernetesBackend(ClusterBackend):
             raise Transient(f"undecodable response from the API server: {exc}") from exc
 
     def list(
-        self, kind: Kind, *, namespace: str | None = None, label_selector: str = "", **params: str
+        self, kind: ResourceKind, *, namespace: str | None = None, label_selector: str = "", **params: str
     ) -> list[Manifest]:
         """All objects of ``kind`` (all namespaces unless ``namespace``), with apiVersion/kind filled in.
 
@@ -333,9 +309,9 @@ class KubernetesBackend(ClusterBackend):
         if label_selector:
             query.insert(0, ("labelSelector", label_selector))
         try:
-            payload = self.request("GET", kind.collection_path(namespace), query=query)
+            payload = self.request("GET", collection_path(kind, namespace), query=query)
         except NotFound:
-            if kind.optional:
+            if kind.custom:
                 return []  # the CRD is not installed: nothing of that kind exists
             raise
         items = (payload or {}).get("items") or []
@@ -346,60 +322,62 @@ class KubernetesBackend(ClusterBackend):
 
     # -- ClusterBackend ----------------------------------------------------------------
 
-    def apply(self, objects: list[Manifest]) -> list[Manifest]:
-        """Server-side apply, in order (a Namespace before what lives in it); stops at the first error."""
-        stored: list[Manifest] = []
+    def apply(self, objects: list[Manifest], resources: Sequence[ResourceKind] = ()) -> list[Manifest]:
+        """Server-side apply, in order (a Namespace before what lives in it); stops at the first error.
+
+        Every object's kind is resolved before the first request: an object of a kind nobody
+        declared (so of no known path) sends nothing.
+        """
+        paths: list[str] = []
         for obj in objects:
             try:
-                kind = _kind(obj["apiVersion"], obj["kind"])
-                meta = obj["metadata"]
+                api_version, kind_name, meta = obj["apiVersion"], obj["kind"], obj["metadata"]
                 name = meta["name"]
             except (KeyError, TypeError) as exc:
-                raise Invalid(f"cannot apply object without a known apiVersion/kind and metadata.name: {exc}") from exc
+                raise Invalid(f"cannot apply an object without apiVersion, kind and metadata.name: {exc}") from exc
+            kind = KINDS.get((api_version, kind_name)) or resource_kind(resources, api_version, kind_name)
+            if kind is None:
+                raise Invalid(f'no matches for kind "{kind_name}" in version "{api_version}"')
             namespace = meta.get("namespace") if kind.namespaced else None
             if kind.namespaced and not namespace:
-                raise Invalid(f"{obj['kind']}/{name} needs metadata.namespace")
-            result = self.request(
-                "PATCH",
-                kind.object_path(name, namespace),
-                query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
-                body=obj,
-                content_type=APPLY_CONTENT_TYPE,
-            )
-            stored.append(result)
-        return stored
+                raise Invalid(f"{kind_name}/{name} needs metadata.namespace")
+            paths.append(object_path(kind, name, namespace))
+        query = [("fieldManager", FIELD_MANAGER), ("force", "true")]
+        return [self.request("PATCH", path, query=query, body=obj, content_type=APPLY_CONTENT_TYPE)
+                for path, obj in zip(paths, objects, strict=True)]
 
     def apply_secret(self, secret: Manifest) -> None:
         """Server-side apply of one Secret; the answer (the stored Secret, values included) is not kept."""
         meta = secret["metadata"]
         self.request(
             "PATCH",
-            SECRET.object_path(meta["name"], meta["namespace"]),
+            object_path(SECRET, meta["name"], meta["namespace"]),
             query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
             body=secret,
             content_type=APPLY_CONTENT_TYPE,
         )
 
-    def delete(self, ref: WorkloadRef) -> int:
+    def delete(self, ref: WorkloadRef, resources: Sequence[ResourceKind]) -> int:
+        """One label-selected LIST per deleted kind, then a DELETE per object found, in the kinds' order."""
         deleted = 0
         selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={ref.workload}"
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
-        for kind in DELETED_KINDS:
+        for kind in (r for r in resources if r.deleted):
             for obj in self.list(kind, namespace=ref.namespace, label_selector=selector):
                 try:
-                    self.request("DELETE", kind.object_path(obj["metadata"]["name"], ref.namespace), body=options)
+                    self.request("DELETE", object_path(kind, obj["metadata"]["name"], ref.namespace), body=options)
                 except NotFound:
                     continue  # deleted by someone else meanwhile: the goal is reached
                 deleted += 1
         # The env Secret goes by its name: Slipway may not list Secrets. Most workloads have none (404).
         try:
-            self.request("DELETE", SECRET.object_path(env_secret_name(ref.workload), ref.namespace), body=options)
+            self.request("DELETE", object_path(SECRET, env_secret_name(ref.workload), ref.namespace), body=options)
         except NotFound:
             return deleted
         return deleted + 1
 
-    def observe(self) -> list[ObservedWorkload]:
-        """One LIST per kind (4 top-level kinds, KEDA's HPAs, pods) for the whole cluster, grouped by workload."""
+    def observe(self, resources: Sequence[ResourceKind]) -> list[ObservedWorkload]:
+        """One LIST per observed kind, one of KEDA's HPAs and one of pods for the whole cluster, grouped by workload."""
         groups: dict[tuple[str, str], ObservedWorkload] = {}
 
         def group(obj: Manifest) -> ObservedWorkload | None:
@@ -416,7 +394,7 @@ class KubernetesBackend(ClusterBackend):
             return found
 
         with gc_paused():
-            for kind in OBSERVED_KINDS:
+            for kind in (r for r in resources if r.observed):
                 for obj in self.list(kind, label_selector=MANAGED_SELECTOR, resourceVersion="0"):
                     target = group(obj)
                     if target is not None:
@@ -451,7 +429,7 @@ class KubernetesBackend(ClusterBackend):
         if previous:
             query.append(("previous", "true"))
         try:
-            data = self.request("GET", POD.object_path(pod, ref.namespace) + "/log", query=query, raw=True)
+            data = self.request("GET", object_path(POD, pod, ref.namespace) + "/log", query=query, raw=True)
         except Invalid:
             # 400: the container has not started yet (or, with previous, has never restarted): nothing to read
             return []

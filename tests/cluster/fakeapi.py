@@ -10,7 +10,8 @@ production. It implements the part of the API Slipway uses:
 * ``GET`` of an object, LIST (cluster-wide or per namespace) with ``labelSelector``
   (``k=v``, ``k!=v``, ``k``) and a ``status.phase!=`` ``fieldSelector``; pod ``/log``;
 * ``DELETE`` (records the propagation policy);
-* CRDs that can be "uninstalled" (their paths answer 404, as a real server does);
+* CRDs that can be "uninstalled" (their paths answer 404, as a real server does), and any
+  custom resource a workload kind declares can be installed (:meth:`FakeKubeAPI.install`);
 * fault injection: the next matching request(s) answer a status code, or stall past the
   client's timeout;
 * a request log, to count calls;
@@ -31,6 +32,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from cluster.backends.base import ResourceKind
 
 Obj = dict[str, Any]
 
@@ -118,6 +121,8 @@ class FakeKubeAPI:
 
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str, str, str], Obj] = {}
+        #: What this server serves (plural -> apiVersion, kind, namespaced, is_crd); install() adds CRDs.
+        self.resources = dict(RESOURCES)
         self.logs: dict[tuple[str, str], list[str]] = {}
         #: (namespace, pod) -> the log of its container's run before the last restart (``previous=true``)
         self.previous_logs: dict[tuple[str, str], list[str]] = {}
@@ -190,6 +195,11 @@ class FakeKubeAPI:
             self._list_cache.clear()
         return obj
 
+    def install(self, resource: ResourceKind) -> None:
+        """Serve ``resource`` from now on, as installing its CRD does."""
+        self.resources[resource.plural] = (resource.api_version, resource.kind, resource.namespaced, True)
+        self._list_cache.clear()
+
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> Obj | None:
         return self.objects.get((api_version, kind, namespace, name))
 
@@ -231,7 +241,7 @@ class FakeKubeAPI:
         if route is None:
             return 404, "application/json", _status_body(404, "NotFound", f"the server could not find {path}")
         plural, namespace, name, sub = route
-        api_version, kind, _, is_crd = RESOURCES[plural]
+        api_version, kind, _, is_crd = self.resources[plural]
         if is_crd and plural in self.uninstalled:
             return (
                 404,
@@ -243,6 +253,8 @@ class FakeKubeAPI:
         if method == "GET" and name is None:
             return self._list(plural, namespace, query)
         if method == "GET" and sub == "log":
+            if (namespace or "", name or "") not in self.logs and ("v1", "Pod", namespace or "", name or "") not in self.objects:
+                return 404, "application/json", _status_body(404, "NotFound", f'pods "{name}" not found')
             lines = self.logs.get((namespace or "", name or ""), [])
             if query.get("previous", ["false"])[0] == "true":
                 if (namespace or "", name or "") not in self.previous_logs:  # never restarted: the API's 400
@@ -271,8 +283,7 @@ class FakeKubeAPI:
             return 200, "application/json", json.dumps(obj).encode()
         return 405, "application/json", _status_body(405, "MethodNotAllowed", method)
 
-    @staticmethod
-    def _route(path: str) -> tuple[str, str | None, str | None, str | None] | None:
+    def _route(self, path: str) -> tuple[str, str | None, str | None, str | None] | None:
         segments = [s for s in path.split("/") if s]
         if segments[:2] == ["api", "v1"]:
             rest = segments[2:]
@@ -284,7 +295,7 @@ class FakeKubeAPI:
         # /namespaces and /namespaces/<name> are the Namespace kind itself; deeper paths are scoped.
         if len(rest) >= 3 and rest[0] == "namespaces":
             namespace, rest = rest[1], rest[2:]
-        if not rest or rest[0] not in RESOURCES:
+        if not rest or rest[0] not in self.resources:
             return None
         plural = rest[0]
         name = rest[1] if len(rest) > 1 else None
@@ -292,7 +303,7 @@ class FakeKubeAPI:
         return plural, namespace, name, sub
 
     def _list(self, plural: str, namespace: str | None, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
-        api_version, kind, _, is_crd = RESOURCES[plural]
+        api_version, kind, _, is_crd = self.resources[plural]
         labels = query.get("labelSelector", [""])[0]
         fields = query.get("fieldSelector", [""])[0]
         cache_key = (plural, namespace or "", labels, fields)
@@ -343,7 +354,7 @@ class FakeKubeAPI:
             applied = json.loads(body)
         except ValueError:
             return 400, "application/json", _status_body(400, "BadRequest", "body is not JSON/YAML")
-        api_version, kind, _, _ = RESOURCES[plural]
+        api_version, kind, _, _ = self.resources[plural]
         meta = applied.get("metadata") or {}
         if applied.get("apiVersion") != api_version or applied.get("kind") != kind or meta.get("name") != key[3]:
             return (

@@ -12,8 +12,13 @@ from cluster.backends.kubernetes import KubernetesBackend, TokenBucket, map_erro
 from cluster.errors import ClusterError, Conflict, Invalid, NotFound, Transient
 from cluster.manifests import build_endpoint, build_env_secret, build_team, build_training
 from cluster.status import endpoint_status
+from inference.kind import EndpointKind
+from jobs.kind import TrainingKind
 from tests.cluster import samples
 from tests.cluster.fakeapi import FakeKubeAPI
+
+#: What the two product kinds declare (the portal hands the backend every registered kind's).
+RESOURCES = TrainingKind.resources + EndpointKind.resources
 
 
 def _job(name: str, namespace: str = "team-vision", team: str = "vision", managed: bool = True) -> dict:
@@ -36,7 +41,7 @@ def test_it_does_not_contact_the_server_when_constructed() -> None:
 
 
 def test_it_applies_with_server_side_apply_as_slipway(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
-    backend.apply(build_training(samples.training(), samples.CONFIG))
+    backend.apply(build_training(samples.training(), samples.CONFIG), RESOURCES)
 
     patch = next(r for r in kube_api.requests if r.method == "PATCH")
     assert patch.path == "/apis/batch/v1/namespaces/team-vision/jobs/run-42"
@@ -46,8 +51,8 @@ def test_it_applies_with_server_side_apply_as_slipway(backend: KubernetesBackend
 
 def test_it_applies_twice_into_one_object(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
     objects = build_team(samples.team(), samples.CONFIG) + build_endpoint(samples.endpoint(), samples.CONFIG)
-    first = backend.apply(objects)
-    second = backend.apply(objects)
+    first = backend.apply(objects, RESOURCES)
+    second = backend.apply(objects, RESOURCES)
 
     assert len(kube_api.objects) == len(objects) == 7
     assert [o["metadata"]["uid"] for o in first] == [o["metadata"]["uid"] for o in second]
@@ -56,10 +61,10 @@ def test_it_applies_twice_into_one_object(backend: KubernetesBackend, kube_api: 
 
 
 def test_it_keeps_status_when_reapplying(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
-    backend.apply(build_training(samples.training(), samples.CONFIG))
+    backend.apply(build_training(samples.training(), samples.CONFIG), RESOURCES)
     stored = kube_api.get("batch/v1", "Job", "team-vision", "run-42")
     stored["status"] = {"active": 1}
-    backend.apply(build_training(samples.training(), samples.CONFIG))
+    backend.apply(build_training(samples.training(), samples.CONFIG), RESOURCES)
     assert kube_api.get("batch/v1", "Job", "team-vision", "run-42")["status"] == {"active": 1}
 
 
@@ -81,7 +86,7 @@ def test_it_maps_http_errors_to_cluster_errors(
 ) -> None:
     kube_api.fail(status, method="PATCH", message=f"server says {status}")
     with pytest.raises(error) as caught:
-        backend.apply(build_training(samples.training(), samples.CONFIG))
+        backend.apply(build_training(samples.training(), samples.CONFIG), RESOURCES)
     assert type(caught.value) is error
     assert caught.value.status == status
     assert caught.value.message == f"server says {status}"
@@ -91,13 +96,13 @@ def test_it_maps_http_errors_to_cluster_errors(
 def test_it_maps_a_timeout_to_transient(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
     kube_api.fail(delay=2.5, method="GET")  # the backend's timeout is 1 s
     with pytest.raises(Transient, match=r"timed out|cannot reach"):
-        backend.observe()
+        backend.observe(RESOURCES)
 
 
 def test_it_maps_connection_refused_to_transient() -> None:
     backend = KubernetesBackend(host="http://127.0.0.1:9", timeout=1)
     with pytest.raises(Transient):
-        backend.observe()
+        backend.observe(RESOURCES)
 
 
 def test_it_maps_client_exceptions_with_one_function() -> None:
@@ -116,13 +121,13 @@ def test_it_stops_a_batch_at_the_first_rejected_object(backend: KubernetesBacken
     objects = build_endpoint(samples.endpoint(), samples.CONFIG)
     kube_api.fail(422, method="PATCH", path_contains="/deployments/")
     with pytest.raises(Invalid):
-        backend.apply(objects)
+        backend.apply(objects, RESOURCES)
     assert kube_api.objects == {}
 
 
 def test_it_rejects_objects_of_unknown_kind_before_sending(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
     with pytest.raises(Invalid):
-        backend.apply([{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x", "namespace": "team-vision"}}])
+        backend.apply([{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x", "namespace": "team-vision"}}], RESOURCES)
     assert kube_api.requests == []
 
 
@@ -136,7 +141,7 @@ def test_it_observes_only_managed_objects_grouped_by_workload(
     kube_api.put(samples.pod("run-3-worker-0", "run-3", extra_labels={"training.kubeflow.org/replica-type": "worker"}))
     kube_api.put(samples.pod("run-3-master-0", "run-3", extra_labels={"training.kubeflow.org/replica-type": "master"}))
 
-    observed = {(o.namespace, o.workload): o for o in backend.observe()}
+    observed = {(o.namespace, o.workload): o for o in backend.observe(RESOURCES)}
 
     assert set(observed) == {("team-vision", "run-1"), ("team-nlp", "run-2"), ("team-vision", "run-3")}
     run1 = observed[("team-vision", "run-1")]
@@ -161,7 +166,7 @@ def test_it_observes_with_a_constant_number_of_calls(backend: KubernetesBackend,
             kube_api.put(_job(f"run-{i}"))
             kube_api.put(samples.pod(f"run-{i}-pod", f"run-{i}"))
         kube_api.reset_requests()
-        observed = backend.observe()
+        observed = backend.observe(RESOURCES)
         assert len(observed) == count
         return len(kube_api.requests)
 
@@ -173,25 +178,25 @@ def test_it_observes_with_a_constant_number_of_calls(backend: KubernetesBackend,
 def test_it_reads_a_missing_crd_as_none_of_that_kind(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
     kube_api.uninstalled |= {"pytorchjobs", "scaledobjects"}
     kube_api.put(_job("run-1"))
-    assert [o.workload for o in backend.observe()] == ["run-1"]
+    assert [o.workload for o in backend.observe(RESOURCES)] == ["run-1"]
 
 
 def test_it_does_not_hide_a_missing_core_kind(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
     kube_api.fail(404, method="GET", path_contains="/jobs")
     with pytest.raises(NotFound):
-        backend.observe()
+        backend.observe(RESOURCES)
 
 
 def test_it_deletes_a_workload_in_the_background(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
-    backend.apply(build_endpoint(samples.endpoint(), samples.CONFIG))
-    backend.apply(build_endpoint(samples.endpoint(workload_id="ep-8"), samples.CONFIG))
+    backend.apply(build_endpoint(samples.endpoint(), samples.CONFIG), RESOURCES)
+    backend.apply(build_endpoint(samples.endpoint(workload_id="ep-8"), samples.CONFIG), RESOURCES)
 
-    assert backend.delete(WorkloadRef("team-vision", "ep-7")) == 3
+    assert backend.delete(WorkloadRef("team-vision", "ep-7"), RESOURCES) == 3
     assert {d[0] for d in kube_api.deletions} == {"ScaledObject", "Deployment", "Service"}
     assert {d[3] for d in kube_api.deletions} == {"Background"}
     assert kube_api.deletions[0][0] == "ScaledObject"  # stop autoscaling first
     assert {o["metadata"]["name"] for o in kube_api.objects.values()} == {"ep-8"}
-    assert backend.delete(WorkloadRef("team-vision", "ep-7")) == 0
+    assert backend.delete(WorkloadRef("team-vision", "ep-7"), RESOURCES) == 0
 
 
 def test_it_lists_the_pods_of_one_workload_and_reads_any_of_their_logs(backend: KubernetesBackend,
@@ -320,7 +325,7 @@ def test_it_sends_every_request_through_the_limiter(kube_api: FakeKubeAPI) -> No
     calls: list[int] = []
     original = backend.limiter.acquire
     backend.limiter.acquire = lambda: calls.append(1) or original()  # type: ignore[method-assign]
-    backend.observe()
+    backend.observe(RESOURCES)
     backend.capacity()
     assert len(calls) == backend.request_count == len(kube_api.requests) == 8
 
@@ -339,7 +344,7 @@ current-context: fake
     )
     backend = KubernetesBackend(kubeconfig=str(kubeconfig))
     assert kube_api.requests == []  # configuration is loaded lazily
-    backend.observe()
+    backend.observe(RESOURCES)
     sent = [{k.lower(): v for k, v in r.headers.items()} for r in kube_api.requests]
     assert {h.get("authorization") for h in sent} == {"Bearer test-token-123"}
 
@@ -347,13 +352,13 @@ current-context: fake
 def test_it_reports_a_broken_kubeconfig_as_a_cluster_error(tmp_path) -> None:
     backend = KubernetesBackend(kubeconfig=str(tmp_path / "missing"))
     with pytest.raises(ClusterError):
-        backend.observe()
+        backend.observe(RESOURCES)
 
 
 
 def test_it_attaches_kedas_autoscaler_to_its_endpoint(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
     deployment, service, scaled = build_endpoint(samples.endpoint(), samples.CONFIG)
-    backend.apply([deployment, service, scaled])
+    backend.apply([deployment, service, scaled], RESOURCES)
     labels = {**scaled["metadata"]["labels"], "app.kubernetes.io/managed-by": "keda-operator"}
     kube_api.put({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
                   "metadata": {"name": "keda-hpa-ep-7", "namespace": "team-vision", "labels": labels},
@@ -361,7 +366,7 @@ def test_it_attaches_kedas_autoscaler_to_its_endpoint(backend: KubernetesBackend
     kube_api.put({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
                   "metadata": {"name": "someone-elses", "namespace": "team-vision",
                                "labels": {"slipway.dev/workload": "not-ours"}}})
-    [observed] = backend.observe()
+    [observed] = backend.observe(RESOURCES)
     assert [o["kind"] for o in observed.objects].count("HorizontalPodAutoscaler") == 1
     assert endpoint_status(observed).scaling_limited is True
 
@@ -370,7 +375,7 @@ def test_it_applies_a_secret_one_way_and_deletes_it_with_its_workload(
     backend: KubernetesBackend, kube_api: FakeKubeAPI
 ) -> None:
     secret = build_env_secret("team-vision", "vision", "run-42", (("HF_TOKEN", "hf_example"),))
-    backend.apply(build_training(samples.training(secret_env=("HF_TOKEN",)), samples.CONFIG))
+    backend.apply(build_training(samples.training(secret_env=("HF_TOKEN",)), samples.CONFIG), RESOURCES)
     assert backend.apply_secret(secret) is None  # the stored Secret (values included) is not handed back
 
     patch = kube_api.requests[-1]
@@ -380,15 +385,15 @@ def test_it_applies_a_secret_one_way_and_deletes_it_with_its_workload(
     assert kube_api.get("v1", "Secret", "team-vision", "run-42-env")["data"] == {"HF_TOKEN": "aGZfZXhhbXBsZQ=="}
 
     # Deleting the workload deletes its Secret by name: Slipway may not list Secrets (the fake refuses, as RBAC).
-    assert backend.delete(WorkloadRef("team-vision", "run-42")) == 2
+    assert backend.delete(WorkloadRef("team-vision", "run-42"), RESOURCES) == 2
     assert ("Secret", "team-vision", "run-42-env", "Background") in kube_api.deletions
     assert kube_api.of_kind("Secret") == [] and kube_api.of_kind("Job") == []
     assert not [r for r in kube_api.requests if "/secrets" in r.path and r.method == "GET"]
-    assert backend.delete(WorkloadRef("team-vision", "run-42")) == 0  # gone already: not an error
+    assert backend.delete(WorkloadRef("team-vision", "run-42"), RESOURCES) == 0  # gone already: not an error
 
 
 def test_it_never_applies_a_secret_through_the_generic_apply(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
     secret = build_env_secret("team-vision", "vision", "run-42", (("HF_TOKEN", "hf_example"),))
     with pytest.raises(Invalid):
-        backend.apply([secret])
+        backend.apply([secret], RESOURCES)
     assert kube_api.requests == []

@@ -15,6 +15,7 @@ from quotas.demo import seed_flavors, seed_team_quotas
 from quotas.models import Reservation, UsageRecord
 from sandbox.backend import SandboxBackend
 from tests.e2e.conftest import wait_for
+from workloads.registry import resource_kinds
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres, pytest.mark.timeout(300)]
 NS = "team-ml-research"
@@ -89,7 +90,7 @@ def test_an_endpoint_bursts_within_the_quota_gives_back_and_is_deleted(worker, a
     assert patched.status_code == 200
 
     def rolled():
-        found = [w for w in SandboxBackend().observe() if w.workload == ep["cluster_name"]]
+        found = [w for w in SandboxBackend().observe(resource_kinds()) if w.workload == ep["cluster_name"]]
         deployment = found[0].first("Deployment") if found else None
         image = deployment["spec"]["template"]["spec"]["containers"][0]["image"] if deployment else ""
         return image.endswith("vllm:0.7") and endpoint(api, ep["id"])["state"] == "ready"
@@ -105,7 +106,7 @@ def test_an_endpoint_bursts_within_the_quota_gives_back_and_is_deleted(worker, a
     assert api.delete(f"/api/v1/endpoints/{ep['id']}/").status_code == 202
     assert not Reservation.objects.active().filter(ref=f"ep:{ep['id']}").exists()
     until(api, ep["id"], lambda b: b["state"] == "deleted", "the endpoint to be deleted")
-    assert not [w for w in SandboxBackend().observe() if w.workload == ep["cluster_name"]]
+    assert not [w for w in SandboxBackend().observe(resource_kinds()) if w.workload == ep["cluster_name"]]
 
 
 def test_an_endpoint_on_requests_sleeps_at_zero_and_wakes(worker, api):

@@ -17,6 +17,7 @@ from cluster.status import gpu_units, parse_time
 from sandbox.backend import SandboxBackend
 from tests.backends import use_backend
 from workloads import reconcile as rec
+from workloads.registry import resource_kinds
 from workloads.tasks import apply_workload
 
 
@@ -42,7 +43,7 @@ class Cluster:
         self.backend.tick(self.now)
         report = rec.reconcile(self.backend, now=self.now)
         self.run_tasks()
-        for observed in self.backend.observe():
+        for observed in self.backend.observe(resource_kinds()):
             for pod in observed.pods:
                 if pod["status"].get("phase") == "Running" and observed.workload.startswith("ep-"):
                     seen = self.pods.setdefault(pod["metadata"]["name"], [gpu_units(pod),

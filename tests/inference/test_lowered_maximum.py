@@ -21,6 +21,7 @@ from inference.models import InferenceEndpoint
 from quotas.ledger import cost_per_hour
 from quotas.models import Reservation
 from quotas.services import capacity_rows
+from workloads.registry import resource_kinds
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,7 +35,7 @@ def reserved(ref: str) -> int:
 
 
 def running_pods(cluster, ep) -> int:
-    observed = next(o for o in cluster.backend.observe() if o.workload == ep.cluster_name)
+    observed = next(o for o in cluster.backend.observe(resource_kinds()) if o.workload == ep.cluster_name)
     return sum(1 for pod in observed.pods if pod["status"].get("phase") == "Running")
 
 

@@ -19,6 +19,7 @@ from inference.constants import EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from jobs.services import submit_run
 from quotas.models import Reservation
+from workloads.registry import resource_kinds
 
 # Real commits: the tasks the portal publishes after commit are run as a worker would run them.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -89,7 +90,7 @@ def test_an_endpoint_deploys_bursts_is_capped_gives_back_and_is_deleted(cluster,
     services.update_endpoint(member, ep, {"image": "registry.example.com/serving/vllm:0.7"})
     for _ in range(12):
         cluster.cycle()
-    deployment = next(o for o in cluster.backend.observe() if o.workload == ep.cluster_name).first("Deployment")
+    deployment = next(o for o in cluster.backend.observe(resource_kinds()) if o.workload == ep.cluster_name).first("Deployment")
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].endswith("vllm:0.7")
     assert endpoint(created.pk).state == EndpointState.READY
     services.delete_endpoint(member, endpoint(created.pk))
@@ -98,4 +99,4 @@ def test_an_endpoint_deploys_bursts_is_capped_gives_back_and_is_deleted(cluster,
     for _ in range(3):
         cluster.cycle()
     assert endpoint(created.pk).state == EndpointState.DELETED
-    assert not [o for o in cluster.backend.observe() if o.workload == ep.cluster_name]
+    assert not [o for o in cluster.backend.observe(resource_kinds()) if o.workload == ep.cluster_name]

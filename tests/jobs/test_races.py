@@ -39,13 +39,13 @@ def test_a_run_failed_while_its_last_apply_was_in_flight_leaves_no_job_on_the_cl
 
     real_apply = fake_backend.apply
 
-    def slow_apply(objects):
+    def slow_apply(objects, resources=()):
         # The API server is slow: a cycle runs more than one period after the attempt began,
         # sees no object yet, and gives up on the run (fails it, releases its quota).
         monkeypatch.setattr(fake_backend, "apply", real_apply)
         rec.reconcile(fake_backend, now=timezone.now() + timedelta(minutes=1))
         assert TrainingRun.objects.get(pk=run.pk).state == RunState.FAILED
-        return real_apply(objects)  # ...and then the apply goes through
+        return real_apply(objects, resources)  # ...and then the apply goes through
 
     monkeypatch.setattr(fake_backend, "apply", slow_apply)
     assert apply_workload("run", run.pk) == "deleted"

@@ -276,8 +276,8 @@ def test_it_never_overwrites_a_cancel_that_raced_the_cycle(submit, fake_backend,
     fake_backend.set_running(NS, run.cluster_name, units=2)
     real_observe = fake_backend.observe
 
-    def observe_then_cancel():
-        result = real_observe()
+    def observe_then_cancel(resources):
+        result = real_observe(resources)
         cancel_run(member, TrainingRun.objects.get(pk=run.pk))
         return result
 
@@ -317,7 +317,7 @@ def test_it_bills_a_cancelled_run_up_to_the_cancel(submit, fake_backend, member)
 def test_it_skips_a_cycle_while_the_cluster_cannot_be_observed(submit, fake_backend, monkeypatch):
     run = applied(submit(), fake_backend)
 
-    def down():
+    def down(resources):
         raise Transient("connection refused")
 
     monkeypatch.setattr(fake_backend, "observe", down)

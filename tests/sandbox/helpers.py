@@ -9,6 +9,7 @@ from cluster.backends.base import WorkloadRef
 from cluster.manifests import build_endpoint, build_team, build_training
 from cluster.specs import ClusterConfig, EndpointSpec, FlavorSpec, TeamSpec, TrainingSpec
 from sandbox.backend import SandboxBackend
+from workloads.registry import resource_kinds
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
 CONFIG = ClusterConfig()
@@ -62,7 +63,7 @@ def endpoint(workload_id: str = "ep-1", *, flavor: FlavorSpec = L4, min_replicas
 
 
 def observed(backend: SandboxBackend, workload: str, namespace: str = NS):
-    for obs in backend.observe():
+    for obs in backend.observe(resource_kinds()):
         if obs.workload == workload and obs.namespace == namespace:
             return obs
     return None

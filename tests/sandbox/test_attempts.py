@@ -9,6 +9,7 @@ from cluster.errors import NotFound
 from cluster.pods import log_sources
 from cluster.status import TrainingPhase, training_status
 from tests.sandbox.helpers import at, observed, ref, run_until, team_objects, training
+from workloads.registry import resource_kinds
 
 pytestmark = pytest.mark.django_db
 
@@ -17,7 +18,7 @@ RECOVERS = (("SLIPWAY_SIM_FAILED_ATTEMPTS", "1"),)
 
 def test_it_fails_the_first_attempt_and_succeeds_on_the_retry(backend):
     backend.apply(team_objects() + training("run-1", duration="30s", outcome="fail", retries=2,
-                                            extra_env=RECOVERS), now=at(0))
+                                            extra_env=RECOVERS), resource_kinds(), now=at(0))
     # Attempt 1 fails at 40s (10s pull + 30s); the retry is created after a 10s back-off.
     run_until(backend, 0, 45)
     status = training_status(observed(backend, "run-1"))
@@ -35,7 +36,7 @@ def test_it_fails_the_first_attempt_and_succeeds_on_the_retry(backend):
 
 def test_it_keeps_every_attempts_log_readable(backend):
     backend.apply(team_objects() + training("run-1", duration="30s", outcome="fail", retries=2,
-                                            extra_env=RECOVERS), now=at(0))
+                                            extra_env=RECOVERS), resource_kinds(), now=at(0))
     run_until(backend, 0, 120)
     sources = log_sources(backend.pods(ref("run-1")))
     assert [s.label for s in sources] == ["attempt 2 (Completed (exit 0))", "attempt 1 (Error (exit 1))"]
@@ -46,7 +47,7 @@ def test_it_keeps_every_attempts_log_readable(backend):
 
 
 def test_it_names_the_master_and_workers_of_a_pytorchjob(backend):
-    backend.apply(team_objects() + training("dist", workers=3, duration="5m"), now=at(0))
+    backend.apply(team_objects() + training("dist", workers=3, duration="5m"), resource_kinds(), now=at(0))
     run_until(backend, 0, 20)
     sources = log_sources(backend.pods(ref("dist")))
     assert [s.label for s in sources] == ["master-0", "worker-0", "worker-1"]
@@ -54,7 +55,7 @@ def test_it_names_the_master_and_workers_of_a_pytorchjob(backend):
 
 
 def test_it_refuses_a_pod_of_another_workload(backend):
-    backend.apply(team_objects() + training("run-1") + training("run-2"), now=at(0))
+    backend.apply(team_objects() + training("run-1") + training("run-2"), resource_kinds(), now=at(0))
     run_until(backend, 0, 20)
     other = backend.pods(ref("run-2"))[0]["metadata"]["name"]
     with pytest.raises(NotFound):

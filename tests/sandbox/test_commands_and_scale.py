@@ -11,11 +11,12 @@ from django.db import connection
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimClock, SimObject, SimPod
 from tests.sandbox.helpers import H100, MIG_1G, at, endpoint, ref, team_objects, training
+from workloads.registry import resource_kinds
 
 
 def test_it_prints_gpus_used_and_free_per_node_and_resource(backend, capsys):
     backend.apply(team_objects() + training("run-1", flavor=H100, gpus=6)
-                  + training("mig-1", flavor=MIG_1G, gpus=2), now=at(0))
+                  + training("mig-1", flavor=MIG_1G, gpus=2), resource_kinds(), now=at(0))
     call_command("sandbox", "tick", "--at", "2026-11-22T10:00:00Z")
     call_command("sandbox", "status")
     out = capsys.readouterr().out
@@ -27,7 +28,7 @@ def test_it_prints_gpus_used_and_free_per_node_and_resource(backend, capsys):
 
 
 def test_it_advances_the_clock_in_steps_and_resets(backend, capsys):
-    backend.apply(team_objects() + training("run-1", duration="30s"), now=at(0))
+    backend.apply(team_objects() + training("run-1", duration="30s"), resource_kinds(), now=at(0))
     call_command("sandbox", "tick", "--at", "2026-11-22T10:00:00Z")
     call_command("sandbox", "tick", "--seconds", "60", "--step", "5")
     assert backend.clock() == at(60)
@@ -50,7 +51,7 @@ def _populate(backend: SandboxBackend, count: int) -> None:
     objects = team_objects()
     for i in range(count):
         objects += training(f"run-{i}", gpus=1) if i % 2 else endpoint(f"ep-{i}", max_replicas=2)
-    backend.apply(objects, now=at(0))
+    backend.apply(objects, resource_kinds(), now=at(0))
     backend.tick(at(0))
     backend.tick(at(45))
 
@@ -59,8 +60,8 @@ def _populate(backend: SandboxBackend, count: int) -> None:
 def test_it_observes_with_a_constant_number_of_queries(backend, django_assert_max_num_queries, count):
     _populate(backend, count)
     with django_assert_max_num_queries(5):
-        observed = backend.observe()
-    assert len(observed) == count + 1  # + the team's own objects
+        observed = backend.observe(resource_kinds())
+    assert len(observed) == count  # the team's own objects are no workload's: not observed
     assert sum(len(o.pods) for o in observed) >= count
 
 
@@ -72,12 +73,12 @@ def test_it_ticks_with_a_constant_number_of_queries(backend, django_assert_max_n
 
 
 def test_it_replaces_pods_when_a_deployment_template_changes(backend):
-    backend.apply(team_objects() + endpoint("ep-1"), now=at(0))
+    backend.apply(team_objects() + endpoint("ep-1"), resource_kinds(), now=at(0))
     ref_ep = ref("ep-1")
     backend.set_load(ref_ep, 10)
     backend.tick(at(0))
     old = set(SimPod.objects.values_list("name", flat=True))
-    backend.apply(endpoint("ep-1", outcome="crashloop"), now=at(20))
+    backend.apply(endpoint("ep-1", outcome="crashloop"), resource_kinds(), now=at(20))
     backend.tick(at(20))
     new = set(SimPod.objects.filter(active=True).values_list("name", flat=True))
     assert old and new and not old & new
@@ -88,7 +89,7 @@ def test_it_replaces_pods_when_a_deployment_template_changes(backend):
 @pytest.mark.django_db(transaction=True)
 def test_it_runs_concurrent_ticks_one_at_a_time():
     backend = SandboxBackend()
-    backend.apply(team_objects() + training("run-1"), now=at(0))
+    backend.apply(team_objects() + training("run-1"), resource_kinds(), now=at(0))
     results: list[object] = []
     errors: list[BaseException] = []
 

@@ -8,6 +8,7 @@ from django.core.management import call_command
 from cluster.status import EndpointPhase, endpoint_status
 from sandbox.models import SimLoad
 from tests.sandbox.helpers import A100, L4, MIG_1G, at, endpoint, observed, ref, team_objects
+from workloads.registry import resource_kinds
 
 
 def _status(backend, workload="ep-1"):
@@ -19,7 +20,7 @@ def _deployment(backend, workload="ep-1"):
 
 
 def test_it_becomes_ready_after_the_readiness_delay(backend):
-    backend.apply(team_objects() + endpoint("ep-1", initial_delay=30), now=at(0))
+    backend.apply(team_objects() + endpoint("ep-1", initial_delay=30), resource_kinds(), now=at(0))
     backend.set_load(ref("ep-1"), 10)
     backend.tick(at(0))
     assert _status(backend).state == EndpointPhase.DEPLOYING
@@ -37,7 +38,7 @@ def test_it_becomes_ready_after_the_readiness_delay(backend):
 
 def test_it_scales_with_load_within_the_scaledobject_bounds(backend):
     backend.apply(team_objects() + endpoint("ep-1", flavor=A100, min_replicas=1, max_replicas=4, target=70),
-                  now=at(0))
+                  resource_kinds(), now=at(0))
     backend.set_load(ref("ep-1"), 200)  # ceil(200 / 70) = 3
     backend.tick(at(0))
     assert _deployment(backend)["spec"]["replicas"] == 3
@@ -64,7 +65,7 @@ def test_it_scales_with_load_within_the_scaledobject_bounds(backend):
 
 def test_it_scales_to_zero_and_back(backend):
     backend.apply(team_objects() + endpoint("ep-1", min_replicas=0, max_replicas=2, metric="requests_per_second",
-                                            target=5), now=at(0))
+                                            target=5), resource_kinds(), now=at(0))
     backend.set_load(ref("ep-1"), 0)
     backend.tick(at(0))
     assert _deployment(backend)["spec"]["replicas"] == 0
@@ -80,7 +81,7 @@ def test_it_scales_to_zero_and_back(backend):
 
 
 def test_it_follows_a_default_curve_without_a_pinned_load(backend):
-    backend.apply(team_objects() + endpoint("ep-1", min_replicas=1, max_replicas=2), now=at(0))
+    backend.apply(team_objects() + endpoint("ep-1", min_replicas=1, max_replicas=2), resource_kinds(), now=at(0))
     assert not SimLoad.objects.exists()
     backend.tick(at(0))
     replicas = _deployment(backend)["spec"]["replicas"]
@@ -90,7 +91,7 @@ def test_it_follows_a_default_curve_without_a_pinned_load(backend):
 
 
 def test_it_crash_loops_a_failing_server(backend):
-    backend.apply(team_objects() + endpoint("ep-1", outcome="crashloop", duration="15s"), now=at(0))
+    backend.apply(team_objects() + endpoint("ep-1", outcome="crashloop", duration="15s"), resource_kinds(), now=at(0))
     backend.set_load(ref("ep-1"), 10)
     backend.tick(at(0))
     backend.tick(at(10))
@@ -110,14 +111,14 @@ def test_it_crash_loops_a_failing_server(backend):
 
 
 def test_it_places_mig_endpoints_on_mig_slices(backend):
-    backend.apply(team_objects() + endpoint("ep-1", flavor=MIG_1G, min_replicas=2, max_replicas=2), now=at(0))
+    backend.apply(team_objects() + endpoint("ep-1", flavor=MIG_1G, min_replicas=2, max_replicas=2), resource_kinds(), now=at(0))
     backend.tick(at(0))
     assert {p["spec"]["nodeName"] for p in observed(backend, "ep-1").pods} == {"gpu-a100-mig-0"}
 
 
 def test_it_reports_quota_denials_on_the_deployment(backend):
     backend.apply(team_objects((("nvidia.com/gpu", 1),)) + endpoint("ep-1", min_replicas=2, max_replicas=2),
-                  now=at(0))
+                  resource_kinds(), now=at(0))
     backend.tick(at(0))
     backend.tick(at(45))
     assert len(observed(backend, "ep-1").pods) == 1
@@ -133,7 +134,7 @@ def test_it_reports_quota_denials_on_the_deployment(backend):
 
 
 def test_it_writes_access_logs_for_servers(backend):
-    backend.apply(team_objects() + endpoint("ep-1", flavor=L4), now=at(0))
+    backend.apply(team_objects() + endpoint("ep-1", flavor=L4), resource_kinds(), now=at(0))
     backend.set_load(ref("ep-1"), 50)
     backend.tick(at(0))
     backend.tick(at(10))
@@ -144,7 +145,7 @@ def test_it_writes_access_logs_for_servers(backend):
 
 
 def test_the_server_log_says_the_port_the_endpoint_declares(backend):
-    backend.apply(team_objects() + endpoint("ep-1", port=9000), now=at(0))
+    backend.apply(team_objects() + endpoint("ep-1", port=9000), resource_kinds(), now=at(0))
     backend.tick(at(0))
     backend.tick(at(10))
     [pod] = [p["metadata"]["name"] for p in backend.pods(ref("ep-1"))]
@@ -153,7 +154,7 @@ def test_the_server_log_says_the_port_the_endpoint_declares(backend):
 
 
 def test_it_sets_load_from_the_management_command(backend, capsys):
-    backend.apply(team_objects() + endpoint("ep-1", min_replicas=1, max_replicas=3), now=at(0))
+    backend.apply(team_objects() + endpoint("ep-1", min_replicas=1, max_replicas=3), resource_kinds(), now=at(0))
     call_command("sandbox", "load", "team-ml/ep-1", "150")
     backend.tick(at(0))
     assert _deployment(backend)["spec"]["replicas"] == 3

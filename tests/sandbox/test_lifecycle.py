@@ -11,6 +11,7 @@ from cluster.status import TrainingPhase, training_status
 from sandbox.models import SimEvent, SimPod
 from sandbox.simulation import default_duration, learning_rate, parse_duration
 from tests.sandbox.helpers import H100, at, observed, ref, run_until, team_objects, training
+from workloads.registry import resource_kinds
 
 
 def _status(backend, workload):
@@ -22,7 +23,7 @@ def _container(pod):
 
 
 def test_it_runs_a_job_to_success_on_the_clock(backend):
-    backend.apply(team_objects() + training("run-1", duration="90s"), now=at(0))
+    backend.apply(team_objects() + training("run-1", duration="90s"), resource_kinds(), now=at(0))
     backend.tick(at(0))
     status = _status(backend, "run-1")
     assert (status.state, status.reason, status.running_units) == (TrainingPhase.PENDING, "ContainerCreating", 0)
@@ -47,7 +48,7 @@ def test_it_runs_a_job_to_success_on_the_clock(backend):
 
 
 def test_it_retries_a_failing_job_until_the_backoff_limit(backend):
-    backend.apply(team_objects() + training("run-1", duration="30s", outcome="fail", retries=2), now=at(0))
+    backend.apply(team_objects() + training("run-1", duration="30s", outcome="fail", retries=2), resource_kinds(), now=at(0))
     run_until(backend, 0, 200)
     job = observed(backend, "run-1").first("Job")
     assert job["status"]["failed"] == 3  # the first attempt and two retries
@@ -67,7 +68,7 @@ def test_it_retries_a_failing_job_until_the_backoff_limit(backend):
 
 
 def test_it_reports_oom_kills(backend):
-    backend.apply(team_objects() + training("run-1", duration="20s", outcome="oom", retries=0), now=at(0))
+    backend.apply(team_objects() + training("run-1", duration="20s", outcome="oom", retries=0), resource_kinds(), now=at(0))
     run_until(backend, 0, 40)
     (pod,) = observed(backend, "run-1").pods
     assert _container(pod)["state"]["terminated"]["reason"] == "OOMKilled"
@@ -79,7 +80,7 @@ def test_it_reports_oom_kills(backend):
 
 
 def test_it_keeps_an_image_pull_failure_waiting_without_consuming_retries(backend):
-    backend.apply(team_objects() + training("run-1", outcome="image-pull", retries=0), now=at(0))
+    backend.apply(team_objects() + training("run-1", outcome="image-pull", retries=0), resource_kinds(), now=at(0))
     backend.tick(at(0))
     backend.tick(at(12))
     (pod,) = observed(backend, "run-1").pods
@@ -97,7 +98,7 @@ def test_it_keeps_an_image_pull_failure_waiting_without_consuming_retries(backen
 
 
 def test_it_fails_a_job_past_its_active_deadline(backend):
-    backend.apply(team_objects() + training("run-1", duration="5m", max_runtime_minutes=1), now=at(0))
+    backend.apply(team_objects() + training("run-1", duration="5m", max_runtime_minutes=1), resource_kinds(), now=at(0))
     run_until(backend, 0, 60, step=10)
     job = observed(backend, "run-1").first("Job")
     (condition,) = job["status"]["conditions"]
@@ -110,7 +111,7 @@ def test_it_fails_a_job_past_its_active_deadline(backend):
 
 
 def test_it_runs_a_pytorchjob_to_success(backend):
-    backend.apply(team_objects() + training("dist", flavor=H100, gpus=8, workers=2, duration="2m"), now=at(0))
+    backend.apply(team_objects() + training("dist", flavor=H100, gpus=8, workers=2, duration="2m"), resource_kinds(), now=at(0))
     backend.tick(at(0))
     backend.tick(at(10))
     job = observed(backend, "dist").first("PyTorchJob")
@@ -127,7 +128,7 @@ def test_it_runs_a_pytorchjob_to_success(backend):
 
 def test_it_restarts_a_failing_pytorchjob_then_fails_it(backend):
     backend.apply(team_objects() + training("dist", flavor=H100, gpus=8, workers=2, duration="30s", outcome="oom",
-                                            retries=1), now=at(0))
+                                            retries=1), resource_kinds(), now=at(0))
     backend.tick(at(0))
     backend.tick(at(45))  # first attempt OOMs: restart
     job = observed(backend, "dist").first("PyTorchJob")
@@ -141,7 +142,7 @@ def test_it_restarts_a_failing_pytorchjob_then_fails_it(backend):
 
 
 def test_it_shows_unschedulable_as_the_pending_reason(backend):
-    backend.apply(team_objects() + training("huge", flavor=H100, gpus=16), now=at(0))
+    backend.apply(team_objects() + training("huge", flavor=H100, gpus=16), resource_kinds(), now=at(0))
     backend.tick(at(0))
     status = _status(backend, "huge")
     assert status.state == TrainingPhase.PENDING
@@ -149,7 +150,7 @@ def test_it_shows_unschedulable_as_the_pending_reason(backend):
 
 
 def test_it_writes_training_logs_with_progress(backend):
-    backend.apply(team_objects() + training("run-1", duration="10m"), now=at(0))
+    backend.apply(team_objects() + training("run-1", duration="10m"), resource_kinds(), now=at(0))
     backend.tick(at(0))
     [pod] = [p["metadata"]["name"] for p in backend.pods(ref("run-1"))]
     assert backend.logs(ref("run-1"), pod, now=at(5)) == []  # still pulling
@@ -166,7 +167,7 @@ def test_it_writes_training_logs_with_progress(backend):
 def test_training_logs_show_the_users_arguments_and_train_with_the_lr_given(backend, workers):
     backend.apply(team_objects() + training("run-1", duration="10m", workers=workers,
                                             args=("--lr", "1e-3", "--epochs", "3", "--note", "two words"))
-                  + training("plain", duration="10m"), now=at(0))
+                  + training("plain", duration="10m"), resource_kinds(), now=at(0))
     backend.tick(at(0))
     backend.tick(at(10))
     pod = sorted(p["metadata"]["name"] for p in backend.pods(ref("run-1")))[0]
@@ -193,7 +194,7 @@ def test_it_reads_the_learning_rate_from_the_arguments(args, lr):
 
 def test_it_annotates_running_pods_with_gpu_utilization(backend):
     backend.apply(team_objects() + training("run-1", duration="10m")
-                  + training("idle", duration="10m", extra_env=(("SLIPWAY_SIM_GPU_UTIL", "2"),)), now=at(0))
+                  + training("idle", duration="10m", extra_env=(("SLIPWAY_SIM_GPU_UTIL", "2"),)), resource_kinds(), now=at(0))
     backend.tick(at(0))
     (pending,) = observed(backend, "run-1").pods
     assert "annotations" not in pending["metadata"]
@@ -205,7 +206,7 @@ def test_it_annotates_running_pods_with_gpu_utilization(backend):
 
 
 def test_it_ticks_idempotently_for_the_same_now(backend):
-    backend.apply(team_objects() + training("run-1"), now=at(0))
+    backend.apply(team_objects() + training("run-1"), resource_kinds(), now=at(0))
     assert backend.tick(at(0)) is not None
     pods, events = SimPod.objects.count(), SimEvent.objects.count()
     assert backend.tick(at(0)) is None

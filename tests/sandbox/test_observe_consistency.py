@@ -8,13 +8,14 @@ from django.db import connection
 from sandbox import backend as sandbox_backend
 from sandbox.models import SimObject
 from tests.sandbox.helpers import at, endpoint, ref, team_objects
+from workloads.registry import resource_kinds
 
 
 def test_an_object_changed_or_deleted_between_observes_two_reads_is_never_half_seen(backend):
     """observe() reads the objects, then the manifests it has not cached: another process's apply
     in between moves an object to a newer version, a delete removes it. Neither may leave an
     object without its manifest (it was observed as ``{}`` and the status mapping raised)."""
-    backend.apply(team_objects() + endpoint("ep-1") + endpoint("ep-2"), now=at(0))
+    backend.apply(team_objects() + endpoint("ep-1") + endpoint("ep-2"), resource_kinds(), now=at(0))
     backend.tick(at(0))
     sandbox_backend._MANIFESTS.clear()  # a fresh worker: nothing cached yet
     changed = SimObject.objects.get(namespace=ref("ep-1").namespace, name="ep-1", kind="Deployment")
@@ -31,7 +32,7 @@ def test_an_object_changed_or_deleted_between_observes_two_reads_is_never_half_s
         return result
 
     with connection.execute_wrapper(between_the_reads):
-        seen = {w.workload: w for w in backend.observe(now=at(1))}
+        seen = {w.workload: w for w in backend.observe(resource_kinds(), now=at(1))}
     assert len(selects) >= 2  # the second read happened after the change
     assert seen["ep-1"].first("Deployment")["metadata"]["name"] == "ep-1"
     assert all(obj.get("kind") for w in seen.values() for obj in w.objects)

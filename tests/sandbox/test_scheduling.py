@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from cluster.backends.base import ResourceKind
 from sandbox.models import SimPod
 from tests.sandbox.helpers import A100, H100, L4, MIG_1G, at, observed, ref, team_objects, training
+from workloads.registry import resource_kinds
 
 
 def _pods(backend, workload):
@@ -21,7 +23,7 @@ def _capacity(backend) -> dict[tuple[str, str], tuple[int, int]]:
 
 
 def test_it_binds_a_pod_to_a_node_of_the_flavor(backend):
-    backend.apply(team_objects() + training("run-1", flavor=H100, gpus=4), now=at(0))
+    backend.apply(team_objects() + training("run-1", flavor=H100, gpus=4), resource_kinds(), now=at(0))
     backend.tick(at(0))
     (pod,) = _pods(backend, "run-1")
     assert pod["spec"]["nodeName"] == "gpu-h100-0"
@@ -31,9 +33,9 @@ def test_it_binds_a_pod_to_a_node_of_the_flavor(backend):
 
 
 def test_it_packs_by_fit_and_spreads_when_a_node_is_full(backend):
-    backend.apply(team_objects(), now=at(0))
+    backend.apply(team_objects(), resource_kinds(), now=at(0))
     for i in range(3):
-        backend.apply(training(f"run-{i}", flavor=H100, gpus=5), now=at(0))
+        backend.apply(training(f"run-{i}", flavor=H100, gpus=5), resource_kinds(), now=at(0))
     backend.tick(at(0))
     nodes = sorted(p.node for p in SimPod.objects.order_by("name"))
     assert nodes == ["", "gpu-h100-0", "gpu-h100-1"]  # 5 + 5 on one node would not fit
@@ -52,7 +54,7 @@ def test_it_reports_insufficient_gpus_across_all_nodes(backend):
     pod_spec["tolerations"].append({"key": "slipway.dev/capacity-type", "operator": "Exists"})
     for section in pod_spec["containers"][0]["resources"].values():
         section.update(cpu="4", memory="16Gi")  # small enough for every node: only GPUs are short
-    backend.apply([*team_objects(), job], now=at(0))
+    backend.apply([*team_objects(), job], resource_kinds(), now=at(0))
     backend.tick(at(0))
     (pod,) = _pods(backend, "run-1")
     assert _unschedulable_message(pod) == "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
@@ -64,7 +66,7 @@ def test_it_reports_insufficient_gpus_across_all_nodes(backend):
 def test_it_keeps_pods_without_a_gpu_toleration_off_tainted_nodes(backend):
     job = training("run-1", flavor=L4)[0]
     job["spec"]["template"]["spec"]["tolerations"] = []
-    backend.apply([*team_objects(), job], now=at(0))
+    backend.apply([*team_objects(), job], resource_kinds(), now=at(0))
     backend.tick(at(0))
     (pod,) = _pods(backend, "run-1")
     assert _unschedulable_message(pod) == "0/8 nodes are available: 8 node(s) had untolerated taint {nvidia.com/gpu: }."
@@ -77,16 +79,16 @@ def test_it_places_spot_work_only_on_spot_nodes(backend):
 
     spec = TrainingSpec(workload_id="run-spot", team=TEAM, namespace=NS, name="spot", image="img:1",
                         command=("python",), flavor=L4, spot=True)
-    backend.apply(team_objects() + build_training(spec, CONFIG) + training("run-l4", flavor=L4), now=at(0))
+    backend.apply(team_objects() + build_training(spec, CONFIG) + training("run-l4", flavor=L4), resource_kinds(), now=at(0))
     backend.tick(at(0))
     assert _pods(backend, "run-spot")[0]["spec"]["nodeName"].startswith("gpu-l4-spot-")
     assert not _pods(backend, "run-l4")[0]["spec"]["nodeName"].startswith("gpu-l4-spot-")
 
 
 def test_it_lands_mig_workloads_only_on_the_mig_node(backend):
-    backend.apply(team_objects(), now=at(0))
+    backend.apply(team_objects(), resource_kinds(), now=at(0))
     for i in range(3):
-        backend.apply(training(f"mig-{i}", flavor=MIG_1G, gpus=1), now=at(0))
+        backend.apply(training(f"mig-{i}", flavor=MIG_1G, gpus=1), resource_kinds(), now=at(0))
     backend.tick(at(0))
     assert {p.node for p in SimPod.objects.all()} == {"gpu-a100-mig-0"}
     capacity = _capacity(backend)
@@ -96,7 +98,7 @@ def test_it_lands_mig_workloads_only_on_the_mig_node(backend):
 
 
 def test_it_reports_insufficient_mig_slices(backend):
-    backend.apply(team_objects() + training("mig-big", flavor=MIG_1G, gpus=33), now=at(0))
+    backend.apply(team_objects() + training("mig-big", flavor=MIG_1G, gpus=33), resource_kinds(), now=at(0))
     backend.tick(at(0))
     (pod,) = _pods(backend, "mig-big")
     assert _unschedulable_message(pod) == (
@@ -107,7 +109,7 @@ def test_it_reports_insufficient_mig_slices(backend):
 
 
 def test_it_schedules_a_pytorchjob_as_a_gang(backend):
-    backend.apply(team_objects() + training("dist", flavor=H100, gpus=8, workers=2), now=at(0))
+    backend.apply(team_objects() + training("dist", flavor=H100, gpus=8, workers=2), resource_kinds(), now=at(0))
     backend.tick(at(0))
     pods = _pods(backend, "dist")
     assert sorted(p["metadata"]["name"] for p in pods) == ["dist-master-0", "dist-worker-0"]
@@ -115,9 +117,9 @@ def test_it_schedules_a_pytorchjob_as_a_gang(backend):
 
 
 def test_it_binds_no_pod_of_a_gang_that_does_not_fit_whole(backend):
-    backend.apply(team_objects() + training("single", flavor=H100, gpus=4), now=at(0))
+    backend.apply(team_objects() + training("single", flavor=H100, gpus=4), resource_kinds(), now=at(0))
     backend.tick(at(0))
-    backend.apply(training("dist", flavor=H100, gpus=8, workers=2), now=at(1))
+    backend.apply(training("dist", flavor=H100, gpus=8, workers=2), resource_kinds(), now=at(1))
     backend.tick(at(1))
     pods = _pods(backend, "dist")
     assert len(pods) == 2
@@ -132,9 +134,9 @@ def test_it_binds_no_pod_of_a_gang_that_does_not_fit_whole(backend):
 
 
 def test_it_enforces_the_resource_quota_like_the_api_server(backend):
-    backend.apply(team_objects((("nvidia.com/gpu", 4),)), now=at(0))
-    backend.apply(training("run-1", flavor=A100, gpus=3), now=at(0))
-    backend.apply(training("run-2", flavor=A100, gpus=2), now=at(0))
+    backend.apply(team_objects((("nvidia.com/gpu", 4),)), resource_kinds(), now=at(0))
+    backend.apply(training("run-1", flavor=A100, gpus=3), resource_kinds(), now=at(0))
+    backend.apply(training("run-2", flavor=A100, gpus=2), resource_kinds(), now=at(0))
     backend.tick(at(0))
     assert _pods(backend, "run-2") == []
     (event,) = [e for e in backend.events(ref("run-2")) if e.reason == "FailedCreate"]
@@ -144,7 +146,10 @@ def test_it_enforces_the_resource_quota_like_the_api_server(backend):
         'is forbidden: exceeded quota: slipway-gpu-quota, requested: requests.nvidia.com/gpu=2, '
         "used: requests.nvidia.com/gpu=3, limited: requests.nvidia.com/gpu=4"
     )
-    quota = observed(backend, "team-ml").first("ResourceQuota")
+    # Observed when asked for, as any kind is: the portal never does (no kind declares it).
+    quotas = ResourceKind("", "v1", "ResourceQuota", "resourcequotas", observed=True)
+    [team] = [o for o in backend.observe((quotas,)) if o.workload == "team-ml"]
+    quota = team.first("ResourceQuota")
     assert quota["status"] == {"hard": {"requests.nvidia.com/gpu": "4"}, "used": {"requests.nvidia.com/gpu": "3"}}
     backend.tick(at(5))  # still over quota: no duplicate event
     assert len([e for e in backend.events(ref("run-2")) if e.reason == "FailedCreate"]) == 1

@@ -20,12 +20,13 @@ APPLY = """
 from cluster.manifests import build_team, build_training
 from cluster.specs import ClusterConfig, FlavorSpec, TeamSpec, TrainingSpec
 from sandbox.backend import SandboxBackend
+from workloads.registry import resource_kinds
 flavor = FlavorSpec(name="h100", resource_name="nvidia.com/gpu", gpu_model="NVIDIA-H100-80GB-HBM3")
 spec = TrainingSpec(workload_id="run-7", team="ml", namespace="team-ml", name="x", image="img:1",
                     command=("python", "train.py"), flavor=flavor, gpus_per_worker=3,
                     env=(("SLIPWAY_SIM_DURATION", "1h"),))
 SandboxBackend().apply(build_team(TeamSpec(slug="ml", namespace="team-ml"), ClusterConfig())
-                       + build_training(spec, ClusterConfig()))
+                       + build_training(spec, ClusterConfig()), resource_kinds())
 print("applied")
 """
 
@@ -79,9 +80,10 @@ def test_it_shows_what_this_process_applied_to_another_process(transactional_db)
     if url is None:
         pytest.skip("in-memory SQLite test DB: set SLIPWAY_TEST_DB_NAME to a file path or use PostgreSQL")
     from sandbox.backend import SandboxBackend
+    from workloads.registry import resource_kinds
 
     backend = SandboxBackend()
-    backend.apply(team_objects() + training("run-9", flavor=H100, gpus=5, duration="1h"), now=at(0))
+    backend.apply(team_objects() + training("run-9", flavor=H100, gpus=5, duration="1h"), resource_kinds(), now=at(0))
     backend.tick(at(0))
     env = dict(os.environ, DATABASE_URL=url, DJANGO_SETTINGS_MODULE="portal.settings")
     result = subprocess.run([sys.executable, "manage.py", "sandbox", "status"], cwd=ROOT, env=env,

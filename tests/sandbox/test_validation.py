@@ -9,13 +9,14 @@ import pytest
 from cluster.errors import Invalid, NotFound
 from sandbox.models import SimObject, SimPod
 from tests.sandbox.helpers import at, endpoint, ref, team_objects, training
+from workloads.registry import resource_kinds
 
 
 def test_it_accepts_every_kind_the_builders_render(backend):
-    stored = backend.apply(team_objects((("nvidia.com/gpu", 8),)), now=at(0))
-    stored += backend.apply(training("run-1"), now=at(0))
-    stored += backend.apply(training("run-2", workers=3), now=at(0))
-    stored += backend.apply(endpoint("ep-1", max_replicas=3), now=at(0))
+    stored = backend.apply(team_objects((("nvidia.com/gpu", 8),)), resource_kinds(), now=at(0))
+    stored += backend.apply(training("run-1"), resource_kinds(), now=at(0))
+    stored += backend.apply(training("run-2", workers=3), resource_kinds(), now=at(0))
+    stored += backend.apply(endpoint("ep-1", max_replicas=3), resource_kinds(), now=at(0))
     kinds = sorted(obj["kind"] for obj in stored)
     assert kinds == ["Deployment", "Job", "LimitRange", "Namespace", "NetworkPolicy", "PyTorchJob", "ResourceQuota",
                      "ScaledObject", "Service"]
@@ -25,11 +26,11 @@ def test_it_accepts_every_kind_the_builders_render(backend):
 
 
 def test_it_is_idempotent_and_updates_in_place(backend):
-    backend.apply(team_objects(), now=at(0))
-    first = backend.apply(endpoint("ep-1", max_replicas=2), now=at(0))
-    again = backend.apply(endpoint("ep-1", max_replicas=2), now=at(5))
+    backend.apply(team_objects(), resource_kinds(), now=at(0))
+    first = backend.apply(endpoint("ep-1", max_replicas=2), resource_kinds(), now=at(0))
+    again = backend.apply(endpoint("ep-1", max_replicas=2), resource_kinds(), now=at(5))
     assert [o["metadata"]["uid"] for o in first] == [o["metadata"]["uid"] for o in again]
-    changed = backend.apply(endpoint("ep-1", max_replicas=4), now=at(10))
+    changed = backend.apply(endpoint("ep-1", max_replicas=4), resource_kinds(), now=at(10))
     scaled = next(o for o in changed if o["kind"] == "ScaledObject")
     assert scaled["spec"]["maxReplicaCount"] == 4
     assert scaled["metadata"]["generation"] == 2
@@ -37,14 +38,14 @@ def test_it_is_idempotent_and_updates_in_place(backend):
 
 
 def test_it_rejects_a_changed_job_template_as_immutable(backend):
-    backend.apply(team_objects() + training("run-1"), now=at(0))
+    backend.apply(team_objects() + training("run-1"), resource_kinds(), now=at(0))
     with pytest.raises(Invalid, match=r'Job.batch "run-1" is invalid: spec.template: .*field is immutable'):
-        backend.apply(training("run-1", gpus=2), now=at(1))
+        backend.apply(training("run-1", gpus=2), resource_kinds(), now=at(1))
 
 
 def test_it_requires_the_namespace_to_exist(backend):
     with pytest.raises(NotFound, match='namespaces "team-ml" not found'):
-        backend.apply(training("run-1"), now=at(0))
+        backend.apply(training("run-1"), resource_kinds(), now=at(0))
     assert SimObject.objects.count() == 0
 
 
@@ -89,11 +90,11 @@ def _container(obj: dict) -> dict:
     ],
 )
 def test_it_rejects_malformed_manifests_and_applies_nothing_of_the_batch(backend, mutate, message):
-    backend.apply(team_objects(), now=at(0))
+    backend.apply(team_objects(), resource_kinds(), now=at(0))
     before = SimObject.objects.count()
     good = endpoint("ep-1")
     with pytest.raises(Invalid, match=message):
-        backend.apply([*good, _broken(mutate)], now=at(1))
+        backend.apply([*good, _broken(mutate)], resource_kinds(), now=at(1))
     assert SimObject.objects.count() == before  # the valid objects before it were not applied either
 
 
@@ -101,7 +102,7 @@ def test_it_rejects_a_deployment_whose_selector_misses_its_pods(backend):
     deployment = endpoint("ep-1")[0]
     deployment["spec"]["selector"] = {"matchLabels": {"app": "other"}}
     with pytest.raises(Invalid, match="`selector` does not match template `labels`"):
-        backend.apply([deployment], now=at(0))
+        backend.apply([deployment], resource_kinds(), now=at(0))
 
 
 def test_it_rejects_a_pytorchjob_without_a_pytorch_container(backend):
@@ -109,24 +110,39 @@ def test_it_rejects_a_pytorchjob_without_a_pytorch_container(backend):
     for replica in job["spec"]["pytorchReplicaSpecs"].values():
         replica["template"]["spec"]["containers"][0]["name"] = "trainer"
     with pytest.raises(Invalid, match="There is no container named pytorch"):
-        backend.apply([job], now=at(0))
+        backend.apply([job], resource_kinds(), now=at(0))
 
 
 def test_it_rejects_a_scaledobject_with_min_above_max(backend):
     scaled = endpoint("ep-1")[2]
     scaled["spec"]["minReplicaCount"] = 5
     with pytest.raises(Invalid, match="MinReplicaCount must be less than or equal to MaxReplicaCount"):
-        backend.apply([scaled], now=at(0))
+        backend.apply([scaled], resource_kinds(), now=at(0))
 
 
 def test_it_deletes_a_workload_and_reports_how_many(backend):
-    backend.apply(team_objects() + endpoint("ep-1"), now=at(0))
+    backend.apply(team_objects() + endpoint("ep-1"), resource_kinds(), now=at(0))
     backend.tick(at(0))
-    assert backend.delete(ref("ep-1")) == 3
+    assert backend.delete(ref("ep-1"), resource_kinds()) == 3
     assert SimObject.objects.filter(workload="ep-1").count() == 0
     assert SimPod.objects.count() == 0
-    assert [o.workload for o in backend.observe()] == ["team-ml"]
-    assert backend.delete(ref("ep-1")) == 0  # already gone is not an error
+    assert backend.observe(resource_kinds()) == []
+    assert SimObject.objects.filter(kind="ResourceQuota").exists()  # the team's objects are not the endpoint's
+    assert backend.delete(ref("ep-1"), resource_kinds()) == 0  # already gone is not an error
+
+
+def test_it_serves_the_workload_kinds_their_registrations_declare(backend):
+    from tests.workloads.tinykind.kind import build_notebook
+    from workloads.registry import kind_for
+
+    backend.apply(team_objects(), now=at(0))  # a team's namespace objects are the server's own
+    notebook = build_notebook("nb-1", "team-ml", "ml", 1)
+    for undeclared, resources in ((training("run-1"), ()), ([notebook], kind_for("run").resources)):
+        with pytest.raises(Invalid, match="no matches for kind"):
+            backend.apply(undeclared, resources, now=at(0))
+    assert not SimObject.objects.filter(workload__in=("run-1", "nb-1")).exists()
+    [stored] = backend.apply([notebook], kind_for("nb").resources, now=at(0))
+    assert (stored["kind"], stored["metadata"]["namespace"], stored["spec"]) == ("Notebook", "team-ml", {"gpus": 1})
 
 
 def test_it_reports_storage_faults_as_transient(backend):
@@ -142,4 +158,4 @@ def test_it_reports_storage_faults_as_transient(backend):
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(locked), pytest.raises(Transient, match="database is locked"):
-        backend.apply(team_objects(), now=at(0))
+        backend.apply(team_objects(), resource_kinds(), now=at(0))

@@ -18,6 +18,7 @@ from quotas.models import Reservation
 from tests.inference.conftest import endpoint_payload
 from tests.inference.sandbox_cluster import Cluster
 from tests.jobs.conftest import run_payload
+from workloads.registry import resource_kinds
 
 # Real commits: the tasks the portal publishes after commit are run as a worker would run them.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,7 +39,7 @@ def held(ref: str) -> bool:
 
 
 def on_cluster(cluster: Cluster, workload) -> bool:
-    return any(o.workload == workload.cluster_name for o in cluster.backend.observe())
+    return any(o.workload == workload.cluster_name for o in cluster.backend.observe(resource_kinds()))
 
 
 def test_a_run_whose_image_cannot_be_pulled_fails_after_the_limit_and_gives_its_quota_back(

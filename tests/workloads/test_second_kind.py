@@ -17,9 +17,13 @@ from django.test import Client
 from django.utils import timezone
 
 from quotas.models import QueuedRequest, Reservation, UsageRecord
+from sandbox.backend import SandboxBackend
+from sandbox.models import SimObject
+from tests.backends import use_backend
 from tests.workloads.tinykind.models import Notebook, NotebookState
 from workloads import reconcile as rec
 from workloads import services
+from workloads.registry import kinds, resource_kinds
 from workloads.tasks import apply_workload, delete_workload
 
 pytestmark = pytest.mark.django_db
@@ -163,3 +167,29 @@ def test_its_pages_nav_and_end_come_from_what_it_declares(open_notebook, client,
     ended = staff_client.post("/admin/tinykind/notebook/", chosen, follow=True).content.decode()
     assert "Stopped 1 notebook(s): later of ML Research." in ended
     assert Notebook.objects.get(pk=waiting.pk).state == NotebookState.STOPPED
+def test_it_runs_a_kind_it_does_not_know_on_the_sandbox(open_notebook, settings, published,
+                                                        django_capture_on_commit_callbacks):
+    # The sandbox knows notebooks only from the kind's registration: it stores the custom
+    # resource as applied (no controller), observes it and deletes it when the user ends it.
+    sandbox = use_backend(settings, SandboxBackend())
+    notebook = open_notebook("on-sandbox", 1)
+    assert apply_workload("nb", notebook.pk) == "applied"
+    report = rec.reconcile(sandbox)
+    assert report.observed == 1 and report.redriven == []
+    notebook.refresh_from_db()
+    assert notebook.state == NotebookState.STARTING  # no controller: the object says nothing yet
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.end_by_user(notebook, "stopped by mia")
+    assert delete_workload("nb", notebook.pk) == 1
+    assert rec.reconcile(sandbox).observed == 0
+    assert SimObject.objects.filter(kind="ResourceQuota", namespace=NS).exists()  # the team's objects stay
+
+
+def test_the_registry_hands_the_backends_every_kinds_resource_kinds():
+    resources = resource_kinds()
+    declared = [r for kind in kinds() for r in kind.resources]
+    assert sorted(resources, key=repr) == sorted(set(declared), key=repr)  # each once
+    names = [r.kind for r in resources]
+    assert {"Job", "PyTorchJob", "Deployment", "ScaledObject", "Service", "Notebook"} == set(names)
+    assert names.index("ScaledObject") < names.index("Deployment")  # deleted first: KEDA stops scaling
+    assert [r.kind for r in resources if r.observed] == [n for n in names if n != "Service"]

@@ -15,6 +15,7 @@ from cluster.status import parse_time
 from sandbox.backend import SandboxBackend
 from tests.backends import use_backend
 from workloads import reconcile as rec
+from workloads.registry import resource_kinds
 from workloads.tasks import apply_workload
 
 INTERVAL = 5  # seconds between reconcile cycles
@@ -51,7 +52,7 @@ class Timeline:
 
     def container_start(self, workload) -> datetime:
         """When the workload's first container started, as the cluster reports it."""
-        observed = next(o for o in self.backend.observe() if o.workload == workload.cluster_name)
+        observed = next(o for o in self.backend.observe(resource_kinds()) if o.workload == workload.cluster_name)
         starts = [parse_time(s["state"]["running"]["startedAt"] if "running" in s["state"]
                              else s["state"]["terminated"]["startedAt"])
                   for pod in observed.pods for s in pod["status"].get("containerStatuses", [])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cluster.backends.base import MANAGED_BY_LABEL, TEAM_LABEL, WORKLOAD_LABEL
+from cluster.backends.base import MANAGED_BY_LABEL, TEAM_LABEL, WORKLOAD_LABEL, ResourceKind
 from cluster.status import WorkloadStatus, parse_time, running_units
 from quotas.admission import ResourceRequest
 from teams.models import Role
@@ -47,6 +47,7 @@ class NotebookKind(WorkloadKind):
             raise NotebookConflict(f"The notebook already ended ({notebook.state}).")
         notebook.refresh_from_db()
         return notebook
+    resources = (ResourceKind("tiny.slipway.dev", "v1", "Notebook", "notebooks", observed=True, deleted=True),)
 
     def resource_request(self, notebook):
         return ResourceRequest(notebook.flavor.name, notebook.gpus, notebook.gpus, description=notebook.name)
