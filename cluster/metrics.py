@@ -23,7 +23,7 @@ from urllib.parse import urlencode
 
 import urllib3
 
-from cluster.backends.base import ObservedWorkload, WorkloadRef
+from cluster.backends.base import ClusterAddress, ObservedWorkload
 from cluster.errors import Transient
 
 #: How far back each instant query averages (a few scrape intervals of the exporter).
@@ -38,25 +38,25 @@ def utilization_query(namespaces: Iterable[str], window: str = WINDOW) -> str:
             f" or avg by (namespace, pod) (avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{selector}}}[{window}]) * 100)")
 
 
-def running_pods(observed: Iterable[ObservedWorkload]) -> dict[tuple[str, str], WorkloadRef]:
+def running_pods(observed: Iterable[ObservedWorkload]) -> dict[tuple[str, str], ClusterAddress]:
     """``(namespace, pod name) -> workload`` for the running pods of ``observed``."""
     pods = {}
     for workload in observed:
         for pod in workload.pods:
             if (pod.get("status") or {}).get("phase") == "Running":
-                pods[(workload.namespace, pod["metadata"]["name"])] = workload.ref
+                pods[(workload.namespace, pod["metadata"]["name"])] = workload.address
     return pods
 
 
 def per_workload(samples: Iterable[tuple[tuple[str, str], float]],
-                 pods: dict[tuple[str, str], WorkloadRef]) -> dict[WorkloadRef, float]:
+                 pods: dict[tuple[str, str], ClusterAddress]) -> dict[ClusterAddress, float]:
     """Average the per-pod samples of each workload (pods not in ``pods`` are ignored)."""
-    values: dict[WorkloadRef, list[float]] = defaultdict(list)
+    values: dict[ClusterAddress, list[float]] = defaultdict(list)
     for key, value in samples:
-        ref = pods.get(key)
-        if ref is not None and math.isfinite(value):  # Prometheus writes NaN for 0/0
-            values[ref].append(min(max(value, 0.0), 100.0))
-    return {ref: sum(v) / len(v) for ref, v in values.items()}
+        address = pods.get(key)
+        if address is not None and math.isfinite(value):  # Prometheus writes NaN for 0/0
+            values[address].append(min(max(value, 0.0), 100.0))
+    return {address: sum(v) / len(v) for address, v in values.items()}
 
 
 class Prometheus:
@@ -91,7 +91,7 @@ class Prometheus:
                 continue  # a malformed sample measures nothing
         return samples
 
-    def gpu_utilization(self, observed: list[ObservedWorkload]) -> dict[WorkloadRef, float]:
+    def gpu_utilization(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, float]:
         """Percent busy of each observed workload's running pods (one query; unmeasured ones absent)."""
         pods = running_pods(observed)
         if not pods:

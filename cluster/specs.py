@@ -90,7 +90,7 @@ class VolumeSpec:
 class TrainingSpec:
     """A training run: a Job when ``workers == 1``, a PyTorchJob otherwise."""
 
-    workload_id: str  # "run-42": the object name and the slipway.dev/workload label value
+    cluster_name: str  # "run-42": the object name and the slipway.dev/workload label value
     team: str  # team slug
     namespace: str
     name: str  # the user's run name, an annotation only
@@ -99,7 +99,7 @@ class TrainingSpec:
     flavor: FlavorSpec
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
-    #: Names of the secret env variables: taken from the Secret ``<workload_id>-env`` (values never here).
+    #: Names of the secret env variables: taken from the Secret ``<cluster_name>-env`` (values never here).
     secret_env: tuple[str, ...] = ()
     gpus_per_worker: int = 1
     workers: int = 1
@@ -122,7 +122,7 @@ class EndpointSpec:
     ``metric`` (see :data:`REQUEST_DRIVEN_METRICS`); the portal validates that before building.
     """
 
-    workload_id: str  # "ep-7"
+    cluster_name: str  # "ep-7"
     team: str
     namespace: str
     name: str
@@ -132,7 +132,7 @@ class EndpointSpec:
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
-    #: Names of the secret env variables: taken from the Secret ``<workload_id>-env`` (values never here).
+    #: Names of the secret env variables: taken from the Secret ``<cluster_name>-env`` (values never here).
     secret_env: tuple[str, ...] = ()
     #: Keyed digest of the secret env values (never a value): a pod template annotation, so a
     #: replaced Secret rolls the Deployment. Empty: no annotation.

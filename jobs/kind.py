@@ -40,7 +40,7 @@ _PHASE_TO_STATE = {
 def training_spec(run: TrainingRun) -> TrainingSpec:
     """The cluster layer's description of ``run`` (pure data for the manifest builders)."""
     return TrainingSpec(
-        workload_id=run.cluster_name,
+        cluster_name=run.cluster_name,
         team=run.team.slug,
         namespace=run.team.namespace,
         name=run.name,

@@ -33,13 +33,13 @@ from cluster.backends.base import (
     MANAGED_BY_VALUE,
     TEAM_LABEL,
     WORKLOAD_LABEL,
+    ClusterAddress,
     ClusterBackend,
     ClusterEvent,
     Manifest,
     NodeCapacity,
     ObservedWorkload,
     ResourceKind,
-    WorkloadRef,
     env_secret_name,
 )
 from cluster.errors import Invalid, NotFound, Transient
@@ -168,27 +168,27 @@ class SandboxBackend(ClusterBackend):
         self.apply([recorded], now=now)
 
     @_storage_errors
-    def delete(self, ref: WorkloadRef, resources: Sequence[ResourceKind], *, now: datetime | None = None) -> int:
+    def delete(self, address: ClusterAddress, resources: Sequence[ResourceKind], *, now: datetime | None = None) -> int:
         """The workload's objects of the deleted kinds and its env Secret; pods go with their owners
         (CASCADE): background propagation, instantly."""
         doomed = Q()
         for resource in resources:
             if resource.deleted:
-                doomed |= Q(kind=resource.kind, api_version=resource.api_version, workload=ref.workload)
-        doomed |= Q(kind="Secret", name=env_secret_name(ref.workload))
+                doomed |= Q(kind=resource.kind, api_version=resource.api_version, workload=address.cluster_name)
+        doomed |= Q(kind="Secret", name=env_secret_name(address.cluster_name))
         with transaction.atomic():
-            rows = SimObject.objects.filter(doomed, namespace=ref.namespace)
+            rows = SimObject.objects.filter(doomed, namespace=address.namespace)
             count = rows.count()
             rows.delete()
-            SimLoad.objects.filter(namespace=ref.namespace, workload=ref.workload).delete()
+            SimLoad.objects.filter(namespace=address.namespace, workload=address.cluster_name).delete()
             return count
 
-    def set_load(self, ref: WorkloadRef, value: float | None) -> None:
+    def set_load(self, address: ClusterAddress, value: float | None) -> None:
         """Pin an endpoint's synthetic load (trigger metric units); None returns it to the demo curve."""
         if value is None:
-            SimLoad.objects.filter(namespace=ref.namespace, workload=ref.workload).delete()
+            SimLoad.objects.filter(namespace=address.namespace, workload=address.cluster_name).delete()
             return
-        SimLoad.objects.update_or_create(namespace=ref.namespace, workload=ref.workload,
+        SimLoad.objects.update_or_create(namespace=address.namespace, workload=address.cluster_name,
                                          defaults={"value": max(float(value), 0.0)})
 
     def reset(self) -> None:
@@ -283,7 +283,7 @@ class SandboxBackend(ClusterBackend):
                 continue
             key = (row.namespace, row.workload)
             if key not in grouped:
-                grouped[key] = ObservedWorkload(namespace=row.namespace, workload=row.workload, team=row.team)
+                grouped[key] = ObservedWorkload(namespace=row.namespace, cluster_name=row.workload, team=row.team)
             grouped[key].objects.append(self._to_manifest(row))
             if row.kind == "ScaledObject":
                 grouped[key].objects.append(_autoscaler_manifest(row))
@@ -295,7 +295,7 @@ class SandboxBackend(ClusterBackend):
             group.pods.append(pod_manifest(pod, owner, at))
         return list(grouped.values())
 
-    def gpu_utilization(self, observed: list[ObservedWorkload]) -> dict[WorkloadRef, float]:
+    def gpu_utilization(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, float]:
         """What the simulated DCGM exporter says: each running pod's annotation, averaged per workload.
 
         No query: :meth:`observe` computed it already (``SLIPWAY_SIM_GPU_UTIL`` pins it, a
@@ -311,16 +311,16 @@ class SandboxBackend(ClusterBackend):
         return per_workload(samples, pods)
 
     @_storage_errors
-    def pods(self, ref: WorkloadRef, *, now: datetime | None = None) -> list[Manifest]:
+    def pods(self, address: ClusterAddress, *, now: datetime | None = None) -> list[Manifest]:
         at = now or self.clock()
-        rows = SimPod.objects.filter(namespace=ref.namespace, workload=ref.workload).select_related("owner")
+        rows = SimPod.objects.filter(namespace=address.namespace, workload=address.cluster_name).select_related("owner")
         return [pod_manifest(pod, pod.owner, at) for pod in rows.order_by("created_at", "pk")]
 
     @_storage_errors
-    def logs(self, ref: WorkloadRef, pod: str, tail: int | None = 200, previous: bool = False, *,
+    def logs(self, address: ClusterAddress, pod: str, tail: int | None = 200, previous: bool = False, *,
              now: datetime | None = None) -> list[str]:
         at = now or self.clock()
-        row = SimPod.objects.filter(namespace=ref.namespace, workload=ref.workload, name=pod).select_related(
+        row = SimPod.objects.filter(namespace=address.namespace, workload=address.cluster_name, name=pod).select_related(
             "owner").first()
         if row is None:
             raise NotFound(f'pods "{pod}" not found', status=404)
@@ -376,11 +376,11 @@ class SandboxBackend(ClusterBackend):
         return endpoint_load(loads, deployment.namespace, deployment.workload, scaled.plan, at)
 
     @_storage_errors
-    def events(self, ref: WorkloadRef) -> list[ClusterEvent]:
+    def events(self, address: ClusterAddress) -> list[ClusterEvent]:
         return [
             ClusterEvent(type=e.type, reason=e.reason, message=e.message, object=e.object, time=rfc3339(e.time) or "",
                          count=e.count)
-            for e in SimEvent.objects.filter(namespace=ref.namespace, workload=ref.workload).order_by("time", "pk")
+            for e in SimEvent.objects.filter(namespace=address.namespace, workload=address.cluster_name).order_by("time", "pk")
         ]
 
     @_storage_errors

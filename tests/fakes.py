@@ -15,11 +15,11 @@ from cluster.backends.base import (
     MANAGED_BY_VALUE,
     TEAM_LABEL,
     WORKLOAD_LABEL,
+    ClusterAddress,
     ClusterBackend,
     ClusterEvent,
     NodeCapacity,
     ObservedWorkload,
-    WorkloadRef,
     env_secret_name,
 )
 from cluster.errors import ClusterError, NotFound
@@ -69,18 +69,18 @@ class FakeBackend(ClusterBackend):
         self.secrets[(meta["namespace"], meta["name"])] = sorted(secret["data"])
         self.secret_values_seen.update(secret["data"].values())
 
-    def delete(self, ref: WorkloadRef, resources) -> int:
+    def delete(self, address: ClusterAddress, resources) -> int:
         self.calls.append("delete")
         if self.fail_with is not None:
             raise self.fail_with
         kinds = {(r.api_version, r.kind) for r in resources if r.deleted}
         doomed = [k for k, o in self.objects.items()
-                  if k[0] == ref.namespace and _workload(o) == ref.workload and (o["apiVersion"], k[1]) in kinds]
+                  if k[0] == address.namespace and _workload(o) == address.cluster_name and (o["apiVersion"], k[1]) in kinds]
         for key in doomed:
             del self.objects[key]
-        if self.secrets.pop((ref.namespace, env_secret_name(ref.workload)), None) is not None:
-            doomed.append(("", "Secret", env_secret_name(ref.workload)))
-        self.pod_lists.pop((ref.namespace, ref.workload), None)
+        if self.secrets.pop((address.namespace, env_secret_name(address.cluster_name)), None) is not None:
+            doomed.append(("", "Secret", env_secret_name(address.cluster_name)))
+        self.pod_lists.pop((address.namespace, address.cluster_name), None)
         return len(doomed)
 
     def observe(self, resources):
@@ -95,7 +95,7 @@ class FakeBackend(ClusterBackend):
                 continue
             entry = grouped.setdefault(
                 (namespace, workload),
-                ObservedWorkload(namespace=namespace, workload=workload, team=labels.get(TEAM_LABEL, "")),
+                ObservedWorkload(namespace=namespace, cluster_name=workload, team=labels.get(TEAM_LABEL, "")),
             )
             entry.objects.append(copy.deepcopy(obj))
         for (namespace, kind, _name), obj in self.objects.items():
@@ -106,11 +106,11 @@ class FakeBackend(ClusterBackend):
                 grouped[(namespace, workload)].pods.extend(copy.deepcopy(pods))
         return list(grouped.values())
 
-    def pods(self, ref):
-        return copy.deepcopy(self.pod_lists.get((ref.namespace, ref.workload), []))
+    def pods(self, address):
+        return copy.deepcopy(self.pod_lists.get((address.namespace, address.cluster_name), []))
 
-    def logs(self, ref, pod, tail=200, previous=False):
-        pods = self.pod_lists.get((ref.namespace, ref.workload), [])
+    def logs(self, address, pod, tail=200, previous=False):
+        pods = self.pod_lists.get((address.namespace, address.cluster_name), [])
         if pod not in self.log_lines and all(p["metadata"]["name"] != pod for p in pods):
             raise NotFound(f'pods "{pod}" not found', status=404)
         if previous:  # the container's run before its last restart: [] when it never restarted
@@ -119,14 +119,14 @@ class FakeBackend(ClusterBackend):
         lines = self.log_lines.get(pod, [f"log line {i}" for i in range(3)])
         return lines[-tail:] if tail is not None else list(lines)
 
-    def events(self, ref):
+    def events(self, address):
         self.calls.append("events")
         if self.events_error is not None:
             raise self.events_error
         # A workload's pods were scheduled once it has any.
-        scheduled = [ClusterEvent("Normal", "Scheduled", "assigned", f"Pod/{ref.workload}-0", "2026-11-22T10:00:00Z")
-                     ] if self.pod_lists.get((ref.namespace, ref.workload)) else []
-        return [*scheduled, *self.warnings[(ref.namespace, ref.workload)]]
+        scheduled = [ClusterEvent("Normal", "Scheduled", "assigned", f"Pod/{address.cluster_name}-0", "2026-11-22T10:00:00Z")
+                     ] if self.pod_lists.get((address.namespace, address.cluster_name)) else []
+        return [*scheduled, *self.warnings[(address.namespace, address.cluster_name)]]
 
     def capacity(self):
         if self.capacity_error is not None:
@@ -140,7 +140,7 @@ class FakeBackend(ClusterBackend):
         self.calls.append("gpu_utilization")
         if isinstance(self.utilization, ClusterError):
             raise self.utilization
-        return {o.ref: self.utilization[o.workload] for o in observed if o.workload in self.utilization}
+        return {o.address: self.utilization[o.cluster_name] for o in observed if o.cluster_name in self.utilization}
 
     # -- scripting what the cluster does --------------------------------------------------------
     def main_object(self, namespace: str, workload: str) -> dict:

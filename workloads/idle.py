@@ -25,7 +25,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.utils import timezone
 
-from cluster.backends.base import ObservedWorkload, WorkloadRef
+from cluster.backends.base import ClusterAddress, ObservedWorkload
 from cluster.errors import ClusterError
 from quotas import ledger
 from quotas.ledger import ZERO
@@ -33,7 +33,7 @@ from quotas.ledger import ZERO
 logger = logging.getLogger(__name__)
 
 #: A cycle's measurement: utilization per workload, or None when the source could not answer.
-Utilization = dict[WorkloadRef, float] | None
+Utilization = dict[ClusterAddress, float] | None
 
 
 def measure(backend, observed: list[ObservedWorkload]) -> Utilization:
@@ -45,11 +45,11 @@ def measure(backend, observed: list[ObservedWorkload]) -> Utilization:
         return None
 
 
-def is_idle(utilization: Utilization, ref: WorkloadRef, workload) -> bool:
+def is_idle(utilization: Utilization, address: ClusterAddress, workload) -> bool:
     """Whether ``workload``'s GPUs measure idle now (see the module docstring for the unmeasured cases)."""
     if utilization is None:
         return workload.open_idle
-    value = utilization.get(ref)
+    value = utilization.get(address)
     return value is not None and value < settings.SLIPWAY_IDLE_UTIL_PCT
 
 

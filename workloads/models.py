@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from cluster.backends.base import ClusterAddress
 from quotas.ledger import cost_per_hour, open_segment_cost
 from teams.permissions import visible_to
 from workloads import idle
@@ -156,6 +157,11 @@ class Workload(models.Model):
     @property
     def namespace(self) -> str:
         return self.team.namespace
+
+    @property
+    def address(self) -> ClusterAddress:
+        """Where it lives on the cluster: its namespace and cluster name (``ref`` is its ledger name)."""
+        return ClusterAddress(self.namespace, self.cluster_name)
 
     @property
     def is_final(self) -> bool:

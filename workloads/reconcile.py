@@ -40,7 +40,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 import core.backend
-from cluster.backends.base import ObservedWorkload, WorkloadRef
+from cluster.backends.base import ClusterAddress, ObservedWorkload
 from cluster.capacity import capacity_reason
 from cluster.errors import ClusterError
 from cluster.perf import gc_paused
@@ -105,7 +105,7 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
     # The observation can be large (tens of MB at 10,000 workloads) and is a tree of plain
     # dicts: keep the cyclic GC from walking it repeatedly (see cluster.perf).
     with gc_paused():
-        observed = {(o.namespace, o.workload): o for o in backend.observe(resource_kinds())}
+        observed = {(o.namespace, o.cluster_name): o for o in backend.observe(resource_kinds())}
         report.observed = len(observed)
         utilization = idle.measure(backend, list(observed.values())) if observed else {}
         now = now or timezone.now()
@@ -193,7 +193,7 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: 
         return None
     if not status.reason and not obs.pods:
         status = _explain_podless(kind, backend, workload, status, now)
-    plan = _plan(kind, workload, status, now, report, idle.is_idle(utilization, obs.ref, workload))
+    plan = _plan(kind, workload, status, now, report, idle.is_idle(utilization, obs.address, workload))
     if workload.applied_at is None:
         # Applied by a worker that died before saving: it is on the cluster all the same.
         plan.changes["applied_at"] = observe_started
@@ -225,8 +225,8 @@ def _finish_removal(kind: WorkloadKind, backend, workload, obs: ObservedWorkload
     """An ended workload whose objects are being deleted: delete what is left, or call it gone."""
     if obs is not None:
         try:
-            backend.delete(obs.ref, kind.resources)
-            report.orphans_deleted.append(obs.workload)
+            backend.delete(obs.address, kind.resources)
+            report.orphans_deleted.append(obs.cluster_name)
         except ClusterError as exc:
             logger.warning("could not delete %s: %s", workload.ref, exc)
         return
@@ -251,8 +251,7 @@ def _explain_podless(kind: WorkloadKind, backend, workload, status: WorkloadStat
     if applied > now - lifecycle.redrive_after():
         return status  # give the controller a period to create its pods
     try:
-        ref = WorkloadRef(workload.namespace, workload.cluster_name)
-        warnings = [e for e in backend.events(ref) if e.type == "Warning"]
+        warnings = [e for e in backend.events(workload.address) if e.type == "Warning"]
     except ClusterError as exc:
         logger.warning("reconcile: no events for %s: %s", workload.ref, exc)
         return status
@@ -404,7 +403,7 @@ def _delete_abandoned(backend, plan: _Plan, report: ReconcileReport) -> None:
     """
     w = plan.workload
     try:
-        backend.delete(WorkloadRef(w.namespace, w.cluster_name), plan.kind.resources)
+        backend.delete(w.address, plan.kind.resources)
         report.orphans_deleted.append(w.cluster_name)
     except ClusterError as exc:
         logger.warning("could not delete the abandoned %s: %s", w.ref, exc)
@@ -416,20 +415,20 @@ def _delete_leftovers(backend, leftovers: dict[tuple[str, str], ObservedWorkload
     Objects of workloads that finished on their own are kept (their logs and events stay
     readable); an end whose delete task was lost is finished here.
     """
-    candidates: dict[WorkloadKind, dict[int, WorkloadRef]] = {}
+    candidates: dict[WorkloadKind, dict[int, ClusterAddress]] = {}
     for (namespace, name), _obs in leftovers.items():
         identity = WorkloadId.from_cluster_name(name)
         kind = kind_for(identity.prefix) if identity else None
         if kind is not None:
-            candidates.setdefault(kind, {})[identity.pk] = WorkloadRef(namespace, name)
-    for kind, refs in candidates.items():
-        keep = set(kind.model.objects.filter(pk__in=refs).exclude(state__in=kind.lifecycle.removed)
+            candidates.setdefault(kind, {})[identity.pk] = ClusterAddress(namespace, name)
+    for kind, addresses in candidates.items():
+        keep = set(kind.model.objects.filter(pk__in=addresses).exclude(state__in=kind.lifecycle.removed)
                    .values_list("pk", flat=True))
-        for pk, ref in refs.items():
+        for pk, address in addresses.items():
             if pk in keep:
                 continue
             try:
-                backend.delete(ref, kind.resources)
-                report.orphans_deleted.append(ref.workload)
+                backend.delete(address, kind.resources)
+                report.orphans_deleted.append(address.cluster_name)
             except ClusterError as exc:
-                logger.warning("could not delete leftover %s/%s: %s", ref.namespace, ref.workload, exc)
+                logger.warning("could not delete leftover %s/%s: %s", address.namespace, address.cluster_name, exc)

@@ -19,7 +19,7 @@ from django.db.models import Count, Exists, Q, Value
 from django.utils import timezone
 
 import core.backend
-from cluster.backends.base import ClusterEvent, WorkloadRef
+from cluster.backends.base import ClusterEvent
 from cluster.errors import ClusterError
 from cluster.pods import LogSource, log_sources
 from core.queueing import publish_on_commit
@@ -131,9 +131,8 @@ def logs(workload, pod: str = "", tail: int | None = 200) -> Logs:
             raise UnknownPod(pod)
         return Logs([], None, [])
     backend = core.backend.get_backend()
-    ref = WorkloadRef(workload.namespace, workload.cluster_name)
     try:
-        sources = log_sources(backend.pods(ref), workload.get_state_display().lower() if workload.is_final else "")
+        sources = log_sources(backend.pods(workload.address), workload.get_state_display().lower() if workload.is_final else "")
     except ClusterError:
         return Logs([], None, [])  # unreachable is not "no such pod": show nothing, answer no 404
     shown = next((s for s in sources if s.key == pod), None) if pod else next(iter(sources), None)
@@ -142,7 +141,7 @@ def logs(workload, pod: str = "", tail: int | None = 200) -> Logs:
     if shown is None:
         return Logs(sources, None, [])
     try:
-        lines = backend.logs(ref, shown.pod, tail=tail, previous=shown.previous)
+        lines = backend.logs(workload.address, shown.pod, tail=tail, previous=shown.previous)
     except ClusterError:
         lines = []  # e.g. the pod went between the two calls
     return Logs(sources, shown, lines)
@@ -175,7 +174,7 @@ def events(workload) -> list[ClusterEvent]:
     if not on_cluster(workload):
         return []
     try:
-        return core.backend.get_backend().events(WorkloadRef(workload.namespace, workload.cluster_name))
+        return core.backend.get_backend().events(workload.address)
     except ClusterError:
         return []
 

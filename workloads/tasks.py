@@ -18,7 +18,6 @@ from django.db.models import F
 from django.utils import timezone
 
 import core.backend
-from cluster.backends.base import WorkloadRef
 from cluster.errors import ClusterError, Transient
 from cluster.manifests import build_team
 from core import queueing
@@ -100,7 +99,7 @@ def delete_workload(prefix: str, pk: int) -> int:
         return 0
     # An ended workload whose kind has a "gone" state is moved there by the reconciler once
     # nothing of it is observed any more (deletion propagates in the background).
-    return core.backend.get_backend().delete(WorkloadRef(workload.namespace, workload.cluster_name), kind.resources)
+    return core.backend.get_backend().delete(workload.address, kind.resources)
 
 
 RECONCILE_LOCK = "slipway:reconcile-lock"

@@ -75,11 +75,13 @@ def resource_kind(resources: Sequence[ResourceKind], api_version: str, kind: str
 
 
 @dataclass(frozen=True)
-class WorkloadRef:
-    """Names one workload in the cluster: its namespace and its ``slipway.dev/workload`` label."""
+class ClusterAddress:
+    """Where one workload lives in the cluster: its namespace and its cluster name (the value of
+    its ``slipway.dev/workload`` label, e.g. ``run-42``). A workload's ``ref`` (``run:42``) is its
+    name in the ledger and the quota tables; this pair is its name on the cluster."""
 
     namespace: str
-    workload: str
+    cluster_name: str
 
 
 @dataclass
@@ -92,14 +94,14 @@ class ObservedWorkload:
     """
 
     namespace: str
-    workload: str
+    cluster_name: str  #: its ``slipway.dev/workload`` label, the portal workload's ``cluster_name``
     team: str = ""
     objects: list[Manifest] = field(default_factory=list)
     pods: list[Manifest] = field(default_factory=list)
 
     @property
-    def ref(self) -> WorkloadRef:
-        return WorkloadRef(self.namespace, self.workload)
+    def address(self) -> ClusterAddress:
+        return ClusterAddress(self.namespace, self.cluster_name)
 
     def first(self, kind: str) -> Manifest | None:
         """The first top-level object of ``kind``, or None."""
@@ -163,7 +165,7 @@ class ClusterBackend(abc.ABC):
         """
 
     @abc.abstractmethod
-    def delete(self, ref: WorkloadRef, resources: Sequence[ResourceKind]) -> int:
+    def delete(self, address: ClusterAddress, resources: Sequence[ResourceKind]) -> int:
         """Delete the workload's objects of the ``deleted`` kinds among ``resources``, in their order
         (background propagation), and its env Secret. Returns how many.
 
@@ -179,7 +181,7 @@ class ClusterBackend(abc.ABC):
         """
 
     @abc.abstractmethod
-    def pods(self, ref: WorkloadRef) -> list[Manifest]:
+    def pods(self, address: ClusterAddress) -> list[Manifest]:
         """The workload's pods as the API server returns them, finished ones included, in any order.
 
         A Job's failed attempts stay (``restartPolicy: Never`` makes each attempt a pod of its
@@ -189,7 +191,7 @@ class ClusterBackend(abc.ABC):
         """
 
     @abc.abstractmethod
-    def logs(self, ref: WorkloadRef, pod: str, tail: int | None = 200, previous: bool = False) -> list[str]:
+    def logs(self, address: ClusterAddress, pod: str, tail: int | None = 200, previous: bool = False) -> list[str]:
         """The last ``tail`` log lines (all of them when None) of the workload's pod named ``pod``.
 
         ``pod`` is one of :meth:`pods`' names (callers check that: a name from the user must
@@ -200,14 +202,14 @@ class ClusterBackend(abc.ABC):
         """
 
     @abc.abstractmethod
-    def events(self, ref: WorkloadRef) -> list[ClusterEvent]:
+    def events(self, address: ClusterAddress) -> list[ClusterEvent]:
         """Events about the workload's objects and pods, oldest first."""
 
     @abc.abstractmethod
     def capacity(self) -> list[NodeCapacity]:
         """Per node and GPU resource: allocatable units and units requested by running pods."""
 
-    def gpu_utilization(self, observed: list[ObservedWorkload]) -> dict[WorkloadRef, float]:
+    def gpu_utilization(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, float]:
         """Recent GPU utilization (percent, 0–100) of each of ``observed``'s workloads with running pods.
 
         Called once per reconcile cycle with what :meth:`observe` returned; must cost one

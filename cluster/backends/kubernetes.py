@@ -48,13 +48,13 @@ from cluster.backends.base import (
     MANAGED_SELECTOR,
     TEAM_LABEL,
     WORKLOAD_LABEL,
+    ClusterAddress,
     ClusterBackend,
     ClusterEvent,
     Manifest,
     NodeCapacity,
     ObservedWorkload,
     ResourceKind,
-    WorkloadRef,
     env_secret_name,
     resource_kind,
 )
@@ -357,21 +357,21 @@ class KubernetesBackend(ClusterBackend):
             content_type=APPLY_CONTENT_TYPE,
         )
 
-    def delete(self, ref: WorkloadRef, resources: Sequence[ResourceKind]) -> int:
+    def delete(self, address: ClusterAddress, resources: Sequence[ResourceKind]) -> int:
         """One label-selected LIST per deleted kind, then a DELETE per object found, in the kinds' order."""
         deleted = 0
-        selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={ref.workload}"
+        selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={address.cluster_name}"
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
         for kind in (r for r in resources if r.deleted):
-            for obj in self.list(kind, namespace=ref.namespace, label_selector=selector):
+            for obj in self.list(kind, namespace=address.namespace, label_selector=selector):
                 try:
-                    self.request("DELETE", object_path(kind, obj["metadata"]["name"], ref.namespace), body=options)
+                    self.request("DELETE", object_path(kind, obj["metadata"]["name"], address.namespace), body=options)
                 except NotFound:
                     continue  # deleted by someone else meanwhile: the goal is reached
                 deleted += 1
         # The env Secret goes by its name: Slipway may not list Secrets. Most workloads have none (404).
         try:
-            self.request("DELETE", object_path(SECRET, env_secret_name(ref.workload), ref.namespace), body=options)
+            self.request("DELETE", object_path(SECRET, env_secret_name(address.cluster_name), address.namespace), body=options)
         except NotFound:
             return deleted
         return deleted + 1
@@ -410,18 +410,18 @@ class KubernetesBackend(ClusterBackend):
                     target.pods.append(pod)
             for observed in groups.values():
                 observed.pods.sort(key=_pod_order)
-            return sorted(groups.values(), key=lambda o: (o.namespace, o.workload))
+            return sorted(groups.values(), key=lambda o: (o.namespace, o.cluster_name))
 
-    def gpu_utilization(self, observed: list[ObservedWorkload]) -> dict[WorkloadRef, float]:
+    def gpu_utilization(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, float]:
         """From Prometheus' DCGM series, one query per call (:mod:`cluster.metrics`); {} when not configured."""
         return self.metrics.gpu_utilization(observed) if self.metrics is not None else {}
 
-    def pods(self, ref: WorkloadRef) -> list[Manifest]:
+    def pods(self, address: ClusterAddress) -> list[Manifest]:
         """One label-selected LIST: a Job's failed attempts are still there (the controller keeps them)."""
-        selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={ref.workload}"
-        return self.list(POD, namespace=ref.namespace, label_selector=selector)
+        selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={address.cluster_name}"
+        return self.list(POD, namespace=address.namespace, label_selector=selector)
 
-    def logs(self, ref: WorkloadRef, pod: str, tail: int | None = 200, previous: bool = False) -> list[str]:
+    def logs(self, address: ClusterAddress, pod: str, tail: int | None = 200, previous: bool = False) -> list[str]:
         """The pod's log; Slipway's pods have one container, so none is named. A whole log
         (``tail=None``) is capped at :data:`LOG_BYTES_MAX` so one download cannot exhaust the web process.
         ``previous``: its container's run before the last restart (a PyTorchJob replica's earlier attempt)."""
@@ -429,24 +429,24 @@ class KubernetesBackend(ClusterBackend):
         if previous:
             query.append(("previous", "true"))
         try:
-            data = self.request("GET", object_path(POD, pod, ref.namespace) + "/log", query=query, raw=True)
+            data = self.request("GET", object_path(POD, pod, address.namespace) + "/log", query=query, raw=True)
         except Invalid:
             # 400: the container has not started yet (or, with previous, has never restarted): nothing to read
             return []
         return data.decode("utf-8", errors="replace").splitlines()
 
-    def events(self, ref: WorkloadRef) -> list[ClusterEvent]:
+    def events(self, address: ClusterAddress) -> list[ClusterEvent]:
         """Events of the namespace whose object is the workload or one of its children.
 
         Children are named ``<workload>-…`` (pods, ReplicaSets, PyTorchJob replicas), so one
         namespace LIST filtered here beats one call per object.
         """
-        prefix = f"{ref.workload}-"
+        prefix = f"{address.cluster_name}-"
         out: list[tuple[str, ClusterEvent]] = []
-        for event in self.list(EVENT, namespace=ref.namespace):
+        for event in self.list(EVENT, namespace=address.namespace):
             involved = event.get("involvedObject") or {}
             name = involved.get("name", "")
-            if name != ref.workload and not name.startswith(prefix):
+            if name != address.cluster_name and not name.startswith(prefix):
                 continue
             when = event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or ""
             out.append(

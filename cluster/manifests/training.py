@@ -46,7 +46,7 @@ def _pod_template(spec: TrainingSpec, config: ClusterConfig, *, container: Manif
     container["volumeMounts"] = [{"name": "dshm", "mountPath": SHM_PATH}, *mounts]
     container["resources"] = resources(spec.flavor, spec.gpus_per_worker, spec.cpu, spec.memory_gb)
     container["securityContext"] = container_security(config)
-    meta = metadata("", None, spec.team, spec.workload_id)
+    meta = metadata("", None, spec.team, spec.cluster_name)
     del meta["name"]  # pod templates are named by their controller
     return {
         "metadata": meta,
@@ -70,7 +70,7 @@ def build_job(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
     container: Manifest = {"name": "main", "image": spec.image, "command": list(spec.command)}
     if spec.args:
         container["args"] = list(spec.args)
-    env = env_list(spec.env) + secret_env_refs(spec.workload_id, spec.secret_env)
+    env = env_list(spec.env) + secret_env_refs(spec.cluster_name, spec.secret_env)
     if env:
         container["env"] = env
     job_spec: Manifest = {
@@ -84,7 +84,7 @@ def build_job(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": metadata(spec.workload_id, spec.namespace, spec.team, spec.workload_id, spec.name),
+        "metadata": metadata(spec.cluster_name, spec.namespace, spec.team, spec.cluster_name, spec.name),
         "spec": job_spec,
     }
 
@@ -118,7 +118,7 @@ def build_pytorchjob(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
         }
         if spec.args:
             container["args"] = list(spec.args)
-        container["env"] = env_list(NCCL_ENV + spec.env) + secret_env_refs(spec.workload_id, spec.secret_env)
+        container["env"] = env_list(NCCL_ENV + spec.env) + secret_env_refs(spec.cluster_name, spec.secret_env)
         # OnFailure restarts a crashed container in place; runPolicy.backoffLimit caps the restarts.
         template = _pod_template(spec, config, container=container, restart_policy="OnFailure")
         if config.gang_scheduler:
@@ -137,7 +137,7 @@ def build_pytorchjob(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
-        "metadata": metadata(spec.workload_id, spec.namespace, spec.team, spec.workload_id, spec.name),
+        "metadata": metadata(spec.cluster_name, spec.namespace, spec.team, spec.cluster_name, spec.name),
         "spec": {
             "nprocPerNode": str(spec.gpus_per_worker),
             "pytorchReplicaSpecs": replica_specs,
@@ -147,7 +147,7 @@ def build_pytorchjob(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
 
 
 def build_training(spec: TrainingSpec, config: ClusterConfig) -> list[Manifest]:
-    """One Job when ``workers == 1``, else one PyTorchJob; named ``spec.workload_id``."""
+    """One Job when ``workers == 1``, else one PyTorchJob; named ``spec.cluster_name``."""
     if spec.workers <= 1:
         return [build_job(spec, config)]
     return [build_pytorchjob(spec, config)]

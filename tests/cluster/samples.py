@@ -27,7 +27,7 @@ PLUGINS = ClusterConfig(gang_scheduler="scheduler-plugins")
 
 def training(**overrides: Any) -> TrainingSpec:
     values: dict[str, Any] = {
-        "workload_id": "run-42",
+        "cluster_name": "run-42",
         "team": "vision",
         "namespace": "team-vision",
         "name": "resnet baseline",
@@ -49,7 +49,7 @@ def training(**overrides: Any) -> TrainingSpec:
 
 def endpoint(**overrides: Any) -> EndpointSpec:
     values: dict[str, Any] = {
-        "workload_id": "ep-7",
+        "cluster_name": "ep-7",
         "team": "vision",
         "namespace": "team-vision",
         "name": "detector",

@@ -17,10 +17,10 @@ import core.backend
 from cluster.backends.base import (
     MANAGED_BY_LABEL,
     TEAM_LABEL,
+    ClusterAddress,
     ClusterBackend,
     NodeCapacity,
     ResourceKind,
-    WorkloadRef,
 )
 from cluster.backends.kubernetes import KubernetesBackend
 from cluster.errors import NotFound
@@ -50,9 +50,9 @@ class Case:
 
     def objects(self, name: str) -> list[dict]:
         if self.prefix == "run":
-            return build_training(samples.training(workload_id=name, workers=self.workers), samples.CONFIG)
+            return build_training(samples.training(cluster_name=name, workers=self.workers), samples.CONFIG)
         if self.prefix == "ep":
-            return build_endpoint(samples.endpoint(workload_id=name), samples.CONFIG)
+            return build_endpoint(samples.endpoint(cluster_name=name), samples.CONFIG)
         return [build_notebook(name, NS, TEAM, 1)]
 
     @property
@@ -97,7 +97,7 @@ def team_objects() -> list[dict]:
 
 
 def observed(backend: ClusterBackend, resources=None) -> dict[str, object]:
-    return {o.workload: o for o in backend.observe(resource_kinds() if resources is None else resources)}
+    return {o.cluster_name: o for o in backend.observe(resource_kinds() if resources is None else resources)}
 
 
 def kinds(objects: list[dict]) -> list[tuple[str, str]]:
@@ -133,15 +133,15 @@ def test_delete_removes_exactly_the_declared_objects_of_that_workload(backend, c
     backend.apply_secret(build_env_secret(NS, TEAM, "wl-1", (("TOKEN", "s3cret"),)))
     backend.apply_secret(build_env_secret(NS, TEAM, "wl-2", (("TOKEN", "s3cret"),)))
 
-    count = backend.delete(WorkloadRef(NS, "wl-1"), case.resources)
+    count = backend.delete(ClusterAddress(NS, "wl-1"), case.resources)
 
     assert count == len(case.declared(gone, "deleted")) + 1  # and its env Secret
     seen = observed(backend)
     assert list(seen) == ["wl-2"]
     assert kinds(seen["wl-2"].objects) == kinds(case.declared(kept, "observed"))
     assert list(observed(backend, (QUOTAS,))) == [team_workload(TEAM)]  # the team's objects stay
-    assert backend.delete(WorkloadRef(NS, "wl-1"), case.resources) == 0  # gone already: not an error
-    assert backend.delete(WorkloadRef(NS, "wl-2"), case.resources) == len(case.declared(kept, "deleted")) + 1
+    assert backend.delete(ClusterAddress(NS, "wl-1"), case.resources) == 0  # gone already: not an error
+    assert backend.delete(ClusterAddress(NS, "wl-2"), case.resources) == len(case.declared(kept, "deleted")) + 1
 
 
 def test_observe_lists_only_managed_objects(backend, case):
@@ -162,7 +162,7 @@ def test_observe_lists_only_the_kinds_it_is_given(backend, case):
 
 def test_a_workload_without_pods_has_no_pods_events_or_logs(backend, case):
     backend.apply(team_objects() + case.objects("wl-1"), case.resources)
-    ref = WorkloadRef(NS, "wl-1")
+    ref = ClusterAddress(NS, "wl-1")
     assert backend.pods(ref) == []
     assert backend.events(ref) == []
     with pytest.raises(NotFound):  # no such pod: the documented error
@@ -176,7 +176,7 @@ def test_a_custom_resource_without_a_controller_stays_as_applied(backend):
     backend.tick()
     [stored] = observed(backend)["nb-1"].objects
     assert (stored["apiVersion"], stored["kind"], stored["spec"]) == ("tiny.slipway.dev/v1", "Notebook", {"gpus": 2})
-    assert backend.pods(WorkloadRef(NS, "nb-1")) == []
+    assert backend.pods(ClusterAddress(NS, "nb-1")) == []
 
 
 def test_capacity_reports_gpu_units_per_node_and_resource(backend):

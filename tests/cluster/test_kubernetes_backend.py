@@ -7,7 +7,7 @@ import threading
 import pytest
 import urllib3
 
-from cluster.backends.base import WorkloadRef
+from cluster.backends.base import ClusterAddress
 from cluster.backends.kubernetes import KubernetesBackend, TokenBucket, map_error
 from cluster.errors import ClusterError, Conflict, Invalid, NotFound, Transient
 from cluster.manifests import build_endpoint, build_env_secret, build_team, build_training
@@ -141,7 +141,7 @@ def test_it_observes_only_managed_objects_grouped_by_workload(
     kube_api.put(samples.pod("run-3-worker-0", "run-3", extra_labels={"training.kubeflow.org/replica-type": "worker"}))
     kube_api.put(samples.pod("run-3-master-0", "run-3", extra_labels={"training.kubeflow.org/replica-type": "master"}))
 
-    observed = {(o.namespace, o.workload): o for o in backend.observe(RESOURCES)}
+    observed = {(o.namespace, o.cluster_name): o for o in backend.observe(RESOURCES)}
 
     assert set(observed) == {("team-vision", "run-1"), ("team-nlp", "run-2"), ("team-vision", "run-3")}
     run1 = observed[("team-vision", "run-1")]
@@ -178,7 +178,7 @@ def test_it_observes_with_a_constant_number_of_calls(backend: KubernetesBackend,
 def test_it_reads_a_missing_crd_as_none_of_that_kind(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
     kube_api.uninstalled |= {"pytorchjobs", "scaledobjects"}
     kube_api.put(_job("run-1"))
-    assert [o.workload for o in backend.observe(RESOURCES)] == ["run-1"]
+    assert [o.cluster_name for o in backend.observe(RESOURCES)] == ["run-1"]
 
 
 def test_it_does_not_hide_a_missing_core_kind(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
@@ -189,14 +189,14 @@ def test_it_does_not_hide_a_missing_core_kind(backend: KubernetesBackend, kube_a
 
 def test_it_deletes_a_workload_in_the_background(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
     backend.apply(build_endpoint(samples.endpoint(), samples.CONFIG), RESOURCES)
-    backend.apply(build_endpoint(samples.endpoint(workload_id="ep-8"), samples.CONFIG), RESOURCES)
+    backend.apply(build_endpoint(samples.endpoint(cluster_name="ep-8"), samples.CONFIG), RESOURCES)
 
-    assert backend.delete(WorkloadRef("team-vision", "ep-7"), RESOURCES) == 3
+    assert backend.delete(ClusterAddress("team-vision", "ep-7"), RESOURCES) == 3
     assert {d[0] for d in kube_api.deletions} == {"ScaledObject", "Deployment", "Service"}
     assert {d[3] for d in kube_api.deletions} == {"Background"}
     assert kube_api.deletions[0][0] == "ScaledObject"  # stop autoscaling first
     assert {o["metadata"]["name"] for o in kube_api.objects.values()} == {"ep-8"}
-    assert backend.delete(WorkloadRef("team-vision", "ep-7"), RESOURCES) == 0
+    assert backend.delete(ClusterAddress("team-vision", "ep-7"), RESOURCES) == 0
 
 
 def test_it_lists_the_pods_of_one_workload_and_reads_any_of_their_logs(backend: KubernetesBackend,
@@ -206,10 +206,10 @@ def test_it_lists_the_pods_of_one_workload_and_reads_any_of_their_logs(backend: 
     kube_api.put(samples.pod("run-4-abcde", "run-4"))
     kube_api.logs[("team-vision", "run-3-master-0")] = [f"step {i}" for i in range(10)]
     kube_api.logs[("team-vision", "run-3-worker-0")] = ["worker line"]
-    ref = WorkloadRef("team-vision", "run-3")
+    ref = ClusterAddress("team-vision", "run-3")
 
     assert sorted(p["metadata"]["name"] for p in backend.pods(ref)) == ["run-3-master-0", "run-3-worker-0"]
-    assert backend.pods(WorkloadRef("team-vision", "run-404")) == []
+    assert backend.pods(ClusterAddress("team-vision", "run-404")) == []
     assert backend.logs(ref, "run-3-master-0", tail=3) == ["step 7", "step 8", "step 9"]
     assert backend.logs(ref, "run-3-worker-0") == ["worker line"]
     # The whole log for a download: no tailLines, a byte cap instead.
@@ -222,7 +222,7 @@ def test_it_reads_a_restarted_replicas_previous_run_and_nothing_when_there_is_no
     kube_api.put(samples.pod("run-3-master-0", "run-3", extra_labels={"training.kubeflow.org/replica-type": "master"}))
     kube_api.logs[("team-vision", "run-3-master-0")] = ["attempt 2 line"]
     kube_api.previous_logs[("team-vision", "run-3-master-0")] = ["attempt 1 line", "RuntimeError: NCCL error"]
-    ref = WorkloadRef("team-vision", "run-3")
+    ref = ClusterAddress("team-vision", "run-3")
     assert backend.logs(ref, "run-3-master-0", previous=True) == ["attempt 1 line", "RuntimeError: NCCL error"]
     assert ("previous", ["true"]) in kube_api.requests[-1].query.items()
     assert backend.logs(ref, "run-3-master-0", tail=None) == ["attempt 2 line"]
@@ -248,7 +248,7 @@ def test_it_lists_events_of_the_workload_and_its_children(backend: KubernetesBac
     kube_api.put(event("e2", "run-4-abc", "FailedScheduling", "2026-01-01T10:01:00Z"))
     kube_api.put(event("e3", "run-42-xyz", "Pulled", "2026-01-01T10:00:00Z"))  # another workload
 
-    events = backend.events(WorkloadRef("team-vision", "run-4"))
+    events = backend.events(ClusterAddress("team-vision", "run-4"))
     assert [(e.reason, e.type, e.object, e.count) for e in events] == [
         ("FailedScheduling", "Warning", "Pod/run-4-abc", 2),
         ("Pulled", "Normal", "Pod/run-4-abc", 2),
@@ -385,11 +385,11 @@ def test_it_applies_a_secret_one_way_and_deletes_it_with_its_workload(
     assert kube_api.get("v1", "Secret", "team-vision", "run-42-env")["data"] == {"HF_TOKEN": "aGZfZXhhbXBsZQ=="}
 
     # Deleting the workload deletes its Secret by name: Slipway may not list Secrets (the fake refuses, as RBAC).
-    assert backend.delete(WorkloadRef("team-vision", "run-42"), RESOURCES) == 2
+    assert backend.delete(ClusterAddress("team-vision", "run-42"), RESOURCES) == 2
     assert ("Secret", "team-vision", "run-42-env", "Background") in kube_api.deletions
     assert kube_api.of_kind("Secret") == [] and kube_api.of_kind("Job") == []
     assert not [r for r in kube_api.requests if "/secrets" in r.path and r.method == "GET"]
-    assert backend.delete(WorkloadRef("team-vision", "run-42"), RESOURCES) == 0  # gone already: not an error
+    assert backend.delete(ClusterAddress("team-vision", "run-42"), RESOURCES) == 0  # gone already: not an error
 
 
 def test_it_never_applies_a_secret_through_the_generic_apply(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:

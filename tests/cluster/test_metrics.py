@@ -8,7 +8,7 @@ from urllib.parse import parse_qs
 import pytest
 from werkzeug import Response
 
-from cluster.backends.base import ObservedWorkload, WorkloadRef
+from cluster.backends.base import ClusterAddress, ObservedWorkload
 from cluster.backends.kubernetes import KubernetesBackend
 from cluster.errors import Transient
 from cluster.metrics import Prometheus, utilization_query
@@ -52,7 +52,7 @@ def test_one_query_per_call_averaged_per_workload(httpserver):
     measured = backend.gpu_utilization(OBSERVED)
     # run-1: the mean of its two running pods; ep-4: its running pod sent NaN (unmeasured) and
     # the pending one is not counted; pods of no observed workload are ignored.
-    assert measured == {WorkloadRef("team-a", "run-1"): 60.0}
+    assert measured == {ClusterAddress("team-a", "run-1"): 60.0}
     assert len(queries) == 1 and 'namespace=~"team-a|team-b"' in queries[0]
 
 

@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from cluster.backends.base import WorkloadRef
+from cluster.backends.base import ClusterAddress
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import submit_run
@@ -37,7 +37,7 @@ def test_a_restarted_pytorchjob_offers_each_replicas_earlier_attempt(client, api
     run = submit_run(member, team, {**fields, "env": env, "max_retries": 2})
     assert run.cluster_resource == "PyTorchJob"
     now = timezone.now().replace(microsecond=0)
-    ref = WorkloadRef(run.namespace, run.cluster_name)
+    ref = ClusterAddress(run.namespace, run.cluster_name)
 
     def cycle() -> TrainingRun:
         nonlocal now

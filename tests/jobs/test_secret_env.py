@@ -209,7 +209,7 @@ def test_the_sandbox_records_the_secrets_keys_but_not_its_values(api, quota, pub
     assert secret.manifest["data"] == {"HF_TOKEN": ""}
     assert_nowhere(str(list(SimObject.objects.values())))
     # Not observed (a real cluster's Slipway may not list Secrets), and deleted with the run.
-    [observed] = [o for o in sandbox.observe(resource_kinds()) if o.workload == f"run-{run_id}"]
+    [observed] = [o for o in sandbox.observe(resource_kinds()) if o.cluster_name == f"run-{run_id}"]
     assert {o["kind"] for o in observed.objects} == {"Job"}
     delete_workload("run", run_id)
     assert not SimObject.objects.filter(kind="Secret").exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from cluster.backends.base import WorkloadRef
+from cluster.backends.base import ClusterAddress
 from cluster.manifests import build_endpoint, build_team, build_training
 from cluster.specs import ClusterConfig, EndpointSpec, FlavorSpec, TeamSpec, TrainingSpec
 from sandbox.backend import SandboxBackend
@@ -31,7 +31,7 @@ def team_objects(quotas: tuple[tuple[str, int], ...] = (), namespace: str = NS, 
     return build_team(TeamSpec(slug=slug, namespace=namespace, quotas=quotas), CONFIG)
 
 
-def training(workload_id: str = "run-1", *, flavor: FlavorSpec = H100, gpus: int = 1, workers: int = 1,
+def training(cluster_name: str = "run-1", *, flavor: FlavorSpec = H100, gpus: int = 1, workers: int = 1,
              duration: str | None = "60s", outcome: str | None = None, retries: int = 2,
              max_runtime_minutes: int | None = None, namespace: str = NS, extra_env: tuple = (),
              args: tuple[str, ...] = ()) -> list[dict]:
@@ -40,14 +40,14 @@ def training(workload_id: str = "run-1", *, flavor: FlavorSpec = H100, gpus: int
         env.append(("SLIPWAY_SIM_DURATION", duration))
     if outcome:
         env.append(("SLIPWAY_SIM_OUTCOME", outcome))
-    spec = TrainingSpec(workload_id=workload_id, team=TEAM, namespace=namespace, name=f"{workload_id} run",
+    spec = TrainingSpec(cluster_name=cluster_name, team=TEAM, namespace=namespace, name=f"{cluster_name} run",
                         image="registry.example.com/ml/train:1.0", command=("python", "train.py"), flavor=flavor,
                         env=tuple(env) + tuple(extra_env), gpus_per_worker=gpus, workers=workers, max_retries=retries,
                         max_runtime_minutes=max_runtime_minutes, args=args)
     return build_training(spec, CONFIG)
 
 
-def endpoint(workload_id: str = "ep-1", *, flavor: FlavorSpec = L4, min_replicas: int = 1, max_replicas: int = 1,
+def endpoint(cluster_name: str = "ep-1", *, flavor: FlavorSpec = L4, min_replicas: int = 1, max_replicas: int = 1,
              metric: str = "gpu_utilization", target: float = 70.0, outcome: str | None = None,
              initial_delay: int = 30, duration: str | None = None, port: int = 8080) -> list[dict]:
     env = [("SLIPWAY_SIM_LOAD_SECONDS", str(initial_delay))]
@@ -55,7 +55,7 @@ def endpoint(workload_id: str = "ep-1", *, flavor: FlavorSpec = L4, min_replicas
         env.append(("SLIPWAY_SIM_OUTCOME", outcome))
     if duration:
         env.append(("SLIPWAY_SIM_DURATION", duration))
-    spec = EndpointSpec(workload_id=workload_id, team=TEAM, namespace=NS, name=f"{workload_id} endpoint",
+    spec = EndpointSpec(cluster_name=cluster_name, team=TEAM, namespace=NS, name=f"{cluster_name} endpoint",
                         image="registry.example.com/ml/serve:2.1", flavor=flavor, env=tuple(env),
                         min_replicas=min_replicas, max_replicas=max_replicas, metric=metric, target=target,
                         port=port)
@@ -64,13 +64,13 @@ def endpoint(workload_id: str = "ep-1", *, flavor: FlavorSpec = L4, min_replicas
 
 def observed(backend: SandboxBackend, workload: str, namespace: str = NS):
     for obs in backend.observe(resource_kinds()):
-        if obs.workload == workload and obs.namespace == namespace:
+        if obs.cluster_name == workload and obs.namespace == namespace:
             return obs
     return None
 
 
-def ref(workload: str, namespace: str = NS) -> WorkloadRef:
-    return WorkloadRef(namespace, workload)
+def ref(workload: str, namespace: str = NS) -> ClusterAddress:
+    return ClusterAddress(namespace, workload)
 
 
 def run_until(backend: SandboxBackend, start: float, end: float, step: float = 5.0) -> None:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from cluster.backends.base import WorkloadRef
+from cluster.backends.base import ClusterAddress
 from sandbox import inventory
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimObject, SimPod
@@ -47,20 +47,20 @@ def _parse_time(value: str) -> datetime:
     return parsed
 
 
-def _parse_load(ref: str, raw: str) -> tuple[WorkloadRef, float | None]:
+def _parse_load(text: str, raw: str) -> tuple[ClusterAddress, float | None]:
     """``<namespace>/<workload>`` and a finite load (or ``auto``), or a CommandError."""
-    namespace, sep, workload = ref.partition("/")
+    namespace, sep, workload = text.partition("/")
     if not sep or not _NAME.fullmatch(namespace) or not _NAME.fullmatch(workload):
-        raise CommandError(f"load needs <namespace>/<workload>, both Kubernetes names, got {ref!r}")
+        raise CommandError(f"load needs <namespace>/<workload>, both Kubernetes names, got {text!r}")
     if raw == "auto":
-        return WorkloadRef(namespace, workload), None
+        return ClusterAddress(namespace, workload), None
     try:
         value = float(raw)
     except ValueError as exc:
         raise CommandError(f"load value must be a number or 'auto', got {raw!r}") from exc
     if not math.isfinite(value) or value < 0:
         raise CommandError(f"load value must be a finite number of at least 0, got {raw!r}")
-    return WorkloadRef(namespace, workload), value
+    return ClusterAddress(namespace, workload), value
 
 
 class Command(BaseCommand):
@@ -74,7 +74,7 @@ class Command(BaseCommand):
         tick.add_argument("--seconds", type=int, default=0, help="advance this many seconds past the last tick")
         tick.add_argument("--step", type=int, default=5, help="step size for --seconds")
         load = sub.add_parser("load", help="set an endpoint's synthetic load")
-        load.add_argument("ref", help="<namespace>/<workload>")
+        load.add_argument("address", help="<namespace>/<workload>")
         load.add_argument("value", help="load in the trigger's metric units, or 'auto'")
         sub.add_parser("reset", help="delete every sandbox object, pod and event")
 
@@ -87,9 +87,9 @@ class Command(BaseCommand):
             self._tick(backend, options)
         elif action == "load":
             raw = str(options["value"])
-            ref, value = _parse_load(str(options["ref"]), raw)
-            backend.set_load(ref, value)
-            self.stdout.write(f"load of {ref.namespace}/{ref.workload} set to {raw}")
+            address, value = _parse_load(str(options["address"]), raw)
+            backend.set_load(address, value)
+            self.stdout.write(f"load of {address.namespace}/{address.cluster_name} set to {raw}")
         elif action == "reset":
             backend.reset()
             self.stdout.write("sandbox cluster reset")
