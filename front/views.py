@@ -244,19 +244,19 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     if membership is None:
         return no_team(request)
     team = membership.team
-    # "Active" is admitted or running (holding quota); queued work is counted apart.
+    # The figures change while anything is queued or holding quota: poll until nothing is.
     kinds = workloads.team_summary(team)
-    active = any(row["holding"] or row["queued"] for row in kinds.values())
+    polling = any(row["holding"] or row["queued"] for row in kinds.values())
     context = {
         "team": team, "membership": membership, "usage": usage_bars(team), "budget": budget_bar(team),
-        "kinds": kinds, "active": active, "can_submit": membership.allows(Role.MEMBER),
+        "kinds": kinds, "polling": polling, "can_submit": membership.allows(Role.MEMBER),
         "panels": _panels(team, kinds),
         "submit_refused": submit_refusal(membership),
     }
     if wants_partial(request):
         # The live figures and recent runs alone; once nothing is queued or holding quota they cannot
         # change: stop polling.
-        return render(request, "front/dashboard.html#live", context, status=200 if active else STOP_POLLING)
+        return render(request, "front/dashboard.html#live", context, status=200 if polling else STOP_POLLING)
     return render(request, "front/dashboard.html", context)
 
 

@@ -165,7 +165,7 @@ def name_for_run_again(run: TrainingRun) -> str:
     same run in lists and logs).
     """
     runs = TrainingRun.objects.filter(team=run.team)
-    taken = set(runs.active().values_list("name", flat=True)) | {run.name}
+    taken = set(runs.unfinished().values_list("name", flat=True)) | {run.name}
     stem, suffix = run.name, 2
     match = COPY_SUFFIX.fullmatch(run.name)
     if match and runs.filter(name=match["stem"]).exists():

@@ -157,7 +157,9 @@ class TeamBudgetAdmin(admin.ModelAdmin):
             self.delete_model(request, obj)
 
 
-class ActiveFilter(admin.SimpleListFilter):
+class HeldFilter(admin.SimpleListFilter):
+    """Held (not released) or released reservations; the admin's words and URL stay "active"."""
+
     title = "state"
     parameter_name = "state"
 
@@ -166,7 +168,7 @@ class ActiveFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         if self.value() == "active":
-            return queryset.filter(released_at__isnull=True)
+            return queryset.held()
         if self.value() == "released":
             return queryset.filter(released_at__isnull=False)
         return queryset
@@ -177,7 +179,7 @@ class ReservationAdmin(ReadOnlyAdmin):
     list_display = ["ref", "team", "flavor", "units", "units_per_node", "priority", "spot", "created", "released"]
     created = when_column("created_at", "created")
     released = when_column("released_at", "released")
-    list_filter = [ActiveFilter, "flavor", "spot", "team"]
+    list_filter = [HeldFilter, "flavor", "spot", "team"]
     search_fields = ["ref", "team__slug", "description"]
     list_select_related = ["team", "flavor"]
     date_hierarchy = "created_at"

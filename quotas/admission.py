@@ -234,7 +234,7 @@ def units_in_use(team=None, flavor_id: int | None = None) -> dict[int, int]:
     :func:`decide` compares with limits, and that quota pages, the API, the Capacity page and
     burst scaling show. (Admission's hot path reads the same sum in its facts statement.)
     """
-    held = Reservation.objects.active()
+    held = Reservation.objects.held()
     if team is not None:
         held = held.filter(team=team)
     if flavor_id is not None:
@@ -245,7 +245,7 @@ def units_in_use(team=None, flavor_id: int | None = None) -> dict[int, int]:
 def in_use_of_row():
     """:func:`units_in_use` of each row's team and flavor, as an annotation (a correlated subquery):
     for lists of quota rows (the admin console) without a query per row."""
-    units = (Reservation.objects.active().filter(team=OuterRef("team"), flavor=OuterRef("flavor"))
+    units = (Reservation.objects.held().filter(team=OuterRef("team"), flavor=OuterRef("flavor"))
              .order_by().values("team").annotate(total=Sum("units")).values("total"))
     return Coalesce(Subquery(units, output_field=IntegerField()), Value(0))
 
@@ -421,7 +421,7 @@ def resize(team, ref: str, units: int, burst: bool = False) -> Decision:
         raise ValueError("a reservation holds at least one unit; release it instead")
     with transaction.atomic():
         lock_team(team)
-        reservation = Reservation.objects.active().select_related("flavor").filter(team=team, ref=ref).first()
+        reservation = Reservation.objects.held().select_related("flavor").filter(team=team, ref=ref).first()
         if reservation is None:
             raise LookupError(f"{ref} holds no reservation in team {team.slug}")
         current = reservation.units

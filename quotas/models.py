@@ -207,7 +207,8 @@ class BudgetMonth(models.Model):
 
 
 class ReservationQuerySet(models.QuerySet):
-    def active(self) -> ReservationQuerySet:
+    def held(self) -> ReservationQuerySet:
+        """Not released: the units the team holds now."""
         return self.filter(released_at__isnull=True)
 
     def units_by_flavor(self) -> dict[int, int]:
@@ -250,7 +251,7 @@ class Reservation(models.Model):
         return f"{self.ref}: {self.units}\u00d7 {self.flavor.name}"
 
     @property
-    def is_active(self) -> bool:
+    def is_held(self) -> bool:
         return self.released_at is None
 
 

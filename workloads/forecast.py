@@ -198,7 +198,7 @@ def estimated_starts(team, now: datetime | None = None,
         queue.insert(admission.queue_position(team, entry) - 1, entry)  # the queue's own tie rule
     if not queue:
         return {}
-    reservations = list(Reservation.objects.active().filter(team=team, flavor_id__in={q.flavor_id for q in queue}))
+    reservations = list(Reservation.objects.held().filter(team=team, flavor_id__in={q.flavor_id for q in queue}))
     workloads = _workloads([r.ref for r in reservations] + [q.ref for q in queue])
     limits = {flavor_id: quota.limit for flavor_id, quota in quotas.items()}
     medians = median_durations(team, list(workloads.values()))

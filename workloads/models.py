@@ -64,8 +64,8 @@ PORTAL_STEPS = (ReasonCode.WAITING_FOR_WORKER, ReasonCode.SUBMITTED)
 
 
 class WorkloadQuerySet(models.QuerySet):
-    def active(self) -> WorkloadQuerySet:
-        """Not final (queued, holding quota, or on its way out)."""
+    def unfinished(self) -> WorkloadQuerySet:
+        """Not final (queued, holding quota, or on its way out): the names such work holds are taken."""
         return self.exclude(state__in=self.model.FINAL_STATES)
 
     def holding_quota(self) -> WorkloadQuerySet:

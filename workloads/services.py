@@ -63,7 +63,7 @@ def check_flavor_and_name(model, team, flavor_name: str, name: str,
     Errors: an unknown or retired flavor, and ``name_taken`` when active ``model`` work of
     ``team`` already has ``name``. One query when the flavor exists (every valid submission).
     """
-    taken = model.objects.filter(team=team, name=name).active()
+    taken = model.objects.filter(team=team, name=name).unfinished()
     flavor = GpuFlavor.objects.filter(name=flavor_name).annotate(name_taken=Exists(taken)).first()
     errors: dict[str, list[str]] = {}
     if flavor is None:

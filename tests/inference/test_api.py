@@ -47,7 +47,7 @@ def test_patch_answers_400_with_the_reason_and_changes_nothing(api, ep_quota):
     response = api.patch(f"/api/v1/endpoints/{first['id']}/", {"min_replicas": 3}, format="json")
     assert response.status_code == 400
     assert "waiting for quota" in response.json()["errors"]["min_replicas"][0]
-    assert Reservation.objects.active().get(ref=f"ep:{first['id']}").units == 2
+    assert Reservation.objects.held().get(ref=f"ep:{first['id']}").units == 2
     assert api.patch(f"/api/v1/endpoints/{first['id']}/", {"port": 9000}, format="json").status_code == 400
     ok = api.patch(f"/api/v1/endpoints/{first['id']}/", {"max_replicas": 6, "scale_down_delay_seconds": 60},
                    format="json")

@@ -31,7 +31,7 @@ def endpoint(pk) -> InferenceEndpoint:
 
 
 def reserved(ref: str) -> int:
-    return Reservation.objects.active().get(ref=ref).units
+    return Reservation.objects.held().get(ref=ref).units
 
 
 def running_pods(cluster, ep) -> int:

@@ -30,7 +30,7 @@ def endpoint(pk) -> InferenceEndpoint:
 
 
 def reserved(ref: str) -> int:
-    found = Reservation.objects.active().filter(ref=ref).first()
+    found = Reservation.objects.held().filter(ref=ref).first()
     return found.units if found else 0
 
 

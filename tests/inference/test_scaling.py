@@ -30,7 +30,7 @@ def ready(endpoint) -> InferenceEndpoint:
 
 
 def reserved(endpoint) -> int:
-    return Reservation.objects.active().get(ref=endpoint.ref).units
+    return Reservation.objects.held().get(ref=endpoint.ref).units
 
 
 def test_it_grants_burst_one_replica_at_a_time_then_caps_it_by_the_team_quota(

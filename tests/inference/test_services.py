@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 
 def reserved(endpoint) -> int:
-    reservation = Reservation.objects.active().filter(ref=endpoint.ref).first()
+    reservation = Reservation.objects.held().filter(ref=endpoint.ref).first()
     return reservation.units if reservation else 0
 
 

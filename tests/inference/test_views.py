@@ -71,7 +71,7 @@ def test_the_create_form_explains_mig_and_creates(client, member, ep_quota, publ
     response = client.post("/endpoints/new/", FORM)
     created = InferenceEndpoint.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/endpoints/{created.pk}/"
-    assert Reservation.objects.active().get(ref=created.ref).units == 1
+    assert Reservation.objects.held().get(ref=created.ref).units == 1
 
 
 def test_the_preview_forecasts_without_writing(client, member, ep_quota):

@@ -39,14 +39,14 @@ def test_it_creates_an_admitted_run_and_publishes_its_creation(api, quota, publi
     assert body["command"] == ["python", "train.py"]
     assert body["env"] == {"WANDB_MODE": "offline"}
     assert published == [("workloads.tasks.apply_workload", ("run", body["id"]))]
-    assert Reservation.objects.active().get(ref=f"run:{body['id']}").units == 2
+    assert Reservation.objects.held().get(ref=f"run:{body['id']}").units == 2
 
 
 def test_it_makes_a_pytorchjob_of_a_distributed_run(api, quota, published):
     response = post_run(api, workers=2, gpus_per_worker=4)
     assert response.status_code == 201
     assert response.json()["kind"] == "PyTorchJob"
-    assert Reservation.objects.active().get(ref=f"run:{response.json()['id']}").units == 8
+    assert Reservation.objects.held().get(ref=f"run:{response.json()['id']}").units == 8
 
 
 def test_it_queues_what_does_not_fit_now_with_reason_and_position(api, quota, published):
@@ -259,7 +259,7 @@ def test_it_cancels_a_run_releases_quota_and_deletes_its_objects(api, member, te
     assert response.status_code == 202
     assert response.json()["state"] == "cancelled"
     assert response.json()["reason"] == "cancelled by mia"
-    assert not Reservation.objects.active().filter(ref=run.ref).exists()
+    assert not Reservation.objects.held().filter(ref=run.ref).exists()
     assert ("workloads.tasks.delete_workload", ("run", run.pk)) in published
     again = api.post(f"/api/v1/runs/{run.pk}/cancel/")
     assert again.status_code == 409

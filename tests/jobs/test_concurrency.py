@@ -59,7 +59,7 @@ def test_cancelling_a_queued_run_while_it_is_being_admitted_neither_deadlocks_no
     assert errors == []
     queued.refresh_from_db()
     assert queued.state == RunState.CANCELLED
-    assert not Reservation.objects.active().filter(ref=queued.ref).exists()
+    assert not Reservation.objects.held().filter(ref=queued.ref).exists()
     assert not QueuedRequest.objects.filter(ref=queued.ref).exists()
     assert TrainingRun.objects.get(pk=first.pk).state == first.state
 
@@ -102,4 +102,4 @@ def test_cancelling_a_running_run_while_the_reconciler_bills_it_neither_deadlock
     billed_hours = float(sum(r.gpu_hours for r in rows))
     assert billed_hours == pytest.approx(2 * (run.finished_at - t0).total_seconds() / 3600, abs=1e-6)
     assert run.cost_to_date == sum(r.cost for r in rows)
-    assert not Reservation.objects.active().filter(ref=run.ref).exists()
+    assert not Reservation.objects.held().filter(ref=run.ref).exists()

@@ -56,7 +56,7 @@ def test_a_run_failed_while_its_last_apply_was_in_flight_leaves_no_job_on_the_cl
     rec.reconcile(fake_backend)
     run.refresh_from_db()
     assert run.state == RunState.FAILED
-    assert not Reservation.objects.active().filter(ref=run.ref).exists()  # quota given back...
+    assert not Reservation.objects.held().filter(ref=run.ref).exists()  # quota given back...
     # ...so the Job must not stay on the cluster, running unreserved and unbilled
     # (the reconciler no longer follows a final run and keeps failed runs' objects for their logs).
     assert not any(kind == "Job" for (_ns, kind, _name) in fake_backend.objects)
@@ -106,5 +106,5 @@ def test_cancelling_a_queued_run_of_a_team_without_quota_rows_does_not_deadlock_
     assert errors == []  # it was: DeadlockDetected in one of the two
     queued.refresh_from_db()
     assert queued.state == RunState.CANCELLED
-    assert not Reservation.objects.active().filter(ref=queued.ref).exists()
+    assert not Reservation.objects.held().filter(ref=queued.ref).exists()
     assert not QueuedRequest.objects.filter(ref=queued.ref).exists()

@@ -498,7 +498,7 @@ def test_it_cancels_a_run(client, member, team, quota, published, django_capture
     assert response.status_code == 302 and response.url == f"/runs/{run.pk}/"
     run.refresh_from_db()
     assert run.state == RunState.CANCELLED and run.reason == "cancelled by mia"
-    assert not Reservation.objects.active().exists()
+    assert not Reservation.objects.held().exists()
     assert ("workloads.tasks.delete_workload", ("run", run.pk)) in published
     assert "Run bert-finetune cancelled." in client.get(response.url).content.decode()
 

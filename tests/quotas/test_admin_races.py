@@ -65,4 +65,4 @@ def test_editing_two_quotas_on_the_team_page_while_a_run_is_admitted_does_not_de
     assert responses and responses[0].status_code == 302
     assert dict(quota_team.quotas.values_list("flavor__name", "limit")) == {
         "a100-1g.10gb": 8, "a100-80gb": 9, "l4": 2}
-    assert Reservation.objects.active().filter(ref="run:1").exists()
+    assert Reservation.objects.held().filter(ref="run:1").exists()

@@ -153,7 +153,7 @@ def test_it_lets_a_small_request_pass_a_large_one_that_does_not_fit(quota_team):
     admit(quota_team, a100(6), "run:0")
     admit(quota_team, a100(4), "run:big")  # 6 + 4 > 8: queued
     admit(quota_team, a100(2), "run:small")  # fits now: admitted at once
-    assert Reservation.objects.active().filter(ref="run:small").exists()
+    assert Reservation.objects.held().filter(ref="run:small").exists()
     admit(quota_team, a100(3), "run:mid")  # queued behind run:big
     release("run:small")  # 6 in use: big still does not fit, mid does not either (6+3 > 8)
     assert admit_waiting(quota_team) == []

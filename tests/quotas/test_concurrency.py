@@ -43,7 +43,7 @@ def race(team, requests: list[tuple[str, ResourceRequest]]) -> list:
 
 
 def in_use(team) -> int:
-    return Reservation.objects.active().filter(team=team).aggregate(t=Sum("units"))["t"] or 0
+    return Reservation.objects.held().filter(team=team).aggregate(t=Sum("units"))["t"] or 0
 
 
 @pytest.fixture
@@ -105,7 +105,7 @@ def test_it_admits_the_queue_in_order_when_capacity_frees(limited_team):
     admitted = [ref for batch in results for ref in batch]
     assert admitted == ["h1", "h2", "n1", "n2", "l1"]
     assert in_use(limited_team) == LIMIT
-    assert Reservation.objects.active().count() == 5
+    assert Reservation.objects.held().count() == 5
 
 
 def test_it_reserves_a_ref_once_when_admitted_concurrently(limited_team):

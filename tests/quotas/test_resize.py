@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 
 def units(ref: str) -> int:
-    return Reservation.objects.active().get(ref=ref).units
+    return Reservation.objects.held().get(ref=ref).units
 
 
 @pytest.mark.parametrize(("others", "start", "to", "admitted", "reason", "after"), [

@@ -46,7 +46,7 @@ def test_staff_see_every_teams_runs_and_cancel_them(staff_client, member, team, 
     assert "Cancelled 1 run(s): bert-finetune of ML Research." in response.content.decode()
     run.refresh_from_db()
     assert run.state == "cancelled" and run.reason == "cancelled by sam"
-    assert not Reservation.objects.active().filter(ref=run.ref).exists()
+    assert not Reservation.objects.held().filter(ref=run.ref).exists()
     assert AuditEvent.objects.filter(action=AuditEvent.Action.RUN_CANCELLED, actor_name="sam").exists()
 
 
@@ -61,7 +61,7 @@ def test_staff_scale_an_endpoint_to_its_minimum(staff_client, member, team, ep_q
     response = staff_client.post("/admin/inference/inferenceendpoint/", {**chosen, "confirmed": "yes"})
     assert response.status_code == 302
     endpoint.refresh_from_db()
-    assert endpoint.replica_ceiling == 1 and Reservation.objects.active().get(ref=endpoint.ref).units == 1
+    assert endpoint.replica_ceiling == 1 and Reservation.objects.held().get(ref=endpoint.ref).units == 1
     assert endpoint.scaling_events.first().reason == "scaled to its minimum by sam"
 
 

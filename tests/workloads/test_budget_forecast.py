@@ -226,7 +226,7 @@ def test_a_spent_budget_with_the_stop_policy_stops_running_work(member, team, qu
     assert running.state == "cancelled" and "budget is spent" in running.reason
     assert ("workloads.tasks.delete_workload", ("run", running.pk)) in published
     endpoint.refresh_from_db()
-    assert endpoint.replica_ceiling == 1 and Reservation.objects.active().get(ref=endpoint.ref).units == 1
+    assert endpoint.replica_ceiling == 1 and Reservation.objects.held().get(ref=endpoint.ref).units == 1
     assert endpoint.state == "ready"  # it keeps serving at its guaranteed minimum
 
 

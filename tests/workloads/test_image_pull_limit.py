@@ -35,7 +35,7 @@ def cluster(published, monkeypatch, settings) -> Cluster:
 
 
 def held(ref: str) -> bool:
-    return Reservation.objects.active().filter(ref=ref).exists()
+    return Reservation.objects.held().filter(ref=ref).exists()
 
 
 def on_cluster(cluster: Cluster, workload) -> bool:

@@ -60,7 +60,7 @@ def test_it_admits_applies_observes_bills_and_ends_a_kind_it_does_not_know(open_
     # Admitted against the team's quota like any workload, the apply task published after commit.
     notebook = open_notebook("explore", 2)
     assert notebook.state == NotebookState.ADMITTED
-    assert Reservation.objects.active().get(ref=f"nb:{notebook.pk}").units == 2
+    assert Reservation.objects.held().get(ref=f"nb:{notebook.pk}").units == 2
     assert published == [("workloads.tasks.apply_workload", ("nb", notebook.pk))]
 
     # Applied through the kind's builder, with the team's namespace objects.
@@ -87,7 +87,7 @@ def test_it_admits_applies_observes_bills_and_ends_a_kind_it_does_not_know(open_
     assert (notebook.state, notebook.finished_at) == (NotebookState.DONE, end)
     assert notebook.cost_to_date == Decimal("16.4")
     assert sum(r.cost for r in UsageRecord.objects.filter(ref=notebook.ref)) == Decimal("16.4")
-    assert not Reservation.objects.active().filter(ref=notebook.ref).exists()
+    assert not Reservation.objects.held().filter(ref=notebook.ref).exists()
     # Objects of work that finished by itself are kept (logs, events).
     assert rec.reconcile(fake_backend).orphans_deleted == []
 
@@ -126,7 +126,7 @@ def test_it_redrives_and_fails_a_kind_it_does_not_know(open_notebook, fake_backe
     notebook.refresh_from_db()
     assert notebook.state == NotebookState.FAILED
     assert "could not be reached after 10 attempts" in notebook.reason
-    assert not Reservation.objects.active().filter(ref=notebook.ref).exists()
+    assert not Reservation.objects.held().filter(ref=notebook.ref).exists()
 
 
 @pytest.mark.urls("tests.workloads.tinykind.site_urls")  # the project's URLs plus the kind's, as portal/urls.py would
