@@ -186,22 +186,23 @@ def measure(threads: int, seconds: float) -> dict[str, float]:
     # The lock's cost: the same cycle without the row lock (unsafe, it may over-admit; measured
     # only to isolate the lock from the checks). Locked and unlocked alternate, twice each, so
     # neither gains from running second (warmer caches, a quieter moment of a shared machine).
+    # admit() takes the lock through teams.services.lock_team; the unlocked cycle reads the same
+    # Team row in the same round trip, without FOR NO KEY UPDATE.
     from quotas import admission as module
 
-    locked_sql = module._hot_sql
+    lock_team = module.lock_team
 
-    def without_lock(vendor: str) -> tuple[str, str, str, str]:
-        lock, *rest = locked_sql(vendor)
-        return (lock.split(" FOR ")[0], *rest)
+    def without_lock(team) -> None:
+        list(Team.objects.filter(pk=team.pk).values_list("pk", flat=True))
 
     locked, unlocked = [], []
     for _ in range(2):
         locked.append(run_threads(threads, seconds, admission(lambda n: own[n])))
-        module._hot_sql = without_lock
+        module.lock_team = without_lock
         try:
             unlocked.append(run_threads(threads, seconds, admission(lambda n: own[n])))
         finally:
-            module._hot_sql = locked_sql
+            module.lock_team = lock_team
     figures = {
         "team_per_thread": sum(locked) / len(locked),
         "unlocked": sum(unlocked) / len(unlocked),

@@ -36,7 +36,6 @@ from quotas.constants import Outcome, Priority, Reason
 from quotas.ledger import ZERO, committed, cost_ahead, hours_left_in_month, month_end, month_spend
 from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota
 from quotas.signals import workload_admitted
-from teams.models import Team
 from teams.services import lock_team
 
 
@@ -263,18 +262,13 @@ def _in_use(team, flavor_id: int) -> int:
 
 
 @lru_cache(maxsize=4)
-def _hot_sql(vendor: str) -> tuple[str, str, str, str]:
-    """The lock, facts, insert and release statements for ``vendor`` (table names from the models)."""
+def _hot_sql(vendor: str) -> tuple[str, str, str]:
+    """The facts, insert and release statements for ``vendor`` (table names from the models)."""
     # Values always travel as parameters; only table and column names are formatted in.
     q = connection.ops.quote_name
-    team, quota, flavor, res, queue, budget = (
-        q(model._meta.db_table) for model in (Team, TeamQuota, GpuFlavor, Reservation, QueuedRequest, TeamBudget)
+    quota, flavor, res, queue, budget = (
+        q(model._meta.db_table) for model in (TeamQuota, GpuFlavor, Reservation, QueuedRequest, TeamBudget)
     )
-    lock = f"SELECT id FROM {team} WHERE id = %(team)s"  # noqa: S608 - only quoted model table names are interpolated
-    if connection.features.has_select_for_no_key_update:
-        lock += " FOR NO KEY UPDATE"  # see lock_team
-    elif connection.features.has_select_for_update:
-        lock += " FOR UPDATE"
     facts = (  # f.active: GpuFlavor.usable, read in the same round trip
         f"SELECT f.id, f.active, f.max_units_per_node, tq.{q('limit')},"  # noqa: S608 - only quoted model table names are interpolated
         f" EXISTS(SELECT 1 FROM {res} WHERE ref = %(ref)s AND released_at IS NULL),"
@@ -294,7 +288,7 @@ def _hot_sql(vendor: str) -> tuple[str, str, str, str]:
               f" created_at) VALUES (%(team)s, %(ref)s, %(flavor)s, %(units)s, %(per_node)s, %(priority)s, %(spot)s,"
               f" %(description)s, %(now)s)")
     release = f"UPDATE {res} SET released_at = %(now)s WHERE ref = %(ref)s AND released_at IS NULL"  # noqa: S608
-    return lock, facts, insert, release
+    return facts, insert, release
 
 
 def _request_of(entry: QueuedRequest | Reservation) -> ResourceRequest:
@@ -323,16 +317,16 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
     together. Admitting a ref that is already admitted or queued returns that outcome again
     without writing anything.
     """
-    lock_sql, facts_sql, insert_sql, _ = _hot_sql(connection.vendor)
+    facts_sql, insert_sql, _ = _hot_sql(connection.vendor)
     # No savepoint of its own (two statements less on every submission): an error here fails
     # the caller's transaction as a whole, which is what every caller wants — the workload row
     # written just before must not commit without its admission.
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
-        # 1. Serialise admissions of this team (lock_team, in SQL). Everything read below is
+        # 1. Serialise admissions of this team (the team lock). Everything read below is
         #    read *after* the lock is granted, by a new statement: under READ COMMITTED a
         #    statement sees what was committed before it started, so only a later statement
         #    sees the reservations of whoever held the lock before us.
-        cursor.execute(lock_sql, {"team": team.pk})
+        lock_team(team)
         # 2. Every fact in one round trip: the flavor and the team's limit for it, is the ref
         #    already admitted or queued, the units of the flavor in use, the budget, and what
         #    bounds committed money. A budgeted team's month-to-date spend is then the ledger's
@@ -402,7 +396,7 @@ def release(ref: str) -> bool:
 
 def _release_reservation(ref: str) -> bool:
     with connection.cursor() as cursor:
-        cursor.execute(_hot_sql(connection.vendor)[3],
+        cursor.execute(_hot_sql(connection.vendor)[2],
                        {"ref": ref, "now": connection.ops.adapt_datetimefield_value(timezone.now())})
         return cursor.rowcount > 0
 
