@@ -269,7 +269,7 @@ def usage(request):
     """The current team's spend in a month (``?month=YYYY-MM``, default this one): charts, by person, flavor and workload."""
     current = request.membership
     if getattr(current, "pk", None) is None:
-        return render(request, "jobs/no_team.html")
+        return render(request, "workloads/no_team.html")
     team = require_team(request.user, current.team).team
     now = timezone.now()
     month, error, status = parse_month(request.GET.get("month"), now), "", 200

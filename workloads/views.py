@@ -43,7 +43,7 @@ def no_team(request: HttpRequest) -> HttpResponse:
     """Someone in no team: platform staff land on the Capacity page, others are told to ask for one."""
     if request.user.is_staff:
         return redirect("admin-capacity")
-    return render(request, "jobs/no_team.html")
+    return render(request, "workloads/no_team.html")
 
 
 def wants_partial(request: HttpRequest) -> bool:

@@ -53,6 +53,7 @@ def test_cancelling_a_queued_run_while_it_is_being_admitted_neither_deadlocks_no
         admitting.join(30)
         cancelling.join(30)
     finally:
+        go.set()  # a failed assertion must not leave the held side waiting
         workload_admitted.disconnect(dispatch_uid="workloads.workload_admitted")
         workload_admitted.connect(admitted_from_queue, dispatch_uid="workloads.workload_admitted")
 
@@ -87,10 +88,12 @@ def test_cancelling_a_running_run_while_the_reconciler_bills_it_neither_deadlock
     errors: list[Exception] = []
     cycle = in_thread(held_cycle, errors)
     assert inside.wait(10)
-    cancelling = in_thread(lambda: cancel_run(member, run), errors)
-    # The cancel's conditional state change waits for the run's row, which the cycle has.
-    assert '"jobs_trainingrun"' in wait_until_lock_waiter(cancelling).query
-    go.set()
+    try:
+        cancelling = in_thread(lambda: cancel_run(member, run), errors)
+        # The cancel's conditional state change waits for the run's row, which the cycle has.
+        assert '"jobs_trainingrun"' in wait_until_lock_waiter(cancelling).query
+    finally:
+        go.set()  # also when the assertion fails: the held cycle must not wait on
     cycle.join(30)
     cancelling.join(30)
 

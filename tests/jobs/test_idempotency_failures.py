@@ -66,11 +66,13 @@ def test_a_retry_while_a_slow_first_request_still_runs_never_creates_a_second_ru
 
     first = in_thread(lambda: post("first"), errors)
     assert inside.wait(10)
-    retrying = in_thread(lambda: post("retry"), errors)
-    # The retry presumes the placeholder abandoned and deletes it, which waits for the row lock
-    # the first request holds until it commits.
-    assert '"portal_idempotencyrecord"' in wait_until_lock_waiter(retrying).query
-    go.set()
+    try:
+        retrying = in_thread(lambda: post("retry"), errors)
+        # The retry presumes the placeholder abandoned and deletes it, which waits for the row
+        # lock the first request holds until it commits.
+        assert '"portal_idempotencyrecord"' in wait_until_lock_waiter(retrying).query
+    finally:
+        go.set()  # also when the assertion fails: the first request must not wait on
     first.join(30)
     retrying.join(30)
     assert errors == []

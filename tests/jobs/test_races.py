@@ -97,9 +97,11 @@ def test_cancelling_a_queued_run_of_a_team_without_quota_rows_does_not_deadlock_
     # Staff give the quota back; the admission it triggers (schedule_team_sync, or the next
     # reconcile) waits for the team's lock, which the cancel holds.
     TeamQuota.objects.create(team=team, flavor=GpuFlavor.objects.get(name="l4"), limit=2)
-    admitting = in_thread(lambda: admission.admit_waiting(team), errors)
-    assert '"portal_team"' in wait_until_lock_waiter(admitting).query
-    go.set()  # the cancel releases: it deletes the queue entry the admission deleted
+    try:
+        admitting = in_thread(lambda: admission.admit_waiting(team), errors)
+        assert '"portal_team"' in wait_until_lock_waiter(admitting).query
+    finally:
+        go.set()  # the cancel releases: it deletes the queue entry the admission deleted
     cancelling.join(30)
     admitting.join(30)
 

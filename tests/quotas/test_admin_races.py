@@ -59,6 +59,7 @@ def test_editing_two_quotas_on_the_team_page_while_a_run_is_admitted_does_not_de
         saving.join(30)
         admitting.join(30)
     finally:
+        go.set()  # a failed assertion must not leave the held side waiting
         post_save.disconnect(dispatch_uid="review.paused")
 
     assert errors == []  # it was: a DeadlockDetected (OperationalError) in one of the two
