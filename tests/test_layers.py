@@ -10,6 +10,7 @@ from tests.test_import_cycles import PACKAGES, graph
 
 #: Bottom up. A package may import any package of a lower layer, none of its own or a higher one.
 LAYERS: tuple[tuple[str, ...], ...] = (
+    ("slipway",),            # the command line and Python client: HTTP to the API only, no project package
     ("cluster",),            # Kubernetes layer, Django-free
     ("core",),               # shared plumbing every app needs and no app owns
     ("sandbox", "teams"),    # the simulated cluster (cluster's interface); teams, membership, tokens, audit, the team lock

@@ -1,0 +1,217 @@
+"""Python client of Slipway's REST API (docs/api.md): ``Client(url, token)``.
+
+Every method is one API call (or an iteration over pages), returns the API's JSON as plain
+dicts, and raises one :class:`ApiError` subclass per kind of refusal, carrying the API's
+``{"errors": {field: [messages]}}`` so callers can name the field. Reads are retried with
+backoff on network errors and 502/503/504; writes never are (a resent submission could start
+a second run), and a submission sends an ``Idempotency-Key`` so that a retry the *caller*
+makes with the same key returns the first run instead of creating another.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+#: Network failures and gateway answers retried for reads, with this backoff (seconds) between tries.
+READ_BACKOFF = (0.5, 1.0, 2.0)
+RETRIED_STATUSES = frozenset({502, 503, 504})
+
+
+class ApiError(Exception):
+    """A refusal of the API: ``status`` and ``errors`` (``{field: [messages]}``) as it sent them."""
+
+    def __init__(self, message: str, status: int | None = None, errors: dict[str, list[str]] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.errors = errors or {}
+
+
+class ConnectionFailed(ApiError):
+    """The server could not be reached (after the retries, for a read)."""
+
+
+class BadRequest(ApiError):
+    """400 (or 422 for a reused Idempotency-Key): ``errors`` names the fields."""
+
+
+class NotSignedIn(ApiError):
+    """401: no token or a token that is no longer valid."""
+
+
+class Forbidden(ApiError):
+    """403: the caller's role is too low for this."""
+
+
+class NotFound(ApiError):
+    """404: no such object, or one of a team the caller is not in."""
+
+
+class Conflict(ApiError):
+    """409: the object's state does not allow it (e.g. cancelling a finished run)."""
+
+
+class RateLimited(ApiError):
+    """429: too many requests; ``retry_after`` in seconds when the server said."""
+
+    retry_after: float | None = None
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {400: BadRequest, 401: NotSignedIn, 403: Forbidden, 404: NotFound,
+                                         409: Conflict, 422: BadRequest, 429: RateLimited}
+
+
+def error_lines(errors: dict[str, Any]) -> list[str]:
+    """``field: message`` lines of the API's error shape (``detail`` and ``non_field_errors`` unprefixed)."""
+    lines = []
+    for field, messages in errors.items():
+        for message in messages if isinstance(messages, list) else [messages]:
+            lines.append(str(message) if field in ("detail", "non_field_errors") else f"{field}: {message}")
+    return lines
+
+
+def _error_for(response: httpx.Response) -> ApiError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    errors = body.get("errors") if isinstance(body, dict) else None
+    if not isinstance(errors, dict):
+        errors = {"detail": [str(body.get("detail", response.reason_phrase))]} if isinstance(body, dict) and body.get(
+            "detail") else {"detail": [f"{response.status_code} {response.reason_phrase}"]}
+    cls = _BY_STATUS.get(response.status_code, ApiError)
+    message = "not signed in: run `slipway login`" if cls is NotSignedIn else "; ".join(error_lines(errors))
+    error = cls(message, response.status_code, errors)
+    if isinstance(error, RateLimited):
+        retry_after = response.headers.get("Retry-After", "")
+        error.retry_after = float(retry_after) if retry_after.isdigit() else None
+    return error
+
+
+class Client:
+    """The REST API at ``url`` (the portal's address, e.g. ``https://slipway.example.com``) as ``token``."""
+
+    def __init__(self, url: str, token: str | None, *, timeout: float = 30.0,
+                 transport: httpx.BaseTransport | None = None, backoff: tuple[float, ...] = READ_BACKOFF) -> None:
+        headers = {"Accept": "application/json", "User-Agent": "slipway-cli"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self.url = url.rstrip("/")
+        self.backoff = backoff
+        self._http = httpx.Client(base_url=f"{self.url}/api/v1/", headers=headers, timeout=timeout, transport=transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- transport ---------------------------------------------------------------------------
+    def _request(self, method: str, path: str, *, params: dict | None = None, json: Any = None,
+                 headers: dict | None = None) -> httpx.Response:
+        reading = method == "GET"
+        # None, not {}: httpx would replace the query of a full URL (a page's ``next``) with an empty one.
+        params = {k: v for k, v in (params or {}).items() if v is not None} or None
+        waits = [*self.backoff, None] if reading else [None]
+        for wait in waits:
+            try:
+                response = self._http.request(method, path, params=params, json=json, headers=headers)
+            except httpx.TransportError as exc:
+                if wait is None:
+                    raise ConnectionFailed(f"cannot reach {self.url}: {exc}") from exc
+            else:
+                if not (reading and response.status_code in RETRIED_STATUSES and wait is not None):
+                    break
+            time.sleep(wait)
+        if response.status_code >= 400:
+            raise _error_for(response)
+        return response
+
+    def _get(self, path: str, **params) -> Any:
+        return self._request("GET", path, params=params).json()
+
+    def _pages(self, path: str, **params) -> Iterator[dict]:
+        """Every result of a paginated list, page after page (the API's ``next`` links)."""
+        page = self._get(path, **params)
+        while True:
+            yield from page["results"]
+            if not page.get("next"):
+                return
+            response = self._request("GET", page["next"])
+            page = response.json()
+
+    # -- teams, flavors, money ---------------------------------------------------------------
+    def teams(self) -> list[dict]:
+        return list(self._pages("teams/"))
+
+    def flavors(self) -> list[dict]:
+        return list(self._pages("flavors/"))
+
+    def team_usage(self, team: str) -> dict:
+        """Quotas and budget of ``team`` (``{"quotas": [...], "budget": {...}}``)."""
+        return self._get(f"teams/{team}/usage/")
+
+    def usage_report(self, *, team: str | None = None, since: str | None = None, until: str | None = None,
+                     group_by: str | None = None) -> list[dict]:
+        """The cost report: rows ``{"group", "gpu_hours", "cost", ...}`` (money in cents)."""
+        return list(self._pages("usage/", team=team, since=since, until=until, group_by=group_by))
+
+    # -- runs --------------------------------------------------------------------------------
+    def submit_run(self, spec: dict, *, idempotency_key: str | None = None) -> dict:
+        """Submit a run; the same ``idempotency_key`` again returns the first run (a fresh key if none)."""
+        key = idempotency_key or str(uuid.uuid4())
+        return self._request("POST", "runs/", json=spec, headers={"Idempotency-Key": key}).json()
+
+    def dry_run(self, spec: dict) -> dict:
+        """What submitting ``spec`` would do now (admission outcome, cost, estimated start); writes nothing."""
+        return self._request("POST", "runs/", params={"dry_run": "1"}, json=spec).json()
+
+    def runs(self, *, team: str | None = None, state: str | None = None, created_by: str | None = None,
+             page_size: int | None = None) -> Iterator[dict]:
+        """The caller's teams' runs, newest first, over every page."""
+        return self._pages("runs/", team=team, state=state, created_by=created_by, page_size=page_size)
+
+    def run(self, run_id: int) -> dict:
+        return self._get(f"runs/{int(run_id)}/")
+
+    def cancel_run(self, run_id: int) -> dict:
+        return self._request("POST", f"runs/{int(run_id)}/cancel/").json()
+
+    def logs(self, run_id: int, *, tail: int | None = None, pod: str | None = None) -> dict:
+        """``{"lines", "pod", "pods"}``: the run's default pod, or ``pod``."""
+        return self._get(f"runs/{int(run_id)}/logs/", tail=tail, pod=pod)
+
+    def events(self, run_id: int) -> list[dict]:
+        return self._get(f"runs/{int(run_id)}/events/")
+
+    # -- endpoints ---------------------------------------------------------------------------
+    def create_endpoint(self, spec: dict, *, idempotency_key: str | None = None) -> dict:
+        key = idempotency_key or str(uuid.uuid4())
+        return self._request("POST", "endpoints/", json=spec, headers={"Idempotency-Key": key}).json()
+
+    def dry_run_endpoint(self, spec: dict) -> dict:
+        """What creating the endpoint would do now (its minimum's admission, costs, burst); writes nothing."""
+        return self._request("POST", "endpoints/", params={"dry_run": "1"}, json=spec).json()
+
+    def endpoints(self, *, team: str | None = None, state: str | None = None,
+                  page_size: int | None = None) -> Iterator[dict]:
+        return self._pages("endpoints/", team=team, state=state, page_size=page_size)
+
+    def endpoint(self, endpoint_id: int) -> dict:
+        return self._get(f"endpoints/{int(endpoint_id)}/")
+
+    def scale_endpoint(self, endpoint_id: int, *, min_replicas: int | None = None,
+                       max_replicas: int | None = None) -> dict:
+        """PATCH the replica bounds (a higher minimum must fit the quota now, else :class:`BadRequest`)."""
+        body = {k: v for k, v in {"min_replicas": min_replicas, "max_replicas": max_replicas}.items() if v is not None}
+        return self._request("PATCH", f"endpoints/{int(endpoint_id)}/", json=body).json()
+
+    def delete_endpoint(self, endpoint_id: int) -> dict:
+        return self._request("DELETE", f"endpoints/{int(endpoint_id)}/").json()

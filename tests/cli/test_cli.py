@@ -1,0 +1,318 @@
+"""Every verb of ``slipway`` against a live server (issue 26, "The command line and the Python client")."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+import httpx
+import jsonschema
+import pytest
+import yaml
+from django.utils import timezone
+
+from jobs.models import TrainingRun
+from slipway import cli as slipway_cli
+from slipway.client import Client, NotSignedIn
+from tests.fakes import pod
+from tests.jobs.conftest import run_payload
+from workloads.reconcile import reconcile
+from workloads.tasks import apply_workload
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def write(path, payload) -> str:
+    path.write_text(yaml.safe_dump(payload) if path.suffix == ".yaml" else json.dumps(payload))
+    return str(path)
+
+
+@pytest.fixture
+def spec(tmp_path):
+    return write(tmp_path / "spec.yaml", run_payload(max_retries=0))
+
+
+def run_id_of(output: str) -> int:
+    """``run 7 bert-finetune: admitted`` → 7."""
+    return int(output.split()[1])
+
+
+# -- the OpenAPI schema -----------------------------------------------------------------------
+
+
+def json_schema(openapi: dict, node):
+    """OpenAPI 3.0's ``nullable`` as JSON Schema's ``null`` type, the rest unchanged (``$ref`` kept)."""
+    if isinstance(node, list):
+        return [json_schema(openapi, item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    converted = {key: json_schema(openapi, value) for key, value in node.items() if key != "nullable"}
+    if node.get("nullable"):
+        return {"anyOf": [converted, {"type": "null"}]}
+    return converted
+
+
+def validator_for(live_server, path: str):
+    openapi = yaml.safe_load(httpx.get(f"{live_server.url}/api/schema/").text)
+    response = openapi["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    document = {**json_schema(openapi, response), "components": json_schema(openapi, openapi["components"])}
+    return jsonschema.Draft202012Validator(document)
+
+
+# -- a whole session --------------------------------------------------------------------------
+
+
+def test_run_ps_describe_logs_cancel(cli, spec, fake_backend, live_server):
+    submitted = cli("run", "-f", spec)
+    assert submitted.exit_code == 0, submitted.output
+    run_id = run_id_of(submitted.stdout)
+    assert submitted.stdout.startswith(f"run {run_id} bert-finetune: admitted")
+
+    listed = cli("ps")
+    assert listed.exit_code == 0
+    header, row = listed.stdout.splitlines()[:2]
+    assert header.split() == ["ID", "TEAM", "NAME", "STATE", "FLAVOR", "GPUS", "CREATED"]
+    assert row.split()[:6] == [str(run_id), "ml-research", "bert-finetune", "admitted", "a100-80gb", "2"]
+    assert "REASON" in cli("ps", "-o", "wide").stdout.splitlines()[0]
+    assert yaml.safe_load(cli("ps", "-o", "yaml").stdout)[0]["id"] == run_id
+
+    described = cli("describe", str(run_id))
+    assert described.exit_code == 0
+    assert "State:" in described.stdout and "admitted" in described.stdout
+    assert "python train.py --epochs 3" in described.stdout
+
+    run = TrainingRun.objects.get(pk=run_id)
+    assert apply_workload("run", run_id) == "applied"
+    run.refresh_from_db()
+    fake_backend.set_running(run.namespace, run.cluster_name, 2)
+    pod_name = fake_backend.pods(run)[0]["metadata"]["name"]
+    fake_backend.log_lines[pod_name] = ["epoch 1 loss 0.9", "epoch 2 loss 0.5", "epoch 3 loss 0.3"]
+    logs = cli("logs", str(run_id), "--tail", "2")
+    assert logs.exit_code == 0
+    assert logs.stdout.splitlines() == ["epoch 2 loss 0.5", "epoch 3 loss 0.3"]
+    assert cli("logs", str(run_id), "--pod", pod_name).stdout.splitlines()[0] == "epoch 1 loss 0.9"
+    missing_pod = cli("logs", str(run_id), "--pod", "nope")
+    assert missing_pod.exit_code == 4 and "No such pod." in missing_pod.stderr
+
+    cancelled = cli("cancel", str(run_id))
+    assert cancelled.exit_code == 0, cancelled.output
+    assert cancelled.stdout.startswith(f"run {run_id} bert-finetune: ")
+    again = cli("cancel", str(run_id))
+    assert again.exit_code == 1 and "Traceback" not in again.output and again.stderr.startswith("Error: ")
+
+
+def test_ps_and_describe_as_json_follow_the_openapi_schema(cli, spec, live_server):
+    run_id = run_id_of(cli("run", "-f", spec).stdout)
+    check = validator_for(live_server, "/api/v1/runs/{id}/")
+    listed = json.loads(cli("ps", "-o", "json").stdout)
+    assert [r["id"] for r in listed] == [run_id]
+    for item in listed:
+        check.validate(item)
+    check.validate(json.loads(cli("describe", str(run_id), "-o", "json").stdout))
+    with pytest.raises(jsonschema.ValidationError):  # the check would see a wrong field
+        check.validate({**listed[0], "state": "napping"})
+
+
+def test_dry_run_prints_the_decision_and_creates_nothing(cli, spec):
+    result = cli("run", "-f", spec, "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "Decision:" in result.stdout and "admit" in result.stdout
+    assert "Cost/hour:" in result.stdout and "Estimated start:" in result.stdout
+    assert not TrainingRun.objects.exists()
+
+
+def test_the_same_idempotency_key_creates_one_run(cli, spec):
+    first = cli("run", "-f", spec, "--idempotency-key", "retry-7")
+    second = cli("run", "-f", spec, "--idempotency-key", "retry-7")
+    assert first.exit_code == second.exit_code == 0
+    assert run_id_of(first.stdout) == run_id_of(second.stdout)
+    assert TrainingRun.objects.count() == 1
+
+
+def test_watch_exits_1_when_the_run_fails(cli, tmp_path, fake_backend, monkeypatch):
+    """Between polls the cluster moves on and the reconciler observes it: running, then failed."""
+    spec = write(tmp_path / "spec.json", run_payload(max_retries=0))
+    steps = iter(["apply", "running", "failed"])
+
+    def cluster_moves_on(_seconds):
+        run = TrainingRun.objects.get()
+        step = next(steps)
+        started = timezone.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        if step == "apply":
+            apply_workload("run", run.pk)
+        elif step == "running":
+            fake_backend.set_running(run.namespace, run.cluster_name, 2, started=started)
+        else:
+            fake_backend.set_finished(run.namespace, run.cluster_name, ok=False, started=started, finished=started)
+        reconcile(fake_backend)
+
+    monkeypatch.setattr(slipway_cli, "pause", cluster_moves_on)
+    result = cli("run", "-f", spec, "--watch")
+    assert result.exit_code == 1, result.output
+    states = [line.split()[2] for line in result.stdout.splitlines()[1:]]
+    assert states[0] == "admitted" and states[-1] == "failed" and "running" in states
+
+
+def test_watch_exits_0_when_the_run_succeeds(cli, spec, fake_backend, monkeypatch):
+    def cluster_moves_on(_seconds):
+        run = TrainingRun.objects.get()
+        apply_workload("run", run.pk)
+        run.refresh_from_db()
+        now = timezone.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        fake_backend.set_finished(run.namespace, run.cluster_name, ok=True, started=now, finished=now)
+        reconcile(fake_backend)
+
+    monkeypatch.setattr(slipway_cli, "pause", cluster_moves_on)
+    result = cli("run", "-f", spec, "--watch")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1].split()[2] == "succeeded"
+
+
+def test_logs_follow_prints_new_lines_until_the_run_ends(cli, spec, fake_backend, monkeypatch):
+    run_id = run_id_of(cli("run", "-f", spec).stdout)
+    apply_workload("run", run_id)
+    run = TrainingRun.objects.get(pk=run_id)
+    now = timezone.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+    fake_backend.pod_lists[(run.namespace, run.cluster_name)] = [pod(run.cluster_name, "Running", 2, now)]
+    reconcile(fake_backend)
+    name = fake_backend.pods(run)[0]["metadata"]["name"]
+    fake_backend.log_lines[name] = ["one", "two"]
+
+    def more_lines_then_the_end(_seconds):
+        fake_backend.log_lines[name] += ["three", "two"]  # a repeated line is still a new line
+        fake_backend.set_finished(run.namespace, run.cluster_name, ok=True, started=now, finished=now)
+        reconcile(fake_backend)
+
+    monkeypatch.setattr(slipway_cli, "pause", more_lines_then_the_end)
+    result = cli("logs", str(run_id), "-f")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == ["one", "two", "three", "two"]
+
+
+def test_new_lines_of_a_growing_tail_window():
+    assert slipway_cli.new_lines(["a", "b", "c"], ["b", "c", "d"]) == ["d"]
+    assert slipway_cli.new_lines(["a", "b"], ["a", "b"]) == []
+    assert slipway_cli.new_lines(["x"], ["y", "z"]) == ["y", "z"]
+    assert slipway_cli.new_lines([], ["a"]) == ["a"]
+
+
+# -- bad input and refusals -------------------------------------------------------------------
+
+
+def test_a_bad_yaml_file_names_its_line(cli, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bert\nimage: x\ncommand: [python\nflavor: a100-80gb\n")
+    result = cli("run", "-f", str(bad))
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    assert result.stderr.startswith(f"Error: {bad}, line ")
+    not_a_mapping = tmp_path / "list.yaml"
+    not_a_mapping.write_text("- a\n- b\n")
+    assert "expected the API's fields as a mapping" in cli("run", "-f", str(not_a_mapping)).stderr
+    assert cli("run", "-f", str(tmp_path / "absent.yaml")).exit_code == 1
+
+
+def test_a_field_refused_by_the_api_is_named_with_the_file(cli, tmp_path):
+    spec = write(tmp_path / "spec.yaml", run_payload(gpus_per_worker=0))
+    result = cli("run", "-f", spec)
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: {spec}: gpus_per_worker: ")
+    assert "Traceback" not in result.output
+    assert not TrainingRun.objects.exists()
+
+
+def test_a_refused_token_says_to_run_login(cli, spec):
+    result = cli("ps", SLIPWAY_TOKEN="not-a-token")
+    assert result.exit_code == 3
+    assert "not signed in: run `slipway login`" in result.stderr
+    nothing = cli("ps", SLIPWAY_URL="", SLIPWAY_TOKEN="")
+    assert nothing.exit_code == 3 and "slipway login" in nothing.stderr
+
+
+def test_not_found_and_usage_errors_have_their_exit_codes(cli):
+    assert cli("describe", "999999").exit_code == 4
+    assert cli("describe", "seven").exit_code == 2
+    assert cli("ps", "-o", "xml").exit_code == 2
+    assert cli("cost", "--month", "November").exit_code == 2
+    assert "Exit codes:" in cli("--help").stdout
+
+
+# -- login and profiles -----------------------------------------------------------------------
+
+
+def test_login_checks_the_token_and_saves_a_private_profile(cli, env, tmp_path):
+    url, token = env["SLIPWAY_URL"], env["SLIPWAY_TOKEN"]
+    result = cli("--profile", "work", "login", "--url", url, input=f"{token}\n", SLIPWAY_URL="", SLIPWAY_TOKEN="")
+    assert result.exit_code == 0, result.output
+    assert "ml-research" in result.stdout
+    path = tmp_path / "config" / "slipway" / "config.toml"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert token in path.read_text()
+    # The profile alone connects; another profile is not signed in.
+    assert cli("--profile", "work", "ps", SLIPWAY_URL="", SLIPWAY_TOKEN="").exit_code == 0
+    assert cli("ps", SLIPWAY_URL="", SLIPWAY_TOKEN="").exit_code == 3
+    refused = cli("login", "--url", url, "--token", "wrong", SLIPWAY_URL="", SLIPWAY_TOKEN="")
+    assert refused.exit_code == 3 and "API tokens" in refused.stderr
+    assert "pasted API token" in cli("login", "--help").stdout.replace("\n", " ").replace("  ", " ")
+
+
+# -- endpoints, quota, cost -------------------------------------------------------------------
+
+
+def test_endpoint_verbs(cli, tmp_path, ep_quota):
+    from tests.inference.conftest import endpoint_payload
+
+    spec = write(tmp_path / "endpoint.yaml", {"team": "ml-research", **endpoint_payload()})
+    assert "Decision:" in cli("endpoint", "create", "-f", spec, "--dry-run").stdout
+    created = cli("endpoint", "create", "-f", spec)
+    assert created.exit_code == 0, created.output
+    endpoint_id = int(created.stdout.split()[1])
+    assert str(endpoint_id) in cli("endpoint", "ls").stdout
+    assert json.loads(cli("endpoint", "ls", "-o", "json").stdout)[0]["id"] == endpoint_id
+    assert "Replicas:" in cli("endpoint", "describe", str(endpoint_id)).stdout
+    scaled = cli("endpoint", "scale", str(endpoint_id), "--max", "2")
+    assert scaled.exit_code == 0, scaled.output
+    assert "max 2" in scaled.stdout
+    assert cli("endpoint", "scale", str(endpoint_id)).exit_code == 2
+    deleted = cli("endpoint", "delete", str(endpoint_id))
+    assert deleted.exit_code == 0, deleted.output
+
+
+def test_quota_and_cost(cli, spec):
+    quota = cli("quota")
+    assert quota.exit_code == 0, quota.output
+    assert "a100-80gb" in quota.stdout and "Budget:" in quota.stdout
+    cost = cli("cost", "--month", timezone.now().strftime("%Y-%m"))
+    assert cost.exit_code == 0, cost.output
+    assert cost.stdout.splitlines()[-1].startswith("Total:")
+    assert cli("cost", "-o", "json").exit_code == 0
+
+
+# -- the Python client ------------------------------------------------------------------------
+
+
+def test_the_client_iterates_pages_and_maps_401(env, spec, live_server):
+    with Client(env["SLIPWAY_URL"], env["SLIPWAY_TOKEN"]) as client:
+        for n in range(3):
+            client.submit_run(run_payload(name=f"run-{n}"))
+        assert [r["name"] for r in client.runs(page_size=1)] == ["run-2", "run-1", "run-0"]
+    with Client(env["SLIPWAY_URL"], None) as anonymous, pytest.raises(NotSignedIn, match="slipway login"):
+        anonymous.teams()
+
+
+def test_reads_are_retried_and_writes_are_not():
+    calls = []
+
+    def flaky(request):
+        calls.append(request.method)
+        if len(calls) == 1:
+            raise httpx.ConnectError("refused")
+        return httpx.Response(200, json={"count": 0, "next": None, "previous": None, "results": []})
+
+    client = Client("http://slipway.invalid", "t", transport=httpx.MockTransport(flaky), backoff=(0, 0))
+    assert client.teams() == []
+    assert calls == ["GET", "GET"]
+    calls.clear()
+    with pytest.raises(Exception, match="cannot reach"):
+        client.submit_run({})
+    assert calls == ["POST"]
