@@ -25,9 +25,10 @@ RUN groupadd --system --gid 10001 slipway \
     && useradd --system --uid 10001 --gid slipway --home-dir /app --no-create-home --shell /usr/sbin/nologin slipway
 
 WORKDIR /app
-# Dependencies first: this layer is rebuilt only when pyproject.toml changes. The project
-# installs no packages of its own (setuptools packages = []): the code runs from /app.
+# Dependencies first: this layer is rebuilt only when pyproject.toml or the `slipway` command
+# changes. The command line (slipway/) is the one package installed; the portal runs from /app.
 COPY pyproject.toml README.md ./
+COPY slipway/ slipway/
 RUN pip install .
 COPY . .
 COPY --from=htmx /build/htmx.min.js static/vendor/htmx.min.js

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -117,6 +118,15 @@ def test_it_collects_static_files_and_vendors_htmx_at_build_time(dockerfile):
     # collectstatic must run after the sources and htmx are in place.
     order = [i for i, (ins, args) in enumerate(dockerfile) if ins == "COPY" or "collectstatic" in args]
     assert "collectstatic" in dockerfile[order[-1]][1]
+
+
+def test_the_packages_pyproject_installs_are_copied_before_pip_install(dockerfile):
+    """``pip install .`` builds the packages setuptools names (the ``slipway`` command): they must be there."""
+    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    install = next(i for i, (ins, args) in enumerate(dockerfile) if ins == "RUN" and args.startswith("pip install"))
+    copied = " ".join(args for ins, args in dockerfile[:install] if ins == "COPY")
+    assert packages == ["slipway"]
+    assert all(f"{package}/" in copied.split() for package in packages)
 
 
 def test_it_runs_gunicorn_with_a_healthcheck(dockerfile):
