@@ -7,6 +7,7 @@ Where it connects: ``SLIPWAY_URL`` / ``SLIPWAY_TOKEN`` when set (CI), else the p
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -298,7 +299,7 @@ def watch_run(client: Client, run_id: int, interval: float = FOLLOW_INTERVAL) ->
     """Follow a run's state (a live line on a terminal, a line per change otherwise) until it ends."""
     out = console()
     last = None
-    with out.status("") if out.is_terminal else _nothing() as status:
+    with out.status("") if out.is_terminal else contextlib.nullcontext() as status:
         while True:
             current = client.run(run_id)
             line = f"run {run_id}: {current['state']}" + (f" — {current['reason']}" if current.get("reason") else "")
@@ -311,14 +312,6 @@ def watch_run(client: Client, run_id: int, interval: float = FOLLOW_INTERVAL) ->
                 click.echo(line)
             last = line
             pause(interval)
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 RUN_COLUMNS = ["ID", "TEAM", "NAME", "STATE", "FLAVOR", "GPUS", "CREATED"]

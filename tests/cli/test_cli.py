@@ -296,6 +296,7 @@ def test_the_client_iterates_pages_and_maps_401(env, spec, live_server):
         for n in range(3):
             client.submit_run(run_payload(name=f"run-{n}"))
         assert [r["name"] for r in client.runs(page_size=1)] == ["run-2", "run-1", "run-0"]
+        assert "a100-80gb" in {flavor["name"] for flavor in client.flavors()}
     with Client(env["SLIPWAY_URL"], None) as anonymous, pytest.raises(NotSignedIn, match="slipway login"):
         anonymous.teams()
 
