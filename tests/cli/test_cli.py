@@ -317,3 +317,11 @@ def test_reads_are_retried_and_writes_are_not():
     with pytest.raises(Exception, match="cannot reach"):
         client.submit_run({})
     assert calls == ["POST"]
+
+
+def test_the_config_file_is_under_xdg_config_home_else_dot_config(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    assert slipway_cli.config_path() == tmp_path / ".config" / "slipway" / "config.toml"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert slipway_cli.config_path() == tmp_path / "xdg" / "slipway" / "config.toml"
