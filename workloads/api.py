@@ -75,6 +75,7 @@ def queue_context(workloads_page) -> dict:
         positions.update(admission.queue_positions(team))
         estimates.update(estimated_starts(team))
     return {"queue_positions": positions, "start_estimates": estimates,
+            "borrowed": admission.borrowed_units([w.ref for w in workloads_page]),
             "idle": idle_figures(workloads_page, timezone.now()),
             "secret_env": secrets.names_by_ref(workloads_page)}
 
@@ -96,6 +97,20 @@ class QueuedFields(serializers.Serializer):
             return None
         estimate = self.context.get("start_estimates", {}).get(workload.ref)
         return estimate.at if estimate is not None else None
+
+
+class BorrowedFields(serializers.Serializer):
+    """``borrowed_units`` and ``preemptible``: read from the workload's held reservation (:func:`queue_context`)."""
+
+    borrowed_units = serializers.SerializerMethodField(
+        help_text="How many of its units are borrowed from the team's cohort (0 when not holding quota).")
+    preemptible = serializers.SerializerMethodField(help_text="Holds borrowed units: reclaim may take them back.")
+
+    def get_borrowed_units(self, workload) -> int:
+        return self.context.get("borrowed", {}).get(workload.ref, 0)
+
+    def get_preemptible(self, workload) -> bool:
+        return self.get_borrowed_units(workload) > 0
 
 
 def secret_env_input(more: str = "") -> serializers.DictField:
@@ -243,6 +258,8 @@ class ForecastSerializer(serializers.Serializer):
         max_digits=14, decimal_places=4, allow_null=True,
         help_text="What the budget counts for it this month: its estimate, at most its cost until the month's end; "
                   "without a runtime limit, its cost until the month's end.")
+    borrows = serializers.IntegerField(help_text="Units it would borrow from the team's cohort now.")
+    preemptible = serializers.BooleanField(help_text="Admitted with borrowed units: reclaim may take them back.")
 
 
 DRY_RUN_PARAMETER = OpenApiParameter("dry_run", bool, description="Only forecast: cost, budget share, outcome, start.")
