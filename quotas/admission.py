@@ -10,6 +10,9 @@
 * :func:`release` frees a workload's units (idempotent); :func:`admit_waiting` then admits
   queued work that fits, in queue order (priority, then FIFO), best-effort: a small request
   may pass a large one that does not fit yet.
+* Cohorts (DESIGN §9): a team in a cohort may borrow what other members leave unused
+  (:class:`FlavorQuota` holds the rule); its admissions take the cohort's lock after the
+  team's (:func:`lock_admission`), and its queue is re-admitted with the whole cohort's.
 
 Queued entries whose request can no longer ever fit (the quota was lowered, the flavor
 retired, the budget spent) stay queued with that reason, so an admin can fix the quota and
@@ -273,7 +276,9 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
         message = f"waiting for quota: needs {units}\u00d7 {name}, {usage} of {quota.limit} in use"
         if in_cohort:
             others = f" ({quota.lenders_text()})" if quota.lenders else ""
-            message += f"; the cohort can lend {quota.borrowable(usage, request.may_borrow)}{others}"
+            message += f"; the cohort can lend {quota.borrowable(usage)}{others}"
+            if not request.may_borrow:
+                message += ", but a guaranteed minimum never borrows"
         return Decision(Outcome.QUEUE, Reason.WAITING_FOR_QUOTA, message)
     cost = request.committed_cost(budget.hours_left) if budget is not None else None
     if budget is not None and budget.monthly_limit is not None and cost is not None and cost > budget.left:
@@ -339,12 +344,11 @@ def lock_admission(team) -> int | None:
     (``FOR NO KEY UPDATE``). Returns the cohort's id (None outside a cohort).
 
     Why this order: a team outside any cohort keeps exactly today's path (the team lock is
-    its first statement and the membership is read under it, in admit's facts statement), and
-    it cannot deadlock: every path holds at most one team lock when it asks for a cohort's,
-    and whoever holds a cohort's lock never waits for a team lock (:func:`_admit_waiting_in_cohort`
-    takes other members' team locks only with ``SKIP
-    LOCKED``). Membership changes take the team locks, so the cohort
-    read under the team lock stays true until commit. Re-entrant: taking it twice is free.
+    its first statement and the membership is read under it, in admit's facts statement). It
+    cannot deadlock: whoever holds a cohort's lock never waits for a team's
+    (:func:`_admit_waiting_in_cohort` takes other members' team locks with ``SKIP LOCKED``),
+    and several team locks are only ever taken by id. Membership changes take the team locks,
+    so the cohort read under the team lock stays true until commit. Taking it twice is free.
     """
     lock_team(team)
     cohort_id = cohort_id_of(team)

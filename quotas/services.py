@@ -282,8 +282,8 @@ def set_cohort(actor, name: str, *, reclaim: str | None = None, min_runtime_minu
     """Create or change the cohort ``name``; with ``teams``, exactly those teams are its members
     (a team joining leaves its former cohort). Audited (a quota change: cohorts are quota).
 
-    Locks: every cohort concerned, by id, then every team concerned, by id — the admission
-    order — so no admission decides on half a change. Members old and new re-admit their
+    Locks: every team concerned, by id, then every cohort concerned, by id — the admission
+    order (:func:`quotas.admission.lock_admission`) — so no admission decides on half a change. Members old and new re-admit their
     queues after commit (lent units came or went).
     """
     cohort, created = Cohort.objects.get_or_create(name=name)
@@ -291,9 +291,9 @@ def set_cohort(actor, name: str, *, reclaim: str | None = None, min_runtime_minu
     old_members = set(TeamSharing.objects.filter(cohort=cohort).values_list("team_id", flat=True))
     new_members = old_members if teams is None else {team.pk for team in teams}
     moved = new_members | old_members
-    _lock_cohorts([cohort.pk, *TeamSharing.objects.filter(team_id__in=moved).values_list("cohort_id", flat=True)])
     for team in Team.objects.filter(pk__in=moved).order_by("pk"):
         lock_team(team)
+    _lock_cohorts([cohort.pk, *TeamSharing.objects.filter(team_id__in=moved).values_list("cohort_id", flat=True)])
     for field_name, value in (("reclaim", reclaim), ("min_runtime_minutes", min_runtime_minutes),
                               ("preemption_delay_seconds", preemption_delay_seconds)):
         if value is not None:
@@ -316,10 +316,10 @@ def set_cohort(actor, name: str, *, reclaim: str | None = None, min_runtime_minu
 @transaction.atomic
 def remove_cohort(actor, cohort: Cohort, ip: str | None = None) -> None:
     """Delete a cohort; its teams keep their quotas as walls again. Audited."""
-    _lock_cohorts([cohort.pk])
     members = list(Team.objects.filter(sharing__cohort=cohort).order_by("pk"))
     for team in members:
         lock_team(team)
+    _lock_cohorts([cohort.pk])
     before, name = cohort_fields(cohort), cohort.name
     cohort.delete()  # the members' TeamSharing rows keep their weight, without a cohort
     audit(AuditEvent.Action.QUOTA_CHANGED, actor=actor, target=f"cohort {name}", ip=ip,
