@@ -29,7 +29,7 @@ from functools import lru_cache
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import IntegerField, OuterRef, Q, Subquery, Sum, Value
+from django.db.models import F, IntegerField, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -298,9 +298,22 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
 # -- reading the facts decide() needs ------------------------------------------------------
 
 
+def _quota_rows():
+    """Quota rows with their flavors and their team's cohort id (``cohort_of_team``, read in
+    the same query: a team outside any cohort pays no query for being outside)."""
+    return TeamQuota.objects.select_related("flavor").annotate(cohort_of_team=F("team__sharing__cohort_id"))
+
+
 def team_quotas(team) -> dict[int, TeamQuota]:
-    """``{flavor id: TeamQuota}`` of the team, with the flavors (one query)."""
-    return {q.flavor_id: q for q in TeamQuota.objects.select_related("flavor").filter(team=team)}
+    """``{flavor id: TeamQuota}`` of the team, with the flavors and its cohort id (one query)."""
+    return {q.flavor_id: q for q in _quota_rows().filter(team=team)}
+
+
+def cohort_of_quotas(quotas: dict[int, TeamQuota]) -> CohortFigures | None:
+    """The :class:`CohortFigures` of the team whose :func:`team_quotas` these are (None outside a
+    cohort, or without quota rows, where nothing could be borrowed anyway)."""
+    row = next(iter(quotas.values()), None)
+    return cohort_figures(getattr(row, "cohort_of_team", None))
 
 
 @dataclass
@@ -415,8 +428,8 @@ def in_use_of_row():
 
 def borrowable(team, quotas: dict[int, TeamQuota], in_use: dict[int, int]) -> dict[int, int]:
     """``{flavor id: units}`` the team's cohort could lend it now, per flavor of ``quotas``
-    (:func:`team_quotas`, with flavors) holding ``in_use`` (:func:`units_in_use`); {} outside a cohort."""
-    cohort = cohort_figures(cohort_id_of(team))
+    (:func:`team_quotas`) holding ``in_use`` (:func:`units_in_use`); {} outside a cohort."""
+    cohort = cohort_of_quotas(quotas)
     if cohort is None:
         return {}
     return {fid: _flavor_quota(quota.flavor, quota, cohort, team.pk).borrowable(in_use.get(fid, 0))
@@ -425,8 +438,17 @@ def borrowable(team, quotas: dict[int, TeamQuota], in_use: dict[int, int]) -> di
 
 def borrowed_units(refs: list[str]) -> dict[str, int]:
     """``{ref: borrowed units}`` of the held reservations of ``refs`` that borrow any (one query)."""
+    if not refs:
+        return {}
     return dict(Reservation.objects.held().filter(ref__in=refs, borrowed_units__gt=0)
                 .values_list("ref", "borrowed_units"))
+
+
+def borrowed_units_of(ref):
+    """:func:`borrowed_units` of each row whose ref is the expression ``ref``, as an annotation (a
+    correlated subquery on the held reservation's unique ref): lists without a query more."""
+    held = Reservation.objects.held().filter(ref=ref).values("borrowed_units")[:1]
+    return Coalesce(Subquery(held, output_field=IntegerField()), Value(0))
 
 
 def _in_use(team, flavor_id: int) -> int:
@@ -757,7 +779,7 @@ def queue_reasons(team) -> dict[str, str]:
     quotas = team_quotas(team)
     usage = units_in_use(team)
     budget = _budget_state(team)
-    cohort = cohort_figures(cohort_id_of(team))
+    cohort = cohort_of_quotas(quotas)
     reasons = {}
     for entry in entries:
         decision = decide(_request_of(entry), usage.get(entry.flavor_id, 0),
@@ -797,7 +819,7 @@ def held_beyond_quota(team, candidate: tuple[str, ResourceRequest] | None = None
         ref, request = candidate
         flavor = GpuFlavor.objects.filter(name=request.flavor).first()
         requests.append((ref, request, flavor))
-    cohort = cohort_figures(cohort_id_of(team))
+    cohort = cohort_of_quotas(quotas)
     held = {}
     for ref, request, flavor in requests:
         quota = quotas.get(flavor.pk) if flavor is not None else None
@@ -823,9 +845,9 @@ def preview(team, request: ResourceRequest) -> Decision:
 
     For the portal's live "would it start now?" preview; the real decision is :func:`admit`'s.
     """
-    quota = TeamQuota.objects.select_related("flavor").filter(team=team, flavor__name=request.flavor).first()
+    quota = _quota_rows().filter(team=team, flavor__name=request.flavor).first()
     flavor = quota.flavor if quota is not None else GpuFlavor.objects.filter(name=request.flavor).first()
     usage = _in_use(team, flavor.pk) if quota is not None else 0
     budget = _budget_state(team) if quota is not None else None
-    cohort = cohort_figures(cohort_id_of(team)) if quota is not None else None
+    cohort = cohort_figures(quota.cohort_of_team) if quota is not None else None
     return decide(request, usage, _flavor_quota(flavor, quota, cohort, team.pk), budget)

@@ -29,6 +29,7 @@ from quotas.admission import (
     borrowable,
     budget_state,
     lock_admission,
+    team_quotas,
     units_in_use,
 )
 from quotas.ledger import MonthSpend, committed_by_team, month_end, month_spend, month_start, spent_month
@@ -64,7 +65,7 @@ def usage_summary(team: Team) -> list[dict]:
     """Per flavor the team has quota for (or still uses): ``{flavor, limit, in_use, queued, free,
     borrowed, borrowable}`` — ``borrowed``: units in use above the limit; ``borrowable``: what its
     cohort could lend it now (0 outside a cohort)."""
-    quotas = {q.flavor_id: q for q in TeamQuota.objects.filter(team=team).select_related("flavor")}
+    quotas = team_quotas(team)
     in_use = units_in_use(team)
     queued = {row["flavor_id"]: row["total"] for row in
               QueuedRequest.objects.filter(team=team).values("flavor_id").annotate(total=Sum("units")).order_by()}

@@ -13,7 +13,8 @@ from __future__ import annotations
 from datetime import datetime
 
 import yaml
-from django.db.models import QuerySet
+from django.db.models import CharField, OuterRef, QuerySet, Value
+from django.db.models.functions import Cast, Concat
 from django.http import Http404, HttpResponse
 from django.utils import timezone
 from drf_spectacular.plumbing import build_array_type, build_basic_type
@@ -32,6 +33,7 @@ from teams.permissions import require_team
 from workloads import secrets
 from workloads import services as workloads
 from workloads.forecast import StartEstimate, estimated_starts
+from workloads.identity import REF_SEPARATOR
 from workloads.idle import IdleFigures, idle_figures
 from workloads.registry import WorkloadKind, kind_for, kind_of
 from workloads.views import log_download
@@ -74,8 +76,10 @@ def queue_context(workloads_page) -> dict:
     for team in teams.values():
         positions.update(admission.queue_positions(team))
         estimates.update(estimated_starts(team))
+    # Borrowed units: list rows carry them (WorkloadViewSet.get_queryset); others are read here.
+    unread = [w.ref for w in workloads_page if not hasattr(w, "borrowed_held") and w.state in w.HOLDING_STATES]
     return {"queue_positions": positions, "start_estimates": estimates,
-            "borrowed": admission.borrowed_units([w.ref for w in workloads_page]),
+            "borrowed": admission.borrowed_units(unread),
             "idle": idle_figures(workloads_page, timezone.now()),
             "secret_env": secrets.names_by_ref(workloads_page)}
 
@@ -107,6 +111,8 @@ class BorrowedFields(serializers.Serializer):
     preemptible = serializers.SerializerMethodField(help_text="Holds borrowed units: reclaim may take them back.")
 
     def get_borrowed_units(self, workload) -> int:
+        if hasattr(workload, "borrowed_held"):
+            return workload.borrowed_held
         return self.context.get("borrowed", {}).get(workload.ref, 0)
 
     def get_preemptible(self, workload) -> bool:
@@ -307,7 +313,9 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
         return self.request.method in SAFE_METHODS
 
     def get_queryset(self) -> QuerySet:
-        qs = self.model.objects.for_user(self.request.user).for_list()
+        ref = Concat(Value(f"{self.model.KIND_PREFIX}{REF_SEPARATOR}"), Cast(OuterRef("pk"), CharField()))
+        qs = (self.model.objects.for_user(self.request.user).for_list()
+              .annotate(borrowed_held=admission.borrowed_units_of(ref)))
         params = self.request.query_params
         if params.get("team"):
             qs = qs.filter(team__slug=params["team"])
