@@ -293,7 +293,7 @@ class Reservation(models.Model):
     description = models.CharField(max_length=200, blank=True)
     #: Units above the team's nominal quota when admitted (or grown): lent by its cohort. A
     #: reservation with any is preemptible.
-    borrowed_units = models.PositiveIntegerField(default=0)
+    borrowed_units = models.PositiveIntegerField(default=0, db_default=0)  # raw INSERTs may leave it out
     created_at = models.DateTimeField(auto_now_add=True)
     released_at = models.DateTimeField(null=True, blank=True)
 
@@ -335,7 +335,7 @@ class QueuedRequest(models.Model):
                                          help_text="Estimated total cost (a known end), for the budget check.")
     cost_per_hour = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True,
                                         help_text="What admitting it commits per hour, for the budget check.")
-    may_borrow = models.BooleanField(default=True, help_text="False for an endpoint's minimum, which never borrows.")
+    may_borrow = models.BooleanField(default=True, db_default=True, help_text="False for an endpoint's minimum, which never borrows.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     #: The admission order; every reader of the queue uses it.
