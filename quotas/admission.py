@@ -549,9 +549,9 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
         if queued:
             return queue_decision(team, ref)
 
-        # 3. Decide. A team in a cohort then takes the cohort's lock (lock_admission's order)
-        #    and reads every member's figures under it — its own usage too, since the
-        #    cohort's queue re-admission writes members' reservations under that lock alone.
+        # 3. Decide. A team in a cohort then takes the cohort's lock (lock_admission's order:
+        #    team, then cohort) and reads every member's figures under it, as a new statement,
+        #    so two members never both borrow the same idle unit.
         lenders = None
         if member_of is not None:
             cursor.execute(lock_cohort_sql, {"cohort": member_of})
