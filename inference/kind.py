@@ -118,10 +118,11 @@ class EndpointKind(WorkloadKind):
     def resource_request(self, endpoint: InferenceEndpoint) -> ResourceRequest:
         # The guaranteed part only; burst is granted later by admission.resize (inference.scaling).
         # No known end: its minimum commits what it costs until the month's end (decide's rule).
+        # The minimum never borrows from a cohort (it must not be preemptible); burst may.
         return ResourceRequest(flavor=endpoint.flavor.name, units=endpoint.base_replicas * endpoint.gpus_per_replica,
                                units_per_node=endpoint.gpus_per_replica, spot=endpoint.spot,
                                description=f"endpoint {endpoint.name}",
-                               cost_per_hour=endpoint.cost_per_hour_range[0])
+                               cost_per_hour=endpoint.cost_per_hour_range[0], may_borrow=False)
 
     def manifests(self, endpoint: InferenceEndpoint) -> list[dict]:
         # A rolling update surges one replica only when the team has a replica's units to spare.

@@ -12,7 +12,14 @@ from rest_framework import serializers
 from cluster import specs
 from inference import constants as c
 from inference.models import InferenceEndpoint, ReplicaSample, ScalingEvent
-from workloads.api import ForecastSerializer, IdleFields, QueuedFields, SecretEnvField, secret_env_input
+from workloads.api import (
+    BorrowedFields,
+    ForecastSerializer,
+    IdleFields,
+    QueuedFields,
+    SecretEnvField,
+    secret_env_input,
+)
 from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
 
 
@@ -62,7 +69,7 @@ class EndpointCreateSerializer(EndpointPatchSerializer):
     spot = serializers.BooleanField(default=False)
 
 
-class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, serializers.ModelSerializer):
+class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, serializers.ModelSerializer):
     """An endpoint as the API shows it. Queue position and start estimate come from the context."""
 
     team = serializers.CharField(source="team.slug")
@@ -82,7 +89,7 @@ class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, serializers.M
             "id", "team", "name", "state", "reason", "created_by", "created_at", "admitted_at", "started_at",
             "finished_at", "replicas", "desired_replicas", "replica_ceiling", "url", "cost_to_date",
             "estimated_cost_per_hour", "cost_per_hour_range", "namespace", "cluster_name", "queue_position",
-            "estimated_start_at", "idle_gpu_hours", "idle_cost", "idle_since",
+            "estimated_start_at", "borrowed_units", "preemptible", "idle_gpu_hours", "idle_cost", "idle_since",
             "image", "command", "args", "env", "secret_env", "port", "flavor", "gpus_per_replica", "min_replicas",
             "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds",
             "spot",

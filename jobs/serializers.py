@@ -11,7 +11,7 @@ from rest_framework import serializers
 from jobs import constants as c
 from jobs.models import TrainingRun
 from quotas.constants import Priority
-from workloads.api import IdleFields, QueuedFields, SecretEnvField, secret_env_input
+from workloads.api import BorrowedFields, IdleFields, QueuedFields, SecretEnvField, secret_env_input
 from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
 
 
@@ -48,7 +48,7 @@ class RunCreateSerializer(serializers.Serializer):
     volumes = VolumeSerializer(many=True, required=False)
 
 
-class RunSerializer(QueuedFields, IdleFields, SecretEnvField, serializers.ModelSerializer):
+class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, serializers.ModelSerializer):
     """A run as the API shows it. Queue position and start estimate come from the context."""
 
     team = serializers.CharField(source="team.slug")
@@ -67,6 +67,7 @@ class RunSerializer(QueuedFields, IdleFields, SecretEnvField, serializers.ModelS
         fields = [
             "id", "team", "name", "state", "reason", "created_by", "created_at", "admitted_at", "started_at",
             "finished_at", "kind", "cluster_name", "namespace", "queue_position", "estimated_start_at",
+            "borrowed_units", "preemptible",
             "cost_to_date", "estimated_cost_per_hour", "estimated_total_cost", "idle_gpu_hours", "idle_cost",
             "idle_since", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers",
             "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",

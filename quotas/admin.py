@@ -9,13 +9,24 @@ new value, ResourceQuota mirror, re-admission of the queue after commit). The te
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
 from django.db import transaction
 
 from core.admin import ReadOnlyAdmin, money_column, when_column
 from core.formatting import format_money
 from quotas import admission, services
-from quotas.models import BudgetMonth, GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, UsageRecord
+from quotas.models import (
+    BudgetMonth,
+    Cohort,
+    GpuFlavor,
+    QueuedRequest,
+    Reservation,
+    TeamBudget,
+    TeamQuota,
+    TeamSharing,
+    UsageRecord,
+)
 from teams.admin import TeamAdmin
 from teams.models import Team
 from teams.services import client_ip
@@ -40,7 +51,7 @@ class InUseMixin:
 class TeamQuotaInline(InUseMixin, admin.TabularInline):
     model = TeamQuota
     extra = 0
-    fields = ["flavor", "limit", "usage"]
+    fields = ["flavor", "limit", "borrowing_limit", "lending_limit", "usage"]
     readonly_fields = ["usage"]
 
 
@@ -67,9 +78,11 @@ def save_team_formset(request, formset, team) -> None:
                 old_flavor = GpuFlavor.objects.filter(pk=initial.get(obj.pk, {}).get("flavor")).first()
                 if old_flavor is not None:
                     services.set_team_quota(request.user, team, old_flavor, None, ip=ip)
-            services.set_team_quota(request.user, team, obj.flavor, obj.limit, ip=ip)
+            services.set_team_quota(request.user, team, obj.flavor, obj.limit, ip=ip,
+                                    borrowing_limit=obj.borrowing_limit, lending_limit=obj.lending_limit)
         for obj in formset.new_objects:
-            services.set_team_quota(request.user, team, obj.flavor, obj.limit, ip=ip)
+            services.set_team_quota(request.user, team, obj.flavor, obj.limit, ip=ip,
+                                    borrowing_limit=obj.borrowing_limit, lending_limit=obj.lending_limit)
     else:
         for _obj in formset.deleted_objects:
             services.set_team_budget(request.user, team, None, ip=ip)
@@ -109,7 +122,7 @@ class GpuFlavorAdmin(admin.ModelAdmin):
 
 @admin.register(TeamQuota)
 class TeamQuotaAdmin(InUseMixin, admin.ModelAdmin):
-    list_display = ["team", "flavor", "limit", "usage"]
+    list_display = ["team", "flavor", "limit", "borrowing_limit", "lending_limit", "usage"]
     list_filter = ["flavor", "team"]
     search_fields = ["team__slug", "team__name", "flavor__name"]
     autocomplete_fields = ["team"]
@@ -119,7 +132,8 @@ class TeamQuotaAdmin(InUseMixin, admin.ModelAdmin):
         return ["team", "flavor"] if obj is not None else []
 
     def save_model(self, request, obj, form, change):
-        saved = services.set_team_quota(request.user, obj.team, obj.flavor, obj.limit, ip=client_ip(request))
+        saved = services.set_team_quota(request.user, obj.team, obj.flavor, obj.limit, ip=client_ip(request),
+                                        borrowing_limit=obj.borrowing_limit, lending_limit=obj.lending_limit)
         obj.pk = saved.pk  # the admin links to the row it saved
 
     def delete_model(self, request, obj):
@@ -130,6 +144,67 @@ class TeamQuotaAdmin(InUseMixin, admin.ModelAdmin):
         with transaction.atomic():
             for obj in queryset.select_related("team", "flavor").order_by("team_id", "pk"):
                 self.delete_model(request, obj)
+
+
+class CohortForm(forms.ModelForm):
+    teams = forms.ModelMultipleChoiceField(
+        Team.objects.order_by("slug"), required=False,
+        help_text="A team belongs to at most one cohort: choosing it here moves it out of its former one.")
+
+    class Meta:
+        model = Cohort
+        fields = ["name", "reclaim", "min_runtime_minutes", "preemption_delay_seconds"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            self.fields["teams"].initial = Team.objects.filter(sharing__cohort=self.instance)
+
+
+@admin.register(Cohort)
+class CohortAdmin(admin.ModelAdmin):
+    """Cohorts and their teams, written through :func:`quotas.services.set_cohort` (locked, audited)."""
+
+    form = CohortForm
+    list_display = ["name", "reclaim", "min_runtime_minutes", "preemption_delay_seconds", "members"]
+    search_fields = ["name"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["name"] if obj is not None else []  # the name is how the API refers to it
+
+    @admin.display(description="Teams")
+    def members(self, obj: Cohort) -> str:
+        return ", ".join(sorted(obj.members.values_list("team__slug", flat=True))) or "-"
+
+    def save_model(self, request, obj, form, change):
+        saved = services.set_cohort(request.user, obj.name, reclaim=obj.reclaim,
+                                    min_runtime_minutes=obj.min_runtime_minutes,
+                                    preemption_delay_seconds=obj.preemption_delay_seconds,
+                                    teams=list(form.cleaned_data["teams"]), ip=client_ip(request))
+        obj.pk = saved.pk
+
+    def delete_model(self, request, obj):
+        services.remove_cohort(request.user, obj, ip=client_ip(request))
+
+    def delete_queryset(self, request, queryset):
+        with transaction.atomic():
+            for obj in queryset.order_by("pk"):
+                self.delete_model(request, obj)
+
+
+@admin.register(TeamSharing)
+class TeamSharingAdmin(admin.ModelAdmin):
+    """Each team's cohort (changed on the cohort's page) and fair-share weight (audited here)."""
+
+    list_display = ["team", "cohort", "fair_weight"]
+    list_filter = ["cohort"]
+    search_fields = ["team__slug", "team__name"]
+    autocomplete_fields = ["team"]
+    readonly_fields = ["cohort"]
+
+    def save_model(self, request, obj, form, change):
+        saved = services.set_team_sharing(request.user, obj.team, obj.fair_weight, ip=client_ip(request))
+        obj.pk = saved.pk
 
 
 @admin.register(TeamBudget)

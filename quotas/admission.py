@@ -10,6 +10,9 @@
 * :func:`release` frees a workload's units (idempotent); :func:`admit_waiting` then admits
   queued work that fits, in queue order (priority, then FIFO), best-effort: a small request
   may pass a large one that does not fit yet.
+* Cohorts (DESIGN §9): a team in a cohort may borrow what other members leave unused
+  (:class:`FlavorQuota` holds the rule); its admissions take the cohort's lock after the
+  team's (:func:`lock_admission`), and its queue is re-admitted with the whole cohort's.
 
 Queued entries whose request can no longer ever fit (the quota was lowered, the flavor
 retired, the budget spent) stay queued with that reason, so an admin can fix the quota and
@@ -26,7 +29,7 @@ from functools import lru_cache
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import IntegerField, OuterRef, Q, Subquery, Sum, Value
+from django.db.models import F, IntegerField, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -34,8 +37,9 @@ from core.formatting import format_amount
 from core.rawsql import sql_decimal
 from quotas.constants import Outcome, Priority, Reason
 from quotas.ledger import ZERO, committed, cost_ahead, hours_left_in_month, month_end, month_spend
-from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota
+from quotas.models import Cohort, GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, TeamSharing
 from quotas.signals import workload_admitted
+from teams.models import Team
 from teams.services import lock_team
 
 
@@ -58,6 +62,9 @@ class ResourceRequest:
     #: Burst above an endpoint's guaranteed minimum: not granted once the month's spend passed
     #: the budget's alert threshold (:attr:`BudgetState.alert`).
     burst: bool = False
+    #: Whether it may use units its cohort lends (:class:`FlavorQuota`): not an endpoint's
+    #: guaranteed minimum, which must not be preemptible; its burst may.
+    may_borrow: bool = True
 
     def committed_cost(self, hours_left: Decimal) -> Decimal | None:
         """What admitting it commits this month, with ``hours_left`` until the month's end.
@@ -80,6 +87,12 @@ class Decision:
     reason: str  # a Reason constant
     message: str  # plain words, for people
     position: int | None = None  # 1-based queue position when queued
+    borrows: int = 0  # units of the request above the team's nominal quota, lent by its cohort
+
+    @property
+    def preemptible(self) -> bool:
+        """Admitted with borrowed units: reclaim may take them back (DESIGN §9)."""
+        return self.borrows > 0
 
     @property
     def admitted(self) -> bool:
@@ -95,13 +108,90 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class Lender:
+    """Another member of the team's cohort, for one flavor: its nominal quota, lending limit and use."""
+
+    team: str
+    limit: int
+    in_use: int
+    lending_limit: int | None = None  # None: all of its unused quota
+
+    @property
+    def lends(self) -> int:
+        """What of its quota it puts into the cohort's pool; the rest (``limit − lends``) is its private floor."""
+        return self.limit if self.lending_limit is None else min(self.limit, self.lending_limit)
+
+    @property
+    def pooled_use(self) -> int:
+        """Its units in use beyond its private floor: what it takes from the cohort's pool."""
+        return max(0, self.in_use - (self.limit - self.lends))
+
+
+@dataclass(frozen=True)
 class FlavorQuota:
-    """What :func:`decide` knows about the requested flavor and the team's limit for it."""
+    """What :func:`decide` knows about the requested flavor and the team's limit for it.
+
+    ``lenders`` is None for a team outside any cohort (its limit is a wall, today's rule);
+    in a cohort it holds the other members' figures for the flavor (maybe none). The cohort
+    rule is Kueue's: each member puts ``lends`` of its nominal quota into a pool (all of it
+    without a lending limit) and keeps the rest as a private floor; units a member uses
+    beyond its floor come out of the pool. A request fits when the team stays within
+    ``limit + borrowing_limit`` and what it takes from the pool is still free. So no team is
+    ever above its nominal quota plus its borrowing limit, the cohort never holds more than
+    the sum of its members' nominal quotas, and a lender's floor is always its own.
+    """
 
     exists: bool = True
     active: bool = True
     max_units_per_node: int = 1
     limit: int | None = None  # None: the team has no quota for this flavor
+    borrowing_limit: int | None = None  # in a cohort; None: as much as the cohort lends
+    lending_limit: int | None = None  # in a cohort; None: all of its unused quota
+    lenders: tuple[Lender, ...] | None = None  # None: not in a cohort
+
+    def _own(self, usage: int) -> Lender:
+        return Lender("", self.limit or 0, usage, self.lending_limit)
+
+    def room(self, usage: int, may_borrow: bool = True) -> int:
+        """How many units the team may add now, holding ``usage`` (≥ 0)."""
+        own = self._own(usage)
+        if self.lenders is None:
+            return max(0, own.limit - usage)
+        pool_free = sum(m.lends - m.pooled_use for m in (own, *self.lenders))
+        room = max(0, pool_free) + max(0, own.limit - own.lends - usage)
+        ceiling = self.ceiling(may_borrow)
+        if ceiling is not None:
+            room = min(room, ceiling - usage)
+        return max(0, room)
+
+    def ceiling(self, may_borrow: bool = True) -> int | None:
+        """The most the team may ever hold (None: bounded by what the cohort lends alone)."""
+        own = self.limit or 0
+        if self.lenders is None or not may_borrow:
+            return own
+        return None if self.borrowing_limit is None else own + self.borrowing_limit
+
+    def idle(self) -> FlavorQuota:
+        """The same quota with every lender idle."""
+        if self.lenders is None:
+            return self
+        return dataclasses.replace(self, lenders=tuple(dataclasses.replace(m, in_use=0) for m in self.lenders))
+
+    def most(self, may_borrow: bool = True) -> int:
+        """The largest request that could ever fit: every lender idle, the team holding nothing."""
+        return self.idle().room(0, may_borrow)
+
+    def borrowable(self, usage: int, may_borrow: bool = True) -> int:
+        """What the cohort could lend the team now: its room beyond its own unused quota."""
+        return max(0, self.room(usage, may_borrow) - max(0, (self.limit or 0) - usage))
+
+    def borrows(self, usage: int, units: int) -> int:
+        """Units of a request of ``units`` above the team's nominal quota, holding ``usage``."""
+        own = self.limit or 0
+        return max(0, usage + units - own) - max(0, usage - own)
+
+    def lenders_text(self) -> str:
+        return ", ".join(f"{m.team} uses {m.in_use} of its {m.limit}" for m in self.lenders or ())
 
 
 @dataclass(frozen=True)
@@ -164,23 +254,32 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
         # when the month turns or an admin raises the budget.
         return Decision(Outcome.QUEUE, Reason.BUDGET_ALERT,
                         f"the month's spend passed {budget.alert_threshold_percent or 100}% of the budget")
-    if not quota.limit:
+    in_cohort = quota.lenders is not None
+    # In a cohort a nominal quota of 0 may still borrow; outside one it is no quota at all.
+    if (quota.limit is None) if in_cohort else not quota.limit:
         return Decision(Outcome.REJECT, Reason.NO_QUOTA_FOR_FLAVOR,
                         f"the team has no quota for {name}; ask a platform admin")
     if request.units_per_node > quota.max_units_per_node:
         return Decision(Outcome.REJECT, Reason.EXCEEDS_LARGEST_NODE,
                         f"needs {request.units_per_node}\u00d7 {name} per worker, "
                         f"but the largest node has {quota.max_units_per_node}")
-    if units > quota.limit:
+    most = quota.most(request.may_borrow)
+    if units > most:
+        lend = f" and what its cohort can lend ({most - quota.limit})" if most > quota.limit else ""
         return Decision(Outcome.REJECT, Reason.EXCEEDS_QUOTA,
-                        f"needs {units}\u00d7 {name}, more than the team's limit of {quota.limit}")
+                        f"needs {units}\u00d7 {name}, more than the team's limit of {quota.limit}{lend}")
     if budget is not None and budget.exhausted:
         return Decision(Outcome.REJECT, Reason.BUDGET_EXHAUSTED,
                         f"monthly budget spent: {format_amount(budget.spent_month)} of "
                         f"{format_amount(budget.monthly_limit)} {budget.currency}")
-    if usage + units > quota.limit:
-        return Decision(Outcome.QUEUE, Reason.WAITING_FOR_QUOTA,
-                        f"waiting for quota: needs {units}\u00d7 {name}, {usage} of {quota.limit} in use")
+    if units > quota.room(usage, request.may_borrow):
+        message = f"waiting for quota: needs {units}\u00d7 {name}, {usage} of {quota.limit} in use"
+        if in_cohort:
+            others = f" ({quota.lenders_text()})" if quota.lenders else ""
+            message += f"; the cohort can lend {quota.borrowable(usage)}{others}"
+            if not request.may_borrow:
+                message += ", but a guaranteed minimum never borrows"
+        return Decision(Outcome.QUEUE, Reason.WAITING_FOR_QUOTA, message)
     cost = request.committed_cost(budget.hours_left) if budget is not None else None
     if budget is not None and budget.monthly_limit is not None and cost is not None and cost > budget.left:
         # Not "never": it starts when an admin raises the budget, work ends early, or the month turns.
@@ -190,23 +289,101 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
         return Decision(Outcome.QUEUE, Reason.WAITING_FOR_BUDGET,
                         f"waiting for budget: est. {format_amount(cost)}{until} would exceed the "
                         f"{format_amount(max(budget.left, ZERO))} {budget.currency} left this month")
+    borrows = quota.borrows(usage, units) if in_cohort else 0
+    lent = f", {borrows} borrowed from the cohort" if borrows else ""
     return Decision(Outcome.ADMIT, Reason.ADMITTED,
-                    f"admitted: {units}\u00d7 {name}, {usage + units} of {quota.limit} now in use")
+                    f"admitted: {units}\u00d7 {name}, {usage + units} of {quota.limit} now in use{lent}", borrows=borrows)
 
 
 # -- reading the facts decide() needs ------------------------------------------------------
 
 
+def _quota_rows():
+    """Quota rows with their flavors and their team's cohort id (``cohort_of_team``, read in
+    the same query: a team outside any cohort pays no query for being outside)."""
+    return TeamQuota.objects.select_related("flavor").annotate(cohort_of_team=F("team__sharing__cohort_id"))
+
+
 def team_quotas(team) -> dict[int, TeamQuota]:
-    """``{flavor id: TeamQuota}`` of the team, with the flavors (one query)."""
-    return {q.flavor_id: q for q in TeamQuota.objects.select_related("flavor").filter(team=team)}
+    """``{flavor id: TeamQuota}`` of the team, with the flavors and its cohort id (one query)."""
+    return {q.flavor_id: q for q in _quota_rows().filter(team=team)}
 
 
-def _flavor_quota(flavor: GpuFlavor | None, quota: TeamQuota | None) -> FlavorQuota:
+def cohort_of_quotas(quotas: dict[int, TeamQuota]) -> CohortFigures | None:
+    """The :class:`CohortFigures` of the team whose :func:`team_quotas` these are (None outside a
+    cohort, or without quota rows, where nothing could be borrowed anyway)."""
+    row = next(iter(quotas.values()), None)
+    return cohort_figures(getattr(row, "cohort_of_team", None))
+
+
+@dataclass
+class CohortFigures:
+    """A cohort's members, their quotas and their units in use, read once (three queries)."""
+
+    slugs: dict[int, str]  # team id → slug
+    quotas: dict[tuple[int, int], TeamQuota]  # (team id, flavor id) → quota
+    usage: dict[tuple[int, int], int]  # (team id, flavor id) → units held
+
+    def lenders(self, team_id: int, flavor_id: int) -> tuple[Lender, ...]:
+        """The other members' figures for a flavor (those with a quota of it or units of it in use)."""
+        lenders = []
+        for member, slug in sorted(self.slugs.items(), key=lambda item: item[1]):
+            quota, used = self.quotas.get((member, flavor_id)), self.usage.get((member, flavor_id), 0)
+            if member != team_id and (quota is not None or used):
+                lenders.append(Lender(slug, quota.limit if quota else 0, used, quota.lending_limit if quota else None))
+        return tuple(lenders)
+
+
+def cohort_id_of(team) -> int | None:
+    """The id of the team's cohort, or None outside any."""
+    return TeamSharing.objects.filter(team_id=team.pk).values_list("cohort_id", flat=True).first()
+
+
+def cohort_figures(cohort_id: int | None) -> CohortFigures | None:
+    """:class:`CohortFigures` of a cohort (None for None)."""
+    if cohort_id is None:
+        return None
+    slugs = dict(TeamSharing.objects.filter(cohort_id=cohort_id).values_list("team_id", "team__slug"))
+    quotas = {(q.team_id, q.flavor_id): q for q in TeamQuota.objects.filter(team_id__in=slugs)}
+    usage = {(row["team_id"], row["flavor_id"]): row["total"] for row in
+             Reservation.objects.held().filter(team_id__in=slugs).values("team_id", "flavor_id")
+             .annotate(total=Sum("units")).order_by()}
+    return CohortFigures(slugs, quotas, usage)
+
+
+def lock_admission(team) -> int | None:
+    """Take what admission in ``team`` locks, in the one order: the team lock
+    (:func:`teams.services.lock_team`), then, for a team in a cohort, the cohort's row
+    (``FOR NO KEY UPDATE``). Returns the cohort's id (None outside a cohort).
+
+    Why this order: a team outside any cohort keeps exactly today's path (the team lock is
+    its first statement and the membership is read under it, in admit's facts statement). It
+    cannot deadlock: whoever holds a cohort's lock never waits for a team's
+    (:func:`_admit_waiting_in_cohort` takes other members' team locks with ``SKIP LOCKED``),
+    and several team locks are only ever taken by id. Membership changes take the team locks,
+    so the cohort read under the team lock stays true until commit. Taking it twice is free.
+    """
+    lock_team(team)
+    cohort_id = cohort_id_of(team)
+    if cohort_id is not None:
+        _lock_cohort(cohort_id)
+    return cohort_id
+
+
+def _lock_cohort(cohort_id: int) -> None:
+    list(Cohort.objects.select_for_update(no_key=True).filter(pk=cohort_id).values_list("pk", flat=True))
+
+
+def _flavor_quota(flavor: GpuFlavor | None, quota: TeamQuota | None,
+                  cohort: CohortFigures | None = None, team_id: int | None = None) -> FlavorQuota:
+    """The :class:`FlavorQuota` facts of a flavor and the team's quota row (with its cohort's lenders)."""
     if flavor is None:
         return FlavorQuota(exists=False)
     return FlavorQuota(active=flavor.usable, max_units_per_node=flavor.max_units_per_node,
-                       limit=quota.limit if quota is not None else None)
+                       limit=quota.limit if quota is not None else None,
+                       borrowing_limit=quota.borrowing_limit if quota is not None else None,
+                       lending_limit=quota.lending_limit if quota is not None else None,
+                       lenders=cohort.lenders(team_id, flavor.pk) if cohort is not None else None)
 
 
 def budget_state(budget: TeamBudget | None, spent: Decimal, committed: Decimal, now: datetime) -> BudgetState:
@@ -249,6 +426,31 @@ def in_use_of_row():
     return Coalesce(Subquery(units, output_field=IntegerField()), Value(0))
 
 
+def borrowable(team, quotas: dict[int, TeamQuota], in_use: dict[int, int]) -> dict[int, int]:
+    """``{flavor id: units}`` the team's cohort could lend it now, per flavor of ``quotas``
+    (:func:`team_quotas`) holding ``in_use`` (:func:`units_in_use`); {} outside a cohort."""
+    cohort = cohort_of_quotas(quotas)
+    if cohort is None:
+        return {}
+    return {fid: _flavor_quota(quota.flavor, quota, cohort, team.pk).borrowable(in_use.get(fid, 0))
+            for fid, quota in quotas.items()}
+
+
+def borrowed_units(refs: list[str]) -> dict[str, int]:
+    """``{ref: borrowed units}`` of the held reservations of ``refs`` that borrow any (one query)."""
+    if not refs:
+        return {}
+    return dict(Reservation.objects.held().filter(ref__in=refs, borrowed_units__gt=0)
+                .values_list("ref", "borrowed_units"))
+
+
+def borrowed_units_of(ref):
+    """:func:`borrowed_units` of each row whose ref is the expression ``ref``, as an annotation (a
+    correlated subquery on the held reservation's unique ref): lists without a query more."""
+    held = Reservation.objects.held().filter(ref=ref).values("borrowed_units")[:1]
+    return Coalesce(Subquery(held, output_field=IntegerField()), Value(0))
+
+
 def _in_use(team, flavor_id: int) -> int:
     return units_in_use(team, flavor_id).get(flavor_id, 0)
 
@@ -262,15 +464,21 @@ def _in_use(team, flavor_id: int) -> int:
 
 
 @lru_cache(maxsize=4)
-def _hot_sql(vendor: str) -> tuple[str, str, str]:
-    """The facts, insert and release statements for ``vendor`` (table names from the models)."""
+def _hot_sql(vendor: str) -> tuple[str, str, str, str]:
+    """The facts, insert, release and cohort lock statements for ``vendor`` (table names from the models)."""
     # Values always travel as parameters; only table and column names are formatted in.
     q = connection.ops.quote_name
-    quota, flavor, res, queue, budget = (
-        q(model._meta.db_table) for model in (TeamQuota, GpuFlavor, Reservation, QueuedRequest, TeamBudget)
+    quota, flavor, res, queue, budget, sharing, cohort = (
+        q(model._meta.db_table)
+        for model in (TeamQuota, GpuFlavor, Reservation, QueuedRequest, TeamBudget, TeamSharing, Cohort)
     )
-    facts = (  # f.active: GpuFlavor.usable, read in the same round trip
-        f"SELECT f.id, f.active, f.max_units_per_node, tq.{q('limit')},"  # noqa: S608 - only quoted model table names are interpolated
+    # The cohort lock: lock_admission's (for no key update), in plain SQL on the hot path.
+    lock_cohort = f"SELECT id FROM {cohort} WHERE id = %(cohort)s"  # noqa: S608 - only quoted model table names are interpolated
+    if connection.features.has_select_for_update:
+        lock_cohort += " FOR NO KEY UPDATE" if vendor == "postgresql" else " FOR UPDATE"
+    facts = (  # f.active: GpuFlavor.usable, read in the same round trip; the team's cohort too
+        f"SELECT f.id, f.active, f.max_units_per_node, tq.{q('limit')}, tq.borrowing_limit, tq.lending_limit,"  # noqa: S608 - only quoted model table names are interpolated
+        f" (SELECT cohort_id FROM {sharing} WHERE team_id = %(team)s),"
         f" EXISTS(SELECT 1 FROM {res} WHERE ref = %(ref)s AND released_at IS NULL),"
         f" EXISTS(SELECT 1 FROM {queue} WHERE ref = %(ref)s),"
         f" (SELECT COALESCE(SUM(units), 0) FROM {res}"
@@ -285,10 +493,10 @@ def _hot_sql(vendor: str) -> tuple[str, str, str]:
         f" LEFT JOIN {budget} b ON b.team_id = %(team)s"
     )
     insert = (f"INSERT INTO {res} (team_id, ref, flavor_id, units, units_per_node, priority, spot, description,"  # noqa: S608 - only quoted model table names are interpolated
-              f" created_at) VALUES (%(team)s, %(ref)s, %(flavor)s, %(units)s, %(per_node)s, %(priority)s, %(spot)s,"
-              f" %(description)s, %(now)s)")
+              f" borrowed_units, created_at) VALUES (%(team)s, %(ref)s, %(flavor)s, %(units)s, %(per_node)s,"
+              f" %(priority)s, %(spot)s, %(description)s, %(borrowed)s, %(now)s)")
     release = f"UPDATE {res} SET released_at = %(now)s WHERE ref = %(ref)s AND released_at IS NULL"  # noqa: S608
-    return facts, insert, release
+    return facts, insert, release, lock_cohort
 
 
 def _request_of(entry: QueuedRequest | Reservation) -> ResourceRequest:
@@ -297,14 +505,15 @@ def _request_of(entry: QueuedRequest | Reservation) -> ResourceRequest:
                               priority=Priority.from_rank(entry.priority), spot=entry.spot,
                               description=entry.description)
     if isinstance(entry, QueuedRequest):
-        request = dataclasses.replace(request, estimated_cost=entry.estimated_cost, cost_per_hour=entry.cost_per_hour)
+        request = dataclasses.replace(request, estimated_cost=entry.estimated_cost, cost_per_hour=entry.cost_per_hour,
+                                      may_borrow=entry.may_borrow)
     return request
 
 
-def _reservation_for(team, ref: str, flavor: GpuFlavor, request: ResourceRequest) -> Reservation:
+def _reservation_for(team, ref: str, flavor: GpuFlavor, request: ResourceRequest, borrowed: int = 0) -> Reservation:
     return Reservation(team=team, ref=ref, flavor=flavor, units=request.units, units_per_node=request.units_per_node,
                        priority=Priority(request.priority).rank, spot=request.spot,
-                       description=request.description[:200])
+                       description=request.description[:200], borrowed_units=borrowed)
 
 
 # -- the transactional entry points --------------------------------------------------------
@@ -317,7 +526,7 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
     together. Admitting a ref that is already admitted or queued returns that outcome again
     without writing anything.
     """
-    facts_sql, insert_sql, _ = _hot_sql(connection.vendor)
+    facts_sql, insert_sql, _, lock_cohort_sql = _hot_sql(connection.vendor)
     # No savepoint of its own (two statements less on every submission): an error here fails
     # the caller's transaction as a whole, which is what every caller wants — the workload row
     # written just before must not commit without its admission.
@@ -333,16 +542,26 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
         #    one figure (month_spend: two plain statements).
         now = timezone.now()
         cursor.execute(facts_sql, {"ref": ref, "team": team.pk, "flavor": request.flavor})
-        (flavor_id, active, max_per_node, limit, admitted, queued, usage, budget_limit, currency, threshold,
-         held_units, dearest, dearest_spot) = cursor.fetchone()
+        (flavor_id, active, max_per_node, limit, borrowing_limit, lending_limit, member_of, admitted, queued, usage,
+         budget_limit, currency, threshold, held_units, dearest, dearest_spot) = cursor.fetchone()
         if admitted:
             return Decision(Outcome.ADMIT, Reason.ADMITTED, f"already admitted: {ref}")
         if queued:
             return queue_decision(team, ref)
 
-        # 3. Decide.
+        # 3. Decide. A team in a cohort then takes the cohort's lock (lock_admission's order:
+        #    team, then cohort) and reads every member's figures under it, as a new statement,
+        #    so two members never both borrow the same idle unit.
+        lenders = None
+        if member_of is not None:
+            cursor.execute(lock_cohort_sql, {"cohort": member_of})
+            if flavor_id is not None:
+                cohort = cohort_figures(member_of)
+                lenders = cohort.lenders(team.pk, flavor_id)
+                usage = cohort.usage.get((team.pk, flavor_id), 0)
         facts = (FlavorQuota(exists=False) if flavor_id is None
-                 else FlavorQuota(active=bool(active), max_units_per_node=max_per_node, limit=limit))
+                 else FlavorQuota(active=bool(active), max_units_per_node=max_per_node, limit=limit,
+                                  borrowing_limit=borrowing_limit, lending_limit=lending_limit, lenders=lenders))
         budget = None
         if budget_limit is not None:
             # Month-to-date spend: the ledger's closed rows plus what runs now, up to this instant.
@@ -365,13 +584,14 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
             cursor.execute(insert_sql, {
                 "team": team.pk, "ref": ref, "flavor": flavor_id, "units": request.units,
                 "per_node": request.units_per_node, "priority": Priority(request.priority).rank,
-                "spot": request.spot, "description": request.description[:200],
+                "spot": request.spot, "description": request.description[:200], "borrowed": decision.borrows,
                 "now": connection.ops.adapt_datetimefield_value(now)})
         elif decision.queued:
             entry = QueuedRequest.objects.create(
                 team=team, ref=ref, flavor_id=flavor_id, units=request.units, units_per_node=request.units_per_node,
                 priority=Priority(request.priority).rank, spot=request.spot, description=request.description[:200],
-                estimated_cost=request.estimated_cost, cost_per_hour=request.cost_per_hour)
+                estimated_cost=request.estimated_cost, cost_per_hour=request.cost_per_hour,
+                may_borrow=request.may_borrow)
             decision = Decision(decision.outcome, decision.reason, decision.message, queue_position(team, entry))
         return decision
 
@@ -414,22 +634,28 @@ def resize(team, ref: str, units: int, burst: bool = False) -> Decision:
     if units < 1:
         raise ValueError("a reservation holds at least one unit; release it instead")
     with transaction.atomic():
-        lock_team(team)
+        cohort = cohort_figures(lock_admission(team))
         reservation = Reservation.objects.held().select_related("flavor").filter(team=team, ref=ref).first()
         if reservation is None:
             raise LookupError(f"{ref} holds no reservation in team {team.slug}")
         current = reservation.units
         if units <= current:
             if units < current:
-                Reservation.objects.filter(pk=reservation.pk).update(units=units)
+                # Shrinking gives borrowed units back first.
+                Reservation.objects.filter(pk=reservation.pk).update(
+                    units=units, borrowed_units=max(0, reservation.borrowed_units - (current - units)))
             return Decision(Outcome.ADMIT, Reason.ADMITTED, f"{ref} now holds {units}\u00d7 {reservation.flavor.name}")
-        request = dataclasses.replace(_request_of(reservation), units=units, burst=burst)
+        # Only burst may borrow: an endpoint's minimum grown by a new base never does.
+        request = dataclasses.replace(_request_of(reservation), units=units, burst=burst, may_borrow=burst)
         usage = _in_use(team, reservation.flavor_id) - current
         quota = TeamQuota.objects.filter(team=team, flavor=reservation.flavor).first()
-        decision = decide(request, usage, _flavor_quota(reservation.flavor, quota), _budget_state(team))
+        facts = _flavor_quota(reservation.flavor, quota, cohort, team.pk)
+        decision = decide(request, usage, facts, _budget_state(team))
         if decision.admitted:
-            Reservation.objects.filter(pk=reservation.pk).update(units=units)
-            return decision
+            grown = facts.borrows(usage + current, units - current) if cohort is not None else 0
+            Reservation.objects.filter(pk=reservation.pk).update(
+                units=units, borrowed_units=reservation.borrowed_units + grown)
+            return dataclasses.replace(decision, borrows=reservation.borrowed_units + grown)
         # A resize is answered now or never: "waiting for quota" is a refusal with that reason.
         return Decision(Outcome.REJECT, decision.reason, decision.message)
 
@@ -441,7 +667,9 @@ def admit_waiting(team) -> list[str]:
     change commits (or rolls back) together with the reservation.
     """
     with transaction.atomic():
-        lock_team(team)
+        cohort_id = lock_admission(team)
+        if cohort_id is not None:
+            return _admit_waiting_in_cohort(cohort_id)
         quotas = team_quotas(team)
         entries = list(QueuedRequest.objects.filter(team=team).select_related("flavor")
                        .order_by(*QueuedRequest.QUEUE_ORDER))
@@ -465,6 +693,47 @@ def admit_waiting(team) -> list[str]:
         for entry in admitted:
             workload_admitted.send(sender=None, ref=entry.ref, team=team)
         return [e.ref for e in admitted]
+
+
+def _admit_waiting_in_cohort(cohort_id: int) -> list[str]:
+    """:func:`admit_waiting` for a cohort (its lock held): every member's queue, as one.
+
+    Units one member frees may be borrowed by another, so the members' queues are taken
+    together in queue order (priority, then FIFO; fair share comes later), each entry decided
+    against the cohort's figures as updated by the admissions before it. The other members'
+    team locks are taken only where free (``SKIP LOCKED``: holding a cohort's lock, nobody
+    waits for a team's, :func:`lock_admission`), so each admitted entry's team is held.
+    """
+    # The members whose team lock is free now (or ours): a member busy deciding elsewhere is
+    # skipped, never waited for — its own path re-admits its queue when it ends (at the latest
+    # the next reconcile cycle does).
+    members = set(Team.objects.select_for_update(no_key=True, skip_locked=True, of=("self",))
+                  .filter(sharing__cohort_id=cohort_id).values_list("pk", flat=True))
+    entries = list(QueuedRequest.objects.filter(team_id__in=members).select_related("flavor", "team")
+                   .order_by(*QueuedRequest.QUEUE_ORDER))
+    if not entries:
+        return []
+    cohort = cohort_figures(cohort_id)
+    budgets: dict[int, BudgetState | None] = {}
+    admitted: list[tuple[QueuedRequest, int]] = []
+    for entry in entries:
+        if entry.team_id not in budgets:
+            budgets[entry.team_id] = _budget_state(entry.team)
+        key = (entry.team_id, entry.flavor_id)
+        decision = decide(_request_of(entry), cohort.usage.get(key, 0),
+                          _flavor_quota(entry.flavor, cohort.quotas.get(key), cohort, entry.team_id),
+                          budgets[entry.team_id])
+        if decision.admitted:
+            cohort.usage[key] = cohort.usage.get(key, 0) + entry.units
+            admitted.append((entry, decision.borrows))
+    if not admitted:
+        return []
+    Reservation.objects.bulk_create([_reservation_for(e.team, e.ref, e.flavor, _request_of(e), borrowed)
+                                     for e, borrowed in admitted])
+    QueuedRequest.objects.filter(pk__in=[e.pk for e, _ in admitted]).delete()
+    for entry, _ in admitted:
+        workload_admitted.send(sender=None, ref=entry.ref, team=entry.team)
+    return [e.ref for e, _ in admitted]
 
 
 # -- the queue, read-only ------------------------------------------------------------------
@@ -510,10 +779,11 @@ def queue_reasons(team) -> dict[str, str]:
     quotas = team_quotas(team)
     usage = units_in_use(team)
     budget = _budget_state(team)
+    cohort = cohort_of_quotas(quotas)
     reasons = {}
     for entry in entries:
         decision = decide(_request_of(entry), usage.get(entry.flavor_id, 0),
-                          _flavor_quota(entry.flavor, quotas.get(entry.flavor_id)), budget)
+                          _flavor_quota(entry.flavor, quotas.get(entry.flavor_id), cohort, team.pk), budget)
         if decision.admitted:
             # It fits now; the next admit_waiting (at the latest the next reconcile) takes it.
             reasons[entry.ref] = f"about to be admitted: {entry.units}\u00d7 {entry.flavor.name} fit now"
@@ -549,10 +819,11 @@ def held_beyond_quota(team, candidate: tuple[str, ResourceRequest] | None = None
         ref, request = candidate
         flavor = GpuFlavor.objects.filter(name=request.flavor).first()
         requests.append((ref, request, flavor))
+    cohort = cohort_of_quotas(quotas)
     held = {}
     for ref, request, flavor in requests:
         quota = quotas.get(flavor.pk) if flavor is not None else None
-        decision = decide(request, 0, _flavor_quota(flavor, quota), budget)
+        decision = decide(request, 0, _flavor_quota(flavor, quota, cohort, team.pk).idle(), budget)
         if not decision.admitted:
             held[ref] = decision
     return held
@@ -574,8 +845,9 @@ def preview(team, request: ResourceRequest) -> Decision:
 
     For the portal's live "would it start now?" preview; the real decision is :func:`admit`'s.
     """
-    quota = TeamQuota.objects.select_related("flavor").filter(team=team, flavor__name=request.flavor).first()
+    quota = _quota_rows().filter(team=team, flavor__name=request.flavor).first()
     flavor = quota.flavor if quota is not None else GpuFlavor.objects.filter(name=request.flavor).first()
     usage = _in_use(team, flavor.pk) if quota is not None else 0
     budget = _budget_state(team) if quota is not None else None
-    return decide(request, usage, _flavor_quota(flavor, quota), budget)
+    cohort = cohort_figures(quota.cohort_of_team) if quota is not None else None
+    return decide(request, usage, _flavor_quota(flavor, quota, cohort, team.pk), budget)

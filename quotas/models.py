@@ -126,7 +126,15 @@ class TeamQuota(models.Model):
 
     team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="quotas")
     flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="quotas")
-    limit = models.PositiveIntegerField(help_text="Whole units of the flavor the team may use at once.")
+    limit = models.PositiveIntegerField(help_text="Whole units of the flavor the team may use at once "
+                                                  "(its nominal quota in a cohort).")
+    borrowing_limit = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="In a cohort: units it may borrow above its limit (empty: as many as the cohort lends).")
+    lending_limit = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="In a cohort: units of its unused quota others may borrow (empty: all of it); "
+                  "the rest is a private floor.")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["team", "flavor"], name="uniq_team_flavor_quota")]
@@ -134,6 +142,56 @@ class TeamQuota(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team.slug}: {self.limit}\u00d7 {self.flavor.name}"
+
+
+class Cohort(models.Model):
+    """Teams that lend each other their unused quota (Kueue's cohort, flat; DESIGN §9).
+
+    A team's ``limit`` per flavor is its nominal quota; within a cohort what others leave
+    unused may be borrowed (:func:`quotas.admission.decide`). Admission in a cohort takes this
+    row's lock before the team's, since two teams must not borrow the same idle unit.
+    ``reclaim``, ``min_runtime_minutes`` and ``preemption_delay_seconds`` are the rules of
+    taking borrowed units back (reclaim is not built yet; they are recorded now).
+    """
+
+    class Reclaim(models.TextChoices):
+        NEVER = "never", "Never: borrowed work runs to its end"
+        LOWER_PRIORITY = "lower_priority", "Lower priority: only borrowed work of lower priority"
+        ANY = "any", "Any: a team takes back its nominal quota from any borrower"
+
+    name = models.CharField(max_length=63, unique=True, validators=[FLAVOR_NAME],
+                            help_text="Lowercase letters, digits, '-' and '.'.")
+    reclaim = models.CharField(max_length=20, choices=Reclaim.choices, default=Reclaim.ANY)
+    min_runtime_minutes = models.PositiveIntegerField(
+        default=10, help_text="Borrowed work younger than this is not reclaimed.")
+    preemption_delay_seconds = models.PositiveIntegerField(
+        default=30, help_text="How long a team waits for capacity that frees itself before reclaiming.")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TeamSharing(models.Model):
+    """A team's place in quota sharing: its cohort (at most one) and its fair-share weight.
+
+    Kept beside the team (quotas is above teams), one row per team that has one; a team
+    without a row, or with no cohort, keeps its quota as a wall.
+    """
+
+    team = models.OneToOneField("portal.Team", on_delete=models.CASCADE, related_name="sharing")
+    cohort = models.ForeignKey(Cohort, null=True, blank=True, on_delete=models.SET_NULL, related_name="members")
+    fair_weight = models.DecimalField(max_digits=8, decimal_places=3, default=Decimal(1),
+                                      validators=[MinValueValidator(Decimal(0))],
+                                      help_text="Fair-share weight (0: borrows last).")
+
+    class Meta:
+        ordering = ["team__slug"]
+
+    def __str__(self) -> str:
+        return f"{self.team.slug}: {self.cohort or 'no cohort'}"
 
 
 class TeamBudget(models.Model):
@@ -233,6 +291,9 @@ class Reservation(models.Model):
     priority = models.PositiveSmallIntegerField(choices=Priority.rank_choices(), default=Priority.NORMAL.rank)
     spot = models.BooleanField(default=False)
     description = models.CharField(max_length=200, blank=True)
+    #: Units above the team's nominal quota when admitted (or grown): lent by its cohort. A
+    #: reservation with any is preemptible.
+    borrowed_units = models.PositiveIntegerField(default=0, db_default=0)  # raw INSERTs may leave it out
     created_at = models.DateTimeField(auto_now_add=True)
     released_at = models.DateTimeField(null=True, blank=True)
 
@@ -254,6 +315,10 @@ class Reservation(models.Model):
     def is_held(self) -> bool:
         return self.released_at is None
 
+    @property
+    def preemptible(self) -> bool:
+        return self.borrowed_units > 0
+
 
 class QueuedRequest(models.Model):
     """A workload waiting for quota. Admission order: priority (high first), then FIFO."""
@@ -270,6 +335,7 @@ class QueuedRequest(models.Model):
                                          help_text="Estimated total cost (a known end), for the budget check.")
     cost_per_hour = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True,
                                         help_text="What admitting it commits per hour, for the budget check.")
+    may_borrow = models.BooleanField(default=True, db_default=True, help_text="False for an endpoint's minimum, which never borrows.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     #: The admission order; every reader of the queue uses it.

@@ -41,6 +41,8 @@ class QuotaUsageSerializer(serializers.Serializer):
     in_use = serializers.IntegerField()
     queued = serializers.IntegerField()
     free = serializers.IntegerField()
+    borrowed = serializers.IntegerField(help_text="Units in use above the limit, lent by the team's cohort.")
+    borrowable = serializers.IntegerField(help_text="What the team's cohort could lend it now (0 outside a cohort).")
 
 
 class BudgetSerializer(serializers.Serializer):

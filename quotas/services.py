@@ -24,9 +24,16 @@ import core.backend
 from cluster.capacity import offers
 from cluster.errors import ClusterError
 from core.formatting import stored_amount
-from quotas.admission import admit_waiting, budget_state, units_in_use
+from quotas.admission import (
+    admit_waiting,
+    borrowable,
+    budget_state,
+    lock_admission,
+    team_quotas,
+    units_in_use,
+)
 from quotas.ledger import MonthSpend, committed_by_team, month_end, month_spend, month_start, spent_month
-from quotas.models import BudgetMonth, GpuFlavor, QueuedRequest, TeamBudget, TeamQuota
+from quotas.models import BudgetMonth, Cohort, GpuFlavor, QueuedRequest, TeamBudget, TeamQuota, TeamSharing
 from quotas.tasks import sync_team_quota
 from teams.models import AuditEvent, Team
 from teams.services import audit, lock_team
@@ -36,10 +43,13 @@ __all__ = [
     "budget_summaries",
     "budget_summary",
     "enforce_budgets",
+    "remove_cohort",
     "schedule_team_sync",
+    "set_cohort",
     "set_flavor_prices",
     "set_team_budget",
     "set_team_quota",
+    "set_team_sharing",
     "spent_month",
     "usage_bars",
     "usage_summary",
@@ -52,8 +62,10 @@ log = logging.getLogger(__name__)
 
 
 def usage_summary(team: Team) -> list[dict]:
-    """Per flavor the team has quota for (or still uses): ``{flavor, limit, in_use, queued, free}``."""
-    quotas = {q.flavor_id: q for q in TeamQuota.objects.filter(team=team).select_related("flavor")}
+    """Per flavor the team has quota for (or still uses): ``{flavor, limit, in_use, queued, free,
+    borrowed, borrowable}`` — ``borrowed``: units in use above the limit; ``borrowable``: what its
+    cohort could lend it now (0 outside a cohort)."""
+    quotas = team_quotas(team)
     in_use = units_in_use(team)
     queued = {row["flavor_id"]: row["total"] for row in
               QueuedRequest.objects.filter(team=team).values("flavor_id").annotate(total=Sum("units")).order_by()}
@@ -61,12 +73,14 @@ def usage_summary(team: Team) -> list[dict]:
     missing = (set(in_use) | set(queued)) - set(flavors)
     if missing:
         flavors.update({f.pk: f for f in GpuFlavor.objects.filter(pk__in=missing)})
+    lendable = borrowable(team, quotas, in_use)
     rows = []
     for fid, flavor in sorted(flavors.items(), key=lambda item: item[1].name):
         limit = quotas[fid].limit if fid in quotas else 0
         used = in_use.get(fid, 0)
         rows.append({"flavor": flavor.name, "limit": limit, "in_use": used, "queued": queued.get(fid, 0),
-                     "free": max(limit - used, 0)})
+                     "free": max(limit - used, 0), "borrowed": max(used - limit, 0),
+                     "borrowable": lendable.get(fid, 0)})
     return rows
 
 
@@ -197,27 +211,138 @@ def schedule_team_sync(team: Team) -> None:
     transaction.on_commit(run)
 
 
+_KEEP = object()
+
+
 @transaction.atomic
-def set_team_quota(actor, team: Team, flavor: GpuFlavor, limit: int | None, ip: str | None = None) -> TeamQuota | None:
-    """Set (or with ``limit=None`` remove) the team's quota for ``flavor``; audited, mirrored."""
-    lock_team(team)  # quota rows change only under the team's admission lock
+def set_team_quota(actor, team: Team, flavor: GpuFlavor, limit: int | None, ip: str | None = None,
+                   borrowing_limit=_KEEP, lending_limit=_KEEP) -> TeamQuota | None:
+    """Set (or with ``limit=None`` remove) the team's quota for ``flavor``; audited, mirrored.
+
+    ``borrowing_limit`` and ``lending_limit`` (None: any / all of its unused quota) are kept as
+    they are unless given; they only matter in a cohort.
+    """
+    lock_admission(team)  # quota rows change only under the admission lock (its cohort's, then the team's)
     old = TeamQuota.objects.filter(team=team, flavor=flavor).first()
     old_limit = old.limit if old else None
+    before = _sharing_limits(old)
     if limit is None:
         if old is not None:
             old.delete()
         quota = None
     else:
-        quota, _ = TeamQuota.objects.update_or_create(team=team, flavor=flavor, defaults={"limit": limit})
-    if old_limit != limit:
-        audit_quota_change(actor, team, flavor.name, old_limit, limit, ip=ip)
+        defaults = {"limit": limit}
+        if borrowing_limit is not _KEEP:
+            defaults["borrowing_limit"] = borrowing_limit
+        if lending_limit is not _KEEP:
+            defaults["lending_limit"] = lending_limit
+        quota, _ = TeamQuota.objects.update_or_create(team=team, flavor=flavor, defaults=defaults)
+    after = _sharing_limits(quota)
+    if old_limit != limit or before != after:
+        audit_quota_change(actor, team, flavor.name, old_limit, limit, ip=ip,
+                           **({"old_limits": before, "new_limits": after} if before != after else {}))
         schedule_team_sync(team)
     return quota
 
 
-def audit_quota_change(actor, team: Team, flavor: str, old: int | None, new: int | None, ip: str | None = None) -> None:
+def _sharing_limits(quota: TeamQuota | None) -> dict | None:
+    if quota is None:
+        return None
+    return {"borrowing_limit": quota.borrowing_limit, "lending_limit": quota.lending_limit}
+
+
+def audit_quota_change(actor, team: Team, flavor: str, old: int | None, new: int | None, ip: str | None = None,
+                       **limits) -> None:
     audit(AuditEvent.Action.QUOTA_CHANGED, actor=actor, team=team, target=f"quota {flavor}", ip=ip,
-          flavor=flavor, old=old, new=new)
+          flavor=flavor, old=old, new=new, **limits)
+
+
+# -- cohorts -------------------------------------------------------------------------------
+
+
+def cohort_fields(cohort: Cohort | None) -> dict | None:
+    """The audited fields of a cohort (its teams as slugs)."""
+    if cohort is None:
+        return None
+    return {"reclaim": cohort.reclaim, "min_runtime_minutes": cohort.min_runtime_minutes,
+            "preemption_delay_seconds": cohort.preemption_delay_seconds,
+            "teams": sorted(TeamSharing.objects.filter(cohort=cohort).values_list("team__slug", flat=True))}
+
+
+def _lock_cohorts(cohort_ids) -> None:
+    """The cohorts' locks, by id (the order every multi-cohort change takes them in)."""
+    ids = sorted({pk for pk in cohort_ids if pk is not None})
+    for pk in ids:
+        list(Cohort.objects.select_for_update(no_key=True).filter(pk=pk).values_list("pk", flat=True))
+
+
+@transaction.atomic
+def set_cohort(actor, name: str, *, reclaim: str | None = None, min_runtime_minutes: int | None = None,
+               preemption_delay_seconds: int | None = None, teams: list[Team] | None = None,
+               ip: str | None = None) -> Cohort:
+    """Create or change the cohort ``name``; with ``teams``, exactly those teams are its members
+    (a team joining leaves its former cohort). Audited (a quota change: cohorts are quota).
+
+    Locks: every team concerned, by id, then every cohort concerned, by id — the admission
+    order (:func:`quotas.admission.lock_admission`) — so no admission decides on half a change. Members old and new re-admit their
+    queues after commit (lent units came or went).
+    """
+    cohort, created = Cohort.objects.get_or_create(name=name)
+    before = None if created else cohort_fields(cohort)
+    old_members = set(TeamSharing.objects.filter(cohort=cohort).values_list("team_id", flat=True))
+    new_members = old_members if teams is None else {team.pk for team in teams}
+    moved = new_members | old_members
+    for team in Team.objects.filter(pk__in=moved).order_by("pk"):
+        lock_team(team)
+    _lock_cohorts([cohort.pk, *TeamSharing.objects.filter(team_id__in=moved).values_list("cohort_id", flat=True)])
+    for field_name, value in (("reclaim", reclaim), ("min_runtime_minutes", min_runtime_minutes),
+                              ("preemption_delay_seconds", preemption_delay_seconds)):
+        if value is not None:
+            setattr(cohort, field_name, value)
+    cohort.full_clean()
+    cohort.save()
+    if teams is not None:
+        TeamSharing.objects.filter(cohort=cohort).exclude(team_id__in=new_members).update(cohort=None)
+        for team_id in new_members - old_members:
+            TeamSharing.objects.update_or_create(team_id=team_id, defaults={"cohort": cohort})
+    after = cohort_fields(cohort)
+    if before != after:
+        audit(AuditEvent.Action.QUOTA_CHANGED, actor=actor, target=f"cohort {cohort.name}", ip=ip,
+              cohort=cohort.name, old=before, new=after)
+        for team in Team.objects.filter(pk__in=moved):
+            schedule_team_sync(team)
+    return cohort
+
+
+@transaction.atomic
+def remove_cohort(actor, cohort: Cohort, ip: str | None = None) -> None:
+    """Delete a cohort; its teams keep their quotas as walls again. Audited."""
+    members = list(Team.objects.filter(sharing__cohort=cohort).order_by("pk"))
+    for team in members:
+        lock_team(team)
+    _lock_cohorts([cohort.pk])
+    before, name = cohort_fields(cohort), cohort.name
+    cohort.delete()  # the members' TeamSharing rows keep their weight, without a cohort
+    audit(AuditEvent.Action.QUOTA_CHANGED, actor=actor, target=f"cohort {name}", ip=ip,
+          cohort=name, old=before, new=None)
+    for team in members:
+        schedule_team_sync(team)
+
+
+@transaction.atomic
+def set_team_sharing(actor, team: Team, fair_weight: Decimal, ip: str | None = None) -> TeamSharing:
+    """Set the team's fair-share weight (≥ 0); audited."""
+    if fair_weight < 0:
+        raise ValueError("fair_weight must be 0 or more")
+    lock_admission(team)
+    sharing, _ = TeamSharing.objects.get_or_create(team=team)
+    old = sharing.fair_weight
+    if old != fair_weight:
+        sharing.fair_weight = fair_weight
+        sharing.save(update_fields=["fair_weight"])
+        audit(AuditEvent.Action.QUOTA_CHANGED, actor=actor, team=team, target="fair weight", ip=ip,
+              old=stored_amount(old), new=stored_amount(fair_weight))
+    return sharing
 
 
 @transaction.atomic
@@ -229,7 +354,7 @@ def set_team_budget(actor, team: Team, monthly_limit: Decimal | None, currency: 
     A change is also recorded as the budget of ``now``'s month (:class:`BudgetMonth`), so that
     month's burn-down keeps it after the budget changes again.
     """
-    lock_team(team)  # admission reads the budget under this lock
+    lock_admission(team)  # admission reads the budget under this lock
     old = TeamBudget.objects.filter(team=team).first()
     before = budget_fields(old)
     if monthly_limit is None:

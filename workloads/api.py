@@ -13,7 +13,8 @@ from __future__ import annotations
 from datetime import datetime
 
 import yaml
-from django.db.models import QuerySet
+from django.db.models import CharField, OuterRef, QuerySet, Value
+from django.db.models.functions import Cast, Concat
 from django.http import Http404, HttpResponse
 from django.utils import timezone
 from drf_spectacular.plumbing import build_array_type, build_basic_type
@@ -32,6 +33,7 @@ from teams.permissions import require_team
 from workloads import secrets
 from workloads import services as workloads
 from workloads.forecast import StartEstimate, estimated_starts
+from workloads.identity import REF_SEPARATOR
 from workloads.idle import IdleFigures, idle_figures
 from workloads.registry import WorkloadKind, kind_for, kind_of
 from workloads.views import log_download
@@ -74,7 +76,10 @@ def queue_context(workloads_page) -> dict:
     for team in teams.values():
         positions.update(admission.queue_positions(team))
         estimates.update(estimated_starts(team))
+    # Borrowed units: list rows carry them (WorkloadViewSet.get_queryset); others are read here.
+    unread = [w.ref for w in workloads_page if not hasattr(w, "borrowed_held") and w.state in w.HOLDING_STATES]
     return {"queue_positions": positions, "start_estimates": estimates,
+            "borrowed": admission.borrowed_units(unread),
             "idle": idle_figures(workloads_page, timezone.now()),
             "secret_env": secrets.names_by_ref(workloads_page)}
 
@@ -96,6 +101,22 @@ class QueuedFields(serializers.Serializer):
             return None
         estimate = self.context.get("start_estimates", {}).get(workload.ref)
         return estimate.at if estimate is not None else None
+
+
+class BorrowedFields(serializers.Serializer):
+    """``borrowed_units`` and ``preemptible``: read from the workload's held reservation (:func:`queue_context`)."""
+
+    borrowed_units = serializers.SerializerMethodField(
+        help_text="How many of its units are borrowed from the team's cohort (0 when not holding quota).")
+    preemptible = serializers.SerializerMethodField(help_text="Holds borrowed units: reclaim may take them back.")
+
+    def get_borrowed_units(self, workload) -> int:
+        if hasattr(workload, "borrowed_held"):
+            return workload.borrowed_held
+        return self.context.get("borrowed", {}).get(workload.ref, 0)
+
+    def get_preemptible(self, workload) -> bool:
+        return self.get_borrowed_units(workload) > 0
 
 
 def secret_env_input(more: str = "") -> serializers.DictField:
@@ -243,6 +264,8 @@ class ForecastSerializer(serializers.Serializer):
         max_digits=14, decimal_places=4, allow_null=True,
         help_text="What the budget counts for it this month: its estimate, at most its cost until the month's end; "
                   "without a runtime limit, its cost until the month's end.")
+    borrows = serializers.IntegerField(help_text="Units it would borrow from the team's cohort now.")
+    preemptible = serializers.BooleanField(help_text="Admitted with borrowed units: reclaim may take them back.")
 
 
 DRY_RUN_PARAMETER = OpenApiParameter("dry_run", bool, description="Only forecast: cost, budget share, outcome, start.")
@@ -290,7 +313,9 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
         return self.request.method in SAFE_METHODS
 
     def get_queryset(self) -> QuerySet:
-        qs = self.model.objects.for_user(self.request.user).for_list()
+        ref = Concat(Value(f"{self.model.KIND_PREFIX}{REF_SEPARATOR}"), Cast(OuterRef("pk"), CharField()))
+        qs = (self.model.objects.for_user(self.request.user).for_list()
+              .annotate(borrowed_held=admission.borrowed_units_of(ref)))
         params = self.request.query_params
         if params.get("team"):
             qs = qs.filter(team__slug=params["team"])

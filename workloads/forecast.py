@@ -262,12 +262,19 @@ class Forecast:
     #: What the budget gate counts (ResourceRequest.committed_cost): its estimate until the
     #: month's end at most; without a runtime limit, its cost until the month's end.
     committed_cost: Decimal | None = None
+    #: Units it would borrow from the team's cohort (Decision.borrows): any makes it preemptible.
+    borrows: int = 0
+
+    @property
+    def preemptible(self) -> bool:
+        return self.borrows > 0
 
     def as_dict(self) -> dict:
         return {"outcome": self.outcome, "message": self.message, "cost_per_hour": self.cost_per_hour,
                 "estimated_total": self.estimated_total, "share_of_budget_left": self.share_of_budget_left,
                 "queue_position": self.queue_position, "estimated_start_at": self.estimated_start_at,
-                "start": self.start, "committed_cost": self.committed_cost}
+                "start": self.start, "committed_cost": self.committed_cost, "borrows": self.borrows,
+                "preemptible": self.preemptible}
 
 
 def forecast(team, request: ResourceRequest, flavor, duration: timedelta | None) -> Forecast:
@@ -283,7 +290,8 @@ def forecast(team, request: ResourceRequest, flavor, duration: timedelta | None)
     if committed is not None and budget["monthly_limit"] is not None:
         left = budget["left"]
         share = (committed / left).quantize(Decimal("0.0001")) if left > 0 else None
-    result = Forecast(decision.outcome, decision.message, rate, total, share, committed_cost=committed)
+    result = Forecast(decision.outcome, decision.message, rate, total, share, committed_cost=committed,
+                      borrows=decision.borrows)
     if not decision.queued or flavor is None:
         return result
     entry = QueuedRequest(team=team, ref="dry-run", flavor=flavor, units=request.units,

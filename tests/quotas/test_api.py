@@ -48,7 +48,8 @@ def test_it_reports_a_teams_quota_use_and_budget(api, budget_team):
     response = api.get(team_usage_url("ml-research"))
     assert response.status_code == 200
     body = response.json()
-    assert {"flavor": "a100-80gb", "limit": 8, "in_use": 6, "queued": 4, "free": 2} in body["quotas"]
+    assert {"flavor": "a100-80gb", "limit": 8, "in_use": 6, "queued": 4, "free": 2, "borrowed": 0,
+            "borrowable": 0} in body["quotas"]
     assert body["budget"] == {"monthly_limit": "100.00", "spent_month": "0.00", "currency": "USD",
                               "alert_threshold_pct": 80, "alert": False, "committed": "0.00",
                               "burn_per_hour": "0.0000", "projected_month_end": "0.00", "runs_out_at": None}
