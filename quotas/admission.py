@@ -464,18 +464,13 @@ def _in_use(team, flavor_id: int) -> int:
 
 
 @lru_cache(maxsize=4)
-def _hot_sql(vendor: str) -> tuple[str, str, str, str]:
-    """The facts, insert, release and cohort lock statements for ``vendor`` (table names from the models)."""
+def _hot_sql(vendor: str) -> tuple[str, str, str]:
+    """The facts, insert and release statements for ``vendor`` (table names from the models)."""
     # Values always travel as parameters; only table and column names are formatted in.
     q = connection.ops.quote_name
-    quota, flavor, res, queue, budget, sharing, cohort = (
-        q(model._meta.db_table)
-        for model in (TeamQuota, GpuFlavor, Reservation, QueuedRequest, TeamBudget, TeamSharing, Cohort)
+    quota, flavor, res, queue, budget, sharing = (
+        q(model._meta.db_table) for model in (TeamQuota, GpuFlavor, Reservation, QueuedRequest, TeamBudget, TeamSharing)
     )
-    # The cohort lock: lock_admission's (for no key update), in plain SQL on the hot path.
-    lock_cohort = f"SELECT id FROM {cohort} WHERE id = %(cohort)s"  # noqa: S608 - only quoted model table names are interpolated
-    if connection.features.has_select_for_update:
-        lock_cohort += " FOR NO KEY UPDATE" if vendor == "postgresql" else " FOR UPDATE"
     facts = (  # f.active: GpuFlavor.usable, read in the same round trip; the team's cohort too
         f"SELECT f.id, f.active, f.max_units_per_node, tq.{q('limit')}, tq.borrowing_limit, tq.lending_limit,"  # noqa: S608 - only quoted model table names are interpolated
         f" (SELECT cohort_id FROM {sharing} WHERE team_id = %(team)s),"
@@ -496,7 +491,7 @@ def _hot_sql(vendor: str) -> tuple[str, str, str, str]:
               f" borrowed_units, created_at) VALUES (%(team)s, %(ref)s, %(flavor)s, %(units)s, %(per_node)s,"
               f" %(priority)s, %(spot)s, %(description)s, %(borrowed)s, %(now)s)")
     release = f"UPDATE {res} SET released_at = %(now)s WHERE ref = %(ref)s AND released_at IS NULL"  # noqa: S608
-    return facts, insert, release, lock_cohort
+    return facts, insert, release
 
 
 def _request_of(entry: QueuedRequest | Reservation) -> ResourceRequest:
@@ -526,7 +521,7 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
     together. Admitting a ref that is already admitted or queued returns that outcome again
     without writing anything.
     """
-    facts_sql, insert_sql, _, lock_cohort_sql = _hot_sql(connection.vendor)
+    facts_sql, insert_sql, _ = _hot_sql(connection.vendor)
     # No savepoint of its own (two statements less on every submission): an error here fails
     # the caller's transaction as a whole, which is what every caller wants — the workload row
     # written just before must not commit without its admission.
@@ -554,7 +549,7 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
         #    so two members never both borrow the same idle unit.
         lenders = None
         if member_of is not None:
-            cursor.execute(lock_cohort_sql, {"cohort": member_of})
+            _lock_cohort(member_of)
             if flavor_id is not None:
                 cohort = cohort_figures(member_of)
                 lenders = cohort.lenders(team.pk, flavor_id)
