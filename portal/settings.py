@@ -282,6 +282,11 @@ SLIPWAY_METRICS_URL = env_str("SLIPWAY_METRICS_URL", SLIPWAY_PROMETHEUS_URL)
 # GPUs whose utilization stays under this percent are idle time; flagged after this many minutes.
 SLIPWAY_IDLE_UTIL_PCT = env_float("SLIPWAY_IDLE_UTIL_PCT", 5.0)
 SLIPWAY_IDLE_WINDOW_MINUTES = env_int("SLIPWAY_IDLE_WINDOW_MINUTES", 30)
+# Fair share (DESIGN §9) remembers borrowed GPU-hours with this half-life: a team that borrowed
+# all night yields in the morning.
+SLIPWAY_FAIR_SHARE_HALF_LIFE_HOURS = env_float("SLIPWAY_FAIR_SHARE_HALF_LIFE_HOURS", 168.0)
+# Seconds a preempted workload's pods get to stop (the delete's grace period).
+SLIPWAY_PREEMPTION_GRACE_SECONDS = env_int("SLIPWAY_PREEMPTION_GRACE_SECONDS", 30)
 # Seconds a run's or an endpoint's image may fail to pull (ErrImagePull, ImagePullBackOff: the
 # kubelet retries forever) before the run fails, or the endpoint with no ready replica fails, and
 # their quota is released (docs/operations.md).

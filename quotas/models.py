@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q, Sum
+from django.utils import timezone
 
 from cluster.specs import FlavorSpec
 from core.formatting import format_money, format_when
@@ -186,6 +187,9 @@ class TeamSharing(models.Model):
     fair_weight = models.DecimalField(max_digits=8, decimal_places=3, default=Decimal(1),
                                       validators=[MinValueValidator(Decimal(0))],
                                       help_text="Fair-share weight (0: borrows last).")
+    within_team_preemption = models.BooleanField(
+        default=False, help_text="A high-priority run may preempt the team's own low-priority work when the team "
+                                 "is full (the checkpoint issue, #24, acts on it).")
 
     class Meta:
         ordering = ["team__slug"]
@@ -380,6 +384,10 @@ class UsageRecord(models.Model):
     # threshold: allocated, paid for, unused (workloads.idle).
     idle_gpu_hours = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0))
     idle_cost = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0))
+    # The part of gpu_hours that ran on units borrowed from the team's cohort (DESIGN §9): what
+    # fair share remembers (decayed) and usage reports show as ``borrowed_gpu_hours``.
+    borrowed_gpu_hours = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0),
+                                             db_default=Decimal(0))
     currency = models.CharField(max_length=3, default=_default_currency)
 
     class Meta:
@@ -394,3 +402,37 @@ class UsageRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.ref} {format_when(self.start)}: {format_money(self.cost, self.currency)}"
+
+
+class PreemptionEvent(models.Model):
+    """One preemption of a workload: who took back what, and the work it cost (DESIGN §9).
+
+    Written once, when the victim is chosen (the forward-only ledger's rule: never updated).
+    The workload's preemption log (API and page) lists these newest first; usage reports sum
+    ``lost_gpu_hours`` and ``lost_cost`` as ``preempted_gpu_hours`` and ``preempted_cost``.
+    """
+
+    ref = models.CharField(max_length=100, db_index=True, help_text='The preempted workload, e.g. "run:42".')
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="preemptions_suffered")
+    #: The team that took its quota back (None: the victim's own team, a within-team preemption).
+    by_team = models.ForeignKey("portal.Team", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="preemptions_made")
+    #: The workload whose admission needed the units (its ref), for the audit trail.
+    for_ref = models.CharField(max_length=100, blank=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+", help_text="The victim's owner (usage reports group by user).")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="+")
+    units = models.PositiveIntegerField(help_text="Units taken back.")
+    reason = models.CharField(max_length=500)
+    grace_seconds = models.PositiveIntegerField(default=0)
+    lost_gpu_hours = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0))
+    lost_cost = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0))
+    currency = models.CharField(max_length=3, default=_default_currency)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        indexes = [models.Index(fields=["team", "at"], name="preemption_team_at_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.ref} preempted at {format_when(self.at)}: {self.units}\u00d7 {self.flavor.name}"

@@ -57,6 +57,8 @@ class ReasonCode(models.TextChoices):
     CLUSTER_REJECTED = "cluster_rejected", "The cluster rejected it"
     CLUSTER_UNREACHABLE = "cluster_unreachable", "The cluster could not be reached"
     OBJECTS_VANISHED = "objects_vanished", "Its cluster objects disappeared"
+    PREEMPTING = "preempting", "Being preempted: its pods are stopping"
+    PREEMPTED = "preempted", "Preempted and queued again"
 
 
 #: The portal's own words for the steps it takes: they hold while the cluster has nothing to say.
@@ -123,6 +125,13 @@ class Workload(models.Model):
     # has stayed under it without a break (None while busy or unmeasured).
     open_idle = models.BooleanField(default=False)
     idle_since = models.DateTimeField(null=True, blank=True)
+
+    # Preemption (DESIGN §9): how often its borrowed units were taken back, when last, and —
+    # while its pods are being stopped for that — since when (None otherwise). A workload
+    # being preempted keeps its reservation until its pods are gone (workloads.preemption).
+    preemptions = models.PositiveSmallIntegerField(default=0, db_default=0)
+    last_preempted_at = models.DateTimeField(null=True, blank=True)
+    preempting_since = models.DateTimeField(null=True, blank=True)
 
     objects = WorkloadQuerySet.as_manager()
 
