@@ -182,6 +182,18 @@ def follow(kind: WorkloadKind, backend, workload, observed: bool, now: datetime)
     return False
 
 
+def preempted_then(preempted: str, waiting: str) -> str:
+    """A preempted workload's reason while it waits again: who took its units, then why it waits now."""
+    return f"{preempted}; now {waiting}" if waiting else preempted
+
+
+def queued_reason(workload, waiting: str) -> str:
+    """The reason of a queued ``workload`` given the queue's words for it now (one query when it was preempted)."""
+    if workload.reason_code != ReasonCode.PREEMPTED:
+        return waiting
+    return preempted_then(last_reasons([workload.ref]).get(workload.ref, workload.reason), waiting)
+
+
 def last_reasons(refs: list[str]) -> dict[str, str]:
     """``{ref: the words of its latest preemption}`` (one query; {} for none)."""
     if not refs:
