@@ -141,11 +141,26 @@ class Interval:
     units: int
     spot: bool
     idle: bool = False
+    #: Of ``units``, how many were borrowed from the team's cohort: the held reservation's
+    #: ``borrowed_units`` when the interval is written (billing reads it, :func:`workloads.billing.record`).
+    borrowed_units: int = 0
 
     def charge(self) -> tuple[Decimal, Decimal]:
         """``(cost, gpu_hours)`` of this interval."""
         return (interval_cost(self.price, self.units, self.start, self.end),
                 interval_gpu_hours(self.gpu_fraction, self.units, self.start, self.end))
+
+    def borrowed_gpu_hours(self, gpu_hours: Decimal) -> Decimal:
+        """The part of ``gpu_hours`` (this interval's, :meth:`charge`) that ran on borrowed units.
+
+        Pro rata: ``gpu_hours × min(borrowed, units) / units``. Which of a workload's units are
+        "the borrowed ones" means nothing to the GPUs; the share of them is what fair share
+        remembers (:mod:`quotas.fairshare`) and reports show.
+        """
+        borrowed = min(self.borrowed_units, self.units)
+        if borrowed <= 0 or self.units <= 0:
+            return ZERO
+        return (gpu_hours * borrowed / self.units).quantize(LEDGER_PRECISION, ROUND_HALF_UP)
 
     def hourly(self) -> list[Interval]:
         """This interval cut at ledger-hour boundaries: one piece per hour row it touches."""
@@ -194,7 +209,8 @@ def record_intervals(intervals: list[Interval]) -> set[tuple[str, datetime]]:
         params += [i.team_id, i.ref, i.flavor_id, i.user_id, ops.adapt_datetimefield_value(usage_hour(i.start)),
                    ops.adapt_datetimefield_value(i.start), ops.adapt_datetimefield_value(i.end), i.units, i.spot,
                    *(ops.adapt_decimalfield_value(amount, LEDGER_DIGITS, 10)
-                     for amount in (gpu_hours, cost, idle_gpu_hours, idle_cost)), currency]
+                     for amount in (gpu_hours, cost, idle_gpu_hours, idle_cost, i.borrowed_gpu_hours(gpu_hours))),
+                   currency]
     with connection.cursor() as cursor:
         cursor.execute(_upsert_sql(connection.vendor, len(intervals)), params)
         changed = {(ref, sql_datetime(hour)) for ref, hour in cursor.fetchall()}
@@ -210,12 +226,12 @@ def _upsert_sql(vendor: str, rows: int) -> str:
     """
     q = connection.ops.quote_name
     table = q(UsageRecord._meta.db_table)
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * rows)
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * rows)
     added = ", ".join(f"{column} = {table}.{column} + excluded.{column}"
-                      for column in ("gpu_hours", "cost", "idle_gpu_hours", "idle_cost"))
+                      for column in ("gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours"))
     return (
         f"INSERT INTO {table} (team_id, ref, flavor_id, user_id, hour, {q('start')}, {q('end')}, units, spot,"  # noqa: S608 - only quoted model names are interpolated
-        f" gpu_hours, cost, idle_gpu_hours, idle_cost, currency) VALUES {values}"
+        f" gpu_hours, cost, idle_gpu_hours, idle_cost, borrowed_gpu_hours, currency) VALUES {values}"
         f" ON CONFLICT (ref, hour) DO UPDATE SET {q('end')} = excluded.{q('end')}, {added},"
         f" units = CASE WHEN excluded.units > {table}.units THEN excluded.units ELSE {table}.units END"
         f" WHERE {table}.{q('end')} <= excluded.{q('start')} RETURNING ref, hour"
