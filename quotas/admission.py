@@ -456,10 +456,7 @@ def borrowable(team, quotas: dict[int, TeamQuota], in_use: dict[int, int]) -> di
 
 def borrowed_units(refs: list[str]) -> dict[str, int]:
     """``{ref: borrowed units}`` of the held reservations of ``refs`` that borrow any (one query)."""
-    if not refs:
-        return {}
-    return dict(Reservation.objects.held().filter(ref__in=refs, borrowed_units__gt=0)
-                .values_list("ref", "borrowed_units"))
+    return Reservation.objects.held().borrowed_by_ref(refs)
 
 
 def borrowed_units_of(ref):
