@@ -38,6 +38,7 @@ from quotas.reports import (
     usage_page,
 )
 from quotas.services import budget_bar, capacity_rows, usage_bars
+from quotas.sharing import team_sharing
 from teams import services, throttle
 from teams.middleware import SESSION_KEY
 from teams.models import Membership, Role
@@ -132,6 +133,7 @@ def _team_page(request: HttpRequest, membership: Membership, *, add_form: AddMem
         # The service refuses to remove the last admin; the page offers no button for it.
         "sole_admin": admins[0] if len(admins) == 1 else None,
         "usage": usage_bars(team), "budget": budget_bar(team), "can_submit": membership.allows(Role.MEMBER),
+        "sharing": team_sharing(team),
         "add_form": (add_form or AddMemberForm()) if is_admin else None,
         "settings_form": TeamSettingsForm(initial={
             "members_may_cancel_teammates_work": team.members_may_cancel_teammates_work}) if is_admin else None,
@@ -249,7 +251,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     polling = any(row["holding"] or row["queued"] for row in kinds.values())
     context = {
         "team": team, "membership": membership, "usage": usage_bars(team), "budget": budget_bar(team),
-        "kinds": kinds, "polling": polling, "can_submit": membership.allows(Role.MEMBER),
+        "sharing": team_sharing(team), "kinds": kinds, "polling": polling, "can_submit": membership.allows(Role.MEMBER),
         "panels": _panels(team, kinds),
         "submit_refused": submit_refusal(membership),
     }
