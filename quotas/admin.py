@@ -303,8 +303,8 @@ class UsageRecordAdmin(ReadOnlyAdmin):
     cost_ = money_column("cost", "cost", "currency")
     idle_cost_ = money_column("idle_cost", "idle cost", "currency")
     # Money and GPU-hours as people read them on the detail page too (the columns keep ten decimals).
-    exclude = ["cost", "gpu_hours", "idle_cost", "idle_gpu_hours"]
-    readonly_fields = ["gpu_hours_", "cost_", "idle_gpu_hours_", "idle_cost_"]
+    exclude = ["cost", "gpu_hours", "idle_cost", "idle_gpu_hours", "borrowed_gpu_hours"]
+    readonly_fields = ["gpu_hours_", "cost_", "idle_gpu_hours_", "idle_cost_", "borrowed_gpu_hours_"]
 
     @admin.display(description="GPU-hours", ordering="gpu_hours")
     def gpu_hours_(self, record: UsageRecord) -> str:
@@ -313,6 +313,10 @@ class UsageRecordAdmin(ReadOnlyAdmin):
     @admin.display(description="idle GPU-hours", ordering="idle_gpu_hours")
     def idle_gpu_hours_(self, record: UsageRecord) -> str:
         return f"{record.idle_gpu_hours:.4f}"
+
+    @admin.display(description="borrowed GPU-hours", ordering="borrowed_gpu_hours")
+    def borrowed_gpu_hours_(self, record: UsageRecord) -> str:
+        return f"{record.borrowed_gpu_hours:.4f}"  # the part run on units borrowed from the cohort
     list_filter = ["flavor", "spot", "team"]
     search_fields = ["ref", "team__slug", "user__username"]
     list_select_related = ["team", "flavor", "user"]
