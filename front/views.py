@@ -133,11 +133,11 @@ def _team_page(request: HttpRequest, membership: Membership, *, add_form: AddMem
         # The service refuses to remove the last admin; the page offers no button for it.
         "sole_admin": admins[0] if len(admins) == 1 else None,
         "usage": usage_bars(team), "budget": budget_bar(team), "can_submit": membership.allows(Role.MEMBER),
-        "sharing": team_sharing(team),
         "add_form": (add_form or AddMemberForm()) if is_admin else None,
         "settings_form": TeamSettingsForm(initial={
             "members_may_cancel_teammates_work": team.members_may_cancel_teammates_work}) if is_admin else None,
     }
+    context["sharing"] = team_sharing(team, context["usage"])
     return render(request, "portal/team.html", context, status=status)
 
 
@@ -251,10 +251,11 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     polling = any(row["holding"] or row["queued"] for row in kinds.values())
     context = {
         "team": team, "membership": membership, "usage": usage_bars(team), "budget": budget_bar(team),
-        "sharing": team_sharing(team), "kinds": kinds, "polling": polling, "can_submit": membership.allows(Role.MEMBER),
+        "kinds": kinds, "polling": polling, "can_submit": membership.allows(Role.MEMBER),
         "panels": _panels(team, kinds),
         "submit_refused": submit_refusal(membership),
     }
+    context["sharing"] = team_sharing(team, context["usage"])
     if wants_partial(request):
         # The live figures and recent runs alone; once nothing is queued or holding quota they cannot
         # change: stop polling.

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from quotas import fairshare
 from quotas.admission import CohortFigures, cohort_figures
-from quotas.models import GpuFlavor, TeamSharing
+from quotas.models import Cohort, GpuFlavor
 
 
 @dataclass(frozen=True)
@@ -98,18 +98,22 @@ class TeamSharingView:
         return sum(row.lent for _name, row in self.flavors)
 
 
-def team_sharing(team, now: datetime | None = None) -> TeamSharingView | None:
-    """The team's cohort figures for its pages, or None outside any cohort (one query then; six inside)."""
-    row = TeamSharing.objects.filter(team_id=team.pk, cohort__isnull=False).values_list(
-        "cohort_id", "cohort__name").first()
-    if row is None:
+def team_sharing(team, usage: list[dict], now: datetime | None = None) -> TeamSharingView | None:
+    """The team's cohort figures for its pages, or None outside any cohort.
+
+    ``usage`` is the page's :func:`quotas.services.usage_bars`, whose rows name the team's cohort:
+    a team outside one (or without quota rows, with nothing to lend) costs no query more; a
+    member six (the cohort, its figures, the remembered borrowing, the flavors' names).
+    """
+    cohort_id = next((row["cohort"] for row in usage if row.get("cohort") is not None), None)
+    if cohort_id is None:
         return None
-    cohort_id, name = row
     cohort = cohort_figures(cohort_id)
     remembered = fairshare.remembered_units(list(cohort.slugs), now or timezone.now())
     rows = flows(cohort, team.pk)
     names = dict(GpuFlavor.objects.filter(pk__in=[r.flavor_id for r in rows]).values_list("pk", "name"))
     shown = [(names[r.flavor_id], _with_share(r, cohort, team.pk, remembered)) for r in rows]
+    name = Cohort.objects.filter(pk=cohort_id).values_list("name", flat=True).first() or ""
     return TeamSharingView(name, cohort.weights.get(team.pk), sorted(shown, key=lambda item: item[0]))
 
 
