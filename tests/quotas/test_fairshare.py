@@ -111,6 +111,11 @@ class TestKueueCases:
         entries = [entry(1, 2), entry(2, 3, priority=Priority.HIGH), entry(3, 3), entry(4, 2)]
         assert admitted(entries, cohort) == ["run:2", "run:1", "run:3", "run:4"]
 
+    def test_work_within_its_own_nominal_quota_goes_before_any_that_borrows(self):
+        # Team 2 reclaimed its 2 units: its queued work gets them, not the older borrower's.
+        cohort = figures((1, 0, None, 1), (2, 2, None, 1))
+        assert admitted([entry(1, 1, units=2, priority=Priority.HIGH), entry(2, 2, units=2)], cohort) == ["run:2"]
+
     def test_an_entry_that_borrows_nothing_adds_nothing_to_its_share(self):
         # Team 2 borrows 1 now; team 3 asks for 2 within its nominal quota: share after 0 < 1/6.
         cohort = figures((1, 4, None, 1), (2, 0, None, 1), (3, 2, None, 1), usage={(2, A100.pk): 1})
@@ -133,24 +138,27 @@ members = st.lists(st.tuples(st.integers(0, 4), st.one_of(st.none(), st.integers
 
 @st.composite
 def cohorts(draw):
+    """Plain figures (printable when a case fails): members, usage, queue, remembered units."""
     spec = draw(members)
     ids = list(range(1, len(spec) + 1))
-    usage = {(tid, A100.pk): draw(st.integers(0, 3)) for tid in ids}
-    cohort = figures(*((tid, limit, lending, weight) for tid, (limit, lending, weight) in zip(ids, spec, strict=True)),
-                     usage=usage)
+    usage = {tid: draw(st.integers(0, 3)) for tid in ids}
     queue = draw(st.lists(st.tuples(st.sampled_from(ids), st.integers(1, 4), st.sampled_from(list(Priority)),
                                     st.integers(0, 5)), max_size=10))
-    entries = [entry(i, team, units, priority, minute) for i, (team, units, priority, minute) in enumerate(queue, 1)]
     remembered = {tid: draw(st.floats(0, 3)) for tid in ids}
-    return cohort, entries, remembered
+    return spec, usage, queue, remembered
 
 
 @hsettings(max_examples=300, deadline=None)
 @given(cohorts())
 def test_no_entry_is_admitted_before_a_lower_share_one_that_also_fits(case):
     """Replayed step by step: each admitted entry had, among those that fit then, the lowest
-    (share after admission, priority, age); and when it ends, nothing left fits."""
-    cohort, entries, remembered = case
+    (borrows at all, share after admission, priority, age) — nominal work first, then the
+    lowest share; and when it ends, nothing left fits."""
+    spec, usage, queue, remembered = case
+    ids = list(range(1, len(spec) + 1))
+    cohort = figures(*((tid, limit, lending, weight) for tid, (limit, lending, weight) in zip(ids, spec, strict=True)),
+                     usage={(tid, A100.pk): used for tid, used in usage.items()})
+    entries = [entry(i, team, units, priority, minute) for i, (team, units, priority, minute) in enumerate(queue, 1)]
     replay = CohortFigures(cohort.slugs, cohort.quotas, dict(cohort.usage), cohort.weights)
     order = fair_order(entries, cohort, {}, remembered)
     left = list(entries)
@@ -159,17 +167,18 @@ def test_no_entry_is_admitted_before_a_lower_share_one_that_also_fits(case):
         return [e for e in left if fair_order([e], CohortFigures(replay.slugs, replay.quotas, dict(replay.usage),
                                                                  replay.weights), {}, remembered)]
 
-    def share(e):
-        return fairshare.share_of(replay, e.team_id, e.flavor_id, remembered, e.units)
+    def key(e):
+        borrows = replay.borrowed(e.team_id, e.flavor_id, e.units) > replay.borrowed(e.team_id, e.flavor_id)
+        return borrows, fairshare.share_of(replay, e.team_id, e.flavor_id, remembered, e.units), -e.priority, \
+            e.created_at
 
     for chosen, _borrowed in order:
         fit = fitting()
         assert chosen in fit
-        assert all((share(chosen), -chosen.priority, chosen.created_at) <= (share(e), -e.priority, e.created_at)
-                   for e in fit)
+        assert all(key(chosen) <= key(e) for e in fit)
         left.remove(chosen)
-        key = (chosen.team_id, chosen.flavor_id)
-        replay.usage[key] = replay.usage.get(key, 0) + chosen.units
+        slot = (chosen.team_id, chosen.flavor_id)
+        replay.usage[slot] = replay.usage.get(slot, 0) + chosen.units
     assert fitting() == []
     assert replay.usage == cohort.usage
 
