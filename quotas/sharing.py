@@ -12,9 +12,11 @@ The figures may then be fractions; their sums are exact.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 from django.utils import timezone
 
@@ -86,7 +88,7 @@ class TeamSharingView:
     """A cohort member's sharing now, named for a page."""
 
     cohort: str
-    weight: object  #: its fair_weight (a Decimal)
+    weight: Decimal | None  #: its fair_weight
     flavors: list[tuple[str, FlavorSharing]]  #: (flavor name, figures), by name
 
     @property
@@ -118,6 +120,4 @@ def team_sharing(team, usage: list[dict], now: datetime | None = None) -> TeamSh
 
 
 def _with_share(row: FlavorSharing, cohort: CohortFigures, team_id: int, remembered: dict[int, float]) -> FlavorSharing:
-    share = fairshare.share_of(cohort, team_id, row.flavor_id, remembered)
-    return FlavorSharing(row.flavor_id, row.limit, row.in_use, row.borrowed, row.lent, row.borrowed_from,
-                         row.lent_to, share)
+    return dataclasses.replace(row, share=fairshare.share_of(cohort, team_id, row.flavor_id, remembered))
