@@ -734,9 +734,9 @@ def _admit_waiting_in_cohort(cohort_id: int) -> list[str]:
     queue order: units a team reclaimed go to it, not back to the borrower they were taken
     from — no preemption loop, :mod:`quotas.reclaim`); then the one whose team's share after
     admitting it is lowest, then the higher priority, then the older entry. An entry that
-    borrows nothing adds nothing to its team's share. Each entry is decided (by :func:`decide`, the one rule of fit) against the cohort's
-    figures as updated by the admissions before it. The other members' team locks are taken
-    only where free (``SKIP LOCKED``: holding a cohort's lock, nobody waits for a team's,
+    borrows nothing adds nothing to its team's share. Each entry is decided (by :func:`decide`,
+    the one rule of fit) against the cohort's figures as updated by the admissions before it.
+    The other members' team locks are taken only where free (``SKIP LOCKED``: holding a cohort's lock, nobody waits for a team's,
     :func:`lock_admission`), so each admitted entry's team is held.
     """
     # The members whose team lock is free now (or ours): a member busy deciding elsewhere is
