@@ -335,7 +335,7 @@ class UsageRecordAdmin(ReadOnlyAdmin):
 
     @admin.display(description="borrowed GPU-hours", ordering="borrowed_gpu_hours")
     def borrowed_gpu_hours_(self, record: UsageRecord) -> str:
-        return f"{record.borrowed_gpu_hours:.4f}"
+        return f"{record.borrowed_gpu_hours:.4f}"  # the part run on units borrowed from the cohort
     list_filter = ["flavor", "spot", "team"]
     search_fields = ["ref", "team__slug", "user__username"]
     list_select_related = ["team", "flavor", "user"]
