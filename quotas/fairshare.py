@@ -22,7 +22,7 @@ its weight (Kueue's dominant-resource share, with a memory)::
 
 Freed capacity goes by :func:`tournament`: among the queued entries that fit now, the lowest
 share after admission first, then higher priority, then the older entry. Reclaim takes victims
-from the team with the highest :func:`cohort_shares` first.
+from the team with the highest :func:`shares` first (:mod:`workloads.preemption`).
 
 This module reads the figures through the cohort object it is given (duck-typed, as
 :class:`quotas.admission.CohortFigures` provides them): admission imports it, not the other way.
@@ -112,12 +112,6 @@ def remembered_units(team_ids: list[int], now: datetime) -> dict[int, float]:
                                        borrowed_gpu_hours__gt=0)
             .values_list("team_id", "hour").annotate(total=Sum("borrowed_gpu_hours")).order_by())
     return remembered_from(rows, now, half_life)
-
-
-def cohort_shares(cohort: CohortShares, flavor_id: int, now: datetime) -> dict[int, float]:
-    """``{team id: share}`` of every member of ``cohort`` (:class:`quotas.admission.CohortFigures`)
-    for ``flavor_id`` at ``now``: what reclaim ranks victim teams by, highest first (one query)."""
-    return shares(cohort, flavor_id, remembered_units(list(cohort.slugs), now))
 
 
 T = TypeVar("T")

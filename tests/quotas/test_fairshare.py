@@ -219,7 +219,8 @@ def test_in_the_morning_the_queue_serves_the_team_that_did_not_borrow_all_night(
     assert admit(lender, ResourceRequest("a100-80gb", 2, 1), "run:lender").admitted
     assert admit(night, ResourceRequest("a100-80gb", 1, 1), "run:night").queued  # older
     assert admit(day, ResourceRequest("a100-80gb", 1, 1), "run:day").queued
-    shares = fairshare.cohort_shares(cohort_figures(night.sharing.cohort_id), flavors["a100-80gb"].pk, now)
+    cohort = cohort_figures(night.sharing.cohort_id)
+    shares = fairshare.shares(cohort, flavors["a100-80gb"].pk, fairshare.remembered_units(list(cohort.slugs), now))
     assert shares[night.pk] > 0 and shares[day.pk] == 0 and shares[lender.pk] == 0
     release("run:lender")
     assert admit(lender, ResourceRequest("a100-80gb", 1, 1), "run:lender2").admitted  # one unit left to lend
