@@ -355,3 +355,13 @@ def test_admission_borrows_within_the_borrowing_limit_put_through_the_api(as_sta
     rows = api.get(quotas_url()).json()["results"]
     assert rows[0] == {"flavor": "a100-80gb", "limit": 8, "borrowing_limit": 1, "lending_limit": None,
                        "in_use": 8, "borrowed": 0, "queued": 0}
+
+
+def test_a_quota_removed_while_in_use_shows_limit_null_and_what_is_still_used(as_staff, api, quota):
+    from quotas.admission import ResourceRequest, admit
+
+    assert admit(quota[0].team, ResourceRequest("l4", 1, 1), "run:1").admitted
+    removed = as_staff.put(quota_url("l4"), {"limit": None}, format="json").json()
+    assert (removed["limit"], removed["in_use"]) == (None, 1)
+    assert {row["flavor"]: row["limit"] for row in api.get(quotas_url()).json()["results"]} == {
+        "a100-80gb": 8, "l4": None}
