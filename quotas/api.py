@@ -137,8 +137,11 @@ class CohortViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)  # 401 without credentials
-        if not request.user.is_staff:
-            raise NotFound()  # as if there were no such route: cohorts are the platform's, not a team's
+        # Cohorts are the platform's, not a team's: to anyone but staff they do not exist. A
+        # method the route does not serve is a 405 for everyone, as on every route (the schema
+        # is public: the route's existence is no secret, the cohorts are).
+        if not request.user.is_staff and request.method.lower() in self.action_map:
+            raise NotFound()
 
     def retrieve(self, request, name=None, **kwargs):
         return Response(self.get_serializer(self.get_object()).data)
@@ -147,12 +150,12 @@ class CohortViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     def update(self, request, name=None, **kwargs):
         """Create or replace the cohort, whole: a field left out takes its default (``teams``: none)."""
         body = request.data
-        if isinstance(body, dict):
-            if "name" in body and body["name"] != name:
-                raise ValidationError({"name": ["Must be the cohort's name in the URL (or left out)."]})
-            body = {**body, "name": name}
-        serializer = CohortInputSerializer(data=body)
-        serializer.is_valid(raise_exception=True)
+        serializer = CohortInputSerializer(data={"name": name, **body} if isinstance(body, dict) else body)
+        errors = {} if serializer.is_valid() else dict(serializer.errors)
+        if isinstance(body, dict) and "name" in body and body["name"] != name:
+            errors["name"] = ["Must be the cohort's name in the URL (or left out)."]
+        if errors:
+            raise ValidationError(errors)
         data = serializer.validated_data
         created = not Cohort.objects.filter(name=name).exists()
         services.set_cohort(request.user, name, reclaim=data["reclaim"], min_runtime_minutes=data["min_runtime_minutes"],

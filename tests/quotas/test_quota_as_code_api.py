@@ -133,7 +133,7 @@ def test_cohorts_answer_404_to_everyone_but_staff(api_client_for, as_staff, team
     assert client.get(cohort_url("nothing")).status_code == 404
     assert client.put(cohort_url("research"), {"teams": []}, format="json").status_code == 404
     assert client.put(cohort_url("new"), {"teams": ["ml-research"]}, format="json").status_code == 404
-    assert client.post(COHORTS, {"name": "x"}, format="json").status_code == 404  # not even a 405
+    assert client.post(COHORTS, {"name": "x"}, format="json").status_code == 405  # as for anyone: no such method
     assert client.delete(cohort_url("research")).status_code == 404
     assert state() == before
 
@@ -365,3 +365,9 @@ def test_a_quota_removed_while_in_use_shows_limit_null_and_what_is_still_used(as
     assert (removed["limit"], removed["in_use"]) == (None, 1)
     assert {row["flavor"]: row["limit"] for row in api.get(quotas_url()).json()["results"]} == {
         "a100-80gb": 8, "l4": None}
+
+
+def test_every_bad_cohort_field_is_reported_at_once(as_staff, team):
+    errors = as_staff.put(cohort_url("research"), {"name": "other", "reclaim": "always", "teams": ["ghost"],
+                                                   "min_runtime_minutes": -1}, format="json").json()["errors"]
+    assert set(errors) == {"name", "reclaim", "teams", "min_runtime_minutes"}
