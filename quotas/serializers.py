@@ -4,7 +4,7 @@ code (cohorts, a team's quotas and sharing settings)."""
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time
-from decimal import Decimal
+from decimal import ROUND_DOWN, Decimal
 
 from django.conf import settings
 from django.utils import timezone
@@ -179,14 +179,23 @@ class FlagField(serializers.BooleanField):
 
 
 class WeightField(serializers.DecimalField):
-    """A JSON number ≥ 0 with at most three decimals (``TeamSharing.fair_weight``), shown as a number."""
+    """A JSON number from 0 to under 100,000 (``TeamSharing.fair_weight``), shown as a number.
+
+    Kept to three decimals, the rest cut (a JSON number such as 2.0000000001 is a valid weight
+    to the schema, which has no way to say "three decimals" of a binary float).
+    """
+
+    LIMIT = 100_000
 
     def __init__(self, **kwargs):
+        # No max_value: max_digits alone makes the schema say "under 100,000" (exclusive).
         super().__init__(max_digits=8, decimal_places=3, min_value=Decimal(0), coerce_to_string=False, **kwargs)
 
     def to_internal_value(self, data):
         if isinstance(data, bool) or not isinstance(data, int | float):
             self.fail("invalid")
+        if isinstance(data, float) and 0 <= data < self.LIMIT:  # NaN and the infinities are not
+            data = Decimal(repr(data)).quantize(Decimal("0.001"), rounding=ROUND_DOWN)
         return super().to_internal_value(data)
 
 

@@ -293,6 +293,12 @@ def test_staff_patch_a_teams_fair_weight_and_within_team_preemption(as_staff, st
                      "cohort": None}
 
 
+def test_a_fair_weight_is_kept_to_three_decimals(as_staff, team):
+    assert as_staff.patch(team_url(), {"fair_weight": 99999.99999999999}, format="json").json()["fair_weight"] == 99999.999
+    assert as_staff.patch(team_url(), {"fair_weight": 1.2345}, format="json").json()["fair_weight"] == 1.234
+    assert TeamSharing.objects.get(team=team).fair_weight == Decimal("1.234")
+
+
 def test_a_team_without_sharing_settings_shows_the_defaults(api, team):
     body = api.get(team_url()).json()
     assert (body["fair_weight"], body["within_team_preemption"], body["cohort"]) == (1.0, False, None)
@@ -313,7 +319,8 @@ def test_only_staff_change_a_teams_sharing(api_client_for, api, viewer, team_adm
 @pytest.mark.parametrize("body, field", [
     ({"fair_weight": -0.5}, "fair_weight"),
     ({"fair_weight": "2.5"}, "fair_weight"),
-    ({"fair_weight": 1.2345}, "fair_weight"),
+    ({"fair_weight": 1e300}, "fair_weight"),
+    ({"fair_weight": -1e-300}, "fair_weight"),
     ({"fair_weight": 100000}, "fair_weight"),
     ({"fair_weight": True}, "fair_weight"),
     ({"fair_weight": None}, "fair_weight"),
