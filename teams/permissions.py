@@ -14,7 +14,9 @@ the portal, ``GET`` in the API — so the admin console's links work for them (`
 of :func:`get_for_user`, :func:`read_membership`). They never change another team's work
 from the portal or the API: writes ask for a membership as before, so a staff user outside the
 team gets 404 there. Staff end and scale other teams' work in the admin console, where each
-action is confirmed and audited.
+action is confirmed and audited. A team's quotas and quota sharing are the other way round:
+only platform staff change them, in the console or the API (:func:`team_for_staff_change`),
+and the team's members read them.
 """
 
 from __future__ import annotations
