@@ -9,7 +9,9 @@ import json
 from decimal import Decimal
 
 import pytest
+from rest_framework.test import APIClient
 
+from quotas.admission import ResourceRequest, admit
 from quotas.demo import seed_team_quotas
 from quotas.models import Cohort, TeamQuota, TeamSharing
 from teams.models import AuditEvent, Role
@@ -138,9 +140,7 @@ def test_cohorts_answer_404_to_everyone_but_staff(api_client_for, as_staff, team
     assert state() == before
 
 
-def test_cohorts_need_credentials(client, db):
-    from rest_framework.test import APIClient
-
+def test_cohorts_need_credentials(db):
     assert APIClient().get(COHORTS).status_code == 401
     assert APIClient().put(cohort_url("research"), {}, format="json").status_code == 401
 
@@ -365,8 +365,6 @@ def test_admission_borrows_within_the_borrowing_limit_put_through_the_api(as_sta
 
 
 def test_a_quota_removed_while_in_use_shows_limit_null_and_what_is_still_used(as_staff, api, quota):
-    from quotas.admission import ResourceRequest, admit
-
     assert admit(quota[0].team, ResourceRequest("l4", 1, 1), "run:1").admitted
     removed = as_staff.put(quota_url("l4"), {"limit": None}, format="json").json()
     assert (removed["limit"], removed["in_use"]) == (None, 1)
