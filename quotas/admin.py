@@ -195,16 +195,18 @@ class CohortAdmin(admin.ModelAdmin):
 
 @admin.register(TeamSharing)
 class TeamSharingAdmin(admin.ModelAdmin):
-    """Each team's cohort (changed on the cohort's page) and fair-share weight (audited here)."""
+    """Each team's cohort (changed on the cohort's page), fair-share weight and within-team
+    preemption (audited here)."""
 
-    list_display = ["team", "cohort", "fair_weight"]
+    list_display = ["team", "cohort", "fair_weight", "within_team_preemption"]
     list_filter = ["cohort"]
     search_fields = ["team__slug", "team__name"]
     autocomplete_fields = ["team"]
     readonly_fields = ["cohort"]
 
     def save_model(self, request, obj, form, change):
-        saved = services.set_team_sharing(request.user, obj.team, obj.fair_weight, ip=client_ip(request))
+        saved = services.set_team_sharing(request.user, obj.team, obj.fair_weight, ip=client_ip(request),
+                                          within_team_preemption=obj.within_team_preemption)
         obj.pk = saved.pk
 
 

@@ -1,7 +1,12 @@
-"""``/api/v1/flavors/``, ``/api/v1/usage/`` and the logic behind ``/api/v1/teams/{slug}/usage/``.
+"""``/api/v1/flavors/``, ``/api/v1/usage/``, the logic behind ``/api/v1/teams/{slug}/usage/``, and
+quota as code (API.md "Quota as code"): ``/cohorts/``, ``/teams/{slug}/quotas/`` and
+``/teams/{slug}/`` (a team's sharing settings).
 
-The team usage route is an action of :class:`TeamViewSet`, which extends ``teams.api``'s (so it
-lives under the team's URL and inherits its 404-for-outsiders lookup).
+The team usage and quotas routes are actions of :class:`TeamViewSet`, which extends
+``teams.api``'s (so they live under the team's URL). Who may read or change a team's quotas is
+``teams.permissions``' (:func:`~teams.permissions.team_for_reading`,
+:func:`~teams.permissions.team_for_staff_change`); every change is one audited service call of
+:mod:`quotas.services`, which takes the admission locks.
 """
 
 from __future__ import annotations
@@ -12,16 +17,24 @@ import io
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.pagination import StandardPagination
-from quotas.models import GpuFlavor
+from quotas import services
+from quotas.models import Cohort, GpuFlavor, unknown_flavor
 from quotas.reports import report_columns, report_filename, usage_report
 from quotas.serializers import (
+    CohortInputSerializer,
+    CohortSerializer,
     FlavorSerializer,
+    QuotaInputSerializer,
+    QuotaRowSerializer,
+    TeamDetailSerializer,
+    TeamSharingInputSerializer,
     TeamUsageSerializer,
     UsageQuerySerializer,
     UsageReportPageSerializer,
@@ -29,8 +42,11 @@ from quotas.serializers import (
 )
 from quotas.services import budget_summary, usage_summary
 from teams import api as teams_api
-from teams.models import Team
-from teams.permissions import report_teams
+from teams.models import Membership, Team
+from teams.permissions import get_membership, report_teams, team_for_reading, team_for_staff_change
+
+SLUG = OpenApiParameter("slug", str, OpenApiParameter.PATH)
+FLAVOR = OpenApiParameter("flavor", str, OpenApiParameter.PATH, description="A flavor's name, e.g. a100-80gb.")
 
 
 def team_usage(team: Team) -> dict:
@@ -47,6 +63,111 @@ class TeamViewSet(teams_api.TeamViewSet):
     def usage(self, request, slug=None):
         """The team's quota per flavor (limit, in use, queued) and its monthly budget."""
         return Response(team_usage(self.get_object()))
+
+    @extend_schema(responses=QuotaRowSerializer(many=True), parameters=[SLUG])
+    @action(detail=True, methods=["get"], url_path="quotas", url_name="quotas")
+    def quotas(self, request, slug=None, **kwargs):
+        """The team's quota per flavor with its borrowing and lending limits and what it uses
+        (members and platform staff)."""
+        team, _membership = team_for_reading(request.user, slug)
+        rows = QuotaRowSerializer(services.quota_rows(team), many=True).data
+        return self.get_paginated_response(self.paginate_queryset(rows))
+
+    @extend_schema(request=QuotaInputSerializer, responses=QuotaRowSerializer, parameters=[SLUG, FLAVOR])
+    @action(detail=True, methods=["put"], url_path=r"quotas/(?P<flavor>[^/]+)", url_name="quota")
+    def set_quota(self, request, slug=None, flavor=None, **kwargs):
+        """Set (or with limit null remove) the team's quota of a flavor, whole (platform staff; audited)."""
+        team = team_for_staff_change(request.user, slug)
+        body = QuotaInputSerializer(data=request.data)
+        errors = {} if body.is_valid() else dict(body.errors)
+        row = GpuFlavor.objects.filter(name=flavor).first()
+        if row is None:
+            errors["flavor"] = [unknown_flavor(flavor)]
+        if errors:
+            raise ValidationError(errors)
+        data = body.validated_data
+        services.set_team_quota(request.user, team, row, data["limit"], borrowing_limit=data["borrowing_limit"],
+                                lending_limit=data["lending_limit"])
+        shown = next((r for r in services.quota_rows(team) if r["flavor"] == row.name), None)
+        return Response(QuotaRowSerializer(shown or {
+            "flavor": row.name, "limit": None, "borrowing_limit": None, "lending_limit": None,
+            "in_use": 0, "borrowed": 0, "queued": 0}).data)
+
+
+def team_detail(team: Team, membership: Membership | None) -> dict:
+    """The body of ``GET /teams/{slug}/``: the team as listed, the caller's role (None: staff outside
+    it) and its place in quota sharing."""
+    team.caller_role = membership.role if membership is not None else None
+    team.sharing_row = services.sharing_of(team)
+    return TeamDetailSerializer(team).data
+
+
+class TeamSharingViewSet(viewsets.GenericViewSet):
+    # ``/api/v1/teams/{slug}/``: one team, and its sharing settings changed by platform staff. A
+    # viewset of its own (registered under the same prefix) so that its route is not named
+    # ``team-detail``, which is the portal's Team page.
+    lookup_field = "slug"
+    queryset = Team.objects.none()  # the schema's path parameter; access is teams.permissions'
+    serializer_class = TeamDetailSerializer
+
+    def retrieve(self, request, slug=None, **kwargs):
+        """One team: as listed, plus its fair-share weight, within-team preemption and cohort
+        (members and platform staff)."""
+        team, membership = team_for_reading(request.user, slug)
+        return Response(team_detail(team, membership))
+
+    @extend_schema(request=TeamSharingInputSerializer, responses=TeamDetailSerializer)
+    def partial_update(self, request, slug=None, **kwargs):
+        """Change the team's fair-share weight and within-team preemption (platform staff; audited)."""
+        team = team_for_staff_change(request.user, slug)
+        body = TeamSharingInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        services.set_team_sharing(request.user, team, body.validated_data.get("fair_weight"),
+                                  within_team_preemption=body.validated_data.get("within_team_preemption"))
+        return Response(team_detail(team, get_membership(request.user, team)))
+
+
+class CohortViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """Cohorts: teams that lend each other their unused quota (platform staff only)."""
+
+    serializer_class = CohortSerializer
+    queryset = Cohort.objects.prefetch_related("members__team").order_by("name")
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"  # names may hold dots
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)  # 401 without credentials
+        # Cohorts are the platform's, not a team's: to anyone but staff they do not exist. A
+        # method the route does not serve is a 405 for everyone, as on every route (the schema
+        # is public: the route's existence is no secret, the cohorts are).
+        if not request.user.is_staff and request.method.lower() in self.action_map:
+            raise NotFound()
+
+    def retrieve(self, request, name=None, **kwargs):
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(request=CohortInputSerializer, responses={200: CohortSerializer, 201: CohortSerializer})
+    def update(self, request, name=None, **kwargs):
+        """Create or replace the cohort, whole: a field left out takes its default (``teams``: none)."""
+        body = request.data
+        serializer = CohortInputSerializer(data={"name": name, **body} if isinstance(body, dict) else body)
+        errors = {} if serializer.is_valid() else dict(serializer.errors)
+        if isinstance(body, dict) and "name" in body and body["name"] != name:
+            errors["name"] = ["Must be the cohort's name in the URL (or left out)."]
+        if errors:
+            raise ValidationError(errors)
+        data = serializer.validated_data
+        created = not Cohort.objects.filter(name=name).exists()
+        services.set_cohort(request.user, name, reclaim=data["reclaim"], min_runtime_minutes=data["min_runtime_minutes"],
+                            preemption_delay_seconds=data["preemption_delay_seconds"], teams=data["teams"])
+        cohort = self.get_queryset().get(name=name)
+        return Response(self.get_serializer(cohort).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, name=None, **kwargs):
+        """Delete the cohort: its teams keep their quotas as walls again."""
+        services.remove_cohort(request.user, self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class FlavorViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):

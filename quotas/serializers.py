@@ -1,8 +1,10 @@
-"""Serializers of the quotas API: flavors, a team's usage, and the cost report's query."""
+"""Serializers of the quotas API: flavors, a team's usage, the cost report's query, and quota as
+code (cohorts, a team's quotas and sharing settings)."""
 
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time
+from decimal import ROUND_DOWN, Decimal
 
 from django.conf import settings
 from django.utils import timezone
@@ -11,7 +13,9 @@ from rest_framework import serializers
 
 from core.formatting import MONEY_ROUNDING
 from quotas.ledger import month_start
-from quotas.models import GpuFlavor
+from quotas.models import FLAVOR_NAME, Cohort, GpuFlavor
+from teams.models import Team
+from teams.serializers import TeamSerializer
 
 GROUP_BY = ("day", "flavor", "user", "workload")
 
@@ -151,3 +155,145 @@ class UsageQuerySerializer(serializers.Serializer):
         if attrs["until"] <= attrs["since"]:
             raise serializers.ValidationError({"until": ["Must be after since."]})
         return attrs
+
+
+# -- quota as code (API.md "Quota as code") ------------------------------------------------------------
+#
+# The body fields are strict about JSON types: a whole number is a JSON integer, a flag a JSON
+# boolean, a weight a JSON number ("3", 1 or "2.5" are 400s, not read as something else), as the
+# schema says.
+
+#: The largest value a positive integer column holds (PostgreSQL's integer): larger is a 400, not a 500.
+MAX_INTEGER = 2**31 - 1
+
+
+class WholeNumberField(serializers.IntegerField):
+    def __init__(self, **kwargs):
+        kwargs.setdefault("min_value", 0)
+        kwargs.setdefault("max_value", MAX_INTEGER)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class FlagField(serializers.BooleanField):
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class WeightField(serializers.DecimalField):
+    """A JSON number from 0 to under 100,000 (``TeamSharing.fair_weight``), shown as a number.
+
+    Kept to three decimals, the rest cut (a JSON number such as 2.0000000001 is a valid weight
+    to the schema, which has no way to say "three decimals" of a binary float).
+    """
+
+    LIMIT = 100_000
+
+    def __init__(self, **kwargs):
+        # No max_value: max_digits alone makes the schema say "under 100,000" (exclusive).
+        super().__init__(max_digits=8, decimal_places=3, min_value=Decimal(0), coerce_to_string=False, **kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        if isinstance(data, float) and 0 <= data < self.LIMIT:  # NaN and the infinities are not
+            data = Decimal(repr(data)).quantize(Decimal("0.001"), rounding=ROUND_DOWN)
+        return super().to_internal_value(data)
+
+
+class NameField(serializers.CharField):
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class CohortSerializer(serializers.ModelSerializer):
+    """A cohort as the API shows it: its teams by slug."""
+
+    teams = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Cohort
+        fields = ["name", "teams", "reclaim", "min_runtime_minutes", "preemption_delay_seconds"]
+
+    def get_teams(self, cohort: Cohort) -> list[str]:
+        # From the prefetched members (one query for a whole page).
+        return sorted(sharing.team.slug for sharing in cohort.members.all())
+
+
+class CohortInputSerializer(serializers.Serializer):
+    """The body of ``PUT /cohorts/{name}/``: the whole cohort (a field left out takes its default)."""
+
+    name = NameField(max_length=63, validators=[FLAVOR_NAME], required=False,
+                     help_text="The name in the URL (may be left out; another name is a 400).")
+    teams = serializers.ListField(child=NameField(max_length=40), default=list, max_length=1000,
+                                  help_text="Its members' slugs, exactly: a team listed here leaves its former "
+                                            "cohort; a member left out leaves this one.")
+    reclaim = serializers.ChoiceField(choices=Cohort.Reclaim.choices, default=Cohort.Reclaim.ANY)
+    min_runtime_minutes = WholeNumberField(default=10, help_text="Borrowed work younger than this is not reclaimed.")
+    preemption_delay_seconds = WholeNumberField(
+        default=30, help_text="How long a team waits for capacity that frees itself before reclaiming.")
+
+    def validate_teams(self, slugs: list[str]) -> list[Team]:
+        unique = list(dict.fromkeys(slugs))
+        teams = {team.slug: team for team in Team.objects.filter(slug__in=unique)}
+        unknown = [slug for slug in unique if slug not in teams]
+        if unknown:
+            raise serializers.ValidationError([f"Unknown team {slug!r}." for slug in unknown])
+        return [teams[slug] for slug in unique]
+
+
+class QuotaRowSerializer(serializers.Serializer):
+    flavor = serializers.CharField()
+    limit = serializers.IntegerField(allow_null=True, help_text="Its nominal quota (null: no quota for the flavor).")
+    borrowing_limit = serializers.IntegerField(
+        allow_null=True, help_text="In a cohort: units it may hold above limit (null: as many as the cohort lends).")
+    lending_limit = serializers.IntegerField(
+        allow_null=True, help_text="In a cohort: units of its unused quota others may borrow (null: all of it).")
+    in_use = serializers.IntegerField()
+    borrowed = serializers.IntegerField(help_text="Units in use above the limit, lent by the team's cohort.")
+    queued = serializers.IntegerField()
+
+
+class QuotaInputSerializer(serializers.Serializer):
+    """The body of ``PUT /teams/{slug}/quotas/{flavor}/``: the whole quota (limit null removes it)."""
+
+    limit = WholeNumberField(allow_null=True, help_text="Units the team may use at once; null removes the quota.")
+    borrowing_limit = WholeNumberField(allow_null=True, default=None,
+                                       help_text="Units it may borrow above limit in its cohort (null: any).")
+    lending_limit = WholeNumberField(allow_null=True, default=None,
+                                     help_text="Units of its unused quota its cohort may borrow (null: all of it; "
+                                               "more than limit is the same).")
+
+
+class TeamDetailSerializer(TeamSerializer):
+    """``GET /teams/{slug}/``: the team as listed, with its place in quota sharing."""
+
+    role = serializers.SerializerMethodField(help_text="The caller's role (null: platform staff outside the team).")
+    fair_weight = WeightField(source="sharing_row.fair_weight", read_only=True,
+                              help_text="Fair-share weight (0: borrows last).")
+    within_team_preemption = serializers.BooleanField(
+        source="sharing_row.within_team_preemption", read_only=True,
+        help_text="A high-priority run may preempt the team's own low-priority work when it is full.")
+    cohort = serializers.CharField(source="sharing_row.cohort.name", read_only=True, allow_null=True,
+                                   help_text="Its cohort's name (null: none).")
+
+    class Meta(TeamSerializer.Meta):
+        fields = [*TeamSerializer.Meta.fields, "fair_weight", "within_team_preemption", "cohort"]
+
+    def get_role(self, team) -> str | None:
+        return team.caller_role
+
+
+class TeamSharingInputSerializer(serializers.Serializer):
+    """The body of ``PATCH /teams/{slug}/`` (platform staff): either setting, or both."""
+
+    fair_weight = WeightField(required=False, help_text="Fair-share weight, 0 or more (0: borrows last).")
+    within_team_preemption = FlagField(required=False)

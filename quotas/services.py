@@ -44,6 +44,7 @@ __all__ = [
     "budget_summaries",
     "budget_summary",
     "enforce_budgets",
+    "quota_rows",
     "remove_cohort",
     "schedule_team_sync",
     "set_cohort",
@@ -51,6 +52,7 @@ __all__ = [
     "set_team_budget",
     "set_team_quota",
     "set_team_sharing",
+    "sharing_of",
     "spent_month",
     "usage_bars",
     "usage_summary",
@@ -64,8 +66,9 @@ log = logging.getLogger(__name__)
 
 def usage_summary(team: Team) -> list[dict]:
     """Per flavor the team has quota for (or still uses): ``{flavor, limit, in_use, queued, free,
-    borrowed, borrowable}`` — ``borrowed``: units in use above the limit; ``borrowable``: what its
-    cohort could lend it now (0 outside a cohort)."""
+    borrowed, borrowable, has_quota, borrowing_limit, lending_limit}`` — ``borrowed``: units in use
+    above the limit; ``borrowable``: what its cohort could lend it now (0 outside a cohort);
+    ``limit`` 0 and ``has_quota`` False for a flavor without a quota row."""
     return _usage_summary(team)[0]
 
 
@@ -82,12 +85,22 @@ def _usage_summary(team: Team) -> tuple[list[dict], int | None]:
     lendable = borrowable(team, quotas, in_use)
     rows = []
     for fid, flavor in sorted(flavors.items(), key=lambda item: item[1].name):
-        limit = quotas[fid].limit if fid in quotas else 0
+        quota = quotas.get(fid)
+        limit = quota.limit if quota is not None else 0
         used = in_use.get(fid, 0)
         rows.append({"flavor": flavor.name, "limit": limit, "in_use": used, "queued": queued.get(fid, 0),
                      "free": max(limit - used, 0), "borrowed": max(used - limit, 0),
-                     "borrowable": lendable.get(fid, 0)})
+                     "borrowable": lendable.get(fid, 0), "has_quota": quota is not None,
+                     "borrowing_limit": quota.borrowing_limit if quota is not None else None,
+                     "lending_limit": quota.lending_limit if quota is not None else None})
     return rows, getattr(next(iter(quotas.values()), None), "cohort_of_team", None)
+
+
+def quota_rows(team: Team) -> list[dict]:
+    """The team's quotas as code (``GET /teams/{slug}/quotas/``): :func:`usage_summary`'s rows, whose
+    ``limit`` is None for a flavor the team uses or queues for without a quota (what ``PUT`` with
+    ``limit`` null leaves), with the sharing limits."""
+    return [{**row, "limit": row["limit"] if row["has_quota"] else None} for row in usage_summary(team)]
 
 
 def budget_summary(team: Team, now: datetime | None = None) -> dict:
@@ -274,6 +287,11 @@ def audit_quota_change(actor, team: Team, flavor: str, old: int | None, new: int
 # -- cohorts -------------------------------------------------------------------------------
 
 
+def sharing_of(team: Team) -> TeamSharing:
+    """The team's place in quota sharing: its row, or an unsaved one with the defaults (no cohort)."""
+    return TeamSharing.objects.select_related("cohort").filter(team=team).first() or TeamSharing(team=team)
+
+
 def cohort_fields(cohort: Cohort | None) -> dict | None:
     """The audited fields of a cohort (its teams as slugs)."""
     if cohort is None:
@@ -290,25 +308,62 @@ def _lock_cohorts(cohort_ids) -> None:
         list(Cohort.objects.select_for_update(no_key=True).filter(pk=pk).values_list("pk", flat=True))
 
 
+class _MembersMoved(Exception):
+    """A cohort's members changed between reading them and holding their teams' locks."""
+
+
+#: How often :func:`_lock_members` reads the members again when a concurrent change moved them.
+_LOCK_ATTEMPTS = 5
+
+
+def _lock_members(cohort: Cohort, joining: set[int]) -> set[int]:
+    """Lock every team concerned (``cohort``'s members and ``joining``), by id, then every cohort
+    concerned (this one and the joining teams' former ones), by id — the admission order
+    (:func:`quotas.admission.lock_admission`), so no admission decides on half a change. Returns
+    the members as they are under those locks.
+
+    The members must be read before their teams are locked (a team's lock comes before any
+    cohort's), so another membership change may commit in between; the members are read again
+    under the locks, and if a team joined meanwhile the locks are given back (a savepoint's
+    rollback releases its row locks) and taken again for the teams as they are now.
+    """
+    for _attempt in range(_LOCK_ATTEMPTS):
+        try:
+            with transaction.atomic():
+                members = set(TeamSharing.objects.filter(cohort=cohort).values_list("team_id", flat=True))
+                concerned = members | joining
+                for team in Team.objects.filter(pk__in=concerned).order_by("pk"):
+                    lock_team(team)
+                _lock_cohorts([cohort.pk, *TeamSharing.objects.filter(team_id__in=concerned)
+                               .values_list("cohort_id", flat=True)])
+                locked = set(TeamSharing.objects.filter(cohort=cohort).values_list("team_id", flat=True))
+                if not locked <= concerned:
+                    raise _MembersMoved
+                return locked
+        except _MembersMoved:
+            continue
+    raise RuntimeError(f"cohort {cohort.name}: its teams kept changing while being locked")
+
+
 @transaction.atomic
 def set_cohort(actor, name: str, *, reclaim: str | None = None, min_runtime_minutes: int | None = None,
                preemption_delay_seconds: int | None = None, teams: list[Team] | None = None,
                ip: str | None = None) -> Cohort:
     """Create or change the cohort ``name``; with ``teams``, exactly those teams are its members
-    (a team joining leaves its former cohort). Audited (a quota change: cohorts are quota).
+    (a team joining leaves its former cohort; the audit event names where it came from as
+    ``moved_from``). Audited (a quota change: cohorts are quota).
 
-    Locks: every team concerned, by id, then every cohort concerned, by id — the admission
-    order (:func:`quotas.admission.lock_admission`) — so no admission decides on half a change. Members old and new re-admit their
-    queues after commit (lent units came or went).
+    Locks: every team concerned, by id, then every cohort concerned, by id (:func:`_lock_members`).
+    Members old and new re-admit their queues after commit (lent units came or went).
     """
     cohort, created = Cohort.objects.get_or_create(name=name)
+    joining = set() if teams is None else {team.pk for team in teams}
+    old_members = _lock_members(cohort, joining)
     before = None if created else cohort_fields(cohort)
-    old_members = set(TeamSharing.objects.filter(cohort=cohort).values_list("team_id", flat=True))
-    new_members = old_members if teams is None else {team.pk for team in teams}
+    new_members = old_members if teams is None else joining
     moved = new_members | old_members
-    for team in Team.objects.filter(pk__in=moved).order_by("pk"):
-        lock_team(team)
-    _lock_cohorts([cohort.pk, *TeamSharing.objects.filter(team_id__in=moved).values_list("cohort_id", flat=True)])
+    moved_from = dict(TeamSharing.objects.filter(team_id__in=new_members - old_members, cohort__isnull=False)
+                      .values_list("team__slug", "cohort__name"))
     for field_name, value in (("reclaim", reclaim), ("min_runtime_minutes", min_runtime_minutes),
                               ("preemption_delay_seconds", preemption_delay_seconds)):
         if value is not None:
@@ -322,7 +377,7 @@ def set_cohort(actor, name: str, *, reclaim: str | None = None, min_runtime_minu
     after = cohort_fields(cohort)
     if before != after:
         audit(AuditEvent.Action.QUOTA_CHANGED, actor=actor, target=f"cohort {cohort.name}", ip=ip,
-              cohort=cohort.name, old=before, new=after)
+              cohort=cohort.name, old=before, new=after, **({"moved_from": moved_from} if moved_from else {}))
         for team in Team.objects.filter(pk__in=moved):
             schedule_team_sync(team)
     return cohort
@@ -331,10 +386,7 @@ def set_cohort(actor, name: str, *, reclaim: str | None = None, min_runtime_minu
 @transaction.atomic
 def remove_cohort(actor, cohort: Cohort, ip: str | None = None) -> None:
     """Delete a cohort; its teams keep their quotas as walls again. Audited."""
-    members = list(Team.objects.filter(sharing__cohort=cohort).order_by("pk"))
-    for team in members:
-        lock_team(team)
-    _lock_cohorts([cohort.pk])
+    members = list(Team.objects.filter(pk__in=_lock_members(cohort, set())))
     before, name = cohort_fields(cohort), cohort.name
     cohort.delete()  # the members' TeamSharing rows keep their weight, without a cohort
     audit(AuditEvent.Action.QUOTA_CHANGED, actor=actor, target=f"cohort {name}", ip=ip,
@@ -344,18 +396,29 @@ def remove_cohort(actor, cohort: Cohort, ip: str | None = None) -> None:
 
 
 @transaction.atomic
-def set_team_sharing(actor, team: Team, fair_weight: Decimal, ip: str | None = None) -> TeamSharing:
-    """Set the team's fair-share weight (≥ 0); audited."""
-    if fair_weight < 0:
+def set_team_sharing(actor, team: Team, fair_weight: Decimal | None = None, ip: str | None = None, *,
+                     within_team_preemption: bool | None = None) -> TeamSharing:
+    """Set the team's fair-share weight (≥ 0) and whether its high-priority runs may preempt its
+    own low-priority work; None keeps a setting as it is. Audited, one event per setting changed.
+    """
+    if fair_weight is not None and fair_weight < 0:
         raise ValueError("fair_weight must be 0 or more")
     lock_admission(team)
     sharing, _ = TeamSharing.objects.get_or_create(team=team)
-    old = sharing.fair_weight
-    if old != fair_weight:
+    old_weight, old_preemption = sharing.fair_weight, sharing.within_team_preemption
+    changed = []
+    if fair_weight is not None and old_weight != fair_weight:
         sharing.fair_weight = fair_weight
-        sharing.save(update_fields=["fair_weight"])
+        changed.append("fair_weight")
         audit(AuditEvent.Action.QUOTA_CHANGED, actor=actor, team=team, target="fair weight", ip=ip,
-              old=stored_amount(old), new=stored_amount(fair_weight))
+              old=stored_amount(old_weight), new=stored_amount(fair_weight))
+    if within_team_preemption is not None and old_preemption != within_team_preemption:
+        sharing.within_team_preemption = within_team_preemption
+        changed.append("within_team_preemption")
+        audit(AuditEvent.Action.QUOTA_CHANGED, actor=actor, team=team, target="within-team preemption", ip=ip,
+              old=old_preemption, new=within_team_preemption)
+    if changed:
+        sharing.save(update_fields=changed)
     return sharing
 
 

@@ -14,7 +14,9 @@ the portal, ``GET`` in the API — so the admin console's links work for them (`
 of :func:`get_for_user`, :func:`read_membership`). They never change another team's work
 from the portal or the API: writes ask for a membership as before, so a staff user outside the
 team gets 404 there. Staff end and scale other teams' work in the admin console, where each
-action is confirmed and audited.
+action is confirmed and audited. A team's quotas and quota sharing are the other way round:
+only platform staff change them, in the console or the API (:func:`team_for_staff_change`),
+and the team's members read them.
 """
 
 from __future__ import annotations
@@ -64,6 +66,28 @@ def report_teams(user, slug: str | None = None) -> list[Team]:
     if slug is not None:
         return [require_team(user, slug).team]
     return list(Team.objects.for_user(user))
+
+
+def team_for_reading(user, slug: str) -> tuple[Team, Membership | None]:
+    """Team ``slug`` and the caller's membership, for reading its settings and quotas: its members
+    (any role) and platform staff (any team, membership None); 404 for anyone else."""
+    membership = get_membership(user, slug)
+    if membership is not None:
+        return membership.team, membership
+    team = Team.objects.filter(slug=slug).first() if user.is_authenticated and user.is_staff else None
+    if team is None:
+        raise Http404("No such team.")
+    return team, None
+
+
+def team_for_staff_change(user, slug: str) -> Team:
+    """Team ``slug`` for a change only platform staff make (its quotas and quota sharing, API.md
+    "Quota as code"): staff, any team; its members, who may read what would change, 403; anyone
+    else 404, as for any other team."""
+    team, membership = team_for_reading(user, slug)
+    if membership is not None and not user.is_staff:
+        raise PermissionDenied("Only platform staff change a team's quotas and quota sharing.")
+    return team
 
 
 def visible_to(queryset: QuerySet, user, team_field: str = "team") -> QuerySet:

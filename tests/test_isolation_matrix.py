@@ -10,7 +10,9 @@ For every route that takes an object or a team:
 * a member removed from the team loses access at once, with their token and their session;
 * revoked and expired tokens are refused; staff pages refuse everyone else;
 * platform staff outside the team read every object route (the admin console links there) and
-  change nothing through the portal or the API (404, as for an outsider).
+  change nothing through the portal or the API (404, as for an outsider) — except quota as code
+  (API.md): a team's quotas and sharing settings, which only staff change (its members get 403),
+  and cohorts, which only staff see (everyone else 404).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from inference import services as endpoints
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from jobs.services import submit_run
+from quotas.models import Cohort, TeamQuota, TeamSharing
 from teams.models import ApiToken, Membership, Role, Team
 from teams.services import create_api_token
 from tests.factories import add_member, make_user
@@ -50,6 +53,7 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "endpoint-detail": (ENDPOINT, ("get",), ("patch", "delete")), "endpoint-events": (ENDPOINT, ("get",), ()),
     "endpoint-logs": (ENDPOINT, ("get",), ()), "endpoint-logs-download": (ENDPOINT, ("get",), ()),
     "endpoint-manifest": (ENDPOINT, ("get",), ()),
+    "run-preemptions": (RUN, ("get",), ()), "endpoint-preemptions": (ENDPOINT, ("get",), ()),
     "endpoint-scaling": (ENDPOINT, ("get",), ()), "endpoint-replicas": (ENDPOINT, ("get",), ()),
 }
 #: Routes that take a team (in the path or the body): name → (path, method, body).
@@ -57,6 +61,18 @@ TEAM_ROUTES = {
     "team-usage": ("/api/v1/teams/{team}/usage/", "get", None),
     "run-list": ("/api/v1/runs/", "post", lambda team: {**run_payload(), "team": team}),
     "endpoint-list": ("/api/v1/endpoints/", "post", lambda team: {**endpoint_payload(), "team": team}),
+    "team-quotas": ("/api/v1/teams/{team}/quotas/", "get", None),
+    "team-quota": ("/api/v1/teams/{team}/quotas/a100-80gb/", "put", lambda team: {"limit": 80}),
+    "team-sharing-detail": ("/api/v1/teams/{team}/", "patch", lambda team: {"fair_weight": 9}),
+}
+#: What platform staff outside the team get on those: they read its quotas and change its quotas and
+#: sharing (quota as code); its usage and its work are its members' (404, as for an outsider).
+STAFF_OUTSIDE_THE_TEAM = {"team-usage": 404, "run-list": 404, "endpoint-list": 404,
+                          "team-quotas": 200, "team-quota": 200, "team-sharing-detail": 200}
+#: API routes of platform staff alone (quota as code): name → (path, methods). Anyone else: 404.
+STAFF_API_ROUTES = {
+    "cohort-list": ("/api/v1/cohorts/", ("get",)),
+    "cohort-detail": ("/api/v1/cohorts/shared/", ("get", "put", "delete")),
 }
 #: Portal routes of a team and (``{membership}``) one of its memberships: name → (path, method,
 #: body, the role they need). Reading needs a viewer; managing the team needs its admin.
@@ -91,7 +107,8 @@ def route_names() -> set[str]:
 
 
 def test_every_route_is_in_the_matrix():
-    known = set(OBJECT_ROUTES) | set(TEAM_ROUTES) | set(PORTAL_TEAM_ROUTES) | OWN_ROUTES | STAFF_ROUTES | PUBLIC_ROUTES
+    known = (set(OBJECT_ROUTES) | set(TEAM_ROUTES) | set(PORTAL_TEAM_ROUTES) | OWN_ROUTES | STAFF_ROUTES
+             | set(STAFF_API_ROUTES) | PUBLIC_ROUTES)
     assert sorted(route_names() - known) == [], "routes missing from the isolation matrix"
     assert sorted(known - route_names()) == [], "the matrix names routes that no longer exist"
 
@@ -114,11 +131,14 @@ def snapshot() -> tuple:
     return (sorted(TrainingRun.objects.values_list("pk", "state", "name")),
             sorted(InferenceEndpoint.objects.values_list("pk", "state", "image", "min_replicas", "replica_ceiling")),
             sorted(Membership.objects.values_list("team_id", "user_id", "role")),
-            sorted(Team.objects.values_list("pk", "members_may_cancel_teammates_work")))
+            sorted(Team.objects.values_list("pk", "members_may_cancel_teammates_work")),
+            sorted(TeamQuota.objects.values_list("team_id", "flavor_id", "limit", "borrowing_limit", "lending_limit")),
+            sorted(TeamSharing.objects.values_list("team_id", "cohort_id", "fair_weight", "within_team_preemption")),
+            sorted(Cohort.objects.values_list("name", "reclaim", "min_runtime_minutes", "preemption_delay_seconds")))
 
 
 def call(client, method: str, path: str, body=None):
-    if method in ("post", "patch") and path.startswith("/api/"):
+    if method in ("post", "patch", "put") and path.startswith("/api/"):
         return getattr(client, method)(path, body or {"min_replicas": 2}, format="json")
     return getattr(client, method)(path, body or {})
 
@@ -200,6 +220,35 @@ def test_a_team_of_others_answers_as_if_it_did_not_exist(world, outsider, viewer
         assert call(as_token(viewer), method, path, payload).status_code == 403
     assert call(APIClient(), method, path, payload).status_code == 401
     assert snapshot() == before
+
+
+@pytest.mark.parametrize("name", sorted(TEAM_ROUTES))
+def test_staff_outside_the_team_change_only_its_quotas_and_sharing(world, staff, name):
+    template, method, body = TEAM_ROUTES[name]
+    before = snapshot()
+    response = call(as_token(staff), method, template.format(team="ml-research"), body("ml-research") if body else None)
+    assert response.status_code == STAFF_OUTSIDE_THE_TEAM[name]
+    assert (snapshot() != before) == (method != "get" and response.status_code == 200)
+
+
+@pytest.fixture
+def cohort(world, staff, team):
+    from quotas.services import set_cohort
+
+    return set_cohort(staff, "shared", teams=[team])
+
+
+@pytest.mark.parametrize("name", sorted(STAFF_API_ROUTES))
+def test_staff_api_routes_answer_404_to_everyone_else(cohort, member, viewer, team_admin, outsider, staff, name):
+    path, methods = STAFF_API_ROUTES[name]
+    before = snapshot()
+    for user in (member, viewer, team_admin, outsider):
+        for method in methods:
+            assert call(as_token(user), method, path, {"teams": []}).status_code == 404, (user, method)
+    for method in methods:
+        assert call(APIClient(), method, path, {"teams": []}).status_code == 401, method
+    assert snapshot() == before
+    assert as_token(staff).get(path).status_code == 200
 
 
 @pytest.mark.parametrize("name", sorted(n for n in OBJECT_ROUTES if OBJECT_ROUTES[n][1]))

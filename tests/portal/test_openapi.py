@@ -17,7 +17,9 @@ def test_it_generates_a_valid_schema_without_warnings(tmp_path):
     paths = schema["paths"]
     for path in ["/api/v1/teams/", "/api/v1/teams/{slug}/usage/", "/api/v1/flavors/", "/api/v1/usage/",
                  "/api/v1/runs/", "/api/v1/runs/{id}/", "/api/v1/runs/{id}/cancel/", "/api/v1/runs/{id}/logs/",
-                 "/api/v1/runs/{id}/events/", "/api/v1/runs/{id}/manifest/"]:
+                 "/api/v1/runs/{id}/events/", "/api/v1/runs/{id}/manifest/", "/api/v1/cohorts/",
+                 "/api/v1/cohorts/{name}/", "/api/v1/teams/{slug}/", "/api/v1/teams/{slug}/quotas/",
+                 "/api/v1/teams/{slug}/quotas/{flavor}/"]:
         assert path in paths, path
     create = paths["/api/v1/runs/"]["post"]
     assert "201" in create["responses"]
@@ -25,6 +27,8 @@ def test_it_generates_a_valid_schema_without_warnings(tmp_path):
     assert {"team", "name", "image", "command", "flavor"} <= set(schema["components"]["schemas"][body]["required"])
     assert schema["components"]["schemas"][body]["properties"]["command"]["minItems"] == 1  # [] is a 400
     assert schema["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+    assert set(paths["/api/v1/cohorts/{name}/"]) >= {"get", "put", "delete"}
+    assert set(paths["/api/v1/teams/{slug}/"]) >= {"get", "patch"} and "put" in paths["/api/v1/teams/{slug}/quotas/{flavor}/"]
 
 
 def served_schema() -> dict:

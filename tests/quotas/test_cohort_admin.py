@@ -55,3 +55,13 @@ def test_the_team_pages_quota_rows_set_borrowing_and_lending_limits(staff_client
     assert (row.limit, row.borrowing_limit, row.lending_limit) == (8, 4, 2)
     event = AuditEvent.objects.get(action=AuditEvent.Action.QUOTA_CHANGED)
     assert event.details["new_limits"] == {"borrowing_limit": 4, "lending_limit": 2}
+
+
+def test_the_team_sharing_page_sets_fair_weight_and_within_team_preemption_audited(staff_client, staff, quota_team):
+    response = staff_client.post("/admin/quotas/teamsharing/add/", {
+        "team": quota_team.pk, "fair_weight": "2.5", "within_team_preemption": "on"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    sharing = TeamSharing.objects.get(team=quota_team)
+    assert (str(sharing.fair_weight), sharing.within_team_preemption) == ("2.500", True)
+    assert sorted(AuditEvent.objects.filter(actor=staff, team=quota_team).values_list("target", flat=True)) == [
+        "fair weight", "within-team preemption"]

@@ -78,10 +78,13 @@ def test_it_estimates_cost_per_hour(flavors):
 def test_it_summarises_quota_use_per_flavor(quota_team):
     admit(quota_team, ResourceRequest("a100-80gb", 6, 6), "run:1")
     admit(quota_team, ResourceRequest("a100-80gb", 4, 4), "run:2")
+    sharing = {"has_quota": True, "borrowing_limit": None, "lending_limit": None}
     assert services.usage_summary(quota_team) == [
-        {"flavor": "a100-1g.10gb", "limit": 7, "in_use": 0, "queued": 0, "free": 7, "borrowed": 0, "borrowable": 0},
-        {"flavor": "a100-80gb", "limit": 8, "in_use": 6, "queued": 4, "free": 2, "borrowed": 0, "borrowable": 0},
-        {"flavor": "l4", "limit": 2, "in_use": 0, "queued": 0, "free": 2, "borrowed": 0, "borrowable": 0},
+        {"flavor": "a100-1g.10gb", "limit": 7, "in_use": 0, "queued": 0, "free": 7, "borrowed": 0, "borrowable": 0,
+         **sharing},
+        {"flavor": "a100-80gb", "limit": 8, "in_use": 6, "queued": 4, "free": 2, "borrowed": 0, "borrowable": 0,
+         **sharing},
+        {"flavor": "l4", "limit": 2, "in_use": 0, "queued": 0, "free": 2, "borrowed": 0, "borrowable": 0, **sharing},
     ]
 
 
