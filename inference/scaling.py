@@ -37,6 +37,7 @@ from quotas.constants import Reason as QuotaReason
 from quotas.models import QueuedRequest
 from teams.services import lock_team
 from workloads import lifecycle
+from workloads.forecast import borrow_words
 from workloads.models import ReasonCode
 from workloads.services import enqueue_apply
 
@@ -114,14 +115,19 @@ def burst_outlook(team, flavor, gpus_per_replica: int, spot: bool, base: int, he
     if held_back is not None:
         return BurstOutlook(low, max_replicas, f"no burst now: {held_back}")
     high = max_replicas
+    granted = None  # decide()'s word on the largest burst that fits (None: none above what is held)
     while low < high:  # decide() is monotone in the units asked: the largest that fits, by halves
         middle = (low + high + 1) // 2
-        if _burst_preview(team, flavor, gpus_per_replica, spot, middle - held).admitted:
-            low = middle
+        decision = _burst_preview(team, flavor, gpus_per_replica, spot, middle - held)
+        if decision.admitted:
+            low, granted = middle, decision
         else:
             high = middle - 1
+    # Burst on units its cohort lends is preemptible, and the first work reclaimed (DESIGN §9).
+    borrowing = f" \u2014 it {borrow_words(granted, flavor.name)}" if granted is not None and granted.borrows else ""
     if low >= max_replicas:
-        return BurstOutlook(low, max_replicas, f"burst to all {count_of(max_replicas, 'replica')} would be granted now")
+        return BurstOutlook(low, max_replicas,
+                            f"burst to all {count_of(max_replicas, 'replica')} would be granted now{borrowing}")
     refusal = _burst_preview(team, flavor, gpus_per_replica, spot, low + 1 - held)
     why = refusal.message
     if refusal.reason == QuotaReason.BUDGET_ALERT:
@@ -132,7 +138,7 @@ def burst_outlook(team, flavor, gpus_per_replica: int, spot: bool, base: int, he
     if low <= base:
         return BurstOutlook(low, max_replicas, f"no burst now: {why}")
     return BurstOutlook(low, max_replicas, f"burst up to {low} of {count_of(max_replicas, 'replica')} would be granted now; "
-                                           f"not more: {why}")
+                                           f"not more: {why}{borrowing}")
 
 
 def _burst_preview(team, flavor, gpus_per_replica: int, spot: bool, replicas: int) -> admission.Decision:

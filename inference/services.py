@@ -116,6 +116,8 @@ class EndpointForecast:
     burst: scaling.BurstOutlook
     min_replicas: int  #: for the cold-start words: at 0 the first request waits for a replica
     startup_timeout_seconds: int
+    #: The team shares quota in a cohort: the form says its minimum never borrows (burst may).
+    in_cohort: bool = False
 
     def as_dict(self) -> dict:
         return {**self.forecast.as_dict(), "cost_per_hour_at_max": self.cost_per_hour_at_max,
@@ -144,8 +146,8 @@ def preview_endpoint(team: Team, data: dict) -> EndpointForecast:
     result = forecast(team, kind_of(draft).resource_request(draft), flavor, None)
     # An endpoint has no end: in all, this month, its minimum costs what the budget counts.
     result = dataclasses.replace(result, estimated_total=result.committed_cost)
-    return EndpointForecast(result,
-                            draft.cost_per_hour_range[1], burst, draft.min_replicas, draft.startup_timeout_seconds)
+    return EndpointForecast(result, draft.cost_per_hour_range[1], burst, draft.min_replicas,
+                            draft.startup_timeout_seconds, in_cohort=admission.cohort_id_of(team) is not None)
 
 
 def burst_now(endpoint: InferenceEndpoint) -> scaling.BurstOutlook | None:

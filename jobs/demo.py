@@ -3,26 +3,32 @@
 The sandbox reads ``SLIPWAY_SIM_DURATION`` / ``SLIPWAY_SIM_OUTCOME`` from a run's env, so
 the demo shows every path a real cluster takes: quick successes, an out-of-memory failure,
 a bad image, a run that fails once and recovers on its retry, a long distributed run, a
-MIG-slice run and work queued behind quota. Each has a runtime limit a little above its
+MIG-slice run, work queued behind quota, and a reclaim: ML Research borrows the H100s its
+cohort partner NLP Platform leaves idle, and two minutes later NLP submits work of its own
+(:data:`DEMO_LATER`) and takes them back. Each has a runtime limit a little above its
 running time, as a team on a budget sets them (a run without one counts against the budget
 until the month's end), except the forgotten notebook, which is the point of its story. Runs go
 through :func:`jobs.services.submit_run` like any other, so admission and the queue are real.
 Idempotent: a team that already has runs gets no more.
+
+"Later" is a :class:`jobs.models.LaterDemoRun` row with its due time, which
+:func:`submit_due_demo_runs` (a beat task, :mod:`jobs.tasks`) submits once due.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Collection
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.http import Http404
 from django.utils import timezone
 
 from jobs.constants import RunState
-from jobs.models import TrainingRun
+from jobs.models import LaterDemoRun, TrainingRun
 from jobs.services import submit_run
 from quotas.ledger import record_usage
 from quotas.models import GpuFlavor
@@ -56,8 +62,6 @@ DEMO_RUNS: tuple[tuple[str, str, dict], ...] = (
     ("vision", "dave", {"name": "vit-typo-image", "max_runtime_minutes": 10, "flavor": "l4", "gpus_per_worker": 1,
                         "image": "registry.example.com/vision/vit:does-not-exist",
                         "env": {"SLIPWAY_SIM_OUTCOME": "image-pull"}}),
-    ("nlp", "erin", {"name": "t5-distill", "max_runtime_minutes": 10, "flavor": "h100-80gb", "gpus_per_worker": 4,
-                     "env": {"SLIPWAY_SIM_DURATION": "4m"}}),
     # Its first attempt dies (a flaky data loader) and the retry succeeds: the run page says
     # "attempt 2 of 3; attempt 1 ended: Error (exit 1)" and keeps attempt 1's log in the picker.
     ("nlp", "erin", {"name": "t5-flaky-loader", "max_runtime_minutes": 10, "flavor": "h100-80gb", "gpus_per_worker": 2,
@@ -66,6 +70,19 @@ DEMO_RUNS: tuple[tuple[str, str, dict], ...] = (
     # A forgotten interactive run: its GPU barely works, so its time shows as idle-GPU waste.
     ("vision", "dave", {"name": "notebook-forgotten", "flavor": "l4", "gpus_per_worker": 1,
                         "env": {"SLIPWAY_SIM_DURATION": "8h", "SLIPWAY_SIM_GPU_UTIL": "2"}}),
+    # Borrowed: llama-pretrain holds ML Research's 8 H100s and t5-flaky-loader 2 of NLP's 8, so
+    # these 6 are NLP's idle ones, lent by the "research" cohort (seed_demo). Preemptible: when
+    # t5-distill (DEMO_LATER) queues, NLP reclaims them, and this run goes back to the queue.
+    ("ml-research", "alice", {"name": "llama-ablation", "max_runtime_minutes": 30, "flavor": "h100-80gb",
+                              "gpus_per_worker": 2, "workers": 3, "env": {"SLIPWAY_SIM_DURATION": "20m"}}),
+)
+
+#: Runs submitted a while after seeding: (team, user, seconds after seeding, run fields).
+DEMO_LATER: tuple[tuple[str, str, int, dict], ...] = (
+    # NLP, under its nominal quota, wants 4 of its H100s back: none is free (llama-ablation
+    # borrowed them), so it queues and the cohort's reclaim preempts the borrowed run for it.
+    ("nlp", "erin", 120, {"name": "t5-distill", "max_runtime_minutes": 10, "flavor": "h100-80gb", "gpus_per_worker": 4,
+                          "env": {"SLIPWAY_SIM_DURATION": "4m"}}),
 )
 
 #: Finished runs of the past two weeks, so the Usage page's charts have a history:
@@ -88,12 +105,19 @@ DEMO_HISTORY: tuple[tuple[str, str, str, str, int, int, float, float], ...] = (
 )
 
 
-def seed_demo_runs(slugs: Collection[str] | None = None) -> list[TrainingRun]:
-    """Submit the demo runs of every demo team (of those ``slugs``) that has no runs yet."""
-    users = {u.username: u for u in get_user_model().objects.filter(username__in={u for _, u, _ in DEMO_RUNS})}
-    wanted = {t for t, _, _ in DEMO_RUNS if slugs is None or t in slugs}
+def seed_demo_runs(slugs: Collection[str] | None = None, now: datetime | None = None) -> list[TrainingRun]:
+    """Submit the demo runs of every demo team (of those ``slugs``) that has no runs yet, and
+    schedule its :data:`DEMO_LATER` runs (from ``now``)."""
+    now = now or timezone.now()
+    names = {u for _, u, _ in DEMO_RUNS} | {u for _, u, _, _ in DEMO_LATER}
+    users = {u.username: u for u in get_user_model().objects.filter(username__in=names)}
+    wanted = {t for t, _, _ in DEMO_RUNS + tuple((t, u, f) for t, u, _, f in DEMO_LATER)
+              if slugs is None or t in slugs}
     teams = {t.slug: t for t in Team.objects.filter(slug__in=wanted)}
     fresh = {slug for slug, team in teams.items() if not TrainingRun.objects.filter(team=team).exists()}
+    LaterDemoRun.objects.bulk_create([
+        LaterDemoRun(team=teams[slug], created_by=users[username], spec=fields, due_at=now + timedelta(seconds=delay))
+        for slug, username, delay, fields in DEMO_LATER if slug in fresh and username in users])
     created = []
     for slug, username, fields in DEMO_RUNS:
         if slug not in fresh or username not in users:
@@ -105,6 +129,37 @@ def seed_demo_runs(slugs: Collection[str] | None = None) -> list[TrainingRun]:
         except ValidationError as exc:  # e.g. an admin lowered the demo quota: skip, say why
             logger.warning("demo run %s/%s not submitted: %s", slug, fields["name"], exc.messages)
     return created
+
+
+def submit_due_demo_runs(now: datetime | None = None) -> list[TrainingRun]:
+    """Submit the :class:`LaterDemoRun` rows due by ``now``, each once; returns the runs submitted.
+
+    Safe to run twice and side by side (beat may fire while the last call still runs): a row
+    is taken with ``SKIP LOCKED`` and marked in the transaction that submits its run. A run
+    that cannot be submitted (an admin removed the quota, the name is taken) is marked with why.
+    """
+    now = now or timezone.now()
+    submitted = []
+    while True:
+        with transaction.atomic():
+            row = (LaterDemoRun.objects.select_for_update(skip_locked=True).select_related("team", "created_by")
+                   .filter(submitted_at__isnull=True, due_at__lte=now).first())
+            if row is None:
+                return submitted
+            data = {"image": IMAGE, "command": ["python", "train.py"], "args": ["--config", "configs/demo.yaml"],
+                    **row.spec}
+            try:
+                with transaction.atomic():
+                    run = submit_run(row.created_by, row.team, data)
+            except (ValidationError, PermissionDenied, Http404) as exc:
+                why = "; ".join(getattr(exc, "messages", None) or [str(exc) or type(exc).__name__])
+                row.outcome = f"not submitted: {why}"[:300]
+                logger.warning("later demo run %s/%s not submitted: %s", row.team.slug, row.spec.get("name"), why)
+            else:
+                row.outcome = f"submitted as run {run.pk} ({run.state})"
+                submitted.append(run)
+            row.submitted_at = now
+            row.save(update_fields=["submitted_at", "outcome"])
 
 
 def seed_demo_history(slugs: Collection[str] | None = None) -> list[TrainingRun]:

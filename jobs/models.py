@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
@@ -73,3 +74,27 @@ class TrainingRun(Workload):
         if self.max_runtime_minutes is None:
             return None
         return self.estimated_cost_per_hour * self.max_runtime_minutes / 60
+
+
+class LaterDemoRun(models.Model):
+    """A demo run ``manage.py seed_demo`` submits some minutes after seeding, not at once.
+
+    The demo's reclaim needs time: a team borrows its cohort's idle GPUs at seed time, and
+    only later does the lender submit work of its own and take them back. There is no clock
+    for "later" in Celery's beat schedule alone, so the run waits here with its time;
+    :func:`jobs.demo.submit_due_demo_runs` (beat, every few seconds) submits it through
+    :func:`jobs.services.submit_run` like any run once it is due, and records what happened.
+    """
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    spec = models.JSONField(help_text="The run's fields, as POST /runs/ takes them.")
+    due_at = models.DateTimeField(db_index=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=300, blank=True, help_text="The run submitted, or why it was not.")
+
+    class Meta:
+        ordering = ["due_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}: {self.spec.get('name', '?')} at {self.due_at:%H:%M:%S}"

@@ -170,6 +170,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": CELERY_RECONCILE_INTERVAL,
         "options": {"queue": "reconcile", "expires": CELERY_RECONCILE_INTERVAL * 2},
     },
+    # The demo's runs that seed_demo schedules for later (jobs.models.LaterDemoRun); a no-op without them.
+    "later-demo-runs": {
+        "task": "jobs.tasks.submit_later_demo_runs",
+        "schedule": 10.0,
+        "options": {"queue": "default", "expires": 20.0},
+    },
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 

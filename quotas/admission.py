@@ -89,6 +89,8 @@ class Decision:
     message: str  # plain words, for people
     position: int | None = None  # 1-based queue position when queued
     borrows: int = 0  # units of the request above the team's nominal quota, lent by its cohort
+    #: With ``borrows``: the cohort's other members that lend the flavor, who may take the units back.
+    lent_by: tuple[str, ...] = ()
 
     @property
     def preemptible(self) -> bool:
@@ -267,6 +269,8 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
     most = quota.most(request.may_borrow)
     if units > most:
         lend = f" and what its cohort can lend ({most - quota.limit})" if most > quota.limit else ""
+        if in_cohort and not request.may_borrow and quota.most() > quota.limit:
+            lend = "; a guaranteed minimum never borrows from the cohort"
         return Decision(Outcome.REJECT, Reason.EXCEEDS_QUOTA,
                         f"needs {units}\u00d7 {name}, more than the team's limit of {quota.limit}{lend}")
     if budget is not None and budget.exhausted:
@@ -292,8 +296,10 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
                         f"{format_amount(max(budget.left, ZERO))} {budget.currency} left this month")
     borrows = quota.borrows(usage, units) if in_cohort else 0
     lent = f", {borrows} borrowed from the cohort" if borrows else ""
+    lent_by = tuple(m.team for m in quota.lenders if m.lends > 0) if borrows else ()
     return Decision(Outcome.ADMIT, Reason.ADMITTED,
-                    f"admitted: {units}\u00d7 {name}, {usage + units} of {quota.limit} now in use{lent}", borrows=borrows)
+                    f"admitted: {units}\u00d7 {name}, {usage + units} of {quota.limit} now in use{lent}",
+                    borrows=borrows, lent_by=lent_by)
 
 
 # -- reading the facts decide() needs ------------------------------------------------------

@@ -8,7 +8,7 @@ alone restricts them to MIG nodes, and the product label keeps them on A100s. Th
 are the parent A100's price times the slice's share of the GPU (1g = 1/7, 2g = 2/7, 3g = 3/7).
 
 Largest node per flavor: the A100 and H100 nodes have 8 GPUs, the L4 nodes 1; the sandbox's
-MIG node exposes 32x 1g.10gb, 8x 2g.20gb and 2x 3g.40gb.
+MIG node exposes 10x 1g.10gb, 2x 2g.20gb and 4x 3g.40gb (and 4 whole A100s).
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ FULL_GPUS = [
 ]
 #: MIG profile, sevenths of the GPU, memory GB, slices on the largest node.
 MIG_PROFILES = [
-    ("1g.10gb", 1, 10, 32),
-    ("2g.20gb", 2, 20, 8),
-    ("3g.40gb", 3, 40, 2),
+    ("1g.10gb", 1, 10, 10),
+    ("2g.20gb", 2, 20, 2),
+    ("3g.40gb", 3, 40, 4),
 ]
 
 

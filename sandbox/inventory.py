@@ -47,11 +47,20 @@ class InventoryError(ValueError):
     """The inventory file is malformed (raised at load, so a bad file fails loudly)."""
 
 
-def _mig_allocatable(mig: dict, gpu_count: int) -> dict[str, int]:
+def _mig_allocatable(mig: dict, gpu_count: int) -> tuple[dict[str, int], int]:
+    """The slices the layout cuts, per ``nvidia.com/mig-<profile>`` resource, and how many GPUs it leaves whole.
+
+    A group with ``mig_enabled: false`` keeps its GPUs whole: under the mixed strategy the device
+    plugin exposes them as ``nvidia.com/gpu`` beside the slices (mig-parted's ``mig-enabled``).
+    """
     totals: dict[str, int] = {}
-    covered = 0
+    covered = whole = 0
     for group in mig.get("layout", []):
         gpus = int(group["gpus"])
+        covered += gpus
+        if group.get("mig_enabled", True) is False:
+            whole += gpus
+            continue
         compute = memory = 0
         for profile, count in group["slices"].items():
             if profile not in MIG_PROFILES:
@@ -61,10 +70,9 @@ def _mig_allocatable(mig: dict, gpu_count: int) -> dict[str, int]:
             totals[f"nvidia.com/mig-{profile}"] = totals.get(f"nvidia.com/mig-{profile}", 0) + gpus * int(count)
         if compute > 7 or memory > 8:
             raise InventoryError(f"MIG geometry {group['slices']} needs {compute}/7 compute and {memory}/8 memory slices")
-        covered += gpus
     if covered != gpu_count:
         raise InventoryError(f"MIG layout covers {covered} GPUs, the node has {gpu_count}")
-    return totals
+    return totals, whole
 
 
 def parse_inventory(data: dict) -> list[Node]:
@@ -101,9 +109,9 @@ def parse_inventory(data: dict) -> list[Node]:
                 })
                 mig = pool.get("mig")
                 if mig:
-                    slices = _mig_allocatable(mig, gpu_count)
+                    slices, whole = _mig_allocatable(mig, gpu_count)
                     allocatable.update(slices)
-                    allocatable[GPU_RESOURCE] = 0  # mixed strategy: whole GPUs are all sliced
+                    allocatable[GPU_RESOURCE] = whole  # mixed strategy: only GPUs left out of MIG are whole
                     labels["nvidia.com/mig.config"] = str(mig.get("config", "custom"))
                     labels["nvidia.com/mig.config.state"] = "success"
                     for resource, count in slices.items():

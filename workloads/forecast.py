@@ -264,6 +264,8 @@ class Forecast:
     committed_cost: Decimal | None = None
     #: Units it would borrow from the team's cohort (Decision.borrows): any makes it preemptible.
     borrows: int = 0
+    #: :func:`borrow_words` for the form's preview ("" when it borrows none); not part of the API's answer.
+    borrow_note: str = ""
 
     @property
     def preemptible(self) -> bool:
@@ -275,6 +277,16 @@ class Forecast:
                 "queue_position": self.queue_position, "estimated_start_at": self.estimated_start_at,
                 "start": self.start, "committed_cost": self.committed_cost, "borrows": self.borrows,
                 "preemptible": self.preemptible}
+
+
+def borrow_words(decision: admission.Decision, flavor: str) -> str:
+    """"borrows 2× a100-80gb from the cohort; preemptible (nlp may take them back)", or "" when
+    ``decision`` borrows nothing: what a borrowing admission means for the work, in the forms' words."""
+    if not decision.borrows:
+        return ""
+    names = list(decision.lent_by)
+    who = (" and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else names[0]) if names else "the cohort"
+    return f"borrows {decision.borrows}\u00d7 {flavor} from the cohort; preemptible ({who} may take them back)"
 
 
 def forecast(team, request: ResourceRequest, flavor, duration: timedelta | None) -> Forecast:
@@ -291,7 +303,7 @@ def forecast(team, request: ResourceRequest, flavor, duration: timedelta | None)
         left = budget["left"]
         share = (committed / left).quantize(Decimal("0.0001")) if left > 0 else None
     result = Forecast(decision.outcome, decision.message, rate, total, share, committed_cost=committed,
-                      borrows=decision.borrows)
+                      borrows=decision.borrows, borrow_note=borrow_words(decision, request.flavor))
     if not decision.queued or flavor is None:
         return result
     entry = QueuedRequest(team=team, ref="dry-run", flavor=flavor, units=request.units,

@@ -22,9 +22,9 @@ def test_it_prints_gpus_used_and_free_per_node_and_resource(backend, capsys):
     out = capsys.readouterr().out
     rows = {tuple(line.split()[:3]): line.split()[3:] for line in out.splitlines() if line.startswith("gpu-")}
     assert rows[("gpu-h100-0", "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu")] == ["6", "2", "8"]
-    assert rows[("gpu-a100-mig-0", "NVIDIA-A100-SXM4-80GB", "nvidia.com/mig-1g.10gb")] == ["2", "30", "32"]
+    assert rows[("gpu-a100-mig-0", "NVIDIA-A100-SXM4-80GB", "nvidia.com/mig-1g.10gb")] == ["2", "8", "10"]
     assert rows[("gpu-l4-0", "NVIDIA-L4", "nvidia.com/gpu")] == ["0", "1", "1"]
-    assert "total nvidia.com/gpu: 6 used, 22 free of 28" in out
+    assert "total nvidia.com/gpu: 6 used, 26 free of 32" in out
 
 
 def test_it_advances_the_clock_in_steps_and_resets(backend, capsys):

@@ -15,9 +15,9 @@ def test_it_ships_a_gpu_operator_shaped_default_cluster(settings):
     assert mig.labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
     assert mig.labels["nvidia.com/mig.config"] == "slipway-mixed"
     assert mig.labels["nvidia.com/gpu.count"] == "8"
-    assert mig.allocatable["nvidia.com/gpu"] == 0
+    assert mig.allocatable["nvidia.com/gpu"] == 4  # the GPUs its layout leaves out of MIG mode
     assert (mig.allocatable["nvidia.com/mig-1g.10gb"], mig.allocatable["nvidia.com/mig-2g.20gb"],
-            mig.allocatable["nvidia.com/mig-3g.40gb"]) == (32, 8, 2)
+            mig.allocatable["nvidia.com/mig-3g.40gb"]) == (10, 2, 4)
     h100 = by_name["gpu-h100-0"]
     assert h100.labels["nvidia.com/mig.config"] == "all-disabled"
     assert ("nvidia.com/gpu", "", "NoSchedule") in h100.taints
@@ -40,6 +40,7 @@ def test_it_reads_the_inventory_named_in_settings(settings, tmp_path):
         ([{"gpus": 1, "slices": {"3g.40gb": 3}}], "needs 9/7 compute"),
         ([{"gpus": 1, "slices": {"5g.50gb": 1}}], "unknown A100-80GB MIG profile"),
         ([{"gpus": 1, "slices": {"1g.10gb": 7}}], "covers 1 GPUs, the node has 2"),
+        ([{"gpus": 1, "mig_enabled": False}], "covers 1 GPUs, the node has 2"),
     ],
 )
 def test_it_rejects_invalid_mig_geometries(layout, message):
@@ -47,3 +48,13 @@ def test_it_rejects_invalid_mig_geometries(layout, message):
                        "mig": {"config": "bad", "layout": layout}}]}
     with pytest.raises(InventoryError, match=message):
         parse_inventory(data)
+
+
+def test_it_keeps_gpus_left_out_of_mig_whole():
+    data = {"pools": [{"prefix": "x", "gpu": {"product": "NVIDIA-A100-SXM4-80GB", "count": 3},
+                       "mig": {"config": "part", "layout": [{"gpus": 2, "mig_enabled": False},
+                                                            {"gpus": 1, "slices": {"3g.40gb": 2}}]}}]}
+    (node,) = parse_inventory(data)
+    assert node.allocatable["nvidia.com/gpu"] == 2
+    assert node.allocatable["nvidia.com/mig-3g.40gb"] == 2
+    assert node.gpu_resources == ["nvidia.com/gpu", "nvidia.com/mig-3g.40gb"]

@@ -92,9 +92,9 @@ def test_it_lands_mig_workloads_only_on_the_mig_node(backend):
     backend.tick(at(0))
     assert {p.node for p in SimPod.objects.all()} == {"gpu-a100-mig-0"}
     capacity = _capacity(backend)
-    assert capacity[("gpu-a100-mig-0", "nvidia.com/mig-1g.10gb")] == (3, 32)
+    assert capacity[("gpu-a100-mig-0", "nvidia.com/mig-1g.10gb")] == (3, 10)
     assert capacity[("gpu-a100-0", "nvidia.com/gpu")] == (0, 8)
-    assert ("gpu-a100-mig-0", "nvidia.com/gpu") not in capacity  # mixed strategy: no whole GPUs there
+    assert capacity[("gpu-a100-mig-0", "nvidia.com/gpu")] == (0, 4)  # mixed strategy: the 4 GPUs left whole
 
 
 def test_it_reports_insufficient_mig_slices(backend):
@@ -162,8 +162,8 @@ def test_it_reports_capacity_per_node_and_resource(backend):
     totals: dict[str, int] = {}
     for row in capacity:
         totals[row.resource_name] = totals.get(row.resource_name, 0) + row.allocatable
-    assert totals == {"nvidia.com/gpu": 28, "nvidia.com/mig-1g.10gb": 32, "nvidia.com/mig-2g.20gb": 8,
-                      "nvidia.com/mig-3g.40gb": 2}
+    assert totals == {"nvidia.com/gpu": 32, "nvidia.com/mig-1g.10gb": 10, "nvidia.com/mig-2g.20gb": 2,
+                      "nvidia.com/mig-3g.40gb": 4}
     assert len({row.node for row in capacity}) == 8
     h100 = next(row for row in capacity if row.node == "gpu-h100-0")
     assert h100.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"

@@ -51,7 +51,7 @@ def test_it_shares_one_cluster_across_processes(tmp_path):
     status = _manage(db, "sandbox", "status")
     h100 = [line.split() for line in status.splitlines() if line.startswith("gpu-h100-0 ")]
     assert h100 == [["gpu-h100-0", "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu", "3", "5", "8"]]
-    assert "total nvidia.com/gpu: 3 used, 25 free of 28" in status
+    assert "total nvidia.com/gpu: 3 used, 29 free of 32" in status
     assert "Sandbox cluster at 2026-11-22T10:00:30Z" in status
     assert "team-ml/run-7-" in status and "Running" in status
 
@@ -89,4 +89,4 @@ def test_it_shows_what_this_process_applied_to_another_process(transactional_db)
     result = subprocess.run([sys.executable, "manage.py", "sandbox", "status"], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert "total nvidia.com/gpu: 5 used, 23 free of 28" in result.stdout
+    assert "total nvidia.com/gpu: 5 used, 27 free of 32" in result.stdout

@@ -8,6 +8,11 @@ as the admin left it. Every object it creates is recorded by key in :class:`Demo
 re-created either. Objects that exist without a record (seeded before the records, or made by
 hand) are adopted as they are, never overwritten.
 
+The demo's quotas add up to the sandbox cluster's GPUs per flavor (``sandbox/inventory.yaml``;
+``tests/front/test_demo_capacity.py`` keeps them equal), so a team gets past its nominal quota
+only by borrowing: ML Research and NLP Platform share the cohort ``research``
+(:data:`COHORTS`), set up through :mod:`quotas.services` as the admin (audited like any change).
+
 Passwords are fixed demo strings, set when the user is created and printed at the end (a user
 whose password was changed since is marked so) — which is also why the command refuses to
 run with ``DEBUG`` off unless ``--force`` says the deployment really is a demo.
@@ -23,11 +28,14 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
+from django.utils import timezone
 
 from inference.demo import seed_demo_endpoints
 from jobs.demo import seed_demo_history, seed_demo_runs
+from jobs.models import LaterDemoRun
 from quotas import demo
-from quotas.models import GpuFlavor, TeamBudget, TeamQuota
+from quotas.models import Cohort, GpuFlavor, TeamBudget, TeamQuota, TeamSharing
+from quotas.services import set_cohort, set_team_quota
 from teams.models import DemoSeed, Membership, Role, Team
 
 DEMO_PASSWORD = "slipway-demo"
@@ -49,14 +57,32 @@ class DemoUser:
     staff: bool = False
 
 
-MIG_PROFILES = ("a100-1g.10gb", "a100-2g.20gb", "a100-3g.40gb")
+@dataclass(frozen=True)
+class DemoCohort:
+    name: str
+    teams: tuple[str, ...]  # slugs
+    reclaim: str
+    min_runtime_minutes: int
+    preemption_delay_seconds: int
+    borrowing_limits: dict[tuple[str, str], int]  # (team slug, flavor name) -> units it may borrow
+
 
 TEAMS: tuple[DemoTeam, ...] = (
     DemoTeam("ml-research", "ML Research",
-             {"a100-80gb": 8, "h100-80gb": 8, "l4": 2, **dict.fromkeys(MIG_PROFILES, 4)}, Decimal("20000")),
+             {"a100-80gb": 8, "h100-80gb": 8, "l4": 2, "a100-1g.10gb": 3, "a100-2g.20gb": 2, "a100-3g.40gb": 4},
+             Decimal("20000")),
     # Seven 1g.10gb slices: one A100 in MIG mode, cut the way inference endpoints like it.
     DemoTeam("vision", "Computer Vision", {"a100-80gb": 4, "l4": 2, "a100-1g.10gb": 7}, Decimal("5000")),
     DemoTeam("nlp", "NLP Platform", {"h100-80gb": 8}, Decimal("15000")),
+)
+
+#: Quota sharing: of their flavors only H100 is both teams', so that is where ML Research borrows
+#: (its demo run llama-ablation, jobs.demo) and NLP reclaims (t5-distill, two minutes later).
+#: Short rules so the reclaim happens within minutes of ``make run``: borrowed work older than
+#: a minute may be preempted, once NLP's queued work has waited 30 s for capacity to free itself.
+COHORTS: tuple[DemoCohort, ...] = (
+    DemoCohort("research", ("ml-research", "nlp"), Cohort.Reclaim.ANY, min_runtime_minutes=1,
+               preemption_delay_seconds=30, borrowing_limits={("ml-research", "h100-80gb"): 8}),
 )
 
 USERS: tuple[DemoUser, ...] = (
@@ -124,6 +150,9 @@ class Command(BaseCommand):
                 self.stdout.write(f"Submitted {len(runs)} demo training runs; they progress on their own.")
             if endpoints:
                 self.stdout.write(f"Created {len(endpoints)} demo inference endpoints; they scale with a demo load.")
+            for later in LaterDemoRun.objects.filter(submitted_at__isnull=True).select_related("team"):
+                self.stdout.write(f"{later.team.name} submits {later.spec.get('name')} at "
+                                  f"{timezone.localtime(later.due_at):%H:%M:%S} (the worker and beat must run).")
         self.report(created, url or portal_url())
 
     def report(self, created: int, url: str) -> None:
@@ -188,7 +217,30 @@ def seed_world(seeded: Seeded) -> int:
             if seeded.due(f"member:{slug}/{spec.username}") and slug in teams and spec.username in users:
                 created += Membership.objects.get_or_create(team=teams[slug], user=users[spec.username],
                                                             defaults={"role": role})[1]
+    # 4. Cohorts, through the quota services as the demo admin: audited like an admin's change.
+    for spec in COHORTS:
+        if seeded.due(f"cohort:{spec.name}"):
+            created += seed_cohort(spec, teams, users.get("admin"))
     return created
+
+
+def seed_cohort(spec: DemoCohort, teams: dict[str, Team], actor) -> bool:
+    """Create the cohort with its teams and their borrowing limits. True if created.
+
+    Adopted, not changed, when it exists; not created when a member is missing or an admin
+    already put one in another cohort (joining would take it out of that one).
+    """
+    members = [teams[slug] for slug in spec.teams if slug in teams]
+    if (len(members) < len(spec.teams) or Cohort.objects.filter(name=spec.name).exists()
+            or TeamSharing.objects.filter(team__in=members, cohort__isnull=False).exists()):
+        return False
+    set_cohort(actor, spec.name, reclaim=spec.reclaim, min_runtime_minutes=spec.min_runtime_minutes,
+               preemption_delay_seconds=spec.preemption_delay_seconds, teams=members)
+    for (slug, flavor), units in spec.borrowing_limits.items():
+        quota = TeamQuota.objects.select_related("flavor").filter(team=teams[slug], flavor__name=flavor).first()
+        if quota is not None:
+            set_team_quota(actor, teams[slug], quota.flavor, quota.limit, borrowing_limit=units)
+    return True
 
 
 def seed_user(spec: DemoUser) -> bool:

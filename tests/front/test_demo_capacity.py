@@ -1,0 +1,102 @@
+"""The demo's world adds up: the sandbox cluster offers exactly the demo teams' nominal quotas
+per flavor, and the demo's cohort borrows at seed time and is reclaimed from minutes later."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from front.management.commands.seed_demo import COHORTS, TEAMS
+from jobs.constants import RunState
+from jobs.demo import DEMO_LATER, submit_due_demo_runs
+from jobs.models import LaterDemoRun, TrainingRun
+from quotas.admission import borrowed_units
+from quotas.models import Cohort, GpuFlavor, TeamQuota, TeamSharing
+from quotas.services import capacity_rows, remove_cohort
+from teams.models import AuditEvent
+
+
+@pytest.fixture
+def debug_on(settings):
+    settings.DEBUG = True
+
+
+def seed(**options) -> str:
+    out = StringIO()
+    call_command("seed_demo", stdout=out, **options)
+    return out.getvalue()
+
+
+def test_the_sandbox_offers_exactly_the_demo_teams_nominal_quotas_per_flavor(db, debug_on):
+    seed(no_runs=True)
+    rows, _nodes, error = capacity_rows()  # the Capacity page's figures: the nodes offering each flavor
+    assert error == ""
+    offered = {row["flavor"].name: row["allocatable"] for row in rows}
+    quota_sums = {row["flavor"].name: row["quota_sum"] for row in rows}
+    # The seeded quotas are the demo's (nothing else holds any), and every demo flavor has some.
+    assert quota_sums == {name: sum(team.limits.get(name, 0) for team in TEAMS) for name in quota_sums}
+    assert set(offered) == set(GpuFlavor.objects.values_list("name", flat=True)) and all(quota_sums.values())
+    assert offered == quota_sums
+    assert offered["a100-80gb"] == 12 and offered["h100-80gb"] == 16  # so the check is not 0 == 0
+
+
+def test_it_seeds_the_research_cohort_through_the_audited_quota_services(db, debug_on, published):
+    seed()
+    (spec,) = COHORTS
+    cohort = Cohort.objects.get(name=spec.name)
+    assert (cohort.reclaim, cohort.min_runtime_minutes, cohort.preemption_delay_seconds) == ("any", 1, 30)
+    assert set(TeamSharing.objects.filter(cohort=cohort).values_list("team__slug", flat=True)) == {"ml-research", "nlp"}
+    assert TeamQuota.objects.get(team__slug="ml-research", flavor__name="h100-80gb").borrowing_limit == 8
+    audited = AuditEvent.objects.filter(action=AuditEvent.Action.QUOTA_CHANGED)
+    assert audited.get(target="cohort research").actor_name == "admin"
+    assert audited.filter(target="quota h100-80gb", team__slug="ml-research").get().details["new_limits"] == {
+        "borrowing_limit": 8, "lending_limit": None}
+    seed()  # a rerun changes nothing
+    assert audited.count() == 2 and Cohort.objects.count() == 1
+
+
+def test_ml_research_borrows_at_seed_time_and_nlp_submits_its_run_two_minutes_later(db, debug_on, published):
+    before = timezone.now()
+    out = seed()
+    runs = {run.name: run for run in TrainingRun.objects.filter(team__slug__in=["ml-research", "nlp"])}
+    # llama-pretrain holds ML Research's 8 H100s, t5-flaky-loader 2 of NLP's: llama-ablation takes the other 6.
+    assert runs["llama-pretrain"].state == runs["llama-ablation"].state == RunState.ADMITTED
+    assert borrowed_units([runs["llama-pretrain"].ref, runs["llama-ablation"].ref]) == {runs["llama-ablation"].ref: 6}
+    assert "t5-distill" not in runs
+    later = LaterDemoRun.objects.get()
+    assert later.team.slug == "nlp" and later.spec["name"] == "t5-distill" == DEMO_LATER[0][3]["name"]
+    assert before + timedelta(seconds=120) <= later.due_at <= timezone.now() + timedelta(seconds=120)
+    assert f"NLP Platform submits t5-distill at {timezone.localtime(later.due_at):%H:%M:%S}" in out
+
+    assert submit_due_demo_runs(later.due_at - timedelta(seconds=1)) == []  # not due yet
+    (run,) = submit_due_demo_runs(later.due_at)
+    # Every H100 of the cohort is held, 6 of them borrowed from NLP: its run waits, under its
+    # nominal quota, which is what the cohort's reclaim acts on.
+    assert run.name == "t5-distill" and run.state == RunState.QUEUED
+    assert "the cohort can lend 0" in run.reason
+    later.refresh_from_db()
+    assert later.submitted_at == later.due_at and later.outcome == f"submitted as run {run.pk} (queued)"
+    assert submit_due_demo_runs(later.due_at + timedelta(minutes=5)) == []  # once
+    seed()
+    assert LaterDemoRun.objects.count() == 1
+
+
+def test_a_later_run_that_cannot_be_submitted_says_why(db, debug_on, published):
+    seed()
+    later = LaterDemoRun.objects.get()
+    TeamQuota.objects.filter(team__slug="nlp").delete()  # an admin took NLP's quota away
+    assert submit_due_demo_runs(later.due_at) == []
+    later.refresh_from_db()
+    assert later.submitted_at is not None and later.outcome.startswith("not submitted: ")
+    assert "no quota for h100-80gb" in later.outcome
+
+
+def test_a_cohort_an_admin_removed_is_not_seeded_again(db, debug_on):
+    seed(no_runs=True)
+    remove_cohort(None, Cohort.objects.get(name="research"))
+    seed(no_runs=True)
+    assert not Cohort.objects.exists()
