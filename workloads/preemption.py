@@ -31,7 +31,6 @@ from django.db import transaction
 from django.db.models import F
 
 from cluster.errors import ClusterError
-from core.formatting import count_of
 from quotas import admission, fairshare
 from quotas.ledger import interval_cost, interval_gpu_hours
 from quotas.models import Cohort, PreemptionEvent, QueuedRequest, Reservation
@@ -127,7 +126,7 @@ def lost_words(since: datetime | None, now: datetime) -> str:
     if since is None:
         return "no work lost"
     minutes = int((now - since).total_seconds() // 60)
-    return f"{count_of(minutes, 'min')} of work since its start lost"
+    return f"{minutes} min of work since its start lost"
 
 
 def _preempt(backend, victim: Candidate, claim: Claim, claimant_id: int, now: datetime) -> bool:

@@ -149,13 +149,15 @@ def test_csv_downloads_say_what_and_when_and_name_each_workload(live_server, bro
     name, rows = download(browser, browser.locator("h2:text('By run and endpoint') + a"))
     assert name == f"usage-ml-research-{month}-by-workload.csv"
     assert list(rows[0]) == ["group", "name", "kind", "team", "user", "flavor", "gpu_hours", "cost",
-                             "idle_gpu_hours", "idle_cost", "currency"]
+                             "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours", "preempted_gpu_hours",
+                             "preempted_cost", "currency"]
     assert all(row["name"] and row["kind"] in ("run", "endpoint") and row["team"] == "ml-research" for row in rows)
     costs = [Decimal(row["cost"]) for row in rows]
     assert costs == sorted(costs, reverse=True) and len(costs) > 3
     # Money to the cent, with its currency, as a person reads it (never 0E-10).
     assert all(re.fullmatch(r"\d+\.\d\d", row["cost"]) and re.fullmatch(r"\d+\.\d\d", row["idle_cost"])
-               and row["currency"] == "USD" for row in rows), rows[:3]
+               and re.fullmatch(r"\d+\.\d\d", row["preempted_cost"]) and row["currency"] == "USD"
+               for row in rows), rows[:3]
     name, rows = download(browser, browser.locator("h2:text('By person') + a"))
     assert name == f"usage-ml-research-{month}-by-user.csv" and rows
 
