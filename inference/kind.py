@@ -160,6 +160,16 @@ class EndpointKind(WorkloadKind):
         return scaling.set_ceiling(endpoint, endpoint.base_replicas, ScalingDecision.CAPPED_BY_BUDGET, None, now,
                                    "the team's monthly budget is spent (its policy stops burst)")
 
+    #: Its minimum never borrows (ResourceRequest.may_borrow): what reclaim takes back is burst.
+    preempts_burst = True
+
+    def shrink_burst(self, endpoint: InferenceEndpoint, units: int, reason: str, now: datetime) -> None:
+        """Lower the ceiling by enough replicas to give back ``units`` (never below the minimum)."""
+        ceiling = endpoint.replica_ceiling or endpoint.base_replicas
+        replicas = -(-units // endpoint.gpus_per_replica)  # whole replicas covering the units
+        scaling.set_ceiling(endpoint, max(endpoint.base_replicas, ceiling - replicas),
+                            ScalingDecision.BURST_RECLAIMED, None, now, reason)
+
     def after_observation(self, endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -> bool:
         before = (endpoint.replicas, endpoint.desired_replicas, endpoint.replica_ceiling)
         gave_back = scaling.follow(endpoint, status, now)

@@ -89,7 +89,7 @@ class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedField
             "id", "team", "name", "state", "reason", "created_by", "created_at", "admitted_at", "started_at",
             "finished_at", "replicas", "desired_replicas", "replica_ceiling", "url", "cost_to_date",
             "estimated_cost_per_hour", "cost_per_hour_range", "namespace", "cluster_name", "queue_position",
-            "estimated_start_at", "borrowed_units", "preemptible", "idle_gpu_hours", "idle_cost", "idle_since",
+            "estimated_start_at", "borrowed_units", "preemptible", "preemptions", "last_preempted_at", "idle_gpu_hours", "idle_cost", "idle_since",
             "image", "command", "args", "env", "secret_env", "port", "flavor", "gpus_per_replica", "min_replicas",
             "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds",
             "spot",

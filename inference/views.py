@@ -47,6 +47,7 @@ from workloads.views import (
     log_panel,
     no_team,
     polling_status,
+    preemption_panel,
     wants_partial,
 )
 
@@ -193,7 +194,7 @@ def endpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
         manifest=yaml.safe_dump_all(workloads.manifests(endpoint), sort_keys=False),
         burst=services.burst_now(endpoint),
     )
-    context.update({**events_panel(endpoint), **log_panel(request, endpoint)})
+    context.update({**events_panel(endpoint), **preemption_panel(endpoint), **log_panel(request, endpoint)})
     return render(request, "inference/endpoint_detail.html", context)
 
 

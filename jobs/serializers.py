@@ -67,7 +67,7 @@ class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, se
         fields = [
             "id", "team", "name", "state", "reason", "created_by", "created_at", "admitted_at", "started_at",
             "finished_at", "kind", "cluster_name", "namespace", "queue_position", "estimated_start_at",
-            "borrowed_units", "preemptible",
+            "borrowed_units", "preemptible", "preemptions", "last_preempted_at",
             "cost_to_date", "estimated_cost_per_hour", "estimated_total_cost", "idle_gpu_hours", "idle_cost",
             "idle_since", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers",
             "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",

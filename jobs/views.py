@@ -52,6 +52,7 @@ from workloads.views import (
     log_panel,
     no_team,
     polling_status,
+    preemption_panel,
     wants_partial,
 )
 
@@ -249,6 +250,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context.update({
         "manifest": manifest,
         **events_panel(run),
+        **preemption_panel(run),
         **log_panel(request, run),
         "spec": _spec_rows(run),
     })

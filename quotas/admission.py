@@ -374,7 +374,7 @@ def _lock_cohort(cohort_id: int) -> None:
     list(Cohort.objects.select_for_update(no_key=True).filter(pk=cohort_id).values_list("pk", flat=True))
 
 
-def _flavor_quota(flavor: GpuFlavor | None, quota: TeamQuota | None,
+def flavor_quota(flavor: GpuFlavor | None, quota: TeamQuota | None,
                   cohort: CohortFigures | None = None, team_id: int | None = None) -> FlavorQuota:
     """The :class:`FlavorQuota` facts of a flavor and the team's quota row (with its cohort's lenders)."""
     if flavor is None:
@@ -432,7 +432,7 @@ def borrowable(team, quotas: dict[int, TeamQuota], in_use: dict[int, int]) -> di
     cohort = cohort_of_quotas(quotas)
     if cohort is None:
         return {}
-    return {fid: _flavor_quota(quota.flavor, quota, cohort, team.pk).borrowable(in_use.get(fid, 0))
+    return {fid: flavor_quota(quota.flavor, quota, cohort, team.pk).borrowable(in_use.get(fid, 0))
             for fid, quota in quotas.items()}
 
 
@@ -616,6 +616,26 @@ def _release_reservation(ref: str) -> bool:
         return cursor.rowcount > 0
 
 
+def requeue(team, ref: str, request: ResourceRequest, queued_since: datetime) -> bool:
+    """Give back ``ref``'s reservation and put its request back in the queue at its old place.
+
+    For preempted work (DESIGN §9): ``queued_since`` is when it was first submitted, so it waits
+    ahead of everything of its priority submitted after it. Under the team's admission lock, in
+    the caller's transaction; returns False when ``ref`` held no reservation (requeued already).
+    """
+    with transaction.atomic():
+        lock_admission(team)
+        if not _release_reservation(ref):
+            return False
+        flavor = GpuFlavor.objects.get(name=request.flavor)
+        entry = QueuedRequest.objects.create(
+            team=team, ref=ref, flavor=flavor, units=request.units, units_per_node=request.units_per_node,
+            priority=Priority(request.priority).rank, spot=request.spot, description=request.description[:200],
+            estimated_cost=request.estimated_cost, cost_per_hour=request.cost_per_hour, may_borrow=request.may_borrow)
+        QueuedRequest.objects.filter(pk=entry.pk).update(created_at=queued_since)  # auto_now_add set "now"
+    return True
+
+
 def resize(team, ref: str, units: int, burst: bool = False) -> Decision:
     """Grow or shrink ``ref``'s active reservation to ``units``, under the team's admission lock.
 
@@ -644,7 +664,7 @@ def resize(team, ref: str, units: int, burst: bool = False) -> Decision:
         request = dataclasses.replace(_request_of(reservation), units=units, burst=burst, may_borrow=burst)
         usage = _in_use(team, reservation.flavor_id) - current
         quota = TeamQuota.objects.filter(team=team, flavor=reservation.flavor).first()
-        facts = _flavor_quota(reservation.flavor, quota, cohort, team.pk)
+        facts = flavor_quota(reservation.flavor, quota, cohort, team.pk)
         decision = decide(request, usage, facts, _budget_state(team))
         if decision.admitted:
             grown = facts.borrows(usage + current, units - current) if cohort is not None else 0
@@ -676,7 +696,7 @@ def admit_waiting(team) -> list[str]:
         for entry in entries:
             request = _request_of(entry)
             decision = decide(request, usage.get(entry.flavor_id, 0),
-                              _flavor_quota(entry.flavor, quotas.get(entry.flavor_id)), budget)
+                              flavor_quota(entry.flavor, quotas.get(entry.flavor_id)), budget)
             if decision.admitted:
                 # Best-effort: keep scanning, a later smaller request may still fit.
                 usage[entry.flavor_id] = usage.get(entry.flavor_id, 0) + entry.units
@@ -711,16 +731,22 @@ def _admit_waiting_in_cohort(cohort_id: int) -> list[str]:
     cohort = cohort_figures(cohort_id)
     budgets: dict[int, BudgetState | None] = {}
     admitted: list[tuple[QueuedRequest, int]] = []
-    for entry in entries:
-        if entry.team_id not in budgets:
-            budgets[entry.team_id] = _budget_state(entry.team)
-        key = (entry.team_id, entry.flavor_id)
-        decision = decide(_request_of(entry), cohort.usage.get(key, 0),
-                          _flavor_quota(entry.flavor, cohort.quotas.get(key), cohort, entry.team_id),
-                          budgets[entry.team_id])
-        if decision.admitted:
-            cohort.usage[key] = cohort.usage.get(key, 0) + entry.units
-            admitted.append((entry, decision.borrows))
+    # Nominal first: work that fits within its own team's quota is admitted before any that
+    # borrows (whatever their queue order), so units a team reclaimed go to it — not back to
+    # the borrower they were taken from (no preemption loop, quotas.reclaim).
+    for nominal_only in (True, False):
+        for entry in entries:
+            if any(entry is done for done, _ in admitted):
+                continue
+            if entry.team_id not in budgets:
+                budgets[entry.team_id] = _budget_state(entry.team)
+            key = (entry.team_id, entry.flavor_id)
+            decision = decide(_request_of(entry), cohort.usage.get(key, 0),
+                              flavor_quota(entry.flavor, cohort.quotas.get(key), cohort, entry.team_id),
+                              budgets[entry.team_id])
+            if decision.admitted and not (nominal_only and decision.borrows):
+                cohort.usage[key] = cohort.usage.get(key, 0) + entry.units
+                admitted.append((entry, decision.borrows))
     if not admitted:
         return []
     Reservation.objects.bulk_create([_reservation_for(e.team, e.ref, e.flavor, _request_of(e), borrowed)
@@ -778,7 +804,7 @@ def queue_reasons(team) -> dict[str, str]:
     reasons = {}
     for entry in entries:
         decision = decide(_request_of(entry), usage.get(entry.flavor_id, 0),
-                          _flavor_quota(entry.flavor, quotas.get(entry.flavor_id), cohort, team.pk), budget)
+                          flavor_quota(entry.flavor, quotas.get(entry.flavor_id), cohort, team.pk), budget)
         if decision.admitted:
             # It fits now; the next admit_waiting (at the latest the next reconcile) takes it.
             reasons[entry.ref] = f"about to be admitted: {entry.units}\u00d7 {entry.flavor.name} fit now"
@@ -818,7 +844,7 @@ def held_beyond_quota(team, candidate: tuple[str, ResourceRequest] | None = None
     held = {}
     for ref, request, flavor in requests:
         quota = quotas.get(flavor.pk) if flavor is not None else None
-        decision = decide(request, 0, _flavor_quota(flavor, quota, cohort, team.pk).idle(), budget)
+        decision = decide(request, 0, flavor_quota(flavor, quota, cohort, team.pk).idle(), budget)
         if not decision.admitted:
             held[ref] = decision
     return held
@@ -845,4 +871,4 @@ def preview(team, request: ResourceRequest) -> Decision:
     usage = _in_use(team, flavor.pk) if quota is not None else 0
     budget = _budget_state(team) if quota is not None else None
     cohort = cohort_figures(quota.cohort_of_team) if quota is not None else None
-    return decide(request, usage, _flavor_quota(flavor, quota, cohort, team.pk), budget)
+    return decide(request, usage, flavor_quota(flavor, quota, cohort, team.pk), budget)

@@ -28,6 +28,7 @@ from quotas.admission import (
     admit_waiting,
     borrowable,
     budget_state,
+    cohort_id_of,
     lock_admission,
     team_quotas,
     units_in_use,
@@ -241,7 +242,11 @@ def set_team_quota(actor, team: Team, flavor: GpuFlavor, limit: int | None, ip: 
     if old_limit != limit or before != after:
         audit_quota_change(actor, team, flavor.name, old_limit, limit, ip=ip,
                            **({"old_limits": before, "new_limits": after} if before != after else {}))
-        schedule_team_sync(team)
+        # What a cohort lends changed with it: every member's namespace backstop follows.
+        cohort_id = cohort_id_of(team)
+        members = Team.objects.filter(sharing__cohort_id=cohort_id) if cohort_id is not None else [team]
+        for member in members:
+            schedule_team_sync(member)
     return quota
 
 

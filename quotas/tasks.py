@@ -8,7 +8,7 @@ import core.backend
 from cluster.errors import Transient
 from cluster.manifests import build_team
 from cluster.specs import TeamSpec
-from quotas.admission import admit_waiting
+from quotas.admission import admit_waiting, cohort_figures, cohort_id_of, flavor_quota
 from quotas.models import TeamQuota
 from teams.models import Team
 
@@ -20,8 +20,12 @@ def team_spec(team):
     ResourceQuota counts per resource, so their limits add up.
     """
     totals: dict[str, int] = {}
-    for resource, limit in TeamQuota.objects.filter(team=team).values_list("flavor__resource_name", "limit"):
-        totals[resource] = totals.get(resource, 0) + limit
+    # In a cohort the backstop is the most the team may ever hold (its nominal quota plus what
+    # the cohort could lend it): the namespace must admit the pods of borrowed work.
+    cohort = cohort_figures(cohort_id_of(team))
+    for quota in TeamQuota.objects.filter(team=team).select_related("flavor"):
+        units = quota.limit if cohort is None else flavor_quota(quota.flavor, quota, cohort, team.pk).most()
+        totals[quota.flavor.resource_name] = totals.get(quota.flavor.resource_name, 0) + units
     return TeamSpec(slug=team.slug, namespace=team.namespace, quotas=tuple(sorted(totals.items())))
 
 

@@ -168,9 +168,10 @@ class SandboxBackend(ClusterBackend):
         self.apply([recorded], now=now)
 
     @_storage_errors
-    def delete(self, address: ClusterAddress, resources: Sequence[ResourceKind], *, now: datetime | None = None) -> int:
+    def delete(self, address: ClusterAddress, resources: Sequence[ResourceKind], *, now: datetime | None = None,
+               grace_seconds: int | None = None) -> int:
         """The workload's objects of the deleted kinds and its env Secret; pods go with their owners
-        (CASCADE): background propagation, instantly."""
+        (CASCADE): background propagation, instantly (simulated pods stop at once, whatever the grace)."""
         doomed = Q()
         for resource in resources:
             if resource.deleted:

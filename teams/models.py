@@ -151,6 +151,7 @@ class AuditEvent(models.Model):
         ENDPOINT_CREATED = "endpoint_created", "Endpoint created"
         ENDPOINT_CHANGED = "endpoint_changed", "Endpoint changed"
         ENDPOINT_DELETED = "endpoint_deleted", "Endpoint deleted"
+        WORKLOAD_PREEMPTED = "workload_preempted", "Workload preempted (quota reclaimed)"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(

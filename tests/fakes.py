@@ -69,7 +69,7 @@ class FakeBackend(ClusterBackend):
         self.secrets[(meta["namespace"], meta["name"])] = sorted(secret["data"])
         self.secret_values_seen.update(secret["data"].values())
 
-    def delete(self, address: ClusterAddress, resources) -> int:
+    def delete(self, address: ClusterAddress, resources, *, grace_seconds: int | None = None) -> int:
         self.calls.append("delete")
         if self.fail_with is not None:
             raise self.fail_with

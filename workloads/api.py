@@ -60,6 +60,19 @@ class EventSerializer(serializers.Serializer):
     count = serializers.IntegerField()
 
 
+class PreemptionSerializer(serializers.Serializer):
+    """One row of a workload's preemption log (API.md "Borrowing and preemption on workloads")."""
+
+    at = serializers.DateTimeField()
+    by_team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True,
+                                           help_text="The team that took its quota back.")
+    units = serializers.IntegerField()
+    reason = serializers.CharField()
+    grace_seconds = serializers.IntegerField()
+    lost_gpu_hours = serializers.DecimalField(max_digits=20, decimal_places=4)
+    lost_cost = serializers.DecimalField(max_digits=20, decimal_places=4)
+
+
 def _queued(workload) -> bool:
     return workload.state == kind_of(workload).lifecycle.queued
 
@@ -205,7 +218,7 @@ MANIFEST_YAML_SCHEMA = {
 
 
 class WorkloadReadActions:
-    """``logs/``, ``logs/download/``, ``events/`` and ``manifest/`` of one workload, for any kind's viewset."""
+    """``logs/``, ``logs/download/``, ``events/``, ``preemptions/`` and ``manifest/`` of one workload, for any kind's viewset."""
 
     @extend_schema(parameters=[OpenApiParameter("tail", TAIL_SCHEMA, description="How many of the last lines."),
                                OpenApiParameter("pod", str)], responses=LogsSerializer)
@@ -232,6 +245,12 @@ class WorkloadReadActions:
     def events(self, request, pk=None):
         workload = self.get_object()
         return Response([EventSerializer(e).data for e in workloads.events(workload)])
+
+    @extend_schema(responses=PreemptionSerializer(many=True))
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def preemptions(self, request, pk=None):
+        """Its preemption log, newest first: who took back which units, and the work it cost."""
+        return Response(PreemptionSerializer(workloads.preemptions(self.get_object()), many=True).data)
 
     @extend_schema(parameters=[OpenApiParameter("format", str, enum=["json", "yaml"])],
                    responses={(200, "application/json"): build_array_type(build_basic_type(OpenApiTypes.OBJECT)),

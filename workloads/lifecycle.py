@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from quotas import admission, ledger
+from quotas.models import PreemptionEvent
 from teams.services import lock_team
 from workloads import billing, secrets
 from workloads.models import ReasonCode
@@ -112,4 +113,29 @@ def end(workload, reason: str, code: ReasonCode = ReasonCode.ENDED_BY_USER) -> b
         _close_billing(workload, now)
         release_holdings(workload.ref)
         admission.admit_waiting(workload.team)
+    return True
+
+
+def requeue(kind, workload, now: datetime) -> bool:
+    """A preempted workload whose objects are gone goes back to ``queued`` at its old place.
+
+    Under the team's admission lock (the order admission takes), conditional on it still being
+    preempted: its open segment is billed to ``now`` (the grace was the team's time), its
+    reservation becomes a queue entry dated from its first submission, and what the apply needs
+    starts afresh — its ``preemptions`` were counted when it was chosen, no retry is spent. Its
+    reason is the preemption's ("preempted: team … reclaimed …"). False when there was nothing to do.
+    """
+    lc = kind.lifecycle
+    with transaction.atomic():
+        admission.lock_admission(workload.team)
+        event_reason = (PreemptionEvent.objects.filter(ref=workload.ref).values_list("reason", flat=True).first()
+                        or "preempted")
+        updated = type(workload).objects.filter(
+            pk=workload.pk, state__in=workload.HOLDING_STATES, preempting_since=workload.preempting_since,
+        ).update(state=lc.queued, reason=event_reason[:500], reason_code=ReasonCode.PREEMPTED, preempting_since=None,
+                 admitted_at=None, applied_at=None, apply_started_at=None, apply_attempts=0)
+        if not updated:
+            return False
+        _close_billing(workload, now)
+        admission.requeue(workload.team, workload.ref, kind.resource_request(workload), workload.created_at)
     return True

@@ -49,7 +49,7 @@ from quotas import admission
 from quotas.models import GpuFlavor, QueuedRequest
 from quotas.services import enforce_budgets
 from teams.models import Team
-from workloads import billing, idle, lifecycle
+from workloads import billing, idle, lifecycle, preemption
 from workloads.billing import BILLING_FIELDS, BillingPlan
 from workloads.constants import MAX_APPLY_ATTEMPTS, STEADY_BATCH, Message
 from workloads.identity import WorkloadId
@@ -69,6 +69,8 @@ class ReconcileReport:
     vanished: list[str] = field(default_factory=list)
     orphans_deleted: list[str] = field(default_factory=list)
     admitted: list[str] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)  #: borrowed work reclaim took back now
+    requeued: list[str] = field(default_factory=list)  #: preempted work whose objects are gone, queued again
     charged: int = 0  #: ledger intervals written
     budget_alerts: list[str] = field(default_factory=list)  #: teams whose budget alert was audited now
     budget_stopped: list[str] = field(default_factory=list)  #: work stopped by a spent budget's policy
@@ -137,6 +139,12 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
     for team in Team.objects.filter(pk__in=team_ids):
         report.admitted += admission.admit_waiting(team)
         _refresh_queue_reasons(team)
+    # 6b. Work still queued in a cohort may take back units others borrowed (workloads.preemption).
+    #     A shrunk burst frees its units at once: admit again; a stopped run's come once it is gone.
+    report.preempted = preemption.reclaim(backend, now)
+    if report.preempted:
+        for team in Team.objects.filter(pk__in=QueuedRequest.objects.values("team_id")):
+            report.admitted += admission.admit_waiting(team)
 
     # 7. Budgets whose month crossed the alert threshold get their audit event (once a month);
     #    where the budget is spent and the team's policy is "stop", running work is stopped.
@@ -149,7 +157,8 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
                 if kind.on_budget_spent(workload, now):
                     report.budget_stopped.append(workload.ref)
 
-    if report.transitions or report.redriven or report.vanished or report.admitted or report.orphans_deleted:
+    if (report.transitions or report.redriven or report.vanished or report.admitted or report.orphans_deleted
+            or report.preempted or report.requeued):
         logger.info("reconcile: %s", report)
     return report
 
@@ -183,6 +192,14 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: 
         _finish_removal(kind, backend, workload, obs, report)
         return None
     status = kind.status(obs, workload, now) if obs is not None else None
+    if workload.preempting_since is not None and (
+            status is None or kind.state_for(status, workload) not in kind.model.FINAL_STATES):
+        # Being preempted: its quota stays held until its pods are gone, then it queues again.
+        # (Work that ends on its own during the grace ends as it would have: the normal path.)
+        if preemption.follow(kind, backend, workload, obs is not None, now):
+            report.requeued.append(workload.ref)
+            teams.add(workload.team_id)
+        return None
     if status is None:
         if workload.applied_at is None:
             _redrive_if_stuck(kind, workload, now, report, teams)
@@ -267,10 +284,17 @@ def _refresh_queue_reasons(team: Team) -> None:
     if not reasons:
         return
     for kind in kinds():
-        queued = kind.model.objects.filter(team=team, state=kind.lifecycle.queued).values_list("pk", "reason")
-        for pk, reason in queued:
-            fresh = reasons.get(kind.identity(pk).ref)
-            if fresh and fresh != reason:
+        queued = list(kind.model.objects.filter(team=team, state=kind.lifecycle.queued)
+                      .values_list("pk", "reason", "reason_code"))
+        # Preempted work keeps saying who took its units back, before why it waits now.
+        preempted = preemption.last_reasons([kind.identity(pk).ref for pk, _r, code in queued
+                                             if code == ReasonCode.PREEMPTED])
+        for pk, reason, _code in queued:
+            ref = kind.identity(pk).ref
+            fresh = reasons.get(ref)
+            if fresh and ref in preempted:
+                fresh = f"{preempted[ref]}; now {fresh}"
+            if fresh and fresh[:500] != reason:
                 kind.model.objects.filter(pk=pk, state=kind.lifecycle.queued).update(reason=fresh[:500])
 
 

@@ -111,6 +111,14 @@ class WorkloadKind(abc.ABC):
         """
         return False
 
+    #: Reclaim shrinks its burst instead of stopping it (an endpoint: its minimum never borrows,
+    #: so its borrowed units are all burst). Others are stopped and requeued (:mod:`workloads.preemption`).
+    preempts_burst: bool = False
+
+    def shrink_burst(self, workload, units: int, reason: str, now: datetime) -> None:
+        """Give back ``units`` borrowed burst units at once (only kinds that set :attr:`preempts_burst`)."""
+        raise NotImplementedError
+
     @property
     def prefix(self) -> str:
         """Identity prefix: ``run`` → refs ``run:42``, cluster names ``run-42``."""

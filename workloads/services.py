@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Exists, Q, Value
+from django.db.models import Count, Exists, Q, QuerySet, Value
 from django.utils import timezone
 
 import core.backend
@@ -24,7 +24,7 @@ from cluster.errors import ClusterError
 from cluster.pods import LogSource, log_sources
 from core.queueing import publish_on_commit
 from quotas import admission, ledger
-from quotas.models import GpuFlavor, unknown_flavor
+from quotas.models import GpuFlavor, PreemptionEvent, unknown_flavor
 from workloads import lifecycle, tasks
 from workloads.constants import Message
 from workloads.identity import WorkloadId
@@ -167,6 +167,11 @@ def log_file(workload, pod: str = "") -> LogFile:
     name = workload.cluster_name if found.shown is None else (
         f"{found.shown.pod}-previous" if found.shown.previous else found.shown.pod)
     return LogFile(f"{name}.log", "".join(f"{line}\n" for line in found.lines))
+
+
+def preemptions(workload) -> QuerySet:
+    """The workload's preemption log, newest first (:class:`quotas.models.PreemptionEvent`)."""
+    return PreemptionEvent.objects.filter(ref=workload.ref).select_related("by_team", "flavor").order_by("-at", "-pk")
 
 
 def events(workload) -> list[ClusterEvent]:

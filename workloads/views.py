@@ -106,6 +106,11 @@ def events_panel(workload) -> dict:
             "on_cluster": workloads.on_cluster(workload)}
 
 
+def preemption_panel(workload) -> dict:
+    """Context of the preemption log card (``workloads/_preemptions.html``): shown once it was preempted."""
+    return {"preemption_log": list(workloads.preemptions(workload)) if workload.preemptions else []}
+
+
 def events_table(request: HttpRequest, workload) -> HttpResponse:
     """The polled events table; 286 once the workload is final."""
     return render(request, "workloads/_events.html", events_panel(workload), status=polling_status(workload))

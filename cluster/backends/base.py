@@ -165,9 +165,12 @@ class ClusterBackend(abc.ABC):
         """
 
     @abc.abstractmethod
-    def delete(self, address: ClusterAddress, resources: Sequence[ResourceKind]) -> int:
+    def delete(self, address: ClusterAddress, resources: Sequence[ResourceKind], *,
+               grace_seconds: int | None = None) -> int:
         """Delete the workload's objects of the ``deleted`` kinds among ``resources``, in their order
         (background propagation), and its env Secret. Returns how many.
+
+        ``grace_seconds``: the delete's grace period (a preemption's; None: the objects' own).
 
         Deleting what is already gone is not an error (returns 0).
         """

@@ -357,11 +357,14 @@ class KubernetesBackend(ClusterBackend):
             content_type=APPLY_CONTENT_TYPE,
         )
 
-    def delete(self, address: ClusterAddress, resources: Sequence[ResourceKind]) -> int:
+    def delete(self, address: ClusterAddress, resources: Sequence[ResourceKind], *,
+               grace_seconds: int | None = None) -> int:
         """One label-selected LIST per deleted kind, then a DELETE per object found, in the kinds' order."""
         deleted = 0
         selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={address.cluster_name}"
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        if grace_seconds is not None:
+            options["gracePeriodSeconds"] = grace_seconds
         for kind in (r for r in resources if r.deleted):
             for obj in self.list(kind, namespace=address.namespace, label_selector=selector):
                 try:

@@ -3,6 +3,7 @@ hypothesis properties (never above nominal + borrowing, the smallest set, no pre
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -165,3 +166,39 @@ def test_no_preemption_loop(case):
                                max(0, lender.in_use - victim.units), [admitted],
                                Rules("any", timedelta(0), timedelta(0)), NOW)
         assert not again.victims
+
+
+def _ceil_to(seconds: int, step: int) -> int:
+    return -(-seconds // step) * step
+
+
+@settings(max_examples=200, deadline=None)
+@given(cohorts(), st.integers(0, 120), st.integers(0, 90))
+def test_a_team_under_nominal_is_kept_out_no_longer_than_delay_grace_and_a_cycle(case, delay_s, grace_s):
+    """The claim is seen at a cycle; every CYCLE seconds reclaim runs, victims' units are free
+    once their grace has passed, and the claim is admitted at the first cycle where it fits.
+    All borrowed work is past its min runtime. Bound: the delay and the grace, each rounded up
+    to whole cycles, plus one cycle."""
+    cycle = 5
+    facts, candidates, units = case
+    rules = Rules("any", timedelta(0), timedelta(seconds=delay_s))
+    start = NOW
+    want = claim(units, team="me", waited=0)
+    want = Claim(want.team, want.ref, want.units, want.priority, start)
+    stopping: dict[str, datetime] = {}  # ref -> when its pods are gone
+    now = start
+    bound = start + timedelta(seconds=_ceil_to(delay_s, cycle) + _ceil_to(grace_s, cycle) + cycle)
+    while now <= bound:
+        gone = [c for c in candidates if c.ref in stopping and stopping[c.ref] <= now]
+        from quotas.reclaim import _fits, _without
+        if _fits(want, _without(facts, gone), 0):
+            return  # admitted at this cycle
+        marked = [dataclasses.replace(c, stopping=c.ref in stopping) for c in candidates]
+        verdict = choose_victims(want, facts, 0, marked, rules, now)
+        for victim in verdict.victims:
+            stopping[victim.ref] = now + timedelta(seconds=grace_s)
+        # Every borrowed unit is eligible here, and a claim within its nominal quota is only ever
+        # kept out by borrowers: reclaim always finds enough.
+        assert verdict.why_not != Never.NO_VICTIMS, verdict.words
+        now += timedelta(seconds=cycle)
+    raise AssertionError(f"still kept out at {now - start} (delay {delay_s} s, grace {grace_s} s)")

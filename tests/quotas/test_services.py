@@ -154,7 +154,7 @@ def test_it_audits_budget_and_price_changes(quota_team, staff, flavors, django_c
 
 
 def test_a_flavor_is_usable_by_one_rule_for_pickers_the_api_submissions_and_admission(flavors):
-    from quotas.admission import _flavor_quota
+    from quotas.admission import flavor_quota
     from quotas.models import GpuFlavor
 
     retired = flavors["l4"]
@@ -164,4 +164,4 @@ def test_a_flavor_is_usable_by_one_rule_for_pickers_the_api_submissions_and_admi
     assert "l4" not in set(GpuFlavor.objects.usable().values_list("name", flat=True))
     assert retired.refusal() == "Flavor l4 is retired and cannot be requested any more."
     assert flavors["a100-80gb"].usable and flavors["a100-80gb"].refusal() == ""
-    assert _flavor_quota(retired, None).active is False  # decide() refuses it: InactiveFlavor
+    assert flavor_quota(retired, None).active is False  # decide() refuses it: InactiveFlavor
