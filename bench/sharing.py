@@ -7,10 +7,15 @@ admits, :func:`quotas.reclaim.choose_victims` picks what a team under its nomina
 and :func:`fair_admissions` (the one switch point, see there) orders the cohort's queue — twice:
 
 * **cohort**: every team in one cohort (each lends all of its nominal quota, reclaim ``any``,
-  ``--min-runtime`` and ``--delay``); each cycle (``--cycle``, 5 s) admits queued work in
-  the fair-share order, then calls ``choose_victims`` for every queued run of a team under its
-  nominal quota that does not fit, preempts its victims and admits again;
-* **walls**: each team alone with its nominal quota (``FlavorQuota(lenders=None)``).
+  ``--min-runtime`` and ``--delay``). Each cycle (``--cycle``, 5 s) does what the reconcile
+  cycle does: admit queued work (work that fits its own team's quota first, then the rest in
+  the fair-share order), then put every queued run of a team under its nominal quota that does
+  not fit to ``choose_victims`` (in queue order, dated from its submission, victims chosen for
+  an earlier claim counted as stopping — ``workloads.preemption``). A victim holds its units
+  for ``--stop`` seconds (the preemption grace, 30 s: pods that use all of it), then returns
+  to the queue at its old position;
+* **walls**: each team alone with its nominal quota (``FlavorQuota(lenders=None)``), its queue
+  admitted best-effort in queue order (``admit_waiting``).
 
 The trace is a CSV with the columns ``submit_s,team,flavor,units,duration_s,priority,
 checkpoint_every_s`` (one flavor; priority low|normal|high; checkpoint 0: never).
@@ -26,22 +31,26 @@ checkpoint_every_s`` (one flavor; priority low|normal|high; checkpoint 0: never)
   their weights, each capped at its demand — integrated over the replay. (With weights
   proportional to the nominal quotas this is plain weighted water-filling of the capacity.)
   Both runs are judged against the fair share of their own demand. **Fair-share error**: the
-  largest |delivered − fair| ÷ fair over the teams;
+  largest |delivered − fair| ÷ fair over the teams. Runs are indivisible, so units the cohort
+  leaves idle (free units no queued run fits) count against it too, mostly against the team
+  with the largest runs;
 * **preemptions** and **lost GPU-hours**: a victim loses units × its run time since its last
-  checkpoint (checkpoints every ``checkpoint_every_s`` of run time), returns to the queue at
-  its old position (priority, submission time) and restarts from that checkpoint;
+  checkpoint when its pods are gone (checkpoints every ``checkpoint_every_s`` of run time),
+  returns to the queue at its old position (priority, submission time) and restarts from that
+  checkpoint;
 * **mean queue wait**: the time a run spent queued (before its start and after each
   preemption), averaged over the runs.
 
-Not modelled: node packing (the capacity is one pool of units), grace periods (a victim's
-units are free in the cycle that chose it), budgets. Work is only admitted on a cycle, so a
-unit freed between cycles idles until the next one (that shows in the utilization).
+Not modelled: node packing (the capacity is one pool of units), budgets, a checkpoint written
+on the preemption notice. Work is only admitted on a cycle, so a unit freed between cycles
+idles until the next one (that shows in the utilization).
 
 Targets on the bundled trace: utilization with the cohort ≥ 0.95 and ≥ 1.25× the walls'; fair-share
 error ≤ 5 %; lost GPU-hours ≤ 2 % of delivered. ``--quick`` replays the first 12 hours only and
 does not judge the targets. Every cycle's units are checked against the rules' invariants (no
 team above its nominal quota plus what it may borrow, the cohort never above the sum of the
-nominal quotas; a walled team never above its own): the run fails if any is broken.
+nominal quotas; a walled team never above its own; no run admitted with borrowed units while
+a run that fitted its own team's quota waited): the run fails if any is broken.
 """
 
 from __future__ import annotations
@@ -73,7 +82,7 @@ from quotas.reclaim import Candidate, Claim, Rules, choose_victims  # noqa: E402
 TRACE = ROOT / "bench" / "traces" / "bursty.csv"
 COLUMNS = ["submit_s", "team", "flavor", "units", "duration_s", "priority", "checkpoint_every_s"]
 EPOCH = datetime(2026, 11, 23, tzinfo=UTC)  # the simulated clock's zero, for the rules that take datetimes
-QUICK_HOURS = 12
+QUICK_HOURS = 48
 
 TARGET_UTILIZATION = 0.95
 TARGET_UTILIZATION_RATIO = 1.25
@@ -100,6 +109,7 @@ class Run:
     wait_s: float = 0.0
     lost_unit_s: float = 0.0
     finished_at: float | None = None
+    stopping_since: float | None = None  # chosen as a victim: its pods stop, its units still held
 
     @property
     def end_s(self) -> float:
@@ -123,6 +133,7 @@ class Setup:
     rules: Rules
     cycle_s: float
     half_life_hours: float
+    stop_s: float = 30.0
     max_units_per_node: int = 8
 
     @property
@@ -168,6 +179,10 @@ class Result:
     def mean_wait_s(self) -> float:
         return sum(run.wait_s for run in self.runs) / len(self.runs) if self.runs else 0.0
 
+    def mean_wait_s_of(self, team: str) -> float:
+        waits = [run.wait_s for run in self.runs if run.team == team]
+        return sum(waits) / len(waits) if waits else 0.0
+
 
 # -- the cohort's rules, as the production applies them ------------------------------------
 
@@ -201,42 +216,56 @@ def team_share(setup: Setup, team: str, held: int, remembered: dict[str, float])
                  setup.weights[team])
 
 
+def queue_key(run: Run) -> tuple:
+    """A queue's order (``QueuedRequest.QUEUE_ORDER``): priority, then submission (a preempted run keeps its own)."""
+    return (-run.priority, run.submit_s, run.ref)
+
+
 def fair_admissions(setup: Setup, queued: list[Run], usage: dict[str, int],
                     remembered: dict[str, float]) -> list[tuple[Run, int]]:
     """``(run, borrowed units)`` of the cohort's queued runs admitted now, in the order admitted;
-    ``usage`` is updated as they are. THE switch point of the admission order.
+    ``usage`` is updated as they are. THE switch point of the cohort's admission order.
 
-    Stand-in for ``quotas.admission.fair_order`` (branch h2-fairshare, not on main yet), the
-    same rule: Kueue's fair-sharing tournament over :func:`decide` — repeatedly admit, of the
-    runs that fit now, the one whose team's share *after* admitting it is lowest, then the
-    higher priority, then the earlier submission (a preempted run keeps its own).
+    Main's ``_admit_waiting_in_cohort`` (77e93d1): work that fits within its own team's quota
+    first, in queue order. Then the borrowing work by the stand-in of ``quotas.admission.fair_order``
+    (branch h2-fairshare, not on main yet), the same rule: Kueue's fair-sharing tournament over
+    :func:`decide` — repeatedly admit, of the runs that fit now, the one whose team's share
+    *after* admitting it is lowest, then the higher priority, then the earlier submission.
     """
     order = []
-    waiting = list(queued)
-    while True:
-        fitting = []
+    for run in sorted(queued, key=queue_key):
+        decision = decide(request_of(setup, run), usage[run.team], quota_of(setup, run.team, usage, True))
+        if decision.admitted and not decision.borrows:
+            order.append((run, 0))
+            usage[run.team] += run.units
+    taken = {id(run) for run, _ in order}
+    waiting = [run for run in queued if id(run) not in taken]
+    while waiting:
+        fitting, decided = [], {}
         for run in waiting:
-            decision = decide(request_of(setup, run), usage[run.team], quota_of(setup, run.team, usage, True))
-            if decision.admitted:
-                rank = (team_share(setup, run.team, usage[run.team] + run.units, remembered), -run.priority,
-                        run.submit_s, run.ref)
-                fitting.append((rank, run, decision.borrows))
+            key = (run.team, run.units)  # decide() reads nothing else of a run here
+            if key not in decided:
+                decided[key] = decide(request_of(setup, run), usage[run.team], quota_of(setup, run.team, usage, True))
+            if decided[key].admitted:
+                rank = (team_share(setup, run.team, usage[run.team] + run.units, remembered), *queue_key(run))
+                fitting.append((rank, run, decided[key].borrows))
         if not fitting:
-            return order
+            break
         _rank, run, borrows = min(fitting, key=lambda item: item[0])
         order.append((run, borrows))
         usage[run.team] += run.units
         waiting = [other for _rank, other, _borrows in fitting if other is not run]
+    return order
 
 
-ORDER_SOURCE = "bench stand-in of quotas.admission.fair_order (not on main yet)"
+ORDER_SOURCE = "nominal first (main), then a bench stand-in of quotas.admission.fair_order (h2, not on main yet)"
 
 
 def queue_admissions(setup: Setup, queued: list[Run], usage: dict[str, int]) -> list[tuple[Run, int]]:
     """What ``admit_waiting`` admits for teams outside a cohort: each team's queue in its order
     (priority, then submission), best-effort (a later run that fits passes one that does not)."""
     order = []
-    for run in sorted(queued, key=lambda run: (-run.priority, run.submit_s, run.ref)):
+    for run in sorted(queued, key=queue_key):
         if decide(request_of(setup, run), usage[run.team], quota_of(setup, run.team, usage, False)).admitted:
             usage[run.team] += run.units
             order.append((run, 0))
@@ -349,11 +378,14 @@ class Replay:
         for run in [run for run in self.running if run.finished_at is not None]:
             self.running.remove(run)
             self.usage[run.team] -= run.units
+        changed = self.stopped(now)
         while self.pending and self.pending[0].submit_s <= now:
             self.queued.append(self.pending.pop(0))
-        changed = self.admit(now)
+        changed = self.admit(now) or changed
         if self.cohort and self.reclaim(now):
-            changed = self.admit(now) or True
+            changed = True
+            if self.stopped(now):  # pods that stop at once (--stop 0): their units go this cycle
+                self.admit(now)
         self.check(now)
         return changed
 
@@ -364,6 +396,7 @@ class Replay:
             admitted = fair_admissions(self.setup, self.queued, usage, self.remembered(now))
         else:
             admitted = queue_admissions(self.setup, self.queued, usage)
+        self.check_nominal_first(admitted, now)
         for run, borrows in admitted:
             self.queued.remove(run)
             run.wait_s += now - run.queued_since
@@ -379,37 +412,63 @@ class Replay:
         return remembered_from(rows, at(now), self.setup.half_life_hours)
 
     def reclaim(self, now: float) -> bool:
-        """Every queued run of a team under its nominal quota that does not fit asks for victims."""
+        """``workloads.preemption._victims``: every queued run, in queue order, asks ``choose_victims``.
+
+        Only runs of a team under its nominal quota that do not fit can get an answer with
+        victims (the rule's first checks); the others are skipped here to spare the calls.
+        """
         preempted = False
         remembered = self.remembered(now)
-        for run in sorted(self.queued, key=lambda run: (-run.priority, run.submit_s, run.ref)):
-            if self.usage[run.team] >= self.setup.nominal[run.team]:
-                continue
+        for run in sorted(self.queued, key=queue_key):
+            usage = self.usage[run.team]
             quota = quota_of(self.setup, run.team, self.usage, True)
-            if run.units <= quota.room(self.usage[run.team]):
-                continue  # it fits: the admission after this pass takes it (or something ahead of it)
-            claim = Claim(run.team, run.ref, run.units, run.priority, at(run.queued_since))
+            if usage + run.units > self.setup.nominal[run.team] or run.units <= quota.room(usage):
+                continue
+            # Dated from its submission: a preempted run's queue entry keeps its first one.
+            claim = Claim(run.team, run.ref, run.units, run.priority, at(run.submit_s))
             candidates = [Candidate(victim.ref, victim.team, victim.units, victim.borrowed, victim.priority,
-                                    at(victim.started_at),
+                                    at(victim.started_at), stopping=victim.stopping_since is not None,
                                     share=team_share(self.setup, victim.team, self.usage[victim.team], remembered))
-                          for victim in self.running if victim.borrowed > 0 and victim.team != run.team]
-            verdict = choose_victims(claim, quota, self.usage[run.team], candidates, self.setup.rules, at(now))
+                          for victim in self.running if victim.borrowed > 0]
+            verdict = choose_victims(claim, quota, usage, candidates, self.setup.rules, at(now))
             chosen = {candidate.ref for candidate in verdict.victims}
-            for victim in [victim for victim in self.running if victim.ref in chosen]:
-                self.preempt(victim, now)
-                preempted = True
+            for victim in self.running:
+                if victim.ref in chosen:
+                    victim.stopping_since = now  # its notice: it keeps its units until its pods are gone
+                    victim.preemptions += 1
+                    self.result.preemptions += 1
+                    preempted = True
         return preempted
 
-    def preempt(self, run: Run, now: float) -> None:
-        kept = run.checkpointed(now)
-        run.lost_unit_s += run.units * (run.done + now - run.started_at - kept)
-        run.done, run.started_at, run.borrowed = kept, None, 0
-        run.preemptions += 1
-        run.queued_since = now
-        self.result.preemptions += 1
-        self.running.remove(run)
-        self.usage[run.team] -= run.units
-        self.queued.append(run)  # at its old position: the order sorts by priority and submission
+    def stopped(self, now: float) -> bool:
+        """Victims whose pods are gone go back to the queue at their old position; whether any did."""
+        gone = [run for run in self.running
+                if run.stopping_since is not None and run.stopping_since + self.setup.stop_s <= now]
+        for run in gone:
+            kept = run.checkpointed(now)
+            run.lost_unit_s += run.units * (run.done + now - run.started_at - kept)
+            run.done, run.started_at, run.borrowed, run.stopping_since = kept, None, 0, None
+            run.queued_since = now
+            self.running.remove(run)
+            self.usage[run.team] -= run.units
+            self.queued.append(run)  # at its old position: the order sorts by priority and submission
+        return bool(gone)
+
+    def check_nominal_first(self, admitted: list[tuple[Run, int]], now: float) -> None:
+        """No run is admitted with borrowed units while one that fits its own team's quota waits."""
+        usage, left = dict(self.usage), list(self.queued)
+        for run, borrows in admitted:
+            left.remove(run)
+            if borrows:
+                for other in left:
+                    if usage[other.team] + other.units <= self.setup.nominal[other.team]:
+                        decision = decide(request_of(self.setup, other), usage[other.team],
+                                          quota_of(self.setup, other.team, usage, self.cohort))
+                        if decision.admitted and not decision.borrows:
+                            self.result.broken.append(f"t={now:.0f}s: {run.ref} borrowed ahead of {other.ref}, "
+                                                      f"which fitted {other.team}'s own quota")
+                            break
+            usage[run.team] += run.units
 
     def check(self, now: float) -> None:
         """The invariants of the rules, on this cycle's units (the run fails if one breaks)."""
@@ -429,13 +488,14 @@ class Replay:
 
     def next_cycle(self, now: float, changed: bool) -> float | None:
         """The next cycle at which anything can change (the ones between would decide the same)."""
-        if changed and self.queued:
+        if changed and (self.queued or any(run.stopping_since is not None for run in self.running)):
             return now + self.setup.cycle_s
         moments = [run.end_s for run in self.running] + [run.submit_s for run in self.pending[:1]]
         if self.cohort:  # reclaim's clocks: a claim's delay ends, a borrowed run passes its min runtime
-            moments += [run.queued_since + self.setup.rules.delay.total_seconds() for run in self.queued]
+            moments += [run.submit_s + self.setup.rules.delay.total_seconds() for run in self.queued]
             moments += [run.started_at + self.setup.rules.min_runtime.total_seconds()
                         for run in self.running if run.borrowed]
+            moments += [run.stopping_since + self.setup.stop_s for run in self.running if run.stopping_since is not None]
         cycle = self.setup.cycle_s
         later = [math.ceil(moment / cycle) * cycle for moment in moments]
         later = [moment for moment in later if moment > now]
@@ -508,7 +568,7 @@ def make_setup(args, trace: list[dict]) -> Setup:
                  weights={team: args.weights.get(team, 1.0) for team in teams},
                  borrowing_limit={team: args.borrowing_limit.get(team) for team in teams},
                  rules=Rules("any", timedelta(minutes=args.min_runtime), timedelta(seconds=args.delay)),
-                 cycle_s=args.cycle, half_life_hours=args.half_life, max_units_per_node=args.node)
+                 cycle_s=args.cycle, half_life_hours=args.half_life, stop_s=args.stop, max_units_per_node=args.node)
 
 
 def report(setup: Setup, results: list[Result], quick: bool) -> bool:
@@ -527,11 +587,11 @@ def report(setup: Setup, results: list[Result], quick: bool) -> bool:
     ]
     for label, figure in rows:
         print(f"{label:<26}" + "".join(f"{figure(r):>14}" for r in results))
-    print("per team: delivered / fair GPU-hours (error)")
+    print("per team: delivered / fair GPU-hours (error), mean queue wait")
     for team in setup.teams:
-        cells = "".join(f"{r.allocated[team] / hours:>8.1f} / {r.fair[team] / hours:<6.1f}"
-                        f"({r.fair_error(team):.1%})".rjust(26) for r in results)
-        print(f"  {team:<12} nominal {setup.nominal[team]:>2} weight {setup.weights[team]:g}{cells}")
+        cells = "".join(f"  {r.mode}{r.allocated[team] / hours:>8.1f} / {r.fair[team] / hours:<7.1f}"
+                        f"({r.fair_error(team):>5.1%}) {r.mean_wait_s_of(team) / 60:>6.1f} min" for r in results)
+        print(f"  {team:<8} nominal {setup.nominal[team]:>2} weight {setup.weights[team]:g}{cells}")
     ok = True
     for r in results:
         if r.broken:
@@ -572,6 +632,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay", type=float, default=30, help="seconds (preemption_delay_seconds)")
     parser.add_argument("--half-life", type=float, default=settings.SLIPWAY_FAIR_SHARE_HALF_LIFE_HOURS,
                         help="hours: how long fair share remembers borrowing (SLIPWAY_FAIR_SHARE_HALF_LIFE_HOURS)")
+    parser.add_argument("--stop", type=float, default=settings.SLIPWAY_PREEMPTION_GRACE_SECONDS,
+                        help="seconds a victim's pods take to stop, holding its units (the preemption grace)")
     parser.add_argument("--cycle", type=float, default=5, help="seconds between admission cycles")
     parser.add_argument("--node", type=int, default=8, help="the flavor's largest node (units per node)")
     parser.add_argument("--quick", action="store_true", help=f"the first {QUICK_HOURS} hours; targets not judged")
@@ -585,7 +647,8 @@ def main(argv: list[str] | None = None) -> int:
           f"capacity {setup.capacity}, quotas "
           + ", ".join(f"{team}={setup.nominal[team]}" for team in setup.teams))
     print(f"cohort: reclaim any, min runtime {args.min_runtime:g} min, delay {args.delay:g} s, "
-          f"cycle {args.cycle:g} s; admission order: {ORDER_SOURCE}")
+          f"victims stop in {args.stop:g} s, fair-share half-life {args.half_life:g} h, cycle {args.cycle:g} s")
+    print(f"admission order: {ORDER_SOURCE}")
     results = [replay(setup, trace, cohort=True), replay(setup, trace, cohort=False)]
     return 0 if report(setup, results, args.quick) else 1
 
