@@ -332,6 +332,7 @@ class Replay:
         self.result.allocated = dict.fromkeys(setup.teams, 0.0)
         self.result.fair = dict.fromkeys(setup.teams, 0.0)
         self.borrowed_unit_s: dict[tuple[str, int], float] = {}  # (team, hour) → borrowed unit-seconds
+        self._remembered: tuple[float | None, dict[str, float]] = (None, {})
 
     # Time passes between cycles: runs end and are submitted at their own instants.
     def advance(self, start: float, stop: float) -> None:
@@ -392,6 +393,8 @@ class Replay:
     def admit(self, now: float) -> bool:
         """Admit what fits now (the cohort's order or the walled teams'); whether any was admitted."""
         usage = dict(self.usage)
+        if not self.queued or (self.cohort and sum(usage.values()) >= self.setup.pool):
+            return False  # nothing could be admitted: every admission takes a unit of the cohort's
         if self.cohort:
             admitted = fair_admissions(self.setup, self.queued, usage, self.remembered(now))
         else:
@@ -407,9 +410,11 @@ class Replay:
 
     def remembered(self, now: float) -> dict[str, float]:
         """What each team remembers having borrowed, from the hourly borrowed GPU-hours so far (the ledger's)."""
-        rows = [(team, at(hour * 3600), unit_s / 3600) for (team, hour), unit_s in self.borrowed_unit_s.items()
-                if hour * 3600 < now]
-        return remembered_from(rows, at(now), self.setup.half_life_hours)
+        if self._remembered[0] != now:  # once a cycle: nothing is borrowed between its steps
+            rows = [(team, at(hour * 3600), unit_s / 3600) for (team, hour), unit_s in self.borrowed_unit_s.items()
+                    if hour * 3600 < now]
+            self._remembered = (now, remembered_from(rows, at(now), self.setup.half_life_hours))
+        return self._remembered[1]
 
     def reclaim(self, now: float) -> bool:
         """``workloads.preemption._victims``: every queued run, in queue order, asks ``choose_victims``.
@@ -418,7 +423,6 @@ class Replay:
         victims (the rule's first checks); the others are skipped here to spare the calls.
         """
         preempted = False
-        remembered = self.remembered(now)
         for run in sorted(self.queued, key=queue_key):
             usage = self.usage[run.team]
             quota = quota_of(self.setup, run.team, self.usage, True)
@@ -428,7 +432,8 @@ class Replay:
             claim = Claim(run.team, run.ref, run.units, run.priority, at(run.submit_s))
             candidates = [Candidate(victim.ref, victim.team, victim.units, victim.borrowed, victim.priority,
                                     at(victim.started_at), stopping=victim.stopping_since is not None,
-                                    share=team_share(self.setup, victim.team, self.usage[victim.team], remembered))
+                                    share=team_share(self.setup, victim.team, self.usage[victim.team],
+                                                     self.remembered(now)))
                           for victim in self.running if victim.borrowed > 0]
             verdict = choose_victims(claim, quota, usage, candidates, self.setup.rules, at(now))
             chosen = {candidate.ref for candidate in verdict.victims}
@@ -618,7 +623,7 @@ def report(setup: Setup, results: list[Result], quick: bool) -> bool:
     return ok
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=TRACE)
     parser.add_argument("--quota", type=pairs, default=pairs("team-a=4,team-b=4,team-c=8"),
@@ -637,11 +642,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycle", type=float, default=5, help="seconds between admission cycles")
     parser.add_argument("--node", type=int, default=8, help="the flavor's largest node (units per node)")
     parser.add_argument("--quick", action="store_true", help=f"the first {QUICK_HOURS} hours; targets not judged")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def simulate(args: argparse.Namespace) -> tuple[Setup, list[dict], list[Result]]:
+    """The trace of ``args`` replayed with the cohort and with walls: ``(setup, trace, [cohort, walls])``."""
     trace = read_trace(args.trace, QUICK_HOURS if args.quick else None)
     if not trace:
         raise SystemExit(f"{args.trace}: no runs")
     setup = make_setup(args, trace)
+    return setup, trace, [replay(setup, trace, cohort=True), replay(setup, trace, cohort=False)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    setup, trace, results = simulate(args)
     print(f"sharing: {args.trace.name}{' (quick)' if args.quick else ''}: {len(trace)} runs, "
           f"{sum(r['units'] * r['duration_s'] for r in trace) / 3600:.0f} GPU-hours of {setup.flavor}, "
           f"capacity {setup.capacity}, quotas "
@@ -649,7 +664,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cohort: reclaim any, min runtime {args.min_runtime:g} min, delay {args.delay:g} s, "
           f"victims stop in {args.stop:g} s, fair-share half-life {args.half_life:g} h, cycle {args.cycle:g} s")
     print(f"admission order: {ORDER_SOURCE}")
-    results = [replay(setup, trace, cohort=True), replay(setup, trace, cohort=False)]
     return 0 if report(setup, results, args.quick) else 1
 
 
