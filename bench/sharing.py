@@ -62,6 +62,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -184,16 +185,26 @@ class Result:
         return sum(waits) / len(waits) if waits else 0.0
 
 
-# -- the cohort's rules, as the production applies them ------------------------------------
+# -- the cohort's admission order and shares: THE switch point --------------------------------
+#
+# quotas.fairshare and quotas.admission.fair_order (branch h2-fairshare) are the production's fair
+# share. While they are not on main, the stand-ins below apply the same rules; once they are,
+# the bench uses them (PRODUCTION_ORDER) and says so in its report.
+
+try:
+    from quotas import fairshare
+    from quotas.admission import CohortFigures, fair_order
+    from quotas.models import GpuFlavor, QueuedRequest, TeamQuota
+except ImportError:
+    fairshare = None
+PRODUCTION_ORDER = fairshare is not None
 
 
 def share(borrowed: float, remembered: float, lendable: int, weight: float) -> float:
-    """A team's share: what it borrows now and remembers ÷ what the cohort lends ÷ its weight.
-
-    Stand-in for ``quotas.fairshare.share`` (DESIGN §9's dominant-resource share with a decayed
-    memory), the same formula, until that module is on main.
-    """
-    used = borrowed + remembered
+    """A team's share: what it borrows now and remembers ÷ what the cohort lends ÷ its weight."""
+    if PRODUCTION_ORDER:
+        return fairshare.share(borrowed, remembered, lendable, weight)
+    used = borrowed + remembered  # the stand-in: quotas.fairshare.share's formula
     if used <= 0:
         return 0.0
     return used / lendable / weight if weight > 0 and lendable > 0 else math.inf
@@ -201,7 +212,9 @@ def share(borrowed: float, remembered: float, lendable: int, weight: float) -> f
 
 def remembered_from(rows: list[tuple[str, datetime, float]], now: datetime, half_life_hours: float) -> dict:
     """``{team: units}`` remembered from hourly rows ``(team, hour, borrowed GPU-hours)``: their decayed
-    sum ÷ the decay's mean life. Stand-in for ``quotas.fairshare.remembered_from``."""
+    sum ÷ the decay's mean life (``quotas.fairshare.remembered_from``)."""
+    if PRODUCTION_ORDER:
+        return fairshare.remembered_from(rows, now, half_life_hours)
     mean_life = half_life_hours / math.log(2)
     totals: dict[str, float] = {}
     for team, hour, gpu_hours in rows:
@@ -226,20 +239,14 @@ def fair_admissions(setup: Setup, queued: list[Run], usage: dict[str, int],
     """``(run, borrowed units)`` of the cohort's queued runs admitted now, in the order admitted;
     ``usage`` is updated as they are. THE switch point of the cohort's admission order.
 
-    Main's ``_admit_waiting_in_cohort`` (77e93d1): work that fits within its own team's quota
-    first, in queue order. Then the borrowing work by the stand-in of ``quotas.admission.fair_order``
-    (branch h2-fairshare, not on main yet), the same rule: Kueue's fair-sharing tournament over
-    :func:`decide` — repeatedly admit, of the runs that fit now, the one whose team's share
-    *after* admitting it is lowest, then the higher priority, then the earlier submission.
+    The rule (``quotas.admission.fair_order``): Kueue's fair-sharing tournament over
+    :func:`decide` — repeatedly admit, of the runs that fit now, work within its own team's
+    nominal quota first, then the lowest share *after* admitting it, then the higher priority,
+    then the earlier submission.
     """
-    order = []
-    for run in sorted(queued, key=queue_key):
-        decision = decide(request_of(setup, run), usage[run.team], quota_of(setup, run.team, usage, True))
-        if decision.admitted and not decision.borrows:
-            order.append((run, 0))
-            usage[run.team] += run.units
-    taken = {id(run) for run, _ in order}
-    waiting = [run for run in queued if id(run) not in taken]
+    if PRODUCTION_ORDER:
+        return _production_admissions(setup, queued, usage, remembered)
+    order, waiting = [], list(queued)
     while waiting:
         fitting, decided = [], {}
         for run in waiting:
@@ -247,8 +254,10 @@ def fair_admissions(setup: Setup, queued: list[Run], usage: dict[str, int],
             if key not in decided:
                 decided[key] = decide(request_of(setup, run), usage[run.team], quota_of(setup, run.team, usage, True))
             if decided[key].admitted:
-                rank = (team_share(setup, run.team, usage[run.team] + run.units, remembered), *queue_key(run))
-                fitting.append((rank, run, decided[key].borrows))
+                borrows = decided[key].borrows
+                rank = (borrows > 0, team_share(setup, run.team, usage[run.team] + run.units, remembered),
+                        *queue_key(run))
+                fitting.append((rank, run, borrows))
         if not fitting:
             break
         _rank, run, borrows = min(fitting, key=lambda item: item[0])
@@ -258,7 +267,32 @@ def fair_admissions(setup: Setup, queued: list[Run], usage: dict[str, int],
     return order
 
 
-ORDER_SOURCE = "nominal first (main), then a bench stand-in of quotas.admission.fair_order (h2, not on main yet)"
+def _production_admissions(setup: Setup, queued: list[Run], usage: dict[str, int],
+                           remembered: dict[str, float]) -> list[tuple[Run, int]]:
+    """:func:`fair_admissions` by ``quotas.admission.fair_order`` itself, on unsaved rows of the cohort."""
+    ids = {team: i for i, team in enumerate(setup.teams, start=1)}
+    flavor = GpuFlavor(pk=1, name=setup.flavor, active=True, max_units_per_node=setup.max_units_per_node)
+    cohort = CohortFigures(
+        slugs={i: team for team, i in ids.items()},
+        quotas={(i, 1): TeamQuota(team_id=i, flavor=flavor, limit=setup.nominal[team],
+                                  borrowing_limit=setup.borrowing_limit.get(team)) for team, i in ids.items()},
+        usage={(ids[team], 1): units for team, units in usage.items()},
+        weights={ids[team]: Decimal(str(weight)) for team, weight in setup.weights.items()})
+    runs = {}
+    for number, run in enumerate(queued, start=1):
+        entry = QueuedRequest(pk=number, ref=run.ref, team_id=ids[run.team], flavor=flavor, units=run.units,
+                              units_per_node=min(run.units, setup.max_units_per_node), priority=run.priority,
+                              created_at=at(run.submit_s))
+        runs[id(entry)] = (run, entry)
+    entries = [entry for _run, entry in runs.values()]
+    admitted = fair_order(entries, cohort, {}, {ids[team]: units for team, units in remembered.items()})
+    for team, i in ids.items():
+        usage[team] = cohort.usage.get((i, 1), 0)
+    return [(runs[id(entry)][0], borrows) for entry, borrows in admitted]
+
+
+ORDER_SOURCE = ("quotas.admission.fair_order and quotas.fairshare (production)" if PRODUCTION_ORDER else
+                "bench stand-in of quotas.admission.fair_order (branch h2-fairshare, fed7f08; not on main yet)")
 
 
 def queue_admissions(setup: Setup, queued: list[Run], usage: dict[str, int]) -> list[tuple[Run, int]]:
