@@ -1,15 +1,18 @@
 """Benchmark: what a cohort (borrowing, fair share, reclaim) buys over hard per-team walls, on a GPU trace.
 
 Run ``.venv/bin/python bench/sharing.py [--trace bench/traces/bursty.csv] [--quota team-a=4,team-b=4,team-c=8]
-[--weights team-a=1,...] [--capacity 16] [--quick]``. No database and no sleeping: the trace is
+[--weights team-a=1,...] [--capacity 16] [--quick]`` (``--help``: the cohort's rules, the half-life,
+borrowing limits). A team absent from ``--quota`` gets an equal part of the capacity the listed
+ones leave. No database and no sleeping: the trace is
 replayed on a simulated clock through the production's pure rules — :func:`quotas.admission.decide`
 admits, :func:`quotas.reclaim.choose_victims` picks what a team under its nominal quota takes back,
 and :func:`fair_admissions` (the one switch point, see there) orders the cohort's queue — twice:
 
 * **cohort**: every team in one cohort (each lends all of its nominal quota, reclaim ``any``,
   ``--min-runtime`` and ``--delay``). Each cycle (``--cycle``, 5 s) does what the reconcile
-  cycle does: admit queued work (work that fits its own team's quota first, then the rest in
-  the fair-share order), then put every queued run of a team under its nominal quota that does
+  cycle does: admit queued work (work that fits its own team's quota first, then the rest
+  lowest share after admission first, the share remembering borrowed GPU-hours with the
+  ``--half-life``), then put every queued run of a team under its nominal quota that does
   not fit to ``choose_victims`` (in queue order, dated from its submission, victims chosen for
   an earlier claim counted as stopping — ``workloads.preemption``). A victim holds its units
   for ``--stop`` seconds (the preemption grace, 30 s: pods that use all of it), then returns
@@ -46,7 +49,7 @@ on the preemption notice. Work is only admitted on a cycle, so a unit freed betw
 idles until the next one (that shows in the utilization).
 
 Targets on the bundled trace: utilization with the cohort ≥ 0.95 and ≥ 1.25× the walls'; fair-share
-error ≤ 5 %; lost GPU-hours ≤ 2 % of delivered. ``--quick`` replays the first 12 hours only and
+error ≤ 5 %; lost GPU-hours ≤ 2 % of delivered. ``--quick`` replays the first 48 hours only and
 does not judge the targets. Every cycle's units are checked against the rules' invariants (no
 team above its nominal quota plus what it may borrow, the cohort never above the sum of the
 nominal quotas; a walled team never above its own; no run admitted with borrowed units while
