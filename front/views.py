@@ -38,6 +38,7 @@ from quotas.reports import (
     usage_page,
 )
 from quotas.services import budget_bar, capacity_rows, usage_bars
+from quotas.sharing import team_sharing
 from teams import services, throttle
 from teams.middleware import SESSION_KEY
 from teams.models import Membership, Role
@@ -136,6 +137,7 @@ def _team_page(request: HttpRequest, membership: Membership, *, add_form: AddMem
         "settings_form": TeamSettingsForm(initial={
             "members_may_cancel_teammates_work": team.members_may_cancel_teammates_work}) if is_admin else None,
     }
+    context["sharing"] = team_sharing(team, context["usage"])
     return render(request, "portal/team.html", context, status=status)
 
 
@@ -253,6 +255,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "panels": _panels(team, kinds),
         "submit_refused": submit_refusal(membership),
     }
+    context["sharing"] = team_sharing(team, context["usage"])
     if wants_partial(request):
         # The live figures and recent runs alone; once nothing is queued or holding quota they cannot
         # change: stop polling.

@@ -38,7 +38,7 @@ from quotas.models import GpuFlavor
 from quotas.services import usage_summary
 from teams.models import Role
 from teams.permissions import end_refusal, may_end, read_membership, submit_refusal
-from workloads import secrets
+from workloads import preemption, secrets
 from workloads import services as workloads
 from workloads.api import pk_of
 from workloads.forecast import CAPACITY_WAIT, Forecast, StartEstimate, estimated_starts
@@ -223,7 +223,7 @@ def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
     reason, start, raw = run.reason, None, ""
     if run.state == RunState.QUEUED:
         # The stored reason is from submission time; the queue's reason uses current figures.
-        reason = admission.queue_reason(run.team, run.ref) or reason
+        reason = preemption.queued_reason(run, admission.queue_reason(run.team, run.ref)) or reason
         start = estimated_starts(run.team).get(run.ref)
     elif run.reason_code == ReasonCode.WAITING_FOR_CAPACITY and not run.is_final:
         # The reconciler put the scheduler's words into plain ones; theirs stay one click away.

@@ -20,6 +20,7 @@ from quotas.models import (
     BudgetMonth,
     Cohort,
     GpuFlavor,
+    PreemptionEvent,
     QueuedRequest,
     Reservation,
     TeamBudget,
@@ -293,6 +294,24 @@ class BudgetMonthAdmin(ReadOnlyAdmin):
         return "no budget" if row.monthly_limit is None else format_money(row.monthly_limit, row.currency)
 
 
+@admin.register(PreemptionEvent)
+class PreemptionEventAdmin(ReadOnlyAdmin):
+    """Every preemption: who took which units back from which workload, and the work it cost."""
+
+    list_display = ["ref", "team", "by_team", "units", "flavor", "at_", "lost_gpu_hours_", "lost_cost_"]
+    at_ = when_column("at", "at", "seconds")
+    lost_cost_ = money_column("lost_cost", "lost cost", "currency")
+    exclude = ["lost_gpu_hours", "lost_cost"]
+    readonly_fields = ["lost_gpu_hours_", "lost_cost_"]
+    list_filter = ["team", "by_team", "flavor"]
+    search_fields = ["ref", "for_ref", "team__slug", "by_team__slug"]
+    list_select_related = ["team", "by_team", "flavor"]
+
+    @admin.display(description="work lost (GPU-hours)", ordering="lost_gpu_hours")
+    def lost_gpu_hours_(self, event: PreemptionEvent) -> str:
+        return f"{event.lost_gpu_hours:.4f}"
+
+
 @admin.register(UsageRecord)
 class UsageRecordAdmin(ReadOnlyAdmin):
     list_display = ["ref", "team", "flavor", "user", "hour_", "start_", "end_", "units", "spot", "gpu_hours_",
@@ -303,8 +322,8 @@ class UsageRecordAdmin(ReadOnlyAdmin):
     cost_ = money_column("cost", "cost", "currency")
     idle_cost_ = money_column("idle_cost", "idle cost", "currency")
     # Money and GPU-hours as people read them on the detail page too (the columns keep ten decimals).
-    exclude = ["cost", "gpu_hours", "idle_cost", "idle_gpu_hours"]
-    readonly_fields = ["gpu_hours_", "cost_", "idle_gpu_hours_", "idle_cost_"]
+    exclude = ["cost", "gpu_hours", "idle_cost", "idle_gpu_hours", "borrowed_gpu_hours"]
+    readonly_fields = ["gpu_hours_", "cost_", "idle_gpu_hours_", "idle_cost_", "borrowed_gpu_hours_"]
 
     @admin.display(description="GPU-hours", ordering="gpu_hours")
     def gpu_hours_(self, record: UsageRecord) -> str:
@@ -313,6 +332,10 @@ class UsageRecordAdmin(ReadOnlyAdmin):
     @admin.display(description="idle GPU-hours", ordering="idle_gpu_hours")
     def idle_gpu_hours_(self, record: UsageRecord) -> str:
         return f"{record.idle_gpu_hours:.4f}"
+
+    @admin.display(description="borrowed GPU-hours", ordering="borrowed_gpu_hours")
+    def borrowed_gpu_hours_(self, record: UsageRecord) -> str:
+        return f"{record.borrowed_gpu_hours:.4f}"  # the part run on units borrowed from the cohort
     list_filter = ["flavor", "spot", "team"]
     search_fields = ["ref", "team__slug", "user__username"]
     list_select_related = ["team", "flavor", "user"]

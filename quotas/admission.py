@@ -35,6 +35,7 @@ from django.utils import timezone
 
 from core.formatting import format_amount
 from core.rawsql import sql_decimal
+from quotas import fairshare
 from quotas.constants import Outcome, Priority, Reason
 from quotas.ledger import ZERO, committed, cost_ahead, hours_left_in_month, month_end, month_spend
 from quotas.models import Cohort, GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, TeamSharing
@@ -318,11 +319,27 @@ def cohort_of_quotas(quotas: dict[int, TeamQuota]) -> CohortFigures | None:
 
 @dataclass
 class CohortFigures:
-    """A cohort's members, their quotas and their units in use, read once (three queries)."""
+    """A cohort's members, their quotas, units in use and fair-share weights, read once (three queries)."""
 
     slugs: dict[int, str]  # team id → slug
     quotas: dict[tuple[int, int], TeamQuota]  # (team id, flavor id) → quota
     usage: dict[tuple[int, int], int]  # (team id, flavor id) → units held
+    weights: dict[int, Decimal] = dataclasses.field(default_factory=dict)  # team id → fair_weight (absent: 1)
+
+    def member(self, team_id: int, flavor_id: int) -> Lender:
+        """A member's :class:`Lender` figures for a flavor (limit 0 without a quota)."""
+        quota = self.quotas.get((team_id, flavor_id))
+        return Lender(self.slugs.get(team_id, ""), quota.limit if quota else 0,
+                      self.usage.get((team_id, flavor_id), 0), quota.lending_limit if quota else None)
+
+    def lendable(self, flavor_id: int) -> int:
+        """What the members put into the cohort's pool for a flavor (the sum of their :attr:`Lender.lends`)."""
+        return sum(self.member(team_id, flavor_id).lends for team_id in self.slugs)
+
+    def borrowed(self, team_id: int, flavor_id: int, adding: int = 0) -> int:
+        """Units of a flavor the member holds above its nominal quota (holding ``adding`` more)."""
+        member = self.member(team_id, flavor_id)
+        return max(0, member.in_use + adding - member.limit)
 
     def lenders(self, team_id: int, flavor_id: int) -> tuple[Lender, ...]:
         """The other members' figures for a flavor (those with a quota of it or units of it in use)."""
@@ -343,12 +360,13 @@ def cohort_figures(cohort_id: int | None) -> CohortFigures | None:
     """:class:`CohortFigures` of a cohort (None for None)."""
     if cohort_id is None:
         return None
-    slugs = dict(TeamSharing.objects.filter(cohort_id=cohort_id).values_list("team_id", "team__slug"))
+    members = list(TeamSharing.objects.filter(cohort_id=cohort_id).values_list("team_id", "team__slug", "fair_weight"))
+    slugs = {team_id: slug for team_id, slug, _weight in members}
     quotas = {(q.team_id, q.flavor_id): q for q in TeamQuota.objects.filter(team_id__in=slugs)}
     usage = {(row["team_id"], row["flavor_id"]): row["total"] for row in
              Reservation.objects.held().filter(team_id__in=slugs).values("team_id", "flavor_id")
              .annotate(total=Sum("units")).order_by()}
-    return CohortFigures(slugs, quotas, usage)
+    return CohortFigures(slugs, quotas, usage, {team_id: weight for team_id, _slug, weight in members})
 
 
 def lock_admission(team) -> int | None:
@@ -438,10 +456,7 @@ def borrowable(team, quotas: dict[int, TeamQuota], in_use: dict[int, int]) -> di
 
 def borrowed_units(refs: list[str]) -> dict[str, int]:
     """``{ref: borrowed units}`` of the held reservations of ``refs`` that borrow any (one query)."""
-    if not refs:
-        return {}
-    return dict(Reservation.objects.held().filter(ref__in=refs, borrowed_units__gt=0)
-                .values_list("ref", "borrowed_units"))
+    return Reservation.objects.held().borrowed_by_ref(refs)
 
 
 def borrowed_units_of(ref):
@@ -714,10 +729,15 @@ def _admit_waiting_in_cohort(cohort_id: int) -> list[str]:
     """:func:`admit_waiting` for a cohort (its lock held): every member's queue, as one.
 
     Units one member frees may be borrowed by another, so the members' queues are taken
-    together in queue order (priority, then FIFO; fair share comes later), each entry decided
-    against the cohort's figures as updated by the admissions before it. The other members'
-    team locks are taken only where free (``SKIP LOCKED``: holding a cohort's lock, nobody
-    waits for a team's, :func:`lock_admission`), so each admitted entry's team is held.
+    together by fair share (:func:`quotas.fairshare.tournament`): of the entries that fit now,
+    work within its own team's nominal quota goes before any that borrows (whatever their
+    queue order: units a team reclaimed go to it, not back to the borrower they were taken
+    from — no preemption loop, :mod:`quotas.reclaim`); then the one whose team's share after
+    admitting it is lowest, then the higher priority, then the older entry. An entry that
+    borrows nothing adds nothing to its team's share. Each entry is decided (by :func:`decide`,
+    the one rule of fit) against the cohort's figures as updated by the admissions before it.
+    The other members' team locks are taken only where free (``SKIP LOCKED``: holding a cohort's lock, nobody waits for a team's,
+    :func:`lock_admission`), so each admitted entry's team is held.
     """
     # The members whose team lock is free now (or ours): a member busy deciding elsewhere is
     # skipped, never waited for — its own path re-admits its queue when it ends (at the latest
@@ -729,32 +749,50 @@ def _admit_waiting_in_cohort(cohort_id: int) -> list[str]:
     if not entries:
         return []
     cohort = cohort_figures(cohort_id)
+    remembered = fairshare.remembered_units(list(cohort.slugs), timezone.now())
     budgets: dict[int, BudgetState | None] = {}
-    admitted: list[tuple[QueuedRequest, int]] = []
-    # Nominal first: work that fits within its own team's quota is admitted before any that
-    # borrows (whatever their queue order), so units a team reclaimed go to it — not back to
-    # the borrower they were taken from (no preemption loop, quotas.reclaim).
-    for nominal_only in (True, False):
-        for entry in entries:
-            if any(entry is done for done, _ in admitted):
-                continue
-            if entry.team_id not in budgets:
-                budgets[entry.team_id] = _budget_state(entry.team)
-            key = (entry.team_id, entry.flavor_id)
-            decision = decide(_request_of(entry), cohort.usage.get(key, 0),
-                              flavor_quota(entry.flavor, cohort.quotas.get(key), cohort, entry.team_id),
-                              budgets[entry.team_id])
-            if decision.admitted and not (nominal_only and decision.borrows):
-                cohort.usage[key] = cohort.usage.get(key, 0) + entry.units
-                admitted.append((entry, decision.borrows))
-    if not admitted:
+    for entry in entries:
+        if entry.team_id not in budgets:
+            budgets[entry.team_id] = _budget_state(entry.team)
+    order = fair_order(entries, cohort, budgets, remembered)
+    if not order:
         return []
     Reservation.objects.bulk_create([_reservation_for(e.team, e.ref, e.flavor, _request_of(e), borrowed)
-                                     for e, borrowed in admitted])
-    QueuedRequest.objects.filter(pk__in=[e.pk for e, _ in admitted]).delete()
-    for entry, _ in admitted:
+                                     for e, borrowed in order])
+    QueuedRequest.objects.filter(pk__in=[e.pk for e, _ in order]).delete()
+    for entry, _ in order:
         workload_admitted.send(sender=None, ref=entry.ref, team=entry.team)
-    return [e.ref for e, _ in admitted]
+    return [e.ref for e, _ in order]
+
+
+def fair_order(entries: list[QueuedRequest], cohort: CohortFigures, budgets: dict[int, BudgetState | None],
+               remembered: dict[int, float]) -> list[tuple[QueuedRequest, int]]:
+    """``(entry, borrowed units)`` of the cohort's queued ``entries`` admitted now, in the order
+    admitted (pure: ``cohort.usage`` is updated as they are). The fair-sharing tournament over
+    :func:`decide`, nominal work first (see :func:`_admit_waiting_in_cohort`); ``remembered`` is
+    :func:`quotas.fairshare.remembered_units` of the members."""
+    def decision(entry):
+        key = (entry.team_id, entry.flavor_id)
+        return decide(_request_of(entry), cohort.usage.get(key, 0),
+                      flavor_quota(entry.flavor, cohort.quotas.get(key), cohort, entry.team_id),
+                      budgets.get(entry.team_id))
+
+    def rank(entry):
+        borrows = cohort.borrowed(entry.team_id, entry.flavor_id, entry.units) > cohort.borrowed(
+            entry.team_id, entry.flavor_id)
+        after = fairshare.share_of(cohort, entry.team_id, entry.flavor_id, remembered, entry.units)
+        return (borrows, after, -entry.priority, entry.created_at, entry.pk)
+
+    borrows: dict[int, int] = {}
+
+    def admit(entry):
+        key = (entry.team_id, entry.flavor_id)
+        borrows[id(entry)] = decision(entry).borrows
+        cohort.usage[key] = cohort.usage.get(key, 0) + entry.units
+
+    admitted = fairshare.tournament(entries, lambda entry: decision(entry).admitted, rank, admit,
+                                    lambda entry: entry.flavor_id)
+    return [(entry, borrows[id(entry)]) for entry in admitted]
 
 
 # -- the queue, read-only ------------------------------------------------------------------

@@ -33,7 +33,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from core.rawsql import sql_datetime, sql_decimal
-from quotas.models import GpuFlavor, UsageRecord
+from quotas.models import GpuFlavor, PreemptionEvent, Reservation, UsageRecord
 
 #: Ledger amounts (cost, GPU-hours) keep ten decimals. A reconcile interval is a few seconds,
 #: so rounding each one to 1/100 of a cent would bias the bill: an L4 at 0.32/h for 5 s costs
@@ -141,11 +141,26 @@ class Interval:
     units: int
     spot: bool
     idle: bool = False
+    #: Of ``units``, how many were borrowed from the team's cohort: the held reservation's
+    #: ``borrowed_units`` when the interval is written (billing reads it, :func:`workloads.billing.record`).
+    borrowed_units: int = 0
 
     def charge(self) -> tuple[Decimal, Decimal]:
         """``(cost, gpu_hours)`` of this interval."""
         return (interval_cost(self.price, self.units, self.start, self.end),
                 interval_gpu_hours(self.gpu_fraction, self.units, self.start, self.end))
+
+    def borrowed_gpu_hours(self, gpu_hours: Decimal) -> Decimal:
+        """The part of ``gpu_hours`` (this interval's, :meth:`charge`) that ran on borrowed units.
+
+        Pro rata: ``gpu_hours × min(borrowed, units) / units``. Which of a workload's units are
+        "the borrowed ones" means nothing to the GPUs; the share of them is what fair share
+        remembers (:mod:`quotas.fairshare`) and reports show.
+        """
+        borrowed = min(self.borrowed_units, self.units)
+        if borrowed <= 0 or self.units <= 0:
+            return ZERO
+        return (gpu_hours * borrowed / self.units).quantize(LEDGER_PRECISION, ROUND_HALF_UP)
 
     def hourly(self) -> list[Interval]:
         """This interval cut at ledger-hour boundaries: one piece per hour row it touches."""
@@ -194,7 +209,8 @@ def record_intervals(intervals: list[Interval]) -> set[tuple[str, datetime]]:
         params += [i.team_id, i.ref, i.flavor_id, i.user_id, ops.adapt_datetimefield_value(usage_hour(i.start)),
                    ops.adapt_datetimefield_value(i.start), ops.adapt_datetimefield_value(i.end), i.units, i.spot,
                    *(ops.adapt_decimalfield_value(amount, LEDGER_DIGITS, 10)
-                     for amount in (gpu_hours, cost, idle_gpu_hours, idle_cost)), currency]
+                     for amount in (gpu_hours, cost, idle_gpu_hours, idle_cost, i.borrowed_gpu_hours(gpu_hours))),
+                   currency]
     with connection.cursor() as cursor:
         cursor.execute(_upsert_sql(connection.vendor, len(intervals)), params)
         changed = {(ref, sql_datetime(hour)) for ref, hour in cursor.fetchall()}
@@ -210,12 +226,12 @@ def _upsert_sql(vendor: str, rows: int) -> str:
     """
     q = connection.ops.quote_name
     table = q(UsageRecord._meta.db_table)
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * rows)
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * rows)
     added = ", ".join(f"{column} = {table}.{column} + excluded.{column}"
-                      for column in ("gpu_hours", "cost", "idle_gpu_hours", "idle_cost"))
+                      for column in ("gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours"))
     return (
         f"INSERT INTO {table} (team_id, ref, flavor_id, user_id, hour, {q('start')}, {q('end')}, units, spot,"  # noqa: S608 - only quoted model names are interpolated
-        f" gpu_hours, cost, idle_gpu_hours, idle_cost, currency) VALUES {values}"
+        f" gpu_hours, cost, idle_gpu_hours, idle_cost, borrowed_gpu_hours, currency) VALUES {values}"
         f" ON CONFLICT (ref, hour) DO UPDATE SET {q('end')} = excluded.{q('end')}, {added},"
         f" units = CASE WHEN excluded.units > {table}.units THEN excluded.units ELSE {table}.units END"
         f" WHERE {table}.{q('end')} <= excluded.{q('start')} RETURNING ref, hour"
@@ -436,12 +452,16 @@ def spent_month(team, now: datetime | None = None) -> Decimal:
 GROUP_FIELDS = {"day": "day", "flavor": "flavor__name", "user": "user__username", "workload": "ref",
                 "team": "team__slug"}
 
-#: The sums of a report row, in the order :func:`usage_table` keeps them.
-REPORT_SUMS = ("gpu_hours", "cost", "idle_gpu_hours", "idle_cost")
+#: The sums of a report row, in the order :func:`usage_table` keeps them: the ledger's (GPU-hours,
+#: cost, their idle and borrowed parts), then the work preemption lost (:class:`PreemptionEvent`).
+REPORT_SUMS = ("gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours",
+               "preempted_gpu_hours", "preempted_cost")
+#: The sums the ledger's rows hold (the rest come from the preemption log).
+LEDGER_SUMS = REPORT_SUMS[:5]
 
 
 def usage_rows(teams, since, until, group_by: str, now: datetime | None = None) -> list[dict]:
-    """Cost report rows ``{group, gpu_hours, cost, idle_gpu_hours, idle_cost, currency}`` for ``teams`` in ``[since, until)``.
+    """Cost report rows ``{group, <REPORT_SUMS>, currency}`` for ``teams`` in ``[since, until)``.
 
     ``idle_*`` is the part of the allocated GPU time whose measured utilization stayed under the
     idle threshold (and what it cost). See :func:`usage_table`.
@@ -452,8 +472,11 @@ def usage_rows(teams, since, until, group_by: str, now: datetime | None = None) 
 def usage_table(teams, since, until, keys: tuple[str, ...], now: datetime | None = None) -> list[dict]:
     """Usage of ``teams`` in ``[since, until)`` summed per combination of ``keys`` (``GROUP_FIELDS``) and currency.
 
-    Rows ``{<key>: str, …, gpu_hours, cost, idle_gpu_hours, idle_cost, currency}`` sorted by
-    keys. Closed ledger rows plus the open segments up to ``now``, so the current hour is included.
+    Rows ``{<key>: str, …, <REPORT_SUMS>, currency}`` sorted by keys. Closed ledger rows plus the
+    open segments up to ``now``, so the current hour is included; an open segment's borrowed
+    part is its held reservation's now (:meth:`Interval.borrowed_gpu_hours`). ``preempted_*``
+    sum the work preemptions of the period lost (:class:`PreemptionEvent`, by its ``at``): a
+    group with preemptions and no usage is a row of its own.
     """
     teams = list(teams)
     records = UsageRecord.objects.filter(team__in=teams, start__gte=since, start__lt=until)
@@ -461,20 +484,31 @@ def usage_table(teams, since, until, keys: tuple[str, ...], now: datetime | None
         records = records.annotate(day=TruncDate("start"))
     fields = [GROUP_FIELDS[key] for key in keys]
     totals: dict[tuple[str, ...], list[Decimal]] = {}
-    for row in records.values(*fields, "currency").annotate(**{s: Sum(s) for s in REPORT_SUMS}).order_by():
+    for row in records.values(*fields, "currency").annotate(**{s: Sum(s) for s in LEDGER_SUMS}).order_by():
         group = tuple(str(row[f]) if row[f] is not None else "" for f in fields)
-        totals[(*group, row["currency"])] = [row[s] for s in REPORT_SUMS]
+        totals[(*group, row["currency"])] = [row[s] for s in LEDGER_SUMS] + [ZERO, ZERO]
     now = min(now or timezone.now(), until)
     pieces = [i for i in open_intervals([team.pk for team in teams], now) if since <= i.start < until]
+    borrowed = Reservation.objects.held().borrowed_by_ref(list({i.ref for i in pieces}))
     names = {"user": _usernames({i.user_id for i in pieces}) if "user" in keys else {},
              "team": {team.pk: team.slug for team in teams}}
     for piece in pieces:
         cost, gpu_hours = piece.charge()
         idle_cost, idle_gpu_hours = (cost, gpu_hours) if piece.idle else (ZERO, ZERO)
+        borrowed_gpu_hours = replace(piece, borrowed_units=borrowed.get(piece.ref, 0)).borrowed_gpu_hours(gpu_hours)
         group = tuple(_group_of(piece, key, names) for key in keys)
         total = totals.setdefault((*group, settings.SLIPWAY_CURRENCY), [ZERO] * len(REPORT_SUMS))
-        for index, amount in enumerate((gpu_hours, cost, idle_gpu_hours, idle_cost)):
+        for index, amount in enumerate((gpu_hours, cost, idle_gpu_hours, idle_cost, borrowed_gpu_hours)):
             total[index] += amount
+    events = PreemptionEvent.objects.filter(team__in=teams, at__gte=since, at__lt=until)
+    if "day" in keys:
+        events = events.annotate(day=TruncDate("at"))
+    for row in (events.values(*fields, "currency")
+                .annotate(hours=Sum("lost_gpu_hours"), lost=Sum("lost_cost")).order_by()):
+        group = tuple(str(row[f]) if row[f] is not None else "" for f in fields)
+        total = totals.setdefault((*group, row["currency"]), [ZERO] * len(REPORT_SUMS))
+        total[5] += row["hours"] or ZERO
+        total[6] += row["lost"] or ZERO
     return [{**dict(zip(keys, group[:-1], strict=True)), **dict(zip(REPORT_SUMS, sums, strict=True)),
              "currency": group[-1]} for group, sums in sorted(totals.items())]
 

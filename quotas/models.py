@@ -278,6 +278,12 @@ class ReservationQuerySet(models.QuerySet):
         rows = self.values("flavor_id").annotate(total=Sum("units")).order_by()
         return {row["flavor_id"]: row["total"] or 0 for row in rows}
 
+    def borrowed_by_ref(self, refs: list[str]) -> dict[str, int]:
+        """``{ref: borrowed units}`` of the rows of ``refs`` in this queryset that borrow any (one query)."""
+        if not refs:
+            return {}
+        return dict(self.filter(ref__in=refs, borrowed_units__gt=0).values_list("ref", "borrowed_units"))
+
 
 class Reservation(models.Model):
     """Units of one flavor held by one admitted workload until it is released.

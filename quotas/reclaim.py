@@ -77,7 +77,7 @@ class Candidate:
     priority: int  # Priority.rank
     admitted_at: datetime
     burst: bool = False  # an endpoint's burst: it shrinks rather than stops
-    share: float = 0.0  # its team's fair share now (quotas.fairshare.cohort_shares)
+    share: float = 0.0  # its team's fair share now (quotas.fairshare.shares)
     stopping: bool = False  # chosen before and its pods are still stopping: its units are as good as free
 
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from core.formatting import plain_amount
 from quotas import charts
-from quotas.ledger import ZERO, RefLabel, month_end, month_start, ref_labels, usage_rows, usage_table
+from quotas.ledger import REPORT_SUMS, ZERO, RefLabel, month_end, month_start, ref_labels, usage_rows, usage_table
 from quotas.models import BudgetMonth, GpuFlavor, TeamBudget
 from quotas.services import budget_summaries, budget_summary
 from teams.models import Team
@@ -115,8 +115,7 @@ def usage_page(team: Team, month: datetime, now: datetime | None = None) -> dict
         committed=budget["committed"] if current else None,
         projected=budget["projected_month_end"] if current else None, limit=limit,
         runs_out_at=budget["runs_out_at"] if current else None, currency=currency)
-    totals = {key: sum((row[key] for row in reports["flavor"]), ZERO)
-              for key in ("gpu_hours", "cost", "idle_gpu_hours", "idle_cost")}
+    totals = {key: sum((row[key] for row in reports["flavor"]), ZERO) for key in REPORT_SUMS}
     return {
         "since": since, "until": until, "current": current,
         # The report API's period for the CSV links: its ``until`` date counts as a whole day.
@@ -147,7 +146,7 @@ def showback_page(month: datetime, now: datetime | None = None) -> dict:
     since, until = month, month_end(month)
     teams = list(Team.objects.order_by("slug"))
     by_team = {row["group"]: row for row in usage_rows(teams, since, until, "team", now)}
-    blank = {"gpu_hours": ZERO, "cost": ZERO, "idle_gpu_hours": ZERO, "idle_cost": ZERO}
+    blank = dict.fromkeys(REPORT_SUMS, ZERO)
     shares = {s.label: s for s in share_rows([{"group": t.slug, **by_team.get(t.slug, blank)} for t in teams])}
     budgets = budget_summaries(list(TeamBudget.objects.values_list("team_id", flat=True)), now)  # all at once
     lines = [TeamMoney(team, shares[team.slug], budgets.get(team.pk, {})) for team in teams]
@@ -158,6 +157,7 @@ def showback_page(month: datetime, now: datetime | None = None) -> dict:
         "month_label": f"{since:%B %Y}", "current": since == month_start(now), "lines": lines, "currency": settings.SLIPWAY_CURRENCY,
         "total": sum((line.usage.cost for line in lines), ZERO),
         "idle_total": sum((line.usage.idle_cost for line in lines), ZERO),
+        "preempted_total": sum((row["preempted_cost"] for row in by_team.values()), ZERO),
         "daily": charts.daily_stacked(days, flavors, values, settings.SLIPWAY_CURRENCY),
     }
 
@@ -165,7 +165,8 @@ def showback_page(month: datetime, now: datetime | None = None) -> dict:
 # -- downloads ----------------------------------------------------------------------------
 
 #: Columns of the cost report (``GET /usage/``, JSON fields and CSV columns alike).
-REPORT_COLUMNS = ["group", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "currency"]
+REPORT_COLUMNS = ["group", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours",
+                  "preempted_gpu_hours", "preempted_cost", "currency"]
 #: The report by workload names each one: ``group`` is its ledger ref (``run:13``), the rest say what it is.
 WORKLOAD_DETAILS = ["name", "kind", "team", "user", "flavor"]
 
@@ -177,7 +178,8 @@ def report_columns(group_by: str) -> list[str]:
 
 def usage_report(teams, since: datetime, until: datetime, group_by: str, now: datetime | None = None) -> list[dict]:
     """The cost report of ``teams`` in ``[since, until)``: rows ``{group, gpu_hours, cost, idle_gpu_hours,
-    idle_cost, currency}``, per day in time order, per anything else costliest first.
+    idle_cost, borrowed_gpu_hours, preempted_gpu_hours, preempted_cost, currency}``
+    (:func:`quotas.ledger.usage_table`), per day in time order, per anything else costliest first.
 
     By workload each row also says what the workload is — ``name``, ``kind`` (run, endpoint),
     ``team``, ``user`` (who started it) and ``flavor`` — since its ledger ref alone tells nobody.
@@ -212,7 +214,8 @@ def report_filename(teams: list[Team], since: datetime, until: datetime, group_b
 
 
 #: Columns of the showback CSV: one row per team and flavor.
-SHOWBACK_COLUMNS = ["team", "flavor", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "currency"]
+SHOWBACK_COLUMNS = ["team", "flavor", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours",
+                    "preempted_gpu_hours", "preempted_cost", "currency"]
 
 #: GPU-hours in downloads: to a ten-thousandth (a MIG slice for a minute is 0.0024).
 HOURS = Decimal("0.0001")
@@ -224,9 +227,9 @@ def showback_csv_rows(month: datetime, now: datetime | None = None) -> list[dict
     teams = list(Team.objects.order_by("slug"))
     rows = usage_table(teams, month, month_end(month), ("team", "flavor"), now)
     for row in rows:
-        row.update(cost=plain_amount(row["cost"]), idle_cost=plain_amount(row["idle_cost"]),
-                   gpu_hours=f"{row['gpu_hours'].quantize(HOURS, ROUND_HALF_UP):f}",
-                   idle_gpu_hours=f"{row['idle_gpu_hours'].quantize(HOURS, ROUND_HALF_UP):f}")
+        row.update({key: plain_amount(row[key]) for key in ("cost", "idle_cost", "preempted_cost")})
+        row.update({key: f"{row[key].quantize(HOURS, ROUND_HALF_UP):f}"
+                    for key in ("gpu_hours", "idle_gpu_hours", "borrowed_gpu_hours", "preempted_gpu_hours")})
     return rows
 
 

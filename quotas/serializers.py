@@ -79,6 +79,14 @@ class UsageRowSerializer(serializers.Serializer):
         max_digits=14, decimal_places=4, help_text="The part of gpu_hours whose GPU utilization stayed under the idle threshold.")
     idle_cost = serializers.DecimalField(max_digits=12, decimal_places=2, rounding=MONEY_ROUNDING,
                                         help_text="What the idle GPU-hours cost.")
+    borrowed_gpu_hours = serializers.DecimalField(
+        max_digits=14, decimal_places=4,
+        help_text="The part of gpu_hours that ran on units borrowed from the team's cohort.")
+    preempted_gpu_hours = serializers.DecimalField(
+        max_digits=14, decimal_places=4,
+        help_text="GPU-hours of work lost to preemption in the period (since the last checkpoint or the start).")
+    preempted_cost = serializers.DecimalField(max_digits=12, decimal_places=2, rounding=MONEY_ROUNDING,
+                                             help_text="What the work lost to preemption had cost.")
     currency = serializers.CharField()
 
 

@@ -66,6 +66,11 @@ def usage_summary(team: Team) -> list[dict]:
     """Per flavor the team has quota for (or still uses): ``{flavor, limit, in_use, queued, free,
     borrowed, borrowable}`` — ``borrowed``: units in use above the limit; ``borrowable``: what its
     cohort could lend it now (0 outside a cohort)."""
+    return _usage_summary(team)[0]
+
+
+def _usage_summary(team: Team) -> tuple[list[dict], int | None]:
+    """:func:`usage_summary` and the team's cohort id (None outside one), read with its quotas."""
     quotas = team_quotas(team)
     in_use = units_in_use(team)
     queued = {row["flavor_id"]: row["total"] for row in
@@ -82,7 +87,7 @@ def usage_summary(team: Team) -> list[dict]:
         rows.append({"flavor": flavor.name, "limit": limit, "in_use": used, "queued": queued.get(fid, 0),
                      "free": max(limit - used, 0), "borrowed": max(used - limit, 0),
                      "borrowable": lendable.get(fid, 0)})
-    return rows
+    return rows, getattr(next(iter(quotas.values()), None), "cohort_of_team", None)
 
 
 def budget_summary(team: Team, now: datetime | None = None) -> dict:
@@ -138,11 +143,15 @@ def usage_bars(team: Team) -> list[dict]:
     """:func:`usage_summary` rows for a quota bar: ``percent`` of the limit in use, ``full`` at the limit.
 
     The dashboard and the Team page draw the team's quota from these (``quotas/_quota_table.html``).
+    Each row also names the team's ``cohort`` id (None outside one), which the pages hand to
+    :func:`quotas.sharing.team_sharing` so that a team outside a cohort pays no query for it.
     """
     bars = []
-    for row in usage_summary(team):
+    rows, cohort_id = _usage_summary(team)
+    for row in rows:
         percent = min(100, round(100 * row["in_use"] / row["limit"])) if row["limit"] else 100
-        bars.append({**row, "percent": percent, "full": row["limit"] and row["in_use"] >= row["limit"]})
+        bars.append({**row, "percent": percent, "full": row["limit"] and row["in_use"] >= row["limit"],
+                     "cohort": cohort_id})
     return bars
 
 

@@ -257,6 +257,7 @@ def show_forecast(forecast: dict) -> int:
         ("Share of budget left", forecast.get("share_of_budget_left")),
         ("Queue position", forecast.get("queue_position")), ("Estimated start", forecast.get("start") or ("now" if admitted_now else "unknown")),
         ("Burst", forecast.get("burst")),
+        ("Borrows", f"{forecast['borrows']} from the cohort, preemptible" if forecast.get("borrows") else None),
     ])
     return 0 if forecast["outcome"] in ("admit", "queue") else EXIT_FAILED
 
@@ -364,7 +365,13 @@ def describe(client: Client, run_id: int, output: str) -> None:
         ("Flavor", f"{run['flavor']} × {run['gpus_per_worker']} per worker, {run['workers']} worker(s)"),
         ("Retries", run["max_retries"]), ("Cost to date", run["cost_to_date"]),
         ("Cost/hour", run.get("estimated_cost_per_hour")), ("Kubernetes", run.get("cluster_name")),
+        ("Borrowed", f"{run['borrowed_units']} units, preemptible" if run.get("borrowed_units") else None),
+        ("Preemptions", f"{run['preemptions']}, last at {run['last_preempted_at']}" if run.get("preemptions") else None),
     ])
+    if run.get("preemptions"):
+        click.echo("Preemptions:")
+        for row in client.preemptions(run_id):
+            click.echo(f"  {row['at']} by {row['by_team'] or 'its own team'}: {row['reason']}")
     events = client.events(run_id)
     if events:
         click.echo("Events:")

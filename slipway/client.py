@@ -191,6 +191,10 @@ class Client:
     def events(self, run_id: int) -> list[dict]:
         return self._get(f"runs/{int(run_id)}/events/")
 
+    def preemptions(self, run_id: int) -> list[dict]:
+        """The run's preemption log, newest first (who took back which units, the work it cost)."""
+        return self._get(f"runs/{int(run_id)}/preemptions/")
+
     # -- endpoints ---------------------------------------------------------------------------
     def create_endpoint(self, spec: dict, *, idempotency_key: str | None = None) -> dict:
         key = idempotency_key or str(uuid.uuid4())

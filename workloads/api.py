@@ -64,8 +64,8 @@ class PreemptionSerializer(serializers.Serializer):
     """One row of a workload's preemption log (API.md "Borrowing and preemption on workloads")."""
 
     at = serializers.DateTimeField()
-    by_team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True,
-                                           help_text="The team that took its quota back.")
+    by_team = serializers.CharField(source="by_team.slug", allow_null=True, default=None,
+                                    help_text="The slug of the team that took its quota back.")
     units = serializers.IntegerField()
     reason = serializers.CharField()
     grace_seconds = serializers.IntegerField()

@@ -13,7 +13,7 @@ Replays never double-count: closing is a conditional update on the old ``billed_
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from functools import lru_cache
@@ -22,7 +22,7 @@ from django.db import connection
 from django.db.models import F
 
 from core.rawsql import sql_datetime, sql_decimal
-from quotas import ledger
+from quotas import admission, ledger
 from quotas.ledger import ZERO, Interval, cost_ahead, month_end, usage_hour
 from quotas.models import GpuFlavor, unit_price
 from workloads.identity import WorkloadId
@@ -95,10 +95,18 @@ def _pieces(workload, start: datetime, end: datetime, units: int, idle: bool) ->
 def record(billed: list[tuple[object, BillingPlan]]) -> list[object]:
     """Write the closed intervals of ``(workload, plan)`` pairs in one ledger statement.
 
+    Each interval's borrowed part follows the workload's held reservation's ``borrowed_units``
+    at write time (:meth:`Interval.borrowed_gpu_hours`), read for all of them in one query
+    (an indexed lookup by ref; none when nothing is written): every caller writes before it
+    releases the reservation, final workloads included. A resize between two writes counts
+    from the last write, capped at the interval's units.
     Returns the workloads some of whose intervals the ledger held already (a replay or an
     overlapping writer): the caller resets their ``billed_cost`` to the ledger's total.
     """
     intervals = [piece for _w, plan in billed for piece in plan.intervals]
+    borrowed = admission.borrowed_units(list({piece.ref for piece in intervals}))
+    if borrowed:
+        intervals = [replace(piece, borrowed_units=borrowed.get(piece.ref, 0)) for piece in intervals]
     recorded = ledger.record_intervals(intervals)
     return [workload for workload, plan in billed
             if any((piece.ref, usage_hour(piece.start)) not in recorded for piece in plan.intervals)]

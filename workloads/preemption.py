@@ -32,7 +32,7 @@ from django.db.models import F
 
 from cluster.errors import ClusterError
 from core.formatting import count_of
-from quotas import admission
+from quotas import admission, fairshare
 from quotas.ledger import interval_cost, interval_gpu_hours
 from quotas.models import Cohort, PreemptionEvent, QueuedRequest, Reservation
 from quotas.reclaim import Candidate, Claim, Rules, Verdict, choose_victims
@@ -86,9 +86,11 @@ def _victims(cohort: Cohort, now: datetime) -> list[tuple[Candidate, Claim, int]
                   timedelta(seconds=cohort.preemption_delay_seconds))
     stopping = _stopping_refs(figures.slugs)
     held = list(Reservation.objects.held().filter(team_id__in=figures.slugs, borrowed_units__gt=0))
+    remembered = fairshare.remembered_units(list(figures.slugs), now)  # victim teams: highest share first
     chosen: list[tuple[Candidate, Claim, int]] = []
     for entry in entries:
-        candidates = [_candidate(r, figures.slugs, stopping) for r in held if r.flavor_id == entry.flavor_id]
+        shares = fairshare.shares(figures, entry.flavor_id, remembered)
+        candidates = [_candidate(r, figures.slugs, stopping, shares) for r in held if r.flavor_id == entry.flavor_id]
         claim = Claim(figures.slugs[entry.team_id], entry.ref, entry.units, entry.priority, entry.created_at)
         key = (entry.team_id, entry.flavor_id)
         quota = admission.flavor_quota(entry.flavor, figures.quotas.get(key), figures, entry.team_id)
@@ -99,14 +101,16 @@ def _victims(cohort: Cohort, now: datetime) -> list[tuple[Candidate, Claim, int]
     return chosen
 
 
-def _candidate(reservation: Reservation, slugs: dict[int, str], stopping: set[str]) -> Candidate:
+def _candidate(reservation: Reservation, slugs: dict[int, str], stopping: set[str],
+               shares: dict[int, float]) -> Candidate:
     identity = WorkloadId.from_ref(reservation.ref)
     kind = kind_for(identity.prefix) if identity is not None else None
     burst = kind is not None and kind.preempts_burst
     return Candidate(ref=reservation.ref, team=slugs[reservation.team_id],
                      units=reservation.borrowed_units if burst else reservation.units,
                      borrowed=reservation.borrowed_units, priority=reservation.priority,
-                     admitted_at=reservation.created_at, burst=burst, stopping=reservation.ref in stopping)
+                     admitted_at=reservation.created_at, burst=burst, share=shares.get(reservation.team_id, 0.0),
+                     stopping=reservation.ref in stopping)
 
 
 def _lost(workload, units: int, burst: bool, now: datetime) -> tuple:
@@ -180,6 +184,18 @@ def follow(kind: WorkloadKind, backend, workload, observed: bool, now: datetime)
     if now >= workload.preempting_since + grace():
         _delete(kind, backend, workload, 0)
     return False
+
+
+def preempted_then(preempted: str, waiting: str) -> str:
+    """A preempted workload's reason while it waits again: who took its units, then why it waits now."""
+    return f"{preempted}; now {waiting}" if waiting else preempted
+
+
+def queued_reason(workload, waiting: str) -> str:
+    """The reason of a queued ``workload`` given the queue's words for it now (one query when it was preempted)."""
+    if workload.reason_code != ReasonCode.PREEMPTED:
+        return waiting
+    return preempted_then(last_reasons([workload.ref]).get(workload.ref, workload.reason), waiting)
 
 
 def last_reasons(refs: list[str]) -> dict[str, str]:

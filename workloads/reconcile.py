@@ -293,7 +293,7 @@ def _refresh_queue_reasons(team: Team) -> None:
             ref = kind.identity(pk).ref
             fresh = reasons.get(ref)
             if fresh and ref in preempted:
-                fresh = f"{preempted[ref]}; now {fresh}"
+                fresh = preemption.preempted_then(preempted[ref], fresh)
             if fresh and fresh[:500] != reason:
                 kind.model.objects.filter(pk=pk, state=kind.lifecycle.queued).update(reason=fresh[:500])
 

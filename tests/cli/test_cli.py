@@ -325,3 +325,33 @@ def test_the_config_file_is_under_xdg_config_home_else_dot_config(monkeypatch, t
     assert slipway_cli.config_path() == tmp_path / ".config" / "slipway" / "config.toml"
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     assert slipway_cli.config_path() == tmp_path / "xdg" / "slipway" / "config.toml"
+
+
+def test_borrowing_is_said_before_submit_and_a_preemption_in_describe(cli, tmp_path, team, staff, fake_backend):
+    from django.utils import timezone
+
+    from jobs.services import submit_run
+    from quotas import services as quota_services
+    from quotas.demo import seed_team_quotas
+    from teams.models import Role
+    from tests.factories import add_member, make_team, make_user
+    from workloads import preemption
+
+    vision = make_team("vision")
+    seed_team_quotas(vision, {"a100-80gb": 4})
+    quota_services.set_cohort(staff, "research", teams=[team, vision], min_runtime_minutes=0,
+                              preemption_delay_seconds=0)
+    assert cli("run", "-f", write(tmp_path / "own.yaml", run_payload(name="own", gpus_per_worker=8))).exit_code == 0
+    borrowing = write(tmp_path / "borrow.yaml", run_payload(name="extra", gpus_per_worker=4))
+    dry = cli("run", "-f", borrowing, "--dry-run")
+    assert "Borrows:" in dry.stdout and "4 from the cohort, preemptible" in dry.stdout
+    run_id = run_id_of(cli("run", "-f", borrowing).stdout)
+    assert "Borrowed:" in cli("describe", str(run_id)).stdout
+
+    vera = make_user("vera")
+    add_member(vision, vera, Role.MEMBER)
+    submit_run(vera, vision, {"name": "mine", "image": "registry.example.com/ml/t:1", "command": ["python", "t.py"],
+                              "flavor": "a100-80gb", "gpus_per_worker": 4})
+    assert preemption.reclaim(fake_backend, timezone.now()) == [f"run:{run_id}"]
+    described = cli("describe", str(run_id)).stdout
+    assert "Preemptions:" in described and "by vision: preempted: team vision reclaimed 4\u00d7 a100-80gb" in described

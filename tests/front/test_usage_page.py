@@ -17,7 +17,8 @@ from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from quotas.demo import seed_flavors, seed_team_quotas
 from quotas.ledger import month_end, month_start, record_usage
-from quotas.models import BudgetMonth, TeamBudget
+from quotas.models import BudgetMonth, PreemptionEvent, Reservation, TeamBudget, UsageRecord
+from quotas.reports import usage_report
 from quotas.services import set_team_budget
 from teams.models import Role
 from tests.factories import add_member
@@ -147,7 +148,7 @@ def test_it_serves_the_linked_csv_to_the_session(client, member, spend):
     client.force_login(member)
     response = client.get("/api/v1/usage/?team=ml-research&group_by=flavor&format=csv")
     assert response.status_code == 200
-    assert response.content.decode().splitlines()[1] == "a100-80gb,2.0000,8.20,0.0000,0.00,USD"
+    assert response.content.decode().splitlines()[1] == "a100-80gb,2.0000,8.20,0.0000,0.00,0.0000,0.0000,0.00,USD"
 
 
 def period(start) -> str:
@@ -171,12 +172,12 @@ def test_the_csv_by_workload_says_what_each_one_is_costliest_first(client, membe
         f'attachment; filename="usage-ml-research-{timezone.localtime(start):%Y-%m}-by-workload.csv"')
     rows = csv_rows(response)
     assert rows[0] == ["group", "name", "kind", "team", "user", "flavor", "gpu_hours", "cost", "idle_gpu_hours",
-                       "idle_cost", "currency"]
+                       "idle_cost", "borrowed_gpu_hours", "preempted_gpu_hours", "preempted_cost", "currency"]
     assert rows[1:] == [
         [spend["big"].ref, "big-train", "run", "ml-research", "mia", "a100-80gb", "2.0000", "8.20", "0.0000", "0.00",
-         "USD"],
-        [spend["small"].ref, "small-eval", "run", "ml-research", "vic", "l4", "2.0000", "1.60", "1.0000", "0.80", "USD"],
-        [cheap.ref, "chat", "endpoint", "ml-research", "mia", "l4", "0.5000", "0.40", "0.0000", "0.00", "USD"],
+         "0.0000", "0.0000", "0.00", "USD"],
+        [spend["small"].ref, "small-eval", "run", "ml-research", "vic", "l4", "2.0000", "1.60", "1.0000", "0.80", "0.0000", "0.0000", "0.00", "USD"],
+        [cheap.ref, "chat", "endpoint", "ml-research", "mia", "l4", "0.5000", "0.40", "0.0000", "0.00", "0.0000", "0.0000", "0.00", "USD"],
     ]
     # The JSON report keeps its fields and adds the same ones.
     body = client.get(f"/api/v1/usage/?team=ml-research&{period(start)}&group_by=workload").json()
@@ -184,7 +185,9 @@ def test_the_csv_by_workload_says_what_each_one_is_costliest_first(client, membe
         (spend["big"].ref, "big-train", "run", "8.20"), (spend["small"].ref, "small-eval", "run", "1.60"),
         (cheap.ref, "chat", "endpoint", "0.40")]
     flavors_only = client.get(f"/api/v1/usage/?team=ml-research&{period(start)}&group_by=flavor").json()
-    assert set(flavors_only["results"][0]) == {"group", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "currency"}
+    assert set(flavors_only["results"][0]) == {"group", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost",
+                                                  "borrowed_gpu_hours", "preempted_gpu_hours", "preempted_cost",
+                                                  "currency"}
 
 
 def test_every_download_is_named_for_what_and_when(client, member, staff, spend, other_team):
@@ -211,7 +214,7 @@ def test_csv_money_is_rounded_to_the_cent_as_people_read_it(client, member, spen
     client.force_login(member)
     rows = csv_rows(client.get(f"/api/v1/usage/?team=ml-research&{period(start)}&group_by=workload"
                                "&format=csv"))
-    assert [rows[-1][0], rows[-1][7], rows[-1][10]] == ["run:777777", "0.13", "USD"]
+    assert [rows[-1][0], rows[-1][7], rows[-1][13]] == ["run:777777", "0.13", "USD"]
 
 
 def test_it_asks_anonymous_users_to_log_in_and_refuses_other_methods(client, member):
@@ -250,11 +253,11 @@ def test_showback_csv_is_per_team_and_flavor(client, staff, spend, other_spend):
     response = client.get(f"/admin/showback/?month={timezone.localtime(other_spend):%Y-%m}&format=csv")
     assert response["Content-Type"].startswith("text/csv")
     rows = csv_rows(response)
-    assert rows[0] == ["team", "flavor", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "currency"]
+    assert rows[0] == ["team", "flavor", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours", "preempted_gpu_hours", "preempted_cost", "currency"]
     # Cents and four-place GPU-hours, as people read them: zero is 0.00, never 0E-10.
-    assert rows[1:] == [["ml-research", "a100-80gb", "2.0000", "8.20", "0.0000", "0.00", "USD"],
-                        ["ml-research", "l4", "2.0000", "1.60", "1.0000", "0.80", "USD"],
-                        ["vision", "a100-80gb", "2.0000", "8.20", "2.0000", "8.20", "USD"]]
+    assert rows[1:] == [["ml-research", "a100-80gb", "2.0000", "8.20", "0.0000", "0.00", "0.0000", "0.0000", "0.00", "USD"],
+                        ["ml-research", "l4", "2.0000", "1.60", "1.0000", "0.80", "0.0000", "0.0000", "0.00", "USD"],
+                        ["vision", "a100-80gb", "2.0000", "8.20", "2.0000", "8.20", "0.0000", "0.0000", "0.00", "USD"]]
 
 
 def test_showback_is_for_staff_only(client, member, team_admin):
@@ -273,5 +276,74 @@ def test_showback_csv_prints_a_zero_cost_row_as_0_00(client, staff, team, member
     record_usage(team, "run:5", "l4", member, start, start + timedelta(hours=1), 1, False, idle=True)
     client.force_login(staff)
     response = client.get(f"/admin/showback/?month={timezone.localtime(start):%Y-%m}&format=csv")
-    assert csv_rows(response)[1:] == [["ml-research", "l4", "1.0000", "0.00", "1.0000", "0.00", "USD"]]
+    assert csv_rows(response)[1:] == [["ml-research", "l4", "1.0000", "0.00", "1.0000", "0.00", "0.0000", "0.0000", "0.00", "USD"]]
     assert "E-" not in response.content.decode()
+
+
+@pytest.fixture
+def sharing(spend, member, viewer, team):
+    """On top of ``spend``: 1 of big-train's 2 GPU-hours ran borrowed; small-eval was preempted once
+    (0.5 GPU-hours lost, 0.40); and a run that never billed anything lost 1 GPU-hour (4.10)."""
+    UsageRecord.objects.filter(ref=spend["big"].ref).update(borrowed_gpu_hours=Decimal(1))
+    at = spend["start"] + timedelta(hours=3)
+    PreemptionEvent.objects.create(ref=spend["small"].ref, team=team, user=viewer, flavor=spend["small"].flavor,
+                                   units=1, reason="preempted", lost_gpu_hours=Decimal("0.5"),
+                                   lost_cost=Decimal("0.4"), at=at)
+    PreemptionEvent.objects.create(ref="run:999999", team=team, user=member, flavor=spend["big"].flavor, units=1,
+                                   reason="preempted", lost_gpu_hours=Decimal(1), lost_cost=Decimal("4.1"), at=at)
+    return spend
+
+
+def sums(row) -> tuple:
+    return row["borrowed_gpu_hours"], row["preempted_gpu_hours"], row["preempted_cost"]
+
+
+def test_reports_carry_borrowed_and_preempted_figures_in_every_grouping(team, sharing):
+    since, until = sharing["start"], month_end(sharing["start"])
+    by_workload = {row["group"]: row for row in usage_report([team], since, until, "workload")}
+    assert sums(by_workload[sharing["big"].ref]) == (1, 0, 0)
+    assert sums(by_workload[sharing["small"].ref]) == (0, Decimal("0.5"), Decimal("0.4"))
+    lost_only = by_workload["run:999999"]  # preemptions without usage: a row of its own
+    assert (lost_only["gpu_hours"], lost_only["cost"], lost_only["user"], lost_only["flavor"]) == (
+        0, 0, "mia", "a100-80gb")
+    assert sums(lost_only) == (0, 1, Decimal("4.1"))
+    by_user = {row["group"]: row for row in usage_report([team], since, until, "user")}
+    assert sums(by_user["mia"]) == (1, 1, Decimal("4.1")) and sums(by_user["vic"]) == (0, Decimal("0.5"),
+                                                                                          Decimal("0.4"))
+    by_flavor = {row["group"]: row for row in usage_report([team], since, until, "flavor")}
+    assert sums(by_flavor["a100-80gb"]) == (1, 1, Decimal("4.1"))
+    by_day = usage_report([team], since, until, "day")
+    assert sum(row["preempted_cost"] for row in by_day) == Decimal("4.5")
+    assert usage_report([team], since + timedelta(hours=4), until, "workload") == []  # the period counts
+
+
+def test_an_open_segment_counts_its_reservations_borrowed_units(team, member, flavors):
+    now = timezone.now()
+    run = TrainingRun.objects.create(team=team, created_by=member, name="open", flavor=flavors["a100-80gb"],
+                                     state="running", image="r.example.com/t:1", command=["python"],
+                                     billed_until=now - timedelta(minutes=30), open_units=2)
+    Reservation.objects.create(team=team, ref=run.ref, flavor=flavors["a100-80gb"], units=2, borrowed_units=1)
+    [row] = usage_report([team], now - timedelta(hours=2), now + timedelta(hours=1), "workload", now)
+    tenth = Decimal("1E-10")  # the ledger's precision: a piece cut at an hour boundary rounds on its own
+    assert abs(row["gpu_hours"] - 1) <= tenth and abs(row["borrowed_gpu_hours"] - Decimal("0.5")) <= 2 * tenth
+
+
+def test_the_usage_page_shows_borrowed_and_lost_work_beside_idle_waste(client, member, sharing):
+    _response, body = page(client, member)
+    figures = re.search(r'id="usage-sharing">(.*?)</p>', body, re.S).group(1)
+    assert "<strong>1.00</strong> GPU-hours" in figures and "<strong>1.50</strong> GPU-hours (4.50 USD)" in figures
+
+
+def test_the_usage_page_says_nothing_of_sharing_without_any(client, member, spend):
+    _response, body = page(client, member)
+    assert 'id="usage-sharing"' not in body
+
+
+def test_the_csv_and_the_showback_carry_them(client, member, staff, sharing):
+    client.force_login(member)
+    rows = csv_rows(client.get(f"/api/v1/usage/?team=ml-research&{period(sharing['start'])}&group_by=flavor"
+                               "&format=csv"))
+    assert rows[1] == ["a100-80gb", "2.0000", "8.20", "0.0000", "0.00", "1.0000", "1.0000", "4.10", "USD"]
+    client.force_login(staff)
+    body = client.get("/admin/showback/").content.decode()
+    assert re.search(r'id="showback-total">.*work lost to preemption: <strong>4.50 USD', body, re.S)

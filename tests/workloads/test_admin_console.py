@@ -13,7 +13,7 @@ from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from jobs.services import submit_run
 from quotas.ledger import record_usage
-from quotas.models import QueuedRequest, Reservation, TeamBudget, UsageRecord
+from quotas.models import PreemptionEvent, QueuedRequest, Reservation, TeamBudget, UsageRecord
 from sandbox.models import SimEvent, SimObject
 from teams.models import ApiToken, AuditEvent, Membership, Team
 from teams.services import create_api_token
@@ -151,6 +151,9 @@ def test_the_rest_of_the_console_writes_them_so_too_lists_and_detail_pages(staff
                              manifest={}, plan={})
     SimEvent.objects.create(namespace="team-x", workload="run-1", object="Job/run-1", type="Normal",
                             reason="SuccessfulCreate", message="Created pod", time=moment)
+    preempted = PreemptionEvent.objects.create(
+        ref=run.ref, team=team, by_team=team, user=member, flavor=run.flavor, units=2, reason="preempted: test",
+        grace_seconds=30, lost_gpu_hours=Decimal("1.2345678901"), lost_cost=Decimal("5.0612345678"), at=moment)
     expected = {
         "/admin/portal/team/": ["2026-11-23 14:05 UTC"],
         "/admin/portal/membership/": ["2026-11-23 14:05 UTC"],
@@ -160,6 +163,8 @@ def test_the_rest_of_the_console_writes_them_so_too_lists_and_detail_pages(staff
         f"/admin/jobs/trainingrun/{run.pk}/change/": ["2026-11-23 14:05 UTC", "12,345.68 USD"],
         f"/admin/quotas/usagerecord/{UsageRecord.objects.get().pk}/change/": ["2026-11-23 14:05 UTC", "4.10 USD"],
         f"/admin/quotas/queuedrequest/{queued.pk}/change/": ["USD"],
+        "/admin/quotas/preemptionevent/": ["2026-11-23 14:05:07 UTC", "5.06 USD", "1.2346"],
+        f"/admin/quotas/preemptionevent/{preempted.pk}/change/": ["5.06 USD", "1.2346"],
         f"/admin/portal/apitoken/{token.pk}/change/": ["2026-11-23 14:05 UTC"],
     }
     for path, texts in expected.items():

@@ -6,16 +6,20 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.db.models import Sum
 from django.utils import timezone
 
 from cluster.errors import Transient
 from jobs.services import submit_run
-from quotas import ledger
+from quotas import admission, ledger, services
+from quotas.demo import seed_team_quotas
 from quotas.ledger import spent_month
+from quotas.models import Reservation, UsageRecord
+from tests.factories import make_team
 from tests.jobs.conftest import run_payload
 from tests.workloads.tinykind.models import Notebook
 from workloads import reconcile as rec
-from workloads.billing import open_segments, plan_billing
+from workloads.billing import open_segments, plan_billing, record
 from workloads.idle import idle_figures
 from workloads.tasks import apply_workload
 
@@ -162,3 +166,72 @@ def test_idle_gpus_are_billed_apart_and_flagged_after_the_window(member, team, q
                             now=t0 + timedelta(minutes=55))[0]
     assert abs(row["idle_gpu_hours"] - Decimal(2 * 35) / 60) <= 2 * tenth
     assert abs(row["gpu_hours"] - Decimal(2 * 55) / 60) < tenth * 3
+
+
+@pytest.mark.django_db
+class TestBorrowedGpuHours:
+    """The ledger's ``borrowed_gpu_hours``: the pro-rata part of each interval run on borrowed units."""
+
+    def hold(self, notebook, units, borrowed):
+        Reservation.objects.create(team=notebook.team, ref=notebook.ref, flavor=notebook.flavor, units=units,
+                                   borrowed_units=borrowed)
+
+    def rows(self, notebook):
+        return list(UsageRecord.objects.filter(ref=notebook.ref).order_by("hour")
+                    .values_list("gpu_hours", "borrowed_gpu_hours"))
+
+    def test_a_borrowing_workloads_rows_carry_its_borrowed_share_and_a_replay_adds_nothing(self, notebook):
+        self.hold(notebook, 2, 1)  # 1 of its 2 units borrowed from the cohort
+        plan = plan_billing(at(notebook, T0, 2), 2, None, None, T0 + timedelta(hours=2, minutes=10))
+        assert record([(notebook, plan)]) == []
+        rows = self.rows(notebook)
+        assert [gpu for gpu, _b in rows] == [Decimal("1.3333333333"), Decimal(2)]  # 10:20-11:00, 11:00-12:00
+        assert [borrowed for _g, borrowed in rows] == [Decimal("0.6666666667"), Decimal(1)]
+        assert record([(notebook, plan)]) == [notebook]  # the replay: the ledger held it already
+        assert self.rows(notebook) == rows
+
+    def test_borrowed_units_above_the_intervals_units_count_as_all_of_them(self, notebook):
+        self.hold(notebook, 4, 3)  # the reservation grew; the closed interval ran 2 units
+        plan = plan_billing(at(notebook, T0, 2), 2, None, T0 + timedelta(minutes=30), T0 + timedelta(minutes=30))
+        record([(notebook, plan)])
+        assert self.rows(notebook) == [(Decimal(1), Decimal(1))]
+
+    def test_a_workload_that_borrows_nothing_records_zero(self, notebook):
+        self.hold(notebook, 2, 0)
+        plan = plan_billing(at(notebook, T0, 2), 2, None, T0 + timedelta(minutes=30), T0 + timedelta(minutes=30))
+        record([(notebook, plan)])
+        assert self.rows(notebook) == [(Decimal(1), Decimal(0))]
+
+    def test_one_query_reads_the_borrowed_units_of_every_workload_written(self, notebook, member, team, flavors,
+                                                                          django_assert_num_queries):
+        other = Notebook(pk=8, team=team, created_by=member, name="nb2", flavor=flavors["a100-80gb"], gpus=2)
+        self.hold(notebook, 2, 2)
+        now = T0 + timedelta(minutes=30)
+        billed = [(w, plan_billing(at(w, T0, 2), 2, None, now, now)) for w in (notebook, other)]
+        with django_assert_num_queries(2):  # the borrowed units, then the ledger's one upsert
+            record(billed)
+        assert UsageRecord.objects.get(ref=other.ref).borrowed_gpu_hours == 0
+        assert UsageRecord.objects.get(ref=notebook.ref).borrowed_gpu_hours == 1
+
+
+@pytest.mark.django_db
+def test_a_borrowed_run_reconciled_to_its_end_leaves_its_borrowed_gpu_hours_in_the_ledger(
+        member, team, quota, fake_backend, published, staff):
+    lender = make_team("nlp-platform")
+    seed_team_quotas(lender, {"a100-80gb": 4})
+    services.set_cohort(staff, "research", teams=[team, lender])
+    own = submit_run(member, team, {k: v for k, v in run_payload(name="own", gpus_per_worker=8).items() if k != "team"})
+    run = submit_run(member, team, {k: v for k, v in run_payload(gpus_per_worker=2).items() if k != "team"})
+    assert admission.borrowed_units([own.ref, run.ref]) == {run.ref: 2}
+    apply_workload("run", run.pk)
+    t0 = timezone.now().replace(microsecond=0)
+    stamp = t0.strftime("%Y-%m-%dT%H:%M:%SZ")
+    fake_backend.set_running("team-ml-research", run.cluster_name, units=2, started=stamp)
+    rec.reconcile(fake_backend, now=t0 + timedelta(minutes=10))
+    fake_backend.set_finished("team-ml-research", run.cluster_name, ok=True, started=stamp,
+                              finished=(t0 + timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    rec.reconcile(fake_backend, now=t0 + timedelta(minutes=40))
+    run.refresh_from_db()
+    assert run.state == "succeeded" and not Reservation.objects.held().filter(ref=run.ref).exists()
+    totals = UsageRecord.objects.filter(ref=run.ref).aggregate(gpu=Sum("gpu_hours"), borrowed=Sum("borrowed_gpu_hours"))
+    assert totals["gpu"] > 0 and totals["borrowed"] == totals["gpu"]  # all of its units were borrowed

@@ -72,7 +72,8 @@ def test_a_lender_takes_its_quota_back_from_a_borrower(timeline, flavors, staff)
         seed_team_quotas(team, {"a100-80gb": 4}, Decimal("100000"))
     quota_services.set_cohort(staff, "research", teams=[nlp, vision], reclaim="any", min_runtime_minutes=1,
                               preemption_delay_seconds=30)
-    alice, _ = api_for("vision", "alice")
+    alice, alice_user = api_for("vision", "alice")
+    alice.force_login(alice_user)
     noor, _ = api_for("nlp-platform", "noor")
     samples: list[dict[str, int]] = []
 
@@ -133,7 +134,10 @@ def test_a_lender_takes_its_quota_back_from_a_borrower(timeline, flavors, staff)
     audit = AuditEvent.objects.get(action=AuditEvent.Action.WORKLOAD_PREEMPTED)
     assert audit.target == victim.ref and audit.team == vision
     assert PreemptionEvent.objects.get().for_ref == f"run:{mine}"
-    alice.force_authenticate(None)
+    page = alice.get(f"/runs/{borrowed}/").content.decode()  # the run's page (a session works too)
+    assert 'id="preemptions"' in page
+    assert "preempted: team nlp-platform reclaimed 4\u00d7 a100-80gb of its quota" in page
+    assert 'id="preemptions"' not in alice.get(f"/runs/{own}/").content.decode()  # never preempted: no card
 
     # 4. No piece of time is billed twice, and the victim's attempt was billed up to its stop.
     for ref in set(UsageRecord.objects.values_list("ref", flat=True)):
