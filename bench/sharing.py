@@ -1,12 +1,13 @@
 """Benchmark: what a cohort (borrowing, fair share, reclaim) buys over hard per-team walls, on a GPU trace.
 
 Run ``.venv/bin/python bench/sharing.py [--trace bench/traces/bursty.csv] [--quota team-a=4,team-b=4,team-c=8]
-[--weights team-a=1,...] [--capacity 16] [--quick]`` (``--help``: the cohort's rules, the half-life,
-borrowing limits). A team absent from ``--quota`` gets an equal part of the capacity the listed
-ones leave. No database and no sleeping: the trace is
-replayed on a simulated clock through the production's pure rules — :func:`quotas.admission.decide`
-admits, :func:`quotas.reclaim.choose_victims` picks what a team under its nominal quota takes back,
-and :func:`fair_admissions` (the one switch point, see there) orders the cohort's queue — twice:
+[--weights team-a=1,...] [--capacity 16] [--quick]`` (``--help``: the cohort's rules, the
+half-life, borrowing limits); a team absent from ``--quota`` gets an equal part of the capacity
+the listed ones leave. No database and no sleeping: the trace is replayed on a simulated clock
+through the production's pure rules — :func:`quotas.admission.decide` admits,
+``quotas.admission.fair_order`` (with ``quotas.fairshare``'s shares) orders the cohort's queue and
+:func:`quotas.reclaim.choose_victims` picks what a team under its nominal quota takes back —
+twice:
 
 * **cohort**: every team in one cohort (each lends all of its nominal quota, reclaim ``any``,
   ``--min-runtime`` and ``--delay``). Each cycle (``--cycle``, 5 s) does what the reconcile
@@ -79,8 +80,10 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from quotas.admission import FlavorQuota, Lender, ResourceRequest, decide  # noqa: E402
+from quotas import fairshare  # noqa: E402
+from quotas.admission import CohortFigures, FlavorQuota, Lender, ResourceRequest, decide, fair_order  # noqa: E402
 from quotas.constants import Priority  # noqa: E402
+from quotas.models import GpuFlavor, QueuedRequest, TeamQuota  # noqa: E402
 from quotas.reclaim import Candidate, Claim, Rules, choose_victims  # noqa: E402
 
 TRACE = ROOT / "bench" / "traces" / "bursty.csv"
@@ -188,48 +191,44 @@ class Result:
         return sum(waits) / len(waits) if waits else 0.0
 
 
-# -- the cohort's admission order and shares: THE switch point --------------------------------
-#
-# quotas.fairshare and quotas.admission.fair_order (branch h2-fairshare) are the production's fair
-# share. While they are not on main, the stand-ins below apply the same rules; once they are,
-# the bench uses them (PRODUCTION_ORDER) and says so in its report.
+# -- the cohort's admission order and shares: the production's, on unsaved rows ----------------
 
-try:
-    from quotas import fairshare
-    from quotas.admission import CohortFigures, fair_order
-    from quotas.models import GpuFlavor, QueuedRequest, TeamQuota
-except ImportError:
-    fairshare = None
-PRODUCTION_ORDER = fairshare is not None
+FLAVOR_ID = 1
 
 
-def share(borrowed: float, remembered: float, lendable: int, weight: float) -> float:
-    """A team's share: what it borrows now and remembers ÷ what the cohort lends ÷ its weight."""
-    if PRODUCTION_ORDER:
-        return fairshare.share(borrowed, remembered, lendable, weight)
-    used = borrowed + remembered  # the stand-in: quotas.fairshare.share's formula
-    if used <= 0:
-        return 0.0
-    return used / lendable / weight if weight > 0 and lendable > 0 else math.inf
+class Cohort:
+    """The replay's cohort as ``quotas.admission.CohortFigures`` (what fair share and ``fair_order``
+    read), on unsaved model rows: teams are numbered 1… in name order, the flavor is id 1."""
 
+    def __init__(self, setup: Setup):
+        self.setup = setup
+        self.ids = {team: number for number, team in enumerate(setup.teams, start=1)}
+        self.flavor = GpuFlavor(pk=FLAVOR_ID, name=setup.flavor, active=True,
+                                max_units_per_node=setup.max_units_per_node)
+        self.quotas = {(number, FLAVOR_ID): TeamQuota(team_id=number, flavor=self.flavor, limit=setup.nominal[team],
+                                                      borrowing_limit=setup.borrowing_limit.get(team))
+                       for team, number in self.ids.items()}
+        self.weights = {self.ids[team]: Decimal(str(weight)) for team, weight in setup.weights.items()}
 
-def remembered_from(rows: list[tuple[str, datetime, float]], now: datetime, half_life_hours: float) -> dict:
-    """``{team: units}`` remembered from hourly rows ``(team, hour, borrowed GPU-hours)``: their decayed
-    sum ÷ the decay's mean life (``quotas.fairshare.remembered_from``)."""
-    if PRODUCTION_ORDER:
-        return fairshare.remembered_from(rows, now, half_life_hours)
-    mean_life = half_life_hours / math.log(2)
-    totals: dict[str, float] = {}
-    for team, hour, gpu_hours in rows:
-        age = (now - hour).total_seconds() / 3600 - 0.5
-        totals[team] = totals.get(team, 0.0) + gpu_hours * 0.5 ** (max(age, 0.0) / half_life_hours)
-    return {team: total / mean_life for team, total in totals.items()}
+    def figures(self, usage: dict[str, int]) -> CohortFigures:
+        return CohortFigures(slugs={number: team for team, number in self.ids.items()}, quotas=self.quotas,
+                             usage={(self.ids[team], FLAVOR_ID): units for team, units in usage.items()},
+                             weights=self.weights)
 
+    def remembered(self, rows: list[tuple[str, datetime, float]], now: datetime) -> dict[int, float]:
+        """``quotas.fairshare.remembered_from`` of hourly rows ``(team, hour, borrowed GPU-hours)``."""
+        return fairshare.remembered_from([(self.ids[team], hour, gpu_hours) for team, hour, gpu_hours in rows],
+                                         now, self.setup.half_life_hours)
 
-def team_share(setup: Setup, team: str, held: int, remembered: dict[str, float]) -> float:
-    """:func:`share` of ``team`` holding ``held`` units of the flavor."""
-    return share(max(0, held - setup.nominal[team]), remembered.get(team, 0.0), sum(setup.nominal.values()),
-                 setup.weights[team])
+    def shares(self, usage: dict[str, int], remembered: dict[int, float]) -> dict[str, float]:
+        """Every team's share now (``quotas.fairshare.shares``): what reclaim ranks victim teams by."""
+        shares = fairshare.shares(self.figures(usage), FLAVOR_ID, remembered)
+        return {team: shares[number] for team, number in self.ids.items()}
+
+    def entry(self, run: Run, pk: int) -> QueuedRequest:
+        return QueuedRequest(pk=pk, ref=run.ref, team_id=self.ids[run.team], flavor=self.flavor, units=run.units,
+                             units_per_node=min(run.units, self.setup.max_units_per_node), priority=run.priority,
+                             created_at=at(run.submit_s))
 
 
 def queue_key(run: Run) -> tuple:
@@ -237,65 +236,24 @@ def queue_key(run: Run) -> tuple:
     return (-run.priority, run.submit_s, run.ref)
 
 
-def fair_admissions(setup: Setup, queued: list[Run], usage: dict[str, int],
-                    remembered: dict[str, float]) -> list[tuple[Run, int]]:
+def fair_admissions(cohort: Cohort, queued: list[Run], usage: dict[str, int],
+                    remembered: dict[int, float]) -> list[tuple[Run, int]]:
     """``(run, borrowed units)`` of the cohort's queued runs admitted now, in the order admitted;
-    ``usage`` is updated as they are. THE switch point of the cohort's admission order.
-
-    The rule (``quotas.admission.fair_order``): Kueue's fair-sharing tournament over
-    :func:`decide` — repeatedly admit, of the runs that fit now, work within its own team's
-    nominal quota first, then the lowest share *after* admitting it, then the higher priority,
-    then the earlier submission.
-    """
-    if PRODUCTION_ORDER:
-        return _production_admissions(setup, queued, usage, remembered)
-    order, waiting = [], list(queued)
-    while waiting:
-        fitting, decided = [], {}
-        for run in waiting:
-            key = (run.team, run.units)  # decide() reads nothing else of a run here
-            if key not in decided:
-                decided[key] = decide(request_of(setup, run), usage[run.team], quota_of(setup, run.team, usage, True))
-            if decided[key].admitted:
-                borrows = decided[key].borrows
-                rank = (borrows > 0, team_share(setup, run.team, usage[run.team] + run.units, remembered),
-                        *queue_key(run))
-                fitting.append((rank, run, borrows))
-        if not fitting:
-            break
-        _rank, run, borrows = min(fitting, key=lambda item: item[0])
-        order.append((run, borrows))
-        usage[run.team] += run.units
-        waiting = [other for _rank, other, _borrows in fitting if other is not run]
-    return order
-
-
-def _production_admissions(setup: Setup, queued: list[Run], usage: dict[str, int],
-                           remembered: dict[str, float]) -> list[tuple[Run, int]]:
-    """:func:`fair_admissions` by ``quotas.admission.fair_order`` itself, on unsaved rows of the cohort."""
-    ids = {team: i for i, team in enumerate(setup.teams, start=1)}
-    flavor = GpuFlavor(pk=1, name=setup.flavor, active=True, max_units_per_node=setup.max_units_per_node)
-    cohort = CohortFigures(
-        slugs={i: team for team, i in ids.items()},
-        quotas={(i, 1): TeamQuota(team_id=i, flavor=flavor, limit=setup.nominal[team],
-                                  borrowing_limit=setup.borrowing_limit.get(team)) for team, i in ids.items()},
-        usage={(ids[team], 1): units for team, units in usage.items()},
-        weights={ids[team]: Decimal(str(weight)) for team, weight in setup.weights.items()})
+    ``usage`` is updated as they are. The one place the cohort's admission order comes from:
+    ``quotas.admission.fair_order`` itself (work within its own team's nominal quota first, then
+    the lowest share after admission, then priority, then age; :func:`decide` for every fit)."""
     runs = {}
-    for number, run in enumerate(queued, start=1):
-        entry = QueuedRequest(pk=number, ref=run.ref, team_id=ids[run.team], flavor=flavor, units=run.units,
-                              units_per_node=min(run.units, setup.max_units_per_node), priority=run.priority,
-                              created_at=at(run.submit_s))
+    for pk, run in enumerate(sorted(queued, key=queue_key), start=1):
+        entry = cohort.entry(run, pk)
         runs[id(entry)] = (run, entry)
-    entries = [entry for _run, entry in runs.values()]
-    admitted = fair_order(entries, cohort, {}, {ids[team]: units for team, units in remembered.items()})
-    for team, i in ids.items():
-        usage[team] = cohort.usage.get((i, 1), 0)
+    figures = cohort.figures(usage)
+    admitted = fair_order([entry for _run, entry in runs.values()], figures, {}, remembered)
+    for team, number in cohort.ids.items():
+        usage[team] = figures.usage.get((number, FLAVOR_ID), 0)
     return [(runs[id(entry)][0], borrows) for entry, borrows in admitted]
 
 
-ORDER_SOURCE = ("quotas.admission.fair_order and quotas.fairshare (production)" if PRODUCTION_ORDER else
-                "bench stand-in of quotas.admission.fair_order (branch h2-fairshare, fed7f08; not on main yet)")
+ORDER_SOURCE = "quotas.admission.fair_order, quotas.fairshare (production)"
 
 
 def queue_admissions(setup: Setup, queued: list[Run], usage: dict[str, int]) -> list[tuple[Run, int]]:
@@ -351,6 +309,7 @@ def water_fill(setup: Setup, demand: dict[str, int]) -> dict[str, float]:
 class Replay:
     def __init__(self, setup: Setup, trace: list[dict], cohort: bool):
         self.setup, self.cohort = setup, cohort
+        self.figures = Cohort(setup)
         self.result = Result("cohort" if cohort else "walls", [], [])
         self.pending: list[Run] = []  # not submitted yet, by submission time
         idle = dict.fromkeys(setup.teams, 0)
@@ -369,7 +328,7 @@ class Replay:
         self.result.allocated = dict.fromkeys(setup.teams, 0.0)
         self.result.fair = dict.fromkeys(setup.teams, 0.0)
         self.borrowed_unit_s: dict[tuple[str, int], float] = {}  # (team, hour) → borrowed unit-seconds
-        self._remembered: tuple[float | None, dict[str, float]] = (None, {})
+        self._remembered: tuple[float | None, dict[int, float]] = (None, {})
 
     # Time passes between cycles: runs end and are submitted at their own instants.
     def advance(self, start: float, stop: float) -> None:
@@ -433,7 +392,7 @@ class Replay:
         if not self.queued or (self.cohort and sum(usage.values()) >= self.setup.pool):
             return False  # nothing could be admitted: every admission takes a unit of the cohort's
         if self.cohort:
-            admitted = fair_admissions(self.setup, self.queued, usage, self.remembered(now))
+            admitted = fair_admissions(self.figures, self.queued, usage, self.remembered(now))
         else:
             admitted = queue_admissions(self.setup, self.queued, usage)
         self.check_nominal_first(admitted, now)
@@ -445,12 +404,12 @@ class Replay:
         self.usage = usage
         return bool(admitted)
 
-    def remembered(self, now: float) -> dict[str, float]:
+    def remembered(self, now: float) -> dict[int, float]:
         """What each team remembers having borrowed, from the hourly borrowed GPU-hours so far (the ledger's)."""
         if self._remembered[0] != now:  # once a cycle: nothing is borrowed between its steps
             rows = [(team, at(hour * 3600), unit_s / 3600) for (team, hour), unit_s in self.borrowed_unit_s.items()
                     if hour * 3600 < now]
-            self._remembered = (now, remembered_from(rows, at(now), self.setup.half_life_hours))
+            self._remembered = (now, self.figures.remembered(rows, at(now)))
         return self._remembered[1]
 
     def reclaim(self, now: float) -> bool:
@@ -459,18 +418,19 @@ class Replay:
         Only runs of a team under its nominal quota that do not fit can get an answer with
         victims (the rule's first checks); the others are skipped here to spare the calls.
         """
-        preempted = False
+        preempted, shares = False, None
         for run in sorted(self.queued, key=queue_key):
             usage = self.usage[run.team]
             quota = quota_of(self.setup, run.team, self.usage, True)
             if usage + run.units > self.setup.nominal[run.team] or run.units <= quota.room(usage):
                 continue
+            if shares is None:  # the cycle's figures, as workloads.preemption reads them once
+                shares = self.figures.shares(self.usage, self.remembered(now))
             # Dated from its submission: a preempted run's queue entry keeps its first one.
             claim = Claim(run.team, run.ref, run.units, run.priority, at(run.submit_s))
             candidates = [Candidate(victim.ref, victim.team, victim.units, victim.borrowed, victim.priority,
                                     at(victim.started_at), stopping=victim.stopping_since is not None,
-                                    share=team_share(self.setup, victim.team, self.usage[victim.team],
-                                                     self.remembered(now)))
+                                    share=shares[victim.team])
                           for victim in self.running if victim.borrowed > 0]
             verdict = choose_victims(claim, quota, usage, candidates, self.setup.rules, at(now))
             chosen = {candidate.ref for candidate in verdict.victims}
