@@ -9,6 +9,7 @@ The figures themselves are not judged here (timing in tests flakes): BENCHMARKS.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -28,6 +29,7 @@ BENCHMARKS = [
     ("reconcile_db.py", ["--sizes", "20"], "steady"),
     ("reconcile_scale.py", ["--sizes", "20"], "targets:"),
     ("sandbox_tick.py", ["--sizes", "20"], "steady"),
+    ("sharing.py", ["--quick"], "invariants: held at"),
 ]
 
 
@@ -46,3 +48,41 @@ def test_the_benchmark_runs_and_prints_its_figures(script, args, line):
                             text=True, timeout=240, check=False)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert line in result.stdout, result.stdout[-3000:]
+
+
+def _sharing_bench():
+    spec = importlib.util.spec_from_file_location("bench_sharing", ROOT / "bench" / "sharing.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("limits", ["", "team-a=2,team-c=1"], ids=["unlimited", "borrowing-limits"])
+def test_the_sharing_bench_prints_its_figures_and_keeps_the_invariants_at_every_sample(limits, capsys):
+    """bench/sharing.py on its quick trace: the figures are printed, and at every simulated cycle
+    no team holds more than its nominal quota plus what it may borrow, the cohort never more than
+    its nominal quotas, a walled team never more than its own — and the cohort did borrow."""
+    sharing = _sharing_bench()
+    args = ["--quick", "--borrowing-limit", limits] if limits else ["--quick"]
+    assert sharing.main(args) == 0
+    out = capsys.readouterr().out
+    for figure in ("utilization", "fair-share error", "preemptions", "lost GPU-hours", "mean queue wait",
+                   "team-a", "team-b", "team-c", "targets:"):
+        assert figure in out, out
+    setup, _trace, (cohort, walls) = sharing.simulate(sharing.parse(args))
+    nominal = setup.nominal
+    lends = sum(nominal.values())
+    ceiling = {team: nominal[team] + min(setup.borrowing_limit[team] if setup.borrowing_limit[team] is not None
+                                         else lends, lends - nominal[team]) for team in nominal}
+    assert cohort.samples and walls.samples
+    for sample in cohort.samples:
+        assert sum(sample.values()) <= lends
+        assert all(sample[team] <= ceiling[team] for team in nominal), sample
+    for sample in walls.samples:
+        assert all(sample[team] <= nominal[team] for team in nominal), sample
+    # Not vacuous: teams went above their nominal quota, up to a borrowing limit where there is one.
+    assert any(sample[team] > nominal[team] for sample in cohort.samples for team in nominal)
+    if limits:
+        assert max(sample["team-a"] for sample in cohort.samples) == ceiling["team-a"] == nominal["team-a"] + 2
+    assert cohort.preemptions > 0 and not cohort.broken and not walls.broken
