@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import threading
 import time
@@ -52,6 +53,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/test"
+#: Rounds of locked and unlocked cycles (each a median), the order rotating every round.
+ROUNDS = 4
 
 
 def scratch_url(url: str) -> tuple[str, str]:
@@ -187,8 +190,8 @@ def measure(threads: int, seconds: float) -> dict[str, float]:
             cursor.execute("UPDATE quotas_reservation SET released_at = now() WHERE id = %s", [pk])
 
     # The lock's cost: the same cycle without the row lock (unsafe, it may over-admit; measured
-    # only to isolate the lock from the checks). Locked and unlocked alternate, twice each, so
-    # neither gains from running second (warmer caches, a quieter moment of a shared machine).
+    # only to isolate the lock from the checks), judged by the median of ROUNDS rounds each in
+    # rotating order (paired below).
     # admit() takes the lock through teams.services.lock_team; the unlocked cycle reads the same
     # Team row in the same round trip, without FOR NO KEY UPDATE.
     from quotas import admission as module
@@ -198,17 +201,32 @@ def measure(threads: int, seconds: float) -> dict[str, float]:
     def without_lock(team) -> None:
         list(Team.objects.filter(pk=team.pk).values_list("pk", flat=True))
 
-    locked, unlocked = [], []
-    for _ in range(2):
-        locked.append(run_threads(threads, seconds, admission(lambda n: own[n])))
+    def paired(team_of, unlock, relock) -> tuple[float, float]:
+        """Medians of locked and unlocked rounds, the order rotating each round: neither gains
+        from running second (warmer caches, a quieter moment of a shared machine)."""
+        locked, unlocked = [], []
+        for round_ in range(ROUNDS):
+            for which in ((True, False) if round_ % 2 == 0 else (False, True)):
+                if which:
+                    locked.append(run_threads(threads, seconds, admission(team_of)))
+                    continue
+                unlock()
+                try:
+                    unlocked.append(run_threads(threads, seconds, admission(team_of)))
+                finally:
+                    relock()
+        return statistics.median(locked), statistics.median(unlocked)
+
+    def unlock_team() -> None:
         module.lock_team = without_lock
-        try:
-            unlocked.append(run_threads(threads, seconds, admission(lambda n: own[n])))
-        finally:
-            module.lock_team = lock_team
+
+    def relock_team() -> None:
+        module.lock_team = lock_team
+
+    outside = paired(lambda n: own[n], unlock_team, relock_team)
     # Inside cohorts (issue 23): the threads' teams in cohorts of two, so each admission also
     # takes its cohort's lock and reads both members' figures, and two threads share each
-    # cohort's lock. Same cycle without either lock, alternating the same way.
+    # cohort's lock. Against the same cycle without either lock.
     from quotas import services as quota_services
 
     members = [make_team(f"bench-c{n}") for n in range(threads)]
@@ -217,19 +235,19 @@ def measure(threads: int, seconds: float) -> dict[str, float]:
     for n in range(0, threads, 2):
         quota_services.set_cohort(None, f"bench-cohort-{n // 2}", teams=members[n:n + 2])
     lock_cohort = module._lock_cohort
-    in_locked, in_unlocked = [], []
-    for _ in range(2):
-        in_locked.append(run_threads(threads, seconds, admission(lambda n: members[n])))
+
+    def unlock_both() -> None:
         module.lock_team, module._lock_cohort = without_lock, lambda cohort_id: None
-        try:
-            in_unlocked.append(run_threads(threads, seconds, admission(lambda n: members[n])))
-        finally:
-            module.lock_team, module._lock_cohort = lock_team, lock_cohort
+
+    def relock_both() -> None:
+        module.lock_team, module._lock_cohort = lock_team, lock_cohort
+
+    inside = paired(lambda n: members[n], unlock_both, relock_both)
     figures = {
-        "team_per_thread": sum(locked) / len(locked),
-        "unlocked": sum(unlocked) / len(unlocked),
-        "cohort_locked": sum(in_locked) / len(in_locked),
-        "cohort_unlocked": sum(in_unlocked) / len(in_unlocked),
+        "team_per_thread": outside[0],
+        "unlocked": outside[1],
+        "cohort_locked": inside[0],
+        "cohort_unlocked": inside[1],
         "same_team": run_threads(threads, seconds, admission(lambda n: shared)),
         "baseline": run_threads(threads, seconds, baseline),
     }
