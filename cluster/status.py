@@ -79,6 +79,9 @@ class WorkloadStatus:
     #: the portal gave up on the workload (its image could not be pulled): its cluster objects
     #: hold nodes without ever running, so the reconciler deletes them when it fails it
     abandoned: bool = False
+    #: a pod was disrupted by the cluster, not by its own code (condition ``DisruptionTarget``:
+    #: its node was reclaimed or shut down, it was evicted or preempted): the reason Kubernetes gives
+    disrupted: str = ""
 
     @property
     def lacks_capacity(self) -> bool:
@@ -370,6 +373,21 @@ def _pytorchjob_status(job: Manifest, pods: list[Manifest]) -> WorkloadStatus:
     return WorkloadStatus(TrainingPhase.PENDING, _current_reason(pods)[1], started, None, units)
 
 
+def disruption(pods: list[Manifest]) -> str:
+    """The reason of the first pod condition ``DisruptionTarget`` that is true ("" for none).
+
+    Kubernetes sets it on a pod it is about to delete for reasons outside the pod: its node
+    shutting down or gone (``TerminationByKubelet``, ``DeletionByPodGC``), a ``NoExecute`` taint
+    (``DeletionByTaintManager``), an eviction (``EvictionByEvictionAPI``) or the scheduler's
+    preemption (``PreemptionByScheduler``).
+    """
+    for pod in pods:
+        condition = _conditions(pod).get("DisruptionTarget")
+        if _is_true(condition):
+            return condition.get("reason") or "DisruptionTarget"
+    return ""
+
+
 def training_status(obs: ObservedWorkload, now: datetime | None = None,
                     image_pull_limit: float | None = None) -> WorkloadStatus | None:
     """The state of a training run, or None when neither its Job nor its PyTorchJob exists.
@@ -388,6 +406,9 @@ def training_status(obs: ObservedWorkload, now: datetime | None = None,
         return None
     if status.state in (TrainingPhase.SUCCEEDED, TrainingPhase.FAILED):
         return status
+    disrupted = disruption(obs.pods)
+    if disrupted:
+        status = dataclasses.replace(status, disrupted=disrupted)
     waiting = stuck_waiting(obs.pods)
     gave_up = pull_given_up(waiting, now, image_pull_limit)
     if gave_up:

@@ -119,5 +119,10 @@ class TrainingKind(WorkloadKind):
         """Stop the run (ended like a cancel, its objects deleted): the budget policy says stop."""
         return workloads.end_by_user(run, Message.STOPPED_BY_BUDGET, ReasonCode.STOPPED_BY_BUDGET)
 
+    def requeues_when_disrupted(self, run: TrainingRun, status: WorkloadStatus) -> bool:
+        """A spot run whose node the provider reclaimed waits for capacity again, not failed, and
+        spends no retry. (An on-demand run's disruption — a drain — is the Job's own to retry.)"""
+        return run.spot and bool(status.disrupted)
+
     def state_for(self, status: WorkloadStatus, run: TrainingRun) -> str:
         return _PHASE_TO_STATE.get(status.state, run.state)

@@ -418,9 +418,14 @@ class PreemptionEvent(models.Model):
     ``lost_gpu_hours`` and ``lost_cost`` as ``preempted_gpu_hours`` and ``preempted_cost``.
     """
 
+    class Cause(models.TextChoices):
+        RECLAIM = "reclaim", "Quota reclaimed by its cohort's lender"
+        SPOT = "spot", "Spot capacity reclaimed by the provider"
+
     ref = models.CharField(max_length=100, db_index=True, help_text='The preempted workload, e.g. "run:42".')
+    cause = models.CharField(max_length=16, choices=Cause.choices, default=Cause.RECLAIM, db_default=Cause.RECLAIM)
     team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="preemptions_suffered")
-    #: The team that took its quota back (None: the victim's own team, a within-team preemption).
+    #: The team that took its quota back (None: no team did — a spot interruption).
     by_team = models.ForeignKey("portal.Team", null=True, blank=True, on_delete=models.SET_NULL,
                                 related_name="preemptions_made")
     #: The workload whose admission needed the units (its ref), for the audit trail.

@@ -27,6 +27,7 @@ from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
 
 from quotas import admission
+from quotas.models import PreemptionEvent
 from teams.idempotency import idempotent, is_dry_run
 from teams.models import Role
 from teams.permissions import require_team
@@ -66,6 +67,8 @@ class PreemptionSerializer(serializers.Serializer):
     at = serializers.DateTimeField()
     by_team = serializers.CharField(source="by_team.slug", allow_null=True, default=None,
                                     help_text="The slug of the team that took its quota back.")
+    cause = serializers.ChoiceField(choices=PreemptionEvent.Cause.choices,
+                                    help_text="reclaim: a lender took its quota back; spot: the provider took the node.")
     units = serializers.IntegerField()
     reason = serializers.CharField()
     grace_seconds = serializers.IntegerField()

@@ -165,6 +165,27 @@ def _preempt(backend, victim: Candidate, claim: Claim, claimant_id: int, now: da
     return True
 
 
+def interrupt(kind: WorkloadKind, backend, workload, status, now: datetime) -> bool:
+    """A spot run whose node the provider reclaimed (``status.disrupted``): logged like a
+    preemption (no team took it: ``by_team`` empty, cause ``spot``), its objects deleted at
+    once (the node is gone), and queued again once they are — :func:`follow`. Not counted in
+    ``preemptions`` (no team took anything). False when something else moved it first."""
+    units = kind.resource_request(workload).units
+    gpu_hours, cost, since = _lost(workload, units, False, now)
+    reason = f"interrupted: spot capacity reclaimed ({status.disrupted}); {lost_words(since, now)}"
+    live = kind.model.objects.filter(pk=workload.pk, state__in=kind.model.HOLDING_STATES, preempting_since__isnull=True)
+    with transaction.atomic():
+        if not live.update(preempting_since=now, reason_code=ReasonCode.PREEMPTING,
+                           reason="interrupted: spot capacity reclaimed; its pods are stopping"):
+            return False
+        PreemptionEvent.objects.create(
+            ref=workload.ref, team=workload.team, by_team=None, cause=PreemptionEvent.Cause.SPOT,
+            user_id=workload.created_by_id, flavor=workload.flavor, units=units, reason=reason[:500],
+            grace_seconds=0, lost_gpu_hours=gpu_hours, lost_cost=cost, currency=settings.SLIPWAY_CURRENCY, at=now)
+    _delete(kind, backend, workload, 0)
+    return True
+
+
 def _delete(kind: WorkloadKind, backend, workload, grace_seconds: int) -> None:
     try:
         backend.delete(workload.address, kind.resources, grace_seconds=grace_seconds)

@@ -141,7 +141,7 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
         _refresh_queue_reasons(team)
     # 6b. Work still queued in a cohort may take back units others borrowed (workloads.preemption).
     #     A shrunk burst frees its units at once: admit again; a stopped run's come once it is gone.
-    report.preempted = preemption.reclaim(backend, now)
+    report.preempted += preemption.reclaim(backend, now)
     if report.preempted:
         for team in Team.objects.filter(pk__in=QueuedRequest.objects.values("team_id")):
             report.admitted += admission.admit_waiting(team)
@@ -192,6 +192,11 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: 
         _finish_removal(kind, backend, workload, obs, report)
         return None
     status = kind.status(obs, workload, now) if obs is not None else None
+    if status is not None and workload.preempting_since is None and kind.requeues_when_disrupted(workload, status):
+        # Its spot node was reclaimed: it goes the way of a preemption (stop, then queue again).
+        if preemption.interrupt(kind, backend, workload, status, now):
+            report.preempted.append(workload.ref)
+        return None
     if workload.preempting_since is not None and (
             status is None or kind.state_for(status, workload) not in kind.model.FINAL_STATES):
         # Being preempted: its quota stays held until its pods are gone, then it queues again.

@@ -111,6 +111,11 @@ class WorkloadKind(abc.ABC):
         """
         return False
 
+    def requeues_when_disrupted(self, workload, status: WorkloadStatus) -> bool:
+        """Whether a disrupted pod (``status.disrupted``: its spot node reclaimed …) sends the workload
+        back to the queue to resume later, as a preemption does (:func:`workloads.preemption.interrupt`)."""
+        return False
+
     #: Reclaim shrinks its burst instead of stopping it (an endpoint: its minimum never borrows,
     #: so its borrowed units are all burst). Others are stopped and requeued (:mod:`workloads.preemption`).
     preempts_burst: bool = False

@@ -107,8 +107,9 @@ def events_panel(workload) -> dict:
 
 
 def preemption_panel(workload) -> dict:
-    """Context of the preemption log card (``workloads/_preemptions.html``): shown once it was preempted."""
-    return {"preemption_log": list(workloads.preemptions(workload)) if workload.preemptions else []}
+    """Context of the preemption log card (``workloads/_preemptions.html``): shown once it was preempted
+    or interrupted (one query)."""
+    return {"preemption_log": list(workloads.preemptions(workload))}
 
 
 def events_table(request: HttpRequest, workload) -> HttpResponse:

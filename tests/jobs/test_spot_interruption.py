@@ -1,0 +1,82 @@
+"""A spot run whose node the provider reclaims goes back to the queue, not to failed (issue #24 point 6).
+
+The pod's condition ``DisruptionTarget`` (what Kubernetes sets when a node is shut down or
+garbage-collected) is read by ``cluster.status``; the run's objects are deleted, it waits in
+its old place with "interrupted: spot capacity reclaimed", its lost work is logged, no retry
+is spent, and an on-demand run's disruption is left to the Job.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from jobs.constants import RunState
+from jobs.services import submit_run
+from quotas.models import PreemptionEvent, QueuedRequest
+from tests.jobs.conftest import run_payload
+from tests.jobs.test_reconcile import NS, applied, iso
+from workloads import reconcile as rec
+
+pytestmark = pytest.mark.django_db
+
+
+def disrupt(backend, run, reason: str = "DeletionByPodGC") -> None:
+    for pod in backend.pod_lists[(NS, run.cluster_name)]:
+        pod["status"].setdefault("conditions", []).append(
+            {"type": "DisruptionTarget", "status": "True", "reason": reason,
+             "message": "PodGC: node no longer exists"})
+
+
+@pytest.fixture
+def running(member, team, quota, published, fake_backend):
+    def make(spot: bool):
+        data = {k: v for k, v in run_payload(spot=spot, gpus_per_worker=2).items() if k != "team"}
+        run = applied(submit_run(member, team, data), fake_backend)
+        t0 = timezone.now().replace(microsecond=0) - timedelta(minutes=12)
+        fake_backend.set_running(NS, run.cluster_name, units=2, started=iso(t0))
+        rec.reconcile(fake_backend, now=t0 + timedelta(minutes=2))
+        run.refresh_from_db()
+        assert run.state == RunState.RUNNING
+        return run
+
+    return make
+
+
+def test_a_spot_run_whose_node_is_reclaimed_waits_again_and_resumes_later(running, fake_backend, client, member):
+    run = running(spot=True)
+    disrupt(fake_backend, run)
+    report = rec.reconcile(fake_backend)
+    run.refresh_from_db()
+    assert report.preempted == [run.ref] and run.state == RunState.RUNNING and run.preempting_since is not None
+    assert run.reason == "interrupted: spot capacity reclaimed; its pods are stopping"
+    assert "delete" in fake_backend.calls and (NS, run.cluster_name) not in fake_backend.pod_lists
+    event = PreemptionEvent.objects.get(ref=run.ref)
+    assert (event.cause, event.by_team, event.units, event.grace_seconds) == ("spot", None, 2, 0)
+    assert event.lost_gpu_hours > 0  # since its start: no checkpoints reported
+
+    # Its objects are gone: it queues again (at its old place), billed to now, no retry spent.
+    report = rec.reconcile(fake_backend)
+    run.refresh_from_db()
+    assert report.requeued == [run.ref]
+    # The quota was free: admitted again in the same cycle, the apply published for attempt 2.
+    assert run.state == RunState.ADMITTED and not QueuedRequest.objects.filter(ref=run.ref).exists()
+    assert run.preemptions == 0 and run.open_units == 0
+    assert run.reason != "" and run.applied_at is None
+    client.force_login(member)
+    log = client.get(f"/api/v1/runs/{run.pk}/preemptions/").json()
+    assert log[0]["cause"] == "spot" and log[0]["by_team"] is None
+    assert log[0]["reason"].startswith("interrupted: spot capacity reclaimed (DeletionByPodGC); 12 min of work")
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "Spot capacity reclaimed by the provider" in page
+
+
+def test_an_on_demand_runs_disruption_is_the_jobs_own_to_retry(running, fake_backend):
+    run = running(spot=False)
+    disrupt(fake_backend, run, "EvictionByEvictionAPI")
+    report = rec.reconcile(fake_backend)
+    run.refresh_from_db()
+    assert report.preempted == [] and run.preempting_since is None and run.state == RunState.RUNNING
+    assert not PreemptionEvent.objects.exists()
