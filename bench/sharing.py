@@ -19,6 +19,8 @@ three times:
   for ``--stop`` seconds (the preemption grace, 30 s: pods that use all of it), then returns
   to the queue at its old position. Victims are ranked as in production, the least money lost
   first (``quotas.reclaim.victim_order``: each candidate's start and last checkpoint, one price);
+  ``--silent 0.3`` makes 30 % of the runs (spread evenly) checkpoint without telling reclaim,
+  which then assumes they lose the median of those that tell;
 * **cohort by recency** (the column *recency*): the same, victims ranked by the order before
   issue #24 (``quotas.reclaim.recency_order``: highest share, lower priority, newest admission),
   to measure what ranking by work lost saves;
@@ -101,6 +103,7 @@ TARGET_UTILIZATION_RATIO = 1.25
 TARGET_FAIR_ERROR = 0.05
 TARGET_LOST_SHARE = 0.02
 TARGET_LOST_RATIO = 0.5  # lost GPU-hours with victims by work lost ≤ half of those by recency
+SPREAD = (math.sqrt(5) - 1) / 2  # spreads --silent evenly over the trace's runs, the same ones every replay
 ORDERS = {"work lost": victim_order, "recency": recency_order}
 
 
@@ -115,6 +118,7 @@ class Run:
     priority: int  # Priority.rank
     checkpoint_every_s: float
     submit_s: float
+    reports: bool = True  # whether reclaim is told of its checkpoints (--silent)
     done: float = 0.0  # seconds of its work kept (at its last start: its last checkpoint)
     started_at: float | None = None  # None: not running
     queued_since: float = 0.0
@@ -153,6 +157,7 @@ class Setup:
     cycle_s: float
     half_life_hours: float
     stop_s: float = 30.0
+    silent: float = 0.0  # the part of the runs that checkpoint but never report it (--silent)
     max_units_per_node: int = 8
 
     @property
@@ -328,7 +333,8 @@ class Replay:
         idle = dict.fromkeys(setup.teams, 0)
         for i, row in enumerate(trace):
             run = Run(f"run:{i}", row["team"], row["units"], row["duration_s"], row["priority"],
-                      row["checkpoint_every_s"], row["submit_s"], queued_since=row["submit_s"])
+                      row["checkpoint_every_s"], row["submit_s"], queued_since=row["submit_s"],
+                      reports=(i * SPREAD) % 1.0 >= setup.silent)
             # What can never fit is refused at submission (an API 400): it is no one's demand.
             never = decide(request_of(setup, run), 0, quota_of(setup, run.team, idle, cohort)).rejected
             (self.result.rejected if never else self.pending).append(run)
@@ -445,8 +451,9 @@ class Replay:
             candidates = [Candidate(victim.ref, victim.team, victim.units, victim.borrowed, victim.priority,
                                     at(victim.started_at), stopping=victim.stopping_since is not None,
                                     share=shares[victim.team], started_at=at(victim.started_at),
-                                    last_checkpoint_at=victim.last_checkpoint_at(now),
-                                    reports_checkpoints=victim.checkpoint_every_s > 0, preemptions=victim.preemptions)
+                                    last_checkpoint_at=victim.last_checkpoint_at(now) if victim.reports else None,
+                                    reports_checkpoints=victim.reports and victim.checkpoint_every_s > 0,
+                                    preemptions=victim.preemptions)
                           for victim in self.running if victim.borrowed > 0]
             verdict = choose_victims(claim, quota, usage, candidates, self.setup.rules, at(now), order=self.order)
             chosen = {candidate.ref for candidate in verdict.victims}
@@ -586,7 +593,8 @@ def make_setup(args, trace: list[dict]) -> Setup:
                  weights={team: args.weights.get(team, 1.0) for team in teams},
                  borrowing_limit={team: args.borrowing_limit.get(team) for team in teams},
                  rules=Rules("any", timedelta(minutes=args.min_runtime), timedelta(seconds=args.delay)),
-                 cycle_s=args.cycle, half_life_hours=args.half_life, stop_s=args.stop, max_units_per_node=args.node)
+                 cycle_s=args.cycle, half_life_hours=args.half_life, stop_s=args.stop, max_units_per_node=args.node,
+                 silent=args.silent)
 
 
 def report(setup: Setup, results: list[Result], quick: bool) -> bool:
@@ -657,6 +665,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                         help="seconds a victim's pods take to stop, holding its units (the preemption grace)")
     parser.add_argument("--cycle", type=float, default=5, help="seconds between admission cycles")
     parser.add_argument("--node", type=int, default=8, help="the flavor's largest node (units per node)")
+    parser.add_argument("--silent", type=float, default=0.0,
+                        help="the part of the runs (0–1) that checkpoint but never report it: reclaim assumes the "
+                             "median of those that do")
     parser.add_argument("--quick", action="store_true", help=f"the first {QUICK_HOURS} hours; targets not judged")
     return parser.parse_args(argv)
 
@@ -680,7 +691,9 @@ def main(argv: list[str] | None = None) -> int:
           f"capacity {setup.capacity}, quotas "
           + ", ".join(f"{team}={setup.nominal[team]}" for team in setup.teams))
     print(f"cohort: reclaim any, min runtime {args.min_runtime:g} min, delay {args.delay:g} s, "
-          f"victims stop in {args.stop:g} s, fair-share half-life {args.half_life:g} h, cycle {args.cycle:g} s")
+          f"victims stop in {args.stop:g} s, fair-share half-life {args.half_life:g} h, cycle {args.cycle:g} s"
+          + (f", {args.silent:.0%} of the runs never report their checkpoints" if args.silent else ""))
+    print("victims: by work lost (quotas.reclaim.victim_order) and by recency (recency_order), side by side")
     print(f"admission order: {ORDER_SOURCE}")
     return 0 if report(setup, results, args.quick) else 1
 
