@@ -7,9 +7,9 @@ the listed ones leave. No database and no sleeping: the trace is replayed on a s
 through the production's pure rules — :func:`quotas.admission.decide` admits,
 ``quotas.admission.fair_order`` (with ``quotas.fairshare``'s shares) orders the cohort's queue and
 :func:`quotas.reclaim.choose_victims` picks what a team under its nominal quota takes back —
-twice:
+three times:
 
-* **cohort**: every team in one cohort (each lends all of its nominal quota, reclaim ``any``,
+* **cohort** (the column *work lost*): every team in one cohort (each lends all of its nominal quota, reclaim ``any``,
   ``--min-runtime`` and ``--delay``). Each cycle (``--cycle``, 5 s) does what the reconcile
   cycle does: admit queued work (work that fits its own team's quota first, then the rest
   lowest share after admission first, the share remembering borrowed GPU-hours with the
@@ -17,13 +17,19 @@ twice:
   not fit to ``choose_victims`` (in queue order, dated from its submission, victims chosen for
   an earlier claim counted as stopping — ``workloads.preemption``). A victim holds its units
   for ``--stop`` seconds (the preemption grace, 30 s: pods that use all of it), then returns
-  to the queue at its old position;
+  to the queue at its old position. Victims are ranked as in production, the least money lost
+  first (``quotas.reclaim.victim_order``: each candidate's start and last checkpoint, one price);
+  ``--silent 0.3`` makes 30 % of the runs (spread evenly) checkpoint without telling reclaim,
+  which then assumes they lose the median of those that tell;
+* **cohort by recency** (the column *recency*): the same, victims ranked by the order before
+  issue #24 (``quotas.reclaim.recency_order``: highest share, lower priority, newest admission),
+  to measure what ranking by work lost saves;
 * **walls**: each team alone with its nominal quota (``FlavorQuota(lenders=None)``), its queue
   admitted best-effort in queue order (``admit_waiting``).
 
 The trace is a CSV with the columns ``submit_s,team,flavor,units,duration_s,priority,
 checkpoint_every_s`` (one flavor; priority low|normal|high; checkpoint 0: never).
-``bench/traces/make_bursty.py`` writes the bundled one. The figures, for both runs:
+``bench/traces/make_bursty.py`` writes the bundled one. The figures, for every run:
 
 * **utilization**: ∫ allocated ÷ ∫ min(capacity, demand), over the whole replay, where
   *demand* at an instant is the units of every run submitted and not finished (queued or
@@ -50,7 +56,8 @@ on the preemption notice. Work is only admitted on a cycle, so a unit freed betw
 idles until the next one (that shows in the utilization).
 
 Targets on the bundled trace: utilization with the cohort ≥ 0.95 and ≥ 1.25× the walls'; fair-share
-error ≤ 5 %; lost GPU-hours ≤ 2 % of delivered. ``--quick`` replays the first 48 hours only and
+error ≤ 5 %; lost GPU-hours ≤ 2 % of delivered; lost GPU-hours by work lost ≤ half of those by
+recency. ``--quick`` replays the first 48 hours only and
 does not judge the targets. Every cycle's units are checked against the rules' invariants (no
 team above its nominal quota plus what it may borrow, the cohort never above the sum of the
 nominal quotas; a walled team never above its own; no run admitted with borrowed units while
@@ -84,7 +91,7 @@ from quotas import fairshare  # noqa: E402
 from quotas.admission import CohortFigures, FlavorQuota, Lender, ResourceRequest, decide, fair_order  # noqa: E402
 from quotas.constants import Priority  # noqa: E402
 from quotas.models import GpuFlavor, QueuedRequest, TeamQuota  # noqa: E402
-from quotas.reclaim import Candidate, Claim, Rules, choose_victims  # noqa: E402
+from quotas.reclaim import Candidate, Claim, Rules, choose_victims, recency_order, victim_order  # noqa: E402
 
 TRACE = ROOT / "bench" / "traces" / "bursty.csv"
 COLUMNS = ["submit_s", "team", "flavor", "units", "duration_s", "priority", "checkpoint_every_s"]
@@ -95,6 +102,9 @@ TARGET_UTILIZATION = 0.95
 TARGET_UTILIZATION_RATIO = 1.25
 TARGET_FAIR_ERROR = 0.05
 TARGET_LOST_SHARE = 0.02
+TARGET_LOST_RATIO = 0.5  # lost GPU-hours with victims by work lost ≤ half of those by recency
+SPREAD = (math.sqrt(5) - 1) / 2  # spreads --silent evenly over the trace's runs, the same ones every replay
+ORDERS = {"work lost": victim_order, "recency": recency_order}
 
 
 @dataclass(eq=False)
@@ -108,6 +118,7 @@ class Run:
     priority: int  # Priority.rank
     checkpoint_every_s: float
     submit_s: float
+    reports: bool = True  # whether reclaim is told of its checkpoints (--silent)
     done: float = 0.0  # seconds of its work kept (at its last start: its last checkpoint)
     started_at: float | None = None  # None: not running
     queued_since: float = 0.0
@@ -129,6 +140,11 @@ class Run:
             return 0.0
         return math.floor(progress / self.checkpoint_every_s) * self.checkpoint_every_s
 
+    def last_checkpoint_at(self, now: float) -> datetime | None:
+        """When it wrote its last checkpoint since its start (None: none since), as reclaim is told."""
+        kept = self.checkpointed(now)
+        return at(self.started_at + kept - self.done) if kept > self.done else None
+
 
 @dataclass(frozen=True)
 class Setup:
@@ -141,6 +157,7 @@ class Setup:
     cycle_s: float
     half_life_hours: float
     stop_s: float = 30.0
+    silent: float = 0.0  # the part of the runs that checkpoint but never report it (--silent)
     max_units_per_node: int = 8
 
     @property
@@ -307,15 +324,17 @@ def water_fill(setup: Setup, demand: dict[str, int]) -> dict[str, float]:
 
 
 class Replay:
-    def __init__(self, setup: Setup, trace: list[dict], cohort: bool):
+    def __init__(self, setup: Setup, trace: list[dict], cohort: bool, order: str = "work lost"):
         self.setup, self.cohort = setup, cohort
+        self.order = ORDERS[order]
         self.figures = Cohort(setup)
-        self.result = Result("cohort" if cohort else "walls", [], [])
+        self.result = Result(order if cohort else "walls", [], [])
         self.pending: list[Run] = []  # not submitted yet, by submission time
         idle = dict.fromkeys(setup.teams, 0)
         for i, row in enumerate(trace):
             run = Run(f"run:{i}", row["team"], row["units"], row["duration_s"], row["priority"],
-                      row["checkpoint_every_s"], row["submit_s"], queued_since=row["submit_s"])
+                      row["checkpoint_every_s"], row["submit_s"], queued_since=row["submit_s"],
+                      reports=(i * SPREAD) % 1.0 >= setup.silent)
             # What can never fit is refused at submission (an API 400): it is no one's demand.
             never = decide(request_of(setup, run), 0, quota_of(setup, run.team, idle, cohort)).rejected
             (self.result.rejected if never else self.pending).append(run)
@@ -428,11 +447,15 @@ class Replay:
                 shares = self.figures.shares(self.usage, self.remembered(now))
             # Dated from its submission: a preempted run's queue entry keeps its first one.
             claim = Claim(run.team, run.ref, run.units, run.priority, at(run.submit_s))
+            # Admitted and started at once here: its start, its last checkpoint since, one price.
             candidates = [Candidate(victim.ref, victim.team, victim.units, victim.borrowed, victim.priority,
                                     at(victim.started_at), stopping=victim.stopping_since is not None,
-                                    share=shares[victim.team])
+                                    share=shares[victim.team], started_at=at(victim.started_at),
+                                    last_checkpoint_at=victim.last_checkpoint_at(now) if victim.reports else None,
+                                    reports_checkpoints=victim.reports and victim.checkpoint_every_s > 0,
+                                    preemptions=victim.preemptions)
                           for victim in self.running if victim.borrowed > 0]
-            verdict = choose_victims(claim, quota, usage, candidates, self.setup.rules, at(now))
+            verdict = choose_victims(claim, quota, usage, candidates, self.setup.rules, at(now), order=self.order)
             chosen = {candidate.ref for candidate in verdict.victims}
             for victim in self.running:
                 if victim.ref in chosen:
@@ -522,8 +545,8 @@ class Replay:
         return self.result
 
 
-def replay(setup: Setup, trace: list[dict], cohort: bool) -> Result:
-    return Replay(setup, trace, cohort).run()
+def replay(setup: Setup, trace: list[dict], cohort: bool, order: str = "work lost") -> Result:
+    return Replay(setup, trace, cohort, order).run()
 
 
 # -- input and report -------------------------------------------------------------------------
@@ -570,7 +593,8 @@ def make_setup(args, trace: list[dict]) -> Setup:
                  weights={team: args.weights.get(team, 1.0) for team in teams},
                  borrowing_limit={team: args.borrowing_limit.get(team) for team in teams},
                  rules=Rules("any", timedelta(minutes=args.min_runtime), timedelta(seconds=args.delay)),
-                 cycle_s=args.cycle, half_life_hours=args.half_life, stop_s=args.stop, max_units_per_node=args.node)
+                 cycle_s=args.cycle, half_life_hours=args.half_life, stop_s=args.stop, max_units_per_node=args.node,
+                 silent=args.silent)
 
 
 def report(setup: Setup, results: list[Result], quick: bool) -> bool:
@@ -601,7 +625,7 @@ def report(setup: Setup, results: list[Result], quick: bool) -> bool:
             print(f"invariants BROKEN in {r.mode}: " + "; ".join(r.broken[:5]))
         else:
             print(f"invariants: held at {len(r.samples)} samples ({r.mode})")
-    cohort, walls = results
+    cohort, recency, walls = results
     delivered = sum(cohort.allocated.values())
     targets = [
         (f"utilization with borrowing >= {TARGET_UTILIZATION}", f"{cohort.utilization:.3f}",
@@ -613,10 +637,13 @@ def report(setup: Setup, results: list[Result], quick: bool) -> bool:
          cohort.max_fair_error <= TARGET_FAIR_ERROR),
         (f"lost GPU-hours <= {TARGET_LOST_SHARE:.0%} of delivered", f"{cohort.lost_unit_s / max(1.0, delivered):.2%}",
          cohort.lost_unit_s <= TARGET_LOST_SHARE * delivered),
+        ("lost GPU-hours fall by at least half against recency",
+         f"{cohort.lost_unit_s / max(1.0, recency.lost_unit_s):.2f}",
+         cohort.lost_unit_s <= TARGET_LOST_RATIO * recency.lost_unit_s),
     ]
     print("targets:" + (" (quick run: not judged)" if quick else ""))
     for label, figure, met in targets:
-        print(f"  {label:<42} {figure:>8}  {'' if quick else 'PASS' if met else 'FAIL'}")
+        print(f"  {label:<54} {figure:>8}  {'' if quick else 'PASS' if met else 'FAIL'}")
     return ok
 
 
@@ -638,17 +665,22 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                         help="seconds a victim's pods take to stop, holding its units (the preemption grace)")
     parser.add_argument("--cycle", type=float, default=5, help="seconds between admission cycles")
     parser.add_argument("--node", type=int, default=8, help="the flavor's largest node (units per node)")
+    parser.add_argument("--silent", type=float, default=0.0,
+                        help="the part of the runs (0–1) that checkpoint but never report it: reclaim assumes the "
+                             "median of those that do")
     parser.add_argument("--quick", action="store_true", help=f"the first {QUICK_HOURS} hours; targets not judged")
     return parser.parse_args(argv)
 
 
 def simulate(args: argparse.Namespace) -> tuple[Setup, list[dict], list[Result]]:
-    """The trace of ``args`` replayed with the cohort and with walls: ``(setup, trace, [cohort, walls])``."""
+    """The trace of ``args`` replayed with the cohort — victims by work lost, then by recency — and
+    with walls: ``(setup, trace, [cohort, cohort by recency, walls])``."""
     trace = read_trace(args.trace, QUICK_HOURS if args.quick else None)
     if not trace:
         raise SystemExit(f"{args.trace}: no runs")
     setup = make_setup(args, trace)
-    return setup, trace, [replay(setup, trace, cohort=True), replay(setup, trace, cohort=False)]
+    return setup, trace, [replay(setup, trace, cohort=True), replay(setup, trace, cohort=True, order="recency"),
+                          replay(setup, trace, cohort=False)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -659,7 +691,9 @@ def main(argv: list[str] | None = None) -> int:
           f"capacity {setup.capacity}, quotas "
           + ", ".join(f"{team}={setup.nominal[team]}" for team in setup.teams))
     print(f"cohort: reclaim any, min runtime {args.min_runtime:g} min, delay {args.delay:g} s, "
-          f"victims stop in {args.stop:g} s, fair-share half-life {args.half_life:g} h, cycle {args.cycle:g} s")
+          f"victims stop in {args.stop:g} s, fair-share half-life {args.half_life:g} h, cycle {args.cycle:g} s"
+          + (f", {args.silent:.0%} of the runs never report their checkpoints" if args.silent else ""))
+    print("victims: by work lost (quotas.reclaim.victim_order) and by recency (recency_order), side by side")
     print(f"admission order: {ORDER_SOURCE}")
     return 0 if report(setup, results, args.quick) else 1
 

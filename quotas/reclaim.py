@@ -14,26 +14,53 @@ The rules, in order:
   team back what is its own, borrowing never preempts anyone;
 * the claim has waited ``preemption_delay`` (capacity that frees itself wins first);
 * victims are borrowed work only — a workload holding borrowed units, of a team holding more
-  than its own nominal quota now — and never admitted less than ``min_runtime`` ago;
-* an endpoint's burst goes first (it only shrinks), then the team with the highest fair share,
-  then lower priority, then the most recently admitted (:func:`victim_order`, where the next
-  issue's "least work lost" slots in);
-* the smallest set: add victims in that order until the claim fits, then drop, newest first,
-  every one the claim does not need.
+  than its own nominal quota now — and never admitted less than ``min_runtime`` ago; a run
+  preempted :data:`PROTECTED_AFTER` times or more is not taken again until it has run
+  ``min_runtime`` since its last start (so a run cannot be kept from ever finishing);
+* the order (:func:`victim_order`): an endpoint's burst first (it only shrinks and loses no
+  work), then the **least money lost** (:func:`work_lost`), then the team with the highest
+  fair share, then lower priority, then the most recently admitted;
+* the smallest set: add victims in that order until the claim fits, then drop, last added
+  first (the most work lost first), every one the claim does not need.
+
+**Work lost** (issue #24): ``(now − the later of its last start and its last checkpoint) ×
+units × price``. A run that never reports checkpoints (``reports_checkpoints`` false) is
+assumed to lose the *median* of that age over the candidates that do report (each one's
+``now − max(start, last checkpoint)``, one that reports but has not checkpointed yet counting
+from its start), capped at its own run time; when none reports, its run time. So silence
+protects no one: a silent run is ranked like a typical checkpointing one, never as if it lost
+nothing (nor, since it may well checkpoint, as if it lost everything).
+
+**Why work lost before share** (the decision): DESIGN §9 says "among eligible victims take the
+least work lost", and eligibility already carries the fairness — only teams above their
+nominal quota hold victims, and each only until it is back at its nominal quota, so whichever
+borrower is chosen, the claimant gets its own units back and no team is pushed below its
+nominal quota. The share then only decides between borrowers that would lose the same money
+(equal ages and sizes, endpoints' bursts, runs not started), as priority and recency do after
+it. Ranking share first would make work lost decide only within one team, which keeps most of
+what recency loses (bench/sharing.py measures both orders: :func:`recency_order` is the order
+before work lost counted, kept for that comparison).
 
 Why it cannot loop: the claimant fits within its nominal quota, so what it is admitted with
 borrows nothing and it is never above its nominal quota — it is no one's victim. A victim's team
 was above its nominal quota; to reclaim in turn it must get under it, where it borrows nothing
-from the claimant either.
+from the claimant either. (The order among victims plays no part in this.)
 """
 
 from __future__ import annotations
 
 import dataclasses
+import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from quotas.admission import FlavorQuota
+from quotas.ledger import interval_cost
+
+#: After this many preemptions a run is protected until it has run ``min_runtime`` since its last start.
+PROTECTED_AFTER = 3
 
 
 class Never:
@@ -79,6 +106,23 @@ class Candidate:
     burst: bool = False  # an endpoint's burst: it shrinks rather than stops
     share: float = 0.0  # its team's fair share now (quotas.fairshare.shares)
     stopping: bool = False  # chosen before and its pods are still stopping: its units are as good as free
+    #: Its last start (a run's pods started, again after a preemption); None: as ``admitted_at``.
+    started_at: datetime | None = None
+    #: When it last reported a checkpoint (None: never); one from before its last start counts from that start.
+    last_checkpoint_at: datetime | None = None
+    #: Whether it reports checkpoints at all; a silent run is assumed to lose the median (module docstring).
+    reports_checkpoints: bool = False
+    #: Price of one unit-hour (``GpuFlavor.price``); 1 ranks by GPU-hours alone.
+    price_per_hour: Decimal = Decimal(1)
+    preemptions: int = 0  # how often it was preempted before
+
+    @property
+    def start(self) -> datetime:
+        return self.started_at if self.started_at is not None else self.admitted_at
+
+    def since(self) -> datetime:
+        """What a preemption now throws away starts here: its last checkpoint since its start, else its start."""
+        return lost_since(self.start, self.last_checkpoint_at)
 
 
 @dataclass(frozen=True)
@@ -91,10 +135,51 @@ class Verdict:
         return bool(self.victims)
 
 
-def victim_order(candidate: Candidate) -> tuple:
-    """Who goes first among eligible victims: burst, highest share, lowest priority, newest admission."""
+def lost_since(start: datetime, last_checkpoint_at: datetime | None) -> datetime:
+    """Where a run preempted now resumes from: the later of its last start and its last checkpoint.
+
+    A checkpoint before its last start was already resumed from; the work since that start is
+    what a preemption throws away. The one rule for the ranking here and for the preemption log
+    (:func:`workloads.preemption.lost_work`).
+    """
+    return start if last_checkpoint_at is None else max(start, last_checkpoint_at)
+
+
+def work_lost(candidates: list[Candidate], now: datetime) -> dict[str, Decimal]:
+    """``{ref: the money a preemption now would throw away}`` (module docstring: silent runs get the median)."""
+    reported = [max(0.0, (now - c.since()).total_seconds())
+                for c in candidates if c.reports_checkpoints and not c.burst]
+    median = statistics.median(reported) if reported else None
+    lost: dict[str, Decimal] = {}
+    for c in candidates:
+        ran = max(0.0, (now - c.start).total_seconds())
+        if c.burst:
+            age = 0.0  # a burst serves; shrinking it computes nothing again
+        elif c.reports_checkpoints:
+            age = max(0.0, (now - c.since()).total_seconds())
+        else:
+            age = ran if median is None else min(median, ran)
+        lost[c.ref] = interval_cost(c.price_per_hour, c.units, now - timedelta(seconds=age), now)
+    return lost
+
+
+def victim_order(candidate: Candidate, lost: Decimal) -> tuple:
+    """Who goes first among eligible victims: burst, least money lost, highest share, lowest priority,
+    newest admission (module docstring: why in that order)."""
+    return (not candidate.burst, lost, -candidate.share, candidate.priority, -candidate.admitted_at.timestamp(),
+            candidate.ref)
+
+
+def recency_order(candidate: Candidate, lost: Decimal) -> tuple:
+    """The order before work lost counted (burst, highest share, lowest priority, newest admission):
+    only for bench/sharing.py to measure what ranking by work lost saves."""
     return (not candidate.burst, -candidate.share, candidate.priority, -candidate.admitted_at.timestamp(),
             candidate.ref)
+
+
+def protected(candidate: Candidate, rules: Rules, now: datetime) -> bool:
+    """Preempted :data:`PROTECTED_AFTER` times or more and not yet run ``min_runtime`` since its last start."""
+    return candidate.preemptions >= PROTECTED_AFTER and now - candidate.start < rules.min_runtime
 
 
 def _without(quota: FlavorQuota, gone: list[Candidate]) -> FlavorQuota:
@@ -111,12 +196,13 @@ def _fits(claim: Claim, quota: FlavorQuota, usage: int) -> bool:
 
 
 def choose_victims(claim: Claim, quota: FlavorQuota, usage: int, candidates: list[Candidate], rules: Rules,
-                   now: datetime) -> Verdict:
+                   now: datetime, order: Callable[[Candidate, Decimal], tuple] = victim_order) -> Verdict:
     """The borrowed work to take back so that ``claim`` fits (module docstring), or why none.
 
     ``quota`` is the claimant's :class:`FlavorQuota` in its cohort with every member's units in
     use now, ``usage`` its own. Candidates already ``stopping`` count as freed and are never
-    chosen again, so a claim waiting for pods to stop does not take more meanwhile.
+    chosen again, so a claim waiting for pods to stop does not take more meanwhile. ``order`` is
+    :func:`victim_order` but for the bench's comparison.
     """
     if rules.reclaim == "never" or quota.lenders is None:
         return Verdict(why_not=Never.RECLAIM_OFF, words="the cohort never reclaims")
@@ -132,11 +218,12 @@ def choose_victims(claim: Claim, quota: FlavorQuota, usage: int, candidates: lis
         left = int((rules.delay - waited).total_seconds()) + 1
         return Verdict(why_not=Never.DELAY, words=f"reclaims in {left} s unless capacity frees itself")
     over = {m.team: m.in_use - m.limit for m in quota.lenders}
+    lost = work_lost(candidates, now)
     eligible = sorted((c for c in candidates
                        if not c.stopping and c.borrowed > 0 and c.team != claim.team and over.get(c.team, 0) > 0
-                       and now - c.admitted_at >= rules.min_runtime
+                       and now - c.admitted_at >= rules.min_runtime and not protected(c, rules, now)
                        and (rules.reclaim != "lower_priority" or c.priority < claim.priority)),
-                      key=victim_order)
+                      key=lambda c: order(c, lost[c.ref]))
     chosen: list[Candidate] = []
     for candidate in eligible:
         # A team is only a victim while it stays above its own quota: once the ones chosen
@@ -149,8 +236,10 @@ def choose_victims(claim: Claim, quota: FlavorQuota, usage: int, candidates: lis
             break
     else:
         return Verdict(why_not=Never.NO_VICTIMS,
-                       words="no borrowed work may be taken back yet (min runtime, priority or none borrowed)")
-    for candidate in reversed(chosen[:-1]):  # the last one was needed: without it, it did not fit
+                       words="no borrowed work may be taken back yet (min runtime, priority, "
+                             "preempted often or none borrowed)")
+    # The last one was needed: without it, it did not fit. The others are dropped most work lost first.
+    for candidate in reversed(chosen[:-1]):
         rest = [c for c in chosen if c is not candidate]
         if _fits(claim, _without(quota, rest), usage):
             chosen = rest

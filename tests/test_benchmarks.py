@@ -60,7 +60,8 @@ def _sharing_bench():
 
 @pytest.mark.parametrize("limits", ["", "team-a=2,team-c=1"], ids=["unlimited", "borrowing-limits"])
 def test_the_sharing_bench_prints_its_figures_and_keeps_the_invariants_at_every_sample(limits, capsys):
-    """bench/sharing.py on its quick trace: the figures are printed, and at every simulated cycle
+    """bench/sharing.py on its quick trace: the figures are printed (victims by work lost and by
+    recency side by side), and at every simulated cycle
     no team holds more than its nominal quota plus what it may borrow, the cohort never more than
     its nominal quotas, a walled team never more than its own — and the cohort did borrow."""
     sharing = _sharing_bench()
@@ -70,13 +71,13 @@ def test_the_sharing_bench_prints_its_figures_and_keeps_the_invariants_at_every_
     for figure in ("utilization", "fair-share error", "preemptions", "lost GPU-hours", "mean queue wait",
                    "team-a", "team-b", "team-c", "targets:"):
         assert figure in out, out
-    setup, _trace, (cohort, walls) = sharing.simulate(sharing.parse(args))
+    setup, _trace, (cohort, recency, walls) = sharing.simulate(sharing.parse(args))
     nominal = setup.nominal
     lends = sum(nominal.values())
     ceiling = {team: nominal[team] + min(setup.borrowing_limit[team] if setup.borrowing_limit[team] is not None
                                          else lends, lends - nominal[team]) for team in nominal}
     assert cohort.samples and walls.samples
-    for sample in cohort.samples:
+    for sample in cohort.samples + recency.samples:
         assert sum(sample.values()) <= lends
         assert all(sample[team] <= ceiling[team] for team in nominal), sample
     for sample in walls.samples:
@@ -86,3 +87,6 @@ def test_the_sharing_bench_prints_its_figures_and_keeps_the_invariants_at_every_
     if limits:
         assert max(sample["team-a"] for sample in cohort.samples) == ceiling["team-a"] == nominal["team-a"] + 2
     assert cohort.preemptions > 0 and not cohort.broken and not walls.broken
+    # Both victim orders replayed (issue #24's comparison), each keeping the invariants.
+    assert recency.preemptions > 0 and not recency.broken
+    assert "lost GPU-hours fall by at least half against recency" in out, out

@@ -4,7 +4,8 @@ Each reconcile cycle, after queued work was admitted (:func:`reclaim`):
 
 1. for every cohort that reclaims and has queued work, the cohort's figures are read and each
    queued request is put to :func:`quotas.reclaim.choose_victims` (the pure rule: who, and
-   why not);
+   why not — the least work lost first, each candidate's last start, checkpoint, price and
+   preemptions read from its workload: :func:`_candidate`);
 2. each victim gets its **notice**: a preemption log row (:class:`quotas.models.PreemptionEvent`),
    an audit row, the reason "being preempted: …" and ``preempting_since``; then its kind acts —
    a run's objects are deleted with the grace period (``SLIPWAY_PREEMPTION_GRACE_SECONDS``), an
@@ -34,7 +35,7 @@ from cluster.errors import ClusterError
 from quotas import admission, fairshare
 from quotas.ledger import interval_cost, interval_gpu_hours
 from quotas.models import Cohort, PreemptionEvent, QueuedRequest, Reservation
-from quotas.reclaim import Candidate, Claim, Rules, Verdict, choose_victims
+from quotas.reclaim import Candidate, Claim, Rules, Verdict, choose_victims, lost_since
 from teams.models import AuditEvent
 from teams.services import audit
 from workloads import lifecycle
@@ -85,11 +86,13 @@ def _victims(cohort: Cohort, now: datetime) -> list[tuple[Candidate, Claim, int]
                   timedelta(seconds=cohort.preemption_delay_seconds))
     stopping = _stopping_refs(figures.slugs)
     held = list(Reservation.objects.held().filter(team_id__in=figures.slugs, borrowed_units__gt=0))
+    workloads = _held_workloads(held)
     remembered = fairshare.remembered_units(list(figures.slugs), now)  # victim teams: highest share first
     chosen: list[tuple[Candidate, Claim, int]] = []
     for entry in entries:
         shares = fairshare.shares(figures, entry.flavor_id, remembered)
-        candidates = [_candidate(r, figures.slugs, stopping, shares) for r in held if r.flavor_id == entry.flavor_id]
+        candidates = [_candidate(r, workloads.get(r.ref), figures.slugs, stopping, shares, now)
+                      for r in held if r.flavor_id == entry.flavor_id]
         claim = Claim(figures.slugs[entry.team_id], entry.ref, entry.units, entry.priority, entry.created_at)
         key = (entry.team_id, entry.flavor_id)
         quota = admission.flavor_quota(entry.flavor, figures.quotas.get(key), figures, entry.team_id)
@@ -100,33 +103,63 @@ def _victims(cohort: Cohort, now: datetime) -> list[tuple[Candidate, Claim, int]
     return chosen
 
 
-def _candidate(reservation: Reservation, slugs: dict[int, str], stopping: set[str],
-               shares: dict[int, float]) -> Candidate:
+def _held_workloads(held: list[Reservation]) -> dict[str, object]:
+    """``{ref: workload}`` of the held reservations' workloads, with their flavor (one query per kind)."""
+    by_kind: dict[WorkloadKind, list[int]] = {}
+    for reservation in held:
+        identity = WorkloadId.from_ref(reservation.ref)
+        kind = kind_for(identity.prefix) if identity is not None else None
+        if kind is not None:
+            by_kind.setdefault(kind, []).append(identity.pk)
+    return {w.ref: w for kind, pks in by_kind.items()
+            for w in kind.model.objects.filter(pk__in=pks).select_related("flavor")}
+
+
+def last_start(workload, now: datetime) -> datetime:
+    """When ``workload`` last started, as far as the portal knows: ``started_at`` is its first pod's
+    start and stays, so once it was admitted again after a preemption, that admission. Not started
+    at all: ``now`` — it has nothing to lose and has not run its min runtime."""
+    if workload.started_at is None:
+        return now
+    return max(workload.started_at, workload.admitted_at or workload.started_at)
+
+
+def _candidate(reservation: Reservation, workload, slugs: dict[int, str], stopping: set[str],
+               shares: dict[int, float], now: datetime) -> Candidate:
     identity = WorkloadId.from_ref(reservation.ref)
     kind = kind_for(identity.prefix) if identity is not None else None
     burst = kind is not None and kind.preempts_burst
+    facts = {}
+    if workload is not None:  # what it would lose (quotas.reclaim.work_lost) and whether it is protected
+        facts = {"started_at": last_start(workload, now), "last_checkpoint_at": kind.last_checkpoint_at(workload),
+                 "reports_checkpoints": kind.reports_checkpoints(workload),
+                 "price_per_hour": workload.flavor.price(workload.spot), "preemptions": workload.preemptions}
     return Candidate(ref=reservation.ref, team=slugs[reservation.team_id],
                      units=reservation.borrowed_units if burst else reservation.units,
                      borrowed=reservation.borrowed_units, priority=reservation.priority,
                      admitted_at=reservation.created_at, burst=burst, share=shares.get(reservation.team_id, 0.0),
-                     stopping=reservation.ref in stopping)
+                     stopping=reservation.ref in stopping, **facts)
 
 
-def _lost(workload, units: int, burst: bool, now: datetime) -> tuple:
-    """``(GPU-hours, cost, since)`` of the work a preemption throws away: a run's since its start
-    (checkpoints come with the next issue); none for an endpoint's burst, which serves, not computes."""
-    if burst or workload.started_at is None:
-        return Decimal(0), Decimal(0), None
-    since, flavor = workload.started_at, workload.flavor
+def lost_work(kind: WorkloadKind, workload, units: int, now: datetime) -> tuple:
+    """``(GPU-hours, cost, since, checkpointed)`` of the work a preemption throws away: since its last
+    checkpoint after its last start when it reported one, else since that start (the rule of
+    :func:`quotas.reclaim.lost_since`; a silent run is ranked by the median, but what it loses is
+    all since its start as far as anyone knows). None for an endpoint's burst, which serves, not
+    computes, and for work not started."""
+    if kind.preempts_burst or workload.started_at is None:
+        return Decimal(0), Decimal(0), None, False
+    start, checkpoint = last_start(workload, now), kind.last_checkpoint_at(workload)
+    since, flavor = lost_since(start, checkpoint), workload.flavor
     return (interval_gpu_hours(flavor.gpu_fraction, units, since, now),
-            interval_cost(flavor.price(workload.spot), units, since, now), since)
+            interval_cost(flavor.price(workload.spot), units, since, now), since, since != start)
 
 
-def lost_words(since: datetime | None, now: datetime) -> str:
+def lost_words(since: datetime | None, now: datetime, checkpointed: bool = False) -> str:
     if since is None:
         return "no work lost"
     minutes = int((now - since).total_seconds() // 60)
-    return f"{minutes} min of work since its start lost"
+    return f"{minutes} min of work since its {'last checkpoint' if checkpointed else 'start'} lost"
 
 
 def _preempt(backend, victim: Candidate, claim: Claim, claimant_id: int, now: datetime) -> bool:
@@ -141,8 +174,9 @@ def _preempt(backend, victim: Candidate, claim: Claim, claimant_id: int, now: da
         return False
     burst = kind.preempts_burst
     flavor = workload.flavor.name
-    gpu_hours, cost, since = _lost(workload, victim.units, burst, now)
-    reason = f"preempted: team {claim.team} reclaimed {victim.units}\u00d7 {flavor} of its quota; {lost_words(since, now)}"
+    gpu_hours, cost, since, checkpointed = lost_work(kind, workload, victim.units, now)
+    reason = (f"preempted: team {claim.team} reclaimed {victim.units}\u00d7 {flavor} of its quota; "
+              f"{lost_words(since, now, checkpointed)}")
     seconds = 0 if burst else settings.SLIPWAY_PREEMPTION_GRACE_SECONDS
     changes = {"last_preempted_at": now, "preemptions": F("preemptions") + 1}
     if not burst:

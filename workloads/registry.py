@@ -124,6 +124,19 @@ class WorkloadKind(abc.ABC):
         """Give back ``units`` borrowed burst units at once (only kinds that set :attr:`preempts_burst`)."""
         raise NotImplementedError
 
+    # Work lost to a preemption (quotas.reclaim): reclaim takes the victims that lose the least
+    # since their last checkpoint. A kind whose workloads report checkpoints overrides these two;
+    # the default is a kind that reports none, whose victims are assumed to have checkpointed
+    # at the median of those that do (so silence protects no one).
+
+    def last_checkpoint_at(self, workload) -> datetime | None:
+        """When ``workload`` last reported a checkpoint it can resume from (None: never)."""
+        return None
+
+    def reports_checkpoints(self, workload) -> bool:
+        """Whether ``workload`` reports checkpoints at all (one that does but has none yet loses all since its start)."""
+        return self.last_checkpoint_at(workload) is not None
+
     @property
     def prefix(self) -> str:
         """Identity prefix: ``run`` → refs ``run:42``, cluster names ``run-42``."""

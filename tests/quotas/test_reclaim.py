@@ -1,17 +1,20 @@
-"""The pure victim choice (quotas.reclaim): Kueue's documented reclaim cases as a table, and
-hypothesis properties (never above nominal + borrowing, the smallest set, no preemption loop)."""
+"""The pure victim choice (quotas.reclaim): Kueue's documented reclaim cases as a table, the
+work-lost order of issue #24 (known, unknown and stale checkpoints, all silent, the protection
+after 3 preemptions) as another, and hypothesis properties (never above nominal + borrowing, the
+smallest set, no preemption loop)."""
 
 from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quotas.admission import FlavorQuota, Lender
-from quotas.reclaim import Candidate, Claim, Never, Rules, choose_victims
+from quotas.reclaim import Candidate, Claim, Never, Rules, choose_victims, lost_since, recency_order, work_lost
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 ANY = Rules("any", timedelta(minutes=10), timedelta(seconds=30))
@@ -23,6 +26,10 @@ def claim(units: int, team: str = "vision", priority: int = 1, waited: int = 60)
 
 def run(ref: str, team: str, units: int, borrowed: int, age_min: int = 30, priority: int = 1, **kw) -> Candidate:
     return Candidate(ref, team, units, borrowed, priority, NOW - timedelta(minutes=age_min), **kw)
+
+
+def ago(minutes: float) -> datetime:
+    return NOW - timedelta(minutes=minutes)
 
 
 def quota(limit: int, *lenders: Lender, lending: int | None = None) -> FlavorQuota:
@@ -63,9 +70,14 @@ CASES = [
     ("endpoint-burst-first", claim(2), 0, quota(8, Lender("nlp-platform", 8, 16)),
      [run("run:1", "nlp-platform", 2, 2, age_min=60, share=0.9), run("ep:3", "nlp-platform", 2, 2, burst=True)],
      ANY, ["ep:3"]),
+    # Since issue #24 run:2 goes first because, silent like run:1, it loses 20 minutes, not 60
+    # (same victim as before); the next case is the newest admission deciding between equal losses.
     ("newest-admission-first", claim(2), 0, quota(8, Lender("nlp-platform", 8, 16)),
      [run("run:1", "nlp-platform", 2, 2, age_min=60), run("run:2", "nlp-platform", 2, 2, age_min=20)],
      ANY, ["run:2"]),
+    ("equal-loss-newest-admission-first", claim(2), 0, quota(8, Lender("nlp-platform", 8, 16)),
+     [run("run:1", "nlp-platform", 2, 2, age_min=60, started_at=ago(20)),
+      run("run:2", "nlp-platform", 2, 2, age_min=30, started_at=ago(20))], ANY, ["run:2"]),
     ("smallest-set-drops-the-unneeded", claim(6), 0, quota(8, Lender("nlp-platform", 8, 14)),
      [run("run:1", "nlp-platform", 2, 2, age_min=20), run("run:2", "nlp-platform", 6, 6, age_min=40)],
      ANY, ["run:2"]),
@@ -82,8 +94,70 @@ CASES = [
 ]
 
 
+# Work lost (issue #24): (now − the later of the last start and the last checkpoint) × units × price,
+# a silent run assumed at the median age of those that report. nlp-platform is 6 over its nominal
+# quota (NLP_OVER6), so a claim of 4 needs 2 units back, of 6 needs 4.
+def ckpt(minutes: float) -> dict:
+    """A run that reports checkpoints, the last one ``minutes`` ago (None: none yet)."""
+    return {"reports_checkpoints": True, "last_checkpoint_at": None if minutes is None else ago(minutes)}
+
+
+LOST = [
+    ("known-checkpoint-least-lost-first", claim(4), 0, quota(8, NLP_OVER6),
+     [run("run:1", "nlp-platform", 2, 2, age_min=60, **ckpt(2)), run("run:2", "nlp-platform", 2, 2, age_min=20,
+                                                                       **ckpt(None))], ANY, ["run:1"]),
+    ("stale-checkpoint-loses-since-it", claim(4), 0, quota(8, NLP_OVER6),
+     [run("run:1", "nlp-platform", 2, 2, age_min=120, **ckpt(50)), run("run:2", "nlp-platform", 2, 2, age_min=30,
+                                                                        **ckpt(None))], ANY, ["run:2"]),
+    ("checkpoint-before-its-last-start-counts-from-the-start", claim(4), 0, quota(8, NLP_OVER6),
+     [run("run:1", "nlp-platform", 2, 2, age_min=15, started_at=ago(15), **ckpt(90)),
+      run("run:2", "nlp-platform", 2, 2, age_min=40, **ckpt(25))], ANY, ["run:1"]),
+    # Silence protects no one: the silent run:3 is taken as losing the median 12 minutes (of 20
+    # and 4), less than run:2's 20 — were it taken as losing nothing it would go first, as
+    # losing its 60 minutes last. run:5 counts in the median though too young to be a victim.
+    ("unknown-checkpoint-assumed-at-the-median", claim(4), 0, quota(8, NLP_OVER6),
+     [run("run:2", "nlp-platform", 2, 2, age_min=30, **ckpt(20)), run("run:3", "nlp-platform", 2, 2, age_min=60),
+      run("run:5", "nlp-platform", 2, 2, age_min=5, **ckpt(4))], ANY, ["run:3"]),
+    ("unknown-checkpoint-behind-a-fresher-one", claim(4), 0, quota(8, NLP_OVER6),
+     [run("run:2", "nlp-platform", 2, 2, age_min=30, **ckpt(3)), run("run:3", "nlp-platform", 2, 2, age_min=60),
+      run("run:5", "nlp-platform", 2, 2, age_min=40, **ckpt(21))], ANY, ["run:2"]),
+    # All silent: each loses its run time; units weigh (run:1 loses 60 unit-minutes, run:2 80).
+    ("all-silent-run-time-times-units", claim(3), 0, quota(8, NLP_OVER6),
+     [run("run:1", "nlp-platform", 1, 1, age_min=60), run("run:2", "nlp-platform", 4, 4, age_min=20)],
+     ANY, ["run:1"]),
+    ("price-weighs-spot-is-cheaper-to-lose", claim(4), 0, quota(8, NLP_OVER6),
+     [run("run:1", "nlp-platform", 2, 2, age_min=30, price_per_hour=Decimal("2.50")),
+      run("run:2", "nlp-platform", 2, 2, age_min=40, price_per_hour=Decimal("0.90"))], ANY, ["run:2"]),
+    ("least-lost-before-highest-share", claim(2), 0,
+     quota(8, Lender("nlp-platform", 4, 8), Lender("speech", 4, 8)),
+     [run("run:1", "nlp-platform", 2, 2, share=0.2, **ckpt(1)), run("run:2", "speech", 2, 2, share=0.5, **ckpt(9))],
+     ANY, ["run:1"]),
+    ("smallest-set-of-the-least-lost", claim(6), 0, quota(8, NLP_OVER6),
+     [run("run:1", "nlp-platform", 2, 2, **ckpt(1)), run("run:2", "nlp-platform", 2, 2, **ckpt(2)),
+      run("run:3", "nlp-platform", 4, 4, **ckpt(3))], ANY, ["run:1", "run:2"]),
+    ("smallest-set-drops-the-unneeded-cheap-one", claim(6), 0, quota(8, NLP_OVER6),
+     [run("run:1", "nlp-platform", 2, 2, **ckpt(1)), run("run:2", "nlp-platform", 4, 4, **ckpt(1)),
+      run("run:3", "nlp-platform", 2, 2, **ckpt(5))], ANY, ["run:2"]),
+    ("min-runtime-since-admission-protects", claim(4), 0, quota(8, NLP_OVER6),
+     [run("run:1", "nlp-platform", 2, 2, age_min=8, **ckpt(None)), run("run:2", "nlp-platform", 2, 2, age_min=90)],
+     ANY, ["run:2"]),
+    # After 3 preemptions: not again until min runtime (10 min) since its last start, however little it would lose.
+    ("three-preemptions-protect-until-min-runtime-since-start", claim(4), 0, quota(8, NLP_OVER6),
+     [run("run:1", "nlp-platform", 2, 2, age_min=30, started_at=ago(5), preemptions=3),
+      run("run:2", "nlp-platform", 2, 2, age_min=90)], ANY, ["run:2"]),
+    ("three-preemptions-then-min-runtime-run", claim(4), 0, quota(8, NLP_OVER6),
+     [run("run:1", "nlp-platform", 2, 2, age_min=30, started_at=ago(12), preemptions=3),
+      run("run:2", "nlp-platform", 2, 2, age_min=90)], ANY, ["run:1"]),
+    ("two-preemptions-do-not-protect", claim(4), 0, quota(8, NLP_OVER6),
+     [run("run:1", "nlp-platform", 2, 2, age_min=30, started_at=ago(5), preemptions=2),
+      run("run:2", "nlp-platform", 2, 2, age_min=90)], ANY, ["run:1"]),
+    ("only-protected-runs-no-victims", claim(4), 0, quota(8, NLP_OVER6),
+     [run("run:1", "nlp-platform", 2, 2, age_min=30, started_at=ago(5), preemptions=4)], ANY, Never.NO_VICTIMS),
+]
+
+
 @pytest.mark.parametrize(("claim_", "usage", "facts", "candidates", "rules", "expected"),
-                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+                         [c[1:] for c in CASES + LOST], ids=[c[0] for c in CASES + LOST])
 def test_choose_victims(claim_, usage, facts, candidates, rules, expected):
     verdict = choose_victims(claim_, facts, usage, candidates, rules, NOW)
     if isinstance(expected, list):
@@ -99,6 +173,37 @@ def test_the_delay_says_how_long_is_left():
     verdict = choose_victims(claim(4, waited=10), quota(8, Lender("nlp-platform", 8, 14)), 0,
                              [run("run:1", "nlp-platform", 4, 4)], ANY, NOW)
     assert verdict.words == "reclaims in 21 s unless capacity frees itself"
+
+
+def test_work_lost_in_money_with_the_median_for_silent_runs():
+    runs = [run("run:1", "t", 2, 2, age_min=60, **ckpt(10), price_per_hour=Decimal("3")),
+            run("run:2", "t", 1, 1, age_min=60, **ckpt(30)),
+            run("run:3", "t", 4, 4, age_min=60),  # silent: the median of 10 and 30 minutes
+            run("run:4", "t", 4, 4, age_min=15),  # silent, ran less than the median: its run time
+            run("ep:5", "t", 2, 2, age_min=60, burst=True, **ckpt(50))]  # a burst loses nothing, counts in no median
+    assert work_lost(runs, NOW) == {"run:1": Decimal(1), "run:2": Decimal("0.5"), "run:3": Decimal("1.3333333333"),
+                                    "run:4": Decimal(1), "ep:5": Decimal(0)}
+
+
+def test_all_silent_lose_their_run_time():
+    assert work_lost([run("run:1", "t", 2, 2, age_min=90), run("run:2", "t", 2, 2, age_min=30,
+                                                               started_at=ago(6))], NOW) == {
+        "run:1": Decimal(3), "run:2": Decimal("0.2")}
+
+
+def test_lost_since_is_the_later_of_start_and_checkpoint():
+    assert lost_since(ago(30), None) == ago(30)
+    assert lost_since(ago(30), ago(10)) == ago(10)
+    assert lost_since(ago(30), ago(50)) == ago(30)  # resumed from it already at the start
+
+
+def test_recency_order_is_the_order_before_work_lost():
+    """bench/sharing.py's baseline: the newest admission goes first whatever it loses."""
+    candidates = [run("run:1", "nlp-platform", 2, 2, age_min=60, **ckpt(1)),
+                  run("run:2", "nlp-platform", 2, 2, age_min=20, **ckpt(None))]
+    assert refs(choose_victims(claim(4), quota(8, NLP_OVER6), 0, candidates, ANY, NOW, order=recency_order)) == [
+        "run:2"]
+    assert refs(choose_victims(claim(4), quota(8, NLP_OVER6), 0, candidates, ANY, NOW)) == ["run:1"]
 
 
 # -- properties -----------------------------------------------------------------------------
@@ -123,8 +228,12 @@ def cohorts(draw):
                 break
             spare -= units
             held += units
+            checkpoint = draw(st.one_of(st.none(), st.integers(0, 90)))
             candidates.append(run(f"run:{name}-{i}", name, units, units, age_min=draw(st.integers(0, 60)),
-                                  priority=draw(st.integers(0, 2)), share=draw(st.floats(0, 2))))
+                                  priority=draw(st.integers(0, 2)), share=draw(st.floats(0, 2)),
+                                  reports_checkpoints=draw(st.booleans()),
+                                  last_checkpoint_at=None if checkpoint is None else ago(checkpoint),
+                                  preemptions=draw(st.integers(0, 4))))
         lenders.append(Lender(name, limit, held, lending))
     facts = FlavorQuota(max_units_per_node=8, limit=own_limit, lenders=tuple(lenders))
     return facts, candidates, draw(st.integers(1, own_limit))
