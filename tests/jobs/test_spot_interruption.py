@@ -14,6 +14,7 @@ import pytest
 from django.utils import timezone
 
 from jobs.constants import RunState
+from jobs.models import TrainingRun
 from jobs.services import submit_run
 from quotas.models import PreemptionEvent, QueuedRequest
 from tests.jobs.conftest import run_payload
@@ -36,6 +37,7 @@ def running(member, team, quota, published, fake_backend):
         data = {k: v for k, v in run_payload(spot=spot, gpus_per_worker=2).items() if k != "team"}
         run = applied(submit_run(member, team, data), fake_backend)
         t0 = timezone.now().replace(microsecond=0) - timedelta(minutes=12)
+        TrainingRun.objects.filter(pk=run.pk).update(admitted_at=t0 - timedelta(seconds=30))  # admitted, then started
         fake_backend.set_running(NS, run.cluster_name, units=2, started=iso(t0))
         rec.reconcile(fake_backend, now=t0 + timedelta(minutes=2))
         run.refresh_from_db()
