@@ -421,6 +421,7 @@ class PreemptionEvent(models.Model):
     class Cause(models.TextChoices):
         RECLAIM = "reclaim", "Quota reclaimed by its cohort's lender"
         SPOT = "spot", "Spot capacity reclaimed by the provider"
+        WITHIN_TEAM = "within_team", "Its team's high-priority work (within-team priority)"
 
     ref = models.CharField(max_length=100, db_index=True, help_text='The preempted workload, e.g. "run:42".')
     cause = models.CharField(max_length=16, choices=Cause.choices, default=Cause.RECLAIM, db_default=Cause.RECLAIM)

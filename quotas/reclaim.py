@@ -57,6 +57,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from quotas.admission import FlavorQuota
+from quotas.constants import Priority
 from quotas.ledger import interval_cost
 
 #: After this many preemptions a run is protected until it has run ``min_runtime`` since its last start.
@@ -242,5 +243,44 @@ def choose_victims(claim: Claim, quota: FlavorQuota, usage: int, candidates: lis
     for candidate in reversed(chosen[:-1]):
         rest = [c for c in chosen if c is not candidate]
         if _fits(claim, _without(quota, rest), usage):
+            chosen = rest
+    return Verdict(victims=tuple(chosen), words=", ".join(c.ref for c in chosen))
+
+
+def choose_own_victims(claim: Claim, quota: FlavorQuota, usage: int, candidates: list[Candidate], rules: Rules,
+                       now: datetime, order: Callable[[Candidate, Decimal], tuple] = victim_order) -> Verdict:
+    """Within-team priority (the team's ``within_team_preemption``): a queued ``high`` claim of a
+    team that is full takes the team's own lower-priority work, by the rules above — the delay,
+    ``min_runtime``, the protection after :data:`PROTECTED_AFTER` preemptions, the least money
+    lost first and the smallest set. What it frees is the team's own usage. (An endpoint's burst
+    is not a candidate here: queued work of its team already takes it back, inference.scaling.)
+
+    Loop-free: a victim has a lower priority than its claimant, so it can never take it back.
+    """
+    if claim.priority < Priority.HIGH.rank:
+        return Verdict(why_not=Never.RECLAIM_OFF, words="only high-priority work preempts its own team's")
+    own = [c for c in candidates if c.team == claim.team and not c.burst]
+    usage -= sum(c.units for c in own if c.stopping)
+    if _fits(claim, quota, usage):
+        return Verdict(why_not=Never.FITS, words="fits now (or once stopping work is gone)")
+    waited = now - claim.waiting_since
+    if waited < rules.delay:
+        left = int((rules.delay - waited).total_seconds()) + 1
+        return Verdict(why_not=Never.DELAY, words=f"preempts in {left} s unless capacity frees itself")
+    lost = work_lost(own, now)
+    eligible = sorted((c for c in own if not c.stopping and c.priority < claim.priority
+                       and now - c.admitted_at >= rules.min_runtime and not protected(c, rules, now)),
+                      key=lambda c: order(c, lost[c.ref]))
+    chosen: list[Candidate] = []
+    for candidate in eligible:
+        chosen.append(candidate)
+        if _fits(claim, quota, usage - sum(c.units for c in chosen)):
+            break
+    else:
+        return Verdict(why_not=Never.NO_VICTIMS,
+                       words="none of the team's lower-priority work may be stopped yet (min runtime or none)")
+    for candidate in reversed(chosen[:-1]):
+        rest = [c for c in chosen if c is not candidate]
+        if _fits(claim, quota, usage - sum(c.units for c in rest)):
             chosen = rest
     return Verdict(victims=tuple(chosen), words=", ".join(c.ref for c in chosen))

@@ -33,9 +33,10 @@ from django.db.models import F
 
 from cluster.errors import ClusterError
 from quotas import admission, fairshare
+from quotas.constants import Priority
 from quotas.ledger import interval_cost, interval_gpu_hours
-from quotas.models import Cohort, PreemptionEvent, QueuedRequest, Reservation
-from quotas.reclaim import Candidate, Claim, Rules, Verdict, choose_victims, lost_since
+from quotas.models import Cohort, PreemptionEvent, QueuedRequest, Reservation, TeamSharing
+from quotas.reclaim import Candidate, Claim, Rules, Verdict, choose_own_victims, choose_victims, lost_since
 from teams.models import AuditEvent
 from teams.services import audit
 from workloads import lifecycle
@@ -59,7 +60,46 @@ def reclaim(backend, now: datetime) -> list[str]:
         for victim, claim, claimant in _victims(cohort, now):
             if _preempt(backend, victim, claim, claimant, now):
                 preempted.append(victim.ref)
+    # Within-team priority: full teams that allow it, with high-priority work queued.
+    teams = (TeamSharing.objects.filter(within_team_preemption=True,
+                                        team__queued_requests__priority=Priority.HIGH.rank)
+             .select_related("team", "cohort").distinct())
+    for sharing in teams:
+        for victim, claim, claimant in _own_victims(sharing, now):
+            if _preempt(backend, victim, claim, claimant, now, within_team=True):
+                preempted.append(victim.ref)
     return preempted
+
+
+def _own_victims(sharing: TeamSharing, now: datetime) -> list[tuple[Candidate, Claim, int]]:
+    """``(victim, claim, team id)`` of a team's queued high-priority work against its own lower-priority
+    work (:func:`quotas.reclaim.choose_own_victims`), claims in queue order as for a cohort.
+
+    The delay and min runtime are its cohort's, or a cohort's defaults outside one.
+    """
+    team = sharing.team
+    entries = list(QueuedRequest.objects.filter(team=team, priority=Priority.HIGH.rank).select_related("flavor")
+                   .order_by(*QueuedRequest.QUEUE_ORDER))
+    cohort = sharing.cohort or Cohort()
+    rules = Rules(cohort.reclaim, timedelta(minutes=cohort.min_runtime_minutes),
+                  timedelta(seconds=cohort.preemption_delay_seconds))
+    figures = admission.cohort_figures(sharing.cohort_id)
+    quotas = admission.team_quotas(team)
+    usage = admission.units_in_use(team)
+    stopping = _stopping_refs([team.pk])
+    held = list(Reservation.objects.held().filter(team=team, priority__lt=Priority.HIGH.rank))
+    workloads = _held_workloads(held)
+    chosen: list[tuple[Candidate, Claim, int]] = []
+    for entry in entries:
+        candidates = [_candidate(r, workloads.get(r.ref), {team.pk: team.slug}, stopping, {}, now)
+                      for r in held if r.flavor_id == entry.flavor_id]
+        claim = Claim(team.slug, entry.ref, entry.units, entry.priority, entry.created_at)
+        quota = admission.flavor_quota(entry.flavor, quotas.get(entry.flavor_id), figures, team.pk)
+        verdict = choose_own_victims(claim, quota, usage.get(entry.flavor_id, 0), candidates, rules, now)
+        for victim in verdict.victims:
+            stopping.add(victim.ref)
+            chosen.append((victim, claim, team.pk))
+    return chosen
 
 
 def _stopping_refs(team_ids) -> set[str]:
@@ -162,8 +202,12 @@ def lost_words(since: datetime | None, now: datetime, checkpointed: bool = False
     return f"{minutes} min of work since its {'last checkpoint' if checkpointed else 'start'} lost"
 
 
-def _preempt(backend, victim: Candidate, claim: Claim, claimant_id: int, now: datetime) -> bool:
-    """Give one victim its notice and have its kind act; False when it was no longer there to preempt."""
+def _preempt(backend, victim: Candidate, claim: Claim, claimant_id: int, now: datetime,
+             within_team: bool = False) -> bool:
+    """Give one victim its notice and have its kind act; False when it was no longer there to preempt.
+
+    ``within_team``: its own team's high-priority work takes its units (within-team priority).
+    """
     identity = WorkloadId.from_ref(victim.ref)
     kind = kind_for(identity.prefix) if identity is not None else None
     if kind is None:
@@ -175,19 +219,24 @@ def _preempt(backend, victim: Candidate, claim: Claim, claimant_id: int, now: da
     burst = kind.preempts_burst
     flavor = workload.flavor.name
     gpu_hours, cost, since, checkpointed = lost_work(kind, workload, victim.units, now)
-    reason = (f"preempted: team {claim.team} reclaimed {victim.units}\u00d7 {flavor} of its quota; "
-              f"{lost_words(since, now, checkpointed)}")
+    if within_team:
+        what = f"the team's high-priority {claim.ref} needed its {victim.units}\u00d7 {flavor}"
+        taking = f"the team's high-priority {claim.ref} needs its {victim.units}\u00d7 {flavor}"
+    else:
+        what = f"team {claim.team} reclaimed {victim.units}\u00d7 {flavor} of its quota"
+        taking = f"team {claim.team} reclaims {victim.units}\u00d7 {flavor} of its quota"
+    reason = f"preempted: {what}; {lost_words(since, now, checkpointed)}"
     seconds = 0 if burst else settings.SLIPWAY_PREEMPTION_GRACE_SECONDS
     changes = {"last_preempted_at": now, "preemptions": F("preemptions") + 1}
     if not burst:
         changes.update(preempting_since=now, reason_code=ReasonCode.PREEMPTING,
-                       reason=(f"being preempted: team {claim.team} reclaims {victim.units}\u00d7 {flavor} of its "
-                               f"quota; its pods stop within {seconds} s")[:500])
+                       reason=f"being preempted: {taking}; its pods stop within {seconds} s"[:500])
     with transaction.atomic():
         if not live.update(**changes):
             return False
         PreemptionEvent.objects.create(
             ref=workload.ref, team=workload.team, by_team_id=claimant_id, for_ref=claim.ref, user=workload.created_by,
+            cause=PreemptionEvent.Cause.WITHIN_TEAM if within_team else PreemptionEvent.Cause.RECLAIM,
             flavor=workload.flavor, units=victim.units, reason=reason[:500], grace_seconds=seconds,
             lost_gpu_hours=gpu_hours, lost_cost=cost, currency=settings.SLIPWAY_CURRENCY, at=now)
         audit(AuditEvent.Action.WORKLOAD_PREEMPTED, team=workload.team, target=workload.ref,

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='preemptionevent',
             name='cause',
-            field=models.CharField(choices=[('reclaim', "Quota reclaimed by its cohort's lender"), ('spot', 'Spot capacity reclaimed by the provider')], db_default='reclaim', default='reclaim', max_length=16),
+            field=models.CharField(choices=[('reclaim', "Quota reclaimed by its cohort's lender"), ('spot', 'Spot capacity reclaimed by the provider'), ('within_team', "Its team's high-priority work (within-team priority)")], db_default='reclaim', default='reclaim', max_length=16),
         ),
     ]

@@ -311,3 +311,40 @@ def test_a_team_under_nominal_is_kept_out_no_longer_than_delay_grace_and_a_cycle
         assert verdict.why_not != Never.NO_VICTIMS, verdict.words
         now += timedelta(seconds=cycle)
     raise AssertionError(f"still kept out at {now - start} (delay {delay_s} s, grace {grace_s} s)")
+
+
+# -- within-team priority -------------------------------------------------------------------
+
+from quotas.reclaim import choose_own_victims  # noqa: E402
+
+HIGH, NORMAL, LOW = 2, 1, 0
+
+
+def own(ref: str, units: int, priority: int = LOW, age_min: int = 30, **kw) -> Candidate:
+    return run(ref, "vision", units, 0, age_min=age_min, priority=priority, **kw)
+
+
+OWN_CASES = [
+    # id, claim, usage, quota, candidates, victims or Never code
+    ("high-takes-low", claim(4, priority=HIGH), 8, quota(8), [own("run:1", 4), own("run:2", 4, NORMAL)], ["run:1"]),
+    ("only-high-claims", claim(4, priority=NORMAL), 8, quota(8), [own("run:1", 4)], Never.RECLAIM_OFF),
+    ("never-equal-priority", claim(4, priority=HIGH), 8, quota(8), [own("run:1", 8, HIGH)], Never.NO_VICTIMS),
+    ("fits-already", claim(4, priority=HIGH), 4, quota(8), [own("run:1", 4)], Never.FITS),
+    ("min-runtime", claim(4, priority=HIGH), 8, quota(8), [own("run:1", 8, age_min=5)], Never.NO_VICTIMS),
+    ("smallest-set", claim(4, priority=HIGH), 8, quota(8), [own("run:1", 2, age_min=10), own("run:2", 6, age_min=40)],
+     ["run:2"]),
+    ("stopping-counts", claim(4, priority=HIGH), 8, quota(8), [own("run:1", 4, stopping=True), own("run:2", 4)],
+     Never.FITS),
+    ("other-teams-untouched", claim(4, priority=HIGH), 8, quota(8, Lender("nlp-platform", 8, 12)),
+     [run("run:9", "nlp-platform", 4, 4, priority=LOW)], Never.NO_VICTIMS),
+]
+
+
+@pytest.mark.parametrize(("claim_", "usage", "facts", "candidates", "expected"),
+                         [c[1:] for c in OWN_CASES], ids=[c[0] for c in OWN_CASES])
+def test_within_team_priority(claim_, usage, facts, candidates, expected):
+    verdict = choose_own_victims(claim_, facts, usage, candidates, ANY, NOW)
+    if isinstance(expected, list):
+        assert refs(verdict) == expected, verdict.words
+    else:
+        assert not verdict.victims and verdict.why_not == expected, verdict.words

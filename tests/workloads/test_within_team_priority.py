@@ -1,0 +1,50 @@
+"""Within-team priority (issue #24 point 7): a team that allows it lets a queued high-priority run
+stop its own low-priority work when it is full — off by default, by the same rules as reclaim."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from jobs.constants import RunState
+from jobs.models import TrainingRun
+from jobs.services import submit_run
+from quotas import services as quota_services
+from quotas.models import PreemptionEvent
+from tests.jobs.conftest import run_payload
+from workloads import preemption
+
+pytestmark = pytest.mark.django_db
+
+
+def submit(member, team, name: str, gpus: int, priority: str) -> TrainingRun:
+    data = {k: v for k, v in run_payload(name=name, gpus_per_worker=gpus, priority=priority).items() if k != "team"}
+    return submit_run(member, team, data)
+
+
+def test_a_full_team_s_high_run_stops_its_own_low_work_when_the_team_allows_it(member, team, quota, staff,
+                                                                                fake_backend, published):
+    low = submit(member, team, "sweep", 8, "low")
+    high = submit(member, team, "deadline", 4, "high")
+    assert (low.state, high.state) == (RunState.ADMITTED, RunState.QUEUED)
+    later = timezone.now() + timedelta(minutes=11)  # past the default min runtime (10) and delay (30 s)
+
+    assert preemption.reclaim(fake_backend, later) == []  # off by default
+    quota_services.set_team_sharing(staff, team, within_team_preemption=True)
+    assert preemption.reclaim(fake_backend, later) == [low.ref]
+    low.refresh_from_db()
+    assert low.preempting_since is not None and low.preemptions == 1
+    assert low.reason == f"being preempted: the team's high-priority {high.ref} needs its 8\u00d7 a100-80gb; " \
+                         "its pods stop within 30 s"
+    event = PreemptionEvent.objects.get(ref=low.ref)
+    assert (event.cause, event.by_team, event.for_ref) == ("within_team", team, high.ref)
+    assert preemption.reclaim(fake_backend, later) == []  # stopping: not taken twice
+
+
+def test_normal_priority_never_preempts_its_team(member, team, quota, staff, fake_backend, published):
+    quota_services.set_team_sharing(staff, team, within_team_preemption=True)
+    submit(member, team, "sweep", 8, "low")
+    submit(member, team, "normal", 4, "normal")
+    assert preemption.reclaim(fake_backend, timezone.now() + timedelta(hours=1)) == []
