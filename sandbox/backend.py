@@ -200,8 +200,11 @@ class SandboxBackend(ClusterBackend):
 
     @staticmethod
     def _terminate(rows, now: datetime, grace: int) -> list[int]:
-        """Start a graceful delete of the pod owners among ``rows`` that have live pods; their ids."""
-        live = SimPod.objects.filter(owner=OuterRef("pk"), active=True)
+        """Start a graceful delete of the pod owners among ``rows`` that have live pods on a node; their ids.
+
+        Pods not bound to a node have nothing to stop: an API server deletes them at once.
+        """
+        live = SimPod.objects.filter(owner=OuterRef("pk"), active=True).exclude(node="")
         deadline = now + timedelta(seconds=grace)
         kept = []
         for owner in rows.filter(kind__in=POD_OWNERS).filter(Exists(live)).select_for_update():
@@ -430,7 +433,7 @@ class SandboxBackend(ClusterBackend):
                               tail=tail, port=plan.get("port"), args=plan.get("args", ()))
         until = row.finished_at or at
         workers = sum(p["count"] for p in row.owner.plan["pods"])
-        noticed = (row.finished_at is not None and not row.disruption
+        noticed = (row.finished_at is not None and not row.disruption and row.exit_code == checkpoints.NOTICE_EXIT_CODE
                    and checkpoints.notice_exit(plan, row.started_at, row.notice_at) == row.finished_at)
         return training_log(row.name, image=plan["img"], started=row.started_at, until=until,
                             outcome=pod_outcome(plan, row.owner.kind, row.index),

@@ -58,8 +58,9 @@ def run_tick(now: datetime) -> dict[str, int]:
 
 def finish_deletions(now: datetime) -> int:
     """Remove the objects of graceful deletes whose pods have all exited or whose grace period
-    ended (their pods go with them, whatever they were doing); how many objects."""
-    live = SimPod.objects.filter(owner=OuterRef("pk"), active=True)
+    ended (their pods go with them, whatever they were doing; pods never bound do not hold it
+    up); how many objects."""
+    live = SimPod.objects.filter(owner=OuterRef("pk"), active=True).exclude(node="")
     over = SimObject.objects.filter(delete_at__isnull=False).filter(Q(delete_at__lte=now) | ~Exists(live))
     workloads = set(over.values_list("namespace", "workload"))
     if not workloads:
