@@ -127,7 +127,7 @@ class World:
                 self.quotas[o.namespace].append(o)
         self.loads = {(ns, wl): v for ns, wl, v in SimLoad.objects.values_list("namespace", "workload", "value")}
         self.pods_by_owner: dict[int, list[PodRow]] = defaultdict(list)
-        for pod in load_records(SimPod.objects.filter(active=True)):
+        for pod in load_records(SimPod.objects.filter(active=True), lazy=("annotations",)):  # not read here
             if pod.owner_id in self.owners:
                 self.pods_by_owner[pod.owner_id].append(pod)
         self.finished: dict[int, list[PodRow]] = defaultdict(list)  # pods that ended this tick
