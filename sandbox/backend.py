@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import ParamSpec, TypeVar
 
 from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, OuterRef, Q
 from django.utils import timezone
 
 from cluster.backends.base import (
@@ -46,12 +46,12 @@ from cluster.errors import Invalid, NotFound, Transient
 from cluster.metrics import per_workload, running_pods
 from cluster.perf import gc_paused
 from cluster.status import parse_time
-from sandbox import inventory
+from sandbox import checkpoints, inventory
 from sandbox.bulk import Record
 from sandbox.bulk import load as load_records
 from sandbox.controllers.kubelet import CRASH_OUTCOMES, KILLED_EXIT_CODE, pod_ready
 from sandbox.controllers.scaledobject import endpoint_load
-from sandbox.models import SimClock, SimEvent, SimLoad, SimObject, SimPod
+from sandbox.models import SimClock, SimEvent, SimLoad, SimNodeOutage, SimObject, SimPod
 from sandbox.names import new_uid, replicaset_name
 from sandbox.simulation import (
     PULL_SECONDS,
@@ -83,7 +83,12 @@ EVENT_TTL = timedelta(hours=1)
 _MANIFESTS: dict[tuple[str, int], tuple[dict, dict]] = {}
 MANIFEST_CACHE_MAX = 200_000
 OBSERVE_COLUMNS = ("id", "kind", "api_version", "namespace", "name", "workload", "team", "uid", "resource_version",
-                   "generation", "status", "memo", "replicas", "created_at")
+                   "generation", "status", "memo", "replicas", "created_at", "delete_at", "delete_grace")
+#: The kinds whose pods a graceful delete lets run until the grace period ends.
+POD_OWNERS = ("Job", "PyTorchJob", "Deployment")
+#: What the kubelet says of a pod stopped by its node's shutdown (a reclaimed spot node):
+#: the DisruptionTarget condition's reason and the pod's status message.
+NODE_SHUTDOWN = ("TerminationByKubelet", "Pod was terminated in response to imminent node shutdown.")
 #: Namespaces that exist without being applied.
 BUILTIN_NAMESPACES = ("default", "kube-system")
 
@@ -170,8 +175,15 @@ class SandboxBackend(ClusterBackend):
     @_storage_errors
     def delete(self, address: ClusterAddress, resources: Sequence[ResourceKind], *, now: datetime | None = None,
                grace_seconds: int | None = None) -> int:
-        """The workload's objects of the deleted kinds and its env Secret; pods go with their owners
-        (CASCADE): background propagation, instantly (simulated pods stop at once, whatever the grace)."""
+        """The workload's objects of the deleted kinds and its env Secret; pods go with their owners (CASCADE).
+
+        ``grace_seconds`` > 0: an owner with live pods stays, terminating (``deletionTimestamp``
+        on it and its pods, which keep running and holding their quota), until its pods have
+        exited or the grace period ends; the tick then removes it (:func:`sandbox.tick.finish_deletions`).
+        A second delete may shorten the grace, never lengthen it, as on an API server. None or 0:
+        everything goes at once. The other objects (Service, ScaledObject, Secret) go at once.
+        """
+        now = now or timezone.now()
         doomed = Q()
         for resource in resources:
             if resource.deleted:
@@ -180,9 +192,82 @@ class SandboxBackend(ClusterBackend):
         with transaction.atomic():
             rows = SimObject.objects.filter(doomed, namespace=address.namespace)
             count = rows.count()
-            rows.delete()
-            SimLoad.objects.filter(namespace=address.namespace, workload=address.cluster_name).delete()
+            kept = self._terminate(rows, now, grace_seconds) if grace_seconds and grace_seconds > 0 else []
+            rows.exclude(pk__in=kept).delete()
+            if not kept:
+                SimLoad.objects.filter(namespace=address.namespace, workload=address.cluster_name).delete()
             return count
+
+    @staticmethod
+    def _terminate(rows, now: datetime, grace: int) -> list[int]:
+        """Start a graceful delete of the pod owners among ``rows`` that have live pods on a node; their ids.
+
+        Pods not bound to a node have nothing to stop: an API server deletes them at once.
+        """
+        live = SimPod.objects.filter(owner=OuterRef("pk"), active=True).exclude(node="")
+        deadline = now + timedelta(seconds=grace)
+        kept = []
+        for owner in rows.filter(kind__in=POD_OWNERS).filter(Exists(live)).select_for_update():
+            kept.append(owner.pk)
+            if owner.delete_at is not None and owner.delete_at <= deadline:
+                continue  # already terminating, at least as soon
+            first = owner.delete_at is None
+            owner.delete_at, owner.delete_grace = deadline, grace
+            owner.save(update_fields=["delete_at", "delete_grace"])
+            if not first:
+                continue
+            plan = owner.plan["pods"]
+            SimEvent.objects.bulk_create(
+                SimEvent(namespace=pod.namespace, workload=pod.workload, object=f"Pod/{pod.name}", type="Normal",
+                         reason="Killing", message=f"Stopping container {plan[pod.role]['ctr']}", time=now)
+                for pod in owner.pods.filter(active=True, phase="Running"))
+        return kept
+
+    @_storage_errors
+    def annotate_pods(self, address: ClusterAddress, annotations: dict[str, str | None], *,
+                      now: datetime | None = None) -> int:
+        """Merge ``annotations`` onto the workload's live pods (None removes a key); how many pods.
+
+        The preemption notice (``slipway.dev/notice``) reaches a pod's downward-API file at
+        ``now``: a pod that honours it (``SLIPWAY_SIM_HONOUR_NOTICE``) checkpoints and exits
+        on the next tick. Columns of their own, which the tick never writes back.
+        """
+        now = now or timezone.now()
+        with transaction.atomic():
+            pods = list(SimPod.objects.select_for_update().filter(
+                namespace=address.namespace, workload=address.cluster_name, active=True))
+            for pod in pods:
+                merged = {**(pod.annotations or {}), **annotations}
+                pod.annotations = {k: str(v) for k, v in merged.items() if v is not None}
+                if pod.notice_at is None and pod.annotations.get(checkpoints.NOTICE_ANNOTATION):
+                    pod.notice_at = now
+                pod.save(update_fields=["annotations", "notice_at"])
+            return len(pods)
+
+    @_storage_errors
+    def reclaim_node(self, node: str, *, now: datetime | None = None) -> int:
+        """Take ``node`` away as a cloud provider reclaims a spot node; how many live pods it had.
+
+        The cluster first advances to ``now``; from the next tick the node is gone: nothing is
+        scheduled there, its capacity is not reported, and its pods stop with the condition
+        ``DisruptionTarget`` (reason ``TerminationByKubelet``, phase Failed; a Deployment's
+        are deleted and replaced), as the kubelet's graceful node shutdown leaves them.
+        """
+        if node not in {n.name for n in inventory.nodes()}:
+            raise NotFound(f'nodes "{node}" not found', status=404)
+        now = now or timezone.now()
+        self.tick(now)
+        SimNodeOutage.objects.get_or_create(node=node, defaults={"since": max(now, self.clock()),
+                                                                 "reason": NODE_SHUTDOWN[0]})
+        return SimPod.objects.filter(node=node, active=True).count()
+
+    @_storage_errors
+    def restore_node(self, node: str) -> bool:
+        """Bring a reclaimed node back (empty, as a fresh spot node); False when it was not gone."""
+        return SimNodeOutage.objects.filter(node=node).delete()[0] > 0
+
+    def nodes_down(self) -> dict[str, datetime]:
+        return dict(SimNodeOutage.objects.values_list("node", "since"))
 
     def set_load(self, address: ClusterAddress, value: float | None) -> None:
         """Pin an endpoint's synthetic load (trigger metric units); None returns it to the demo curve."""
@@ -193,13 +278,14 @@ class SandboxBackend(ClusterBackend):
                                          defaults={"value": max(float(value), 0.0)})
 
     def reset(self) -> None:
-        """Forget every object, pod, event and load: an empty cluster."""
+        """Forget every object, pod, event, load and reclaimed node: an empty cluster."""
         with transaction.atomic():
             SimPod.objects.all().delete()
             SimObject.objects.all().delete()
             SimEvent.objects.all().delete()
             SimLoad.objects.all().delete()
             SimClock.objects.all().delete()
+            SimNodeOutage.objects.all().delete()
 
     # -- the clock -------------------------------------------------------------------------------
 
@@ -347,10 +433,14 @@ class SandboxBackend(ClusterBackend):
                               tail=tail, port=plan.get("port"), args=plan.get("args", ()))
         until = row.finished_at or at
         workers = sum(p["count"] for p in row.owner.plan["pods"])
+        noticed = (row.finished_at is not None and not row.disruption and row.exit_code == checkpoints.NOTICE_EXIT_CODE
+                   and checkpoints.notice_exit(plan, row.started_at, row.notice_at) == row.finished_at)
         return training_log(row.name, image=plan["img"], started=row.started_at, until=until,
                             outcome=pod_outcome(plan, row.owner.kind, row.index),
-                            finished=row.finished_at is not None and row.reason != "DeadlineExceeded",
-                            workers=workers, tail=tail, args=plan.get("args", ()))
+                            finished=(row.finished_at is not None and row.reason != "DeadlineExceeded"
+                                      and not row.disruption),
+                            workers=workers, tail=tail, args=plan.get("args", ()),
+                            ckpt=_checkpointing(plan), noticed=noticed)
 
     @staticmethod
     def _previous_log(row: SimPod, plan: dict, tail: int) -> list[str]:
@@ -364,7 +454,7 @@ class SandboxBackend(ClusterBackend):
         return training_log(row.name, image=plan["img"], started=parse_time(run["started"]),
                             until=parse_time(run["finished"]), outcome=pod_outcome(plan, row.owner.kind, row.index),
                             finished=not killed, workers=sum(p["count"] for p in row.owner.plan["pods"]), tail=tail,
-                            args=plan.get("args", ()))
+                            args=plan.get("args", ()), ckpt=_checkpointing(plan))
 
     @staticmethod
     def _load(deployment: SimObject, at: datetime) -> float:
@@ -400,10 +490,11 @@ class SandboxBackend(ClusterBackend):
             plan = PLAN_CACHE.get((uid, version))
             for resource, units in (plan["pods"][role]["req"].items() if plan else ()):
                 in_use[(node, resource)] += units * count
+        down = self.nodes_down()  # a reclaimed node is no longer in the node list
         return [
             NodeCapacity(node=node.name, resource_name=resource, allocatable=node.allocatable[resource],
                          in_use=in_use[(node.name, resource)], labels=dict(node.labels))
-            for node in inventory.nodes()
+            for node in inventory.nodes() if node.name not in down
             for resource in node.gpu_resources
             if node.allocatable[resource] > 0 or in_use[(node.name, resource)]
         ]
@@ -418,6 +509,7 @@ class SandboxBackend(ClusterBackend):
         meta = dict(manifest.pop("metadata", {}))
         meta.update({"uid": row.uid, "resourceVersion": str(row.resource_version), "generation": row.generation,
                      "creationTimestamp": rfc3339(row.created_at)})
+        meta.update(_deletion(row))
         out["metadata"] = meta
         out.update(manifest)
         if row.kind == "Deployment":
@@ -449,6 +541,21 @@ def _autoscaler_manifest(scaled) -> Manifest:
                          "labels": dict(meta.get("labels") or {})},
             "spec": {"minReplicas": max(scaled.plan.get("min", 1), 1), "maxReplicas": scaled.plan.get("max", 1)},
             "status": status}
+
+
+def _deletion(owner) -> dict:
+    """``deletionTimestamp`` (the grace period's end) and ``deletionGracePeriodSeconds`` of an
+    object being deleted gracefully, and of its pods; {} otherwise."""
+    deadline = getattr(owner, "delete_at", None)
+    if deadline is None:
+        return {}
+    return {"deletionTimestamp": rfc3339(deadline), "deletionGracePeriodSeconds": owner.delete_grace or 0}
+
+
+def _checkpointing(plan: dict) -> checkpoints.Checkpointing | None:
+    """The pod's checkpoint settings, for the one replica that saves them: a Job's pod, a
+    PyTorchJob's Master (rank 0 saves, the workers do not)."""
+    return checkpoints.from_plan(plan) if plan.get("role", "") in ("", "Master") else None
 
 
 def _initial_status(obj: Manifest) -> dict:
@@ -491,7 +598,10 @@ def pod_manifest(pod: SimPod, owner: SimObject, at: datetime) -> Manifest:
     meta: Manifest = {
         "name": pod.name, "namespace": pod.namespace, "uid": f"{owner.uid[:24]}{stable_int(pod.name) % 10**12:012d}",
         "labels": labels, "ownerReferences": [owner_ref], "creationTimestamp": rfc3339(pod.created_at),
+        **_deletion(owner),
     }
+    if pod.annotations:
+        meta["annotations"] = dict(pod.annotations)
     spec = dict(template.get("spec") or {})
     if pod.node:
         spec["nodeName"] = pod.node
@@ -501,8 +611,8 @@ def pod_manifest(pod: SimPod, owner: SimObject, at: datetime) -> Manifest:
         if owner.kind == "Deployment":
             # Each replica serves its share; utilisation is that share, capped at 100%.
             load = min(float(getattr(owner, "load", 50.0)) / max(owner.replicas, 1), 100.0)
-        meta["annotations"] = {GPU_UTILIZATION_ANNOTATION: str(gpu_utilization(pod.name, plan.get("util"),
-                                                                                serving_load=load, now=at))}
+        meta["annotations"] = {**(meta.get("annotations") or {}), GPU_UTILIZATION_ANNOTATION: str(
+            gpu_utilization(pod.name, plan.get("util"), serving_load=load, now=at))}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 
 
@@ -514,6 +624,15 @@ def _previous_run(pod: SimPod, owner: SimObject) -> dict | None:
     if owner.kind != "PyTorchJob":
         return None
     return (owner.memo.get("previous") or {}).get(pod.name)
+
+
+def _disruption_conditions(pod: SimPod) -> list[Manifest]:
+    """The ``DisruptionTarget`` condition of a pod its node's shutdown stopped (and the pod's
+    ``reason``/``message``, set by :func:`_pod_status`), as the kubelet writes them."""
+    if not pod.disruption:
+        return []
+    return [{"type": "DisruptionTarget", "status": "True", "reason": pod.disruption, "message": NODE_SHUTDOWN[1],
+             "lastProbeTime": None, "lastTransitionTime": rfc3339(pod.finished_at)}]
 
 
 def _pod_status(pod: SimPod, owner: SimObject, plan: dict, at: datetime) -> Manifest:
@@ -538,6 +657,8 @@ def _pod_status(pod: SimPod, owner: SimObject, plan: dict, at: datetime) -> Mani
                                            "startedAt": rfc3339(pod.started_at or pod.scheduled_at),
                                            "finishedAt": rfc3339(pod.finished_at)}}
         cstatus["started"] = False
+        if pod.disruption:
+            status["reason"], status["message"] = "Terminated", NODE_SHUTDOWN[1]
         if pod.reason == "DeadlineExceeded":
             status["reason"] = "DeadlineExceeded"
             status["message"] = "Pod was active on the node longer than the specified deadline"
@@ -579,6 +700,7 @@ def _pod_status(pod: SimPod, owner: SimObject, plan: dict, at: datetime) -> Mani
     status["containerStatuses"] = [cstatus]
     running = pod.phase == "Running"
     status["conditions"] = [
+        *_disruption_conditions(pod),
         {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": scheduled},
         {"type": "Initialized", "status": "True", "lastProbeTime": None, "lastTransitionTime": scheduled},
         {"type": "ContainersReady", "status": str(ready), "lastProbeTime": None,

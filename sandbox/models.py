@@ -35,6 +35,11 @@ class SimObject(models.Model):
     generation = models.IntegerField(default=1)
     resource_version = models.BigIntegerField(default=1)
     created_at = models.DateTimeField()
+    #: A graceful delete (``delete(grace_seconds>0)``) under way: the object and its pods stay,
+    #: terminating, until their pods have exited or this deadline passes (``deletionTimestamp``).
+    #: Columns of their own, not memo: the tick writes memo back and would undo a concurrent delete.
+    delete_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    delete_grace = models.IntegerField(null=True, blank=True)  #: its ``deletionGracePeriodSeconds``
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["kind", "namespace", "name"], name="sandbox_object_unique")]
@@ -68,6 +73,12 @@ class SimPod(models.Model):
     reason = models.CharField(max_length=40, blank=True)  # OOMKilled, Error, Completed, DeadlineExceeded
     exit_code = models.IntegerField(null=True, blank=True)
     message = models.TextField(blank=True)  # FailedScheduling message while unschedulable
+    #: Annotations put on the pod after its creation (``annotate_pods``: the preemption notice).
+    annotations = models.JSONField(default=dict, blank=True)
+    #: When the first annotation ``slipway.dev/notice`` reached the pod (its downward-API file changed).
+    notice_at = models.DateTimeField(null=True, blank=True)
+    #: The reason of its ``DisruptionTarget`` condition (``TerminationByKubelet``: its node was reclaimed).
+    disruption = models.CharField(max_length=40, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="sandbox_pod_unique")]
@@ -118,3 +129,18 @@ class SimClock(models.Model):
 
     def __str__(self) -> str:
         return f"clock@{self.last_tick}"
+
+
+class SimNodeOutage(models.Model):
+    """A node of the inventory that is gone (a reclaimed spot node) since ``since``, until restored.
+
+    Nodes are configuration (:mod:`sandbox.inventory`); only their absence is state, shared by
+    every process like the rest of the cluster.
+    """
+
+    node = models.CharField(max_length=100, unique=True)
+    since = models.DateTimeField()
+    reason = models.CharField(max_length=40, default="TerminationByKubelet")
+
+    def __str__(self) -> str:
+        return f"{self.node} down since {self.since}"

@@ -13,6 +13,9 @@ Knobs read from the first container's env (passed through unchanged by the build
 * ``SLIPWAY_SIM_FAILED_ATTEMPTS`` — Jobs: only the first N attempts end with a failing outcome
   (``fail``, ``oom``); the attempts after them succeed, so a run that retries and recovers can
   be shown (with ``max_retries`` ≥ N). Default: every attempt ends the same way.
+* ``SLIPWAY_SIM_CHECKPOINT_EVERY``, ``SLIPWAY_SIM_HONOUR_NOTICE`` (with the contract's
+  ``SLIPWAY_CHECKPOINT_DIR`` and ``SLIPWAY_RESUME_FROM``) — runs: simulated checkpoints, resuming
+  and preemption notices, see :mod:`sandbox.checkpoints`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import re
 import shlex
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from sandbox import checkpoints
 
 OUTCOMES = ("succeed", "fail", "oom", "image-pull", "crashloop")
 #: Seconds between binding and the container starting (image pull + create).
@@ -48,6 +53,8 @@ class SimSettings:
     utilization: float | None
     load_seconds: int = 0  # servers: model load time before readiness
     failed_attempts: int | None = None  # Jobs: attempts that fail before one succeeds (None: all)
+    checkpoint: dict | None = None  # runs: checkpoint settings (sandbox.checkpoints.plan_settings)
+    honour_notice: bool = False  # runs: checkpoint and exit at a preemption notice
 
 
 def stable_int(*parts: object) -> int:
@@ -90,8 +97,14 @@ def sim_settings(env: dict[str, str], *, workload: str, kind: str) -> SimSetting
         load_seconds = DEFAULT_MODEL_LOAD_SECONDS if parsed is None else parsed
     raw = env.get("SLIPWAY_SIM_FAILED_ATTEMPTS", "").strip()
     failed_attempts = int(raw) if raw.isascii() and raw.isdigit() else None
+    checkpoint = None
+    if kind != "Deployment":
+        raw = env.get("SLIPWAY_SIM_CHECKPOINT_EVERY", "")
+        checkpoint = checkpoints.plan_settings(env, parse_duration(raw) if raw else None)
+        duration = checkpoints.shortened(duration, checkpoint)  # a resumed run has less left to do
     return SimSettings(duration=max(duration, 1), outcome=outcome, utilization=utilization,
-                       load_seconds=load_seconds, failed_attempts=failed_attempts)
+                       load_seconds=load_seconds, failed_attempts=failed_attempts, checkpoint=checkpoint,
+                       honour_notice=kind != "Deployment" and checkpoints.honours_notice(env))
 
 
 #: Outcomes SLIPWAY_SIM_FAILED_ATTEMPTS limits to the first attempts.
@@ -181,17 +194,24 @@ def _args_lines(stamp: str, args: tuple[str, ...] | list[str]) -> list[str]:
 
 
 def training_log(pod_name: str, *, image: str, started: datetime, until: datetime, outcome: str,
-                 finished: bool, workers: int, tail: int, args: tuple[str, ...] | list[str] = ()) -> list[str]:
+                 finished: bool, workers: int, tail: int, args: tuple[str, ...] | list[str] = (),
+                 ckpt: checkpoints.Checkpointing | None = None, noticed: bool = False) -> list[str]:
     """Plausible training output from ``started`` to ``until`` (only the last ``tail`` lines are built).
 
     It echoes the container's ``args`` as a training script does, and trains with the learning
     rate they give (``--lr``), so what the user typed shows up where they look for it.
+    ``ckpt``: it checkpoints (and resumes) as :mod:`sandbox.checkpoints` says; ``noticed``: it
+    stopped at ``until`` because of a preemption notice.
     """
     elapsed = max(0, int((until - started).total_seconds()))
     seed = stable_int(pod_name) % 1000
     given_lr = learning_rate(args)
     lr = given_lr or DEFAULT_LR
+    resumed = ckpt.resume if ckpt is not None else 0
+    done_before = resumed * ckpt.every if ckpt is not None else 0  # seconds of work of earlier attempts
     header = [
+        *([f"{_rfc3339(started)} INFO  resuming from step {resumed} ({ckpt.path(resumed)})"]
+          if ckpt is not None and resumed else []),
         f"{_rfc3339(started)} INFO  starting {image}",
         *_args_lines(_rfc3339(started), args),
         f"{_rfc3339(started)} INFO  torch.distributed initialised: world_size={workers} backend=nccl",
@@ -202,7 +222,9 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
     steps = elapsed // TRAIN_LOG_EVERY
     footer: list[str] = []
     end = _rfc3339(until)
-    if finished and outcome == "succeed":
+    if finished and noticed:
+        footer = checkpoints.notice_footer(ckpt, elapsed, end)
+    elif finished and outcome == "succeed":
         footer = [f"{end} INFO  training complete: saved checkpoint to /checkpoints/final.pt"]
     elif finished and outcome == "oom":
         footer = [f"{end} ERROR torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB "
@@ -212,13 +234,19 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
                   f'{end} ERROR   File "/workspace/train.py", line 214, in <module>',
                   f"{end} ERROR RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1275, unhandled system error"]
     first = max(1, steps - max(tail - len(footer), 0) + 1)
-    body = []
+    timed: list[tuple[int, str]] = []
     for k in range(first, steps + 1):
         seconds = k * TRAIN_LOG_EVERY
-        step = k * 20
-        loss = 0.35 + 2.4 * math.exp(-seconds / 600.0) + 0.02 * math.sin(k * 1.7 + seed)
+        step = (k + done_before // TRAIN_LOG_EVERY) * 20  # a resumed run's steps go on from where it was
+        loss = 0.35 + 2.4 * math.exp(-(seconds + done_before) / 600.0) + 0.02 * math.sin(k * 1.7 + seed)
         stamp = _rfc3339(started + timedelta(seconds=seconds))
-        body.append(f"{stamp} INFO  step {step:>6} | loss {loss:.4f} | lr {lr:.1e} | {410 + seed % 40} samples/s")
+        timed.append((seconds, f"{stamp} INFO  step {step:>6} | loss {loss:.4f} | lr {lr:.1e} | "
+                               f"{410 + seed % 40} samples/s"))
+    if ckpt is not None:
+        since = first * TRAIN_LOG_EVERY if first > 1 else 0
+        timed.extend(checkpoints.body_lines(ckpt, elapsed, since, max(tail, 0)))
+    timed.sort(key=lambda pair: pair[0])  # stable: a checkpoint follows the progress line of its second
+    body = [line for _, line in timed]
     return (header + body + footer)[-tail:] if tail > 0 else []
 
 

@@ -14,6 +14,10 @@ Order within a tick (each step sees the previous one's results):
    FailedScheduling message;
 4. the ResourceQuotas' status reports what their namespace now uses.
 
+Before all that, graceful deletes that are over (:func:`finish_deletions`) remove their objects.
+An owner being deleted gracefully gets no controller step: its pods run on (the kubelet step),
+but nothing replaces or restarts them.
+
 Quiet workloads cost almost nothing: a controller whose pods did not change this tick, and
 that has nothing due (deadline, missing pods, a new replica target), returns before even
 decoding its status.
@@ -23,8 +27,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.db.models import Exists, OuterRef, Q
+
 from sandbox.controllers import deployment, job, kubelet, pytorchjob, quota
 from sandbox.controllers.scheduling import schedule
+from sandbox.models import SimLoad, SimObject, SimPod
 from sandbox.world import World
 
 #: The controller of each kind that owns pods.
@@ -33,6 +40,7 @@ CONTROLLERS = {"Job": job.reconcile, "PyTorchJob": pytorchjob.reconcile, "Deploy
 
 def run_tick(now: datetime) -> dict[str, int]:
     """Advance the cluster to ``now``; returns counts of what changed (pods, objects, events)."""
+    finish_deletions(now)
     world = World(now)
     world.load()
     for owner_id, pods in world.pods_by_owner.items():
@@ -41,7 +49,24 @@ def run_tick(now: datetime) -> dict[str, int]:
             kubelet.advance(world, pod, owner)
     quota.compute_usage(world)
     for owner in list(world.owners.values()):
-        CONTROLLERS[owner.kind](world, owner)
+        if owner.delete_at is None:
+            CONTROLLERS[owner.kind](world, owner)
     schedule(world)
     quota.report_status(world)
     return world.save()
+
+
+def finish_deletions(now: datetime) -> int:
+    """Remove the objects of graceful deletes whose pods have all exited or whose grace period
+    ended (their pods go with them, whatever they were doing; pods never bound do not hold it
+    up); how many objects."""
+    live = SimPod.objects.filter(owner=OuterRef("pk"), active=True).exclude(node="")
+    over = SimObject.objects.filter(delete_at__isnull=False).filter(Q(delete_at__lte=now) | ~Exists(live))
+    workloads = set(over.values_list("namespace", "workload"))
+    if not workloads:
+        return 0
+    count = over.delete()[1].get(SimObject._meta.label, 0)
+    for namespace, workload in workloads:
+        if not SimObject.objects.filter(namespace=namespace, workload=workload).exists():
+            SimLoad.objects.filter(namespace=namespace, workload=workload).delete()
+    return count

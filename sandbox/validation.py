@@ -389,6 +389,10 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
         "out": sim.outcome,
         "fails": sim.failed_attempts,
         "util": sim.utilization,
+        # Simulated checkpoints (SLIPWAY_SIM_CHECKPOINT_EVERY, sandbox.checkpoints) and whether the
+        # pod checkpoints and exits at a preemption notice (SLIPWAY_SIM_HONOUR_NOTICE).
+        "ckpt": sim.checkpoint,
+        "honour": sim.honour_notice,
         # A server answers its readiness probe once its model is loaded (SLIPWAY_SIM_LOAD_SECONDS).
         "ready": sim.load_seconds if first.get("readinessProbe") else 0,
         "hash": template_hash(template),
@@ -401,6 +405,20 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
     }
 
 
+def ignores_disruption(policy: object) -> bool:
+    """A Job's ``podFailurePolicy`` has a rule ``Ignore`` on the pod condition ``DisruptionTarget``:
+    a pod its node took down (or a preemption) then spends no retry."""
+    rules = policy.get("rules") if isinstance(policy, dict) else None
+    for rule in rules if isinstance(rules, list) else []:
+        if not isinstance(rule, dict) or rule.get("action") != "Ignore":
+            continue
+        for pattern in rule.get("onPodConditions") or []:
+            if isinstance(pattern, dict) and pattern.get("type") == "DisruptionTarget" \
+                    and str(pattern.get("status", "True")) == "True":
+                return True
+    return False
+
+
 def compile_plan(obj: Manifest) -> dict:
     """The compact plan of an admitted object (empty for kinds no controller acts on)."""
     kind, spec = obj["kind"], obj.get("spec") or {}
@@ -410,6 +428,7 @@ def compile_plan(obj: Manifest) -> dict:
             "pods": [pod_plan(spec["template"], workload=workload, kind=kind)],
             "backoff": spec.get("backoffLimit", 6),
             "deadline": spec.get("activeDeadlineSeconds"),
+            "ignore_disruption": ignores_disruption(spec.get("podFailurePolicy")),
         }
     if kind == "PyTorchJob":
         run_policy = spec.get("runPolicy") or {}

@@ -20,7 +20,7 @@ from sandbox.bulk import Record, fast_insert, fast_update
 from sandbox.bulk import load as load_records
 from sandbox.bulk import new as new_record
 from sandbox.inventory import nodes as inventory_nodes
-from sandbox.models import SimEvent, SimLoad, SimObject, SimPod
+from sandbox.models import SimEvent, SimLoad, SimNodeOutage, SimObject, SimPod
 from sandbox.timestamps import parse_rfc3339
 
 STAGE_CREATED, STAGE_BOUND, STAGE_STARTED, STAGE_READY, STAGE_DONE, STAGE_CRASHING = 0, 1, 2, 3, 4, 5
@@ -31,7 +31,7 @@ BATCH = 500
 ObjRow = Record
 PodRow = Record
 OBJECT_COLUMNS = ("id", "kind", "namespace", "name", "workload", "team", "uid", "resource_version", "status", "memo",
-                  "replicas", "done", "generation")
+                  "replicas", "done", "generation", "delete_at")
 #: Plans only change when an object is applied (which bumps its resourceVersion), so each
 #: process keeps them decoded: (uid, resourceVersion) -> plan. Long-lived worker/beat
 #: processes then read only the small status/memo columns per tick.
@@ -100,6 +100,10 @@ class World:
     # -- load -----------------------------------------------------------------------------------
 
     def load(self) -> None:
+        #: Reclaimed nodes (sandbox reclaim-node) and since when: their pods stop, nothing lands there.
+        self.down = dict(SimNodeOutage.objects.values_list("node", "since"))
+        if self.down:
+            self.nodes = tuple(node for node in self.nodes if node.name not in self.down)
         # The manifest column (the biggest) is never read here: plans carry what the tick needs.
         live = SimObject.objects.filter(done=False, kind__in=CONTROLLED)
         objects = load_records(live, OBJECT_COLUMNS, lazy=("status", "memo"))
@@ -123,7 +127,7 @@ class World:
                 self.quotas[o.namespace].append(o)
         self.loads = {(ns, wl): v for ns, wl, v in SimLoad.objects.values_list("namespace", "workload", "value")}
         self.pods_by_owner: dict[int, list[PodRow]] = defaultdict(list)
-        for pod in load_records(SimPod.objects.filter(active=True)):
+        for pod in load_records(SimPod.objects.filter(active=True), lazy=("annotations",)):  # not read here
             if pod.owner_id in self.owners:
                 self.pods_by_owner[pod.owner_id].append(pod)
         self.finished: dict[int, list[PodRow]] = defaultdict(list)  # pods that ended this tick
@@ -144,7 +148,7 @@ class World:
         fast_insert(SimPod, self.new_pods)
         fast_update(SimPod, list(self.changed_pods.values()),
                     ["node", "phase", "stage", "active", "scheduled_at", "started_at", "finished_at", "reason",
-                     "exit_code", "message"])
+                     "exit_code", "message", "disruption"])
         fast_update(SimObject, list(self.changed_objects.values()), ["status", "memo", "replicas", "done"])
         fast_insert(SimEvent, self.events)
         return {"pods_created": len(self.new_pods), "pods_changed": len(self.changed_pods),

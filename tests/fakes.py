@@ -83,6 +83,21 @@ class FakeBackend(ClusterBackend):
         self.pod_lists.pop((address.namespace, address.cluster_name), None)
         return len(doomed)
 
+    def annotate_pods(self, address: ClusterAddress, annotations) -> int:
+        """Merged onto the workload's pods not finished, as a merge patch would; None removes a key."""
+        self.calls.append("annotate_pods")
+        if self.fail_with is not None:
+            raise self.fail_with
+        count = 0
+        for pod in self.pod_lists.get((address.namespace, address.cluster_name), []):
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            meta = pod.setdefault("metadata", {})
+            merged = {**(meta.get("annotations") or {}), **annotations}
+            meta["annotations"] = {k: v for k, v in merged.items() if v is not None}
+            count += 1
+        return count
+
     def observe(self, resources):
         """Managed objects of the observed kinds, and (as KEDA's are) autoscalers by their workload label."""
         self.calls.append("observe")

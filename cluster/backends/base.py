@@ -176,6 +176,14 @@ class ClusterBackend(abc.ABC):
         """
 
     @abc.abstractmethod
+    def annotate_pods(self, address: ClusterAddress, annotations: dict[str, str | None]) -> int:
+        """Merge ``annotations`` onto the workload's pods that have not finished (a value None
+        removes its key); returns how many pods. How a preemption notice reaches a run
+        (``slipway.dev/notice``, seen in its downward-API file ``/etc/slipway/notice``) before the
+        delete with a grace period. A pod gone meanwhile is not an error.
+        """
+
+    @abc.abstractmethod
     def observe(self, resources: Sequence[ResourceKind]) -> list[ObservedWorkload]:
         """Slipway's objects of the ``observed`` kinds among ``resources``, across all namespaces,
         grouped by workload, with their pods (and the autoscalers KEDA made for them).

@@ -65,6 +65,8 @@ from cluster.pods import REPLICA_TYPE_LABELS
 
 FIELD_MANAGER = "slipway"
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
+#: A JSON merge patch (RFC 7386): what annotating a pod needs, without owning its annotations.
+MERGE_CONTENT_TYPE = "application/merge-patch+json"
 #: Resources whose names start with this are GPU units (full GPUs and MIG slices).
 GPU_RESOURCE_PREFIX = "nvidia.com/"
 
@@ -271,9 +273,10 @@ class KubernetesBackend(ClusterBackend):
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
-            if content_type:
+            if content_type and not content_type.endswith("json"):
                 # Serialised here (JSON is valid YAML, so it serves apply-patch+yaml): a str body
                 # is sent as-is, whereas the client would re-encode a dict through its slow sanitiser.
+                # A JSON type (merge-patch+json) stays a dict: the client encodes every JSON body itself.
                 body = json.dumps(body)
         try:
             serialized = api.param_serialize(
@@ -378,6 +381,26 @@ class KubernetesBackend(ClusterBackend):
         except NotFound:
             return deleted
         return deleted + 1
+
+    def annotate_pods(self, address: ClusterAddress, annotations: dict[str, str | None]) -> int:
+        """One label-selected LIST of the workload's pods, then a merge PATCH per pod still running.
+
+        A merge patch rather than server-side apply: the annotation is one field Slipway sets
+        now and then, and applying would make Slipway the owner of the whole pod's fields.
+        """
+        selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={address.cluster_name}"
+        body = {"metadata": {"annotations": dict(annotations)}}
+        patched = 0
+        for pod in self.list(POD, namespace=address.namespace, label_selector=selector):
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue  # finished: nothing left to tell
+            try:
+                self.request("PATCH", object_path(POD, pod["metadata"]["name"], address.namespace), body=body,
+                             content_type=MERGE_CONTENT_TYPE)
+            except NotFound:
+                continue  # deleted meanwhile
+            patched += 1
+        return patched
 
     def observe(self, resources: Sequence[ResourceKind]) -> list[ObservedWorkload]:
         """One LIST per observed kind, one of KEDA's HPAs and one of pods for the whole cluster, grouped by workload."""

@@ -1,5 +1,7 @@
 """The Job controller (batch/v1): one pod at a time, retried with back-off up to the backoff
-limit, ended by a succeeded pod, the limit, or ``activeDeadlineSeconds``.
+limit, ended by a succeeded pod, the limit, or ``activeDeadlineSeconds``. A ``podFailurePolicy``
+rule ``Ignore`` on ``DisruptionTarget`` makes a disrupted pod (its node reclaimed) spend no
+retry: it is replaced at once, without back-off, and not counted as failed.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ def reconcile(world: World, job: ObjRow) -> None:
     memo.setdefault("start", rfc3339(world.now))
     ref = f"Job/{job.name}"
     ended = world.finished.get(job.pk, [])
-    failed = int(status.get("failed", 0)) + sum(p.phase == "Failed" for p in ended)
+    ignore = job.plan.get("ignore_disruption", False)
+    counted = [p for p in ended if p.phase == "Failed" and not (ignore and p.disruption)]
+    failed = int(status.get("failed", 0)) + len(counted)
     succeeded = int(status.get("succeeded", 0)) + sum(p.phase == "Succeeded" for p in ended)
     if failed:
         status["failed"] = failed
@@ -55,7 +59,7 @@ def reconcile(world: World, job: ObjRow) -> None:
         world.event(job, ref, "Warning", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
         job.done = True
     elif not pods:
-        if ended and failed:
+        if counted:
             # The Job controller's back-off before the next attempt: 10s, 20s, 40s … capped at 6 minutes.
             delay = min(JOB_BACKOFF_START * 2 ** (failed - 1), JOB_BACKOFF_CAP)
             memo["retry_at"] = (max(p.finished_at for p in ended) + timedelta(seconds=delay)).timestamp()

@@ -4,17 +4,25 @@ deleted (scale down, template change, a finished workload) with the events a nod
 
 A pod's outcome, durations and readiness delay come from its plan (:mod:`sandbox.simulation`);
 the stages it passes are :data:`sandbox.world.STAGE_CREATED` and the following constants.
+
+Two stops come from outside: a preemption notice, which a pod that honours it answers by
+checkpointing and exiting (:mod:`sandbox.checkpoints`), and its node's shutdown (a reclaimed
+spot node, :meth:`sandbox.backend.SandboxBackend.reclaim_node`), which stops it with the
+``DisruptionTarget`` condition.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from sandbox.checkpoints import NOTICE_EXIT_CODE, notice_exit
 from sandbox.controllers.quota import release
 from sandbox.simulation import PULL_SECONDS, TERMINATION, pod_outcome
 from sandbox.world import STAGE_CRASHING, STAGE_DONE, STAGE_READY, STAGE_STARTED, ObjRow, PodRow, World
 
 CRASH_OUTCOMES = ("fail", "oom", "crashloop")
+#: The DisruptionTarget reason the kubelet gives the pods it stops for a node shutdown.
+NODE_SHUTDOWN_REASON = "TerminationByKubelet"
 #: The exit code of a container stopped by SIGTERM (a PyTorchJob gang's restart kills the rest).
 KILLED_EXIT_CODE = 143
 
@@ -22,6 +30,10 @@ KILLED_EXIT_CODE = 143
 def advance(world: World, pod: PodRow, owner: ObjRow) -> None:
     """Move one pod to the stage its times reach by ``world.now``."""
     if not pod.node or pod.scheduled_at is None or not pod.active:
+        return
+    down = world.down.get(pod.node)
+    if down is not None and world.now >= down:
+        disrupt(world, pod, owner, max(down, pod.scheduled_at))
         return
     plan = world.plan_of(pod)
     start = pod.scheduled_at + timedelta(seconds=PULL_SECONDS)
@@ -62,6 +74,11 @@ def advance(world: World, pod: PodRow, owner: ObjRow) -> None:
                         end + timedelta(seconds=1))
             world.touch(pod)
         return
+    stop = notice_exit(plan, pod.started_at, pod.notice_at)
+    if stop is not None and stop < end:
+        if world.now >= stop:  # it saw the notice: last checkpoint saved, it exits early
+            terminate(world, pod, "Failed", "Error", NOTICE_EXIT_CODE, stop)
+        return
     if world.now >= end:
         reason, code = TERMINATION.get(outcome, ("Error", 1))
         terminate(world, pod, "Succeeded" if outcome == "succeed" else "Failed", reason, code, end)
@@ -87,6 +104,19 @@ def kill(world: World, pod: PodRow, owner: ObjRow, reason: str = "Error") -> Non
     release(world, pod)
     pod.active, pod.stage = False, STAGE_DONE
     world.touch(pod)
+
+
+def disrupt(world: World, pod: PodRow, owner: ObjRow, at: datetime) -> None:
+    """Its node shuts down (a reclaimed spot node): the kubelet stops the container (SIGTERM) and
+    marks the pod Failed with the DisruptionTarget condition, which a Job's ``podFailurePolicy``
+    may ignore. A Deployment's pod is deleted instead: its ReplicaSet makes a new one elsewhere."""
+    if pod.phase == "Running":
+        world.event(pod, f"Pod/{pod.name}", "Normal", "Killing", f"Stopping container {world.plan_of(pod)['ctr']}", at)
+    if owner.kind == "Deployment":
+        remove(world, pod, owner)
+        return
+    pod.disruption = NODE_SHUTDOWN_REASON
+    terminate(world, pod, "Failed", "Error", KILLED_EXIT_CODE, at)
 
 
 def remove(world: World, pod: PodRow, owner: ObjRow) -> None:

@@ -16,13 +16,14 @@ def schedule(world: World) -> None:
     waiting: list[tuple[ObjRow, list[PodRow]]] = []
     for owner_id, pods in world.pods_by_owner.items():
         owner = world.owners[owner_id]
+        deleting = owner.delete_at is not None  # a pod being deleted is never bound
         unbound = []
         for pod in pods:
             if not pod.active:
                 continue
             if pod.node:
                 add_requests(used[pod.node], world.plan_of(pod), +1)
-            else:
+            elif not deleting:
                 unbound.append(pod)
         if not unbound:
             continue

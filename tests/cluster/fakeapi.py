@@ -9,6 +9,7 @@ production. It implements the part of the API Slipway uses:
   creating or replacing the applied fields while keeping ``status`` and server metadata;
 * ``GET`` of an object, LIST (cluster-wide or per namespace) with ``labelSelector``
   (``k=v``, ``k!=v``, ``k``) and a ``status.phase!=`` ``fieldSelector``; pod ``/log``;
+* ``PATCH`` JSON merge patch (``application/merge-patch+json``, RFC 7386) of an existing object;
 * ``DELETE`` (records the propagation policy);
 * CRDs that can be "uninstalled" (their paths answer 404, as a real server does), and any
   custom resource a workload kind declares can be installed (:meth:`FakeKubeAPI.install`);
@@ -342,6 +343,8 @@ class FakeKubeAPI:
         body: bytes,
     ) -> tuple[int, str, bytes]:
         content_type = {k.lower(): v for k, v in headers.items()}.get("content-type", "")
+        if content_type == "application/merge-patch+json":
+            return self._merge(key, plural, body)
         if content_type != "application/apply-patch+yaml":
             return 415, "application/json", _status_body(415, "UnsupportedMediaType", content_type)
         if not query.get("fieldManager"):
@@ -396,3 +399,32 @@ class FakeKubeAPI:
             self.objects[key] = stored
             self._list_cache.clear()
         return (200 if current is not None else 201), "application/json", json.dumps(stored).encode()
+
+    def _merge(self, key: tuple[str, str, str, str], plural: str, body: bytes) -> tuple[int, str, bytes]:
+        """A JSON merge patch (RFC 7386) of a stored object: objects merge, null removes, the rest replaces."""
+        try:
+            patch = json.loads(body)
+        except ValueError:
+            return 400, "application/json", _status_body(400, "BadRequest", "body is not JSON")
+        with self._lock:
+            current = self.objects.get(key)
+            if current is None:
+                return 404, "application/json", _status_body(404, "NotFound", f'{plural} "{key[3]}" not found')
+            self._version += 1
+            merged = _merge_patch(current, patch)
+            merged.setdefault("metadata", {})["resourceVersion"] = str(self._version)
+            self.objects[key] = merged
+            self._list_cache.clear()
+        return 200, "application/json", json.dumps(merged).encode()
+
+
+def _merge_patch(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for name, value in patch.items():
+        if value is None:
+            out.pop(name, None)
+        else:
+            out[name] = _merge_patch(out.get(name), value)
+    return out

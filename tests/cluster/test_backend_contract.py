@@ -170,6 +170,12 @@ def test_a_workload_without_pods_has_no_pods_events_or_logs(backend, case):
     assert observed(backend)["wl-1"].pods == []
 
 
+def test_annotating_a_workload_without_pods_annotates_none(backend, case):
+    backend.apply(team_objects() + case.objects("wl-1"), case.resources)
+    assert backend.annotate_pods(ClusterAddress(NS, "wl-1"), {"slipway.dev/notice": "2026-11-22T10:05:00Z"}) == 0
+    assert backend.annotate_pods(ClusterAddress(NS, "wl-404"), {"slipway.dev/notice": None}) == 0
+
+
 def test_a_custom_resource_without_a_controller_stays_as_applied(backend):
     notebook = build_notebook("nb-1", NS, TEAM, 2)
     backend.apply([*team_objects(), notebook], kind_for("nb").resources)

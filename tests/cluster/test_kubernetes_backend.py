@@ -397,3 +397,38 @@ def test_it_never_applies_a_secret_through_the_generic_apply(backend: Kubernetes
     with pytest.raises(Invalid):
         backend.apply([secret], RESOURCES)
     assert kube_api.requests == []
+
+
+def test_it_annotates_the_running_pods_of_one_workload_with_a_merge_patch(
+    backend: KubernetesBackend, kube_api: FakeKubeAPI
+) -> None:
+    running = samples.pod("run-3-master-0", "run-3")
+    running["metadata"]["annotations"] = {"example.com/kept": "yes", "example.com/dropped": "x"}
+    kube_api.put(running)
+    kube_api.put(samples.pod("run-3-worker-0", "run-3"))
+    kube_api.put(samples.pod("run-3-old", "run-3", phase="Failed"))  # finished: nothing to tell it
+    kube_api.put(samples.pod("run-4-abcde", "run-4"))
+    kube_api.reset_requests()
+
+    notice = {"slipway.dev/notice": "2026-11-22T10:05:00Z", "example.com/dropped": None}
+    assert backend.annotate_pods(ClusterAddress("team-vision", "run-3"), notice) == 2
+
+    [listing] = [r for r in kube_api.requests if r.method == "GET"]
+    assert listing.query["labelSelector"] == ["app.kubernetes.io/managed-by=slipway,slipway.dev/workload=run-3"]
+    patches = [r for r in kube_api.requests if r.method == "PATCH"]
+    assert sorted(r.path for r in patches) == ["/api/v1/namespaces/team-vision/pods/run-3-master-0",
+                                               "/api/v1/namespaces/team-vision/pods/run-3-worker-0"]
+    assert {r.headers["Content-Type"] for r in patches} == {"application/merge-patch+json"}
+    assert kube_api.get("v1", "Pod", "team-vision", "run-3-master-0")["metadata"]["annotations"] == {
+        "example.com/kept": "yes", "slipway.dev/notice": "2026-11-22T10:05:00Z"}
+    assert kube_api.get("v1", "Pod", "team-vision", "run-3-worker-0")["metadata"]["annotations"] == {
+        "slipway.dev/notice": "2026-11-22T10:05:00Z"}
+    assert "annotations" not in kube_api.get("v1", "Pod", "team-vision", "run-3-old")["metadata"]
+    assert "annotations" not in kube_api.get("v1", "Pod", "team-vision", "run-4-abcde")["metadata"]
+
+
+def test_it_skips_a_pod_deleted_while_it_annotates(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    kube_api.put(samples.pod("run-3-master-0", "run-3"))
+    kube_api.put(samples.pod("run-3-worker-0", "run-3"))
+    kube_api.fail(404, method="PATCH", path_contains="/pods/run-3-worker-0")
+    assert backend.annotate_pods(ClusterAddress("team-vision", "run-3"), {"slipway.dev/notice": "soon"}) == 1

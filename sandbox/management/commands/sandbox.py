@@ -4,7 +4,11 @@
 * ``tick [--at RFC3339] [--seconds N --step S]`` — advance the clock (once, or in steps);
 * ``load <namespace>/<workload> <value|auto>`` — pin an endpoint's synthetic load (``auto``:
   back to the demo curve);
-* ``reset`` — an empty cluster.
+* ``reset`` — an empty cluster;
+* ``reclaim-node <node>`` — a spot interruption: the node goes away as a cloud provider takes it
+  back; its pods stop with the condition ``DisruptionTarget`` (reason ``TerminationByKubelet``,
+  the kubelet's graceful node shutdown), a Job's stay as Failed attempts, a Deployment's are
+  replaced elsewhere; nothing is scheduled there until ``restore-node <node>`` brings it back.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from cluster.backends.base import ClusterAddress
+from cluster.errors import NotFound
 from sandbox import inventory
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimObject, SimPod
@@ -64,7 +69,7 @@ def _parse_load(text: str, raw: str) -> tuple[ClusterAddress, float | None]:
 
 
 class Command(BaseCommand):
-    help = "Inspect and drive the sandbox cluster: status, tick, load, reset."
+    help = "Inspect and drive the sandbox cluster: status, tick, load, reset, reclaim-node, restore-node."
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
@@ -77,6 +82,10 @@ class Command(BaseCommand):
         load.add_argument("address", help="<namespace>/<workload>")
         load.add_argument("value", help="load in the trigger's metric units, or 'auto'")
         sub.add_parser("reset", help="delete every sandbox object, pod and event")
+        reclaim = sub.add_parser("reclaim-node", help="take a (spot) node away, as its cloud provider does")
+        reclaim.add_argument("node", help="a node of the inventory (see status)")
+        restore = sub.add_parser("restore-node", help="bring a reclaimed node back")
+        restore.add_argument("node")
 
     def handle(self, *args: object, **options: object) -> None:
         backend = SandboxBackend()
@@ -93,6 +102,22 @@ class Command(BaseCommand):
         elif action == "reset":
             backend.reset()
             self.stdout.write("sandbox cluster reset")
+        elif action == "reclaim-node":
+            self._reclaim(backend, str(options["node"]))
+        elif action == "restore-node":
+            node = str(options["node"])
+            restored = backend.restore_node(node)
+            self.stdout.write(f"node {node} restored" if restored else f"node {node} was not reclaimed")
+
+    def _reclaim(self, backend: SandboxBackend, node: str) -> None:
+        # The clock may be ahead of the wall clock (tick --seconds): the shutdown happens after both.
+        now = max(timezone.now(), backend.clock())
+        try:
+            pods = backend.reclaim_node(node, now=now)
+        except NotFound as exc:
+            raise CommandError(f"no node {node!r} in the inventory") from exc
+        backend.tick(now + timedelta(seconds=1))  # the shutdown: its pods stop
+        self.stdout.write(f"node {node} reclaimed: {pods} pod(s) stopped with DisruptionTarget (TerminationByKubelet)")
 
     def _tick(self, backend: SandboxBackend, options: dict) -> None:
         if options.get("seconds"):
@@ -119,6 +144,8 @@ class Command(BaseCommand):
             product = labels.get(row.node, {}).get("nvidia.com/gpu.product", "-")
             self.stdout.write(f"{row.node:<18} {product:<24} {row.resource_name:<24} {row.in_use:>5} {row.free:>5} "
                               f"{row.allocatable:>5}")
+        for node, since in sorted(backend.nodes_down().items()):
+            self.stdout.write(f"{node:<18} reclaimed since {since.strftime('%Y-%m-%dT%H:%M:%SZ')}")
         totals: Counter[str] = Counter()
         used: Counter[str] = Counter()
         for row in capacity:

@@ -1,0 +1,85 @@
+"""Simulated checkpointing (``SLIPWAY_SIM_CHECKPOINT_EVERY``): checkpoint lines at the pod's run
+times, and a run resumed from ``step-<k>`` that says so, counts on from k and finishes sooner."""
+
+from __future__ import annotations
+
+import pytest
+
+from cluster.status import TrainingPhase, training_status
+from tests.sandbox.helpers import at, observed, ref, run_until, team_objects, training
+from workloads.registry import resource_kinds
+
+pytestmark = pytest.mark.django_db
+
+EVERY_20S = (("SLIPWAY_SIM_CHECKPOINT_EVERY", "20s"), ("SLIPWAY_CHECKPOINT_DIR", "/mnt/ckpt/run-1"))
+
+
+def _pod(backend, workload: str = "run-1") -> dict:
+    return backend.pods(ref(workload))[0]
+
+
+def _checkpoints(lines: list[str]) -> list[str]:
+    return [line for line in lines if line.startswith("SLIPWAY_CHECKPOINT ")]
+
+
+def test_it_prints_a_checkpoint_line_every_n_seconds_of_run_time(backend):
+    backend.apply(team_objects() + training("run-1", duration="100s", extra_env=EVERY_20S), resource_kinds(),
+                  now=at(0))
+    run_until(backend, 0, 55)  # started at 10s (image pull): 45s of run time
+    name = _pod(backend)["metadata"]["name"]
+    lines = backend.logs(ref("run-1"), name, tail=None, now=at(55))
+
+    assert _checkpoints(lines) == ["SLIPWAY_CHECKPOINT step=1 path=/mnt/ckpt/run-1/step-1",
+                                   "SLIPWAY_CHECKPOINT step=2 path=/mnt/ckpt/run-1/step-2"]
+    # Each follows the progress line of its own second: 20s of run time is 10:00:30.
+    first = lines.index("SLIPWAY_CHECKPOINT step=1 path=/mnt/ckpt/run-1/step-1")
+    assert lines[first - 1].startswith("2026-11-22T10:00:30Z INFO  step")
+    assert not any("resuming" in line for line in lines)
+    # Run time 40s: the newest line is the checkpoint just saved; a tail of one shows it.
+    assert backend.logs(ref("run-1"), name, tail=1, now=at(50)) == [
+        "SLIPWAY_CHECKPOINT step=2 path=/mnt/ckpt/run-1/step-2"]
+    assert backend.logs(ref("run-1"), name, tail=1, now=at(29)) != []  # before the first: progress only
+    assert _checkpoints(backend.logs(ref("run-1"), name, tail=None, now=at(29))) == []
+
+
+def test_it_checkpoints_to_the_default_directory_and_not_without_the_knob(backend):
+    backend.apply(team_objects() + training("run-1", duration="100s",
+                                            extra_env=(("SLIPWAY_SIM_CHECKPOINT_EVERY", "30"),))
+                  + training("run-2", duration="100s"), resource_kinds(), now=at(0))
+    run_until(backend, 0, 45)
+    assert _checkpoints(backend.logs(ref("run-1"), _pod(backend)["metadata"]["name"], tail=None)) == [
+        "SLIPWAY_CHECKPOINT step=1 path=/ckpt/step-1"]
+    assert _checkpoints(backend.logs(ref("run-2"), _pod(backend, "run-2")["metadata"]["name"], tail=None)) == []
+
+
+def test_a_resumed_run_says_so_counts_on_and_finishes_sooner(backend):
+    resume = (*EVERY_20S, ("SLIPWAY_RESUME_FROM", "/mnt/ckpt/run-1/step-3"))
+    backend.apply(team_objects() + training("run-1", duration="100s", extra_env=resume), resource_kinds(), now=at(0))
+    run_until(backend, 0, 60)
+
+    # 3 steps of 20s were done: 40s of the 100s are left, from 10s to 50s.
+    assert training_status(observed(backend, "run-1")).state == TrainingPhase.SUCCEEDED
+    pod = _pod(backend)
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] == "2026-11-22T10:00:50Z"
+    lines = backend.logs(ref("run-1"), pod["metadata"]["name"], tail=None)
+    assert "resuming from step 3 (/mnt/ckpt/run-1/step-3)" in lines[0]
+    assert _checkpoints(lines) == ["SLIPWAY_CHECKPOINT step=4 path=/mnt/ckpt/run-1/step-4",
+                                   "SLIPWAY_CHECKPOINT step=5 path=/mnt/ckpt/run-1/step-5"]
+    assert "training complete" in lines[-1]
+
+
+def test_the_same_run_from_scratch_runs_its_whole_duration(backend):
+    backend.apply(team_objects() + training("run-1", duration="100s", extra_env=EVERY_20S), resource_kinds(), now=at(0))
+    run_until(backend, 0, 60)
+    assert training_status(observed(backend, "run-1")).state == TrainingPhase.RUNNING
+    run_until(backend, 65, 110)
+    assert training_status(observed(backend, "run-1")).state == TrainingPhase.SUCCEEDED
+
+
+def test_only_the_master_of_a_pytorchjob_prints_checkpoints(backend):
+    backend.apply(team_objects() + training("dist", workers=2, duration="5m", extra_env=EVERY_20S), resource_kinds(),
+                  now=at(0))
+    run_until(backend, 0, 35)
+    logs = {p["metadata"]["name"]: backend.logs(ref("dist"), p["metadata"]["name"], tail=None)
+            for p in backend.pods(ref("dist"))}
+    assert {name: len(_checkpoints(lines)) for name, lines in logs.items()} == {"dist-master-0": 1, "dist-worker-0": 0}
