@@ -404,11 +404,13 @@ def training_status(obs: ObservedWorkload, now: datetime | None = None,
         status = _pytorchjob_status(pytorchjob, obs.pods)
     else:
         return None
+    if status.state != TrainingPhase.SUCCEEDED:
+        # Also when the Job failed for it: a spot node reclaimed is no failure of the run's own.
+        disrupted = disruption(obs.pods)
+        if disrupted:
+            status = dataclasses.replace(status, disrupted=disrupted)
     if status.state in (TrainingPhase.SUCCEEDED, TrainingPhase.FAILED):
         return status
-    disrupted = disruption(obs.pods)
-    if disrupted:
-        status = dataclasses.replace(status, disrupted=disrupted)
     waiting = stuck_waiting(obs.pods)
     gave_up = pull_given_up(waiting, now, image_pull_limit)
     if gave_up:

@@ -184,3 +184,41 @@ def test_a_preempted_run_returns_when_the_units_free_up(timeline, flavors, staff
     run = TrainingRun.objects.get(pk=borrowed)
     assert (run.state, run.preemptions) == (RunState.RUNNING, 1)
     assert Reservation.objects.get(ref=run.ref, released_at=None).borrowed_units == 4
+
+
+def test_a_spot_run_on_a_reclaimed_node_waits_again_and_runs_elsewhere_later(timeline, flavors):
+    """The provider takes a spot node (``manage.py sandbox reclaim-node``): the run on it is not
+    failed, it queues again with "interrupted: spot capacity reclaimed", and once the node is
+    back it runs again."""
+    team = make_team("vision")
+    seed_team_quotas(team, {"l4": 1}, Decimal("100000"))
+    alice, _ = api_for("vision", "alice")
+    response = alice.post("/api/v1/runs/", {
+        "team": "vision", "name": "cheap", "image": "registry.example.com/ml/trainer:1.4", "command": ["python", "t.py"],
+        "flavor": "l4", "gpus_per_worker": 1, "spot": True, "max_retries": 0, "env": {"SLIPWAY_SIM_DURATION": "3h"},
+    }, format="json")
+    assert response.status_code == 201, response.content
+    run_id = response.json()["id"]
+    for _ in range(12):
+        timeline.cycle()
+        if TrainingRun.objects.get(pk=run_id).state == RunState.RUNNING:
+            break
+    node = timeline.backend.pods(TrainingRun.objects.get(pk=run_id).address)[0]["spec"]["nodeName"]
+    assert node.startswith("gpu-l4-spot")
+    timeline.backend.reclaim_node(node, now=timeline.now)
+    seen = set()
+    for _ in range(6):
+        timeline.cycle()
+        seen.add(TrainingRun.objects.get(pk=run_id).state)
+    run = TrainingRun.objects.get(pk=run_id)
+    assert RunState.FAILED not in seen and run.state != RunState.FAILED
+    event = PreemptionEvent.objects.get(ref=run.ref)
+    assert event.cause == "spot" and event.reason.startswith("interrupted: spot capacity reclaimed (TerminationByKubelet)")
+    # The other spot node had room: it was admitted again at once and runs there.
+    for _ in range(12):
+        timeline.cycle()
+        if TrainingRun.objects.get(pk=run_id).state == RunState.RUNNING:
+            break
+    run = TrainingRun.objects.get(pk=run_id)
+    assert run.state == RunState.RUNNING
+    assert timeline.backend.pods(run.address)[0]["spec"]["nodeName"] != node
