@@ -31,6 +31,7 @@ from django.utils import timezone
 from cluster.backends.base import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
+    NOTICE_ANNOTATION,
     TEAM_LABEL,
     WORKLOAD_LABEL,
     ClusterAddress,
@@ -239,7 +240,7 @@ class SandboxBackend(ClusterBackend):
             for pod in pods:
                 merged = {**(pod.annotations or {}), **annotations}
                 pod.annotations = {k: str(v) for k, v in merged.items() if v is not None}
-                if pod.notice_at is None and pod.annotations.get(checkpoints.NOTICE_ANNOTATION):
+                if pod.notice_at is None and pod.annotations.get(NOTICE_ANNOTATION):
                     pod.notice_at = now
                 pod.save(update_fields=["annotations", "notice_at"])
             return len(pods)

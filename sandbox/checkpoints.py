@@ -27,7 +27,6 @@ from datetime import datetime, timedelta
 #: Where checkpoints go when the pod has no ``SLIPWAY_CHECKPOINT_DIR``.
 DEFAULT_DIR = "/ckpt"
 #: The annotation carrying a preemption notice (its value: the deadline), seen in the downward-API file.
-NOTICE_ANNOTATION = "slipway.dev/notice"
 #: The exit code of a pod that checkpointed and stopped at a notice (as a script exiting on SIGTERM).
 NOTICE_EXIT_CODE = 143
 _STEP = re.compile(r"step-(\d+)/*$")

@@ -31,6 +31,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
+from cluster.backends.base import NOTICE_ANNOTATION
 from cluster.errors import ClusterError
 from quotas import admission, fairshare
 from quotas.constants import Priority
@@ -244,8 +245,18 @@ def _preempt(backend, victim: Candidate, claim: Claim, claimant_id: int, now: da
     if burst:
         kind.shrink_burst(workload, victim.units, reason, now)
     else:
+        _notify(backend, workload, now + timedelta(seconds=seconds))
         _delete(kind, backend, workload, seconds)
     return True
+
+
+def _notify(backend, workload, deadline: datetime) -> None:
+    """The notice: the deadline on its pods (``NOTICE_ANNOTATION``), which a run with the checkpoint
+    contract sees in /etc/slipway/notice before SIGTERM; lost to a cluster error, the grace remains."""
+    try:
+        backend.annotate_pods(workload.address, {NOTICE_ANNOTATION: deadline.isoformat()})
+    except ClusterError as exc:
+        logger.warning("could not give %s its preemption notice: %s", workload.ref, exc)
 
 
 def interrupt(kind: WorkloadKind, backend, workload, status, now: datetime) -> bool:

@@ -23,6 +23,9 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "slipway"
 TEAM_LABEL = "slipway.dev/team"
 WORKLOAD_LABEL = "slipway.dev/workload"
+#: The pod annotation a preemption notice is given by: its value is the deadline (ISO 8601),
+#: which a run with the checkpoint contract reads in its downward-API file /etc/slipway/notice.
+NOTICE_ANNOTATION = "slipway.dev/notice"
 
 #: The label selector that finds everything Slipway manages.
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
