@@ -105,6 +105,9 @@ class CheckpointSpec:
     mount_path: str = "/slipway/checkpoints"
     storage: str = "100Gi"
     storage_class: str | None = None
+    #: Where the pods POST a checkpoint (SLIPWAY_CHECKPOINT_URL); "" when the portal's address
+    #: for pods is not configured (they print the SLIPWAY_CHECKPOINT line instead).
+    report_url: str = ""
 
 
 @dataclass(frozen=True)

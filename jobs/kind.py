@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.conf import settings
+from django.urls import reverse
 
 import core.backend
 from cluster.backends.base import ObservedWorkload, ResourceKind
@@ -47,7 +48,14 @@ def checkpoint_spec(run: TrainingRun) -> CheckpointSpec | None:
         claim=volume or provided_claim_name(run.cluster_name), provided=not volume,
         grace_seconds=int(run.checkpoint["grace_seconds"]), attempt=run.attempt, resume_from=run.last_checkpoint_path,
         storage=settings.SLIPWAY_CHECKPOINT_STORAGE, storage_class=settings.SLIPWAY_CHECKPOINT_STORAGE_CLASS or None,
+        report_url=_report_url(run),
     )
+
+
+def _report_url(run: TrainingRun) -> str:
+    """Where ``run``'s pods POST a checkpoint, under the portal's address for pods ("" when not configured)."""
+    base = settings.SLIPWAY_POD_API_URL.rstrip("/")
+    return f"{base}{reverse('run-checkpoints', args=[run.pk])}" if base else ""
 
 
 def training_spec(run: TrainingRun) -> TrainingSpec:

@@ -6,7 +6,8 @@ A run that opted in gets, in every pod of its Job or of every PyTorchJob replica
   attempt: the team's own, or ``<cluster name>-checkpoints``, which :func:`build_checkpoint_claim`
   makes and the run's kind deletes only when the run ends for good);
 * ``SLIPWAY_ATTEMPT`` and ``SLIPWAY_RESUME_FROM`` (the last reported checkpoint, "" at first);
-* ``SLIPWAY_RUN_TOKEN`` from the run's env Secret (never a value in the manifest);
+* ``SLIPWAY_RUN_TOKEN`` from the run's env Secret (never a value in the manifest), and
+  ``SLIPWAY_CHECKPOINT_URL``, where to report a checkpoint with it (when configured);
 * ``/etc/slipway/notice``: the pod annotation ``slipway.dev/notice`` through the downward API,
   which holds the deadline once the run is about to be preempted (empty until then);
 * ``terminationGracePeriodSeconds``: the contract's grace, the time to save after SIGTERM.
@@ -25,8 +26,10 @@ ATTEMPT_ENV = "SLIPWAY_ATTEMPT"
 RESUME_FROM_ENV = "SLIPWAY_RESUME_FROM"
 #: The run token's variable, and its key in the run's env Secret.
 RUN_TOKEN_ENV = "SLIPWAY_RUN_TOKEN"
+#: Where to POST a checkpoint with the token (set when Slipway knows its address for pods).
+REPORT_URL_ENV = "SLIPWAY_CHECKPOINT_URL"
 #: The variables the contract sets: a run with the contract may not set them itself.
-CONTRACT_ENV = (CHECKPOINT_DIR_ENV, ATTEMPT_ENV, RESUME_FROM_ENV, RUN_TOKEN_ENV)
+CONTRACT_ENV = (CHECKPOINT_DIR_ENV, ATTEMPT_ENV, RESUME_FROM_ENV, RUN_TOKEN_ENV, REPORT_URL_ENV)
 #: The pod annotation a preemption's notice is written to, and where the pod reads it.
 NOTICE_ANNOTATION = "slipway.dev/notice"
 NOTICE_DIR = "/etc/slipway"
@@ -44,12 +47,15 @@ def provided_claim_name(cluster_name: str) -> str:
 
 def contract_env(cluster_name: str, ckpt: CheckpointSpec) -> list[Manifest]:
     """The contract's env entries: after the user's, whose names cannot collide (validation refuses them)."""
-    return [
+    env = [
         {"name": CHECKPOINT_DIR_ENV, "value": ckpt.mount_path},
         {"name": ATTEMPT_ENV, "value": str(ckpt.attempt)},
         {"name": RESUME_FROM_ENV, "value": ckpt.resume_from},
         *secret_env_refs(cluster_name, (RUN_TOKEN_ENV,)),
     ]
+    if ckpt.report_url:
+        env.append({"name": REPORT_URL_ENV, "value": ckpt.report_url})
+    return env
 
 
 def contract_volumes(ckpt: CheckpointSpec) -> tuple[list[Manifest], list[Manifest]]:

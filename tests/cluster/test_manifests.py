@@ -91,7 +91,9 @@ VARIANTS: dict[str, Any] = {
     # The checkpoint contract: env, the claim Slipway provides (kept across attempts), the notice file, the grace.
     "training_job_checkpoint": lambda: build_training(
         samples.training(checkpoint=samples.checkpoint(attempt=2, resume_from="/slipway/checkpoints/step-1000.pt",
-                                                       grace_seconds=120)), samples.CONFIG),
+                                                       grace_seconds=120,
+                                                       report_url="http://slipway-web.slipway-system.svc/api/v1/runs/42/checkpoints/")),
+        samples.CONFIG),
     "training_pytorchjob_checkpoint_volume": lambda: build_training(
         samples.training(workers=3, secret_env=("HF_TOKEN",),
                          checkpoint=samples.checkpoint(claim="team-checkpoints", provided=False)), samples.VOLCANO),

@@ -23,7 +23,8 @@ from workloads.registry import kind_for
 
 pytestmark = pytest.mark.django_db
 
-CONTRACT_ENV = ("SLIPWAY_CHECKPOINT_DIR", "SLIPWAY_ATTEMPT", "SLIPWAY_RESUME_FROM", "SLIPWAY_RUN_TOKEN")
+CONTRACT_ENV = ("SLIPWAY_CHECKPOINT_DIR", "SLIPWAY_ATTEMPT", "SLIPWAY_RESUME_FROM", "SLIPWAY_RUN_TOKEN",
+                "SLIPWAY_CHECKPOINT_URL")
 
 
 def fields(**overrides) -> dict:
@@ -269,11 +270,3 @@ def test_a_requeue_starts_the_next_attempt_from_the_last_checkpoint(api, quota, 
     assert api.get(f"/api/v1/runs/{body['id']}/").json()["attempt"] == 2
     env = {e["name"]: e.get("value") for e in kind.manifests(run)[0]["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["SLIPWAY_ATTEMPT"] == "2" and env["SLIPWAY_RESUME_FROM"] == "/slipway/checkpoints/s700.pt"
-
-
-def test_deleting_an_attempt_keeps_the_claim_and_ending_the_run_deletes_it() -> None:
-    kind = kind_for("run")
-    claim = [r for r in kind.resources if r.kind == "PersistentVolumeClaim"]
-    assert claim and claim[0].deleted  # a cancel (or a leftover's delete) takes it
-    assert not [r for r in kind.attempt_resources if r.kind == "PersistentVolumeClaim"][0].deleted
-    assert [r.deleted for r in kind.attempt_resources if r.kind != "PersistentVolumeClaim"] == [True, True]
