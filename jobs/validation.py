@@ -115,9 +115,10 @@ def check_checkpoint(col: Collector, env: tuple[tuple[str, str], ...],
     for key, messages in inner.errors.items():
         for message in messages:
             col.add("checkpoint", f"{key}: {message}")
-    taken = sorted({name for name, _value in (*env, *secret_env)} & set(CONTRACT_ENV))
-    if taken:
-        col.add("env", f"{', '.join(taken)} is set by the checkpoint contract; it cannot be set here.")
+    for name, pairs in (("env", env), ("secret_env", secret_env)):
+        taken = sorted({key for key, _value in pairs} & set(CONTRACT_ENV))
+        if taken:
+            col.add(name, f"{', '.join(taken)} is set by the checkpoint contract; it cannot be set here.")
     if inner.errors:
         return None
     return CheckpointRequest(grace_seconds=grace if grace is not None else c.DEFAULT_CHECKPOINT_GRACE_SECONDS,

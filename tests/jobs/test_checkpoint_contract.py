@@ -74,8 +74,9 @@ def test_the_contracts_variables_are_its_own(name: str) -> None:
     with pytest.raises(ValidationError) as caught:
         parse_run_request(fields(env={name: "x"}, checkpoint={}))
     assert "set by the checkpoint contract" in caught.value.message_dict["env"][0]
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError) as caught:
         parse_run_request(fields(secret_env={name: "x"}, checkpoint={}))
+    assert "set by the checkpoint contract" in caught.value.message_dict["secret_env"][0]
     # Without the contract they are the user's, as before.
     assert parse_run_request(fields(env={name: "x"})).checkpoint is None
 

@@ -98,7 +98,7 @@ def test_a_preempted_run_resumes_from_its_checkpoint_as_its_next_attempt(timelin
     assert body["attempt"] == 2 and body["last_checkpoint"]["path"] == "/slipway/checkpoints/s300.pt"
 
     # 3. The units free up: attempt 2 resumes from the reported checkpoint.
-    for _ in range(40):
+    for _ in range(60):
         timeline.cycle()
         if TrainingRun.objects.get(pk=borrowed).state == RunState.RUNNING:
             break
