@@ -90,7 +90,7 @@ def test_a_volume_may_not_sit_where_the_checkpoints_are_mounted() -> None:
 def test_the_api_answers_400_with_the_field_errors(api, quota, published) -> None:
     response = api.post("/api/v1/runs/", run_payload(checkpoint={"grace_seconds": 0, "extra": 1}), format="json")
     assert response.status_code == 400
-    assert "checkpoint" in response.json()
+    assert "checkpoint" in response.json()["errors"]
     assert not TrainingRun.objects.exists()
 
 
@@ -193,7 +193,7 @@ def test_a_bad_report_is_a_400_with_field_errors(api, quota, published, report, 
     body = submit(api, checkpoint={})
     response = run_client(token_of(body["id"])).post(f"/api/v1/runs/{body['id']}/checkpoints/", report, format="json")
     assert response.status_code == 400
-    assert field in response.json()
+    assert field in response.json()["errors"]
     assert TrainingRun.objects.get(pk=body["id"]).last_checkpoint is None
 
 
