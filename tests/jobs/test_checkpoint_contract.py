@@ -7,6 +7,8 @@ checkpoint on the API and the run page; the attempt counted by a requeue and rea
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
@@ -271,3 +273,29 @@ def test_a_requeue_starts_the_next_attempt_from_the_last_checkpoint(api, quota, 
     assert api.get(f"/api/v1/runs/{body['id']}/").json()["attempt"] == 2
     env = {e["name"]: e.get("value") for e in kind.manifests(run)[0]["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["SLIPWAY_ATTEMPT"] == "2" and env["SLIPWAY_RESUME_FROM"] == "/slipway/checkpoints/s700.pt"
+
+
+# -- the portal's form --------------------------------------------------------------------------
+
+
+def test_the_new_run_form_opts_in_and_run_again_keeps_it(client, member, quota, published, fake_backend) -> None:
+    from tests.jobs.test_views import form_data
+
+    client.force_login(member)
+    response = client.post("/runs/new/", form_data(checkpoint="on", checkpoint_grace_seconds="150"))
+    assert response.status_code == 302
+    run = TrainingRun.objects.get()
+    assert run.checkpoint == {"grace_seconds": 150, "volume": None} and run.run_token_hash
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "Checkpoint contract" in page and "none reported yet" in page
+    assert token_of(run.pk) not in page
+    again = client.get(f"/runs/new/?from={run.pk}").content.decode()
+    assert re.search(r'<input type="checkbox" name="checkpoint"[^>]* checked', again)
+    assert re.search(r'name="checkpoint_grace_seconds" value="150"', again)
+    # Out of range: the error is shown with the form, nothing is created.
+    bad = client.post("/runs/new/", form_data(name="other", checkpoint="on", checkpoint_grace_seconds="601"))
+    assert bad.status_code == 400 and "Must be between 1 and 600" in bad.content.decode()
+    assert TrainingRun.objects.count() == 1
+    # Unticked: no contract, whatever the grace says.
+    client.post("/runs/new/", form_data(name="plain", checkpoint_grace_seconds="30"))
+    assert TrainingRun.objects.get(name="plain").checkpoint is None
