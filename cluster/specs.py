@@ -87,6 +87,30 @@ class VolumeSpec:
 
 
 @dataclass(frozen=True)
+class CheckpointSpec:
+    """A run's checkpoint contract (API.md "The checkpoint contract (runs)"), as its pods see it.
+
+    ``claim`` is the PersistentVolumeClaim mounted at ``mount_path`` in every pod; when
+    ``provided`` Slipway creates it itself (``<cluster name>-checkpoints``, of ``storage`` and
+    ``storage_class``), else it is the team's own. ``attempt`` and ``resume_from`` change from one
+    attempt to the next (a preempted run is applied anew); the run token is never here, only the
+    name of the Secret key the pods read it from.
+    """
+
+    claim: str
+    provided: bool = True
+    grace_seconds: int = 60
+    attempt: int = 1
+    resume_from: str = ""
+    mount_path: str = "/slipway/checkpoints"
+    storage: str = "100Gi"
+    storage_class: str | None = None
+    #: Where the pods POST a checkpoint (SLIPWAY_CHECKPOINT_URL); "" when the portal's address
+    #: for pods is not configured (they print the SLIPWAY_CHECKPOINT line instead).
+    report_url: str = ""
+
+
+@dataclass(frozen=True)
 class TrainingSpec:
     """A training run: a Job when ``workers == 1``, a PyTorchJob otherwise."""
 
@@ -110,6 +134,8 @@ class TrainingSpec:
     max_runtime_minutes: int | None = None
     spot: bool = False
     volumes: tuple[VolumeSpec, ...] = ()
+    #: The checkpoint contract, when the run opted in (None: pods exactly as without it).
+    checkpoint: CheckpointSpec | None = None
 
 
 @dataclass(frozen=True)

@@ -38,5 +38,13 @@ MAX_MEMORY_GB = 2048
 MAX_SHM_GB = 512
 MAX_RUNTIME_MINUTES = 60 * 24 * 14  # two weeks
 
+#: The checkpoint contract's grace (API.md): SIGTERM, then this long to save before SIGKILL.
+DEFAULT_CHECKPOINT_GRACE_SECONDS = 60
+MAX_CHECKPOINT_GRACE_SECONDS = 600
+#: The keys a ``checkpoint`` object may have (anything else is refused, not dropped).
+CHECKPOINT_KEYS = ("grace_seconds", "volume")
+#: Longest checkpoint path a run may report (it becomes SLIPWAY_RESUME_FROM of the next attempt).
+MAX_CHECKPOINT_PATH = 1000
+
 #: The kind's identity prefix: run 42 is "run:42" in quotas and the ledger, "run-42" on the cluster.
 REF_PREFIX = "run"

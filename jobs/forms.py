@@ -88,6 +88,14 @@ class NewRunForm(forms.Form):
                                           widget=forms.NumberInput(attrs={"min": 1}))
     volumes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "placeholder": "datasets:/data:ro"}),
                               help_text="claim:/mount/path, add :ro for read-only; one per line.")
+    checkpoint = forms.BooleanField(
+        required=False, label="Checkpoint contract",
+        help_text="The run saves to SLIPWAY_CHECKPOINT_DIR and resumes from SLIPWAY_RESUME_FROM: a preemption "
+                  "loses only the work since its last checkpoint.")
+    checkpoint_grace_seconds = forms.CharField(
+        required=False, label="Grace to save (seconds)", initial=str(c.DEFAULT_CHECKPOINT_GRACE_SECONDS),
+        widget=forms.NumberInput(attrs={"min": 1, "max": c.MAX_CHECKPOINT_GRACE_SECONDS}),
+        help_text="With the contract: after SIGTERM, this long to save before the pods are killed.")
 
     def __init__(self, *args: Any, flavors: list[GpuFlavor] = (), usage: list[dict] = (), currency: str = "USD",
                  **kwargs: Any) -> None:
@@ -100,7 +108,7 @@ class NewRunForm(forms.Form):
 
     # Sections of the page (templates cannot pass arguments, hence one property each).
     WHAT = ("name", "image", "command", "args", "env", "secret_env", "volumes")
-    RESOURCES = ("flavor", "gpus_per_worker", "workers", "spot", "priority")
+    RESOURCES = ("flavor", "gpus_per_worker", "workers", "spot", "priority", "checkpoint", "checkpoint_grace_seconds")
     LIMITS = ("cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes")
 
     @property
@@ -130,6 +138,9 @@ class NewRunForm(forms.Form):
             if cleaned.get(name) not in (None, ""):
                 data[name] = cleaned[name].strip()
         data["spot"] = bool(cleaned.get("spot"))
+        if cleaned.get("checkpoint"):
+            grace = (cleaned.get("checkpoint_grace_seconds") or "").strip()
+            data["checkpoint"] = {"grace_seconds": grace} if grace else {}
         for name, parse in (("env", parse_env), ("secret_env", secret_env_lines), ("volumes", parse_volumes)):
             try:
                 data[name] = parse(cleaned.get(name) or "")
@@ -188,4 +199,6 @@ def initial_from_run(run: TrainingRun, name: str) -> dict[str, Any]:
         "flavor": run.flavor.name, "gpus_per_worker": str(run.gpus_per_worker), "workers": str(run.workers),
         "spot": run.spot, "priority": run.priority, "cpu": text(run.cpu), "memory_gb": text(run.memory_gb),
         "shm_gb": text(run.shm_gb), "max_retries": str(run.max_retries), "max_runtime_minutes": text(run.max_runtime_minutes),
+        "checkpoint": run.checkpoint is not None,
+        "checkpoint_grace_seconds": str((run.checkpoint or {}).get("grace_seconds", c.DEFAULT_CHECKPOINT_GRACE_SECONDS)),
     }

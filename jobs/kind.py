@@ -8,11 +8,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.conf import settings
+from django.urls import reverse
 
 import core.backend
 from cluster.backends.base import ObservedWorkload, ResourceKind
 from cluster.manifests import build_training
-from cluster.specs import TrainingSpec, VolumeSpec
+from cluster.manifests.checkpoint import provided_claim_name
+from cluster.specs import CheckpointSpec, TrainingSpec, VolumeSpec
 from cluster.status import TrainingPhase, WorkloadStatus, training_status
 from jobs import services
 from jobs.constants import RunState
@@ -37,6 +39,25 @@ _PHASE_TO_STATE = {
 }
 
 
+def checkpoint_spec(run: TrainingRun) -> CheckpointSpec | None:
+    """The contract as ``run``'s current attempt sees it (None without one)."""
+    if run.checkpoint is None:
+        return None
+    volume = run.checkpoint.get("volume")
+    return CheckpointSpec(
+        claim=volume or provided_claim_name(run.cluster_name), provided=not volume,
+        grace_seconds=int(run.checkpoint["grace_seconds"]), attempt=run.attempt, resume_from=run.last_checkpoint_path,
+        storage=settings.SLIPWAY_CHECKPOINT_STORAGE, storage_class=settings.SLIPWAY_CHECKPOINT_STORAGE_CLASS or None,
+        report_url=_report_url(run),
+    )
+
+
+def _report_url(run: TrainingRun) -> str:
+    """Where ``run``'s pods POST a checkpoint, under the portal's address for pods ("" when not configured)."""
+    base = settings.SLIPWAY_POD_API_URL.rstrip("/")
+    return f"{base}{reverse('run-checkpoints', args=[run.pk])}" if base else ""
+
+
 def training_spec(run: TrainingRun) -> TrainingSpec:
     """The cluster layer's description of ``run`` (pure data for the manifest builders)."""
     return TrainingSpec(
@@ -59,6 +80,7 @@ def training_spec(run: TrainingRun) -> TrainingSpec:
         max_runtime_minutes=run.max_runtime_minutes,
         spot=run.spot,
         volumes=tuple(VolumeSpec(v["claim"], v["mount_path"], bool(v.get("read_only"))) for v in run.volumes),
+        checkpoint=checkpoint_spec(run),
     )
 
 
@@ -80,8 +102,12 @@ class TrainingKind(WorkloadKind):
         removed=(RunState.CANCELLED,),
     )
     # A single-node run is a Job, a distributed one a PyTorchJob (Kubeflow's training operator).
+    # A run with the checkpoint contract may have its checkpoint claim (kept across attempts).
     resources = (ResourceKind("batch", "v1", "Job", "jobs", observed=True, deleted=True),
-                 ResourceKind("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", observed=True, deleted=True))
+                 ResourceKind("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", observed=True, deleted=True),
+                 ResourceKind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", deleted=True,
+                              kept_across_attempts=True))
+    observed_fields = ("checkpoint",)  # keeps_across_attempts and preemption_grace read it every cycle
     committed_units = ("gpus_per_worker", "workers")  # TrainingRun.total_units
     runtime_limit = "max_runtime_minutes"
     job_fields = ("name", "flavor_id", "image")
@@ -114,6 +140,24 @@ class TrainingKind(WorkloadKind):
 
     def status(self, observed: ObservedWorkload, run: TrainingRun, now: datetime) -> WorkloadStatus | None:
         return training_status(observed, now, settings.SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS)
+
+    def keeps_across_attempts(self, run: TrainingRun) -> bool:
+        """A run with the contract and no claim of the team's has Slipway's checkpoint claim."""
+        return run.checkpoint is not None and not run.checkpoint.get("volume")
+
+    def preemption_grace(self, run: TrainingRun) -> int:
+        """The contract's grace (what its pods' terminationGracePeriodSeconds says), else the platform's."""
+        if run.checkpoint is not None:
+            return int(run.checkpoint["grace_seconds"])
+        return super().preemption_grace(run)
+
+    def last_checkpoint_at(self, run: TrainingRun) -> datetime | None:
+        return run.last_checkpoint_at
+
+    def reports_checkpoints(self, run: TrainingRun) -> bool:
+        """A run with the contract reports (one that has not yet loses all since its start); a run
+        without it is silent, ranked by the median of those that report (quotas.reclaim)."""
+        return run.has_checkpoint_contract
 
     def on_budget_spent(self, run: TrainingRun, now: datetime) -> bool:
         """Stop the run (ended like a cancel, its objects deleted): the budget policy says stop."""

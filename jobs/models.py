@@ -38,6 +38,17 @@ class TrainingRun(Workload):
     max_runtime_minutes = models.PositiveIntegerField(null=True, blank=True)
     priority = models.CharField(max_length=10, choices=Priority.choices, default=Priority.NORMAL)
     volumes = models.JSONField(default=list, blank=True)
+    #: The checkpoint contract as submitted (``{"grace_seconds", "volume"}``), None without one.
+    checkpoint = models.JSONField(null=True, blank=True, default=None)
+
+    # The last checkpoint the run reported (jobs.checkpoints): the newest report wins, whatever
+    # its step (a run resumed from an older checkpoint reports lower steps again).
+    last_checkpoint_at = models.DateTimeField(null=True, blank=True)
+    last_checkpoint_step = models.PositiveBigIntegerField(null=True, blank=True)
+    last_checkpoint_path = models.CharField(max_length=1000, blank=True, default="")
+    #: SHA-256 of the run token (jobs.checkpoints), "" without the contract; the token itself is
+    #: sealed with the run's secret env and forgotten when the run ends.
+    run_token_hash = models.CharField(max_length=64, blank=True, default="", db_index=True)
 
     state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.QUEUED, db_index=True)
 
@@ -59,6 +70,17 @@ class TrainingRun(Workload):
     def cluster_resource(self) -> str:
         """``Job`` for one worker, ``PyTorchJob`` for several (the API calls it ``kind``)."""
         return ClusterResource.JOB if self.workers == 1 else ClusterResource.PYTORCHJOB
+
+    @property
+    def has_checkpoint_contract(self) -> bool:
+        return self.checkpoint is not None
+
+    @property
+    def last_checkpoint(self) -> dict | None:
+        """``{"at", "step", "path"}`` of the last reported checkpoint, or None (API.md)."""
+        if self.last_checkpoint_at is None:
+            return None
+        return {"at": self.last_checkpoint_at, "step": self.last_checkpoint_step, "path": self.last_checkpoint_path}
 
     @property
     def total_units(self) -> int:

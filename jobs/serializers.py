@@ -21,6 +21,30 @@ class VolumeSerializer(serializers.Serializer):
     read_only = serializers.BooleanField(default=False)
 
 
+class CheckpointContractSerializer(serializers.Serializer):
+    grace_seconds = serializers.IntegerField(min_value=1, max_value=c.MAX_CHECKPOINT_GRACE_SECONDS,
+                                             default=c.DEFAULT_CHECKPOINT_GRACE_SECONDS,
+                                             help_text="SIGTERM, then this long to save before SIGKILL.")
+    volume = serializers.CharField(required=False, allow_null=True,
+                                   help_text="A PersistentVolumeClaim of the team; null: Slipway provides one per run.")
+
+
+class CheckpointReportSerializer(serializers.Serializer):
+    """POST /api/v1/runs/{id}/checkpoints/ (documentation of the accepted fields)."""
+
+    step = serializers.IntegerField(min_value=0)
+    path = serializers.CharField(max_length=c.MAX_CHECKPOINT_PATH,
+                                 help_text="Where the checkpoint is: the next attempt's SLIPWAY_RESUME_FROM.")
+
+
+class CheckpointSerializer(serializers.Serializer):
+    """A run's last reported checkpoint."""
+
+    at = serializers.DateTimeField()
+    step = serializers.IntegerField()
+    path = serializers.CharField()
+
+
 class RunCreateSerializer(serializers.Serializer):
     """POST /api/v1/runs/ (documentation of the accepted fields)."""
 
@@ -46,6 +70,8 @@ class RunCreateSerializer(serializers.Serializer):
     priority = serializers.ChoiceField(choices=Priority.choices, default=Priority.NORMAL)
     spot = serializers.BooleanField(default=False)
     volumes = VolumeSerializer(many=True, required=False)
+    checkpoint = CheckpointContractSerializer(required=False, allow_null=True,
+                                              help_text="Opts into the checkpoint contract (null: none).")
 
 
 class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, serializers.ModelSerializer):
@@ -61,6 +87,8 @@ class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, se
     estimated_total_cost = serializers.DecimalField(max_digits=14, decimal_places=4, allow_null=True,
                                                     help_text="At most this, with max_runtime_minutes; else null.")
     cost_to_date = serializers.DecimalField(max_digits=14, decimal_places=4)
+    checkpoint = CheckpointContractSerializer(allow_null=True, read_only=True)
+    last_checkpoint = CheckpointSerializer(allow_null=True, read_only=True)
 
     class Meta:
         model = TrainingRun
@@ -71,5 +99,6 @@ class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, se
             "cost_to_date", "estimated_cost_per_hour", "estimated_total_cost", "idle_gpu_hours", "idle_cost",
             "idle_since", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers",
             "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",
+            "checkpoint", "last_checkpoint", "attempt",
         ]
         read_only_fields = fields

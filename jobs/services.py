@@ -19,7 +19,10 @@ from datetime import timedelta
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
+from cluster.manifests.checkpoint import RUN_TOKEN_ENV
+from jobs import checkpoints
 from jobs.models import TrainingRun
 from jobs.validation import RunRequest, parse_run_request
 from quotas import admission
@@ -52,6 +55,11 @@ def get_run_for_user(user, pk, role: str = Role.VIEWER, staff_reads: bool = Fals
     """
     return get_for_user(TrainingRun.objects.select_related("team", "flavor", "created_by"), user, role,
                         staff_reads=staff_reads, pk=pk)
+
+
+def get_run_by_id(pk: int) -> TrainingRun:
+    """The run ``pk`` without an access check: for a caller holding that run's own token only."""
+    return TrainingRun.objects.select_related("team", "flavor", "created_by").get(pk=pk)
 
 
 # 2. Submitting ------------------------------------------------------------------------------
@@ -103,10 +111,13 @@ def submit_run(user, team: Team | str, request: RunRequest | dict) -> TrainingRu
 
     # 2. Record and admit in one transaction: a rejection rolls the row back. Admitted, the
     #    cluster objects are created after commit (the reconciler re-drives if that is lost).
+    # With the checkpoint contract: the run token, hashed on the row, sealed for the run's Secret.
+    token, token_hash = checkpoints.new_run_token() if request.checkpoint is not None else ("", "")
     try:
         with transaction.atomic():
-            run = TrainingRun.objects.create(team=team, created_by=user, flavor=flavor, **request.as_fields())
-            secrets.store(run, request.secret_env)
+            run = TrainingRun.objects.create(team=team, created_by=user, flavor=flavor, run_token_hash=token_hash,
+                                             **request.as_fields())
+            secrets.store(run, request.secret_env, ((RUN_TOKEN_ENV, token),) if token else ())
             decision = workloads.admit_new(run)
             if decision.rejected:
                 raise ValidationError(_rejection_errors(request, decision))
@@ -136,7 +147,29 @@ def preview_run(team: Team, data: dict) -> Forecast:
     return forecast(team, quota_request, flavor, duration)
 
 
-# 3. Cancelling and running again ---------------------------------------------------------------
+# 3. Reporting a checkpoint (jobs.checkpoints) ------------------------------------------------
+
+
+def report_checkpoint(run: TrainingRun, data) -> TrainingRun:
+    """Record ``run``'s checkpoint ``{"step", "path"}``: its next attempt resumes from it (SLIPWAY_RESUME_FROM).
+
+    The caller proved the right to (the run's token, or a member's credentials of its team).
+    The newest report wins (:mod:`jobs.checkpoints`). Raises ``ValidationError`` for bad input,
+    ``RunConflict`` when the run has no contract or has ended.
+    """
+    step, path = checkpoints.parse_report(data)
+    if run.checkpoint is None:
+        raise RunConflict("The run has no checkpoint contract: submit it with \"checkpoint\" to report checkpoints.")
+    now = timezone.now()
+    updated = (TrainingRun.objects.filter(pk=run.pk).exclude(state__in=TrainingRun.FINAL_STATES)
+               .update(last_checkpoint_at=now, last_checkpoint_step=step, last_checkpoint_path=path))
+    run.refresh_from_db()
+    if not updated:
+        raise RunConflict(f"The run already finished ({run.state}); its checkpoints are no longer recorded.")
+    return run
+
+
+# 4. Cancelling and running again ---------------------------------------------------------------
 
 
 def cancel_run(user, run: TrainingRun) -> TrainingRun:

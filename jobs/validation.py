@@ -18,10 +18,12 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from cluster.manifests.checkpoint import CHECKPOINT_DIR, CONTRACT_ENV
 from jobs import constants as c
 from quotas.constants import Priority
 from workloads.constants import MAX_GPUS_PER_NODE
 from workloads.validation import (
+    DNS1123_SUBDOMAIN,
     Collector,
     VolumeRequest,
     check_env,
@@ -30,6 +32,17 @@ from workloads.validation import (
     check_secret_env,
     check_volumes,
 )
+
+
+@dataclass(frozen=True)
+class CheckpointRequest:
+    """The checkpoint contract a run opts into (API.md "The checkpoint contract (runs)")."""
+
+    grace_seconds: int = c.DEFAULT_CHECKPOINT_GRACE_SECONDS
+    volume: str = ""  #: the team's claim; "" = Slipway provides one per run
+
+    def as_field(self) -> dict[str, Any]:
+        return {"grace_seconds": self.grace_seconds, "volume": self.volume or None}
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,7 @@ class RunRequest:
     priority: str = Priority.NORMAL
     spot: bool = False
     volumes: tuple[VolumeRequest, ...] = field(default=())
+    checkpoint: CheckpointRequest | None = None
 
     def as_fields(self) -> dict[str, Any]:
         """The model fields of a TrainingRun with these values (flavor and secret env excluded)."""
@@ -63,13 +77,52 @@ class RunRequest:
             "cpu": self.cpu, "memory_gb": self.memory_gb, "shm_gb": self.shm_gb, "max_retries": self.max_retries,
             "max_runtime_minutes": self.max_runtime_minutes, "priority": self.priority, "spot": self.spot,
             "volumes": [{"claim": v.claim, "mount_path": v.mount_path, "read_only": v.read_only} for v in self.volumes],
+            "checkpoint": self.checkpoint.as_field() if self.checkpoint is not None else None,
         }
 
 
 KNOWN_FIELDS = {
     "team", "name", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers", "cpu",
-    "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",
+    "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes", "checkpoint",
 }
+
+
+def check_checkpoint(col: Collector, env: tuple[tuple[str, str], ...],
+                     secret_env: tuple[tuple[str, str], ...]) -> CheckpointRequest | None:
+    """``checkpoint``: null or absent = no contract; an object opts in (``{}`` takes the defaults).
+
+    With the contract, the variables it sets are Slipway's: a run may not set them itself.
+    """
+    data = col.data.get("checkpoint")
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        col.add("checkpoint", 'Must be an object such as {"grace_seconds": 60} (or null for no contract).')
+        return None
+    unknown = sorted(str(key) for key in data if key not in c.CHECKPOINT_KEYS)
+    if unknown:
+        col.add("checkpoint", f"Unknown field(s) {', '.join(unknown)[:200]}; the contract has only "
+                              f"{', '.join(c.CHECKPOINT_KEYS)}.")
+        return None
+    inner = Collector(data)
+    grace = inner.integer("grace_seconds", c.DEFAULT_CHECKPOINT_GRACE_SECONDS, 1, c.MAX_CHECKPOINT_GRACE_SECONDS)
+    volume = data.get("volume")
+    if volume in (None, ""):
+        volume = ""
+    elif not isinstance(volume, str) or len(volume) > 253 or not DNS1123_SUBDOMAIN.fullmatch(volume):
+        inner.add("volume", "Must be the name of a PersistentVolumeClaim of the team (DNS-1123), or null.")
+        volume = ""
+    for key, messages in inner.errors.items():
+        for message in messages:
+            col.add("checkpoint", f"{key}: {message}")
+    for name, pairs in (("env", env), ("secret_env", secret_env)):
+        taken = sorted({key for key, _value in pairs} & set(CONTRACT_ENV))
+        if taken:
+            col.add(name, f"{', '.join(taken)} is set by the checkpoint contract; it cannot be set here.")
+    if inner.errors:
+        return None
+    return CheckpointRequest(grace_seconds=grace if grace is not None else c.DEFAULT_CHECKPOINT_GRACE_SECONDS,
+                             volume=volume)
 
 
 def parse_run_request(data: Mapping[str, Any]) -> RunRequest:
@@ -107,12 +160,16 @@ def parse_run_request(data: Mapping[str, Any]) -> RunRequest:
         col.add("priority", f"Must be one of: {', '.join(Priority.values)}.")
     spot = col.boolean("spot", False)
     volumes = check_volumes(col)
+    checkpoint = check_checkpoint(col, env, secret_env)
+    if checkpoint is not None and any(v.mount_path == CHECKPOINT_DIR or v.mount_path.startswith(CHECKPOINT_DIR + "/")
+                                      for v in volumes):
+        col.add("volumes", f"{CHECKPOINT_DIR} is where the checkpoint contract mounts its volume.")
     if col.errors:
         raise ValidationError(col.errors)
     return RunRequest(
         name=name, image=image, command=command, flavor=flavor, args=args, env=env, secret_env=secret_env,
         gpus_per_worker=gpus or 1, workers=workers or 1, cpu=cpu, memory_gb=memory_gb, shm_gb=shm_gb,
         max_retries=max_retries if max_retries is not None else 2, max_runtime_minutes=max_runtime,
-        priority=str(priority), spot=spot, volumes=volumes,
+        priority=str(priority), spot=spot, volumes=volumes, checkpoint=checkpoint,
     )
 

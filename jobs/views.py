@@ -273,6 +273,9 @@ def _spec_rows(run: TrainingRun) -> list[tuple[str, str, bool]]:
         ("Max runtime", f"{run.max_runtime_minutes} min" if run.max_runtime_minutes else "-"),
         ("Priority", run.get_priority_display()),
     ]
+    if run.checkpoint is not None:
+        volume = run.checkpoint.get("volume") or "provided by Slipway"
+        plain.append(("Checkpoint contract", f"grace {run.checkpoint['grace_seconds']} s, volume {volume}"))
     # argv exactly as the container gets it: each argument quoted, so "a b" is visibly one argument.
     rows = [("Image", run.image, False), ("Command", json.dumps(run.command, ensure_ascii=False), False)]
     if run.args:

@@ -293,6 +293,15 @@ SLIPWAY_IDLE_WINDOW_MINUTES = env_int("SLIPWAY_IDLE_WINDOW_MINUTES", 30)
 SLIPWAY_FAIR_SHARE_HALF_LIFE_HOURS = env_float("SLIPWAY_FAIR_SHARE_HALF_LIFE_HOURS", 168.0)
 # Seconds a preempted workload's pods get to stop (the delete's grace period).
 SLIPWAY_PREEMPTION_GRACE_SECONDS = env_int("SLIPWAY_PREEMPTION_GRACE_SECONDS", 30)
+# The checkpoint claim Slipway provides a run with the checkpoint contract and no volume of its
+# own (run-42-checkpoints): its size, and its storage class (empty: the cluster's default; a
+# PyTorchJob's claim is ReadWriteMany, so the class must offer that).
+SLIPWAY_CHECKPOINT_STORAGE = env_str("SLIPWAY_CHECKPOINT_STORAGE", "100Gi")
+SLIPWAY_CHECKPOINT_STORAGE_CLASS = env_str("SLIPWAY_CHECKPOINT_STORAGE_CLASS", "")
+# The portal's address as a run's pods reach it (e.g. http://slipway-web.slipway-system.svc): a
+# run with the checkpoint contract reports its checkpoints to SLIPWAY_CHECKPOINT_URL under it.
+# Empty: the pods get no such URL (they print the SLIPWAY_CHECKPOINT line instead).
+SLIPWAY_POD_API_URL = env_str("SLIPWAY_POD_API_URL", "")
 # Seconds a run's or an endpoint's image may fail to pull (ErrImagePull, ImagePullBackOff: the
 # kubelet retries forever) before the run fails, or the endpoint with no ready replica fails, and
 # their quota is released (docs/operations.md).

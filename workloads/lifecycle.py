@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from quotas import admission, ledger
@@ -122,7 +123,7 @@ def requeue(kind, workload, now: datetime) -> bool:
     Under the team's admission lock (the order admission takes), conditional on it still being
     preempted: its open segment is billed to ``now`` (the grace was the team's time), its
     reservation becomes a queue entry dated from its first submission, and what the apply needs
-    starts afresh — its ``preemptions`` were counted when it was chosen, no retry is spent. Its
+    starts afresh, as its next ``attempt`` — its ``preemptions`` were counted when it was chosen, no retry is spent. Its
     reason is the preemption's ("preempted: team … reclaimed …"). False when there was nothing to do.
     """
     lc = kind.lifecycle
@@ -133,7 +134,7 @@ def requeue(kind, workload, now: datetime) -> bool:
         updated = type(workload).objects.filter(
             pk=workload.pk, state__in=workload.HOLDING_STATES, preempting_since=workload.preempting_since,
         ).update(state=lc.queued, reason=event_reason[:500], reason_code=ReasonCode.PREEMPTED, preempting_since=None,
-                 admitted_at=None, applied_at=None, apply_started_at=None, apply_attempts=0)
+                 admitted_at=None, applied_at=None, apply_started_at=None, apply_attempts=0, attempt=F("attempt") + 1)
         if not updated:
             return False
         _close_billing(workload, now)

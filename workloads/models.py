@@ -132,6 +132,9 @@ class Workload(models.Model):
     preemptions = models.PositiveSmallIntegerField(default=0, db_default=0)
     last_preempted_at = models.DateTimeField(null=True, blank=True)
     preempting_since = models.DateTimeField(null=True, blank=True)
+    #: Which attempt this is: 1 at submission, one more each time it is queued again after a
+    #: preemption (:func:`workloads.lifecycle.requeue`); a run's pods read it as SLIPWAY_ATTEMPT.
+    attempt = models.PositiveIntegerField(default=1, db_default=1)
 
     objects = WorkloadQuerySet.as_manager()
 

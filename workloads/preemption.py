@@ -8,7 +8,8 @@ Each reconcile cycle, after queued work was admitted (:func:`reclaim`):
    preemptions read from its workload: :func:`_candidate`);
 2. each victim gets its **notice**: a preemption log row (:class:`quotas.models.PreemptionEvent`),
    an audit row, the reason "being preempted: …" and ``preempting_since``; then its kind acts —
-   a run's objects are deleted with the grace period (``SLIPWAY_PREEMPTION_GRACE_SECONDS``), an
+   a run's objects are deleted with the grace period (its checkpoint contract's ``grace_seconds``, else
+   ``SLIPWAY_PREEMPTION_GRACE_SECONDS``; its checkpoint claim stays for the next attempt), an
    endpoint's burst shrinks (:meth:`workloads.registry.WorkloadKind.preempt`);
 3. a run being preempted keeps its reservation until its objects are gone (:func:`follow`, from
    the cycle's observation), so the reclaiming team's work never runs beside the pods it
@@ -46,10 +47,6 @@ from workloads.models import ReasonCode
 from workloads.registry import WorkloadKind, kind_for, kinds
 
 logger = logging.getLogger(__name__)
-
-
-def grace() -> timedelta:
-    return timedelta(seconds=settings.SLIPWAY_PREEMPTION_GRACE_SECONDS)
 
 
 def reclaim(backend, now: datetime) -> list[str]:
@@ -227,7 +224,7 @@ def _preempt(backend, victim: Candidate, claim: Claim, claimant_id: int, now: da
         what = f"team {claim.team} reclaimed {victim.units}\u00d7 {flavor} of its quota"
         taking = f"team {claim.team} reclaims {victim.units}\u00d7 {flavor} of its quota"
     reason = f"preempted: {what}; {lost_words(since, now, checkpointed)}"
-    seconds = 0 if burst else settings.SLIPWAY_PREEMPTION_GRACE_SECONDS
+    seconds = 0 if burst else kind.preemption_grace(workload)
     changes = {"last_preempted_at": now, "preemptions": F("preemptions") + 1}
     if not burst:
         changes.update(preempting_since=now, reason_code=ReasonCode.PREEMPTING,
@@ -282,7 +279,8 @@ def interrupt(kind: WorkloadKind, backend, workload, status, now: datetime) -> b
 
 def _delete(kind: WorkloadKind, backend, workload, grace_seconds: int) -> None:
     try:
-        backend.delete(workload.address, kind.resources, grace_seconds=grace_seconds)
+        # Not what outlives attempts (a run's checkpoint claim): the next attempt resumes from it.
+        backend.delete(workload.address, kind.attempt_resources, grace_seconds=grace_seconds)
     except ClusterError as exc:  # the next cycle tries again (follow)
         logger.warning("could not delete preempted %s: %s", workload.ref, exc)
 
@@ -295,7 +293,7 @@ def follow(kind: WorkloadKind, backend, workload, observed: bool, now: datetime)
     """
     if not observed:
         return lifecycle.requeue(kind, workload, now)
-    if now >= workload.preempting_since + grace():
+    if now >= workload.preempting_since + timedelta(seconds=kind.preemption_grace(workload)):
         _delete(kind, backend, workload, 0)
     return False
 

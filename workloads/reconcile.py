@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 
@@ -127,6 +127,8 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
                     teams_to_admit.add(workload.team_id)
                     if plan.status.abandoned:
                         _delete_abandoned(backend, plan, report)
+                    elif kind.keeps_across_attempts(workload):
+                        _delete_kept(backend, plan)
                 if not plan.final and kind.after_observation(workload, plan.status, now):
                     teams_to_admit.add(workload.team_id)
         _apply_steady(steady, report)
@@ -436,6 +438,21 @@ def _delete_abandoned(backend, plan: _Plan, report: ReconcileReport) -> None:
         report.orphans_deleted.append(w.cluster_name)
     except ClusterError as exc:
         logger.warning("could not delete the abandoned %s: %s", w.ref, exc)
+
+
+def _delete_kept(backend, plan: _Plan) -> None:
+    """Delete what outlived the attempts of work that has now ended on its own (a run's checkpoint claim).
+
+    Its other objects stay for their logs (its env Secret goes too: the delete takes it with any
+    of the workload's objects, and ended work reads no secret). A failed delete is logged, not
+    retried: the claim is labelled with its workload, for an operator's clean-up.
+    """
+    w = plan.workload
+    kept = tuple(replace(r, deleted=r.kept_across_attempts) for r in plan.kind.resources)
+    try:
+        backend.delete(w.address, kept)
+    except ClusterError as exc:
+        logger.warning("could not delete what %s kept across attempts: %s", w.ref, exc)
 
 
 def _delete_leftovers(backend, leftovers: dict[tuple[str, str], ObservedWorkload], report: ReconcileReport) -> None:

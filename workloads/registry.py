@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from django.conf import settings
+
 from cluster.backends.base import ObservedWorkload, ResourceKind
 from cluster.status import WorkloadStatus
 from quotas.admission import ResourceRequest
@@ -64,6 +66,19 @@ class WorkloadKind(abc.ABC):
     #: Columns that make two workloads of a kind with a runtime limit the same job, whose earlier
     #: running times predict this one's (:func:`workloads.forecast.median_durations`).
     job_fields: tuple[str, ...] = ("name", "flavor_id")
+
+    @property
+    def attempt_resources(self) -> tuple[ResourceKind, ...]:
+        """:attr:`resources` as deleting one attempt's objects sees them: what outlives attempts kept."""
+        return tuple(replace(r, deleted=False) if r.kept_across_attempts else r for r in self.resources)
+
+    def keeps_across_attempts(self, workload) -> bool:
+        """Whether ``workload`` has objects of a ``kept_across_attempts`` kind, deleted once it ends on its own."""
+        return False
+
+    def preemption_grace(self, workload) -> int:
+        """Seconds ``workload``'s pods get to stop when preempted (the delete's grace period)."""
+        return settings.SLIPWAY_PREEMPTION_GRACE_SECONDS
 
     @abc.abstractmethod
     def resource_request(self, workload) -> ResourceRequest:

@@ -24,15 +24,17 @@ from workloads.constants import SECRET_MASK
 from workloads.models import SecretEnv
 
 
-def store(workload, pairs: tuple[tuple[str, str], ...]) -> None:
+def store(workload, pairs: tuple[tuple[str, str], ...], hidden: tuple[tuple[str, str], ...] = ()) -> None:
     """Record ``workload``'s secret env (in the caller's transaction, the one recording the workload).
 
     The instance keeps the names (``stored_secret_names``), so the response to the request
-    that created it shows them without reading them back.
+    that created it shows them without reading them back. ``hidden``: values Slipway puts in the
+    same Secret for itself (a run's token), sealed like the others but not among the names the
+    user sees; the pods reference them by their own manifests.
     """
     workload.stored_secret_names = tuple(sorted(name for name, _ in pairs))
-    if pairs:
-        values = dict(pairs)
+    if pairs or hidden:
+        values = {**dict(pairs), **dict(hidden)}
         workload.stored_secret_digest = crypto.digest(values)
         SecretEnv.objects.create(ref=workload.ref, team=workload.team, names=list(workload.stored_secret_names),
                                  sealed=crypto.seal(values), digest=workload.stored_secret_digest)

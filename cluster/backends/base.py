@@ -60,6 +60,9 @@ class ResourceKind:
     observed: bool = False
     deleted: bool = False
     namespaced: bool = True
+    #: Outlives an attempt: not deleted when a preempted workload's objects are deleted for its
+    #: next attempt (a run's checkpoint claim), only when the workload ends for good.
+    kept_across_attempts: bool = False
 
     @property
     def api_version(self) -> str:

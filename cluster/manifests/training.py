@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cluster.manifests.checkpoint import build_checkpoint_claim, contract_env, contract_volumes
 from cluster.manifests.common import (
     SHM_PATH,
     Manifest,
@@ -43,22 +44,27 @@ def _shm_gb(spec: TrainingSpec) -> float:
 
 def _pod_template(spec: TrainingSpec, config: ClusterConfig, *, container: Manifest, restart_policy: str) -> Manifest:
     pvc_volumes, mounts = volume_entries(spec.volumes)
+    if spec.checkpoint is not None:
+        contract_vols, contract_mounts = contract_volumes(spec.checkpoint)
+        pvc_volumes, mounts = [*pvc_volumes, *contract_vols], [*mounts, *contract_mounts]
+        container["env"] = [*container.get("env", []), *contract_env(spec.cluster_name, spec.checkpoint)]
     container["volumeMounts"] = [{"name": "dshm", "mountPath": SHM_PATH}, *mounts]
     container["resources"] = resources(spec.flavor, spec.gpus_per_worker, spec.cpu, spec.memory_gb)
     container["securityContext"] = container_security(config)
     meta = metadata("", None, spec.team, spec.cluster_name)
     del meta["name"]  # pod templates are named by their controller
-    return {
-        "metadata": meta,
-        "spec": pod_spec(
-            container=container,
-            flavor=spec.flavor,
-            config=config,
-            restart_policy=restart_policy,
-            volumes=[shm_volume(_shm_gb(spec)), *pvc_volumes],
-            spot=spec.spot,
-        ),
-    }
+    pod = pod_spec(
+        container=container,
+        flavor=spec.flavor,
+        config=config,
+        restart_policy=restart_policy,
+        volumes=[shm_volume(_shm_gb(spec)), *pvc_volumes],
+        spot=spec.spot,
+    )
+    if spec.checkpoint is not None:
+        # SIGTERM, then this long to save before SIGKILL (a preemption deletes with the same grace).
+        pod["terminationGracePeriodSeconds"] = spec.checkpoint.grace_seconds
+    return {"metadata": meta, "spec": pod}
 
 
 def build_job(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
@@ -147,7 +153,12 @@ def build_pytorchjob(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
 
 
 def build_training(spec: TrainingSpec, config: ClusterConfig) -> list[Manifest]:
-    """One Job when ``workers == 1``, else one PyTorchJob; named ``spec.cluster_name``."""
-    if spec.workers <= 1:
-        return [build_job(spec, config)]
-    return [build_pytorchjob(spec, config)]
+    """One Job when ``workers == 1``, else one PyTorchJob; named ``spec.cluster_name``.
+
+    With the checkpoint contract and no claim of the team's, the claim Slipway provides follows
+    it: an apply stops at the first object the API server refuses, so a refused run leaves no
+    claim behind (its pods wait the moment until the claim exists).
+    """
+    claim = build_checkpoint_claim(spec)
+    main = build_job(spec, config) if spec.workers <= 1 else build_pytorchjob(spec, config)
+    return [main] if claim is None else [main, claim]

@@ -48,6 +48,7 @@ RESOURCES: dict[str, tuple[str, str, bool, bool]] = {
     "secrets": ("v1", "Secret", True, False),
     "resourcequotas": ("v1", "ResourceQuota", True, False),
     "limitranges": ("v1", "LimitRange", True, False),
+    "persistentvolumeclaims": ("v1", "PersistentVolumeClaim", True, False),
     "networkpolicies": ("networking.k8s.io/v1", "NetworkPolicy", True, False),
     "jobs": ("batch/v1", "Job", True, False),
     "deployments": ("apps/v1", "Deployment", True, False),

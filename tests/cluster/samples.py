@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster.specs import ClusterConfig, EndpointSpec, FlavorSpec, TeamSpec, TrainingSpec, VolumeSpec
+from cluster.specs import CheckpointSpec, ClusterConfig, EndpointSpec, FlavorSpec, TeamSpec, TrainingSpec, VolumeSpec
 
 A100 = FlavorSpec(
     name="a100-80gb",
@@ -45,6 +45,13 @@ def training(**overrides: Any) -> TrainingSpec:
     }
     values.update(overrides)
     return TrainingSpec(**values)
+
+
+def checkpoint(**overrides: Any) -> CheckpointSpec:
+    """The checkpoint contract of :func:`training`'s run-42 (Slipway's claim, first attempt, unless overridden)."""
+    values: dict[str, Any] = {"claim": "run-42-checkpoints"}
+    values.update(overrides)
+    return CheckpointSpec(**values)
 
 
 def endpoint(**overrides: Any) -> EndpointSpec:

@@ -88,6 +88,17 @@ VARIANTS: dict[str, Any] = {
         samples.training(secret_env=("HF_TOKEN", "WANDB_API_KEY")), samples.CONFIG),
     "training_pytorchjob_secret_env": lambda: build_training(
         samples.training(workers=2, secret_env=("HF_TOKEN",)), samples.CONFIG),
+    # The checkpoint contract: env, the claim Slipway provides (kept across attempts), the notice file, the grace.
+    "training_job_checkpoint": lambda: build_training(
+        samples.training(checkpoint=samples.checkpoint(attempt=2, resume_from="/slipway/checkpoints/step-1000.pt",
+                                                       grace_seconds=120,
+                                                       report_url="http://slipway-web.slipway-system.svc/api/v1/runs/42/checkpoints/")),
+        samples.CONFIG),
+    "training_pytorchjob_checkpoint_volume": lambda: build_training(
+        samples.training(workers=3, secret_env=("HF_TOKEN",),
+                         checkpoint=samples.checkpoint(claim="team-checkpoints", provided=False)), samples.VOLCANO),
+    "training_pytorchjob_checkpoint_provided": lambda: build_training(
+        samples.training(workers=2, env=(), checkpoint=samples.checkpoint(storage_class="nfs-rwx")), samples.CONFIG),
     "endpoint_secret_env": lambda: build_endpoint(
         samples.endpoint(secret_env=("HF_TOKEN",), secret_env_digest="5e" * 32), samples.CONFIG),
     "env_secret": lambda: [build_env_secret("team-vision", "vision", "run-42",
@@ -174,7 +185,8 @@ def test_it_labels_every_object_for_slipway(label: str, obj: dict[str, Any]) -> 
     # A workload's env Secret (run-42-env) carries its workload's label, so deleting the workload finds it.
     expected_workload = ("team-vision" if label.startswith("team") else
                          obj["metadata"]["name"].removesuffix("-env") if obj["kind"] == "Secret" else
-                         obj["metadata"]["name"])
+                         obj["metadata"]["name"].removesuffix("-checkpoints") if obj["kind"] == "PersistentVolumeClaim"
+                         else obj["metadata"]["name"])
     assert labels["slipway.dev/workload"] == expected_workload
     for spec_holder in [obj["spec"]["template"]] if obj["kind"] in ("Job", "Deployment") else []:
         assert spec_holder["metadata"]["labels"] == {

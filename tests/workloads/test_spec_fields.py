@@ -30,17 +30,23 @@ def unset_fields(spec) -> list[str]:
             if field.default is not dataclasses.MISSING and getattr(spec, field.name) == field.default]
 
 
-def test_it_sets_every_training_spec_field_from_the_run():
+def test_it_sets_every_training_spec_field_from_the_run(settings):
+    settings.SLIPWAY_CHECKPOINT_STORAGE, settings.SLIPWAY_CHECKPOINT_STORAGE_CLASS = "20Gi", "nfs-rwx"
+    settings.SLIPWAY_POD_API_URL = "http://slipway-web.slipway-system.svc"
     flavor = next(f for f in seed_flavors() if f.name == "a100-80gb")
     run = TrainingRun(pk=41, team=make_team("ml"), created_by=make_user(), name="llama", image="registry.example.com/t:1",
                       command=["python", "train.py"], args=["--lr", "3e-4"], env={"SEED": "1"}, flavor=flavor,
                       gpus_per_worker=2, workers=3, cpu=12, memory_gb=96, shm_gb=16, max_retries=5,
                       max_runtime_minutes=90, spot=True,
-                      volumes=[{"claim": "data", "mount_path": "/data", "read_only": True}])
+                      volumes=[{"claim": "data", "mount_path": "/data", "read_only": True}],
+                      checkpoint={"grace_seconds": 90, "volume": "team-ckpts"}, attempt=3,
+                      last_checkpoint_path="/slipway/checkpoints/s9.pt")
     run.stored_secret_names = ("HF_TOKEN",)
     spec = training_spec(run)
     assert isinstance(spec, TrainingSpec)
     assert unset_fields(spec) == []
+    assert unset_fields(spec.checkpoint) == ["mount_path"]  # the contract's one fixed place
+    assert spec.checkpoint.report_url == "http://slipway-web.slipway-system.svc/api/v1/runs/41/checkpoints/"
     assert (spec.workers, spec.gpus_per_worker, spec.max_runtime_minutes) == (3, 2, 90)
 
 

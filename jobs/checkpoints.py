@@ -1,0 +1,72 @@
+"""The run token and checkpoint reports of the checkpoint contract (API.md "The checkpoint contract (runs)").
+
+A run submitted with the contract gets a **run token**: 256 random bits behind the prefix
+``slr_``, made at submission. Only its SHA-256 is kept on the run (``run_token_hash``), as for
+personal tokens; the token itself is sealed with the run's secret env (:mod:`workloads.secrets`,
+a key the user does not see) so the apply task can put it in the run's env Secret, which the pods
+read as ``SLIPWAY_RUN_TOKEN``. It is never in a manifest, a page or an API answer.
+
+What it can do: report the checkpoints of its own run (``POST /runs/{id}/checkpoints/``), and
+nothing else. Every other endpoint reads it as an unknown personal token (401), and it dies
+with the run: a run in a final state has no token (its sealed value is dropped then too,
+:func:`workloads.lifecycle.release_holdings`).
+
+Reports: the newest report wins, whatever its step. A run resumed from an older checkpoint (or
+restarted from scratch) counts its steps again, and the checkpoint it wrote last is the one its
+next attempt must resume from; a "highest step" rule would point it at a path that may be gone.
+"""
+
+from __future__ import annotations
+
+import secrets as random
+from collections.abc import Mapping
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
+from jobs import constants as c
+from jobs.models import TrainingRun
+from teams.models import hash_token
+from workloads.validation import Collector
+
+#: Tells a run token from a personal one (``slp_``) at a glance, in logs and leak scanners.
+RUN_TOKEN_PREFIX = "slr_"
+#: Largest step a report may give (a bigint column).
+MAX_STEP = 2**63 - 1
+
+
+def new_run_token() -> tuple[str, str]:
+    """``(token, its hash)``: the token for the run's Secret, the hash for its row."""
+    token = RUN_TOKEN_PREFIX + random.token_urlsafe(32)
+    return token, hash_token(token)
+
+
+def is_run_token(raw: str) -> bool:
+    return raw.startswith(RUN_TOKEN_PREFIX)
+
+
+def run_for_token(raw: str) -> TrainingRun | None:
+    """The live run whose token ``raw`` is, or None (unknown, or the run has ended: the token died with it)."""
+    if not is_run_token(raw):
+        return None
+    return (TrainingRun.objects.exclude(state__in=TrainingRun.FINAL_STATES).exclude(run_token_hash="")
+            .filter(run_token_hash=hash_token(raw)).select_related("team").first())
+
+
+def parse_report(data: Any) -> tuple[int, str]:
+    """``{"step": int >= 0, "path": str}`` → ``(step, path)``; ``ValidationError`` with field errors."""
+    if not isinstance(data, Mapping):
+        raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
+    col = Collector(data)
+    unknown = sorted(str(key) for key in data if key not in ("step", "path"))
+    if unknown:
+        col.add("non_field_errors", f"Unknown field(s): {', '.join(unknown)[:200]}.")
+    if not col.present("step"):
+        col.add("step", "This field is required.")
+    step = col.integer("step", None, 0, MAX_STEP)
+    path = col.string("path", max_length=c.MAX_CHECKPOINT_PATH)
+    if path and any(ch < " " or ch == "\x7f" for ch in path):
+        col.add("path", "Must not contain control characters.")
+    if col.errors:
+        raise ValidationError(col.errors)
+    return int(step), path

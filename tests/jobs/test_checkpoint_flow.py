@@ -1,0 +1,119 @@
+"""A preempted run with the checkpoint contract, end to end on the simulated cluster (issue #24).
+
+Vision's run borrows nlp-platform's idle A100s with the contract; it reports a checkpoint with
+its run token; nlp-platform takes its units back: the run's pods get the contract's grace, its
+Job goes but its checkpoint claim stays; it queues again as attempt 2, comes back when the units
+free up with SLIPWAY_ATTEMPT=2 and SLIPWAY_RESUME_FROM at the reported path, and once it ends on
+its own the claim goes (and the token with the run).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+from rest_framework.test import APIClient
+
+from jobs.constants import RunState
+from jobs.models import TrainingRun
+from quotas import services as quota_services
+from quotas.demo import seed_team_quotas
+from quotas.models import PreemptionEvent
+from sandbox.models import SimObject
+from teams.models import Role, Team
+from tests.factories import add_member, make_team, make_user, secret_values
+from tests.workloads.timeline import scripted_timeline
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+START = datetime(2026, 11, 24, 9, 0, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def timeline(published, monkeypatch, settings):
+    settings.SLIPWAY_PREEMPTION_GRACE_SECONDS = 30
+    return scripted_timeline(published, monkeypatch, settings, START)
+
+
+def member_client(team_slug: str, username: str) -> APIClient:
+    user = make_user(username)
+    add_member(Team.objects.get(slug=team_slug), user, Role.MEMBER)
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def submit(client: APIClient, team: str, name: str, duration: str, **extra) -> int:
+    response = client.post("/api/v1/runs/", {
+        "team": team, "name": name, "image": "registry.example.com/ml/trainer:1.4", "command": ["python", "t.py"],
+        "flavor": "a100-80gb", "gpus_per_worker": 4, "env": {"SLIPWAY_SIM_DURATION": duration}, **extra,
+    }, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()["id"]
+
+
+def claim_exists(run_id: int) -> bool:
+    return SimObject.objects.filter(kind="PersistentVolumeClaim", name=f"run-{run_id}-checkpoints").exists()
+
+
+def job_env(run_id: int) -> dict[str, str]:
+    job = SimObject.objects.get(kind="Job", name=f"run-{run_id}")
+    return {e["name"]: e.get("value", "") for e in job.manifest["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+
+def test_a_preempted_run_resumes_from_its_checkpoint_as_its_next_attempt(timeline, flavors, staff):
+    nlp, vision = make_team("nlp-platform"), make_team("vision")
+    for team in (nlp, vision):
+        seed_team_quotas(team, {"a100-80gb": 4}, Decimal("100000"))
+    quota_services.set_cohort(staff, "research", teams=[nlp, vision], reclaim="any", min_runtime_minutes=0,
+                              preemption_delay_seconds=0)
+    alice, noor = member_client("vision", "alice"), member_client("nlp-platform", "noor")
+    submit(alice, "vision", "own", "2h")
+    borrowed = submit(alice, "vision", "borrowed", "4m", checkpoint={"grace_seconds": 45})
+    timeline.cycles(6)
+    assert TrainingRun.objects.get(pk=borrowed).state == RunState.RUNNING
+    assert claim_exists(borrowed)
+    assert job_env(borrowed)["SLIPWAY_ATTEMPT"] == "1" and job_env(borrowed)["SLIPWAY_RESUME_FROM"] == ""
+
+    # 1. The run reports a checkpoint with its own token.
+    token = secret_values(f"run:{borrowed}")["SLIPWAY_RUN_TOKEN"]
+    pods = APIClient()
+    pods.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert pods.post(f"/api/v1/runs/{borrowed}/checkpoints/", {"step": 300, "path": "/slipway/checkpoints/s300.pt"},
+                     format="json").status_code == 201
+
+    # 2. nlp-platform takes its units back: the contract's grace, the Job gone, the claim kept.
+    mine = submit(noor, "nlp-platform", "short", "2m")
+    for _ in range(8):
+        timeline.cycle()
+        if TrainingRun.objects.get(pk=borrowed).state == RunState.QUEUED:
+            break
+    run = TrainingRun.objects.get(pk=borrowed)
+    assert (run.state, run.preemptions, run.attempt) == (RunState.QUEUED, 1, 2)
+    assert PreemptionEvent.objects.get(ref=run.ref).grace_seconds == 45
+    assert not SimObject.objects.filter(kind="Job", name=f"run-{borrowed}").exists()
+    assert claim_exists(borrowed)
+    body = alice.get(f"/api/v1/runs/{borrowed}/").json()
+    assert body["attempt"] == 2 and body["last_checkpoint"]["path"] == "/slipway/checkpoints/s300.pt"
+
+    # 3. The units free up: attempt 2 resumes from the reported checkpoint.
+    for _ in range(60):
+        timeline.cycle()
+        if TrainingRun.objects.get(pk=borrowed).state == RunState.RUNNING:
+            break
+    assert TrainingRun.objects.get(pk=mine).state == RunState.SUCCEEDED
+    assert TrainingRun.objects.get(pk=borrowed).state == RunState.RUNNING
+    assert job_env(borrowed)["SLIPWAY_ATTEMPT"] == "2"
+    assert job_env(borrowed)["SLIPWAY_RESUME_FROM"] == "/slipway/checkpoints/s300.pt"
+
+    # 4. It ends on its own: its Job stays for the logs, its claim goes, its token dies.
+    for _ in range(70):
+        timeline.cycle()
+        if TrainingRun.objects.get(pk=borrowed).is_final:
+            break
+    assert TrainingRun.objects.get(pk=borrowed).state == RunState.SUCCEEDED
+    assert SimObject.objects.filter(kind="Job", name=f"run-{borrowed}").exists()
+    assert not claim_exists(borrowed)
+    assert pods.post(f"/api/v1/runs/{borrowed}/checkpoints/", {"step": 301, "path": "/p"},
+                     format="json").status_code == 401
