@@ -85,7 +85,7 @@ def test_a_preempted_run_resumes_from_its_checkpoint_as_its_next_attempt(timelin
 
     # 2. nlp-platform takes its units back: the contract's grace, the Job gone, the claim kept.
     mine = submit(noor, "nlp-platform", "short", "2m")
-    for _ in range(8):
+    for _ in range(16):  # the simulated pods take the contract's 45 s grace to stop
         timeline.cycle()
         if TrainingRun.objects.get(pk=borrowed).state == RunState.QUEUED:
             break
