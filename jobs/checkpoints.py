@@ -18,6 +18,7 @@ next attempt must resume from; a "highest step" rule would point it at a path th
 
 from __future__ import annotations
 
+import re
 import secrets as random
 from collections.abc import Mapping
 from typing import Any
@@ -70,3 +71,17 @@ def parse_report(data: Any) -> tuple[int, str]:
     if col.errors:
         raise ValidationError(col.errors)
     return int(step), path
+
+
+#: The line a run may print instead of POSTing a report (API.md): ``SLIPWAY_CHECKPOINT step=<int> path=<path>``,
+#: anywhere in the line (a logger's prefix before it is fine).
+LOG_LINE = re.compile(r"SLIPWAY_CHECKPOINT step=(\d{1,18}) path=(\S{1,%s})" % str(c.MAX_CHECKPOINT_PATH))  # noqa: UP031 - a regex's braces
+
+
+def last_in_log(lines: list[str]) -> tuple[int, str] | None:
+    """The last checkpoint line among ``lines`` as ``(step, path)``, or None."""
+    for line in reversed(lines):
+        found = LOG_LINE.search(line)
+        if found:
+            return int(found.group(1)), found.group(2)
+    return None

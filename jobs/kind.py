@@ -154,6 +154,9 @@ class TrainingKind(WorkloadKind):
     def last_checkpoint_at(self, run: TrainingRun) -> datetime | None:
         return run.last_checkpoint_at
 
+    def refresh_checkpoint(self, run: TrainingRun) -> None:
+        services.checkpoint_from_log(run)
+
     def reports_checkpoints(self, run: TrainingRun) -> bool:
         """A run with the contract reports (one that has not yet loses all since its start); a run
         without it is silent, ranked by the median of those that report (quotas.reclaim)."""

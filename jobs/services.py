@@ -169,6 +169,25 @@ def report_checkpoint(run: TrainingRun, data) -> TrainingRun:
     return run
 
 
+def checkpoint_from_log(run: TrainingRun) -> bool:
+    """Record the last ``SLIPWAY_CHECKPOINT`` line of the run's log as a report, when it is not the
+    one recorded already. True when it recorded one.
+
+    Read only when the run is about to be preempted (workloads.preemption), never every cycle: one
+    log read of its main pod (a Job's newest attempt, a PyTorchJob's Master), its last 200 lines.
+    """
+    if run.checkpoint is None:
+        return False
+    found = checkpoints.last_in_log(workloads.logs(run).lines)
+    if found is None or (found[0], found[1]) == (run.last_checkpoint_step, run.last_checkpoint_path):
+        return False
+    step, path = found
+    updated = (TrainingRun.objects.filter(pk=run.pk).exclude(state__in=TrainingRun.FINAL_STATES)
+               .update(last_checkpoint_at=timezone.now(), last_checkpoint_step=step, last_checkpoint_path=path))
+    run.refresh_from_db(fields=["last_checkpoint_at", "last_checkpoint_step", "last_checkpoint_path"])
+    return bool(updated)
+
+
 # 4. Cancelling and running again ---------------------------------------------------------------
 
 

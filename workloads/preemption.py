@@ -216,6 +216,8 @@ def _preempt(backend, victim: Candidate, claim: Claim, claimant_id: int, now: da
         return False
     burst = kind.preempts_burst
     flavor = workload.flavor.name
+    if not burst:
+        kind.refresh_checkpoint(workload)  # a checkpoint line it printed counts, its pods still being there
     gpu_hours, cost, since, checkpointed = lost_work(kind, workload, victim.units, now)
     if within_team:
         what = f"the team's high-priority {claim.ref} needed its {victim.units}\u00d7 {flavor}"

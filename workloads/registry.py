@@ -148,6 +148,10 @@ class WorkloadKind(abc.ABC):
         """When ``workload`` last reported a checkpoint it can resume from (None: never)."""
         return None
 
+    def refresh_checkpoint(self, workload) -> None:  # noqa: B027 - a hook with a deliberate no-op default
+        """Read a checkpoint the workload announced without reporting it (a run's log line), just
+        before it is preempted: what it loses, and where its next attempt resumes, follow it."""
+
     def reports_checkpoints(self, workload) -> bool:
         """Whether ``workload`` reports checkpoints at all (one that does but has none yet loses all since its start)."""
         return self.last_checkpoint_at(workload) is not None

@@ -299,3 +299,13 @@ def test_the_new_run_form_opts_in_and_run_again_keeps_it(client, member, quota, 
     # Unticked: no contract, whatever the grace says.
     client.post("/runs/new/", form_data(name="plain", checkpoint_grace_seconds="30"))
     assert TrainingRun.objects.get(name="plain").checkpoint is None
+
+
+def test_the_log_line_is_found_with_a_loggers_prefix_and_the_last_one_wins():
+    from jobs.checkpoints import last_in_log
+
+    lines = ["2026-11-24 09:00:01 INFO SLIPWAY_CHECKPOINT step=10 path=/slipway/checkpoints/step-10",
+             "SLIPWAY_CHECKPOINT step=x path=/bad", "loss=0.3",
+             "SLIPWAY_CHECKPOINT step=20 path=/slipway/checkpoints/step-20", "SLIPWAY_CHECKPOINT step=30"]
+    assert last_in_log(lines) == (20, "/slipway/checkpoints/step-20")
+    assert last_in_log(["nothing here"]) is None

@@ -117,3 +117,38 @@ def test_a_preempted_run_resumes_from_its_checkpoint_as_its_next_attempt(timelin
     assert not claim_exists(borrowed)
     assert pods.post(f"/api/v1/runs/{borrowed}/checkpoints/", {"step": 301, "path": "/p"},
                      format="json").status_code == 401
+
+
+def test_a_checkpoint_line_in_the_log_counts_when_the_run_is_preempted(timeline, flavors, staff):
+    """A run that prints ``SLIPWAY_CHECKPOINT step=… path=…`` instead of POSTing: the line is read
+    once, when it is preempted, so its lost work counts from it and attempt 2 resumes from it (the
+    simulated run logs "resuming from step k")."""
+    nlp, vision = make_team("nlp-platform"), make_team("vision")
+    for team in (nlp, vision):
+        seed_team_quotas(team, {"a100-80gb": 4}, Decimal("100000"))
+    quota_services.set_cohort(staff, "research", teams=[nlp, vision], reclaim="any", min_runtime_minutes=0,
+                              preemption_delay_seconds=0)
+    alice, noor = member_client("vision", "alice"), member_client("nlp-platform", "noor")
+    submit(alice, "vision", "own", "2h")
+    response = alice.post("/api/v1/runs/", {
+        "team": "vision", "name": "printer", "image": "registry.example.com/ml/trainer:1.4",
+        "command": ["python", "train.py"], "flavor": "a100-80gb", "gpus_per_worker": 4,
+        "env": {"SLIPWAY_SIM_DURATION": "30m", "SLIPWAY_SIM_CHECKPOINT_EVERY": "20s"},
+        "checkpoint": {"grace_seconds": 10},
+    }, format="json")
+    assert response.status_code == 201, response.content
+    borrowed = response.json()["id"]
+    timeline.cycles(20)  # about 100 s: a few checkpoint lines printed
+    run = TrainingRun.objects.get(pk=borrowed)
+    assert run.state == RunState.RUNNING and run.last_checkpoint_path == ""  # nothing read every cycle
+
+    submit(noor, "nlp-platform", "mine", "2h")
+    for _ in range(8):
+        timeline.cycle()
+        if TrainingRun.objects.get(pk=borrowed).state == RunState.QUEUED:
+            break
+    run = TrainingRun.objects.get(pk=borrowed)
+    assert run.state == RunState.QUEUED
+    assert run.last_checkpoint_step and run.last_checkpoint_path.endswith(f"step-{run.last_checkpoint_step}")
+    event = PreemptionEvent.objects.get(ref=run.ref)
+    assert "of work since its last checkpoint lost" in event.reason
