@@ -72,9 +72,13 @@ DEMO_RUNS: tuple[tuple[str, str, dict], ...] = (
                         "env": {"SLIPWAY_SIM_DURATION": "8h", "SLIPWAY_SIM_GPU_UTIL": "2"}}),
     # Borrowed: llama-pretrain holds ML Research's 8 H100s and t5-flaky-loader 2 of NLP's 8, so
     # these 6 are NLP's idle ones, lent by the "research" cohort (seed_demo). Preemptible: when
-    # t5-distill (DEMO_LATER) queues, NLP reclaims them, and this run goes back to the queue.
+    # t5-distill (DEMO_LATER) queues, NLP reclaims them, and this run goes back to the queue. It
+    # has the checkpoint contract: it checkpoints every 30 s and on the notice, so its next
+    # attempt resumes where it stopped ("resuming from step k" in its log).
     ("ml-research", "alice", {"name": "llama-ablation", "max_runtime_minutes": 30, "flavor": "h100-80gb",
-                              "gpus_per_worker": 2, "workers": 3, "env": {"SLIPWAY_SIM_DURATION": "20m"}}),
+                              "gpus_per_worker": 2, "workers": 3, "checkpoint": {"grace_seconds": 30},
+                              "env": {"SLIPWAY_SIM_DURATION": "20m", "SLIPWAY_SIM_CHECKPOINT_EVERY": "30s",
+                                      "SLIPWAY_SIM_HONOUR_NOTICE": "1"}}),
 )
 
 #: Runs submitted a while after seeding: (team, user, seconds after seeding, run fields).

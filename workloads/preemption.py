@@ -295,6 +295,7 @@ def follow(kind: WorkloadKind, backend, workload, observed: bool, now: datetime)
     """
     if not observed:
         return lifecycle.requeue(kind, workload, now)
+    kind.refresh_checkpoint(workload)  # one it writes on the notice, while its pods stop, is where it resumes
     if now >= workload.preempting_since + timedelta(seconds=kind.preemption_grace(workload)):
         _delete(kind, backend, workload, 0)
     return False

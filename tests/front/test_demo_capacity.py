@@ -66,6 +66,7 @@ def test_ml_research_borrows_at_seed_time_and_nlp_submits_its_run_two_minutes_la
     # llama-pretrain holds ML Research's 8 H100s, t5-flaky-loader 2 of NLP's: llama-ablation takes the other 6.
     assert runs["llama-pretrain"].state == runs["llama-ablation"].state == RunState.ADMITTED
     assert borrowed_units([runs["llama-pretrain"].ref, runs["llama-ablation"].ref]) == {runs["llama-ablation"].ref: 6}
+    assert runs["llama-ablation"].has_checkpoint_contract  # it checkpoints, so its reclaim loses little
     assert "t5-distill" not in runs
     later = LaterDemoRun.objects.get()
     assert later.team.slug == "nlp" and later.spec["name"] == "t5-distill" == DEMO_LATER[0][3]["name"]
