@@ -83,6 +83,11 @@ def build_job(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
         "backoffLimit": spec.max_retries,
         "completions": 1,
         "parallelism": 1,
+        # A pod disrupted from outside (its node drained or reclaimed, a preemption: the condition
+        # DisruptionTarget) is no failure of the run's: it spends no retry (Slipway requeues a
+        # spot run whose node went, workloads.preemption.interrupt).
+        "podFailurePolicy": {"rules": [
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
     }
     if spec.max_runtime_minutes:
         job_spec["activeDeadlineSeconds"] = spec.max_runtime_minutes * 60

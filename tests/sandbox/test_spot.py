@@ -16,11 +16,13 @@ IGNORE_DISRUPTIONS = {"rules": [{"action": "Ignore", "onPodConditions": [{"type"
 
 
 def _run(name: str, *, ignore_disruptions: bool) -> list[dict]:
-    objects = training(name, duration="300s")
-    if ignore_disruptions:
-        for obj in objects:
-            if obj["kind"] == "Job":
+    objects = training(name, duration="300s")  # Slipway's Jobs ignore disruptions (cluster.manifests.training)
+    for obj in objects:
+        if obj["kind"] == "Job":
+            if ignore_disruptions:
                 obj["spec"]["podFailurePolicy"] = IGNORE_DISRUPTIONS
+            else:
+                obj["spec"].pop("podFailurePolicy", None)
     return objects
 
 
