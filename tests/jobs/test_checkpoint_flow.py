@@ -11,19 +11,21 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from decimal import Decimal
+from itertools import pairwise
 
 import pytest
 from rest_framework.test import APIClient
 
+from cluster.backends.base import NOTICE_ANNOTATION
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from quotas import services as quota_services
 from quotas.demo import seed_team_quotas
-from quotas.models import PreemptionEvent
+from quotas.models import PreemptionEvent, UsageRecord
 from sandbox.models import SimObject
 from teams.models import Role, Team
 from tests.factories import add_member, make_team, make_user, secret_values
-from tests.workloads.timeline import scripted_timeline
+from tests.workloads.timeline import INTERVAL, scripted_timeline
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -84,12 +86,24 @@ def test_a_preempted_run_resumes_from_its_checkpoint_as_its_next_attempt(timelin
                      format="json").status_code == 201
 
     # 2. nlp-platform takes its units back: the contract's grace, the Job gone, the claim kept.
+    reported_at = TrainingRun.objects.get(pk=borrowed).last_checkpoint_at
     mine = submit(noor, "nlp-platform", "short", "2m")
+    noticed = False
     for _ in range(16):  # the simulated pods take the contract's 45 s grace to stop
         timeline.cycle()
-        if TrainingRun.objects.get(pk=borrowed).state == RunState.QUEUED:
+        victim = TrainingRun.objects.get(pk=borrowed)
+        if victim.preempting_since is not None:  # the deadline is on its pods before they go
+            pods_now = timeline.backend.pods(victim.address)
+            noticed |= any(NOTICE_ANNOTATION in (p["metadata"].get("annotations") or {}) for p in pods_now)
+        if victim.state == RunState.QUEUED:
             break
+    assert noticed
     run = TrainingRun.objects.get(pk=borrowed)
+    # What it lost: the minutes since its step-300 report × 4 GPUs (within one reconcile interval).
+    event = PreemptionEvent.objects.get(ref=run.ref)
+    expected = Decimal((event.at - reported_at).total_seconds()) * 4 / 3600
+    assert abs(event.lost_gpu_hours - expected) <= Decimal(INTERVAL * 4) / 3600
+    assert "since its last checkpoint lost" in event.reason
     assert (run.state, run.preemptions, run.attempt) == (RunState.QUEUED, 1, 2)
     assert PreemptionEvent.objects.get(ref=run.ref).grace_seconds == 45
     assert not SimObject.objects.filter(kind="Job", name=f"run-{borrowed}").exists()
@@ -117,6 +131,9 @@ def test_a_preempted_run_resumes_from_its_checkpoint_as_its_next_attempt(timelin
     assert not claim_exists(borrowed)
     assert pods.post(f"/api/v1/runs/{borrowed}/checkpoints/", {"step": 301, "path": "/p"},
                      format="json").status_code == 401
+    # Both attempts and the grace between were billed, no second of it twice.
+    rows = list(UsageRecord.objects.filter(ref=f"run:{borrowed}").order_by("start"))
+    assert rows and all(a.end <= b.start for a, b in pairwise(rows))
 
 
 def test_a_checkpoint_line_in_the_log_counts_when_the_run_is_preempted(timeline, flavors, staff):
