@@ -196,6 +196,39 @@ def _fits(claim: Claim, quota: FlavorQuota, usage: int) -> bool:
     return claim.units <= quota.room(usage)
 
 
+def _delay_left(claim: Claim, rules: Rules, now: datetime) -> int:
+    """Whole seconds the claim still waits for capacity to free itself before it preempts (0: none)."""
+    waited = now - claim.waiting_since
+    return int((rules.delay - waited).total_seconds()) + 1 if waited < rules.delay else 0
+
+
+def _old_enough(candidate: Candidate, rules: Rules, now: datetime) -> bool:
+    """Admitted ``min_runtime`` ago and not protected after :data:`PROTECTED_AFTER` preemptions."""
+    return now - candidate.admitted_at >= rules.min_runtime and not protected(candidate, rules, now)
+
+
+def _smallest_set(eligible: list[Candidate], lets_in: Callable[[list[Candidate]], bool],
+                  may_add: Callable[[list[Candidate], Candidate], bool] = lambda chosen, c: True,
+                  ) -> list[Candidate] | None:
+    """Add ``eligible`` in their order until ``lets_in(chosen)``, then drop, last added first, every
+    one not needed; None when even all of them do not let the claim in."""
+    chosen: list[Candidate] = []
+    for candidate in eligible:
+        if not may_add(chosen, candidate):
+            continue
+        chosen.append(candidate)
+        if lets_in(chosen):
+            break
+    else:
+        return None
+    # The last one was needed: without it, it did not fit. The others are dropped most work lost first.
+    for candidate in reversed(chosen[:-1]):
+        rest = [c for c in chosen if c is not candidate]
+        if lets_in(rest):
+            chosen = rest
+    return chosen
+
+
 def choose_victims(claim: Claim, quota: FlavorQuota, usage: int, candidates: list[Candidate], rules: Rules,
                    now: datetime, order: Callable[[Candidate, Decimal], tuple] = victim_order) -> Verdict:
     """The borrowed work to take back so that ``claim`` fits (module docstring), or why none.
@@ -214,36 +247,27 @@ def choose_victims(claim: Claim, quota: FlavorQuota, usage: int, candidates: lis
     quota = _without(quota, [c for c in candidates if c.stopping])
     if _fits(claim, quota, usage):
         return Verdict(why_not=Never.FITS, words="fits now (or once stopping work is gone)")
-    waited = now - claim.waiting_since
-    if waited < rules.delay:
-        left = int((rules.delay - waited).total_seconds()) + 1
+    left = _delay_left(claim, rules, now)
+    if left:
         return Verdict(why_not=Never.DELAY, words=f"reclaims in {left} s unless capacity frees itself")
     over = {m.team: m.in_use - m.limit for m in quota.lenders}
     lost = work_lost(candidates, now)
     eligible = sorted((c for c in candidates
                        if not c.stopping and c.borrowed > 0 and c.team != claim.team and over.get(c.team, 0) > 0
-                       and now - c.admitted_at >= rules.min_runtime and not protected(c, rules, now)
+                       and _old_enough(c, rules, now)
                        and (rules.reclaim != "lower_priority" or c.priority < claim.priority)),
                       key=lambda c: order(c, lost[c.ref]))
-    chosen: list[Candidate] = []
-    for candidate in eligible:
+
+    def still_over(chosen: list[Candidate], candidate: Candidate) -> bool:
         # A team is only a victim while it stays above its own quota: once the ones chosen
         # bring it back to its nominal, its other work is its own.
-        left_over = over[candidate.team] - sum(c.units for c in chosen if c.team == candidate.team)
-        if left_over <= 0:
-            continue
-        chosen.append(candidate)
-        if _fits(claim, _without(quota, chosen), usage):
-            break
-    else:
+        return over[candidate.team] - sum(c.units for c in chosen if c.team == candidate.team) > 0
+
+    chosen = _smallest_set(eligible, lambda gone: _fits(claim, _without(quota, gone), usage), still_over)
+    if chosen is None:
         return Verdict(why_not=Never.NO_VICTIMS,
                        words="no borrowed work may be taken back yet (min runtime, priority, "
                              "preempted often or none borrowed)")
-    # The last one was needed: without it, it did not fit. The others are dropped most work lost first.
-    for candidate in reversed(chosen[:-1]):
-        rest = [c for c in chosen if c is not candidate]
-        if _fits(claim, _without(quota, rest), usage):
-            chosen = rest
     return Verdict(victims=tuple(chosen), words=", ".join(c.ref for c in chosen))
 
 
@@ -263,24 +287,14 @@ def choose_own_victims(claim: Claim, quota: FlavorQuota, usage: int, candidates:
     usage -= sum(c.units for c in own if c.stopping)
     if _fits(claim, quota, usage):
         return Verdict(why_not=Never.FITS, words="fits now (or once stopping work is gone)")
-    waited = now - claim.waiting_since
-    if waited < rules.delay:
-        left = int((rules.delay - waited).total_seconds()) + 1
+    left = _delay_left(claim, rules, now)
+    if left:
         return Verdict(why_not=Never.DELAY, words=f"preempts in {left} s unless capacity frees itself")
     lost = work_lost(own, now)
-    eligible = sorted((c for c in own if not c.stopping and c.priority < claim.priority
-                       and now - c.admitted_at >= rules.min_runtime and not protected(c, rules, now)),
+    eligible = sorted((c for c in own if not c.stopping and c.priority < claim.priority and _old_enough(c, rules, now)),
                       key=lambda c: order(c, lost[c.ref]))
-    chosen: list[Candidate] = []
-    for candidate in eligible:
-        chosen.append(candidate)
-        if _fits(claim, quota, usage - sum(c.units for c in chosen)):
-            break
-    else:
+    chosen = _smallest_set(eligible, lambda gone: _fits(claim, quota, usage - sum(c.units for c in gone)))
+    if chosen is None:
         return Verdict(why_not=Never.NO_VICTIMS,
                        words="none of the team's lower-priority work may be stopped yet (min runtime or none)")
-    for candidate in reversed(chosen[:-1]):
-        rest = [c for c in chosen if c is not candidate]
-        if _fits(claim, quota, usage - sum(c.units for c in rest)):
-            chosen = rest
     return Verdict(victims=tuple(chosen), words=", ".join(c.ref for c in chosen))
