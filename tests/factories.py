@@ -35,3 +35,29 @@ def add_member(team: Team, user, role: str = Role.MEMBER) -> Membership:
 def secret_values(ref: str) -> dict[str, str]:
     """The decrypted secret env values stored for the workload ``ref`` (what the apply task would read)."""
     return crypto.unseal(SecretEnv.objects.get(ref=ref).sealed)
+
+
+def cohort_pair(staff, units: int = 4, **rules) -> tuple[Team, Team]:
+    """``(nlp-platform, vision)``: ``units``× a100-80gb and a budget each, in the cohort "research"
+    with the reclaim ``rules`` given (``min_runtime_minutes``, ``preemption_delay_seconds``, …)."""
+    from decimal import Decimal
+
+    from quotas import services as quota_services
+    from quotas.demo import seed_team_quotas
+
+    nlp, vision = make_team("nlp-platform"), make_team("vision")
+    for team in (nlp, vision):
+        seed_team_quotas(team, {"a100-80gb": units}, Decimal("100000"))
+    quota_services.set_cohort(staff, "research", teams=[nlp, vision], **rules)
+    return nlp, vision
+
+
+def member_api(team_slug: str, username: str):
+    """``(API client, user)`` of a new member of the team ``team_slug``, authenticated as them."""
+    from rest_framework.test import APIClient
+
+    user = make_user(username)
+    add_member(Team.objects.get(slug=team_slug), user, Role.MEMBER)
+    client = APIClient()
+    client.force_authenticate(user)
+    return client, user

@@ -7,19 +7,15 @@ shared fake cluster and the real reconcile cycle; the browser only reads.
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 import pytest
 from django.utils import timezone
 
 from jobs.models import TrainingRun
 from jobs.services import submit_run
-from quotas import services as quota_services
-from quotas.demo import seed_team_quotas
 from teams.models import Role
 from tests.browser.conftest import save_evidence
 from tests.browser.support import BROWSER_MARKS, chromium_page
-from tests.factories import add_member, make_team, make_user
+from tests.factories import add_member, cohort_pair, make_user
 from workloads import preemption
 from workloads import reconcile as rec
 
@@ -35,11 +31,7 @@ def spec(name: str, gpus: int) -> dict:
 def preempted(transactional_db, flavors, fake_backend, published):
     """Vision's borrowed run, preempted for nlp-platform and back in the queue."""
     staff = make_user("root", staff=True)
-    nlp, vision = make_team("nlp-platform"), make_team("vision")
-    for team in (nlp, vision):
-        seed_team_quotas(team, {"a100-80gb": 4}, Decimal("100000"))
-    quota_services.set_cohort(staff, "research", teams=[nlp, vision], min_runtime_minutes=0,
-                              preemption_delay_seconds=0)
+    nlp, vision = cohort_pair(staff, min_runtime_minutes=0, preemption_delay_seconds=0)
     alice, noor = make_user("alice"), make_user("noor")
     add_member(vision, alice, Role.MEMBER)
     add_member(nlp, noor, Role.MEMBER)

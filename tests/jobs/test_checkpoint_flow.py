@@ -19,12 +19,9 @@ from rest_framework.test import APIClient
 from cluster.backends.base import NOTICE_ANNOTATION
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from quotas import services as quota_services
-from quotas.demo import seed_team_quotas
 from quotas.models import PreemptionEvent, UsageRecord
 from sandbox.models import SimObject
-from teams.models import Role, Team
-from tests.factories import add_member, make_team, make_user, secret_values
+from tests.factories import cohort_pair, member_api, secret_values
 from tests.workloads.timeline import INTERVAL, scripted_timeline
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,14 +33,6 @@ START = datetime(2026, 11, 24, 9, 0, 0, tzinfo=UTC)
 def timeline(published, monkeypatch, settings):
     settings.SLIPWAY_PREEMPTION_GRACE_SECONDS = 30
     return scripted_timeline(published, monkeypatch, settings, START)
-
-
-def member_client(team_slug: str, username: str) -> APIClient:
-    user = make_user(username)
-    add_member(Team.objects.get(slug=team_slug), user, Role.MEMBER)
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
 
 
 def submit(client: APIClient, team: str, name: str, duration: str, **extra) -> int:
@@ -65,12 +54,8 @@ def job_env(run_id: int) -> dict[str, str]:
 
 
 def test_a_preempted_run_resumes_from_its_checkpoint_as_its_next_attempt(timeline, flavors, staff):
-    nlp, vision = make_team("nlp-platform"), make_team("vision")
-    for team in (nlp, vision):
-        seed_team_quotas(team, {"a100-80gb": 4}, Decimal("100000"))
-    quota_services.set_cohort(staff, "research", teams=[nlp, vision], reclaim="any", min_runtime_minutes=0,
-                              preemption_delay_seconds=0)
-    alice, noor = member_client("vision", "alice"), member_client("nlp-platform", "noor")
+    cohort_pair(staff, reclaim="any", min_runtime_minutes=0, preemption_delay_seconds=0)
+    alice, noor = member_api("vision", "alice")[0], member_api("nlp-platform", "noor")[0]
     submit(alice, "vision", "own", "2h")
     borrowed = submit(alice, "vision", "borrowed", "4m", checkpoint={"grace_seconds": 45})
     timeline.cycles(6)
@@ -140,12 +125,8 @@ def test_a_checkpoint_line_in_the_log_counts_when_the_run_is_preempted(timeline,
     """A run that prints ``SLIPWAY_CHECKPOINT step=… path=…`` instead of POSTing: the line is read
     once, when it is preempted, so its lost work counts from it and attempt 2 resumes from it (the
     simulated run logs "resuming from step k")."""
-    nlp, vision = make_team("nlp-platform"), make_team("vision")
-    for team in (nlp, vision):
-        seed_team_quotas(team, {"a100-80gb": 4}, Decimal("100000"))
-    quota_services.set_cohort(staff, "research", teams=[nlp, vision], reclaim="any", min_runtime_minutes=0,
-                              preemption_delay_seconds=0)
-    alice, noor = member_client("vision", "alice"), member_client("nlp-platform", "noor")
+    cohort_pair(staff, reclaim="any", min_runtime_minutes=0, preemption_delay_seconds=0)
+    alice, noor = member_api("vision", "alice")[0], member_api("nlp-platform", "noor")[0]
     submit(alice, "vision", "own", "2h")
     response = alice.post("/api/v1/runs/", {
         "team": "vision", "name": "printer", "image": "registry.example.com/ml/trainer:1.4",

@@ -5,7 +5,6 @@ victim stopped once its grace has passed and queued again once, nothing billed t
 from __future__ import annotations
 
 from datetime import timedelta
-from decimal import Decimal
 from itertools import pairwise
 
 import pytest
@@ -15,11 +14,9 @@ from cluster.errors import Transient
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import submit_run
-from quotas import services as quota_services
-from quotas.demo import seed_team_quotas
 from quotas.models import PreemptionEvent, UsageRecord
 from teams.models import Role
-from tests.factories import add_member, make_team, make_user
+from tests.factories import add_member, cohort_pair, make_user
 from tests.jobs.test_reconcile import iso
 from workloads import reconcile as rec
 
@@ -34,11 +31,7 @@ def spec(name: str) -> dict:
 def test_a_preemption_whose_delete_was_lost_is_finished_by_the_reconciler(flavors, staff, fake_backend, published,
                                                                           settings):
     settings.SLIPWAY_PREEMPTION_GRACE_SECONDS = 30
-    nlp, vision = make_team("nlp-platform"), make_team("vision")
-    for team in (nlp, vision):
-        seed_team_quotas(team, {"a100-80gb": 4}, Decimal("100000"))
-    quota_services.set_cohort(staff, "research", teams=[nlp, vision], min_runtime_minutes=0,
-                              preemption_delay_seconds=0)
+    nlp, vision = cohort_pair(staff, min_runtime_minutes=0, preemption_delay_seconds=0)
     alice, noor = make_user("alice"), make_user("noor")
     add_member(vision, alice, Role.MEMBER)
     add_member(nlp, noor, Role.MEMBER)

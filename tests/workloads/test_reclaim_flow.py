@@ -20,11 +20,10 @@ from rest_framework.test import APIClient
 from cluster.backends.base import NOTICE_ANNOTATION
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from quotas import services as quota_services
 from quotas.demo import seed_team_quotas
 from quotas.models import PreemptionEvent, QueuedRequest, Reservation, UsageRecord
-from teams.models import AuditEvent, Role
-from tests.factories import add_member, make_team, make_user
+from teams.models import AuditEvent
+from tests.factories import cohort_pair, make_team, member_api
 from tests.workloads.timeline import INTERVAL, scripted_timeline
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,15 +35,6 @@ START = datetime(2026, 11, 24, 9, 0, 0, tzinfo=UTC)
 def timeline(published, monkeypatch, settings):
     settings.SLIPWAY_PREEMPTION_GRACE_SECONDS = 30
     return scripted_timeline(published, monkeypatch, settings, START)
-
-
-def api_for(team_slug: str, username: str) -> tuple[APIClient, object]:
-    user = make_user(username)
-    from teams.models import Team
-    add_member(Team.objects.get(slug=team_slug), user, Role.MEMBER)
-    client = APIClient()
-    client.force_authenticate(user)
-    return client, user
 
 
 def submit(client: APIClient, team: str, name: str, gpus: int, duration: str = "3h") -> int:
@@ -68,14 +58,10 @@ def running_gpus() -> int:
 
 
 def test_a_lender_takes_its_quota_back_from_a_borrower(timeline, flavors, staff):
-    nlp, vision = make_team("nlp-platform"), make_team("vision")
-    for team in (nlp, vision):
-        seed_team_quotas(team, {"a100-80gb": 4}, Decimal("100000"))
-    quota_services.set_cohort(staff, "research", teams=[nlp, vision], reclaim="any", min_runtime_minutes=1,
-                              preemption_delay_seconds=30)
-    alice, alice_user = api_for("vision", "alice")
+    _nlp, vision = cohort_pair(staff, reclaim="any", min_runtime_minutes=1, preemption_delay_seconds=30)
+    alice, alice_user = member_api("vision", "alice")
     alice.force_login(alice_user)
-    noor, _ = api_for("nlp-platform", "noor")
+    noor, _ = member_api("nlp-platform", "noor")
     samples: list[dict[str, int]] = []
 
     def cycle(count: int = 1) -> None:
@@ -162,13 +148,9 @@ def test_a_lender_takes_its_quota_back_from_a_borrower(timeline, flavors, staff)
 
 
 def test_a_preempted_run_returns_when_the_units_free_up(timeline, flavors, staff):
-    nlp, vision = make_team("nlp-platform"), make_team("vision")
-    for team in (nlp, vision):
-        seed_team_quotas(team, {"a100-80gb": 4}, Decimal("100000"))
-    quota_services.set_cohort(staff, "research", teams=[nlp, vision], reclaim="any", min_runtime_minutes=0,
-                              preemption_delay_seconds=0)
-    alice, _ = api_for("vision", "alice")
-    noor, _ = api_for("nlp-platform", "noor")
+    cohort_pair(staff, reclaim="any", min_runtime_minutes=0, preemption_delay_seconds=0)
+    alice, _ = member_api("vision", "alice")
+    noor, _ = member_api("nlp-platform", "noor")
     submit(alice, "vision", "own", 4, duration="2h")
     borrowed = submit(alice, "vision", "borrowed", 4, duration="2h")
     timeline.cycles(6)
@@ -196,7 +178,7 @@ def test_a_spot_run_on_a_reclaimed_node_waits_again_and_runs_elsewhere_later(tim
     back it runs again."""
     team = make_team("vision")
     seed_team_quotas(team, {"l4": 1}, Decimal("100000"))
-    alice, _ = api_for("vision", "alice")
+    alice, _ = member_api("vision", "alice")
     response = alice.post("/api/v1/runs/", {
         "team": "vision", "name": "cheap", "image": "registry.example.com/ml/trainer:1.4", "command": ["python", "t.py"],
         "flavor": "l4", "gpus_per_worker": 1, "spot": True, "max_retries": 0, "env": {"SLIPWAY_SIM_DURATION": "3h"},
