@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     # Slipway's apps, bottom layer first (DESIGN.md §1; tests/test_layers.py holds the order).
     "core",
     "teams",
+    "fleet",
     "quotas",
     "workloads",
     "jobs",
@@ -272,6 +273,11 @@ SPECTACULAR_SETTINGS = {
 
 # 7. Slipway ---------------------------------------------------------------------------
 SLIPWAY_CLUSTER_BACKEND = env_str("SLIPWAY_CLUSTER_BACKEND", "sandbox")  # sandbox | kubernetes
+# Several clusters (README "Several clusters"): clusters are data (fleet.Cluster); these are the rules.
+SLIPWAY_CLUSTER_NAME = env_str("SLIPWAY_CLUSTER_NAME", "default")  # a single-cluster install's one cluster
+SLIPWAY_CLUSTER_LOST_AFTER_CYCLES = env_int("SLIPWAY_CLUSTER_LOST_AFTER_CYCLES", 3)
+SLIPWAY_PLACEMENT_TIMEOUT_SECONDS = env_int("SLIPWAY_PLACEMENT_TIMEOUT_SECONDS", 300)
+SLIPWAY_LOST_REPLACE_AFTER_MINUTES = env_int("SLIPWAY_LOST_REPLACE_AFTER_MINUTES", 15)
 SLIPWAY_SANDBOX_INVENTORY = env_str("SLIPWAY_SANDBOX_INVENTORY", str(BASE_DIR / "sandbox" / "inventory.yaml"))
 SLIPWAY_KUBECONFIG = env_str("KUBECONFIG", "")  # empty: in-cluster config, then ~/.kube/config
 SLIPWAY_KUBE_QPS = env_float("SLIPWAY_KUBE_QPS", 20.0)

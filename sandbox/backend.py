@@ -113,6 +113,10 @@ class SandboxBackend(ClusterBackend):
 
     name = "sandbox"
 
+    def __init__(self, cluster: str | None = None) -> None:
+        #: Which simulated cluster this is (the inventory's clusters; one today).
+        self.cluster = cluster or "default"
+
     # -- writes ------------------------------------------------------------------------------
 
     @_storage_errors

@@ -152,6 +152,7 @@ class AuditEvent(models.Model):
         ENDPOINT_CHANGED = "endpoint_changed", "Endpoint changed"
         ENDPOINT_DELETED = "endpoint_deleted", "Endpoint deleted"
         WORKLOAD_PREEMPTED = "workload_preempted", "Workload preempted (quota reclaimed)"
+        CLUSTER_CHANGED = "cluster_changed", "Cluster drained or made ready"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(

@@ -59,6 +59,7 @@ class ReasonCode(models.TextChoices):
     OBJECTS_VANISHED = "objects_vanished", "Its cluster objects disappeared"
     PREEMPTING = "preempting", "Being preempted: its pods are stopping"
     PREEMPTED = "preempted", "Preempted and queued again"
+    CLUSTER_LOST = "cluster_lost", "Its cluster does not answer"
 
 
 #: The portal's own words for the steps it takes: they hold while the cluster has nothing to say.
@@ -135,6 +136,13 @@ class Workload(models.Model):
     #: Which attempt this is: 1 at submission, one more each time it is queued again after a
     #: preemption (:func:`workloads.lifecycle.requeue`); a run's pods read it as SLIPWAY_ATTEMPT.
     attempt = models.PositiveIntegerField(default=1, db_default=1)
+    #: Where it runs (DESIGN.md §9 "Clusters"): set when it is placed, before its first apply, and
+    #: cleared only when it is withdrawn before it started or queued again. Null: not placed yet.
+    cluster = models.ForeignKey("fleet.Cluster", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    placement_reason = models.CharField(max_length=300, blank=True)
+    placed_at = models.DateTimeField(null=True, blank=True)
+    #: Labels a cluster must carry to be chosen (API.md "Clusters"); empty: any cluster.
+    cluster_selector = models.JSONField(default=dict, blank=True)
 
     objects = WorkloadQuerySet.as_manager()
 

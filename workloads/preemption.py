@@ -32,6 +32,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
+import fleet.services as fleet
 from cluster.backends.base import NOTICE_ANNOTATION
 from cluster.errors import ClusterError
 from quotas import admission, fairshare
@@ -49,14 +50,17 @@ from workloads.registry import WorkloadKind, kind_for, kinds
 logger = logging.getLogger(__name__)
 
 
-def reclaim(backend, now: datetime) -> list[str]:
-    """Step 1–2 for every cohort that may reclaim; returns the refs preempted now."""
+def reclaim(now: datetime) -> list[str]:
+    """Step 1–2 for every cohort that may reclaim; returns the refs preempted now.
+
+    Each victim is stopped on the cluster it was placed on (a cohort spans every cluster).
+    """
     preempted: list[str] = []
     cohorts = (Cohort.objects.exclude(reclaim=Cohort.Reclaim.NEVER)
                .filter(members__team__queued_requests__isnull=False).distinct())
     for cohort in cohorts:
         for victim, claim, claimant in _victims(cohort, now):
-            if _preempt(backend, victim, claim, claimant, now):
+            if _preempt(victim, claim, claimant, now):
                 preempted.append(victim.ref)
     # Within-team priority: full teams that allow it, with high-priority work queued.
     teams = (TeamSharing.objects.filter(within_team_preemption=True,
@@ -64,7 +68,7 @@ def reclaim(backend, now: datetime) -> list[str]:
              .select_related("team", "cohort").distinct())
     for sharing in teams:
         for victim, claim, claimant in _own_victims(sharing, now):
-            if _preempt(backend, victim, claim, claimant, now, within_team=True):
+            if _preempt(victim, claim, claimant, now, within_team=True):
                 preempted.append(victim.ref)
     return preempted
 
@@ -200,8 +204,7 @@ def lost_words(since: datetime | None, now: datetime, checkpointed: bool = False
     return f"{minutes} min of work since its {'last checkpoint' if checkpointed else 'start'} lost"
 
 
-def _preempt(backend, victim: Candidate, claim: Claim, claimant_id: int, now: datetime,
-             within_team: bool = False) -> bool:
+def _preempt(victim: Candidate, claim: Claim, claimant_id: int, now: datetime, within_team: bool = False) -> bool:
     """Give one victim its notice and have its kind act; False when it was no longer there to preempt.
 
     ``within_team``: its own team's high-priority work takes its units (within-team priority).
@@ -244,6 +247,7 @@ def _preempt(backend, victim: Candidate, claim: Claim, claimant_id: int, now: da
     if burst:
         kind.shrink_burst(workload, victim.units, reason, now)
     else:
+        backend = fleet.backend_at(workload.cluster_id)
         _notify(backend, workload, now + timedelta(seconds=seconds))
         _delete(kind, backend, workload, seconds)
     return True

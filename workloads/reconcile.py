@@ -33,23 +33,27 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 
+from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
-import core.backend
+import fleet.services as fleet
 from cluster.backends.base import ClusterAddress, ObservedWorkload
-from cluster.capacity import capacity_reason
+from cluster.capacity import clusters_capacity_reason
 from cluster.errors import ClusterError
 from cluster.perf import gc_paused
 from cluster.status import WorkloadStatus
+from fleet.constants import Health
+from fleet.models import Cluster
 from quotas import admission
 from quotas.models import GpuFlavor, QueuedRequest
 from quotas.services import enforce_budgets
 from teams.models import Team
-from workloads import billing, idle, lifecycle, preemption
+from workloads import billing, idle, lifecycle, placement, preemption
 from workloads.billing import BILLING_FIELDS, BillingPlan
 from workloads.constants import MAX_APPLY_ATTEMPTS, STEADY_BATCH, Message
 from workloads.identity import WorkloadId
@@ -74,6 +78,9 @@ class ReconcileReport:
     charged: int = 0  #: ledger intervals written
     budget_alerts: list[str] = field(default_factory=list)  #: teams whose budget alert was audited now
     budget_stopped: list[str] = field(default_factory=list)  #: work stopped by a spent budget's policy
+    lost: list[str] = field(default_factory=list)  #: clusters found lost (silent too long) in this cycle
+    withdrawn: list[str] = field(default_factory=list)  #: waited too long for capacity: placed elsewhere
+    teams_to_admit: set[int] = field(default_factory=set)  #: teams whose freed units the queue step admits into
 
 
 @dataclass
@@ -94,33 +101,59 @@ class _Plan:
 
 
 def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
-    """One reconcile cycle (see the module docstring). Safe to run twice."""
-    backend = backend or core.backend.get_backend()
+    """One whole cycle in this process: every cluster in turn (steps 1–5), then steps 6–7.
+
+    Celery runs the halves as separate tasks (:mod:`workloads.tasks`): one per cluster, in
+    parallel, and one for the queue. ``backend`` is the one cluster's backend when a caller built
+    it (tests, benchmarks); None: each cluster's own. A cluster that cannot be observed is
+    recorded as such (:func:`observe_failed`); the others and the queue go on.
+    """
     report = ReconcileReport()
+    clusters = fleet.clusters()
+    if backend is not None and len(clusters) > 1:
+        raise ValueError("a backend was given, but there are several clusters: each has its own")
+    for cluster in clusters:
+        cycle_backend = backend if backend is not None else fleet.backend(cluster)
+        try:
+            reconcile_cluster(cluster, cycle_backend, now, report)
+        except ClusterError as exc:
+            observe_failed(cluster, cycle_backend, exc, now or timezone.now(), report)
+    reconcile_queue(now, report)
+    return report
+
+
+def reconcile_cluster(cluster: Cluster, backend, now: datetime | None = None,
+                      report: ReconcileReport | None = None) -> ReconcileReport:
+    """Steps 1–5 for the workloads placed on ``cluster``. Raises ClusterError when it cannot be observed."""
+    report = report if report is not None else ReconcileReport()
 
     # 1. A simulated cluster advances here; a real one advances by itself.
     backend.tick()
 
     # 2. Snapshot first, then observe.
-    snapshot = [(kind, _snapshot(kind)) for kind in kinds()]
+    home = _home(cluster)
+    snapshot = [(kind, _snapshot(kind, home)) for kind in kinds()]
     observe_started = now or timezone.now()
     # The observation can be large (tens of MB at 10,000 workloads) and is a tree of plain
     # dicts: keep the cyclic GC from walking it repeatedly (see cluster.perf).
     with gc_paused():
         observed = {(o.namespace, o.cluster_name): o for o in backend.observe(resource_kinds())}
-        report.observed = len(observed)
+        fleet.answered(cluster, observe_started)
+        report.observed += len(observed)
         utilization = idle.measure(backend, list(observed.values())) if observed else {}
         now = now or timezone.now()
         teams_to_admit: set[int] = set()
         steady: list[_Plan] = []
-        nodes: list = []  # the cluster's capacity, read once per cycle and only when something waits for it
+        capacity = _Capacity(backend, cluster)
         for kind, workloads in snapshot:
             for workload in workloads:
                 plan = _follow(kind, backend, workload, observed, utilization, observe_started, now, report,
                                teams_to_admit)
                 if plan is None:
                     continue
-                _explain_capacity(kind, backend, plan, nodes)
+                _explain_capacity(kind, plan, capacity)
+                if plan.status.lacks_capacity and _withdraw(kind, backend, cluster, workload, now, report):
+                    continue
                 if plan.steady:
                     steady.append(plan)
                 elif plan.changes and _apply(plan, report):
@@ -133,17 +166,34 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
                     teams_to_admit.add(workload.team_id)
         _apply_steady(steady, report)
         # 5. What is left on the cluster belongs to no workload the snapshot follows.
-        _delete_leftovers(backend, observed, report)
+        _delete_leftovers(backend, home, observed, report)
         del observed
+    # What its nodes offer, kept for the clusters API, placement and other clusters' waiting reasons:
+    # read with the waiting work's reasons, else once every CAPACITY_REFRESH.
+    if capacity.read is None and (cluster.nodes_read_at is None or cluster.nodes_read_at < now - CAPACITY_REFRESH):
+        try:
+            capacity.clusters()
+        except ClusterError as exc:
+            logger.warning("reconcile: could not read the capacity of %s: %s", cluster.name, exc)
+    if capacity.read:
+        fleet.record_nodes(cluster, capacity.read[0][1], now)
+    report.teams_to_admit |= teams_to_admit
+    return report
+
+
+def reconcile_queue(now: datetime | None = None, report: ReconcileReport | None = None) -> ReconcileReport:
+    """Steps 6–7, once for all clusters: admission, reclaim and budgets are global per team."""
+    report = report if report is not None else ReconcileReport()
+    now = now or timezone.now()
 
     # 6. Admit queued work that fits now (in every team that has a queue).
-    team_ids = teams_to_admit | set(QueuedRequest.objects.values_list("team_id", flat=True).distinct())
+    team_ids = report.teams_to_admit | set(QueuedRequest.objects.values_list("team_id", flat=True).distinct())
     for team in Team.objects.filter(pk__in=team_ids):
         report.admitted += admission.admit_waiting(team)
         _refresh_queue_reasons(team)
     # 6b. Work still queued in a cohort may take back units others borrowed (workloads.preemption).
     #     A shrunk burst frees its units at once: admit again; a stopped run's come once it is gone.
-    report.preempted += preemption.reclaim(backend, now)
+    report.preempted += preemption.reclaim(now)
     if report.preempted:
         for team in Team.objects.filter(pk__in=QueuedRequest.objects.values("team_id")):
             report.admitted += admission.admit_waiting(team)
@@ -160,9 +210,96 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
                     report.budget_stopped.append(workload.ref)
 
     if (report.transitions or report.redriven or report.vanished or report.admitted or report.orphans_deleted
-            or report.preempted or report.requeued):
+            or report.preempted or report.requeued or report.lost):
         logger.info("reconcile: %s", report)
     return report
+
+
+@dataclass(frozen=True)
+class _Home:
+    """Which workloads a cluster's cycle follows: those placed on it, and — on the default
+    cluster — those not placed yet (admitted work waiting for its first apply; rows from before
+    clusters were data)."""
+
+    cluster_id: int
+    default: bool
+
+    def q(self) -> Q:
+        placed = Q(cluster_id=self.cluster_id)
+        return placed | Q(cluster__isnull=True) if self.default else placed
+
+
+def _home(cluster: Cluster) -> _Home:
+    return _Home(cluster.pk, cluster.pk == fleet.default_cluster().pk)
+
+
+def observe_failed(cluster: Cluster, backend, exc: ClusterError, now: datetime, report: ReconcileReport) -> None:
+    """``cluster`` did not answer: degraded, then lost. While lost, the work placed there says so,
+    bills nothing after ``last_seen``, and checkpointing runs are queued again to resume elsewhere
+    once it has been silent for ``SLIPWAY_LOST_REPLACE_AFTER_MINUTES`` (others wait for staff,
+    who can end them: a partitioned cluster may still be running the first copy)."""
+    logger.warning("reconcile: cluster %s could not be observed (%s)", cluster.name, exc)
+    if fleet.unanswered(cluster, str(exc), now) != Health.LOST:
+        return
+    report.lost.append(cluster.name)
+    since = timezone.localtime(cluster.silent_since or now)
+    reason = Message.CLUSTER_LOST.format(cluster=cluster.name, since=f"{since:%H:%M}")
+    replace_before = now - timedelta(minutes=settings.SLIPWAY_LOST_REPLACE_AFTER_MINUTES)
+    for kind in kinds():
+        for workload in kind.model.objects.holding_quota().filter(cluster=cluster).select_related("team", "flavor"):
+            _stop_billing(workload, cluster.last_seen or now)
+            if (kind.reports_checkpoints(workload) and cluster.silent_since is not None
+                    and cluster.silent_since <= replace_before
+                    and lifecycle.requeue(kind, workload, now, reason=f"{reason}: queued again to resume elsewhere",
+                                          code=ReasonCode.CLUSTER_LOST)):
+                report.requeued.append(workload.ref)
+                report.teams_to_admit.add(workload.team_id)
+            elif workload.reason != reason:
+                kind.model.objects.filter(pk=workload.pk, state=workload.state).update(
+                    reason=reason, reason_code=ReasonCode.CLUSTER_LOST)
+
+
+def _withdraw(kind: WorkloadKind, backend, cluster: Cluster, workload, now: datetime, report: ReconcileReport) -> bool:
+    """Work that has waited for capacity on ``cluster`` past ``SLIPWAY_PLACEMENT_TIMEOUT_SECONDS`` and
+    never started goes where it fits now, if another cluster has room: placed there, its objects
+    here deleted, applied again. Never after it started (it would lose its work), and not when
+    no other cluster has room now (it keeps its place here)."""
+    timeout = timedelta(seconds=settings.SLIPWAY_PLACEMENT_TIMEOUT_SECONDS)
+    if (workload.started_at is not None or workload.placed_at is None or workload.placed_at > now - timeout
+            or len(fleet.clusters()) < 2):
+        return False
+    best = placement.choose(kind, workload, now, previous=cluster.name).best
+    if best is None or not best.fits or best.cluster == cluster.name:
+        return False
+    waited = int((now - workload.placed_at).total_seconds() // 60)
+    reason = f"{best.reason} (withdrawn from {cluster.name} after {waited} min waiting for capacity)"
+    moved = kind.model.objects.filter(pk=workload.pk, state=workload.state, cluster_id=cluster.pk,
+                                      started_at__isnull=True).update(
+        cluster=fleet.get(best.cluster), placement_reason=reason[:300], placed_at=now, state=kind.lifecycle.admitted,
+        applied_at=None, apply_started_at=now, apply_attempts=0)
+    if not moved:
+        return False
+    try:
+        backend.delete(workload.address, kind.resources)
+    except ClusterError as exc:  # deleted as a leftover once this cluster answers
+        logger.warning("could not delete the withdrawn %s from %s: %s", workload.ref, cluster.name, exc)
+    report.withdrawn.append(workload.ref)
+    report.redriven.append(workload.identity)
+    return True
+
+
+def _stop_billing(workload, last_seen: datetime) -> None:
+    """Close the open segment of work on a lost cluster at ``last_seen`` (once: conditional on the
+    mark). What ran after that is not known to have run; when the cluster answers again, the next
+    observation opens a new segment from then."""
+    if not workload.open_units or workload.billed_until is None or workload.billed_until >= last_seen:
+        return
+    bill = billing.plan_billing(workload, 0, None, None, last_seen)
+    if not bill.changes:
+        return
+    kind = kind_for(workload.identity.prefix)
+    plan = _Plan(kind, workload, WorkloadStatus(state="", reason=""), bill.changes, bill)
+    _apply(plan, ReconcileReport())
 
 
 #: What a cycle reads of a workload row: the shared columns, not the kind's spec (command, env,
@@ -170,15 +307,15 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
 _CYCLE_FIELDS = tuple(f.name for f in Workload._meta.concrete_fields)
 
 
-def _snapshot(kind: WorkloadKind) -> list:
+def _snapshot(kind: WorkloadKind, home: _Home) -> list:
     """The kind's workloads to follow, with their team and flavor (two small queries, not joins).
 
     Those holding quota, and those ended but not final yet (their objects are being deleted).
     """
     lc = kind.lifecycle
     states = (*kind.model.HOLDING_STATES, *((lc.ended,) if lc.gone else ()))
-    workloads = list(kind.model.objects.filter(state__in=states).only(*_CYCLE_FIELDS, *kind.observed_fields)
-                     .order_by())
+    workloads = list(kind.model.objects.filter(home.q(), state__in=states)
+                     .only(*_CYCLE_FIELDS, *kind.observed_fields).order_by())
     teams = Team.objects.in_bulk({w.team_id for w in workloads})
     flavors = GpuFlavor.objects.in_bulk({w.flavor_id for w in workloads})
     for workload in workloads:
@@ -224,19 +361,45 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: 
     return plan
 
 
-def _explain_capacity(kind: WorkloadKind, backend, plan: _Plan, nodes: list) -> None:
-    """Put the scheduler's "Insufficient …" into words about the team's flavor and the largest free block."""
+#: How old a cluster's recorded nodes may grow while nothing waits for capacity on it.
+CAPACITY_REFRESH = timedelta(minutes=1)
+
+
+@dataclass
+class _Capacity:
+    """The clusters' nodes, read once per cycle and only when something waits for capacity:
+    this cluster's live, the others' as they last reported (:func:`fleet.services.recorded_nodes`:
+    no call to a cluster that may be slow or gone)."""
+
+    backend: object
+    cluster: Cluster
+    read: list | None = None
+
+    def clusters(self) -> list[tuple[str, list]]:
+        """``(name, nodes)``, this cluster first (the work waits here). Raises ClusterError."""
+        if self.read is None:
+            here = self.backend.capacity()
+            others = [(c.name, fleet.recorded_nodes(c)) for c in fleet.clusters()
+                      if c.pk != self.cluster.pk and c.placeable]
+            self.read = [(self.cluster.name, here), *others]
+        return self.read
+
+
+def _explain_capacity(kind: WorkloadKind, plan: _Plan, capacity: _Capacity) -> None:
+    """Put the scheduler's "Insufficient …" into words about the team's flavor and the largest free block
+    (with several clusters, each cluster's, this one first)."""
     if not plan.status.lacks_capacity:
         return
-    if not nodes:
-        try:
-            nodes.extend(backend.capacity())
-        except ClusterError as exc:
-            logger.warning("reconcile: no capacity to explain waiting work: %s", exc)
-            return
-    flavor = plan.workload.flavor
-    per_node = kind.resource_request(plan.workload).units_per_node
-    words = capacity_reason(flavor.to_spec(), per_node, nodes)
+    try:
+        clusters = capacity.clusters()
+    except ClusterError as exc:
+        logger.warning("reconcile: no capacity to explain waiting work: %s", exc)
+        return
+    workload = plan.workload
+    request = kind.resource_request(workload)
+    per_node = max(request.units_per_node, 1)
+    words = clusters_capacity_reason(workload.flavor.to_spec(), per_node, clusters,
+                                     workers=max(request.units // per_node, 1), spot=workload.spot)
     if words != plan.workload.reason:
         plan.changes.update(reason=words[:500], reason_code=ReasonCode.WAITING_FOR_CAPACITY)
     else:
@@ -455,8 +618,10 @@ def _delete_kept(backend, plan: _Plan) -> None:
         logger.warning("could not delete what %s kept across attempts: %s", w.ref, exc)
 
 
-def _delete_leftovers(backend, leftovers: dict[tuple[str, str], ObservedWorkload], report: ReconcileReport) -> None:
-    """Delete cluster objects of workloads that were ended, deleted, or no longer exist.
+def _delete_leftovers(backend, home: _Home, leftovers: dict[tuple[str, str], ObservedWorkload],
+                      report: ReconcileReport) -> None:
+    """Delete cluster objects of workloads that were ended, deleted, no longer exist, or now live on
+    another cluster (withdrawn before they started, or resumed elsewhere after this one was lost).
 
     Objects of workloads that finished on their own are kept (their logs and events stay
     readable); an end whose delete task was lost is finished here.
@@ -468,7 +633,7 @@ def _delete_leftovers(backend, leftovers: dict[tuple[str, str], ObservedWorkload
         if kind is not None:
             candidates.setdefault(kind, {})[identity.pk] = ClusterAddress(namespace, name)
     for kind, addresses in candidates.items():
-        keep = set(kind.model.objects.filter(pk__in=addresses).exclude(state__in=kind.lifecycle.removed)
+        keep = set(kind.model.objects.filter(home.q(), pk__in=addresses).exclude(state__in=kind.lifecycle.removed)
                    .values_list("pk", flat=True))
         for pk, address in addresses.items():
             if pk in keep:

@@ -18,7 +18,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Count, Exists, Q, QuerySet, Value
 from django.utils import timezone
 
-import core.backend
+import fleet.services as fleet
 from cluster.backends.base import ClusterEvent
 from cluster.errors import ClusterError
 from cluster.pods import LogSource, log_sources
@@ -130,7 +130,7 @@ def logs(workload, pod: str = "", tail: int | None = 200) -> Logs:
         if pod:
             raise UnknownPod(pod)
         return Logs([], None, [])
-    backend = core.backend.get_backend()
+    backend = fleet.backend_at(workload.cluster_id)
     try:
         sources = log_sources(backend.pods(workload.address), workload.get_state_display().lower() if workload.is_final else "")
     except ClusterError:
@@ -179,7 +179,7 @@ def events(workload) -> list[ClusterEvent]:
     if not on_cluster(workload):
         return []
     try:
-        return core.backend.get_backend().events(workload.address)
+        return fleet.backend_at(workload.cluster_id).events(workload.address)
     except ClusterError:
         return []
 

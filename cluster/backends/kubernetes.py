@@ -220,8 +220,11 @@ class KubernetesBackend(ClusterBackend):
         timeout: float = 10,
         host: str | None = None,
         metrics: Prometheus | None = None,
+        context: str | None = None,
     ) -> None:
         self.kubeconfig = kubeconfig
+        #: The kubeconfig context (one file may hold several clusters); None: its current one.
+        self.context = context
         #: Where GPU utilization comes from (None: not measured, nothing is idle).
         self.metrics = metrics
         self.timeout = timeout
@@ -243,7 +246,8 @@ class KubernetesBackend(ClusterBackend):
                         # An explicit server (tests, a local proxy such as `kubectl proxy`).
                         cfg.host = self.host
                     elif self.kubeconfig:
-                        k8s_config.load_kube_config(config_file=self.kubeconfig, client_configuration=cfg)
+                        k8s_config.load_kube_config(config_file=self.kubeconfig, context=self.context,
+                                                    client_configuration=cfg)
                     else:
                         try:
                             k8s_config.load_incluster_config(client_configuration=cfg)
