@@ -7,11 +7,14 @@ per process.
 ``SLIPWAY_CLUSTER_BACKEND`` is the one seam: ``sandbox`` (the default), ``kubernetes``, or the
 dotted path of any callable that returns a :class:`~cluster.backends.base.ClusterBackend`. Tests
 choose their fake by setting it (``tests/backends.py``); nothing patches this module.
+
+Every backend built here reports the cluster errors it raises to ``/metrics``
+(``slipway_cluster_api_errors_total``, through :attr:`ClusterBackend.on_error`).
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -23,6 +26,7 @@ from cluster.backends.base import ClusterBackend
 from cluster.backends.kubernetes import KubernetesBackend
 from cluster.metrics import Prometheus
 from cluster.specs import ClusterConfig
+from core import metrics
 
 #: The backends a deployment names by a word (README, docs/operations.md); anything else is a dotted path.
 BACKENDS = {
@@ -60,7 +64,9 @@ def _backend(name: str) -> ClusterBackend:
         raise ImproperlyConfigured(
             f"SLIPWAY_CLUSTER_BACKEND must be 'sandbox', 'kubernetes' or the dotted path of a backend factory, "
             f"got {name!r}") from None
-    return factory()
+    backend = factory()
+    backend.on_error = partial(metrics.count_cluster_error, metrics.cluster_label())
+    return backend
 
 
 def get_backend() -> ClusterBackend:

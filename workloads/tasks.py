@@ -9,6 +9,7 @@ it after one period, up to ``MAX_APPLY_ATTEMPTS``.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 
 from celery import shared_task
@@ -20,7 +21,7 @@ from django.utils import timezone
 import core.backend
 from cluster.errors import ClusterError, Transient
 from cluster.manifests import build_team
-from core import queueing
+from core import metrics, queueing
 from quotas.tasks import team_spec
 from workloads import lifecycle, secrets
 from workloads.constants import Message
@@ -110,23 +111,28 @@ def reconcile() -> str:
     """The periodic reconcile cycle, single-flight across all workers.
 
     The lock is a cache key with an expiry (Redis in production), so a worker killed
-    mid-cycle blocks the next cycles for at most the lock's lifetime. Workloads the cycle
+    mid-cycle blocks the next cycles for at most the lock's lifetime. The cycle's time and
+    whether it observed the cluster go to ``/metrics`` (:func:`core.metrics.record_reconcile`). Workloads the cycle
     marked for re-drive are published after it, when its writes are committed.
     """
     token = uuid.uuid4().hex
     ttl = max(int(settings.CELERY_RECONCILE_INTERVAL * 6), 30)
     if not cache.add(RECONCILE_LOCK, token, timeout=ttl):
         return "busy"
+    cluster = metrics.cluster_label()
+    started = time.perf_counter()
     try:
         report = reconcile_cycle()
     except ClusterError as exc:
         # Nothing was changed on a failed observation; the next cycle tries again.
+        metrics.record_reconcile(cluster, time.perf_counter() - started, observed=False)
         logger.warning("reconcile skipped: the cluster could not be observed (%s)", exc)
         return f"cluster unavailable: {exc}"
     finally:
         # Only release our own lock (it may have expired and been taken by another cycle).
         if cache.get(RECONCILE_LOCK) == token:
             cache.delete(RECONCILE_LOCK)
+    metrics.record_reconcile(cluster, time.perf_counter() - started, observed=True)
     for identity in report.redriven:
         queueing.publish(apply_workload, identity.prefix, identity.pk)
     return f"observed={report.observed} transitions={len(report.transitions)} admitted={len(report.admitted)}"
