@@ -11,17 +11,15 @@ the same lines as the web, as text or JSON (``SLIPWAY_LOG_FORMAT``, :mod:`core.l
 
 Prometheus figures (:mod:`core.metrics`): each pool process writes its own into the
 directory the settings export, which the worker's main process loads before it forks the pool;
-a pool process that ends has its live gauges forgotten (``worker_process_shutdown``). With
-``SLIPWAY_WORKER_METRICS_PORT`` set, the main process serves them on that port.
+the receivers that forget an ended pool process and serve the pool's figures are
+:mod:`core.worker`'s (connected when Django loads the apps).
 """
 
 import logging.config
 import os
-import threading
-from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from celery import Celery
-from celery.signals import setup_logging, worker_process_shutdown, worker_ready
+from celery.signals import setup_logging
 from django.conf import settings
 from kombu import Queue
 
@@ -59,27 +57,3 @@ app.autodiscover_tasks()
 def _django_logging(**kwargs) -> None:
     logging.config.dictConfig(settings.LOGGING)
 
-
-@worker_process_shutdown.connect
-def _forget_process(pid: int | None = None, **kwargs) -> None:
-    # Imported here, not at the top: this module is imported with the portal package, before
-    # the settings ran, and prometheus_client must not be imported before they exported the
-    # figures' directory (core.metrics).
-    from core.metrics import process_exited
-
-    process_exited(pid or os.getpid())
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args) -> None:
-        """Scrapes are not worth a log line each."""
-
-
-@worker_ready.connect
-def _serve_metrics(**kwargs) -> None:
-    if not settings.SLIPWAY_WORKER_METRICS_PORT:
-        return
-    from core.metrics import worker_endpoint  # not at the top: see _forget_process
-
-    server = make_server("", settings.SLIPWAY_WORKER_METRICS_PORT, worker_endpoint, handler_class=_QuietHandler)
-    threading.Thread(target=server.serve_forever, name="slipway-metrics", daemon=True).start()

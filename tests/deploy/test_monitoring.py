@@ -170,7 +170,7 @@ def test_the_dashboard_is_an_importable_grafana_dashboard():
     assert len(ids) == len(set(ids))
     for panel in board["panels"]:
         grid = panel["gridPos"]
-        assert 0 <= grid["x"] and grid["x"] + grid["w"] <= 24 and grid["h"] > 0
+        assert grid["x"] >= 0 and grid["x"] + grid["w"] <= 24 and grid["h"] > 0
         if panel["type"] == "row":
             continue
         assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
