@@ -7,7 +7,8 @@ Reliability settings (DESIGN.md §6): a task is acknowledged only after it finis
 and that task runs again. Tasks take primary keys and are safe to run twice.
 
 Logging: Celery leaves logging to Django's ``LOGGING`` (``setup_logging``), so a worker writes
-the same lines as the web, as text or JSON (``SLIPWAY_LOG_FORMAT``, :mod:`core.logformat`).
+the same lines as the web, as text or JSON (``SLIPWAY_LOG_FORMAT``, :mod:`core.logformat`), at
+``LOG_LEVEL`` (the worker's ``--loglevel`` gives way to it).
 
 Prometheus figures (:mod:`core.metrics`): each pool process writes its own into the
 directory the settings export, which the worker's main process loads before it forks the pool;
