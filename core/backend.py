@@ -13,12 +13,15 @@ it (``tests/backends.py``); nothing patches this module.
 Which clusters exist is the fleet app's business (it stores them); this module only knows how to
 reach one, given a :class:`BackendSpec`, and which clusters a backend offers by itself
 (:func:`offered_clusters`: the sandbox's inventory lists several; any other backend is one).
+
+Every backend built here reports the cluster errors it raises to ``/metrics``, labelled with its
+cluster (``slipway_cluster_api_errors_total``, through :attr:`ClusterBackend.on_error`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -30,6 +33,7 @@ from cluster.backends.base import ClusterBackend
 from cluster.backends.kubernetes import KubernetesBackend
 from cluster.metrics import Prometheus
 from cluster.specs import ClusterConfig
+from core import metrics
 
 #: The backends a deployment names by a word (README, docs/operations.md); anything else is a dotted path.
 BACKENDS = {
@@ -95,7 +99,9 @@ def _backend(spec: BackendSpec, default: str) -> ClusterBackend:
     kwargs = {"cluster": spec.cluster}
     if name == "kubernetes":
         kwargs.update(kubeconfig=spec.kubeconfig, context=spec.context)
-    return _factory(name)(**kwargs)
+    backend = _factory(name)(**kwargs)
+    backend.on_error = partial(metrics.count_cluster_error, metrics.cluster_label(spec.cluster))
+    return backend
 
 
 def backend_for(spec: BackendSpec) -> ClusterBackend:

@@ -15,11 +15,14 @@ from pathlib import Path
 from portal.env import (
     derived_fernet_key,
     env_bool,
+    env_choice,
     env_float,
     env_int,
     env_list,
+    env_networks,
     env_str,
     env_trusted_proxies,
+    export_multiproc_dir,
     parse_database_url,
     redis_cache,
 )
@@ -328,11 +331,27 @@ SLIPWAY_IDEMPOTENCY_TTL_HOURS = env_int("SLIPWAY_IDEMPOTENCY_TTL_HOURS", 24)
 # throttle key on the client address (teams.services.client_ip, docs/security.md).
 SLIPWAY_TRUSTED_PROXIES = env_trusted_proxies("SLIPWAY_TRUSTED_PROXIES")
 
+# 8. Monitoring (README "Monitoring Slipway", docs/operations.md) ------------------------
+# Where every process writes its Prometheus figures, summed by each scrape of /metrics. Exported
+# into the environment here, before anything imports prometheus_client (core/metrics.py).
+PROMETHEUS_MULTIPROC_DIR = export_multiproc_dir(VAR_DIR / "prometheus")
+# Who may read /metrics: a request bearing this token (Authorization: Bearer …), from anywhere;
+# without it, clients whose address is in SLIPWAY_METRICS_ALLOW (networks, CIDR). Anyone else: 403.
+SLIPWAY_METRICS_TOKEN = env_str("SLIPWAY_METRICS_TOKEN", "")
+SLIPWAY_METRICS_ALLOW = env_networks("SLIPWAY_METRICS_ALLOW", ["127.0.0.1/32", "::1/128"])
+# A Celery worker serves its own processes' figures on this port (0: none). In Kubernetes each
+# worker pod has its own figures directory; locally web and worker share var/ and the web's
+# /metrics already holds them.
+SLIPWAY_WORKER_METRICS_PORT = env_int("SLIPWAY_WORKER_METRICS_PORT", 0)
+# Log lines as text (people) or one JSON object per line (log collectors): core/logformat.py.
+SLIPWAY_LOG_FORMAT = env_choice("SLIPWAY_LOG_FORMAT", "text", ("text", "json"))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+                   "json": {"()": "core.logformat.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": SLIPWAY_LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }

@@ -278,6 +278,11 @@ class ReservationQuerySet(models.QuerySet):
         rows = self.values("flavor_id").annotate(total=Sum("units")).order_by()
         return {row["flavor_id"]: row["total"] or 0 for row in rows}
 
+    def units_by_team_and_flavor(self) -> dict[tuple[int, int], tuple[int, int]]:
+        """``{(team_id, flavor_id): (units, borrowed units)}`` of the rows in this queryset (one query)."""
+        rows = self.values("team_id", "flavor_id").annotate(total=Sum("units"), borrowed=Sum("borrowed_units")).order_by()
+        return {(row["team_id"], row["flavor_id"]): (row["total"] or 0, row["borrowed"] or 0) for row in rows}
+
     def borrowed_by_ref(self, refs: list[str]) -> dict[str, int]:
         """``{ref: borrowed units}`` of the rows of ``refs`` in this queryset that borrow any (one query)."""
         if not refs:

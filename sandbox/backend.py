@@ -43,7 +43,7 @@ from cluster.backends.base import (
     ResourceKind,
     env_secret_name,
 )
-from cluster.errors import Invalid, NotFound, Transient
+from cluster.errors import ClusterError, Invalid, NotFound, Transient
 from cluster.metrics import per_workload, running_pods
 from cluster.perf import gc_paused
 from cluster.status import parse_time
@@ -96,14 +96,19 @@ BUILTIN_NAMESPACES = ("default", "kube-system")
 
 def _storage_errors(method: Callable[P, T]) -> Callable[P, T]:
     """Database faults (e.g. SQLite's "database is locked" past the busy timeout) surface as
-    ``Transient``, like a 5xx from an API server: the interface raises only cluster errors."""
+    ``Transient``, like a 5xx from an API server: the interface raises only cluster errors.
+    Every cluster error leaving the method is reported (:meth:`ClusterBackend.raised`), as a
+    real backend reports what its API server answered."""
 
     @functools.wraps(method)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+    def wrapper(self: SandboxBackend, *args: P.args, **kwargs: P.kwargs) -> T:
         try:
-            return method(*args, **kwargs)
+            return method(self, *args, **kwargs)
+        except ClusterError as exc:
+            self.raised(exc)
+            raise
         except DatabaseError as exc:
-            raise Transient(f"sandbox storage error: {exc}") from exc
+            raise self.raised(Transient(f"sandbox storage error: {exc}")) from exc
 
     return wrapper
 

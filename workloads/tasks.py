@@ -9,6 +9,7 @@ it after one period, up to ``MAX_APPLY_ATTEMPTS``.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from contextlib import contextmanager
 
@@ -22,7 +23,7 @@ import core.backend
 import fleet.services as fleet
 from cluster.errors import ClusterError, Transient
 from cluster.manifests import build_team
-from core import queueing
+from core import metrics, queueing
 from quotas.tasks import team_spec
 from workloads import lifecycle, placement, secrets
 from workloads.constants import Message
@@ -134,8 +135,9 @@ def reconcile_cluster(name: str) -> str:
     """Steps 1–5 of the cycle for one cluster (:func:`workloads.reconcile.reconcile_cluster`).
 
     A cluster that does not answer is recorded (degraded, then lost: :func:`workloads.reconcile.observe_failed`)
-    and tried again next cycle. Workloads the cycle marked for re-drive are published after it,
-    when its writes are committed.
+    and tried again next cycle. The cycle's time and whether it observed the cluster go to
+    ``/metrics`` (:func:`core.metrics.record_reconcile`). Workloads the cycle marked for re-drive
+    are published after it, when its writes are committed.
     """
     cluster = fleet.get(name)
     if cluster is None:
@@ -145,11 +147,14 @@ def reconcile_cluster(name: str) -> str:
             return "busy"
         backend = fleet.backend(cluster)
         report = ReconcileReport()
+        started = time.perf_counter()
         try:
             cycle_cluster(cluster, backend, report=report)
         except ClusterError as exc:
             observe_failed(cluster, backend, exc, timezone.now(), report)
+            metrics.record_reconcile(name, time.perf_counter() - started, observed=False)
             return f"cluster {name} unavailable: {exc}"
+        metrics.record_reconcile(name, time.perf_counter() - started, observed=True)
     for identity in report.redriven:
         queueing.publish(apply_workload, identity.prefix, identity.pk)
     return f"observed={report.observed} transitions={len(report.transitions)}"
