@@ -21,7 +21,7 @@ from cluster.errors import Invalid
 from quotas.admission import ResourceRequest, admit
 from quotas.demo import seed_team_quotas
 from tests.factories import make_team
-from workloads.tasks import reconcile
+from workloads.tasks import reconcile_cluster
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RULES = DEPLOY / "prometheus" / "slipway-rules.yaml"
@@ -115,10 +115,10 @@ def exported(client, flavors, staff, fake_backend, settings) -> dict[str, set[st
     seed_team_quotas(team, {"a100-80gb": 2}, monthly_budget=1000)
     admit(team, ResourceRequest("a100-80gb", 2, 1), "run:1")
     admit(team, ResourceRequest("a100-80gb", 1, 1), "run:2")  # queued
-    assert reconcile().startswith("observed=")
+    assert reconcile_cluster("default").startswith("observed=")
     settings.SLIPWAY_CLUSTER_BACKEND = "sandbox"
     with pytest.raises(Invalid):
-        core.backend.get_backend().apply([{"apiVersion": "v1", "metadata": {"name": "x"}}])
+        core.backend.backend_for(core.backend.BackendSpec("")).apply([{"apiVersion": "v1", "metadata": {"name": "x"}}])
     response = client.get("/metrics")
     assert response.status_code == 200
     return {family.name: {sample.name for sample in family.samples}

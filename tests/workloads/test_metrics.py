@@ -14,7 +14,7 @@ from cluster.errors import Invalid
 from tests.backends import use_backend
 from tests.cluster.fakeapi import FakeKubeAPI
 from tests.portal.test_metrics import scrape, value
-from workloads.tasks import reconcile
+from workloads.tasks import reconcile_cluster
 
 pytestmark = pytest.mark.django_db
 
@@ -32,7 +32,7 @@ def kube(settings):
 def test_a_cycle_records_its_time_and_that_it_observed_its_cluster(client, kube):
     before = scrape(client)
     started = time.time()
-    assert reconcile().startswith("observed=")
+    assert reconcile_cluster("default").startswith("observed=")
     after = scrape(client)
     count = "slipway_reconcile_duration_seconds_count"
     assert value(after, count, **DEFAULT) - value(before, count, **DEFAULT) == 1
@@ -43,10 +43,10 @@ def test_a_cycle_records_its_time_and_that_it_observed_its_cluster(client, kube)
 
 
 def test_a_cycle_that_cannot_reach_its_cluster_marks_it_down_and_counts_the_error(client, kube):
-    assert reconcile().startswith("observed=")
+    assert reconcile_cluster("default").startswith("observed=")
     before = scrape(client)
     kube.fail(status=503, method="GET", times=100)
-    assert reconcile().startswith("cluster unavailable")
+    assert reconcile_cluster("default").startswith("cluster default unavailable")
     after = scrape(client)
     assert value(after, "slipway_cluster_up", **DEFAULT) == 0
     count = "slipway_reconcile_duration_seconds_count"
@@ -57,7 +57,7 @@ def test_a_cycle_that_cannot_reach_its_cluster_marks_it_down_and_counts_the_erro
     last = "slipway_reconcile_last_success_timestamp_seconds"
     assert value(after, last, **DEFAULT) == value(before, last, **DEFAULT)
     kube.faults.clear()
-    assert reconcile().startswith("observed=")
+    assert reconcile_cluster("default").startswith("observed=")
     assert value(scrape(client), "slipway_cluster_up", **DEFAULT) == 1
 
 
@@ -66,7 +66,7 @@ def test_the_sandbox_counts_what_it_rejects(client, settings):
     before = scrape(client)
     with pytest.raises(Invalid):
         # A Secret without its kind: the simulated API server rejects it, as a real one would.
-        core.backend.get_backend().apply_secret({"apiVersion": "v1", "metadata": {"name": "x"}})
+        core.backend.backend_for(core.backend.BackendSpec("")).apply_secret({"apiVersion": "v1", "metadata": {"name": "x"}})
     after = scrape(client)
     errors = "slipway_cluster_api_errors_total"
     assert value(after, errors, error="Invalid", **DEFAULT) - value(before, errors, error="Invalid", **DEFAULT) == 1
