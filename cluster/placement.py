@@ -153,7 +153,7 @@ class Placement:
 
     @property
     def reason(self) -> str:
-        """The best candidate's reason, or why no cluster can take the work ("west: draining; east: lost")."""
+        """The best candidate's reason, or why no cluster can take it ("no cluster can take it: east: lost (not answering)")."""
         if self.best is not None:
             return self.best.reason
         return "no cluster can take it: " + "; ".join(f"{r.cluster}: {r.reason}" for r in self.rejected)
@@ -203,9 +203,9 @@ def _rejection(request: PlacementRequest, offer: ClusterOffer, serving: list[Nod
     """(code, words) of the first filter ``offer`` fails, or ("", "") when it passes them all."""
     flavor = request.flavor.name
     if offer.state == ClusterState.LOST:
-        return Rejected.LOST, "lost: not answering"
+        return Rejected.LOST, "lost (not answering)"
     if offer.state == ClusterState.DRAINING:
-        return Rejected.DRAINING, "draining: takes no new work"
+        return Rejected.DRAINING, "draining (takes no new work)"
     if offer.state not in PLACEABLE_STATES:
         return Rejected.NOT_READY, f"not ready ({offer.state})"
     for key, value in request.cluster_selector:
