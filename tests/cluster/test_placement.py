@@ -189,8 +189,6 @@ class TestTheCases:
 #: No name is part of another, so a name found in a reason is that cluster.
 NAMES = ("east", "west", "north", "south", "lab", "cloud")
 PRICES = tuple(Decimal(p) for p in ("0.80", "2.10", "2.50"))  # few, so that ties happen
-
-
 #: Drawn often, so that most examples have clusters to rank (the other flavors and states still come).
 COMMON_FLAVOR = st.sampled_from((A100, A100, A100, H100, A100_MIG))
 MOSTLY_NO = st.sampled_from((False, False, False, True))
@@ -223,7 +221,8 @@ def scenarios(draw) -> tuple[PlacementRequest, list[ClusterOffer]]:
                               ClusterState.LOST, ClusterState.DRAINING))
     clusters = []
     for name in names:
-        serving = [node(f"{name}-s", draw(st.sampled_from((0, 3, 4, 8, 8))), 8, req.flavor, req.spot)] if draw(MOSTLY_YES) else []
+        free = draw(st.sampled_from((0, 3, 4, 8, 8)))
+        serving = [node(f"{name}-s", free, 8, req.flavor, req.spot)] if draw(MOSTLY_YES) else []
         clusters.append(ClusterOffer(
             name=name, state=draw(states), nodes=tuple(draw(st.lists(nodes(), max_size=4)) + serving),
             prices=draw(prices()), spot_prices=draw(prices()), labels={"site": draw(st.sampled_from(("a", "a", "b")))}))
