@@ -58,8 +58,8 @@ def free_blocks(nodes: list[NodeCapacity], units_per_node: int) -> int:
 def capacity_reason(flavor: FlavorSpec, units_per_node: int, nodes: list[NodeCapacity]) -> str:
     """The plain-words reason a workload of ``units_per_node`` × ``flavor`` per worker cannot be placed."""
     fitting = [n for n in nodes if offers(n, flavor)]
+    need = _needs(flavor, units_per_node)
     flavor = flavor.name
-    need = f"{WAITING_FOR_CAPACITY}: needs {units_per_node}\u00d7 {flavor} on one node"
     if not fitting:
         return f"{need}; no node offers {flavor}"
     largest = max(fitting, key=lambda n: (n.free, n.node))
@@ -82,7 +82,7 @@ def clusters_capacity_reason(flavor: FlavorSpec, units_per_node: int,
     serving = [(name, [n for n in nodes if serves(n, flavor, spot)]) for name, nodes in clusters]
     if len(serving) == 1:
         return capacity_reason(flavor, units_per_node, serving[0][1])
-    need = f"{WAITING_FOR_CAPACITY}: needs {units_per_node}\u00d7 {flavor.name} on one node"
+    need = _needs(flavor, units_per_node)
     offering = [(name, nodes) for name, nodes in serving if nodes]
     if not offering:
         return f"{need}; no cluster offers {flavor.name}{' on spot nodes' if spot else ''}"
@@ -91,6 +91,10 @@ def clusters_capacity_reason(flavor: FlavorSpec, units_per_node: int,
         return f"{need} for each of {workers} workers; free blocks: {counts}"
     largest = ", ".join(f"{max(n.free for n in nodes)} on {name}" for name, nodes in offering)
     return f"{need}; largest free block: {largest}"
+
+
+def _needs(flavor: FlavorSpec, units_per_node: int) -> str:
+    return f"{WAITING_FOR_CAPACITY}: needs {units_per_node}\u00d7 {flavor.name} on one node"
 
 
 #: The scheduler's event reason when it found no node for a pod.

@@ -90,14 +90,17 @@ class Rejected:
 
 @dataclass(frozen=True)
 class ClusterOffer:
-    """One cluster as placement sees it: the caller resolves prices (the flavor's, or the cluster's override)."""
+    """One cluster as placement sees it: the caller resolves prices (the flavor's, or the cluster's override).
+
+    ``labels`` are what a ``cluster_selector`` matches, and nothing else is: a cluster's region
+    is for people unless its labels carry it too (``region: west``).
+    """
 
     name: str
     state: str  # a ClusterState
-    nodes: tuple[NodeCapacity, ...] = ()  # what backend.capacity() returns for this cluster
+    nodes: tuple[NodeCapacity, ...] = ()  # what the cluster's backend.capacity() returns
     prices: Mapping[str, Decimal] = field(default_factory=dict, hash=False)  # flavor name -> price per unit-hour
-    spot_prices: Mapping[str, Decimal] = field(default_factory=dict, hash=False)
-    region: str = ""
+    spot_prices: Mapping[str, Decimal] = field(default_factory=dict, hash=False)  # the same for spot work
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
 
 
@@ -112,6 +115,12 @@ class PlacementRequest:
     cluster_selector: tuple[tuple[str, str], ...] = ()  # labels the cluster must carry, all of them
     previous: str = ""  # the cluster a re-placed workload waited on ("" for a first placement)
 
+    def __post_init__(self) -> None:
+        # Admission refuses such requests first (quotas.admission); here they would divide by zero.
+        if self.units_per_node < 1 or self.nodes_needed < 1:
+            raise ValueError(f"a request needs at least one unit and one worker, not "
+                             f"{self.nodes_needed} × {self.units_per_node}")
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -123,13 +132,15 @@ class Candidate:
     spot_price: bool  # whether ``price`` is the cluster's spot price
     free: int  # free units of the flavor on the nodes that serve the request
     blocks: int  # workers of the request it holds now
-    largest_block: int  # free units on its emptiest serving node
+    largest_block: int  # free units of its serving node with the most free
     fits: bool  # blocks >= nodes_needed: False only for the clusters work would wait on
     reason: str = ""
 
 
 @dataclass(frozen=True)
 class Rejection:
+    """A cluster set aside, and why: ``code`` for decisions, ``reason`` for people ("draining (takes no new work)")."""
+
     cluster: str
     code: str  # a Rejected constant
     reason: str
@@ -153,7 +164,10 @@ class Placement:
 
     @property
     def reason(self) -> str:
-        """The best candidate's reason, or why no cluster can take the work ("west: draining; east: lost")."""
+        """The best candidate's reason, or why no cluster can take it.
+
+        "no cluster can take it: east: draining (takes no new work); west: lost (not answering)".
+        """
         if self.best is not None:
             return self.best.reason
         return "no cluster can take it: " + "; ".join(f"{r.cluster}: {r.reason}" for r in self.rejected)
@@ -203,9 +217,9 @@ def _rejection(request: PlacementRequest, offer: ClusterOffer, serving: list[Nod
     """(code, words) of the first filter ``offer`` fails, or ("", "") when it passes them all."""
     flavor = request.flavor.name
     if offer.state == ClusterState.LOST:
-        return Rejected.LOST, "lost: not answering"
+        return Rejected.LOST, "lost (not answering)"
     if offer.state == ClusterState.DRAINING:
-        return Rejected.DRAINING, "draining: takes no new work"
+        return Rejected.DRAINING, "draining (takes no new work)"
     if offer.state not in PLACEABLE_STATES:
         return Rejected.NOT_READY, f"not ready ({offer.state})"
     for key, value in request.cluster_selector:
