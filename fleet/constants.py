@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from cluster.placement import ClusterState
+
 
 class Health(models.TextChoices):
     """What the reconciler last learnt of a cluster by observing it."""
@@ -14,12 +16,13 @@ class Health(models.TextChoices):
 
 
 class State(models.TextChoices):
-    """A cluster's one state word (API.md "Clusters"): lost, then draining, then its health."""
+    """A cluster's one state word (API.md "Clusters"): lost, then draining, then its health.
+    The words are :class:`cluster.placement.ClusterState`'s, which ``place()`` reads."""
 
-    READY = "ready", "ready"
-    DEGRADED = "degraded", "degraded"
-    LOST = "lost", "lost"
-    DRAINING = "draining", "draining"
+    READY = ClusterState.READY, "ready"
+    DEGRADED = ClusterState.DEGRADED, "degraded"
+    LOST = ClusterState.LOST, "lost"
+    DRAINING = ClusterState.DRAINING, "draining"
 
 
 #: The name of the one cluster a single-cluster install has (no configuration needed).

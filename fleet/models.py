@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.core.validators import RegexValidator
 from django.db import models
 
+from cluster.placement import PLACEABLE_STATES
 from fleet.constants import Health, State
 
 CLUSTER_NAME = RegexValidator(
@@ -62,4 +63,4 @@ class Cluster(models.Model):
     @property
     def placeable(self) -> bool:
         """Whether new work may be placed here."""
-        return self.state in (State.READY, State.DEGRADED)
+        return self.state in PLACEABLE_STATES

@@ -69,10 +69,12 @@ TEAM_ROUTES = {
 #: sharing (quota as code); its usage and its work are its members' (404, as for an outsider).
 STAFF_OUTSIDE_THE_TEAM = {"team-usage": 404, "run-list": 404, "endpoint-list": 404,
                           "team-quotas": 200, "team-quota": 200, "team-sharing-detail": 200}
-#: API routes of platform staff alone (quota as code): name → (path, methods). Anyone else: 404.
+#: API routes of platform staff alone (quota as code, clusters): name → (path, methods). Anyone else: 404.
 STAFF_API_ROUTES = {
     "cohort-list": ("/api/v1/cohorts/", ("get",)),
     "cohort-detail": ("/api/v1/cohorts/shared/", ("get", "put", "delete")),
+    "cluster-list": ("/api/v1/clusters/", ("get",)),
+    "cluster-detail": ("/api/v1/clusters/default/", ("get", "patch")),
 }
 #: Portal routes of a team and (``{membership}``) one of its memberships: name → (path, method,
 #: body, the role they need). Reading needs a viewer; managing the team needs its admin.

@@ -42,7 +42,7 @@ def offers(clusters: list[Cluster], flavors, now: datetime) -> list[ClusterOffer
                 fleet.record_nodes(cluster, live, now)
                 nodes = live
         found.append(ClusterOffer(name=cluster.name, state=cluster.state, nodes=tuple(nodes), prices=prices,
-                                  spot_prices=spot_prices, region=cluster.region, labels=dict(cluster.labels)))
+                                  spot_prices=spot_prices, labels=dict(cluster.labels)))
     return found
 
 
