@@ -3,12 +3,14 @@ clock and nodes, and can be silenced (a partition: calls fail, the work runs on)
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import DatabaseError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from cluster.errors import NotFound, Transient
 from cluster.status import TrainingPhase, training_status
@@ -210,3 +212,31 @@ def test_two_clusters_tick_at_once_without_waiting_for_each_other(two_clusters_i
     assert SandboxBackend("east").clock() == SandboxBackend("west").clock() == at(10)
     assert sorted(SimPod.objects.values_list("cluster", "phase")) == [("east", "Running"), ("west", "Running")]
     assert SimEvent.objects.filter(cluster="east").exists() and SimEvent.objects.filter(cluster="west").exists()
+
+
+@pytest.mark.postgres
+def test_a_clusters_tick_and_observe_find_its_rows_by_index(east_west):
+    """The bulk paths filter on the cluster column with an index, never by reading every cluster's
+    rows: with sequential scans priced out, PostgreSQL plans each of their reads as an index scan
+    whose condition starts with the cluster (it would choose a Seq Scan, or an index scan on
+    another column, if no index fitted)."""
+    east, west = east_west
+    for backend in east_west:
+        backend.apply(team_objects() + training("run-1") + endpoint("ep-1"), resource_kinds(), now=at(0))
+        backend.tick(at(0))
+    west.reclaim_node("gpu-l4-spot-0", now=at(1))
+    with CaptureQueriesContext(connection) as captured:
+        east.tick(at(10))
+        east.observe(resource_kinds())
+        east.capacity()
+    reads = [q["sql"] for q in captured.captured_queries
+             if q["sql"].lstrip().upper().startswith(("SELECT", "DELETE")) and "sandbox_" in q["sql"]]
+    assert len(reads) >= 8
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        for sql in reads:
+            cursor.execute(f"EXPLAIN {sql}")
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+            assert "Seq Scan" not in plan, f"{sql}\n{plan}"
+            # Led by the cluster column (or by primary keys read in an earlier, cluster-filtered query).
+            assert re.search(r"Index Cond: \(+\(?cluster\)?", plan) or "Index Cond: (id = ANY" in plan, f"{sql}\n{plan}"
