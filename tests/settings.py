@@ -1,4 +1,4 @@
-"""Settings of the test suite: the project's settings plus a test-only workload kind."""
+"""Settings of the test suite: the project's settings plus a test-only workload kind and a one-cluster sandbox."""
 
 from portal.settings import *  # noqa: F403
 
