@@ -175,7 +175,8 @@ class SandboxBackend(ClusterBackend):
         created = {o["metadata"]["name"] for o in admitted if o["kind"] == "Namespace"}
         missing = wanted - created - set(BUILTIN_NAMESPACES)
         if missing:
-            present = set(self._rows(SimObject).filter(kind="Namespace", name__in=missing).values_list("name", flat=True))
+            present = set(self._rows(SimObject).filter(kind="Namespace", name__in=missing).values_list(
+                "name", flat=True))
             if missing - present:
                 raise NotFound(f'namespaces "{sorted(missing - present)[0]}" not found', status=404)
         # 3. create or update each object (same kind/namespace/name: update, never a second object)
@@ -192,7 +193,8 @@ class SandboxBackend(ClusterBackend):
                                                  "managedFields")}
             plan = compile_plan(obj)
             if row is None:
-                row = SimObject(cluster=self.cluster, kind=obj["kind"], api_version=obj["apiVersion"], namespace=namespace, name=meta["name"],
+                row = SimObject(cluster=self.cluster, kind=obj["kind"], api_version=obj["apiVersion"],
+                                namespace=namespace, name=meta["name"],
                                 workload=labels.get(WORKLOAD_LABEL, ""), team=labels.get(TEAM_LABEL, ""),
                                 uid=new_uid(), manifest=manifest, plan=plan, created_at=now,
                                 status=_initial_status(obj))
@@ -537,7 +539,8 @@ class SandboxBackend(ClusterBackend):
         if scaled is None:
             return 1.0
         loads = {(ns, wl): v for ns, wl, v in SimLoad.objects.filter(
-            cluster=deployment.cluster, namespace=deployment.namespace, workload=deployment.workload).values_list("namespace", "workload", "value")}
+            cluster=deployment.cluster, namespace=deployment.namespace, workload=deployment.workload,
+        ).values_list("namespace", "workload", "value")}
         return endpoint_load(loads, deployment.namespace, deployment.workload, scaled.plan, at)
 
     @_storage_errors

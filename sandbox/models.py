@@ -4,10 +4,11 @@ Everything the "API server" stores lives here so that web, worker and beat share
 clusters and they survive restarts. Every row belongs to one cluster of the inventory
 (:func:`sandbox.inventory.clusters`), named in its ``cluster`` column: the clusters are
 independent (two may hold the same namespace and Job), and each query of a
-:class:`~sandbox.backend.SandboxBackend` filters on its own, led by that column in the indexes. Rows are kept small: a top-level object keeps its manifest
-(read by ``observe()`` only), a compact ``plan`` the tick reads, and its ``status``; a pod
-keeps only its lifecycle facts — its full Kubernetes shape is rebuilt from the owner's
-template when observed.
+:class:`~sandbox.backend.SandboxBackend` filters on its own, led by that column in the indexes.
+
+Rows are kept small: a top-level object keeps its manifest (read by ``observe()`` only), a
+compact ``plan`` the tick reads, and its ``status``; a pod keeps only its lifecycle facts — its
+full Kubernetes shape is rebuilt from the owner's template when observed.
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ class SimPod(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="sandbox_pod_unique")]
-        indexes = [models.Index(fields=["cluster", "active"]), models.Index(fields=["cluster", "namespace", "workload"])]
+        indexes = [models.Index(fields=["cluster", "active"]),
+                   models.Index(fields=["cluster", "namespace", "workload"])]
 
     def __str__(self) -> str:
         return f"Pod/{self.namespace}/{self.name}"

@@ -1,8 +1,8 @@
 """One tick of one sandbox cluster: the kubelet, the controllers and the scheduler, in memory.
 
 :func:`run_tick` is the one entry point: it loads every live object and pod of the cluster
-(:class:`sandbox.world.World`; the other clusters' rows are never read), advances them to ``now`` with the controllers of
-:mod:`sandbox.controllers`, and writes back only what changed. The caller
+(:class:`sandbox.world.World`; the other clusters' rows are never read), advances them to
+``now`` with the controllers of :mod:`sandbox.controllers`, and writes back only what changed. The caller
 (:meth:`sandbox.backend.SandboxBackend.tick`) holds the cluster's clock row lock, so ticks of one
 cluster never overlap.
 

@@ -68,8 +68,8 @@ class World:
 
     def event(self, obj: ObjRow | PodRow, ref: str, type_: str, reason: str, message: str,
               at: datetime | None = None) -> None:
-        self.events.append(new_record(SimEvent, cluster=self.cluster, namespace=obj.namespace, workload=obj.workload, object=ref,
-                                      type=type_, reason=reason, message=message, time=at or self.now))
+        self.events.append(new_record(SimEvent, cluster=self.cluster, namespace=obj.namespace, workload=obj.workload,
+                                      object=ref, type=type_, reason=reason, message=message, time=at or self.now))
 
     def touch(self, pod: PodRow) -> None:
         self.attention.add(pod.owner_id)

@@ -96,7 +96,8 @@ def _node_backend(node: str, name: str | None) -> SandboxBackend:
     """The backend of the cluster that has ``node``: ``--cluster``'s, or the one cluster listing it."""
     if name is not None:
         return _backend(name)
-    having = [cluster.name for cluster in inventory.clusters() if node in {n.name for n in inventory.nodes(cluster.name)}]
+    having = [cluster.name for cluster in inventory.clusters()
+              if node in {n.name for n in inventory.nodes(cluster.name)}]
     if not having:
         raise CommandError(f"no node {node!r} in the inventory")
     if len(having) > 1:
