@@ -132,7 +132,9 @@ def test_the_commands_silence_answer_and_pick_a_cluster(east_west, capsys):
     east, west = east_west
     _apply_run(west)
     call_command("sandbox", "silence", "west")
-    assert "cluster west does not answer from now" in capsys.readouterr().out
+    assert "cluster west does not answer since " in capsys.readouterr().out
+    call_command("sandbox", "silence", "west")
+    assert "cluster west was already silent (since " in capsys.readouterr().out
     with pytest.raises(Transient):
         west.observe(resource_kinds())
     call_command("sandbox", "tick", "--cluster", "west", "--at", "2026-11-22T10:00:30Z")  # ticks while silent
@@ -157,6 +159,8 @@ def test_the_commands_silence_answer_and_pick_a_cluster(east_west, capsys):
     assert set(east.nodes_down()) == {"gpu-h100-0"} and set(west.nodes_down()) == {"gpu-l4-spot-0"}
     call_command("sandbox", "restore-node", "gpu-h100-0", "--cluster", "east")
     assert east.nodes_down() == {}
+    with pytest.raises(CommandError, match="no node 'gpu-l4-spot-0' in cluster east"):
+        call_command("sandbox", "restore-node", "gpu-l4-spot-0", "--cluster", "east")
     call_command("sandbox", "load", "team-ml/ep-1", "12", "--cluster", "west")
     assert "(cluster west)" in capsys.readouterr().out
     call_command("sandbox", "reset", "--cluster", "east")

@@ -95,7 +95,10 @@ def _backends(name: str | None) -> list[SandboxBackend]:
 def _node_backend(node: str, name: str | None) -> SandboxBackend:
     """The backend of the cluster that has ``node``: ``--cluster``'s, or the one cluster listing it."""
     if name is not None:
-        return _backend(name)
+        backend = _backend(name)
+        if node not in {n.name for n in inventory.nodes(backend.cluster)}:
+            raise CommandError(f"no node {node!r} in cluster {backend.cluster}")
+        return backend
     having = [cluster.name for cluster in inventory.clusters()
               if node in {n.name for n in inventory.nodes(cluster.name)}]
     if not having:
@@ -165,9 +168,10 @@ class Command(BaseCommand):
         elif action == "silence":
             backend = _backend(name)
             began = backend.silence()
-            since = backend.silent_since()
-            self.stdout.write(f"cluster {backend.cluster} does not answer "
-                              f"{'from now' if began else 'already, since'} {since:{TIME_FORMAT}}; it runs on")
+            since = f"{backend.silent_since():{TIME_FORMAT}}"
+            self.stdout.write(f"cluster {backend.cluster} does not answer since {since}: Slipway's calls fail, "
+                              f"its work runs on ('sandbox answer {backend.cluster}' ends it)" if began
+                              else f"cluster {backend.cluster} was already silent (since {since})")
         elif action == "answer":
             backend = _backend(name)
             answered = backend.answer()
