@@ -8,7 +8,7 @@ as the admin left it. Every object it creates is recorded by key in :class:`Demo
 re-created either. Objects that exist without a record (seeded before the records, or made by
 hand) are adopted as they are, never overwritten.
 
-The demo's quotas add up to the sandbox cluster's GPUs per flavor (``sandbox/inventory.yaml``;
+The demo's quotas add up to the GPUs of the sandbox's clusters per flavor (``sandbox/inventory.yaml``;
 ``tests/front/test_demo_capacity.py`` keeps them equal), so a team gets past its nominal quota
 only by borrowing: ML Research and NLP Platform share the cohort ``research``
 (:data:`COHORTS`), set up through :mod:`quotas.services` as the admin (audited like any change).
