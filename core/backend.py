@@ -123,5 +123,6 @@ def offered_clusters() -> list[OfferedCluster]:
 @receiver(setting_changed, dispatch_uid="slipway-cluster-backend-changed")
 def _forget_backend(setting: str, **kwargs) -> None:
     # A changed setting the backend is built from (tests, override_settings): a new one on next use.
-    if setting in ("SLIPWAY_CLUSTER_BACKEND", "SLIPWAY_METRICS_URL") or setting.startswith("SLIPWAY_KUBE"):
+    if setting in ("SLIPWAY_CLUSTER_BACKEND", "SLIPWAY_METRICS_URL", "SLIPWAY_SANDBOX_INVENTORY") or setting.startswith(
+            "SLIPWAY_KUBE"):
         _backend.cache_clear()

@@ -18,9 +18,15 @@ def test_the_default_word_names_the_sandbox_built_once_per_process_and_cluster(s
     settings.SLIPWAY_CLUSTER_BACKEND = "sandbox"
     backend = backend_for(DEFAULT)
     assert isinstance(backend, SandboxBackend)
-    assert backend_for(BackendSpec("default")) is backend
-    other = backend_for(BackendSpec("east"))
-    assert other is not backend and other.cluster == "east"
+    assert backend_for(BackendSpec("default")) is backend and backend.cluster == "default"
+
+
+def test_each_sandbox_cluster_of_the_inventory_has_its_own_backend(settings):
+    settings.SLIPWAY_CLUSTER_BACKEND = "sandbox"
+    settings.SLIPWAY_SANDBOX_INVENTORY = str(settings.BASE_DIR / "sandbox" / "inventory.yaml")  # the demo's two
+    assert [c.name for c in offered_clusters()] == ["east", "west"]
+    east, west = backend_for(BackendSpec("east")), backend_for(BackendSpec("west"))
+    assert (east.cluster, west.cluster) == ("east", "west") and east is not west
 
 
 def test_a_dotted_path_names_any_factory_and_a_changed_setting_builds_anew(settings):
