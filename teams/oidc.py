@@ -4,7 +4,7 @@ allauth's OpenID Connect adapter skips the ID token's signature when the token c
 the token endpoint (OpenID Connect Core §3.1.3.7 allows that over TLS). Slipway checks it anyway,
 and checks that the provider's discovery document names the configured issuer
 (``SLIPWAY_OIDC_ISSUER``, Discovery §4.3): a misrouted or spoofed endpoint signs nobody in. The
-issuer, audience (the client id) and expiry are checked by allauth's decoder.
+issuer, audience (the client id) and expiry are checked too (:func:`verify_id_token`, with PyJWT).
 
 Each refusal is an :class:`OAuth2Error` whose cause says what was wrong; :func:`refusal` turns it
 into the sentence the sign-in error page shows (``front.sso``).
@@ -12,8 +12,8 @@ into the sentence the sign-in error page shows (``front.sso``).
 
 from __future__ import annotations
 
-from allauth.core.internal.deferred import jwt
-from allauth.socialaccount.internal import jwtkit
+import jwt
+from allauth.socialaccount.adapter import get_adapter
 from allauth.socialaccount.models import SocialAccount, SocialApp
 from allauth.socialaccount.providers.oauth2.client import OAuth2Error
 from allauth.socialaccount.providers.openid_connect.provider import OpenIDConnectProvider
@@ -63,10 +63,38 @@ class SlipwayOpenIDConnectAdapter(OpenIDConnectOAuth2Adapter):
         return config
 
     def _decode_id_token(self, app: SocialApp, id_token: str) -> dict:
-        return jwtkit.verify_and_decode(
-            credential=id_token, keys_url=self.openid_config["jwks_uri"], issuer=self.openid_config["issuer"],
-            audience=app.client_id, lookup_kid=jwtkit.lookup_kid_jwk, verify_signature=True,
-        )
+        return verify_id_token(id_token, jwks_uri=self.openid_config["jwks_uri"], issuer=self.openid_config["issuer"],
+                               audience=app.client_id)
+
+
+#: Signature algorithms an ID token may use: asymmetric only (an HS256 token "signed" with a public key is refused).
+ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+
+
+def verify_id_token(id_token: str, *, jwks_uri: str, issuer: str, audience: str) -> dict:
+    """The claims of ``id_token`` once its signature (by a key of ``jwks_uri``), issuer, audience and expiry hold.
+
+    The key is the one the token's ``kid`` names or, for a token without one (a provider with a
+    single key may leave it out; allauth's own lookup then fails), the JWKS's only signing key.
+    Raises :class:`OAuth2Error` caused by PyJWT's exception for what was wrong.
+    """
+    try:
+        header = jwt.get_unverified_header(id_token)
+        with get_adapter().get_requests_session() as session:
+            response = session.get(jwks_uri)
+            response.raise_for_status()
+            keys = [key for key in jwt.PyJWKSet.from_dict(response.json()).keys if key.public_key_use in (None, "sig")]
+        kid = header.get("kid")
+        matching = [key for key in keys if key.key_id == kid] if kid else keys
+        if len(matching) != 1:
+            raise jwt.InvalidKeyError(f"no single published key for kid {kid!r}")
+        algorithm = header.get("alg")
+        if algorithm not in ALGORITHMS:
+            raise jwt.InvalidAlgorithmError(f"algorithm {algorithm!r} is not accepted")
+        return jwt.decode(id_token, key=matching[0].key, algorithms=[algorithm], audience=audience, issuer=issuer,
+                          options={"require": ["iss", "aud", "exp", "iat", "sub"]})
+    except jwt.PyJWTError as exc:
+        raise OAuth2Error("Invalid id_token") from exc
 
 
 class SlipwayOpenIDConnectProvider(OpenIDConnectProvider):
@@ -84,6 +112,9 @@ _TOKEN_PROBLEMS: tuple[tuple[type[Exception], str], ...] = (
     (jwt.InvalidAudienceError, "The sign-in token was issued for another application than Slipway (its audience "
                                "is not Slipway's client id)."),
     (jwt.InvalidSignatureError, "The sign-in token's signature does not match the identity provider's keys."),
+    (jwt.InvalidKeyError, "The sign-in token names a signing key the identity provider does not publish."),
+    (jwt.InvalidAlgorithmError, "The sign-in token is signed with an algorithm Slipway does not accept."),
+    (jwt.MissingRequiredClaimError, "The sign-in token lacks a claim every ID token must carry."),
     (jwt.ImmatureSignatureError, "The sign-in token is not valid yet: the provider's clock or Slipway's is wrong."),
     (jwt.PyJWTError, "The identity provider sent a sign-in token Slipway cannot read."),
 )
@@ -101,7 +132,8 @@ def refusal(exception: BaseException | None) -> str:
         if isinstance(cause, kind):
             return sentence
     if isinstance(exception, OAuth2Error):
-        return "The identity provider's answer could not be verified, so you were not signed in."
+        return ("The identity provider did not accept the sign-in, or its answer could not be verified, so you were "
+                "not signed in. Sign in again from the login page.")
     if exception is not None:  # requests' errors: the provider did not answer, or answered an error
         return "Slipway could not reach the identity provider or it refused the request. Try again in a moment."
     return "The sign-in did not complete (it was started elsewhere, expired, or the provider reported an error)."
