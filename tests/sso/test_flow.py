@@ -242,3 +242,27 @@ def test_without_single_sign_on_nothing_changes(person, settings):
     token = person.csrf()
     assert person.http.post(f"{person.base}/accounts/oidc/slipway/login/", data={"csrfmiddlewaretoken": token},
                             timeout=10).status_code == 404
+
+
+def test_a_deactivated_person_is_told_so_after_the_provider_vouched_for_them(sso, person):
+    sso.set_user("u-8008", preferred_username="pia", groups=[])
+    assert person.sign_in("u-8008").url == f"{person.base}/"
+    person.log_out()
+    get_user_model().objects.filter(username="pia").update(is_active=False)
+    text = _refused(person.sign_in("u-8008"))
+    assert "deactivated" in text
+    assert urlparse(person.http.get(f"{person.base}/", timeout=10).url).path == "/login/"
+
+
+def test_a_provider_name_already_taken_locally_gets_a_separate_account(sso, person):
+    """Never merged by name or e-mail: whoever controls a provider account must not take over a local one."""
+    local = make_user("tom")  # tom@example.com
+    ml = make_team("ml")
+    add_member(ml, local, Role.ADMIN)
+    sso.set_user("u-8009", preferred_username="tom", email="tom@example.com", groups=[])
+    landed = person.sign_in("u-8009")
+    assert landed.url == f"{person.base}/"
+    newcomer = SocialAccount.objects.get(uid="u-8009").user
+    assert newcomer.pk != local.pk and newcomer.username != "tom"
+    assert f'<span class="username">{newcomer.username}</span>' in landed.text
+    assert list(Membership.objects.filter(user=newcomer)) == []
