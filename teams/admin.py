@@ -26,6 +26,8 @@ class MembershipInline(admin.TabularInline):
     extra = 0
     autocomplete_fields = ["user"]
     fields = ["user", "role", "source"]
+    # Added here means added by hand; a membership's source is switched on its own page (MembershipAdmin).
+    readonly_fields = ["source"]
 
 
 def audit_membership_changes(request, formset, team: Team) -> None:
@@ -72,10 +74,16 @@ class MembershipAdmin(admin.ModelAdmin):
     search_fields = ["team__slug", "user__username"]
     autocomplete_fields = ["user", "team"]
 
+    def get_readonly_fields(self, request, obj=None):
+        # A membership added here is added by hand; an existing one may be pinned (set to manual)
+        # so sign-in stops changing it, or handed to the provider's groups (docs/sso.md).
+        return ["source"] if obj is None else []
+
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
         services.audit(AuditEvent.Action.MEMBERSHIP_CHANGED, actor=request.user, team=obj.team,
-                       target=obj.user.username, change="changed" if change else "added", role=obj.role)
+                       target=obj.user.username, change="changed" if change else "added", role=obj.role,
+                       source=obj.source)
 
     def delete_model(self, request, obj):
         services.audit(AuditEvent.Action.MEMBERSHIP_CHANGED, actor=request.user, team=obj.team,
