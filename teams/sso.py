@@ -53,7 +53,8 @@ def claim_groups(claims: dict, path: str | None = None) -> list[str]:
         value = [value]
     if not isinstance(value, list):
         raise MissingGroupsClaimError(path)
-    return list(dict.fromkeys(str(item) for item in value if isinstance(item, str | int) and str(item)))
+    return list(dict.fromkeys(str(item) for item in value
+                              if (isinstance(item, str) and item) or (isinstance(item, int) and not isinstance(item, bool))))
 
 
 @dataclass(frozen=True)
@@ -124,17 +125,31 @@ def sync_memberships(user, claims: dict) -> list[Grant]:
     seed_group_map()
     grants = grants_for(groups)
     wanted = {grant.team.pk: grant for grant in grants}
+    to_change = _changes(user, wanted)
+    if not to_change:
+        return grants  # the usual sign-in: nothing to change, no team locked
     with transaction.atomic():
+        # Each team to change is locked, in one order for every sign-in: membership changes of a
+        # team serialise with its admins' (teams.services), and two sign-ins cannot deadlock.
+        for pk in sorted(to_change):
+            services.lock_team(to_change[pk])
         held = {m.team_id: m for m in Membership.objects.select_related("team").filter(user=user)}
-        # Each changed team's lock, in one order for every sign-in: membership changes of a team
-        # serialise with its admins' (teams.services), and two sign-ins cannot deadlock.
-        touched = sorted({*wanted, *(pk for pk, m in held.items() if m.source == Membership.Source.OIDC)})
-        for pk in touched:
-            services.lock_team(wanted[pk].team if pk in wanted else held[pk].team)
-        held = {m.team_id: m for m in Membership.objects.select_related("team").filter(user=user)}
-        for pk in touched:
+        for pk in sorted(to_change):  # decided again on what is there under the lock
             _sync_one(user, held.get(pk), wanted.get(pk), groups)
     return grants
+
+
+def _changes(user, wanted: dict[int, Grant]) -> dict[int, Team]:
+    """The teams whose membership of ``user`` differs from ``wanted`` and sign-in may change, by team pk."""
+    held = {m.team_id: m for m in Membership.objects.select_related("team").filter(user=user)}
+    changes = {}
+    for pk in {*wanted, *held}:
+        membership, grant = held.get(pk), wanted.get(pk)
+        if membership is not None and membership.source != Membership.Source.OIDC:
+            continue
+        if membership is None or grant is None or membership.role != grant.role:
+            changes[pk] = grant.team if grant is not None else membership.team
+    return changes
 
 
 def _sync_one(user, membership: Membership | None, grant: Grant | None, groups: list[str]) -> None:

@@ -7,8 +7,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from portal.csp import POLICY
 from portal.env import env_choice, env_group_map
-from teams.models import AuditEvent, GroupMapping, Role
-from tests.factories import make_team
+from teams.models import AuditEvent, GroupMapping, Membership, Role
+from tests.factories import add_member, make_team, make_user
 
 URL = "/admin/sso/preview/"
 
@@ -113,3 +113,14 @@ def test_the_variables_fail_loudly_with_their_name(monkeypatch):
     monkeypatch.setenv("SLIPWAY_LOCAL_LOGIN", "nobody")
     with pytest.raises(ImproperlyConfigured, match="SLIPWAY_LOCAL_LOGIN must be one of all, staff"):
         env_choice("SLIPWAY_LOCAL_LOGIN", "all", ("all", "staff"))
+
+
+def test_the_team_page_says_which_memberships_follow_the_groups(client, team, team_admin):
+    synced = make_user("uma")
+    Membership.objects.create(team=team, user=synced, role=Role.MEMBER, source=Membership.Source.OIDC)
+    by_hand = add_member(team, make_user("vic"), Role.VIEWER)
+    client.force_login(team_admin)
+    html = client.get(f"/teams/{team.slug}/").content.decode()
+    rows = {chunk.split('"', 1)[0]: chunk.split("</tr>", 1)[0] for chunk in html.split('<tr id="member-')[1:]}
+    assert "via SSO groups" in rows[str(Membership.objects.get(user=synced).pk)]
+    assert "via SSO groups" not in rows[str(by_hand.pk)]

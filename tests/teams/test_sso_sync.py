@@ -21,7 +21,7 @@ from tests.threads import in_thread, paused_after, wait_until_lock_waiter
     ({"groups": ["a", "b", "a"]}, "groups", ["a", "b"]),
     ({"groups": "solo"}, "groups", ["solo"]),
     ({"groups": []}, "groups", []),
-    ({"groups": ["a", 7, None, {"x": 1}, ""]}, "groups", ["a", "7"]),
+    ({"groups": ["a", 7, True, None, {"x": 1}, ""]}, "groups", ["a", "7"]),
     ({"realm_access": {"roles": ["ml-admins"]}}, "realm_access.roles", ["ml-admins"]),
 ])
 def test_it_reads_the_groups_claim_at_a_dotted_path(claims, path, groups):
