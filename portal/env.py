@@ -165,3 +165,22 @@ def parse_database_url(url: str) -> dict:
         path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else parsed.path
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": path or ":memory:"}
     raise ImproperlyConfigured(f"DATABASE_URL scheme {scheme!r} is not supported (use postgres:// or sqlite:///)")
+
+
+def env_group_map(name: str) -> tuple[tuple[str, str, str], ...]:
+    """``"<group>=<team-slug>:<role>,…"`` as ``((group, team slug, role), …)``; unset or empty: none.
+
+    Only the shape is checked here (settings load before the apps): that each role is a role and
+    each team exists is checked where the map is seeded (:mod:`teams.sso`, system check
+    ``slipway.E002``). A group may itself contain ``=`` (LDAP DNs do): the last ``=`` splits.
+    """
+    entries = []
+    for item in (part.strip() for part in (os.environ.get(name) or "").split(",")):
+        if not item:
+            continue
+        group, eq, target = item.rpartition("=")
+        slug, colon, role = target.partition(":")
+        if not eq or not group.strip() or not colon or not slug.strip() or not role.strip():
+            raise ImproperlyConfigured(f"{name} entries look like <group>=<team-slug>:<role>, got {item!r}")
+        entries.append((group.strip(), slug.strip(), role.strip().lower()))
+    return tuple(entries)

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from portal.env import (
     derived_fernet_key,
     env_bool,
     env_choice,
     env_float,
+    env_group_map,
     env_int,
     env_list,
     env_networks,
@@ -56,6 +59,12 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "template_partials",
+    # Single sign-on (OpenID Connect): only the provider's login and callback URLs are mounted, none
+    # of allauth's own account pages (teams/oidc.py, docs/sso.md).
+    "allauth",
+    "allauth.account",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
     # Slipway's apps, bottom layer first (DESIGN.md §1; tests/test_layers.py holds the order).
     "core",
     "teams",
@@ -85,6 +94,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # allauth's per-request state (its system check requires it); inert without single sign-on.
+    "allauth.account.middleware.AccountMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -195,6 +206,36 @@ AUTHENTICATION_BACKENDS = ["teams.throttle.ThrottledModelBackend"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
+
+# Single sign-on with OpenID Connect (docs/sso.md): on when the issuer and client id are set.
+# The issuer exactly as the provider's discovery document states it; the groups claim may be a
+# dotted path (realm_access.roles); the group map seeds staff's group mappings (teams.sso).
+SLIPWAY_OIDC_ISSUER = env_str("SLIPWAY_OIDC_ISSUER", "")
+SLIPWAY_OIDC_CLIENT_ID = env_str("SLIPWAY_OIDC_CLIENT_ID", "")
+SLIPWAY_OIDC_CLIENT_SECRET = env_str("SLIPWAY_OIDC_CLIENT_SECRET", "")
+SLIPWAY_OIDC_GROUPS_CLAIM = env_str("SLIPWAY_OIDC_GROUPS_CLAIM", "groups") or "groups"
+SLIPWAY_OIDC_GROUP_MAP = env_group_map("SLIPWAY_OIDC_GROUP_MAP")
+# The login page's button says "Sign in with <this>".
+SLIPWAY_OIDC_NAME = env_str("SLIPWAY_OIDC_NAME", "single sign-on") or "single sign-on"
+# Who may still sign in with a password: everyone (all) or platform staff only (staff, the
+# break-glass door once everyone else signs in through the provider).
+SLIPWAY_LOCAL_LOGIN = env_choice("SLIPWAY_LOCAL_LOGIN", "all", ("all", "staff"))
+# Whom people are told to ask for a team (an address, a channel); empty: "a platform admin".
+SLIPWAY_STAFF_CONTACT = env_str("SLIPWAY_STAFF_CONTACT", "")
+if bool(SLIPWAY_OIDC_ISSUER) != bool(SLIPWAY_OIDC_CLIENT_ID):
+    raise ImproperlyConfigured("Single sign-on needs both SLIPWAY_OIDC_ISSUER and SLIPWAY_OIDC_CLIENT_ID (or neither)")
+# allauth: the provider app comes from the settings above (teams.oidc.SlipwaySocialAccountAdapter),
+# every ID token's signature is checked (teams.oidc.SlipwayOpenIDConnectProvider), a first
+# sign-in creates the user without a form, and the provider's e-mail is trusted as given.
+SOCIALACCOUNT_ADAPTER = "front.sso.SlipwaySocialAccountAdapter"
+SOCIALACCOUNT_PROVIDERS = {"openid_connect": {"provider_class": "teams.oidc.SlipwayOpenIDConnectProvider"}}
+SOCIALACCOUNT_AUTO_SIGNUP = True
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = False
+SOCIALACCOUNT_STORE_TOKENS = False
+SOCIALACCOUNT_REQUESTS_TIMEOUT = 10
+ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_UNIQUE_EMAIL = False
+ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = False
 
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
 # Kubernetes probes hit these over plain HTTP inside the cluster.

@@ -89,9 +89,12 @@ PORTAL_TEAM_ROUTES = {
 OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-token", "jobs:run-list", "jobs:run-new",
               "jobs:run-preview", "inference:endpoint-list", "inference:endpoint-new", "inference:endpoint-preview",
               "usage", "usage-report", "team-list", "flavor-list", "login", "logout"}
+#: Single sign-on's flow (front.sso): the provider login and callback, and the deactivated-account page. They
+#: hold no team's objects; what they may change (the signing-in person's own memberships) is tests/sso's.
+SIGN_IN_ROUTES = {"openid_connect_login", "openid_connect_callback", "account_inactive"}
 #: Staff-only pages.
 STAFF_ROUTES = {"admin-capacity", "admin-showback", "admin-workloads", "admin-workload-end",
-                "admin-workload-action"}
+                "admin-workload-action", "admin-sso-preview"}
 #: Public by design: probes and the API contract.
 PUBLIC_ROUTES = {"healthz", "readyz", "api-schema", "api-docs"}
 
@@ -110,7 +113,7 @@ def route_names() -> set[str]:
 
 def test_every_route_is_in_the_matrix():
     known = (set(OBJECT_ROUTES) | set(TEAM_ROUTES) | set(PORTAL_TEAM_ROUTES) | OWN_ROUTES | STAFF_ROUTES
-             | set(STAFF_API_ROUTES) | PUBLIC_ROUTES)
+             | set(STAFF_API_ROUTES) | PUBLIC_ROUTES | SIGN_IN_ROUTES)
     assert sorted(route_names() - known) == [], "routes missing from the isolation matrix"
     assert sorted(known - route_names()) == [], "the matrix names routes that no longer exist"
 
@@ -343,7 +346,8 @@ def test_revoked_and_expired_tokens_are_refused(world, member):
     assert client.get(path).status_code == 401
 
 
-@pytest.mark.parametrize("path", ["/admin/capacity/", "/admin/showback/", "/admin/workloads/",
+@pytest.mark.parametrize("path", ["/admin/capacity/", "/admin/showback/", "/admin/workloads/", "/admin/sso/preview/",
+                                  "/admin/portal/groupmapping/",
                                   "/admin/quotas/teamquota/", "/admin/quotas/gpuflavor/", "/admin/portal/team/",
                                   "/admin/portal/auditevent/"])
 def test_staff_pages_refuse_everyone_else(world, member, team_admin, path, staff):

@@ -24,7 +24,7 @@ from portal.celery import app as celery_app
 REPO = Path(__file__).resolve().parents[2]
 SETTINGS_FILE = REPO / "portal" / "settings.py"
 #: Every variable the settings read (the same scan the .env.example test uses).
-READ_VARIABLES = sorted(set(re.findall(r'env_(?:str|bool|int|float|list|networks|choice)\(\s*"([A-Z0-9_]+)"', SETTINGS_FILE.read_text())))
+READ_VARIABLES = sorted(set(re.findall(r'env_(?:str|bool|int|float|list|networks|choice|group_map)\(\s*"([A-Z0-9_]+)"', SETTINGS_FILE.read_text())))
 
 
 @pytest.fixture
