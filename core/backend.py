@@ -59,6 +59,9 @@ class OfferedCluster:
     name: str
     region: str = ""
     labels: dict = field(default_factory=dict, hash=False)
+    #: Flavor name → its price per unit-hour there (and spot), where the backend knows one.
+    prices: dict = field(default_factory=dict, hash=False)
+    spot_prices: dict = field(default_factory=dict, hash=False)
 
 
 def cluster_config() -> ClusterConfig:
@@ -117,7 +120,7 @@ def offered_clusters() -> list[OfferedCluster]:
     offered = getattr(factory, "offered_clusters", None)
     if offered is None:
         return [OfferedCluster(settings.SLIPWAY_CLUSTER_NAME)]
-    return [OfferedCluster(c.name, c.region, dict(c.labels)) for c in offered()]
+    return [OfferedCluster(c.name, c.region, dict(c.labels), dict(c.prices), dict(c.spot_prices)) for c in offered()]
 
 
 @receiver(setting_changed, dispatch_uid="slipway-cluster-backend-changed")

@@ -20,6 +20,7 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+import core.backend
 import fleet.services as fleet
 from cluster.capacity import offers
 from cluster.errors import ClusterError
@@ -35,7 +36,16 @@ from quotas.admission import (
     units_in_use,
 )
 from quotas.ledger import MonthSpend, committed_by_team, month_end, month_spend, month_start, spent_month
-from quotas.models import BudgetMonth, Cohort, GpuFlavor, QueuedRequest, TeamBudget, TeamQuota, TeamSharing
+from quotas.models import (
+    BudgetMonth,
+    ClusterPrice,
+    Cohort,
+    GpuFlavor,
+    QueuedRequest,
+    TeamBudget,
+    TeamQuota,
+    TeamSharing,
+)
 from quotas.tasks import sync_team_quota
 from teams.models import AuditEvent, Team
 from teams.services import audit, lock_team
@@ -491,6 +501,50 @@ def set_flavor_prices(actor, flavor: GpuFlavor, price_per_hour: Decimal, spot_pr
     return flavor
 
 
+def set_cluster_price(actor, flavor: GpuFlavor, cluster, price_per_hour: Decimal | None,
+                      spot_price_per_hour: Decimal | None = None, ip: str | None = None) -> ClusterPrice | None:
+    """Price ``flavor`` on ``cluster`` (``price_per_hour`` None: the flavor's price again); audited
+    with old and new. Usage already recorded keeps its old cost; open segments are priced anew."""
+    row = ClusterPrice.objects.filter(flavor=flavor, cluster=cluster).first()
+    before = None if row is None else {"price_per_hour": stored_amount(row.price_per_hour),
+                                       "spot_price_per_hour": stored_amount(row.spot_price_per_hour)}
+    if price_per_hour is None:
+        if row is not None:
+            row.delete()
+        row, after = None, None
+    else:
+        row, _ = ClusterPrice.objects.update_or_create(
+            flavor=flavor, cluster=cluster,
+            defaults={"price_per_hour": price_per_hour, "spot_price_per_hour": spot_price_per_hour})
+        after = {"price_per_hour": stored_amount(price_per_hour), "spot_price_per_hour": stored_amount(spot_price_per_hour)}
+    if before != after:
+        audit(AuditEvent.Action.PRICE_CHANGED, actor=actor, target=f"flavor {flavor.name} on {cluster.name}", ip=ip,
+              flavor=flavor.name, cluster=cluster.name, old=before, new=after)
+    return row
+
+
+def seed_cluster_prices() -> int:
+    """Give each cluster the prices its backend offers it at (the sandbox inventory's ``prices``),
+    for flavors that exist and clusters not priced yet: a staff change is never overwritten.
+    Returns how many prices were set."""
+    made = 0
+    flavors = {f.name: f for f in GpuFlavor.objects.all()}
+    offered = {o.name: o for o in core.backend.offered_clusters()}
+    for cluster in fleet.clusters():
+        seed = offered.get(cluster.name)
+        if seed is None:
+            continue
+        for name, price in seed.prices.items():
+            flavor = flavors.get(name)
+            if flavor is None:
+                continue
+            _row, created = ClusterPrice.objects.get_or_create(
+                flavor=flavor, cluster=cluster,
+                defaults={"price_per_hour": price, "spot_price_per_hour": seed.spot_prices.get(name)})
+            made += created
+    return made
+
+
 # -- capacity ------------------------------------------------------------------------------
 
 
@@ -558,7 +612,7 @@ def cluster_flavors(cluster) -> list[dict]:
         serving = [n for n in nodes if offers(n, spec)]
         if serving:
             rows.append({"flavor": flavor.name, "capacity": sum(n.allocatable for n in serving),
-                         "free": sum(n.free for n in serving), "price_per_hour": flavor.price_per_hour})
+                         "free": sum(n.free for n in serving), "price_per_hour": flavor.price(False, cluster.pk)})
     return rows
 
 

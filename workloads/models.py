@@ -196,9 +196,14 @@ class Workload(models.Model):
         return max((end or self.started_at) - self.started_at, timedelta(0))
 
     # -- money ----------------------------------------------------------------------------------
+    def unit_price(self) -> Decimal:
+        """What one of its unit-hours costs: its flavor's price on the cluster it was placed on
+        (:meth:`quotas.models.GpuFlavor.price`), spot or on-demand."""
+        return self.flavor.price(self.spot, self.cluster_id)
+
     def cost_at(self, now: datetime) -> Decimal:
         """Cost to ``now``: the ledger's part plus the open segment (exact to the second)."""
-        return cost_to(self.billed_cost, self.flavor.price(self.spot), self.open_units, self.billed_until, now)
+        return cost_to(self.billed_cost, self.unit_price(), self.open_units, self.billed_until, now)
 
     @property
     def cost_to_date(self) -> Decimal:
@@ -211,7 +216,7 @@ class Workload(models.Model):
 
     def cost_per_hour_at(self, units: int) -> Decimal:
         """What ``units`` of this workload's flavor cost per hour (spot or on-demand)."""
-        return cost_per_hour(self.flavor.price(self.spot), units)
+        return cost_per_hour(self.unit_price(), units)
 
 
 class SecretEnv(models.Model):

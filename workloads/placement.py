@@ -6,8 +6,8 @@ does not depend on the cluster). The choice and its reason are written on the wo
 conditional update, so two workers applying at once agree on one cluster. Every cluster is read
 live when it answers; one that does not is described by the nodes it last reported.
 
-Prices: each cluster offers a flavor at the flavor's price (a per-cluster price is not built yet:
-README "Several clusters").
+Prices: each cluster offers a flavor at its own price where staff set one
+(:class:`quotas.models.ClusterPrice`), else at the flavor's; billing charges the same price.
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ ONLY_CLUSTER = "{cluster}: the only cluster"
 def offers(clusters: list[Cluster], flavors, now: datetime) -> list[ClusterOffer]:
     """Each cluster as :func:`place` reads it: state, labels, its nodes now (as last seen when it does
     not answer), and the ``flavors``' prices."""
-    prices = {f.name: f.price_per_hour for f in flavors}
-    spot_prices = {f.name: f.spot_price_per_hour for f in flavors}
     found = []
     for cluster in clusters:
+        # Each cluster's own price of the flavor where it has one (quotas.models.ClusterPrice).
+        prices = {f.name: f.price(False, cluster.pk) for f in flavors}
+        spot_prices = {f.name: f.price(True, cluster.pk) for f in flavors}
         nodes = fleet.recorded_nodes(cluster)
         if cluster.placeable:
             try:

@@ -175,7 +175,7 @@ def _candidate(reservation: Reservation, workload, slugs: dict[int, str], stoppi
     if workload is not None:  # what it would lose (quotas.reclaim.work_lost) and whether it is protected
         facts = {"started_at": last_start(workload, now), "last_checkpoint_at": kind.last_checkpoint_at(workload),
                  "reports_checkpoints": kind.reports_checkpoints(workload),
-                 "price_per_hour": workload.flavor.price(workload.spot), "preemptions": workload.preemptions}
+                 "price_per_hour": workload.unit_price(), "preemptions": workload.preemptions}
     return Candidate(ref=reservation.ref, team=slugs[reservation.team_id],
                      units=reservation.borrowed_units if burst else reservation.units,
                      borrowed=reservation.borrowed_units, priority=reservation.priority,
@@ -194,7 +194,7 @@ def lost_work(kind: WorkloadKind, workload, units: int, now: datetime) -> tuple:
     start, checkpoint = last_start(workload, now), kind.last_checkpoint_at(workload)
     since, flavor = lost_since(start, checkpoint), workload.flavor
     return (interval_gpu_hours(flavor.gpu_fraction, units, since, now),
-            interval_cost(flavor.price(workload.spot), units, since, now), since, since != start)
+            interval_cost(workload.unit_price(), units, since, now), since, since != start)
 
 
 def lost_words(since: datetime | None, now: datetime, checkpointed: bool = False) -> str:

@@ -271,10 +271,10 @@ def _by_cost(filtered: dict, now: datetime) -> list[tuple]:
     workload's billing columns (one narrow query per kind, no joins) and order here.
     """
     prices = GpuFlavor.objects.in_bulk()
-    keys = [(cost_to(billed, prices[flavor_id].price(spot), units, since, now), created, prefix, pk)
+    keys = [(cost_to(billed, prices[flavor_id].price(spot, cluster_id), units, since, now), created, prefix, pk)
             for prefix, workloads in filtered.items()
-            for pk, created, billed, flavor_id, units, spot, since in workloads.values_list(
-                "pk", "created_at", "billed_cost", "flavor_id", "open_units", "spot", "billed_until")]
+            for pk, created, billed, flavor_id, units, spot, since, cluster_id in workloads.values_list(
+                "pk", "created_at", "billed_cost", "flavor_id", "open_units", "spot", "billed_until", "cluster_id")]
     return sorted(keys, reverse=True)
 
 

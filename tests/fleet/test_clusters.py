@@ -11,17 +11,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from cluster.backends.base import NodeCapacity
 from cluster.errors import Transient
-from cluster.manifests.common import node_selector
 from fleet.models import Cluster
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from jobs.services import submit_run
-from quotas.models import GpuFlavor, QueuedRequest, Reservation, UsageRecord
+from quotas.models import QueuedRequest, Reservation, UsageRecord
 from teams.models import AuditEvent
-from tests.backends import use_backends
-from tests.fakes import FakeBackend
+from tests.fleet.conftest import _a100, apply, iso, node
 from tests.jobs.conftest import run_payload
 from workloads import reconcile as rec
 from workloads.models import ReasonCode
@@ -29,44 +25,6 @@ from workloads.tasks import apply_workload, reconcile_cluster
 
 pytestmark = pytest.mark.django_db
 NS = "team-ml-research"
-
-
-def node(name: str, flavor, free: int, total: int = 8) -> NodeCapacity:
-    spec = flavor.to_spec()
-    return NodeCapacity(name, spec.resource_name, total, total - free, labels=dict(node_selector(spec)))
-
-
-@pytest.fixture
-def clusters(settings, flavors):
-    """``east`` with 2 free A100s, ``west`` with 8; both ready."""
-    a100 = flavors["a100-80gb"]
-    backends = use_backends(settings, {
-        "east": FakeBackend(nodes=[node("east-a100-0", a100, free=2)]),
-        "west": FakeBackend(nodes=[node("west-a100-0", a100, free=8)]),
-    })
-    Cluster.objects.create(name="east", region="us-east", labels={"site": "onprem"})
-    Cluster.objects.create(name="west", region="us-west", labels={"site": "cloud"})
-    return backends
-
-
-@pytest.fixture
-def submit(member, team, quota, published):
-    def make(**overrides) -> TrainingRun:
-        data = run_payload(**overrides)
-        data.pop("team")
-        return submit_run(member, team, data)
-
-    return make
-
-
-def apply(run) -> TrainingRun:
-    assert apply_workload("run", run.pk) == "applied"
-    run.refresh_from_db()
-    return run
-
-
-def iso(dt) -> str:
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def test_a_run_goes_to_exactly_one_cluster_the_one_with_room_and_says_why(clusters, submit):
@@ -209,9 +167,6 @@ def test_work_that_started_is_never_withdrawn(clusters, submit, settings):
     run.refresh_from_db()
     assert run.cluster.name == home
 
-
-def _a100() -> GpuFlavor:
-    return GpuFlavor.objects.get(name="a100-80gb")
 
 
 def test_the_admin_lists_each_clusters_health_and_drains_it(clusters, staff, client):
