@@ -91,7 +91,8 @@ def _rejection_errors(request: RunRequest, decision: admission.Decision) -> dict
 def _check_team_facts(team: Team, request: RunRequest) -> GpuFlavor:
     """Checks that need the database, with field errors: flavor, name free among active runs."""
     flavor, errors = workloads.check_flavor_and_name(
-        TrainingRun, team, request.flavor, request.name, f"The team already has an active run named {request.name!r}.")
+        TrainingRun, team, request.flavor, request.name, f"The team already has an active run named {request.name!r}.",
+        dict(request.cluster_selector))
     if errors:
         raise ValidationError(errors)
     return flavor
