@@ -203,7 +203,7 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: 
             status is None or kind.state_for(status, workload) not in kind.model.FINAL_STATES):
         # Being preempted: its quota stays held until its pods are gone, then it queues again.
         # (Work that ends on its own during the grace ends as it would have: the normal path.)
-        if preemption.follow(kind, backend, workload, obs is not None, now):
+        if preemption.follow(kind, backend, workload, obs, now):
             report.requeued.append(workload.ref)
             teams.add(workload.team_id)
         return None
