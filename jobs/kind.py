@@ -47,7 +47,8 @@ def checkpoint_spec(run: TrainingRun) -> CheckpointSpec | None:
     return CheckpointSpec(
         claim=volume or provided_claim_name(run.cluster_name), provided=not volume,
         grace_seconds=int(run.checkpoint["grace_seconds"]), attempt=run.attempt, resume_from=run.last_checkpoint_path,
-        storage=settings.SLIPWAY_CHECKPOINT_STORAGE, storage_class=settings.SLIPWAY_CHECKPOINT_STORAGE_CLASS or None,
+        # As recorded at submission: the claim each attempt applies again keeps its size and class.
+        storage=run.checkpoint_storage, storage_class=run.checkpoint_storage_class or None,
         report_url=_report_url(run),
     )
 

@@ -18,6 +18,7 @@ from rest_framework.test import APIClient
 
 from cluster.backends.base import NOTICE_ANNOTATION
 from jobs.constants import RunState
+from jobs.kind import TrainingKind
 from jobs.models import TrainingRun
 from quotas.models import PreemptionEvent, UsageRecord
 from sandbox.models import SimObject
@@ -150,3 +151,39 @@ def test_a_checkpoint_line_in_the_log_counts_when_the_run_is_preempted(timeline,
     assert run.last_checkpoint_step and run.last_checkpoint_path.endswith(f"step-{run.last_checkpoint_step}")
     event = PreemptionEvent.objects.get(ref=run.ref)
     assert "of work since its last checkpoint lost" in event.reason
+
+
+def claim_spec(run_id: int) -> dict:
+    return SimObject.objects.get(kind="PersistentVolumeClaim", name=f"run-{run_id}-checkpoints").manifest["spec"]
+
+
+def test_a_changed_claim_size_setting_never_reaches_a_runs_existing_claim(timeline, flavors, staff, settings):
+    """The size (and class) of a run's checkpoint claim is the one of its submission: attempt 2
+    applies its claim again unchanged, though SLIPWAY_CHECKPOINT_STORAGE changed meanwhile
+    (a smaller request would be refused by the API server, and the run fail)."""
+    settings.SLIPWAY_CHECKPOINT_STORAGE = "50Gi"
+    cohort_pair(staff, reclaim="any", min_runtime_minutes=0, preemption_delay_seconds=0)
+    alice, noor = member_api("vision", "alice")[0], member_api("nlp-platform", "noor")[0]
+    submit(alice, "vision", "own", "2h")
+    borrowed = submit(alice, "vision", "borrowed", "10m", checkpoint={"grace_seconds": 10})
+    timeline.cycles(6)
+    assert TrainingRun.objects.get(pk=borrowed).state == RunState.RUNNING
+    assert claim_spec(borrowed)["resources"]["requests"]["storage"] == "50Gi"
+
+    settings.SLIPWAY_CHECKPOINT_STORAGE, settings.SLIPWAY_CHECKPOINT_STORAGE_CLASS = "20Gi", "fast-ssd"
+    mine = submit(noor, "nlp-platform", "short", "1m")
+    for _ in range(60):  # preempted, then back as attempt 2 once nlp-platform's minute is over
+        timeline.cycle()
+        run = TrainingRun.objects.get(pk=borrowed)
+        if run.attempt == 2 and run.state == RunState.RUNNING:
+            break
+    assert TrainingRun.objects.get(pk=mine).state == RunState.SUCCEEDED
+    run = TrainingRun.objects.get(pk=borrowed)
+    assert (run.state, run.attempt) == (RunState.RUNNING, 2), run.reason
+    assert claim_spec(borrowed) == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "50Gi"}}}
+    # A run submitted now gets the claim the settings say now.
+    later = TrainingRun.objects.get(pk=submit(alice, "vision", "later", "1m", checkpoint={}))
+    claims = [o for o in TrainingKind().manifests(later) if o["kind"] == "PersistentVolumeClaim"]
+    assert [c["spec"] for c in claims] == [{"accessModes": ["ReadWriteOnce"], "storageClassName": "fast-ssd",
+                                            "resources": {"requests": {"storage": "20Gi"}}}]
+
