@@ -254,3 +254,20 @@ def test_a_run_whose_next_attempt_is_refused_loses_its_claim(refusing, flavors, 
     assert report.kept_deleted == [f"run-{borrowed}"] and not claim_exists(borrowed)
     timeline.cycles(2)
     assert not claim_exists(borrowed) and TrainingRun.objects.get(pk=borrowed).state == RunState.FAILED
+
+
+def test_a_run_whose_job_vanished_loses_its_claim(timeline, flavors, staff):
+    """Someone deleted the run's Job behind Slipway's back: the run fails ("vanished") and its claim,
+    which nothing else would delete, goes with the cycle that fails it."""
+    cohort_pair(staff)
+    alice = member_api("vision", "alice")[0]
+    run_id = submit(alice, "vision", "lonely", "2h", checkpoint={})
+    timeline.cycles(6)
+    assert TrainingRun.objects.get(pk=run_id).state == RunState.RUNNING and claim_exists(run_id)
+    SimObject.objects.filter(kind="Job", name=f"run-{run_id}").delete()
+    for _ in range(6):
+        report = timeline.cycle()
+        if report.vanished:
+            break
+    assert report.vanished == [f"run:{run_id}"] and report.kept_deleted == [f"run-{run_id}"]
+    assert TrainingRun.objects.get(pk=run_id).state == RunState.FAILED and not claim_exists(run_id)
