@@ -17,6 +17,7 @@ import dataclasses
 import re
 from datetime import timedelta
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -117,7 +118,7 @@ def submit_run(user, team: Team | str, request: RunRequest | dict) -> TrainingRu
     try:
         with transaction.atomic():
             run = TrainingRun.objects.create(team=team, created_by=user, flavor=flavor, run_token_hash=token_hash,
-                                             **request.as_fields())
+                                             **request.as_fields(), **checkpoint_claim(request))
             secrets.store(run, request.secret_env, ((RUN_TOKEN_ENV, token),) if token else ())
             decision = workloads.admit_new(run)
             if decision.rejected:
@@ -128,6 +129,16 @@ def submit_run(user, team: Team | str, request: RunRequest | dict) -> TrainingRu
         # Two submissions with one name raced past the check above; the constraint decided.
         raise ValidationError({"name": [f"The team already has an active run named {request.name!r}."]}) from None
     return run
+
+
+def checkpoint_claim(request: RunRequest) -> dict[str, str]:
+    """The size and class of the checkpoint claim Slipway will provide the run, as the settings say now
+    ({} without one). Recorded on the run: every attempt applies its claim with these, whatever
+    the settings say by then (:attr:`jobs.models.TrainingRun.checkpoint_storage`)."""
+    if request.checkpoint is None or request.checkpoint.volume:
+        return {}
+    return {"checkpoint_storage": settings.SLIPWAY_CHECKPOINT_STORAGE,
+            "checkpoint_storage_class": settings.SLIPWAY_CHECKPOINT_STORAGE_CLASS}
 
 
 def preview_run(team: Team, data: dict) -> Forecast:
