@@ -126,13 +126,14 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
     reservation becomes a queue entry dated from its first submission, and what the apply needs
     starts afresh, as its next ``attempt`` — its ``preemptions`` were counted when it was chosen, no retry is spent. Its
     reason is the preemption's ("preempted: team … reclaimed …") unless ``reason`` says another
-    (a run taken off a lost cluster). The next attempt stays on its cluster when it keeps objects
-    there across attempts (a run's checkpoint claim is one cluster's), else it is placed afresh;
-    ``place_again`` says so explicitly (a lost cluster: placed afresh). False when there was nothing to do.
+    (a run taken off a lost cluster). The next attempt stays on its cluster when its kind keeps
+    objects across attempts (a run's checkpoint claim is one cluster's: runs come back where they
+    were), else it is placed afresh; ``place_again`` says so explicitly (a lost cluster: placed
+    afresh). False when there was nothing to do.
     """
     lc = kind.lifecycle
     if place_again is None:
-        place_again = not kind.keeps_across_attempts(workload)
+        place_again = not any(r.kept_across_attempts for r in kind.resources)
     placement = {"cluster": None, "placement_reason": "", "placed_at": None} if place_again else {}
     with transaction.atomic():
         admission.lock_admission(workload.team)
