@@ -1,6 +1,6 @@
 """Fixtures of the notification tests: a real HTTP receiver on 127.0.0.1 that checks signatures.
 
-The receiver (pytest-httpserver, a werkzeug server in a thread) verifies each request the way
+The receiver (pytest-httpserver: a werkzeug server, a thread per request) verifies each request the way
 docs/notifications.md tells a receiver to, with the secret Slipway showed when the webhook was
 created, and keeps what it got.
 """
@@ -14,14 +14,10 @@ import threading
 from dataclasses import dataclass, field
 
 import pytest
+from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from notifications.constants import DELIVERY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER
-
-
-@pytest.fixture(scope="session")
-def httpserver_listen_address():
-    return ("127.0.0.1", 0)
 
 
 @pytest.fixture(autouse=True)
@@ -56,21 +52,27 @@ class Receiver:
     holding: threading.Event = field(default_factory=threading.Event)  #: set while a request is held
     release: threading.Event = field(default_factory=threading.Event)
     hold: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def handle(self, request: Request) -> Response:
-        self.got.append(Received(request.headers.get(DELIVERY_HEADER, ""), verify(self.secret, request),
-                                 json.loads(request.get_data())))
-        if self.hold:
-            self.hold = False
+        with self.lock:
+            self.got.append(Received(request.headers.get(DELIVERY_HEADER, ""), verify(self.secret, request),
+                                     json.loads(request.get_data())))
+            held, self.hold = self.hold, False
+            status = self.statuses.pop(0) if self.statuses else 200
+        if held:
             self.holding.set()
             self.release.wait(timeout=60)
-        status = self.statuses.pop(0) if self.statuses else 200
         return Response("ok" if status < 300 else "boom", status=status)
 
 
 @pytest.fixture
-def receiver(httpserver) -> Receiver:
-    hook = Receiver(url=httpserver.url_for("/hook"))
-    httpserver.expect_request("/hook", method="POST").respond_with_handler(hook.handle)
+def receiver() -> Receiver:
+    server = HTTPServer(host="127.0.0.1", threaded=True)
+    server.start()
+    hook = Receiver(url=server.url_for("/hook"))
+    server.expect_request("/hook", method="POST").respond_with_handler(hook.handle)
     yield hook
     hook.release.set()
+    server.clear()
+    server.stop()
