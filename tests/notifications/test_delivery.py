@@ -6,10 +6,13 @@ says, with the secret shown when the webhook was created.
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 
 import pytest
+from cryptography.fernet import Fernet
 from django.core import mail
+from django.core.management import call_command
 from django.utils import timezone
 
 from notifications import delivery, events
@@ -122,3 +125,15 @@ def test_two_workers_on_one_delivery_send_it_once(team, hooked):
     assert errors == [] and results == ["sent"]
     assert len(hooked.got) == 1
 
+
+
+def test_a_key_rotation_reseals_the_webhook_secrets(team, team_admin, settings):
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    settings.SLIPWAY_SECRET_KEYS = [old]
+    _hook, secret = create_webhook(team_admin, team, "https://hooks.example.com/x", [EventKind.RUN_FAILED])
+    settings.SLIPWAY_SECRET_KEYS = [new, old]
+    out = io.StringIO()
+    call_command("reseal_webhook_secrets", stdout=out)
+    assert "Re-encrypted the secret of 1 webhook under" in out.getvalue()
+    settings.SLIPWAY_SECRET_KEYS = [new]  # the old key can go
+    assert delivery.webhook_secret(Webhook.objects.get()) == secret
