@@ -21,7 +21,7 @@ from jobs.constants import RunState
 from jobs.models import TrainingRun
 from notifications.constants import EventKind
 from notifications.models import Event
-from workloads.registry import kinds
+from workloads.registry import kind_of, kinds
 
 #: The workload moves that are events: (the kind's model, its new state) → the event's kind.
 MOVES: dict[tuple[type, str], EventKind] = {
@@ -44,7 +44,7 @@ def workload_moved(model: type, workload, state: str, reason: str, at: datetime)
     kind = MOVES.get((model, state))
     if kind is None:
         return None
-    noun = "Run" if model is TrainingRun else "Endpoint"
+    noun = kind_of(workload).noun.capitalize()
     said = {EventKind.RUN_SUCCEEDED: "succeeded", EventKind.RUN_FAILED: "failed",
             EventKind.ENDPOINT_DEGRADED: "is degraded"}[kind]
     title = f"{noun} {workload.name} {said}"

@@ -13,6 +13,9 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from inference.constants import EndpointState
+from inference.models import InferenceEndpoint
+from inference.services import create_endpoint
 from jobs.constants import RunState
 from jobs.services import submit_run
 from notifications import delivery, events
@@ -23,12 +26,15 @@ from quotas.ledger import record_usage
 from quotas.models import TeamBudget
 from teams.models import Role
 from tests.factories import add_member, make_user
+from tests.inference.conftest import endpoint_payload
+from tests.inference.scripted import show
 from tests.jobs.conftest import run_payload
 from tests.jobs.test_reconcile import NS, applied, iso
 from tests.jobs.test_spot_interruption import disrupt, running  # noqa: F401  (the running-run fixture)
 from workloads import lifecycle
 from workloads import reconcile as rec
 from workloads.models import ReasonCode
+from workloads.tasks import apply_workload
 
 pytestmark = pytest.mark.django_db
 FAN_OUT = "notifications.tasks.fan_out"
@@ -137,3 +143,16 @@ def test_an_event_fans_out_once_to_the_teams_webhooks_and_its_members_subscripti
         (Channel.WEBHOOK, "https://hooks.example.com/slipway")]
     assert Delivery.objects.count() == 3 and {d.webhook_id for d in rows} == {hook.pk, None}
     assert EmailSubscription.objects.filter(user=leaver).exists() and Webhook.objects.count() == 2
+
+
+def test_an_endpoint_degraded_twice_is_two_events_and_a_replay_none(member, team, ep_quota, published, fake_backend):
+    endpoint = create_endpoint(member, team, endpoint_payload())
+    assert apply_workload("ep", endpoint.pk) == "applied"
+    t0 = timezone.now()
+    for minutes, ready in ((0, 2), (11, 1), (12, 1), (13, 2), (24, 1)):
+        # A replica stays unready past the grace (10 min) from t0: degraded; then ready again; then degraded again.
+        show(fake_backend, endpoint, desired=2, ready=ready, at=t0)
+        rec.reconcile(fake_backend, now=t0 + timedelta(minutes=minutes))
+    assert InferenceEndpoint.objects.get(pk=endpoint.pk).state == EndpointState.DEGRADED
+    titles = list(Event.objects.order_by("created_at").values_list("kind", "title"))
+    assert titles == [(EventKind.ENDPOINT_DEGRADED, f"Endpoint {endpoint.name} is degraded")] * 2
