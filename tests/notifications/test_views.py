@@ -160,3 +160,15 @@ def test_the_team_page_shows_admins_the_delivery_log_in_constant_queries(
     login(client, member)
     html = client.get("/teams/ml-research/").content.decode()
     assert "Run ours failed" not in html and 'href="/teams/ml-research/notifications/"' in html
+
+
+def test_the_page_reads_the_webhooks_in_constant_queries(client, team_admin, team, django_assert_num_queries):
+    create_webhook(team_admin, team, "https://hooks.example.com/0", [EventKind.RUN_FAILED])
+    login(client, team_admin)
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(PAGE).status_code == 200
+    for n in range(1, 8):
+        create_webhook(team_admin, team, f"https://hooks.example.com/{n}", [EventKind.BUDGET_ALERT])
+    with django_assert_num_queries(len(queries)):
+        html = client.get(PAGE).content.decode()
+    assert html.count('class="row-form"') == 8 and "Budget alert" in html
