@@ -5,6 +5,7 @@ import json
 from django import forms
 from django.core.exceptions import ValidationError
 
+from core.forms import ServiceErrorsForm
 from teams.models import Role
 from teams.sso import MissingGroupsClaimError, claim_groups
 
@@ -15,17 +16,6 @@ class ApiTokenForm(forms.Form):
         required=False, min_value=1, max_value=3650, label="Expires after (days)",
         help_text="Leave empty for a token that does not expire.",
     )
-
-
-class ServiceErrorsForm(forms.Form):
-    """A form whose service may still refuse the input with a ``ValidationError`` keyed by field."""
-
-    def add_service_errors(self, error: ValidationError) -> None:
-        """Put the service's field errors next to the matching inputs (others above the form)."""
-        for field, messages in error.message_dict.items():
-            target = field if field in self.fields else None
-            for message in messages:
-                self.add_error(target, message)
 
 
 class AddMemberForm(ServiceErrorsForm):

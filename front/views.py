@@ -29,6 +29,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from front.forms import AddMemberForm, ApiTokenForm, RoleForm, TeamSettingsForm
+from notifications.services import delivery_log
 from quotas.api import csv_download
 from quotas.ledger import month_start
 from quotas.reports import (
@@ -151,6 +152,8 @@ def _team_page(request: HttpRequest, membership: Membership, *, add_form: AddMem
             "members_may_cancel_teammates_work": team.members_may_cancel_teammates_work}) if is_admin else None,
     }
     context["sharing"] = team_sharing(team, context["usage"])
+    # The log names subscribers' addresses and the team's webhook URLs: its admins only.
+    context["deliveries"] = delivery_log(team) if is_admin else None
     return render(request, "portal/team.html", context, status=status)
 
 

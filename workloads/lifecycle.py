@@ -18,6 +18,7 @@ from quotas import admission, ledger
 from quotas.models import PreemptionEvent
 from teams.services import lock_team
 from workloads import billing, secrets
+from workloads.events import workload_moved
 from workloads.models import ReasonCode
 from workloads.registry import kind_of
 
@@ -87,6 +88,8 @@ def fail(workload, reason: str, code: ReasonCode, now: datetime | None = None) -
         if updated:
             _close_billing(workload, now)
             release_holdings(workload.ref)
+            workload_moved.send(sender=type(workload), workload=workload, state=kind.lifecycle.failed,
+                                reason=reason[:500], at=now)
     return bool(updated)
 
 

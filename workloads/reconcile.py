@@ -57,6 +57,7 @@ from teams.models import Team
 from workloads import billing, idle, lifecycle, placement, preemption
 from workloads.billing import BILLING_FIELDS, BillingPlan
 from workloads.constants import MAX_APPLY_ATTEMPTS, STEADY_BATCH, Message
+from workloads.events import workload_moved
 from workloads.identity import WorkloadId
 from workloads.models import ReasonCode, Workload
 from workloads.registry import WorkloadKind, kind_for, kinds, resource_kinds
@@ -159,7 +160,7 @@ def reconcile_cluster(cluster: Cluster, backend, now: datetime | None = None,
                     continue
                 if plan.steady:
                     steady.append(plan)
-                elif plan.changes and _apply(plan, report):
+                elif plan.changes and _apply(plan, report, now):
                     teams_to_admit.add(workload.team_id)
                     if plan.status.abandoned:
                         _delete_abandoned(backend, plan, report)
@@ -536,7 +537,7 @@ def _update_row(plan: _Plan) -> bool:
                 .update(**plan.changes))
 
 
-def _apply(plan: _Plan, report: ReconcileReport) -> bool:
+def _apply(plan: _Plan, report: ReconcileReport, now: datetime) -> bool:
     """Write one workload's plan in its own transaction. Returns True when it became final."""
     with transaction.atomic():
         if not _update_row(plan):
@@ -545,6 +546,10 @@ def _apply(plan: _Plan, report: ReconcileReport) -> bool:
         _record_bills([plan], report)
         if plan.final:
             lifecycle.release_holdings(plan.workload.ref)  # the quota back, the secret values gone
+        if "state" in plan.changes:
+            # In the move's transaction: a receiver's row commits with it, once (workloads.events).
+            workload_moved.send(sender=plan.kind.model, workload=plan.workload, state=plan.changes["state"],
+                                reason=plan.changes.get("reason", plan.workload.reason), at=now)
     return plan.final
 
 
