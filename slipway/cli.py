@@ -493,7 +493,7 @@ CHECKPOINT_URL = re.compile(r"^(?P<base>https?://.+?)/api/v1/runs/(?P<run>\d+)/c
               help="Where it is (under $SLIPWAY_CHECKPOINT_DIR): the next attempt's SLIPWAY_RESUME_FROM.")
 @click.pass_context
 def checkpoint(ctx: click.Context, run_id: int | None, step: int, checkpoint_path: str) -> None:
-    """Report a run's checkpoint (from inside the run, with its token).
+    """Report a run's checkpoint, from inside the run.
 
     A preempted or retried run resumes from the last checkpoint reported.
 
@@ -662,7 +662,7 @@ def month_range(month: str) -> tuple[str, str]:
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 @api_call
 def cost(client: Client, month: str, team: str | None, group_by: str, output: str) -> None:
-    """A month's GPU-hours and cost (by workload, day, flavor or user)."""
+    """A month's GPU-hours and cost, by workload, day, flavor or user."""
     since, until = month_range(month)
     rows = client.usage_report(team=team, since=since, until=until, group_by=group_by)
     if output != "table":

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from jobs.models import TrainingRun
 from slipway import cli as slipway_cli
-from slipway.client import Client, NotSignedIn
+from slipway.client import Client, NotSignedIn, new_lines
 from tests.fakes import pod
 from tests.jobs.conftest import run_payload
 from workloads.reconcile import reconcile
@@ -30,6 +30,11 @@ def write(path, payload) -> str:
 @pytest.fixture
 def spec(tmp_path):
     return write(tmp_path / "spec.yaml", run_payload(max_retries=0))
+
+
+def spec_lines(path: str) -> list[str]:
+    with open(path) as handle:
+        return handle.read().splitlines()
 
 
 def run_id_of(output: str) -> int:
@@ -190,10 +195,10 @@ def test_logs_follow_prints_new_lines_until_the_run_ends(cli, spec, fake_backend
 
 
 def test_new_lines_of_a_growing_tail_window():
-    assert slipway_cli.new_lines(["a", "b", "c"], ["b", "c", "d"]) == ["d"]
-    assert slipway_cli.new_lines(["a", "b"], ["a", "b"]) == []
-    assert slipway_cli.new_lines(["x"], ["y", "z"]) == ["y", "z"]
-    assert slipway_cli.new_lines([], ["a"]) == ["a"]
+    assert new_lines(["a", "b", "c"], ["b", "c", "d"]) == ["d"]
+    assert new_lines(["a", "b"], ["a", "b"]) == []
+    assert new_lines(["x"], ["y", "z"]) == ["y", "z"]
+    assert new_lines([], ["a"]) == ["a"]
 
 
 # -- bad input and refusals -------------------------------------------------------------------
@@ -216,7 +221,8 @@ def test_a_field_refused_by_the_api_is_named_with_the_file(cli, tmp_path):
     spec = write(tmp_path / "spec.yaml", run_payload(gpus_per_worker=0))
     result = cli("run", "-f", spec)
     assert result.exit_code == 1
-    assert result.stderr.startswith(f"Error: {spec}: gpus_per_worker: ")
+    line = spec_lines(spec).index("gpus_per_worker: 0") + 1
+    assert result.stderr.startswith(f"Error: {spec}, line {line}: gpus_per_worker: ")
     assert "Traceback" not in result.output
     assert not TrainingRun.objects.exists()
 
@@ -242,7 +248,8 @@ def test_not_found_and_usage_errors_have_their_exit_codes(cli):
 
 def test_login_checks_the_token_and_saves_a_private_profile(cli, env, tmp_path):
     url, token = env["SLIPWAY_URL"], env["SLIPWAY_TOKEN"]
-    result = cli("--profile", "work", "login", "--url", url, input=f"{token}\n", SLIPWAY_URL="", SLIPWAY_TOKEN="")
+    result = cli("--profile", "work", "login", "--url", url, "--token", input=f"{token}\n", SLIPWAY_URL="",
+                 SLIPWAY_TOKEN="")
     assert result.exit_code == 0, result.output
     assert "ml-research" in result.stdout
     path = tmp_path / "config" / "slipway" / "config.toml"
