@@ -128,7 +128,11 @@ def table(columns: list[str], rows: list[list[Any]]) -> None:
         grid.add_column(column)
     for row in rows:
         grid.add_row(*["" if cell is None else str(cell) for cell in row])
-    console().print(grid)
+    out = console()
+    with out.capture() as captured:
+        out.print(grid)
+    # Rich pads the last column to its width: no trailing blanks in a terminal or a pipe.
+    click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
 
 
 def fields(pairs: list[tuple[str, Any]]) -> None:
