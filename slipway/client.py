@@ -270,8 +270,10 @@ class Client:
         The API answers tail windows; the lines new since the last window are told apart by
         their overlap (:func:`new_lines`), so a line printed twice is still shown twice.
         """
-        shown = self.logs(run_id, tail=tail, pod=pod)["lines"]
-        yield from shown
+        # Following, every window is the largest: windows of one size only move forward, which
+        # is what telling the new lines by the overlap needs.
+        shown = self.logs(run_id, tail=MAX_TAIL if follow else tail, pod=pod)["lines"]
+        yield from shown[-tail:]
         ended = not follow
         while not ended:
             ended = self.run(run_id)["state"] in RUN_FINAL_STATES

@@ -221,7 +221,7 @@ def test_logs_follow_prints_new_lines_until_the_run_ends(cli, spec, fake_backend
     fake_backend.pod_lists[(run.namespace, run.cluster_name)] = [pod(run.cluster_name, "Running", 2, now)]
     reconcile(fake_backend)
     name = fake_backend.pods(run)[0]["metadata"]["name"]
-    fake_backend.log_lines[name] = ["one", "two"]
+    fake_backend.log_lines[name] = ["zero", "one", "two"]  # --tail 2 shows the last two; the rest is not new
 
     def more_lines_then_the_end(_seconds):
         fake_backend.log_lines[name] += ["three", "two"]  # a repeated line is still a new line
@@ -229,7 +229,7 @@ def test_logs_follow_prints_new_lines_until_the_run_ends(cli, spec, fake_backend
         reconcile(fake_backend)
 
     monkeypatch.setattr(slipway_cli, "pause", more_lines_then_the_end)
-    result = cli("logs", str(run_id), "-f")
+    result = cli("logs", str(run_id), "-f", "--tail", "2")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == ["one", "two", "three", "two"]
 
