@@ -210,7 +210,8 @@ def main() -> None:
 
 
 @cli.command()
-@click.option("--url", prompt="Slipway URL", help="The portal's address, e.g. https://slipway.example.com.")
+@click.option("--url", prompt="Slipway URL", envvar="SLIPWAY_URL", show_envvar=True,
+              help="The portal's address, e.g. https://slipway.example.com.")
 @click.option("--token", is_flag=False, flag_value="", default=None,
               help="Sign in with a pasted API token (the portal's \"API tokens\" page) instead of the browser; "
                    "asked for when given without a value.")
@@ -414,7 +415,8 @@ def run_row(run: dict, wide: bool) -> list:
 
 
 @cli.command()
-@click.option("-o", "--output", type=click.Choice(["table", "wide", "json", "yaml"]), default="table", show_default=True)
+@click.option("-o", "--output", type=click.Choice(["table", "wide", "json", "yaml"]), default="table", show_default=True,
+              help="wide: also queue position, cost, author and reason; json/yaml: the API's fields.")
 @click.option("--team", help="Only this team's runs.")
 @click.option("--state", help="Only runs in this state (queued, running, failed, …).")
 @click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True, help="At most this many (0: all).")
