@@ -11,12 +11,10 @@ from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, viewsets
-from rest_framework.parsers import FormParser
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.parsers import SafeJSONParser
 from teams import device
 from teams.models import Team
 from teams.serializers import (
@@ -53,11 +51,11 @@ def _grant_error(exc: device.DeviceGrantError) -> Response:
 
 
 class DeviceGrantView(APIView):
-    """No credentials (the command line has none yet); JSON or, as OAuth clients send, a form body."""
+    """No credentials (the command line has none yet). JSON bodies, as everywhere in the API (an OAuth
+    client that sends RFC 8628's form body gets the API's 415)."""
 
     authentication_classes: list = []
     permission_classes = [AllowAny]
-    parser_classes = [SafeJSONParser, FormParser]
 
     def field(self, name: str) -> str:
         value = self.request.data.get(name, "") if hasattr(self.request.data, "get") else ""

@@ -6,7 +6,6 @@ The command line's part and the whole flow over HTTP are in tests/cli/test_login
 from __future__ import annotations
 
 from datetime import timedelta
-from urllib.parse import urlencode
 
 import pytest
 from django.core.cache import cache
@@ -46,14 +45,11 @@ def start(anonymous, host: str = "laptop") -> dict:
     return response.json()
 
 
-def poll(anonymous, grant: dict, *, form: bool = False) -> tuple[int, dict]:
+def poll(anonymous, grant: dict) -> tuple[int, dict]:
     """One poll, as if the interval had passed since the last (the stored time moved back, no sleeping)."""
     DeviceLogin.objects.exclude(last_polled_at=None).update(last_polled_at=timezone.now() - timedelta(minutes=1))
-    body = {"grant_type": device.GRANT_TYPE, "device_code": grant["device_code"]}
-    if form:  # as OAuth clients send it (RFC 8628 §3.4)
-        response = anonymous.post(TOKEN, urlencode(body), content_type="application/x-www-form-urlencoded")
-    else:
-        response = anonymous.post(TOKEN, body, format="json")
+    response = anonymous.post(TOKEN, {"grant_type": device.GRANT_TYPE, "device_code": grant["device_code"]},
+                              format="json")
     return response.status_code, response.json()
 
 
@@ -92,7 +88,7 @@ def test_the_poll_is_pending_then_slowed_down_then_gets_one_token(anonymous, bro
     assert DeviceLogin.objects.get().interval == grant["interval"] + device.SLOW_DOWN_STEP
 
     assert approve(browser, grant, name="slipway CLI on laptop", expires_days="30").status_code == 200
-    status, body = poll(anonymous, grant, form=True)
+    status, body = poll(anonymous, grant)
     assert status == 200, body
     assert body["token_type"] == "Bearer" and 29 * 86400 < body["expires_in"] <= 30 * 86400
     token = ApiToken.objects.get(user=member)
@@ -123,6 +119,9 @@ def test_denied_expired_unknown_and_malformed_polls(anonymous, browser):
     assert wrong_grant.status_code == 400 and wrong_grant.json()["error"] == "unsupported_grant_type"
     missing = anonymous.post(TOKEN, {"grant_type": device.GRANT_TYPE}, format="json")
     assert missing.status_code == 400 and missing.json()["error"] == "invalid_request"
+    form = anonymous.post(TOKEN, f"grant_type={device.GRANT_TYPE}&device_code=x",
+                          content_type="application/x-www-form-urlencoded")
+    assert form.status_code == 415  # JSON bodies, as everywhere in the API
     bad_host = anonymous.post(START, {"client_name": "x" * 65}, format="json")
     assert bad_host.status_code == 400 and bad_host.json()["error"] == "invalid_request"
     assert not ApiToken.objects.exists()
