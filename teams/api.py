@@ -58,8 +58,14 @@ class DeviceGrantView(APIView):
     permission_classes = [AllowAny]
 
     def field(self, name: str) -> str:
-        value = self.request.data.get(name, "") if hasattr(self.request.data, "get") else ""
-        return value if isinstance(value, str) else ""
+        """Field ``name`` of the JSON object sent ("" when absent); ``invalid_request`` for anything but a string."""
+        data = self.request.data
+        if not isinstance(data, dict):
+            raise device.DeviceGrantError("invalid_request", "Expected a JSON object.")
+        value = data.get(name, "")
+        if not isinstance(value, str):
+            raise device.DeviceGrantError("invalid_request", f"{name} must be a string.")
+        return value
 
 
 class DeviceAuthorizationView(DeviceGrantView):

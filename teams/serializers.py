@@ -46,9 +46,13 @@ class DeviceTokenSerializer(serializers.Serializer):
 
 
 class DeviceGrantErrorSerializer(serializers.Serializer):
-    """RFC 8628's error answer, with the API's ``errors`` beside it (its description under ``detail``)."""
+    """RFC 8628's error answer, with the API's ``errors`` beside it (its description under ``detail``).
+
+    ``error`` and ``error_description`` come with every refusal of the grant; a body that is not
+    JSON at all is refused before, in the API's shape alone (``errors``)."""
 
     error = serializers.ChoiceField(choices=["authorization_pending", "slow_down", "access_denied", "expired_token",
-                                             "invalid_grant", "invalid_request", "unsupported_grant_type"])
-    error_description = serializers.CharField()
+                                             "invalid_grant", "invalid_request", "unsupported_grant_type"],
+                                    required=False)
+    error_description = serializers.CharField(required=False)
     errors = serializers.DictField(child=serializers.ListField(child=serializers.CharField()))

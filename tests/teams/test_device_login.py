@@ -122,8 +122,11 @@ def test_denied_expired_unknown_and_malformed_polls(anonymous, browser):
     form = anonymous.post(TOKEN, f"grant_type={device.GRANT_TYPE}&device_code=x",
                           content_type="application/x-www-form-urlencoded")
     assert form.status_code == 415  # JSON bodies, as everywhere in the API
-    bad_host = anonymous.post(START, {"client_name": "x" * 65}, format="json")
-    assert bad_host.status_code == 400 and bad_host.json()["error"] == "invalid_request"
+    for body in ({"client_name": "x" * 65}, {"client_name": {}}, ["laptop"]):
+        refused = anonymous.post(START, body, format="json")
+        assert refused.status_code == 400 and refused.json()["error"] == "invalid_request", body
+    not_a_string = anonymous.post(TOKEN, {"grant_type": device.GRANT_TYPE, "device_code": 7}, format="json")
+    assert not_a_string.status_code == 400 and not_a_string.json()["error"] == "invalid_request"
     assert not ApiToken.objects.exists()
 
 
