@@ -164,7 +164,8 @@ class Client:
                 response = self._http.request(method, path, params=params, json=json, headers=headers)
             except httpx.TransportError as exc:
                 if wait is None:
-                    raise ConnectionFailed(f"cannot reach {self.url}: {exc}") from exc
+                    raise ConnectionFailed(f"cannot reach {self.url} ({exc}): check the address (--url, SLIPWAY_URL "
+                                           "or the profile's) and the network") from exc
             else:
                 if not (reading and response.status_code in RETRIED_STATUSES and wait is not None):
                     break

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from jobs.models import TrainingRun
 from slipway import cli as slipway_cli
-from slipway.client import Client, NotSignedIn, new_lines
+from slipway.client import DEVICE_GRANT_TYPE, Client, DeviceLoginFailed, NotSignedIn, new_lines
 from tests.factories import secret_values
 from tests.fakes import pod
 from tests.jobs.conftest import run_payload
@@ -461,6 +461,30 @@ def test_reads_are_retried_and_writes_are_not():
     with pytest.raises(Exception, match="cannot reach"):
         client.submit_run({})
     assert calls == ["POST"]
+
+
+def test_the_device_poll_waits_the_interval_slows_down_and_stops_on_a_refusal():
+    """RFC 8628 §3.5 on the client side: ``authorization_pending`` waits the interval again, ``slow_down``
+    5 s more from then on, a token ends it, ``access_denied`` raises with its code."""
+    answers = iter([(400, "authorization_pending"), (400, "slow_down"), (400, "authorization_pending"),
+                    (200, None), (400, "access_denied")])
+
+    def server(request):
+        assert json.loads(request.content) == {"grant_type": DEVICE_GRANT_TYPE, "device_code": "dc"}
+        status, error = next(answers)
+        if error is None:
+            return httpx.Response(200, json={"access_token": "slp_x", "token_type": "Bearer", "expires_in": None})
+        return httpx.Response(status, json={"error": error, "error_description": f"{error}!",
+                                            "errors": {"detail": [f"{error}!"]}})
+
+    waits = []
+    client = Client("http://slipway.invalid", None, transport=httpx.MockTransport(server))
+    grant = {"device_code": "dc", "interval": 2}
+    assert client.wait_for_device_token(grant, wait=waits.append)["access_token"] == "slp_x"
+    assert waits == [2, 2, 7, 7]
+    with pytest.raises(DeviceLoginFailed, match="access_denied!") as refused:
+        client.wait_for_device_token(grant, wait=waits.append)
+    assert refused.value.code == "access_denied"
 
 
 def test_the_config_file_is_under_xdg_config_home_else_dot_config(monkeypatch, tmp_path):
