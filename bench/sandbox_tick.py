@@ -31,6 +31,8 @@ TMP = tempfile.mkdtemp(prefix="slipway-bench-")
 os.environ["DATABASE_URL"] = f"sqlite:///{TMP}/bench.sqlite3"
 os.environ["SLIPWAY_VAR_DIR"] = TMP
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+# One cluster of 28 GPUs, as measured before the sandbox had several (BENCHMARKS.md compares).
+os.environ.setdefault("SLIPWAY_SANDBOX_INVENTORY", str(ROOT / "tests" / "inventory.yaml"))
 
 import django  # noqa: E402
 
@@ -90,7 +92,7 @@ def manifests(count: int) -> list[dict]:
     return out
 
 
-def populate(count: int) -> None:
+def populate(count: int, cluster: str) -> None:
     rows = []
     for obj in manifests(count):
         clean = admit(obj, resource_kinds())  # the same validation and compilation as apply()
@@ -98,6 +100,7 @@ def populate(count: int) -> None:
         labels = meta.get("labels") or {}
         rows.append(
             SimObject(
+                cluster=cluster,
                 kind=clean["kind"],
                 api_version=clean["apiVersion"],
                 namespace=meta.get("namespace") or meta["name"],
@@ -129,7 +132,7 @@ def main() -> None:
     print(f"{'workloads':>10} {'tick':>7} {'cpu s':>8}  changes")
     for count in sizes:
         backend.reset()
-        populate(count)
+        populate(count, backend.cluster)
         for label, offset in (("first", 0), ("steady", 5), ("churn", 185)):
             cpu, summary = measure(backend, T0 + timedelta(seconds=offset))
             print(f"{count:>10} {label:>7} {cpu:>8.3f}  {summary}")

@@ -4,12 +4,17 @@ The scheduler says "0/8 nodes are available: 8 Insufficient nvidia.com/gpu"; peo
 "waiting for capacity: needs 4× a100-80gb on one node; the largest free block is 2 (node
 a100-1)". The raw words stay in the workload's events; :func:`scheduler_message` finds them
 for the run page, which keeps them one click away.
+
+With several clusters (DESIGN §9 "Clusters") the same reason names each cluster's largest
+free block, best first: "needs 4× h100-80gb on one node; largest free block: 2 on west, 0 on
+east" (:func:`clusters_capacity_reason`). Which nodes count is :func:`serves`: the flavor
+(:func:`offers`) and the capacity type, spot work on spot nodes only.
 """
 
 from __future__ import annotations
 
 from cluster.backends.base import ClusterEvent, NodeCapacity
-from cluster.manifests.common import node_selector
+from cluster.manifests.common import SPOT_KEY, SPOT_VALUE, node_selector
 from cluster.specs import FlavorSpec
 
 #: How every capacity reason starts: the Capacity page finds the work waiting for the cluster by it.
@@ -29,17 +34,67 @@ def offers(node: NodeCapacity, flavor: FlavorSpec) -> bool:
         node.labels.get(key) == value for key, value in node_selector(flavor).items())
 
 
+def serves(node: NodeCapacity, flavor: FlavorSpec, spot: bool) -> bool:
+    """Whether ``node`` can run a worker of ``flavor`` asked for as spot work (``spot``) or not.
+
+    It offers the flavor (:func:`offers`) and is a spot node exactly when the work is spot: the
+    builders give spot work a required affinity to :data:`~cluster.manifests.common.SPOT_KEY`
+    nodes, and those nodes carry a taint only spot work tolerates (deploy/README.md), so a
+    node's free GPUs count for one kind of work or the other, never both.
+    """
+    return offers(node, flavor) and (node.labels.get(SPOT_KEY) == SPOT_VALUE) == spot
+
+
+def free_blocks(nodes: list[NodeCapacity], units_per_node: int) -> int:
+    """How many workers of ``units_per_node`` units each ``nodes`` hold now, several on a node when they fit.
+
+    Each worker is one pod asking for its units on one node; the scheduler binds a gang's pods
+    one after another against the running totals (as :mod:`sandbox.scheduler` does), so equal
+    blocks pack exactly this many whatever the order.
+    """
+    return sum(n.free // units_per_node for n in nodes)
+
+
 def capacity_reason(flavor: FlavorSpec, units_per_node: int, nodes: list[NodeCapacity]) -> str:
     """The plain-words reason a workload of ``units_per_node`` × ``flavor`` per worker cannot be placed."""
     fitting = [n for n in nodes if offers(n, flavor)]
+    need = _needs(flavor, units_per_node)
     flavor = flavor.name
-    need = f"{WAITING_FOR_CAPACITY}: needs {units_per_node}\u00d7 {flavor} on one node"
     if not fitting:
         return f"{need}; no node offers {flavor}"
     largest = max(fitting, key=lambda n: (n.free, n.node))
     if largest.free == 0:
         return f"{need}; every {flavor} node is full"
     return f"{need}; the largest free block is {largest.free} (node {largest.node})"
+
+
+def clusters_capacity_reason(flavor: FlavorSpec, units_per_node: int,
+                             clusters: list[tuple[str, list[NodeCapacity]]], *, workers: int = 1,
+                             spot: bool = False) -> str:
+    """:func:`capacity_reason` across clusters: each offering cluster's largest free block, in the order given.
+
+    ``clusters`` is ``(name, nodes)`` best first (:func:`cluster.placement.place` gives its
+    ranking), so the first cluster named is the one the work waits on. A distributed request
+    (``workers`` above 1) needs that many blocks, so each cluster's count of free blocks is
+    named instead. With one cluster the words are :func:`capacity_reason`'s (its node named),
+    as a single-cluster install always said.
+    """
+    serving = [(name, [n for n in nodes if serves(n, flavor, spot)]) for name, nodes in clusters]
+    if len(serving) == 1:
+        return capacity_reason(flavor, units_per_node, serving[0][1])
+    need = _needs(flavor, units_per_node)
+    offering = [(name, nodes) for name, nodes in serving if nodes]
+    if not offering:
+        return f"{need}; no cluster offers {flavor.name}{' on spot nodes' if spot else ''}"
+    if workers > 1:
+        counts = ", ".join(f"{free_blocks(nodes, units_per_node)} on {name}" for name, nodes in offering)
+        return f"{need} for each of {workers} workers; free blocks: {counts}"
+    largest = ", ".join(f"{max(n.free for n in nodes)} on {name}" for name, nodes in offering)
+    return f"{need}; largest free block: {largest}"
+
+
+def _needs(flavor: FlavorSpec, units_per_node: int) -> str:
+    return f"{WAITING_FOR_CAPACITY}: needs {units_per_node}\u00d7 {flavor.name} on one node"
 
 
 #: The scheduler's event reason when it found no node for a pod.

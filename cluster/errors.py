@@ -18,6 +18,9 @@ class ClusterError(Exception):
 
     #: Whether retrying the same call later may succeed.
     retryable: bool = False
+    #: Whether a backend already told its ``on_error`` of it (:meth:`ClusterBackend.raised`):
+    #: an error passing up through two of its methods is counted once.
+    reported: bool = False
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)

@@ -1,17 +1,27 @@
-"""The Django side of the cluster layer: which backend this process uses, and its config.
+"""The Django side of the cluster layer: which backend talks to which cluster, and its config.
 
 ``cluster/`` cannot read Django settings, so this module turns settings into the plain
-:class:`cluster.specs.ClusterConfig` the builders take, and builds the configured backend once
+:class:`cluster.specs.ClusterConfig` the builders take, and builds each cluster's backend once
 per process.
 
-``SLIPWAY_CLUSTER_BACKEND`` is the one seam: ``sandbox`` (the default), ``kubernetes``, or the
-dotted path of any callable that returns a :class:`~cluster.backends.base.ClusterBackend`. Tests
-choose their fake by setting it (``tests/backends.py``); nothing patches this module.
+A backend is named by a word or a dotted path: ``sandbox`` (the default), ``kubernetes``, or the
+dotted path of any callable that takes ``cluster=<name>`` and returns a
+:class:`~cluster.backends.base.ClusterBackend`. ``SLIPWAY_CLUSTER_BACKEND`` is the default for every
+cluster that does not name its own (``fleet.Cluster.backend``). Tests choose their fake by setting
+it (``tests/backends.py``); nothing patches this module.
+
+Which clusters exist is the fleet app's business (it stores them); this module only knows how to
+reach one, given a :class:`BackendSpec`, and which clusters a backend offers by itself
+(:func:`offered_clusters`: the sandbox's inventory lists several; any other backend is one).
+
+Every backend built here reports the cluster errors it raises to ``/metrics``, labelled with its
+cluster (``slipway_cluster_api_errors_total``, through :attr:`ClusterBackend.on_error`).
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+from dataclasses import dataclass, field
+from functools import lru_cache, partial
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -23,12 +33,35 @@ from cluster.backends.base import ClusterBackend
 from cluster.backends.kubernetes import KubernetesBackend
 from cluster.metrics import Prometheus
 from cluster.specs import ClusterConfig
+from core import metrics
 
 #: The backends a deployment names by a word (README, docs/operations.md); anything else is a dotted path.
 BACKENDS = {
     "sandbox": "sandbox.backend.SandboxBackend",
     "kubernetes": "core.backend.kubernetes_backend",
 }
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """How to reach one cluster: plain data, so the fleet app can hand it over (and it can be cached on)."""
+
+    cluster: str
+    backend: str = ""  #: a word of :data:`BACKENDS` or a dotted path; empty: ``SLIPWAY_CLUSTER_BACKEND``
+    kubeconfig: str = ""
+    context: str = ""
+
+
+@dataclass(frozen=True)
+class OfferedCluster:
+    """A cluster a backend offers without configuration (what a fresh install starts with)."""
+
+    name: str
+    region: str = ""
+    labels: dict = field(default_factory=dict, hash=False)
+    #: Flavor name → its price per unit-hour there (and spot), where the backend knows one.
+    prices: dict = field(default_factory=dict, hash=False)
+    spot_prices: dict = field(default_factory=dict, hash=False)
 
 
 def cluster_config() -> ClusterConfig:
@@ -41,10 +74,12 @@ def cluster_config() -> ClusterConfig:
     )
 
 
-def kubernetes_backend() -> ClusterBackend:
-    """The real cluster, configured from the ``SLIPWAY_KUBE*`` and ``SLIPWAY_METRICS_URL`` settings."""
+def kubernetes_backend(cluster: str = "", kubeconfig: str = "", context: str = "") -> ClusterBackend:
+    """A real cluster, configured from its kubeconfig (else ``SLIPWAY_KUBECONFIG``, else in-cluster)
+    and the ``SLIPWAY_KUBE*`` and ``SLIPWAY_METRICS_URL`` settings."""
     return KubernetesBackend(
-        kubeconfig=settings.SLIPWAY_KUBECONFIG or None,
+        kubeconfig=kubeconfig or settings.SLIPWAY_KUBECONFIG or None,
+        context=context or None,
         qps=settings.SLIPWAY_KUBE_QPS,
         burst=settings.SLIPWAY_KUBE_BURST,
         timeout=settings.SLIPWAY_KUBE_TIMEOUT,
@@ -52,24 +87,45 @@ def kubernetes_backend() -> ClusterBackend:
     )
 
 
-@lru_cache(maxsize=1)
-def _backend(name: str) -> ClusterBackend:
+def _factory(name: str):
     try:
-        factory = import_string(BACKENDS.get(name, name))
+        return import_string(BACKENDS.get(name, name))
     except ImportError:
         raise ImproperlyConfigured(
-            f"SLIPWAY_CLUSTER_BACKEND must be 'sandbox', 'kubernetes' or the dotted path of a backend factory, "
+            f"A cluster backend must be 'sandbox', 'kubernetes' or the dotted path of a backend factory, "
             f"got {name!r}") from None
-    return factory()
 
 
-def get_backend() -> ClusterBackend:
-    """The backend ``SLIPWAY_CLUSTER_BACKEND`` names (one instance per process)."""
-    return _backend(settings.SLIPWAY_CLUSTER_BACKEND)
+@lru_cache(maxsize=64)
+def _backend(spec: BackendSpec, default: str) -> ClusterBackend:
+    name = spec.backend or default
+    kwargs = {"cluster": spec.cluster}
+    if name == "kubernetes":
+        kwargs.update(kubeconfig=spec.kubeconfig, context=spec.context)
+    backend = _factory(name)(**kwargs)
+    backend.on_error = partial(metrics.count_cluster_error, metrics.cluster_label(spec.cluster))
+    return backend
+
+
+def backend_for(spec: BackendSpec) -> ClusterBackend:
+    """The backend of one cluster (one instance per cluster and process)."""
+    return _backend(spec, settings.SLIPWAY_CLUSTER_BACKEND)
+
+
+def offered_clusters() -> list[OfferedCluster]:
+    """The clusters ``SLIPWAY_CLUSTER_BACKEND`` offers by itself: its factory's ``offered_clusters()``
+    when it has one (the sandbox: its inventory's clusters), else one cluster named
+    ``SLIPWAY_CLUSTER_NAME``."""
+    factory = _factory(settings.SLIPWAY_CLUSTER_BACKEND)
+    offered = getattr(factory, "offered_clusters", None)
+    if offered is None:
+        return [OfferedCluster(settings.SLIPWAY_CLUSTER_NAME)]
+    return [OfferedCluster(c.name, c.region, dict(c.labels), dict(c.prices), dict(c.spot_prices)) for c in offered()]
 
 
 @receiver(setting_changed, dispatch_uid="slipway-cluster-backend-changed")
 def _forget_backend(setting: str, **kwargs) -> None:
     # A changed setting the backend is built from (tests, override_settings): a new one on next use.
-    if setting in ("SLIPWAY_CLUSTER_BACKEND", "SLIPWAY_METRICS_URL") or setting.startswith("SLIPWAY_KUBE"):
+    if setting in ("SLIPWAY_CLUSTER_BACKEND", "SLIPWAY_METRICS_URL", "SLIPWAY_SANDBOX_INVENTORY") or setting.startswith(
+            "SLIPWAY_KUBE"):
         _backend.cache_clear()

@@ -1,10 +1,13 @@
-"""Forms of the portal package: API tokens (and ``slipway login``'s device page), and the Team page's member
-management and settings."""
+"""Forms of the portal package: API tokens (and ``slipway login``'s device page), the Team page's member
+management and settings, the SSO preview."""
+
+import json
 
 from django import forms
 from django.core.exceptions import ValidationError
 
 from teams.models import Role
+from teams.sso import MissingGroupsClaimError, claim_groups
 
 
 class ApiTokenForm(forms.Form):
@@ -52,3 +55,29 @@ class TeamSettingsForm(forms.Form):
         required=False, label="Members may cancel their teammates' runs and delete their endpoints",
         help_text="Admins always may; members may always end their own work; viewers never.",
     )
+
+
+class ClaimsPreviewForm(forms.Form):
+    """A claims document (an ID token's or userinfo's JSON) for the staff preview of single sign-on.
+
+    Valid when it is a JSON object with the groups claim (``SLIPWAY_OIDC_GROUPS_CLAIM``): the same
+    reading a sign-in makes, so what the preview refuses, a sign-in refuses too.
+    """
+
+    claims = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 12, "cols": 80, "spellcheck": "false"}), max_length=100_000,
+        help_text='The decoded ID token or userinfo response, e.g. {"sub": "alice", "groups": ["gpu-ml"]}.',
+    )
+
+    def clean_claims(self) -> dict:
+        try:
+            claims = json.loads(self.cleaned_data["claims"])
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"Not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).") from None
+        if not isinstance(claims, dict):
+            raise ValidationError("A claims document is a JSON object ({…}).")
+        try:
+            self.groups = claim_groups(claims)
+        except MissingGroupsClaimError as exc:
+            raise ValidationError(f"{exc} A sign-in with these claims is refused.") from None
+        return claims

@@ -1,5 +1,8 @@
 """Platform staff's operations page: every team's runs and endpoints in one list, with their actions.
 
+The single sign-on preview (:func:`sso_preview`) is here too: the claims document staff paste,
+read as a sign-in reads it (:mod:`teams.sso`), and the teams and roles it gives.
+
 Staff filter the list by team, state, flavor and user, sort it by age or cost, end a workload
 (cancel a run, delete an endpoint) or take one of its kind's staff actions (scale an endpoint
 to its minimum) — each through what the kind declares (``workloads.registry``): its own
@@ -13,6 +16,7 @@ portal's own Delete endpoint does. Messages name the team by its name.
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth import get_user_model
@@ -24,7 +28,9 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods
 
+from front.forms import ClaimsPreviewForm
 from quotas.models import GpuFlavor
+from teams import sso
 from teams.models import Team
 from workloads.registry import kind_for, kind_of, kinds
 from workloads.services import SORTS, every_teams_workloads
@@ -161,3 +167,22 @@ def workload_action(request: HttpRequest, prefix: str, pk: int, action: str) -> 
     else:
         messages.info(request, _sentence(f"{_named(workload)} {chosen.idle}."))
     return _back(request)
+
+
+@require_http_methods(["GET", "POST"])
+@staff_member_required
+def sso_preview(request: HttpRequest) -> HttpResponse:
+    """Staff: paste a claims document, see its groups and the teams and roles they give (changes nothing
+    but seeding ``SLIPWAY_OIDC_GROUP_MAP``, as a sign-in would)."""
+    form = ClaimsPreviewForm(request.POST if request.method == "POST" else None)
+    groups, grants, status = None, None, 200
+    if form.is_bound:
+        if form.is_valid():
+            sso.seed_group_map()
+            groups, grants = form.groups, sso.grants_for(form.groups)
+        else:
+            status = 400
+    context = {**admin.site.each_context(request), "title": "Single sign-on preview", "form": form,
+               "groups": groups, "grants": grants, "claim_path": settings.SLIPWAY_OIDC_GROUPS_CLAIM,
+               "staff_contact": settings.SLIPWAY_STAFF_CONTACT}
+    return render(request, "admin/front/sso_preview.html", context, status=status)

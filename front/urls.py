@@ -3,11 +3,15 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from front import staff, views
+from front import sso, staff, views
 
 urlpatterns = [
     path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Single sign-on (front.sso): allauth's URL names, only these two of its views (no password pages).
+    path("accounts/oidc/<str:provider_id>/login/", sso.login, name="openid_connect_login"),
+    path("accounts/oidc/<str:provider_id>/login/callback/", sso.callback, name="openid_connect_callback"),
+    path("accounts/inactive/", sso.inactive, name="account_inactive"),
     path("", views.dashboard, name="dashboard"),
     path("team/switch/", views.switch_team, name="switch-team"),
     path("teams/", views.current_team, name="team"),
@@ -26,6 +30,7 @@ urlpatterns = [
 staff_urlpatterns = [
     path("capacity/", views.capacity, name="admin-capacity"),
     path("showback/", views.showback, name="admin-showback"),
+    path("sso/preview/", staff.sso_preview, name="admin-sso-preview"),
     path("workloads/", staff.workload_list, name="admin-workloads"),
     path("workloads/<slug:prefix>/<int:pk>/end/", staff.end_workload, name="admin-workload-end"),
     path("workloads/<slug:prefix>/<int:pk>/<slug:action>/", staff.workload_action, name="admin-workload-action"),

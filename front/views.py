@@ -13,6 +13,7 @@ what was refused.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth import views as auth_views
@@ -20,6 +21,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
@@ -39,22 +41,33 @@ from quotas.reports import (
 )
 from quotas.services import budget_bar, capacity_rows, usage_bars
 from quotas.sharing import team_sharing
-from teams import device, services, throttle
+from teams import device, oidc, services, throttle
 from teams.middleware import SESSION_KEY
 from teams.models import Membership, Role
 from teams.permissions import get_for_user, require_team, submit_refusal
 from workloads import services as workloads
 from workloads.registry import kinds as registered_kinds
 from workloads.services import waiting_for_capacity
-from workloads.views import STOP_POLLING, current_membership, no_team, wants_partial
+from workloads.views import STOP_POLLING, current_membership, no_team, no_team_context, wants_partial
 
 
 class LoginView(auth_views.LoginView):
-    """Sign-in through the shared throttle (teams.throttle): 429 while locked, even for the right password."""
+    """Sign-in through the shared throttle (teams.throttle): 429 while locked, even for the right password.
+
+    With single sign-on configured the page also offers "Sign in with <provider>" (front.sso); the
+    password form stays, for staff only with ``SLIPWAY_LOCAL_LOGIN=staff`` (the form refuses others).
+    """
 
     template_name = "portal/login.html"
     redirect_authenticated_user = True
     authentication_form = throttle.SignInForm
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        if oidc.configured():
+            context.update(sso_url=reverse("openid_connect_login", args=[oidc.PROVIDER_ID]),
+                           sso_name=settings.SLIPWAY_OIDC_NAME, staff_only=settings.SLIPWAY_LOCAL_LOGIN == "staff")
+        return context
 
     def form_invalid(self, form):
         response = super().form_invalid(form)
@@ -313,7 +326,7 @@ def usage(request):
     """The current team's spend in a month (``?month=YYYY-MM``, default this one): charts, by person, flavor and workload."""
     current = request.membership
     if getattr(current, "pk", None) is None:
-        return render(request, "workloads/no_team.html")
+        return render(request, "workloads/no_team.html", no_team_context(request.user))
     team = require_team(request.user, current.team).team
     now = timezone.now()
     month, error, status = parse_month(request.GET.get("month"), now), "", 200

@@ -16,6 +16,7 @@ from workloads.api import (
     BorrowedFields,
     ForecastSerializer,
     IdleFields,
+    PlacementFields,
     QueuedFields,
     SecretEnvField,
     secret_env_input,
@@ -67,9 +68,11 @@ class EndpointCreateSerializer(EndpointPatchSerializer):
     startup_timeout_seconds = serializers.IntegerField(min_value=10, max_value=c.MAX_STARTUP_TIMEOUT_SECONDS,
                                                        default=specs.DEFAULT_STARTUP_TIMEOUT_SECONDS)
     spot = serializers.BooleanField(default=False)
+    cluster_selector = serializers.DictField(child=serializers.CharField(), required=False,
+                                             help_text="Labels a cluster must carry to be chosen; empty: any cluster.")
 
 
-class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, serializers.ModelSerializer):
+class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, PlacementFields, serializers.ModelSerializer):
     """An endpoint as the API shows it. Queue position and start estimate come from the context."""
 
     team = serializers.CharField(source="team.slug")
@@ -92,7 +95,7 @@ class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedField
             "estimated_start_at", "borrowed_units", "preemptible", "preemptions", "last_preempted_at", "idle_gpu_hours", "idle_cost", "idle_since",
             "image", "command", "args", "env", "secret_env", "port", "flavor", "gpus_per_replica", "min_replicas",
             "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds",
-            "spot",
+            "spot", "cluster", "placement_reason", "cluster_selector",
         ]
         read_only_fields = fields
 

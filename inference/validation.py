@@ -20,13 +20,22 @@ from cluster.specs import REQUEST_DRIVEN_METRICS
 from inference import constants as c
 from inference.constants import Engine, Metric
 from workloads.constants import MAX_GPUS_PER_NODE
-from workloads.validation import DNS1035_LABEL, Collector, check_env, check_image, check_name, check_secret_env
+from workloads.validation import (
+    DNS1035_LABEL,
+    Collector,
+    check_cluster_selector,
+    check_env,
+    check_image,
+    check_name,
+    check_secret_env,
+)
 
 HTTP_PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
 
 CREATE_FIELDS = {
     "team", "name", "image", "command", "args", "env", "secret_env", "port", "flavor", "gpus_per_replica", "min_replicas",
     "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds", "spot",
+    "cluster_selector",
 }
 PATCH_FIELDS = {"image", "env", "secret_env", "min_replicas", "max_replicas", "autoscale", "scale_down_delay_seconds"}
 AUTOSCALE_KEYS = {"metric", "target", "engine", "query"}
@@ -115,6 +124,7 @@ def parse_endpoint_request(data: Mapping[str, Any], partial: bool = False, *, na
         out["startup_timeout_seconds"] = col.integer("startup_timeout_seconds", specs.DEFAULT_STARTUP_TIMEOUT_SECONDS, 10,
                                                      c.MAX_STARTUP_TIMEOUT_SECONDS)
         out["spot"] = col.boolean("spot", False)
+        out["cluster_selector"] = check_cluster_selector(col)
     if given("env"):
         out["env"] = dict(check_env(col))
     if given("secret_env"):

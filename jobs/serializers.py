@@ -11,7 +11,7 @@ from rest_framework import serializers
 from jobs import constants as c
 from jobs.models import TrainingRun
 from quotas.constants import Priority
-from workloads.api import BorrowedFields, IdleFields, QueuedFields, SecretEnvField, secret_env_input
+from workloads.api import BorrowedFields, IdleFields, PlacementFields, QueuedFields, SecretEnvField, secret_env_input
 from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
 
 
@@ -72,9 +72,11 @@ class RunCreateSerializer(serializers.Serializer):
     volumes = VolumeSerializer(many=True, required=False)
     checkpoint = CheckpointContractSerializer(required=False, allow_null=True,
                                               help_text="Opts into the checkpoint contract (null: none).")
+    cluster_selector = serializers.DictField(child=serializers.CharField(), required=False,
+                                             help_text="Labels a cluster must carry to be chosen; empty: any cluster.")
 
 
-class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, serializers.ModelSerializer):
+class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, PlacementFields, serializers.ModelSerializer):
     """A run as the API shows it. Queue position and start estimate come from the context."""
 
     team = serializers.CharField(source="team.slug")
@@ -99,6 +101,6 @@ class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, se
             "cost_to_date", "estimated_cost_per_hour", "estimated_total_cost", "idle_gpu_hours", "idle_cost",
             "idle_since", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers",
             "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",
-            "checkpoint", "last_checkpoint", "attempt",
+            "checkpoint", "last_checkpoint", "attempt", "cluster", "placement_reason", "cluster_selector",
         ]
         read_only_fields = fields

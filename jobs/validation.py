@@ -26,6 +26,7 @@ from workloads.validation import (
     DNS1123_SUBDOMAIN,
     Collector,
     VolumeRequest,
+    check_cluster_selector,
     check_env,
     check_image,
     check_name,
@@ -68,6 +69,7 @@ class RunRequest:
     spot: bool = False
     volumes: tuple[VolumeRequest, ...] = field(default=())
     checkpoint: CheckpointRequest | None = None
+    cluster_selector: tuple[tuple[str, str], ...] = ()
 
     def as_fields(self) -> dict[str, Any]:
         """The model fields of a TrainingRun with these values (flavor and secret env excluded)."""
@@ -78,12 +80,14 @@ class RunRequest:
             "max_runtime_minutes": self.max_runtime_minutes, "priority": self.priority, "spot": self.spot,
             "volumes": [{"claim": v.claim, "mount_path": v.mount_path, "read_only": v.read_only} for v in self.volumes],
             "checkpoint": self.checkpoint.as_field() if self.checkpoint is not None else None,
+            "cluster_selector": dict(self.cluster_selector),
         }
 
 
 KNOWN_FIELDS = {
     "team", "name", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers", "cpu",
     "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes", "checkpoint",
+    "cluster_selector",
 }
 
 
@@ -160,6 +164,7 @@ def parse_run_request(data: Mapping[str, Any]) -> RunRequest:
         col.add("priority", f"Must be one of: {', '.join(Priority.values)}.")
     spot = col.boolean("spot", False)
     volumes = check_volumes(col)
+    selector = check_cluster_selector(col)
     checkpoint = check_checkpoint(col, env, secret_env)
     if checkpoint is not None and any(v.mount_path == CHECKPOINT_DIR or v.mount_path.startswith(CHECKPOINT_DIR + "/")
                                       for v in volumes):
@@ -171,5 +176,6 @@ def parse_run_request(data: Mapping[str, Any]) -> RunRequest:
         gpus_per_worker=gpus or 1, workers=workers or 1, cpu=cpu, memory_gb=memory_gb, shm_gb=shm_gb,
         max_retries=max_retries if max_retries is not None else 2, max_runtime_minutes=max_runtime,
         priority=str(priority), spot=spot, volumes=volumes, checkpoint=checkpoint,
+        cluster_selector=tuple(sorted(selector.items())),
     )
 

@@ -5,7 +5,7 @@ from rest_framework.routers import DefaultRouter
 
 from inference.api import EndpointViewSet
 from jobs.api import RunViewSet
-from quotas.api import CohortViewSet, FlavorViewSet, TeamSharingViewSet, TeamViewSet, UsageReportView
+from quotas.api import ClusterViewSet, CohortViewSet, FlavorViewSet, TeamSharingViewSet, TeamViewSet, UsageReportView
 from teams.api import DeviceAuthorizationView, DeviceTokenView
 
 router = DefaultRouter(trailing_slash=True)
@@ -14,6 +14,7 @@ router.register("teams", TeamViewSet, basename="team")
 # /teams/{slug}/ (named team-sharing-detail: team-detail is the portal's Team page).
 router.register("teams", TeamSharingViewSet, basename="team-sharing")
 router.register("cohorts", CohortViewSet, basename="cohort")
+router.register("clusters", ClusterViewSet, basename="cluster")
 router.register("flavors", FlavorViewSet, basename="flavor")
 router.register("runs", RunViewSet, basename="run")
 router.register("endpoints", EndpointViewSet, basename="endpoint")

@@ -5,11 +5,23 @@ Reliability settings (DESIGN.md §6): a task is acknowledged only after it finis
 (``task_reject_on_worker_lost``), and a worker holds one message at a time
 (``worker_prefetch_multiplier=1``), so a killed worker loses at most the task it was on,
 and that task runs again. Tasks take primary keys and are safe to run twice.
+
+Logging: Celery leaves logging to Django's ``LOGGING`` (``setup_logging``), so a worker writes
+the same lines as the web, as text or JSON (``SLIPWAY_LOG_FORMAT``, :mod:`core.logformat`), at
+``LOG_LEVEL`` (the worker's ``--loglevel`` gives way to it).
+
+Prometheus figures (:mod:`core.metrics`): each pool process writes its own into the
+directory the settings export, which the worker's main process loads before it forks the pool;
+the receivers that forget an ended pool process and serve the pool's figures are
+:mod:`core.worker`'s (connected when Django loads the apps).
 """
 
+import logging.config
 import os
 
 from celery import Celery
+from celery.signals import setup_logging
+from django.conf import settings
 from kombu import Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
@@ -39,4 +51,10 @@ app.conf.update(
     worker_hijack_root_logger=False,
 )
 app.autodiscover_tasks()
+
+
+
+@setup_logging.connect
+def _django_logging(**kwargs) -> None:
+    logging.config.dictConfig(settings.LOGGING)
 

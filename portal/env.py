@@ -11,6 +11,7 @@ import base64
 import hashlib
 import ipaddress
 import os
+from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
@@ -63,6 +64,39 @@ def env_list(name: str, default: list[str] | None = None) -> list[str]:
     if raw is None:
         return list(default or [])
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_networks(name: str, default: list[str]) -> tuple[str, ...]:
+    """A comma-separated list of addresses or networks (``10.0.0.0/8,::1``); a bad entry fails."""
+    networks = []
+    for item in env_list(name, default):
+        try:
+            networks.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} must list addresses or networks (CIDR), got {item!r}") from None
+    return tuple(networks)
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    """One of ``choices`` (any case); anything else fails."""
+    value = os.environ.get(name, default).strip().lower() or default
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def export_multiproc_dir(default: Path) -> str:
+    """The directory Prometheus figures of this process tree go to (``PROMETHEUS_MULTIPROC_DIR``,
+    else ``default``), created and put into the environment.
+
+    ``prometheus_client`` reads the variable once, when first imported, to choose its
+    multiprocess mode; the settings run before any module imports it (:mod:`core.metrics`), and
+    processes forked or started from here (gunicorn's and Celery's) inherit it.
+    """
+    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or str(default)
+    Path(path).mkdir(parents=True, exist_ok=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    return path
 
 
 def derived_fernet_key(secret_key: str) -> str:
@@ -131,3 +165,22 @@ def parse_database_url(url: str) -> dict:
         path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else parsed.path
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": path or ":memory:"}
     raise ImproperlyConfigured(f"DATABASE_URL scheme {scheme!r} is not supported (use postgres:// or sqlite:///)")
+
+
+def env_group_map(name: str) -> tuple[tuple[str, str, str], ...]:
+    """``"<group>=<team-slug>:<role>,…"`` as ``((group, team slug, role), …)``; unset or empty: none.
+
+    Only the shape is checked here (settings load before the apps): that each role is a role and
+    each team exists is checked where the map is seeded (:mod:`teams.sso`, system check
+    ``slipway.E002``). A group may itself contain ``=`` (LDAP DNs do): the last ``=`` splits.
+    """
+    entries = []
+    for item in (part.strip() for part in (os.environ.get(name) or "").split(",")):
+        if not item:
+            continue
+        group, eq, target = item.rpartition("=")
+        slug, colon, role = target.partition(":")
+        if not eq or not group.strip() or not colon or not slug.strip() or not role.strip():
+            raise ImproperlyConfigured(f"{name} entries look like <group>=<team-slug>:<role>, got {item!r}")
+        entries.append((group.strip(), slug.strip(), role.strip().lower()))
+    return tuple(entries)

@@ -7,7 +7,8 @@ a web pod does not bring a database back).
 :class:`ProbeMiddleware` answers both paths before the rest of the middleware stack: the
 kubelet (and Docker's HEALTHCHECK) send the pod IP or ``localhost`` as Host and use plain
 HTTP, so ``ALLOWED_HOSTS`` and ``SECURE_SSL_REDIRECT`` would otherwise turn every probe
-into a 400 or a 301 and the pod would never become ready.
+into a 400 or a 301 and the pod would never become ready. Prometheus scrapes ``/metrics``
+(:mod:`portal.metrics`) the same way, so it is answered here too.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from kombu import Connection
+
+from portal.metrics import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -73,9 +76,10 @@ def readyz(request: HttpRequest) -> JsonResponse:
 
 
 class ProbeMiddleware:
-    """Serve ``/healthz`` and ``/readyz`` ahead of host validation, TLS redirect and sessions."""
+    """Serve ``/healthz``, ``/readyz`` and ``/metrics`` ahead of host validation, TLS redirect and sessions."""
 
-    probes: dict[str, Callable[[HttpRequest], HttpResponse]] = {"/healthz": healthz, "/readyz": readyz}
+    probes: dict[str, Callable[[HttpRequest], HttpResponse]] = {"/healthz": healthz, "/readyz": readyz,
+                                                                "/metrics": metrics}
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response

@@ -12,14 +12,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from portal.env import (
     derived_fernet_key,
     env_bool,
+    env_choice,
     env_float,
+    env_group_map,
     env_int,
     env_list,
+    env_networks,
     env_str,
     env_trusted_proxies,
+    export_multiproc_dir,
     parse_database_url,
     redis_cache,
 )
@@ -53,9 +59,16 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "template_partials",
+    # Single sign-on (OpenID Connect): only the provider's login and callback URLs are mounted, none
+    # of allauth's own account pages (teams/oidc.py, docs/sso.md).
+    "allauth",
+    "allauth.account",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
     # Slipway's apps, bottom layer first (DESIGN.md §1; tests/test_layers.py holds the order).
     "core",
     "teams",
+    "fleet",
     "quotas",
     "workloads",
     "jobs",
@@ -81,6 +94,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # allauth's per-request state (its system check requires it); inert without single sign-on.
+    "allauth.account.middleware.AccountMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -192,6 +207,36 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
 
+# Single sign-on with OpenID Connect (docs/sso.md): on when the issuer and client id are set.
+# The issuer exactly as the provider's discovery document states it; the groups claim may be a
+# dotted path (realm_access.roles); the group map seeds staff's group mappings (teams.sso).
+SLIPWAY_OIDC_ISSUER = env_str("SLIPWAY_OIDC_ISSUER", "")
+SLIPWAY_OIDC_CLIENT_ID = env_str("SLIPWAY_OIDC_CLIENT_ID", "")
+SLIPWAY_OIDC_CLIENT_SECRET = env_str("SLIPWAY_OIDC_CLIENT_SECRET", "")
+SLIPWAY_OIDC_GROUPS_CLAIM = env_str("SLIPWAY_OIDC_GROUPS_CLAIM", "groups") or "groups"
+SLIPWAY_OIDC_GROUP_MAP = env_group_map("SLIPWAY_OIDC_GROUP_MAP")
+# The login page's button says "Sign in with <this>".
+SLIPWAY_OIDC_NAME = env_str("SLIPWAY_OIDC_NAME", "single sign-on") or "single sign-on"
+# Who may still sign in with a password: everyone (all) or platform staff only (staff, the
+# break-glass door once everyone else signs in through the provider).
+SLIPWAY_LOCAL_LOGIN = env_choice("SLIPWAY_LOCAL_LOGIN", "all", ("all", "staff"))
+# Whom people are told to ask for a team (an address, a channel); empty: "a platform admin".
+SLIPWAY_STAFF_CONTACT = env_str("SLIPWAY_STAFF_CONTACT", "")
+if bool(SLIPWAY_OIDC_ISSUER) != bool(SLIPWAY_OIDC_CLIENT_ID):
+    raise ImproperlyConfigured("Single sign-on needs both SLIPWAY_OIDC_ISSUER and SLIPWAY_OIDC_CLIENT_ID (or neither)")
+# allauth: the provider app comes from the settings above (teams.oidc.SlipwaySocialAccountAdapter),
+# every ID token's signature is checked (teams.oidc.SlipwayOpenIDConnectProvider), a first
+# sign-in creates the user without a form, and the provider's e-mail is trusted as given.
+SOCIALACCOUNT_ADAPTER = "front.sso.SlipwaySocialAccountAdapter"
+SOCIALACCOUNT_PROVIDERS = {"openid_connect": {"provider_class": "teams.oidc.SlipwayOpenIDConnectProvider"}}
+SOCIALACCOUNT_AUTO_SIGNUP = True
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = False
+SOCIALACCOUNT_STORE_TOKENS = False
+SOCIALACCOUNT_REQUESTS_TIMEOUT = 10
+ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_UNIQUE_EMAIL = False
+ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = False
+
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
 # Kubernetes probes hit these over plain HTTP inside the cluster.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
@@ -272,6 +317,11 @@ SPECTACULAR_SETTINGS = {
 
 # 7. Slipway ---------------------------------------------------------------------------
 SLIPWAY_CLUSTER_BACKEND = env_str("SLIPWAY_CLUSTER_BACKEND", "sandbox")  # sandbox | kubernetes
+# Several clusters (README "Several clusters"): clusters are data (fleet.Cluster); these are the rules.
+SLIPWAY_CLUSTER_NAME = env_str("SLIPWAY_CLUSTER_NAME", "default")  # a single-cluster install's one cluster
+SLIPWAY_CLUSTER_LOST_AFTER_CYCLES = env_int("SLIPWAY_CLUSTER_LOST_AFTER_CYCLES", 3)
+SLIPWAY_PLACEMENT_TIMEOUT_SECONDS = env_int("SLIPWAY_PLACEMENT_TIMEOUT_SECONDS", 300)
+SLIPWAY_LOST_REPLACE_AFTER_MINUTES = env_int("SLIPWAY_LOST_REPLACE_AFTER_MINUTES", 15)
 SLIPWAY_SANDBOX_INVENTORY = env_str("SLIPWAY_SANDBOX_INVENTORY", str(BASE_DIR / "sandbox" / "inventory.yaml"))
 SLIPWAY_KUBECONFIG = env_str("KUBECONFIG", "")  # empty: in-cluster config, then ~/.kube/config
 SLIPWAY_KUBE_QPS = env_float("SLIPWAY_KUBE_QPS", 20.0)
@@ -326,11 +376,27 @@ SLIPWAY_DEVICE_LOGIN_INTERVAL_SECONDS = 5
 # throttle key on the client address (teams.services.client_ip, docs/security.md).
 SLIPWAY_TRUSTED_PROXIES = env_trusted_proxies("SLIPWAY_TRUSTED_PROXIES")
 
+# 8. Monitoring (README "Monitoring Slipway", docs/operations.md) ------------------------
+# Where every process writes its Prometheus figures, summed by each scrape of /metrics. Exported
+# into the environment here, before anything imports prometheus_client (core/metrics.py).
+PROMETHEUS_MULTIPROC_DIR = export_multiproc_dir(VAR_DIR / "prometheus")
+# Who may read /metrics: a request bearing this token (Authorization: Bearer …), from anywhere;
+# without it, clients whose address is in SLIPWAY_METRICS_ALLOW (networks, CIDR). Anyone else: 403.
+SLIPWAY_METRICS_TOKEN = env_str("SLIPWAY_METRICS_TOKEN", "")
+SLIPWAY_METRICS_ALLOW = env_networks("SLIPWAY_METRICS_ALLOW", ["127.0.0.1/32", "::1/128"])
+# A Celery worker serves its own processes' figures on this port (0: none). In Kubernetes each
+# worker pod has its own figures directory; locally web and worker share var/ and the web's
+# /metrics already holds them.
+SLIPWAY_WORKER_METRICS_PORT = env_int("SLIPWAY_WORKER_METRICS_PORT", 0)
+# Log lines as text (people) or one JSON object per line (log collectors): core/logformat.py.
+SLIPWAY_LOG_FORMAT = env_choice("SLIPWAY_LOG_FORMAT", "text", ("text", "json"))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+                   "json": {"()": "core.logformat.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": SLIPWAY_LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }

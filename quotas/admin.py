@@ -18,6 +18,7 @@ from core.formatting import format_money
 from quotas import admission, services
 from quotas.models import (
     BudgetMonth,
+    ClusterPrice,
     Cohort,
     GpuFlavor,
     PreemptionEvent,
@@ -92,6 +93,16 @@ def save_team_formset(request, formset, team) -> None:
                                      obj.alert_threshold_percent, ip=ip, policy=obj.policy)
 
 
+class ClusterPriceInline(admin.TabularInline):
+    """A flavor's price on each cluster that prices it differently (placement ranks by it, billing charges it)."""
+
+    model = ClusterPrice
+    extra = 0
+    fields = ["cluster", "price_per_hour", "spot_price_per_hour"]
+    verbose_name = "price on a cluster"
+    verbose_name_plural = "Prices on clusters (a cluster not listed charges the prices above)"
+
+
 @admin.register(GpuFlavor)
 class GpuFlavorAdmin(admin.ModelAdmin):
     list_display = ["name", "resource_name", "gpu_model", "mig_profile", "gpu_memory_gb", "gpu_fraction",
@@ -107,6 +118,17 @@ class GpuFlavorAdmin(admin.ModelAdmin):
         ("Placement", {"fields": ["node_labels", "tolerations"]}),
         ("Prices per unit and hour", {"fields": ["price_per_hour", "spot_price_per_hour"]}),
     ]
+    inlines = [ClusterPriceInline]
+
+    def save_formset(self, request, form, formset, change):
+        # Cluster prices go through the quota service too (audited with old and new).
+        formset.save(commit=False)
+        ip = client_ip(request)
+        for obj in formset.deleted_objects:
+            services.set_cluster_price(request.user, form.instance, obj.cluster, None, ip=ip)
+        for obj in [*formset.new_objects, *(o for o, _fields in formset.changed_objects)]:
+            services.set_cluster_price(request.user, form.instance, obj.cluster, obj.price_per_hour,
+                                       obj.spot_price_per_hour, ip=ip)
 
     def get_readonly_fields(self, request, obj=None):
         # Renaming a flavor would orphan the names users and automation refer to.

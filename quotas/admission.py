@@ -10,6 +10,8 @@
 * :func:`release` frees a workload's units (idempotent); :func:`admit_waiting` then admits
   queued work that fits, in queue order (priority, then FIFO), best-effort: a small request
   may pass a large one that does not fit yet.
+* Every decision :func:`admit` takes is counted by its :attr:`Decision.label`, with the time
+  it took (``/metrics``, :mod:`core.metrics`); queued work admitted later counts once more.
 * Cohorts (DESIGN §9): a team in a cohort may borrow what other members leave unused
   (:class:`FlavorQuota` holds the rule); its admissions take the cohort's lock after the
   team's (:func:`lock_admission`), and its queue is re-admitted with the whole cohort's.
@@ -22,6 +24,7 @@ the work continues; they leave the queue only by being admitted or released.
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -33,10 +36,11 @@ from django.db.models import F, IntegerField, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from core import metrics
 from core.formatting import format_amount
 from core.rawsql import sql_decimal
 from quotas import fairshare
-from quotas.constants import Outcome, Priority, Reason
+from quotas.constants import DecisionLabel, Outcome, Priority, Reason
 from quotas.ledger import ZERO, committed, cost_ahead, hours_left_in_month, month_end, month_spend
 from quotas.models import Cohort, GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, TeamSharing
 from quotas.signals import workload_admitted
@@ -108,6 +112,13 @@ class Decision:
     @property
     def rejected(self) -> bool:
         return self.outcome == Outcome.REJECT
+
+    @property
+    def label(self) -> str:
+        """Its :class:`~quotas.constants.DecisionLabel`: the outcome, an admission that borrows told apart."""
+        if self.admitted:
+            return DecisionLabel.BORROWED if self.preemptible else DecisionLabel.ADMITTED
+        return DecisionLabel.QUEUED if self.queued else DecisionLabel.REJECTED
 
 
 @dataclass(frozen=True)
@@ -369,9 +380,8 @@ def cohort_figures(cohort_id: int | None) -> CohortFigures | None:
     members = list(TeamSharing.objects.filter(cohort_id=cohort_id).values_list("team_id", "team__slug", "fair_weight"))
     slugs = {team_id: slug for team_id, slug, _weight in members}
     quotas = {(q.team_id, q.flavor_id): q for q in TeamQuota.objects.filter(team_id__in=slugs)}
-    usage = {(row["team_id"], row["flavor_id"]): row["total"] for row in
-             Reservation.objects.held().filter(team_id__in=slugs).values("team_id", "flavor_id")
-             .annotate(total=Sum("units")).order_by()}
+    usage = {key: units for key, (units, _borrowed)
+             in Reservation.objects.held().filter(team_id__in=slugs).units_by_team_and_flavor().items()}
     return CohortFigures(slugs, quotas, usage, {team_id: weight for team_id, _slug, weight in members})
 
 
@@ -440,6 +450,12 @@ def units_in_use(team=None, flavor_id: int | None = None) -> dict[int, int]:
     if flavor_id is not None:
         held = held.filter(flavor_id=flavor_id)
     return held.units_by_flavor()
+
+
+def units_held_by_team() -> dict[tuple[int, int], tuple[int, int]]:
+    """``{(team id, flavor id): (units in use, borrowed units)}`` of every team, one query:
+    :func:`units_in_use` of all teams at once, with the part of it their cohorts lent."""
+    return Reservation.objects.held().units_by_team_and_flavor()
 
 
 def in_use_of_row():
@@ -542,6 +558,7 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
     together. Admitting a ref that is already admitted or queued returns that outcome again
     without writing anything.
     """
+    started = time.perf_counter()
     facts_sql, insert_sql, _ = _hot_sql(connection.vendor)
     # No savepoint of its own (two statements less on every submission): an error here fails
     # the caller's transaction as a whole, which is what every caller wants — the workload row
@@ -609,6 +626,8 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
                 estimated_cost=request.estimated_cost, cost_per_hour=request.cost_per_hour,
                 may_borrow=request.may_borrow)
             decision = Decision(decision.outcome, decision.reason, decision.message, queue_position(team, entry))
+        # A replayed ref returned above, uncounted: each request counts once, as first decided.
+        metrics.count_admission(decision.label, time.perf_counter() - started)
         return decision
 
 
@@ -714,6 +733,7 @@ def admit_waiting(team) -> list[str]:
         usage = units_in_use(team)
         budget = _budget_state(team)
         admitted: list[QueuedRequest] = []
+        labels: list[str] = []
         for entry in entries:
             request = _request_of(entry)
             decision = decide(request, usage.get(entry.flavor_id, 0),
@@ -722,12 +742,14 @@ def admit_waiting(team) -> list[str]:
                 # Best-effort: keep scanning, a later smaller request may still fit.
                 usage[entry.flavor_id] = usage.get(entry.flavor_id, 0) + entry.units
                 admitted.append(entry)
+                labels.append(decision.label)
         if not admitted:
             return []
         Reservation.objects.bulk_create([_reservation_for(team, e.ref, e.flavor, _request_of(e)) for e in admitted])
         QueuedRequest.objects.filter(pk__in=[e.pk for e in admitted]).delete()
-        for entry in admitted:
+        for entry, label in zip(admitted, labels, strict=True):
             workload_admitted.send(sender=None, ref=entry.ref, team=team)
+            metrics.count_admission(label)
         return [e.ref for e in admitted]
 
 
@@ -766,8 +788,9 @@ def _admit_waiting_in_cohort(cohort_id: int) -> list[str]:
     Reservation.objects.bulk_create([_reservation_for(e.team, e.ref, e.flavor, _request_of(e), borrowed)
                                      for e, borrowed in order])
     QueuedRequest.objects.filter(pk__in=[e.pk for e, _ in order]).delete()
-    for entry, _ in order:
+    for entry, borrowed in order:
         workload_admitted.send(sender=None, ref=entry.ref, team=entry.team)
+        metrics.count_admission(Decision(Outcome.ADMIT, Reason.ADMITTED, "", borrows=borrowed).label)
     return [e.ref for e, _ in order]
 
 

@@ -23,11 +23,14 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+import fleet.services as fleet
 from core.pagination import StandardPagination
 from quotas import services
 from quotas.models import Cohort, GpuFlavor, unknown_flavor
 from quotas.reports import report_columns, report_filename, usage_report
 from quotas.serializers import (
+    ClusterInputSerializer,
+    ClusterSerializer,
     CohortInputSerializer,
     CohortSerializer,
     FlavorSerializer,
@@ -168,6 +171,44 @@ class CohortViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         """Delete the cohort: its teams keep their quotas as walls again."""
         services.remove_cohort(request.user, self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ClusterViewSet(viewsets.ViewSet):
+    """Clusters work is placed on, with their health and what they offer (platform staff only)."""
+
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+    serializer_class = ClusterSerializer
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)  # 401 without credentials
+        # Clusters are the platform's: to anyone but staff they do not exist (as cohorts).
+        if not request.user.is_staff and request.method.lower() in self.action_map:
+            raise NotFound()
+
+    @extend_schema(responses={200: ClusterSerializer(many=True)})
+    def list(self, request):
+        return Response(ClusterSerializer([services.cluster_view(c) for c in fleet.clusters()], many=True).data)
+
+    @extend_schema(responses={200: ClusterSerializer})
+    def retrieve(self, request, name=None):
+        return Response(ClusterSerializer(services.cluster_view(self._cluster(name))).data)
+
+    @extend_schema(request=ClusterInputSerializer, responses={200: ClusterSerializer})
+    def partial_update(self, request, name=None):
+        """Drain the cluster (no new placements; what runs there finishes) or make it placeable again."""
+        cluster = self._cluster(name)
+        body = ClusterInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        cluster = fleet.set_draining(cluster, body.validated_data["state"] == "draining", request.user)
+        return Response(ClusterSerializer(services.cluster_view(cluster)).data)
+
+    @staticmethod
+    def _cluster(name: str):
+        cluster = fleet.get(name)
+        if cluster is None:
+            raise NotFound()
+        return cluster
 
 
 class FlavorViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):

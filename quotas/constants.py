@@ -16,6 +16,15 @@ class Outcome:
     REJECT = "reject"
 
 
+class DecisionLabel:
+    """The ``decision`` label of ``slipway_admissions_total`` (:attr:`quotas.admission.Decision.label`)."""
+
+    ADMITTED = "admitted"  # within the team's nominal quota
+    BORROWED = "borrowed"  # with units its cohort lends
+    QUEUED = "queued"
+    REJECTED = "rejected"
+
+
 class Reason:
     ADMITTED = "Admitted"
     WAITING_FOR_QUOTA = "WaitingForQuota"

@@ -7,8 +7,9 @@ Node labels match the GPU Operator labels of the sandbox inventory (``sandbox/in
 alone restricts them to MIG nodes, and the product label keeps them on A100s. Their prices
 are the parent A100's price times the slice's share of the GPU (1g = 1/7, 2g = 2/7, 3g = 3/7).
 
-Largest node per flavor: the A100 and H100 nodes have 8 GPUs, the L4 nodes 1; the sandbox's
-MIG node exposes 10x 1g.10gb, 2x 2g.20gb and 4x 3g.40gb (and 4 whole A100s).
+Largest node per flavor: the biggest A100 and H100 nodes have 8 GPUs, the L4 nodes 1; the sandbox's
+MIG node (cluster east) exposes 10x 1g.10gb, 2x 2g.20gb and 4x 3g.40gb. The sandbox's clusters
+price some flavors their own way (``prices`` in ``sandbox/inventory.yaml``), near these list prices.
 """
 
 from __future__ import annotations

@@ -100,9 +100,26 @@ class GpuFlavor(models.Model):
         """The field error of a submission asking for this flavor when it is not :attr:`usable` ("" when it is)."""
         return "" if self.usable else f"Flavor {self.name} is retired and cannot be requested any more."
 
-    def price(self, spot: bool = False) -> Decimal:
-        """The price of one unit-hour (:func:`unit_price`): what the ledger's price rule is given."""
+    def price(self, spot: bool = False, cluster_id: int | None = None) -> Decimal:
+        """The price of one unit-hour (:func:`unit_price`): what the ledger's price rule is given.
+
+        On a cluster that prices the flavor itself (:class:`ClusterPrice`), that cluster's price;
+        elsewhere, and before work is placed, the flavor's. The overrides are read once per
+        flavor instance (the reconcile cycle shares one instance per flavor).
+        """
+        override = self._cluster_prices().get(cluster_id) if cluster_id is not None else None
+        if override is not None:
+            price, spot_price = override
+            return unit_price(price, spot_price if spot_price is not None else self.spot_price_per_hour, spot)
         return unit_price(self.price_per_hour, self.spot_price_per_hour, spot)
+
+    def _cluster_prices(self) -> dict[int, tuple[Decimal, Decimal | None]]:
+        if not hasattr(self, "_cluster_price_cache"):
+            self._cluster_price_cache = {
+                cluster_id: (price, spot_price) for cluster_id, price, spot_price in
+                ClusterPrice.objects.filter(flavor_id=self.pk).values_list("cluster_id", "price_per_hour",
+                                                                          "spot_price_per_hour")}
+        return self._cluster_price_cache
 
     def to_spec(self) -> FlavorSpec:
         """The cluster layer's :class:`cluster.specs.FlavorSpec` for this flavor."""
@@ -120,6 +137,26 @@ class GpuFlavor(models.Model):
             tolerations=tolerations,
             gpu_fraction=float(self.gpu_fraction),
         )
+
+
+class ClusterPrice(models.Model):
+    """A flavor's price on one cluster, where it differs from the flavor's (cloud H100s dearer than
+    on-prem ones). Placement ranks clusters by it and billing charges it (README "Several clusters")."""
+
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="prices")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.CASCADE, related_name="cluster_prices")
+    price_per_hour = models.DecimalField(**MONEY, validators=[MinValueValidator(Decimal(0))],
+                                         help_text="Per unit and hour on this cluster.")
+    spot_price_per_hour = models.DecimalField(**MONEY, null=True, blank=True,
+                                              validators=[MinValueValidator(Decimal(0))],
+                                              help_text="Spot, per unit and hour on this cluster; empty: the flavor's.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster", "flavor"], name="uniq_cluster_price")]
+        ordering = ["cluster__name", "flavor__name"]
+
+    def __str__(self) -> str:
+        return f"{self.flavor} on {self.cluster}: {self.price_per_hour}/h"
 
 
 class TeamQuota(models.Model):
@@ -277,6 +314,11 @@ class ReservationQuerySet(models.QuerySet):
         """``{flavor_id: units}`` of the rows in this queryset (one query)."""
         rows = self.values("flavor_id").annotate(total=Sum("units")).order_by()
         return {row["flavor_id"]: row["total"] or 0 for row in rows}
+
+    def units_by_team_and_flavor(self) -> dict[tuple[int, int], tuple[int, int]]:
+        """``{(team_id, flavor_id): (units, borrowed units)}`` of the rows in this queryset (one query)."""
+        rows = self.values("team_id", "flavor_id").annotate(total=Sum("units"), borrowed=Sum("borrowed_units")).order_by()
+        return {(row["team_id"], row["flavor_id"]): (row["total"] or 0, row["borrowed"] or 0) for row in rows}
 
     def borrowed_by_ref(self, refs: list[str]) -> dict[str, int]:
         """``{ref: borrowed units}`` of the rows of ``refs`` in this queryset that borrow any (one query)."""

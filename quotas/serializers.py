@@ -297,3 +297,31 @@ class TeamSharingInputSerializer(serializers.Serializer):
 
     fair_weight = WeightField(required=False, help_text="Fair-share weight, 0 or more (0: borrows last).")
     within_team_preemption = FlagField(required=False)
+
+
+class ClusterFlavorSerializer(serializers.Serializer):
+    """What one cluster offers of one flavor, as its nodes last reported."""
+
+    flavor = serializers.CharField()
+    capacity = serializers.IntegerField(help_text="Units its nodes offer (allocatable).")
+    free = serializers.IntegerField(help_text="Units not requested by running pods.")
+    price_per_hour = serializers.DecimalField(max_digits=12, decimal_places=4)
+
+
+class ClusterSerializer(serializers.Serializer):
+    """A cluster as the staff API shows it (API.md "Clusters")."""
+
+    name = serializers.CharField()
+    state = serializers.ChoiceField(choices=["ready", "degraded", "lost", "draining"])
+    last_seen = serializers.DateTimeField(allow_null=True)
+    region = serializers.CharField()
+    labels = serializers.DictField(child=serializers.CharField())
+    last_error = serializers.CharField(help_text="Why its last observation failed; empty when it answered.")
+    flavors = ClusterFlavorSerializer(many=True)
+
+
+class ClusterInputSerializer(serializers.Serializer):
+    """The body of ``PATCH /clusters/{name}/``: drain it, or make it ready again."""
+
+    state = serializers.ChoiceField(choices=["draining", "ready"],
+                                    help_text="draining: no new placements, running work finishes; ready: placeable.")

@@ -21,9 +21,11 @@ from django.db.models import Sum
 from django.utils import timezone
 
 import core.backend
+import fleet.services as fleet
 from cluster.capacity import offers
 from cluster.errors import ClusterError
-from core.formatting import stored_amount
+from core.formatting import format_when, stored_amount
+from fleet.constants import State
 from quotas.admission import (
     admit_waiting,
     borrowable,
@@ -34,7 +36,16 @@ from quotas.admission import (
     units_in_use,
 )
 from quotas.ledger import MonthSpend, committed_by_team, month_end, month_spend, month_start, spent_month
-from quotas.models import BudgetMonth, Cohort, GpuFlavor, QueuedRequest, TeamBudget, TeamQuota, TeamSharing
+from quotas.models import (
+    BudgetMonth,
+    ClusterPrice,
+    Cohort,
+    GpuFlavor,
+    QueuedRequest,
+    TeamBudget,
+    TeamQuota,
+    TeamSharing,
+)
 from quotas.tasks import sync_team_quota
 from teams.models import AuditEvent, Team
 from teams.services import audit, lock_team
@@ -490,6 +501,50 @@ def set_flavor_prices(actor, flavor: GpuFlavor, price_per_hour: Decimal, spot_pr
     return flavor
 
 
+def set_cluster_price(actor, flavor: GpuFlavor, cluster, price_per_hour: Decimal | None,
+                      spot_price_per_hour: Decimal | None = None, ip: str | None = None) -> ClusterPrice | None:
+    """Price ``flavor`` on ``cluster`` (``price_per_hour`` None: the flavor's price again); audited
+    with old and new. Usage already recorded keeps its old cost; open segments are priced anew."""
+    row = ClusterPrice.objects.filter(flavor=flavor, cluster=cluster).first()
+    before = None if row is None else {"price_per_hour": stored_amount(row.price_per_hour),
+                                       "spot_price_per_hour": stored_amount(row.spot_price_per_hour)}
+    if price_per_hour is None:
+        if row is not None:
+            row.delete()
+        row, after = None, None
+    else:
+        row, _ = ClusterPrice.objects.update_or_create(
+            flavor=flavor, cluster=cluster,
+            defaults={"price_per_hour": price_per_hour, "spot_price_per_hour": spot_price_per_hour})
+        after = {"price_per_hour": stored_amount(price_per_hour), "spot_price_per_hour": stored_amount(spot_price_per_hour)}
+    if before != after:
+        audit(AuditEvent.Action.PRICE_CHANGED, actor=actor, target=f"flavor {flavor.name} on {cluster.name}", ip=ip,
+              flavor=flavor.name, cluster=cluster.name, old=before, new=after)
+    return row
+
+
+def seed_cluster_prices() -> int:
+    """Give each cluster the prices its backend offers it at (the sandbox inventory's ``prices``),
+    for flavors that exist and clusters not priced yet: a staff change is never overwritten.
+    Returns how many prices were set."""
+    made = 0
+    flavors = {f.name: f for f in GpuFlavor.objects.all()}
+    offered = {o.name: o for o in core.backend.offered_clusters()}
+    for cluster in fleet.clusters():
+        seed = offered.get(cluster.name)
+        if seed is None:
+            continue
+        for name, price in seed.prices.items():
+            flavor = flavors.get(name)
+            if flavor is None:
+                continue
+            _row, created = ClusterPrice.objects.get_or_create(
+                flavor=flavor, cluster=cluster,
+                defaults={"price_per_hour": price, "spot_price_per_hour": seed.spot_prices.get(name)})
+            made += created
+    return made
+
+
 # -- capacity ------------------------------------------------------------------------------
 
 
@@ -499,14 +554,22 @@ def capacity_rows(pending: dict[int, int] | None = None) -> tuple[list[dict], li
     Per flavor: cluster allocatable and in-use units, team quota sum, over-commit (quotas ÷
     allocatable, ``overcommitted`` above 1), units reserved by admitted work, units admitted but
     waiting for the cluster (``pending``: flavor id → units, from the caller) and queued units.
-    Per node and GPU resource: allocatable, running, free, and the flavors it offers. ``error``
-    is the cluster's message when it could not be asked (the portal's own figures still show).
+    Per node and GPU resource: its cluster, allocatable, running, free, and the flavors it offers.
+    The flavor figures add up every cluster that answered. ``error`` names each cluster that could
+    not be asked and why (a lost one is not asked); the portal's own figures still show.
     """
-    error = ""
-    try:
-        nodes = core.backend.get_backend().capacity()
-    except ClusterError as exc:
-        nodes, error = None, str(exc)
+    located, errors = [], []  # (cluster name, node) of every cluster
+    for cluster in fleet.clusters():
+        if cluster.state == State.LOST:
+            # Not asked: the page must not wait on a cluster that does not answer.
+            errors.append(f"{cluster.name}: lost since {format_when(cluster.silent_since)}")
+            continue
+        try:
+            located += [(cluster.name, n) for n in fleet.backend(cluster).capacity()]
+        except ClusterError as exc:
+            errors.append(f"{cluster.name}: {exc}")
+    error = "; ".join(errors)
+    nodes = [n for _c, n in located] if located or not errors else None
     quota_sums = {row["flavor_id"]: row["total"] for row in
                   TeamQuota.objects.values("flavor_id").annotate(total=Sum("limit")).order_by()}
     reserved = units_in_use()
@@ -532,8 +595,28 @@ def capacity_rows(pending: dict[int, int] | None = None) -> tuple[list[dict], li
             "pending": (pending or {}).get(flavor.pk, 0),
             "queued": queued.get(flavor.pk, 0),
         })
-    node_rows = [{"node": n.node, "resource": n.resource_name, "allocatable": n.allocatable, "running": n.in_use,
-                  "free": n.free, "full": n.free == 0,
+    node_rows = [{"cluster": name, "node": n.node, "resource": n.resource_name, "allocatable": n.allocatable,
+                  "running": n.in_use, "free": n.free, "full": n.free == 0,
                   "flavors": [f.name for f in flavors if f.usable and offers(n, specs[f.pk])]}
-                 for n in sorted(nodes or [], key=lambda n: (n.node, n.resource_name))]
+                 for name, n in sorted(located, key=lambda item: (item[0], item[1].node, item[1].resource_name))]
     return rows, node_rows, error
+
+
+def cluster_flavors(cluster) -> list[dict]:
+    """Per flavor the cluster's nodes offer (by :func:`cluster.capacity.offers`, as last recorded):
+    capacity, free units and the price. Flavors it does not offer are left out."""
+    nodes = fleet.recorded_nodes(cluster)
+    rows = []
+    for flavor in GpuFlavor.objects.usable().order_by("name"):
+        spec = flavor.to_spec()
+        serving = [n for n in nodes if offers(n, spec)]
+        if serving:
+            rows.append({"flavor": flavor.name, "capacity": sum(n.allocatable for n in serving),
+                         "free": sum(n.free for n in serving), "price_per_hour": flavor.price(False, cluster.pk)})
+    return rows
+
+
+def cluster_view(cluster) -> dict:
+    """A cluster as the staff API and the admin page show it."""
+    return {"name": cluster.name, "state": cluster.state, "last_seen": cluster.last_seen, "region": cluster.region,
+            "labels": cluster.labels, "last_error": cluster.last_error, "flavors": cluster_flavors(cluster)}

@@ -5,9 +5,11 @@ from __future__ import annotations
 from celery import shared_task
 
 import core.backend
+import fleet.services as fleet
 from cluster.errors import Transient
 from cluster.manifests import build_team
 from cluster.specs import TeamSpec
+from fleet.constants import State
 from quotas.admission import admit_waiting, cohort_figures, cohort_id_of, flavor_quota
 from quotas.models import TeamQuota
 from teams.models import Team
@@ -40,5 +42,15 @@ def sync_team_quota(team_id: int) -> list[str]:
     team = Team.objects.filter(pk=team_id).first()
     if team is None:
         return []
-    core.backend.get_backend().apply(build_team(team_spec(team), core.backend.cluster_config()))
+    objects = build_team(team_spec(team), core.backend.cluster_config())
+    unanswered: Transient | None = None
+    for cluster in fleet.clusters():
+        if cluster.state == State.LOST:
+            continue  # its next apply brings the namespace objects with it
+        try:
+            fleet.backend(cluster).apply(objects)
+        except Transient as exc:
+            unanswered = unanswered or exc  # the other clusters still get theirs
+    if unanswered is not None:
+        raise unanswered  # retried by Celery
     return admit_waiting(team)

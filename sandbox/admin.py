@@ -17,22 +17,22 @@ class ReadOnly(admin.ModelAdmin):
 
 @admin.register(SimObject)
 class SimObjectAdmin(ReadOnly):
-    list_display = ("kind", "namespace", "name", "workload", "replicas", "done", "created_at")
-    list_filter = ("kind", "done")
+    list_display = ("cluster", "kind", "namespace", "name", "workload", "replicas", "done", "created_at")
+    list_filter = ("cluster", "kind", "done")
     search_fields = ("namespace", "name", "workload")
 
 
 @admin.register(SimPod)
 class SimPodAdmin(ReadOnly):
-    list_display = ("name", "namespace", "node", "phase", "reason", "active", "created_at")
-    list_filter = ("phase", "active", "node")
+    list_display = ("cluster", "name", "namespace", "node", "phase", "reason", "active", "created_at")
+    list_filter = ("cluster", "phase", "active", "node")
     search_fields = ("namespace", "name", "workload")
 
 
 @admin.register(SimEvent)
 class SimEventAdmin(ReadOnly):
-    list_display = ("time", "type", "reason", "object", "message")
-    list_filter = ("type", "reason")
+    list_display = ("cluster", "time", "type", "reason", "object", "message")
+    list_filter = ("cluster", "type", "reason")
     search_fields = ("namespace", "workload", "object")
 
 
@@ -40,4 +40,4 @@ class SimEventAdmin(ReadOnly):
 class SimLoadAdmin(admin.ModelAdmin):
     """Editable: pinning an endpoint's load here drives its autoscaling, like ``manage.py sandbox load``."""
 
-    list_display = ("namespace", "workload", "value")
+    list_display = ("cluster", "namespace", "workload", "value")

@@ -6,10 +6,22 @@ stores and reads Kubernetes-shaped objects in the database; the "cluster" half i
 Observed objects look exactly like the API server's (``metadata``/``spec``/``status``, RFC 3339
 timestamps), so :mod:`cluster.status` maps both backends the same way.
 
-Concurrency: ``apply``/``delete`` each run in one transaction; ``tick`` locks the clock row
-(``select_for_update``; SQLite serialises writers anyway), so concurrent ticks from web,
-worker and beat run one after the other, and a tick for a ``now`` not after the last one is
-a no-op — ticking twice with the same ``now`` changes nothing.
+Several clusters: an instance works on one cluster of the inventory (``SandboxBackend("west")``;
+no name: the first one listed, :func:`sandbox.inventory.cluster`), and every query it makes
+is filtered on that cluster's rows, so two clusters never see each other's namespaces, pods,
+events or nodes.
+
+Concurrency: ``apply``/``delete`` each run in one transaction; ``tick`` locks its cluster's
+clock row (``select_for_update``; SQLite serialises writers anyway), so concurrent ticks of one
+cluster from web, worker and beat run one after the other while two clusters tick side by
+side, and a tick for a ``now`` not after the last one is a no-op — ticking twice with the same
+``now`` changes nothing.
+
+Loss: ``manage.py sandbox silence <cluster>`` makes a cluster stop answering (a network
+partition, :class:`sandbox.models.SimSilence`): every call of the cluster-backend interface
+raises ``Transient`` until ``sandbox answer <cluster>``, but the cluster itself runs on — its
+``tick`` and the simulation's own levers (clock, loads, nodes, reset) keep working, so its
+work may finish while nobody can see it.
 
 Every public method takes an optional keyword ``now`` so tests control time; the default is
 ``django.utils.timezone.now()``.
@@ -22,10 +34,11 @@ import functools
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import ParamSpec, TypeVar
 
-from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from cluster.backends.base import (
@@ -43,17 +56,19 @@ from cluster.backends.base import (
     ResourceKind,
     env_secret_name,
 )
-from cluster.errors import Invalid, NotFound, Transient
+from cluster.errors import ClusterError, Invalid, NotFound, Transient
 from cluster.metrics import per_workload, running_pods
 from cluster.perf import gc_paused
 from cluster.status import parse_time
+from core.rawsql import sql_datetime
 from sandbox import checkpoints, inventory
 from sandbox.bulk import Record
 from sandbox.bulk import load as load_records
 from sandbox.controllers.kubelet import CRASH_OUTCOMES, KILLED_EXIT_CODE, pod_ready
 from sandbox.controllers.scaledobject import endpoint_load
-from sandbox.models import SimClock, SimEvent, SimLoad, SimNodeOutage, SimObject, SimPod
+from sandbox.models import SimClock, SimEvent, SimLoad, SimNodeOutage, SimObject, SimPod, SimSilence
 from sandbox.names import new_uid, replicaset_name
+from sandbox.quantity import parse_quantity
 from sandbox.simulation import (
     PULL_SECONDS,
     TERMINATION,
@@ -96,28 +111,69 @@ BUILTIN_NAMESPACES = ("default", "kube-system")
 
 def _storage_errors(method: Callable[P, T]) -> Callable[P, T]:
     """Database faults (e.g. SQLite's "database is locked" past the busy timeout) surface as
-    ``Transient``, like a 5xx from an API server: the interface raises only cluster errors."""
+    ``Transient``, like a 5xx from an API server: the interface raises only cluster errors.
+    Every cluster error leaving the method is reported (:meth:`ClusterBackend.raised`), as a
+    real backend reports what its API server answered."""
 
     @functools.wraps(method)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+    def wrapper(self: SandboxBackend, *args: P.args, **kwargs: P.kwargs) -> T:
         try:
-            return method(*args, **kwargs)
+            return method(self, *args, **kwargs)
+        except ClusterError as exc:
+            self.raised(exc)
+            raise
         except DatabaseError as exc:
-            raise Transient(f"sandbox storage error: {exc}") from exc
+            raise self.raised(Transient(f"sandbox storage error: {exc}")) from exc
 
     return wrapper
 
 
 class SandboxBackend(ClusterBackend):
-    """The embedded simulated cluster (``SLIPWAY_CLUSTER_BACKEND=sandbox``)."""
+    """One embedded simulated cluster (``SLIPWAY_CLUSTER_BACKEND=sandbox``).
+
+    ``cluster``: a cluster of the inventory, None for the first one; a name it does not list
+    raises :class:`sandbox.inventory.UnknownCluster`, which names the ones it does.
+    """
 
     name = "sandbox"
+
+    #: The clusters a fresh install gets with this backend: the inventory's (``core.backend.offered_clusters``).
+    offered_clusters = staticmethod(inventory.clusters)
+
+    def __init__(self, cluster: str | None = None) -> None:
+        #: The name of the cluster this instance sees and changes.
+        self.cluster = inventory.cluster(cluster).name
+
+    def _rows(self, model: type[T]) -> QuerySet[T]:
+        """``model``'s rows of this cluster: every query of the backend starts here."""
+        return model.objects.filter(cluster=self.cluster)
+
+    def _state(self) -> tuple[datetime | None, datetime | None]:
+        """The cluster's last tick and since when it is silent (None: it answers), in one query."""
+        tick_sql, tick_params = self._rows(SimClock).values("last_tick").query.sql_with_params()
+        silence_sql, silence_params = self._rows(SimSilence).values("since").query.sql_with_params()
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT ({tick_sql}), ({silence_sql})", (*tick_params, *silence_params))
+            last_tick, silent_since = cursor.fetchone()
+        return sql_datetime(last_tick), sql_datetime(silent_since)
+
+    def _answering(self) -> datetime | None:
+        """The cluster's last tick, once sure it answers: ``Transient`` while it is silenced.
+
+        The first step of every call of the cluster-backend interface (but ``tick``, which is
+        the cluster running, not Slipway talking to it).
+        """
+        last_tick, silent_since = self._state()
+        if silent_since is not None:
+            raise Transient(f"cluster {self.cluster} does not answer (silent since {rfc3339(silent_since)})")
+        return last_tick
 
     # -- writes ------------------------------------------------------------------------------
 
     @_storage_errors
     def apply(self, objects: list[Manifest], resources: Sequence[ResourceKind] = (), *,
               now: datetime | None = None) -> list[Manifest]:
+        self._answering()
         now = now or timezone.now()
         admitted = [admit(obj, resources) for obj in objects]  # 1. validate all first: nothing is written on Invalid
         with transaction.atomic():
@@ -129,7 +185,8 @@ class SandboxBackend(ClusterBackend):
         created = {o["metadata"]["name"] for o in admitted if o["kind"] == "Namespace"}
         missing = wanted - created - set(BUILTIN_NAMESPACES)
         if missing:
-            present = set(SimObject.objects.filter(kind="Namespace", name__in=missing).values_list("name", flat=True))
+            present = set(self._rows(SimObject).filter(kind="Namespace", name__in=missing).values_list(
+                "name", flat=True))
             if missing - present:
                 raise NotFound(f'namespaces "{sorted(missing - present)[0]}" not found', status=404)
         # 3. create or update each object (same kind/namespace/name: update, never a second object)
@@ -138,15 +195,16 @@ class SandboxBackend(ClusterBackend):
             meta = obj["metadata"]
             namespace = meta.get("namespace") or meta["name"]
             labels = meta.get("labels") or {}
-            row = SimObject.objects.select_for_update().filter(kind=obj["kind"], namespace=namespace,
-                                                               name=meta["name"]).first()
+            row = self._rows(SimObject).select_for_update().filter(kind=obj["kind"], namespace=namespace,
+                                                                   name=meta["name"]).first()
             manifest = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
             manifest["metadata"] = {k: v for k, v in meta.items()
                                     if k not in ("uid", "resourceVersion", "creationTimestamp", "generation",
                                                  "managedFields")}
             plan = compile_plan(obj)
             if row is None:
-                row = SimObject(kind=obj["kind"], api_version=obj["apiVersion"], namespace=namespace, name=meta["name"],
+                row = SimObject(cluster=self.cluster, kind=obj["kind"], api_version=obj["apiVersion"],
+                                namespace=namespace, name=meta["name"],
                                 workload=labels.get(WORKLOAD_LABEL, ""), team=labels.get(TEAM_LABEL, ""),
                                 uid=new_uid(), manifest=manifest, plan=plan, created_at=now,
                                 status=_initial_status(obj))
@@ -156,6 +214,8 @@ class SandboxBackend(ClusterBackend):
                     job = served(obj["apiVersion"], "Job", resources)
                     raise Invalid(f'{kind_label(job)} "{meta["name"]}" is invalid: spec.template: Invalid value: '
                                   '"...": field is immutable', status=422)
+                if obj["kind"] == "PersistentVolumeClaim":
+                    _check_claim_update(meta["name"], row.manifest.get("spec") or {}, obj.get("spec") or {})
                 if row.manifest != manifest:
                     if row.manifest.get("spec") != manifest.get("spec"):
                         row.generation += 1
@@ -184,6 +244,7 @@ class SandboxBackend(ClusterBackend):
         A second delete may shorten the grace, never lengthen it, as on an API server. None or 0:
         everything goes at once. The other objects (Service, ScaledObject, Secret) go at once.
         """
+        self._answering()
         now = now or timezone.now()
         doomed = Q()
         for resource in resources:
@@ -191,12 +252,12 @@ class SandboxBackend(ClusterBackend):
                 doomed |= Q(kind=resource.kind, api_version=resource.api_version, workload=address.cluster_name)
         doomed |= Q(kind="Secret", name=env_secret_name(address.cluster_name))
         with transaction.atomic():
-            rows = SimObject.objects.filter(doomed, namespace=address.namespace)
+            rows = self._rows(SimObject).filter(doomed, namespace=address.namespace)
             count = rows.count()
             kept = self._terminate(rows, now, grace_seconds) if grace_seconds and grace_seconds > 0 else []
             rows.exclude(pk__in=kept).delete()
             if not kept:
-                SimLoad.objects.filter(namespace=address.namespace, workload=address.cluster_name).delete()
+                self._rows(SimLoad).filter(namespace=address.namespace, workload=address.cluster_name).delete()
             return count
 
     @staticmethod
@@ -219,7 +280,8 @@ class SandboxBackend(ClusterBackend):
                 continue
             plan = owner.plan["pods"]
             SimEvent.objects.bulk_create(
-                SimEvent(namespace=pod.namespace, workload=pod.workload, object=f"Pod/{pod.name}", type="Normal",
+                SimEvent(cluster=pod.cluster, namespace=pod.namespace, workload=pod.workload, object=f"Pod/{pod.name}",
+                         type="Normal",
                          reason="Killing", message=f"Stopping container {plan[pod.role]['ctr']}", time=now)
                 for pod in owner.pods.filter(active=True, phase="Running"))
         return kept
@@ -233,9 +295,10 @@ class SandboxBackend(ClusterBackend):
         ``now``: a pod that honours it (``SLIPWAY_SIM_HONOUR_NOTICE``) checkpoints and exits
         on the next tick. Columns of their own, which the tick never writes back.
         """
+        self._answering()
         now = now or timezone.now()
         with transaction.atomic():
-            pods = list(SimPod.objects.select_for_update().filter(
+            pods = list(self._rows(SimPod).select_for_update().filter(
                 namespace=address.namespace, workload=address.cluster_name, active=True))
             for pod in pods:
                 merged = {**(pod.annotations or {}), **annotations}
@@ -254,94 +317,114 @@ class SandboxBackend(ClusterBackend):
         ``DisruptionTarget`` (reason ``TerminationByKubelet``, phase Failed; a Deployment's
         are deleted and replaced), as the kubelet's graceful node shutdown leaves them.
         """
-        if node not in {n.name for n in inventory.nodes()}:
+        if node not in {n.name for n in inventory.nodes(self.cluster)}:
             raise NotFound(f'nodes "{node}" not found', status=404)
         now = now or timezone.now()
         self.tick(now)
-        SimNodeOutage.objects.get_or_create(node=node, defaults={"since": max(now, self.clock()),
-                                                                 "reason": NODE_SHUTDOWN[0]})
-        return SimPod.objects.filter(node=node, active=True).count()
+        SimNodeOutage.objects.get_or_create(cluster=self.cluster, node=node,
+                                            defaults={"since": max(now, self.clock()), "reason": NODE_SHUTDOWN[0]})
+        return self._rows(SimPod).filter(node=node, active=True).count()
 
     @_storage_errors
     def restore_node(self, node: str) -> bool:
         """Bring a reclaimed node back (empty, as a fresh spot node); False when it was not gone."""
-        return SimNodeOutage.objects.filter(node=node).delete()[0] > 0
+        return self._rows(SimNodeOutage).filter(node=node).delete()[0] > 0
 
     def nodes_down(self) -> dict[str, datetime]:
-        return dict(SimNodeOutage.objects.values_list("node", "since"))
+        return dict(self._rows(SimNodeOutage).values_list("node", "since"))
+
+    @_storage_errors
+    def silence(self, *, now: datetime | None = None) -> bool:
+        """Stop answering, as a cluster cut off by a network partition; False when already silent.
+
+        From now on every call of the cluster-backend interface raises ``Transient`` (see
+        :meth:`_answering`); the cluster runs on (``tick``), so its work may finish unseen.
+        """
+        return SimSilence.objects.get_or_create(cluster=self.cluster, defaults={"since": now or timezone.now()})[1]
+
+    @_storage_errors
+    def answer(self) -> bool:
+        """Answer again after :meth:`silence`; False when it was not silent."""
+        return self._rows(SimSilence).delete()[0] > 0
+
+    def silent_since(self) -> datetime | None:
+        """Since when the cluster does not answer (None: it answers)."""
+        return self._state()[1]
 
     def set_load(self, address: ClusterAddress, value: float | None) -> None:
         """Pin an endpoint's synthetic load (trigger metric units); None returns it to the demo curve."""
         if value is None:
-            SimLoad.objects.filter(namespace=address.namespace, workload=address.cluster_name).delete()
+            self._rows(SimLoad).filter(namespace=address.namespace, workload=address.cluster_name).delete()
             return
-        SimLoad.objects.update_or_create(namespace=address.namespace, workload=address.cluster_name,
-                                         defaults={"value": max(float(value), 0.0)})
+        SimLoad.objects.update_or_create(cluster=self.cluster, namespace=address.namespace,
+                                         workload=address.cluster_name, defaults={"value": max(float(value), 0.0)})
 
     def reset(self) -> None:
-        """Forget every object, pod, event, load and reclaimed node: an empty cluster."""
+        """Forget the cluster's objects, pods, events, loads, clock and reclaimed nodes: an empty
+        cluster (a silence stays: it is the network's, not the cluster's). Other clusters keep theirs."""
         with transaction.atomic():
-            SimPod.objects.all().delete()
-            SimObject.objects.all().delete()
-            SimEvent.objects.all().delete()
-            SimLoad.objects.all().delete()
-            SimClock.objects.all().delete()
-            SimNodeOutage.objects.all().delete()
+            for model in (SimPod, SimObject, SimEvent, SimLoad, SimClock, SimNodeOutage):
+                self._rows(model).delete()
 
     # -- the clock -------------------------------------------------------------------------------
 
     @_storage_errors
     def tick(self, now: datetime | None = None) -> dict[str, int] | None:
-        """Advance the cluster to ``now``. Returns what changed, or None when ``now`` was already reached."""
+        """Advance the cluster to ``now``. Returns what changed, or None when ``now`` was already reached.
+
+        Only this cluster: its clock row is the lock, so another cluster's tick runs alongside.
+        A silenced cluster ticks too (it runs on; only Slipway cannot reach it).
+        """
         now = now or timezone.now()
         for attempt in range(2):
             try:
                 with transaction.atomic():
-                    clock = SimClock.objects.select_for_update().filter(pk=1).first()
+                    clock = self._rows(SimClock).select_for_update().first()
                     if clock is None:
-                        clock = SimClock.objects.create(pk=1)
+                        clock = SimClock.objects.create(cluster=self.cluster)
                     if clock.last_tick is not None and now <= clock.last_tick:
                         return None
                     with gc_paused():
-                        summary = run_tick(now)
-                    SimEvent.objects.filter(time__lt=now - EVENT_TTL).delete()
+                        summary = run_tick(now, self.cluster)
+                    self._rows(SimEvent).filter(time__lt=now - EVENT_TTL).delete()
                     clock.last_tick = now
                     clock.save(update_fields=["last_tick"])
                     return summary
             except IntegrityError:
-                if attempt:  # two processes created the clock row at once: the retry sees it
+                if attempt:  # two processes created the cluster's clock row at once: the retry sees it
                     raise
         return None
 
     def clock(self) -> datetime:
-        """The simulated time of the last tick (now, if the cluster never ticked)."""
-        last = SimClock.objects.filter(pk=1).values_list("last_tick", flat=True).first()
-        return last or timezone.now()
+        """The simulated time of the cluster's last tick (now, if it never ticked)."""
+        return self._state()[0] or timezone.now()
 
     # -- reads -------------------------------------------------------------------------------------
 
     @_storage_errors
     def observe(self, resources: Sequence[ResourceKind], *, now: datetime | None = None) -> list[ObservedWorkload]:
-        """At most five queries whatever the size: clock, loads, objects, manifests not cached yet, pods.
+        """At most five queries whatever the size: clock (and silence), loads, objects, manifests not
+        cached yet, pods.
 
         The returned objects share their ``spec`` with a per-process cache of decoded
         manifests (keyed by uid and resourceVersion, so an apply invalidates it): treat
         them as read-only, as one would a Kubernetes informer's cache.
         """
-        at = now or self.clock()
+        last_tick = self._answering()
+        at = now or last_tick or timezone.now()
         kinds = {(r.api_version, r.kind) for r in resources if r.observed}
         with gc_paused():
             return self._observe(at, kinds)
 
     def _observe(self, at: datetime, kinds: set[tuple[str, str]]) -> list[ObservedWorkload]:
-        loads = {(ns, wl): v for ns, wl, v in SimLoad.objects.values_list("namespace", "workload", "value")}
-        rows = load_records(SimObject.objects.order_by("pk"), OBSERVE_COLUMNS, lazy=("status", "memo"))
+        loads = {(ns, wl): v for ns, wl, v in self._rows(SimLoad).values_list("namespace", "workload", "value")}
+        rows = load_records(self._rows(SimObject).order_by("pk"), OBSERVE_COLUMNS, lazy=("status", "memo"))
         missing = [row.pk for row in rows if (row.uid, row.resource_version) not in _MANIFESTS]
         fetched: dict[int, tuple[dict, dict]] = {}
         if missing:
             if len(_MANIFESTS) > MANIFEST_CACHE_MAX:
                 _MANIFESTS.clear()
-            source = SimObject.objects.all() if len(missing) > 500 else SimObject.objects.filter(pk__in=missing)
+            source = self._rows(SimObject) if len(missing) > 500 else SimObject.objects.filter(pk__in=missing)
             for pk, uid, version, manifest, plan in source.values_list(
                     "pk", "uid", "resource_version", "manifest", "plan"):
                 _MANIFESTS[(uid, version)] = fetched[pk] = (manifest, plan)
@@ -375,7 +458,7 @@ class SandboxBackend(ClusterBackend):
             grouped[key].objects.append(self._to_manifest(row))
             if row.kind == "ScaledObject":
                 grouped[key].objects.append(_autoscaler_manifest(row))
-        for pod in load_records(SimPod.objects.order_by("created_at", "pk")):
+        for pod in load_records(self._rows(SimPod).order_by("created_at", "pk")):
             owner = by_pk.get(pod.owner_id)
             group = grouped.get((pod.namespace, pod.workload))
             if owner is None or group is None:
@@ -386,9 +469,10 @@ class SandboxBackend(ClusterBackend):
     def gpu_utilization(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, float]:
         """What the simulated DCGM exporter says: each running pod's annotation, averaged per workload.
 
-        No query: :meth:`observe` computed it already (``SLIPWAY_SIM_GPU_UTIL`` pins it, a
-        server follows its share of the endpoint's load).
+        :meth:`observe` computed it already (``SLIPWAY_SIM_GPU_UTIL`` pins it, a server follows
+        its share of the endpoint's load): one query, whether the cluster answers.
         """
+        self._answering()
         pods = running_pods(observed)
         samples = []
         for workload in observed:
@@ -400,16 +484,19 @@ class SandboxBackend(ClusterBackend):
 
     @_storage_errors
     def pods(self, address: ClusterAddress, *, now: datetime | None = None) -> list[Manifest]:
-        at = now or self.clock()
-        rows = SimPod.objects.filter(namespace=address.namespace, workload=address.cluster_name).select_related("owner")
+        last_tick = self._answering()
+        at = now or last_tick or timezone.now()
+        rows = self._rows(SimPod).filter(namespace=address.namespace, workload=address.cluster_name).select_related(
+            "owner")
         return [pod_manifest(pod, pod.owner, at) for pod in rows.order_by("created_at", "pk")]
 
     @_storage_errors
     def logs(self, address: ClusterAddress, pod: str, tail: int | None = 200, previous: bool = False, *,
              now: datetime | None = None) -> list[str]:
-        at = now or self.clock()
-        row = SimPod.objects.filter(namespace=address.namespace, workload=address.cluster_name, name=pod).select_related(
-            "owner").first()
+        last_tick = self._answering()
+        at = now or last_tick or timezone.now()
+        row = self._rows(SimPod).filter(namespace=address.namespace, workload=address.cluster_name,
+                                        name=pod).select_related("owner").first()
         if row is None:
             raise NotFound(f'pods "{pod}" not found', status=404)
         tail = LOG_LINES_MAX if tail is None else tail
@@ -459,32 +546,42 @@ class SandboxBackend(ClusterBackend):
 
     @staticmethod
     def _load(deployment: SimObject, at: datetime) -> float:
-        scaled = SimObject.objects.filter(kind="ScaledObject", namespace=deployment.namespace,
-                                          workload=deployment.workload).first()
+        scaled = SimObject.objects.filter(cluster=deployment.cluster, kind="ScaledObject",
+                                          namespace=deployment.namespace, workload=deployment.workload).first()
         if scaled is None:
             return 1.0
         loads = {(ns, wl): v for ns, wl, v in SimLoad.objects.filter(
-            namespace=deployment.namespace, workload=deployment.workload).values_list("namespace", "workload", "value")}
+            cluster=deployment.cluster, namespace=deployment.namespace, workload=deployment.workload,
+        ).values_list("namespace", "workload", "value")}
         return endpoint_load(loads, deployment.namespace, deployment.workload, scaled.plan, at)
 
     @_storage_errors
     def events(self, address: ClusterAddress) -> list[ClusterEvent]:
+        self._answering()
         return [
             ClusterEvent(type=e.type, reason=e.reason, message=e.message, object=e.object, time=rfc3339(e.time) or "",
                          count=e.count)
-            for e in SimEvent.objects.filter(namespace=address.namespace, workload=address.cluster_name).order_by("time", "pk")
+            for e in self._rows(SimEvent).filter(namespace=address.namespace,
+                                                 workload=address.cluster_name).order_by("time", "pk")
         ]
 
     @_storage_errors
     def capacity(self) -> list[NodeCapacity]:
         """Allocatable GPU units per node and resource; in use = requests of pods bound there and not finished."""
+        self._answering()
+        return self.node_usage()
+
+    @_storage_errors
+    def node_usage(self) -> list[NodeCapacity]:
+        """What :meth:`capacity` reports, seen from inside the cluster: answers while it is
+        silenced too (``manage.py sandbox status``)."""
         in_use: dict[tuple[str, str], int] = defaultdict(int)
         # Pods counted per (node, owner, role) in SQL; each owner's plan is decoded once (or cached).
-        groups = list(SimPod.objects.filter(active=True).exclude(node="")
+        groups = list(self._rows(SimPod).filter(active=True).exclude(node="")
                       .values_list("node", "role", "owner__uid", "owner__resource_version").annotate(n=Count("id")))
         missing = {uid for _, _, uid, version, _ in groups if (uid, version) not in PLAN_CACHE}
         if missing:
-            for uid, version, plan in SimObject.objects.filter(uid__in=missing).values_list(
+            for uid, version, plan in self._rows(SimObject).filter(uid__in=missing).values_list(
                     "uid", "resource_version", "plan"):
                 PLAN_CACHE[(uid, version)] = plan
         for node, role, uid, version, count in groups:
@@ -495,7 +592,7 @@ class SandboxBackend(ClusterBackend):
         return [
             NodeCapacity(node=node.name, resource_name=resource, allocatable=node.allocatable[resource],
                          in_use=in_use[(node.name, resource)], labels=dict(node.labels))
-            for node in inventory.nodes() if node.name not in down
+            for node in inventory.nodes(self.cluster) if node.name not in down
             for resource in node.gpu_resources
             if node.allocatable[resource] > 0 or in_use[(node.name, resource)]
         ]
@@ -522,6 +619,26 @@ class SandboxBackend(ClusterBackend):
             meta["annotations"] = {**(meta.get("annotations") or {}), LOAD_ANNOTATION: str(row.load)}
         out["status"] = row.status
         return out
+
+
+def _claim_storage(spec: Manifest) -> Decimal:
+    return parse_quantity(((spec.get("resources") or {}).get("requests") or {}).get("storage", 0))
+
+
+def _check_claim_update(name: str, old: Manifest, new: Manifest) -> None:
+    """What an API server refuses of a claim applied again: any change to its spec but its storage
+    request, and a smaller storage request (a volume does not shrink; growing one is an expansion)."""
+    def rest(spec: Manifest) -> Manifest:
+        return {**spec, "resources": {**(spec.get("resources") or {}), "requests": {
+            k: v for k, v in ((spec.get("resources") or {}).get("requests") or {}).items() if k != "storage"}}}
+
+    label = f'PersistentVolumeClaim "{name}" is invalid'
+    if rest(old) != rest(new):
+        raise Invalid(f"{label}: spec: Forbidden: spec is immutable after creation except resources.requests "
+                      "and volumeAttributesClassName for bound claims", status=422)
+    if _claim_storage(new) < _claim_storage(old):
+        raise Invalid(f"{label}: spec.resources.requests.storage: Forbidden: field can not be less than "
+                      "previous value", status=422)
 
 
 def _autoscaler_manifest(scaled) -> Manifest:

@@ -1,17 +1,30 @@
-"""The sandbox's nodes, read from the YAML inventory (``settings.SLIPWAY_SANDBOX_INVENTORY``).
+"""The sandbox's clusters and their nodes, read from the YAML inventory (``settings.SLIPWAY_SANDBOX_INVENTORY``).
 
-Nodes are configuration, not state: every process reads the same file, so web, worker and
-beat agree on the cluster's shape while pods and objects live in the database.
+Clusters and nodes are configuration, not state: every process reads the same file, so web,
+worker and beat agree on the clusters' shape while pods and objects live in the database.
+
+Two formats (docs/operations.md, "The sandbox cluster"):
+
+* top-level ``pools:`` — one cluster, named ``default``;
+* ``clusters:`` — a list of ``{name, region, labels, prices, spot_prices, pools}``: independent
+  clusters, each with its own nodes, and the prices its GPUs cost there (per flavor name and
+  hour, overriding the flavor's list price).
+
+The first cluster listed is the one a :class:`~sandbox.backend.SandboxBackend` without a name
+works on. A malformed file raises :class:`InventoryError` naming the cluster at fault.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 
 import yaml
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from sandbox.quantity import to_units
 
@@ -25,6 +38,9 @@ MIG_PROFILES: dict[str, tuple[int, int]] = {
     "7g.80gb": (7, 8),
 }
 GPU_RESOURCE = "nvidia.com/gpu"
+REGION_LABEL = "topology.kubernetes.io/region"
+#: The one cluster of an inventory in the top-level ``pools:`` format.
+DEFAULT_CLUSTER = "default"
 DEFAULT_TAINT = {"key": GPU_RESOURCE, "value": "", "effect": "NoSchedule"}
 MAX_PODS = 110
 
@@ -43,8 +59,40 @@ class Node:
         return sorted(r for r in self.allocatable if r.startswith("nvidia.com/"))
 
 
+@dataclass(frozen=True)
+class SandboxCluster:
+    """One simulated cluster: its name, where it is, and what a GPU costs there.
+
+    ``prices``/``spot_prices`` map a flavor name to its price per unit and hour on this
+    cluster (on-demand and spot); a flavor left out costs its list price.
+    """
+
+    name: str
+    region: str = ""
+    labels: dict[str, str] = field(default_factory=dict, hash=False)
+    prices: dict[str, Decimal] = field(default_factory=dict, hash=False)
+    spot_prices: dict[str, Decimal] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """The parsed file: the clusters in the order listed, and each one's nodes."""
+
+    clusters: tuple[SandboxCluster, ...]
+    nodes: dict[str, tuple[Node, ...]] = field(hash=False)
+
+
 class InventoryError(ValueError):
     """The inventory file is malformed (raised at load, so a bad file fails loudly)."""
+
+
+class UnknownCluster(ImproperlyConfigured):
+    """A cluster name the inventory does not list (the message names the ones it does)."""
+
+
+#: A cluster's name: a DNS-1123 label, like the namespace names it sits beside in the tables.
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+CLUSTER_KEYS = frozenset({"name", "region", "labels", "prices", "spot_prices", "pools"})
 
 
 def _mig_allocatable(mig: dict, gpu_count: int) -> tuple[dict[str, int], int]:
@@ -75,10 +123,14 @@ def _mig_allocatable(mig: dict, gpu_count: int) -> tuple[dict[str, int], int]:
     return totals, whole
 
 
-def parse_inventory(data: dict) -> list[Node]:
-    """Expand the inventory's pools into nodes."""
+def parse_pools(pools: list, region: str = "") -> list[Node]:
+    """Expand one cluster's pools into nodes (a ``region`` also labels them, as a cloud's nodes are)."""
+    if not isinstance(pools, list):
+        raise InventoryError("pools must be a list")
     nodes: list[Node] = []
-    for pool in data.get("pools", []):
+    for pool in pools:
+        if not isinstance(pool, dict) or not pool.get("prefix"):
+            raise InventoryError(f"every pool needs a prefix, got {pool!r}")
         gpu = pool.get("gpu") or {}
         gpu_count = int(gpu.get("count", 0))
         for index in range(int(pool.get("count", 1))):
@@ -89,6 +141,8 @@ def parse_inventory(data: dict) -> list[Node]:
                 "kubernetes.io/arch": "amd64",
                 "node.kubernetes.io/instance-type": str(pool.get("instance_type", "")),
             }
+            if region:
+                labels[REGION_LABEL] = region
             allocatable = {
                 "cpu": to_units("cpu", pool.get("cpu", "8")),
                 "memory": to_units("memory", pool.get("memory", "32Gi")),
@@ -97,6 +151,8 @@ def parse_inventory(data: dict) -> list[Node]:
             }
             taints: list[tuple[str, str, str]] = []
             if gpu_count:
+                if not gpu.get("product"):
+                    raise InventoryError(f"pool {pool['prefix']}: its GPUs need a product (gpu.product)")
                 product = str(gpu["product"])
                 labels.update({
                     "nvidia.com/gpu.present": "true",
@@ -125,16 +181,97 @@ def parse_inventory(data: dict) -> list[Node]:
                 taints.append((str(taint["key"]), str(taint.get("value", "")), str(taint.get("effect", "NoSchedule"))))
             nodes.append(Node(name=name, labels=labels, taints=tuple(taints), allocatable=allocatable))
     if not nodes:
-        raise InventoryError("the inventory has no nodes")
+        raise InventoryError("it has no nodes")
+    names = [node.name for node in nodes]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise InventoryError(f"node {twice[0]} is listed twice (two pools with one prefix?)")
     return nodes
 
 
+def _prices(entry: dict, key: str) -> dict[str, Decimal]:
+    raw = entry.get(key) or {}
+    if not isinstance(raw, dict):
+        raise InventoryError(f"{key} must map flavor names to prices per hour")
+    prices = {}
+    for flavor, value in raw.items():
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise InventoryError(f"{key}.{flavor} must be a price per hour, got {value!r}")
+        try:
+            price = Decimal(str(value))
+        except ArithmeticError:
+            raise InventoryError(f"{key}.{flavor} must be a price per hour, got {value!r}") from None
+        if not price.is_finite() or price < 0:
+            raise InventoryError(f"{key}.{flavor} must be a price per hour of at least 0, got {value!r}")
+        prices[str(flavor)] = price
+    return prices
+
+
+def _cluster(entry: object) -> tuple[SandboxCluster, list[Node]]:
+    if not isinstance(entry, dict):
+        raise InventoryError(f"every cluster must be a mapping, got {entry!r}")
+    name = entry.get("name")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise InventoryError(f"a cluster's name must be a DNS-1123 label (a-z, 0-9, -; at most 63), got {name!r}")
+    try:
+        unknown = sorted(set(entry) - CLUSTER_KEYS)
+        if unknown:
+            raise InventoryError(f"unknown key {unknown[0]!r} (known: {', '.join(sorted(CLUSTER_KEYS))})")
+        labels = entry.get("labels") or {}
+        if not isinstance(labels, dict):
+            raise InventoryError("labels must be a mapping")
+        region = str(entry.get("region") or "")
+        cluster = SandboxCluster(name=name, region=region, labels={str(k): str(v) for k, v in labels.items()},
+                                 prices=_prices(entry, "prices"), spot_prices=_prices(entry, "spot_prices"))
+        return cluster, parse_pools(entry.get("pools") or [], region)
+    except (InventoryError, KeyError, TypeError, ValueError) as exc:
+        raise InventoryError(f"cluster {name}: {exc}") from exc
+
+
+def parse_inventory(data: object) -> Inventory:
+    """The clusters and nodes of an inventory in either format (see the module's docstring)."""
+    if not isinstance(data, dict) or ("pools" in data) == ("clusters" in data):
+        raise InventoryError("the inventory needs either top-level pools: (one cluster) or clusters: (a list)")
+    entries = data["clusters"] if "clusters" in data else [{"name": DEFAULT_CLUSTER, "pools": data["pools"]}]
+    if not isinstance(entries, list) or not entries:
+        raise InventoryError("clusters: must list at least one cluster")
+    parsed = [_cluster(entry) for entry in entries]
+    names = [cluster.name for cluster, _ in parsed]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise InventoryError(f"cluster {twice[0]} is listed twice")
+    return Inventory(clusters=tuple(cluster for cluster, _ in parsed),
+                     nodes={cluster.name: tuple(nodes) for cluster, nodes in parsed})
+
+
 @lru_cache(maxsize=4)
-def _load(path: str) -> tuple[Node, ...]:
+def _load(path: str) -> Inventory:
     with Path(path).open() as handle:
-        return tuple(parse_inventory(yaml.safe_load(handle) or {}))
+        return parse_inventory(yaml.safe_load(handle) or {})
 
 
-def nodes() -> tuple[Node, ...]:
-    """The configured nodes (cached per path: the file is read once per process)."""
+def inventory() -> Inventory:
+    """The configured inventory (cached per path: the file is read once per process)."""
     return _load(str(settings.SLIPWAY_SANDBOX_INVENTORY))
+
+
+def clusters() -> list[SandboxCluster]:
+    """The configured clusters, in the inventory's order (the first is the default one)."""
+    return list(inventory().clusters)
+
+
+def cluster(name: str | None = None) -> SandboxCluster:
+    """The cluster called ``name`` (None: the first); :class:`UnknownCluster` when there is none."""
+    listed = inventory().clusters
+    if name is None:
+        return listed[0]
+    for candidate in listed:
+        if candidate.name == name:
+            return candidate
+    raise UnknownCluster(f"no sandbox cluster {name!r} in the inventory {settings.SLIPWAY_SANDBOX_INVENTORY}; "
+                         f"it has {', '.join(c.name for c in listed)}")
+
+
+def nodes(cluster_name: str | None = None) -> tuple[Node, ...]:
+    """The nodes of the cluster called ``cluster_name`` (None: the first cluster's)."""
+    return inventory().nodes[cluster(cluster_name).name]

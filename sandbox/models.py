@@ -1,20 +1,32 @@
-"""The sandbox cluster's state: objects, pods, events, synthetic load and the clock.
+"""The sandbox clusters' state: objects, pods, events, synthetic load and the clocks.
 
-Everything the "API server" stores lives here so that web, worker and beat share one
-cluster and it survives restarts. Rows are kept small: a top-level object keeps its manifest
-(read by ``observe()`` only), a compact ``plan`` the tick reads, and its ``status``; a pod
-keeps only its lifecycle facts — its full Kubernetes shape is rebuilt from the owner's
-template when observed.
+Everything the "API server" stores lives here so that web, worker and beat share the
+clusters and they survive restarts. Every row belongs to one cluster of the inventory
+(:func:`sandbox.inventory.clusters`), named in its ``cluster`` column: the clusters are
+independent (two may hold the same namespace and Job), and each query of a
+:class:`~sandbox.backend.SandboxBackend` filters on its own, led by that column in the indexes.
+
+Rows are kept small: a top-level object keeps its manifest (read by ``observe()`` only), a
+compact ``plan`` the tick reads, and its ``status``; a pod keeps only its lifecycle facts — its
+full Kubernetes shape is rebuilt from the owner's template when observed.
 """
 
 from __future__ import annotations
 
 from django.db import models
 
+from sandbox.inventory import DEFAULT_CLUSTER
+
+
+def cluster_field() -> models.CharField:
+    """The column that says which simulated cluster a row belongs to (a DNS-1123 label)."""
+    return models.CharField(max_length=63, default=DEFAULT_CLUSTER)
+
 
 class SimObject(models.Model):
     """One top-level object as applied (Job, PyTorchJob, Deployment, Service, Namespace …)."""
 
+    cluster = cluster_field()
     kind = models.CharField(max_length=40)
     api_version = models.CharField(max_length=80)
     #: Namespaced objects: their namespace; a Namespace: its own name (so it groups with its team).
@@ -42,16 +54,19 @@ class SimObject(models.Model):
     delete_grace = models.IntegerField(null=True, blank=True)  #: its ``deletionGracePeriodSeconds``
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["kind", "namespace", "name"], name="sandbox_object_unique")]
-        indexes = [models.Index(fields=["namespace", "workload"]), models.Index(fields=["done", "kind"])]
+        constraints = [models.UniqueConstraint(fields=["cluster", "kind", "namespace", "name"],
+                                               name="sandbox_object_unique")]
+        indexes = [models.Index(fields=["cluster", "namespace", "workload"]),
+                   models.Index(fields=["cluster", "done", "kind"])]
 
     def __str__(self) -> str:
         return f"{self.kind}/{self.namespace}/{self.name}"
 
 
 class SimPod(models.Model):
-    """One pod created by a Job, PyTorchJob or Deployment controller."""
+    """One pod created by a Job, PyTorchJob or Deployment controller (in its owner's cluster)."""
 
+    cluster = cluster_field()
     owner = models.ForeignKey(SimObject, on_delete=models.CASCADE, related_name="pods")
     namespace = models.CharField(max_length=63)
     name = models.CharField(max_length=253)
@@ -81,8 +96,9 @@ class SimPod(models.Model):
     disruption = models.CharField(max_length=40, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="sandbox_pod_unique")]
-        indexes = [models.Index(fields=["active"]), models.Index(fields=["namespace", "workload"])]
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="sandbox_pod_unique")]
+        indexes = [models.Index(fields=["cluster", "active"]),
+                   models.Index(fields=["cluster", "namespace", "workload"])]
 
     def __str__(self) -> str:
         return f"Pod/{self.namespace}/{self.name}"
@@ -91,17 +107,20 @@ class SimPod(models.Model):
 class SimEvent(models.Model):
     """A Kubernetes event about a workload's object or pod."""
 
+    cluster = cluster_field()
     namespace = models.CharField(max_length=63)
     workload = models.CharField(max_length=63, blank=True)
     object = models.CharField(max_length=300)  # "Pod/run-42-abcde"
     type = models.CharField(max_length=10)  # Normal | Warning
     reason = models.CharField(max_length=40)
     message = models.TextField()
-    time = models.DateTimeField(db_index=True)
+    time = models.DateTimeField()
     count = models.IntegerField(default=1)
 
     class Meta:
-        indexes = [models.Index(fields=["namespace", "workload", "time"])]
+        # (cluster, time): the tick's expiry of old events, one cluster at a time.
+        indexes = [models.Index(fields=["cluster", "namespace", "workload", "time"]),
+                   models.Index(fields=["cluster", "time"])]
 
     def __str__(self) -> str:
         return f"{self.type} {self.reason} {self.object}"
@@ -110,25 +129,29 @@ class SimEvent(models.Model):
 class SimLoad(models.Model):
     """Synthetic load of an endpoint (in its trigger metric's units), set for demos and tests."""
 
+    cluster = cluster_field()
     namespace = models.CharField(max_length=63)
     workload = models.CharField(max_length=63)
     value = models.FloatField()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["namespace", "workload"], name="sandbox_load_unique")]
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "workload"],
+                                               name="sandbox_load_unique")]
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.workload}={self.value}"
 
 
 class SimClock(models.Model):
-    """Singleton row: when the cluster last ticked. Locked by ``tick()`` so ticks serialise."""
+    """One row per cluster: when it last ticked. Locked by ``tick()``, so the ticks of one
+    cluster serialise while those of two clusters run side by side."""
 
+    cluster = models.CharField(max_length=63, unique=True)
     last_tick = models.DateTimeField(null=True, blank=True)
     resource_version = models.BigIntegerField(default=1)
 
     def __str__(self) -> str:
-        return f"clock@{self.last_tick}"
+        return f"{self.cluster} clock@{self.last_tick}"
 
 
 class SimNodeOutage(models.Model):
@@ -138,9 +161,27 @@ class SimNodeOutage(models.Model):
     every process like the rest of the cluster.
     """
 
-    node = models.CharField(max_length=100, unique=True)
+    cluster = cluster_field()
+    node = models.CharField(max_length=100)
     since = models.DateTimeField()
     reason = models.CharField(max_length=40, default="TerminationByKubelet")
 
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster", "node"], name="sandbox_outage_unique")]
+
     def __str__(self) -> str:
-        return f"{self.node} down since {self.since}"
+        return f"{self.cluster}/{self.node} down since {self.since}"
+
+
+class SimSilence(models.Model):
+    """A cluster that does not answer since ``since`` (``manage.py sandbox silence``), until answered.
+
+    A network partition, not a crash: every call of the cluster's backend fails with
+    ``Transient``, but its tick goes on, so its work keeps running and may finish unseen.
+    """
+
+    cluster = models.CharField(max_length=63, unique=True)
+    since = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.cluster} silent since {self.since}"

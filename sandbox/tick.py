@@ -1,9 +1,10 @@
-"""One tick of the sandbox cluster: the kubelet, the controllers and the scheduler, in memory.
+"""One tick of one sandbox cluster: the kubelet, the controllers and the scheduler, in memory.
 
-:func:`run_tick` is the one entry point: it loads every live object and pod
-(:class:`sandbox.world.World`), advances them to ``now`` with the controllers of
-:mod:`sandbox.controllers`, and writes back only what changed. The caller
-(:meth:`sandbox.backend.SandboxBackend.tick`) holds the clock row's lock, so ticks never overlap.
+:func:`run_tick` is the one entry point: it loads every live object and pod of the cluster
+(:class:`sandbox.world.World`; the other clusters' rows are never read), advances them to
+``now`` with the controllers of :mod:`sandbox.controllers`, and writes back only what changed. The caller
+(:meth:`sandbox.backend.SandboxBackend.tick`) holds the cluster's clock row lock, so ticks of one
+cluster never overlap.
 
 Order within a tick (each step sees the previous one's results):
 
@@ -38,10 +39,10 @@ from sandbox.world import World
 CONTROLLERS = {"Job": job.reconcile, "PyTorchJob": pytorchjob.reconcile, "Deployment": deployment.reconcile}
 
 
-def run_tick(now: datetime) -> dict[str, int]:
-    """Advance the cluster to ``now``; returns counts of what changed (pods, objects, events)."""
-    finish_deletions(now)
-    world = World(now)
+def run_tick(now: datetime, cluster: str) -> dict[str, int]:
+    """Advance ``cluster`` to ``now``; returns counts of what changed (pods, objects, events)."""
+    finish_deletions(now, cluster)
+    world = World(now, cluster)
     world.load()
     for owner_id, pods in world.pods_by_owner.items():
         owner = world.owners[owner_id]
@@ -56,17 +57,18 @@ def run_tick(now: datetime) -> dict[str, int]:
     return world.save()
 
 
-def finish_deletions(now: datetime) -> int:
+def finish_deletions(now: datetime, cluster: str) -> int:
     """Remove the objects of graceful deletes whose pods have all exited or whose grace period
     ended (their pods go with them, whatever they were doing; pods never bound do not hold it
     up); how many objects."""
     live = SimPod.objects.filter(owner=OuterRef("pk"), active=True).exclude(node="")
-    over = SimObject.objects.filter(delete_at__isnull=False).filter(Q(delete_at__lte=now) | ~Exists(live))
+    over = SimObject.objects.filter(cluster=cluster, delete_at__isnull=False).filter(
+        Q(delete_at__lte=now) | ~Exists(live))
     workloads = set(over.values_list("namespace", "workload"))
     if not workloads:
         return 0
     count = over.delete()[1].get(SimObject._meta.label, 0)
     for namespace, workload in workloads:
-        if not SimObject.objects.filter(namespace=namespace, workload=workload).exists():
-            SimLoad.objects.filter(namespace=namespace, workload=workload).delete()
+        if not SimObject.objects.filter(cluster=cluster, namespace=namespace, workload=workload).exists():
+            SimLoad.objects.filter(cluster=cluster, namespace=namespace, workload=workload).delete()
     return count

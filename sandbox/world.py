@@ -1,6 +1,7 @@
 """The in-memory cluster of one tick: the rows it loads, the changes it collects, the write-back.
 
-A :class:`World` loads every live object and pod in a few queries (plain records, see
+A :class:`World` is one cluster's: it loads every live object and pod of that cluster (each
+query filtered on the ``cluster`` column, which leads the indexes it uses) in a few queries (plain records, see
 :mod:`sandbox.bulk`); the controllers of :mod:`sandbox.controllers` change those records and
 report what they changed (``touch``/``dirty``/``event``), and :meth:`World.save` writes back
 only that, with one ``executemany`` per table, so a tick over 10,000 workloads stays cheap.
@@ -49,9 +50,10 @@ def add_requests(usage: dict[str, int], plan: dict, sign: int) -> None:
 class World:
     """The state of one tick: rows loaded once, changes collected, written back at the end."""
 
-    def __init__(self, now: datetime) -> None:
+    def __init__(self, now: datetime, cluster: str) -> None:
         self.now = now
-        self.nodes = inventory_nodes()
+        self.cluster = cluster
+        self.nodes = inventory_nodes(cluster)
         self.events: list[Record] = []
         self.new_pods: list[PodRow] = []
         self.changed_pods: dict[int, PodRow] = {}
@@ -66,8 +68,8 @@ class World:
 
     def event(self, obj: ObjRow | PodRow, ref: str, type_: str, reason: str, message: str,
               at: datetime | None = None) -> None:
-        self.events.append(new_record(SimEvent, namespace=obj.namespace, workload=obj.workload, object=ref,
-                                      type=type_, reason=reason, message=message, time=at or self.now))
+        self.events.append(new_record(SimEvent, cluster=self.cluster, namespace=obj.namespace, workload=obj.workload,
+                                      object=ref, type=type_, reason=reason, message=message, time=at or self.now))
 
     def touch(self, pod: PodRow) -> None:
         self.attention.add(pod.owner_id)
@@ -101,11 +103,11 @@ class World:
 
     def load(self) -> None:
         #: Reclaimed nodes (sandbox reclaim-node) and since when: their pods stop, nothing lands there.
-        self.down = dict(SimNodeOutage.objects.values_list("node", "since"))
+        self.down = dict(SimNodeOutage.objects.filter(cluster=self.cluster).values_list("node", "since"))
         if self.down:
             self.nodes = tuple(node for node in self.nodes if node.name not in self.down)
         # The manifest column (the biggest) is never read here: plans carry what the tick needs.
-        live = SimObject.objects.filter(done=False, kind__in=CONTROLLED)
+        live = SimObject.objects.filter(cluster=self.cluster, done=False, kind__in=CONTROLLED)
         objects = load_records(live, OBJECT_COLUMNS, lazy=("status", "memo"))
         missing = [o.pk for o in objects if (o.uid, o.resource_version) not in PLANS]
         if missing:
@@ -125,9 +127,11 @@ class World:
         for o in objects:
             if o.kind == "ResourceQuota":
                 self.quotas[o.namespace].append(o)
-        self.loads = {(ns, wl): v for ns, wl, v in SimLoad.objects.values_list("namespace", "workload", "value")}
+        self.loads = {(ns, wl): v for ns, wl, v in SimLoad.objects.filter(cluster=self.cluster).values_list(
+            "namespace", "workload", "value")}
         self.pods_by_owner: dict[int, list[PodRow]] = defaultdict(list)
-        for pod in load_records(SimPod.objects.filter(active=True), lazy=("annotations",)):  # not read here
+        pods = SimPod.objects.filter(cluster=self.cluster, active=True)
+        for pod in load_records(pods, lazy=("annotations",)):  # not read here
             if pod.owner_id in self.owners:
                 self.pods_by_owner[pod.owner_id].append(pod)
         self.finished: dict[int, list[PodRow]] = defaultdict(list)  # pods that ended this tick

@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+from allauth.socialaccount.models import SocialApp, SocialToken
 from django.contrib import admin
 
 from core.admin import ReadOnlyAdmin, when_column
 from teams import services
-from teams.models import ApiToken, AuditEvent, Membership, Team
+from teams.models import ApiToken, AuditEvent, GroupMapping, Membership, Team
 from teams.services import lock_team
 
 admin.site.site_header = "Slipway admin console"
 admin.site.site_title = "Slipway admin"
 
 
+# The single sign-on provider comes from SLIPWAY_OIDC_* alone (teams.oidc), and provider tokens
+# are not stored: allauth's pages for either would only mislead.
+for _model in (SocialApp, SocialToken):
+    if admin.site.is_registered(_model):
+        admin.site.unregister(_model)
+
+
 class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 0
     autocomplete_fields = ["user"]
+    fields = ["user", "role", "source"]
+    # Added here means added by hand; a membership's source is switched on its own page (MembershipAdmin).
+    readonly_fields = ["source"]
 
 
 def audit_membership_changes(request, formset, team: Team) -> None:
@@ -57,21 +68,56 @@ class TeamAdmin(admin.ModelAdmin):
 
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):
-    list_display = ["team", "user", "role", "created"]
+    list_display = ["team", "user", "role", "source", "created"]
     created = when_column("created_at", "created")
-    list_filter = ["role", "team"]
+    list_filter = ["role", "source", "team"]
     search_fields = ["team__slug", "user__username"]
     autocomplete_fields = ["user", "team"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # A membership added here is added by hand; an existing one may be pinned (set to manual)
+        # so sign-in stops changing it, or handed to the provider's groups (docs/sso.md).
+        return ["source"] if obj is None else []
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
         services.audit(AuditEvent.Action.MEMBERSHIP_CHANGED, actor=request.user, team=obj.team,
-                       target=obj.user.username, change="changed" if change else "added", role=obj.role)
+                       target=obj.user.username, change="changed" if change else "added", role=obj.role,
+                       source=obj.source)
 
     def delete_model(self, request, obj):
         services.audit(AuditEvent.Action.MEMBERSHIP_CHANGED, actor=request.user, team=obj.team,
                        target=obj.user.username, change="removed")
         super().delete_model(request, obj)
+
+
+@admin.register(GroupMapping)
+class GroupMappingAdmin(admin.ModelAdmin):
+    """Staff map the identity provider's groups to teams and roles (docs/sso.md); each change audited.
+
+    A change takes effect at each person's next sign-in (teams.sso.sync_memberships); the preview
+    page (/admin/sso/preview/) shows what a claims document gets.
+    """
+
+    list_display = ["claim_value", "team", "role", "created"]
+    created = when_column("created_at", "created")
+    list_filter = ["role", "team"]
+    search_fields = ["claim_value", "team__slug"]
+    autocomplete_fields = ["team"]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        services.audit(AuditEvent.Action.GROUP_MAPPING_CHANGED, actor=request.user, team=obj.team,
+                       target=obj.claim_value, change="changed" if change else "added", role=obj.role)
+
+    def delete_model(self, request, obj):
+        services.audit(AuditEvent.Action.GROUP_MAPPING_CHANGED, actor=request.user, team=obj.team,
+                       target=obj.claim_value, change="removed", role=obj.role)
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset.select_related("team"):
+            self.delete_model(request, obj)
 
 
 @admin.register(ApiToken)

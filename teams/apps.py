@@ -11,5 +11,6 @@ class TeamsConfig(AppConfig):
     verbose_name = "Teams and access"
 
     def ready(self) -> None:
-        # Connect the sign-in audit receivers at start-up, not on first URL resolution.
-        from teams import signals  # noqa: F401
+        # Connect the sign-in audit and group sync receivers at start-up, not on first URL resolution;
+        # register the group map's system check.
+        from teams import checks, signals  # noqa: F401

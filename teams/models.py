@@ -71,9 +71,20 @@ class Team(models.Model):
 
 
 class Membership(models.Model):
+    class Source(models.TextChoices):
+        #: Added by a person (a team admin, staff, the demo seed): sign-in never touches it.
+        MANUAL = "manual", "Added by hand"
+        #: Follows the identity provider's groups: made to match them at every sign-in (teams.sso).
+        OIDC = "oidc", "Single sign-on groups"
+
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    source = models.CharField(
+        max_length=10, choices=Source.choices, default=Source.MANUAL,
+        help_text="Single sign-on groups: made to match the person's groups at every sign-in. Added by hand: never "
+        "touched by sign-in (set this to keep a membership the groups would change or remove).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -86,6 +97,38 @@ class Membership(models.Model):
     def allows(self, role: str) -> bool:
         """Whether this membership's role is at least ``role``."""
         return ROLE_RANK[Role(self.role)] >= ROLE_RANK[Role(role)]
+
+
+class GroupMapping(models.Model):
+    """A value of the identity provider's groups claim that gives its holders a role in a team.
+
+    Edited by staff in the admin console; seeded once per entry from ``SLIPWAY_OIDC_GROUP_MAP``
+    (:func:`teams.sso.seed_group_map`). Several mappings may name one team: the highest role wins.
+    """
+
+    claim_value = models.CharField(max_length=200, help_text="A value of the groups claim, exactly as the provider "
+                                   "sends it (e.g. gpu-ml or /ml-research).")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="group_mappings")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["claim_value", "team"], name="uniq_group_mapping")]
+        ordering = ["claim_value", "team__slug"]
+
+    def __str__(self) -> str:
+        return f"{self.claim_value} → {self.team.slug} ({self.role})"
+
+
+class GroupMapSeed(models.Model):
+    """An ``SLIPWAY_OIDC_GROUP_MAP`` entry already seeded, by ``<group>=<team-slug>``: seeded once, so a
+    mapping staff changed or deleted since stays so."""
+
+    key = models.CharField(max_length=300, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.key
 
 
 def hash_token(raw: str) -> str:
@@ -182,6 +225,7 @@ class AuditEvent(models.Model):
         TOKEN_CREATED = "token_created", "API token created"
         TOKEN_REVOKED = "token_revoked", "API token revoked"
         MEMBERSHIP_CHANGED = "membership_changed", "Membership changed"
+        GROUP_MAPPING_CHANGED = "group_mapping_changed", "Single sign-on group mapping changed"
         TEAM_SETTINGS_CHANGED = "team_settings_changed", "Team settings changed"
         QUOTA_CHANGED = "quota_changed", "Quota changed"
         BUDGET_CHANGED = "budget_changed", "Budget changed"
@@ -193,6 +237,7 @@ class AuditEvent(models.Model):
         ENDPOINT_CHANGED = "endpoint_changed", "Endpoint changed"
         ENDPOINT_DELETED = "endpoint_deleted", "Endpoint deleted"
         WORKLOAD_PREEMPTED = "workload_preempted", "Workload preempted (quota reclaimed)"
+        CLUSTER_CHANGED = "cluster_changed", "Cluster drained or made ready"
         DEVICE_LOGIN = "device_login", "Command-line sign-in approved or denied"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)

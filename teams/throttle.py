@@ -44,7 +44,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, Validatio
 from django.db.models import Count, Max
 from django.utils import timezone
 
-from teams import services
+from teams import services, sso
 from teams.models import AuditEvent
 
 logger = logging.getLogger(__name__)
@@ -206,7 +206,13 @@ class ThrottleMessageMixin:
 
 
 class SignInForm(ThrottleMessageMixin, AuthenticationForm):
-    """The portal's login form."""
+    """The portal's login form: with ``SLIPWAY_LOCAL_LOGIN=staff`` only platform staff pass it (break-glass)."""
+
+    def confirm_login_allowed(self, user):
+        super().confirm_login_allowed(user)
+        if not sso.password_sign_in_allowed(user):
+            raise ValidationError("Password sign-in is kept for platform staff: use the single sign-on button above.",
+                                  code="password_sign_in_off")
 
 
 class AdminSignInForm(ThrottleMessageMixin, AdminAuthenticationForm):

@@ -10,16 +10,27 @@ from __future__ import annotations
 
 from cluster.backends.base import ClusterBackend
 
-_chosen: list[ClusterBackend] = []
+#: The backends a test chose, by cluster name; ``None``: the one backend of every cluster.
+_chosen: dict[str | None, ClusterBackend] = {}
 
 
-def installed() -> ClusterBackend:
-    """The backend factory the setting names while a test has chosen one."""
-    return _chosen[-1]
+def installed(cluster: str = "") -> ClusterBackend:
+    """The backend factory the setting names while a test has chosen one: the cluster's own, else the one."""
+    return _chosen.get(cluster) or _chosen[None]
 
 
 def use_backend(settings, backend: ClusterBackend) -> ClusterBackend:
     """Make ``backend`` the portal's for this test (``settings`` is pytest-django's fixture)."""
-    _chosen[:] = [backend]
+    _chosen.clear()
+    _chosen[None] = backend
     settings.SLIPWAY_CLUSTER_BACKEND = f"{__name__}.installed"
     return backend
+
+
+def use_backends(settings, backends: dict[str, ClusterBackend]) -> dict[str, ClusterBackend]:
+    """One backend per cluster name (several clusters); the clusters themselves are ``fleet.Cluster`` rows."""
+    _chosen.clear()
+    _chosen.update(backends)
+    _chosen[None] = next(iter(backends.values()))
+    settings.SLIPWAY_CLUSTER_BACKEND = f"{__name__}.installed"
+    return backends

@@ -28,7 +28,7 @@ from cluster.errors import ClusterError, NotFound
 class FakeBackend(ClusterBackend):
     name = "fake"
 
-    def __init__(self, nodes: list[NodeCapacity] | None = None) -> None:
+    def __init__(self, nodes: list[NodeCapacity] | None = None, cluster: str = "") -> None:
         #: What :meth:`capacity` reports (default: one idle 8-GPU A100 node).
         self.nodes = nodes if nodes is not None else [NodeCapacity("gpu-a100-0", "nvidia.com/gpu", 8, 0)]
         self.capacity_error: ClusterError | None = None  # raised by capacity()
@@ -40,6 +40,7 @@ class FakeBackend(ClusterBackend):
         self.secrets: dict[tuple[str, str], list[str]] = {}  # (namespace, name) -> keys
         self.secret_values_seen: set[str] = set()  # base64 values handed to apply_secret
         self.fail_with: ClusterError | None = None  # raised by the next apply/delete calls
+        self.observe_error: ClusterError | None = None  # raised by observe(): a cluster that does not answer
         self.ticks = 0
         self.warnings: dict[tuple[str, str], list[ClusterEvent]] = defaultdict(list)  # (namespace, workload)
         self.events_error: ClusterError | None = None  # raised by events()
@@ -101,6 +102,8 @@ class FakeBackend(ClusterBackend):
     def observe(self, resources):
         """Managed objects of the observed kinds, and (as KEDA's are) autoscalers by their workload label."""
         self.calls.append("observe")
+        if self.observe_error is not None:
+            raise self.observe_error
         kinds = {(r.api_version, r.kind) for r in resources if r.observed}
         grouped: dict[tuple[str, str], ObservedWorkload] = {}
         for (namespace, kind, _name), obj in self.objects.items():

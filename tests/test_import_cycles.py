@@ -12,7 +12,7 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("portal", "core", "teams", "quotas", "workloads", "jobs", "inference", "front", "cluster", "sandbox",
+PACKAGES = ("portal", "core", "teams", "fleet", "quotas", "workloads", "jobs", "inference", "front", "cluster", "sandbox",
             "slipway")
 
 

@@ -69,10 +69,12 @@ TEAM_ROUTES = {
 #: sharing (quota as code); its usage and its work are its members' (404, as for an outsider).
 STAFF_OUTSIDE_THE_TEAM = {"team-usage": 404, "run-list": 404, "endpoint-list": 404,
                           "team-quotas": 200, "team-quota": 200, "team-sharing-detail": 200}
-#: API routes of platform staff alone (quota as code): name → (path, methods). Anyone else: 404.
+#: API routes of platform staff alone (quota as code, clusters): name → (path, methods). Anyone else: 404.
 STAFF_API_ROUTES = {
     "cohort-list": ("/api/v1/cohorts/", ("get",)),
     "cohort-detail": ("/api/v1/cohorts/shared/", ("get", "put", "delete")),
+    "cluster-list": ("/api/v1/clusters/", ("get",)),
+    "cluster-detail": ("/api/v1/clusters/default/", ("get", "patch")),
 }
 #: Portal routes of a team and (``{membership}``) one of its memberships: name → (path, method,
 #: body, the role they need). Reading needs a viewer; managing the team needs its admin.
@@ -87,9 +89,12 @@ PORTAL_TEAM_ROUTES = {
 OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-token", "jobs:run-list", "jobs:run-new",
               "jobs:run-preview", "inference:endpoint-list", "inference:endpoint-new", "inference:endpoint-preview",
               "usage", "usage-report", "team-list", "flavor-list", "login", "logout", "device-login"}
+#: Single sign-on's flow (front.sso): the provider login and callback, and the deactivated-account page. They
+#: hold no team's objects; what they may change (the signing-in person's own memberships) is tests/sso's.
+SIGN_IN_ROUTES = {"openid_connect_login", "openid_connect_callback", "account_inactive"}
 #: Staff-only pages.
 STAFF_ROUTES = {"admin-capacity", "admin-showback", "admin-workloads", "admin-workload-end",
-                "admin-workload-action"}
+                "admin-workload-action", "admin-sso-preview"}
 #: Public by design: probes, the API contract, and the command line's sign-in (RFC 8628: the device
 #: code is the credential; tests/teams/test_device_login.py).
 PUBLIC_ROUTES = {"healthz", "readyz", "api-schema", "api-docs", "auth-device", "auth-token"}
@@ -109,7 +114,7 @@ def route_names() -> set[str]:
 
 def test_every_route_is_in_the_matrix():
     known = (set(OBJECT_ROUTES) | set(TEAM_ROUTES) | set(PORTAL_TEAM_ROUTES) | OWN_ROUTES | STAFF_ROUTES
-             | set(STAFF_API_ROUTES) | PUBLIC_ROUTES)
+             | set(STAFF_API_ROUTES) | PUBLIC_ROUTES | SIGN_IN_ROUTES)
     assert sorted(route_names() - known) == [], "routes missing from the isolation matrix"
     assert sorted(known - route_names()) == [], "the matrix names routes that no longer exist"
 
@@ -342,7 +347,8 @@ def test_revoked_and_expired_tokens_are_refused(world, member):
     assert client.get(path).status_code == 401
 
 
-@pytest.mark.parametrize("path", ["/admin/capacity/", "/admin/showback/", "/admin/workloads/",
+@pytest.mark.parametrize("path", ["/admin/capacity/", "/admin/showback/", "/admin/workloads/", "/admin/sso/preview/",
+                                  "/admin/portal/groupmapping/",
                                   "/admin/quotas/teamquota/", "/admin/quotas/gpuflavor/", "/admin/portal/team/",
                                   "/admin/portal/auditevent/"])
 def test_staff_pages_refuse_everyone_else(world, member, team_admin, path, staff):

@@ -14,6 +14,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cluster",),            # Kubernetes layer, Django-free
     ("core",),               # shared plumbing every app needs and no app owns
     ("sandbox", "teams"),    # the simulated cluster (cluster's interface); teams, membership, tokens, audit, the team lock
+    ("fleet",),              # clusters as data: their state, their backends
     ("quotas",),             # flavors, prices, quotas, budgets, admission, the ledger
     ("workloads",),          # what every workload kind shares
     ("jobs", "inference"),   # the workload kinds

@@ -26,6 +26,7 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
 
+from fleet.models import Cluster
 from quotas import admission
 from quotas.models import PreemptionEvent
 from teams.idempotency import idempotent, is_dry_run
@@ -117,6 +118,21 @@ class QueuedFields(serializers.Serializer):
             return None
         estimate = self.context.get("start_estimates", {}).get(workload.ref)
         return estimate.at if estimate is not None else None
+
+
+class PlacementFields(serializers.Serializer):
+    """``cluster`` and ``placement_reason``: where the workload was placed and why (API.md "Clusters")."""
+
+    cluster = serializers.SerializerMethodField(help_text="The cluster it was placed on; null until it is placed.")
+    placement_reason = serializers.CharField(read_only=True)
+    cluster_selector = serializers.DictField(child=serializers.CharField(), read_only=True)
+
+    def get_cluster(self, workload) -> str | None:
+        if workload.cluster_id is None:
+            return None
+        # One query for a whole page: the clusters are few.
+        names = self.context.setdefault("cluster_names", dict(Cluster.objects.values_list("pk", "name")))
+        return names.get(workload.cluster_id)
 
 
 class BorrowedFields(serializers.Serializer):

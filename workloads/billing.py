@@ -24,7 +24,7 @@ from django.db.models import F
 from core.rawsql import sql_datetime, sql_decimal
 from quotas import admission, ledger
 from quotas.ledger import ZERO, Interval, cost_ahead, month_end, usage_hour
-from quotas.models import GpuFlavor, unit_price
+from quotas.models import ClusterPrice, GpuFlavor, unit_price
 from workloads.identity import WorkloadId
 from workloads.registry import kinds
 
@@ -88,7 +88,7 @@ def _pieces(workload, start: datetime, end: datetime, units: int, idle: bool) ->
     if end <= start or units <= 0:
         return []
     flavor = workload.flavor
-    return Interval(workload.team_id, workload.ref, flavor.pk, flavor.name, flavor.price(workload.spot),
+    return Interval(workload.team_id, workload.ref, flavor.pk, flavor.name, workload.unit_price(),
                     flavor.gpu_fraction, workload.created_by_id, start, end, units, workload.spot, idle).hourly()
 
 
@@ -112,6 +112,16 @@ def record(billed: list[tuple[object, BillingPlan]]) -> list[object]:
             if any((piece.ref, usage_hour(piece.start)) not in recorded for piece in plan.intervals)]
 
 
+def _priced(q) -> tuple[str, str]:
+    """The join of a workload ``w`` to its flavor ``f`` and its cluster's price of it, and the two
+    price columns (on-demand, spot) that result: the cluster's where it prices the flavor, else the
+    flavor's — :meth:`quotas.models.GpuFlavor.price`'s rule, in SQL."""
+    join = (f"JOIN {q(GpuFlavor._meta.db_table)} f ON f.id = w.flavor_id"
+            f" LEFT JOIN {q(ClusterPrice._meta.db_table)} cp ON cp.flavor_id = w.flavor_id AND cp.cluster_id = w.cluster_id")
+    columns = ("COALESCE(cp.price_per_hour, f.price_per_hour), COALESCE(cp.spot_price_per_hour, f.spot_price_per_hour)")
+    return join, columns
+
+
 @lru_cache(maxsize=8)
 def _open_segments_sql(vendor: str, kind_tables: tuple[tuple[str, str], ...], teams: int) -> str:
     """One SELECT per kind, UNION ALL: the open segments of ``teams`` team ids up to a ``now``.
@@ -122,12 +132,12 @@ def _open_segments_sql(vendor: str, kind_tables: tuple[tuple[str, str], ...], te
     quoted model table names are formatted in.
     """
     q = connection.ops.quote_name
-    flavor = q(GpuFlavor._meta.db_table)
+    join, prices = _priced(q)
     in_teams = ", ".join(["%s"] * teams)
     return " UNION ALL ".join(
         f"SELECT %s, w.id, w.team_id, w.created_by_id, w.billed_until, w.open_units, w.spot, w.open_idle,"  # noqa: S608
-        f" f.id, f.name, f.price_per_hour, f.spot_price_per_hour, f.gpu_fraction"
-        f" FROM {q(table)} w JOIN {flavor} f ON f.id = w.flavor_id"
+        f" f.id, f.name, {prices}, f.gpu_fraction"
+        f" FROM {q(table)} w {join}"
         f" WHERE w.team_id IN ({in_teams}) AND w.open_units > 0 AND w.billed_until < %s"
         for _prefix, table in kind_tables)
 
@@ -174,14 +184,14 @@ def _open_groups_sql(vendor: str, kind_tables: tuple[tuple[str, str], ...], team
     more than an hour all start at the hour's start, so 10,000 of them are a handful of rows.
     """
     q = connection.ops.quote_name
-    flavor = q(GpuFlavor._meta.db_table)
+    join, prices = _priced(q)
     in_teams = ", ".join(["%s"] * teams)
     return " UNION ALL ".join(
-        f"SELECT %s, w.team_id, f.id, f.price_per_hour, f.spot_price_per_hour, w.spot, w.billed_until,"  # noqa: S608
+        f"SELECT %s, w.team_id, f.id, {prices}, w.spot, w.billed_until,"  # noqa: S608
         f" w.open_units, COUNT(*)"
-        f" FROM {q(table)} w JOIN {flavor} f ON f.id = w.flavor_id"
+        f" FROM {q(table)} w {join}"
         f" WHERE w.team_id IN ({in_teams}) AND w.open_units > 0 AND w.billed_until < %s"
-        f" GROUP BY w.team_id, f.id, f.price_per_hour, f.spot_price_per_hour, w.spot, w.billed_until, w.open_units"
+        f" GROUP BY w.team_id, f.id, {prices}, w.spot, w.billed_until, w.open_units"
         for _prefix, table in kind_tables)
 
 
@@ -210,7 +220,7 @@ def _commitments_sql(vendor: str, kind_columns: tuple[tuple[str, tuple[str, ...]
     formatted in (the kinds' own declarations); values travel as parameters.
     """
     q = connection.ops.quote_name
-    flavor = q(GpuFlavor._meta.db_table)
+    join, prices = _priced(q)
     in_teams = ", ".join(["%s"] * teams)
     selects = []
     for table, units_columns, limit, states in kind_columns:
@@ -222,10 +232,10 @@ def _commitments_sql(vendor: str, kind_columns: tuple[tuple[str, tuple[str, ...]
         in_states = ", ".join(["%s"] * states)
         selects.append(
             f"SELECT w.team_id, w.spot, {started}, {minutes}, SUM({units}),"  # noqa: S608
-            f" f.id, f.price_per_hour, f.spot_price_per_hour"
-            f" FROM {q(table)} w JOIN {flavor} f ON f.id = w.flavor_id"
+            f" f.id, {prices}"
+            f" FROM {q(table)} w {join}"
             f" WHERE w.team_id IN ({in_teams}) AND w.state IN ({in_states}) AND {units} > 0"
-            f" GROUP BY w.team_id, w.spot{ends}, f.id, f.price_per_hour, f.spot_price_per_hour")
+            f" GROUP BY w.team_id, w.spot{ends}, f.id, {prices}")
     return " UNION ALL ".join(selects)
 
 

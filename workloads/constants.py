@@ -18,6 +18,7 @@ class Message:
     OBJECTS_VANISHED = "the {noun}'s cluster objects disappeared (deleted outside Slipway?)"
     CLUSTER_REJECTED = "the cluster rejected the {noun}: {message}"
     CLUSTER_UNREACHABLE = "the cluster could not be reached after {attempts} attempts: {message}"
+    CLUSTER_LOST = "cluster {cluster} unreachable since {since}"
     STOPPED_BY_BUDGET = "stopped: the team's monthly budget is spent (its policy stops running work)"
 
 

@@ -95,7 +95,7 @@ def idle_figures(workloads, now: datetime) -> dict[str, IdleFigures]:
     for w in workloads:
         gpu_hours, cost = closed.get(w.ref, (ZERO, ZERO))
         if w.open_idle and w.open_units and w.billed_until is not None and now > w.billed_until:
-            open_cost = ledger.interval_cost(w.flavor.price(w.spot), w.open_units, w.billed_until, now)
+            open_cost = ledger.interval_cost(w.unit_price(), w.open_units, w.billed_until, now)
             open_hours = ledger.interval_gpu_hours(w.flavor.gpu_fraction, w.open_units, w.billed_until, now)
             gpu_hours, cost = gpu_hours + open_hours, cost + open_cost
         since = flagged_since(w, now)

@@ -117,24 +117,32 @@ def end(workload, reason: str, code: ReasonCode = ReasonCode.ENDED_BY_USER) -> b
     return True
 
 
-def requeue(kind, workload, now: datetime) -> bool:
+def requeue(kind, workload, now: datetime, reason: str | None = None,
+            code: ReasonCode = ReasonCode.PREEMPTED, place_again: bool | None = None) -> bool:
     """A preempted workload whose objects are gone goes back to ``queued`` at its old place.
 
     Under the team's admission lock (the order admission takes), conditional on it still being
     preempted: its open segment is billed to ``now`` (the grace was the team's time), its
     reservation becomes a queue entry dated from its first submission, and what the apply needs
     starts afresh, as its next ``attempt`` — its ``preemptions`` were counted when it was chosen, no retry is spent. Its
-    reason is the preemption's ("preempted: team … reclaimed …"). False when there was nothing to do.
+    reason is the preemption's ("preempted: team … reclaimed …") unless ``reason`` says another
+    (a run taken off a lost cluster). The next attempt stays on its cluster when it keeps objects
+    there across attempts (a run's checkpoint claim is one cluster's), else it is placed afresh;
+    ``place_again`` says so explicitly (a lost cluster: placed afresh). False when there was nothing to do.
     """
     lc = kind.lifecycle
+    if place_again is None:
+        place_again = not kind.keeps_across_attempts(workload)
+    placement = {"cluster": None, "placement_reason": "", "placed_at": None} if place_again else {}
     with transaction.atomic():
         admission.lock_admission(workload.team)
-        event_reason = (PreemptionEvent.objects.filter(ref=workload.ref).values_list("reason", flat=True).first()
-                        or "preempted")
+        event_reason = reason or (
+            PreemptionEvent.objects.filter(ref=workload.ref).values_list("reason", flat=True).first() or "preempted")
         updated = type(workload).objects.filter(
             pk=workload.pk, state__in=workload.HOLDING_STATES, preempting_since=workload.preempting_since,
-        ).update(state=lc.queued, reason=event_reason[:500], reason_code=ReasonCode.PREEMPTED, preempting_since=None,
-                 admitted_at=None, applied_at=None, apply_started_at=None, apply_attempts=0, attempt=F("attempt") + 1)
+        ).update(state=lc.queued, reason=event_reason[:500], reason_code=code, preempting_since=None,
+                 admitted_at=None, applied_at=None, apply_started_at=None, apply_attempts=0, attempt=F("attempt") + 1,
+                 **placement)
         if not updated:
             return False
         _close_billing(workload, now)

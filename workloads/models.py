@@ -59,6 +59,7 @@ class ReasonCode(models.TextChoices):
     OBJECTS_VANISHED = "objects_vanished", "Its cluster objects disappeared"
     PREEMPTING = "preempting", "Being preempted: its pods are stopping"
     PREEMPTED = "preempted", "Preempted and queued again"
+    CLUSTER_LOST = "cluster_lost", "Its cluster does not answer"
 
 
 #: The portal's own words for the steps it takes: they hold while the cluster has nothing to say.
@@ -135,6 +136,13 @@ class Workload(models.Model):
     #: Which attempt this is: 1 at submission, one more each time it is queued again after a
     #: preemption (:func:`workloads.lifecycle.requeue`); a run's pods read it as SLIPWAY_ATTEMPT.
     attempt = models.PositiveIntegerField(default=1, db_default=1)
+    #: Where it runs (DESIGN.md §9 "Clusters"): set when it is placed, before its first apply, and
+    #: cleared only when it is withdrawn before it started or queued again. Null: not placed yet.
+    cluster = models.ForeignKey("fleet.Cluster", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    placement_reason = models.CharField(max_length=300, blank=True)
+    placed_at = models.DateTimeField(null=True, blank=True)
+    #: Labels a cluster must carry to be chosen (API.md "Clusters"); empty: any cluster.
+    cluster_selector = models.JSONField(default=dict, blank=True)
 
     objects = WorkloadQuerySet.as_manager()
 
@@ -188,9 +196,14 @@ class Workload(models.Model):
         return max((end or self.started_at) - self.started_at, timedelta(0))
 
     # -- money ----------------------------------------------------------------------------------
+    def unit_price(self) -> Decimal:
+        """What one of its unit-hours costs: its flavor's price on the cluster it was placed on
+        (:meth:`quotas.models.GpuFlavor.price`), spot or on-demand."""
+        return self.flavor.price(self.spot, self.cluster_id)
+
     def cost_at(self, now: datetime) -> Decimal:
         """Cost to ``now``: the ledger's part plus the open segment (exact to the second)."""
-        return cost_to(self.billed_cost, self.flavor.price(self.spot), self.open_units, self.billed_until, now)
+        return cost_to(self.billed_cost, self.unit_price(), self.open_units, self.billed_until, now)
 
     @property
     def cost_to_date(self) -> Decimal:
@@ -203,7 +216,7 @@ class Workload(models.Model):
 
     def cost_per_hour_at(self, units: int) -> Decimal:
         """What ``units`` of this workload's flavor cost per hour (spot or on-demand)."""
-        return cost_per_hour(self.flavor.price(self.spot), units)
+        return cost_per_hour(self.unit_price(), units)
 
 
 class SecretEnv(models.Model):

@@ -12,7 +12,8 @@ Each reconcile cycle, after queued work was admitted (:func:`reclaim`):
    ``SLIPWAY_PREEMPTION_GRACE_SECONDS``; its checkpoint claim stays for the next attempt), an
    endpoint's burst shrinks (:meth:`workloads.registry.WorkloadKind.preempt`);
 3. a run being preempted keeps its reservation until its objects are gone (:func:`follow`, from
-   the cycle's observation), so the reclaiming team's work never runs beside the pods it
+   the cycle's observation, which also gives the notice and the graceful delete again when they
+   were lost), so the reclaiming team's work never runs beside the pods it
    replaces; then it goes back to ``queued`` at its old queue position, its segment billed to
    that moment (the grace is billed), ``preemptions`` counted, no retry spent
    (:func:`workloads.lifecycle.requeue`).
@@ -25,6 +26,7 @@ nothing twice. Work that stops on its own during the grace ends as it would have
 from __future__ import annotations
 
 import logging
+import math
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -32,7 +34,8 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
-from cluster.backends.base import NOTICE_ANNOTATION
+import fleet.services as fleet
+from cluster.backends.base import NOTICE_ANNOTATION, ObservedWorkload
 from cluster.errors import ClusterError
 from quotas import admission, fairshare
 from quotas.constants import Priority
@@ -49,14 +52,17 @@ from workloads.registry import WorkloadKind, kind_for, kinds
 logger = logging.getLogger(__name__)
 
 
-def reclaim(backend, now: datetime) -> list[str]:
-    """Step 1–2 for every cohort that may reclaim; returns the refs preempted now."""
+def reclaim(now: datetime) -> list[str]:
+    """Step 1–2 for every cohort that may reclaim; returns the refs preempted now.
+
+    Each victim is stopped on the cluster it was placed on (a cohort spans every cluster).
+    """
     preempted: list[str] = []
     cohorts = (Cohort.objects.exclude(reclaim=Cohort.Reclaim.NEVER)
                .filter(members__team__queued_requests__isnull=False).distinct())
     for cohort in cohorts:
         for victim, claim, claimant in _victims(cohort, now):
-            if _preempt(backend, victim, claim, claimant, now):
+            if _preempt(victim, claim, claimant, now):
                 preempted.append(victim.ref)
     # Within-team priority: full teams that allow it, with high-priority work queued.
     teams = (TeamSharing.objects.filter(within_team_preemption=True,
@@ -64,7 +70,7 @@ def reclaim(backend, now: datetime) -> list[str]:
              .select_related("team", "cohort").distinct())
     for sharing in teams:
         for victim, claim, claimant in _own_victims(sharing, now):
-            if _preempt(backend, victim, claim, claimant, now, within_team=True):
+            if _preempt(victim, claim, claimant, now, within_team=True):
                 preempted.append(victim.ref)
     return preempted
 
@@ -171,7 +177,7 @@ def _candidate(reservation: Reservation, workload, slugs: dict[int, str], stoppi
     if workload is not None:  # what it would lose (quotas.reclaim.work_lost) and whether it is protected
         facts = {"started_at": last_start(workload, now), "last_checkpoint_at": kind.last_checkpoint_at(workload),
                  "reports_checkpoints": kind.reports_checkpoints(workload),
-                 "price_per_hour": workload.flavor.price(workload.spot), "preemptions": workload.preemptions}
+                 "price_per_hour": workload.unit_price(), "preemptions": workload.preemptions}
     return Candidate(ref=reservation.ref, team=slugs[reservation.team_id],
                      units=reservation.borrowed_units if burst else reservation.units,
                      borrowed=reservation.borrowed_units, priority=reservation.priority,
@@ -190,7 +196,7 @@ def lost_work(kind: WorkloadKind, workload, units: int, now: datetime) -> tuple:
     start, checkpoint = last_start(workload, now), kind.last_checkpoint_at(workload)
     since, flavor = lost_since(start, checkpoint), workload.flavor
     return (interval_gpu_hours(flavor.gpu_fraction, units, since, now),
-            interval_cost(flavor.price(workload.spot), units, since, now), since, since != start)
+            interval_cost(workload.unit_price(), units, since, now), since, since != start)
 
 
 def lost_words(since: datetime | None, now: datetime, checkpointed: bool = False) -> str:
@@ -200,8 +206,7 @@ def lost_words(since: datetime | None, now: datetime, checkpointed: bool = False
     return f"{minutes} min of work since its {'last checkpoint' if checkpointed else 'start'} lost"
 
 
-def _preempt(backend, victim: Candidate, claim: Claim, claimant_id: int, now: datetime,
-             within_team: bool = False) -> bool:
+def _preempt(victim: Candidate, claim: Claim, claimant_id: int, now: datetime, within_team: bool = False) -> bool:
     """Give one victim its notice and have its kind act; False when it was no longer there to preempt.
 
     ``within_team``: its own team's high-priority work takes its units (within-team priority).
@@ -244,6 +249,7 @@ def _preempt(backend, victim: Candidate, claim: Claim, claimant_id: int, now: da
     if burst:
         kind.shrink_burst(workload, victim.units, reason, now)
     else:
+        backend = fleet.backend_at(workload.cluster_id)
         _notify(backend, workload, now + timedelta(seconds=seconds))
         _delete(kind, backend, workload, seconds)
     return True
@@ -287,17 +293,38 @@ def _delete(kind: WorkloadKind, backend, workload, grace_seconds: int) -> None:
         logger.warning("could not delete preempted %s: %s", workload.ref, exc)
 
 
-def follow(kind: WorkloadKind, backend, workload, observed: bool, now: datetime) -> bool:
+def follow(kind: WorkloadKind, backend, workload, obs: ObservedWorkload | None, now: datetime) -> bool:
     """Step 3 for a workload being preempted: requeue it once its objects are gone. True when it was.
 
-    Past the grace its objects are deleted again, at once (a delete lost to a cluster error, or
-    pods that ignore SIGTERM); its quota stays held until they are gone.
+    While its pods run, they must have had the notice and the graceful delete: a live pod with
+    neither the notice annotation nor a ``deletionTimestamp`` had them lost (to a cluster error,
+    or with a worker killed between the preemption's commit and those calls), so both are given
+    again, with what is left of the grace — the deadline stays the one the preemption set, and the
+    run still gets to save before it. Past the grace its objects are deleted again, at once (a
+    delete lost to a cluster error, or pods that ignore SIGTERM). Its quota stays held until they
+    are gone.
     """
-    if not observed:
+    if obs is None:
         return lifecycle.requeue(kind, workload, now)
     kind.refresh_checkpoint(workload)  # one it writes on the notice, while its pods stop, is where it resumes
-    if now >= workload.preempting_since + timedelta(seconds=kind.preemption_grace(workload)):
+    deadline = workload.preempting_since + timedelta(seconds=kind.preemption_grace(workload))
+    if now >= deadline:
         _delete(kind, backend, workload, 0)
+    elif not_told(obs):
+        _notify(backend, workload, deadline)
+        # Whole seconds, rounded up: the grace promised is never cut short.
+        _delete(kind, backend, workload, math.ceil((deadline - now).total_seconds()))
+    return False
+
+
+def not_told(obs: ObservedWorkload) -> bool:
+    """Whether a live pod of ``obs`` lacks the preemption's notice or its graceful delete (pure)."""
+    for pod in obs.pods:
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue  # finished: nothing left to tell or stop
+        meta = pod.get("metadata") or {}
+        if NOTICE_ANNOTATION not in (meta.get("annotations") or {}) or not meta.get("deletionTimestamp"):
+            return True
     return False
 
 

@@ -19,7 +19,8 @@ Run by Celery beat every ``SLIPWAY_RECONCILE_INTERVAL`` seconds (single-flight, 
    enqueue or a worker killed mid-task; the task publishes them after the cycle), and fails
    them after too many attempts;
 5. fails workloads whose cluster objects vanished, and deletes cluster objects left behind by
-   ended or deleted workloads;
+   ended or deleted workloads, and what outlived the attempts of work that has ended for good
+   (a run's checkpoint claim: it is observed, but set apart from the attempt the cycle follows);
 6. admits queued work that now fits, and refreshes queued reasons;
 7. audits, once a month per team, a budget that crossed its alert threshold, and stops running
    work of teams whose budget is spent when their policy says so.
@@ -33,23 +34,27 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 
+from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
-import core.backend
+import fleet.services as fleet
 from cluster.backends.base import ClusterAddress, ObservedWorkload
-from cluster.capacity import capacity_reason
+from cluster.capacity import clusters_capacity_reason
 from cluster.errors import ClusterError
 from cluster.perf import gc_paused
 from cluster.status import WorkloadStatus
+from fleet.constants import Health
+from fleet.models import Cluster
 from quotas import admission
 from quotas.models import GpuFlavor, QueuedRequest
 from quotas.services import enforce_budgets
 from teams.models import Team
-from workloads import billing, idle, lifecycle, preemption
+from workloads import billing, idle, lifecycle, placement, preemption
 from workloads.billing import BILLING_FIELDS, BillingPlan
 from workloads.constants import MAX_APPLY_ATTEMPTS, STEADY_BATCH, Message
 from workloads.identity import WorkloadId
@@ -68,12 +73,16 @@ class ReconcileReport:
     redriven: list[WorkloadId] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)
     orphans_deleted: list[str] = field(default_factory=list)
+    kept_deleted: list[str] = field(default_factory=list)  #: what outlived the attempts of work now ended (its claim)
     admitted: list[str] = field(default_factory=list)
     preempted: list[str] = field(default_factory=list)  #: borrowed work reclaim took back now
     requeued: list[str] = field(default_factory=list)  #: preempted work whose objects are gone, queued again
     charged: int = 0  #: ledger intervals written
     budget_alerts: list[str] = field(default_factory=list)  #: teams whose budget alert was audited now
     budget_stopped: list[str] = field(default_factory=list)  #: work stopped by a spent budget's policy
+    lost: list[str] = field(default_factory=list)  #: clusters found lost (silent too long) in this cycle
+    withdrawn: list[str] = field(default_factory=list)  #: waited too long for capacity: placed elsewhere
+    teams_to_admit: set[int] = field(default_factory=set)  #: teams whose freed units the queue step admits into
 
 
 @dataclass
@@ -94,56 +103,100 @@ class _Plan:
 
 
 def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
-    """One reconcile cycle (see the module docstring). Safe to run twice."""
-    backend = backend or core.backend.get_backend()
+    """One whole cycle in this process: every cluster in turn (steps 1–5), then steps 6–7.
+
+    Celery runs the halves as separate tasks (:mod:`workloads.tasks`): one per cluster, in
+    parallel, and one for the queue. ``backend`` is the one cluster's backend when a caller built
+    it (tests, benchmarks); None: each cluster's own. A cluster that cannot be observed is
+    recorded as such (:func:`observe_failed`); the others and the queue go on.
+    """
     report = ReconcileReport()
+    clusters = fleet.clusters()
+    if backend is not None and len(clusters) > 1:
+        raise ValueError("a backend was given, but there are several clusters: each has its own")
+    for cluster in clusters:
+        cycle_backend = backend if backend is not None else fleet.backend(cluster)
+        try:
+            reconcile_cluster(cluster, cycle_backend, now, report)
+        except ClusterError as exc:
+            observe_failed(cluster, cycle_backend, exc, now or timezone.now(), report)
+    reconcile_queue(now, report)
+    return report
+
+
+def reconcile_cluster(cluster: Cluster, backend, now: datetime | None = None,
+                      report: ReconcileReport | None = None) -> ReconcileReport:
+    """Steps 1–5 for the workloads placed on ``cluster``. Raises ClusterError when it cannot be observed."""
+    report = report if report is not None else ReconcileReport()
 
     # 1. A simulated cluster advances here; a real one advances by itself.
     backend.tick()
 
     # 2. Snapshot first, then observe.
-    snapshot = [(kind, _snapshot(kind)) for kind in kinds()]
+    home = _home(cluster)
+    snapshot = [(kind, _snapshot(kind, home)) for kind in kinds()]
     observe_started = now or timezone.now()
     # The observation can be large (tens of MB at 10,000 workloads) and is a tree of plain
     # dicts: keep the cyclic GC from walking it repeatedly (see cluster.perf).
     with gc_paused():
         observed = {(o.namespace, o.cluster_name): o for o in backend.observe(resource_kinds())}
-        report.observed = len(observed)
+        fleet.answered(cluster, observe_started)
+        kept = _set_apart_kept(observed)
+        report.observed += len(observed)
         utilization = idle.measure(backend, list(observed.values())) if observed else {}
         now = now or timezone.now()
         teams_to_admit: set[int] = set()
         steady: list[_Plan] = []
-        nodes: list = []  # the cluster's capacity, read once per cycle and only when something waits for it
+        capacity = _Capacity(backend, cluster)
         for kind, workloads in snapshot:
             for workload in workloads:
                 plan = _follow(kind, backend, workload, observed, utilization, observe_started, now, report,
                                teams_to_admit)
                 if plan is None:
                     continue
-                _explain_capacity(kind, backend, plan, nodes)
+                _explain_capacity(kind, plan, capacity)
+                if plan.status.lacks_capacity and _withdraw(kind, backend, cluster, workload, now, report):
+                    continue
                 if plan.steady:
                     steady.append(plan)
                 elif plan.changes and _apply(plan, report):
                     teams_to_admit.add(workload.team_id)
                     if plan.status.abandoned:
                         _delete_abandoned(backend, plan, report)
-                    elif kind.keeps_across_attempts(workload):
-                        _delete_kept(backend, plan)
                 if not plan.final and kind.after_observation(workload, plan.status, now):
                     teams_to_admit.add(workload.team_id)
         _apply_steady(steady, report)
-        # 5. What is left on the cluster belongs to no workload the snapshot follows.
-        _delete_leftovers(backend, observed, report)
+        # 5. What is left on the cluster belongs to no workload the snapshot follows; what outlived
+        #    the attempts of work that has ended for good (or lives on another cluster now) goes too.
+        _delete_leftovers(backend, home, observed, report)
+        _delete_kept(backend, home, kept, report)
         del observed
+    # What its nodes offer, kept for the clusters API, placement and other clusters' waiting reasons:
+    # read with the waiting work's reasons, else once every CAPACITY_REFRESH.
+    if capacity.read is None and (cluster.nodes_read_at is None or cluster.nodes_read_at < now - CAPACITY_REFRESH):
+        try:
+            capacity.clusters()
+        except ClusterError as exc:
+            logger.warning("reconcile: could not read the capacity of %s: %s", cluster.name, exc)
+    if capacity.read:
+        fleet.record_nodes(cluster, capacity.read[0][1], now)
+    report.teams_to_admit |= teams_to_admit
+    return report
+
+
+def reconcile_queue(now: datetime | None = None, report: ReconcileReport | None = None) -> ReconcileReport:
+    """Steps 6–7, once for all clusters: admission, reclaim and budgets are global per team."""
+    report = report if report is not None else ReconcileReport()
+    now = now or timezone.now()
 
     # 6. Admit queued work that fits now (in every team that has a queue).
-    team_ids = teams_to_admit | set(QueuedRequest.objects.values_list("team_id", flat=True).distinct())
+    team_ids = report.teams_to_admit | set(QueuedRequest.objects.values_list("team_id", flat=True).distinct())
     for team in Team.objects.filter(pk__in=team_ids):
         report.admitted += admission.admit_waiting(team)
         _refresh_queue_reasons(team)
     # 6b. Work still queued in a cohort may take back units others borrowed (workloads.preemption).
     #     A shrunk burst frees its units at once: admit again; a stopped run's come once it is gone.
-    report.preempted += preemption.reclaim(backend, now)
+    report.preempted += preemption.reclaim(now)
     if report.preempted:
         for team in Team.objects.filter(pk__in=QueuedRequest.objects.values("team_id")):
             report.admitted += admission.admit_waiting(team)
@@ -160,9 +213,96 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
                     report.budget_stopped.append(workload.ref)
 
     if (report.transitions or report.redriven or report.vanished or report.admitted or report.orphans_deleted
-            or report.preempted or report.requeued):
+            or report.kept_deleted or report.preempted or report.requeued or report.lost):
         logger.info("reconcile: %s", report)
     return report
+
+
+@dataclass(frozen=True)
+class _Home:
+    """Which workloads a cluster's cycle follows: those placed on it, and — on the default
+    cluster — those not placed yet (admitted work waiting for its first apply; rows from before
+    clusters were data)."""
+
+    cluster_id: int
+    default: bool
+
+    def q(self) -> Q:
+        placed = Q(cluster_id=self.cluster_id)
+        return placed | Q(cluster__isnull=True) if self.default else placed
+
+
+def _home(cluster: Cluster) -> _Home:
+    return _Home(cluster.pk, cluster.pk == fleet.default_cluster().pk)
+
+
+def observe_failed(cluster: Cluster, backend, exc: ClusterError, now: datetime, report: ReconcileReport) -> None:
+    """``cluster`` did not answer: degraded, then lost. While lost, the work placed there says so,
+    bills nothing after ``last_seen``, and checkpointing runs are queued again to resume elsewhere
+    once it has been silent for ``SLIPWAY_LOST_REPLACE_AFTER_MINUTES`` (others wait for staff,
+    who can end them: a partitioned cluster may still be running the first copy)."""
+    logger.warning("reconcile: cluster %s could not be observed (%s)", cluster.name, exc)
+    if fleet.unanswered(cluster, str(exc), now) != Health.LOST:
+        return
+    report.lost.append(cluster.name)
+    since = timezone.localtime(cluster.silent_since or now)
+    reason = Message.CLUSTER_LOST.format(cluster=cluster.name, since=f"{since:%H:%M}")
+    replace_before = now - timedelta(minutes=settings.SLIPWAY_LOST_REPLACE_AFTER_MINUTES)
+    for kind in kinds():
+        for workload in kind.model.objects.holding_quota().filter(cluster=cluster).select_related("team", "flavor"):
+            _stop_billing(workload, cluster.last_seen or now)
+            if (kind.reports_checkpoints(workload) and cluster.silent_since is not None
+                    and cluster.silent_since <= replace_before
+                    and lifecycle.requeue(kind, workload, now, reason=f"{reason}: queued again to resume elsewhere",
+                                          code=ReasonCode.CLUSTER_LOST, place_again=True)):
+                report.requeued.append(workload.ref)
+                report.teams_to_admit.add(workload.team_id)
+            elif workload.reason != reason:
+                kind.model.objects.filter(pk=workload.pk, state=workload.state).update(
+                    reason=reason, reason_code=ReasonCode.CLUSTER_LOST)
+
+
+def _withdraw(kind: WorkloadKind, backend, cluster: Cluster, workload, now: datetime, report: ReconcileReport) -> bool:
+    """Work that has waited for capacity on ``cluster`` past ``SLIPWAY_PLACEMENT_TIMEOUT_SECONDS`` and
+    never started goes where it fits now, if another cluster has room: placed there, its objects
+    here deleted, applied again. Never after it started (it would lose its work), and not when
+    no other cluster has room now (it keeps its place here)."""
+    timeout = timedelta(seconds=settings.SLIPWAY_PLACEMENT_TIMEOUT_SECONDS)
+    if (workload.started_at is not None or workload.placed_at is None or workload.placed_at > now - timeout
+            or len(fleet.clusters()) < 2):
+        return False
+    best = placement.choose(kind, workload, now, previous=cluster.name).best
+    if best is None or not best.fits or best.cluster == cluster.name:
+        return False
+    waited = int((now - workload.placed_at).total_seconds() // 60)
+    reason = f"{best.reason} (withdrawn from {cluster.name} after {waited} min waiting for capacity)"
+    moved = kind.model.objects.filter(pk=workload.pk, state=workload.state, cluster_id=cluster.pk,
+                                      started_at__isnull=True).update(
+        cluster=fleet.get(best.cluster), placement_reason=reason[:300], placed_at=now, state=kind.lifecycle.admitted,
+        applied_at=None, apply_started_at=now, apply_attempts=0)
+    if not moved:
+        return False
+    try:
+        backend.delete(workload.address, kind.resources)
+    except ClusterError as exc:  # deleted as a leftover once this cluster answers
+        logger.warning("could not delete the withdrawn %s from %s: %s", workload.ref, cluster.name, exc)
+    report.withdrawn.append(workload.ref)
+    report.redriven.append(workload.identity)
+    return True
+
+
+def _stop_billing(workload, last_seen: datetime) -> None:
+    """Close the open segment of work on a lost cluster at ``last_seen`` (once: conditional on the
+    mark). What ran after that is not known to have run; when the cluster answers again, the next
+    observation opens a new segment from then."""
+    if not workload.open_units or workload.billed_until is None or workload.billed_until >= last_seen:
+        return
+    bill = billing.plan_billing(workload, 0, None, None, last_seen)
+    if not bill.changes:
+        return
+    kind = kind_for(workload.identity.prefix)
+    plan = _Plan(kind, workload, WorkloadStatus(state="", reason=""), bill.changes, bill)
+    _apply(plan, ReconcileReport())
 
 
 #: What a cycle reads of a workload row: the shared columns, not the kind's spec (command, env,
@@ -170,15 +310,15 @@ def reconcile(backend=None, now: datetime | None = None) -> ReconcileReport:
 _CYCLE_FIELDS = tuple(f.name for f in Workload._meta.concrete_fields)
 
 
-def _snapshot(kind: WorkloadKind) -> list:
+def _snapshot(kind: WorkloadKind, home: _Home) -> list:
     """The kind's workloads to follow, with their team and flavor (two small queries, not joins).
 
     Those holding quota, and those ended but not final yet (their objects are being deleted).
     """
     lc = kind.lifecycle
     states = (*kind.model.HOLDING_STATES, *((lc.ended,) if lc.gone else ()))
-    workloads = list(kind.model.objects.filter(state__in=states).only(*_CYCLE_FIELDS, *kind.observed_fields)
-                     .order_by())
+    workloads = list(kind.model.objects.filter(home.q(), state__in=states)
+                     .only(*_CYCLE_FIELDS, *kind.observed_fields).order_by())
     teams = Team.objects.in_bulk({w.team_id for w in workloads})
     flavors = GpuFlavor.objects.in_bulk({w.flavor_id for w in workloads})
     for workload in workloads:
@@ -203,7 +343,7 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: 
             status is None or kind.state_for(status, workload) not in kind.model.FINAL_STATES):
         # Being preempted: its quota stays held until its pods are gone, then it queues again.
         # (Work that ends on its own during the grace ends as it would have: the normal path.)
-        if preemption.follow(kind, backend, workload, obs is not None, now):
+        if preemption.follow(kind, backend, workload, obs, now):
             report.requeued.append(workload.ref)
             teams.add(workload.team_id)
         return None
@@ -224,19 +364,45 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: 
     return plan
 
 
-def _explain_capacity(kind: WorkloadKind, backend, plan: _Plan, nodes: list) -> None:
-    """Put the scheduler's "Insufficient …" into words about the team's flavor and the largest free block."""
+#: How old a cluster's recorded nodes may grow while nothing waits for capacity on it.
+CAPACITY_REFRESH = timedelta(minutes=1)
+
+
+@dataclass
+class _Capacity:
+    """The clusters' nodes, read once per cycle and only when something waits for capacity:
+    this cluster's live, the others' as they last reported (:func:`fleet.services.recorded_nodes`:
+    no call to a cluster that may be slow or gone)."""
+
+    backend: object
+    cluster: Cluster
+    read: list | None = None
+
+    def clusters(self) -> list[tuple[str, list]]:
+        """``(name, nodes)``, this cluster first (the work waits here). Raises ClusterError."""
+        if self.read is None:
+            here = self.backend.capacity()
+            others = [(c.name, fleet.recorded_nodes(c)) for c in fleet.clusters()
+                      if c.pk != self.cluster.pk and c.placeable]
+            self.read = [(self.cluster.name, here), *others]
+        return self.read
+
+
+def _explain_capacity(kind: WorkloadKind, plan: _Plan, capacity: _Capacity) -> None:
+    """Put the scheduler's "Insufficient …" into words about the team's flavor and the largest free block
+    (with several clusters, each cluster's, this one first)."""
     if not plan.status.lacks_capacity:
         return
-    if not nodes:
-        try:
-            nodes.extend(backend.capacity())
-        except ClusterError as exc:
-            logger.warning("reconcile: no capacity to explain waiting work: %s", exc)
-            return
-    flavor = plan.workload.flavor
-    per_node = kind.resource_request(plan.workload).units_per_node
-    words = capacity_reason(flavor.to_spec(), per_node, nodes)
+    try:
+        clusters = capacity.clusters()
+    except ClusterError as exc:
+        logger.warning("reconcile: no capacity to explain waiting work: %s", exc)
+        return
+    workload = plan.workload
+    request = kind.resource_request(workload)
+    per_node = max(request.units_per_node, 1)
+    words = clusters_capacity_reason(workload.flavor.to_spec(), per_node, clusters,
+                                     workers=max(request.units // per_node, 1), spot=workload.spot)
     if words != plan.workload.reason:
         plan.changes.update(reason=words[:500], reason_code=ReasonCode.WAITING_FOR_CAPACITY)
     else:
@@ -440,23 +606,63 @@ def _delete_abandoned(backend, plan: _Plan, report: ReconcileReport) -> None:
         logger.warning("could not delete the abandoned %s: %s", w.ref, exc)
 
 
-def _delete_kept(backend, plan: _Plan) -> None:
-    """Delete what outlived the attempts of work that has now ended on its own (a run's checkpoint claim).
+def _set_apart_kept(observed: dict[tuple[str, str], ObservedWorkload]) -> dict[tuple[str, str], ClusterAddress]:
+    """Take the objects that outlive attempts (a run's checkpoint claim) out of the observation.
 
-    Its other objects stay for their logs (its env Secret goes too: the delete takes it with any
-    of the workload's objects, and ended work reads no secret). A failed delete is logged, not
-    retried: the claim is labelled with its workload, for an operator's clean-up.
+    What the cycle follows is the attempt: a run between attempts has only its claim left, and
+    is "not on the cluster" all the same (a preempted run is queued again once its Job is gone).
+    Returns the addresses of the workloads that have such objects, for :func:`_delete_kept`.
     """
-    w = plan.workload
-    kept = tuple(replace(r, deleted=r.kept_across_attempts) for r in plan.kind.resources)
-    try:
-        backend.delete(w.address, kept)
-    except ClusterError as exc:
-        logger.warning("could not delete what %s kept across attempts: %s", w.ref, exc)
+    kept_kinds = {(r.api_version, r.kind) for r in resource_kinds() if r.kept_across_attempts}
+    found: dict[tuple[str, str], ClusterAddress] = {}
+    for key, obs in list(observed.items()):
+        attempt = [o for o in obs.objects if (o.get("apiVersion"), o.get("kind")) not in kept_kinds]
+        if len(attempt) == len(obs.objects):
+            continue
+        found[key] = obs.address
+        obs.objects[:] = attempt
+        if not attempt and not obs.pods:
+            del observed[key]
+    return found
 
 
-def _delete_leftovers(backend, leftovers: dict[tuple[str, str], ObservedWorkload], report: ReconcileReport) -> None:
-    """Delete cluster objects of workloads that were ended, deleted, or no longer exist.
+def _delete_kept(backend, home: _Home, kept: dict[tuple[str, str], ClusterAddress], report: ReconcileReport) -> None:
+    """Delete what outlived the attempts of workloads that have ended for good (final, ended by a
+    user, or gone from the database), however they ended: on their own, failed at an apply, cancelled
+    while queued between attempts, with a delete that was lost — or that now live on another cluster
+    (resumed there after this one was lost: a claim is one cluster's). Never between attempts: a
+    workload queued again is not ended. One query per kind that has such objects.
+
+    Their other objects are not touched (a failed run's Job stays for its logs; its env Secret goes
+    with any delete, and ended work reads no secret). A failed delete is tried again next cycle.
+    """
+    candidates: dict[WorkloadKind, dict[int, ClusterAddress]] = {}
+    for address in kept.values():
+        identity = WorkloadId.from_cluster_name(address.cluster_name)
+        kind = kind_for(identity.prefix) if identity else None
+        if kind is not None and address.cluster_name not in report.orphans_deleted:  # deleted whole just now
+            candidates.setdefault(kind, {})[identity.pk] = address
+    for kind, addresses in candidates.items():
+        ended = (*kind.model.FINAL_STATES, *kind.lifecycle.removed)
+        here = Q(cluster__isnull=True) | Q(cluster_id=home.cluster_id)  # not placed elsewhere since
+        live = set(kind.model.objects.filter(here, pk__in=addresses).exclude(state__in=ended)
+                   .values_list("pk", flat=True))
+        resources = tuple(replace(r, deleted=r.kept_across_attempts) for r in kind.resources)
+        for pk, address in addresses.items():
+            if pk in live:
+                continue
+            try:
+                backend.delete(address, resources)
+                report.kept_deleted.append(address.cluster_name)
+            except ClusterError as exc:
+                logger.warning("could not delete what %s/%s kept across attempts: %s", address.namespace,
+                               address.cluster_name, exc)
+
+
+def _delete_leftovers(backend, home: _Home, leftovers: dict[tuple[str, str], ObservedWorkload],
+                      report: ReconcileReport) -> None:
+    """Delete cluster objects of workloads that were ended, deleted, no longer exist, or now live on
+    another cluster (withdrawn before they started, or resumed elsewhere after this one was lost).
 
     Objects of workloads that finished on their own are kept (their logs and events stay
     readable); an end whose delete task was lost is finished here.
@@ -468,7 +674,7 @@ def _delete_leftovers(backend, leftovers: dict[tuple[str, str], ObservedWorkload
         if kind is not None:
             candidates.setdefault(kind, {})[identity.pk] = ClusterAddress(namespace, name)
     for kind, addresses in candidates.items():
-        keep = set(kind.model.objects.filter(pk__in=addresses).exclude(state__in=kind.lifecycle.removed)
+        keep = set(kind.model.objects.filter(home.q(), pk__in=addresses).exclude(state__in=kind.lifecycle.removed)
                    .values_list("pk", flat=True))
         for pk, address in addresses.items():
             if pk in keep:

@@ -18,7 +18,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Count, Exists, Q, QuerySet, Value
 from django.utils import timezone
 
-import core.backend
+import fleet.services as fleet
 from cluster.backends.base import ClusterEvent
 from cluster.errors import ClusterError
 from cluster.pods import LogSource, log_sources
@@ -56,12 +56,13 @@ def admit_new(workload) -> admission.Decision:
     return decision
 
 
-def check_flavor_and_name(model, team, flavor_name: str, name: str,
-                          name_taken: str) -> tuple[GpuFlavor | None, dict[str, list[str]]]:
+def check_flavor_and_name(model, team, flavor_name: str, name: str, name_taken: str,
+                          cluster_selector: dict | None = None) -> tuple[GpuFlavor | None, dict[str, list[str]]]:
     """A submission's database checks: the flavor called ``flavor_name`` and field errors.
 
-    Errors: an unknown or retired flavor, and ``name_taken`` when active ``model`` work of
-    ``team`` already has ``name``. One query when the flavor exists (every valid submission).
+    Errors: an unknown or retired flavor, ``name_taken`` when active ``model`` work of
+    ``team`` already has ``name``, and a ``cluster_selector`` no cluster matches (it could never
+    be placed). One query when the flavor exists and no selector is given (most submissions).
     """
     taken = model.objects.filter(team=team, name=name).unfinished()
     flavor = GpuFlavor.objects.filter(name=flavor_name).annotate(name_taken=Exists(taken)).first()
@@ -72,6 +73,9 @@ def check_flavor_and_name(model, team, flavor_name: str, name: str,
         errors["flavor"] = [flavor.refusal()]
     if flavor.name_taken if flavor is not None else taken.exists():
         errors["name"] = [name_taken]
+    if cluster_selector and not any(cluster_selector.items() <= c.labels.items() for c in fleet.clusters()):
+        wanted = ", ".join(f"{k}={v}" for k, v in sorted(cluster_selector.items()))
+        errors["cluster_selector"] = [f"No cluster carries the labels {wanted}: it could never be placed."]
     return flavor, errors
 
 
@@ -130,7 +134,7 @@ def logs(workload, pod: str = "", tail: int | None = 200) -> Logs:
         if pod:
             raise UnknownPod(pod)
         return Logs([], None, [])
-    backend = core.backend.get_backend()
+    backend = fleet.backend_at(workload.cluster_id)
     try:
         sources = log_sources(backend.pods(workload.address), workload.get_state_display().lower() if workload.is_final else "")
     except ClusterError:
@@ -179,7 +183,7 @@ def events(workload) -> list[ClusterEvent]:
     if not on_cluster(workload):
         return []
     try:
-        return core.backend.get_backend().events(workload.address)
+        return fleet.backend_at(workload.cluster_id).events(workload.address)
     except ClusterError:
         return []
 
@@ -271,10 +275,10 @@ def _by_cost(filtered: dict, now: datetime) -> list[tuple]:
     workload's billing columns (one narrow query per kind, no joins) and order here.
     """
     prices = GpuFlavor.objects.in_bulk()
-    keys = [(cost_to(billed, prices[flavor_id].price(spot), units, since, now), created, prefix, pk)
+    keys = [(cost_to(billed, prices[flavor_id].price(spot, cluster_id), units, since, now), created, prefix, pk)
             for prefix, workloads in filtered.items()
-            for pk, created, billed, flavor_id, units, spot, since in workloads.values_list(
-                "pk", "created_at", "billed_cost", "flavor_id", "open_units", "spot", "billed_until")]
+            for pk, created, billed, flavor_id, units, spot, since, cluster_id in workloads.values_list(
+                "pk", "created_at", "billed_cost", "flavor_id", "open_units", "spot", "billed_until", "cluster_id")]
     return sorted(keys, reverse=True)
 
 

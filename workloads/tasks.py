@@ -9,7 +9,9 @@ it after one period, up to ``MAX_APPLY_ATTEMPTS``.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
+from contextlib import contextmanager
 
 from celery import shared_task
 from django.conf import settings
@@ -18,14 +20,16 @@ from django.db.models import F
 from django.utils import timezone
 
 import core.backend
+import fleet.services as fleet
 from cluster.errors import ClusterError, Transient
 from cluster.manifests import build_team
-from core import queueing
+from core import metrics, queueing
 from quotas.tasks import team_spec
-from workloads import lifecycle, secrets
+from workloads import lifecycle, placement, secrets
 from workloads.constants import Message
 from workloads.models import ReasonCode
-from workloads.reconcile import reconcile as reconcile_cycle
+from workloads.reconcile import ReconcileReport, observe_failed, reconcile_queue
+from workloads.reconcile import reconcile_cluster as cycle_cluster
 from workloads.registry import kind_for
 
 logger = logging.getLogger(__name__)
@@ -54,10 +58,14 @@ def apply_workload(prefix: str, pk: int) -> str:
 
     # 2. Render (pure) and apply. The namespace objects are idempotent server-side applies,
     #    so a team's first workload also creates its namespace and ResourceQuota.
+    cluster = placement.place_workload(kind, workload, timezone.now())
+    if cluster is None:
+        # Every cluster is lost, draining or unfit just now: retried, then re-driven by the reconciler.
+        raise Transient(f"no cluster can take {workload.ref} now: {placement.choose(kind, workload, timezone.now()).reason}")
     team_objects = build_team(team_spec(workload.team), core.backend.cluster_config())
     objects = kind.manifests(workload)
     secret = secrets.env_secret(workload)
-    backend = core.backend.get_backend()
+    backend = fleet.backend(cluster)
     try:
         if secret is None:
             backend.apply(team_objects + objects, kind.resources)
@@ -99,7 +107,7 @@ def delete_workload(prefix: str, pk: int) -> int:
         return 0
     # An ended workload whose kind has a "gone" state is moved there by the reconciler once
     # nothing of it is observed any more (deletion propagates in the background).
-    return core.backend.get_backend().delete(workload.address, kind.resources)
+    return fleet.backend_at(workload.cluster_id).delete(workload.address, kind.resources)
 
 
 RECONCILE_LOCK = "slipway:reconcile-lock"
@@ -107,26 +115,66 @@ RECONCILE_LOCK = "slipway:reconcile-lock"
 
 @shared_task(ignore_result=True)
 def reconcile() -> str:
-    """The periodic reconcile cycle, single-flight across all workers.
+    """The periodic cycle (beat): one :func:`reconcile_cluster` task per cluster, in parallel on
+    however many workers run, then the queue's step here (admission, reclaim, budgets: global per team).
 
-    The lock is a cache key with an expiry (Redis in production), so a worker killed
-    mid-cycle blocks the next cycles for at most the lock's lifetime. Workloads the cycle
-    marked for re-drive are published after it, when its writes are committed.
+    Each part is single-flight across all workers by its own lock, so a slow or dead cluster
+    delays no other cluster and not the queue.
+    """
+    for cluster in fleet.clusters():
+        queueing.publish(reconcile_cluster, cluster.name)
+    with _single_flight(RECONCILE_LOCK) as mine:
+        if not mine:
+            return "busy"
+        report = reconcile_queue()
+    return f"admitted={len(report.admitted)} preempted={len(report.preempted)}"
+
+
+@shared_task(ignore_result=True)
+def reconcile_cluster(name: str) -> str:
+    """Steps 1–5 of the cycle for one cluster (:func:`workloads.reconcile.reconcile_cluster`).
+
+    A cluster that does not answer is recorded (degraded, then lost: :func:`workloads.reconcile.observe_failed`)
+    and tried again next cycle. The cycle's time and whether it observed the cluster go to
+    ``/metrics`` (:func:`core.metrics.record_reconcile`). Workloads the cycle marked for re-drive
+    are published after it, when its writes are committed.
+    """
+    cluster = fleet.get(name)
+    if cluster is None:
+        return "unknown cluster"
+    with _single_flight(f"{RECONCILE_LOCK}:{name}") as mine:
+        if not mine:
+            return "busy"
+        backend = fleet.backend(cluster)
+        report = ReconcileReport()
+        started = time.perf_counter()
+        try:
+            cycle_cluster(cluster, backend, report=report)
+        except ClusterError as exc:
+            observe_failed(cluster, backend, exc, timezone.now(), report)
+            metrics.record_reconcile(name, time.perf_counter() - started, observed=False)
+            return f"cluster {name} unavailable: {exc}"
+        metrics.record_reconcile(name, time.perf_counter() - started, observed=True)
+    for identity in report.redriven:
+        queueing.publish(apply_workload, identity.prefix, identity.pk)
+    return f"observed={report.observed} transitions={len(report.transitions)}"
+
+
+@contextmanager
+def _single_flight(key: str):
+    """Hold the cache lock ``key`` for the block; yields False (and runs nothing of its own) when another holds it.
+
+    The lock is a cache key with an expiry (Redis in production), so a worker killed mid-cycle
+    blocks the next cycles for at most the lock's lifetime.
     """
     token = uuid.uuid4().hex
     ttl = max(int(settings.CELERY_RECONCILE_INTERVAL * 6), 30)
-    if not cache.add(RECONCILE_LOCK, token, timeout=ttl):
-        return "busy"
+    if not cache.add(key, token, timeout=ttl):
+        yield False
+        return
     try:
-        report = reconcile_cycle()
-    except ClusterError as exc:
-        # Nothing was changed on a failed observation; the next cycle tries again.
-        logger.warning("reconcile skipped: the cluster could not be observed (%s)", exc)
-        return f"cluster unavailable: {exc}"
+        yield True
     finally:
         # Only release our own lock (it may have expired and been taken by another cycle).
-        if cache.get(RECONCILE_LOCK) == token:
-            cache.delete(RECONCILE_LOCK)
-    for identity in report.redriven:
-        queueing.publish(apply_workload, identity.prefix, identity.pk)
-    return f"observed={report.observed} transitions={len(report.transitions)} admitted={len(report.admitted)}"
+        if cache.get(key) == token:
+            cache.delete(key)

@@ -255,6 +255,31 @@ def check_env(col: Collector, field: str = "env") -> tuple[tuple[str, str], ...]
     return tuple(sorted((str(k), str(v)) for k, v in env.items()))
 
 
+#: A Kubernetes label key (an optional DNS-subdomain prefix and a name) and value, as a cluster's labels are written.
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+MAX_SELECTOR_LABELS = 10
+
+
+def check_cluster_selector(col: Collector) -> dict[str, str]:
+    """``cluster_selector``: labels a cluster must carry to be chosen (API.md "Clusters"); empty: any cluster."""
+    selector = col.data.get("cluster_selector")
+    if selector in (None, {}, ""):
+        return {}
+    if not isinstance(selector, Mapping):
+        col.add("cluster_selector", 'Must be an object of cluster labels, e.g. {"region": "eu-west"}.')
+        return {}
+    if len(selector) > MAX_SELECTOR_LABELS:
+        col.add("cluster_selector", f"At most {MAX_SELECTOR_LABELS} labels.")
+    for key, value in selector.items():
+        if not isinstance(key, str) or not LABEL_KEY.fullmatch(key):
+            col.add("cluster_selector", f"Invalid label name {key!r}: use letters, digits, '-', '_' and '.'.")
+        elif not isinstance(value, str) or not LABEL_VALUE.fullmatch(value):
+            col.add("cluster_selector", f"The value of {key} must be a label value (at most 63 letters, digits, "
+                                        f"'-', '_' or '.').")
+    return {str(k): str(v) for k, v in selector.items()}
+
+
 def check_secret_env(col: Collector, env: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
     """``secret_env``: variables whose values go to a Kubernetes Secret, never into the workload's spec.
 

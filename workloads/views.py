@@ -9,6 +9,7 @@ polling; the same markup is still swapped in, so the last state is shown.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -16,8 +17,10 @@ from django.urls import URLPattern, path, reverse
 from django.views.decorators.http import require_GET
 
 from quotas import admission
+from teams import oidc
 from teams.models import Membership, Role
 from teams.permissions import require_team
+from teams.sso import MissingGroupsClaimError, claim_groups
 from workloads import services as workloads
 from workloads.registry import kind_for, kind_of
 
@@ -40,10 +43,21 @@ def current_membership(request: HttpRequest, role: str = Role.VIEWER) -> Members
 
 
 def no_team(request: HttpRequest) -> HttpResponse:
-    """Someone in no team: platform staff land on the Capacity page, others are told to ask for one."""
+    """Someone in no team: platform staff land on the Capacity page, others are told whom to ask for one."""
     if request.user.is_staff:
         return redirect("admin-capacity")
-    return render(request, "workloads/no_team.html")
+    return render(request, "workloads/no_team.html", no_team_context(request.user))
+
+
+def no_team_context(user) -> dict:
+    """What the no-team page tells someone who signed in through the identity provider: the groups it
+    sent (none of which maps to a team), and whom to ask."""
+    claims = oidc.last_claims(user)
+    try:
+        groups = claim_groups(claims) if claims is not None else None
+    except MissingGroupsClaimError:
+        groups = None
+    return {"sso_groups": groups, "staff_contact": settings.SLIPWAY_STAFF_CONTACT}
 
 
 def wants_partial(request: HttpRequest) -> bool:

@@ -2,5 +2,5 @@
 
 The interface lives in :mod:`cluster.backends.base`. Which backend a process uses is a
 setting (``SLIPWAY_CLUSTER_BACKEND``) resolved by the Django side
-(``core.backend.get_backend``), because this package must not import Django.
+(``core.backend.backend_for``), because this package must not import Django.
 """

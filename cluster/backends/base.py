@@ -14,9 +14,11 @@ the same code path as a real cluster.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from cluster.errors import ClusterError
 
 #: Label keys carried by every object Slipway creates.
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -48,8 +50,8 @@ class ResourceKind:
 
     The backends learn the workload kinds' objects only from these (``workloads.registry``
     hands them over at each call): where a kind lives in the API (``plural``), whether
-    :meth:`ClusterBackend.observe` lists it (the kind's status mapping reads it) and whether
-    :meth:`ClusterBackend.delete` removes it. Deletion goes in declaration order: a
+    :meth:`ClusterBackend.observe` lists it (the kind's status mapping, or the cycle's clean-up,
+    reads it) and whether :meth:`ClusterBackend.delete` removes it. Deletion goes in declaration order: a
     ScaledObject before the Deployment it scales, so KEDA stops scaling what is about to go.
     """
 
@@ -149,6 +151,16 @@ class ClusterBackend(abc.ABC):
 
     #: Short name shown in the UI and logs ("sandbox", "kubernetes").
     name: str = "abstract"
+    #: Told of every error the backend raises (the portal counts them per cluster and class for
+    #: its ``/metrics``); None: nobody is. Backends raise ``self.raised(error)``.
+    on_error: Callable[[ClusterError], None] | None = None
+
+    def raised(self, error: ClusterError) -> ClusterError:
+        """``error``, once :attr:`on_error` was told of it: ``raise self.raised(NotFound(...))``."""
+        if self.on_error is not None and not error.reported:
+            error.reported = True
+            self.on_error(error)
+        return error
 
     @abc.abstractmethod
     def apply(self, objects: list[Manifest], resources: Sequence[ResourceKind] = ()) -> list[Manifest]:

@@ -220,8 +220,11 @@ class KubernetesBackend(ClusterBackend):
         timeout: float = 10,
         host: str | None = None,
         metrics: Prometheus | None = None,
+        context: str | None = None,
     ) -> None:
         self.kubeconfig = kubeconfig
+        #: The kubeconfig context (one file may hold several clusters); None: its current one.
+        self.context = context
         #: Where GPU utilization comes from (None: not measured, nothing is idle).
         self.metrics = metrics
         self.timeout = timeout
@@ -243,14 +246,15 @@ class KubernetesBackend(ClusterBackend):
                         # An explicit server (tests, a local proxy such as `kubectl proxy`).
                         cfg.host = self.host
                     elif self.kubeconfig:
-                        k8s_config.load_kube_config(config_file=self.kubeconfig, client_configuration=cfg)
+                        k8s_config.load_kube_config(config_file=self.kubeconfig, context=self.context,
+                                                    client_configuration=cfg)
                     else:
                         try:
                             k8s_config.load_incluster_config(client_configuration=cfg)
                         except ConfigException:
                             k8s_config.load_kube_config(client_configuration=cfg)
                 except Exception as exc:
-                    raise map_error(exc) from exc
+                    raise self.raised(map_error(exc)) from exc
                 # No urllib3 retries: the Celery task retries Transient errors with backoff.
                 cfg.retries = False
                 self._api = k8s_client.ApiClient(cfg)
@@ -290,15 +294,15 @@ class KubernetesBackend(ClusterBackend):
             response = api.call_api(*serialized, _request_timeout=self.timeout)
             data = response.read()
         except Exception as exc:
-            raise map_error(exc) from exc
+            raise self.raised(map_error(exc)) from exc
         if not 200 <= response.status <= 299:
-            raise error_for_status(response.status, _message(response.status, data, str(response.reason)))
+            raise self.raised(error_for_status(response.status, _message(response.status, data, str(response.reason))))
         if raw:
             return data
         try:
             return json.loads(data) if data else None
         except ValueError as exc:
-            raise Transient(f"undecodable response from the API server: {exc}") from exc
+            raise self.raised(Transient(f"undecodable response from the API server: {exc}")) from exc
 
     def list(
         self, kind: ResourceKind, *, namespace: str | None = None, label_selector: str = "", **params: str
@@ -337,13 +341,13 @@ class KubernetesBackend(ClusterBackend):
                 api_version, kind_name, meta = obj["apiVersion"], obj["kind"], obj["metadata"]
                 name = meta["name"]
             except (KeyError, TypeError) as exc:
-                raise Invalid(f"cannot apply an object without apiVersion, kind and metadata.name: {exc}") from exc
+                raise self.raised(Invalid(f"cannot apply an object without apiVersion, kind and metadata.name: {exc}")) from exc
             kind = KINDS.get((api_version, kind_name)) or resource_kind(resources, api_version, kind_name)
             if kind is None:
-                raise Invalid(f'no matches for kind "{kind_name}" in version "{api_version}"')
+                raise self.raised(Invalid(f'no matches for kind "{kind_name}" in version "{api_version}"'))
             namespace = meta.get("namespace") if kind.namespaced else None
             if kind.namespaced and not namespace:
-                raise Invalid(f"{kind_name}/{name} needs metadata.namespace")
+                raise self.raised(Invalid(f"{kind_name}/{name} needs metadata.namespace"))
             paths.append(object_path(kind, name, namespace))
         query = [("fieldManager", FIELD_MANAGER), ("force", "true")]
         return [self.request("PATCH", path, query=query, body=obj, content_type=APPLY_CONTENT_TYPE)

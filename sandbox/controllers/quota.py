@@ -66,7 +66,7 @@ def create_pods(world: World, owner: ObjRow, specs: list[tuple[int, int, str]], 
     if owner.memo.pop("failed_create", None):
         world.dirty(owner)
     for (role, index, name), plan in zip(specs, plans, strict=True):
-        pod = new_record(SimPod, owner_id=owner.pk, namespace=owner.namespace, name=name,
+        pod = new_record(SimPod, cluster=world.cluster, owner_id=owner.pk, namespace=owner.namespace, name=name,
                          workload=owner.workload, role=role, index=index, template_hash=plan["hash"],
                          created_at=world.now)
         world.new_pods.append(pod)

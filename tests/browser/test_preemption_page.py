@@ -38,7 +38,7 @@ def preempted(transactional_db, flavors, fake_backend, published):
     submit_run(alice, vision, spec("own", 4))
     borrowed = submit_run(alice, vision, spec("borrowed", 4))
     submit_run(noor, nlp, spec("mine", 4))
-    assert preemption.reclaim(fake_backend, timezone.now()) == [borrowed.ref]
+    assert preemption.reclaim(timezone.now()) == [borrowed.ref]
     rec.reconcile(fake_backend)  # its objects are gone (the fake deleted them): it queues again
     return TrainingRun.objects.get(pk=borrowed.pk)
 

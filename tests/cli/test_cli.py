@@ -520,6 +520,6 @@ def test_borrowing_is_said_before_submit_and_a_preemption_in_describe(cli, tmp_p
     add_member(vision, vera, Role.MEMBER)
     submit_run(vera, vision, {"name": "mine", "image": "registry.example.com/ml/t:1", "command": ["python", "t.py"],
                               "flavor": "a100-80gb", "gpus_per_worker": 4})
-    assert preemption.reclaim(fake_backend, timezone.now()) == [f"run:{run_id}"]
+    assert preemption.reclaim(timezone.now()) == [f"run:{run_id}"]
     described = cli("describe", str(run_id)).stdout
     assert "Preemptions:" in described and "by vision: preempted: team vision reclaimed 4\u00d7 a100-80gb" in described

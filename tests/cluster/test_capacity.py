@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from cluster.backends.base import ClusterEvent, NodeCapacity
-from cluster.capacity import capacity_reason, offers, scheduler_message
+from cluster.capacity import (
+    capacity_reason,
+    clusters_capacity_reason,
+    free_blocks,
+    offers,
+    scheduler_message,
+    serves,
+)
 from cluster.manifests.common import node_selector
 from cluster.specs import FlavorSpec
 
@@ -59,3 +66,36 @@ def test_a_node_offers_a_flavor_exactly_when_the_scheduler_would_place_its_pods_
     # the Capacity page, by resource alone, while the waiting reason said "no node offers").
     assert not offers(unlabelled, A100_80GB)
     assert capacity_reason(A100_80GB, 1, [unlabelled]).endswith("no node offers a100-80gb")
+
+
+def test_across_clusters_the_reason_names_each_clusters_largest_free_block_best_first():
+    west = [NodeCapacity("w0", "nvidia.com/gpu", 8, 6, A100), NodeCapacity("w1", "nvidia.com/gpu", 8, 7, A100)]
+    east = [NodeCapacity("e0", "nvidia.com/gpu", 8, 8, A100)]
+    elsewhere = [NodeCapacity("x0", "nvidia.com/gpu", 8, 0, {"nvidia.com/gpu.product": "H100"})]
+    assert clusters_capacity_reason(A100_80GB, 4, [("west", west), ("east", east), ("x", elsewhere)]) == (
+        "waiting for capacity: needs 4\u00d7 a100-80gb on one node; largest free block: 2 on west, 0 on east")
+    # A distributed run needs a block per worker: each cluster's count of free blocks is what tells.
+    assert clusters_capacity_reason(A100_80GB, 1, [("east", east), ("west", west)], workers=4) == (
+        "waiting for capacity: needs 1\u00d7 a100-80gb on one node for each of 4 workers; "
+        "free blocks: 0 on east, 3 on west")
+    assert clusters_capacity_reason(H100, 1, [("west", west), ("east", east)]).endswith("no cluster offers h100-80gb")
+    # One cluster: the words a single cluster always had, its node named.
+    assert clusters_capacity_reason(A100_80GB, 4, [("west", west)]) == capacity_reason(A100_80GB, 4, west)
+
+
+def test_spot_work_counts_spot_nodes_only_and_other_work_never_does():
+    spot = NodeCapacity("s0", "nvidia.com/gpu", 8, 5, {**A100, "slipway.dev/capacity-type": "spot"})
+    on_demand = NodeCapacity("a0", "nvidia.com/gpu", 8, 7, A100)
+    assert serves(spot, A100_80GB, spot=True) and not serves(spot, A100_80GB, spot=False)
+    assert serves(on_demand, A100_80GB, spot=False) and not serves(on_demand, A100_80GB, spot=True)
+    clusters = [("west", [spot, on_demand]), ("east", [on_demand])]
+    assert clusters_capacity_reason(A100_80GB, 4, clusters, spot=True) == (
+        "waiting for capacity: needs 4\u00d7 a100-80gb on one node; largest free block: 3 on west")
+    assert clusters_capacity_reason(A100_80GB, 4, clusters[1:], spot=True).endswith("no node offers a100-80gb")
+    assert clusters_capacity_reason(A100_80GB, 4, [("east", [on_demand])] * 2, spot=True).endswith(
+        "no cluster offers a100-80gb on spot nodes")
+
+
+def test_free_blocks_packs_several_workers_on_a_node_when_they_fit():
+    nodes = [NodeCapacity("a", "nvidia.com/gpu", 8, 0, A100), NodeCapacity("b", "nvidia.com/gpu", 8, 2, A100)]
+    assert (free_blocks(nodes, 4), free_blocks(nodes, 3), free_blocks(nodes, 8), free_blocks([], 1)) == (3, 4, 1, 0)

@@ -1,4 +1,5 @@
-"""The one seam for the cluster backend: ``SLIPWAY_CLUSTER_BACKEND`` names it by word or dotted path."""
+"""The one seam for cluster backends: a cluster names its backend by word or dotted path, and
+``SLIPWAY_CLUSTER_BACKEND`` is the default for clusters that name none."""
 
 from __future__ import annotations
 
@@ -6,42 +7,69 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from cluster.backends.kubernetes import KubernetesBackend
-from core.backend import get_backend
+from core.backend import BackendSpec, backend_for, offered_clusters
 from sandbox.backend import SandboxBackend
 from tests.fakes import FakeBackend
 
+DEFAULT = BackendSpec("default")
 
-def test_the_default_word_names_the_sandbox_built_once_per_process(settings):
+
+def test_the_default_word_names_the_sandbox_built_once_per_process_and_cluster(settings):
     settings.SLIPWAY_CLUSTER_BACKEND = "sandbox"
-    backend = get_backend()
+    backend = backend_for(DEFAULT)
     assert isinstance(backend, SandboxBackend)
-    assert get_backend() is backend
+    assert backend_for(BackendSpec("default")) is backend and backend.cluster == "default"
+
+
+def test_each_sandbox_cluster_of_the_inventory_has_its_own_backend(settings):
+    settings.SLIPWAY_CLUSTER_BACKEND = "sandbox"
+    settings.SLIPWAY_SANDBOX_INVENTORY = str(settings.BASE_DIR / "sandbox" / "inventory.yaml")  # the demo's two
+    assert [c.name for c in offered_clusters()] == ["east", "west"]
+    east, west = backend_for(BackendSpec("east")), backend_for(BackendSpec("west"))
+    assert (east.cluster, west.cluster) == ("east", "west") and east is not west
 
 
 def test_a_dotted_path_names_any_factory_and_a_changed_setting_builds_anew(settings):
     settings.SLIPWAY_CLUSTER_BACKEND = "tests.fakes.FakeBackend"
-    first = get_backend()
-    assert isinstance(first, FakeBackend) and get_backend() is first
+    first = backend_for(DEFAULT)
+    assert isinstance(first, FakeBackend) and backend_for(DEFAULT) is first
     settings.SLIPWAY_CLUSTER_BACKEND = "sandbox"
-    assert isinstance(get_backend(), SandboxBackend)
+    assert isinstance(backend_for(DEFAULT), SandboxBackend)
     settings.SLIPWAY_CLUSTER_BACKEND = "tests.fakes.FakeBackend"
-    assert get_backend() is not first
+    assert backend_for(DEFAULT) is not first
+
+
+def test_a_cluster_may_name_its_own_backend_over_the_setting(settings):
+    settings.SLIPWAY_CLUSTER_BACKEND = "sandbox"
+    assert isinstance(backend_for(BackendSpec("lab", backend="tests.fakes.FakeBackend")), FakeBackend)
 
 
 @pytest.mark.parametrize("name", ["kubernetess", "tests.fakes.NoSuchBackend", "no.such.module.Backend"])
 def test_a_name_that_is_neither_says_what_it_must_be(settings, name):
     settings.SLIPWAY_CLUSTER_BACKEND = name
     with pytest.raises(ImproperlyConfigured, match=rf"'sandbox', 'kubernetes' or the dotted path.*{name!r}"):
-        get_backend()
+        backend_for(DEFAULT)
 
 
 def test_the_kubernetes_word_builds_the_real_backend_from_its_settings(settings):
     settings.SLIPWAY_CLUSTER_BACKEND = "kubernetes"
     settings.SLIPWAY_KUBECONFIG = "/etc/slipway/kubeconfig"
     settings.SLIPWAY_KUBE_QPS, settings.SLIPWAY_KUBE_BURST, settings.SLIPWAY_KUBE_TIMEOUT = 7.0, 11, 3.5
-    backend = get_backend()
+    backend = backend_for(DEFAULT)
     assert isinstance(backend, KubernetesBackend)  # built lazily: no connection is made here
-    assert backend.kubeconfig == "/etc/slipway/kubeconfig"
+    assert backend.kubeconfig == "/etc/slipway/kubeconfig" and backend.context is None
     assert (backend.limiter.qps, backend.limiter.burst, backend.timeout) == (7.0, 11, 3.5)
     settings.SLIPWAY_METRICS_URL = ""
-    assert get_backend().metrics is None  # no metrics URL: utilization is not measured
+    assert backend_for(DEFAULT).metrics is None  # no metrics URL: utilization is not measured
+
+
+def test_a_cluster_with_its_own_kubeconfig_and_context(settings):
+    settings.SLIPWAY_CLUSTER_BACKEND = "kubernetes"
+    backend = backend_for(BackendSpec("west", kubeconfig="/secrets/west/kubeconfig", context="west-admin"))
+    assert (backend.kubeconfig, backend.context) == ("/secrets/west/kubeconfig", "west-admin")
+
+
+def test_a_backend_without_an_inventory_offers_one_cluster_named_by_the_setting(settings):
+    settings.SLIPWAY_CLUSTER_BACKEND = "tests.fakes.FakeBackend"
+    settings.SLIPWAY_CLUSTER_NAME = "onprem"
+    assert [c.name for c in offered_clusters()] == ["onprem"]

@@ -50,6 +50,7 @@ class WorkerProcess:
             "CELERY_VISIBILITY_TIMEOUT": "8",
             "SLIPWAY_VAR_DIR": str(tmp_path),
             "DJANGO_SETTINGS_MODULE": "portal.settings",
+            "SLIPWAY_SANDBOX_INVENTORY": settings.SLIPWAY_SANDBOX_INVENTORY,  # the suite's, as in this process
         }
         self.env.pop("SLIPWAY_TEST_DB_NAME", None)
         self.tmp_path = tmp_path

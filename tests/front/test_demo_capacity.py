@@ -1,5 +1,5 @@
-"""The demo's world adds up: the sandbox cluster offers exactly the demo teams' nominal quotas
-per flavor, and the demo's cohort borrows at seed time and is reclaimed from minutes later."""
+"""The demo's world adds up: the sandbox's clusters together offer exactly the demo teams' nominal
+quotas per flavor, and the demo's cohort borrows at seed time and is reclaimed from minutes later."""
 
 from __future__ import annotations
 
@@ -8,15 +8,19 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.db.models import Sum
 from django.utils import timezone
 
+from cluster.capacity import offers
 from front.management.commands.seed_demo import COHORTS, TEAMS
 from jobs.constants import RunState
 from jobs.demo import DEMO_LATER, submit_due_demo_runs
 from jobs.models import LaterDemoRun, TrainingRun
 from quotas.admission import borrowed_units
 from quotas.models import Cohort, GpuFlavor, TeamQuota, TeamSharing
-from quotas.services import capacity_rows, remove_cohort
+from quotas.services import remove_cohort
+from sandbox.backend import SandboxBackend
+from sandbox.inventory import clusters
 from teams.models import AuditEvent
 
 
@@ -31,17 +35,25 @@ def seed(**options) -> str:
     return out.getvalue()
 
 
-def test_the_sandbox_offers_exactly_the_demo_teams_nominal_quotas_per_flavor(db, debug_on):
+def test_the_sandbox_offers_exactly_the_demo_teams_nominal_quotas_per_flavor(db, debug_on, settings):
+    settings.SLIPWAY_SANDBOX_INVENTORY = str(settings.BASE_DIR / "sandbox" / "inventory.yaml")  # the shipped one
     seed(no_runs=True)
-    rows, _nodes, error = capacity_rows()  # the Capacity page's figures: the nodes offering each flavor
-    assert error == ""
-    offered = {row["flavor"].name: row["allocatable"] for row in rows}
-    quota_sums = {row["flavor"].name: row["quota_sum"] for row in rows}
+    flavors = {flavor.name: flavor.to_spec() for flavor in GpuFlavor.objects.all()}
+    # The Capacity page's rule (cluster.capacity.offers), over the nodes of every cluster.
+    offered_by = {cluster.name: {name: sum(node.allocatable for node in SandboxBackend(cluster.name).capacity()
+                                           if offers(node, spec)) for name, spec in flavors.items()}
+                  for cluster in clusters()}
+    offered = {name: sum(per_cluster[name] for per_cluster in offered_by.values()) for name in flavors}
+    quota_sums = {name: sum(team.limits.get(name, 0) for team in TEAMS) for name in flavors}
     # The seeded quotas are the demo's (nothing else holds any), and every demo flavor has some.
-    assert quota_sums == {name: sum(team.limits.get(name, 0) for team in TEAMS) for name in quota_sums}
-    assert set(offered) == set(GpuFlavor.objects.values_list("name", flat=True)) and all(quota_sums.values())
+    assert quota_sums == dict(TeamQuota.objects.values("flavor__name").annotate(total=Sum("limit")).values_list(
+        "flavor__name", "total").order_by())
+    assert all(quota_sums.values())
     assert offered == quota_sums
     assert offered["a100-80gb"] == 12 and offered["h100-80gb"] == 16  # so the check is not 0 == 0
+    # Both clusters offer A100s and H100s (at their own prices): placement by price has a choice.
+    assert len(offered_by) == 2 and all(per_cluster["a100-80gb"] and per_cluster["h100-80gb"]
+                                        for per_cluster in offered_by.values())
 
 
 def test_it_seeds_the_research_cohort_through_the_audited_quota_services(db, debug_on, published):

@@ -44,7 +44,7 @@ def test_a_borrowed_burst_shrinks_for_the_lender_and_its_run_is_admitted(create,
     assert run.state == "queued"
 
     with django_capture_on_commit_callbacks(execute=True):
-        assert preemption.reclaim(fake_backend, timezone.now()) == [endpoint.ref]
+        assert preemption.reclaim(timezone.now()) == [endpoint.ref]
     endpoint = InferenceEndpoint.objects.get(pk=endpoint.pk)
     held = Reservation.objects.held().get(ref=endpoint.ref)
     assert (endpoint.replica_ceiling, held.units, held.borrowed_units) == (4, 4, 0)

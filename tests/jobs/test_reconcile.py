@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from cluster.backends.base import NodeCapacity
 from cluster.errors import Invalid, Transient
+from fleet.models import Cluster
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import cancel_run, submit_run
@@ -21,7 +22,7 @@ from tests.jobs.conftest import run_payload
 from workloads import reconcile as rec
 from workloads import services as workloads
 from workloads.constants import MAX_APPLY_ATTEMPTS
-from workloads.tasks import RECONCILE_LOCK, apply_workload, delete_workload, reconcile
+from workloads.tasks import RECONCILE_LOCK, apply_workload, delete_workload, reconcile, reconcile_cluster
 
 pytestmark = pytest.mark.django_db
 NS = "team-ml-research"
@@ -215,7 +216,10 @@ def test_the_reconcile_task_publishes_what_the_cycle_redrives(submit, fake_backe
     run = submit()  # admitted a minute ago; its create task was "lost"
     TrainingRun.objects.filter(pk=run.pk).update(admitted_at=timezone.now() - timedelta(minutes=1))
     published.clear()
-    assert reconcile().startswith("observed=")
+    assert reconcile().startswith("admitted=")  # the queue's step here, each cluster's in a task of its own
+    assert published == [("workloads.tasks.reconcile_cluster", ("default",))]
+    published.clear()
+    assert reconcile_cluster("default").startswith("observed=")
     assert published == [("workloads.tasks.apply_workload", ("run", run.pk))]
 
 
@@ -287,16 +291,24 @@ def test_it_never_overwrites_a_cancel_that_raced_the_cycle(submit, fake_backend,
     assert run.state == RunState.CANCELLED
 
 
-def test_it_runs_one_reconcile_at_a_time(fake_backend, db):
-    cache.set(RECONCILE_LOCK, "someone-else", 30)
+def test_it_runs_one_reconcile_at_a_time_per_cluster_and_one_queue_step(fake_backend, db, published):
+    cluster_lock = f"{RECONCILE_LOCK}:default"
+    cache.set(cluster_lock, "someone-else", 30)
     try:
-        assert reconcile() == "busy"
+        assert reconcile_cluster("default") == "busy"
         assert fake_backend.ticks == 0
     finally:
-        cache.delete(RECONCILE_LOCK)
-    assert reconcile().startswith("observed=")
+        cache.delete(cluster_lock)
+    assert reconcile_cluster("default").startswith("observed=")
     assert fake_backend.ticks == 1
-    assert cache.get(RECONCILE_LOCK) is None
+    assert cache.get(cluster_lock) is None
+    cache.set(RECONCILE_LOCK, "someone-else", 30)
+    try:
+        assert reconcile() == "busy"  # the queue's step is busy; the clusters' tasks are published all the same
+        assert published[-1] == ("workloads.tasks.reconcile_cluster", ("default",))
+    finally:
+        cache.delete(RECONCILE_LOCK)
+    assert reconcile().startswith("admitted=") and cache.get(RECONCILE_LOCK) is None
 
 
 def test_it_bills_a_cancelled_run_up_to_the_cancel(submit, fake_backend, member):
@@ -321,10 +333,12 @@ def test_it_skips_a_cycle_while_the_cluster_cannot_be_observed(submit, fake_back
         raise Transient("connection refused")
 
     monkeypatch.setattr(fake_backend, "observe", down)
-    assert reconcile() == "cluster unavailable: connection refused"
-    assert cache.get(RECONCILE_LOCK) is None  # the next cycle may run
+    assert reconcile_cluster("default") == "cluster default unavailable: connection refused"
+    assert cache.get(f"{RECONCILE_LOCK}:default") is None  # the next cycle may run
     run.refresh_from_db()
     assert run.state == RunState.PENDING  # nothing was taken for vanished
+    cluster = Cluster.objects.get(name="default")
+    assert (cluster.state, cluster.silent_cycles, cluster.last_error) == ("degraded", 1, "connection refused")
 
 
 def test_an_interval_the_ledger_already_holds_is_not_charged_twice(submit, fake_backend):

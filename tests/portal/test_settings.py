@@ -24,7 +24,7 @@ from portal.celery import app as celery_app
 REPO = Path(__file__).resolve().parents[2]
 SETTINGS_FILE = REPO / "portal" / "settings.py"
 #: Every variable the settings read (the same scan the .env.example test uses).
-READ_VARIABLES = sorted(set(re.findall(r'env_(?:str|bool|int|float|list)\(\s*"([A-Z0-9_]+)"', SETTINGS_FILE.read_text())))
+READ_VARIABLES = sorted(set(re.findall(r'env_(?:str|bool|int|float|list|networks|choice|group_map)\(\s*"([A-Z0-9_]+)"', SETTINGS_FILE.read_text())))
 
 
 @pytest.fixture
@@ -134,6 +134,30 @@ def test_it_fails_loudly_on_a_bad_value(load_settings):
         load_settings(DEBUG="sometimes")
     with pytest.raises(ImproperlyConfigured, match="SLIPWAY_KUBE_BURST"):
         load_settings(SLIPWAY_KUBE_BURST="lots")
+
+
+def test_it_reads_who_may_scrape_the_metrics(load_settings):
+    s = load_settings()
+    assert s["SLIPWAY_METRICS_ALLOW"] == ("127.0.0.1/32", "::1/128") and s["SLIPWAY_METRICS_TOKEN"] == ""
+    s = load_settings(SLIPWAY_METRICS_ALLOW="10.0.0.0/8, 192.168.1.7", SLIPWAY_METRICS_TOKEN="t0ken")
+    assert s["SLIPWAY_METRICS_ALLOW"] == ("10.0.0.0/8", "192.168.1.7/32") and s["SLIPWAY_METRICS_TOKEN"] == "t0ken"
+    with pytest.raises(ImproperlyConfigured, match="SLIPWAY_METRICS_ALLOW"):
+        load_settings(SLIPWAY_METRICS_ALLOW="10.0.0.0/33")
+
+
+def test_it_puts_the_metrics_directory_under_var_and_into_the_environment(load_settings, monkeypatch, tmp_path):
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
+    s = load_settings()
+    assert s["PROMETHEUS_MULTIPROC_DIR"] == os.environ["PROMETHEUS_MULTIPROC_DIR"] == str(tmp_path / "var" / "prometheus")
+    assert (tmp_path / "var" / "prometheus").is_dir()
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "elsewhere"))
+    assert load_settings()["PROMETHEUS_MULTIPROC_DIR"] == str(tmp_path / "elsewhere")
+
+
+def test_it_writes_text_or_json_logs(load_settings):
+    assert load_settings()["LOGGING"]["handlers"]["console"]["formatter"] == "text"
+    logging = load_settings(SLIPWAY_LOG_FORMAT="JSON")["LOGGING"]
+    assert logging["formatters"][logging["handlers"]["console"]["formatter"]] == {"()": "core.logformat.JsonFormatter"}
 
 
 def test_it_configures_celery_for_at_least_once_delivery():

@@ -280,8 +280,8 @@ def test_it_shows_every_node_and_the_work_waiting_for_cluster_capacity(staff_cli
     waiting = re.search(r'<table id="waiting">(.*?)</table>', html, re.S).group(1)
     assert "big-one" in waiting and "fine" not in waiting and "the largest free block is 2" in waiting
     node = re.search(r'<tr data-node="gpu-a100-0"[^>]*>(.*?)</tr>', html, re.S).group(1)
-    assert re.findall(r"<td[^>]*>([^<]*)</td>", node) == ["nvidia.com/gpu", "a100-80gb", "8", "3", "5"]
-    assert '<tr data-node="gpu-l4-0">' in html
+    assert re.findall(r"<td[^>]*>([^<]*)</td>", node) == ["default", "nvidia.com/gpu", "a100-80gb", "8", "3", "5"]
+    assert '<tr data-node="gpu-l4-0" data-cluster="default">' in html
 
 
 def test_the_capacity_page_and_the_waiting_reason_agree_on_a_node_without_labels(staff_client, quota_team,

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,7 +34,7 @@ print("applied")
 
 def _manage(db: Path, *args: str) -> str:
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{db}", SLIPWAY_VAR_DIR=str(db.parent),
-               DJANGO_SETTINGS_MODULE="portal.settings")
+               DJANGO_SETTINGS_MODULE="portal.settings", SLIPWAY_SANDBOX_INVENTORY=settings.SLIPWAY_SANDBOX_INVENTORY)
     env.pop("SLIPWAY_TEST_DB_NAME", None)
     result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=120)
@@ -52,7 +53,7 @@ def test_it_shares_one_cluster_across_processes(tmp_path):
     h100 = [line.split() for line in status.splitlines() if line.startswith("gpu-h100-0 ")]
     assert h100 == [["gpu-h100-0", "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu", "3", "5", "8"]]
     assert "total nvidia.com/gpu: 3 used, 29 free of 32" in status
-    assert "Sandbox cluster at 2026-11-22T10:00:30Z" in status
+    assert "Sandbox cluster default at 2026-11-22T10:00:30Z" in status
     assert "team-ml/run-7-" in status and "Running" in status
 
 
@@ -85,7 +86,8 @@ def test_it_shows_what_this_process_applied_to_another_process(transactional_db)
     backend = SandboxBackend()
     backend.apply(team_objects() + training("run-9", flavor=H100, gpus=5, duration="1h"), resource_kinds(), now=at(0))
     backend.tick(at(0))
-    env = dict(os.environ, DATABASE_URL=url, DJANGO_SETTINGS_MODULE="portal.settings")
+    env = dict(os.environ, DATABASE_URL=url, DJANGO_SETTINGS_MODULE="portal.settings",
+               SLIPWAY_SANDBOX_INVENTORY=settings.SLIPWAY_SANDBOX_INVENTORY)
     result = subprocess.run([sys.executable, "manage.py", "sandbox", "status"], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

@@ -31,20 +31,20 @@ def test_a_full_team_s_high_run_stops_its_own_low_work_when_the_team_allows_it(m
     assert (low.state, high.state) == (RunState.ADMITTED, RunState.QUEUED)
     later = timezone.now() + timedelta(minutes=11)  # past the default min runtime (10) and delay (30 s)
 
-    assert preemption.reclaim(fake_backend, later) == []  # off by default
+    assert preemption.reclaim(later) == []  # off by default
     quota_services.set_team_sharing(staff, team, within_team_preemption=True)
-    assert preemption.reclaim(fake_backend, later) == [low.ref]
+    assert preemption.reclaim(later) == [low.ref]
     low.refresh_from_db()
     assert low.preempting_since is not None and low.preemptions == 1
     assert low.reason == f"being preempted: the team's high-priority {high.ref} needs its 8\u00d7 a100-80gb; " \
                          "its pods stop within 30 s"
     event = PreemptionEvent.objects.get(ref=low.ref)
     assert (event.cause, event.by_team, event.for_ref) == ("within_team", team, high.ref)
-    assert preemption.reclaim(fake_backend, later) == []  # stopping: not taken twice
+    assert preemption.reclaim(later) == []  # stopping: not taken twice
 
 
 def test_normal_priority_never_preempts_its_team(member, team, quota, staff, fake_backend, published):
     quota_services.set_team_sharing(staff, team, within_team_preemption=True)
     submit(member, team, "sweep", 8, "low")
     submit(member, team, "normal", 4, "normal")
-    assert preemption.reclaim(fake_backend, timezone.now() + timedelta(hours=1)) == []
+    assert preemption.reclaim(timezone.now() + timedelta(hours=1)) == []

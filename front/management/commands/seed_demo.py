@@ -8,7 +8,7 @@ as the admin left it. Every object it creates is recorded by key in :class:`Demo
 re-created either. Objects that exist without a record (seeded before the records, or made by
 hand) are adopted as they are, never overwritten.
 
-The demo's quotas add up to the sandbox cluster's GPUs per flavor (``sandbox/inventory.yaml``;
+The demo's quotas add up to the GPUs of the sandbox's clusters per flavor (``sandbox/inventory.yaml``;
 ``tests/front/test_demo_capacity.py`` keeps them equal), so a team gets past its nominal quota
 only by borrowing: ML Research and NLP Platform share the cohort ``research``
 (:data:`COHORTS`), set up through :mod:`quotas.services` as the admin (audited like any change).
@@ -35,7 +35,7 @@ from jobs.demo import seed_demo_history, seed_demo_runs
 from jobs.models import LaterDemoRun
 from quotas import demo
 from quotas.models import Cohort, GpuFlavor, TeamBudget, TeamQuota, TeamSharing
-from quotas.services import set_cohort, set_team_quota
+from quotas.services import seed_cluster_prices, set_cohort, set_team_quota
 from teams.models import DemoSeed, Membership, Role, Team
 
 DEMO_PASSWORD = "slipway-demo"
@@ -189,6 +189,9 @@ def seed_world(seeded: Seeded) -> int:
     names = [d["name"] for d in demo.flavor_definitions() if seeded.due(f"flavor:{d['name']}")]
     missing = set(names) - set(GpuFlavor.objects.filter(name__in=names).values_list("name", flat=True))
     created += len(demo.seed_flavors(missing)) if missing else 0
+    # 1b. The clusters the backend offers (the sandbox: east and west), priced as its inventory says.
+    if seeded.due("cluster-prices"):
+        created += seed_cluster_prices()
     # 2. Teams, then their quotas and budgets (only for teams that exist: one an admin deleted stays deleted).
     for spec in TEAMS:
         if seeded.due(f"team:{spec.slug}"):

@@ -1,6 +1,10 @@
-"""``manage.py sandbox status|tick|load|reset``: look at and drive the simulated cluster.
+"""``manage.py sandbox status|tick|load|reset|…``: look at and drive the simulated clusters.
 
-* ``status`` — nodes with GPUs used/free per resource, then pods that are not finished;
+The inventory may hold several clusters (``sandbox/inventory.yaml``); ``--cluster <name>`` picks
+one. Without it, ``status``, ``tick`` and ``reset`` act on every cluster (each on its own
+clock), ``load`` on the first one, and the node verbs on the cluster that has the node.
+
+* ``status`` — per cluster: nodes with GPUs used/free per resource, then pods that are not finished;
 * ``tick [--at RFC3339] [--seconds N --step S]`` — advance the clock (once, or in steps);
 * ``load <namespace>/<workload> <value|auto>`` — pin an endpoint's synthetic load (``auto``:
   back to the demo curve);
@@ -8,7 +12,10 @@
 * ``reclaim-node <node>`` — a spot interruption: the node goes away as a cloud provider takes it
   back; its pods stop with the condition ``DisruptionTarget`` (reason ``TerminationByKubelet``,
   the kubelet's graceful node shutdown), a Job's stay as Failed attempts, a Deployment's are
-  replaced elsewhere; nothing is scheduled there until ``restore-node <node>`` brings it back.
+  replaced elsewhere; nothing is scheduled there until ``restore-node <node>`` brings it back;
+* ``silence <cluster>`` — the cluster stops answering (a network partition): Slipway's every
+  call to it fails with ``Transient`` while it keeps running its work; ``answer <cluster>``
+  ends that.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from cluster.errors import NotFound
 from sandbox import inventory
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimObject, SimPod
+
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 #: Bounds of the simulated clock: far from the calendar's ends (the clock subtracts event
 #: lifetimes and adds durations) and storable by every database.
@@ -68,12 +77,44 @@ def _parse_load(text: str, raw: str) -> tuple[ClusterAddress, float | None]:
     return ClusterAddress(namespace, workload), value
 
 
+def _backend(name: str | None) -> SandboxBackend:
+    """The backend of the cluster called ``name`` (None: the first), or a CommandError naming the known ones."""
+    try:
+        return SandboxBackend(name)
+    except inventory.UnknownCluster as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _backends(name: str | None) -> list[SandboxBackend]:
+    """The cluster called ``name``, or every cluster of the inventory when None."""
+    if name is not None:
+        return [_backend(name)]
+    return [SandboxBackend(cluster.name) for cluster in inventory.clusters()]
+
+
+def _node_backend(node: str, name: str | None) -> SandboxBackend:
+    """The backend of the cluster that has ``node``: ``--cluster``'s, or the one cluster listing it."""
+    if name is not None:
+        backend = _backend(name)
+        if node not in {n.name for n in inventory.nodes(backend.cluster)}:
+            raise CommandError(f"no node {node!r} in cluster {backend.cluster}")
+        return backend
+    having = [cluster.name for cluster in inventory.clusters()
+              if node in {n.name for n in inventory.nodes(cluster.name)}]
+    if not having:
+        raise CommandError(f"no node {node!r} in the inventory")
+    if len(having) > 1:
+        raise CommandError(f"node {node!r} is in clusters {', '.join(having)}: say which with --cluster")
+    return SandboxBackend(having[0])
+
+
 class Command(BaseCommand):
-    help = "Inspect and drive the sandbox cluster: status, tick, load, reset, reclaim-node, restore-node."
+    help = ("Inspect and drive the sandbox clusters: status, tick, load, reset, reclaim-node, restore-node, "
+            "silence, answer.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
-        sub.add_parser("status", help="nodes with GPUs used/free, and live pods")
+        status = sub.add_parser("status", help="nodes with GPUs used/free, and live pods")
         tick = sub.add_parser("tick", help="advance the simulated clock")
         tick.add_argument("--at", help="tick at this RFC 3339 time (default: now)")
         tick.add_argument("--seconds", type=int, default=0, help="advance this many seconds past the last tick")
@@ -81,33 +122,61 @@ class Command(BaseCommand):
         load = sub.add_parser("load", help="set an endpoint's synthetic load")
         load.add_argument("address", help="<namespace>/<workload>")
         load.add_argument("value", help="load in the trigger's metric units, or 'auto'")
-        sub.add_parser("reset", help="delete every sandbox object, pod and event")
+        reset = sub.add_parser("reset", help="delete every sandbox object, pod and event")
         reclaim = sub.add_parser("reclaim-node", help="take a (spot) node away, as its cloud provider does")
         reclaim.add_argument("node", help="a node of the inventory (see status)")
         restore = sub.add_parser("restore-node", help="bring a reclaimed node back")
         restore.add_argument("node")
+        for verb, default in ((status, "every cluster"), (tick, "every cluster"), (reset, "every cluster"),
+                              (load, "the first"), (reclaim, "the one that has the node"),
+                              (restore, "the one that has the node")):
+            verb.add_argument("--cluster", help=f"a cluster of the inventory (default: {default})")
+        silence = sub.add_parser("silence", help="make a cluster stop answering (a network partition); it runs on")
+        silence.add_argument("cluster", help="a cluster of the inventory")
+        answer = sub.add_parser("answer", help="make a silenced cluster answer again")
+        answer.add_argument("cluster", help="a cluster of the inventory")
 
     def handle(self, *args: object, **options: object) -> None:
-        backend = SandboxBackend()
         action = options["action"]
+        name = options.get("cluster")
         if action == "status":
-            self._status(backend)
+            for i, backend in enumerate(_backends(name)):
+                if i:
+                    self.stdout.write("")
+                self._status(backend)
         elif action == "tick":
-            self._tick(backend, options)
+            for backend in _backends(name):
+                self._tick(backend, options)
         elif action == "load":
             raw = str(options["value"])
             address, value = _parse_load(str(options["address"]), raw)
+            backend = _backend(name)
             backend.set_load(address, value)
-            self.stdout.write(f"load of {address.namespace}/{address.cluster_name} set to {raw}")
+            self.stdout.write(f"load of {address.namespace}/{address.cluster_name} set to {raw} "
+                              f"(cluster {backend.cluster})")
         elif action == "reset":
-            backend.reset()
-            self.stdout.write("sandbox cluster reset")
+            for backend in _backends(name):
+                backend.reset()
+                self.stdout.write(f"sandbox cluster {backend.cluster} reset")
         elif action == "reclaim-node":
-            self._reclaim(backend, str(options["node"]))
+            node = str(options["node"])
+            self._reclaim(_node_backend(node, name), node)
         elif action == "restore-node":
             node = str(options["node"])
-            restored = backend.restore_node(node)
+            restored = _node_backend(node, name).restore_node(node)
             self.stdout.write(f"node {node} restored" if restored else f"node {node} was not reclaimed")
+        elif action == "silence":
+            backend = _backend(name)
+            began = backend.silence()
+            since = f"{backend.silent_since():{TIME_FORMAT}}"
+            self.stdout.write(f"cluster {backend.cluster} does not answer since {since}: Slipway's calls fail, "
+                              f"its work runs on ('sandbox answer {backend.cluster}' ends it)" if began
+                              else f"cluster {backend.cluster} was already silent (since {since})")
+        elif action == "answer":
+            backend = _backend(name)
+            answered = backend.answer()
+            self.stdout.write(f"cluster {backend.cluster} answers again" if answered
+                              else f"cluster {backend.cluster} was not silent")
 
     def _reclaim(self, backend: SandboxBackend, node: str) -> None:
         # The clock may be ahead of the wall clock (tick --seconds): the shutdown happens after both.
@@ -115,7 +184,7 @@ class Command(BaseCommand):
         try:
             pods = backend.reclaim_node(node, now=now)
         except NotFound as exc:
-            raise CommandError(f"no node {node!r} in the inventory") from exc
+            raise CommandError(f"no node {node!r} in cluster {backend.cluster}") from exc
         backend.tick(now + timedelta(seconds=1))  # the shutdown: its pods stop
         self.stdout.write(f"node {node} reclaimed: {pods} pod(s) stopped with DisruptionTarget (TerminationByKubelet)")
 
@@ -129,23 +198,28 @@ class Command(BaseCommand):
                 raise CommandError(f"--seconds / --step must be at most {MAX_TICKS} ticks; use a larger --step")
             for offset in range(step, int(options["seconds"]) + 1, step):
                 backend.tick(start + timedelta(seconds=offset))
-            self.stdout.write(f"advanced to {backend.clock().isoformat()}")
+            self.stdout.write(f"{backend.cluster} advanced to {backend.clock().isoformat()}")
             return
         now = _parse_time(str(options["at"])) if options.get("at") else timezone.now()
         summary = backend.tick(now)
-        self.stdout.write(f"tick at {now.isoformat()}: {summary or 'nothing to do (already there)'}")
+        self.stdout.write(f"{backend.cluster} tick at {now.isoformat()}: {summary or 'nothing to do (already there)'}")
 
     def _status(self, backend: SandboxBackend) -> None:
-        capacity = backend.capacity()
-        self.stdout.write(f"Sandbox cluster at {backend.clock().strftime('%Y-%m-%dT%H:%M:%SZ')}")
+        capacity = backend.node_usage()
+        region = inventory.cluster(backend.cluster).region
+        self.stdout.write(f"Sandbox cluster {backend.cluster}{f' ({region})' if region else ''} at "
+                          f"{backend.clock().strftime(TIME_FORMAT)}")
+        silent = backend.silent_since()
+        if silent is not None:
+            self.stdout.write(f"silent since {silent.strftime(TIME_FORMAT)}: Slipway's calls fail, its work runs on")
         self.stdout.write(f"{'NODE':<18} {'PRODUCT':<24} {'RESOURCE':<24} {'USED':>5} {'FREE':>5} {'TOTAL':>5}")
-        labels = {node.name: node.labels for node in inventory.nodes()}
+        labels = {node.name: node.labels for node in inventory.nodes(backend.cluster)}
         for row in capacity:
             product = labels.get(row.node, {}).get("nvidia.com/gpu.product", "-")
             self.stdout.write(f"{row.node:<18} {product:<24} {row.resource_name:<24} {row.in_use:>5} {row.free:>5} "
                               f"{row.allocatable:>5}")
         for node, since in sorted(backend.nodes_down().items()):
-            self.stdout.write(f"{node:<18} reclaimed since {since.strftime('%Y-%m-%dT%H:%M:%SZ')}")
+            self.stdout.write(f"{node:<18} reclaimed since {since.strftime(TIME_FORMAT)}")
         totals: Counter[str] = Counter()
         used: Counter[str] = Counter()
         for row in capacity:
@@ -155,8 +229,9 @@ class Command(BaseCommand):
         for resource in sorted(totals):
             self.stdout.write(f"total {resource}: {used[resource]} used, {totals[resource] - used[resource]} free "
                               f"of {totals[resource]}")
-        pods = SimPod.objects.filter(active=True).order_by("namespace", "name")
-        objects = SimObject.objects.exclude(kind__in=("Namespace", "LimitRange", "NetworkPolicy")).count()
+        pods = SimPod.objects.filter(cluster=backend.cluster, active=True).order_by("namespace", "name")
+        objects = SimObject.objects.filter(cluster=backend.cluster).exclude(
+            kind__in=("Namespace", "LimitRange", "NetworkPolicy")).count()
         self.stdout.write(f"\n{objects} workload objects, {pods.count()} live pods")
         for pod in pods[:50]:
             where = pod.node or f"unscheduled: {pod.message}"

@@ -1,0 +1,1 @@
+"""Clusters as data: where workloads can run, whether each cluster answers, and its backend."""

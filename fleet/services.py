@@ -1,0 +1,114 @@
+"""One function per thing done to a cluster: list them, reach one, record what an observation
+found, drain it.
+
+Health moves by conditional updates, so two reconcile tasks of one cluster (a lock that
+expired mid-cycle) cannot move it backwards: an observation only raises ``last_seen``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+
+import core.backend
+from cluster.backends.base import ClusterBackend, NodeCapacity
+from fleet.constants import Health
+from fleet.models import Cluster
+from teams.models import AuditEvent
+from teams.services import audit
+
+
+def clusters() -> list[Cluster]:
+    """Every cluster, by name. A fresh install gets the clusters its backend offers on first use
+    (one ``default`` cluster; the sandbox: its inventory's), so a single cluster needs no setup."""
+    found = list(Cluster.objects.all())
+    if found:
+        return found
+    for offered in core.backend.offered_clusters():
+        try:
+            with transaction.atomic():
+                Cluster.objects.get_or_create(name=offered.name,
+                                              defaults={"region": offered.region, "labels": offered.labels})
+        except IntegrityError:  # another process created it at the same moment
+            pass
+    return list(Cluster.objects.all())
+
+
+def get(name: str) -> Cluster | None:
+    """The cluster called ``name`` (creating the offered ones first on a fresh install)."""
+    return next((c for c in clusters() if c.name == name), None)
+
+
+def default_cluster() -> Cluster:
+    """The cluster work goes to when there is only one to choose from (and the team namespaces' first home)."""
+    return clusters()[0]
+
+
+def spec(cluster: Cluster) -> core.backend.BackendSpec:
+    return core.backend.BackendSpec(cluster.name, cluster.backend, cluster.kubeconfig, cluster.context)
+
+
+def backend(cluster: Cluster) -> ClusterBackend:
+    """The backend that talks to ``cluster`` (one per cluster and process)."""
+    return core.backend.backend_for(spec(cluster))
+
+
+def placed_on(cluster_id: int | None) -> Cluster:
+    """The cluster a workload placed on ``cluster_id`` lives on; not placed yet: the default one."""
+    if cluster_id is None:
+        return default_cluster()
+    return next(c for c in clusters() if c.pk == cluster_id)
+
+
+def backend_at(cluster_id: int | None) -> ClusterBackend:
+    """The backend of the cluster a workload with ``cluster_id`` is placed on (see :func:`placed_on`)."""
+    return backend(placed_on(cluster_id))
+
+
+def answered(cluster: Cluster, now: datetime) -> None:
+    """An observation of ``cluster`` at ``now`` succeeded: it is ready again."""
+    Cluster.objects.filter(pk=cluster.pk).filter(Q(last_seen__isnull=True) | Q(last_seen__lt=now)).update(
+        last_seen=now, health=Health.READY, silent_cycles=0, silent_since=None, last_error="")
+
+
+def unanswered(cluster: Cluster, error: str, now: datetime) -> str:
+    """An observation of ``cluster`` failed: degraded, and ``lost`` after
+    ``SLIPWAY_CLUSTER_LOST_AFTER_CYCLES`` failures in a row. Returns its health now."""
+    Cluster.objects.filter(pk=cluster.pk).update(
+        silent_cycles=F("silent_cycles") + 1, last_error=error[:500])
+    Cluster.objects.filter(pk=cluster.pk, silent_since__isnull=True).update(silent_since=now)
+    Cluster.objects.filter(pk=cluster.pk, silent_cycles__gte=settings.SLIPWAY_CLUSTER_LOST_AFTER_CYCLES).update(
+        health=Health.LOST)
+    Cluster.objects.filter(pk=cluster.pk, health=Health.READY).update(health=Health.DEGRADED)
+    cluster.refresh_from_db()
+    return cluster.health
+
+
+def record_nodes(cluster: Cluster, nodes: list[NodeCapacity], now: datetime) -> None:
+    """Keep what ``cluster``'s nodes offered at ``now``, for pages that must not wait on a cluster."""
+    rows = [{"node": n.node, "resource_name": n.resource_name, "allocatable": n.allocatable,
+             "in_use": n.in_use, "labels": dict(n.labels)} for n in nodes]
+    Cluster.objects.filter(pk=cluster.pk).update(nodes=rows, nodes_read_at=now)
+    cluster.nodes, cluster.nodes_read_at = rows, now
+
+
+def recorded_nodes(cluster: Cluster) -> list[NodeCapacity]:
+    """The nodes as :func:`record_nodes` kept them."""
+    return [NodeCapacity(r["node"], r["resource_name"], r["allocatable"], r["in_use"], r.get("labels") or {})
+            for r in cluster.nodes or []]
+
+
+def set_draining(cluster: Cluster, draining: bool, actor) -> Cluster:
+    """Drain ``cluster`` (no new placements; running work finishes) or make it placeable again. Audited."""
+    with transaction.atomic():
+        changed = Cluster.objects.filter(pk=cluster.pk).exclude(draining=draining).update(draining=draining)
+        if changed:
+            audit(AuditEvent.Action.CLUSTER_CHANGED, actor=actor, target=f"cluster:{cluster.name}",
+                  draining=draining)
+    cluster.refresh_from_db()
+    return cluster
+
+

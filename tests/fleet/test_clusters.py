@@ -1,0 +1,212 @@
+"""Several clusters, one ledger: placement, draining, a lost cluster and its recovery, withdrawal.
+
+Two scripted clusters (tests/fakes.py), each its own backend chosen through the setting
+(tests/backends.py ``use_backends``); the portal's own code places, applies and reconciles.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from cluster.errors import Transient
+from fleet.models import Cluster
+from jobs.constants import RunState
+from jobs.models import TrainingRun
+from quotas.models import QueuedRequest, Reservation, UsageRecord
+from teams.models import AuditEvent
+from tests.fleet.conftest import _a100, apply, iso, node
+from tests.jobs.conftest import run_payload
+from workloads import reconcile as rec
+from workloads.models import ReasonCode
+from workloads.tasks import apply_workload, reconcile_cluster
+
+pytestmark = pytest.mark.django_db
+NS = "team-ml-research"
+
+
+def test_a_run_goes_to_exactly_one_cluster_the_one_with_room_and_says_why(clusters, submit):
+    run = apply(submit(gpus_per_worker=4))  # east has 2 free: only west fits
+    assert run.cluster.name == "west"
+    assert run.placement_reason.startswith("west: the only cluster that can take it now")
+    assert [k for (_ns, k, _n) in clusters["west"].objects if k == "Job"] == ["Job"]
+    assert not any(k == "Job" for (_ns, k, _n) in clusters["east"].objects)
+    both = apply(submit(name="small", gpus_per_worker=2))  # both fit: the most free units wins, east named
+    assert both.cluster.name == "west" and "east" in both.placement_reason
+
+
+def test_the_api_shows_where_a_run_went_and_staff_see_the_clusters(clusters, submit, member, staff, api_client_for):
+    run = apply(submit(gpus_per_worker=4))
+    body = api_client_for(member).get(f"/api/v1/runs/{run.pk}/").json()
+    assert (body["cluster"], body["placement_reason"]) == ("west", run.placement_reason)
+    assert api_client_for(member).get("/api/v1/clusters/").status_code == 404  # staff only: not there for members
+    listed = api_client_for(staff).get("/api/v1/clusters/").json()
+    assert [(c["name"], c["state"], c["region"]) for c in listed] == [("east", "ready", "us-east"),
+                                                                       ("west", "ready", "us-west")]
+    west = next(c for c in listed if c["name"] == "west")
+    assert west["flavors"] == [{"flavor": "a100-80gb", "capacity": 8, "free": 8, "price_per_hour": "4.1000"}]
+
+
+def test_a_draining_cluster_takes_no_new_work(clusters, submit, staff, api_client_for):
+    client = api_client_for(staff)
+    response = client.patch("/api/v1/clusters/west/", {"state": "draining"}, format="json")
+    assert response.status_code == 200 and response.json()["state"] == "draining"
+    assert AuditEvent.objects.filter(action=AuditEvent.Action.CLUSTER_CHANGED, target="cluster:west").exists()
+    run = apply(submit(gpus_per_worker=2))
+    assert run.cluster.name == "east"
+    bad = client.patch("/api/v1/clusters/west/", {"state": "lost"}, format="json")
+    assert bad.status_code == 400 and "state" in bad.json()["errors"]
+    assert client.patch("/api/v1/clusters/nowhere/", {"state": "ready"}, format="json").status_code == 404
+
+
+def test_a_cluster_selector_restricts_placement_and_bad_labels_are_a_400(clusters, submit, member, api_client_for):
+    run = apply(submit(gpus_per_worker=2, cluster_selector={"site": "onprem"}))
+    assert run.cluster.name == "east"  # west has more room, but the selector says on-prem
+    response = api_client_for(member).post("/api/v1/runs/", run_payload(name="bad", cluster_selector={"site": ["x"]}),
+                                           format="json")
+    assert response.status_code == 400 and "cluster_selector" in response.json()["errors"]
+    nowhere = api_client_for(member).post("/api/v1/runs/", run_payload(name="nowhere", cluster_selector={"site": "mars"}),
+                                          format="json")
+    assert nowhere.status_code == 400
+    assert nowhere.json()["errors"]["cluster_selector"] == [
+        "No cluster carries the labels site=mars: it could never be placed."]
+    assert not TrainingRun.objects.filter(name__in=["bad", "nowhere"]).exists()
+
+
+def test_a_silent_cluster_is_degraded_then_lost_and_the_others_go_on(clusters, submit, settings):
+    west_run = apply(submit(gpus_per_worker=4))  # on west
+    east_run = apply(submit(name="small", gpus_per_worker=2, cluster_selector={"site": "onprem"}))
+    assert (west_run.cluster.name, east_run.cluster.name) == ("west", "east")
+    t0 = timezone.now().replace(microsecond=0)
+    clusters["west"].set_running(NS, west_run.cluster_name, units=4, started=iso(t0 - timedelta(minutes=30)))
+    assert reconcile_cluster("west").startswith("observed=")
+    west_run.refresh_from_db()
+    assert west_run.state == RunState.RUNNING
+    clusters["west"].observe_error = Transient("connection refused")
+    for cycle in range(settings.SLIPWAY_CLUSTER_LOST_AFTER_CYCLES):
+        assert reconcile_cluster("west") == "cluster west unavailable: connection refused"
+        expected = "lost" if cycle + 1 == settings.SLIPWAY_CLUSTER_LOST_AFTER_CYCLES else "degraded"
+        assert Cluster.objects.get(name="west").state == expected
+        assert reconcile_cluster("east").startswith("observed=")  # the other cluster is not held up
+    west = Cluster.objects.get(name="west")
+    west_run.refresh_from_db()
+    assert west_run.reason == f"cluster west unreachable since {timezone.localtime(west.silent_since):%H:%M}"
+    assert west_run.reason_code == ReasonCode.CLUSTER_LOST
+    assert west_run.state == RunState.RUNNING  # without the contract it waits for staff
+    # Billing stopped at the last time the cluster was seen, and nothing more is billed while lost.
+    assert west_run.billed_until == west.last_seen and west_run.open_units == 0
+    billed = sum(r.gpu_hours for r in UsageRecord.objects.filter(ref=west_run.ref))
+    assert reconcile_cluster("west").startswith("cluster west unavailable")
+    assert sum(r.gpu_hours for r in UsageRecord.objects.filter(ref=west_run.ref)) == billed
+
+
+def test_a_checkpointing_run_on_a_lost_cluster_resumes_elsewhere_and_is_billed_once(clusters, submit, settings):
+    run = apply(submit(gpus_per_worker=4, checkpoint={"grace_seconds": 30}))
+    assert run.cluster.name == "west"
+    t0 = timezone.now().replace(microsecond=0) - timedelta(hours=1)
+    clusters["west"].set_running(NS, run.cluster_name, units=4, started=iso(t0))
+    rec.reconcile_cluster(Cluster.objects.get(name="west"), clusters["west"], now=t0 + timedelta(minutes=40))
+    clusters["west"].observe_error = Transient("i/o timeout")
+    lost_at = t0 + timedelta(minutes=41)
+    for minute in range(settings.SLIPWAY_CLUSTER_LOST_AFTER_CYCLES):
+        rec.reconcile(now=lost_at + timedelta(minutes=minute))
+    run.refresh_from_db()
+    assert run.state == RunState.RUNNING  # lost, but not for long enough yet
+    later = lost_at + timedelta(minutes=settings.SLIPWAY_LOST_REPLACE_AFTER_MINUTES + 1)
+    report = rec.reconcile(now=later)
+    run.refresh_from_db()
+    assert run.ref in report.requeued
+    # Queued again, then admitted again by the same cycle's queue step: attempt 2, placed afresh.
+    assert (run.attempt, run.cluster_id, run.state) == (2, None, RunState.ADMITTED)
+    # Billed up to the last sighting at 40 min, once; not the silent minutes after it.
+    hours = sum(r.gpu_hours for r in UsageRecord.objects.filter(ref=run.ref))
+    assert float(hours) == pytest.approx(4 * 40 / 60, abs=1e-6)
+    # Resumed on east (west is lost) once east has room; west's copy is deleted when it answers again.
+    clusters["east"].nodes = [node("east-a100-0", run.flavor, free=8)]
+    assert apply_workload("run", run.pk) == "applied"
+    run.refresh_from_db()
+    assert run.cluster.name == "east"
+    clusters["west"].observe_error = None
+    report = rec.reconcile(now=later + timedelta(minutes=2))
+    assert Cluster.objects.get(name="west").state == "ready"
+    assert run.cluster_name in report.orphans_deleted
+    assert not any(k == "Job" for (_ns, k, _n) in clusters["west"].objects)
+    assert Reservation.objects.held().filter(ref=run.ref).count() == 1
+    assert not QueuedRequest.objects.filter(ref=run.ref).exists()
+
+
+def test_work_waiting_too_long_for_capacity_is_withdrawn_and_placed_where_it_fits(clusters, submit, settings):
+    clusters["west"].nodes = [node("west-a100-0", _a100(), free=0)]
+    run = apply(submit(gpus_per_worker=2))  # east has 2 free: it fits only there
+    assert run.cluster.name == "east"
+    clusters["east"].set_pending(NS, run.cluster_name, "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    clusters["east"].nodes = [node("east-a100-0", _a100(), free=0)]  # someone took east's GPUs meanwhile
+    east = Cluster.objects.get(name="east")
+    now = timezone.now()
+    assert rec.reconcile_cluster(east, clusters["east"], now=now).withdrawn == []  # not waited long enough
+    clusters["west"].nodes = [node("west-a100-0", _a100(), free=8)]  # west has room now
+    later = now + timedelta(seconds=settings.SLIPWAY_PLACEMENT_TIMEOUT_SECONDS + 1)
+    report = rec.reconcile_cluster(east, clusters["east"], now=later)
+    assert report.withdrawn == [run.ref] and report.redriven == [run.identity]
+    run.refresh_from_db()
+    assert (run.cluster.name, run.state) == ("west", RunState.ADMITTED)
+    assert "withdrawn from east" in run.placement_reason
+    assert not any(k == "Job" for (_ns, k, _n) in clusters["east"].objects)
+    assert apply_workload("run", run.pk) == "applied"
+    assert any(k == "Job" for (_ns, k, _n) in clusters["west"].objects)
+
+
+def test_work_that_started_is_never_withdrawn(clusters, submit, settings):
+    run = apply(submit(gpus_per_worker=2, workers=2))
+    home = run.cluster.name
+    backend = clusters[home]
+    t0 = timezone.now().replace(microsecond=0)
+    backend.set_running(NS, run.cluster_name, units=2, started=iso(t0))
+    cluster = Cluster.objects.get(name=home)
+    rec.reconcile_cluster(cluster, backend, now=t0 + timedelta(seconds=5))
+    backend.set_pending(NS, run.cluster_name, "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    later = t0 + timedelta(seconds=settings.SLIPWAY_PLACEMENT_TIMEOUT_SECONDS + 60)
+    assert rec.reconcile_cluster(cluster, backend, now=later).withdrawn == []
+    run.refresh_from_db()
+    assert run.cluster.name == home
+
+
+
+def test_the_admin_lists_each_clusters_health_and_drains_it(clusters, staff, client):
+    client.force_login(staff)
+    Cluster.objects.filter(name="west").update(health="degraded", silent_cycles=1, last_error="i/o timeout")
+    page = client.get("/admin/fleet/cluster/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "degraded" in text and "i/o timeout" in text
+    west = Cluster.objects.get(name="west")
+    response = client.post("/admin/fleet/cluster/", {"action": "drain", "_selected_action": [west.pk]})
+    assert response.status_code == 302
+    assert Cluster.objects.get(name="west").state == "draining"
+    assert AuditEvent.objects.filter(action=AuditEvent.Action.CLUSTER_CHANGED, actor=staff).count() == 1
+
+
+def test_the_capacity_page_adds_up_the_clusters_and_names_each_nodes_cluster(clusters, staff, client):
+    Cluster.objects.filter(name="east").update(health="lost", silent_since=timezone.now())
+    client.force_login(staff)
+    text = client.get("/admin/capacity/").content.decode()
+    assert 'data-cluster="west"' in text and 'data-cluster="east"' not in text  # a lost cluster is not asked
+    assert "east: lost since" in text
+    Cluster.objects.filter(name="east").update(health="ready")
+    text = client.get("/admin/capacity/").content.decode()
+    assert 'data-node="east-a100-0" data-cluster="east"' in text and 'data-cluster="west"' in text
+
+
+def test_an_endpoints_cluster_selector_places_it_too(clusters, member, team, quota, published):
+    from inference.services import create_endpoint
+    from tests.inference.conftest import endpoint_payload
+
+    payload = endpoint_payload(cluster_selector={"site": "onprem"})
+    payload.pop("team", None)
+    endpoint = create_endpoint(member, team, payload)
+    assert apply_workload(endpoint.identity.prefix, endpoint.pk) == "applied"
+    endpoint.refresh_from_db()
+    assert (endpoint.cluster.name, endpoint.cluster_selector) == ("east", {"site": "onprem"})
+    assert any(k == "Deployment" for (_ns, k, _n) in clusters["east"].objects)

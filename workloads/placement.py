@@ -1,0 +1,89 @@
+"""Where a workload runs: the portal's side of :func:`cluster.placement.place` (DESIGN.md §9 "Clusters").
+
+Placement happens once, in the worker, just before a workload's first apply: the clusters'
+capacity is read then, not at admission (quotas and budgets are global per team, so admission
+does not depend on the cluster). The choice and its reason are written on the workload by a
+conditional update, so two workers applying at once agree on one cluster. Every cluster is read
+live when it answers; one that does not is described by the nodes it last reported.
+
+Prices: each cluster offers a flavor at its own price where staff set one
+(:class:`quotas.models.ClusterPrice`), else at the flavor's; billing charges the same price.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db.models import Q
+
+import fleet.services as fleet
+from cluster.errors import ClusterError
+from cluster.placement import ClusterOffer, Placement, PlacementRequest, place
+from fleet.models import Cluster
+
+#: The placement reason of a single-cluster install.
+ONLY_CLUSTER = "{cluster}: the only cluster"
+
+
+def offers(clusters: list[Cluster], flavors, now: datetime) -> list[ClusterOffer]:
+    """Each cluster as :func:`place` reads it: state, labels, its nodes now (as last seen when it does
+    not answer), and the ``flavors``' prices."""
+    found = []
+    for cluster in clusters:
+        # Each cluster's own price of the flavor where it has one (quotas.models.ClusterPrice).
+        prices = {f.name: f.price(False, cluster.pk) for f in flavors}
+        spot_prices = {f.name: f.price(True, cluster.pk) for f in flavors}
+        nodes = fleet.recorded_nodes(cluster)
+        if cluster.placeable:
+            try:
+                live = fleet.backend(cluster).capacity()
+            except ClusterError:
+                pass
+            else:
+                fleet.record_nodes(cluster, live, now)
+                nodes = live
+        found.append(ClusterOffer(name=cluster.name, state=cluster.state, nodes=tuple(nodes), prices=prices,
+                                  spot_prices=spot_prices, labels=dict(cluster.labels)))
+    return found
+
+
+def request_for(kind, workload, previous: str = "") -> PlacementRequest:
+    """The workload's request in :mod:`cluster.placement`'s terms."""
+    request = kind.resource_request(workload)
+    per_node = max(request.units_per_node, 1)
+    return PlacementRequest(
+        flavor=workload.flavor.to_spec(), units_per_node=per_node, nodes_needed=max(request.units // per_node, 1),
+        spot=workload.spot, cluster_selector=tuple(sorted((workload.cluster_selector or {}).items())),
+        previous=previous)
+
+
+def choose(kind, workload, now: datetime, previous: str = "") -> Placement:
+    """Rank the clusters for ``workload`` (nothing is written)."""
+    return place(request_for(kind, workload, previous), offers(fleet.clusters(), [workload.flavor], now))
+
+
+def place_workload(kind, workload, now: datetime) -> Cluster | None:
+    """The cluster ``workload`` runs on: where it was placed, else the best candidate now (recorded
+    with its reason). None when no cluster can take it at all (lost, draining, selector, flavor)."""
+    if workload.cluster_id is not None:
+        return fleet.placed_on(workload.cluster_id)
+    clusters = fleet.clusters()
+    if len(clusters) == 1:
+        # One cluster: nothing to choose, and nothing to read (a single-cluster install applies as it
+        # always did; the cluster's own scheduler says why work waits, in the run's reason).
+        cluster = clusters[0]
+        if not cluster.placeable:
+            return None
+        reason = ONLY_CLUSTER.format(cluster=cluster.name)
+    else:
+        placement = choose(kind, workload, now)
+        best = placement.best
+        if best is None:
+            return None
+        cluster = next(c for c in clusters if c.name == best.cluster)
+        reason = (best.reason if best.fits else placement.waiting or best.reason)[:300]
+    kind.model.objects.filter(Q(cluster__isnull=True), pk=workload.pk).update(
+        cluster=cluster, placement_reason=reason, placed_at=now)
+    placed = kind.model.objects.filter(pk=workload.pk).values_list("cluster_id", flat=True).first()
+    workload.cluster_id = placed
+    return fleet.placed_on(placed) if placed is not None else None
