@@ -1,4 +1,5 @@
-"""Forms of the portal package: API tokens, the Team page's member management and settings, the SSO preview."""
+"""Forms of the portal package: API tokens (and ``slipway login``'s device page), the Team page's member
+management and settings, the SSO preview."""
 
 import json
 
@@ -16,6 +17,18 @@ class ApiTokenForm(forms.Form):
         required=False, min_value=1, max_value=3650, label="Expires after (days)",
         help_text="Leave empty for a token that does not expire.",
     )
+
+
+class DeviceCodeForm(forms.Form):
+    """The code ``slipway login`` shows in the terminal (``?code=`` fills it in)."""
+
+    code = forms.CharField(max_length=20, label="Code", help_text="The code your terminal shows, e.g. BCDF-GHJK.")
+
+
+class DeviceApproveForm(ApiTokenForm):
+    """The token the waiting command line gets: named and expiring as on the API-tokens page."""
+
+    code = forms.CharField(max_length=20, widget=forms.HiddenInput)
 
 
 class AddMemberForm(ServiceErrorsForm):

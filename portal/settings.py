@@ -376,6 +376,10 @@ SLIPWAY_CURRENCY = env_str("SLIPWAY_CURRENCY", "USD")
 # With DEBUG on, Django's technical error pages (tracebacks, URL lists) instead of the portal's.
 SLIPWAY_TECHNICAL_ERROR_PAGES = env_bool("SLIPWAY_TECHNICAL_ERROR_PAGES", False)
 SLIPWAY_IDEMPOTENCY_TTL_HOURS = env_int("SLIPWAY_IDEMPOTENCY_TTL_HOURS", 24)
+# `slipway login` in a browser (teams.device, RFC 8628): how long its code lives, and how often
+# the command line may poll for the token.
+SLIPWAY_DEVICE_LOGIN_TTL_SECONDS = 600
+SLIPWAY_DEVICE_LOGIN_INTERVAL_SECONDS = 5
 # Reverse proxies in front of Slipway that append to X-Forwarded-For: a count (1 behind an
 # ingress controller: the client is the entry that many places from the right) or their
 # addresses/networks (X-Forwarded-For honoured only from them). The audit log and the sign-in

@@ -98,15 +98,16 @@ PORTAL_TEAM_ROUTES = {
 #: Routes scoped to the caller (their own teams, their own tokens): nothing of another team to reach.
 OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-token", "jobs:run-list", "jobs:run-new",
               "jobs:run-preview", "inference:endpoint-list", "inference:endpoint-new", "inference:endpoint-preview",
-              "usage", "usage-report", "team-list", "flavor-list", "login", "logout"}
+              "usage", "usage-report", "team-list", "flavor-list", "login", "logout", "device-login"}
 #: Single sign-on's flow (front.sso): the provider login and callback, and the deactivated-account page. They
 #: hold no team's objects; what they may change (the signing-in person's own memberships) is tests/sso's.
 SIGN_IN_ROUTES = {"openid_connect_login", "openid_connect_callback", "account_inactive"}
 #: Staff-only pages.
 STAFF_ROUTES = {"admin-capacity", "admin-showback", "admin-workloads", "admin-workload-end",
                 "admin-workload-action", "admin-sso-preview"}
-#: Public by design: probes and the API contract.
-PUBLIC_ROUTES = {"healthz", "readyz", "api-schema", "api-docs"}
+#: Public by design: probes, the API contract, and the command line's sign-in (RFC 8628: the device
+#: code is the credential; tests/teams/test_device_login.py).
+PUBLIC_ROUTES = {"healthz", "readyz", "api-schema", "api-docs", "auth-device", "auth-token"}
 
 
 def route_names() -> set[str]:
