@@ -184,6 +184,7 @@ def test_a_cluster_answering_500s_and_timeouts_does_not_delay_the_other_clusters
     assert timed_out.seconds["west"] >= WEST_TIMEOUT
     assert "timed out" in timed_out.results["west"]
     # East's state moved in the first faulty cycle: its finished run ended, the other runs on.
+    assert faulty[0].results["east"] == "observed=2 transitions=1"
     finished_run.refresh_from_db()
     assert finished_run.state == RunState.SUCCEEDED
     assert TrainingRun.objects.get(pk=placed["east"][1].pk).state == RunState.RUNNING
