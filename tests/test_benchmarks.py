@@ -26,6 +26,8 @@ BENCHMARKS = [
     ("admission.py", ["--threads", "2", "--seconds", "0.3"], "lock cost: locked / unlocked ="),
     ("api.py", ["--clients", "2", "--seconds", "0.3", "--warmup", "0.2", "--rounds", "2"], "create endpoint"),
     ("profile_api.py", ["--requests", "3", "--top", "3"], "statements per request"),
+    ("reconcile_clusters.py", ["--clusters", "2", "--workloads", "20", "--rounds", "1", "--timeout", "0.5"],
+     "targets:"),
     ("reconcile_db.py", ["--sizes", "20"], "steady"),
     ("reconcile_scale.py", ["--sizes", "20"], "targets:"),
     ("sandbox_tick.py", ["--sizes", "20"], "steady"),

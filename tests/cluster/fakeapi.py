@@ -14,7 +14,8 @@ production. It implements the part of the API Slipway uses:
 * CRDs that can be "uninstalled" (their paths answer 404, as a real server does), and any
   custom resource a workload kind declares can be installed (:meth:`FakeKubeAPI.install`);
 * fault injection: the next matching request(s) answer a status code, or stall past the
-  client's timeout;
+  client's timeout, or are held until the test sets an event (a server that hangs exactly as
+  long as a race needs, without sleeping);
 * a request log, to count calls;
 * Secrets can be written and deleted but never read (GET and LIST answer 403), as
   deploy/rbac.yaml has it for Slipway's service account.
@@ -64,10 +65,12 @@ UNREADABLE = frozenset({"secrets"})
 @dataclass
 class Fault:
     """Answer the next ``times`` requests matching ``method``/``path_contains`` with ``status``,
-    or stall for ``delay`` seconds first (a stall longer than the client timeout is a timeout)."""
+    or stall for ``delay`` seconds first (a stall longer than the client timeout is a timeout).
+    With ``hold``, the stall lasts until the event is set (``delay``, else 30 s, at most)."""
 
     status: int | None = None
     delay: float = 0.0
+    hold: threading.Event | None = None
     times: int = 1
     method: str | None = None
     path_contains: str = ""
@@ -145,6 +148,9 @@ class FakeKubeAPI:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes: without TCP_NODELAY, Nagle's algorithm and the
+            # client's delayed ACK hold each answer ~40 ms, which a real API server does not.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
@@ -235,7 +241,9 @@ class FakeKubeAPI:
         self.requests.append(Recorded(method, path, query, headers))
         fault = self._take_fault(method, path)
         if fault is not None:
-            if fault.delay:
+            if fault.hold is not None:
+                fault.hold.wait(fault.delay or 30.0)
+            elif fault.delay:
                 time.sleep(fault.delay)
             if fault.status is not None:
                 return fault.status, "application/json", _status_body(fault.status, "Injected", fault.message)
