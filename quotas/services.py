@@ -537,13 +537,15 @@ def seed_cluster_prices() -> int:
         seed = offered.get(cluster.name)
         if seed is None:
             continue
-        for name, price in seed.prices.items():
+        for name in sorted({*seed.prices, *seed.spot_prices}):
             flavor = flavors.get(name)
             if flavor is None:
                 continue
+            # A price the backend leaves out is the flavor's (a spot price alone keeps its on-demand one).
             _row, created = ClusterPrice.objects.get_or_create(
                 flavor=flavor, cluster=cluster,
-                defaults={"price_per_hour": price, "spot_price_per_hour": seed.spot_prices.get(name)})
+                defaults={"price_per_hour": seed.prices.get(name, flavor.price_per_hour),
+                          "spot_price_per_hour": seed.spot_prices.get(name)})
             made += created
     return made
 

@@ -67,6 +67,8 @@ def test_the_demo_clusters_get_the_inventorys_prices_once(settings, flavors, sta
     east_h100 = ClusterPrice.objects.get(cluster__name="east", flavor__name="h100-80gb")
     west_h100 = ClusterPrice.objects.get(cluster__name="west", flavor__name="h100-80gb")
     assert east_h100.price_per_hour != west_h100.price_per_hour
+    west_l4 = ClusterPrice.objects.get(cluster__name="west", flavor__name="l4")  # a spot price alone
+    assert (west_l4.price_per_hour, west_l4.spot_price_per_hour) == (flavors["l4"].price_per_hour, Decimal("0.28"))
     set_cluster_price(staff, flavors["h100-80gb"], east_h100.cluster, Decimal("1.00"))
     assert seed_cluster_prices() == 0  # staff's price stays
     assert ClusterPrice.objects.get(pk=east_h100.pk).price_per_hour == Decimal("1.00")
