@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+import fleet.services as fleet
 from cluster.status import parse_time
 from sandbox.backend import SandboxBackend
 from tests.backends import use_backend
@@ -66,3 +67,28 @@ def scripted_timeline(published, monkeypatch, settings, start: datetime) -> Time
     monkeypatch.setattr(timezone, "now", lambda: made.now)
     use_backend(settings, made.backend)
     return made
+
+
+class FleetTimeline(Timeline):
+    """Several sandbox clusters (the inventory's ``clusters:``), each with the backend the portal builds
+    for it from ``SLIPWAY_CLUSTER_BACKEND=sandbox``: every cycle ticks them all, silenced or not (a
+    silenced cluster runs on), and runs the whole reconcile — each cluster, then the queue."""
+
+    def __init__(self, published, start: datetime):
+        self.published = published
+        self.now = start
+
+    def backend_of(self, cluster: str) -> SandboxBackend:
+        return fleet.backend(fleet.get(cluster))
+
+    def advance(self, seconds: int) -> None:
+        self.now += timedelta(seconds=seconds)
+        self.run_tasks()
+        for cluster in fleet.clusters():
+            fleet.backend(cluster).tick(self.now)
+
+    def cycle(self, seconds: int = INTERVAL):
+        self.advance(seconds)
+        report = rec.reconcile(now=self.now)
+        self.run_tasks()
+        return report
