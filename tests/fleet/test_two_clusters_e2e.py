@@ -28,7 +28,7 @@ from jobs.models import TrainingRun
 from quotas.demo import seed_team_quotas
 from quotas.models import ClusterPrice, UsageRecord
 from quotas.services import seed_cluster_prices
-from sandbox.models import SimObject
+from sandbox.models import SimObject, SimPod
 from tests.factories import make_team, member_api, secret_values
 from tests.workloads.timeline import INTERVAL, FleetTimeline
 
@@ -205,7 +205,9 @@ def test_two_clusters_place_drain_lose_and_resume_a_run_billed_once(timeline, st
 
     # 7. East answers again: the copy it kept running is deleted, east's own work is seen again.
     timeline.cycles(6)
-    assert SimObject.objects.filter(cluster="east", kind="Job", name=f"run-{ckpt}").exists()  # it ran on, unseen
+    # It ran on there, unseen.
+    assert SimObject.objects.filter(cluster="east", kind="Job", name=f"run-{ckpt}").exists()
+    assert SimPod.objects.filter(cluster="east", workload=f"run-{ckpt}", active=True).exists()
     call_command("sandbox", "answer", "east")
     report = timeline.cycle()
     seen_again = timeline.now
@@ -215,6 +217,12 @@ def test_two_clusters_place_drain_lose_and_resume_a_run_billed_once(timeline, st
     assert not SimObject.objects.filter(cluster="east", kind="Job", name=f"run-{ckpt}").exists()
     assert SimObject.objects.filter(cluster="west", kind="Job", name=f"run-{ckpt}").exists()
     assert TrainingRun.objects.get(pk=fills).state == RunState.RUNNING
+    assert alice.get(f"/api/v1/runs/{fills}/").json()["reason"] == ""  # "unreachable" no longer holds
+    # Nothing of the run is left on east (its Job, its pods, its checkpoint claim); west has its own.
+    assert not SimObject.objects.filter(cluster="east", name__startswith=f"run-{ckpt}").exists()
+    assert not SimPod.objects.filter(cluster="east", workload=f"run-{ckpt}").exists()
+    assert SimObject.objects.filter(cluster="west", kind="PersistentVolumeClaim",
+                                    name=f"run-{ckpt}-checkpoints").exists()
 
     # 8. Every run is cancelled through the API, which closes its billing. Nothing was billed twice:
     #    the ledger intervals of a run never overlap, across both clusters, and the checkpointing
