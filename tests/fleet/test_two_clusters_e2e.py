@@ -251,3 +251,61 @@ def test_two_clusters_place_drain_lose_and_resume_a_run_billed_once(timeline, st
     fills_run = TrainingRun.objects.get(pk=fills)
     seen = (last_seen - fills_run.started_at) + (cancelled_at - seen_again)
     assert billed(fills_run.ref)[0] == pytest.approx(Decimal(seen.total_seconds()) * 2 / 3600, abs=Decimal("1e-6"))
+
+
+def lost_with_nowhere_to_go(timeline: FleetTimeline, staff) -> tuple[APIClient, APIClient, int]:
+    """A checkpointing run on east (the first cluster by name, which a single cluster's rules call the
+    default), west drained, east silenced past the replace timeout: the run is queued again, admitted,
+    and placed nowhere (no cluster can take it). ``(alice, staff client, run id)``."""
+    team = make_team("vision")
+    seed_team_quotas(team, {"a100-80gb": 16}, Decimal("100000"))
+    alice, _ = member_api("vision", "alice")
+    ops = APIClient()
+    ops.force_authenticate(staff)
+    seed_cluster_prices()
+    ckpt = submit(alice, "ckpt", checkpoint={"grace_seconds": 30})
+    assert run_until_running(timeline, ckpt).cluster.name == "east"
+    pods = APIClient()
+    pods.credentials(HTTP_AUTHORIZATION=f"Bearer {secret_values(f'run:{ckpt}')['SLIPWAY_RUN_TOKEN']}")
+    assert pods.post(f"/api/v1/runs/{ckpt}/checkpoints/", {"step": 300, "path": CHECKPOINT},
+                     format="json").status_code == 201
+    assert ops.patch("/api/v1/clusters/west/", {"state": "draining"}, format="json").status_code == 200
+    call_command("sandbox", "silence", "east")
+    for _ in range(200):
+        if f"run:{ckpt}" in timeline.cycle().requeued:
+            break
+    run = TrainingRun.objects.get(pk=ckpt)
+    assert (run.state, run.attempt, run.cluster_id) == (RunState.ADMITTED, 2, None)
+    assert timeline.unapplied[-1] == (f"no cluster can take run:{ckpt} now: no cluster can take it: "
+                                      "east: lost (not answering); west: draining (takes no new work)")
+    return alice, ops, ckpt
+
+
+def test_a_run_placed_nowhere_is_redriven_while_the_first_cluster_stays_lost(timeline, staff):
+    """Admitted work not placed yet is re-driven by the queue's step: not by the first cluster's cycle,
+    which does not run while that cluster is lost (it used to wait there until east answered)."""
+    alice, ops, ckpt = lost_with_nowhere_to_go(timeline, staff)
+    assert ops.patch("/api/v1/clusters/west/", {"state": "ready"}, format="json").status_code == 200
+    resumed = run_until_running(timeline, ckpt)
+    assert Cluster.objects.get(name="east").state == "lost"
+    assert (resumed.cluster.name, resumed.attempt) == ("west", 2)
+    assert job_env("west", ckpt)["SLIPWAY_RESUME_FROM"] == CHECKPOINT
+
+
+def test_the_copy_a_lost_cluster_kept_is_not_taken_for_the_run_placed_nowhere(timeline, staff):
+    """East answers while the run it held waits, placed nowhere, for its next attempt: the copy east
+    kept running is an earlier attempt's, deleted as a leftover, never followed as the run's (it used
+    to be: "running" on no cluster, attempt 2 in name but never resumed, billed again)."""
+    alice, ops, ckpt = lost_with_nowhere_to_go(timeline, staff)
+    call_command("sandbox", "answer", "east")
+    report = timeline.cycle()
+    assert f"run-{ckpt}" in report.orphans_deleted
+    run = TrainingRun.objects.get(pk=ckpt)
+    assert run.state != RunState.RUNNING or run.cluster_id is not None
+    # Placed afresh on east, the one cluster that takes work now, and resumed there from its checkpoint.
+    resumed = run_until_running(timeline, ckpt)
+    assert (resumed.cluster.name, resumed.attempt) == ("east", 2)
+    env = job_env("east", ckpt)
+    assert (env["SLIPWAY_ATTEMPT"], env["SLIPWAY_RESUME_FROM"]) == ("2", CHECKPOINT)
+    rows = list(UsageRecord.objects.filter(ref=resumed.ref).order_by("start"))
+    assert all(a.end <= b.start for a, b in pairwise(rows))
