@@ -1,10 +1,12 @@
-"""Forms of the portal package: API tokens, the Team page's member management and settings, the SSO preview."""
+"""Forms of the portal package: API tokens (and ``slipway login``'s device page), the Team page's member
+management and settings, the SSO preview."""
 
 import json
 
 from django import forms
 from django.core.exceptions import ValidationError
 
+from core.forms import ServiceErrorsForm
 from teams.models import Role
 from teams.sso import MissingGroupsClaimError, claim_groups
 
@@ -17,15 +19,16 @@ class ApiTokenForm(forms.Form):
     )
 
 
-class ServiceErrorsForm(forms.Form):
-    """A form whose service may still refuse the input with a ``ValidationError`` keyed by field."""
+class DeviceCodeForm(forms.Form):
+    """The code ``slipway login`` shows in the terminal (``?code=`` fills it in)."""
 
-    def add_service_errors(self, error: ValidationError) -> None:
-        """Put the service's field errors next to the matching inputs (others above the form)."""
-        for field, messages in error.message_dict.items():
-            target = field if field in self.fields else None
-            for message in messages:
-                self.add_error(target, message)
+    code = forms.CharField(max_length=20, label="Code", help_text="The code your terminal shows, e.g. BCDF-GHJK.")
+
+
+class DeviceApproveForm(ApiTokenForm):
+    """The token the waiting command line gets: named and expiring as on the API-tokens page."""
+
+    code = forms.CharField(max_length=20, widget=forms.HiddenInput)
 
 
 class AddMemberForm(ServiceErrorsForm):

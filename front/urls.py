@@ -22,6 +22,7 @@ urlpatterns = [
     path("teams/<slug:team>/settings/", views.team_settings, name="team-settings"),
     path("tokens/", views.api_tokens, name="api-tokens"),
     path("tokens/<int:pk>/revoke/", views.revoke_api_token, name="revoke-api-token"),
+    path("device/", views.device_login, name="device-login"),
     path("usage/", views.usage, name="usage"),
 ]
 

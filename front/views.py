@@ -1,5 +1,5 @@
-"""Portal pages that span workload kinds: the dashboard, login, team switcher, API tokens, the
-Team page, the Usage page, and the admin console's Capacity and Showback pages.
+"""Portal pages that span workload kinds: the dashboard, login, team switcher, API tokens (and the
+device page of ``slipway login``), the Team page, the Usage page, and the admin console's Capacity and Showback pages.
 
 Views stay thin: they check access, call one service function, render.
 
@@ -28,7 +28,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from front.forms import AddMemberForm, ApiTokenForm, RoleForm, TeamSettingsForm
+from front.forms import AddMemberForm, ApiTokenForm, DeviceApproveForm, DeviceCodeForm, RoleForm, TeamSettingsForm
+from notifications.services import delivery_log
 from quotas.api import csv_download
 from quotas.ledger import month_start
 from quotas.reports import (
@@ -41,7 +42,7 @@ from quotas.reports import (
 )
 from quotas.services import budget_bar, capacity_rows, usage_bars
 from quotas.sharing import team_sharing
-from teams import oidc, services, throttle
+from teams import device, oidc, services, throttle
 from teams.middleware import SESSION_KEY
 from teams.models import Membership, Role
 from teams.permissions import get_for_user, require_team, submit_refusal
@@ -119,6 +120,47 @@ def revoke_api_token(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("api-tokens")
 
 
+@never_cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def device_login(request: HttpRequest) -> HttpResponse:
+    """``slipway login`` in the browser (:mod:`teams.device`): the code the terminal shows, then approve or deny.
+
+    Whatever signs people in to the portal signs them in here (``login_required``). GET never
+    decides: ``?code=`` (the terminal's link) only fills the code in and shows who asks; the
+    POST of the second step approves, with the token's name and expiry, or denies.
+    """
+    data = request.POST if request.method == "POST" else request.GET
+    code_form = DeviceCodeForm(data if "code" in data else None)
+    template = "portal/device_login.html"
+    if not code_form.is_valid():
+        return render(request, template, {"code_form": code_form}, status=400 if code_form.is_bound else 200)
+    try:
+        login = device.pending(request.user, code_form.cleaned_data["code"])
+    except device.TooManyWrongCodes as exc:
+        code_form.add_error("code", str(exc))
+        return render(request, template, {"code_form": code_form}, status=429)
+    except ValidationError as exc:
+        code_form.add_error("code", exc.message_dict["user_code"])
+        return render(request, template, {"code_form": code_form}, status=400)
+    code = device.shown_user_code(device.normal_user_code(code_form.cleaned_data["code"]))
+    form = DeviceApproveForm(request.POST if request.method == "POST" else None,
+                             initial={"code": code, "name": device.token_name_for(login.client_name)})
+    context = {"login": login, "code": code, "form": form}
+    if request.method == "GET" or (request.POST.get("decision") != "deny" and not form.is_valid()):
+        return render(request, template, context, status=200 if request.method == "GET" else 400)
+    try:
+        if request.POST.get("decision") == "deny":
+            login = device.deny(request.user, login, ip=services.client_ip(request))
+        else:
+            login = device.approve(request.user, login, form.cleaned_data["name"], form.cleaned_data["expires_days"],
+                                   ip=services.client_ip(request))
+    except ValidationError as exc:
+        code_form.add_error("code", exc.message_dict["user_code"])
+        return render(request, template, {"code_form": code_form}, status=400)
+    return render(request, template, {"decided": login, "code": code})
+
+
 
 # -- the Team page -----------------------------------------------------------------------------
 
@@ -151,6 +193,8 @@ def _team_page(request: HttpRequest, membership: Membership, *, add_form: AddMem
             "members_may_cancel_teammates_work": team.members_may_cancel_teammates_work}) if is_admin else None,
     }
     context["sharing"] = team_sharing(team, context["usage"])
+    # The log names subscribers' addresses and the team's webhook URLs: its admins only.
+    context["deliveries"] = delivery_log(team) if is_admin else None
     return render(request, "portal/team.html", context, status=status)
 
 

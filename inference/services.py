@@ -51,7 +51,7 @@ def get_endpoint_for_user(user, pk, role: str = Role.VIEWER, staff_reads: bool =
 def _flavor(team: Team, fields: dict) -> GpuFlavor:
     flavor, errors = workloads.check_flavor_and_name(
         InferenceEndpoint, team, fields["flavor"], fields["name"],
-        f"The team already has a live endpoint named {fields['name']!r}.")
+        f"The team already has a live endpoint named {fields['name']!r}.", fields.get("cluster_selector"))
     if flavor is not None:
         errors.update(check_sizes(fields["min_replicas"], fields["max_replicas"], fields["autoscale"],
                                   fields["gpus_per_replica"], bool(flavor.mig_profile)))

@@ -96,6 +96,10 @@ class NewRunForm(forms.Form):
         required=False, label="Grace to save (seconds)", initial=str(c.DEFAULT_CHECKPOINT_GRACE_SECONDS),
         widget=forms.NumberInput(attrs={"min": 1, "max": c.MAX_CHECKPOINT_GRACE_SECONDS}),
         help_text="With the contract: after SIGTERM, this long to save before the pods are killed.")
+    checkpoint_volume = forms.CharField(
+        required=False, label="Checkpoint volume", max_length=253,
+        widget=forms.TextInput(attrs={"placeholder": "team-checkpoints"}),
+        help_text="With the contract: a claim of the team's to save to. Empty: Slipway provides one per run.")
 
     def __init__(self, *args: Any, flavors: list[GpuFlavor] = (), usage: list[dict] = (), currency: str = "USD",
                  **kwargs: Any) -> None:
@@ -108,7 +112,8 @@ class NewRunForm(forms.Form):
 
     # Sections of the page (templates cannot pass arguments, hence one property each).
     WHAT = ("name", "image", "command", "args", "env", "secret_env", "volumes")
-    RESOURCES = ("flavor", "gpus_per_worker", "workers", "spot", "priority", "checkpoint", "checkpoint_grace_seconds")
+    RESOURCES = ("flavor", "gpus_per_worker", "workers", "spot", "priority", "checkpoint", "checkpoint_grace_seconds",
+                 "checkpoint_volume")
     LIMITS = ("cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes")
 
     @property
@@ -139,8 +144,10 @@ class NewRunForm(forms.Form):
                 data[name] = cleaned[name].strip()
         data["spot"] = bool(cleaned.get("spot"))
         if cleaned.get("checkpoint"):
+            # The whole contract, as the API takes it: "Run again" fills both from the run's.
             grace = (cleaned.get("checkpoint_grace_seconds") or "").strip()
-            data["checkpoint"] = {"grace_seconds": grace} if grace else {}
+            volume = (cleaned.get("checkpoint_volume") or "").strip()
+            data["checkpoint"] = {**({"grace_seconds": grace} if grace else {}), **({"volume": volume} if volume else {})}
         for name, parse in (("env", parse_env), ("secret_env", secret_env_lines), ("volumes", parse_volumes)):
             try:
                 data[name] = parse(cleaned.get(name) or "")
@@ -201,4 +208,5 @@ def initial_from_run(run: TrainingRun, name: str) -> dict[str, Any]:
         "shm_gb": text(run.shm_gb), "max_retries": str(run.max_retries), "max_runtime_minutes": text(run.max_runtime_minutes),
         "checkpoint": run.checkpoint is not None,
         "checkpoint_grace_seconds": str((run.checkpoint or {}).get("grace_seconds", c.DEFAULT_CHECKPOINT_GRACE_SECONDS)),
+        "checkpoint_volume": (run.checkpoint or {}).get("volume") or "",
     }

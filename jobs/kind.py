@@ -47,7 +47,8 @@ def checkpoint_spec(run: TrainingRun) -> CheckpointSpec | None:
     return CheckpointSpec(
         claim=volume or provided_claim_name(run.cluster_name), provided=not volume,
         grace_seconds=int(run.checkpoint["grace_seconds"]), attempt=run.attempt, resume_from=run.last_checkpoint_path,
-        storage=settings.SLIPWAY_CHECKPOINT_STORAGE, storage_class=settings.SLIPWAY_CHECKPOINT_STORAGE_CLASS or None,
+        # As recorded at submission: the claim each attempt applies again keeps its size and class.
+        storage=run.checkpoint_storage, storage_class=run.checkpoint_storage_class or None,
         report_url=_report_url(run),
     )
 
@@ -102,12 +103,13 @@ class TrainingKind(WorkloadKind):
         removed=(RunState.CANCELLED,),
     )
     # A single-node run is a Job, a distributed one a PyTorchJob (Kubeflow's training operator).
-    # A run with the checkpoint contract may have its checkpoint claim (kept across attempts).
+    # A run with the checkpoint contract may have its checkpoint claim (kept across attempts), observed so
+    # that the cycle deletes it once the run has ended, however it ended (workloads.reconcile._delete_kept).
     resources = (ResourceKind("batch", "v1", "Job", "jobs", observed=True, deleted=True),
                  ResourceKind("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", observed=True, deleted=True),
-                 ResourceKind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", deleted=True,
-                              kept_across_attempts=True))
-    observed_fields = ("checkpoint",)  # keeps_across_attempts and preemption_grace read it every cycle
+                 ResourceKind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", observed=True,
+                              deleted=True, kept_across_attempts=True))
+    observed_fields = ("checkpoint",)  # preemption_grace reads it every cycle
     committed_units = ("gpus_per_worker", "workers")  # TrainingRun.total_units
     runtime_limit = "max_runtime_minutes"
     job_fields = ("name", "flavor_id", "image")
@@ -140,10 +142,6 @@ class TrainingKind(WorkloadKind):
 
     def status(self, observed: ObservedWorkload, run: TrainingRun, now: datetime) -> WorkloadStatus | None:
         return training_status(observed, now, settings.SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS)
-
-    def keeps_across_attempts(self, run: TrainingRun) -> bool:
-        """A run with the contract and no claim of the team's has Slipway's checkpoint claim."""
-        return run.checkpoint is not None and not run.checkpoint.get("volume")
 
     def preemption_grace(self, run: TrainingRun) -> int:
         """The contract's grace (what its pods' terminationGracePeriodSeconds says), else the platform's."""

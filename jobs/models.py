@@ -40,6 +40,12 @@ class TrainingRun(Workload):
     volumes = models.JSONField(default=list, blank=True)
     #: The checkpoint contract as submitted (``{"grace_seconds", "volume"}``), None without one.
     checkpoint = models.JSONField(null=True, blank=True, default=None)
+    #: The size and storage class of the claim Slipway provides for the contract (``<run>-checkpoints``),
+    #: fixed when the run is submitted: a claim's size cannot shrink and its class cannot change, and
+    #: each attempt applies the claim again, so a changed ``SLIPWAY_CHECKPOINT_STORAGE`` (or class)
+    #: must not reach a claim that exists. "" without a provided claim (no contract, or the team's).
+    checkpoint_storage = models.CharField(max_length=64, blank=True, default="")
+    checkpoint_storage_class = models.CharField(max_length=253, blank=True, default="")
 
     # The last checkpoint the run reported (jobs.checkpoints): the newest report wins, whatever
     # its step (a run resumed from an older checkpoint reports lower steps again).

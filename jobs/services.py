@@ -17,6 +17,7 @@ import dataclasses
 import re
 from datetime import timedelta
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -91,7 +92,8 @@ def _rejection_errors(request: RunRequest, decision: admission.Decision) -> dict
 def _check_team_facts(team: Team, request: RunRequest) -> GpuFlavor:
     """Checks that need the database, with field errors: flavor, name free among active runs."""
     flavor, errors = workloads.check_flavor_and_name(
-        TrainingRun, team, request.flavor, request.name, f"The team already has an active run named {request.name!r}.")
+        TrainingRun, team, request.flavor, request.name, f"The team already has an active run named {request.name!r}.",
+        dict(request.cluster_selector))
     if errors:
         raise ValidationError(errors)
     return flavor
@@ -116,7 +118,7 @@ def submit_run(user, team: Team | str, request: RunRequest | dict) -> TrainingRu
     try:
         with transaction.atomic():
             run = TrainingRun.objects.create(team=team, created_by=user, flavor=flavor, run_token_hash=token_hash,
-                                             **request.as_fields())
+                                             **request.as_fields(), **checkpoint_claim(request))
             secrets.store(run, request.secret_env, ((RUN_TOKEN_ENV, token),) if token else ())
             decision = workloads.admit_new(run)
             if decision.rejected:
@@ -127,6 +129,16 @@ def submit_run(user, team: Team | str, request: RunRequest | dict) -> TrainingRu
         # Two submissions with one name raced past the check above; the constraint decided.
         raise ValidationError({"name": [f"The team already has an active run named {request.name!r}."]}) from None
     return run
+
+
+def checkpoint_claim(request: RunRequest) -> dict[str, str]:
+    """The size and class of the checkpoint claim Slipway will provide the run, as the settings say now
+    ({} without one). Recorded on the run: every attempt applies its claim with these, whatever
+    the settings say by then (:attr:`jobs.models.TrainingRun.checkpoint_storage`)."""
+    if request.checkpoint is None or request.checkpoint.volume:
+        return {}
+    return {"checkpoint_storage": settings.SLIPWAY_CHECKPOINT_STORAGE,
+            "checkpoint_storage_class": settings.SLIPWAY_CHECKPOINT_STORAGE_CLASS}
 
 
 def preview_run(team: Team, data: dict) -> Forecast:

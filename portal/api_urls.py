@@ -6,6 +6,7 @@ from rest_framework.routers import DefaultRouter
 from inference.api import EndpointViewSet
 from jobs.api import RunViewSet
 from quotas.api import ClusterViewSet, CohortViewSet, FlavorViewSet, TeamSharingViewSet, TeamViewSet, UsageReportView
+from teams.api import DeviceAuthorizationView, DeviceTokenView
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
@@ -20,5 +21,7 @@ router.register("endpoints", EndpointViewSet, basename="endpoint")
 
 urlpatterns = [
     path("usage/", UsageReportView.as_view(), name="usage-report"),
+    path("auth/device/", DeviceAuthorizationView.as_view(), name="auth-device"),
+    path("auth/token/", DeviceTokenView.as_view(), name="auth-token"),
     path("", include(router.urls)),
 ]

@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "workloads",
     "jobs",
     "inference",
+    "notifications",
     "front",
     "sandbox",
 ]
@@ -191,6 +192,15 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 10.0,
         "options": {"queue": "default", "expires": 20.0},
     },
+}
+# Notifications (docs/notifications.md): re-drive lost fan-outs and deliveries, note long waits.
+SLIPWAY_NOTIFY_SWEEP_SECONDS = env_float("SLIPWAY_NOTIFY_SWEEP_SECONDS", 60.0)
+CELERY_BEAT_SCHEDULE["notifications-sweep"] = {
+    "task": "notifications.tasks.sweep", "schedule": SLIPWAY_NOTIFY_SWEEP_SECONDS,
+    "options": {"queue": "default", "expires": SLIPWAY_NOTIFY_SWEEP_SECONDS * 2},
+}
+CELERY_BEAT_SCHEDULE["notifications-long-waits"] = {
+    "task": "notifications.tasks.note_long_waits", "schedule": 60.0, "options": {"queue": "default", "expires": 120.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
@@ -366,6 +376,10 @@ SLIPWAY_CURRENCY = env_str("SLIPWAY_CURRENCY", "USD")
 # With DEBUG on, Django's technical error pages (tracebacks, URL lists) instead of the portal's.
 SLIPWAY_TECHNICAL_ERROR_PAGES = env_bool("SLIPWAY_TECHNICAL_ERROR_PAGES", False)
 SLIPWAY_IDEMPOTENCY_TTL_HOURS = env_int("SLIPWAY_IDEMPOTENCY_TTL_HOURS", 24)
+# `slipway login` in a browser (teams.device, RFC 8628): how long its code lives, and how often
+# the command line may poll for the token.
+SLIPWAY_DEVICE_LOGIN_TTL_SECONDS = 600
+SLIPWAY_DEVICE_LOGIN_INTERVAL_SECONDS = 5
 # Reverse proxies in front of Slipway that append to X-Forwarded-For: a count (1 behind an
 # ingress controller: the client is the entry that many places from the right) or their
 # addresses/networks (X-Forwarded-For honoured only from them). The audit log and the sign-in
@@ -386,6 +400,26 @@ SLIPWAY_METRICS_ALLOW = env_networks("SLIPWAY_METRICS_ALLOW", ["127.0.0.1/32", "
 SLIPWAY_WORKER_METRICS_PORT = env_int("SLIPWAY_WORKER_METRICS_PORT", 0)
 # Log lines as text (people) or one JSON object per line (log collectors): core/logformat.py.
 SLIPWAY_LOG_FORMAT = env_choice("SLIPWAY_LOG_FORMAT", "text", ("text", "json"))
+
+# 9. Notifications (docs/notifications.md) ---------------------------------------------
+# Work queued longer than this many minutes is an event.
+SLIPWAY_NOTIFY_QUEUED_MINUTES = env_int("SLIPWAY_NOTIFY_QUEUED_MINUTES", 30)
+# Webhooks: seconds per request phase, attempts in all, and the first retry's delay (doubled after
+# each failure, at most an hour). Loopback targets (127.0.0.1, localhost) only for tests and the
+# demo: never in production, where any internal address is refused (notifications/targets.py).
+SLIPWAY_WEBHOOK_TIMEOUT_SECONDS = env_float("SLIPWAY_WEBHOOK_TIMEOUT_SECONDS", 10.0)
+SLIPWAY_WEBHOOK_MAX_ATTEMPTS = env_int("SLIPWAY_WEBHOOK_MAX_ATTEMPTS", 6)
+SLIPWAY_WEBHOOK_BACKOFF_SECONDS = env_float("SLIPWAY_WEBHOOK_BACKOFF_SECONDS", 30.0)
+SLIPWAY_WEBHOOK_ALLOW_LOOPBACK = env_bool("SLIPWAY_WEBHOOK_ALLOW_LOOPBACK", False)
+# E-mail (Django's mail backends): the console backend prints messages (the demo); production
+# sets django.core.mail.backends.smtp.EmailBackend and the EMAIL_HOST… variables.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "slipway@localhost")
 
 LOGGING = {
     "version": 1,

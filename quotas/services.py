@@ -218,9 +218,12 @@ def enforce_budgets(now: datetime | None = None) -> BudgetStep:
         for budget in alerting:
             if budget.team_id not in noted:
                 summary = summaries[budget.team_id]
-                audit(AuditEvent.Action.BUDGET_ALERT, team=budget.team, target=target,
-                      spent=stored_amount(summary["spent_month"]), limit=stored_amount(summary["monthly_limit"]),
-                      threshold_pct=summary["alert_threshold_pct"])
+                # Its own transaction: what the apps above write on this audit event (the alert's
+                # notification) commits with it, since this event is what says "alerted already".
+                with transaction.atomic():
+                    audit(AuditEvent.Action.BUDGET_ALERT, team=budget.team, target=target,
+                          spent=stored_amount(summary["spent_month"]), limit=stored_amount(summary["monthly_limit"]),
+                          threshold_pct=summary["alert_threshold_pct"])
                 step.alerted.append(budget.team.slug)
     step.to_stop = [budget.team for budget in budgets
                     if budget.policy == TeamBudget.Policy.STOP and summaries[budget.team_id]["exhausted"]]

@@ -34,6 +34,7 @@ import functools
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import ParamSpec, TypeVar
 
 from django.db import DatabaseError, IntegrityError, connection, transaction
@@ -67,6 +68,7 @@ from sandbox.controllers.kubelet import CRASH_OUTCOMES, KILLED_EXIT_CODE, pod_re
 from sandbox.controllers.scaledobject import endpoint_load
 from sandbox.models import SimClock, SimEvent, SimLoad, SimNodeOutage, SimObject, SimPod, SimSilence
 from sandbox.names import new_uid, replicaset_name
+from sandbox.quantity import parse_quantity
 from sandbox.simulation import (
     PULL_SECONDS,
     TERMINATION,
@@ -212,6 +214,8 @@ class SandboxBackend(ClusterBackend):
                     job = served(obj["apiVersion"], "Job", resources)
                     raise Invalid(f'{kind_label(job)} "{meta["name"]}" is invalid: spec.template: Invalid value: '
                                   '"...": field is immutable', status=422)
+                if obj["kind"] == "PersistentVolumeClaim":
+                    _check_claim_update(meta["name"], row.manifest.get("spec") or {}, obj.get("spec") or {})
                 if row.manifest != manifest:
                     if row.manifest.get("spec") != manifest.get("spec"):
                         row.generation += 1
@@ -615,6 +619,26 @@ class SandboxBackend(ClusterBackend):
             meta["annotations"] = {**(meta.get("annotations") or {}), LOAD_ANNOTATION: str(row.load)}
         out["status"] = row.status
         return out
+
+
+def _claim_storage(spec: Manifest) -> Decimal:
+    return parse_quantity(((spec.get("resources") or {}).get("requests") or {}).get("storage", 0))
+
+
+def _check_claim_update(name: str, old: Manifest, new: Manifest) -> None:
+    """What an API server refuses of a claim applied again: any change to its spec but its storage
+    request, and a smaller storage request (a volume does not shrink; growing one is an expansion)."""
+    def rest(spec: Manifest) -> Manifest:
+        return {**spec, "resources": {**(spec.get("resources") or {}), "requests": {
+            k: v for k, v in ((spec.get("resources") or {}).get("requests") or {}).items() if k != "storage"}}}
+
+    label = f'PersistentVolumeClaim "{name}" is invalid'
+    if rest(old) != rest(new):
+        raise Invalid(f"{label}: spec: Forbidden: spec is immutable after creation except resources.requests "
+                      "and volumeAttributesClassName for bound claims", status=422)
+    if _claim_storage(new) < _claim_storage(old):
+        raise Invalid(f"{label}: spec.resources.requests.storage: Forbidden: field can not be less than "
+                      "previous value", status=422)
 
 
 def _autoscaler_manifest(scaled) -> Manifest:

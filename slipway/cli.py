@@ -11,10 +11,13 @@ import contextlib
 import functools
 import json
 import os
+import re
+import socket
 import sys
 import time
 import tomllib
 import uuid
+import webbrowser
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
@@ -30,10 +33,10 @@ from slipway.client import (
     BadRequest,
     Client,
     ConnectionFailed,
+    DeviceLoginFailed,
     Forbidden,
     NotFound,
     NotSignedIn,
-    error_lines,
 )
 
 # Exit codes (API.md): 0 ok; 1 a refusal of the API, a failed watched run, a bad spec file; 2 a
@@ -43,7 +46,7 @@ EXIT_FAILED, EXIT_USAGE, EXIT_NOT_SIGNED_IN, EXIT_NOT_FOUND = 1, 2, 3, 4
 RUN_FINAL = {"succeeded": 0, "failed": EXIT_FAILED, "cancelled": EXIT_FAILED}
 FOLLOW_INTERVAL = 2.0
 
-#: Waiting between polls (``--watch``, ``logs -f``); one name, so a test can drive the cluster between polls.
+#: Waiting between polls (``--watch``, ``logs -f``, ``login``); one name, so a test can drive the cluster between polls.
 pause = time.sleep
 
 
@@ -125,7 +128,11 @@ def table(columns: list[str], rows: list[list[Any]]) -> None:
         grid.add_column(column)
     for row in rows:
         grid.add_row(*["" if cell is None else str(cell) for cell in row])
-    console().print(grid)
+    out = console()
+    with out.capture() as captured:
+        out.print(grid)
+    # Rich pads the last column to its width: no trailing blanks in a terminal or a pipe.
+    click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
 
 
 def fields(pairs: list[tuple[str, Any]]) -> None:
@@ -143,6 +150,19 @@ def money(amount: Any, currency: str = "") -> str:
 # -- the group and error handling ------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def refusals():
+    """The API's refusals as clean messages with their exit codes (API.md)."""
+    try:
+        yield
+    except NotSignedIn as exc:
+        raise Failure(str(exc), EXIT_NOT_SIGNED_IN) from exc
+    except (NotFound, Forbidden) as exc:
+        raise Failure(str(exc), EXIT_NOT_FOUND) from exc
+    except ApiError as exc:
+        raise Failure(str(exc)) from exc
+
+
 def api_call(command):
     """Run a verb with a client of the chosen profile; the API's refusals become clean messages."""
 
@@ -150,15 +170,8 @@ def api_call(command):
     def wrapper(*args, **kwargs):
         ctx = click.get_current_context()
         url, token = connection(ctx.obj["profile"])
-        try:
-            with Client(url, token) as client:
-                return command(client, *args, **kwargs)
-        except NotSignedIn as exc:
-            raise Failure(str(exc), EXIT_NOT_SIGNED_IN) from exc
-        except (NotFound, Forbidden) as exc:
-            raise Failure(str(exc), EXIT_NOT_FOUND) from exc
-        except ApiError as exc:
-            raise Failure(str(exc)) from exc
+        with refusals(), Client(url, token) as client:
+            return command(client, *args, **kwargs)
 
     return wrapper
 
@@ -166,7 +179,9 @@ def api_call(command):
 HELP = """Slipway from the terminal: submit, watch, follow and cancel GPU work.
 
 \b
-Sign in once with `slipway login`, or set SLIPWAY_URL and SLIPWAY_TOKEN (CI).
+Sign in once with `slipway login` (in your browser), or set SLIPWAY_URL and
+SLIPWAY_TOKEN (CI). Every verb has --help; a spec file is YAML or JSON with
+the API's fields (see `slipway run --help`).
 
 \b
 Exit codes:
@@ -195,17 +210,27 @@ def main() -> None:
 
 
 @cli.command()
-@click.option("--url", prompt="Slipway URL", help="The portal's address, e.g. https://slipway.example.com.")
-@click.option("--token", prompt="API token", hide_input=True,
-              help="A personal API token (the portal's \"API tokens\" page).")
+@click.option("--url", prompt="Slipway URL", envvar="SLIPWAY_URL", show_envvar=True,
+              help="The portal's address, e.g. https://slipway.example.com.")
+@click.option("--token", is_flag=False, flag_value="", default=None,
+              help="Sign in with a pasted API token (the portal's \"API tokens\" page) instead of the browser; "
+                   "asked for when given without a value.")
+@click.option("--no-browser", is_flag=True, help="Only print the link to open; do not start a browser.")
 @click.pass_context
-def login(ctx: click.Context, url: str, token: str) -> None:
-    """Sign in with a pasted API token and save it as a profile.
+def login(ctx: click.Context, url: str, token: str | None, no_browser: bool) -> None:
+    """Sign in and save the token as a profile.
 
-    Create a token on the portal's "API tokens" page and paste it here; it is checked with one
-    request, then saved (readable by you only) in ~/.config/slipway/config.toml
-    ($XDG_CONFIG_HOME is honoured). Single sign-on from the terminal is not available yet.
+    By default in your browser: open the link it prints, check that the page shows the same
+    code, and approve; the command receives an API token named "slipway CLI on <this host>"
+    (listed and revocable on the portal's "API tokens" page). Without a browser, paste a token
+    instead: `slipway login --token`. Either way the token is checked with one request, then
+    saved (readable by you only) in ~/.config/slipway/config.toml ($XDG_CONFIG_HOME is honoured).
     """
+    url = url.rstrip("/")
+    if token is None:
+        token = browser_login(url, open_browser=not no_browser)
+    elif not token:
+        token = click.prompt("API token", hide_input=True)
     token = token.strip()
     try:
         with Client(url, token) as client:
@@ -215,9 +240,33 @@ def login(ctx: click.Context, url: str, token: str) -> None:
                       EXIT_NOT_SIGNED_IN) from exc
     except ApiError as exc:
         raise Failure(str(exc)) from exc
-    path = write_profile(ctx.obj["profile"], url.rstrip("/"), token)
+    path = write_profile(ctx.obj["profile"], url, token)
     names = ", ".join(team["slug"] for team in teams) or "no team yet"
     click.echo(f"Signed in to {url} (teams: {names}); profile {ctx.obj['profile']!r} saved in {path}")
+
+
+def browser_login(url: str, *, open_browser: bool) -> str:
+    """The device flow (RFC 8628) against the portal: print the link and code, wait for approval, the token."""
+    with Client(url, None) as client:
+        try:
+            grant = client.start_device_login(socket.gethostname())
+        except NotFound as exc:
+            raise Failure(f"{url} offers no sign-in in the browser: run `slipway login --token` with a token "
+                          "from its \"API tokens\" page", EXIT_NOT_SIGNED_IN) from exc
+        except ApiError as exc:
+            raise Failure(str(exc)) from exc
+        click.echo(f"Open {grant['verification_uri_complete']}\n"
+                   f"and check that the page shows the code {grant['user_code']}, then approve.")
+        if open_browser and sys.stdin.isatty() and sys.stdout.isatty():
+            webbrowser.open(grant["verification_uri_complete"])
+        minutes = max(1, round(grant["expires_in"] / 60))
+        click.echo(f"Waiting for approval (the code expires in {minutes} minutes; Ctrl-C stops)…")
+        try:
+            return client.wait_for_device_token(grant, wait=pause)["access_token"]
+        except DeviceLoginFailed as exc:
+            raise Failure(f"not signed in: {exc}", EXIT_NOT_SIGNED_IN) from exc
+        except ApiError as exc:
+            raise Failure(str(exc)) from exc
 
 
 # -- spec files ------------------------------------------------------------------------------
@@ -242,9 +291,52 @@ def load_spec(path: Path) -> dict:
     return spec
 
 
+def field_lines(text: str) -> dict[str, int]:
+    """The line (1-based) of each field of a spec: ``name``, ``checkpoint.grace_seconds``, ``volumes.0.claim``."""
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return {}
+    found: dict[str, int] = {}
+    stack = [(root, "")]
+    while stack:
+        node, prefix = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            children = [(f"{prefix}{key.value}", key, value) for key, value in node.value]
+        elif isinstance(node, yaml.SequenceNode):
+            children = [(f"{prefix}{index}", item, item) for index, item in enumerate(node.value)]
+        else:
+            continue
+        for name, marked, value in children:
+            found.setdefault(name, marked.start_mark.line + 1)
+            stack.append((value, f"{name}."))
+    return found
+
+
 def refused_spec(path: Path, exc: BadRequest) -> Failure:
-    lines = [f"{path}: {line}" for line in error_lines(exc.errors)]
-    return Failure("\n".join(lines) or f"{path}: {exc}")
+    """The API's field errors, each with the line of its field in the spec file (the file's name alone for the rest)."""
+    try:
+        lines_of = field_lines(path.read_text())
+    except OSError:
+        lines_of = {}
+    messages = []
+    for field, message in flat_errors(exc.errors):
+        where = f"{path}, line {lines_of[field]}" if field in lines_of else str(path)
+        label = "" if field in ("detail", "non_field_errors") else f"{field}: "
+        messages.append(f"{where}: {label}{message}")
+    return Failure("\n".join(messages) or f"{path}: {exc}")
+
+
+def flat_errors(errors: dict, prefix: str = "") -> list[tuple[str, str]]:
+    """``{"checkpoint": {"grace_seconds": ["…"]}}`` → ``[("checkpoint.grace_seconds", "…")]``."""
+    flat = []
+    for field, value in errors.items():
+        name = f"{prefix}{field}"
+        if isinstance(value, dict):
+            flat += flat_errors(value, f"{name}.")
+        else:
+            flat += [(name, str(message)) for message in (value if isinstance(value, list) else [value])]
+    return flat
 
 
 def show_forecast(forecast: dict) -> int:
@@ -301,18 +393,14 @@ def watch_run(client: Client, run_id: int, interval: float = FOLLOW_INTERVAL) ->
     out = console()
     last = None
     with out.status("") if out.is_terminal else contextlib.nullcontext() as status:
-        while True:
-            current = client.run(run_id)
+        for current in client.watch_run(run_id, interval=interval, wait=pause):
             line = f"run {run_id}: {current['state']}" + (f" — {current['reason']}" if current.get("reason") else "")
-            if current["state"] in RUN_FINAL:
-                click.echo(line)
-                return RUN_FINAL[current["state"]]
-            if status is not None:
+            if status is not None and current["state"] not in RUN_FINAL:
                 status.update(line)
             elif line != last:
                 click.echo(line)
             last = line
-            pause(interval)
+    return RUN_FINAL[current["state"]]  # the last poll is the one that found it ended
 
 
 RUN_COLUMNS = ["ID", "TEAM", "NAME", "STATE", "FLAVOR", "GPUS", "CREATED"]
@@ -327,15 +415,17 @@ def run_row(run: dict, wide: bool) -> list:
 
 
 @cli.command()
-@click.option("-o", "--output", type=click.Choice(["table", "wide", "json", "yaml"]), default="table", show_default=True)
+@click.option("-o", "--output", type=click.Choice(["table", "wide", "json", "yaml"]), default="table", show_default=True,
+              help="wide: also queue position, cost, author and reason; json/yaml: the API's fields.")
 @click.option("--team", help="Only this team's runs.")
 @click.option("--state", help="Only runs in this state (queued, running, failed, …).")
 @click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True, help="At most this many (0: all).")
+@click.option("--all-teams", is_flag=True, help="Every team's runs, not only your teams' (platform staff only).")
 @api_call
-def ps(client: Client, output: str, team: str | None, state: str | None, limit: int) -> None:
+def ps(client: Client, output: str, team: str | None, state: str | None, limit: int, all_teams: bool) -> None:
     """List the runs of your teams, newest first."""
     runs = []
-    for item in client.runs(team=team, state=state):
+    for item in client.runs(team=team, state=state, all_teams=all_teams):
         runs.append(item)
         if limit and len(runs) >= limit:
             break
@@ -351,11 +441,14 @@ def ps(client: Client, output: str, team: str | None, state: str | None, limit: 
 @click.option("-o", "--output", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True)
 @api_call
 def describe(client: Client, run_id: int, output: str) -> None:
-    """Show one run: its state and why, queue position, estimated start, cost, events."""
+    """Show one run: state and reason, queue, attempts, checkpoint.
+
+    Also its estimated start, preemptions, last checkpoint, cost and the cluster's events."""
     run = client.run(run_id)
     if output != "text":
         dump(run, output)
         return
+    checkpoint = run.get("last_checkpoint")
     fields([
         ("Run", f"{run['id']} {run['name']}"), ("Team", run["team"]), ("State", run["state"]),
         ("Reason", run.get("reason")), ("Queue position", run.get("queue_position")),
@@ -363,7 +456,10 @@ def describe(client: Client, run_id: int, output: str) -> None:
         ("Started", run.get("started_at")), ("Finished", run.get("finished_at")),
         ("Image", run["image"]), ("Command", " ".join(run["command"] + (run.get("args") or []))),
         ("Flavor", f"{run['flavor']} × {run['gpus_per_worker']} per worker, {run['workers']} worker(s)"),
-        ("Retries", run["max_retries"]), ("Cost to date", run["cost_to_date"]),
+        ("Attempt", f"{run['attempt']} (up to {run['max_retries']} retries)"),
+        ("Last checkpoint", f"step {checkpoint['step']} at {checkpoint['at']}: {checkpoint['path']}" if checkpoint
+         else ("none reported yet" if run.get("checkpoint") else None)),
+        ("Cost to date", run["cost_to_date"]),
         ("Cost/hour", run.get("estimated_cost_per_hour")), ("Kubernetes", run.get("cluster_name")),
         ("Borrowed", f"{run['borrowed_units']} units, preemptible" if run.get("borrowed_units") else None),
         ("Preemptions", f"{run['preemptions']}, last at {run['last_preempted_at']}" if run.get("preemptions") else None),
@@ -380,15 +476,6 @@ def describe(client: Client, run_id: int, output: str) -> None:
                        f"{event.get('message', '')}")
 
 
-def new_lines(before: list[str], now: list[str]) -> list[str]:
-    """The lines of ``now`` not yet shown: both are tail windows of one growing log."""
-    for skipped in range(len(before) + 1):
-        overlap = before[skipped:]
-        if now[:len(overlap)] == overlap:
-            return now[len(overlap):]
-    return now
-
-
 @cli.command()
 @click.argument("run_id", type=int)
 @click.option("--tail", type=click.IntRange(1, 5000), default=200, show_default=True, help="Last lines to show.")
@@ -397,15 +484,52 @@ def new_lines(before: list[str], now: list[str]) -> list[str]:
 @api_call
 def logs(client: Client, run_id: int, tail: int, pod: str | None, follow: bool) -> None:
     """Print a run's log (the Master's, or the newest attempt's)."""
-    shown = client.logs(run_id, tail=tail, pod=pod)["lines"]
-    for line in shown:
+    for line in client.log_lines(run_id, tail=tail, pod=pod, follow=follow, interval=FOLLOW_INTERVAL, wait=pause):
         click.echo(line)
-    while follow and client.run(run_id)["state"] not in RUN_FINAL:
-        pause(FOLLOW_INTERVAL)
-        latest = client.logs(run_id, tail=5000, pod=pod)["lines"]
-        for line in new_lines(shown, latest):
-            click.echo(line)
-        shown = latest
+
+
+#: ``SLIPWAY_CHECKPOINT_URL`` as the portal sets it in a run's pods: the portal's address and the run's id.
+CHECKPOINT_URL = re.compile(r"^(?P<base>https?://.+?)/api/v1/runs/(?P<run>\d+)/checkpoints/?$")
+
+
+@cli.command()
+@click.argument("run_id", type=int, required=False)
+@click.option("--step", type=click.IntRange(min=0), required=True, help="The training step it holds.")
+@click.option("--path", "checkpoint_path", required=True,
+              help="Where it is (under $SLIPWAY_CHECKPOINT_DIR): the next attempt's SLIPWAY_RESUME_FROM.")
+@click.pass_context
+def checkpoint(ctx: click.Context, run_id: int | None, step: int, checkpoint_path: str) -> None:
+    """Report a run's checkpoint, from inside the run.
+
+    A preempted or retried run resumes from the last checkpoint reported.
+
+    Inside a run with the checkpoint contract it needs nothing else: it reports with the run's
+    own token (SLIPWAY_RUN_TOKEN, to SLIPWAY_CHECKPOINT_URL), or, where the portal gave the run
+    no URL, prints the SLIPWAY_CHECKPOINT line the portal reads from the log. Anywhere else,
+    give the RUN_ID: it reports as you (a member of the run's team).
+    """
+    run_token = os.environ.get("SLIPWAY_RUN_TOKEN")
+    if run_token and run_id is None:
+        where = CHECKPOINT_URL.match(os.environ.get("SLIPWAY_CHECKPOINT_URL", ""))
+        if where is None:
+            click.echo(f"SLIPWAY_CHECKPOINT step={step} path={checkpoint_path}")
+            click.echo("No SLIPWAY_CHECKPOINT_URL in this run: the line above reports the checkpoint through the "
+                       "run's log.", err=True)
+            return
+        run_id = int(where["run"])
+        with refusals(), Client(where["base"], run_token) as client:
+            try:
+                recorded = client.report_checkpoint(run_id, step, checkpoint_path)
+            except NotSignedIn as exc:
+                raise Failure("the run token was refused: has the run ended? (it works only in the run's own pods)",
+                              EXIT_NOT_SIGNED_IN) from exc
+    elif run_id is None:
+        raise click.UsageError("give the RUN_ID (outside a run there is no SLIPWAY_RUN_TOKEN to tell which)")
+    else:
+        url, token = connection(ctx.obj["profile"])
+        with refusals(), Client(url, token) as client:
+            recorded = client.report_checkpoint(run_id, step, checkpoint_path)
+    click.echo(f"run {run_id}: checkpoint at step {recorded['step']} recorded ({recorded['path']})")
 
 
 @cli.command()
@@ -450,10 +574,11 @@ def endpoint_create(client: Client, spec_file: Path, team: str | None, dry_run: 
 @endpoint.command("ls")
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 @click.option("--team", help="Only this team's endpoints.")
+@click.option("--all-teams", is_flag=True, help="Every team's endpoints (platform staff only).")
 @api_call
-def endpoint_ls(client: Client, output: str, team: str | None) -> None:
+def endpoint_ls(client: Client, output: str, team: str | None, all_teams: bool) -> None:
     """List the endpoints of your teams."""
-    items = list(client.endpoints(team=team))
+    items = list(client.endpoints(team=team, all_teams=all_teams))
     if output != "table":
         dump(items, output)
         return
@@ -511,7 +636,9 @@ def endpoint_delete(client: Client, endpoint_id: int) -> None:
 @click.option("--team", help="Only this team (default: each of yours).")
 @api_call
 def quota(client: Client, team: str | None) -> None:
-    """Quota and budget of your teams: GPUs in use, queued, and money left this month."""
+    """Your teams' quotas and budgets.
+
+    GPUs in use and queued per flavor, and this month's spending against the budget."""
     for slug in [team] if team else [t["slug"] for t in client.teams()]:
         usage = client.team_usage(slug)
         click.echo(f"Team {slug}")
@@ -541,7 +668,7 @@ def month_range(month: str) -> tuple[str, str]:
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 @api_call
 def cost(client: Client, month: str, team: str | None, group_by: str, output: str) -> None:
-    """GPU-hours and cost of a month, by workload, day, flavor or user."""
+    """A month's GPU-hours and cost, by workload, day, flavor or user."""
     since, until = month_range(month)
     rows = client.usage_report(team=team, since=since, until=until, group_by=group_by)
     if output != "table":

@@ -1,7 +1,10 @@
-"""Python client of Slipway's REST API (docs/api.md): ``Client(url, token)``.
+"""Python client of Slipway's REST API (docs/api.md): ``Client(url, token)``; the ``slipway`` command uses it.
 
-Every method is one API call (or an iteration over pages), returns the API's JSON as plain
-dicts, and raises one :class:`ApiError` subclass per kind of refusal, carrying the API's
+Every method is one API call, an iteration over pages (:meth:`Client.runs`, :meth:`Client.endpoints`)
+or a loop of calls that follows something (:meth:`Client.log_lines`, :meth:`Client.watch_run`,
+:meth:`Client.wait_for_device_token`); it returns the API's JSON as plain dicts (the ``Run``,
+``Endpoint``… aliases name which schema of ``/api/schema/``), and raises one :class:`ApiError`
+subclass per kind of refusal, carrying the API's
 ``{"errors": {field: [messages]}}`` so callers can name the field. Reads are retried with
 backoff on network errors and 502/503/504; writes never are (a resent submission could start
 a second run), and a submission sends an ``Idempotency-Key`` so that a retry the *caller*
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -20,15 +23,33 @@ import httpx
 #: Network failures and gateway answers retried for reads, with this backoff (seconds) between tries.
 READ_BACKOFF = (0.5, 1.0, 2.0)
 RETRIED_STATUSES = frozenset({502, 503, 504})
+#: States a run never leaves (the API's ``RunState``).
+RUN_FINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
+#: RFC 8628's grant type, for :meth:`Client.wait_for_device_token`.
+DEVICE_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
+
+#: The API's objects, as the schemas of the same name in ``/api/schema/`` describe them.
+Run = dict[str, Any]
+Endpoint = dict[str, Any]
+Team = dict[str, Any]
+Flavor = dict[str, Any]
+UsageRow = dict[str, Any]
+Forecast = dict[str, Any]
+Checkpoint = dict[str, Any]
+#: How the client waits between polls (``time.sleep`` unless the caller passes its own).
+Wait = Callable[[float], None]
 
 
 class ApiError(Exception):
     """A refusal of the API: ``status`` and ``errors`` (``{field: [messages]}``) as it sent them."""
 
-    def __init__(self, message: str, status: int | None = None, errors: dict[str, list[str]] | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, errors: dict[str, list[str]] | None = None,
+                 code: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.errors = errors or {}
+        #: An OAuth error code (``auth/token/``: ``authorization_pending``, ``access_denied``…), else None.
+        self.code = code
 
 
 class ConnectionFailed(ApiError):
@@ -55,6 +76,10 @@ class Conflict(ApiError):
     """409: the object's state does not allow it (e.g. cancelling a finished run)."""
 
 
+class DeviceLoginFailed(ApiError):
+    """The browser sign-in ended without a token: denied, expired, or its code unknown (``code`` says which)."""
+
+
 class RateLimited(ApiError):
     """429: too many requests; ``retry_after`` in seconds when the server said."""
 
@@ -74,6 +99,19 @@ def error_lines(errors: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: The most lines ``logs/`` answers at once (its ``tail`` maximum).
+MAX_TAIL = 5000
+
+
+def new_lines(before: list[str], now: list[str]) -> list[str]:
+    """The lines of ``now`` not yet shown: both are tail windows of one growing log."""
+    for skipped in range(len(before) + 1):
+        overlap = before[skipped:]
+        if now[:len(overlap)] == overlap:
+            return now[len(overlap):]
+    return now
+
+
 def _error_for(response: httpx.Response) -> ApiError:
     try:
         body = response.json()
@@ -85,7 +123,8 @@ def _error_for(response: httpx.Response) -> ApiError:
             "detail") else {"detail": [f"{response.status_code} {response.reason_phrase}"]}
     cls = _BY_STATUS.get(response.status_code, ApiError)
     message = "not signed in: run `slipway login`" if cls is NotSignedIn else "; ".join(error_lines(errors))
-    error = cls(message, response.status_code, errors)
+    code = body.get("error") if isinstance(body, dict) and isinstance(body.get("error"), str) else None
+    error = cls(message, response.status_code, errors, code)
     if isinstance(error, RateLimited):
         retry_after = response.headers.get("Retry-After", "")
         error.retry_after = float(retry_after) if retry_after.isdigit() else None
@@ -125,7 +164,8 @@ class Client:
                 response = self._http.request(method, path, params=params, json=json, headers=headers)
             except httpx.TransportError as exc:
                 if wait is None:
-                    raise ConnectionFailed(f"cannot reach {self.url}: {exc}") from exc
+                    raise ConnectionFailed(f"cannot reach {self.url} ({exc}): check the address (--url, SLIPWAY_URL "
+                                           "or the profile's) and the network") from exc
             else:
                 if not (reading and response.status_code in RETRIED_STATUSES and wait is not None):
                     break
@@ -147,11 +187,37 @@ class Client:
             response = self._request("GET", page["next"])
             page = response.json()
 
+    # -- signing in ---------------------------------------------------------------------------
+    def start_device_login(self, client_name: str = "") -> dict:
+        """Start a browser sign-in (RFC 8628): ``device_code``, ``user_code``, ``verification_uri(_complete)``,
+        ``expires_in``, ``interval``. Needs no token."""
+        return self._request("POST", "auth/device/", json={"client_name": client_name}).json()
+
+    def wait_for_device_token(self, grant: dict, *, wait: Wait = time.sleep) -> dict:
+        """Poll ``auth/token/`` as RFC 8628 says until the person decides: ``{"access_token", "token_type", "expires_in"}``.
+
+        Waits ``interval`` before each poll and 5 s more after each ``slow_down``; raises
+        :class:`DeviceLoginFailed` when the sign-in is denied or expires (``code`` says which).
+        """
+        interval = float(grant.get("interval") or 5)
+        body = {"grant_type": DEVICE_GRANT_TYPE, "device_code": grant["device_code"]}
+        while True:
+            wait(interval)
+            try:
+                return self._request("POST", "auth/token/", json=body).json()
+            except BadRequest as exc:
+                if exc.code == "authorization_pending":
+                    continue
+                if exc.code == "slow_down":
+                    interval += 5
+                    continue
+                raise DeviceLoginFailed(str(exc), exc.status, exc.errors, exc.code) from exc
+
     # -- teams, flavors, money ---------------------------------------------------------------
-    def teams(self) -> list[dict]:
+    def teams(self) -> list[Team]:
         return list(self._pages("teams/"))
 
-    def flavors(self) -> list[dict]:
+    def flavors(self) -> list[Flavor]:
         return list(self._pages("flavors/"))
 
     def team_usage(self, team: str) -> dict:
@@ -159,34 +225,68 @@ class Client:
         return self._get(f"teams/{team}/usage/")
 
     def usage_report(self, *, team: str | None = None, since: str | None = None, until: str | None = None,
-                     group_by: str | None = None) -> list[dict]:
+                     group_by: str | None = None) -> list[UsageRow]:
         """The cost report: rows ``{"group", "gpu_hours", "cost", ...}`` (money in cents)."""
         return list(self._pages("usage/", team=team, since=since, until=until, group_by=group_by))
 
     # -- runs --------------------------------------------------------------------------------
-    def submit_run(self, spec: dict, *, idempotency_key: str | None = None) -> dict:
+    def submit_run(self, spec: dict, *, idempotency_key: str | None = None) -> Run:
         """Submit a run; the same ``idempotency_key`` again returns the first run (a fresh key if none)."""
         key = idempotency_key or str(uuid.uuid4())
         return self._request("POST", "runs/", json=spec, headers={"Idempotency-Key": key}).json()
 
-    def dry_run(self, spec: dict) -> dict:
+    def dry_run(self, spec: dict) -> Forecast:
         """What submitting ``spec`` would do now (admission outcome, cost, estimated start); writes nothing."""
         return self._request("POST", "runs/", params={"dry_run": "1"}, json=spec).json()
 
     def runs(self, *, team: str | None = None, state: str | None = None, created_by: str | None = None,
-             page_size: int | None = None) -> Iterator[dict]:
-        """The caller's teams' runs, newest first, over every page."""
-        return self._pages("runs/", team=team, state=state, created_by=created_by, page_size=page_size)
+             all_teams: bool = False, page_size: int | None = None) -> Iterator[Run]:
+        """The caller's teams' runs, newest first, over every page (``all_teams``: every team's; staff only)."""
+        return self._pages("runs/", team=team, state=state, created_by=created_by,
+                           all_teams="true" if all_teams else None, page_size=page_size)
 
-    def run(self, run_id: int) -> dict:
+    def run(self, run_id: int) -> Run:
         return self._get(f"runs/{int(run_id)}/")
 
-    def cancel_run(self, run_id: int) -> dict:
+    def watch_run(self, run_id: int, *, interval: float = 2.0, wait: Wait = time.sleep) -> Iterator[Run]:
+        """The run at each poll, ``interval`` apart, until (and including) the poll that finds it ended."""
+        while True:
+            current = self.run(run_id)
+            yield current
+            if current["state"] in RUN_FINAL_STATES:
+                return
+            wait(interval)
+
+    def cancel_run(self, run_id: int) -> Run:
         return self._request("POST", f"runs/{int(run_id)}/cancel/").json()
 
     def logs(self, run_id: int, *, tail: int | None = None, pod: str | None = None) -> dict:
         """``{"lines", "pod", "pods"}``: the run's default pod, or ``pod``."""
         return self._get(f"runs/{int(run_id)}/logs/", tail=tail, pod=pod)
+
+    def log_lines(self, run_id: int, *, tail: int = 200, pod: str | None = None, follow: bool = False,
+                  interval: float = 2.0, wait: Wait = time.sleep) -> Iterator[str]:
+        """The last ``tail`` lines of the run's log; with ``follow``, then each new line until the run ends.
+
+        The API answers tail windows; the lines new since the last window are told apart by
+        their overlap (:func:`new_lines`), so a line printed twice is still shown twice.
+        """
+        # Following, every window is the largest: windows of one size only move forward, which
+        # is what telling the new lines by the overlap needs.
+        shown = self.logs(run_id, tail=MAX_TAIL if follow else tail, pod=pod)["lines"]
+        yield from shown[-tail:]
+        ended = not follow
+        while not ended:
+            ended = self.run(run_id)["state"] in RUN_FINAL_STATES
+            if not ended:
+                wait(interval)
+            latest = self.logs(run_id, tail=MAX_TAIL, pod=pod)["lines"]
+            yield from new_lines(shown, latest)
+            shown = latest
+
+    def report_checkpoint(self, run_id: int, step: int, path: str) -> Checkpoint:
+        """Record the run's newest checkpoint (as its run token, or as a member of its team): ``{"at", "step", "path"}``."""
+        return self._request("POST", f"runs/{int(run_id)}/checkpoints/", json={"step": step, "path": path}).json()
 
     def events(self, run_id: int) -> list[dict]:
         return self._get(f"runs/{int(run_id)}/events/")
@@ -196,26 +296,27 @@ class Client:
         return self._get(f"runs/{int(run_id)}/preemptions/")
 
     # -- endpoints ---------------------------------------------------------------------------
-    def create_endpoint(self, spec: dict, *, idempotency_key: str | None = None) -> dict:
+    def create_endpoint(self, spec: dict, *, idempotency_key: str | None = None) -> Endpoint:
         key = idempotency_key or str(uuid.uuid4())
         return self._request("POST", "endpoints/", json=spec, headers={"Idempotency-Key": key}).json()
 
-    def dry_run_endpoint(self, spec: dict) -> dict:
+    def dry_run_endpoint(self, spec: dict) -> Forecast:
         """What creating the endpoint would do now (its minimum's admission, costs, burst); writes nothing."""
         return self._request("POST", "endpoints/", params={"dry_run": "1"}, json=spec).json()
 
-    def endpoints(self, *, team: str | None = None, state: str | None = None,
-                  page_size: int | None = None) -> Iterator[dict]:
-        return self._pages("endpoints/", team=team, state=state, page_size=page_size)
+    def endpoints(self, *, team: str | None = None, state: str | None = None, all_teams: bool = False,
+                  page_size: int | None = None) -> Iterator[Endpoint]:
+        return self._pages("endpoints/", team=team, state=state, all_teams="true" if all_teams else None,
+                           page_size=page_size)
 
-    def endpoint(self, endpoint_id: int) -> dict:
+    def endpoint(self, endpoint_id: int) -> Endpoint:
         return self._get(f"endpoints/{int(endpoint_id)}/")
 
     def scale_endpoint(self, endpoint_id: int, *, min_replicas: int | None = None,
-                       max_replicas: int | None = None) -> dict:
+                       max_replicas: int | None = None) -> Endpoint:
         """PATCH the replica bounds (a higher minimum must fit the quota now, else :class:`BadRequest`)."""
         body = {k: v for k, v in {"min_replicas": min_replicas, "max_replicas": max_replicas}.items() if v is not None}
         return self._request("PATCH", f"endpoints/{int(endpoint_id)}/", json=body).json()
 
-    def delete_endpoint(self, endpoint_id: int) -> dict:
+    def delete_endpoint(self, endpoint_id: int) -> Endpoint:
         return self._request("DELETE", f"endpoints/{int(endpoint_id)}/").json()

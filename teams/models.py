@@ -175,6 +175,47 @@ class ApiToken(models.Model):
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > timezone.now())
 
 
+class DeviceLogin(models.Model):
+    """A ``slipway login`` waiting for its person (OAuth 2.0 Device Authorization Grant, RFC 8628).
+
+    The command line asks for one and shows its **user code** (``ABCD-EFGH``); the person opens
+    the portal's device page signed in, checks the code and approves; the command line, polling
+    with the **device code**, then receives a personal API token (:mod:`teams.device`). Both
+    codes are stored as digests only. A login lives ``SLIPWAY_DEVICE_LOGIN_TTL_SECONDS`` and is
+    redeemed once (``state`` moves pending → approved|denied → redeemed, each move a conditional
+    update).
+    """
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Waiting for approval"
+        APPROVED = "approved", "Approved, token not yet collected"
+        DENIED = "denied", "Denied"
+        REDEEMED = "redeemed", "Token collected"
+
+    device_code_hash = models.CharField(max_length=64, unique=True, editable=False)
+    #: HMAC of the normalised user code (keyed with SECRET_KEY: the code itself has only ~34 bits).
+    user_code_hash = models.CharField(max_length=64, unique=True, editable=False)
+    client_name = models.CharField(max_length=100, blank=True, help_text="The host the command line runs on, as it said.")
+    requested_ip = models.GenericIPAddressField(null=True, blank=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    expires_at = models.DateTimeField(db_index=True)
+    #: Seconds the command line waits between polls; each too-early poll adds 5 (RFC 8628 ``slow_down``).
+    interval = models.PositiveIntegerField()
+    last_polled_at = models.DateTimeField(null=True, blank=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="+", help_text="Who approved or denied it.")
+    token_name = models.CharField(max_length=100, blank=True)
+    token_expires_days = models.PositiveIntegerField(null=True, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"device login {self.pk} from {self.client_name or '?'} ({self.state})"
+
+
 class AuditEvent(models.Model):
     """A security-relevant action: who did what to which object, and when. Append-only."""
 
@@ -197,6 +238,7 @@ class AuditEvent(models.Model):
         ENDPOINT_DELETED = "endpoint_deleted", "Endpoint deleted"
         WORKLOAD_PREEMPTED = "workload_preempted", "Workload preempted (quota reclaimed)"
         CLUSTER_CHANGED = "cluster_changed", "Cluster drained or made ready"
+        DEVICE_LOGIN = "device_login", "Command-line sign-in approved or denied"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(

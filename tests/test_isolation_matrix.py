@@ -28,6 +28,9 @@ from inference import services as endpoints
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from jobs.services import submit_run
+from notifications.constants import EventKind
+from notifications.models import EmailSubscription, Webhook
+from notifications.services import create_webhook
 from quotas.models import Cohort, TeamQuota, TeamSharing
 from teams.models import ApiToken, Membership, Role, Team
 from teams.services import create_api_token
@@ -84,19 +87,27 @@ PORTAL_TEAM_ROUTES = {
     "team-member-role": ("/teams/{team}/members/{membership}/role/", "post", {"role": "admin"}, Role.ADMIN),
     "team-member-remove": ("/teams/{team}/members/{membership}/remove/", "post", None, Role.ADMIN),
     "team-settings": ("/teams/{team}/settings/", "post", None, Role.ADMIN),
+    "notifications": ("/teams/{team}/notifications/", "get", None, Role.VIEWER),
+    # Each member's own e-mail choices (viewers too); the team's webhooks are its admins'.
+    "notifications-email": ("/teams/{team}/notifications/email/", "post", None, Role.VIEWER),
+    "notifications-webhook-add": ("/teams/{team}/notifications/webhooks/", "post",
+                                  {"url": "https://hooks.example.com/new", "kinds": ["run_failed"]}, Role.ADMIN),
+    "notifications-webhook-delete": ("/teams/{team}/notifications/webhooks/{webhook}/delete/", "post", None,
+                                     Role.ADMIN),
 }
 #: Routes scoped to the caller (their own teams, their own tokens): nothing of another team to reach.
 OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-token", "jobs:run-list", "jobs:run-new",
               "jobs:run-preview", "inference:endpoint-list", "inference:endpoint-new", "inference:endpoint-preview",
-              "usage", "usage-report", "team-list", "flavor-list", "login", "logout"}
+              "usage", "usage-report", "team-list", "flavor-list", "login", "logout", "device-login"}
 #: Single sign-on's flow (front.sso): the provider login and callback, and the deactivated-account page. They
 #: hold no team's objects; what they may change (the signing-in person's own memberships) is tests/sso's.
 SIGN_IN_ROUTES = {"openid_connect_login", "openid_connect_callback", "account_inactive"}
 #: Staff-only pages.
 STAFF_ROUTES = {"admin-capacity", "admin-showback", "admin-workloads", "admin-workload-end",
                 "admin-workload-action", "admin-sso-preview"}
-#: Public by design: probes and the API contract.
-PUBLIC_ROUTES = {"healthz", "readyz", "api-schema", "api-docs"}
+#: Public by design: probes, the API contract, and the command line's sign-in (RFC 8628: the device
+#: code is the credential; tests/teams/test_device_login.py).
+PUBLIC_ROUTES = {"healthz", "readyz", "api-schema", "api-docs", "auth-device", "auth-token"}
 
 
 def route_names() -> set[str]:
@@ -122,9 +133,10 @@ def test_every_route_is_in_the_matrix():
 
 
 @pytest.fixture
-def world(team, other_team, member, outsider, viewer, ep_quota, quota, published, fake_backend):
+def world(team, other_team, member, outsider, viewer, team_admin, ep_quota, quota, published, fake_backend):
     run = submit_run(member, team, {k: v for k, v in run_payload().items() if k != "team"})
     endpoint = endpoints.create_endpoint(member, team, endpoint_payload())
+    create_webhook(team_admin, team, "https://hooks.example.com/team", [EventKind.RUN_FAILED])
     return {RUN: run, ENDPOINT: endpoint}
 
 
@@ -139,7 +151,9 @@ def snapshot() -> tuple:
             sorted(Team.objects.values_list("pk", "members_may_cancel_teammates_work")),
             sorted(TeamQuota.objects.values_list("team_id", "flavor_id", "limit", "borrowing_limit", "lending_limit")),
             sorted(TeamSharing.objects.values_list("team_id", "cohort_id", "fair_weight", "within_team_preemption")),
-            sorted(Cohort.objects.values_list("name", "reclaim", "min_runtime_minutes", "preemption_delay_seconds")))
+            sorted(Cohort.objects.values_list("name", "reclaim", "min_runtime_minutes", "preemption_delay_seconds")),
+            sorted(Webhook.objects.values_list("pk", "team_id", "url")),
+            sorted(EmailSubscription.objects.values_list("user_id", "team_id", "kind")))
 
 
 def call(client, method: str, path: str, body=None):
@@ -272,7 +286,8 @@ def test_a_removed_member_loses_access_at_once(world, team, name):
 
 
 def team_path(name: str, team: Team, membership: Membership) -> str:
-    return PORTAL_TEAM_ROUTES[name][0].format(team=team.slug, membership=membership.pk)
+    webhook = Webhook.objects.get(team=membership.team)  # the world's: of the membership's team
+    return PORTAL_TEAM_ROUTES[name][0].format(team=team.slug, membership=membership.pk, webhook=webhook.pk)
 
 
 @pytest.fixture
@@ -293,7 +308,8 @@ def test_an_outsider_gets_404_on_a_teams_page_and_its_management(world, team, me
     assert snapshot() == before
 
 
-@pytest.mark.parametrize("name", sorted(n for n in PORTAL_TEAM_ROUTES if "{membership}" in PORTAL_TEAM_ROUTES[n][0]))
+@pytest.mark.parametrize("name", sorted(n for n in PORTAL_TEAM_ROUTES
+                                         if "{membership}" in PORTAL_TEAM_ROUTES[n][0] or "{webhook}" in PORTAL_TEAM_ROUTES[n][0]))
 def test_an_admin_cannot_reach_another_teams_membership_through_their_own_team(world, team, other_team, member,
                                                                               outside_admin, name):
     _path, method, body, _role = PORTAL_TEAM_ROUTES[name]
@@ -311,7 +327,8 @@ def test_viewers_and_members_read_the_team_page_but_cannot_manage_the_team(reque
     _path, method, body, role = PORTAL_TEAM_ROUTES[name]
     target, before = Membership.objects.get(user=member), snapshot()
     response = call(as_portal_user(request.getfixturevalue(user_fixture)), method, team_path(name, team, target), body)
-    assert response.status_code == (200 if role == Role.VIEWER else 403)
+    # What a viewer may do succeeds: a page (200), or a form that changes nothing here (its redirect).
+    assert response.status_code == ({"get": 200, "post": 302}[method] if role == Role.VIEWER else 403)
     assert snapshot() == before
 
 

@@ -18,6 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("quotas",),             # flavors, prices, quotas, budgets, admission, the ledger
     ("workloads",),          # what every workload kind shares
     ("jobs", "inference"),   # the workload kinds
+    ("notifications",),      # e-mail and webhooks about the work below (connects to its signals)
     ("front",),              # pages that span kinds
     ("portal",),             # the project package: wiring only
 )

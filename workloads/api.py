@@ -22,7 +22,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
 
@@ -319,7 +319,9 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
     """List, retrieve and create of one kind (``model``): the caller's teams only, filtered, with queue context.
 
     Filters: ``team`` (slug), ``state`` (400 for a state the kind does not have), ``created_by``.
-    A kind's viewset adds its serializers, its schema and its own actions.
+    ``all_teams=true``: every team's, for platform staff only (403 for anyone else, so a script
+    that needs every team's work learns that it does not get it). A kind's viewset adds its
+    serializers, its schema and its own actions.
     """
 
     model: type
@@ -352,9 +354,9 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
 
     def get_queryset(self) -> QuerySet:
         ref = Concat(Value(f"{self.model.KIND_PREFIX}{REF_SEPARATOR}"), Cast(OuterRef("pk"), CharField()))
-        qs = (self.model.objects.for_user(self.request.user).for_list()
-              .annotate(borrowed_held=admission.borrowed_units_of(ref)))
         params = self.request.query_params
+        everyone = self.model.objects.all() if self._all_teams() else self.model.objects.for_user(self.request.user)
+        qs = everyone.for_list().annotate(borrowed_held=admission.borrowed_units_of(ref))
         if params.get("team"):
             qs = qs.filter(team__slug=params["team"])
         if "state" in params:  # an empty one too: it is none of the states the schema lists
@@ -365,6 +367,17 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
         if params.get("created_by"):
             qs = qs.filter(created_by__username=params["created_by"])
         return qs
+
+    def _all_teams(self) -> bool:
+        """``?all_teams=``: true for every team's workloads (staff reads, as :meth:`staff_reads`), else the caller's."""
+        raw = self.request.query_params.get("all_teams", "false").lower()
+        if raw not in ("true", "false", "1", "0"):
+            raise ValidationError({"all_teams": ["Must be true or false."]})
+        if raw in ("false", "0"):
+            return False
+        if not (self.staff_reads() and self.request.user.is_staff):
+            raise PermissionDenied("Only platform staff list every team's work (all_teams).")
+        return True
 
     def serialize(self, workload) -> dict:
         context = {**self.get_serializer_context(), **queue_context([workload])}
@@ -382,4 +395,6 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
 def list_parameters(states: list[str]) -> list[OpenApiParameter]:
     """The list filters of a kind's viewset, for its OpenAPI schema."""
     return [OpenApiParameter("team", str, description="Team slug"), OpenApiParameter("state", str, enum=states),
-            OpenApiParameter("created_by", str, description="Username")]
+            OpenApiParameter("created_by", str, description="Username"),
+            OpenApiParameter("all_teams", bool, description="Every team's, not only the caller's teams': platform "
+                                                            "staff only (403 for anyone else).")]

@@ -18,6 +18,7 @@ from quotas import admission, ledger
 from quotas.models import PreemptionEvent
 from teams.services import lock_team
 from workloads import billing, secrets
+from workloads.events import workload_moved
 from workloads.models import ReasonCode
 from workloads.registry import kind_of
 
@@ -87,6 +88,8 @@ def fail(workload, reason: str, code: ReasonCode, now: datetime | None = None) -
         if updated:
             _close_billing(workload, now)
             release_holdings(workload.ref)
+            workload_moved.send(sender=type(workload), workload=workload, state=kind.lifecycle.failed,
+                                reason=reason[:500], at=now)
     return bool(updated)
 
 
@@ -118,7 +121,7 @@ def end(workload, reason: str, code: ReasonCode = ReasonCode.ENDED_BY_USER) -> b
 
 
 def requeue(kind, workload, now: datetime, reason: str | None = None,
-            code: ReasonCode = ReasonCode.PREEMPTED) -> bool:
+            code: ReasonCode = ReasonCode.PREEMPTED, place_again: bool | None = None) -> bool:
     """A preempted workload whose objects are gone goes back to ``queued`` at its old place.
 
     Under the team's admission lock (the order admission takes), conditional on it still being
@@ -126,10 +129,15 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
     reservation becomes a queue entry dated from its first submission, and what the apply needs
     starts afresh, as its next ``attempt`` — its ``preemptions`` were counted when it was chosen, no retry is spent. Its
     reason is the preemption's ("preempted: team … reclaimed …") unless ``reason`` says another
-    (a run taken off a lost cluster). The next attempt is placed afresh, on any cluster.
-    False when there was nothing to do.
+    (a run taken off a lost cluster). The next attempt stays on its cluster when its kind keeps
+    objects across attempts (a run's checkpoint claim is one cluster's: runs come back where they
+    were), else it is placed afresh; ``place_again`` says so explicitly (a lost cluster: placed
+    afresh). False when there was nothing to do.
     """
     lc = kind.lifecycle
+    if place_again is None:
+        place_again = not any(r.kept_across_attempts for r in kind.resources)
+    placement = {"cluster": None, "placement_reason": "", "placed_at": None} if place_again else {}
     with transaction.atomic():
         admission.lock_admission(workload.team)
         event_reason = reason or (
@@ -138,7 +146,7 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
             pk=workload.pk, state__in=workload.HOLDING_STATES, preempting_since=workload.preempting_since,
         ).update(state=lc.queued, reason=event_reason[:500], reason_code=code, preempting_since=None,
                  admitted_at=None, applied_at=None, apply_started_at=None, apply_attempts=0, attempt=F("attempt") + 1,
-                 cluster=None, placement_reason="", placed_at=None)
+                 **placement)
         if not updated:
             return False
         _close_billing(workload, now)

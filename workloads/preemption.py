@@ -12,7 +12,8 @@ Each reconcile cycle, after queued work was admitted (:func:`reclaim`):
    ``SLIPWAY_PREEMPTION_GRACE_SECONDS``; its checkpoint claim stays for the next attempt), an
    endpoint's burst shrinks (:meth:`workloads.registry.WorkloadKind.preempt`);
 3. a run being preempted keeps its reservation until its objects are gone (:func:`follow`, from
-   the cycle's observation), so the reclaiming team's work never runs beside the pods it
+   the cycle's observation, which also gives the notice and the graceful delete again when they
+   were lost), so the reclaiming team's work never runs beside the pods it
    replaces; then it goes back to ``queued`` at its old queue position, its segment billed to
    that moment (the grace is billed), ``preemptions`` counted, no retry spent
    (:func:`workloads.lifecycle.requeue`).
@@ -25,6 +26,7 @@ nothing twice. Work that stops on its own during the grace ends as it would have
 from __future__ import annotations
 
 import logging
+import math
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -33,7 +35,7 @@ from django.db import transaction
 from django.db.models import F
 
 import fleet.services as fleet
-from cluster.backends.base import NOTICE_ANNOTATION
+from cluster.backends.base import NOTICE_ANNOTATION, ObservedWorkload
 from cluster.errors import ClusterError
 from quotas import admission, fairshare
 from quotas.constants import Priority
@@ -291,17 +293,38 @@ def _delete(kind: WorkloadKind, backend, workload, grace_seconds: int) -> None:
         logger.warning("could not delete preempted %s: %s", workload.ref, exc)
 
 
-def follow(kind: WorkloadKind, backend, workload, observed: bool, now: datetime) -> bool:
+def follow(kind: WorkloadKind, backend, workload, obs: ObservedWorkload | None, now: datetime) -> bool:
     """Step 3 for a workload being preempted: requeue it once its objects are gone. True when it was.
 
-    Past the grace its objects are deleted again, at once (a delete lost to a cluster error, or
-    pods that ignore SIGTERM); its quota stays held until they are gone.
+    While its pods run, they must have had the notice and the graceful delete: a live pod with
+    neither the notice annotation nor a ``deletionTimestamp`` had them lost (to a cluster error,
+    or with a worker killed between the preemption's commit and those calls), so both are given
+    again, with what is left of the grace — the deadline stays the one the preemption set, and the
+    run still gets to save before it. Past the grace its objects are deleted again, at once (a
+    delete lost to a cluster error, or pods that ignore SIGTERM). Its quota stays held until they
+    are gone.
     """
-    if not observed:
+    if obs is None:
         return lifecycle.requeue(kind, workload, now)
     kind.refresh_checkpoint(workload)  # one it writes on the notice, while its pods stop, is where it resumes
-    if now >= workload.preempting_since + timedelta(seconds=kind.preemption_grace(workload)):
+    deadline = workload.preempting_since + timedelta(seconds=kind.preemption_grace(workload))
+    if now >= deadline:
         _delete(kind, backend, workload, 0)
+    elif not_told(obs):
+        _notify(backend, workload, deadline)
+        # Whole seconds, rounded up: the grace promised is never cut short.
+        _delete(kind, backend, workload, math.ceil((deadline - now).total_seconds()))
+    return False
+
+
+def not_told(obs: ObservedWorkload) -> bool:
+    """Whether a live pod of ``obs`` lacks the preemption's notice or its graceful delete (pure)."""
+    for pod in obs.pods:
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue  # finished: nothing left to tell or stop
+        meta = pod.get("metadata") or {}
+        if NOTICE_ANNOTATION not in (meta.get("annotations") or {}) or not meta.get("deletionTimestamp"):
+            return True
     return False
 
 

@@ -19,7 +19,9 @@ Run by Celery beat every ``SLIPWAY_RECONCILE_INTERVAL`` seconds (single-flight, 
    period (a lost enqueue or a worker killed mid-task; the task publishes them after the cycle),
    and fails them after too many attempts;
 5. fails workloads whose cluster objects vanished, and deletes cluster objects left behind by
-   ended or deleted workloads, or by an earlier attempt of work placed elsewhere or not yet;
+   ended or deleted workloads, or by an earlier attempt of work placed elsewhere or not yet, and
+   what outlived the attempts of work that has ended for good (a run's checkpoint claim: it is
+   observed, but set apart from the attempt the cycle follows);
 6. re-drives admitted work not placed yet (step 4's rule, whichever clusters answer), admits
    queued work that now fits, and refreshes queued reasons;
 7. audits, once a month per team, a budget that crossed its alert threshold, and stops running
@@ -57,6 +59,7 @@ from teams.models import Team
 from workloads import billing, idle, lifecycle, placement, preemption
 from workloads.billing import BILLING_FIELDS, BillingPlan
 from workloads.constants import MAX_APPLY_ATTEMPTS, STEADY_BATCH, Message
+from workloads.events import workload_moved
 from workloads.identity import WorkloadId
 from workloads.models import ReasonCode, Workload
 from workloads.registry import WorkloadKind, kind_for, kinds, resource_kinds
@@ -73,6 +76,7 @@ class ReconcileReport:
     redriven: list[WorkloadId] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)
     orphans_deleted: list[str] = field(default_factory=list)
+    kept_deleted: list[str] = field(default_factory=list)  #: what outlived the attempts of work now ended (its claim)
     admitted: list[str] = field(default_factory=list)
     preempted: list[str] = field(default_factory=list)  #: borrowed work reclaim took back now
     requeued: list[str] = field(default_factory=list)  #: preempted work whose objects are gone, queued again
@@ -140,6 +144,7 @@ def reconcile_cluster(cluster: Cluster, backend, now: datetime | None = None,
     with gc_paused():
         observed = {(o.namespace, o.cluster_name): o for o in backend.observe(resource_kinds())}
         fleet.answered(cluster, observe_started)
+        kept = _set_apart_kept(observed)
         report.observed += len(observed)
         utilization = idle.measure(backend, list(observed.values())) if observed else {}
         now = now or timezone.now()
@@ -157,17 +162,17 @@ def reconcile_cluster(cluster: Cluster, backend, now: datetime | None = None,
                     continue
                 if plan.steady:
                     steady.append(plan)
-                elif plan.changes and _apply(plan, report):
+                elif plan.changes and _apply(plan, report, now):
                     teams_to_admit.add(workload.team_id)
                     if plan.status.abandoned:
                         _delete_abandoned(backend, plan, report)
-                    elif kind.keeps_across_attempts(workload):
-                        _delete_kept(backend, plan)
                 if not plan.final and kind.after_observation(workload, plan.status, now):
                     teams_to_admit.add(workload.team_id)
         _apply_steady(steady, report)
-        # 5. What is left on the cluster belongs to no workload the snapshot follows.
+        # 5. What is left on the cluster belongs to no workload the snapshot follows; what outlived
+        #    the attempts of work that has ended for good (or lives on another cluster now) goes too.
         _delete_leftovers(backend, home, observed, report)
+        _delete_kept(backend, home, kept, report)
         del observed
     # What its nodes offer, kept for the clusters API, placement and other clusters' waiting reasons:
     # read with the waiting work's reasons, else once every CAPACITY_REFRESH.
@@ -213,7 +218,7 @@ def reconcile_queue(now: datetime | None = None, report: ReconcileReport | None 
                     report.budget_stopped.append(workload.ref)
 
     if (report.transitions or report.redriven or report.vanished or report.admitted or report.orphans_deleted
-            or report.preempted or report.requeued or report.lost):
+            or report.kept_deleted or report.preempted or report.requeued or report.lost):
         logger.info("reconcile: %s", report)
     return report
 
@@ -276,7 +281,7 @@ def observe_failed(cluster: Cluster, backend, exc: ClusterError, now: datetime, 
             if (kind.reports_checkpoints(workload) and cluster.silent_since is not None
                     and cluster.silent_since <= replace_before
                     and lifecycle.requeue(kind, workload, now, reason=f"{reason}: queued again to resume elsewhere",
-                                          code=ReasonCode.CLUSTER_LOST)):
+                                          code=ReasonCode.CLUSTER_LOST, place_again=True)):
                 report.requeued.append(workload.ref)
                 report.teams_to_admit.add(workload.team_id)
             elif workload.reason != reason:
@@ -369,7 +374,7 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: 
             status is None or kind.state_for(status, workload) not in kind.model.FINAL_STATES):
         # Being preempted: its quota stays held until its pods are gone, then it queues again.
         # (Work that ends on its own during the grace ends as it would have: the normal path.)
-        if preemption.follow(kind, backend, workload, obs is not None, now):
+        if preemption.follow(kind, backend, workload, obs, now):
             report.requeued.append(workload.ref)
             teams.add(workload.team_id)
         return None
@@ -562,7 +567,7 @@ def _update_row(plan: _Plan) -> bool:
                 .update(**plan.changes))
 
 
-def _apply(plan: _Plan, report: ReconcileReport) -> bool:
+def _apply(plan: _Plan, report: ReconcileReport, now: datetime) -> bool:
     """Write one workload's plan in its own transaction. Returns True when it became final."""
     with transaction.atomic():
         if not _update_row(plan):
@@ -571,6 +576,10 @@ def _apply(plan: _Plan, report: ReconcileReport) -> bool:
         _record_bills([plan], report)
         if plan.final:
             lifecycle.release_holdings(plan.workload.ref)  # the quota back, the secret values gone
+        if "state" in plan.changes:
+            # In the move's transaction: a receiver's row commits with it, once (workloads.events).
+            workload_moved.send(sender=plan.kind.model, workload=plan.workload, state=plan.changes["state"],
+                                reason=plan.changes.get("reason", plan.workload.reason), at=now)
     return plan.final
 
 
@@ -632,19 +641,57 @@ def _delete_abandoned(backend, plan: _Plan, report: ReconcileReport) -> None:
         logger.warning("could not delete the abandoned %s: %s", w.ref, exc)
 
 
-def _delete_kept(backend, plan: _Plan) -> None:
-    """Delete what outlived the attempts of work that has now ended on its own (a run's checkpoint claim).
+def _set_apart_kept(observed: dict[tuple[str, str], ObservedWorkload]) -> dict[tuple[str, str], ClusterAddress]:
+    """Take the objects that outlive attempts (a run's checkpoint claim) out of the observation.
 
-    Its other objects stay for their logs (its env Secret goes too: the delete takes it with any
-    of the workload's objects, and ended work reads no secret). A failed delete is logged, not
-    retried: the claim is labelled with its workload, for an operator's clean-up.
+    What the cycle follows is the attempt: a run between attempts has only its claim left, and
+    is "not on the cluster" all the same (a preempted run is queued again once its Job is gone).
+    Returns the addresses of the workloads that have such objects, for :func:`_delete_kept`.
     """
-    w = plan.workload
-    kept = tuple(replace(r, deleted=r.kept_across_attempts) for r in plan.kind.resources)
-    try:
-        backend.delete(w.address, kept)
-    except ClusterError as exc:
-        logger.warning("could not delete what %s kept across attempts: %s", w.ref, exc)
+    kept_kinds = {(r.api_version, r.kind) for r in resource_kinds() if r.kept_across_attempts}
+    found: dict[tuple[str, str], ClusterAddress] = {}
+    for key, obs in list(observed.items()):
+        attempt = [o for o in obs.objects if (o.get("apiVersion"), o.get("kind")) not in kept_kinds]
+        if len(attempt) == len(obs.objects):
+            continue
+        found[key] = obs.address
+        obs.objects[:] = attempt
+        if not attempt and not obs.pods:
+            del observed[key]
+    return found
+
+
+def _delete_kept(backend, home: _Home, kept: dict[tuple[str, str], ClusterAddress], report: ReconcileReport) -> None:
+    """Delete what outlived the attempts of workloads that have ended for good (final, ended by a
+    user, or gone from the database), however they ended: on their own, failed at an apply, cancelled
+    while queued between attempts, with a delete that was lost — or that now live on another cluster
+    (resumed there after this one was lost: a claim is one cluster's). Never between attempts: a
+    workload queued again is not ended. One query per kind that has such objects.
+
+    Their other objects are not touched (a failed run's Job stays for its logs; its env Secret goes
+    with any delete, and ended work reads no secret). A failed delete is tried again next cycle.
+    """
+    candidates: dict[WorkloadKind, dict[int, ClusterAddress]] = {}
+    for address in kept.values():
+        identity = WorkloadId.from_cluster_name(address.cluster_name)
+        kind = kind_for(identity.prefix) if identity else None
+        if kind is not None and address.cluster_name not in report.orphans_deleted:  # deleted whole just now
+            candidates.setdefault(kind, {})[identity.pk] = address
+    for kind, addresses in candidates.items():
+        ended = (*kind.model.FINAL_STATES, *kind.lifecycle.removed)
+        here = Q(cluster__isnull=True) | Q(cluster_id=home.cluster_id)  # not placed elsewhere since
+        live = set(kind.model.objects.filter(here, pk__in=addresses).exclude(state__in=ended)
+                   .values_list("pk", flat=True))
+        resources = tuple(replace(r, deleted=r.kept_across_attempts) for r in kind.resources)
+        for pk, address in addresses.items():
+            if pk in live:
+                continue
+            try:
+                backend.delete(address, resources)
+                report.kept_deleted.append(address.cluster_name)
+            except ClusterError as exc:
+                logger.warning("could not delete what %s/%s kept across attempts: %s", address.namespace,
+                               address.cluster_name, exc)
 
 
 def _delete_leftovers(backend, home: _Home, leftovers: dict[tuple[str, str], ObservedWorkload],

@@ -72,10 +72,6 @@ class WorkloadKind(abc.ABC):
         """:attr:`resources` as deleting one attempt's objects sees them: what outlives attempts kept."""
         return tuple(replace(r, deleted=False) if r.kept_across_attempts else r for r in self.resources)
 
-    def keeps_across_attempts(self, workload) -> bool:
-        """Whether ``workload`` has objects of a ``kept_across_attempts`` kind, deleted once it ends on its own."""
-        return False
-
     def preemption_grace(self, workload) -> int:
         """Seconds ``workload``'s pods get to stop when preempted (the delete's grace period)."""
         return settings.SLIPWAY_PREEMPTION_GRACE_SECONDS

@@ -56,12 +56,13 @@ def admit_new(workload) -> admission.Decision:
     return decision
 
 
-def check_flavor_and_name(model, team, flavor_name: str, name: str,
-                          name_taken: str) -> tuple[GpuFlavor | None, dict[str, list[str]]]:
+def check_flavor_and_name(model, team, flavor_name: str, name: str, name_taken: str,
+                          cluster_selector: dict | None = None) -> tuple[GpuFlavor | None, dict[str, list[str]]]:
     """A submission's database checks: the flavor called ``flavor_name`` and field errors.
 
-    Errors: an unknown or retired flavor, and ``name_taken`` when active ``model`` work of
-    ``team`` already has ``name``. One query when the flavor exists (every valid submission).
+    Errors: an unknown or retired flavor, ``name_taken`` when active ``model`` work of
+    ``team`` already has ``name``, and a ``cluster_selector`` no cluster matches (it could never
+    be placed). One query when the flavor exists and no selector is given (most submissions).
     """
     taken = model.objects.filter(team=team, name=name).unfinished()
     flavor = GpuFlavor.objects.filter(name=flavor_name).annotate(name_taken=Exists(taken)).first()
@@ -72,6 +73,9 @@ def check_flavor_and_name(model, team, flavor_name: str, name: str,
         errors["flavor"] = [flavor.refusal()]
     if flavor.name_taken if flavor is not None else taken.exists():
         errors["name"] = [name_taken]
+    if cluster_selector and not any(cluster_selector.items() <= c.labels.items() for c in fleet.clusters()):
+        wanted = ", ".join(f"{k}={v}" for k, v in sorted(cluster_selector.items()))
+        errors["cluster_selector"] = [f"No cluster carries the labels {wanted}: it could never be placed."]
     return flavor, errors
 
 

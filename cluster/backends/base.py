@@ -50,8 +50,8 @@ class ResourceKind:
 
     The backends learn the workload kinds' objects only from these (``workloads.registry``
     hands them over at each call): where a kind lives in the API (``plural``), whether
-    :meth:`ClusterBackend.observe` lists it (the kind's status mapping reads it) and whether
-    :meth:`ClusterBackend.delete` removes it. Deletion goes in declaration order: a
+    :meth:`ClusterBackend.observe` lists it (the kind's status mapping, or the cycle's clean-up,
+    reads it) and whether :meth:`ClusterBackend.delete` removes it. Deletion goes in declaration order: a
     ScaledObject before the Deployment it scales, so KEDA stops scaling what is about to go.
     """
 

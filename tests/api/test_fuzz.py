@@ -11,7 +11,7 @@ mismatches over the whole run and fails on any, listing each with the request to
 ``positive_data_acceptance`` is off for the few operations whose refusals rest on data or on
 several fields together, which no JSON Schema can state: a POST or PATCH names a flavor of the
 catalogue, a pullable image and a quota the team holds; a usage report's ``until`` must come
-after its ``since``. Their 400s are still checked against the schema (shape, content type).
+after its ``since``; the command line's sign-in polls with a device code the server issued. Their 400s are still checked against the schema (shape, content type).
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ SEED = 21
 DATA_DEPENDENT = [
     {"include-path-regex": r"^/api/v1/(runs|endpoints)/(\{id\}/)?$", "include-method": ["POST", "PATCH"]},
     {"include-path": "/api/v1/usage/", "include-method": "GET"},
+    # The command line's sign-in: a device code is only good if the server issued it, and an address
+    # may hold only so many waiting logins (429).
+    {"include-path-regex": r"^/api/v1/auth/(device|token)/$", "include-method": "POST"},
 ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import stat
+from datetime import timedelta
 
 import httpx
 import jsonschema
@@ -13,7 +14,8 @@ from django.utils import timezone
 
 from jobs.models import TrainingRun
 from slipway import cli as slipway_cli
-from slipway.client import Client, NotSignedIn
+from slipway.client import DEVICE_GRANT_TYPE, Client, DeviceLoginFailed, NotSignedIn, new_lines
+from tests.factories import secret_values
 from tests.fakes import pod
 from tests.jobs.conftest import run_payload
 from workloads.reconcile import reconcile
@@ -30,6 +32,11 @@ def write(path, payload) -> str:
 @pytest.fixture
 def spec(tmp_path):
     return write(tmp_path / "spec.yaml", run_payload(max_retries=0))
+
+
+def spec_lines(path: str) -> list[str]:
+    with open(path) as handle:
+        return handle.read().splitlines()
 
 
 def run_id_of(output: str) -> int:
@@ -56,6 +63,16 @@ def validator_for(live_server, path: str):
     openapi = yaml.safe_load(httpx.get(f"{live_server.url}/api/schema/").text)
     response = openapi["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
     document = {**json_schema(openapi, response), "components": json_schema(openapi, openapi["components"])}
+    return jsonschema.Draft202012Validator(document)
+
+
+def list_item_validator(live_server, path: str):
+    """The schema of one item of the paginated list ``path`` serves (its page's ``results``)."""
+    openapi = yaml.safe_load(httpx.get(f"{live_server.url}/api/schema/").text)
+    page = openapi["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    page = openapi["components"]["schemas"][page["$ref"].rsplit("/", 1)[1]]
+    document = {**json_schema(openapi, page["properties"]["results"]["items"]),
+                "components": json_schema(openapi, openapi["components"])}
     return jsonschema.Draft202012Validator(document)
 
 
@@ -111,6 +128,34 @@ def test_ps_and_describe_as_json_follow_the_openapi_schema(cli, spec, live_serve
     check.validate(json.loads(cli("describe", str(run_id), "-o", "json").stdout))
     with pytest.raises(jsonschema.ValidationError):  # the check would see a wrong field
         check.validate({**listed[0], "state": "napping"})
+
+
+def test_every_json_output_follows_the_openapi_schema(cli, spec, tmp_path, ep_quota, live_server, fake_backend):
+    """``-o json`` of the endpoint verbs and ``cost`` (``ps`` and ``describe``: above), item by item."""
+    from tests.inference.conftest import endpoint_payload
+
+    run_id = run_id_of(cli("run", "-f", spec).stdout)
+    apply_workload("run", run_id)
+    run = TrainingRun.objects.get(pk=run_id)
+    an_hour_ago = (timezone.now() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    fake_backend.set_running(run.namespace, run.cluster_name, 2, started=an_hour_ago)
+    reconcile(fake_backend)  # an hour of two GPUs on the ledger: the cost report has a row
+    endpoint_spec = write(tmp_path / "endpoint.json", {"team": "ml-research", **endpoint_payload()})
+    endpoint_id = int(cli("endpoint", "create", "-f", endpoint_spec).stdout.split()[1])
+    endpoint_check = list_item_validator(live_server, "/api/v1/endpoints/")
+    listed = json.loads(cli("endpoint", "ls", "-o", "json").stdout)
+    assert [e["id"] for e in listed] == [endpoint_id]
+    for item in listed:
+        endpoint_check.validate(item)
+    validator_for(live_server, "/api/v1/endpoints/{id}/").validate(
+        json.loads(cli("endpoint", "describe", str(endpoint_id), "-o", "json").stdout))
+    rows = json.loads(cli("cost", "--by", "flavor", "-o", "json").stdout)
+    row_check = list_item_validator(live_server, "/api/v1/usage/")
+    assert rows
+    for row in rows:
+        row_check.validate(row)
+    yaml_rows = yaml.safe_load(cli("cost", "--by", "flavor", "-o", "yaml").stdout)
+    assert [r["group"] for r in yaml_rows] == [r["group"] for r in rows] == ["a100-80gb"]  # the run still accrues
 
 
 def test_dry_run_prints_the_decision_and_creates_nothing(cli, spec):
@@ -176,7 +221,7 @@ def test_logs_follow_prints_new_lines_until_the_run_ends(cli, spec, fake_backend
     fake_backend.pod_lists[(run.namespace, run.cluster_name)] = [pod(run.cluster_name, "Running", 2, now)]
     reconcile(fake_backend)
     name = fake_backend.pods(run)[0]["metadata"]["name"]
-    fake_backend.log_lines[name] = ["one", "two"]
+    fake_backend.log_lines[name] = ["zero", "one", "two"]  # --tail 2 shows the last two; the rest is not new
 
     def more_lines_then_the_end(_seconds):
         fake_backend.log_lines[name] += ["three", "two"]  # a repeated line is still a new line
@@ -184,16 +229,16 @@ def test_logs_follow_prints_new_lines_until_the_run_ends(cli, spec, fake_backend
         reconcile(fake_backend)
 
     monkeypatch.setattr(slipway_cli, "pause", more_lines_then_the_end)
-    result = cli("logs", str(run_id), "-f")
+    result = cli("logs", str(run_id), "-f", "--tail", "2")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == ["one", "two", "three", "two"]
 
 
 def test_new_lines_of_a_growing_tail_window():
-    assert slipway_cli.new_lines(["a", "b", "c"], ["b", "c", "d"]) == ["d"]
-    assert slipway_cli.new_lines(["a", "b"], ["a", "b"]) == []
-    assert slipway_cli.new_lines(["x"], ["y", "z"]) == ["y", "z"]
-    assert slipway_cli.new_lines([], ["a"]) == ["a"]
+    assert new_lines(["a", "b", "c"], ["b", "c", "d"]) == ["d"]
+    assert new_lines(["a", "b"], ["a", "b"]) == []
+    assert new_lines(["x"], ["y", "z"]) == ["y", "z"]
+    assert new_lines([], ["a"]) == ["a"]
 
 
 # -- bad input and refusals -------------------------------------------------------------------
@@ -216,9 +261,25 @@ def test_a_field_refused_by_the_api_is_named_with_the_file(cli, tmp_path):
     spec = write(tmp_path / "spec.yaml", run_payload(gpus_per_worker=0))
     result = cli("run", "-f", spec)
     assert result.exit_code == 1
-    assert result.stderr.startswith(f"Error: {spec}: gpus_per_worker: ")
+    line = spec_lines(spec).index("gpus_per_worker: 0") + 1
+    assert result.stderr.startswith(f"Error: {spec}, line {line}: gpus_per_worker: ")
     assert "Traceback" not in result.output
     assert not TrainingRun.objects.exists()
+
+
+def test_a_json_spec_names_the_line_of_each_refused_field_even_nested(cli, tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(run_payload(workers=0, checkpoint={"grace_seconds": 0}, bogus=1), indent=2))
+    result = cli("run", "-f", str(spec))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    text = spec_lines(str(spec))
+    workers_line = text.index('  "workers": 0,') + 1
+    checkpoint_line = text.index('  "checkpoint": {') + 1
+    lines = [line.removeprefix("Error: ") for line in result.stderr.splitlines()]
+    assert any(line.startswith(f"{spec}, line {workers_line}: workers: ") for line in lines), lines
+    assert any(line.startswith(f"{spec}, line {checkpoint_line}: checkpoint") for line in lines), lines
+    assert all(line.startswith(f"{spec}") for line in lines)
+    assert cli("run", "-f", str(spec), "--dry-run").exit_code == 1
 
 
 def test_a_refused_token_says_to_run_login(cli, spec):
@@ -242,7 +303,8 @@ def test_not_found_and_usage_errors_have_their_exit_codes(cli):
 
 def test_login_checks_the_token_and_saves_a_private_profile(cli, env, tmp_path):
     url, token = env["SLIPWAY_URL"], env["SLIPWAY_TOKEN"]
-    result = cli("--profile", "work", "login", "--url", url, input=f"{token}\n", SLIPWAY_URL="", SLIPWAY_TOKEN="")
+    result = cli("--profile", "work", "login", "--url", url, "--token", input=f"{token}\n", SLIPWAY_URL="",
+                 SLIPWAY_TOKEN="")
     assert result.exit_code == 0, result.output
     assert "ml-research" in result.stdout
     path = tmp_path / "config" / "slipway" / "config.toml"
@@ -254,6 +316,88 @@ def test_login_checks_the_token_and_saves_a_private_profile(cli, env, tmp_path):
     refused = cli("login", "--url", url, "--token", "wrong", SLIPWAY_URL="", SLIPWAY_TOKEN="")
     assert refused.exit_code == 3 and "API tokens" in refused.stderr
     assert "pasted API token" in cli("login", "--help").stdout.replace("\n", " ").replace("  ", " ")
+
+
+# -- checkpoints, all teams -------------------------------------------------------------------
+
+
+def injected_checkpoint_url(live_server, token: str, run_id: int) -> str:
+    """SLIPWAY_CHECKPOINT_URL as the run's pods get it (from the run's manifest)."""
+    manifest = httpx.get(f"{live_server.url}/api/v1/runs/{run_id}/manifest/",
+                         headers={"Authorization": f"Bearer {token}"}).json()
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("name") == "SLIPWAY_CHECKPOINT_URL":
+                found.append(node["value"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(manifest)
+    assert found, "no SLIPWAY_CHECKPOINT_URL in the manifest"
+    return found[0]
+
+
+def test_checkpoint_from_inside_a_run_with_its_token(cli, env, tmp_path, settings, live_server):
+    settings.SLIPWAY_POD_API_URL = live_server.url
+    spec = write(tmp_path / "ckpt.yaml", run_payload(checkpoint={"grace_seconds": 60}))
+    run_id = run_id_of(cli("run", "-f", spec).stdout)
+    described = cli("describe", str(run_id)).stdout
+    assert "Attempt:         1 (up to 2 retries)" in described.splitlines()
+    assert "Last checkpoint:" in described and "none reported yet" in described
+    # Inside the run's pod: its token and URL, nothing else (no profile, no personal token).
+    pod_env = {"SLIPWAY_URL": "", "SLIPWAY_TOKEN": "", "SLIPWAY_RUN_TOKEN": secret_values(f"run:{run_id}")[
+        "SLIPWAY_RUN_TOKEN"], "SLIPWAY_CHECKPOINT_URL": injected_checkpoint_url(live_server, env["SLIPWAY_TOKEN"], run_id)}
+    inside = cli("checkpoint", "--step", "1200", "--path", "/slipway/checkpoints/step-1200.pt", **pod_env)
+    assert inside.exit_code == 0, inside.output
+    assert inside.stdout == f"run {run_id}: checkpoint at step 1200 recorded (/slipway/checkpoints/step-1200.pt)\n"
+    run = TrainingRun.objects.get(pk=run_id)
+    assert (run.last_checkpoint["step"], run.last_checkpoint["path"]) == (1200, "/slipway/checkpoints/step-1200.pt")
+    assert "step 1200 at " in cli("describe", str(run_id)).stdout
+    # From a laptop, as a member of the run's team.
+    assert cli("checkpoint", str(run_id), "--step", "1300", "--path", "/slipway/checkpoints/step-1300.pt").exit_code == 0
+    assert json.loads(cli("describe", str(run_id), "-o", "json").stdout)["last_checkpoint"]["step"] == 1300
+    # A pod the portal gave no URL: the log line the reconciler reads.
+    no_url = cli("checkpoint", "--step", "5", "--path", "/x", **{**pod_env, "SLIPWAY_CHECKPOINT_URL": ""})
+    assert no_url.exit_code == 0 and no_url.stdout == "SLIPWAY_CHECKPOINT step=5 path=/x\n"
+    assert "SLIPWAY_CHECKPOINT_URL" in no_url.stderr
+    # The token dies with the run.
+    assert cli("cancel", str(run_id)).exit_code == 0
+    dead = cli("checkpoint", "--step", "1400", "--path", "/x", **pod_env)
+    assert dead.exit_code == 3 and "the run token was refused" in dead.stderr and "Traceback" not in dead.output
+    outside = cli("checkpoint", "--step", "1", "--path", "/x")
+    assert outside.exit_code == 2 and "RUN_ID" in outside.stderr
+    assert cli("checkpoint", str(run_id), "--step", "-1", "--path", "/x").exit_code == 2
+
+
+def test_ps_all_teams_is_for_platform_staff(cli, spec, staff, outsider, other_team, live_server):
+    from jobs.services import submit_run
+    from quotas.demo import seed_team_quotas
+    from teams.services import create_api_token
+
+    own = run_id_of(cli("run", "-f", spec).stdout)
+    seed_team_quotas(other_team, {"a100-80gb": 4})
+    theirs = submit_run(outsider, other_team, {k: v for k, v in run_payload(name="vision-run").items() if k != "team"})
+    assert [r["id"] for r in json.loads(cli("ps", "-o", "json").stdout)] == [own]
+    refused = cli("ps", "--all-teams")
+    assert refused.exit_code == 4 and "Only platform staff list every team's work" in refused.stderr
+
+    _token, staff_token = create_api_token(staff, "ops")
+    assert json.loads(cli("ps", "-o", "json", SLIPWAY_TOKEN=staff_token).stdout) == []  # staff are in no team
+    every = json.loads(cli("ps", "--all-teams", "-o", "json", SLIPWAY_TOKEN=staff_token).stdout)
+    assert [r["id"] for r in every] == [theirs.pk, own]
+    check = validator_for(live_server, "/api/v1/runs/{id}/")
+    for item in every:
+        check.validate(item)
+    only_vision = cli("ps", "--all-teams", "--team", "vision", SLIPWAY_TOKEN=staff_token)
+    assert [line.split()[0] for line in only_vision.stdout.splitlines()[1:]] == [str(theirs.pk)]
+    assert cli("endpoint", "ls", "--all-teams", SLIPWAY_TOKEN=staff_token).exit_code == 0
+    bad = httpx.get(f"{live_server.url}/api/v1/runs/?all_teams=maybe", headers={"Authorization": f"Bearer {staff_token}"})
+    assert bad.status_code == 400 and "all_teams" in bad.json()["errors"]
 
 
 # -- endpoints, quota, cost -------------------------------------------------------------------
@@ -317,6 +461,30 @@ def test_reads_are_retried_and_writes_are_not():
     with pytest.raises(Exception, match="cannot reach"):
         client.submit_run({})
     assert calls == ["POST"]
+
+
+def test_the_device_poll_waits_the_interval_slows_down_and_stops_on_a_refusal():
+    """RFC 8628 §3.5 on the client side: ``authorization_pending`` waits the interval again, ``slow_down``
+    5 s more from then on, a token ends it, ``access_denied`` raises with its code."""
+    answers = iter([(400, "authorization_pending"), (400, "slow_down"), (400, "authorization_pending"),
+                    (200, None), (400, "access_denied")])
+
+    def server(request):
+        assert json.loads(request.content) == {"grant_type": DEVICE_GRANT_TYPE, "device_code": "dc"}
+        status, error = next(answers)
+        if error is None:
+            return httpx.Response(200, json={"access_token": "slp_x", "token_type": "Bearer", "expires_in": None})
+        return httpx.Response(status, json={"error": error, "error_description": f"{error}!",
+                                            "errors": {"detail": [f"{error}!"]}})
+
+    waits = []
+    client = Client("http://slipway.invalid", None, transport=httpx.MockTransport(server))
+    grant = {"device_code": "dc", "interval": 2}
+    assert client.wait_for_device_token(grant, wait=waits.append)["access_token"] == "slp_x"
+    assert waits == [2, 2, 7, 7]
+    with pytest.raises(DeviceLoginFailed, match="access_denied!") as refused:
+        client.wait_for_device_token(grant, wait=waits.append)
+    assert refused.value.code == "access_denied"
 
 
 def test_the_config_file_is_under_xdg_config_home_else_dot_config(monkeypatch, tmp_path):

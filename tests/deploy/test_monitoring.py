@@ -118,7 +118,7 @@ def exported(client, flavors, staff, fake_backend, settings) -> dict[str, set[st
     assert reconcile_cluster("default").startswith("observed=")
     settings.SLIPWAY_CLUSTER_BACKEND = "sandbox"
     with pytest.raises(Invalid):
-        core.backend.backend_for(core.backend.BackendSpec("")).apply([{"apiVersion": "v1", "metadata": {"name": "x"}}])
+        core.backend.backend_for(core.backend.BackendSpec("default")).apply([{"apiVersion": "v1", "metadata": {"name": "x"}}])
     response = client.get("/metrics")
     assert response.status_code == 200
     return {family.name: {sample.name for sample in family.samples}

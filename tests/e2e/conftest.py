@@ -38,7 +38,7 @@ def wait_for(predicate, timeout: float = 60.0, interval: float = 0.25, what: str
 class WorkerProcess:
     """Starts, kills and restarts ``celery worker -B`` against the test database."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, **env: str) -> None:
         db = connection.settings_dict
         self.env = {
             **os.environ,
@@ -51,6 +51,7 @@ class WorkerProcess:
             "SLIPWAY_VAR_DIR": str(tmp_path),
             "DJANGO_SETTINGS_MODULE": "portal.settings",
             "SLIPWAY_SANDBOX_INVENTORY": settings.SLIPWAY_SANDBOX_INVENTORY,  # the suite's, as in this process
+            **env,
         }
         self.env.pop("SLIPWAY_TEST_DB_NAME", None)
         self.tmp_path = tmp_path
@@ -91,15 +92,20 @@ class WorkerProcess:
         return self.log_path.read_text(errors="replace")
 
 
-@pytest.fixture
-def worker(transactional_db, tmp_path):
+def started_worker(tmp_path: Path, **env: str) -> WorkerProcess:
+    """A worker on an empty broker and cache (no tasks left over from other tests), ``env`` added to its environment."""
     if "postgresql" not in connection.settings_dict["ENGINE"]:
         pytest.skip("needs PostgreSQL to share the test database with the worker process")
     import redis
 
-    # Start from an empty broker and cache: no tasks left over from other tests.
     redis.Redis.from_url(redis_url()).flushdb()
-    process = WorkerProcess(tmp_path)
+    process = WorkerProcess(tmp_path, **env)
     process.start()
+    return process
+
+
+@pytest.fixture
+def worker(transactional_db, tmp_path):
+    process = started_worker(tmp_path)
     yield process
     process.stop()

@@ -67,7 +67,12 @@ def test_a_cluster_selector_restricts_placement_and_bad_labels_are_a_400(cluster
     response = api_client_for(member).post("/api/v1/runs/", run_payload(name="bad", cluster_selector={"site": ["x"]}),
                                            format="json")
     assert response.status_code == 400 and "cluster_selector" in response.json()["errors"]
-    assert not TrainingRun.objects.filter(name="bad").exists()
+    nowhere = api_client_for(member).post("/api/v1/runs/", run_payload(name="nowhere", cluster_selector={"site": "mars"}),
+                                          format="json")
+    assert nowhere.status_code == 400
+    assert nowhere.json()["errors"]["cluster_selector"] == [
+        "No cluster carries the labels site=mars: it could never be placed."]
+    assert not TrainingRun.objects.filter(name__in=["bad", "nowhere"]).exists()
 
 
 def test_a_silent_cluster_is_degraded_then_lost_and_the_others_go_on(clusters, submit, settings):
@@ -192,3 +197,16 @@ def test_the_capacity_page_adds_up_the_clusters_and_names_each_nodes_cluster(clu
     Cluster.objects.filter(name="east").update(health="ready")
     text = client.get("/admin/capacity/").content.decode()
     assert 'data-node="east-a100-0" data-cluster="east"' in text and 'data-cluster="west"' in text
+
+
+def test_an_endpoints_cluster_selector_places_it_too(clusters, member, team, quota, published):
+    from inference.services import create_endpoint
+    from tests.inference.conftest import endpoint_payload
+
+    payload = endpoint_payload(cluster_selector={"site": "onprem"})
+    payload.pop("team", None)
+    endpoint = create_endpoint(member, team, payload)
+    assert apply_workload(endpoint.identity.prefix, endpoint.pk) == "applied"
+    endpoint.refresh_from_db()
+    assert (endpoint.cluster.name, endpoint.cluster_selector) == ("east", {"site": "onprem"})
+    assert any(k == "Deployment" for (_ns, k, _n) in clusters["east"].objects)

@@ -12,6 +12,7 @@ from django.core.management import CommandError, call_command
 
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
+from notifications.models import EmailSubscription
 from quotas.demo import seed_flavors
 from quotas.models import GpuFlavor, TeamBudget, TeamQuota
 from teams.models import Membership, Team
@@ -34,6 +35,7 @@ def snapshot() -> dict:
         "flavors": list(GpuFlavor.objects.order_by("name").values_list("name", "price_per_hour", "active")),
         "quotas": sorted(TeamQuota.objects.values_list("team__slug", "flavor__name", "limit")),
         "budgets": sorted(TeamBudget.objects.values_list("team__slug", "monthly_limit")),
+        "email": sorted(EmailSubscription.objects.values_list("team__slug", "user__username", "kind")),
     }
 
 
@@ -84,6 +86,16 @@ def test_it_prints_the_port_the_server_listens_on(db, debug_on, monkeypatch):
     out = seed(no_runs=True)
     assert "http://127.0.0.1:8123/" in out and "8000" not in out
     assert "Open https://demo.example.com/" in seed(no_runs=True, url="https://demo.example.com/")
+
+
+def test_it_subscribes_alice_to_her_teams_runs_by_e_mail_once(db, debug_on):
+    seed(no_runs=True)
+    assert sorted(EmailSubscription.objects.values_list("team__slug", "user__username", "kind")) == [
+        ("ml-research", "alice", "preempted"), ("ml-research", "alice", "run_failed"),
+        ("ml-research", "alice", "run_succeeded")]
+    EmailSubscription.objects.filter(kind="run_succeeded").delete()  # she unsubscribed: it stays so
+    seed(no_runs=True)
+    assert EmailSubscription.objects.count() == 2
 
 
 def test_it_is_idempotent(db, debug_on):

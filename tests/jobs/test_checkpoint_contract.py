@@ -301,6 +301,36 @@ def test_the_new_run_form_opts_in_and_run_again_keeps_it(client, member, quota, 
     assert TrainingRun.objects.get(name="plain").checkpoint is None
 
 
+def test_run_again_carries_the_whole_contract_over_with_the_teams_volume(client, member, quota, published,
+                                                                         fake_backend) -> None:
+    """The copy's form holds the contract's grace and its volume (the team's claim): submitted
+    unchanged, the new run has the same contract; emptied, Slipway provides the claim."""
+    from tests.jobs.test_views import form_data
+
+    client.force_login(member)
+    response = client.post("/runs/new/", form_data(checkpoint="on", checkpoint_grace_seconds="150",
+                                                   checkpoint_volume="team-ckpts"))
+    assert response.status_code == 302
+    old = TrainingRun.objects.get()
+    assert old.checkpoint == {"grace_seconds": 150, "volume": "team-ckpts"}
+    again = client.get(f"/runs/new/?from={old.pk}")
+    assert re.search(r'name="checkpoint_volume" value="team-ckpts"', again.content.decode())
+    # Submitted as the browser sends the prefilled form (an unticked box is not sent).
+    data = {k: ("on" if v is True else v) for k, v in again.context["form"].initial.items() if v}
+    assert client.post("/runs/new/", data).status_code == 302
+    copy = TrainingRun.objects.exclude(pk=old.pk).get()
+    assert copy.checkpoint == old.checkpoint
+    claims = [v["persistentVolumeClaim"]["claimName"] for v in TrainingKind().manifests(copy)[0]["spec"]["template"]
+              ["spec"]["volumes"] if "persistentVolumeClaim" in v]
+    assert "team-ckpts" in claims and f"{copy.cluster_name}-checkpoints" not in claims
+    # The volume emptied: Slipway's own claim. A bad name is the contract's error, nothing created.
+    client.post("/runs/new/", {**data, "name": "own-claim", "checkpoint_volume": ""})
+    assert TrainingRun.objects.get(name="own-claim").checkpoint == {"grace_seconds": 150, "volume": None}
+    bad = client.post("/runs/new/", {**data, "name": "bad-claim", "checkpoint_volume": "Not_A_Claim"})
+    assert bad.status_code == 400 and "volume: Must be the name of a PersistentVolumeClaim" in bad.content.decode()
+    assert not TrainingRun.objects.filter(name="bad-claim").exists()
+
+
 def test_the_log_line_is_found_with_a_loggers_prefix_and_the_last_one_wins():
     from jobs.checkpoints import last_in_log
 

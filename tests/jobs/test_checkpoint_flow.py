@@ -17,9 +17,12 @@ import pytest
 from rest_framework.test import APIClient
 
 from cluster.backends.base import NOTICE_ANNOTATION
+from cluster.errors import Invalid
 from jobs.constants import RunState
+from jobs.kind import TrainingKind
 from jobs.models import TrainingRun
 from quotas.models import PreemptionEvent, UsageRecord
+from sandbox.backend import SandboxBackend
 from sandbox.models import SimObject
 from tests.factories import cohort_pair, member_api, secret_values
 from tests.workloads.timeline import INTERVAL, scripted_timeline
@@ -150,3 +153,121 @@ def test_a_checkpoint_line_in_the_log_counts_when_the_run_is_preempted(timeline,
     assert run.last_checkpoint_step and run.last_checkpoint_path.endswith(f"step-{run.last_checkpoint_step}")
     event = PreemptionEvent.objects.get(ref=run.ref)
     assert "of work since its last checkpoint lost" in event.reason
+
+
+def claim_spec(run_id: int) -> dict:
+    return SimObject.objects.get(kind="PersistentVolumeClaim", name=f"run-{run_id}-checkpoints").manifest["spec"]
+
+
+def test_a_changed_claim_size_setting_never_reaches_a_runs_existing_claim(timeline, flavors, staff, settings):
+    """The size (and class) of a run's checkpoint claim is the one of its submission: attempt 2
+    applies its claim again unchanged, though SLIPWAY_CHECKPOINT_STORAGE changed meanwhile
+    (a smaller request would be refused by the API server, and the run fail)."""
+    settings.SLIPWAY_CHECKPOINT_STORAGE = "50Gi"
+    cohort_pair(staff, reclaim="any", min_runtime_minutes=0, preemption_delay_seconds=0)
+    alice, noor = member_api("vision", "alice")[0], member_api("nlp-platform", "noor")[0]
+    submit(alice, "vision", "own", "2h")
+    borrowed = submit(alice, "vision", "borrowed", "10m", checkpoint={"grace_seconds": 10})
+    timeline.cycles(6)
+    assert TrainingRun.objects.get(pk=borrowed).state == RunState.RUNNING
+    assert claim_spec(borrowed)["resources"]["requests"]["storage"] == "50Gi"
+
+    settings.SLIPWAY_CHECKPOINT_STORAGE, settings.SLIPWAY_CHECKPOINT_STORAGE_CLASS = "20Gi", "fast-ssd"
+    mine = submit(noor, "nlp-platform", "short", "1m")
+    for _ in range(60):  # preempted, then back as attempt 2 once nlp-platform's minute is over
+        timeline.cycle()
+        run = TrainingRun.objects.get(pk=borrowed)
+        if run.attempt == 2 and run.state == RunState.RUNNING:
+            break
+    assert TrainingRun.objects.get(pk=mine).state == RunState.SUCCEEDED
+    run = TrainingRun.objects.get(pk=borrowed)
+    assert (run.state, run.attempt) == (RunState.RUNNING, 2), run.reason
+    assert claim_spec(borrowed) == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "50Gi"}}}
+    # A run submitted now gets the claim the settings say now.
+    later = TrainingRun.objects.get(pk=submit(alice, "vision", "later", "1m", checkpoint={}))
+    claims = [o for o in TrainingKind().manifests(later) if o["kind"] == "PersistentVolumeClaim"]
+    assert [c["spec"] for c in claims] == [{"accessModes": ["ReadWriteOnce"], "storageClassName": "fast-ssd",
+                                            "resources": {"requests": {"storage": "20Gi"}}}]
+
+
+class RefusingSandbox(SandboxBackend):
+    """The sandbox, whose API server refuses every apply while ``refusing`` (an admission webhook, say)."""
+
+    refusing = False
+
+    def apply(self, objects, resources=(), **kwargs):
+        if self.refusing:
+            raise Invalid("admission webhook \"policy.example.com\" denied the request")
+        return super().apply(objects, resources, **kwargs)
+
+
+def preempted_between_attempts(timeline, staff, duration: str) -> tuple[APIClient, int]:
+    """Vision's borrowed run with the contract, preempted by nlp-platform's run of ``duration`` and
+    queued again: its claim stays, whatever the cycles do meanwhile."""
+    cohort_pair(staff, reclaim="any", min_runtime_minutes=0, preemption_delay_seconds=0)
+    alice, noor = member_api("vision", "alice")[0], member_api("nlp-platform", "noor")[0]
+    submit(alice, "vision", "own", "2h")
+    borrowed = submit(alice, "vision", "borrowed", "2h", checkpoint={"grace_seconds": 10})
+    timeline.cycles(6)
+    assert TrainingRun.objects.get(pk=borrowed).state == RunState.RUNNING and claim_exists(borrowed)
+    submit(noor, "nlp-platform", "mine", duration)
+    for _ in range(8):
+        timeline.cycle()
+        if TrainingRun.objects.get(pk=borrowed).state == RunState.QUEUED:
+            break
+    timeline.cycles(3)
+    run = TrainingRun.objects.get(pk=borrowed)
+    assert (run.state, run.attempt) == (RunState.QUEUED, 2)
+    assert claim_exists(borrowed)  # never deleted between attempts
+    return alice, borrowed
+
+
+def test_a_run_cancelled_between_attempts_loses_its_claim_even_when_the_delete_task_is_lost(timeline, flavors, staff):
+    alice, borrowed = preempted_between_attempts(timeline, staff, "2h")
+    assert alice.post(f"/api/v1/runs/{borrowed}/cancel/").status_code == 202
+    timeline.published.clear()  # the delete task the cancel published is lost
+    assert claim_exists(borrowed)
+    report = timeline.cycle()
+    assert report.kept_deleted == [f"run-{borrowed}"] and not claim_exists(borrowed)
+    assert TrainingRun.objects.get(pk=borrowed).state == RunState.CANCELLED
+
+
+@pytest.fixture
+def refusing(published, monkeypatch, settings):
+    settings.SLIPWAY_PREEMPTION_GRACE_SECONDS = 30
+    return scripted_timeline(published, monkeypatch, settings, START, backend=RefusingSandbox())
+
+
+def test_a_run_whose_next_attempt_is_refused_loses_its_claim(refusing, flavors, staff):
+    timeline = refusing
+    _alice, borrowed = preempted_between_attempts(timeline, staff, "1m")
+    timeline.backend.refusing, timeline.apply_outcomes = True, ("failed",)
+    for _ in range(30):  # nlp-platform's minute, then attempt 2's apply is refused: the run fails
+        timeline.cycle()
+        if TrainingRun.objects.get(pk=borrowed).is_final:
+            break
+    run = TrainingRun.objects.get(pk=borrowed)
+    assert run.state == RunState.FAILED and "denied the request" in run.reason
+    timeline.backend.refusing = False
+    assert claim_exists(borrowed)
+    report = timeline.cycle()
+    assert report.kept_deleted == [f"run-{borrowed}"] and not claim_exists(borrowed)
+    timeline.cycles(2)
+    assert not claim_exists(borrowed) and TrainingRun.objects.get(pk=borrowed).state == RunState.FAILED
+
+
+def test_a_run_whose_job_vanished_loses_its_claim(timeline, flavors, staff):
+    """Someone deleted the run's Job behind Slipway's back: the run fails ("vanished") and its claim,
+    which nothing else would delete, goes with the cycle that fails it."""
+    cohort_pair(staff)
+    alice = member_api("vision", "alice")[0]
+    run_id = submit(alice, "vision", "lonely", "2h", checkpoint={})
+    timeline.cycles(6)
+    assert TrainingRun.objects.get(pk=run_id).state == RunState.RUNNING and claim_exists(run_id)
+    SimObject.objects.filter(kind="Job", name=f"run-{run_id}").delete()
+    for _ in range(6):
+        report = timeline.cycle()
+        if report.vanished:
+            break
+    assert report.vanished == [f"run:{run_id}"] and report.kept_deleted == [f"run-{run_id}"]
+    assert TrainingRun.objects.get(pk=run_id).state == RunState.FAILED and not claim_exists(run_id)

@@ -43,6 +43,28 @@ def test_it_rejects_a_changed_job_template_as_immutable(backend):
         backend.apply(training("run-1", gpus=2), resource_kinds(), now=at(1))
 
 
+def claim(storage: str, storage_class: str | None = None) -> dict:
+    spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage}}}
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "spec": spec, "metadata": {
+        "name": "run-1-checkpoints", "namespace": "team-ml",
+        "labels": {"app.kubernetes.io/managed-by": "slipway", "slipway.dev/workload": "run-1"}}}
+
+
+def test_a_claim_applied_again_may_grow_but_not_shrink_or_change_otherwise(backend):
+    backend.apply([*team_objects(), claim("50Gi")], resource_kinds(), now=at(0))
+    backend.apply([claim("50Gi")], resource_kinds(), now=at(1))  # unchanged: fine
+    with pytest.raises(Invalid, match=r'PersistentVolumeClaim "run-1-checkpoints" is invalid: spec.resources.requests'
+                                      r'.storage: Forbidden: field can not be less than previous value'):
+        backend.apply([claim("20Gi")], resource_kinds(), now=at(2))
+    with pytest.raises(Invalid, match=r"spec: Forbidden: spec is immutable after creation"):
+        backend.apply([claim("50Gi", "fast-ssd")], resource_kinds(), now=at(3))
+    backend.apply([claim("60Gi")], resource_kinds(), now=at(4))  # an expansion
+    stored = SimObject.objects.get(kind="PersistentVolumeClaim")
+    assert stored.manifest["spec"]["resources"]["requests"]["storage"] == "60Gi"
+
+
 def test_it_requires_the_namespace_to_exist(backend):
     with pytest.raises(NotFound, match='namespaces "team-ml" not found'):
         backend.apply(training("run-1"), resource_kinds(), now=at(0))

@@ -66,7 +66,7 @@ def test_the_sandbox_counts_what_it_rejects(client, settings):
     before = scrape(client)
     with pytest.raises(Invalid):
         # A Secret without its kind: the simulated API server rejects it, as a real one would.
-        core.backend.backend_for(core.backend.BackendSpec("")).apply_secret({"apiVersion": "v1", "metadata": {"name": "x"}})
+        core.backend.backend_for(core.backend.BackendSpec("default")).apply_secret({"apiVersion": "v1", "metadata": {"name": "x"}})
     after = scrape(client)
     errors = "slipway_cluster_api_errors_total"
     assert value(after, errors, error="Invalid", **DEFAULT) - value(before, errors, error="Invalid", **DEFAULT) == 1

@@ -1,26 +1,34 @@
 """A preemption cut short — the cluster refusing the notice and the delete, as when the worker
 dies right after choosing its victim — is finished by later cycles: one preemption logged, the
-victim stopped once its grace has passed and queued again once, nothing billed twice."""
+notice and the graceful delete given again with what is left of the grace (or, the cluster
+still unreachable, the victim deleted at once once its grace has passed), queued again once,
+nothing billed twice. tests/e2e/test_preemption_kill_e2e.py kills a real worker there."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
 import pytest
 from django.utils import timezone
 
+from cluster.backends.base import NOTICE_ANNOTATION
 from cluster.errors import Transient
+from cluster.status import parse_time
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import submit_run
 from quotas.models import PreemptionEvent, UsageRecord
+from sandbox.backend import SandboxBackend
 from teams.models import Role
-from tests.factories import add_member, cohort_pair, make_user
+from tests.factories import add_member, cohort_pair, make_user, member_api
 from tests.jobs.test_reconcile import iso
+from tests.workloads.timeline import INTERVAL, scripted_timeline
 from workloads import reconcile as rec
 
 pytestmark = pytest.mark.django_db
+
+START = datetime(2026, 11, 24, 9, 0, 0, tzinfo=UTC)
 
 
 def spec(name: str) -> dict:
@@ -47,11 +55,11 @@ def test_a_preemption_whose_delete_was_lost_is_finished_by_the_reconciler(flavor
     assert TrainingRun.objects.get(pk=victim.pk).state == RunState.RUNNING
     submit_run(noor, nlp, spec("mine"))
 
-    # The cycle that chooses the victim cannot reach the cluster: the notice and the delete are lost.
+    # From the cycle that chooses the victim to the grace's end the cluster cannot be reached: the
+    # notice and the delete are lost, and so are the ones later cycles give again.
     fake_backend.fail_with = Transient("connection reset")
     now = t0 + timedelta(seconds=10)
     report = rec.reconcile(fake_backend, now=now)
-    fake_backend.fail_with = None
     assert report.preempted == [victim.ref]
     assert TrainingRun.objects.get(pk=victim.pk).preempting_since == now
 
@@ -61,6 +69,7 @@ def test_a_preemption_whose_delete_was_lost_is_finished_by_the_reconciler(flavor
         assert report.preempted == [] and report.requeued == []
         assert TrainingRun.objects.get(pk=victim.pk).state == RunState.RUNNING
     # Past the grace the cycle deletes it again; the next one sees it gone and queues it.
+    fake_backend.fail_with = None
     rec.reconcile(fake_backend, now=t0 + timedelta(seconds=45))
     report = rec.reconcile(fake_backend, now=t0 + timedelta(seconds=50))
     assert report.requeued == [victim.ref]
@@ -70,3 +79,64 @@ def test_a_preemption_whose_delete_was_lost_is_finished_by_the_reconciler(flavor
     rows = list(UsageRecord.objects.filter(ref=victim.ref).order_by("start"))
     assert rows and all(a.end <= b.start for a, b in pairwise(rows))
     assert max(r.end for r in rows) == t0 + timedelta(seconds=50)  # billed to the cycle that saw its pods gone
+
+
+class LosingSandbox(SandboxBackend):
+    """The sandbox, whose notice and delete calls are lost while ``losing`` (as with a worker
+    killed right after the preemption's commit, or the API server unreachable for a moment)."""
+
+    losing = False
+
+    def annotate_pods(self, address, annotations, **kwargs):
+        if self.losing:
+            raise Transient("connection reset")
+        return super().annotate_pods(address, annotations, **kwargs)
+
+    def delete(self, address, resources, **kwargs):
+        if self.losing:
+            raise Transient("connection reset")
+        return super().delete(address, resources, **kwargs)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lost_notice_and_delete_are_given_again_with_what_is_left_of_the_grace(published, monkeypatch, settings,
+                                                                                 flavors, staff):
+    """The next cycle sees the victim's pods running without the notice or a deletion: it gives both
+    again, with the deadline the preemption set. The pods get to save before it, they stop at it,
+    and the run is queued and billed as if nothing had been lost."""
+    timeline = scripted_timeline(published, monkeypatch, settings, START, backend=LosingSandbox())
+    cohort_pair(staff, reclaim="any", min_runtime_minutes=0, preemption_delay_seconds=0)
+    alice, noor = member_api("vision", "alice")[0], member_api("nlp-platform", "noor")[0]
+    base = {"image": "registry.example.com/ml/trainer:1.4", "command": ["python", "t.py"], "flavor": "a100-80gb",
+            "gpus_per_worker": 4, "env": {"SLIPWAY_SIM_DURATION": "2h"}}
+    assert alice.post("/api/v1/runs/", {**base, "team": "vision", "name": "own"}, format="json").status_code == 201
+    borrowed = alice.post("/api/v1/runs/", {**base, "team": "vision", "name": "borrowed",
+                                            "checkpoint": {"grace_seconds": 60}}, format="json").json()["id"]
+    timeline.cycles(6)
+    run = TrainingRun.objects.get(pk=borrowed)
+    assert run.state == RunState.RUNNING
+    assert noor.post("/api/v1/runs/", {**base, "team": "nlp-platform", "name": "mine"}, format="json").status_code == 201
+
+    timeline.backend.losing = True
+    timeline.cycle()
+    timeline.backend.losing = False
+    run = TrainingRun.objects.get(pk=borrowed)
+    deadline = run.preempting_since + timedelta(seconds=60)
+    pods = timeline.backend.pods(run.address)
+    assert pods and not any(NOTICE_ANNOTATION in (p["metadata"].get("annotations") or {}) for p in pods)
+    assert not any("deletionTimestamp" in p["metadata"] for p in pods)
+
+    timeline.cycle()
+    pods = timeline.backend.pods(run.address)
+    assert all(p["metadata"]["annotations"][NOTICE_ANNOTATION] == deadline.isoformat() for p in pods)
+    assert {parse_time(p["metadata"]["deletionTimestamp"]) for p in pods} == {deadline}
+    for _ in range(20):
+        timeline.cycle()
+        if TrainingRun.objects.get(pk=borrowed).state == RunState.QUEUED:
+            break
+    run = TrainingRun.objects.get(pk=borrowed)
+    assert (run.state, run.preemptions, run.attempt) == (RunState.QUEUED, 1, 2)
+    assert PreemptionEvent.objects.filter(ref=run.ref).count() == 1
+    rows = list(UsageRecord.objects.filter(ref=run.ref).order_by("start"))
+    assert rows and all(a.end <= b.start for a, b in pairwise(rows))
+    assert deadline <= max(r.end for r in rows) <= deadline + timedelta(seconds=INTERVAL)  # to the grace's end

@@ -31,7 +31,6 @@ def unset_fields(spec) -> list[str]:
 
 
 def test_it_sets_every_training_spec_field_from_the_run(settings):
-    settings.SLIPWAY_CHECKPOINT_STORAGE, settings.SLIPWAY_CHECKPOINT_STORAGE_CLASS = "20Gi", "nfs-rwx"
     settings.SLIPWAY_POD_API_URL = "http://slipway-web.slipway-system.svc"
     flavor = next(f for f in seed_flavors() if f.name == "a100-80gb")
     run = TrainingRun(pk=41, team=make_team("ml"), created_by=make_user(), name="llama", image="registry.example.com/t:1",
@@ -40,6 +39,7 @@ def test_it_sets_every_training_spec_field_from_the_run(settings):
                       max_runtime_minutes=90, spot=True,
                       volumes=[{"claim": "data", "mount_path": "/data", "read_only": True}],
                       checkpoint={"grace_seconds": 90, "volume": "team-ckpts"}, attempt=3,
+                      checkpoint_storage="20Gi", checkpoint_storage_class="nfs-rwx",
                       last_checkpoint_path="/slipway/checkpoints/s9.pt")
     run.stored_secret_names = ("HF_TOKEN",)
     spec = training_spec(run)

@@ -26,16 +26,18 @@ INTERVAL = 5  # seconds between reconcile cycles
 class Timeline:
     """The sandbox, its clock (which ``timezone.now`` follows) and the published tasks, run in order."""
 
-    def __init__(self, published, start: datetime):
-        self.backend = SandboxBackend()
+    def __init__(self, published, start: datetime, backend: SandboxBackend | None = None):
+        self.backend = backend or SandboxBackend()
         self.published = published
         self.now = start
+        #: What an apply task may answer (a test whose cluster refuses an apply adds "failed").
+        self.apply_outcomes = ("applied", "skipped")
 
     def run_tasks(self) -> None:
         while self.published:
             name, args = self.published.pop(0)
             if name in ("workloads.tasks.apply_workload",):
-                assert apply_workload(*args) in ("applied", "skipped")
+                assert apply_workload(*args) in self.apply_outcomes
 
     def advance(self, seconds: int) -> None:
         self.now += timedelta(seconds=seconds)
@@ -62,9 +64,11 @@ class Timeline:
         return min(starts)
 
 
-def scripted_timeline(published, monkeypatch, settings, start: datetime) -> Timeline:
-    """A :class:`Timeline` from ``start`` that ``timezone.now`` and the backend seam follow (for a fixture)."""
-    made = Timeline(published, start)
+def scripted_timeline(published, monkeypatch, settings, start: datetime,
+                      backend: SandboxBackend | None = None) -> Timeline:
+    """A :class:`Timeline` from ``start`` that ``timezone.now`` and the backend seam follow (for a fixture);
+    ``backend``: a sandbox of the test's own (one that loses calls, say)."""
+    made = Timeline(published, start, backend)
     monkeypatch.setattr(timezone, "now", lambda: made.now)
     use_backend(settings, made.backend)
     return made

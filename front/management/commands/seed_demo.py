@@ -33,6 +33,8 @@ from django.utils import timezone
 from inference.demo import seed_demo_endpoints
 from jobs.demo import seed_demo_history, seed_demo_runs
 from jobs.models import LaterDemoRun
+from notifications.constants import EventKind
+from notifications.services import email_kinds, set_email_kinds
 from quotas import demo
 from quotas.models import Cohort, GpuFlavor, TeamBudget, TeamQuota, TeamSharing
 from quotas.services import seed_cluster_prices, set_cohort, set_team_quota
@@ -83,6 +85,11 @@ TEAMS: tuple[DemoTeam, ...] = (
 COHORTS: tuple[DemoCohort, ...] = (
     DemoCohort("research", ("ml-research", "nlp"), Cohort.Reclaim.ANY, min_runtime_minutes=1,
                preemption_delay_seconds=30, borrowing_limits={("ml-research", "h100-80gb"): 8}),
+)
+
+#: E-mail subscriptions of the demo: (team slug, username, kinds of event).
+DEMO_EMAIL: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("ml-research", "alice", (EventKind.RUN_SUCCEEDED, EventKind.RUN_FAILED, EventKind.PREEMPTED)),
 )
 
 USERS: tuple[DemoUser, ...] = (
@@ -224,6 +231,12 @@ def seed_world(seeded: Seeded) -> int:
     for spec in COHORTS:
         if seeded.due(f"cohort:{spec.name}"):
             created += seed_cohort(spec, teams, users.get("admin"))
+    # 5. Alice gets e-mail about ML Research's runs (the console backend prints it in the worker's log).
+    for slug, username, kinds in DEMO_EMAIL:
+        if (seeded.due(f"notify:{slug}/{username}") and slug in teams and username in users
+                and Membership.objects.filter(team=teams[slug], user=users[username]).exists()):
+            set_email_kinds(users[username], teams[slug], [*email_kinds(users[username], teams[slug]), *kinds])
+            created += 1
     return created
 
 

@@ -1,0 +1,47 @@
+"""The admin console's view of notifications: subscriptions, webhooks (never their secrets) and the delivery log."""
+
+from django.contrib import admin
+
+from notifications.models import Delivery, EmailSubscription, Event, Webhook
+
+
+@admin.register(Event)
+class EventAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "team", "kind", "title", "fanned_out_at"]
+    list_filter = ["kind"]
+    search_fields = ["key", "ref", "team__slug"]
+    readonly_fields = [f.name for f in Event._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(EmailSubscription)
+class EmailSubscriptionAdmin(admin.ModelAdmin):
+    list_display = ["user", "team", "kind"]
+    list_filter = ["kind"]
+    search_fields = ["user__username", "team__slug"]
+
+
+@admin.register(Webhook)
+class WebhookAdmin(admin.ModelAdmin):
+    """Read and delete only: a webhook is added on its team's Notifications page, where its secret is shown once."""
+
+    list_display = ["url", "team", "kinds", "secret_prefix", "created_at"]
+    search_fields = ["url", "team__slug"]
+    fields = ["team", "url", "kinds", "secret_prefix", "created_by", "created_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "team", "channel", "target", "status", "attempts", "response_code", "last_error"]
+    list_filter = ["status", "channel"]
+    search_fields = ["target", "team__slug", "event__key"]
+    readonly_fields = [f.name for f in Delivery._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False

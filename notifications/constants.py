@@ -1,0 +1,42 @@
+"""The vocabulary of notifications: kinds of event, channels, delivery states, headers, bounds."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class EventKind(models.TextChoices):
+    """What a subscription is to. One event of one kind is delivered once to each subscriber."""
+
+    RUN_SUCCEEDED = "run_succeeded", "Run succeeded"
+    RUN_FAILED = "run_failed", "Run failed"
+    PREEMPTED = "preempted", "Run or endpoint preempted"
+    ENDPOINT_DEGRADED = "endpoint_degraded", "Endpoint degraded"
+    BUDGET_ALERT = "budget_alert", "Budget alert"
+    QUEUE_WAITING = "queue_waiting", "Waiting for quota too long"
+
+
+class Channel(models.TextChoices):
+    EMAIL = "email", "E-mail"
+    WEBHOOK = "webhook", "Webhook"
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending", "Pending"  #: not sent yet, or to be tried again at ``next_attempt_at``
+    SENDING = "sending", "Sending"  #: a worker holds it until ``claimed_until``
+    SENT = "sent", "Sent"
+    FAILED = "failed", "Failed"  #: every attempt failed
+
+
+#: Headers of a webhook request (docs/notifications.md says how to verify them).
+SIGNATURE_HEADER = "X-Slipway-Signature"
+TIMESTAMP_HEADER = "X-Slipway-Timestamp"
+DELIVERY_HEADER = "X-Slipway-Delivery"  #: the event's id: the same on every retry, for receivers to dedupe on
+EVENT_HEADER = "X-Slipway-Event"
+
+MAX_WEBHOOKS_PER_TEAM = 10
+MAX_URL_LENGTH = 500
+#: Deliveries shown in a team's log.
+DELIVERY_LOG_SIZE = 25
+#: Longest backoff between two attempts, whatever the base.
+MAX_BACKOFF_SECONDS = 3600

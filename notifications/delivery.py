@@ -1,0 +1,184 @@
+"""Delivering events: fan one out to its subscribers, then send each delivery, once, with retries.
+
+Exactly once, as far as a network allows: an event fans out to one :class:`Delivery` per target
+(unique per event and target, so a replayed fan-out adds none), and a delivery is *claimed*
+(``pending`` → ``sending`` with a lease, a conditional update) before it is sent, so two
+workers, or a task redelivered while the first still runs, never both send it. Once a send
+succeeded (a 2xx, or the mail backend took the message) the row says ``sent`` and nothing
+sends it again. A worker killed *during* a send leaves the claim to run out; the delivery is
+then sent again with the same ``X-Slipway-Delivery`` id (the event's), which is how a receiver
+tells a repeat of a request it may have already processed (docs/notifications.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import httpx
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from notifications.constants import (
+    DELIVERY_HEADER,
+    EVENT_HEADER,
+    MAX_BACKOFF_SECONDS,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    Channel,
+    DeliveryStatus,
+)
+from notifications.models import Delivery, EmailSubscription, Event, Webhook
+from notifications.targets import resolved_problem
+from workloads import crypto
+
+
+def body(event: Event) -> bytes:
+    """The JSON a webhook gets: the same bytes on every attempt. ``text`` is what Slack shows."""
+    return json.dumps({
+        "id": event.pk, "type": event.kind, "team": event.team.slug, "ref": event.ref, "title": event.title,
+        "text": event.text, "occurred_at": event.created_at.isoformat(), "details": event.details,
+    }, sort_keys=True, separators=(",", ":")).encode()
+
+
+def signature(secret: str, timestamp: str, raw_body: bytes) -> str:
+    """``sha256=`` and the hex HMAC-SHA256, keyed with the webhook's secret, of ``<timestamp>.<body>``."""
+    digest = hmac.new(secret.encode(), timestamp.encode() + b"." + raw_body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
+def webhook_secret(webhook: Webhook) -> str:
+    return crypto.unseal(webhook.sealed_secret)["secret"]
+
+
+def backoff(attempts: int) -> float:
+    """Seconds before attempt ``attempts + 1``: the base, doubled after every failed attempt."""
+    return min(settings.SLIPWAY_WEBHOOK_BACKOFF_SECONDS * 2 ** max(attempts - 1, 0), MAX_BACKOFF_SECONDS)
+
+
+def lease() -> timedelta:
+    """How long a claimed delivery is its worker's: longer than a send can take (connect, write, read)."""
+    return timedelta(seconds=3 * settings.SLIPWAY_WEBHOOK_TIMEOUT_SECONDS + 5)
+
+
+def fan_out(key: str, now: datetime | None = None) -> list[int]:
+    """Write the deliveries of event ``key`` (once) and return the ids of those still to send.
+
+    Targets: the team's webhooks listing the event's kind, and the team's members subscribed by
+    e-mail to it (members now: someone who left the team is not told). None when the event does
+    not exist (its transaction rolled back).
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        event = Event.objects.select_for_update().select_related("team").filter(key=key).first()
+        if event is None:
+            return []
+        if event.fanned_out_at is None:
+            rows = [Delivery(event=event, team=event.team, channel=Channel.WEBHOOK, webhook=hook,
+                             target_key=f"webhook:{hook.pk}", target=hook.url, next_attempt_at=now)
+                    for hook in Webhook.objects.filter(team=event.team) if event.kind in hook.kinds]
+            subscribers = (EmailSubscription.objects.filter(team=event.team, kind=event.kind, user__is_active=True,
+                                                           user__memberships__team=event.team)
+                           .exclude(user__email="").select_related("user"))
+            rows += [Delivery(event=event, team=event.team, channel=Channel.EMAIL, user=sub.user,
+                              target_key=f"user:{sub.user_id}", target=sub.user.email, next_attempt_at=now)
+                     for sub in subscribers]
+            Delivery.objects.bulk_create(rows, ignore_conflicts=True)
+            Event.objects.filter(pk=event.pk).update(fanned_out_at=now)
+        return list(event.deliveries.filter(status=DeliveryStatus.PENDING).values_list("pk", flat=True))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one attempt did: ``sent``, ``retry`` (after ``delay`` seconds), ``failed`` (for good), ``skipped``."""
+
+    result: str
+    delay: float = 0.0
+
+
+def _claim(pk: int, now: datetime) -> bool:
+    """Take delivery ``pk`` for one attempt: pending and due, or sending with a lease run out."""
+    due = Q(status=DeliveryStatus.PENDING, next_attempt_at__lte=now) | Q(status=DeliveryStatus.SENDING,
+                                                                         claimed_until__lt=now)
+    return bool(Delivery.objects.filter(due, pk=pk).update(status=DeliveryStatus.SENDING, attempts=F("attempts") + 1,
+                                                           claimed_until=now + lease()))
+
+
+def _send_webhook(delivery: Delivery) -> tuple[int | None, str]:
+    """POST the event to the webhook: (status code, error words; "" when it was a 2xx)."""
+    webhook = delivery.webhook
+    if webhook is None:
+        return None, "the webhook was deleted"
+    refused = resolved_problem(webhook.url)
+    if refused:
+        return None, f"not sent: {refused}"
+    raw = body(delivery.event)
+    timestamp = str(int(time.time()))
+    headers = {"Content-Type": "application/json", "User-Agent": "Slipway-Webhook/1",
+               SIGNATURE_HEADER: signature(webhook_secret(webhook), timestamp, raw), TIMESTAMP_HEADER: timestamp,
+               DELIVERY_HEADER: str(delivery.event_id), EVENT_HEADER: delivery.event.kind}
+    try:
+        response = httpx.post(webhook.url, content=raw, headers=headers, follow_redirects=False,
+                              timeout=settings.SLIPWAY_WEBHOOK_TIMEOUT_SECONDS)
+    except httpx.HTTPError as exc:
+        return None, f"{exc.__class__.__name__}: {exc}"
+    if 200 <= response.status_code < 300:
+        return response.status_code, ""
+    return response.status_code, f"HTTP {response.status_code}"
+
+
+def _send_email(delivery: Delivery) -> tuple[int | None, str]:
+    event = delivery.event
+    try:
+        send_mail(f"[Slipway] {event.title}", f"{event.text}\n", None, [delivery.target])
+    except Exception as exc:  # SMTP and other backends raise many classes: retried, logged in the row
+        return None, f"{exc.__class__.__name__}: {exc}"
+    return None, ""
+
+
+def attempt(pk: int, now: datetime | None = None) -> Outcome:
+    """One attempt at delivery ``pk`` (steps below); safe to call twice, and from two workers at once."""
+    now = now or timezone.now()
+    # 1. Claim it, or leave it to whoever has it (or to its next attempt's time).
+    if not _claim(pk, now):
+        return Outcome("skipped")
+    delivery = Delivery.objects.select_related("event__team", "webhook").get(pk=pk)
+    # 2. Send, outside any transaction: the claim is what keeps a second worker off it.
+    send = _send_webhook if delivery.channel == Channel.WEBHOOK else _send_email
+    code, error = send(delivery)
+    done = timezone.now()
+    mine = Delivery.objects.filter(pk=pk, status=DeliveryStatus.SENDING, attempts=delivery.attempts)
+    # 3. Record what happened: sent, or pending again after a backoff, or failed after the last attempt.
+    if not error:
+        mine.update(status=DeliveryStatus.SENT, sent_at=done, response_code=code, last_error="", claimed_until=None)
+        return Outcome("sent")
+    gone = delivery.channel == Channel.WEBHOOK and delivery.webhook_id is None
+    if gone or delivery.attempts >= settings.SLIPWAY_WEBHOOK_MAX_ATTEMPTS:
+        mine.update(status=DeliveryStatus.FAILED, response_code=code, last_error=error[:300], claimed_until=None)
+        return Outcome("failed")
+    delay = backoff(delivery.attempts)
+    mine.update(status=DeliveryStatus.PENDING, response_code=code, last_error=error[:300], claimed_until=None,
+                next_attempt_at=done + timedelta(seconds=delay))
+    return Outcome("retry", delay)
+
+
+def overdue(now: datetime) -> tuple[list[str], list[int]]:
+    """What the sweep re-drives: events never fanned out and deliveries due but not sent.
+
+    A fan-out or a delivery task lost with the broker, or a worker killed mid-send (its claim
+    ran out), is found here; allowing one sweep period for the normal path to go first.
+    """
+    grace = now - timedelta(seconds=settings.SLIPWAY_NOTIFY_SWEEP_SECONDS)
+    events = list(Event.objects.filter(fanned_out_at__isnull=True, created_at__lte=grace)
+                  .values_list("key", flat=True)[:500])
+    deliveries = list(Delivery.objects.filter(
+        Q(status=DeliveryStatus.PENDING, next_attempt_at__lte=grace)
+        | Q(status=DeliveryStatus.SENDING, claimed_until__lt=now)).values_list("pk", flat=True)[:500])
+    return events, deliveries

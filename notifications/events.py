@@ -1,0 +1,99 @@
+"""Recording events: one row per thing that happened, written where it happened, keyed so it is written once.
+
+The receivers (:mod:`notifications.receivers`) call these *inside* the transaction of the state
+move they report, so the event commits or rolls back with the move; a replayed move writes
+nothing (its conditional update failed, no signal was sent) and a replayed row is a no-op
+(``ON CONFLICT (key) DO NOTHING``). Nothing here calls out or publishes: fan-out and delivery
+run in Celery tasks after commit, so the reconcile cycle pays one INSERT per event and never
+waits for a mail server or a webhook.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Q
+
+from inference.constants import EndpointState
+from inference.models import InferenceEndpoint
+from jobs.constants import RunState
+from jobs.models import TrainingRun
+from notifications.constants import EventKind
+from notifications.models import Event
+from workloads.registry import kind_of, kinds
+
+#: The workload moves that are events: (the kind's model, its new state) → the event's kind.
+MOVES: dict[tuple[type, str], EventKind] = {
+    (TrainingRun, RunState.SUCCEEDED): EventKind.RUN_SUCCEEDED,
+    (TrainingRun, RunState.FAILED): EventKind.RUN_FAILED,
+    (InferenceEndpoint, EndpointState.DEGRADED): EventKind.ENDPOINT_DEGRADED,
+}
+
+
+def record(kind: EventKind, team, key: str, title: str, text: str, ref: str = "", **details) -> str:
+    """Write the event ``key`` unless it exists; returns the key (fan it out after commit)."""
+    Event.objects.bulk_create([Event(key=key[:200], kind=kind, team=team, ref=ref, title=title[:200],
+                                     text=f"[{team.slug}] {text}", details=details)],
+                              ignore_conflicts=True)
+    return key[:200]
+
+
+def workload_moved(model: type, workload, state: str, reason: str, at: datetime) -> str | None:
+    """The event of a workload's state move, if that move is one (:data:`MOVES`)."""
+    kind = MOVES.get((model, state))
+    if kind is None:
+        return None
+    noun = kind_of(workload).noun.capitalize()
+    said = {EventKind.RUN_SUCCEEDED: "succeeded", EventKind.RUN_FAILED: "failed",
+            EventKind.ENDPOINT_DEGRADED: "is degraded"}[kind]
+    title = f"{noun} {workload.name} {said}"
+    # A run ends once; an endpoint may be degraded again after it recovered: each time is its own event.
+    key = f"{kind}:{workload.ref}" if kind != EventKind.ENDPOINT_DEGRADED else f"{kind}:{workload.ref}:{at.isoformat()}"
+    return record(kind, workload.team, key, title, f"{title} ({workload.ref}){': ' + reason if reason else '.'}",
+                  ref=workload.ref, state=state, reason=reason, name=workload.name, at=at.isoformat())
+
+
+def preempted(event) -> str:
+    """A :class:`quotas.models.PreemptionEvent` just written (a reclaim, or a spot interruption)."""
+    title = f"{event.ref} preempted"
+    return record(EventKind.PREEMPTED, event.team, f"{EventKind.PREEMPTED}:{event.pk}", title,
+                  f"{title}: {event.reason}", ref=event.ref, reason=event.reason, cause=event.cause,
+                  units=event.units, at=event.at.isoformat())
+
+
+def budget_alert(audit_event) -> str:
+    """The budget-alert audit event of a team's month (quotas.services.enforce_budgets writes one a month)."""
+    details = audit_event.details
+    team = audit_event.team
+    threshold = details.get("threshold_pct") or 100
+    title = f"Team {team.slug} passed {threshold}% of its budget"
+    text = (f"{title}: {details.get('spent')} of {details.get('limit')} {settings.SLIPWAY_CURRENCY} spent "
+            f"this month ({audit_event.target}).")
+    return record(EventKind.BUDGET_ALERT, team, f"{EventKind.BUDGET_ALERT}:{team.pk}:{audit_event.target}", title,
+                  text, month=audit_event.target, spent=details.get("spent"), limit=details.get("limit"),
+                  threshold_pct=threshold)
+
+
+def long_waits(now: datetime) -> list[str]:
+    """Record an event for every workload queued for longer than ``SLIPWAY_NOTIFY_QUEUED_MINUTES``.
+
+    Once per stay in the queue: the key carries the workload's ``attempt``, which a requeue
+    after a preemption increases, and a stay starts at the preemption (else at submission).
+    Returns the keys written now. Two statements per kind plus one, however many wait.
+    """
+    minutes = settings.SLIPWAY_NOTIFY_QUEUED_MINUTES
+    cutoff = now - timedelta(minutes=minutes)
+    waiting = []
+    for kind in kinds():
+        rows = (kind.model.objects.filter(state=kind.lifecycle.queued)
+                .filter(Q(last_preempted_at__isnull=True, created_at__lte=cutoff) | Q(last_preempted_at__lte=cutoff))
+                .select_related("team"))
+        waiting += [(kind, row, f"{EventKind.QUEUE_WAITING}:{row.ref}:{row.attempt}") for row in rows]
+    known = set(Event.objects.filter(key__in=[key for _k, _r, key in waiting]).values_list("key", flat=True))
+    fresh = [(kind, row, key) for kind, row, key in waiting if key not in known]
+    for kind, row, key in fresh:
+        title = f"{kind.noun.capitalize()} {row.name} has waited for quota over {minutes} min"
+        record(EventKind.QUEUE_WAITING, row.team, key, title, f"{title} ({row.ref}): {row.reason}", ref=row.ref,
+               reason=row.reason, name=row.name, minutes=minutes)
+    return [key for _k, _r, key in fresh]

@@ -1,0 +1,14 @@
+"""Signals the workloads app sends about state moves, for the apps above it to act on.
+
+``workload_moved`` is sent *inside* the transaction of a conditional state move that took
+effect (the reconcile cycle's observed moves, :func:`workloads.lifecycle.fail`), with
+``sender=<the kind's model>, workload=..., state=<the new state>, reason=..., at=<when>``.
+A cycle replayed, or racing a user's action, moves nothing and so sends nothing: a receiver
+that writes a row in the handler records each move exactly once, committed or rolled back with
+it. Receivers must only write the database (never publish, never call out): publishing happens
+after commit. workloads never imports its receivers (notifications connects to this signal).
+"""
+
+from django.dispatch import Signal
+
+workload_moved = Signal()
