@@ -329,7 +329,7 @@ def _stop_billing(workload, last_seen: datetime) -> None:
         return
     kind = kind_for(workload.identity.prefix)
     plan = _Plan(kind, workload, WorkloadStatus(state="", reason=""), bill.changes, bill)
-    _apply(plan, ReconcileReport())
+    _apply(plan, ReconcileReport(), last_seen)
 
 
 #: What a cycle reads of a workload row: the shared columns, not the kind's spec (command, env,
