@@ -53,6 +53,7 @@ clusters:
       - {{prefix: west-a100, count: 1, cpu: "96", memory: 1152Gi, gpu: {{product: {A100}, count: 8}}}}
 """
 REPLACE_AFTER_MINUTES = 2
+LOST_AFTER_CYCLES = 3
 CHECKPOINT = "/slipway/checkpoints/step-300.pt"
 
 
@@ -63,6 +64,7 @@ def timeline(published, monkeypatch, settings, tmp_path, flavors):
     settings.SLIPWAY_SANDBOX_INVENTORY = str(path)
     settings.SLIPWAY_CLUSTER_BACKEND = "sandbox"
     settings.SLIPWAY_LOST_REPLACE_AFTER_MINUTES = REPLACE_AFTER_MINUTES
+    settings.SLIPWAY_CLUSTER_LOST_AFTER_CYCLES = LOST_AFTER_CYCLES
     made = FleetTimeline(published, START)
     monkeypatch.setattr(timezone, "now", lambda: made.now)
     return made
@@ -151,14 +153,13 @@ def test_two_clusters_place_drain_lose_and_resume_a_run_billed_once(timeline, st
     assert pods.post(f"/api/v1/runs/{ckpt}/checkpoints/", {"step": 300, "path": CHECKPOINT},
                      format="json").status_code == 201
     timeline.cycles(6)
-    first = TrainingRun.objects.get(pk=ckpt)
-    east_start = first.started_at
+    east_start = TrainingRun.objects.get(pk=ckpt).started_at
     assert job_env("east", ckpt)["SLIPWAY_ATTEMPT"] == "1"
 
     # 4. East stops answering: degraded for a few cycles, then lost; the others go on.
     call_command("sandbox", "silence", "east")
     states = []
-    for _ in range(Cluster.objects.get(name="east").silent_cycles + 3):
+    for _ in range(LOST_AFTER_CYCLES):
         timeline.cycle()
         listed = {c["name"]: c["state"] for c in ops.get("/api/v1/clusters/").json()}
         states.append(listed["east"])
