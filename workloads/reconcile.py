@@ -15,13 +15,15 @@ Run by Celery beat every ``SLIPWAY_RECONCILE_INTERVAL`` seconds (single-flight, 
    ``SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS`` — fails here, and its objects are deleted). A workload
    that keeps running as it was writes nothing at all; at an hour boundary the segments that
    only roll over are written in batches;
-4. marks for re-drive workloads admitted but absent from the cluster after one period (a lost
-   enqueue or a worker killed mid-task; the task publishes them after the cycle), and fails
-   them after too many attempts;
+4. marks for re-drive workloads placed on the cluster and admitted but absent from it after one
+   period (a lost enqueue or a worker killed mid-task; the task publishes them after the cycle),
+   and fails them after too many attempts;
 5. fails workloads whose cluster objects vanished, and deletes cluster objects left behind by
-   ended or deleted workloads, and what outlived the attempts of work that has ended for good
-   (a run's checkpoint claim: it is observed, but set apart from the attempt the cycle follows);
-6. admits queued work that now fits, and refreshes queued reasons;
+   ended or deleted workloads, or by an earlier attempt of work placed elsewhere or not yet, and
+   what outlived the attempts of work that has ended for good (a run's checkpoint claim: it is
+   observed, but set apart from the attempt the cycle follows);
+6. re-drives admitted work not placed yet (step 4's rule, whichever clusters answer), admits
+   queued work that now fits, and refreshes queued reasons;
 7. audits, once a month per team, a budget that crossed its alert threshold, and stops running
    work of teams whose budget is spent when their policy says so.
 
@@ -190,7 +192,9 @@ def reconcile_queue(now: datetime | None = None, report: ReconcileReport | None 
     report = report if report is not None else ReconcileReport()
     now = now or timezone.now()
 
-    # 6. Admit queued work that fits now (in every team that has a queue).
+    # 6. Re-drive admitted work not placed yet, then admit queued work that fits now (in every team
+    #    that has a queue).
+    _redrive_unplaced(now, report)
     team_ids = report.teams_to_admit | set(QueuedRequest.objects.values_list("team_id", flat=True).distinct())
     for team in Team.objects.filter(pk__in=team_ids):
         report.admitted += admission.admit_waiting(team)
@@ -235,6 +239,28 @@ class _Home:
 
 def _home(cluster: Cluster) -> _Home:
     return _Home(cluster.pk, cluster.pk == fleet.default_cluster().pk)
+
+
+def _unplaced_q(kind: WorkloadKind) -> Q:
+    """Work waiting for its attempt's first apply and not placed yet (see :func:`_unplaced`)."""
+    return Q(cluster__isnull=True, applied_at__isnull=True, state__in=kind.lifecycle.applyable)
+
+
+def _unplaced(kind: WorkloadKind, workload) -> bool:
+    """Whether ``workload`` waits for its attempt's first apply, placed nowhere yet. Placement comes
+    before the apply, so nothing of this attempt is on any cluster: no cluster's cycle follows it
+    (objects of its name are an earlier attempt's, a requeue off a lost cluster), and the queue's
+    step re-drives it, whichever clusters answer."""
+    return (workload.cluster_id is None and workload.applied_at is None
+            and workload.state in kind.lifecycle.applyable)
+
+
+def _redrive_unplaced(now: datetime, report: ReconcileReport) -> None:
+    """Re-drive admitted work placed nowhere whose apply did not happen (its task lost, or no cluster
+    could take it then): not left to a cluster's cycle, which does not run while that cluster is lost."""
+    for kind in kinds():
+        for workload in kind.model.objects.filter(_unplaced_q(kind)).select_related("team", "flavor"):
+            _redrive_if_stuck(kind, workload, now, report, report.teams_to_admit)
 
 
 def observe_failed(cluster: Cluster, backend, exc: ClusterError, now: datetime, report: ReconcileReport) -> None:
@@ -330,6 +356,10 @@ def _snapshot(kind: WorkloadKind, home: _Home) -> list:
 def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: idle.Utilization,
             observe_started: datetime, now: datetime, report: ReconcileReport, teams: set[int]) -> _Plan | None:
     """Steps 3–5 for one workload; returns its plan, or None when it was handled here."""
+    if _unplaced(kind, workload):
+        # Nothing of this attempt is on a cluster yet: objects of its name here are an earlier attempt's
+        # (left on a cluster that was lost), deleted as leftovers; the queue's step re-drives it.
+        return None
     obs = observed.pop((workload.namespace, workload.cluster_name), None)
     if workload.state == kind.lifecycle.ended:
         _finish_removal(kind, backend, workload, obs, report)
@@ -680,7 +710,7 @@ def _delete_leftovers(backend, home: _Home, leftovers: dict[tuple[str, str], Obs
             candidates.setdefault(kind, {})[identity.pk] = ClusterAddress(namespace, name)
     for kind, addresses in candidates.items():
         keep = set(kind.model.objects.filter(home.q(), pk__in=addresses).exclude(state__in=kind.lifecycle.removed)
-                   .values_list("pk", flat=True))
+                   .exclude(_unplaced_q(kind)).values_list("pk", flat=True))
         for pk, address in addresses.items():
             if pk in keep:
                 continue

@@ -119,7 +119,8 @@ def reconcile() -> str:
     however many workers run, then the queue's step here (admission, reclaim, budgets: global per team).
 
     Each part is single-flight across all workers by its own lock, so a slow or dead cluster
-    delays no other cluster and not the queue.
+    delays no other cluster and not the queue. Admitted work not placed on a cluster yet is
+    re-driven by the queue's step, and published here.
     """
     for cluster in fleet.clusters():
         queueing.publish(reconcile_cluster, cluster.name)
@@ -127,6 +128,8 @@ def reconcile() -> str:
         if not mine:
             return "busy"
         report = reconcile_queue()
+    for identity in report.redriven:
+        queueing.publish(apply_workload, identity.prefix, identity.pk)
     return f"admitted={len(report.admitted)} preempted={len(report.preempted)}"
 
 

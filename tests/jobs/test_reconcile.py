@@ -13,6 +13,7 @@ from django.utils import timezone
 from cluster.backends.base import NodeCapacity
 from cluster.errors import Invalid, Transient
 from fleet.models import Cluster
+from fleet.services import default_cluster
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import cancel_run, submit_run
@@ -216,9 +217,16 @@ def test_the_reconcile_task_publishes_what_the_cycle_redrives(submit, fake_backe
     run = submit()  # admitted a minute ago; its create task was "lost"
     TrainingRun.objects.filter(pk=run.pk).update(admitted_at=timezone.now() - timedelta(minutes=1))
     published.clear()
-    assert reconcile().startswith("admitted=")  # the queue's step here, each cluster's in a task of its own
-    assert published == [("workloads.tasks.reconcile_cluster", ("default",))]
+    # Not placed yet: the queue's step (here) re-drives it; each cluster's step is a task of its own.
+    assert reconcile().startswith("admitted=")
+    assert published == [("workloads.tasks.reconcile_cluster", ("default",)),
+                         ("workloads.tasks.apply_workload", ("run", run.pk))]
     published.clear()
+    assert reconcile_cluster("default").startswith("observed=")
+    assert published == []
+    # Placed on its cluster and still absent a period later: that cluster's task re-drives it.
+    TrainingRun.objects.filter(pk=run.pk).update(cluster=default_cluster(),
+                                                 apply_started_at=timezone.now() - timedelta(minutes=1))
     assert reconcile_cluster("default").startswith("observed=")
     assert published == [("workloads.tasks.apply_workload", ("run", run.pk))]
 
@@ -235,12 +243,25 @@ def test_it_gives_up_on_a_run_that_never_reaches_the_cluster(submit, fake_backen
 
 def test_it_moves_a_run_applied_by_a_worker_that_died_before_saving(submit, fake_backend):
     run = submit()
-    # The worker applied the objects but was killed before marking the run pending.
+    # The worker placed the run and applied its objects, but was killed before marking it pending.
+    TrainingRun.objects.filter(pk=run.pk).update(cluster=default_cluster())
     fake_backend.apply(create_objects(run))
     fake_backend.set_running(NS, run.cluster_name, units=2)
     rec.reconcile(fake_backend)
     run.refresh_from_db()
     assert run.state == RunState.RUNNING
+
+
+def test_objects_of_a_run_not_placed_yet_are_an_earlier_attempts_and_not_followed(submit, fake_backend):
+    """A run queued again off a lost cluster waits for its next attempt's apply, placed nowhere; the
+    copy its last attempt left on the cluster is not taken for it, and is deleted as a leftover."""
+    run = submit()
+    fake_backend.apply(create_objects(run))
+    fake_backend.set_running(NS, run.cluster_name, units=2)
+    report = rec.reconcile(fake_backend)
+    run.refresh_from_db()
+    assert (run.state, run.started_at, run.cluster_id) == (RunState.ADMITTED, None, None)
+    assert report.orphans_deleted == [run.cluster_name] and not fake_backend.objects
 
 
 def create_objects(run):

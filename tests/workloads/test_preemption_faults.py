@@ -15,6 +15,7 @@ from django.utils import timezone
 from cluster.backends.base import NOTICE_ANNOTATION
 from cluster.errors import Transient
 from cluster.status import parse_time
+from fleet.services import default_cluster
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import submit_run
@@ -46,6 +47,8 @@ def test_a_preemption_whose_delete_was_lost_is_finished_by_the_reconciler(flavor
     t0 = timezone.now().replace(microsecond=0)
     runs = [submit_run(alice, vision, spec(name)) for name in ("own", "borrowed")]
     for run in runs:
+        # What the apply task does: place the run, then apply its objects.
+        TrainingRun.objects.filter(pk=run.pk).update(cluster=default_cluster())
         fake_backend.apply([{"apiVersion": "batch/v1", "kind": "Job", "metadata": {
             "name": run.cluster_name, "namespace": run.namespace,
             "labels": {"app.kubernetes.io/managed-by": "slipway", "slipway.dev/workload": run.cluster_name}}}])

@@ -11,6 +11,8 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+import fleet.services as fleet
+from cluster.errors import Transient
 from cluster.status import parse_time
 from sandbox.backend import SandboxBackend
 from tests.backends import use_backend
@@ -70,3 +72,41 @@ def scripted_timeline(published, monkeypatch, settings, start: datetime,
     monkeypatch.setattr(timezone, "now", lambda: made.now)
     use_backend(settings, made.backend)
     return made
+
+
+class FleetTimeline(Timeline):
+    """Several sandbox clusters (the inventory's ``clusters:``), each with the backend the portal builds
+    for it from ``SLIPWAY_CLUSTER_BACKEND=sandbox``: every cycle ticks them all, silenced or not (a
+    silenced cluster runs on), and runs the whole reconcile — each cluster, then the queue — publishing
+    what it re-drives, as the reconcile tasks do. An apply that no cluster can take now (``Transient``)
+    is dropped, as Celery gives up on it after its retries: the reconciler re-drives it."""
+
+    def __init__(self, published, start: datetime):
+        self.published = published
+        self.now = start
+        self.unapplied: list[str] = []  #: the Transient messages of the applies dropped
+
+    def run_tasks(self) -> None:
+        while self.published:
+            name, args = self.published.pop(0)
+            if name == "workloads.tasks.apply_workload":
+                try:
+                    assert apply_workload(*args) in ("applied", "skipped")
+                except Transient as exc:
+                    self.unapplied.append(str(exc))
+
+    def backend_of(self, cluster: str) -> SandboxBackend:
+        return fleet.backend(fleet.get(cluster))
+
+    def advance(self, seconds: int) -> None:
+        self.now += timedelta(seconds=seconds)
+        self.run_tasks()
+        for cluster in fleet.clusters():
+            fleet.backend(cluster).tick(self.now)
+
+    def cycle(self, seconds: int = INTERVAL):
+        self.advance(seconds)
+        report = rec.reconcile(now=self.now)
+        self.published += [("workloads.tasks.apply_workload", (i.prefix, i.pk)) for i in report.redriven]
+        self.run_tasks()
+        return report
