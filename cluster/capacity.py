@@ -13,6 +13,8 @@ east" (:func:`clusters_capacity_reason`). Which nodes count is :func:`serves`: t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from cluster.backends.base import ClusterEvent, NodeCapacity
 from cluster.manifests.common import SPOT_KEY, SPOT_VALUE, node_selector
 from cluster.specs import FlavorSpec
@@ -66,6 +68,22 @@ def capacity_reason(flavor: FlavorSpec, units_per_node: int, nodes: list[NodeCap
     if largest.free == 0:
         return f"{need}; every {flavor} node is full"
     return f"{need}; the largest free block is {largest.free} (node {largest.node})"
+
+
+def bind(nodes: list[NodeCapacity], flavor: FlavorSpec, units_per_node: int, workers: int,
+         spot: bool = False) -> list[NodeCapacity]:
+    """``nodes`` once ``workers`` pods of ``units_per_node`` units each are bound, as the scheduler
+    would: each on the serving node with the most free units that holds it (a pod that fits nowhere
+    is left out). What placement counts for work placed a moment ago that the nodes do not show yet.
+    """
+    nodes = list(nodes)
+    for _ in range(workers):
+        fitting = [i for i, n in enumerate(nodes) if serves(n, flavor, spot) and n.free >= units_per_node]
+        if not fitting:
+            break
+        i = max(fitting, key=lambda i: (nodes[i].free, nodes[i].node))
+        nodes[i] = replace(nodes[i], in_use=nodes[i].in_use + units_per_node)
+    return nodes
 
 
 def clusters_capacity_reason(flavor: FlavorSpec, units_per_node: int,

@@ -12,23 +12,48 @@ Prices: each cluster offers a flavor at its own price where staff set one
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Q
 
 import fleet.services as fleet
+from cluster.capacity import bind
 from cluster.errors import ClusterError
 from cluster.placement import ClusterOffer, Placement, PlacementRequest, place
 from fleet.models import Cluster
+from workloads.registry import kinds
 
 #: The placement reason of a single-cluster install.
 ONLY_CLUSTER = "{cluster}: the only cluster"
 
 
+def just_placed(clusters: list[Cluster], now: datetime) -> dict[int, list[PlacementRequest]]:
+    """Per cluster, the requests of work placed there in the last :func:`pending_window` that has not
+    started: its pods may not be bound to nodes yet (the sandbox binds at its next tick, a real
+    scheduler within seconds), so the nodes do not show it. Without this a burst of applies (the
+    demo's seeding, a CI pipeline) would all read the same free units and pile onto one cluster."""
+    since = now - pending_window()
+    found: dict[int, list[PlacementRequest]] = {}
+    for kind in kinds():
+        recent = (kind.model.objects.filter(cluster__in=clusters, placed_at__gte=since, started_at__isnull=True,
+                                            state__in=kind.model.HOLDING_STATES)
+                  .select_related("flavor", "team"))
+        for workload in recent:
+            found.setdefault(workload.cluster_id, []).append(request_for(kind, workload))
+    return found
+
+
+def pending_window() -> timedelta:
+    """How long placed work may take to show on its cluster's nodes: two reconcile intervals, at least 10 s."""
+    return timedelta(seconds=max(2 * settings.CELERY_RECONCILE_INTERVAL, 10))
+
+
 def offers(clusters: list[Cluster], flavors, now: datetime) -> list[ClusterOffer]:
     """Each cluster as :func:`place` reads it: state, labels, its nodes now (as last seen when it does
-    not answer), and the ``flavors``' prices."""
+    not answer) less what was placed there a moment ago (:func:`just_placed`), and the ``flavors``' prices."""
     found = []
+    pending = just_placed(clusters, now)
     for cluster in clusters:
         # Each cluster's own price of the flavor where it has one (quotas.models.ClusterPrice).
         prices = {f.name: f.price(False, cluster.pk) for f in flavors}
@@ -42,6 +67,8 @@ def offers(clusters: list[Cluster], flavors, now: datetime) -> list[ClusterOffer
             else:
                 fleet.record_nodes(cluster, live, now)
                 nodes = live
+        for request in pending.get(cluster.pk, []):
+            nodes = bind(nodes, request.flavor, request.units_per_node, request.nodes_needed, request.spot)
         found.append(ClusterOffer(name=cluster.name, state=cluster.state, nodes=tuple(nodes), prices=prices,
                                   spot_prices=spot_prices, labels=dict(cluster.labels)))
     return found

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from cluster.backends.base import ClusterEvent, NodeCapacity
 from cluster.capacity import (
+    bind,
     capacity_reason,
     clusters_capacity_reason,
     free_blocks,
@@ -99,3 +100,13 @@ def test_spot_work_counts_spot_nodes_only_and_other_work_never_does():
 def test_free_blocks_packs_several_workers_on_a_node_when_they_fit():
     nodes = [NodeCapacity("a", "nvidia.com/gpu", 8, 0, A100), NodeCapacity("b", "nvidia.com/gpu", 8, 2, A100)]
     assert (free_blocks(nodes, 4), free_blocks(nodes, 3), free_blocks(nodes, 8), free_blocks([], 1)) == (3, 4, 1, 0)
+
+
+def test_bind_puts_each_pod_on_the_emptiest_serving_node_as_a_scheduler_would():
+    flavor = FlavorSpec("a100-80gb", "nvidia.com/gpu", "NVIDIA-A100-SXM4-80GB")
+    labels = dict(node_selector(flavor))
+    nodes = [NodeCapacity("a", "nvidia.com/gpu", 8, 2, labels), NodeCapacity("b", "nvidia.com/gpu", 8, 0, labels),
+             NodeCapacity("c", "nvidia.com/gpu", 8, 0, {})]  # c offers no flavor: no labels
+    bound = bind(nodes, flavor, units_per_node=4, workers=3)
+    assert [(n.node, n.free) for n in bound] == [("a", 2), ("b", 0), ("c", 8)]  # b (8), a (6 > 4), b again; c never
+    assert [n.free for n in nodes] == [6, 8, 8]  # the input is left as it was

@@ -13,7 +13,7 @@ from quotas.ledger import month_spend
 from quotas.models import ClusterPrice, UsageRecord
 from quotas.services import seed_cluster_prices, set_cluster_price
 from teams.models import AuditEvent
-from tests.fleet.conftest import apply, iso
+from tests.fleet.conftest import apply, iso, node
 from workloads import reconcile as rec
 
 pytestmark = pytest.mark.django_db
@@ -90,3 +90,12 @@ def test_staff_price_a_flavor_per_cluster_in_the_admin(clusters, flavors, staff,
     assert ClusterPrice.objects.get(flavor=a100, cluster=east).price_per_hour == Decimal("3.25")
     assert AuditEvent.objects.filter(action=AuditEvent.Action.PRICE_CHANGED, target="flavor a100-80gb on east",
                                      actor=staff).exists()
+
+
+def test_a_burst_of_applies_counts_what_was_just_placed_and_spreads(priced, submit, flavors):
+    # The clusters show the same free A100s to every apply (their nodes do not show pods not bound yet).
+    priced["east"].nodes = [node("east-a100-0", flavors["a100-80gb"], free=5)]
+    first = apply(submit(name="first", gpus_per_worker=4))
+    second = apply(submit(name="second", gpus_per_worker=4))
+    assert (first.cluster.name, second.cluster.name) == ("east", "west")  # east is cheaper, but has 1 left
+    assert second.placement_reason.startswith("west: the only cluster that can take it now")
