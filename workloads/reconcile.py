@@ -257,9 +257,16 @@ def _unplaced(kind: WorkloadKind, workload) -> bool:
 
 def _redrive_unplaced(now: datetime, report: ReconcileReport) -> None:
     """Re-drive admitted work placed nowhere whose apply did not happen (its task lost, or no cluster
-    could take it then): not left to a cluster's cycle, which does not run while that cluster is lost."""
+    could take it then): not left to a cluster's cycle, which does not run while that cluster is lost.
+    Such work chosen as a reclaim's victim before it was applied queues again at once."""
     for kind in kinds():
         for workload in kind.model.objects.filter(_unplaced_q(kind)).select_related("team", "flavor"):
+            if workload.preempting_since is not None:
+                # Preempted before its first apply: nothing of it runs anywhere, it queues again now.
+                if preemption.follow(kind, None, workload, None, now):
+                    report.requeued.append(workload.ref)
+                    report.teams_to_admit.add(workload.team_id)
+                continue
             _redrive_if_stuck(kind, workload, now, report, report.teams_to_admit)
 
 

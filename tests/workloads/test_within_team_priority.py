@@ -13,8 +13,11 @@ from jobs.models import TrainingRun
 from jobs.services import submit_run
 from quotas import services as quota_services
 from quotas.models import PreemptionEvent
+from teams.models import Role
+from tests.factories import add_member, cohort_pair, make_user
 from tests.jobs.conftest import run_payload
 from workloads import preemption
+from workloads import reconcile as rec
 
 pytestmark = pytest.mark.django_db
 
@@ -48,3 +51,22 @@ def test_normal_priority_never_preempts_its_team(member, team, quota, staff, fak
     submit(member, team, "sweep", 8, "low")
     submit(member, team, "normal", 4, "normal")
     assert preemption.reclaim(timezone.now() + timedelta(hours=1)) == []
+
+
+def test_work_preempted_before_its_first_apply_queues_again_at_the_next_cycle(flavors, fake_backend, published):
+    """Placed nowhere yet, so no cluster's cycle follows it: the queue's step requeues it."""
+    staff = make_user("root", staff=True)
+    nlp, vision = cohort_pair(staff, min_runtime_minutes=0, preemption_delay_seconds=0)
+    alice, noor = make_user("alice"), make_user("noor")
+    add_member(vision, alice, Role.MEMBER)
+    add_member(nlp, noor, Role.MEMBER)
+    spec = {"image": "registry.example.com/ml/trainer:1.4", "command": ["python", "t.py"], "flavor": "a100-80gb",
+            "gpus_per_worker": 4}
+    submit_run(alice, vision, {**spec, "name": "own"})
+    borrowed = submit_run(alice, vision, {**spec, "name": "borrowed"})
+    submit_run(noor, nlp, {**spec, "name": "mine"})
+    assert preemption.reclaim(timezone.now()) == [borrowed.ref]
+    report = rec.reconcile(fake_backend)
+    assert report.requeued == [borrowed.ref]
+    assert TrainingRun.objects.get(pk=borrowed.pk).state == "queued"
+    assert TrainingRun.objects.get(name="mine").state == "admitted"
