@@ -21,7 +21,7 @@ START, TOKEN = "/api/v1/auth/device/", "/api/v1/auth/token/"
 
 
 @pytest.fixture(autouse=True)
-def _empty_cache():
+def _empty_cache(db):  # without Redis the cache is the database's (the SQLite pass)
     cache.clear()
     yield
     cache.clear()
