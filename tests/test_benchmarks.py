@@ -73,13 +73,13 @@ def test_the_sharing_bench_prints_its_figures_and_keeps_the_invariants_at_every_
     for figure in ("utilization", "fair-share error", "preemptions", "lost GPU-hours", "mean queue wait",
                    "team-a", "team-b", "team-c", "targets:"):
         assert figure in out, out
-    setup, _trace, (cohort, recency, walls) = sharing.simulate(sharing.parse(args))
+    setup, _trace, (cohort, recency, foresight, walls) = sharing.simulate(sharing.parse(args))
     nominal = setup.nominal
     lends = sum(nominal.values())
     ceiling = {team: nominal[team] + min(setup.borrowing_limit[team] if setup.borrowing_limit[team] is not None
                                          else lends, lends - nominal[team]) for team in nominal}
     assert cohort.samples and walls.samples
-    for sample in cohort.samples + recency.samples:
+    for sample in cohort.samples + recency.samples + foresight.samples:
         assert sum(sample.values()) <= lends
         assert all(sample[team] <= ceiling[team] for team in nominal), sample
     for sample in walls.samples:
@@ -91,4 +91,6 @@ def test_the_sharing_bench_prints_its_figures_and_keeps_the_invariants_at_every_
     assert cohort.preemptions > 0 and not cohort.broken and not walls.broken
     # Both victim orders replayed (issue #24's comparison), each keeping the invariants.
     assert recency.preemptions > 0 and not recency.broken
+    assert foresight.preemptions > 0 and not foresight.broken
+    assert "the best any victim order could do" in out, out
     assert "lost GPU-hours fall by at least half against recency" in out, out
