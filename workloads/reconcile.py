@@ -687,15 +687,15 @@ def _delete_kept(backend, home: _Home, kept: dict[tuple[str, str], ClusterAddres
     for kind, addresses in candidates.items():
         ended = (*kind.model.FINAL_STATES, *kind.lifecycle.removed)
         here = Q(cluster__isnull=True) | Q(cluster_id=home.cluster_id)  # not placed elsewhere since
-        live = set(kind.model.objects.filter(here, pk__in=addresses).exclude(state__in=ended)
-                   .values_list("pk", flat=True))
+        live = kind.model.objects.filter(here).exclude(state__in=ended)
+        live_now = set(live.filter(pk__in=addresses).values_list("pk", flat=True))
         resources = tuple(replace(r, deleted=r.kept_across_attempts) for r in kind.resources)
         for pk, address in addresses.items():
-            if pk in live:
+            if pk in live_now:
                 continue
             try:
-                backend.delete(address, resources)
-                report.kept_deleted.append(address.cluster_name)
+                if _delete_unless(live, pk, backend, address, resources):
+                    report.kept_deleted.append(address.cluster_name)
             except ClusterError as exc:
                 logger.warning("could not delete what %s/%s kept across attempts: %s", address.namespace,
                                address.cluster_name, exc)
@@ -716,13 +716,32 @@ def _delete_leftovers(backend, home: _Home, leftovers: dict[tuple[str, str], Obs
         if kind is not None:
             candidates.setdefault(kind, {})[identity.pk] = ClusterAddress(namespace, name)
     for kind, addresses in candidates.items():
-        keep = set(kind.model.objects.filter(home.q(), pk__in=addresses).exclude(state__in=kind.lifecycle.removed)
-                   .exclude(_unplaced_q(kind)).values_list("pk", flat=True))
+        followed = kind.model.objects.filter(home.q()).exclude(state__in=kind.lifecycle.removed).exclude(
+            _unplaced_q(kind))
+        keep = set(followed.filter(pk__in=addresses).values_list("pk", flat=True))
         for pk, address in addresses.items():
             if pk in keep:
                 continue
             try:
-                backend.delete(address, kind.resources)
-                report.orphans_deleted.append(address.cluster_name)
+                if _delete_unless(followed, pk, backend, address, kind.resources):
+                    report.orphans_deleted.append(address.cluster_name)
             except ClusterError as exc:
                 logger.warning("could not delete leftover %s/%s: %s", address.namespace, address.cluster_name, exc)
+
+
+def _delete_unless(keeps, pk: int, backend, address: ClusterAddress, resources) -> bool:
+    """Delete workload ``pk``'s objects of ``resources`` at ``address`` unless ``pk`` is now among
+    ``keeps``, holding the workload's row meanwhile; whether it deleted.
+
+    The callers chose ``pk`` by one query a moment before, and a worker may since have placed the
+    workload on this very cluster and applied its next attempt, whose objects have the old ones'
+    names. Placement writes the row (a conditional update) before it applies, so with the row held
+    a placement made since is seen here and its objects kept, and one made later waits for the
+    delete to end before it applies. Taken only for what is deleted (rare), never for the cycle's rows.
+    """
+    with transaction.atomic():
+        list(keeps.model.objects.select_for_update().filter(pk=pk).values_list("pk", flat=True))
+        if keeps.filter(pk=pk).exists():
+            return False
+        backend.delete(address, resources)
+        return True
