@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterable
 
 from django.conf import settings
+from django.db import transaction
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
@@ -66,10 +67,18 @@ def cluster_label(name: str | None = None) -> str:
 
 
 def count_admission(decision: str, seconds: float | None = None) -> None:
-    """One admission ``decision`` (:attr:`quotas.admission.Decision.label`), with the time it took when timed."""
-    ADMISSIONS.labels(decision).inc()
-    if seconds is not None:
-        ADMISSION_LATENCY.observe(seconds)
+    """One admission ``decision`` (:attr:`quotas.admission.Decision.label`), with the time it took when timed.
+
+    Counted when the transaction that recorded it commits (at once outside one): a decision rolled
+    back with its request — the submission failed after admission — was never made.
+    """
+
+    def count() -> None:
+        ADMISSIONS.labels(decision).inc()
+        if seconds is not None:
+            ADMISSION_LATENCY.observe(seconds)
+
+    transaction.on_commit(count)
 
 
 def count_cluster_error(cluster: str, error: ClusterError) -> None:

@@ -16,6 +16,7 @@ from decimal import Decimal
 
 import pytest
 from django.conf import settings as django_settings
+from django.db import transaction
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -23,7 +24,7 @@ from quotas import services as quota_services
 from quotas.admission import ResourceRequest, admit
 from quotas.demo import seed_team_quotas
 from quotas.ledger import month_start
-from quotas.models import PreemptionEvent, UsageRecord
+from quotas.models import PreemptionEvent, Reservation, UsageRecord
 from tests.factories import cohort_pair, make_team
 
 pytestmark = pytest.mark.django_db
@@ -52,14 +53,16 @@ def a100(units: int) -> ResourceRequest:
     return ResourceRequest("a100-80gb", units, 1)
 
 
-def test_it_counts_each_admission_by_its_decision_and_times_it(client, flavors, staff):
+def test_it_counts_each_admission_by_its_decision_and_times_it(client, flavors, staff,
+                                                              django_capture_on_commit_callbacks):
     nlp, vision = cohort_pair(staff, units=4)
     before = scrape(client)
-    assert admit(nlp, a100(2), "run:n1").label == "admitted"
-    assert admit(vision, a100(6), "run:v1").label == "borrowed"  # 2 units lent by nlp-platform
-    assert admit(vision, a100(1), "run:v2").label == "queued"
-    assert admit(vision, a100(9), "run:v3").label == "rejected"
-    admit(vision, a100(6), "run:v1")  # a replay of a decided ref is not a decision
+    with django_capture_on_commit_callbacks(execute=True):  # counted as each decision's transaction commits
+        assert admit(nlp, a100(2), "run:n1").label == "admitted"
+        assert admit(vision, a100(6), "run:v1").label == "borrowed"  # 2 units lent by nlp-platform
+        assert admit(vision, a100(1), "run:v2").label == "queued"
+        assert admit(vision, a100(9), "run:v3").label == "rejected"
+        admit(vision, a100(6), "run:v1")  # a replay of a decided ref is not a decision
     after = scrape(client)
     for decision in ("admitted", "borrowed", "queued", "rejected"):
         name = "slipway_admissions_total"
@@ -67,6 +70,21 @@ def test_it_counts_each_admission_by_its_decision_and_times_it(client, flavors, 
     count = "slipway_admission_latency_seconds_count"
     assert value(after, count) - value(before, count) == 4
     assert value(after, "slipway_admission_latency_seconds_bucket", le="+Inf") == value(after, count)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_decision_rolled_back_with_its_request_is_not_counted(client, flavors, staff):
+    """The admission's transaction really commits or rolls back here (no test transaction around it)."""
+    nlp, _vision = cohort_pair(staff, units=4)
+    name = "slipway_admissions_total"
+    before = value(scrape(client), name, decision="admitted")
+    with pytest.raises(RuntimeError), transaction.atomic():
+        assert admit(nlp, a100(2), "run:gone").label == "admitted"
+        raise RuntimeError("the submission failed after its admission")
+    assert not Reservation.objects.filter(ref="run:gone").exists()
+    assert value(scrape(client), name, decision="admitted") == before
+    assert admit(nlp, a100(2), "run:kept").label == "admitted"  # autocommit: counted at once
+    assert value(scrape(client), name, decision="admitted") == before + 1
 
 
 def test_it_reports_units_and_queues_per_team_and_flavor_from_the_database(client, flavors, staff):
