@@ -23,7 +23,7 @@ import httpx
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from notifications.constants import (
@@ -182,3 +182,24 @@ def overdue(now: datetime) -> tuple[list[str], list[int]]:
         Q(status=DeliveryStatus.PENDING, next_attempt_at__lte=grace)
         | Q(status=DeliveryStatus.SENDING, claimed_until__lt=now)).values_list("pk", flat=True)[:500])
     return events, deliveries
+
+
+#: Events deleted by one :func:`prune` call at most (a short transaction; the next call takes the rest).
+PRUNE_BATCH = 5000
+
+
+def prune(now: datetime, batch: int = PRUNE_BATCH) -> int:
+    """Delete events older than ``SLIPWAY_NOTIFY_KEEP_DAYS`` (0: keep them all), with their deliveries.
+
+    Only events that are done: fanned out, and no delivery still to be sent or being sent — an old
+    event a broker outage held back is delivered first. The delivery log shows the latest 25, so it
+    loses nothing a team looks at. At most ``batch`` events a call; returns how many went.
+    """
+    days = settings.SLIPWAY_NOTIFY_KEEP_DAYS
+    if days <= 0:
+        return 0
+    busy = Delivery.objects.filter(event=OuterRef("pk"), status__in=(DeliveryStatus.PENDING, DeliveryStatus.SENDING))
+    done = (Event.objects.filter(created_at__lt=now - timedelta(days=days), fanned_out_at__isnull=False)
+            .exclude(Exists(busy)).values_list("pk", flat=True)[:batch])
+    _deleted, per_model = Event.objects.filter(pk__in=list(done)).delete()
+    return per_model.get(Event._meta.label, 0)

@@ -1,4 +1,5 @@
-"""Celery tasks of notifications: fan an event out, deliver it (with backoff), sweep what was lost.
+"""Celery tasks of notifications: fan an event out, deliver it (with backoff), sweep what was lost,
+prune what is old.
 
 All take keys or primary keys and are safe to run twice (:mod:`notifications.delivery`). They
 run on the ``default`` queue, never the reconcile queue: a slow webhook delays no cycle.
@@ -53,3 +54,15 @@ def note_long_waits() -> int:
     for key in keys:
         queueing.publish(fan_out, key)
     return len(keys)
+
+
+@shared_task(ignore_result=True)
+def prune() -> int:
+    """Delete events past ``SLIPWAY_NOTIFY_KEEP_DAYS`` that are done, with their deliveries: batch
+    after batch (each its own short transaction) until one is not full."""
+    now, total = timezone.now(), 0
+    while True:
+        deleted = delivery.prune(now)
+        total += deleted
+        if deleted < delivery.PRUNE_BATCH:
+            return total

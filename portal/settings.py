@@ -202,6 +202,11 @@ CELERY_BEAT_SCHEDULE["notifications-sweep"] = {
 CELERY_BEAT_SCHEDULE["notifications-long-waits"] = {
     "task": "notifications.tasks.note_long_waits", "schedule": 60.0, "options": {"queue": "default", "expires": 120.0},
 }
+# Events (and their deliveries) older than this many days are deleted once done; 0 keeps them all.
+SLIPWAY_NOTIFY_KEEP_DAYS = env_int("SLIPWAY_NOTIFY_KEEP_DAYS", 90)
+CELERY_BEAT_SCHEDULE["notifications-prune"] = {
+    "task": "notifications.tasks.prune", "schedule": 3600.0, "options": {"queue": "default", "expires": 3600.0},
+}
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # 4. Auth, sessions, security ----------------------------------------------------------
