@@ -109,12 +109,13 @@ def metric_names(query: str) -> set[str]:
 
 
 @pytest.fixture
-def exported(client, flavors, staff, fake_backend, settings) -> dict[str, set[str]]:
+def exported(client, flavors, staff, fake_backend, settings, django_capture_on_commit_callbacks) -> dict[str, set[str]]:
     """``{family name: its sample names}`` of a live scrape, once every figure has a value."""
     team = make_team("vision")
     seed_team_quotas(team, {"a100-80gb": 2}, monthly_budget=1000)
-    admit(team, ResourceRequest("a100-80gb", 2, 1), "run:1")
-    admit(team, ResourceRequest("a100-80gb", 1, 1), "run:2")  # queued
+    with django_capture_on_commit_callbacks(execute=True):  # admissions count as their transactions commit
+        admit(team, ResourceRequest("a100-80gb", 2, 1), "run:1")
+        admit(team, ResourceRequest("a100-80gb", 1, 1), "run:2")  # queued
     assert reconcile_cluster("default").startswith("observed=")
     settings.SLIPWAY_CLUSTER_BACKEND = "sandbox"
     with pytest.raises(Invalid):
