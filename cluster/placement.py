@@ -8,8 +8,12 @@ database, no randomness: the same clusters in any order give the same answer.
 
 The rules, in the order they apply:
 
-1. **Filter.** A cluster is considered only when it is ``ready`` or ``degraded`` (``lost``
-   does not answer; ``draining`` finishes what runs and takes nothing new), carries every
+1. **Filter.** A cluster is considered only when it is ``ready``: ``draining`` finishes what
+   runs and takes nothing new, ``lost`` does not answer, and ``degraded`` (its last observation
+   failed) is treated as lost for new work — work sent there could not be followed, and the
+   apply would be retried into a run failed for a cluster that "could not be reached" (issue
+   34). Work that no ready cluster can take waits in its team's queue instead
+   (:func:`no_usable_cluster` says why, admission reads it). A cluster considered also carries every
    label of the request's ``cluster_selector``, has a node that serves the request
    (:func:`cluster.capacity.serves`: it offers the flavor by :func:`cluster.capacity.offers`,
    the rule the Capacity page and the waiting reason use, and it is a spot node exactly when
@@ -21,16 +25,13 @@ The rules, in the order they apply:
 
    - any other cluster before ``previous``, the one a re-placed workload waited on past the
      placement timeout (going back would repeat what just failed);
-   - ``ready`` before ``degraded``: a degraded cluster answers with errors, so it gets new work
-     only when no ready one has room — excluding it would leave work that only it can run
-     with nowhere to go;
    - the cheapest unit price (the spot price for spot work, when the cluster has one);
    - the most free units of the flavor (the least loaded cluster keeps room for what comes next);
    - the name, so that ties are decided the same way every time.
 
    A cluster that serves the request but has no room now is rejected — unless no cluster
    fits now. Then those clusters are the candidates, flagged ``fits=False``, ranked by where
-   the work should fit soonest: the same first two keys, then a cluster that could hold it
+   the work should fit soonest: the same first key, then a cluster that could hold it
    at all when idle, the most free blocks (for a distributed request), the largest free block,
    the cheapest, the name. The work is placed on the first to wait there, holding its quota,
    and :attr:`Placement.waiting` says why it waits, naming each cluster's largest free block
@@ -38,8 +39,7 @@ The rules, in the order they apply:
 
 4. **Reasons.** The first candidate's reason names the cluster it won over and on what
    ground: "east: cheapest with 8 free a100-80gb (2.10/h; west 2.50/h)", "east: most free
-   a100-80gb at 2.10/h (8; west 2)", "east: ready with 8 free a100-80gb at 2.10/h (west is
-   degraded)". With no runner-up it says so: "east: the only cluster that can take it now, 8
+   a100-80gb at 2.10/h (8; west 2)". With no runner-up it says so: "east: the only cluster that can take it now, 8
    free a100-80gb at 2.10/h"; a single-cluster install reads "default: the only cluster, 8
    free a100-80gb at 2.10/h". A candidate without room says where the work waits: "west: no
    cluster has room now; waits here, where it should fit soonest (largest free block 2 at
@@ -72,14 +72,15 @@ class ClusterState:
 
 #: Every state, in the order people read them.
 CLUSTER_STATES = (ClusterState.READY, ClusterState.DEGRADED, ClusterState.LOST, ClusterState.DRAINING)
-#: The states new work may be placed in (degraded only where no ready cluster has room).
-PLACEABLE_STATES = (ClusterState.READY, ClusterState.DEGRADED)
+#: The states new work may be placed in: ready only (module docstring, rule 1).
+PLACEABLE_STATES = (ClusterState.READY,)
 
 
 class Rejected:
     """Why a cluster is not a candidate: :attr:`Rejection.code`, what decisions and tests look at."""
 
     LOST = "lost"
+    DEGRADED = "degraded"
     DRAINING = "draining"
     NOT_READY = "not_ready"  # a state this module does not know
     SELECTOR = "selector"
@@ -213,11 +214,52 @@ def place(request: PlacementRequest, clusters: Sequence[ClusterOffer]) -> Placem
                      rejected=tuple(sorted(rejected, key=lambda r: r.cluster)), waiting=waiting)
 
 
+def no_usable_cluster(flavor: FlavorSpec, spot: bool, clusters: Sequence[ClusterOffer]) -> str:
+    """Why no cluster can take new work of ``flavor`` now because of the clusters' states, or "" when one may.
+
+    "l4-24gb is only offered by east, which is draining"; "a100-80gb is only offered by east
+    (draining) and west (lost)"; "no cluster takes new work now: default is degraded". Admission
+    reads it (:func:`quotas.admission.decide`'s ``no_cluster``): such work waits in its team's
+    queue, holding nothing, and is admitted once a cluster that offers the flavor is ready again
+    — rather than admitted to an apply that no cluster takes, retried until the run fails.
+
+    A ready cluster may take the work when one of its nodes serves it (:func:`cluster.capacity.serves`,
+    rule 1's), or when it has reported no nodes yet (a fresh install before its first read: not
+    known to lack it). Rule 1's other filters are not this function's: a cluster selector that no
+    cluster matches, or a flavor that no cluster offers at all, is for :func:`place` to say.
+    """
+    unusable = sorted((c for c in clusters if c.state not in PLACEABLE_STATES), key=lambda c: c.name)
+    if not unusable:
+        return ""
+    if any(not c.nodes or _serves(c, flavor, spot) for c in clusters if c.state in PLACEABLE_STATES):
+        return ""
+    what = f"{flavor.name} on spot nodes" if spot else flavor.name
+    offering = [c for c in unusable if _serves(c, flavor, spot)]
+    if len(offering) == 1:
+        return f"{what} is only offered by {offering[0].name}, which is {offering[0].state}"
+    if offering:
+        return f"{what} is only offered by {_listed([f'{c.name} ({c.state})' for c in offering])}"
+    if len(unusable) == len(clusters):
+        return f"no cluster takes new work now: {_listed([f'{c.name} is {c.state}' for c in unusable])}"
+    return ""
+
+
+def _serves(offer: ClusterOffer, flavor: FlavorSpec, spot: bool) -> bool:
+    return any(serves(n, flavor, spot) for n in offer.nodes)
+
+
+def _listed(items: list[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def _rejection(request: PlacementRequest, offer: ClusterOffer, serving: list[NodeCapacity]) -> tuple[str, str]:
     """(code, words) of the first filter ``offer`` fails, or ("", "") when it passes them all."""
     flavor = request.flavor.name
     if offer.state == ClusterState.LOST:
         return Rejected.LOST, "lost (not answering)"
+    if offer.state == ClusterState.DEGRADED:
+        return Rejected.DEGRADED, "degraded (its last observation failed; takes no new work)"
     if offer.state == ClusterState.DRAINING:
         return Rejected.DRAINING, "draining (takes no new work)"
     if offer.state not in PLACEABLE_STATES:
@@ -241,12 +283,11 @@ def _no_room(request: PlacementRequest, c: Candidate) -> str:
 
 
 def _fit_key(request: PlacementRequest, c: Candidate) -> tuple:
-    return (c.cluster == request.previous, c.state != ClusterState.READY, c.price, -c.free, c.cluster)
+    return (c.cluster == request.previous, c.price, -c.free, c.cluster)
 
 
 def _wait_key(request: PlacementRequest, c: Candidate, idle: bool) -> tuple:
-    return (c.cluster == request.previous, c.state != ClusterState.READY, not idle, -c.blocks, -c.largest_block,
-            c.price, c.cluster)
+    return (c.cluster == request.previous, not idle, -c.blocks, -c.largest_block, c.price, c.cluster)
 
 
 def _reason(request: PlacementRequest, c: Candidate, runner: Candidate | None, clusters: int) -> str:
@@ -260,8 +301,6 @@ def _reason(request: PlacementRequest, c: Candidate, runner: Candidate | None, c
     r = runner
     if (c.cluster == request.previous) != (r.cluster == request.previous):
         return f"{c.cluster}: {c.free} free {flavor} at {price} (not {r.cluster}, where it waited before)"
-    if c.state != r.state:
-        return f"{c.cluster}: ready with {c.free} free {flavor} at {price} ({r.cluster} is {r.state})"
     if c.price != r.price:
         return f"{c.cluster}: cheapest with {c.free} free {flavor} ({price}; {r.cluster} {per_hour(r.price, r.spot_price)})"
     if c.free != r.free:

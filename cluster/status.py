@@ -115,8 +115,14 @@ _GPU_PREFIX = "nvidia.com/"
 #: Waiting reason codes that mean the image cannot be pulled. The kubelet retries them forever,
 #: so without a limit the workload would hold its quota (and its pods their nodes) forever.
 IMAGE_PULL_CODES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
-#: The reason of work given up because its image could not be pulled (after the pull limit).
-IMAGE_PULL_FAILED = '{code}: the image "{image}" could not be pulled — check the image name and tag'
+#: Of those, the codes no retry can cure: the reference itself is malformed. Work fails on sight.
+IMAGE_INVALID_CODES = frozenset({"InvalidImageName"})
+#: The reason of work given up because its image could not be pulled (after the pull limit). The
+#: kubelet's own message may name an auth failure or a registry outage as well as a typo; the
+#: usual cause comes first, the rest in parentheses.
+IMAGE_PULL_FAILED = ('{code}: image "{image}" not found (or its registry refused the pull) — '
+                     'check the image name and tag')
+IMAGE_INVALID = '{code}: "{image}" is not a valid image reference — check the image name and tag'
 #: What to do about a container the kernel killed for memory, said after "OOMKilled (exit 137)".
 OOM_HINT = "the container ran out of memory — raise memory_gb or lower the batch size"
 
@@ -236,16 +242,24 @@ def stuck_waiting(pods: list[Manifest]) -> Waiting | None:
     return min(found, key=lambda w: (w.code not in IMAGE_PULL_CODES, w.since or never), default=None)
 
 
+def image_pull_reason(waiting: Waiting) -> str:
+    """What to tell about work that failed because its image cannot be pulled (by the waiting code)."""
+    words = IMAGE_INVALID if waiting.code in IMAGE_INVALID_CODES else IMAGE_PULL_FAILED
+    return words.format(code=waiting.code, image=waiting.image)
+
+
 def pull_given_up(waiting: Waiting | None, now: datetime | None, limit_seconds: float | None) -> str:
     """The reason to fail work whose image could not be pulled for ``limit_seconds``; "" while within it.
 
-    Decided on the kubelet's waiting code, never on the words of the reason.
+    A malformed reference (:data:`IMAGE_INVALID_CODES`) fails at once: the kubelet does not even
+    try to pull it, and no retry changes it. Decided on the kubelet's waiting code, never on the
+    words of the reason.
     """
     if waiting is None or waiting.code not in IMAGE_PULL_CODES or None in (now, limit_seconds, waiting.since):
         return ""
-    if (now - waiting.since).total_seconds() <= limit_seconds:
+    if waiting.code not in IMAGE_INVALID_CODES and (now - waiting.since).total_seconds() <= limit_seconds:
         return ""
-    return IMAGE_PULL_FAILED.format(code=waiting.code, image=waiting.image)
+    return image_pull_reason(waiting)
 
 
 def pods_reason(pods: list[Manifest]) -> tuple[int, str]:
@@ -542,8 +556,7 @@ def endpoint_status(obs: ObservedWorkload, now: datetime | None = None,
         ):
             if stuck is not None and stuck.code in IMAGE_PULL_CODES:
                 # The Deployment controller gave up first: same verdict as the pull limit's.
-                return make(EndpointPhase.FAILED, IMAGE_PULL_FAILED.format(code=stuck.code, image=stuck.image),
-                            abandoned=True)
+                return make(EndpointPhase.FAILED, image_pull_reason(stuck), abandoned=True)
             detail = problem or _with_message("ProgressDeadlineExceeded", progressing.get("message", ""))
             return make(EndpointPhase.FAILED, detail)
         return make(EndpointPhase.DEPLOYING, problem or (pod_words if severity else ""))

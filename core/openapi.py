@@ -2,8 +2,8 @@
 
 Views answer 400 (bad input or filters), 401 (no valid credentials), 403 (role too low), 404
 (not found, or another team's), for actions that change state 409, and for those with a body
-413 (over the size limit) and 415 (not JSON), for those taking an ``Idempotency-Key`` 422 (the
-key was used for another request) — all in one shape,
+413 (over the size limit) and 415 (not JSON) — all in one shape (a reused ``Idempotency-Key``
+is a 400 too, on the header's name),
 ``{"errors": {"<field>": ["message", ...]}}``. drf-spectacular documents only the success
 responses of hand-written actions; this hook adds the rest, so clients (and the fuzzing test)
 can rely on the schema for every status the API answers.
@@ -19,8 +19,7 @@ ERROR_SCHEMA = {
 }
 ERRORS = {"400": "Bad input: field errors", "401": "No valid credentials", "403": "The caller's role is too low",
           "404": "Not found (or another team's)", "409": "The object's state does not allow this",
-          "413": "The body is over the size limit", "415": "The body is not JSON (Content-Type: application/json)",
-          "422": "The Idempotency-Key was used for another request (another body or path)"}
+          "413": "The body is over the size limit", "415": "The body is not JSON (Content-Type: application/json)"}
 
 
 def add_error_responses(result: dict, generator, request, public) -> dict:
@@ -31,8 +30,6 @@ def add_error_responses(result: dict, generator, request, public) -> dict:
             codes = [*ERRORS][:4] + (["409"] if method in ("post", "patch", "delete") else [])
             if "requestBody" in operation:
                 codes += ["413", "415"]
-            if any(p.get("in") == "header" and p.get("name") == "Idempotency-Key" for p in operation.get("parameters", ())):
-                codes += ["422"]
             for code in codes:
                 operation.setdefault("responses", {}).setdefault(code, {
                     "description": ERRORS[code], "content": {"application/json": {"schema": reference}}})

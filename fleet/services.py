@@ -15,6 +15,7 @@ from django.db.models import F, Q
 
 import core.backend
 from cluster.backends.base import ClusterBackend, NodeCapacity
+from cluster.placement import ClusterOffer
 from fleet.constants import Health
 from fleet.models import Cluster
 from teams.models import AuditEvent
@@ -99,6 +100,29 @@ def recorded_nodes(cluster: Cluster) -> list[NodeCapacity]:
     """The nodes as :func:`record_nodes` kept them."""
     return [NodeCapacity(r["node"], r["resource_name"], r["allocatable"], r["in_use"], r.get("labels") or {})
             for r in cluster.nodes or []]
+
+
+def recorded_offers() -> list[ClusterOffer]:
+    """Every cluster as last recorded (state, labels, :func:`recorded_nodes`), unpriced: what admission
+    reads to tell whether any cluster may take new work of a flavor (:func:`cluster.placement.no_usable_cluster`).
+    One query; no cluster is called, so a slow or lost one never slows a submission. A fresh install
+    whose clusters are not created yet (:func:`clusters`) has none that takes no new work: none."""
+    return [ClusterOffer(name=c.name, state=c.state, nodes=tuple(recorded_nodes(c)), labels=dict(c.labels))
+            for c in Cluster.objects.all()]
+
+
+#: A cluster's fields that decide what code the portal runs to reach it: the backend's dotted path is
+#: imported, and a kubeconfig's ``exec`` section runs a command on the portal's host. Only
+#: superusers change them (fleet.admin), and every change of a cluster is audited.
+CODE_FIELDS = ("backend", "kubeconfig", "context")
+
+
+def record_cluster_change(actor, cluster: Cluster, fields: list[str], created: bool = False) -> None:
+    """Audit an edit of ``cluster`` in the admin console: who, which fields (never their values: a
+    kubeconfig holds credentials)."""
+    if fields or created:
+        audit(AuditEvent.Action.CLUSTER_CHANGED, actor=actor, target=f"cluster:{cluster.name}",
+              change="created" if created else "edited", fields=sorted(fields))
 
 
 def set_draining(cluster: Cluster, draining: bool, actor) -> Cluster:

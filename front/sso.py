@@ -22,7 +22,12 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from teams import oidc
-from teams.sso import MissingGroupsClaimError, claim_groups
+from teams.sso import MissingGroupsClaimError, claim_groups, safe_username
+
+#: The one flow of allauth's that Slipway offers (allauth's ``process`` values: login, connect, redirect).
+LOGIN = "login"
+NOT_OFFERED = ("Slipway offers single sign-on only to sign in. Linking the identity provider to an account "
+               "that is signed in already is not offered, so nothing was changed.")
 
 
 def sign_in_failed(request: HttpRequest, reason: str, *, status: int = 403, claims: dict | None = None) -> HttpResponse:
@@ -44,8 +49,21 @@ class SlipwaySocialAccountAdapter(DefaultSocialAccountAdapter):
             return []
         return [app]
 
+    def save_user(self, request, sociallogin, form=None):
+        """A first sign-in's account: a username that imitates another one's (Cyrillic "а" for Latin
+        "a") is replaced by a plainly different one, so no one passes for a colleague in team lists,
+        audit logs and the admin console (:func:`teams.sso.safe_username`)."""
+        user = sociallogin.user
+        if user.username:
+            user.username = safe_username(user.username, sociallogin.account.uid)
+        return super().save_user(request, sociallogin, form)
+
     def pre_social_login(self, request, sociallogin) -> None:
-        """Refuse a sign-in whose claims have no groups claim: it cannot say which teams are the person's."""
+        """Refuse any flow but a sign-in (never link a subject to the account signed in: the state of a
+        flow started elsewhere could still say so), and a sign-in whose claims have no groups claim:
+        it cannot say which teams are the person's."""
+        if (sociallogin.state or {}).get("process", LOGIN) != LOGIN:
+            raise ImmediateHttpResponse(sign_in_failed(request, NOT_OFFERED, status=400))
         claims = oidc.claims_of(sociallogin.account.extra_data)
         try:
             claim_groups(claims)
@@ -76,6 +94,10 @@ def login(request: HttpRequest, provider_id: str) -> HttpResponse:
 
     POST only (CSRF-protected): a link elsewhere cannot start a sign-in in someone's browser.
     """
+    if request.POST.get("process", LOGIN) != LOGIN:
+        # allauth also serves "connect" (link the provider's subject to whoever is signed in) and
+        # "redirect"; Slipway offers neither: an account is tied to its subject at its first sign-in.
+        return sign_in_failed(request, NOT_OFFERED, status=400)
     return _flow(OAuth2LoginView, request, provider_id)
 
 

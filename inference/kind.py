@@ -51,7 +51,7 @@ def endpoint_spec(endpoint: InferenceEndpoint, max_surge: int) -> EndpointSpec:
         gpus_per_replica=endpoint.gpus_per_replica,
         min_replicas=endpoint.min_replicas,
         max_replicas=endpoint.max_replicas,
-        replica_ceiling=endpoint.replica_ceiling or endpoint.base_replicas,
+        replica_ceiling=endpoint.ceiling,
         metric=autoscale.get("metric", DEFAULT_METRIC),
         target=float(autoscale.get("target", DEFAULT_GPU_UTILIZATION_TARGET)),
         engine=autoscale.get("engine"),
@@ -165,7 +165,7 @@ class EndpointKind(WorkloadKind):
 
     def shrink_burst(self, endpoint: InferenceEndpoint, units: int, reason: str, now: datetime) -> None:
         """Lower the ceiling by enough replicas to give back ``units`` (never below the minimum)."""
-        ceiling = endpoint.replica_ceiling or endpoint.base_replicas
+        ceiling = endpoint.ceiling
         replicas = -(-units // endpoint.gpus_per_replica)  # whole replicas covering the units
         scaling.set_ceiling(endpoint, max(endpoint.base_replicas, ceiling - replicas),
                             ScalingDecision.BURST_RECLAIMED, None, now, reason)

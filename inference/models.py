@@ -83,9 +83,18 @@ class InferenceEndpoint(Workload):
         return max(self.min_replicas, 1)
 
     @property
+    def ceiling(self) -> int:
+        """The granted maximum of replicas: the ceiling once burst moved it, else the guaranteed base.
+
+        The one rule: the page, the ScaledObject's ``maxReplicaCount``, burst scaling and the
+        "burst now" words all read it (``replica_ceiling`` is 0 until the first move).
+        """
+        return self.replica_ceiling or self.base_replicas
+
+    @property
     def ceiling_units(self) -> int:
         """GPU units of the granted ceiling: the most the endpoint is billed for at any moment."""
-        return (self.replica_ceiling or self.base_replicas) * self.gpus_per_replica
+        return self.ceiling * self.gpus_per_replica
 
     @property
     def url(self) -> str:

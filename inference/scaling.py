@@ -66,7 +66,7 @@ def still_capped(endpoint: InferenceEndpoint, status: WorkloadStatus) -> bool:
     """
     if not status.scaling_limited or endpoint.reason_code != ReasonCode.BURST_CAPPED:
         return False
-    ceiling = endpoint.replica_ceiling or endpoint.base_replicas
+    ceiling = endpoint.ceiling
     last = endpoint.scaling_events.values_list("decision", "replica_ceiling").first()
     return last is not None and last[0] in CAPPED and last[1] == ceiling
 
@@ -101,12 +101,15 @@ class BurstOutlook:
 
 
 def burst_outlook(team, flavor, gpus_per_replica: int, spot: bool, base: int, held: int,
-                  max_replicas: int) -> BurstOutlook:
+                  max_replicas: int, ref: str | None = None) -> BurstOutlook:
     """The most replicas burst would be granted up to now, by the rules :func:`_grow` applies.
 
-    ``held``: replicas whose units the endpoint holds already (its ceiling; 0 for one not
-    created yet). Each step asks :func:`quotas.admission.preview` — :func:`decide` — whether
-    the extra units would be admitted; nothing is locked or written.
+    ``held``: replicas whose units the endpoint holds already (its ceiling, ``ref``'s
+    reservation; 0 and None for one not created yet). Each step asks what :func:`_grow` would:
+    for a live endpoint :func:`quotas.admission.preview_resize` of its reservation — the very
+    question :func:`quotas.admission.resize` decides —, for a draft :func:`quotas.admission.preview`;
+    nothing is locked or written. Past the ceiling held, the words name it, so the page never
+    shows a figure above its ceiling without saying that it is what the load could get.
     """
     low = max(base, held)
     if max_replicas <= base:
@@ -118,32 +121,37 @@ def burst_outlook(team, flavor, gpus_per_replica: int, spot: bool, base: int, he
     granted = None  # decide()'s word on the largest burst that fits (None: none above what is held)
     while low < high:  # decide() is monotone in the units asked: the largest that fits, by halves
         middle = (low + high + 1) // 2
-        decision = _burst_preview(team, flavor, gpus_per_replica, spot, middle - held)
+        decision = _burst_preview(team, flavor, gpus_per_replica, spot, middle, held, ref)
         if decision.admitted:
             low, granted = middle, decision
         else:
             high = middle - 1
     # Burst on units its cohort lends is preemptible, and the first work reclaimed (DESIGN §9).
     borrowing = f" \u2014 it {borrow_words(granted, flavor.name)}" if granted is not None and granted.borrows else ""
+    # The ceiling held now, when the load could get more than it: said, so no figure contradicts it.
+    now_at = f"ceiling {held} now; " if ref is not None and held < low else ""
     if low >= max_replicas:
         return BurstOutlook(low, max_replicas,
-                            f"burst to all {count_of(max_replicas, 'replica')} would be granted now{borrowing}")
-    refusal = _burst_preview(team, flavor, gpus_per_replica, spot, low + 1 - held)
+                            f"{now_at}burst to all {count_of(max_replicas, 'replica')} would be granted now{borrowing}")
+    refusal = _burst_preview(team, flavor, gpus_per_replica, spot, low + 1, held, ref)
     why = refusal.message
     if refusal.reason == QuotaReason.BUDGET_ALERT:
         return BurstOutlook(low, max_replicas, f"no burst now: {why}")  # none at all, whatever is held
-    if refusal.reason == QuotaReason.WAITING_FOR_QUOTA:
+    if refusal.reason in (QuotaReason.WAITING_FOR_QUOTA, QuotaReason.EXCEEDS_QUOTA):  # as _grow says it
         in_use, limit = admission.units_of(team, flavor.pk)
         why = f"the team quota ({flavor.name} {in_use} of {limit} in use{'' if held else ' without this endpoint'})"
     if low <= base:
         return BurstOutlook(low, max_replicas, f"no burst now: {why}")
-    return BurstOutlook(low, max_replicas, f"burst up to {low} of {count_of(max_replicas, 'replica')} would be granted now; "
-                                           f"not more: {why}{borrowing}")
+    return BurstOutlook(low, max_replicas, f"{now_at}burst up to {low} of {count_of(max_replicas, 'replica')} would be "
+                                           f"granted now; not more: {why}{borrowing}")
 
 
-def _burst_preview(team, flavor, gpus_per_replica: int, spot: bool, replicas: int) -> admission.Decision:
-    """What decide() says now about ``replicas`` more replicas' units (a dry run: nothing locked or written)."""
-    return admission.preview(team, ResourceRequest(flavor=flavor.name, units=replicas * gpus_per_replica,
+def _burst_preview(team, flavor, gpus_per_replica: int, spot: bool, replicas: int, held: int,
+                   ref: str | None) -> admission.Decision:
+    """What decide() says now about a ceiling of ``replicas`` (a dry run: nothing locked or written)."""
+    if ref is not None:
+        return admission.preview_resize(team, ref, replicas * gpus_per_replica, burst=True)
+    return admission.preview(team, ResourceRequest(flavor=flavor.name, units=(replicas - held) * gpus_per_replica,
                                                    units_per_node=gpus_per_replica, spot=spot,
                                                    description="burst preview", burst=True))
 
@@ -153,7 +161,7 @@ def follow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -
     if endpoint.state not in HOLDING_STATES:
         return False
     base = endpoint.base_replicas
-    ceiling = endpoint.replica_ceiling or base
+    ceiling = endpoint.ceiling
     if ceiling > base and _queue_waits_for(endpoint):
         return set_ceiling(endpoint, base, ScalingDecision.BURST_RECLAIMED, status, now,
                            f"queued work of the team needs {endpoint.flavor.name} units")

@@ -82,6 +82,8 @@ class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedField
     cluster_name = serializers.CharField()
     namespace = serializers.CharField()
     cost_to_date = serializers.DecimalField(max_digits=14, decimal_places=4)
+    # The admitted maximum by the one rule (InferenceEndpoint.ceiling), as the page shows it.
+    replica_ceiling = serializers.IntegerField(source="ceiling", read_only=True)
     # The API's name (API.md) for what the endpoint costs per hour now.
     estimated_cost_per_hour = serializers.DecimalField(max_digits=14, decimal_places=4, source="cost_per_hour_now")
     cost_per_hour_range = serializers.ListField(child=serializers.DecimalField(max_digits=14, decimal_places=4))

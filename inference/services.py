@@ -26,7 +26,15 @@ from quotas import admission
 from quotas.constants import Reason as QuotaReason
 from quotas.models import GpuFlavor, unknown_flavor
 from teams.models import AuditEvent, Role, Team
-from teams.permissions import check_may_end, get_for_user, require_team
+from teams.permissions import (
+    change_permission,
+    check_may_end,
+    get_for_user,
+    get_membership,
+    require_staff_permission,
+    require_team,
+    staff_may,
+)
 from teams.services import audit, lock_team
 from workloads import lifecycle, secrets
 from workloads import services as workloads
@@ -155,8 +163,7 @@ def burst_now(endpoint: InferenceEndpoint) -> scaling.BurstOutlook | None:
     if endpoint.state not in HOLDING_STATES:
         return None
     return scaling.burst_outlook(endpoint.team, endpoint.flavor, endpoint.gpus_per_replica, endpoint.spot,
-                                 endpoint.base_replicas, endpoint.replica_ceiling or endpoint.base_replicas,
-                                 endpoint.max_replicas)
+                                 endpoint.base_replicas, endpoint.ceiling, endpoint.max_replicas, ref=endpoint.ref)
 
 
 def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceEndpoint:
@@ -245,7 +252,9 @@ def _resize(endpoint: InferenceEndpoint, old_base: int) -> None:
 
 def scale_to_minimum(user, endpoint: InferenceEndpoint) -> bool:
     """Give back the endpoint's burst at once (staff, from the admin console); False when it holds none."""
-    if not user.is_staff:
+    if not staff_may(user, change_permission(endpoint)):
+        if user.is_staff and get_membership(user, endpoint.team) is None:
+            require_staff_permission(user, change_permission(endpoint), "scale another team's endpoint")
         require_team(user, endpoint.team, Role.ADMIN)
     given_back = scaling.set_ceiling(endpoint, endpoint.base_replicas, ScalingDecision.BURST_RECLAIMED, None, timezone.now(),
                                      f"scaled to its minimum by {user.username}")

@@ -23,6 +23,7 @@ from jobs.serializers import CheckpointReportSerializer, CheckpointSerializer, R
 from teams.authentication import BearerTokenAuthentication
 from teams.idempotency import idempotent
 from teams.models import Role
+from teams.permissions import get_membership, may_correct_checkpoint
 from workloads.api import ForecastSerializer, WorkloadViewSet, create_schema, list_parameters, pk_of
 
 
@@ -92,13 +93,18 @@ class RunViewSet(WorkloadViewSet):
             authentication_classes=[RunTokenAuthentication, BearerTokenAuthentication,
                                     authentication.SessionAuthentication])
     def checkpoints(self, request, pk=None):
-        """Report a checkpoint of the run (the checkpoint contract): with its run token, or as a member of its team."""
+        """Report a checkpoint of the run (the checkpoint contract): with its run token, or by hand as its owner or a team admin."""
         if isinstance(request.auth, RunCredential):
             if request.auth.run_id != pk_of(pk):
                 raise exceptions.AuthenticationFailed("This run token is for another run.")
             run = services.get_run_by_id(request.auth.run_id)
         elif request.user.is_authenticated:
             run = self.get_object(Role.MEMBER)
+            # By hand only as a correction, by its owner or a team admin: its pods report with the run token.
+            if not may_correct_checkpoint(request.user, run, get_membership(request.user, run.team)):
+                raise exceptions.PermissionDenied(
+                    "Only the run's owner or an admin of its team may report its checkpoints by hand; "
+                    "the run itself reports with its SLIPWAY_RUN_TOKEN.")
         else:
             raise exceptions.NotAuthenticated()
         try:

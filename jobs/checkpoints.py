@@ -18,13 +18,17 @@ next attempt must resume from; a "highest step" rule would point it at a path th
 
 from __future__ import annotations
 
+import posixpath
 import re
 import secrets as random
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from cluster.manifests.checkpoint import CHECKPOINT_DIR
+from cluster.status import parse_time
 from jobs import constants as c
 from jobs.models import TrainingRun
 from teams.models import hash_token
@@ -68,20 +72,43 @@ def parse_report(data: Any) -> tuple[int, str]:
     path = col.string("path", max_length=c.MAX_CHECKPOINT_PATH)
     if path and any(ch < " " or ch == "\x7f" for ch in path):
         col.add("path", "Must not contain control characters.")
+    elif path:
+        contained = contained_path(path)
+        if contained is None:
+            col.add("path", f"Use a path under the checkpoint directory {CHECKPOINT_DIR} (no '..' out of it).")
+        path = contained or path
     if col.errors:
         raise ValidationError(col.errors)
     return int(step), path
 
 
+def contained_path(path: str) -> str | None:
+    """``path`` normalised (``a/./b``, ``a//b``, ``a/x/../b`` → ``a/b``) when it names something under the
+    checkpoint directory, the only place a next attempt can resume from; None when it leaves it or is it.
+    A relative path is taken relative to that directory, as a script started there would mean it."""
+    absolute = posixpath.normpath(posixpath.join(CHECKPOINT_DIR, path))
+    return absolute if absolute.startswith(CHECKPOINT_DIR + "/") else None
+
+
 #: The line a run may print instead of POSTing a report (API.md): ``SLIPWAY_CHECKPOINT step=<int> path=<path>``,
 #: anywhere in the line (a logger's prefix before it is fine).
+#: A line's leading time stamp, e.g. ``2026-11-24T07:21:56Z`` (fractions and offsets allowed).
+LOG_STAMP = re.compile(r"\s*(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d))\s")
 LOG_LINE = re.compile(r"SLIPWAY_CHECKPOINT step=(\d{1,18}) path=(\S{1,%s})" % str(c.MAX_CHECKPOINT_PATH))  # noqa: UP031 - a regex's braces
 
 
-def last_in_log(lines: list[str]) -> tuple[int, str] | None:
-    """The last checkpoint line among ``lines`` as ``(step, path)``, or None."""
+def last_in_log(lines: list[str]) -> tuple[int, str, datetime | None] | None:
+    """The last checkpoint line among ``lines`` as ``(step, path, when)``, or None.
+
+    ``when``: the line's leading RFC 3339 time stamp when it has one (a logger's, or the cluster's
+    with timestamped logs), so lost work counts from when the checkpoint was written, not when the
+    portal read it; None without one."""
     for line in reversed(lines):
         found = LOG_LINE.search(line)
         if found:
-            return int(found.group(1)), found.group(2)
+            path = contained_path(found.group(2))
+            if path is None:
+                continue  # a path out of the checkpoint directory is not one to resume from
+            stamp = LOG_STAMP.match(line)
+            return int(found.group(1)), path, parse_time(stamp.group(1)) if stamp else None
     return None

@@ -60,8 +60,9 @@ DEMO_RUNS: tuple[tuple[str, str, dict], ...] = (
     ("vision", "dave", {"name": "clip-eval-spot", "max_runtime_minutes": 5, "flavor": "l4", "gpus_per_worker": 1, "spot": True,
                         "env": {"SLIPWAY_SIM_DURATION": "3m"}}),
     ("vision", "dave", {"name": "vit-typo-image", "max_runtime_minutes": 10, "flavor": "l4", "gpus_per_worker": 1,
-                        "image": "registry.example.com/vision/vit:does-not-exist",
-                        "env": {"SLIPWAY_SIM_OUTCOME": "image-pull"}}),
+                        # A tag the sandbox's registry does not hold (sandbox/inventory.yaml): the
+                        # kubelet's ErrImagePull, then ImagePullBackOff, and it fails within a minute.
+                        "image": "registry.example.com/vision/vit:does-not-exist"}),
     # Its first attempt dies (a flaky data loader) and the retry succeeds: the run page says
     # "attempt 2 of 3; attempt 1 ended: Error (exit 1)" and keeps attempt 1's log in the picker.
     ("nlp", "erin", {"name": "t5-flaky-loader", "max_runtime_minutes": 10, "flavor": "h100-80gb", "gpus_per_worker": 2,

@@ -191,11 +191,14 @@ def checkpoint_from_log(run: TrainingRun) -> bool:
     if run.checkpoint is None:
         return False
     found = checkpoints.last_in_log(workloads.logs(run).lines)
-    if found is None or (found[0], found[1]) == (run.last_checkpoint_step, run.last_checkpoint_path):
+    if found is None or found[:2] == (run.last_checkpoint_step, run.last_checkpoint_path):
         return False
-    step, path = found
+    step, path, written = found
+    now = timezone.now()
+    # When the line says when it was written, that is when the checkpoint was taken (never later than now).
+    at = min(written, now) if written is not None else now
     updated = (TrainingRun.objects.filter(pk=run.pk).exclude(state__in=TrainingRun.FINAL_STATES)
-               .update(last_checkpoint_at=timezone.now(), last_checkpoint_step=step, last_checkpoint_path=path))
+               .update(last_checkpoint_at=at, last_checkpoint_step=step, last_checkpoint_path=path))
     run.refresh_from_db(fields=["last_checkpoint_at", "last_checkpoint_step", "last_checkpoint_path"])
     return bool(updated)
 

@@ -18,6 +18,7 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
@@ -36,7 +37,7 @@ from notifications.constants import (
     DeliveryStatus,
 )
 from notifications.models import Delivery, EmailSubscription, Event, Webhook
-from notifications.targets import resolved_problem
+from notifications.targets import pinned_url, resolve
 from workloads import crypto
 
 
@@ -116,17 +117,22 @@ def _send_webhook(delivery: Delivery) -> tuple[int | None, str]:
     webhook = delivery.webhook
     if webhook is None:
         return None, "the webhook was deleted"
-    refused = resolved_problem(webhook.url)
-    if refused:
-        return None, f"not sent: {refused}"
+    target = resolve(webhook.url)
+    if target.problem:
+        return None, f"not sent: {target.problem}"
     raw = body(delivery.event)
     timestamp = str(int(time.time()))
     headers = {"Content-Type": "application/json", "User-Agent": "Slipway-Webhook/1",
                SIGNATURE_HEADER: signature(webhook_secret(webhook), timestamp, raw), TIMESTAMP_HEADER: timestamp,
                DELIVERY_HEADER: str(delivery.event_id), EVENT_HEADER: delivery.event.kind}
     try:
-        response = httpx.post(webhook.url, content=raw, headers=headers, follow_redirects=False,
-                              timeout=settings.SLIPWAY_WEBHOOK_TIMEOUT_SECONDS)
+        # To the address judged, not the name again (DNS rebinding); Host and the TLS server name
+        # (SNI, and the certificate's check) stay the webhook's host. A redirect is never followed.
+        with httpx.Client(timeout=settings.SLIPWAY_WEBHOOK_TIMEOUT_SECONDS, follow_redirects=False) as client:
+            request = client.build_request("POST", pinned_url(webhook.url, target), content=raw,
+                                           headers={**headers, "Host": urlsplit(webhook.url).netloc},
+                                           extensions={"sni_hostname": target.host})
+            response = client.send(request)
     except httpx.HTTPError as exc:
         return None, f"{exc.__class__.__name__}: {exc}"
     if 200 <= response.status_code < 300:

@@ -95,6 +95,8 @@ class Delivery(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "delivery"
+        verbose_name_plural = "deliveries"
         constraints = [models.UniqueConstraint(fields=["event", "target_key"], name="uniq_delivery_target")]
         indexes = [models.Index(fields=["team", "-created_at"], name="notif_delivery_log_idx"),
                    models.Index(fields=["status", "next_attempt_at"], name="notif_delivery_due_idx")]

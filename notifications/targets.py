@@ -6,7 +6,9 @@ from inside the platform. The host is judged by the image-registry rules
 (:func:`workloads.image_hosts.refused_registry_reason`: loopback, link-local, private, metadata,
 cluster-internal and single-label names, numeric and wildcard-DNS spellings) when the webhook
 is saved, and every address it resolves to is judged again just before each POST, since DNS
-can change meanwhile. ``SLIPWAY_WEBHOOK_ALLOW_LOOPBACK`` (tests and the demo only) lets
+can change meanwhile: resolved once (:func:`resolve`), and the POST connects to the address
+judged, with the name kept in the Host header and as the TLS server name (:func:`pinned_url`),
+never following a redirect. ``SLIPWAY_WEBHOOK_ALLOW_LOOPBACK`` (tests and the demo only) lets
 ``127.0.0.1``, ``[::1]`` and ``localhost`` through; nothing else internal is ever allowed.
 """
 
@@ -14,7 +16,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from urllib.parse import urlsplit
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 
@@ -51,19 +54,45 @@ def url_problem(url: str) -> str | None:
     return f"Slipway does not post to internal addresses: {refused}" if refused else None
 
 
-def resolved_problem(url: str) -> str | None:
-    """Why the addresses ``url``'s host resolves to now may not be posted to, or None."""
+@dataclass(frozen=True)
+class Target:
+    """Where one delivery connects: the address its host resolved to and was judged by, once.
+
+    ``address`` is None with a ``problem`` (the words a delivery log may show: never the internal
+    address a name resolved to, which would map the platform's network for whoever reads the log).
+    """
+
+    host: str
+    address: str | None
+    problem: str | None = None
+
+
+def resolve(url: str) -> Target:
+    """Resolve ``url``'s host once and judge every address it answers (DNS rebinding: a name may answer
+    a public address to a check and an internal one to the connect that follows, so the caller
+    connects to the address judged here, never to the name). The first address is the one used."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     if _loopback_allowed(host):
-        return None
+        return Target(host, "::1" if host == "::1" else "127.0.0.1")
     try:
         infos = socket.getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80),
                                    type=socket.SOCK_STREAM)
-    except OSError as exc:
-        return f"{host} does not resolve ({exc.strerror or exc})"
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%")[0])
-        if is_refused_address(address):
-            return f"{host} resolves to the internal address {address}"
-    return None
+    except OSError:
+        return Target(host, None, f"{host} does not resolve")
+    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    if not addresses:
+        return Target(host, None, f"{host} does not resolve")
+    for address in addresses:
+        # Loopback only where the setting lets loopback names through (tests and the demo).
+        if is_refused_address(address) and not (settings.SLIPWAY_WEBHOOK_ALLOW_LOOPBACK and address.is_loopback):
+            return Target(host, None, f"{host} resolves to an internal address")
+    return Target(host, str(addresses[0]))
+
+
+def pinned_url(url: str, target: Target) -> str:
+    """``url`` with its host replaced by the judged address (the request keeps Host and TLS server name)."""
+    parts = urlsplit(url)
+    literal = f"[{target.address}]" if ":" in (target.address or "") else target.address
+    netloc = f"{literal}:{parts.port}" if parts.port else literal
+    return urlunsplit(parts._replace(netloc=netloc))

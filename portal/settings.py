@@ -369,8 +369,10 @@ SLIPWAY_CHECKPOINT_STORAGE_CLASS = env_str("SLIPWAY_CHECKPOINT_STORAGE_CLASS", "
 SLIPWAY_POD_API_URL = env_str("SLIPWAY_POD_API_URL", "")
 # Seconds a run's or an endpoint's image may fail to pull (ErrImagePull, ImagePullBackOff: the
 # kubelet retries forever) before the run fails, or the endpoint with no ready replica fails, and
-# their quota is released (docs/operations.md).
-SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS = env_int("SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS", 600)
+# their quota is released (docs/operations.md). 30 s is three pulls by the kubelet's back-off
+# (at once, 10 s, 20 s later): a typo fails within a minute, not at the run's deadline. A
+# malformed reference (InvalidImageName) fails at once.
+SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS = env_int("SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS", 30)
 SLIPWAY_RUN_AS_NON_ROOT = env_bool("SLIPWAY_RUN_AS_NON_ROOT", True)
 # Registries images may come from, e.g. "ghcr.io,registry.example.com:5000,docker.io". Empty: any
 # registry but loopback, link-local, private, metadata and cluster-internal hosts (security.md).
@@ -385,6 +387,9 @@ SLIPWAY_IDEMPOTENCY_TTL_HOURS = env_int("SLIPWAY_IDEMPOTENCY_TTL_HOURS", 24)
 # the command line may poll for the token.
 SLIPWAY_DEVICE_LOGIN_TTL_SECONDS = 600
 SLIPWAY_DEVICE_LOGIN_INTERVAL_SECONDS = 5
+# A token `slipway login` receives expires after this many days when the approving page sets no
+# expiry (security review 4 #8: a device-issued token never expired).
+SLIPWAY_DEVICE_TOKEN_DAYS = env_int("SLIPWAY_DEVICE_TOKEN_DAYS", 90)
 # Reverse proxies in front of Slipway that append to X-Forwarded-For: a count (1 behind an
 # ingress controller: the client is the entry that many places from the right) or their
 # addresses/networks (X-Forwarded-For honoured only from them). The audit log and the sign-in

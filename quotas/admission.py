@@ -12,6 +12,12 @@
   may pass a large one that does not fit yet.
 * Every decision :func:`admit` takes is counted by its :attr:`Decision.label`, with the time
   it took (``/metrics``, :mod:`core.metrics`); queued work admitted later counts once more.
+* Clusters (issue 34): work of a flavor that only draining, degraded or lost clusters offer
+  waits in the queue with :data:`~quotas.constants.Reason.WAITING_FOR_CLUSTER`, holding
+  nothing, and is admitted once a cluster that offers it is ready again. Whether one is, is
+  worked out outside :func:`decide` (:func:`cluster_waits`, by
+  :func:`cluster.placement.no_usable_cluster` from the clusters as last recorded) and passed to
+  it as data; every caller of :func:`decide` that admits new work passes it.
 * Cohorts (DESIGN §9): a team in a cohort may borrow what other members leave unused
   (:class:`FlavorQuota` holds the rule); its admissions take the cohort's lock after the
   team's (:func:`lock_admission`), and its queue is re-admitted with the whole cohort's.
@@ -36,9 +42,13 @@ from django.db.models import F, IntegerField, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+import fleet.services as fleet
+from cluster.placement import PLACEABLE_STATES, ClusterOffer, no_usable_cluster
 from core import metrics
 from core.formatting import format_amount
 from core.rawsql import sql_decimal
+from fleet.constants import Health
+from fleet.models import Cluster
 from quotas import fairshare
 from quotas.constants import DecisionLabel, Outcome, Priority, Reason
 from quotas.ledger import ZERO, committed, cost_ahead, hours_left_in_month, month_end, month_spend
@@ -246,10 +256,14 @@ class BudgetState:
                                   and self.spent_month * 100 >= limit * threshold)
 
 
-def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: BudgetState | None = None) -> Decision:
+def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: BudgetState | None = None,
+           no_cluster: str = "") -> Decision:
     """Admit, queue or reject ``request`` given ``usage`` units of its flavor in use by the team.
 
     Checks run from "can never work" to "not now", so the message names the real obstacle.
+    ``no_cluster`` is why no cluster can take new work of the flavor now ("" when one can:
+    :func:`cluster_waits`); work that fits the team's quota and budget then waits for a cluster,
+    the last check — quota or money, when they also hold it back, is what the team can act on.
     Money: a request waits for budget when what admitting it commits this month
     (:meth:`ResourceRequest.committed_cost`: without a runtime limit, its cost until the month's
     end) exceeds what the budget leaves after spent and committed money. More committed money
@@ -305,6 +319,9 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
         return Decision(Outcome.QUEUE, Reason.WAITING_FOR_BUDGET,
                         f"waiting for budget: est. {format_amount(cost)}{until} would exceed the "
                         f"{format_amount(max(budget.left, ZERO))} {budget.currency} left this month")
+    if no_cluster:
+        # Not "never": a drained cluster made ready again, a lost one answering again, admits it.
+        return Decision(Outcome.QUEUE, Reason.WAITING_FOR_CLUSTER, f"waiting: {no_cluster}")
     borrows = quota.borrows(usage, units) if in_cohort else 0
     lent = f", {borrows} borrowed from the cohort" if borrows else ""
     lent_by = tuple(m.team for m in quota.lenders if m.lends > 0) if borrows else ()
@@ -420,6 +437,31 @@ def flavor_quota(flavor: GpuFlavor | None, quota: TeamQuota | None,
                        lenders=cohort.lenders(team_id, flavor.pk) if cohort is not None else None)
 
 
+class ClusterWaits:
+    """Why no cluster can take new work of a flavor now (:func:`cluster.placement.no_usable_cluster`),
+    for :func:`decide`'s ``no_cluster``: asked per flavor and capacity type, the clusters read once
+    (:func:`fleet.services.recorded_offers`, one query, on the first question) — so a queue of
+    any length costs one read per pass."""
+
+    def __init__(self) -> None:
+        self._offers: list[ClusterOffer] | None = None
+        self._found: dict[tuple[int, bool], str] = {}
+
+    def all_ready(self) -> bool:
+        """Every cluster takes new work: nothing waits for one (no flavor needs reading to know)."""
+        if self._offers is None:
+            self._offers = fleet.recorded_offers()
+        return all(offer.state in PLACEABLE_STATES for offer in self._offers)
+
+    def __call__(self, flavor: GpuFlavor | None, spot: bool) -> str:
+        if flavor is None or self.all_ready():
+            return ""
+        key = (flavor.pk, spot)
+        if key not in self._found:
+            self._found[key] = no_usable_cluster(flavor.to_spec(), spot, self._offers)
+        return self._found[key]
+
+
 def budget_state(budget: TeamBudget | None, spent: Decimal, committed: Decimal, now: datetime) -> BudgetState:
     """The :class:`BudgetState` of a team's budget row (None: no budget) with its month's figures."""
     if budget is None:
@@ -505,8 +547,9 @@ def _hot_sql(vendor: str) -> tuple[str, str, str]:
     """The facts, insert and release statements for ``vendor`` (table names from the models)."""
     # Values always travel as parameters; only table and column names are formatted in.
     q = connection.ops.quote_name
-    quota, flavor, res, queue, budget, sharing = (
-        q(model._meta.db_table) for model in (TeamQuota, GpuFlavor, Reservation, QueuedRequest, TeamBudget, TeamSharing)
+    quota, flavor, res, queue, budget, sharing, cluster = (
+        q(model._meta.db_table)
+        for model in (TeamQuota, GpuFlavor, Reservation, QueuedRequest, TeamBudget, TeamSharing, Cluster)
     )
     facts = (  # f.active: GpuFlavor.usable, read in the same round trip; the team's cohort too
         f"SELECT f.id, f.active, f.max_units_per_node, tq.{q('limit')}, tq.borrowing_limit, tq.lending_limit,"  # noqa: S608 - only quoted model table names are interpolated
@@ -518,7 +561,9 @@ def _hot_sql(vendor: str) -> tuple[str, str, str]:
         f" b.monthly_limit, b.currency, b.alert_threshold_percent,"
         # What bounds committed money (see admit): every unit the team holds, the dearest price.
         f" (SELECT COALESCE(SUM(units), 0) FROM {res} WHERE team_id = %(team)s AND released_at IS NULL),"
-        f" (SELECT MAX(price_per_hour) FROM {flavor}), (SELECT MAX(spot_price_per_hour) FROM {flavor})"
+        f" (SELECT MAX(price_per_hour) FROM {flavor}), (SELECT MAX(spot_price_per_hour) FROM {flavor}),"
+        # Whether any cluster may take no new work (see admit): not the rule, only when to ask it.
+        f" EXISTS(SELECT 1 FROM {cluster} WHERE draining OR health <> %(ready)s)"
         f" FROM (SELECT 1 AS one) AS one"
         f" LEFT JOIN {flavor} f ON f.name = %(flavor)s"
         f" LEFT JOIN {quota} tq ON tq.flavor_id = f.id AND tq.team_id = %(team)s"
@@ -574,9 +619,9 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
         #    bounds committed money. A budgeted team's month-to-date spend is then the ledger's
         #    one figure (month_spend: two plain statements).
         now = timezone.now()
-        cursor.execute(facts_sql, {"ref": ref, "team": team.pk, "flavor": request.flavor})
+        cursor.execute(facts_sql, {"ref": ref, "team": team.pk, "flavor": request.flavor, "ready": Health.READY})
         (flavor_id, active, max_per_node, limit, borrowing_limit, lending_limit, member_of, admitted, queued, usage,
-         budget_limit, currency, threshold, held_units, dearest, dearest_spot) = cursor.fetchone()
+         budget_limit, currency, threshold, held_units, dearest, dearest_spot, some_not_ready) = cursor.fetchone()
         if admitted:
             return Decision(Outcome.ADMIT, Reason.ADMITTED, f"already admitted: {ref}")
         if queued:
@@ -611,6 +656,12 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
             # exact figure, and only "waiting for budget" needs that figure read (one statement).
             budget = dataclasses.replace(budget, committed=committed(team.pk, now))
             decision = decide(request, int(usage), facts, budget)
+        if decision.admitted and some_not_ready:
+            # Only while some cluster is not plainly ready (a superset of the clusters that take
+            # no new work, read with the facts) are the clusters and the flavor read, and
+            # ClusterWaits applies the rule — every other admission stays at its statements.
+            no_cluster = ClusterWaits()(GpuFlavor.objects.get(pk=flavor_id), request.spot)
+            decision = decide(request, int(usage), facts, budget, no_cluster)
 
         # 4. Write what was decided.
         if decision.admitted:
@@ -700,12 +751,7 @@ def resize(team, ref: str, units: int, burst: bool = False) -> Decision:
                 Reservation.objects.filter(pk=reservation.pk).update(
                     units=units, borrowed_units=max(0, reservation.borrowed_units - (current - units)))
             return Decision(Outcome.ADMIT, Reason.ADMITTED, f"{ref} now holds {units}\u00d7 {reservation.flavor.name}")
-        # Only burst may borrow: an endpoint's minimum grown by a new base never does.
-        request = dataclasses.replace(_request_of(reservation), units=units, burst=burst, may_borrow=burst)
-        usage = _in_use(team, reservation.flavor_id) - current
-        quota = TeamQuota.objects.filter(team=team, flavor=reservation.flavor).first()
-        facts = flavor_quota(reservation.flavor, quota, cohort, team.pk)
-        decision = decide(request, usage, facts, _budget_state(team))
+        decision, facts, usage = _growth(team, reservation, units, burst, cohort)
         if decision.admitted:
             grown = facts.borrows(usage + current, units - current) if cohort is not None else 0
             Reservation.objects.filter(pk=reservation.pk).update(
@@ -713,6 +759,32 @@ def resize(team, ref: str, units: int, burst: bool = False) -> Decision:
             return dataclasses.replace(decision, borrows=reservation.borrowed_units + grown)
         # A resize is answered now or never: "waiting for quota" is a refusal with that reason.
         return Decision(Outcome.REJECT, decision.reason, decision.message)
+
+
+def _growth(team, reservation: Reservation, units: int, burst: bool,
+            cohort: CohortFigures | None) -> tuple[Decision, FlavorQuota, int]:
+    """:func:`decide`'s word on growing ``reservation`` to ``units``: the request anew at its new
+    size, its current units counted as free. With the facts and the usage it was asked with."""
+    # Only burst may borrow: an endpoint's minimum grown by a new base never does.
+    request = dataclasses.replace(_request_of(reservation), units=units, burst=burst, may_borrow=burst)
+    usage = _in_use(team, reservation.flavor_id) - reservation.units
+    quota = TeamQuota.objects.filter(team=team, flavor=reservation.flavor).first()
+    facts = flavor_quota(reservation.flavor, quota, cohort, team.pk)
+    return decide(request, usage, facts, _budget_state(team)), facts, usage
+
+
+def preview_resize(team, ref: str, units: int, burst: bool = False) -> Decision:
+    """What :func:`resize` would decide for ``ref`` grown to ``units`` right now, without locking or writing.
+
+    The same question as the resize itself (:func:`_growth`), so a preview of burst says what
+    the endpoint would really be granted. Raises ``LookupError`` when ``ref`` holds no reservation.
+    """
+    reservation = Reservation.objects.held().select_related("flavor").filter(team=team, ref=ref).first()
+    if reservation is None:
+        raise LookupError(f"{ref} holds no reservation in team {team.slug}")
+    if units <= reservation.units:
+        return Decision(Outcome.ADMIT, Reason.ADMITTED, f"{ref} holds {reservation.units}\u00d7 {reservation.flavor.name}")
+    return _growth(team, reservation, units, burst, cohort_figures(cohort_id_of(team)))[0]
 
 
 def admit_waiting(team) -> list[str]:
@@ -730,27 +802,39 @@ def admit_waiting(team) -> list[str]:
                        .order_by(*QueuedRequest.QUEUE_ORDER))
         if not entries:
             return []
-        usage = units_in_use(team)
-        budget = _budget_state(team)
-        admitted: list[QueuedRequest] = []
-        labels: list[str] = []
-        for entry in entries:
-            request = _request_of(entry)
-            decision = decide(request, usage.get(entry.flavor_id, 0),
-                              flavor_quota(entry.flavor, quotas.get(entry.flavor_id)), budget)
-            if decision.admitted:
-                # Best-effort: keep scanning, a later smaller request may still fit.
-                usage[entry.flavor_id] = usage.get(entry.flavor_id, 0) + entry.units
-                admitted.append(entry)
-                labels.append(decision.label)
-        if not admitted:
+        order = queue_order(entries, units_in_use(team), quotas, _budget_state(team), ClusterWaits())
+        if not order:
             return []
+        admitted = [entry for entry, _decision in order]
+        labels = [decision.label for _entry, decision in order]
         Reservation.objects.bulk_create([_reservation_for(team, e.ref, e.flavor, _request_of(e)) for e in admitted])
         QueuedRequest.objects.filter(pk__in=[e.pk for e in admitted]).delete()
         for entry, label in zip(admitted, labels, strict=True):
             workload_admitted.send(sender=None, ref=entry.ref, team=team)
             metrics.count_admission(label)
         return [e.ref for e in admitted]
+
+
+def queue_order(entries: list[QueuedRequest], usage: dict[int, int], quotas: dict[int, TeamQuota],
+                budget: BudgetState | None, waits: ClusterWaits | None = None) -> list[tuple[QueuedRequest, Decision]]:
+    """``(entry, decision)`` of a team's queued ``entries`` (outside any cohort, in queue order)
+    admitted now, in the order admitted; pure: ``usage`` ({flavor id: units}) is updated as they are.
+
+    Best-effort in queue order, each decided by :func:`decide`: a later, smaller request that
+    fits passes one that does not. :func:`admit_waiting` admits by it, and the start estimates
+    (:mod:`workloads.estimates`) simulate the queue with it. ``waits``: what the clusters say
+    (:class:`ClusterWaits`; None: the simulation's assumption that a cluster takes the work).
+    """
+    admitted = []
+    for entry in entries:
+        decision = decide(_request_of(entry), usage.get(entry.flavor_id, 0),
+                          flavor_quota(entry.flavor, quotas.get(entry.flavor_id)), budget,
+                          waits(entry.flavor, entry.spot) if waits is not None else "")
+        if decision.admitted:
+            # Best-effort: keep scanning, a later smaller request may still fit.
+            usage[entry.flavor_id] = usage.get(entry.flavor_id, 0) + entry.units
+            admitted.append((entry, decision))
+    return admitted
 
 
 def _admit_waiting_in_cohort(cohort_id: int) -> list[str]:
@@ -782,7 +866,7 @@ def _admit_waiting_in_cohort(cohort_id: int) -> list[str]:
     for entry in entries:
         if entry.team_id not in budgets:
             budgets[entry.team_id] = _budget_state(entry.team)
-    order = fair_order(entries, cohort, budgets, remembered)
+    order = fair_order(entries, cohort, budgets, remembered, ClusterWaits())
     if not order:
         return []
     Reservation.objects.bulk_create([_reservation_for(e.team, e.ref, e.flavor, _request_of(e), borrowed)
@@ -795,16 +879,17 @@ def _admit_waiting_in_cohort(cohort_id: int) -> list[str]:
 
 
 def fair_order(entries: list[QueuedRequest], cohort: CohortFigures, budgets: dict[int, BudgetState | None],
-               remembered: dict[int, float]) -> list[tuple[QueuedRequest, int]]:
+               remembered: dict[int, float], waits: ClusterWaits | None = None) -> list[tuple[QueuedRequest, int]]:
     """``(entry, borrowed units)`` of the cohort's queued ``entries`` admitted now, in the order
     admitted (pure: ``cohort.usage`` is updated as they are). The fair-sharing tournament over
     :func:`decide`, nominal work first (see :func:`_admit_waiting_in_cohort`); ``remembered`` is
-    :func:`quotas.fairshare.remembered_units` of the members."""
+    :func:`quotas.fairshare.remembered_units` of the members; ``waits`` what the clusters say
+    (:class:`ClusterWaits`; None: every cluster takes new work, as a replay of quotas alone assumes)."""
     def decision(entry):
         key = (entry.team_id, entry.flavor_id)
         return decide(_request_of(entry), cohort.usage.get(key, 0),
                       flavor_quota(entry.flavor, cohort.quotas.get(key), cohort, entry.team_id),
-                      budgets.get(entry.team_id))
+                      budgets.get(entry.team_id), waits(entry.flavor, entry.spot) if waits is not None else "")
 
     def rank(entry):
         borrows = cohort.borrowed(entry.team_id, entry.flavor_id, entry.units) > cohort.borrowed(
@@ -868,10 +953,12 @@ def queue_reasons(team) -> dict[str, str]:
     usage = units_in_use(team)
     budget = _budget_state(team)
     cohort = cohort_of_quotas(quotas)
+    waits = ClusterWaits()
     reasons = {}
     for entry in entries:
         decision = decide(_request_of(entry), usage.get(entry.flavor_id, 0),
-                          flavor_quota(entry.flavor, quotas.get(entry.flavor_id), cohort, team.pk), budget)
+                          flavor_quota(entry.flavor, quotas.get(entry.flavor_id), cohort, team.pk), budget,
+                          waits(entry.flavor, entry.spot))
         if decision.admitted:
             # It fits now; the next admit_waiting (at the latest the next reconcile) takes it.
             reasons[entry.ref] = f"about to be admitted: {entry.units}\u00d7 {entry.flavor.name} fit now"
@@ -888,8 +975,8 @@ def held_beyond_quota(team, candidate: tuple[str, ResourceRequest] | None = None
                       entries: list[QueuedRequest] | None = None,
                       quotas: dict[int, TeamQuota] | None = None) -> dict[str, Decision]:
     """``{ref: decision}`` of the queued work (and of ``candidate``, a request not submitted yet)
-    that would still not be admitted were its flavor's quota all free: waiting for money, or
-    asking for more than the team may ever hold. Work not named here waits for quota alone.
+    that would still not be admitted were its flavor's quota all free: waiting for money, for a
+    cluster that takes new work, or asking for more than the team may ever hold. Work not named here waits for quota alone.
 
     For start estimates (:mod:`workloads.forecast`): such work is not ahead of anyone (the
     queue is best-effort, :func:`admit_waiting` passes it), and no end of other work starts it.
@@ -908,10 +995,12 @@ def held_beyond_quota(team, candidate: tuple[str, ResourceRequest] | None = None
         flavor = GpuFlavor.objects.filter(name=request.flavor).first()
         requests.append((ref, request, flavor))
     cohort = cohort_of_quotas(quotas)
+    waits = ClusterWaits()
     held = {}
     for ref, request, flavor in requests:
         quota = quotas.get(flavor.pk) if flavor is not None else None
-        decision = decide(request, 0, flavor_quota(flavor, quota, cohort, team.pk).idle(), budget)
+        decision = decide(request, 0, flavor_quota(flavor, quota, cohort, team.pk).idle(), budget,
+                          waits(flavor, request.spot))
         if not decision.admitted:
             held[ref] = decision
     return held
@@ -938,4 +1027,5 @@ def preview(team, request: ResourceRequest) -> Decision:
     usage = _in_use(team, flavor.pk) if quota is not None else 0
     budget = _budget_state(team) if quota is not None else None
     cohort = cohort_figures(quota.cohort_of_team) if quota is not None else None
-    return decide(request, usage, flavor_quota(flavor, quota, cohort, team.pk), budget)
+    return decide(request, usage, flavor_quota(flavor, quota, cohort, team.pk), budget,
+                  ClusterWaits()(flavor, request.spot))

@@ -46,7 +46,13 @@ from quotas.serializers import (
 from quotas.services import budget_summary, usage_summary
 from teams import api as teams_api
 from teams.models import Membership, Team
-from teams.permissions import get_membership, report_teams, team_for_reading, team_for_staff_change
+from teams.permissions import (
+    get_membership,
+    report_teams,
+    require_staff_permission,
+    team_for_reading,
+    team_for_staff_change,
+)
 
 SLUG = OpenApiParameter("slug", str, OpenApiParameter.PATH)
 FLAVOR = OpenApiParameter("flavor", str, OpenApiParameter.PATH, description="A flavor's name, e.g. a100-80gb.")
@@ -80,7 +86,7 @@ class TeamViewSet(teams_api.TeamViewSet):
     @action(detail=True, methods=["put"], url_path=r"quotas/(?P<flavor>[^/]+)", url_name="quota")
     def set_quota(self, request, slug=None, flavor=None, **kwargs):
         """Set (or with limit null remove) the team's quota of a flavor, whole (platform staff; audited)."""
-        team = team_for_staff_change(request.user, slug)
+        team = team_for_staff_change(request.user, slug, "quotas.change_teamquota", "change quotas")
         body = QuotaInputSerializer(data=request.data)
         errors = {} if body.is_valid() else dict(body.errors)
         row = GpuFlavor.objects.filter(name=flavor).first()
@@ -122,7 +128,7 @@ class TeamSharingViewSet(viewsets.GenericViewSet):
     @extend_schema(request=TeamSharingInputSerializer, responses=TeamDetailSerializer)
     def partial_update(self, request, slug=None, **kwargs):
         """Change the team's fair-share weight and within-team preemption (platform staff; audited)."""
-        team = team_for_staff_change(request.user, slug)
+        team = team_for_staff_change(request.user, slug, "quotas.change_teamsharing", "change quota sharing")
         body = TeamSharingInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         services.set_team_sharing(request.user, team, body.validated_data.get("fair_weight"),
@@ -152,6 +158,7 @@ class CohortViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     @extend_schema(request=CohortInputSerializer, responses={200: CohortSerializer, 201: CohortSerializer})
     def update(self, request, name=None, **kwargs):
         """Create or replace the cohort, whole: a field left out takes its default (``teams``: none)."""
+        require_staff_permission(request.user, "quotas.change_cohort", "change cohorts")
         body = request.data
         serializer = CohortInputSerializer(data={"name": name, **body} if isinstance(body, dict) else body)
         errors = {} if serializer.is_valid() else dict(serializer.errors)
@@ -169,6 +176,7 @@ class CohortViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     @extend_schema(responses={204: None})
     def destroy(self, request, name=None, **kwargs):
         """Delete the cohort: its teams keep their quotas as walls again."""
+        require_staff_permission(request.user, "quotas.delete_cohort", "delete cohorts")
         services.remove_cohort(request.user, self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -198,6 +206,7 @@ class ClusterViewSet(viewsets.ViewSet):
     def partial_update(self, request, name=None):
         """Drain the cluster (no new placements; what runs there finishes) or make it placeable again."""
         cluster = self._cluster(name)
+        require_staff_permission(request.user, "fleet.change_cluster", "drain clusters")
         body = ClusterInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         cluster = fleet.set_draining(cluster, body.validated_data["state"] == "draining", request.user)

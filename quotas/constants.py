@@ -29,6 +29,7 @@ class Reason:
     ADMITTED = "Admitted"
     WAITING_FOR_QUOTA = "WaitingForQuota"
     WAITING_FOR_BUDGET = "WaitingForBudget"
+    WAITING_FOR_CLUSTER = "WaitingForCluster"  # every cluster that offers the flavor is draining, degraded or lost
     BUDGET_EXHAUSTED = "BudgetExhausted"
     BUDGET_ALERT = "BudgetAlert"  # burst only: past the alert threshold no burst is granted
     NO_QUOTA_FOR_FLAVOR = "NoQuotaForFlavor"

@@ -84,6 +84,8 @@ class GpuFlavor(models.Model):
     objects = GpuFlavorQuerySet.as_manager()
 
     class Meta:
+        verbose_name = "GPU flavor"
+        verbose_name_plural = "GPU flavors"
         ordering = ["name"]
 
     def __str__(self) -> str:
@@ -229,6 +231,8 @@ class TeamSharing(models.Model):
                                  "is full (the checkpoint issue, #24, acts on it).")
 
     class Meta:
+        verbose_name = "team sharing"
+        verbose_name_plural = "team sharing"
         ordering = ["team__slug"]
 
     def __str__(self) -> str:
@@ -455,7 +459,9 @@ class UsageRecord(models.Model):
 class PreemptionEvent(models.Model):
     """One preemption of a workload: who took back what, and the work it cost (DESIGN §9).
 
-    Written once, when the victim is chosen (the forward-only ledger's rule: never updated).
+    Written when the victim is chosen. Its lost work is settled once more when the victim's pods are
+    gone, and only downwards: a checkpoint saved during the grace is where the next attempt resumes
+    (``workloads.preemption.settle_lost_work``; the rule is :func:`quotas.reclaim.lost_span`).
     The workload's preemption log (API and page) lists these newest first; usage reports sum
     ``lost_gpu_hours`` and ``lost_cost`` as ``preempted_gpu_hours`` and ``preempted_cost``.
     """

@@ -25,11 +25,13 @@ The rules, in order:
 
 **Work lost** (issue #24): ``(now − the later of its last start and its last checkpoint) ×
 units × price``. A run that never reports checkpoints (``reports_checkpoints`` false) is
-assumed to lose the *median* of that age over the candidates that do report (each one's
-``now − max(start, last checkpoint)``, one that reports but has not checkpointed yet counting
-from its start), capped at its own run time; when none reports, its run time. So silence
-protects no one: a silent run is ranked like a typical checkpointing one, never as if it lost
-nothing (nor, since it may well checkpoint, as if it lost everything).
+assumed to lose the *median* of that age over the candidates that reported a checkpoint since
+their last start (each one's ``now − max(start, last checkpoint)``), capped at its own run time;
+when none did, its run time. A run with the contract that has not reported one since its last
+start counts as silent too: ranking it by its whole run time would make never reporting the way
+to be chosen last (security review 4 #6). So silence protects no one: a silent run is ranked like
+a typical checkpointing one, never as if it lost nothing (nor, since it may well checkpoint, as if
+it lost everything).
 
 **Why work lost before share** (the decision): DESIGN §9 says "among eligible victims take the
 least work lost", and eligibility already carries the fairness — only teams above their
@@ -121,6 +123,16 @@ class Candidate:
     def start(self) -> datetime:
         return self.started_at if self.started_at is not None else self.admitted_at
 
+    def reported(self) -> bool:
+        """Whether it reported a checkpoint since its last start: only then is its own age ranked.
+
+        A run with the contract that has not (yet, or ever) is ranked as a silent one, by the
+        median: otherwise never reporting would rank it as losing its whole run time, last to go
+        (security review 4 #6: not reporting must never protect).
+        """
+        return (self.reports_checkpoints and self.last_checkpoint_at is not None and self.start is not None
+                and self.last_checkpoint_at >= self.start)
+
     def since(self) -> datetime:
         """What a preemption now throws away starts here: its last checkpoint since its start, else its start."""
         return lost_since(self.start, self.last_checkpoint_at)
@@ -146,17 +158,31 @@ def lost_since(start: datetime, last_checkpoint_at: datetime | None) -> datetime
     return start if last_checkpoint_at is None else max(start, last_checkpoint_at)
 
 
+def lost_span(start: datetime, last_checkpoint_at: datetime | None, notice: datetime) -> tuple[datetime, timedelta]:
+    """``(resume point, time lost)`` of a run given its preemption notice at ``notice`` (pure).
+
+    The work lost runs from where the next attempt resumes (:func:`lost_since`) to the notice:
+    what the run did after the notice is billed as grace, not lost. A checkpoint stamped after the
+    notice (the run saved on it, or its clock ran ahead of the portal's) means nothing was lost,
+    never a negative span; and the span is never longer than the attempt ran (``notice - start``,
+    0 for a start the portal dates after the notice). The one rule for the log, the reason's words
+    and the usage report's ``preempted_gpu_hours``.
+    """
+    start = min(start, notice)
+    resume = min(lost_since(start, last_checkpoint_at), notice)
+    return resume, notice - resume
+
+
 def work_lost(candidates: list[Candidate], now: datetime) -> dict[str, Decimal]:
     """``{ref: the money a preemption now would throw away}`` (module docstring: silent runs get the median)."""
-    reported = [max(0.0, (now - c.since()).total_seconds())
-                for c in candidates if c.reports_checkpoints and not c.burst]
+    reported = [max(0.0, (now - c.since()).total_seconds()) for c in candidates if c.reported() and not c.burst]
     median = statistics.median(reported) if reported else None
     lost: dict[str, Decimal] = {}
     for c in candidates:
         ran = max(0.0, (now - c.start).total_seconds())
         if c.burst:
             age = 0.0  # a burst serves; shrinking it computes nothing again
-        elif c.reports_checkpoints:
+        elif c.reported():
             age = max(0.0, (now - c.since()).total_seconds())
         else:
             age = ran if median is None else min(median, ran)

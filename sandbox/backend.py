@@ -69,12 +69,14 @@ from sandbox.controllers.scaledobject import endpoint_load
 from sandbox.models import SimClock, SimEvent, SimLoad, SimNodeOutage, SimObject, SimPod, SimSilence
 from sandbox.names import new_uid, replicaset_name
 from sandbox.quantity import parse_quantity
+from sandbox.registry import INVALID_IMAGE_NAME, invalid_image_message
 from sandbox.simulation import (
     PULL_SECONDS,
     TERMINATION,
     crash_state,
     gpu_utilization,
     pod_outcome,
+    pull_failure,
     server_log,
     stable_int,
     training_log,
@@ -783,7 +785,10 @@ def _pod_status(pod: SimPod, owner: SimObject, plan: dict, at: datetime) -> Mani
             cstatus["state"]["terminated"]["reason"] = "Error"
     elif pod.started_at is None:
         start = pod.scheduled_at + timedelta(seconds=PULL_SECONDS)
-        if plan["out"] == "image-pull" and at >= start:
+        pull = pull_failure(plan)
+        if pull == INVALID_IMAGE_NAME:
+            cstatus["state"] = {"waiting": {"reason": pull, "message": invalid_image_message(image)}}
+        elif pull and at >= start:
             first = at < start + timedelta(seconds=PULL_SECONDS)
             cstatus["state"] = {"waiting": {
                 "reason": "ErrImagePull" if first else "ImagePullBackOff",

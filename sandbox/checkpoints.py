@@ -94,8 +94,8 @@ def notice_exit(plan: dict, started: datetime | None, notice_at: datetime | None
 
 def body_lines(ckpt: Checkpointing, elapsed: int, since: int, tail: int) -> list[tuple[int, str]]:
     """Checkpoint lines between ``since`` and ``elapsed`` seconds of run time, as (second, line),
-    at most the last ``tail`` of them. Bare, without a timestamp: the line is what the script
-    prints, exactly as the contract's parser reads it."""
+    at most the last ``tail`` of them. Bare: the line is what the script prints; the run's log
+    (sandbox.simulation) puts its logger's time stamp before it."""
     last = elapsed // ckpt.every
     first = max(1, math.ceil(since / ckpt.every), last - tail + 1)
     return [(j * ckpt.every, ckpt.line(ckpt.resume + j)) for j in range(first, last + 1)]
@@ -106,7 +106,7 @@ def notice_footer(ckpt: Checkpointing | None, elapsed: float, end: str) -> list[
     saved on schedule), then its exit."""
     lines = []
     if ckpt is not None and elapsed % ckpt.every:
-        lines.append(ckpt.line(ckpt.final_step(elapsed)))
+        lines.append(f"{end} INFO  {ckpt.line(ckpt.final_step(elapsed))}")
     lines.append(f"{end} INFO  preemption notice received: checkpoint saved, exiting")
     return lines
 

@@ -10,6 +10,9 @@ Two formats (docs/operations.md, "The sandbox cluster"):
   clusters, each with its own nodes, and the prices its GPUs cost there (per flavor name and
   hour, overriding the flavor's list price).
 
+Either may have a top-level ``registry:`` — repository → the tags it holds — the image
+registry all its clusters pull from (:mod:`sandbox.registry`).
+
 The first cluster listed is the one a :class:`~sandbox.backend.SandboxBackend` without a name
 works on. A malformed file raises :class:`InventoryError` naming the cluster at fault.
 """
@@ -26,6 +29,7 @@ import yaml
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from cluster.images import parse_image
 from sandbox.quantity import to_units
 
 #: Compute and memory slices of each A100-80GB MIG profile (a GPU has 7 and 8).
@@ -80,6 +84,8 @@ class Inventory:
 
     clusters: tuple[SandboxCluster, ...]
     nodes: dict[str, tuple[Node, ...]] = field(hash=False)
+    #: the image registry: repository (``host/path``) → its tags; empty: it knows no host
+    registry: dict[str, frozenset[str]] = field(default_factory=dict, hash=False)
 
 
 class InventoryError(ValueError):
@@ -228,6 +234,23 @@ def _cluster(entry: object) -> tuple[SandboxCluster, list[Node]]:
         raise InventoryError(f"cluster {name}: {exc}") from exc
 
 
+def parse_registry(data: object) -> dict[str, frozenset[str]]:
+    """The ``registry:`` section: repository (with its host) → the tags it holds."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InventoryError("registry: must map repositories to their tags")
+    catalog: dict[str, frozenset[str]] = {}
+    for repository, tags in data.items():
+        ref = parse_image(str(repository))
+        if ref is None or ref.repository != repository:  # a tag or digest makes it another name
+            raise InventoryError(f"registry: {repository!r} must be a repository with its host, without a tag")
+        if not isinstance(tags, list) or not tags:
+            raise InventoryError(f"registry: {repository} must list its tags")
+        catalog[repository] = frozenset(str(tag) for tag in tags)
+    return catalog
+
+
 def parse_inventory(data: object) -> Inventory:
     """The clusters and nodes of an inventory in either format (see the module's docstring)."""
     if not isinstance(data, dict) or ("pools" in data) == ("clusters" in data):
@@ -241,7 +264,8 @@ def parse_inventory(data: object) -> Inventory:
     if twice:
         raise InventoryError(f"cluster {twice[0]} is listed twice")
     return Inventory(clusters=tuple(cluster for cluster, _ in parsed),
-                     nodes={cluster.name: tuple(nodes) for cluster, nodes in parsed})
+                     nodes={cluster.name: tuple(nodes) for cluster, nodes in parsed},
+                     registry=parse_registry(data.get("registry")))
 
 
 @lru_cache(maxsize=4)

@@ -54,6 +54,8 @@ class SimObject(models.Model):
     delete_grace = models.IntegerField(null=True, blank=True)  #: its ``deletionGracePeriodSeconds``
 
     class Meta:
+        verbose_name = "simulated object"
+        verbose_name_plural = "simulated objects"
         constraints = [models.UniqueConstraint(fields=["cluster", "kind", "namespace", "name"],
                                                name="sandbox_object_unique")]
         indexes = [models.Index(fields=["cluster", "namespace", "workload"]),
@@ -96,6 +98,8 @@ class SimPod(models.Model):
     disruption = models.CharField(max_length=40, blank=True)
 
     class Meta:
+        verbose_name = "simulated pod"
+        verbose_name_plural = "simulated pods"
         constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="sandbox_pod_unique")]
         indexes = [models.Index(fields=["cluster", "active"]),
                    models.Index(fields=["cluster", "namespace", "workload"])]
@@ -118,6 +122,8 @@ class SimEvent(models.Model):
     count = models.IntegerField(default=1)
 
     class Meta:
+        verbose_name = "simulated event"
+        verbose_name_plural = "simulated events"
         # (cluster, time): the tick's expiry of old events, one cluster at a time.
         indexes = [models.Index(fields=["cluster", "namespace", "workload", "time"]),
                    models.Index(fields=["cluster", "time"])]
@@ -135,6 +141,8 @@ class SimLoad(models.Model):
     value = models.FloatField()
 
     class Meta:
+        verbose_name = "simulated load"
+        verbose_name_plural = "simulated loads"
         constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "workload"],
                                                name="sandbox_load_unique")]
 
@@ -149,6 +157,10 @@ class SimClock(models.Model):
     cluster = models.CharField(max_length=63, unique=True)
     last_tick = models.DateTimeField(null=True, blank=True)
     resource_version = models.BigIntegerField(default=1)
+
+    class Meta:
+        verbose_name = "simulated clock"
+        verbose_name_plural = "simulated clocks"
 
     def __str__(self) -> str:
         return f"{self.cluster} clock@{self.last_tick}"
@@ -167,6 +179,8 @@ class SimNodeOutage(models.Model):
     reason = models.CharField(max_length=40, default="TerminationByKubelet")
 
     class Meta:
+        verbose_name = "simulated node outage"
+        verbose_name_plural = "simulated node outages"
         constraints = [models.UniqueConstraint(fields=["cluster", "node"], name="sandbox_outage_unique")]
 
     def __str__(self) -> str:
@@ -182,6 +196,10 @@ class SimSilence(models.Model):
 
     cluster = models.CharField(max_length=63, unique=True)
     since = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "simulated silence"
+        verbose_name_plural = "simulated silences"
 
     def __str__(self) -> str:
         return f"{self.cluster} silent since {self.since}"

@@ -111,6 +111,15 @@ def sim_settings(env: dict[str, str], *, workload: str, kind: str) -> SimSetting
 RETRYABLE_OUTCOMES = ("fail", "oom")
 
 
+def pull_failure(plan: dict) -> str:
+    """The kubelet's waiting reason for a pod whose image cannot be pulled, "" when it pulls.
+
+    The registry's verdict on the image (``plan["pull"]``, :mod:`sandbox.registry`) or, for an
+    image the registry would pull, the ``image-pull`` outcome a spec asks for (a "not found").
+    """
+    return plan.get("pull") or ("ErrImagePull" if plan["out"] == "image-pull" else "")
+
+
 def pod_outcome(plan: dict, owner_kind: str, index: int) -> str:
     """How one pod ends. A Job's pod ``index`` is its attempt (0-based): past the plan's failed
     attempts (``SLIPWAY_SIM_FAILED_ATTEMPTS``) a failing outcome turns into success."""
@@ -244,7 +253,10 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
                                f"{410 + seed % 40} samples/s"))
     if ckpt is not None:
         since = first * TRAIN_LOG_EVERY if first > 1 else 0
-        timed.extend(checkpoints.body_lines(ckpt, elapsed, since, max(tail, 0)))
+        # Stamped like every other line (a logger's prefix, which the contract's parser allows):
+        # the portal dates a checkpoint read from the log by it (jobs.checkpoints.last_in_log).
+        timed.extend((second, f"{_rfc3339(started + timedelta(seconds=second))} INFO  {line}")
+                     for second, line in checkpoints.body_lines(ckpt, elapsed, since, max(tail, 0)))
     timed.sort(key=lambda pair: pair[0])  # stable: a checkpoint follows the progress line of its second
     body = [line for _, line in timed]
     return (header + body + footer)[-tail:] if tail > 0 else []

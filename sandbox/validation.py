@@ -18,7 +18,9 @@ from typing import Any
 
 from cluster.backends.base import ResourceKind, resource_kind
 from cluster.errors import Invalid
+from sandbox.inventory import inventory
 from sandbox.quantity import parse_quantity, to_units
+from sandbox.registry import pull_error
 from sandbox.simulation import sim_settings
 
 Manifest = dict[str, Any]
@@ -398,6 +400,8 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
         "hash": template_hash(template),
         "ctr": first.get("name", "main"),
         "img": first.get("image", ""),
+        # What pulling the image ends with, the registry's verdict (sandbox.registry): "" pulls.
+        "pull": pull_error(str(first.get("image", "")), inventory().registry),
         # The container's arguments, which the simulated logs echo (a training script's --lr …).
         "args": [str(a) for a in first.get("args") or []],
         # The port a server's log says it listens on: its first declared container port.

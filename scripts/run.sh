@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Start Slipway locally: web (gunicorn) + Celery worker + Celery beat, on the simulated
-# GPU cluster, with demo teams and data. Ctrl-C (or SIGTERM) stops all three; the script
-# then exits 0.
+# GPU cluster (which lives in the worker and beat), with demo teams and data. Ctrl-C (or
+# SIGTERM, SIGHUP) stops all three within 10 s, leaves no process behind, and the script then
+# exits 0.
 #
 #   scripts/run.sh [PORT]     (or PORT=9000 scripts/run.sh; make run PORT=9000) — default 8000
 #
@@ -14,7 +15,12 @@ export DJANGO_SETTINGS_MODULE=portal.settings
 VENV="${VENV:-.venv}"
 PY="$VENV/bin/python"
 HOST=127.0.0.1
-mkdir -p var/log
+# The settings keep their state under SLIPWAY_VAR_DIR (default var/); the logs go beside it.
+LOG_DIR="${SLIPWAY_VAR_DIR:-var}/log"
+mkdir -p "$LOG_DIR"
+# How long the services get to stop by themselves before they are killed: with the 10 s that
+# Ctrl-C promises, a worker in warm shutdown on a long task must not hold the stop up.
+STOP_GRACE_SECONDS="${STOP_GRACE_SECONDS:-6}"
 
 if ! [[ "$port" =~ ^[0-9]+$ ]] || (( port < 1 || port > 65535 )); then
   echo "error: the port must be a number from 1 to 65535, got '$port'" >&2
@@ -35,37 +41,65 @@ url="http://$HOST:$port/"
 "$PY" manage.py seed_demo --url "$url"
 
 pids=()
+alive() {
+  local pid
+  for pid in "${pids[@]}"; do
+    kill -0 -- "-$pid" 2>/dev/null && return 0
+  done
+  return 1
+}
+# Each service runs in its own process group (set -m below), so a signal reaches a whole
+# service — gunicorn's workers, Celery's pool processes — and nothing outside it.
 cleanup() {
-  trap - INT TERM EXIT
+  trap - INT TERM HUP EXIT
   echo; echo "stopping Slipway…"
-  kill "${pids[@]}" 2>/dev/null || true
+  local pid deadline
+  # 1. Ask each service to stop (gunicorn: graceful; Celery: warm shutdown).
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  # 2. Give them STOP_GRACE_SECONDS. A worker in warm shutdown waits for its running task and
+  #    ignores a second SIGTERM, so waiting for it alone can take as long as that task.
+  deadline=$((SECONDS + STOP_GRACE_SECONDS))
+  while alive && (( SECONDS < deadline )); do sleep 0.1; done
+  # 3. Kill what is left, whole groups, so no pool process outlives its parent. A task cut short
+  #    is not lost: tasks are acknowledged late and the reconciler re-drives what they were doing.
+  if alive; then
+    echo "killing what did not stop within ${STOP_GRACE_SECONDS} s" >&2
+    for pid in "${pids[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
+    # SIGKILL is delivered at once but a process takes a moment to go: exit only once it has.
+    deadline=$((SECONDS + 2))
+    while alive && (( SECONDS < deadline )); do sleep 0.1; done
+  fi
   wait 2>/dev/null || true
 }
-# Ctrl-C or a SIGTERM (`make run &` then `kill`) is the orderly way to stop: stop the three,
-# wait for them and exit 0, so make does not report "Error 130/143" for it. Any other exit
-# (a process died, a failed step) keeps its own status.
+# Ctrl-C, a SIGTERM (`make run &` then `kill`) or a closed terminal (SIGHUP) is the orderly way
+# to stop: stop the three, wait for them and exit 0, so make does not report "Error 130/143" for
+# it. Any other exit (a process died, a failed step) keeps its own status. A terminal's Ctrl-C
+# reaches only this script (the services are in groups of their own), so every service gets
+# exactly one stop request, from cleanup, instead of a SIGINT and then a SIGTERM.
 stopped() {
   cleanup
   exit 0
 }
-trap stopped INT TERM
+trap stopped INT TERM HUP
 trap cleanup EXIT
 
+set -m  # each background service in a process group of its own (see cleanup)
 "$VENV/bin/celery" -A portal worker -Q default,cluster,reconcile --concurrency 2 --loglevel INFO \
-  >var/log/worker.log 2>&1 &
+  >"$LOG_DIR/worker.log" 2>&1 &
 pids+=($!)
-"$VENV/bin/celery" -A portal beat --loglevel INFO >var/log/beat.log 2>&1 &
+"$VENV/bin/celery" -A portal beat --loglevel INFO >"$LOG_DIR/beat.log" 2>&1 &
 pids+=($!)
 "$VENV/bin/gunicorn" portal.wsgi --config gunicorn.conf.py --bind "$HOST:$port" --workers 2 --threads 4 --access-logfile - \
-  >var/log/web.log 2>&1 &
+  >"$LOG_DIR/web.log" 2>&1 &
 web=$!
 pids+=("$web")
+set +m  # the commands below stay in this script's group, and get a terminal's Ctrl-C with it
 
 # Announce the address only once the server answers there.
 ready=
 for _ in $(seq 1 120); do
   if ! kill -0 "$web" 2>/dev/null; then
-    echo "error: the web server exited before it listened on $url; see var/log/web.log" >&2
+    echo "error: the web server exited before it listened on $url; see $LOG_DIR/web.log" >&2
     exit 1
   fi
   if "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "healthz", timeout=1)' "$url" \
@@ -75,16 +109,16 @@ for _ in $(seq 1 120); do
   fi
   sleep 0.5
 done
-[[ -n "$ready" ]] || echo "warning: $url did not answer within 60 s; see var/log/web.log" >&2
+[[ -n "$ready" ]] || echo "warning: $url did not answer within 60 s; see $LOG_DIR/web.log" >&2
 
 cat <<MSG
 
   Slipway is running:  $url
   Demo logins are printed above (seed_demo); admin console at ${url}admin/
-  Logs: var/log/web.log, var/log/worker.log, var/log/beat.log — Ctrl-C stops everything.
+  Logs: $LOG_DIR/web.log, $LOG_DIR/worker.log, $LOG_DIR/beat.log — Ctrl-C stops everything.
 
 MSG
 # Stop everything as soon as any of the three dies, so a crash is not hidden.
 wait -n "${pids[@]}"
-echo "a Slipway process exited; see var/log/" >&2
+echo "a Slipway process exited; see $LOG_DIR/" >&2
 exit 1

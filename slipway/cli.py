@@ -39,8 +39,10 @@ from slipway.client import (
     NotSignedIn,
 )
 
-# Exit codes (API.md): 0 ok; 1 a refusal of the API, a failed watched run, a bad spec file; 2 a
-# usage error (Click's own); 3 not signed in; 4 not found or forbidden.
+# Exit codes (API.md): 0 ok; 1 a watched workload failed (and what no other code names: another
+# refusal of the API, an unreachable server); 2 a usage error — Click's own, a spec file that
+# cannot be read, a spec the API refuses (400, or a dry run's "reject") —, so a script tells "my
+# spec was wrong" from "my run failed"; 3 not signed in; 4 not found or forbidden.
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_SIGNED_IN, EXIT_NOT_FOUND = 1, 2, 3, 4
 
 RUN_FINAL = {"succeeded": 0, "failed": EXIT_FAILED, "cancelled": EXIT_FAILED}
@@ -186,8 +188,8 @@ the API's fields (see `slipway run --help`).
 \b
 Exit codes:
   0  ok
-  1  the API refused, a watched run failed, or a spec file is bad
-  2  usage error
+  1  a watched run failed (or another refusal, an unreachable server)
+  2  usage error, a bad spec file, or a spec the API refuses
   3  not signed in
   4  not found or forbidden
 """
@@ -277,17 +279,18 @@ def load_spec(path: Path) -> dict:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise Failure(f"{path}: {exc.strerror}") from exc
+        raise Failure(f"{path}: {exc.strerror}", EXIT_USAGE) from exc
     try:
         spec = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise Failure(f"{path}{where}: {exc.problem or exc.context}") from exc
+        raise Failure(f"{path}{where}: {exc.problem or exc.context}", EXIT_USAGE) from exc
     except yaml.YAMLError as exc:
-        raise Failure(f"{path}: {exc}") from exc
+        raise Failure(f"{path}: {exc}", EXIT_USAGE) from exc
     if not isinstance(spec, dict):
-        raise Failure(f"{path}: expected the API's fields as a mapping (name: …, image: …), not {type(spec).__name__}")
+        raise Failure(f"{path}: expected the API's fields as a mapping (name: …, image: …), not {type(spec).__name__}",
+                      EXIT_USAGE)
     return spec
 
 
@@ -324,7 +327,7 @@ def refused_spec(path: Path, exc: BadRequest) -> Failure:
         where = f"{path}, line {lines_of[field]}" if field in lines_of else str(path)
         label = "" if field in ("detail", "non_field_errors") else f"{field}: "
         messages.append(f"{where}: {label}{message}")
-    return Failure("\n".join(messages) or f"{path}: {exc}")
+    return Failure("\n".join(messages) or f"{path}: {exc}", EXIT_USAGE)
 
 
 def flat_errors(errors: dict, prefix: str = "") -> list[tuple[str, str]]:
@@ -340,7 +343,7 @@ def flat_errors(errors: dict, prefix: str = "") -> list[tuple[str, str]]:
 
 
 def show_forecast(forecast: dict) -> int:
-    """Print a dry run's answer; 0 when it would be admitted or queued, 1 when refused."""
+    """Print a dry run's answer; 0 when it would be admitted or queued, 2 (usage) when the spec is refused."""
     admitted_now = forecast["outcome"] == "admit"
     fields([
         ("Decision", forecast["outcome"]), ("Message", forecast.get("message")),
@@ -351,7 +354,7 @@ def show_forecast(forecast: dict) -> int:
         ("Burst", forecast.get("burst")),
         ("Borrows", f"{forecast['borrows']} from the cohort, preemptible" if forecast.get("borrows") else None),
     ])
-    return 0 if forecast["outcome"] in ("admit", "queue") else EXIT_FAILED
+    return 0 if forecast["outcome"] in ("admit", "queue") else EXIT_USAGE
 
 
 # -- runs ------------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ class ConnectionFailed(ApiError):
 
 
 class BadRequest(ApiError):
-    """400 (or 422 for a reused Idempotency-Key): ``errors`` names the fields."""
+    """400 (a reused Idempotency-Key too; older servers answered it 422): ``errors`` names the fields."""
 
 
 class NotSignedIn(ApiError):

@@ -11,9 +11,11 @@
 
 Both codes are stored as digests only. A login lives ``SLIPWAY_DEVICE_LOGIN_TTL_SECONDS``; its
 token is handed out once. Throttles: a poll sooner than the interval is answered ``slow_down`` and
-the interval grows by 5 s; an address may hold at most :data:`MAX_PER_ADDRESS` logins at a time;
-a person who types :data:`MAX_WRONG_CODES` unknown codes within :data:`WRONG_CODE_WINDOW` is
-refused for the rest of it (codes cannot be guessed from the page).
+the interval grows by 5 s (per device code); an address may start at most :data:`MAX_PER_ADDRESS`
+logins within :data:`ADDRESS_WINDOW`; a person who types :data:`MAX_WRONG_CODES` unknown codes
+within :data:`WRONG_CODE_WINDOW` is refused for the rest of it (codes cannot be guessed from the
+page). The token handed out always expires: after the days the page set, else
+``SLIPWAY_DEVICE_TOKEN_DAYS`` (90); the tokens page lists it as made by ``slipway login``.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ USER_CODE_LENGTH = 8
 #: What each too-early poll adds to the interval (RFC 8628 §3.5).
 SLOW_DOWN_STEP = 5
 MAX_PER_ADDRESS = 20
+#: The window :data:`MAX_PER_ADDRESS` counts in (a code lives SLIPWAY_DEVICE_LOGIN_TTL_SECONDS, 10 minutes).
+ADDRESS_WINDOW = timedelta(minutes=2)
 MAX_WRONG_CODES = 10
 WRONG_CODE_WINDOW = timedelta(minutes=15)
 #: Ended logins are kept this long (to answer ``expired_token`` rather than ``invalid_grant``), then deleted.
@@ -104,7 +108,9 @@ def start(client_name: str = "", ip: str | None = None) -> Started:
     name = _clean_client_name(client_name)
     now = timezone.now()
     DeviceLogin.objects.filter(expires_at__lt=now - KEEP_ENDED).delete()
-    if ip and DeviceLogin.objects.filter(requested_ip=ip, expires_at__gt=now,
+    # Only the address's recent requests count: a neighbour behind the same NAT can hold an
+    # office's sign-ins up for ADDRESS_WINDOW at most, not for a code's whole life (review 4 #8).
+    if ip and DeviceLogin.objects.filter(requested_ip=ip, created_at__gt=now - ADDRESS_WINDOW,
                                          state=DeviceLogin.State.PENDING).count() >= MAX_PER_ADDRESS:
         raise DeviceGrantError("slow_down", "Too many sign-ins are waiting from this address; "
                                             "approve or let them expire, then try again.", status=429)
@@ -223,4 +229,6 @@ def redeem(grant_type: str, device_code: str, ip: str | None = None) -> tuple[Ap
         if not DeviceLogin.objects.filter(pk=login.pk, state=DeviceLogin.State.APPROVED).update(
                 state=DeviceLogin.State.REDEEMED):
             raise DeviceGrantError("invalid_grant", "Unknown or already used device code: run `slipway login` again.")
-        return create_api_token(login.user, login.token_name, login.token_expires_days, ip=ip)
+        # Never without an expiry (security review 4 #8): the page's, else the setting's default.
+        days = login.token_expires_days or settings.SLIPWAY_DEVICE_TOKEN_DAYS
+        return create_api_token(login.user, login.token_name, days, ip=ip, origin=ApiToken.Origin.DEVICE)

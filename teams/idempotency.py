@@ -7,7 +7,8 @@ the other gets 409. Only successful (2xx) responses are kept; after an error the
 free again, so a client can fix its input and retry with the same key.
 
 A key stands for one request: the record keeps a hash of the path and the parsed body, and
-a later POST with the key but another path or body answers 422 instead of handing back the
+a later POST with the key but another path or body answers 400 (bad input, as API.md
+says; it was a 422 until security review 4) instead of handing back the
 first request's response as if it were this one's.
 
 The view runs in one transaction with the recording of its response, holding the
@@ -132,7 +133,7 @@ def _replay(record: IdempotencyRecord, request) -> Response:
     same = record.request_hash == _request_hash(request) if record.request_hash else record.path == _path(request)
     if not same:
         return _error("This key was already used for another request (another endpoint or body): "
-                      "send a new key for a new request.", status.HTTP_422_UNPROCESSABLE_ENTITY)
+                      "send a new key for a new request.", status.HTTP_400_BAD_REQUEST)
     # The caller may have lost access since (removed: 404, demoted to viewer: 403): check again,
     # as the original request did, before handing back what it created.
     team = record.body.get("team") if isinstance(record.body, dict) else None

@@ -157,9 +157,19 @@ class ApiToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
 
+    class Origin(models.TextChoices):
+        PORTAL = "portal", "API tokens page"
+        DEVICE = "device", "slipway login (browser)"
+        COMMAND = "command", "manage.py create_api_token"
+
+    #: Where it was made: the tokens page lists it, so a token nobody remembers asking for stands out.
+    origin = models.CharField(max_length=16, choices=Origin.choices, default=Origin.PORTAL, db_default=Origin.PORTAL)
+
     objects = ApiTokenQuerySet.as_manager()
 
     class Meta:
+        verbose_name = "API token"
+        verbose_name_plural = "API tokens"
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
@@ -237,7 +247,7 @@ class AuditEvent(models.Model):
         ENDPOINT_CHANGED = "endpoint_changed", "Endpoint changed"
         ENDPOINT_DELETED = "endpoint_deleted", "Endpoint deleted"
         WORKLOAD_PREEMPTED = "workload_preempted", "Workload preempted (quota reclaimed)"
-        CLUSTER_CHANGED = "cluster_changed", "Cluster drained or made ready"
+        CLUSTER_CHANGED = "cluster_changed", "Cluster drained, made ready or edited"
         DEVICE_LOGIN = "device_login", "Command-line sign-in approved or denied"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)

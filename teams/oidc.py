@@ -52,6 +52,10 @@ class IssuerMismatchError(Exception):
                          f"{settings.SLIPWAY_OIDC_ISSUER!r} (SLIPWAY_OIDC_ISSUER)")
 
 
+class SubjectMismatchError(Exception):
+    """The userinfo endpoint answered about another ``sub`` than the ID token's."""
+
+
 class SlipwayOpenIDConnectAdapter(OpenIDConnectOAuth2Adapter):
     """allauth's adapter with the discovery document's issuer and every ID token's signature checked."""
 
@@ -61,6 +65,16 @@ class SlipwayOpenIDConnectAdapter(OpenIDConnectOAuth2Adapter):
         if config.get("issuer") != settings.SLIPWAY_OIDC_ISSUER:
             raise OAuth2Error("Discovery names another issuer") from IssuerMismatchError(str(config.get("issuer")))
         return config
+
+    def complete_login(self, request, app, token, **kwargs):
+        """allauth's login, refused when the userinfo answer is about another subject than the ID
+        token (OIDC Core 5.3.2: the ``sub`` of both must be the same, or the userinfo is not used)."""
+        login = super().complete_login(request, app, token, **kwargs)
+        data = login.account.extra_data or {}
+        subjects = {str((data.get(part) or {}).get("sub", "")) for part in ("id_token", "userinfo") if data.get(part)}
+        if len(subjects) > 1:
+            raise OAuth2Error("The userinfo answer names another subject") from SubjectMismatchError()
+        return login
 
     def _decode_id_token(self, app: SocialApp, id_token: str) -> dict:
         return verify_id_token(id_token, jwks_uri=self.openid_config["jwks_uri"], issuer=self.openid_config["issuer"],
@@ -114,6 +128,8 @@ _TOKEN_PROBLEMS: tuple[tuple[type[Exception], str], ...] = (
     (jwt.InvalidSignatureError, "The sign-in token's signature does not match the identity provider's keys."),
     (jwt.InvalidKeyError, "The sign-in token names a signing key the identity provider does not publish."),
     (jwt.InvalidAlgorithmError, "The sign-in token is signed with an algorithm Slipway does not accept."),
+    (SubjectMismatchError, "The identity provider's ID token and its userinfo answer are about two different "
+                           "people (their subjects differ), so you were not signed in."),
     (jwt.MissingRequiredClaimError, "The sign-in token lacks a claim every ID token must carry."),
     (jwt.ImmatureSignatureError, "The sign-in token is not valid yet: the provider's clock or Slipway's is wrong."),
     (jwt.PyJWTError, "The identity provider sent a sign-in token Slipway cannot read."),

@@ -80,13 +80,15 @@ def team_for_reading(user, slug: str) -> tuple[Team, Membership | None]:
     return team, None
 
 
-def team_for_staff_change(user, slug: str) -> Team:
+def team_for_staff_change(user, slug: str, perm: str, what: str) -> Team:
     """Team ``slug`` for a change only platform staff make (its quotas and quota sharing, API.md
-    "Quota as code"): staff, any team; its members, who may read what would change, 403; anyone
-    else 404, as for any other team."""
+    "Quota as code"): staff holding ``perm`` (:func:`require_staff_permission`), any team; other
+    staff, and its members, who may read what would change, 403; anyone else 404, as for any
+    other team."""
     team, membership = team_for_reading(user, slug)
     if membership is not None and not user.is_staff:
         raise PermissionDenied("Only platform staff change a team's quotas and quota sharing.")
+    require_staff_permission(user, perm, what)
     return team
 
 
@@ -143,22 +145,56 @@ def end_refusal(user, workload, membership: Membership | None) -> str:
     """Why ``user`` may not end ``workload`` (shown beside a disabled button), or '' when :func:`may_end`."""
     if may_end(user, workload, membership):
         return ""
+    if membership is None and user.is_staff:
+        return f"Your staff account may not stop another team's work: it lacks {change_permission(workload)}."
     if membership is not None and not membership.allows(Role.MEMBER):
         return "Viewers can't cancel or delete the team's work — ask a team admin."
     return (f"Only {workload.team.name}'s admins and {workload.created_by.username} (who started it) may stop it: "
             "the team does not let members cancel their teammates' work.")
 
 
+def may_correct_checkpoint(user, workload, membership: Membership | None) -> bool:
+    """Whether ``user`` may report a checkpoint of ``workload`` by hand (a correction): its owner or an
+    admin of its team. Its pods report with the run token; a teammate never may (security review 4 #7)."""
+    if membership is None or membership.team_id != workload.team_id or not membership.allows(Role.MEMBER):
+        return False
+    return membership.allows(Role.ADMIN) or workload.created_by_id == user.pk
+
+
+def staff_may(user, perm: str) -> bool:
+    """Whether ``user`` is platform staff holding Django's permission ``perm`` (``"quotas.change_teamquota"``).
+
+    Staff is who may enter the admin console and read every team; what a staff user may *change*
+    is their permissions (a group: :mod:`front.roles`), as in the admin console itself, where
+    Django checks the same ones (security review 4 #3). Superusers hold every permission.
+    """
+    return bool(user.is_authenticated and user.is_staff and user.has_perm(perm))
+
+
+def require_staff_permission(user, perm: str, what: str) -> None:
+    """403 unless :func:`staff_may`; the words name what and which permission (``what``: "change quotas")."""
+    if not staff_may(user, perm):
+        raise PermissionDenied(f"Your staff account may not {what}: it lacks the permission {perm} "
+                               "(a platform admin gives it through a staff group).")
+
+
+def change_permission(model_or_object) -> str:
+    """The ``change_…`` permission of a model (or of an object's model): ``"jobs.change_trainingrun"``."""
+    meta = model_or_object._meta
+    return f"{meta.app_label}.change_{meta.model_name}"
+
+
 def may_end(user, workload, membership: Membership | None) -> bool:
     """Whether ``user`` may end ``workload`` (cancel a run, delete an endpoint): the one rule.
 
-    Platform staff may end any team's work (the admin console). In the workload's team an
-    admin may end any of it; a member their own, and their teammates' when the team lets
-    members do so (``Team.members_may_cancel_teammates_work``); a viewer never.
+    Platform staff may end any team's work when they may change work of its kind (the admin
+    console; :func:`staff_may`). In the workload's team an admin may end any of it; a member
+    their own, and their teammates' when the team lets members do so
+    (``Team.members_may_cancel_teammates_work``); a viewer never.
     ``membership`` is the user's membership of the workload's team (None: not in it), which
     every caller already holds — the pages that poll ask no further query.
     """
-    if user.is_staff:
+    if staff_may(user, change_permission(workload)):
         return True
     if membership is None or membership.team_id != workload.team_id or not membership.allows(Role.MEMBER):
         return False
@@ -169,8 +205,10 @@ def may_end(user, workload, membership: Membership | None) -> bool:
 
 def check_may_end(user, workload) -> None:
     """Raise unless :func:`may_end`: Http404 for outsiders (existence hidden), PermissionDenied otherwise."""
-    if user.is_staff:
+    if staff_may(user, change_permission(workload)):
         return
+    if user.is_staff and get_membership(user, workload.team) is None:
+        require_staff_permission(user, change_permission(workload), "stop another team's work")
     membership = require_team(user, workload.team, Role.MEMBER)
     refusal = end_refusal(user, workload, membership)
     if refusal:

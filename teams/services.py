@@ -76,15 +76,17 @@ def audit(action: str, *, actor=None, team: Team | None = None, target: str = ""
 
 
 @transaction.atomic
-def create_api_token(user, name: str, expires_days: int | None = None, ip: str | None = None) -> tuple[ApiToken, str]:
-    """Create a token for ``user``. Returns the row and the raw token, which is never stored."""
+def create_api_token(user, name: str, expires_days: int | None = None, ip: str | None = None,
+                     origin: str = ApiToken.Origin.PORTAL) -> tuple[ApiToken, str]:
+    """Create a token for ``user`` (made at ``origin``). Returns the row and the raw token, which is never stored."""
     raw = ApiToken.generate()
     expires_at = timezone.now() + timedelta(days=expires_days) if expires_days else None
     token = ApiToken.objects.create(
-        user=user, name=name or "token", key_hash=hash_token(raw), key_prefix=raw[:10], expires_at=expires_at
+        user=user, name=name or "token", key_hash=hash_token(raw), key_prefix=raw[:10], expires_at=expires_at,
+        origin=origin,
     )
     audit(AuditEvent.Action.TOKEN_CREATED, actor=user, target=f"token {token.pk} ({token.name})", ip=ip,
-          expires_at=expires_at.isoformat() if expires_at else None)
+          expires_at=expires_at.isoformat() if expires_at else None, origin=origin)
     return token, raw
 
 

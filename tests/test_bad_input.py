@@ -279,3 +279,13 @@ def test_sandbox_tick_refuses_more_ticks_than_a_command_should_run(db):
     call_command("sandbox", "tick", "--at", "2026-11-22T10:00:00Z")
     with pytest.raises(CommandError, match="larger --step"):
         call_command("sandbox", "tick", "--seconds", str(365 * 24 * 3600), "--step", "1")
+
+
+@pytest.mark.parametrize("path", ["/api/v1/runs/?team=ml%00research", "/api/v1/endpoints/?state=%00",
+                                  "/api/v1/usage/?team=%00", "/api/v1/runs/?ordering=-created_at%00",
+                                  "/runs/?team=ml%00research", "/usage/?month=2026-11%00"])
+def test_a_nul_in_a_query_parameter_is_a_400_never_a_500(api, member, path):
+    """Security review 4 #11 (fuzz minors): PostgreSQL text cannot hold NUL; refused at the door."""
+    api.force_login(member)
+    response = api.get(path)
+    assert response.status_code == 400, (path, response.status_code)

@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 #: script, arguments for a short run, a line its report must print
 BENCHMARKS = [
     ("admission.py", ["--threads", "2", "--seconds", "0.3"], "lock cost: locked / unlocked ="),
+    ("estimates.py", ["--quick"], "median relative error"),
     ("api.py", ["--clients", "2", "--seconds", "0.3", "--warmup", "0.2", "--rounds", "2"], "create endpoint"),
     ("profile_api.py", ["--requests", "3", "--top", "3"], "statements per request"),
     ("reconcile_clusters.py", ["--clusters", "2", "--workloads", "20", "--rounds", "1", "--timeout", "0.5"],

@@ -25,22 +25,24 @@ and :data:`CAPACITY_WAIT` says why.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-import heapq
-import itertools
 import statistics
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.utils import timezone
 
-from quotas import admission
+from quotas import admission, fairshare
 from quotas.admission import ResourceRequest
 from quotas.constants import Priority, Reason
 from quotas.ledger import cost_per_hour, hours_left_in_month, month_end
-from quotas.models import QueuedRequest, Reservation
+from quotas.models import Cohort, QueuedRequest, Reservation
+from quotas.reclaim import Rules
 from quotas.services import budget_summary
+from workloads import estimates
 from workloads.identity import WorkloadId
 from workloads.registry import kind_for, kind_of
 
@@ -180,71 +182,130 @@ def _expected_end(workload, start: datetime, now: datetime, medians: dict[tuple,
 def estimated_starts(team, now: datetime | None = None,
                      candidate: tuple[QueuedRequest, timedelta | None] | None = None,
                      held: dict[str, admission.Decision] | None = None) -> dict[str, StartEstimate]:
-    """``{ref: StartEstimate}`` for every queued workload of ``team``.
+    """``{ref: StartEstimate}`` for every queued workload of ``team``, from one simulation of its
+    queue (:func:`workloads.estimates.simulate`; in a cohort, of every member's queue).
 
     ``candidate`` is a request not submitted yet (an unsaved queue entry and its expected
     duration): it is placed behind everything of its priority, as a submission would be.
     ``held`` is :func:`quotas.admission.held_beyond_quota` when the caller has it already.
     """
     now = now or timezone.now()
-    queue = list(QueuedRequest.objects.filter(team=team).select_related("flavor").order_by(*QueuedRequest.QUEUE_ORDER))
-    if not queue and candidate is None:
-        return {}
+    # 1. The queue: the team's (and its cohort's), in admission order.
     quotas = admission.team_quotas(team)
-    if held is None:
-        held = admission.held_beyond_quota(team, entries=queue, quotas=quotas)
-    if candidate is not None:
-        entry, _duration_of_candidate = candidate
-        queue.insert(admission.queue_position(team, entry) - 1, entry)  # the queue's own tie rule
-    if not queue:
+    cohort = admission.cohort_of_quotas(quotas)
+    members = list(cohort.slugs) if cohort is not None else [team.pk]
+    queue = list(QueuedRequest.objects.filter(team_id__in=members).select_related("flavor")
+                 .order_by(*QueuedRequest.QUEUE_ORDER))
+    own = [entry for entry in queue if entry.team_id == team.pk]
+    if not own and candidate is None:
         return {}
-    reservations = list(Reservation.objects.held().filter(team=team, flavor_id__in={q.flavor_id for q in queue}))
+    held = dict(admission.held_beyond_quota(team, entries=own, quotas=quotas) if held is None else held)
+    for member in {entry.team_id for entry in queue} - {team.pk}:  # not ahead of anyone in the cohort either
+        held.update(admission.held_beyond_quota(member_team(queue, member)))
+    if candidate is not None:
+        # Behind everything of its priority (the queue's own tie rule), submitted now.
+        entry = copy.copy(candidate[0])
+        entry.created_at = now
+        position = sum(1 for other in queue if other.priority >= entry.priority)
+        queue.insert(position, entry)
+    flavors = {entry.flavor_id for entry in queue if entry.team_id == team.pk}
+    queue = [entry for entry in queue if entry.flavor_id in flavors]
+    # 2. What holds those flavors, and when each is expected to end.
+    reservations = list(Reservation.objects.held().filter(team_id__in=members, flavor_id__in=flavors)
+                        .select_related("flavor"))
     workloads = _workloads([r.ref for r in reservations] + [q.ref for q in queue])
-    limits = {flavor_id: quota.limit for flavor_id, quota in quotas.items()}
     medians = median_durations(team, list(workloads.values()))
-    estimates: dict[str, StartEstimate] = {}
-    for flavor_id in {q.flavor_id for q in queue}:
-        free = limits.get(flavor_id, 0)
-        ends: list[tuple[datetime, int, int, Ahead]] = []  # (expected end, order, units, whose)
-        order = itertools.count()  # ties end in the order they were seen
-        for reservation in (r for r in reservations if r.flavor_id == flavor_id):
-            free -= reservation.units
-            workload = workloads.get(reservation.ref)
-            if workload is None:
-                continue
-            kind = kind_of(workload)
-            # What it holds beyond what it asked at admission (an endpoint's burst) is reclaimed for queued work.
-            free += reservation.units - kind.resource_request(workload).units
-            if kind.runtime_limit is None:
-                continue  # it runs until ended: no end frees its units
+    holding = [_holding(reservation, workloads.get(reservation.ref), now, medians) for reservation in reservations]
+    waiting = []
+    for entry in queue:
+        if entry.ref in held:
+            continue
+        if candidate is not None and entry.ref == candidate[0].ref:
+            waiting.append(estimates.Waiting(entry, candidate[1]))
+            continue
+        workload = workloads.get(entry.ref)
+        end = _expected_end(workload, now, now, medians) if workload is not None else None
+        waiting.append(estimates.Waiting(entry, end - now if end is not None else None))
+    all_quotas = (cohort.quotas if cohort is not None
+                  else {(team.pk, flavor_id): quota for flavor_id, quota in quotas.items()})
+    mine = {entry.ref for entry in queue if entry.team_id == team.pk}
+    # 3. One simulation, in admission's own rules.
+    starts = estimates.simulate(now, holding, waiting, all_quotas, timedelta(seconds=settings.CELERY_RECONCILE_INTERVAL),
+                                _sharing(team, cohort, now), wanted=mine - held.keys())
+    names = _names(team, workloads, cohort, candidate)
+    result: dict[str, StartEstimate] = {}
+    for ref in mine:
+        if ref in held:
+            result[ref] = _held(held[ref], now)
+            continue
+        start = starts.get(ref)
+        if start is None or start.at is None:
+            flavor = next(entry.flavor.name for entry in queue if entry.ref == ref)
+            result[ref] = StartEstimate(None, unknown=_unknown_words(flavor, start.unknown if start else (), names))
+            continue
+        result[ref] = StartEstimate(start.at, tuple(dict.fromkeys(names(ahead) for ahead in start.after)))
+    return result
+
+
+def member_team(queue: list[QueuedRequest], team_id: int):
+    """A cohort member's team, as loaded with its queue entries (for :func:`admission.held_beyond_quota`)."""
+    return next(entry.team for entry in queue if entry.team_id == team_id)
+
+
+def _holding(reservation: Reservation, workload, now: datetime, medians: dict[tuple, timedelta]) -> estimates.Holding:
+    """What the simulation knows of one reservation: its units (an endpoint's burst goes back for
+    queued work at the next cycle: only its guaranteed units hold), when it should end, and its
+    place in the queue were reclaim to take it back."""
+    units, ends_at, admitted_at = reservation.units, None, reservation.created_at
+    if workload is not None:
+        kind = kind_of(workload)
+        units = min(units, kind.resource_request(workload).units)
+        if kind.runtime_limit is not None:
             # Admitted but not started yet (pending): its time starts when it does, now at the earliest.
-            end = _expected_end(workload, workload.started_at or now, now, medians)
-            if end is not None:
-                heapq.heappush(ends, (end, next(order), reservation.units, _ahead(workload)))
-        at, waited_for = now, []
-        for entry in (q for q in queue if q.flavor_id == flavor_id):
-            if entry.ref in held:  # not ahead of anyone, and no end of other work starts it
-                estimates[entry.ref] = _held(held[entry.ref], now)
-                continue
-            while free < entry.units and ends:
-                end, _tie, units, whose = heapq.heappop(ends)
-                free, at = free + units, max(at, end)
-                waited_for.append(whose)
-            if free < entry.units:
-                estimates[entry.ref] = StartEstimate(None)
-                continue
-            estimates[entry.ref] = StartEstimate(at, tuple(waited_for))
-            free -= entry.units
-            if candidate is not None and entry is candidate[0]:
-                end = at + candidate[1] if candidate[1] is not None else None
-                whose = Ahead("the new request")
-            else:
-                workload = workloads.get(entry.ref)
-                end = _expected_end(workload, at, now, medians) if workload is not None else None
-                whose = _ahead(workload) if end is not None else None
-            if end is not None:
-                heapq.heappush(ends, (end, next(order), entry.units, whose))
-    return estimates
+            ends_at = _expected_end(workload, workload.started_at or now, now, medians)
+        admitted_at = workload.started_at or reservation.created_at
+    entry = QueuedRequest(team_id=reservation.team_id, ref=reservation.ref, flavor=reservation.flavor,
+                          units=reservation.units, units_per_node=reservation.units_per_node,
+                          priority=reservation.priority, spot=reservation.spot,
+                          created_at=workload.created_at if workload is not None else reservation.created_at)
+    return estimates.Holding(reservation.ref, reservation.team_id, reservation.flavor_id, units, ends_at,
+                             reservation.borrowed_units, reservation.priority, admitted_at, entry)
+
+
+def _sharing(team, cohort: admission.CohortFigures | None, now: datetime) -> estimates.Sharing | None:
+    """The cohort's figures and rules for the simulation (None outside a cohort)."""
+    if cohort is None:
+        return None
+    row = Cohort.objects.filter(members__team=team).first()
+    rules = None if row is None or row.reclaim == Cohort.Reclaim.NEVER else Rules(
+        row.reclaim, timedelta(minutes=row.min_runtime_minutes), timedelta(seconds=row.preemption_delay_seconds))
+    return estimates.Sharing(cohort, fairshare.remembered_units(list(cohort.slugs), now), rules,
+                             timedelta(seconds=settings.SLIPWAY_PREEMPTION_GRACE_SECONDS))
+
+
+def _names(team, workloads: dict[str, object], cohort: admission.CohortFigures | None,
+           candidate: tuple[QueuedRequest, timedelta | None] | None):
+    """``ref → Ahead``: the team's own work by name and page; another member's only as its team's work."""
+    def name(ref: str) -> Ahead:
+        if candidate is not None and ref == candidate[0].ref:
+            return Ahead("the new request")
+        workload = workloads.get(ref)
+        if workload is None:
+            return Ahead(ref)
+        if workload.team_id != team.pk and cohort is not None:
+            return Ahead(f"work of {cohort.slugs.get(workload.team_id, 'another team')}")
+        return _ahead(workload)
+    return name
+
+
+def _unknown_words(flavor: str, refs: tuple[str, ...], names) -> str:
+    """Why no time: the work holding the flavor that nothing ends (no runtime limit), by name."""
+    if not refs:
+        return NOTHING_KNOWN
+    listed = list(dict.fromkeys(names(ref).name for ref in refs))
+    text = listed[0] if len(listed) == 1 else ", ".join(listed[:-1]) + " and " + listed[-1]
+    verb = "has" if len(refs) == 1 else "have"
+    return f"start time unknown: {text}, holding {flavor}, {verb} no runtime limit"
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ import contextlib
 import ipaddress
 import re
 
-DOCKER_HUB = "docker.io"
+from cluster.images import DOCKER_HUB, image_registry
+
 #: Other names of Docker Hub that the runtime treats as ``docker.io``.
 _DOCKER_HUB_ALIASES = ("index.docker.io",)
 #: Cloud metadata services by name (GCP, AWS, Azure, OpenStack, Alibaba...).
@@ -60,20 +61,6 @@ _DASHED_QUAD = re.compile(r"(?:^|[^0-9])([0-9]{1,3}(?:-[0-9]{1,3}){3})(?:$|[^0-9
 _HEX_LABEL = re.compile(r"^[0-9a-f]{8}$")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-
-def image_registry(image: str) -> str:
-    """The registry (``host[:port]`` as written) of an image reference; ``docker.io`` when it has none.
-
-    The first path component is a host when it contains ``.`` or ``:``, is ``localhost`` or
-    has an upper-case letter: ``distribution/reference``'s rule, so Slipway and the runtime
-    agree on where the image comes from (``metadata/x`` is Docker Hub's ``metadata/x``,
-    ``Metadata/x`` is the host ``metadata``).
-    """
-    first, sep, _rest = image.partition("/")
-    if sep and ("." in first or ":" in first or first == "localhost" or first != first.lower()):
-        return first
-    return DOCKER_HUB
 
 
 def split_registry(registry: str) -> tuple[str, str]:

@@ -152,3 +152,33 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
         _close_billing(workload, now)
         admission.requeue(workload.team, workload.ref, kind.resource_request(workload), workload.created_at)
     return True
+
+
+def wait_for_cluster(kind, workload) -> bool:
+    """Admitted work that no cluster can take now goes back to waiting in its team's queue (issue 34).
+
+    For the apply task, when every cluster that offers the work's flavor is draining, degraded
+    or lost (:func:`cluster.placement.no_usable_cluster`): rather than retried until it fails,
+    the workload gives its reservation back and queues at its old place (dated from its
+    submission), with the reason admission gives it — which then keeps it queued until a
+    cluster can take it, and admits it as any queued work. Under the team's admission lock,
+    conditional on it being admitted, placed nowhere and never applied: work that reached a
+    cluster is never taken back this way (a drain finishes what runs; a lost cluster's work
+    follows the loss rules). Nothing ran, so no attempt is spent. False when nothing moved.
+    """
+    lc = kind.lifecycle
+    model = type(workload)
+    with transaction.atomic():
+        admission.lock_admission(workload.team)
+        updated = model.objects.filter(pk=workload.pk, state=lc.admitted, cluster__isnull=True,
+                                       applied_at__isnull=True).update(
+            state=lc.queued, reason_code=ReasonCode.QUEUED, admitted_at=None, apply_started_at=None,
+            apply_attempts=0)
+        if not updated or not admission.requeue(workload.team, workload.ref, kind.resource_request(workload),
+                                                workload.created_at):
+            transaction.set_rollback(True)
+            return False
+        # The words admission gives it now, so the run says what its queue entry is decided by.
+        reason = admission.queue_reason(workload.team, workload.ref)
+        model.objects.filter(pk=workload.pk, state=lc.queued).update(reason=reason[:500])
+    return True

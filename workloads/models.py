@@ -245,5 +245,9 @@ class SecretEnv(models.Model):
     digest = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
+    class Meta:
+        verbose_name = "secret env"
+        verbose_name_plural = "secret env"
+
     def __str__(self) -> str:
         return f"secret env of {self.ref} ({', '.join(self.names)})"  # names only, never values

@@ -91,7 +91,7 @@ def choose(kind, workload, now: datetime, previous: str = "") -> Placement:
 
 def place_workload(kind, workload, now: datetime) -> Cluster | None:
     """The cluster ``workload`` runs on: where it was placed, else the best candidate now (recorded
-    with its reason). None when no cluster can take it at all (lost, draining, selector, flavor)."""
+    with its reason). None when no cluster can take it at all (lost, degraded, draining, selector, flavor)."""
     if workload.cluster_id is not None:
         return fleet.placed_on(workload.cluster_id)
     clusters = fleet.clusters()

@@ -41,7 +41,7 @@ from quotas import admission, fairshare
 from quotas.constants import Priority
 from quotas.ledger import interval_cost, interval_gpu_hours
 from quotas.models import Cohort, PreemptionEvent, QueuedRequest, Reservation, TeamSharing
-from quotas.reclaim import Candidate, Claim, Rules, Verdict, choose_own_victims, choose_victims, lost_since
+from quotas.reclaim import Candidate, Claim, Rules, Verdict, choose_own_victims, choose_victims, lost_span
 from teams.models import AuditEvent
 from teams.services import audit
 from workloads import lifecycle
@@ -93,8 +93,11 @@ def _own_victims(sharing: TeamSharing, now: datetime) -> list[tuple[Candidate, C
     stopping = _stopping_refs([team.pk])
     held = list(Reservation.objects.held().filter(team=team, priority__lt=Priority.HIGH.rank))
     workloads = _held_workloads(held)
+    waits = admission.ClusterWaits()
     chosen: list[tuple[Candidate, Claim, int]] = []
     for entry in entries:
+        if waits(entry.flavor, entry.spot):
+            continue  # it waits for a cluster, not units: stopping others' work would not start it
         candidates = [_candidate(r, workloads.get(r.ref), {team.pk: team.slug}, stopping, {}, now)
                       for r in held if r.flavor_id == entry.flavor_id]
         claim = Claim(team.slug, entry.ref, entry.units, entry.priority, entry.created_at)
@@ -132,8 +135,11 @@ def _victims(cohort: Cohort, now: datetime) -> list[tuple[Candidate, Claim, int]
     held = list(Reservation.objects.held().filter(team_id__in=figures.slugs, borrowed_units__gt=0))
     workloads = _held_workloads(held)
     remembered = fairshare.remembered_units(list(figures.slugs), now)  # victim teams: highest share first
+    waits = admission.ClusterWaits()
     chosen: list[tuple[Candidate, Claim, int]] = []
     for entry in entries:
+        if waits(entry.flavor, entry.spot):
+            continue  # it waits for a cluster, not units: stopping others' work would not start it
         shares = fairshare.shares(figures, entry.flavor_id, remembered)
         candidates = [_candidate(r, workloads.get(r.ref), figures.slugs, stopping, shares, now)
                       for r in held if r.flavor_id == entry.flavor_id]
@@ -185,25 +191,58 @@ def _candidate(reservation: Reservation, workload, slugs: dict[int, str], stoppi
                      stopping=reservation.ref in stopping, **facts)
 
 
-def lost_work(kind: WorkloadKind, workload, units: int, now: datetime) -> tuple:
-    """``(GPU-hours, cost, since, checkpointed)`` of the work a preemption throws away: since its last
-    checkpoint after its last start when it reported one, else since that start (the rule of
-    :func:`quotas.reclaim.lost_since`; a silent run is ranked by the median, but what it loses is
-    all since its start as far as anyone knows). None for an endpoint's burst, which serves, not
-    computes, and for work not started."""
+def lost_work(kind: WorkloadKind, workload, units: int, notice: datetime) -> tuple:
+    """``(GPU-hours, cost, since, checkpointed)`` of the work a preemption noticed at ``notice`` throws
+    away: from where its next attempt resumes to the notice, by :func:`quotas.reclaim.lost_span`
+    (never below zero, never more than the attempt ran; a silent run is ranked by the median, but
+    what it loses is all since its start as far as anyone knows). Nothing for an endpoint's burst,
+    which serves, not computes, and for work not started (``since`` None)."""
     if kind.preempts_burst or workload.started_at is None:
         return Decimal(0), Decimal(0), None, False
-    start, checkpoint = last_start(workload, now), kind.last_checkpoint_at(workload)
-    since, flavor = lost_since(start, checkpoint), workload.flavor
-    return (interval_gpu_hours(flavor.gpu_fraction, units, since, now),
-            interval_cost(workload.unit_price(), units, since, now), since, since != start)
+    start = last_start(workload, notice)
+    since, _lost = lost_span(start, kind.last_checkpoint_at(workload), notice)
+    return (interval_gpu_hours(workload.flavor.gpu_fraction, units, since, notice),
+            interval_cost(workload.unit_price(), units, since, notice), since, since != min(start, notice))
 
 
-def lost_words(since: datetime | None, now: datetime, checkpointed: bool = False) -> str:
-    if since is None:
+def lost_words(since: datetime | None, notice: datetime, checkpointed: bool = False) -> str:
+    """The lost work in words, never a figure that contradicts the money: "12 min of work since its
+    last checkpoint lost", "under a minute of work …" (a cost of cents, not "0 min"), "no work lost"."""
+    seconds = (notice - since).total_seconds() if since is not None else 0
+    if seconds <= 0:
         return "no work lost"
-    minutes = int((now - since).total_seconds() // 60)
-    return f"{minutes} min of work since its {'last checkpoint' if checkpointed else 'start'} lost"
+    amount = "under a minute" if seconds < 60 else f"{int(seconds // 60)} min"
+    return f"{amount} of work since its {'last checkpoint' if checkpointed else 'start'} lost"
+
+
+def settle_lost_work(kind: WorkloadKind, workload, now: datetime) -> None:
+    """Its pods are gone: a checkpoint that landed during the grace (after the notice, before ``now``)
+    is where the next attempt resumes, so the preemption's lost work is what remains by that
+    checkpoint. Lowers the latest event's figures and words only (a replay changes nothing)."""
+    event = PreemptionEvent.objects.filter(ref=workload.ref).select_related("by_team", "flavor").first()
+    checkpoint = kind.last_checkpoint_at(workload)
+    # A spot interruption has no grace to save in (its pods go at once), and burst loses no work.
+    if (event is None or event.cause == PreemptionEvent.Cause.SPOT or checkpoint is None or checkpoint > now
+            or kind.preempts_burst):
+        return
+    gpu_hours, cost, since, checkpointed = lost_work(kind, workload, event.units, event.at)
+    if gpu_hours >= event.lost_gpu_hours:
+        return
+    reason = preempted_reason(event.cause == PreemptionEvent.Cause.WITHIN_TEAM,
+                              event.by_team.slug if event.by_team else "", event.for_ref, event.units,
+                              event.flavor.name, lost_words(since, event.at, checkpointed))
+    PreemptionEvent.objects.filter(pk=event.pk, lost_gpu_hours__gt=gpu_hours).update(
+        lost_gpu_hours=gpu_hours, lost_cost=cost, reason=reason[:500])
+
+
+def preempted_reason(within_team: bool, by_team: str, for_ref: str, units: int, flavor: str, lost: str) -> str:
+    """A preemption's words: who took which units, then the work lost ("preempted: team nlp reclaimed
+    6× h100-80gb of its quota; 3 min of work since its last checkpoint lost")."""
+    if within_team:
+        what = f"the team's high-priority {for_ref} needed its {units}\u00d7 {flavor}"
+    else:
+        what = f"team {by_team} reclaimed {units}\u00d7 {flavor} of its quota"
+    return f"preempted: {what}; {lost}"
 
 
 def _preempt(victim: Candidate, claim: Claim, claimant_id: int, now: datetime, within_team: bool = False) -> bool:
@@ -225,12 +264,11 @@ def _preempt(victim: Candidate, claim: Claim, claimant_id: int, now: datetime, w
         kind.refresh_checkpoint(workload)  # a checkpoint line it printed counts, its pods still being there
     gpu_hours, cost, since, checkpointed = lost_work(kind, workload, victim.units, now)
     if within_team:
-        what = f"the team's high-priority {claim.ref} needed its {victim.units}\u00d7 {flavor}"
         taking = f"the team's high-priority {claim.ref} needs its {victim.units}\u00d7 {flavor}"
     else:
-        what = f"team {claim.team} reclaimed {victim.units}\u00d7 {flavor} of its quota"
         taking = f"team {claim.team} reclaims {victim.units}\u00d7 {flavor} of its quota"
-    reason = f"preempted: {what}; {lost_words(since, now, checkpointed)}"
+    reason = preempted_reason(within_team, claim.team, claim.ref, victim.units, flavor,
+                              lost_words(since, now, checkpointed))
     seconds = 0 if burst else kind.preemption_grace(workload)
     changes = {"last_preempted_at": now, "preemptions": F("preemptions") + 1}
     if not burst:
@@ -305,6 +343,7 @@ def follow(kind: WorkloadKind, backend, workload, obs: ObservedWorkload | None, 
     are gone.
     """
     if obs is None:
+        settle_lost_work(kind, workload, now)
         return lifecycle.requeue(kind, workload, now)
     kind.refresh_checkpoint(workload)  # one it writes on the notice, while its pods stop, is where it resumes
     deadline = workload.preempting_since + timedelta(seconds=kind.preemption_grace(workload))

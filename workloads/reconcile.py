@@ -716,8 +716,11 @@ def _delete_leftovers(backend, home: _Home, leftovers: dict[tuple[str, str], Obs
         if kind is not None:
             candidates.setdefault(kind, {})[identity.pk] = ClusterAddress(namespace, name)
     for kind, addresses in candidates.items():
+        # Work placed nowhere has no attempt on any cluster: waiting for its first apply, or queued
+        # (again: off a lost cluster, or back from an apply no cluster could take) — objects of its
+        # name are an earlier attempt's, and would clash with its next apply.
         followed = kind.model.objects.filter(home.q()).exclude(state__in=kind.lifecycle.removed).exclude(
-            _unplaced_q(kind))
+            _unplaced_q(kind)).exclude(cluster__isnull=True, state=kind.lifecycle.queued)
         keep = set(followed.filter(pk__in=addresses).values_list("pk", flat=True))
         for pk, address in addresses.items():
             if pk in keep:

@@ -3,7 +3,9 @@
 Retries live only here (DESIGN.md §3): ``Transient`` cluster errors are retried with
 exponential backoff; permanent ones (``Invalid`` …) fail the workload with the API server's
 message. When retries run out the workload simply stays admitted and the reconciler re-drives
-it after one period, up to ``MAX_APPLY_ATTEMPTS``.
+it after one period, up to ``MAX_APPLY_ATTEMPTS``. Work that no cluster takes because every one
+offering its flavor is draining, degraded or lost is neither retried nor failed: it goes back to
+its team's queue (:func:`workloads.lifecycle.wait_for_cluster`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import fleet.services as fleet
 from cluster.errors import ClusterError, Transient
 from cluster.manifests import build_team
 from core import metrics, queueing
+from quotas import admission
 from quotas.tasks import team_spec
 from workloads import lifecycle, placement, secrets
 from workloads.constants import Message
@@ -60,7 +63,11 @@ def apply_workload(prefix: str, pk: int) -> str:
     #    so a team's first workload also creates its namespace and ResourceQuota.
     cluster = placement.place_workload(kind, workload, timezone.now())
     if cluster is None:
-        # Every cluster is lost, draining or unfit just now: retried, then re-driven by the reconciler.
+        # Every cluster that offers its flavor takes no new work (drained, degraded, lost): back to
+        # the queue, which admits it again once one can — never retried into a failure.
+        if admission.ClusterWaits()(workload.flavor, workload.spot) and lifecycle.wait_for_cluster(kind, workload):
+            return "queued"
+        # Unfit just now for another reason (a selector no cluster matches …): retried, then re-driven.
         raise Transient(f"no cluster can take {workload.ref} now: {placement.choose(kind, workload, timezone.now()).reason}")
     team_objects = build_team(team_spec(workload.team), core.backend.cluster_config())
     objects = kind.manifests(workload)

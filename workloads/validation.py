@@ -17,22 +17,16 @@ from typing import Any
 
 from django.conf import settings
 
+from cluster.images import IMAGE_REF, image_registry
 from core.text import has_lone_surrogate
 from workloads import constants as c
-from workloads.image_hosts import ambiguous_hub_namespace, image_registry, refused_registry_reason, registry_allowed
+from workloads.image_hosts import ambiguous_hub_namespace, refused_registry_reason, registry_allowed
 
 # Used with fullmatch: "$" alone would also match before a final newline ("bert\n").
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# registry[:port]/path/to/name[:tag][@sha256:hex] — lowercase path components as Docker requires.
-IMAGE_REF = re.compile(
-    r"^(?:(?P<registry>(?:\[[0-9a-fA-F:.]+\]|[a-zA-Z0-9.-]+)(?::[0-9]+)?)/)?"
-    r"(?P<path>[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
-    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
-    r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
-)
 # /dev covers /dev/shm, which Slipway mounts itself; /run covers the kubelet's and the
 # runtimes' sockets.
 FORBIDDEN_MOUNT_ROOTS = ("/dev", "/proc", "/sys", "/etc", "/run")

@@ -17,7 +17,8 @@ from datetime import datetime, timedelta
 
 from sandbox.checkpoints import NOTICE_EXIT_CODE, notice_exit
 from sandbox.controllers.quota import release
-from sandbox.simulation import PULL_SECONDS, TERMINATION, pod_outcome
+from sandbox.registry import INVALID_IMAGE_NAME, invalid_image_message
+from sandbox.simulation import PULL_SECONDS, TERMINATION, pod_outcome, pull_failure
 from sandbox.world import STAGE_CRASHING, STAGE_DONE, STAGE_READY, STAGE_STARTED, ObjRow, PodRow, World
 
 CRASH_OUTCOMES = ("fail", "oom", "crashloop")
@@ -39,7 +40,17 @@ def advance(world: World, pod: PodRow, owner: ObjRow) -> None:
     start = pod.scheduled_at + timedelta(seconds=PULL_SECONDS)
     outcome = pod_outcome(plan, owner.kind, pod.index)
     pod_ref = f"Pod/{pod.name}"
-    if outcome == "image-pull":
+    pull = pull_failure(plan)
+    if pull == INVALID_IMAGE_NAME:
+        # Nothing to pull: the kubelet cannot even parse the reference, and says so at once.
+        if pod.stage < STAGE_STARTED:
+            pod.stage = STAGE_STARTED
+            world.event(pod, pod_ref, "Warning", "InspectFailed", invalid_image_message(plan["img"]),
+                        pod.scheduled_at)
+            world.event(pod, pod_ref, "Warning", "Failed", f"Error: {INVALID_IMAGE_NAME}", pod.scheduled_at)
+            world.touch(pod)
+        return
+    if pull:
         if pod.stage < STAGE_STARTED and world.now >= start:
             pod.stage = STAGE_STARTED
             world.event(pod, pod_ref, "Warning", "Failed", f'Failed to pull image "{plan["img"]}": rpc error: code = '

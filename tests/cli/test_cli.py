@@ -248,19 +248,19 @@ def test_a_bad_yaml_file_names_its_line(cli, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bert\nimage: x\ncommand: [python\nflavor: a100-80gb\n")
     result = cli("run", "-f", str(bad))
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # usage: the spec is wrong, no workload failed
     assert "Traceback" not in result.output
     assert result.stderr.startswith(f"Error: {bad}, line ")
     not_a_mapping = tmp_path / "list.yaml"
     not_a_mapping.write_text("- a\n- b\n")
     assert "expected the API's fields as a mapping" in cli("run", "-f", str(not_a_mapping)).stderr
-    assert cli("run", "-f", str(tmp_path / "absent.yaml")).exit_code == 1
+    assert cli("run", "-f", str(tmp_path / "absent.yaml")).exit_code == 2
 
 
 def test_a_field_refused_by_the_api_is_named_with_the_file(cli, tmp_path):
     spec = write(tmp_path / "spec.yaml", run_payload(gpus_per_worker=0))
     result = cli("run", "-f", spec)
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # usage, not 1: a script tells "my spec was wrong" from "my run failed"
     line = spec_lines(spec).index("gpus_per_worker: 0") + 1
     assert result.stderr.startswith(f"Error: {spec}, line {line}: gpus_per_worker: ")
     assert "Traceback" not in result.output
@@ -271,7 +271,7 @@ def test_a_json_spec_names_the_line_of_each_refused_field_even_nested(cli, tmp_p
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(run_payload(workers=0, checkpoint={"grace_seconds": 0}, bogus=1), indent=2))
     result = cli("run", "-f", str(spec))
-    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.exit_code == 2 and "Traceback" not in result.output
     text = spec_lines(str(spec))
     workers_line = text.index('  "workers": 0,') + 1
     checkpoint_line = text.index('  "checkpoint": {') + 1
@@ -279,7 +279,7 @@ def test_a_json_spec_names_the_line_of_each_refused_field_even_nested(cli, tmp_p
     assert any(line.startswith(f"{spec}, line {workers_line}: workers: ") for line in lines), lines
     assert any(line.startswith(f"{spec}, line {checkpoint_line}: checkpoint") for line in lines), lines
     assert all(line.startswith(f"{spec}") for line in lines)
-    assert cli("run", "-f", str(spec), "--dry-run").exit_code == 1
+    assert cli("run", "-f", str(spec), "--dry-run").exit_code == 2
 
 
 def test_a_refused_token_says_to_run_login(cli, spec):
@@ -420,6 +420,9 @@ def test_endpoint_verbs(cli, tmp_path, ep_quota):
     assert cli("endpoint", "scale", str(endpoint_id)).exit_code == 2
     deleted = cli("endpoint", "delete", str(endpoint_id))
     assert deleted.exit_code == 0, deleted.output
+    # A spec the API refuses is a usage error (2), as for runs.
+    refused = write(tmp_path / "refused.yaml", {"team": "ml-research", **endpoint_payload(min_replicas=3, max_replicas=2)})
+    assert cli("endpoint", "create", "-f", refused).exit_code == 2
 
 
 def test_quota_and_cost(cli, spec):

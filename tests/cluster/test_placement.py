@@ -5,6 +5,7 @@ named, the same answer in any input order, and somewhere to wait when nothing fi
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -21,6 +22,8 @@ from cluster.placement import (
     ClusterState,
     PlacementRequest,
     Rejected,
+    Rejection,
+    no_usable_cluster,
     per_hour,
     place,
 )
@@ -32,7 +35,8 @@ A100 = FlavorSpec("a100-80gb", GPU, A100_PRODUCT)
 H100 = FlavorSpec("h100-80gb", GPU, H100_PRODUCT)
 A100_MIG = FlavorSpec("a100-1g.10gb", MIG, A100_PRODUCT, mig_profile="1g.10gb")
 FLAVORS = (A100, H100, A100_MIG)
-PRODUCT = {A100: A100_PRODUCT, H100: H100_PRODUCT, A100_MIG: A100_PRODUCT}
+L4 = FlavorSpec("l4-24gb", GPU, "NVIDIA-L4")  # the issue's flavor, only in the no_usable_cluster cases
+PRODUCT = {A100: A100_PRODUCT, H100: H100_PRODUCT, A100_MIG: A100_PRODUCT, L4: "NVIDIA-L4"}
 
 
 def node(name: str, free: int, allocatable: int = 8, flavor: FlavorSpec = A100, spot: bool = False) -> NodeCapacity:
@@ -73,23 +77,28 @@ class TestTheCases:
 
     @pytest.mark.parametrize(("state", "code", "words"), [
         (ClusterState.LOST, Rejected.LOST, "lost (not answering)"),
+        (ClusterState.DEGRADED, Rejected.DEGRADED, "degraded (its last observation failed; takes no new work)"),
         (ClusterState.DRAINING, Rejected.DRAINING, "draining (takes no new work)"),
         ("cordoned", Rejected.NOT_READY, "not ready (cordoned)"),
     ])
-    def test_a_lost_or_draining_cluster_takes_nothing_new_however_cheap(self, state, code, words):
+    def test_a_lost_degraded_or_draining_cluster_takes_nothing_new_however_cheap(self, state, code, words):
         placed = place(ask(1), [cluster("cheap", node("c0", 8), price="0.50", state=state),
                                 cluster("dear", node("d0", 1), price="9.00")])
         assert [c.cluster for c in placed.candidates] == ["dear"]
         assert placed.rejected[0].code == code and placed.rejected[0].reason == words
         assert placed.reason == "dear: the only cluster that can take it now, 1 free a100-80gb at 9.00/h"
 
-    def test_a_degraded_cluster_gets_work_only_when_no_ready_one_has_room(self):
+    def test_a_degraded_cluster_takes_nothing_new_even_when_no_ready_one_has_room(self):
         degraded = cluster("east", node("e0", 8), price="1.00", state=ClusterState.DEGRADED)
         placed = place(ask(2), [degraded, cluster("west", node("w0", 2), price="2.50")])
-        assert [c.cluster for c in placed.candidates] == ["west", "east"]
-        assert placed.reason == "west: ready with 2 free a100-80gb at 2.50/h (east is degraded)"
+        assert [c.cluster for c in placed.candidates] == ["west"]
+        assert placed.rejected == (
+            Rejection("east", Rejected.DEGRADED, "degraded (its last observation failed; takes no new work)"),)
+        assert placed.reason == "west: the only cluster that can take it now, 2 free a100-80gb at 2.50/h"
+        # West has no room: the work waits on west, never goes to the degraded cluster with 8 free.
         placed = place(ask(4), [degraded, cluster("west", node("w0", 2), price="2.50")])
-        assert placed.best.cluster == "east" and placed.best.fits and rejections(placed) == {"west": Rejected.NO_ROOM}
+        assert placed.best.cluster == "west" and not placed.best.fits
+        assert rejections(placed) == {"east": Rejected.DEGRADED}
 
     def test_the_cluster_selector_keeps_work_on_clusters_with_every_label(self):
         clusters = [cluster("onprem", node("o0", 8), price="1.00", site="onprem", tier="gold"),
@@ -171,6 +180,40 @@ class TestTheCases:
         assert placed.best is None and placed.waiting == ""
         assert placed.reason == ("no cluster can take it: east: draining (takes no new work); "
                                  "west: lost (not answering)")
+
+    @pytest.mark.parametrize(("states", "spot", "words"), [
+        # The issue's case: the flavor only east offers, east draining (west offers another).
+        ({"east": ClusterState.DRAINING}, False, "l4-24gb is only offered by east, which is draining"),
+        ({"east": ClusterState.DEGRADED}, False, "l4-24gb is only offered by east, which is degraded"),
+        ({"east": ClusterState.LOST}, False, "l4-24gb is only offered by east, which is lost"),
+        ({"east": ClusterState.DRAINING, "north": ClusterState.LOST}, False,
+         "l4-24gb is only offered by east (draining) and north (lost)"),
+        ({"east": ClusterState.DRAINING}, True, "l4-24gb on spot nodes is only offered by east, which is draining"),
+        # A ready cluster offers it: nothing to wait for (whatever its room).
+        ({"north": ClusterState.DRAINING}, False, ""),
+        ({}, False, ""),
+    ])
+    def test_work_waits_for_a_cluster_when_only_clusters_that_take_nothing_new_offer_its_flavor(
+            self, states, spot, words):
+        l4 = L4
+        clusters = [cluster("east", node("e0", 0, 4, flavor=l4, spot=spot), flavor=l4),
+                    cluster("north", node("n0", 4, 4, flavor=l4, spot=spot), flavor=l4),
+                    cluster("west", node("w0", 8))]
+        if "north" not in states:
+            clusters = clusters[:1] + clusters[2:]
+        clusters = [replace(c, state=states.get(c.name, c.state)) for c in clusters]
+        assert no_usable_cluster(l4, spot, clusters) == words
+        if words:  # placement agrees: no cluster is a candidate
+            assert place(ask(1, flavor=l4, spot=spot), clusters).best is None
+
+    def test_a_cluster_not_read_yet_may_offer_anything_and_a_fleet_taking_nothing_new_says_so(self):
+        fresh = ClusterOffer(name="default", state=ClusterState.READY)  # no nodes reported yet
+        assert no_usable_cluster(A100, False, [fresh, cluster("east", node("e0", 8), state="draining")]) == ""
+        assert no_usable_cluster(A100, False, [replace(fresh, state=ClusterState.DEGRADED)]) == (
+            "no cluster takes new work now: default is degraded")
+        # Ready clusters that do not offer it, and none that takes nothing new does: placement's to say.
+        assert no_usable_cluster(H100, False, [cluster("east", node("e0", 8)),
+                                               cluster("west", node("w0", 8), state="draining")]) == ""
 
     @pytest.mark.parametrize(("units", "workers"), [(0, 1), (1, 0)])
     def test_a_request_for_nothing_is_refused_before_it_is_placed(self, units, workers):
@@ -309,6 +352,19 @@ class TestProperties:
         placed = place(req, clusters)
         assert place(req, shuffled) == placed
         assert place(req, clusters[::-1]) == placed  # reversed: every tie meets the other way round
+
+    @hsettings(max_examples=200, deadline=None)
+    @given(scenarios())
+    def test_work_that_must_wait_for_a_cluster_is_work_placement_would_put_nowhere(self, scenario):
+        """Admission's word (no_usable_cluster) and placement's agree: work kept in the queue for the
+        clusters' states is work no cluster would take; work admitted has a ready cluster that offers it."""
+        req, clusters = scenario
+        words = no_usable_cluster(req.flavor, req.spot, clusters)
+        placed = place(replace(req, cluster_selector=()), clusters)
+        assert not words or placed.best is None
+        # ... and it names every cluster that offers the flavor but takes nothing new.
+        assert all(named(c.name, words) for c in clusters if words and c.state not in PLACEABLE_STATES
+                   and any(serves(n, req.flavor, req.spot) for n in c.nodes))
 
     @hsettings(max_examples=200, deadline=None)
     @given(scenarios())

@@ -78,7 +78,8 @@ def test_it_explains_an_image_pull_failure() -> None:
 
 
 PULL_LIMIT = 600
-PULL_HINT = 'ImagePullBackOff: the image "img" could not be pulled — check the image name and tag'
+PULL_HINT = ('ImagePullBackOff: image "img" not found (or its registry refused the pull) — '
+             'check the image name and tag')
 
 
 def _pulling(name: str = "run-42-abcde", workload: str = "run-42", code: str = "ImagePullBackOff",
@@ -103,13 +104,25 @@ def test_it_fails_a_run_whose_image_cannot_be_pulled_past_the_limit() -> None:
     assert "ErrImagePull" in IMAGE_PULL_CODES
 
 
+def test_it_fails_a_run_with_an_invalid_image_name_on_sight() -> None:
+    # A malformed reference: the kubelet never pulls, and no retry cures it — no limit to wait for.
+    message = 'Failed to apply default image tag "Img": couldn\'t parse image name "Img": invalid reference format'
+    obs = _obs([_job({"active": 1, "startTime": T0})], [_pulling(code="InvalidImageName", message=message)])
+    t0 = parse_time(T0)
+    status = training_status(obs, t0, PULL_LIMIT)
+    assert (status.state, status.abandoned, status.finished_at) == (TrainingPhase.FAILED, True, t0)
+    assert status.reason == 'InvalidImageName: "img" is not a valid image reference — check the image name and tag'
+    # The same pod read with no clock to judge by stays pending with the kubelet's words.
+    assert training_status(obs).reason == f"InvalidImageName: {message}"
+
+
 def test_a_stuck_pull_of_one_pytorchjob_worker_fails_the_run() -> None:
     master = pod("run-42-master-0", "run-42", container_statuses=[running_container()])
     worker = _pulling("run-42-worker-0", code="ErrImagePull", message="manifest unknown")
     status = training_status(_obs([_pytorchjob([_cond("Created")])], [master, worker]),
                              parse_time(T1), PULL_LIMIT)
     assert (status.state, status.abandoned) == (TrainingPhase.FAILED, True)
-    assert status.reason.startswith('ErrImagePull: the image "img" could not be pulled')
+    assert status.reason.startswith('ErrImagePull: image "img" not found')
 
 
 def test_the_pull_limit_goes_by_the_waiting_code_not_the_words() -> None:
@@ -385,7 +398,7 @@ def test_it_fails_an_endpoint_once_the_rollout_gives_up() -> None:
     status = _endpoint(_deployment(1, 0, [progress]), [pulling])
     # The controller gave up on a pull before Slipway's limit: the same verdict, with what to check.
     assert (status.state, status.reason, status.abandoned) == (
-        EndpointPhase.FAILED, 'ErrImagePull: the image "img" could not be pulled — check the image name and tag', True)
+        EndpointPhase.FAILED, PULL_HINT.replace("ImagePullBackOff", "ErrImagePull"), True)
     status = _endpoint(_deployment(1, 0, [progress]))
     assert status.reason == 'ProgressDeadlineExceeded: ReplicaSet "ep-7-5d9c" has timed out progressing.'
 

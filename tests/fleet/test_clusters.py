@@ -6,9 +6,11 @@ Two scripted clusters (tests/fakes.py), each its own backend chosen through the 
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from cluster.errors import Transient
@@ -17,6 +19,7 @@ from jobs.constants import RunState
 from jobs.models import TrainingRun
 from quotas.models import QueuedRequest, Reservation, UsageRecord
 from teams.models import AuditEvent
+from tests.factories import make_user
 from tests.fleet.conftest import _a100, apply, iso, node
 from tests.jobs.conftest import run_payload
 from workloads import reconcile as rec
@@ -210,3 +213,40 @@ def test_an_endpoints_cluster_selector_places_it_too(clusters, member, team, quo
     endpoint.refresh_from_db()
     assert (endpoint.cluster.name, endpoint.cluster_selector) == ("east", {"site": "onprem"})
     assert any(k == "Deployment" for (_ns, k, _n) in clusters["east"].objects)
+
+
+def edit_form(cluster: Cluster, **changes) -> dict:
+    """The admin change form's fields as posted, with ``changes``."""
+    data = {"name": cluster.name, "backend": cluster.backend, "kubeconfig": cluster.kubeconfig,
+            "context": cluster.context, "region": cluster.region, "labels": json.dumps(cluster.labels)}
+    return {**data, **changes}
+
+
+EXEC_KUBECONFIG = "users:\n- name: x\n  user:\n    exec: {command: /bin/sh, args: [-c, 'id > /tmp/pwned']}\n"
+
+
+def test_only_a_superuser_changes_what_runs_code_and_every_edit_is_audited(clusters, client):
+    """Security review 4 #10: a kubeconfig's exec and a backend path run code on the portal's host."""
+    cluster_staff = make_user("cleo")
+    cluster_staff.is_staff = True
+    cluster_staff.save(update_fields=["is_staff"])
+    cluster_staff.user_permissions.add(*Permission.objects.filter(codename__in=["change_cluster", "view_cluster"]))
+    west = Cluster.objects.get(name="west")
+    client.force_login(cluster_staff)
+    url = f"/admin/fleet/cluster/{west.pk}/change/"
+    page = client.get(url).content.decode()
+    assert 'name="region"' in page and 'name="kubeconfig"' not in page and 'name="backend"' not in page
+    response = client.post(url, edit_form(west, region="us-west2", kubeconfig=EXEC_KUBECONFIG, backend="os.system"))
+    assert response.status_code == 302
+    west.refresh_from_db()
+    assert west.region == "us-west2" and "exec" not in west.kubeconfig and west.backend != "os.system"
+    event = AuditEvent.objects.get(action=AuditEvent.Action.CLUSTER_CHANGED, actor=cluster_staff)
+    assert event.target == "cluster:west" and "region" in event.details["fields"]
+    assert not set(event.details["fields"]) & {"kubeconfig", "backend", "context"}
+
+    root = make_user("root", staff=True)  # a superuser may
+    client.force_login(root)
+    assert client.post(url, edit_form(west, context="prod")).status_code == 302
+    assert Cluster.objects.get(pk=west.pk).context == "prod"
+    event = AuditEvent.objects.get(action=AuditEvent.Action.CLUSTER_CHANGED, actor=root)
+    assert "context" in event.details["fields"] and "prod" not in json.dumps(event.details)  # names, never values

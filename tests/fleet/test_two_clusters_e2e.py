@@ -256,8 +256,9 @@ def test_two_clusters_place_drain_lose_and_resume_a_run_billed_once(timeline, st
 
 def lost_with_nowhere_to_go(timeline: FleetTimeline, staff) -> tuple[APIClient, APIClient, int]:
     """A checkpointing run on east (the first cluster by name, which a single cluster's rules call the
-    default), west drained, east silenced past the replace timeout: the run is queued again, admitted,
-    and placed nowhere (no cluster can take it). ``(alice, staff client, run id)``."""
+    default), west drained, east silenced past the replace timeout: the run is queued again, and waits
+    in the queue, holding nothing, since no cluster that offers its flavor takes new work (issue 34: it
+    used to be admitted, placed nowhere, and retried). ``(alice, staff client, run id)``."""
     team = make_team("vision")
     seed_team_quotas(team, {"a100-80gb": 16}, Decimal("100000"))
     alice, _ = member_api("vision", "alice")
@@ -275,10 +276,11 @@ def lost_with_nowhere_to_go(timeline: FleetTimeline, staff) -> tuple[APIClient, 
     for _ in range(200):
         if f"run:{ckpt}" in timeline.cycle().requeued:
             break
+    timeline.cycle()
     run = TrainingRun.objects.get(pk=ckpt)
-    assert (run.state, run.attempt, run.cluster_id) == (RunState.ADMITTED, 2, None)
-    assert timeline.unapplied[-1] == (f"no cluster can take run:{ckpt} now: no cluster can take it: "
-                                      "east: lost (not answering); west: draining (takes no new work)")
+    assert (run.state, run.attempt, run.cluster_id) == (RunState.QUEUED, 2, None)
+    assert run.reason == "waiting: a100-80gb is only offered by east (lost) and west (draining)"
+    assert not timeline.unapplied  # never retried towards a failure
     return alice, ops, ckpt
 
 

@@ -8,6 +8,7 @@ checkpoint on the API and the run page; the attempt counted by a requeue and rea
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -18,7 +19,8 @@ from jobs.constants import RunState
 from jobs.kind import TrainingKind
 from jobs.models import TrainingRun
 from jobs.validation import parse_run_request
-from tests.factories import secret_values
+from teams.models import Role
+from tests.factories import add_member, make_user, secret_values
 from tests.jobs.conftest import run_payload
 from workloads import lifecycle, secrets
 from workloads.registry import kind_for
@@ -189,7 +191,13 @@ def test_the_token_reports_its_runs_checkpoints(api, quota, published) -> None:
     ({"step": 1, "path": 7}, "path"),
     ({"step": 1, "path": "a" * 1001}, "path"),
     ({"step": 1, "path": "/x\n"}, "path"),
-    ({"step": 1, "path": "/x", "loss": 0.1}, "non_field_errors"),
+    ({"step": 1, "path": "/slipway/checkpoints/x", "loss": 0.1}, "non_field_errors"),
+    # Out of the checkpoint directory, where no next attempt can resume from (security review 4 #7).
+    ({"step": 1, "path": "/x"}, "path"),
+    ({"step": 1, "path": "/slipway/checkpoints/../../etc/passwd"}, "path"),
+    ({"step": 1, "path": "../secrets"}, "path"),
+    ({"step": 1, "path": "/slipway/checkpoints"}, "path"),
+    ({"step": 1, "path": "/slipway/checkpointsX/a"}, "path"),
 ])
 def test_a_bad_report_is_a_400_with_field_errors(api, quota, published, report, field) -> None:
     body = submit(api, checkpoint={})
@@ -203,7 +211,7 @@ def test_the_token_can_do_nothing_else(api, quota, published, team) -> None:
     first = submit(api, name="first", checkpoint={})
     second = submit(api, name="second", checkpoint={})
     client = run_client(token_of(first["id"]))
-    report = {"step": 1, "path": "/p"}
+    report = {"step": 1, "path": "/slipway/checkpoints/p"}
     for method, path in (("get", "/api/v1/runs/"), ("get", f"/api/v1/runs/{first['id']}/"),
                          ("get", f"/api/v1/runs/{first['id']}/logs/"), ("get", f"/api/v1/runs/{first['id']}/manifest/"),
                          ("post", f"/api/v1/runs/{first['id']}/cancel/"), ("get", f"/api/v1/teams/{team.slug}/usage/"),
@@ -223,10 +231,10 @@ def test_the_token_dies_with_the_run(api, quota, published) -> None:
     body = submit(api, checkpoint={})
     token = token_of(body["id"])
     assert api.post(f"/api/v1/runs/{body['id']}/cancel/").status_code == 202
-    response = run_client(token).post(f"/api/v1/runs/{body['id']}/checkpoints/", {"step": 1, "path": "/p"}, format="json")
+    response = run_client(token).post(f"/api/v1/runs/{body['id']}/checkpoints/", {"step": 1, "path": "/slipway/checkpoints/p"}, format="json")
     assert response.status_code == 401
     # A member of the team hears why: the run has ended.
-    assert api.post(f"/api/v1/runs/{body['id']}/checkpoints/", {"step": 1, "path": "/p"},
+    assert api.post(f"/api/v1/runs/{body['id']}/checkpoints/", {"step": 1, "path": "/slipway/checkpoints/p"},
                     format="json").status_code == 409
     # And the token's value is gone from the database with the other secret values.
     assert secret_values(f"run:{body['id']}") == {}
@@ -236,15 +244,45 @@ def test_the_token_dies_when_the_run_ends_on_its_own(api, quota, published) -> N
     body = submit(api, checkpoint={})
     token = token_of(body["id"])
     TrainingRun.objects.filter(pk=body["id"]).update(state=RunState.SUCCEEDED, finished_at=timezone.now())
-    response = run_client(token).post(f"/api/v1/runs/{body['id']}/checkpoints/", {"step": 1, "path": "/p"}, format="json")
+    response = run_client(token).post(f"/api/v1/runs/{body['id']}/checkpoints/", {"step": 1, "path": "/slipway/checkpoints/p"}, format="json")
     assert response.status_code == 401
+
+
+def test_a_path_is_normalised_into_the_checkpoint_directory(api, quota, published) -> None:
+    body = submit(api, checkpoint={})
+    client = run_client(token_of(body["id"]))
+    for sent, kept in (("/slipway/checkpoints/./a//b/../step-3.pt", "/slipway/checkpoints/a/step-3.pt"),
+                       ("step-4.pt", "/slipway/checkpoints/step-4.pt")):
+        response = client.post(f"/api/v1/runs/{body['id']}/checkpoints/", {"step": 3, "path": sent}, format="json")
+        assert response.status_code == 201 and response.json()["path"] == kept
+        assert TrainingRun.objects.get(pk=body["id"]).last_checkpoint_path == kept
+
+
+def test_a_checkpoint_line_out_of_the_directory_is_not_taken():
+    from jobs.checkpoints import last_in_log
+
+    lines = ["SLIPWAY_CHECKPOINT step=7 path=/slipway/checkpoints/step-7",
+             "SLIPWAY_CHECKPOINT step=8 path=/slipway/checkpoints/../../root/x"]
+    assert last_in_log(lines) == (7, "/slipway/checkpoints/step-7", None)
+
+
+def test_only_the_owner_or_a_team_admin_report_by_hand(api, quota, published, api_client_for, team, team_admin) -> None:
+    """Security review 4 #7: a teammate may not move someone else's run's resume point."""
+    body = submit(api, checkpoint={})
+    teammate = make_user("tess")
+    add_member(team, teammate, Role.MEMBER)
+    report = {"step": 5, "path": "/slipway/checkpoints/5"}
+    refused = api_client_for(teammate).post(f"/api/v1/runs/{body['id']}/checkpoints/", report, format="json")
+    assert refused.status_code == 403 and TrainingRun.objects.get(pk=body["id"]).last_checkpoint is None
+    assert api_client_for(team_admin).post(f"/api/v1/runs/{body['id']}/checkpoints/", report,
+                                           format="json").status_code == 201
 
 
 def test_members_may_report_viewers_may_not_outsiders_see_nothing(api, quota, published, api_client_for, viewer,
                                                                   outsider) -> None:
     body = submit(api, checkpoint={})
     report = {"step": 5, "path": "/slipway/checkpoints/5"}
-    assert api.post(f"/api/v1/runs/{body['id']}/checkpoints/", report, format="json").status_code == 201
+    assert api.post(f"/api/v1/runs/{body['id']}/checkpoints/", report, format="json").status_code == 201  # its owner
     assert api_client_for(viewer).post(f"/api/v1/runs/{body['id']}/checkpoints/", report,
                                        format="json").status_code == 403
     assert api_client_for(outsider).post(f"/api/v1/runs/{body['id']}/checkpoints/", report,
@@ -337,5 +375,8 @@ def test_the_log_line_is_found_with_a_loggers_prefix_and_the_last_one_wins():
     lines = ["2026-11-24 09:00:01 INFO SLIPWAY_CHECKPOINT step=10 path=/slipway/checkpoints/step-10",
              "SLIPWAY_CHECKPOINT step=x path=/bad", "loss=0.3",
              "SLIPWAY_CHECKPOINT step=20 path=/slipway/checkpoints/step-20", "SLIPWAY_CHECKPOINT step=30"]
-    assert last_in_log(lines) == (20, "/slipway/checkpoints/step-20")
+    assert last_in_log(lines) == (20, "/slipway/checkpoints/step-20", None)  # no time stamp on that line
     assert last_in_log(["nothing here"]) is None
+    # A leading RFC 3339 stamp (the sandbox's lines, timestamped cluster logs) is when it was written.
+    stamped = "2026-11-24T09:00:05Z INFO  SLIPWAY_CHECKPOINT step=40 path=/slipway/checkpoints/step-40"
+    assert last_in_log([stamped]) == (40, "/slipway/checkpoints/step-40", datetime(2026, 11, 24, 9, 0, 5, tzinfo=UTC))

@@ -117,7 +117,7 @@ def test_a_preempted_run_resumes_from_its_checkpoint_as_its_next_attempt(timelin
     assert TrainingRun.objects.get(pk=borrowed).state == RunState.SUCCEEDED
     assert SimObject.objects.filter(kind="Job", name=f"run-{borrowed}").exists()
     assert not claim_exists(borrowed)
-    assert pods.post(f"/api/v1/runs/{borrowed}/checkpoints/", {"step": 301, "path": "/p"},
+    assert pods.post(f"/api/v1/runs/{borrowed}/checkpoints/", {"step": 301, "path": "/slipway/checkpoints/p"},
                      format="json").status_code == 401
     # Both attempts and the grace between were billed, no second of it twice.
     rows = list(UsageRecord.objects.filter(ref=f"run:{borrowed}").order_by("start"))
@@ -152,6 +152,8 @@ def test_a_checkpoint_line_in_the_log_counts_when_the_run_is_preempted(timeline,
     assert run.state == RunState.QUEUED
     assert run.last_checkpoint_step and run.last_checkpoint_path.endswith(f"step-{run.last_checkpoint_step}")
     event = PreemptionEvent.objects.get(ref=run.ref)
+    # Dated by the line's time stamp, not when the portal read it: the seconds since it were lost.
+    assert run.last_checkpoint_at < event.at and event.lost_gpu_hours > 0
     assert "of work since its last checkpoint lost" in event.reason
 
 

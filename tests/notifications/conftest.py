@@ -52,10 +52,12 @@ class Receiver:
     holding: threading.Event = field(default_factory=threading.Event)  #: set while a request is held
     release: threading.Event = field(default_factory=threading.Event)
     hold: bool = False
+    host_headers: list[str] = field(default_factory=list)  #: the Host header of each request
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def handle(self, request: Request) -> Response:
         with self.lock:
+            self.host_headers.append(request.headers.get("Host", ""))
             self.got.append(Received(request.headers.get(DELIVERY_HEADER, ""), verify(self.secret, request),
                                      json.loads(request.get_data())))
             held, self.hold = self.hold, False

@@ -7,7 +7,9 @@ says, with the secret shown when the webhook was created.
 from __future__ import annotations
 
 import io
+import socket
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 import pytest
 from cryptography.fernet import Fernet
@@ -19,6 +21,7 @@ from notifications import delivery, events
 from notifications.constants import DeliveryStatus, EventKind
 from notifications.models import Delivery, Webhook
 from notifications.services import create_webhook, set_email_kinds
+from tests.notifications.conftest import Receiver
 from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db
@@ -90,7 +93,7 @@ def test_a_target_that_is_internal_when_sent_is_not_posted_to(team, hooked, sett
     settings.SLIPWAY_WEBHOOK_ALLOW_LOOPBACK = False  # as in production: 127.0.0.1 is internal
     assert delivery.attempt(row.pk).result == "retry"
     row.refresh_from_db()
-    assert row.last_error.startswith("not sent: 127.0.0.1 resolves to the internal address 127.0.0.1")
+    assert row.last_error == "not sent: 127.0.0.1 resolves to an internal address"  # which one: not said
     assert hooked.got == []
 
 
@@ -137,3 +140,48 @@ def test_a_key_rotation_reseals_the_webhook_secrets(team, team_admin, settings):
     assert "Re-encrypted the secret of 1 webhook under" in out.getvalue()
     settings.SLIPWAY_SECRET_KEYS = [new]  # the old key can go
     assert delivery.webhook_secret(Webhook.objects.get()) == secret
+
+
+class Rebinding:
+    """A resolver that answers ``first`` to its first question and ``then`` to every later one: the
+    DNS rebinding of security review 4 (a public answer to the check, an internal one to the connect)."""
+
+    def __init__(self, first: str, then: str, name: str = "hooks.example.com"):
+        self.answers, self.asked, self.name, self.real = [first, then], 0, name, socket.getaddrinfo
+
+    def __call__(self, host, port, *args, **kwargs):
+        if host != self.name:  # an address literal (the pinned connect) resolves as it always does
+            return self.real(host, port, *args, **kwargs)
+        answer = self.answers[min(self.asked, 1)]
+        self.asked += 1
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answer, port))]
+
+
+def named_hook(team, team_admin, receiver, name: str = "hooks.example.com") -> Receiver:
+    """The receiver's webhook saved under a public-looking name instead of 127.0.0.1."""
+    url = receiver.url.replace("127.0.0.1", name)
+    _hook, receiver.secret = create_webhook(team_admin, team, url, [EventKind.RUN_FAILED])
+    return receiver
+
+
+def test_it_resolves_once_and_connects_to_the_address_it_judged(team, team_admin, receiver, monkeypatch):
+    # The check's answer is 127.0.0.1 (where the receiver listens; loopback is let through in these
+    # tests), every later answer 127.0.0.2, where nothing listens: a second resolution fails the POST.
+    resolver = Rebinding("127.0.0.1", "127.0.0.2")
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    hooked = named_hook(team, team_admin, receiver)
+    row = one_delivery(team)
+    assert delivery.attempt(row.pk).result == "sent", Delivery.objects.get(pk=row.pk).last_error
+    assert resolver.asked == 1
+    assert [got.verified for got in hooked.got] == [True]
+    assert hooked.host_headers == [f"hooks.example.com:{urlsplit(receiver.url).port}"]  # the name, not the address
+
+
+def test_a_name_that_answers_an_internal_address_is_refused_without_naming_it(team, team_admin, receiver, monkeypatch):
+    monkeypatch.setattr(socket, "getaddrinfo", Rebinding("169.254.169.254", "169.254.169.254"))
+    named_hook(team, team_admin, receiver)
+    row = one_delivery(team)
+    assert delivery.attempt(row.pk).result == "retry"
+    row.refresh_from_db()
+    assert row.last_error == "not sent: hooks.example.com resolves to an internal address"
+    assert "169.254" not in row.last_error and receiver.got == []

@@ -68,11 +68,13 @@ def test_it_describes_the_yaml_manifest_as_one_kubernetes_list():
         assert yaml_body["required"] == ["apiVersion", "kind", "items"]
 
 
-def test_it_documents_the_422_of_a_reused_idempotency_key_where_a_key_is_taken():
+def test_a_reused_idempotency_key_is_documented_as_the_400_it_is_and_no_422_is_left():
     paths = served_schema()["paths"]
     keyed = {(method, path) for path, item in paths.items() for method, operation in item.items()
              if any(p["name"] == "Idempotency-Key" for p in operation.get("parameters", ()))}
     assert {("post", "/api/v1/runs/"), ("post", "/api/v1/endpoints/")} <= keyed
     for path, item in paths.items():
         for method, operation in item.items():
-            assert ("422" in operation["responses"]) == ((method, path) in keyed), (method, path)
+            assert "422" not in operation["responses"], (method, path)
+            if (method, path) in keyed:
+                assert "400" in operation["responses"], (method, path)

@@ -62,7 +62,9 @@ def checkout(tmp_path) -> Path:
 
 
 def start(checkout: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
-    environment = {key: value for key, value in os.environ.items() if key != "PORT"}
+    # A new user's shell: no PORT, and no SLIPWAY_VAR_DIR (scripts/test.sh sets one for the suite,
+    # which would move the logs out of the checkout).
+    environment = {key: value for key, value in os.environ.items() if key not in ("PORT", "SLIPWAY_VAR_DIR")}
     environment.update(VENV=str(checkout / "venv"), **(env or {}))
     return subprocess.Popen(["bash", str(checkout / "scripts" / "run.sh"), *args], cwd=checkout, env=environment,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -90,6 +92,19 @@ def stop(process: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+
+
+def test_the_logs_go_beside_slipway_var_dir_when_it_is_set(checkout, tmp_path_factory):
+    var_dir = tmp_path_factory.mktemp("state")
+    port = free_port()
+    process = start(checkout, str(port), env={"SLIPWAY_VAR_DIR": str(var_dir)})
+    try:
+        out = read_until(process, "Logs:")
+        assert f"Logs: {var_dir}/log/web.log" in out, out
+        assert f"bound 127.0.0.1 {port}" in (var_dir / "log" / "web.log").read_text()
+        assert not (checkout / "var").exists()
+    finally:
+        stop(process)
 
 
 @pytest.mark.parametrize("how", ["argument", "environment"])
@@ -145,4 +160,27 @@ def test_an_orderly_stop_by_signal_exits_0_after_stopping_the_children(checkout,
     assert process.returncode == 0, out
     assert "stopping Slipway" in out and "a Slipway process exited" not in out
     for pid in children:  # none left running
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+
+
+def test_it_kills_a_service_that_ignores_sigterm_once_the_grace_ends(checkout):
+    # A Celery worker in warm shutdown waits for its running task and ignores another SIGTERM:
+    # Ctrl-C must still end it, and everything else, within the grace period.
+    (checkout / "venv" / "bin" / "celery").write_text("#!/bin/sh\ntrap '' TERM\nexec sleep 300\n")
+    process = start(checkout, str(free_port()), env={"STOP_GRACE_SECONDS": "1"})
+    try:
+        read_until(process, "Logs:")
+        groups = {int(pid): os.getpgid(int(pid)) for pid in
+                  subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()}
+        assert len(set(groups.values())) == 3 and process.pid not in groups.values()  # a group per service
+        started = time.monotonic()
+        os.killpg(process.pid, signal.SIGINT)  # a terminal's Ctrl-C: the script's group only
+        out, _ = process.communicate(timeout=20)
+        took = time.monotonic() - started
+    finally:
+        stop(process)
+    assert process.returncode == 0, out
+    assert "killing what did not stop within 1 s" in out
+    assert took < 10
+    for pid in groups:
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()

@@ -111,9 +111,37 @@ def test_a_budgets_left_exhausted_and_alert_state_has_one_rule(limit, spent, thr
         assert state.left == Decimal(left)
 
 
+DRAINED = "a100-80gb is only offered by east, which is draining"  # what cluster.placement.no_usable_cluster says
+
+#: Work no cluster can take now (``no_cluster``, worked out outside decide): it waits, but only
+#: once nothing the team can act on holds it back — what can never work is still refused.
+CLUSTER_CASES = [
+    ("waits-for-a-cluster", req(4), 2, A100, NO_BUDGET, Outcome.QUEUE, Reason.WAITING_FOR_CLUSTER,
+     f"waiting: {DRAINED}"),
+    ("quota-is-named-first", req(4), 6, A100, NO_BUDGET, Outcome.QUEUE, Reason.WAITING_FOR_QUOTA,
+     "waiting for quota"),
+    ("money-is-named-first", req(4, cost="412.80"), 0, A100, BUDGET_COMMITTED, Outcome.QUEUE,
+     Reason.WAITING_FOR_BUDGET, "waiting for budget"),
+    ("never-is-still-refused", req(16, 8), 0, A100, NO_BUDGET, Outcome.REJECT, Reason.EXCEEDS_QUOTA, "more than"),
+    ("spent-is-still-refused", req(1), 0, A100, BUDGET_SPENT, Outcome.REJECT, Reason.BUDGET_EXHAUSTED, "spent"),
+]
+
+
+@pytest.mark.parametrize(("request_", "usage", "quota", "budget", "outcome", "reason", "message"),
+                         [case[1:] for case in CLUSTER_CASES], ids=[case[0] for case in CLUSTER_CASES])
+def test_it_queues_work_no_cluster_can_take_after_every_other_check(request_, usage, quota, budget, outcome, reason,
+                                                                    message):
+    decision = decide(request_, usage, quota, budget, DRAINED)
+    assert (decision.outcome, decision.reason) == (outcome, reason)
+    assert message in decision.message
+    # Without the clusters' word the same request is decided as before: the clusters only ever queue.
+    assert decide(request_, usage, quota, budget).reason == (Reason.ADMITTED if reason == Reason.WAITING_FOR_CLUSTER
+                                                             else reason)
+
+
 def test_it_covers_every_reason_in_the_table():
     reasons = {value for name, value in vars(Reason).items() if name.isupper()}
-    assert reasons == {case[6] for case in CASES}
+    assert reasons == {case[6] for case in CASES + CLUSTER_CASES}
 
 
 def test_it_treats_every_reject_but_budget_as_permanent():

@@ -34,14 +34,14 @@ def team_objects(quotas: tuple[tuple[str, int], ...] = (), namespace: str = NS, 
 def training(cluster_name: str = "run-1", *, flavor: FlavorSpec = H100, gpus: int = 1, workers: int = 1,
              duration: str | None = "60s", outcome: str | None = None, retries: int = 2,
              max_runtime_minutes: int | None = None, namespace: str = NS, extra_env: tuple = (),
-             args: tuple[str, ...] = ()) -> list[dict]:
+             args: tuple[str, ...] = (), image: str = "registry.example.com/ml/train:1.0") -> list[dict]:
     env = []
     if duration:
         env.append(("SLIPWAY_SIM_DURATION", duration))
     if outcome:
         env.append(("SLIPWAY_SIM_OUTCOME", outcome))
     spec = TrainingSpec(cluster_name=cluster_name, team=TEAM, namespace=namespace, name=f"{cluster_name} run",
-                        image="registry.example.com/ml/train:1.0", command=("python", "train.py"), flavor=flavor,
+                        image=image, command=("python", "train.py"), flavor=flavor,
                         env=tuple(env) + tuple(extra_env), gpus_per_worker=gpus, workers=workers, max_retries=retries,
                         max_runtime_minutes=max_runtime_minutes, args=args)
     return build_training(spec, CONFIG)

@@ -19,7 +19,8 @@ def _pod(backend, workload: str = "run-1") -> dict:
 
 
 def _checkpoints(lines: list[str]) -> list[str]:
-    return [line for line in lines if line.startswith("SLIPWAY_CHECKPOINT ")]
+    """The checkpoint lines, without the logger's time stamp before each."""
+    return [line[line.index("SLIPWAY_CHECKPOINT "):] for line in lines if "SLIPWAY_CHECKPOINT " in line]
 
 
 def test_it_prints_a_checkpoint_line_every_n_seconds_of_run_time(backend):
@@ -31,13 +32,13 @@ def test_it_prints_a_checkpoint_line_every_n_seconds_of_run_time(backend):
 
     assert _checkpoints(lines) == ["SLIPWAY_CHECKPOINT step=1 path=/mnt/ckpt/run-1/step-1",
                                    "SLIPWAY_CHECKPOINT step=2 path=/mnt/ckpt/run-1/step-2"]
-    # Each follows the progress line of its own second: 20s of run time is 10:00:30.
-    first = lines.index("SLIPWAY_CHECKPOINT step=1 path=/mnt/ckpt/run-1/step-1")
+    # Each follows the progress line of its own second, stamped with it: 20s of run time is 10:00:30.
+    first = lines.index("2026-11-22T10:00:30Z INFO  SLIPWAY_CHECKPOINT step=1 path=/mnt/ckpt/run-1/step-1")
     assert lines[first - 1].startswith("2026-11-22T10:00:30Z INFO  step")
     assert not any("resuming" in line for line in lines)
     # Run time 40s: the newest line is the checkpoint just saved; a tail of one shows it.
     assert backend.logs(ref("run-1"), name, tail=1, now=at(50)) == [
-        "SLIPWAY_CHECKPOINT step=2 path=/mnt/ckpt/run-1/step-2"]
+        "2026-11-22T10:00:50Z INFO  SLIPWAY_CHECKPOINT step=2 path=/mnt/ckpt/run-1/step-2"]
     assert backend.logs(ref("run-1"), name, tail=1, now=at(29)) != []  # before the first: progress only
     assert _checkpoints(backend.logs(ref("run-1"), name, tail=None, now=at(29))) == []
 

@@ -81,8 +81,9 @@ def test_the_notice_reaches_the_pods_and_a_pod_that_honours_it_checkpoints_and_e
     assert (pod["status"]["phase"], terminated["exitCode"], terminated["finishedAt"]) == (
         "Failed", 143, "2026-11-22T10:00:47Z")
     lines = backend.logs(ref("run-1"), pod["metadata"]["name"], tail=None)
-    assert [line for line in lines if line.startswith("SLIPWAY_CHECKPOINT")] == [
-        "SLIPWAY_CHECKPOINT step=1 path=/ckpt/step-1", "SLIPWAY_CHECKPOINT step=2 path=/ckpt/step-2"]
+    assert [line for line in lines if "SLIPWAY_CHECKPOINT" in line] == [
+        "2026-11-22T10:00:30Z INFO  SLIPWAY_CHECKPOINT step=1 path=/ckpt/step-1",
+        "2026-11-22T10:00:47Z INFO  SLIPWAY_CHECKPOINT step=2 path=/ckpt/step-2"]
     assert lines[-1].endswith("preemption notice received: checkpoint saved, exiting")
     assert _gpus_in_use(backend) == 0
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlparse
 
+import pytest
 from allauth.socialaccount.models import SocialAccount
 from django.contrib.auth import get_user_model
 
@@ -164,6 +165,15 @@ def test_an_id_token_for_another_audience_is_refused(sso, person):
     assert "another application" in _refused(person.sign_in("u-7003"))
 
 
+def test_an_id_token_about_another_subject_than_the_userinfo_is_refused(sso, person):
+    """OIDC Core 5.3.2: the userinfo answer's ``sub`` must be the ID token's (security review 4 #4)."""
+    sso.set_user("u-7009", preferred_username="ola", groups=["gpu-ml"])
+    sso.misbehaviour.claims = lambda claims: {**claims, "sub": "u-someone-else"}
+    assert "two different people" in _refused(person.sign_in("u-7009"))
+    assert not get_user_model().objects.filter(username="ola").exists()
+    assert not SocialAccount.objects.filter(uid__in=["u-7009", "u-someone-else"]).exists()
+
+
 def test_an_id_token_with_a_bad_signature_is_refused(sso, person):
     """The token came straight from the token endpoint, where allauth alone would skip the signature."""
     sso.set_user("u-7004", preferred_username="ned", groups=[])
@@ -234,6 +244,22 @@ def test_password_sign_in_is_for_staff_only_when_so_configured(sso, person, sett
     assert urlparse(allowed.url).path != "/login/"
 
 
+@pytest.mark.parametrize("process", ["connect", "redirect"])
+def test_a_forged_connect_links_nothing_and_is_no_500(sso, person, process):
+    """Security review 4 #2: posting the button with ``process=connect`` while signed in (as staff here)
+    once linked the provider's subject to that account behind a 500. Only "login" is accepted."""
+    make_user("root", staff=True, password="pw-Slipway-123")
+    person.http.post(f"{person.base}/login/", timeout=10, data={
+        "csrfmiddlewaretoken": person.csrf(), "username": "root", "password": "pw-Slipway-123"})
+    sso.set_user("u-9001", preferred_username="mallory", groups=["gpu-ml"])
+    before = SocialAccount.objects.count()
+    refused = person.http.post(f"{person.base}/accounts/oidc/slipway/login/", timeout=10,
+                               data={"csrfmiddlewaretoken": person.csrf("/"), "process": process})
+    assert refused.status_code == 400 and "only to sign in" in refused.text
+    assert SocialAccount.objects.count() == before == 0
+    assert not get_user_model().objects.filter(username="mallory").exists()
+
+
 def test_without_single_sign_on_nothing_changes(person, settings):
     assert settings.SLIPWAY_OIDC_ISSUER == ""
     page = person.http.get(f"{person.base}/login/", timeout=10)
@@ -266,3 +292,17 @@ def test_a_provider_name_already_taken_locally_gets_a_separate_account(sso, pers
     assert newcomer.pk != local.pk and newcomer.username != "tom"
     assert f'<span class="username">{newcomer.username}</span>' in landed.text
     assert list(Membership.objects.filter(user=newcomer)) == []
+
+
+def test_a_username_that_imitates_a_colleagues_gets_a_plainly_different_one(sso, person):
+    """Security review 4 #9: Cyrillic "а" for Latin "a" would pass for alice in every list."""
+    make_user("alice")
+    sso.set_user("u-9101", preferred_username="\u0430lice", groups=[])  # Cyrillic а
+    person.sign_in("u-9101")
+    newcomer = SocialAccount.objects.get(uid="u-9101").user
+    assert newcomer.username == "sso-u-9101"
+    # A name in one script that imitates no one is kept as it is.
+    person.log_out()
+    sso.set_user("u-9102", preferred_username="\u043e\u043b\u044f", groups=[])  # "оля", all Cyrillic
+    person.sign_in("u-9102")
+    assert SocialAccount.objects.get(uid="u-9102").user.username == "\u043e\u043b\u044f"

@@ -139,6 +139,32 @@ def test_an_address_may_hold_a_bounded_number_of_waiting_logins(anonymous):
     assert anonymous.post(START, {}, format="json").status_code == 200
 
 
+def test_a_neighbour_holds_an_address_up_for_the_short_window_not_a_codes_life(anonymous):
+    """Security review 4 #8: twenty posts once locked an office's address for the codes' 10 minutes."""
+    for _ in range(device.MAX_PER_ADDRESS):
+        start(anonymous)
+    assert anonymous.post(START, {}, format="json").status_code == 429
+    # Still pending and alive (their codes live 10 minutes), but older than the window: the address may go on.
+    DeviceLogin.objects.update(created_at=timezone.now() - device.ADDRESS_WINDOW - timedelta(seconds=1))
+    assert DeviceLogin.objects.filter(state=DeviceLogin.State.PENDING, expires_at__gt=timezone.now()).count() == 20
+    assert anonymous.post(START, {}, format="json").status_code == 200
+
+
+def test_a_device_token_expires_by_default_and_says_where_it_came_from(anonymous, browser, member, settings):
+    settings.SLIPWAY_DEVICE_LOGIN_INTERVAL_SECONDS = 0
+    grant = start(anonymous)
+    assert approve(browser, grant, name="slipway CLI on laptop").status_code == 200  # no expiry chosen
+    status, body = poll(anonymous, grant)
+    assert status == 200
+    token = ApiToken.objects.get(user=member)
+    assert token.origin == ApiToken.Origin.DEVICE
+    days = (token.expires_at - token.created_at).total_seconds() / 86400
+    assert settings.SLIPWAY_DEVICE_TOKEN_DAYS - 0.01 < days <= settings.SLIPWAY_DEVICE_TOKEN_DAYS
+    assert 89 * 86400 < body["expires_in"] <= 90 * 86400
+    page = browser.get("/tokens/").content.decode()
+    assert "slipway login (browser)" in page
+
+
 # -- the portal's page --------------------------------------------------------------------------
 
 

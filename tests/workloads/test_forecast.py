@@ -80,7 +80,7 @@ def test_it_says_unknown_rather_than_guess(member, team, quota):
     waiting = submit(member, team, "next", 1)
     estimate = estimated_starts(team, now=t0)[waiting.ref]
     assert estimate.at is None
-    assert estimate.words(t0) == "start time unknown: nothing ahead of it has a known end"
+    assert estimate.words(t0) == "start time unknown: open-ended, holding a100-80gb, has no runtime limit"
 
 
 def test_the_api_shows_the_estimate(api, member, team, quota):

@@ -59,7 +59,7 @@ def test_a_run_whose_image_cannot_be_pulled_fails_after_the_limit_and_gives_its_
         cluster.cycle(10)
     run = TrainingRun.objects.get(pk=run.pk)
     assert run.state == RunState.FAILED
-    assert run.reason == f'ImagePullBackOff: the image "{IMAGE}" could not be pulled — {HINT}'
+    assert run.reason == f'ImagePullBackOff: image "{IMAGE}" not found (or its registry refused the pull) — {HINT}'
     assert run.finished_at is not None
     assert not held(run.ref)
     assert not on_cluster(cluster, run)
@@ -80,6 +80,6 @@ def test_an_endpoint_that_cannot_pull_its_image_fails_after_the_limit(cluster, m
         cluster.cycle(10)
     ep = InferenceEndpoint.objects.get(pk=created.pk)
     assert ep.state == EndpointState.FAILED
-    assert ep.reason == f'ImagePullBackOff: the image "{IMAGE}" could not be pulled — {HINT}'
+    assert ep.reason == f'ImagePullBackOff: image "{IMAGE}" not found (or its registry refused the pull) — {HINT}'
     assert not held(ep.ref)
     assert not on_cluster(cluster, ep)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from cluster.images import image_registry
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
-from workloads.image_hosts import image_registry, parse_ipv4
+from workloads.image_hosts import parse_ipv4
 from workloads.validation import Collector, check_image, check_volumes
 
 pytestmark = pytest.mark.django_db

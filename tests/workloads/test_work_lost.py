@@ -9,11 +9,14 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jobs.models import TrainingRun
 from quotas.ledger import interval_cost, interval_gpu_hours
-from quotas.models import Reservation
-from workloads.preemption import _candidate, last_start, lost_words, lost_work
+from quotas.models import PreemptionEvent, Reservation
+from quotas.reclaim import lost_span
+from workloads.preemption import _candidate, last_start, lost_words, lost_work, settle_lost_work
 from workloads.registry import kind_for
 
 pytestmark = pytest.mark.django_db
@@ -80,3 +83,66 @@ def test_reclaim_is_told_the_start_the_price_the_preemptions_and_the_checkpoints
     assert (candidate.started_at, candidate.preemptions, candidate.price_per_hour) == (ago(20), 3, flavor.price(True))
     assert (candidate.last_checkpoint_at, candidate.reports_checkpoints) == (None, False)  # runs report none yet
     assert (candidate.units, candidate.borrowed, candidate.share) == (4, 2, 0.5)
+
+
+#: Any instant within a day of NOW, to the microsecond: events in every order, clocks a little apart.
+INSTANTS = st.integers(-86_400_000_000, 86_400_000_000).map(lambda us: NOW + timedelta(microseconds=us))
+
+
+@given(start=INSTANTS, checkpoint=st.none() | INSTANTS, notice=INSTANTS)
+def test_lost_work_is_never_negative_nor_more_than_the_attempt_ran(start, checkpoint, notice):
+    """Issue 34 item 2's property: for any order of start, checkpoint and notice, 0 <= lost <= running time."""
+    resume, lost = lost_span(start, checkpoint, notice)
+    assert timedelta(0) <= lost <= max(notice - start, timedelta(0))
+    assert resume + lost == notice
+    # A checkpoint after the start and before the notice is exactly where the loss starts.
+    if checkpoint is not None and start <= checkpoint <= notice:
+        assert resume == checkpoint
+
+
+def test_a_checkpoint_stamped_after_the_notice_loses_nothing_and_says_so(team, member, flavors):
+    """The "-1 min" and "-0.0002 GPU-h" of issue 34: a checkpoint read a moment after the cycle's clock."""
+    run = make_run(team, member, flavors["a100-80gb"], admitted_at=ago(41), started_at=ago(40))
+    gpu_hours, cost, since, checkpointed = lost_work(Checkpointing(-0.2), run, 2, NOW)
+    assert (gpu_hours, cost) == (Decimal(0), Decimal(0))
+    assert lost_words(since, NOW, checkpointed) == "no work lost"
+
+
+def test_under_a_minute_is_said_in_words_never_0_min():
+    assert lost_words(NOW - timedelta(seconds=59), NOW, True) == "under a minute of work since its last checkpoint lost"
+    assert lost_words(NOW - timedelta(seconds=61), NOW) == "1 min of work since its start lost"
+    assert lost_words(None, NOW) == "no work lost"
+
+
+def test_a_checkpoint_saved_during_the_grace_settles_the_loss_once_the_pods_are_gone(team, member, flavors):
+    run = make_run(team, member, flavors["a100-80gb"], admitted_at=ago(41), started_at=ago(40))
+    kind = kind_for("run")
+    gpu_hours, cost, since, checkpointed = lost_work(kind, run, 2, ago(1))  # noticed a minute ago, 39 min lost
+    event = PreemptionEvent.objects.create(
+        ref=run.ref, team=team, by_team=team, for_ref="run:999", flavor=run.flavor, units=2,
+        reason=f"preempted: team x reclaimed 2\u00d7 a100-80gb of its quota; {lost_words(since, ago(1), checkpointed)}",
+        lost_gpu_hours=gpu_hours, lost_cost=cost, at=ago(1))
+    assert "39 min of work since its start lost" in event.reason
+    # On the notice it saved a last checkpoint, 20 s into the grace; its pods are gone now.
+    TrainingRun.objects.filter(pk=run.pk).update(last_checkpoint_at=ago(1) + timedelta(seconds=20))
+    run.refresh_from_db()
+    settle_lost_work(kind, run, NOW)
+    event.refresh_from_db()
+    assert (event.lost_gpu_hours, event.lost_cost) == (Decimal(0), Decimal(0))
+    assert event.reason == f"preempted: team {team.slug} reclaimed 2\u00d7 a100-80gb of its quota; no work lost"
+    settle_lost_work(kind, run, NOW)  # a replay changes nothing
+    assert PreemptionEvent.objects.get(pk=event.pk).reason == event.reason
+
+
+def test_a_checkpoint_reported_after_the_pods_were_gone_does_not_count(team, member, flavors):
+    run = make_run(team, member, flavors["a100-80gb"], admitted_at=ago(41), started_at=ago(40))
+    kind = kind_for("run")
+    gpu_hours, cost, _since, _c = lost_work(kind, run, 2, ago(1))
+    event = PreemptionEvent.objects.create(ref=run.ref, team=team, by_team=team, flavor=run.flavor, units=2,
+                                           reason="preempted: …", lost_gpu_hours=gpu_hours, lost_cost=cost, at=ago(1))
+    TrainingRun.objects.filter(pk=run.pk).update(last_checkpoint_at=NOW + timedelta(seconds=5))
+    run.refresh_from_db()
+    settle_lost_work(kind, run, NOW)
+    event.refresh_from_db()
+    assert event.lost_gpu_hours == gpu_hours > 0
+

@@ -91,7 +91,8 @@ class FleetTimeline(Timeline):
             name, args = self.published.pop(0)
             if name == "workloads.tasks.apply_workload":
                 try:
-                    assert apply_workload(*args) in ("applied", "skipped")
+                    outcome = apply_workload(*args)
+                    assert outcome in ("applied", "skipped", "queued"), outcome
                 except Transient as exc:
                     self.unapplied.append(str(exc))
 

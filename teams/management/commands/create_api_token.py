@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.formatting import format_when
+from teams.models import ApiToken
 from teams.services import create_api_token
 
 MAX_EXPIRES_DAYS = 3650  # the same bound as the portal's form
@@ -39,7 +40,7 @@ class Command(BaseCommand):
             raise CommandError(f"No user named {username!r}.")
         if not user.is_active:
             raise CommandError(f"User {username!r} is inactive; a token for them would never authenticate.")
-        token, raw = create_api_token(user, name, days)
+        token, raw = create_api_token(user, name, days, origin=ApiToken.Origin.COMMAND)
         expiry = f"expires {format_when(token.expires_at)}" if token.expires_at else "does not expire"
         self.stderr.write(f"Token {token.name!r} for {username} ({expiry}). Copy it now; it is not shown again:")
         self.stdout.write(raw)

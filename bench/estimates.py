@@ -1,0 +1,228 @@
+"""Benchmark: how far the start estimate made at submission lands from the real start (issue 34, item 5).
+
+Run ``.venv/bin/python bench/estimates.py [--limit-slack 1.25] [--limit-round 15] [--quick]
+[any option of bench/sharing.py]``. No database and no sleeping: the sharing bench's contention
+trace (``bench/traces/bursty.csv``: three teams in one cohort on 16 A100s, borrowing, fair share,
+reclaim) is replayed by ``bench/sharing.py``'s own replay (victims by work lost), imported, not
+copied. At every cycle that queues newly submitted runs, before admission, three estimators are
+asked when each will start, from what the replay holds at that instant:
+
+* **simulation**: the production's :func:`workloads.estimates.simulate` — admission's own rules
+  (``fair_order`` over ``decide``), reclaim (``choose_victims``, the delay, the grace), running
+  work expected to end at its runtime limit, queued work to run its limit — what the portal
+  knows of these runs (the trace has no job names, so no history of the same job either);
+* **naive** (the baseline): each team's own queue, first in first out by queue order, within its
+  nominal quota, running work ending at its limit — the estimate before issue 34 (no cohort, no
+  borrowing, no reclaim);
+* **oracle**: the same simulation knowing every run's true running time. What it still misses
+  is what no estimate made at submission can know: work submitted later that goes first
+  (a higher priority; in the cohort, a team with a lower share), later preemptions. It is the
+  floor the simulation is judged against.
+
+A run's **runtime limit** is what its author would set: its running time × ``--limit-slack``,
+rounded up to ``--limit-round`` minutes (the trace has running times only).
+
+The **relative error** of a run's estimate is |estimated wait − real wait| ÷ real wait, the wait
+counted from submission to its first start, over the runs that waited (a real wait of more than
+one cycle); runs that started within a cycle are counted apart (an estimate of "now", within a
+cycle, is right for them), as are estimates of "unknown". Printed: the median and p90 of the
+relative error per estimator, against the targets median ≤ 25 %, p90 ≤ 60 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import math
+import statistics
+import sys
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/sharing.py, when loaded from elsewhere
+
+import sharing
+
+from workloads.estimates import Holding, Sharing, Waiting, simulate
+
+TARGET_MEDIAN = 0.25
+TARGET_P90 = 0.60
+ESTIMATORS = ("simulation", "naive", "oracle")
+
+
+@dataclass
+class Figures:
+    """One estimator's estimates: ``{ref: estimated start in seconds}`` (None: unknown)."""
+
+    name: str
+    estimates: dict[str, float | None] = field(default_factory=dict)
+
+
+def limit_of(run: sharing.Run, slack: float, round_s: float) -> float:
+    """The run's runtime limit in seconds (module docstring)."""
+    return math.ceil(run.duration_s * slack / round_s) * round_s
+
+
+class Estimating(sharing.Replay):
+    """bench/sharing.py's cohort replay, asking each estimator at the cycle that queues a run."""
+
+    def __init__(self, setup: sharing.Setup, trace: list[dict], slack: float, round_s: float):
+        super().__init__(setup, trace, cohort=True)
+        self.slack, self.round_s = slack, round_s
+        self.figures_of = {name: Figures(name) for name in ESTIMATORS}
+        self.first_start: dict[str, float] = {}
+
+    def admit(self, now: float) -> bool:
+        fresh = [run for run in self.queued if run.ref not in self.figures_of["naive"].estimates]
+        if fresh:
+            self.estimate(now, fresh)
+        admitted = super().admit(now)
+        for run in self.running:
+            self.first_start.setdefault(run.ref, run.started_at)
+        return admitted
+
+    def limit(self, run: sharing.Run) -> float:
+        return limit_of(run, self.slack, self.round_s)
+
+    def estimate(self, now: float, fresh: list[sharing.Run]) -> None:
+        wanted = {run.ref for run in fresh}
+        for name, known in (("simulation", False), ("oracle", True)):
+            starts = self.simulated(now, wanted, known)
+            for run in fresh:
+                start = starts[run.ref].at
+                self.figures_of[name].estimates[run.ref] = (
+                    None if start is None else (start - sharing.EPOCH).total_seconds())
+        self.figures_of["naive"].estimates.update(self.naive(now, wanted))
+
+    def simulated(self, now: float, wanted: set[str], known: bool):
+        """:func:`workloads.estimates.simulate` on the replay's state (``known``: the true running times)."""
+        queue = sorted(self.queued, key=sharing.queue_key)
+        pks = {run.ref: pk for pk, run in enumerate(sorted([*queue, *self.running], key=sharing.queue_key), start=1)}
+        holding = []
+        for run in self.running:
+            if run.stopping_since is not None:  # a victim whose pods stop: its units go at the grace's end
+                ends = run.stopping_since + self.setup.stop_s
+            else:
+                ends = run.end_s if known else run.started_at + self.limit(run)
+            holding.append(Holding(run.ref, self.figures.ids[run.team], sharing.FLAVOR_ID, run.units,
+                                   sharing.at(ends), run.borrowed, run.priority, sharing.at(run.started_at),
+                                   None if run.stopping_since is not None else self.figures.entry(run, pks[run.ref]),
+                                   stopping=run.stopping_since is not None))
+        waiting = [Waiting(self.figures.entry(run, pks[run.ref]),
+                           timedelta(seconds=run.duration_s - run.done if known else self.limit(run)))
+                   for run in queue]
+        cohort = Sharing(self.figures.figures(self.usage), self.remembered(now), self.setup.rules,
+                         timedelta(seconds=self.setup.stop_s))
+        return simulate(sharing.at(now), holding, waiting, self.figures.quotas,
+                        timedelta(seconds=self.setup.cycle_s), cohort, wanted)
+
+    def naive(self, now: float, wanted: set[str]) -> dict[str, float | None]:
+        """The estimate before issue 34: the team's own queue in order, within its nominal quota, ends by limits."""
+        found: dict[str, float | None] = {}
+        for team in {run.team for run in self.queued if run.ref in wanted}:
+            free = self.setup.nominal[team] - self.usage[team]
+            ends = [(run.started_at + self.limit(run), run.units) for run in self.running if run.team == team]
+            heapq.heapify(ends)
+            at = now
+            for run in sorted((run for run in self.queued if run.team == team), key=sharing.queue_key):
+                while free < run.units and ends:
+                    end, units = heapq.heappop(ends)
+                    free, at = free + units, max(at, end)
+                if free < run.units:
+                    found[run.ref] = None
+                    continue
+                found[run.ref] = at
+                free -= run.units
+                heapq.heappush(ends, (at + self.limit(run), run.units))
+        return {ref: start for ref, start in found.items() if ref in wanted}
+
+
+@dataclass
+class Verdict:
+    name: str
+    errors: list[float]  # relative errors of the runs that waited and got a time
+    unknown: int  # runs that got no time
+    prompt_now: int  # runs that started within a cycle, estimated within a cycle
+    prompt_late: int  # runs that started within a cycle, estimated later
+    waited_now: int  # runs that waited, estimated within a cycle ("now" for work that could not start)
+
+    def quantile(self, q: float) -> float:
+        if not self.errors:
+            return math.nan
+        ordered = sorted(self.errors)
+        return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
+
+
+def judge(replay: Estimating, figures: Figures) -> Verdict:
+    cycle = replay.setup.cycle_s
+    verdict = Verdict(figures.name, [], 0, 0, 0, 0)
+    for run in replay.result.runs:
+        estimate, start = figures.estimates.get(run.ref), replay.first_start.get(run.ref)
+        if start is None or run.ref not in figures.estimates:
+            continue
+        real = start - run.submit_s
+        if estimate is None:
+            verdict.unknown += 1
+            continue
+        guessed = max(0.0, estimate - run.submit_s)
+        soon = guessed <= cycle
+        if real <= cycle:
+            if soon:
+                verdict.prompt_now += 1
+            else:
+                verdict.prompt_late += 1
+            continue
+        verdict.waited_now += soon
+        verdict.errors.append(abs(guessed - real) / real)
+    return verdict
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit-slack", type=float, default=1.25,
+                        help="a run's runtime limit: its running time times this, rounded up")
+    parser.add_argument("--limit-round", type=float, default=15, help="minutes a runtime limit is rounded up to")
+    own, rest = parser.parse_known_args(argv)
+    args = sharing.parse(rest)
+    if own.limit_slack < 1 or own.limit_round <= 0:
+        raise SystemExit("--limit-slack must be at least 1 (a limit never cuts the run) and --limit-round positive")
+    trace = sharing.read_trace(args.trace, sharing.QUICK_HOURS if args.quick else None)
+    if not trace:
+        raise SystemExit(f"{args.trace}: no runs")
+    setup = sharing.make_setup(args, trace)
+    replay = Estimating(setup, trace, own.limit_slack, own.limit_round * 60)
+    result = replay.run()
+    print(f"estimates: {args.trace.name}{' (quick)' if args.quick else ''}: {len(trace)} runs, cohort of "
+          + ", ".join(f"{team}={setup.nominal[team]}" for team in setup.teams)
+          + f" on {setup.capacity}× {setup.flavor}; runtime limits = running time × {own.limit_slack:g}, "
+          f"rounded up to {own.limit_round:g} min; {result.preemptions} preemptions in the replay")
+    verdicts = [judge(replay, replay.figures_of[name]) for name in ESTIMATORS]
+    waited = len(verdicts[0].errors) + verdicts[0].unknown
+    print(f"runs that waited more than a cycle: {len(verdicts[0].errors)} with a time; "
+          f"mean real wait {statistics.fmean(s - r.submit_s for r in result.runs if (s := replay.first_start.get(r.ref)) is not None) / 60:.1f} min")
+    print(f"{'':<36}" + "".join(f"{v.name:>12}" for v in verdicts))
+    rows = [
+        ("median relative error", lambda v: f"{v.quantile(0.5):.1%}"),
+        ("p90 relative error", lambda v: f"{v.quantile(0.9):.1%}"),
+        ("waited, estimated 'now'", lambda v: f"{v.waited_now}"),
+        ("started at once, estimated 'now'", lambda v: f"{v.prompt_now}"),
+        ("started at once, estimated later", lambda v: f"{v.prompt_late}"),
+        ("unknown", lambda v: f"{v.unknown}"),
+    ]
+    for label, figure in rows:
+        print(f"{label:<36}" + "".join(f"{figure(v):>12}" for v in verdicts))
+    simulation = verdicts[0]
+    print("targets:" + (" (quick run: not judged)" if args.quick else ""))
+    for label, value, target in (("median relative error", simulation.quantile(0.5), TARGET_MEDIAN),
+                                 ("p90 relative error", simulation.quantile(0.9), TARGET_P90)):
+        met = "" if args.quick else "PASS" if value <= target else "FAIL"
+        print(f"  {label} <= {target:.0%} (simulation; oracle {verdicts[2].quantile(0.5 if 'median' in label else 0.9):.1%})"
+              f"  {value:.1%}  {met}")
+    print(f"  of {waited} runs that waited, {simulation.waited_now} were told 'now' "
+          f"(naive: {verdicts[1].waited_now})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""Ctrl-C on ``make run`` stops everything it started, quickly, and exits 0.
+
+The real ``scripts/run.sh`` runs here — migrate, seed_demo, gunicorn, a Celery worker with its
+pool and Celery beat (the sandbox cluster lives in those two) — against SQLite and the
+filesystem broker in a scratch ``SLIPWAY_VAR_DIR``, on a free port. The test waits until the
+script says it serves and the worker is ready, then sends SIGINT to the script's process group,
+as a terminal's Ctrl-C does, and checks the exit status, the time the stop took and that no
+process of the script's session is left (every service is in that session, whatever group).
+
+Processes are read from ``/proc`` (psutil is not a dependency): ``stat`` gives state, group and
+session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+ROOT = Path(settings.BASE_DIR)
+VENV = Path(sys.prefix)
+STOP_LIMIT_SECONDS = 10  # what the README promises for Ctrl-C
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc"),
+    pytest.mark.skipif(not (VENV / "bin" / "celery").exists() or not (VENV / "bin" / "gunicorn").exists(),
+                       reason="run.sh starts the virtualenv's celery and gunicorn"),
+]
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    state: str
+    session: int
+    command: str
+
+
+def processes_of_session(session: int) -> list[Proc]:
+    """Every live (not zombie) process whose session is ``session``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # it ended while we looked
+            continue
+        # The command name in parentheses may hold spaces; the fields follow the last ")".
+        state, _ppid, _group, sid = stat[stat.rindex(")") + 2:].split()[:4]
+        # A zombie is already gone but for its exit status, which its (new) parent collects.
+        if int(sid) == session and state != "Z":
+            found.append(Proc(int(entry), state, int(sid), command.strip()))
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serves(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=1)
+    except OSError:
+        return False
+    return True
+
+
+def wait_until(ready, process: subprocess.Popen, what: str, timeout: float = 120) -> None:
+    """Poll ``ready()`` until it holds; waiting on the script paces the loop and notices its exit."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout:.0f} s"
+        try:
+            process.wait(timeout=0.25)
+        except subprocess.TimeoutExpired:
+            continue
+        raise AssertionError(f"run.sh exited ({process.returncode}) before {what}")
+
+
+@pytest.fixture
+def running(tmp_path):
+    """The real run.sh, started in a session of its own; whatever is left at the end is killed."""
+    var = tmp_path / "var"
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SLIPWAY_TEST_DB_NAME", "PORT",
+                          "DJANGO_SETTINGS_MODULE")}
+    # This checkout's code, even where another one is installed in the virtualenv.
+    env.update(SLIPWAY_VAR_DIR=str(var), VENV=str(VENV), DEBUG="true",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    port = free_port()
+    out = tmp_path / "run.out"
+    with out.open("wb") as log:
+        process = subprocess.Popen(["bash", str(ROOT / "scripts" / "run.sh"), str(port)], cwd=ROOT, env=env,
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield process, f"http://127.0.0.1:{port}/", out, var / "log"
+    finally:
+        for proc in processes_of_session(process.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+def test_it_stops_every_process_within_10_s_and_exits_0_on_ctrl_c(running):
+    process, url, out, logs = running
+    wait_until(lambda: "Slipway is running" in out.read_text(), process, "the script announced the server")
+    wait_until(lambda: (logs / "worker.log").exists() and " ready." in (logs / "worker.log").read_text(),
+               process, "the worker was ready")
+    assert serves(url + "healthz")
+    before = processes_of_session(process.pid)
+    commands = " ".join(proc.command for proc in before)
+    assert "celery -A portal worker" in commands and "celery -A portal beat" in commands
+    assert "gunicorn portal.wsgi" in commands
+    assert len(before) >= 8, before  # the script, gunicorn + 2 workers, worker + its pool of 2, beat
+
+    started = time.monotonic()
+    os.killpg(process.pid, signal.SIGINT)  # what a terminal does on Ctrl-C: the foreground group
+    try:
+        code = process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"run.sh still runs 30 s after Ctrl-C:\n{out.read_text()[-2000:]}")
+    took = time.monotonic() - started
+
+    transcript = out.read_text()
+    assert code == 0, transcript[-2000:]
+    assert took <= STOP_LIMIT_SECONDS, f"the stop took {took:.1f} s"
+    assert "stopping Slipway" in transcript and "a Slipway process exited" not in transcript
+    assert processes_of_session(process.pid) == []
+    assert not serves(url + "healthz")
