@@ -18,6 +18,7 @@ from cluster import specs
 from inference import constants as c
 from inference.constants import Engine, Metric
 from quotas.models import GpuFlavor
+from quotas.pricing import PriceBook
 from workloads.constants import MAX_GPUS_PER_NODE
 from workloads.forms import (
     FlavorSelect,
@@ -184,9 +185,10 @@ class EndpointForm(EndpointEditForm):
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         rows = {row["flavor"]: row for row in usage}
+        book = PriceBook()  # every flavor's price from one read of the clusters
         without_quota = {f.name for f in flavors if rows.get(f.name, {}).get("limit", 0) == 0}
         choices = [("", "— choose a flavor —")] + [
-            (f.name, flavor_label(f, rows.get(f.name), currency) + (f" · {mig_explanation(f)}" if f.mig_profile else ""))
+            (f.name, flavor_label(f, rows.get(f.name), currency, book) + (f" · {mig_explanation(f)}" if f.mig_profile else ""))
             for f in flavors]
         self.fields["flavor"].choices = choices
         self.fields["flavor"].widget = FlavorSelect(choices=choices, disabled_values=without_quota)

@@ -119,8 +119,8 @@ class EndpointKind(WorkloadKind):
         # The guaranteed part only; burst is granted later by admission.resize (inference.scaling).
         # No known end: its minimum commits what it costs until the month's end (decide's rule).
         # The minimum never borrows from a cohort (it must not be preemptible); burst may.
-        return ResourceRequest(flavor=endpoint.flavor.name, units=endpoint.base_replicas * endpoint.gpus_per_replica,
-                               units_per_node=endpoint.gpus_per_replica, spot=endpoint.spot,
+        units, per_node = endpoint.placement_shape  # the one shape rule: placement and the price read it too
+        return ResourceRequest(flavor=endpoint.flavor.name, units=units, units_per_node=per_node, spot=endpoint.spot,
                                description=f"endpoint {endpoint.name}",
                                cost_per_hour=endpoint.cost_per_hour_range[0], may_borrow=False)
 

@@ -83,6 +83,11 @@ class InferenceEndpoint(Workload):
         return max(self.min_replicas, 1)
 
     @property
+    def placement_shape(self) -> tuple[int, int]:
+        """Its guaranteed replicas (at least one, to wake from zero), as admission reserves them."""
+        return self.base_replicas * self.gpus_per_replica, self.gpus_per_replica
+
+    @property
     def ceiling(self) -> int:
         """The granted maximum of replicas: the ceiling once burst moved it, else the guaranteed base.
 

@@ -97,7 +97,7 @@ class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedField
             "estimated_start_at", "borrowed_units", "preemptible", "preemptions", "last_preempted_at", "idle_gpu_hours", "idle_cost", "idle_since",
             "image", "command", "args", "env", "secret_env", "port", "flavor", "gpus_per_replica", "min_replicas",
             "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds",
-            "spot", "cluster", "placement_reason", "cluster_selector",
+            "spot", "cluster", "placement_reason", "cluster_selector", "price_per_hour",
         ]
         read_only_fields = fields
 

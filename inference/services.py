@@ -151,7 +151,7 @@ def preview_endpoint(team: Team, data: dict) -> EndpointForecast:
                               **{k: v for k, v in fields.items() if k not in ("flavor", "secret_env")})
     burst = scaling.burst_outlook(team, flavor, draft.gpus_per_replica, draft.spot, draft.base_replicas, 0,
                                   draft.max_replicas)
-    result = forecast(team, kind_of(draft).resource_request(draft), flavor, None)
+    result = forecast(team, kind_of(draft).resource_request(draft), flavor, None, draft.price_quote())
     # An endpoint has no end: in all, this month, its minimum costs what the budget counts.
     result = dataclasses.replace(result, estimated_total=result.committed_cost)
     return EndpointForecast(result, draft.cost_per_hour_range[1], burst, draft.min_replicas,

@@ -41,6 +41,7 @@ from workloads import secrets
 from workloads import services as workloads
 from workloads.forms import command_echo
 from workloads.idle import idle_context
+from workloads.models import quote_rows
 from workloads.views import (
     current_membership,
     events_panel,
@@ -82,6 +83,7 @@ def endpoint_list(request: HttpRequest) -> HttpResponse:
         state = ""
         endpoints = endpoints.exclude(state=EndpointState.DELETED)
     page = Paginator(endpoints, PER_PAGE).get_page(request.GET.get("page"))
+    quote_rows(page)
     positions = admission.queue_positions(team) if any(e.state == EndpointState.QUEUED for e in page) else {}
     context = {"team": team, "page": page, "rows": [(e, positions.get(e.ref)) for e in page],
                "can_submit": membership.allows(Role.MEMBER), "submit_refused": submit_refusal(membership),

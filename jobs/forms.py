@@ -21,6 +21,7 @@ from jobs.models import TrainingRun
 from jobs.validation import parse_run_request
 from quotas.constants import Priority
 from quotas.models import GpuFlavor
+from quotas.pricing import PriceBook
 from workloads import secrets
 from workloads.constants import NAME_MAX_LENGTH
 from workloads.forms import (
@@ -105,8 +106,9 @@ class NewRunForm(forms.Form):
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         rows = {row["flavor"]: row for row in usage}
+        book = PriceBook()  # every flavor's price from one read of the clusters
         without_quota = {f.name for f in flavors if rows.get(f.name, {}).get("limit", 0) == 0}
-        choices = [("", "— choose a flavor —")] + [(f.name, flavor_label(f, rows.get(f.name), currency)) for f in flavors]
+        choices = [("", "— choose a flavor —")] + [(f.name, flavor_label(f, rows.get(f.name), currency, book)) for f in flavors]
         self.fields["flavor"].widget = FlavorSelect(choices=choices, disabled_values=without_quota)
         self.api_data: dict[str, Any] = {}
 

@@ -133,7 +133,8 @@ class TrainingKind(WorkloadKind):
         return services.preview_run(team, fields)
 
     def resource_request(self, run: TrainingRun) -> ResourceRequest:
-        return ResourceRequest(flavor=run.flavor.name, units=run.total_units, units_per_node=run.gpus_per_worker,
+        units, per_node = run.placement_shape  # the one shape rule: placement and the price read it too
+        return ResourceRequest(flavor=run.flavor.name, units=units, units_per_node=per_node,
                                priority=run.priority, spot=run.spot, description=f"run {run.name}",
                                estimated_cost=run.estimated_total_cost, cost_per_hour=run.estimated_cost_per_hour)
 

@@ -93,6 +93,11 @@ class TrainingRun(Workload):
         return self.gpus_per_worker * self.workers
 
     @property
+    def placement_shape(self) -> tuple[int, int]:
+        """All its workers' units, one worker's per node."""
+        return self.total_units, self.gpus_per_worker
+
+    @property
     def estimated_cost_per_hour(self) -> Decimal:
         return self.cost_per_hour_at(self.total_units)
 

@@ -11,7 +11,15 @@ from rest_framework import serializers
 from jobs import constants as c
 from jobs.models import TrainingRun
 from quotas.constants import Priority
-from workloads.api import BorrowedFields, IdleFields, PlacementFields, QueuedFields, SecretEnvField, secret_env_input
+from workloads.api import (
+    BorrowedFields,
+    IdleFields,
+    PlacementFields,
+    PriceField,
+    QueuedFields,
+    SecretEnvField,
+    secret_env_input,
+)
 from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
 
 
@@ -85,7 +93,7 @@ class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, Pl
     kind = serializers.CharField(source="cluster_resource")  # the API's name; not a workload kind
     cluster_name = serializers.CharField()
     namespace = serializers.CharField()
-    estimated_cost_per_hour = serializers.DecimalField(max_digits=14, decimal_places=4)
+    estimated_cost_per_hour = PriceField(units="total_units")
     estimated_total_cost = serializers.DecimalField(max_digits=14, decimal_places=4, allow_null=True,
                                                     help_text="At most this, with max_runtime_minutes; else null.")
     cost_to_date = serializers.DecimalField(max_digits=14, decimal_places=4)
@@ -102,5 +110,6 @@ class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, Pl
             "idle_since", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers",
             "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",
             "checkpoint", "last_checkpoint", "attempt", "cluster", "placement_reason", "cluster_selector",
+            "price_per_hour",
         ]
         read_only_fields = fields

@@ -28,8 +28,8 @@ from jobs.models import TrainingRun
 from jobs.validation import RunRequest, parse_run_request
 from quotas import admission
 from quotas.constants import Reason as QuotaReason
-from quotas.ledger import cost_per_hour
 from quotas.models import GpuFlavor
+from quotas.pricing import quote
 from teams.models import AuditEvent, Role, Team
 from teams.permissions import VIEWERS_CANNOT_SUBMIT, check_may_end, get_for_user, require_team
 from teams.services import audit
@@ -150,13 +150,17 @@ def preview_run(team: Team, data: dict) -> Forecast:
         return Forecast("invalid", f"{first[0]}: {first[1][0]}")
     flavor = GpuFlavor.objects.usable().filter(name=request.flavor).first()
     quota_request = _quota_request(request)
+    price = None
     if flavor is not None:
-        # Priced as the run's own request will be (jobs.kind): per hour, and in all with a limit.
-        rate = cost_per_hour(flavor.price(request.spot), quota_request.units)
+        # Priced as the run's own request will be (jobs.kind): the one price (quotas.pricing) of its
+        # shape, per hour, and in all with a limit.
+        price = quote(flavor, request.spot, units=quota_request.units, units_per_node=quota_request.units_per_node,
+                      selector=dict(request.cluster_selector))
+        rate = price.per_hour(quota_request.units)
         total = rate * request.max_runtime_minutes / 60 if request.max_runtime_minutes else None
         quota_request = dataclasses.replace(quota_request, cost_per_hour=rate, estimated_cost=total)
     duration = timedelta(minutes=request.max_runtime_minutes) if request.max_runtime_minutes else None
-    return forecast(team, quota_request, flavor, duration)
+    return forecast(team, quota_request, flavor, duration, price)
 
 
 # 3. Reporting a checkpoint (jobs.checkpoints) ------------------------------------------------

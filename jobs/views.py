@@ -44,7 +44,7 @@ from workloads.api import pk_of
 from workloads.forecast import CAPACITY_WAIT, Forecast, StartEstimate, estimated_starts
 from workloads.forms import command_echo
 from workloads.idle import idle_context
-from workloads.models import ReasonCode
+from workloads.models import ReasonCode, quote_rows
 from workloads.views import (
     STOP_POLLING,
     current_membership,
@@ -84,6 +84,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     if query:
         runs = runs.filter(name__icontains=query)
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    quote_rows(page)
     # One query for every queued run's position, instead of one per row.
     positions = admission.queue_positions(team) if any(r.state == RunState.QUEUED for r in page) else {}
     rows = [(run, positions.get(run.ref)) for run in page]

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from functools import lru_cache
 
@@ -53,6 +53,7 @@ from quotas import fairshare
 from quotas.constants import DecisionLabel, Outcome, Priority, Reason
 from quotas.ledger import ZERO, committed, cost_ahead, hours_left_in_month, month_end, month_spend
 from quotas.models import Cohort, GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, TeamSharing
+from quotas.pricing import dearest_sql
 from quotas.signals import workload_admitted
 from teams.models import Team
 from teams.services import lock_team
@@ -240,6 +241,28 @@ class BudgetState:
     def left(self) -> Decimal:
         """What the month's budget leaves once spent and committed money is counted."""
         return (self.monthly_limit or ZERO) - self.spent_month - self.committed
+
+    @property
+    def projected_month_end(self) -> Decimal:
+        """The month's spend at its end, the one projection (issue 34): spent plus what admitted
+        work commits — the figure this gate admits against, so a page never projects one number
+        while admission counts another."""
+        return self.spent_month + self.committed
+
+    def runs_out_at(self, now: datetime, burn_per_hour: Decimal) -> datetime | None:
+        """When the month's budget is spent: None without one, or when admitted work does not
+        spend it this month (:attr:`projected_month_end` below the limit); ``now`` once spent;
+        else at the pace its committed money is spent — what runs now, or the committed money
+        spread over the hours left when that is faster (work admitted but not started yet)."""
+        limit = self.monthly_limit
+        if limit is None or self.projected_month_end < limit:
+            return None
+        if self.spent_month >= limit:
+            return now
+        pace = max(burn_per_hour, self.committed / self.hours_left if self.hours_left > 0 else ZERO)
+        if pace <= 0:
+            return now
+        return now + timedelta(hours=float((limit - self.spent_month) / pace))
 
     @property
     def exhausted(self) -> bool:
@@ -559,9 +582,10 @@ def _hot_sql(vendor: str) -> tuple[str, str, str]:
         f" (SELECT COALESCE(SUM(units), 0) FROM {res}"
         f"  WHERE team_id = %(team)s AND flavor_id = f.id AND released_at IS NULL),"
         f" b.monthly_limit, b.currency, b.alert_threshold_percent,"
-        # What bounds committed money (see admit): every unit the team holds, the dearest price.
+        # What bounds committed money (see admit): every unit the team holds, the dearest price any
+        # work can be quoted or charged (a cluster's own price included: quotas.pricing).
         f" (SELECT COALESCE(SUM(units), 0) FROM {res} WHERE team_id = %(team)s AND released_at IS NULL),"
-        f" (SELECT MAX(price_per_hour) FROM {flavor}), (SELECT MAX(spot_price_per_hour) FROM {flavor}),"
+        f" {dearest_sql(q, flavor)},"
         # Whether any cluster may take no new work (see admit): not the rule, only when to ask it.
         f" EXISTS(SELECT 1 FROM {cluster} WHERE draining OR health <> %(ready)s)"
         f" FROM (SELECT 1 AS one) AS one"
@@ -621,7 +645,7 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
         now = timezone.now()
         cursor.execute(facts_sql, {"ref": ref, "team": team.pk, "flavor": request.flavor, "ready": Health.READY})
         (flavor_id, active, max_per_node, limit, borrowing_limit, lending_limit, member_of, admitted, queued, usage,
-         budget_limit, currency, threshold, held_units, dearest, dearest_spot, some_not_ready) = cursor.fetchone()
+         budget_limit, currency, threshold, held_units, dearest, some_not_ready) = cursor.fetchone()
         if admitted:
             return Decision(Outcome.ADMIT, Reason.ADMITTED, f"already admitted: {ref}")
         if queued:
@@ -646,8 +670,7 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
             # Committed money (admitted work's estimated cost still to come) is first taken at
             # a bound: each workload commits at most its reserved units, at its own price, to
             # the month's end, so every held unit at the dearest price never commits less.
-            dearest_price = max(sql_decimal(dearest) or ZERO, sql_decimal(dearest_spot) or ZERO)
-            bound = cost_ahead(dearest_price, int(held_units), now, month_end(now))
+            bound = cost_ahead(sql_decimal(dearest) or ZERO, int(held_units), now, month_end(now))
             budget = BudgetState(sql_decimal(budget_limit), month_spend([team.pk], now)[team.pk].spent, currency,
                                  bound, hours_left_in_month(now), threshold)
         decision = decide(request, int(usage), facts, budget)

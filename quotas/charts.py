@@ -143,10 +143,10 @@ def burn_chart(start: datetime, end: datetime, daily: list[tuple[date, Decimal]]
     lines = [Line("spent", "actual", " ".join(points))]
     rows = [("Spent", format_money(spent, currency))]
     if committed is not None:
-        lines.append(Line("spent + committed", "committed", f"{x(current)},{y(spent)} {x(end)},{y(spent + committed)}"))
         rows.append(("Committed (admitted work, to its limit or the month's end)", format_money(committed, currency)))
     if projected is not None:
-        lines.append(Line("projected at today's pace", "projected", f"{x(current)},{y(spent)} {x(end)},{y(projected)}"))
+        # One projection (quotas.admission.BudgetState.projected_month_end): spent + committed.
+        lines.append(Line("projected: spent + committed", "projected", f"{x(current)},{y(spent)} {x(end)},{y(projected)}"))
         rows.append(("Projected month end", format_money(projected, currency)))
     budget = (y(limit), f"budget {format_money(limit, currency)}") if limit else None
     if limit:

@@ -109,7 +109,12 @@ class GpuFlavor(models.Model):
         elsewhere, and before work is placed, the flavor's. The overrides are read once per
         flavor instance (the reconcile cycle shares one instance per flavor).
         """
-        override = self._cluster_prices().get(cluster_id) if cluster_id is not None else None
+        return self.priced(self._cluster_prices().get(cluster_id) if cluster_id is not None else None, spot)
+
+    def priced(self, override: tuple[Decimal, Decimal | None] | None, spot: bool) -> Decimal:
+        """A unit-hour on a cluster whose own ``(price, spot price)`` is ``override`` (None: it sets
+        none, the flavor's; a spot price of None: the flavor's spot price) — the one override rule,
+        for :meth:`price` and :class:`quotas.pricing.PriceBook`."""
         if override is not None:
             price, spot_price = override
             return unit_price(price, spot_price if spot_price is not None else self.spot_price_per_hour, spot)

@@ -14,26 +14,64 @@ from rest_framework import serializers
 from core.formatting import MONEY_ROUNDING
 from quotas.ledger import month_start
 from quotas.models import FLAVOR_NAME, Cohort, GpuFlavor
+from quotas.pricing import PriceBook, Quote
 from teams.models import Team
 from teams.serializers import TeamSerializer
 
 GROUP_BY = ("day", "flavor", "user", "workload")
 
 
+#: Prices as the API writes them: four decimals, a string (as a DecimalField writes a model's price).
+_amount = serializers.DecimalField(max_digits=12, decimal_places=4).to_representation
+
+
+class PriceRangeSerializer(serializers.Serializer):
+    min = serializers.DecimalField(max_digits=12, decimal_places=4)
+    max = serializers.DecimalField(max_digits=12, decimal_places=4)
+
+
 class FlavorSerializer(serializers.ModelSerializer):
+    """A flavor with the one price (:mod:`quotas.pricing`): ``price_per_hour`` and
+    ``spot_price_per_hour`` are what a unit-hour of one-unit work costs on the cluster placement
+    would choose now (``cluster``); ``price_range`` spans the clusters that offer it."""
+
     mig_profile = serializers.SerializerMethodField()
     gpu_fraction = serializers.FloatField()
-    price_per_hour = serializers.DecimalField(max_digits=12, decimal_places=4)
-    spot_price_per_hour = serializers.DecimalField(max_digits=12, decimal_places=4)
+    price_per_hour = serializers.SerializerMethodField()
+    spot_price_per_hour = serializers.SerializerMethodField()
+    price_range = serializers.SerializerMethodField()
+    cluster = serializers.SerializerMethodField()
     currency = serializers.SerializerMethodField()
 
     class Meta:
         model = GpuFlavor
         fields = ["name", "resource_name", "gpu_model", "mig_profile", "gpu_memory_gb", "gpu_fraction",
-                  "max_units_per_node", "price_per_hour", "spot_price_per_hour", "currency", "description"]
+                  "max_units_per_node", "price_per_hour", "spot_price_per_hour", "price_range", "cluster",
+                  "currency", "description"]
+
+    def _quote(self, flavor: GpuFlavor, spot: bool = False) -> Quote:
+        return self.context.setdefault("price_book", PriceBook()).quote(flavor, spot)
 
     def get_mig_profile(self, flavor: GpuFlavor) -> str | None:
         return flavor.mig_profile or None
+
+    @extend_schema_field(serializers.DecimalField(max_digits=12, decimal_places=4))
+    def get_price_per_hour(self, flavor: GpuFlavor) -> str:
+        return _amount(self._quote(flavor).price)
+
+    @extend_schema_field(serializers.DecimalField(max_digits=12, decimal_places=4))
+    def get_spot_price_per_hour(self, flavor: GpuFlavor) -> str:
+        return _amount(self._quote(flavor, True).price)
+
+    @extend_schema_field(PriceRangeSerializer)
+    def get_price_range(self, flavor: GpuFlavor) -> dict:
+        quote = self._quote(flavor)
+        return {"min": _amount(quote.low), "max": _amount(quote.high)}
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_cluster(self, flavor: GpuFlavor) -> str | None:
+        """The cluster one-unit on-demand work would go to now (null when none can take it now)."""
+        return self._quote(flavor).cluster or None
 
     def get_currency(self, flavor: GpuFlavor) -> str:
         return settings.SLIPWAY_CURRENCY

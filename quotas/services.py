@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
@@ -35,7 +35,7 @@ from quotas.admission import (
     team_quotas,
     units_in_use,
 )
-from quotas.ledger import MonthSpend, committed_by_team, month_end, month_spend, month_start, spent_month
+from quotas.ledger import MonthSpend, committed_by_team, month_spend, month_start, spent_month
 from quotas.models import (
     BudgetMonth,
     ClusterPrice,
@@ -119,8 +119,9 @@ def budget_summary(team: Team, now: datetime | None = None) -> dict:
 
     ``committed``: estimated cost still to come this month from admitted work (runs to their
     runtime limit; runs without one and endpoint minimums to the month's end); ``burn_per_hour``: what runs now costs per
-    hour; ``projected_month_end``: spent plus that pace to the month's end; ``runs_out_at``:
-    when that pace spends the budget, or None when it lasts the month.
+    hour; ``projected_month_end``: spent plus committed, the one projection, which the budget gate
+    admits against (:attr:`quotas.admission.BudgetState.projected_month_end`); ``runs_out_at``:
+    when that spends the budget, or None when it lasts the month (:meth:`~quotas.admission.BudgetState.runs_out_at`).
     """
     return budget_summaries([team.pk], now)[team.pk]
 
@@ -152,14 +153,10 @@ def _summary(budget: TeamBudget | None, spend: MonthSpend, ahead: Decimal, now: 
     spent, burn, limit = spend.spent, spend.burn_per_hour, state.monthly_limit
     summary = {"monthly_limit": limit, "spent_month": spent, "currency": state.currency,
                "alert_threshold_pct": state.alert_threshold_percent, "alert": state.alert, "committed": ahead,
-               "burn_per_hour": burn, "projected_month_end": spent + burn * state.hours_left, "runs_out_at": None,
+               "burn_per_hour": burn, "projected_month_end": state.projected_month_end,
+               "runs_out_at": state.runs_out_at(now, burn),
                "policy": budget.policy if budget is not None else None, "exhausted": state.exhausted,
                "left": state.left if limit is not None else None}
-    if budget is None:
-        return summary
-    if burn > 0 and spent < limit:
-        runs_out = now + timedelta(hours=float((limit - spent) / burn))
-        summary["runs_out_at"] = runs_out if runs_out < month_end(now) else None
     return summary
 
 

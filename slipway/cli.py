@@ -342,12 +342,21 @@ def flat_errors(errors: dict, prefix: str = "") -> list[tuple[str, str]]:
     return flat
 
 
+def unit_price(answer: dict) -> str | None:
+    """"3.6000/h a unit on east": a workload's or a dry run's ``price_per_hour`` and its ``cluster``
+    (the API's one price: placed, what it is charged; before, on the cluster it would go to now)."""
+    if answer.get("price_per_hour") is None:
+        return None
+    where = f" on {answer['cluster']}" if answer.get("cluster") else ""
+    return f"{answer['price_per_hour']}/h a unit{where}"
+
+
 def show_forecast(forecast: dict) -> int:
     """Print a dry run's answer; 0 when it would be admitted or queued, 2 (usage) when the spec is refused."""
     admitted_now = forecast["outcome"] == "admit"
     fields([
         ("Decision", forecast["outcome"]), ("Message", forecast.get("message")),
-        ("Cost/hour", forecast.get("cost_per_hour")),
+        ("Cost/hour", forecast.get("cost_per_hour")), ("Price", unit_price(forecast)),
         ("Estimated total", forecast.get("estimated_total") or "unknown (no runtime limit)"),
         ("Share of budget left", forecast.get("share_of_budget_left")),
         ("Queue position", forecast.get("queue_position")), ("Estimated start", forecast.get("start") or ("now" if admitted_now else "unknown")),
@@ -463,7 +472,8 @@ def describe(client: Client, run_id: int, output: str) -> None:
         ("Last checkpoint", f"step {checkpoint['step']} at {checkpoint['at']}: {checkpoint['path']}" if checkpoint
          else ("none reported yet" if run.get("checkpoint") else None)),
         ("Cost to date", run["cost_to_date"]),
-        ("Cost/hour", run.get("estimated_cost_per_hour")), ("Kubernetes", run.get("cluster_name")),
+        ("Cost/hour", run.get("estimated_cost_per_hour")), ("Price", unit_price(run)),
+        ("Kubernetes", run.get("cluster_name")),
         ("Borrowed", f"{run['borrowed_units']} units, preemptible" if run.get("borrowed_units") else None),
         ("Preemptions", f"{run['preemptions']}, last at {run['last_preempted_at']}" if run.get("preemptions") else None),
     ])
@@ -605,7 +615,7 @@ def endpoint_describe(client: Client, endpoint_id: int, output: str) -> None:
         ("Replicas", f"{e['replicas']} ready, {e['desired_replicas']} wanted, ceiling {e['replica_ceiling']}"
                      f" (min {e['min_replicas']}, max {e['max_replicas']})"),
         ("Image", e["image"]), ("Flavor", f"{e['flavor']} × {e['gpus_per_replica']} per replica"), ("URL", e.get("url")),
-        ("Cost to date", e["cost_to_date"]), ("Cost/hour", e.get("estimated_cost_per_hour")),
+        ("Cost to date", e["cost_to_date"]), ("Cost/hour", e.get("estimated_cost_per_hour")), ("Price", unit_price(e)),
     ])
 
 
@@ -650,7 +660,8 @@ def quota(client: Client, team: str | None) -> None:
         budget = usage.get("budget")
         if budget:
             click.echo(f"Budget: {budget['spent_month']} of {budget['monthly_limit']} {budget['currency']} spent "
-                       f"this month, {budget['committed']} committed")
+                       f"this month, {budget['committed']} committed; month end {budget['projected_month_end']}, "
+                       f"runs out {budget.get('runs_out_at') or 'not this month'}")
 
 
 def month_range(month: str) -> tuple[str, str]:

@@ -29,6 +29,7 @@ from rest_framework.response import Response
 from fleet.models import Cluster
 from quotas import admission
 from quotas.models import PreemptionEvent
+from quotas.pricing import PriceBook
 from teams.idempotency import idempotent, is_dry_run
 from teams.models import Role
 from teams.permissions import require_team
@@ -120,10 +121,30 @@ class QueuedFields(serializers.Serializer):
         return estimate.at if estimate is not None else None
 
 
+class PriceField(serializers.DecimalField):
+    """The one price of a workload's unit-hour (:meth:`workloads.models.Workload.price_quote`), times
+    ``units`` (an attribute naming how many units; none: one). A list's rows share one
+    :class:`~quotas.pricing.PriceBook` (the serializer's context), so the clusters are read once."""
+
+    def __init__(self, units: str = "", **kwargs) -> None:
+        self.units = units
+        kwargs.setdefault("max_digits", 14)
+        kwargs.setdefault("decimal_places", 4)
+        super().__init__(read_only=True, source="*", **kwargs)
+
+    def get_attribute(self, workload):
+        quote = workload.price_quote(self.context.setdefault("price_book", PriceBook()))
+        return quote.per_hour(getattr(workload, self.units)) if self.units else quote.price
+
+
 class PlacementFields(serializers.Serializer):
-    """``cluster`` and ``placement_reason``: where the workload was placed and why (API.md "Clusters")."""
+    """``cluster`` and ``placement_reason``: where the workload was placed and why (API.md "Clusters"),
+    and ``price_per_hour``: its unit-hour there (placed: what it is charged; before, the price on
+    the cluster placement would choose now)."""
 
     cluster = serializers.SerializerMethodField(help_text="The cluster it was placed on; null until it is placed.")
+    price_per_hour = PriceField(help_text="What one unit-hour costs: placed, its cluster's price (what it is "
+                                          "charged); before, the price on the cluster placement would choose now.")
     placement_reason = serializers.CharField(read_only=True)
     cluster_selector = serializers.DictField(child=serializers.CharField(), read_only=True)
 

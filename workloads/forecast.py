@@ -38,8 +38,9 @@ from django.utils import timezone
 from quotas import admission, fairshare
 from quotas.admission import ResourceRequest
 from quotas.constants import Priority, Reason
-from quotas.ledger import cost_per_hour, hours_left_in_month, month_end
+from quotas.ledger import hours_left_in_month, month_end
 from quotas.models import Cohort, QueuedRequest, Reservation
+from quotas.pricing import Quote
 from quotas.reclaim import Rules
 from quotas.services import budget_summary
 from workloads import estimates
@@ -259,7 +260,7 @@ def _holding(reservation: Reservation, workload, now: datetime, medians: dict[tu
     units, ends_at, admitted_at = reservation.units, None, reservation.created_at
     if workload is not None:
         kind = kind_of(workload)
-        units = min(units, kind.resource_request(workload).units)
+        units = min(units, workload.placement_shape[0])
         if kind.runtime_limit is not None:
             # Admitted but not started yet (pending): its time starts when it does, now at the earliest.
             ends_at = _expected_end(workload, workload.started_at or now, now, medians)
@@ -327,6 +328,22 @@ class Forecast:
     borrows: int = 0
     #: :func:`borrow_words` for the form's preview ("" when it borrows none); not part of the API's answer.
     borrow_note: str = ""
+    #: The unit-hour's price and the cluster it is that of (:mod:`quotas.pricing`, the one rule).
+    price: Quote | None = None
+
+    @property
+    def price_per_hour(self) -> Decimal | None:
+        return self.price.price if self.price is not None else None
+
+    @property
+    def price_words(self) -> str:
+        """"3.60 USD/h on east (3.60–4.60)": the form's price line (:meth:`quotas.pricing.Quote.words`)."""
+        return self.price.words() if self.price is not None else ""
+
+    @property
+    def cluster(self) -> str | None:
+        """The cluster the work would go to now (None when none can take it now)."""
+        return (self.price.cluster or None) if self.price is not None else None
 
     @property
     def preemptible(self) -> bool:
@@ -337,7 +354,7 @@ class Forecast:
                 "estimated_total": self.estimated_total, "share_of_budget_left": self.share_of_budget_left,
                 "queue_position": self.queue_position, "estimated_start_at": self.estimated_start_at,
                 "start": self.start, "committed_cost": self.committed_cost, "borrows": self.borrows,
-                "preemptible": self.preemptible}
+                "preemptible": self.preemptible, "price_per_hour": self.price_per_hour, "cluster": self.cluster}
 
 
 def borrow_words(decision: admission.Decision, flavor: str) -> str:
@@ -350,11 +367,17 @@ def borrow_words(decision: admission.Decision, flavor: str) -> str:
     return f"borrows {decision.borrows}\u00d7 {flavor} from the cohort; preemptible ({who} may take them back)"
 
 
-def forecast(team, request: ResourceRequest, flavor, duration: timedelta | None) -> Forecast:
-    """Price, budget share and admission outcome of ``request`` (for ``flavor``) — with a queue position
-    and start estimate when it would wait for quota."""
+def forecast(team, request: ResourceRequest, flavor, duration: timedelta | None, price: Quote | None = None) -> Forecast:
+    """Price, budget share and admission outcome of ``request`` (for ``flavor``, its unit-hour at
+    ``price``) — with a queue position and start estimate when it would wait for quota.
+
+    The rate is what admitting it commits per hour (``request.cost_per_hour``, the figure the
+    budget gate weighs: an endpoint's minimum), else its units at ``price``.
+    """
     now = timezone.now()
-    rate = cost_per_hour(flavor.price(request.spot), request.units) if flavor is not None else None
+    rate = request.cost_per_hour
+    if rate is None and price is not None:
+        rate = price.per_hour(request.units)
     total = request.estimated_cost
     committed = request.committed_cost(hours_left_in_month(now))
     decision = admission.preview(team, request)
@@ -364,7 +387,7 @@ def forecast(team, request: ResourceRequest, flavor, duration: timedelta | None)
         left = budget["left"]
         share = (committed / left).quantize(Decimal("0.0001")) if left > 0 else None
     result = Forecast(decision.outcome, decision.message, rate, total, share, committed_cost=committed,
-                      borrows=decision.borrows, borrow_note=borrow_words(decision, request.flavor))
+                      borrows=decision.borrows, borrow_note=borrow_words(decision, request.flavor), price=price)
     if not decision.queued or flavor is None:
         return result
     entry = QueuedRequest(team=team, ref="dry-run", flavor=flavor, units=request.units,

@@ -16,8 +16,8 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from core.formatting import format_amount, format_money
 from quotas.models import GpuFlavor
+from quotas.pricing import PriceBook
 from workloads.validation import ENV_NAME
 
 
@@ -35,10 +35,10 @@ class FlavorSelect(forms.Select):
         return option
 
 
-def flavor_label(flavor: GpuFlavor, row: dict | None, currency: str) -> str:
-    """"a100-80gb — 3.20 USD/h (spot 1.10) · 6 of 8 free" (or "no quota")."""
-    price = (f"{format_money(flavor.price_per_hour, currency, precise=True)}/h"
-             f" (spot {format_amount(flavor.spot_price_per_hour, precise=True)})")
+def flavor_label(flavor: GpuFlavor, row: dict | None, currency: str, book: PriceBook | None = None) -> str:
+    """"a100-80gb — 3.60 USD/h on east (3.60–4.60) · 6 of 8 free" (or "no quota"): a unit-hour's
+    one price now (:mod:`quotas.pricing`); the preview prices the work as shaped, spot included."""
+    price = (book or PriceBook()).quote(flavor).words(currency)
     if row is None or row["limit"] == 0:
         return f"{flavor.name} — {price} · no quota for your team"
     return f"{flavor.name} — {price} · {row['free']} of {row['limit']} free"

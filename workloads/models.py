@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from cluster.backends.base import ClusterAddress
 from quotas.ledger import cost_per_hour, open_segment_cost
+from quotas.pricing import PriceBook, Quote
 from teams.permissions import visible_to
 from workloads import idle
 from workloads.identity import WorkloadId
@@ -196,13 +197,42 @@ class Workload(models.Model):
         return max((end or self.started_at) - self.started_at, timedelta(0))
 
     # -- money ----------------------------------------------------------------------------------
+    @property
+    def placement_shape(self) -> tuple[int, int]:
+        """``(units, units per worker)`` as placement sees the work (its guaranteed part): a kind sets it."""
+        raise NotImplementedError
+
+    def price_quote(self, book: PriceBook | None = None) -> Quote:
+        """The one price of its unit-hour (:mod:`quotas.pricing`): placed, its cluster's (what it is
+        charged); not yet, the price on the cluster placement would choose now, with the range.
+        ``book``: a :class:`~quotas.pricing.PriceBook` shared by the rows of a list."""
+        cached = getattr(self, "_price_quote", None)
+        if cached is not None and cached[0] == self.cluster_id:
+            return cached[1]  # a page or a list row asks several figures of one quote
+        units, per_node = self.placement_shape
+        found = (book or PriceBook()).quote(self.flavor, self.spot, cluster_id=self.cluster_id, units=units,
+                                            units_per_node=per_node, selector=self.cluster_selector)
+        self._price_quote = (self.cluster_id, found)
+        return found
+
+    @property
+    def price_words(self) -> str:
+        """"3.60 USD/h on east (3.60–4.60)": :meth:`price_quote` for its page."""
+        return self.price_quote().words()
+
     def unit_price(self) -> Decimal:
-        """What one of its unit-hours costs: its flavor's price on the cluster it was placed on
-        (:meth:`quotas.models.GpuFlavor.price`), spot or on-demand."""
-        return self.flavor.price(self.spot, self.cluster_id)
+        """What one of its unit-hours costs (:meth:`price_quote`); placed, read without a quote's reads."""
+        cached = getattr(self, "_price_quote", None)
+        if cached is not None and cached[0] == self.cluster_id:
+            return cached[1].price  # a list quoted its rows (quote_rows)
+        if self.cluster_id is not None:
+            return self.flavor.price(self.spot, self.cluster_id)
+        return self.price_quote().price
 
     def cost_at(self, now: datetime) -> Decimal:
         """Cost to ``now``: the ledger's part plus the open segment (exact to the second)."""
+        if not self.open_units:  # nothing runs: no open segment, and no price to read for it
+            return self.billed_cost
         return cost_to(self.billed_cost, self.unit_price(), self.open_units, self.billed_until, now)
 
     @property
@@ -217,6 +247,14 @@ class Workload(models.Model):
     def cost_per_hour_at(self, units: int) -> Decimal:
         """What ``units`` of this workload's flavor cost per hour (spot or on-demand)."""
         return cost_per_hour(self.unit_price(), units)
+
+
+def quote_rows(workloads) -> None:
+    """Quote every row of a list from one :class:`~quotas.pricing.PriceBook` (its reads once for
+    the page, not per row): each row keeps its quote for the figures it shows."""
+    book = PriceBook()
+    for workload in workloads:
+        workload.price_quote(book)
 
 
 class SecretEnv(models.Model):

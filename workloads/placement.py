@@ -76,12 +76,9 @@ def offers(clusters: list[Cluster], flavors, now: datetime) -> list[ClusterOffer
 
 def request_for(kind, workload, previous: str = "") -> PlacementRequest:
     """The workload's request in :mod:`cluster.placement`'s terms."""
-    request = kind.resource_request(workload)
-    per_node = max(request.units_per_node, 1)
-    return PlacementRequest(
-        flavor=workload.flavor.to_spec(), units_per_node=per_node, nodes_needed=max(request.units // per_node, 1),
-        spot=workload.spot, cluster_selector=tuple(sorted((workload.cluster_selector or {}).items())),
-        previous=previous)
+    units, per_node = workload.placement_shape
+    return PlacementRequest.shaped(workload.flavor.to_spec(), units, per_node, workload.spot,
+                                   workload.cluster_selector, previous)
 
 
 def choose(kind, workload, now: datetime, previous: str = "") -> Placement:

@@ -307,7 +307,7 @@ def interrupt(kind: WorkloadKind, backend, workload, status, now: datetime) -> b
     preemption (no team took it: ``by_team`` empty, cause ``spot``), its objects deleted at
     once (the node is gone), and queued again once they are — :func:`follow`. Not counted in
     ``preemptions`` (no team took anything). False when something else moved it first."""
-    units = kind.resource_request(workload).units
+    units = workload.placement_shape[0]
     gpu_hours, cost, since, checkpointed = lost_work(kind, workload, units, now)
     reason = f"interrupted: spot capacity reclaimed ({status.disrupted}); {lost_words(since, now, checkpointed)}"
     live = kind.model.objects.filter(pk=workload.pk, state__in=kind.model.HOLDING_STATES, preempting_since__isnull=True)

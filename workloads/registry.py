@@ -78,7 +78,8 @@ class WorkloadKind(abc.ABC):
 
     @abc.abstractmethod
     def resource_request(self, workload) -> ResourceRequest:
-        """What ``workload`` asks of the team's quota at admission."""
+        """What ``workload`` asks of the team's quota at admission: its units and units per node are
+        the model's ``placement_shape`` (the one rule that placement and the price read too)."""
 
     @abc.abstractmethod
     def manifests(self, workload) -> list[dict]:

@@ -28,7 +28,7 @@ from quotas.models import GpuFlavor, PreemptionEvent, unknown_flavor
 from workloads import lifecycle, tasks
 from workloads.constants import Message
 from workloads.identity import WorkloadId
-from workloads.models import ReasonCode, cost_to
+from workloads.models import ReasonCode, cost_to, quote_rows
 from workloads.registry import kind_for, kind_of, kinds
 
 
@@ -220,7 +220,7 @@ def waiting_for_capacity() -> list[Waiting]:
 
     For the staff Capacity page; ``units`` is what each holds (and waits to run).
     """
-    waiting = [Waiting(workload, kind.noun, kind.resource_request(workload).units)
+    waiting = [Waiting(workload, kind.noun, workload.placement_shape[0])
                for kind in kinds()
                for workload in (kind.model.objects.holding_quota().filter(reason_code=ReasonCode.WAITING_FOR_CAPACITY)
                                 .select_related("team", "flavor", "created_by"))]
@@ -313,9 +313,10 @@ def every_teams_workloads(*, team: str = "", state: str = "active", flavor: str 
         wanted.setdefault(prefix, []).append(pk)
     loaded = {prefix: kind_for(prefix).model.objects.select_related("team", "flavor", "created_by").in_bulk(pks)
               for prefix, pks in wanted.items()}
+    quote_rows(workload for by_pk in loaded.values() for workload in by_pk.values())
     rows = []
     for prefix, pk in keys:
         kind, workload = kind_for(prefix), loaded[prefix].get(pk)
         if workload is not None:  # deleted between the two reads
-            rows.append(StaffRow(workload, kind.noun, kind.resource_request(workload).units, workload.cost_at(now)))
+            rows.append(StaffRow(workload, kind.noun, workload.placement_shape[0], workload.cost_at(now)))
     return StaffPage(rows, shown)

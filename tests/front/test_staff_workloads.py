@@ -195,11 +195,12 @@ def test_the_list_costs_the_same_queries_at_any_size_and_page(client, staff, wor
     # session + user (2) + the filter form's teams and flavors (2) + flavors' prices (1) + one
     # narrow read per registered kind (3: the tests' own kind too) + the page's rows of each kind
     # on it (2: runs and the endpoint) + the staff member's memberships for the navigation (1)
-    with django_assert_num_queries(11):
+    # + the rows' one price book (2: clusters, cluster prices; quotas.pricing)
+    with django_assert_num_queries(13):
         response = client.get(URL + "?state=&sort=cost")
     assert response.status_code == 200 and len(listed(client, "?state=&sort=cost")) == min(count + 4, 100)
     if count > 100:  # the last page: the same reads (only runs are on it)
-        with django_assert_num_queries(10):
+        with django_assert_num_queries(12):
             assert len(listed(client, "?state=&sort=cost&page=2")) == count + 4 - 100
 
 
@@ -209,9 +210,10 @@ def test_newest_first_is_paged_in_sql_at_any_size(client, staff, world, outsider
     client.force_login(staff)
     # session + user (2) + the filter form's teams and flavors (2) + the matching count and this
     # page's keys, one UNION of every kind each (2) + the page's rows of each kind on it (2: the
-    # newest are the world's runs and endpoint) + the staff member's memberships (1)
-    with django_assert_num_queries(9):
+    # newest are the world's runs and endpoint) + the staff member's memberships (1) + the rows'
+    # one price book (2: clusters, cluster prices)
+    with django_assert_num_queries(11):
         assert len(listed(client, "?state=")) == min(count + 4, 100)
     if count > 100:  # the last page holds the oldest runs only
-        with django_assert_num_queries(8):
+        with django_assert_num_queries(10):
             assert len(listed(client, "?state=&page=2")) == count + 4 - 100

@@ -67,10 +67,10 @@ def test_the_daily_chart_stacks_flavors_with_patterns_titles_and_a_table(client,
     assert re.findall(r'<td class="num">([^<]*)</td>', table) == ["8.20", "1.60", "9.80"]
 
 
-def test_the_burn_chart_draws_spend_committed_projection_and_the_budget(client, member, spend):
+def test_the_burn_chart_draws_spend_the_one_projection_and_the_budget(client, member, spend):
     _response, body = page(client, member)
     chart = re.search(r'<section class="card" id="burn-chart">(.*?)</section>', body, re.S).group(1)
-    assert re.findall(r'<polyline class="series (\w+)"', chart) == ["actual", "committed", "projected"]
+    assert re.findall(r'<polyline class="series (\w+)"', chart) == ["actual", "projected"]  # one projection
     assert 'class="budget-line"' in chart and "budget 1,000.00 USD" in chart
     table = dict(re.findall(r'<th scope="row">([^<]*)</th><td class="num">([^<]*)</td>', chart))
     assert table["Spent"] == "9.80 USD" and table["Budget"] == "1,000.00 USD"
@@ -93,7 +93,7 @@ def test_the_month_picker_shows_an_earlier_month_and_refuses_bad_input(client, m
     assert response.status_code == 200
     assert f'<option value="{earlier:%Y-%m}" selected>' in body
     assert "big-train" not in body and "Nothing spent in this period." in body
-    assert 'class="series committed"' not in body  # a month that is over has no projection
+    assert 'class="series projected"' not in body  # a month that is over has no projection
     for bad in ("2026-13", "junk", "9999-01", "1999-12", "2026-1-1"):
         response, body = page(client, member, f"?month={bad}")
         assert response.status_code == 400, bad

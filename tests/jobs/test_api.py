@@ -243,8 +243,9 @@ def test_it_lists_in_a_constant_number_of_queries(api, member, team, quota, publ
     # start estimates: queue, reservations, their runs, quotas, finished runs' durations (5) +
     # what holds queued work beyond its quota: the budget, the month's spend (ledger rows, open
     # segments: quotas.ledger.month_spend), committed money (4) + the clusters, for work that waits for one
-    # (quotas.admission.ClusterWaits) (1) + the names of secret env (1)
-    with django_assert_num_queries(16):
+    # (quotas.admission.ClusterWaits) (1) + the names of secret env (1) + the clusters and their
+    # prices, for the one price of each row (quotas.pricing.PriceBook, shared by the page) (2)
+    with django_assert_num_queries(18):
         response = api.get("/api/v1/runs/")
     assert response.json()["count"] == count
 

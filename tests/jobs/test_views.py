@@ -164,8 +164,9 @@ def test_it_lists_in_a_constant_number_of_queries(client, member, team, quota, p
 
     make(3, 0)
     client.get("/runs/", **headers)  # warm the session
-    # session, user, current membership, access check, switcher memberships, count, page, queue positions
-    expected = 7 if htmx else 8
+    # session, user, current membership, access check, switcher memberships, count, page, queue
+    # positions, the rows' one price book (2: clusters, cluster prices; quotas.pricing)
+    expected = 9 if htmx else 10
     with django_assert_num_queries(expected):
         assert client.get("/runs/", **headers).status_code == 200
     make(12, 3)
@@ -222,8 +223,9 @@ def test_it_shows_the_flavor_picker_with_prices_and_free_units(client, member, t
     response = client.get("/runs/new/")
     assert response.status_code == 200
     html = response.content.decode()
-    assert '<option value="a100-80gb">a100-80gb — 4.10 USD/h (spot 1.64) · 6 of 8 free</option>' in html
-    assert "l4 — 0.80 USD/h (spot 0.32) · 2 of 2 free" in html
+    # The one price of a unit-hour now (quotas.pricing); spot is priced by the preview, as shaped.
+    assert '<option value="a100-80gb">a100-80gb — 4.10 USD/h · 6 of 8 free</option>' in html
+    assert "l4 — 0.80 USD/h · 2 of 2 free" in html
     assert '<option value="h100-80gb" disabled>h100-80gb' in html and "no quota for your team" in html
     assert 'hx-post="/runs/preview/"' in html and 'hx-trigger="change, keyup delay:400ms"' in html
 

@@ -37,12 +37,14 @@ def test_stacked_bars_stack_bottom_up_and_skip_empty_days_in_the_table():
 def test_the_burn_chart_marks_when_the_budget_runs_out():
     now = datetime(2026, 11, 16, tzinfo=UTC)
     chart = burn_chart(*NOV, [(date(2026, 11, d), Decimal(10)) for d in range(1, 16)], now, spent=Decimal(150),
-                       committed=Decimal(20), projected=Decimal(300), limit=Decimal(200),
+                       committed=Decimal(20), projected=Decimal(170), limit=Decimal(160),
                        runs_out_at=datetime(2026, 11, 21, tzinfo=UTC), currency="USD")
-    assert [line.css for line in chart.lines] == ["actual", "committed", "projected"]
-    assert float(chart.lines[1].points.split()[-1].split(",")[0]) == LEFT + PLOT_W  # committed reaches the month's end
+    # One projection, spent + committed (BudgetState.projected_month_end): one line, to the month's end.
+    assert [line.css for line in chart.lines] == ["actual", "projected"]
+    assert float(chart.lines[1].points.split()[-1].split(",")[0]) == LEFT + PLOT_W
+    assert ("Projected month end", "170.00 USD") in chart.rows
     assert chart.marks[-1][2] == "runs out Nov 21" and ("Budget runs out", "2026-11-21 00:00 UTC") in chart.rows
-    assert chart.budget[1] == "budget 200.00 USD"
+    assert chart.budget[1] == "budget 160.00 USD"
     # A month that is over: only what was spent.
     past = burn_chart(*NOV, [(date(2026, 11, 1), Decimal(5))], NOV[1], spent=Decimal(5), committed=None,
                       projected=None, limit=None, runs_out_at=None, currency="USD")

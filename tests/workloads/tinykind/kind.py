@@ -50,7 +50,8 @@ class NotebookKind(WorkloadKind):
     resources = (ResourceKind("tiny.slipway.dev", "v1", "Notebook", "notebooks", observed=True, deleted=True),)
 
     def resource_request(self, notebook):
-        return ResourceRequest(notebook.flavor.name, notebook.gpus, notebook.gpus, description=notebook.name)
+        units, per_node = notebook.placement_shape
+        return ResourceRequest(notebook.flavor.name, units, per_node, description=notebook.name)
 
     def manifests(self, notebook):
         return [build_notebook(notebook.cluster_name, notebook.namespace, notebook.team.slug, notebook.gpus)]

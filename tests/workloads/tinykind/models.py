@@ -22,3 +22,8 @@ class Notebook(Workload):
 
     gpus = models.PositiveIntegerField(default=1)
     state = models.CharField(max_length=16, choices=NotebookState.choices, default=NotebookState.QUEUED)
+
+    @property
+    def placement_shape(self) -> tuple[int, int]:
+        """One pod of all its units."""
+        return self.gpus, self.gpus
