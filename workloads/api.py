@@ -325,6 +325,11 @@ class ForecastSerializer(serializers.Serializer):
                   "without a runtime limit, its cost until the month's end.")
     borrows = serializers.IntegerField(help_text="Units it would borrow from the team's cohort now.")
     preemptible = serializers.BooleanField(help_text="Admitted with borrowed units: reclaim may take them back.")
+    price_per_hour = serializers.DecimalField(
+        max_digits=14, decimal_places=4, allow_null=True,
+        help_text="One unit-hour's price (quotas.pricing): on the cluster placement would choose now; "
+                  "with no such cluster, the dearest of the clusters that offer the flavor.")
+    cluster = serializers.CharField(allow_null=True, help_text="The cluster it would be placed on now (null: none can take it now).")
 
 
 DRY_RUN_PARAMETER = OpenApiParameter("dry_run", bool, description="Only forecast: cost, budget share, outcome, start.")
