@@ -151,3 +151,20 @@ def test_one_quote_class_prices_per_hour_as_the_ledger():
     q = Quote(Decimal("0.5143"), "east", False, Decimal("0.5143"), Decimal("0.59"))
     assert q.per_hour(3) == Decimal("1.5429") and q.varies
     assert q.words("USD") == "0.5143 USD/h on east (0.5143\u20130.59)"
+
+
+def test_an_endpoint_that_scales_to_zero_is_previewed_at_what_admission_commits(priced, team, member, ep_quota):
+    """Issue 34: min_replicas 0 was previewed at one replica's price but committed nothing. One rule:
+    the preview's rate and budget figure are the ones the endpoint's admission request commits."""
+    from inference.services import create_endpoint, preview_endpoint
+    from tests.inference.conftest import endpoint_payload
+    from workloads.registry import kind_of
+
+    payload = endpoint_payload(name="wakes", min_replicas=0, max_replicas=2,
+                               autoscale={"metric": "queue_length", "engine": "vllm", "target": 5})
+    preview = preview_endpoint(team, dict(payload))
+    endpoint = create_endpoint(member, team, dict(payload))
+    request = kind_of(endpoint).resource_request(endpoint)
+    assert preview.forecast.cost_per_hour == request.cost_per_hour == Decimal("0")
+    assert preview.forecast.committed_cost == request.committed_cost(Decimal(100)) == Decimal("0")
+    assert preview.forecast.price_per_hour == endpoint.price_quote().price  # a unit-hour: the one price
