@@ -183,7 +183,7 @@ def seed(clusters: int, workloads: int, kubeconfigs: Path) -> tuple[list[str], l
                                         batch_size=2000)
         parent, child = ctx.Pipe()
         process = ctx.Process(target=serve, daemon=True, args=(
-            objects(team.namespace, team.slug, [run.cluster_name for run in runs], started), child))
+            objects(team.namespace, team.slug, [run.object_name for run in runs], started), child))
         process.start()
         url = parent.recv()
         (kubeconfigs / f"{name}.yaml").write_text(

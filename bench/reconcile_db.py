@@ -163,11 +163,11 @@ def measure(size: int, rounds: int) -> tuple[float, float, list[float], int, flo
         """What the backend's observe() returns for ``runs``: each one's Job and its running pod."""
         observed = []
         for run in runs:
-            job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": run.cluster_name},
+            job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": run.object_name},
                    "status": {"startTime": started, "active": 1}}
             # The team's namespace, not run.namespace: that reads the run's team, a query per run.
-            observed.append(ObservedWorkload(team.namespace, run.cluster_name, team.slug, [job],
-                                             [pod(run.cluster_name, "Running", 1)]))
+            observed.append(ObservedWorkload(team.namespace, run.object_name, team.slug, [job],
+                                             [pod(run.object_name, "Running", 1)]))
         return observed
 
     backend = PreparedCluster(observation(runs))

@@ -101,14 +101,14 @@ def seed(fake: FakeKubeAPI, count: int) -> None:
         kind = i % 10
         if kind < 6:
             [job] = build_training(
-                samples.training(cluster_name=f"run-{i}", namespace=namespace, team=team), samples.CONFIG
+                samples.training(object_name=f"run-{i}", namespace=namespace, team=team), samples.CONFIG
             )
             job["status"] = {"active": 1, "startTime": "2026-01-01T10:00:00Z"}
             fake.put(job)
             fake.put(_pod_from(job["spec"]["template"], f"run-{i}-abcde", namespace, phase))
         elif kind < 7:
             [job] = build_training(
-                samples.training(cluster_name=f"run-{i}", namespace=namespace, team=team, workers=2), samples.CONFIG
+                samples.training(object_name=f"run-{i}", namespace=namespace, team=team, workers=2), samples.CONFIG
             )
             job["status"] = {
                 "conditions": [{"type": "Created", "status": "True"}, {"type": "Running", "status": "True"}],
@@ -119,7 +119,7 @@ def seed(fake: FakeKubeAPI, count: int) -> None:
                 fake.put(_pod_from(replica["template"], f"run-{i}-{role.lower()}-0", namespace, phase, role.lower()))
         else:
             deployment, service, scaled = build_endpoint(
-                samples.endpoint(cluster_name=f"ep-{i}", namespace=namespace, team=team), samples.CONFIG
+                samples.endpoint(object_name=f"ep-{i}", namespace=namespace, team=team), samples.CONFIG
             )
             deployment["spec"]["replicas"] = 1
             deployment["status"] = {

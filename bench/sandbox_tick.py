@@ -78,16 +78,16 @@ def manifests(count: int) -> list[dict]:
         kind = i % 10
         if kind < 7:
             out += build_training(
-                TrainingSpec(cluster_name=f"run-{i}", image="img:1", command=("python", "t.py"), **common), CONFIG
+                TrainingSpec(object_name=f"run-{i}", image="img:1", command=("python", "t.py"), **common), CONFIG
             )
         elif kind == 7:
             out += build_training(
-                TrainingSpec(cluster_name=f"run-{i}", image="img:1", command=("python", "t.py"), workers=2, **common),
+                TrainingSpec(object_name=f"run-{i}", image="img:1", command=("python", "t.py"), workers=2, **common),
                 CONFIG,
             )
         else:
             out += build_endpoint(
-                EndpointSpec(cluster_name=f"ep-{i}", image="srv:1", min_replicas=1, max_replicas=2, **common), CONFIG
+                EndpointSpec(object_name=f"ep-{i}", image="srv:1", min_replicas=1, max_replicas=2, **common), CONFIG
             )
     return out
 

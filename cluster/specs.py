@@ -114,7 +114,7 @@ class CheckpointSpec:
 class TrainingSpec:
     """A training run: a Job when ``workers == 1``, a PyTorchJob otherwise."""
 
-    cluster_name: str  # "run-42": the object name and the slipway.dev/workload label value
+    object_name: str  # "run-42": the object name and the slipway.dev/workload label value
     team: str  # team slug
     namespace: str
     name: str  # the user's run name, an annotation only
@@ -123,7 +123,7 @@ class TrainingSpec:
     flavor: FlavorSpec
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
-    #: Names of the secret env variables: taken from the Secret ``<cluster_name>-env`` (values never here).
+    #: Names of the secret env variables: taken from the Secret ``<object_name>-env`` (values never here).
     secret_env: tuple[str, ...] = ()
     gpus_per_worker: int = 1
     workers: int = 1
@@ -148,7 +148,7 @@ class EndpointSpec:
     ``metric`` (see :data:`REQUEST_DRIVEN_METRICS`); the portal validates that before building.
     """
 
-    cluster_name: str  # "ep-7"
+    object_name: str  # "ep-7"
     team: str
     namespace: str
     name: str
@@ -158,7 +158,7 @@ class EndpointSpec:
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
-    #: Names of the secret env variables: taken from the Secret ``<cluster_name>-env`` (values never here).
+    #: Names of the secret env variables: taken from the Secret ``<object_name>-env`` (values never here).
     secret_env: tuple[str, ...] = ()
     #: Keyed digest of the secret env values (never a value): a pod template annotation, so a
     #: replaced Secret rolls the Deployment. Empty: no annotation.

@@ -36,7 +36,7 @@ def endpoint_spec(endpoint: InferenceEndpoint, max_surge: int) -> EndpointSpec:
     autoscale = endpoint.autoscale or {}
     secret_names, secret_digest = secrets.reference(endpoint)
     return EndpointSpec(
-        cluster_name=endpoint.cluster_name,
+        object_name=endpoint.object_name,
         team=endpoint.team.slug,
         namespace=endpoint.namespace,
         name=endpoint.name,

@@ -104,7 +104,7 @@ class InferenceEndpoint(Workload):
     @property
     def url(self) -> str:
         """The in-cluster address of the endpoint's Service."""
-        return f"http://{self.cluster_name}.{self.namespace}.svc.cluster.local"
+        return f"http://{self.object_name}.{self.namespace}.svc.cluster.local"
 
     @property
     def cost_per_hour_now(self) -> Decimal:

@@ -16,6 +16,7 @@ from workloads.api import (
     BorrowedFields,
     ForecastSerializer,
     IdleFields,
+    ObjectNameAlias,
     PlacementFields,
     QueuedFields,
     SecretEnvField,
@@ -79,7 +80,8 @@ class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedField
     flavor = serializers.CharField(source="flavor.name")
     created_by = serializers.CharField(source="created_by.username")
     url = serializers.CharField()
-    cluster_name = serializers.CharField()
+    object_name = serializers.CharField(help_text="The name of its Kubernetes objects (\"run-42\").")
+    cluster_name = ObjectNameAlias()
     namespace = serializers.CharField()
     cost_to_date = serializers.DecimalField(max_digits=14, decimal_places=4)
     # The admitted maximum by the one rule (InferenceEndpoint.ceiling), as the page shows it.
@@ -93,7 +95,7 @@ class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedField
         fields = [
             "id", "team", "name", "state", "reason", "created_by", "created_at", "admitted_at", "started_at",
             "finished_at", "replicas", "desired_replicas", "replica_ceiling", "url", "cost_to_date",
-            "estimated_cost_per_hour", "cost_per_hour_range", "namespace", "cluster_name", "queue_position",
+            "estimated_cost_per_hour", "cost_per_hour_range", "namespace", "object_name", "cluster_name", "queue_position",
             "estimated_start_at", "borrowed_units", "preemptible", "preemptions", "last_preempted_at", "idle_gpu_hours", "idle_cost", "idle_since",
             "image", "command", "args", "env", "secret_env", "port", "flavor", "gpus_per_replica", "min_replicas",
             "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds",

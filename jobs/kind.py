@@ -45,7 +45,7 @@ def checkpoint_spec(run: TrainingRun) -> CheckpointSpec | None:
         return None
     volume = run.checkpoint.get("volume")
     return CheckpointSpec(
-        claim=volume or provided_claim_name(run.cluster_name), provided=not volume,
+        claim=volume or provided_claim_name(run.object_name), provided=not volume,
         grace_seconds=int(run.checkpoint["grace_seconds"]), attempt=run.attempt, resume_from=run.last_checkpoint_path,
         # As recorded at submission: the claim each attempt applies again keeps its size and class.
         storage=run.checkpoint_storage, storage_class=run.checkpoint_storage_class or None,
@@ -62,7 +62,7 @@ def _report_url(run: TrainingRun) -> str:
 def training_spec(run: TrainingRun) -> TrainingSpec:
     """The cluster layer's description of ``run`` (pure data for the manifest builders)."""
     return TrainingSpec(
-        cluster_name=run.cluster_name,
+        object_name=run.object_name,
         team=run.team.slug,
         namespace=run.team.namespace,
         name=run.name,

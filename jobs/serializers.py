@@ -14,6 +14,7 @@ from quotas.constants import Priority
 from workloads.api import (
     BorrowedFields,
     IdleFields,
+    ObjectNameAlias,
     PlacementFields,
     PriceField,
     QueuedFields,
@@ -91,7 +92,8 @@ class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, Pl
     flavor = serializers.CharField(source="flavor.name")
     created_by = serializers.CharField(source="created_by.username")
     kind = serializers.CharField(source="cluster_resource")  # the API's name; not a workload kind
-    cluster_name = serializers.CharField()
+    object_name = serializers.CharField(help_text="The name of its Kubernetes objects (\"run-42\").")
+    cluster_name = ObjectNameAlias()
     namespace = serializers.CharField()
     estimated_cost_per_hour = PriceField(units="total_units")
     estimated_total_cost = serializers.DecimalField(max_digits=14, decimal_places=4, allow_null=True,
@@ -104,7 +106,7 @@ class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, Pl
         model = TrainingRun
         fields = [
             "id", "team", "name", "state", "reason", "created_by", "created_at", "admitted_at", "started_at",
-            "finished_at", "kind", "cluster_name", "namespace", "queue_position", "estimated_start_at",
+            "finished_at", "kind", "object_name", "cluster_name", "namespace", "queue_position", "estimated_start_at",
             "borrowed_units", "preemptible", "preemptions", "last_preempted_at",
             "cost_to_date", "estimated_cost_per_hour", "estimated_total_cost", "idle_gpu_hours", "idle_cost",
             "idle_since", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers",

@@ -251,15 +251,15 @@ class SandboxBackend(ClusterBackend):
         doomed = Q()
         for resource in resources:
             if resource.deleted:
-                doomed |= Q(kind=resource.kind, api_version=resource.api_version, workload=address.cluster_name)
-        doomed |= Q(kind="Secret", name=env_secret_name(address.cluster_name))
+                doomed |= Q(kind=resource.kind, api_version=resource.api_version, workload=address.object_name)
+        doomed |= Q(kind="Secret", name=env_secret_name(address.object_name))
         with transaction.atomic():
             rows = self._rows(SimObject).filter(doomed, namespace=address.namespace)
             count = rows.count()
             kept = self._terminate(rows, now, grace_seconds) if grace_seconds and grace_seconds > 0 else []
             rows.exclude(pk__in=kept).delete()
             if not kept:
-                self._rows(SimLoad).filter(namespace=address.namespace, workload=address.cluster_name).delete()
+                self._rows(SimLoad).filter(namespace=address.namespace, workload=address.object_name).delete()
             return count
 
     @staticmethod
@@ -301,7 +301,7 @@ class SandboxBackend(ClusterBackend):
         now = now or timezone.now()
         with transaction.atomic():
             pods = list(self._rows(SimPod).select_for_update().filter(
-                namespace=address.namespace, workload=address.cluster_name, active=True))
+                namespace=address.namespace, workload=address.object_name, active=True))
             for pod in pods:
                 merged = {**(pod.annotations or {}), **annotations}
                 pod.annotations = {k: str(v) for k, v in merged.items() if v is not None}
@@ -356,10 +356,10 @@ class SandboxBackend(ClusterBackend):
     def set_load(self, address: ClusterAddress, value: float | None) -> None:
         """Pin an endpoint's synthetic load (trigger metric units); None returns it to the demo curve."""
         if value is None:
-            self._rows(SimLoad).filter(namespace=address.namespace, workload=address.cluster_name).delete()
+            self._rows(SimLoad).filter(namespace=address.namespace, workload=address.object_name).delete()
             return
         SimLoad.objects.update_or_create(cluster=self.cluster, namespace=address.namespace,
-                                         workload=address.cluster_name, defaults={"value": max(float(value), 0.0)})
+                                         workload=address.object_name, defaults={"value": max(float(value), 0.0)})
 
     def reset(self) -> None:
         """Forget the cluster's objects, pods, events, loads, clock and reclaimed nodes: an empty
@@ -456,7 +456,7 @@ class SandboxBackend(ClusterBackend):
                 continue
             key = (row.namespace, row.workload)
             if key not in grouped:
-                grouped[key] = ObservedWorkload(namespace=row.namespace, cluster_name=row.workload, team=row.team)
+                grouped[key] = ObservedWorkload(namespace=row.namespace, object_name=row.workload, team=row.team)
             grouped[key].objects.append(self._to_manifest(row))
             if row.kind == "ScaledObject":
                 grouped[key].objects.append(_autoscaler_manifest(row))
@@ -488,7 +488,7 @@ class SandboxBackend(ClusterBackend):
     def pods(self, address: ClusterAddress, *, now: datetime | None = None) -> list[Manifest]:
         last_tick = self._answering()
         at = now or last_tick or timezone.now()
-        rows = self._rows(SimPod).filter(namespace=address.namespace, workload=address.cluster_name).select_related(
+        rows = self._rows(SimPod).filter(namespace=address.namespace, workload=address.object_name).select_related(
             "owner")
         return [pod_manifest(pod, pod.owner, at) for pod in rows.order_by("created_at", "pk")]
 
@@ -497,7 +497,7 @@ class SandboxBackend(ClusterBackend):
              now: datetime | None = None) -> list[str]:
         last_tick = self._answering()
         at = now or last_tick or timezone.now()
-        row = self._rows(SimPod).filter(namespace=address.namespace, workload=address.cluster_name,
+        row = self._rows(SimPod).filter(namespace=address.namespace, workload=address.object_name,
                                         name=pod).select_related("owner").first()
         if row is None:
             raise NotFound(f'pods "{pod}" not found', status=404)
@@ -564,7 +564,7 @@ class SandboxBackend(ClusterBackend):
             ClusterEvent(type=e.type, reason=e.reason, message=e.message, object=e.object, time=rfc3339(e.time) or "",
                          count=e.count)
             for e in self._rows(SimEvent).filter(namespace=address.namespace,
-                                                 workload=address.cluster_name).order_by("time", "pk")
+                                                 workload=address.object_name).order_by("time", "pk")
         ]
 
     @_storage_errors

@@ -296,6 +296,6 @@ def cluster(name: str | None = None) -> SandboxCluster:
                          f"it has {', '.join(c.name for c in listed)}")
 
 
-def nodes(cluster_name: str | None = None) -> tuple[Node, ...]:
-    """The nodes of the cluster called ``cluster_name`` (None: the first cluster's)."""
-    return inventory().nodes[cluster(cluster_name).name]
+def nodes(cluster_named: str | None = None) -> tuple[Node, ...]:
+    """The nodes of the cluster called ``cluster_named`` (None: the first cluster's)."""
+    return inventory().nodes[cluster(cluster_named).name]

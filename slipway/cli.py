@@ -473,7 +473,7 @@ def describe(client: Client, run_id: int, output: str) -> None:
          else ("none reported yet" if run.get("checkpoint") else None)),
         ("Cost to date", run["cost_to_date"]),
         ("Cost/hour", run.get("estimated_cost_per_hour")), ("Price", unit_price(run)),
-        ("Kubernetes", run.get("cluster_name")),
+        ("Kubernetes", run.get("object_name")),
         ("Borrowed", f"{run['borrowed_units']} units, preemptible" if run.get("borrowed_units") else None),
         ("Preemptions", f"{run['preemptions']}, last at {run['last_preempted_at']}" if run.get("preemptions") else None),
     ])

@@ -76,12 +76,12 @@ class FakeBackend(ClusterBackend):
             raise self.fail_with
         kinds = {(r.api_version, r.kind) for r in resources if r.deleted}
         doomed = [k for k, o in self.objects.items()
-                  if k[0] == address.namespace and _workload(o) == address.cluster_name and (o["apiVersion"], k[1]) in kinds]
+                  if k[0] == address.namespace and _workload(o) == address.object_name and (o["apiVersion"], k[1]) in kinds]
         for key in doomed:
             del self.objects[key]
-        if self.secrets.pop((address.namespace, env_secret_name(address.cluster_name)), None) is not None:
-            doomed.append(("", "Secret", env_secret_name(address.cluster_name)))
-        self.pod_lists.pop((address.namespace, address.cluster_name), None)
+        if self.secrets.pop((address.namespace, env_secret_name(address.object_name)), None) is not None:
+            doomed.append(("", "Secret", env_secret_name(address.object_name)))
+        self.pod_lists.pop((address.namespace, address.object_name), None)
         return len(doomed)
 
     def annotate_pods(self, address: ClusterAddress, annotations) -> int:
@@ -90,7 +90,7 @@ class FakeBackend(ClusterBackend):
         if self.fail_with is not None:
             raise self.fail_with
         count = 0
-        for pod in self.pod_lists.get((address.namespace, address.cluster_name), []):
+        for pod in self.pod_lists.get((address.namespace, address.object_name), []):
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue
             meta = pod.setdefault("metadata", {})
@@ -113,7 +113,7 @@ class FakeBackend(ClusterBackend):
                 continue
             entry = grouped.setdefault(
                 (namespace, workload),
-                ObservedWorkload(namespace=namespace, cluster_name=workload, team=labels.get(TEAM_LABEL, "")),
+                ObservedWorkload(namespace=namespace, object_name=workload, team=labels.get(TEAM_LABEL, "")),
             )
             entry.objects.append(copy.deepcopy(obj))
         for (namespace, kind, _name), obj in self.objects.items():
@@ -125,10 +125,10 @@ class FakeBackend(ClusterBackend):
         return list(grouped.values())
 
     def pods(self, address):
-        return copy.deepcopy(self.pod_lists.get((address.namespace, address.cluster_name), []))
+        return copy.deepcopy(self.pod_lists.get((address.namespace, address.object_name), []))
 
     def logs(self, address, pod, tail=200, previous=False):
-        pods = self.pod_lists.get((address.namespace, address.cluster_name), [])
+        pods = self.pod_lists.get((address.namespace, address.object_name), [])
         if pod not in self.log_lines and all(p["metadata"]["name"] != pod for p in pods):
             raise NotFound(f'pods "{pod}" not found', status=404)
         if previous:  # the container's run before its last restart: [] when it never restarted
@@ -142,9 +142,9 @@ class FakeBackend(ClusterBackend):
         if self.events_error is not None:
             raise self.events_error
         # A workload's pods were scheduled once it has any.
-        scheduled = [ClusterEvent("Normal", "Scheduled", "assigned", f"Pod/{address.cluster_name}-0", "2026-11-22T10:00:00Z")
-                     ] if self.pod_lists.get((address.namespace, address.cluster_name)) else []
-        return [*scheduled, *self.warnings[(address.namespace, address.cluster_name)]]
+        scheduled = [ClusterEvent("Normal", "Scheduled", "assigned", f"Pod/{address.object_name}-0", "2026-11-22T10:00:00Z")
+                     ] if self.pod_lists.get((address.namespace, address.object_name)) else []
+        return [*scheduled, *self.warnings[(address.namespace, address.object_name)]]
 
     def capacity(self):
         if self.capacity_error is not None:
@@ -158,7 +158,7 @@ class FakeBackend(ClusterBackend):
         self.calls.append("gpu_utilization")
         if isinstance(self.utilization, ClusterError):
             raise self.utilization
-        return {o.address: self.utilization[o.cluster_name] for o in observed if o.cluster_name in self.utilization}
+        return {o.address: self.utilization[o.object_name] for o in observed if o.object_name in self.utilization}
 
     # -- scripting what the cluster does --------------------------------------------------------
     def main_object(self, namespace: str, workload: str) -> dict:

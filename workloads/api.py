@@ -19,7 +19,7 @@ from django.http import Http404, HttpResponse
 from django.utils import timezone
 from drf_spectacular.plumbing import build_array_type, build_basic_type
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -119,6 +119,17 @@ class QueuedFields(serializers.Serializer):
             return None
         estimate = self.context.get("start_estimates", {}).get(workload.ref)
         return estimate.at if estimate is not None else None
+
+
+@extend_schema_field({"type": "string", "deprecated": True,
+                      "description": "Deprecated: the same as object_name (the name it had until 2026-11); "
+                                     "removed in the next release."})
+class ObjectNameAlias(serializers.CharField):
+    """``cluster_name``: the old name of ``object_name`` (the Kubernetes objects' name, "run-42"),
+    kept one release for automation that reads it (docs/api.md, Deprecated)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(source="object_name", read_only=True, **kwargs)
 
 
 class PriceField(serializers.DecimalField):

@@ -26,7 +26,7 @@ class WorkloadId:
         return f"{self.prefix}{REF_SEPARATOR}{self.pk}"
 
     @property
-    def cluster_name(self) -> str:
+    def object_name(self) -> str:
         """The name of its cluster objects and its workload label, e.g. ``run-42`` (DNS-1123)."""
         return f"{self.prefix}{NAME_SEPARATOR}{self.pk}"
 

@@ -171,9 +171,9 @@ class Workload(models.Model):
         return self.identity.ref
 
     @property
-    def cluster_name(self) -> str:
+    def object_name(self) -> str:
         """The cluster objects' name and workload label, e.g. ``run-42``."""
-        return self.identity.cluster_name
+        return self.identity.object_name
 
     @property
     def namespace(self) -> str:
@@ -182,7 +182,7 @@ class Workload(models.Model):
     @property
     def address(self) -> ClusterAddress:
         """Where it lives on the cluster: its namespace and cluster name (``ref`` is its ledger name)."""
-        return ClusterAddress(self.namespace, self.cluster_name)
+        return ClusterAddress(self.namespace, self.object_name)
 
     @property
     def is_final(self) -> bool:

@@ -142,7 +142,7 @@ def reconcile_cluster(cluster: Cluster, backend, now: datetime | None = None,
     # The observation can be large (tens of MB at 10,000 workloads) and is a tree of plain
     # dicts: keep the cyclic GC from walking it repeatedly (see cluster.perf).
     with gc_paused():
-        observed = {(o.namespace, o.cluster_name): o for o in backend.observe(resource_kinds())}
+        observed = {(o.namespace, o.object_name): o for o in backend.observe(resource_kinds())}
         fleet.answered(cluster, observe_started)
         kept = _set_apart_kept(observed)
         report.observed += len(observed)
@@ -367,7 +367,7 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: 
         # Nothing of this attempt is on a cluster yet: objects of its name here are an earlier attempt's
         # (left on a cluster that was lost), deleted as leftovers; the queue's step re-drives it.
         return None
-    obs = observed.pop((workload.namespace, workload.cluster_name), None)
+    obs = observed.pop((workload.namespace, workload.object_name), None)
     if workload.state == kind.lifecycle.ended:
         _finish_removal(kind, backend, workload, obs, report)
         return None
@@ -454,7 +454,7 @@ def _finish_removal(kind: WorkloadKind, backend, workload, obs: ObservedWorkload
     if obs is not None:
         try:
             backend.delete(obs.address, kind.resources)
-            report.orphans_deleted.append(obs.cluster_name)
+            report.orphans_deleted.append(obs.object_name)
         except ClusterError as exc:
             logger.warning("could not delete %s: %s", workload.ref, exc)
         return
@@ -643,7 +643,7 @@ def _delete_abandoned(backend, plan: _Plan, report: ReconcileReport) -> None:
     w = plan.workload
     try:
         backend.delete(w.address, plan.kind.resources)
-        report.orphans_deleted.append(w.cluster_name)
+        report.orphans_deleted.append(w.object_name)
     except ClusterError as exc:
         logger.warning("could not delete the abandoned %s: %s", w.ref, exc)
 
@@ -680,9 +680,9 @@ def _delete_kept(backend, home: _Home, kept: dict[tuple[str, str], ClusterAddres
     """
     candidates: dict[WorkloadKind, dict[int, ClusterAddress]] = {}
     for address in kept.values():
-        identity = WorkloadId.from_cluster_name(address.cluster_name)
+        identity = WorkloadId.from_cluster_name(address.object_name)
         kind = kind_for(identity.prefix) if identity else None
-        if kind is not None and address.cluster_name not in report.orphans_deleted:  # deleted whole just now
+        if kind is not None and address.object_name not in report.orphans_deleted:  # deleted whole just now
             candidates.setdefault(kind, {})[identity.pk] = address
     for kind, addresses in candidates.items():
         ended = (*kind.model.FINAL_STATES, *kind.lifecycle.removed)
@@ -695,10 +695,10 @@ def _delete_kept(backend, home: _Home, kept: dict[tuple[str, str], ClusterAddres
                 continue
             try:
                 if _delete_unless(live, pk, backend, address, resources):
-                    report.kept_deleted.append(address.cluster_name)
+                    report.kept_deleted.append(address.object_name)
             except ClusterError as exc:
                 logger.warning("could not delete what %s/%s kept across attempts: %s", address.namespace,
-                               address.cluster_name, exc)
+                               address.object_name, exc)
 
 
 def _delete_leftovers(backend, home: _Home, leftovers: dict[tuple[str, str], ObservedWorkload],
@@ -727,9 +727,9 @@ def _delete_leftovers(backend, home: _Home, leftovers: dict[tuple[str, str], Obs
                 continue
             try:
                 if _delete_unless(followed, pk, backend, address, kind.resources):
-                    report.orphans_deleted.append(address.cluster_name)
+                    report.orphans_deleted.append(address.object_name)
             except ClusterError as exc:
-                logger.warning("could not delete leftover %s/%s: %s", address.namespace, address.cluster_name, exc)
+                logger.warning("could not delete leftover %s/%s: %s", address.namespace, address.object_name, exc)
 
 
 def _delete_unless(keeps, pk: int, backend, address: ClusterAddress, resources) -> bool:

@@ -112,5 +112,5 @@ def env_secret(workload) -> Manifest | None:
     row = SecretEnv.objects.filter(ref=workload.ref).only("sealed").first()
     if row is None:
         return None
-    return build_env_secret(workload.namespace, workload.team.slug, workload.cluster_name,
+    return build_env_secret(workload.namespace, workload.team.slug, workload.object_name,
                             tuple(sorted(crypto.unseal(row.sealed).items())))

@@ -168,7 +168,7 @@ def log_file(workload, pod: str = "") -> LogFile:
     after the workload.
     """
     found = logs(workload, pod, None)
-    name = workload.cluster_name if found.shown is None else (
+    name = workload.object_name if found.shown is None else (
         f"{found.shown.pod}-previous" if found.shown.previous else found.shown.pod)
     return LogFile(f"{name}.log", "".join(f"{line}\n" for line in found.lines))
 

@@ -89,7 +89,7 @@ class ClusterAddress:
     name in the ledger and the quota tables; this pair is its name on the cluster."""
 
     namespace: str
-    cluster_name: str
+    object_name: str
 
 
 @dataclass
@@ -102,14 +102,14 @@ class ObservedWorkload:
     """
 
     namespace: str
-    cluster_name: str  #: its ``slipway.dev/workload`` label, the portal workload's ``cluster_name``
+    object_name: str  #: its ``slipway.dev/workload`` label, the portal workload's ``object_name``
     team: str = ""
     objects: list[Manifest] = field(default_factory=list)
     pods: list[Manifest] = field(default_factory=list)
 
     @property
     def address(self) -> ClusterAddress:
-        return ClusterAddress(self.namespace, self.cluster_name)
+        return ClusterAddress(self.namespace, self.object_name)
 
     def first(self, kind: str) -> Manifest | None:
         """The first top-level object of ``kind``, or None."""

@@ -368,7 +368,7 @@ class KubernetesBackend(ClusterBackend):
                grace_seconds: int | None = None) -> int:
         """One label-selected LIST per deleted kind, then a DELETE per object found, in the kinds' order."""
         deleted = 0
-        selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={address.cluster_name}"
+        selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={address.object_name}"
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
         if grace_seconds is not None:
             options["gracePeriodSeconds"] = grace_seconds
@@ -381,7 +381,7 @@ class KubernetesBackend(ClusterBackend):
                 deleted += 1
         # The env Secret goes by its name: Slipway may not list Secrets. Most workloads have none (404).
         try:
-            self.request("DELETE", object_path(SECRET, env_secret_name(address.cluster_name), address.namespace), body=options)
+            self.request("DELETE", object_path(SECRET, env_secret_name(address.object_name), address.namespace), body=options)
         except NotFound:
             return deleted
         return deleted + 1
@@ -392,7 +392,7 @@ class KubernetesBackend(ClusterBackend):
         A merge patch rather than server-side apply: the annotation is one field Slipway sets
         now and then, and applying would make Slipway the owner of the whole pod's fields.
         """
-        selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={address.cluster_name}"
+        selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={address.object_name}"
         body = {"metadata": {"annotations": dict(annotations)}}
         patched = 0
         for pod in self.list(POD, namespace=address.namespace, label_selector=selector):
@@ -440,7 +440,7 @@ class KubernetesBackend(ClusterBackend):
                     target.pods.append(pod)
             for observed in groups.values():
                 observed.pods.sort(key=_pod_order)
-            return sorted(groups.values(), key=lambda o: (o.namespace, o.cluster_name))
+            return sorted(groups.values(), key=lambda o: (o.namespace, o.object_name))
 
     def gpu_utilization(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, float]:
         """From Prometheus' DCGM series, one query per call (:mod:`cluster.metrics`); {} when not configured."""
@@ -448,7 +448,7 @@ class KubernetesBackend(ClusterBackend):
 
     def pods(self, address: ClusterAddress) -> list[Manifest]:
         """One label-selected LIST: a Job's failed attempts are still there (the controller keeps them)."""
-        selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={address.cluster_name}"
+        selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={address.object_name}"
         return self.list(POD, namespace=address.namespace, label_selector=selector)
 
     def logs(self, address: ClusterAddress, pod: str, tail: int | None = 200, previous: bool = False) -> list[str]:
@@ -471,12 +471,12 @@ class KubernetesBackend(ClusterBackend):
         Children are named ``<workload>-…`` (pods, ReplicaSets, PyTorchJob replicas), so one
         namespace LIST filtered here beats one call per object.
         """
-        prefix = f"{address.cluster_name}-"
+        prefix = f"{address.object_name}-"
         out: list[tuple[str, ClusterEvent]] = []
         for event in self.list(EVENT, namespace=address.namespace):
             involved = event.get("involvedObject") or {}
             name = involved.get("name", "")
-            if name != address.cluster_name and not name.startswith(prefix):
+            if name != address.object_name and not name.startswith(prefix):
                 continue
             when = event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or ""
             out.append(

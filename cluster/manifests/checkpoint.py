@@ -40,18 +40,18 @@ CHECKPOINT_VOLUME = "slipway-checkpoints"
 NOTICE_VOLUME = "slipway-notice"
 
 
-def provided_claim_name(cluster_name: str) -> str:
+def provided_claim_name(object_name: str) -> str:
     """The claim Slipway provides a run without a ``volume`` of its own (``run-42-checkpoints``)."""
-    return f"{cluster_name}-checkpoints"
+    return f"{object_name}-checkpoints"
 
 
-def contract_env(cluster_name: str, ckpt: CheckpointSpec) -> list[Manifest]:
+def contract_env(object_name: str, ckpt: CheckpointSpec) -> list[Manifest]:
     """The contract's env entries: after the user's, whose names cannot collide (validation refuses them)."""
     env = [
         {"name": CHECKPOINT_DIR_ENV, "value": ckpt.mount_path},
         {"name": ATTEMPT_ENV, "value": str(ckpt.attempt)},
         {"name": RESUME_FROM_ENV, "value": ckpt.resume_from},
-        *secret_env_refs(cluster_name, (RUN_TOKEN_ENV,)),
+        *secret_env_refs(object_name, (RUN_TOKEN_ENV,)),
     ]
     if ckpt.report_url:
         env.append({"name": REPORT_URL_ENV, "value": ckpt.report_url})
@@ -90,6 +90,6 @@ def build_checkpoint_claim(spec: TrainingSpec) -> Manifest | None:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": metadata(ckpt.claim, spec.namespace, spec.team, spec.cluster_name),
+        "metadata": metadata(ckpt.claim, spec.namespace, spec.team, spec.object_name),
         "spec": claim_spec,
     }

@@ -106,7 +106,7 @@ def _query(spec: EndpointSpec, metric: str) -> str:
         key = spec.engine or ""
     else:
         key = metric
-    return QUERIES[key].format(ns=spec.namespace, name=spec.cluster_name, gpus=max(spec.gpus_per_replica, 1))
+    return QUERIES[key].format(ns=spec.namespace, name=spec.object_name, gpus=max(spec.gpus_per_replica, 1))
 
 
 def _probe(spec: EndpointSpec, failure_threshold: int) -> Manifest:
@@ -128,7 +128,7 @@ def build_deployment(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
         container["command"] = list(spec.command)
     if spec.args:
         container["args"] = list(spec.args)
-    env = env_list(spec.env) + secret_env_refs(spec.cluster_name, spec.secret_env)
+    env = env_list(spec.env) + secret_env_refs(spec.object_name, spec.secret_env)
     if env:
         container["env"] = env
     container["resources"] = resources(spec.flavor, spec.gpus_per_replica, None, None)  # an endpoint asks for no CPU or memory of its own
@@ -138,15 +138,15 @@ def build_deployment(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
     container["startupProbe"] = _probe(spec, max(1, math.ceil(spec.startup_timeout_seconds / PROBE_PERIOD_SECONDS)))
     container["readinessProbe"] = _probe(spec, 3)
     container["securityContext"] = container_security(config)
-    pod_meta: Manifest = {"labels": labels(spec.team, spec.cluster_name)}
+    pod_meta: Manifest = {"labels": labels(spec.team, spec.object_name)}
     if spec.secret_env_digest:
         pod_meta["annotations"] = {SECRET_ENV_DIGEST_ANNOTATION: spec.secret_env_digest}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": metadata(spec.cluster_name, spec.namespace, spec.team, spec.cluster_name, spec.name),
+        "metadata": metadata(spec.object_name, spec.namespace, spec.team, spec.object_name, spec.name),
         "spec": {
-            "selector": {"matchLabels": labels(spec.team, spec.cluster_name)},
+            "selector": {"matchLabels": labels(spec.team, spec.object_name)},
             # An extra pod during a rollout needs a spare GPU the team quota may not have (the
             # ResourceQuota would reject it and stall the rollout): surge only when the portal
             # says the team has one, else replace pods one at a time.
@@ -165,10 +165,10 @@ def build_service(spec: EndpointSpec) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": metadata(spec.cluster_name, spec.namespace, spec.team, spec.cluster_name, spec.name),
+        "metadata": metadata(spec.object_name, spec.namespace, spec.team, spec.object_name, spec.name),
         "spec": {
             "type": "ClusterIP",
-            "selector": labels(spec.team, spec.cluster_name),
+            "selector": labels(spec.team, spec.object_name),
             "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}],
         },
     }
@@ -209,14 +209,14 @@ def build_scaledobject(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
     triggers = [_trigger(spec, config, spec.metric, spec.target, strict=not sleeps)]
     if sleeps:
         triggers.append(_trigger(spec, config, METRIC_REQUESTS_PER_SECOND, 1))
-    meta = metadata(spec.cluster_name, spec.namespace, spec.team, spec.cluster_name, spec.name)
+    meta = metadata(spec.object_name, spec.namespace, spec.team, spec.object_name, spec.name)
     meta["annotations"] = {**meta.get("annotations", {}), MAX_REPLICAS_ANNOTATION: str(spec.max_replicas)}
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
         "metadata": meta,
         "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": spec.cluster_name},
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": spec.object_name},
             "pollingInterval": POLLING_INTERVAL_SECONDS,
             "cooldownPeriod": spec.scale_down_delay_seconds,
             "minReplicaCount": spec.min_replicas,
@@ -233,5 +233,5 @@ def build_scaledobject(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
 
 
 def build_endpoint(spec: EndpointSpec, config: ClusterConfig) -> list[Manifest]:
-    """Deployment, Service and ScaledObject, all named ``spec.cluster_name``."""
+    """Deployment, Service and ScaledObject, all named ``spec.object_name``."""
     return [build_deployment(spec, config), build_service(spec), build_scaledobject(spec, config)]

@@ -14,8 +14,8 @@ from cluster.backends.base import env_secret_name
 from cluster.manifests.common import Manifest, metadata
 
 
-def build_env_secret(namespace: str, team: str, cluster_name: str, values: tuple[tuple[str, str], ...]) -> Manifest:
-    """The ``Opaque`` Secret ``<cluster_name>-env`` with one key per variable.
+def build_env_secret(namespace: str, team: str, object_name: str, values: tuple[tuple[str, str], ...]) -> Manifest:
+    """The ``Opaque`` Secret ``<object_name>-env`` with one key per variable.
 
     ``data`` (base64) rather than ``stringData``: server-side apply owns the fields it sends,
     and the API server rewrites ``stringData`` into ``data``, so a key removed from a
@@ -24,13 +24,13 @@ def build_env_secret(namespace: str, team: str, cluster_name: str, values: tuple
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": metadata(env_secret_name(cluster_name), namespace, team, cluster_name),
+        "metadata": metadata(env_secret_name(object_name), namespace, team, object_name),
         "type": "Opaque",
         "data": {name: base64.b64encode(value.encode()).decode("ascii") for name, value in values},
     }
 
 
-def secret_env_refs(cluster_name: str, names: tuple[str, ...]) -> list[Manifest]:
+def secret_env_refs(object_name: str, names: tuple[str, ...]) -> list[Manifest]:
     """Container env entries taking each of ``names`` from the workload's env Secret."""
-    secret = env_secret_name(cluster_name)
+    secret = env_secret_name(object_name)
     return [{"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": name}}} for name in names]

@@ -47,11 +47,11 @@ def _pod_template(spec: TrainingSpec, config: ClusterConfig, *, container: Manif
     if spec.checkpoint is not None:
         contract_vols, contract_mounts = contract_volumes(spec.checkpoint)
         pvc_volumes, mounts = [*pvc_volumes, *contract_vols], [*mounts, *contract_mounts]
-        container["env"] = [*container.get("env", []), *contract_env(spec.cluster_name, spec.checkpoint)]
+        container["env"] = [*container.get("env", []), *contract_env(spec.object_name, spec.checkpoint)]
     container["volumeMounts"] = [{"name": "dshm", "mountPath": SHM_PATH}, *mounts]
     container["resources"] = resources(spec.flavor, spec.gpus_per_worker, spec.cpu, spec.memory_gb)
     container["securityContext"] = container_security(config)
-    meta = metadata("", None, spec.team, spec.cluster_name)
+    meta = metadata("", None, spec.team, spec.object_name)
     del meta["name"]  # pod templates are named by their controller
     pod = pod_spec(
         container=container,
@@ -76,7 +76,7 @@ def build_job(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
     container: Manifest = {"name": "main", "image": spec.image, "command": list(spec.command)}
     if spec.args:
         container["args"] = list(spec.args)
-    env = env_list(spec.env) + secret_env_refs(spec.cluster_name, spec.secret_env)
+    env = env_list(spec.env) + secret_env_refs(spec.object_name, spec.secret_env)
     if env:
         container["env"] = env
     job_spec: Manifest = {
@@ -95,7 +95,7 @@ def build_job(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": metadata(spec.cluster_name, spec.namespace, spec.team, spec.cluster_name, spec.name),
+        "metadata": metadata(spec.object_name, spec.namespace, spec.team, spec.object_name, spec.name),
         "spec": job_spec,
     }
 
@@ -129,7 +129,7 @@ def build_pytorchjob(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
         }
         if spec.args:
             container["args"] = list(spec.args)
-        container["env"] = env_list(NCCL_ENV + spec.env) + secret_env_refs(spec.cluster_name, spec.secret_env)
+        container["env"] = env_list(NCCL_ENV + spec.env) + secret_env_refs(spec.object_name, spec.secret_env)
         # OnFailure restarts a crashed container in place; runPolicy.backoffLimit caps the restarts.
         template = _pod_template(spec, config, container=container, restart_policy="OnFailure")
         if config.gang_scheduler:
@@ -148,7 +148,7 @@ def build_pytorchjob(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
-        "metadata": metadata(spec.cluster_name, spec.namespace, spec.team, spec.cluster_name, spec.name),
+        "metadata": metadata(spec.object_name, spec.namespace, spec.team, spec.object_name, spec.name),
         "spec": {
             "nprocPerNode": str(spec.gpus_per_worker),
             "pytorchReplicaSpecs": replica_specs,
@@ -158,7 +158,7 @@ def build_pytorchjob(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
 
 
 def build_training(spec: TrainingSpec, config: ClusterConfig) -> list[Manifest]:
-    """One Job when ``workers == 1``, else one PyTorchJob; named ``spec.cluster_name``.
+    """One Job when ``workers == 1``, else one PyTorchJob; named ``spec.object_name``.
 
     With the checkpoint contract and no claim of the team's, the claim Slipway provides follows
     it: an apply stops at the first object the API server refuses, so a refused run leaves no

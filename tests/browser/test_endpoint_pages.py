@@ -177,7 +177,7 @@ def test_a_member_creates_an_endpoint_whose_reason_and_chart_follow_what_is_obse
     assert "Cold start" in page.inner_text("#endpoint-status")
     # Half the 70% target: one replica until the test raises the load (the sandbox's demo curve,
     # scaled by the real maximum of 4, would burst it on its own at some moments of the day).
-    cluster.backend.set_load(ClusterAddress(endpoint.namespace, endpoint.cluster_name), 35)
+    cluster.backend.set_load(ClusterAddress(endpoint.namespace, endpoint.object_name), 35)
 
     # 2. Deployed and ready at one replica. The chart draws ready at 1 from then until now: it
     #    drew 0 from creation until now when it plotted only the scaling log (admitted at 0).
@@ -188,7 +188,7 @@ def test_a_member_creates_an_endpoint_whose_reason_and_chart_follow_what_is_obse
     chart = page.evaluate(CHART)
     ready, right = chart["lines"]["ready"], chart["lines"]["ready"][-1][0]
     assert value_at(ready, right - 2) < chart["zero"], ready  # at 1 before now, not only at now
-    cluster.backend.set_load(ClusterAddress(endpoint.namespace, endpoint.cluster_name), 140)  # 2 × the 70% target
+    cluster.backend.set_load(ClusterAddress(endpoint.namespace, endpoint.object_name), 140)  # 2 × the 70% target
     scaling_up = cycle_until(cluster, endpoint.pk, lambda e: e.reason.startswith("scaling up"))
     assert scaling_up.reason == "scaling up: 1 of 2 replicas ready"
     page.wait_for_function("() => (document.querySelector('#endpoint-status .reason') || {}).innerText"
@@ -227,7 +227,7 @@ def test_a_lowered_maximum_applies_at_once_in_the_pages_and_the_capacity_page(li
     page.click("button[type=submit].primary")
     page.wait_for_url(f"{base}/endpoints/*/")
     endpoint = InferenceEndpoint.objects.get(name="chat")
-    cluster.backend.set_load(ClusterAddress(endpoint.namespace, endpoint.cluster_name), 1000)
+    cluster.backend.set_load(ClusterAddress(endpoint.namespace, endpoint.object_name), 1000)
     cycle_until(cluster, endpoint.pk, lambda e: e.replicas == 4 and e.replica_ceiling == 4)
     page.reload()
     assert page.inner_text("#replicas").startswith("4 ready")

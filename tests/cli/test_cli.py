@@ -101,7 +101,7 @@ def test_run_ps_describe_logs_cancel(cli, spec, fake_backend, live_server):
     run = TrainingRun.objects.get(pk=run_id)
     assert apply_workload("run", run_id) == "applied"
     run.refresh_from_db()
-    fake_backend.set_running(run.namespace, run.cluster_name, 2)
+    fake_backend.set_running(run.namespace, run.object_name, 2)
     pod_name = fake_backend.pods(run)[0]["metadata"]["name"]
     fake_backend.log_lines[pod_name] = ["epoch 1 loss 0.9", "epoch 2 loss 0.5", "epoch 3 loss 0.3"]
     logs = cli("logs", str(run_id), "--tail", "2")
@@ -138,7 +138,7 @@ def test_every_json_output_follows_the_openapi_schema(cli, spec, tmp_path, ep_qu
     apply_workload("run", run_id)
     run = TrainingRun.objects.get(pk=run_id)
     an_hour_ago = (timezone.now() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    fake_backend.set_running(run.namespace, run.cluster_name, 2, started=an_hour_ago)
+    fake_backend.set_running(run.namespace, run.object_name, 2, started=an_hour_ago)
     reconcile(fake_backend)  # an hour of two GPUs on the ledger: the cost report has a row
     endpoint_spec = write(tmp_path / "endpoint.json", {"team": "ml-research", **endpoint_payload()})
     endpoint_id = int(cli("endpoint", "create", "-f", endpoint_spec).stdout.split()[1])
@@ -186,9 +186,9 @@ def test_watch_exits_1_when_the_run_fails(cli, tmp_path, fake_backend, monkeypat
         if step == "apply":
             apply_workload("run", run.pk)
         elif step == "running":
-            fake_backend.set_running(run.namespace, run.cluster_name, 2, started=started)
+            fake_backend.set_running(run.namespace, run.object_name, 2, started=started)
         else:
-            fake_backend.set_finished(run.namespace, run.cluster_name, ok=False, started=started, finished=started)
+            fake_backend.set_finished(run.namespace, run.object_name, ok=False, started=started, finished=started)
         reconcile(fake_backend)
 
     monkeypatch.setattr(slipway_cli, "pause", cluster_moves_on)
@@ -204,7 +204,7 @@ def test_watch_exits_0_when_the_run_succeeds(cli, spec, fake_backend, monkeypatc
         apply_workload("run", run.pk)
         run.refresh_from_db()
         now = timezone.now().strftime("%Y-%m-%dT%H:%M:%SZ")
-        fake_backend.set_finished(run.namespace, run.cluster_name, ok=True, started=now, finished=now)
+        fake_backend.set_finished(run.namespace, run.object_name, ok=True, started=now, finished=now)
         reconcile(fake_backend)
 
     monkeypatch.setattr(slipway_cli, "pause", cluster_moves_on)
@@ -218,14 +218,14 @@ def test_logs_follow_prints_new_lines_until_the_run_ends(cli, spec, fake_backend
     apply_workload("run", run_id)
     run = TrainingRun.objects.get(pk=run_id)
     now = timezone.now().strftime("%Y-%m-%dT%H:%M:%SZ")
-    fake_backend.pod_lists[(run.namespace, run.cluster_name)] = [pod(run.cluster_name, "Running", 2, now)]
+    fake_backend.pod_lists[(run.namespace, run.object_name)] = [pod(run.object_name, "Running", 2, now)]
     reconcile(fake_backend)
     name = fake_backend.pods(run)[0]["metadata"]["name"]
     fake_backend.log_lines[name] = ["zero", "one", "two"]  # --tail 2 shows the last two; the rest is not new
 
     def more_lines_then_the_end(_seconds):
         fake_backend.log_lines[name] += ["three", "two"]  # a repeated line is still a new line
-        fake_backend.set_finished(run.namespace, run.cluster_name, ok=True, started=now, finished=now)
+        fake_backend.set_finished(run.namespace, run.object_name, ok=True, started=now, finished=now)
         reconcile(fake_backend)
 
     monkeypatch.setattr(slipway_cli, "pause", more_lines_then_the_end)

@@ -27,7 +27,7 @@ PLUGINS = ClusterConfig(gang_scheduler="scheduler-plugins")
 
 def training(**overrides: Any) -> TrainingSpec:
     values: dict[str, Any] = {
-        "cluster_name": "run-42",
+        "object_name": "run-42",
         "team": "vision",
         "namespace": "team-vision",
         "name": "resnet baseline",
@@ -56,7 +56,7 @@ def checkpoint(**overrides: Any) -> CheckpointSpec:
 
 def endpoint(**overrides: Any) -> EndpointSpec:
     values: dict[str, Any] = {
-        "cluster_name": "ep-7",
+        "object_name": "ep-7",
         "team": "vision",
         "namespace": "team-vision",
         "name": "detector",

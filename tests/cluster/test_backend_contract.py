@@ -50,9 +50,9 @@ class Case:
 
     def objects(self, name: str) -> list[dict]:
         if self.prefix == "run":
-            return build_training(samples.training(cluster_name=name, workers=self.workers), samples.CONFIG)
+            return build_training(samples.training(object_name=name, workers=self.workers), samples.CONFIG)
         if self.prefix == "ep":
-            return build_endpoint(samples.endpoint(cluster_name=name), samples.CONFIG)
+            return build_endpoint(samples.endpoint(object_name=name), samples.CONFIG)
         return [build_notebook(name, NS, TEAM, 1)]
 
     @property
@@ -97,7 +97,7 @@ def team_objects() -> list[dict]:
 
 
 def observed(backend: ClusterBackend, resources=None) -> dict[str, object]:
-    return {o.cluster_name: o for o in backend.observe(resource_kinds() if resources is None else resources)}
+    return {o.object_name: o for o in backend.observe(resource_kinds() if resources is None else resources)}
 
 
 def kinds(objects: list[dict]) -> list[tuple[str, str]]:

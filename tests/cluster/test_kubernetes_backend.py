@@ -141,7 +141,7 @@ def test_it_observes_only_managed_objects_grouped_by_workload(
     kube_api.put(samples.pod("run-3-worker-0", "run-3", extra_labels={"training.kubeflow.org/replica-type": "worker"}))
     kube_api.put(samples.pod("run-3-master-0", "run-3", extra_labels={"training.kubeflow.org/replica-type": "master"}))
 
-    observed = {(o.namespace, o.cluster_name): o for o in backend.observe(RESOURCES)}
+    observed = {(o.namespace, o.object_name): o for o in backend.observe(RESOURCES)}
 
     assert set(observed) == {("team-vision", "run-1"), ("team-nlp", "run-2"), ("team-vision", "run-3")}
     run1 = observed[("team-vision", "run-1")]
@@ -178,7 +178,7 @@ def test_it_observes_with_a_constant_number_of_calls(backend: KubernetesBackend,
 def test_it_reads_a_missing_crd_as_none_of_that_kind(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
     kube_api.uninstalled |= {"pytorchjobs", "scaledobjects"}
     kube_api.put(_job("run-1"))
-    assert [o.cluster_name for o in backend.observe(RESOURCES)] == ["run-1"]
+    assert [o.object_name for o in backend.observe(RESOURCES)] == ["run-1"]
 
 
 def test_it_does_not_hide_a_missing_core_kind(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
@@ -189,7 +189,7 @@ def test_it_does_not_hide_a_missing_core_kind(backend: KubernetesBackend, kube_a
 
 def test_it_deletes_a_workload_in_the_background(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
     backend.apply(build_endpoint(samples.endpoint(), samples.CONFIG), RESOURCES)
-    backend.apply(build_endpoint(samples.endpoint(cluster_name="ep-8"), samples.CONFIG), RESOURCES)
+    backend.apply(build_endpoint(samples.endpoint(object_name="ep-8"), samples.CONFIG), RESOURCES)
 
     assert backend.delete(ClusterAddress("team-vision", "ep-7"), RESOURCES) == 3
     assert {d[0] for d in kube_api.deletions} == {"ScaledObject", "Deployment", "Service"}

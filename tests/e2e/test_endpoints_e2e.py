@@ -46,7 +46,7 @@ def until(api, pk: int, check, what: str, timeout: float = 60) -> dict:
 
 
 def load(body: dict, value: float) -> None:
-    SandboxBackend().set_load(ClusterAddress(body["namespace"], body["cluster_name"]), value)
+    SandboxBackend().set_load(ClusterAddress(body["namespace"], body["object_name"]), value)
 
 
 def decisions(api, pk: int) -> list[str]:
@@ -90,7 +90,7 @@ def test_an_endpoint_bursts_within_the_quota_gives_back_and_is_deleted(worker, a
     assert patched.status_code == 200
 
     def rolled():
-        found = [w for w in SandboxBackend().observe(resource_kinds()) if w.cluster_name == ep["cluster_name"]]
+        found = [w for w in SandboxBackend().observe(resource_kinds()) if w.object_name == ep["object_name"]]
         deployment = found[0].first("Deployment") if found else None
         image = deployment["spec"]["template"]["spec"]["containers"][0]["image"] if deployment else ""
         return image.endswith("vllm:0.7") and endpoint(api, ep["id"])["state"] == "ready"
@@ -106,7 +106,7 @@ def test_an_endpoint_bursts_within_the_quota_gives_back_and_is_deleted(worker, a
     assert api.delete(f"/api/v1/endpoints/{ep['id']}/").status_code == 202
     assert not Reservation.objects.held().filter(ref=f"ep:{ep['id']}").exists()
     until(api, ep["id"], lambda b: b["state"] == "deleted", "the endpoint to be deleted")
-    assert not [w for w in SandboxBackend().observe(resource_kinds()) if w.cluster_name == ep["cluster_name"]]
+    assert not [w for w in SandboxBackend().observe(resource_kinds()) if w.object_name == ep["object_name"]]
 
 
 def test_an_endpoint_on_requests_sleeps_at_zero_and_wakes(worker, api):

@@ -54,7 +54,7 @@ def watch(api, run_id: int, until: tuple[str, ...], timeout: float = 90) -> tupl
 
 
 def sandbox_kinds(workload: str) -> list[str]:
-    return sorted(o["kind"] for w in SandboxBackend().observe(resource_kinds()) if w.cluster_name == workload for o in w.objects)
+    return sorted(o["kind"] for w in SandboxBackend().observe(resource_kinds()) if w.object_name == workload for o in w.objects)
 
 
 def test_it_runs_a_job_from_submit_to_success_with_cost(worker, setup):
@@ -122,7 +122,7 @@ def test_it_loses_nothing_when_the_worker_is_killed_mid_task(worker, setup):
     worker.start()
     body, _ = watch(api, run["id"], ("succeeded", "failed"), timeout=120)
     assert body["state"] == "succeeded", (body, worker.logs())
-    workloads = [w for w in SandboxBackend().observe(resource_kinds()) if w.cluster_name == f"run-{run['id']}"]
+    workloads = [w for w in SandboxBackend().observe(resource_kinds()) if w.object_name == f"run-{run['id']}"]
     assert len(workloads) == 1
     assert [o["kind"] for o in workloads[0].objects] == ["Job"]  # one object, not two
 

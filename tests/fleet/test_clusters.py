@@ -83,7 +83,7 @@ def test_a_silent_cluster_is_degraded_then_lost_and_the_others_go_on(clusters, s
     east_run = apply(submit(name="small", gpus_per_worker=2, cluster_selector={"site": "onprem"}))
     assert (west_run.cluster.name, east_run.cluster.name) == ("west", "east")
     t0 = timezone.now().replace(microsecond=0)
-    clusters["west"].set_running(NS, west_run.cluster_name, units=4, started=iso(t0 - timedelta(minutes=30)))
+    clusters["west"].set_running(NS, west_run.object_name, units=4, started=iso(t0 - timedelta(minutes=30)))
     assert reconcile_cluster("west").startswith("observed=")
     west_run.refresh_from_db()
     assert west_run.state == RunState.RUNNING
@@ -109,7 +109,7 @@ def test_a_checkpointing_run_on_a_lost_cluster_resumes_elsewhere_and_is_billed_o
     run = apply(submit(gpus_per_worker=4, checkpoint={"grace_seconds": 30}))
     assert run.cluster.name == "west"
     t0 = timezone.now().replace(microsecond=0) - timedelta(hours=1)
-    clusters["west"].set_running(NS, run.cluster_name, units=4, started=iso(t0))
+    clusters["west"].set_running(NS, run.object_name, units=4, started=iso(t0))
     rec.reconcile_cluster(Cluster.objects.get(name="west"), clusters["west"], now=t0 + timedelta(minutes=40))
     clusters["west"].observe_error = Transient("i/o timeout")
     lost_at = t0 + timedelta(minutes=41)
@@ -134,7 +134,7 @@ def test_a_checkpointing_run_on_a_lost_cluster_resumes_elsewhere_and_is_billed_o
     clusters["west"].observe_error = None
     report = rec.reconcile(now=later + timedelta(minutes=2))
     assert Cluster.objects.get(name="west").state == "ready"
-    assert run.cluster_name in report.orphans_deleted
+    assert run.object_name in report.orphans_deleted
     assert not any(k == "Job" for (_ns, k, _n) in clusters["west"].objects)
     assert Reservation.objects.held().filter(ref=run.ref).count() == 1
     assert not QueuedRequest.objects.filter(ref=run.ref).exists()
@@ -144,7 +144,7 @@ def test_work_waiting_too_long_for_capacity_is_withdrawn_and_placed_where_it_fit
     clusters["west"].nodes = [node("west-a100-0", _a100(), free=0)]
     run = apply(submit(gpus_per_worker=2))  # east has 2 free: it fits only there
     assert run.cluster.name == "east"
-    clusters["east"].set_pending(NS, run.cluster_name, "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    clusters["east"].set_pending(NS, run.object_name, "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
     clusters["east"].nodes = [node("east-a100-0", _a100(), free=0)]  # someone took east's GPUs meanwhile
     east = Cluster.objects.get(name="east")
     now = timezone.now()
@@ -166,10 +166,10 @@ def test_work_that_started_is_never_withdrawn(clusters, submit, settings):
     home = run.cluster.name
     backend = clusters[home]
     t0 = timezone.now().replace(microsecond=0)
-    backend.set_running(NS, run.cluster_name, units=2, started=iso(t0))
+    backend.set_running(NS, run.object_name, units=2, started=iso(t0))
     cluster = Cluster.objects.get(name=home)
     rec.reconcile_cluster(cluster, backend, now=t0 + timedelta(seconds=5))
-    backend.set_pending(NS, run.cluster_name, "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    backend.set_pending(NS, run.object_name, "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
     later = t0 + timedelta(seconds=settings.SLIPWAY_PLACEMENT_TIMEOUT_SECONDS + 60)
     assert rec.reconcile_cluster(cluster, backend, now=later).withdrawn == []
     run.refresh_from_db()

@@ -89,7 +89,7 @@ def test_it_queues_a_run_only_a_draining_cluster_can_take_says_so_everywhere_and
     assert apply_workload("run", run.pk) == "applied"
     run.refresh_from_db()
     assert (run.state, run.cluster.name) == (RunState.PENDING, "east")
-    assert any(k == "Job" and n == run.cluster_name for (_ns, k, n) in fleet["east"].objects)
+    assert any(k == "Job" and n == run.object_name for (_ns, k, n) in fleet["east"].objects)
 
 
 def test_a_run_admitted_just_before_a_drain_goes_back_to_waiting_at_its_place_instead_of_failing(

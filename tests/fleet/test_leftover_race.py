@@ -40,7 +40,7 @@ def _requeued_off_west(submit) -> TrainingRun:
 
 
 def _has_job(backend, run: TrainingRun) -> bool:
-    return any(kind == "Job" and name == run.cluster_name for (_ns, kind, name) in backend.objects)
+    return any(kind == "Job" and name == run.object_name for (_ns, kind, name) in backend.objects)
 
 
 def test_a_leftover_whose_workload_was_placed_here_since_the_query_is_kept(clusters, submit):
@@ -66,7 +66,7 @@ def test_a_leftover_whose_workload_was_placed_here_since_the_query_is_kept(clust
     cycle.join(10)
     assert not errors and not cycle.is_alive()
     # Checked again with the row held: placed here now, so what west holds is the run's and stays.
-    assert run.cluster_name not in reports[0].orphans_deleted
+    assert run.object_name not in reports[0].orphans_deleted
     assert _has_job(clusters["west"], run)
 
 
@@ -93,7 +93,7 @@ def test_a_placement_on_the_cluster_while_its_leftover_is_deleted_waits_for_the_
     cycle.join(10)
     placer.join(10)
     assert not errors and not cycle.is_alive() and not placer.is_alive()
-    assert run.cluster_name in reports[0].orphans_deleted
+    assert run.object_name in reports[0].orphans_deleted
     assert not _has_job(backend, run)
     # Placed on west once the delete was done: its apply comes after, on a cluster holding nothing of it.
     assert placed[0] is not None and placed[0].name == "west"

@@ -99,7 +99,7 @@ def test_quote_equals_charge_to_the_cent_on_each_cluster(priced, submit, team, m
     assert f"{price} USD/h on {cluster}" in page
     # Charged: two hours of 2 units at the quoted rate, to the cent.
     t0 = timezone.now().replace(microsecond=0, second=0, minute=0) - timedelta(hours=3)
-    priced[cluster].set_running(NS, run.cluster_name, units=2, started=iso(t0))
+    priced[cluster].set_running(NS, run.object_name, units=2, started=iso(t0))
     rec.reconcile_cluster(run.cluster, priced[cluster], now=t0 + timedelta(hours=2))
     run.refresh_from_db()
     assert run.cost_at(t0 + timedelta(hours=2)) == (rate * 2 * 2).quantize(Decimal("0.01"))

@@ -77,24 +77,24 @@ def placed(fakes, member, team, quota, published):
             run.refresh_from_db()
             runs[name].append(run)
     for name, fake in fakes.items():
-        assert sorted(o["metadata"]["name"] for o in fake.of_kind("Job")) == sorted(r.cluster_name for r in runs[name])
+        assert sorted(o["metadata"]["name"] for o in fake.of_kind("Job")) == sorted(r.object_name for r in runs[name])
     return runs
 
 
 def set_running(fake: FakeKubeAPI, run: TrainingRun, started: str) -> None:
     """The API server says ``run``'s Job is active and its pod runs since ``started``."""
-    [job] = [o for o in fake.of_kind("Job") if o["metadata"]["name"] == run.cluster_name]
+    [job] = [o for o in fake.of_kind("Job") if o["metadata"]["name"] == run.object_name]
     fake.put({**job, "status": {"startTime": started, "active": 1}})
-    running = pod(run.cluster_name, "Running", 1, started)
+    running = pod(run.object_name, "Running", 1, started)
     running["metadata"].update(namespace=NS, labels=dict(job["spec"]["template"]["metadata"]["labels"]))
     fake.put(running)
 
 
 def set_succeeded(fake: FakeKubeAPI, run: TrainingRun, started: str, finished: str) -> None:
-    [job] = [o for o in fake.of_kind("Job") if o["metadata"]["name"] == run.cluster_name]
+    [job] = [o for o in fake.of_kind("Job") if o["metadata"]["name"] == run.object_name]
     fake.put({**job, "status": {"startTime": started, "completionTime": finished, "succeeded": 1,
                                 "conditions": [{"type": "Complete", "status": "True"}]}})
-    done = pod(run.cluster_name, "Succeeded", 1, started)
+    done = pod(run.object_name, "Succeeded", 1, started)
     done["metadata"].update(namespace=NS, labels=dict(job["spec"]["template"]["metadata"]["labels"]))
     fake.put(done)
 

@@ -37,7 +37,7 @@ def test_the_cheaper_cluster_wins_and_the_reason_names_both_prices(priced, submi
 def test_billing_and_spend_charge_the_clusters_price(priced, submit, team):
     run = apply(submit(gpus_per_worker=2))
     t0 = timezone.now().replace(microsecond=0, second=0, minute=0) - timedelta(hours=2)
-    priced["east"].set_running(NS, run.cluster_name, units=2, started=iso(t0))
+    priced["east"].set_running(NS, run.object_name, units=2, started=iso(t0))
     east = Cluster.objects.get(name="east")
     rec.reconcile_cluster(east, priced["east"], now=t0 + timedelta(hours=1, minutes=30))
     rows = UsageRecord.objects.filter(ref=run.ref)

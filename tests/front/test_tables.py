@@ -63,7 +63,7 @@ def pages(member, team, quota, ep_quota, published, fake_backend):
     run = run_services.submit_run(member, team, {k: v for k, v in run_payload().items() if k != "team"})
     now = timezone.now()
     TrainingRun.objects.filter(pk=run.pk).update(state=RunState.RUNNING, applied_at=now, started_at=now)
-    fake_backend.pod_lists[(run.namespace, run.cluster_name)] = [pod(run.cluster_name, "Running", 1)]  # events
+    fake_backend.pod_lists[(run.namespace, run.object_name)] = [pod(run.object_name, "Running", 1)]  # events
     endpoint = endpoint_services.create_endpoint(member, team, endpoint_payload(flavor="a100-1g.10gb"))
     decision = ScalingEvent._meta.get_field("decision").choices[0][0]
     for minutes in (10, 5):

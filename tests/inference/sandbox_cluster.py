@@ -45,7 +45,7 @@ class Cluster:
         self.run_tasks()
         for observed in self.backend.observe(resource_kinds()):
             for pod in observed.pods:
-                if pod["status"].get("phase") == "Running" and observed.cluster_name.startswith("ep-"):
+                if pod["status"].get("phase") == "Running" and observed.object_name.startswith("ep-"):
                     seen = self.pods.setdefault(pod["metadata"]["name"], [gpu_units(pod),
                                                                             parse_time(pod["status"]["startTime"]), None])
                     seen[2] = self.now

@@ -22,7 +22,7 @@ def _pod(endpoint: InferenceEndpoint, index: int, ready: bool, started: datetime
     resource = endpoint.flavor.resource_name
     return {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": f"{endpoint.cluster_name}-7d9f-{index:05d}", "labels": {WORKLOAD_LABEL: endpoint.cluster_name},
+        "metadata": {"name": f"{endpoint.object_name}-7d9f-{index:05d}", "labels": {WORKLOAD_LABEL: endpoint.object_name},
                      "creationTimestamp": _iso(started)},
         "spec": {"containers": [{"name": "server", "resources": {"limits": {resource: str(units)},
                                                                  "requests": {resource: str(units)}}}]},
@@ -40,7 +40,7 @@ def show(backend, endpoint: InferenceEndpoint, *, desired: int, ready: int, at: 
     ``running``: pods holding GPUs (ready or loading), ``desired`` when not given. ``wants_more``:
     the HPA wants more replicas than its maximum (``ScalingLimited``/``TooManyReplicas``).
     """
-    namespace, name = endpoint.namespace, endpoint.cluster_name
+    namespace, name = endpoint.namespace, endpoint.object_name
     deployment = backend.objects[(namespace, "Deployment", name)]
     deployment["spec"]["replicas"] = desired
     available = "True" if ready else "False"

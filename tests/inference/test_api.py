@@ -22,7 +22,7 @@ def test_it_creates_an_endpoint_and_shows_the_contracts_fields(api, ep_quota, pu
     body = response.json()
     assert body["state"] == "deploying"
     assert (body["replicas"], body["desired_replicas"], body["replica_ceiling"]) == (0, 0, 1)
-    assert body["cluster_name"] == f"ep-{body['id']}" and body["namespace"] == "team-ml-research"
+    assert body["object_name"] == f"ep-{body['id']}" and body["namespace"] == "team-ml-research"
     assert body["url"] == f"http://ep-{body['id']}.team-ml-research.svc.cluster.local"
     assert body["cost_per_hour_range"] == ["4.1000", "12.3000"]
     assert body["estimated_cost_per_hour"] == "0.0000"  # nothing runs yet

@@ -22,18 +22,18 @@ def endpoint(member, team, ep_quota, published, fake_backend):
     created = services.create_endpoint(member, team, endpoint_payload())
     InferenceEndpoint.objects.filter(pk=created.pk).update(state="ready", applied_at=timezone.now())
     created.refresh_from_db()
-    replicas = [pod(f"{created.cluster_name}-7d9f-{suffix}", created.cluster_name, namespace=created.namespace)
+    replicas = [pod(f"{created.object_name}-7d9f-{suffix}", created.object_name, namespace=created.namespace)
                 for suffix in ("bcdfg", "hjklm")]
     replicas[1]["metadata"]["creationTimestamp"] = "2026-01-01T10:05:00Z"
-    fake_backend.pod_lists[(created.namespace, created.cluster_name)] = replicas
-    fake_backend.log_lines[f"{created.cluster_name}-7d9f-hjklm"] = [f"POST /v1/completions {i}" for i in range(300)]
+    fake_backend.pod_lists[(created.namespace, created.object_name)] = replicas
+    fake_backend.log_lines[f"{created.object_name}-7d9f-hjklm"] = [f"POST /v1/completions {i}" for i in range(300)]
     return created
 
 
 def test_it_offers_every_replica_and_shows_the_oldest_first(client, member, endpoint):
     client.force_login(member)
     html = client.get(f"/endpoints/{endpoint.pk}/").content.decode()
-    name = endpoint.cluster_name
+    name = endpoint.object_name
     assert f'<option value="{name}-7d9f-bcdfg" selected>{name}-7d9f-bcdfg</option>' in html
     assert f'<option value="{name}-7d9f-hjklm">{name}-7d9f-hjklm</option>' in html
     assert f'hx-get="/endpoints/{endpoint.pk}/logs/"' in html and f'hx-get="/endpoints/{endpoint.pk}/events/"' in html
@@ -42,7 +42,7 @@ def test_it_offers_every_replica_and_shows_the_oldest_first(client, member, endp
 
 def test_it_shows_a_picked_replica_and_refreshes_the_picker_out_of_band(client, member, endpoint):
     client.force_login(member)
-    name = f"{endpoint.cluster_name}-7d9f-hjklm"
+    name = f"{endpoint.object_name}-7d9f-hjklm"
     response = client.get(f"/endpoints/{endpoint.pk}/logs/", {"pod": name}, **HTMX)
     html = response.content.decode()
     assert response.status_code == 200 and "<html" not in html
@@ -59,7 +59,7 @@ def test_it_answers_404_for_a_pod_that_is_not_the_endpoints(client, member, endp
 
 def test_it_downloads_a_replicas_whole_log(client, member, endpoint):
     client.force_login(member)
-    name = f"{endpoint.cluster_name}-7d9f-hjklm"
+    name = f"{endpoint.object_name}-7d9f-hjklm"
     response = client.get(f"/endpoints/{endpoint.pk}/logs/download/", {"pod": name})
     assert response["Content-Type"] == "text/plain; charset=utf-8"
     assert response["Content-Disposition"] == f'attachment; filename="{name}.log"'
@@ -67,7 +67,7 @@ def test_it_downloads_a_replicas_whole_log(client, member, endpoint):
 
 
 def test_the_api_downloads_a_replicas_whole_log(api, api_client_for, outsider, endpoint):
-    name = f"{endpoint.cluster_name}-7d9f-hjklm"
+    name = f"{endpoint.object_name}-7d9f-hjklm"
     response = api.get(f"/api/v1/endpoints/{endpoint.pk}/logs/download/", {"pod": name})
     assert response["Content-Type"] == "text/plain; charset=utf-8"
     assert response["Content-Disposition"] == f'attachment; filename="{name}.log"'
@@ -77,7 +77,7 @@ def test_the_api_downloads_a_replicas_whole_log(api, api_client_for, outsider, e
 
 
 def test_it_refreshes_events_until_the_endpoint_is_final(client, member, endpoint, fake_backend):
-    fake_backend.warnings[(endpoint.namespace, endpoint.cluster_name)].append(
+    fake_backend.warnings[(endpoint.namespace, endpoint.object_name)].append(
         ClusterEvent("Warning", "Unhealthy", "Readiness probe failed", "Pod/x", "2026-11-22T10:01:00Z"))
     client.force_login(member)
     response = client.get(f"/endpoints/{endpoint.pk}/events/", **HTMX)

@@ -35,7 +35,7 @@ def reserved(ref: str) -> int:
 
 
 def running_pods(cluster, ep) -> int:
-    observed = next(o for o in cluster.backend.observe(resource_kinds()) if o.cluster_name == ep.cluster_name)
+    observed = next(o for o in cluster.backend.observe(resource_kinds()) if o.object_name == ep.object_name)
     return sum(1 for pod in observed.pods if pod["status"].get("phase") == "Running")
 
 
@@ -68,7 +68,7 @@ def test_a_lowered_maximum_applies_at_once_and_bills_no_more_than_the_new_ceilin
         "name": "chat", "image": "registry.example.com/serving/vllm:0.6", "flavor": "a100-80gb",
         "min_replicas": 1, "max_replicas": 4, "autoscale": {"metric": "gpu_utilization", "target": 70},
         "scale_down_delay_seconds": 600, "env": {"SLIPWAY_SIM_LOAD_SECONDS": "10"}})
-    cluster.backend.set_load(ClusterAddress(created.namespace, created.cluster_name), 1000)
+    cluster.backend.set_load(ClusterAddress(created.namespace, created.object_name), 1000)
     for _ in range(40):
         cluster.cycle()
     ep = endpoint(created.pk)
@@ -100,7 +100,7 @@ def test_raising_the_maximum_keeps_the_burst_it_holds(cluster, api, member, team
         "name": "chat", "image": "registry.example.com/serving/vllm:0.6", "flavor": "a100-80gb",
         "min_replicas": 1, "max_replicas": 3, "autoscale": {"metric": "gpu_utilization", "target": 70},
         "env": {"SLIPWAY_SIM_LOAD_SECONDS": "10"}})
-    cluster.backend.set_load(ClusterAddress(created.namespace, created.cluster_name), 1000)
+    cluster.backend.set_load(ClusterAddress(created.namespace, created.object_name), 1000)
     for _ in range(30):
         cluster.cycle()
     assert endpoint(created.pk).replica_ceiling == 3

@@ -39,7 +39,7 @@ def test_an_endpoint_deploys_bursts_is_capped_gives_back_and_is_deleted(cluster,
         "name": "chat", "image": "registry.example.com/serving/vllm:0.6", "flavor": "a100-80gb",
         "min_replicas": 1, "max_replicas": 6, "autoscale": {"metric": "gpu_utilization", "target": 70},
         "scale_down_delay_seconds": 60, "env": {"SLIPWAY_SIM_LOAD_SECONDS": "20"}})
-    ref = ClusterAddress(created.namespace, created.cluster_name)
+    ref = ClusterAddress(created.namespace, created.object_name)
     cluster.backend.set_load(ref, 10)
 
     # 1. Deploying, then ready once the model loaded.
@@ -90,7 +90,7 @@ def test_an_endpoint_deploys_bursts_is_capped_gives_back_and_is_deleted(cluster,
     services.update_endpoint(member, ep, {"image": "registry.example.com/serving/vllm:0.7"})
     for _ in range(12):
         cluster.cycle()
-    deployment = next(o for o in cluster.backend.observe(resource_kinds()) if o.cluster_name == ep.cluster_name).first("Deployment")
+    deployment = next(o for o in cluster.backend.observe(resource_kinds()) if o.object_name == ep.object_name).first("Deployment")
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].endswith("vllm:0.7")
     assert endpoint(created.pk).state == EndpointState.READY
     services.delete_endpoint(member, endpoint(created.pk))
@@ -99,4 +99,4 @@ def test_an_endpoint_deploys_bursts_is_capped_gives_back_and_is_deleted(cluster,
     for _ in range(3):
         cluster.cycle()
     assert endpoint(created.pk).state == EndpointState.DELETED
-    assert not [o for o in cluster.backend.observe(resource_kinds()) if o.cluster_name == ep.cluster_name]
+    assert not [o for o in cluster.backend.observe(resource_kinds()) if o.object_name == ep.object_name]

@@ -32,7 +32,7 @@ def test_it_creates_an_admitted_run_and_publishes_its_creation(api, quota, publi
     assert body["kind"] == "Job"
     assert body["team"] == "ml-research"
     assert body["created_by"] == "mia"
-    assert body["cluster_name"] == f"run-{body['id']}"
+    assert body["object_name"] == f"run-{body['id']}"
     assert body["namespace"] == "team-ml-research"
     assert body["queue_position"] is None
     assert body["estimated_cost_per_hour"] == "8.2000"  # 2 × 4.10
@@ -40,6 +40,12 @@ def test_it_creates_an_admitted_run_and_publishes_its_creation(api, quota, publi
     assert body["env"] == {"WANDB_MODE": "offline"}
     assert published == [("workloads.tasks.apply_workload", ("run", body["id"]))]
     assert Reservation.objects.held().get(ref=f"run:{body['id']}").units == 2
+
+
+def test_it_names_the_kubernetes_objects_object_name_and_keeps_the_old_name_one_release(api, quota, published):
+    body = post_run(api).json()
+    assert body["object_name"] == f"run-{body['id']}" and body["cluster"] != body["object_name"]
+    assert body["cluster_name"] == body["object_name"]  # deprecated (docs/api.md, Deprecated)
 
 
 def test_it_makes_a_pytorchjob_of_a_distributed_run(api, quota, published):
@@ -288,7 +294,7 @@ def test_it_renders_the_manifest_as_json_and_yaml(api, member, team, quota, publ
     run = _make_runs(member, team, 1)[0]
     objects = api.get(f"/api/v1/runs/{run.pk}/manifest/").json()
     assert [o["kind"] for o in objects] == ["Job"]
-    assert objects[0]["metadata"]["name"] == run.cluster_name
+    assert objects[0]["metadata"]["name"] == run.object_name
     response = api.get(f"/api/v1/runs/{run.pk}/manifest/?format=yaml")
     assert response["Content-Type"].startswith("application/yaml")
     # One YAML document, a Kubernetes List: any YAML reader takes it whole, kubectl applies it.
@@ -299,8 +305,8 @@ def test_it_renders_the_manifest_as_json_and_yaml(api, member, team, quota, publ
 def test_it_serves_logs_and_events_from_the_cluster(api, member, team, quota, published, fake_backend):
     run = _make_runs(member, team, 1)[0]
     TrainingRun.objects.filter(pk=run.pk).update(state=RunState.RUNNING)
-    fake_backend.pod_lists[(run.namespace, run.cluster_name)] = [pod(run.cluster_name, "Running", 2)]
-    name = f"{run.cluster_name}-abcde"
+    fake_backend.pod_lists[(run.namespace, run.object_name)] = [pod(run.object_name, "Running", 2)]
+    name = f"{run.object_name}-abcde"
     assert api.get(f"/api/v1/runs/{run.pk}/logs/?tail=2").json() == {
         "lines": ["log line 1", "log line 2"], "pod": name, "pods": [{"name": name, "label": name}]}
     events = api.get(f"/api/v1/runs/{run.pk}/events/").json()

@@ -57,7 +57,7 @@ def test_a_retried_run_says_its_attempt_and_keeps_the_first_attempts_log(client,
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert "attempt 2 of 3; attempt 1 ended: Error (exit 1)" in page
     assert page.index("attempt 2 (running)") < page.index("attempt 1 (Error (exit 1))")
-    pods = backend.pods(ClusterAddress(run.namespace, run.cluster_name))
+    pods = backend.pods(ClusterAddress(run.namespace, run.object_name))
     first = min(pods, key=lambda p: p["metadata"]["creationTimestamp"])["metadata"]["name"]
     earlier = client.get(f"/runs/{run.pk}/logs/", {"pod": first}, HTTP_HX_REQUEST="true").content.decode()
     assert "RuntimeError: NCCL error" in earlier

@@ -360,7 +360,7 @@ def test_run_again_carries_the_whole_contract_over_with_the_teams_volume(client,
     assert copy.checkpoint == old.checkpoint
     claims = [v["persistentVolumeClaim"]["claimName"] for v in TrainingKind().manifests(copy)[0]["spec"]["template"]
               ["spec"]["volumes"] if "persistentVolumeClaim" in v]
-    assert "team-ckpts" in claims and f"{copy.cluster_name}-checkpoints" not in claims
+    assert "team-ckpts" in claims and f"{copy.object_name}-checkpoints" not in claims
     # The volume emptied: Slipway's own claim. A bad name is the contract's error, nothing created.
     client.post("/runs/new/", {**data, "name": "own-claim", "checkpoint_volume": ""})
     assert TrainingRun.objects.get(name="own-claim").checkpoint == {"grace_seconds": 150, "volume": None}

@@ -49,7 +49,7 @@ def test_it_retries_transient_faults_then_proceeds(kube, run, fault):
     run.refresh_from_db()
     assert run.state == RunState.PENDING
     assert run.apply_attempts == 3
-    assert jobs_named(kube, run.cluster_name) == 1
+    assert jobs_named(kube, run.object_name) == 1
 
 
 def test_it_leaves_the_run_admitted_for_the_reconciler_when_the_cluster_stays_down(kube, run):

@@ -74,7 +74,7 @@ def test_cancelling_a_running_run_while_the_reconciler_bills_it_neither_deadlock
     assert apply_workload("run", run.pk) == "applied"
     run.refresh_from_db()
     t0 = timezone.now().replace(microsecond=0) - timedelta(hours=2)
-    fake_backend.set_running(run.namespace, run.cluster_name, units=2, started=t0.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    fake_backend.set_running(run.namespace, run.object_name, units=2, started=t0.strftime("%Y-%m-%dT%H:%M:%SZ"))
     rec.reconcile(fake_backend, now=t0 + timedelta(hours=1))  # billed up to t0 + 1 h
 
     # Hold the next cycle right after it has billed the run's interval in the ledger (its

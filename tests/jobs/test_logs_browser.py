@@ -42,9 +42,9 @@ def world(transactional_db, monkeypatch, settings):
     run = services.submit_run(user, team, {k: v for k, v in run_payload().items() if k != "team"})
     now = timezone.now()
     TrainingRun.objects.filter(pk=run.pk).update(state=RunState.RUNNING, applied_at=now, started_at=now)
-    backend.pod_lists[(run.namespace, run.cluster_name)] = [pod(run.cluster_name, "Running", 2)]
+    backend.pod_lists[(run.namespace, run.object_name)] = [pod(run.object_name, "Running", 2)]
     lines = [f"step {i}" for i in range(300)]
-    backend.log_lines[f"{run.cluster_name}-abcde"] = lines  # the test appends to it: the log grows
+    backend.log_lines[f"{run.object_name}-abcde"] = lines  # the test appends to it: the log grows
     return run, lines
 
 
@@ -109,8 +109,8 @@ def test_it_says_why_a_run_waits_for_capacity_with_the_schedulers_words_one_clic
     assert page.locator("#run-status details").count() == 0  # the scheduler has said nothing yet
 
     # The scheduler speaks: the status panel and the events refresh with it, without a reload.
-    backend.warnings[(run.namespace, run.cluster_name)].append(
-        ClusterEvent("Warning", "FailedScheduling", raw, f"Pod/{run.cluster_name}-abcde", "2026-11-22T10:00:01Z"))
+    backend.warnings[(run.namespace, run.object_name)].append(
+        ClusterEvent("Warning", "FailedScheduling", raw, f"Pod/{run.object_name}-abcde", "2026-11-22T10:00:01Z"))
     page.wait_for_function("raw => document.querySelector('#workload-events').innerText.includes(raw)", arg=raw,
                            timeout=10_000)
     page.wait_for_selector("#run-status details summary", timeout=10_000)

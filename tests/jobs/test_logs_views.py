@@ -39,17 +39,17 @@ def on_cluster(run: TrainingRun, state: str = RunState.RUNNING, **fields) -> Tra
 
 def pytorch_pods(run: TrainingRun) -> list[dict]:
     def replica(role: str, index: int) -> dict:
-        return pod(f"{run.cluster_name}-{role}-{index}", run.cluster_name, namespace=run.namespace, extra_labels={
+        return pod(f"{run.object_name}-{role}-{index}", run.object_name, namespace=run.namespace, extra_labels={
             "training.kubeflow.org/replica-type": role, "training.kubeflow.org/replica-index": str(index)})
 
     return [replica("master", 0), replica("worker", 0), replica("worker", 1)]
 
 
 def attempts(run: TrainingRun) -> list[dict]:
-    job = {"batch.kubernetes.io/job-name": run.cluster_name}
-    first = pod(f"{run.cluster_name}-bcdfg", run.cluster_name, namespace=run.namespace, phase="Failed",
+    job = {"batch.kubernetes.io/job-name": run.object_name}
+    first = pod(f"{run.object_name}-bcdfg", run.object_name, namespace=run.namespace, phase="Failed",
                 container_statuses=[terminated("Error", 1)], extra_labels=job)
-    second = pod(f"{run.cluster_name}-hjklm", run.cluster_name, namespace=run.namespace,
+    second = pod(f"{run.object_name}-hjklm", run.object_name, namespace=run.namespace,
                  container_statuses=[running_container()], extra_labels=job)
     second["metadata"]["creationTimestamp"] = "2026-01-01T10:01:00Z"
     return [first, second]
@@ -58,9 +58,9 @@ def attempts(run: TrainingRun) -> list[dict]:
 @pytest.fixture
 def distributed(member, team, quota, published, fake_backend):
     run = on_cluster(submit(member, team, workers=3))
-    fake_backend.pod_lists[(run.namespace, run.cluster_name)] = pytorch_pods(run)
-    fake_backend.log_lines[f"{run.cluster_name}-master-0"] = [f"master step {i}" for i in range(500)]
-    fake_backend.log_lines[f"{run.cluster_name}-worker-1"] = ["worker 1 says hello"]
+    fake_backend.pod_lists[(run.namespace, run.object_name)] = pytorch_pods(run)
+    fake_backend.log_lines[f"{run.object_name}-master-0"] = [f"master step {i}" for i in range(500)]
+    fake_backend.log_lines[f"{run.object_name}-worker-1"] = ["worker 1 says hello"]
     return run
 
 
@@ -70,7 +70,7 @@ def distributed(member, team, quota, published, fake_backend):
 def test_it_offers_every_pod_of_a_pytorchjob_and_shows_the_master_first(client, member, distributed):
     client.force_login(member)
     html = client.get(f"/runs/{distributed.pk}/").content.decode()
-    name = distributed.cluster_name
+    name = distributed.object_name
     assert f'<option value="{name}-master-0" selected>master-0</option>' in html
     assert f'<option value="{name}-worker-0">worker-0</option>' in html
     assert f'<option value="{name}-worker-1">worker-1</option>' in html
@@ -83,7 +83,7 @@ def test_it_offers_every_pod_of_a_pytorchjob_and_shows_the_master_first(client, 
 
 def test_it_shows_the_picked_pod_and_keeps_polling_it(client, member, distributed):
     client.force_login(member)
-    name = distributed.cluster_name
+    name = distributed.object_name
     response = client.get(f"/runs/{distributed.pk}/logs/?pod={name}-worker-1", **HTMX)
     html = response.content.decode()
     assert response.status_code == 200 and "<html" not in html
@@ -96,8 +96,8 @@ def test_it_shows_the_picked_pod_and_keeps_polling_it(client, member, distribute
 @pytest.mark.parametrize("pod_name", ["nope", "{other}", "../../etc/passwd", "x" * 300, "\u00e9"])
 def test_it_answers_404_for_a_pod_that_is_not_the_runs(client, member, team, distributed, fake_backend, pod_name):
     other = on_cluster(submit(member, team, name="other-run"))
-    fake_backend.pod_lists[(other.namespace, other.cluster_name)] = pytorch_pods(other)
-    pod_name = pod_name.format(other=f"{other.cluster_name}-master-0")
+    fake_backend.pod_lists[(other.namespace, other.object_name)] = pytorch_pods(other)
+    pod_name = pod_name.format(other=f"{other.object_name}-master-0")
     client.force_login(member)
     for path in ("/", "/logs/", "/logs/download/"):
         response = client.get(f"/runs/{distributed.pk}{path}", {"pod": pod_name})
@@ -107,13 +107,13 @@ def test_it_answers_404_for_a_pod_that_is_not_the_runs(client, member, team, dis
 def test_it_offers_every_attempt_of_a_retried_job_newest_first(client, member, team, quota, published,
                                                                fake_backend):
     run = on_cluster(submit(member, team), reason="attempt 2 of 3; attempt 1 ended: Error (exit 1)")
-    fake_backend.pod_lists[(run.namespace, run.cluster_name)] = attempts(run)
-    fake_backend.log_lines[f"{run.cluster_name}-bcdfg"] = ["RuntimeError: NCCL error"]
+    fake_backend.pod_lists[(run.namespace, run.object_name)] = attempts(run)
+    fake_backend.log_lines[f"{run.object_name}-bcdfg"] = ["RuntimeError: NCCL error"]
     client.force_login(member)
     html = client.get(f"/runs/{run.pk}/").content.decode()
     assert "attempt 2 of 3; attempt 1 ended: Error (exit 1)" in html
     assert html.index("attempt 2 (running)") < html.index("attempt 1 (Error (exit 1))")
-    earlier = client.get(f"/runs/{run.pk}/logs/?pod={run.cluster_name}-bcdfg", **HTMX).content.decode()
+    earlier = client.get(f"/runs/{run.pk}/logs/?pod={run.object_name}-bcdfg", **HTMX).content.decode()
     assert "RuntimeError: NCCL error" in earlier
 
 
@@ -131,7 +131,7 @@ def test_it_shows_no_picker_and_no_lines_before_the_run_is_on_the_cluster(client
 
 def test_it_downloads_the_whole_log_as_a_text_file(client, member, distributed):
     client.force_login(member)
-    name = distributed.cluster_name
+    name = distributed.object_name
     response = client.get(f"/runs/{distributed.pk}/logs/download/?pod={name}-master-0")
     assert response.status_code == 200
     assert response["Content-Type"] == "text/plain; charset=utf-8"
@@ -144,14 +144,14 @@ def test_it_downloads_the_whole_log_as_a_text_file(client, member, distributed):
 def test_it_downloads_the_default_pod_without_a_pick(client, member, distributed):
     client.force_login(member)
     response = client.get(f"/runs/{distributed.pk}/logs/download/")
-    assert response["Content-Disposition"] == f'attachment; filename="{distributed.cluster_name}-master-0.log"'
+    assert response["Content-Disposition"] == f'attachment; filename="{distributed.object_name}-master-0.log"'
 
 
 # -- the API's download: the same file ---------------------------------------------------------
 
 
 def test_the_api_downloads_the_whole_log_as_the_page_does(client, api, member, team, distributed, fake_backend):
-    name = distributed.cluster_name
+    name = distributed.object_name
     client.force_login(member)
     for query in ({"pod": f"{name}-worker-1"}, {}):
         response = api.get(f"/api/v1/runs/{distributed.pk}/logs/download/", query)
@@ -161,8 +161,8 @@ def test_the_api_downloads_the_whole_log_as_the_page_does(client, api, member, t
         assert response.content == page.content and response["Content-Disposition"] == page["Content-Disposition"]
     assert response.content.decode().splitlines() == [f"master step {i}" for i in range(500)]  # not the 200 tail
     other = on_cluster(submit(member, team, name="other-run"))
-    fake_backend.pod_lists[(other.namespace, other.cluster_name)] = pytorch_pods(other)
-    for pod_name in (f"{other.cluster_name}-master-0", "nope"):
+    fake_backend.pod_lists[(other.namespace, other.object_name)] = pytorch_pods(other)
+    for pod_name in (f"{other.object_name}-master-0", "nope"):
         response = api.get(f"/api/v1/runs/{distributed.pk}/logs/download/", {"pod": pod_name})
         assert response.status_code == 404 and "errors" in response.json()
 
@@ -194,7 +194,7 @@ def test_it_lets_viewers_read_but_not_post(client, viewer, distributed, path):
 @pytest.mark.parametrize("path", ["/logs/", "/logs/download/", "/events/"])
 def test_it_hides_another_teams_logs_and_events(client, outsider, distributed, path):
     client.force_login(outsider)
-    name = distributed.cluster_name
+    name = distributed.object_name
     assert client.get(f"/runs/{distributed.pk}{path}").status_code == 404
     assert client.get(f"/runs/{distributed.pk}{path}", {"pod": f"{name}-master-0"}).status_code == 404
 
@@ -209,7 +209,7 @@ def test_it_asks_anonymous_users_to_log_in(client, distributed, path):
 
 
 def test_it_refreshes_events_while_active_and_stops_once_final(client, member, distributed, fake_backend):
-    fake_backend.warnings[(distributed.namespace, distributed.cluster_name)].append(
+    fake_backend.warnings[(distributed.namespace, distributed.object_name)].append(
         ClusterEvent("Warning", "BackOff", "Back-off restarting failed container", "Pod/x", "2026-11-22T10:01:00Z"))
     client.force_login(member)
     response = client.get(f"/runs/{distributed.pk}/events/", **HTMX)
@@ -235,8 +235,8 @@ def test_it_explains_a_capacity_wait_in_words_with_the_schedulers_message_behind
         client, member, team, quota, published, fake_backend):
     run = on_cluster(submit(member, team), RunState.PENDING, reason=CAPACITY,
                      reason_code="waiting_for_capacity")
-    fake_backend.warnings[(run.namespace, run.cluster_name)].append(
-        ClusterEvent("Warning", "FailedScheduling", RAW, f"Pod/{run.cluster_name}-abcde", "2026-11-22T10:00:01Z"))
+    fake_backend.warnings[(run.namespace, run.object_name)].append(
+        ClusterEvent("Warning", "FailedScheduling", RAW, f"Pod/{run.object_name}-abcde", "2026-11-22T10:00:01Z"))
     client.force_login(member)
     for response in (client.get(f"/runs/{run.pk}/"), client.get(f"/runs/{run.pk}/", **HTMX)):
         html = response.content.decode()
@@ -266,7 +266,7 @@ def test_it_explains_a_budget_wait_in_words(client, member, team, flavors, publi
 
 
 def test_the_api_reads_any_pods_log_and_answers_404_for_others(api, distributed):
-    name = distributed.cluster_name
+    name = distributed.object_name
     body = api.get(f"/api/v1/runs/{distributed.pk}/logs/", {"tail": 2}).json()
     assert body["lines"] == ["master step 498", "master step 499"] and body["pod"] == f"{name}-master-0"
     assert [p["label"] for p in body["pods"]] == ["master-0", "worker-0", "worker-1"]
@@ -278,11 +278,11 @@ def test_the_api_reads_any_pods_log_and_answers_404_for_others(api, distributed)
 def test_a_poll_brings_a_new_attempt_into_the_picker(client, member, team, quota, published, fake_backend):
     run = on_cluster(submit(member, team))
     first, second = attempts(run)
-    fake_backend.pod_lists[(run.namespace, run.cluster_name)] = [first]
+    fake_backend.pod_lists[(run.namespace, run.object_name)] = [first]
     client.force_login(member)
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert "attempt 1 (Error (exit 1))" in page and "hx-swap-oob" not in page  # the page itself swaps nothing
-    fake_backend.pod_lists[(run.namespace, run.cluster_name)] = [first, second]
+    fake_backend.pod_lists[(run.namespace, run.object_name)] = [first, second]
     html = client.get(f"/runs/{run.pk}/logs/", **HTMX).content.decode()
     assert 'id="log-picker" data-log-picker hx-swap-oob="true"' in html
     # Nothing picked: the poll shows the newest attempt, and the picker offers both.
@@ -294,7 +294,7 @@ def test_after_a_cancel_the_logs_card_says_how_the_run_ended_not_that_it_runs(cl
                                                                               fake_backend):
     run = on_cluster(submit(member, team))
     first, second = attempts(run)  # the second attempt's pod still says Running: its deletion is under way
-    fake_backend.pod_lists[(run.namespace, run.cluster_name)] = [first, second]
+    fake_backend.pod_lists[(run.namespace, run.object_name)] = [first, second]
     client.force_login(member)
     assert "refreshing while it is active" in client.get(f"/runs/{run.pk}/").content.decode()
     services.cancel_run(member, run)

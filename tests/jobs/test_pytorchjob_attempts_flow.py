@@ -37,7 +37,7 @@ def test_a_restarted_pytorchjob_offers_each_replicas_earlier_attempt(client, api
     run = submit_run(member, team, {**fields, "env": env, "max_retries": 2})
     assert run.cluster_resource == "PyTorchJob"
     now = timezone.now().replace(microsecond=0)
-    ref = ClusterAddress(run.namespace, run.cluster_name)
+    ref = ClusterAddress(run.namespace, run.object_name)
 
     def cycle() -> TrainingRun:
         nonlocal now
@@ -58,7 +58,7 @@ def test_a_restarted_pytorchjob_offers_each_replicas_earlier_attempt(client, api
         if cycle().state == RunState.RUNNING and restarted():
             break
     assert run.state == RunState.RUNNING and restarted()
-    master = f"{run.cluster_name}-master-0"
+    master = f"{run.object_name}-master-0"
 
     # 2. The picker offers the current run first (the default) and the earlier attempt beside it.
     client.force_login(member)
@@ -79,4 +79,4 @@ def test_a_restarted_pytorchjob_offers_each_replicas_earlier_attempt(client, api
     assert download["Content-Disposition"] == f'attachment; filename="{master}-previous.log"'
     assert download.content.decode().splitlines()[0].endswith("INFO  starting registry.example.com/ml/trainer:1.4")
     # A replica that never restarted has no earlier attempt to pick: 404 as for any name not the run's.
-    assert client.get(f"/runs/{run.pk}/logs/", {"pod": f"{run.cluster_name}-nope:previous"}).status_code == 404
+    assert client.get(f"/runs/{run.pk}/logs/", {"pod": f"{run.object_name}-nope:previous"}).status_code == 404

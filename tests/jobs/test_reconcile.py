@@ -58,7 +58,7 @@ def test_it_applies_the_team_namespace_and_the_job_then_marks_the_run_pending(su
     assert run.apply_attempts == 1
     kinds = sorted(kind for (_ns, kind, _name) in fake_backend.objects)
     assert kinds == ["Job", "LimitRange", "Namespace", "NetworkPolicy", "ResourceQuota"]
-    job = fake_backend.main_object(NS, run.cluster_name)
+    job = fake_backend.main_object(NS, run.object_name)
     limits = job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits["nvidia.com/gpu"] in (2, "2")
 
@@ -102,7 +102,7 @@ def test_it_deletes_a_runs_objects_and_tolerates_a_second_delete(submit, fake_ba
 
 def test_it_says_in_plain_words_why_a_pending_run_waits_for_the_cluster(submit, fake_backend, monkeypatch):
     run = applied(submit(gpus_per_worker=4), fake_backend)
-    fake_backend.set_pending(NS, run.cluster_name, "0/8 nodes are available: 8 Insufficient nvidia.com/gpu.")
+    fake_backend.set_pending(NS, run.object_name, "0/8 nodes are available: 8 Insufficient nvidia.com/gpu.")
     a100 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
     monkeypatch.setattr(fake_backend, "capacity", lambda: [
         NodeCapacity("a100-0", "nvidia.com/gpu", 8, 8, a100), NodeCapacity("a100-1", "nvidia.com/gpu", 8, 6, a100),
@@ -124,7 +124,7 @@ def test_it_says_in_plain_words_why_a_pending_run_waits_for_the_cluster(submit, 
 def test_it_follows_a_run_to_success_and_charges_its_gpu_time_once(submit, fake_backend):
     run = applied(submit(gpus_per_worker=2), fake_backend)
     t0 = timezone.now().replace(microsecond=0)
-    fake_backend.set_running(NS, run.cluster_name, units=2, started=iso(t0))
+    fake_backend.set_running(NS, run.object_name, units=2, started=iso(t0))
     rec.reconcile(fake_backend, now=t0 + timedelta(seconds=5))
     run.refresh_from_db()
     assert run.state == RunState.RUNNING
@@ -139,7 +139,7 @@ def test_it_follows_a_run_to_success_and_charges_its_gpu_time_once(submit, fake_
 
     # It finished 30 minutes after that: half an hour more.
     end = t0 + timedelta(hours=1, minutes=30)
-    fake_backend.set_finished(NS, run.cluster_name, ok=True, started=iso(t0), finished=iso(end))
+    fake_backend.set_finished(NS, run.object_name, ok=True, started=iso(t0), finished=iso(end))
     report = rec.reconcile(fake_backend, now=end + timedelta(seconds=20))
     run.refresh_from_db()
     assert run.state == RunState.SUCCEEDED
@@ -165,7 +165,7 @@ def test_it_fails_an_out_of_memory_run_with_the_oomkilled_reason_and_a_plain_hin
                                                                                   member):
     run = applied(submit(), fake_backend)
     t0 = timezone.now().replace(microsecond=0)
-    fake_backend.set_finished(NS, run.cluster_name, ok=False, started=iso(t0), finished=iso(t0), oom=True)
+    fake_backend.set_finished(NS, run.object_name, ok=False, started=iso(t0), finished=iso(t0), oom=True)
     rec.reconcile(fake_backend)
     run.refresh_from_db()
     assert run.state == RunState.FAILED
@@ -183,7 +183,7 @@ def test_it_admits_queued_work_when_a_run_finishes(submit, fake_backend):
     waiting = submit(name="waiting", gpus_per_worker=4)
     assert waiting.state == RunState.QUEUED
     t0 = timezone.now().replace(microsecond=0)
-    fake_backend.set_finished(NS, big.cluster_name, ok=True, started=iso(t0), finished=iso(t0))
+    fake_backend.set_finished(NS, big.object_name, ok=True, started=iso(t0), finished=iso(t0))
     report = rec.reconcile(fake_backend)
     waiting.refresh_from_db()
     assert report.admitted == [waiting.ref]
@@ -246,7 +246,7 @@ def test_it_moves_a_run_applied_by_a_worker_that_died_before_saving(submit, fake
     # The worker placed the run and applied its objects, but was killed before marking it pending.
     TrainingRun.objects.filter(pk=run.pk).update(cluster=default_cluster())
     fake_backend.apply(create_objects(run))
-    fake_backend.set_running(NS, run.cluster_name, units=2)
+    fake_backend.set_running(NS, run.object_name, units=2)
     rec.reconcile(fake_backend)
     run.refresh_from_db()
     assert run.state == RunState.RUNNING
@@ -257,11 +257,11 @@ def test_objects_of_a_run_not_placed_yet_are_an_earlier_attempts_and_not_followe
     copy its last attempt left on the cluster is not taken for it, and is deleted as a leftover."""
     run = submit()
     fake_backend.apply(create_objects(run))
-    fake_backend.set_running(NS, run.cluster_name, units=2)
+    fake_backend.set_running(NS, run.object_name, units=2)
     report = rec.reconcile(fake_backend)
     run.refresh_from_db()
     assert (run.state, run.started_at, run.cluster_id) == (RunState.ADMITTED, None, None)
-    assert report.orphans_deleted == [run.cluster_name] and not fake_backend.objects
+    assert report.orphans_deleted == [run.object_name] and not fake_backend.objects
 
 
 def create_objects(run):
@@ -283,22 +283,22 @@ def test_it_deletes_objects_left_behind_by_a_cancelled_run(submit, fake_backend,
     run = applied(submit(), fake_backend)
     cancel_run(member, run)  # its delete task was "lost" (published is captured)
     report = rec.reconcile(fake_backend)
-    assert report.orphans_deleted == [run.cluster_name]
+    assert report.orphans_deleted == [run.object_name]
     assert not any(k[1] == "Job" for k in fake_backend.objects)
 
 
 def test_it_keeps_the_objects_of_finished_runs_for_their_logs(submit, fake_backend):
     run = applied(submit(), fake_backend)
     t0 = timezone.now().replace(microsecond=0)
-    fake_backend.set_finished(NS, run.cluster_name, ok=True, started=iso(t0), finished=iso(t0))
+    fake_backend.set_finished(NS, run.object_name, ok=True, started=iso(t0), finished=iso(t0))
     rec.reconcile(fake_backend)
     assert rec.reconcile(fake_backend).orphans_deleted == []
-    assert fake_backend.main_object(NS, run.cluster_name)
+    assert fake_backend.main_object(NS, run.object_name)
 
 
 def test_it_never_overwrites_a_cancel_that_raced_the_cycle(submit, fake_backend, member, monkeypatch):
     run = applied(submit(), fake_backend)
-    fake_backend.set_running(NS, run.cluster_name, units=2)
+    fake_backend.set_running(NS, run.object_name, units=2)
     real_observe = fake_backend.observe
 
     def observe_then_cancel(resources):
@@ -335,7 +335,7 @@ def test_it_runs_one_reconcile_at_a_time_per_cluster_and_one_queue_step(fake_bac
 def test_it_bills_a_cancelled_run_up_to_the_cancel(submit, fake_backend, member):
     run = applied(submit(gpus_per_worker=2), fake_backend)
     t0 = timezone.now().replace(microsecond=0) - timedelta(hours=2)
-    fake_backend.set_running(NS, run.cluster_name, units=2, started=iso(t0))
+    fake_backend.set_running(NS, run.object_name, units=2, started=iso(t0))
     rec.reconcile(fake_backend, now=t0 + timedelta(hours=1))  # 2 GPUs × 1 h × 4.10
     run.refresh_from_db()
     assert run.cost_at(t0 + timedelta(hours=1)) == Decimal("8.2000")
@@ -367,7 +367,7 @@ def test_an_interval_the_ledger_already_holds_is_not_charged_twice(submit, fake_
 
     run = applied(submit(gpus_per_worker=2), fake_backend)
     t0 = timezone.now().replace(microsecond=0)
-    fake_backend.set_running(NS, run.cluster_name, units=2, started=iso(t0))
+    fake_backend.set_running(NS, run.object_name, units=2, started=iso(t0))
     rec.reconcile(fake_backend, now=t0 + timedelta(seconds=5))
     run.refresh_from_db()
     # Someone billed the next hour already (a writer that did not move billed_until).
@@ -389,9 +389,9 @@ def test_a_pending_run_without_pods_is_explained_by_its_controllers_warning(subm
     rec.reconcile(fake_backend, now=t0 + timedelta(seconds=1))
     run.refresh_from_db()
     assert (run.state, run.reason) == (RunState.PENDING, "submitted to the cluster")
-    fake_backend.warnings[(NS, run.cluster_name)].append(ClusterEvent(
+    fake_backend.warnings[(NS, run.object_name)].append(ClusterEvent(
         "Warning", "FailedCreate", 'Error creating: pods "run-1-x" is forbidden: exceeded quota: slipway-gpu-quota',
-        f"Job/{run.cluster_name}", iso(t0)))
+        f"Job/{run.object_name}", iso(t0)))
 
     # Within the first period the controller may still create the pods: no events call yet.
     fake_backend.calls.clear()
@@ -407,7 +407,7 @@ def test_a_pending_run_without_pods_is_explained_by_its_controllers_warning(subm
     assert "events" not in fake_backend.calls
 
     # Once pods appear (the quota was raised) and run, the reason clears.
-    fake_backend.set_running(NS, run.cluster_name, units=2, started=iso(t0 + timedelta(minutes=3)))
+    fake_backend.set_running(NS, run.object_name, units=2, started=iso(t0 + timedelta(minutes=3)))
     rec.reconcile(fake_backend, now=t0 + timedelta(minutes=4))
     run.refresh_from_db()
     assert (run.state, run.reason) == (RunState.RUNNING, "")

@@ -209,7 +209,7 @@ def test_the_sandbox_records_the_secrets_keys_but_not_its_values(api, quota, pub
     assert secret.manifest["data"] == {"HF_TOKEN": ""}
     assert_nowhere(str(list(SimObject.objects.values())))
     # Not observed (a real cluster's Slipway may not list Secrets), and deleted with the run.
-    [observed] = [o for o in sandbox.observe(resource_kinds()) if o.cluster_name == f"run-{run_id}"]
+    [observed] = [o for o in sandbox.observe(resource_kinds()) if o.object_name == f"run-{run_id}"]
     assert {o["kind"] for o in observed.objects} == {"Job"}
     delete_workload("run", run_id)
     assert not SimObject.objects.filter(kind="Secret").exists()
@@ -228,7 +228,7 @@ def test_a_run_that_finishes_leaves_its_secret_names_but_not_their_values(api, q
     assert values_of(run_id) == {"HF_TOKEN": VALUE}  # kept while it may be applied again
     run = TrainingRun.objects.get(pk=run_id)
     now = timezone.now().replace(microsecond=0)
-    fake_backend.set_finished(run.namespace, run.cluster_name, ok=True, started=iso(now - timedelta(minutes=5)),
+    fake_backend.set_finished(run.namespace, run.object_name, ok=True, started=iso(now - timedelta(minutes=5)),
                               finished=iso(now))
     rec.reconcile(fake_backend, now=now + timedelta(seconds=5))
     assert TrainingRun.objects.get(pk=run_id).state == RunState.SUCCEEDED

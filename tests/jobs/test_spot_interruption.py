@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db
 
 
 def disrupt(backend, run, reason: str = "DeletionByPodGC") -> None:
-    for pod in backend.pod_lists[(NS, run.cluster_name)]:
+    for pod in backend.pod_lists[(NS, run.object_name)]:
         pod["status"].setdefault("conditions", []).append(
             {"type": "DisruptionTarget", "status": "True", "reason": reason,
              "message": "PodGC: node no longer exists"})
@@ -38,7 +38,7 @@ def running(member, team, quota, published, fake_backend):
         run = applied(submit_run(member, team, data), fake_backend)
         t0 = timezone.now().replace(microsecond=0) - timedelta(minutes=12)
         TrainingRun.objects.filter(pk=run.pk).update(admitted_at=t0 - timedelta(seconds=30))  # admitted, then started
-        fake_backend.set_running(NS, run.cluster_name, units=2, started=iso(t0))
+        fake_backend.set_running(NS, run.object_name, units=2, started=iso(t0))
         rec.reconcile(fake_backend, now=t0 + timedelta(minutes=2))
         run.refresh_from_db()
         assert run.state == RunState.RUNNING
@@ -54,7 +54,7 @@ def test_a_spot_run_whose_node_is_reclaimed_waits_again_and_resumes_later(runnin
     run.refresh_from_db()
     assert report.preempted == [run.ref] and run.state == RunState.RUNNING and run.preempting_since is not None
     assert run.reason == "interrupted: spot capacity reclaimed; its pods are stopping"
-    assert "delete" in fake_backend.calls and (NS, run.cluster_name) not in fake_backend.pod_lists
+    assert "delete" in fake_backend.calls and (NS, run.object_name) not in fake_backend.pod_lists
     event = PreemptionEvent.objects.get(ref=run.ref)
     assert (event.cause, event.by_team, event.units, event.grace_seconds) == ("spot", None, 2, 0)
     assert event.lost_gpu_hours > 0  # since its start: no checkpoints reported

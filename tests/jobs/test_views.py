@@ -367,7 +367,7 @@ def test_it_shows_a_running_run_in_full(client, member, team, quota, published, 
     run = submit(member, team, volumes=[{"claim": "datasets", "mount_path": "/data", "read_only": True}])
     now = timezone.now()
     set_state(run, RunState.RUNNING, applied_at=now, started_at=now, reason="")
-    fake_backend.pod_lists[(run.namespace, run.cluster_name)] = [pod(run.cluster_name, "Running", 2)]
+    fake_backend.pod_lists[(run.namespace, run.object_name)] = [pod(run.object_name, "Running", 2)]
     client.force_login(member)
     response = client.get(f"/runs/{run.pk}/")
     assert response.status_code == 200
@@ -471,7 +471,7 @@ def test_it_builds_the_timeline_of_a_pending_run():
 
 def test_it_refreshes_logs_while_running_and_stops_once_final(client, member, team, quota, published, fake_backend):
     run = set_state(submit(member, team), RunState.RUNNING, started_at=timezone.now())
-    fake_backend.pod_lists[(run.namespace, run.cluster_name)] = [pod(run.cluster_name, "Running", 2)]
+    fake_backend.pod_lists[(run.namespace, run.object_name)] = [pod(run.object_name, "Running", 2)]
     client.force_login(member)
     response = client.get(f"/runs/{run.pk}/logs/", **HTMX)
     html = response.content.decode()

@@ -57,7 +57,7 @@ def test_it_records_a_run_success_once_and_a_replayed_cycle_records_nothing(
         submit, fake_backend, published, django_capture_on_commit_callbacks):
     run = applied(submit(), fake_backend)
     t0 = timezone.now().replace(microsecond=0)
-    fake_backend.set_finished(NS, run.cluster_name, ok=True, started=iso(t0), finished=iso(t0 + timedelta(minutes=5)))
+    fake_backend.set_finished(NS, run.object_name, ok=True, started=iso(t0), finished=iso(t0 + timedelta(minutes=5)))
     with django_capture_on_commit_callbacks(execute=True):
         rec.reconcile(fake_backend)
         rec.reconcile(fake_backend)
@@ -71,7 +71,7 @@ def test_it_records_a_run_success_once_and_a_replayed_cycle_records_nothing(
 def test_it_records_a_failed_run_with_its_reason(submit, fake_backend, django_capture_on_commit_callbacks):
     run = applied(submit(), fake_backend)
     t0 = timezone.now().replace(microsecond=0)
-    fake_backend.set_finished(NS, run.cluster_name, ok=False, started=iso(t0), finished=iso(t0), oom=True)
+    fake_backend.set_finished(NS, run.object_name, ok=False, started=iso(t0), finished=iso(t0), oom=True)
     rec.reconcile(fake_backend)
     event = Event.objects.get()
     assert event.kind == EventKind.RUN_FAILED and event.title == "Run bert-finetune failed"

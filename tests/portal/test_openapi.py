@@ -78,3 +78,11 @@ def test_a_reused_idempotency_key_is_documented_as_the_400_it_is_and_no_422_is_l
             assert "422" not in operation["responses"], (method, path)
             if (method, path) in keyed:
                 assert "400" in operation["responses"], (method, path)
+
+
+def test_the_old_name_of_object_name_is_marked_deprecated_on_runs_and_endpoints():
+    schemas = served_schema()["components"]["schemas"]
+    for name in ("Run", "Endpoint"):
+        properties = schemas[name]["properties"]
+        assert properties["cluster_name"]["deprecated"] is True, name
+        assert "object_name" in properties and not properties["object_name"].get("deprecated"), name

@@ -31,7 +31,7 @@ def team_objects(quotas: tuple[tuple[str, int], ...] = (), namespace: str = NS, 
     return build_team(TeamSpec(slug=slug, namespace=namespace, quotas=quotas), CONFIG)
 
 
-def training(cluster_name: str = "run-1", *, flavor: FlavorSpec = H100, gpus: int = 1, workers: int = 1,
+def training(object_name: str = "run-1", *, flavor: FlavorSpec = H100, gpus: int = 1, workers: int = 1,
              duration: str | None = "60s", outcome: str | None = None, retries: int = 2,
              max_runtime_minutes: int | None = None, namespace: str = NS, extra_env: tuple = (),
              args: tuple[str, ...] = (), image: str = "registry.example.com/ml/train:1.0") -> list[dict]:
@@ -40,14 +40,14 @@ def training(cluster_name: str = "run-1", *, flavor: FlavorSpec = H100, gpus: in
         env.append(("SLIPWAY_SIM_DURATION", duration))
     if outcome:
         env.append(("SLIPWAY_SIM_OUTCOME", outcome))
-    spec = TrainingSpec(cluster_name=cluster_name, team=TEAM, namespace=namespace, name=f"{cluster_name} run",
+    spec = TrainingSpec(object_name=object_name, team=TEAM, namespace=namespace, name=f"{object_name} run",
                         image=image, command=("python", "train.py"), flavor=flavor,
                         env=tuple(env) + tuple(extra_env), gpus_per_worker=gpus, workers=workers, max_retries=retries,
                         max_runtime_minutes=max_runtime_minutes, args=args)
     return build_training(spec, CONFIG)
 
 
-def endpoint(cluster_name: str = "ep-1", *, flavor: FlavorSpec = L4, min_replicas: int = 1, max_replicas: int = 1,
+def endpoint(object_name: str = "ep-1", *, flavor: FlavorSpec = L4, min_replicas: int = 1, max_replicas: int = 1,
              metric: str = "gpu_utilization", target: float = 70.0, outcome: str | None = None,
              initial_delay: int = 30, duration: str | None = None, port: int = 8080) -> list[dict]:
     env = [("SLIPWAY_SIM_LOAD_SECONDS", str(initial_delay))]
@@ -55,7 +55,7 @@ def endpoint(cluster_name: str = "ep-1", *, flavor: FlavorSpec = L4, min_replica
         env.append(("SLIPWAY_SIM_OUTCOME", outcome))
     if duration:
         env.append(("SLIPWAY_SIM_DURATION", duration))
-    spec = EndpointSpec(cluster_name=cluster_name, team=TEAM, namespace=NS, name=f"{cluster_name} endpoint",
+    spec = EndpointSpec(object_name=object_name, team=TEAM, namespace=NS, name=f"{object_name} endpoint",
                         image="registry.example.com/ml/serve:2.1", flavor=flavor, env=tuple(env),
                         min_replicas=min_replicas, max_replicas=max_replicas, metric=metric, target=target,
                         port=port)
@@ -64,7 +64,7 @@ def endpoint(cluster_name: str = "ep-1", *, flavor: FlavorSpec = L4, min_replica
 
 def observed(backend: SandboxBackend, workload: str, namespace: str = NS):
     for obs in backend.observe(resource_kinds()):
-        if obs.cluster_name == workload and obs.namespace == namespace:
+        if obs.object_name == workload and obs.namespace == namespace:
             return obs
     return None
 

@@ -32,7 +32,7 @@ def test_an_object_changed_or_deleted_between_observes_two_reads_is_never_half_s
         return result
 
     with connection.execute_wrapper(between_the_reads):
-        seen = {w.cluster_name: w for w in backend.observe(resource_kinds(), now=at(1))}
+        seen = {w.object_name: w for w in backend.observe(resource_kinds(), now=at(1))}
     assert len(selects) >= 2  # the second read happened after the change
     assert seen["ep-1"].first("Deployment")["metadata"]["name"] == "ep-1"
     assert all(obj.get("kind") for w in seen.values() for obj in w.objects)

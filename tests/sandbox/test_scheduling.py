@@ -77,7 +77,7 @@ def test_it_places_spot_work_only_on_spot_nodes(backend):
     from cluster.specs import TrainingSpec
     from tests.sandbox.helpers import CONFIG, NS, TEAM
 
-    spec = TrainingSpec(cluster_name="run-spot", team=TEAM, namespace=NS, name="spot", image="img:1",
+    spec = TrainingSpec(object_name="run-spot", team=TEAM, namespace=NS, name="spot", image="img:1",
                         command=("python",), flavor=L4, spot=True)
     backend.apply(team_objects() + build_training(spec, CONFIG) + training("run-l4", flavor=L4), resource_kinds(), now=at(0))
     backend.tick(at(0))
@@ -148,7 +148,7 @@ def test_it_enforces_the_resource_quota_like_the_api_server(backend):
     )
     # Observed when asked for, as any kind is: the portal never does (no kind declares it).
     quotas = ResourceKind("", "v1", "ResourceQuota", "resourcequotas", observed=True)
-    [team] = [o for o in backend.observe((quotas,)) if o.cluster_name == "team-ml"]
+    [team] = [o for o in backend.observe((quotas,)) if o.object_name == "team-ml"]
     quota = team.first("ResourceQuota")
     assert quota["status"] == {"hard": {"requests.nvidia.com/gpu": "4"}, "used": {"requests.nvidia.com/gpu": "3"}}
     backend.tick(at(5))  # still over quota: no duplicate event

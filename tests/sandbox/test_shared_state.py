@@ -23,7 +23,7 @@ from cluster.specs import ClusterConfig, FlavorSpec, TeamSpec, TrainingSpec
 from sandbox.backend import SandboxBackend
 from workloads.registry import resource_kinds
 flavor = FlavorSpec(name="h100", resource_name="nvidia.com/gpu", gpu_model="NVIDIA-H100-80GB-HBM3")
-spec = TrainingSpec(cluster_name="run-7", team="ml", namespace="team-ml", name="x", image="img:1",
+spec = TrainingSpec(object_name="run-7", team="ml", namespace="team-ml", name="x", image="img:1",
                     command=("python", "train.py"), flavor=flavor, gpus_per_worker=3,
                     env=(("SLIPWAY_SIM_DURATION", "1h"),))
 SandboxBackend().apply(build_team(TeamSpec(slug="ml", namespace="team-ml"), ClusterConfig())

@@ -117,9 +117,9 @@ def test_billing_starts_when_the_first_pod_ran_even_when_first_seen_late(member,
     apply_workload("run", run.pk)
     t0 = timezone.now().replace(microsecond=0)
     # The Job was created at t0; its pod waited 80 s for a node before its container started.
-    fake_backend.set_running("team-ml-research", run.cluster_name, units=2,
+    fake_backend.set_running("team-ml-research", run.object_name, units=2,
                              started=(t0 + timedelta(seconds=80)).strftime("%Y-%m-%dT%H:%M:%SZ"))
-    job = fake_backend.main_object("team-ml-research", run.cluster_name)
+    job = fake_backend.main_object("team-ml-research", run.object_name)
     job["status"]["startTime"] = t0.strftime("%Y-%m-%dT%H:%M:%SZ")
     rec.reconcile(fake_backend, now=t0 + timedelta(seconds=300))  # first seen after an outage
     run.refresh_from_db()
@@ -135,10 +135,10 @@ def test_idle_gpus_are_billed_apart_and_flagged_after_the_window(member, team, q
     run = submit_run(member, team, {k: v for k, v in run_payload(gpus_per_worker=2).items() if k != "team"})
     apply_workload("run", run.pk)
     t0 = timezone.now().replace(microsecond=0)
-    fake_backend.set_running("team-ml-research", run.cluster_name, units=2, started=t0.strftime("%Y-%m-%dT%H:%M:%SZ"))
-    fake_backend.utilization = {run.cluster_name: 80.0}
+    fake_backend.set_running("team-ml-research", run.object_name, units=2, started=t0.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    fake_backend.utilization = {run.object_name: 80.0}
     rec.reconcile(fake_backend, now=t0 + timedelta(minutes=10))
-    fake_backend.utilization = {run.cluster_name: 2.0}  # the GPUs go quiet
+    fake_backend.utilization = {run.object_name: 2.0}  # the GPUs go quiet
     rec.reconcile(fake_backend, now=t0 + timedelta(minutes=20))
     run.refresh_from_db()
     assert run.open_idle and run.idle_since == t0 + timedelta(minutes=20)
@@ -155,7 +155,7 @@ def test_idle_gpus_are_billed_apart_and_flagged_after_the_window(member, team, q
     assert abs(figures.gpu_hours - Decimal(2 * 35) / 60) <= 2 * tenth
     assert abs(figures.cost - Decimal("8.2") * 35 / 60) <= 2 * tenth
     # Busy again: the idle stretch is closed into the ledger's idle columns and the flag clears.
-    fake_backend.utilization = {run.cluster_name: 70.0}
+    fake_backend.utilization = {run.object_name: 70.0}
     rec.reconcile(fake_backend, now=t0 + timedelta(minutes=55))
     run.refresh_from_db()
     assert not run.open_idle and run.idle_since is None
@@ -226,9 +226,9 @@ def test_a_borrowed_run_reconciled_to_its_end_leaves_its_borrowed_gpu_hours_in_t
     apply_workload("run", run.pk)
     t0 = timezone.now().replace(microsecond=0)
     stamp = t0.strftime("%Y-%m-%dT%H:%M:%SZ")
-    fake_backend.set_running("team-ml-research", run.cluster_name, units=2, started=stamp)
+    fake_backend.set_running("team-ml-research", run.object_name, units=2, started=stamp)
     rec.reconcile(fake_backend, now=t0 + timedelta(minutes=10))
-    fake_backend.set_finished("team-ml-research", run.cluster_name, ok=True, started=stamp,
+    fake_backend.set_finished("team-ml-research", run.object_name, ok=True, started=stamp,
                               finished=(t0 + timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M:%SZ"))
     rec.reconcile(fake_backend, now=t0 + timedelta(minutes=40))
     run.refresh_from_db()

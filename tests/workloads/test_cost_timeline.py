@@ -60,7 +60,7 @@ def test_the_ledger_matches_the_scripted_timeline(timeline, member, team, flavor
         "name": "chat", "image": "registry.example.com/serving/vllm:0.6", "flavor": "a100-1g.10gb",
         "min_replicas": 1, "max_replicas": 1, "autoscale": {"metric": "requests_per_second", "target": 10},
         "env": {"SLIPWAY_SIM_LOAD_SECONDS": "10"}})
-    server_ref = ClusterAddress(server.namespace, server.cluster_name)
+    server_ref = ClusterAddress(server.namespace, server.object_name)
     timeline.backend.set_load(server_ref, 0)
 
     timeline.cycles(24)  # two minutes: everything is running

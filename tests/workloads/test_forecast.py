@@ -35,7 +35,7 @@ def test_estimates_follow_the_expected_ends_and_match_when_the_work_really_start
     t0 = timezone.now().replace(microsecond=0)
     a = submit(member, team, "a", 8, minutes=30)
     assert apply_workload("run", a.pk) == "applied"
-    fake_backend.set_running(NS, a.cluster_name, units=8, started=iso(t0))
+    fake_backend.set_running(NS, a.object_name, units=8, started=iso(t0))
     rec.reconcile(fake_backend, now=t0 + timedelta(seconds=5))
     b = submit(member, team, "b", 4, minutes=20)
     c = submit(member, team, "c", 8)  # no limit and no history: its own end is unknown
@@ -47,7 +47,7 @@ def test_estimates_follow_the_expected_ends_and_match_when_the_work_really_start
 
     # The timeline: a ends on time; the cycle after admits b.
     end = t0 + timedelta(minutes=30)
-    fake_backend.set_finished(NS, a.cluster_name, ok=True, started=iso(t0), finished=iso(end))
+    fake_backend.set_finished(NS, a.object_name, ok=True, started=iso(t0), finished=iso(end))
     report = rec.reconcile(fake_backend, now=end + timedelta(seconds=5))
     assert report.admitted == [b.ref]
     interval = timedelta(seconds=5)

@@ -39,7 +39,7 @@ def held(ref: str) -> bool:
 
 
 def on_cluster(cluster: Cluster, workload) -> bool:
-    return any(o.cluster_name == workload.cluster_name for o in cluster.backend.observe(resource_kinds()))
+    return any(o.object_name == workload.object_name for o in cluster.backend.observe(resource_kinds()))
 
 
 def test_a_run_whose_image_cannot_be_pulled_fails_after_the_limit_and_gives_its_quota_back(
@@ -63,7 +63,7 @@ def test_a_run_whose_image_cannot_be_pulled_fails_after_the_limit_and_gives_its_
     assert run.finished_at is not None
     assert not held(run.ref)
     assert not on_cluster(cluster, run)
-    assert not cluster.backend.pods(ClusterAddress(run.namespace, run.cluster_name))
+    assert not cluster.backend.pods(ClusterAddress(run.namespace, run.object_name))
     assert HINT in api.get(f"/api/v1/runs/{run.pk}/").json()["reason"]
     client.force_login(member)
     assert HINT in client.get(f"/runs/{run.pk}/").content.decode()

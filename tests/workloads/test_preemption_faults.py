@@ -50,9 +50,9 @@ def test_a_preemption_whose_delete_was_lost_is_finished_by_the_reconciler(flavor
         # What the apply task does: place the run, then apply its objects.
         TrainingRun.objects.filter(pk=run.pk).update(cluster=default_cluster())
         fake_backend.apply([{"apiVersion": "batch/v1", "kind": "Job", "metadata": {
-            "name": run.cluster_name, "namespace": run.namespace,
-            "labels": {"app.kubernetes.io/managed-by": "slipway", "slipway.dev/workload": run.cluster_name}}}])
-        fake_backend.set_running(run.namespace, run.cluster_name, units=4, started=iso(t0))
+            "name": run.object_name, "namespace": run.namespace,
+            "labels": {"app.kubernetes.io/managed-by": "slipway", "slipway.dev/workload": run.object_name}}}])
+        fake_backend.set_running(run.namespace, run.object_name, units=4, started=iso(t0))
     rec.reconcile(fake_backend, now=t0 + timedelta(seconds=5))
     victim = runs[1]
     assert TrainingRun.objects.get(pk=victim.pk).state == RunState.RUNNING

@@ -49,9 +49,9 @@ def open_notebook(member, team, quota, flavors, published, django_capture_on_com
 
 def script(backend, notebook: Notebook, phase: str, units: int = 0, **status) -> None:
     """Say what the cluster shows for ``notebook``: its object's phase and ``units`` running."""
-    backend.objects[(NS, "Notebook", notebook.cluster_name)]["status"] = {"phase": phase, **status}
-    backend.pod_lists[(NS, notebook.cluster_name)] = [{
-        "kind": "Pod", "metadata": {"name": f"{notebook.cluster_name}-0"},
+    backend.objects[(NS, "Notebook", notebook.object_name)]["status"] = {"phase": phase, **status}
+    backend.pod_lists[(NS, notebook.object_name)] = [{
+        "kind": "Pod", "metadata": {"name": f"{notebook.object_name}-0"},
         "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": str(units)}}}]},
         "status": {"phase": "Running"}}] if units else []
 
@@ -65,7 +65,7 @@ def test_it_admits_applies_observes_bills_and_ends_a_kind_it_does_not_know(open_
 
     # Applied through the kind's builder, with the team's namespace objects.
     assert apply_workload("nb", notebook.pk) == "applied"
-    assert (NS, "Notebook", notebook.cluster_name) in fake_backend.objects
+    assert (NS, "Notebook", notebook.object_name) in fake_backend.objects
     assert {"Namespace", "ResourceQuota"} <= {kind for _ns, kind, _name in fake_backend.objects}
     notebook.refresh_from_db()
     assert notebook.state == NotebookState.STARTING
@@ -113,7 +113,7 @@ def test_it_queues_ends_and_cleans_up_a_kind_it_does_not_know(open_notebook, fak
 
     # Its delete task was lost: the reconciler removes what is left on the cluster.
     report = rec.reconcile(fake_backend)
-    assert report.orphans_deleted == [big.cluster_name]
+    assert report.orphans_deleted == [big.object_name]
     assert delete_workload("nb", big.pk) == 0
 
 

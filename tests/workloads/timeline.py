@@ -56,7 +56,7 @@ class Timeline:
 
     def container_start(self, workload) -> datetime:
         """When the workload's first container started, as the cluster reports it."""
-        observed = next(o for o in self.backend.observe(resource_kinds()) if o.cluster_name == workload.cluster_name)
+        observed = next(o for o in self.backend.observe(resource_kinds()) if o.object_name == workload.object_name)
         starts = [parse_time(s["state"]["running"]["startedAt"] if "running" in s["state"]
                              else s["state"]["terminated"]["startedAt"])
                   for pod in observed.pods for s in pod["status"].get("containerStatuses", [])

@@ -152,7 +152,7 @@ class Command(BaseCommand):
             address, value = _parse_load(str(options["address"]), raw)
             backend = _backend(name)
             backend.set_load(address, value)
-            self.stdout.write(f"load of {address.namespace}/{address.cluster_name} set to {raw} "
+            self.stdout.write(f"load of {address.namespace}/{address.object_name} set to {raw} "
                               f"(cluster {backend.cluster})")
         elif action == "reset":
             for backend in _backends(name):

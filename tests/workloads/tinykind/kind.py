@@ -54,7 +54,7 @@ class NotebookKind(WorkloadKind):
         return ResourceRequest(notebook.flavor.name, units, per_node, description=notebook.name)
 
     def manifests(self, notebook):
-        return [build_notebook(notebook.cluster_name, notebook.namespace, notebook.team.slug, notebook.gpus)]
+        return [build_notebook(notebook.object_name, notebook.namespace, notebook.team.slug, notebook.gpus)]
 
     def status(self, observed, notebook, now):
         obj = observed.first("Notebook")
