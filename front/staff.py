@@ -26,13 +26,14 @@ from django.shortcuts import redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_http_methods
 
 from front.forms import ClaimsPreviewForm
 from quotas.models import GpuFlavor
 from teams import sso
 from teams.models import Team
-from workloads.registry import kind_for, kind_of, kinds
+from workloads.registry import kind_for, kind_of, kinds, label_of
 from workloads.services import SORTS, every_teams_workloads
 
 
@@ -110,22 +111,13 @@ def _back(request: HttpRequest) -> HttpResponse:
     return redirect(target)
 
 
-def _named(workload) -> str:
-    """How a message names a workload: its kind, its name and its team's name (``run bert of ML Research``)."""
-    return f"{kind_for(workload.KIND_PREFIX).noun} {workload.name} of {workload.team.name}"
-
-
-def _sentence(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
 def _confirm(request: HttpRequest, workload, action: str, consequence: str) -> HttpResponse:
     """The confirmation page of a destructive action: what happens, then the one form that does it."""
     next_url = request.GET.get("next", "")
     if not url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()},
                                            require_https=request.is_secure()):
         next_url = ""
-    context = {**admin.site.each_context(request), "title": f"{action} {_named(workload)}?", "workload": workload,
+    context = {**admin.site.each_context(request), "title": f"{action} {label_of(workload).words()}?", "workload": workload,
                "action": action, "consequence": consequence, "next": next_url}
     return render(request, "admin/workload_confirm.html", context)
 
@@ -145,7 +137,7 @@ def end_workload(request: HttpRequest, prefix: str, pk: int) -> HttpResponse:
                         f"go{pluralize(units, 'es,')} back to {workload.team.name}'s quota at once. This cannot be undone.")
     try:
         kind.end(request.user, workload)
-        messages.success(request, _sentence(f"{_named(workload)} {kind.ended_word}."))
+        messages.success(request, capfirst(f"{label_of(workload).words()} {kind.ended_word}."))
     except (kind.conflict_error, PermissionDenied) as exc:
         messages.error(request, str(exc) or "Not allowed.")
     return _back(request)
@@ -163,9 +155,9 @@ def workload_action(request: HttpRequest, prefix: str, pk: int, action: str) -> 
     if request.method == "GET":
         return _confirm(request, workload, chosen.label, chosen.consequence(workload))
     if chosen.act(request.user, workload):
-        messages.success(request, _sentence(f"{_named(workload)} {chosen.done}."))
+        messages.success(request, capfirst(f"{label_of(workload).words()} {chosen.done}."))
     else:
-        messages.info(request, _sentence(f"{_named(workload)} {chosen.idle}."))
+        messages.info(request, capfirst(f"{label_of(workload).words()} {chosen.idle}."))
     return _back(request)
 
 

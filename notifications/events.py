@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Q
+from django.utils.text import capfirst
 
 from inference.constants import EndpointState
 from inference.models import InferenceEndpoint
@@ -21,7 +22,9 @@ from jobs.constants import RunState
 from jobs.models import TrainingRun
 from notifications.constants import EventKind
 from notifications.models import Event
-from workloads.registry import kind_of, kinds
+from quotas.ledger import RefLabel
+from quotas.models import PreemptionEvent
+from workloads.registry import kinds, label_of, labels
 
 #: The workload moves that are events: (the kind's model, its new state) → the event's kind.
 MOVES: dict[tuple[type, str], EventKind] = {
@@ -32,11 +35,22 @@ MOVES: dict[tuple[type, str], EventKind] = {
 
 
 def record(kind: EventKind, team, key: str, title: str, text: str, ref: str = "", **details) -> str:
-    """Write the event ``key`` unless it exists; returns the key (fan it out after commit)."""
-    Event.objects.bulk_create([Event(key=key[:200], kind=kind, team=team, ref=ref, title=title[:200],
-                                     text=f"[{team.slug}] {text}", details=details)],
+    """Write the event ``key`` unless it exists; returns the key (fan it out after commit).
+
+    ``title`` and ``text`` are for people and stand alone (an e-mail's subject and body, a Slack
+    message): each names the team, and the workload as :func:`named` says it — never a bare ref,
+    which ``ref`` and ``details`` keep for machines.
+    """
+    Event.objects.bulk_create([Event(key=key[:200], kind=kind, team=team, ref=ref, title=title[:200], text=text,
+                                     details=details)],
                               ignore_conflicts=True)
     return key[:200]
+
+
+def named(label: RefLabel) -> str:
+    """A workload at the start of a sentence: "Run train-llama (#12) of team nlp" (the one naming rule,
+    :meth:`quotas.ledger.RefLabel.words`)."""
+    return capfirst(label.words())
 
 
 def workload_moved(model: type, workload, state: str, reason: str, at: datetime) -> str | None:
@@ -44,22 +58,33 @@ def workload_moved(model: type, workload, state: str, reason: str, at: datetime)
     kind = MOVES.get((model, state))
     if kind is None:
         return None
-    noun = kind_of(workload).noun.capitalize()
     said = {EventKind.RUN_SUCCEEDED: "succeeded", EventKind.RUN_FAILED: "failed",
             EventKind.ENDPOINT_DEGRADED: "is degraded"}[kind]
-    title = f"{noun} {workload.name} {said}"
+    title = f"{named(label_of(workload))} {said}"
     # A run ends once; an endpoint may be degraded again after it recovered: each time is its own event.
     key = f"{kind}:{workload.ref}" if kind != EventKind.ENDPOINT_DEGRADED else f"{kind}:{workload.ref}:{at.isoformat()}"
-    return record(kind, workload.team, key, title, f"{title} ({workload.ref}){': ' + reason if reason else '.'}",
+    return record(kind, workload.team, key, title, f"{title}: {reason}" if reason else f"{title}.",
                   ref=workload.ref, state=state, reason=reason, name=workload.name, at=at.isoformat())
 
 
+#: What a preemption did, by its cause (the code, never the reason's words), for the title.
+PREEMPTION_VERBS = {PreemptionEvent.Cause.RECLAIM: "preempted", PreemptionEvent.Cause.WITHIN_TEAM: "preempted",
+                    PreemptionEvent.Cause.SPOT: "interrupted"}
+
+
 def preempted(event) -> str:
-    """A :class:`quotas.models.PreemptionEvent` just written (a reclaim, or a spot interruption)."""
-    title = f"{event.ref} preempted"
+    """A :class:`quotas.models.PreemptionEvent` just written (a reclaim, or a spot interruption).
+
+    Its ``reason`` says what happened and why as the rest of a sentence about the workload
+    ("preempted: team vision reclaimed 4× a100-80gb of its quota; …",
+    :func:`workloads.preemption.preempted_reason`), so the text is the workload's name followed by
+    it: the verb is said once, never "preempted: preempted".
+    """
+    label = labels([event.ref]).get(event.ref) or RefLabel(event.ref, team=event.team.slug)
+    title = f"{named(label)} {PREEMPTION_VERBS.get(event.cause, 'preempted')}"
     return record(EventKind.PREEMPTED, event.team, f"{EventKind.PREEMPTED}:{event.pk}", title,
-                  f"{title}: {event.reason}", ref=event.ref, reason=event.reason, cause=event.cause,
-                  units=event.units, at=event.at.isoformat())
+                  f"{named(label)} {event.reason}", ref=event.ref, reason=event.reason, cause=event.cause,
+                  name=label.name, units=event.units, at=event.at.isoformat())
 
 
 def budget_alert(audit_event) -> str:
@@ -92,8 +117,9 @@ def long_waits(now: datetime) -> list[str]:
         waiting += [(kind, row, f"{EventKind.QUEUE_WAITING}:{row.ref}:{row.attempt}") for row in rows]
     known = set(Event.objects.filter(key__in=[key for _k, _r, key in waiting]).values_list("key", flat=True))
     fresh = [(kind, row, key) for kind, row, key in waiting if key not in known]
-    for kind, row, key in fresh:
-        title = f"{kind.noun.capitalize()} {row.name} has waited for quota over {minutes} min"
-        record(EventKind.QUEUE_WAITING, row.team, key, title, f"{title} ({row.ref}): {row.reason}", ref=row.ref,
+    for _kind, row, key in fresh:
+        # "queued", not "waited for quota": the reason says what it waits for (quota, budget, a cluster).
+        title = f"{named(label_of(row))} has been queued for over {minutes} min"
+        record(EventKind.QUEUE_WAITING, row.team, key, title, f"{title}: {row.reason}", ref=row.ref,
                reason=row.reason, name=row.name, minutes=minutes)
     return [key for _k, _r, key in fresh]

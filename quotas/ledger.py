@@ -296,6 +296,21 @@ class RefLabel(NamedTuple):
     name: str
     url: str = ""  #: its page, when it has one
     kind: str = ""  #: what one is called: "run", "endpoint"
+    number: int | None = None  #: its id (the ref's primary key: ``slipway describe 12``)
+    team: str = ""  #: its team's slug
+
+    def words(self, with_team: bool = True) -> str:
+        """The one way people are told which workload: ``run train-llama (#12) of team nlp``.
+
+        Every notification (in-app, e-mail, webhook text), the cost report's ``label`` (API, CSV,
+        ``slipway cost``) and the staff console's messages say this, never the bare ref (``run:12``),
+        which stays in machine fields. ``with_team=False`` where the sentence names the team already
+        ("the team's high-priority run big (#13)"), so no name is said twice.
+        """
+        words = " ".join(part for part in (self.kind, self.name) if part)
+        if self.number is not None:
+            words = f"{words} (#{self.number})"
+        return f"{words} of team {self.team}" if with_team and self.team else words
 
 
 #: What names a ledger ref for people: callables ``(refs) -> {ref: RefLabel}`` (the workloads app registers one).

@@ -70,8 +70,8 @@ def share_rows(rows: list[dict], labels: dict[str, RefLabel] | None = None) -> l
     largest = max((r["cost"] for r in rows), default=ZERO) or Decimal(1)
     shares = []
     for row in rows:
-        label, url, _kind = (labels or {}).get(row["group"]) or RefLabel(row["group"] or "—")
-        shares.append(ShareRow(label, url, row["gpu_hours"], row["cost"], row["idle_gpu_hours"], row["idle_cost"],
+        named = (labels or {}).get(row["group"]) or RefLabel(row["group"] or "—")
+        shares.append(ShareRow(named.name, named.url, row["gpu_hours"], row["cost"], row["idle_gpu_hours"], row["idle_cost"],
                                round(float(row["cost"] / largest * 100), 1),
                                round(float(row["idle_cost"] / largest * 100), 1)))
     return shares
@@ -169,11 +169,16 @@ REPORT_COLUMNS = ["group", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "
                   "preempted_gpu_hours", "preempted_cost", "currency"]
 #: The report by workload names each one: ``group`` is its ledger ref (``run:13``), the rest say what it is.
 WORKLOAD_DETAILS = ["name", "kind", "team", "user", "flavor"]
+#: ...and ``label`` says it as people are told everywhere ("run bert (#13) of team nlp"): the CSV's
+#: last column, so the columns files had before keep their places.
+WORKLOAD_LABEL = "label"
 
 
 def report_columns(group_by: str) -> list[str]:
     """The CSV columns of the report grouped by ``group_by``."""
-    return REPORT_COLUMNS[:1] + WORKLOAD_DETAILS + REPORT_COLUMNS[1:] if group_by == "workload" else REPORT_COLUMNS
+    if group_by != "workload":
+        return REPORT_COLUMNS
+    return REPORT_COLUMNS[:1] + WORKLOAD_DETAILS + REPORT_COLUMNS[1:] + [WORKLOAD_LABEL]
 
 
 def usage_report(teams, since: datetime, until: datetime, group_by: str, now: datetime | None = None) -> list[dict]:
@@ -182,14 +187,18 @@ def usage_report(teams, since: datetime, until: datetime, group_by: str, now: da
     (:func:`quotas.ledger.usage_table`), per day in time order, per anything else costliest first.
 
     By workload each row also says what the workload is — ``name``, ``kind`` (run, endpoint),
-    ``team``, ``user`` (who started it) and ``flavor`` — since its ledger ref alone tells nobody.
+    ``team``, ``user`` (who started it), ``flavor``, and ``label``, all of it in the words every
+    message uses (:meth:`quotas.ledger.RefLabel.words`) — since its ledger ref alone tells nobody.
+    A workload whose row is gone is labelled by its ref and team.
     """
     if group_by == "workload":
         rows = usage_table(teams, since, until, ("workload", "team", "user", "flavor"), now)
         labels = ref_labels([row["workload"] for row in rows])
         for row in rows:
-            label = labels.get(row["workload"]) or RefLabel("")
-            row.update(group=row.pop("workload"), name=label.name, kind=label.kind)
+            ref = row.pop("workload")
+            named = labels.get(ref)
+            row.update(group=ref, name=named.name if named else "", kind=named.kind if named else "",
+                       label=(named or RefLabel(ref, team=row["team"])).words())
     else:
         rows = usage_rows(teams, since, until, group_by, now)
     if group_by != "day":

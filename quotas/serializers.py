@@ -114,6 +114,8 @@ class UsageRowSerializer(serializers.Serializer):
     team = serializers.CharField(required=False, help_text="By workload: its team's slug.")
     user = serializers.CharField(required=False, help_text="By workload: who started it.")
     flavor = serializers.CharField(required=False, help_text="By workload: its GPU flavor.")
+    label = serializers.CharField(required=False, help_text=(
+        'By workload: what people call it, as every message says it: "run bert (#13) of team nlp".'))
     gpu_hours = serializers.DecimalField(max_digits=14, decimal_places=4)
     # Money in cents, rounded as everywhere people read it (core.formatting).
     cost = serializers.DecimalField(max_digits=12, decimal_places=2, rounding=MONEY_ROUNDING)

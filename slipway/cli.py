@@ -480,7 +480,8 @@ def describe(client: Client, run_id: int, output: str) -> None:
     if run.get("preemptions"):
         click.echo("Preemptions:")
         for row in client.preemptions(run_id):
-            click.echo(f"  {row['at']} by {row['by_team'] or 'its own team'}: {row['reason']}")
+            # The reason says who took what ("preempted: team vision reclaimed …"): nothing before it repeats it.
+            click.echo(f"  {row['at']} {row['reason']}")
     events = client.events(run_id)
     if events:
         click.echo("Events:")
@@ -688,8 +689,18 @@ def cost(client: Client, month: str, team: str | None, group_by: str, output: st
     if output != "table":
         dump(rows, output)
         return
+    if group_by == "workload":
+        # Each row as people are told everywhere: "run bert (#12) of team nlp" (the API's ``label``).
+        groups = [r.get("label") or r["group"] for r in rows]
+    else:
+        # Days, flavors and people sum the work of one or more teams: say which.
+        groups = [r["group"] for r in rows]
+        teams = [team] if team else sorted({
+            r["team"] for r in client.usage_report(since=since, until=until, group_by="workload")})
+        if teams:
+            click.echo(f"{'Team' if len(teams) == 1 else 'Teams'} {', '.join(teams)}, {month}")
     table([group_by.upper(), "GPU-HOURS", "COST", "IDLE COST"],
-          [[r["group"], r["gpu_hours"], money(r["cost"], r["currency"]), money(r["idle_cost"], r["currency"])]
-           for r in rows])
+          [[group, r["gpu_hours"], money(r["cost"], r["currency"]), money(r["idle_cost"], r["currency"])]
+           for group, r in zip(groups, rows, strict=True)])
     total = sum((Decimal(r["cost"]) for r in rows), Decimal(0))
     click.echo(f"Total: {money(total, rows[0]['currency'] if rows else '')}")

@@ -12,17 +12,18 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
+from django.utils.text import capfirst
 
 from core.admin import ReadOnlyAdmin, money_column, when_column
-from workloads.registry import kind_for
+from workloads.registry import kind_for, label_of
 
 #: The field the confirmation page posts; without it an action only asks.
 CONFIRMED = "confirmed"
 
 
 def named(workloads) -> str:
-    """The workloads as a message names them: ``bert of ML Research, chat of Vision``."""
-    return ", ".join(f"{w.name} of {w.team.name}" for w in workloads)
+    """The workloads as every message names them: ``run bert (#12) of team nlp, run chat (#13) of team vision``."""
+    return ", ".join(label_of(w).words() for w in workloads)
 
 
 class WorkloadAdmin(ReadOnlyAdmin):
@@ -57,8 +58,9 @@ class WorkloadAdmin(ReadOnlyAdmin):
             except kind.conflict_error:
                 continue  # already ended: nothing to do
             ended.append(workload)
-        self.message_user(request, f"{kind.ended_word.capitalize()} {len(ended)} {kind.noun}(s)"
-                                   f"{': ' if ended else ''}{named(ended)}.", messages.SUCCESS)
+        # The names carry the noun ("Cancelled: run bert (#12) of team nlp."), so no count of "run(s)" before them.
+        said = f"{capfirst(kind.ended_word)}: {named(ended)}." if ended else f"No {kind.noun} {kind.ended_word}."
+        self.message_user(request, said, messages.SUCCESS)
 
     def confirm_first(self, request, queryset, action: str, consequence: str) -> TemplateResponse | None:
         """The confirmation page of ``action`` on ``queryset``; None once the user confirmed it."""

@@ -47,7 +47,7 @@ from teams.services import audit
 from workloads import lifecycle
 from workloads.identity import WorkloadId
 from workloads.models import ReasonCode
-from workloads.registry import WorkloadKind, kind_for, kinds
+from workloads.registry import WorkloadKind, kind_for, kinds, labels
 
 logger = logging.getLogger(__name__)
 
@@ -229,20 +229,38 @@ def settle_lost_work(kind: WorkloadKind, workload, now: datetime) -> None:
     if gpu_hours >= event.lost_gpu_hours:
         return
     reason = preempted_reason(event.cause == PreemptionEvent.Cause.WITHIN_TEAM,
-                              event.by_team.slug if event.by_team else "", event.for_ref, event.units,
+                              event.by_team.slug if event.by_team else "", claimant_words(event.for_ref), event.units,
                               event.flavor.name, lost_words(since, event.at, checkpointed))
     PreemptionEvent.objects.filter(pk=event.pk, lost_gpu_hours__gt=gpu_hours).update(
         lost_gpu_hours=gpu_hours, lost_cost=cost, reason=reason[:500])
 
 
-def preempted_reason(within_team: bool, by_team: str, for_ref: str, units: int, flavor: str, lost: str) -> str:
+def claimant_words(ref: str) -> str:
+    """The work a within-team preemption made room for, as its own team's reason says it: "run big (#13)"
+    (:meth:`quotas.ledger.RefLabel.words`; the sentence names the team), its ref if it is gone."""
+    label = labels([ref]).get(ref)
+    return label.words(with_team=False) if label is not None else ref
+
+
+def preempted_reason(within_team: bool, by_team: str, claimant: str, units: int, flavor: str, lost: str) -> str:
     """A preemption's words: who took which units, then the work lost ("preempted: team nlp reclaimed
-    6× h100-80gb of its quota; 3 min of work since its last checkpoint lost")."""
+    6× h100-80gb of its quota; 3 min of work since its last checkpoint lost"); ``claimant``: the
+    high-priority work a within-team preemption made room for (:func:`claimant_words`).
+
+    Like :func:`interrupted_reason`, the rest of a sentence whose subject is the workload: a
+    notification says "Run bert (#12) of team vision" and then this, the verb said once.
+    """
     if within_team:
-        what = f"the team's high-priority {for_ref} needed its {units}\u00d7 {flavor}"
+        what = f"the team's high-priority {claimant} needed its {units}\u00d7 {flavor}"
     else:
         what = f"team {by_team} reclaimed {units}\u00d7 {flavor} of its quota"
     return f"preempted: {what}; {lost}"
+
+
+def interrupted_reason(disrupted: str, lost: str) -> str:
+    """A spot interruption's words ("interrupted: spot capacity reclaimed (DeletionByPodGC); 12 min of
+    work since its start lost"): like :func:`preempted_reason`, the rest of a sentence about the workload."""
+    return f"interrupted: spot capacity reclaimed ({disrupted}); {lost}"
 
 
 def _preempt(victim: Candidate, claim: Claim, claimant_id: int, now: datetime, within_team: bool = False) -> bool:
@@ -263,11 +281,12 @@ def _preempt(victim: Candidate, claim: Claim, claimant_id: int, now: datetime, w
     if not burst:
         kind.refresh_checkpoint(workload)  # a checkpoint line it printed counts, its pods still being there
     gpu_hours, cost, since, checkpointed = lost_work(kind, workload, victim.units, now)
+    claimant = claimant_words(claim.ref) if within_team else ""
     if within_team:
-        taking = f"the team's high-priority {claim.ref} needs its {victim.units}\u00d7 {flavor}"
+        taking = f"the team's high-priority {claimant} needs its {victim.units}\u00d7 {flavor}"
     else:
         taking = f"team {claim.team} reclaims {victim.units}\u00d7 {flavor} of its quota"
-    reason = preempted_reason(within_team, claim.team, claim.ref, victim.units, flavor,
+    reason = preempted_reason(within_team, claim.team, claimant, victim.units, flavor,
                               lost_words(since, now, checkpointed))
     seconds = 0 if burst else kind.preemption_grace(workload)
     changes = {"last_preempted_at": now, "preemptions": F("preemptions") + 1}
@@ -309,7 +328,7 @@ def interrupt(kind: WorkloadKind, backend, workload, status, now: datetime) -> b
     ``preemptions`` (no team took anything). False when something else moved it first."""
     units = workload.placement_shape[0]
     gpu_hours, cost, since, checkpointed = lost_work(kind, workload, units, now)
-    reason = f"interrupted: spot capacity reclaimed ({status.disrupted}); {lost_words(since, now, checkpointed)}"
+    reason = interrupted_reason(status.disrupted, lost_words(since, now, checkpointed))
     live = kind.model.objects.filter(pk=workload.pk, state__in=kind.model.HOLDING_STATES, preempting_since__isnull=True)
     with transaction.atomic():
         if not live.update(preempting_since=now, reason_code=ReasonCode.PREEMPTING,

@@ -286,8 +286,15 @@ def kind_of(workload) -> WorkloadKind:
     return _KINDS[workload.KIND_PREFIX]
 
 
+def label_of(workload) -> RefLabel:
+    """What people call ``workload`` (its kind, name, id and team): ``label_of(run).words()`` is
+    "run train-llama (#12) of team nlp" (:meth:`quotas.ledger.RefLabel.words`). Reads ``workload.team``."""
+    url = workload.get_absolute_url() if hasattr(workload, "get_absolute_url") else ""
+    return RefLabel(workload.name, url, kind_of(workload).noun, workload.pk, workload.team.slug)
+
+
 def labels(refs) -> dict[str, RefLabel]:
-    """``ref -> RefLabel`` (name, page URL or "", kind) of the workloads among ``refs`` that exist (one query per kind)."""
+    """``ref -> RefLabel`` (:func:`label_of`) of the workloads among ``refs`` that exist (one query per kind)."""
     by_kind: dict[WorkloadKind, list[int]] = {}
     for ref in refs:
         identity = WorkloadId.from_ref(ref)
@@ -296,7 +303,6 @@ def labels(refs) -> dict[str, RefLabel]:
             by_kind.setdefault(kind, []).append(identity.pk)
     found = {}
     for kind, pks in by_kind.items():
-        for workload in kind.model.objects.filter(pk__in=pks).only("pk", "name"):
-            url = workload.get_absolute_url() if hasattr(workload, "get_absolute_url") else ""
-            found[workload.ref] = RefLabel(workload.name, url, kind.noun)
+        for workload in kind.model.objects.filter(pk__in=pks).select_related("team").only("pk", "name", "team__slug"):
+            found[workload.ref] = label_of(workload)
     return found

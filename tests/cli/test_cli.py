@@ -435,6 +435,33 @@ def test_quota_and_cost(cli, spec):
     assert cli("cost", "-o", "json").exit_code == 0
 
 
+def test_cost_names_each_workload_and_its_team_never_a_bare_ref(cli, spec, fake_backend):
+    """Issue 34.7: `slipway cost` printed ``run:12`` and no team; each row now says what every message says."""
+    run_id = run_id_of(cli("run", "-f", spec).stdout)
+    apply_workload("run", run_id)
+    run = TrainingRun.objects.get(pk=run_id)
+    an_hour_ago = (timezone.now() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    fake_backend.set_running(run.namespace, run.cluster_name, 2, started=an_hour_ago)
+    reconcile(fake_backend)  # an hour of two GPUs on the ledger
+    month = timezone.now().strftime("%Y-%m")
+
+    by_workload = cli("cost", "--month", month)
+    assert by_workload.exit_code == 0, by_workload.output
+    header, row = by_workload.stdout.splitlines()[:2]
+    assert header.split()[0] == "WORKLOAD"
+    assert row.startswith(f"run bert-finetune (#{run_id}) of team ml-research ")
+    assert f"run:{run_id}" not in by_workload.stdout
+    # JSON keeps the machine fields (the ref in ``group``) and adds the words.
+    [item] = json.loads(cli("cost", "--month", month, "-o", "json").stdout)
+    assert (item["group"], item["label"]) == (f"run:{run_id}", f"run bert-finetune (#{run_id}) of team ml-research")
+
+    # Days, flavors and people sum teams' work: the table says whose.
+    by_flavor = cli("cost", "--month", month, "--by", "flavor").stdout.splitlines()
+    assert by_flavor[0] == f"Team ml-research, {month}" and by_flavor[1].split()[0] == "FLAVOR"
+    assert cli("cost", "--month", month, "--by", "day", "--team", "ml-research").stdout.startswith(
+        f"Team ml-research, {month}\n")
+
+
 # -- the Python client ------------------------------------------------------------------------
 
 
@@ -525,4 +552,6 @@ def test_borrowing_is_said_before_submit_and_a_preemption_in_describe(cli, tmp_p
                               "flavor": "a100-80gb", "gpus_per_worker": 4})
     assert preemption.reclaim(timezone.now()) == [f"run:{run_id}"]
     described = cli("describe", str(run_id)).stdout
-    assert "Preemptions:" in described and "by vision: preempted: team vision reclaimed 4\u00d7 a100-80gb" in described
+    # The reason names who took what; nothing before it says it again ("by vision: … team vision").
+    assert "Preemptions:" in described and " preempted: team vision reclaimed 4\u00d7 a100-80gb" in described
+    assert "by vision" not in described

@@ -28,7 +28,8 @@ pytestmark = pytest.mark.django_db
 
 
 def one_delivery(team, kind=EventKind.RUN_FAILED, key="run_failed:run:7") -> Delivery:
-    key = events.record(kind, team, key, "Run bert failed", "Run bert failed (run:7): OOMKilled.", ref="run:7",
+    key = events.record(kind, team, key, "Run bert (#7) of team ml-research failed",
+                        "Run bert (#7) of team ml-research failed: OOMKilled", ref="run:7",
                         reason="OOMKilled")
     [pk] = delivery.fan_out(key)
     return Delivery.objects.get(pk=pk)
@@ -45,7 +46,7 @@ def test_the_receiver_gets_a_signed_json_body_with_a_slack_text(team, hooked):
     assert delivery.attempt(row.pk).result == "sent"
     [got] = hooked.got
     assert got.verified and got.delivery == str(row.event_id)
-    assert got.body["text"] == "[ml-research] Run bert failed (run:7): OOMKilled."  # what Slack shows
+    assert got.body["text"] == "Run bert (#7) of team ml-research failed: OOMKilled"  # what Slack shows
     assert (got.body["type"], got.body["team"], got.body["ref"]) == ("run_failed", "ml-research", "run:7")
     row.refresh_from_db()
     assert (row.status, row.attempts, row.response_code, row.last_error) == (DeliveryStatus.SENT, 1, 200, "")
@@ -108,8 +109,8 @@ def test_it_emails_a_subscriber_through_the_mail_backend(team, member):
     row = one_delivery(team)
     assert delivery.attempt(row.pk).result == "sent"
     [message] = mail.outbox
-    assert (message.subject, message.to) == ("[Slipway] Run bert failed", ["mia@example.com"])
-    assert message.body == "[ml-research] Run bert failed (run:7): OOMKilled.\n"
+    assert (message.subject, message.to) == ("[Slipway] Run bert (#7) of team ml-research failed", ["mia@example.com"])
+    assert message.body == "Run bert (#7) of team ml-research failed: OOMKilled\n"
 
 
 @pytest.mark.django_db(transaction=True)

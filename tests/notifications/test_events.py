@@ -64,7 +64,7 @@ def test_it_records_a_run_success_once_and_a_replayed_cycle_records_nothing(
     event = Event.objects.get()
     assert (event.kind, event.key, event.ref, event.team.slug) == (
         EventKind.RUN_SUCCEEDED, f"run_succeeded:{run.ref}", run.ref, "ml-research")
-    assert event.text == f"[ml-research] Run bert-finetune succeeded ({run.ref})."
+    assert event.text == f"Run bert-finetune (#{run.pk}) of team ml-research succeeded."
     assert fan_outs(published) == [event.key]
 
 
@@ -74,7 +74,7 @@ def test_it_records_a_failed_run_with_its_reason(submit, fake_backend, django_ca
     fake_backend.set_finished(NS, run.object_name, ok=False, started=iso(t0), finished=iso(t0), oom=True)
     rec.reconcile(fake_backend)
     event = Event.objects.get()
-    assert event.kind == EventKind.RUN_FAILED and event.title == "Run bert-finetune failed"
+    assert event.kind == EventKind.RUN_FAILED and event.title == f"Run bert-finetune (#{run.pk}) of team ml-research failed"
     assert "OOMKilled" in event.text and event.details["state"] == RunState.FAILED
 
 
@@ -97,7 +97,7 @@ def test_a_spot_interruption_is_a_preemption_event(running, fake_backend):  # no
     rec.reconcile(fake_backend)
     event = Event.objects.get(kind=EventKind.PREEMPTED)
     assert event.ref == run.ref and event.details["cause"] == "spot"
-    assert event.text.startswith(f"[ml-research] {run.ref} preempted: interrupted: spot capacity reclaimed")
+    assert event.text.startswith(f"Run bert-finetune (#{run.pk}) of team ml-research interrupted: spot capacity reclaimed")
 
 
 def test_the_budget_alert_is_one_event_a_month(member, team, quota, fake_backend):
@@ -120,7 +120,7 @@ def test_work_queued_too_long_is_one_event_per_stay_in_the_queue(submit, setting
     assert events.long_waits(now + timedelta(minutes=29)) == []
     assert events.long_waits(now + timedelta(minutes=31)) == [f"queue_waiting:{waiting.ref}:1"]
     assert events.long_waits(now + timedelta(minutes=45)) == []
-    assert Event.objects.get().title == "Run waiting has waited for quota over 30 min"
+    assert Event.objects.get().title == f"Run waiting (#{waiting.pk}) of team ml-research has been queued for over 30 min"
 
 
 def test_an_event_fans_out_once_to_the_teams_webhooks_and_its_members_subscriptions(
@@ -155,4 +155,4 @@ def test_an_endpoint_degraded_twice_is_two_events_and_a_replay_none(member, team
         rec.reconcile(fake_backend, now=t0 + timedelta(minutes=minutes))
     assert InferenceEndpoint.objects.get(pk=endpoint.pk).state == EndpointState.DEGRADED
     titles = list(Event.objects.order_by("created_at").values_list("kind", "title"))
-    assert titles == [(EventKind.ENDPOINT_DEGRADED, f"Endpoint {endpoint.name} is degraded")] * 2
+    assert titles == [(EventKind.ENDPOINT_DEGRADED, f"Endpoint {endpoint.name} (#{endpoint.pk}) of team ml-research is degraded")] * 2

@@ -58,7 +58,7 @@ def test_a_finished_run_is_delivered_signed_and_retried_after_a_500(notify_worke
     event = Event.objects.get()
     assert (event.kind, event.ref) == (EventKind.RUN_SUCCEEDED, f"run:{run['id']}")
     assert [(got.delivery, got.verified) for got in hooked.got] == [(str(event.pk), True)] * 2
-    assert hooked.got[0].body["text"] == f"[ml-research] Run notified succeeded (run:{run['id']})."
+    assert hooked.got[0].body["text"] == f"Run notified (#{run['id']}) of team ml-research succeeded."
     row = Delivery.objects.get()
     assert (row.attempts, row.response_code, row.last_error) == (2, 200, "")
 

@@ -43,7 +43,7 @@ def test_staff_see_every_teams_runs_and_cancel_them(staff_client, member, team, 
     run.refresh_from_db()
     assert run.state == "admitted"
     response = staff_client.post("/admin/jobs/trainingrun/", {**chosen, "confirmed": "yes"}, follow=True)
-    assert "Cancelled 1 run(s): bert-finetune of ML Research." in response.content.decode()
+    assert f"Cancelled: run bert-finetune (#{run.pk}) of team ml-research." in response.content.decode()
     run.refresh_from_db()
     assert run.state == "cancelled" and run.reason == "cancelled by sam"
     assert not Reservation.objects.held().filter(ref=run.ref).exists()
@@ -72,7 +72,7 @@ def test_deleting_endpoints_asks_first_and_names_their_teams(staff_client, membe
     assert "llama-chat of ML Research" in asked and "cannot be undone" in asked
     assert InferenceEndpoint.objects.get(pk=endpoint.pk).state != "deleting"
     done = staff_client.post("/admin/inference/inferenceendpoint/", {**chosen, "confirmed": "yes"}, follow=True)
-    assert "Deleted 1 endpoint(s): llama-chat of ML Research." in done.content.decode()
+    assert f"Deleted: endpoint llama-chat (#{endpoint.pk}) of team ml-research." in done.content.decode()
     assert InferenceEndpoint.objects.get(pk=endpoint.pk).state == "deleting"
 
 

@@ -155,7 +155,7 @@ def test_its_pages_nav_and_end_come_from_what_it_declares(open_notebook, client,
     listed = staff_client.get("/admin/workloads/").content.decode()
     assert f'href="/admin/workloads/nb/{running.pk}/end/?next=' in listed and ">Stop…</a>" in listed
     done = staff_client.post(f"/admin/workloads/nb/{running.pk}/end/", follow=True).content.decode()
-    assert "Notebook explore of ML Research stopped." in done
+    assert f"Notebook explore (#{running.pk}) of team ml-research stopped." in done
     running.refresh_from_db()
     assert (running.state, running.reason) == (NotebookState.STOPPED, f"stopped by {staff.username}")
     assert client.get(f"/notebooks/{running.pk}/state/").status_code == 286
@@ -165,7 +165,7 @@ def test_its_pages_nav_and_end_come_from_what_it_declares(open_notebook, client,
     staff.save()
     chosen = {"action": "end_selected", "_selected_action": [waiting.pk], "confirmed": "yes"}
     ended = staff_client.post("/admin/tinykind/notebook/", chosen, follow=True).content.decode()
-    assert "Stopped 1 notebook(s): later of ML Research." in ended
+    assert f"Stopped: notebook later (#{waiting.pk}) of team ml-research." in ended
     assert Notebook.objects.get(pk=waiting.pk).state == NotebookState.STOPPED
 def test_it_runs_a_kind_it_does_not_know_on_the_sandbox(open_notebook, settings, published,
                                                         django_capture_on_commit_callbacks):

@@ -39,7 +39,8 @@ def test_a_full_team_s_high_run_stops_its_own_low_work_when_the_team_allows_it(m
     assert preemption.reclaim(later) == [low.ref]
     low.refresh_from_db()
     assert low.preempting_since is not None and low.preemptions == 1
-    assert low.reason == f"being preempted: the team's high-priority {high.ref} needs its 8\u00d7 a100-80gb; " \
+    # The work it makes room for by name, not by ref (issue 34.7); the sentence names the team already.
+    assert low.reason == f"being preempted: the team's high-priority run deadline (#{high.pk}) needs its 8\u00d7 a100-80gb; " \
                          "its pods stop within 30 s"
     event = PreemptionEvent.objects.get(ref=low.ref)
     assert (event.cause, event.by_team, event.for_ref) == ("within_team", team, high.ref)
