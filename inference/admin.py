@@ -26,5 +26,5 @@ class InferenceEndpointAdmin(WorkloadAdmin):
         if asked is not None:
             return asked
         done = [e for e in queryset.select_related("team", "flavor") if services.scale_to_minimum(request.user, e)]
-        self.message_user(request, f"{len(done)} endpoint(s) gave back their burst{': ' if done else ''}{named(done)}.",
-                          messages.SUCCESS)
+        said = f"Burst given back: {named(done)}." if done else "No endpoint had burst to give back."
+        self.message_user(request, said, messages.SUCCESS)

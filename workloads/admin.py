@@ -66,8 +66,9 @@ class WorkloadAdmin(ReadOnlyAdmin):
         """The confirmation page of ``action`` on ``queryset``; None once the user confirmed it."""
         if request.POST.get(CONFIRMED) == "yes":
             return None
+        chosen = list(queryset.select_related("team", "flavor", "created_by"))
         context = {**self.admin_site.each_context(request), "title": f"{action}?", "action": action,
-                   "consequence": consequence, "workloads": list(queryset.select_related("team", "flavor", "created_by")),
+                   "consequence": consequence, "workloads": [(w, label_of(w).words()) for w in chosen],
                    "action_name": request.POST.get("action", ""), "opts": self.model._meta,
                    "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME, "confirmed": CONFIRMED}
         return TemplateResponse(request, "admin/workload_action_confirm.html", context)

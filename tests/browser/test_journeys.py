@@ -238,13 +238,13 @@ def test_the_platform_admin_cancels_another_teams_run_from_the_cross_team_list(l
     row.locator("a:text('Cancel…')").click()
     # The click alone only asks, naming the run and its team...
     browser.wait_for_selector("#confirm-action")
-    assert f"Cancel run {run.name} of Computer Vision?" in browser.inner_text("#content")
+    assert f"Cancel run {run.name} (#{run.pk}) of team vision?" in browser.inner_text("#content")
     run.refresh_from_db()
     assert run.state == "admitted"
     # ...and confirming cancels it, back on the filtered list.
     browser.click("#confirm-action input[type=submit]")
     browser.wait_for_selector(f'tr[data-ref="{run.ref}"] td.state:text("cancelled")')
-    assert f"Run {run.name} of Computer Vision cancelled." in browser.inner_text(".messagelist")
+    assert f"Run {run.name} (#{run.pk}) of team vision cancelled." in browser.inner_text(".messagelist")
     run.refresh_from_db()
     assert run.state == "cancelled"
 

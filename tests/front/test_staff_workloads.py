@@ -110,9 +110,10 @@ def test_actions_never_redirect_off_site_and_unknown_kinds_are_404(client, staff
 
 
 @pytest.mark.parametrize(("path", "asks"), [
-    ("/admin/workloads/run/{cheap}/end/", "Cancel run cheap of ML Research?"),
-    ("/admin/workloads/ep/{endpoint}/end/", "Delete endpoint chat of ML Research?"),
-    ("/admin/workloads/ep/{endpoint}/scale-to-minimum/", "Scale to minimum endpoint chat of ML Research?"),
+    ("/admin/workloads/run/{cheap}/end/", "Cancel run cheap (#{cheap}) of team ml-research?"),
+    ("/admin/workloads/ep/{endpoint}/end/", "Delete endpoint chat (#{endpoint}) of team ml-research?"),
+    ("/admin/workloads/ep/{endpoint}/scale-to-minimum/",
+     "Scale to minimum endpoint chat (#{endpoint}) of team ml-research?"),
 ])
 def test_each_action_asks_first_and_changes_nothing_until_confirmed(client, staff, world, path, asks):
     client.force_login(staff)
@@ -120,19 +121,20 @@ def test_each_action_asks_first_and_changes_nothing_until_confirmed(client, staf
               sorted(InferenceEndpoint.objects.values_list("pk", "state", "replica_ceiling")))
     page = client.get(path.format(cheap=world["cheap"].pk, endpoint=world["endpoint"].pk) + "?next=/admin/workloads/")
     html = page.content.decode()
-    assert page.status_code == 200 and asks in html
+    assert page.status_code == 200 and asks.format(cheap=world["cheap"].pk, endpoint=world["endpoint"].pk) in html
     assert 'id="confirm-action"' in html and 'name="next" value="/admin/workloads/"' in html
     after = (sorted(TrainingRun.objects.values_list("pk", "state")),
              sorted(InferenceEndpoint.objects.values_list("pk", "state", "replica_ceiling")))
     assert after == before
 
 
-def test_messages_name_the_team_not_its_slug(client, staff, world):
+def test_messages_name_the_workload_and_its_team_as_every_message_does(client, staff, world):
+    """Issue 34.7: one way to name a workload, "run dear (#3) of team vision" (never ``vision/dear`` or a ref)."""
     client.force_login(staff)
     html = client.post(f"/admin/workloads/run/{world['dear'].pk}/end/", follow=True).content.decode()
-    assert "Run dear of Vision cancelled." in html
+    assert f"Run dear (#{world['dear'].pk}) of team vision cancelled." in html
     html = client.post(f"/admin/workloads/ep/{world['endpoint'].pk}/scale-to-minimum/", follow=True).content.decode()
-    assert "Endpoint chat of ML Research scaled to its minimum." in html
+    assert f"Endpoint chat (#{world['endpoint'].pk}) of team ml-research scaled to its minimum." in html
     assert "ml-research/chat" not in html
 
 

@@ -161,7 +161,8 @@ def csv_rows(response) -> list[list[str]]:
 
 
 def test_the_csv_by_workload_says_what_each_one_is_costliest_first(client, member, spend, flavors):
-    """Issue 20: it held only ``run:13`` / ``ep:2``, sorted as text."""
+    """Issue 20: it held only ``run:13`` / ``ep:2``, sorted as text. Issue 34.7: and ``label`` says each as
+    every message does ("run big-train (#13) of team ml-research"), in the last column."""
     cheap = InferenceEndpoint.objects.create(team=spend["big"].team, created_by=member, name="chat",
                                              flavor=flavors["l4"], image="r.example.com/s:1", state="ready")
     start = spend["start"]
@@ -172,18 +173,22 @@ def test_the_csv_by_workload_says_what_each_one_is_costliest_first(client, membe
         f'attachment; filename="usage-ml-research-{timezone.localtime(start):%Y-%m}-by-workload.csv"')
     rows = csv_rows(response)
     assert rows[0] == ["group", "name", "kind", "team", "user", "flavor", "gpu_hours", "cost", "idle_gpu_hours",
-                       "idle_cost", "borrowed_gpu_hours", "preempted_gpu_hours", "preempted_cost", "currency"]
+                       "idle_cost", "borrowed_gpu_hours", "preempted_gpu_hours", "preempted_cost", "currency", "label"]
+    big, small = spend["big"], spend["small"]
     assert rows[1:] == [
-        [spend["big"].ref, "big-train", "run", "ml-research", "mia", "a100-80gb", "2.0000", "8.20", "0.0000", "0.00",
-         "0.0000", "0.0000", "0.00", "USD"],
-        [spend["small"].ref, "small-eval", "run", "ml-research", "vic", "l4", "2.0000", "1.60", "1.0000", "0.80", "0.0000", "0.0000", "0.00", "USD"],
-        [cheap.ref, "chat", "endpoint", "ml-research", "mia", "l4", "0.5000", "0.40", "0.0000", "0.00", "0.0000", "0.0000", "0.00", "USD"],
+        [big.ref, "big-train", "run", "ml-research", "mia", "a100-80gb", "2.0000", "8.20", "0.0000", "0.00",
+         "0.0000", "0.0000", "0.00", "USD", f"run big-train (#{big.pk}) of team ml-research"],
+        [small.ref, "small-eval", "run", "ml-research", "vic", "l4", "2.0000", "1.60", "1.0000", "0.80", "0.0000",
+         "0.0000", "0.00", "USD", f"run small-eval (#{small.pk}) of team ml-research"],
+        [cheap.ref, "chat", "endpoint", "ml-research", "mia", "l4", "0.5000", "0.40", "0.0000", "0.00", "0.0000",
+         "0.0000", "0.00", "USD", f"endpoint chat (#{cheap.pk}) of team ml-research"],
     ]
     # The JSON report keeps its fields and adds the same ones.
     body = client.get(f"/api/v1/usage/?team=ml-research&{period(start)}&group_by=workload").json()
-    assert [(r["group"], r["name"], r["kind"], r["cost"]) for r in body["results"]] == [
-        (spend["big"].ref, "big-train", "run", "8.20"), (spend["small"].ref, "small-eval", "run", "1.60"),
-        (cheap.ref, "chat", "endpoint", "0.40")]
+    assert [(r["group"], r["name"], r["kind"], r["cost"], r["label"]) for r in body["results"]] == [
+        (big.ref, "big-train", "run", "8.20", f"run big-train (#{big.pk}) of team ml-research"),
+        (small.ref, "small-eval", "run", "1.60", f"run small-eval (#{small.pk}) of team ml-research"),
+        (cheap.ref, "chat", "endpoint", "0.40", f"endpoint chat (#{cheap.pk}) of team ml-research")]
     flavors_only = client.get(f"/api/v1/usage/?team=ml-research&{period(start)}&group_by=flavor").json()
     assert set(flavors_only["results"][0]) == {"group", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost",
                                                   "borrowed_gpu_hours", "preempted_gpu_hours", "preempted_cost",

@@ -151,9 +151,3 @@ def test_a_failed_run_and_a_long_wait_name_team_and_workload(submit_factory, set
     assert human(wait.text) == f"{wait.title}: {waiting.reason}"
     assert waiting.reason.startswith("waiting for quota: ")
 
-
-def test_the_doubled_word_check_sees_the_old_words():
-    """The check above would have caught what users met (issue 34.7)."""
-    assert doubled("[ml-research] run:12 preempted: preempted: team vision reclaimed") == ["preempted"]
-    assert REF.search("Run bert failed (run:12): OOMKilled")
-

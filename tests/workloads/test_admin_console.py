@@ -39,7 +39,8 @@ def test_staff_see_every_teams_runs_and_cancel_them(staff_client, member, team, 
     # Choosing the action only asks: a page names the run and its team, nothing is cancelled yet.
     asked = staff_client.post("/admin/jobs/trainingrun/", chosen)
     html = asked.content.decode()
-    assert asked.status_code == 200 and "bert-finetune of ML Research" in html and 'id="confirm-action"' in html
+    assert asked.status_code == 200 and f"run bert-finetune (#{run.pk}) of team ml-research" in html
+    assert 'id="confirm-action"' in html
     run.refresh_from_db()
     assert run.state == "admitted"
     response = staff_client.post("/admin/jobs/trainingrun/", {**chosen, "confirmed": "yes"}, follow=True)
@@ -69,7 +70,7 @@ def test_deleting_endpoints_asks_first_and_names_their_teams(staff_client, membe
     endpoint = endpoints.create_endpoint(member, team, endpoint_payload())
     chosen = {"action": "end_selected", "_selected_action": [endpoint.pk]}
     asked = staff_client.post("/admin/inference/inferenceendpoint/", chosen).content.decode()
-    assert "llama-chat of ML Research" in asked and "cannot be undone" in asked
+    assert f"endpoint llama-chat (#{endpoint.pk}) of team ml-research" in asked and "cannot be undone" in asked
     assert InferenceEndpoint.objects.get(pk=endpoint.pk).state != "deleting"
     done = staff_client.post("/admin/inference/inferenceendpoint/", {**chosen, "confirmed": "yes"}, follow=True)
     assert f"Deleted: endpoint llama-chat (#{endpoint.pk}) of team ml-research." in done.content.decode()
