@@ -441,7 +441,7 @@ def test_cost_names_each_workload_and_its_team_never_a_bare_ref(cli, spec, fake_
     apply_workload("run", run_id)
     run = TrainingRun.objects.get(pk=run_id)
     an_hour_ago = (timezone.now() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    fake_backend.set_running(run.namespace, run.cluster_name, 2, started=an_hour_ago)
+    fake_backend.set_running(run.namespace, run.object_name, 2, started=an_hour_ago)
     reconcile(fake_backend)  # an hour of two GPUs on the ledger
     month = timezone.now().strftime("%Y-%m")
 
