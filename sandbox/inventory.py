@@ -296,6 +296,6 @@ def cluster(name: str | None = None) -> SandboxCluster:
                          f"it has {', '.join(c.name for c in listed)}")
 
 
-def nodes(cluster_named: str | None = None) -> tuple[Node, ...]:
-    """The nodes of the cluster called ``cluster_named`` (None: the first cluster's)."""
-    return inventory().nodes[cluster(cluster_named).name]
+def nodes(name: str | None = None) -> tuple[Node, ...]:
+    """The nodes of the cluster called ``name`` (None: the first cluster's)."""
+    return inventory().nodes[cluster(name).name]
