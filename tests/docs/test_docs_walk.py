@@ -20,6 +20,9 @@ no worker, so work stays where admission put it):
   slipway`` and ``python -c`` in a subprocess. A ``sh`` block of ``curl`` calls runs whole in
   bash against the live server, as the platform admin (the API pages' blocks are staff's).
 
+README's tour is walked too: its first step submits a run from the New run form as it says
+(the image the form starts with kept, the command typed, the flavor and GPUs picked).
+
 Anything else is listed in :data:`SKIPPED` (each with why) or :data:`NOT_COMMANDS`; a command
 the walk does not know how to run fails it, so a page cannot grow a command nobody tries. Any
 5xx, 404, refusal, traceback or non-zero exit fails it, naming the page and line.
@@ -379,3 +382,29 @@ def test_every_command_on_the_pages_runs(demo, live_server, tmp_path, monkeypatc
     print("\n".join(walker.ran))
     assert any(text.startswith("slipway run -f bert.yaml") for text in walker.ran)  # the scan itself works
     assert walker.failures == []
+
+
+def tour_step(number: int) -> str:
+    """Step ``number`` of README's "A five-minute tour", as written."""
+    section = (scan.REPO / "README.md").read_text().split("## A five-minute tour", 1)[1].split("\n## ", 1)[0]
+    return re.search(rf"^{number}\. (.*?)(?=^\d+\. |\Z)", section, re.S | re.M).group(1)
+
+
+@pytest.mark.django_db
+def test_the_tours_first_run_is_submitted_as_the_tour_says(demo):
+    """Step 1: name it, keep the image the form starts with, type the command, pick the flavor and the GPUs."""
+    step = tour_step(1)
+    image = re.search(r"`([\w.-]+/[\w./-]+:[\w.-]+)`", step).group(1)
+    command = re.search(r"`(python [^`]+)`", step).group(1)
+    flavor, gpus = re.search(r"flavor `([^`]+)` and (\d+) GPU", step).groups()
+    _username, alice = signed_in("alice")
+    response = alice.get("/runs/new/")
+    form = response.context["form"]
+    assert form["image"].value() == image  # the image the tour says the form starts with
+    assert f'<option value="{flavor}">' in response.content.decode()  # offered, and not disabled
+    data = {name: form[name].value() for name in form.fields if form[name].value() not in (None, False)}
+    data.update(name="my-first-run", command=command, flavor=flavor, gpus_per_worker=gpus)
+    response = alice.post("/runs/new/", data)
+    assert response.status_code == 302, response.context["form"].errors
+    run = TrainingRun.objects.get(name="my-first-run")
+    assert (run.image, run.command, run.flavor.name, run.gpus_per_worker) == (image, command.split(), flavor, int(gpus))
