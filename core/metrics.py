@@ -16,8 +16,8 @@ Two sorts of figure:
 * **state**, computed from the database at scrape time by a collector (units in use, queue
   depth, budget burn: :mod:`quotas.metrics`), so every process and every restart agrees.
 
-Per-cluster figures carry a ``cluster`` label. Today's install has one cluster: its label is
-:func:`cluster_label`'s, the one place that will name the clusters of a multi-cluster install.
+Per-cluster figures carry a ``cluster`` label: the cluster's name (``east`` and ``west`` in the
+demo; ``default`` for a single-cluster install without one), as :func:`cluster_label` gives it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from prometheus_client.registry import Collector
 
 from cluster.errors import ClusterError
 
-#: The label of the one cluster of a single-cluster install.
+#: The label of a backend built outside any cluster (a single-cluster install's cluster is named so too).
 DEFAULT_CLUSTER = "default"
 
 #: Media type of a scrape's body (Prometheus' text exposition format).

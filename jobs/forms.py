@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from jobs import constants as c
@@ -105,6 +106,8 @@ class NewRunForm(forms.Form):
     def __init__(self, *args: Any, flavors: list[GpuFlavor] = (), usage: list[dict] = (), currency: str = "USD",
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # Read per form, not at import: the install's base image (a prefilled form's own wins).
+        self.fields["image"].initial = settings.SLIPWAY_DEFAULT_RUN_IMAGE
         rows = {row["flavor"]: row for row in usage}
         book = PriceBook()  # every flavor's price from one read of the clusters
         without_quota = {f.name for f in flavors if rows.get(f.name, {}).get("limit", 0) == 0}

@@ -1,15 +1,16 @@
-"""The ``/api/v1/`` router. Each app registers its viewsets in its ``api.py``."""
+"""The ``/api/v1/`` router. Each app registers its viewsets in its ``api.py``; ``/api/v1/`` itself links to them."""
 
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
 from inference.api import EndpointViewSet
 from jobs.api import RunViewSet
+from portal.api_root import api_root_view, collections
 from quotas.api import ClusterViewSet, CohortViewSet, FlavorViewSet, TeamSharingViewSet, TeamViewSet, UsageReportView
 from teams.api import DeviceAuthorizationView, DeviceTokenView
 
 router = DefaultRouter(trailing_slash=True)
-router.include_root_view = False
+router.include_root_view = False  # ours names every collection (portal.api_root)
 router.register("teams", TeamViewSet, basename="team")
 # /teams/{slug}/ (named team-sharing-detail: team-detail is the portal's Team page).
 router.register("teams", TeamSharingViewSet, basename="team-sharing")
@@ -19,7 +20,11 @@ router.register("flavors", FlavorViewSet, basename="flavor")
 router.register("runs", RunViewSet, basename="run")
 router.register("endpoints", EndpointViewSet, basename="endpoint")
 
+#: What ``GET /api/v1/`` links to: the router's collections, the usage report, the schema and its docs.
+ROOT_LINKS = collections(router, usage="usage-report", schema="api-schema", docs="api-docs")
+
 urlpatterns = [
+    path("", api_root_view(ROOT_LINKS), name="api-root"),
     path("usage/", UsageReportView.as_view(), name="usage-report"),
     path("auth/device/", DeviceAuthorizationView.as_view(), name="auth-device"),
     path("auth/token/", DeviceTokenView.as_view(), name="auth-token"),

@@ -378,6 +378,10 @@ SLIPWAY_RUN_AS_NON_ROOT = env_bool("SLIPWAY_RUN_AS_NON_ROOT", True)
 # registry but loopback, link-local, private, metadata and cluster-internal hosts (security.md).
 # SLIPWAY_IMAGE_REGISTRIES is its former name, still read when the new one is not set.
 SLIPWAY_ALLOWED_REGISTRIES = env_list("SLIPWAY_ALLOWED_REGISTRIES", env_list("SLIPWAY_IMAGE_REGISTRIES", []))
+# The image the "New run" form starts with (README's tour keeps it). The default is a trainer the
+# sandbox's registry holds (sandbox/inventory.yaml), so the demo's first run pulls; an install
+# sets its own base training image. Empty: the field starts empty.
+SLIPWAY_DEFAULT_RUN_IMAGE = env_str("SLIPWAY_DEFAULT_RUN_IMAGE", "registry.example.com/ml/trainer:2.4")
 SLIPWAY_NAMESPACE_PREFIX = env_str("SLIPWAY_NAMESPACE_PREFIX", "team-")
 SLIPWAY_CURRENCY = env_str("SLIPWAY_CURRENCY", "USD")
 # With DEBUG on, Django's technical error pages (tracebacks, URL lists) instead of the portal's.

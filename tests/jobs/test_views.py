@@ -302,6 +302,20 @@ def test_it_shows_a_name_already_in_use_next_to_the_name(client, member, team, q
     assert TrainingRun.objects.count() == 1
 
 
+def image_input(html: str) -> str:
+    return re.search(r'<input[^>]*name="image"[^>]*>', html).group(0)
+
+
+def test_the_new_run_form_starts_with_the_installs_image_for_the_tour_to_keep(client, member, quota, settings):
+    client.force_login(member)
+    # README's tour: "keep the image the form starts with" — one the demo's registry holds.
+    assert 'value="registry.example.com/ml/trainer:2.4"' in image_input(client.get("/runs/new/").content.decode())
+    settings.SLIPWAY_DEFAULT_RUN_IMAGE = "ghcr.io/acme/base:7"
+    assert 'value="ghcr.io/acme/base:7"' in image_input(client.get("/runs/new/").content.decode())
+    settings.SLIPWAY_DEFAULT_RUN_IMAGE = ""
+    assert "value=" not in image_input(client.get("/runs/new/").content.decode())
+
+
 def test_it_forbids_viewers_the_new_run_form(client, viewer, team, quota, published):
     client.force_login(viewer)
     assert client.get("/runs/new/").status_code == 403

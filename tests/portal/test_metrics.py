@@ -26,6 +26,7 @@ from quotas.demo import seed_team_quotas
 from quotas.ledger import month_start
 from quotas.models import PreemptionEvent, Reservation, UsageRecord
 from tests.factories import cohort_pair, make_team
+from workloads.tasks import reconcile_cluster
 
 pytestmark = pytest.mark.django_db
 
@@ -227,3 +228,17 @@ def test_one_scrape_sums_the_figures_of_every_process(client, settings, tmp_path
     assert value(samples, "slipway_reconcile_duration_seconds_sum", cluster="default") == 4.0
     assert value(samples, "slipway_cluster_up", cluster="default") == 0  # the most recent write wins
     assert value(samples, "slipway_reconcile_last_success_timestamp_seconds", cluster="default") > 0
+
+
+def test_each_of_the_demos_clusters_is_labelled_by_its_name(client, settings, published):
+    """README, "Monitoring Slipway": the demo's figures carry cluster="east" and cluster="west"."""
+    settings.SLIPWAY_SANDBOX_INVENTORY = str(django_settings.BASE_DIR / "sandbox" / "inventory.yaml")
+    settings.SLIPWAY_CLUSTER_BACKEND = "sandbox"
+    before = scrape(client)
+    for name in ("east", "west"):
+        assert reconcile_cluster(name).startswith("observed="), name
+    after = scrape(client)
+    for name in ("east", "west"):
+        cycles = "slipway_reconcile_duration_seconds_count"
+        assert value(after, cycles, cluster=name) == value(before, cycles, cluster=name) + 1, name
+        assert value(after, "slipway_cluster_up", cluster=name) == 1, name

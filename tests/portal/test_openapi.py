@@ -15,7 +15,7 @@ def test_it_generates_a_valid_schema_without_warnings(tmp_path):
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(target), stdout=StringIO())
     schema = yaml.safe_load(target.read_text())
     paths = schema["paths"]
-    for path in ["/api/v1/teams/", "/api/v1/teams/{slug}/usage/", "/api/v1/flavors/", "/api/v1/usage/",
+    for path in ["/api/v1/", "/api/v1/teams/", "/api/v1/teams/{slug}/usage/", "/api/v1/flavors/", "/api/v1/usage/",
                  "/api/v1/runs/", "/api/v1/runs/{id}/", "/api/v1/runs/{id}/cancel/", "/api/v1/runs/{id}/logs/",
                  "/api/v1/runs/{id}/events/", "/api/v1/runs/{id}/manifest/", "/api/v1/cohorts/",
                  "/api/v1/cohorts/{name}/", "/api/v1/teams/{slug}/", "/api/v1/teams/{slug}/quotas/",
@@ -29,6 +29,9 @@ def test_it_generates_a_valid_schema_without_warnings(tmp_path):
     assert schema["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
     assert set(paths["/api/v1/cohorts/{name}/"]) >= {"get", "put", "delete"}
     assert set(paths["/api/v1/teams/{slug}/"]) >= {"get", "patch"} and "put" in paths["/api/v1/teams/{slug}/quotas/{flavor}/"]
+    # The API root names each collection it links to (portal.api_root).
+    root = paths["/api/v1/"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+    assert set(schema["components"]["schemas"][root]["properties"]) >= {"runs", "endpoints", "teams", "flavors", "usage"}
 
 
 def served_schema() -> dict:

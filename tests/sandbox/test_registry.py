@@ -109,6 +109,7 @@ def test_the_shipped_registry_holds_every_demo_image_but_the_typo(settings):
     assert "SLIPWAY_SIM_OUTCOME" not in dict(DEMO_RUNS_BY_NAME["vit-typo-image"].get("env") or {})
     assert set(verdicts.values()) == {""}
     # What the run form suggests (or fills in) pulls too: the tour keeps it.
-    field = NewRunForm.base_fields["image"]
+    field = NewRunForm().fields["image"]
+    assert field.initial, "the tour's \"keep the image\" step needs a filled field"
     for suggested in filter(None, (field.widget.attrs.get("placeholder"), field.initial)):
         assert pull_error(suggested, catalog) == "", suggested
