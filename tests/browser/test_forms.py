@@ -69,7 +69,9 @@ def test_a_required_error_goes_once_its_field_is_filled(live_server, browser):
     assert browser.inner_text("#id_name_errors") == "This field is required."
     browser.fill("#id_name", "filled-now")
     assert browser.locator("#id_name_errors").count() == 0  # gone without sending the form again
-    assert browser.locator("#id_image_errors").count() == 1  # the field still empty keeps its error
+    # The image starts filled (SLIPWAY_DEFAULT_RUN_IMAGE); the command, still empty, keeps its error.
+    assert browser.locator("#id_image_errors").count() == 0
+    assert browser.locator("#id_command_errors").count() == 1
     browser.select_option("#id_flavor", "l4")
     assert browser.locator("#id_flavor_errors").count() == 0
 
