@@ -153,6 +153,9 @@ class TrainingKind(WorkloadKind):
     def last_checkpoint_at(self, run: TrainingRun) -> datetime | None:
         return run.last_checkpoint_at
 
+    def last_checkpoint(self, run: TrainingRun) -> dict | None:
+        return run.last_checkpoint
+
     def refresh_checkpoint(self, run: TrainingRun) -> None:
         services.checkpoint_from_log(run)
 

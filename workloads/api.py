@@ -33,7 +33,7 @@ from quotas.pricing import PriceBook
 from teams.idempotency import idempotent, is_dry_run
 from teams.models import Role
 from teams.permissions import require_team
-from workloads import secrets
+from workloads import attempts, secrets
 from workloads import services as workloads
 from workloads.forecast import StartEstimate, estimated_starts
 from workloads.identity import REF_SEPARATOR
@@ -52,6 +52,9 @@ class LogsSerializer(serializers.Serializer):
     lines = serializers.ListField(child=serializers.CharField())
     pod = serializers.CharField(allow_null=True, help_text="the pod these lines are from")
     pods = LogSourceSerializer(many=True, help_text="every pod of the workload with a log (?pod= picks one)")
+    attempt = serializers.IntegerField(help_text="the attempt these lines are from (?attempt= picks one)")
+    saved_at = serializers.DateTimeField(allow_null=True, help_text="an earlier attempt's: when its logs were saved, "
+                                                                    "as its pods stopped; null: read from the cluster")
 
 
 class EventSerializer(serializers.Serializer):
@@ -259,6 +262,22 @@ def _tail(request) -> int:
     return int(raw)
 
 
+ATTEMPT_PARAMETER = OpenApiParameter(
+    "attempt", {"type": "integer", "minimum": 1},
+    description="An attempt of a workload queued again (1 to its ``attempt``; default: the current one): an earlier "
+                "attempt's logs are those saved as its pods stopped.")
+
+
+def _attempt(request, workload) -> int | None:
+    """``?attempt=``: a 400 field error when it is no attempt number, 404 for an attempt the workload never had."""
+    try:
+        return attempts.attempt_of(request.query_params.get("attempt"), workload.attempt)
+    except ValueError as exc:
+        raise ValidationError({"attempt": [str(exc)]}) from exc
+    except attempts.UnknownAttempt as exc:
+        raise Http404(str(exc)) from exc
+
+
 #: ``?format=yaml`` of ``manifest/``: one YAML document, a Kubernetes ``List`` of the objects, which
 #: YAML readers take whole and ``kubectl apply -f`` applies (a stream of documents is neither).
 MANIFEST_YAML_SCHEMA = {
@@ -272,24 +291,29 @@ class WorkloadReadActions:
     """``logs/``, ``logs/download/``, ``events/``, ``preemptions/`` and ``manifest/`` of one workload, for any kind's viewset."""
 
     @extend_schema(parameters=[OpenApiParameter("tail", TAIL_SCHEMA, description="How many of the last lines."),
-                               OpenApiParameter("pod", str)], responses=LogsSerializer)
+                               OpenApiParameter("pod", str), ATTEMPT_PARAMETER], responses=LogsSerializer)
     @action(detail=True, methods=["get"])
     def logs(self, request, pk=None):
         workload = self.get_object()
+        tail, attempt = _tail(request), _attempt(request, workload)
         try:
-            found = workloads.logs(workload, request.query_params.get("pod", ""), _tail(request))
+            found = workloads.logs(workload, request.query_params.get("pod", ""), tail, attempt)
         except workloads.UnknownPod as exc:
             raise Http404("No such pod.") from exc
         return Response({"lines": found.lines, "pod": found.shown.key if found.shown else None,
-                         "pods": [{"name": s.key, "label": s.label} for s in found.sources]})
+                         "pods": [{"name": s.key, "label": s.label} for s in found.sources],
+                         "attempt": found.attempt or workload.attempt, "saved_at": found.saved_at})
 
     @extend_schema(parameters=[OpenApiParameter("pod", str, description="A pod of ``logs/``'s ``pods`` (default: "
-                                                                     "the one ``logs/`` shows first)")],
+                                                                     "the one ``logs/`` shows first)"),
+                               ATTEMPT_PARAMETER],
                    responses={(200, "text/plain"): OpenApiTypes.STR})
     @action(detail=True, methods=["get"], url_path="logs/download", url_name="logs-download", pagination_class=None)
     def logs_download(self, request, pk=None):
         """The pod's whole log as a text file (``Content-Disposition: attachment``), as the page's download."""
-        return log_download(request, self.get_object())
+        workload = self.get_object()
+        _attempt(request, workload)  # the API's 400 and 404 words, before the page's helper reads it again
+        return log_download(request, workload)
 
     @extend_schema(responses=EventSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None)
