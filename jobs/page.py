@@ -23,12 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.utils.text import capfirst
+
 from jobs.constants import TIMELINE, RunState
 from jobs.models import TrainingRun
-from workloads.models import Attempt, ReasonCode
-
-#: How an earlier attempt's end is named in the timeline and the Attempts card, by its code.
-END_LABELS = {ReasonCode.PREEMPTED: "Preempted", ReasonCode.CLUSTER_LOST: "Cluster lost"}
+from workloads.models import Attempt
 
 
 @dataclass(frozen=True)
@@ -50,9 +49,9 @@ class AttemptRow:
     cluster: str  #: "" when it was placed nowhere (or its cluster was deleted since)
     placement_reason: str
     started_at: datetime | None
-    ended_at: datetime | None
     ran_for: timedelta | None
     ended: str  #: "Preempted", "Cluster lost"
+    ended_at: datetime | None  #: when it was told to stop, else when it was queued again
     end_reason: str
     checkpoint: dict | None
     has_logs: bool
@@ -139,8 +138,8 @@ def _time_row(run: TrainingRun, earlier: list[Attempt], now: datetime) -> tuple[
 def _row(attempt: Attempt) -> AttemptRow:
     return AttemptRow(
         number=attempt.number, cluster=attempt.cluster.name if attempt.cluster_id else "",
-        placement_reason=attempt.placement_reason, started_at=attempt.started_at, ended_at=attempt.ended_at,
-        ran_for=attempt.ran_for, ended=END_LABELS.get(attempt.end_code, "Queued again"),
+        placement_reason=attempt.placement_reason, started_at=attempt.started_at,
+        ran_for=attempt.ran_for, ended=capfirst(attempt.ended_words), ended_at=attempt.stopped_at or attempt.ended_at,
         end_reason=attempt.end_reason, checkpoint=attempt.last_checkpoint, has_logs=bool(attempt.logs))
 
 
@@ -159,8 +158,8 @@ def timeline(run: TrainingRun, earlier: list[Attempt] = ()) -> list[Step]:
         happened += [Step(state, labels[state], at, "done") for state, at in (
             (RunState.ADMITTED, attempt.admitted_at), (RunState.PENDING, attempt.applied_at),
             (RunState.RUNNING, attempt.started_at)) if at is not None]
-        happened.append(Step("stopped", END_LABELS.get(attempt.end_code, "Queued again"),
-                             attempt.stopped_at or attempt.ended_at, "stopped"))
+        happened.append(Step("stopped", capfirst(attempt.ended_words), attempt.stopped_at or attempt.ended_at,
+                             "stopped"))
     current = _current_steps(run, earlier, labels)
     done = [*happened, *(s for s in current if s.status in ("done", "bad"))]
     return [*_in_event_order(done), *(s for s in current if s.status not in ("done", "bad"))]

@@ -303,6 +303,10 @@ class SecretEnv(models.Model):
         return f"secret env of {self.ref} ({', '.join(self.names)})"  # names only, never values
 
 
+#: How an earlier attempt ended, in words, by its end code (timeline, Attempts card, attempt picker).
+ATTEMPT_ENDS = {ReasonCode.PREEMPTED: "preempted", ReasonCode.CLUSTER_LOST: "cluster lost"}
+
+
 class Attempt(models.Model):
     """One earlier attempt of a workload that was queued again: where it ran, how it ended, its logs.
 
@@ -349,6 +353,11 @@ class Attempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.ref} attempt {self.number}"
+
+    @property
+    def ended_words(self) -> str:
+        """"preempted" (a spot interruption too: it is logged as one), "cluster lost"."""
+        return ATTEMPT_ENDS.get(self.end_code, "queued again")
 
     @property
     def ran_for(self) -> timedelta | None:

@@ -172,11 +172,11 @@ def _held_workloads(held: list[Reservation]) -> dict[str, object]:
 
 def last_start(workload, now: datetime) -> datetime:
     """When ``workload`` last started, as far as the portal knows: its current attempt's pods' start
-    (:attr:`~workloads.models.Workload.attempt_started`); an attempt after a preemption whose pods
-    were not seen starting yet, its admission (``started_at`` is the first attempt's and stays).
-    Not started at all: ``now`` — it has nothing to lose and has not run its min runtime."""
-    if workload.attempt_started is not None:
-        return workload.attempt_started
+    (``attempt_started_at``, as the cycle saw it); else, ``started_at`` being the first attempt's
+    and staying, once it was admitted again after a preemption, that admission. Not started at
+    all: ``now`` — it has nothing to lose and has not run its min runtime."""
+    if workload.attempt_started_at is not None:
+        return workload.attempt_started_at
     if workload.started_at is None:
         return now
     return max(workload.started_at, workload.admitted_at or workload.started_at)

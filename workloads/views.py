@@ -112,7 +112,7 @@ def _attempt_links(workload, shown: int) -> list[AttemptLink]:
         if number == workload.attempt:
             label = f"attempt {number} (current)"
         elif number in ended:
-            how = ended[number].get_end_code_display().lower() if ended[number].end_code else "queued again"
+            how = ended[number].ended_words
             label = f"attempt {number} ({how})" if ended[number].logs else f"attempt {number} ({how}; no logs kept)"
         else:
             label = f"attempt {number} (no logs kept)"
