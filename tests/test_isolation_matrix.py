@@ -57,6 +57,7 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "endpoint-logs": (ENDPOINT, ("get",), ()), "endpoint-logs-download": (ENDPOINT, ("get",), ()),
     "endpoint-manifest": (ENDPOINT, ("get",), ()),
     "run-preemptions": (RUN, ("get",), ()), "run-checkpoints": (RUN, (), ("post",)), "endpoint-preemptions": (ENDPOINT, ("get",), ()),
+    "run-attempts": (RUN, ("get",), ()), "endpoint-attempts": (ENDPOINT, ("get",), ()),
     "endpoint-scaling": (ENDPOINT, ("get",), ()), "endpoint-replicas": (ENDPOINT, ("get",), ()),
 }
 #: Routes that take a team (in the path or the body): name → (path, method, body).

@@ -81,6 +81,27 @@ class PreemptionSerializer(serializers.Serializer):
     lost_cost = serializers.DecimalField(max_digits=20, decimal_places=4)
 
 
+class AttemptSerializer(serializers.Serializer):
+    """One earlier attempt of a workload queued again (``attempts/``): where it ran and why, its times, its end."""
+
+    number = serializers.IntegerField()
+    cluster = serializers.CharField(source="cluster.name", allow_null=True, default=None,
+                                    help_text="The cluster it was placed on (null: placed nowhere).")
+    placement_reason = serializers.CharField()
+    placed_at = serializers.DateTimeField(allow_null=True)
+    admitted_at = serializers.DateTimeField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True, help_text="When its pods started (null: they never did).")
+    stopped_at = serializers.DateTimeField(allow_null=True, help_text="When it was told to stop (the preemption's notice).")
+    ended_at = serializers.DateTimeField(help_text="When it was queued again, its pods gone.")
+    ended = serializers.CharField(source="ended_words", help_text='"preempted" or "cluster lost".')
+    end_reason = serializers.CharField()
+    last_checkpoint = serializers.JSONField(source="checkpoint", allow_null=True,
+                                            help_text='{"at", "step", "path"} of the last checkpoint it reported, or null.')
+    logs_saved_at = serializers.DateTimeField(allow_null=True,
+                                              help_text="When its logs were last saved (logs/?attempt=<number>); "
+                                                        "null: none could be.")
+
+
 def _queued(workload) -> bool:
     return workload.state == kind_of(workload).lifecycle.queued
 
@@ -288,7 +309,8 @@ MANIFEST_YAML_SCHEMA = {
 
 
 class WorkloadReadActions:
-    """``logs/``, ``logs/download/``, ``events/``, ``preemptions/`` and ``manifest/`` of one workload, for any kind's viewset."""
+    """``logs/``, ``logs/download/``, ``events/``, ``preemptions/``, ``attempts/`` and ``manifest/`` of one workload,
+    for any kind's viewset."""
 
     @extend_schema(parameters=[OpenApiParameter("tail", TAIL_SCHEMA, description="How many of the last lines."),
                                OpenApiParameter("pod", str), ATTEMPT_PARAMETER], responses=LogsSerializer)
@@ -320,6 +342,13 @@ class WorkloadReadActions:
     def events(self, request, pk=None):
         workload = self.get_object()
         return Response([EventSerializer(e).data for e in workloads.events(workload)])
+
+    @extend_schema(responses=AttemptSerializer(many=True))
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def attempts(self, request, pk=None):
+        """Its earlier attempts, oldest first (a workload queued again after a preemption or a lost cluster):
+        each one's cluster and placement reason, times, end and last checkpoint; [] on a first attempt."""
+        return Response(AttemptSerializer(attempts.earlier(self.get_object()), many=True).data)
 
     @extend_schema(responses=PreemptionSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None)

@@ -201,3 +201,20 @@ def test_an_endpoint_has_only_its_first_attempt(api, ep_quota, fake_backend, pub
 def test_admission_requeue_keeps_queue_order(requeued):
     """The requeue still queues the run at its old place (nothing of the attempt record moved it)."""
     assert admission.queue_positions(requeued.team) == {requeued.ref: 1}
+
+
+def test_the_api_lists_earlier_attempts_with_their_placement(api, requeued):
+    cluster = fleet.default_cluster()
+    [first] = api.get(f"/api/v1/runs/{requeued.pk}/attempts/").json()
+    assert (first["number"], first["cluster"], first["placement_reason"], first["ended"]) == (
+        1, cluster.name, f"{cluster.name}: most free a100-80gb at 4.10/h (8)", "preempted")
+    assert first["started_at"] and first["stopped_at"] and first["ended_at"] and first["logs_saved_at"]
+    # The current attempt is the run's own fields.
+    body = api.get(f"/api/v1/runs/{requeued.pk}/").json()
+    assert (body["attempt"], body["placement_reason"]) == (2, KEPT_PLACEMENT.format(cluster=cluster.name, attempt=1,
+                                                                                   noun="run"))
+
+
+def test_a_first_attempt_lists_no_earlier_attempts(api, member, team, quota, published, fake_backend):
+    run = running(member, team, fake_backend, ["hello"])
+    assert api.get(f"/api/v1/runs/{run.pk}/attempts/").json() == []
