@@ -20,6 +20,7 @@ Nothing here reads the database: the caller loads the run with its cluster and i
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -201,9 +202,13 @@ def _current_steps(run: TrainingRun, earlier: list[Attempt], labels: dict) -> li
 
 
 def _in_event_order(steps: list[Step]) -> list[Step]:
-    """``steps`` sorted by time, then by their order here; one without a time stays after the one before it."""
+    """``steps`` sorted by time, then by their order here; one without a time stays after the one before it.
+
+    By the whole second, as the page shows them: the cluster reports a container's start in whole
+    seconds, so a pod that starts within the second of its apply must not sort before it.
+    """
     keyed, last = [], float("-inf")
     for order, step in enumerate(steps):
-        last = step.at.timestamp() if step.at is not None else last
+        last = math.floor(step.at.timestamp()) if step.at is not None else last
         keyed.append((last, order, step))
     return [step for _at, _order, step in sorted(keyed, key=lambda k: (k[0], k[1]))]

@@ -148,3 +148,11 @@ def test_a_run_cancelled_while_queued_again_ends_its_timeline_there():
     cancelled = run(state=RunState.CANCELLED, finished_at=at(25))
     assert labels(timeline(cancelled, [attempt_one()]))[-2:] == [("Queued again", "done"), ("Cancelled", "bad")]
     assert run_page(cancelled, [attempt_one()], at(30)).time_label == "Ran for"
+
+
+def test_steps_within_one_second_keep_their_order():
+    # The cluster reports a container's start in whole seconds: 09:00:05 is not before an apply at 09:00:05.7.
+    run = TrainingRun(state=RunState.SUCCEEDED, created_at=T0, admitted_at=T0 + timedelta(seconds=5.2),
+                      applied_at=T0 + timedelta(seconds=5.7), started_at=T0 + timedelta(seconds=5), attempt=1,
+                      finished_at=at(9))
+    assert [s.label for s in timeline(run)] == ["Queued", "Admitted", "Pending", "Running", "Succeeded"]
