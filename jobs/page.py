@@ -83,7 +83,7 @@ def run_page(run: TrainingRun, earlier: list[Attempt], now: datetime) -> RunPage
     """The page model of ``run`` at ``now``; ``earlier``: its recorded earlier attempts, oldest first."""
     began = _attempt_began(run, earlier)  # when the current attempt was queued (None: the first)
     queued = run.state == RunState.QUEUED
-    label, span = _time_row(run, earlier, now)
+    ran = run_time(run, earlier, now)
     checkpoint = run.last_checkpoint
     resumes = next(({**a.last_checkpoint, "attempt": a.number} for a in reversed(earlier) if a.checkpoint), None)
     if checkpoint is not None and began is not None and checkpoint["at"] < began:
@@ -94,7 +94,7 @@ def run_page(run: TrainingRun, earlier: list[Attempt], now: datetime) -> RunPage
     return RunPage(
         attempt=run.attempt,
         queued_since=(began or run.created_at) if queued else None,
-        time_label=label, time_span=span,
+        time_label=ran.label, time_span=ran.span,
         cluster=run.cluster.name if run.cluster_id else "",
         placement_reason=run.placement_reason if run.cluster_id else "",
         show_cluster=run.cluster_id is not None or run.attempt > 1,
@@ -120,20 +120,38 @@ def _attempt_began(run: TrainingRun, earlier: list[Attempt]) -> datetime | None:
     return run.last_preempted_at or run.created_at
 
 
-def _time_row(run: TrainingRun, earlier: list[Attempt], now: datetime) -> tuple[str, timedelta | None]:
-    """("Running for", the current attempt's time) while it runs, ("Ran for", all attempts' time) once
-    final, ("", None) otherwise — never while it is queued, whatever an earlier attempt ran."""
+@dataclass(frozen=True)
+class RunTime:
+    """How long a run has run, as its page and the runs list say it: ``label`` "Running for", "Ran
+    for" or "" (nothing to say: not started, or queued), ``span`` the time."""
+
+    label: str
+    span: timedelta | None
+
+    @property
+    def short(self) -> str:
+        """The list's words: "running 5 min", "ran 1 h 05 min", "" (the list shows a dash)."""
+        return {RUNNING_FOR: "running", RAN_FOR: "ran"}.get(self.label, "")
+
+
+RUNNING_FOR, RAN_FOR = "Running for", "Ran for"
+
+
+def run_time(run: TrainingRun, earlier: list[Attempt], now: datetime) -> RunTime:
+    """While it runs, the current attempt's time; once final, all its attempts' time (not the waits
+    between them); nothing otherwise — never while it is queued, whatever an earlier attempt ran.
+    ``earlier``: its recorded earlier attempts (:func:`workloads.attempts.earlier`)."""
     start = run.attempt_started
     if run.is_final:
         if run.attempt == 1:
-            return ("Ran for", run.running_time) if run.running_time is not None else ("", None)
+            return RunTime(RAN_FOR, run.running_time) if run.running_time is not None else RunTime("", None)
         spans = [a.ran_for for a in earlier if a.ran_for is not None]
         if start is not None and run.finished_at is not None:
             spans.append(max(run.finished_at - start, timedelta(0)))
-        return ("Ran for", sum(spans, timedelta(0))) if spans else ("", None)
+        return RunTime(RAN_FOR, sum(spans, timedelta(0))) if spans else RunTime("", None)
     if run.state == RunState.QUEUED or start is None:
-        return "", None
-    return "Running for", max(now - start, timedelta(0))
+        return RunTime("", None)
+    return RunTime(RUNNING_FOR, max(now - start, timedelta(0)))
 
 
 def _row(attempt: Attempt) -> AttemptRow:

@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 
 from cluster.errors import Transient
+from core.formatting import format_duration
 from fleet import services as fleet
 from jobs import services
 from jobs.constants import RunState
@@ -218,3 +219,26 @@ def test_the_api_lists_earlier_attempts_with_their_placement(api, requeued):
 def test_a_first_attempt_lists_no_earlier_attempts(api, member, team, quota, published, fake_backend):
     run = running(member, team, fake_backend, ["hello"])
     assert api.get(f"/api/v1/runs/{run.pk}/attempts/").json() == []
+
+
+# -- the runs list says the same as the page -----------------------------------------------------
+
+
+def test_the_runs_list_does_not_call_a_run_queued_again_running(client, member, requeued):
+    client.force_login(member)
+    assert f'<span id="run-{requeued.pk}-ran">—</span>' in client.get("/runs/").content.decode()
+    polled = client.get(f"/runs/{requeued.pk}/state/").content.decode()
+    assert f'<span id="run-{requeued.pk}-ran" hx-swap-oob="true">—</span>' in polled
+    assert f'<span id="run-{requeued.pk}-ran">—</span>' in client.get("/").content.decode()  # the dashboard
+
+
+def test_a_finished_run_ran_for_its_attempts_not_the_wait_between(client, member, requeued):
+    attempt = Attempt.objects.get(ref=requeued.ref, number=1)
+    again = attempt.ended_at + timedelta(hours=5)  # five hours queued: not running time
+    TrainingRun.objects.filter(pk=requeued.pk).update(
+        state=RunState.SUCCEEDED, admitted_at=again, applied_at=again, attempt_started_at=again,
+        finished_at=again + timedelta(minutes=10))
+    client.force_login(member)
+    expected = format_duration(attempt.ran_for + timedelta(minutes=10))
+    assert f'<span id="run-{requeued.pk}-ran">ran {expected}</span>' in client.get("/runs/").content.decode()
+    assert f'<dt>Ran for</dt><dd id="run-time">{expected}</dd>' in client.get(f"/runs/{requeued.pk}/").content.decode()
