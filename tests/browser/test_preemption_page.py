@@ -79,8 +79,8 @@ def preempted_after_running(transactional_db, flavors, fake_backend, published):
             apply_workload(*args)
     published.clear()
     started = timezone.now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    fake_backend.set_running(borrowed.namespace, borrowed.cluster_name, 4, started=started)
-    fake_backend.log_lines[f"{borrowed.cluster_name}-abcde"] = [f"epoch 1 step {i} loss 0.{i}" for i in range(50)]
+    fake_backend.set_running(borrowed.namespace, borrowed.object_name, 4, started=started)
+    fake_backend.log_lines[f"{borrowed.object_name}-abcde"] = [f"epoch 1 step {i} loss 0.{i}" for i in range(50)]
     rec.reconcile(fake_backend)
     assert TrainingRun.objects.get(pk=borrowed.pk).state == "running"
     submit_run(noor, nlp, spec("mine", 4))

@@ -218,7 +218,7 @@ def test_logs_of_an_earlier_attempt(cli, spec, fake_backend, live_server):
     run_id = run_id_of(cli("run", "-f", spec).stdout)
     assert apply_workload("run", run_id) == "applied"
     run = TrainingRun.objects.get(pk=run_id)
-    fake_backend.set_running(run.namespace, run.cluster_name, 2)
+    fake_backend.set_running(run.namespace, run.object_name, 2)
     fake_backend.log_lines[fake_backend.pods(run)[0]["metadata"]["name"]] = ["epoch 1 loss 0.9", "epoch 2 loss 0.5"]
     preempt_and_requeue(run, fake_backend)  # its pods and their logs are gone; attempt 1's were saved
     assert cli("logs", str(run_id)).stdout == ""

@@ -40,8 +40,8 @@ def running(member, team, fake_backend, lines: list[str]) -> TrainingRun:
         state=RunState.RUNNING, applied_at=started, started_at=started, attempt_started_at=started, cluster=cluster,
         placement_reason=f"{cluster.name}: most free a100-80gb at 4.10/h (8)", placed_at=started)
     run.refresh_from_db()
-    fake_backend.pod_lists[(run.namespace, run.cluster_name)] = [pod(run.cluster_name, "Running", 2)]
-    fake_backend.log_lines[f"{run.cluster_name}-abcde"] = lines
+    fake_backend.pod_lists[(run.namespace, run.object_name)] = [pod(run.object_name, "Running", 2)]
+    fake_backend.log_lines[f"{run.object_name}-abcde"] = lines
     return run
 
 
@@ -51,7 +51,7 @@ def preempt_and_requeue(run: TrainingRun, fake_backend) -> TrainingRun:
     TrainingRun.objects.filter(pk=run.pk).update(preempting_since=now, reason_code=ReasonCode.PREEMPTING)
     run.refresh_from_db()
     attempts.save_logs(run, fake_backend, PREEMPTED_LABEL, now)
-    fake_backend.pod_lists.pop((run.namespace, run.cluster_name))  # the pods and their logs are gone
+    fake_backend.pod_lists.pop((run.namespace, run.object_name))  # the pods and their logs are gone
     assert lifecycle.requeue(kind_for("run"), run, now)
     return TrainingRun.objects.get(pk=run.pk)
 
@@ -78,7 +78,7 @@ def test_the_requeue_keeps_the_attempts_placement_and_the_next_one_says_why_it_s
 
 def test_a_preemption_keeps_the_tail_of_each_pods_log(requeued):
     saved = Attempt.objects.get(ref=requeued.ref, number=1).logs
-    assert [(s["pod"], s["label"]) for s in saved] == [(f"{requeued.cluster_name}-abcde", f"{requeued.cluster_name}-abcde")]
+    assert [(s["pod"], s["label"]) for s in saved] == [(f"{requeued.object_name}-abcde", f"{requeued.object_name}-abcde")]
     assert len(saved[0]["lines"]) == attempts.SAVED_LINES and saved[0]["lines"][-1] == "epoch 1 step 1499"
 
 
@@ -87,10 +87,10 @@ def test_a_later_read_keeps_what_an_earlier_one_saved_of_a_pod_gone_since(member
     run = running(member, team, fake_backend, ["first words"])
     now = timezone.now()
     assert attempts.save_logs(run, fake_backend, PREEMPTED_LABEL, now)
-    second = pod(run.cluster_name, "Running", 2)
-    second["metadata"]["name"] = f"{run.cluster_name}-1"
-    fake_backend.pod_lists[(run.namespace, run.cluster_name)] = [second]
-    fake_backend.log_lines[f"{run.cluster_name}-1"] = ["other pod"]
+    second = pod(run.object_name, "Running", 2)
+    second["metadata"]["name"] = f"{run.object_name}-1"
+    fake_backend.pod_lists[(run.namespace, run.object_name)] = [second]
+    fake_backend.log_lines[f"{run.object_name}-1"] = ["other pod"]
     assert attempts.save_logs(run, fake_backend, PREEMPTED_LABEL, now)
     assert [s["lines"] for s in Attempt.objects.get(ref=run.ref, number=1).logs] == [["other pod"], ["first words"]]
     # A cluster that does not answer keeps what was saved.
@@ -141,7 +141,7 @@ def test_the_page_shows_attempt_one_saved_lines_and_links_each_attempt(client, m
     assert box.status_code == 200 and "epoch 1 step 1499" in box.content.decode()
     download = client.get(f"/runs/{requeued.pk}/logs/download/?attempt=1")
     assert download.content.decode().splitlines()[-1] == "epoch 1 step 1499"
-    assert download["Content-Disposition"] == f'attachment; filename="{requeued.cluster_name}-abcde-attempt-1.log"'
+    assert download["Content-Disposition"] == f'attachment; filename="{requeued.object_name}-abcde-attempt-1.log"'
 
 
 def test_a_first_attempt_has_no_attempt_picker(client, member, team, quota, published, fake_backend):
@@ -173,7 +173,7 @@ def test_the_api_reads_an_earlier_attempt_and_names_the_one_it_read(api, requeue
     body = api.get(f"/api/v1/runs/{requeued.pk}/logs/", {"attempt": "1", "tail": "3"}).json()
     assert body["attempt"] == 1 and body["saved_at"] is not None
     assert body["lines"] == ["epoch 1 step 1497", "epoch 1 step 1498", "epoch 1 step 1499"]
-    assert body["pods"] == [{"name": f"{requeued.cluster_name}-abcde", "label": f"{requeued.cluster_name}-abcde"}]
+    assert body["pods"] == [{"name": f"{requeued.object_name}-abcde", "label": f"{requeued.object_name}-abcde"}]
     assert api.get(f"/api/v1/runs/{requeued.pk}/logs/", {"attempt": "2"}).json()["attempt"] == 2
 
 

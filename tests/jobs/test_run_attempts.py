@@ -121,7 +121,7 @@ def test_a_requeued_runs_page_says_queued_since_its_requeue_with_one_cluster_row
     # The current attempt's placement: it comes back to its cluster (its checkpoint claim is there) …
     name = run.cluster.name
     assert shown["Cluster"] == f"{name} — " + KEPT_PLACEMENT.format(cluster=name, attempt=1, noun="run")
-    assert shown["Objects"] == f"Job {run.namespace}/{run.cluster_name}"
+    assert shown["Objects"] == f"Job {run.namespace}/{run.object_name}"
     # … and attempt 1's checkpoint is what it resumes from, not a checkpoint of its own.
     assert shown["Last checkpoint"] == "none reported in this attempt yet"
     assert shown["Resumes from"].startswith("step 300 of attempt 1") and CHECKPOINT in shown["Resumes from"]
