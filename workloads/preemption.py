@@ -9,16 +9,16 @@ Each reconcile cycle, after queued work was admitted (:func:`reclaim`):
 2. each victim gets its **notice**: a preemption log row (:class:`quotas.models.PreemptionEvent`),
    an audit row, the reason "being preempted: …" and ``preempting_since``; then its kind acts —
    the tail of its pods' logs is saved (:mod:`workloads.attempts`: no cluster serves a deleted
-   pod's log), a run's objects are deleted with the grace period (its checkpoint contract's ``grace_seconds``, else
-   ``SLIPWAY_PREEMPTION_GRACE_SECONDS``; its checkpoint claim stays for the next attempt), an
-   endpoint's burst shrinks (:meth:`workloads.registry.WorkloadKind.preempt`);
+   pod's log), a run's objects are deleted with the grace period (its checkpoint contract's
+   ``grace_seconds``, else ``SLIPWAY_PREEMPTION_GRACE_SECONDS``; its checkpoint claim stays for
+   the next attempt), an endpoint's burst shrinks (:meth:`workloads.registry.WorkloadKind.preempt`);
 3. a run being preempted keeps its reservation until its objects are gone (:func:`follow`, from
    the cycle's observation, which also gives the notice and the graceful delete again when they
-   were lost, and saves their logs again, with what they print while they stop), so the reclaiming team's work never runs beside the pods it
-   replaces; then it goes back to ``queued`` at its old queue position, its segment billed to
-   that moment (the grace is billed), ``preemptions`` counted, no retry spent, and what the
-   attempt was (its placement, times, checkpoint) kept beside its saved logs
-   (:func:`workloads.lifecycle.requeue`).
+   were lost, and saves their logs again, with what they print while they stop), so the
+   reclaiming team's work never runs beside the pods it replaces; then it goes back to
+   ``queued`` at its old queue position, its segment billed to that moment (the grace is
+   billed), ``preemptions`` counted, no retry spent, and what the attempt was (its placement,
+   times, checkpoint) kept beside its saved logs (:func:`workloads.lifecycle.requeue`).
 
 The choice takes no lock: it is advice, and every act on it is a conditional update (a victim
 already stopping or ended is skipped), so a cycle replayed or racing a user's action preempts
@@ -53,8 +53,8 @@ from workloads.registry import WorkloadKind, kind_for, kinds, labels
 
 logger = logging.getLogger(__name__)
 
-#: How the saved logs label a preempted attempt's pods that had not finished ("attempt 1 (preempted)").
-PREEMPTED_LABEL = "preempted"
+#: How the saved logs label a preempted (interrupted) attempt's pods that had not finished ("attempt 1 (preempted)").
+PREEMPTED_LABEL, INTERRUPTED_LABEL = "preempted", "interrupted"
 
 
 def reclaim(now: datetime) -> list[str]:
@@ -347,7 +347,7 @@ def interrupt(kind: WorkloadKind, backend, workload, status, now: datetime) -> b
             ref=workload.ref, team=workload.team, by_team=None, cause=PreemptionEvent.Cause.SPOT,
             user_id=workload.created_by_id, flavor=workload.flavor, units=units, reason=reason[:500],
             grace_seconds=0, lost_gpu_hours=gpu_hours, lost_cost=cost, currency=settings.SLIPWAY_CURRENCY, at=now)
-    attempts.save_logs(workload, backend, "interrupted", now)  # what its pods still answer, before they go
+    attempts.save_logs(workload, backend, INTERRUPTED_LABEL, now)  # what its pods still answer, before they go
     _delete(kind, backend, workload, 0)
     return True
 
