@@ -93,7 +93,7 @@ class AttemptSerializer(serializers.Serializer):
     started_at = serializers.DateTimeField(allow_null=True, help_text="When its pods started (null: they never did).")
     stopped_at = serializers.DateTimeField(allow_null=True, help_text="When it was told to stop (the preemption's notice).")
     ended_at = serializers.DateTimeField(help_text="When it was queued again, its pods gone.")
-    ended = serializers.CharField(source="ended_words", help_text='"preempted" or "cluster lost".')
+    ended = serializers.CharField(source="ended_words", help_text='"preempted", "interrupted" (its spot node reclaimed) or "cluster lost".')
     end_reason = serializers.CharField()
     last_checkpoint = serializers.JSONField(source="checkpoint", allow_null=True,
                                             help_text='{"at", "step", "path"} of the last checkpoint it reported, or null.')

@@ -89,11 +89,12 @@ def save_logs(workload, backend, ended_as: str, now: datetime) -> bool:
     return True
 
 
-def close(workload, checkpoint: dict | None, now: datetime, reason: str, code: ReasonCode) -> None:
+def close(workload, checkpoint: dict | None, now: datetime, reason: str, code: ReasonCode, cause: str = "") -> None:
     """Record what ``workload``'s current attempt was, now that it is queued again (in the caller's
     transaction, with the columns as they were before the requeue cleared them).
 
-    ``checkpoint``: the last one it reported (``{"at", "step", "path"}``), None for none.
+    ``checkpoint``: the last one it reported (``{"at", "step", "path"}``), None for none;
+    ``cause``: the cause of the preemption that ended it (``PreemptionEvent.Cause``), "" for none.
     """
     kept = None
     if checkpoint is not None:
@@ -102,7 +103,7 @@ def close(workload, checkpoint: dict | None, now: datetime, reason: str, code: R
         "cluster_id": workload.cluster_id, "placement_reason": workload.placement_reason,
         "placed_at": workload.placed_at, "admitted_at": workload.admitted_at, "applied_at": workload.applied_at,
         "started_at": workload.attempt_started, "stopped_at": workload.preempting_since, "ended_at": now,
-        "end_code": code, "end_reason": reason[:500], "checkpoint": kept,
+        "end_code": code, "cause": cause, "end_reason": reason[:500], "checkpoint": kept,
     })
 
 

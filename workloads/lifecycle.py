@@ -152,8 +152,8 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
         placement = {}
     with transaction.atomic():
         admission.lock_admission(workload.team)
-        event_reason = reason or (
-            PreemptionEvent.objects.filter(ref=workload.ref).values_list("reason", flat=True).first() or "preempted")
+        event = None if reason else PreemptionEvent.objects.filter(ref=workload.ref).values_list("reason", "cause").first()
+        event_reason = reason or (event[0] if event else "preempted")
         updated = type(workload).objects.filter(
             pk=workload.pk, state__in=workload.HOLDING_STATES, preempting_since=workload.preempting_since,
         ).update(state=lc.queued, reason=event_reason[:500], reason_code=code, preempting_since=None,
@@ -162,7 +162,7 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
         if not updated:
             return False
         # The snapshot the update matched (same preemption) is the attempt that ends here.
-        attempts.close(workload, kind.last_checkpoint(workload), now, event_reason, code)
+        attempts.close(workload, kind.last_checkpoint(workload), now, event_reason, code, event[1] if event else "")
         _close_billing(workload, now)
         admission.requeue(workload.team, workload.ref, kind.resource_request(workload), workload.created_at)
     return True

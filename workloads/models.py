@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from cluster.backends.base import ClusterAddress
 from quotas.ledger import cost_per_hour, open_segment_cost
+from quotas.models import PreemptionEvent
 from quotas.pricing import PriceBook, Quote
 from teams.permissions import visible_to
 from workloads import idle
@@ -303,8 +304,10 @@ class SecretEnv(models.Model):
         return f"secret env of {self.ref} ({', '.join(self.names)})"  # names only, never values
 
 
-#: How an earlier attempt ended, in words, by its end code (timeline, Attempts card, attempt picker).
+#: How an earlier attempt ended, in words, by its end code (timeline, Attempts card, attempt picker);
+#: a preemption whose cause was the provider's (a spot node reclaimed) is an interruption.
 ATTEMPT_ENDS = {ReasonCode.PREEMPTED: "preempted", ReasonCode.CLUSTER_LOST: "cluster lost"}
+INTERRUPTED = "interrupted"
 
 
 class Attempt(models.Model):
@@ -340,6 +343,8 @@ class Attempt(models.Model):
     #: When it was queued again (its objects gone); None while its logs are saved before that.
     ended_at = models.DateTimeField(null=True, blank=True)
     end_code = models.CharField(max_length=32, choices=ReasonCode.choices, blank=True, default=ReasonCode.NONE)
+    #: The cause of the preemption that ended it (its log row's), "" when none did (a lost cluster).
+    cause = models.CharField(max_length=16, choices=PreemptionEvent.Cause.choices, blank=True, default="")
     end_reason = models.CharField(max_length=500, blank=True)
     #: The last checkpoint it reported (``{"at", "step", "path"}``, ``at`` in ISO 8601), if its kind reports them.
     checkpoint = models.JSONField(null=True, blank=True, default=None)
@@ -356,7 +361,9 @@ class Attempt(models.Model):
 
     @property
     def ended_words(self) -> str:
-        """"preempted" (a spot interruption too: it is logged as one), "cluster lost"."""
+        """"preempted", "interrupted" (its spot node reclaimed), "cluster lost"."""
+        if self.cause == PreemptionEvent.Cause.SPOT:
+            return INTERRUPTED
         return ATTEMPT_ENDS.get(self.end_code, "queued again")
 
     @property
