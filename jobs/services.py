@@ -54,7 +54,7 @@ def get_run_for_user(user, pk, role: str = Role.VIEWER, staff_reads: bool = Fals
 
     ``staff_reads``: a read-only page or API read, which platform staff may make in any team.
     """
-    return get_for_user(TrainingRun.objects.select_related("team", "flavor", "created_by"), user, role,
+    return get_for_user(TrainingRun.objects.select_related("team", "flavor", "created_by", "cluster"), user, role,
                         staff_reads=staff_reads, pk=pk)
 
 

@@ -14,8 +14,6 @@ panels are every kind's (``workloads.views``, ``templates/workloads/``).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from datetime import datetime
 
 import yaml
 from django.conf import settings
@@ -25,20 +23,22 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from cluster.capacity import scheduler_message
 from jobs import services
-from jobs.constants import TIMELINE, RunState
+from jobs.constants import RunState
 from jobs.forms import NewRunForm, initial_from_run, preview_data
 from jobs.models import TrainingRun
+from jobs.page import run_page
 from quotas import admission
 from quotas.models import GpuFlavor
 from quotas.services import usage_summary
 from teams.models import Role
 from teams.permissions import end_refusal, may_end, read_membership, submit_refusal
-from workloads import preemption, secrets
+from workloads import attempts, preemption, secrets
 from workloads import services as workloads
 from workloads.api import pk_of
 from workloads.forecast import CAPACITY_WAIT, Forecast, StartEstimate, estimated_starts
@@ -85,6 +85,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         runs = runs.filter(name__icontains=query)
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     quote_rows(page)
+    attempts.attach_earlier(page)  # the runs queued again: how long they ran, in one query
     # One query for every queued run's position, instead of one per row.
     positions = admission.queue_positions(team) if any(r.state == RunState.QUEUED for r in page) else {}
     rows = [(run, positions.get(run.ref)) for run in page]
@@ -185,41 +186,9 @@ def _preview(team, values) -> Forecast | None:
 # 3. Run detail -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Step:
-    """One step of the state timeline: ``status`` is done, current, todo or bad (failed/cancelled)."""
-
-    state: str
-    label: str
-    at: datetime | None
-    status: str
-
-
-def timeline(run: TrainingRun) -> list[Step]:
-    """The happy path up to where the run is; a failed or cancelled run ends where that happened."""
-    times = {RunState.QUEUED: run.created_at, RunState.ADMITTED: run.admitted_at, RunState.PENDING: run.applied_at,
-             RunState.RUNNING: run.started_at, RunState.SUCCEEDED: run.finished_at}
-    labels = dict(RunState.choices)
-    if run.state in (RunState.FAILED, RunState.CANCELLED):
-        # Only the steps the run reached (it may, e.g., be cancelled while still queued).
-        reached = [s for s in TIMELINE[:-1] if s == RunState.QUEUED or times[s] is not None]
-        steps = [Step(s, labels[s], times[s], "done") for s in reached]
-        return [*steps, Step(run.state, labels[run.state], run.finished_at, "bad")]
-    position = TIMELINE.index(run.state)
-    steps = []
-    for index, state in enumerate(TIMELINE):
-        if index < position or run.state == RunState.SUCCEEDED:
-            status = "done"
-        elif index == position:
-            status = "current"
-        else:
-            status = "todo"
-        steps.append(Step(state, labels[state], times[state] if index <= position else None, status))
-    return steps
-
-
 def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
-    """The status panel's context; platform staff outside the team read it without controls."""
+    """The status panel's context (its rows: :func:`jobs.page.run_page`); platform staff outside the team
+    read it without controls."""
     membership = read_membership(request.user, run.team)
     reason, start, raw = run.reason, None, ""
     if run.state == RunState.QUEUED:
@@ -230,7 +199,8 @@ def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
         # The reconciler put the scheduler's words into plain ones; theirs stay one click away.
         raw = scheduler_message(workloads.events(run))
         start = StartEstimate(None, unknown=CAPACITY_WAIT)
-    return {"run": run, "timeline": timeline(run), "reason": reason, "start": start, "scheduler_message": raw,
+    return {"run": run, "page": run_page(run, attempts.earlier(run), timezone.now()), "reason": reason,
+            "start": start, "scheduler_message": raw,
             "can_cancel": not run.is_final and membership is not None and may_end(request.user, run, membership),
             "cancel_refused": "" if run.is_final or membership is None else end_refusal(request.user, run, membership),
             "can_rerun": membership is not None and membership.allows(Role.MEMBER),

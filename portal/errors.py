@@ -73,9 +73,12 @@ def static_nav() -> list[dict]:
 
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """400. A view's own ``BadRequest`` says what was wrong ("attempt: Must be a whole number …"), and
+    the page shows it; Django's ``SuspiciousOperation`` words are for the log, not the visitor."""
+    detail = str(exception) if type(exception) is BadRequest else ""
     if is_api(request):
-        return api_error(400)
-    return render(request, "400.html", status=400)
+        return api_error(400, detail or None)
+    return render(request, "400.html", {"detail": detail}, status=400)
 
 
 def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:

@@ -495,10 +495,15 @@ def describe(client: Client, run_id: int, output: str) -> None:
 @click.option("--tail", type=click.IntRange(1, 5000), default=200, show_default=True, help="Last lines to show.")
 @click.option("--pod", help="Another pod of the run (a worker, an earlier attempt); see `describe`.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the run ends.")
+@click.option("--attempt", type=click.IntRange(min=1),
+              help="An earlier attempt of a run queued again (preempted): its log as saved when its pods stopped.")
 @api_call
-def logs(client: Client, run_id: int, tail: int, pod: str | None, follow: bool) -> None:
-    """Print a run's log (the Master's, or the newest attempt's)."""
-    for line in client.log_lines(run_id, tail=tail, pod=pod, follow=follow, interval=FOLLOW_INTERVAL, wait=pause):
+def logs(client: Client, run_id: int, tail: int, pod: str | None, follow: bool, attempt: int | None) -> None:
+    """Print a run's log (the Master's, or the newest pod's) of its current attempt, or of --attempt."""
+    if follow and attempt is not None:
+        raise click.UsageError("--follow reads the current attempt; an earlier attempt's saved log does not change")
+    for line in client.log_lines(run_id, tail=tail, pod=pod, follow=follow, interval=FOLLOW_INTERVAL, wait=pause,
+                                 attempt=attempt):
         click.echo(line)
 
 

@@ -260,20 +260,23 @@ class Client:
     def cancel_run(self, run_id: int) -> Run:
         return self._request("POST", f"runs/{int(run_id)}/cancel/").json()
 
-    def logs(self, run_id: int, *, tail: int | None = None, pod: str | None = None) -> dict:
-        """``{"lines", "pod", "pods"}``: the run's default pod, or ``pod``."""
-        return self._get(f"runs/{int(run_id)}/logs/", tail=tail, pod=pod)
+    def logs(self, run_id: int, *, tail: int | None = None, pod: str | None = None,
+             attempt: int | None = None) -> dict:
+        """``{"lines", "pod", "pods", "attempt", "saved_at"}``: the run's default pod, or ``pod``, of its
+        current attempt, or of ``attempt`` (an earlier one's logs are those saved as its pods stopped)."""
+        return self._get(f"runs/{int(run_id)}/logs/", tail=tail, pod=pod, attempt=attempt)
 
     def log_lines(self, run_id: int, *, tail: int = 200, pod: str | None = None, follow: bool = False,
-                  interval: float = 2.0, wait: Wait = time.sleep) -> Iterator[str]:
+                  interval: float = 2.0, wait: Wait = time.sleep, attempt: int | None = None) -> Iterator[str]:
         """The last ``tail`` lines of the run's log; with ``follow``, then each new line until the run ends.
 
         The API answers tail windows; the lines new since the last window are told apart by
         their overlap (:func:`new_lines`), so a line printed twice is still shown twice.
+        ``attempt``: an earlier attempt's (its saved lines do not change: never with ``follow``).
         """
         # Following, every window is the largest: windows of one size only move forward, which
         # is what telling the new lines by the overlap needs.
-        shown = self.logs(run_id, tail=MAX_TAIL if follow else tail, pod=pod)["lines"]
+        shown = self.logs(run_id, tail=MAX_TAIL if follow else tail, pod=pod, attempt=attempt)["lines"]
         yield from shown[-tail:]
         ended = not follow
         while not ended:

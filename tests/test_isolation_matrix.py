@@ -57,6 +57,7 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "endpoint-logs": (ENDPOINT, ("get",), ()), "endpoint-logs-download": (ENDPOINT, ("get",), ()),
     "endpoint-manifest": (ENDPOINT, ("get",), ()),
     "run-preemptions": (RUN, ("get",), ()), "run-checkpoints": (RUN, (), ("post",)), "endpoint-preemptions": (ENDPOINT, ("get",), ()),
+    "run-attempts": (RUN, ("get",), ()), "endpoint-attempts": (ENDPOINT, ("get",), ()),
     "endpoint-scaling": (ENDPOINT, ("get",), ()), "endpoint-replicas": (ENDPOINT, ("get",), ()),
 }
 #: Routes that take a team (in the path or the body): name → (path, method, body).
@@ -98,7 +99,8 @@ PORTAL_TEAM_ROUTES = {
 #: Routes scoped to the caller (their own teams, their own tokens): nothing of another team to reach.
 OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-token", "jobs:run-list", "jobs:run-new",
               "jobs:run-preview", "inference:endpoint-list", "inference:endpoint-new", "inference:endpoint-preview",
-              "usage", "usage-report", "team-list", "flavor-list", "login", "logout", "device-login"}
+              "usage", "usage-report", "team-list", "flavor-list", "login", "logout", "device-login",
+              "api-root"}  # the API root: links only, for whoever is signed in
 #: Single sign-on's flow (front.sso): the provider login and callback, and the deactivated-account page. They
 #: hold no team's objects; what they may change (the signing-in person's own memberships) is tests/sso's.
 SIGN_IN_ROUTES = {"openid_connect_login", "openid_connect_callback", "account_inactive"}

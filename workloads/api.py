@@ -33,7 +33,7 @@ from quotas.pricing import PriceBook
 from teams.idempotency import idempotent, is_dry_run
 from teams.models import Role
 from teams.permissions import require_team
-from workloads import secrets
+from workloads import attempts, secrets
 from workloads import services as workloads
 from workloads.forecast import StartEstimate, estimated_starts
 from workloads.identity import REF_SEPARATOR
@@ -52,6 +52,9 @@ class LogsSerializer(serializers.Serializer):
     lines = serializers.ListField(child=serializers.CharField())
     pod = serializers.CharField(allow_null=True, help_text="the pod these lines are from")
     pods = LogSourceSerializer(many=True, help_text="every pod of the workload with a log (?pod= picks one)")
+    attempt = serializers.IntegerField(help_text="the attempt these lines are from (?attempt= picks one)")
+    saved_at = serializers.DateTimeField(allow_null=True, help_text="an earlier attempt's: when its logs were saved, "
+                                                                    "as its pods stopped; null: read from the cluster")
 
 
 class EventSerializer(serializers.Serializer):
@@ -76,6 +79,27 @@ class PreemptionSerializer(serializers.Serializer):
     grace_seconds = serializers.IntegerField()
     lost_gpu_hours = serializers.DecimalField(max_digits=20, decimal_places=4)
     lost_cost = serializers.DecimalField(max_digits=20, decimal_places=4)
+
+
+class AttemptSerializer(serializers.Serializer):
+    """One earlier attempt of a workload queued again (``attempts/``): where it ran and why, its times, its end."""
+
+    number = serializers.IntegerField()
+    cluster = serializers.CharField(source="cluster.name", allow_null=True, default=None,
+                                    help_text="The cluster it was placed on (null: placed nowhere).")
+    placement_reason = serializers.CharField()
+    placed_at = serializers.DateTimeField(allow_null=True)
+    admitted_at = serializers.DateTimeField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True, help_text="When its pods started (null: they never did).")
+    stopped_at = serializers.DateTimeField(allow_null=True, help_text="When it was told to stop (the preemption's notice).")
+    ended_at = serializers.DateTimeField(help_text="When it was queued again, its pods gone.")
+    ended = serializers.CharField(source="ended_words", help_text='"preempted", "interrupted" (its spot node reclaimed) or "cluster lost".')
+    end_reason = serializers.CharField()
+    last_checkpoint = serializers.JSONField(source="checkpoint", allow_null=True,
+                                            help_text='{"at", "step", "path"} of the last checkpoint it reported, or null.')
+    logs_saved_at = serializers.DateTimeField(allow_null=True,
+                                              help_text="When its logs were last saved (logs/?attempt=<number>); "
+                                                        "null: none could be.")
 
 
 def _queued(workload) -> bool:
@@ -259,6 +283,22 @@ def _tail(request) -> int:
     return int(raw)
 
 
+ATTEMPT_PARAMETER = OpenApiParameter(
+    "attempt", {"type": "integer", "minimum": 1},
+    description="An attempt of a workload queued again (1 to its ``attempt``; default: the current one): an earlier "
+                "attempt's logs are those saved as its pods stopped.")
+
+
+def _attempt(request, workload) -> int | None:
+    """``?attempt=``: a 400 field error when it is no attempt number, 404 for an attempt the workload never had."""
+    try:
+        return attempts.attempt_of(request.query_params.get("attempt"), workload.attempt)
+    except ValueError as exc:
+        raise ValidationError({"attempt": [str(exc)]}) from exc
+    except attempts.UnknownAttempt as exc:
+        raise Http404(str(exc)) from exc
+
+
 #: ``?format=yaml`` of ``manifest/``: one YAML document, a Kubernetes ``List`` of the objects, which
 #: YAML readers take whole and ``kubectl apply -f`` applies (a stream of documents is neither).
 MANIFEST_YAML_SCHEMA = {
@@ -269,33 +309,46 @@ MANIFEST_YAML_SCHEMA = {
 
 
 class WorkloadReadActions:
-    """``logs/``, ``logs/download/``, ``events/``, ``preemptions/`` and ``manifest/`` of one workload, for any kind's viewset."""
+    """``logs/``, ``logs/download/``, ``events/``, ``preemptions/``, ``attempts/`` and ``manifest/`` of one workload,
+    for any kind's viewset."""
 
     @extend_schema(parameters=[OpenApiParameter("tail", TAIL_SCHEMA, description="How many of the last lines."),
-                               OpenApiParameter("pod", str)], responses=LogsSerializer)
+                               OpenApiParameter("pod", str), ATTEMPT_PARAMETER], responses=LogsSerializer)
     @action(detail=True, methods=["get"])
     def logs(self, request, pk=None):
         workload = self.get_object()
+        tail, attempt = _tail(request), _attempt(request, workload)
         try:
-            found = workloads.logs(workload, request.query_params.get("pod", ""), _tail(request))
+            found = workloads.logs(workload, request.query_params.get("pod", ""), tail, attempt)
         except workloads.UnknownPod as exc:
             raise Http404("No such pod.") from exc
         return Response({"lines": found.lines, "pod": found.shown.key if found.shown else None,
-                         "pods": [{"name": s.key, "label": s.label} for s in found.sources]})
+                         "pods": [{"name": s.key, "label": s.label} for s in found.sources],
+                         "attempt": found.attempt or workload.attempt, "saved_at": found.saved_at})
 
     @extend_schema(parameters=[OpenApiParameter("pod", str, description="A pod of ``logs/``'s ``pods`` (default: "
-                                                                     "the one ``logs/`` shows first)")],
+                                                                     "the one ``logs/`` shows first)"),
+                               ATTEMPT_PARAMETER],
                    responses={(200, "text/plain"): OpenApiTypes.STR})
     @action(detail=True, methods=["get"], url_path="logs/download", url_name="logs-download", pagination_class=None)
     def logs_download(self, request, pk=None):
         """The pod's whole log as a text file (``Content-Disposition: attachment``), as the page's download."""
-        return log_download(request, self.get_object())
+        workload = self.get_object()
+        _attempt(request, workload)  # the API's 400 and 404 words, before the page's helper reads it again
+        return log_download(request, workload)
 
     @extend_schema(responses=EventSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None)
     def events(self, request, pk=None):
         workload = self.get_object()
         return Response([EventSerializer(e).data for e in workloads.events(workload)])
+
+    @extend_schema(responses=AttemptSerializer(many=True))
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def attempts(self, request, pk=None):
+        """Its earlier attempts, oldest first (a workload queued again after a preemption or a lost cluster):
+        each one's cluster and placement reason, times, end and last checkpoint; [] on a first attempt."""
+        return Response(AttemptSerializer(attempts.earlier(self.get_object()), many=True).data)
 
     @extend_schema(responses=PreemptionSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None)

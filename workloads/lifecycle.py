@@ -14,12 +14,14 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+import fleet.services as fleet
 from quotas import admission, ledger
 from quotas.models import PreemptionEvent
 from teams.services import lock_team
-from workloads import billing, secrets
+from workloads import attempts, billing, secrets
 from workloads.events import workload_moved
 from workloads.models import ReasonCode
+from workloads.placement import KEPT_PLACEMENT
 from workloads.registry import kind_of
 
 
@@ -131,24 +133,36 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
     reason is the preemption's ("preempted: team … reclaimed …") unless ``reason`` says another
     (a run taken off a lost cluster). The next attempt stays on its cluster when its kind keeps
     objects across attempts (a run's checkpoint claim is one cluster's: runs come back where they
-    were), else it is placed afresh; ``place_again`` says so explicitly (a lost cluster: placed
-    afresh). False when there was nothing to do.
+    were), and its placement reason says so (the earlier one's figures are that attempt's); else
+    it is placed afresh; ``place_again`` says so explicitly (a lost cluster: placed afresh). What
+    the ending attempt was — where and why it ran, its times, its checkpoint — is kept
+    (:func:`workloads.attempts.close`), beside the logs saved while its pods stopped. False when
+    there was nothing to do.
     """
     lc = kind.lifecycle
     if place_again is None:
         place_again = not any(r.kept_across_attempts for r in kind.resources)
-    placement = {"cluster": None, "placement_reason": "", "placed_at": None} if place_again else {}
+    if place_again:
+        placement = {"cluster": None, "placement_reason": "", "placed_at": None}
+    elif workload.cluster_id is not None:
+        placement = {"placement_reason": KEPT_PLACEMENT.format(
+            cluster=fleet.placed_on(workload.cluster_id).name, attempt=workload.attempt, noun=kind.noun)[:300],
+            "placed_at": now}
+    else:
+        placement = {}
     with transaction.atomic():
         admission.lock_admission(workload.team)
-        event_reason = reason or (
-            PreemptionEvent.objects.filter(ref=workload.ref).values_list("reason", flat=True).first() or "preempted")
+        event = None if reason else PreemptionEvent.objects.filter(ref=workload.ref).values_list("reason", "cause").first()
+        event_reason = reason or (event[0] if event else "preempted")
         updated = type(workload).objects.filter(
             pk=workload.pk, state__in=workload.HOLDING_STATES, preempting_since=workload.preempting_since,
         ).update(state=lc.queued, reason=event_reason[:500], reason_code=code, preempting_since=None,
                  admitted_at=None, applied_at=None, apply_started_at=None, apply_attempts=0, attempt=F("attempt") + 1,
-                 **placement)
+                 attempt_started_at=None, **placement)
         if not updated:
             return False
+        # The snapshot the update matched (same preemption) is the attempt that ends here.
+        attempts.close(workload, kind.last_checkpoint(workload), now, event_reason, code, event[1] if event else "")
         _close_billing(workload, now)
         admission.requeue(workload.team, workload.ref, kind.resource_request(workload), workload.created_at)
     return True

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from cluster.backends.base import ClusterAddress
 from quotas.ledger import cost_per_hour, open_segment_cost
+from quotas.models import PreemptionEvent
 from quotas.pricing import PriceBook, Quote
 from teams.permissions import visible_to
 from workloads import idle
@@ -137,6 +138,9 @@ class Workload(models.Model):
     #: Which attempt this is: 1 at submission, one more each time it is queued again after a
     #: preemption (:func:`workloads.lifecycle.requeue`); a run's pods read it as SLIPWAY_ATTEMPT.
     attempt = models.PositiveIntegerField(default=1, db_default=1)
+    #: When the current attempt's pods started (its first container), as the cycle first saw it;
+    #: cleared when it is queued again. ``started_at`` stays the first attempt's (billing, "Ran for").
+    attempt_started_at = models.DateTimeField(null=True, blank=True)
     #: Where it runs (DESIGN.md §9 "Clusters"): set when it is placed, before its first apply, and
     #: cleared only when it is withdrawn before it started or queued again. Null: not placed yet.
     cluster = models.ForeignKey("fleet.Cluster", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
@@ -187,6 +191,15 @@ class Workload(models.Model):
     @property
     def is_final(self) -> bool:
         return self.state in self.FINAL_STATES
+
+    @property
+    def attempt_started(self) -> datetime | None:
+        """When its current attempt's pods started; None before they did (a queued-again workload
+        never says "started" about its earlier attempt). Rows from before ``attempt_started_at``
+        existed: ``started_at`` when it is on its first attempt."""
+        if self.attempt_started_at is not None:
+            return self.attempt_started_at
+        return self.started_at if self.attempt == 1 else None
 
     @property
     def running_time(self) -> timedelta | None:
@@ -289,3 +302,81 @@ class SecretEnv(models.Model):
 
     def __str__(self) -> str:
         return f"secret env of {self.ref} ({', '.join(self.names)})"  # names only, never values
+
+
+#: How an earlier attempt ended, in words, by its end code (timeline, Attempts card, attempt picker);
+#: a preemption whose cause was the provider's (a spot node reclaimed) is an interruption.
+ATTEMPT_ENDS = {ReasonCode.PREEMPTED: "preempted", ReasonCode.CLUSTER_LOST: "cluster lost"}
+INTERRUPTED = "interrupted"
+
+
+class Attempt(models.Model):
+    """One earlier attempt of a workload that was queued again: where it ran, how it ended, its logs.
+
+    A workload's current attempt is described by its own row (``cluster``, ``placement_reason``,
+    ``attempt_started``…); when it is queued again (a preemption, a spot interruption, a lost
+    cluster: :func:`workloads.lifecycle.requeue`), what the current attempt was is written here
+    and the workload's columns start afresh for the next one. Its pages show each attempt with
+    its own placement and logs (:mod:`workloads.attempts`).
+
+    **Logs are saved, not re-read.** A requeued attempt's pods are deleted, and no cluster serves
+    the log of a deleted pod (the kubelet removes it with the pod; the sandbox does the same), so
+    Slipway keeps the tail of each of its pods' logs here: read when the preemption is decided,
+    just before the delete, and again every cycle while its pods stop within their grace (their
+    last words — "saving checkpoint" — come then). What a pod printed after the last read before
+    it was gone is not kept. The row may therefore exist, logs only, before its attempt ends
+    (``ended_at`` None); a workload that ends on its own during the grace keeps that row.
+    """
+
+    #: The workload's ledger reference (``run:42``), as reservations and the preemption log name it.
+    ref = models.CharField(max_length=40, db_index=True)
+    number = models.PositiveIntegerField()
+    cluster = models.ForeignKey("fleet.Cluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    placement_reason = models.CharField(max_length=300, blank=True)
+    placed_at = models.DateTimeField(null=True, blank=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    #: When its pods started (None: they never did).
+    started_at = models.DateTimeField(null=True, blank=True)
+    #: When it was told to stop (the preemption's notice; None: it was not, e.g. its cluster was lost).
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    #: When it was queued again (its objects gone); None while its logs are saved before that.
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_code = models.CharField(max_length=32, choices=ReasonCode.choices, blank=True, default=ReasonCode.NONE)
+    #: The cause of the preemption that ended it (its log row's), "" when none did (a lost cluster).
+    cause = models.CharField(max_length=16, choices=PreemptionEvent.Cause.choices, blank=True, default="")
+    end_reason = models.CharField(max_length=500, blank=True)
+    #: The last checkpoint it reported (``{"at", "step", "path"}``, ``at`` in ISO 8601), if its kind reports them.
+    checkpoint = models.JSONField(null=True, blank=True, default=None)
+    #: ``[{"pod", "label", "previous", "lines"}]``: the tail of each of its pods' logs, in picker order.
+    logs = models.JSONField(default=list, blank=True)
+    logs_saved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["ref", "number"]
+        constraints = [models.UniqueConstraint(fields=["ref", "number"], name="uniq_attempt_number")]
+
+    def __str__(self) -> str:
+        return f"{self.ref} attempt {self.number}"
+
+    @property
+    def ended_words(self) -> str:
+        """"preempted", "interrupted" (its spot node reclaimed), "cluster lost"."""
+        if self.cause == PreemptionEvent.Cause.SPOT:
+            return INTERRUPTED
+        return ATTEMPT_ENDS.get(self.end_code, "queued again")
+
+    @property
+    def ran_for(self) -> timedelta | None:
+        """From its pods' start to its end (the grace included: it was billed); None when it never started."""
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return max(self.ended_at - self.started_at, timedelta(0))
+
+    @property
+    def last_checkpoint(self) -> dict | None:
+        """``{"at", "step", "path"}`` with ``at`` a datetime, or None."""
+        if not self.checkpoint:
+            return None
+        at = self.checkpoint.get("at")
+        return {**self.checkpoint, "at": datetime.fromisoformat(at) if at else None}

@@ -26,6 +26,8 @@ from workloads.registry import kinds
 
 #: The placement reason of a single-cluster install.
 ONLY_CLUSTER = "{cluster}: the only cluster"
+#: The placement reason of a next attempt that stays where the last one ran (workloads.lifecycle.requeue).
+KEPT_PLACEMENT = "{cluster}: where attempt {attempt} ran (a {noun} queued again comes back to its cluster)"
 
 
 def just_placed(clusters: list[Cluster], now: datetime) -> dict[int, list[PlacementRequest]]:

@@ -8,15 +8,17 @@ Each reconcile cycle, after queued work was admitted (:func:`reclaim`):
    preemptions read from its workload: :func:`_candidate`);
 2. each victim gets its **notice**: a preemption log row (:class:`quotas.models.PreemptionEvent`),
    an audit row, the reason "being preempted: …" and ``preempting_since``; then its kind acts —
-   a run's objects are deleted with the grace period (its checkpoint contract's ``grace_seconds``, else
-   ``SLIPWAY_PREEMPTION_GRACE_SECONDS``; its checkpoint claim stays for the next attempt), an
-   endpoint's burst shrinks (:meth:`workloads.registry.WorkloadKind.preempt`);
+   the tail of its pods' logs is saved (:mod:`workloads.attempts`: no cluster serves a deleted
+   pod's log), a run's objects are deleted with the grace period (its checkpoint contract's
+   ``grace_seconds``, else ``SLIPWAY_PREEMPTION_GRACE_SECONDS``; its checkpoint claim stays for
+   the next attempt), an endpoint's burst shrinks (:meth:`workloads.registry.WorkloadKind.preempt`);
 3. a run being preempted keeps its reservation until its objects are gone (:func:`follow`, from
    the cycle's observation, which also gives the notice and the graceful delete again when they
-   were lost), so the reclaiming team's work never runs beside the pods it
-   replaces; then it goes back to ``queued`` at its old queue position, its segment billed to
-   that moment (the grace is billed), ``preemptions`` counted, no retry spent
-   (:func:`workloads.lifecycle.requeue`).
+   were lost, and saves their logs again, with what they print while they stop), so the
+   reclaiming team's work never runs beside the pods it replaces; then it goes back to
+   ``queued`` at its old queue position, its segment billed to that moment (the grace is
+   billed), ``preemptions`` counted, no retry spent, and what the attempt was (its placement,
+   times, checkpoint) kept beside its saved logs (:func:`workloads.lifecycle.requeue`).
 
 The choice takes no lock: it is advice, and every act on it is a conditional update (a victim
 already stopping or ended is skipped), so a cycle replayed or racing a user's action preempts
@@ -44,12 +46,15 @@ from quotas.models import Cohort, PreemptionEvent, QueuedRequest, Reservation, T
 from quotas.reclaim import Candidate, Claim, Rules, Verdict, choose_own_victims, choose_victims, lost_span
 from teams.models import AuditEvent
 from teams.services import audit
-from workloads import lifecycle
+from workloads import attempts, lifecycle
 from workloads.identity import WorkloadId
 from workloads.models import ReasonCode
 from workloads.registry import WorkloadKind, kind_for, kinds, labels
 
 logger = logging.getLogger(__name__)
+
+#: How the saved logs label a preempted (interrupted) attempt's pods that had not finished ("attempt 1 (preempted)").
+PREEMPTED_LABEL, INTERRUPTED_LABEL = "preempted", "interrupted"
 
 
 def reclaim(now: datetime) -> list[str]:
@@ -166,9 +171,12 @@ def _held_workloads(held: list[Reservation]) -> dict[str, object]:
 
 
 def last_start(workload, now: datetime) -> datetime:
-    """When ``workload`` last started, as far as the portal knows: ``started_at`` is its first pod's
-    start and stays, so once it was admitted again after a preemption, that admission. Not started
-    at all: ``now`` — it has nothing to lose and has not run its min runtime."""
+    """When ``workload`` last started, as far as the portal knows: its current attempt's pods' start
+    (``attempt_started_at``, as the cycle saw it); else, ``started_at`` being the first attempt's
+    and staying, once it was admitted again after a preemption, that admission. Not started at
+    all: ``now`` — it has nothing to lose and has not run its min runtime."""
+    if workload.attempt_started_at is not None:
+        return workload.attempt_started_at
     if workload.started_at is None:
         return now
     return max(workload.started_at, workload.admitted_at or workload.started_at)
@@ -307,6 +315,7 @@ def _preempt(victim: Candidate, claim: Claim, claimant_id: int, now: datetime, w
         kind.shrink_burst(workload, victim.units, reason, now)
     else:
         backend = fleet.backend_at(workload.cluster_id)
+        attempts.save_logs(workload, backend, PREEMPTED_LABEL, now)  # its pods' logs go with them
         _notify(backend, workload, now + timedelta(seconds=seconds))
         _delete(kind, backend, workload, seconds)
     return True
@@ -338,6 +347,7 @@ def interrupt(kind: WorkloadKind, backend, workload, status, now: datetime) -> b
             ref=workload.ref, team=workload.team, by_team=None, cause=PreemptionEvent.Cause.SPOT,
             user_id=workload.created_by_id, flavor=workload.flavor, units=units, reason=reason[:500],
             grace_seconds=0, lost_gpu_hours=gpu_hours, lost_cost=cost, currency=settings.SLIPWAY_CURRENCY, at=now)
+    attempts.save_logs(workload, backend, INTERRUPTED_LABEL, now)  # what its pods still answer, before they go
     _delete(kind, backend, workload, 0)
     return True
 
@@ -365,6 +375,7 @@ def follow(kind: WorkloadKind, backend, workload, obs: ObservedWorkload | None, 
         settle_lost_work(kind, workload, now)
         return lifecycle.requeue(kind, workload, now)
     kind.refresh_checkpoint(workload)  # one it writes on the notice, while its pods stop, is where it resumes
+    attempts.save_logs(workload, backend, PREEMPTED_LABEL, now)  # their last words come while they stop
     deadline = workload.preempting_since + timedelta(seconds=kind.preemption_grace(workload))
     if now >= deadline:
         _delete(kind, backend, workload, 0)

@@ -549,6 +549,8 @@ def _plan(kind: WorkloadKind, workload, status: WorkloadStatus, now: datetime, r
         changes.update(reason=reason, reason_code=ReasonCode.CLUSTER if reason else ReasonCode.NONE)
     if status.started_at and workload.started_at is None:
         changes["started_at"] = status.started_at
+    if status.started_at and workload.attempt_started_at is None:
+        changes["attempt_started_at"] = status.started_at  # this attempt's pods (cleared when it is queued again)
     ended_at = None
     if final:
         ended_at = changes["finished_at"] = status.finished_at or now

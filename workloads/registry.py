@@ -145,6 +145,11 @@ class WorkloadKind(abc.ABC):
         """When ``workload`` last reported a checkpoint it can resume from (None: never)."""
         return None
 
+    def last_checkpoint(self, workload) -> dict | None:
+        """``{"at", "step", "path"}`` of the checkpoint ``workload`` last reported, kept with its attempt
+        when it is queued again (:mod:`workloads.attempts`); None: none."""
+        return None
+
     def refresh_checkpoint(self, workload) -> None:  # noqa: B027 - a hook with a deliberate no-op default
         """Read a checkpoint the workload announced without reporting it (a run's log line), just
         before it is preempted: what it loses, and where its next attempt resumes, follow it."""

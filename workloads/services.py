@@ -25,7 +25,7 @@ from cluster.pods import LogSource, log_sources
 from core.queueing import publish_on_commit
 from quotas import admission, ledger
 from quotas.models import GpuFlavor, PreemptionEvent, unknown_flavor
-from workloads import lifecycle, tasks
+from workloads import attempts, lifecycle, tasks
 from workloads.constants import Message
 from workloads.identity import WorkloadId
 from workloads.models import ReasonCode, cost_to, quote_rows
@@ -109,18 +109,32 @@ def on_cluster(workload) -> bool:
 
 @dataclass(frozen=True)
 class Logs:
-    """What a workload's log panel shows: the pods there are to pick from, the one shown, its lines."""
+    """What a workload's log panel shows: the pods there are to pick from, the one shown, its lines.
+
+    ``attempt``: the earlier attempt whose saved logs these are (None: the current attempt's,
+    read from the cluster); ``saved_at``: when they were saved (None: read live).
+    """
 
     sources: list[LogSource]
     shown: LogSource | None
     lines: list[str]
+    attempt: int | None = None
+    saved_at: datetime | None = None
 
 
 class UnknownPod(LookupError):
     """A pod name that is none of the workload's pods (views answer 404, as for any object not theirs)."""
 
 
-def logs(workload, pod: str = "", tail: int | None = 200) -> Logs:
+def _pick(sources: list[LogSource], pod: str) -> LogSource | None:
+    """The source ``pod`` names (the first when empty); :class:`UnknownPod` when it names none."""
+    shown = next((s for s in sources if s.key == pod), None) if pod else next(iter(sources), None)
+    if pod and shown is None:
+        raise UnknownPod(pod)
+    return shown
+
+
+def logs(workload, pod: str = "", tail: int | None = 200, attempt: int | None = None) -> Logs:
     """The last ``tail`` lines (all when None) of the workload's log source ``pod``, or of its default pod.
 
     ``pod`` is a :attr:`LogSource.key`: a pod's name, or ``<pod>:previous`` for a restarted
@@ -129,7 +143,14 @@ def logs(workload, pod: str = "", tail: int | None = 200) -> Logs:
     ``pod`` is checked against the workload's own pods first: a name from the user never
     reaches another workload's pod (:class:`UnknownPod`). Nothing to show before the workload
     is on the cluster or while the cluster cannot be reached.
+
+    ``attempt``: an earlier attempt of a workload that was queued again (checked by
+    :func:`workloads.attempts.attempt_of`), whose pods are gone: the logs saved of them
+    (:mod:`workloads.attempts`). None, or the current attempt: read from the cluster — and, once
+    the workload has ended and its pods are gone, what was saved of them while they stopped.
     """
+    if attempt is not None and attempt != workload.attempt:
+        return _saved_logs(workload, attempt, pod, tail)
     if not on_cluster(workload):
         if pod:
             raise UnknownPod(pod)
@@ -139,9 +160,10 @@ def logs(workload, pod: str = "", tail: int | None = 200) -> Logs:
         sources = log_sources(backend.pods(workload.address), workload.get_state_display().lower() if workload.is_final else "")
     except ClusterError:
         return Logs([], None, [])  # unreachable is not "no such pod": show nothing, answer no 404
-    shown = next((s for s in sources if s.key == pod), None) if pod else next(iter(sources), None)
-    if pod and shown is None:
-        raise UnknownPod(pod)
+    if not sources and workload.is_final and attempts.saved(workload, workload.attempt) is not None:
+        # It ended on its own while its pods were stopping for a preemption: they are gone, their logs were saved.
+        return _saved_logs(workload, workload.attempt, pod, tail)
+    shown = _pick(sources, pod)
     if shown is None:
         return Logs(sources, None, [])
     try:
@@ -149,6 +171,18 @@ def logs(workload, pod: str = "", tail: int | None = 200) -> Logs:
     except ClusterError:
         lines = []  # e.g. the pod went between the two calls
     return Logs(sources, shown, lines)
+
+
+def _saved_logs(workload, number: int, pod: str, tail: int | None) -> Logs:
+    """What was saved of attempt ``number``'s pod ``pod`` (its first when empty); nothing when nothing was."""
+    row = attempts.saved(workload, number)
+    entries = row.logs if row is not None else []
+    sources = [LogSource(e["pod"], e["label"], e["previous"]) for e in entries]
+    shown = _pick(sources, pod)
+    lines = entries[sources.index(shown)]["lines"] if shown is not None else []
+    if tail is not None:
+        lines = lines[-tail:]
+    return Logs(sources, shown, list(lines), number, row.logs_saved_at if row is not None else None)
 
 
 @dataclass(frozen=True)
@@ -159,17 +193,20 @@ class LogFile:
     text: str
 
 
-def log_file(workload, pod: str = "") -> LogFile:
+def log_file(workload, pod: str = "", attempt: int | None = None) -> LogFile:
     """The whole log of the workload's pod named ``pod`` (its default pod when empty), as a file.
 
     :class:`UnknownPod` when ``pod`` is none of the workload's pods, as for :func:`logs`. "Whole"
     is up to the backend's cap for a full read (``LOG_BYTES_MAX`` on Kubernetes), so one download
     cannot exhaust the web process. Before the workload is on the cluster: an empty file named
-    after the workload.
+    after the workload. ``attempt``: an earlier attempt's, as much as was saved of it
+    (``<pod>-attempt-1.log``).
     """
-    found = logs(workload, pod, None)
+    found = logs(workload, pod, None, attempt)
     name = workload.object_name if found.shown is None else (
         f"{found.shown.pod}-previous" if found.shown.previous else found.shown.pod)
+    if found.attempt is not None:
+        name = f"{name}-attempt-{found.attempt}"
     return LogFile(f"{name}.log", "".join(f"{line}\n" for line in found.lines))
 
 

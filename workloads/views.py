@@ -9,8 +9,11 @@ polling; the same markup is still swapped in, so the last state is shown.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import BadRequest
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import URLPattern, path, reverse
@@ -21,6 +24,7 @@ from teams import oidc
 from teams.models import Membership, Role
 from teams.permissions import require_team
 from teams.sso import MissingGroupsClaimError, claim_groups
+from workloads import attempts
 from workloads import services as workloads
 from workloads.registry import kind_for, kind_of
 
@@ -69,12 +73,51 @@ def polling_status(workload) -> int:
     return STOP_POLLING if workload.is_final else 200
 
 
-def _picked_logs(request: HttpRequest, workload, tail: int | None) -> workloads.Logs:
-    """The log of ``?pod=`` (the default pod when absent); 404 when it names none of the workload's pods."""
+def picked_attempt(request: HttpRequest, workload) -> int | None:
+    """The attempt ``?attempt=`` names (None: the current one): 400 for a value that is no attempt
+    number, 404 for an attempt the workload never had (:func:`workloads.attempts.attempt_of`)."""
     try:
-        return workloads.logs(workload, request.GET.get("pod", ""), tail)
+        return attempts.attempt_of(request.GET.get("attempt"), workload.attempt)
+    except ValueError as exc:
+        raise BadRequest(f"attempt: {exc}") from exc
+    except attempts.UnknownAttempt as exc:
+        raise Http404(str(exc)) from exc
+
+
+def _picked_logs(request: HttpRequest, workload, tail: int | None) -> workloads.Logs:
+    """The log of ``?pod=`` (the default pod when absent) of ``?attempt=`` (the current one when absent);
+    404 when it names none of the workload's pods or attempts, 400 for a malformed attempt."""
+    try:
+        return workloads.logs(workload, request.GET.get("pod", ""), tail, picked_attempt(request, workload))
     except workloads.UnknownPod as exc:
         raise Http404("No such pod.") from exc
+
+
+@dataclass(frozen=True)
+class AttemptLink:
+    """One entry of the logs card's attempt picker: ``?attempt=<number>``, and what it is."""
+
+    number: int
+    label: str
+    shown: bool
+
+
+def _attempt_links(workload, shown: int) -> list[AttemptLink]:
+    """The attempt picker of a workload queued again at least once ([] on a first attempt: nothing to pick)."""
+    if workload.attempt == 1:
+        return []
+    ended = {a.number: a for a in attempts.earlier(workload)}
+    links = []
+    for number in range(1, workload.attempt + 1):
+        if number == workload.attempt:
+            label = f"attempt {number} (current)"
+        elif number in ended:
+            how = ended[number].ended_words
+            label = f"attempt {number} ({how})" if ended[number].logs else f"attempt {number} ({how}; no logs kept)"
+        else:
+            label = f"attempt {number} (no logs kept)"
+        links.append(AttemptLink(number, label, number == shown))
+    return links
 
 
 def _route(workload, page: str) -> str:
@@ -86,10 +129,16 @@ def log_panel(request: HttpRequest, workload) -> dict:
     """Context of the logs card (``workloads/_logs.html``) and of its polled box.
 
     A poll (htmx) also refreshes the pod picker out of band, so a retry's new attempt or a new
-    replica shows up in it without a reload.
+    replica shows up in it without a reload. ``?attempt=`` shows an earlier attempt's saved logs
+    (a workload queued again: the attempt picker links each); they do not change, so that box
+    does not poll.
     """
-    return {"workload": workload, "logs": _picked_logs(request, workload, LOG_TAIL),
+    found = _picked_logs(request, workload, LOG_TAIL)
+    shown = found.attempt or workload.attempt
+    return {"workload": workload, "logs": found,
             "picked": request.GET.get("pod", ""), "oob": wants_partial(request),
+            "attempt_links": _attempt_links(workload, shown),
+            "past_attempt": found.attempt if found.attempt is not None and found.attempt != workload.attempt else None,
             "page_url": _route(workload, "detail"), "logs_url": _route(workload, "logs"),
             "download_url": _route(workload, "logs-download")}
 
@@ -103,10 +152,10 @@ def log_download(request: HttpRequest, workload) -> HttpResponse:
     """The whole log of ``?pod=`` (the default pod when absent) as a text file named after the pod.
 
     The page's link and the API's ``logs/download/`` both answer with this: 404 for a pod that is
-    not the workload's.
+    not the workload's; ``?attempt=`` as for the logs.
     """
     try:
-        log = workloads.log_file(workload, request.GET.get("pod", ""))
+        log = workloads.log_file(workload, request.GET.get("pod", ""), picked_attempt(request, workload))
     except workloads.UnknownPod as exc:
         raise Http404("No such pod.") from exc
     response = HttpResponse(log.text, content_type="text/plain; charset=utf-8")

@@ -7,6 +7,8 @@ shared fake cluster and the real reconcile cycle; the browser only reads.
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pytest
 from django.utils import timezone
 
@@ -18,6 +20,7 @@ from tests.browser.support import BROWSER_MARKS, chromium_page
 from tests.factories import add_member, cohort_pair, make_user
 from workloads import preemption
 from workloads import reconcile as rec
+from workloads.tasks import apply_workload
 
 pytestmark = BROWSER_MARKS
 
@@ -57,4 +60,57 @@ def test_the_victims_page_says_who_took_its_units_back(live_server, preempted, m
         assert "preempted: team nlp-platform reclaimed 4\u00d7 a100-80gb of its quota" in status
         card = page.inner_text("#preemptions")
         assert "nlp-platform" in card and "4\u00d7 a100-80gb" in card and "GPU-h" in card
+        save_evidence(request, page)
+
+
+@pytest.fixture
+def preempted_after_running(transactional_db, flavors, fake_backend, published):
+    """Vision's borrowed run, applied and running with a log on the fake cluster, then preempted for
+    nlp-platform: its pods (and so their logs) go, and it is queued again as attempt 2."""
+    staff = make_user("root", staff=True)
+    nlp, vision = cohort_pair(staff, min_runtime_minutes=0, preemption_delay_seconds=0)
+    alice, noor = make_user("alice"), make_user("noor")
+    add_member(vision, alice, Role.MEMBER)
+    add_member(nlp, noor, Role.MEMBER)
+    submit_run(alice, vision, spec("own", 4))
+    borrowed = submit_run(alice, vision, spec("borrowed", 4))
+    for name, args in published:
+        if name == "workloads.tasks.apply_workload":
+            apply_workload(*args)
+    published.clear()
+    started = timezone.now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    fake_backend.set_running(borrowed.namespace, borrowed.object_name, 4, started=started)
+    fake_backend.log_lines[f"{borrowed.object_name}-abcde"] = [f"epoch 1 step {i} loss 0.{i}" for i in range(50)]
+    rec.reconcile(fake_backend)
+    assert TrainingRun.objects.get(pk=borrowed.pk).state == "running"
+    submit_run(noor, nlp, spec("mine", 4))
+    assert preemption.reclaim(timezone.now()) == [borrowed.ref]
+    rec.reconcile(fake_backend)  # its objects are gone (the fake deleted them): it queues again
+    run = TrainingRun.objects.get(pk=borrowed.pk)
+    assert (run.state, run.attempt) == ("queued", 2)
+    return run
+
+
+def test_a_requeued_runs_page_describes_its_current_attempt_and_keeps_attempt_ones_logs(
+        live_server, preempted_after_running, monkeypatch, request):
+    run = preempted_after_running
+    with chromium_page(monkeypatch) as page:
+        page.goto(f"{live_server.url}/login/")
+        page.fill("#id_username", "alice")
+        page.fill("#id_password", "pw-Slipway-123")
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/*")
+        page.goto(f"{live_server.url}/runs/{run.pk}/")
+        status = page.locator("#run-status")
+        labels = status.locator("dl.kv dt").all_inner_texts()
+        assert labels.count("Cluster") == 1 and "Queued since" in labels and "Running for" not in labels
+        steps = status.locator("ol.timeline .step-label").all_inner_texts()
+        assert steps[:6] == ["Queued", "Admitted", "Pending", "Running", "Preempted", "Queued again"]
+        assert page.locator("#attempt-1").is_visible() and "Preempted" in page.inner_text("#attempt-1")
+        assert "No log lines yet." in page.inner_text("#workload-logs")
+        # The attempt picker: attempt 1's log, saved before its pods went.
+        page.click("#attempt-picker >> text=attempt 1 (preempted)")
+        page.wait_for_url(f"{live_server.url}/runs/{run.pk}/?attempt=1#logs")
+        assert "epoch 1 step 49 loss 0.49" in page.inner_text("#workload-logs")
+        assert "attempt 1, saved" in page.inner_text("#log-hint")
         save_evidence(request, page)

@@ -18,6 +18,7 @@ from slipway.client import DEVICE_GRANT_TYPE, Client, DeviceLoginFailed, NotSign
 from tests.factories import secret_values
 from tests.fakes import pod
 from tests.jobs.conftest import run_payload
+from tests.jobs.test_attempt_logs import preempt_and_requeue
 from workloads.reconcile import reconcile
 from workloads.tasks import apply_workload
 
@@ -211,6 +212,21 @@ def test_watch_exits_0_when_the_run_succeeds(cli, spec, fake_backend, monkeypatc
     result = cli("run", "-f", spec, "--watch")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-1].split()[2] == "succeeded"
+
+
+def test_logs_of_an_earlier_attempt(cli, spec, fake_backend, live_server):
+    run_id = run_id_of(cli("run", "-f", spec).stdout)
+    assert apply_workload("run", run_id) == "applied"
+    run = TrainingRun.objects.get(pk=run_id)
+    fake_backend.set_running(run.namespace, run.object_name, 2)
+    fake_backend.log_lines[fake_backend.pods(run)[0]["metadata"]["name"]] = ["epoch 1 loss 0.9", "epoch 2 loss 0.5"]
+    preempt_and_requeue(run, fake_backend)  # its pods and their logs are gone; attempt 1's were saved
+    assert cli("logs", str(run_id)).stdout == ""
+    earlier = cli("logs", str(run_id), "--attempt", "1", "--tail", "1")
+    assert earlier.exit_code == 0 and earlier.stdout.splitlines() == ["epoch 2 loss 0.5"]
+    never = cli("logs", str(run_id), "--attempt", "3")
+    assert never.exit_code == 4 and "No attempt 3: its attempts are 1 to 2." in never.stderr
+    assert cli("logs", str(run_id), "--attempt", "1", "-f").exit_code == 2
 
 
 def test_logs_follow_prints_new_lines_until_the_run_ends(cli, spec, fake_backend, monkeypatch):

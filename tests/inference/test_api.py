@@ -72,7 +72,7 @@ def test_the_scaling_log_is_newest_first(api, ep_quota):
 
 def test_manifest_logs_and_events_answer_for_an_endpoint(api, ep_quota, fake_backend):
     created = post(api).json()
-    assert api.get(f"/api/v1/endpoints/{created['id']}/logs/").json() == {"lines": [], "pod": None, "pods": []}  # not applied yet
+    assert api.get(f"/api/v1/endpoints/{created['id']}/logs/").json() == {"lines": [], "pod": None, "pods": [], "attempt": 1, "saved_at": None}  # not applied yet
     assert api.get(f"/api/v1/endpoints/{created['id']}/events/").json() == []
 
 

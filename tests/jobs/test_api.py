@@ -308,7 +308,8 @@ def test_it_serves_logs_and_events_from_the_cluster(api, member, team, quota, pu
     fake_backend.pod_lists[(run.namespace, run.object_name)] = [pod(run.object_name, "Running", 2)]
     name = f"{run.object_name}-abcde"
     assert api.get(f"/api/v1/runs/{run.pk}/logs/?tail=2").json() == {
-        "lines": ["log line 1", "log line 2"], "pod": name, "pods": [{"name": name, "label": name}]}
+        "lines": ["log line 1", "log line 2"], "pod": name, "pods": [{"name": name, "label": name}], "attempt": 1,
+        "saved_at": None}
     events = api.get(f"/api/v1/runs/{run.pk}/events/").json()
     assert events[0]["reason"] == "Scheduled"
     assert api.get(f"/api/v1/runs/{run.pk}/logs/?tail=0").status_code == 400

@@ -178,7 +178,7 @@ def test_the_schema_declares_the_download_as_text(client):
     for kind in ("runs", "endpoints"):
         operation = schema["paths"][f"/api/v1/{kind}/{{id}}/logs/download/"]["get"]
         assert set(operation["responses"]["200"]["content"]) == {"text/plain"}
-        assert [p["name"] for p in operation["parameters"] if p["in"] == "query"] == ["pod"]
+        assert [p["name"] for p in operation["parameters"] if p["in"] == "query"] == ["attempt", "pod"]
 
 
 # -- who may read --------------------------------------------------------------------------------

@@ -73,6 +73,13 @@ def test_a_spot_run_whose_node_is_reclaimed_waits_again_and_resumes_later(runnin
     assert log[0]["reason"].startswith("interrupted: spot capacity reclaimed (DeletionByPodGC); 12 min of work")
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert "Spot capacity reclaimed by the provider" in page
+    # Its pod's log was saved before the delete (issue 34.4): attempt 1 is still readable.
+    saved = client.get(f"/api/v1/runs/{run.pk}/logs/", {"attempt": "1"}).json()
+    assert saved["lines"] == ["log line 0", "log line 1", "log line 2"] and saved["attempt"] == 1
+    [first] = client.get(f"/api/v1/runs/{run.pk}/attempts/").json()
+    assert (first["ended"], first["started_at"] is not None, first["stopped_at"] is not None) == (
+        "interrupted", True, True)
+    assert "attempt 1 (interrupted)" in client.get(f"/runs/{run.pk}/").content.decode()
 
 
 def test_an_on_demand_runs_disruption_is_the_jobs_own_to_retry(running, fake_backend):

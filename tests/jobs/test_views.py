@@ -16,7 +16,7 @@ from django.utils import timezone
 from jobs import services
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from jobs.views import timeline
+from jobs.page import timeline
 from quotas.demo import seed_team_quotas
 from quotas.models import QueuedRequest, Reservation
 from teams.models import Role
