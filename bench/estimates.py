@@ -8,9 +8,11 @@ copied. At every cycle that queues newly submitted runs, before admission, three
 asked when each will start, from what the replay holds at that instant:
 
 * **simulation**: the production's :func:`workloads.estimates.simulate` — admission's own rules
-  (``fair_order`` over ``decide``), reclaim (``choose_victims``, the delay, the grace), running
-  work expected to end at its runtime limit, queued work to run its limit — what the portal
-  knows of these runs (the trace has no job names, so no history of the same job either);
+  (``fair_order`` over ``decide``), reclaim (``choose_victims``, the delay, the grace) — with the
+  production's running times (:func:`workloads.estimates.expected_end`): a run's limit × the
+  limit use of the runs that ended before the estimate (:func:`workloads.estimates.limit_use`),
+  the limit once past that — what the portal knows of these runs (the trace has no job names,
+  so no history of the same job);
 * **naive** (the baseline): each team's own queue, first in first out by queue order, within its
   nominal quota, running work ending at its limit — the estimate before issue 34 (no cohort, no
   borrowing, no reclaim);
@@ -37,13 +39,14 @@ import math
 import statistics
 import sys
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/sharing.py, when loaded from elsewhere
 
 import sharing
 
+from workloads import estimates
 from workloads.estimates import Holding, Sharing, Waiting, simulate
 
 TARGET_MEDIAN = 0.25
@@ -97,6 +100,16 @@ class Estimating(sharing.Replay):
 
     def simulated(self, now: float, wanted: set[str], known: bool):
         """:func:`workloads.estimates.simulate` on the replay's state (``known``: the true running times)."""
+        # The portal's rule (workloads.estimates.expected_end): a run's typical time is its limit × the
+        # limit use of the runs that ended before now (the trace names no jobs: no job's median).
+        use = estimates.limit_use([(run.duration_s, self.limit(run)) for run in self.result.runs
+                                   if run.finished_at is not None and run.finished_at <= now])
+
+        def expected(run: sharing.Run, start: float) -> datetime:
+            limit = timedelta(seconds=self.limit(run))
+            return estimates.expected_end(sharing.at(start), sharing.at(now), limit,
+                                          estimates.typical_time(limit, None, use))
+
         queue = sorted(self.queued, key=sharing.queue_key)
         pks = {run.ref: pk for pk, run in enumerate(sorted([*queue, *self.running], key=sharing.queue_key), start=1)}
         holding = []
@@ -104,13 +117,14 @@ class Estimating(sharing.Replay):
             if run.stopping_since is not None:  # a victim whose pods stop: its units go at the grace's end
                 ends = run.stopping_since + self.setup.stop_s
             else:
-                ends = run.end_s if known else run.started_at + self.limit(run)
+                ends = run.end_s if known else None
             holding.append(Holding(run.ref, self.figures.ids[run.team], sharing.FLAVOR_ID, run.units,
-                                   sharing.at(ends), run.borrowed, run.priority, sharing.at(run.started_at),
+                                   sharing.at(ends) if ends is not None else expected(run, run.started_at), run.borrowed, run.priority, sharing.at(run.started_at),
                                    None if run.stopping_since is not None else self.figures.entry(run, pks[run.ref]),
                                    stopping=run.stopping_since is not None))
         waiting = [Waiting(self.figures.entry(run, pks[run.ref]),
-                           timedelta(seconds=run.duration_s - run.done if known else self.limit(run)))
+                           timedelta(seconds=run.duration_s - run.done) if known
+                           else expected(run, now) - sharing.at(now))
                    for run in queue]
         cohort = Sharing(self.figures.figures(self.usage), self.remembered(now), self.setup.rules,
                          timedelta(seconds=self.setup.stop_s))

@@ -9,7 +9,9 @@ work at the next cycle, so those units count as free now.
 A run's expected running time (:func:`_duration`) is the median of the same job's earlier
 runs — the team's runs of that kind with the same name, flavor and image that ended on their
 own (succeeded or failed; a cancel says nothing about how long the work takes) — cut at its
-runtime limit; without such history, its runtime limit; else unknown. The median is *not*
+runtime limit; without such history, its runtime limit × how much of their limits the
+platform's runs use (:func:`platform_limit_use`, once 20 runs with a limit have ended on their
+own; before that, the limit itself); else unknown. The median is *not*
 taken over every run of a flavor and image: one trainer image serves ten-minute evaluations
 and ten-hour pre-training alike, and that population put a 15-minute run's end 9 hours out
 (issue 20: "about 9 h", started in 9 min). A run already past its median is expected at its
@@ -45,7 +47,7 @@ from quotas.reclaim import Rules
 from quotas.services import budget_summary
 from workloads import estimates
 from workloads.identity import WorkloadId
-from workloads.registry import kind_for, kind_of
+from workloads.registry import kind_for, kind_of, kinds
 
 #: Why work admitted but Pending for room on the nodes gets no start time (shown where it waits).
 CAPACITY_WAIT = (
@@ -162,22 +164,38 @@ def median_durations(team, workloads: list) -> dict[tuple, timedelta]:
     return {job: timedelta(seconds=statistics.median(sample)) for job, sample in spans.items() if sample}
 
 
-def _expected_end(workload, start: datetime, now: datetime, medians: dict[tuple, timedelta]) -> datetime | None:
+def platform_limit_use() -> float | None:
+    """:func:`workloads.estimates.limit_use` of the platform's most recent runs that ended on their own
+    with a runtime limit (one query per kind with a limit). One figure for every team: a median
+    ratio tells nothing of any team's work, and one team's few runs would make a noisy one."""
+    spans: list[tuple[datetime, float]] = []
+    for kind in kinds():
+        column = kind.runtime_limit
+        if column is None:
+            continue
+        ended_on_their_own = [s for s in kind.model.FINAL_STATES if s not in kind.lifecycle.removed]
+        rows = (kind.model.objects.filter(state__in=ended_on_their_own, started_at__isnull=False,
+                                          finished_at__isnull=False, **{f"{column}__gt": 0})
+                .order_by("-finished_at").values_list("started_at", "finished_at", column)[:estimates.LIMIT_USE_SAMPLE])
+        spans += [(end, ((end - start).total_seconds(), limit * 60.0)) for start, end, limit in rows]
+    spans.sort(key=lambda span: span[0], reverse=True)
+    return estimates.limit_use([span for _end, span in spans[:estimates.LIMIT_USE_SAMPLE]])
+
+
+def _expected_end(workload, start: datetime, now: datetime, medians: dict[tuple, timedelta],
+                  use: float | None = None) -> datetime | None:
     """When ``workload`` (running since ``start``, or starting then) should end; None when unknown.
 
-    The same job's median running time, cut at its runtime limit; once past the median, the
-    limit; without history, the limit. Never before ``now``. Work of a kind without a runtime
-    limit runs until ended: None.
+    :func:`workloads.estimates.expected_end` of its typical running time — the same job's median,
+    else its runtime limit × the platform's limit ``use`` (:func:`platform_limit_use`) — and its
+    limit. Work of a kind without a runtime limit runs until ended: None.
     """
     column = kind_of(workload).runtime_limit
     if column is None:
         return None
-    limit = getattr(workload, column)
-    median = medians.get(_job(workload))
-    bounds = sorted(start + d for d in (median, timedelta(minutes=limit) if limit else None) if d is not None)
-    if not bounds:
-        return None
-    return next((end for end in bounds if end >= now), max(bounds[-1], now))
+    minutes = getattr(workload, column)
+    limit = timedelta(minutes=minutes) if minutes else None
+    return estimates.expected_end(start, now, limit, estimates.typical_time(limit, medians.get(_job(workload)), use))
 
 
 def estimated_starts(team, now: datetime | None = None,
@@ -215,17 +233,19 @@ def estimated_starts(team, now: datetime | None = None,
     reservations = list(Reservation.objects.held().filter(team_id__in=members, flavor_id__in=flavors)
                         .select_related("flavor"))
     workloads = _workloads([r.ref for r in reservations] + [q.ref for q in queue])
-    medians = median_durations(team, list(workloads.values()))
-    holding = [_holding(reservation, workloads.get(reservation.ref), now, medians) for reservation in reservations]
+    medians, use = median_durations(team, list(workloads.values())), platform_limit_use()
+    holding = [_holding(reservation, workloads.get(reservation.ref), now, medians, use) for reservation in reservations]
     waiting = []
     for entry in queue:
         if entry.ref in held:
             continue
         if candidate is not None and entry.ref == candidate[0].ref:
-            waiting.append(estimates.Waiting(entry, candidate[1]))
+            # Not submitted: no job history is looked up; its limit and the platform's limit use.
+            end = estimates.expected_end(now, now, candidate[1], estimates.typical_time(candidate[1], None, use))
+            waiting.append(estimates.Waiting(entry, end - now if end is not None else None))
             continue
         workload = workloads.get(entry.ref)
-        end = _expected_end(workload, now, now, medians) if workload is not None else None
+        end = _expected_end(workload, now, now, medians, use) if workload is not None else None
         waiting.append(estimates.Waiting(entry, end - now if end is not None else None))
     all_quotas = (cohort.quotas if cohort is not None
                   else {(team.pk, flavor_id): quota for flavor_id, quota in quotas.items()})
@@ -253,7 +273,8 @@ def member_team(queue: list[QueuedRequest], team_id: int):
     return next(entry.team for entry in queue if entry.team_id == team_id)
 
 
-def _holding(reservation: Reservation, workload, now: datetime, medians: dict[tuple, timedelta]) -> estimates.Holding:
+def _holding(reservation: Reservation, workload, now: datetime, medians: dict[tuple, timedelta],
+             use: float | None = None) -> estimates.Holding:
     """What the simulation knows of one reservation: its units (an endpoint's burst goes back for
     queued work at the next cycle: only its guaranteed units hold), when it should end, and its
     place in the queue were reclaim to take it back."""
@@ -263,7 +284,7 @@ def _holding(reservation: Reservation, workload, now: datetime, medians: dict[tu
         units = min(units, workload.placement_shape[0])
         if kind.runtime_limit is not None:
             # Admitted but not started yet (pending): its time starts when it does, now at the earliest.
-            ends_at = _expected_end(workload, workload.started_at or now, now, medians)
+            ends_at = _expected_end(workload, workload.started_at or now, now, medians, use)
         admitted_at = workload.started_at or reservation.created_at
     entry = QueuedRequest(team_id=reservation.team_id, ref=reservation.ref, flavor=reservation.flavor,
                           units=reservation.units, units_per_node=reservation.units_per_node,

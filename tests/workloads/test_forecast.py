@@ -10,6 +10,7 @@ from django.utils import timezone
 from jobs.models import TrainingRun
 from jobs.services import submit_run
 from quotas import admission
+from workloads import estimates
 from workloads import reconcile as rec
 from workloads.forecast import Ahead, StartEstimate, estimated_starts
 from workloads.tasks import apply_workload
@@ -71,6 +72,40 @@ def test_a_run_without_a_limit_uses_the_median_of_the_same_job(member, team, quo
     TrainingRun.objects.filter(pk=running.pk).update(state="running", started_at=t0)
     waiting = submit(member, team, "next", 2)
     assert estimated_starts(team, now=t0)[waiting.ref].at == t0 + timedelta(minutes=20)
+
+
+def test_without_the_jobs_history_a_limit_counts_as_much_as_the_platforms_runs_use_of_theirs(member, team, quota):
+    """Issue 34.5: limits are set with room to spare, so ending every run at its limit put estimates
+    late (40 % off at the median in bench/estimates.py). Once 20 runs with a limit have ended on
+    their own, a limit counts as the median share of it they used; past that, the limit itself."""
+    t0 = timezone.now().replace(microsecond=0)
+    for i in range(estimates.LIMIT_USE_MIN):  # earlier runs of other jobs: half of a 60 min limit
+        done = submit(member, team, f"done-{i}", 1, minutes=60, image=f"other-{i}:1")
+        TrainingRun.objects.filter(pk=done.pk).update(state="succeeded", started_at=t0 - timedelta(hours=5),
+                                                        finished_at=t0 - timedelta(hours=5, minutes=-30))
+        admission.release(done.ref)
+    running = submit(member, team, "busy", 8, minutes=40)
+    TrainingRun.objects.filter(pk=running.pk).update(state="running", started_at=t0)
+    waiting = submit(member, team, "next", 2, minutes=10)
+    assert estimated_starts(team, now=t0)[waiting.ref].at == t0 + timedelta(minutes=20)  # 40 min x 0.5
+    # Past its typical time, a run is expected at its limit; never "now" for work that waits.
+    assert estimated_starts(team, now=t0 + timedelta(minutes=25))[waiting.ref].at == t0 + timedelta(minutes=40)
+
+
+def test_the_limit_use_rule_is_pure_and_needs_enough_runs():
+    assert estimates.limit_use([(1800.0, 3600.0)] * (estimates.LIMIT_USE_MIN - 1)) is None
+    spans = [(900.0, 3600.0)] * 10 + [(3600.0, 3600.0)] * 9 + [(7200.0, 3600.0)] * 2  # overruns count as 1
+    assert estimates.limit_use(spans) == 1.0
+    assert estimates.limit_use([(900.0, 3600.0)] * 11 + [(3600.0, 3600.0)] * 10) == 0.25
+    hour = timedelta(hours=1)
+    assert estimates.typical_time(hour, None, 0.5) == hour / 2
+    assert estimates.typical_time(hour, timedelta(minutes=5), 0.5) == timedelta(minutes=5)  # the job's own median
+    assert estimates.typical_time(None, None, 0.5) is None
+    t0 = timezone.now()
+    assert estimates.expected_end(t0, t0, hour, hour / 2) == t0 + hour / 2
+    assert estimates.expected_end(t0, t0 + hour * 0.75, hour, hour / 2) == t0 + hour
+    assert estimates.expected_end(t0, t0 + hour * 2, hour, hour / 2) == t0 + hour * 2  # overdue: not in the past
+    assert estimates.expected_end(t0, t0, None, None) is None
 
 
 def test_it_says_unknown_rather_than_guess(member, team, quota):
