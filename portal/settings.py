@@ -180,6 +180,9 @@ else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
 CELERY_TASK_ALWAYS_EAGER = False  # only unit tests switch this on
 CELERY_RECONCILE_INTERVAL = env_float("SLIPWAY_RECONCILE_INTERVAL", 5.0)
+# The shortest life of a reconcile cycle's lock (workloads.tasks._single_flight): longer than the
+# longest cycle, and how long a worker killed mid-cycle keeps the next cycles out.
+SLIPWAY_RECONCILE_LOCK_SECONDS = env_int("SLIPWAY_RECONCILE_LOCK_SECONDS", 30)
 CELERY_BEAT_SCHEDULE = {
     "reconcile": {
         "task": "workloads.tasks.reconcile",

@@ -24,6 +24,35 @@ from tests.template_leaks import leak_report
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
+#: The test modules marked ``sqlite``: CI runs them again on SQLite (scripts/test.sh), the database
+#: `make run` uses by default. They are the tests of the SQL that differs per database — the
+#: statements built per ``connection.vendor`` and the raw SQL beside them — and of the local
+#: default path (SQLite settings, the database cache, the filesystem broker, the demo's seed).
+#: Every other test runs once, on PostgreSQL: the ORM's queries are Django's to keep portable.
+SQLITE_MODULES = {
+    "tests/core/test_rawsql.py": "reading raw rows back (dates, decimals) as each database returns them",
+    "tests/quotas/test_admission.py": "admission's facts, insert and release statements (quotas.admission._hot_sql)",
+    "tests/quotas/test_resize.py": "growth and shrink through the same statements",
+    "tests/quotas/test_cohorts.py": "the locked admit that borrows, the cohort's queue",
+    "tests/quotas/test_ledger.py": "the ledger's upsert and the closed spend (quotas.ledger._upsert_sql, _closed_spend_sql)",
+    "tests/quotas/test_services.py": "budget summaries over the ledger",
+    "tests/quotas/test_projection.py": "the month-end projection: spend + committed money",
+    "tests/quotas/test_api.py": "the usage report's sums by day, flavor and workload",
+    "tests/workloads/test_billing.py": "open segments and groups (workloads.billing's SQL)",
+    "tests/workloads/test_open_spend.py": "the month's spend with open segments",
+    "tests/workloads/test_budget_forecast.py": "committed money (workloads.billing._commitments_sql)",
+    "tests/workloads/test_cost_timeline.py": "the ledger against a scripted timeline",
+    "tests/jobs/test_reconcile.py": "the reconcile cycle's batched steady update (workloads.reconcile._steady_sql)",
+    "tests/jobs/test_services.py": "submit, run again and the preview on the local default",
+    "tests/jobs/test_idempotency_failures.py": "Idempotency-Key's row lock and transaction on SQLite's IMMEDIATE transactions",
+    "tests/front/test_seed_demo.py": "the demo `make run` seeds",
+    "tests/front/test_usage_page.py": "the Usage page's sums and charts",
+    "tests/portal/test_settings.py": "SQLite's settings (WAL, IMMEDIATE transactions, the database cache)",
+    "tests/portal/test_health.py": "the readiness probe's database and broker checks",
+    "tests/portal/test_smoke.py": "the project boots and answers on the local default",
+    "tests/test_bad_input.py": "input each database refuses in its own way (integers past 64 bits, NUL)",
+}
+
 
 def redis_url() -> str:
     return os.environ.get("REDIS_URL") or os.environ.get("SLIPWAY_TEST_REDIS_URL") or ""
@@ -63,7 +92,19 @@ def pytest_sessionstart(session):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Outside CI, skip (with the reason) tests whose service is absent; in CI never skip."""
+    """Outside CI, skip (with the reason) tests whose service is absent; in CI never skip.
+
+    The modules of :data:`SQLITE_MODULES` are marked ``sqlite``.
+
+    Under pytest-xdist (``--dist loadgroup``) the tests that start processes of their own
+    (``slow``: Celery workers, ``make run``, the benchmarks with their scratch databases) run on
+    one worker, one at a time, as they did before; every other test is spread over the workers.
+    """
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group("processes"))
+        if item.nodeid.split("::")[0] in SQLITE_MODULES:
+            item.add_marker(pytest.mark.sqlite)
     if IN_CI:
         return
     on_postgres = "postgresql" in settings.DATABASES["default"]["ENGINE"]

@@ -1,6 +1,32 @@
-"""Settings of the test suite: the project's settings plus a test-only workload kind and a one-cluster sandbox."""
+"""Settings of the test suite: the project's settings plus a test-only workload kind and a one-cluster sandbox.
 
-from portal.settings import *  # noqa: F403
+Under pytest-xdist (scripts/test.sh runs the suite on several processes) each worker process has a
+database of its own (pytest-django names it ``test_<name>_gw<N>``), and here a Redis database and
+a var directory of its own: the end-to-end tests flush their Redis database and start Celery
+workers on it, and the sandbox, the broker folders and the metrics files live under the var
+directory. Set in the environment, so that the processes a test starts inherit the same ones.
+"""
+
+import os
+from urllib.parse import urlsplit, urlunsplit
+
+
+def _own_services_per_xdist_worker() -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ... (unset without xdist)
+    if not worker:
+        return
+    index = int(worker.removeprefix("gw"))
+    if os.environ.get("REDIS_URL"):
+        url = urlsplit(os.environ["REDIS_URL"])
+        first = int(url.path.strip("/") or 0)
+        os.environ["REDIS_URL"] = urlunsplit(url._replace(path=f"/{first + 1 + index}"))
+    if os.environ.get("SLIPWAY_VAR_DIR"):
+        os.environ["SLIPWAY_VAR_DIR"] = os.path.join(os.environ["SLIPWAY_VAR_DIR"], worker)
+
+
+_own_services_per_xdist_worker()
+
+from portal.settings import *  # noqa: E402, F403
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.workloads.tinykind"]  # noqa: F405
 

@@ -178,7 +178,7 @@ def _single_flight(key: str):
     blocks the next cycles for at most the lock's lifetime.
     """
     token = uuid.uuid4().hex
-    ttl = max(int(settings.CELERY_RECONCILE_INTERVAL * 6), 30)
+    ttl = max(int(settings.CELERY_RECONCILE_INTERVAL * 6), settings.SLIPWAY_RECONCILE_LOCK_SECONDS)
     if not cache.add(key, token, timeout=ttl):
         yield False
         return

@@ -46,6 +46,8 @@ class WorkerProcess:
             "REDIS_URL": redis_url(),
             "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
             "SLIPWAY_RECONCILE_INTERVAL": "0.5",
+            # A killed worker's cycle lock keeps the next worker out this long (not production's 30 s).
+            "SLIPWAY_RECONCILE_LOCK_SECONDS": "5",
             # Unacked messages of a killed worker come back after this (not after an hour).
             "CELERY_VISIBILITY_TIMEOUT": "8",
             "SLIPWAY_VAR_DIR": str(tmp_path),

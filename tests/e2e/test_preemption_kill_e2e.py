@@ -8,8 +8,9 @@ cycle, having written the preemption (its log row, ``preempting_since``, the rea
 committed it, waits in :meth:`sandbox.backend.SandboxBackend.annotate_pods` — the notice —
 before the graceful delete. The test sees that wait in ``pg_stat_activity`` and then, killed
 or not, lets go. Killed, the notice and the delete are lost with the worker, and its reconcile
-lock (a Redis key) keeps the next worker's cycles out for the lock's lifetime (30 s); that is why
-the contract's grace here is longer than that.
+lock (a Redis key) keeps the next worker's cycles out for the lock's lifetime (5 s for the test's
+worker, ``SLIPWAY_RECONCILE_LOCK_SECONDS``); that is why the contract's grace here is longer than that
+and a worker's restart together.
 
 Both runs of the test assert the same outcome, against the figures the run itself gives:
 
@@ -51,7 +52,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres, pytest.
 
 #: The worker's reconcile interval (tests/e2e/conftest.py WorkerProcess) and the contract's grace.
 INTERVAL = 0.5
-GRACE = 45
+GRACE = 20
 #: Each simulated step stands for 1,000 s of work (sandbox.checkpoints): no checkpoint line is printed in
 #: attempt 1's minute, and attempt 2, resumed from step 40, has 12 of its 40,012 s left to run.
 EVERY, DURATION = "1000s", "40012s"

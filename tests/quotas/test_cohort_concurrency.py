@@ -16,7 +16,8 @@ from quotas.demo import seed_team_quotas
 from quotas.models import QueuedRequest, Reservation
 from tests.factories import make_team
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+# 64 connections at once: under pytest-xdist one such module at a time (PostgreSQL allows 100 in all).
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("connections")]
 
 THREADS = 64
 ROUNDS = 20
