@@ -64,6 +64,11 @@ def scratch_url(url: str) -> tuple[str, str]:
     return urlunsplit(parts._replace(path=f"/{name}")), name
 
 
+#: A migrated database each scratch database starts as a copy of, when set (tests/test_benchmarks.py
+#: migrates one for all the benchmarks it runs): the benchmark's own ``migrate`` then has nothing to do.
+TEMPLATE_ENV = "SLIPWAY_BENCH_TEMPLATE_DB"
+
+
 def recreate_database(url: str, name: str, drop_only: bool = False) -> None:
     import psycopg
 
@@ -78,7 +83,8 @@ def recreate_database(url: str, name: str, drop_only: bool = False) -> None:
     ) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if not drop_only:
-            conn.execute(f'CREATE DATABASE "{name}"')
+            template = os.environ.get(TEMPLATE_ENV)
+            conn.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
 
 
 def run_threads(threads: int, seconds: float, cycle) -> float:
@@ -117,6 +123,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--quick", action="store_true",
+                        help="ledgers of 1/100 the rows, 30 cycles each (the test suite's run: the figures mean little)")
     args = parser.parse_args()
 
     # The figures only mean something on PostgreSQL: a non-PostgreSQL DATABASE_URL (the
@@ -135,7 +143,7 @@ def main() -> None:
         import django
 
         django.setup()
-        figures = measure(args.threads, args.seconds)
+        figures = measure(args.threads, args.seconds, quick=args.quick)
     finally:
         from django.db import connections
 
@@ -144,7 +152,7 @@ def main() -> None:
     report(args.threads, figures)
 
 
-def measure(threads: int, seconds: float) -> dict[str, float]:
+def measure(threads: int, seconds: float, quick: bool = False) -> dict[str, float]:
     from decimal import Decimal
 
     from django.core.management import call_command
@@ -253,7 +261,8 @@ def measure(threads: int, seconds: float) -> dict[str, float]:
     }
     leaked = Reservation.objects.filter(released_at__isnull=True).count()
     assert leaked == 0, f"{leaked} reservations were never released"
-    figures["ledger"] = ledger_latency(make_team, request, flavor_id)
+    figures["ledger"] = (ledger_latency(make_team, request, flavor_id, cycles=30, scale=100) if quick
+                         else ledger_latency(make_team, request, flavor_id))
     return figures
 
 
@@ -265,8 +274,8 @@ LEDGER_SIZES = [
 ]
 
 
-def ledger_latency(make_team, request, flavor_id: int, cycles: int = 300) -> list[tuple[str, int, float]]:
-    """Median milliseconds of one admit + release per ledger size: ``[(label, rows, ms)]``."""
+def ledger_latency(make_team, request, flavor_id: int, cycles: int = 300, scale: int = 1) -> list[tuple[str, int, float]]:
+    """Median milliseconds of one admit + release per ledger size: ``[(label, rows, ms)]`` (``scale``: rows / scale)."""
     from decimal import Decimal
 
     from django.db import connection
@@ -277,6 +286,7 @@ def ledger_latency(make_team, request, flavor_id: int, cycles: int = 300) -> lis
 
     results = []
     for n, (label, workloads, rows, spacing) in enumerate(LEDGER_SIZES):
+        rows //= scale
         team = make_team(f"ledger-{n}")
         seed_team_quotas(team, {"a100-80gb": 1000}, monthly_budget=Decimal("10000000"))
         with connection.cursor() as cursor:

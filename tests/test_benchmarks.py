@@ -13,7 +13,9 @@ import importlib.util
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -23,7 +25,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
 #: script, arguments for a short run, a line its report must print
 BENCHMARKS = [
-    ("admission.py", ["--threads", "2", "--seconds", "0.3"], "lock cost: locked / unlocked ="),
+    ("admission.py", ["--threads", "2", "--seconds", "0.3", "--quick"], "lock cost: locked / unlocked ="),
     ("estimates.py", ["--quick"], "median relative error"),
     ("api.py", ["--clients", "2", "--seconds", "0.3", "--warmup", "0.2", "--rounds", "2"], "create endpoint"),
     ("profile_api.py", ["--requests", "3", "--top", "3"], "statements per request"),
@@ -41,12 +43,49 @@ def test_every_benchmark_under_bench_is_listed_here():
         path.name for path in (ROOT / "bench").glob("*.py"))
 
 
+#: bench/admission.py's TEMPLATE_ENV: the migrated database each benchmark's scratch database copies.
+TEMPLATE_ENV = "SLIPWAY_BENCH_TEMPLATE_DB"
+#: The server the benchmarks use without a PostgreSQL DATABASE_URL (bench/admission.py DEFAULT_URL).
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/test"
+
+
+def _server(url: str):
+    import psycopg
+
+    parts = urlsplit(url)
+    return psycopg.connect(host=parts.hostname, port=parts.port or 5432, user=parts.username or "postgres",
+                           password=parts.password, dbname="postgres", autocommit=True)
+
+
+@pytest.fixture(scope="module")
+def migrated_template():
+    """One database migrated here for every benchmark of the module to copy (``CREATE DATABASE … TEMPLATE``):
+    each would otherwise migrate a scratch database of its own from nothing."""
+    base = os.environ.get("DATABASE_URL", "")
+    if not base.startswith(("postgres://", "postgresql://")):
+        base = DEFAULT_URL
+    parts = urlsplit(base)
+    name = f"{parts.path.lstrip('/') or 'postgres'}_bench_template"
+    with _server(base) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    env = {key: value for key, value in os.environ.items() if key not in ("DJANGO_SETTINGS_MODULE", "REDIS_URL")}
+    env.update(DATABASE_URL=urlunsplit(parts._replace(path=f"/{name}")), DJANGO_SETTINGS_MODULE="portal.settings",
+               DEBUG="true", SLIPWAY_VAR_DIR=tempfile.mkdtemp(prefix="slipway-bench-template-"))
+    subprocess.run([sys.executable, "manage.py", "migrate", "--verbosity", "0"], cwd=ROOT, env=env, check=True,
+                   timeout=240)
+    yield name
+    with _server(base) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.mark.parametrize(("script", "args", "line"), BENCHMARKS, ids=[b[0] for b in BENCHMARKS])
-def test_the_benchmark_runs_and_prints_its_figures(script, args, line):
+def test_the_benchmark_runs_and_prints_its_figures(script, args, line, migrated_template):
     # As `make bench` runs it: production settings, not the test suite's; the scratch
     # databases are named after DATABASE_URL's (``<name>_bench_…``), never the suite's own.
     env = {key: value for key, value in os.environ.items() if key not in ("DJANGO_SETTINGS_MODULE", "DEBUG")}
     env["SLIPWAY_BENCH_REDIS_URL"] = "redis://127.0.0.1:6379/13"
+    env[TEMPLATE_ENV] = migrated_template
     result = subprocess.run([sys.executable, f"bench/{script}", *args], cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=240, check=False)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
