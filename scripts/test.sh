@@ -5,7 +5,7 @@
 # The whole suite (no arguments) is spread over the cores by pytest-xdist: each worker has
 # its own test database, Redis database and var directory (tests/settings.py); the tests that
 # start processes of their own run on one worker, one at a time (tests/conftest.py). Set
-# SLIPWAY_TEST_WORKERS to choose how many workers (0: none, one process as before).
+# TEST_WORKERS to choose how many workers (0: none, one process as before).
 # Arguments go to pytest as they are, in one process (a developer's subset).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,8 +24,8 @@ began=$SECONDS
 options=()
 # CI prints the 25 slowest tests and the time of each pass (issue 36 measures the suite by them).
 if [ "${CI:-}" = "true" ]; then options+=(--durations=25); fi
-if [ "$#" -eq 0 ] && [ "${SLIPWAY_TEST_WORKERS:-auto}" != "0" ]; then
-  options+=(-n "${SLIPWAY_TEST_WORKERS:-auto}" --dist loadgroup)
+if [ "$#" -eq 0 ] && [ "${TEST_WORKERS:-auto}" != "0" ]; then
+  options+=(-n "${TEST_WORKERS:-auto}" --dist loadgroup)
 fi
 "$VENV/bin/python" -m pytest "${options[@]}" "$@"
 echo "== main pass: $((SECONDS - began)) s"
