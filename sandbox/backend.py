@@ -17,11 +17,10 @@ cluster from web, worker and beat run one after the other while two clusters tic
 side, and a tick for a ``now`` not after the last one is a no-op — ticking twice with the same
 ``now`` changes nothing.
 
-Loss: ``manage.py sandbox silence <cluster>`` makes a cluster stop answering (a network
-partition, :class:`sandbox.models.SimSilence`): every call of the cluster-backend interface
-raises ``Transient`` until ``sandbox answer <cluster>``, but the cluster itself runs on — its
-``tick`` and the simulation's own levers (clock, loads, nodes, reset) keep working, so its
-work may finish while nobody can see it.
+Faults (a reclaimed spot node, a silenced cluster) are injected by :mod:`sandbox.faults`; the
+backend reads them: a silenced cluster's every call of the cluster-backend interface raises
+``Transient`` (:meth:`SandboxBackend._answering`), a reclaimed node is missing from ``capacity``.
+What a pod looks like — its manifest, status and log — is rendered by :mod:`sandbox.pods`.
 
 Every public method takes an optional keyword ``now`` so tests control time; the default is
 ``django.utils.timezone.now()``.
@@ -59,28 +58,16 @@ from cluster.backends.base import (
 from cluster.errors import ClusterError, Invalid, NotFound, Transient
 from cluster.metrics import per_workload, running_pods
 from cluster.perf import gc_paused
-from cluster.status import parse_time
 from core.rawsql import sql_datetime
-from sandbox import checkpoints, inventory
+from sandbox import inventory
 from sandbox.bulk import Record
 from sandbox.bulk import load as load_records
-from sandbox.controllers.kubelet import CRASH_OUTCOMES, KILLED_EXIT_CODE, pod_ready
 from sandbox.controllers.scaledobject import endpoint_load
 from sandbox.models import SimClock, SimEvent, SimLoad, SimNodeOutage, SimObject, SimPod, SimSilence
-from sandbox.names import new_uid, replicaset_name
+from sandbox.names import new_uid
+from sandbox.pods import GPU_UTILIZATION_ANNOTATION, deletion, pod_log, pod_manifest
 from sandbox.quantity import parse_quantity
-from sandbox.registry import INVALID_IMAGE_NAME, invalid_image_message
-from sandbox.simulation import (
-    PULL_SECONDS,
-    TERMINATION,
-    crash_state,
-    gpu_utilization,
-    pod_outcome,
-    pull_failure,
-    server_log,
-    stable_int,
-    training_log,
-)
+from sandbox.simulation import stable_int
 from sandbox.tick import run_tick
 from sandbox.timestamps import rfc3339
 from sandbox.validation import admit, compile_plan, kind_label, served
@@ -89,12 +76,8 @@ from sandbox.world import PLANS as PLAN_CACHE
 P = ParamSpec("P")
 T = TypeVar("T")
 
-#: Pod annotation carrying the synthetic GPU utilisation (percent) of a running pod.
-GPU_UTILIZATION_ANNOTATION = "sandbox.slipway.dev/gpu-utilization"
 #: ScaledObject annotation with the endpoint's current synthetic load (trigger metric units).
 LOAD_ANNOTATION = "sandbox.slipway.dev/load"
-#: A whole log (``tail=None``) stops at this many lines, as a kubelet rotates a container's log.
-LOG_LINES_MAX = 100_000
 #: Kubernetes keeps events for an hour (kube-apiserver --event-ttl); so does the sandbox.
 EVENT_TTL = timedelta(hours=1)
 #: Decoded (manifest, plan) per (uid, resourceVersion): observe() re-reads only status columns.
@@ -104,18 +87,16 @@ OBSERVE_COLUMNS = ("id", "kind", "api_version", "namespace", "name", "workload",
                    "generation", "status", "memo", "replicas", "created_at", "delete_at", "delete_grace")
 #: The kinds whose pods a graceful delete lets run until the grace period ends.
 POD_OWNERS = ("Job", "PyTorchJob", "Deployment")
-#: What the kubelet says of a pod stopped by its node's shutdown (a reclaimed spot node):
-#: the DisruptionTarget condition's reason and the pod's status message.
-NODE_SHUTDOWN = ("TerminationByKubelet", "Pod was terminated in response to imminent node shutdown.")
 #: Namespaces that exist without being applied.
 BUILTIN_NAMESPACES = ("default", "kube-system")
 
 
-def _storage_errors(method: Callable[P, T]) -> Callable[P, T]:
+def storage_errors(method: Callable[P, T]) -> Callable[P, T]:
     """Database faults (e.g. SQLite's "database is locked" past the busy timeout) surface as
     ``Transient``, like a 5xx from an API server: the interface raises only cluster errors.
     Every cluster error leaving the method is reported (:meth:`ClusterBackend.raised`), as a
-    real backend reports what its API server answered."""
+    real backend reports what its API server answered. Also wraps the fault levers of
+    :mod:`sandbox.faults`, which take the backend as their first argument."""
 
     @functools.wraps(method)
     def wrapper(self: SandboxBackend, *args: P.args, **kwargs: P.kwargs) -> T:
@@ -172,7 +153,7 @@ class SandboxBackend(ClusterBackend):
 
     # -- writes ------------------------------------------------------------------------------
 
-    @_storage_errors
+    @storage_errors
     def apply(self, objects: list[Manifest], resources: Sequence[ResourceKind] = (), *,
               now: datetime | None = None) -> list[Manifest]:
         self._answering()
@@ -235,7 +216,7 @@ class SandboxBackend(ClusterBackend):
         recorded = {**secret, "data": dict.fromkeys(secret.get("data") or {}, "")}
         self.apply([recorded], now=now)
 
-    @_storage_errors
+    @storage_errors
     def delete(self, address: ClusterAddress, resources: Sequence[ResourceKind], *, now: datetime | None = None,
                grace_seconds: int | None = None) -> int:
         """The workload's objects of the deleted kinds and its env Secret; pods go with their owners (CASCADE).
@@ -288,7 +269,7 @@ class SandboxBackend(ClusterBackend):
                 for pod in owner.pods.filter(active=True, phase="Running"))
         return kept
 
-    @_storage_errors
+    @storage_errors
     def annotate_pods(self, address: ClusterAddress, annotations: dict[str, str | None], *,
                       now: datetime | None = None) -> int:
         """Merge ``annotations`` onto the workload's live pods (None removes a key); how many pods.
@@ -310,47 +291,14 @@ class SandboxBackend(ClusterBackend):
                 pod.save(update_fields=["annotations", "notice_at"])
             return len(pods)
 
-    @_storage_errors
-    def reclaim_node(self, node: str, *, now: datetime | None = None) -> int:
-        """Take ``node`` away as a cloud provider reclaims a spot node; how many live pods it had.
-
-        The cluster first advances to ``now``; from the next tick the node is gone: nothing is
-        scheduled there, its capacity is not reported, and its pods stop with the condition
-        ``DisruptionTarget`` (reason ``TerminationByKubelet``, phase Failed; a Deployment's
-        are deleted and replaced), as the kubelet's graceful node shutdown leaves them.
-        """
-        if node not in {n.name for n in inventory.nodes(self.cluster)}:
-            raise NotFound(f'nodes "{node}" not found', status=404)
-        now = now or timezone.now()
-        self.tick(now)
-        SimNodeOutage.objects.get_or_create(cluster=self.cluster, node=node,
-                                            defaults={"since": max(now, self.clock()), "reason": NODE_SHUTDOWN[0]})
-        return self._rows(SimPod).filter(node=node, active=True).count()
-
-    @_storage_errors
-    def restore_node(self, node: str) -> bool:
-        """Bring a reclaimed node back (empty, as a fresh spot node); False when it was not gone."""
-        return self._rows(SimNodeOutage).filter(node=node).delete()[0] > 0
+    # -- the simulation's state and own levers ----------------------------------------------------
 
     def nodes_down(self) -> dict[str, datetime]:
+        """The cluster's reclaimed nodes (:func:`sandbox.faults.reclaim_node`) and since when."""
         return dict(self._rows(SimNodeOutage).values_list("node", "since"))
 
-    @_storage_errors
-    def silence(self, *, now: datetime | None = None) -> bool:
-        """Stop answering, as a cluster cut off by a network partition; False when already silent.
-
-        From now on every call of the cluster-backend interface raises ``Transient`` (see
-        :meth:`_answering`); the cluster runs on (``tick``), so its work may finish unseen.
-        """
-        return SimSilence.objects.get_or_create(cluster=self.cluster, defaults={"since": now or timezone.now()})[1]
-
-    @_storage_errors
-    def answer(self) -> bool:
-        """Answer again after :meth:`silence`; False when it was not silent."""
-        return self._rows(SimSilence).delete()[0] > 0
-
     def silent_since(self) -> datetime | None:
-        """Since when the cluster does not answer (None: it answers)."""
+        """Since when the cluster does not answer (:func:`sandbox.faults.silence`; None: it answers)."""
         return self._state()[1]
 
     def set_load(self, address: ClusterAddress, value: float | None) -> None:
@@ -370,7 +318,7 @@ class SandboxBackend(ClusterBackend):
 
     # -- the clock -------------------------------------------------------------------------------
 
-    @_storage_errors
+    @storage_errors
     def tick(self, now: datetime | None = None) -> dict[str, int] | None:
         """Advance the cluster to ``now``. Returns what changed, or None when ``now`` was already reached.
 
@@ -403,7 +351,7 @@ class SandboxBackend(ClusterBackend):
 
     # -- reads -------------------------------------------------------------------------------------
 
-    @_storage_errors
+    @storage_errors
     def observe(self, resources: Sequence[ResourceKind], *, now: datetime | None = None) -> list[ObservedWorkload]:
         """At most five queries whatever the size: clock (and silence), loads, objects, manifests not
         cached yet, pods.
@@ -484,7 +432,7 @@ class SandboxBackend(ClusterBackend):
                     samples.append(((workload.namespace, pod["metadata"]["name"]), float(value)))
         return per_workload(samples, pods)
 
-    @_storage_errors
+    @storage_errors
     def pods(self, address: ClusterAddress, *, now: datetime | None = None) -> list[Manifest]:
         last_tick = self._answering()
         at = now or last_tick or timezone.now()
@@ -492,7 +440,7 @@ class SandboxBackend(ClusterBackend):
             "owner")
         return [pod_manifest(pod, pod.owner, at) for pod in rows.order_by("created_at", "pk")]
 
-    @_storage_errors
+    @storage_errors
     def logs(self, address: ClusterAddress, pod: str, tail: int | None = 200, previous: bool = False, *,
              now: datetime | None = None) -> list[str]:
         last_tick = self._answering()
@@ -501,63 +449,9 @@ class SandboxBackend(ClusterBackend):
                                         name=pod).select_related("owner").first()
         if row is None:
             raise NotFound(f'pods "{pod}" not found', status=404)
-        tail = LOG_LINES_MAX if tail is None else tail
-        plan = row.owner.plan["pods"][row.role]
-        if previous:
-            return self._previous_log(row, plan, tail)
-        if row.started_at is None:
-            return []  # "container is waiting to start": nothing logged yet
-        if row.owner.kind == "Deployment":
-            until = at
-            if plan["out"] in CRASH_OUTCOMES:
-                state = crash_state(row.started_at, plan["dur"], at)
-                lines = server_log(row.name, image=plan["img"], started=state.run_started,
-                                   until=min(at, state.run_started + timedelta(seconds=plan["dur"])), load=1.0,
-                                   tail=tail, port=plan.get("port"), args=plan.get("args", ()))
-                reason = TERMINATION[plan["out"]][0]
-                if not state.running:
-                    lines.append(f"{rfc3339(state.last_exit)} ERROR server exited: {reason}")
-                return lines[-tail:]
-            return server_log(row.name, image=plan["img"], started=row.started_at, until=until,
-                              load=self._load(row.owner, at) / max(row.owner.replicas, 1),
-                              tail=tail, port=plan.get("port"), args=plan.get("args", ()))
-        until = row.finished_at or at
-        workers = sum(p["count"] for p in row.owner.plan["pods"])
-        noticed = (row.finished_at is not None and not row.disruption and row.exit_code == checkpoints.NOTICE_EXIT_CODE
-                   and checkpoints.notice_exit(plan, row.started_at, row.notice_at) == row.finished_at)
-        return training_log(row.name, image=plan["img"], started=row.started_at, until=until,
-                            outcome=pod_outcome(plan, row.owner.kind, row.index),
-                            finished=(row.finished_at is not None and row.reason != "DeadlineExceeded"
-                                      and not row.disruption),
-                            workers=workers, tail=tail, args=plan.get("args", ()),
-                            ckpt=_checkpointing(plan), noticed=noticed)
+        return pod_log(row, at, tail, previous)
 
-    @staticmethod
-    def _previous_log(row: SimPod, plan: dict, tail: int) -> list[str]:
-        """A PyTorchJob replica's run before its last restart
-        (:func:`sandbox.controllers.pytorchjob.keep_previous_runs`); [] when it has not restarted,
-        as the API answers ``previous=true`` of a container that never did."""
-        run = _previous_run(row, row.owner)
-        if run is None:
-            return []
-        killed = run["code"] == KILLED_EXIT_CODE  # stopped by the gang's restart: its log just stops
-        return training_log(row.name, image=plan["img"], started=parse_time(run["started"]),
-                            until=parse_time(run["finished"]), outcome=pod_outcome(plan, row.owner.kind, row.index),
-                            finished=not killed, workers=sum(p["count"] for p in row.owner.plan["pods"]), tail=tail,
-                            args=plan.get("args", ()), ckpt=_checkpointing(plan))
-
-    @staticmethod
-    def _load(deployment: SimObject, at: datetime) -> float:
-        scaled = SimObject.objects.filter(cluster=deployment.cluster, kind="ScaledObject",
-                                          namespace=deployment.namespace, workload=deployment.workload).first()
-        if scaled is None:
-            return 1.0
-        loads = {(ns, wl): v for ns, wl, v in SimLoad.objects.filter(
-            cluster=deployment.cluster, namespace=deployment.namespace, workload=deployment.workload,
-        ).values_list("namespace", "workload", "value")}
-        return endpoint_load(loads, deployment.namespace, deployment.workload, scaled.plan, at)
-
-    @_storage_errors
+    @storage_errors
     def events(self, address: ClusterAddress) -> list[ClusterEvent]:
         self._answering()
         return [
@@ -567,13 +461,13 @@ class SandboxBackend(ClusterBackend):
                                                  workload=address.object_name).order_by("time", "pk")
         ]
 
-    @_storage_errors
+    @storage_errors
     def capacity(self) -> list[NodeCapacity]:
         """Allocatable GPU units per node and resource; in use = requests of pods bound there and not finished."""
         self._answering()
         return self.node_usage()
 
-    @_storage_errors
+    @storage_errors
     def node_usage(self) -> list[NodeCapacity]:
         """What :meth:`capacity` reports, seen from inside the cluster: answers while it is
         silenced too (``manage.py sandbox status``)."""
@@ -609,7 +503,7 @@ class SandboxBackend(ClusterBackend):
         meta = dict(manifest.pop("metadata", {}))
         meta.update({"uid": row.uid, "resourceVersion": str(row.resource_version), "generation": row.generation,
                      "creationTimestamp": rfc3339(row.created_at)})
-        meta.update(_deletion(row))
+        meta.update(deletion(row))
         out["metadata"] = meta
         out.update(manifest)
         if row.kind == "Deployment":
@@ -663,173 +557,9 @@ def _autoscaler_manifest(scaled) -> Manifest:
             "status": status}
 
 
-def _deletion(owner) -> dict:
-    """``deletionTimestamp`` (the grace period's end) and ``deletionGracePeriodSeconds`` of an
-    object being deleted gracefully, and of its pods; {} otherwise."""
-    deadline = getattr(owner, "delete_at", None)
-    if deadline is None:
-        return {}
-    return {"deletionTimestamp": rfc3339(deadline), "deletionGracePeriodSeconds": owner.delete_grace or 0}
-
-
-def _checkpointing(plan: dict) -> checkpoints.Checkpointing | None:
-    """The pod's checkpoint settings, for the one replica that saves them: a Job's pod, a
-    PyTorchJob's Master (rank 0 saves, the workers do not)."""
-    return checkpoints.from_plan(plan) if plan.get("role", "") in ("", "Master") else None
-
-
 def _initial_status(obj: Manifest) -> dict:
     if obj["kind"] == "Namespace":
         return {"phase": "Active"}
     if obj["kind"] == "Service":
         return {"loadBalancer": {}}
     return {}
-
-
-def _template(owner: SimObject, role_name: str) -> Manifest:
-    spec = owner.manifest.get("spec", {})
-    if owner.kind == "PyTorchJob":
-        return spec["pytorchReplicaSpecs"][role_name]["template"]
-    return spec["template"]
-
-
-def pod_manifest(pod: SimPod, owner: SimObject, at: datetime) -> Manifest:
-    """The pod as the API server would return it, rebuilt from its row and its owner's template."""
-    plan = owner.plan["pods"][pod.role]
-    template = _template(owner, plan["role"])
-    labels = dict((template.get("metadata") or {}).get("labels") or {})
-    owner_ref = {"apiVersion": owner.api_version, "kind": owner.kind, "name": owner.name, "uid": owner.uid,
-                 "controller": True, "blockOwnerDeletion": True}
-    if owner.kind == "Job":
-        labels.update({"batch.kubernetes.io/job-name": owner.name, "job-name": owner.name,
-                       "batch.kubernetes.io/controller-uid": owner.uid, "controller-uid": owner.uid})
-    elif owner.kind == "PyTorchJob":
-        labels.update({"training.kubeflow.org/job-name": owner.name, "training.kubeflow.org/operator-name":
-                       "pytorchjob-controller", "training.kubeflow.org/replica-type": plan["role"].lower(),
-                       "training.kubeflow.org/replica-index": str(pod.index)})
-        if plan["role"] == "Master":
-            labels["training.kubeflow.org/job-role"] = "master"
-    else:
-        rs = replicaset_name(owner.name, pod.template_hash)
-        labels["pod-template-hash"] = rs.rsplit("-", 1)[1]
-        owner_ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs,
-                     "uid": f"{owner.uid[:24]}{stable_int(rs) % 10**12:012d}", "controller": True,
-                     "blockOwnerDeletion": True}
-    meta: Manifest = {
-        "name": pod.name, "namespace": pod.namespace, "uid": f"{owner.uid[:24]}{stable_int(pod.name) % 10**12:012d}",
-        "labels": labels, "ownerReferences": [owner_ref], "creationTimestamp": rfc3339(pod.created_at),
-        **_deletion(owner),
-    }
-    if pod.annotations:
-        meta["annotations"] = dict(pod.annotations)
-    spec = dict(template.get("spec") or {})
-    if pod.node:
-        spec["nodeName"] = pod.node
-    status = _pod_status(pod, owner, plan, at)
-    if status.get("phase") == "Running":
-        load = None
-        if owner.kind == "Deployment":
-            # Each replica serves its share; utilisation is that share, capped at 100%.
-            load = min(float(getattr(owner, "load", 50.0)) / max(owner.replicas, 1), 100.0)
-        meta["annotations"] = {**(meta.get("annotations") or {}), GPU_UTILIZATION_ANNOTATION: str(
-            gpu_utilization(pod.name, plan.get("util"), serving_load=load, now=at))}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
-
-
-def _previous_run(pod: SimPod, owner: SimObject) -> dict | None:
-    """How a PyTorchJob replica's run before its last restart went, else None.
-
-    Kept by :func:`sandbox.controllers.pytorchjob.keep_previous_runs`.
-    """
-    if owner.kind != "PyTorchJob":
-        return None
-    return (owner.memo.get("previous") or {}).get(pod.name)
-
-
-def _disruption_conditions(pod: SimPod) -> list[Manifest]:
-    """The ``DisruptionTarget`` condition of a pod its node's shutdown stopped (and the pod's
-    ``reason``/``message``, set by :func:`_pod_status`), as the kubelet writes them."""
-    if not pod.disruption:
-        return []
-    return [{"type": "DisruptionTarget", "status": "True", "reason": pod.disruption, "message": NODE_SHUTDOWN[1],
-             "lastProbeTime": None, "lastTransitionTime": rfc3339(pod.finished_at)}]
-
-
-def _pod_status(pod: SimPod, owner: SimObject, plan: dict, at: datetime) -> Manifest:
-    status: Manifest = {"phase": pod.phase, "qosClass": "Burstable"}
-    container = plan["ctr"]
-    image = plan["img"]
-    if not pod.node:
-        if pod.message:
-            status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                     "message": pod.message, "lastProbeTime": None,
-                                     "lastTransitionTime": rfc3339(pod.created_at)}]
-        return status
-    scheduled = rfc3339(pod.scheduled_at)
-    status["hostIP"] = f"10.0.{stable_int(pod.node) % 250}.{stable_int(pod.node, 1) % 250 + 2}"
-    status["podIP"] = f"10.244.{stable_int(pod.node) % 250}.{stable_int(pod.name) % 250 + 2}"
-    status["startTime"] = scheduled
-    ready = pod_ready(pod, plan, at) if owner.kind == "Deployment" else pod.phase == "Running"
-    cstatus: Manifest = {"name": container, "image": image, "imageID": "", "ready": ready, "restartCount": 0,
-                         "started": pod.phase == "Running"}
-    if pod.phase in ("Succeeded", "Failed"):
-        cstatus["state"] = {"terminated": {"reason": pod.reason or "Error", "exitCode": pod.exit_code or 0,
-                                           "startedAt": rfc3339(pod.started_at or pod.scheduled_at),
-                                           "finishedAt": rfc3339(pod.finished_at)}}
-        cstatus["started"] = False
-        if pod.disruption:
-            status["reason"], status["message"] = "Terminated", NODE_SHUTDOWN[1]
-        if pod.reason == "DeadlineExceeded":
-            status["reason"] = "DeadlineExceeded"
-            status["message"] = "Pod was active on the node longer than the specified deadline"
-            cstatus["state"]["terminated"]["reason"] = "Error"
-    elif pod.started_at is None:
-        start = pod.scheduled_at + timedelta(seconds=PULL_SECONDS)
-        pull = pull_failure(plan)
-        if pull == INVALID_IMAGE_NAME:
-            cstatus["state"] = {"waiting": {"reason": pull, "message": invalid_image_message(image)}}
-        elif pull and at >= start:
-            first = at < start + timedelta(seconds=PULL_SECONDS)
-            cstatus["state"] = {"waiting": {
-                "reason": "ErrImagePull" if first else "ImagePullBackOff",
-                "message": (f'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": not found'
-                            if first else f'Back-off pulling image "{image}"'),
-            }}
-        else:
-            cstatus["state"] = {"waiting": {"reason": "ContainerCreating"}}
-    elif owner.kind == "Deployment" and plan["out"] in CRASH_OUTCOMES:
-        state = crash_state(pod.started_at, plan["dur"], at)
-        reason, code = TERMINATION[plan["out"]]
-        cstatus["restartCount"] = state.restarts
-        if state.running:
-            cstatus["state"] = {"running": {"startedAt": rfc3339(state.run_started)}}
-        else:
-            cstatus["started"] = False
-            cstatus["state"] = {"waiting": {"reason": "CrashLoopBackOff",
-                                            "message": f"back-off {state.backoff}s restarting failed "
-                                                       f"container={container} pod={pod.name}_{pod.namespace}"}}
-        if state.last_exit is not None:
-            previous_start = state.last_exit - timedelta(seconds=plan["dur"])
-            cstatus["lastState"] = {"terminated": {"reason": reason, "exitCode": code,
-                                                   "startedAt": rfc3339(previous_start),
-                                                   "finishedAt": rfc3339(state.last_exit)}}
-    else:
-        cstatus["state"] = {"running": {"startedAt": rfc3339(pod.started_at)}}
-    run = _previous_run(pod, owner)
-    if run is not None:  # a PyTorchJob replica restarted: what the kubelet says of its previous run
-        cstatus["restartCount"] = run["restarts"]
-        cstatus["lastState"] = {"terminated": {"reason": run["reason"], "exitCode": run["code"],
-                                               "startedAt": run["started"], "finishedAt": run["finished"]}}
-    status["containerStatuses"] = [cstatus]
-    running = pod.phase == "Running"
-    status["conditions"] = [
-        *_disruption_conditions(pod),
-        {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": scheduled},
-        {"type": "Initialized", "status": "True", "lastProbeTime": None, "lastTransitionTime": scheduled},
-        {"type": "ContainersReady", "status": str(ready), "lastProbeTime": None,
-         "lastTransitionTime": rfc3339(pod.started_at) if running else scheduled},
-        {"type": "Ready", "status": str(ready), "lastProbeTime": None,
-         "lastTransitionTime": rfc3339(pod.started_at) if running else scheduled},
-    ]
-    return status
-

@@ -7,7 +7,7 @@ the stages it passes are :data:`sandbox.world.STAGE_CREATED` and the following c
 
 Two stops come from outside: a preemption notice, which a pod that honours it answers by
 checkpointing and exiting (:mod:`sandbox.checkpoints`), and its node's shutdown (a reclaimed
-spot node, :meth:`sandbox.backend.SandboxBackend.reclaim_node`), which stops it with the
+spot node, :func:`sandbox.faults.reclaim_node`), which stops it with the
 ``DisruptionTarget`` condition.
 """
 

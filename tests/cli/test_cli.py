@@ -13,7 +13,7 @@ import yaml
 from django.utils import timezone
 
 from jobs.models import TrainingRun
-from slipway import cli as slipway_cli
+from slipway import config, polling
 from slipway.client import DEVICE_GRANT_TYPE, Client, DeviceLoginFailed, NotSignedIn, new_lines
 from tests.factories import secret_values
 from tests.fakes import pod
@@ -192,7 +192,7 @@ def test_watch_exits_1_when_the_run_fails(cli, tmp_path, fake_backend, monkeypat
             fake_backend.set_finished(run.namespace, run.object_name, ok=False, started=started, finished=started)
         reconcile(fake_backend)
 
-    monkeypatch.setattr(slipway_cli, "pause", cluster_moves_on)
+    monkeypatch.setattr(polling, "pause", cluster_moves_on)
     result = cli("run", "-f", spec, "--watch")
     assert result.exit_code == 1, result.output
     states = [line.split()[2] for line in result.stdout.splitlines()[1:]]
@@ -208,7 +208,7 @@ def test_watch_exits_0_when_the_run_succeeds(cli, spec, fake_backend, monkeypatc
         fake_backend.set_finished(run.namespace, run.object_name, ok=True, started=now, finished=now)
         reconcile(fake_backend)
 
-    monkeypatch.setattr(slipway_cli, "pause", cluster_moves_on)
+    monkeypatch.setattr(polling, "pause", cluster_moves_on)
     result = cli("run", "-f", spec, "--watch")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-1].split()[2] == "succeeded"
@@ -244,7 +244,7 @@ def test_logs_follow_prints_new_lines_until_the_run_ends(cli, spec, fake_backend
         fake_backend.set_finished(run.namespace, run.object_name, ok=True, started=now, finished=now)
         reconcile(fake_backend)
 
-    monkeypatch.setattr(slipway_cli, "pause", more_lines_then_the_end)
+    monkeypatch.setattr(polling, "pause", more_lines_then_the_end)
     result = cli("logs", str(run_id), "-f", "--tail", "2")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == ["one", "two", "three", "two"]
@@ -536,9 +536,9 @@ def test_the_device_poll_waits_the_interval_slows_down_and_stops_on_a_refusal():
 def test_the_config_file_is_under_xdg_config_home_else_dot_config(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
-    assert slipway_cli.config_path() == tmp_path / ".config" / "slipway" / "config.toml"
+    assert config.config_path() == tmp_path / ".config" / "slipway" / "config.toml"
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    assert slipway_cli.config_path() == tmp_path / "xdg" / "slipway" / "config.toml"
+    assert config.config_path() == tmp_path / "xdg" / "slipway" / "config.toml"
 
 
 def test_borrowing_is_said_before_submit_and_a_preemption_in_describe(cli, tmp_path, team, staff, fake_backend):

@@ -15,7 +15,7 @@ REPO = scan.REPO
 
 #: ``SLIPWAY_*`` names the pages give that are not settings of the portal, by what reads them.
 NOT_SETTINGS = {
-    "the slipway command (slipway/cli.py)": {"SLIPWAY_URL", "SLIPWAY_TOKEN", "SLIPWAY_PROFILE"},
+    "the slipway command (slipway/)": {"SLIPWAY_URL", "SLIPWAY_TOKEN", "SLIPWAY_PROFILE"},
     "a run's pods (the checkpoint contract, cluster/manifests/)": {
         "SLIPWAY_CHECKPOINT_DIR", "SLIPWAY_RESUME_FROM", "SLIPWAY_ATTEMPT", "SLIPWAY_RUN_TOKEN",
         "SLIPWAY_CHECKPOINT_URL"},

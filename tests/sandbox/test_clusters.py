@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 
 from cluster.errors import NotFound, Transient
 from cluster.status import TrainingPhase, training_status
+from sandbox import faults
 from sandbox.backend import SandboxBackend
 from sandbox.inventory import UnknownCluster
 from sandbox.models import SimClock, SimEvent, SimLoad, SimObject, SimPod
@@ -83,10 +84,10 @@ def test_each_cluster_keeps_its_own_clock_loads_nodes_and_reset(east_west):
     east.set_load(ref("ep-1"), 900)
     assert list(SimLoad.objects.values_list("cluster", "value")) == [("east", 900.0)]
 
-    east.reclaim_node("gpu-h100-0", now=at(31))
+    faults.reclaim_node(east, "gpu-h100-0", now=at(31))
     assert set(east.nodes_down()) == {"gpu-h100-0"} and west.nodes_down() == {}
     with pytest.raises(NotFound):
-        east.reclaim_node("gpu-l4-spot-0", now=at(32))  # west's node, not east's
+        faults.reclaim_node(east, "gpu-l4-spot-0", now=at(32))  # west's node, not east's
 
     east.reset()
     assert not SimObject.objects.filter(cluster="east").exists() and east.nodes_down() == {}
@@ -99,7 +100,8 @@ def test_a_silent_cluster_refuses_every_call_but_runs_its_work_to_the_end(east_w
     _apply_run(east, duration="60s")
     _apply_run(west)
     east.tick(at(0))
-    assert east.silence(now=at(1)) is True and east.silence(now=at(2)) is False  # silent since the first
+    assert faults.silence(east, now=at(1)) is True
+    assert faults.silence(east, now=at(2)) is False  # silent since the first
     kinds = resource_kinds()
     calls = {
         "apply": lambda: east.apply(team_objects(), kinds, now=at(3)),
@@ -127,7 +129,7 @@ def test_a_silent_cluster_refuses_every_call_but_runs_its_work_to_the_end(east_w
     # A partition, not a crash: the cluster runs on, and its Job finishes while nobody sees it.
     run_until(east, 5, 80, step=15)
     assert east.clock() == at(80) and east.node_usage()[0].in_use == 0
-    assert east.answer() is True and east.answer() is False
+    assert faults.answer(east) is True and faults.answer(east) is False
     assert training_status(observed(east, "run-42")).state == TrainingPhase.SUCCEEDED
 
 
@@ -231,7 +233,7 @@ def test_a_clusters_tick_and_observe_find_its_rows_by_index(east_west):
     for backend in east_west:
         backend.apply(team_objects() + training("run-1") + endpoint("ep-1"), resource_kinds(), now=at(0))
         backend.tick(at(0))
-    west.reclaim_node("gpu-l4-spot-0", now=at(1))
+    faults.reclaim_node(west, "gpu-l4-spot-0", now=at(1))
     with CaptureQueriesContext(connection) as captured:
         east.tick(at(10))
         east.observe(resource_kinds())

@@ -7,6 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from cluster.errors import NotFound
+from sandbox import faults
 from tests.sandbox.helpers import at, endpoint, observed, ref, run_until, team_objects, training
 from workloads.registry import resource_kinds
 
@@ -34,7 +35,7 @@ def test_a_reclaimed_node_stops_its_pods_with_disruption_target_and_disappears(b
     backend.apply(team_objects() + _run("run-1", ignore_disruptions=True), resource_kinds(), now=at(0))
     run_until(backend, 0, 30)
     node = backend.pods(ref("run-1"))[0]["spec"]["nodeName"]
-    assert backend.reclaim_node(node, now=at(31)) == 1
+    assert faults.reclaim_node(backend, node, now=at(31)) == 1
     backend.tick(at(32))
 
     assert node not in _nodes(backend)
@@ -55,7 +56,7 @@ def test_a_reclaimed_node_stops_its_pods_with_disruption_target_and_disappears(b
 def test_without_the_policy_a_disruption_spends_a_retry(backend):
     backend.apply(team_objects() + _run("run-1", ignore_disruptions=False), resource_kinds(), now=at(0))
     run_until(backend, 0, 30)
-    backend.reclaim_node(backend.pods(ref("run-1"))[0]["spec"]["nodeName"], now=at(31))
+    faults.reclaim_node(backend, backend.pods(ref("run-1"))[0]["spec"]["nodeName"], now=at(31))
     backend.tick(at(32))
     assert observed(backend, "run-1").first("Job")["status"]["failed"] == 1
 
@@ -64,7 +65,7 @@ def test_an_endpoints_pod_on_a_reclaimed_node_is_replaced_elsewhere(backend):
     backend.apply(team_objects() + endpoint("ep-1"), resource_kinds(), now=at(0))
     run_until(backend, 0, 20)
     [pod] = backend.pods(ref("ep-1"))
-    backend.reclaim_node(pod["spec"]["nodeName"], now=at(21))
+    faults.reclaim_node(backend, pod["spec"]["nodeName"], now=at(21))
     backend.tick(at(22))
     [replacement] = backend.pods(ref("ep-1"))
     assert replacement["metadata"]["name"] != pod["metadata"]["name"]
@@ -73,14 +74,14 @@ def test_an_endpoints_pod_on_a_reclaimed_node_is_replaced_elsewhere(backend):
 
 def test_a_restored_node_comes_back_and_unknown_nodes_are_refused(backend):
     backend.tick(at(0))
-    backend.reclaim_node("gpu-l4-spot-0", now=at(1))
+    faults.reclaim_node(backend, "gpu-l4-spot-0", now=at(1))
     backend.tick(at(2))
     assert "gpu-l4-spot-0" not in _nodes(backend)
-    assert backend.restore_node("gpu-l4-spot-0") is True
+    assert faults.restore_node(backend, "gpu-l4-spot-0") is True
     assert "gpu-l4-spot-0" in _nodes(backend)
-    assert backend.restore_node("gpu-l4-spot-0") is False
+    assert faults.restore_node(backend, "gpu-l4-spot-0") is False
     with pytest.raises(NotFound):
-        backend.reclaim_node("no-such-node", now=at(3))
+        faults.reclaim_node(backend, "no-such-node", now=at(3))
 
 
 def test_the_commands_reclaim_and_restore_a_node(backend, capsys):

@@ -22,6 +22,7 @@ from jobs.constants import RunState
 from jobs.models import TrainingRun
 from quotas.demo import seed_team_quotas
 from quotas.models import PreemptionEvent, QueuedRequest, Reservation, UsageRecord
+from sandbox import faults
 from teams.models import AuditEvent
 from tests.factories import cohort_pair, make_team, member_api
 from tests.workloads.timeline import INTERVAL, scripted_timeline
@@ -191,7 +192,7 @@ def test_a_spot_run_on_a_reclaimed_node_waits_again_and_runs_elsewhere_later(tim
             break
     node = timeline.backend.pods(TrainingRun.objects.get(pk=run_id).address)[0]["spec"]["nodeName"]
     assert node.startswith("gpu-l4-spot")
-    timeline.backend.reclaim_node(node, now=timeline.now)
+    faults.reclaim_node(timeline.backend, node, now=timeline.now)
     seen = set()
     for _ in range(6):
         timeline.cycle()

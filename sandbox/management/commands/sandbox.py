@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from cluster.backends.base import ClusterAddress
 from cluster.errors import NotFound
-from sandbox import inventory
+from sandbox import faults, inventory
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimObject, SimPod
 
@@ -163,18 +163,18 @@ class Command(BaseCommand):
             self._reclaim(_node_backend(node, name), node)
         elif action == "restore-node":
             node = str(options["node"])
-            restored = _node_backend(node, name).restore_node(node)
+            restored = faults.restore_node(_node_backend(node, name), node)
             self.stdout.write(f"node {node} restored" if restored else f"node {node} was not reclaimed")
         elif action == "silence":
             backend = _backend(name)
-            began = backend.silence()
+            began = faults.silence(backend)
             since = f"{backend.silent_since():{TIME_FORMAT}}"
             self.stdout.write(f"cluster {backend.cluster} does not answer since {since}: Slipway's calls fail, "
                               f"its work runs on ('sandbox answer {backend.cluster}' ends it)" if began
                               else f"cluster {backend.cluster} was already silent (since {since})")
         elif action == "answer":
             backend = _backend(name)
-            answered = backend.answer()
+            answered = faults.answer(backend)
             self.stdout.write(f"cluster {backend.cluster} answers again" if answered
                               else f"cluster {backend.cluster} was not silent")
 
@@ -182,7 +182,7 @@ class Command(BaseCommand):
         # The clock may be ahead of the wall clock (tick --seconds): the shutdown happens after both.
         now = max(timezone.now(), backend.clock())
         try:
-            pods = backend.reclaim_node(node, now=now)
+            pods = faults.reclaim_node(backend, node, now=now)
         except NotFound as exc:
             raise CommandError(f"no node {node!r} in cluster {backend.cluster}") from exc
         backend.tick(now + timedelta(seconds=1))  # the shutdown: its pods stop

@@ -1,0 +1,266 @@
+"""What the API server shows of a pod: its manifest, rebuilt from its row and its owner, and its log.
+
+The sandbox stores only a pod's lifecycle facts (:class:`sandbox.models.SimPod`); its full
+Kubernetes shape — labels and owner reference as each controller sets them, node and IPs, the
+container's state (waiting, running, crash-looping, terminated), restarts, conditions — and its
+log lines are derived here, at the time asked, from the row, the owner's template and plan, and
+:mod:`sandbox.simulation`. :class:`sandbox.backend.SandboxBackend` serves them from ``observe``,
+``pods`` and ``logs``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from cluster.backends.base import Manifest
+from cluster.status import parse_time
+from sandbox import checkpoints
+from sandbox.controllers.kubelet import CRASH_OUTCOMES, KILLED_EXIT_CODE, pod_ready
+from sandbox.controllers.scaledobject import endpoint_load
+from sandbox.models import SimLoad, SimObject, SimPod
+from sandbox.names import replicaset_name
+from sandbox.registry import INVALID_IMAGE_NAME, invalid_image_message
+from sandbox.simulation import (
+    PULL_SECONDS,
+    TERMINATION,
+    crash_state,
+    gpu_utilization,
+    pod_outcome,
+    pull_failure,
+    server_log,
+    stable_int,
+    training_log,
+)
+from sandbox.timestamps import rfc3339
+
+#: Pod annotation carrying the synthetic GPU utilisation (percent) of a running pod.
+GPU_UTILIZATION_ANNOTATION = "sandbox.slipway.dev/gpu-utilization"
+#: A whole log (``tail=None``) stops at this many lines, as a kubelet rotates a container's log.
+LOG_LINES_MAX = 100_000
+#: What the kubelet says of a pod stopped by its node's shutdown (a reclaimed spot node):
+#: the DisruptionTarget condition's reason and the pod's status message.
+NODE_SHUTDOWN = ("TerminationByKubelet", "Pod was terminated in response to imminent node shutdown.")
+
+
+def _template(owner: SimObject, role_name: str) -> Manifest:
+    spec = owner.manifest.get("spec", {})
+    if owner.kind == "PyTorchJob":
+        return spec["pytorchReplicaSpecs"][role_name]["template"]
+    return spec["template"]
+
+
+def pod_manifest(pod: SimPod, owner: SimObject, at: datetime) -> Manifest:
+    """The pod as the API server would return it, rebuilt from its row and its owner's template."""
+    plan = owner.plan["pods"][pod.role]
+    template = _template(owner, plan["role"])
+    labels = dict((template.get("metadata") or {}).get("labels") or {})
+    owner_ref = {"apiVersion": owner.api_version, "kind": owner.kind, "name": owner.name, "uid": owner.uid,
+                 "controller": True, "blockOwnerDeletion": True}
+    if owner.kind == "Job":
+        labels.update({"batch.kubernetes.io/job-name": owner.name, "job-name": owner.name,
+                       "batch.kubernetes.io/controller-uid": owner.uid, "controller-uid": owner.uid})
+    elif owner.kind == "PyTorchJob":
+        labels.update({"training.kubeflow.org/job-name": owner.name, "training.kubeflow.org/operator-name":
+                       "pytorchjob-controller", "training.kubeflow.org/replica-type": plan["role"].lower(),
+                       "training.kubeflow.org/replica-index": str(pod.index)})
+        if plan["role"] == "Master":
+            labels["training.kubeflow.org/job-role"] = "master"
+    else:
+        rs = replicaset_name(owner.name, pod.template_hash)
+        labels["pod-template-hash"] = rs.rsplit("-", 1)[1]
+        owner_ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs,
+                     "uid": f"{owner.uid[:24]}{stable_int(rs) % 10**12:012d}", "controller": True,
+                     "blockOwnerDeletion": True}
+    meta: Manifest = {
+        "name": pod.name, "namespace": pod.namespace, "uid": f"{owner.uid[:24]}{stable_int(pod.name) % 10**12:012d}",
+        "labels": labels, "ownerReferences": [owner_ref], "creationTimestamp": rfc3339(pod.created_at),
+        **deletion(owner),
+    }
+    if pod.annotations:
+        meta["annotations"] = dict(pod.annotations)
+    spec = dict(template.get("spec") or {})
+    if pod.node:
+        spec["nodeName"] = pod.node
+    status = _pod_status(pod, owner, plan, at)
+    if status.get("phase") == "Running":
+        load = None
+        if owner.kind == "Deployment":
+            # Each replica serves its share; utilisation is that share, capped at 100%.
+            load = min(float(getattr(owner, "load", 50.0)) / max(owner.replicas, 1), 100.0)
+        meta["annotations"] = {**(meta.get("annotations") or {}), GPU_UTILIZATION_ANNOTATION: str(
+            gpu_utilization(pod.name, plan.get("util"), serving_load=load, now=at))}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+def _previous_run(pod: SimPod, owner: SimObject) -> dict | None:
+    """How a PyTorchJob replica's run before its last restart went, else None.
+
+    Kept by :func:`sandbox.controllers.pytorchjob.keep_previous_runs`.
+    """
+    if owner.kind != "PyTorchJob":
+        return None
+    return (owner.memo.get("previous") or {}).get(pod.name)
+
+
+def _disruption_conditions(pod: SimPod) -> list[Manifest]:
+    """The ``DisruptionTarget`` condition of a pod its node's shutdown stopped (and the pod's
+    ``reason``/``message``, set by :func:`_pod_status`), as the kubelet writes them."""
+    if not pod.disruption:
+        return []
+    return [{"type": "DisruptionTarget", "status": "True", "reason": pod.disruption, "message": NODE_SHUTDOWN[1],
+             "lastProbeTime": None, "lastTransitionTime": rfc3339(pod.finished_at)}]
+
+
+def _pod_status(pod: SimPod, owner: SimObject, plan: dict, at: datetime) -> Manifest:
+    status: Manifest = {"phase": pod.phase, "qosClass": "Burstable"}
+    container = plan["ctr"]
+    image = plan["img"]
+    if not pod.node:
+        if pod.message:
+            status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                     "message": pod.message, "lastProbeTime": None,
+                                     "lastTransitionTime": rfc3339(pod.created_at)}]
+        return status
+    scheduled = rfc3339(pod.scheduled_at)
+    status["hostIP"] = f"10.0.{stable_int(pod.node) % 250}.{stable_int(pod.node, 1) % 250 + 2}"
+    status["podIP"] = f"10.244.{stable_int(pod.node) % 250}.{stable_int(pod.name) % 250 + 2}"
+    status["startTime"] = scheduled
+    ready = pod_ready(pod, plan, at) if owner.kind == "Deployment" else pod.phase == "Running"
+    cstatus: Manifest = {"name": container, "image": image, "imageID": "", "ready": ready, "restartCount": 0,
+                         "started": pod.phase == "Running"}
+    if pod.phase in ("Succeeded", "Failed"):
+        cstatus["state"] = {"terminated": {"reason": pod.reason or "Error", "exitCode": pod.exit_code or 0,
+                                           "startedAt": rfc3339(pod.started_at or pod.scheduled_at),
+                                           "finishedAt": rfc3339(pod.finished_at)}}
+        cstatus["started"] = False
+        if pod.disruption:
+            status["reason"], status["message"] = "Terminated", NODE_SHUTDOWN[1]
+        if pod.reason == "DeadlineExceeded":
+            status["reason"] = "DeadlineExceeded"
+            status["message"] = "Pod was active on the node longer than the specified deadline"
+            cstatus["state"]["terminated"]["reason"] = "Error"
+    elif pod.started_at is None:
+        start = pod.scheduled_at + timedelta(seconds=PULL_SECONDS)
+        pull = pull_failure(plan)
+        if pull == INVALID_IMAGE_NAME:
+            cstatus["state"] = {"waiting": {"reason": pull, "message": invalid_image_message(image)}}
+        elif pull and at >= start:
+            first = at < start + timedelta(seconds=PULL_SECONDS)
+            cstatus["state"] = {"waiting": {
+                "reason": "ErrImagePull" if first else "ImagePullBackOff",
+                "message": (f'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": not found'
+                            if first else f'Back-off pulling image "{image}"'),
+            }}
+        else:
+            cstatus["state"] = {"waiting": {"reason": "ContainerCreating"}}
+    elif owner.kind == "Deployment" and plan["out"] in CRASH_OUTCOMES:
+        state = crash_state(pod.started_at, plan["dur"], at)
+        reason, code = TERMINATION[plan["out"]]
+        cstatus["restartCount"] = state.restarts
+        if state.running:
+            cstatus["state"] = {"running": {"startedAt": rfc3339(state.run_started)}}
+        else:
+            cstatus["started"] = False
+            cstatus["state"] = {"waiting": {"reason": "CrashLoopBackOff",
+                                            "message": f"back-off {state.backoff}s restarting failed "
+                                                       f"container={container} pod={pod.name}_{pod.namespace}"}}
+        if state.last_exit is not None:
+            previous_start = state.last_exit - timedelta(seconds=plan["dur"])
+            cstatus["lastState"] = {"terminated": {"reason": reason, "exitCode": code,
+                                                   "startedAt": rfc3339(previous_start),
+                                                   "finishedAt": rfc3339(state.last_exit)}}
+    else:
+        cstatus["state"] = {"running": {"startedAt": rfc3339(pod.started_at)}}
+    run = _previous_run(pod, owner)
+    if run is not None:  # a PyTorchJob replica restarted: what the kubelet says of its previous run
+        cstatus["restartCount"] = run["restarts"]
+        cstatus["lastState"] = {"terminated": {"reason": run["reason"], "exitCode": run["code"],
+                                               "startedAt": run["started"], "finishedAt": run["finished"]}}
+    status["containerStatuses"] = [cstatus]
+    running = pod.phase == "Running"
+    status["conditions"] = [
+        *_disruption_conditions(pod),
+        {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": scheduled},
+        {"type": "Initialized", "status": "True", "lastProbeTime": None, "lastTransitionTime": scheduled},
+        {"type": "ContainersReady", "status": str(ready), "lastProbeTime": None,
+         "lastTransitionTime": rfc3339(pod.started_at) if running else scheduled},
+        {"type": "Ready", "status": str(ready), "lastProbeTime": None,
+         "lastTransitionTime": rfc3339(pod.started_at) if running else scheduled},
+    ]
+    return status
+
+
+def deletion(owner) -> dict:
+    """``deletionTimestamp`` (the grace period's end) and ``deletionGracePeriodSeconds`` of an
+    object being deleted gracefully, and of its pods; {} otherwise."""
+    deadline = getattr(owner, "delete_at", None)
+    if deadline is None:
+        return {}
+    return {"deletionTimestamp": rfc3339(deadline), "deletionGracePeriodSeconds": owner.delete_grace or 0}
+
+
+def pod_log(row: SimPod, at: datetime, tail: int | None, previous: bool) -> list[str]:
+    """The log of the pod ``row`` (its owner loaded) at ``at``: its last ``tail`` lines (None: all,
+    up to :data:`LOG_LINES_MAX`), or with ``previous`` its run before the last restart."""
+    tail = LOG_LINES_MAX if tail is None else tail
+    plan = row.owner.plan["pods"][row.role]
+    if previous:
+        return _previous_log(row, plan, tail)
+    if row.started_at is None:
+        return []  # "container is waiting to start": nothing logged yet
+    if row.owner.kind == "Deployment":
+        until = at
+        if plan["out"] in CRASH_OUTCOMES:
+            state = crash_state(row.started_at, plan["dur"], at)
+            lines = server_log(row.name, image=plan["img"], started=state.run_started,
+                               until=min(at, state.run_started + timedelta(seconds=plan["dur"])), load=1.0,
+                               tail=tail, port=plan.get("port"), args=plan.get("args", ()))
+            reason = TERMINATION[plan["out"]][0]
+            if not state.running:
+                lines.append(f"{rfc3339(state.last_exit)} ERROR server exited: {reason}")
+            return lines[-tail:]
+        return server_log(row.name, image=plan["img"], started=row.started_at, until=until,
+                          load=_endpoint_load(row.owner, at) / max(row.owner.replicas, 1),
+                          tail=tail, port=plan.get("port"), args=plan.get("args", ()))
+    until = row.finished_at or at
+    workers = sum(p["count"] for p in row.owner.plan["pods"])
+    noticed = (row.finished_at is not None and not row.disruption and row.exit_code == checkpoints.NOTICE_EXIT_CODE
+               and checkpoints.notice_exit(plan, row.started_at, row.notice_at) == row.finished_at)
+    return training_log(row.name, image=plan["img"], started=row.started_at, until=until,
+                        outcome=pod_outcome(plan, row.owner.kind, row.index),
+                        finished=(row.finished_at is not None and row.reason != "DeadlineExceeded"
+                                  and not row.disruption),
+                        workers=workers, tail=tail, args=plan.get("args", ()),
+                        ckpt=_checkpointing(plan), noticed=noticed)
+
+
+def _previous_log(row: SimPod, plan: dict, tail: int) -> list[str]:
+    """A PyTorchJob replica's run before its last restart
+    (:func:`sandbox.controllers.pytorchjob.keep_previous_runs`); [] when it has not restarted,
+    as the API answers ``previous=true`` of a container that never did."""
+    run = _previous_run(row, row.owner)
+    if run is None:
+        return []
+    killed = run["code"] == KILLED_EXIT_CODE  # stopped by the gang's restart: its log just stops
+    return training_log(row.name, image=plan["img"], started=parse_time(run["started"]),
+                        until=parse_time(run["finished"]), outcome=pod_outcome(plan, row.owner.kind, row.index),
+                        finished=not killed, workers=sum(p["count"] for p in row.owner.plan["pods"]), tail=tail,
+                        args=plan.get("args", ()), ckpt=_checkpointing(plan))
+
+
+def _endpoint_load(deployment: SimObject, at: datetime) -> float:
+    """The synthetic load of the endpoint a Deployment serves, as its ScaledObject sees it (1.0: none)."""
+    scaled = SimObject.objects.filter(cluster=deployment.cluster, kind="ScaledObject",
+                                      namespace=deployment.namespace, workload=deployment.workload).first()
+    if scaled is None:
+        return 1.0
+    loads = {(ns, wl): v for ns, wl, v in SimLoad.objects.filter(
+        cluster=deployment.cluster, namespace=deployment.namespace, workload=deployment.workload,
+    ).values_list("namespace", "workload", "value")}
+    return endpoint_load(loads, deployment.namespace, deployment.workload, scaled.plan, at)
+
+
+def _checkpointing(plan: dict) -> checkpoints.Checkpointing | None:
+    """The pod's checkpoint settings, for the one replica that saves them: a Job's pod, a
+    PyTorchJob's Master (rank 0 saves, the workers do not)."""
+    return checkpoints.from_plan(plan) if plan.get("role", "") in ("", "Master") else None

@@ -1,0 +1,96 @@
+"""Spec files, shared by ``run`` and ``endpoint create``: read one (a bad file names its line),
+say where in it each field the API refused is, and show a dry run's answer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from slipway.client import BadRequest
+from slipway.failures import EXIT_USAGE, Failure
+from slipway.output import fields, unit_price
+
+
+def load_spec(path: Path) -> dict:
+    """A spec file's fields (YAML, or JSON, which YAML reads too); a bad file names its line."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise Failure(f"{path}: {exc.strerror}", EXIT_USAGE) from exc
+    try:
+        spec = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise Failure(f"{path}{where}: {exc.problem or exc.context}", EXIT_USAGE) from exc
+    except yaml.YAMLError as exc:
+        raise Failure(f"{path}: {exc}", EXIT_USAGE) from exc
+    if not isinstance(spec, dict):
+        raise Failure(f"{path}: expected the API's fields as a mapping (name: …, image: …), not {type(spec).__name__}",
+                      EXIT_USAGE)
+    return spec
+
+
+def field_lines(text: str) -> dict[str, int]:
+    """The line (1-based) of each field of a spec: ``name``, ``checkpoint.grace_seconds``, ``volumes.0.claim``."""
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return {}
+    found: dict[str, int] = {}
+    stack = [(root, "")]
+    while stack:
+        node, prefix = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            children = [(f"{prefix}{key.value}", key, value) for key, value in node.value]
+        elif isinstance(node, yaml.SequenceNode):
+            children = [(f"{prefix}{index}", item, item) for index, item in enumerate(node.value)]
+        else:
+            continue
+        for name, marked, value in children:
+            found.setdefault(name, marked.start_mark.line + 1)
+            stack.append((value, f"{name}."))
+    return found
+
+
+def refused_spec(path: Path, exc: BadRequest) -> Failure:
+    """The API's field errors, each with the line of its field in the spec file (the file's name alone for the rest)."""
+    try:
+        lines_of = field_lines(path.read_text())
+    except OSError:
+        lines_of = {}
+    messages = []
+    for field, message in flat_errors(exc.errors):
+        where = f"{path}, line {lines_of[field]}" if field in lines_of else str(path)
+        label = "" if field in ("detail", "non_field_errors") else f"{field}: "
+        messages.append(f"{where}: {label}{message}")
+    return Failure("\n".join(messages) or f"{path}: {exc}", EXIT_USAGE)
+
+
+def flat_errors(errors: dict, prefix: str = "") -> list[tuple[str, str]]:
+    """``{"checkpoint": {"grace_seconds": ["…"]}}`` → ``[("checkpoint.grace_seconds", "…")]``."""
+    flat = []
+    for field, value in errors.items():
+        name = f"{prefix}{field}"
+        if isinstance(value, dict):
+            flat += flat_errors(value, f"{name}.")
+        else:
+            flat += [(name, str(message)) for message in (value if isinstance(value, list) else [value])]
+    return flat
+
+
+def show_forecast(forecast: dict) -> int:
+    """Print a dry run's answer; 0 when it would be admitted or queued, 2 (usage) when the spec is refused."""
+    admitted_now = forecast["outcome"] == "admit"
+    fields([
+        ("Decision", forecast["outcome"]), ("Message", forecast.get("message")),
+        ("Cost/hour", forecast.get("cost_per_hour")), ("Price", unit_price(forecast)),
+        ("Estimated total", forecast.get("estimated_total") or "unknown (no runtime limit)"),
+        ("Share of budget left", forecast.get("share_of_budget_left")),
+        ("Queue position", forecast.get("queue_position")), ("Estimated start", forecast.get("start") or ("now" if admitted_now else "unknown")),
+        ("Burst", forecast.get("burst")),
+        ("Borrows", f"{forecast['borrows']} from the cohort, preemptible" if forecast.get("borrows") else None),
+    ])
+    return 0 if forecast["outcome"] in ("admit", "queue") else EXIT_USAGE
