@@ -28,7 +28,8 @@ from teams.services import create_api_token
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Thousands of requests through a live server: minutes on a busy 2-core machine, past the suite's 300 s default.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 
 #: Generated examples per operation in the fuzzing phase (the coverage phase adds its own
 #: deterministic cases): enough to find a 500 or a mismatch, few enough for CI on 2 cores.
