@@ -30,8 +30,10 @@ from quotas import admission
 from quotas.tasks import team_spec
 from workloads import lifecycle, placement, secrets
 from workloads.constants import Message
+from workloads.cycle import ReconcileReport
 from workloads.models import ReasonCode
-from workloads.reconcile import ReconcileReport, observe_failed, reconcile_queue
+from workloads.queue_step import reconcile_queue
+from workloads.reconcile import observe_failed
 from workloads.reconcile import reconcile_cluster as cycle_cluster
 from workloads.registry import kind_for
 
@@ -123,7 +125,8 @@ RECONCILE_LOCK = "slipway:reconcile-lock"
 @shared_task(ignore_result=True)
 def reconcile() -> str:
     """The periodic cycle (beat): one :func:`reconcile_cluster` task per cluster, in parallel on
-    however many workers run, then the queue's step here (admission, reclaim, budgets: global per team).
+    however many workers run, then the queue's step here (admission, reclaim, budgets: global per team;
+    :func:`workloads.queue_step.reconcile_queue`).
 
     Each part is single-flight across all workers by its own lock, so a slow or dead cluster
     delays no other cluster and not the queue. Admitted work not placed on a cluster yet is
