@@ -15,7 +15,7 @@ from schemathesis.config import SchemathesisConfig
 from teams.services import create_api_token
 from tests.api.test_fuzz import EXAMPLES, SEED, run_schemathesis, short_lived_connections  # noqa: F401
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]  # as tests/api/test_fuzz.py
 
 QUOTA_AS_CODE = r"^/api/v1/(cohorts/|teams/\{slug\}/$|teams/\{slug\}/quotas/)"
 
