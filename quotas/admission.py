@@ -50,8 +50,8 @@ from core.rawsql import sql_decimal
 from fleet.constants import Health
 from fleet.models import Cluster
 from quotas import fairshare
-from quotas.constants import DecisionLabel, Outcome, Priority, Reason
-from quotas.ledger import ZERO, committed, cost_ahead, hours_left_in_month, month_end, month_spend
+from quotas.constants import ZERO, DecisionLabel, Outcome, Priority, Reason
+from quotas.ledger import committed, cost_ahead, hours_left_in_month, month_end, month_spend
 from quotas.models import Cohort, GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, TeamSharing
 from quotas.pricing import dearest_sql
 from quotas.signals import workload_admitted

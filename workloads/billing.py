@@ -23,7 +23,8 @@ from django.db.models import F
 
 from core.rawsql import sql_datetime, sql_decimal
 from quotas import admission, ledger
-from quotas.ledger import ZERO, Interval, cost_ahead, month_end, usage_hour
+from quotas.constants import ZERO
+from quotas.ledger import Interval, cost_ahead, month_end, usage_hour
 from quotas.models import ClusterPrice, GpuFlavor, unit_price
 from workloads.identity import WorkloadId
 from workloads.registry import kinds

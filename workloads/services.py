@@ -24,6 +24,7 @@ from cluster.errors import ClusterError
 from cluster.pods import LogSource, log_sources
 from core.queueing import publish_on_commit
 from quotas import admission, ledger
+from quotas.constants import ZERO
 from quotas.models import GpuFlavor, PreemptionEvent, unknown_flavor
 from workloads import attempts, lifecycle, tasks
 from workloads.constants import Message
@@ -239,7 +240,7 @@ def team_summary(team, now: datetime | None = None) -> dict[str, dict]:
             queued=Count("pk", filter=Q(state=kind.lifecycle.queued)))}
     spent = ledger.spent_month_by_prefix(team, list(summary), now)
     for prefix, row in summary.items():
-        row["spent_month"] = spent.get(prefix, ledger.ZERO)
+        row["spent_month"] = spent.get(prefix, ZERO)
     return summary
 
 
