@@ -23,7 +23,7 @@ class Outcome:
 
 
 class DecisionLabel:
-    """The ``decision`` label of ``slipway_admissions_total`` (:attr:`quotas.admission.Decision.label`)."""
+    """The ``decision`` label of ``slipway_admissions_total`` (:attr:`quotas.decide.Decision.label`)."""
 
     ADMITTED = "admitted"  # within the team's nominal quota
     BORROWED = "borrowed"  # with units its cohort lends

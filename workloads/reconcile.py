@@ -54,6 +54,7 @@ from fleet.constants import Health
 from fleet.models import Cluster
 from quotas import admission
 from quotas.models import GpuFlavor, QueuedRequest
+from quotas.queue import queue_reasons
 from quotas.services import enforce_budgets
 from teams.models import Team
 from workloads import billing, idle, lifecycle, placement, preemption
@@ -491,7 +492,7 @@ def _explain_podless(kind: WorkloadKind, backend, workload, status: WorkloadStat
 
 def _refresh_queue_reasons(team: Team) -> None:
     """Keep queued workloads' reasons current ("6 of 8 in use" changes as work finishes)."""
-    reasons = admission.queue_reasons(team)
+    reasons = queue_reasons(team)
     if not reasons:
         return
     for kind in kinds():
