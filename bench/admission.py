@@ -158,7 +158,8 @@ def measure(threads: int, seconds: float, quick: bool = False) -> dict[str, floa
     from django.core.management import call_command
     from django.db import connection
 
-    from quotas.admission import ResourceRequest, admit, release
+    from quotas.admission import admit, release
+    from quotas.decide import ResourceRequest
     from quotas.demo import seed_flavors, seed_team_quotas
     from quotas.models import Reservation
     from teams.models import Team

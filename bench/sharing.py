@@ -4,7 +4,7 @@ Run ``.venv/bin/python bench/sharing.py [--trace bench/traces/bursty.csv] [--quo
 [--weights team-a=1,...] [--capacity 16] [--quick]`` (``--help``: the cohort's rules, the
 half-life, borrowing limits); a team absent from ``--quota`` gets an equal part of the capacity
 the listed ones leave. No database and no sleeping: the trace is replayed on a simulated clock
-through the production's pure rules — :func:`quotas.admission.decide` admits,
+through the production's pure rules — :func:`quotas.decide.decide` admits,
 ``quotas.admission.fair_order`` (with ``quotas.fairshare``'s shares) orders the cohort's queue and
 :func:`quotas.reclaim.choose_victims` picks what a team under its nominal quota takes back —
 three times:
@@ -92,8 +92,10 @@ django.setup()
 from django.conf import settings  # noqa: E402
 
 from quotas import fairshare  # noqa: E402
-from quotas.admission import CohortFigures, FlavorQuota, Lender, ResourceRequest, decide, fair_order  # noqa: E402
+from quotas.admission import fair_order  # noqa: E402
 from quotas.constants import Priority  # noqa: E402
+from quotas.decide import FlavorQuota, Lender, ResourceRequest, decide  # noqa: E402
+from quotas.facts import CohortFigures  # noqa: E402
 from quotas.models import GpuFlavor, QueuedRequest, TeamQuota  # noqa: E402
 from quotas.reclaim import Candidate, Claim, Rules, choose_victims, recency_order, victim_order  # noqa: E402
 
@@ -220,7 +222,7 @@ FLAVOR_ID = 1
 
 
 class Cohort:
-    """The replay's cohort as ``quotas.admission.CohortFigures`` (what fair share and ``fair_order``
+    """The replay's cohort as ``quotas.facts.CohortFigures`` (what fair share and ``fair_order``
     read), on unsaved model rows: teams are numbered 1… in name order, the flavor is id 1."""
 
     def __init__(self, setup: Setup):

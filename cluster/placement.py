@@ -228,7 +228,7 @@ def no_usable_cluster(flavor: FlavorSpec, spot: bool, clusters: Sequence[Cluster
 
     "l4-24gb is only offered by east, which is draining"; "a100-80gb is only offered by east
     (draining) and west (lost)"; "no cluster takes new work now: default is degraded". Admission
-    reads it (:func:`quotas.admission.decide`'s ``no_cluster``): such work waits in its team's
+    reads it (:func:`quotas.decide.decide`'s ``no_cluster``): such work waits in its team's
     queue, holding nothing, and is admitted once a cluster that offers the flavor is ready again
     — rather than admitted to an apply that no cluster takes, retried until the run fails.
 

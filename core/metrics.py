@@ -67,7 +67,7 @@ def cluster_label(name: str | None = None) -> str:
 
 
 def count_admission(decision: str, seconds: float | None = None) -> None:
-    """One admission ``decision`` (:attr:`quotas.admission.Decision.label`), with the time it took when timed.
+    """One admission ``decision`` (:attr:`quotas.decide.Decision.label`), with the time it took when timed.
 
     Counted when the transaction that recorded it commits (at once outside one): a decision rolled
     back with its request — the submission failed after admission — was never made.

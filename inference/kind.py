@@ -17,7 +17,7 @@ from cluster.status import EndpointPhase, WorkloadStatus, endpoint_status
 from inference import scaling, services
 from inference.constants import HOLDING_STATES, EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
-from quotas.admission import ResourceRequest
+from quotas.decide import ResourceRequest
 from teams.models import Role
 from workloads import secrets
 from workloads.registry import DashboardPanel, Lifecycle, NavItem, StaffAction, WorkloadKind

@@ -32,9 +32,11 @@ from core.formatting import count_of
 from inference.constants import HOLDING_STATES, ScalingDecision
 from inference.models import InferenceEndpoint, ReplicaSample, ScalingEvent
 from quotas import admission
-from quotas.admission import ResourceRequest
 from quotas.constants import Reason as QuotaReason
+from quotas.decide import Decision, ResourceRequest
+from quotas.facts import units_of
 from quotas.models import QueuedRequest
+from quotas.queue import preview
 from teams.services import lock_team
 from workloads import lifecycle
 from workloads.forecast import borrow_words
@@ -44,7 +46,7 @@ from workloads.services import enqueue_apply
 
 def spare_units(endpoint: InferenceEndpoint) -> int:
     """Units of the endpoint's flavor the team has free now (for a rolling update's surge)."""
-    in_use, limit = admission.units_of(endpoint.team, endpoint.flavor_id)
+    in_use, limit = units_of(endpoint.team, endpoint.flavor_id)
     return max(limit - in_use, 0)
 
 
@@ -83,7 +85,7 @@ def _burst_held_back(team, flavor) -> str | None:
     """Why no burst is granted to the team's endpoints of ``flavor`` now, whatever the quota says:
     queued work of the team waits for the flavor (it comes first). None when none does.
 
-    The budget's word on burst (none past the alert threshold) is :func:`quotas.admission.decide`'s,
+    The budget's word on burst (none past the alert threshold) is :func:`quotas.decide.decide`'s,
     asked with a burst request like every other limit.
     """
     if _queue_waits(team.pk, flavor.pk):
@@ -107,7 +109,7 @@ def burst_outlook(team, flavor, gpus_per_replica: int, spot: bool, base: int, he
     ``held``: replicas whose units the endpoint holds already (its ceiling, ``ref``'s
     reservation; 0 and None for one not created yet). Each step asks what :func:`_grow` would:
     for a live endpoint :func:`quotas.admission.preview_resize` of its reservation — the very
-    question :func:`quotas.admission.resize` decides —, for a draft :func:`quotas.admission.preview`;
+    question :func:`quotas.admission.resize` decides —, for a draft :func:`quotas.queue.preview`;
     nothing is locked or written. Past the ceiling held, the words name it, so the page never
     shows a figure above its ceiling without saying that it is what the load could get.
     """
@@ -138,7 +140,7 @@ def burst_outlook(team, flavor, gpus_per_replica: int, spot: bool, base: int, he
     if refusal.reason == QuotaReason.BUDGET_ALERT:
         return BurstOutlook(low, max_replicas, f"no burst now: {why}")  # none at all, whatever is held
     if refusal.reason in (QuotaReason.WAITING_FOR_QUOTA, QuotaReason.EXCEEDS_QUOTA):  # as _grow says it
-        in_use, limit = admission.units_of(team, flavor.pk)
+        in_use, limit = units_of(team, flavor.pk)
         why = f"the team quota ({flavor.name} {in_use} of {limit} in use{'' if held else ' without this endpoint'})"
     if low <= base:
         return BurstOutlook(low, max_replicas, f"no burst now: {why}")
@@ -147,13 +149,13 @@ def burst_outlook(team, flavor, gpus_per_replica: int, spot: bool, base: int, he
 
 
 def _burst_preview(team, flavor, gpus_per_replica: int, spot: bool, replicas: int, held: int,
-                   ref: str | None) -> admission.Decision:
+                   ref: str | None) -> Decision:
     """What decide() says now about a ceiling of ``replicas`` (a dry run: nothing locked or written)."""
     if ref is not None:
         return admission.preview_resize(team, ref, replicas * gpus_per_replica, burst=True)
-    return admission.preview(team, ResourceRequest(flavor=flavor.name, units=(replicas - held) * gpus_per_replica,
-                                                   units_per_node=gpus_per_replica, spot=spot,
-                                                   description="burst preview", burst=True))
+    return preview(team, ResourceRequest(flavor=flavor.name, units=(replicas - held) * gpus_per_replica,
+                                         units_per_node=gpus_per_replica, spot=spot,
+                                         description="burst preview", burst=True))
 
 
 def follow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -> bool:
@@ -200,7 +202,7 @@ def _grow(endpoint: InferenceEndpoint, ceiling: int, status: WorkloadStatus, now
                 _record_once(endpoint, ScalingDecision.CAPPED_BY_BUDGET, status, now, ceiling,
                              f"{capped_at(ceiling)} by the budget ({decision.message})")
             else:
-                in_use, limit = admission.units_of(endpoint.team, endpoint.flavor_id)
+                in_use, limit = units_of(endpoint.team, endpoint.flavor_id)
                 _record_once(endpoint, ScalingDecision.CAPPED_BY_QUOTA, status, now, ceiling,
                              f"{capped_at(ceiling)} by the team quota "
                              f"({endpoint.flavor.name} {in_use} of {limit} in use)")

@@ -24,6 +24,8 @@ from inference.models import InferenceEndpoint
 from inference.validation import check_sizes, parse_endpoint_request
 from quotas import admission
 from quotas.constants import Reason as QuotaReason
+from quotas.decide import Decision
+from quotas.facts import cohort_id_of
 from quotas.models import GpuFlavor, unknown_flavor
 from teams.models import AuditEvent, Role, Team
 from teams.permissions import (
@@ -68,7 +70,7 @@ def _flavor(team: Team, fields: dict) -> GpuFlavor:
     return flavor
 
 
-def _rejection_errors(decision: admission.Decision) -> dict[str, list[str]]:
+def _rejection_errors(decision: Decision) -> dict[str, list[str]]:
     """Put an admission rejection on the field the user has to change."""
     if decision.reason in (QuotaReason.UNKNOWN_FLAVOR, QuotaReason.INACTIVE_FLAVOR, QuotaReason.NO_QUOTA_FOR_FLAVOR):
         return {"flavor": [decision.message]}
@@ -155,7 +157,7 @@ def preview_endpoint(team: Team, data: dict) -> EndpointForecast:
     # An endpoint has no end: in all, this month, its minimum costs what the budget counts.
     result = dataclasses.replace(result, estimated_total=result.committed_cost)
     return EndpointForecast(result, draft.cost_per_hour_range[1], burst, draft.min_replicas,
-                            draft.startup_timeout_seconds, in_cohort=admission.cohort_id_of(team) is not None)
+                            draft.startup_timeout_seconds, in_cohort=cohort_id_of(team) is not None)
 
 
 def burst_now(endpoint: InferenceEndpoint) -> scaling.BurstOutlook | None:

@@ -25,8 +25,8 @@ from inference.chart import replicas_chart
 from inference.constants import LIVE_STATES, EndpointState
 from inference.forms import EndpointEditForm, EndpointForm
 from inference.models import InferenceEndpoint
-from quotas import admission
 from quotas.models import GpuFlavor
+from quotas.queue import queue_positions
 from quotas.services import usage_summary
 from teams.models import Role
 from teams.permissions import (
@@ -84,7 +84,7 @@ def endpoint_list(request: HttpRequest) -> HttpResponse:
         endpoints = endpoints.exclude(state=EndpointState.DELETED)
     page = Paginator(endpoints, PER_PAGE).get_page(request.GET.get("page"))
     quote_rows(page)
-    positions = admission.queue_positions(team) if any(e.state == EndpointState.QUEUED for e in page) else {}
+    positions = queue_positions(team) if any(e.state == EndpointState.QUEUED for e in page) else {}
     context = {"team": team, "page": page, "rows": [(e, positions.get(e.ref)) for e in page],
                "can_submit": membership.allows(Role.MEMBER), "submit_refused": submit_refusal(membership),
                "state": state, "state_filters": STATE_FILTERS}

@@ -20,7 +20,7 @@ from jobs import services
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.validation import parse_run_request
-from quotas.admission import ResourceRequest
+from quotas.decide import ResourceRequest
 from teams.models import Role
 from workloads import attempts, secrets
 from workloads import services as workloads

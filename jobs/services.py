@@ -26,8 +26,8 @@ from cluster.manifests.checkpoint import RUN_TOKEN_ENV
 from jobs import checkpoints
 from jobs.models import TrainingRun
 from jobs.validation import RunRequest, parse_run_request
-from quotas import admission
 from quotas.constants import Reason as QuotaReason
+from quotas.decide import Decision, ResourceRequest
 from quotas.models import GpuFlavor
 from quotas.pricing import quote
 from teams.models import AuditEvent, Role, Team
@@ -66,9 +66,9 @@ def get_run_by_id(pk: int) -> TrainingRun:
 # 2. Submitting ------------------------------------------------------------------------------
 
 
-def _quota_request(request: RunRequest) -> admission.ResourceRequest:
+def _quota_request(request: RunRequest) -> ResourceRequest:
     """What a not yet recorded run would ask of the quota (for the preview)."""
-    return admission.ResourceRequest(
+    return ResourceRequest(
         flavor=request.flavor,
         units=request.gpus_per_worker * request.workers,
         units_per_node=request.gpus_per_worker,
@@ -76,7 +76,7 @@ def _quota_request(request: RunRequest) -> admission.ResourceRequest:
         spot=request.spot,
         description=f"run {request.name}",
     )
-def _rejection_errors(request: RunRequest, decision: admission.Decision) -> dict[str, list[str]]:
+def _rejection_errors(request: RunRequest, decision: Decision) -> dict[str, list[str]]:
     """Put an admission rejection on the field the user has to change."""
     if decision.reason in (QuotaReason.UNKNOWN_FLAVOR, QuotaReason.INACTIVE_FLAVOR, QuotaReason.NO_QUOTA_FOR_FLAVOR):
         field = "flavor"

@@ -33,8 +33,8 @@ from jobs.constants import RunState
 from jobs.forms import NewRunForm, initial_from_run, preview_data
 from jobs.models import TrainingRun
 from jobs.page import run_page
-from quotas import admission
 from quotas.models import GpuFlavor
+from quotas.queue import queue_positions, queue_reason
 from quotas.services import usage_summary
 from teams.models import Role
 from teams.permissions import end_refusal, may_end, read_membership, submit_refusal
@@ -87,7 +87,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     quote_rows(page)
     attempts.attach_earlier(page)  # the runs queued again: how long they ran, in one query
     # One query for every queued run's position, instead of one per row.
-    positions = admission.queue_positions(team) if any(r.state == RunState.QUEUED for r in page) else {}
+    positions = queue_positions(team) if any(r.state == RunState.QUEUED for r in page) else {}
     rows = [(run, positions.get(run.ref)) for run in page]
     filters = request.GET.copy()
     filters.pop("page", None)
@@ -193,7 +193,7 @@ def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
     reason, start, raw = run.reason, None, ""
     if run.state == RunState.QUEUED:
         # The stored reason is from submission time; the queue's reason uses current figures.
-        reason = preemption.queued_reason(run, admission.queue_reason(run.team, run.ref)) or reason
+        reason = preemption.queued_reason(run, queue_reason(run.team, run.ref)) or reason
         start = estimated_starts(run.team).get(run.ref)
     elif run.reason_code == ReasonCode.WAITING_FOR_CAPACITY and not run.is_final:
         # The reconciler put the scheduler's words into plain ones; theirs stay one click away.

@@ -15,7 +15,8 @@ from django.db import transaction
 
 from core.admin import ReadOnlyAdmin, money_column, when_column
 from core.formatting import format_money
-from quotas import admission, services
+from quotas import services
+from quotas.facts import in_use_of_row, units_of
 from quotas.models import (
     BudgetMonth,
     ClusterPrice,
@@ -38,7 +39,7 @@ class InUseMixin:
     """Shows "in use / limit" for quota rows, annotated in the queryset (no query per row)."""
 
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("team", "flavor").annotate(in_use=admission.in_use_of_row())
+        return super().get_queryset(request).select_related("team", "flavor").annotate(in_use=in_use_of_row())
 
     @admin.display(description="In use / limit")
     def usage(self, obj: TeamQuota) -> str:
@@ -46,7 +47,7 @@ class InUseMixin:
             return "-"
         in_use = getattr(obj, "in_use", None)
         if in_use is None:
-            in_use = admission.units_of(obj.team, obj.flavor_id)[0]
+            in_use = units_of(obj.team, obj.flavor_id)[0]
         return f"{in_use} / {obj.limit}"
 
 

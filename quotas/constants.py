@@ -1,4 +1,4 @@
-"""Named constants of the quotas app: admission outcomes, reasons and priorities.
+"""Named constants of the quotas app: admission outcomes, reasons and priorities, the zero of money.
 
 Reasons follow kueue's naming style (``WaitingForQuota``, ``NoMatchingFlavor``): stable
 identifiers that callers and tests compare against, while the plain-words message that goes
@@ -7,7 +7,13 @@ with each decision is for people.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.db import models
+
+#: Zero, as money and ledger amounts count it (a Decimal). Here rather than in the ledger, so
+#: admission's pure rule uses the same zero without importing the ledger.
+ZERO = Decimal(0)
 
 
 class Outcome:
@@ -17,7 +23,7 @@ class Outcome:
 
 
 class DecisionLabel:
-    """The ``decision`` label of ``slipway_admissions_total`` (:attr:`quotas.admission.Decision.label`)."""
+    """The ``decision`` label of ``slipway_admissions_total`` (:attr:`quotas.decide.Decision.label`)."""
 
     ADMITTED = "admitted"  # within the team's nominal quota
     BORROWED = "borrowed"  # with units its cohort lends

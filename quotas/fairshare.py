@@ -15,7 +15,7 @@ its weight (Kueue's dominant-resource share, with a memory)::
   borrowed ``SLIPWAY_FAIR_SHARE_HALF_LIFE_HOURS`` ago (7 days by default). So a team that
   borrowed all night yields, in the morning, to one that did not.
 * ``lendable`` — what the cohort's members put into its pool for the flavor (the sum of their
-  :attr:`quotas.admission.Lender.lends`).
+  :attr:`quotas.decide.Lender.lends`).
 * ``fair_weight`` — the team's weight (:class:`quotas.models.TeamSharing`); a weight of 0
   makes any borrowing an infinite share (it borrows last, and is reclaimed first), and no
   borrowing a share of 0.
@@ -25,7 +25,7 @@ share after admission first, then higher priority, then the older entry. Reclaim
 from the team with the highest :func:`shares` first (:mod:`workloads.preemption`).
 
 This module reads the figures through the cohort object it is given (duck-typed, as
-:class:`quotas.admission.CohortFigures` provides them): admission imports it, not the other way.
+:class:`quotas.facts.CohortFigures` provides them): admission imports it, not the other way.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ WINDOW_HALF_LIVES = 8
 
 
 class CohortShares(Protocol):
-    """What a share is computed from: :class:`quotas.admission.CohortFigures` provides it."""
+    """What a share is computed from: :class:`quotas.facts.CohortFigures` provides it."""
 
     slugs: dict[int, str]
     weights: dict[int, Decimal]

@@ -33,6 +33,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from core.rawsql import sql_datetime, sql_decimal
+from quotas.constants import ZERO
 from quotas.models import GpuFlavor, PreemptionEvent, Reservation, UsageRecord
 
 #: Ledger amounts (cost, GPU-hours) keep ten decimals. A reconcile interval is a few seconds,
@@ -40,7 +41,6 @@ from quotas.models import GpuFlavor, PreemptionEvent, Reservation, UsageRecord
 #: 0.000444, which rounds to 0.0004 (10% under) every single time. Reports round the sums.
 LEDGER_PRECISION = Decimal("1E-10")
 LEDGER_DIGITS = 20
-ZERO = Decimal(0)
 
 
 def _flavor(flavor: GpuFlavor | str) -> GpuFlavor:

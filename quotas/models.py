@@ -1,7 +1,7 @@
 """GPU flavors and prices, team quotas and budgets, reservations, the queue and the usage ledger.
 
-Only :mod:`quotas.admission` compares usage with limits; these models hold the rows it reads
-and writes. Money is ``Decimal`` throughout (prices per hour with four decimals, so a MIG
+Only :func:`quotas.decide.decide` compares usage with limits; these models hold the rows admission
+reads (:mod:`quotas.facts`) and writes (:mod:`quotas.admission`). Money is ``Decimal`` throughout (prices per hour with four decimals, so a MIG
 slice priced at 1/7 of a GPU keeps its cents).
 """
 
@@ -94,7 +94,7 @@ class GpuFlavor(models.Model):
     @property
     def usable(self) -> bool:
         """Whether the flavor may be requested now: the one rule (an admin retires a flavor by
-        making it inactive; work already running on it goes on). :func:`quotas.admission.decide`
+        making it inactive; work already running on it goes on). :func:`quotas.decide.decide`
         refuses new work on a flavor that is not, and submissions say so in a field error."""
         return self.active
 
@@ -193,7 +193,7 @@ class Cohort(models.Model):
     """Teams that lend each other their unused quota (Kueue's cohort, flat; DESIGN §9).
 
     A team's ``limit`` per flavor is its nominal quota; within a cohort what others leave
-    unused may be borrowed (:func:`quotas.admission.decide`). Admission in a cohort takes this
+    unused may be borrowed (:func:`quotas.decide.decide`). Admission in a cohort takes this
     row's lock before the team's, since two teams must not borrow the same idle unit.
     ``reclaim``, ``min_runtime_minutes`` and ``preemption_delay_seconds`` are the rules of
     taking borrowed units back (reclaim is not built yet; they are recorded now).

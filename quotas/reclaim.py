@@ -58,8 +58,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from quotas.admission import FlavorQuota
 from quotas.constants import Priority
+from quotas.decide import FlavorQuota
 from quotas.ledger import interval_cost
 
 #: After this many preemptions a run is protected until it has run ``min_runtime`` since its last start.

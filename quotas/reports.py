@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from core.formatting import plain_amount
 from quotas import charts
-from quotas.ledger import REPORT_SUMS, ZERO, RefLabel, month_end, month_start, ref_labels, usage_rows, usage_table
+from quotas.constants import ZERO
+from quotas.ledger import REPORT_SUMS, RefLabel, month_end, month_start, ref_labels, usage_rows, usage_table
 from quotas.models import BudgetMonth, GpuFlavor, TeamBudget
 from quotas.services import budget_summaries, budget_summary
 from teams.models import Team

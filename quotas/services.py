@@ -1,7 +1,8 @@
 """The quotas app's public functions: summaries for pages and the API, and admin changes.
 
-Admission itself lives in :mod:`quotas.admission` and the ledger in :mod:`quotas.ledger`;
-callers import from those modules directly.
+Admission itself lives in :mod:`quotas.admission` (its rule in :mod:`quotas.decide`, the figures
+it reads in :mod:`quotas.facts`, the read-only queue in :mod:`quotas.queue`) and the ledger in
+:mod:`quotas.ledger`; callers import from those modules directly.
 
 Every quota, budget or price change goes through one function here, which writes the audit
 event and, for quotas, mirrors the change into the team's ResourceQuota after commit and
@@ -26,15 +27,8 @@ from cluster.capacity import offers
 from cluster.errors import ClusterError
 from core.formatting import format_when, stored_amount
 from fleet.constants import State
-from quotas.admission import (
-    admit_waiting,
-    borrowable,
-    budget_state,
-    cohort_id_of,
-    lock_admission,
-    team_quotas,
-    units_in_use,
-)
+from quotas.admission import admit_waiting, lock_admission
+from quotas.facts import borrowable, budget_state, cohort_id_of, team_quotas, units_in_use
 from quotas.ledger import MonthSpend, committed_by_team, month_spend, month_start, spent_month
 from quotas.models import (
     BudgetMonth,
@@ -120,8 +114,8 @@ def budget_summary(team: Team, now: datetime | None = None) -> dict:
     ``committed``: estimated cost still to come this month from admitted work (runs to their
     runtime limit; runs without one and endpoint minimums to the month's end); ``burn_per_hour``: what runs now costs per
     hour; ``projected_month_end``: spent plus committed, the one projection, which the budget gate
-    admits against (:attr:`quotas.admission.BudgetState.projected_month_end`); ``runs_out_at``:
-    when that spends the budget, or None when it lasts the month (:meth:`~quotas.admission.BudgetState.runs_out_at`).
+    admits against (:attr:`quotas.decide.BudgetState.projected_month_end`); ``runs_out_at``:
+    when that spends the budget, or None when it lasts the month (:meth:`~quotas.decide.BudgetState.runs_out_at`).
     """
     return budget_summaries([team.pk], now)[team.pk]
 
@@ -146,7 +140,7 @@ def _summaries(team_ids: list[int], budgets: dict[int, TeamBudget], now: datetim
 def _summary(budget: TeamBudget | None, spend: MonthSpend, ahead: Decimal, now: datetime) -> dict:
     """A team's month in money from its figures (see :func:`budget_summary`).
 
-    ``left``, ``exhausted`` and ``alert`` are :class:`quotas.admission.BudgetState`'s, the rule
+    ``left``, ``exhausted`` and ``alert`` are :class:`quotas.decide.BudgetState`'s, the rule
     admission decides by (``left`` is not part of the API's ``budget``).
     """
     state = budget_state(budget, spend.spent, ahead, now)

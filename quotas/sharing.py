@@ -1,9 +1,9 @@
 """What a team in a cohort borrows and lends now, and its fair share: the dashboard's and the Team page's figures.
 
-:func:`flows` is pure over :class:`quotas.admission.CohortFigures`; :func:`team_sharing` reads
+:func:`flows` is pure over :class:`quotas.facts.CohortFigures`; :func:`team_sharing` reads
 them for a page (None for a team outside any cohort, which sees nothing of this).
 
-Who lends to whom: a cohort pools its members' lendable quota (:class:`quotas.admission.Lender`),
+Who lends to whom: a cohort pools its members' lendable quota (:class:`quotas.decide.Lender`),
 so a borrowed unit is not any one lender's. The pages attribute it pro rata: a member that
 borrows ``b`` units (above its nominal quota) uses each other member's unused lendable quota
 ``u`` in the share ``b × u ÷ Σu``, which is how much of the pool each one's idle units make up.
@@ -21,7 +21,7 @@ from decimal import Decimal
 from django.utils import timezone
 
 from quotas import fairshare
-from quotas.admission import CohortFigures, cohort_figures
+from quotas.facts import CohortFigures, cohort_figures
 from quotas.models import Cohort, GpuFlavor
 
 

@@ -10,7 +10,8 @@ from cluster.errors import Transient
 from cluster.manifests import build_team
 from cluster.specs import TeamSpec
 from fleet.constants import State
-from quotas.admission import admit_waiting, cohort_figures, cohort_id_of, flavor_quota
+from quotas.admission import admit_waiting
+from quotas.facts import cohort_figures, cohort_id_of, flavor_quota
 from quotas.models import TeamQuota
 from teams.models import Team
 

@@ -6,7 +6,9 @@ each other, so adding a kind cannot tie it to another. Function-level imports co
 
 from __future__ import annotations
 
-from tests.test_import_cycles import PACKAGES, graph
+import ast
+
+from tests.test_import_cycles import PACKAGES, REPO, graph
 
 #: Bottom up. A package may import any package of a lower layer, none of its own or a higher one.
 LAYERS: tuple[tuple[str, ...], ...] = (
@@ -22,6 +24,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("front",),              # pages that span kinds
     ("portal",),             # the project package: wiring only
 )
+
+
+#: Admission's modules, bottom up (docs/architecture.md): the pure rule, the facts it is given, the
+#: read-only queue, the lock and the writes. Each imports only those before it.
+ADMISSION = ("quotas.decide", "quotas.facts", "quotas.queue", "quotas.admission")
+
+#: All the pure rule imports of the project: the reason and priority vocabulary, money's words.
+PURE_RULE_IMPORTS = {"quotas.constants", "core.formatting"}
 
 
 def layer_of() -> dict[str, int]:
@@ -74,3 +84,21 @@ def test_the_pages_spanning_kinds_name_no_kind():
                    if module.startswith("front.") and not module.startswith("front.management.")
                    and target.split(".")[0] in ("jobs", "inference"))
     assert named == []
+
+
+def test_admissions_modules_import_one_way():
+    edges, _lazy = graph()
+    for depth, module in enumerate(ADMISSION):
+        assert edges[module] & set(ADMISSION) <= set(ADMISSION[:depth]), module
+
+
+def test_the_admission_rule_imports_no_database():
+    """``decide()`` stays the one pure rule (DESIGN §9): :mod:`quotas.decide` imports neither the
+    ORM nor a module that reads or writes (the models, the ledger, the facts, admission), so a
+    replay asks the very rule the portal admits by."""
+    edges, _lazy = graph()
+    assert edges["quotas.decide"] <= PURE_RULE_IMPORTS
+    tree = ast.parse((REPO / "quotas" / "decide.py").read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert sorted(name for name in imported if name.split(".")[0] == "django") == []

@@ -27,9 +27,10 @@ from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
 
 from fleet.models import Cluster
-from quotas import admission
+from quotas.facts import borrowed_units, borrowed_units_of
 from quotas.models import PreemptionEvent
 from quotas.pricing import PriceBook
+from quotas.queue import queue_positions
 from teams.idempotency import idempotent, is_dry_run
 from teams.models import Role
 from teams.permissions import require_team
@@ -116,12 +117,12 @@ def queue_context(workloads_page) -> dict:
     positions: dict[str, int] = {}
     estimates: dict[str, StartEstimate] = {}
     for team in teams.values():
-        positions.update(admission.queue_positions(team))
+        positions.update(queue_positions(team))
         estimates.update(estimated_starts(team))
     # Borrowed units: list rows carry them (WorkloadViewSet.get_queryset); others are read here.
     unread = [w.ref for w in workloads_page if not hasattr(w, "borrowed_held") and w.state in w.HOLDING_STATES]
     return {"queue_positions": positions, "start_estimates": estimates,
-            "borrowed": admission.borrowed_units(unread),
+            "borrowed": borrowed_units(unread),
             "idle": idle_figures(workloads_page, timezone.now()),
             "secret_env": secrets.names_by_ref(workloads_page)}
 
@@ -446,7 +447,7 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
         ref = Concat(Value(f"{self.model.KIND_PREFIX}{REF_SEPARATOR}"), Cast(OuterRef("pk"), CharField()))
         params = self.request.query_params
         everyone = self.model.objects.all() if self._all_teams() else self.model.objects.for_user(self.request.user)
-        qs = everyone.for_list().annotate(borrowed_held=admission.borrowed_units_of(ref))
+        qs = everyone.for_list().annotate(borrowed_held=borrowed_units_of(ref))
         if params.get("team"):
             qs = qs.filter(team__slug=params["team"])
         if "state" in params:  # an empty one too: it is none of the states the schema lists

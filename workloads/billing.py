@@ -22,8 +22,10 @@ from django.db import connection
 from django.db.models import F
 
 from core.rawsql import sql_datetime, sql_decimal
-from quotas import admission, ledger
-from quotas.ledger import ZERO, Interval, cost_ahead, month_end, usage_hour
+from quotas import ledger
+from quotas.constants import ZERO
+from quotas.facts import borrowed_units
+from quotas.ledger import Interval, cost_ahead, month_end, usage_hour
 from quotas.models import ClusterPrice, GpuFlavor, unit_price
 from workloads.identity import WorkloadId
 from workloads.registry import kinds
@@ -104,7 +106,7 @@ def record(billed: list[tuple[object, BillingPlan]]) -> list[object]:
     overlapping writer): the caller resets their ``billed_cost`` to the ledger's total.
     """
     intervals = [piece for _w, plan in billed for piece in plan.intervals]
-    borrowed = admission.borrowed_units(list({piece.ref for piece in intervals}))
+    borrowed = borrowed_units(list({piece.ref for piece in intervals}))
     if borrowed:
         intervals = [replace(piece, borrowed_units=borrowed.get(piece.ref, 0)) for piece in intervals]
     recorded = ledger.record_intervals(intervals)
@@ -247,7 +249,7 @@ def commitments(team_ids: list[int], now: datetime) -> dict[int, Decimal]:
     not started — or until the month's end, whichever comes first; work without a limit (a
     run without one, an endpoint's minimum) until the month's end. A kind's columns say which
     (:attr:`WorkloadKind.committed_units`, :attr:`WorkloadKind.runtime_limit`). It is what
-    :meth:`quotas.admission.ResourceRequest.committed_cost` counted when the work was admitted.
+    :meth:`quotas.decide.ResourceRequest.committed_cost` counted when the work was admitted.
     """
     committing = [kind for kind in kinds() if kind.committed_units]
     if not committing or not team_ids:

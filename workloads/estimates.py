@@ -6,7 +6,7 @@ expected to end, or None when nothing ends it — no runtime limit), the queue i
 the expected ends. At each step it asks admission's own rule which queued entries are admitted
 — :func:`quotas.admission.queue_order` for a team outside any cohort, the cohort's fair-share
 tournament :func:`quotas.admission.fair_order` in a cohort, both deciding every fit by
-:func:`quotas.admission.decide` — and, in a cohort, what reclaim takes back for a team under its
+:func:`quotas.decide.decide` — and, in a cohort, what reclaim takes back for a team under its
 nominal quota (:func:`quotas.reclaim.choose_victims`: after the cohort's delay, the victims'
 units free when their preemption grace ends, and they queue again at their old place). No rule
 of admission or reclaim is restated here.
@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from quotas import fairshare
-from quotas.admission import CohortFigures, fair_order, flavor_quota, queue_order
+from quotas.admission import fair_order, queue_order
+from quotas.facts import CohortFigures, flavor_quota
 from quotas.models import QueuedRequest, TeamQuota
 from quotas.reclaim import Candidate, Claim, Rules, choose_victims
 

@@ -37,12 +37,14 @@ from decimal import Decimal
 from django.conf import settings
 from django.utils import timezone
 
-from quotas import admission, fairshare
-from quotas.admission import ResourceRequest
+from quotas import fairshare
 from quotas.constants import Priority, Reason
+from quotas.decide import Decision, ResourceRequest
+from quotas.facts import CohortFigures, cohort_of_quotas, team_quotas
 from quotas.ledger import hours_left_in_month, month_end
 from quotas.models import Cohort, QueuedRequest, Reservation
 from quotas.pricing import Quote
+from quotas.queue import MONEY_REASONS, held_beyond_quota, preview, queue_position
 from quotas.reclaim import Rules
 from quotas.services import budget_summary
 from workloads import estimates
@@ -102,9 +104,9 @@ def _ahead(workload) -> Ahead:
     return Ahead(workload.name, url)
 
 
-def _held(decision: admission.Decision, now: datetime) -> StartEstimate:
-    """The estimate of work held back by more than its quota (``admission.held_beyond_quota``)."""
-    if decision.reason in admission.MONEY_REASONS:
+def _held(decision: Decision, now: datetime) -> StartEstimate:
+    """The estimate of work held back by more than its quota (:func:`quotas.queue.held_beyond_quota`)."""
+    if decision.reason in MONEY_REASONS:
         turn = timezone.localtime(month_end(now))
         return StartEstimate(None, unknown=(
             "start time unknown: it waits for money, not GPUs — it starts when the budget allows it (an admin "
@@ -200,27 +202,27 @@ def _expected_end(workload, start: datetime, now: datetime, medians: dict[tuple,
 
 def estimated_starts(team, now: datetime | None = None,
                      candidate: tuple[QueuedRequest, timedelta | None] | None = None,
-                     held: dict[str, admission.Decision] | None = None) -> dict[str, StartEstimate]:
+                     held: dict[str, Decision] | None = None) -> dict[str, StartEstimate]:
     """``{ref: StartEstimate}`` for every queued workload of ``team``, from one simulation of its
     queue (:func:`workloads.estimates.simulate`; in a cohort, of every member's queue).
 
     ``candidate`` is a request not submitted yet (an unsaved queue entry and its expected
     duration): it is placed behind everything of its priority, as a submission would be.
-    ``held`` is :func:`quotas.admission.held_beyond_quota` when the caller has it already.
+    ``held`` is :func:`quotas.queue.held_beyond_quota` when the caller has it already.
     """
     now = now or timezone.now()
     # 1. The queue: the team's (and its cohort's), in admission order.
-    quotas = admission.team_quotas(team)
-    cohort = admission.cohort_of_quotas(quotas)
+    quotas = team_quotas(team)
+    cohort = cohort_of_quotas(quotas)
     members = list(cohort.slugs) if cohort is not None else [team.pk]
     queue = list(QueuedRequest.objects.filter(team_id__in=members).select_related("flavor")
                  .order_by(*QueuedRequest.QUEUE_ORDER))
     own = [entry for entry in queue if entry.team_id == team.pk]
     if not own and candidate is None:
         return {}
-    held = dict(admission.held_beyond_quota(team, entries=own, quotas=quotas) if held is None else held)
+    held = dict(held_beyond_quota(team, entries=own, quotas=quotas) if held is None else held)
     for member in {entry.team_id for entry in queue} - {team.pk}:  # not ahead of anyone in the cohort either
-        held.update(admission.held_beyond_quota(member_team(queue, member)))
+        held.update(held_beyond_quota(member_team(queue, member)))
     if candidate is not None:
         # Behind everything of its priority (the queue's own tie rule), submitted now.
         entry = copy.copy(candidate[0])
@@ -269,7 +271,7 @@ def estimated_starts(team, now: datetime | None = None,
 
 
 def member_team(queue: list[QueuedRequest], team_id: int):
-    """A cohort member's team, as loaded with its queue entries (for :func:`admission.held_beyond_quota`)."""
+    """A cohort member's team, as loaded with its queue entries (for :func:`quotas.queue.held_beyond_quota`)."""
     return next(entry.team for entry in queue if entry.team_id == team_id)
 
 
@@ -294,7 +296,7 @@ def _holding(reservation: Reservation, workload, now: datetime, medians: dict[tu
                              reservation.borrowed_units, reservation.priority, admitted_at, entry)
 
 
-def _sharing(team, cohort: admission.CohortFigures | None, now: datetime) -> estimates.Sharing | None:
+def _sharing(team, cohort: CohortFigures | None, now: datetime) -> estimates.Sharing | None:
     """The cohort's figures and rules for the simulation (None outside a cohort)."""
     if cohort is None:
         return None
@@ -305,7 +307,7 @@ def _sharing(team, cohort: admission.CohortFigures | None, now: datetime) -> est
                              timedelta(seconds=settings.SLIPWAY_PREEMPTION_GRACE_SECONDS))
 
 
-def _names(team, workloads: dict[str, object], cohort: admission.CohortFigures | None,
+def _names(team, workloads: dict[str, object], cohort: CohortFigures | None,
            candidate: tuple[QueuedRequest, timedelta | None] | None):
     """``ref → Ahead``: the team's own work by name and page; another member's only as its team's work."""
     def name(ref: str) -> Ahead:
@@ -378,7 +380,7 @@ class Forecast:
                 "preemptible": self.preemptible, "price_per_hour": self.price_per_hour, "cluster": self.cluster}
 
 
-def borrow_words(decision: admission.Decision, flavor: str) -> str:
+def borrow_words(decision: Decision, flavor: str) -> str:
     """"borrows 2× a100-80gb from the cohort; preemptible (nlp may take them back)", or "" when
     ``decision`` borrows nothing: what a borrowing admission means for the work, in the forms' words."""
     if not decision.borrows:
@@ -401,7 +403,7 @@ def forecast(team, request: ResourceRequest, flavor, duration: timedelta | None,
         rate = price.per_hour(request.units)
     total = request.estimated_cost
     committed = request.committed_cost(hours_left_in_month(now))
-    decision = admission.preview(team, request)
+    decision = preview(team, request)
     share = None
     budget = budget_summary(team, now)
     if committed is not None and budget["monthly_limit"] is not None:
@@ -414,8 +416,8 @@ def forecast(team, request: ResourceRequest, flavor, duration: timedelta | None,
     entry = QueuedRequest(team=team, ref="dry-run", flavor=flavor, units=request.units,
                           units_per_node=request.units_per_node, priority=Priority(request.priority).rank,
                           spot=request.spot)
-    position = admission.queue_position(team, entry)
-    held = admission.held_beyond_quota(team, (entry.ref, request))
+    position = queue_position(team, entry)
+    held = held_beyond_quota(team, (entry.ref, request))
     if decision.reason == Reason.WAITING_FOR_QUOTA:
         estimate = estimated_starts(team, now, candidate=(entry, duration), held=held).get(entry.ref)
     else:

@@ -28,7 +28,7 @@ from django.utils import timezone
 from cluster.backends.base import ClusterAddress, ObservedWorkload
 from cluster.errors import ClusterError
 from quotas import ledger
-from quotas.ledger import ZERO
+from quotas.constants import ZERO
 
 logger = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 import fleet.services as fleet
 from quotas import admission, ledger
 from quotas.models import PreemptionEvent
+from quotas.queue import queue_reason
 from teams.services import lock_team
 from workloads import attempts, billing, secrets
 from workloads.events import workload_moved
@@ -193,6 +194,6 @@ def wait_for_cluster(kind, workload) -> bool:
             transaction.set_rollback(True)
             return False
         # The words admission gives it now, so the run says what its queue entry is decided by.
-        reason = admission.queue_reason(workload.team, workload.ref)
+        reason = queue_reason(workload.team, workload.ref)
         model.objects.filter(pk=workload.pk, state=lc.queued).update(reason=reason[:500])
     return True

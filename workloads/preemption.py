@@ -39,8 +39,9 @@ from django.db.models import F
 import fleet.services as fleet
 from cluster.backends.base import NOTICE_ANNOTATION, ObservedWorkload
 from cluster.errors import ClusterError
-from quotas import admission, fairshare
+from quotas import fairshare
 from quotas.constants import Priority
+from quotas.facts import ClusterWaits, cohort_figures, flavor_quota, team_quotas, units_in_use
 from quotas.ledger import interval_cost, interval_gpu_hours
 from quotas.models import Cohort, PreemptionEvent, QueuedRequest, Reservation, TeamSharing
 from quotas.reclaim import Candidate, Claim, Rules, Verdict, choose_own_victims, choose_victims, lost_span
@@ -92,13 +93,13 @@ def _own_victims(sharing: TeamSharing, now: datetime) -> list[tuple[Candidate, C
     cohort = sharing.cohort or Cohort()
     rules = Rules(cohort.reclaim, timedelta(minutes=cohort.min_runtime_minutes),
                   timedelta(seconds=cohort.preemption_delay_seconds))
-    figures = admission.cohort_figures(sharing.cohort_id)
-    quotas = admission.team_quotas(team)
-    usage = admission.units_in_use(team)
+    figures = cohort_figures(sharing.cohort_id)
+    quotas = team_quotas(team)
+    usage = units_in_use(team)
     stopping = _stopping_refs([team.pk])
     held = list(Reservation.objects.held().filter(team=team, priority__lt=Priority.HIGH.rank))
     workloads = _held_workloads(held)
-    waits = admission.ClusterWaits()
+    waits = ClusterWaits()
     chosen: list[tuple[Candidate, Claim, int]] = []
     for entry in entries:
         if waits(entry.flavor, entry.spot):
@@ -106,7 +107,7 @@ def _own_victims(sharing: TeamSharing, now: datetime) -> list[tuple[Candidate, C
         candidates = [_candidate(r, workloads.get(r.ref), {team.pk: team.slug}, stopping, {}, now)
                       for r in held if r.flavor_id == entry.flavor_id]
         claim = Claim(team.slug, entry.ref, entry.units, entry.priority, entry.created_at)
-        quota = admission.flavor_quota(entry.flavor, quotas.get(entry.flavor_id), figures, team.pk)
+        quota = flavor_quota(entry.flavor, quotas.get(entry.flavor_id), figures, team.pk)
         verdict = choose_own_victims(claim, quota, usage.get(entry.flavor_id, 0), candidates, rules, now)
         for victim in verdict.victims:
             stopping.add(victim.ref)
@@ -129,7 +130,7 @@ def _victims(cohort: Cohort, now: datetime) -> list[tuple[Candidate, Claim, int]
     Victims chosen for an earlier claim count as stopping for the later ones, so two claims
     never take the same units.
     """
-    figures = admission.cohort_figures(cohort.pk)
+    figures = cohort_figures(cohort.pk)
     entries = list(QueuedRequest.objects.filter(team_id__in=figures.slugs).select_related("flavor")
                    .order_by(*QueuedRequest.QUEUE_ORDER))
     if not entries:
@@ -140,7 +141,7 @@ def _victims(cohort: Cohort, now: datetime) -> list[tuple[Candidate, Claim, int]
     held = list(Reservation.objects.held().filter(team_id__in=figures.slugs, borrowed_units__gt=0))
     workloads = _held_workloads(held)
     remembered = fairshare.remembered_units(list(figures.slugs), now)  # victim teams: highest share first
-    waits = admission.ClusterWaits()
+    waits = ClusterWaits()
     chosen: list[tuple[Candidate, Claim, int]] = []
     for entry in entries:
         if waits(entry.flavor, entry.spot):
@@ -150,7 +151,7 @@ def _victims(cohort: Cohort, now: datetime) -> list[tuple[Candidate, Claim, int]
                       for r in held if r.flavor_id == entry.flavor_id]
         claim = Claim(figures.slugs[entry.team_id], entry.ref, entry.units, entry.priority, entry.created_at)
         key = (entry.team_id, entry.flavor_id)
-        quota = admission.flavor_quota(entry.flavor, figures.quotas.get(key), figures, entry.team_id)
+        quota = flavor_quota(entry.flavor, figures.quotas.get(key), figures, entry.team_id)
         verdict: Verdict = choose_victims(claim, quota, figures.usage.get(key, 0), candidates, rules, now)
         for victim in verdict.victims:
             stopping.add(victim.ref)

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from quotas import admission
 from quotas.models import QueuedRequest
+from quotas.queue import queue_reasons
 from quotas.services import enforce_budgets
 from teams.models import Team
 from workloads import preemption
@@ -82,7 +83,7 @@ def _redrive_unplaced(now: datetime, report: ReconcileReport) -> None:
 
 def _refresh_queue_reasons(team: Team) -> None:
     """Keep queued workloads' reasons current ("6 of 8 in use" changes as work finishes)."""
-    reasons = admission.queue_reasons(team)
+    reasons = queue_reasons(team)
     if not reasons:
         return
     for kind in kinds():

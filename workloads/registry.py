@@ -17,7 +17,7 @@ from django.conf import settings
 
 from cluster.backends.base import ObservedWorkload, ResourceKind
 from cluster.status import WorkloadStatus
-from quotas.admission import ResourceRequest
+from quotas.decide import ResourceRequest
 from quotas.ledger import RefLabel
 from teams.models import Role
 from workloads.identity import WorkloadId

@@ -24,6 +24,8 @@ from cluster.errors import ClusterError
 from cluster.pods import LogSource, log_sources
 from core.queueing import publish_on_commit
 from quotas import admission, ledger
+from quotas.constants import ZERO
+from quotas.decide import Decision
 from quotas.models import GpuFlavor, PreemptionEvent, unknown_flavor
 from workloads import attempts, lifecycle, tasks
 from workloads.constants import Message
@@ -32,7 +34,7 @@ from workloads.models import ReasonCode, cost_to, quote_rows
 from workloads.registry import kind_for, kind_of, kinds
 
 
-def admit_new(workload) -> admission.Decision:
+def admit_new(workload) -> Decision:
     """Admit ``workload`` (just created, in the caller's transaction) and record the outcome.
 
     Admitted: its state moves to the kind's admitted state and the apply task is published
@@ -239,7 +241,7 @@ def team_summary(team, now: datetime | None = None) -> dict[str, dict]:
             queued=Count("pk", filter=Q(state=kind.lifecycle.queued)))}
     spent = ledger.spent_month_by_prefix(team, list(summary), now)
     for prefix, row in summary.items():
-        row["spent_month"] = spent.get(prefix, ledger.ZERO)
+        row["spent_month"] = spent.get(prefix, ZERO)
     return summary
 
 

@@ -26,7 +26,7 @@ import fleet.services as fleet
 from cluster.errors import ClusterError, Transient
 from cluster.manifests import build_team
 from core import metrics, queueing
-from quotas import admission
+from quotas.facts import ClusterWaits
 from quotas.tasks import team_spec
 from workloads import lifecycle, placement, secrets
 from workloads.constants import Message
@@ -67,7 +67,7 @@ def apply_workload(prefix: str, pk: int) -> str:
     if cluster is None:
         # Every cluster that offers its flavor takes no new work (drained, degraded, lost): back to
         # the queue, which admits it again once one can — never retried into a failure.
-        if admission.ClusterWaits()(workload.flavor, workload.spot) and lifecycle.wait_for_cluster(kind, workload):
+        if ClusterWaits()(workload.flavor, workload.spot) and lifecycle.wait_for_cluster(kind, workload):
             return "queued"
         # Unfit just now for another reason (a selector no cluster matches …): retried, then re-driven.
         raise Transient(f"no cluster can take {workload.ref} now: {placement.choose(kind, workload, timezone.now()).reason}")

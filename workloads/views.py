@@ -19,7 +19,7 @@ from django.shortcuts import redirect, render
 from django.urls import URLPattern, path, reverse
 from django.views.decorators.http import require_GET
 
-from quotas import admission
+from quotas.queue import queue_positions
 from teams import oidc
 from teams.models import Membership, Role
 from teams.permissions import require_team
@@ -200,7 +200,7 @@ def read_urls(model: type, base: str) -> list[URLPattern]:
         workload = readable(request, pk)
         kind = kind_of(workload)
         queued = workload.state == kind.lifecycle.queued
-        position = admission.queue_positions(workload.team).get(workload.ref) if queued else None
+        position = queue_positions(workload.team).get(workload.ref) if queued else None
         return render(request, kind.state_template, {kind.noun: workload, "position": position},
                       status=polling_status(workload))
 

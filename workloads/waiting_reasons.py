@@ -7,7 +7,7 @@
 - Work whose controller created no pods: its latest warning event, e.g. the team namespace's
   ResourceQuota refused them (:func:`explain_podless`).
 
-Why queued work waits (quota, budget) is admission's to say: :func:`quotas.admission.queue_reasons`.
+Why queued work waits (quota, budget) is admission's to say: :func:`quotas.queue.queue_reasons`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Queue entries remember what admitting them commits per hour (the budget rule of ``admission.decide``).
+"""Queue entries remember what admitting them commits per hour (the budget rule of ``quotas.decide.decide``).
 
 Entries queued before are priced at their units and their flavor's price, as a run would be
 (an endpoint that scales to zero then counts one replica: the cautious side).

@@ -18,7 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import core.backend
 from cluster.errors import Invalid
-from quotas.admission import ResourceRequest, admit
+from quotas.admission import admit
+from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
 from tests.factories import make_team
 from workloads.tasks import reconcile_cluster

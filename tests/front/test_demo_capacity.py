@@ -16,7 +16,7 @@ from front.management.commands.seed_demo import COHORTS, TEAMS
 from jobs.constants import RunState
 from jobs.demo import DEMO_LATER, submit_due_demo_runs
 from jobs.models import LaterDemoRun, TrainingRun
-from quotas.admission import borrowed_units
+from quotas.facts import borrowed_units
 from quotas.models import Cohort, GpuFlavor, TeamQuota, TeamSharing
 from quotas.services import remove_cohort
 from sandbox.backend import SandboxBackend

@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
-from quotas.admission import ResourceRequest, admit
+from quotas.admission import admit
+from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
 from teams.models import AuditEvent
 

@@ -250,7 +250,7 @@ def test_it_lists_in_a_constant_number_of_queries(api, member, team, quota, publ
     # platform's limit use (6: workloads.forecast.platform_limit_use, one per kind with a limit) +
     # what holds queued work beyond its quota: the budget, the month's spend (ledger rows, open
     # segments: quotas.ledger.month_spend), committed money (4) + the clusters, for work that waits for one
-    # (quotas.admission.ClusterWaits) (1) + the names of secret env (1) + the clusters and their
+    # (quotas.facts.ClusterWaits) (1) + the names of secret env (1) + the clusters and their
     # prices, for the one price of each row (quotas.pricing.PriceBook, shared by the page) (2)
     with django_assert_num_queries(19):
         response = api.get("/api/v1/runs/")

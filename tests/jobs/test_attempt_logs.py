@@ -16,7 +16,7 @@ from fleet import services as fleet
 from jobs import services
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from quotas import admission
+from quotas.queue import queue_positions
 from tests.fakes import pod
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
@@ -201,7 +201,7 @@ def test_an_endpoint_has_only_its_first_attempt(api, ep_quota, fake_backend, pub
 
 def test_admission_requeue_keeps_queue_order(requeued):
     """The requeue still queues the run at its old place (nothing of the attempt record moved it)."""
-    assert admission.queue_positions(requeued.team) == {requeued.ref: 1}
+    assert queue_positions(requeued.team) == {requeued.ref: 1}
 
 
 def test_the_api_lists_earlier_attempts_with_their_placement(api, requeued):

@@ -21,7 +21,8 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from quotas import services as quota_services
-from quotas.admission import ResourceRequest, admit
+from quotas.admission import admit
+from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
 from quotas.ledger import month_start
 from quotas.models import PreemptionEvent, Reservation, UsageRecord

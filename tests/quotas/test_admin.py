@@ -8,7 +8,8 @@ import pytest
 from django.test import Client
 
 from cluster.errors import Transient
-from quotas.admission import ResourceRequest, admit
+from quotas.admission import admit
+from quotas.decide import ResourceRequest
 from quotas.ledger import month_start
 from quotas.models import BudgetMonth, GpuFlavor, TeamBudget, TeamQuota
 from quotas.tasks import sync_team_quota

@@ -14,7 +14,8 @@ import pytest
 from django.db.models.signals import post_save
 from django.test import Client
 
-from quotas.admission import ResourceRequest, admit
+from quotas.admission import admit
+from quotas.decide import ResourceRequest
 from quotas.models import Reservation, TeamQuota
 from quotas.tasks import sync_team_quota
 from tests.quotas.test_admin import team_form

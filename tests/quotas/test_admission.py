@@ -9,21 +9,13 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from quotas.admission import (
-    ResourceRequest,
-    admit,
-    admit_waiting,
-    queue_position,
-    queue_positions,
-    queue_reason,
-    queue_reasons,
-    release,
-    units_in_use,
-    units_of,
-)
+from quotas.admission import admit, admit_waiting, release
 from quotas.constants import Priority, Reason
+from quotas.decide import ResourceRequest
+from quotas.facts import units_in_use, units_of
 from quotas.ledger import record_usage
 from quotas.models import QueuedRequest, Reservation, TeamBudget
+from quotas.queue import queue_position, queue_positions, queue_reason, queue_reasons
 from quotas.signals import workload_admitted
 
 
@@ -281,6 +273,6 @@ def test_units_in_use_are_one_figure_for_admission_pages_and_the_admin(quota_tea
     assert units_of(quota_team, a100_id) == (3, 8)
     assert admit(quota_team, a100(5), "run:5").message.endswith("8 of 8 now in use")  # the hot path's sum agrees
     assert next(row for row in usage_summary(quota_team) if row["flavor"] == "a100-80gb")["in_use"] == 8
-    from quotas.admission import in_use_of_row
+    from quotas.facts import in_use_of_row
     annotated = TeamQuota.objects.filter(team=quota_team, flavor_id=a100_id).annotate(in_use=in_use_of_row()).get()
     assert annotated.in_use == 8

@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from rest_framework.test import APIClient
 
-from quotas.admission import ResourceRequest, admit
+from quotas.admission import admit
+from quotas.decide import ResourceRequest
 from quotas.ledger import record_usage
 
 FLAVORS_URL = "/api/v1/flavors/"

@@ -11,7 +11,8 @@ from django.db import connection
 from django.db.models import Sum
 
 from quotas import services
-from quotas.admission import ResourceRequest, admit, release
+from quotas.admission import admit, release
+from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
 from quotas.models import QueuedRequest, Reservation
 from tests.factories import make_team

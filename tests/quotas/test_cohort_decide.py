@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quotas.admission import FlavorQuota, Lender, ResourceRequest, decide
 from quotas.constants import Outcome, Reason
+from quotas.decide import FlavorQuota, Lender, ResourceRequest, decide
 
 
 def req(units: int, may_borrow: bool = True) -> ResourceRequest:

@@ -8,17 +8,11 @@ from decimal import Decimal
 import pytest
 
 from quotas import services
-from quotas.admission import (
-    ResourceRequest,
-    admit,
-    admit_waiting,
-    preview,
-    queue_reason,
-    release,
-    resize,
-)
+from quotas.admission import admit, admit_waiting, release, resize
+from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
 from quotas.models import Cohort, GpuFlavor, QueuedRequest, Reservation, TeamQuota, TeamSharing
+from quotas.queue import preview, queue_reason
 from teams.models import AuditEvent
 from tests.factories import make_team
 

@@ -14,9 +14,11 @@ import pytest
 from django.db import connection
 from django.db.models import Sum
 
-from quotas.admission import ResourceRequest, admit, admit_waiting, queue_positions, release, resize
+from quotas.admission import admit, admit_waiting, release, resize
 from quotas.constants import Priority
+from quotas.decide import ResourceRequest
 from quotas.models import QueuedRequest, Reservation
+from quotas.queue import queue_positions
 from tests.factories import make_team
 
 # 64 connections at once: under pytest-xdist one such module at a time (PostgreSQL allows 100 in all).

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobs.constants import MAX_RUNTIME_MINUTES
-from quotas.admission import BudgetState, FlavorQuota, ResourceRequest, decide
 from quotas.constants import PERMANENT_REASONS, Outcome, Reason
+from quotas.decide import BudgetState, FlavorQuota, ResourceRequest, decide
 
 A100 = FlavorQuota(max_units_per_node=8, limit=8)
 NO_BUDGET = None

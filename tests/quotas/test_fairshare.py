@@ -14,9 +14,11 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from quotas import fairshare, services
-from quotas.admission import CohortFigures, ResourceRequest, admit, admit_waiting, cohort_figures, fair_order, release
+from quotas.admission import admit, admit_waiting, fair_order, release
 from quotas.constants import Priority
+from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
+from quotas.facts import CohortFigures, cohort_figures
 from quotas.models import GpuFlavor, QueuedRequest, TeamQuota, UsageRecord
 from tests.factories import make_team
 

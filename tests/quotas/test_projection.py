@@ -11,7 +11,7 @@ import pytest
 
 from core.formatting import format_money
 from jobs.services import submit_run
-from quotas.admission import BudgetState
+from quotas.decide import BudgetState
 from quotas.models import TeamBudget
 from quotas.services import budget_summary
 from tests.jobs.conftest import run_payload

@@ -11,7 +11,8 @@ from decimal import Decimal
 import pytest
 from rest_framework.test import APIClient
 
-from quotas.admission import ResourceRequest, admit
+from quotas.admission import admit
+from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
 from quotas.models import Cohort, TeamQuota, TeamSharing
 from teams.models import AuditEvent, Role

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quotas.admission import FlavorQuota, Lender
+from quotas.decide import FlavorQuota, Lender
 from quotas.reclaim import Candidate, Claim, Never, Rules, choose_victims, lost_since, recency_order, work_lost
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)

@@ -7,8 +7,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from quotas.admission import ResourceRequest, admit, resize
+from quotas.admission import admit, resize
 from quotas.constants import Reason
+from quotas.decide import ResourceRequest
 from quotas.ledger import record_usage
 from quotas.models import Reservation
 

@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from cluster.errors import Transient
 from quotas import services
-from quotas.admission import ResourceRequest, admit
+from quotas.admission import admit
+from quotas.decide import ResourceRequest
 from quotas.demo import seed_flavors, seed_team_quotas
 from quotas.ledger import cost_by_ref, cost_per_hour, record_usage, spent_month
 from quotas.models import GpuFlavor, TeamBudget, TeamQuota
@@ -157,7 +158,7 @@ def test_it_audits_budget_and_price_changes(quota_team, staff, flavors, django_c
 
 
 def test_a_flavor_is_usable_by_one_rule_for_pickers_the_api_submissions_and_admission(flavors):
-    from quotas.admission import flavor_quota
+    from quotas.facts import flavor_quota
     from quotas.models import GpuFlavor
 
     retired = flavors["l4"]

@@ -9,8 +9,10 @@ from decimal import Decimal
 import pytest
 
 from quotas import services
-from quotas.admission import CohortFigures, ResourceRequest, admit
+from quotas.admission import admit
+from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
+from quotas.facts import CohortFigures
 from quotas.models import TeamQuota
 from quotas.sharing import Flow, flows
 from teams.models import Role

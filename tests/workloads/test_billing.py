@@ -11,8 +11,9 @@ from django.utils import timezone
 
 from cluster.errors import Transient
 from jobs.services import submit_run
-from quotas import admission, ledger, services
+from quotas import ledger, services
 from quotas.demo import seed_team_quotas
+from quotas.facts import borrowed_units
 from quotas.ledger import spent_month
 from quotas.models import Reservation, UsageRecord
 from tests.factories import make_team
@@ -222,7 +223,7 @@ def test_a_borrowed_run_reconciled_to_its_end_leaves_its_borrowed_gpu_hours_in_t
     services.set_cohort(staff, "research", teams=[team, lender])
     own = submit_run(member, team, {k: v for k, v in run_payload(name="own", gpus_per_worker=8).items() if k != "team"})
     run = submit_run(member, team, {k: v for k, v in run_payload(gpus_per_worker=2).items() if k != "team"})
-    assert admission.borrowed_units([own.ref, run.ref]) == {run.ref: 2}
+    assert borrowed_units([own.ref, run.ref]) == {run.ref: 2}
     apply_workload("run", run.pk)
     t0 = timezone.now().replace(microsecond=0)
     stamp = t0.strftime("%Y-%m-%dT%H:%M:%SZ")

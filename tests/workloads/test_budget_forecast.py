@@ -14,10 +14,11 @@ from inference.services import create_endpoint
 from jobs.models import TrainingRun
 from jobs.services import submit_run
 from quotas import admission
-from quotas.admission import ResourceRequest
+from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
 from quotas.ledger import month_end, record_usage
 from quotas.models import Reservation, TeamBudget
+from quotas.queue import preview
 from quotas.services import budget_summary, set_team_budget
 from teams.models import AuditEvent
 from workloads import reconcile as rec
@@ -83,7 +84,7 @@ def test_a_started_run_commits_what_is_left_of_its_limit_and_only_holding_work_o
 
 def test_admission_decides_at_the_bound_as_it_would_at_the_exact_committed_money(member, team, quota):
     """The bound on committed money only saves a read: at every budget around the exact figure, and
-    far above it, admit() answers what decide() answers with the exact figure (admission.preview)."""
+    far above it, admit() answers what decide() answers with the exact figure (quotas.queue.preview)."""
     run(member, team, "bounded", 2, minutes=90)  # 12.30 committed
     create_endpoint(member, team, {"name": "chat", "image": "registry.example.com/s/vllm:1", "flavor": "l4",
                                    "min_replicas": 1})  # 0.80 an hour to the month's end
@@ -99,7 +100,7 @@ def test_admission_decides_at_the_bound_as_it_would_at_the_exact_committed_money
                   bound + Decimal("4.10") + 1):
         with transaction.atomic():
             TeamBudget.objects.filter(team=team).update(monthly_limit=limit)
-            expected = admission.preview(team, request)
+            expected = preview(team, request)
             decided = admission.admit(team, request, "run:999999")
             assert (decided.outcome, decided.reason, decided.message) == (
                 expected.outcome, expected.reason, expected.message), limit
@@ -119,7 +120,7 @@ def test_a_run_without_a_limit_is_swept_at_the_bound_as_at_the_exact_committed_m
     for limit in (needed - 1, needed - Decimal("0.05"), needed + Decimal("0.05"), needed + 1):
         with transaction.atomic():
             TeamBudget.objects.filter(team=team).update(monthly_limit=limit)
-            expected = admission.preview(team, request)
+            expected = preview(team, request)
             decided = admission.admit(team, request, "run:999999")
             assert (decided.outcome, decided.reason) == (expected.outcome, expected.reason), limit
             outcomes.append(decided.outcome)
@@ -149,7 +150,7 @@ def test_admitting_commits_exactly_what_the_gate_counted(member, team, quota):
     assert unlimited.state == "admitted"
     after = commitments([team.pk], now)[team.pk]
     assert abs((after - before) - Decimal("8.20") * hours_left) < Decimal("0.01")
-    counted = admission.preview(team, ResourceRequest("a100-80gb", 2, 2, cost_per_hour=Decimal("8.20")))
+    counted = preview(team, ResourceRequest("a100-80gb", 2, 2, cost_per_hour=Decimal("8.20")))
     assert counted.admitted
 
 

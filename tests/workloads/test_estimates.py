@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from quotas.admission import CohortFigures
 from quotas.constants import Priority
+from quotas.facts import CohortFigures
 from quotas.models import GpuFlavor, QueuedRequest, TeamQuota
 from quotas.reclaim import Rules
 from workloads.estimates import Holding, Sharing, Start, Waiting, simulate

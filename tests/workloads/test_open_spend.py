@@ -16,8 +16,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from jobs.models import TrainingRun
+from quotas.constants import ZERO
 from quotas.demo import seed_team_quotas
-from quotas.ledger import ZERO, cost_per_hour, month_start, open_spend, usage_hour
+from quotas.ledger import cost_per_hour, month_start, open_spend, usage_hour
 from quotas.models import TeamBudget
 from quotas.services import budget_summaries, budget_summary, enforce_budgets
 from teams.models import Team

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cluster.backends.base import MANAGED_BY_LABEL, TEAM_LABEL, WORKLOAD_LABEL, ResourceKind
 from cluster.status import WorkloadStatus, parse_time, running_units
-from quotas.admission import ResourceRequest
+from quotas.decide import ResourceRequest
 from teams.models import Role
 from teams.permissions import check_may_end, get_for_user
 from tests.workloads.tinykind.models import Notebook, NotebookState

@@ -1,0 +1,317 @@
+"""The admission rule, pure: :func:`decide` is the only comparison of a team's usage with its limits.
+
+Given a request (:class:`ResourceRequest`), the units of its flavor the team holds, what the
+flavor and the team's quota allow (:class:`FlavorQuota`, with its cohort's lenders) and the
+team's month in money (:class:`BudgetState`), :func:`decide` returns a :class:`Decision`: admit,
+queue or reject, a reason constant and a message in plain words. Every rule lives here, so it is
+tested table-driven, and a replay (the start estimates, ``bench/sharing.py``) asks the very rule
+the portal admits by.
+
+Pure: it reads no database, clock or setting. Whoever calls it reads the facts first
+(:mod:`quotas.facts`), under the admission lock when it writes what was decided
+(:mod:`quotas.admission`); this module imports neither.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from core.formatting import format_amount
+from quotas.constants import ZERO, DecisionLabel, Outcome, Priority, Reason
+
+
+@dataclass(frozen=True)
+class ResourceRequest:
+    """What a workload asks for. ``units`` is the total, ``units_per_node`` one worker/replica."""
+
+    flavor: str
+    units: int
+    units_per_node: int
+    priority: Priority = Priority.NORMAL
+    spot: bool = False
+    description: str = ""
+    #: The estimated cost of the whole request (a known end), or None when its end is unknown.
+    estimated_cost: Decimal | None = None
+    #: What admitting it commits per hour (its units at its price; an endpoint's guaranteed
+    #: minimum), or None for a request the budget does not weigh (an endpoint's burst, which
+    #: is never committed and goes back when the budget is spent).
+    cost_per_hour: Decimal | None = None
+    #: Burst above an endpoint's guaranteed minimum: not granted once the month's spend passed
+    #: the budget's alert threshold (:attr:`BudgetState.alert`).
+    burst: bool = False
+    #: Whether it may use units its cohort lends (:class:`FlavorQuota`): not an endpoint's
+    #: guaranteed minimum, which must not be preemptible; its burst may.
+    may_borrow: bool = True
+
+    def committed_cost(self, hours_left: Decimal) -> Decimal | None:
+        """What admitting it commits this month, with ``hours_left`` until the month's end.
+
+        The rule that never rewards leaving a runtime limit out: a request with a known end
+        commits its estimated cost, but no more than it costs until the month's end; one
+        without a known end (a run without a limit, an endpoint's minimum) commits what it
+        costs until the month's end — the most any limit could commit this month. It is the
+        figure :func:`quotas.ledger.committed` counts for the workload once it is admitted.
+        """
+        if self.cost_per_hour is None:
+            return self.estimated_cost
+        to_month_end = self.cost_per_hour * max(hours_left, ZERO)
+        return to_month_end if self.estimated_cost is None else min(self.estimated_cost, to_month_end)
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: str  # Outcome.ADMIT | QUEUE | REJECT
+    reason: str  # a Reason constant
+    message: str  # plain words, for people
+    position: int | None = None  # 1-based queue position when queued
+    borrows: int = 0  # units of the request above the team's nominal quota, lent by its cohort
+    #: With ``borrows``: the cohort's other members that lend the flavor, who may take the units back.
+    lent_by: tuple[str, ...] = ()
+
+    @property
+    def preemptible(self) -> bool:
+        """Admitted with borrowed units: reclaim may take them back (DESIGN §9)."""
+        return self.borrows > 0
+
+    @property
+    def admitted(self) -> bool:
+        return self.outcome == Outcome.ADMIT
+
+    @property
+    def queued(self) -> bool:
+        return self.outcome == Outcome.QUEUE
+
+    @property
+    def rejected(self) -> bool:
+        return self.outcome == Outcome.REJECT
+
+    @property
+    def label(self) -> str:
+        """Its :class:`~quotas.constants.DecisionLabel`: the outcome, an admission that borrows told apart."""
+        if self.admitted:
+            return DecisionLabel.BORROWED if self.preemptible else DecisionLabel.ADMITTED
+        return DecisionLabel.QUEUED if self.queued else DecisionLabel.REJECTED
+
+
+@dataclass(frozen=True)
+class Lender:
+    """Another member of the team's cohort, for one flavor: its nominal quota, lending limit and use."""
+
+    team: str
+    limit: int
+    in_use: int
+    lending_limit: int | None = None  # None: all of its unused quota
+
+    @property
+    def lends(self) -> int:
+        """What of its quota it puts into the cohort's pool; the rest (``limit − lends``) is its private floor."""
+        return self.limit if self.lending_limit is None else min(self.limit, self.lending_limit)
+
+    @property
+    def pooled_use(self) -> int:
+        """Its units in use beyond its private floor: what it takes from the cohort's pool."""
+        return max(0, self.in_use - (self.limit - self.lends))
+
+
+@dataclass(frozen=True)
+class FlavorQuota:
+    """What :func:`decide` knows about the requested flavor and the team's limit for it.
+
+    ``lenders`` is None for a team outside any cohort (its limit is a wall, today's rule);
+    in a cohort it holds the other members' figures for the flavor (maybe none). The cohort
+    rule is Kueue's: each member puts ``lends`` of its nominal quota into a pool (all of it
+    without a lending limit) and keeps the rest as a private floor; units a member uses
+    beyond its floor come out of the pool. A request fits when the team stays within
+    ``limit + borrowing_limit`` and what it takes from the pool is still free. So no team is
+    ever above its nominal quota plus its borrowing limit, the cohort never holds more than
+    the sum of its members' nominal quotas, and a lender's floor is always its own.
+    """
+
+    exists: bool = True
+    active: bool = True
+    max_units_per_node: int = 1
+    limit: int | None = None  # None: the team has no quota for this flavor
+    borrowing_limit: int | None = None  # in a cohort; None: as much as the cohort lends
+    lending_limit: int | None = None  # in a cohort; None: all of its unused quota
+    lenders: tuple[Lender, ...] | None = None  # None: not in a cohort
+
+    def _own(self, usage: int) -> Lender:
+        return Lender("", self.limit or 0, usage, self.lending_limit)
+
+    def room(self, usage: int, may_borrow: bool = True) -> int:
+        """How many units the team may add now, holding ``usage`` (≥ 0)."""
+        own = self._own(usage)
+        if self.lenders is None:
+            return max(0, own.limit - usage)
+        pool_free = sum(m.lends - m.pooled_use for m in (own, *self.lenders))
+        room = max(0, pool_free) + max(0, own.limit - own.lends - usage)
+        ceiling = self.ceiling(may_borrow)
+        if ceiling is not None:
+            room = min(room, ceiling - usage)
+        return max(0, room)
+
+    def ceiling(self, may_borrow: bool = True) -> int | None:
+        """The most the team may ever hold (None: bounded by what the cohort lends alone)."""
+        own = self.limit or 0
+        if self.lenders is None or not may_borrow:
+            return own
+        return None if self.borrowing_limit is None else own + self.borrowing_limit
+
+    def idle(self) -> FlavorQuota:
+        """The same quota with every lender idle."""
+        if self.lenders is None:
+            return self
+        return dataclasses.replace(self, lenders=tuple(dataclasses.replace(m, in_use=0) for m in self.lenders))
+
+    def most(self, may_borrow: bool = True) -> int:
+        """The largest request that could ever fit: every lender idle, the team holding nothing."""
+        return self.idle().room(0, may_borrow)
+
+    def borrowable(self, usage: int, may_borrow: bool = True) -> int:
+        """What the cohort could lend the team now: its room beyond its own unused quota."""
+        return max(0, self.room(usage, may_borrow) - max(0, (self.limit or 0) - usage))
+
+    def borrows(self, usage: int, units: int) -> int:
+        """Units of a request of ``units`` above the team's nominal quota, holding ``usage``."""
+        own = self.limit or 0
+        return max(0, usage + units - own) - max(0, usage - own)
+
+    def lenders_text(self) -> str:
+        return ", ".join(f"{m.team} uses {m.in_use} of its {m.limit}" for m in self.lenders or ())
+
+
+@dataclass(frozen=True)
+class BudgetState:
+    """A team's month in money, and the one place its left / exhausted / alert state is worked out.
+
+    :func:`decide` reads it to admit; budget summaries (pages, the API, the reconcile cycle's
+    budget step) report the same properties.
+    """
+
+    monthly_limit: Decimal | None = None  # None: no budget, spending is unlimited
+    spent_month: Decimal = ZERO
+    currency: str = "USD"
+    committed: Decimal = ZERO  # estimated cost still to come from admitted work (ledger.committed)
+    #: Hours until the month's end: what work without a known end commits (a month of 31 days
+    #: when not given, the most a month can leave).
+    hours_left: Decimal = Decimal(31 * 24)
+    #: Percent of the limit whose spending raises the alert (None: only a spent budget alerts).
+    alert_threshold_percent: int | None = None
+
+    @property
+    def left(self) -> Decimal:
+        """What the month's budget leaves once spent and committed money is counted."""
+        return (self.monthly_limit or ZERO) - self.spent_month - self.committed
+
+    @property
+    def projected_month_end(self) -> Decimal:
+        """The month's spend at its end, the one projection (issue 34): spent plus what admitted
+        work commits — the figure this gate admits against, so a page never projects one number
+        while admission counts another."""
+        return self.spent_month + self.committed
+
+    def runs_out_at(self, now: datetime, burn_per_hour: Decimal) -> datetime | None:
+        """When the month's budget is spent: None without one, or when admitted work does not
+        spend it this month (:attr:`projected_month_end` below the limit); ``now`` once spent;
+        else at the pace its committed money is spent — what runs now, or the committed money
+        spread over the hours left when that is faster (work admitted but not started yet)."""
+        limit = self.monthly_limit
+        if limit is None or self.projected_month_end < limit:
+            return None
+        if self.spent_month >= limit:
+            return now
+        pace = max(burn_per_hour, self.committed / self.hours_left if self.hours_left > 0 else ZERO)
+        if pace <= 0:
+            return now
+        return now + timedelta(hours=float((limit - self.spent_month) / pace))
+
+    @property
+    def exhausted(self) -> bool:
+        """The month's spend reached the limit: new work is refused (and a "stop" policy stops work)."""
+        return self.monthly_limit is not None and self.spent_month >= self.monthly_limit
+
+    @property
+    def alert(self) -> bool:
+        """The month's spend reached the alert threshold (or the limit): the banner, the audit, no burst."""
+        if self.monthly_limit is None:
+            return False
+        limit, threshold = self.monthly_limit, self.alert_threshold_percent
+        return self.exhausted or (threshold is not None and limit > 0
+                                  and self.spent_month * 100 >= limit * threshold)
+
+
+def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: BudgetState | None = None,
+           no_cluster: str = "") -> Decision:
+    """Admit, queue or reject ``request`` given ``usage`` units of its flavor in use by the team.
+
+    Checks run from "can never work" to "not now", so the message names the real obstacle.
+    ``no_cluster`` is why no cluster can take new work of the flavor now ("" when one can:
+    :class:`quotas.facts.ClusterWaits`); work that fits the team's quota and budget then waits for a cluster,
+    the last check — quota or money, when they also hold it back, is what the team can act on.
+    Money: a request waits for budget when what admitting it commits this month
+    (:meth:`ResourceRequest.committed_cost`: without a runtime limit, its cost until the month's
+    end) exceeds what the budget leaves after spent and committed money. More committed money
+    only ever queues (:func:`quotas.admission.admit` relies on it to decide at a bound first).
+    """
+    name, units = request.flavor, request.units
+    if not quota.exists:
+        return Decision(Outcome.REJECT, Reason.UNKNOWN_FLAVOR, f"unknown GPU flavor {name!r}")
+    if not quota.active:
+        return Decision(Outcome.REJECT, Reason.INACTIVE_FLAVOR, f"GPU flavor {name} is no longer offered")
+    if units < 1 or request.units_per_node < 1 or request.units_per_node > units:
+        return Decision(Outcome.REJECT, Reason.INVALID_REQUEST,
+                        f"invalid request: {units} units in total, {request.units_per_node} per worker")
+    if request.burst and budget is not None and budget.alert:
+        # Before the quota: no burst at all past the alert threshold. Not "never": it returns
+        # when the month turns or an admin raises the budget.
+        return Decision(Outcome.QUEUE, Reason.BUDGET_ALERT,
+                        f"the month's spend passed {budget.alert_threshold_percent or 100}% of the budget")
+    in_cohort = quota.lenders is not None
+    # In a cohort a nominal quota of 0 may still borrow; outside one it is no quota at all.
+    if (quota.limit is None) if in_cohort else not quota.limit:
+        return Decision(Outcome.REJECT, Reason.NO_QUOTA_FOR_FLAVOR,
+                        f"the team has no quota for {name}; ask a platform admin")
+    if request.units_per_node > quota.max_units_per_node:
+        return Decision(Outcome.REJECT, Reason.EXCEEDS_LARGEST_NODE,
+                        f"needs {request.units_per_node}\u00d7 {name} per worker, "
+                        f"but the largest node has {quota.max_units_per_node}")
+    most = quota.most(request.may_borrow)
+    if units > most:
+        lend = f" and what its cohort can lend ({most - quota.limit})" if most > quota.limit else ""
+        if in_cohort and not request.may_borrow and quota.most() > quota.limit:
+            lend = "; a guaranteed minimum never borrows from the cohort"
+        return Decision(Outcome.REJECT, Reason.EXCEEDS_QUOTA,
+                        f"needs {units}\u00d7 {name}, more than the team's limit of {quota.limit}{lend}")
+    if budget is not None and budget.exhausted:
+        return Decision(Outcome.REJECT, Reason.BUDGET_EXHAUSTED,
+                        f"monthly budget spent: {format_amount(budget.spent_month)} of "
+                        f"{format_amount(budget.monthly_limit)} {budget.currency}")
+    if units > quota.room(usage, request.may_borrow):
+        message = f"waiting for quota: needs {units}\u00d7 {name}, {usage} of {quota.limit} in use"
+        if in_cohort:
+            others = f" ({quota.lenders_text()})" if quota.lenders else ""
+            message += f"; the cohort can lend {quota.borrowable(usage)}{others}"
+            if not request.may_borrow:
+                message += ", but a guaranteed minimum never borrows"
+        return Decision(Outcome.QUEUE, Reason.WAITING_FOR_QUOTA, message)
+    cost = request.committed_cost(budget.hours_left) if budget is not None else None
+    if budget is not None and budget.monthly_limit is not None and cost is not None and cost > budget.left:
+        # Not "never": it starts when an admin raises the budget, work ends early, or the month turns.
+        # Without a known end it counts until the month's end (ResourceRequest.committed_cost), so
+        # leaving the runtime limit out never starts a run that a limit would have queued.
+        until = " until the month's end (no runtime limit)" if request.estimated_cost is None else ""
+        return Decision(Outcome.QUEUE, Reason.WAITING_FOR_BUDGET,
+                        f"waiting for budget: est. {format_amount(cost)}{until} would exceed the "
+                        f"{format_amount(max(budget.left, ZERO))} {budget.currency} left this month")
+    if no_cluster:
+        # Not "never": a drained cluster made ready again, a lost one answering again, admits it.
+        return Decision(Outcome.QUEUE, Reason.WAITING_FOR_CLUSTER, f"waiting: {no_cluster}")
+    borrows = quota.borrows(usage, units) if in_cohort else 0
+    lent = f", {borrows} borrowed from the cohort" if borrows else ""
+    lent_by = tuple(m.team for m in quota.lenders if m.lends > 0) if borrows else ()
+    return Decision(Outcome.ADMIT, Reason.ADMITTED,
+                    f"admitted: {units}\u00d7 {name}, {usage + units} of {quota.limit} now in use{lent}",
+                    borrows=borrows, lent_by=lent_by)

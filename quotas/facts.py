@@ -1,0 +1,233 @@
+"""What admission reads: the facts :func:`quotas.decide.decide` is given, and the units teams hold.
+
+One place reads them for every caller of the rule — :mod:`quotas.admission` under the
+admission lock, the read-only queue view (:mod:`quotas.queue`) and previews without it, and the
+pages, the API and ``/metrics`` that show the same figures:
+
+* the team's quota rows (:func:`team_quotas`) and its cohort's members, quotas, units in use
+  and weights (:class:`CohortFigures`), turned into a flavor's :class:`~quotas.decide.FlavorQuota`
+  (:func:`flavor_quota`);
+* the units in use (:func:`units_in_use`): the units of the active (unreleased) reservations;
+* the team's month in money (:func:`team_budget_state`);
+* whether a cluster takes new work of a flavor (:class:`ClusterWaits`, issue 34): worked out
+  outside the rule, from the clusters as last recorded, and passed to it as data;
+* a queue entry's or a reservation's request (:func:`request_of`).
+
+Nothing here locks or writes; what is read without the lock is a moment's figure, and only
+:mod:`quotas.admission` decides on figures that must stay true until commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from django.conf import settings
+from django.db.models import F, IntegerField, OuterRef, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+import fleet.services as fleet
+from cluster.placement import PLACEABLE_STATES, ClusterOffer, no_usable_cluster
+from quotas.constants import Priority
+from quotas.decide import BudgetState, FlavorQuota, Lender, ResourceRequest
+from quotas.ledger import committed, hours_left_in_month, month_spend
+from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, TeamSharing
+
+
+def quota_rows():
+    """Quota rows with their flavors and their team's cohort id (``cohort_of_team``, read in
+    the same query: a team outside any cohort pays no query for being outside)."""
+    return TeamQuota.objects.select_related("flavor").annotate(cohort_of_team=F("team__sharing__cohort_id"))
+
+
+def team_quotas(team) -> dict[int, TeamQuota]:
+    """``{flavor id: TeamQuota}`` of the team, with the flavors and its cohort id (one query)."""
+    return {q.flavor_id: q for q in quota_rows().filter(team=team)}
+
+
+def cohort_of_quotas(quotas: dict[int, TeamQuota]) -> CohortFigures | None:
+    """The :class:`CohortFigures` of the team whose :func:`team_quotas` these are (None outside a
+    cohort, or without quota rows, where nothing could be borrowed anyway)."""
+    row = next(iter(quotas.values()), None)
+    return cohort_figures(getattr(row, "cohort_of_team", None))
+
+
+@dataclass
+class CohortFigures:
+    """A cohort's members, their quotas, units in use and fair-share weights, read once (three queries)."""
+
+    slugs: dict[int, str]  # team id → slug
+    quotas: dict[tuple[int, int], TeamQuota]  # (team id, flavor id) → quota
+    usage: dict[tuple[int, int], int]  # (team id, flavor id) → units held
+    weights: dict[int, Decimal] = dataclasses.field(default_factory=dict)  # team id → fair_weight (absent: 1)
+
+    def member(self, team_id: int, flavor_id: int) -> Lender:
+        """A member's :class:`Lender` figures for a flavor (limit 0 without a quota)."""
+        quota = self.quotas.get((team_id, flavor_id))
+        return Lender(self.slugs.get(team_id, ""), quota.limit if quota else 0,
+                      self.usage.get((team_id, flavor_id), 0), quota.lending_limit if quota else None)
+
+    def lendable(self, flavor_id: int) -> int:
+        """What the members put into the cohort's pool for a flavor (the sum of their :attr:`Lender.lends`)."""
+        return sum(self.member(team_id, flavor_id).lends for team_id in self.slugs)
+
+    def borrowed(self, team_id: int, flavor_id: int, adding: int = 0) -> int:
+        """Units of a flavor the member holds above its nominal quota (holding ``adding`` more)."""
+        member = self.member(team_id, flavor_id)
+        return max(0, member.in_use + adding - member.limit)
+
+    def lenders(self, team_id: int, flavor_id: int) -> tuple[Lender, ...]:
+        """The other members' figures for a flavor (those with a quota of it or units of it in use)."""
+        lenders = []
+        for member, slug in sorted(self.slugs.items(), key=lambda item: item[1]):
+            quota, used = self.quotas.get((member, flavor_id)), self.usage.get((member, flavor_id), 0)
+            if member != team_id and (quota is not None or used):
+                lenders.append(Lender(slug, quota.limit if quota else 0, used, quota.lending_limit if quota else None))
+        return tuple(lenders)
+
+
+def cohort_id_of(team) -> int | None:
+    """The id of the team's cohort, or None outside any."""
+    return TeamSharing.objects.filter(team_id=team.pk).values_list("cohort_id", flat=True).first()
+
+
+def cohort_figures(cohort_id: int | None) -> CohortFigures | None:
+    """:class:`CohortFigures` of a cohort (None for None)."""
+    if cohort_id is None:
+        return None
+    members = list(TeamSharing.objects.filter(cohort_id=cohort_id).values_list("team_id", "team__slug", "fair_weight"))
+    slugs = {team_id: slug for team_id, slug, _weight in members}
+    quotas = {(q.team_id, q.flavor_id): q for q in TeamQuota.objects.filter(team_id__in=slugs)}
+    usage = {key: units for key, (units, _borrowed)
+             in Reservation.objects.held().filter(team_id__in=slugs).units_by_team_and_flavor().items()}
+    return CohortFigures(slugs, quotas, usage, {team_id: weight for team_id, _slug, weight in members})
+
+
+def flavor_quota(flavor: GpuFlavor | None, quota: TeamQuota | None,
+                  cohort: CohortFigures | None = None, team_id: int | None = None) -> FlavorQuota:
+    """The :class:`FlavorQuota` facts of a flavor and the team's quota row (with its cohort's lenders)."""
+    if flavor is None:
+        return FlavorQuota(exists=False)
+    return FlavorQuota(active=flavor.usable, max_units_per_node=flavor.max_units_per_node,
+                       limit=quota.limit if quota is not None else None,
+                       borrowing_limit=quota.borrowing_limit if quota is not None else None,
+                       lending_limit=quota.lending_limit if quota is not None else None,
+                       lenders=cohort.lenders(team_id, flavor.pk) if cohort is not None else None)
+
+
+class ClusterWaits:
+    """Why no cluster can take new work of a flavor now (:func:`cluster.placement.no_usable_cluster`),
+    for :func:`~quotas.decide.decide`'s ``no_cluster``: asked per flavor and capacity type, the clusters read once
+    (:func:`fleet.services.recorded_offers`, one query, on the first question) — so a queue of
+    any length costs one read per pass."""
+
+    def __init__(self) -> None:
+        self._offers: list[ClusterOffer] | None = None
+        self._found: dict[tuple[int, bool], str] = {}
+
+    def all_ready(self) -> bool:
+        """Every cluster takes new work: nothing waits for one (no flavor needs reading to know)."""
+        if self._offers is None:
+            self._offers = fleet.recorded_offers()
+        return all(offer.state in PLACEABLE_STATES for offer in self._offers)
+
+    def __call__(self, flavor: GpuFlavor | None, spot: bool) -> str:
+        if flavor is None or self.all_ready():
+            return ""
+        key = (flavor.pk, spot)
+        if key not in self._found:
+            self._found[key] = no_usable_cluster(flavor.to_spec(), spot, self._offers)
+        return self._found[key]
+
+
+def budget_state(budget: TeamBudget | None, spent: Decimal, committed: Decimal, now: datetime) -> BudgetState:
+    """The :class:`BudgetState` of a team's budget row (None: no budget) with its month's figures."""
+    if budget is None:
+        return BudgetState(None, spent, settings.SLIPWAY_CURRENCY, committed, hours_left_in_month(now))
+    return BudgetState(budget.monthly_limit, spent, budget.currency, committed, hours_left_in_month(now),
+                       budget.alert_threshold_percent)
+
+
+def team_budget_state(team) -> BudgetState | None:
+    """The team's budget and month-to-date spend (:func:`quotas.ledger.month_spend`), or None without a budget."""
+    budget = TeamBudget.objects.filter(team=team).first()
+    if budget is None:
+        return None
+    now = timezone.now()
+    return budget_state(budget, month_spend([team.pk], now)[team.pk].spent, committed(team.pk, now), now)
+
+
+def units_in_use(team=None, flavor_id: int | None = None) -> dict[int, int]:
+    """``{flavor id: units}`` the team holds now (every team's when None; one flavor's when given), one query.
+
+    Units in use are the units of the active (unreleased) reservations: the one figure
+    :func:`~quotas.decide.decide` compares with limits, and that quota pages, the API, the Capacity page and
+    burst scaling show. (Admission's hot path, :func:`quotas.admission.admit`, reads the same sum in its facts statement.)
+    """
+    held = Reservation.objects.held()
+    if team is not None:
+        held = held.filter(team=team)
+    if flavor_id is not None:
+        held = held.filter(flavor_id=flavor_id)
+    return held.units_by_flavor()
+
+
+def units_held_by_team() -> dict[tuple[int, int], tuple[int, int]]:
+    """``{(team id, flavor id): (units in use, borrowed units)}`` of every team, one query:
+    :func:`units_in_use` of all teams at once, with the part of it their cohorts lent."""
+    return Reservation.objects.held().units_by_team_and_flavor()
+
+
+def in_use_of_row():
+    """:func:`units_in_use` of each row's team and flavor, as an annotation (a correlated subquery):
+    for lists of quota rows (the admin console) without a query per row."""
+    units = (Reservation.objects.held().filter(team=OuterRef("team"), flavor=OuterRef("flavor"))
+             .order_by().values("team").annotate(total=Sum("units")).values("total"))
+    return Coalesce(Subquery(units, output_field=IntegerField()), Value(0))
+
+
+def borrowable(team, quotas: dict[int, TeamQuota], in_use: dict[int, int]) -> dict[int, int]:
+    """``{flavor id: units}`` the team's cohort could lend it now, per flavor of ``quotas``
+    (:func:`team_quotas`) holding ``in_use`` (:func:`units_in_use`); {} outside a cohort."""
+    cohort = cohort_of_quotas(quotas)
+    if cohort is None:
+        return {}
+    return {fid: flavor_quota(quota.flavor, quota, cohort, team.pk).borrowable(in_use.get(fid, 0))
+            for fid, quota in quotas.items()}
+
+
+def borrowed_units(refs: list[str]) -> dict[str, int]:
+    """``{ref: borrowed units}`` of the held reservations of ``refs`` that borrow any (one query)."""
+    return Reservation.objects.held().borrowed_by_ref(refs)
+
+
+def borrowed_units_of(ref):
+    """:func:`borrowed_units` of each row whose ref is the expression ``ref``, as an annotation (a
+    correlated subquery on the held reservation's unique ref): lists without a query more."""
+    held = Reservation.objects.held().filter(ref=ref).values("borrowed_units")[:1]
+    return Coalesce(Subquery(held, output_field=IntegerField()), Value(0))
+
+
+def in_use_of(team, flavor_id: int) -> int:
+    """:func:`units_in_use` of one flavor of the team: what :func:`quotas.decide.decide` is given as ``usage``."""
+    return units_in_use(team, flavor_id).get(flavor_id, 0)
+
+
+def units_of(team, flavor_id: int) -> tuple[int, int]:
+    """``(in use, limit)`` of the team's units of a flavor right now (limit 0 without a quota; no lock)."""
+    limit = TeamQuota.objects.filter(team=team, flavor_id=flavor_id).values_list("limit", flat=True).first() or 0
+    return in_use_of(team, flavor_id), limit
+
+
+def request_of(entry: QueuedRequest | Reservation) -> ResourceRequest:
+    """A queue entry's request as submitted (priced as it was); a reservation's unpriced (what a resize asks)."""
+    request = ResourceRequest(flavor=entry.flavor.name, units=entry.units, units_per_node=entry.units_per_node,
+                              priority=Priority.from_rank(entry.priority), spot=entry.spot,
+                              description=entry.description)
+    if isinstance(entry, QueuedRequest):
+        request = dataclasses.replace(request, estimated_cost=entry.estimated_cost, cost_per_hour=entry.cost_per_hour,
+                                      may_borrow=entry.may_borrow)
+    return request
