@@ -9,12 +9,15 @@ keep-alive HTTP clients on loopback (a team each), one phase per request kind, i
 * trivial: ``GET /api/v1/flavors/`` — authenticated like the rest, one small query;
 * submit: ``POST /api/v1/runs/`` (a fresh name each, admitted against the quota);
 * list: ``GET /api/v1/runs/?page_size=50`` with 200+ runs in the caller's team;
-* the same for endpoints: ``POST /api/v1/endpoints/`` and ``GET /api/v1/endpoints/``.
+* the same for endpoints: ``POST /api/v1/endpoints/`` and ``GET /api/v1/endpoints/``;
+* submit and create again with every client a member of **one** team (its own token each), as a
+  team's pipeline submitting in parallel does: their admissions serialise on that team's lock,
+  which the phases above (a team per client) cannot see.
 
 Each kind's phase follows a trivial phase of its own, in ``--rounds`` rounds (each starting one
 kind later than the one before, so no kind always runs last); its ratio is its
 rate over that trivial phase's, and the median of the rounds' ratios is judged against the
-targets (submit ≥ 0.33, list ≥ 0.15). Prints the median requests per second, p50 and p99
+targets (submit ≥ 0.33, list ≥ 0.15; in one team submit ≥ 0.33, create ≥ 0.30). Prints the median requests per second, p50 and p99
 latency of each kind, and each ratio with the rounds' own. Redis (its
 own database, ``SLIPWAY_BENCH_REDIS_URL``) is the broker and cache, as in production; no worker
 consumes the published tasks, and the database is flushed before and after.
@@ -45,7 +48,9 @@ PORT = 8171
 RUNS_PER_TEAM = 200
 #: A Redis database of its own: broker and cache as in production (publishing is part of a submit).
 REDIS = os.environ.get("SLIPWAY_BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
-TARGETS = {"submit run": 0.33, "list runs": 0.15, "create endpoint": 0.33, "list endpoints": 0.15}
+ONE_TEAM = "bench-one"
+TARGETS = {"submit run": 0.33, "list runs": 0.15, "create endpoint": 0.33, "list endpoints": 0.15,
+           "submit run (one team)": 0.33, "create endpoint (one team)": 0.30}
 
 
 def scratch_url(url: str) -> tuple[str, str]:
@@ -86,6 +91,30 @@ def seed(clients: int) -> list[str]:
         for n in range(RUNS_PER_TEAM):
             submit_run(user, team, {"name": f"seed-{n}", "image": "registry.example.com/ml/t:1",
                                     "command": ["python", "t.py"], "flavor": "a100-80gb"})
+    return raws
+
+
+def seed_one_team(clients: int) -> list[str]:
+    """The team :data:`ONE_TEAM` (quota and runs as :func:`seed`'s) with a member and token per client; the raw tokens."""
+    from decimal import Decimal
+
+    from django.contrib.auth import get_user_model
+
+    from jobs.services import submit_run
+    from quotas.demo import seed_team_quotas
+    from teams.models import Membership, Role, Team
+    from teams.services import create_api_token
+
+    team = Team.objects.create(slug=ONE_TEAM, name="Bench one", namespace=f"team-{ONE_TEAM}")
+    seed_team_quotas(team, {"a100-80gb": 1_000_000, "a100-1g.10gb": 1_000_000}, Decimal("10000000"))
+    raws = []
+    for i in range(clients):
+        user = get_user_model().objects.create_user(f"bench-one{i}")
+        Membership.objects.create(user=user, team=team, role=Role.MEMBER)
+        raws.append(create_api_token(user, "bench")[1])
+    for n in range(RUNS_PER_TEAM):
+        submit_run(user, team, {"name": f"seed-{n}", "image": "registry.example.com/ml/t:1",
+                                "command": ["python", "t.py"], "flavor": "a100-80gb"})
     return raws
 
 
@@ -136,7 +165,43 @@ def cpu_between(before: dict[int, tuple[str, float]], after: dict[int, tuple[str
     return spent
 
 
-def phase(tokens: list[str], seconds: float, make_request, first: int = 0) -> tuple[float, list[float]]:
+class LockWaits:
+    """While a phase runs, how many of the scratch database's backends wait for a lock, on average.
+
+    Sampled from ``pg_stat_activity`` every 20 ms on a connection of its own. Submissions of one
+    team queue on its admission lock (the team row), and this tells a phase held up there
+    from one that is merely slow (several waiting at once: the lock; none: the work itself).
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url, self.samples, self.waiting = url, 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample)
+
+    def __enter__(self) -> LockWaits:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def mean(self) -> float:
+        return self.waiting / self.samples if self.samples else 0.0
+
+    def _sample(self) -> None:
+        import psycopg
+
+        name = urlsplit(self.url).path.lstrip("/")
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self._stop.wait(0.02):
+                self.waiting += conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND "
+                                             "wait_event_type = 'Lock'", (name,)).fetchone()[0]
+                self.samples += 1
+
+
+def phase(tokens: list[str], make_request, seconds: float, first: int = 0) -> tuple[float, list[float]]:
     """Requests per second and latencies (s) of ``make_request(client, worker, i)`` from every client.
 
     ``i`` counts each client's requests from ``first`` (names stay unique across phases).
@@ -176,6 +241,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of each kind's first phase not measured")
     parser.add_argument("--rounds", type=int, default=4, help="paired rounds, the kinds' order rotating; the median "
                                                               "ratio is judged")
+    parser.add_argument("--kinds", default="", help="measure only these kinds (comma-separated labels, as printed)")
     args = parser.parse_args()
     base_url = os.environ.get("DATABASE_URL", "")
     if not base_url.startswith(("postgres://", "postgresql://")):
@@ -198,7 +264,7 @@ def main() -> None:
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
-        tokens = seed(args.clients)
+        tokens, one_team = seed(args.clients), seed_one_team(args.clients)
         from django.db import connections
 
         connections.close_all()
@@ -212,18 +278,38 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.1)
+        def submit(team):
+            return lambda c, w, i: c.request("POST", "/api/v1/runs/", {
+                "team": team(w), "name": f"r-{w}-{i}", "image": "registry.example.com/ml/t:1",
+                "command": ["python", "t.py"], "flavor": "a100-80gb"})
+
+        def create(team):
+            return lambda c, w, i: c.request("POST", "/api/v1/endpoints/", {
+                "team": team(w), "name": f"e-{w}-{i}", "image": "registry.example.com/s/vllm:1",
+                "flavor": "a100-1g.10gb"})
+
+        def own(w):
+            return f"bench-{w}"
+
+        def shared(_w):
+            return ONE_TEAM
+
+        # label -> (the clients' tokens, the request of client w's i-th call)
         phases = {
-            "trivial (GET /flavors/)": lambda c, w, i: c.request("GET", "/api/v1/flavors/"),
-            "submit run": lambda c, w, i: c.request("POST", "/api/v1/runs/", {
-                "team": f"bench-{w}", "name": f"r-{w}-{i}", "image": "registry.example.com/ml/t:1",
-                "command": ["python", "t.py"], "flavor": "a100-80gb"}),
-            "list runs": lambda c, w, i: c.request("GET", "/api/v1/runs/?page_size=50"),
-            "create endpoint": lambda c, w, i: c.request("POST", "/api/v1/endpoints/", {
-                "team": f"bench-{w}", "name": f"e-{w}-{i}", "image": "registry.example.com/s/vllm:1",
-                "flavor": "a100-1g.10gb"}),
-            "list endpoints": lambda c, w, i: c.request("GET", "/api/v1/endpoints/?page_size=50"),
+            "trivial (GET /flavors/)": (tokens, lambda c, w, i: c.request("GET", "/api/v1/flavors/")),
+            "submit run": (tokens, submit(own)),
+            "list runs": (tokens, lambda c, w, i: c.request("GET", "/api/v1/runs/?page_size=50")),
+            "create endpoint": (tokens, create(own)),
+            "list endpoints": (tokens, lambda c, w, i: c.request("GET", "/api/v1/endpoints/?page_size=50")),
+            "submit run (one team)": (one_team, submit(shared)),
+            "create endpoint (one team)": (one_team, create(shared)),
         }
         trivial_label = "trivial (GET /flavors/)"
+        if args.kinds:
+            wanted = {label.strip() for label in args.kinds.split(",")}
+            if wanted - set(phases):
+                raise SystemExit(f"unknown kinds {sorted(wanted - set(phases))}; the kinds are {list(phases)[1:]}")
+            phases = {label: phases[label] for label in phases if label == trivial_label or label in wanted}
         # Paired rounds: each kind is measured right after a trivial phase of its own, and its
         # ratio is taken against that pair's trivial rate. A shared VM's speed drifts by tens of
         # percent within a minute; a pair sees the same machine, and the median of the rounds'
@@ -231,6 +317,7 @@ def main() -> None:
         pairs = {label: [] for label in phases if label != trivial_label}
         latencies = {label: [] for label in phases}
         cpu = {label: {"app": 0.0, "db": 0.0} for label in phases}
+        lock_waits = {label: [] for label in phases}
         first = 0
         kinds = list(pairs)
         warmed = set()
@@ -244,9 +331,11 @@ def main() -> None:
                         warmed.add(measured)
                         # Warm up first (each worker process imports and compiles what the kind
                         # needs on its first requests): the figures are the steady state.
-                        phase(tokens, args.warmup, phases[measured], first=50_000_000 + first)
+                        phase(*phases[measured], args.warmup, first=50_000_000 + first)
                     before = cpu_seconds(server.pid)
-                    rate, seen = phase(tokens, args.seconds, phases[measured], first=first)
+                    with LockWaits(url) as waits:
+                        rate, seen = phase(*phases[measured], args.seconds, first=first)
+                    lock_waits[measured].append(waits.mean)
                     spent = cpu_between(before, cpu_seconds(server.pid))
                     latencies[measured].extend(seen)
                     for side, seconds in spent.items():
@@ -275,10 +364,12 @@ def main() -> None:
         print(f"  {label:<26} {statistics.median(rate for rate, _ in measured):7.1f} req/s   {spread(latencies[label])}"
               f"   ratio {ratio:4.2f} (rounds {', '.join(f'{r:.2f}' for r in ratios)}; target ≥ {target}: "
               f"{'PASS' if ratio >= target else 'FAIL'})")
-    print("CPU per request (gunicorn's processes; PostgreSQL's, its writers included):")
+    print("CPU per request (gunicorn's processes; PostgreSQL's, its writers included — on a shared machine, other "
+          "databases' too), and how many requests waited for a lock at a time, on average (LockWaits):")
     for label, used in cpu.items():
         count = len(latencies[label])
-        print(f"  {label:<26} app {used['app'] / count * 1000:6.2f} ms   db {used['db'] / count * 1000:6.2f} ms")
+        print(f"  {label:<26} app {used['app'] / count * 1000:6.2f} ms   db {used['db'] / count * 1000:6.2f} ms"
+              f"   waiting for a lock {statistics.mean(lock_waits[label]):4.2f}")
 
 
 def spread(latencies: list[float]) -> str:

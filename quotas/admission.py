@@ -60,7 +60,15 @@ from quotas.facts import (
     team_quotas,
     units_in_use,
 )
-from quotas.ledger import committed, cost_ahead, hours_left_in_month, month_end, month_spend
+from quotas.ledger import (
+    closed_spend_subquery,
+    committed,
+    cost_ahead,
+    hours_left_in_month,
+    month_end,
+    month_spend,
+    month_start,
+)
 from quotas.models import Cohort, GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, TeamSharing
 from quotas.pricing import dearest_sql
 from quotas.queue import queue_decision, queue_position
@@ -119,6 +127,8 @@ def _hot_sql(vendor: str) -> tuple[str, str, str]:
         f" (SELECT COALESCE(SUM(units), 0) FROM {res}"
         f"  WHERE team_id = %(team)s AND flavor_id = f.id AND released_at IS NULL),"
         f" b.monthly_limit, b.currency, b.alert_threshold_percent,"
+        # A budgeted team's ledger rows this month: month_spend's closed part (a round trip less under the lock).
+        f" CASE WHEN b.monthly_limit IS NULL THEN NULL ELSE {closed_spend_subquery(q, '%(team)s', '%(since)s')} END,"
         # What bounds committed money (see admit): every unit the team holds, the dearest price any
         # work can be quoted or charged (a cluster's own price included: quotas.pricing).
         f" (SELECT COALESCE(SUM(units), 0) FROM {res} WHERE team_id = %(team)s AND released_at IS NULL),"
@@ -166,12 +176,13 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
         lock_team(team)
         # 2. Every fact in one round trip: the flavor and the team's limit for it, is the ref
         #    already admitted or queued, the units of the flavor in use, the budget, and what
-        #    bounds committed money. A budgeted team's month-to-date spend is then the ledger's
-        #    one figure (month_spend: two plain statements).
+        #    bounds committed money, and a budgeted team's ledger rows this month. Its
+        #    month-to-date spend is then the ledger's one figure (month_spend: the open segments).
         now = timezone.now()
-        cursor.execute(facts_sql, {"ref": ref, "team": team.pk, "flavor": request.flavor, "ready": Health.READY})
+        cursor.execute(facts_sql, {"ref": ref, "team": team.pk, "flavor": request.flavor, "ready": Health.READY,
+                                   "since": connection.ops.adapt_datetimefield_value(month_start(now))})
         (flavor_id, active, max_per_node, limit, borrowing_limit, lending_limit, member_of, admitted, queued, usage,
-         budget_limit, currency, threshold, held_units, dearest, some_not_ready) = cursor.fetchone()
+         budget_limit, currency, threshold, closed, held_units, dearest, some_not_ready) = cursor.fetchone()
         if admitted:
             return Decision(Outcome.ADMIT, Reason.ADMITTED, f"already admitted: {ref}")
         if queued:
@@ -197,8 +208,8 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
             # a bound: each workload commits at most its reserved units, at its own price, to
             # the month's end, so every held unit at the dearest price never commits less.
             bound = cost_ahead(sql_decimal(dearest) or ZERO, int(held_units), now, month_end(now))
-            budget = BudgetState(sql_decimal(budget_limit), month_spend([team.pk], now)[team.pk].spent, currency,
-                                 bound, hours_left_in_month(now), threshold)
+            spent = month_spend([team.pk], now, {team.pk: closed})[team.pk].spent
+            budget = BudgetState(sql_decimal(budget_limit), spent, currency, bound, hours_left_in_month(now), threshold)
         decision = decide(request, int(usage), facts, budget)
         if decision.reason == Reason.WAITING_FOR_BUDGET:
             # More committed money only ever queues: an admission at the bound stands at the

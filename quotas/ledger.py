@@ -402,6 +402,13 @@ def open_spend(team_ids: list[int], since: datetime, now: datetime) -> dict[int,
     return totals
 
 
+def _closed_rows_sql(quote_name, teams: str, since: str) -> str:
+    """``FROM … WHERE …`` of the ledger rows that count as spent: the teams ``teams`` (an SQL condition
+    on ``team_id``) from ``since`` (a placeholder) on. The one rule of both readings below."""
+    return (f"FROM {quote_name(UsageRecord._meta.db_table)} WHERE team_id {teams}"
+            f" AND {quote_name('start')} >= {since}")
+
+
 @lru_cache(maxsize=32)
 def _closed_spend_sql(vendor: str, teams: int) -> str:
     """The ledger's cost per team from an instant on, for ``teams`` team ids: plain SQL, built once.
@@ -409,10 +416,20 @@ def _closed_spend_sql(vendor: str, teams: int) -> str:
     Plain, because every admission of a budgeted team reads it under the team's lock, where
     compiling an ORM query costs more CPU than the index-only scan it runs (see admission's hot path).
     """
-    q = connection.ops.quote_name
-    in_teams = ", ".join(["%s"] * teams)
-    return (f"SELECT team_id, SUM(cost) FROM {q(UsageRecord._meta.db_table)}"  # noqa: S608 - only the quoted table name
-            f" WHERE team_id IN ({in_teams}) AND {q('start')} >= %s GROUP BY team_id")
+    in_teams = f"IN ({', '.join(['%s'] * teams)})"
+    return f"SELECT team_id, SUM(cost) {_closed_rows_sql(connection.ops.quote_name, in_teams, '%s')} GROUP BY team_id"
+
+
+def closed_spend_subquery(quote_name, team: str, since: str) -> str:
+    """One team's ledger cost from ``since`` on as a scalar subquery (``team`` and ``since``: placeholders), for
+    a statement that reads it with other figures; :func:`month_spend` takes the sum it reads (``closed``)."""
+    return f"(SELECT SUM(cost) {_closed_rows_sql(quote_name, f'= {team}', since)})"
+
+
+def _closed_figure(total) -> Decimal:
+    """A ledger sum as spend counts it: at the ledger's precision, as the ORM would read it (SQLite sums in
+    floats); 0 without rows."""
+    return sql_decimal(total).quantize(LEDGER_PRECISION, ROUND_HALF_UP) if total is not None else ZERO
 
 
 def closed_spend(team_ids: list[int], since: datetime) -> dict[int, Decimal]:
@@ -424,8 +441,7 @@ def closed_spend(team_ids: list[int], since: datetime) -> dict[int, Decimal]:
         cursor.execute(_closed_spend_sql(connection.vendor, len(team_ids)),
                        [*team_ids, connection.ops.adapt_datetimefield_value(since)])
         for team_id, total in cursor.fetchall():
-            # At the ledger's precision, as the ORM would read the sum (SQLite sums in floats).
-            totals[team_id] = sql_decimal(total).quantize(LEDGER_PRECISION, ROUND_HALF_UP) if total is not None else ZERO
+            totals[team_id] = _closed_figure(total)
     return totals
 
 
@@ -437,14 +453,20 @@ class MonthSpend:
     burn_per_hour: Decimal = ZERO
 
 
-def month_spend(team_ids: list[int], now: datetime) -> dict[int, MonthSpend]:
+def month_spend(team_ids: list[int], now: datetime, closed: dict[int, object] | None = None) -> dict[int, MonthSpend]:
     """Month-to-date spend of each team in ``team_ids``: the one figure admission, budgets, pages and the admin show.
 
     The ledger's rows from the start of ``now``'s month plus the open segments up to ``now``
-    (two statements, whatever the number of teams or workloads).
+    (two statements, whatever the number of teams or workloads). ``closed``: each team's ledger
+    sum from the month's start as a statement of the caller's already read it
+    (:func:`closed_spend_subquery`; admission reads it with its facts, a round trip less under
+    the team's lock), leaving the open segments' one statement.
     """
     since = month_start(now)
-    closed = closed_spend(team_ids, since)
+    if closed is None:
+        closed = closed_spend(team_ids, since)
+    else:
+        closed = {team_id: _closed_figure(closed.get(team_id)) for team_id in team_ids}
     open_ = open_spend(team_ids, since, now)
     return {team_id: MonthSpend(closed[team_id] + open_[team_id].spent, open_[team_id].burn_per_hour)
             for team_id in team_ids}

@@ -39,6 +39,7 @@ from workloads import services as workloads
 from workloads.forecast import StartEstimate, estimated_starts
 from workloads.identity import REF_SEPARATOR
 from workloads.idle import IdleFigures, idle_figures
+from workloads.models import quote_rows
 from workloads.registry import WorkloadKind, kind_for, kind_of
 from workloads.views import log_download
 
@@ -111,8 +112,12 @@ def queue_context(workloads_page) -> dict:
     """Serializer context for ``workloads_page``: queue positions and start estimates, idle GPU figures.
 
     A few queries per team with queued work on the page, one for the idle figures of work that
-    was ever billed, one for the names of secret env.
+    was ever billed, one for the names of secret env. Every row is quoted here from one
+    :class:`~quotas.pricing.PriceBook` (two queries for the page, none for rows quoted already, such
+    as a workload just submitted): a kind's cost fields (an endpoint's cost per hour and its range)
+    come before ``price_per_hour`` and would otherwise each read the clusters and prices again.
     """
+    quote_rows(workloads_page)
     teams = {w.team_id: w.team for w in workloads_page if _queued(w)}
     positions: dict[str, int] = {}
     estimates: dict[str, StartEstimate] = {}

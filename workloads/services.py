@@ -38,15 +38,17 @@ def admit_new(workload) -> Decision:
     """Admit ``workload`` (just created, in the caller's transaction) and record the outcome.
 
     Admitted: its state moves to the kind's admitted state and the apply task is published
-    after commit (the reconciler re-drives it if that is lost). Queued: it waits with the
-    plain-words reason. Rejected: nothing is changed here; the caller raises its field error
-    and its transaction rolls the row back.
+    after commit (the reconciler re-drives it if that is lost); it carries its reservation's
+    borrowed units as list rows do (``borrowed_held``), so the API's response to the submission
+    reads nothing back. Queued: it waits with the plain-words reason. Rejected: nothing is
+    changed here; the caller raises its field error and its transaction rolls the row back.
     """
     kind = kind_of(workload)
     decision = admission.admit(workload.team, kind.resource_request(workload), workload.ref)
     if decision.rejected:
         return decision
     if decision.admitted:
+        workload.borrowed_held = decision.borrows  # what admission just wrote on the reservation
         workload.state, workload.admitted_at = kind.lifecycle.admitted, timezone.now()
         workload.reason, workload.reason_code = Message.WAITING_FOR_WORKER, ReasonCode.WAITING_FOR_WORKER
     else:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from inference.models import InferenceEndpoint
 from quotas.models import Reservation
@@ -118,3 +120,18 @@ def test_an_idempotency_key_returns_the_first_response(api, ep_quota):
     assert first.status_code == second.status_code == 201
     assert first.json()["id"] == second.json()["id"]
     assert InferenceEndpoint.objects.count() == 1
+
+
+def test_a_list_reads_the_clusters_and_prices_once_whatever_its_length(api, ep_quota):
+    # An endpoint's cost per hour and its range come before price_per_hour: each row is quoted
+    # from the page's one PriceBook (workloads.api.queue_context), not from a read of its own.
+    def statements() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert api.get("/api/v1/endpoints/").status_code == 200
+        return len(ctx.captured_queries)
+
+    post(api, name="a")
+    one = statements()
+    for name in "bcd":
+        post(api, name=name)
+    assert statements() == one

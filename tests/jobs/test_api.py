@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from jobs.constants import RunState
@@ -315,3 +317,15 @@ def test_it_serves_logs_and_events_from_the_cluster(api, member, team, quota, pu
     assert events[0]["reason"] == "Scheduled"
     assert api.get(f"/api/v1/runs/{run.pk}/logs/?tail=0").status_code == 400
     assert api.get(f"/api/v1/runs/{run.pk}/logs/?tail=x").status_code == 400
+
+
+def test_a_submission_reads_nothing_back_for_its_response(api, member, team, quota, published):
+    # The response says what admission decided (borrowed units included) from the run as written:
+    # after the audit row, the only statement left is the transaction's end.
+    api.get("/api/v1/flavors/")  # the token's first last-used write is behind us
+    with CaptureQueriesContext(connection) as ctx:
+        response = api.post("/api/v1/runs/", run_payload(name="fresh", gpus_per_worker=1), format="json")
+    assert response.status_code == 201 and response.json()["borrowed_units"] == 0
+    statements = [query["sql"] for query in ctx.captured_queries]
+    audit = next(i for i, sql in enumerate(statements) if sql.startswith('INSERT INTO "portal_auditevent"'))
+    assert [sql.split()[0] for sql in statements[audit + 1:]] == ["RELEASE"], statements[audit:]

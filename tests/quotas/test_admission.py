@@ -231,20 +231,20 @@ def test_it_admits_in_three_statements(quota_team, django_assert_num_queries):
 def test_a_budgeted_team_reads_commitments_only_when_their_bound_could_queue_the_request(
         budget_team, flavors, django_assert_num_queries):
     estimated = dataclasses.replace(a100(1), estimated_cost=Decimal("4.10"))
-    # Lock, facts (the bound's figures included), the month's spend (ledger rows, open segments),
-    # insert: nothing is held, so nothing can be committed, and a request without an estimate
-    # never weighs commitments.
-    with django_assert_num_queries(5):
+    # Lock, facts (the bound's figures and the month's ledger rows included), the month's open
+    # segments, insert: nothing is held, so nothing can be committed, and a request without an
+    # estimate never weighs commitments.
+    with django_assert_num_queries(4):
         assert admit(budget_team, a100(1), "run:1").admitted
     TeamBudget.objects.filter(team=budget_team).update(monthly_limit=Decimal("10"))
     Reservation.objects.filter(ref="run:1").update(units=1000)  # held: 1,000 units, the bound ≫ 10
     l4 = ResourceRequest("l4", 1, 1, estimated_cost=Decimal("4.10"))
-    with django_assert_num_queries(6) as ctx:  # + every kind's commitments, one statement
+    with django_assert_num_queries(5) as ctx:  # + every kind's commitments, one statement
         decision = admit(budget_team, l4, "run:2")
     # The exact figure is nothing (run:1 is no workload with a known end): it fits and is admitted.
     assert decision.admitted, decision.message
     assert sum("max_runtime_minutes" in q["sql"] for q in ctx.captured_queries) == 1
-    with django_assert_num_queries(6) as ctx:  # lock, facts, the month's spend (two), queue entry, its position
+    with django_assert_num_queries(5) as ctx:  # lock, facts, the month's open segments, queue entry, its position
         assert admit(budget_team, estimated, "run:3").reason == Reason.WAITING_FOR_QUOTA  # 1,000 A100s held
     assert not any("max_runtime_minutes" in q["sql"] for q in ctx.captured_queries)  # the quota decided
 
