@@ -13,8 +13,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 def _own_services_per_xdist_worker() -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ... (unset without xdist)
-    if not worker:
+    # A process a test starts with these settings inherits the environment already set: once only.
+    if not worker or os.environ.get("TESTS_SERVICES_OF_WORKER") == worker:
         return
+    os.environ["TESTS_SERVICES_OF_WORKER"] = worker
     index = int(worker.removeprefix("gw"))
     if os.environ.get("REDIS_URL"):
         url = urlsplit(os.environ["REDIS_URL"])
