@@ -109,8 +109,7 @@ class InferenceEndpoint(Workload):
     @property
     def cost_per_hour_now(self) -> Decimal:
         """What it costs per hour at the units running now: ready replicas and those still loading
-        (both hold their GPUs). Not an estimate of a whole run's rate (a run's
-        ``estimated_cost_per_hour``): the API keeps that field name for it all the same."""
+        (both hold their GPUs). The API's ``cost_per_hour_now`` (docs/glossary.md "cost per hour")."""
         return self.cost_per_hour_at(self.open_units)
 
     @property

@@ -16,10 +16,10 @@ from workloads.api import (
     BorrowedFields,
     ForecastSerializer,
     IdleFields,
-    ObjectNameAlias,
     PlacementFields,
     QueuedFields,
     SecretEnvField,
+    deprecated_names,
     secret_env_input,
 )
 from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
@@ -73,6 +73,7 @@ class EndpointCreateSerializer(EndpointPatchSerializer):
                                              help_text="Labels a cluster must carry to be chosen; empty: any cluster.")
 
 
+@deprecated_names("2026-11", cluster_name="object_name", estimated_cost_per_hour="cost_per_hour_now")
 class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, PlacementFields, serializers.ModelSerializer):
     """An endpoint as the API shows it. Queue position and start estimate come from the context."""
 
@@ -80,14 +81,14 @@ class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedField
     flavor = serializers.CharField(source="flavor.name")
     created_by = serializers.CharField(source="created_by.username")
     url = serializers.CharField()
-    object_name = serializers.CharField(help_text="The name of its Kubernetes objects (\"run-42\").")
-    cluster_name = ObjectNameAlias()
+    object_name = serializers.CharField(help_text="The name of its Kubernetes objects (\"ep-7\").")
     namespace = serializers.CharField()
     cost_to_date = serializers.DecimalField(max_digits=14, decimal_places=4)
     # The admitted maximum by the one rule (InferenceEndpoint.ceiling), as the page shows it.
     replica_ceiling = serializers.IntegerField(source="ceiling", read_only=True)
-    # The API's name (API.md) for what the endpoint costs per hour now.
-    estimated_cost_per_hour = serializers.DecimalField(max_digits=14, decimal_places=4, source="cost_per_hour_now")
+    cost_per_hour_now = serializers.DecimalField(
+        max_digits=14, decimal_places=4,
+        help_text="What it costs per hour now: its units running now (ready and loading replicas) at its unit-hour price.")
     cost_per_hour_range = serializers.ListField(child=serializers.DecimalField(max_digits=14, decimal_places=4))
 
     class Meta:
@@ -95,7 +96,7 @@ class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedField
         fields = [
             "id", "team", "name", "state", "reason", "created_by", "created_at", "admitted_at", "started_at",
             "finished_at", "replicas", "desired_replicas", "replica_ceiling", "url", "cost_to_date",
-            "estimated_cost_per_hour", "cost_per_hour_range", "namespace", "object_name", "cluster_name", "queue_position",
+            "cost_per_hour_now", "estimated_cost_per_hour", "cost_per_hour_range", "namespace", "object_name", "cluster_name", "queue_position",
             "estimated_start_at", "borrowed_units", "preemptible", "preemptions", "last_preempted_at", "idle_gpu_hours", "idle_cost", "idle_since",
             "image", "command", "args", "env", "secret_env", "port", "flavor", "gpus_per_replica", "min_replicas",
             "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds",

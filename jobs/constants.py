@@ -23,8 +23,9 @@ HOLDING_STATES = (RunState.ADMITTED, RunState.PENDING, RunState.RUNNING)
 TIMELINE = (RunState.QUEUED, RunState.ADMITTED, RunState.PENDING, RunState.RUNNING, RunState.SUCCEEDED)
 
 
-class ClusterResource(models.TextChoices):
-    """The Kubernetes resource that runs a training run (not a workload kind: both are runs)."""
+class RunResourceKind(models.TextChoices):
+    """The resource kind that runs a training run (docs/glossary.md "resource kind"; not a workload
+    kind: both are runs). The API shows it as ``resource_kind``."""
 
     JOB = "Job", "Job"
     PYTORCHJOB = "PyTorchJob", "PyTorchJob"

@@ -14,7 +14,7 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
-from jobs.constants import FINAL_STATES, HOLDING_STATES, REF_PREFIX, ClusterResource, RunState
+from jobs.constants import FINAL_STATES, HOLDING_STATES, REF_PREFIX, RunResourceKind, RunState
 from quotas.constants import Priority
 from workloads.models import Workload
 
@@ -73,9 +73,9 @@ class TrainingRun(Workload):
         return reverse("jobs:run-detail", args=[self.pk])
 
     @property
-    def cluster_resource(self) -> str:
-        """``Job`` for one worker, ``PyTorchJob`` for several (the API calls it ``kind``)."""
-        return ClusterResource.JOB if self.workers == 1 else ClusterResource.PYTORCHJOB
+    def resource_kind(self) -> str:
+        """The resource kind of its main object: ``Job`` for one worker, ``PyTorchJob`` for several."""
+        return RunResourceKind.JOB if self.workers == 1 else RunResourceKind.PYTORCHJOB
 
     @property
     def has_checkpoint_contract(self) -> bool:

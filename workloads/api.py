@@ -19,7 +19,7 @@ from django.http import Http404, HttpResponse
 from django.utils import timezone
 from drf_spectacular.plumbing import build_array_type, build_basic_type
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -145,15 +145,23 @@ class QueuedFields(serializers.Serializer):
         return estimate.at if estimate is not None else None
 
 
-@extend_schema_field({"type": "string", "deprecated": True,
-                      "description": "Deprecated: the same as object_name (the name it had until 2026-11); "
-                                     "removed in the next release."})
-class ObjectNameAlias(serializers.CharField):
-    """``cluster_name``: the old name of ``object_name`` (the Kubernetes objects' name, "run-42"),
-    kept one release for automation that reads it (docs/api.md, Deprecated)."""
+def deprecated_names(since: str, **old_names: str):
+    """Class decorator of a read serializer: keep each ``old=new`` field one release under its old name.
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(source="object_name", read_only=True, **kwargs)
+    The old field is a copy of ``new`` (the same value, the same type and format), read-only,
+    described as deprecated and marked ``deprecated: true`` in the OpenAPI schema, for automation
+    that reads it; ``since`` is the month of the rename. Every such field is listed in docs/api.md
+    "Deprecated" (a test holds the two together); the one name of each concept is in
+    docs/glossary.md. The serializer's ``Meta.fields`` lists both names.
+    """
+    def decorate(serializer: type) -> type:
+        for old, new in old_names.items():
+            field = serializer._declared_fields[new]
+            kwargs = {**field._kwargs, "source": field._kwargs.get("source", new), "read_only": True,
+                      "help_text": f"Deprecated: the same as {new} (its name until {since}); removed in the next release."}
+            serializer._declared_fields[old] = type(field)(*field._args, **kwargs)
+        return extend_schema_serializer(deprecate_fields=[*old_names])(serializer)
+    return decorate
 
 
 class PriceField(serializers.DecimalField):

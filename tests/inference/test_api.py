@@ -25,7 +25,8 @@ def test_it_creates_an_endpoint_and_shows_the_contracts_fields(api, ep_quota, pu
     assert body["object_name"] == f"ep-{body['id']}" and body["namespace"] == "team-ml-research"
     assert body["url"] == f"http://ep-{body['id']}.team-ml-research.svc.cluster.local"
     assert body["cost_per_hour_range"] == ["4.1000", "12.3000"]
-    assert body["estimated_cost_per_hour"] == "0.0000"  # nothing runs yet
+    assert body["cost_per_hour_now"] == "0.0000"  # nothing runs yet
+    assert body["estimated_cost_per_hour"] == body["cost_per_hour_now"]  # deprecated (docs/api.md, Deprecated)
     assert body["autoscale"] == {"metric": "gpu_utilization", "target": 70}
     assert body["created_by"] == "mia" and body["team"] == "ml-research"
     assert body["queue_position"] is None
