@@ -37,8 +37,8 @@ from quotas.constants import Reason as QuotaReason
 from quotas.models import QueuedRequest
 from teams.services import lock_team
 from workloads import lifecycle
-from workloads.forecast import borrow_words
 from workloads.models import ReasonCode
+from workloads.preview import borrow_words
 from workloads.services import enqueue_apply
 
 

@@ -14,9 +14,9 @@ from inference import constants as c
 from inference.models import InferenceEndpoint, ReplicaSample, ScalingEvent
 from workloads.api import (
     BorrowedFields,
-    ForecastSerializer,
     IdleFields,
     PlacementFields,
+    PreviewSerializer,
     QueuedFields,
     SecretEnvField,
     deprecated_names,
@@ -119,8 +119,8 @@ class ReplicaSampleSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class EndpointForecastSerializer(ForecastSerializer):
-    """An endpoint's dry run: the forecast of its minimum, plus its cost at the maximum and the burst possible now."""
+class EndpointPreviewSerializer(PreviewSerializer):
+    """An endpoint's dry run: the preview of its minimum, plus its cost at the maximum and the burst possible now."""
 
     cost_per_hour_at_max = serializers.DecimalField(max_digits=14, decimal_places=4)
     burst_replicas_now = serializers.IntegerField(help_text="Replicas burst would be granted up to now.")

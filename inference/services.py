@@ -39,7 +39,7 @@ from teams.services import audit, lock_team
 from workloads import lifecycle, secrets
 from workloads import services as workloads
 from workloads.constants import MAX_ENV_VARS, Message
-from workloads.forecast import Forecast, forecast
+from workloads.preview import Preview, preview_request
 from workloads.registry import kind_of
 
 
@@ -116,10 +116,10 @@ def create_endpoint(user, team: Team | str, data: dict) -> InferenceEndpoint:
 
 
 @dataclass(frozen=True)
-class EndpointForecast:
-    """What creating an endpoint would do now: the shared forecast (its minimum) and the burst above it."""
+class EndpointPreview:
+    """What creating an endpoint would do now: the shared preview (of its minimum) and the burst above it."""
 
-    forecast: Forecast
+    preview: Preview
     cost_per_hour_at_max: Decimal
     burst: scaling.BurstOutlook
     min_replicas: int  #: for the cold-start words: at 0 the first request waits for a replica
@@ -128,12 +128,12 @@ class EndpointForecast:
     in_cohort: bool = False
 
     def as_dict(self) -> dict:
-        return {**self.forecast.as_dict(), "cost_per_hour_at_max": self.cost_per_hour_at_max,
+        return {**self.preview.as_dict(), "cost_per_hour_at_max": self.cost_per_hour_at_max,
                 "burst_replicas_now": self.burst.replicas, "burst": self.burst.words}
 
 
-def preview_endpoint(team: Team, data: dict) -> EndpointForecast:
-    """What creating the endpoint would do now: cost range, its minimum's cost to the month's end
+def preview_endpoint(team: Team, data: dict) -> EndpointPreview:
+    """The preview of creating the endpoint (docs/glossary.md "preview"): cost range, its minimum's cost to the month's end
     against the budget, whether it would start now, queue (position, estimate) or be refused —
     and how far burst would be granted now.
 
@@ -151,10 +151,10 @@ def preview_endpoint(team: Team, data: dict) -> EndpointForecast:
                               **{k: v for k, v in fields.items() if k not in ("flavor", "secret_env")})
     burst = scaling.burst_outlook(team, flavor, draft.gpus_per_replica, draft.spot, draft.base_replicas, 0,
                                   draft.max_replicas)
-    result = forecast(team, kind_of(draft).resource_request(draft), flavor, None, draft.price_quote())
+    result = preview_request(team, kind_of(draft).resource_request(draft), flavor, None, draft.price_quote())
     # An endpoint has no end: in all, this month, its minimum costs what the budget counts.
     result = dataclasses.replace(result, estimated_total=result.committed_cost)
-    return EndpointForecast(result, draft.cost_per_hour_range[1], burst, draft.min_replicas,
+    return EndpointPreview(result, draft.cost_per_hour_range[1], burst, draft.min_replicas,
                             draft.startup_timeout_seconds, in_cohort=admission.cohort_id_of(team) is not None)
 
 

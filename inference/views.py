@@ -113,7 +113,7 @@ def _preview_context(team, form: EndpointForm) -> dict:
     except ValidationError as exc:
         return {"preview": None, "endpoint_preview": None,
                 "message": "; ".join(f"{k}: {v[0]}" for k, v in exc.message_dict.items())}
-    return {"preview": result.forecast, "endpoint_preview": result, "message": ""}
+    return {"preview": result.preview, "endpoint_preview": result, "message": ""}
 
 
 def _create_form(team, data=None) -> EndpointForm:

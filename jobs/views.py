@@ -41,10 +41,11 @@ from teams.permissions import end_refusal, may_end, read_membership, submit_refu
 from workloads import attempts, preemption, secrets
 from workloads import services as workloads
 from workloads.api import pk_of
-from workloads.forecast import CAPACITY_WAIT, Forecast, StartEstimate, estimated_starts
+from workloads.forecast import CAPACITY_WAIT, StartEstimate, estimated_starts
 from workloads.forms import command_echo
 from workloads.idle import idle_context
 from workloads.models import ReasonCode, quote_rows
+from workloads.preview import Preview
 from workloads.views import (
     STOP_POLLING,
     current_membership,
@@ -174,7 +175,7 @@ def run_preview(request: HttpRequest) -> HttpResponse:
     return render(request, "jobs/_run_preview.html", context)
 
 
-def _preview(team, values) -> Forecast | None:
+def _preview(team, values) -> Preview | None:
     """The preview of a form's values; None (the page asks to pick a flavor) until a flavor is picked.
 
     Without a flavor there is no price to show, and "flavor: This field is required." would

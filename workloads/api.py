@@ -380,8 +380,9 @@ class WorkloadReadActions:
         return Response(objects)
 
 
-class ForecastSerializer(serializers.Serializer):
-    """A dry run's answer (``POST …?dry_run=1``): what submitting would do now; nothing is written."""
+class PreviewSerializer(serializers.Serializer):
+    """A dry run's answer (``POST …?dry_run=1``): the preview of the submission — what submitting would
+    do now; nothing is written (:class:`workloads.preview.Preview`, docs/glossary.md "preview")."""
 
     outcome = serializers.ChoiceField(choices=["admit", "queue", "reject", "invalid"])
     message = serializers.CharField()
@@ -404,12 +405,12 @@ class ForecastSerializer(serializers.Serializer):
     cluster = serializers.CharField(allow_null=True, help_text="The cluster it would be placed on now (null: none can take it now).")
 
 
-DRY_RUN_PARAMETER = OpenApiParameter("dry_run", bool, description="Only forecast: cost, budget share, outcome, start.")
+DRY_RUN_PARAMETER = OpenApiParameter("dry_run", bool, description="Only preview: cost, budget share, outcome, start; nothing is written.")
 
 
-def create_schema(request: type, created: type, forecast: type = ForecastSerializer):
-    """The OpenAPI schema of a kind's ``create``: its request body, 201 with ``created``, a dry run's 200 with ``forecast``."""
-    return extend_schema(request=request, responses={201: created, 200: forecast},
+def create_schema(request: type, created: type, preview: type = PreviewSerializer):
+    """The OpenAPI schema of a kind's ``create``: its request body, 201 with ``created``, a dry run's 200 with ``preview``."""
+    return extend_schema(request=request, responses={201: created, 200: preview},
                          parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER), DRY_RUN_PARAMETER])
 
 
@@ -424,7 +425,7 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
 
     model: type
     #: What a dry run of ``create`` answers with (the kind's preview as a dict).
-    forecast_serializer: type = ForecastSerializer
+    preview_serializer: type = PreviewSerializer
 
     @property
     def kind(self) -> WorkloadKind:
@@ -436,11 +437,11 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
 
     @idempotent
     def create(self, request, *args, **kwargs):
-        # Submit one (201, as written); with ``?dry_run=1`` only forecast it (200, nothing written).
+        # Submit one (201, as written); with ``?dry_run=1`` only preview it (200, nothing written).
         slug, fields = team_slug_of_post(request)
         if is_dry_run(request):
             team = require_team(request.user, slug, Role.MEMBER).team
-            return Response(self.forecast_serializer(self.kind.preview(team, fields).as_dict()).data)
+            return Response(self.preview_serializer(self.kind.preview(team, fields).as_dict()).data)
         # The service checks access and returns the workload as written (team, flavor, author
         # and admission outcome included): no read-back.
         workload = self.kind.submit(request.user, slug, fields)
