@@ -29,6 +29,7 @@ from cluster.specs import (
     DEFAULT_STARTUP_TIMEOUT_SECONDS,
 )
 from inference.constants import (
+    ACTIVE_STATES,
     FINAL_STATES,
     HOLDING_STATES,
     REF_PREFIX,
@@ -42,6 +43,7 @@ class InferenceEndpoint(Workload):
     KIND_PREFIX = REF_PREFIX
     FINAL_STATES = FINAL_STATES
     HOLDING_STATES = HOLDING_STATES
+    ACTIVE_STATES = ACTIVE_STATES
 
     # What was submitted (API.md field names), beyond the shared name, flavor and spot.
     image = models.CharField(max_length=300)
@@ -68,7 +70,8 @@ class InferenceEndpoint(Workload):
 
     class Meta(Workload.Meta):
         constraints = [
-            # "unique among the team's live endpoints": a deleted endpoint's name may be reused.
+            # Unique among the team's unfinished endpoints (docs/glossary.md): a deleted or failed
+            # endpoint's name may be reused. The constraint keeps its older name (a migration's).
             models.UniqueConstraint(fields=["team", "name"], condition=~Q(state__in=["deleted", "failed"]),
                                     name="uniq_live_endpoint_name"),
         ]

@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from inference import scaling
-from inference.constants import HOLDING_STATES, LIVE_STATES, EndpointState, ScalingDecision
+from inference.constants import ACTIVE_STATES, HOLDING_STATES, EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from inference.validation import check_sizes, parse_endpoint_request
 from quotas import admission
@@ -47,6 +47,10 @@ class EndpointConflict(Exception):
     """The endpoint's state does not allow the action (the API answers 409)."""
 
 
+#: Names are unique among the team's unfinished endpoints (docs/glossary.md): deleting ones included.
+NAME_TAKEN = "The team already has an endpoint named {name!r} that is not deleted or failed."
+
+
 def get_endpoint_for_user(user, pk, role: str = Role.VIEWER, staff_reads: bool = False) -> InferenceEndpoint:
     """The endpoint ``pk`` if ``user`` may see it: 404 for outsiders, 403 when ``role`` is not met.
 
@@ -59,7 +63,7 @@ def get_endpoint_for_user(user, pk, role: str = Role.VIEWER, staff_reads: bool =
 def _flavor(team: Team, fields: dict) -> GpuFlavor:
     flavor, errors = workloads.check_flavor_and_name(
         InferenceEndpoint, team, fields["flavor"], fields["name"],
-        f"The team already has a live endpoint named {fields['name']!r}.", fields.get("cluster_selector"))
+        NAME_TAKEN.format(name=fields["name"]), fields.get("cluster_selector"))
     if flavor is not None:
         errors.update(check_sizes(fields["min_replicas"], fields["max_replicas"], fields["autoscale"],
                                   fields["gpus_per_replica"], bool(flavor.mig_profile)))
@@ -111,7 +115,7 @@ def create_endpoint(user, team: Team | str, data: dict) -> InferenceEndpoint:
                   units=endpoint.base_replicas * endpoint.gpus_per_replica, outcome=decision.outcome)
     except IntegrityError:
         # Two creations with one name raced past the check above; the constraint decided.
-        raise ValidationError({"name": [f"The team already has a live endpoint named {fields['name']!r}."]}) from None
+        raise ValidationError({"name": [NAME_TAKEN.format(name=fields["name"])]}) from None
     return endpoint
 
 
@@ -159,7 +163,7 @@ def preview_endpoint(team: Team, data: dict) -> EndpointPreview:
 
 
 def burst_now(endpoint: InferenceEndpoint) -> scaling.BurstOutlook | None:
-    """How far a live endpoint's burst would be granted now (None unless it holds quota)."""
+    """How far an active endpoint's burst would be granted now (None unless it holds quota)."""
     if endpoint.state not in HOLDING_STATES:
         return None
     return scaling.burst_outlook(endpoint.team, endpoint.flavor, endpoint.gpus_per_replica, endpoint.spot,
@@ -173,7 +177,7 @@ def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceE
     with transaction.atomic():
         lock_team(endpoint.team)  # sizes change only under the team's admission lock
         current = InferenceEndpoint.objects.select_for_update().get(pk=endpoint.pk)
-        if current.state not in LIVE_STATES:
+        if current.state not in ACTIVE_STATES:
             raise EndpointConflict(f"The endpoint is {current.state}; it can no longer be changed.")
         merged = {name: changes.get(name, getattr(current, name))
                   for name in ("min_replicas", "max_replicas", "autoscale")}

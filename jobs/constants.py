@@ -19,6 +19,8 @@ class RunState(models.TextChoices):
 FINAL_STATES = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
 #: States in which the run holds quota (a reservation).
 HOLDING_STATES = (RunState.ADMITTED, RunState.PENDING, RunState.RUNNING)
+#: Active: queued or holding quota (docs/glossary.md) — for a run, every state but the final ones.
+ACTIVE_STATES = (RunState.QUEUED, *HOLDING_STATES)
 #: The happy path, for the state timeline.
 TIMELINE = (RunState.QUEUED, RunState.ADMITTED, RunState.PENDING, RunState.RUNNING, RunState.SUCCEEDED)
 

@@ -14,7 +14,7 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
-from jobs.constants import FINAL_STATES, HOLDING_STATES, REF_PREFIX, RunResourceKind, RunState
+from jobs.constants import ACTIVE_STATES, FINAL_STATES, HOLDING_STATES, REF_PREFIX, RunResourceKind, RunState
 from quotas.constants import Priority
 from workloads.models import Workload
 
@@ -23,6 +23,7 @@ class TrainingRun(Workload):
     KIND_PREFIX = REF_PREFIX
     FINAL_STATES = FINAL_STATES
     HOLDING_STATES = HOLDING_STATES
+    ACTIVE_STATES = ACTIVE_STATES
 
     # What was submitted (API.md field names), beyond the shared name, flavor and spot.
     image = models.CharField(max_length=300)

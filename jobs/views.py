@@ -59,8 +59,10 @@ from workloads.views import (
 
 RUNS_PER_PAGE = 25
 
-#: Filter values of the runs list: the states plus "active" (admitted or running: holding quota).
-STATE_FILTERS = [("", "Any state"), ("active", "Active"), *RunState.choices]
+#: Filter values of the runs list: the states, "active" (queued or holding quota) and "holding" (holding
+#: quota: admitted, pending or running), as docs/glossary.md defines them.
+STATE_FILTERS = [("", "Any state"), ("active", "Active (queued or holding quota)"), ("holding", "Holding quota"),
+                 *RunState.choices]
 
 # 1. Runs list --------------------------------------------------------------------------------
 
@@ -77,6 +79,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
     state, mine, query = request.GET.get("state", ""), request.GET.get("mine") == "1", request.GET.get("q", "").strip()
     runs = TrainingRun.objects.filter(team=team).for_list()
     if state == "active":
+        runs = runs.active()
+    elif state == "holding":
         runs = runs.holding_quota()
     elif state in RunState.values:
         runs = runs.filter(state=state)

@@ -69,9 +69,15 @@ PORTAL_STEPS = (ReasonCode.WAITING_FOR_WORKER, ReasonCode.SUBMITTED)
 
 
 class WorkloadQuerySet(models.QuerySet):
+    """The sets of workloads by state, each named once (docs/glossary.md "active, queued, holding, unfinished")."""
+
     def unfinished(self) -> WorkloadQuerySet:
         """Not final (queued, holding quota, or on its way out): the names such work holds are taken."""
         return self.exclude(state__in=self.model.FINAL_STATES)
+
+    def active(self) -> WorkloadQuerySet:
+        """Queued or holding quota: work that waits for its units or has them (on its way out is not active)."""
+        return self.filter(state__in=self.model.ACTIVE_STATES)
 
     def holding_quota(self) -> WorkloadQuerySet:
         """Admitted and not ended: what the team's reservations stand for."""
@@ -91,9 +97,11 @@ class Workload(models.Model):
 
     #: The kind's identity prefix ("run", "ep"): see :mod:`workloads.identity`.
     KIND_PREFIX: str = ""
-    #: States the workload never leaves / in which it holds a reservation.
+    #: States the workload never leaves / in which it holds a reservation / in which it is active
+    #: (queued or holding quota). The one definition of each word: docs/glossary.md.
     FINAL_STATES: tuple[str, ...] = ()
     HOLDING_STATES: tuple[str, ...] = ()
+    ACTIVE_STATES: tuple[str, ...] = ()
 
     team = models.ForeignKey("portal.Team", on_delete=models.PROTECT, related_name="%(class)s_set")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
