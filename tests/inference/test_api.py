@@ -32,6 +32,16 @@ def test_it_creates_an_endpoint_and_shows_the_contracts_fields(api, ep_quota, pu
     assert body["queue_position"] is None
 
 
+def test_a_name_stays_taken_until_its_endpoint_is_deleted_or_failed(api, ep_quota, published):
+    first = post(api, name="chat").json()
+    InferenceEndpoint.objects.filter(pk=first["id"]).update(state="deleting")  # unfinished: still its name
+    refused = post(api, name="chat")
+    assert refused.status_code == 400
+    assert refused.json()["errors"]["name"] == ["The team already has an endpoint named 'chat' that is not deleted or failed."]
+    InferenceEndpoint.objects.filter(pk=first["id"]).update(state="deleted")
+    assert post(api, name="chat").status_code == 201
+
+
 def test_it_lists_and_filters_the_callers_endpoints(api, ep_quota, api_client_for, outsider, other_team):
     post(api, name="a")
     post(api, name="b", min_replicas=4, max_replicas=4)  # queued behind a
