@@ -22,7 +22,7 @@ from workloads.api import (
     deprecated_names,
     secret_env_input,
 )
-from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
+from workloads.constants import MAX_UNITS_PER_NODE, NAME_MAX_LENGTH
 
 
 class AutoscaleSerializer(serializers.Serializer):
@@ -63,7 +63,9 @@ class EndpointCreateSerializer(EndpointPatchSerializer):
     args = serializers.ListField(child=serializers.CharField(), required=False)
     port = serializers.IntegerField(min_value=1, max_value=65535, default=specs.DEFAULT_PORT)
     flavor = serializers.CharField(help_text="A full-GPU or a MIG flavor.")
-    gpus_per_replica = serializers.IntegerField(min_value=1, max_value=MAX_GPUS_PER_NODE, default=1)
+    gpus_per_replica = serializers.IntegerField(
+        min_value=1, max_value=MAX_UNITS_PER_NODE, default=1,
+        help_text="Units of the flavor per replica: whole GPUs, or MIG slices or shared-GPU replicas for such a flavor.")
     min_replicas = serializers.IntegerField(min_value=0, max_value=c.MAX_REPLICAS, default=1)
     readiness_path = serializers.CharField(max_length=200, default=specs.DEFAULT_READINESS_PATH)
     startup_timeout_seconds = serializers.IntegerField(min_value=10, max_value=c.MAX_STARTUP_TIMEOUT_SECONDS,

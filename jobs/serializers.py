@@ -21,7 +21,7 @@ from workloads.api import (
     deprecated_names,
     secret_env_input,
 )
-from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
+from workloads.constants import MAX_UNITS_PER_NODE, NAME_MAX_LENGTH
 
 
 class VolumeSerializer(serializers.Serializer):
@@ -66,7 +66,9 @@ class RunCreateSerializer(serializers.Serializer):
     env = serializers.DictField(child=serializers.CharField(), required=False)
     secret_env = secret_env_input()
     flavor = serializers.CharField()
-    gpus_per_worker = serializers.IntegerField(min_value=1, max_value=MAX_GPUS_PER_NODE, default=1)
+    gpus_per_worker = serializers.IntegerField(
+        min_value=1, max_value=MAX_UNITS_PER_NODE, default=1,
+        help_text="Units of the flavor per worker: whole GPUs, or MIG slices or shared-GPU replicas for such a flavor.")
     workers = serializers.IntegerField(min_value=1, max_value=c.MAX_WORKERS, default=1,
                                        help_text="1 ⇒ Job; more ⇒ PyTorchJob (1 Master + workers−1 Worker).")
     cpu = serializers.FloatField(min_value=0.001, max_value=c.MAX_CPU, required=False)

@@ -44,7 +44,9 @@ class ReasonCode(models.TextChoices):
     """What a workload's ``reason`` is about, beside its words: what code branches on (never the words).
 
     The words (``reason``) are for people and may change with the figures in them ("6 of 8 in
-    use"); the code names their kind and stays put. Set wherever ``reason`` is set.
+    use"); the code names what they are about and stays put. Set wherever ``reason`` is set. One
+    of three reason vocabularies, beside admission reasons and messages (:mod:`workloads.constants`,
+    docs/glossary.md "reason").
     """
 
     NONE = "", "Nothing to say"
@@ -193,7 +195,7 @@ class Workload(models.Model):
 
     @property
     def address(self) -> ClusterAddress:
-        """Where it lives on the cluster: its namespace and cluster name (``ref`` is its ledger name)."""
+        """Where it lives on the cluster: its namespace and object name (``ref`` is its ledger name)."""
         return ClusterAddress(self.namespace, self.object_name)
 
     @property
@@ -279,7 +281,7 @@ def quote_rows(workloads) -> None:
 
 
 class SecretEnv(models.Model):
-    """The secret env of one workload: the values its Kubernetes Secret ``<cluster name>-env`` holds.
+    """The secret env of one workload: the values its Kubernetes Secret ``<object name>-env`` holds.
 
     Kept apart from the workload's submitted fields, which pages, the API and the manifest view
     show: the pod spec only names the variables (``valueFrom.secretKeyRef``), and only the

@@ -11,7 +11,7 @@ Each reconcile cycle, after queued work was admitted (:func:`reclaim`):
    the tail of its pods' logs is saved (:mod:`workloads.attempts`: no cluster serves a deleted
    pod's log), a run's objects are deleted with the grace period (its checkpoint contract's
    ``grace_seconds``, else ``SLIPWAY_PREEMPTION_GRACE_SECONDS``; its checkpoint claim stays for
-   the next attempt), an endpoint's burst shrinks (:meth:`workloads.registry.WorkloadKind.preempt`);
+   the next attempt), an endpoint's burst shrinks (:meth:`workloads.registry.WorkloadKind.shrink_burst`);
 3. a run being preempted keeps its reservation until its objects are gone (:func:`follow`, from
    the cycle's observation, which also gives the notice and the graceful delete again when they
    were lost, and saves their logs again, with what they print while they stop), so the

@@ -160,7 +160,7 @@ class WorkloadKind(abc.ABC):
 
     @property
     def prefix(self) -> str:
-        """Identity prefix: ``run`` → refs ``run:42``, cluster names ``run-42``."""
+        """Identity prefix: ``run`` → refs ``run:42``, object names ``run-42``."""
         return self.model.KIND_PREFIX
 
     def identity(self, pk: int) -> WorkloadId:

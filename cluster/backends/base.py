@@ -84,7 +84,7 @@ def resource_kind(resources: Sequence[ResourceKind], api_version: str, kind: str
 
 @dataclass(frozen=True)
 class ClusterAddress:
-    """Where one workload lives in the cluster: its namespace and its cluster name (the value of
+    """Where one workload lives in the cluster: its namespace and its object name (the value of
     its ``slipway.dev/workload`` label, e.g. ``run-42``). A workload's ``ref`` (``run:42``) is its
     name in the ledger and the quota tables; this pair is its name on the cluster."""
 
