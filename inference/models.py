@@ -1,4 +1,5 @@
-"""Inference endpoints: a workload kind (see :mod:`workloads`), and their scaling log.
+"""Inference endpoints: a workload kind (see :mod:`workloads`; the words as docs/glossary.md defines them),
+and their scaling log.
 
 An endpoint's quota has two parts. Its **minimum** (``min_replicas``, at least one replica's
 units so a scaled-to-zero endpoint can wake without waiting) is reserved at admission and

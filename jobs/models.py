@@ -1,4 +1,4 @@
-"""Training runs: a workload kind (see :mod:`workloads`).
+"""Training runs: a workload kind (see :mod:`workloads`; the words as docs/glossary.md defines them).
 
 A :class:`TrainingRun` is what a data scientist asked for (the submitted fields, kept as
 submitted) on top of what every workload has (:class:`workloads.models.Workload`: team,

@@ -1,4 +1,4 @@
-"""The usage ledger: what ran, for how long, and what it cost.
+"""The usage ledger: what ran, for how long, and what it cost (its terms: docs/glossary.md "ledger").
 
 One :class:`~quotas.models.UsageRecord` per (workload, hour). Workloads bill as *open
 segments* (``workloads.billing``): units running since a point in time, written to the

@@ -1,4 +1,4 @@
-"""One identity per workload: its kind and primary key.
+"""One identity per workload: its kind and primary key (docs/glossary.md "ref", "object name").
 
 Everything else is derived from it in one place — the quota/ledger reference (``run:42``)
 and the object name and ``slipway.dev/workload`` label (``run-42``) — and parsed back from

@@ -1,5 +1,8 @@
 """Reclaim in action: take borrowed units back for a team under its nominal quota (DESIGN §9).
 
+Reclaim chooses the victims; preemption is what happens to each (docs/glossary.md "reclaim",
+"preemption"): notice, graceful delete, back to the queue as its next attempt.
+
 Each reconcile cycle, after queued work was admitted (:func:`reclaim`):
 
 1. for every cohort that reclaims and has queued work, the cohort's figures are read and each

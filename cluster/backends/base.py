@@ -46,7 +46,8 @@ Manifest = dict[str, Any]
 
 @dataclass(frozen=True)
 class ResourceKind:
-    """A kind of cluster object a workload kind creates, declared in its registration.
+    """A resource kind (docs/glossary.md): a kind of cluster object a workload kind creates, declared in
+    its registration.
 
     The backends learn the workload kinds' objects only from these (``workloads.registry``
     hands them over at each call): where a kind lives in the API (``plural``), whether
