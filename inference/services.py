@@ -163,7 +163,7 @@ def preview_endpoint(team: Team, data: dict) -> EndpointPreview:
 
 
 def burst_now(endpoint: InferenceEndpoint) -> scaling.BurstOutlook | None:
-    """How far an active endpoint's burst would be granted now (None unless it holds quota)."""
+    """How far the burst of an endpoint holding quota would be granted now (None when it holds none)."""
     if endpoint.state not in HOLDING_STATES:
         return None
     return scaling.burst_outlook(endpoint.team, endpoint.flavor, endpoint.gpus_per_replica, endpoint.spot,
