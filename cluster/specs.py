@@ -91,7 +91,7 @@ class CheckpointSpec:
     """A run's checkpoint contract (API.md "The checkpoint contract (runs)"), as its pods see it.
 
     ``claim`` is the PersistentVolumeClaim mounted at ``mount_path`` in every pod; when
-    ``provided`` Slipway creates it itself (``<cluster name>-checkpoints``, of ``storage`` and
+    ``provided`` Slipway creates it itself (``<object name>-checkpoints``, of ``storage`` and
     ``storage_class``), else it is the team's own. ``attempt`` and ``resume_from`` change from one
     attempt to the next (a preempted run is applied anew); the run token is never here, only the
     name of the Secret key the pods read it from.

@@ -1,4 +1,5 @@
-"""Names of the fleet app: a cluster's states as the API shows them."""
+"""Names of the fleet app: a cluster's states as the API shows them (docs/glossary.md "cluster states";
+an endpoint's ``ready`` and ``degraded`` are other states with the same words)."""
 
 from __future__ import annotations
 

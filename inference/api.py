@@ -16,8 +16,8 @@ from inference.constants import EndpointState
 from inference.models import InferenceEndpoint
 from inference.serializers import (
     EndpointCreateSerializer,
-    EndpointForecastSerializer,
     EndpointPatchSerializer,
+    EndpointPreviewSerializer,
     EndpointSerializer,
     ReplicaSampleSerializer,
     ScalingEventSerializer,
@@ -26,13 +26,13 @@ from workloads.api import WorkloadViewSet, create_schema, list_parameters
 
 
 @extend_schema_view(list=extend_schema(parameters=list_parameters(EndpointState.values)),
-                    create=create_schema(EndpointCreateSerializer, EndpointSerializer, EndpointForecastSerializer))
+                    create=create_schema(EndpointCreateSerializer, EndpointSerializer, EndpointPreviewSerializer))
 class EndpointViewSet(WorkloadViewSet):
     """Inference endpoints of the caller's teams (API.md "Inference endpoints"): create, read, change, delete."""
 
     model = InferenceEndpoint
     serializer_class = EndpointSerializer
-    forecast_serializer = EndpointForecastSerializer
+    preview_serializer = EndpointPreviewSerializer
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     @extend_schema(request=EndpointPatchSerializer, responses={200: EndpointSerializer})

@@ -22,8 +22,9 @@ class EndpointState(models.TextChoices):
 FINAL_STATES = (EndpointState.DELETED, EndpointState.FAILED)
 #: States in which it holds quota and lives on the cluster.
 HOLDING_STATES = (EndpointState.DEPLOYING, EndpointState.READY, EndpointState.SCALED_TO_ZERO, EndpointState.DEGRADED)
-#: States a user may still change or delete.
-LIVE_STATES = (EndpointState.QUEUED, *HOLDING_STATES)
+#: Active: queued or holding quota (docs/glossary.md) — the states a user may still change or delete
+#: (``deleting`` is unfinished but no longer active).
+ACTIVE_STATES = (EndpointState.QUEUED, *HOLDING_STATES)
 
 
 # The metric and engine vocabulary and the endpoint defaults are the cluster layer's

@@ -19,7 +19,7 @@ from inference import constants as c
 from inference.constants import Engine, Metric
 from quotas.models import GpuFlavor
 from quotas.pricing import PriceBook
-from workloads.constants import MAX_GPUS_PER_NODE
+from workloads.constants import MAX_UNITS_PER_NODE
 from workloads.forms import (
     FlavorSelect,
     command_line_field,
@@ -147,7 +147,7 @@ class EndpointForm(EndpointEditForm):
     name = forms.CharField(max_length=40, help_text="Lowercase letters, digits and '-', starting with a letter.")
     flavor = forms.ChoiceField(choices=())
     gpus_per_replica = forms.CharField(initial="1", label="GPUs per replica", help_text="1 for MIG slices.",
-                                       widget=whole_number(1, MAX_GPUS_PER_NODE))
+                                       widget=whole_number(1, MAX_UNITS_PER_NODE))
     command = command_line_field(
         required=False, label="Command", placeholder="vllm serve /models/llama --port 8080",
         help_text="Optional (the image's entrypoint otherwise); split as a shell splits words, never run by one.")

@@ -112,7 +112,7 @@ class EndpointKind(WorkloadKind):
     def submit(self, user, team, fields: dict) -> InferenceEndpoint:
         return services.create_endpoint(user, team, fields)
 
-    def preview(self, team, fields: dict) -> services.EndpointForecast:
+    def preview(self, team, fields: dict) -> services.EndpointPreview:
         return services.preview_endpoint(team, fields)
 
     def resource_request(self, endpoint: InferenceEndpoint) -> ResourceRequest:

@@ -1,4 +1,5 @@
-"""Inference endpoints: a workload kind (see :mod:`workloads`), and their scaling log.
+"""Inference endpoints: a workload kind (see :mod:`workloads`; the words as docs/glossary.md defines them),
+and their scaling log.
 
 An endpoint's quota has two parts. Its **minimum** (``min_replicas``, at least one replica's
 units so a scaled-to-zero endpoint can wake without waiting) is reserved at admission and
@@ -29,6 +30,7 @@ from cluster.specs import (
     DEFAULT_STARTUP_TIMEOUT_SECONDS,
 )
 from inference.constants import (
+    ACTIVE_STATES,
     FINAL_STATES,
     HOLDING_STATES,
     REF_PREFIX,
@@ -42,6 +44,7 @@ class InferenceEndpoint(Workload):
     KIND_PREFIX = REF_PREFIX
     FINAL_STATES = FINAL_STATES
     HOLDING_STATES = HOLDING_STATES
+    ACTIVE_STATES = ACTIVE_STATES
 
     # What was submitted (API.md field names), beyond the shared name, flavor and spot.
     image = models.CharField(max_length=300)
@@ -68,7 +71,8 @@ class InferenceEndpoint(Workload):
 
     class Meta(Workload.Meta):
         constraints = [
-            # "unique among the team's live endpoints": a deleted endpoint's name may be reused.
+            # Unique among the team's unfinished endpoints (docs/glossary.md): a deleted or failed
+            # endpoint's name may be reused. The constraint keeps its older name (a migration's).
             models.UniqueConstraint(fields=["team", "name"], condition=~Q(state__in=["deleted", "failed"]),
                                     name="uniq_live_endpoint_name"),
         ]
@@ -109,8 +113,7 @@ class InferenceEndpoint(Workload):
     @property
     def cost_per_hour_now(self) -> Decimal:
         """What it costs per hour at the units running now: ready replicas and those still loading
-        (both hold their GPUs). Not an estimate of a whole run's rate (a run's
-        ``estimated_cost_per_hour``): the API keeps that field name for it all the same."""
+        (both hold their GPUs). The API's ``cost_per_hour_now`` (docs/glossary.md "cost per hour")."""
         return self.cost_per_hour_at(self.open_units)
 
     @property

@@ -39,8 +39,8 @@ from quotas.models import QueuedRequest
 from quotas.queue import preview
 from teams.services import lock_team
 from workloads import lifecycle
-from workloads.forecast import borrow_words
 from workloads.models import ReasonCode
+from workloads.preview import borrow_words
 from workloads.services import enqueue_apply
 
 

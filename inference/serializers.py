@@ -14,15 +14,15 @@ from inference import constants as c
 from inference.models import InferenceEndpoint, ReplicaSample, ScalingEvent
 from workloads.api import (
     BorrowedFields,
-    ForecastSerializer,
     IdleFields,
-    ObjectNameAlias,
     PlacementFields,
+    PreviewSerializer,
     QueuedFields,
     SecretEnvField,
+    deprecated_names,
     secret_env_input,
 )
-from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
+from workloads.constants import MAX_UNITS_PER_NODE, NAME_MAX_LENGTH
 
 
 class AutoscaleSerializer(serializers.Serializer):
@@ -63,7 +63,9 @@ class EndpointCreateSerializer(EndpointPatchSerializer):
     args = serializers.ListField(child=serializers.CharField(), required=False)
     port = serializers.IntegerField(min_value=1, max_value=65535, default=specs.DEFAULT_PORT)
     flavor = serializers.CharField(help_text="A full-GPU or a MIG flavor.")
-    gpus_per_replica = serializers.IntegerField(min_value=1, max_value=MAX_GPUS_PER_NODE, default=1)
+    gpus_per_replica = serializers.IntegerField(
+        min_value=1, max_value=MAX_UNITS_PER_NODE, default=1,
+        help_text="Units of the flavor per replica: whole GPUs, or MIG slices or shared-GPU replicas for such a flavor.")
     min_replicas = serializers.IntegerField(min_value=0, max_value=c.MAX_REPLICAS, default=1)
     readiness_path = serializers.CharField(max_length=200, default=specs.DEFAULT_READINESS_PATH)
     startup_timeout_seconds = serializers.IntegerField(min_value=10, max_value=c.MAX_STARTUP_TIMEOUT_SECONDS,
@@ -73,6 +75,7 @@ class EndpointCreateSerializer(EndpointPatchSerializer):
                                              help_text="Labels a cluster must carry to be chosen; empty: any cluster.")
 
 
+@deprecated_names("2026-11", cluster_name="object_name", estimated_cost_per_hour="cost_per_hour_now")
 class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, PlacementFields, serializers.ModelSerializer):
     """An endpoint as the API shows it. Queue position and start estimate come from the context."""
 
@@ -80,14 +83,14 @@ class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedField
     flavor = serializers.CharField(source="flavor.name")
     created_by = serializers.CharField(source="created_by.username")
     url = serializers.CharField()
-    object_name = serializers.CharField(help_text="The name of its Kubernetes objects (\"run-42\").")
-    cluster_name = ObjectNameAlias()
+    object_name = serializers.CharField(help_text="The name of its Kubernetes objects (\"ep-7\").")
     namespace = serializers.CharField()
     cost_to_date = serializers.DecimalField(max_digits=14, decimal_places=4)
     # The admitted maximum by the one rule (InferenceEndpoint.ceiling), as the page shows it.
     replica_ceiling = serializers.IntegerField(source="ceiling", read_only=True)
-    # The API's name (API.md) for what the endpoint costs per hour now.
-    estimated_cost_per_hour = serializers.DecimalField(max_digits=14, decimal_places=4, source="cost_per_hour_now")
+    cost_per_hour_now = serializers.DecimalField(
+        max_digits=14, decimal_places=4,
+        help_text="What it costs per hour now: its units running now (ready and loading replicas) at its unit-hour price.")
     cost_per_hour_range = serializers.ListField(child=serializers.DecimalField(max_digits=14, decimal_places=4))
 
     class Meta:
@@ -95,7 +98,7 @@ class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedField
         fields = [
             "id", "team", "name", "state", "reason", "created_by", "created_at", "admitted_at", "started_at",
             "finished_at", "replicas", "desired_replicas", "replica_ceiling", "url", "cost_to_date",
-            "estimated_cost_per_hour", "cost_per_hour_range", "namespace", "object_name", "cluster_name", "queue_position",
+            "cost_per_hour_now", "estimated_cost_per_hour", "cost_per_hour_range", "namespace", "object_name", "cluster_name", "queue_position",
             "estimated_start_at", "borrowed_units", "preemptible", "preemptions", "last_preempted_at", "idle_gpu_hours", "idle_cost", "idle_since",
             "image", "command", "args", "env", "secret_env", "port", "flavor", "gpus_per_replica", "min_replicas",
             "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds",
@@ -118,8 +121,8 @@ class ReplicaSampleSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class EndpointForecastSerializer(ForecastSerializer):
-    """An endpoint's dry run: the forecast of its minimum, plus its cost at the maximum and the burst possible now."""
+class EndpointPreviewSerializer(PreviewSerializer):
+    """An endpoint's dry run: the preview of its minimum, plus its cost at the maximum and the burst possible now."""
 
     cost_per_hour_at_max = serializers.DecimalField(max_digits=14, decimal_places=4)
     burst_replicas_now = serializers.IntegerField(help_text="Replicas burst would be granted up to now.")

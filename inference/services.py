@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from inference import scaling
-from inference.constants import HOLDING_STATES, LIVE_STATES, EndpointState, ScalingDecision
+from inference.constants import ACTIVE_STATES, HOLDING_STATES, EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from inference.validation import check_sizes, parse_endpoint_request
 from quotas import admission
@@ -41,12 +41,16 @@ from teams.services import audit, lock_team
 from workloads import lifecycle, secrets
 from workloads import services as workloads
 from workloads.constants import MAX_ENV_VARS, Message
-from workloads.forecast import Forecast, forecast
+from workloads.preview import Preview, preview_request
 from workloads.registry import kind_of
 
 
 class EndpointConflict(Exception):
     """The endpoint's state does not allow the action (the API answers 409)."""
+
+
+#: Names are unique among the team's unfinished endpoints (docs/glossary.md): deleting ones included.
+NAME_TAKEN = "The team already has an endpoint named {name!r} that is not deleted or failed."
 
 
 def get_endpoint_for_user(user, pk, role: str = Role.VIEWER, staff_reads: bool = False) -> InferenceEndpoint:
@@ -61,7 +65,7 @@ def get_endpoint_for_user(user, pk, role: str = Role.VIEWER, staff_reads: bool =
 def _flavor(team: Team, fields: dict) -> GpuFlavor:
     flavor, errors = workloads.check_flavor_and_name(
         InferenceEndpoint, team, fields["flavor"], fields["name"],
-        f"The team already has a live endpoint named {fields['name']!r}.", fields.get("cluster_selector"))
+        NAME_TAKEN.format(name=fields["name"]), fields.get("cluster_selector"))
     if flavor is not None:
         errors.update(check_sizes(fields["min_replicas"], fields["max_replicas"], fields["autoscale"],
                                   fields["gpus_per_replica"], bool(flavor.mig_profile)))
@@ -113,15 +117,15 @@ def create_endpoint(user, team: Team | str, data: dict) -> InferenceEndpoint:
                   units=endpoint.base_replicas * endpoint.gpus_per_replica, outcome=decision.outcome)
     except IntegrityError:
         # Two creations with one name raced past the check above; the constraint decided.
-        raise ValidationError({"name": [f"The team already has a live endpoint named {fields['name']!r}."]}) from None
+        raise ValidationError({"name": [NAME_TAKEN.format(name=fields["name"])]}) from None
     return endpoint
 
 
 @dataclass(frozen=True)
-class EndpointForecast:
-    """What creating an endpoint would do now: the shared forecast (its minimum) and the burst above it."""
+class EndpointPreview:
+    """What creating an endpoint would do now: the shared preview (of its minimum) and the burst above it."""
 
-    forecast: Forecast
+    preview: Preview
     cost_per_hour_at_max: Decimal
     burst: scaling.BurstOutlook
     min_replicas: int  #: for the cold-start words: at 0 the first request waits for a replica
@@ -130,12 +134,12 @@ class EndpointForecast:
     in_cohort: bool = False
 
     def as_dict(self) -> dict:
-        return {**self.forecast.as_dict(), "cost_per_hour_at_max": self.cost_per_hour_at_max,
+        return {**self.preview.as_dict(), "cost_per_hour_at_max": self.cost_per_hour_at_max,
                 "burst_replicas_now": self.burst.replicas, "burst": self.burst.words}
 
 
-def preview_endpoint(team: Team, data: dict) -> EndpointForecast:
-    """What creating the endpoint would do now: cost range, its minimum's cost to the month's end
+def preview_endpoint(team: Team, data: dict) -> EndpointPreview:
+    """The preview of creating the endpoint (docs/glossary.md "preview"): cost range, its minimum's cost to the month's end
     against the budget, whether it would start now, queue (position, estimate) or be refused —
     and how far burst would be granted now.
 
@@ -153,15 +157,15 @@ def preview_endpoint(team: Team, data: dict) -> EndpointForecast:
                               **{k: v for k, v in fields.items() if k not in ("flavor", "secret_env")})
     burst = scaling.burst_outlook(team, flavor, draft.gpus_per_replica, draft.spot, draft.base_replicas, 0,
                                   draft.max_replicas)
-    result = forecast(team, kind_of(draft).resource_request(draft), flavor, None, draft.price_quote())
+    result = preview_request(team, kind_of(draft).resource_request(draft), flavor, None, draft.price_quote())
     # An endpoint has no end: in all, this month, its minimum costs what the budget counts.
     result = dataclasses.replace(result, estimated_total=result.committed_cost)
-    return EndpointForecast(result, draft.cost_per_hour_range[1], burst, draft.min_replicas,
+    return EndpointPreview(result, draft.cost_per_hour_range[1], burst, draft.min_replicas,
                             draft.startup_timeout_seconds, in_cohort=cohort_id_of(team) is not None)
 
 
 def burst_now(endpoint: InferenceEndpoint) -> scaling.BurstOutlook | None:
-    """How far a live endpoint's burst would be granted now (None unless it holds quota)."""
+    """How far the burst of an endpoint holding quota would be granted now (None when it holds none)."""
     if endpoint.state not in HOLDING_STATES:
         return None
     return scaling.burst_outlook(endpoint.team, endpoint.flavor, endpoint.gpus_per_replica, endpoint.spot,
@@ -175,7 +179,7 @@ def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceE
     with transaction.atomic():
         lock_team(endpoint.team)  # sizes change only under the team's admission lock
         current = InferenceEndpoint.objects.select_for_update().get(pk=endpoint.pk)
-        if current.state not in LIVE_STATES:
+        if current.state not in ACTIVE_STATES:
             raise EndpointConflict(f"The endpoint is {current.state}; it can no longer be changed.")
         merged = {name: changes.get(name, getattr(current, name))
                   for name in ("min_replicas", "max_replicas", "autoscale")}

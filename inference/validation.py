@@ -19,7 +19,7 @@ from cluster.promql import QueryRefused, scope_query
 from cluster.specs import REQUEST_DRIVEN_METRICS
 from inference import constants as c
 from inference.constants import Engine, Metric
-from workloads.constants import MAX_GPUS_PER_NODE
+from workloads.constants import MAX_UNITS_PER_NODE
 from workloads.validation import (
     DNS1035_LABEL,
     Collector,
@@ -116,7 +116,7 @@ def parse_endpoint_request(data: Mapping[str, Any], partial: bool = False, *, na
         out["args"] = list(col.argv("args", required=False))
         out["port"] = col.integer("port", specs.DEFAULT_PORT, 1, 65535)
         out["flavor"] = col.string("flavor", max_length=40)
-        out["gpus_per_replica"] = col.integer("gpus_per_replica", 1, 1, MAX_GPUS_PER_NODE)
+        out["gpus_per_replica"] = col.integer("gpus_per_replica", 1, 1, MAX_UNITS_PER_NODE)
         path = col.string("readiness_path", required=False, max_length=200) or specs.DEFAULT_READINESS_PATH
         if not HTTP_PATH.fullmatch(path):
             col.add("readiness_path", "Must be an absolute HTTP path, e.g. /health/ready.")

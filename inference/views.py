@@ -22,7 +22,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from inference import services
 from inference.chart import replicas_chart
-from inference.constants import LIVE_STATES, EndpointState
+from inference.constants import ACTIVE_STATES, EndpointState
 from inference.forms import EndpointEditForm, EndpointForm
 from inference.models import InferenceEndpoint
 from quotas.models import GpuFlavor
@@ -61,7 +61,7 @@ PREVIEW_FIELDS = ("flavor", "gpus_per_replica", "min_replicas", "max_replicas", 
 
 
 #: Filter values of the endpoints list: by default every endpoint but the deleted ones.
-STATE_FILTERS = [("", "Not deleted"), ("live", "Live (may change)"), *EndpointState.choices, ("all", "All, deleted too")]
+STATE_FILTERS = [("", "Not deleted"), ("active", "Active (may change)"), *EndpointState.choices, ("all", "All, deleted too")]
 
 
 @login_required
@@ -75,8 +75,8 @@ def endpoint_list(request: HttpRequest) -> HttpResponse:
     team = membership.team
     state = request.GET.get("state", "")
     endpoints = InferenceEndpoint.objects.filter(team=team).for_list()
-    if state == "live":
-        endpoints = endpoints.filter(state__in=LIVE_STATES)
+    if state == "active":
+        endpoints = endpoints.active()
     elif state in EndpointState.values:
         endpoints = endpoints.filter(state=state)
     elif state != "all":
@@ -113,7 +113,7 @@ def _preview_context(team, form: EndpointForm) -> dict:
     except ValidationError as exc:
         return {"preview": None, "endpoint_preview": None,
                 "message": "; ".join(f"{k}: {v[0]}" for k, v in exc.message_dict.items())}
-    return {"preview": result.forecast, "endpoint_preview": result, "message": ""}
+    return {"preview": result.preview, "endpoint_preview": result, "message": ""}
 
 
 def _create_form(team, data=None) -> EndpointForm:
@@ -171,10 +171,10 @@ def _detail_context(request: HttpRequest, endpoint: InferenceEndpoint) -> dict:
     """The status panel's context; platform staff outside the team read it without controls."""
     membership = read_membership(request.user, endpoint.team)
     # A deleting endpoint can neither be changed nor deleted again: no buttons for it.
-    live = endpoint.state in LIVE_STATES and membership is not None
-    return {"endpoint": endpoint, "can_edit": live and membership.allows(Role.MEMBER),
-            "can_delete": live and may_end(request.user, endpoint, membership),
-            "delete_refused": end_refusal(request.user, endpoint, membership) if live else "",
+    active = endpoint.state in ACTIVE_STATES and membership is not None
+    return {"endpoint": endpoint, "can_edit": active and membership.allows(Role.MEMBER),
+            "can_delete": active and may_end(request.user, endpoint, membership),
+            "delete_refused": end_refusal(request.user, endpoint, membership) if active else "",
             "staff_reader": membership is None, **idle_context(endpoint)}
 
 
@@ -205,7 +205,7 @@ def endpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def endpoint_edit(request: HttpRequest, pk: int) -> HttpResponse:
     """Change image, env, sizes or autoscaling (a PATCH through ``services.update_endpoint``)."""
     endpoint = services.get_endpoint_for_user(request.user, pk, Role.MEMBER)
-    if endpoint.state not in LIVE_STATES:
+    if endpoint.state not in ACTIVE_STATES:
         messages.error(request, f"Endpoint {endpoint.name} is {endpoint.get_state_display().lower()}; "
                                 "it can no longer be changed.")
         return redirect("inference:endpoint-detail", pk=endpoint.pk)

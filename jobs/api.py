@@ -24,7 +24,7 @@ from teams.authentication import BearerTokenAuthentication
 from teams.idempotency import idempotent
 from teams.models import Role
 from teams.permissions import get_membership, may_correct_checkpoint
-from workloads.api import ForecastSerializer, WorkloadViewSet, create_schema, list_parameters, pk_of
+from workloads.api import PreviewSerializer, WorkloadViewSet, create_schema, list_parameters, pk_of
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class RunTokenScheme(OpenApiAuthenticationExtension):
 
 
 @extend_schema_view(list=extend_schema(parameters=list_parameters(RunState.values)),
-                    create=create_schema(RunCreateSerializer, RunSerializer, ForecastSerializer))
+                    create=create_schema(RunCreateSerializer, RunSerializer, PreviewSerializer))
 class RunViewSet(WorkloadViewSet):
     """Training runs of the caller's teams (API.md "Training runs"): submit, read, cancel."""
 

@@ -19,12 +19,15 @@ class RunState(models.TextChoices):
 FINAL_STATES = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
 #: States in which the run holds quota (a reservation).
 HOLDING_STATES = (RunState.ADMITTED, RunState.PENDING, RunState.RUNNING)
+#: Active: queued or holding quota (docs/glossary.md) — for a run, every state but the final ones.
+ACTIVE_STATES = (RunState.QUEUED, *HOLDING_STATES)
 #: The happy path, for the state timeline.
 TIMELINE = (RunState.QUEUED, RunState.ADMITTED, RunState.PENDING, RunState.RUNNING, RunState.SUCCEEDED)
 
 
-class ClusterResource(models.TextChoices):
-    """The Kubernetes resource that runs a training run (not a workload kind: both are runs)."""
+class RunResourceKind(models.TextChoices):
+    """The resource kind that runs a training run (docs/glossary.md "resource kind"; not a workload
+    kind: both are runs). The API shows it as ``resource_kind``."""
 
     JOB = "Job", "Job"
     PYTORCHJOB = "PyTorchJob", "PyTorchJob"

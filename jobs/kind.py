@@ -131,7 +131,7 @@ class TrainingKind(WorkloadKind):
         return services.submit_run(user, team, fields)
 
     def preview(self, team, fields: dict):
-        parse_run_request(fields)  # bad input is a 400 here, not an "invalid" forecast as the form's preview shows
+        parse_run_request(fields)  # bad input is a 400 here, not an "invalid" preview as the form shows
         return services.preview_run(team, fields)
 
     def resource_request(self, run: TrainingRun) -> ResourceRequest:

@@ -1,4 +1,4 @@
-"""Training runs: a workload kind (see :mod:`workloads`).
+"""Training runs: a workload kind (see :mod:`workloads`; the words as docs/glossary.md defines them).
 
 A :class:`TrainingRun` is what a data scientist asked for (the submitted fields, kept as
 submitted) on top of what every workload has (:class:`workloads.models.Workload`: team,
@@ -14,7 +14,7 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
-from jobs.constants import FINAL_STATES, HOLDING_STATES, REF_PREFIX, ClusterResource, RunState
+from jobs.constants import ACTIVE_STATES, FINAL_STATES, HOLDING_STATES, REF_PREFIX, RunResourceKind, RunState
 from quotas.constants import Priority
 from workloads.models import Workload
 
@@ -23,6 +23,7 @@ class TrainingRun(Workload):
     KIND_PREFIX = REF_PREFIX
     FINAL_STATES = FINAL_STATES
     HOLDING_STATES = HOLDING_STATES
+    ACTIVE_STATES = ACTIVE_STATES
 
     # What was submitted (API.md field names), beyond the shared name, flavor and spot.
     image = models.CharField(max_length=300)
@@ -73,9 +74,9 @@ class TrainingRun(Workload):
         return reverse("jobs:run-detail", args=[self.pk])
 
     @property
-    def cluster_resource(self) -> str:
-        """``Job`` for one worker, ``PyTorchJob`` for several (the API calls it ``kind``)."""
-        return ClusterResource.JOB if self.workers == 1 else ClusterResource.PYTORCHJOB
+    def resource_kind(self) -> str:
+        """The resource kind of its main object: ``Job`` for one worker, ``PyTorchJob`` for several."""
+        return RunResourceKind.JOB if self.workers == 1 else RunResourceKind.PYTORCHJOB
 
     @property
     def has_checkpoint_contract(self) -> bool:

@@ -14,14 +14,14 @@ from quotas.constants import Priority
 from workloads.api import (
     BorrowedFields,
     IdleFields,
-    ObjectNameAlias,
     PlacementFields,
     PriceField,
     QueuedFields,
     SecretEnvField,
+    deprecated_names,
     secret_env_input,
 )
-from workloads.constants import MAX_GPUS_PER_NODE, NAME_MAX_LENGTH
+from workloads.constants import MAX_UNITS_PER_NODE, NAME_MAX_LENGTH
 
 
 class VolumeSerializer(serializers.Serializer):
@@ -66,7 +66,9 @@ class RunCreateSerializer(serializers.Serializer):
     env = serializers.DictField(child=serializers.CharField(), required=False)
     secret_env = secret_env_input()
     flavor = serializers.CharField()
-    gpus_per_worker = serializers.IntegerField(min_value=1, max_value=MAX_GPUS_PER_NODE, default=1)
+    gpus_per_worker = serializers.IntegerField(
+        min_value=1, max_value=MAX_UNITS_PER_NODE, default=1,
+        help_text="Units of the flavor per worker: whole GPUs, or MIG slices or shared-GPU replicas for such a flavor.")
     workers = serializers.IntegerField(min_value=1, max_value=c.MAX_WORKERS, default=1,
                                        help_text="1 ⇒ Job; more ⇒ PyTorchJob (1 Master + workers−1 Worker).")
     cpu = serializers.FloatField(min_value=0.001, max_value=c.MAX_CPU, required=False)
@@ -85,15 +87,16 @@ class RunCreateSerializer(serializers.Serializer):
                                              help_text="Labels a cluster must carry to be chosen; empty: any cluster.")
 
 
+@deprecated_names("2026-11", cluster_name="object_name", kind="resource_kind")
 class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, PlacementFields, serializers.ModelSerializer):
     """A run as the API shows it. Queue position and start estimate come from the context."""
 
     team = serializers.CharField(source="team.slug")
     flavor = serializers.CharField(source="flavor.name")
     created_by = serializers.CharField(source="created_by.username")
-    kind = serializers.CharField(source="cluster_resource")  # the API's name; not a workload kind
+    resource_kind = serializers.CharField(help_text="The resource kind of its main object: Job (one worker) or "
+                                                    "PyTorchJob (several).")
     object_name = serializers.CharField(help_text="The name of its Kubernetes objects (\"run-42\").")
-    cluster_name = ObjectNameAlias()
     namespace = serializers.CharField()
     estimated_cost_per_hour = PriceField(units="total_units")
     estimated_total_cost = serializers.DecimalField(max_digits=14, decimal_places=4, allow_null=True,
@@ -106,7 +109,7 @@ class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, Pl
         model = TrainingRun
         fields = [
             "id", "team", "name", "state", "reason", "created_by", "created_at", "admitted_at", "started_at",
-            "finished_at", "kind", "object_name", "cluster_name", "namespace", "queue_position", "estimated_start_at",
+            "finished_at", "resource_kind", "kind", "object_name", "cluster_name", "namespace", "queue_position", "estimated_start_at",
             "borrowed_units", "preemptible", "preemptions", "last_preempted_at",
             "cost_to_date", "estimated_cost_per_hour", "estimated_total_cost", "idle_gpu_hours", "idle_cost",
             "idle_since", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers",

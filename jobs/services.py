@@ -36,7 +36,7 @@ from teams.services import audit
 from workloads import secrets
 from workloads import services as workloads
 from workloads.constants import NAME_MAX_LENGTH, Message
-from workloads.forecast import Forecast, forecast
+from workloads.preview import Preview, preview_request
 
 #: A copy's counter at the end of a run name ("first-try-2"), see :func:`name_for_run_again`.
 COPY_SUFFIX = re.compile(r"(?P<stem>.+)-(?P<number>[0-9]+)")
@@ -141,13 +141,13 @@ def checkpoint_claim(request: RunRequest) -> dict[str, str]:
             "checkpoint_storage_class": settings.SLIPWAY_CHECKPOINT_STORAGE_CLASS}
 
 
-def preview_run(team: Team, data: dict) -> Forecast:
-    """What submitting would do now: price, budget share, start now / queue (position, estimate) / refuse."""
+def preview_run(team: Team, data: dict) -> Preview:
+    """The preview of submitting ``data`` (docs/glossary.md "preview"): price, budget share, start now / queue (position, estimate) / refuse."""
     try:
         request = parse_run_request(data)
     except ValidationError as exc:
         first = next(iter(exc.message_dict.items()))
-        return Forecast("invalid", f"{first[0]}: {first[1][0]}")
+        return Preview("invalid", f"{first[0]}: {first[1][0]}")
     flavor = GpuFlavor.objects.usable().filter(name=request.flavor).first()
     quota_request = _quota_request(request)
     price = None
@@ -160,7 +160,7 @@ def preview_run(team: Team, data: dict) -> Forecast:
         total = rate * request.max_runtime_minutes / 60 if request.max_runtime_minutes else None
         quota_request = dataclasses.replace(quota_request, cost_per_hour=rate, estimated_cost=total)
     duration = timedelta(minutes=request.max_runtime_minutes) if request.max_runtime_minutes else None
-    return forecast(team, quota_request, flavor, duration, price)
+    return preview_request(team, quota_request, flavor, duration, price)
 
 
 # 3. Reporting a checkpoint (jobs.checkpoints) ------------------------------------------------

@@ -21,7 +21,7 @@ from django.core.exceptions import ValidationError
 from cluster.manifests.checkpoint import CHECKPOINT_DIR, CONTRACT_ENV
 from jobs import constants as c
 from quotas.constants import Priority
-from workloads.constants import MAX_GPUS_PER_NODE
+from workloads.constants import MAX_UNITS_PER_NODE
 from workloads.validation import (
     DNS1123_SUBDOMAIN,
     Collector,
@@ -147,7 +147,7 @@ def parse_run_request(data: Mapping[str, Any]) -> RunRequest:
     env = check_env(col)
     secret_env = check_secret_env(col, env)
     flavor = col.string("flavor", max_length=40)
-    gpus = col.integer("gpus_per_worker", 1, 1, MAX_GPUS_PER_NODE)
+    gpus = col.integer("gpus_per_worker", 1, 1, MAX_UNITS_PER_NODE)
     workers = col.integer("workers", 1, 1, c.MAX_WORKERS)
     # Lower bounds: what the manifests can express (1 millicore, 1 MiB), not "0".
     cpu = col.number("cpu", 0.001, c.MAX_CPU)

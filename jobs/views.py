@@ -41,10 +41,11 @@ from teams.permissions import end_refusal, may_end, read_membership, submit_refu
 from workloads import attempts, preemption, secrets
 from workloads import services as workloads
 from workloads.api import pk_of
-from workloads.forecast import CAPACITY_WAIT, Forecast, StartEstimate, estimated_starts
+from workloads.forecast import CAPACITY_WAIT, StartEstimate, estimated_starts
 from workloads.forms import command_echo
 from workloads.idle import idle_context
 from workloads.models import ReasonCode, quote_rows
+from workloads.preview import Preview
 from workloads.views import (
     STOP_POLLING,
     current_membership,
@@ -58,8 +59,10 @@ from workloads.views import (
 
 RUNS_PER_PAGE = 25
 
-#: Filter values of the runs list: the states plus "active" (admitted or running: holding quota).
-STATE_FILTERS = [("", "Any state"), ("active", "Active"), *RunState.choices]
+#: Filter values of the runs list: the states, "active" (queued or holding quota) and "holding" (holding
+#: quota: admitted, pending or running), as docs/glossary.md defines them.
+STATE_FILTERS = [("", "Any state"), ("active", "Active (queued or holding quota)"), ("holding", "Holding quota"),
+                 *RunState.choices]
 
 # 1. Runs list --------------------------------------------------------------------------------
 
@@ -76,6 +79,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
     state, mine, query = request.GET.get("state", ""), request.GET.get("mine") == "1", request.GET.get("q", "").strip()
     runs = TrainingRun.objects.filter(team=team).for_list()
     if state == "active":
+        runs = runs.active()
+    elif state == "holding":
         runs = runs.holding_quota()
     elif state in RunState.values:
         runs = runs.filter(state=state)
@@ -174,7 +179,7 @@ def run_preview(request: HttpRequest) -> HttpResponse:
     return render(request, "jobs/_run_preview.html", context)
 
 
-def _preview(team, values) -> Forecast | None:
+def _preview(team, values) -> Preview | None:
     """The preview of a form's values; None (the page asks to pick a flavor) until a flavor is picked.
 
     Without a flavor there is no price to show, and "flavor: This field is required." would
@@ -238,7 +243,7 @@ def _spec_rows(run: TrainingRun) -> list[tuple[str, str, bool]]:
     ]
     plain = [
         ("Flavor", f"{run.flavor.name}{' (spot)' if run.spot else ''}"),
-        ("GPUs", f"{run.gpus_per_worker} per worker, {run.workers} worker{'s' if run.workers != 1 else ''} ({run.cluster_resource})"),
+        ("GPUs", f"{run.gpus_per_worker} per worker, {run.workers} worker{'s' if run.workers != 1 else ''} ({run.resource_kind})"),
         ("CPU / memory / shm", " / ".join("-" if v is None else f"{v:g}" for v in (run.cpu, run.memory_gb, run.shm_gb))),
         ("Retries", str(run.max_retries)),
         ("Max runtime", f"{run.max_runtime_minutes} min" if run.max_runtime_minutes else "-"),

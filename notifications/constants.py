@@ -1,4 +1,8 @@
-"""The vocabulary of notifications: kinds of event, channels, delivery states, headers, bounds."""
+"""The vocabulary of notifications: kinds of event, channels, delivery states, headers, bounds.
+
+An event kind (docs/glossary.md "event kind") is what a notification is about; it is neither a
+workload kind nor a cluster's Kubernetes event.
+"""
 
 from __future__ import annotations
 

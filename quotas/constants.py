@@ -1,8 +1,10 @@
-"""Named constants of the quotas app: admission outcomes, reasons and priorities, the zero of money.
+"""Named constants of the quotas app: admission outcomes, admission reasons and priorities, the zero of money.
 
-Reasons follow kueue's naming style (``WaitingForQuota``, ``NoMatchingFlavor``): stable
-identifiers that callers and tests compare against, while the plain-words message that goes
-with each decision is for people.
+Admission reasons (:class:`Reason`) follow kueue's naming style (``WaitingForQuota``,
+``NoMatchingFlavor``): stable identifiers that callers and tests compare against, while the
+plain-words message that goes with each decision is for people. They are one of three reason
+vocabularies, beside a workload's reason codes and the messages of its ``reason``
+(:mod:`workloads.constants`, docs/glossary.md "reason").
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class DecisionLabel:
 
 
 class Reason:
+    """Why admission decided as it did (a :class:`quotas.decide.Decision`'s ``reason``): the admission reasons."""
+
     ADMITTED = "Admitted"
     WAITING_FOR_QUOTA = "WaitingForQuota"
     WAITING_FOR_BUDGET = "WaitingForBudget"

@@ -1,4 +1,5 @@
-"""Fair share within a cohort: who gets freed capacity first, and whose borrowed work goes first (DESIGN §9).
+"""Fair share within a cohort: who gets freed capacity first, and whose borrowed work goes first (DESIGN §9;
+docs/glossary.md "fair share").
 
 A team's **share** of a flavor is what it borrows, relative to what the cohort lends and to
 its weight (Kueue's dominant-resource share, with a memory)::

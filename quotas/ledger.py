@@ -1,4 +1,4 @@
-"""The usage ledger: what ran, for how long, and what it cost.
+"""The usage ledger: what ran, for how long, and what it cost (its terms: docs/glossary.md "ledger").
 
 One :class:`~quotas.models.UsageRecord` per (workload, hour). Workloads bill as *open
 segments* (``workloads.billing``): units running since a point in time, written to the
@@ -295,7 +295,7 @@ class RefLabel(NamedTuple):
 
     name: str
     url: str = ""  #: its page, when it has one
-    kind: str = ""  #: what one is called: "run", "endpoint"
+    noun: str = ""  #: what one of its workload kind is called: "run", "endpoint" (the kind's ``noun``)
     number: int | None = None  #: its id (the ref's primary key: ``slipway describe 12``)
     team: str = ""  #: its team's slug
 
@@ -307,7 +307,7 @@ class RefLabel(NamedTuple):
         which stays in machine fields. ``with_team=False`` where the sentence names the team already
         ("the team's high-priority run big (#13)"), so no name is said twice.
         """
-        words = " ".join(part for part in (self.kind, self.name) if part)
+        words = " ".join(part for part in (self.noun, self.name) if part)
         if self.number is not None:
             words = f"{words} (#{self.number})"
         return f"{words} of team {self.team}" if with_team and self.team else words

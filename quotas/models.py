@@ -52,7 +52,13 @@ class GpuFlavorQuerySet(models.QuerySet):
 
 
 class GpuFlavor(models.Model):
-    """A schedulable GPU kind: a Kubernetes extended resource on nodes with certain labels."""
+    """A schedulable GPU type: a Kubernetes extended resource on nodes with certain labels.
+
+    Quotas, reservations, prices and sizes count its *units* (docs/glossary.md "unit"): one whole
+    GPU, one MIG slice, or one replica of a shared GPU (``gpu_fraction`` of a physical GPU).
+    ``active`` is whether it is still offered (an admin retires a flavor by clearing it); it is not
+    the "active" of work.
+    """
 
     name = models.CharField(max_length=40, unique=True, validators=[FLAVOR_NAME],
                             help_text="What users pick, e.g. a100-80gb or a100-1g.10gb.")
@@ -196,7 +202,7 @@ class Cohort(models.Model):
     unused may be borrowed (:func:`quotas.decide.decide`). Admission in a cohort takes this
     row's lock before the team's, since two teams must not borrow the same idle unit.
     ``reclaim``, ``min_runtime_minutes`` and ``preemption_delay_seconds`` are the rules of
-    taking borrowed units back (reclaim is not built yet; they are recorded now).
+    taking borrowed units back (:mod:`quotas.reclaim`; docs/glossary.md "reclaim").
     """
 
     class Reclaim(models.TextChoices):

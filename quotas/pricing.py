@@ -1,5 +1,8 @@
 """What one unit-hour costs: the one rule every quoted and charged price comes from (issue 34).
 
+A *price* is per unit-hour; a *cost per hour* is a price times units (docs/glossary.md "price",
+"cost per hour").
+
 A flavor may cost a different price on each cluster (:class:`quotas.models.ClusterPrice`; the
 flavor's own price where a cluster sets none). Work placed on a cluster is charged that
 cluster's price (:meth:`quotas.models.GpuFlavor.price`). Work not placed yet is quoted the price

@@ -1,5 +1,7 @@
 """Reclaim: which borrowed work a team takes its nominal quota back from (DESIGN §9). Pure.
 
+Reclaim, borrowing, cohort, fair share and lost work as docs/glossary.md defines them.
+
 A team in a cohort whose queued request would fit within its own nominal quota, but does not
 fit now because other members borrowed the units it lends, takes them back: :func:`choose_victims`
 names the smallest set of borrowed workloads whose end lets the request in, or none with the

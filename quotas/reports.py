@@ -198,7 +198,7 @@ def usage_report(teams, since: datetime, until: datetime, group_by: str, now: da
         for row in rows:
             ref = row.pop("workload")
             named = labels.get(ref)
-            row.update(group=ref, name=named.name if named else "", kind=named.kind if named else "",
+            row.update(group=ref, name=named.name if named else "", kind=named.noun if named else "",
                        label=(named or RefLabel(ref, team=row["team"])).words())
     else:
         rows = usage_rows(teams, since, until, group_by, now)

@@ -34,7 +34,7 @@ Endpoint = dict[str, Any]
 Team = dict[str, Any]
 Flavor = dict[str, Any]
 UsageRow = dict[str, Any]
-Forecast = dict[str, Any]
+Preview = dict[str, Any]
 Checkpoint = dict[str, Any]
 #: How the client waits between polls (``time.sleep`` unless the caller passes its own).
 Wait = Callable[[float], None]
@@ -235,7 +235,7 @@ class Client:
         key = idempotency_key or str(uuid.uuid4())
         return self._request("POST", "runs/", json=spec, headers={"Idempotency-Key": key}).json()
 
-    def dry_run(self, spec: dict) -> Forecast:
+    def dry_run(self, spec: dict) -> Preview:
         """What submitting ``spec`` would do now (admission outcome, cost, estimated start); writes nothing."""
         return self._request("POST", "runs/", params={"dry_run": "1"}, json=spec).json()
 
@@ -303,7 +303,7 @@ class Client:
         key = idempotency_key or str(uuid.uuid4())
         return self._request("POST", "endpoints/", json=spec, headers={"Idempotency-Key": key}).json()
 
-    def dry_run_endpoint(self, spec: dict) -> Forecast:
+    def dry_run_endpoint(self, spec: dict) -> Preview:
         """What creating the endpoint would do now (its minimum's admission, costs, burst); writes nothing."""
         return self._request("POST", "endpoints/", params={"dry_run": "1"}, json=spec).json()
 

@@ -6,7 +6,8 @@ from django.apps import AppConfig
 class TeamsConfig(AppConfig):
     name = "teams"
     # The label of the app these models were born in: their tables (portal_team …), migration
-    # history, permissions and admin URLs (/admin/portal/team/) stay as they are.
+    # history, permissions and admin URLs (/admin/portal/team/) stay as they are. Renaming it would
+    # rename all of those in every database for no change in behaviour (docs/glossary.md "portal").
     label = "portal"
     verbose_name = "Teams and access"
 

@@ -19,7 +19,7 @@ from django.http import Http404, HttpResponse
 from django.utils import timezone
 from drf_spectacular.plumbing import build_array_type, build_basic_type
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -151,15 +151,23 @@ class QueuedFields(serializers.Serializer):
         return estimate.at if estimate is not None else None
 
 
-@extend_schema_field({"type": "string", "deprecated": True,
-                      "description": "Deprecated: the same as object_name (the name it had until 2026-11); "
-                                     "removed in the next release."})
-class ObjectNameAlias(serializers.CharField):
-    """``cluster_name``: the old name of ``object_name`` (the Kubernetes objects' name, "run-42"),
-    kept one release for automation that reads it (docs/api.md, Deprecated)."""
+def deprecated_names(since: str, **old_names: str):
+    """Class decorator of a read serializer: keep each ``old=new`` field one release under its old name.
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(source="object_name", read_only=True, **kwargs)
+    The old field is a copy of ``new`` (the same value, the same type and format), read-only,
+    described as deprecated and marked ``deprecated: true`` in the OpenAPI schema, for automation
+    that reads it; ``since`` is the month of the rename. Every such field is listed in docs/api.md
+    "Deprecated" (a test holds the two together); the one name of each concept is in
+    docs/glossary.md. The serializer's ``Meta.fields`` lists both names.
+    """
+    def decorate(serializer: type) -> type:
+        for old, new in old_names.items():
+            field = serializer._declared_fields[new]
+            kwargs = {**field._kwargs, "source": field._kwargs.get("source", new), "read_only": True,
+                      "help_text": f"Deprecated: the same as {new} (its name until {since}); removed in the next release."}
+            serializer._declared_fields[old] = type(field)(*field._args, **kwargs)
+        return extend_schema_serializer(deprecate_fields=[*old_names])(serializer)
+    return decorate
 
 
 class PriceField(serializers.DecimalField):
@@ -378,8 +386,9 @@ class WorkloadReadActions:
         return Response(objects)
 
 
-class ForecastSerializer(serializers.Serializer):
-    """A dry run's answer (``POST …?dry_run=1``): what submitting would do now; nothing is written."""
+class PreviewSerializer(serializers.Serializer):
+    """A dry run's answer (``POST …?dry_run=1``): the preview of the submission — what submitting would
+    do now; nothing is written (:class:`workloads.preview.Preview`, docs/glossary.md "preview")."""
 
     outcome = serializers.ChoiceField(choices=["admit", "queue", "reject", "invalid"])
     message = serializers.CharField()
@@ -402,12 +411,12 @@ class ForecastSerializer(serializers.Serializer):
     cluster = serializers.CharField(allow_null=True, help_text="The cluster it would be placed on now (null: none can take it now).")
 
 
-DRY_RUN_PARAMETER = OpenApiParameter("dry_run", bool, description="Only forecast: cost, budget share, outcome, start.")
+DRY_RUN_PARAMETER = OpenApiParameter("dry_run", bool, description="Only preview: cost, budget share, outcome, start; nothing is written.")
 
 
-def create_schema(request: type, created: type, forecast: type = ForecastSerializer):
-    """The OpenAPI schema of a kind's ``create``: its request body, 201 with ``created``, a dry run's 200 with ``forecast``."""
-    return extend_schema(request=request, responses={201: created, 200: forecast},
+def create_schema(request: type, created: type, preview: type = PreviewSerializer):
+    """The OpenAPI schema of a kind's ``create``: its request body, 201 with ``created``, a dry run's 200 with ``preview``."""
+    return extend_schema(request=request, responses={201: created, 200: preview},
                          parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER), DRY_RUN_PARAMETER])
 
 
@@ -422,7 +431,7 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
 
     model: type
     #: What a dry run of ``create`` answers with (the kind's preview as a dict).
-    forecast_serializer: type = ForecastSerializer
+    preview_serializer: type = PreviewSerializer
 
     @property
     def kind(self) -> WorkloadKind:
@@ -434,11 +443,11 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
 
     @idempotent
     def create(self, request, *args, **kwargs):
-        # Submit one (201, as written); with ``?dry_run=1`` only forecast it (200, nothing written).
+        # Submit one (201, as written); with ``?dry_run=1`` only preview it (200, nothing written).
         slug, fields = team_slug_of_post(request)
         if is_dry_run(request):
             team = require_team(request.user, slug, Role.MEMBER).team
-            return Response(self.forecast_serializer(self.kind.preview(team, fields).as_dict()).data)
+            return Response(self.preview_serializer(self.kind.preview(team, fields).as_dict()).data)
         # The service checks access and returns the workload as written (team, flavor, author
         # and admission outcome included): no read-back.
         workload = self.kind.submit(request.user, slug, fields)

@@ -1,5 +1,8 @@
 """A workload's attempts: what each earlier one was (its placement, how it ended, its logs).
 
+An attempt is one go of a workload on a cluster (docs/glossary.md "attempt"), not an apply retry
+(``apply_attempts``) nor a pod retry within it (a run's ``max_retries``).
+
 A workload is queued again when it is preempted, its spot node is reclaimed or its cluster is
 lost (:func:`workloads.lifecycle.requeue`); its next attempt is another set of pods, perhaps on
 another cluster. Its row describes the current attempt; each earlier one is an

@@ -1,4 +1,5 @@
-"""Billing of workloads as open segments (see :mod:`workloads.models` for the fields).
+"""Billing of workloads as open segments (see :mod:`workloads.models` for the fields; the ledger's
+terms — open segment, GPU-hour, unit-hour, idle — are defined in docs/glossary.md "ledger").
 
 A workload that keeps running with the same GPU units is not written at all: its cost grows
 in the open segment (``open_units`` since ``billed_until``), which every reader adds up to

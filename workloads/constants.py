@@ -1,15 +1,21 @@
 """Messages and limits every workload kind shares.
 
-Reasons come in two vocabularies, named apart: *reason identifiers* (``quotas.constants.Reason``,
-kueue style, compared by code and tests) and the *messages* below — templates of the plain
-words a workload's ``reason`` field shows people.
+Reasons come in three vocabularies, named apart (docs/glossary.md "reason"):
+
+* *admission reasons* (:class:`quotas.constants.Reason`, kueue style: ``WaitingForQuota``) — why
+  admission decided as it did, on a :class:`quotas.decide.Decision`;
+* *reason codes* (:class:`workloads.models.ReasonCode`: ``queued``, ``preempted``…) — stored in a
+  workload's ``reason_code`` beside its words, what code branches on;
+* *messages* (:class:`Message` below) — templates of the plain words a workload's ``reason``
+  field shows people (which also holds admission's messages and the cluster's own words).
 """
 
 from __future__ import annotations
 
 
 class Message:
-    """Plain-words templates for a workload's ``reason`` (``{noun}`` is "run", "endpoint", …)."""
+    """Plain-words templates for a workload's ``reason`` (``{noun}`` is "run", "endpoint", …); the code
+    that sets one sets its :class:`~workloads.models.ReasonCode` too."""
 
     WAITING_FOR_WORKER = "admitted; waiting for a worker to create the cluster objects"
     SUBMITTED_TO_CLUSTER = "submitted to the cluster"
@@ -32,8 +38,8 @@ STEADY_BATCH = 500
 
 # Bounds of the fields every kind shares (API.md: names ≤ 40 characters).
 NAME_MAX_LENGTH = 40
-#: GPU units one worker or replica may ask for (no node has more).
-MAX_GPUS_PER_NODE = 64
+#: Units of a flavor (docs/glossary.md "unit") one worker or replica may ask for (no node has more).
+MAX_UNITS_PER_NODE = 64
 MAX_ARGV_ITEMS = 256
 MAX_ARG_LENGTH = 4096
 MAX_ENV_VARS = 100

@@ -1,4 +1,7 @@
-"""When will queued work start? Estimates from the expected ends of the work ahead of it.
+"""When will queued work start? Start estimates from the expected ends of the work ahead of it.
+
+This module holds start estimates only (docs/glossary.md "start estimate"; the module's name is
+older than the glossary). The preview of a submission, which shows one, is :mod:`workloads.preview`.
 
 For each queued workload of a team, :func:`estimated_starts` replays the team's queue on its
 flavor: units free now, then the admitted work's expected ends in time order, each queued
@@ -28,25 +31,20 @@ and :data:`CAPACITY_WAIT` says why.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import statistics
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal
 
 from django.conf import settings
 from django.utils import timezone
 
 from quotas import fairshare
-from quotas.constants import Priority, Reason
-from quotas.decide import Decision, ResourceRequest
+from quotas.decide import Decision
 from quotas.facts import CohortFigures, cohort_of_quotas, team_quotas
-from quotas.ledger import hours_left_in_month, month_end
+from quotas.ledger import month_end
 from quotas.models import Cohort, QueuedRequest, Reservation
-from quotas.pricing import Quote
-from quotas.queue import MONEY_REASONS, held_beyond_quota, preview, queue_position
+from quotas.queue import MONEY_REASONS, held_beyond_quota
 from quotas.reclaim import Rules
-from quotas.services import budget_summary
 from workloads import estimates
 from workloads.identity import WorkloadId
 from workloads.registry import kind_for, kind_of, kinds
@@ -104,8 +102,8 @@ def _ahead(workload) -> Ahead:
     return Ahead(workload.name, url)
 
 
-def _held(decision: Decision, now: datetime) -> StartEstimate:
-    """The estimate of work held back by more than its quota (:func:`quotas.queue.held_beyond_quota`)."""
+def held_estimate(decision: Decision, now: datetime) -> StartEstimate:
+    """The estimate of work held back by more than its quota (:func:`quotas.queue.held_beyond_quota`): no time, and why."""
     if decision.reason in MONEY_REASONS:
         turn = timezone.localtime(month_end(now))
         return StartEstimate(None, unknown=(
@@ -259,7 +257,7 @@ def estimated_starts(team, now: datetime | None = None,
     result: dict[str, StartEstimate] = {}
     for ref in mine:
         if ref in held:
-            result[ref] = _held(held[ref], now)
+            result[ref] = held_estimate(held[ref], now)
             continue
         start = starts.get(ref)
         if start is None or start.at is None:
@@ -330,97 +328,3 @@ def _unknown_words(flavor: str, refs: tuple[str, ...], names) -> str:
     text = listed[0] if len(listed) == 1 else ", ".join(listed[:-1]) + " and " + listed[-1]
     verb = "has" if len(refs) == 1 else "have"
     return f"start time unknown: {text}, holding {flavor}, {verb} no runtime limit"
-
-
-@dataclass(frozen=True)
-class Forecast:
-    """What submitting a request would do now (a dry run: nothing is written)."""
-
-    outcome: str  #: "admit" | "queue" | "reject" | "invalid"
-    message: str
-    cost_per_hour: Decimal | None = None
-    estimated_total: Decimal | None = None  #: with a known end
-    share_of_budget_left: Decimal | None = None  #: committed_cost's share of what the month's budget leaves
-    queue_position: int | None = None
-    estimated_start_at: datetime | None = None
-    start: str = ""  #: the estimate in words
-    #: What the budget gate counts (ResourceRequest.committed_cost): its estimate until the
-    #: month's end at most; without a runtime limit, its cost until the month's end.
-    committed_cost: Decimal | None = None
-    #: Units it would borrow from the team's cohort (Decision.borrows): any makes it preemptible.
-    borrows: int = 0
-    #: :func:`borrow_words` for the form's preview ("" when it borrows none); not part of the API's answer.
-    borrow_note: str = ""
-    #: The unit-hour's price and the cluster it is that of (:mod:`quotas.pricing`, the one rule).
-    price: Quote | None = None
-
-    @property
-    def price_per_hour(self) -> Decimal | None:
-        return self.price.price if self.price is not None else None
-
-    @property
-    def price_words(self) -> str:
-        """"3.60 USD/h on east (3.60–4.60)": the form's price line (:meth:`quotas.pricing.Quote.words`)."""
-        return self.price.words() if self.price is not None else ""
-
-    @property
-    def cluster(self) -> str | None:
-        """The cluster the work would go to now (None when none can take it now)."""
-        return (self.price.cluster or None) if self.price is not None else None
-
-    @property
-    def preemptible(self) -> bool:
-        return self.borrows > 0
-
-    def as_dict(self) -> dict:
-        return {"outcome": self.outcome, "message": self.message, "cost_per_hour": self.cost_per_hour,
-                "estimated_total": self.estimated_total, "share_of_budget_left": self.share_of_budget_left,
-                "queue_position": self.queue_position, "estimated_start_at": self.estimated_start_at,
-                "start": self.start, "committed_cost": self.committed_cost, "borrows": self.borrows,
-                "preemptible": self.preemptible, "price_per_hour": self.price_per_hour, "cluster": self.cluster}
-
-
-def borrow_words(decision: Decision, flavor: str) -> str:
-    """"borrows 2× a100-80gb from the cohort; preemptible (nlp may take them back)", or "" when
-    ``decision`` borrows nothing: what a borrowing admission means for the work, in the forms' words."""
-    if not decision.borrows:
-        return ""
-    names = list(decision.lent_by)
-    who = (" and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else names[0]) if names else "the cohort"
-    return f"borrows {decision.borrows}\u00d7 {flavor} from the cohort; preemptible ({who} may take them back)"
-
-
-def forecast(team, request: ResourceRequest, flavor, duration: timedelta | None, price: Quote | None = None) -> Forecast:
-    """Price, budget share and admission outcome of ``request`` (for ``flavor``, its unit-hour at
-    ``price``) — with a queue position and start estimate when it would wait for quota.
-
-    The rate is what admitting it commits per hour (``request.cost_per_hour``, the figure the
-    budget gate weighs: an endpoint's minimum), else its units at ``price``.
-    """
-    now = timezone.now()
-    rate = request.cost_per_hour
-    if rate is None and price is not None:
-        rate = price.per_hour(request.units)
-    total = request.estimated_cost
-    committed = request.committed_cost(hours_left_in_month(now))
-    decision = preview(team, request)
-    share = None
-    budget = budget_summary(team, now)
-    if committed is not None and budget["monthly_limit"] is not None:
-        left = budget["left"]
-        share = (committed / left).quantize(Decimal("0.0001")) if left > 0 else None
-    result = Forecast(decision.outcome, decision.message, rate, total, share, committed_cost=committed,
-                      borrows=decision.borrows, borrow_note=borrow_words(decision, request.flavor), price=price)
-    if not decision.queued or flavor is None:
-        return result
-    entry = QueuedRequest(team=team, ref="dry-run", flavor=flavor, units=request.units,
-                          units_per_node=request.units_per_node, priority=Priority(request.priority).rank,
-                          spot=request.spot)
-    position = queue_position(team, entry)
-    held = held_beyond_quota(team, (entry.ref, request))
-    if decision.reason == Reason.WAITING_FOR_QUOTA:
-        estimate = estimated_starts(team, now, candidate=(entry, duration), held=held).get(entry.ref)
-    else:
-        estimate = _held(held.get(entry.ref, decision), now)
-    return dataclasses.replace(result, queue_position=position, estimated_start_at=estimate.at if estimate else None,
-                               start=estimate.words(now) if estimate else "")

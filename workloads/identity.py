@@ -1,7 +1,7 @@
-"""One identity per workload: its kind and primary key.
+"""One identity per workload: its kind and primary key (docs/glossary.md "ref", "object name").
 
 Everything else is derived from it in one place — the quota/ledger reference (``run:42``)
-and the cluster name and ``slipway.dev/workload`` label (``run-42``) — and parsed back from
+and the object name and ``slipway.dev/workload`` label (``run-42``) — and parsed back from
 either form by splitting at its separator, never by rewriting one string into the other.
 """
 
@@ -35,7 +35,9 @@ class WorkloadId:
         return cls._parse(ref, REF_SEPARATOR)
 
     @classmethod
-    def from_cluster_name(cls, name: str) -> WorkloadId | None:
+    def from_object_name(cls, name: str) -> WorkloadId | None:
+        """The identity an object name (``run-42``) stands for. Named before "object name" was the one
+        name of that (docs/glossary.md "object name"); its callers are in workloads.reconcile."""
         return cls._parse(name, NAME_SEPARATOR)
 
     @classmethod

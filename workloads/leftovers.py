@@ -92,7 +92,7 @@ def delete_kept(backend, home: Home, kept: dict[tuple[str, str], ClusterAddress]
     """
     candidates: dict[WorkloadKind, dict[int, ClusterAddress]] = {}
     for address in kept.values():
-        identity = WorkloadId.from_cluster_name(address.object_name)
+        identity = WorkloadId.from_object_name(address.object_name)
         kind = kind_for(identity.prefix) if identity else None
         if kind is not None and address.object_name not in report.orphans_deleted:  # deleted whole just now
             candidates.setdefault(kind, {})[identity.pk] = address
@@ -123,7 +123,7 @@ def delete_leftovers(backend, home: Home, leftovers: dict[tuple[str, str], Obser
     """
     candidates: dict[WorkloadKind, dict[int, ClusterAddress]] = {}
     for (namespace, name), _obs in leftovers.items():
-        identity = WorkloadId.from_cluster_name(name)
+        identity = WorkloadId.from_object_name(name)
         kind = kind_for(identity.prefix) if identity else None
         if kind is not None:
             candidates.setdefault(kind, {})[identity.pk] = ClusterAddress(namespace, name)

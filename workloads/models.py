@@ -44,7 +44,9 @@ class ReasonCode(models.TextChoices):
     """What a workload's ``reason`` is about, beside its words: what code branches on (never the words).
 
     The words (``reason``) are for people and may change with the figures in them ("6 of 8 in
-    use"); the code names their kind and stays put. Set wherever ``reason`` is set.
+    use"); the code names what they are about and stays put. Set wherever ``reason`` is set. One
+    of three reason vocabularies, beside admission reasons and messages (:mod:`workloads.constants`,
+    docs/glossary.md "reason").
     """
 
     NONE = "", "Nothing to say"
@@ -69,9 +71,15 @@ PORTAL_STEPS = (ReasonCode.WAITING_FOR_WORKER, ReasonCode.SUBMITTED)
 
 
 class WorkloadQuerySet(models.QuerySet):
+    """The sets of workloads by state, each named once (docs/glossary.md "active, queued, holding, unfinished")."""
+
     def unfinished(self) -> WorkloadQuerySet:
         """Not final (queued, holding quota, or on its way out): the names such work holds are taken."""
         return self.exclude(state__in=self.model.FINAL_STATES)
+
+    def active(self) -> WorkloadQuerySet:
+        """Queued or holding quota: work that waits for its units or has them (on its way out is not active)."""
+        return self.filter(state__in=self.model.ACTIVE_STATES)
 
     def holding_quota(self) -> WorkloadQuerySet:
         """Admitted and not ended: what the team's reservations stand for."""
@@ -91,9 +99,11 @@ class Workload(models.Model):
 
     #: The kind's identity prefix ("run", "ep"): see :mod:`workloads.identity`.
     KIND_PREFIX: str = ""
-    #: States the workload never leaves / in which it holds a reservation.
+    #: States the workload never leaves / in which it holds a reservation / in which it is active
+    #: (queued or holding quota). The one definition of each word: docs/glossary.md.
     FINAL_STATES: tuple[str, ...] = ()
     HOLDING_STATES: tuple[str, ...] = ()
+    ACTIVE_STATES: tuple[str, ...] = ()
 
     team = models.ForeignKey("portal.Team", on_delete=models.PROTECT, related_name="%(class)s_set")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
@@ -185,7 +195,7 @@ class Workload(models.Model):
 
     @property
     def address(self) -> ClusterAddress:
-        """Where it lives on the cluster: its namespace and cluster name (``ref`` is its ledger name)."""
+        """Where it lives on the cluster: its namespace and object name (``ref`` is its ledger name)."""
         return ClusterAddress(self.namespace, self.object_name)
 
     @property
@@ -271,7 +281,7 @@ def quote_rows(workloads) -> None:
 
 
 class SecretEnv(models.Model):
-    """The secret env of one workload: the values its Kubernetes Secret ``<cluster name>-env`` holds.
+    """The secret env of one workload: the values its Kubernetes Secret ``<object name>-env`` holds.
 
     Kept apart from the workload's submitted fields, which pages, the API and the manifest view
     show: the pod spec only names the variables (``valueFrom.secretKeyRef``), and only the

@@ -1,5 +1,8 @@
 """Where a workload runs: the portal's side of :func:`cluster.placement.place` (DESIGN.md §9 "Clusters").
 
+Placement chooses a cluster (docs/glossary.md "placement"); admission, before it, decides whether
+the team may run the work at all, and the Kubernetes scheduler, after it, binds pods to nodes.
+
 Placement happens once, in the worker, just before a workload's first apply: the clusters'
 capacity is read then, not at admission (quotas and budgets are global per team, so admission
 does not depend on the cluster). The choice and its reason are written on the workload by a

@@ -1,5 +1,8 @@
 """Reclaim in action: take borrowed units back for a team under its nominal quota (DESIGN §9).
 
+Reclaim chooses the victims; preemption is what happens to each (docs/glossary.md "reclaim",
+"preemption"): notice, graceful delete, back to the queue as its next attempt.
+
 Each reconcile cycle, after queued work was admitted (:func:`reclaim`):
 
 1. for every cohort that reclaims and has queued work, the cohort's figures are read and each
@@ -11,7 +14,7 @@ Each reconcile cycle, after queued work was admitted (:func:`reclaim`):
    the tail of its pods' logs is saved (:mod:`workloads.attempts`: no cluster serves a deleted
    pod's log), a run's objects are deleted with the grace period (its checkpoint contract's
    ``grace_seconds``, else ``SLIPWAY_PREEMPTION_GRACE_SECONDS``; its checkpoint claim stays for
-   the next attempt), an endpoint's burst shrinks (:meth:`workloads.registry.WorkloadKind.preempt`);
+   the next attempt), an endpoint's burst shrinks (:meth:`workloads.registry.WorkloadKind.shrink_burst`);
 3. a run being preempted keeps its reservation until its objects are gone (:func:`follow`, from
    the cycle's observation, which also gives the notice and the graceful delete again when they
    were lost, and saves their logs again, with what they print while they stop), so the

@@ -1,5 +1,8 @@
 """The kind registry: how the shared machinery learns about each kind of workload.
 
+A *kind* is a workload kind (docs/glossary.md "workload kind"): runs, endpoints. What Kubernetes
+calls a kind is a *resource kind* here (:attr:`WorkloadKind.resources`).
+
 A kind (training runs, inference endpoints, …) subclasses :class:`WorkloadKind` and
 registers one instance from its AppConfig's ``ready()``. The reconcile cycle, the apply and
 delete tasks and the ``workload_admitted`` receiver dispatch through :func:`kind_for`, so
@@ -160,7 +163,7 @@ class WorkloadKind(abc.ABC):
 
     @property
     def prefix(self) -> str:
-        """Identity prefix: ``run`` → refs ``run:42``, cluster names ``run-42``."""
+        """Identity prefix: ``run`` → refs ``run:42``, object names ``run-42``."""
         return self.model.KIND_PREFIX
 
     def identity(self, pk: int) -> WorkloadId:

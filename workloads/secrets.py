@@ -6,7 +6,7 @@ endpoint's PATCH replaces the whole set (:func:`replace`). From there:
 
 * the manifests name the variables only (``valueFrom.secretKeyRef``, see
   :mod:`cluster.manifests.secrets`), so the manifest view and the API's ``manifest/`` show no value;
-* the apply task builds the Secret ``<cluster name>-env`` in the team's namespace from the stored
+* the apply task builds the Secret ``<object name>-env`` in the team's namespace from the stored
   values (:func:`env_secret`) and hands it to the backend, before the workload's own objects;
 * the backend's ``delete`` removes that Secret with the workload's objects (by name: Slipway may
   not list Secrets);

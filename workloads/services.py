@@ -297,7 +297,7 @@ def _staff_filtered(kind, *, team: str, state: str, flavor: str, user: str):
     model = kind.model
     workloads = model.objects.all()
     if state == "active":
-        workloads = workloads.filter(state__in=(*model.HOLDING_STATES, kind.lifecycle.queued))
+        workloads = workloads.active()
     elif state:
         workloads = workloads.filter(state=state)
     if team:

@@ -207,7 +207,7 @@ def read_urls(model: type, base: str) -> list[URLPattern]:
     @login_required
     @require_GET
     def logs(request: HttpRequest, pk: int) -> HttpResponse:
-        """The logs box of ``?pod=`` (else the default pod), polled while the workload is active; 286 once final."""
+        """The logs box of ``?pod=`` (else the default pod), polled while the workload is unfinished; 286 once final."""
         return log_box(request, readable(request, pk))
 
     @login_required
@@ -219,7 +219,7 @@ def read_urls(model: type, base: str) -> list[URLPattern]:
     @login_required
     @require_GET
     def events(request: HttpRequest, pk: int) -> HttpResponse:
-        """The events table, polled with the state while the workload is active; 286 once it is final."""
+        """The events table, polled with the state while the workload is unfinished; 286 once it is final."""
         return events_table(request, readable(request, pk))
 
     noun = kind_for(prefix).noun

@@ -46,7 +46,8 @@ Manifest = dict[str, Any]
 
 @dataclass(frozen=True)
 class ResourceKind:
-    """A kind of cluster object a workload kind creates, declared in its registration.
+    """A resource kind (docs/glossary.md): a kind of cluster object a workload kind creates, declared in
+    its registration.
 
     The backends learn the workload kinds' objects only from these (``workloads.registry``
     hands them over at each call): where a kind lives in the API (``plural``), whether
@@ -84,7 +85,7 @@ def resource_kind(resources: Sequence[ResourceKind], api_version: str, kind: str
 
 @dataclass(frozen=True)
 class ClusterAddress:
-    """Where one workload lives in the cluster: its namespace and its cluster name (the value of
+    """Where one workload lives in the cluster: its namespace and its object name (the value of
     its ``slipway.dev/workload`` label, e.g. ``run-42``). A workload's ``ref`` (``run:42``) is its
     name in the ledger and the quota tables; this pair is its name on the cluster."""
 

@@ -3,7 +3,7 @@
 A run that opted in gets, in every pod of its Job or of every PyTorchJob replica:
 
 * ``SLIPWAY_CHECKPOINT_DIR``: where its checkpoint volume is mounted (a claim that outlives the
-  attempt: the team's own, or ``<cluster name>-checkpoints``, which :func:`build_checkpoint_claim`
+  attempt: the team's own, or ``<object name>-checkpoints``, which :func:`build_checkpoint_claim`
   makes and the run's kind deletes only when the run ends for good);
 * ``SLIPWAY_ATTEMPT`` and ``SLIPWAY_RESUME_FROM`` (the last reported checkpoint, "" at first);
 * ``SLIPWAY_RUN_TOKEN`` from the run's env Secret (never a value in the manifest), and

@@ -103,7 +103,7 @@ def test_it_starts_a_queued_run_by_itself_when_quota_frees(worker, setup):
 def test_it_runs_a_distributed_run_as_a_pytorchjob(worker, setup):
     api = setup
     run = submit(api, "ddp", duration="3s", flavor="h100-80gb", gpus_per_worker=8, workers=2)
-    assert run["kind"] == "PyTorchJob"
+    assert run["resource_kind"] == "PyTorchJob"
     body, _ = watch(api, run["id"], ("succeeded", "failed"))
     assert body["state"] == "succeeded", body
     assert sandbox_kinds(f"run-{run['id']}") == ["PyTorchJob"]

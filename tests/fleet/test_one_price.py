@@ -165,6 +165,6 @@ def test_an_endpoint_that_scales_to_zero_is_previewed_at_what_admission_commits(
     preview = preview_endpoint(team, dict(payload))
     endpoint = create_endpoint(member, team, dict(payload))
     request = kind_of(endpoint).resource_request(endpoint)
-    assert preview.forecast.cost_per_hour == request.cost_per_hour == Decimal("0")
-    assert preview.forecast.committed_cost == request.committed_cost(Decimal(100)) == Decimal("0")
-    assert preview.forecast.price_per_hour == endpoint.price_quote().price  # a unit-hour: the one price
+    assert preview.preview.cost_per_hour == request.cost_per_hour == Decimal("0")
+    assert preview.preview.committed_cost == request.committed_cost(Decimal(100)) == Decimal("0")
+    assert preview.preview.price_per_hour == endpoint.price_quote().price  # a unit-hour: the one price

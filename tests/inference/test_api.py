@@ -27,10 +27,21 @@ def test_it_creates_an_endpoint_and_shows_the_contracts_fields(api, ep_quota, pu
     assert body["object_name"] == f"ep-{body['id']}" and body["namespace"] == "team-ml-research"
     assert body["url"] == f"http://ep-{body['id']}.team-ml-research.svc.cluster.local"
     assert body["cost_per_hour_range"] == ["4.1000", "12.3000"]
-    assert body["estimated_cost_per_hour"] == "0.0000"  # nothing runs yet
+    assert body["cost_per_hour_now"] == "0.0000"  # nothing runs yet
+    assert body["estimated_cost_per_hour"] == body["cost_per_hour_now"]  # deprecated (docs/api.md, Deprecated)
     assert body["autoscale"] == {"metric": "gpu_utilization", "target": 70}
     assert body["created_by"] == "mia" and body["team"] == "ml-research"
     assert body["queue_position"] is None
+
+
+def test_a_name_stays_taken_until_its_endpoint_is_deleted_or_failed(api, ep_quota, published):
+    first = post(api, name="chat").json()
+    InferenceEndpoint.objects.filter(pk=first["id"]).update(state="deleting")  # unfinished: still its name
+    refused = post(api, name="chat")
+    assert refused.status_code == 400
+    assert refused.json()["errors"]["name"] == ["The team already has an endpoint named 'chat' that is not deleted or failed."]
+    InferenceEndpoint.objects.filter(pk=first["id"]).update(state="deleted")
+    assert post(api, name="chat").status_code == 201
 
 
 def test_it_lists_and_filters_the_callers_endpoints(api, ep_quota, api_client_for, outsider, other_team):

@@ -55,6 +55,9 @@ def test_the_list_hides_deleted_endpoints_unless_asked_and_filters_by_state(clie
     assert "new-chat" in deploying and "old-chat" not in deploying and "<html" not in deploying
     assert "No endpoints match" in client.get("/endpoints/?state=ready").content.decode()
     assert live.name in client.get("/endpoints/?state=bogus").content.decode()  # unknown: the default
+    InferenceEndpoint.objects.filter(pk=gone.pk).update(state="deleting")  # unfinished, no longer active
+    active = client.get("/endpoints/?state=active").content.decode()  # queued or holding quota (docs/glossary.md)
+    assert "new-chat" in active and "old-chat" not in active
 
 
 def test_a_deleting_endpoint_offers_no_edit_or_delete(client, member, endpoint):
@@ -148,7 +151,7 @@ def test_counts_of_one_are_said_in_the_singular(client, member, team, ep_quota, 
     services.create_endpoint(member, team, endpoint_payload(name="solo", min_replicas=1, max_replicas=1))
     listed = client.get("/endpoints/").content.decode()
     assert "1–1 replica<" in listed and "1 replicas" not in listed
-    assert "active run · " not in client.get("/").content.decode()  # none: "0 active runs"
+    assert "run holding quota · " not in client.get("/").content.decode()  # none: "0 runs holding quota"
     dashboard = client.get("/").content.decode()
-    assert re.search(r'id="endpoints-stat"><span class="stat-value">1</span><span class="stat-label">live endpoint · ',
+    assert re.search(r'id="endpoints-stat"><span class="stat-value">1</span><span class="stat-label">endpoint holding quota · ',
                      dashboard)

@@ -75,7 +75,7 @@ def test_the_create_form_explains_mig_and_creates(client, member, ep_quota, publ
     assert Reservation.objects.held().get(ref=created.ref).units == 1
 
 
-def test_the_preview_forecasts_without_writing(client, member, ep_quota):
+def test_the_preview_writes_nothing(client, member, ep_quota):
     client.force_login(member)
     page = client.post("/endpoints/preview/", FORM, HTTP_HX_REQUEST="true").content.decode()
     assert "Starts now" in page and "per hour at the minimum" in page

@@ -31,7 +31,7 @@ def test_it_creates_an_admitted_run_and_publishes_its_creation(api, quota, publi
     assert response.status_code == 201, response.json()
     body = response.json()
     assert body["state"] == "admitted"
-    assert body["kind"] == "Job"
+    assert body["resource_kind"] == "Job"
     assert body["team"] == "ml-research"
     assert body["created_by"] == "mia"
     assert body["object_name"] == f"run-{body['id']}"
@@ -50,10 +50,18 @@ def test_it_names_the_kubernetes_objects_object_name_and_keeps_the_old_name_one_
     assert body["cluster_name"] == body["object_name"]  # deprecated (docs/api.md, Deprecated)
 
 
+def test_it_names_the_resource_kind_resource_kind_and_keeps_the_old_name_one_release(api, quota, published):
+    for workers, resource_kind in ((1, "Job"), (2, "PyTorchJob")):
+        body = post_run(api, name=f"w{workers}", workers=workers).json()
+        assert body["resource_kind"] == resource_kind
+        assert body["kind"] == resource_kind  # deprecated (docs/api.md, Deprecated)
+        assert api.get(f"/api/v1/runs/{body['id']}/").json()["resource_kind"] == resource_kind
+
+
 def test_it_makes_a_pytorchjob_of_a_distributed_run(api, quota, published):
     response = post_run(api, workers=2, gpus_per_worker=4)
     assert response.status_code == 201
-    assert response.json()["kind"] == "PyTorchJob"
+    assert response.json()["resource_kind"] == "PyTorchJob"
     assert Reservation.objects.held().get(ref=f"run:{response.json()['id']}").units == 8
 
 

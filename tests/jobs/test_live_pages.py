@@ -28,8 +28,8 @@ def test_the_dashboards_figures_poll_while_work_is_active(client, member, team, 
     response = client.get("/", **HTMX)
     fragment = response.content.decode()
     assert response.status_code == 200 and "<html" not in fragment
-    # Active means admitted or running; queued is counted apart. The quota bars come along.
-    assert re.search(r'id="runs-stat"><span class="stat-value">1</span><span class="stat-label">active run · 1 queued',
+    # Holding quota is admitted, pending or running; queued is counted apart. The quota bars come along.
+    assert re.search(r'id="runs-stat"><span class="stat-value">1</span><span class="stat-label">run holding quota · 1 queued',
                      fragment)
     assert 'aria-label="2 of 8 in use"' in fragment and 'id="budget-forecast"' in fragment
 
@@ -43,7 +43,7 @@ def test_the_dashboard_stops_polling_when_nothing_can_change(client, member, tea
     response = client.get("/", **HTMX)
     assert response.status_code == 286
     fragment = response.content.decode()
-    assert "hx-trigger" not in fragment and "0</span><span class=\"stat-label\">active runs · 0 queued" in fragment
+    assert "hx-trigger" not in fragment and "0</span><span class=\"stat-label\">runs holding quota · 0 queued" in fragment
 
 
 def test_a_run_rows_cost_moves_with_its_state_cell(client, member, team, quota, published):

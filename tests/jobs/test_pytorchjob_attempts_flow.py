@@ -35,7 +35,7 @@ def test_a_restarted_pytorchjob_offers_each_replicas_earlier_attempt(client, api
     env = {"SLIPWAY_SIM_DURATION": "30s", "SLIPWAY_SIM_OUTCOME": "fail"}
     fields = {k: v for k, v in run_payload(workers=2, gpus_per_worker=1).items() if k != "team"}
     run = submit_run(member, team, {**fields, "env": env, "max_retries": 2})
-    assert run.cluster_resource == "PyTorchJob"
+    assert run.resource_kind == "PyTorchJob"
     now = timezone.now().replace(microsecond=0)
     ref = ClusterAddress(run.namespace, run.object_name)
 

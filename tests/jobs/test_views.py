@@ -86,7 +86,8 @@ def test_it_filters_runs_by_state_name_and_creator(client, member, team_admin, t
     submit(member, team, name="alpha")
     done = submit(member, team, name="beta")
     set_state(done, RunState.SUCCEEDED, finished_at=timezone.now())
-    submit(team_admin, team, name="gamma")
+    waiting = submit(team_admin, team, name="gamma")
+    set_state(waiting, RunState.QUEUED)
     client.force_login(member)
 
     def names(query: str) -> set[str]:
@@ -95,7 +96,8 @@ def test_it_filters_runs_by_state_name_and_creator(client, member, team_admin, t
 
     assert names("") == {"alpha", "beta", "gamma"}
     assert names("?state=succeeded") == {"beta"}
-    assert names("?state=active") == {"alpha", "gamma"}
+    assert names("?state=active") == {"alpha", "gamma"}  # queued or holding quota (docs/glossary.md)
+    assert names("?state=holding") == {"alpha"}
     assert names("?mine=1") == {"alpha", "beta"}
     assert names("?q=amm") == {"gamma"}
     assert "No runs match these filters." in client.get("/runs/?q=nothing").content.decode()
@@ -664,9 +666,9 @@ def test_it_shows_quota_bars_budget_queue_and_recent_runs(client, member, team, 
     html = response.content.decode()
     assert 'aria-label="8 of 8 in use"' in html and 'aria-label="0 of 2 in use"' in html
     assert '<span class="badge queued">4</span>' in html  # queued units of a100-80gb
-    # "active" is admitted or running (four); the two queued are counted apart.
-    assert '<span class="stat-value">4</span><span class="stat-label">active runs · 2 queued' in html
-    assert '<span class="stat-value">0</span><span class="stat-label">live endpoints · 0 queued' in html
+    # Holding quota: admitted, pending or running (four); the two queued are counted apart.
+    assert '<span class="stat-value">4</span><span class="stat-label">runs holding quota · 2 queued' in html
+    assert '<span class="stat-value">0</span><span class="stat-label">endpoints holding quota · 0 queued' in html
     assert "spent this month of 100,000.00 USD" in html  # the monthly budget
     assert ">run-5</a>" in html and ">run-1</a>" in html and ">run-0</a>" not in html  # the five newest
     assert html.count('hx-trigger="every 3s"') == 5

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from io import StringIO
+from pathlib import Path
 
 import yaml
 from django.core.management import call_command
@@ -83,9 +85,29 @@ def test_a_reused_idempotency_key_is_documented_as_the_400_it_is_and_no_422_is_l
                 assert "400" in operation["responses"], (method, path)
 
 
-def test_the_old_name_of_object_name_is_marked_deprecated_on_runs_and_endpoints():
+#: Old name → its one name (docs/glossary.md), per schema: kept one release, marked deprecated.
+RENAMED = {"Run": {"cluster_name": "object_name", "kind": "resource_kind"},
+           "Endpoint": {"cluster_name": "object_name", "estimated_cost_per_hour": "cost_per_hour_now"}}
+
+
+def test_old_names_are_marked_deprecated_beside_their_new_names():
     schemas = served_schema()["components"]["schemas"]
-    for name in ("Run", "Endpoint"):
+    for name, renamed in RENAMED.items():
         properties = schemas[name]["properties"]
-        assert properties["cluster_name"]["deprecated"] is True, name
-        assert "object_name" in properties and not properties["object_name"].get("deprecated"), name
+        for old, new in renamed.items():
+            assert properties[old]["deprecated"] is True, (name, old)
+            assert properties[old]["description"].startswith(f"Deprecated: the same as {new} "), (name, old)
+            assert new in properties and not properties[new].get("deprecated"), (name, new)
+            assert {k: v for k, v in properties[old].items() if k not in ("deprecated", "description", "readOnly")} == {
+                k: v for k, v in properties[new].items() if k not in ("description", "readOnly")}, (name, old)
+
+
+def test_every_deprecated_field_is_in_the_deprecated_table_of_docs_api_md():
+    """Automation learns of a rename from the schema or from docs/api.md: the two say the same."""
+    deprecated = {(field, new) for renamed in RENAMED.values() for field, new in renamed.items()}
+    in_schema = {field for schema in served_schema()["components"]["schemas"].values()
+                 for field, spec in schema.get("properties", {}).items() if spec.get("deprecated")}
+    table = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text().split("## Deprecated", 1)[1]
+    rows = {(m[1], m[2]) for m in re.finditer(r"^\| `(\w+)` \| [^|]+ \| `(\w+)`", table, re.M)}
+    assert in_schema == {field for field, _new in deprecated}
+    assert rows == deprecated

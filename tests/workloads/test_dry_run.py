@@ -1,4 +1,4 @@
-"""``POST …?dry_run=1``: the forecast before submitting — cost, budget share, start now / queue / refuse."""
+"""``POST …?dry_run=1``: the preview before submitting — cost, budget share, start now / queue / refuse."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def dry(api, path: str, payload: dict, **headers):
     return api.post(f"{path}?dry_run=1", payload, format="json", **headers)
 
 
-def test_a_dry_run_forecasts_and_writes_nothing(api, quota):
+def test_a_dry_run_previews_and_writes_nothing(api, quota):
     TeamBudget.objects.filter(team__slug="ml-research").update(monthly_limit=Decimal("100"))
     response = dry(api, "/api/v1/runs/", run_payload(gpus_per_worker=2, max_runtime_minutes=120))
     assert response.status_code == 200
@@ -68,7 +68,7 @@ def test_a_submission_saying_dry_run_no_is_idempotent_like_any_other(api, quota,
     assert TrainingRun.objects.count() == 1
 
 
-def test_viewers_and_outsiders_get_no_forecast(api_client_for, viewer, outsider, quota):
+def test_viewers_and_outsiders_get_no_preview(api_client_for, viewer, outsider, quota):
     assert dry(api_client_for(viewer), "/api/v1/runs/", run_payload()).status_code == 403
     assert dry(api_client_for(outsider), "/api/v1/runs/", run_payload()).status_code == 404
 
@@ -83,7 +83,7 @@ def test_an_endpoint_dry_run_counts_its_minimum_to_the_months_end(api, ep_quota)
     assert full["outcome"] == "reject"
 
 
-def test_the_run_form_shows_the_forecast(client, member, quota):
+def test_the_run_form_shows_the_preview(client, member, quota):
     TeamBudget.objects.filter(team__slug="ml-research").update(monthly_limit=Decimal("100"))
     client.force_login(member)
     form = {"name": "x", "image": "registry.example.com/ml/t:1", "command": "python t.py", "flavor": "a100-80gb",

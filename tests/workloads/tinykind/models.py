@@ -19,6 +19,7 @@ class Notebook(Workload):
     KIND_PREFIX = "nb"
     FINAL_STATES = (NotebookState.DONE, NotebookState.FAILED, NotebookState.STOPPED)
     HOLDING_STATES = (NotebookState.ADMITTED, NotebookState.STARTING, NotebookState.RUNNING)
+    ACTIVE_STATES = (NotebookState.QUEUED, *HOLDING_STATES)
 
     gpus = models.PositiveIntegerField(default=1)
     state = models.CharField(max_length=16, choices=NotebookState.choices, default=NotebookState.QUEUED)

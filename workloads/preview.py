@@ -1,0 +1,124 @@
+"""The preview of a submission: what submitting it would do now, with nothing written (docs/glossary.md "preview").
+
+One concept, one answer (:class:`Preview`), shown on three surfaces: the New run and New
+endpoint forms' live preview panel, the API's dry run (``POST …?dry_run=1``: the same answer as
+JSON) and ``slipway run --dry-run`` (the API's answer as a table). A kind's ``preview``
+(:meth:`workloads.registry.WorkloadKind.preview`) shapes its fields into a quota request and
+asks :func:`preview_request`, which reads admission's decision without locking or writing
+(:func:`quotas.queue.preview`), the one price (:mod:`quotas.pricing`), the budget, and —
+when the request would wait for quota — its place in the queue and its start estimate
+(:mod:`workloads.forecast`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.utils import timezone
+
+from quotas.constants import Priority, Reason
+from quotas.decide import Decision, ResourceRequest
+from quotas.ledger import hours_left_in_month
+from quotas.models import QueuedRequest
+from quotas.pricing import Quote
+from quotas.queue import held_beyond_quota, preview, queue_position
+from quotas.services import budget_summary
+from workloads.forecast import estimated_starts, held_estimate
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What submitting a request would do now; nothing is written (the form's preview, the API's dry run)."""
+
+    outcome: str  #: "admit" | "queue" | "reject" | "invalid"
+    message: str
+    cost_per_hour: Decimal | None = None
+    estimated_total: Decimal | None = None  #: with a known end
+    share_of_budget_left: Decimal | None = None  #: committed_cost's share of what the month's budget leaves
+    queue_position: int | None = None
+    estimated_start_at: datetime | None = None
+    start: str = ""  #: the estimate in words
+    #: What the budget gate counts (ResourceRequest.committed_cost): its estimate until the
+    #: month's end at most; without a runtime limit, its cost until the month's end.
+    committed_cost: Decimal | None = None
+    #: Units it would borrow from the team's cohort (Decision.borrows): any makes it preemptible.
+    borrows: int = 0
+    #: :func:`borrow_words` for the form's preview ("" when it borrows none); not part of the API's answer.
+    borrow_note: str = ""
+    #: The unit-hour's price and the cluster it is that of (:mod:`quotas.pricing`, the one rule).
+    price: Quote | None = None
+
+    @property
+    def price_per_hour(self) -> Decimal | None:
+        return self.price.price if self.price is not None else None
+
+    @property
+    def price_words(self) -> str:
+        """"3.60 USD/h on east (3.60–4.60)": the form's price line (:meth:`quotas.pricing.Quote.words`)."""
+        return self.price.words() if self.price is not None else ""
+
+    @property
+    def cluster(self) -> str | None:
+        """The cluster the work would go to now (None when none can take it now)."""
+        return (self.price.cluster or None) if self.price is not None else None
+
+    @property
+    def preemptible(self) -> bool:
+        return self.borrows > 0
+
+    def as_dict(self) -> dict:
+        return {"outcome": self.outcome, "message": self.message, "cost_per_hour": self.cost_per_hour,
+                "estimated_total": self.estimated_total, "share_of_budget_left": self.share_of_budget_left,
+                "queue_position": self.queue_position, "estimated_start_at": self.estimated_start_at,
+                "start": self.start, "committed_cost": self.committed_cost, "borrows": self.borrows,
+                "preemptible": self.preemptible, "price_per_hour": self.price_per_hour, "cluster": self.cluster}
+
+
+def borrow_words(decision: Decision, flavor: str) -> str:
+    """"borrows 2× a100-80gb from the cohort; preemptible (nlp may take them back)", or "" when
+    ``decision`` borrows nothing: what a borrowing admission means for the work, in the forms' words."""
+    if not decision.borrows:
+        return ""
+    names = list(decision.lent_by)
+    who = (" and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else names[0]) if names else "the cohort"
+    return f"borrows {decision.borrows}\u00d7 {flavor} from the cohort; preemptible ({who} may take them back)"
+
+
+def preview_request(team, request: ResourceRequest, flavor, duration: timedelta | None,
+                    price: Quote | None = None) -> Preview:
+    """Price, budget share and admission outcome of ``request`` (for ``flavor``, its unit-hour at
+    ``price``) — with a queue position and start estimate when it would wait for quota.
+
+    The rate is what admitting it commits per hour (``request.cost_per_hour``, the figure the
+    budget gate weighs: an endpoint's minimum), else its units at ``price``.
+    """
+    now = timezone.now()
+    rate = request.cost_per_hour
+    if rate is None and price is not None:
+        rate = price.per_hour(request.units)
+    total = request.estimated_cost
+    committed = request.committed_cost(hours_left_in_month(now))
+    decision = preview(team, request)
+    share = None
+    budget = budget_summary(team, now)
+    if committed is not None and budget["monthly_limit"] is not None:
+        left = budget["left"]
+        share = (committed / left).quantize(Decimal("0.0001")) if left > 0 else None
+    result = Preview(decision.outcome, decision.message, rate, total, share, committed_cost=committed,
+                      borrows=decision.borrows, borrow_note=borrow_words(decision, request.flavor), price=price)
+    if not decision.queued or flavor is None:
+        return result
+    entry = QueuedRequest(team=team, ref="dry-run", flavor=flavor, units=request.units,
+                          units_per_node=request.units_per_node, priority=Priority(request.priority).rank,
+                          spot=request.spot)
+    position = queue_position(team, entry)
+    held = held_beyond_quota(team, (entry.ref, request))
+    if decision.reason == Reason.WAITING_FOR_QUOTA:
+        estimate = estimated_starts(team, now, candidate=(entry, duration), held=held).get(entry.ref)
+    else:
+        estimate = held_estimate(held.get(entry.ref, decision), now)
+    return dataclasses.replace(result, queue_position=position, estimated_start_at=estimate.at if estimate else None,
+                               start=estimate.words(now) if estimate else "")
