@@ -91,14 +91,16 @@ def pytest_sessionstart(session):
         pytest.exit("CI services missing:\n  " + "\n  ".join(problems), returncode=3)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
     """Outside CI, skip (with the reason) tests whose service is absent; in CI never skip.
 
     The modules of :data:`SQLITE_MODULES` are marked ``sqlite``.
 
     Under pytest-xdist (``--dist loadgroup``) the tests that start processes of their own
-    (``slow``: Celery workers, ``make run``, the benchmarks with their scratch databases) run on
-    one worker, one at a time, as they did before; every other test is spread over the workers.
+    (``slow``: Celery workers, ``make run``, the benchmarks with their scratch databases) and the
+    two modules that open 64 connections at once run on one worker, one at a time, as they did
+    before; every other test is spread over the workers.
     """
     for item in items:
         if "slow" in item.keywords:

@@ -2,9 +2,9 @@
 
 Under pytest-xdist (scripts/test.sh runs the suite on several processes) each worker process has a
 database of its own (pytest-django names it ``test_<name>_gw<N>``), and here a Redis database and
-a var directory of its own: the end-to-end tests flush their Redis database and start Celery
-workers on it, and the sandbox, the broker folders and the metrics files live under the var
-directory. Set in the environment, so that the processes a test starts inherit the same ones.
+a var directory (and metrics directory) of its own: the end-to-end tests flush their Redis database and
+start Celery workers on it, and the sandbox, the broker folders and the metrics files live under
+the var directory. Set in the environment, so that the processes a test starts inherit the same ones.
 """
 
 import os
@@ -22,8 +22,11 @@ def _own_services_per_xdist_worker() -> None:
         url = urlsplit(os.environ["REDIS_URL"])
         first = int(url.path.strip("/") or 0)
         os.environ["REDIS_URL"] = urlunsplit(url._replace(path=f"/{first + 1 + index}"))
-    if os.environ.get("SLIPWAY_VAR_DIR"):
-        os.environ["SLIPWAY_VAR_DIR"] = os.path.join(os.environ["SLIPWAY_VAR_DIR"], worker)
+    # The metrics files too: pytest-xdist's controller loaded these settings first and put its
+    # directory into the environment the workers inherit (portal.env.export_multiproc_dir).
+    for name in ("SLIPWAY_VAR_DIR", "PROMETHEUS_MULTIPROC_DIR"):
+        if os.environ.get(name):
+            os.environ[name] = os.path.join(os.environ[name], worker)
 
 
 _own_services_per_xdist_worker()

@@ -21,8 +21,8 @@ from quotas.models import QueuedRequest, Reservation
 from quotas.queue import queue_positions
 from tests.factories import make_team
 
-# 64 connections at once: under pytest-xdist one such module at a time (PostgreSQL allows 100 in all).
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("connections")]
+# 64 connections at once: under pytest-xdist with the process-starting tests, one at a time (PostgreSQL allows 100 in all).
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("processes")]
 
 THREADS = 64
 ROUNDS = 20
