@@ -86,8 +86,13 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 import django  # noqa: E402
+from django.apps import apps  # noqa: E402
 
-django.setup()
+# Imported by the benchmark's own test, in the test's process: setting Django up again there would
+# configure logging again, onto whatever stream stands for stderr at that moment (the test's capture,
+# closed when it ends), and every later log line of that process would fail to write.
+if not apps.ready:
+    django.setup()
 
 from django.conf import settings  # noqa: E402
 

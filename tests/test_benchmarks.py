@@ -10,6 +10,7 @@ The figures themselves are not judged here (timing in tests flakes): BENCHMARKS.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import subprocess
 import sys
@@ -106,7 +107,11 @@ def test_the_sharing_bench_prints_its_figures_and_keeps_the_invariants_at_every_
     recency side by side), and at every simulated cycle
     no team holds more than its nominal quota plus what it may borrow, the cohort never more than
     its nominal quotas, a walled team never more than its own — and the cohort did borrow."""
+    handlers = list(logging.getLogger().handlers)
     sharing = _sharing_bench()
+    # Loaded in this process, it must not set Django up again: that would bind the log handlers to
+    # this test's captured stderr, closed when the test ends, and break every later log line here.
+    assert logging.getLogger().handlers == handlers
     args = ["--quick", "--borrowing-limit", limits] if limits else ["--quick"]
     assert sharing.main(args) == 0
     out = capsys.readouterr().out

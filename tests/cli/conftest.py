@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 from click.testing import CliRunner
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -30,13 +28,8 @@ def env(short_lived_connections, live_server, member, quota, fake_backend, publi
 
 
 @pytest.fixture
-def cli(env, monkeypatch):
+def cli(env):
     """``cli(*args, env=…, input=…)``: the command's Result (``exit_code``, ``stdout``, ``stderr``, ``output``)."""
-    # The live server answers in this process: its request log (a 409 is a warning) would be written
-    # to whatever streams CliRunner has swapped in — mixed with the command's own output, or, from a
-    # handler set up during an earlier invocation, to a stream already closed ("--- Logging error ---").
-    for name in ("django.request", "django.server"):
-        monkeypatch.setattr(logging.getLogger(name), "disabled", True)
 
     def invoke(*args, input: str | None = None, **more_env):
         return CliRunner().invoke(slipway_cli, list(args), env={**env, **more_env}, input=input,
