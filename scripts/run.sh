@@ -111,13 +111,10 @@ for _ in $(seq 1 120); do
 done
 [[ -n "$ready" ]] || echo "warning: $url did not answer within 60 s; see $LOG_DIR/web.log" >&2
 
-cat <<MSG
-
-  Slipway is running:  $url
-  Demo logins are printed above (seed_demo); admin console at ${url}admin/
-  Logs: $LOG_DIR/web.log, $LOG_DIR/worker.log, $LOG_DIR/beat.log — Ctrl-C stops everything.
-
-MSG
+# printf is a builtin: once the banner is out, the three services are this script's only children
+# (`cat <<MSG` forked one more, still alive for a moment after its last line was read).
+printf '\n  Slipway is running:  %s\n  Demo logins are printed above (seed_demo); admin console at %sadmin/\n' "$url" "$url"
+printf '  Logs: %s — Ctrl-C stops everything.\n\n' "$LOG_DIR/web.log, $LOG_DIR/worker.log, $LOG_DIR/beat.log"
 # Stop everything as soon as any of the three dies, so a crash is not hidden.
 wait -n "${pids[@]}"
 echo "a Slipway process exited; see $LOG_DIR/" >&2
