@@ -64,17 +64,57 @@ class ClusterConfig:
     run_as_non_root: bool = True
 
 
+# -- GPU sharing: the one vocabulary (the flavor model's choices are built from it) -----------------
+#
+# How one physical GPU is shared by the pods of a flavor (the NVIDIA device plugin's
+# ``sharing.timeSlicing`` / ``sharing.mps`` configs, and MIG's hardware slices). What each gives:
+#   none          one pod owns the whole GPU;
+#   mig           a hardware slice: its own memory and compute (isolation "hardware");
+#   time-slicing  pods take turns on the whole GPU: every pod sees all of its memory, nothing is
+#                 isolated, one pod can exhaust the memory or starve the others (isolation "none");
+#   mps           kernels of the pods run concurrently, each with a memory limit and a share of
+#                 compute, but one fault reaches them all (isolation "partial": for one team's work).
+SHARING_NONE = "none"
+SHARING_MIG = "mig"
+SHARING_TIME_SLICING = "time-slicing"
+SHARING_MPS = "mps"
+SHARING_LABELS = {
+    SHARING_NONE: "Whole GPU",
+    SHARING_MIG: "MIG slice",
+    SHARING_TIME_SLICING: "Time-sliced",
+    SHARING_MPS: "MPS",
+}
+SHARINGS = tuple(SHARING_LABELS)
+#: Sharings whose unit is a replica of a whole GPU (the device plugin's ``replicas``).
+REPLICATED_SHARINGS = (SHARING_TIME_SLICING, SHARING_MPS)
+#: What each sharing isolates between the pods on one GPU.
+ISOLATION = {
+    SHARING_NONE: "exclusive",
+    SHARING_MIG: "hardware",
+    SHARING_TIME_SLICING: "none",
+    SHARING_MPS: "partial",
+}
+
+
 @dataclass(frozen=True)
 class FlavorSpec:
-    """A schedulable GPU kind: its extended resource and where it lives."""
+    """A schedulable GPU kind: its extended resource and where it lives.
+
+    ``sharing`` and ``replicas``: how one physical GPU is cut into this flavor's units (see
+    :data:`SHARINGS`); a time-sliced or MPS unit is ``1 / replicas`` of a GPU. ``one_team_per_gpu``:
+    an MPS flavor's pods of different teams are never placed together (MPS isolation is partial).
+    """
 
     name: str
-    resource_name: str  # "nvidia.com/gpu" or "nvidia.com/mig-1g.10gb"
+    resource_name: str  # "nvidia.com/gpu", "nvidia.com/gpu.shared" (a renamed shared GPU) or "nvidia.com/mig-1g.10gb"
     gpu_model: str  # node label value of nvidia.com/gpu.product, e.g. "NVIDIA-A100-SXM4-80GB"
     mig_profile: str | None = None  # "1g.10gb"
     node_selector: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[tuple[str, str, str, str], ...] = ()  # (key, operator, value, effect)
     gpu_fraction: float = 1.0
+    sharing: str = SHARING_NONE
+    replicas: int = 1
+    one_team_per_gpu: bool = False
 
 
 @dataclass(frozen=True)

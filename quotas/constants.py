@@ -13,6 +13,8 @@ from decimal import Decimal
 
 from django.db import models
 
+from cluster import specs
+
 #: Zero, as money and ledger amounts count it (a Decimal). Here rather than in the ledger, so
 #: admission's pure rule uses the same zero without importing the ledger.
 ZERO = Decimal(0)
@@ -83,3 +85,20 @@ class Priority(models.TextChoices):
     @classmethod
     def rank_choices(cls) -> list[tuple[int, str]]:
         return [(p.rank, p.value) for p in cls]
+
+
+class Sharing(models.TextChoices):
+    """How a flavor's units share a physical GPU (:data:`cluster.specs.SHARINGS`, the one vocabulary)."""
+
+    NONE = specs.SHARING_NONE, specs.SHARING_LABELS[specs.SHARING_NONE]
+    MIG = specs.SHARING_MIG, specs.SHARING_LABELS[specs.SHARING_MIG]
+    TIME_SLICING = specs.SHARING_TIME_SLICING, specs.SHARING_LABELS[specs.SHARING_TIME_SLICING]
+    MPS = specs.SHARING_MPS, specs.SHARING_LABELS[specs.SHARING_MPS]
+
+
+#: The most units one GPU may be cut into by time-slicing or MPS (the MPS daemon serves at most 48
+#: clients per GPU on Volta and newer; more replicas than that would never all run).
+MAX_REPLICAS = 48
+#: The resource names a time-sliced or MPS flavor may request: the whole-GPU name the device plugin
+#: keeps with ``renameByDefault: false``, or the ``.shared`` name it advertises when renamed.
+SHARED_RESOURCE_NAMES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from decimal import ROUND_HALF_UP, Decimal
 
+from quotas.constants import Sharing
 from quotas.ledger import month_start
 from quotas.models import BudgetMonth, GpuFlavor, TeamBudget, TeamQuota
 
@@ -57,7 +58,7 @@ def flavor_definitions() -> list[dict]:
         share = Decimal(sevenths) / Decimal(7)
         defs.append({
             "name": f"a100-{profile}", "resource_name": f"nvidia.com/mig-{profile}", "gpu_model": A100,
-            "mig_profile": profile, "gpu_memory_gb": mem, "gpu_fraction": _q(share, "0.000001"),
+            "mig_profile": profile, "sharing": Sharing.MIG, "gpu_memory_gb": mem, "gpu_fraction": _q(share, "0.000001"),
             "node_labels": {PRODUCT_LABEL: A100}, "tolerations": [GPU_TAINT_TOLERATION],
             "max_units_per_node": largest, "price_per_hour": _q(A100_PRICE * share, "0.0001"),
             "spot_price_per_hour": _q(A100_SPOT_PRICE * share, "0.0001"),

@@ -10,14 +10,15 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from cluster.specs import FlavorSpec
+from cluster.specs import ISOLATION, REPLICATED_SHARINGS, FlavorSpec
 from core.formatting import format_money, format_when
-from quotas.constants import Priority
+from quotas.constants import MAX_REPLICAS, SHARED_RESOURCE_NAMES, Priority, Sharing
 
 FLAVOR_NAME = RegexValidator(
     r"^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$",
@@ -86,6 +87,24 @@ class GpuFlavor(models.Model):
                                               help_text="Spot price of one unit per hour.")
     active = models.BooleanField(default=True, help_text="Inactive flavors cannot be requested any more.")
     description = models.CharField(max_length=200, blank=True)
+    sharing = models.CharField(
+        max_length=20, choices=Sharing.choices, default=Sharing.NONE,
+        help_text="How one physical GPU is shared: whole, MIG slices, time-sliced (no isolation: every pod sees "
+                  "the whole memory) or MPS (a memory limit per pod; one team's work).",
+    )
+    replicas = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_REPLICAS)],
+        help_text="Time-sliced and MPS flavors: how many units one GPU is cut into (each unit is 1/replicas of a "
+                  "GPU, and its price is usually the GPU's price / replicas). 1 otherwise.",
+    )
+    training = models.BooleanField(
+        default=True, help_text="Whether training runs may use it (shared flavors never take distributed runs or "
+                                "more than one unit per pod).",
+    )
+    one_team_per_gpu = models.BooleanField(
+        default=True, help_text="MPS only: pods of different teams are never placed on one node's MPS GPUs "
+                                "(MPS limits memory per pod but does not isolate faults).",
+    )
 
     objects = GpuFlavorQuerySet.as_manager()
 
@@ -97,12 +116,61 @@ class GpuFlavor(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def save(self, *args, **kwargs) -> None:
+        # One rule for what a unit is: a replica of a shared GPU is 1/replicas of it, so quota, borrowing,
+        # showback and idle waste (all of which read gpu_fraction) count it as such.
+        if self.replicated and self.replicas:
+            self.gpu_fraction = (Decimal(1) / self.replicas).quantize(Decimal("0.000001"))
+        super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        """A flavor's sharing, replicas, MIG profile and resource name must describe one real device-plugin set-up."""
+        errors: dict[str, str] = {}
+        if self.sharing == Sharing.MIG and not self.mig_profile:
+            errors["mig_profile"] = "A MIG flavor names its profile, e.g. 1g.10gb."
+        if self.mig_profile and self.sharing != Sharing.MIG:
+            errors["sharing"] = ("A flavor with a MIG profile is a MIG slice: MIG slices are not time-sliced or "
+                                 "shared with MPS here (the device plugin does not run MPS on MIG devices).")
+        if self.replicated:
+            if self.replicas < 2:
+                errors["replicas"] = "A time-sliced or MPS flavor cuts a GPU into 2 or more units."
+            if self.resource_name not in SHARED_RESOURCE_NAMES:
+                errors["resource_name"] = (f"A time-sliced or MPS flavor requests {' or '.join(SHARED_RESOURCE_NAMES)} "
+                                           "(the second when the device plugin renames shared GPUs).")
+        elif self.replicas != 1:
+            errors["replicas"] = "Only time-sliced and MPS flavors have replicas; leave it at 1."
+        if errors:
+            raise ValidationError(errors)
+
     @property
     def usable(self) -> bool:
         """Whether the flavor may be requested now: the one rule (an admin retires a flavor by
         making it inactive; work already running on it goes on). :func:`quotas.decide.decide`
         refuses new work on a flavor that is not, and submissions say so in a field error."""
         return self.active
+
+    @property
+    def replicated(self) -> bool:
+        """Whether a unit is a replica of a whole GPU (time-slicing, MPS)."""
+        return self.sharing in REPLICATED_SHARINGS
+
+    @property
+    def isolation(self) -> str:
+        """What is isolated between pods on one GPU: exclusive, hardware, partial or none."""
+        return ISOLATION[self.sharing]
+
+    @property
+    def memory_is_shared(self) -> bool:
+        """Time-sliced pods all see (and compete for) the GPU's whole memory; other units have their own."""
+        return self.sharing == Sharing.TIME_SLICING
+
+    @property
+    def memory_per_unit_gb(self) -> Decimal:
+        """GPU memory one unit may use: an MPS unit its limit (the GPU's / replicas); a time-sliced unit
+        the whole GPU's, shared with the other pods on it; a whole GPU or MIG slice its own."""
+        if self.sharing == Sharing.MPS:
+            return (Decimal(self.gpu_memory_gb) / self.replicas).quantize(Decimal("0.1"))
+        return Decimal(self.gpu_memory_gb)
 
     def refusal(self) -> str:
         """The field error of a submission asking for this flavor when it is not :attr:`usable` ("" when it is)."""
@@ -149,6 +217,9 @@ class GpuFlavor(models.Model):
             node_selector=tuple(sorted((str(k), str(v)) for k, v in (self.node_labels or {}).items())),
             tolerations=tolerations,
             gpu_fraction=float(self.gpu_fraction),
+            sharing=self.sharing,
+            replicas=self.replicas,
+            one_team_per_gpu=self.one_team_per_gpu and self.sharing == Sharing.MPS,
         )
 
 
