@@ -27,7 +27,7 @@ def test_it_lists_active_flavors_with_prices(api, flavors):
     response = api.get(FLAVORS_URL)
     assert response.status_code == 200
     rows = {row["name"]: row for row in response.json()["results"]}
-    assert set(rows) == {"a100-80gb", "l4", "a100-1g.10gb", "a100-2g.20gb", "a100-3g.40gb"}
+    assert set(rows) == {"a100-80gb", "l4", "a100-1g.10gb", "a100-2g.20gb", "a100-3g.40gb", "t4-ts4", "a10g-mps2"}
     mig = rows["a100-1g.10gb"]
     assert (mig["resource_name"], mig["mig_profile"], mig["gpu_memory_gb"]) == ("nvidia.com/mig-1g.10gb", "1g.10gb", 10)
     assert mig["gpu_fraction"] == pytest.approx(1 / 7, abs=1e-6)
