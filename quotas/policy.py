@@ -90,6 +90,11 @@ class Refusals:
         return {field: [message] for field, message in pairs if message}
 
 
+def gb(value: Decimal | float | int) -> str:
+    """"12", "12.5": GB as people write them (a Decimal's trailing zeros dropped)."""
+    return f"{Decimal(str(value)).normalize():f}"
+
+
 def share_words(flavor: GpuFlavor) -> str:
     """"1/4 of a Tesla-T4": what one unit of a time-sliced or MPS flavor is."""
     return f"1/{flavor.replicas} of a {flavor.gpu_model}"
@@ -140,15 +145,15 @@ def warnings(flavor: GpuFlavor, shape: Shape, gpu_memory_gb: float | None) -> tu
             where = {
                 specs.SHARING_TIME_SLICING: f"a time-sliced {flavor.gpu_memory_gb} GB {flavor.gpu_model}, whose "
                                             "memory its other pods use too",
-                specs.SHARING_MPS: f"an MPS unit limited to {per_unit:g} GB of a {flavor.gpu_model}",
-                specs.SHARING_MIG: f"a MIG slice with {per_unit:g} GB",
-            }.get(flavor.sharing, f"{have:g} GB of {flavor.gpu_model} memory")
-            found.append(f"A pod that needs {gpu_memory_gb:g} GB of GPU memory on {flavor.name} ({where}) will run "
+                specs.SHARING_MPS: f"an MPS unit limited to {gb(per_unit)} GB of a {flavor.gpu_model}",
+                specs.SHARING_MIG: f"a MIG slice with {gb(per_unit)} GB",
+            }.get(flavor.sharing, f"{gb(have)} GB of {flavor.gpu_model} memory")
+            found.append(f"A pod that needs {gb(gpu_memory_gb)} GB of GPU memory on {flavor.name} ({where}) will run "
                          "out of memory (OOMKilled): pick a flavor with more memory per unit.")
         elif flavor.memory_is_shared and needed * flavor.replicas > flavor.gpu_memory_gb:
             fits = int(Decimal(flavor.gpu_memory_gb) // needed)
             found.append(f"{flavor.name} shares one {flavor.gpu_memory_gb} GB {flavor.gpu_model} between up to "
-                         f"{flavor.replicas} pods with no memory isolation: at {gpu_memory_gb:g} GB each, more than "
+                         f"{flavor.replicas} pods with no memory isolation: at {gb(gpu_memory_gb)} GB each, more than "
                          f"{fits} on one GPU run out of memory and one of them is OOMKilled.")
     if shape.training and flavor.sharing == specs.SHARING_TIME_SLICING and flavor.training:
         found.append(f"{flavor.name} is time-sliced: a training run takes turns on the GPU with up to "
@@ -163,9 +168,9 @@ def traits(flavor: GpuFlavor) -> str:
     label = specs.SHARING_LABELS[flavor.sharing]
     if flavor.replicated:
         label = f"{label} \u00d7{flavor.replicas}"
-    memory = (f"{flavor.memory_per_unit_gb:g} GB shared" if flavor.memory_is_shared
-              else f"{flavor.memory_per_unit_gb:g} GB own")
-    words = [label, f"{flavor.isolation} isolation" if flavor.isolation != "exclusive" else "exclusive", memory]
+    memory = f"{gb(flavor.memory_per_unit_gb)} GB {'shared' if flavor.memory_is_shared else 'own'}"
+    isolation = {"exclusive": "exclusive", "none": "no isolation"}.get(flavor.isolation, f"{flavor.isolation} isolation")
+    words = [label, isolation, memory]
     if not flavor.training:
         words.append("no training")
     return " \u00b7 ".join(words)
