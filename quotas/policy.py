@@ -119,11 +119,11 @@ def refusals(flavor: GpuFlavor, shape: Shape) -> Refusals:
         return Refusals()
     other = instead(flavor, training=shape.training)
     use = f" Use {other.name} ({other.gpu_model}, whole GPUs) instead." if other else ""
-    kind = specs.SHARING_LABELS[flavor.sharing].lower()
+    kind = "an MPS" if flavor.sharing == specs.SHARING_MPS else "a time-sliced"
     return Refusals(
         flavor=(f"{flavor.name} does not take training runs: its GPUs are meant for inference and development."
                 + use) if not_training else "",
-        workers=(f"{flavor.name} is a {kind} share of one GPU ({share_words(flavor)}): a distributed run "
+        workers=(f"{flavor.name} is {kind} share of one GPU ({share_words(flavor)}): a distributed run "
                  f"(workers > 1) needs whole GPUs, not replicas that share one GPU's memory and compute."
                  + (use or " Use 1 worker.")) if distributed else "",
         units_per_pod=(f"{flavor.name} gives each pod one unit ({share_words(flavor)}): a pod cannot add up "

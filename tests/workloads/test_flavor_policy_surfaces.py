@@ -86,7 +86,7 @@ def test_the_run_form_puts_the_refusal_next_to_the_field_and_writes_nothing(clie
 def test_the_run_forms_preview_says_why_it_is_refused(client, member, shared):
     client.force_login(member)
     html = client.post("/runs/preview/", RUN_FORM, **HTMX).content.decode()
-    assert "workers: a10g-mps2 is a mps share of one GPU (1/2 of a NVIDIA-A10G)" in html
+    assert "workers: a10g-mps2 is an MPS share of one GPU (1/2 of a NVIDIA-A10G)" in html
     assert "Starts now" not in html and nothing_written()
 
 
