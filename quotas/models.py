@@ -522,6 +522,9 @@ class UsageRecord(models.Model):
     # fair share remembers (decayed) and usage reports show as ``borrowed_gpu_hours``.
     borrowed_gpu_hours = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0),
                                              db_default=Decimal(0))
+    # The flavor's units held × hours (gpu_hours is physical: × gpu_fraction too). Apart from gpu_hours, since a
+    # flavor's fraction may change (an admin re-cuts a shared GPU) and the hours past must keep their meaning.
+    unit_hours = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0), db_default=Decimal(0))
     currency = models.CharField(max_length=3, default=_default_currency)
 
     class Meta:

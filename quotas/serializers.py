@@ -152,7 +152,17 @@ class UsageRowSerializer(serializers.Serializer):
     flavor = serializers.CharField(required=False, help_text="By workload: its GPU flavor.")
     label = serializers.CharField(required=False, help_text=(
         'By workload: what people call it, as every message says it: "run bert (#13) of team nlp".'))
-    gpu_hours = serializers.DecimalField(max_digits=14, decimal_places=4)
+    gpu_hours = serializers.DecimalField(
+        max_digits=14, decimal_places=4,
+        help_text="Physical GPU-hours (units × gpu_fraction × hours): the same figure as physical_gpu_hours, its "
+                  "first name.")
+    unit_hours = serializers.DecimalField(
+        max_digits=14, decimal_places=4,
+        help_text="Unit-hours: the flavor's units held × hours, what prices are per (a time-sliced ×4 unit for an "
+                  "hour is 1 unit-hour and 0.25 physical GPU-hours).")
+    physical_gpu_hours = serializers.DecimalField(
+        max_digits=14, decimal_places=4,
+        help_text="Physical GPU-hours: units × gpu_fraction × hours, comparable across whole, MIG and shared flavors.")
     # Money in cents, rounded as everywhere people read it (core.formatting).
     cost = serializers.DecimalField(max_digits=12, decimal_places=2, rounding=MONEY_ROUNDING)
     idle_gpu_hours = serializers.DecimalField(

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 import yaml
+from django.utils import timezone
 
 from jobs.models import TrainingRun
 from quotas.demo import seed_team_quotas
+from quotas.ledger import month_start, record_usage
 from tests.cli.test_cli import list_item_validator, write
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
@@ -62,3 +65,16 @@ def test_a_run_the_shared_flavor_refuses_is_a_usage_error_naming_the_field(cli, 
     assert result.exit_code == 2
     assert "workers: a10g-mps2 is an MPS share of one GPU" in result.output
     assert not TrainingRun.objects.exists()
+
+
+def test_cost_prints_unit_hours_and_physical_gpu_hours_apart(cli, shared, member, team):
+    """Four time-sliced ×4 units for an hour: 4 unit-hours, 1 physical GPU-hour (tests/quotas/test_physical_gpu_hours.py)."""
+    start = month_start()
+    record_usage(team, "ep:900", "t4-ts4", member, start, start + timedelta(hours=1), 4, False)
+    result = cli("cost", "--by", "flavor", "--month", f"{timezone.localtime(start):%Y-%m}")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("FLAVOR"))
+    assert header.split() == ["FLAVOR", "UNIT-HOURS", "PHYSICAL", "GPU-HOURS", "COST", "IDLE", "COST"]
+    assert next(line for line in lines if line.startswith("t4-ts4")).split() == [
+        "t4-ts4", "4.0000", "1.0000", "0.40", "USD", "0.00", "USD"]
