@@ -117,11 +117,15 @@ class GpuFlavor(models.Model):
         return self.name
 
     def save(self, *args, **kwargs) -> None:
-        # One rule for what a unit is: a replica of a shared GPU is 1/replicas of it, so quota, borrowing,
-        # showback and idle waste (all of which read gpu_fraction) count it as such.
+        self.set_fraction()
+        super().save(*args, **kwargs)
+
+    def set_fraction(self) -> None:
+        """One rule for what a unit is: a replica of a shared GPU is 1/replicas of it, so quota, borrowing,
+        showback and idle waste (all of which read gpu_fraction) count it as such. :meth:`save` applies it
+        (and a flavor that is never saved, bench/sharing.py's, through it)."""
         if self.replicated and self.replicas:
             self.gpu_fraction = (Decimal(1) / self.replicas).quantize(Decimal("0.000001"))
-        super().save(*args, **kwargs)
 
     def clean(self) -> None:
         """A flavor's sharing, replicas, MIG profile and resource name must describe one real device-plugin set-up."""
