@@ -91,7 +91,7 @@ def test_every_surface_shows_the_same_two_figures(client, member, staff, ledger)
     client.force_login(staff)
     html = client.get("/admin/showback/").content.decode()
     team_row = re.search(r'<tr data-team="ml-research">(.*?)</tr>', html, re.S).group(1)
-    assert '<td class="unit-hours">5.00</td>' in team_row and '<td class="physical-gpu-hours">2.00</td>' in team_row
+    assert '<span class="unit-hours">5.00</span> / <span class="physical-gpu-hours">2.00</span>' in team_row
     text = client.get(f"/admin/showback/?month={timezone.localtime(ledger):%Y-%m}&format=csv").content.decode()
     assert {r["flavor"]: (r["unit_hours"], r["physical_gpu_hours"]) for r in csv.DictReader(io.StringIO(text))} == {
         name: (f"{u:.4f}", f"{p:.4f}") for name, (u, p, _c) in EXPECTED.items()}
