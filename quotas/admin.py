@@ -376,18 +376,22 @@ class PreemptionEventAdmin(ReadOnlyAdmin):
 
 @admin.register(UsageRecord)
 class UsageRecordAdmin(ReadOnlyAdmin):
-    list_display = ["ref", "team", "flavor", "user", "hour_", "start_", "end_", "units", "spot", "gpu_hours_",
-                    "cost_"]
+    list_display = ["ref", "team", "flavor", "user", "hour_", "start_", "end_", "units", "spot", "unit_hours_",
+                    "gpu_hours_", "cost_"]
     hour_ = when_column("hour", "hour")
     start_ = when_column("start", "start", "seconds")
     end_ = when_column("end", "end", "seconds")
     cost_ = money_column("cost", "cost", "currency")
     idle_cost_ = money_column("idle_cost", "idle cost", "currency")
     # Money and GPU-hours as people read them on the detail page too (the columns keep ten decimals).
-    exclude = ["cost", "gpu_hours", "idle_cost", "idle_gpu_hours", "borrowed_gpu_hours"]
-    readonly_fields = ["gpu_hours_", "cost_", "idle_gpu_hours_", "idle_cost_", "borrowed_gpu_hours_"]
+    exclude = ["cost", "gpu_hours", "idle_cost", "idle_gpu_hours", "borrowed_gpu_hours", "unit_hours"]
+    readonly_fields = ["unit_hours_", "gpu_hours_", "cost_", "idle_gpu_hours_", "idle_cost_", "borrowed_gpu_hours_"]
 
-    @admin.display(description="GPU-hours", ordering="gpu_hours")
+    @admin.display(description="unit-hours", ordering="unit_hours")
+    def unit_hours_(self, record: UsageRecord) -> str:
+        return f"{record.unit_hours:.4f}"  # the flavor's units held × hours (docs/money.md)
+
+    @admin.display(description="physical GPU-hours", ordering="gpu_hours")
     def gpu_hours_(self, record: UsageRecord) -> str:
         return f"{record.gpu_hours:.4f}"  # the column keeps ten decimals for exact sums
 

@@ -124,11 +124,15 @@ class GpuFlavor(models.Model):
         return self.name
 
     def save(self, *args, **kwargs) -> None:
-        # One rule for what a unit is: a replica of a shared GPU is 1/replicas of it, so quota, borrowing,
-        # showback and idle waste (all of which read gpu_fraction) count it as such.
+        self.set_fraction()
+        super().save(*args, **kwargs)
+
+    def set_fraction(self) -> None:
+        """One rule for what a unit is: a replica of a shared GPU is 1/replicas of it, so quota, borrowing,
+        showback and idle waste (all of which read gpu_fraction) count it as such. :meth:`save` applies it
+        (and a flavor that is never saved, bench/sharing.py's, through it)."""
         if self.replicated and self.replicas:
             self.gpu_fraction = (Decimal(1) / self.replicas).quantize(Decimal("0.000001"))
-        super().save(*args, **kwargs)
 
     def clean(self) -> None:
         """A flavor's sharing, replicas, MIG profile and resource name must describe one real device-plugin set-up."""
@@ -558,6 +562,9 @@ class UsageRecord(models.Model):
     # fair share remembers (decayed) and usage reports show as ``borrowed_gpu_hours``.
     borrowed_gpu_hours = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0),
                                              db_default=Decimal(0))
+    # The flavor's units held × hours (gpu_hours is physical: × gpu_fraction too). Apart from gpu_hours, since a
+    # flavor's fraction may change (an admin re-cuts a shared GPU) and the hours past must keep their meaning.
+    unit_hours = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0), db_default=Decimal(0))
     currency = models.CharField(max_length=3, default=_default_currency)
 
     class Meta:

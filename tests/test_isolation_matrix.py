@@ -100,7 +100,8 @@ PORTAL_TEAM_ROUTES = {
 OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-token", "jobs:run-list", "jobs:run-new",
               "jobs:run-preview", "inference:endpoint-list", "inference:endpoint-new", "inference:endpoint-preview",
               "usage", "usage-report", "team-list", "flavor-list", "login", "logout", "device-login",
-              "api-root"}  # the API root: links only, for whoever is signed in
+              "api-root",  # the API root: links only, for whoever is signed in
+              "flavor-help"}  # the flavors everyone may request, as flavor-list (tests/front/test_flavor_help.py)
 #: Single sign-on's flow (front.sso): the provider login and callback, and the deactivated-account page. They
 #: hold no team's objects; what they may change (the signing-in person's own memberships) is tests/sso's.
 SIGN_IN_ROUTES = {"openid_connect_login", "openid_connect_callback", "account_inactive"}

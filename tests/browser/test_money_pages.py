@@ -150,7 +150,7 @@ def test_csv_downloads_say_what_and_when_and_name_each_workload(live_server, bro
     assert name == f"usage-ml-research-{month}-by-workload.csv"
     assert list(rows[0]) == ["group", "name", "kind", "team", "user", "flavor", "gpu_hours", "cost",
                              "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours", "preempted_gpu_hours",
-                             "preempted_cost", "currency", "label"]
+                             "preempted_cost", "currency", "label", "unit_hours", "physical_gpu_hours"]
     assert all(row["name"] and row["kind"] in ("run", "endpoint") and row["team"] == "ml-research"
                and row["label"] == f"{row['kind']} {row['name']} (#{row['group'].split(':')[1]}) of team ml-research"
                for row in rows)
