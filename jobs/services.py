@@ -92,7 +92,8 @@ def _rejection_errors(request: RunRequest, decision: Decision) -> dict[str, list
 
 def _shape(request: RunRequest) -> policy.Shape:
     """What a run asks of its flavor: training, ``workers`` pods as one job, ``gpus_per_worker`` units each."""
-    return policy.Shape(training=True, workers=request.workers, units_per_pod=request.gpus_per_worker)
+    return policy.Shape(training=True, workers=request.workers, units_per_pod=request.gpus_per_worker,
+                        shm_gb=request.shm_gb)
 
 
 def _flavor_errors(request: RunRequest, flavor: GpuFlavor) -> dict[str, list[str]]:

@@ -71,6 +71,8 @@ class Shape:
     training: bool
     workers: int = 1
     units_per_pod: int = 1
+    #: The shared memory a run asks for (``shm_gb``; None: not said).
+    shm_gb: float | None = None
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,11 @@ def warnings(flavor: GpuFlavor, shape: Shape, gpu_memory_gb: float | None) -> tu
             found.append(f"{flavor.name} shares one {flavor.gpu_memory_gb} GB {flavor.gpu_model} between up to "
                          f"{flavor.replicas} pods with no memory isolation: at {gb(gpu_memory_gb)} GB each, more than "
                          f"{fits} on one GPU run out of memory and one of them is OOMKilled.")
+    if shape.shm_gb is not None and flavor.sharing == specs.SHARING_MPS:
+        # The device plugin mounts the MPS daemon's shared memory at /dev/shm in MPS pods; the builders
+        # then leave out the run's own shm volume (cluster.manifests.training), so the size goes unused.
+        found.append(f"{flavor.name} is an MPS flavor: its pods' /dev/shm is the MPS daemon's, so shm_gb "
+                     f"({gb(shape.shm_gb)} GB) has no effect there.")
     if shape.training and flavor.sharing == specs.SHARING_TIME_SLICING and flavor.training:
         found.append(f"{flavor.name} is time-sliced: a training run takes turns on the GPU with up to "
                      f"{flavor.replicas - 1} other pods and shares its memory with them. Time-slicing suits light "

@@ -138,3 +138,10 @@ def test_the_flavors_api_and_the_help_page_price_a_unit_alike(api, client, membe
         line = html[html.index(f'id="flavor-{row["name"]}"'):]
         price = Decimal(row["price_per_hour"]).normalize()
         assert f"{price:f} USD/h" in line[:line.index("</tr>")] or f"{price:.2f} USD/h" in line[:line.index("</tr>")]
+
+
+def test_it_warns_that_shared_memory_goes_unused_on_mps(shared, flavors):
+    # The device plugin owns /dev/shm in MPS pods, so the run's shm_gb cannot be honoured there.
+    [warning] = policy.warnings(shared["a10g-mps2"], policy.Shape(training=True, shm_gb=8), None)
+    assert warning == "a10g-mps2 is an MPS flavor: its pods' /dev/shm is the MPS daemon's, so shm_gb (8 GB) has no effect there."
+    assert not policy.warnings(flavors["a100-80gb"], policy.Shape(training=True, shm_gb=8), None)
