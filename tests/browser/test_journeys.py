@@ -13,7 +13,7 @@ to another team's run and reads it; destructive admin actions and the Team page'
 first; a viewer and a member whose team keeps them from a teammate's run see disabled controls
 and why. Every page visited is checked for template syntax shown as text
 (tests/browser/support.py). On a failure the page's screenshot and HTML are kept
-(tests/browser/conftest.py).
+(the browser fixture, tests/conftest.py).
 """
 
 from __future__ import annotations
