@@ -2,9 +2,16 @@
 
 For each pending pod it runs the filters kube-scheduler runs, in its order, stopping at the
 first one a node fails (TaintToleration, then NodeAffinity — nodeSelector and required node
-affinity —, then NodeResourcesFit), and when no node passes it builds the same
+affinity —, then NodeResourcesFit, then InterPodAffinity — the pod's required anti-affinity,
+then the existing pods' —), and when no node passes it builds the same
 ``FailedScheduling`` message: ``0/8 nodes are available: 2 node(s) had untolerated taint
 {nvidia.com/gpu: }, 6 Insufficient nvidia.com/gpu.`` (reason counts sorted as strings).
+
+Required pod anti-affinity is honoured in general: any label selector (``In``, ``NotIn``,
+``Exists``, ``DoesNotExist``) over the pods' labels, any topology key (nodes sharing the key's
+value are one domain; a node without it is in none), and the namespaces a term looks in: those it
+lists and those its ``namespaceSelector`` selects (``{}``: all), or — neither given — only the
+pod's own namespace, as Kubernetes defaults. Required pod *affinity* is not simulated.
 
 A gang (the pods of one PyTorchJob) is placed all-or-nothing: every pod is tentatively bound
 against the running totals, and nothing is kept unless all of them fit.
@@ -54,6 +61,23 @@ def _expression_matches(labels: dict[str, str], key: str, operator: str, values:
     return False
 
 
+def selects(exprs: list | None, labels: dict[str, str]) -> bool:
+    """A label selector compiled by :func:`sandbox.validation._selector_plan`: None selects nothing."""
+    return exprs is not None and all(_expression_matches(labels, *expr) for expr in exprs)
+
+
+def term_matches(term: dict, owner_namespace: str, namespace: str, labels: dict[str, str],
+                 namespace_labels: dict[str, dict[str, str]]) -> bool:
+    """Whether an anti-affinity ``term`` of a pod in ``owner_namespace`` selects a pod in ``namespace``
+    labelled ``labels``."""
+    if not selects(term["sel"], labels):
+        return False
+    if not term["ns"] and term["nss"] is None:
+        return namespace == owner_namespace
+    return namespace in term["ns"] or (term["nss"] is not None
+                                       and selects(term["nss"], namespace_labels.get(namespace, {})))
+
+
 def matches_node(plan: Plan, node: Node) -> bool:
     """nodeSelector (all pairs) and required node affinity (any term, all expressions)."""
     if any(node.labels.get(k) != v for k, v in plan["sel"].items()):
@@ -64,7 +88,19 @@ def matches_node(plan: Plan, node: Node) -> bool:
     return any(all(_expression_matches(node.labels, *expr) for expr in term) for term in terms)
 
 
-def filter_node(plan: Plan, node: Node, free: dict[str, int]) -> list[str]:
+#: InterPodAffinity's reasons: the pod's own anti-affinity, then an existing pod's.
+ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+#: Topology domains a pod may not go to: ((topology key, value) for its own terms, for existing pods' terms).
+Domains = tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]]
+NO_DOMAINS: Domains = (frozenset(), frozenset())
+
+
+def _in(domains: frozenset[tuple[str, str]], node: Node) -> bool:
+    return any(node.labels.get(key) == value for key, value in domains)
+
+
+def filter_node(plan: Plan, node: Node, free: dict[str, int], blocked: Domains = NO_DOMAINS) -> list[str]:
     """The reasons ``node`` cannot take the pod (empty: it fits)."""
     for taint in node.taints:
         if taint[2] in TAINT_EFFECTS and not tolerates(plan["tol"], taint):
@@ -77,7 +113,13 @@ def filter_node(plan: Plan, node: Node, free: dict[str, int]) -> list[str]:
     for resource, amount in sorted(plan["req"].items()):
         if amount > 0 and free.get(resource, 0) < amount:
             reasons.append(f"Insufficient {resource}")
-    return reasons
+    if reasons:
+        return reasons
+    if _in(blocked[0], node):
+        return [ANTI_AFFINITY]
+    if _in(blocked[1], node):
+        return [EXISTING_ANTI_AFFINITY]
+    return []
 
 
 def failure_message(total_nodes: int, reasons: Iterable[str]) -> str:
@@ -88,52 +130,107 @@ def failure_message(total_nodes: int, reasons: Iterable[str]) -> str:
     return f"0/{total_nodes} nodes are available: {', '.join(histogram)}."
 
 
+#: A pod bound to a node, as anti-affinity sees it: (namespace, labels, its anti-affinity terms).
+Placed = tuple[str, dict[str, str], list[dict]]
+
+
 class Scheduler:
     """Binds pods against the nodes' free resources, updating them as it goes.
 
     ``free`` starts as allocatable minus the requests of pods already bound. Results for
     identical requirements are memoised until the next bind changes the free resources,
     so thousands of identical pending pods cost one evaluation.
+
+    ``placed``: the pods bound to each node, for anti-affinity; None when no pod of the cluster
+    has anti-affinity terms (then nothing needs them, and the pods bound here are not tracked).
+    ``namespace_labels``: each namespace's labels, for terms with a ``namespaceSelector``.
     """
 
-    def __init__(self, nodes: Sequence[Node], used: dict[str, dict[str, int]]) -> None:
+    def __init__(self, nodes: Sequence[Node], used: dict[str, dict[str, int]],
+                 placed: dict[str, list[Placed]] | None = None,
+                 namespace_labels: dict[str, dict[str, str]] | None = None) -> None:
         self.nodes = list(nodes)
         self.free = {
             node.name: {r: node.allocatable.get(r, 0) - used.get(node.name, {}).get(r, 0)
                         for r in set(node.allocatable) | set(used.get(node.name, {}))}
             for node in self.nodes
         }
+        self.placed = placed
+        #: Of those, the pods that have anti-affinity terms (few): every pod is checked against them.
+        self.holders = None if placed is None else {
+            name: [pod for pod in pods if pod[2]] for name, pods in placed.items()}
+        self.namespace_labels = namespace_labels or {}
+        self._labels = {node.name: node.labels for node in self.nodes}
         self._failures: dict[str, str] = {}
 
-    def _find(self, plan: Plan, free: dict[str, dict[str, int]]) -> tuple[str | None, list[str]]:
+    def _find(self, plan: Plan, free: dict[str, dict[str, int]],
+              blocked: Domains = NO_DOMAINS) -> tuple[str | None, list[str]]:
         reasons: list[str] = []
         for node in self.nodes:
-            why = filter_node(plan, node, free[node.name])
+            why = filter_node(plan, node, free[node.name], blocked)
             if not why:
                 return node.name, []
             reasons.extend(why)
         return None, reasons
 
-    def place(self, plans: Sequence[Plan]) -> tuple[list[str] | None, str]:
-        """Bind one pod per plan, all or nothing. Returns (node names, "") or (None, message)."""
-        key = repr([(p["req"], p["sel"], p["tol"], p["aff"]) for p in plans])
+    def blocked(self, plan: Plan, namespace: str, placed: dict[str, list[Placed]],
+                holders: dict[str, list[Placed]]) -> Domains:
+        """The topology domains the pod may not join: where a pod its own terms select runs, and
+        where an existing pod runs whose terms select it (InterPodAffinity's two checks)."""
+        own: set[tuple[str, str]] = set()
+        existing: set[tuple[str, str]] = set()
+        labels = plan.get("lbl") or {}
+        for term in plan.get("anti") or ():
+            for node_name, pods in placed.items():
+                domain = (term["topo"], self._labels.get(node_name, {}).get(term["topo"]))
+                if domain[1] is not None and domain not in own and any(
+                        term_matches(term, namespace, ns, pod_labels, self.namespace_labels)
+                        for ns, pod_labels, _ in pods):
+                    own.add(domain)
+        for node_name, pods in holders.items():
+            node_labels = self._labels.get(node_name, {})
+            for ns, _, their_terms in pods:
+                for term in their_terms:
+                    domain = (term["topo"], node_labels.get(term["topo"]))
+                    if domain[1] is not None and term_matches(term, ns, namespace, labels, self.namespace_labels):
+                        existing.add(domain)
+        return frozenset(own), frozenset(existing)
+
+    def place(self, plans: Sequence[Plan], namespace: str = "") -> tuple[list[str] | None, str]:
+        """Bind one pod per plan (pods of ``namespace``), all or nothing. Returns (node names, "")
+        or (None, message)."""
+        placed, holders = self.placed, self.holders
+        # Who the pod is matters only where anti-affinity is in play (its terms, or an existing pod's).
+        inter = placed is not None and (any(p.get("anti") for p in plans) or any(holders.values()))
+        key = repr([(p["req"], p["sel"], p["tol"], p["aff"]) for p in plans]
+                   + ([namespace, [(p.get("lbl"), p.get("anti")) for p in plans]] if inter else []))
         if key in self._failures:
             return None, self._failures[key]
-        trial = {name: dict(free) for name, free in self.free.items()} if len(plans) > 1 else self.free
+        gang = len(plans) > 1
+        trial = {name: dict(free) for name, free in self.free.items()} if gang else self.free
+        if placed is not None and gang:
+            placed = {name: list(pods) for name, pods in placed.items()}
+            holders = {name: list(pods) for name, pods in holders.items()}
         chosen: list[str] = []
         for plan in plans:
-            node, reasons = self._find(plan, trial)
+            blocked = self.blocked(plan, namespace, placed, holders) if inter else NO_DOMAINS
+            node, reasons = self._find(plan, trial, blocked)
             if node is None:
                 message = failure_message(len(self.nodes), reasons)
                 self._failures[key] = message
                 return None, message
             chosen.append(node)
-            if len(plans) > 1:
+            if gang:
                 _take(trial[node], plan["req"])
-        if len(plans) == 1:
+            if placed is not None:
+                pod = (namespace, plan.get("lbl") or {}, plan.get("anti") or [])
+                placed.setdefault(node, []).append(pod)
+                if pod[2]:
+                    holders.setdefault(node, []).append(pod)
+        if not gang:
             _take(self.free[chosen[0]], plans[0]["req"])
         else:
-            self.free = trial
+            self.free, self.placed, self.holders = trial, placed, holders
         self._failures.clear()  # free capacity changed: earlier verdicts may no longer hold
         return chosen, ""
 
