@@ -96,6 +96,11 @@ OBSERVE_COLUMNS = ("id", "kind", "api_version", "namespace", "name", "workload",
                    "generation", "status", "memo", "replicas", "created_at", "delete_at", "delete_grace")
 #: The kinds whose pods a graceful delete lets run until the grace period ends.
 POD_OWNERS = ("Job", "PyTorchJob", "Deployment")
+#: Those kinds as :meth:`SandboxBackend.observe` lists them: what the sandbox's own views of its pods
+#: (``manage.py sandbox status``) observe, without the workload kinds' registry.
+POD_OWNER_KINDS = (ResourceKind("batch", "v1", "Job", "jobs", observed=True),
+                   ResourceKind("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", observed=True),
+                   ResourceKind("apps", "v1", "Deployment", "deployments", observed=True))
 #: Namespaces that exist without being applied.
 BUILTIN_NAMESPACES = ("default", "kube-system")
 

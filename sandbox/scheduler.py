@@ -19,7 +19,7 @@ against the running totals, and nothing is kept unless all of them fit.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sandbox.inventory import Node
@@ -91,17 +91,12 @@ def matches_node(plan: Plan, node: Node) -> bool:
 #: InterPodAffinity's reasons: the pod's own anti-affinity, then an existing pod's.
 ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
-#: Topology domains a pod may not go to: ((topology key, value) for its own terms, for existing pods' terms).
-Domains = tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]]
-NO_DOMAINS: Domains = (frozenset(), frozenset())
 
 
-def _in(domains: frozenset[tuple[str, str]], node: Node) -> bool:
-    return any(node.labels.get(key) == value for key, value in domains)
-
-
-def filter_node(plan: Plan, node: Node, free: dict[str, int], blocked: Domains = NO_DOMAINS) -> list[str]:
-    """The reasons ``node`` cannot take the pod (empty: it fits)."""
+def filter_node(plan: Plan, node: Node, free: dict[str, int],
+                inter_pod: Callable[[Node], str] | None = None) -> list[str]:
+    """The reasons ``node`` cannot take the pod (empty: it fits). ``inter_pod``: InterPodAffinity's
+    reason for the node ("" when it passes), asked only of nodes every earlier filter passes."""
     for taint in node.taints:
         if taint[2] in TAINT_EFFECTS and not tolerates(plan["tol"], taint):
             return [f"node(s) had untolerated taint {{{taint[0]}: {taint[1]}}}"]
@@ -113,13 +108,10 @@ def filter_node(plan: Plan, node: Node, free: dict[str, int], blocked: Domains =
     for resource, amount in sorted(plan["req"].items()):
         if amount > 0 and free.get(resource, 0) < amount:
             reasons.append(f"Insufficient {resource}")
-    if reasons:
+    if reasons or inter_pod is None:
         return reasons
-    if _in(blocked[0], node):
-        return [ANTI_AFFINITY]
-    if _in(blocked[1], node):
-        return [EXISTING_ANTI_AFFINITY]
-    return []
+    why = inter_pod(node)
+    return [why] if why else []
 
 
 def failure_message(total_nodes: int, reasons: Iterable[str]) -> str:
@@ -161,60 +153,106 @@ class Scheduler:
             name: [pod for pod in pods if pod[2]] for name, pods in placed.items()}
         self.namespace_labels = namespace_labels or {}
         self._labels = {node.name: node.labels for node in self.nodes}
+        self._domains: dict[tuple[str, str], list[str]] = {}
+        self._closed: dict[tuple, frozenset[tuple[str, str]]] = {}
+        self._keys: tuple[str, ...] | None = None
         self._failures: dict[str, str] = {}
 
     def _find(self, plan: Plan, free: dict[str, dict[str, int]],
-              blocked: Domains = NO_DOMAINS) -> tuple[str | None, list[str]]:
+              inter_pod: Callable[[Node], str] | None = None) -> tuple[str | None, list[str]]:
         reasons: list[str] = []
         for node in self.nodes:
-            why = filter_node(plan, node, free[node.name], blocked)
+            why = filter_node(plan, node, free[node.name], inter_pod)
             if not why:
                 return node.name, []
             reasons.extend(why)
         return None, reasons
 
-    def blocked(self, plan: Plan, namespace: str, placed: dict[str, list[Placed]],
-                holders: dict[str, list[Placed]]) -> Domains:
-        """The topology domains the pod may not join: where a pod its own terms select runs, and
-        where an existing pod runs whose terms select it (InterPodAffinity's two checks)."""
-        own: set[tuple[str, str]] = set()
-        existing: set[tuple[str, str]] = set()
+    def _domain(self, key: str, value: str) -> list[str]:
+        """The nodes of one topology domain (cached: the nodes do not change)."""
+        if (key, value) not in self._domains:
+            self._domains[key, value] = [node.name for node in self.nodes if node.labels.get(key) == value]
+        return self._domains[key, value]
+
+    def _closed_by_existing(self, plan: Plan, namespace: str,
+                            holders: dict[str, list[Placed]]) -> frozenset[tuple[str, str]]:
+        """The topology domains where an existing pod runs whose terms select this pod.
+
+        Remembered per namespace and values of the labels the terms look at (thousands of pending
+        pods are a handful of cases), until a pod with terms is bound.
+        """
         labels = plan.get("lbl") or {}
-        for term in plan.get("anti") or ():
-            for node_name, pods in placed.items():
-                domain = (term["topo"], self._labels.get(node_name, {}).get(term["topo"]))
-                if domain[1] is not None and domain not in own and any(
-                        term_matches(term, namespace, ns, pod_labels, self.namespace_labels)
-                        for ns, pod_labels, _ in pods):
-                    own.add(domain)
+        keys = self._term_keys(holders)
+        case = (namespace, tuple(labels.get(key) for key in keys))
+        if case not in self._closed:
+            self._closed[case] = self._closing(labels, namespace, holders)
+        return self._closed[case]
+
+    def _term_keys(self, holders: dict[str, list[Placed]]) -> tuple[str, ...]:
+        if self._keys is None:
+            self._keys = tuple(sorted({expr[0] for pods in holders.values() for _, _, terms in pods
+                                       for term in terms for expr in term["sel"] or ()}))
+        return self._keys
+
+    def _closing(self, labels: dict[str, str], namespace: str,
+                 holders: dict[str, list[Placed]]) -> frozenset[tuple[str, str]]:
+        closed = set()
         for node_name, pods in holders.items():
             node_labels = self._labels.get(node_name, {})
-            for ns, _, their_terms in pods:
-                for term in their_terms:
-                    domain = (term["topo"], node_labels.get(term["topo"]))
-                    if domain[1] is not None and term_matches(term, ns, namespace, labels, self.namespace_labels):
-                        existing.add(domain)
-        return frozenset(own), frozenset(existing)
+            for ns, _, terms in pods:
+                for term in terms:
+                    value = node_labels.get(term["topo"])
+                    if value is not None and term_matches(term, ns, namespace, labels, self.namespace_labels):
+                        closed.add((term["topo"], value))
+        return frozenset(closed)
+
+    def _inter_pod(self, plan: Plan, namespace: str, placed: dict[str, list[Placed]],
+                   closed: frozenset[tuple[str, str]]) -> Callable[[Node], str]:
+        """InterPodAffinity's filter for one pod: its own terms first (does a pod they select run in
+        the node's domain?), then the existing pods' (is the node in a domain they close to it?)."""
+        terms = plan.get("anti") or ()
+
+        def reason(node: Node) -> str:
+            for term in terms:
+                value = node.labels.get(term["topo"])
+                if value is not None and any(
+                        term_matches(term, namespace, ns, labels, self.namespace_labels)
+                        for name in self._domain(term["topo"], value) for ns, labels, _ in placed.get(name, ())):
+                    return ANTI_AFFINITY
+            if any(node.labels.get(key) == value for key, value in closed):
+                return EXISTING_ANTI_AFFINITY
+            return ""
+
+        return reason
 
     def place(self, plans: Sequence[Plan], namespace: str = "") -> tuple[list[str] | None, str]:
         """Bind one pod per plan (pods of ``namespace``), all or nothing. Returns (node names, "")
         or (None, message)."""
         placed, holders = self.placed, self.holders
+        gang = len(plans) > 1
         # Who the pod is matters only where anti-affinity is in play (its terms, or an existing pod's).
+        # A pod without terms of its own then fares as any other that the same domains are closed to.
         inter = placed is not None and (any(p.get("anti") for p in plans) or any(holders.values()))
-        key = repr([(p["req"], p["sel"], p["tol"], p["aff"]) for p in plans]
-                   + ([namespace, [(p.get("lbl"), p.get("anti")) for p in plans]] if inter else []))
+        closed = self._closed_by_existing(plans[0], namespace, holders) if inter and not gang else frozenset()
+        who: object = ()
+        if inter:
+            who = ([namespace, [(p.get("lbl"), p.get("anti")) for p in plans]] if gang or plans[0].get("anti")
+                   else sorted(closed))
+        key = repr(([(p["req"], p["sel"], p["tol"], p["aff"]) for p in plans], who))
         if key in self._failures:
             return None, self._failures[key]
-        gang = len(plans) > 1
         trial = {name: dict(free) for name, free in self.free.items()} if gang else self.free
         if placed is not None and gang:
             placed = {name: list(pods) for name, pods in placed.items()}
             holders = {name: list(pods) for name, pods in holders.items()}
         chosen: list[str] = []
         for plan in plans:
-            blocked = self.blocked(plan, namespace, placed, holders) if inter else NO_DOMAINS
-            node, reasons = self._find(plan, trial, blocked)
+            inter_pod = None
+            if inter:
+                if gang:  # against the trial, with the gang's earlier pods placed (not remembered)
+                    closed = self._closing(plan.get("lbl") or {}, namespace, holders)
+                inter_pod = self._inter_pod(plan, namespace, placed, closed)
+            node, reasons = self._find(plan, trial, inter_pod)
             if node is None:
                 message = failure_message(len(self.nodes), reasons)
                 self._failures[key] = message
@@ -231,6 +269,8 @@ class Scheduler:
             _take(self.free[chosen[0]], plans[0]["req"])
         else:
             self.free, self.placed, self.holders = trial, placed, holders
+        if any(plan.get("anti") for plan in plans):
+            self._closed, self._keys = {}, None  # new rules: what they close is not known yet
         self._failures.clear()  # free capacity changed: earlier verdicts may no longer hold
         return chosen, ""
 

@@ -9,6 +9,7 @@ import copy
 from dataclasses import replace
 
 import pytest
+from django.core.management import call_command
 
 from cluster.backends.base import ClusterAddress
 from cluster.errors import Invalid
@@ -395,3 +396,14 @@ def test_dcgm_reports_each_pods_part_of_a_shared_gpu_and_the_gpus_sum(shared):
     # One pod's own view agrees with the cluster-wide one.
     (pod,) = shared.pods(ClusterAddress("team-ml", "ts-a"), now=at(20))
     assert pod["metadata"]["annotations"]["sandbox.slipway.dev/gpu-utilization"] == "40"
+
+
+def test_sandbox_status_shows_each_shared_gpus_pods_utilisation_and_memory(shared, capsys):
+    shared.apply(teams("ml") + shared_run("ts-a", util=80, duration="600s", memory_gb=5)
+                 + shared_run("ts-b", util=80, duration="600s"), KINDS, now=at(0))
+    run_until(shared, 0, 20)
+    call_command("sandbox", "status")
+    rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()
+            if line.startswith(("t4-0/", "a10g-"))}
+    assert rows["t4-0/0"] == ["time-slicing", "x4", "2", "80%", "7.0/15.0"]
+    assert rows["a10g-0/1"] == ["mps", "x2", "0", "0%", "0.0/22.5"]
