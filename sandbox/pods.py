@@ -42,6 +42,7 @@ from sandbox.simulation import (
     training_log,
 )
 from sandbox.timestamps import rfc3339
+from sandbox.world import STAGE_CRASHING
 
 #: Pod annotation carrying the synthetic GPU utilisation (percent) of a running pod.
 GPU_UTILIZATION_ANNOTATION = "sandbox.slipway.dev/gpu-utilization"
@@ -72,7 +73,7 @@ def sharing_of(pod: SimPod) -> GpuSharing | None:
 def _taking_turns(pod: SimPod, plan: dict, at: datetime) -> bool:
     """Whether the pod is busy on its GPU at ``at``: running (not crash-looping) and not pinned idle."""
     return (pod.active and pod.phase == "Running" and pod.started_at is not None and pod.started_at <= at
-            and crash_loop(pod, plan) is None and is_busy(plan))
+            and pod.stage != STAGE_CRASHING and is_busy(plan))
 
 
 def busy_per_gpu(pods: Iterable[tuple[SimPod, dict]], at: datetime) -> Counter[tuple[str, int]]:
@@ -128,7 +129,7 @@ def pod_manifest(pod: SimPod, owner: SimObject, at: datetime,
         sharing = sharing_of(pod)
         if sharing is not None:  # its part of a physical GPU
             turns = _taking_turns(pod, plan, at)
-            if crash_loop(pod, plan) is not None:
+            if pod.stage == STAGE_CRASHING:  # in back-off, mostly: its GPU sees nothing of it
                 utilization = 0
             utilization = shared_utilization(utilization, sharing.strategy, (busy or {}).get((pod.node, pod.gpu), 1),
                                              sharing.replicas, turns)

@@ -48,7 +48,8 @@ def _tenant(world: World, pod: PodRow) -> Tenant:
         start = pod.scheduled_at + timedelta(seconds=PULL_SECONDS)  # it starts within this tick, or later
     server = world.owners[pod.owner_id].kind == "Deployment"
     return Tenant(key=pod.name, start=start, work=None if server else float(plan["dur"]),
-                  memory_gib=float(plan.get("mem") or 0.0), busy=is_busy(plan), progress=pod.progress,
+                  memory_gib=float(plan.get("mem") or 0.0), busy=is_busy(plan) and pod.stage != STAGE_CRASHING,
+                  progress=pod.progress,
                   since=pod.progress_at, crashed=pod.stage == STAGE_CRASHING and pod.reason == OOM_KILLED)
 
 

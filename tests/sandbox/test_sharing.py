@@ -263,6 +263,8 @@ def test_a_server_its_gpus_memory_kills_crash_loops_until_the_memory_is_free(sha
     assert status.replicas == 0
     assert ("CrashLoopBackOff after OOMKilled (exit 137): GPU memory is shared with 1 other pod on this "
             "time-sliced GPU: they hold 12.0 GiB of its 15.0 GiB, this pod asked for 4.0 GiB") in status.reason
+    crashed = annotations(shared, "ep-1")  # it holds none of the GPU, and takes no turns on it
+    assert (crashed["sandbox.slipway.dev/gpu-memory-mib"], crashed["sandbox.slipway.dev/gpu-utilization"]) == ("0", "0")
     run_until(shared, 85, 200)  # the run ends after its 120 s (the crashed server takes no turns)
     assert ran_for("big") == 120
     status = endpoint_status(observed(shared, "ep-1", "team-ml"))
