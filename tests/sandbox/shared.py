@@ -74,12 +74,12 @@ def env_of(duration: str | None, memory_gb: float | None, util: float | None, ou
 
 
 def shared_run(name: str, flavor: FlavorSpec = T4_TS4, *, team: str = "ml", duration: str = "60s",
-               memory_gb: float | None = None, util: float | None = None, retries: int = 0, units: int = 1,
+               memory_gb: float | None = None, util: float | None = None, retries: int = 0,
                all_namespaces: bool = True) -> list[dict]:
     """A single-node run's Job in ``team``'s namespace (``team-<team>``), one unit of ``flavor``."""
     spec = TrainingSpec(object_name=name, team=team, namespace=f"team-{team}", name=name,
                         image="registry.example.com/ml/train:1.0", command=("python", "train.py"), flavor=flavor,
-                        env=env_of(duration, memory_gb, util, None), gpus_per_worker=units, max_retries=retries)
+                        env=env_of(duration, memory_gb, util, None), gpus_per_worker=1, max_retries=retries)
     return contract_shape(build_training(spec, CONFIG), flavor, team, all_namespaces=all_namespaces)
 
 
