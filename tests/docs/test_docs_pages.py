@@ -22,7 +22,8 @@ NOT_SETTINGS = {
     "the line a run prints to report a checkpoint (workloads/)": {"SLIPWAY_CHECKPOINT"},
     "a workload's env, read by the sandbox's simulation (sandbox/simulation.py)": {
         "SLIPWAY_SIM_DURATION", "SLIPWAY_SIM_OUTCOME", "SLIPWAY_SIM_FAILED_ATTEMPTS", "SLIPWAY_SIM_GPU_UTIL",
-        "SLIPWAY_SIM_LOAD_SECONDS", "SLIPWAY_SIM_CHECKPOINT_EVERY", "SLIPWAY_SIM_HONOUR_NOTICE"},
+        "SLIPWAY_SIM_LOAD_SECONDS", "SLIPWAY_SIM_CHECKPOINT_EVERY", "SLIPWAY_SIM_HONOUR_NOTICE",
+        "SLIPWAY_SIM_GPU_MEMORY_GB"},
 }
 
 
