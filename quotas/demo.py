@@ -52,7 +52,7 @@ MIG_PROFILES = [
 #: the whole GPU's on-demand and spot price per hour, and whether training may use it.
 SHARED_GPUS = [
     ("t4-ts4", Sharing.TIME_SLICING, 4, "Tesla-T4", 16, 2, Decimal("0.40"), Decimal("0.16"), False),
-    ("a10g-mps2", Sharing.MPS, 2, "NVIDIA-A10G", 24, 2, Decimal("1.00"), Decimal("0.40"), True),
+    ("a10g-mps2", Sharing.MPS, 2, "NVIDIA-A10G", 24, 1, Decimal("1.00"), Decimal("0.40"), True),
 ]
 
 

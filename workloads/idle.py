@@ -50,7 +50,22 @@ def is_idle(utilization: Utilization, address: ClusterAddress, workload) -> bool
     if utilization is None:
         return workload.open_idle
     value = utilization.get(address)
-    return value is not None and value < settings.SLIPWAY_IDLE_UTIL_PCT
+    return value is not None and of_units(value, workload.flavor) < settings.SLIPWAY_IDLE_UTIL_PCT
+
+
+def of_units(value: float, flavor) -> float:
+    """A utilization (percent of a physical GPU's time) as a percent of what the workload's units are.
+
+    A time-sliced or MPS unit is ``1 / replicas`` of a GPU, so a pod busy with all of its share shows
+    ``100 / replicas`` % of the GPU (the sandbox's per-pod DCGM figures do): measured against its unit,
+    it is fully busy, not idle. A whole GPU or a MIG slice (whose engine-active metric is per slice) is
+    measured as it is. On a real time-sliced GPU, DCGM reports the whole GPU's utilization for every pod
+    on it (it cannot tell the pods apart), so there a pod is only ever idle when the whole GPU is
+    (docs/money.md "Idle GPUs").
+    """
+    if flavor.replicated:
+        return min(100.0, value / float(flavor.gpu_fraction))
+    return value
 
 
 def idle_window() -> timedelta:

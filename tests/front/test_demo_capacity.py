@@ -22,7 +22,7 @@ from quotas.services import remove_cohort
 from sandbox.backend import SandboxBackend
 from sandbox.inventory import clusters
 from teams.models import AuditEvent
-from tests.front.shared_flavors import shared_demo_flavors
+from tests.shared_flavors import shared_demo_flavors
 
 
 @pytest.fixture

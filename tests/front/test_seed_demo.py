@@ -18,7 +18,7 @@ from notifications.models import EmailSubscription
 from quotas.demo import seed_flavors
 from quotas.models import GpuFlavor, TeamBudget, TeamQuota
 from teams.models import Membership, Team
-from tests.front.shared_flavors import shared_demo_flavors
+from tests.shared_flavors import shared_demo_flavors
 
 User = get_user_model()
 

@@ -15,11 +15,10 @@ from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import submit_run
 from quotas.demo import seed_team_quotas
-from quotas.models import GpuFlavor
 from sandbox.backend import SandboxBackend
 from tests.backends import use_backend
-from tests.front.shared_flavors import SHARED_DEMO_FLAVORS, TOLERATION
 from tests.jobs.conftest import run_payload
+from tests.shared_flavors import make_shared_flavors
 from workloads import reconcile as rec
 from workloads.tasks import apply_workload
 
@@ -42,10 +41,9 @@ def cluster(settings, tmp_path, team, published):
     path = tmp_path / "t4.yaml"
     path.write_text(INVENTORY)
     settings.SLIPWAY_SANDBOX_INVENTORY = str(path)
-    # A time-sliced T4 flavor for runs: the demo's t4-ts4 (contract values) but open to training.
-    t4 = dict(SHARED_DEMO_FLAVORS[0], name="t4-ts4-train", training=True)
-    GpuFlavor.objects.create(**t4, tolerations=[TOLERATION])
-    seed_team_quotas(team, {"t4-ts4-train": 4})
+    # A time-sliced T4 flavor for runs: the demo's t4-ts4, but open to training.
+    make_shared_flavors(**{"t4-ts4": {"training": True}})
+    seed_team_quotas(team, {"t4-ts4": 4})
     return use_backend(settings, SandboxBackend())
 
 
@@ -73,7 +71,7 @@ class Clock:
 
 
 def submit(member, team, name: str, **env: str) -> TrainingRun:
-    payload = {k: v for k, v in run_payload(name=name, flavor="t4-ts4-train", gpus_per_worker=1).items() if k != "team"}
+    payload = {k: v for k, v in run_payload(name=name, flavor="t4-ts4", gpus_per_worker=1).items() if k != "team"}
     return submit_run(member, team, {**payload, "max_retries": 0, "env": {"SLIPWAY_SIM_DURATION": "60s", **env}})
 
 

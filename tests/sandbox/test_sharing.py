@@ -118,7 +118,8 @@ def test_a_shared_pool_advertises_its_replicas_with_the_labels_gpu_feature_disco
 def test_the_shipped_east_shares_two_t4s_time_sliced_and_two_a10gs_by_mps(east):
     capacity = {(row.node, row.resource_name): row.allocatable for row in east.capacity()}
     assert capacity[("east-t4-0", "nvidia.com/gpu")] == 8
-    assert capacity[("east-a10g-0", "nvidia.com/gpu")] == 4
+    # One A10G per node: one team per node's MPS GPUs still lets two teams use them at once.
+    assert capacity[("east-a10g-0", "nvidia.com/gpu")] == capacity[("east-a10g-1", "nvidia.com/gpu")] == 2
 
 
 T4 = {"product": "Tesla-T4", "count": 1, "memory_mib": 15360}
@@ -300,16 +301,20 @@ def test_another_teams_mps_pod_is_kept_off_the_node_and_the_same_teams_joins(sha
     assert [where(name)[0] for name in ("ml-1", "nlp-1", "ml-2")] == ["a10g-0", "a10g-1", "a10g-0"]
 
 
-def test_on_the_demos_one_mps_node_another_team_waits_as_the_scheduler_says(east):
-    east.apply(teams("ml-research", "nlp") + shared_run("ml-1", A10G_MPS2, team="ml-research"), KINDS, now=at(0))
+def test_on_the_demos_two_mps_nodes_each_team_gets_a_node_and_a_third_waits_as_the_scheduler_says(east):
+    east.apply(teams("ml-research", "nlp", "vision") + shared_run("ml-1", A10G_MPS2, team="ml-research"), KINDS,
+               now=at(0))
     east.tick(at(0))
     east.apply(shared_run("nlp-1", A10G_MPS2, team="nlp") + shared_run("ml-2", A10G_MPS2, team="ml-research"),
                KINDS, now=at(1))
     east.tick(at(1))
-    assert where("ml-2") == ("east-a10g-0", 0)  # beside its team's pod, on the same A10G
-    assert unschedulable(east, "nlp-1", "team-nlp") == (
-        "0/7 nodes are available: 1 node(s) didn't match pod anti-affinity rules, 6 node(s) didn't match Pod's "
-        "node affinity/selector.")
+    assert where("ml-2") == where("ml-1") == ("east-a10g-0", 0)  # beside its team's pod, on the same A10G
+    assert where("nlp-1") == ("east-a10g-1", 0)  # another team: the other node (one A10G per node)
+    east.apply(shared_run("vision-1", A10G_MPS2, team="vision"), KINDS, now=at(2))
+    east.tick(at(2))
+    assert unschedulable(east, "vision-1", "team-vision") == (
+        "0/8 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) didn't match pod anti-affinity rules, "
+        "6 node(s) didn't match Pod's node affinity/selector.")  # ml-research's node is full, nlp's another team's
 
 
 def test_the_contract_term_without_a_namespace_selector_looks_in_its_own_namespace_only(shared):
