@@ -19,7 +19,7 @@ from notifications.models import Delivery, Event
 from notifications.services import create_webhook
 from quotas.demo import seed_flavors, seed_team_quotas
 from tests.e2e.conftest import WorkerProcess, started_worker, wait_for
-from tests.e2e.test_runs_e2e import submit
+from tests.jobs.conftest import post_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres, pytest.mark.timeout(240)]
 
@@ -53,7 +53,7 @@ def sent(count: int):
 
 def test_a_finished_run_is_delivered_signed_and_retried_after_a_500(notify_worker: WorkerProcess, api, hooked):
     hooked.statuses = [500]
-    run = submit(api, "notified", duration="1s")
+    run = post_run(api, "1s", name="notified", gpus_per_worker=1)
     wait_for(sent(1), timeout=90, what=f"the delivery to be sent; worker log:\n{notify_worker.logs()[-3000:]}")
     event = Event.objects.get()
     assert (event.kind, event.ref) == (EventKind.RUN_SUCCEEDED, f"run:{run['id']}")
@@ -65,7 +65,7 @@ def test_a_finished_run_is_delivered_signed_and_retried_after_a_500(notify_worke
 
 def test_each_event_is_delivered_once_across_a_worker_sigkill_mid_post(notify_worker: WorkerProcess, api, hooked):
     hooked.hold = True  # the first POST stays open: the worker is inside it when it is killed
-    runs = [submit(api, f"kill-{n}", duration="1s") for n in range(3)]
+    runs = [post_run(api, "1s", name=f"kill-{n}", gpus_per_worker=1) for n in range(3)]
     assert hooked.holding.wait(90), notify_worker.logs()[-3000:]
     notify_worker.kill()
     held = hooked.got[0].delivery
