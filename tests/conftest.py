@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from decimal import Decimal
+from functools import partial
 
 import pytest
 from django.conf import settings
@@ -22,6 +23,7 @@ from tests.backends import use_backend
 from tests.browser.support import BrowserThread, Remote, save_evidence, watch_for_template_leaks
 from tests.factories import add_member, make_team, make_user
 from tests.fakes import FakeBackend
+from tests.jobs.conftest import submit_run_as
 from tests.template_leaks import leak_report
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -192,6 +194,13 @@ def staff(db):
 
 
 @pytest.fixture
+def staff_client(client, staff) -> Client:
+    """Django's test client logged in as the staff user (a superuser too: the whole admin console)."""
+    client.force_login(staff)
+    return client
+
+
+@pytest.fixture
 def api_client_for():
     """``api_client_for(user)``: an APIClient authenticated with a fresh bearer token."""
 
@@ -241,6 +250,13 @@ def published(monkeypatch):
 
     monkeypatch.setattr("core.queueing.publish", record)
     return calls
+
+
+@pytest.fixture
+def submit(member, team, quota, published):
+    """``submit(**overrides)``: the member's run (``run_payload`` with ``overrides``) submitted through the
+    service into the team's quota, its publishes recorded."""
+    return partial(submit_run_as, member, team)
 
 
 @pytest.fixture

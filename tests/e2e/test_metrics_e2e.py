@@ -23,12 +23,11 @@ from pathlib import Path
 import pytest
 import redis
 from django.conf import settings as django_settings
-from django.db import connection
 
 from quotas.demo import seed_flavors, seed_team_quotas
 from teams.services import create_api_token
 from tests.conftest import redis_url
-from tests.e2e.conftest import WorkerProcess, wait_for
+from tests.e2e.conftest import WorkerProcess, require_postgresql, started_worker, wait_for
 from tests.portal.test_metrics import parse, scrape, value
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres, pytest.mark.timeout(240)]
@@ -44,14 +43,11 @@ def free_port() -> int:
 
 @pytest.fixture
 def worker_with_metrics(transactional_db, tmp_path):
-    if "postgresql" not in connection.settings_dict["ENGINE"]:
-        pytest.skip("needs PostgreSQL to share the test database with the worker process")
-    redis.Redis.from_url(redis_url()).flushdb()
-    process = WorkerProcess(tmp_path)
+    """A worker of the test's own (the module's one test of it): its figures' directory and port."""
     port = free_port()
-    process.env.update({"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus"), "SLIPWAY_WORKER_METRICS_PORT": str(port),
-                        "SLIPWAY_METRICS_TOKEN": TOKEN, "SLIPWAY_METRICS_ALLOW": "192.0.2.1/32"})
-    process.start()
+    process = started_worker(tmp_path, PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "prometheus"),
+                             SLIPWAY_WORKER_METRICS_PORT=str(port), SLIPWAY_METRICS_TOKEN=TOKEN,
+                             SLIPWAY_METRICS_ALLOW="192.0.2.1/32")
     yield process, f"http://127.0.0.1:{port}/metrics", tmp_path / "prometheus"
     process.stop()
 
@@ -98,8 +94,7 @@ def test_the_worker_serves_its_pools_figures_and_the_web_sums_the_same(worker_wi
 def gunicorn(transactional_db, tmp_path):
     """``gunicorn --workers 2`` as deployed (``--config gunicorn.conf.py``) on the test database, with
     no PROMETHEUS_MULTIPROC_DIR of its own: the settings put it under SLIPWAY_VAR_DIR."""
-    if "postgresql" not in connection.settings_dict["ENGINE"]:
-        pytest.skip("needs PostgreSQL to share the test database with the web process")
+    require_postgresql("web")
     redis.Redis.from_url(redis_url()).flushdb()
     env = {**WorkerProcess(tmp_path).env}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)

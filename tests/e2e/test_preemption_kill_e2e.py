@@ -47,6 +47,7 @@ from quotas.models import GpuFlavor, PreemptionEvent, UsageRecord
 from sandbox.models import SimObject, SimPod
 from tests.e2e.conftest import wait_for
 from tests.factories import cohort_pair, member_api, secret_values
+from tests.jobs.conftest import post_share_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres, pytest.mark.timeout(300)]
 
@@ -94,14 +95,6 @@ def session_alive(pid: int) -> bool:
         return cursor.fetchone() is not None
 
 
-def submit(client: APIClient, team: str, name: str, **extra) -> int:
-    body = {"team": team, "name": name, "image": "registry.example.com/ml/trainer:1.4", "command": ["python", "t.py"],
-            "flavor": "a100-80gb", "gpus_per_worker": 4, **extra}
-    response = client.post("/api/v1/runs/", body, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()["id"]
-
-
 def state(client: APIClient, run_id: int) -> dict:
     return client.get(f"/api/v1/runs/{run_id}/").json()
 
@@ -123,9 +116,9 @@ def test_a_preempted_run_resumes_from_step_40_and_is_billed_once(worker, staff, 
     alice, noor = member_api("vision", "alice")[0], member_api("nlp-platform", "noor")[0]
 
     # 1. Vision runs 4 A100s of its own and borrows nlp-platform's 4 for a run with the contract.
-    submit(alice, "vision", "own", env={"SLIPWAY_SIM_DURATION": "30m"})
-    borrowed = submit(alice, "vision", "borrowed", checkpoint={"grace_seconds": GRACE},
-                      env={"SLIPWAY_SIM_DURATION": DURATION, "SLIPWAY_SIM_CHECKPOINT_EVERY": EVERY})
+    post_share_run(alice, "vision", "own", "30m")
+    borrowed = post_share_run(alice, "vision", "borrowed", checkpoint={"grace_seconds": GRACE},
+                              env={"SLIPWAY_SIM_DURATION": DURATION, "SLIPWAY_SIM_CHECKPOINT_EVERY": EVERY})
     workload, ref = f"run-{borrowed}", f"run:{borrowed}"
     pod = wait_for(lambda: SimPod.objects.filter(workload=workload, active=True, phase="Running").first(),
                    timeout=60, what="the borrowed run's pod to run")
@@ -143,7 +136,7 @@ def test_a_preempted_run_resumes_from_step_40_and_is_billed_once(worker, staff, 
     # 3. nlp-platform submits: the next cycle preempts the run and stops at its notice.
     locks = PodLocks(workload)
     try:
-        mine = submit(noor, "nlp-platform", "mine", env={"SLIPWAY_SIM_DURATION": "3s"})
+        mine = post_share_run(noor, "nlp-platform", "mine", "3s")
         waiting = wait_for(lambda: PreemptionEvent.objects.filter(ref=ref).exists() and locks.waiting(),
                            timeout=30, interval=0.02, what="the cycle to wait at the preemption notice")
         (blocked_pid, query), = waiting

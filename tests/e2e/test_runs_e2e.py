@@ -17,6 +17,7 @@ from quotas.demo import seed_flavors, seed_team_quotas
 from quotas.models import Reservation
 from sandbox.backend import SandboxBackend
 from tests.e2e.conftest import wait_for
+from tests.jobs.conftest import post_run
 from workloads.registry import resource_kinds
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres, pytest.mark.timeout(240)]
@@ -27,17 +28,6 @@ def setup(team, member, api_client_for):
     seed_flavors()
     seed_team_quotas(team, {"a100-80gb": 8, "h100-80gb": 16}, Decimal("200000"))
     return api_client_for(member)
-
-
-def submit(api, name: str, duration: str = "3s", outcome: str = "succeed", **fields) -> dict:
-    payload = {
-        "team": "ml-research", "name": name, "image": "registry.example.com/ml/trainer:1.0",
-        "command": ["python", "train.py"], "flavor": "a100-80gb", "gpus_per_worker": 1,
-        "env": {"SLIPWAY_SIM_DURATION": duration, "SLIPWAY_SIM_OUTCOME": outcome}, **fields,
-    }
-    response = api.post("/api/v1/runs/", payload, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()
 
 
 def watch(api, run_id: int, until: tuple[str, ...], timeout: float = 90) -> tuple[dict, list[str]]:
@@ -59,7 +49,7 @@ def sandbox_kinds(workload: str) -> list[str]:
 
 def test_it_runs_a_job_from_submit_to_success_with_cost(worker, setup):
     api = setup
-    run = submit(api, "happy", duration="3s")
+    run = post_run(api, "3s", name="happy", gpus_per_worker=1)
     assert run["state"] == "admitted"
     body, seen = watch(api, run["id"], ("succeeded", "failed"))
     assert body["state"] == "succeeded", (body, worker.logs())
@@ -72,7 +62,7 @@ def test_it_runs_a_job_from_submit_to_success_with_cost(worker, setup):
 
 def test_it_fails_an_oom_run_with_the_oomkilled_reason(worker, setup):
     api = setup
-    run = submit(api, "oom", duration="2s", outcome="oom", max_retries=0)
+    run = post_run(api, "2s", name="oom", gpus_per_worker=1, env={"SLIPWAY_SIM_OUTCOME": "oom"}, max_retries=0)
     body, _ = watch(api, run["id"], ("succeeded", "failed"))
     assert body["state"] == "failed"
     assert "OOMKilled" in body["reason"], body["reason"]
@@ -80,7 +70,7 @@ def test_it_fails_an_oom_run_with_the_oomkilled_reason(worker, setup):
 
 def test_it_cancels_a_run_releasing_quota_and_deleting_its_objects(worker, setup):
     api = setup
-    run = submit(api, "long", duration="10m", gpus_per_worker=8)
+    run = post_run(api, "10m", name="long", gpus_per_worker=8)
     watch(api, run["id"], ("pending", "running"))
     assert sandbox_kinds(f"run-{run['id']}") == ["Job"]
     assert api.post(f"/api/v1/runs/{run['id']}/cancel/").status_code == 202
@@ -90,8 +80,8 @@ def test_it_cancels_a_run_releasing_quota_and_deleting_its_objects(worker, setup
 
 def test_it_starts_a_queued_run_by_itself_when_quota_frees(worker, setup):
     api = setup
-    first = submit(api, "first", duration="3s", gpus_per_worker=8)
-    second = submit(api, "second", duration="2s", gpus_per_worker=4)
+    first = post_run(api, "3s", name="first", gpus_per_worker=8)
+    second = post_run(api, "2s", name="second", gpus_per_worker=4)
     assert second["state"] == "queued"
     assert second["reason"].startswith("waiting for quota: needs 4× a100-80gb")
     body, seen = watch(api, second["id"], ("succeeded", "failed"), timeout=120)
@@ -102,7 +92,7 @@ def test_it_starts_a_queued_run_by_itself_when_quota_frees(worker, setup):
 
 def test_it_runs_a_distributed_run_as_a_pytorchjob(worker, setup):
     api = setup
-    run = submit(api, "ddp", duration="3s", flavor="h100-80gb", gpus_per_worker=8, workers=2)
+    run = post_run(api, "3s", name="ddp", flavor="h100-80gb", gpus_per_worker=8, workers=2)
     assert run["resource_kind"] == "PyTorchJob"
     body, _ = watch(api, run["id"], ("succeeded", "failed"))
     assert body["state"] == "succeeded", body
@@ -114,7 +104,7 @@ def test_it_runs_a_distributed_run_as_a_pytorchjob(worker, setup):
 
 def test_it_loses_nothing_when_the_worker_is_killed_mid_task(worker, setup):
     api = setup
-    run = submit(api, "survivor", duration="3s")
+    run = post_run(api, "3s", name="survivor", gpus_per_worker=1)
     # The create task bumps apply_attempts right before applying: kill the worker then.
     wait_for(lambda: TrainingRun.objects.filter(pk=run["id"], apply_attempts__gte=1).exists(), timeout=30,
              interval=0.01, what="the create task to start")
@@ -136,7 +126,7 @@ def test_it_admits_a_run_while_the_broker_is_down_and_the_reconciler_picks_it_up
     # holds them) is dropped for the test and rebuilt; undo puts the working one back.
     monkeypatch.setattr(app.conf, "broker_url", "redis://127.0.0.1:1/0")
     monkeypatch.delattr(app, "amqp")
-    run = submit(api, "brokerless", duration="2s")
+    run = post_run(api, "2s", name="brokerless", gpus_per_worker=1)
     assert run["state"] == "admitted"
     # ...because the broker refused the connection (kombu's OperationalError), not a closed pool.
     assert "could not publish workloads.tasks.apply_workload('run', " in caplog.text

@@ -9,11 +9,9 @@ from cluster.backends.base import NodeCapacity
 from cluster.manifests.common import node_selector
 from fleet.models import Cluster
 from jobs.models import TrainingRun
-from jobs.services import submit_run
 from quotas.models import GpuFlavor
 from tests.backends import use_backends
 from tests.fakes import FakeBackend
-from tests.jobs.conftest import run_payload
 from workloads.tasks import apply_workload
 
 
@@ -38,16 +36,6 @@ def clusters(settings, flavors):
     Cluster.objects.create(name="east", region="us-east", labels={"site": "onprem"})
     Cluster.objects.create(name="west", region="us-west", labels={"site": "cloud"})
     return backends
-
-
-@pytest.fixture
-def submit(member, team, quota, published):
-    def make(**overrides) -> TrainingRun:
-        data = run_payload(**overrides)
-        data.pop("team")
-        return submit_run(member, team, data)
-
-    return make
 
 
 def apply(run) -> TrainingRun:

@@ -30,6 +30,7 @@ from quotas.models import ClusterPrice, UsageRecord
 from quotas.services import seed_cluster_prices
 from sandbox.models import SimObject, SimPod
 from tests.factories import make_team, member_api, secret_values
+from tests.jobs.conftest import post_run
 from tests.workloads.timeline import INTERVAL, FleetTimeline
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -68,15 +69,6 @@ def timeline(published, monkeypatch, settings, tmp_path, flavors):
     made = FleetTimeline(published, START)
     monkeypatch.setattr(timezone, "now", lambda: made.now)
     return made
-
-
-def submit(client: APIClient, name: str, **extra) -> int:
-    response = client.post("/api/v1/runs/", {
-        "team": "vision", "name": name, "image": "registry.example.com/ml/trainer:1.4", "command": ["python", "t.py"],
-        "flavor": "a100-80gb", "gpus_per_worker": 2, "env": {"SLIPWAY_SIM_DURATION": "3h"}, **extra,
-    }, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()["id"]
 
 
 def run_until_running(timeline: FleetTimeline, run_id: int, cycles: int = 12) -> TrainingRun:
@@ -118,7 +110,7 @@ def test_two_clusters_place_drain_lose_and_resume_a_run_billed_once(timeline, st
         ("east", Decimal("2.00")), ("west", Decimal("3.00"))]
 
     # 1. The cheaper cluster first.
-    ckpt = submit(alice, "ckpt", checkpoint={"grace_seconds": 30})
+    ckpt = post_run(alice, "3h", team="vision", name="ckpt", checkpoint={"grace_seconds": 30})["id"]
     run_until_running(timeline, ckpt)
     body = alice.get(f"/api/v1/runs/{ckpt}/").json()
     assert body["cluster"] == "east"
@@ -127,7 +119,7 @@ def test_two_clusters_place_drain_lose_and_resume_a_run_billed_once(timeline, st
     # 2. Draining east (staff, through the API) sends the next run to west though east has room ...
     response = ops.patch("/api/v1/clusters/east/", {"state": "draining"}, format="json")
     assert response.status_code == 200 and response.json()["state"] == "draining"
-    drained = submit(alice, "while-draining")
+    drained = post_run(alice, "3h", team="vision", name="while-draining")["id"]
     run_until_running(timeline, drained)
     body = alice.get(f"/api/v1/runs/{drained}/").json()
     assert body["cluster"] == "west"
@@ -135,12 +127,12 @@ def test_two_clusters_place_drain_lose_and_resume_a_run_billed_once(timeline, st
     assert TrainingRun.objects.get(pk=ckpt).state == RunState.RUNNING  # running work on east goes on
     # ... and once it is placeable again, east takes work until it is full.
     assert ops.patch("/api/v1/clusters/east/", {"state": "ready"}, format="json").json()["state"] == "ready"
-    fills = submit(alice, "fills-east")
+    fills = post_run(alice, "3h", team="vision", name="fills-east")["id"]
     run_until_running(timeline, fills)
     body = alice.get(f"/api/v1/runs/{fills}/").json()
     assert (body["cluster"], body["placement_reason"]) == (
         "east", "east: cheapest with 2 free a100-80gb (2.00/h; west 3.00/h)")
-    overflow = submit(alice, "overflow")
+    overflow = post_run(alice, "3h", team="vision", name="overflow")["id"]
     run_until_running(timeline, overflow)
     body = alice.get(f"/api/v1/runs/{overflow}/").json()
     assert (body["cluster"], body["placement_reason"]) == (
@@ -265,7 +257,7 @@ def lost_with_nowhere_to_go(timeline: FleetTimeline, staff) -> tuple[APIClient, 
     ops = APIClient()
     ops.force_authenticate(staff)
     seed_cluster_prices()
-    ckpt = submit(alice, "ckpt", checkpoint={"grace_seconds": 30})
+    ckpt = post_run(alice, "3h", team="vision", name="ckpt", checkpoint={"grace_seconds": 30})["id"]
     assert run_until_running(timeline, ckpt).cluster.name == "east"
     pods = APIClient()
     pods.credentials(HTTP_AUTHORIZATION=f"Bearer {secret_values(f'run:{ckpt}')['SLIPWAY_RUN_TOKEN']}")

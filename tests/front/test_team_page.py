@@ -28,7 +28,7 @@ def membership_of(user, team_slug: str = "ml-research") -> Membership:
 
 
 @pytest.fixture
-def admin_client(client, team_admin):
+def team_admin_client(client, team_admin):
     client.force_login(team_admin)
     return client
 
@@ -81,8 +81,8 @@ def test_viewers_and_members_see_no_management_controls(request, client, team, t
     assert 'id="add-member"' not in html and "the team's admins manage its members" in html
 
 
-def test_a_team_admin_sees_the_management_controls(admin_client, member, team):
-    html = admin_client.get(PAGE).content.decode()
+def test_a_team_admin_sees_the_management_controls(team_admin_client, member, team):
+    html = team_admin_client.get(PAGE).content.decode()
     mia = membership_of(member).pk
     assert f'action="/teams/ml-research/members/{mia}/role/"' in html
     assert f'href="/teams/ml-research/members/{mia}/remove/"' in html
@@ -96,34 +96,34 @@ def test_an_outsider_gets_404_for_the_page(client, outsider, team):
     assert client.get("/teams/no-such-team/").status_code == 404
 
 
-def test_the_page_refuses_posts_and_the_actions_refuse_gets(admin_client, member, team):
+def test_the_page_refuses_posts_and_the_actions_refuse_gets(team_admin_client, member, team):
     mia = membership_of(member).pk
-    assert admin_client.post(PAGE).status_code == 405
+    assert team_admin_client.post(PAGE).status_code == 405
     for path in ("/teams/ml-research/members/", f"/teams/ml-research/members/{mia}/role/",
                  "/teams/ml-research/settings/"):
-        assert admin_client.get(path).status_code == 405, path
+        assert team_admin_client.get(path).status_code == 405, path
     assert membership_of(member).role == Role.MEMBER
 
 
-def test_it_reads_the_page_in_a_constant_number_of_queries(admin_client, team, quota, django_assert_num_queries):
+def test_it_reads_the_page_in_a_constant_number_of_queries(team_admin_client, team, quota, django_assert_num_queries):
     with CaptureQueriesContext(connection) as queries:
-        assert admin_client.get(PAGE).status_code == 200
+        assert team_admin_client.get(PAGE).status_code == 200
     few = len(queries)
     for n in range(12):
         add_member(team, make_user(f"extra{n}"), Role.MEMBER)
     with django_assert_num_queries(few):
-        admin_client.get(PAGE)
+        team_admin_client.get(PAGE)
 
 
 # -- adding a member -----------------------------------------------------------------------------
 
 
-def test_a_team_admin_adds_a_member_by_username(admin_client, team):
+def test_a_team_admin_adds_a_member_by_username(team_admin_client, team):
     newcomer = make_user("nina")
-    response = admin_client.post("/teams/ml-research/members/", {"username": "nina", "role": "viewer"})
+    response = team_admin_client.post("/teams/ml-research/members/", {"username": "nina", "role": "viewer"})
     assert response.status_code == 302 and response.url == PAGE
     assert membership_of(newcomer).role == Role.VIEWER
-    assert "nina added as viewer." in admin_client.get(PAGE).content.decode()
+    assert "nina added as viewer." in team_admin_client.get(PAGE).content.decode()
     event = AuditEvent.objects.get(action=AuditEvent.Action.MEMBERSHIP_CHANGED)
     assert (event.actor_name, event.target, event.details) == ("ada", "nina", {"change": "added", "role": "viewer"})
 
@@ -134,10 +134,10 @@ def test_a_team_admin_adds_a_member_by_username(admin_client, team):
     ({"username": "", "role": "member"}, "This field is required."),
     ({"username": "nina", "role": "owner"}, "Select a valid choice. owner is not one of the available choices."),
 ])
-def test_bad_additions_are_a_400_with_the_error_next_to_the_field(admin_client, member, team, data, message):
+def test_bad_additions_are_a_400_with_the_error_next_to_the_field(team_admin_client, member, team, data, message):
     make_user("nina")
     before = Membership.objects.count()
-    response = admin_client.post("/teams/ml-research/members/", data)
+    response = team_admin_client.post("/teams/ml-research/members/", data)
     assert response.status_code == 400
     html = response.content.decode()
     assert message in html and "has-error" in html and 'id="add-member"' in html
@@ -155,27 +155,27 @@ def test_viewers_and_members_cannot_add_members(request, client, team, user_fixt
 # -- changing a role -----------------------------------------------------------------------------
 
 
-def test_a_team_admin_changes_a_role(admin_client, member, team):
+def test_a_team_admin_changes_a_role(team_admin_client, member, team):
     mia = membership_of(member).pk
-    response = admin_client.post(f"/teams/ml-research/members/{mia}/role/", {"role": "admin"})
+    response = team_admin_client.post(f"/teams/ml-research/members/{mia}/role/", {"role": "admin"})
     assert response.status_code == 302 and response.url == PAGE
     assert membership_of(member).role == Role.ADMIN
-    assert "mia is now admin." in admin_client.get(PAGE).content.decode()
+    assert "mia is now admin." in team_admin_client.get(PAGE).content.decode()
     event = AuditEvent.objects.get(action=AuditEvent.Action.MEMBERSHIP_CHANGED)
     assert event.details == {"change": "changed", "role": "admin", "old_role": "member"}
 
 
-def test_the_last_admin_cannot_demote_themselves(admin_client, team_admin, member, team):
+def test_the_last_admin_cannot_demote_themselves(team_admin_client, team_admin, member, team):
     ada = membership_of(team_admin).pk
-    response = admin_client.post(f"/teams/ml-research/members/{ada}/role/", {"role": "member"})
+    response = team_admin_client.post(f"/teams/ml-research/members/{ada}/role/", {"role": "member"})
     assert response.status_code == 400
     html = response.content.decode()
     assert "ada is the team&#x27;s last admin: make someone else admin first." in html
     assert membership_of(team_admin).role == Role.ADMIN and not AuditEvent.objects.filter(action=AuditEvent.Action.MEMBERSHIP_CHANGED).exists()
 
 
-def test_an_unknown_role_is_a_400(admin_client, member, team):
-    response = admin_client.post(f"/teams/ml-research/members/{membership_of(member).pk}/role/", {"role": "root"})
+def test_an_unknown_role_is_a_400(team_admin_client, member, team):
+    response = team_admin_client.post(f"/teams/ml-research/members/{membership_of(member).pk}/role/", {"role": "root"})
     assert response.status_code == 400 and "Select a valid choice" in response.content.decode()
     assert membership_of(member).role == Role.MEMBER
 
@@ -189,16 +189,16 @@ def test_a_member_cannot_promote_themselves(client, member, team, team_admin):
 # -- removing a member ---------------------------------------------------------------------------
 
 
-def test_a_team_admin_removes_a_member(admin_client, member, team):
-    response = admin_client.post(f"/teams/ml-research/members/{membership_of(member).pk}/remove/")
+def test_a_team_admin_removes_a_member(team_admin_client, member, team):
+    response = team_admin_client.post(f"/teams/ml-research/members/{membership_of(member).pk}/remove/")
     assert response.status_code == 302 and response.url == PAGE
     assert not Membership.objects.filter(user=member).exists()
-    assert "mia removed from ML Research." in admin_client.get(PAGE).content.decode()
+    assert "mia removed from ML Research." in team_admin_client.get(PAGE).content.decode()
 
 
-def test_remove_asks_first_and_only_the_confirmation_removes(admin_client, member, outsider, team):
+def test_remove_asks_first_and_only_the_confirmation_removes(team_admin_client, member, outsider, team):
     path = f"/teams/ml-research/members/{membership_of(member).pk}/remove/"
-    asked = admin_client.get(path)
+    asked = team_admin_client.get(path)
     html = asked.content.decode()
     assert asked.status_code == 200 and "Remove mia from ML Research?" in html and 'id="confirm-remove"' in html
     assert Membership.objects.filter(user=member).exists()
@@ -206,32 +206,32 @@ def test_remove_asks_first_and_only_the_confirmation_removes(admin_client, membe
         other = Client()
         other.force_login(user)
         assert other.get(path).status_code == status
-    assert admin_client.post(path).status_code == 302
+    assert team_admin_client.post(path).status_code == 302
     assert not Membership.objects.filter(user=member).exists()
 
 
-def test_the_last_admin_cannot_be_removed(admin_client, team_admin, team):
-    response = admin_client.post(f"/teams/ml-research/members/{membership_of(team_admin).pk}/remove/")
+def test_the_last_admin_cannot_be_removed(team_admin_client, team_admin, team):
+    response = team_admin_client.post(f"/teams/ml-research/members/{membership_of(team_admin).pk}/remove/")
     assert response.status_code == 400 and "last admin" in response.content.decode()
     assert Membership.objects.filter(user=team_admin).exists()
 
 
-def test_the_page_offers_no_remove_button_for_the_only_admin_until_there_is_a_second(admin_client, team_admin,
+def test_the_page_offers_no_remove_button_for_the_only_admin_until_there_is_a_second(team_admin_client, team_admin,
                                                                                      member, team):
     ada = membership_of(team_admin).pk
-    html = admin_client.get(PAGE).content.decode()
+    html = team_admin_client.get(PAGE).content.decode()
     assert f'href="/teams/ml-research/members/{ada}/remove/"' not in html and "the team's only admin" in html
     Membership.objects.filter(user=member).update(role=Role.ADMIN)
-    html = admin_client.get(PAGE).content.decode()
+    html = team_admin_client.get(PAGE).content.decode()
     assert f'href="/teams/ml-research/members/{ada}/remove/"' in html and "the team's only admin" not in html
 
 
-def test_an_admin_who_leaves_goes_to_the_dashboard(admin_client, team_admin, member, other_team, team):
+def test_an_admin_who_leaves_goes_to_the_dashboard(team_admin_client, team_admin, member, other_team, team):
     add_member(other_team, team_admin, Role.MEMBER)  # still in a team, so the dashboard shows one
     Membership.objects.filter(user=member).update(role=Role.ADMIN)
-    response = admin_client.post(f"/teams/ml-research/members/{membership_of(team_admin).pk}/remove/")
+    response = team_admin_client.post(f"/teams/ml-research/members/{membership_of(team_admin).pk}/remove/")
     assert response.status_code == 302 and response.url == "/"
-    assert admin_client.get(PAGE).status_code == 404
+    assert team_admin_client.get(PAGE).status_code == 404
 
 
 def test_a_member_cannot_remove_anyone(client, member, team_admin, team):
@@ -240,32 +240,32 @@ def test_a_member_cannot_remove_anyone(client, member, team_admin, team):
     assert Membership.objects.filter(team=team).count() == 2
 
 
-def test_an_admin_of_two_teams_cannot_move_a_membership_across_them(admin_client, team_admin, outsider, team):
+def test_an_admin_of_two_teams_cannot_move_a_membership_across_them(team_admin_client, team_admin, outsider, team):
     vision = Team.objects.get(slug="vision")
     add_member(vision, team_admin, Role.ADMIN)
     otto = membership_of(outsider, "vision").pk
-    assert admin_client.post(f"/teams/ml-research/members/{otto}/remove/").status_code == 404
-    assert admin_client.post(f"/teams/ml-research/members/{otto}/role/", {"role": "viewer"}).status_code == 404
+    assert team_admin_client.post(f"/teams/ml-research/members/{otto}/remove/").status_code == 404
+    assert team_admin_client.post(f"/teams/ml-research/members/{otto}/role/", {"role": "viewer"}).status_code == 404
     assert membership_of(outsider, "vision").role == Role.MEMBER
 
 
 # -- settings ------------------------------------------------------------------------------------
 
 
-def test_a_team_admin_turns_the_cancel_setting_off_and_on(admin_client, team):
-    response = admin_client.post("/teams/ml-research/settings/", {})
+def test_a_team_admin_turns_the_cancel_setting_off_and_on(team_admin_client, team):
+    response = team_admin_client.post("/teams/ml-research/settings/", {})
     assert response.status_code == 302 and response.url == PAGE
     assert Team.objects.get(pk=team.pk).members_may_cancel_teammates_work is False
-    assert "Admins only" in admin_client.get(PAGE).content.decode()
-    admin_client.post("/teams/ml-research/settings/", {"members_may_cancel_teammates_work": "on"})
+    assert "Admins only" in team_admin_client.get(PAGE).content.decode()
+    team_admin_client.post("/teams/ml-research/settings/", {"members_may_cancel_teammates_work": "on"})
     assert Team.objects.get(pk=team.pk).members_may_cancel_teammates_work is True
     changes = AuditEvent.objects.filter(action=AuditEvent.Action.TEAM_SETTINGS_CHANGED).order_by("pk")
     assert [e.details["members_may_cancel_teammates_work"] for e in changes] == [False, True]
 
 
-def test_settings_are_per_team(admin_client, team_admin, team):
+def test_settings_are_per_team(team_admin_client, team_admin, team):
     other = make_team("nlp")
     add_member(other, team_admin, Role.ADMIN)
-    admin_client.post("/teams/nlp/settings/", {})
+    team_admin_client.post("/teams/nlp/settings/", {})
     assert Team.objects.get(slug="nlp").members_may_cancel_teammates_work is False
     assert Team.objects.get(pk=team.pk).members_may_cancel_teammates_work is True

@@ -21,7 +21,7 @@ from jobs.models import TrainingRun
 from jobs.validation import parse_run_request
 from teams.models import Role
 from tests.factories import add_member, make_user, secret_values
-from tests.jobs.conftest import run_payload
+from tests.jobs.conftest import post_run, run_payload
 from workloads import lifecycle, secrets
 from workloads.registry import kind_for
 
@@ -101,12 +101,6 @@ def test_the_api_answers_400_with_the_field_errors(api, quota, published) -> Non
 # -- submission, token, API fields ----------------------------------------------------------------
 
 
-def submit(api, **overrides) -> dict:
-    response = api.post("/api/v1/runs/", run_payload(**overrides), format="json")
-    assert response.status_code == 201, response.json()
-    return response.json()
-
-
 def token_of(run_id: int) -> str:
     return secret_values(f"run:{run_id}")["SLIPWAY_RUN_TOKEN"]
 
@@ -118,7 +112,7 @@ def run_client(token: str) -> APIClient:
 
 
 def test_a_run_with_the_contract_shows_it_and_gets_a_token_nobody_sees(api, quota, published) -> None:
-    body = submit(api, checkpoint={"grace_seconds": 120}, secret_env={"HF_TOKEN": "hf_x"})
+    body = post_run(api, checkpoint={"grace_seconds": 120}, secret_env={"HF_TOKEN": "hf_x"})
     assert body["checkpoint"] == {"grace_seconds": 120, "volume": None}
     assert body["last_checkpoint"] is None and body["attempt"] == 1
     token = token_of(body["id"])
@@ -135,7 +129,7 @@ def test_a_run_with_the_contract_shows_it_and_gets_a_token_nobody_sees(api, quot
 
 
 def test_a_run_without_the_contract_has_none_of_it(api, quota, published) -> None:
-    body = submit(api)
+    body = post_run(api)
     assert body["checkpoint"] is None and body["last_checkpoint"] is None and body["attempt"] == 1
     assert TrainingRun.objects.get(pk=body["id"]).run_token_hash == ""
     assert not secrets.names(TrainingRun.objects.get(pk=body["id"]))
@@ -145,7 +139,7 @@ def test_a_run_without_the_contract_has_none_of_it(api, quota, published) -> Non
 
 
 def test_the_manifest_carries_the_contract(api, quota, published) -> None:
-    body = submit(api, checkpoint={"grace_seconds": 45}, workers=2)
+    body = post_run(api, checkpoint={"grace_seconds": 45}, workers=2)
     manifest = api.get(f"/api/v1/runs/{body['id']}/manifest/").json()
     assert [o["kind"] for o in manifest] == ["PyTorchJob", "PersistentVolumeClaim"]
     assert manifest[1]["metadata"]["name"] == f"run-{body['id']}-checkpoints"
@@ -161,7 +155,7 @@ def test_the_manifest_carries_the_contract(api, quota, published) -> None:
 
 
 def test_the_token_reports_its_runs_checkpoints(api, quota, published) -> None:
-    body = submit(api, checkpoint={})
+    body = post_run(api, checkpoint={})
     client = run_client(token_of(body["id"]))
     response = client.post(f"/api/v1/runs/{body['id']}/checkpoints/", {"step": 1000, "path": "/slipway/checkpoints/s1000.pt"},
                            format="json")
@@ -200,7 +194,7 @@ def test_the_token_reports_its_runs_checkpoints(api, quota, published) -> None:
     ({"step": 1, "path": "/slipway/checkpointsX/a"}, "path"),
 ])
 def test_a_bad_report_is_a_400_with_field_errors(api, quota, published, report, field) -> None:
-    body = submit(api, checkpoint={})
+    body = post_run(api, checkpoint={})
     response = run_client(token_of(body["id"])).post(f"/api/v1/runs/{body['id']}/checkpoints/", report, format="json")
     assert response.status_code == 400
     assert field in response.json()["errors"]
@@ -208,8 +202,8 @@ def test_a_bad_report_is_a_400_with_field_errors(api, quota, published, report, 
 
 
 def test_the_token_can_do_nothing_else(api, quota, published, team) -> None:
-    first = submit(api, name="first", checkpoint={})
-    second = submit(api, name="second", checkpoint={})
+    first = post_run(api, name="first", checkpoint={})
+    second = post_run(api, name="second", checkpoint={})
     client = run_client(token_of(first["id"]))
     report = {"step": 1, "path": "/slipway/checkpoints/p"}
     for method, path in (("get", "/api/v1/runs/"), ("get", f"/api/v1/runs/{first['id']}/"),
@@ -228,7 +222,7 @@ def test_the_token_can_do_nothing_else(api, quota, published, team) -> None:
 
 
 def test_the_token_dies_with_the_run(api, quota, published) -> None:
-    body = submit(api, checkpoint={})
+    body = post_run(api, checkpoint={})
     token = token_of(body["id"])
     assert api.post(f"/api/v1/runs/{body['id']}/cancel/").status_code == 202
     response = run_client(token).post(f"/api/v1/runs/{body['id']}/checkpoints/", {"step": 1, "path": "/slipway/checkpoints/p"}, format="json")
@@ -241,7 +235,7 @@ def test_the_token_dies_with_the_run(api, quota, published) -> None:
 
 
 def test_the_token_dies_when_the_run_ends_on_its_own(api, quota, published) -> None:
-    body = submit(api, checkpoint={})
+    body = post_run(api, checkpoint={})
     token = token_of(body["id"])
     TrainingRun.objects.filter(pk=body["id"]).update(state=RunState.SUCCEEDED, finished_at=timezone.now())
     response = run_client(token).post(f"/api/v1/runs/{body['id']}/checkpoints/", {"step": 1, "path": "/slipway/checkpoints/p"}, format="json")
@@ -249,7 +243,7 @@ def test_the_token_dies_when_the_run_ends_on_its_own(api, quota, published) -> N
 
 
 def test_a_path_is_normalised_into_the_checkpoint_directory(api, quota, published) -> None:
-    body = submit(api, checkpoint={})
+    body = post_run(api, checkpoint={})
     client = run_client(token_of(body["id"]))
     for sent, kept in (("/slipway/checkpoints/./a//b/../step-3.pt", "/slipway/checkpoints/a/step-3.pt"),
                        ("step-4.pt", "/slipway/checkpoints/step-4.pt")):
@@ -268,7 +262,7 @@ def test_a_checkpoint_line_out_of_the_directory_is_not_taken():
 
 def test_only_the_owner_or_a_team_admin_report_by_hand(api, quota, published, api_client_for, team, team_admin) -> None:
     """Security review 4 #7: a teammate may not move someone else's run's resume point."""
-    body = submit(api, checkpoint={})
+    body = post_run(api, checkpoint={})
     teammate = make_user("tess")
     add_member(team, teammate, Role.MEMBER)
     report = {"step": 5, "path": "/slipway/checkpoints/5"}
@@ -280,7 +274,7 @@ def test_only_the_owner_or_a_team_admin_report_by_hand(api, quota, published, ap
 
 def test_members_may_report_viewers_may_not_outsiders_see_nothing(api, quota, published, api_client_for, viewer,
                                                                   outsider) -> None:
-    body = submit(api, checkpoint={})
+    body = post_run(api, checkpoint={})
     report = {"step": 5, "path": "/slipway/checkpoints/5"}
     assert api.post(f"/api/v1/runs/{body['id']}/checkpoints/", report, format="json").status_code == 201  # its owner
     assert api_client_for(viewer).post(f"/api/v1/runs/{body['id']}/checkpoints/", report,
@@ -288,7 +282,7 @@ def test_members_may_report_viewers_may_not_outsiders_see_nothing(api, quota, pu
     assert api_client_for(outsider).post(f"/api/v1/runs/{body['id']}/checkpoints/", report,
                                          format="json").status_code == 404
     # A run without the contract has nothing to report to.
-    plain = submit(api, name="plain")
+    plain = post_run(api, name="plain")
     assert api.post(f"/api/v1/runs/{plain['id']}/checkpoints/", report, format="json").status_code == 409
 
 
@@ -296,7 +290,7 @@ def test_members_may_report_viewers_may_not_outsiders_see_nothing(api, quota, pu
 
 
 def test_a_requeue_starts_the_next_attempt_from_the_last_checkpoint(api, quota, published) -> None:
-    body = submit(api, checkpoint={"grace_seconds": 90})
+    body = post_run(api, checkpoint={"grace_seconds": 90})
     run_client(token_of(body["id"])).post(f"/api/v1/runs/{body['id']}/checkpoints/",
                                           {"step": 700, "path": "/slipway/checkpoints/s700.pt"}, format="json")
     kind = kind_for("run")

@@ -25,6 +25,7 @@ from quotas.models import PreemptionEvent, UsageRecord
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimObject
 from tests.factories import cohort_pair, member_api, secret_values
+from tests.jobs.conftest import post_share_run
 from tests.workloads.timeline import INTERVAL, scripted_timeline
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,15 +37,6 @@ START = datetime(2026, 11, 24, 9, 0, 0, tzinfo=UTC)
 def timeline(published, monkeypatch, settings):
     settings.SLIPWAY_PREEMPTION_GRACE_SECONDS = 30
     return scripted_timeline(published, monkeypatch, settings, START)
-
-
-def submit(client: APIClient, team: str, name: str, duration: str, **extra) -> int:
-    response = client.post("/api/v1/runs/", {
-        "team": team, "name": name, "image": "registry.example.com/ml/trainer:1.4", "command": ["python", "t.py"],
-        "flavor": "a100-80gb", "gpus_per_worker": 4, "env": {"SLIPWAY_SIM_DURATION": duration}, **extra,
-    }, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()["id"]
 
 
 def claim_exists(run_id: int) -> bool:
@@ -59,8 +51,8 @@ def job_env(run_id: int) -> dict[str, str]:
 def test_a_preempted_run_resumes_from_its_checkpoint_as_its_next_attempt(timeline, flavors, staff):
     cohort_pair(staff, reclaim="any", min_runtime_minutes=0, preemption_delay_seconds=0)
     alice, noor = member_api("vision", "alice")[0], member_api("nlp-platform", "noor")[0]
-    submit(alice, "vision", "own", "2h")
-    borrowed = submit(alice, "vision", "borrowed", "4m", checkpoint={"grace_seconds": 45})
+    post_share_run(alice, "vision", "own", "2h")
+    borrowed = post_share_run(alice, "vision", "borrowed", "4m", checkpoint={"grace_seconds": 45})
     timeline.cycles(6)
     assert TrainingRun.objects.get(pk=borrowed).state == RunState.RUNNING
     assert claim_exists(borrowed)
@@ -75,7 +67,7 @@ def test_a_preempted_run_resumes_from_its_checkpoint_as_its_next_attempt(timelin
 
     # 2. nlp-platform takes its units back: the contract's grace, the Job gone, the claim kept.
     reported_at = TrainingRun.objects.get(pk=borrowed).last_checkpoint_at
-    mine = submit(noor, "nlp-platform", "short", "2m")
+    mine = post_share_run(noor, "nlp-platform", "short", "2m")
     noticed = False
     for _ in range(16):  # the simulated pods take the contract's 45 s grace to stop
         timeline.cycle()
@@ -130,7 +122,7 @@ def test_a_checkpoint_line_in_the_log_counts_when_the_run_is_preempted(timeline,
     simulated run logs "resuming from step k")."""
     cohort_pair(staff, reclaim="any", min_runtime_minutes=0, preemption_delay_seconds=0)
     alice, noor = member_api("vision", "alice")[0], member_api("nlp-platform", "noor")[0]
-    submit(alice, "vision", "own", "2h")
+    post_share_run(alice, "vision", "own", "2h")
     response = alice.post("/api/v1/runs/", {
         "team": "vision", "name": "printer", "image": "registry.example.com/ml/trainer:1.4",
         "command": ["python", "train.py"], "flavor": "a100-80gb", "gpus_per_worker": 4,
@@ -143,7 +135,7 @@ def test_a_checkpoint_line_in_the_log_counts_when_the_run_is_preempted(timeline,
     run = TrainingRun.objects.get(pk=borrowed)
     assert run.state == RunState.RUNNING and run.last_checkpoint_path == ""  # nothing read every cycle
 
-    submit(noor, "nlp-platform", "mine", "2h")
+    post_share_run(noor, "nlp-platform", "mine", "2h")
     for _ in range(8):
         timeline.cycle()
         if TrainingRun.objects.get(pk=borrowed).state == RunState.QUEUED:
@@ -168,14 +160,14 @@ def test_a_changed_claim_size_setting_never_reaches_a_runs_existing_claim(timeli
     settings.SLIPWAY_CHECKPOINT_STORAGE = "50Gi"
     cohort_pair(staff, reclaim="any", min_runtime_minutes=0, preemption_delay_seconds=0)
     alice, noor = member_api("vision", "alice")[0], member_api("nlp-platform", "noor")[0]
-    submit(alice, "vision", "own", "2h")
-    borrowed = submit(alice, "vision", "borrowed", "10m", checkpoint={"grace_seconds": 10})
+    post_share_run(alice, "vision", "own", "2h")
+    borrowed = post_share_run(alice, "vision", "borrowed", "10m", checkpoint={"grace_seconds": 10})
     timeline.cycles(6)
     assert TrainingRun.objects.get(pk=borrowed).state == RunState.RUNNING
     assert claim_spec(borrowed)["resources"]["requests"]["storage"] == "50Gi"
 
     settings.SLIPWAY_CHECKPOINT_STORAGE, settings.SLIPWAY_CHECKPOINT_STORAGE_CLASS = "20Gi", "fast-ssd"
-    mine = submit(noor, "nlp-platform", "short", "1m")
+    mine = post_share_run(noor, "nlp-platform", "short", "1m")
     for _ in range(60):  # preempted, then back as attempt 2 once nlp-platform's minute is over
         timeline.cycle()
         run = TrainingRun.objects.get(pk=borrowed)
@@ -186,7 +178,7 @@ def test_a_changed_claim_size_setting_never_reaches_a_runs_existing_claim(timeli
     assert (run.state, run.attempt) == (RunState.RUNNING, 2), run.reason
     assert claim_spec(borrowed) == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "50Gi"}}}
     # A run submitted now gets the claim the settings say now.
-    later = TrainingRun.objects.get(pk=submit(alice, "vision", "later", "1m", checkpoint={}))
+    later = TrainingRun.objects.get(pk=post_share_run(alice, "vision", "later", "1m", checkpoint={}))
     claims = [o for o in TrainingKind().manifests(later) if o["kind"] == "PersistentVolumeClaim"]
     assert [c["spec"] for c in claims] == [{"accessModes": ["ReadWriteOnce"], "storageClassName": "fast-ssd",
                                             "resources": {"requests": {"storage": "20Gi"}}}]
@@ -208,11 +200,11 @@ def preempted_between_attempts(timeline, staff, duration: str) -> tuple[APIClien
     queued again: its claim stays, whatever the cycles do meanwhile."""
     cohort_pair(staff, reclaim="any", min_runtime_minutes=0, preemption_delay_seconds=0)
     alice, noor = member_api("vision", "alice")[0], member_api("nlp-platform", "noor")[0]
-    submit(alice, "vision", "own", "2h")
-    borrowed = submit(alice, "vision", "borrowed", "2h", checkpoint={"grace_seconds": 10})
+    post_share_run(alice, "vision", "own", "2h")
+    borrowed = post_share_run(alice, "vision", "borrowed", "2h", checkpoint={"grace_seconds": 10})
     timeline.cycles(6)
     assert TrainingRun.objects.get(pk=borrowed).state == RunState.RUNNING and claim_exists(borrowed)
-    submit(noor, "nlp-platform", "mine", duration)
+    post_share_run(noor, "nlp-platform", "mine", duration)
     for _ in range(8):
         timeline.cycle()
         if TrainingRun.objects.get(pk=borrowed).state == RunState.QUEUED:
@@ -263,7 +255,7 @@ def test_a_run_whose_job_vanished_loses_its_claim(timeline, flavors, staff):
     which nothing else would delete, goes with the cycle that fails it."""
     cohort_pair(staff)
     alice = member_api("vision", "alice")[0]
-    run_id = submit(alice, "vision", "lonely", "2h", checkpoint={})
+    run_id = post_share_run(alice, "vision", "lonely", "2h", checkpoint={})
     timeline.cycles(6)
     assert TrainingRun.objects.get(pk=run_id).state == RunState.RUNNING and claim_exists(run_id)
     SimObject.objects.filter(kind="Job", name=f"run-{run_id}").delete()

@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from jobs.constants import RunState
 from quotas import admission
-from tests.jobs.test_views import HTMX, set_state, submit
+from tests.jobs.conftest import submit_run_as
+from tests.jobs.test_views import HTMX, set_state
 
 pytestmark = pytest.mark.django_db
 
@@ -20,8 +21,8 @@ def live(html: str) -> str:
 
 
 def test_the_dashboards_figures_poll_while_work_is_active(client, member, team, quota, published):
-    submit(member, team, name="one")
-    submit(member, team, name="big", gpus_per_worker=8)  # queued behind "one"
+    submit_run_as(member, team, name="one")
+    submit_run_as(member, team, name="big", gpus_per_worker=8)  # queued behind "one"
     client.force_login(member)
     page = client.get("/").content.decode()
     assert 'hx-get="/" hx-trigger="every 5s"' in live(page)
@@ -35,7 +36,7 @@ def test_the_dashboards_figures_poll_while_work_is_active(client, member, team, 
 
 
 def test_the_dashboard_stops_polling_when_nothing_can_change(client, member, team, quota, published):
-    run = submit(member, team, name="one")
+    run = submit_run_as(member, team, name="one")
     client.force_login(member)
     assert 'hx-trigger="every 5s"' in client.get("/", **HTMX).content.decode()
     set_state(run, RunState.SUCCEEDED, finished_at=timezone.now())
@@ -47,7 +48,7 @@ def test_the_dashboard_stops_polling_when_nothing_can_change(client, member, tea
 
 
 def test_a_run_rows_cost_moves_with_its_state_cell(client, member, team, quota, published):
-    run = submit(member, team)
+    run = submit_run_as(member, team)
     set_state(run, RunState.RUNNING, started_at=timezone.now() - timedelta(hours=1),
               billed_until=timezone.now() - timedelta(hours=1), open_units=2)
     client.force_login(member)
@@ -60,10 +61,10 @@ def test_a_run_rows_cost_moves_with_its_state_cell(client, member, team, quota, 
 
 
 def test_the_dashboards_recent_runs_take_in_new_runs_with_each_poll(client, member, team, quota, published):
-    submit(member, team, name="one")
+    submit_run_as(member, team, name="one")
     client.force_login(member)
     assert "fresh-one" not in client.get("/").content.decode()
-    submit(member, team, name="fresh-one", gpus_per_worker=1)  # from the API or another tab
+    submit_run_as(member, team, name="fresh-one", gpus_per_worker=1)  # from the API or another tab
     fragment = client.get("/", **HTMX).content.decode()
     recent = fragment[fragment.index('id="recent-runs"'):]
     assert recent.index("fresh-one") < recent.index(">one<")  # newest first

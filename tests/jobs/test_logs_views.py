@@ -16,18 +16,13 @@ from jobs.constants import RunState
 from jobs.models import TrainingRun
 from quotas.demo import seed_team_quotas
 from tests.cluster.samples import pod, running_container, terminated
-from tests.jobs.conftest import run_payload
+from tests.jobs.conftest import submit_run_as
 
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 CAPACITY = "waiting for capacity: needs 4\u00d7 a100-80gb on one node; the largest free block is 2 (node a100-1)"
 RAW = "0/8 nodes are available: 6 Insufficient nvidia.com/gpu, 2 node(s) had untolerated taint."
-
-
-def submit(user, team, **overrides) -> TrainingRun:
-    fields = {k: v for k, v in run_payload(**overrides).items() if k != "team"}
-    return services.submit_run(user, team, fields)
 
 
 def on_cluster(run: TrainingRun, state: str = RunState.RUNNING, **fields) -> TrainingRun:
@@ -57,7 +52,7 @@ def attempts(run: TrainingRun) -> list[dict]:
 
 @pytest.fixture
 def distributed(member, team, quota, published, fake_backend):
-    run = on_cluster(submit(member, team, workers=3))
+    run = on_cluster(submit_run_as(member, team, workers=3))
     fake_backend.pod_lists[(run.namespace, run.object_name)] = pytorch_pods(run)
     fake_backend.log_lines[f"{run.object_name}-master-0"] = [f"master step {i}" for i in range(500)]
     fake_backend.log_lines[f"{run.object_name}-worker-1"] = ["worker 1 says hello"]
@@ -95,7 +90,7 @@ def test_it_shows_the_picked_pod_and_keeps_polling_it(client, member, distribute
 
 @pytest.mark.parametrize("pod_name", ["nope", "{other}", "../../etc/passwd", "x" * 300, "\u00e9"])
 def test_it_answers_404_for_a_pod_that_is_not_the_runs(client, member, team, distributed, fake_backend, pod_name):
-    other = on_cluster(submit(member, team, name="other-run"))
+    other = on_cluster(submit_run_as(member, team, name="other-run"))
     fake_backend.pod_lists[(other.namespace, other.object_name)] = pytorch_pods(other)
     pod_name = pod_name.format(other=f"{other.object_name}-master-0")
     client.force_login(member)
@@ -106,7 +101,7 @@ def test_it_answers_404_for_a_pod_that_is_not_the_runs(client, member, team, dis
 
 def test_it_offers_every_attempt_of_a_retried_job_newest_first(client, member, team, quota, published,
                                                                fake_backend):
-    run = on_cluster(submit(member, team), reason="attempt 2 of 3; attempt 1 ended: Error (exit 1)")
+    run = on_cluster(submit_run_as(member, team), reason="attempt 2 of 3; attempt 1 ended: Error (exit 1)")
     fake_backend.pod_lists[(run.namespace, run.object_name)] = attempts(run)
     fake_backend.log_lines[f"{run.object_name}-bcdfg"] = ["RuntimeError: NCCL error"]
     client.force_login(member)
@@ -119,7 +114,7 @@ def test_it_offers_every_attempt_of_a_retried_job_newest_first(client, member, t
 
 def test_it_shows_no_picker_and_no_lines_before_the_run_is_on_the_cluster(client, member, team, quota, published,
                                                                          fake_backend):
-    run = submit(member, team)
+    run = submit_run_as(member, team)
     client.force_login(member)
     html = client.get(f"/runs/{run.pk}/").content.decode()
     assert '<label id="log-picker" data-log-picker hidden>' in html and "No log lines yet." in html
@@ -160,7 +155,7 @@ def test_the_api_downloads_the_whole_log_as_the_page_does(client, api, member, t
         assert response["Content-Type"] == "text/plain; charset=utf-8"
         assert response.content == page.content and response["Content-Disposition"] == page["Content-Disposition"]
     assert response.content.decode().splitlines() == [f"master step {i}" for i in range(500)]  # not the 200 tail
-    other = on_cluster(submit(member, team, name="other-run"))
+    other = on_cluster(submit_run_as(member, team, name="other-run"))
     fake_backend.pod_lists[(other.namespace, other.object_name)] = pytorch_pods(other)
     for pod_name in (f"{other.object_name}-master-0", "nope"):
         response = api.get(f"/api/v1/runs/{distributed.pk}/logs/download/", {"pod": pod_name})
@@ -233,7 +228,7 @@ def test_it_polls_events_on_the_page_of_an_active_run(client, member, distribute
 
 def test_it_explains_a_capacity_wait_in_words_with_the_schedulers_message_behind_it(
         client, member, team, quota, published, fake_backend):
-    run = on_cluster(submit(member, team), RunState.PENDING, reason=CAPACITY,
+    run = on_cluster(submit_run_as(member, team), RunState.PENDING, reason=CAPACITY,
                      reason_code="waiting_for_capacity")
     fake_backend.warnings[(run.namespace, run.object_name)].append(
         ClusterEvent("Warning", "FailedScheduling", RAW, f"Pod/{run.object_name}-abcde", "2026-11-22T10:00:01Z"))
@@ -246,7 +241,7 @@ def test_it_explains_a_capacity_wait_in_words_with_the_schedulers_message_behind
 
 def test_it_asks_the_cluster_for_no_scheduler_message_unless_waiting_for_capacity(
         client, member, team, quota, published, fake_backend):
-    run = on_cluster(submit(member, team), RunState.RUNNING, reason="")
+    run = on_cluster(submit_run_as(member, team), RunState.RUNNING, reason="")
     client.force_login(member)
     fake_backend.calls.clear()
     html = client.get(f"/runs/{run.pk}/", **HTMX).content.decode()
@@ -255,7 +250,7 @@ def test_it_asks_the_cluster_for_no_scheduler_message_unless_waiting_for_capacit
 
 def test_it_explains_a_budget_wait_in_words(client, member, team, flavors, published):
     seed_team_quotas(team, {"a100-80gb": 8}, Decimal("10"))
-    run = submit(member, team, max_runtime_minutes=120)  # 2 A100s for 2 h: est. 16.40 USD
+    run = submit_run_as(member, team, max_runtime_minutes=120)  # 2 A100s for 2 h: est. 16.40 USD
     assert run.state == RunState.QUEUED
     client.force_login(member)
     html = client.get(f"/runs/{run.pk}/").content.decode()
@@ -276,7 +271,7 @@ def test_the_api_reads_any_pods_log_and_answers_404_for_others(api, distributed)
 
 
 def test_a_poll_brings_a_new_attempt_into_the_picker(client, member, team, quota, published, fake_backend):
-    run = on_cluster(submit(member, team))
+    run = on_cluster(submit_run_as(member, team))
     first, second = attempts(run)
     fake_backend.pod_lists[(run.namespace, run.object_name)] = [first]
     client.force_login(member)
@@ -292,7 +287,7 @@ def test_a_poll_brings_a_new_attempt_into_the_picker(client, member, team, quota
 
 def test_after_a_cancel_the_logs_card_says_how_the_run_ended_not_that_it_runs(client, member, team, quota, published,
                                                                               fake_backend):
-    run = on_cluster(submit(member, team))
+    run = on_cluster(submit_run_as(member, team))
     first, second = attempts(run)  # the second attempt's pod still says Running: its deletion is under way
     fake_backend.pod_lists[(run.namespace, run.object_name)] = [first, second]
     client.force_login(member)

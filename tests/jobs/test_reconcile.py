@@ -16,10 +16,9 @@ from fleet.models import Cluster
 from fleet.services import default_cluster
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from jobs.services import cancel_run, submit_run
+from jobs.services import cancel_run
 from quotas.ledger import usage_hour
 from quotas.models import Reservation, UsageRecord
-from tests.jobs.conftest import run_payload
 from workloads import reconcile as rec
 from workloads import services as workloads
 from workloads.constants import MAX_APPLY_ATTEMPTS
@@ -31,16 +30,6 @@ NS = "team-ml-research"
 
 def iso(dt) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@pytest.fixture
-def submit(member, team, quota, published):
-    def make(**overrides) -> TrainingRun:
-        data = run_payload(**overrides)
-        data.pop("team")
-        return submit_run(member, team, data)
-
-    return make
 
 
 def applied(run, backend) -> TrainingRun:

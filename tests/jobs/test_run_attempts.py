@@ -24,6 +24,7 @@ from core.formatting import format_duration, format_when
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from tests.factories import cohort_pair, member_api, secret_values
+from tests.jobs.conftest import post_share_run
 from tests.workloads.timeline import scripted_timeline
 from workloads.models import Attempt
 from workloads.placement import KEPT_PLACEMENT
@@ -38,15 +39,6 @@ CHECKPOINT = "/slipway/checkpoints/s300.pt"
 def timeline(published, monkeypatch, settings):
     settings.SLIPWAY_PREEMPTION_GRACE_SECONDS = 30
     return scripted_timeline(published, monkeypatch, settings, START)
-
-
-def submit(client: APIClient, team: str, name: str, duration: str, **extra) -> int:
-    response = client.post("/api/v1/runs/", {
-        "team": team, "name": name, "image": "registry.example.com/ml/trainer:1.4", "command": ["python", "t.py"],
-        "flavor": "a100-80gb", "gpus_per_worker": 4, "env": {"SLIPWAY_SIM_DURATION": duration}, **extra,
-    }, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()["id"]
 
 
 class Preempted:
@@ -72,8 +64,8 @@ def preempted(timeline, flavors, staff) -> Preempted:
     """Vision's borrowed run (contract, checkpoint at step 300), preempted by nlp-platform and queued again."""
     cohort_pair(staff, reclaim="any", min_runtime_minutes=0, preemption_delay_seconds=0)
     alice, noor = member_api("vision", "alice")[0], member_api("nlp-platform", "noor")[0]
-    submit(alice, "vision", "own", "2h")
-    borrowed = submit(alice, "vision", "borrowed", "4m", checkpoint={"grace_seconds": 20})
+    post_share_run(alice, "vision", "own", "2h")
+    borrowed = post_share_run(alice, "vision", "borrowed", "4m", checkpoint={"grace_seconds": 20})
     timeline.cycles(6)
     assert TrainingRun.objects.get(pk=borrowed).state == RunState.RUNNING
     pods = APIClient()
@@ -81,7 +73,7 @@ def preempted(timeline, flavors, staff) -> Preempted:
     assert pods.post(f"/api/v1/runs/{borrowed}/checkpoints/", {"step": 300, "path": CHECKPOINT},
                      format="json").status_code == 201
     timeline.cycles(2)
-    mine = submit(noor, "nlp-platform", "short", "3m")
+    mine = post_share_run(noor, "nlp-platform", "short", "3m")
     for _ in range(12):
         timeline.cycle()
         if TrainingRun.objects.get(pk=borrowed).state == RunState.QUEUED:

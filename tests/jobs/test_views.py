@@ -13,7 +13,6 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs import services
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.page import timeline
@@ -22,7 +21,7 @@ from quotas.models import QueuedRequest, Reservation
 from teams.models import Role
 from tests.factories import add_member, make_user
 from tests.fakes import pod
-from tests.jobs.conftest import run_payload
+from tests.jobs.conftest import submit_run_as
 
 pytestmark = pytest.mark.django_db
 
@@ -33,11 +32,6 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 def fast_password_hasher(settings):
     # PBKDF2's deliberate slowness costs ~0.4 s per user created; no test here measures it.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-def submit(user, team, **overrides):
-    fields = {k: v for k, v in run_payload(**overrides).items() if k != "team"}
-    return services.submit_run(user, team, fields)
 
 
 def set_state(run, state, **fields):
@@ -61,7 +55,7 @@ def form_data(**overrides) -> dict:
 
 
 def test_it_lists_the_current_teams_runs_with_state_cells(client, member, team, quota, published):
-    mine = submit(member, team, name="mine")
+    mine = submit_run_as(member, team, name="mine")
     client.force_login(member)
     response = client.get("/runs/")
     assert response.status_code == 200
@@ -75,18 +69,18 @@ def test_it_shows_only_the_current_teams_runs(client, member, outsider, other_te
     from quotas.demo import seed_team_quotas
 
     seed_team_quotas(other_team, {"a100-80gb": 2})
-    submit(member, team, name="ours")
-    submit(outsider, other_team, name="secret-vision-run", gpus_per_worker=1)
+    submit_run_as(member, team, name="ours")
+    submit_run_as(outsider, other_team, name="secret-vision-run", gpus_per_worker=1)
     client.force_login(member)
     html = client.get("/runs/").content.decode()
     assert "ours" in html and "secret-vision-run" not in html
 
 
 def test_it_filters_runs_by_state_name_and_creator(client, member, team_admin, team, quota, published):
-    submit(member, team, name="alpha")
-    done = submit(member, team, name="beta")
+    submit_run_as(member, team, name="alpha")
+    done = submit_run_as(member, team, name="beta")
     set_state(done, RunState.SUCCEEDED, finished_at=timezone.now())
-    waiting = submit(team_admin, team, name="gamma")
+    waiting = submit_run_as(team_admin, team, name="gamma")
     set_state(waiting, RunState.QUEUED)
     client.force_login(member)
 
@@ -104,7 +98,7 @@ def test_it_filters_runs_by_state_name_and_creator(client, member, team_admin, t
 
 
 def test_it_renders_only_the_rows_for_htmx(client, member, team, quota, published):
-    run = submit(member, team)
+    run = submit_run_as(member, team)
     client.force_login(member)
     response = client.get("/runs/?state=active", **HTMX)
     html = response.content.decode()
@@ -121,14 +115,14 @@ def test_it_serves_the_full_list_when_htmx_restores_history(client, member, team
 
 
 def test_it_shows_the_queue_position_of_queued_runs(client, member, team, quota, published):
-    submit(member, team, name="big", gpus_per_worker=8)
-    submit(member, team, name="waits", gpus_per_worker=2)
+    submit_run_as(member, team, name="big", gpus_per_worker=8)
+    submit_run_as(member, team, name="waits", gpus_per_worker=2)
     client.force_login(member)
     assert "#1 in queue" in client.get("/runs/").content.decode()
 
 
 def test_it_hides_the_new_run_button_from_viewers(client, viewer, member, team, quota, published):
-    submit(member, team)
+    submit_run_as(member, team)
     client.force_login(viewer)
     html = client.get("/runs/").content.decode()
     assert "bert-finetune" in html and 'href="/runs/new/"' not in html
@@ -160,7 +154,7 @@ def test_it_lists_in_a_constant_number_of_queries(client, member, team, quota, p
 
     def make(count: int, start: int) -> None:
         for i in range(start, start + count):
-            run = submit(member, team, name=f"run-{i}", gpus_per_worker=4)  # the third one queues
+            run = submit_run_as(member, team, name=f"run-{i}", gpus_per_worker=4)  # the third one queues
             if i % 3 == 0:
                 set_state(run, RunState.RUNNING, started_at=timezone.now())
 
@@ -180,7 +174,7 @@ def test_it_lists_in_a_constant_number_of_queries(client, member, team, quota, p
 
 
 def test_it_keeps_polling_the_state_cell_of_an_active_run(client, member, team, quota, published):
-    run = submit(member, team)
+    run = submit_run_as(member, team)
     client.force_login(member)
     response = client.get(f"/runs/{run.pk}/state/", **HTMX)
     html = response.content.decode()
@@ -189,7 +183,7 @@ def test_it_keeps_polling_the_state_cell_of_an_active_run(client, member, team, 
 
 
 def test_it_stops_polling_with_286_once_the_run_is_final(client, member, team, quota, published):
-    run = set_state(submit(member, team), RunState.SUCCEEDED, finished_at=timezone.now())
+    run = set_state(submit_run_as(member, team), RunState.SUCCEEDED, finished_at=timezone.now())
     client.force_login(member)
     response = client.get(f"/runs/{run.pk}/state/", **HTMX)
     assert response.status_code == 286
@@ -198,20 +192,20 @@ def test_it_stops_polling_with_286_once_the_run_is_final(client, member, team, q
 
 
 def test_it_shows_the_queue_position_in_the_state_cell(client, member, team, quota, published):
-    submit(member, team, name="big", gpus_per_worker=8)
-    queued = submit(member, team, name="waits")
+    submit_run_as(member, team, name="big", gpus_per_worker=8)
+    queued = submit_run_as(member, team, name="waits")
     client.force_login(member)
     assert "#1 in queue" in client.get(f"/runs/{queued.pk}/state/", **HTMX).content.decode()
 
 
 def test_it_hides_state_cells_of_other_teams(client, member, outsider, team, quota, published):
-    run = submit(member, team)
+    run = submit_run_as(member, team)
     client.force_login(outsider)
     assert client.get(f"/runs/{run.pk}/state/").status_code == 404
 
 
 def test_it_refuses_posts_to_the_state_cell(client, member, team, quota, published):
-    run = submit(member, team)
+    run = submit_run_as(member, team)
     client.force_login(member)
     assert client.post(f"/runs/{run.pk}/state/").status_code == 405
 
@@ -220,7 +214,7 @@ def test_it_refuses_posts_to_the_state_cell(client, member, team, quota, publish
 
 
 def test_it_shows_the_flavor_picker_with_prices_and_free_units(client, member, team, quota, published):
-    submit(member, team, name="uses-two", gpus_per_worker=2)
+    submit_run_as(member, team, name="uses-two", gpus_per_worker=2)
     client.force_login(member)
     response = client.get("/runs/new/")
     assert response.status_code == 200
@@ -259,7 +253,7 @@ def test_it_submits_a_run_from_the_text_inputs(client, member, team, quota, publ
 
 
 def test_it_says_when_a_submitted_run_is_queued(client, member, team, quota, published):
-    submit(member, team, name="big", gpus_per_worker=8)
+    submit_run_as(member, team, name="big", gpus_per_worker=8)
     client.force_login(member)
     response = client.post("/runs/new/", form_data(name="waits"), follow=True)
     assert "is queued: waiting for quota: needs 2\u00d7 a100-80gb, 8 of 8 in use" in response.content.decode()
@@ -299,7 +293,7 @@ def test_it_reports_every_bad_field_at_once(client, member, team, quota, publish
 
 
 def test_it_shows_a_name_already_in_use_next_to_the_name(client, member, team, quota, published):
-    submit(member, team)
+    submit_run_as(member, team)
     client.force_login(member)
     html = client.post("/runs/new/", form_data()).content.decode()
     assert "already has an active run named" in html.split('id="id_name_errors"', 1)[1]
@@ -350,7 +344,7 @@ def test_it_previews_the_spot_price(client, member, team, quota):
 
 
 def test_it_previews_a_queue_with_its_reason(client, member, team, quota, published):
-    submit(member, team, name="big", gpus_per_worker=8)
+    submit_run_as(member, team, name="big", gpus_per_worker=8)
     client.force_login(member)
     html = client.post("/runs/preview/", {"flavor": "a100-80gb", "gpus_per_worker": "2"}).content.decode()
     assert "<strong>Will queue:</strong> waiting for quota: needs 2\u00d7 a100-80gb, 8 of 8 in use" in html
@@ -382,7 +376,7 @@ def test_it_forbids_viewers_the_preview_and_refuses_get(client, viewer, member, 
 
 
 def test_it_shows_a_running_run_in_full(client, member, team, quota, published, fake_backend):
-    run = submit(member, team, volumes=[{"claim": "datasets", "mount_path": "/data", "read_only": True}])
+    run = submit_run_as(member, team, volumes=[{"claim": "datasets", "mount_path": "/data", "read_only": True}])
     now = timezone.now()
     set_state(run, RunState.RUNNING, applied_at=now, started_at=now, reason="")
     fake_backend.pod_lists[(run.namespace, run.object_name)] = [pod(run.object_name, "Running", 2)]
@@ -402,8 +396,8 @@ def test_it_shows_a_running_run_in_full(client, member, team, quota, published, 
 
 
 def test_it_shows_the_current_queue_reason_of_a_queued_run(client, member, team, quota, published):
-    submit(member, team, name="big", gpus_per_worker=8)
-    queued = submit(member, team, name="waits", gpus_per_worker=4)
+    submit_run_as(member, team, name="big", gpus_per_worker=8)
+    queued = submit_run_as(member, team, name="waits", gpus_per_worker=4)
     client.force_login(member)
     html = client.get(f"/runs/{queued.pk}/").content.decode()
     assert "waiting for quota: needs 4\u00d7 a100-80gb, 8 of 8 in use" in html
@@ -411,7 +405,7 @@ def test_it_shows_the_current_queue_reason_of_a_queued_run(client, member, team,
 
 
 def test_it_shows_viewers_no_buttons(client, member, viewer, team, quota, published):
-    run = submit(member, team)
+    run = submit_run_as(member, team)
     client.force_login(viewer)
     html = client.get(f"/runs/{run.pk}/").content.decode()
     assert "bert-finetune" in html
@@ -419,7 +413,7 @@ def test_it_shows_viewers_no_buttons(client, member, viewer, team, quota, publis
 
 
 def test_it_shows_no_cancel_button_once_final(client, member, team, quota, published):
-    run = set_state(submit(member, team), RunState.FAILED, finished_at=timezone.now(), reason="OOMKilled")
+    run = set_state(submit_run_as(member, team), RunState.FAILED, finished_at=timezone.now(), reason="OOMKilled")
     client.force_login(member)
     html = client.get(f"/runs/{run.pk}/").content.decode()
     assert "/cancel/" not in html and "?from=" in html and "OOMKilled" in html
@@ -427,7 +421,7 @@ def test_it_shows_no_cancel_button_once_final(client, member, team, quota, publi
 
 
 def test_it_renders_the_status_panel_for_htmx_and_stops_when_final(client, member, team, quota, published):
-    run = submit(member, team)
+    run = submit_run_as(member, team)
     client.force_login(member)
     response = client.get(f"/runs/{run.pk}/", **HTMX)
     html = response.content.decode()
@@ -439,7 +433,7 @@ def test_it_renders_the_status_panel_for_htmx_and_stops_when_final(client, membe
 
 
 def test_it_hides_runs_of_other_teams(client, member, outsider, team, quota, published):
-    run = submit(member, team)
+    run = submit_run_as(member, team)
     client.force_login(outsider)
     for url in (f"/runs/{run.pk}/", f"/runs/{run.pk}/logs/"):
         assert client.get(url).status_code == 404
@@ -450,7 +444,7 @@ def test_it_hides_runs_of_other_teams(client, member, outsider, team, quota, pub
 
 
 def test_it_refuses_posts_to_the_detail(client, member, team, quota, published):
-    run = submit(member, team)
+    run = submit_run_as(member, team)
     client.force_login(member)
     assert client.post(f"/runs/{run.pk}/").status_code == 405
 
@@ -488,7 +482,7 @@ def test_it_builds_the_timeline_of_a_pending_run():
 
 
 def test_it_refreshes_logs_while_running_and_stops_once_final(client, member, team, quota, published, fake_backend):
-    run = set_state(submit(member, team), RunState.RUNNING, started_at=timezone.now())
+    run = set_state(submit_run_as(member, team), RunState.RUNNING, started_at=timezone.now())
     fake_backend.pod_lists[(run.namespace, run.object_name)] = [pod(run.object_name, "Running", 2)]
     client.force_login(member)
     response = client.get(f"/runs/{run.pk}/logs/", **HTMX)
@@ -501,7 +495,7 @@ def test_it_refreshes_logs_while_running_and_stops_once_final(client, member, te
 
 
 def test_it_lets_viewers_read_logs_but_not_post(client, member, viewer, team, quota, published, fake_backend):
-    run = submit(member, team)
+    run = submit_run_as(member, team)
     client.force_login(viewer)
     assert client.get(f"/runs/{run.pk}/logs/").status_code == 200
     assert client.post(f"/runs/{run.pk}/logs/").status_code == 405
@@ -511,7 +505,7 @@ def test_it_lets_viewers_read_logs_but_not_post(client, member, viewer, team, qu
 
 
 def test_it_cancels_a_run(client, member, team, quota, published, django_capture_on_commit_callbacks):
-    run = submit(member, team)
+    run = submit_run_as(member, team)
     client.force_login(member)
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(f"/runs/{run.pk}/cancel/")
@@ -524,7 +518,7 @@ def test_it_cancels_a_run(client, member, team, quota, published, django_capture
 
 
 def test_it_cancels_for_htmx_with_the_new_status_panel(client, member, team, quota, published):
-    run = submit(member, team)
+    run = submit_run_as(member, team)
     client.force_login(member)
     response = client.post(f"/runs/{run.pk}/cancel/", **HTMX)
     html = response.content.decode()
@@ -533,7 +527,7 @@ def test_it_cancels_for_htmx_with_the_new_status_panel(client, member, team, quo
 
 
 def test_it_answers_409_for_htmx_when_the_run_already_finished(client, member, team, quota, published):
-    run = set_state(submit(member, team), RunState.SUCCEEDED, finished_at=timezone.now())
+    run = set_state(submit_run_as(member, team), RunState.SUCCEEDED, finished_at=timezone.now())
     client.force_login(member)
     response = client.post(f"/runs/{run.pk}/cancel/", **HTMX)
     assert response.status_code == 409
@@ -545,7 +539,7 @@ def test_it_answers_409_for_htmx_when_the_run_already_finished(client, member, t
 
 
 def test_it_forbids_viewers_to_cancel(client, member, viewer, team, quota, published):
-    run = submit(member, team)
+    run = submit_run_as(member, team)
     client.force_login(viewer)
     assert client.post(f"/runs/{run.pk}/cancel/").status_code == 403
     run.refresh_from_db()
@@ -553,7 +547,7 @@ def test_it_forbids_viewers_to_cancel(client, member, viewer, team, quota, publi
 
 
 def test_it_refuses_get_on_cancel(client, member, team, quota, published):
-    run = submit(member, team)
+    run = submit_run_as(member, team)
     client.force_login(member)
     assert client.get(f"/runs/{run.pk}/cancel/").status_code == 405
 
@@ -562,8 +556,9 @@ def test_it_refuses_get_on_cancel(client, member, team, quota, published):
 
 
 def test_it_opens_the_form_prefilled_with_a_finished_runs_request(client, member, team, quota, published):
-    old = set_state(submit(member, team, args=["--note", "hello world", "it's"], cpu=4.5, max_runtime_minutes=90,
-                           volumes=[{"claim": "datasets", "mount_path": "/data", "read_only": True}]),
+    old = set_state(submit_run_as(member, team, args=["--note", "hello world", "it's"], cpu=4.5,
+                                  max_runtime_minutes=90,
+                                  volumes=[{"claim": "datasets", "mount_path": "/data", "read_only": True}]),
                     RunState.SUCCEEDED, finished_at=timezone.now())
     client.force_login(member)
     response = client.get(f"/runs/new/?from={old.pk}")
@@ -582,7 +577,7 @@ def test_it_opens_the_form_prefilled_with_a_finished_runs_request(client, member
 
 
 def test_it_submits_the_edited_prefilled_form_as_a_new_run(client, member, team, quota, published):
-    old = set_state(submit(member, team), RunState.FAILED, finished_at=timezone.now())
+    old = set_state(submit_run_as(member, team), RunState.FAILED, finished_at=timezone.now())
     client.force_login(member)
     data = {k: v for k, v in client.get(f"/runs/new/?from={old.pk}").context["form"].initial.items() if v}
     data.update(args="--epochs 5", spot="on")
@@ -594,13 +589,14 @@ def test_it_submits_the_edited_prefilled_form_as_a_new_run(client, member, team,
 
 
 def test_it_suggests_a_free_name_when_the_run_is_still_active(client, member, team, quota, published):
-    old = submit(member, team)
+    old = submit_run_as(member, team)
     client.force_login(member)
     assert client.get(f"/runs/new/?from={old.pk}").context["form"].initial["name"] == "bert-finetune-2"
 
 
 def test_a_prefilled_form_shows_its_price_and_says_what_it_copies(client, member, team, quota, published):
-    old = set_state(submit(member, team, gpus_per_worker=2, spot=True), RunState.SUCCEEDED, finished_at=timezone.now())
+    old = set_state(submit_run_as(member, team, gpus_per_worker=2, spot=True), RunState.SUCCEEDED,
+                    finished_at=timezone.now())
     client.force_login(member)
     html = client.get(f"/runs/new/?from={old.pk}").content.decode()
     # Previewed on load: the copy's price (2 spot A100s), not "Pick a flavor".
@@ -613,7 +609,7 @@ def test_a_prefilled_form_shows_its_price_and_says_what_it_copies(client, member
 
 
 def test_it_links_run_again_to_the_prefilled_form(client, member, team, quota, published):
-    run = set_state(submit(member, team), RunState.SUCCEEDED, finished_at=timezone.now())
+    run = set_state(submit_run_as(member, team), RunState.SUCCEEDED, finished_at=timezone.now())
     client.force_login(member)
     html = client.get(f"/runs/{run.pk}/").content.decode()
     assert f'href="/runs/new/?from={run.pk}"' in html and "/rerun/" not in html
@@ -623,7 +619,7 @@ def test_it_links_run_again_to_the_prefilled_form(client, member, team, quota, p
 def test_it_prefills_nothing_from_another_teams_run(client, member, outsider, other_team, team, quota, published,
                                                     flavors):
     seed_team_quotas(other_team, {"a100-80gb": 2})
-    theirs = submit(outsider, other_team, name="secret-vision-run", gpus_per_worker=1)
+    theirs = submit_run_as(outsider, other_team, name="secret-vision-run", gpus_per_worker=1)
     client.force_login(member)
     assert client.get(f"/runs/new/?from={theirs.pk}").status_code == 404
     assert client.get("/runs/new/?from=abc").status_code == 404
@@ -634,7 +630,7 @@ def test_it_copies_a_run_of_another_of_my_teams_into_nothing(client, member, oth
                                                              flavors):
     seed_team_quotas(other_team, {"a100-80gb": 2})
     add_member(other_team, member, Role.MEMBER)
-    theirs = submit(member, other_team, name="vision-run", gpus_per_worker=1)
+    theirs = submit_run_as(member, other_team, name="vision-run", gpus_per_worker=1)
     client.force_login(member)
     response = client.get(f"/runs/new/?from={theirs.pk}", follow=True)
     assert response.status_code == 200 and response.context["form"].initial == {}
@@ -642,7 +638,7 @@ def test_it_copies_a_run_of_another_of_my_teams_into_nothing(client, member, oth
 
 
 def test_it_forbids_viewers_to_run_again(client, member, viewer, team, quota, published):
-    run = submit(member, team)
+    run = submit_run_as(member, team)
     client.force_login(viewer)
     form = client.get(f"/runs/new/?from={run.pk}")
     assert form.status_code == 403  # shown, disabled, with why: never submittable
@@ -661,7 +657,7 @@ def test_it_forbids_viewers_to_run_again(client, member, viewer, team, quota, pu
 
 def test_it_shows_quota_bars_budget_queue_and_recent_runs(client, member, team, quota, published):
     for i in range(6):
-        submit(member, team, name=f"run-{i}", gpus_per_worker=2)  # four fit in 8, two queue
+        submit_run_as(member, team, name=f"run-{i}", gpus_per_worker=2)  # four fit in 8, two queue
     client.force_login(member)
     response = client.get("/")
     assert response.status_code == 200
@@ -687,7 +683,7 @@ def test_it_hides_the_new_run_button_on_the_dashboard_from_viewers(client, viewe
 def test_it_renders_the_dashboard_in_a_constant_number_of_queries(client, member, team, quota, published,
                                                                    django_assert_num_queries):
     client.force_login(member)
-    submit(member, team, name="one")
+    submit_run_as(member, team, name="one")
     client.get("/")
     # session, user, current membership, access check, recent runs, usage (quotas, reservations,
     # queue), budget (budget, month's spend in the ledger, open segments of all kinds, commitments
@@ -696,7 +692,7 @@ def test_it_renders_the_dashboard_in_a_constant_number_of_queries(client, member
     with django_assert_num_queries(18):
         client.get("/")
     for i in range(8):
-        submit(member, team, name=f"more-{i}", gpus_per_worker=1)
+        submit_run_as(member, team, name=f"more-{i}", gpus_per_worker=1)
     with django_assert_num_queries(18):
         client.get("/")
 
@@ -707,10 +703,10 @@ def test_it_renders_the_dashboard_in_a_constant_number_of_queries(client, member
 def test_pages_say_how_long_a_run_ran_or_has_been_running(client, member, team, quota, published):
     """Issue 20: no run duration was shown anywhere."""
     now = timezone.now()
-    done = set_state(submit(member, team, name="done"), RunState.SUCCEEDED, started_at=now - timedelta(hours=3),
+    done = set_state(submit_run_as(member, team, name="done"), RunState.SUCCEEDED, started_at=now - timedelta(hours=3),
                      finished_at=now - timedelta(hours=1, minutes=55))
-    busy = set_state(submit(member, team, name="busy"), RunState.RUNNING, started_at=now - timedelta(seconds=95))
-    waiting = submit(member, team, name="waiting")  # not started: no running time
+    busy = set_state(submit_run_as(member, team, name="busy"), RunState.RUNNING, started_at=now - timedelta(seconds=95))
+    waiting = submit_run_as(member, team, name="waiting")  # not started: no running time
     client.force_login(member)
     listing = client.get("/runs/").content.decode()
     assert f'<span id="run-{done.pk}-ran">ran 1 h 05 min</span>' in listing

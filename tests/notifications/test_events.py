@@ -17,7 +17,6 @@ from inference.constants import EndpointState
 from inference.models import InferenceEndpoint
 from inference.services import create_endpoint
 from jobs.constants import RunState
-from jobs.services import submit_run
 from notifications import delivery, events
 from notifications.constants import Channel, EventKind
 from notifications.models import Delivery, EmailSubscription, Event, Webhook
@@ -28,7 +27,6 @@ from teams.models import Role
 from tests.factories import add_member, make_user
 from tests.inference.conftest import endpoint_payload
 from tests.inference.scripted import show
-from tests.jobs.conftest import run_payload
 from tests.jobs.test_reconcile import NS, applied, iso
 from tests.jobs.test_spot_interruption import disrupt, running  # noqa: F401  (the running-run fixture)
 from workloads import lifecycle
@@ -38,15 +36,6 @@ from workloads.tasks import apply_workload
 
 pytestmark = pytest.mark.django_db
 FAN_OUT = "notifications.tasks.fan_out"
-
-
-@pytest.fixture
-def submit(member, team, quota, published):
-    def make(**overrides):
-        data = {k: v for k, v in run_payload(**overrides).items() if k != "team"}
-        return submit_run(member, team, data)
-
-    return make
 
 
 def fan_outs(published) -> list[str]:

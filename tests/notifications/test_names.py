@@ -15,8 +15,6 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
-from jobs.models import TrainingRun
-from jobs.services import submit_run
 from notifications import delivery, events
 from notifications.constants import EventKind
 from notifications.models import Event
@@ -26,7 +24,7 @@ from quotas.demo import seed_team_quotas
 from quotas.models import PreemptionEvent
 from teams.models import Role
 from tests.factories import add_member, make_team, make_user
-from tests.jobs.conftest import run_payload
+from tests.jobs.conftest import submit_run_as
 from tests.jobs.test_spot_interruption import disrupt, running  # noqa: F401  (the running-run fixture)
 from workloads import lifecycle, preemption
 from workloads import reconcile as rec
@@ -49,22 +47,12 @@ def human(text: str) -> str:
     return text
 
 
-def submit(user, team, name: str, gpus: int, **more) -> TrainingRun:
-    data = {k: v for k, v in run_payload(name=name, gpus_per_worker=gpus, **more).items() if k != "team"}
-    return submit_run(user, team, data)
-
-
 @pytest.fixture
 def subscribed(team, member, team_admin, receiver):
     """The team's webhook (a real receiver) and a member's e-mail, both for preemptions."""
     _hook, receiver.secret = create_webhook(team_admin, team, receiver.url, [EventKind.PREEMPTED])
     set_email_kinds(member, team, [EventKind.PREEMPTED])
     return receiver
-
-
-@pytest.fixture
-def submit_factory(member, team, quota, published):
-    return lambda name, gpus: submit(member, team, name, gpus)
 
 
 def delivered(event: Event):
@@ -80,11 +68,11 @@ def test_a_reclaimed_runs_notification_names_team_and_workload_once_everywhere(
     seed_team_quotas(vision, {"a100-80gb": 4})
     quota_services.set_cohort(staff, "research", teams=[team, vision], min_runtime_minutes=0,
                               preemption_delay_seconds=0)
-    submit(member, team, "own", 8)
-    victim = submit(member, team, "train-llama", 4)
+    submit_run_as(member, team, name="own", gpus_per_worker=8)
+    victim = submit_run_as(member, team, name="train-llama", gpus_per_worker=4)
     vera = make_user("vera")
     add_member(vision, vera, Role.MEMBER)
-    submit(vera, vision, "mine", 4)
+    submit_run_as(vera, vision, name="mine", gpus_per_worker=4)
     assert preemption.reclaim(timezone.now()) == [victim.ref]
     reason = PreemptionEvent.objects.get().reason  # the preemption's real words
     assert reason.startswith("preempted: team vision reclaimed 4\u00d7 a100-80gb of its quota; ")
@@ -114,8 +102,8 @@ def test_a_reclaimed_runs_notification_names_team_and_workload_once_everywhere(
 
 def test_a_within_team_preemption_names_the_work_it_made_room_for(team, member, quota, staff, published):
     quota_services.set_team_sharing(staff, team, within_team_preemption=True)
-    low = submit(member, team, "sweep", 8, priority="low")
-    high = submit(member, team, "urgent", 8, priority="high")
+    low = submit_run_as(member, team, name="sweep", gpus_per_worker=8, priority="low")
+    high = submit_run_as(member, team, name="urgent", gpus_per_worker=8, priority="high")
     assert preemption.reclaim(timezone.now() + timedelta(minutes=11)) == [low.ref]  # past the min runtime
     low.refresh_from_db()
     assert low.reason.startswith(f"being preempted: the team's high-priority run urgent (#{high.pk}) needs its 8\u00d7")
@@ -136,15 +124,15 @@ def test_a_spot_interruption_says_interrupted_once(running, fake_backend):  # no
     assert event.text.count("interrupted") == 1 and event.ref == run.ref
 
 
-def test_a_failed_run_and_a_long_wait_name_team_and_workload(submit_factory, settings):
-    failed = submit_factory(name="bert", gpus=2)
+def test_a_failed_run_and_a_long_wait_name_team_and_workload(submit, settings):
+    failed = submit(name="bert", gpus_per_worker=2)
     assert lifecycle.fail(failed, "OOMKilled", ReasonCode.CLUSTER)
     event = Event.objects.get(kind=EventKind.RUN_FAILED)
     assert human(event.text) == f"Run bert (#{failed.pk}) of team ml-research failed: OOMKilled"
 
     settings.SLIPWAY_NOTIFY_QUEUED_MINUTES = 30
-    submit_factory(name="big", gpus=8)
-    waiting = submit_factory(name="waiting", gpus=4)
+    submit(name="big", gpus_per_worker=8)
+    waiting = submit(name="waiting", gpus_per_worker=4)
     events.long_waits(timezone.now() + timedelta(minutes=31))
     wait = Event.objects.get(kind=EventKind.QUEUE_WAITING)
     assert human(wait.title) == f"Run waiting (#{waiting.pk}) of team ml-research has been queued for over 30 min"

@@ -2,8 +2,8 @@
 cycle records the event, and the worker delivers it to a real receiver on 127.0.0.1 — retried
 after a 500, and once per event across a SIGKILL of the worker in the middle of a POST.
 
-Nothing is eager: the API publishes to Redis, ``celery worker -B`` (tests/e2e/conftest.py) runs
-the reconcile cycle every half second and the notification sweep every second.
+Nothing is eager: the API publishes to Redis, ``celery worker -B`` (tests/e2e/conftest.py, one for
+the module) runs the reconcile cycle every half second and the notification sweep every second.
 """
 
 from __future__ import annotations
@@ -18,20 +18,24 @@ from notifications.constants import DeliveryStatus, EventKind
 from notifications.models import Delivery, Event
 from notifications.services import create_webhook
 from quotas.demo import seed_flavors, seed_team_quotas
-from tests.e2e.conftest import WorkerProcess, started_worker, wait_for
-from tests.e2e.test_runs_e2e import submit
+from tests.e2e.conftest import WorkerProcess, lend, module_worker, wait_for
+from tests.jobs.conftest import post_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres, pytest.mark.timeout(240)]
 
 
+@pytest.fixture(scope="module")
+def shared_notify_worker(django_db_setup, tmp_path_factory):
+    """The module's e2e worker with the receiver allowed, quick retries and a sweep every second."""
+    yield from module_worker(tmp_path_factory, SLIPWAY_WEBHOOK_ALLOW_LOOPBACK="true",
+                             SLIPWAY_WEBHOOK_BACKOFF_SECONDS="0.5", SLIPWAY_WEBHOOK_TIMEOUT_SECONDS="1",
+                             SLIPWAY_WEBHOOK_MAX_ATTEMPTS="30", SLIPWAY_NOTIFY_SWEEP_SECONDS="1")
+
+
 @pytest.fixture
-def notify_worker(transactional_db, tmp_path):
-    """The e2e worker with the receiver allowed, quick retries and a sweep every second."""
-    process = started_worker(tmp_path, SLIPWAY_WEBHOOK_ALLOW_LOOPBACK="true", SLIPWAY_WEBHOOK_BACKOFF_SECONDS="0.5",
-                             SLIPWAY_WEBHOOK_TIMEOUT_SECONDS="1", SLIPWAY_WEBHOOK_MAX_ATTEMPTS="30",
-                             SLIPWAY_NOTIFY_SWEEP_SECONDS="1")
-    yield process
-    process.stop()
+def notify_worker(transactional_db, shared_notify_worker):
+    """The module's worker, lent to one test (tests/e2e/conftest.py :func:`lend`)."""
+    yield from lend(shared_notify_worker)
 
 
 @pytest.fixture
@@ -53,7 +57,7 @@ def sent(count: int):
 
 def test_a_finished_run_is_delivered_signed_and_retried_after_a_500(notify_worker: WorkerProcess, api, hooked):
     hooked.statuses = [500]
-    run = submit(api, "notified", duration="1s")
+    run = post_run(api, "1s", name="notified", gpus_per_worker=1)
     wait_for(sent(1), timeout=90, what=f"the delivery to be sent; worker log:\n{notify_worker.logs()[-3000:]}")
     event = Event.objects.get()
     assert (event.kind, event.ref) == (EventKind.RUN_SUCCEEDED, f"run:{run['id']}")
@@ -65,7 +69,7 @@ def test_a_finished_run_is_delivered_signed_and_retried_after_a_500(notify_worke
 
 def test_each_event_is_delivered_once_across_a_worker_sigkill_mid_post(notify_worker: WorkerProcess, api, hooked):
     hooked.hold = True  # the first POST stays open: the worker is inside it when it is killed
-    runs = [submit(api, f"kill-{n}", duration="1s") for n in range(3)]
+    runs = [post_run(api, "1s", name=f"kill-{n}", gpus_per_worker=1) for n in range(3)]
     assert hooked.holding.wait(90), notify_worker.logs()[-3000:]
     notify_worker.kill()
     held = hooked.got[0].delivery

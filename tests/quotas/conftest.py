@@ -7,6 +7,7 @@ from decimal import Decimal
 import pytest
 
 from quotas.demo import seed_team_quotas
+from quotas.tasks import sync_team_quota
 
 
 @pytest.fixture
@@ -14,6 +15,14 @@ def quota_team(team, flavors):
     """``team`` with 8x a100-80gb, 2x l4 and 7x a100-1g.10gb, no budget."""
     seed_team_quotas(team, {"a100-80gb": 8, "l4": 2, "a100-1g.10gb": 7})
     return team
+
+
+@pytest.fixture
+def no_broker(monkeypatch) -> list[int]:
+    """Quota changes enqueue the mirror task after commit: the team ids recorded instead of published."""
+    enqueued: list[int] = []
+    monkeypatch.setattr(sync_team_quota, "delay", lambda team_id: enqueued.append(team_id))
+    return enqueued
 
 
 @pytest.fixture

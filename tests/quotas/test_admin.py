@@ -12,7 +12,6 @@ from quotas.admission import admit
 from quotas.decide import ResourceRequest
 from quotas.ledger import month_start
 from quotas.models import BudgetMonth, GpuFlavor, TeamBudget, TeamQuota
-from quotas.tasks import sync_team_quota
 from teams.models import AuditEvent
 from tests.factories import make_user
 
@@ -28,21 +27,6 @@ ADMIN_PAGES = [
     "/admin/quotas/usagerecord/",
     CAPACITY_URL,
 ]
-
-
-@pytest.fixture
-def staff_client(staff) -> Client:
-    client = Client()
-    client.force_login(staff)
-    return client
-
-
-@pytest.fixture
-def no_broker(monkeypatch):
-    """Quota changes enqueue the mirror task after commit; record instead of publishing."""
-    enqueued: list[int] = []
-    monkeypatch.setattr(sync_team_quota, "delay", lambda team_id: enqueued.append(team_id))
-    return enqueued
 
 
 @pytest.mark.parametrize("url", ADMIN_PAGES)

@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 
 from quotas.models import Cohort, TeamQuota, TeamSharing
-from quotas.tasks import sync_team_quota
 from teams.models import AuditEvent
 from tests.factories import make_team
 from tests.quotas.test_admin import team_form
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff_client(staff, monkeypatch) -> Client:
-    monkeypatch.setattr(sync_team_quota, "delay", lambda team_id: None)  # no broker in tests
-    client = Client()
-    client.force_login(staff)
-    return client
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_broker")]  # quota changes enqueue the mirror task
 
 
 def test_staff_create_a_cohort_with_its_teams_audited(staff_client, staff, quota_team):

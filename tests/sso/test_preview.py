@@ -13,12 +13,6 @@ from tests.factories import add_member, make_team, make_user
 URL = "/admin/sso/preview/"
 
 
-@pytest.fixture
-def staff_client(client, staff):
-    client.force_login(staff)
-    return client
-
-
 def test_it_shows_the_teams_and_roles_a_claims_document_gives(staff_client, settings):
     settings.SLIPWAY_OIDC_GROUPS_CLAIM = "realm_access.roles"
     ml, cv = make_team("ml", "ML Research"), make_team("cv", "Vision")

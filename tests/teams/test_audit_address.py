@@ -14,8 +14,8 @@ from jobs.models import TrainingRun
 from teams.models import AuditEvent
 from teams.services import audit
 from tests.inference.conftest import endpoint_payload
-from tests.jobs.conftest import run_payload
-from tests.jobs.test_views import form_data, submit
+from tests.jobs.conftest import run_payload, submit_run_as
+from tests.jobs.test_views import form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -62,5 +62,5 @@ def test_events_written_outside_a_request_record_none(client, member, team, quot
     client.post("/runs/new/", form_data(), REMOTE_ADDR="203.0.113.7")
     # After the request the address is gone: a worker's or the reconciler's own event has none.
     assert audit(Action.BUDGET_ALERT, team=team, target="budget 2026-11").ip_address is None
-    submit(member, team, name="from-a-shell")
+    submit_run_as(member, team, name="from-a-shell")
     assert address(Action.RUN_SUBMITTED) is None

@@ -23,14 +23,6 @@ from tests.jobs.conftest import run_payload
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def staff_client(client, staff):
-    staff.is_superuser = True
-    staff.save()
-    client.force_login(staff)
-    return client
-
-
 def test_staff_see_every_teams_runs_and_cancel_them(staff_client, member, team, quota, published):
     run = submit_run(member, team, {k: v for k, v in run_payload().items() if k != "team"})
     page = staff_client.get("/admin/jobs/trainingrun/?state__exact=admitted&o=-7")  # sorted by cost

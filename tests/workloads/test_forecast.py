@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 
 from jobs.models import TrainingRun
-from jobs.services import submit_run
 from quotas import admission
+from tests.jobs.conftest import submit_run_as
 from workloads import estimates
 from workloads import reconcile as rec
 from workloads.forecast import Ahead, StartEstimate, estimated_starts
@@ -23,23 +23,23 @@ def iso(dt) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def submit(member, team, name: str, gpus: int, minutes: int | None = None, image: str = "t:1") -> TrainingRun:
-    data = {"name": name, "image": f"registry.example.com/ml/{image}", "command": ["python", "t.py"],
-            "flavor": "a100-80gb", "gpus_per_worker": gpus}
-    if minutes:
-        data["max_runtime_minutes"] = minutes
-    return submit_run(member, team, data)
+def submit_limited(member, team, name: str, gpus: int, minutes: int | None = None, image: str = "t:1") -> TrainingRun:
+    """A run of ``gpus`` A100s with the runtime limit ``minutes`` (none: no limit), of the job ``name``
+    and ``image`` — what the forecast reads."""
+    limit = {"max_runtime_minutes": minutes} if minutes else {}
+    return submit_run_as(member, team, name=name, image=f"registry.example.com/ml/{image}", gpus_per_worker=gpus,
+                         **limit)
 
 
 def test_estimates_follow_the_expected_ends_and_match_when_the_work_really_starts(
         member, team, quota, fake_backend, published):
     t0 = timezone.now().replace(microsecond=0)
-    a = submit(member, team, "a", 8, minutes=30)
+    a = submit_limited(member, team, "a", 8, minutes=30)
     assert apply_workload("run", a.pk) == "applied"
     fake_backend.set_running(NS, a.object_name, units=8, started=iso(t0))
     rec.reconcile(fake_backend, now=t0 + timedelta(seconds=5))
-    b = submit(member, team, "b", 4, minutes=20)
-    c = submit(member, team, "c", 8)  # no limit and no history: its own end is unknown
+    b = submit_limited(member, team, "b", 4, minutes=20)
+    c = submit_limited(member, team, "c", 8)  # no limit and no history: its own end is unknown
     estimates = estimated_starts(team, now=t0 + timedelta(seconds=5))
     assert estimates[b.ref] == StartEstimate(t0 + timedelta(minutes=30), (Ahead("a", f"/runs/{a.pk}/"),))
     assert estimates[c.ref] == StartEstimate(t0 + timedelta(minutes=50), (Ahead("a", f"/runs/{a.pk}/"),
@@ -58,19 +58,19 @@ def test_estimates_follow_the_expected_ends_and_match_when_the_work_really_start
 def test_a_run_without_a_limit_uses_the_median_of_the_same_job(member, team, quota, fake_backend):
     t0 = timezone.now().replace(microsecond=0)
     for minutes in (10, 20, 60):  # earlier runs of the same job (name, flavor, image): median 20 min
-        done = submit(member, team, "now", 1, image="same:1")
+        done = submit_limited(member, team, "now", 1, image="same:1")
         TrainingRun.objects.filter(pk=done.pk).update(state="succeeded", started_at=t0 - timedelta(hours=5),
                                                         finished_at=t0 - timedelta(hours=5, minutes=-minutes))
         admission.release(done.ref)
     # Other jobs of that flavor and image, and the same job cancelled, say nothing about it.
     for name, state, hours in (("pretrain", "succeeded", 9), ("sft", "failed", 7), ("now", "cancelled", 30)):
-        other = submit(member, team, name, 1, image="same:1")
+        other = submit_limited(member, team, name, 1, image="same:1")
         TrainingRun.objects.filter(pk=other.pk).update(state=state, started_at=t0 - timedelta(hours=40),
                                                          finished_at=t0 - timedelta(hours=40 - hours))
         admission.release(other.ref)
-    running = submit(member, team, "now", 8, image="same:1")
+    running = submit_limited(member, team, "now", 8, image="same:1")
     TrainingRun.objects.filter(pk=running.pk).update(state="running", started_at=t0)
-    waiting = submit(member, team, "next", 2)
+    waiting = submit_limited(member, team, "next", 2)
     assert estimated_starts(team, now=t0)[waiting.ref].at == t0 + timedelta(minutes=20)
 
 
@@ -80,13 +80,13 @@ def test_without_the_jobs_history_a_limit_counts_as_much_as_the_platforms_runs_u
     their own, a limit counts as the median share of it they used; past that, the limit itself."""
     t0 = timezone.now().replace(microsecond=0)
     for i in range(estimates.LIMIT_USE_MIN):  # earlier runs of other jobs: half of a 60 min limit
-        done = submit(member, team, f"done-{i}", 1, minutes=60, image=f"other-{i}:1")
+        done = submit_limited(member, team, f"done-{i}", 1, minutes=60, image=f"other-{i}:1")
         TrainingRun.objects.filter(pk=done.pk).update(state="succeeded", started_at=t0 - timedelta(hours=5),
                                                         finished_at=t0 - timedelta(hours=5, minutes=-30))
         admission.release(done.ref)
-    running = submit(member, team, "busy", 8, minutes=40)
+    running = submit_limited(member, team, "busy", 8, minutes=40)
     TrainingRun.objects.filter(pk=running.pk).update(state="running", started_at=t0)
-    waiting = submit(member, team, "next", 2, minutes=10)
+    waiting = submit_limited(member, team, "next", 2, minutes=10)
     assert estimated_starts(team, now=t0)[waiting.ref].at == t0 + timedelta(minutes=20)  # 40 min x 0.5
     # Past its typical time, a run is expected at its limit; never "now" for work that waits.
     assert estimated_starts(team, now=t0 + timedelta(minutes=25))[waiting.ref].at == t0 + timedelta(minutes=40)
@@ -110,9 +110,9 @@ def test_the_limit_use_rule_is_pure_and_needs_enough_runs():
 
 def test_it_says_unknown_rather_than_guess(member, team, quota):
     t0 = timezone.now()
-    running = submit(member, team, "open-ended", 8, image="never-seen:1")
+    running = submit_limited(member, team, "open-ended", 8, image="never-seen:1")
     TrainingRun.objects.filter(pk=running.pk).update(state="running", started_at=t0)
-    waiting = submit(member, team, "next", 1)
+    waiting = submit_limited(member, team, "next", 1)
     estimate = estimated_starts(team, now=t0)[waiting.ref]
     assert estimate.at is None
     assert estimate.words(t0) == "start time unknown: open-ended, holding a100-80gb, has no runtime limit"
@@ -120,9 +120,9 @@ def test_it_says_unknown_rather_than_guess(member, team, quota):
 
 def test_the_api_shows_the_estimate(api, member, team, quota):
     t0 = timezone.now()
-    running = submit(member, team, "busy", 8, minutes=45)
+    running = submit_limited(member, team, "busy", 8, minutes=45)
     TrainingRun.objects.filter(pk=running.pk).update(state="running", started_at=t0)
-    waiting = submit(member, team, "next", 2)
+    waiting = submit_limited(member, team, "next", 2)
     body = api.get(f"/api/v1/runs/{waiting.pk}/").json()
     assert body["queue_position"] == 1
     assert abs(timezone.datetime.fromisoformat(body["estimated_start_at"]) - (t0 + timedelta(minutes=45))) < timedelta(
@@ -132,9 +132,9 @@ def test_the_api_shows_the_estimate(api, member, team, quota):
 
 def test_the_run_page_says_when_it_should_start(client, member, team, quota):
     t0 = timezone.now()
-    running = submit(member, team, "busy", 8, minutes=40)
+    running = submit_limited(member, team, "busy", 8, minutes=40)
     TrainingRun.objects.filter(pk=running.pk).update(state="running", started_at=t0)
-    waiting = submit(member, team, "next", 2)
+    waiting = submit_limited(member, team, "next", 2)
     client.force_login(member)
     page = client.get(f"/runs/{waiting.pk}/").content.decode()
     assert f'starts in about 40 min, when <a href="/runs/{running.pk}/">busy</a> ends' in page

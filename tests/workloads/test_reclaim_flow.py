@@ -15,7 +15,6 @@ from decimal import Decimal
 from itertools import pairwise
 
 import pytest
-from rest_framework.test import APIClient
 
 from cluster.backends.base import NOTICE_ANNOTATION
 from jobs.constants import RunState
@@ -25,6 +24,7 @@ from quotas.models import PreemptionEvent, QueuedRequest, Reservation, UsageReco
 from sandbox import faults
 from teams.models import AuditEvent
 from tests.factories import cohort_pair, make_team, member_api
+from tests.jobs.conftest import post_share_run
 from tests.workloads.timeline import INTERVAL, scripted_timeline
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,15 +36,6 @@ START = datetime(2026, 11, 24, 9, 0, 0, tzinfo=UTC)
 def timeline(published, monkeypatch, settings):
     settings.SLIPWAY_PREEMPTION_GRACE_SECONDS = 30
     return scripted_timeline(published, monkeypatch, settings, START)
-
-
-def submit(client: APIClient, team: str, name: str, gpus: int, duration: str = "3h") -> int:
-    response = client.post("/api/v1/runs/", {
-        "team": team, "name": name, "image": "registry.example.com/ml/trainer:1.4", "command": ["python", "t.py"],
-        "flavor": "a100-80gb", "gpus_per_worker": gpus, "env": {"SLIPWAY_SIM_DURATION": duration},
-    }, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()["id"]
 
 
 def held() -> dict[str, int]:
@@ -75,8 +66,8 @@ def test_a_lender_takes_its_quota_back_from_a_borrower(timeline, flavors, staff)
             assert running_gpus() <= 8  # the cluster's A100s
 
     # 1. Vision runs 4 of its own and borrows nlp-platform's 4 idle units.
-    own = submit(alice, "vision", "own", 4)
-    borrowed = submit(alice, "vision", "borrowed", 4)
+    own = post_share_run(alice, "vision", "own", "3h")
+    borrowed = post_share_run(alice, "vision", "borrowed", "3h")
     for _ in range(12):
         cycle()
         if TrainingRun.objects.filter(pk__in=[own, borrowed], state=RunState.RUNNING).count() == 2:
@@ -86,7 +77,7 @@ def test_a_lender_takes_its_quota_back_from_a_borrower(timeline, flavors, staff)
 
     # 2. Past the cohort's min runtime nlp-platform submits: it waits (its units are lent) ...
     timeline.advance(90)
-    mine = submit(noor, "nlp-platform", "mine", 4)
+    mine = post_share_run(noor, "nlp-platform", "mine", "3h")
     assert noor.get(f"/api/v1/runs/{mine}/").json()["state"] == "queued"
     cycle(1)
     assert TrainingRun.objects.get(pk=borrowed).preemptions == 0  # the preemption delay: capacity may free itself
@@ -113,7 +104,7 @@ def test_a_lender_takes_its_quota_back_from_a_borrower(timeline, flavors, staff)
     # Back at its old place: the entry is dated from its first submission, ahead of anything later.
     entry = QueuedRequest.objects.get(ref=victim.ref)
     assert entry.created_at == victim.created_at
-    later = submit(alice, "vision", "later", 4)
+    later = post_share_run(alice, "vision", "later", "3h")
     body = alice.get(f"/api/v1/runs/{borrowed}/").json()
     assert (body["state"], body["queue_position"], body["preemptions"]) == ("queued", 1, 1)
     assert alice.get(f"/api/v1/runs/{later}/").json()["queue_position"] == 2
@@ -152,11 +143,11 @@ def test_a_preempted_run_returns_when_the_units_free_up(timeline, flavors, staff
     cohort_pair(staff, reclaim="any", min_runtime_minutes=0, preemption_delay_seconds=0)
     alice, _ = member_api("vision", "alice")
     noor, _ = member_api("nlp-platform", "noor")
-    submit(alice, "vision", "own", 4, duration="2h")
-    borrowed = submit(alice, "vision", "borrowed", 4, duration="2h")
+    post_share_run(alice, "vision", "own", "2h")
+    borrowed = post_share_run(alice, "vision", "borrowed", "2h")
     timeline.cycles(6)
     assert TrainingRun.objects.get(pk=borrowed).state == RunState.RUNNING
-    mine = submit(noor, "nlp-platform", "short", 4, duration="2m")
+    mine = post_share_run(noor, "nlp-platform", "short", "2m")
     for _ in range(12):  # the preemption, then its 30 s grace
         timeline.cycle()
     run = TrainingRun.objects.get(pk=borrowed)

@@ -21,8 +21,8 @@ from django.utils.html import escape
 
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from jobs.services import submit_run
 from quotas.models import GpuFlavor, TeamBudget
+from tests.jobs.conftest import submit_run_as
 from tests.workloads.timeline import INTERVAL, scripted_timeline
 from workloads.forecast import CAPACITY_WAIT, estimated_starts
 
@@ -49,12 +49,12 @@ def history(team, user, name: str, durations: list[timedelta], gpus: int = 4) ->
                                    finished_at=started + duration)
 
 
-def submit(member, team, name: str, gpus: int, runs_for: str, limit: int | None = None) -> TrainingRun:
-    data = {"name": name, "image": IMAGE, "command": ["python", "train.py"], "flavor": "a100-80gb",
-            "gpus_per_worker": gpus, "env": {"SLIPWAY_SIM_DURATION": runs_for}}
-    if limit:
-        data["max_runtime_minutes"] = limit
-    return submit_run(member, team, data)
+def submit_lasting(member, team, name: str, gpus: int, runs_for: str, limit: int | None = None) -> TrainingRun:
+    """A run of the job ``name`` (:data:`IMAGE`) that lasts ``runs_for`` in the sandbox, with the runtime
+    limit ``limit`` (none: no limit)."""
+    limited = {"max_runtime_minutes": limit} if limit else {}
+    return submit_run_as(member, team, name=name, image=IMAGE, gpus_per_worker=gpus,
+                         env={"SLIPWAY_SIM_DURATION": runs_for}, **limited)
 
 
 def started_at(timeline, run: TrainingRun, within: timedelta) -> datetime:
@@ -78,14 +78,14 @@ def test_estimates_match_when_queued_work_really_starts(timeline, member, team, 
 
     # t0: the 8 A100s go to a 12-minute evaluation without a limit and a 19-minute fine-tune
     # with a 20-minute limit (no history: its limit is what is known).
-    evaluation = submit(member, team, "nightly-eval", 4, "12m")
-    finetune = submit(member, team, "finetune", 4, "19m", limit=20)
+    evaluation = submit_lasting(member, team, "nightly-eval", 4, "12m")
+    finetune = submit_lasting(member, team, "finetune", 4, "19m", limit=20)
     timeline.cycles(60 // INTERVAL)
     assert started_at(timeline, evaluation, timedelta(minutes=1)) and started_at(timeline, finetune, timedelta(0))
 
     # A minute in: two runs queue behind them.
-    nxt = submit(member, team, "next", 4, "9m", limit=10)
-    after = submit(member, team, "after", 8, "5m", limit=30)
+    nxt = submit_lasting(member, team, "next", 4, "9m", limit=10)
+    after = submit_lasting(member, team, "after", 8, "5m", limit=30)
     assert (nxt.state, after.state) == ("queued", "queued")
     submitted = timeline.now
     estimates = estimated_starts(team)
@@ -114,17 +114,17 @@ def test_estimates_match_when_queued_work_really_starts(timeline, member, team, 
 def test_a_run_past_its_median_is_expected_at_its_limit(member, team, quota):
     now = START
     history(team, member, "nightly-eval", [timedelta(minutes=m) for m in (10, 12, 14)])
-    late = submit(member, team, "nightly-eval", 8, "30m", limit=45)
+    late = submit_lasting(member, team, "nightly-eval", 8, "30m", limit=45)
     TrainingRun.objects.filter(pk=late.pk).update(state="running", started_at=now - timedelta(minutes=20))
-    waiting = submit(member, team, "next", 4, "1m")
+    waiting = submit_lasting(member, team, "next", 4, "1m")
     assert estimated_starts(team, now=now)[waiting.ref].at == now + timedelta(minutes=25)
 
 
 def test_admitted_work_not_started_yet_runs_its_time_from_now(member, team, quota):
     now = START
-    pending = submit(member, team, "pending", 8, "1m", limit=30)
+    pending = submit_lasting(member, team, "pending", 8, "1m", limit=30)
     TrainingRun.objects.filter(pk=pending.pk).update(state="pending", admitted_at=now - timedelta(minutes=20))
-    waiting = submit(member, team, "next", 4, "1m")
+    waiting = submit_lasting(member, team, "next", 4, "1m")
     # Not admitted_at + 30 min (10 min from now): it has not started, its 30 min are all ahead.
     assert estimated_starts(team, now=now)[waiting.ref].at == now + timedelta(minutes=30)
 
@@ -132,11 +132,11 @@ def test_admitted_work_not_started_yet_runs_its_time_from_now(member, team, quot
 def test_work_waiting_for_money_gets_no_time_and_is_not_ahead_of_anyone(
         timeline, member, team, quota, client, api):
     TeamBudget.objects.filter(team=team).update(monthly_limit=Decimal("20"))
-    busy = submit(member, team, "busy", 4, "1h", limit=60)  # 16.40 committed: 3.60 left
-    dear = submit(member, team, "dear", 4, "1h", limit=60)  # 16.40 > 3.60: waits for money
-    cheap = submit(member, team, "cheap", 1, "1m", limit=1)  # 0.07: fits the budget and the quota
+    busy = submit_lasting(member, team, "busy", 4, "1h", limit=60)  # 16.40 committed: 3.60 left
+    dear = submit_lasting(member, team, "dear", 4, "1h", limit=60)  # 16.40 > 3.60: waits for money
+    cheap = submit_lasting(member, team, "cheap", 1, "1m", limit=1)  # 0.07: fits the budget and the quota
     assert (busy.state, dear.state, cheap.state) == ("admitted", "queued", "admitted")
-    small = submit(member, team, "small", 4, "1m", limit=2)  # 0.55: fits the budget, waits for quota
+    small = submit_lasting(member, team, "small", 4, "1m", limit=2)  # 0.55: fits the budget, waits for quota
     assert small.state == "queued"
     estimates = estimated_starts(team)
     words = estimates[dear.ref].words()
@@ -155,7 +155,7 @@ def test_work_waiting_for_money_gets_no_time_and_is_not_ahead_of_anyone(
 
 
 def test_a_capacity_wait_says_why_it_has_no_time(client, member, team, quota, published):
-    run = submit(member, team, "wide", 4, "1m")
+    run = submit_lasting(member, team, "wide", 4, "1m")
     TrainingRun.objects.filter(pk=run.pk).update(state="pending", reason=(
         "waiting for capacity: needs 4\u00d7 a100-80gb on one node; the largest free block is 2 (node a100-1)"),
         reason_code="waiting_for_capacity")

@@ -15,22 +15,17 @@ from quotas import services as quota_services
 from quotas.models import PreemptionEvent
 from teams.models import Role
 from tests.factories import add_member, cohort_pair, make_user
-from tests.jobs.conftest import run_payload
+from tests.jobs.conftest import submit_run_as
 from workloads import preemption
 from workloads import reconcile as rec
 
 pytestmark = pytest.mark.django_db
 
 
-def submit(member, team, name: str, gpus: int, priority: str) -> TrainingRun:
-    data = {k: v for k, v in run_payload(name=name, gpus_per_worker=gpus, priority=priority).items() if k != "team"}
-    return submit_run(member, team, data)
-
-
 def test_a_full_team_s_high_run_stops_its_own_low_work_when_the_team_allows_it(member, team, quota, staff,
                                                                                 fake_backend, published):
-    low = submit(member, team, "sweep", 8, "low")
-    high = submit(member, team, "deadline", 4, "high")
+    low = submit_run_as(member, team, name="sweep", gpus_per_worker=8, priority="low")
+    high = submit_run_as(member, team, name="deadline", gpus_per_worker=4, priority="high")
     assert (low.state, high.state) == (RunState.ADMITTED, RunState.QUEUED)
     later = timezone.now() + timedelta(minutes=11)  # past the default min runtime (10) and delay (30 s)
 
@@ -49,8 +44,8 @@ def test_a_full_team_s_high_run_stops_its_own_low_work_when_the_team_allows_it(m
 
 def test_normal_priority_never_preempts_its_team(member, team, quota, staff, fake_backend, published):
     quota_services.set_team_sharing(staff, team, within_team_preemption=True)
-    submit(member, team, "sweep", 8, "low")
-    submit(member, team, "normal", 4, "normal")
+    submit_run_as(member, team, name="sweep", gpus_per_worker=8, priority="low")
+    submit_run_as(member, team, name="normal", gpus_per_worker=4, priority="normal")
     assert preemption.reclaim(timezone.now() + timedelta(hours=1)) == []
 
 
