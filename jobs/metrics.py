@@ -33,10 +33,10 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Max, Min, Q
 from django.utils import timezone
 
-from jobs import metric_lines, progress
+from jobs import charts, metric_lines, progress
 from jobs.constants import RunState
 from jobs.metric_lines import NAME, Point, ProgressMark
 from jobs.models import RunLogCursor, RunMetric, RunProgress, TrainingRun
@@ -353,3 +353,41 @@ def progress_answers(run_ids: Iterable[int], now: datetime | None = None) -> dic
     now = now or timezone.now()
     return {row.run_id: progress_answer(state_of(row), now)
             for row in RunProgress.objects.filter(run_id__in=list(run_ids))}
+
+
+def chart_series(run_ids: Iterable[int], names_wanted: Iterable[str] | None = None,
+                 buckets: int = charts.BUCKETS) -> dict[int, dict[str, list[tuple[int, float]]]]:
+    """``{run id: {name: [(step, value), …]}}`` thinned for a chart of about ``buckets`` columns.
+
+    A series of at most ``2 × buckets`` points comes whole; a longer one as the lowest and the
+    highest value of each of ``buckets`` equal step ranges (both at the range's middle step: the
+    line spans what the range held, so no spike is averaged away), counted by the database. One
+    query for the ranges, one for the short series, one per long series.
+    """
+    rows = RunMetric.objects.filter(run_id__in=list(run_ids))
+    if names_wanted is not None:
+        rows = rows.filter(name__in=list(names_wanted))
+    ranges = list(rows.values("run_id", "name").annotate(lo=Min("step"), hi=Max("step"), n=Count("id"))
+                  .order_by("run_id", "name"))
+    found: dict[int, dict[str, list[tuple[int, float]]]] = {}
+    short = Q(pk__in=[])
+    for r in ranges:
+        found.setdefault(r["run_id"], {})[r["name"]] = []
+        if r["n"] <= 2 * buckets:
+            short |= Q(run_id=r["run_id"], name=r["name"])
+    for run_id, name, step, value in (rows.filter(short).order_by("run_id", "name", "step")
+                                      .values_list("run_id", "name", "step", "value")):
+        found[run_id][name].append((step, value))
+    for r in ranges:
+        if r["n"] <= 2 * buckets:
+            continue
+        span = r["hi"] - r["lo"] + 1
+        bucket = ExpressionWrapper((F("step") - r["lo"]) * buckets / span, output_field=BigIntegerField())
+        thinned = (rows.filter(run_id=r["run_id"], name=r["name"]).annotate(bucket=bucket).values("bucket")
+                   .annotate(low=Min("value"), high=Max("value"), first=Min("step"), last=Max("step"))
+                   .order_by("bucket"))
+        points = found[r["run_id"]][r["name"]]
+        for b in thinned:
+            middle = (b["first"] + b["last"]) // 2
+            points += [(middle, b["high"]), (middle, b["low"])] if b["high"] != b["low"] else [(middle, b["low"])]
+    return found
