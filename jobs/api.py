@@ -151,7 +151,7 @@ class RunViewSet(WorkloadViewSet):
                 raise exceptions.AuthenticationFailed("This run token is for another run.")
             run = services.get_run_by_id(request.auth.run_id)
             try:
-                count, _eta = metrics.report_metrics(run, request.data)
+                count = metrics.report_metrics(run, request.data)
             except metrics.MetricsConflict as exc:
                 return conflict_response(str(exc))
             answer = metrics.progress_answers([run.pk]).get(run.pk)

@@ -153,8 +153,8 @@ def _finite(value: float) -> bool:
         return False
 
 
-def report_metrics(run: TrainingRun, data: Any, now: datetime | None = None) -> tuple[int, progress.Eta | None]:
-    """Record a batch the run reported with its token: ``(points recorded, its ETA now)``.
+def report_metrics(run: TrainingRun, data: Any, now: datetime | None = None) -> int:
+    """Record a batch the run reported with its token; the points recorded.
 
     ``ValidationError`` for bad input or a batch that would give the run more than :data:`MAX_NAMES`
     names (nothing recorded); :class:`MetricsConflict` once the run has ended.
@@ -163,8 +163,7 @@ def report_metrics(run: TrainingRun, data: Any, now: datetime | None = None) -> 
     now = now or timezone.now()
     if run.is_final:
         raise MetricsConflict(f"The run already finished ({run.state}); its metrics are no longer recorded.")
-    count = record(run, batch.points, [batch.progress] if batch.progress else [], now, strict=True)
-    return count, run_eta(run, now)
+    return record(run, batch.points, [batch.progress] if batch.progress else [], now, strict=True)
 
 
 # 2. The store ------------------------------------------------------------------------------------

@@ -13,6 +13,8 @@ Knobs read from the first container's env (passed through unchanged by the build
 * ``SLIPWAY_SIM_FAILED_ATTEMPTS`` — Jobs: only the first N attempts end with a failing outcome
   (``fail``, ``oom``); the attempts after them succeed, so a run that retries and recovers can
   be shown (with ``max_retries`` ≥ N). Default: every attempt ends the same way.
+* ``SLIPWAY_SIM_LOG_EVERY`` — seconds between training lines (fractions allowed): Katib-style metric
+  lines and ``SLIPWAY_PROGRESS``, see :mod:`sandbox.training_metrics`.
 * ``SLIPWAY_SIM_CHECKPOINT_EVERY``, ``SLIPWAY_SIM_HONOUR_NOTICE`` (with the contract's
   ``SLIPWAY_CHECKPOINT_DIR`` and ``SLIPWAY_RESUME_FROM``) — runs: simulated checkpoints, resuming
   and preemption notices, see :mod:`sandbox.checkpoints`.
