@@ -125,8 +125,10 @@ class RunViewSet(WorkloadViewSet):
         return Response(CheckpointSerializer(run.last_checkpoint).data, status=status.HTTP_201_CREATED)
 
     def kind_context(self, workloads) -> dict:
-        """Each run's progress and ETA (one query for the page)."""
-        return {"progress": metrics.progress_answers([run.pk for run in workloads])}
+        """Each run's progress and ETA (one query for the page; none for runs that never started, such as one
+        just submitted: without pods nothing reported)."""
+        started = [run.pk for run in workloads if run.started_at is not None]
+        return {"progress": metrics.progress_answers(started) if started else {}}
 
     @extend_schema(methods=["GET"], request=None, responses={200: MetricsSerializer}, parameters=[
         OpenApiParameter("name", str, many=True, description="Only these metrics (repeat it); default: all."),

@@ -233,7 +233,7 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
         f"{_rfc3339(started)} INFO  optimizer AdamW, learning rate {lr:g}"
         f"{' (--lr)' if given_lr else ' (default)'}",
     ]
-    steps = int(max(0.0, (until - started).total_seconds()) // every)
+    steps = training_metrics.lines_in(max(0.0, (until - started).total_seconds()), every)
     total = training_metrics.total_steps(done_before + planned, every) if planned else 0
     footer: list[str] = []
     end = _rfc3339(until)
@@ -252,7 +252,7 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
     timed: list[tuple[int, str]] = []
     for k in range(first, steps + 1):
         seconds = k * every
-        step = (k + int(done_before // every)) * training_metrics.STEPS_PER_LINE  # a resumed run goes on from where it was
+        step = (k + training_metrics.lines_in(done_before, every)) * training_metrics.STEPS_PER_LINE  # resumed: goes on
         loss = 0.35 + 2.4 * math.exp(-(seconds + done_before) / 600.0) + 0.02 * math.sin(k * 1.7 + seed)
         stamp = training_metrics.stamp(started + timedelta(seconds=seconds), every)
         timed.append((seconds, training_metrics.step_line(stamp, step, loss, lr, 410 + seed % 40)))

@@ -13,6 +13,7 @@ default :data:`DEFAULT_EVERY`. Each line is 20 steps, as before.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 #: Seconds between training lines without the knob (the simulation's historical 10 s).
@@ -44,9 +45,14 @@ def stamp(at: datetime, every: float) -> str:
     return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
 
 
+def lines_in(seconds: float, every: float) -> int:
+    """Training lines printed in ``seconds`` (``30 // 0.1`` is 299 in floating point: not here)."""
+    return math.floor(seconds / every + 1e-9)
+
+
 def total_steps(seconds: float, every: float) -> int:
     """The steps a run training for ``seconds`` in all (earlier attempts' included) ends at."""
-    return int(seconds // every) * STEPS_PER_LINE
+    return lines_in(seconds, every) * STEPS_PER_LINE
 
 
 def step_line(when: str, step: int, loss: float, lr: float, samples: int) -> str:

@@ -31,7 +31,7 @@ def report(run: TrainingRun, steps: range, total: int = 1000) -> None:
     points = [Point(s, name, 2.0 - s / 1000 if name == "loss" else s / 1000, now) for s in steps
               for name in ("loss", "accuracy")]
     metrics.record(run, points, [ProgressMark(steps.start, total, now - timedelta(seconds=60)),
-                                 ProgressMark(steps.stop - 1, total, now)], now)
+                                 ProgressMark(steps[-1], total, now)], now)
 
 
 @pytest.fixture

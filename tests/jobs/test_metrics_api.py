@@ -4,8 +4,12 @@ progress, the team reads them; validation (400 with field errors, never 500); id
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from jobs.constants import RunState
 from jobs.models import RunMetric, TrainingRun
 from tests.factories import secret_values
 from tests.jobs.conftest import run_payload
@@ -29,9 +33,17 @@ def url(run_id: int) -> str:
     return f"/api/v1/runs/{run_id}/metrics/"
 
 
+def start(run_id: int) -> None:
+    """As the reconcile cycle records it once its pods run (only started runs report anything)."""
+    TrainingRun.objects.filter(pk=run_id).update(state=RunState.RUNNING, started_at=timezone.now(),
+                                                 attempt_started_at=timezone.now())
+
+
 @pytest.fixture
 def run(api, quota, published) -> dict:
-    return submit(api)
+    body = submit(api)
+    start(body["id"])
+    return body
 
 
 def test_the_run_token_reports_points_and_progress_and_the_team_reads_them(run, api, viewer, api_client_for):
@@ -162,3 +174,18 @@ def test_a_run_without_the_contract_has_no_token_and_reports_through_its_log(api
     body = api.post("/api/v1/runs/", run_payload(name="plain"), format="json").json()
     assert TrainingRun.objects.get(pk=body["id"]).run_token_hash == ""
     assert api.get(url(body["id"])).json() == {"names": [], "series": {}, "progress": None}
+
+
+@pytest.mark.parametrize("extra", [2, 12])
+def test_the_runs_list_reads_every_runs_progress_in_one_query(api, member, team, flavors, published, extra):
+    from quotas.demo import seed_team_quotas
+
+    seed_team_quotas(team, {"a100-80gb": 64})
+    ids = [submit(api, name=f"run-{i}", gpus_per_worker=1)["id"] for i in range(extra)]
+    for run_id in ids:
+        start(run_id)
+        run_client(run_id).post(url(run_id), {"progress": {"step": 1, "total": 10}}, format="json")
+    with CaptureQueriesContext(connection) as queries:
+        listed = api.get("/api/v1/runs/").json()["results"]
+    assert all(r["progress"]["step"] == 1 for r in listed)
+    assert len([q for q in queries.captured_queries if "jobs_runprogress" in q["sql"]]) == 1
