@@ -12,7 +12,7 @@ checkpoint contract (so it has a run token). Two ways in, each timed over ``--po
 * **stdout**: Katib-style lines (``2026-…Z INFO  step=20 loss=… accuracy=… lr=… grad_norm=…``,
   4 points a line, and a ``SLIPWAY_PROGRESS`` line every 10) parsed by
   :func:`jobs.metric_lines.parse_lines` and recorded by :func:`jobs.metrics.record` in chunks of
-  ``SLIPWAY_METRICS_READ_LINES`` lines — what the stdout reader does with each log read. The log
+  ``SLIPWAY_RUN_METRICS_READ_LINES`` lines — what the stdout reader does with each log read. The log
   read itself (one HTTP call to the cluster per run and cycle) is not in it: its cost is bounded
   per cycle (docs/metrics.md) and is the cluster's, not Slipway's.
 
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         fresh, again, stored = bench_api(Client(), run, token, points, args.batch)
         print(f"  API (POST /runs/{{id}}/metrics/, {args.batch} points a call): {fresh:,.0f} points/s new, "
               f"{again:,.0f} points/s sent again (idempotent: {stored:,} stored, not {2 * stored:,})")
-        lines = settings.SLIPWAY_METRICS_READ_LINES
+        lines = settings.SLIPWAY_RUN_METRICS_READ_LINES
         rate, _stored = bench_stdout(run, points, lines)
         print(f"  stdout (Katib lines parsed and recorded, {lines:,} lines a read): {rate:,.0f} points/s")
         # -- chart query (issue 38, item 2: the GPU telemetry work's half) ------------------------------

@@ -6,10 +6,10 @@ Two ways in, one store:
   a batch of ``{step, name, value}`` points and an optional ``progress: {step, total}``
   (:func:`report_metrics`; validated whole, 400 with field errors, nothing half-written).
 * **Its stdout** — lines in Kubeflow Katib's convention (:mod:`jobs.metric_lines`), read by
-  :func:`read_run_logs`, a beat task every ``SLIPWAY_METRICS_READ_SECONDS``. The cost is bounded:
-  at most ``SLIPWAY_METRICS_READ_RUNS`` runs a cycle (those read longest ago first), and per run
+  :func:`read_run_logs`, a beat task every ``SLIPWAY_RUN_METRICS_READ_SECONDS``. The cost is bounded:
+  at most ``SLIPWAY_RUN_METRICS_READ_RUNS`` runs a cycle (those read longest ago first), and per run
   one LIST of its pods and one log read from where the last one ended (``sinceTime``, the
-  cluster's own time stamp of the last line read), of at most ``SLIPWAY_METRICS_READ_LINES`` lines
+  cluster's own time stamp of the last line read), of at most ``SLIPWAY_RUN_METRICS_READ_LINES`` lines
   (the newest) and 10 MiB. A run is read while it runs, and once more after it ends (its last lines).
 
 Stored per (run, name, step) (:class:`jobs.models.RunMetric`); a value reported again for a step
@@ -18,7 +18,7 @@ twice, changes nothing; an attempt that counts steps again writes over the older
 has at most :data:`MAX_NAMES` metric names: the API refuses more (400), the stdout reader drops
 points of names past them. Progress goes through :func:`jobs.progress.advance`, under the row's
 lock (the API and the reader may both write it). Points of runs finished more than
-``SLIPWAY_METRICS_KEEP_DAYS`` days ago are deleted (:func:`prune`).
+``SLIPWAY_RUN_METRICS_KEEP_DAYS`` days ago are deleted (:func:`prune`).
 """
 
 from __future__ import annotations
@@ -313,11 +313,11 @@ def read_log(run: TrainingRun, now: datetime, lines_max: int) -> tuple[int, int]
 def read_run_logs(now: datetime | None = None) -> ReadFigures:
     """One cycle of the stdout reader (the module docstring: which runs, at what cost)."""
     now = now or timezone.now()
-    runs = runs_to_read(now, settings.SLIPWAY_METRICS_READ_RUNS)
+    runs = runs_to_read(now, settings.SLIPWAY_RUN_METRICS_READ_RUNS)
     lines = points = 0
     for run in runs:
         try:
-            read, stored = read_log(run, now, settings.SLIPWAY_METRICS_READ_LINES)
+            read, stored = read_log(run, now, settings.SLIPWAY_RUN_METRICS_READ_LINES)
         except Exception:  # one run's bad read must not stop the others' (the next cycle tries it again)
             logger.exception("metrics: reading the log of run %s failed", run.pk)
             continue
@@ -327,8 +327,8 @@ def read_run_logs(now: datetime | None = None) -> ReadFigures:
 
 
 def prune(now: datetime | None = None) -> int:
-    """Delete the points of runs finished more than ``SLIPWAY_METRICS_KEEP_DAYS`` days ago (0: none); how many."""
-    days = settings.SLIPWAY_METRICS_KEEP_DAYS
+    """Delete the points of runs finished more than ``SLIPWAY_RUN_METRICS_KEEP_DAYS`` days ago (0: none); how many."""
+    days = settings.SLIPWAY_RUN_METRICS_KEEP_DAYS
     if days <= 0:
         return 0
     cutoff = (now or timezone.now()) - timedelta(days=days)

@@ -20,7 +20,7 @@ def submit_later_demo_runs() -> list[str]:
 
 @shared_task
 def read_run_logs() -> dict[str, int]:
-    """One cycle of the stdout metrics reader (beat, every ``SLIPWAY_METRICS_READ_SECONDS``). Safe to
+    """One cycle of the stdout metrics reader (beat, every ``SLIPWAY_RUN_METRICS_READ_SECONDS``). Safe to
     run twice or side by side: a line read twice writes the same point again (:mod:`jobs.metrics`)."""
     figures = metrics.read_run_logs()
     return {"runs": figures.runs, "lines": figures.lines, "points": figures.points}
@@ -28,5 +28,5 @@ def read_run_logs() -> dict[str, int]:
 
 @shared_task
 def prune_run_metrics() -> int:
-    """Delete the metric points past ``SLIPWAY_METRICS_KEEP_DAYS`` (beat, hourly)."""
+    """Delete the metric points past ``SLIPWAY_RUN_METRICS_KEEP_DAYS`` (beat, hourly)."""
     return metrics.prune()

@@ -372,16 +372,16 @@ SLIPWAY_CHECKPOINT_STORAGE_CLASS = env_str("SLIPWAY_CHECKPOINT_STORAGE_CLASS", "
 SLIPWAY_POD_API_URL = env_str("SLIPWAY_POD_API_URL", "")
 # Training metrics (jobs.metrics, docs/metrics.md). Every this many seconds the worker reads the
 # new lines of each running run's log (Katib-style "name=value step=N" lines, SLIPWAY_PROGRESS):
-# at most SLIPWAY_METRICS_READ_RUNS runs a cycle (those read longest ago first), at most
-# SLIPWAY_METRICS_READ_LINES lines of each (the newest, when more were written since the last read).
-SLIPWAY_METRICS_READ_SECONDS = env_float("SLIPWAY_METRICS_READ_SECONDS", 20.0)
-SLIPWAY_METRICS_READ_RUNS = env_int("SLIPWAY_METRICS_READ_RUNS", 100)
-SLIPWAY_METRICS_READ_LINES = env_int("SLIPWAY_METRICS_READ_LINES", 2000)
+# at most SLIPWAY_RUN_METRICS_READ_RUNS runs a cycle (those read longest ago first), at most
+# SLIPWAY_RUN_METRICS_READ_LINES lines of each (the newest, when more were written since the last read).
+SLIPWAY_RUN_METRICS_READ_SECONDS = env_float("SLIPWAY_RUN_METRICS_READ_SECONDS", 20.0)
+SLIPWAY_RUN_METRICS_READ_RUNS = env_int("SLIPWAY_RUN_METRICS_READ_RUNS", 100)
+SLIPWAY_RUN_METRICS_READ_LINES = env_int("SLIPWAY_RUN_METRICS_READ_LINES", 2000)
 # Days the metric points of a finished run are kept (0: kept for ever).
-SLIPWAY_METRICS_KEEP_DAYS = env_int("SLIPWAY_METRICS_KEEP_DAYS", 180)
+SLIPWAY_RUN_METRICS_KEEP_DAYS = env_int("SLIPWAY_RUN_METRICS_KEEP_DAYS", 180)
 CELERY_BEAT_SCHEDULE["metrics-read-logs"] = {
-    "task": "jobs.tasks.read_run_logs", "schedule": SLIPWAY_METRICS_READ_SECONDS,
-    "options": {"queue": "default", "expires": SLIPWAY_METRICS_READ_SECONDS * 2},
+    "task": "jobs.tasks.read_run_logs", "schedule": SLIPWAY_RUN_METRICS_READ_SECONDS,
+    "options": {"queue": "default", "expires": SLIPWAY_RUN_METRICS_READ_SECONDS * 2},
 }
 CELERY_BEAT_SCHEDULE["metrics-prune"] = {
     "task": "jobs.tasks.prune_run_metrics", "schedule": 3600.0, "options": {"queue": "default", "expires": 3600.0},

@@ -26,7 +26,7 @@ DURATION = 30  # seconds the simulated run trains
 
 @pytest.fixture
 def reading_worker(transactional_db, tmp_path):
-    process = started_worker(tmp_path, SLIPWAY_METRICS_READ_SECONDS="1")
+    process = started_worker(tmp_path, SLIPWAY_RUN_METRICS_READ_SECONDS="1")
     yield process
     process.stop()
 

@@ -79,7 +79,7 @@ def test_a_finished_run_is_read_once_more_then_never(member, team, quota, fake_b
 def test_each_cycle_reads_at_most_the_setting_runs_longest_unread_first(member, team, fake_backend, published,
                                                                         flavors, settings):
     seed_team_quotas(team, {"a100-80gb": 8})
-    settings.SLIPWAY_METRICS_READ_RUNS = 2
+    settings.SLIPWAY_RUN_METRICS_READ_RUNS = 2
     runs = [started_run(member, team, fake_backend, name=f"run-{i}")[0] for i in range(3)]
     first = metrics.read_run_logs(now=T0 + timedelta(seconds=10))
     second = metrics.read_run_logs(now=T0 + timedelta(seconds=20))
