@@ -13,6 +13,8 @@ The URL is the comparison: a teammate who opens it sees the same; anyone outside
 
 from __future__ import annotations
 
+import re
+
 from django.contrib.auth.decorators import login_required
 from django.db.models import Exists, OuterRef
 from django.http import Http404, HttpRequest, HttpResponse
@@ -32,6 +34,8 @@ from workloads.views import current_membership, no_team, polling_status, wants_p
 MAX_COMPARE = charts.MAX_LINES
 #: Runs the picker offers: the team's newest that reported metrics.
 PICKER_RUNS = 50
+#: What a team's slug can be (anything else is no team).
+SLUG = re.compile(r"[-a-zA-Z0-9_]{1,100}")
 
 
 def run_charts(run: TrainingRun) -> dict:
@@ -84,7 +88,8 @@ def run_compare(request: HttpRequest) -> HttpResponse:
         if any(run.team_id != team.pk for run in runs):
             error, runs = "Compare runs of one team: these belong to several.", []
     elif request.GET.get("team"):
-        team = Team.objects.filter(slug=request.GET["team"][:100]).first()
+        slug = request.GET["team"]
+        team = Team.objects.filter(slug=slug).first() if SLUG.fullmatch(slug) else None  # no NUL reaches SQL
         if team is None:
             raise Http404("No such team.")
     else:

@@ -109,6 +109,7 @@ def test_compare_is_404_outside_the_team(client, outsider, running):
     assert client.get(f"/runs/compare/?runs={running.pk}").status_code == 404
     assert client.get("/runs/compare/?team=ml-research").status_code == 404
     assert client.get("/runs/compare/?team=no-such-team").status_code == 404
+    assert client.get("/runs/compare/?team=ml%20research!").status_code == 404
 
 
 @pytest.mark.parametrize(("query", "words"), [
