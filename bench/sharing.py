@@ -59,6 +59,18 @@ Not modelled: node packing (the capacity is one pool of units), budgets, a check
 on the preemption notice. Work is only admitted on a cycle, so a unit freed between cycles
 idles until the next one (that shows in the utilization).
 
+**Shared-flavor mix** (issue 37, the section *shared GPUs* of the report): the same light inference
+demand — ``--endpoints`` endpoints (24) of a ``--model-gb`` model (3 GB), each busy with a peak
+between 5 % and 30 % of a T4 over a day (night: a fifth of it), sampled every 5 minutes — served on
+whole T4s and on the T4 time-sliced ×4 (``t4-ts4``, docs/flavors.md), each endpoint's replicas sized
+by the autoscaler's rule (ceil(load ÷ (a replica's compute × the 70 % target)), at least 1) where a
+time-sliced replica is counted on the compute it is guaranteed when its GPU's other pods are busy
+too (1/4). The figures, side by side: peak replicas and physical GPUs, unit-hours, physical
+GPU-hours and cost — through the production's rules: the flavor's fraction (``GpuFlavor.set_fraction``),
+the ledger's ``interval_unit_hours``, ``interval_gpu_hours`` and ``interval_cost``, the one unit price,
+and the flavor advice (``quotas.policy.warnings``: the model must fit the memory 4 pods share).
+Target: at least 3× fewer physical GPU-hours time-sliced than on whole GPUs.
+
 Targets on the bundled trace: utilization with the cohort ≥ 0.95 and ≥ 1.25× the walls'; fair-share
 error ≤ 5 %; lost GPU-hours ≤ 2 % of delivered; lost GPU-hours by work lost ≤ half of those by
 recency. ``--quick`` replays the first 48 hours only and
@@ -96,12 +108,13 @@ if not apps.ready:
 
 from django.conf import settings  # noqa: E402
 
-from quotas import fairshare  # noqa: E402
+from quotas import fairshare, policy  # noqa: E402
 from quotas.admission import fair_order  # noqa: E402
-from quotas.constants import Priority  # noqa: E402
+from quotas.constants import Priority, Sharing  # noqa: E402
 from quotas.decide import FlavorQuota, Lender, ResourceRequest, decide  # noqa: E402
 from quotas.facts import CohortFigures  # noqa: E402
-from quotas.models import GpuFlavor, QueuedRequest, TeamQuota  # noqa: E402
+from quotas.ledger import interval_cost, interval_gpu_hours, interval_unit_hours  # noqa: E402
+from quotas.models import GpuFlavor, QueuedRequest, TeamQuota, unit_price  # noqa: E402
 from quotas.reclaim import Candidate, Claim, Rules, choose_victims, recency_order, victim_order  # noqa: E402
 
 TRACE = ROOT / "bench" / "traces" / "bursty.csv"
@@ -114,6 +127,7 @@ TARGET_UTILIZATION_RATIO = 1.25
 TARGET_FAIR_ERROR = 0.05
 TARGET_LOST_SHARE = 0.02
 TARGET_LOST_RATIO = 0.5  # lost GPU-hours with victims by work lost ≤ half of those by recency
+TARGET_SHARED_SAVING = 3.0  # physical GPU-hours of light endpoints: whole GPUs ≥ 3× time-sliced ×4
 SPREAD = (math.sqrt(5) - 1) / 2  # spreads --silent evenly over the trace's runs, the same ones every replay
 #: Victim orders a cohort replay can rank by; ``foresight`` (None here) is built each cycle by
 #: :meth:`Replay.foresight_order` from what only the simulation knows.
@@ -673,6 +687,88 @@ def report(setup: Setup, results: list[Result], quick: bool) -> bool:
     return ok
 
 
+# -- shared GPUs: light endpoints on whole T4s vs time-sliced ×4 --------------------------------------
+
+MIX_STEP_S = 300  # the demand is sampled every 5 minutes
+MIX_HOURS = 24
+MIX_TARGET = 0.70  # the replicas' GPU utilization target (cluster.specs.DEFAULT_GPU_UTILIZATION_TARGET, 70 %)
+
+
+def mix_flavors() -> tuple[GpuFlavor, GpuFlavor]:
+    """A whole T4 and the T4 time-sliced ×4 (docs/flavors.md's ``t4-ts4``), never saved: their fraction by the model's rule."""
+    whole = GpuFlavor(name="t4", resource_name="nvidia.com/gpu", gpu_model="Tesla-T4", gpu_memory_gb=16,
+                      price_per_hour=Decimal("0.40"), spot_price_per_hour=Decimal("0.16"))
+    shared = GpuFlavor(name="t4-ts4", resource_name="nvidia.com/gpu", gpu_model="Tesla-T4", gpu_memory_gb=16,
+                       sharing=Sharing.TIME_SLICING, replicas=4, training=False,
+                       price_per_hour=Decimal("0.10"), spot_price_per_hour=Decimal("0.04"))
+    for flavor in (whole, shared):
+        flavor.set_fraction()
+    return whole, shared
+
+
+def endpoint_load(index: int, count: int, hour: float) -> float:
+    """Endpoint ``index``'s load at ``hour`` of the day, in T4s busy: a peak between 5 % and 30 % (spread over the
+    endpoints), full from 9 to 18 h, ramping over two hours either side, a fifth of it at night."""
+    peak = 0.05 + 0.25 * ((index * SPREAD) % 1.0) if count > 1 else 0.30
+    day = min(1.0, max(0.0, min(hour - 7.0, 20.0 - hour) / 2.0))
+    return peak * (0.2 + 0.8 * day)
+
+
+@dataclass
+class MixResult:
+    flavor: GpuFlavor
+    peak_replicas: int = 0
+    peak_gpus: int = 0
+    unit_hours: Decimal = Decimal(0)
+    physical_gpu_hours: Decimal = Decimal(0)
+    cost: Decimal = Decimal(0)
+    warnings: tuple[str, ...] = ()
+
+
+def serve(flavor: GpuFlavor, endpoints: int, model_gb: float) -> MixResult:
+    """The day's light inference demand served on ``flavor``: replicas by the autoscaler's rule, charged by the ledger's."""
+    result = MixResult(flavor, warnings=policy.warnings(flavor, policy.Shape(training=False), model_gb))
+    compute = float(flavor.gpu_fraction)  # what a replica is guaranteed of its GPU's compute
+    price = unit_price(flavor.price_per_hour, flavor.spot_price_per_hour, False)
+    for step in range(MIX_HOURS * 3600 // MIX_STEP_S):
+        start, end = at(step * MIX_STEP_S), at((step + 1) * MIX_STEP_S)
+        hour = step * MIX_STEP_S / 3600
+        units = sum(max(1, math.ceil(endpoint_load(i, endpoints, hour) / (compute * MIX_TARGET) - 1e-9))
+                    for i in range(endpoints))
+        result.peak_replicas = max(result.peak_replicas, units)
+        result.peak_gpus = max(result.peak_gpus, math.ceil(units * compute - 1e-9))
+        result.unit_hours += interval_unit_hours(units, start, end)
+        result.physical_gpu_hours += interval_gpu_hours(flavor.gpu_fraction, units, start, end)
+        result.cost += interval_cost(price, units, start, end)
+    return result
+
+
+def shared_mix(args: argparse.Namespace) -> tuple[MixResult, MixResult]:
+    """The light endpoints of ``args`` on whole T4s and on time-sliced ×4 T4s: ``(whole, time-sliced)``."""
+    whole, shared = mix_flavors()
+    return serve(whole, args.endpoints, args.model_gb), serve(shared, args.endpoints, args.model_gb)
+
+
+def report_mix(args: argparse.Namespace, mix: tuple[MixResult, MixResult], quick: bool) -> bool:
+    whole, shared = mix
+    print(f"shared GPUs: {args.endpoints} light endpoints ({args.model_gb:g} GB model, peak 5-30 % of a T4, "
+          f"{MIX_HOURS} h sampled every {MIX_STEP_S // 60} min), the same demand on whole T4s and time-sliced x4")
+    print(f"{'':<26}{'whole T4':>14}{'t4-ts4 (x4)':>14}")
+    rows = [("peak replicas", lambda r: f"{r.peak_replicas}"), ("peak physical GPUs", lambda r: f"{r.peak_gpus}"),
+            ("unit-hours", lambda r: f"{r.unit_hours:.1f}"),
+            ("physical GPU-hours", lambda r: f"{r.physical_gpu_hours:.1f}"),
+            ("cost", lambda r: f"{r.cost:.2f}"), ("advice warnings", lambda r: f"{len(r.warnings)}")]
+    for label, figure in rows:
+        print(f"{label:<26}{figure(whole):>14}{figure(shared):>14}")
+    for warning in shared.warnings:
+        print(f"  warning: {warning}")
+    saving = whole.physical_gpu_hours / max(shared.physical_gpu_hours, Decimal("0.0001"))
+    met = saving >= Decimal(str(TARGET_SHARED_SAVING)) and not shared.warnings
+    print(f"  physical GPU-hours whole / time-sliced >= {TARGET_SHARED_SAVING:g} (and the model fits)"
+          f"{'':<6}{saving:>8.2f}  {'' if quick else 'PASS' if met else 'FAIL'}")
+    return met or quick
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=TRACE)
@@ -694,6 +790,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--silent", type=float, default=0.0,
                         help="the part of the runs (0–1) that checkpoint but never report it: reclaim assumes the "
                              "median of those that do")
+    parser.add_argument("--endpoints", type=int, default=24, help="light endpoints of the shared-GPU mix")
+    parser.add_argument("--model-gb", type=float, default=3.0,
+                        help="GPU memory each endpoint's model needs (the shared-GPU mix; 4 share a 16 GB T4)")
     parser.add_argument("--quick", action="store_true", help=f"the first {QUICK_HOURS} hours; targets not judged")
     return parser.parse_args(argv)
 
@@ -723,7 +822,9 @@ def main(argv: list[str] | None = None) -> int:
     print("victims: by work lost (quotas.reclaim.victim_order), by recency (recency_order) and by foresight "
           "(the work each would really lose: the bound of any order), side by side")
     print(f"admission order: {ORDER_SOURCE}")
-    return 0 if report(setup, results, args.quick) else 1
+    ok = report(setup, results, args.quick)
+    ok = report_mix(args, shared_mix(args), args.quick) and ok
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ urlpatterns = [
     path("tokens/<int:pk>/revoke/", views.revoke_api_token, name="revoke-api-token"),
     path("device/", views.device_login, name="device-login"),
     path("usage/", views.usage, name="usage"),
+    path("help/flavors/", views.flavor_help, name="flavor-help"),
 ]
 
 #: Custom staff pages, mounted under ``/admin/`` before the admin site (which would 404 them).

@@ -32,6 +32,7 @@ from front.forms import AddMemberForm, ApiTokenForm, DeviceApproveForm, DeviceCo
 from notifications.services import delivery_log
 from quotas.api import csv_download
 from quotas.ledger import month_start
+from quotas.policy import GUIDE, flavor_rows
 from quotas.reports import (
     SHOWBACK_COLUMNS,
     parse_month,
@@ -318,6 +319,21 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         # change: stop polling.
         return render(request, "front/dashboard.html#live", context, status=200 if polling else STOP_POLLING)
     return render(request, "front/dashboard.html", context)
+
+
+# Help ----------------------------------------------------------------------------------------------
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def flavor_help(request: HttpRequest) -> HttpResponse:
+    """"Which flavor?": the GPU sharing advice as a table (quotas.policy.GUIDE) and the flavors offered, with their
+    sharing, isolation, memory per unit and price per unit-hour. Anyone signed in, a team or none (the
+    flavors are the API's ``GET /flavors/``); htmx gets the flavors table alone."""
+    context = {"guide": GUIDE, "rows": flavor_rows(settings.SLIPWAY_CURRENCY)}
+    template = "front/flavor_help.html#flavors" if wants_partial(request) else "front/flavor_help.html"
+    return render(request, template, context)
 
 
 # Money and capacity -------------------------------------------------------------------------------

@@ -163,14 +163,19 @@ class EndpointForm(EndpointEditForm):
         help_text="How long one replica may take to start and load its model before it is restarted. Every new "
                   "replica (scaling up, waking from zero, a new image) serves only once loaded.")
     spot = forms.BooleanField(required=False, help_text="Spot price; the pods may be evicted.")
+    gpu_memory_gb = forms.CharField(
+        required=False, label="GPU memory per replica (GB)",
+        widget=forms.NumberInput(attrs={"min": 0, "step": "any", "inputmode": "decimal"}),
+        help_text="Optional: what the model needs. The preview warns when the flavor's memory per unit is less.")
 
-    field_order = ["name", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_replica", "min_replicas",
+    field_order = ["name", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_replica",
+                   "gpu_memory_gb", "min_replicas",
                    "max_replicas", "metric", "target", "engine", "query", "scale_down_delay_seconds", "port",
                    "readiness_path", "startup_timeout_seconds", "spot"]
 
     # Sections of the page (templates cannot pass arguments, hence one property each).
     SERVE = ("name", "image", "command", "args", "env", "secret_env", "port", "readiness_path", "startup_timeout_seconds")
-    SCALING = ("flavor", "gpus_per_replica", "min_replicas", "max_replicas", "metric", "target", "engine", "query",
+    SCALING = ("flavor", "gpus_per_replica", "gpu_memory_gb", "min_replicas", "max_replicas", "metric", "target", "engine", "query",
                "scale_down_delay_seconds", "spot")
 
     @property
@@ -194,7 +199,8 @@ class EndpointForm(EndpointEditForm):
         self.fields["flavor"].widget = FlavorSelect(choices=choices, disabled_values=without_quota)
 
     def more_fields(self, cleaned: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
-        for name in ("name", "flavor", "gpus_per_replica", "port", "readiness_path", "startup_timeout_seconds"):
+        for name in ("name", "flavor", "gpus_per_replica", "port", "readiness_path", "startup_timeout_seconds",
+                     "gpu_memory_gb"):
             if cleaned.get(name) not in (None, ""):
                 data[name] = cleaned[name].strip()
         put_argv(self, cleaned, data)

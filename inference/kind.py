@@ -44,7 +44,7 @@ def endpoint_spec(endpoint: InferenceEndpoint, max_surge: int) -> EndpointSpec:
         flavor=endpoint.flavor.to_spec(),
         command=tuple(endpoint.command),
         args=tuple(endpoint.args),
-        env=tuple(sorted(endpoint.env.items())),
+        env=tuple(sorted(endpoint.pod_env().items())),
         secret_env=secret_names,
         secret_env_digest=secret_digest,
         port=endpoint.port,

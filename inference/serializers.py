@@ -22,7 +22,7 @@ from workloads.api import (
     deprecated_names,
     secret_env_input,
 )
-from workloads.constants import MAX_UNITS_PER_NODE, NAME_MAX_LENGTH
+from workloads.constants import MAX_GPU_MEMORY_GB, MAX_UNITS_PER_NODE, NAME_MAX_LENGTH
 
 
 class AutoscaleSerializer(serializers.Serializer):
@@ -62,7 +62,8 @@ class EndpointCreateSerializer(EndpointPatchSerializer):
     command = serializers.ListField(child=serializers.CharField(), required=False, help_text="argv form.")
     args = serializers.ListField(child=serializers.CharField(), required=False)
     port = serializers.IntegerField(min_value=1, max_value=65535, default=specs.DEFAULT_PORT)
-    flavor = serializers.CharField(help_text="A full-GPU or a MIG flavor.")
+    flavor = serializers.CharField(help_text="Any flavor: a whole GPU, a MIG slice or a unit of a shared GPU "
+                                             "(time-sliced or MPS: gpus_per_replica 1).")
     gpus_per_replica = serializers.IntegerField(
         min_value=1, max_value=MAX_UNITS_PER_NODE, default=1,
         help_text="Units of the flavor per replica: whole GPUs, or MIG slices or shared-GPU replicas for such a flavor.")
@@ -73,6 +74,10 @@ class EndpointCreateSerializer(EndpointPatchSerializer):
     spot = serializers.BooleanField(default=False)
     cluster_selector = serializers.DictField(child=serializers.CharField(), required=False,
                                              help_text="Labels a cluster must carry to be chosen; empty: any cluster.")
+    gpu_memory_gb = serializers.FloatField(
+        min_value=0.1, max_value=MAX_GPU_MEMORY_GB, required=False, allow_null=True,
+        help_text="Optional: the GPU memory each pod needs (GB). Advice only: the dry run warns when the flavor's "
+                  "memory per unit is less; the sandbox simulates that much use.")
 
 
 @deprecated_names("2026-11", cluster_name="object_name", estimated_cost_per_hour="cost_per_hour_now")
@@ -102,7 +107,7 @@ class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedField
             "estimated_start_at", "borrowed_units", "preemptible", "preemptions", "last_preempted_at", "idle_gpu_hours", "idle_cost", "idle_since",
             "image", "command", "args", "env", "secret_env", "port", "flavor", "gpus_per_replica", "min_replicas",
             "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds",
-            "spot", "cluster", "placement_reason", "cluster_selector", "price_per_hour",
+            "spot", "cluster", "placement_reason", "cluster_selector", "price_per_hour", "gpu_memory_gb",
         ]
         read_only_fields = fields
 

@@ -22,7 +22,7 @@ from inference import scaling
 from inference.constants import ACTIVE_STATES, HOLDING_STATES, EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from inference.validation import check_sizes, parse_endpoint_request
-from quotas import admission
+from quotas import admission, policy
 from quotas.constants import Reason as QuotaReason
 from quotas.decide import Decision
 from quotas.facts import cohort_id_of
@@ -62,13 +62,26 @@ def get_endpoint_for_user(user, pk, role: str = Role.VIEWER, staff_reads: bool =
                         staff_reads=staff_reads, pk=pk)
 
 
+def _shape(fields: dict) -> policy.Shape:
+    """What an endpoint asks of its flavor: serving, independent replicas of ``gpus_per_replica`` units."""
+    return policy.Shape(training=False, units_per_pod=fields["gpus_per_replica"])
+
+
+def _flavor_errors(flavor: GpuFlavor, fields: dict) -> dict[str, list[str]]:
+    """The rules across the request and its flavor: sizes (:func:`check_sizes`) and what the flavor takes
+    (:func:`quotas.policy.refusals`: one unit per replica on a shared GPU). Creation and the preview ask it."""
+    errors = check_sizes(fields["min_replicas"], fields["max_replicas"], fields["autoscale"],
+                         fields["gpus_per_replica"], bool(flavor.mig_profile))
+    errors.update(policy.refusals(flavor, _shape(fields)).errors(units_field="gpus_per_replica"))
+    return errors
+
+
 def _flavor(team: Team, fields: dict) -> GpuFlavor:
     flavor, errors = workloads.check_flavor_and_name(
         InferenceEndpoint, team, fields["flavor"], fields["name"],
         NAME_TAKEN.format(name=fields["name"]), fields.get("cluster_selector"))
     if flavor is not None:
-        errors.update(check_sizes(fields["min_replicas"], fields["max_replicas"], fields["autoscale"],
-                                  fields["gpus_per_replica"], bool(flavor.mig_profile)))
+        errors.update(_flavor_errors(flavor, fields))
     if errors:
         raise ValidationError(errors)
     return flavor
@@ -149,8 +162,7 @@ def preview_endpoint(team: Team, data: dict) -> EndpointPreview:
     flavor = GpuFlavor.objects.filter(name=fields["flavor"]).first()
     if flavor is None or flavor.refusal():
         raise ValidationError({"flavor": [flavor.refusal() if flavor else unknown_flavor(fields["flavor"])]})
-    errors = check_sizes(fields["min_replicas"], fields["max_replicas"], fields["autoscale"],
-                         fields["gpus_per_replica"], bool(flavor.mig_profile))
+    errors = _flavor_errors(flavor, fields)
     if errors:
         raise ValidationError(errors)
     draft = InferenceEndpoint(team=team, flavor=flavor,
@@ -159,7 +171,9 @@ def preview_endpoint(team: Team, data: dict) -> EndpointPreview:
                                   draft.max_replicas)
     result = preview_request(team, kind_of(draft).resource_request(draft), flavor, None, draft.price_quote())
     # An endpoint has no end: in all, this month, its minimum costs what the budget counts.
-    result = dataclasses.replace(result, estimated_total=result.committed_cost)
+    # What the flavor's advice says of this choice (quotas.policy): shown, never refused.
+    result = dataclasses.replace(result, estimated_total=result.committed_cost,
+                                 warnings=policy.warnings(flavor, _shape(fields), fields["gpu_memory_gb"]))
     return EndpointPreview(result, draft.cost_per_hour_range[1], burst, draft.min_replicas,
                             draft.startup_timeout_seconds, in_cohort=cohort_id_of(team) is not None)
 

@@ -25,6 +25,7 @@ from workloads.validation import (
     Collector,
     check_cluster_selector,
     check_env,
+    check_gpu_memory,
     check_image,
     check_name,
     check_secret_env,
@@ -35,7 +36,7 @@ HTTP_PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
 CREATE_FIELDS = {
     "team", "name", "image", "command", "args", "env", "secret_env", "port", "flavor", "gpus_per_replica", "min_replicas",
     "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds", "spot",
-    "cluster_selector",
+    "cluster_selector", "gpu_memory_gb",
 }
 PATCH_FIELDS = {"image", "env", "secret_env", "min_replicas", "max_replicas", "autoscale", "scale_down_delay_seconds"}
 AUTOSCALE_KEYS = {"metric", "target", "engine", "query"}
@@ -125,6 +126,7 @@ def parse_endpoint_request(data: Mapping[str, Any], partial: bool = False, *, na
                                                      c.MAX_STARTUP_TIMEOUT_SECONDS)
         out["spot"] = col.boolean("spot", False)
         out["cluster_selector"] = check_cluster_selector(col)
+        out["gpu_memory_gb"] = check_gpu_memory(col)
     if given("env"):
         out["env"] = dict(check_env(col))
     if given("secret_env"):

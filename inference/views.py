@@ -57,7 +57,7 @@ PER_PAGE = 25
 CHART_SAMPLES = 300
 #: What the live preview prices and admits.
 PREVIEW_FIELDS = ("flavor", "gpus_per_replica", "min_replicas", "max_replicas", "autoscale", "spot",
-                  "startup_timeout_seconds")
+                  "startup_timeout_seconds", "gpu_memory_gb")
 
 
 #: Filter values of the endpoints list: by default every endpoint but the deleted ones.

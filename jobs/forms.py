@@ -78,6 +78,9 @@ class NewRunForm(forms.Form):
                                       widget=forms.NumberInput(attrs={"min": 1, "max": 64}))
     workers = forms.CharField(initial="1", widget=forms.NumberInput(attrs={"min": 1, "max": c.MAX_WORKERS}),
                               help_text="More than one runs a distributed PyTorchJob.")
+    gpu_memory_gb = forms.CharField(
+        required=False, label="GPU memory per worker (GB)", widget=forms.NumberInput(attrs={"step": "any", "min": 0}),
+        help_text="Optional: what the model needs. The preview warns when the flavor's memory per unit is less.")
     spot = forms.BooleanField(required=False, label="Spot (cheaper, may be interrupted)")
     priority = forms.CharField(initial=Priority.NORMAL, widget=forms.Select(choices=Priority.choices))
     cpu = forms.CharField(required=False, label="CPUs per worker", widget=forms.NumberInput(attrs={"step": "any", "min": 0}))
@@ -117,7 +120,7 @@ class NewRunForm(forms.Form):
 
     # Sections of the page (templates cannot pass arguments, hence one property each).
     WHAT = ("name", "image", "command", "args", "env", "secret_env", "volumes")
-    RESOURCES = ("flavor", "gpus_per_worker", "workers", "spot", "priority", "checkpoint", "checkpoint_grace_seconds",
+    RESOURCES = ("flavor", "gpus_per_worker", "workers", "gpu_memory_gb", "spot", "priority", "checkpoint", "checkpoint_grace_seconds",
                  "checkpoint_volume")
     LIMITS = ("cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes")
 
@@ -140,7 +143,7 @@ class NewRunForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         data: dict[str, Any] = {}
-        for name in ("name", "image", "flavor", "gpus_per_worker", "workers", "priority"):
+        for name in ("name", "image", "flavor", "gpus_per_worker", "workers", "priority", "gpu_memory_gb"):
             if cleaned.get(name) not in (None, ""):
                 data[name] = cleaned[name].strip()
         put_argv(self, cleaned, data)
@@ -185,7 +188,8 @@ def preview_data(form_data) -> dict[str, Any]:
     """
     data: dict[str, Any] = {"name": "preview", "image": "busybox", "command": ["true"]}
     # The runtime limit prices the whole run (estimated total, its share of the budget).
-    for name in ("flavor", "gpus_per_worker", "workers", "priority", "max_runtime_minutes"):
+    # The GPU memory a worker needs: the flavor advice's warnings read it.
+    for name in ("flavor", "gpus_per_worker", "workers", "priority", "max_runtime_minutes", "gpu_memory_gb"):
         value = str(form_data.get(name) or "").strip()
         if value:
             data[name] = value
@@ -213,5 +217,5 @@ def initial_from_run(run: TrainingRun, name: str) -> dict[str, Any]:
         "shm_gb": text(run.shm_gb), "max_retries": str(run.max_retries), "max_runtime_minutes": text(run.max_runtime_minutes),
         "checkpoint": run.checkpoint is not None,
         "checkpoint_grace_seconds": str((run.checkpoint or {}).get("grace_seconds", c.DEFAULT_CHECKPOINT_GRACE_SECONDS)),
-        "checkpoint_volume": (run.checkpoint or {}).get("volume") or "",
+        "checkpoint_volume": (run.checkpoint or {}).get("volume") or "", "gpu_memory_gb": text(run.gpu_memory_gb),
     }

@@ -19,7 +19,6 @@ from cluster.status import TrainingPhase, WorkloadStatus, training_status
 from jobs import metrics, services
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from jobs.validation import parse_run_request
 from quotas.decide import ResourceRequest
 from teams.models import Role
 from workloads import attempts, secrets
@@ -70,7 +69,7 @@ def training_spec(run: TrainingRun) -> TrainingSpec:
         command=tuple(run.command),
         flavor=run.flavor.to_spec(),
         args=tuple(run.args),
-        env=tuple(sorted(run.env.items())),
+        env=tuple(sorted(run.pod_env().items())),
         secret_env=secrets.names(run),
         gpus_per_worker=run.gpus_per_worker,
         workers=run.workers,
@@ -131,8 +130,8 @@ class TrainingKind(WorkloadKind):
         return services.submit_run(user, team, fields)
 
     def preview(self, team, fields: dict):
-        parse_run_request(fields)  # bad input is a 400 here, not an "invalid" preview as the form shows
-        return services.preview_run(team, fields)
+        # Bad input (or a flavor that does not take the run) is a 400 here, not an "invalid" preview as the form shows.
+        return services.preview_run(team, fields, strict=True)
 
     def resource_request(self, run: TrainingRun) -> ResourceRequest:
         units, per_node = run.placement_shape  # the one shape rule: placement and the price read it too

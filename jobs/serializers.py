@@ -22,7 +22,7 @@ from workloads.api import (
     deprecated_names,
     secret_env_input,
 )
-from workloads.constants import MAX_UNITS_PER_NODE, NAME_MAX_LENGTH
+from workloads.constants import MAX_GPU_MEMORY_GB, MAX_UNITS_PER_NODE, NAME_MAX_LENGTH
 
 
 class VolumeSerializer(serializers.Serializer):
@@ -133,6 +133,10 @@ class RunCreateSerializer(serializers.Serializer):
                                               help_text="Opts into the checkpoint contract (null: none).")
     cluster_selector = serializers.DictField(child=serializers.CharField(), required=False,
                                              help_text="Labels a cluster must carry to be chosen; empty: any cluster.")
+    gpu_memory_gb = serializers.FloatField(
+        min_value=0.1, max_value=MAX_GPU_MEMORY_GB, required=False, allow_null=True,
+        help_text="Optional: the GPU memory each pod needs (GB). Advice only: the dry run warns when the flavor's "
+                  "memory per unit is less; the sandbox simulates that much use.")
 
 
 @deprecated_names("2026-11", cluster_name="object_name", kind="resource_kind")
@@ -164,7 +168,7 @@ class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, Pl
             "idle_since", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers",
             "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",
             "checkpoint", "last_checkpoint", "attempt", "cluster", "placement_reason", "cluster_selector",
-            "price_per_hour", "progress",
+            "price_per_hour", "gpu_memory_gb", "progress",
         ]
         read_only_fields = fields
 

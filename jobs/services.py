@@ -26,6 +26,7 @@ from cluster.manifests.checkpoint import RUN_TOKEN_ENV
 from jobs import checkpoints
 from jobs.models import TrainingRun
 from jobs.validation import RunRequest, parse_run_request
+from quotas import policy
 from quotas.constants import Reason as QuotaReason
 from quotas.decide import Decision, ResourceRequest
 from quotas.models import GpuFlavor
@@ -89,11 +90,25 @@ def _rejection_errors(request: RunRequest, decision: Decision) -> dict[str, list
     return {field: [decision.message]}
 
 
+def _shape(request: RunRequest) -> policy.Shape:
+    """What a run asks of its flavor: training, ``workers`` pods as one job, ``gpus_per_worker`` units each."""
+    return policy.Shape(training=True, workers=request.workers, units_per_pod=request.gpus_per_worker,
+                        shm_gb=request.shm_gb)
+
+
+def _flavor_errors(request: RunRequest, flavor: GpuFlavor) -> dict[str, list[str]]:
+    """What ``flavor`` refuses of the run (:func:`quotas.policy.refusals`) as field errors: submission and
+    the preview (the form's panel, the API's dry run) ask it alike."""
+    return policy.refusals(flavor, _shape(request)).errors(units_field="gpus_per_worker")
+
+
 def _check_team_facts(team: Team, request: RunRequest) -> GpuFlavor:
-    """Checks that need the database, with field errors: flavor, name free among active runs."""
+    """Checks that need the database, with field errors: flavor (and what it takes), name free among active runs."""
     flavor, errors = workloads.check_flavor_and_name(
         TrainingRun, team, request.flavor, request.name, f"The team already has an active run named {request.name!r}.",
         dict(request.cluster_selector))
+    if flavor is not None:
+        errors.update(_flavor_errors(request, flavor))
     if errors:
         raise ValidationError(errors)
     return flavor
@@ -141,14 +156,24 @@ def checkpoint_claim(request: RunRequest) -> dict[str, str]:
             "checkpoint_storage_class": settings.SLIPWAY_CHECKPOINT_STORAGE_CLASS}
 
 
-def preview_run(team: Team, data: dict) -> Preview:
-    """The preview of submitting ``data`` (docs/glossary.md "preview"): price, budget share, start now / queue (position, estimate) / refuse."""
+def preview_run(team: Team, data: dict, *, strict: bool = False) -> Preview:
+    """The preview of submitting ``data`` (docs/glossary.md "preview"): price, budget share, start now / queue
+    (position, estimate) / refuse, and the flavor advice it contradicts (``warnings``).
+
+    Bad input, or a flavor that does not take the run, is an "invalid" preview naming the first field (the
+    form's panel); ``strict`` (the API's dry run) raises the ``ValidationError`` instead, a 400 as submitting is.
+    """
     try:
         request = parse_run_request(data)
+        flavor = GpuFlavor.objects.usable().filter(name=request.flavor).first()
+        errors = _flavor_errors(request, flavor) if flavor is not None else {}
+        if errors:
+            raise ValidationError(errors)
     except ValidationError as exc:
+        if strict:
+            raise
         first = next(iter(exc.message_dict.items()))
         return Preview("invalid", f"{first[0]}: {first[1][0]}")
-    flavor = GpuFlavor.objects.usable().filter(name=request.flavor).first()
     quota_request = _quota_request(request)
     price = None
     if flavor is not None:
@@ -160,7 +185,10 @@ def preview_run(team: Team, data: dict) -> Preview:
         total = rate * request.max_runtime_minutes / 60 if request.max_runtime_minutes else None
         quota_request = dataclasses.replace(quota_request, cost_per_hour=rate, estimated_cost=total)
     duration = timedelta(minutes=request.max_runtime_minutes) if request.max_runtime_minutes else None
-    return preview_request(team, quota_request, flavor, duration, price)
+    result = preview_request(team, quota_request, flavor, duration, price)
+    if flavor is None:
+        return result
+    return dataclasses.replace(result, warnings=policy.warnings(flavor, _shape(request), request.gpu_memory_gb))
 
 
 # 3. Reporting a checkpoint (jobs.checkpoints) ------------------------------------------------

@@ -28,6 +28,7 @@ from workloads.validation import (
     VolumeRequest,
     check_cluster_selector,
     check_env,
+    check_gpu_memory,
     check_image,
     check_name,
     check_secret_env,
@@ -70,6 +71,8 @@ class RunRequest:
     volumes: tuple[VolumeRequest, ...] = field(default=())
     checkpoint: CheckpointRequest | None = None
     cluster_selector: tuple[tuple[str, str], ...] = ()
+    #: The GPU memory each pod needs (GB), when said: for advice and the sandbox's simulation.
+    gpu_memory_gb: float | None = None
 
     def as_fields(self) -> dict[str, Any]:
         """The model fields of a TrainingRun with these values (flavor and secret env excluded)."""
@@ -80,14 +83,14 @@ class RunRequest:
             "max_runtime_minutes": self.max_runtime_minutes, "priority": self.priority, "spot": self.spot,
             "volumes": [{"claim": v.claim, "mount_path": v.mount_path, "read_only": v.read_only} for v in self.volumes],
             "checkpoint": self.checkpoint.as_field() if self.checkpoint is not None else None,
-            "cluster_selector": dict(self.cluster_selector),
+            "cluster_selector": dict(self.cluster_selector), "gpu_memory_gb": self.gpu_memory_gb,
         }
 
 
 KNOWN_FIELDS = {
     "team", "name", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers", "cpu",
     "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes", "checkpoint",
-    "cluster_selector",
+    "cluster_selector", "gpu_memory_gb",
 }
 
 
@@ -153,6 +156,7 @@ def parse_run_request(data: Mapping[str, Any]) -> RunRequest:
     cpu = col.number("cpu", 0.001, c.MAX_CPU)
     memory_gb = col.number("memory_gb", 0.001, c.MAX_MEMORY_GB)
     shm_gb = col.number("shm_gb", 0.001, c.MAX_SHM_GB)
+    gpu_memory_gb = check_gpu_memory(col)
     if shm_gb is not None and memory_gb is not None and shm_gb > memory_gb:
         col.add("shm_gb", "Shared memory counts against the container's memory: it must not exceed memory_gb.")
     max_retries = col.integer("max_retries", 2, 0, c.MAX_RETRIES)
@@ -176,6 +180,6 @@ def parse_run_request(data: Mapping[str, Any]) -> RunRequest:
         gpus_per_worker=gpus or 1, workers=workers or 1, cpu=cpu, memory_gb=memory_gb, shm_gb=shm_gb,
         max_retries=max_retries if max_retries is not None else 2, max_runtime_minutes=max_runtime,
         priority=str(priority), spot=spot, volumes=volumes, checkpoint=checkpoint,
-        cluster_selector=tuple(sorted(selector.items())),
+        cluster_selector=tuple(sorted(selector.items())), gpu_memory_gb=gpu_memory_gb,
     )
 

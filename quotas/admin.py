@@ -104,18 +104,55 @@ class ClusterPriceInline(admin.TabularInline):
     verbose_name_plural = "Prices on clusters (a cluster not listed charges the prices above)"
 
 
+class GpuFlavorForm(forms.ModelForm):
+    """The flavor form, with the help a shared flavor needs where the model's field help is too short."""
+
+    class Meta:
+        model = GpuFlavor
+        fields = ["name", "description", "active", "resource_name", "gpu_model", "mig_profile", "gpu_memory_gb",
+                  "gpu_fraction", "max_units_per_node", "sharing", "replicas", "training", "one_team_per_gpu",
+                  "node_labels", "tolerations", "price_per_hour", "spot_price_per_hour"]
+        help_texts = {
+            "resource_name": "nvidia.com/gpu (whole GPUs; time-sliced or MPS GPUs as the device plugin keeps the "
+                             "name), nvidia.com/gpu.shared (shared GPUs when the device plugin renames them: "
+                             "renameByDefault) or nvidia.com/mig-<profile>.",
+            "gpu_model": "GPU Feature Discovery's nvidia.com/gpu.product of an unshared GPU, e.g. Tesla-T4 (on a "
+                         "time-sliced or MPS node it writes Tesla-T4-SHARED: Slipway selects that itself).",
+            "gpu_memory_gb": "The physical GPU's memory, also for time-sliced and MPS flavors (an MPS unit is "
+                             "limited to memory / replicas; time-sliced units share all of it).",
+            "gpu_fraction": "Share of a physical GPU one unit is (a MIG 1g slice of an A100 is 1/7). Time-sliced "
+                            "and MPS flavors: set to 1/replicas on save.",
+            "node_labels": "Extra node selector, a JSON object. Slipway's pods already select the labels GPU "
+                           "Feature Discovery puts on the flavor's nodes (nvidia.com/gpu.product; on shared GPUs "
+                           "also nvidia.com/gpu.replicas and nvidia.com/gpu.sharing-strategy); labels that "
+                           "contradict them are refused.",
+        }
+
+
 @admin.register(GpuFlavor)
 class GpuFlavorAdmin(admin.ModelAdmin):
-    list_display = ["name", "resource_name", "gpu_model", "mig_profile", "gpu_memory_gb", "gpu_fraction",
-                    "max_units_per_node", "price", "spot_price", "active"]
+    form = GpuFlavorForm
+    list_display = ["name", "resource_name", "gpu_model", "mig_profile", "sharing", "replicas", "gpu_memory_gb",
+                    "gpu_fraction", "max_units_per_node", "price", "spot_price", "training", "one_team_per_gpu",
+                    "active"]
     price = money_column("price_per_hour", "price per hour", precise=True)
     spot_price = money_column("spot_price_per_hour", "spot price per hour", precise=True)
-    list_filter = ["active", "resource_name", "gpu_model"]
+    list_filter = ["active", "sharing", "training", "resource_name", "gpu_model"]
     search_fields = ["name", "gpu_model", "resource_name", "description"]
     fieldsets = [
         (None, {"fields": ["name", "description", "active"]}),
         ("Hardware", {"fields": ["resource_name", "gpu_model", "mig_profile", "gpu_memory_gb", "gpu_fraction",
                                  "max_units_per_node"]}),
+        ("Sharing", {
+            "fields": ["sharing", "replicas", "training", "one_team_per_gpu"],
+            "description": "Time-sliced and MPS flavors cut each GPU of a node pool into replicas units, each "
+                           "1/replicas of a GPU (quota, billing and idle waste count it so; price it at about "
+                           "the GPU's price / replicas). Time-slicing isolates nothing: every pod sees the whole "
+                           "GPU memory and one can exhaust it for all (not for training that needs the whole "
+                           "memory). MPS limits each pod's memory but not its faults: keep it to one team per "
+                           "GPU. The nodes need the device plugin config of the flavor: manage.py "
+                           "device_plugin_config writes it (docs/admin.md, \"Shared GPUs\").",
+        }),
         ("Placement", {"fields": ["node_labels", "tolerations"]}),
         ("Prices per unit and hour", {"fields": ["price_per_hour", "spot_price_per_hour"]}),
     ]
@@ -339,18 +376,22 @@ class PreemptionEventAdmin(ReadOnlyAdmin):
 
 @admin.register(UsageRecord)
 class UsageRecordAdmin(ReadOnlyAdmin):
-    list_display = ["ref", "team", "flavor", "user", "hour_", "start_", "end_", "units", "spot", "gpu_hours_",
-                    "cost_"]
+    list_display = ["ref", "team", "flavor", "user", "hour_", "start_", "end_", "units", "spot", "unit_hours_",
+                    "gpu_hours_", "cost_"]
     hour_ = when_column("hour", "hour")
     start_ = when_column("start", "start", "seconds")
     end_ = when_column("end", "end", "seconds")
     cost_ = money_column("cost", "cost", "currency")
     idle_cost_ = money_column("idle_cost", "idle cost", "currency")
     # Money and GPU-hours as people read them on the detail page too (the columns keep ten decimals).
-    exclude = ["cost", "gpu_hours", "idle_cost", "idle_gpu_hours", "borrowed_gpu_hours"]
-    readonly_fields = ["gpu_hours_", "cost_", "idle_gpu_hours_", "idle_cost_", "borrowed_gpu_hours_"]
+    exclude = ["cost", "gpu_hours", "idle_cost", "idle_gpu_hours", "borrowed_gpu_hours", "unit_hours"]
+    readonly_fields = ["unit_hours_", "gpu_hours_", "cost_", "idle_gpu_hours_", "idle_cost_", "borrowed_gpu_hours_"]
 
-    @admin.display(description="GPU-hours", ordering="gpu_hours")
+    @admin.display(description="unit-hours", ordering="unit_hours")
+    def unit_hours_(self, record: UsageRecord) -> str:
+        return f"{record.unit_hours:.4f}"  # the flavor's units held × hours (docs/money.md)
+
+    @admin.display(description="physical GPU-hours", ordering="gpu_hours")
     def gpu_hours_(self, record: UsageRecord) -> str:
         return f"{record.gpu_hours:.4f}"  # the column keeps ten decimals for exact sums
 

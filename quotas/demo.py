@@ -7,6 +7,13 @@ Node labels match the GPU Operator labels of the sandbox inventory (``sandbox/in
 alone restricts them to MIG nodes, and the product label keeps them on A100s. Their prices
 are the parent A100's price times the slice's share of the GPU (1g = 1/7, 2g = 2/7, 3g = 3/7).
 
+Two flavors share GPUs (docs/admin.md "Shared GPUs"): ``t4-ts4`` cuts each Tesla T4 into 4 time-sliced
+units and ``a10g-mps2`` each A10G into 2 MPS units. A unit is 1/replicas of the GPU and priced so (the
+GPU's price / replicas); they carry no product label of their own, since their pods select the labels GPU
+Feature Discovery puts on shared nodes (``Tesla-T4-SHARED``, replicas, sharing strategy), which
+``deploy/device-plugin/`` configures. Their largest node is the sandbox's shared pool node of cluster east
+(2 GPUs: 8 T4 units, 4 A10G units).
+
 Largest node per flavor: the biggest A100 and H100 nodes have 8 GPUs, the L4 nodes 1; the sandbox's
 MIG node (cluster east) exposes 10x 1g.10gb, 2x 2g.20gb and 4x 3g.40gb. The sandbox's clusters
 price some flavors their own way (``prices`` in ``sandbox/inventory.yaml``), near these list prices.
@@ -41,6 +48,14 @@ MIG_PROFILES = [
 ]
 
 
+#: The shared flavors: name, sharing, replicas, product, memory GB of the GPU, GPUs on the largest node,
+#: the whole GPU's on-demand and spot price per hour, and whether training may use it.
+SHARED_GPUS = [
+    ("t4-ts4", Sharing.TIME_SLICING, 4, "Tesla-T4", 16, 2, Decimal("0.40"), Decimal("0.16"), False),
+    ("a10g-mps2", Sharing.MPS, 2, "NVIDIA-A10G", 24, 2, Decimal("1.00"), Decimal("0.40"), True),
+]
+
+
 def _q(value: Decimal, places: str) -> Decimal:
     return value.quantize(Decimal(places), ROUND_HALF_UP)
 
@@ -63,6 +78,23 @@ def flavor_definitions() -> list[dict]:
             "max_units_per_node": largest, "price_per_hour": _q(A100_PRICE * share, "0.0001"),
             "spot_price_per_hour": _q(A100_SPOT_PRICE * share, "0.0001"),
             "description": f"A100-80GB MIG slice {profile} ({sevenths}/7 of a GPU)",
+        })
+    for name, sharing, replicas, product, mem, gpus, price, spot, training in SHARED_GPUS:
+        # The description says what the sharing does not isolate (docs/admin.md "Shared GPUs").
+        if sharing == Sharing.TIME_SLICING:
+            how, warning = "time-sliced", (f"No memory isolation: all pods share its {mem} GB. Not for training "
+                                           "that needs the whole GPU memory.")
+        else:
+            how, warning = "MPS", f"{mem // replicas} GB per pod; faults are not isolated: one team per GPU."
+        defs.append({
+            "name": name, "resource_name": "nvidia.com/gpu", "gpu_model": product, "mig_profile": "",
+            "sharing": sharing, "replicas": replicas, "training": training,
+            "one_team_per_gpu": sharing == Sharing.MPS, "gpu_memory_gb": mem,
+            "gpu_fraction": _q(Decimal(1) / replicas, "0.000001"), "node_labels": {},
+            "tolerations": [GPU_TAINT_TOLERATION], "max_units_per_node": gpus * replicas,
+            "price_per_hour": _q(price / replicas, "0.0001"), "spot_price_per_hour": _q(spot / replicas, "0.0001"),
+            "description": f"{product} {how} x{replicas}: 1/{replicas} of a GPU at 1/{replicas} of its price "
+                           f"({price}/h / {replicas}). {warning}",
         })
     return defs
 

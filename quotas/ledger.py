@@ -106,9 +106,18 @@ def interval_cost(price: Decimal, units: int, start: datetime, end: datetime) ->
 
 
 def interval_gpu_hours(gpu_fraction: Decimal, units: int, start: datetime, end: datetime) -> Decimal:
-    """The GPU-hours of ``units`` (each ``gpu_fraction`` of a GPU) over ``[start, end)``, at ledger precision."""
+    """The *physical* GPU-hours of ``units`` (each ``gpu_fraction`` of a GPU) over ``[start, end)``, at ledger
+    precision: the one rule of the ledger's ``gpu_hours`` (reports' ``physical_gpu_hours``). A time-sliced ×4
+    unit for an hour is 0.25 of a physical GPU-hour, a MIG 1g slice 1/7: what finance compares across flavors."""
     hours = Decimal((end - start).total_seconds()) / Decimal(3600)
     return (gpu_fraction * units * hours).quantize(LEDGER_PRECISION, ROUND_HALF_UP)
+
+
+def interval_unit_hours(units: int, start: datetime, end: datetime) -> Decimal:
+    """The *unit*-hours of ``units`` over ``[start, end)``, at ledger precision: what was held in the flavor's
+    own units, the quantity a price is per (cost = unit-hours × price). The one rule of ``unit_hours``."""
+    hours = Decimal((end - start).total_seconds()) / Decimal(3600)
+    return (units * hours).quantize(LEDGER_PRECISION, ROUND_HALF_UP)
 
 
 def open_segment_cost(price: Decimal, units: int, since: datetime | None, now: datetime) -> Decimal:
@@ -149,6 +158,10 @@ class Interval:
         """``(cost, gpu_hours)`` of this interval."""
         return (interval_cost(self.price, self.units, self.start, self.end),
                 interval_gpu_hours(self.gpu_fraction, self.units, self.start, self.end))
+
+    def unit_hours(self) -> Decimal:
+        """The unit-hours of this interval (:func:`interval_unit_hours`)."""
+        return interval_unit_hours(self.units, self.start, self.end)
 
     def borrowed_gpu_hours(self, gpu_hours: Decimal) -> Decimal:
         """The part of ``gpu_hours`` (this interval's, :meth:`charge`) that ran on borrowed units.
@@ -209,7 +222,8 @@ def record_intervals(intervals: list[Interval]) -> set[tuple[str, datetime]]:
         params += [i.team_id, i.ref, i.flavor_id, i.user_id, ops.adapt_datetimefield_value(usage_hour(i.start)),
                    ops.adapt_datetimefield_value(i.start), ops.adapt_datetimefield_value(i.end), i.units, i.spot,
                    *(ops.adapt_decimalfield_value(amount, LEDGER_DIGITS, 10)
-                     for amount in (gpu_hours, cost, idle_gpu_hours, idle_cost, i.borrowed_gpu_hours(gpu_hours))),
+                     for amount in (gpu_hours, cost, idle_gpu_hours, idle_cost, i.borrowed_gpu_hours(gpu_hours),
+                                    i.unit_hours())),
                    currency]
     with connection.cursor() as cursor:
         cursor.execute(_upsert_sql(connection.vendor, len(intervals)), params)
@@ -226,12 +240,13 @@ def _upsert_sql(vendor: str, rows: int) -> str:
     """
     q = connection.ops.quote_name
     table = q(UsageRecord._meta.db_table)
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * rows)
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * rows)
     added = ", ".join(f"{column} = {table}.{column} + excluded.{column}"
-                      for column in ("gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours"))
+                      for column in ("gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours",
+                                     "unit_hours"))
     return (
         f"INSERT INTO {table} (team_id, ref, flavor_id, user_id, hour, {q('start')}, {q('end')}, units, spot,"  # noqa: S608 - only quoted model names are interpolated
-        f" gpu_hours, cost, idle_gpu_hours, idle_cost, borrowed_gpu_hours, currency) VALUES {values}"
+        f" gpu_hours, cost, idle_gpu_hours, idle_cost, borrowed_gpu_hours, unit_hours, currency) VALUES {values}"
         f" ON CONFLICT (ref, hour) DO UPDATE SET {q('end')} = excluded.{q('end')}, {added},"
         f" units = CASE WHEN excluded.units > {table}.units THEN excluded.units ELSE {table}.units END"
         f" WHERE {table}.{q('end')} <= excluded.{q('start')} RETURNING ref, hour"
@@ -489,12 +504,16 @@ def spent_month(team, now: datetime | None = None) -> Decimal:
 GROUP_FIELDS = {"day": "day", "flavor": "flavor__name", "user": "user__username", "workload": "ref",
                 "team": "team__slug"}
 
-#: The sums of a report row, in the order :func:`usage_table` keeps them: the ledger's (GPU-hours,
-#: cost, their idle and borrowed parts), then the work preemption lost (:class:`PreemptionEvent`).
-REPORT_SUMS = ("gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours",
+#: The sums of a report row, in the order :func:`usage_table` keeps them: the ledger's (physical GPU-hours,
+#: cost, their idle and borrowed parts, unit-hours), then the work preemption lost (:class:`PreemptionEvent`).
+#: Two figures of time, named apart: ``gpu_hours`` is *physical* GPU time (units × ``gpu_fraction`` × hours,
+#: :func:`interval_gpu_hours`; reports also call it ``physical_gpu_hours``) and ``unit_hours`` the flavor's
+#: units held × hours (:func:`interval_unit_hours`, what prices are per).
+REPORT_SUMS = ("gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours", "unit_hours",
                "preempted_gpu_hours", "preempted_cost")
 #: The sums the ledger's rows hold (the rest come from the preemption log).
-LEDGER_SUMS = REPORT_SUMS[:5]
+LEDGER_SUMS = REPORT_SUMS[:6]
+_PREEMPTED_HOURS, _PREEMPTED_COST = REPORT_SUMS.index("preempted_gpu_hours"), REPORT_SUMS.index("preempted_cost")
 
 
 def usage_rows(teams, since, until, group_by: str, now: datetime | None = None) -> list[dict]:
@@ -523,7 +542,7 @@ def usage_table(teams, since, until, keys: tuple[str, ...], now: datetime | None
     totals: dict[tuple[str, ...], list[Decimal]] = {}
     for row in records.values(*fields, "currency").annotate(**{s: Sum(s) for s in LEDGER_SUMS}).order_by():
         group = tuple(str(row[f]) if row[f] is not None else "" for f in fields)
-        totals[(*group, row["currency"])] = [row[s] for s in LEDGER_SUMS] + [ZERO, ZERO]
+        totals[(*group, row["currency"])] = [row[s] for s in LEDGER_SUMS] + [ZERO] * (len(REPORT_SUMS) - len(LEDGER_SUMS))
     now = min(now or timezone.now(), until)
     pieces = [i for i in open_intervals([team.pk for team in teams], now) if since <= i.start < until]
     borrowed = Reservation.objects.held().borrowed_by_ref(list({i.ref for i in pieces}))
@@ -535,7 +554,8 @@ def usage_table(teams, since, until, keys: tuple[str, ...], now: datetime | None
         borrowed_gpu_hours = replace(piece, borrowed_units=borrowed.get(piece.ref, 0)).borrowed_gpu_hours(gpu_hours)
         group = tuple(_group_of(piece, key, names) for key in keys)
         total = totals.setdefault((*group, settings.SLIPWAY_CURRENCY), [ZERO] * len(REPORT_SUMS))
-        for index, amount in enumerate((gpu_hours, cost, idle_gpu_hours, idle_cost, borrowed_gpu_hours)):
+        for index, amount in enumerate((gpu_hours, cost, idle_gpu_hours, idle_cost, borrowed_gpu_hours,
+                                        piece.unit_hours())):
             total[index] += amount
     events = PreemptionEvent.objects.filter(team__in=teams, at__gte=since, at__lt=until)
     if "day" in keys:
@@ -544,10 +564,16 @@ def usage_table(teams, since, until, keys: tuple[str, ...], now: datetime | None
                 .annotate(hours=Sum("lost_gpu_hours"), lost=Sum("lost_cost")).order_by()):
         group = tuple(str(row[f]) if row[f] is not None else "" for f in fields)
         total = totals.setdefault((*group, row["currency"]), [ZERO] * len(REPORT_SUMS))
-        total[5] += row["hours"] or ZERO
-        total[6] += row["lost"] or ZERO
-    return [{**dict(zip(keys, group[:-1], strict=True)), **dict(zip(REPORT_SUMS, sums, strict=True)),
+        total[_PREEMPTED_HOURS] += row["hours"] or ZERO
+        total[_PREEMPTED_COST] += row["lost"] or ZERO
+    return [{**dict(zip(keys, group[:-1], strict=True)), **with_physical(dict(zip(REPORT_SUMS, sums, strict=True))),
              "currency": group[-1]} for group, sums in sorted(totals.items())]
+
+
+def with_physical(sums: dict[str, Decimal]) -> dict[str, Decimal]:
+    """A report row's sums with ``physical_gpu_hours``: its ``gpu_hours`` under the name that cannot be taken
+    for unit-hours (the ledger's GPU-hours were physical from the start; the old name stays, the same figure)."""
+    return {**sums, "physical_gpu_hours": sums["gpu_hours"]}
 
 
 def _group_of(piece: Interval, key: str, names: dict[str, dict[int, str]]) -> str:

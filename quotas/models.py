@@ -16,7 +16,14 @@ from django.db import models
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from cluster.specs import ISOLATION, REPLICATED_SHARINGS, FlavorSpec
+from cluster.nvidia import (
+    GPU_RESOURCE,
+    SHARING_STRATEGY_LABEL,
+    describe_selector,
+    gfd_selector,
+    selector_conflicts,
+)
+from cluster.specs import ISOLATION, REPLICATED_SHARINGS, SHARING_NONE, FlavorSpec
 from core.formatting import format_money, format_when
 from quotas.constants import MAX_REPLICAS, SHARED_RESOURCE_NAMES, Priority, Sharing
 
@@ -117,11 +124,15 @@ class GpuFlavor(models.Model):
         return self.name
 
     def save(self, *args, **kwargs) -> None:
-        # One rule for what a unit is: a replica of a shared GPU is 1/replicas of it, so quota, borrowing,
-        # showback and idle waste (all of which read gpu_fraction) count it as such.
+        self.set_fraction()
+        super().save(*args, **kwargs)
+
+    def set_fraction(self) -> None:
+        """One rule for what a unit is: a replica of a shared GPU is 1/replicas of it, so quota, borrowing,
+        showback and idle waste (all of which read gpu_fraction) count it as such. :meth:`save` applies it
+        (and a flavor that is never saved, bench/sharing.py's, through it)."""
         if self.replicated and self.replicas:
             self.gpu_fraction = (Decimal(1) / self.replicas).quantize(Decimal("0.000001"))
-        super().save(*args, **kwargs)
 
     def clean(self) -> None:
         """A flavor's sharing, replicas, MIG profile and resource name must describe one real device-plugin set-up."""
@@ -139,8 +150,37 @@ class GpuFlavor(models.Model):
                                            "(the second when the device plugin renames shared GPUs).")
         elif self.replicas != 1:
             errors["replicas"] = "Only time-sliced and MPS flavors have replicas; leave it at 1."
+        if not isinstance(self.node_labels, dict):
+            errors["node_labels"] = ('A JSON object of node label and value, e.g. '
+                                     '{"node.kubernetes.io/instance-type": "g4dn.xlarge"}.')
+        elif not errors.keys() & {"replicas", "sharing"} and (conflicts := self.gfd_conflicts()):
+            # Only for a sharing set-up that is valid itself: GFD's labels follow from it.
+            errors["node_labels"] = conflicts
         if errors:
             raise ValidationError(errors)
+
+    def gfd_conflicts(self) -> str:
+        """The field error of node labels that no node of this flavor carries ("" when none).
+
+        GPU Feature Discovery labels a node by how its GPUs are shared (:func:`cluster.nvidia.gfd_selector`),
+        and Slipway's pods select those labels themselves: an extra label that says otherwise (a plain
+        product on a time-sliced flavor, another sharing strategy) would match no node at all.
+        """
+        conflicts = selector_conflicts(self.node_labels, self.gpu_model, self.resource_name, self.sharing,
+                                       self.replicas)
+        if not conflicts:
+            return ""
+        gfd = gfd_selector(self.gpu_model, self.resource_name, self.sharing, self.replicas)
+        if self.replicated:
+            how = "time-sliced" if self.sharing == Sharing.TIME_SLICING else "shared with MPS"
+            renamed = f" and advertised as {self.resource_name}" if self.resource_name != GPU_RESOURCE else ""
+            nodes = f"nodes whose {self.gpu_model} GPUs are {how} ×{self.replicas}{renamed}"
+        else:
+            nodes = f"nodes of unshared {self.gpu_model} GPUs"
+            gfd = {**gfd, SHARING_STRATEGY_LABEL: SHARING_NONE}
+        return (f"{', '.join(conflicts)} matches no node of this flavor: GPU Feature Discovery labels {nodes} "
+                f"with {describe_selector(gfd)}. Slipway's pods select those labels already; leave them out "
+                "of the node labels (or give the same values).")
 
     @property
     def usable(self) -> bool:
@@ -522,6 +562,9 @@ class UsageRecord(models.Model):
     # fair share remembers (decayed) and usage reports show as ``borrowed_gpu_hours``.
     borrowed_gpu_hours = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0),
                                              db_default=Decimal(0))
+    # The flavor's units held × hours (gpu_hours is physical: × gpu_fraction too). Apart from gpu_hours, since a
+    # flavor's fraction may change (an admin re-cuts a shared GPU) and the hours past must keep their meaning.
+    unit_hours = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0), db_default=Decimal(0))
     currency = models.CharField(max_length=3, default=_default_currency)
 
     class Meta:

@@ -16,7 +16,16 @@ from django.utils import timezone
 from core.formatting import plain_amount
 from quotas import charts
 from quotas.constants import ZERO
-from quotas.ledger import REPORT_SUMS, RefLabel, month_end, month_start, ref_labels, usage_rows, usage_table
+from quotas.ledger import (
+    REPORT_SUMS,
+    RefLabel,
+    month_end,
+    month_start,
+    ref_labels,
+    usage_rows,
+    usage_table,
+    with_physical,
+)
 from quotas.models import BudgetMonth, GpuFlavor, TeamBudget
 from quotas.services import budget_summaries, budget_summary
 from teams.models import Team
@@ -52,12 +61,18 @@ class ShareRow:
 
     label: str
     url: str
-    gpu_hours: Decimal
+    gpu_hours: Decimal  #: physical GPU-hours (quotas.ledger.interval_gpu_hours)
     cost: Decimal
     idle_gpu_hours: Decimal
     idle_cost: Decimal
     width: float  #: percent of the largest cost
     idle_width: float  #: percent of the largest cost that was idle
+    unit_hours: Decimal = ZERO  #: the flavors' units held × hours (quotas.ledger.interval_unit_hours)
+
+    @property
+    def physical_gpu_hours(self) -> Decimal:
+        """Its GPU-hours under the name that cannot be taken for unit-hours (the same figure)."""
+        return self.gpu_hours
 
     @property
     def idle_share(self) -> float:
@@ -74,7 +89,7 @@ def share_rows(rows: list[dict], labels: dict[str, RefLabel] | None = None) -> l
         named = (labels or {}).get(row["group"]) or RefLabel(row["group"] or "—")
         shares.append(ShareRow(named.name, named.url, row["gpu_hours"], row["cost"], row["idle_gpu_hours"], row["idle_cost"],
                                round(float(row["cost"] / largest * 100), 1),
-                               round(float(row["idle_cost"] / largest * 100), 1)))
+                               round(float(row["idle_cost"] / largest * 100), 1), row["unit_hours"]))
     return shares
 
 
@@ -116,7 +131,7 @@ def usage_page(team: Team, month: datetime, now: datetime | None = None) -> dict
         committed=budget["committed"] if current else None,
         projected=budget["projected_month_end"] if current else None, limit=limit,
         runs_out_at=budget["runs_out_at"] if current else None, currency=currency)
-    totals = {key: sum((row[key] for row in reports["flavor"]), ZERO) for key in REPORT_SUMS}
+    totals = with_physical({key: sum((row[key] for row in reports["flavor"]), ZERO) for key in REPORT_SUMS})
     return {
         "since": since, "until": until, "current": current,
         # The report API's period for the CSV links: its ``until`` date counts as a whole day.
@@ -168,6 +183,9 @@ def showback_page(month: datetime, now: datetime | None = None) -> dict:
 #: Columns of the cost report (``GET /usage/``, JSON fields and CSV columns alike).
 REPORT_COLUMNS = ["group", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours",
                   "preempted_gpu_hours", "preempted_cost", "currency"]
+#: The two figures of time by their unmistakable names (issue 37.6): last, so the columns files had before
+#: keep their places.
+HOURS_COLUMNS = ["unit_hours", "physical_gpu_hours"]
 #: The report by workload names each one: ``group`` is its ledger ref (``run:13``), the rest say what it is.
 WORKLOAD_DETAILS = ["name", "kind", "team", "user", "flavor"]
 #: ...and ``label`` says it as people are told everywhere ("run bert (#13) of team nlp"): the CSV's
@@ -178,8 +196,8 @@ WORKLOAD_LABEL = "label"
 def report_columns(group_by: str) -> list[str]:
     """The CSV columns of the report grouped by ``group_by``."""
     if group_by != "workload":
-        return REPORT_COLUMNS
-    return REPORT_COLUMNS[:1] + WORKLOAD_DETAILS + REPORT_COLUMNS[1:] + [WORKLOAD_LABEL]
+        return REPORT_COLUMNS + HOURS_COLUMNS
+    return REPORT_COLUMNS[:1] + WORKLOAD_DETAILS + REPORT_COLUMNS[1:] + [WORKLOAD_LABEL] + HOURS_COLUMNS
 
 
 def usage_report(teams, since: datetime, until: datetime, group_by: str, now: datetime | None = None) -> list[dict]:
@@ -225,7 +243,7 @@ def report_filename(teams: list[Team], since: datetime, until: datetime, group_b
 
 #: Columns of the showback CSV: one row per team and flavor.
 SHOWBACK_COLUMNS = ["team", "flavor", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours",
-                    "preempted_gpu_hours", "preempted_cost", "currency"]
+                    "preempted_gpu_hours", "preempted_cost", "currency", *HOURS_COLUMNS]
 
 #: GPU-hours in downloads: to a ten-thousandth (a MIG slice for a minute is 0.0024).
 HOURS = Decimal("0.0001")
@@ -239,7 +257,8 @@ def showback_csv_rows(month: datetime, now: datetime | None = None) -> list[dict
     for row in rows:
         row.update({key: plain_amount(row[key]) for key in ("cost", "idle_cost", "preempted_cost")})
         row.update({key: f"{row[key].quantize(HOURS, ROUND_HALF_UP):f}"
-                    for key in ("gpu_hours", "idle_gpu_hours", "borrowed_gpu_hours", "preempted_gpu_hours")})
+                    for key in ("gpu_hours", "idle_gpu_hours", "borrowed_gpu_hours", "preempted_gpu_hours",
+                                *HOURS_COLUMNS)})
     return rows
 
 

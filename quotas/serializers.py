@@ -11,7 +11,9 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from cluster.specs import ISOLATION
 from core.formatting import MONEY_ROUNDING
+from quotas.constants import Sharing
 from quotas.ledger import month_start
 from quotas.models import FLAVOR_NAME, Cohort, GpuFlavor
 from quotas.pricing import PriceBook, Quote
@@ -33,10 +35,37 @@ class PriceRangeSerializer(serializers.Serializer):
 class FlavorSerializer(serializers.ModelSerializer):
     """A flavor with the one price (:mod:`quotas.pricing`): ``price_per_hour`` and
     ``spot_price_per_hour`` are what a unit-hour of one-unit work costs on the cluster placement
-    would choose now (``cluster``); ``price_range`` spans the clusters that offer it."""
+    would choose now (``cluster``); ``price_range`` spans the clusters that offer it.
+
+    How a unit shares its GPU (issue 37): ``sharing`` and ``replicas``, ``isolation``, the memory one
+    unit may use (``memory_per_unit_gb``; ``memory_shared``: with the other pods on the GPU), ``training``
+    (whether runs may use it). Each is the model's one property (:class:`quotas.models.GpuFlavor`)."""
 
     mig_profile = serializers.SerializerMethodField()
-    gpu_fraction = serializers.FloatField()
+    gpu_fraction = serializers.FloatField(help_text="Share of a physical GPU one unit is (1/replicas when shared).")
+    gpu_memory_gb = serializers.IntegerField(
+        help_text="The memory of the GPU model (of a time-sliced or MPS flavor: of the whole physical GPU).")
+    sharing = serializers.ChoiceField(choices=Sharing.choices, read_only=True,
+                                      help_text="none (a whole GPU), mig, time-slicing or mps.")
+    replicas = serializers.IntegerField(read_only=True, help_text="Units one physical GPU is cut into (1 unless "
+                                                                  "time-sliced or MPS).")
+    isolation = serializers.ChoiceField(
+        choices=sorted(set(ISOLATION.values())), read_only=True,
+        help_text="What is isolated between pods on one GPU: exclusive (a whole GPU), hardware (MIG), partial "
+                  "(MPS: memory limited per pod, faults shared) or none (time-sliced).")
+    memory_per_unit_gb = serializers.DecimalField(
+        max_digits=7, decimal_places=1, read_only=True,
+        help_text="GPU memory one unit may use: a MIG slice's or whole GPU's own, an MPS unit's limit (the GPU's / "
+                  "replicas), a time-sliced unit the whole GPU's — shared.")
+    memory_shared = serializers.BooleanField(source="memory_is_shared", read_only=True,
+                                             help_text="The unit's memory is shared with the other pods on the GPU "
+                                                       "(time-sliced): no limit per pod.")
+    memory_isolated = serializers.SerializerMethodField(
+        help_text="Each pod's GPU memory is its own or limited (whole GPU, MIG, MPS); false when time-sliced.")
+    training = serializers.BooleanField(read_only=True, help_text="Whether training runs may use it (shared flavors: "
+                                                                  "one worker, one unit per pod).")
+    one_team_per_gpu = serializers.SerializerMethodField(
+        help_text="MPS: pods of different teams are never placed on one node's MPS GPUs.")
     price_per_hour = serializers.SerializerMethodField()
     spot_price_per_hour = serializers.SerializerMethodField()
     price_range = serializers.SerializerMethodField()
@@ -47,13 +76,20 @@ class FlavorSerializer(serializers.ModelSerializer):
         model = GpuFlavor
         fields = ["name", "resource_name", "gpu_model", "mig_profile", "gpu_memory_gb", "gpu_fraction",
                   "max_units_per_node", "price_per_hour", "spot_price_per_hour", "price_range", "cluster",
-                  "currency", "description"]
+                  "currency", "description", "sharing", "replicas", "isolation", "memory_per_unit_gb",
+                  "memory_shared", "memory_isolated", "training", "one_team_per_gpu"]
 
     def _quote(self, flavor: GpuFlavor, spot: bool = False) -> Quote:
         return self.context.setdefault("price_book", PriceBook()).quote(flavor, spot)
 
     def get_mig_profile(self, flavor: GpuFlavor) -> str | None:
         return flavor.mig_profile or None
+
+    def get_memory_isolated(self, flavor: GpuFlavor) -> bool:
+        return not flavor.memory_is_shared
+
+    def get_one_team_per_gpu(self, flavor: GpuFlavor) -> bool:
+        return flavor.to_spec().one_team_per_gpu  # the one rule: set, and MPS
 
     @extend_schema_field(serializers.DecimalField(max_digits=12, decimal_places=4))
     def get_price_per_hour(self, flavor: GpuFlavor) -> str:
@@ -116,7 +152,17 @@ class UsageRowSerializer(serializers.Serializer):
     flavor = serializers.CharField(required=False, help_text="By workload: its GPU flavor.")
     label = serializers.CharField(required=False, help_text=(
         'By workload: what people call it, as every message says it: "run bert (#13) of team nlp".'))
-    gpu_hours = serializers.DecimalField(max_digits=14, decimal_places=4)
+    gpu_hours = serializers.DecimalField(
+        max_digits=14, decimal_places=4,
+        help_text="Physical GPU-hours (units × gpu_fraction × hours): the same figure as physical_gpu_hours, its "
+                  "first name.")
+    unit_hours = serializers.DecimalField(
+        max_digits=14, decimal_places=4,
+        help_text="Unit-hours: the flavor's units held × hours, what prices are per (a time-sliced ×4 unit for an "
+                  "hour is 1 unit-hour and 0.25 physical GPU-hours).")
+    physical_gpu_hours = serializers.DecimalField(
+        max_digits=14, decimal_places=4,
+        help_text="Physical GPU-hours: units × gpu_fraction × hours, comparable across whole, MIG and shared flavors.")
     # Money in cents, rounded as everywhere people read it (core.formatting).
     cost = serializers.DecimalField(max_digits=12, decimal_places=2, rounding=MONEY_ROUNDING)
     idle_gpu_hours = serializers.DecimalField(

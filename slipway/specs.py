@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import yaml
 
 from slipway.client import BadRequest
@@ -93,4 +94,8 @@ def show_forecast(forecast: dict) -> int:
         ("Burst", forecast.get("burst")),
         ("Borrows", f"{forecast['borrows']} from the cohort, preemptible" if forecast.get("borrows") else None),
     ])
+    # Advice the choice contradicts (a model larger than a unit's memory, training on a time-sliced GPU):
+    # said, never refused; `slipway flavors` lists what each flavor suits.
+    for warning in forecast.get("warnings") or []:
+        click.echo(f"Warning: {warning}")
     return 0 if forecast["outcome"] in ("admit", "queue") else EXIT_USAGE

@@ -1,4 +1,5 @@
-"""The money verbs: ``quota`` (quotas and budgets of your teams) and ``cost`` (a month's GPU-hours and cost)."""
+"""The money verbs: ``quota`` (quotas and budgets of your teams) and ``cost`` (a month's unit-hours, physical
+GPU-hours and cost)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def month_range(month: str) -> tuple[str, str]:
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 @api_call
 def cost(client: Client, month: str, team: str | None, group_by: str, output: str) -> None:
-    """A month's GPU-hours and cost, by workload, day, flavor or user."""
+    """A month's unit-hours, physical GPU-hours and cost, by workload, day, flavor or user."""
     since, until = month_range(month)
     rows = client.usage_report(team=team, since=since, until=until, group_by=group_by)
     if output != "table":
@@ -65,8 +66,10 @@ def cost(client: Client, month: str, team: str | None, group_by: str, output: st
             r["team"] for r in client.usage_report(since=since, until=until, group_by="workload")})
         if teams:
             click.echo(f"{'Team' if len(teams) == 1 else 'Teams'} {', '.join(teams)}, {month}")
-    table([group_by.upper(), "GPU-HOURS", "COST", "IDLE COST"],
-          [[group, r["gpu_hours"], money(r["cost"], r["currency"]), money(r["idle_cost"], r["currency"])]
+    # Two figures of time (docs/money.md): the flavors' units held (what prices are per) and physical GPUs.
+    table([group_by.upper(), "UNIT-HOURS", "PHYSICAL GPU-HOURS", "COST", "IDLE COST"],
+          [[group, r["unit_hours"], r["physical_gpu_hours"], money(r["cost"], r["currency"]),
+            money(r["idle_cost"], r["currency"])]
            for group, r in zip(groups, rows, strict=True)])
     total = sum((Decimal(r["cost"]) for r in rows), Decimal(0))
     click.echo(f"Total: {money(total, rows[0]['currency'] if rows else '')}")

@@ -1,4 +1,4 @@
-"""Shared fixtures: the standard cast of users, API clients, and the CI service guard.
+"""Shared fixtures: the standard cast of users, API clients, the browser, and the CI service guard.
 
 With ``CI=true`` the suite must run on PostgreSQL and Redis: if either is unreachable the
 session stops with an error instead of skipping the tests that need them.
@@ -7,6 +7,7 @@ session stops with an error instead of skipping the tests that need them.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
@@ -18,6 +19,7 @@ from quotas.demo import seed_flavors, seed_team_quotas
 from teams.models import Role
 from teams.services import create_api_token
 from tests.backends import use_backend
+from tests.browser.support import BrowserThread, Remote, save_evidence, watch_for_template_leaks
 from tests.factories import add_member, make_team, make_user
 from tests.fakes import FakeBackend
 from tests.template_leaks import leak_report
@@ -51,6 +53,7 @@ SQLITE_MODULES = {
     "tests/portal/test_health.py": "the readiness probe's database and broker checks",
     "tests/portal/test_smoke.py": "the project boots and answers on the local default",
     "tests/test_bad_input.py": "input each database refuses in its own way (integers past 64 bits, NUL)",
+    "tests/test_db_snapshot.py": "the browser tests' demo snapshot: CREATE TABLE … AS, INSERT … SELECT, the sequences after",
 }
 
 
@@ -244,3 +247,47 @@ def published(monkeypatch):
 def ep_quota(team, flavors):
     """The team may hold 4 A100s and 7 MIG 1g.10gb slices; budget 100,000 (see quota)."""
     return seed_team_quotas(team, {"a100-80gb": 4, "a100-1g.10gb": 7}, Decimal("100000"))
+
+
+# -- the browser (tests/browser/support.py) ------------------------------------------------------
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report on the test (``item.rep_call``…): the browser fixture keeps evidence of a failed call."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[BrowserThread]:
+    """One chromium for the session (each xdist worker its own), driven from Playwright's own thread."""
+    driven = BrowserThread()
+    yield driven
+    driven.stop()
+
+
+@pytest.fixture
+def browser(chromium, live_server, request) -> Iterator[Remote]:
+    """A page in a fresh browser context of the session's chromium, with the live server running.
+
+    ``@pytest.mark.browser_page(viewport={"width": …, "height": …}, accept_dialogs=True)`` on a test
+    or module sets the window (Playwright's default is 1280×720) and says yes to every ``confirm()``
+    (by default they are dismissed). On a failure the page's screenshot and HTML go to
+    var/test/browser/; a page that showed template syntax fails the test when it closes.
+    """
+    marker = request.node.get_closest_marker("browser_page")
+    options = {"viewport": None, "accept_dialogs": False} | (marker.kwargs if marker else {})
+    if marker and (marker.args or set(options) != {"viewport", "accept_dialogs"}):
+        raise TypeError(f"browser_page takes viewport= and accept_dialogs= only, not {marker.args} {marker.kwargs}")
+    page = chromium.new_page(options["viewport"])
+    leaks = chromium.call(watch_for_template_leaks, page.target)
+    if options["accept_dialogs"]:
+        chromium.call(lambda: page.target.on("dialog", lambda dialog: dialog.accept()))
+    try:
+        yield page
+        save_evidence(request.node, page)
+    finally:
+        chromium.call(lambda: page.target.context.close())
+    assert not leaks, "\n".join(leaks)

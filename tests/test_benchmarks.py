@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from decimal import Decimal
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -139,4 +140,25 @@ def test_the_sharing_bench_prints_its_figures_and_keeps_the_invariants_at_every_
     assert recency.preemptions > 0 and not recency.broken
     assert foresight.preemptions > 0 and not foresight.broken
     assert "the best any victim order could do" in out, out
+    assert "shared GPUs: 24 light endpoints" in out and "physical GPU-hours whole / time-sliced" in out, out
     assert "lost GPU-hours fall by at least half against recency" in out, out
+
+
+def test_the_sharing_bench_serves_light_endpoints_on_a_third_of_the_physical_gpus(capsys):
+    """Issue 37: the same light inference demand on whole T4s and on time-sliced ×4 T4s, side by side —
+    at least 3× fewer physical GPU-hours shared, the time-sliced replicas sized on their guaranteed quarter
+    (so more of them at peak: not 4× by construction), the model fitting the memory 4 pods share."""
+    sharing = _sharing_bench()
+    whole, shared = sharing.shared_mix(sharing.parse([]))
+    assert (whole.flavor.gpu_fraction, shared.flavor.gpu_fraction) == (1, Decimal("0.25"))
+    assert whole.unit_hours == whole.physical_gpu_hours == 24 * 24  # one whole T4 per endpoint, all day
+    assert shared.unit_hours > whole.unit_hours  # busy hours need a second quarter for some endpoints
+    assert shared.physical_gpu_hours == shared.unit_hours / 4 and shared.peak_replicas > whole.peak_replicas
+    assert whole.physical_gpu_hours >= 3 * shared.physical_gpu_hours
+    assert shared.cost == shared.unit_hours * Decimal("0.10") and whole.cost == whole.unit_hours * Decimal("0.40")
+    assert shared.warnings == () and shared.peak_gpus < whole.peak_gpus
+    # A model too large for 4 pods on one 16 GB GPU is warned about and fails the target.
+    crowded = sharing.parse(["--model-gb", "5"])
+    assert sharing.shared_mix(crowded)[1].warnings
+    assert not sharing.report_mix(crowded, sharing.shared_mix(crowded), quick=False)
+    assert "FAIL" in capsys.readouterr().out

@@ -104,6 +104,7 @@ OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-toke
               "jobs:run-preview", "inference:endpoint-list", "inference:endpoint-new", "inference:endpoint-preview",
               "usage", "usage-report", "team-list", "flavor-list", "login", "logout", "device-login",
               "api-root",  # the API root: links only, for whoever is signed in
+              "flavor-help",  # the flavors everyone may request, as flavor-list (tests/front/test_flavor_help.py)
               # The caller's team, or the runs its query names, each read as its page is (404 outside the
               # team: tests/jobs/test_metric_pages.py).
               "jobs:run-compare"}

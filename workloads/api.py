@@ -409,6 +409,10 @@ class PreviewSerializer(serializers.Serializer):
         help_text="One unit-hour's price (quotas.pricing): on the cluster placement would choose now; "
                   "with no such cluster, the dearest of the clusters that offer the flavor.")
     cluster = serializers.CharField(allow_null=True, help_text="The cluster it would be placed on now (null: none can take it now).")
+    warnings = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Where the choice contradicts the flavor advice (docs/flavors.md): a pod needing more GPU memory "
+                  "than a unit has, training on a time-sliced GPU. Said, never refused.")
 
 
 DRY_RUN_PARAMETER = OpenApiParameter("dry_run", bool, description="Only preview: cost, budget share, outcome, start; nothing is written.")

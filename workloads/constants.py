@@ -48,3 +48,8 @@ MAX_ENV_VALUE_LENGTH = 8192
 #: What pages and the API show in place of a secret env value (the value itself never leaves).
 SECRET_MASK = "••••••"
 MAX_VOLUMES = 16
+#: ``gpu_memory_gb`` (what each pod needs of GPU memory) at most: more than any one GPU has, so a typo
+#: is refused rather than advised about.
+MAX_GPU_MEMORY_GB = 1024
+#: The sandbox's knob for a pod's simulated GPU memory use: set from ``gpu_memory_gb`` when given.
+SIM_GPU_MEMORY_ENV = "SLIPWAY_SIM_GPU_MEMORY_GB"

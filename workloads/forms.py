@@ -17,6 +17,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from quotas.models import GpuFlavor
+from quotas.policy import traits
 from quotas.pricing import PriceBook
 from workloads.validation import ENV_NAME
 
@@ -36,12 +37,14 @@ class FlavorSelect(forms.Select):
 
 
 def flavor_label(flavor: GpuFlavor, row: dict | None, currency: str, book: PriceBook | None = None) -> str:
-    """"a100-80gb — 3.60 USD/h on east (3.60–4.60) · 6 of 8 free" (or "no quota"): a unit-hour's
-    one price now (:mod:`quotas.pricing`); the preview prices the work as shaped, spot included."""
+    """"t4-ts4 — 0.10 USD/h on east · Time-sliced ×4 · no isolation · 16 GB shared · 3 of 4 free" (or "no
+    quota"): a unit-hour's one price now (:mod:`quotas.pricing`; the preview prices the work as shaped, spot
+    included), then how the unit shares its GPU (:func:`quotas.policy.traits`, as the "Which flavor?" page says)."""
     price = (book or PriceBook()).quote(flavor).words(currency)
+    head = f"{flavor.name} — {price} · {traits(flavor)}"
     if row is None or row["limit"] == 0:
-        return f"{flavor.name} — {price} · no quota for your team"
-    return f"{flavor.name} — {price} · {row['free']} of {row['limit']} free"
+        return f"{head} · no quota for your team"
+    return f"{head} · {row['free']} of {row['limit']} free"
 
 
 class SecretEnvTextarea(forms.Textarea):

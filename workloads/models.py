@@ -27,6 +27,7 @@ from quotas.models import PreemptionEvent
 from quotas.pricing import PriceBook, Quote
 from teams.permissions import visible_to
 from workloads import idle
+from workloads.constants import SIM_GPU_MEMORY_ENV
 from workloads.identity import WorkloadId
 
 
@@ -158,6 +159,9 @@ class Workload(models.Model):
     placed_at = models.DateTimeField(null=True, blank=True)
     #: Labels a cluster must carry to be chosen (API.md "Clusters"); empty: any cluster.
     cluster_selector = models.JSONField(default=dict, blank=True)
+    #: The GPU memory each pod needs in GB, when the user says (optional): the flavor advice warns when a unit
+    #: has less (quotas.policy.warnings), and the sandbox simulates that much use (SLIPWAY_SIM_GPU_MEMORY_GB).
+    gpu_memory_gb = models.FloatField(null=True, blank=True)
 
     objects = WorkloadQuerySet.as_manager()
 
@@ -218,6 +222,15 @@ class Workload(models.Model):
             return None
         end = self.finished_at if self.is_final else timezone.now()
         return max((end or self.started_at) - self.started_at, timedelta(0))
+
+    def pod_env(self) -> dict[str, str]:
+        """The env its pods get: the user's, with the sandbox's ``SLIPWAY_SIM_GPU_MEMORY_GB`` set from
+        :attr:`gpu_memory_gb` when given and not set by the user (whose value wins), so simulated pods use as
+        much GPU memory as the work says it needs. A real cluster's pods ignore the variable."""
+        env = dict(self.env)
+        if self.gpu_memory_gb is not None and SIM_GPU_MEMORY_ENV not in env:
+            env[SIM_GPU_MEMORY_ENV] = f"{self.gpu_memory_gb:g}"
+        return env
 
     # -- money ----------------------------------------------------------------------------------
     @property

@@ -50,6 +50,8 @@ class Preview:
     borrow_note: str = ""
     #: The unit-hour's price and the cluster it is that of (:mod:`quotas.pricing`, the one rule).
     price: Quote | None = None
+    #: Where the choice contradicts the flavor advice (:func:`quotas.policy.warnings`): said, never refused.
+    warnings: tuple[str, ...] = ()
 
     @property
     def price_per_hour(self) -> Decimal | None:
@@ -74,7 +76,8 @@ class Preview:
                 "estimated_total": self.estimated_total, "share_of_budget_left": self.share_of_budget_left,
                 "queue_position": self.queue_position, "estimated_start_at": self.estimated_start_at,
                 "start": self.start, "committed_cost": self.committed_cost, "borrows": self.borrows,
-                "preemptible": self.preemptible, "price_per_hour": self.price_per_hour, "cluster": self.cluster}
+                "preemptible": self.preemptible, "price_per_hour": self.price_per_hour, "cluster": self.cluster,
+                "warnings": list(self.warnings)}
 
 
 def borrow_words(decision: Decision, flavor: str) -> str:

@@ -255,6 +255,12 @@ LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 MAX_SELECTOR_LABELS = 10
 
 
+def check_gpu_memory(col: Collector) -> float | None:
+    """``gpu_memory_gb``: the GPU memory each pod needs (optional). Used for advice (a flavor whose unit has
+    less is warned about in the preview) and by the sandbox's simulation; never refused for the flavor."""
+    return col.number("gpu_memory_gb", 0.1, c.MAX_GPU_MEMORY_GB)
+
+
 def check_cluster_selector(col: Collector) -> dict[str, str]:
     """``cluster_selector``: labels a cluster must carry to be chosen (API.md "Clusters"); empty: any cluster."""
     selector = col.data.get("cluster_selector")

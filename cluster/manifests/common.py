@@ -13,12 +13,14 @@ import re
 from typing import Any
 
 from cluster.backends.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, TEAM_LABEL, WORKLOAD_LABEL
-from cluster.specs import ClusterConfig, FlavorSpec, VolumeSpec
+from cluster.nvidia import PRODUCT_LABEL, gfd_selector
+from cluster.specs import REPLICATED_SHARINGS, SHARING_MPS, ClusterConfig, FlavorSpec, VolumeSpec
 
 Manifest = dict[str, Any]
 
-#: Node label the NVIDIA GPU Feature Discovery sets to the GPU model; flavors select on it.
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+#: Node label the NVIDIA GPU Feature Discovery sets to the GPU model; flavors select on it
+#: (on shared nodes as :func:`cluster.nvidia.gfd_selector` says).
+GPU_PRODUCT_LABEL = PRODUCT_LABEL
 #: The taint the GPU Operator (and most clouds) put on GPU nodes so CPU pods stay off them.
 GPU_TAINT_KEY = "nvidia.com/gpu"
 #: Label and taint key of spot/preemptible nodes (the cluster admin maps the cloud's own label
@@ -27,6 +29,12 @@ SPOT_KEY = "slipway.dev/capacity-type"
 SPOT_VALUE = "spot"
 #: Annotation carrying the user's display name (names come from portal ids, never from users).
 DISPLAY_NAME_ANNOTATION = "slipway.dev/name"
+#: Pod label naming the flavor, on the pods of an MPS flavor kept to one team per node: their
+#: anti-affinity selects it (:func:`one_team_affinity`).
+FLAVOR_LABEL = "slipway.dev/flavor"
+#: The topology of "one team per MPS GPU": Kubernetes cannot pin a pod to one physical GPU of a
+#: node, so the rule it can enforce is one team on a node's MPS GPUs.
+HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
 
 #: Defaults when a spec leaves CPU / memory open: per requested GPU unit, times the flavor's
 #: fraction of a physical GPU (a MIG 1g slice gets a seventh), with a floor so tiny slices
@@ -65,6 +73,23 @@ def labels(team: str, workload: str) -> dict[str, str]:
     return {MANAGED_BY_LABEL: MANAGED_BY_VALUE, TEAM_LABEL: team, WORKLOAD_LABEL: workload}
 
 
+def one_team_per_node(flavor: FlavorSpec) -> bool:
+    """Whether the flavor's pods keep other teams' pods of it off their node (MPS isolation is partial)."""
+    return flavor.sharing == SHARING_MPS and flavor.one_team_per_gpu
+
+
+def pod_labels(flavor: FlavorSpec, team: str, workload: str) -> dict[str, str]:
+    """A workload's pod labels: the three of :func:`labels`, plus the flavor on one-team MPS pods.
+
+    Controllers select pods by the three alone (a Deployment's selector is immutable); the flavor
+    label is what :func:`one_team_affinity` of other pods looks for.
+    """
+    out = labels(team, workload)
+    if one_team_per_node(flavor):
+        out[FLAVOR_LABEL] = flavor.name
+    return out
+
+
 def metadata(name: str, namespace: str | None, team: str, workload: str, display_name: str = "") -> Manifest:
     meta: Manifest = {"name": name}
     if namespace is not None:
@@ -100,11 +125,16 @@ def default_memory_gb(units: int, flavor: FlavorSpec) -> float:
 def resources(flavor: FlavorSpec, units: int, cpu: float | None, memory_gb: float | None) -> Manifest:
     """Requests and limits of a GPU container.
 
-    GPU: limits equal requests (extended resources cannot be overcommitted) in whole units.
+    GPU: limits equal requests (extended resources cannot be overcommitted) in whole units; a
+    time-sliced or MPS unit exactly one (the device plugin's ``failRequestsGreaterThanOne``
+    fails a pod asking for more: two replicas of one GPU are not two GPUs), so a spec asking
+    for more is one the builders cannot render (``ValueError``; the portal refuses it first).
     Memory: limit equals request, so the pod is never OOM-killed for memory the scheduler
     promised. CPU: no limit above the request would be throttled anyway under contention,
     but a limit keeps one noisy pod from starving data loaders of its neighbours.
     """
+    if flavor.sharing in REPLICATED_SHARINGS and int(units) != 1:
+        raise ValueError(f"a pod of the {flavor.sharing} flavor {flavor.name} asks for exactly 1 unit, not {units}")
     # float(): the portal may hand over Decimals from model fields.
     cores = float(cpu) if cpu is not None else default_cpu(units, flavor)
     mem = float(memory_gb) if memory_gb is not None else default_memory_gb(units, flavor)
@@ -158,7 +188,9 @@ def tolerations(flavor: FlavorSpec, spot: bool) -> list[Manifest]:
 
 
 def node_selector(flavor: FlavorSpec) -> dict[str, str]:
-    selector = {GPU_PRODUCT_LABEL: flavor.gpu_model}
+    """The labels GPU Feature Discovery gives the flavor's nodes (:func:`cluster.nvidia.gfd_selector`),
+    then the flavor's own node labels (its model's ``clean()`` refuses any that contradict GFD's)."""
+    selector = gfd_selector(flavor.gpu_model, flavor.resource_name, flavor.sharing, flavor.replicas)
     selector.update(dict(flavor.node_selector))
     return selector
 
@@ -172,6 +204,27 @@ def spot_affinity() -> Manifest:
                     {"matchExpressions": [{"key": SPOT_KEY, "operator": "In", "values": [SPOT_VALUE]}]}
                 ]
             }
+        }
+    }
+
+
+def one_team_affinity(flavor: FlavorSpec, team: str) -> Manifest:
+    """Never on a node where another team's pod of this MPS flavor runs (and, as Kubernetes keeps
+    required anti-affinity both ways, no other team's pod of it joins this one's node).
+
+    ``namespaceSelector: {}`` makes the term look at every namespace: each team's pods live in
+    its own, and a term without it would only ever see pods of this pod's namespace, of its team.
+    """
+    return {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchExpressions": [
+                    {"key": FLAVOR_LABEL, "operator": "In", "values": [flavor.name]},
+                    {"key": TEAM_LABEL, "operator": "NotIn", "values": [team]},
+                ]},
+                "namespaceSelector": {},
+                "topologyKey": HOSTNAME_TOPOLOGY,
+            }]
         }
     }
 
@@ -209,9 +262,11 @@ def pod_spec(
     config: ClusterConfig,
     restart_policy: str,
     volumes: list[Manifest],
+    team: str,
     spot: bool = False,
 ) -> Manifest:
-    """A hardened pod spec around one container, placed on the flavor's nodes."""
+    """A hardened pod spec around one container, placed on the flavor's nodes (kept off other
+    teams' nodes of a one-team MPS flavor)."""
     spec: Manifest = {
         "restartPolicy": restart_policy,
         # Workloads never talk to the API server; a mounted token would only be a liability.
@@ -223,8 +278,13 @@ def pod_spec(
         "tolerations": tolerations(flavor, spot),
         "containers": [container],
     }
+    affinity: Manifest = {}
     if spot:
-        spec["affinity"] = spot_affinity()
+        affinity.update(spot_affinity())
+    if one_team_per_node(flavor):
+        affinity.update(one_team_affinity(flavor, team))
+    if affinity:
+        spec["affinity"] = affinity
     if volumes:
         spec["volumes"] = volumes
     return spec

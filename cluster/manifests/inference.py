@@ -45,6 +45,7 @@ from cluster.manifests.common import (
     env_list,
     labels,
     metadata,
+    pod_labels,
     pod_spec,
     resources,
 )
@@ -138,7 +139,7 @@ def build_deployment(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
     container["startupProbe"] = _probe(spec, max(1, math.ceil(spec.startup_timeout_seconds / PROBE_PERIOD_SECONDS)))
     container["readinessProbe"] = _probe(spec, 3)
     container["securityContext"] = container_security(config)
-    pod_meta: Manifest = {"labels": labels(spec.team, spec.object_name)}
+    pod_meta: Manifest = {"labels": pod_labels(spec.flavor, spec.team, spec.object_name)}
     if spec.secret_env_digest:
         pod_meta["annotations"] = {SECRET_ENV_DIGEST_ANNOTATION: spec.secret_env_digest}
     return {
@@ -155,7 +156,7 @@ def build_deployment(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
             "template": {
                 "metadata": pod_meta,
                 "spec": pod_spec(container=container, flavor=spec.flavor, config=config, restart_policy="Always",
-                                 volumes=[], spot=spec.spot),
+                                 volumes=[], team=spec.team, spot=spec.spot),
             },
         },
     }

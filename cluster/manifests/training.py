@@ -10,13 +10,14 @@ from cluster.manifests.common import (
     default_memory_gb,
     env_list,
     metadata,
+    pod_labels,
     pod_spec,
     resources,
     shm_volume,
     volume_entries,
 )
 from cluster.manifests.secrets import secret_env_refs
-from cluster.specs import ClusterConfig, TrainingSpec
+from cluster.specs import SHARING_MPS, ClusterConfig, TrainingSpec
 
 #: The training-operator requires the PyTorch container to have this name.
 PYTORCH_CONTAINER = "pytorch"
@@ -48,17 +49,23 @@ def _pod_template(spec: TrainingSpec, config: ClusterConfig, *, container: Manif
         contract_vols, contract_mounts = contract_volumes(spec.checkpoint)
         pvc_volumes, mounts = [*pvc_volumes, *contract_vols], [*mounts, *contract_mounts]
         container["env"] = [*container.get("env", []), *contract_env(spec.object_name, spec.checkpoint)]
-    container["volumeMounts"] = [{"name": "dshm", "mountPath": SHM_PATH}, *mounts]
+    # An MPS pod's /dev/shm is the MPS daemon's: the device plugin mounts the node's MPS shm
+    # directory there (its clients talk to the daemon through it), and a volume of ours on the
+    # same path would hide one of the two mounts.
+    shm = spec.flavor.sharing != SHARING_MPS
+    container["volumeMounts"] = [{"name": "dshm", "mountPath": SHM_PATH}, *mounts] if shm else mounts
     container["resources"] = resources(spec.flavor, spec.gpus_per_worker, spec.cpu, spec.memory_gb)
     container["securityContext"] = container_security(config)
     meta = metadata("", None, spec.team, spec.object_name)
     del meta["name"]  # pod templates are named by their controller
+    meta["labels"] = pod_labels(spec.flavor, spec.team, spec.object_name)
     pod = pod_spec(
         container=container,
         flavor=spec.flavor,
         config=config,
         restart_policy=restart_policy,
-        volumes=[shm_volume(_shm_gb(spec)), *pvc_volumes],
+        volumes=[shm_volume(_shm_gb(spec)), *pvc_volumes] if shm else pvc_volumes,
+        team=spec.team,
         spot=spec.spot,
     )
     if spec.checkpoint is not None:

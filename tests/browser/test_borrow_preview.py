@@ -9,19 +9,10 @@ import pytest
 
 from jobs.models import TrainingRun
 from jobs.services import cancel_run
-from tests.browser.conftest import save_evidence
-from tests.browser.support import BROWSER_MARKS, chromium_page
+from tests.browser.support import BROWSER_MARKS, LAPTOP
 from tests.browser.test_forms import log_in
 
-pytestmark = BROWSER_MARKS
-
-
-@pytest.fixture
-def browser(demo, live_server, monkeypatch, request):
-    with chromium_page(monkeypatch) as page:
-        page.set_viewport_size({"width": 1366, "height": 900})
-        yield page
-        save_evidence(request, page)
+pytestmark = [*BROWSER_MARKS, pytest.mark.usefixtures("demo"), pytest.mark.browser_page(viewport=LAPTOP)]
 
 
 def test_the_run_form_says_a_run_past_the_nominal_quota_borrows_and_is_preemptible(live_server, browser):

@@ -28,14 +28,13 @@ from inference.models import InferenceEndpoint
 from quotas.demo import seed_flavors, seed_team_quotas
 from quotas.ledger import cost_per_hour
 from teams.models import Role
-from tests.browser.conftest import save_evidence
-from tests.browser.support import BROWSER_MARKS, chromium_page
+from tests.browser.support import BROWSER_MARKS, LAPTOP
 from tests.factories import add_member, make_team, make_user
 from tests.inference.sandbox_cluster import Cluster
 
 PASSWORD = "pw-Slipway-123"
 
-pytestmark = BROWSER_MARKS
+pytestmark = [*BROWSER_MARKS, pytest.mark.browser_page(viewport=LAPTOP, accept_dialogs=True)]
 
 
 class RealTimeCluster(Cluster):
@@ -81,13 +80,10 @@ def realtime(world, settings) -> RealTimeCluster:
 
 
 @pytest.fixture
-def page(world, live_server, monkeypatch, request):
-    with chromium_page(monkeypatch) as page:
-        page.set_viewport_size({"width": 1366, "height": 900})
-        page.on("dialog", lambda dialog: dialog.accept())
-        log_in(page, live_server.url, "mia")
-        yield page
-        save_evidence(request, page)
+def page(world, browser, live_server):
+    """The browser, signed in as mia."""
+    log_in(browser, live_server.url, "mia")
+    return browser
 
 
 def log_in(page, base: str, username: str) -> None:

@@ -13,19 +13,9 @@ import pytest
 from jobs.models import TrainingRun
 from jobs.services import submit_run
 from teams.models import Team
-from tests.browser.conftest import save_evidence
-from tests.browser.support import BROWSER_MARKS, chromium_page
+from tests.browser.support import BROWSER_MARKS, LAPTOP
 
-pytestmark = BROWSER_MARKS
-
-
-@pytest.fixture
-def browser(demo, live_server, monkeypatch, request):
-    with chromium_page(monkeypatch) as page:
-        page.on("dialog", lambda dialog: dialog.accept())
-        page.set_viewport_size({"width": 1366, "height": 900})
-        yield page
-        save_evidence(request, page)
+pytestmark = [*BROWSER_MARKS, pytest.mark.usefixtures("demo"), pytest.mark.browser_page(viewport=LAPTOP, accept_dialogs=True)]
 
 
 def log_in(page, base: str, username: str = "alice") -> None:

@@ -13,7 +13,7 @@ to another team's run and reads it; destructive admin actions and the Team page'
 first; a viewer and a member whose team keeps them from a teammate's run see disabled controls
 and why. Every page visited is checked for template syntax shown as text
 (tests/browser/support.py). On a failure the page's screenshot and HTML are kept
-(tests/browser/conftest.py).
+(the browser fixture, tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -25,19 +25,11 @@ from jobs.models import TrainingRun
 from jobs.services import cancel_run, submit_run
 from quotas.models import TeamQuota
 from teams.models import Membership, Team
-from tests.browser.conftest import save_evidence
-from tests.browser.support import BROWSER_MARKS, chromium_page
+from tests.browser.support import BROWSER_MARKS
 from tests.jobs.conftest import run_payload
 
-pytestmark = BROWSER_MARKS
-
-
-@pytest.fixture
-def browser(demo, live_server, monkeypatch, request):
-    with chromium_page(monkeypatch) as page:
-        page.on("dialog", lambda dialog: dialog.accept())  # hx-confirm asks; the user says yes
-        yield page
-        save_evidence(request, page)
+# hx-confirm asks; the user says yes.
+pytestmark = [*BROWSER_MARKS, pytest.mark.usefixtures("demo"), pytest.mark.browser_page(accept_dialogs=True)]
 
 
 def admin_log_in(page, base: str) -> None:

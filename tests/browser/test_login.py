@@ -7,37 +7,27 @@ leaves localhost. Outside CI it is skipped when chromium is missing; in CI it ne
 
 from __future__ import annotations
 
-import os
 from urllib.parse import urlparse
 
 import pytest
-from django.core.management import call_command
 
-from tests.browser.support import BROWSER_MARKS, chromium_page
+from tests.browser.support import BROWSER_MARKS
 
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
-pytestmark = BROWSER_MARKS
+pytestmark = [*BROWSER_MARKS, pytest.mark.usefixtures("demo")]
 
 
 @pytest.fixture
-def demo_data(transactional_db, settings):
-    """The seeded demo world; written before the browser starts (see ``browser_page``)."""
-    settings.DEBUG = True  # seed_demo's guard against well-known passwords
-    with open(os.devnull, "w") as devnull:
-        call_command("seed_demo", stdout=devnull)
-
-
-@pytest.fixture
-def browser_page(demo_data, live_server, monkeypatch):
+def recorded(browser) -> tuple:
+    """The browser, and the URL of every request it makes from the start."""
     requested: list[str] = []
-    with chromium_page(monkeypatch) as page:
-        page.on("request", lambda request: requested.append(request.url))
-        yield page, requested
+    browser.on("request", lambda request: requested.append(request.url))
+    return browser, requested
 
 
-def test_it_logs_in_and_shows_the_dashboard_offline(live_server, browser_page):
-    page, requested = browser_page
+def test_it_logs_in_and_shows_the_dashboard_offline(live_server, recorded):
+    page, requested = recorded
 
     page.goto(f"{live_server.url}/")
     assert urlparse(page.url).path == "/login/"

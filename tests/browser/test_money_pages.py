@@ -13,24 +13,20 @@ Real layout needs a real browser: Debian chromium via Playwright.
 from __future__ import annotations
 
 import csv
-import os
 import re
 from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
 from django.utils import timezone
 
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from teams.services import create_api_token
-from tests.browser.conftest import save_evidence
-from tests.browser.support import BROWSER_MARKS, chromium_page
+from tests.browser.support import BROWSER_MARKS, LAPTOP
 
-pytestmark = BROWSER_MARKS
+pytestmark = [*BROWSER_MARKS, pytest.mark.usefixtures("demo"), pytest.mark.browser_page(viewport=LAPTOP)]
 
-LAPTOP = {"width": 1366, "height": 900}
 User = get_user_model()
 
 #: Per page: whether it scrolls sideways; per table, the boxes around it that it is wider than:
@@ -59,18 +55,6 @@ LAYOUT = """() => {
 #: Tables whose every column shows at 1366 px (no scrolling needed to read them).
 WHOLE = {"daily-table", "person-table", "flavor-table", "workload-table", "burn-table", "showback",
          "showback-daily-table"}
-
-
-@pytest.fixture
-def browser(transactional_db, settings, monkeypatch, live_server, request):
-    settings.DEBUG = True  # seed_demo's guard against well-known passwords
-    monkeypatch.setattr("core.queueing.publish", lambda task, *args, **kwargs: True)
-    with open(os.devnull, "w") as devnull:
-        call_command("seed_demo", stdout=devnull)
-    with chromium_page(monkeypatch) as page:
-        page.set_viewport_size(LAPTOP)
-        yield page
-        save_evidence(request, page)
 
 
 def log_in(page, url: str, username: str, password: str) -> None:
@@ -150,7 +134,7 @@ def test_csv_downloads_say_what_and_when_and_name_each_workload(live_server, bro
     assert name == f"usage-ml-research-{month}-by-workload.csv"
     assert list(rows[0]) == ["group", "name", "kind", "team", "user", "flavor", "gpu_hours", "cost",
                              "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours", "preempted_gpu_hours",
-                             "preempted_cost", "currency", "label"]
+                             "preempted_cost", "currency", "label", "unit_hours", "physical_gpu_hours"]
     assert all(row["name"] and row["kind"] in ("run", "endpoint") and row["team"] == "ml-research"
                and row["label"] == f"{row['kind']} {row['name']} (#{row['group'].split(':')[1]}) of team ml-research"
                for row in rows)

@@ -7,34 +7,18 @@ Real layout needs a real browser: Debian chromium via Playwright, on the seeded 
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
 
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from teams.services import create_api_token
-from tests.browser.conftest import save_evidence
-from tests.browser.support import BROWSER_MARKS, chromium_page
-
-pytestmark = BROWSER_MARKS
+from tests.browser.support import BROWSER_MARKS
 
 PHONE = {"width": 360, "height": 740}
 User = get_user_model()
 
-
-@pytest.fixture
-def browser(transactional_db, settings, monkeypatch, live_server, request):
-    settings.DEBUG = True  # seed_demo's guard against well-known passwords
-    monkeypatch.setattr("core.queueing.publish", lambda task, *args, **kwargs: True)
-    with open(os.devnull, "w") as devnull:
-        call_command("seed_demo", stdout=devnull)
-    with chromium_page(monkeypatch) as page:
-        page.set_viewport_size(PHONE)
-        yield page
-        save_evidence(request, page)
+pytestmark = [*BROWSER_MARKS, pytest.mark.usefixtures("demo"), pytest.mark.browser_page(viewport=PHONE)]
 
 
 LAYOUT = """() => ({

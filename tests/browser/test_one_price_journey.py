@@ -31,12 +31,11 @@ from quotas.services import seed_cluster_prices
 from slipway.cli import cli as slipway_cli
 from teams.models import Role
 from teams.services import create_api_token
-from tests.browser.conftest import save_evidence
-from tests.browser.support import BROWSER_MARKS, chromium_page
+from tests.browser.support import BROWSER_MARKS, LAPTOP
 from tests.factories import add_member, make_team, make_user
 from tests.workloads.timeline import FleetTimeline
 
-pytestmark = BROWSER_MARKS
+pytestmark = [*BROWSER_MARKS, pytest.mark.usefixtures("world"), pytest.mark.browser_page(viewport=LAPTOP)]
 
 PASSWORD = "pw-Slipway-123"
 #: What an on-demand L4-hour is quoted before placement: east's price, the range across the clusters.
@@ -63,14 +62,6 @@ def world(transactional_db, published, monkeypatch, settings, flavors):
     add_member(team, mia, Role.MEMBER)
     timeline.cycle()  # the clusters' nodes recorded, as every cycle does: what quotes read
     return {"timeline": timeline, "team": team, "mia": mia}
-
-
-@pytest.fixture
-def browser(world, live_server, monkeypatch, request):
-    with chromium_page(monkeypatch) as page:
-        page.set_viewport_size({"width": 1366, "height": 900})
-        yield page
-        save_evidence(request, page)
 
 
 def log_in(page, base: str) -> None:

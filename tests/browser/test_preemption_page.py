@@ -15,8 +15,7 @@ from django.utils import timezone
 from jobs.models import TrainingRun
 from jobs.services import submit_run
 from teams.models import Role
-from tests.browser.conftest import save_evidence
-from tests.browser.support import BROWSER_MARKS, chromium_page
+from tests.browser.support import BROWSER_MARKS
 from tests.factories import add_member, cohort_pair, make_user
 from workloads import preemption
 from workloads import reconcile as rec
@@ -46,21 +45,19 @@ def preempted(transactional_db, flavors, fake_backend, published):
     return TrainingRun.objects.get(pk=borrowed.pk)
 
 
-def test_the_victims_page_says_who_took_its_units_back(live_server, preempted, monkeypatch, request):
+def test_the_victims_page_says_who_took_its_units_back(live_server, preempted, browser):
     assert preempted.state == "queued"
-    with chromium_page(monkeypatch) as page:
-        page.goto(f"{live_server.url}/login/")
-        page.fill("#id_username", "alice")
-        page.fill("#id_password", "pw-Slipway-123")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/*")
-        page.goto(f"{live_server.url}/runs/{preempted.pk}/")
-        status = page.inner_text("#run-status")
-        assert "Queued" in status
-        assert "preempted: team nlp-platform reclaimed 4\u00d7 a100-80gb of its quota" in status
-        card = page.inner_text("#preemptions")
-        assert "nlp-platform" in card and "4\u00d7 a100-80gb" in card and "GPU-h" in card
-        save_evidence(request, page)
+    browser.goto(f"{live_server.url}/login/")
+    browser.fill("#id_username", "alice")
+    browser.fill("#id_password", "pw-Slipway-123")
+    browser.click("button[type=submit]")
+    browser.wait_for_url(f"{live_server.url}/*")
+    browser.goto(f"{live_server.url}/runs/{preempted.pk}/")
+    status = browser.inner_text("#run-status")
+    assert "Queued" in status
+    assert "preempted: team nlp-platform reclaimed 4\u00d7 a100-80gb of its quota" in status
+    card = browser.inner_text("#preemptions")
+    assert "nlp-platform" in card and "4\u00d7 a100-80gb" in card and "GPU-h" in card
 
 
 @pytest.fixture
@@ -92,25 +89,23 @@ def preempted_after_running(transactional_db, flavors, fake_backend, published):
 
 
 def test_a_requeued_runs_page_describes_its_current_attempt_and_keeps_attempt_ones_logs(
-        live_server, preempted_after_running, monkeypatch, request):
+        live_server, preempted_after_running, browser):
     run = preempted_after_running
-    with chromium_page(monkeypatch) as page:
-        page.goto(f"{live_server.url}/login/")
-        page.fill("#id_username", "alice")
-        page.fill("#id_password", "pw-Slipway-123")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/*")
-        page.goto(f"{live_server.url}/runs/{run.pk}/")
-        status = page.locator("#run-status")
-        labels = status.locator("dl.kv dt").all_inner_texts()
-        assert labels.count("Cluster") == 1 and "Queued since" in labels and "Running for" not in labels
-        steps = status.locator("ol.timeline .step-label").all_inner_texts()
-        assert steps[:6] == ["Queued", "Admitted", "Pending", "Running", "Preempted", "Queued again"]
-        assert page.locator("#attempt-1").is_visible() and "Preempted" in page.inner_text("#attempt-1")
-        assert "No log lines yet." in page.inner_text("#workload-logs")
-        # The attempt picker: attempt 1's log, saved before its pods went.
-        page.click("#attempt-picker >> text=attempt 1 (preempted)")
-        page.wait_for_url(f"{live_server.url}/runs/{run.pk}/?attempt=1#logs")
-        assert "epoch 1 step 49 loss 0.49" in page.inner_text("#workload-logs")
-        assert "attempt 1, saved" in page.inner_text("#log-hint")
-        save_evidence(request, page)
+    browser.goto(f"{live_server.url}/login/")
+    browser.fill("#id_username", "alice")
+    browser.fill("#id_password", "pw-Slipway-123")
+    browser.click("button[type=submit]")
+    browser.wait_for_url(f"{live_server.url}/*")
+    browser.goto(f"{live_server.url}/runs/{run.pk}/")
+    status = browser.locator("#run-status")
+    labels = status.locator("dl.kv dt").all_inner_texts()
+    assert labels.count("Cluster") == 1 and "Queued since" in labels and "Running for" not in labels
+    steps = status.locator("ol.timeline .step-label").all_inner_texts()
+    assert steps[:6] == ["Queued", "Admitted", "Pending", "Running", "Preempted", "Queued again"]
+    assert browser.locator("#attempt-1").is_visible() and "Preempted" in browser.inner_text("#attempt-1")
+    assert "No log lines yet." in browser.inner_text("#workload-logs")
+    # The attempt picker: attempt 1's log, saved before its pods went.
+    browser.click("#attempt-picker >> text=attempt 1 (preempted)")
+    browser.wait_for_url(f"{live_server.url}/runs/{run.pk}/?attempt=1#logs")
+    assert "epoch 1 step 49 loss 0.49" in browser.inner_text("#workload-logs")
+    assert "attempt 1, saved" in browser.inner_text("#log-hint")

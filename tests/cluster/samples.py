@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from cluster.specs import CheckpointSpec, ClusterConfig, EndpointSpec, FlavorSpec, TeamSpec, TrainingSpec, VolumeSpec
@@ -20,6 +21,27 @@ MIG_1G = FlavorSpec(
     mig_profile="1g.10gb",
     gpu_fraction=1 / 7,
 )
+#: Shared GPUs (issue 37): a T4 time-sliced into 4 units, an A10G shared by MPS into 2 kept to one
+#: team per node, and the same A10G where the device plugin renames shared GPUs (renameByDefault).
+T4_TS4 = FlavorSpec(
+    name="t4-ts4",
+    resource_name="nvidia.com/gpu",
+    gpu_model="Tesla-T4",
+    gpu_fraction=0.25,
+    sharing="time-slicing",
+    replicas=4,
+)
+A10G_MPS2 = FlavorSpec(
+    name="a10g-mps2",
+    resource_name="nvidia.com/gpu",
+    gpu_model="NVIDIA-A10G",
+    node_selector=(("node.kubernetes.io/instance-type", "g5.12xlarge"),),
+    gpu_fraction=0.5,
+    sharing="mps",
+    replicas=2,
+    one_team_per_gpu=True,
+)
+A10G_MPS2_RENAMED = replace(A10G_MPS2, name="a10g-mps2-shared", resource_name="nvidia.com/gpu.shared")
 CONFIG = ClusterConfig()
 VOLCANO = ClusterConfig(gang_scheduler="volcano")
 PLUGINS = ClusterConfig(gang_scheduler="scheduler-plugins")

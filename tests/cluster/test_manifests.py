@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from cluster.manifests import build_endpoint, build_env_secret, build_team, build_training, dns_name
+from cluster.nvidia import gfd_selector
 from cluster.promql import scope_query
 from cluster.specs import ClusterConfig
 from tests.cluster import crd_schema, samples
@@ -28,6 +29,9 @@ UPDATE = os.environ.get("SLIPWAY_UPDATE_GOLDEN") == "1"
 K8S_VERSIONS = ("1.31.0", kubernetes_validate.latest_version())
 #: Kinds a CRD defines: validated against its schema (tests/cluster/schemas/), not kubernetes-validate's.
 CUSTOM_KINDS = ("PyTorchJob", "ScaledObject", "TriggerAuthentication")
+#: The product label each sample flavor's pods select: GFD's on its nodes (``-SHARED`` on shared, not renamed GPUs).
+SAMPLE_PRODUCTS = {gfd_selector(f.gpu_model, f.resource_name, f.sharing, f.replicas)["nvidia.com/gpu.product"]
+                   for f in (samples.A100, samples.MIG_1G, samples.T4_TS4, samples.A10G_MPS2, samples.A10G_MPS2_RENAMED)}
 PROXY = ClusterConfig(prometheus_proxy_url="http://slipway-prometheus-proxy.slipway-system.svc:8080")
 
 VARIANTS: dict[str, Any] = {
@@ -103,6 +107,18 @@ VARIANTS: dict[str, Any] = {
         samples.endpoint(secret_env=("HF_TOKEN",), secret_env_digest="5e" * 32), samples.CONFIG),
     "env_secret": lambda: [build_env_secret("team-vision", "vision", "run-42",
                                             (("HF_TOKEN", "hf_not-a-real-token"), ("WANDB_API_KEY", "wandb ü 1")))],
+    # Shared GPUs: one unit per pod, the labels GFD puts on shared nodes; MPS one team per node, no /dev/shm of ours.
+    "training_job_time_sliced": lambda: build_training(
+        samples.training(flavor=samples.T4_TS4, gpus_per_worker=1, cpu=None, memory_gb=None, shm_gb=None,
+                         volumes=()), samples.CONFIG),
+    "training_job_mps": lambda: build_training(
+        samples.training(flavor=samples.A10G_MPS2, gpus_per_worker=1, shm_gb=None), samples.CONFIG),
+    "endpoint_time_sliced": lambda: build_endpoint(
+        samples.endpoint(flavor=samples.T4_TS4, min_replicas=1, max_replicas=4), samples.CONFIG),
+    "endpoint_mps_spot": lambda: build_endpoint(samples.endpoint(flavor=samples.A10G_MPS2, spot=True), samples.CONFIG),
+    "endpoint_mps_renamed": lambda: build_endpoint(
+        samples.endpoint(flavor=samples.A10G_MPS2_RENAMED, metric="queue_length", engine="vllm", target=4),
+        samples.CONFIG),
     "team": lambda: build_team(samples.team(), samples.CONFIG),
     "team_root_allowed": lambda: build_team(samples.team(quotas=()), ClusterConfig(run_as_non_root=False)),
 }
@@ -189,7 +205,11 @@ def test_it_labels_every_object_for_slipway(label: str, obj: dict[str, Any]) -> 
                          else obj["metadata"]["name"])
     assert labels["slipway.dev/workload"] == expected_workload
     for spec_holder in [obj["spec"]["template"]] if obj["kind"] in ("Job", "Deployment") else []:
-        assert spec_holder["metadata"]["labels"] == {
+        pod_labels = dict(spec_holder["metadata"]["labels"])
+        # A one-team MPS flavor's pods name their flavor too: their anti-affinity looks for it.
+        flavor = pod_labels.pop("slipway.dev/flavor", None)
+        assert (flavor is not None) == ("podAntiAffinity" in spec_holder["spec"].get("affinity", {}))
+        assert pod_labels == {
             k: labels[k] for k in ("app.kubernetes.io/managed-by", "slipway.dev/team", "slipway.dev/workload")
         }
 
@@ -216,7 +236,7 @@ def test_it_hardens_every_pod(label: str, obj: dict[str, Any]) -> None:
                 "ephemeral-storage",
             } <= set(limits)
         assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
-        assert pod["nodeSelector"]["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
+        assert pod["nodeSelector"]["nvidia.com/gpu.product"] in SAMPLE_PRODUCTS
 
 
 def test_it_can_allow_root_containers_when_configured() -> None:

@@ -60,7 +60,7 @@ def test_it_seeds_the_demo_teams_and_people(db, debug_on):
 def test_it_seeds_flavors_quotas_and_budgets(db, debug_on):
     seed()
     assert set(GpuFlavor.objects.values_list("name", flat=True)) == {
-        "a100-80gb", "h100-80gb", "l4", "a100-1g.10gb", "a100-2g.20gb", "a100-3g.40gb"}
+        "a100-80gb", "h100-80gb", "l4", "a100-1g.10gb", "a100-2g.20gb", "a100-3g.40gb", "t4-ts4", "a10g-mps2"}
     limits = {(slug, flavor): limit for slug, flavor, limit in TeamQuota.objects.values_list(
         "team__slug", "flavor__name", "limit")}
     assert limits[("ml-research", "a100-80gb")] == 8 and limits[("ml-research", "a100-3g.40gb")] == 4
@@ -150,7 +150,7 @@ def test_it_adds_what_is_missing_and_adopts_what_exists_without_overwriting(db, 
     TeamQuota.objects.create(team=team, flavor=flavors["a100-80gb"], limit=3)
     seed()
     assert GpuFlavor.objects.get(name="a100-80gb").price_per_hour == Decimal("9.9900")
-    assert GpuFlavor.objects.count() == 6  # the missing ones were added
+    assert GpuFlavor.objects.count() == 8  # the missing ones were added
     assert Team.objects.get(slug="nlp").name == "NLP (renamed)"
     assert dict(TeamQuota.objects.filter(team=team).values_list("flavor__name", "limit")) == {
         "a100-80gb": 3, "h100-80gb": 8}

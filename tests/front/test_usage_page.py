@@ -148,7 +148,7 @@ def test_it_serves_the_linked_csv_to_the_session(client, member, spend):
     client.force_login(member)
     response = client.get("/api/v1/usage/?team=ml-research&group_by=flavor&format=csv")
     assert response.status_code == 200
-    assert response.content.decode().splitlines()[1] == "a100-80gb,2.0000,8.20,0.0000,0.00,0.0000,0.0000,0.00,USD"
+    assert response.content.decode().splitlines()[1] == "a100-80gb,2.0000,8.20,0.0000,0.00,0.0000,0.0000,0.00,USD,2.0000,2.0000"
 
 
 def period(start) -> str:
@@ -173,15 +173,16 @@ def test_the_csv_by_workload_says_what_each_one_is_costliest_first(client, membe
         f'attachment; filename="usage-ml-research-{timezone.localtime(start):%Y-%m}-by-workload.csv"')
     rows = csv_rows(response)
     assert rows[0] == ["group", "name", "kind", "team", "user", "flavor", "gpu_hours", "cost", "idle_gpu_hours",
-                       "idle_cost", "borrowed_gpu_hours", "preempted_gpu_hours", "preempted_cost", "currency", "label"]
+                       "idle_cost", "borrowed_gpu_hours", "preempted_gpu_hours", "preempted_cost", "currency", "label",
+                       "unit_hours", "physical_gpu_hours"]
     big, small = spend["big"], spend["small"]
     assert rows[1:] == [
         [big.ref, "big-train", "run", "ml-research", "mia", "a100-80gb", "2.0000", "8.20", "0.0000", "0.00",
-         "0.0000", "0.0000", "0.00", "USD", f"run big-train (#{big.pk}) of team ml-research"],
+         "0.0000", "0.0000", "0.00", "USD", f"run big-train (#{big.pk}) of team ml-research", "2.0000", "2.0000"],
         [small.ref, "small-eval", "run", "ml-research", "vic", "l4", "2.0000", "1.60", "1.0000", "0.80", "0.0000",
-         "0.0000", "0.00", "USD", f"run small-eval (#{small.pk}) of team ml-research"],
+         "0.0000", "0.00", "USD", f"run small-eval (#{small.pk}) of team ml-research", "2.0000", "2.0000"],
         [cheap.ref, "chat", "endpoint", "ml-research", "mia", "l4", "0.5000", "0.40", "0.0000", "0.00", "0.0000",
-         "0.0000", "0.00", "USD", f"endpoint chat (#{cheap.pk}) of team ml-research"],
+         "0.0000", "0.00", "USD", f"endpoint chat (#{cheap.pk}) of team ml-research", "0.5000", "0.5000"],
     ]
     # The JSON report keeps its fields and adds the same ones.
     body = client.get(f"/api/v1/usage/?team=ml-research&{period(start)}&group_by=workload").json()
@@ -192,7 +193,7 @@ def test_the_csv_by_workload_says_what_each_one_is_costliest_first(client, membe
     flavors_only = client.get(f"/api/v1/usage/?team=ml-research&{period(start)}&group_by=flavor").json()
     assert set(flavors_only["results"][0]) == {"group", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost",
                                                   "borrowed_gpu_hours", "preempted_gpu_hours", "preempted_cost",
-                                                  "currency"}
+                                                  "currency", "unit_hours", "physical_gpu_hours"}
 
 
 def test_every_download_is_named_for_what_and_when(client, member, staff, spend, other_team):
@@ -258,11 +259,11 @@ def test_showback_csv_is_per_team_and_flavor(client, staff, spend, other_spend):
     response = client.get(f"/admin/showback/?month={timezone.localtime(other_spend):%Y-%m}&format=csv")
     assert response["Content-Type"].startswith("text/csv")
     rows = csv_rows(response)
-    assert rows[0] == ["team", "flavor", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours", "preempted_gpu_hours", "preempted_cost", "currency"]
+    assert rows[0] == ["team", "flavor", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours", "preempted_gpu_hours", "preempted_cost", "currency", "unit_hours", "physical_gpu_hours"]
     # Cents and four-place GPU-hours, as people read them: zero is 0.00, never 0E-10.
-    assert rows[1:] == [["ml-research", "a100-80gb", "2.0000", "8.20", "0.0000", "0.00", "0.0000", "0.0000", "0.00", "USD"],
-                        ["ml-research", "l4", "2.0000", "1.60", "1.0000", "0.80", "0.0000", "0.0000", "0.00", "USD"],
-                        ["vision", "a100-80gb", "2.0000", "8.20", "2.0000", "8.20", "0.0000", "0.0000", "0.00", "USD"]]
+    assert rows[1:] == [["ml-research", "a100-80gb", "2.0000", "8.20", "0.0000", "0.00", "0.0000", "0.0000", "0.00", "USD", "2.0000", "2.0000"],
+                        ["ml-research", "l4", "2.0000", "1.60", "1.0000", "0.80", "0.0000", "0.0000", "0.00", "USD", "2.0000", "2.0000"],
+                        ["vision", "a100-80gb", "2.0000", "8.20", "2.0000", "8.20", "0.0000", "0.0000", "0.00", "USD", "2.0000", "2.0000"]]
 
 
 def test_showback_is_for_staff_only(client, member, team_admin):
@@ -281,7 +282,7 @@ def test_showback_csv_prints_a_zero_cost_row_as_0_00(client, staff, team, member
     record_usage(team, "run:5", "l4", member, start, start + timedelta(hours=1), 1, False, idle=True)
     client.force_login(staff)
     response = client.get(f"/admin/showback/?month={timezone.localtime(start):%Y-%m}&format=csv")
-    assert csv_rows(response)[1:] == [["ml-research", "l4", "1.0000", "0.00", "1.0000", "0.00", "0.0000", "0.0000", "0.00", "USD"]]
+    assert csv_rows(response)[1:] == [["ml-research", "l4", "1.0000", "0.00", "1.0000", "0.00", "0.0000", "0.0000", "0.00", "USD", "1.0000", "1.0000"]]
     assert "E-" not in response.content.decode()
 
 
@@ -348,7 +349,7 @@ def test_the_csv_and_the_showback_carry_them(client, member, staff, sharing):
     client.force_login(member)
     rows = csv_rows(client.get(f"/api/v1/usage/?team=ml-research&{period(sharing['start'])}&group_by=flavor"
                                "&format=csv"))
-    assert rows[1] == ["a100-80gb", "2.0000", "8.20", "0.0000", "0.00", "1.0000", "1.0000", "4.10", "USD"]
+    assert rows[1] == ["a100-80gb", "2.0000", "8.20", "0.0000", "0.00", "1.0000", "1.0000", "4.10", "USD", "2.0000", "2.0000"]
     client.force_login(staff)
     body = client.get("/admin/showback/").content.decode()
     assert re.search(r'id="showback-total">.*work lost to preemption: <strong>4.50 USD', body, re.S)

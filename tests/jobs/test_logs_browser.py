@@ -17,7 +17,7 @@ from jobs.models import TrainingRun
 from quotas.demo import seed_flavors, seed_team_quotas
 from teams.models import Role
 from tests.backends import use_backend
-from tests.browser.support import BROWSER_MARKS, chromium_page
+from tests.browser.support import BROWSER_MARKS
 from tests.factories import add_member, make_team, make_user
 from tests.fakes import FakeBackend, pod
 from tests.jobs.conftest import run_payload
@@ -49,14 +49,14 @@ def world(transactional_db, monkeypatch, settings):
 
 
 @pytest.fixture
-def page(world, live_server, monkeypatch):
-    with chromium_page(monkeypatch) as page:
-        page.goto(f"{live_server.url}/login/")
-        page.fill("#id_username", "mia")
-        page.fill("#id_password", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/")
-        yield page
+def page(world, browser, live_server):
+    """The browser, signed in as mia."""
+    browser.goto(f"{live_server.url}/login/")
+    browser.fill("#id_username", "mia")
+    browser.fill("#id_password", PASSWORD)
+    browser.click("button[type=submit]")
+    browser.wait_for_url(f"{live_server.url}/")
+    return browser
 
 
 def newest_line_shown(page, line: str) -> None:

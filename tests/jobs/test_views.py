@@ -226,8 +226,10 @@ def test_it_shows_the_flavor_picker_with_prices_and_free_units(client, member, t
     assert response.status_code == 200
     html = response.content.decode()
     # The one price of a unit-hour now (quotas.pricing); spot is priced by the preview, as shaped.
-    assert '<option value="a100-80gb">a100-80gb — 4.10 USD/h · 6 of 8 free</option>' in html
-    assert "l4 — 0.80 USD/h · 2 of 2 free" in html
+    # Then how a unit shares its GPU (quotas.policy.traits, as the "Which flavor?" page says it).
+    assert ('<option value="a100-80gb">a100-80gb — 4.10 USD/h · Whole GPU · exclusive · 80 GB own · 6 of 8 free'
+            '</option>') in html
+    assert "l4 — 0.80 USD/h · Whole GPU · exclusive · 24 GB own · 2 of 2 free" in html
     assert '<option value="h100-80gb" disabled>h100-80gb' in html and "no quota for your team" in html
     assert 'hx-post="/runs/preview/"' in html and 'hx-trigger="change, keyup delay:400ms"' in html
 

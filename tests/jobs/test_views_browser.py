@@ -14,7 +14,7 @@ from jobs.constants import RunState
 from jobs.models import TrainingRun
 from quotas.demo import seed_flavors, seed_team_quotas
 from teams.models import Role
-from tests.browser.support import BROWSER_MARKS, chromium_page
+from tests.browser.support import BROWSER_MARKS
 from tests.factories import add_member, make_team, make_user
 
 PASSWORD = "pw-Slipway-123"
@@ -36,15 +36,14 @@ def world(transactional_db, monkeypatch):
 
 
 @pytest.fixture
-def page(world, live_server, monkeypatch):
-    # The test touches the ORM while the browser runs (to finish a run behind its back).
-    with chromium_page(monkeypatch) as page:
-        page.goto(f"{live_server.url}/login/")
-        page.fill("#id_username", "mia")
-        page.fill("#id_password", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/")
-        yield page
+def page(world, browser, live_server):
+    """The browser, signed in as mia (the test touches the ORM while it runs, to finish a run behind its back)."""
+    browser.goto(f"{live_server.url}/login/")
+    browser.fill("#id_username", "mia")
+    browser.fill("#id_password", PASSWORD)
+    browser.click("button[type=submit]")
+    browser.wait_for_url(f"{live_server.url}/")
+    return browser
 
 
 def test_it_previews_submits_and_stops_polling_once_final(live_server, page, world):

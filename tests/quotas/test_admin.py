@@ -195,6 +195,7 @@ def test_it_audits_price_changes(staff_client, flavors):
             "resource_name": flavor.resource_name, "gpu_model": flavor.gpu_model, "mig_profile": "",
             "gpu_memory_gb": flavor.gpu_memory_gb, "gpu_fraction": "1", "max_units_per_node": 1,
             "node_labels": '{"nvidia.com/gpu.product": "NVIDIA-L4"}', "tolerations": "[]",
+            "sharing": "none", "replicas": "1", "training": "on",
             "price_per_hour": "0.95", "spot_price_per_hour": "0.32",
             # The form's inline of prices on clusters, left empty (tests/fleet/test_prices.py fills it).
             "cluster_prices-TOTAL_FORMS": "0", "cluster_prices-INITIAL_FORMS": "0"}

@@ -27,7 +27,7 @@ def test_it_lists_active_flavors_with_prices(api, flavors):
     response = api.get(FLAVORS_URL)
     assert response.status_code == 200
     rows = {row["name"]: row for row in response.json()["results"]}
-    assert set(rows) == {"a100-80gb", "l4", "a100-1g.10gb", "a100-2g.20gb", "a100-3g.40gb"}
+    assert set(rows) == {"a100-80gb", "l4", "a100-1g.10gb", "a100-2g.20gb", "a100-3g.40gb", "t4-ts4", "a10g-mps2"}
     mig = rows["a100-1g.10gb"]
     assert (mig["resource_name"], mig["mig_profile"], mig["gpu_memory_gb"]) == ("nvidia.com/mig-1g.10gb", "1g.10gb", 10)
     assert mig["gpu_fraction"] == pytest.approx(1 / 7, abs=1e-6)
@@ -104,9 +104,9 @@ def test_it_reports_cost_as_csv(api, ledger):
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/csv")
     rows = list(csv.reader(io.StringIO(response.content.decode())))
-    assert rows == [["group", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours", "preempted_gpu_hours", "preempted_cost", "currency"],
-                    ["a100-80gb", "4.0000", "16.40", "0.0000", "0.00", "0.0000", "0.0000", "0.00", "USD"],
-                    ["l4", "2.0000", "0.64", "1.0000", "0.32", "0.0000", "0.0000", "0.00", "USD"]]
+    assert rows == [["group", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours", "preempted_gpu_hours", "preempted_cost", "currency", "unit_hours", "physical_gpu_hours"],
+                    ["a100-80gb", "4.0000", "16.40", "0.0000", "0.00", "0.0000", "0.0000", "0.00", "USD", "4.0000", "4.0000"],
+                    ["l4", "2.0000", "0.64", "1.0000", "0.32", "0.0000", "0.0000", "0.00", "USD", "2.0000", "2.0000"]]
 
 
 def test_it_limits_the_report_to_the_period(api, ledger):
@@ -166,5 +166,5 @@ def test_a_zero_cost_row_prints_0_00_in_json_and_csv(api, quota_team, member, fl
     [row] = api.get(USAGE_URL, {**REPORT, "team": "ml-research", "group_by": "flavor"}).json()["results"]
     assert (row["cost"], row["idle_cost"]) == ("0.00", "0.00")
     body = api.get(USAGE_URL, {**REPORT, "group_by": "flavor", "format": "csv"}).content.decode()
-    assert list(csv.reader(io.StringIO(body)))[1] == ["l4", "1.0000", "0.00", "1.0000", "0.00", "0.0000", "0.0000", "0.00", "USD"]
+    assert list(csv.reader(io.StringIO(body)))[1] == ["l4", "1.0000", "0.00", "1.0000", "0.00", "0.0000", "0.0000", "0.00", "USD", "1.0000", "1.0000"]
     assert "E-" not in body

@@ -33,7 +33,7 @@ def test_it_seeds_idempotently(team, flavors):
     seed_flavors()
     seed_team_quotas(team, {"a100-80gb": 4}, Decimal("500"))
     seed_team_quotas(team, {"a100-80gb": 6}, Decimal("600"))
-    assert GpuFlavor.objects.count() == 6
+    assert GpuFlavor.objects.count() == 8  # the 3 whole GPUs, 3 MIG slices and 2 shared GPUs of quotas.demo
     assert list(team.quotas.values_list("limit", flat=True)) == [6]
     assert TeamBudget.objects.get(team=team).monthly_limit == Decimal("600")
     with pytest.raises(ValueError, match="unknown flavors: tpu"):

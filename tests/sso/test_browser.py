@@ -10,8 +10,7 @@ from urllib.parse import urlparse
 import pytest
 
 from teams.models import GroupMapping, Role
-from tests.browser.conftest import save_evidence
-from tests.browser.support import BROWSER_MARKS, chromium_page
+from tests.browser.support import BROWSER_MARKS
 from tests.factories import make_team
 from tests.sso.provider import expired
 
@@ -19,13 +18,11 @@ pytestmark = BROWSER_MARKS
 
 
 @pytest.fixture
-def page(live_server, person, monkeypatch, request):
-    """A chromium page that records every Content-Security-Policy complaint in ``page.csp_errors``."""
-    with chromium_page(monkeypatch) as page:
-        page.csp_errors = []
-        page.on("console", lambda m: page.csp_errors.append(m.text) if "Content Security Policy" in m.text else None)
-        yield page
-        save_evidence(request, page)
+def page(person, browser):
+    """The browser, recording every Content-Security-Policy complaint in ``page.csp_errors``."""
+    browser.csp_errors = []
+    browser.on("console", lambda m: browser.csp_errors.append(m.text) if "Content Security Policy" in m.text else None)
+    return browser
 
 
 def _through_the_provider(page, live_server, sub: str) -> None:

@@ -33,7 +33,8 @@ def anonymous(db) -> APIClient:
 
 
 @pytest.fixture
-def browser(member) -> PageClient:
+def signed_in(member) -> PageClient:
+    """The member's own session in the portal, where they approve or deny a code (Django's client, no chromium)."""
     page = PageClient()
     page.force_login(member)
     return page
@@ -53,9 +54,9 @@ def poll(anonymous, grant: dict) -> tuple[int, dict]:
     return response.status_code, response.json()
 
 
-def approve(browser, grant: dict, name: str = "", expires_days: str = "") -> object:
-    return browser.post("/device/", {"code": grant["user_code"], "name": name or "slipway CLI on laptop",
-                                     "expires_days": expires_days, "decision": "approve"})
+def approve(signed_in, grant: dict, name: str = "", expires_days: str = "") -> object:
+    return signed_in.post("/device/", {"code": grant["user_code"], "name": name or "slipway CLI on laptop",
+                                       "expires_days": expires_days, "decision": "approve"})
 
 
 # -- the grant ----------------------------------------------------------------------------------
@@ -77,7 +78,7 @@ def test_a_login_answers_rfc_8628s_fields_and_stores_only_digests(anonymous, set
     assert row.client_name == "laptop" and row.requested_ip == "127.0.0.1"
 
 
-def test_the_poll_is_pending_then_slowed_down_then_gets_one_token(anonymous, browser, member):
+def test_the_poll_is_pending_then_slowed_down_then_gets_one_token(anonymous, signed_in, member):
     grant = start(anonymous)
     status, body = poll(anonymous, grant)
     assert status == 400 and body["error"] == "authorization_pending"
@@ -87,7 +88,7 @@ def test_the_poll_is_pending_then_slowed_down_then_gets_one_token(anonymous, bro
     assert early.status_code == 400 and early.json()["error"] == "slow_down"
     assert DeviceLogin.objects.get().interval == grant["interval"] + device.SLOW_DOWN_STEP
 
-    assert approve(browser, grant, name="slipway CLI on laptop", expires_days="30").status_code == 200
+    assert approve(signed_in, grant, name="slipway CLI on laptop", expires_days="30").status_code == 200
     status, body = poll(anonymous, grant)
     assert status == 200, body
     assert body["token_type"] == "Bearer" and 29 * 86400 < body["expires_in"] <= 30 * 86400
@@ -102,16 +103,16 @@ def test_the_poll_is_pending_then_slowed_down_then_gets_one_token(anonymous, bro
     assert DeviceLogin.objects.get().state == DeviceLogin.State.REDEEMED
 
 
-def test_denied_expired_unknown_and_malformed_polls(anonymous, browser):
+def test_denied_expired_unknown_and_malformed_polls(anonymous, signed_in):
     denied = start(anonymous)
-    response = browser.post("/device/", {"code": denied["user_code"], "name": "", "decision": "deny"})
+    response = signed_in.post("/device/", {"code": denied["user_code"], "name": "", "decision": "deny"})
     assert response.status_code == 200 and "Denied" in response.content.decode()
     assert poll(anonymous, denied)[1]["error"] == "access_denied"
 
     expired = start(anonymous)
     DeviceLogin.objects.filter(state=DeviceLogin.State.PENDING).update(expires_at=timezone.now())
     assert poll(anonymous, expired)[1]["error"] == "expired_token"
-    late = browser.get("/device/", {"code": expired["user_code"]})
+    late = signed_in.get("/device/", {"code": expired["user_code"]})
     assert late.status_code == 400 and "No sign-in is waiting for this code" in late.content.decode()
 
     assert poll(anonymous, {"device_code": "nope"})[1]["error"] == "invalid_grant"
@@ -150,10 +151,10 @@ def test_a_neighbour_holds_an_address_up_for_the_short_window_not_a_codes_life(a
     assert anonymous.post(START, {}, format="json").status_code == 200
 
 
-def test_a_device_token_expires_by_default_and_says_where_it_came_from(anonymous, browser, member, settings):
+def test_a_device_token_expires_by_default_and_says_where_it_came_from(anonymous, signed_in, member, settings):
     settings.SLIPWAY_DEVICE_LOGIN_INTERVAL_SECONDS = 0
     grant = start(anonymous)
-    assert approve(browser, grant, name="slipway CLI on laptop").status_code == 200  # no expiry chosen
+    assert approve(signed_in, grant, name="slipway CLI on laptop").status_code == 200  # no expiry chosen
     status, body = poll(anonymous, grant)
     assert status == 200
     token = ApiToken.objects.get(user=member)
@@ -161,42 +162,42 @@ def test_a_device_token_expires_by_default_and_says_where_it_came_from(anonymous
     days = (token.expires_at - token.created_at).total_seconds() / 86400
     assert settings.SLIPWAY_DEVICE_TOKEN_DAYS - 0.01 < days <= settings.SLIPWAY_DEVICE_TOKEN_DAYS
     assert 89 * 86400 < body["expires_in"] <= 90 * 86400
-    page = browser.get("/tokens/").content.decode()
+    page = signed_in.get("/tokens/").content.decode()
     assert "slipway login (browser)" in page
 
 
 # -- the portal's page --------------------------------------------------------------------------
 
 
-def test_the_page_needs_a_signed_in_person_and_never_decides_on_get(anonymous, browser, member):
+def test_the_page_needs_a_signed_in_person_and_never_decides_on_get(anonymous, signed_in, member):
     grant = start(anonymous, host="build-box")
     outside = PageClient().get("/device/", {"code": grant["user_code"]})
     assert outside.status_code == 302 and outside["Location"].startswith("/login/?next=/device/")
-    page = browser.get("/device/", {"code": grant["user_code"].lower().replace("-", " ")})  # as typed
+    page = signed_in.get("/device/", {"code": grant["user_code"].lower().replace("-", " ")})  # as typed
     assert page.status_code == 200
     text = page.content.decode()
     assert grant["user_code"] in text and "build-box" in text and 'value="slipway CLI on build-box"' in text
     assert "no-store" in page["Cache-Control"]
     assert DeviceLogin.objects.get().state == DeviceLogin.State.PENDING
-    assert browser.get("/device/").status_code == 200  # the empty form asks for the code
+    assert signed_in.get("/device/").status_code == 200  # the empty form asks for the code
 
-    refused = browser.post("/device/", {"code": grant["user_code"], "name": "", "decision": "approve"})
+    refused = signed_in.post("/device/", {"code": grant["user_code"], "name": "", "decision": "approve"})
     assert refused.status_code == 400 and "This field is required" in refused.content.decode()
-    done = approve(browser, grant, name="ci box")
+    done = approve(signed_in, grant, name="ci box")
     assert done.status_code == 200 and "Approved" in done.content.decode()
     row = DeviceLogin.objects.get()
     assert (row.state, row.user, row.token_name, row.token_expires_days) == ("approved", member, "ci box", None)
     event = AuditEvent.objects.get(action=AuditEvent.Action.DEVICE_LOGIN)
     assert event.actor == member and event.details["decision"] == "approved"
-    again = approve(browser, grant)
+    again = approve(signed_in, grant)
     assert again.status_code == 400 and "No sign-in is waiting" in again.content.decode()
 
 
-def test_unknown_codes_are_counted_and_then_refused(anonymous, member, browser):
+def test_unknown_codes_are_counted_and_then_refused(anonymous, member, signed_in):
     grant = start(anonymous)
     for _ in range(device.MAX_WRONG_CODES):
-        assert browser.get("/device/", {"code": "BBBB-BBBB"}).status_code == 400
-    locked = browser.get("/device/", {"code": grant["user_code"]})
+        assert signed_in.get("/device/", {"code": "BBBB-BBBB"}).status_code == 400
+    locked = signed_in.get("/device/", {"code": grant["user_code"]})
     assert locked.status_code == 429 and "Too many unknown codes" in locked.content.decode()
     # Someone else is not locked by it.
     other = PageClient()

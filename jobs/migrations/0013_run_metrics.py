@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0011_trainingrun_attempt_started_at'),
+        ('jobs', '0012_gpu_memory'),
     ]
 
     operations = [

@@ -1,0 +1,1 @@
+"""``manage.py`` commands of the quotas app: ``device_plugin_config``."""
