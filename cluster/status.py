@@ -165,8 +165,12 @@ def _with_message(reason: str, message: str) -> str:
 
 
 def _ended_words(terminated: Manifest) -> str:
-    """How a container ended, with what to do about it when the kubelet's reason code says OOMKilled."""
+    """How a container ended: with its termination message when it left one (a shared GPU's OOM
+    names the sharing), else with what to do about it when the kubelet's reason code says OOMKilled."""
     words = terminated_reason(terminated)
+    message = str(terminated.get("message") or "").strip()
+    if message:
+        return f"{words}: {message}"
     return f"{words}: {OOM_HINT}" if terminated.get("reason") == "OOMKilled" else words
 
 
@@ -207,7 +211,8 @@ def pod_reason(pod: Manifest) -> tuple[int, str]:
             SEVERITY_PROBLEM,
             _with_message(scheduled.get("reason") or "Unschedulable", scheduled.get("message", "")),
         )
-    if status.get("reason") in ("Evicted", "DeadlineExceeded", "Preempting", "Shutdown", "NodeLost"):
+    if status.get("reason") in ("Evicted", "DeadlineExceeded", "Preempting", "Shutdown", "NodeLost",
+                                "UnexpectedAdmissionError"):
         best = max(
             best, (SEVERITY_FATAL, _with_message(status["reason"], status.get("message", ""))), key=lambda r: r[0]
         )

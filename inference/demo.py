@@ -31,6 +31,13 @@ DEMO_ENDPOINTS: tuple[tuple[str, str, dict], ...] = (
                               "flavor": "a100-80gb", "min_replicas": 1, "max_replicas": 4,
                               "autoscale": {"metric": "gpu_utilization", "target": 70},
                               "scale_down_delay_seconds": 120, "env": {"SLIPWAY_SIM_LOAD_SECONDS": "30"}}),
+    # A small model on a quarter of a time-sliced T4 (t4-ts4): a tenth of an L4's price, sharing
+    # the GPU's turns and its 15 GiB (unisolated) with up to three other pods; a second replica
+    # in bursts. Where the flavor does not exist it is refused, and the seed logs why.
+    ("vision", "dave", {"name": "ocr-small", "image": "registry.example.com/vision/serve:2.0",
+                        "flavor": "t4-ts4", "min_replicas": 1, "max_replicas": 2,
+                        "autoscale": {"metric": "gpu_utilization", "target": 70},
+                        "scale_down_delay_seconds": 120, "env": {"SLIPWAY_SIM_GPU_MEMORY_GB": "3"}}),
 )
 
 

@@ -32,6 +32,7 @@ import copy
 import functools
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import ParamSpec, TypeVar
@@ -65,7 +66,15 @@ from sandbox.bulk import load as load_records
 from sandbox.controllers.scaledobject import endpoint_load
 from sandbox.models import SimClock, SimEvent, SimLoad, SimNodeOutage, SimObject, SimPod, SimSilence
 from sandbox.names import new_uid
-from sandbox.pods import GPU_UTILIZATION_ANNOTATION, deletion, pod_log, pod_manifest
+from sandbox.pods import (
+    GPU_ANNOTATION,
+    GPU_MEMORY_ANNOTATION,
+    GPU_UTILIZATION_ANNOTATION,
+    busy_per_gpu,
+    deletion,
+    pod_log,
+    pod_manifest,
+)
 from sandbox.quantity import parse_quantity
 from sandbox.simulation import stable_int
 from sandbox.tick import run_tick
@@ -88,6 +97,11 @@ OBSERVE_COLUMNS = ("id", "kind", "api_version", "namespace", "name", "workload",
                    "generation", "status", "memo", "replicas", "created_at", "delete_at", "delete_grace")
 #: The kinds whose pods a graceful delete lets run until the grace period ends.
 POD_OWNERS = ("Job", "PyTorchJob", "Deployment")
+#: Those kinds as :meth:`SandboxBackend.observe` lists them: what the sandbox's own views of its pods
+#: (``manage.py sandbox status``) observe, without the workload kinds' registry.
+POD_OWNER_KINDS = (ResourceKind("batch", "v1", "Job", "jobs", observed=True),
+                   ResourceKind("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", observed=True),
+                   ResourceKind("apps", "v1", "Deployment", "deployments", observed=True))
 #: Namespaces that exist without being applied.
 BUILTIN_NAMESPACES = ("default", "kube-system")
 
@@ -110,6 +124,20 @@ def storage_errors(method: Callable[P, T]) -> Callable[P, T]:
             raise self.raised(Transient(f"sandbox storage error: {exc}")) from exc
 
     return wrapper
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """One physical GPU of a shared node, as the simulated DCGM exporter reports it."""
+
+    node: str
+    gpu: int  # its index on the node
+    sharing: str  # time-slicing | mps
+    replicas: int
+    pods: tuple[str, ...]  # namespace/name of the running pods on it
+    utilization: int  # percent: the sum of its pods' (DCGM_FI_DEV_GPU_UTIL)
+    memory_used_mib: int  # what its pods hold (DCGM_FI_DEV_FB_USED)
+    memory_mib: int
 
 
 class SandboxBackend(ClusterBackend):
@@ -409,12 +437,15 @@ class SandboxBackend(ClusterBackend):
             grouped[key].objects.append(self._to_manifest(row))
             if row.kind == "ScaledObject":
                 grouped[key].objects.append(_autoscaler_manifest(row))
-        for pod in load_records(self._rows(SimPod).order_by("created_at", "pk")):
+        pods = load_records(self._rows(SimPod).order_by("created_at", "pk"))
+        busy = busy_per_gpu(((pod, by_pk[pod.owner_id].plan["pods"][pod.role]) for pod in pods
+                             if pod.gpu is not None and pod.owner_id in by_pk), at)
+        for pod in pods:
             owner = by_pk.get(pod.owner_id)
             group = grouped.get((pod.namespace, pod.workload))
             if owner is None or group is None:
                 continue
-            group.pods.append(pod_manifest(pod, owner, at))
+            group.pods.append(pod_manifest(pod, owner, at, busy))
         return list(grouped.values())
 
     def gpu_utilization(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, float]:
@@ -433,13 +464,46 @@ class SandboxBackend(ClusterBackend):
                     samples.append(((workload.namespace, pod["metadata"]["name"]), float(value)))
         return per_workload(samples, pods)
 
+    def gpu_devices(self, observed: list[ObservedWorkload]) -> list[GpuDevice]:
+        """What the simulated DCGM exporter says per physical GPU of the shared nodes: the pods on
+        it, its utilisation (the sum of theirs, at most 100) and the memory they hold. From the
+        pods' annotations (:mod:`sandbox.pods`), so a GPU's figures are its pods' figures added up."""
+        self._answering()
+        found: dict[tuple[str, int], list[tuple[str, int, int]]] = defaultdict(list)
+        for workload in observed:
+            for pod in workload.pods:
+                annotations = (pod.get("metadata") or {}).get("annotations") or {}
+                if GPU_ANNOTATION in annotations and (pod.get("status") or {}).get("phase") == "Running":
+                    key = ((pod.get("spec") or {}).get("nodeName", ""), int(annotations[GPU_ANNOTATION]))
+                    found[key].append((f"{workload.namespace}/{pod['metadata']['name']}",
+                                       int(annotations.get(GPU_UTILIZATION_ANNOTATION, 0)),
+                                       int(annotations.get(GPU_MEMORY_ANNOTATION, 0))))
+        down = self.nodes_down()
+        return [
+            GpuDevice(node=node.name, gpu=index, sharing=node.sharing.strategy, replicas=node.sharing.replicas,
+                      pods=tuple(name for name, _, _ in found[(node.name, index)]),
+                      utilization=min(sum(util for _, util, _ in found[(node.name, index)]), 100),
+                      memory_used_mib=sum(memory for _, _, memory in found[(node.name, index)]),
+                      memory_mib=node.sharing.memory_mib)
+            for node in inventory.nodes(self.cluster) if node.sharing is not None and node.name not in down
+            for index in range(node.sharing.gpus)
+        ]
+
     @storage_errors
     def pods(self, address: ClusterAddress, *, now: datetime | None = None) -> list[Manifest]:
         last_tick = self._answering()
         at = now or last_tick or timezone.now()
-        rows = self._rows(SimPod).filter(namespace=address.namespace, workload=address.object_name).select_related(
-            "owner")
-        return [pod_manifest(pod, pod.owner, at) for pod in rows.order_by("created_at", "pk")]
+        rows = list(self._rows(SimPod).filter(namespace=address.namespace, workload=address.object_name)
+                    .select_related("owner").order_by("created_at", "pk"))
+        busy = None
+        shared = {(pod.node, pod.gpu) for pod in rows if pod.gpu is not None}
+        if shared:  # its utilisation on a time-sliced GPU depends on who else is busy there
+            where = Q()
+            for node, gpu in shared:
+                where |= Q(node=node, gpu=gpu)
+            tenants = self._rows(SimPod).filter(where, active=True).select_related("owner")
+            busy = busy_per_gpu(((pod, pod.owner.plan["pods"][pod.role]) for pod in tenants), at)
+        return [pod_manifest(pod, pod.owner, at, busy) for pod in rows]
 
     @storage_errors
     def logs(self, address: ClusterAddress, pod: str, tail: int | None = 200, previous: bool = False,

@@ -10,6 +10,12 @@ Two formats (docs/operations.md, "The sandbox cluster"):
   clusters, each with its own nodes, and the prices its GPUs cost there (per flavor name and
   hour, overriding the flavor's list price).
 
+A pool's GPUs may be shared, as the NVIDIA device plugin shares them (``sharing: {strategy:
+time-slicing|mps, replicas: N, rename: false, config: <name>}``): its nodes advertise ``count ×
+replicas`` of ``nvidia.com/gpu`` (``nvidia.com/gpu.shared`` when renamed) and carry the labels
+GPU Feature Discovery sets on such a node (:func:`_sharing_labels`); :mod:`sandbox.sharing`
+simulates what sharing does to the pods.
+
 Either may have a top-level ``registry:`` — repository → the tags it holds — the image
 registry all its clusters pull from (:mod:`sandbox.registry`).
 
@@ -30,6 +36,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from cluster.images import parse_image
+from cluster.specs import SHARING_MPS, SHARING_NONE, SHARING_TIME_SLICING
 from sandbox.quantity import to_units
 
 #: Compute and memory slices of each A100-80GB MIG profile (a GPU has 7 and 8).
@@ -42,11 +49,38 @@ MIG_PROFILES: dict[str, tuple[int, int]] = {
     "7g.80gb": (7, 8),
 }
 GPU_RESOURCE = "nvidia.com/gpu"
+#: What the device plugin advertises shared GPUs as when its config renames them (``renameByDefault``).
+SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
+#: The device plugin's sharing strategies a pool may declare (``sharing.strategy``).
+SHARING_STRATEGIES = (SHARING_TIME_SLICING, SHARING_MPS)
+SHARING_KEYS = frozenset({"strategy", "replicas", "rename", "config"})
 REGION_LABEL = "topology.kubernetes.io/region"
 #: The one cluster of an inventory in the top-level ``pools:`` format.
 DEFAULT_CLUSTER = "default"
 DEFAULT_TAINT = {"key": GPU_RESOURCE, "value": "", "effect": "NoSchedule"}
 MAX_PODS = 110
+
+
+@dataclass(frozen=True)
+class GpuSharing:
+    """How a node's device plugin shares its GPUs: each of its ``gpus`` physical GPUs is
+    advertised as ``replicas`` units of ``resource``, one per pod (``failRequestsGreaterThanOne``)."""
+
+    strategy: str  # time-slicing | mps
+    replicas: int
+    resource: str  # nvidia.com/gpu, or nvidia.com/gpu.shared when renamed
+    gpus: int
+    memory_mib: int  # one GPU's memory: what its pods share (time-slicing) or split (MPS)
+    config: str  # the device plugin config the node's nvidia.com/device-plugin.config label names
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_mib / 1024
+
+    @property
+    def client_gib(self) -> float:
+        """The memory one MPS client may use: the GPU's divided by its replicas (the device plugin's limit)."""
+        return self.memory_gib / self.replicas
 
 
 @dataclass(frozen=True)
@@ -57,6 +91,8 @@ class Node:
     labels: dict[str, str] = field(hash=False)
     taints: tuple[tuple[str, str, str], ...]  # (key, value, effect)
     allocatable: dict[str, int] = field(hash=False)
+    #: None: every GPU is one pod's (or MIG-sliced).
+    sharing: GpuSharing | None = field(default=None, hash=False)
 
     @property
     def gpu_resources(self) -> list[str]:
@@ -129,6 +165,63 @@ def _mig_allocatable(mig: dict, gpu_count: int) -> tuple[dict[str, int], int]:
     return totals, whole
 
 
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+
+
+def _sharing(pool: dict, gpu: dict, gpu_count: int) -> GpuSharing | None:
+    """The pool's ``sharing:`` checked against the device plugin's rules (None when it has none)."""
+    raw = pool.get("sharing")
+    if raw is None:
+        return None
+    where = f"pool {pool['prefix']}: sharing"
+    if not isinstance(raw, dict):
+        raise InventoryError(f"{where} must be a mapping {{strategy, replicas, rename, config}}, got {raw!r}")
+    unknown = sorted(set(raw) - SHARING_KEYS)
+    if unknown:
+        raise InventoryError(f"{where} has an unknown key {unknown[0]!r} (known: {', '.join(sorted(SHARING_KEYS))})")
+    strategy = raw.get("strategy")
+    if strategy not in SHARING_STRATEGIES:
+        raise InventoryError(f"{where}.strategy must be {' or '.join(SHARING_STRATEGIES)}, got {strategy!r}")
+    replicas = raw.get("replicas")
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 2:
+        raise InventoryError(f"{where}.replicas must be a whole number of at least 2 (how many pods share one "
+                             f"GPU), got {replicas!r}")
+    rename = raw.get("rename", False)
+    if not isinstance(rename, bool):
+        raise InventoryError(f"{where}.rename must be true or false, got {rename!r}")
+    config = raw.get("config", pool["prefix"])
+    if not isinstance(config, str) or len(config) > 63 or not _LABEL_VALUE.fullmatch(config):
+        raise InventoryError(f"{where}.config must name a device plugin config (a label value), got {config!r}")
+    if pool.get("mig"):
+        raise InventoryError(f"{where} cannot be combined with mig: the sandbox shares whole GPUs (and the device "
+                             "plugin refuses MPS on MIG devices)")
+    if not gpu_count:
+        raise InventoryError(f"{where} needs GPUs to share (gpu.count)")
+    memory = gpu.get("memory_mib")
+    if isinstance(memory, bool) or not isinstance(memory, int) or memory <= 0:
+        raise InventoryError(f"{where} needs gpu.memory_mib, the memory its pods share, got {memory!r}")
+    return GpuSharing(strategy=strategy, replicas=replicas, resource=SHARED_GPU_RESOURCE if rename else GPU_RESOURCE,
+                      gpus=gpu_count, memory_mib=memory, config=config)
+
+
+def _sharing_labels(product: str, sharing: GpuSharing | None) -> dict[str, str]:
+    """What GPU Feature Discovery labels about sharing (its ``internal/lm/resource.go``).
+
+    On a shared node the product gains ``-SHARED`` unless the shared resource is renamed, so a
+    whole-GPU selector (``nvidia.com/gpu.product: Tesla-T4``) matches no shared T4 node.
+    """
+    if sharing is None:
+        return {"nvidia.com/gpu.replicas": "1", "nvidia.com/gpu.sharing-strategy": SHARING_NONE,
+                "nvidia.com/mps.capable": "false"}
+    return {
+        "nvidia.com/gpu.product": product if sharing.resource == SHARED_GPU_RESOURCE else f"{product}-SHARED",
+        "nvidia.com/gpu.replicas": str(sharing.replicas),
+        "nvidia.com/gpu.sharing-strategy": sharing.strategy,
+        "nvidia.com/mps.capable": str(sharing.strategy == SHARING_MPS).lower(),
+        "nvidia.com/device-plugin.config": sharing.config,
+    }
+
+
 def parse_pools(pools: list, region: str = "") -> list[Node]:
     """Expand one cluster's pools into nodes (a ``region`` also labels them, as a cloud's nodes are)."""
     if not isinstance(pools, list):
@@ -139,6 +232,7 @@ def parse_pools(pools: list, region: str = "") -> list[Node]:
             raise InventoryError(f"every pool needs a prefix, got {pool!r}")
         gpu = pool.get("gpu") or {}
         gpu_count = int(gpu.get("count", 0))
+        sharing = _sharing(pool, gpu, gpu_count)
         for index in range(int(pool.get("count", 1))):
             name = f"{pool['prefix']}-{index}"
             labels = {
@@ -179,13 +273,18 @@ def parse_pools(pools: list, region: str = "") -> list[Node]:
                     for resource, count in slices.items():
                         labels[f"{resource}.count"] = str(count)
                 else:
-                    allocatable[GPU_RESOURCE] = gpu_count
                     labels["nvidia.com/mig.config"] = "all-disabled"
+                    if sharing is None:
+                        allocatable[GPU_RESOURCE] = gpu_count
+                    else:  # the device plugin advertises each GPU as its replicas
+                        allocatable[sharing.resource] = gpu_count * sharing.replicas
+                labels.update(_sharing_labels(product, sharing))
                 taints.append((DEFAULT_TAINT["key"], DEFAULT_TAINT["value"], DEFAULT_TAINT["effect"]))
             labels.update({str(k): str(v) for k, v in (pool.get("labels") or {}).items()})
             for taint in pool.get("taints") or []:
                 taints.append((str(taint["key"]), str(taint.get("value", "")), str(taint.get("effect", "NoSchedule"))))
-            nodes.append(Node(name=name, labels=labels, taints=tuple(taints), allocatable=allocatable))
+            nodes.append(Node(name=name, labels=labels, taints=tuple(taints), allocatable=allocatable,
+                              sharing=sharing))
     if not nodes:
         raise InventoryError("it has no nodes")
     names = [node.name for node in nodes]

@@ -89,7 +89,16 @@ class SimPod(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     reason = models.CharField(max_length=40, blank=True)  # OOMKilled, Error, Completed, DeadlineExceeded
     exit_code = models.IntegerField(null=True, blank=True)
-    message = models.TextField(blank=True)  # FailedScheduling message while unschedulable
+    #: The FailedScheduling message while unschedulable; once bound, what the pod's end says beyond
+    #: its reason (a shared GPU's OOM, the device plugin refusing it: sandbox.sharing).
+    message = models.TextField(blank=True)
+    #: Which physical GPU of its node a pod of a shared resource got (0-based): the device plugin
+    #: hands out one replica of one GPU (sandbox.sharing). None: not a shared GPU's pod.
+    gpu = models.SmallIntegerField(null=True, blank=True)
+    #: Seconds of its run done by ``progress_at``: a time-sliced GPU slows a pod down while others
+    #: are busy on it. ``progress_at`` None: it has run at full speed since it started.
+    progress = models.FloatField(default=0.0)
+    progress_at = models.DateTimeField(null=True, blank=True)
     #: Annotations put on the pod after its creation (``annotate_pods``: the preemption notice).
     annotations = models.JSONField(default=dict, blank=True)
     #: When the first annotation ``slipway.dev/notice`` reached the pod (its downward-API file changed).

@@ -6,20 +6,30 @@ container's state (waiting, running, crash-looping, terminated), restarts, condi
 log lines are derived here, at the time asked, from the row, the owner's template and plan, and
 :mod:`sandbox.simulation`. :class:`sandbox.backend.SandboxBackend` serves them from ``observe``,
 ``pods`` and ``logs``.
+
+The simulated DCGM exporter's figures ride on the pods as annotations: a running pod's GPU
+utilisation, and on a shared GPU (:mod:`sandbox.sharing`) which physical GPU it has and the memory
+it holds there; its utilisation is then its part of that GPU (``busy`` counts, per GPU, the pods
+taking turns on a time-sliced one: :func:`busy_per_gpu`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from cluster.backends.base import Manifest
 from cluster.status import parse_time
 from sandbox import checkpoints
-from sandbox.controllers.kubelet import CRASH_OUTCOMES, KILLED_EXIT_CODE, pod_ready
+from sandbox.controllers.kubelet import ADMISSION_ERROR, KILLED_EXIT_CODE, crash_loop, pod_ready
 from sandbox.controllers.scaledobject import endpoint_load
+from sandbox.inventory import GpuSharing, nodes
 from sandbox.models import SimLoad, SimObject, SimPod
 from sandbox.names import replicaset_name
 from sandbox.registry import INVALID_IMAGE_NAME, invalid_image_message
+from sandbox.sharing import OOM_KILLED, is_busy
+from sandbox.sharing import utilization as shared_utilization
 from sandbox.simulation import (
     PULL_SECONDS,
     TERMINATION,
@@ -32,9 +42,13 @@ from sandbox.simulation import (
     training_log,
 )
 from sandbox.timestamps import rfc3339
+from sandbox.world import STAGE_CRASHING
 
 #: Pod annotation carrying the synthetic GPU utilisation (percent) of a running pod.
 GPU_UTILIZATION_ANNOTATION = "sandbox.slipway.dev/gpu-utilization"
+#: On a shared GPU: which physical GPU of its node the pod has, and the memory (MiB) it holds there.
+GPU_ANNOTATION = "sandbox.slipway.dev/gpu"
+GPU_MEMORY_ANNOTATION = "sandbox.slipway.dev/gpu-memory-mib"
 #: A whole log (``tail=None``) stops at this many lines, as a kubelet rotates a container's log.
 LOG_LINES_MAX = 100_000
 #: What the kubelet says of a pod stopped by its node's shutdown (a reclaimed spot node):
@@ -49,8 +63,31 @@ def _template(owner: SimObject, role_name: str) -> Manifest:
     return spec["template"]
 
 
-def pod_manifest(pod: SimPod, owner: SimObject, at: datetime) -> Manifest:
-    """The pod as the API server would return it, rebuilt from its row and its owner's template."""
+def sharing_of(pod: SimPod) -> GpuSharing | None:
+    """The sharing of the GPU a pod of a shared resource has (None: not such a pod)."""
+    if pod.gpu is None:
+        return None
+    return next((node.sharing for node in nodes(pod.cluster) if node.name == pod.node), None)
+
+
+def _taking_turns(pod: SimPod, plan: dict, at: datetime) -> bool:
+    """Whether the pod is busy on its GPU at ``at``: running (not crash-looping) and not pinned idle."""
+    return (pod.active and pod.phase == "Running" and pod.started_at is not None and pod.started_at <= at
+            and pod.stage != STAGE_CRASHING and is_busy(plan))
+
+
+def busy_per_gpu(pods: Iterable[tuple[SimPod, dict]], at: datetime) -> Counter[tuple[str, int]]:
+    """How many of ``pods`` (each with its plan) are busy on each physical GPU ``(node, index)``."""
+    return Counter((pod.node, pod.gpu) for pod, plan in pods if pod.gpu is not None and _taking_turns(pod, plan, at))
+
+
+def pod_manifest(pod: SimPod, owner: SimObject, at: datetime,
+                 busy: Counter[tuple[str, int]] | None = None) -> Manifest:
+    """The pod as the API server would return it, rebuilt from its row and its owner's template.
+
+    ``busy``: the busy pods per shared GPU (:func:`busy_per_gpu`), which its utilisation on a
+    time-sliced GPU depends on; None: it is alone there.
+    """
     plan = owner.plan["pods"][pod.role]
     template = _template(owner, plan["role"])
     labels = dict((template.get("metadata") or {}).get("labels") or {})
@@ -87,8 +124,19 @@ def pod_manifest(pod: SimPod, owner: SimObject, at: datetime) -> Manifest:
         if owner.kind == "Deployment":
             # Each replica serves its share; utilisation is that share, capped at 100%.
             load = min(float(getattr(owner, "load", 50.0)) / max(owner.replicas, 1), 100.0)
-        meta["annotations"] = {**(meta.get("annotations") or {}), GPU_UTILIZATION_ANNOTATION: str(
-            gpu_utilization(pod.name, plan.get("util"), serving_load=load, now=at))}
+        utilization = gpu_utilization(pod.name, plan.get("util"), serving_load=load, now=at)
+        annotations = {}
+        sharing = sharing_of(pod)
+        if sharing is not None:  # its part of a physical GPU
+            turns = _taking_turns(pod, plan, at)
+            if pod.stage == STAGE_CRASHING:  # in back-off, mostly: its GPU sees nothing of it
+                utilization = 0
+            utilization = shared_utilization(utilization, sharing.strategy, (busy or {}).get((pod.node, pod.gpu), 1),
+                                             sharing.replicas, turns)
+            held = 0 if pod.reason == OOM_KILLED else round(float(plan.get("mem") or 0) * 1024)
+            annotations = {GPU_ANNOTATION: str(pod.gpu), GPU_MEMORY_ANNOTATION: str(held)}
+        meta["annotations"] = {**(meta.get("annotations") or {}), GPU_UTILIZATION_ANNOTATION: str(utilization),
+                               **annotations}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 
 
@@ -122,16 +170,24 @@ def _pod_status(pod: SimPod, owner: SimObject, plan: dict, at: datetime) -> Mani
                                      "lastTransitionTime": rfc3339(pod.created_at)}]
         return status
     scheduled = rfc3339(pod.scheduled_at)
+    if pod.reason == ADMISSION_ERROR:  # the kubelet refused it before creating its container
+        status.update(reason=pod.reason, message=pod.message, startTime=scheduled)
+        status["conditions"] = [{"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                                 "lastTransitionTime": scheduled}]
+        return status
     status["hostIP"] = f"10.0.{stable_int(pod.node) % 250}.{stable_int(pod.node, 1) % 250 + 2}"
     status["podIP"] = f"10.244.{stable_int(pod.node) % 250}.{stable_int(pod.name) % 250 + 2}"
     status["startTime"] = scheduled
     ready = pod_ready(pod, plan, at) if owner.kind == "Deployment" else pod.phase == "Running"
     cstatus: Manifest = {"name": container, "image": image, "imageID": "", "ready": ready, "restartCount": 0,
                          "started": pod.phase == "Running"}
+    crash = crash_loop(pod, plan) if owner.kind == "Deployment" else None
     if pod.phase in ("Succeeded", "Failed"):
         cstatus["state"] = {"terminated": {"reason": pod.reason or "Error", "exitCode": pod.exit_code or 0,
                                            "startedAt": rfc3339(pod.started_at or pod.scheduled_at),
                                            "finishedAt": rfc3339(pod.finished_at)}}
+        if pod.message:  # what the container left in its termination log (a shared GPU's OOM)
+            cstatus["state"]["terminated"]["message"] = pod.message
         cstatus["started"] = False
         if pod.disruption:
             status["reason"], status["message"] = "Terminated", NODE_SHUTDOWN[1]
@@ -153,9 +209,10 @@ def _pod_status(pod: SimPod, owner: SimObject, plan: dict, at: datetime) -> Mani
             }}
         else:
             cstatus["state"] = {"waiting": {"reason": "ContainerCreating"}}
-    elif owner.kind == "Deployment" and plan["out"] in CRASH_OUTCOMES:
-        state = crash_state(pod.started_at, plan["dur"], at)
-        reason, code = TERMINATION[plan["out"]]
+    elif crash is not None:
+        outcome, run_seconds = crash
+        state = crash_state(pod.started_at, run_seconds, at)
+        reason, code = TERMINATION[outcome]
         cstatus["restartCount"] = state.restarts
         if state.running:
             cstatus["state"] = {"running": {"startedAt": rfc3339(state.run_started)}}
@@ -165,10 +222,12 @@ def _pod_status(pod: SimPod, owner: SimObject, plan: dict, at: datetime) -> Mani
                                             "message": f"back-off {state.backoff}s restarting failed "
                                                        f"container={container} pod={pod.name}_{pod.namespace}"}}
         if state.last_exit is not None:
-            previous_start = state.last_exit - timedelta(seconds=plan["dur"])
+            previous_start = state.last_exit - timedelta(seconds=run_seconds)
             cstatus["lastState"] = {"terminated": {"reason": reason, "exitCode": code,
                                                    "startedAt": rfc3339(previous_start),
                                                    "finishedAt": rfc3339(state.last_exit)}}
+            if pod.message:
+                cstatus["lastState"]["terminated"]["message"] = pod.message
     else:
         cstatus["state"] = {"running": {"startedAt": rfc3339(pod.started_at)}}
     run = _previous_run(pod, owner)
@@ -210,13 +269,18 @@ def pod_log(row: SimPod, at: datetime, tail: int | None, previous: bool) -> list
         return []  # "container is waiting to start": nothing logged yet
     if row.owner.kind == "Deployment":
         until = at
-        if plan["out"] in CRASH_OUTCOMES:
-            state = crash_state(row.started_at, plan["dur"], at)
+        crash = crash_loop(row, plan)
+        if crash is not None:
+            outcome, run_seconds = crash
+            state = crash_state(row.started_at, run_seconds, at)
             lines = server_log(row.name, image=plan["img"], started=state.run_started,
-                               until=min(at, state.run_started + timedelta(seconds=plan["dur"])), load=1.0,
+                               until=min(at, state.run_started + timedelta(seconds=run_seconds)), load=1.0,
                                tail=tail, port=plan.get("port"), args=plan.get("args", ()))
-            reason = TERMINATION[plan["out"]][0]
+            reason = TERMINATION[outcome][0]
             if not state.running:
+                if row.message:
+                    lines.append(f"{rfc3339(state.last_exit)} ERROR torch.OutOfMemoryError: CUDA out of memory. "
+                                 f"{row.message}")
                 lines.append(f"{rfc3339(state.last_exit)} ERROR server exited: {reason}")
             return lines[-tail:]
         return server_log(row.name, image=plan["img"], started=row.started_at, until=until,
@@ -226,12 +290,14 @@ def pod_log(row: SimPod, at: datetime, tail: int | None, previous: bool) -> list
     workers = sum(p["count"] for p in row.owner.plan["pods"])
     noticed = (row.finished_at is not None and not row.disruption and row.exit_code == checkpoints.NOTICE_EXIT_CODE
                and checkpoints.notice_exit(plan, row.started_at, row.notice_at) == row.finished_at)
+    shared_oom = row.reason == OOM_KILLED and bool(row.message)  # its shared GPU's memory killed it
     return training_log(row.name, image=plan["img"], started=row.started_at, until=until,
-                        outcome=pod_outcome(plan, row.owner.kind, row.index),
+                        outcome="oom" if shared_oom else pod_outcome(plan, row.owner.kind, row.index),
                         finished=(row.finished_at is not None and row.reason != "DeadlineExceeded"
                                   and not row.disruption),
                         workers=workers, tail=tail, args=plan.get("args", ()),
-                        ckpt=_checkpointing(plan), noticed=noticed, every=plan.get("log"), planned=plan["dur"])
+                        ckpt=_checkpointing(plan), noticed=noticed, oom_detail=row.message if shared_oom else "",
+                        every=plan.get("log"), planned=plan["dur"])
 
 
 def _previous_log(row: SimPod, plan: dict, tail: int) -> list[str]:

@@ -10,6 +10,10 @@ Knobs read from the first container's env (passed through unchanged by the build
   container crashes (crash outcomes only; a healthy server runs forever).
 * ``SLIPWAY_SIM_OUTCOME`` — ``succeed`` (default), ``fail``, ``oom``, ``image-pull``, ``crashloop``.
 * ``SLIPWAY_SIM_GPU_UTIL`` — fixed GPU utilisation in percent (e.g. ``3`` to demo idle detection).
+* ``SLIPWAY_SIM_GPU_MEMORY_GB`` — the GPU memory (GiB) the pod allocates as it starts. Default
+  :data:`DEFAULT_GPU_MEMORY_GB`, a small model's. It matters on a shared GPU only
+  (:mod:`sandbox.sharing`): time-sliced pods' memory adds up on their GPU, and the pod that
+  grows past what is left is OOMKilled; an MPS client is limited to its share.
 * ``SLIPWAY_SIM_FAILED_ATTEMPTS`` — Jobs: only the first N attempts end with a failing outcome
   (``fail``, ``oom``); the attempts after them succeed, so a run that retries and recovers can
   be shown (with ``max_retries`` ≥ N). Default: every attempt ends the same way.
@@ -46,6 +50,9 @@ _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 #: How long a server takes to load its model before it answers its readiness probe.
 DEFAULT_MODEL_LOAD_SECONDS = 20
+#: GPU memory (GiB) a pod allocates when its env does not say (SLIPWAY_SIM_GPU_MEMORY_GB): a small
+#: model's, so four fit on a time-sliced 15 GiB T4 and one in an MPS client's share of an A10G.
+DEFAULT_GPU_MEMORY_GB = 2.0
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,7 @@ class SimSettings:
     failed_attempts: int | None = None  # Jobs: attempts that fail before one succeeds (None: all)
     checkpoint: dict | None = None  # runs: checkpoint settings (sandbox.checkpoints.plan_settings)
     honour_notice: bool = False  # runs: checkpoint and exit at a preemption notice
+    gpu_memory_gb: float = DEFAULT_GPU_MEMORY_GB  # GPU memory allocated as it starts (GiB)
 
 
 def stable_int(*parts: object) -> int:
@@ -92,6 +100,7 @@ def sim_settings(env: dict[str, str], *, workload: str, kind: str) -> SimSetting
         utilization: float | None = float(env["SLIPWAY_SIM_GPU_UTIL"]) if env.get("SLIPWAY_SIM_GPU_UTIL") else None
     except ValueError:
         utilization = None
+    gpu_memory_gb = _positive_float(env.get("SLIPWAY_SIM_GPU_MEMORY_GB", ""))
     load_seconds = 0
     if kind == "Deployment":
         raw = env.get("SLIPWAY_SIM_LOAD_SECONDS", "")
@@ -106,7 +115,17 @@ def sim_settings(env: dict[str, str], *, workload: str, kind: str) -> SimSetting
         duration = checkpoints.shortened(duration, checkpoint)  # a resumed run has less left to do
     return SimSettings(duration=max(duration, 1), outcome=outcome, utilization=utilization,
                        load_seconds=load_seconds, failed_attempts=failed_attempts, checkpoint=checkpoint,
-                       honour_notice=kind != "Deployment" and checkpoints.honours_notice(env))
+                       honour_notice=kind != "Deployment" and checkpoints.honours_notice(env),
+                       gpu_memory_gb=DEFAULT_GPU_MEMORY_GB if gpu_memory_gb is None else gpu_memory_gb)
+
+
+def _positive_float(raw: str) -> float | None:
+    """A finite number above 0 in ``raw``, None when there is none (the knob's default applies)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
 
 
 #: Outcomes SLIPWAY_SIM_FAILED_ATTEMPTS limits to the first attempts.
@@ -206,15 +225,17 @@ def _args_lines(stamp: str, args: tuple[str, ...] | list[str]) -> list[str]:
 def training_log(pod_name: str, *, image: str, started: datetime, until: datetime, outcome: str,
                  finished: bool, workers: int, tail: int, args: tuple[str, ...] | list[str] = (),
                  ckpt: checkpoints.Checkpointing | None = None, noticed: bool = False,
-                 every: float | None = None, planned: float | None = None) -> list[str]:
+                 oom_detail: str = "", every: float | None = None, planned: float | None = None) -> list[str]:
     """Plausible training output from ``started`` to ``until`` (only the last ``tail`` lines are built).
 
     It echoes the container's ``args`` as a training script does, and trains with the learning
     rate they give (``--lr``), so what the user typed shows up where they look for it.
     ``ckpt``: it checkpoints (and resumes) as :mod:`sandbox.checkpoints` says; ``noticed``: it
-    stopped at ``until`` because of a preemption notice. Its training lines are metric lines
-    (:mod:`sandbox.training_metrics`): one ``every`` seconds (``SLIPWAY_SIM_LOG_EVERY``), and its
-    progress towards the steps of its ``planned`` seconds (this attempt's; None: no progress lines).
+    stopped at ``until`` because of a preemption notice; ``oom_detail``: why it ran out of GPU
+    memory, when its shared GPU's memory is the cause (:mod:`sandbox.sharing`). Its training lines
+    are metric lines (:mod:`sandbox.training_metrics`): one ``every`` seconds
+    (``SLIPWAY_SIM_LOG_EVERY``), and its progress towards the steps of its ``planned`` seconds (this
+    attempt's; None: no progress lines).
     """
     every = every or training_metrics.DEFAULT_EVERY
     elapsed = max(0, int((until - started).total_seconds()))
@@ -241,6 +262,8 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
         footer = checkpoints.notice_footer(ckpt, elapsed, end)
     elif finished and outcome == "succeed":
         footer = [f"{end} INFO  training complete: saved checkpoint to /checkpoints/final.pt"]
+    elif finished and outcome == "oom" and oom_detail:
+        footer = [f"{end} ERROR torch.OutOfMemoryError: CUDA out of memory. {oom_detail}", f"{end} Killed"]
     elif finished and outcome == "oom":
         footer = [f"{end} ERROR torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB "
                   "(GPU 0; 79.15 GiB total capacity; 77.02 GiB already allocated)", f"{end} Killed"]

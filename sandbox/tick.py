@@ -8,6 +8,8 @@ cluster never overlap.
 
 Order within a tick (each step sees the previous one's results):
 
+0. shared GPUs: time-slicing and MPS decide how far each pod on a shared GPU got and whose
+   memory does not fit (:mod:`sandbox.controllers.gpus`);
 1. kubelet: bound pods move ContainerCreating → Running → Succeeded/Failed by their times;
 2. controllers: Jobs, PyTorchJobs and Deployments (scaled by their ScaledObjects) react to
    finished pods, deadlines and replica counts, and create pods within the ResourceQuota;
@@ -30,7 +32,7 @@ from datetime import datetime
 
 from django.db.models import Exists, OuterRef, Q
 
-from sandbox.controllers import deployment, job, kubelet, pytorchjob, quota
+from sandbox.controllers import deployment, gpus, job, kubelet, pytorchjob, quota
 from sandbox.controllers.scheduling import schedule
 from sandbox.models import SimLoad, SimObject, SimPod
 from sandbox.world import World
@@ -44,6 +46,7 @@ def run_tick(now: datetime, cluster: str) -> dict[str, int]:
     finish_deletions(now, cluster)
     world = World(now, cluster)
     world.load()
+    gpus.share(world)
     for owner_id, pods in world.pods_by_owner.items():
         owner = world.owners[owner_id]
         for pod in pods:

@@ -170,6 +170,61 @@ def _check_resources(errors: _Errors, path: str, resources: object) -> dict[str,
     return {**limits, **requests}
 
 
+#: Label selector operators (pod and namespace selectors of an affinity term).
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _check_selector(errors: _Errors, path: str, selector: object) -> None:
+    """A label selector (``matchLabels``, ``matchExpressions``) as the API server checks it."""
+    if selector is None:
+        return
+    if not isinstance(selector, dict):
+        errors.invalid(path, selector, "must be an object")
+        return
+    _check_labels(errors, f"{path}.matchLabels", selector.get("matchLabels"))
+    for index, expr in enumerate(selector.get("matchExpressions") or []):
+        epath = f"{path}.matchExpressions[{index}]"
+        if not isinstance(expr, dict):
+            errors.invalid(epath, expr, "must be an object")
+            continue
+        operator, values = expr.get("operator"), expr.get("values") or []
+        if not expr.get("key"):
+            errors.required(f"{epath}.key")
+        if operator not in SELECTOR_OPERATORS:
+            errors.invalid(f"{epath}.operator", operator, "not a valid selector operator")
+        elif operator in ("In", "NotIn") and not values:
+            errors.items.append(f"{epath}.values: Required value: must be specified when `operator` is 'In' or "
+                                "'NotIn'")
+        elif operator in ("Exists", "DoesNotExist") and values:
+            errors.forbidden(f"{epath}.values", "may not be specified when `operator` is 'Exists' or "
+                             "'DoesNotExist'")
+
+
+def _check_pod_anti_affinity(errors: _Errors, path: str, spec: dict) -> None:
+    """The required podAntiAffinity terms the scheduler honours: a topology key and valid selectors."""
+    affinity = spec.get("affinity")
+    anti = affinity.get("podAntiAffinity") if isinstance(affinity, dict) else None
+    terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(anti, dict) else None
+    if terms is None:
+        return
+    tpath = f"{path}.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    if not isinstance(terms, list):
+        errors.invalid(tpath, terms, "must be a list of pod affinity terms")
+        return
+    for index, term in enumerate(terms):
+        if not isinstance(term, dict):
+            errors.invalid(f"{tpath}[{index}]", term, "must be an object")
+            continue
+        if not term.get("topologyKey"):
+            errors.items.append(f"{tpath}[{index}].topologyKey: Required value: can not be empty")
+        _check_selector(errors, f"{tpath}[{index}].labelSelector", term.get("labelSelector"))
+        _check_selector(errors, f"{tpath}[{index}].namespaceSelector", term.get("namespaceSelector"))
+        namespaces = term.get("namespaces")
+        if namespaces is not None and (not isinstance(namespaces, list)
+                                       or not all(isinstance(n, str) for n in namespaces)):
+            errors.invalid(f"{tpath}[{index}].namespaces", namespaces, "must be a list of namespace names")
+
+
 def _check_pod_template(errors: _Errors, path: str, template: object, *, restart: tuple[str, ...]) -> None:
     if not isinstance(template, dict):
         errors.required(path)
@@ -217,6 +272,7 @@ def _check_pod_template(errors: _Errors, path: str, template: object, *, restart
         security = container.get("securityContext") or {}
         if security.get("privileged"):
             errors.forbidden(f"{cpath}.securityContext.privileged", "disallowed by cluster policy")
+    _check_pod_anti_affinity(errors, f"{path}.spec", spec)
     for index, volume in enumerate(spec.get("volumes") or []):
         if isinstance(volume, dict) and "hostPath" in volume:
             errors.forbidden(f"{path}.spec.volumes[{index}].hostPath", "disallowed by cluster policy")
@@ -363,6 +419,31 @@ def template_hash(template: Manifest) -> str:
     return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
 
 
+def _selector_plan(selector: object) -> list[list] | None:
+    """A label selector as ``[key, operator, values]`` expressions (matchLabels become ``In``); None
+    for a null selector, which selects nothing ({} selects everything)."""
+    if not isinstance(selector, dict):
+        return None
+    exprs = [[str(k), "In", [str(v)]] for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    exprs += [[e.get("key"), e.get("operator"), [str(v) for v in e.get("values") or []]]
+              for e in selector.get("matchExpressions") or []]
+    return exprs
+
+
+def anti_affinity_plan(spec: Manifest) -> list[dict]:
+    """The pod's required anti-affinity terms as the scheduler reads them.
+
+    ``sel``: the pods it keeps away from (None: none); ``ns``/``nss``: the namespaces it looks in
+    (the listed ones, and those ``nss`` selects; neither: the pod's own namespace, as Kubernetes
+    defaults); ``topo``: the topology key.
+    """
+    terms = (((spec.get("affinity") or {}).get("podAntiAffinity") or {})
+             .get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+    return [{"sel": _selector_plan(term.get("labelSelector")), "ns": sorted(term.get("namespaces") or []),
+             "nss": _selector_plan(term.get("namespaceSelector")), "topo": term["topologyKey"]}
+            for term in terms]
+
+
 def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 1, kind: str = "Job") -> dict:
     """What the scheduler and the controllers need of one pod template."""
     spec = template.get("spec") or {}
@@ -380,7 +461,7 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
         for term in affinity or []
     ]
     sim = sim_settings(env, workload=workload, kind=kind)
-    return {
+    plan = {
         "role": role,
         "count": count,
         "req": requests,
@@ -409,7 +490,15 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
         "args": [str(a) for a in first.get("args") or []],
         # The port a server's log says it listens on: its first declared container port.
         "port": next((p.get("containerPort") for p in first.get("ports") or [] if p.get("containerPort")), None),
+        # GPU memory it allocates (SLIPWAY_SIM_GPU_MEMORY_GB): what it takes of a shared GPU's.
+        "mem": sim.gpu_memory_gb,
+        # Its labels, which other pods' anti-affinity selects.
+        "lbl": dict((template.get("metadata") or {}).get("labels") or {}),
     }
+    anti = anti_affinity_plan(spec)
+    if anti:  # only then: the scheduler's inter-pod check costs nothing for pods without
+        plan["anti"] = anti
+    return plan
 
 
 def ignores_disruption(policy: object) -> bool:

@@ -54,6 +54,11 @@ class World:
         self.now = now
         self.cluster = cluster
         self.nodes = inventory_nodes(cluster)
+        #: The shared nodes' device plugin sharing (sandbox.sharing), by node name.
+        self.sharing = {node.name: node.sharing for node in self.nodes if node.sharing is not None}
+        #: Pods whose only change is a new progress checkpoint (a time-sliced GPU): written
+        #: without drawing their owner's controller's attention.
+        self.progressed: list[PodRow] = []
         self.events: list[Record] = []
         self.new_pods: list[PodRow] = []
         self.changed_pods: dict[int, PodRow] = {}
@@ -152,7 +157,9 @@ class World:
         fast_insert(SimPod, self.new_pods)
         fast_update(SimPod, list(self.changed_pods.values()),
                     ["node", "phase", "stage", "active", "scheduled_at", "started_at", "finished_at", "reason",
-                     "exit_code", "message", "disruption"])
+                     "exit_code", "message", "disruption", "gpu", "progress", "progress_at"])
+        fast_update(SimPod, [pod for pod in self.progressed if pod.pk is not None and pod.pk not in self.changed_pods
+                             and pod.pk not in self.deleted_pods], ["progress", "progress_at"])
         fast_update(SimObject, list(self.changed_objects.values()), ["status", "memo", "replicas", "done"])
         fast_insert(SimEvent, self.events)
         return {"pods_created": len(self.new_pods), "pods_changed": len(self.changed_pods),

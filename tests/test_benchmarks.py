@@ -35,7 +35,7 @@ BENCHMARKS = [
      "targets:"),
     ("reconcile_db.py", ["--sizes", "20"], "steady"),
     ("reconcile_scale.py", ["--sizes", "20"], "targets:"),
-    ("sandbox_tick.py", ["--sizes", "20"], "steady"),
+    ("sandbox_tick.py", ["--sizes", "20", "--shared"], "steady"),  # the shared GPUs too
     ("sharing.py", ["--quick"], "invariants: held at"),
     ("telemetry.py", ["--quick"], "points/s through the API and through stdout"),
 ]

@@ -5,6 +5,10 @@ deleted (scale down, template change, a finished workload) with the events a nod
 A pod's outcome, durations and readiness delay come from its plan (:mod:`sandbox.simulation`);
 the stages it passes are :data:`sandbox.world.STAGE_CREATED` and the following constants.
 
+On a shared GPU (:mod:`sandbox.sharing`) a run ends at its last progress checkpoint plus the work
+left (:func:`sandbox.sharing.run_end`), and the device plugin refuses a pod that asks for more than
+one replica (``failRequestsGreaterThanOne``): it fails at admission, ``UnexpectedAdmissionError``.
+
 Two stops come from outside: a preemption notice, which a pod that honours it answers by
 checkpointing and exiting (:mod:`sandbox.checkpoints`), and its node's shutdown (a reclaimed
 spot node, :func:`sandbox.faults.reclaim_node`), which stops it with the
@@ -18,14 +22,32 @@ from datetime import datetime, timedelta
 from sandbox.checkpoints import NOTICE_EXIT_CODE, notice_exit
 from sandbox.controllers.quota import release
 from sandbox.registry import INVALID_IMAGE_NAME, invalid_image_message
+from sandbox.sharing import MEMORY_GROW_SECONDS, OOM_KILLED, run_end
 from sandbox.simulation import PULL_SECONDS, TERMINATION, pod_outcome, pull_failure
-from sandbox.world import STAGE_CRASHING, STAGE_DONE, STAGE_READY, STAGE_STARTED, ObjRow, PodRow, World
+from sandbox.world import (
+    STAGE_BOUND,
+    STAGE_CRASHING,
+    STAGE_DONE,
+    STAGE_READY,
+    STAGE_STARTED,
+    ObjRow,
+    PodRow,
+    World,
+)
 
 CRASH_OUTCOMES = ("fail", "oom", "crashloop")
 #: The DisruptionTarget reason the kubelet gives the pods it stops for a node shutdown.
 NODE_SHUTDOWN_REASON = "TerminationByKubelet"
 #: The exit code of a container stopped by SIGTERM (a PyTorchJob gang's restart kills the rest).
 KILLED_EXIT_CODE = 143
+#: The pod's reason when the kubelet's admission fails (here: the device plugin's Allocate).
+ADMISSION_ERROR = "UnexpectedAdmissionError"
+
+
+def admission_message(resource: str, units: int) -> str:
+    """The kubelet's words when a shared GPU's device plugin refuses a request above one replica."""
+    return (f"Allocate failed due to rpc error: code = Unknown desc = request for '{resource}: {units}' too large: "
+            "maximum request size for shared resources is 1, which is unexpected")
 
 
 def advance(world: World, pod: PodRow, owner: ObjRow) -> None:
@@ -37,6 +59,8 @@ def advance(world: World, pod: PodRow, owner: ObjRow) -> None:
         disrupt(world, pod, owner, max(down, pod.scheduled_at))
         return
     plan = world.plan_of(pod)
+    if pod.stage == STAGE_BOUND and _refused(world, pod, plan):
+        return
     start = pod.scheduled_at + timedelta(seconds=PULL_SECONDS)
     outcome = pod_outcome(plan, owner.kind, pod.index)
     pod_ref = f"Pod/{pod.name}"
@@ -61,16 +85,11 @@ def advance(world: World, pod: PodRow, owner: ObjRow) -> None:
             world.touch(pod)
         return
     if pod.stage < STAGE_STARTED and world.now >= start:
-        pod.stage, pod.phase, pod.started_at = STAGE_STARTED, "Running", start
-        world.event(pod, pod_ref, "Normal", "Pulled",
-                    f'Successfully pulled image "{plan["img"]}" in {PULL_SECONDS - 1}.2s', start)
-        world.event(pod, pod_ref, "Normal", "Created", f"Created container {plan['ctr']}", start)
-        world.event(pod, pod_ref, "Normal", "Started", f"Started container {plan['ctr']}", start)
-        world.touch(pod)
+        start_container(world, pod, plan, start)
     if pod.phase != "Running" or pod.started_at is None:
         return
-    end = pod.started_at + timedelta(seconds=plan["dur"])
     if owner.kind == "Deployment":
+        end = pod.started_at + timedelta(seconds=plan["dur"])
         if pod.stage == STAGE_STARTED and outcome not in CRASH_OUTCOMES and pod_ready(pod, plan, world.now):
             pod.stage = STAGE_READY  # no event: the readiness probe passing is silent
             world.touch(pod)
@@ -85,6 +104,7 @@ def advance(world: World, pod: PodRow, owner: ObjRow) -> None:
                         end + timedelta(seconds=1))
             world.touch(pod)
         return
+    end = run_end(pod.started_at, plan["dur"], pod.progress, pod.progress_at)  # a shared GPU may slow it
     stop = notice_exit(plan, pod.started_at, pod.notice_at)
     if stop is not None and stop < end:
         if world.now >= stop:  # it saw the notice: last checkpoint saved, it exits early
@@ -96,6 +116,31 @@ def advance(world: World, pod: PodRow, owner: ObjRow) -> None:
         if outcome == "oom":
             world.event(pod, pod_ref, "Warning", "OOMKilling",
                         f"Memory cgroup out of memory: Killed process in container {plan['ctr']}", end)
+
+
+def start_container(world: World, pod: PodRow, plan: dict, at: datetime) -> None:
+    """The image is pulled and the container starts at ``at``."""
+    pod_ref = f"Pod/{pod.name}"
+    pod.stage, pod.phase, pod.started_at = STAGE_STARTED, "Running", at
+    world.event(pod, pod_ref, "Normal", "Pulled",
+                f'Successfully pulled image "{plan["img"]}" in {PULL_SECONDS - 1}.2s', at)
+    world.event(pod, pod_ref, "Normal", "Created", f"Created container {plan['ctr']}", at)
+    world.event(pod, pod_ref, "Normal", "Started", f"Started container {plan['ctr']}", at)
+    world.touch(pod)
+
+
+def _refused(world: World, pod: PodRow, plan: dict) -> bool:
+    """A shared GPU's device plugin refuses more than one replica per container (its
+    ``failRequestsGreaterThanOne``): the kubelet fails the pod at admission, and it stays failed."""
+    sharing = world.sharing.get(pod.node)
+    units = plan["req"].get(sharing.resource, 0) if sharing is not None else 0
+    if units <= 1:
+        return False
+    message = admission_message(sharing.resource, units)
+    world.event(pod, f"Pod/{pod.name}", "Warning", ADMISSION_ERROR, message)
+    terminate(world, pod, "Failed", ADMISSION_ERROR, 0, world.now)
+    pod.message, pod.exit_code = message, None
+    return True
 
 
 def terminate(world: World, pod: PodRow, phase: str, reason: str, code: int, at: datetime) -> None:
@@ -143,8 +188,21 @@ def remove(world: World, pod: PodRow, owner: ObjRow) -> None:
         world.new_pods.remove(pod)
 
 
+def crash_loop(pod: PodRow, plan: dict) -> tuple[str, int] | None:
+    """How a server's container crash-loops: (its outcome, seconds each run lasts); None when it does not.
+
+    Its spec's crash outcome (``SLIPWAY_SIM_OUTCOME``), or a shared GPU's memory that killed it
+    (:mod:`sandbox.sharing`): each restart dies allocating it again.
+    """
+    if pod.reason == OOM_KILLED and pod.phase == "Running":
+        return "oom", MEMORY_GROW_SECONDS
+    if plan["out"] in CRASH_OUTCOMES:
+        return plan["out"], plan["dur"]
+    return None
+
+
 def pod_ready(pod: PodRow, plan: dict, now: datetime) -> bool:
     """Running, past its readiness delay, and not a server that crashes."""
-    if pod.phase != "Running" or pod.started_at is None or plan["out"] in CRASH_OUTCOMES:
+    if pod.phase != "Running" or pod.started_at is None or crash_loop(pod, plan) is not None:
         return False
     return now >= pod.started_at + timedelta(seconds=plan.get("ready", 0))

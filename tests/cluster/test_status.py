@@ -210,6 +210,25 @@ def test_it_names_oom_as_the_cause_of_a_failed_job() -> None:
     assert status.finished_at == parse_time(T1)
 
 
+def test_a_termination_message_says_why_instead_of_the_generic_oom_hint() -> None:
+    """A shared GPU's OOM is not the container's own memory: the words it left say what happened."""
+    shared = terminated("OOMKilled", 137)
+    shared["state"]["terminated"]["message"] = "GPU memory is shared with 3 other pods on this time-sliced GPU"
+    oom = pod("run-42-abcde", "run-42", phase="Failed", container_statuses=[shared])
+    job = _job({"failed": 1, "startTime": T0, "conditions": [
+        _cond("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")]})
+    assert training_status(_obs([job], [oom])).reason == (
+        "BackoffLimitExceeded: Job has reached the specified backoff limit (last attempt: OOMKilled (exit 137): "
+        "GPU memory is shared with 3 other pods on this time-sliced GPU)")
+
+
+def test_it_names_a_pod_the_kubelet_refused_at_admission() -> None:
+    refused = pod("run-42-abcde", "run-42", phase="Failed")
+    refused["status"].update(reason="UnexpectedAdmissionError", message="Allocate failed due to …")
+    job = _job({"startTime": T0})
+    assert training_status(_obs([job], [refused])).reason == "UnexpectedAdmissionError: Allocate failed due to …"
+
+
 def test_it_reports_a_deadline_exceeded_job() -> None:
     job = _job(
         {

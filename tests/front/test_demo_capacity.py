@@ -22,6 +22,7 @@ from quotas.services import remove_cohort
 from sandbox.backend import SandboxBackend
 from sandbox.inventory import clusters
 from teams.models import AuditEvent
+from tests.front.shared_flavors import shared_demo_flavors
 
 
 @pytest.fixture
@@ -37,6 +38,7 @@ def seed(**options) -> str:
 
 def test_the_sandbox_offers_exactly_the_demo_teams_nominal_quotas_per_flavor(db, debug_on, settings):
     settings.SLIPWAY_SANDBOX_INVENTORY = str(settings.BASE_DIR / "sandbox" / "inventory.yaml")  # the shipped one
+    shared_demo_flavors()  # t4-ts4 and a10g-mps2, as the contract defines them (quotas.demo will)
     seed(no_runs=True)
     flavors = {flavor.name: flavor.to_spec() for flavor in GpuFlavor.objects.all()}
     # The Capacity page's rule (cluster.capacity.offers), over the nodes of every cluster.
@@ -51,6 +53,7 @@ def test_the_sandbox_offers_exactly_the_demo_teams_nominal_quotas_per_flavor(db,
     assert all(quota_sums.values())
     assert offered == quota_sums
     assert offered["a100-80gb"] == 12 and offered["h100-80gb"] == 16  # so the check is not 0 == 0
+    assert (offered["t4-ts4"], offered["a10g-mps2"]) == (8, 4)  # replicas of 2 T4s x4 and 2 A10Gs x2
     # Both clusters offer A100s and H100s (at their own prices): placement by price has a choice.
     assert len(offered_by) == 2 and all(per_cluster["a100-80gb"] and per_cluster["h100-80gb"]
                                         for per_cluster in offered_by.values())

@@ -10,12 +10,15 @@ import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import CommandError, call_command
 
+from front.management.commands import seed_demo
+from inference.constants import EndpointState
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from notifications.models import EmailSubscription
 from quotas.demo import seed_flavors
 from quotas.models import GpuFlavor, TeamBudget, TeamQuota
 from teams.models import Membership, Team
+from tests.front.shared_flavors import shared_demo_flavors
 
 User = get_user_model()
 
@@ -65,9 +68,31 @@ def test_it_seeds_flavors_quotas_and_budgets(db, debug_on):
         "team__slug", "flavor__name", "limit")}
     assert limits[("ml-research", "a100-80gb")] == 8 and limits[("ml-research", "a100-3g.40gb")] == 4
     assert limits[("vision", "a100-1g.10gb")] == 7
-    assert {f for s, f in limits if s == "nlp"} == {"h100-80gb"}
+    # NLP's MPS quota comes with the flavor (quotas.demo defines the shared flavors, issue 37a).
+    shared = {"a10g-mps2"} & set(GpuFlavor.objects.values_list("name", flat=True))
+    assert {f for s, f in limits if s == "nlp"} == {"h100-80gb"} | shared
     assert dict(TeamBudget.objects.values_list("team__slug", "monthly_limit")) == {
         "ml-research": Decimal("20000"), "vision": Decimal("5000"), "nlp": Decimal("15000")}
+
+
+def test_it_seeds_the_quotas_of_the_shared_flavors(db, debug_on):
+    shared_demo_flavors()  # t4-ts4 and a10g-mps2 as the contract defines them (quotas.demo will, issue 37a)
+    seed(no_runs=True)
+    assert sorted(TeamQuota.objects.filter(flavor__sharing__in=["time-slicing", "mps"]).values_list(
+        "team__slug", "flavor__name", "limit")) == [
+        ("ml-research", "a10g-mps2", 2), ("ml-research", "t4-ts4", 4), ("nlp", "a10g-mps2", 2), ("vision", "t4-ts4", 4)]
+
+
+def test_a_quota_of_a_flavor_that_does_not_exist_waits_for_it(db, debug_on, monkeypatch):
+    monkeypatch.setattr(seed_demo, "TEAMS", (seed_demo.DemoTeam("vision", "Computer Vision",
+                                                                {"l4": 2, "later-gpu": 3}, None),))
+    seed(no_runs=True)  # nothing fails, and the quota it could not give is not marked as given
+    assert list(TeamQuota.objects.values_list("flavor__name", "limit")) == [("l4", 2)]
+    later = GpuFlavor.objects.get(name="l4")
+    later.pk, later.name = None, "later-gpu"  # an admin adds the flavor
+    later.save()
+    seed(no_runs=True)
+    assert sorted(TeamQuota.objects.values_list("flavor__name", "limit")) == [("l4", 2), ("later-gpu", 3)]
 
 
 def test_it_prints_credentials_that_work(db, debug_on, monkeypatch):
@@ -127,7 +152,7 @@ def test_it_keeps_what_an_admin_changed_when_run_again(db, debug_on):
 
     assert snapshot() == changed
     assert {model: model.objects.count() for model in counts} == counts  # nothing duplicated or re-created
-    assert TeamQuota.objects.get(team__slug="nlp").limit == 16
+    assert TeamQuota.objects.get(team__slug="nlp", flavor__name="h100-80gb").limit == 16
     assert not TeamQuota.objects.filter(team__slug="vision", flavor__name="l4").exists()
     assert TeamBudget.objects.get(team__slug="vision").monthly_limit == Decimal("9000")
     assert GpuFlavor.objects.get(name="a100-80gb").price_per_hour == Decimal("3.9500")
@@ -152,19 +177,25 @@ def test_it_adds_what_is_missing_and_adopts_what_exists_without_overwriting(db, 
     assert GpuFlavor.objects.get(name="a100-80gb").price_per_hour == Decimal("9.9900")
     assert GpuFlavor.objects.count() == 8  # the missing ones were added
     assert Team.objects.get(slug="nlp").name == "NLP (renamed)"
+    shared = {"a10g-mps2": 2} if GpuFlavor.objects.filter(name="a10g-mps2").exists() else {}  # quotas.demo's (37a)
     assert dict(TeamQuota.objects.filter(team=team).values_list("flavor__name", "limit")) == {
-        "a100-80gb": 3, "h100-80gb": 8}
+        "a100-80gb": 3, "h100-80gb": 8, **shared}
     assert Membership.objects.filter(team=team, user__username="erin", role="member").exists()
+
+
+def demo_endpoints() -> set[str]:
+    """The demo's endpoints: ocr-small's flavor t4-ts4 comes with quotas.demo's shared flavors (issue 37a)."""
+    return {"detector", "llama-chat"} | ({"ocr-small"} if GpuFlavor.objects.filter(name="t4-ts4").exists() else set())
 
 
 def test_it_submits_the_demo_work_of_a_team_once(db, debug_on, published):
     seed()
     runs = TrainingRun.objects.count()
-    assert runs > 0 and InferenceEndpoint.objects.count() == 2
+    assert runs > 0 and InferenceEndpoint.objects.count() == len(demo_endpoints())
     TrainingRun.objects.filter(team__slug="nlp").delete()  # an admin cleans a team up
     seed()
     assert not TrainingRun.objects.filter(team__slug="nlp").exists()
-    assert InferenceEndpoint.objects.count() == 2
+    assert InferenceEndpoint.objects.count() == len(demo_endpoints())
 
 
 def test_it_keeps_data_it_did_not_create(db, debug_on):
@@ -185,7 +216,15 @@ def test_it_refuses_to_seed_well_known_passwords_without_debug(db, settings):
 def test_it_creates_the_demo_endpoints_once(db, debug_on):
     call_command("seed_demo", stdout=StringIO())
     endpoints = {e.name: e for e in InferenceEndpoint.objects.all()}
-    assert set(endpoints) == {"detector", "llama-chat"}
+    assert set(endpoints) == demo_endpoints()
     assert endpoints["detector"].min_replicas == 0 and endpoints["detector"].flavor.mig_profile == "1g.10gb"
     call_command("seed_demo", stdout=StringIO())
-    assert InferenceEndpoint.objects.count() == 2
+    assert InferenceEndpoint.objects.count() == len(demo_endpoints())
+
+
+def test_vision_serves_a_small_model_on_a_quarter_of_a_time_sliced_t4(db, debug_on):
+    shared_demo_flavors()
+    call_command("seed_demo", stdout=StringIO())
+    ocr = InferenceEndpoint.objects.get(name="ocr-small")
+    assert (ocr.team.slug, ocr.flavor.name, ocr.min_replicas, ocr.max_replicas) == ("vision", "t4-ts4", 1, 2)
+    assert ocr.state == EndpointState.DEPLOYING  # admitted: within vision's four t4-ts4 units

@@ -21,8 +21,9 @@ def test_it_ships_two_gpu_operator_shaped_clusters(settings):
     assert west.spot_prices["l4"] == Decimal("0.28") and east.spot_prices == {}
     assert [node.name for node in nodes()] == [node.name for node in nodes("east")]  # no name: the first cluster
     by_name = {node.name: node for node in nodes("east") + nodes("west")}
-    assert sorted(by_name) == ["east-a100-0", "east-a100-mig-0", "east-h100-0", "east-l4-0", "east-l4-1",
-                               "west-a100-0", "west-h100-0", "west-l4-spot-0", "west-l4-spot-1"]
+    assert sorted(by_name) == ["east-a100-0", "east-a100-mig-0", "east-a10g-0", "east-h100-0", "east-l4-0",
+                               "east-l4-1", "east-t4-0", "west-a100-0", "west-h100-0", "west-l4-spot-0",
+                               "west-l4-spot-1"]
     mig = by_name["east-a100-mig-0"]
     assert mig.labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
     assert mig.labels["nvidia.com/mig.config"] == "slipway-mixed"

@@ -4,7 +4,8 @@ The inventory may hold several clusters (``sandbox/inventory.yaml``); ``--cluste
 one. Without it, ``status``, ``tick`` and ``reset`` act on every cluster (each on its own
 clock), ``load`` on the first one, and the node verbs on the cluster that has the node.
 
-* ``status`` — per cluster: nodes with GPUs used/free per resource, then pods that are not finished;
+* ``status`` — per cluster: nodes with GPUs used/free per resource, the shared GPUs as the simulated
+  DCGM exporter sees them (pods, utilisation, memory), then pods that are not finished;
 * ``tick [--at RFC3339] [--seconds N --step S]`` — advance the clock (once, or in steps);
 * ``load <namespace>/<workload> <value|auto>`` — pin an endpoint's synthetic load (``auto``:
   back to the demo curve);
@@ -31,7 +32,7 @@ from django.utils import timezone
 from cluster.backends.base import ClusterAddress
 from cluster.errors import NotFound
 from sandbox import faults, inventory
-from sandbox.backend import SandboxBackend
+from sandbox.backend import POD_OWNER_KINDS, SandboxBackend
 from sandbox.models import SimObject, SimPod
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -225,6 +226,12 @@ class Command(BaseCommand):
         for row in capacity:
             totals[row.resource_name] += row.allocatable
             used[row.resource_name] += row.in_use
+        if silent is None and any(node.sharing for node in inventory.nodes(backend.cluster)):
+            self.stdout.write(f"\n{'SHARED GPU':<18} {'SHARING':<18} {'PODS':>5} {'UTIL':>5} {'MEMORY (GiB)':>13}")
+            for gpu in backend.gpu_devices(backend.observe(POD_OWNER_KINDS)):
+                self.stdout.write(f"{gpu.node + '/' + str(gpu.gpu):<18} {gpu.sharing + ' x' + str(gpu.replicas):<18} "
+                                  f"{len(gpu.pods):>5} {gpu.utilization:>4}% "
+                                  f"{gpu.memory_used_mib / 1024:>6.1f}/{gpu.memory_mib / 1024:<6.1f}")
         self.stdout.write("")
         for resource in sorted(totals):
             self.stdout.write(f"total {resource}: {used[resource]} used, {totals[resource] - used[resource]} free "
