@@ -9,17 +9,26 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AnonymousUser
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import authentication, exceptions, status
 from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
 from core.exceptions import conflict_response
-from jobs import checkpoints, services
+from jobs import checkpoints, metrics, services
 from jobs.constants import RunState
+from jobs.metric_lines import NAME
 from jobs.models import TrainingRun
-from jobs.serializers import CheckpointReportSerializer, CheckpointSerializer, RunCreateSerializer, RunSerializer
+from jobs.serializers import (
+    CheckpointReportSerializer,
+    CheckpointSerializer,
+    MetricsRecordedSerializer,
+    MetricsReportSerializer,
+    MetricsSerializer,
+    RunCreateSerializer,
+    RunSerializer,
+)
 from teams.authentication import BearerTokenAuthentication
 from teams.idempotency import idempotent
 from teams.models import Role
@@ -35,7 +44,8 @@ class RunCredential:
 
 
 class RunTokenAuthentication(authentication.BaseAuthentication):
-    """``Authorization: Bearer slr_…``: a run token (:mod:`jobs.checkpoints`), on ``checkpoints/`` only.
+    """``Authorization: Bearer slr_…``: a run token (:mod:`jobs.checkpoints`), on ``checkpoints/`` and
+    ``metrics/`` only (and there only for its own run).
 
     Anywhere else the token reaches :class:`teams.authentication.BearerTokenAuthentication`,
     which knows no such personal token: 401. The user is anonymous: the token stands for a
@@ -66,7 +76,7 @@ class RunTokenScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema):
         return {"type": "http", "scheme": "bearer",
-                "description": "A run's SLIPWAY_RUN_TOKEN: reports that run's checkpoints, nothing else."}
+                "description": "A run's SLIPWAY_RUN_TOKEN: reports that run's checkpoints and metrics, nothing else."}
 
 
 @extend_schema_view(list=extend_schema(parameters=list_parameters(RunState.values)),
@@ -113,3 +123,66 @@ class RunViewSet(WorkloadViewSet):
             return conflict_response(str(exc))
         # The checkpoint as recorded, nothing more: a run token reads nothing else of its run.
         return Response(CheckpointSerializer(run.last_checkpoint).data, status=status.HTTP_201_CREATED)
+
+    def kind_context(self, workloads) -> dict:
+        """Each run's progress and ETA (one query for the page; none for runs that never started, such as one
+        just submitted: without pods nothing reported)."""
+        started = [run.pk for run in workloads if run.started_at is not None]
+        return {"progress": metrics.progress_answers(started) if started else {}}
+
+    @extend_schema(methods=["GET"], request=None, responses={200: MetricsSerializer}, parameters=[
+        OpenApiParameter("name", str, many=True, description="Only these metrics (repeat it); default: all."),
+        OpenApiParameter("since_step", int, description="Only steps after this one (a follower's next read)."),
+        OpenApiParameter("limit", int, description=f"At most this many points of each name (1-{metrics.MAX_READ}, "
+                                                   f"default {metrics.DEFAULT_READ}), the first after since_step.")])
+    @extend_schema(methods=["POST"], request=MetricsReportSerializer, responses={200: MetricsRecordedSerializer})
+    @action(detail=True, methods=["get", "post"], permission_classes=[AllowAny],
+            authentication_classes=[RunTokenAuthentication, BearerTokenAuthentication,
+                                    authentication.SessionAuthentication])
+    def metrics(self, request, pk=None):
+        """POST: the run reports metric points and progress with its run token (its own run only).
+        GET: the team reads them (viewers too), never the run token."""
+        if request.method == "POST":
+            if not isinstance(request.auth, RunCredential):
+                if not request.user.is_authenticated:
+                    raise exceptions.NotAuthenticated()
+                self.get_object()  # 404 for outsiders before anything else is said
+                raise exceptions.PermissionDenied("A run reports its own metrics with its SLIPWAY_RUN_TOKEN; "
+                                                  "people read them (GET).")
+            if request.auth.run_id != pk_of(pk):
+                raise exceptions.AuthenticationFailed("This run token is for another run.")
+            run = services.get_run_by_id(request.auth.run_id)
+            try:
+                count = metrics.report_metrics(run, request.data)
+            except metrics.MetricsConflict as exc:
+                return conflict_response(str(exc))
+            answer = metrics.progress_answers([run.pk]).get(run.pk)
+            return Response({"points": count, "progress": answer})
+        if isinstance(request.auth, RunCredential):
+            raise exceptions.PermissionDenied("A run token reports metrics; it reads nothing.")
+        if not request.user.is_authenticated:
+            raise exceptions.NotAuthenticated()
+        run = self.get_object()
+        query = metrics_query(request)
+        wanted = query["names"] or None
+        found = metrics.series([run.pk], wanted, query["since_step"], query["limit"]).get(run.pk, {})
+        return Response({"names": metrics.names(run), "series": {name: [[s, v] for s, v in points]
+                                                                  for name, points in found.items()},
+                         "progress": metrics.progress_answers([run.pk]).get(run.pk)})
+
+
+def metrics_query(request) -> dict:
+    """``?name=&since_step=&limit=`` of a metrics read, or a 400 naming the bad one."""
+    params, errors = request.query_params, {}
+    names = params.getlist("name")
+    if len(names) > metrics.MAX_NAMES or any(not NAME.fullmatch(name) for name in names):
+        errors["name"] = [f"Metric names (at most {metrics.MAX_NAMES}): a letter or _, then letters, digits, _ or -."]
+    since = params.get("since_step")
+    if since is not None and not (since.isascii() and since.isdigit() and len(since) <= 19):
+        errors["since_step"] = ["Must be a whole number from 0."]
+    limit = params.get("limit", str(metrics.DEFAULT_READ))
+    if not (limit.isascii() and limit.isdigit() and len(limit) <= 6 and 1 <= int(limit) <= metrics.MAX_READ):
+        errors["limit"] = [f"Must be a whole number from 1 to {metrics.MAX_READ}."]
+    if errors:
+        raise exceptions.ValidationError(errors)
+    return {"names": names, "since_step": int(since) if since is not None else None, "limit": int(limit)}

@@ -9,7 +9,8 @@ cohort partner NLP Platform leaves idle, and two minutes later NLP submits work 
 running time, as a team on a budget sets them (a run without one counts against the budget
 until the month's end), except the forgotten notebook, which is the point of its story. Runs go
 through :func:`jobs.services.submit_run` like any other, so admission and the queue are real.
-Idempotent: a team that already has runs gets no more.
+Idempotent: a team that already has runs gets no more. Three runs of the history have training
+metrics to chart and compare (:data:`DEMO_METRICS`); the live ones print theirs as they train.
 
 "Later" is a :class:`jobs.models.LaterDemoRun` row with its due time, which
 :func:`submit_due_demo_runs` (a beat task, :mod:`jobs.tasks`) submits once due.
@@ -18,6 +19,7 @@ Idempotent: a team that already has runs gets no more.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Collection
 from datetime import datetime, timedelta
 
@@ -27,7 +29,9 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
+from jobs import metrics
 from jobs.constants import RunState
+from jobs.metric_lines import Point, ProgressMark
 from jobs.models import LaterDemoRun, TrainingRun
 from jobs.services import submit_run
 from quotas.ledger import record_usage
@@ -108,6 +112,33 @@ DEMO_HISTORY: tuple[tuple[str, str, str, str, int, int, float, float], ...] = (
     ("nlp", "erin", "tokenizer-train", "h100-80gb", 1, 7, 3.0, 2.5),
     ("nlp", "erin", "t5-long-context", "h100-80gb", 8, 4, 10.0, 1.0),
 )
+
+
+#: Finished demo runs with a training history to chart and compare (docs/metrics.md): name → (steps,
+#: the loss it starts at, the loss it ends near). Every demo run that trains now prints its metrics too.
+DEMO_METRICS: dict[str, tuple[int, float, float]] = {
+    "bert-base-sweep": (2000, 2.6, 0.42),
+    "bert-distill": (2000, 2.4, 0.55),
+    "dpo-ablation": (1200, 1.9, 0.61),
+}
+
+
+def demo_metrics(run: TrainingRun) -> int:
+    """Record ``run``'s demo training history (:data:`DEMO_METRICS`): loss and accuracy every 10 steps,
+    as its log would have printed them, and its progress to its last step. Returns the points stored."""
+    steps, start, end = DEMO_METRICS[run.name]
+    began, took = run.started_at, run.finished_at - run.started_at
+    points, marks = [], []
+    for step in range(0, steps + 1, 10):
+        fraction = step / steps
+        at = began + took * fraction
+        wobble = 0.015 * math.sin(step / 37.0)
+        loss = end + (start - end) * math.exp(-4.0 * fraction) + wobble
+        points += [Point(step, "loss", round(loss, 4), at), Point(step, "accuracy", round(0.5 + 0.45 * (1 - math.exp(
+            -3.0 * fraction)) - wobble, 4), at)]
+        if step % 100 == 0:
+            marks.append(ProgressMark(step, steps, at))
+    return metrics.record(run, points, marks, run.finished_at)
 
 
 def seed_demo_runs(slugs: Collection[str] | None = None, now: datetime | None = None) -> list[TrainingRun]:
@@ -194,5 +225,7 @@ def seed_demo_history(slugs: Collection[str] | None = None) -> list[TrainingRun]
             cost += record_usage(team, run.ref, gpu, user, busy_until, finished, gpus, False, idle=True)
             # Submitted a few minutes before it started, as the list's order (newest first) expects.
             TrainingRun.objects.filter(pk=run.pk).update(billed_cost=cost, created_at=started - timedelta(minutes=4))
+            if name in DEMO_METRICS:
+                demo_metrics(run)
             created.append(run)
     return created

@@ -16,7 +16,7 @@ from cluster.manifests import build_training
 from cluster.manifests.checkpoint import provided_claim_name
 from cluster.specs import CheckpointSpec, TrainingSpec, VolumeSpec
 from cluster.status import TrainingPhase, WorkloadStatus, training_status
-from jobs import services
+from jobs import metrics, services
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from quotas.decide import ResourceRequest
@@ -159,6 +159,13 @@ class TrainingKind(WorkloadKind):
 
     def refresh_checkpoint(self, run: TrainingRun) -> None:
         services.checkpoint_from_log(run)
+
+    def progress_ends(self, runs: list[TrainingRun], now: datetime) -> dict[str, datetime]:
+        """Running runs whose fresh progress gives an ETA (:func:`jobs.progress.eta`): expected to end then.
+        A stale one (no report for a while), or one that reported its last step, says nothing of when."""
+        running = {run.pk: run for run in runs if run.state == RunState.RUNNING}
+        return {running[pk].ref: eta.at for pk, eta in metrics.etas(running, now).items()
+                if eta.at is not None and not eta.stale and not eta.done}
 
     def reports_checkpoints(self, run: TrainingRun) -> bool:
         """A run with the contract reports (one that has not yet loses all since its start); a run

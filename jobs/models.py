@@ -132,3 +132,57 @@ class LaterDemoRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team_id}: {self.spec.get('name', '?')} at {self.due_at:%H:%M:%S}"
+
+
+class RunMetric(models.Model):
+    """One training metric value of a run at one step (:mod:`jobs.metrics`): ``loss`` at step 200.
+
+    One row per (run, name, step): a value reported again for the same step replaces the one
+    stored (the last report wins, as for checkpoints: an attempt that resumes from an older
+    checkpoint counts those steps again, and its values are the ones that now hold). The unique
+    constraint's index is also the charts' index: a run's series by name, in step order.
+    """
+
+    run = models.ForeignKey(TrainingRun, on_delete=models.CASCADE, related_name="metric_points")
+    name = models.CharField(max_length=64)
+    step = models.PositiveBigIntegerField()
+    value = models.FloatField()
+    recorded_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "name", "step"], name="uniq_run_metric_step")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} {self.name}@{self.step}={self.value:g}"
+
+
+class RunProgress(models.Model):
+    """A run's progress as it last reported it, and the rate of it (:mod:`jobs.progress` folds the reports)."""
+
+    run = models.OneToOneField(TrainingRun, on_delete=models.CASCADE, primary_key=True, related_name="progress")
+    step = models.PositiveBigIntegerField()
+    total = models.PositiveBigIntegerField()
+    #: When the last report was made (a log line's time stamp, else when it was received).
+    at = models.DateTimeField()
+    window_step = models.PositiveBigIntegerField()
+    window_at = models.DateTimeField()
+    #: Steps per second (None: not measured yet).
+    rate = models.FloatField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"run {self.run_id}: {self.step} of {self.total}"
+
+
+class RunLogCursor(models.Model):
+    """Where the stdout reader (:func:`jobs.metrics.read_run_logs`) is in a run's log."""
+
+    run = models.OneToOneField(TrainingRun, on_delete=models.CASCADE, primary_key=True, related_name="log_cursor")
+    #: The time stamp of the last line read: the next read asks the cluster for lines from then on.
+    since = models.DateTimeField(null=True, blank=True)
+    #: When it was last read (the reader takes the runs read longest ago first).
+    read_at = models.DateTimeField(db_index=True)
+    #: Its log was read once more after it ended: it is not read again.
+    done = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} log read at {self.read_at:%H:%M:%S}"

@@ -15,6 +15,8 @@ says and decides nothing. The rules (issue 34: a preempted run's page contradict
   time and then by their order in an attempt (so a later attempt's "Admitted" never follows its
   own "Running") — then the steps still to come of the current attempt.
 
+The progress row (:func:`progress_view`) words the one ETA (:func:`jobs.progress.eta`).
+
 Nothing here reads the database: the caller loads the run with its cluster and its attempts.
 """
 
@@ -26,8 +28,10 @@ from datetime import datetime, timedelta
 
 from django.utils.text import capfirst
 
+from core.formatting import format_duration, format_when
 from jobs.constants import TIMELINE, RunState
 from jobs.models import TrainingRun
+from jobs.progress import Progress, eta
 from workloads.models import Attempt
 
 
@@ -230,3 +234,34 @@ def _in_event_order(steps: list[Step]) -> list[Step]:
         last = math.floor(step.at.timestamp()) if step.at is not None else last
         keyed.append((last, order, step))
     return [step for _at, _order, step in sorted(keyed, key=lambda k: (k[0], k[1]))]
+
+
+@dataclass(frozen=True)
+class ProgressView:
+    """The run page's progress row: the bar, and the ETA in words (from :func:`jobs.progress.eta`)."""
+
+    step: int
+    total: int
+    percent: float
+    words: str  #: "ETA 14:05 UTC (in 12 min)", "done", "late: …", "ETA unknown until …"
+    eta: datetime | None  #: the ETA itself (for a <time> element), None when unknown or done
+    stale: bool
+
+
+def progress_view(state: Progress | None, now: datetime) -> ProgressView | None:
+    """What the page says of ``state``'s progress at ``now``; None when the run reported none."""
+    found = eta(state, now)
+    if state is None or found is None:
+        return None
+    if found.done:
+        words = f"done: its last step at {format_when(found.at, 'seconds')}"
+    elif found.at is None:
+        words = "ETA unknown until a second report gives the rate of progress"
+    elif found.at <= now:
+        words = f"any moment now (it was due at {format_when(found.at, 'seconds')} at its rate)"
+    else:
+        words = f"ETA {format_when(found.at, 'seconds')} (in {format_duration(found.at - now)})"
+    if found.stale and not found.done:
+        words += f"; no report for {format_duration(now - state.at)}, so the ETA may not hold"
+    return ProgressView(state.step, state.total, round(found.percent, 1), words,
+                        found.at if not found.done else None, found.stale)

@@ -6,6 +6,7 @@ form); :class:`RunCreateSerializer` exists to document that input in the OpenAPI
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs import constants as c
@@ -52,6 +53,53 @@ class CheckpointSerializer(serializers.Serializer):
     at = serializers.DateTimeField()
     step = serializers.IntegerField()
     path = serializers.CharField()
+
+
+class ProgressSerializer(serializers.Serializer):
+    """A run's progress as it last reported it, and its ETA (docs/metrics.md)."""
+
+    step = serializers.IntegerField()
+    total = serializers.IntegerField()
+    percent = serializers.FloatField()
+    rate_per_second = serializers.FloatField(allow_null=True, help_text="Steps per second (null: not measured yet).")
+    updated_at = serializers.DateTimeField(help_text="When it last reported.")
+    eta = serializers.DateTimeField(allow_null=True, help_text="When it should finish at that rate (null: unknown); "
+                                                               "once done, when it reported its last step.")
+    eta_seconds = serializers.IntegerField(allow_null=True, help_text="Seconds from now to the ETA (0 when late).")
+    done = serializers.BooleanField(help_text="It reported its last step.")
+    stale = serializers.BooleanField(help_text="No report for 15 minutes: the ETA is not to be trusted.")
+
+
+class ProgressReportSerializer(serializers.Serializer):
+    step = serializers.IntegerField(min_value=0)
+    total = serializers.IntegerField(min_value=1, help_text="At least step.")
+
+
+class MetricPointSerializer(serializers.Serializer):
+    step = serializers.IntegerField(min_value=0)
+    name = serializers.RegexField(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$", help_text="Katib's metric names: loss, Validation-accuracy.")
+    value = serializers.FloatField(help_text="A finite number.")
+
+
+class MetricsReportSerializer(serializers.Serializer):
+    """POST /api/v1/runs/{id}/metrics/ (documentation of the accepted fields)."""
+
+    points = MetricPointSerializer(many=True, required=False, help_text="At most 1000 a call.")
+    progress = ProgressReportSerializer(required=False)
+
+
+class MetricsRecordedSerializer(serializers.Serializer):
+    points = serializers.IntegerField(help_text="Points recorded (new, or replacing the value of the same step).")
+    progress = ProgressSerializer(allow_null=True)
+
+
+class MetricsSerializer(serializers.Serializer):
+    """GET /api/v1/runs/{id}/metrics/: the run's series and progress."""
+
+    names = serializers.ListField(child=serializers.CharField(), help_text="Every metric name of the run.")
+    series = serializers.DictField(child=serializers.ListField(child=serializers.ListField(child=serializers.FloatField())),
+                                   help_text="{name: [[step, value], …]} in step order.")
+    progress = ProgressSerializer(allow_null=True)
 
 
 class RunCreateSerializer(serializers.Serializer):
@@ -108,6 +156,7 @@ class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, Pl
     cost_to_date = serializers.DecimalField(max_digits=14, decimal_places=4)
     checkpoint = CheckpointContractSerializer(allow_null=True, read_only=True)
     last_checkpoint = CheckpointSerializer(allow_null=True, read_only=True)
+    progress = serializers.SerializerMethodField(help_text="Its progress and ETA (docs/metrics.md); null: none reported.")
 
     class Meta:
         model = TrainingRun
@@ -119,6 +168,10 @@ class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, Pl
             "idle_since", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers",
             "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",
             "checkpoint", "last_checkpoint", "attempt", "cluster", "placement_reason", "cluster_selector",
-            "price_per_hour", "gpu_memory_gb",
+            "price_per_hour", "gpu_memory_gb", "progress",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(ProgressSerializer(allow_null=True))
+    def get_progress(self, run) -> dict | None:
+        return self.context.get("progress", {}).get(run.pk)

@@ -28,11 +28,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from cluster.capacity import scheduler_message
-from jobs import services
+from jobs import metrics, services
 from jobs.constants import RunState
 from jobs.forms import NewRunForm, initial_from_run, preview_data
-from jobs.models import TrainingRun
-from jobs.page import run_page
+from jobs.metric_views import run_charts
+from jobs.models import RunProgress, TrainingRun
+from jobs.page import progress_view, run_page
 from quotas.models import GpuFlavor
 from quotas.queue import queue_positions, queue_reason
 from quotas.services import usage_summary
@@ -210,7 +211,8 @@ def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
             "cancel_refused": "" if run.is_final or membership is None else end_refusal(request.user, run, membership),
             "can_rerun": membership is not None and membership.allows(Role.MEMBER),
             "rerun_refused": "" if membership is None else submit_refusal(membership),
-            "staff_reader": membership is None, **idle_context(run)}
+            "staff_reader": membership is None, "progress": progress_view(metrics.state_of(
+                RunProgress.objects.filter(run=run).first()), timezone.now()), **idle_context(run)}
 
 
 @login_required
@@ -229,6 +231,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         **preemption_panel(run),
         **log_panel(request, run),
         "spec": _spec_rows(run),
+        **run_charts(run),
     })
     return render(request, "jobs/run_detail.html", context)
 

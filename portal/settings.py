@@ -370,6 +370,22 @@ SLIPWAY_CHECKPOINT_STORAGE_CLASS = env_str("SLIPWAY_CHECKPOINT_STORAGE_CLASS", "
 # run with the checkpoint contract reports its checkpoints to SLIPWAY_CHECKPOINT_URL under it.
 # Empty: the pods get no such URL (they print the SLIPWAY_CHECKPOINT line instead).
 SLIPWAY_POD_API_URL = env_str("SLIPWAY_POD_API_URL", "")
+# Training metrics (jobs.metrics, docs/metrics.md). Every this many seconds the worker reads the
+# new lines of each running run's log (Katib-style "name=value step=N" lines, SLIPWAY_PROGRESS):
+# at most SLIPWAY_RUN_METRICS_READ_RUNS runs a cycle (those read longest ago first), at most
+# SLIPWAY_RUN_METRICS_READ_LINES lines of each (the newest, when more were written since the last read).
+SLIPWAY_RUN_METRICS_READ_SECONDS = env_float("SLIPWAY_RUN_METRICS_READ_SECONDS", 20.0)
+SLIPWAY_RUN_METRICS_READ_RUNS = env_int("SLIPWAY_RUN_METRICS_READ_RUNS", 100)
+SLIPWAY_RUN_METRICS_READ_LINES = env_int("SLIPWAY_RUN_METRICS_READ_LINES", 2000)
+# Days the metric points of a finished run are kept (0: kept for ever).
+SLIPWAY_RUN_METRICS_KEEP_DAYS = env_int("SLIPWAY_RUN_METRICS_KEEP_DAYS", 180)
+CELERY_BEAT_SCHEDULE["metrics-read-logs"] = {
+    "task": "jobs.tasks.read_run_logs", "schedule": SLIPWAY_RUN_METRICS_READ_SECONDS,
+    "options": {"queue": "default", "expires": SLIPWAY_RUN_METRICS_READ_SECONDS * 2},
+}
+CELERY_BEAT_SCHEDULE["metrics-prune"] = {
+    "task": "jobs.tasks.prune_run_metrics", "schedule": 3600.0, "options": {"queue": "default", "expires": 3600.0},
+}
 # Seconds a run's or an endpoint's image may fail to pull (ErrImagePull, ImagePullBackOff: the
 # kubelet retries forever) before the run fails, or the endpoint with no ready replica fails, and
 # their quota is released (docs/operations.md). 30 s is three pulls by the kubelet's back-off

@@ -79,6 +79,7 @@ from sandbox.quantity import parse_quantity
 from sandbox.simulation import stable_int
 from sandbox.tick import run_tick
 from sandbox.timestamps import rfc3339
+from sandbox.training_metrics import lines_since
 from sandbox.validation import admit, compile_plan, kind_label, served
 from sandbox.world import PLANS as PLAN_CACHE
 
@@ -505,15 +506,20 @@ class SandboxBackend(ClusterBackend):
         return [pod_manifest(pod, pod.owner, at, busy) for pod in rows]
 
     @storage_errors
-    def logs(self, address: ClusterAddress, pod: str, tail: int | None = 200, previous: bool = False, *,
-             now: datetime | None = None) -> list[str]:
+    def logs(self, address: ClusterAddress, pod: str, tail: int | None = 200, previous: bool = False,
+             since: datetime | None = None, *, now: datetime | None = None) -> list[str]:
+        """``since``: a simulated line begins with its time already (as ``timestamps=true`` makes a real one
+        begin), so it is kept when that time is at or after ``since`` (to the second, as ``sinceTime``)."""
         last_tick = self._answering()
         at = now or last_tick or timezone.now()
         row = self._rows(SimPod).filter(namespace=address.namespace, workload=address.object_name,
                                         name=pod).select_related("owner").first()
         if row is None:
             raise NotFound(f'pods "{pod}" not found', status=404)
-        return pod_log(row, at, tail, previous)
+        if since is None:
+            return pod_log(row, at, tail, previous)
+        lines = lines_since(pod_log(row, at, None, previous), since)
+        return lines[max(len(lines) - tail, 0):] if tail is not None else lines
 
     @storage_errors
     def events(self, address: ClusterAddress) -> list[ClusterEvent]:

@@ -296,7 +296,8 @@ def pod_log(row: SimPod, at: datetime, tail: int | None, previous: bool) -> list
                         finished=(row.finished_at is not None and row.reason != "DeadlineExceeded"
                                   and not row.disruption),
                         workers=workers, tail=tail, args=plan.get("args", ()),
-                        ckpt=_checkpointing(plan), noticed=noticed, oom_detail=row.message if shared_oom else "")
+                        ckpt=_checkpointing(plan), noticed=noticed, oom_detail=row.message if shared_oom else "",
+                        every=plan.get("log"), planned=plan["dur"])
 
 
 def _previous_log(row: SimPod, plan: dict, tail: int) -> list[str]:
@@ -310,7 +311,8 @@ def _previous_log(row: SimPod, plan: dict, tail: int) -> list[str]:
     return training_log(row.name, image=plan["img"], started=parse_time(run["started"]),
                         until=parse_time(run["finished"]), outcome=pod_outcome(plan, row.owner.kind, row.index),
                         finished=not killed, workers=sum(p["count"] for p in row.owner.plan["pods"]), tail=tail,
-                        args=plan.get("args", ()), ckpt=_checkpointing(plan))
+                        args=plan.get("args", ()), ckpt=_checkpointing(plan), every=plan.get("log"),
+                        planned=plan["dur"])
 
 
 def _endpoint_load(deployment: SimObject, at: datetime) -> float:

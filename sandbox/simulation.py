@@ -17,6 +17,8 @@ Knobs read from the first container's env (passed through unchanged by the build
 * ``SLIPWAY_SIM_FAILED_ATTEMPTS`` — Jobs: only the first N attempts end with a failing outcome
   (``fail``, ``oom``); the attempts after them succeed, so a run that retries and recovers can
   be shown (with ``max_retries`` ≥ N). Default: every attempt ends the same way.
+* ``SLIPWAY_SIM_LOG_EVERY`` — seconds between training lines (fractions allowed): Katib-style metric
+  lines and ``SLIPWAY_PROGRESS``, see :mod:`sandbox.training_metrics`.
 * ``SLIPWAY_SIM_CHECKPOINT_EVERY``, ``SLIPWAY_SIM_HONOUR_NOTICE`` (with the contract's
   ``SLIPWAY_CHECKPOINT_DIR`` and ``SLIPWAY_RESUME_FROM``) — runs: simulated checkpoints, resuming
   and preemption notices, see :mod:`sandbox.checkpoints`.
@@ -31,7 +33,7 @@ import shlex
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sandbox import checkpoints
+from sandbox import checkpoints, training_metrics
 
 OUTCOMES = ("succeed", "fail", "oom", "image-pull", "crashloop")
 #: Seconds between binding and the container starting (image pull + create).
@@ -193,7 +195,6 @@ def _rfc3339(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-TRAIN_LOG_EVERY = 10  # seconds between training progress lines
 #: The learning rate a simulated run trains with when its arguments name none.
 DEFAULT_LR = 3e-4
 #: How training scripts commonly spell the learning-rate option.
@@ -224,15 +225,19 @@ def _args_lines(stamp: str, args: tuple[str, ...] | list[str]) -> list[str]:
 def training_log(pod_name: str, *, image: str, started: datetime, until: datetime, outcome: str,
                  finished: bool, workers: int, tail: int, args: tuple[str, ...] | list[str] = (),
                  ckpt: checkpoints.Checkpointing | None = None, noticed: bool = False,
-                 oom_detail: str = "") -> list[str]:
+                 oom_detail: str = "", every: float | None = None, planned: float | None = None) -> list[str]:
     """Plausible training output from ``started`` to ``until`` (only the last ``tail`` lines are built).
 
     It echoes the container's ``args`` as a training script does, and trains with the learning
     rate they give (``--lr``), so what the user typed shows up where they look for it.
     ``ckpt``: it checkpoints (and resumes) as :mod:`sandbox.checkpoints` says; ``noticed``: it
     stopped at ``until`` because of a preemption notice; ``oom_detail``: why it ran out of GPU
-    memory, when its shared GPU's memory is the cause (:mod:`sandbox.sharing`).
+    memory, when its shared GPU's memory is the cause (:mod:`sandbox.sharing`). Its training lines
+    are metric lines (:mod:`sandbox.training_metrics`): one ``every`` seconds
+    (``SLIPWAY_SIM_LOG_EVERY``), and its progress towards the steps of its ``planned`` seconds (this
+    attempt's; None: no progress lines).
     """
+    every = every or training_metrics.DEFAULT_EVERY
     elapsed = max(0, int((until - started).total_seconds()))
     seed = stable_int(pod_name) % 1000
     given_lr = learning_rate(args)
@@ -249,7 +254,8 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
         f"{_rfc3339(started)} INFO  optimizer AdamW, learning rate {lr:g}"
         f"{' (--lr)' if given_lr else ' (default)'}",
     ]
-    steps = elapsed // TRAIN_LOG_EVERY
+    steps = training_metrics.lines_in(max(0.0, (until - started).total_seconds()), every)
+    total = training_metrics.total_steps(done_before + planned, every) if planned else 0
     footer: list[str] = []
     end = _rfc3339(until)
     if finished and noticed:
@@ -268,14 +274,15 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
     first = max(1, steps - max(tail - len(footer), 0) + 1)
     timed: list[tuple[int, str]] = []
     for k in range(first, steps + 1):
-        seconds = k * TRAIN_LOG_EVERY
-        step = (k + done_before // TRAIN_LOG_EVERY) * 20  # a resumed run's steps go on from where it was
+        seconds = k * every
+        step = (k + training_metrics.lines_in(done_before, every)) * training_metrics.STEPS_PER_LINE  # resumed: goes on
         loss = 0.35 + 2.4 * math.exp(-(seconds + done_before) / 600.0) + 0.02 * math.sin(k * 1.7 + seed)
-        stamp = _rfc3339(started + timedelta(seconds=seconds))
-        timed.append((seconds, f"{stamp} INFO  step {step:>6} | loss {loss:.4f} | lr {lr:.1e} | "
-                               f"{410 + seed % 40} samples/s"))
+        stamp = training_metrics.stamp(started + timedelta(seconds=seconds), every)
+        timed.append((seconds, training_metrics.step_line(stamp, step, loss, lr, 410 + seed % 40)))
+        if total and k % training_metrics.PROGRESS_EVERY == 0:
+            timed.append((seconds, training_metrics.progress_line(stamp, step, total)))
     if ckpt is not None:
-        since = first * TRAIN_LOG_EVERY if first > 1 else 0
+        since = int(first * every) if first > 1 else 0
         # Stamped like every other line (a logger's prefix, which the contract's parser allows):
         # the portal dates a checkpoint read from the log by it (jobs.checkpoints.last_in_log).
         timed.extend((second, f"{_rfc3339(started + timedelta(seconds=second))} INFO  {line}")

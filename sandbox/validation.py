@@ -22,6 +22,7 @@ from sandbox.inventory import inventory
 from sandbox.quantity import parse_quantity, to_units
 from sandbox.registry import pull_error
 from sandbox.simulation import sim_settings
+from sandbox.training_metrics import log_every
 
 Manifest = dict[str, Any]
 
@@ -476,6 +477,8 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
         # pod checkpoints and exits at a preemption notice (SLIPWAY_SIM_HONOUR_NOTICE).
         "ckpt": sim.checkpoint,
         "honour": sim.honour_notice,
+        # Seconds between its training (metric) lines, SLIPWAY_SIM_LOG_EVERY (None: the default).
+        "log": log_every(env),
         # A server answers its readiness probe once its model is loaded (SLIPWAY_SIM_LOAD_SECONDS).
         "ready": sim.load_seconds if first.get("readinessProbe") else 0,
         "hash": template_hash(template),

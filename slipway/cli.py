@@ -3,7 +3,8 @@ and the command line"). Every verb is a few calls of :class:`slipway.client.Clie
 
 This module is the root group: its ``--profile``, its help with the exit codes, and where each
 verb is registered. The verbs live by kind — :mod:`slipway.runs`, :mod:`slipway.endpoints`,
-:mod:`slipway.usage` (quota, cost), :mod:`slipway.flavors`, :mod:`slipway.login` — on top of :mod:`slipway.config`
+:mod:`slipway.usage` (quota, cost), :mod:`slipway.flavors`, :mod:`slipway.insight` (metrics, top),
+:mod:`slipway.login` — on top of :mod:`slipway.config`
 (where it connects), :mod:`slipway.output` and :mod:`slipway.specs`.
 
 Runs have a group, ``slipway runs …``, as endpoints have ``slipway endpoint …``; their verbs
@@ -18,6 +19,7 @@ import click
 
 from slipway.endpoints import endpoint
 from slipway.flavors import flavors
+from slipway.insight import metrics, top
 from slipway.login import login
 from slipway.runs import runs
 from slipway.usage import cost, quota
@@ -55,7 +57,8 @@ def cli(ctx: click.Context, profile: str) -> None:
     ctx.ensure_object(dict)["profile"] = profile
 
 
-for verb in (login, runs, endpoint, flavors, quota, cost, *runs.commands.values()):  # the run verbs: also top-level
+runs.add_command(metrics)  # a run verb like the others (slipway runs metrics), from slipway.insight
+for verb in (login, runs, endpoint, flavors, quota, cost, top, *runs.commands.values()):  # the run verbs: also top-level
     cli.add_command(verb)
 cli.add_command(endpoint, "endpoints")
 

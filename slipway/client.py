@@ -36,6 +36,7 @@ Flavor = dict[str, Any]
 UsageRow = dict[str, Any]
 Preview = dict[str, Any]
 Checkpoint = dict[str, Any]
+Metrics = dict[str, Any]
 #: How the client waits between polls (``time.sleep`` unless the caller passes its own).
 Wait = Callable[[float], None]
 
@@ -290,6 +291,26 @@ class Client:
     def report_checkpoint(self, run_id: int, step: int, path: str) -> Checkpoint:
         """Record the run's newest checkpoint (as its run token, or as a member of its team): ``{"at", "step", "path"}``."""
         return self._request("POST", f"runs/{int(run_id)}/checkpoints/", json={"step": step, "path": path}).json()
+
+    def metrics(self, run_id: int, *, names: list[str] | None = None, since_step: int | None = None,
+                limit: int | None = None) -> Metrics:
+        """``{"names", "series": {name: [[step, value], …]}, "progress"}``: at most ``limit`` points of each
+        name, the first after ``since_step`` (docs/metrics.md)."""
+        return self._get(f"runs/{int(run_id)}/metrics/", name=names or None, since_step=since_step, limit=limit)
+
+    def all_metrics(self, run_id: int, *, names: list[str] | None = None, since_step: int | None = None,
+                    page: int = 10_000) -> Metrics:
+        """Every point after ``since_step``, read a page of ``page`` points of each name at a time; the
+        progress of the last read."""
+        answer = self.metrics(run_id, names=names, since_step=since_step, limit=page)
+        series = {name: list(points) for name, points in answer["series"].items()}
+        while any(len(points) == page for points in answer["series"].values()):
+            last = min(points[-1][0] for points in answer["series"].values() if len(points) == page)
+            answer = self.metrics(run_id, names=names, since_step=int(last), limit=page)
+            for name, points in answer["series"].items():
+                known = series.setdefault(name, [])
+                known += [p for p in points if not known or p[0] > known[-1][0]]
+        return {**answer, "series": series}
 
     def events(self, run_id: int) -> list[dict]:
         return self._get(f"runs/{int(run_id)}/events/")

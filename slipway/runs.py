@@ -28,7 +28,7 @@ RUN_FINAL = {"succeeded": 0, "failed": EXIT_FAILED, "cancelled": EXIT_FAILED}
 
 @click.group()
 def runs() -> None:
-    """Training runs: run, ps, describe, logs, checkpoint, cancel.
+    """Training runs: run, ps, describe, logs, metrics, checkpoint, cancel.
 
     Each is also a top-level verb, as it always was: `slipway ps` is `slipway runs ps`."""
 

@@ -23,6 +23,7 @@ from cluster.backends.base import (
     env_secret_name,
 )
 from cluster.errors import ClusterError, NotFound
+from sandbox.training_metrics import lines_since
 
 
 class FakeBackend(ClusterBackend):
@@ -36,6 +37,7 @@ class FakeBackend(ClusterBackend):
         self.objects: dict[tuple[str, str, str], dict] = {}  # (namespace, kind, name) -> object
         self.pod_lists: dict[tuple[str, str], list[dict]] = defaultdict(list)  # (namespace, workload) -> pods
         self.log_lines: dict[str, list[str]] = {}  # pod name -> its whole log (default: three lines)
+        self.log_reads: list[tuple[str, object]] = []  # (pod, since) of every log read, in order
         self.calls: list[str] = []
         self.secrets: dict[tuple[str, str], list[str]] = {}  # (namespace, name) -> keys
         self.secret_values_seen: set[str] = set()  # base64 values handed to apply_secret
@@ -127,14 +129,17 @@ class FakeBackend(ClusterBackend):
     def pods(self, address):
         return copy.deepcopy(self.pod_lists.get((address.namespace, address.object_name), []))
 
-    def logs(self, address, pod, tail=200, previous=False):
+    def logs(self, address, pod, tail=200, previous=False, since=None):
         pods = self.pod_lists.get((address.namespace, address.object_name), [])
         if pod not in self.log_lines and all(p["metadata"]["name"] != pod for p in pods):
             raise NotFound(f'pods "{pod}" not found', status=404)
+        self.log_reads.append((pod, since))
         if previous:  # the container's run before its last restart: [] when it never restarted
             lines = self.log_lines.get(f"{pod}:previous", [])
             return lines[-tail:] if tail is not None else list(lines)
         lines = self.log_lines.get(pod, [f"log line {i}" for i in range(3)])
+        if since is not None:  # the lines given begin with their times, as timestamps=true makes them
+            lines = lines_since(lines, since)
         return lines[-tail:] if tail is not None else list(lines)
 
     def events(self, address):

@@ -37,6 +37,7 @@ BENCHMARKS = [
     ("reconcile_scale.py", ["--sizes", "20"], "targets:"),
     ("sandbox_tick.py", ["--sizes", "20", "--shared"], "steady"),  # the shared GPUs too
     ("sharing.py", ["--quick"], "invariants: held at"),
+    ("telemetry.py", ["--quick"], "points/s through the API and through stdout"),
 ]
 
 

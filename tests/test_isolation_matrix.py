@@ -46,6 +46,9 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "jobs:run-detail": (RUN, ("get",), ()), "jobs:run-state": (RUN, ("get",), ()),
     "jobs:run-logs": (RUN, ("get",), ()), "jobs:run-logs-download": (RUN, ("get",), ()),
     "jobs:run-events": (RUN, ("get",), ()), "jobs:run-cancel": (RUN, (), ("post",)),
+    "jobs:run-metrics": (RUN, ("get",), ()),
+    # People read a run's training metrics; only the run's own token reports them (403 for people).
+    "run-metrics": (RUN, ("get",), ("post",)),
     "inference:endpoint-detail": (ENDPOINT, ("get",), ()), "inference:endpoint-state": (ENDPOINT, ("get",), ()),
     "inference:endpoint-logs": (ENDPOINT, ("get",), ()), "inference:endpoint-logs-download": (ENDPOINT, ("get",), ()),
     "inference:endpoint-events": (ENDPOINT, ("get",), ()),
@@ -101,7 +104,10 @@ OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-toke
               "jobs:run-preview", "inference:endpoint-list", "inference:endpoint-new", "inference:endpoint-preview",
               "usage", "usage-report", "team-list", "flavor-list", "login", "logout", "device-login",
               "api-root",  # the API root: links only, for whoever is signed in
-              "flavor-help"}  # the flavors everyone may request, as flavor-list (tests/front/test_flavor_help.py)
+              "flavor-help",  # the flavors everyone may request, as flavor-list (tests/front/test_flavor_help.py)
+              # The caller's team, or the runs its query names, each read as its page is (404 outside the
+              # team: tests/jobs/test_metric_pages.py).
+              "jobs:run-compare"}
 #: Single sign-on's flow (front.sso): the provider login and callback, and the deactivated-account page. They
 #: hold no team's objects; what they may change (the signing-in person's own memberships) is tests/sso's.
 SIGN_IN_ROUTES = {"openid_connect_login", "openid_connect_callback", "account_inactive"}

@@ -488,13 +488,17 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
             raise PermissionDenied("Only platform staff list every team's work (all_teams).")
         return True
 
+    def kind_context(self, workloads) -> dict:
+        """Serializer context of the kind's own for ``workloads`` (a page, or one), a query or so for all."""
+        return {}
+
     def serialize(self, workload) -> dict:
-        context = {**self.get_serializer_context(), **queue_context([workload])}
+        context = {**self.get_serializer_context(), **queue_context([workload]), **self.kind_context([workload])}
         return self.get_serializer_class()(workload, context=context).data
 
     def list(self, request, *args, **kwargs):
         page = self.paginate_queryset(self.get_queryset())
-        context = {**self.get_serializer_context(), **queue_context(page)}
+        context = {**self.get_serializer_context(), **queue_context(page), **self.kind_context(page)}
         return self.get_paginated_response(self.get_serializer_class()(page, many=True, context=context).data)
 
     def retrieve(self, request, *args, **kwargs):

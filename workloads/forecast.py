@@ -9,7 +9,10 @@ entry ahead starting — and later ending — as units free up, in queue order. 
 until deleted (no end), but its burst replicas above its minimum are reclaimed for queued
 work at the next cycle, so those units count as free now.
 
-A run's expected running time (:func:`_duration`) is the median of the same job's earlier
+A running run that reports its progress (docs/metrics.md) is expected to end at its ETA, cut at
+its runtime limit (:meth:`workloads.registry.WorkloadKind.progress_ends`): what it says of itself
+beats what its kind's history says, while its reports are fresh. Otherwise, a run's expected
+running time (:func:`_duration`) is the median of the same job's earlier
 runs — the team's runs of that kind with the same name, flavor and image that ended on their
 own (succeeded or failed; a cancel says nothing about how long the work takes) — cut at its
 runtime limit; without such history, its runtime limit × how much of their limits the
@@ -183,19 +186,34 @@ def platform_limit_use() -> float | None:
 
 
 def _expected_end(workload, start: datetime, now: datetime, medians: dict[tuple, timedelta],
-                  use: float | None = None) -> datetime | None:
+                  use: float | None = None, reported: datetime | None = None) -> datetime | None:
     """When ``workload`` (running since ``start``, or starting then) should end; None when unknown.
 
-    :func:`workloads.estimates.expected_end` of its typical running time — the same job's median,
-    else its runtime limit × the platform's limit ``use`` (:func:`platform_limit_use`) — and its
-    limit. Work of a kind without a runtime limit runs until ended: None.
+    ``reported``: when its own progress says it ends (:func:`progress_ends`): that, never before
+    ``now``, cut at its limit. Else :func:`workloads.estimates.expected_end` of its typical running
+    time — the same job's median, else its runtime limit × the platform's limit ``use``
+    (:func:`platform_limit_use`) — and its limit. Work of a kind without a runtime limit runs until ended: None.
     """
     column = kind_of(workload).runtime_limit
     if column is None:
         return None
     minutes = getattr(workload, column)
     limit = timedelta(minutes=minutes) if minutes else None
+    if reported is not None:
+        end = max(reported, now)
+        return min(end, max(start + limit, now)) if limit is not None else end
     return estimates.expected_end(start, now, limit, estimates.typical_time(limit, medians.get(_job(workload)), use))
+
+
+def progress_ends(workloads: list, now: datetime) -> dict[str, datetime]:
+    """``{ref: expected end}`` of the ``workloads`` whose reported progress says when (one call per kind)."""
+    by_kind: dict[str, list] = {}
+    for workload in workloads:
+        by_kind.setdefault(workload.KIND_PREFIX, []).append(workload)
+    ends: dict[str, datetime] = {}
+    for prefix, members in by_kind.items():
+        ends.update(kind_for(prefix).progress_ends(members, now))
+    return ends
 
 
 def estimated_starts(team, now: datetime | None = None,
@@ -234,7 +252,9 @@ def estimated_starts(team, now: datetime | None = None,
                         .select_related("flavor"))
     workloads = _workloads([r.ref for r in reservations] + [q.ref for q in queue])
     medians, use = median_durations(team, list(workloads.values())), platform_limit_use()
-    holding = [_holding(reservation, workloads.get(reservation.ref), now, medians, use) for reservation in reservations]
+    reported = progress_ends(list(workloads.values()), now)
+    holding = [_holding(reservation, workloads.get(reservation.ref), now, medians, use, reported.get(reservation.ref))
+               for reservation in reservations]
     waiting = []
     for entry in queue:
         if entry.ref in held:
@@ -274,17 +294,17 @@ def member_team(queue: list[QueuedRequest], team_id: int):
 
 
 def _holding(reservation: Reservation, workload, now: datetime, medians: dict[tuple, timedelta],
-             use: float | None = None) -> estimates.Holding:
+             use: float | None = None, reported: datetime | None = None) -> estimates.Holding:
     """What the simulation knows of one reservation: its units (an endpoint's burst goes back for
-    queued work at the next cycle: only its guaranteed units hold), when it should end, and its
-    place in the queue were reclaim to take it back."""
+    queued work at the next cycle: only its guaranteed units hold), when it should end (``reported``:
+    its progress's ETA), and its place in the queue were reclaim to take it back."""
     units, ends_at, admitted_at = reservation.units, None, reservation.created_at
     if workload is not None:
         kind = kind_of(workload)
         units = min(units, workload.placement_shape[0])
         if kind.runtime_limit is not None:
             # Admitted but not started yet (pending): its time starts when it does, now at the earliest.
-            ends_at = _expected_end(workload, workload.started_at or now, now, medians, use)
+            ends_at = _expected_end(workload, workload.started_at or now, now, medians, use, reported)
         admitted_at = workload.started_at or reservation.created_at
     entry = QueuedRequest(team_id=reservation.team_id, ref=reservation.ref, flavor=reservation.flavor,
                           units=reservation.units, units_per_node=reservation.units_per_node,

@@ -157,6 +157,12 @@ class WorkloadKind(abc.ABC):
         """Read a checkpoint the workload announced without reporting it (a run's log line), just
         before it is preempted: what it loses, and where its next attempt resumes, follow it."""
 
+    def progress_ends(self, workloads: list, now: datetime) -> dict[str, datetime]:
+        """``{ref: when it should end}`` for those of ``workloads`` (of this kind) whose own reported
+        progress says when — a running run's ETA (:mod:`jobs.progress`) — in a query or so for all of
+        them; {} for a kind whose work reports none. The start estimates take it over the typical time."""
+        return {}
+
     def reports_checkpoints(self, workload) -> bool:
         """Whether ``workload`` reports checkpoints at all (one that does but has none yet loses all since its start)."""
         return self.last_checkpoint_at(workload) is not None

@@ -138,7 +138,8 @@ def _pick(sources: list[LogSource], pod: str) -> LogSource | None:
     return shown
 
 
-def logs(workload, pod: str = "", tail: int | None = 200, attempt: int | None = None) -> Logs:
+def logs(workload, pod: str = "", tail: int | None = 200, attempt: int | None = None,
+         since: datetime | None = None) -> Logs:
     """The last ``tail`` lines (all when None) of the workload's log source ``pod``, or of its default pod.
 
     ``pod`` is a :attr:`LogSource.key`: a pod's name, or ``<pod>:previous`` for a restarted
@@ -152,6 +153,8 @@ def logs(workload, pod: str = "", tail: int | None = 200, attempt: int | None = 
     :func:`workloads.attempts.attempt_of`), whose pods are gone: the logs saved of them
     (:mod:`workloads.attempts`). None, or the current attempt: read from the cluster — and, once
     the workload has ended and its pods are gone, what was saved of them while they stopped.
+    ``since``: only the cluster's lines written from then on, each beginning with its time
+    (:meth:`cluster.backends.base.ClusterBackend.logs`); saved logs are whole.
     """
     if attempt is not None and attempt != workload.attempt:
         return _saved_logs(workload, attempt, pod, tail)
@@ -171,7 +174,10 @@ def logs(workload, pod: str = "", tail: int | None = 200, attempt: int | None = 
     if shown is None:
         return Logs(sources, None, [])
     try:
-        lines = backend.logs(workload.address, shown.pod, tail=tail, previous=shown.previous)
+        if since is None:
+            lines = backend.logs(workload.address, shown.pod, tail=tail, previous=shown.previous)
+        else:
+            lines = backend.logs(workload.address, shown.pod, tail=tail, previous=shown.previous, since=since)
     except ClusterError:
         lines = []  # e.g. the pod went between the two calls
     return Logs(sources, shown, lines)

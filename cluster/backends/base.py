@@ -16,6 +16,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from cluster.errors import ClusterError
@@ -221,7 +222,8 @@ class ClusterBackend(abc.ABC):
         """
 
     @abc.abstractmethod
-    def logs(self, address: ClusterAddress, pod: str, tail: int | None = 200, previous: bool = False) -> list[str]:
+    def logs(self, address: ClusterAddress, pod: str, tail: int | None = 200, previous: bool = False,
+             since: datetime | None = None) -> list[str]:
         """The last ``tail`` log lines (all of them when None) of the workload's pod named ``pod``.
 
         ``pod`` is one of :meth:`pods`' names (callers check that: a name from the user must
@@ -229,6 +231,9 @@ class ClusterBackend(abc.ABC):
         container has not started yet.
         ``previous``: the log of the container's run before its last restart (``previous=true``:
         the kubelet keeps that one only); [] when it has not restarted.
+        ``since``: only the lines written at or after it (``sinceTime``), each beginning with the
+        time it was written (``timestamps=true``, RFC 3339), so a reader that follows a log by time
+        knows where it is; ``tail`` still bounds how many (the newest).
         """
 
     @abc.abstractmethod

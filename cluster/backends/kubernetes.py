@@ -35,6 +35,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -451,13 +452,19 @@ class KubernetesBackend(ClusterBackend):
         selector = f"{MANAGED_SELECTOR},{WORKLOAD_LABEL}={address.object_name}"
         return self.list(POD, namespace=address.namespace, label_selector=selector)
 
-    def logs(self, address: ClusterAddress, pod: str, tail: int | None = 200, previous: bool = False) -> list[str]:
+    def logs(self, address: ClusterAddress, pod: str, tail: int | None = 200, previous: bool = False,
+             since: datetime | None = None) -> list[str]:
         """The pod's log; Slipway's pods have one container, so none is named. A whole log
         (``tail=None``) is capped at :data:`LOG_BYTES_MAX` so one download cannot exhaust the web process.
-        ``previous``: its container's run before the last restart (a PyTorchJob replica's earlier attempt)."""
+        ``previous``: its container's run before the last restart (a PyTorchJob replica's earlier attempt).
+        ``since``: ``sinceTime`` and ``timestamps=true`` (the base class), capped at :data:`LOG_BYTES_MAX` too."""
         query = [("tailLines", str(int(tail)))] if tail is not None else [("limitBytes", str(LOG_BYTES_MAX))]
         if previous:
             query.append(("previous", "true"))
+        if since is not None:
+            query += [("sinceTime", since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")), ("timestamps", "true")]
+            if tail is not None:
+                query.append(("limitBytes", str(LOG_BYTES_MAX)))
         try:
             data = self.request("GET", object_path(POD, pod, address.namespace) + "/log", query=query, raw=True)
         except Invalid:

@@ -24,7 +24,7 @@ def test_it_lists_the_groups_and_keeps_the_run_verbs_at_the_top():
 
 def test_the_top_level_run_verbs_are_the_runs_groups_commands():
     runs = slipway_cli.commands["runs"]
-    assert sorted(runs.commands) == ["cancel", "checkpoint", "describe", "logs", "ps", "run"]
+    assert sorted(runs.commands) == ["cancel", "checkpoint", "describe", "logs", "metrics", "ps", "run"]
     assert all(slipway_cli.commands[name] is command for name, command in runs.commands.items())
     assert slipway_cli.commands["endpoints"] is slipway_cli.commands["endpoint"]
 

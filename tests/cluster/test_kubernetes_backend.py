@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import urllib3
@@ -214,6 +215,20 @@ def test_it_lists_the_pods_of_one_workload_and_reads_any_of_their_logs(backend: 
     assert backend.logs(ref, "run-3-worker-0") == ["worker line"]
     # The whole log for a download: no tailLines, a byte cap instead.
     assert backend.logs(ref, "run-3-master-0", tail=None) == [f"step {i}" for i in range(10)]
+
+
+def test_a_read_since_a_time_asks_for_the_lines_from_then_with_their_time_stamps(backend: KubernetesBackend,
+                                                                                  kube_api: FakeKubeAPI) -> None:
+    """The training metrics reader's read (jobs.metrics): from the last line's time, stamped by the
+    kubelet, the newest ``tail`` lines and a byte cap."""
+    kube_api.put(samples.pod("run-3-master-0", "run-3"))
+    kube_api.logs[("team-vision", "run-3-master-0")] = ["2026-11-22T10:00:05.000000001Z step=1 loss=2"]
+    ref = ClusterAddress("team-vision", "run-3")
+    since = datetime(2026, 11, 22, 11, 0, 4, 500000, tzinfo=timezone(timedelta(hours=1)))
+    assert backend.logs(ref, "run-3-master-0", tail=2000, since=since) == ["2026-11-22T10:00:05.000000001Z step=1 loss=2"]
+    query = kube_api.requests[-1].query
+    assert query["sinceTime"] == ["2026-11-22T10:00:04Z"] and query["timestamps"] == ["true"]
+    assert query["tailLines"] == ["2000"] and "limitBytes" in query
 
 
 def test_it_reads_a_restarted_replicas_previous_run_and_nothing_when_there_is_none(backend: KubernetesBackend,

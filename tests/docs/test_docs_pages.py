@@ -20,10 +20,11 @@ NOT_SETTINGS = {
         "SLIPWAY_CHECKPOINT_DIR", "SLIPWAY_RESUME_FROM", "SLIPWAY_ATTEMPT", "SLIPWAY_RUN_TOKEN",
         "SLIPWAY_CHECKPOINT_URL"},
     "the line a run prints to report a checkpoint (workloads/)": {"SLIPWAY_CHECKPOINT"},
+    "the line a run prints to report its progress (jobs/metric_lines.py)": {"SLIPWAY_PROGRESS"},
     "a workload's env, read by the sandbox's simulation (sandbox/simulation.py)": {
         "SLIPWAY_SIM_DURATION", "SLIPWAY_SIM_OUTCOME", "SLIPWAY_SIM_FAILED_ATTEMPTS", "SLIPWAY_SIM_GPU_UTIL",
         "SLIPWAY_SIM_LOAD_SECONDS", "SLIPWAY_SIM_CHECKPOINT_EVERY", "SLIPWAY_SIM_HONOUR_NOTICE",
-        "SLIPWAY_SIM_GPU_MEMORY_GB"},
+        "SLIPWAY_SIM_GPU_MEMORY_GB", "SLIPWAY_SIM_LOG_EVERY"},
 }
 
 

@@ -91,6 +91,9 @@ REWRITES = {
     "python manage.py sandbox load team-ml-research/ep-7 900": "python manage.py sandbox load team-ml-research/ep-{endpoint} 900",
     # -f follows until the run ends, and no worker moves it here: read what there is once.
     "slipway logs 27 -f --tail 3": "slipway logs 27 --tail 3",
+    # A finished run of the demo's history with a training history (jobs.demo.DEMO_METRICS).
+    "slipway metrics RUN --last 3": "slipway metrics {metrics} --last 3",
+    "slipway metrics RUN": "slipway metrics {metrics}",
 }
 
 #: Where commands begin, in spans (a shell block's lines are all commands).
@@ -151,6 +154,7 @@ class Demo:
     run: int
     endpoint: int
     checkpointed: int
+    metrics: int  #: a run with training metrics
 
 
 def fill(path: str, demo: Demo) -> str:
@@ -194,7 +198,8 @@ def demo(settings, monkeypatch, published) -> Demo:
     mine = TrainingRun.objects.filter(team__slug="ml-research").order_by("pk")
     return Demo(run=mine.first().pk,
                 endpoint=InferenceEndpoint.objects.filter(team__slug="ml-research").order_by("pk").first().pk,
-                checkpointed=mine.filter(checkpoint__isnull=False).first().pk)
+                checkpointed=mine.filter(checkpoint__isnull=False).first().pk,
+                metrics=mine.filter(name="bert-distill").first().pk)
 
 
 def signed_in(username: str) -> tuple[str, Client]:
@@ -273,7 +278,8 @@ class Walker:
         and ``ids`` the session's ids so far (as shown → as printed here)."""
         if written in NOT_COMMANDS or skip_reason(written):
             return
-        text = REWRITES.get(written, written).format(checkpointed=self.demo.checkpointed, endpoint=self.demo.endpoint)
+        text = REWRITES.get(written, written).format(checkpointed=self.demo.checkpointed, endpoint=self.demo.endpoint,
+                                                     metrics=self.demo.metrics)
         for shown_id, real_id in (ids or {}).items():
             text = re.sub(rf"\b{shown_id}\b", real_id, text)
         if text in NAMED_VERBS:

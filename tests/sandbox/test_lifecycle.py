@@ -157,9 +157,11 @@ def test_it_writes_training_logs_with_progress(backend):
     backend.tick(at(10))
     lines = backend.logs(ref("run-1"), pod, tail=5, now=at(310))
     assert len(lines) == 5
-    assert lines[-1].startswith("2026-11-22T10:05:10Z INFO  step    600 | loss ")
-    early = float(backend.logs(ref("run-1"), pod, tail=1, now=at(30))[0].split("loss ")[1].split(" ")[0])
-    late = float(lines[-1].split("loss ")[1].split(" ")[0])
+    # Katib's metric lines (name=value with step=), and every sixth one the progress of its 10 minutes' steps.
+    assert lines[-2].startswith("2026-11-22T10:05:10Z INFO  step=600 loss=")
+    assert lines[-1] == "2026-11-22T10:05:10Z INFO  SLIPWAY_PROGRESS step=600 total=1200"
+    early = float(backend.logs(ref("run-1"), pod, tail=1, now=at(30))[0].split("loss=")[1].split(" ")[0])
+    late = float(lines[-2].split("loss=")[1].split(" ")[0])
     assert late < early  # the loss goes down
 
 
@@ -174,13 +176,13 @@ def test_training_logs_show_the_users_arguments_and_train_with_the_lr_given(back
     lines = backend.logs(ref("run-1"), pod, tail=None, now=at(60))
     assert "2026-11-22T10:00:10Z INFO  args: --lr 1e-3 --epochs 3 --note 'two words'" in lines
     assert "2026-11-22T10:00:10Z INFO  optimizer AdamW, learning rate 0.001 (--lr)" in lines
-    steps = [line for line in lines if " step " in line]
-    assert steps and all("| lr 1.0e-03 |" in line for line in steps)
+    steps = [line for line in lines if " step=" in line]
+    assert steps and all(" lr=1.0e-03 " in line for line in steps)
     # No arguments: no args line, the default learning rate.
     [plain] = [p["metadata"]["name"] for p in backend.pods(ref("plain"))]
     plain_lines = backend.logs(ref("plain"), plain, tail=None, now=at(60))
     assert not any("args:" in line for line in plain_lines)
-    assert all("| lr 3.0e-04 |" in line for line in plain_lines if " step " in line)
+    assert all(" lr=3.0e-04 " in line for line in plain_lines if " step=" in line)
 
 
 @pytest.mark.parametrize(("args", "lr"), [

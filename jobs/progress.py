@@ -1,0 +1,112 @@
+"""A run's progress and its ETA: the one rule (pure; no database, no clock).
+
+A run reports its progress as ``step`` of ``total`` (a ``SLIPWAY_PROGRESS`` line, or the
+``progress`` of a metrics call). :func:`advance` folds each report into a :class:`Progress`:
+the last report and the *rate* of progress in steps per second, an exponentially weighted mean
+of the rates over windows of at least :data:`MIN_WINDOW` (time constant :data:`TAU`), so a run
+that slows down (evaluation, a slower node) moves its ETA within minutes, and one odd window
+does not swing it. Reports closer together than the window (several lines of one second, a
+batch read from a log) extend the current window instead of dividing by almost nothing.
+
+:func:`eta` is the only answer to "when will it finish": the run page, the API (and so the
+CLI) and the queue's start estimates (:meth:`jobs.kind.TrainingRunKind.progress_ends`) call it.
+An ETA is *stale* once the last report is older than :data:`STALE_AFTER`: a run that stopped
+reporting (hung, or printing nothing) is not trusted to end on time, and the start estimates fall
+back to its typical running time.
+
+A step lower than the last one is a restart (a retried or resumed attempt counting again): the
+window starts afresh there, and the rate learned so far is kept — it is the same job.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+#: The shortest window a rate is measured over (reports closer than this extend the window).
+MIN_WINDOW = timedelta(seconds=5)
+#: The time constant of the rate's weighted mean: a window this long weighs 63 % against the past.
+TAU = timedelta(minutes=5)
+#: A report older than this makes the ETA stale (see the module docstring).
+STALE_AFTER = timedelta(minutes=15)
+#: An ETA further out than this is no ETA (a rate of almost nothing).
+FARTHEST = timedelta(days=3650)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What is known of a run's progress: the last report (``step`` of ``total`` at ``at``), the
+    start of the current rate window and the rate in steps per second (None: not measured yet)."""
+
+    step: int
+    total: int
+    at: datetime
+    window_step: int
+    window_at: datetime
+    rate: float | None = None
+
+
+@dataclass(frozen=True)
+class Eta:
+    """When a run should finish, from its progress. ``at`` None: unknown (no rate yet)."""
+
+    at: datetime | None
+    percent: float  #: 0-100
+    remaining: timedelta | None
+    done: bool  #: it reported its last step
+    stale: bool  #: its last report is older than STALE_AFTER
+    rate: float | None  #: steps per second
+
+
+def advance(state: Progress | None, step: int, total: int, at: datetime) -> Progress:
+    """``state`` with the report "``step`` of ``total`` at ``at``" folded in (the module docstring's rules)."""
+    if state is None:
+        return Progress(step, total, at, step, at)
+    if step < state.step:  # counted again from lower: a new window, the same job's rate
+        return Progress(step, total, at, step, at, state.rate)
+    if at < state.at:  # an older report arriving late says nothing new of the rate
+        return replace(state, step=max(step, state.step), total=total)
+    span = (at - state.window_at).total_seconds()
+    if at - state.window_at < MIN_WINDOW or span <= 0:
+        return replace(state, step=step, total=total, at=at)
+    measured = (step - state.window_step) / span
+    if state.rate is None:
+        rate = measured
+    else:
+        weight = 1 - math.exp(-span / TAU.total_seconds())
+        rate = state.rate + weight * (measured - state.rate)
+    return Progress(step, total, at, step, at, rate)
+
+
+def current_rate(state: Progress) -> float | None:
+    """The rate an ETA uses: the weighted mean, or before one exists the open window's own."""
+    if state.rate is not None:
+        return state.rate
+    span = (state.at - state.window_at).total_seconds()
+    if span > 0 and state.step > state.window_step:
+        return (state.step - state.window_step) / span
+    return None
+
+
+def eta(state: Progress | None, now: datetime) -> Eta | None:
+    """When the run whose progress is ``state`` should finish, seen at ``now``; None without progress.
+
+    From the last report: the steps left at the current rate. Done when it reported its last
+    step (then ``at`` is when it did). Not clamped to ``now``: an ETA in the past says the run is
+    late, which its readers word themselves ("any moment now", the next cycle).
+    """
+    if state is None or state.total <= 0:
+        return None
+    percent = max(0.0, min(100.0, 100.0 * state.step / state.total))
+    stale = now - state.at > STALE_AFTER
+    if state.step >= state.total:
+        return Eta(state.at, 100.0, timedelta(0), True, stale, state.rate)
+    rate = current_rate(state)
+    if rate is None or rate <= 0:
+        return Eta(None, percent, None, False, stale, rate)
+    seconds = (state.total - state.step) / rate
+    if not math.isfinite(seconds) or seconds > FARTHEST.total_seconds():
+        return Eta(None, percent, None, False, stale, rate)
+    remaining = timedelta(seconds=seconds)
+    return Eta(state.at + remaining, percent, remaining, False, stale, rate)

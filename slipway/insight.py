@@ -1,0 +1,148 @@
+"""Inside running work from the terminal: ``slipway metrics RUN [--follow]`` and ``slipway top``.
+
+``metrics`` prints a run's training metrics as the lines it printed them in (Katib's
+``step=20 loss=0.42 …``, one line per step) and its progress with the ETA the API computes
+(docs/metrics.md); ``--follow`` keeps printing new steps until the run ends. ``top`` lists a
+team's running work — runs and endpoints — with what the API knows of each: GPU utilization and
+memory when the API gives them, else whether its GPUs are idle; progress and ETA; cost so far.
+"""
+
+from __future__ import annotations
+
+import click
+
+from slipway import polling
+from slipway.client import RUN_FINAL_STATES, Client
+from slipway.config import api_call
+from slipway.output import dump, table
+
+#: Endpoint states in which it holds GPUs and serves (or starts to).
+ENDPOINT_LIVE = ("deploying", "ready", "degraded")
+
+
+def progress_words(progress: dict | None) -> str:
+    """"step 200 of 1,200 (16.7 %), ETA 2026-11-22T10:20:00Z (in 8 min)", or "" without progress."""
+    if not progress:
+        return ""
+    words = f"step {progress['step']:,} of {progress['total']:,} ({progress['percent']} %)"
+    if progress.get("done"):
+        return words + ", done"
+    if progress.get("eta") is None:
+        return words + ", ETA unknown (no rate yet)"
+    seconds = progress.get("eta_seconds") or 0
+    when = "any moment now" if seconds <= 0 else f"in {_span(seconds)}"
+    words += f", ETA {progress['eta']} ({when})"
+    return words + (" — no report for 15 min, it may not hold" if progress.get("stale") else "")
+
+
+def _span(seconds: int) -> str:
+    minutes = round(seconds / 60)
+    if minutes < 1:
+        return f"{seconds} s"
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def _rows(series: dict[str, list[list[float]]], after: int | None) -> list[tuple[int, dict[str, float]]]:
+    """The points of ``series`` by step (after ``after``), each step's metrics by name."""
+    steps: dict[int, dict[str, float]] = {}
+    for name, points in series.items():
+        for step, value in points:
+            if after is None or step > after:
+                steps.setdefault(int(step), {})[name] = value
+    return sorted(steps.items())
+
+
+def _line(step: int, values: dict[str, float]) -> str:
+    return " ".join([f"step={step}", *(f"{name}={values[name]:.6g}" for name in sorted(values))])
+
+
+@click.command()
+@click.argument("run_id", type=int)
+@click.option("--name", "names", multiple=True, help="Only this metric (repeat it); default: every one.")
+@click.option("--last", type=click.IntRange(min=0), default=20, show_default=True,
+              help="Steps to show first (0: all of them).")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new steps until the run ends.")
+@click.option("-o", "--output", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True,
+              help="json/yaml: the API's answer (every point), without --follow.")
+@api_call
+def metrics(client: Client, run_id: int, names: tuple[str, ...], last: int, follow: bool, output: str) -> None:
+    """Print a run's training metrics (one line per step) and its progress and ETA."""
+    answer = client.all_metrics(run_id, names=list(names) or None)
+    if output != "text":
+        if follow:
+            raise click.UsageError("--follow prints text; json and yaml are one answer")
+        dump(answer, output)
+        return
+    rows = _rows(answer["series"], None)
+    if not rows and not answer.get("progress"):
+        click.echo(f"run {run_id}: no metrics reported yet" + (f" (its metrics: {', '.join(answer['names'])})"
+                                                               if answer.get("names") else ""))
+    for step, values in rows[-last:] if last else rows:
+        click.echo(_line(step, values))
+    shown = progress_words(answer.get("progress"))
+    if shown:
+        click.echo(f"progress: {shown}")
+    after = rows[-1][0] if rows else None
+    ended = not follow
+    while not ended:
+        ended = client.run(run_id)["state"] in RUN_FINAL_STATES
+        if not ended:
+            polling.pause(polling.FOLLOW_INTERVAL)
+        answer = client.all_metrics(run_id, names=list(names) or None, since_step=after)
+        for step, values in _rows(answer["series"], after):
+            click.echo(_line(step, values))
+            after = step
+        words = progress_words(answer.get("progress"))
+        if words and words != shown:
+            click.echo(f"progress: {words}")
+            shown = words
+
+
+def _gpu(workload: dict) -> tuple[str, str]:
+    """(utilization, memory) as the API gives them; without telemetry, whether its GPUs are idle."""
+    util = workload.get("gpu_utilization")
+    memory = workload.get("gpu_memory_used_gb")
+    util_words = f"{util:.0f} %" if isinstance(util, int | float) else (
+        f"idle since {workload['idle_since'][11:16]}" if workload.get("idle_since") else "-")
+    memory_words = f"{memory:g} GB" if isinstance(memory, int | float) else "-"
+    return util_words, memory_words
+
+
+@click.command()
+@click.option("--team", help="Only this team's work (default: every team of yours).")
+@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
+@api_call
+def top(client: Client, team: str | None, output: str) -> None:
+    """The running work of your teams: GPUs, utilization, progress, ETA, cost so far."""
+    runs = list(client.runs(team=team, state="running"))
+    endpoints = [e for state in ENDPOINT_LIVE for e in client.endpoints(team=team, state=state)]
+    if output != "table":
+        dump({"runs": runs, "endpoints": endpoints}, output)
+        return
+    rows = []
+    for run in runs:
+        progress = run.get("progress")
+        util, memory = _gpu(run)
+        rows.append(["run", run["id"], run["team"], run["name"], run["gpus_per_worker"] * run["workers"],
+                     util, memory, f"{progress['percent']} %" if progress else "-",
+                     _eta(progress), run["cost_to_date"]])
+    for endpoint in endpoints:
+        util, memory = _gpu(endpoint)
+        rows.append(["endpoint", endpoint["id"], endpoint["team"], endpoint["name"],
+                     endpoint["gpus_per_replica"] * (endpoint.get("replicas") or 0), util, memory, "-", "-",
+                     endpoint["cost_to_date"]])
+    if not rows:
+        click.echo("Nothing running" + (f" in {team}." if team else " in your teams."))
+        return
+    table(["KIND", "ID", "TEAM", "NAME", "GPUS", "GPU UTIL", "GPU MEM", "PROGRESS", "ETA", "COST"], rows)
+
+
+def _eta(progress: dict | None) -> str:
+    if not progress:
+        return "-"
+    if progress.get("done"):
+        return "done"
+    if progress.get("eta") is None:
+        return "unknown"
+    seconds = progress.get("eta_seconds") or 0
+    return ("now" if seconds <= 0 else f"in {_span(seconds)}") + (" (stale)" if progress.get("stale") else "")

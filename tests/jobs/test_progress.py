@@ -1,0 +1,67 @@
+"""The one ETA rule (jobs.progress): rate from the reports, restarts, staleness, done."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from jobs.progress import STALE_AFTER, advance, eta
+
+T0 = datetime(2026, 11, 24, 8, 0, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def test_a_steady_run_gets_its_true_end():
+    state = None
+    for second in range(0, 601, 10):  # 2 steps a second, of 4000
+        state = advance(state, 2 * second, 4000, at(second))
+    found = eta(state, at(600))
+    assert found.rate == pytest.approx(2.0)
+    assert found.at == at(2000) and found.percent == pytest.approx(30.0)
+    assert not found.done and not found.stale
+
+
+def test_one_report_has_no_eta_and_reports_within_a_second_make_a_provisional_one():
+    state = advance(None, 100, 1000, at(0))
+    assert eta(state, at(0)).at is None
+    state = advance(state, 110, 1000, at(1))  # within the minimum window: the open window's own rate
+    assert state.rate is None
+    assert eta(state, at(1)).at == at(1 + 890 / 10)
+
+
+def test_the_rate_follows_a_slowdown_within_minutes():
+    state = None
+    for second in range(0, 301, 10):
+        state = advance(state, 2 * second, 10_000, at(second))
+    for second in range(310, 1501, 10):  # from 2 to 1 step a second
+        state = advance(state, state.step + 10, 10_000, at(second))
+    assert eta(state, at(1500)).rate == pytest.approx(1.0, rel=0.05)
+
+
+def test_a_restart_from_a_lower_step_keeps_the_rate_and_counts_from_there():
+    state = None
+    for second in range(0, 101, 10):
+        state = advance(state, 2 * second, 1000, at(second))
+    restarted = advance(state, 40, 1000, at(200))
+    assert (restarted.step, restarted.window_step, restarted.rate) == (40, 40, state.rate)
+    assert eta(restarted, at(200)).at == at(200 + 960 / 2)
+
+
+def test_done_stale_and_late():
+    done = advance(advance(None, 0, 10, at(0)), 10, 10, at(60))
+    assert eta(done, at(70)).done and eta(done, at(70)).at == at(60) and eta(done, at(70)).percent == 100
+    steady = advance(advance(None, 0, 100, at(0)), 10, 100, at(10))
+    assert eta(steady, at(10) + STALE_AFTER + timedelta(seconds=1)).stale
+    assert eta(steady, at(500)).at == at(100)  # late: not moved to now (its readers say so)
+    assert eta(None, at(0)) is None
+
+
+def test_an_older_report_does_not_move_the_rate_and_a_stalled_run_has_no_eta():
+    state = advance(advance(None, 0, 100, at(0)), 10, 100, at(10))
+    assert advance(state, 5, 100, at(5)).rate == state.rate
+    stalled = advance(advance(None, 50, 100, at(0)), 50, 100, at(30))
+    assert eta(stalled, at(30)).at is None and eta(stalled, at(30)).rate == 0
