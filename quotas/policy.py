@@ -121,13 +121,16 @@ def refusals(flavor: GpuFlavor, shape: Shape) -> Refusals:
         return Refusals()
     other = instead(flavor, training=shape.training)
     use = f" Use {other.name} ({other.gpu_model}, whole GPUs) instead." if other else ""
+    # With no whole-GPU flavor to name, say so rather than advise what this flavor refuses anyway
+    # (one worker of a flavor that takes no training is refused too).
+    none_open = " No whole-GPU flavor is open for it now: ask a platform admin for one."
     kind = "an MPS" if flavor.sharing == specs.SHARING_MPS else "a time-sliced"
     return Refusals(
         flavor=(f"{flavor.name} does not take training runs: its GPUs are meant for inference and development."
-                + use) if not_training else "",
+                + (use or none_open)) if not_training else "",
         workers=(f"{flavor.name} is {kind} share of one GPU ({share_words(flavor)}): a distributed run "
                  f"(workers > 1) needs whole GPUs, not replicas that share one GPU's memory and compute."
-                 + (use or " Use 1 worker.")) if distributed else "",
+                 + (use or (" Use 1 worker." if flavor.training else none_open))) if distributed else "",
         units_per_pod=(f"{flavor.name} gives each pod one unit ({share_words(flavor)}): a pod cannot add up "
                        f"units of a shared GPU (the device plugin refuses more than one). Ask for 1."
                        + (f" For more GPU use {other.name}." if other else "")) if several else "",

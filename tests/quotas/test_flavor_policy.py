@@ -75,6 +75,15 @@ def test_no_whole_gpu_at_all_still_refuses_and_says_what_to_change(shared):
     assert refused.workers.endswith("Use 1 worker.") and refused.units_per_pod.endswith("Ask for 1.")
 
 
+def test_with_no_whole_gpu_a_flavor_without_training_never_advises_one_worker(shared):
+    # One worker of t4-ts4 is refused too (no training): the refusal says nothing is open instead.
+    GpuFlavor.objects.filter(sharing="none").update(active=False)
+    refused = policy.refusals(shared["t4-ts4"], policy.Shape(training=True, workers=2))
+    assert "Use 1 worker" not in refused.workers
+    assert refused.workers.endswith("No whole-GPU flavor is open for it now: ask a platform admin for one.")
+    assert refused.flavor.endswith("No whole-GPU flavor is open for it now: ask a platform admin for one.")
+
+
 def test_it_warns_of_a_model_larger_than_a_units_memory(shared, flavors):
     [warning] = policy.warnings(shared["t4-ts4"], SERVE, 70)
     assert warning.startswith("A pod that needs 70 GB of GPU memory on t4-ts4 (a time-sliced 16 GB Tesla-T4")
