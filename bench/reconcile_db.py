@@ -116,7 +116,7 @@ class PreparedCluster:
     def observe(self, resources):
         return self.observed
 
-    def gpu_utilization(self, observed) -> dict:
+    def gpu_telemetry(self, observed) -> dict:
         return {}  # no metrics source: nothing is flagged idle, as with a cluster without Prometheus
 
     def capacity(self) -> list:

@@ -1,16 +1,21 @@
-"""GPU utilization of workloads, from the DCGM exporter's series in Prometheus.
+"""GPU telemetry of workloads, from the DCGM exporter's series in Prometheus.
 
 NVIDIA's dcgm-exporter publishes, per GPU and (with its Kubernetes pod mapping on) labelled
 with the ``namespace`` and ``pod`` using it:
 
 * ``DCGM_FI_DEV_GPU_UTIL`` — percent of time the GPU was busy (0–100), for full GPUs;
 * ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` — the graphics engine's active ratio (0–1), the metric
-  that exists per MIG instance (GPU_UTIL is not reported for MIG slices).
+  that exists per MIG instance (GPU_UTIL is not reported for MIG slices);
+* ``DCGM_FI_DEV_FB_USED`` / ``DCGM_FI_DEV_FB_FREE`` — frame buffer memory used and free (MiB);
+* ``DCGM_FI_DEV_GPU_TEMP`` — the GPU's temperature (°C);
+* ``DCGM_FI_DEV_POWER_USAGE`` — the power it draws (W).
 
 The reconciler asks once per cycle for every workload it observed: **one** instant query to
-Prometheus' HTTP API, the two metrics joined with ``or`` (full GPUs first, so a pod on a full
-GPU is never counted twice), averaged per pod over a short window, then averaged per
-workload here. Nothing here imports Django; the backends call it.
+Prometheus' HTTP API (:func:`telemetry_query`), each series averaged over a short window per pod
+and GPU and tagged with a ``series`` label, the six joined with ``or`` (GPU_UTIL before
+GR_ENGINE_ACTIVE under the one ``series="util"``, so a full GPU that reports both is counted
+once); :func:`per_workload` groups the samples into a :class:`WorkloadTelemetry` per workload,
+one :class:`GpuReading` per GPU. Nothing here imports Django; the backends call it.
 """
 
 from __future__ import annotations
@@ -23,19 +28,45 @@ from urllib.parse import urlencode
 
 import urllib3
 
-from cluster.backends.base import ClusterAddress, ObservedWorkload
+from cluster.backends.base import ClusterAddress, GpuReading, ObservedWorkload, WorkloadTelemetry
 from cluster.errors import Transient
 
 #: How far back each instant query averages (a few scrape intervals of the exporter).
 WINDOW = "2m"
 
 
-def utilization_query(namespaces: Iterable[str], window: str = WINDOW) -> str:
-    """The one PromQL query for the pods of ``namespaces``: percent busy per (namespace, pod)."""
+#: The labels a reading is grouped by: the pod using the GPU, and the GPU (dcgm-exporter's names).
+GPU_LABELS = ("namespace", "pod", "Hostname", "gpu", "UUID", "GPU_I_ID")
+#: ``(series, DCGM metric, scale)`` in the query's order: the first of a series that answers wins.
+SERIES = (
+    ("util", "DCGM_FI_DEV_GPU_UTIL", 1),
+    ("util", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 100),  # a ratio (0–1) on MIG instances
+    ("fb_used", "DCGM_FI_DEV_FB_USED", 1),
+    ("fb_free", "DCGM_FI_DEV_FB_FREE", 1),
+    ("temp", "DCGM_FI_DEV_GPU_TEMP", 1),
+    ("power", "DCGM_FI_DEV_POWER_USAGE", 1),
+)
+
+
+def telemetry_query(namespaces: Iterable[str], window: str = WINDOW) -> str:
+    """The one PromQL query for the pods of ``namespaces``: every series, per pod and GPU, labelled ``series``."""
     # Namespaces are DNS-1123 labels (no regex metacharacters but "-", harmless outside []).
     selector = f'namespace=~"{"|".join(sorted(set(namespaces)))}"'
-    return (f"avg by (namespace, pod) (avg_over_time(DCGM_FI_DEV_GPU_UTIL{{{selector}}}[{window}]))"
-            f" or avg by (namespace, pod) (avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{selector}}}[{window}]) * 100)")
+    by = ", ".join(GPU_LABELS)
+    parts = []
+    for series, metric, scale in SERIES:
+        scaled = f" * {scale}" if scale != 1 else ""
+        parts.append(f'label_replace(avg by ({by}) (avg_over_time({metric}{{{selector}}}[{window}])){scaled}, '
+                     f'"series", "{series}", "", "")')
+    return " or ".join(parts)
+
+
+def gpu_id(labels: dict[str, str]) -> str:
+    """A GPU's id from the exporter's labels: its UUID (a MIG instance's ``<uuid>/<instance>``), else ``<node>/<index>``."""
+    uuid, instance = labels.get("UUID", ""), labels.get("GPU_I_ID", "")
+    if uuid:
+        return f"{uuid}/{instance}" if instance else uuid
+    return f"{labels.get('Hostname', '')}/{labels.get('gpu', '')}" + (f"/{instance}" if instance else "")
 
 
 def running_pods(observed: Iterable[ObservedWorkload]) -> dict[tuple[str, str], ClusterAddress]:
@@ -48,15 +79,43 @@ def running_pods(observed: Iterable[ObservedWorkload]) -> dict[tuple[str, str], 
     return pods
 
 
-def per_workload(samples: Iterable[tuple[tuple[str, str], float]],
-                 pods: dict[tuple[str, str], ClusterAddress]) -> dict[ClusterAddress, float]:
-    """Average the per-pod samples of each workload (pods not in ``pods`` are ignored)."""
-    values: dict[ClusterAddress, list[float]] = defaultdict(list)
-    for key, value in samples:
+#: The range each series is kept in (a value outside it, or NaN, is not a reading).
+BOUNDS = {"util": (0.0, 100.0), "fb_used": (0.0, None), "fb_free": (0.0, None), "temp": (None, None),
+          "power": (0.0, None)}
+
+
+def _value(series: str, value: float) -> float | None:
+    """``value`` clamped to its series' range; None for NaN or infinity (Prometheus writes NaN for 0/0)."""
+    if not math.isfinite(value):
+        return None
+    low, high = BOUNDS[series]
+    if low is not None:
+        value = max(value, low)
+    return min(value, high) if high is not None else value
+
+
+def per_workload(samples: Iterable[tuple[tuple[str, str], str, str, float]],
+                 pods: dict[tuple[str, str], ClusterAddress]) -> dict[ClusterAddress, WorkloadTelemetry]:
+    """Each workload's readings from ``((namespace, pod), gpu id, series, value)`` samples.
+
+    Pods not in ``pods`` are ignored; a GPU two pods of one workload report (a time-sliced one)
+    is one reading, each figure the mean of theirs; a workload whose samples are all NaN is
+    unmeasured (absent).
+    """
+    figures: dict[ClusterAddress, dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(
+        lambda: defaultdict(list)))
+    for key, gpu, series, raw in samples:
         address = pods.get(key)
-        if address is not None and math.isfinite(value):  # Prometheus writes NaN for 0/0
-            values[address].append(min(max(value, 0.0), 100.0))
-    return {address: sum(v) / len(v) for address, v in values.items()}
+        value = _value(series, raw) if series in BOUNDS else None
+        if address is not None and value is not None:
+            figures[address][gpu][series].append(value)
+
+    def mean(values: list[float]) -> float | None:
+        return sum(values) / len(values) if values else None
+
+    return {address: WorkloadTelemetry(tuple(
+        GpuReading(gpu, mean(f["util"]), mean(f["fb_used"]), mean(f["fb_free"]), mean(f["temp"]), mean(f["power"]))
+        for gpu, f in sorted(gpus.items()))) for address, gpus in figures.items()}
 
 
 class Prometheus:
@@ -91,10 +150,11 @@ class Prometheus:
                 continue  # a malformed sample measures nothing
         return samples
 
-    def gpu_utilization(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, float]:
-        """Percent busy of each observed workload's running pods (one query; unmeasured ones absent)."""
+    def gpu_telemetry(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, WorkloadTelemetry]:
+        """Every observed workload's GPU readings (one query; unmeasured ones absent)."""
         pods = running_pods(observed)
         if not pods:
             return {}
-        samples = self.instant(utilization_query(namespace for namespace, _pod in pods))
-        return per_workload((((m.get("namespace", ""), m.get("pod", "")), value) for m, value in samples), pods)
+        samples = self.instant(telemetry_query(namespace for namespace, _pod in pods))
+        return per_workload((((m.get("namespace", ""), m.get("pod", "")), gpu_id(m), m.get("series", ""), value)
+                             for m, value in samples), pods)

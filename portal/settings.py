@@ -351,7 +351,7 @@ SLIPWAY_PROMETHEUS_URL = env_str("SLIPWAY_PROMETHEUS_URL", "http://prometheus-op
 # proxy in front of Prometheus (deploy/prometheus-label-proxy.yaml) that the `prometheus` metric's
 # triggers reach through each team's TriggerAuthentication; empty: they query SLIPWAY_PROMETHEUS_URL.
 SLIPWAY_PROMETHEUS_PROXY_URL = env_str("SLIPWAY_PROMETHEUS_PROXY_URL", "")
-# Where the reconciler reads GPU utilization (DCGM series) for idle-GPU waste; empty: not measured.
+# Where the reconciler reads GPU telemetry (DCGM series: idle-GPU waste, charts); empty: not measured.
 SLIPWAY_METRICS_URL = env_str("SLIPWAY_METRICS_URL", SLIPWAY_PROMETHEUS_URL)
 # GPUs whose utilization stays under this percent are idle time; flagged after this many minutes.
 SLIPWAY_IDLE_UTIL_PCT = env_float("SLIPWAY_IDLE_UTIL_PCT", 5.0)
@@ -386,6 +386,14 @@ CELERY_BEAT_SCHEDULE["metrics-read-logs"] = {
 CELERY_BEAT_SCHEDULE["metrics-prune"] = {
     "task": "jobs.tasks.prune_run_metrics", "schedule": 3600.0, "options": {"queue": "default", "expires": 3600.0},
 }
+# GPU telemetry (workloads.telemetry, docs/metrics.md "GPU telemetry"): the reconcile cycle keeps each
+# workload's DCGM readings per minute for SLIPWAY_TELEMETRY_RAW_MINUTES; older minutes are folded into
+# buckets of SLIPWAY_TELEMETRY_STEP_MINUTES (a divisor of a day) by a beat task every
+# SLIPWAY_TELEMETRY_COMPACT_SECONDS, and everything older than SLIPWAY_TELEMETRY_KEEP_DAYS goes (0: kept for ever).
+SLIPWAY_TELEMETRY_RAW_MINUTES = env_int("SLIPWAY_TELEMETRY_RAW_MINUTES", 60)
+SLIPWAY_TELEMETRY_STEP_MINUTES = env_int("SLIPWAY_TELEMETRY_STEP_MINUTES", 10)
+SLIPWAY_TELEMETRY_KEEP_DAYS = env_int("SLIPWAY_TELEMETRY_KEEP_DAYS", 90)
+SLIPWAY_TELEMETRY_COMPACT_SECONDS = env_float("SLIPWAY_TELEMETRY_COMPACT_SECONDS", 300.0)
 # Seconds a run's or an endpoint's image may fail to pull (ErrImagePull, ImagePullBackOff: the
 # kubelet retries forever) before the run fails, or the endpoint with no ready replica fails, and
 # their quota is released (docs/operations.md). 30 s is three pulls by the kubelet's back-off

@@ -54,13 +54,14 @@ from cluster.backends.base import (
     NodeCapacity,
     ObservedWorkload,
     ResourceKind,
+    WorkloadTelemetry,
     env_secret_name,
 )
 from cluster.errors import ClusterError, Invalid, NotFound, Transient
 from cluster.metrics import per_workload, running_pods
 from cluster.perf import gc_paused
 from core.rawsql import sql_datetime
-from sandbox import inventory
+from sandbox import exporter, inventory
 from sandbox.bulk import Record
 from sandbox.bulk import load as load_records
 from sandbox.controllers.scaledobject import endpoint_load
@@ -448,21 +449,19 @@ class SandboxBackend(ClusterBackend):
             group.pods.append(pod_manifest(pod, owner, at, busy))
         return list(grouped.values())
 
-    def gpu_utilization(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, float]:
-        """What the simulated DCGM exporter says: each running pod's annotation, averaged per workload.
+    def gpu_telemetry(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, WorkloadTelemetry]:
+        """What the simulated DCGM exporter says (:mod:`sandbox.exporter`), per workload and GPU.
 
-        :meth:`observe` computed it already (``SLIPWAY_SIM_GPU_UTIL`` pins it, a server follows
-        its share of the endpoint's load): one query, whether the cluster answers.
+        :meth:`observe` computed each running pod's figures already (``SLIPWAY_SIM_GPU_UTIL`` pins its
+        utilization, a server follows its share of the endpoint's load): one query, whether the
+        cluster answers.
         """
         self._answering()
-        pods = running_pods(observed)
-        samples = []
-        for workload in observed:
-            for pod in workload.pods:
-                value = ((pod.get("metadata") or {}).get("annotations") or {}).get(GPU_UTILIZATION_ANNOTATION)
-                if value is not None:
-                    samples.append(((workload.namespace, pod["metadata"]["name"]), float(value)))
-        return per_workload(samples, pods)
+        pods = [found for workload in observed for pod in workload.pods
+                if (found := exporter.pod_gpus(pod, GPU_UTILIZATION_ANNOTATION, GPU_MEMORY_ANNOTATION,
+                                               GPU_ANNOTATION)) is not None]
+        nodes = {node.name: node for node in inventory.nodes(self.cluster)}
+        return per_workload(exporter.samples(pods, nodes), running_pods(observed))
 
     def gpu_devices(self, observed: list[ObservedWorkload]) -> list[GpuDevice]:
         """What the simulated DCGM exporter says per physical GPU of the shared nodes: the pods on

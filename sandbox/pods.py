@@ -46,7 +46,7 @@ from sandbox.world import STAGE_CRASHING
 
 #: Pod annotation carrying the synthetic GPU utilisation (percent) of a running pod.
 GPU_UTILIZATION_ANNOTATION = "sandbox.slipway.dev/gpu-utilization"
-#: On a shared GPU: which physical GPU of its node the pod has, and the memory (MiB) it holds there.
+#: Which physical GPU of a shared node the pod has; the GPU memory (MiB) it holds (per GPU).
 GPU_ANNOTATION = "sandbox.slipway.dev/gpu"
 GPU_MEMORY_ANNOTATION = "sandbox.slipway.dev/gpu-memory-mib"
 #: A whole log (``tail=None``) stops at this many lines, as a kubelet rotates a container's log.
@@ -125,7 +125,8 @@ def pod_manifest(pod: SimPod, owner: SimObject, at: datetime,
             # Each replica serves its share; utilisation is that share, capped at 100%.
             load = min(float(getattr(owner, "load", 50.0)) / max(owner.replicas, 1), 100.0)
         utilization = gpu_utilization(pod.name, plan.get("util"), serving_load=load, now=at)
-        annotations = {}
+        held = round(float(plan.get("mem") or 0) * 1024)
+        annotations = {GPU_MEMORY_ANNOTATION: str(held)}
         sharing = sharing_of(pod)
         if sharing is not None:  # its part of a physical GPU
             turns = _taking_turns(pod, plan, at)
@@ -133,7 +134,7 @@ def pod_manifest(pod: SimPod, owner: SimObject, at: datetime,
                 utilization = 0
             utilization = shared_utilization(utilization, sharing.strategy, (busy or {}).get((pod.node, pod.gpu), 1),
                                              sharing.replicas, turns)
-            held = 0 if pod.reason == OOM_KILLED else round(float(plan.get("mem") or 0) * 1024)
+            held = 0 if pod.reason == OOM_KILLED else held
             annotations = {GPU_ANNOTATION: str(pod.gpu), GPU_MEMORY_ANNOTATION: str(held)}
         meta["annotations"] = {**(meta.get("annotations") or {}), GPU_UTILIZATION_ANNOTATION: str(utilization),
                                **annotations}

@@ -18,8 +18,10 @@ from cluster.backends.base import (
     ClusterAddress,
     ClusterBackend,
     ClusterEvent,
+    GpuReading,
     NodeCapacity,
     ObservedWorkload,
+    WorkloadTelemetry,
     env_secret_name,
 )
 from cluster.errors import ClusterError, NotFound
@@ -46,8 +48,8 @@ class FakeBackend(ClusterBackend):
         self.ticks = 0
         self.warnings: dict[tuple[str, str], list[ClusterEvent]] = defaultdict(list)  # (namespace, workload)
         self.events_error: ClusterError | None = None  # raised by events()
-        #: GPU utilization per workload name, or an error the metrics query raises.
-        self.utilization: dict[str, float] | ClusterError = {}
+        #: GPU utilization per workload name (or its whole telemetry), or an error the metrics query raises.
+        self.utilization: dict[str, float | WorkloadTelemetry] | ClusterError = {}
 
     # -- the interface ------------------------------------------------------------------------
     def apply(self, objects, resources=()):
@@ -159,11 +161,13 @@ class FakeBackend(ClusterBackend):
     def tick(self):
         self.ticks += 1
 
-    def gpu_utilization(self, observed):
-        self.calls.append("gpu_utilization")
+    def gpu_telemetry(self, observed):
+        """One GPU per workload scripted in ``utilization`` (a percent, or a whole WorkloadTelemetry)."""
+        self.calls.append("gpu_telemetry")
         if isinstance(self.utilization, ClusterError):
             raise self.utilization
-        return {o.address: self.utilization[o.object_name] for o in observed if o.object_name in self.utilization}
+        return {o.address: _telemetry(self.utilization[o.object_name]) for o in observed
+                if o.object_name in self.utilization}
 
     # -- scripting what the cluster does --------------------------------------------------------
     def main_object(self, namespace: str, workload: str) -> dict:
@@ -202,6 +206,13 @@ class FakeBackend(ClusterBackend):
             p["status"]["containerStatuses"] = [{"name": "trainer", "ready": False, "restartCount": 0,
                                                  "state": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}]
         self.pod_lists[(namespace, workload)] = [p]
+
+
+def _telemetry(scripted: float | WorkloadTelemetry) -> WorkloadTelemetry:
+    """A scripted utilization as one GPU's reading (80 GB, a quarter used, 60 °C, 250 W)."""
+    if isinstance(scripted, WorkloadTelemetry):
+        return scripted
+    return WorkloadTelemetry((GpuReading("GPU-fake-0", scripted, 20480.0, 61440.0, 60.0, 250.0),))
 
 
 def _workload(obj: dict) -> str:

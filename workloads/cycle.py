@@ -15,6 +15,7 @@ from datetime import datetime
 
 from django.db.models import Q
 
+from cluster.backends.base import WorkloadTelemetry
 from cluster.status import WorkloadStatus
 from workloads import lifecycle
 from workloads.billing import BILLING_FIELDS, BillingPlan
@@ -43,6 +44,8 @@ class ReconcileReport:
     lost: list[str] = field(default_factory=list)  #: clusters found lost (silent too long) in this cycle
     withdrawn: list[str] = field(default_factory=list)  #: waited too long for capacity: placed elsewhere
     teams_to_admit: set[int] = field(default_factory=set)  #: teams whose freed units the queue step admits into
+    #: This cycle's GPU readings of the workloads it followed (:mod:`workloads.telemetry`; alerts read them).
+    telemetry: dict[WorkloadId, WorkloadTelemetry] = field(default_factory=dict)
 
 
 @dataclass

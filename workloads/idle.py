@@ -1,8 +1,9 @@
 """Idle GPUs: allocated, paid for, and unused — measured, billed apart, and flagged in money.
 
-Once per reconcile cycle the backend reports each running workload's recent GPU utilization
-(:meth:`cluster.backends.base.ClusterBackend.gpu_utilization`: Prometheus' DCGM series on a
-real cluster, the simulated exporter in the sandbox). A workload whose utilization is under
+Once per reconcile cycle the backend reports each running workload's GPU telemetry
+(:meth:`cluster.backends.base.ClusterBackend.gpu_telemetry`: Prometheus' DCGM series on a
+real cluster, the simulated exporter in the sandbox; :func:`workloads.telemetry.measure`), and its
+utilization — the mean over its GPUs — is read from that one answer (:func:`utilization`). A workload whose utilization is under
 ``SLIPWAY_IDLE_UTIL_PCT`` is *idle*: its open billing segment is idle time, and the ledger
 records that time's GPU-hours and cost in its ``idle_*`` columns as well
 (:func:`workloads.billing.plan_billing` closes the segment when the flag flips, so idle time is
@@ -17,7 +18,6 @@ each workload's flag as it was rather than flipping every segment on an outage.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -25,24 +25,19 @@ from decimal import Decimal
 from django.conf import settings
 from django.utils import timezone
 
-from cluster.backends.base import ClusterAddress, ObservedWorkload
-from cluster.errors import ClusterError
+from cluster.backends.base import ClusterAddress, WorkloadTelemetry
 from quotas import ledger
 from quotas.constants import ZERO
-
-logger = logging.getLogger(__name__)
 
 #: A cycle's measurement: utilization per workload, or None when the source could not answer.
 Utilization = dict[ClusterAddress, float] | None
 
 
-def measure(backend, observed: list[ObservedWorkload]) -> Utilization:
-    """The backend's one utilization query for this cycle's observation (None when it failed)."""
-    try:
-        return backend.gpu_utilization(observed)
-    except ClusterError as exc:
-        logger.warning("reconcile: GPU utilization unavailable, idle flags kept as they were: %s", exc)
+def utilization(readings: dict[ClusterAddress, WorkloadTelemetry] | None) -> Utilization:
+    """Each workload's utilization from the cycle's telemetry readings (None stays None: an outage)."""
+    if readings is None:
         return None
+    return {address: t.util_pct for address, t in readings.items() if t.util_pct is not None}
 
 
 def is_idle(utilization: Utilization, address: ClusterAddress, workload) -> bool:

@@ -403,3 +403,39 @@ class Attempt(models.Model):
             return None
         at = self.checkpoint.get("at")
         return {**self.checkpoint, "at": datetime.fromisoformat(at) if at else None}
+
+
+class GpuTelemetry(models.Model):
+    """A stretch of one workload's GPU telemetry: every GPU's DCGM figures, one value per slot.
+
+    Two resolutions (docs/metrics.md "GPU telemetry"): a **minute** row (``step`` 60, one slot)
+    per workload and minute, written by the reconcile cycle (:func:`workloads.telemetry.record`,
+    the minute's last reading); and, once its minutes are older than
+    ``SLIPWAY_TELEMETRY_RAW_MINUTES``, a **day** row (``step`` ``SLIPWAY_TELEMETRY_STEP_MINUTES``,
+    a day's slots) they are folded into by a beat task (:func:`workloads.telemetry.compact`). A
+    week-long run on 8 GPUs is then about 68 rows, not the 80,640 of a row per GPU and minute.
+
+    ``values`` is little-endian float32, shaped ``(series, GPU, slot)`` in
+    :data:`workloads.telemetry.SERIES` and ``gpus`` order, NaN where nothing was reported. Rows
+    carry their team like the ledger's: reads are scoped by it.
+    """
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="+")
+    #: The workload's ledger reference (``run:42``).
+    ref = models.CharField(max_length=40)
+    #: The first slot's start; a slot covers ``step`` seconds.
+    start = models.DateTimeField()
+    step = models.PositiveIntegerField()
+    slots = models.PositiveIntegerField()
+    #: The exporter's GPU ids, in the order of ``values``' second axis.
+    gpus = models.JSONField(default=list)
+    values = models.BinaryField()
+
+    class Meta:
+        verbose_name = "GPU telemetry"
+        verbose_name_plural = "GPU telemetry"
+        constraints = [models.UniqueConstraint(fields=["ref", "step", "start"], name="uniq_gpu_telemetry_slot")]
+        indexes = [models.Index(fields=["team", "ref", "start"], name="gpu_telemetry_team_ref")]
+
+    def __str__(self) -> str:
+        return f"GPU telemetry of {self.ref} from {self.start:%Y-%m-%d %H:%M} ({self.slots} × {self.step} s)"

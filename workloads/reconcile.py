@@ -55,7 +55,7 @@ from fleet.constants import Health
 from fleet.models import Cluster
 from quotas.models import GpuFlavor
 from teams.models import Team
-from workloads import billing, idle, lifecycle, placement, preemption
+from workloads import billing, idle, lifecycle, placement, preemption, telemetry
 from workloads.constants import STEADY_BATCH, Message
 from workloads.cycle import Home, Plan, ReconcileReport, redrive_if_stuck, unplaced
 from workloads.events import workload_moved
@@ -109,8 +109,13 @@ def reconcile_cluster(cluster: Cluster, backend, now: datetime | None = None,
         fleet.answered(cluster, observe_started)
         kept = set_apart_kept(observed)
         report.observed += len(observed)
-        utilization = idle.measure(backend, list(observed.values())) if observed else {}
+        readings = telemetry.measure(backend, list(observed.values()))
+        utilization = idle.utilization(readings)
         now = now or timezone.now()
+        # The readings of the workloads this cycle follows: kept (storage), then handed on (alerts).
+        followed = telemetry.of_workloads(readings, (w for _kind, workloads in snapshot for w in workloads))
+        telemetry.record(cluster, followed, now)
+        report.telemetry.update(followed)
         teams_to_admit: set[int] = set()
         steady: list[Plan] = []
         capacity = Capacity(backend, cluster)

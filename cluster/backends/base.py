@@ -148,6 +148,75 @@ class ClusterEvent:
     count: int = 1
 
 
+@dataclass(frozen=True)
+class GpuReading:
+    """One GPU's DCGM figures for one workload, averaged over the query window (None: not reported).
+
+    ``gpu`` is the exporter's GPU id: its UUID, or ``<node>/<index>`` when it has none; a MIG
+    instance's is ``<uuid>/<instance id>``. ``util_pct`` is ``DCGM_FI_DEV_GPU_UTIL``, or
+    ``DCGM_FI_PROF_GR_ENGINE_ACTIVE × 100`` on a MIG instance (which has no GPU_UTIL).
+    """
+
+    gpu: str
+    util_pct: float | None
+    fb_used_mib: float | None
+    fb_free_mib: float | None
+    temp_c: float | None
+    power_w: float | None
+
+    @property
+    def fb_total_mib(self) -> float | None:
+        """The frame buffer's size as the exporter sees it (used + free), None when either is missing."""
+        if self.fb_used_mib is None or self.fb_free_mib is None:
+            return None
+        return self.fb_used_mib + self.fb_free_mib
+
+    @property
+    def fb_used_fraction(self) -> float | None:
+        """Memory used over the frame buffer's size (0–1), None when it cannot be told."""
+        total = self.fb_total_mib
+        return self.fb_used_mib / total if total else None
+
+
+def _known(values) -> list[float]:
+    return [v for v in values if v is not None]
+
+
+@dataclass(frozen=True)
+class WorkloadTelemetry:
+    """A workload's GPUs' readings of one cycle, and the figures derived from them (None: none reported).
+
+    Alerts (issue 38's idle, OOM-risk and temperature rules) and the idle measure read the
+    derived figures; storage and charts keep every GPU.
+    """
+
+    gpus: tuple[GpuReading, ...]
+
+    @property
+    def util_pct(self) -> float | None:
+        """Mean utilization over the GPUs that reported one."""
+        known = _known(g.util_pct for g in self.gpus)
+        return sum(known) / len(known) if known else None
+
+    @property
+    def fb_used_fraction(self) -> float | None:
+        """The fullest GPU's memory used over its size: the one that runs out first."""
+        known = _known(g.fb_used_fraction for g in self.gpus)
+        return max(known) if known else None
+
+    @property
+    def temp_c(self) -> float | None:
+        """The hottest GPU's temperature."""
+        known = _known(g.temp_c for g in self.gpus)
+        return max(known) if known else None
+
+    @property
+    def power_w(self) -> float | None:
+        """The power drawn by all its GPUs."""
+        known = _known(g.power_w for g in self.gpus)
+        return sum(known) if known else None
+
+
 class ClusterBackend(abc.ABC):
     """What Slipway needs from a cluster. Every method raises only :mod:`cluster.errors` classes."""
 
@@ -244,13 +313,15 @@ class ClusterBackend(abc.ABC):
     def capacity(self) -> list[NodeCapacity]:
         """Per node and GPU resource: allocatable units and units requested by running pods."""
 
-    def gpu_utilization(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, float]:
-        """Recent GPU utilization (percent, 0–100) of each of ``observed``'s workloads with running pods.
+    def gpu_telemetry(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, WorkloadTelemetry]:
+        """Recent DCGM figures of each of ``observed``'s workloads with running pods, per GPU.
 
         Called once per reconcile cycle with what :meth:`observe` returned; must cost one
-        metrics query whatever the number. A workload missing from the result is unmeasured
-        (not idle). Raises ``Transient`` when the metrics source cannot answer. The default:
-        no metrics source, nothing measured.
+        metrics query whatever the number (utilization, memory, temperature and power in one).
+        The idle measure reads its utilization from it (:mod:`workloads.idle`), so nothing is
+        asked twice. A workload missing from the result is unmeasured (not idle). Raises
+        ``Transient`` when the metrics source cannot answer. The default: no metrics source,
+        nothing measured.
         """
         return {}
 

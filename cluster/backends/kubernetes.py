@@ -56,6 +56,7 @@ from cluster.backends.base import (
     NodeCapacity,
     ObservedWorkload,
     ResourceKind,
+    WorkloadTelemetry,
     env_secret_name,
     resource_kind,
 )
@@ -443,9 +444,9 @@ class KubernetesBackend(ClusterBackend):
                 observed.pods.sort(key=_pod_order)
             return sorted(groups.values(), key=lambda o: (o.namespace, o.object_name))
 
-    def gpu_utilization(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, float]:
+    def gpu_telemetry(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, WorkloadTelemetry]:
         """From Prometheus' DCGM series, one query per call (:mod:`cluster.metrics`); {} when not configured."""
-        return self.metrics.gpu_utilization(observed) if self.metrics is not None else {}
+        return self.metrics.gpu_telemetry(observed) if self.metrics is not None else {}
 
     def pods(self, address: ClusterAddress) -> list[Manifest]:
         """One label-selected LIST: a Job's failed attempts are still there (the controller keeps them)."""

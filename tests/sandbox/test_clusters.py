@@ -113,7 +113,7 @@ def test_a_silent_cluster_refuses_every_call_but_runs_its_work_to_the_end(east_w
         "logs": lambda: east.logs(ref("run-42"), "run-42-x"),
         "events": lambda: east.events(ref("run-42")),
         "capacity": lambda: east.capacity(),
-        "gpu_utilization": lambda: east.gpu_utilization([]),
+        "gpu_telemetry": lambda: east.gpu_telemetry([]),
         "apply_secret": lambda: east.apply_secret({"apiVersion": "v1", "kind": "Secret", "metadata": {
             "name": "s", "namespace": "team-ml"}, "data": {"K": "dg=="}}),
     }

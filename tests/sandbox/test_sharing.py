@@ -394,8 +394,13 @@ def test_dcgm_reports_each_pods_part_of_a_shared_gpu_and_the_gpus_sum(shared):
     assert [annotations(shared, name)["sandbox.slipway.dev/gpu-utilization"] for name in
             ("ts-a", "ts-b", "mps-a", "mps-b")] == ["40", "40", "40", "30"]
     workloads = shared.observe(KINDS)
-    per_workload = shared.gpu_utilization(workloads)
-    assert per_workload[ClusterAddress("team-ml", "ts-a")] == 40
+    per_workload = shared.gpu_telemetry(workloads)
+    assert per_workload[ClusterAddress("team-ml", "ts-a")].util_pct == 40
+    # Each pod's memory and power are its own; the GPU's heat and (time-sliced) free memory the GPU's.
+    (ts_a,) = per_workload[ClusterAddress("team-ml", "ts-a")].gpus
+    (ts_b,) = per_workload[ClusterAddress("team-ml", "ts-b")].gpus
+    assert ts_a.gpu == ts_b.gpu and ts_a.temp_c is not None and ts_a.temp_c == ts_b.temp_c
+    assert (ts_a.fb_used_mib, ts_a.fb_free_mib) == (2048, 15360 - 4096)
     devices = {(d.node, d.gpu): d for d in shared.gpu_devices(workloads)}
     t4 = devices[("t4-0", 0)]
     assert (t4.sharing, t4.utilization, t4.memory_used_mib, t4.memory_mib) == ("time-slicing", 80, 4096, 15360)
@@ -403,6 +408,9 @@ def test_dcgm_reports_each_pods_part_of_a_shared_gpu_and_the_gpus_sum(shared):
     a10g = devices[("a10g-0", 0)]
     assert (a10g.sharing, a10g.utilization, a10g.memory_used_mib, len(a10g.pods)) == ("mps", 70, 5120, 2)
     assert devices[("a10g-0", 1)].pods == () and devices[("a10g-1", 0)].utilization == 0
+    (mps_a,) = per_workload[ClusterAddress("team-ml", "mps-a")].gpus
+    # An MPS client's share is all the memory it has: its fullness is against that.
+    assert (mps_a.fb_used_mib, mps_a.fb_total_mib) == (3072, a10g.memory_mib / 2)
     # One pod's own view agrees with the cluster-wide one.
     (pod,) = shared.pods(ClusterAddress("team-ml", "ts-a"), now=at(20))
     assert pod["metadata"]["annotations"]["sandbox.slipway.dev/gpu-utilization"] == "40"

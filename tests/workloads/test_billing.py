@@ -162,7 +162,7 @@ def test_idle_gpus_are_billed_apart_and_flagged_after_the_window(member, team, q
     assert not run.open_idle and run.idle_since is None
     assert idle_figures([run], t0 + timedelta(minutes=90))[run.ref] == idle_figures([run], t0 + timedelta(minutes=56))[
         run.ref]
-    assert fake_backend.calls.count("gpu_utilization") == 4  # one metrics query per cycle
+    assert fake_backend.calls.count("gpu_telemetry") == 4  # one metrics query per cycle
     row = ledger.usage_rows([team], t0 - timedelta(hours=2), t0 + timedelta(hours=3), "workload",
                             now=t0 + timedelta(minutes=55))[0]
     assert abs(row["idle_gpu_hours"] - Decimal(2 * 35) / 60) <= 2 * tenth
