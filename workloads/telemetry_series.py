@@ -142,6 +142,15 @@ class GpuNow:
     def total_gb(self) -> float | None:
         return None if self.fb_total_mib is None else round(self.fb_total_mib / MIB_PER_GB, 1)
 
+    @property
+    def words(self) -> str:
+        """"88.5 % busy, 31.2 of 80.0 GiB memory in use (2 GPUs)" — the page's line; the API gives the numbers."""
+        parts = [f"{self.util_pct:g} % busy" if self.util_pct is not None else "utilization not reported"]
+        if self.used_gb is not None:
+            parts.append(f"{self.used_gb:g} of {self.total_gb:g} GiB memory in use" if self.total_gb is not None
+                         else f"{self.used_gb:g} GiB memory in use")
+        return f"{', '.join(parts)} ({self.gpus} GPU{'s' if self.gpus != 1 else ''})"
+
 
 def _summary(values: np.ndarray, at: datetime) -> GpuNow:
     """One minute row's ``(series, gpus)`` figures as a :class:`GpuNow` (NaN ones left out)."""
@@ -150,19 +159,31 @@ def _summary(values: np.ndarray, at: datetime) -> GpuNow:
         return row[~np.isnan(row)]
 
     util, used = known(values[telemetry.UTIL]), known(values[telemetry.FB_USED])
-    both = ~np.isnan(values[telemetry.FB_USED]) & ~np.isnan(values[telemetry.FB_FREE])
-    total = values[telemetry.FB_USED][both] + values[telemetry.FB_FREE][both]
+    sizes = values[telemetry.FB_USED] + values[telemetry.FB_FREE]
+    # The size only when every GPU with memory in use tells its own (else "of" would compare unlike sums).
+    total = float(np.nansum(sizes)) if len(used) and not np.isnan(sizes[~np.isnan(values[telemetry.FB_USED])]).any() \
+        else None
     return GpuNow(at, round(float(util.mean()), 1) if len(util) else None,
-                  float(used.sum()) if len(used) else None, float(total.sum()) if len(total) else None,
-                  values.shape[1])
+                  float(used.sum()) if len(used) else None, total, values.shape[1])
+
+
+def telemetry_context(workload, api_url: str, now: datetime) -> dict:
+    """A run or endpoint page's GPU telemetry card (``workloads/_telemetry.html``): the charts' series (the
+    API's answer at ``api_url``, which the page polls while the workload goes on) and its GPUs now."""
+    return {"telemetry": series(workload), "telemetry_url": api_url, "telemetry_polling": not workload.is_final,
+            "gpu_now": now_figures([workload], now).get(workload.ref)}
 
 
 def now_figures(workloads, now: datetime) -> dict[str, GpuNow]:
     """Per ref: the GPUs' figures of each workload's newest minute within :data:`NOW_WITHIN` (one query)."""
-    by_team: dict[str, int] = {w.ref: w.team_id for w in workloads}
+    # Work that never started has no telemetry: it costs no query (a submission's answer reads nothing back).
+    by_team: dict[str, int] = {w.ref: w.team_id for w in workloads if w.started_at is not None}
     if not by_team:
         return {}
     rows = (GpuTelemetry.objects.filter(ref__in=list(by_team), step=telemetry.MINUTE, start__gte=now - NOW_WITHIN)
-            .order_by("ref", "-start").distinct("ref").values_list("ref", "team_id", "start", "gpus", "values"))
-    return {ref: _summary(telemetry.unpack(data, len(gpus), 1)[:, :, 0], start)
-            for ref, team_id, start, gpus, data in rows if by_team[ref] == team_id}
+            .order_by("ref", "-start").values_list("ref", "team_id", "start", "gpus", "values"))
+    found: dict[str, GpuNow] = {}
+    for ref, team_id, start, gpus, data in rows:  # a few minutes each: the newest comes first
+        if ref not in found and by_team[ref] == team_id:
+            found[ref] = _summary(telemetry.unpack(data, len(gpus), 1)[:, :, 0], start)
+    return found
