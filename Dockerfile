@@ -1,15 +1,21 @@
 # Slipway's image: one image for web (gunicorn, the default command), worker and beat.
 #
-# Stage 1 fetches htmx from the npm registry exactly as scripts/vendor_htmx.sh does (the
-# portal serves it from its own static files, never a CDN); stage 2 installs the project's
-# dependencies, collects static files at build time and runs as an unprivileged user.
+# Stage 1 fetches htmx and uPlot from the npm registry exactly as scripts/vendor_htmx.sh and
+# scripts/vendor_uplot.sh do (the portal serves them from its own static files, never a CDN);
+# stage 2 installs the project's dependencies, collects static files at build time and runs as an unprivileged user.
 
 FROM node:22-slim AS htmx
 ARG HTMX_VERSION=2.0.8
+ARG UPLOT_VERSION=1.6.32
 WORKDIR /build
 RUN npm pack --silent "htmx.org@${HTMX_VERSION}" \
     && tar -xzf "htmx.org-${HTMX_VERSION}.tgz" \
-    && cp package/dist/htmx.min.js /build/htmx.min.js
+    && cp package/dist/htmx.min.js /build/htmx.min.js \
+    && rm -rf package \
+    && npm pack --silent "uplot@${UPLOT_VERSION}" \
+    && tar -xzf "uplot-${UPLOT_VERSION}.tgz" \
+    && cp package/dist/uPlot.iife.min.js /build/uplot.min.js \
+    && cp package/dist/uPlot.min.css /build/uplot.min.css
 
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -32,6 +38,7 @@ COPY slipway/ slipway/
 RUN pip install .
 COPY . .
 COPY --from=htmx /build/htmx.min.js static/vendor/htmx.min.js
+COPY --from=htmx /build/uplot.min.js /build/uplot.min.css static/vendor/
 
 # Hashed, compressed static files for whitenoise. The throw-away key and var dir only let
 # the settings load; nothing here touches a database.

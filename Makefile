@@ -2,13 +2,14 @@
 #   make run    install, migrate, seed the demo, start web + worker + beat (sandbox cluster)
 #   make test   install, lint, run the whole test suite
 # Everything a fresh machine needs is installed from here (Python deps into .venv,
-# htmx from the npm registry into static/vendor, Chromium from Debian for browser tests).
+# htmx and uPlot from the npm registry into static/vendor, Chromium from Debian for browser tests).
 
 PYTHON ?= python3.11
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 HTMX_VERSION := 2.0.8
+UPLOT_VERSION := 1.6.32
 PORT ?= 8000
 
 .PHONY: run test install install-dev static lint bench clean
@@ -22,10 +23,13 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed static
 
-static: static/vendor/htmx.min.js
+static: static/vendor/htmx.min.js static/vendor/uplot.min.js
 
 static/vendor/htmx.min.js:
 	bash scripts/vendor_htmx.sh $(HTMX_VERSION)
+
+static/vendor/uplot.min.js:
+	bash scripts/vendor_uplot.sh $(UPLOT_VERSION)
 
 run: install
 	bash scripts/run.sh $(PORT)

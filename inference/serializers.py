@@ -23,6 +23,7 @@ from workloads.api import (
     secret_env_input,
 )
 from workloads.constants import MAX_GPU_MEMORY_GB, MAX_UNITS_PER_NODE, NAME_MAX_LENGTH
+from workloads.telemetry_api import GpuNowFields
 
 
 class AutoscaleSerializer(serializers.Serializer):
@@ -81,7 +82,7 @@ class EndpointCreateSerializer(EndpointPatchSerializer):
 
 
 @deprecated_names("2026-11", cluster_name="object_name", estimated_cost_per_hour="cost_per_hour_now")
-class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, PlacementFields, serializers.ModelSerializer):
+class EndpointSerializer(QueuedFields, IdleFields, GpuNowFields, SecretEnvField, BorrowedFields, PlacementFields, serializers.ModelSerializer):
     """An endpoint as the API shows it. Queue position and start estimate come from the context."""
 
     team = serializers.CharField(source="team.slug")
@@ -108,6 +109,7 @@ class EndpointSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedField
             "image", "command", "args", "env", "secret_env", "port", "flavor", "gpus_per_replica", "min_replicas",
             "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds",
             "spot", "cluster", "placement_reason", "cluster_selector", "price_per_hour", "gpu_memory_gb",
+            "gpu_utilization", "gpu_memory_used_gb", "gpu_memory_total_gb",
         ]
         read_only_fields = fields
 

@@ -16,6 +16,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -42,6 +43,7 @@ from workloads import services as workloads
 from workloads.forms import command_echo
 from workloads.idle import idle_context
 from workloads.models import quote_rows
+from workloads.telemetry_series import telemetry_context
 from workloads.views import (
     current_membership,
     events_panel,
@@ -182,7 +184,7 @@ def _detail_context(request: HttpRequest, endpoint: InferenceEndpoint) -> dict:
 @require_GET
 @vary_on_headers("HX-Request")
 def endpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    """One endpoint: state, replicas chart, scaling log, events, logs, manifest; htmx gets the status panel."""
+    """One endpoint: state, replicas chart, scaling log, GPU telemetry, events, logs, manifest; htmx gets the status panel."""
     endpoint = services.get_endpoint_for_user(request.user, pk, staff_reads=True)
     context = _detail_context(request, endpoint)
     if wants_partial(request):
@@ -196,7 +198,8 @@ def endpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
         manifest=yaml.safe_dump_all(workloads.manifests(endpoint), sort_keys=False),
         burst=services.burst_now(endpoint),
     )
-    context.update({**events_panel(endpoint), **preemption_panel(endpoint), **log_panel(request, endpoint)})
+    context.update({**events_panel(endpoint), **preemption_panel(endpoint), **log_panel(request, endpoint),
+                    **telemetry_context(endpoint, reverse("endpoint-telemetry", args=[endpoint.pk]), timezone.now())})
     return render(request, "inference/endpoint_detail.html", context)
 
 

@@ -23,6 +23,7 @@ from workloads.api import (
     secret_env_input,
 )
 from workloads.constants import MAX_GPU_MEMORY_GB, MAX_UNITS_PER_NODE, NAME_MAX_LENGTH
+from workloads.telemetry_api import GpuNowFields
 
 
 class VolumeSerializer(serializers.Serializer):
@@ -140,7 +141,7 @@ class RunCreateSerializer(serializers.Serializer):
 
 
 @deprecated_names("2026-11", cluster_name="object_name", kind="resource_kind")
-class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, PlacementFields, serializers.ModelSerializer):
+class RunSerializer(QueuedFields, IdleFields, GpuNowFields, SecretEnvField, BorrowedFields, PlacementFields, serializers.ModelSerializer):
     """A run as the API shows it. Queue position and start estimate come from the context."""
 
     team = serializers.CharField(source="team.slug")
@@ -168,7 +169,8 @@ class RunSerializer(QueuedFields, IdleFields, SecretEnvField, BorrowedFields, Pl
             "idle_since", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers",
             "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",
             "checkpoint", "last_checkpoint", "attempt", "cluster", "placement_reason", "cluster_selector",
-            "price_per_hour", "gpu_memory_gb", "progress",
+            "price_per_hour", "gpu_memory_gb", "progress", "gpu_utilization", "gpu_memory_used_gb",
+            "gpu_memory_total_gb",
         ]
         read_only_fields = fields
 

@@ -23,6 +23,7 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -47,6 +48,7 @@ from workloads.forms import command_echo
 from workloads.idle import idle_context
 from workloads.models import ReasonCode, quote_rows
 from workloads.preview import Preview
+from workloads.telemetry_series import telemetry_context
 from workloads.views import (
     STOP_POLLING,
     current_membership,
@@ -219,7 +221,8 @@ def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
 @require_GET
 @vary_on_headers("HX-Request")
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    """One run: state, timeline, reason, cost, spec, manifest, events, logs; htmx gets the status panel."""
+    """One run: state, timeline, reason, cost, metrics, GPU telemetry, spec, manifest, events, logs; htmx gets the
+    status panel."""
     run = services.get_run_for_user(request.user, pk, staff_reads=True)
     context = _status_context(request, run)
     if wants_partial(request):
@@ -232,6 +235,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         **log_panel(request, run),
         "spec": _spec_rows(run),
         **run_charts(run),
+        **telemetry_context(run, reverse("run-telemetry", args=[run.pk]), timezone.now()),
     })
     return render(request, "jobs/run_detail.html", context)
 

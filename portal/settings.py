@@ -394,6 +394,10 @@ SLIPWAY_TELEMETRY_RAW_MINUTES = env_int("SLIPWAY_TELEMETRY_RAW_MINUTES", 60)
 SLIPWAY_TELEMETRY_STEP_MINUTES = env_int("SLIPWAY_TELEMETRY_STEP_MINUTES", 10)
 SLIPWAY_TELEMETRY_KEEP_DAYS = env_int("SLIPWAY_TELEMETRY_KEEP_DAYS", 90)
 SLIPWAY_TELEMETRY_COMPACT_SECONDS = env_float("SLIPWAY_TELEMETRY_COMPACT_SECONDS", 300.0)
+CELERY_BEAT_SCHEDULE["telemetry-compact"] = {
+    "task": "workloads.tasks.compact_telemetry", "schedule": SLIPWAY_TELEMETRY_COMPACT_SECONDS,
+    "options": {"queue": "default", "expires": SLIPWAY_TELEMETRY_COMPACT_SECONDS},
+}
 # Seconds a run's or an endpoint's image may fail to pull (ErrImagePull, ImagePullBackOff: the
 # kubelet retries forever) before the run fails, or the endpoint with no ready replica fails, and
 # their quota is released (docs/operations.md). 30 s is three pulls by the kubelet's back-off

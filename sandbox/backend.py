@@ -515,9 +515,13 @@ class SandboxBackend(ClusterBackend):
                                         name=pod).select_related("owner").first()
         if row is None:
             raise NotFound(f'pods "{pod}" not found', status=404)
+        busy = None
+        if row.gpu is not None and row.active:  # a run taking turns on a time-sliced GPU logs at the shared speed
+            tenants = self._rows(SimPod).filter(node=row.node, gpu=row.gpu, active=True).select_related("owner")
+            busy = busy_per_gpu(((p, p.owner.plan["pods"][p.role]) for p in tenants), at)
         if since is None:
-            return pod_log(row, at, tail, previous)
-        lines = lines_since(pod_log(row, at, None, previous), since)
+            return pod_log(row, at, tail, previous, busy)
+        lines = lines_since(pod_log(row, at, None, previous, busy), since)
         return lines[max(len(lines) - tail, 0):] if tail is not None else lines
 
     @storage_errors

@@ -28,13 +28,15 @@ from sandbox.inventory import GpuSharing, nodes
 from sandbox.models import SimLoad, SimObject, SimPod
 from sandbox.names import replicaset_name
 from sandbox.registry import INVALID_IMAGE_NAME, invalid_image_message
-from sandbox.sharing import OOM_KILLED, is_busy
+from sandbox.sharing import OOM_KILLED, Pace, is_busy, pace
 from sandbox.sharing import utilization as shared_utilization
 from sandbox.simulation import (
     PULL_SECONDS,
     TERMINATION,
     crash_state,
+    gpu_memory_mib,
     gpu_utilization,
+    phase,
     pod_outcome,
     pull_failure,
     server_log,
@@ -124,8 +126,10 @@ def pod_manifest(pod: SimPod, owner: SimObject, at: datetime,
         if owner.kind == "Deployment":
             # Each replica serves its share; utilisation is that share, capped at 100%.
             load = min(float(getattr(owner, "load", 50.0)) / max(owner.replicas, 1), 100.0)
-        utilization = gpu_utilization(pod.name, plan.get("util"), serving_load=load, now=at)
-        held = round(float(plan.get("mem") or 0) * 1024)
+        elapsed = (at - pod.started_at).total_seconds() if pod.started_at is not None else 0.0
+        utilization = gpu_utilization(pod.name, plan.get("util"), serving_load=load, now=at,
+                                      phase_now=phase(plan, owner.kind == "Deployment", elapsed))
+        held = gpu_memory_mib(plan, elapsed)
         annotations = {GPU_MEMORY_ANNOTATION: str(held)}
         sharing = sharing_of(pod)
         if sharing is not None:  # its part of a physical GPU
@@ -259,9 +263,11 @@ def deletion(owner) -> dict:
     return {"deletionTimestamp": rfc3339(deadline), "deletionGracePeriodSeconds": owner.delete_grace or 0}
 
 
-def pod_log(row: SimPod, at: datetime, tail: int | None, previous: bool) -> list[str]:
+def pod_log(row: SimPod, at: datetime, tail: int | None, previous: bool,
+            busy: Counter[tuple[str, int]] | None = None) -> list[str]:
     """The log of the pod ``row`` (its owner loaded) at ``at``: its last ``tail`` lines (None: all,
-    up to :data:`LOG_LINES_MAX`), or with ``previous`` its run before the last restart."""
+    up to :data:`LOG_LINES_MAX`), or with ``previous`` its run before the last restart. ``busy``: the
+    busy pods on its shared GPU (:func:`busy_per_gpu`), whose turns set how fast its steps go now."""
     tail = LOG_LINES_MAX if tail is None else tail
     plan = row.owner.plan["pods"][row.role]
     if previous:
@@ -298,7 +304,16 @@ def pod_log(row: SimPod, at: datetime, tail: int | None, previous: bool) -> list
                                   and not row.disruption),
                         workers=workers, tail=tail, args=plan.get("args", ()),
                         ckpt=_checkpointing(plan), noticed=noticed, oom_detail=row.message if shared_oom else "",
-                        every=plan.get("log"), planned=plan["dur"])
+                        every=plan.get("log"), planned=plan["dur"], pace=_pace(row, plan, at, busy))
+
+
+def _pace(row: SimPod, plan: dict, at: datetime, busy: Counter[tuple[str, int]] | None) -> Pace | None:
+    """How fast a run's pod on a shared GPU has worked (:func:`sandbox.sharing.pace`); None: at the clock's speed."""
+    sharing = sharing_of(row)
+    if sharing is None:
+        return None
+    return pace(row.progress, row.progress_at, row.started_at, (busy or {}).get((row.node, row.gpu), 1),
+                _taking_turns(row, plan, at), sharing.strategy)
 
 
 def _previous_log(row: SimPod, plan: dict, tail: int) -> list[str]:

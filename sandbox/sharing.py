@@ -111,6 +111,41 @@ def run_end(started_at: datetime, duration: float, progress: float, progress_at:
     return progress_at + timedelta(seconds=max(duration - progress, 0.0))
 
 
+@dataclass(frozen=True)
+class Pace:
+    """How much work a run had done when, on a time-sliced GPU: ``progress`` seconds of work by ``since``
+    (its last checkpoint; between its start and then, evenly), and ``rate`` seconds of work a second
+    after it (``1/k`` while ``k`` busy pods take turns). What its training log's steps follow, so its
+    progress, and the ETA read from it, go at the shared speed rather than the wall clock's."""
+
+    progress: float
+    since: datetime
+    rate: float
+
+    def work(self, started: datetime, at: datetime) -> float:
+        """Seconds of work done by ``at``."""
+        if at <= self.since:
+            span = (self.since - started).total_seconds()
+            return self.progress * (at - started).total_seconds() / span if span > 0 else self.progress
+        return self.progress + (at - self.since).total_seconds() * self.rate
+
+    def wall(self, started: datetime, work: float) -> float:
+        """Seconds after ``started`` at which ``work`` seconds of work were done (the inverse of :meth:`work`)."""
+        span = (self.since - started).total_seconds()
+        if work <= self.progress:
+            return work * span / self.progress if self.progress > 0 else 0.0
+        return span + (work - self.progress) / self.rate if self.rate > 0 else float("inf")
+
+
+def pace(progress: float, progress_at: datetime | None, started: datetime, busy_here: int, busy: bool,
+         strategy: str) -> Pace | None:
+    """A pod's :class:`Pace`, None when it has always run at full speed and still does (its log follows the clock)."""
+    rate = 1.0 / busy_here if strategy == SHARING_TIME_SLICING and busy and busy_here > 1 else 1.0
+    if progress_at is None and rate == 1.0:
+        return None
+    return Pace(progress if progress_at is not None else 0.0, progress_at or started, rate)
+
+
 def utilization(alone: float, strategy: str, busy_pods: int, replicas: int, busy: bool) -> int:
     """A pod's utilisation as the simulated DCGM exporter reports it on a shared GPU, from what it
     would be alone: time-sliced, a busy pod gets 1/k of the GPU's time; an MPS client its share."""

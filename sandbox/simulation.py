@@ -9,7 +9,13 @@ Knobs read from the first container's env (passed through unchanged by the build
   minutes derived from a hash of the workload name. For Deployments it is the time until the
   container crashes (crash outcomes only; a healthy server runs forever).
 * ``SLIPWAY_SIM_OUTCOME`` — ``succeed`` (default), ``fail``, ``oom``, ``image-pull``, ``crashloop``.
-* ``SLIPWAY_SIM_GPU_UTIL`` — fixed GPU utilisation in percent (e.g. ``3`` to demo idle detection).
+* ``SLIPWAY_SIM_GPU_UTIL`` — fixed GPU utilisation in percent (e.g. ``3`` to demo idle detection),
+  whatever the phase. Without it a run's utilisation follows its phases (:func:`phase`: load,
+  train with evaluations, idle), which its GPUs' simulated temperature and power follow too.
+* ``SLIPWAY_SIM_IDLE_AFTER`` — runs: ``20m`` style; the run goes idle that long after it started
+  (its GPUs held, next to unused) until it ends: a run stuck after its training loop.
+* ``SLIPWAY_SIM_GPU_MEMORY_LEAK`` — GiB a minute by which the pod's GPU memory grows (a leak): it
+  fills the GPU's memory and holds it full, as the simulated exporter reports it.
 * ``SLIPWAY_SIM_GPU_MEMORY_GB`` — the GPU memory (GiB) the pod allocates as it starts. Default
   :data:`DEFAULT_GPU_MEMORY_GB`, a small model's. It matters on a shared GPU only
   (:mod:`sandbox.sharing`): time-sliced pods' memory adds up on their GPU, and the pod that
@@ -34,6 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sandbox import checkpoints, training_metrics
+from sandbox.sharing import Pace
 
 OUTCOMES = ("succeed", "fail", "oom", "image-pull", "crashloop")
 #: Seconds between binding and the container starting (image pull + create).
@@ -65,6 +72,8 @@ class SimSettings:
     checkpoint: dict | None = None  # runs: checkpoint settings (sandbox.checkpoints.plan_settings)
     honour_notice: bool = False  # runs: checkpoint and exit at a preemption notice
     gpu_memory_gb: float = DEFAULT_GPU_MEMORY_GB  # GPU memory allocated as it starts (GiB)
+    idle_after: int | None = None  # runs: seconds after its start it goes idle (None: never)
+    memory_leak_gb: float | None = None  # GiB a minute its GPU memory grows by (None: no leak)
 
 
 def stable_int(*parts: object) -> int:
@@ -101,6 +110,8 @@ def sim_settings(env: dict[str, str], *, workload: str, kind: str) -> SimSetting
     except ValueError:
         utilization = None
     gpu_memory_gb = _positive_float(env.get("SLIPWAY_SIM_GPU_MEMORY_GB", ""))
+    raw_idle = env.get("SLIPWAY_SIM_IDLE_AFTER", "")
+    idle_after = parse_duration(raw_idle) if raw_idle and kind != "Deployment" else None
     load_seconds = 0
     if kind == "Deployment":
         raw = env.get("SLIPWAY_SIM_LOAD_SECONDS", "")
@@ -116,7 +127,8 @@ def sim_settings(env: dict[str, str], *, workload: str, kind: str) -> SimSetting
     return SimSettings(duration=max(duration, 1), outcome=outcome, utilization=utilization,
                        load_seconds=load_seconds, failed_attempts=failed_attempts, checkpoint=checkpoint,
                        honour_notice=kind != "Deployment" and checkpoints.honours_notice(env),
-                       gpu_memory_gb=DEFAULT_GPU_MEMORY_GB if gpu_memory_gb is None else gpu_memory_gb)
+                       gpu_memory_gb=DEFAULT_GPU_MEMORY_GB if gpu_memory_gb is None else gpu_memory_gb,
+                       idle_after=idle_after, memory_leak_gb=_positive_float(env.get("SLIPWAY_SIM_GPU_MEMORY_LEAK", "")))
 
 
 def _positive_float(raw: str) -> float | None:
@@ -177,18 +189,63 @@ def crash_state(started: datetime, run_seconds: int, now: datetime) -> CrashStat
     return CrashState(restarts, False, backoff, last_exit, t)
 
 
-def gpu_utilization(pod_name: str, fixed: float | None, *, serving_load: float | None, now: datetime) -> int:
+#: A simulated run's phases, which its GPUs' telemetry shows (utilization, and the power and heat that follow it).
+LOAD, TRAIN, EVAL, IDLE, SERVE = "load", "train", "eval", "idle", "serve"
+#: Loading data and the model: this fraction of the run, within these bounds (seconds).
+LOAD_FRACTION, LOAD_MIN_SECONDS, LOAD_MAX_SECONDS = 0.1, 5, 120
+#: Evaluations: at these fractions of the run, each this fraction of it long, within these bounds (seconds).
+EVALS_AT = (0.25, 0.5, 0.75)
+EVAL_FRACTION, EVAL_MIN_SECONDS, EVAL_MAX_SECONDS = 0.04, 5, 300
+#: Percent busy in each phase (a slow deterministic wobble on top), for a GPU of its own.
+PHASE_UTIL = {LOAD: (18, 4), TRAIN: (88, 7), EVAL: (45, 5), IDLE: (1, 0)}
+
+
+def phase(plan: dict, server: bool, elapsed: float) -> str:
+    """What a pod of ``plan`` does ``elapsed`` seconds after its container started.
+
+    A run loads (the first tenth of its duration, 5 s to 2 min), then trains, evaluating at a
+    quarter, half and three quarters of it (4 % of it each, 5 s to 5 min), and sits idle from
+    ``SLIPWAY_SIM_IDLE_AFTER`` on when that is set (its GPUs allocated, unused). A server loads
+    its model until it is ready, then serves.
+    """
+    if server:
+        return LOAD if elapsed < float(plan.get("ready") or 0) else SERVE
+    idle_after = plan.get("idle")
+    if idle_after is not None and elapsed >= idle_after:
+        return IDLE
+    duration = float(plan.get("dur") or 0)
+    if elapsed < min(max(duration * LOAD_FRACTION, LOAD_MIN_SECONDS), LOAD_MAX_SECONDS):
+        return LOAD
+    length = min(max(duration * EVAL_FRACTION, EVAL_MIN_SECONDS), EVAL_MAX_SECONDS)
+    if any(at * duration <= elapsed < at * duration + length for at in EVALS_AT):
+        return EVAL
+    return TRAIN
+
+
+def gpu_utilization(pod_name: str, fixed: float | None, *, serving_load: float | None, now: datetime,
+                    phase_now: str = TRAIN) -> int:
     """Synthetic GPU utilisation (percent) of a running pod.
 
-    Training hovers in the high 80s/90s with a slow deterministic wobble; a server follows
-    its share of the endpoint's load; ``SLIPWAY_SIM_GPU_UTIL`` pins it (idle-run demos).
+    A run's follows its phase (:func:`phase`: training hovers in the high 80s/90s with a slow
+    deterministic wobble, loading and evaluating far less, idle next to nothing); a server follows
+    its share of the endpoint's load once its model is loaded; ``SLIPWAY_SIM_GPU_UTIL`` pins it
+    whatever the phase (idle-run demos).
     """
     if fixed is not None:
         return int(max(0.0, min(100.0, fixed)))
     wobble = math.sin(now.timestamp() / 97.0 + stable_int(pod_name) % 628 / 100.0)
-    if serving_load is not None:
+    if serving_load is not None and phase_now != LOAD:
         return int(max(0.0, min(100.0, serving_load + 4 * wobble)))
-    return int(88 + 7 * wobble)
+    base, swing = PHASE_UTIL.get(phase_now, PHASE_UTIL[LOAD])
+    return int(base + swing * wobble)
+
+
+def gpu_memory_mib(plan: dict, elapsed: float) -> int:
+    """The GPU memory (MiB, per GPU) a running pod holds: what it allocated as it started
+    (``SLIPWAY_SIM_GPU_MEMORY_GB``), plus what a leak (``SLIPWAY_SIM_GPU_MEMORY_LEAK``, GiB a minute)
+    added since. The exporter reports no more than the GPU has: a leak fills it and holds it full."""
+    leak = float(plan.get("leak") or 0) * max(elapsed, 0.0) / 60
+    return round((float(plan.get("mem") or 0) + leak) * 1024)
 
 
 def _rfc3339(t: datetime) -> str:
@@ -225,7 +282,8 @@ def _args_lines(stamp: str, args: tuple[str, ...] | list[str]) -> list[str]:
 def training_log(pod_name: str, *, image: str, started: datetime, until: datetime, outcome: str,
                  finished: bool, workers: int, tail: int, args: tuple[str, ...] | list[str] = (),
                  ckpt: checkpoints.Checkpointing | None = None, noticed: bool = False,
-                 oom_detail: str = "", every: float | None = None, planned: float | None = None) -> list[str]:
+                 oom_detail: str = "", every: float | None = None, planned: float | None = None,
+                 pace: Pace | None = None) -> list[str]:
     """Plausible training output from ``started`` to ``until`` (only the last ``tail`` lines are built).
 
     It echoes the container's ``args`` as a training script does, and trains with the learning
@@ -235,7 +293,8 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
     memory, when its shared GPU's memory is the cause (:mod:`sandbox.sharing`). Its training lines
     are metric lines (:mod:`sandbox.training_metrics`): one ``every`` seconds
     (``SLIPWAY_SIM_LOG_EVERY``), and its progress towards the steps of its ``planned`` seconds (this
-    attempt's; None: no progress lines).
+    attempt's; None: no progress lines). ``pace``: on a time-sliced GPU its steps follow the work it
+    got done (:class:`sandbox.sharing.Pace`), not the clock; None: the clock.
     """
     every = every or training_metrics.DEFAULT_EVERY
     elapsed = max(0, int((until - started).total_seconds()))
@@ -254,7 +313,8 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
         f"{_rfc3339(started)} INFO  optimizer AdamW, learning rate {lr:g}"
         f"{' (--lr)' if given_lr else ' (default)'}",
     ]
-    steps = training_metrics.lines_in(max(0.0, (until - started).total_seconds()), every)
+    worked = pace.work(started, until) if pace is not None else max(0.0, (until - started).total_seconds())
+    steps = training_metrics.lines_in(max(0.0, worked), every)
     total = training_metrics.total_steps(done_before + planned, every) if planned else 0
     footer: list[str] = []
     end = _rfc3339(until)
@@ -274,13 +334,14 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
     first = max(1, steps - max(tail - len(footer), 0) + 1)
     timed: list[tuple[int, str]] = []
     for k in range(first, steps + 1):
-        seconds = k * every
+        seconds = k * every  # of work; when it was done, on the clock:
+        wall = pace.wall(started, seconds) if pace is not None else seconds
         step = (k + training_metrics.lines_in(done_before, every)) * training_metrics.STEPS_PER_LINE  # resumed: goes on
         loss = 0.35 + 2.4 * math.exp(-(seconds + done_before) / 600.0) + 0.02 * math.sin(k * 1.7 + seed)
-        stamp = training_metrics.stamp(started + timedelta(seconds=seconds), every)
-        timed.append((seconds, training_metrics.step_line(stamp, step, loss, lr, 410 + seed % 40)))
+        stamp = training_metrics.stamp(started + timedelta(seconds=wall), every)
+        timed.append((wall, training_metrics.step_line(stamp, step, loss, lr, 410 + seed % 40)))
         if total and k % training_metrics.PROGRESS_EVERY == 0:
-            timed.append((seconds, training_metrics.progress_line(stamp, step, total)))
+            timed.append((wall, training_metrics.progress_line(stamp, step, total)))
     if ckpt is not None:
         since = int(first * every) if first > 1 else 0
         # Stamped like every other line (a logger's prefix, which the contract's parser allows):

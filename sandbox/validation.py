@@ -492,6 +492,10 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
         "port": next((p.get("containerPort") for p in first.get("ports") or [] if p.get("containerPort")), None),
         # GPU memory it allocates (SLIPWAY_SIM_GPU_MEMORY_GB): what it takes of a shared GPU's.
         "mem": sim.gpu_memory_gb,
+        # Its GPU telemetry's story (sandbox.simulation.phase): idle from SLIPWAY_SIM_IDLE_AFTER seconds
+        # on (None: never), GPU memory leaking SLIPWAY_SIM_GPU_MEMORY_LEAK GiB a minute (None: none).
+        "idle": sim.idle_after,
+        "leak": sim.memory_leak_gb,
         # Its labels, which other pods' anti-affinity selects.
         "lbl": dict((template.get("metadata") or {}).get("labels") or {}),
     }

@@ -4,7 +4,8 @@
 ``step=20 loss=0.42 …``, one line per step) and its progress with the ETA the API computes
 (docs/metrics.md); ``--follow`` keeps printing new steps until the run ends. ``top`` lists a
 team's running work — runs and endpoints — with what the API knows of each: GPU utilization and
-memory when the API gives them, else whether its GPUs are idle; progress and ETA; cost so far.
+memory used of the size from their GPU telemetry (``gpu_utilization``, ``gpu_memory_used_gb``,
+``gpu_memory_total_gb``), else whether its GPUs are idle; progress and ETA; cost so far.
 """
 
 from __future__ import annotations
@@ -99,12 +100,16 @@ def metrics(client: Client, run_id: int, names: tuple[str, ...], last: int, foll
 
 
 def _gpu(workload: dict) -> tuple[str, str]:
-    """(utilization, memory) as the API gives them; without telemetry, whether its GPUs are idle."""
+    """(utilization, memory) as the API gives them from the GPUs' telemetry (the figure of its page's GPU telemetry
+    card); without telemetry, whether its GPUs are idle."""
     util = workload.get("gpu_utilization")
-    memory = workload.get("gpu_memory_used_gb")
-    util_words = f"{util:.0f} %" if isinstance(util, int | float) else (
+    used, total = workload.get("gpu_memory_used_gb"), workload.get("gpu_memory_total_gb")
+    util_words = f"{util:g} %" if isinstance(util, int | float) else (
         f"idle since {workload['idle_since'][11:16]}" if workload.get("idle_since") else "-")
-    memory_words = f"{memory:g} GB" if isinstance(memory, int | float) else "-"
+    if isinstance(used, int | float):
+        memory_words = f"{used:g}/{total:g} GiB" if isinstance(total, int | float) else f"{used:g} GiB"
+    else:
+        memory_words = "-"
     return util_words, memory_words
 
 

@@ -3,7 +3,7 @@ positions, the team of a POST.
 
 A kind's viewset subclasses :class:`WorkloadViewSet`, which gives it ``get_object`` (the kind's access helper),
 ``create`` with its dry-run branch (the kind's ``submit`` and ``preview``) and :class:`WorkloadReadActions`
-(``logs/``, ``logs/download/``, ``events/``, ``manifest/``), so runs and endpoints answer alike (API.md:
+(``logs/``, ``logs/download/``, ``events/``, ``manifest/``, ``telemetry/``), so runs and endpoints answer alike (API.md:
 "``/manifest/``, ``/logs/``, ``/events/`` — as for runs"). It adds its schema (:func:`create_schema`) and its
 own actions.
 """
@@ -34,7 +34,7 @@ from quotas.queue import queue_positions
 from teams.idempotency import idempotent, is_dry_run
 from teams.models import Role
 from teams.permissions import require_team
-from workloads import attempts, secrets
+from workloads import attempts, secrets, telemetry_api, telemetry_series
 from workloads import services as workloads
 from workloads.forecast import StartEstimate, estimated_starts
 from workloads.identity import REF_SEPARATOR
@@ -109,10 +109,10 @@ def _queued(workload) -> bool:
 
 
 def queue_context(workloads_page) -> dict:
-    """Serializer context for ``workloads_page``: queue positions and start estimates, idle GPU figures.
+    """Serializer context for ``workloads_page``: queue positions and start estimates, idle GPU figures, its GPUs now.
 
     A few queries per team with queued work on the page, one for the idle figures of work that
-    was ever billed, one for the names of secret env. Every row is quoted here from one
+    was ever billed, one for the names of secret env, one for the GPUs' newest telemetry. Every row is quoted here from one
     :class:`~quotas.pricing.PriceBook` (two queries for the page, none for rows quoted already, such
     as a workload just submitted): a kind's cost fields (an endpoint's cost per hour and its range)
     come before ``price_per_hour`` and would otherwise each read the clusters and prices again.
@@ -129,6 +129,7 @@ def queue_context(workloads_page) -> dict:
     return {"queue_positions": positions, "start_estimates": estimates,
             "borrowed": borrowed_units(unread),
             "idle": idle_figures(workloads_page, timezone.now()),
+            "gpu_now": telemetry_series.now_figures(workloads_page, timezone.now()),
             "secret_env": secrets.names_by_ref(workloads_page)}
 
 
@@ -323,8 +324,8 @@ MANIFEST_YAML_SCHEMA = {
 
 
 class WorkloadReadActions:
-    """``logs/``, ``logs/download/``, ``events/``, ``preemptions/``, ``attempts/`` and ``manifest/`` of one workload,
-    for any kind's viewset."""
+    """``logs/``, ``logs/download/``, ``events/``, ``preemptions/``, ``attempts/``, ``telemetry/`` and ``manifest/`` of
+    one workload, for any kind's viewset."""
 
     @extend_schema(parameters=[OpenApiParameter("tail", TAIL_SCHEMA, description="How many of the last lines."),
                                OpenApiParameter("pod", str), ATTEMPT_PARAMETER], responses=LogsSerializer)
@@ -369,6 +370,15 @@ class WorkloadReadActions:
     def preemptions(self, request, pk=None):
         """Its preemption log, newest first: who took back which units, and the work it cost."""
         return Response(PreemptionSerializer(workloads.preemptions(self.get_object()), many=True).data)
+
+    @extend_schema(parameters=telemetry_api.PARAMETERS, responses=telemetry_api.TelemetrySerializer)
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def telemetry(self, request, pk=None):
+        """Its GPU telemetry as its page's charts draw it (docs/metrics.md "GPU telemetry"): per chart, a line
+        per GPU, downsampled (LTTB) to ``step`` or the chart's width."""
+        workload = self.get_object()
+        since, step = telemetry_api.telemetry_query(request)
+        return Response(telemetry_series.series(workload, since, step))
 
     @extend_schema(parameters=[OpenApiParameter("format", str, enum=["json", "yaml"])],
                    responses={(200, "application/json"): build_array_type(build_basic_type(OpenApiTypes.OBJECT)),

@@ -28,7 +28,7 @@ from cluster.manifests import build_team
 from core import metrics, queueing
 from quotas.facts import ClusterWaits
 from quotas.tasks import team_spec
-from workloads import lifecycle, placement, secrets
+from workloads import lifecycle, placement, secrets, telemetry
 from workloads.constants import Message
 from workloads.cycle import ReconcileReport
 from workloads.models import ReasonCode
@@ -191,3 +191,18 @@ def _single_flight(key: str):
         # Only release our own lock (it may have expired and been taken by another cycle).
         if cache.get(key) == token:
             cache.delete(key)
+
+
+TELEMETRY_LOCK = "slipway:telemetry-compact-lock"
+
+
+@shared_task(ignore_result=True)
+def compact_telemetry() -> str:
+    """Fold GPU telemetry's minutes past the raw window into day rows and prune past retention (beat,
+    every ``SLIPWAY_TELEMETRY_COMPACT_SECONDS``; :func:`workloads.telemetry.compact`). Single-flight:
+    two folds of one day would each write it from what it held before."""
+    with _single_flight(TELEMETRY_LOCK) as mine:
+        if not mine:
+            return "busy"
+        folded, pruned = telemetry.compact(timezone.now())
+    return f"folded={folded} pruned={pruned}"

@@ -22,10 +22,15 @@ Rows per week-long 8-GPU run: 60 minute rows + 8 day rows (each 5 series × 8 GP
 from __future__ import annotations
 
 import logging
+import warnings
 from collections import defaultdict
-from datetime import datetime, timedelta
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
 
 from cluster.backends.base import ClusterAddress, ObservedWorkload, WorkloadTelemetry
 from cluster.errors import ClusterError
@@ -127,3 +132,104 @@ def record(cluster, readings: dict[WorkloadId, WorkloadTelemetry], now: datetime
                                      update_fields=["team", "gpus", "slots", "values"])
     logger.debug("telemetry: %d workloads of %s at %s", len(rows), getattr(cluster, "name", cluster), minute)
     return len(rows)
+
+
+# -- folding minutes into days, and retention ---------------------------------------------------------
+def bucket_seconds() -> int:
+    """The step of a day row's slots (``SLIPWAY_TELEMETRY_STEP_MINUTES``, a divisor of a day)."""
+    return settings.SLIPWAY_TELEMETRY_STEP_MINUTES * 60
+
+
+def floor_to(at: datetime, seconds: int) -> datetime:
+    """``at`` rounded down to a multiple of ``seconds`` since the epoch (a day's slots line up with UTC days)."""
+    stamp = int(at.timestamp())
+    return datetime.fromtimestamp(stamp - stamp % seconds, tz=UTC)
+
+
+#: How a slot's minutes fold into one figure, per series: the mean of utilization and power, the
+#: peak of memory used and temperature, the trough of memory free (so used + free stays the size).
+FOLD = {UTIL: np.nanmean, FB_USED: np.nanmax, FB_FREE: np.nanmin, TEMP: np.nanmax, POWER: np.nanmean}
+
+
+@contextmanager
+def _quiet_nan_warnings():
+    """numpy warns of a slot with no figure at all (its nanmean is NaN, as meant)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+def fold(values: np.ndarray) -> np.ndarray:
+    """``(series, gpus, minutes)`` → ``(series, gpus)``, each series by its :data:`FOLD` rule (all-NaN stays NaN)."""
+    out = np.full(values.shape[:2], np.nan, dtype="<f4")
+    with _quiet_nan_warnings():
+        for series, reduce in FOLD.items():
+            out[series] = reduce(values[series], axis=-1)
+    return out
+
+
+def compact(now: datetime) -> tuple[int, int]:
+    """Fold the minute rows older than ``SLIPWAY_TELEMETRY_RAW_MINUTES`` into day rows, then prune
+    what is past ``SLIPWAY_TELEMETRY_KEEP_DAYS``. Returns (minute rows folded, rows pruned).
+
+    Only whole slots are folded (those ending before the raw window), so a slot is folded once, from
+    all its minutes; the minute rows go in the transaction that writes their day. Run single-flight
+    (:func:`workloads.tasks.compact_telemetry`).
+    """
+    step = bucket_seconds()
+    cutoff = floor_to(now - timedelta(minutes=settings.SLIPWAY_TELEMETRY_RAW_MINUTES), step)
+    folded = 0
+    while refs := list(GpuTelemetry.objects.filter(step=MINUTE, start__lt=cutoff).order_by("ref")
+                       .values_list("ref", flat=True).distinct()[:COMPACT_BATCH]):
+        folded += _fold_refs(refs, cutoff, step)
+    return folded, prune(now)
+
+
+def _fold_refs(refs: list[str], cutoff: datetime, step: int) -> int:
+    with transaction.atomic():
+        minutes = list(GpuTelemetry.objects.filter(step=MINUTE, start__lt=cutoff, ref__in=refs)
+                       .order_by("ref", "start").values_list("pk", "team_id", "ref", "start", "gpus", "values"))
+        groups: dict[tuple[str, datetime], list[tuple]] = defaultdict(list)
+        for row in minutes:
+            groups[(row[2], floor_to(row[3], int(DAY.total_seconds())))].append(row)
+        days = {(d.ref, d.start): d for d in GpuTelemetry.objects.filter(
+            step=step, ref__in=refs, start__in={day for _ref, day in groups})}
+        written = [_merge_day(days.get(key), key, rows, step) for key, rows in groups.items()]
+        GpuTelemetry.objects.bulk_create(written, update_conflicts=True, unique_fields=["ref", "step", "start"],
+                                         update_fields=["team", "gpus", "slots", "values"])
+        GpuTelemetry.objects.filter(pk__in=[row[0] for row in minutes]).delete()
+    return len(minutes)
+
+
+def _merge_day(day: GpuTelemetry | None, key: tuple[str, datetime], minutes: list[tuple], step: int) -> GpuTelemetry:
+    """The day row ``key`` with ``minutes`` folded into its slots (a slot already filled is combined by its rule)."""
+    ref, start = key
+    slots = int(DAY.total_seconds()) // step
+    gpus = list(day.gpus) if day is not None else []
+    for _pk, _team, _ref, _start, ids, _values in minutes:
+        gpus += [gpu for gpu in ids if gpu not in gpus]
+    index = {gpu: i for i, gpu in enumerate(gpus)}
+    values = np.full((len(SERIES), len(gpus), slots), np.nan, dtype="<f4")
+    if day is not None:
+        values[:, :len(day.gpus), :] = unpack(day.values, len(day.gpus), day.slots)
+    by_slot: dict[int, list[tuple]] = defaultdict(list)
+    for row in minutes:
+        by_slot[int((row[3] - start).total_seconds()) // step].append(row)
+    for slot, rows in by_slot.items():
+        stacked = np.full((len(SERIES), len(gpus), len(rows) + 1), np.nan, dtype="<f4")
+        stacked[:, :, -1] = values[:, :, slot]  # what the slot held already
+        for i, (_pk, _team, _ref, _start, ids, data) in enumerate(rows):
+            stacked[:, [index[gpu] for gpu in ids], i] = unpack(data, len(ids), 1)[:, :, 0]
+        values[:, :, slot] = fold(stacked)
+    return GpuTelemetry(team_id=minutes[-1][1], ref=ref, start=start, step=step, slots=slots, gpus=gpus,
+                        values=pack(values))
+
+
+def prune(now: datetime) -> int:
+    """Delete the rows wholly older than ``SLIPWAY_TELEMETRY_KEEP_DAYS`` (0: keep for ever); returns how many."""
+    if settings.SLIPWAY_TELEMETRY_KEEP_DAYS <= 0:
+        return 0
+    horizon = now - timedelta(days=settings.SLIPWAY_TELEMETRY_KEEP_DAYS)
+    deleted, _ = GpuTelemetry.objects.filter(Q(step=MINUTE, start__lt=horizon)
+                                             | Q(step__gt=MINUTE, start__lt=horizon - DAY)).delete()
+    return deleted

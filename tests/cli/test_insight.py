@@ -8,12 +8,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from cluster.backends.base import GpuReading, WorkloadTelemetry
 from jobs import metrics
 from jobs.constants import RunState
 from jobs.metric_lines import Point, ProgressMark
 from jobs.models import TrainingRun
 from slipway import polling
 from tests.cli.test_cli import run_id_of
+from workloads import telemetry
 from workloads.tasks import apply_workload
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -92,3 +94,14 @@ def test_top_lists_the_running_work_with_progress_eta_and_cost(cli, spec):
     assert "idle" in lines[1] and "49.0 %" in lines[1] and "in 1 min" in lines[1]
     as_json = json.loads(cli("top", "-o", "json").stdout)
     assert [r["id"] for r in as_json["runs"]] == [run.pk] and as_json["runs"][0]["progress"]["step"] == 490
+
+
+def test_top_shows_the_gpus_now_from_their_telemetry_as_the_page_does(cli, spec, client, member):
+    run = running_run(cli, spec)
+    reading = WorkloadTelemetry((GpuReading("GPU-a", 92.0, 40960.0, 40960.0, 71.0, 380.0),
+                                 GpuReading("GPU-b", 88.0, 30720.0, 51200.0, 69.0, 360.0)))
+    telemetry.record(None, {run.identity: reading}, timezone.now())
+    row = cli("top", "--team", "ml-research").stdout.splitlines()[1]
+    assert "90 %" in row and "70/160 GiB" in row and "idle" not in row
+    client.force_login(member)
+    assert "90 % busy, 70 of 160 GiB memory in use (2 GPUs)" in client.get(f"/runs/{run.pk}/").content.decode()

@@ -262,8 +262,9 @@ def test_it_lists_in_a_constant_number_of_queries(api, member, team, quota, publ
     # segments: quotas.ledger.month_spend), committed money (4) + the clusters, for work that waits for one
     # (quotas.facts.ClusterWaits) (1) + the names of secret env (1) + the clusters and their
     # prices, for the one price of each row (quotas.pricing.PriceBook, shared by the page) (2). Runs that
-    # started cost one more, for their progress (jobs.metrics.progress_answers), and running work one more
-    # for its progress ETAs: none has started here
+    # started cost one more, for their progress (jobs.metrics.progress_answers), one more for their GPUs now
+    # (workloads.telemetry_series.now_figures), and running work one more for its progress ETAs: none has
+    # started here
     with django_assert_num_queries(19):
         response = api.get("/api/v1/runs/")
     assert response.json()["count"] == count

@@ -194,17 +194,44 @@ def test_it_reads_the_learning_rate_from_the_arguments(args, lr):
     assert learning_rate(args) == lr
 
 
-def test_it_annotates_running_pods_with_gpu_utilization(backend):
+def test_a_running_pods_gpu_utilization_follows_its_phases(backend):
+    """A 10-minute run loads (its first minute), trains, evaluates at a quarter, half and three quarters
+    (24 s each) and, told so, goes idle; a pinned one stays where it is pinned whatever the phase."""
     backend.apply(team_objects() + training("run-1", duration="10m")
-                  + training("idle", duration="10m", extra_env=(("SLIPWAY_SIM_GPU_UTIL", "2"),)), resource_kinds(), now=at(0))
+                  + training("stuck", duration="10m", extra_env=(("SLIPWAY_SIM_IDLE_AFTER", "4m"),))
+                  + training("idle", duration="10m", extra_env=(("SLIPWAY_SIM_GPU_UTIL", "2"),)),
+                  resource_kinds(), now=at(0))
     backend.tick(at(0))
     (pending,) = observed(backend, "run-1").pods
     assert "annotations" not in pending["metadata"]
-    backend.tick(at(20))
-    (busy,) = observed(backend, "run-1").pods
-    (idle,) = observed(backend, "idle").pods
-    assert 80 <= int(busy["metadata"]["annotations"]["sandbox.slipway.dev/gpu-utilization"]) <= 95
-    assert idle["metadata"]["annotations"]["sandbox.slipway.dev/gpu-utilization"] == "2"
+
+    def util(name: str, seconds: float) -> int:
+        backend.tick(at(seconds))
+        (pod,) = observed(backend, name).pods
+        return int(pod["metadata"]["annotations"]["sandbox.slipway.dev/gpu-utilization"])
+
+    started = 10  # the image pulled (PULL_SECONDS)
+    assert 14 <= util("run-1", started + 20) <= 22  # loading
+    assert 81 <= util("run-1", started + 100) <= 95  # training
+    assert 40 <= util("run-1", started + 160) <= 50  # evaluating (at a quarter: 150-174 s)
+    assert 81 <= util("run-1", started + 200) <= 95
+    assert util("stuck", started + 260) == 1  # idle from 4 minutes on
+    assert util("idle", started + 270) == 2
+
+
+def test_a_leak_fills_the_gpus_memory(backend):
+    backend.apply(team_objects() + training("leaky", duration="1h", extra_env=(
+        ("SLIPWAY_SIM_GPU_MEMORY_GB", "10"), ("SLIPWAY_SIM_GPU_MEMORY_LEAK", "8"))), resource_kinds(), now=at(0))
+    backend.tick(at(0))
+    readings = []
+    for minutes in (1, 5, 10):
+        backend.tick(at(10 + minutes * 60))
+        workload = observed(backend, "leaky")
+        readings.append(backend.gpu_telemetry([workload])[workload.address].gpus[0])
+    assert [r.fb_used_mib for r in readings] == [18 * 1024, 50 * 1024, 81559]  # 10 GiB + 8 a minute, up to the H100's
+    assert readings[-1].fb_free_mib == 0 and readings[-1].fb_used_fraction == 1.0
+    assert readings[0].util_pct < 25  # still loading (the first 2 minutes of an hour)
+    assert readings[1].temp_c > 60 and 450 < readings[1].power_w <= 700  # training on an H100
 
 
 def test_it_ticks_idempotently_for_the_same_now(backend):

@@ -232,6 +232,32 @@ def test_turns_follow_who_is_busy_whatever_the_ticks(shared, step):
     assert (a.finished_at, b.finished_at) == (at(100), at(130))
 
 
+def test_a_time_sliced_runs_log_steps_at_the_shared_speed(shared):
+    """Its steps (and the progress an ETA is read from) follow the work it got done, not the clock: A alone
+    for 30 s, then at half speed beside B. A's 60 s of work end at 100 s, with its last step."""
+    shared.apply(teams("ml") + shared_run("run-a"), KINDS, now=at(0))
+    run_until(shared, 0, 29, 5)
+    shared.apply(shared_run("run-b"), KINDS, now=at(30))
+    run_until(shared, 30, 70, 5)
+
+    def steps(workload: str, seconds: float) -> list[tuple[str, int]]:
+        lines = shared.logs(ClusterAddress("team-ml", workload), pod_row(workload).name, tail=None, now=at(seconds))
+        return [(line.split()[0], int(line.split("step=")[1].split()[0])) for line in lines
+                if " step=" in line and "SLIPWAY_PROGRESS" not in line]
+
+    # Started at 10 s, alone until B starts at 40 s (30 s of work), then 1 s of work per 2 s: 45 s of work by 70 s,
+    # a line every 10 s of work (20 steps each) — 4 lines, where the clock's 60 s would have printed 6.
+    a = steps("run-a", 70)
+    assert [step for _, step in a] == [20, 40, 60, 80]
+    assert [stamp for stamp, _ in a] == sorted(stamp for stamp, _ in a) and a[-1][0] <= "2026-11-22T10:01:10Z"
+    run_until(shared, 75, 130, 5)
+    a = steps("run-a", 130)
+    assert a[-1] == ("2026-11-22T10:01:40Z", 120)  # its 60 s of work done at 100 s: the last of its 120 steps
+    progress = [line for line in shared.logs(ClusterAddress("team-ml", "run-a"), pod_row("run-a").name, tail=None,
+                                             now=at(130)) if "SLIPWAY_PROGRESS" in line]
+    assert progress[-1].endswith("SLIPWAY_PROGRESS step=120 total=120")
+
+
 def test_a_pod_pinned_idle_does_not_slow_the_busy_one(shared):
     shared.apply(teams("ml") + shared_run("busy") + shared_run("idle", util=3, duration="300s"), KINDS, now=at(0))
     run_until(shared, 0, 100)

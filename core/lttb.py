@@ -1,0 +1,139 @@
+"""Largest-Triangle-Three-Buckets downsampling (Steinarsson, 2013) of many series on one time axis.
+
+A chart ``threshold`` points wide needs no more points than that: LTTB keeps each series' first
+and last point and, of each of ``threshold - 2`` buckets in between, the point that makes the
+largest triangle with the point kept before it and the mean of the next bucket — so peaks,
+troughs and the line's shape survive (a spike is its bucket's largest triangle), which a mean per
+bucket would flatten.
+
+When the buckets are large, each is first cut into a few sub-buckets whose lowest and highest
+points alone are its candidates (MinMaxLTTB, Van Der Donckt et al. 2023, as ``tsdownsample``
+does): LTTB's choice is nearly always among them, and the walk over the buckets then costs the
+same however long the series.
+
+Written here rather than taken from PyPI's ``lttb`` (numpy, one series at a time, no NaN): a
+workload's telemetry is 5 series per GPU on one time axis, and walking the buckets once for all
+of them is what keeps a chart of a long run cheap (bench/telemetry.py). NaN is "no point": a
+bucket a series has nothing in gives a NaN point — a gap on the chart.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NAN = float("nan")
+
+#: Candidates per bucket when the buckets are cut (the lowest and highest of half as many sub-buckets).
+MINMAX_RATIO = 4
+
+
+def lttb(x: np.ndarray, ys: np.ndarray, threshold: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Downsample each row of ``ys`` (``(series, n)``, NaN: missing) on the shared increasing ``x``.
+
+    Returns each series' kept points as ``(xs, values)`` in time order, at most ``threshold`` of
+    them: its first and last real points, one per bucket between (NaN for a bucket it has nothing
+    in, once per stretch, never at either end). With ``n <= threshold`` every point is kept as it is.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    ys = np.asarray(ys, dtype=np.float64)
+    if ys.ndim != 2 or x.ndim != 1 or ys.shape[1] != x.shape[0]:
+        raise ValueError("ys must be (series, n) on an x of n points")
+    series, n = ys.shape
+    if n <= max(threshold, 2):
+        return [(x.copy(), ys[s].copy()) for s in range(series)]
+    threshold = max(threshold, 3)
+    cand_x, cand_y = _candidates(x, ys, threshold - 2)
+    valid = ~np.isnan(ys)
+    anywhere = valid.any(axis=1)
+    first = np.argmax(valid, axis=1)
+    last = n - 1 - np.argmax(valid[:, ::-1], axis=1)
+    rows = np.arange(series)
+    # The mean of each bucket's candidates, which the bucket before it aims at; the last bucket aims
+    # at the series' last point. A bucket followed by nothing aims at its own mean.
+    with np.errstate(invalid="ignore", divide="ignore"):
+        seen = (~np.isnan(cand_y)).sum(axis=2)
+        mean_x = np.where(np.isnan(cand_y), 0.0, cand_x).sum(axis=2) / seen
+        mean_y = np.where(np.isnan(cand_y), 0.0, cand_y).sum(axis=2) / seen
+    aim_x = np.concatenate([mean_x[:, 1:], x[last][:, None]], axis=1)
+    aim_y = np.concatenate([mean_y[:, 1:], ys[rows, last][:, None]], axis=1)
+    lost = np.isnan(aim_y)
+    aim_x, aim_y = np.where(lost, mean_x, aim_x), np.where(lost, mean_y, aim_y)
+
+    kept_x, kept_y = _walk(cand_x, cand_y, aim_x, aim_y, x[first], ys[rows, first])
+    out = []
+    for s in range(series):
+        if not anywhere[s]:
+            out.append((np.empty(0), np.empty(0)))
+            continue
+        inside = (kept_x[s] > x[first[s]]) & (kept_x[s] < x[last[s]])
+        xs = np.concatenate([[x[first[s]]], kept_x[s][inside], [x[last[s]]]])
+        vs = np.concatenate([[ys[s, first[s]]], kept_y[s][inside], [ys[s, last[s]]]])
+        gap = np.isnan(vs)
+        keep = ~(gap & np.concatenate([[False], gap[:-1]]))  # one NaN per stretch of empty buckets
+        out.append((xs[keep], vs[keep]))
+    return out
+
+
+def _walk(cand_x, cand_y, aim_x, aim_y, a_x, a_y):
+    """LTTB's choice in every bucket, each made against the point kept in the bucket before (from
+    ``a``, the series' start): ``(series, buckets)`` x and y, NaN y where a bucket has no point.
+
+    The triangle's doubled area with ``a`` and the aim ``c`` is ``|A·y + B·x + C|`` for a candidate
+    ``(x, y)``, with ``A = a.x − c.x``, ``B = c.y − a.y``, ``C = −(A·a.y + B·a.x)``. A walk from one
+    bucket to the next over a handful of candidates each: plain floats beat numpy's per-call cost.
+    """
+    kept_x, kept_y = [], []
+    for xs, vs, aims_x, aims_y, ax, ay in zip(cand_x.tolist(), cand_y.tolist(), aim_x.tolist(), aim_y.tolist(),
+                                              a_x.tolist(), a_y.tolist(), strict=True):
+        row_x, row_y = [], []
+        for bucket_x, bucket_y, cx, cy in zip(xs, vs, aims_x, aims_y, strict=True):
+            big_a, big_b = ax - cx, cy - ay
+            big_c = -(big_a * ay + big_b * ax)
+            best, px, py = -1.0, bucket_x[0], NAN
+            for bx, by in zip(bucket_x, bucket_y, strict=True):
+                if by != by:  # NaN: no point there
+                    continue
+                area = abs(big_a * by + big_b * bx + big_c)
+                if area > best or (best < 0 and area != area):  # an aim that is NaN: the first point
+                    best, px, py = (area if area == area else 0.0), bx, by
+            row_x.append(px)
+            row_y.append(py)
+            if best >= 0:
+                ax, ay = px, py
+        kept_x.append(row_x)
+        kept_y.append(row_y)
+    return np.array(kept_x, dtype=np.float64), np.array(kept_y, dtype=np.float64)
+
+
+def _candidates(x: np.ndarray, ys: np.ndarray, buckets: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each bucket's candidate points ``(series, buckets, k)`` (x, y; NaN y: none) between the first and last point.
+
+    Small buckets offer all their points (padded with NaN to the widest); large ones the lowest
+    and highest point of each of :data:`MINMAX_RATIO` / 2 equal sub-buckets (the last one takes
+    the few points left over), in time order.
+    """
+    series, n = ys.shape
+    half = MINMAX_RATIO // 2
+    if (n - 2) / buckets <= 2 * MINMAX_RATIO:
+        edges = np.floor(np.linspace(1, n - 1, buckets + 1)).astype(np.int64)
+        sizes = np.diff(edges)
+        offsets = np.arange(int(sizes.max()))
+        index = np.minimum(edges[:-1, None] + offsets[None, :], n - 2)
+        present = offsets[None, :] < sizes[:, None]
+        return np.broadcast_to(x[index], (series, *index.shape)), np.where(present, ys[:, index], np.nan)
+    subs = buckets * half
+    width = (n - 2) // subs
+    picks = []
+    for pick, fill in ((np.argmin, np.inf), (np.argmax, -np.inf)):
+        body = np.where(np.isnan(ys[:, 1:]), fill, ys[:, 1:])  # every point but the first
+        windows = body[:, :subs * width].reshape(series, subs, width)
+        at = pick(windows, axis=2) + np.arange(subs) * width + 1
+        # The last sub-bucket also holds the points left over (up to the last point, excluded).
+        tail = body[:, (subs - 1) * width:n - 2]
+        at[:, -1] = pick(tail, axis=1) + (subs - 1) * width + 1
+        picks.append(at)
+    low, high = picks
+    ordered = np.stack([np.minimum(low, high), np.maximum(low, high)], axis=2)  # in time order
+    cand_y = np.take_along_axis(ys, ordered.reshape(series, -1), axis=1).reshape(series, buckets, 2 * half)
+    cand_x = x[ordered].reshape(series, buckets, 2 * half)
+    return cand_x, cand_y

@@ -1,0 +1,189 @@
+"""GPU telemetry as people see it: a workload's series as its charts draw them, and its GPUs' figures now.
+
+:func:`series` reads a workload's rows (:class:`workloads.models.GpuTelemetry`: minute rows for
+the last hour, day rows of ``SLIPWAY_TELEMETRY_STEP_MINUTES`` slots before), lays every GPU's
+figures on one time axis and downsamples them with LTTB (:mod:`core.lttb`) to the chart's width —
+so a week-long run draws as fast as an hour-long one. The run and endpoint pages embed its answer
+for their charts and ``GET /runs/{id}/telemetry/`` returns it: one function, one answer.
+
+:func:`now_figures` is each workload's GPUs now (its newest minute): the figure beside the charts
+and the ``gpu_utilization`` / ``gpu_memory_*_gb`` of the API that ``slipway top`` prints.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from core.lttb import lttb
+from workloads import telemetry
+from workloads.models import GpuTelemetry
+
+#: Points a chart is downsampled to without ``step``: about its plot's width in pixels.
+CHART_POINTS = 800
+#: The most points a ``step`` may ask for (the least: 3, LTTB's first, one bucket, last).
+MAX_POINTS = 4000
+#: What the charts draw, in order: ``(series, title, unit, decimals)`` — ``fb_total_mib`` is used + free.
+CHARTS = (
+    ("util_pct", "Utilization", "%", 1),
+    ("fb_used_mib", "Memory used", "MiB", 0),
+    ("fb_total_mib", "Memory total", "MiB", 0),
+    ("temp_c", "Temperature", "°C", 1),
+    ("power_w", "Power", "W", 1),
+)
+#: A reading older than this is not "now" (a workload that stopped, or a metrics outage).
+NOW_WITHIN = timedelta(minutes=3)
+MIB_PER_GB = 1024  # DCGM's frame buffer figures are MiB; the API's GB are GiB, as nvidia-smi's
+
+
+def _stored(team_id: int, ref: str, since: datetime | None) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """Every stored point of the workload from ``since``: ``(times (n,), gpus, values (series, gpus, n))``."""
+    rows = GpuTelemetry.objects.filter(team_id=team_id, ref=ref)
+    if since is not None:
+        rows = rows.filter(start__gte=since - telemetry.DAY)  # a day row may begin before it
+    rows = list(rows.order_by("start", "-step").values_list("start", "step", "slots", "gpus", "values"))
+    gpus: list[str] = []
+    index: dict[str, int] = {}
+    for _start, _step, _slots, ids, _data in rows:
+        for gpu in ids:
+            if gpu not in index:
+                index[gpu] = len(gpus)
+                gpus.append(gpu)
+    total = sum(slots for _start, _step, slots, _ids, _data in rows)
+    times = np.empty(total)
+    values = np.full((len(telemetry.SERIES), len(gpus), total), np.nan, dtype=np.float32)
+    at = 0
+    for start, step, slots, ids, data in rows:
+        times[at:at + slots] = start.timestamp() + np.arange(slots) * step
+        values[:, [index[gpu] for gpu in ids], at:at + slots] = telemetry.unpack(data, len(ids), slots)
+        at += slots
+    keep = ~np.isnan(values).all(axis=(0, 1))  # a day's slots before or after the workload ran
+    if since is not None:
+        keep &= times >= since.timestamp()
+    times, values = times[keep], values[:, :, keep]
+    order = np.argsort(times, kind="stable")
+    times, values = times[order], values[:, :, order]
+    if len(times) > 1:  # one point per time (a minute not folded yet beside its day's slot: the minute)
+        last = np.append(times[1:] != times[:-1], True)
+        times, values = times[last], values[:, :, last]
+    return times, gpus, values
+
+
+def _chart_rows(values: np.ndarray) -> np.ndarray:
+    """``(charts × gpus, n)``: each chart's line per GPU, in :data:`CHARTS` order."""
+    used, free = values[telemetry.FB_USED], values[telemetry.FB_FREE]
+    lines = {"util_pct": values[telemetry.UTIL], "fb_used_mib": used, "fb_total_mib": used + free,
+             "temp_c": values[telemetry.TEMP], "power_w": values[telemetry.POWER]}
+    return np.concatenate([lines[name] for name, _title, _unit, _decimals in CHARTS], axis=0)
+
+
+def points_for(span_seconds: float, step: int | None) -> int:
+    """How many points a series is downsampled to: one per ``step`` seconds of its span, else the chart's width."""
+    if step is None:
+        return CHART_POINTS
+    return min(max(math.ceil(span_seconds / step) + 1, 3), MAX_POINTS)
+
+
+def _rounded(values: np.ndarray, decimals: int) -> list[float | None]:
+    return [None if v != v else (round(v, decimals) if decimals else round(v)) for v in values.tolist()]
+
+
+def _iso(at: datetime) -> str:
+    """RFC 3339 to the second, in UTC: the same words in the page and the API."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def series(workload, since: datetime | None = None, step: int | None = None) -> dict:
+    """The workload's GPU telemetry as its charts draw it (the API's ``telemetry/`` answer).
+
+    ``since``: only points from then (default: its whole life). ``step``: about one point per this
+    many seconds (default: :data:`CHART_POINTS` over the span). Each chart's lines — one per GPU —
+    are downsampled by LTTB together; a ``null`` value is a gap (nothing reported then).
+    """
+    times, gpus, values = _stored(workload.team_id, workload.ref, since)
+    points = points_for(float(times[-1] - times[0]) if len(times) else 0.0, step)
+    kept = lttb(times, _chart_rows(values), points) if len(times) else []
+    charts = {}
+    for c, (name, _title, _unit, decimals) in enumerate(CHARTS):
+        lines = []
+        for g, gpu in enumerate(gpus):
+            xs, vs = kept[c * len(gpus) + g] if kept else (np.empty(0), np.empty(0))
+            if len(xs) and not np.isnan(vs).all():
+                lines.append({"gpu": gpu, "t": [int(t) for t in xs.tolist()], "v": _rounded(vs, decimals)})
+        charts[name] = lines
+    return {
+        "ref": workload.ref,
+        "since": _iso(since) if since is not None else None,
+        "until": _iso(datetime.fromtimestamp(float(times[-1]), tz=UTC)) if len(times) else None,
+        "points": points,
+        "gpus": gpus,
+        "series": charts,
+    }
+
+
+@dataclass(frozen=True)
+class GpuNow:
+    """A workload's GPUs at its newest reading: mean utilization, memory used and size summed over them."""
+
+    at: datetime
+    util_pct: float | None
+    fb_used_mib: float | None
+    fb_total_mib: float | None
+    gpus: int
+
+    @property
+    def used_gb(self) -> float | None:
+        return None if self.fb_used_mib is None else round(self.fb_used_mib / MIB_PER_GB, 1)
+
+    @property
+    def total_gb(self) -> float | None:
+        return None if self.fb_total_mib is None else round(self.fb_total_mib / MIB_PER_GB, 1)
+
+    @property
+    def words(self) -> str:
+        """"88.5 % busy, 31.2 of 80.0 GiB memory in use (2 GPUs)" — the page's line; the API gives the numbers."""
+        parts = [f"{self.util_pct:g} % busy" if self.util_pct is not None else "utilization not reported"]
+        if self.used_gb is not None:
+            parts.append(f"{self.used_gb:g} of {self.total_gb:g} GiB memory in use" if self.total_gb is not None
+                         else f"{self.used_gb:g} GiB memory in use")
+        return f"{', '.join(parts)} ({self.gpus} GPU{'s' if self.gpus != 1 else ''})"
+
+
+def _summary(values: np.ndarray, at: datetime) -> GpuNow:
+    """One minute row's ``(series, gpus)`` figures as a :class:`GpuNow` (NaN ones left out)."""
+
+    def known(row: np.ndarray) -> np.ndarray:
+        return row[~np.isnan(row)]
+
+    util, used = known(values[telemetry.UTIL]), known(values[telemetry.FB_USED])
+    sizes = values[telemetry.FB_USED] + values[telemetry.FB_FREE]
+    # The size only when every GPU with memory in use tells its own (else "of" would compare unlike sums).
+    total = float(np.nansum(sizes)) if len(used) and not np.isnan(sizes[~np.isnan(values[telemetry.FB_USED])]).any() \
+        else None
+    return GpuNow(at, round(float(util.mean()), 1) if len(util) else None,
+                  float(used.sum()) if len(used) else None, total, values.shape[1])
+
+
+def telemetry_context(workload, api_url: str, now: datetime) -> dict:
+    """A run or endpoint page's GPU telemetry card (``workloads/_telemetry.html``): the charts' series (the
+    API's answer at ``api_url``, which the page polls while the workload goes on) and its GPUs now."""
+    return {"telemetry": series(workload), "telemetry_url": api_url, "telemetry_polling": not workload.is_final,
+            "gpu_now": now_figures([workload], now).get(workload.ref)}
+
+
+def now_figures(workloads, now: datetime) -> dict[str, GpuNow]:
+    """Per ref: the GPUs' figures of each workload's newest minute within :data:`NOW_WITHIN` (one query)."""
+    # Work that never started has no telemetry: it costs no query (a submission's answer reads nothing back).
+    by_team: dict[str, int] = {w.ref: w.team_id for w in workloads if w.started_at is not None}
+    if not by_team:
+        return {}
+    rows = (GpuTelemetry.objects.filter(ref__in=list(by_team), step=telemetry.MINUTE, start__gte=now - NOW_WITHIN)
+            .order_by("ref", "-start").values_list("ref", "team_id", "start", "gpus", "values"))
+    found: dict[str, GpuNow] = {}
+    for ref, team_id, start, gpus, data in rows:  # a few minutes each: the newest comes first
+        if ref not in found and by_team[ref] == team_id:
+            found[ref] = _summary(telemetry.unpack(data, len(gpus), 1)[:, :, 0], start)
+    return found
