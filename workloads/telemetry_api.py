@@ -86,7 +86,8 @@ def _time(raw: str) -> datetime | None:
         return None
     if at.year < 2000 or at.year > 9000:
         return None
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    # In UTC: Python takes offsets up to 24 h, PostgreSQL refuses a displacement past 15:59 (a 500).
+    return (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).astimezone(UTC)
 
 
 def _now_of(serializer, workload) -> GpuNow | None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as tz
 
 import pytest
 from django.utils import timezone
@@ -86,6 +87,10 @@ def test_since_and_step(run, api):
     assert len(coarse["series"]["util_pct"][0]["t"]) == 6
     iso = api.get(f"/api/v1/runs/{run.pk}/telemetry/", {"since": recent["until"]}).json()
     assert iso["since"] == recent["until"] and len(iso["series"]["util_pct"][0]["t"]) == 1
+    # Any offset Python reads is the same instant in UTC (PostgreSQL refuses displacements past 15:59).
+    odd = datetime.fromisoformat(recent["until"].replace("Z", "+00:00")).astimezone(tz(-timedelta(hours=19, minutes=23)))
+    shifted = api.get(f"/api/v1/runs/{run.pk}/telemetry/", {"since": odd.isoformat()})
+    assert shifted.status_code == 200 and shifted.json()["since"] == recent["until"]
 
 
 @pytest.mark.parametrize(("params", "field"), [
