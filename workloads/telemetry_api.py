@@ -22,9 +22,11 @@ from workloads.telemetry_series import MAX_POINTS, GpuNow
 MAX_STEP = 31 * 86400
 
 PARAMETERS = [
-    OpenApiParameter("since", OpenApiTypes.DATETIME,
+    # Both forms of a time are taken, so the schema says "a string" (a date-time format would call
+    # Unix seconds invalid, and the schema must describe what is accepted).
+    OpenApiParameter("since", {"type": "string", "example": "2026-11-22T10:00:00Z"},
                      description="Only points from this time (RFC 3339, or Unix seconds); default: the workload's whole life."),
-    OpenApiParameter("step", int, description=f"About one point per this many seconds (1-{MAX_STEP}, at most "
+    OpenApiParameter("step", {"type": "integer", "minimum": 1, "maximum": MAX_STEP}, description=f"About one point per this many seconds (1-{MAX_STEP}, at most "
                                               f"{MAX_POINTS} points); default: as many as the page's chart is wide."),
 ]
 
