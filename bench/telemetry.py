@@ -18,10 +18,14 @@ checkpoint contract (so it has a run token). Two ways in, each timed over ``--po
 
 Printed: points per second of each, against the target of ≥ 2,000 points/s.
 
-The chart-query half of the issue's benchmark (a 100,000-point series read back for a chart, p95
-< 50 ms, with the raw query's time beside it) belongs to the GPU telemetry work (issue 38, item 2)
-and goes in the marked section of :func:`main`; the metric charts' own read is
-:func:`jobs.metrics.chart_series`.
+Then the **chart query** of GPU telemetry (docs/metrics.md "GPU telemetry"): a run whose stored
+series is ``--series-points`` points long (100,000: 10-minute slots over 694 days, one GPU, in day
+rows as the beat task folds them, and its last hour minute by minute) read through
+``GET /api/v1/runs/{id}/telemetry/`` — its five series downsampled by LTTB to the chart's width —
+against the *raw* query: the same rows read and every point answered, undownsampled. Each round
+times both, in turns (the first of a round alternates); printed: the chart query's median and p95
+against the target (p95 < 50 ms) and the raw query's median beside it; and what a week-long run on 8
+GPUs stores (rows, bytes) and how fast its chart answers.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -43,6 +48,7 @@ from admission import DEFAULT_URL, recreate_database  # noqa: E402
 
 REDIS = os.environ.get("SLIPWAY_BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
 TARGET = 2000.0  # points per second, each way in
+CHART_TARGET_MS = 50.0  # the chart query's p95
 NAMES = ("loss", "accuracy", "lr", "grad_norm", "tokens_per_sec")
 
 
@@ -148,10 +154,115 @@ def bench_stdout(run, points: int, chunk: int) -> tuple[float, int]:
     return stored / elapsed, stored
 
 
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(pct / 100 * len(ordered)) - 1)]
+
+
+def seed_run(run):
+    """Another running run of the same team (the week-long one)."""
+    from django.utils import timezone
+
+    from jobs.constants import RunState
+    from jobs.models import TrainingRun
+    from jobs.services import submit_run
+
+    other = submit_run(run.created_by, run.team, {"name": "week", "image": "registry.example.com/ml/t:1",
+                                                  "command": ["python", "t.py"], "flavor": "a100-80gb",
+                                                  "gpus_per_worker": 8})
+    TrainingRun.objects.filter(pk=other.pk).update(state=RunState.RUNNING, started_at=timezone.now())
+    other.refresh_from_db()
+    return other
+
+
+def store_series(run, slots: int, gpus: int) -> None:
+    """``slots`` 10-minute slots of ``gpus`` GPUs in day rows ending an hour ago, then the last hour minute by
+    minute (through :func:`workloads.telemetry.record`, as the cycle writes it)."""
+    from datetime import timedelta
+
+    import numpy as np
+    from django.utils import timezone
+
+    from cluster.backends.base import GpuReading, WorkloadTelemetry
+    from workloads import telemetry
+    from workloads.models import GpuTelemetry
+
+    step = telemetry.bucket_seconds()
+    per_day = int(telemetry.DAY.total_seconds()) // step
+    now = timezone.now()
+    first_day = telemetry.floor_to(now - timedelta(hours=1) - timedelta(seconds=slots * step), 86400)
+    ids = [f"GPU-{run.pk:04d}-{g}" for g in range(gpus)]
+    rng = np.random.default_rng(run.pk)
+    rows, made, day = [], 0, first_day
+    while made < slots:
+        n = min(per_day, slots - made)
+        values = np.full((len(telemetry.SERIES), gpus, per_day), np.nan, dtype="<f4")
+        t = np.arange(made, made + n)
+        for g in range(gpus):
+            values[telemetry.UTIL, g, :n] = 60 + 30 * np.sin(t / 50 + g) + rng.random(n) * 8
+            values[telemetry.FB_USED, g, :n] = 40000 + (t % 500) * 20
+            values[telemetry.FB_FREE, g, :n] = 81920 - values[telemetry.FB_USED, g, :n]
+            values[telemetry.TEMP, g, :n] = 50 + values[telemetry.UTIL, g, :n] / 4
+            values[telemetry.POWER, g, :n] = 100 + values[telemetry.UTIL, g, :n] * 3
+        rows.append(GpuTelemetry(team_id=run.team_id, ref=run.ref, start=day, step=step, slots=per_day, gpus=ids,
+                                 values=telemetry.pack(values)))
+        made += n
+        day += telemetry.DAY
+    GpuTelemetry.objects.bulk_create(rows, batch_size=200)
+    for minute in range(60):
+        reading = WorkloadTelemetry(tuple(GpuReading(gpu, 80.0, 40000.0, 41920.0, 70.0, 300.0) for gpu in ids))
+        telemetry.record(None, {run.identity: reading}, now - timedelta(minutes=59 - minute))
+
+
+def week_long_run(run, gpus: int) -> tuple[int, int]:
+    """A week of 10-minute slots on ``gpus`` GPUs, stored; (rows, bytes of values) it takes."""
+    from django.db.models import Sum
+    from django.db.models.functions import Length
+
+    from workloads.models import GpuTelemetry
+
+    store_series(run, 7 * 144 - 6, gpus)  # a week: its last hour minute by minute
+    stored = GpuTelemetry.objects.filter(ref=run.ref)
+    return stored.count(), stored.aggregate(size=Sum(Length("values")))["size"]
+
+
+def bench_chart(client, run, rounds: int) -> tuple[list[float], list[float]]:
+    """(chart query ms per round, raw query ms per round) of ``run``'s stored telemetry."""
+    from django.core.serializers.json import DjangoJSONEncoder
+
+    from workloads import telemetry_series
+
+    path = f"/api/v1/runs/{run.pk}/telemetry/"
+
+    def chart() -> float:
+        began = time.perf_counter()
+        response = client.get(path, HTTP_X_FORWARDED_PROTO="https")
+        assert response.status_code == 200 and response.json()["series"]["util_pct"], response.content[:200]
+        return (time.perf_counter() - began) * 1000
+
+    def raw() -> float:
+        began = time.perf_counter()
+        times, ids, values = telemetry_series._stored(run.team_id, run.ref, None)
+        body = {"gpus": ids, "t": times.astype(int).tolist(),
+                "series": {name: [[None if v != v else v for v in row.tolist()] for row in values[i]]
+                           for i, name in enumerate(telemetry_series.telemetry.SERIES)}}
+        json.dumps(body, cls=DjangoJSONEncoder)
+        return (time.perf_counter() - began) * 1000
+
+    chart(), raw()  # warm
+    charts, raws = [], []
+    for i in range(rounds):  # rotating order: neither always goes first
+        for which in ((chart, raw) if i % 2 == 0 else (raw, chart)):
+            (charts if which is chart else raws).append(which())
+    return charts, raws
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--points", type=int, default=50_000, help="new points through each way in")
     parser.add_argument("--batch", type=int, default=500, help="points per API call (at most 1000)")
+    parser.add_argument("--series-points", type=int, default=100_000, help="points of the charted series")
+    parser.add_argument("--rounds", type=int, default=40, help="rounds of the chart query against the raw one")
     parser.add_argument("--quick", action="store_true", help="a short run (tests/test_benchmarks.py)")
     args = parser.parse_args(argv)
     points = 2_000 if args.quick else args.points
@@ -182,12 +293,29 @@ def main(argv: list[str] | None = None) -> int:
         lines = settings.SLIPWAY_RUN_METRICS_READ_LINES
         rate, _stored = bench_stdout(run, points, lines)
         print(f"  stdout (Katib lines parsed and recorded, {lines:,} lines a read): {rate:,.0f} points/s")
-        # -- chart query (issue 38, item 2: the GPU telemetry work's half) ------------------------------
-        # A 100,000-point series read for a chart (downsampled to its width), p95 < 50 ms, printed with
-        # the raw query's time beside it, goes here.
         met = fresh >= TARGET and rate >= TARGET
         print(f"targets: ≥ {TARGET:,.0f} points/s through the API and through stdout — "
               f"{'met' if met else 'NOT met'} (API {fresh:,.0f}, stdout {rate:,.0f})")
+        series_points = 10_000 if args.quick else args.series_points
+        rounds = 5 if args.quick else args.rounds
+        client = Client()
+        client.force_login(run.created_by)
+        store_series(run, series_points - 60, gpus=1)  # and its last hour: 60 minute rows
+        chart, raw = bench_chart(client, run, rounds)
+        p95 = percentile(chart, 95)
+        from workloads.telemetry_series import CHART_POINTS
+
+        print(f"GPU telemetry chart query, {series_points:,}-point series (5 series, 1 GPU), {rounds} rounds:")
+        print(f"  chart (GET /runs/{{id}}/telemetry/, LTTB to {CHART_POINTS} points): median "
+              f"{statistics.median(chart):.1f} ms, p95 {p95:.1f} ms; raw (every point, undownsampled): median "
+              f"{statistics.median(raw):.1f} ms")
+        week = seed_run(run)
+        rows, size = week_long_run(week, gpus=8)
+        week_chart, _raw = bench_chart(client, week, rounds)
+        print(f"  a week-long run on 8 GPUs: {rows} rows, {size / 1024:,.0f} KiB stored; its chart median "
+              f"{statistics.median(week_chart):.1f} ms")
+        print(f"target: chart query p95 < {CHART_TARGET_MS:.0f} ms — {'met' if p95 < CHART_TARGET_MS else 'NOT met'} "
+              f"({p95:.1f} ms)")
     finally:
         from django.db import connections
 

@@ -48,6 +48,10 @@ SERIES = (
 )
 
 
+#: Each DCGM metric's series and the factor to its unit (what the query multiplies by).
+METRIC_SERIES = {metric: (series, scale) for series, metric, scale in SERIES}
+
+
 def telemetry_query(namespaces: Iterable[str], window: str = WINDOW) -> str:
     """The one PromQL query for the pods of ``namespaces``: every series, per pod and GPU, labelled ``series``."""
     # Namespaces are DNS-1123 labels (no regex metacharacters but "-", harmless outside []).

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import numpy as np
 
-NAN = float("nan")
-
 #: Candidates per bucket when the buckets are cut (the lowest and highest of half as many sub-buckets).
 MINMAX_RATIO = 4
 
@@ -79,30 +77,29 @@ def _walk(cand_x, cand_y, aim_x, aim_y, a_x, a_y):
     ``a``, the series' start): ``(series, buckets)`` x and y, NaN y where a bucket has no point.
 
     The triangle's doubled area with ``a`` and the aim ``c`` is ``|A·y + B·x + C|`` for a candidate
-    ``(x, y)``, with ``A = a.x − c.x``, ``B = c.y − a.y``, ``C = −(A·a.y + B·a.x)``. A walk from one
-    bucket to the next over a handful of candidates each: plain floats beat numpy's per-call cost.
+    ``(x, y)``, with ``A = a.x − c.x``, ``B = c.y − a.y``, ``C = −(A·a.y + B·a.x)``. The walk goes
+    bucket by bucket, every series at once.
     """
-    kept_x, kept_y = [], []
-    for xs, vs, aims_x, aims_y, ax, ay in zip(cand_x.tolist(), cand_y.tolist(), aim_x.tolist(), aim_y.tolist(),
-                                              a_x.tolist(), a_y.tolist(), strict=True):
-        row_x, row_y = [], []
-        for bucket_x, bucket_y, cx, cy in zip(xs, vs, aims_x, aims_y, strict=True):
-            big_a, big_b = ax - cx, cy - ay
-            big_c = -(big_a * ay + big_b * ax)
-            best, px, py = -1.0, bucket_x[0], NAN
-            for bx, by in zip(bucket_x, bucket_y, strict=True):
-                if by != by:  # NaN: no point there
-                    continue
-                area = abs(big_a * by + big_b * bx + big_c)
-                if area > best or (best < 0 and area != area):  # an aim that is NaN: the first point
-                    best, px, py = (area if area == area else 0.0), bx, by
-            row_x.append(px)
-            row_y.append(py)
-            if best >= 0:
-                ax, ay = px, py
-        kept_x.append(row_x)
-        kept_y.append(row_y)
-    return np.array(kept_x, dtype=np.float64), np.array(kept_y, dtype=np.float64)
+    series, buckets, k = cand_x.shape
+    kept_x = np.empty((buckets, series))
+    kept_y = np.empty((buckets, series))
+    offsets = np.arange(series) * k
+    # Bucket-major copies: each step reads one contiguous block.
+    xs_by_bucket = np.ascontiguousarray(cand_x.transpose(1, 0, 2))
+    ys_by_bucket = np.ascontiguousarray(cand_y.transpose(1, 0, 2))
+    aims_x, aims_y = np.ascontiguousarray(aim_x.T), np.ascontiguousarray(aim_y.T)
+    for i in range(buckets):
+        b_x, b_y = xs_by_bucket[i], ys_by_bucket[i]
+        big_a = a_x - aims_x[i]
+        big_b = aims_y[i] - a_y
+        big_c = -(big_a * a_y + big_b * a_x)
+        area = np.fmax(np.abs(b_y * big_a[:, None] + b_x * big_b[:, None] + big_c[:, None]), -1.0)  # NaN: none
+        pick = offsets + area.argmax(axis=1)
+        chosen_x, chosen_y = b_x.take(pick), b_y.take(pick)
+        kept_x[i], kept_y[i] = chosen_x, chosen_y
+        found = chosen_y == chosen_y  # not NaN
+        a_x, a_y = np.where(found, chosen_x, a_x), np.where(found, chosen_y, a_y)
+    return kept_x.T, kept_y.T
 
 
 def _candidates(x: np.ndarray, ys: np.ndarray, buckets: int) -> tuple[np.ndarray, np.ndarray]:

@@ -10,7 +10,8 @@ running time, as a team on a budget sets them (a run without one counts against 
 until the month's end), except the forgotten notebook, which is the point of its story. Runs go
 through :func:`jobs.services.submit_run` like any other, so admission and the queue are real.
 Idempotent: a team that already has runs gets no more. Three runs of the history have training
-metrics to chart and compare (:data:`DEMO_METRICS`); the live ones print theirs as they train.
+metrics to chart and compare (:data:`DEMO_METRICS`); the live ones print theirs as they train, and their
+GPUs' telemetry (the sandbox's simulated exporter) charts their phases, an idle stretch and a memory leak.
 
 "Later" is a :class:`jobs.models.LaterDemoRun` row with its due time, which
 :func:`submit_due_demo_runs` (a beat task, :mod:`jobs.tasks`) submits once due.
@@ -47,8 +48,11 @@ IMAGE = "registry.example.com/ml/trainer:2.4"
 DEMO_RUNS: tuple[tuple[str, str, dict], ...] = (
     ("ml-research", "alice", {"name": "bert-finetune", "max_runtime_minutes": 5, "flavor": "a100-80gb", "gpus_per_worker": 2,
                               "env": {"SLIPWAY_SIM_DURATION": "90s"}}),
+    # Its GPU telemetry shows a run's phases (docs/metrics.md): loading, training with three evaluations,
+    # and idle for its last five minutes — stuck after its training loop, its 8 GPUs held.
     ("ml-research", "alice", {"name": "llama-pretrain", "max_runtime_minutes": 20, "flavor": "h100-80gb", "gpus_per_worker": 4, "workers": 2,
-                              "priority": "high", "shm_gb": 64, "env": {"SLIPWAY_SIM_DURATION": "15m"}}),
+                              "priority": "high", "shm_gb": 64,
+                              "env": {"SLIPWAY_SIM_DURATION": "15m", "SLIPWAY_SIM_IDLE_AFTER": "10m"}}),
     ("ml-research", "alice", {"name": "resnet-oom", "max_runtime_minutes": 5, "flavor": "a100-80gb", "gpus_per_worker": 1, "max_retries": 0,
                               "env": {"SLIPWAY_SIM_DURATION": "40s", "SLIPWAY_SIM_OUTCOME": "oom"}}),
     ("ml-research", "bob", {"name": "sweep-lr-3e-4", "max_runtime_minutes": 5, "flavor": "a100-80gb", "gpus_per_worker": 4,
@@ -58,8 +62,10 @@ DEMO_RUNS: tuple[tuple[str, str, dict], ...] = (
                             "env": {"SLIPWAY_SIM_DURATION": "2m"}}),
     ("ml-research", "alice", {"name": "tokenizer-eval", "max_runtime_minutes": 5, "flavor": "a100-1g.10gb", "gpus_per_worker": 1,
                               "env": {"SLIPWAY_SIM_DURATION": "2m"}}),
+    # A memory leak: its GPUs' memory climbs from 30 GiB until it fills them (the memory chart, OOM risk).
     ("vision", "dave", {"name": "yolo-train", "max_runtime_minutes": 10, "flavor": "a100-80gb", "gpus_per_worker": 4,
-                        "env": {"SLIPWAY_SIM_DURATION": "5m"}}),
+                        "env": {"SLIPWAY_SIM_DURATION": "5m", "SLIPWAY_SIM_GPU_MEMORY_GB": "30",
+                                "SLIPWAY_SIM_GPU_MEMORY_LEAK": "12"}}),
     # Spot capacity exists only among the L4 nodes of the sandbox's inventory.
     ("vision", "dave", {"name": "clip-eval-spot", "max_runtime_minutes": 5, "flavor": "l4", "gpus_per_worker": 1, "spot": True,
                         "env": {"SLIPWAY_SIM_DURATION": "3m"}}),

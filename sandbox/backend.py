@@ -58,7 +58,7 @@ from cluster.backends.base import (
     env_secret_name,
 )
 from cluster.errors import ClusterError, Invalid, NotFound, Transient
-from cluster.metrics import per_workload, running_pods
+from cluster.metrics import METRIC_SERIES, per_workload, running_pods
 from cluster.perf import gc_paused
 from core.rawsql import sql_datetime
 from sandbox import exporter, inventory
@@ -139,6 +139,11 @@ class GpuDevice:
     utilization: int  # percent: the sum of its pods' (DCGM_FI_DEV_GPU_UTIL)
     memory_used_mib: int  # what its pods hold (DCGM_FI_DEV_FB_USED)
     memory_mib: int
+
+
+def _scaled(metric: str, value: float) -> tuple[str, float]:
+    series, scale = METRIC_SERIES[metric]
+    return series, value * scale
 
 
 class SandboxBackend(ClusterBackend):
@@ -461,7 +466,9 @@ class SandboxBackend(ClusterBackend):
                 if (found := exporter.pod_gpus(pod, GPU_UTILIZATION_ANNOTATION, GPU_MEMORY_ANNOTATION,
                                                GPU_ANNOTATION)) is not None]
         nodes = {node.name: node for node in inventory.nodes(self.cluster)}
-        return per_workload(exporter.samples(pods, nodes), running_pods(observed))
+        # Each metric to its series as the query's rule does (a MIG slice's engine-active ratio × 100).
+        found = [(key, gpu, *_scaled(metric, value)) for key, gpu, metric, value in exporter.samples(pods, nodes)]
+        return per_workload(found, running_pods(observed))
 
     def gpu_devices(self, observed: list[ObservedWorkload]) -> list[GpuDevice]:
         """What the simulated DCGM exporter says per physical GPU of the shared nodes: the pods on

@@ -4,8 +4,10 @@ The figures a pod's GPUs show are decided as the pod is rebuilt (:func:`sandbox.
 and ride on it as annotations — its utilization (its phase's, and on a shared GPU its part of it)
 and the GPU memory it holds. From those, its node and its container's GPU request this module
 makes the exporter's samples, one per GPU and series, labelled as the real exporter labels them
-(a GPU's UUID; a MIG instance's parent UUID and instance id), so
-:func:`cluster.metrics.per_workload` turns them into readings exactly as it does Prometheus'
+(a GPU's UUID; a MIG instance's parent UUID and instance id) and named as it names them
+(``DCGM_FI_DEV_GPU_UTIL`` for a whole or shared GPU, ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` — a ratio — for
+a MIG instance, which has no GPU_UTIL), so the query's rule (:data:`cluster.metrics.METRIC_SERIES`)
+and :func:`cluster.metrics.per_workload` turn them into readings exactly as they do Prometheus'
 answer. Temperature and power follow the GPU's utilization; on a shared GPU the temperature is the
 physical GPU's (all its pods' load), the memory free is what the GPU has left (time-slicing: its
 pods' memory adds up) or the client's share has (MPS), and the power is the pod's part.
@@ -21,8 +23,10 @@ from cluster.specs import SHARING_MPS
 from sandbox.inventory import MIG_PROFILES, GpuSharing, Node
 from sandbox.simulation import stable_int
 
-#: The series a sample belongs to (cluster.metrics.SERIES' names).
-UTIL, FB_USED, FB_FREE, TEMP, POWER = "util", "fb_used", "fb_free", "temp", "power"
+#: The DCGM metrics it publishes.
+UTIL, ENGINE_ACTIVE = "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+FB_USED, FB_FREE, TEMP, POWER = "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP", \
+    "DCGM_FI_DEV_POWER_USAGE"
 #: Board power limits (W) of the sandbox's GPU products; others draw :data:`DEFAULT_POWER_W`.
 POWER_LIMIT_W = {"A100": 400.0, "H100": 700.0, "L4": 72.0, "T4": 70.0, "A10G": 300.0}
 DEFAULT_POWER_W = 300.0
@@ -98,7 +102,7 @@ def power(util: float, limit: float, share: float = 1.0) -> float:
 
 
 def samples(pods: Iterable[PodGpus], nodes: dict[str, Node]) -> list[tuple[tuple[str, str], str, str, float]]:
-    """The exporter's samples for ``pods``: ``((namespace, pod), gpu id, series, value)``.
+    """The exporter's samples for ``pods``: ``((namespace, pod), gpu id, DCGM metric, value)``.
 
     A shared GPU's pods are seen together first: its temperature follows their summed utilization
     and, time-sliced, its memory free is what all of them leave.
@@ -122,12 +126,13 @@ def samples(pods: Iterable[PodGpus], nodes: dict[str, Node]) -> list[tuple[tuple
                 compute, memory_slices = MIG_PROFILES[profile]
                 parent = fake_uuid(pod.node, pod.name, i)
                 gpu = f"{parent}/{stable_int(pod.name, i) % 7 + 1}"
-                total, watts, heat_gpu = memory_slices * MIG_SLICE_MIB, power(pod.util, limit, compute / 7), parent
+                total, watts, heat_gpu = memory_slices * MIG_SLICE_MIB, power(pod.util, limit * compute / 7), parent
             else:
                 gpu = fake_uuid(pod.node, pod.name, i)
                 total, watts, heat_gpu = memory_mib(node), power(pod.util, limit), gpu
             used = min(pod.held_mib, total)
-            found += [(key, gpu, UTIL, pod.util), (key, gpu, FB_USED, used), (key, gpu, FB_FREE, total - used),
+            busy = (ENGINE_ACTIVE, pod.util / 100) if profile in MIG_PROFILES else (UTIL, pod.util)
+            found += [(key, gpu, *busy), (key, gpu, FB_USED, used), (key, gpu, FB_FREE, total - used),
                       (key, gpu, TEMP, temperature(pod.util, heat_gpu)), (key, gpu, POWER, watts)]
     return found
 

@@ -99,6 +99,9 @@ class SimPod(models.Model):
     #: are busy on it. ``progress_at`` None: it has run at full speed since it started.
     progress = models.FloatField(default=0.0)
     progress_at = models.DateTimeField(null=True, blank=True)
+    #: When its pace changed there: ``[[unix seconds, work done, rate from then], …]`` (sandbox.sharing.Pace),
+    #: so its log's steps keep their times. Empty: it never shared a GPU with a busy pod.
+    pace = models.JSONField(default=list, blank=True)
     #: Annotations put on the pod after its creation (``annotate_pods``: the preemption notice).
     annotations = models.JSONField(default=dict, blank=True)
     #: When the first annotation ``slipway.dev/notice`` reached the pod (its downward-API file changed).

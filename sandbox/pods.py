@@ -312,7 +312,7 @@ def _pace(row: SimPod, plan: dict, at: datetime, busy: Counter[tuple[str, int]] 
     sharing = sharing_of(row)
     if sharing is None:
         return None
-    return pace(row.progress, row.progress_at, row.started_at, (busy or {}).get((row.node, row.gpu), 1),
+    return pace(row.pace, row.progress, row.progress_at, row.started_at, (busy or {}).get((row.node, row.gpu), 1),
                 _taking_turns(row, plan, at), sharing.strategy)
 
 

@@ -27,8 +27,8 @@ plus its duration, as on a whole GPU (:func:`run_end`).
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from cluster.specs import SHARING_MPS, SHARING_TIME_SLICING
 
@@ -71,6 +71,8 @@ class Verdict:
     oom_at: datetime | None = None
     oom_message: str = ""
     revive: bool = False
+    #: When its pace changed within the step (:data:`Mark`), oldest first: its log's steps follow them.
+    marks: tuple[Mark, ...] = ()
 
 
 def is_busy(plan: dict) -> bool:
@@ -111,39 +113,61 @@ def run_end(started_at: datetime, duration: float, progress: float, progress_at:
     return progress_at + timedelta(seconds=max(duration - progress, 0.0))
 
 
+#: A change of a pod's pace on a time-sliced GPU: from ``at`` on, with ``work`` seconds done, it works
+#: ``rate`` seconds a second (``1/k`` while ``k`` busy pods take turns, 1 alone).
+Mark = tuple[datetime, float, float]
+
+
 @dataclass(frozen=True)
 class Pace:
-    """How much work a run had done when, on a time-sliced GPU: ``progress`` seconds of work by ``since``
-    (its last checkpoint; between its start and then, evenly), and ``rate`` seconds of work a second
-    after it (``1/k`` while ``k`` busy pods take turns). What its training log's steps follow, so its
-    progress, and the ETA read from it, go at the shared speed rather than the wall clock's."""
+    """How much work a run on a time-sliced GPU had done when: its pace's changes (``marks``, each
+    when others joined or left its GPU; before the first it ran alone), its last checkpoint
+    (``progress`` by ``since``) and its ``rate`` since. What its training log's steps follow, so its
+    progress, and the ETA read from it, go at the shared speed rather than the clock's — and each
+    line keeps its time from one read of the log to the next."""
 
+    marks: tuple[Mark, ...]
     progress: float
     since: datetime
     rate: float
 
+    def _segments(self, started: datetime) -> list[Mark]:
+        """Every stretch of one pace, from the start: alone, each mark, then the rate since the checkpoint."""
+        marks = [m for m in self.marks if m[0] >= started]
+        first = [(started, 0.0, 1.0)] if not marks or marks[0][0] > started else []
+        segments = first + marks
+        if self.since > segments[-1][0] and self.rate != segments[-1][2]:
+            segments.append((self.since, self.progress, self.rate))
+        return segments
+
     def work(self, started: datetime, at: datetime) -> float:
         """Seconds of work done by ``at``."""
-        if at <= self.since:
-            span = (self.since - started).total_seconds()
-            return self.progress * (at - started).total_seconds() / span if span > 0 else self.progress
-        return self.progress + (at - self.since).total_seconds() * self.rate
+        done = 0.0
+        for when, work, rate in self._segments(started):
+            if when > at:
+                break
+            done = work + (at - when).total_seconds() * rate
+        return done
 
     def wall(self, started: datetime, work: float) -> float:
         """Seconds after ``started`` at which ``work`` seconds of work were done (the inverse of :meth:`work`)."""
-        span = (self.since - started).total_seconds()
-        if work <= self.progress:
-            return work * span / self.progress if self.progress > 0 else 0.0
-        return span + (work - self.progress) / self.rate if self.rate > 0 else float("inf")
+        segments = self._segments(started)
+        for (when, done, rate), following in zip(segments, [*segments[1:], None], strict=True):
+            if following is None or work <= following[1]:
+                offset = (when - started).total_seconds()
+                return offset + (work - done) / rate if rate > 0 else float("inf")
+        return float("inf")  # not reached: the last segment takes any work
 
 
-def pace(progress: float, progress_at: datetime | None, started: datetime, busy_here: int, busy: bool,
+def pace(marks: list, progress: float, progress_at: datetime | None, started: datetime, busy_here: int, busy: bool,
          strategy: str) -> Pace | None:
-    """A pod's :class:`Pace`, None when it has always run at full speed and still does (its log follows the clock)."""
+    """A pod's :class:`Pace` from its stored ``marks`` (``[[unix seconds, work, rate], …]``) and checkpoint, None
+    when it has always run at full speed and still does (its log follows the clock)."""
     rate = 1.0 / busy_here if strategy == SHARING_TIME_SLICING and busy and busy_here > 1 else 1.0
-    if progress_at is None and rate == 1.0:
+    if not marks and progress_at is None and rate == 1.0:
         return None
-    return Pace(progress if progress_at is not None else 0.0, progress_at or started, rate)
+    stored = tuple((datetime.fromtimestamp(t, tz=UTC), float(w), float(r)) for t, w, r in marks)
+    return Pace(stored, progress if progress_at is not None else 0.0, progress_at or started, rate)
 
 
 def utilization(alone: float, strategy: str, busy_pods: int, replicas: int, busy: bool) -> int:
@@ -174,6 +198,7 @@ class _Run:
     tenant: Tenant
     progress: float
     finished: float | None = None  # seconds after the loop's origin
+    marks: list = field(default_factory=list)  # its pace's changes in this step (Mark)
 
 
 def time_sliced(tenants: list[Tenant], memory_gib: float, now: datetime) -> dict[Hashable, Verdict]:
@@ -218,6 +243,9 @@ def time_sliced(tenants: list[Tenant], memory_gib: float, now: datetime) -> dict
         busy = sum(run.tenant.busy for run in runs)
         shared = shared or busy >= 2
         rates = {id(run): (1.0 / busy if run.tenant.busy else 1.0) for run in runs}
+        for run in runs:
+            if not run.marks or run.marks[-1][2] != rates[id(run)]:
+                run.marks.append((origin + timedelta(seconds=clock), run.progress, rates[id(run)]))
         step = horizon - clock
         if joins:
             step = min(step, joins_at(joins[0]) - clock)
@@ -236,10 +264,11 @@ def time_sliced(tenants: list[Tenant], memory_gib: float, now: datetime) -> dict
             break
     if shared:
         for run in runs:
-            verdicts[run.tenant.key] = Verdict(progress=run.progress, progress_at=now)
+            verdicts[run.tenant.key] = Verdict(progress=run.progress, progress_at=now, marks=tuple(run.marks))
         for run in ended:
             verdicts[run.tenant.key] = Verdict(progress=run.tenant.work,
-                                               progress_at=origin + timedelta(seconds=run.finished))
+                                               progress_at=origin + timedelta(seconds=run.finished),
+                                               marks=tuple(run.marks))
     held = sum(holding.values())
     for tenant in tenants:
         if tenant.crashed and held + tenant.memory_gib <= memory_gib + _EPSILON:

@@ -157,9 +157,9 @@ class World:
         fast_insert(SimPod, self.new_pods)
         fast_update(SimPod, list(self.changed_pods.values()),
                     ["node", "phase", "stage", "active", "scheduled_at", "started_at", "finished_at", "reason",
-                     "exit_code", "message", "disruption", "gpu", "progress", "progress_at"])
+                     "exit_code", "message", "disruption", "gpu", "progress", "progress_at", "pace"])
         fast_update(SimPod, [pod for pod in self.progressed if pod.pk is not None and pod.pk not in self.changed_pods
-                             and pod.pk not in self.deleted_pods], ["progress", "progress_at"])
+                             and pod.pk not in self.deleted_pods], ["progress", "progress_at", "pace"])
         fast_update(SimObject, list(self.changed_objects.values()), ["status", "memo", "replicas", "done"])
         fast_insert(SimEvent, self.events)
         return {"pods_created": len(self.new_pods), "pods_changed": len(self.changed_pods),

@@ -17,13 +17,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import psycopg
+from django.db import connection
 
 from core.lttb import lttb
 from workloads import telemetry
 from workloads.models import GpuTelemetry
 
-#: Points a chart is downsampled to without ``step``: about its plot's width in pixels.
-CHART_POINTS = 800
+#: Points a chart is downsampled to without ``step``: about its plot's width in pixels (two charts a row).
+CHART_POINTS = 600
 #: The most points a ``step`` may ask for (the least: 3, LTTB's first, one bucket, last).
 MAX_POINTS = 4000
 #: What the charts draw, in order: ``(series, title, unit, decimals)`` — ``fb_total_mib`` is used + free.
@@ -41,10 +43,7 @@ MIB_PER_GB = 1024  # DCGM's frame buffer figures are MiB; the API's GB are GiB, 
 
 def _stored(team_id: int, ref: str, since: datetime | None) -> tuple[np.ndarray, list[str], np.ndarray]:
     """Every stored point of the workload from ``since``: ``(times (n,), gpus, values (series, gpus, n))``."""
-    rows = GpuTelemetry.objects.filter(team_id=team_id, ref=ref)
-    if since is not None:
-        rows = rows.filter(start__gte=since - telemetry.DAY)  # a day row may begin before it
-    rows = list(rows.order_by("start", "-step").values_list("start", "step", "slots", "gpus", "values"))
+    rows = _rows(team_id, ref, since - telemetry.DAY if since is not None else None)  # a day row may begin before it
     gpus: list[str] = []
     index: dict[str, int] = {}
     for _start, _step, _slots, ids, _data in rows:
@@ -56,20 +55,59 @@ def _stored(team_id: int, ref: str, since: datetime | None) -> tuple[np.ndarray,
     times = np.empty(total)
     values = np.full((len(telemetry.SERIES), len(gpus), total), np.nan, dtype=np.float32)
     at = 0
-    for start, step, slots, ids, data in rows:
-        times[at:at + slots] = start.timestamp() + np.arange(slots) * step
-        values[:, [index[gpu] for gpu in ids], at:at + slots] = telemetry.unpack(data, len(ids), slots)
-        at += slots
+    for (step, slots, ids), run in _runs(rows):  # rows alike (a long run's days) decoded at once
+        count = len(run) * slots
+        starts = np.array([start.timestamp() for start, *_rest in run])
+        times[at:at + count] = (starts[:, None] + np.arange(slots) * step).ravel()
+        block = np.frombuffer(b"".join(data for *_rest, data in run), dtype="<f4")
+        block = block.reshape(len(run), len(telemetry.SERIES), len(ids), slots).transpose(1, 2, 0, 3)
+        values[:, [index[gpu] for gpu in ids], at:at + count] = block.reshape(len(telemetry.SERIES), len(ids), count)
+        at += count
     keep = ~np.isnan(values).all(axis=(0, 1))  # a day's slots before or after the workload ran
     if since is not None:
         keep &= times >= since.timestamp()
     times, values = times[keep], values[:, :, keep]
-    order = np.argsort(times, kind="stable")
-    times, values = times[order], values[:, :, order]
-    if len(times) > 1:  # one point per time (a minute not folded yet beside its day's slot: the minute)
+    if len(times) > 1 and not (np.diff(times) > 0).all():
+        order = np.argsort(times, kind="stable")
+        times, values = times[order], values[:, :, order]
+        # One point per time (a minute not folded yet beside its day's slot: the minute).
         last = np.append(times[1:] != times[:-1], True)
         times, values = times[last], values[:, :, last]
     return times, gpus, values
+
+
+#: The rows of one workload, oldest first (a day row before the minutes of its day).
+ROWS_SQL = ('SELECT "start", "step", "slots", "gpus", "values" FROM "workloads_gputelemetry" '
+            'WHERE "team_id" = %s AND "ref" = %s AND "start" >= %s ORDER BY "start", "step" DESC')
+
+
+def _rows(team_id: int, ref: str, since: datetime | None) -> list[tuple]:
+    """``(start, step, slots, gpus, values)`` of the workload's rows from ``since``. On PostgreSQL in binary:
+    a long run's rows are megabytes of ``values``, which the text protocol would send as hex, twice the size
+    to move and to parse (bench/telemetry.py)."""
+    since = since or datetime(1970, 1, 1, tzinfo=UTC)
+    if connection.vendor == "postgresql":
+        connection.ensure_connection()
+        with psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(ROWS_SQL, (team_id, ref, since), binary=True)
+            return cursor.fetchall()
+    return list(GpuTelemetry.objects.filter(team_id=team_id, ref=ref, start__gte=since).order_by("start", "-step")
+                .values_list("start", "step", "slots", "gpus", "values"))
+
+
+def _runs(rows: list[tuple]):
+    """``rows`` in stretches of the same step, slot count and GPUs: ``((step, slots, gpus), stretch)``."""
+    stretch: list[tuple] = []
+    shape = None
+    for row in rows:
+        key = (row[1], row[2], tuple(row[3]))
+        if key != shape and stretch:
+            yield shape, stretch
+            stretch = []
+        shape = key
+        stretch.append(row)
+    if stretch:
+        yield shape, stretch
 
 
 def _chart_rows(values: np.ndarray) -> np.ndarray:
@@ -87,8 +125,12 @@ def points_for(span_seconds: float, step: int | None) -> int:
     return min(max(math.ceil(span_seconds / step) + 1, 3), MAX_POINTS)
 
 
-def _rounded(values: np.ndarray, decimals: int) -> list[float | None]:
-    return [None if v != v else (round(v, decimals) if decimals else round(v)) for v in values.tolist()]
+def _rounded(values: np.ndarray, decimals: int) -> list[float | int | None]:
+    """The values as JSON gives them: rounded (whole MiB; tenths of a percent, degree or watt), NaN as null."""
+    rounded = np.round(values, decimals).tolist()
+    if decimals:
+        return [None if v != v else v for v in rounded]
+    return [None if v != v else int(v) for v in rounded]
 
 
 def _iso(at: datetime) -> str:
@@ -112,7 +154,7 @@ def series(workload, since: datetime | None = None, step: int | None = None) -> 
         for g, gpu in enumerate(gpus):
             xs, vs = kept[c * len(gpus) + g] if kept else (np.empty(0), np.empty(0))
             if len(xs) and not np.isnan(vs).all():
-                lines.append({"gpu": gpu, "t": [int(t) for t in xs.tolist()], "v": _rounded(vs, decimals)})
+                lines.append({"gpu": gpu, "t": xs.astype(np.int64).tolist(), "v": _rounded(vs, decimals)})
         charts[name] = lines
     return {
         "ref": workload.ref,

@@ -58,7 +58,7 @@ def _apply(world: World, pod: PodRow, tenant: Tenant, verdict: Verdict) -> None:
     if verdict.revive:
         # Its restart finds the memory free: a clean run from now (a time-sliced GPU's neighbours left).
         pod.stage, pod.reason, pod.exit_code, pod.message = STAGE_STARTED, "", None, ""
-        pod.started_at, pod.progress, pod.progress_at = world.now, 0.0, None
+        pod.started_at, pod.progress, pod.progress_at, pod.pace = world.now, 0.0, None, []
         world.event(pod, f"Pod/{pod.name}", "Normal", "Started", f"Started container {plan['ctr']}")
         world.touch(pod)
         return
@@ -67,7 +67,19 @@ def _apply(world: World, pod: PodRow, tenant: Tenant, verdict: Verdict) -> None:
             _kill(world, pod, plan, tenant, verdict)
         return  # not yet: decided again next tick, from the same facts
     pod.progress, pod.progress_at = verdict.progress, verdict.progress_at
+    pod.pace = merged_marks(pod.pace, verdict.marks)
     world.progressed.append(pod)
+
+
+def merged_marks(stored: list, marks) -> list:
+    """``stored`` (``[[unix seconds, work, rate], …]``) with the step's pace changes that are changes:
+    a step replays from the last checkpoint, so its first mark often repeats the pace it had."""
+    merged = list(stored)
+    for at, work, rate in marks:
+        if merged and (merged[-1][2] == rate or at.timestamp() <= merged[-1][0]):
+            continue
+        merged.append([at.timestamp(), work, rate])
+    return merged
 
 
 def _kill(world: World, pod: PodRow, plan: dict, tenant: Tenant, verdict: Verdict) -> None:

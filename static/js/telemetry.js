@@ -50,16 +50,41 @@
       width: width, height: 180, series: series,
       scales: {x: {time: true}, y: chart.range ? {range: chart.range} : {}},
       axes: [{}, {label: chart.unit, size: 55}],
-      legend: {live: true},
+      legend: {show: false},  // one legend for the four charts: legend() below
       cursor: {drag: {x: false, y: false}},
     };
   }
 
+  // The GPUs' colours and dashes, once for all charts (a chart's own legend would repeat them four times).
+  function legend(root, answer) {
+    var list = root.querySelector("[data-legend]");
+    if (!list || list.childElementCount === answer.gpus.length) { return; }
+    list.textContent = "";
+    answer.gpus.forEach(function (gpu, index) {
+      var item = document.createElement("li");
+      var swatch = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+      swatch.setAttribute("width", "28");
+      swatch.setAttribute("height", "10");
+      swatch.setAttribute("aria-hidden", "true");
+      var line = document.createElementNS("http://www.w3.org/2000/svg", "line");
+      line.setAttribute("x1", "0"); line.setAttribute("x2", "28"); line.setAttribute("y1", "5"); line.setAttribute("y2", "5");
+      line.setAttribute("stroke", COLOURS[index % COLOURS.length]);
+      line.setAttribute("stroke-width", "2");
+      line.setAttribute("stroke-dasharray", DASHES[index % DASHES.length].join(" "));
+      swatch.appendChild(line);
+      item.appendChild(swatch);
+      item.appendChild(document.createTextNode(" " + shortGpu(gpu, index)));
+      item.title = gpu;
+      list.appendChild(item);
+    });
+  }
+
   function draw(root, answer) {
-    var width = Math.max(root.clientWidth - 16, 280);
+    legend(root, answer);
     CHARTS.forEach(function (chart) {
       var box = root.querySelector("[data-chart='" + chart.id + "']");
       if (!box) { return; }
+      var width = Math.max(box.clientWidth, 260);
       var built = chartData(answer, chart);
       if (box.plot && box.plot.series.length === built.series.length) {
         box.plot.setData(built.data);

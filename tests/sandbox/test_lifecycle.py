@@ -8,9 +8,11 @@ from datetime import UTC, datetime
 import pytest
 
 from cluster.status import TrainingPhase, training_status
+from sandbox import exporter
 from sandbox.models import SimEvent, SimPod
+from sandbox.pods import GPU_ANNOTATION, GPU_MEMORY_ANNOTATION, GPU_UTILIZATION_ANNOTATION
 from sandbox.simulation import default_duration, learning_rate, parse_duration
-from tests.sandbox.helpers import H100, at, observed, ref, run_until, team_objects, training
+from tests.sandbox.helpers import H100, MIG_1G, at, observed, ref, run_until, team_objects, training
 from workloads.registry import resource_kinds
 
 
@@ -252,3 +254,23 @@ def test_it_derives_durations_from_the_spec_or_the_name():
     assert 60 <= default_duration("run-1") <= 180
     assert default_duration("run-1") == default_duration("run-1")
     assert len({default_duration(f"run-{i}") for i in range(20)}) > 5
+
+
+def test_a_mig_slice_reports_its_engine_activity_and_its_own_memory(backend):
+    backend.apply(team_objects(quotas=(("nvidia.com/mig-1g.10gb", 7),)) + training(
+        "slice", flavor=MIG_1G, duration="10m", extra_env=(("SLIPWAY_SIM_GPU_MEMORY_GB", "4"),)), resource_kinds(),
+        now=at(0))
+    backend.tick(at(0))
+    backend.tick(at(100))
+    workload = observed(backend, "slice")
+    (pod,) = workload.pods
+    pod_gpus = exporter.pod_gpus(pod, GPU_UTILIZATION_ANNOTATION, GPU_MEMORY_ANNOTATION, GPU_ANNOTATION)
+    published = {metric: value for _key, _gpu, metric, value in exporter.samples([pod_gpus], {})}
+    assert exporter.UTIL not in published  # a MIG instance has no GPU_UTIL: its engine's active ratio
+    util = int(pod["metadata"]["annotations"][GPU_UTILIZATION_ANNOTATION])
+    assert published[exporter.ENGINE_ACTIVE] == util / 100
+    (reading,) = backend.gpu_telemetry([workload])[workload.address].gpus
+    assert reading.util_pct == util and 81 <= util <= 95
+    assert (reading.fb_used_mib, reading.fb_total_mib) == (4096, 10240)  # its slice's memory, not the A100's
+    assert reading.gpu.startswith("GPU-") and reading.gpu.rsplit("/", 1)[1].isdigit()
+    assert reading.power_w < 400 / 7 + 1  # a seventh of the board

@@ -8,12 +8,14 @@ from datetime import datetime, timedelta
 from datetime import timezone as tz
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from cluster.backends.base import GpuReading, WorkloadTelemetry
 from inference import services as endpoints
 from tests.inference.conftest import endpoint_payload
-from workloads import telemetry
+from workloads import telemetry, telemetry_series
+from workloads.models import GpuTelemetry
 from workloads.telemetry_series import CHART_POINTS, now_figures
 
 pytestmark = pytest.mark.django_db
@@ -137,3 +139,13 @@ def test_the_gpus_now_of_the_api_are_the_pages(run, api, member, client):
     body = api.get(f"/api/v1/runs/{run.pk}/").json()
     assert (body["gpu_utilization"], body["gpu_memory_used_gb"], body["gpu_memory_total_gb"]) == (90.0, 40.0, 80.0)
     assert "90 % busy, 40 of 80 GiB memory in use (1 GPU)" in client.get(f"/runs/{run.pk}/").content.decode()
+
+
+def test_the_rows_read_the_same_on_postgresql_in_binary_as_through_the_orm(run, monkeypatch):
+    """PostgreSQL reads a workload's rows in binary (bench/telemetry.py); SQLite (the demo's default) through the ORM."""
+    history(run, 90)
+    fast = telemetry_series._rows(run.team_id, run.ref, None)
+    monkeypatch.setattr(connection, "vendor", "sqlite")
+    assert [(*row[:4], bytes(row[4])) for row in telemetry_series._rows(run.team_id, run.ref, None)] == [
+        (*row[:4], bytes(row[4])) for row in fast]
+    assert len(fast) == GpuTelemetry.objects.filter(ref=run.ref).count() > 1
