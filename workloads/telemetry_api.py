@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
@@ -21,12 +22,13 @@ from workloads.telemetry_series import MAX_POINTS, GpuNow
 MAX_STEP = 31 * 86400
 
 PARAMETERS = [
-    # Both forms of a time are taken, so the schema says "a string" (a date-time format would call
-    # Unix seconds invalid, and the schema must describe what is accepted).
-    OpenApiParameter("since", {"type": "string", "example": "2026-11-22T10:00:00Z"},
-                     description="Only points from this time (RFC 3339, or Unix seconds); default: the workload's whole life."),
-    OpenApiParameter("step", {"type": "integer", "minimum": 1, "maximum": MAX_STEP}, description=f"About one point per this many seconds (1-{MAX_STEP}, at most "
-                                              f"{MAX_POINTS} points); default: as many as the page's chart is wide."),
+    # A string, not a date-time: Unix seconds are a time too (a chart's next poll sends its last t).
+    OpenApiParameter("since", OpenApiTypes.STR,
+                     description="Only points from this time: RFC 3339 (2026-11-22T10:00:00Z) or Unix seconds; "
+                                 "default: the workload's whole life."),
+    OpenApiParameter("step", {"type": "integer", "minimum": 1, "maximum": MAX_STEP},
+                     description=f"About one point per this many seconds (at most {MAX_POINTS} points); default: as "
+                                 "many as the page's chart is wide."),
 ]
 
 

@@ -73,7 +73,7 @@
       line.setAttribute("stroke-dasharray", DASHES[index % DASHES.length].join(" "));
       swatch.appendChild(line);
       item.appendChild(swatch);
-      item.appendChild(document.createTextNode(" " + shortGpu(gpu, index)));
+      item.appendChild(document.createTextNode(shortGpu(gpu, index)));
       item.title = gpu;
       list.appendChild(item);
     });

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from urllib.parse import parse_qs
 
+import promql_parser
 import pytest
 from werkzeug import Response
 
@@ -40,6 +41,7 @@ def test_the_query_asks_for_every_series_of_the_observed_namespaces_at_once():
     def part(metric, series, scale=""):
         return f'label_replace(avg by ({by}) (avg_over_time({metric}{{{sel}}}[2m])){scale}, "series", "{series}", "", "")'
 
+    assert type(promql_parser.parse(query)).__name__ == "BinaryExpr"  # valid PromQL: the six joined by "or"
     assert query == " or ".join([
         part("DCGM_FI_DEV_GPU_UTIL", "util"), part("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "util", " * 100"),
         part("DCGM_FI_DEV_FB_USED", "fb_used"), part("DCGM_FI_DEV_FB_FREE", "fb_free"),
