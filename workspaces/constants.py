@@ -76,7 +76,7 @@ class Words:
     PAUSED_BY = "paused by {user}; its home volume ({home_gb} GB) is kept"
     PAUSED_IDLE = ("paused: idle for {minutes} min (no notebook activity, GPU under {threshold:g}%); "
                    "saves {saved} {currency}/h while paused; its home volume ({home_gb} GB) is kept")
-    PAUSED_PREEMPTED = "paused: {preempted}; its home volume ({home_gb} GB) is kept — resume when you need it"
+    PAUSED_PREEMPTED = "{preempted}; paused, its home volume ({home_gb} GB) kept — resume it when you need it"
     PAUSED_BUDGET = ("paused: the team's monthly budget is spent (its policy stops running work); "
                      "its home volume ({home_gb} GB) is kept")
     PAUSED_FAILED = "paused: it could not start again ({detail}); its home volume ({home_gb} GB) is kept"

@@ -130,6 +130,11 @@ class WorkspaceKind(WorkloadKind):
             return False
         return idle.follow(workspace, status, now)
 
+    def after_preemption(self, workspace: Workspace, now: datetime) -> bool:
+        """Paused, not queued again: its home volume stays, its owner resumes it (the preemption's words say why)."""
+        detail = services.last_preemption_words(workspace)
+        return services.pause(workspace, PauseCause.PREEMPTED, now, detail=detail, preempted=True)
+
     def on_budget_spent(self, workspace: Workspace, now: datetime) -> bool:
         """Pause it (its home volume kept): the budget policy says stop what costs."""
         return services.pause(workspace, PauseCause.BUDGET, now)

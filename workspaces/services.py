@@ -30,7 +30,7 @@ from core.queueing import publish_on_commit
 from quotas import admission, policy
 from quotas.constants import Reason as QuotaReason
 from quotas.decide import Decision
-from quotas.models import GpuFlavor, unknown_flavor
+from quotas.models import GpuFlavor, PreemptionEvent, unknown_flavor
 from teams.models import Role, Team
 from teams.permissions import check_may_end, get_for_user, get_membership, require_team
 from teams.services import audit
@@ -178,22 +178,26 @@ def _pause_words(workspace: Workspace, cause: str, now, user=None, detail: str =
     return Words.PAUSED_BUDGET.format(home_gb=workspace.home_gb)
 
 
-def pause(workspace: Workspace, cause: str, now=None, *, user=None, detail: str = "") -> bool:
+def pause(workspace: Workspace, cause: str, now=None, *, user=None, detail: str = "", preempted: bool = False) -> bool:
     """Pause ``workspace``: its pods deleted, its billing closed, its quota given back, its home volume kept.
 
     Under the team's admission lock (the order admission takes), conditional on it holding quota and
     not being preempted: a reconcile cycle or a user racing it pauses once. The freed units go to the
     team's queue at once; its owner is told (the ``workload_moved`` signal: notifications), the reason
     saying why and, when idle, what pausing saves per hour. False when there was nothing to pause.
+
+    ``preempted``: its pods are gone after a preemption (:meth:`WorkspaceKind.after_preemption`): it is
+    paused rather than queued again, so the borrowed units it lost are not taken back by its own
+    queue entry the moment they free, and its owner resumes it when they need it.
     """
     now = now or timezone.now()
     workspace.team  # noqa: B018 - loaded before the lock: the words and the audit row name it
     words = _pause_words(workspace, cause, now, user, detail)[:500]
     with transaction.atomic():
         admission.lock_admission(workspace.team)
-        updated = Workspace.objects.filter(
-            pk=workspace.pk, state__in=c.PAUSABLE_STATES, preempting_since__isnull=True).update(
-            state=WorkspaceState.PAUSED, pause_cause=cause, paused_at=now, reason=words, reason_code=ReasonCode.NONE,
+        stopping = {"preempting_since": workspace.preempting_since} if preempted else {"preempting_since__isnull": True}
+        updated = Workspace.objects.filter(pk=workspace.pk, state__in=c.PAUSABLE_STATES, **stopping).update(
+            preempting_since=None, state=WorkspaceState.PAUSED, pause_cause=cause, paused_at=now, reason=words, reason_code=ReasonCode.NONE,
             admitted_at=None, applied_at=None, apply_started_at=None, apply_attempts=0, attempt_started_at=None,
             idle_since=None, last_activity_at=None, activity_checked_at=None, kernels_busy=0)
         if not updated:
@@ -205,6 +209,12 @@ def pause(workspace: Workspace, cause: str, now=None, *, user=None, detail: str 
         workload_moved.send(sender=Workspace, workload=workspace, state=WorkspaceState.PAUSED, reason=words, at=now)
         publish_on_commit(tasks.stop_pods, workspace.pk)
     return True
+
+
+def last_preemption_words(workspace: Workspace) -> str:
+    """The words of its latest preemption ("preempted: team nlp reclaimed 1× a100-1g.10gb …"), "" when none."""
+    return PreemptionEvent.objects.filter(ref=workspace.ref).order_by("-at", "-pk").values_list(
+        "reason", flat=True).first() or ""
 
 
 def pause_by_user(user, workspace: Workspace) -> Workspace:
