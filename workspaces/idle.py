@@ -74,7 +74,8 @@ def read_activity(address: str, token: str) -> Activity | None:
     try:
         with httpx.Client(timeout=settings.SLIPWAY_WORKSPACE_ACTIVITY_TIMEOUT, headers=headers) as client:
             status = client.get(f"{address}api/status")
-            kernels = client.get(f"{address}api/kernels")
+            # Asking is no activity: /api/status never counts, /api/kernels not with no_track_activity.
+            kernels = client.get(f"{address}api/kernels", params={"no_track_activity": "1"})
         status.raise_for_status()
         kernels.raise_for_status()
         last = parse_time(status.json().get("last_activity"))

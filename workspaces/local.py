@@ -97,7 +97,9 @@ def ensure(workspace, token: str) -> LocalServer | None:
             [sys.executable, "-m", "jupyter_server", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
              "--ServerApp.port_retries=0", f"--ServerApp.base_url={base_url(workspace.object_name)}",
              f"--ServerApp.root_dir={home(workspace)}", "--ServerApp.open_browser=False",
-             "--ServerApp.allow_remote_access=False"],
+             "--ServerApp.allow_remote_access=False",
+             # As root (a container, CI) Jupyter refuses to start without being told it may.
+             *(["--ServerApp.allow_root=True"] if os.geteuid() == 0 else [])],
             cwd=home(workspace), env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)  # its own session: it outlives the worker task that started it
     try:
