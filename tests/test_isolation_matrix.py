@@ -74,19 +74,27 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "workspaces:workspace-resume": (WORKSPACE, (), ("post",)),
     "workspaces:workspace-share": (WORKSPACE, (), ("post",)),
     "workspaces:workspace-delete": (WORKSPACE, (), ("get", "post")),
+    "workspace-detail": (WORKSPACE, ("get",), ("delete",)), "workspace-events": (WORKSPACE, ("get",), ()),
+    "workspace-logs": (WORKSPACE, ("get",), ()), "workspace-logs-download": (WORKSPACE, ("get",), ()),
+    "workspace-manifest": (WORKSPACE, ("get",), ()), "workspace-preemptions": (WORKSPACE, ("get",), ()),
+    "workspace-attempts": (WORKSPACE, ("get",), ()), "workspace-open": (WORKSPACE, (), ("get",)),
+    "workspace-pause": (WORKSPACE, (), ("post",)), "workspace-resume": (WORKSPACE, (), ("post",)),
+    "workspace-share": (WORKSPACE, (), ("post",)),
 }
 #: Routes that take a team (in the path or the body): name → (path, method, body).
 TEAM_ROUTES = {
     "team-usage": ("/api/v1/teams/{team}/usage/", "get", None),
     "run-list": ("/api/v1/runs/", "post", lambda team: {**run_payload(), "team": team}),
     "endpoint-list": ("/api/v1/endpoints/", "post", lambda team: {**endpoint_payload(), "team": team}),
+    "workspace-list": ("/api/v1/workspaces/", "post", lambda team: {"name": "new", "flavor": "a100-1g.10gb",
+                                                                     "team": team}),
     "team-quotas": ("/api/v1/teams/{team}/quotas/", "get", None),
     "team-quota": ("/api/v1/teams/{team}/quotas/a100-80gb/", "put", lambda team: {"limit": 80}),
     "team-sharing-detail": ("/api/v1/teams/{team}/", "patch", lambda team: {"fair_weight": 9}),
 }
 #: What platform staff outside the team get on those: they read its quotas and change its quotas and
 #: sharing (quota as code); its usage and its work are its members' (404, as for an outsider).
-STAFF_OUTSIDE_THE_TEAM = {"team-usage": 404, "run-list": 404, "endpoint-list": 404,
+STAFF_OUTSIDE_THE_TEAM = {"team-usage": 404, "run-list": 404, "endpoint-list": 404, "workspace-list": 404,
                           "team-quotas": 200, "team-quota": 200, "team-sharing-detail": 200}
 #: API routes of platform staff alone (quota as code, clusters): name → (path, methods). Anyone else: 404.
 STAFF_API_ROUTES = {

@@ -54,6 +54,14 @@ def due(activity: Activity | None, gpu_idle_since: datetime | None, minutes: int
     return since is not None and now - since >= timedelta(minutes=minutes)
 
 
+def idle_for(workspace, now: datetime) -> timedelta | None:
+    """How long ``workspace`` has been idle by both measures, as last read (None: not idle, or not known):
+    what its page, its list row and the API's ``idle_for_seconds`` show."""
+    stored = Activity(workspace.last_activity_at, workspace.kernels_busy) if workspace.last_activity_at else None
+    since = idle_since(stored, workspace.idle_since)
+    return now - since if since is not None else None
+
+
 def server_address(workspace) -> str | None:
     """Where Slipway reaches the workspace's Jupyter server (its base URL), None when nowhere yet.
 

@@ -32,18 +32,11 @@ from workspaces.constants import (
     RESUMABLE_STATES,
     WorkspaceState,
 )
-from workspaces.idle import Activity, idle_since
+from workspaces.idle import idle_for
 from workspaces.models import Workspace
 
 #: The New workspace form's fields, as the API names them (the form posts what the API takes).
 FORM_FIELDS = ("name", "flavor", "gpus", "image", "cpu", "memory_gb", "home_gb", "idle_minutes", "priority")
-
-
-def idle_for(workspace: Workspace, now=None):
-    """How long ``workspace`` has been idle by the idle rule's two measures (None: not idle, or not known)."""
-    activity = Activity(workspace.last_activity_at, workspace.kernels_busy) if workspace.last_activity_at else None
-    since = idle_since(activity, workspace.idle_since)
-    return (now or timezone.now()) - since if since is not None else None
 
 
 def _row(workspace: Workspace, position, user, membership, now) -> dict:

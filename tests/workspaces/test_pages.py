@@ -1,0 +1,66 @@
+"""The Workspaces page, a workspace's page, the New workspace form and the delete confirmation."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from workspaces import services
+from workspaces.models import Workspace
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_list_shows_state_flavor_cost_idle_and_actions(client, member, create, django_assert_max_num_queries):
+    running = create(name="running-one")
+    paused = create(name="paused-one")
+    services.pause_by_user(member, paused)
+    client.force_login(member)
+    page = client.get(reverse("workspaces:workspace-list"))
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "running-one" in html and "paused-one" in html and "a100-1g.10gb" in html
+    assert f'action="{reverse("workspaces:workspace-pause", args=[running.pk])}"' in html
+    assert f'action="{reverse("workspaces:workspace-resume", args=[paused.pk])}"' in html
+    assert "saves " in html  # a paused workspace shows what it saves per hour
+    assert client.get(reverse("workspaces:workspace-list"), HTTP_HX_REQUEST="true").status_code == 200
+
+
+def test_the_nav_and_dashboard_know_the_kind(client, member, create):
+    create()
+    client.force_login(member)
+    html = client.get("/").content.decode()
+    assert '<a href="/workspaces/">Workspaces</a>' in html
+    assert 'id="workspaces-stat"' in html
+
+
+def test_the_form_creates_or_shows_field_errors(client, member, ws_quota, published):
+    client.force_login(member)
+    url = reverse("workspaces:workspace-new")
+    assert client.get(url).status_code == 200
+    refused = client.post(url, {"name": "Bad", "flavor": "a100-1g.10gb", "home_gb": "0"})
+    assert refused.status_code == 400 and "Use lowercase letters" in refused.content.decode()
+    assert not Workspace.objects.exists()
+    created = client.post(url, {"name": "explore", "flavor": "a100-1g.10gb", "home_gb": "30"})
+    workspace = Workspace.objects.get()
+    assert created.status_code == 302 and created["Location"] == workspace.get_absolute_url()
+    assert workspace.home_gb == 30
+
+
+def test_the_delete_confirmation_names_the_home_volume_and_its_size(client, member, create, viewer):
+    workspace = create(home_gb=75)
+    client.force_login(member)
+    url = reverse("workspaces:workspace-delete", args=[workspace.pk])
+    html = client.get(url).content.decode()
+    assert "home volume of <strong>75 GB</strong>" in html and "75 GB home volume" in html
+    assert client.post(url).status_code == 302
+    assert Workspace.objects.get(pk=workspace.pk).state == "deleting"
+
+
+def test_the_detail_page_and_its_wrong_methods(client, member, create):
+    workspace = create()
+    client.force_login(member)
+    page = client.get(workspace.get_absolute_url())
+    assert page.status_code == 200 and "20 GB, kept while paused" in page.content.decode()
+    assert client.post(workspace.get_absolute_url()).status_code == 405
+    assert client.get(reverse("workspaces:workspace-pause", args=[workspace.pk])).status_code == 405
