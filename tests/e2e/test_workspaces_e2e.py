@@ -138,6 +138,7 @@ def test_a_workspace_runs_pauses_when_idle_and_resumes_with_its_files(worker, ap
     assert kept.status_code == 200 and kept.json()["content"] == "epoch 3: 0.91"
 
     # 6. Deleted: its server stops and its home goes with it.
-    assert api.delete(f"{URL}{pk}/").status_code == 202
+    deleted = api.delete(f"{URL}{pk}/")
+    assert deleted.status_code == 202, (deleted.json(), body(api, pk))
     wait_for(lambda: not answering(base, token), timeout=30, what="the deleted workspace's server to stop")
     until(api, pk, lambda b: b["state"] == "deleted", "the workspace to be deleted")

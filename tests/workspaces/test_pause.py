@@ -10,14 +10,17 @@ from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
 from cluster.status import EndpointPhase, WorkloadStatus
+from notifications.delivery import fan_out
 from notifications.models import Delivery, Event
 from quotas.models import Reservation
 from teams.models import Role
 from tests.factories import add_member, make_user
 from workloads.registry import kind_for
+from workloads.tasks import apply_workload
 from workspaces import idle, services
 from workspaces.constants import PauseCause, WorkspaceState
 from workspaces.models import Workspace
+from workspaces.tasks import stop_pods
 
 pytestmark = pytest.mark.django_db
 
@@ -115,7 +118,6 @@ def test_idle_for_its_window_it_pauses_and_its_owner_is_told_what_it_saves(creat
     event = Event.objects.get(kind="workspace_paused")
     assert event.title == f"Workspace explore (#{workspace.pk}) of team ml-research is paused"
     assert f"saves {saved} USD/h" in event.text
-    from notifications.delivery import fan_out
 
     fan_out(event.key)
     # Its owner is told, though subscribed to nothing.
@@ -155,3 +157,13 @@ def test_a_resumed_workspace_that_cannot_start_again_is_paused_not_failed(create
     assert kind.after_observation(resumed, failed, T0) is True
     resumed.refresh_from_db()
     assert (resumed.state, resumed.pause_cause) == (WorkspaceState.PAUSED, PauseCause.FAILED)
+
+
+def test_a_late_stop_never_touches_the_attempt_a_resume_started(create, member, fake_backend):
+    """The pause's task runs after its commit; if the owner resumed meanwhile, it deletes nothing."""
+    workspace = create()
+    services.pause_by_user(member, workspace)
+    services.resume(member, Workspace.objects.get(pk=workspace.pk))
+    assert apply_workload("ws", workspace.pk) == "applied"
+    assert stop_pods(workspace.pk) == 0
+    assert (workspace.namespace, "Deployment", workspace.object_name) in fake_backend.objects
