@@ -12,7 +12,8 @@ it was given; the server's log stays in the workspace's directory.
 
 Where it listens is a row (:class:`workspaces.models.LocalServer`), so the web process hands out
 the address the worker's process started. A pause or a delete stops it (:func:`stop`, by its
-recorded process id); a server that died is started again by the next cycle. The package is the
+recorded process id); a server that died is started again by the next cycle. It runs in the
+worker's process group, so stopping Slipway (Ctrl-C on ``make run``) stops it too. The package is the
 optional extra ``slipway[workspaces]`` (``make run`` installs it); without it no server starts and
 the workspace's page says so.
 """
@@ -100,8 +101,9 @@ def ensure(workspace, token: str) -> LocalServer | None:
              "--ServerApp.allow_remote_access=False",
              # As root (a container, CI) Jupyter refuses to start without being told it may.
              *(["--ServerApp.allow_root=True"] if os.geteuid() == 0 else [])],
-            cwd=home(workspace), env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)  # its own session: it outlives the worker task that started it
+            # In the worker's process group, not a session of its own: it outlives the task that started it,
+            # and whatever stops the worker (Ctrl-C on make run, a kill) stops it too — nothing is left behind.
+            cwd=home(workspace), env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     try:
         return LocalServer.objects.create(workspace_id=workspace.pk, pid=process.pid, port=port,
                                           started_at=timezone.now())
@@ -111,9 +113,9 @@ def ensure(workspace, token: str) -> LocalServer | None:
 
 
 def _terminate(pid: int) -> None:
-    """SIGTERM the server's process group, then SIGKILL it if it is still there after :data:`STOP_SECONDS`."""
+    """SIGTERM the server (it shuts its kernels down), then SIGKILL it if it is still there after :data:`STOP_SECONDS`."""
     try:
-        os.killpg(pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
         return
     deadline = time.monotonic() + STOP_SECONDS
@@ -121,7 +123,7 @@ def _terminate(pid: int) -> None:
         time.sleep(0.1)
     if _alive(pid):
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # reap it when this process started it
 

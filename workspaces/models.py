@@ -26,6 +26,7 @@ from django.db.models import Q
 from django.urls import reverse
 
 from quotas.constants import Priority
+from teams.models import Role
 from workloads.models import Workload
 from workspaces.constants import (
     ACTIVE_STATES,
@@ -111,7 +112,7 @@ class Workspace(Workload):
             return False
         if self.created_by_id == user.pk:
             return True
-        return self.shared_with_admins and membership.allows("admin")
+        return self.shared_with_admins and membership.allows(Role.ADMIN)
 
 
 class WorkspacePolicy(models.Model):

@@ -191,7 +191,6 @@ def pause(workspace: Workspace, cause: str, now=None, *, user=None, detail: str 
     queue entry the moment they free, and its owner resumes it when they need it.
     """
     now = now or timezone.now()
-    workspace.team  # noqa: B018 - loaded before the lock: the words and the audit row name it
     words = _pause_words(workspace, cause, now, user, detail)[:500]
     with transaction.atomic():
         admission.lock_admission(workspace.team)

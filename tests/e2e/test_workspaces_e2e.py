@@ -39,10 +39,11 @@ def workspaces_worker(django_db_setup, tmp_path_factory):
 @pytest.fixture
 def worker(transactional_db, workspaces_worker):
     yield from lend(workspaces_worker)
-    # The servers the worker started for this test's workspaces (by the process ids it recorded).
+    # The servers the worker started for this test's workspaces (by the process ids it recorded), were
+    # any left: they run in the worker's process group, which a killed worker takes with it.
     for pid in LocalServer.objects.values_list("pid", flat=True):
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture

@@ -116,7 +116,8 @@ def test_idle_for_its_window_it_pauses_and_its_owner_is_told_what_it_saves(creat
     saved = f"{workspace.cost_per_hour:.2f}"
     assert f"saves {saved} USD/h while paused" in workspace.reason
     event = Event.objects.get(kind="workspace_paused")
-    assert event.title == f"Workspace explore (#{workspace.pk}) of team ml-research is paused"
+    assert event.title == f"Workspace explore (#{workspace.pk}) of team ml-research paused"
+    assert event.text.startswith(f"Workspace explore (#{workspace.pk}) of team ml-research paused: idle for 5 min")
     assert f"saves {saved} USD/h" in event.text
 
     fan_out(event.key)
