@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
+from quotas.demo import seed_team_quotas
+from workloads.registry import kind_for
 from workspaces import services
 from workspaces.models import Workspace
 
 pytestmark = pytest.mark.django_db
+#: What the Workspaces page reads, whatever the number of workspaces (see the test).
+QUERIES = 8
 
 
 def test_the_list_shows_state_flavor_cost_idle_and_actions(client, member, create, django_assert_max_num_queries):
@@ -64,3 +69,25 @@ def test_the_detail_page_and_its_wrong_methods(client, member, create):
     assert page.status_code == 200 and "20 GB, kept while paused" in page.content.decode()
     assert client.post(workspace.get_absolute_url()).status_code == 405
     assert client.get(reverse("workspaces:workspace-pause", args=[workspace.pk])).status_code == 405
+
+
+@pytest.mark.parametrize("count", [2, 6])
+def test_the_list_costs_the_same_queries_at_any_size(client, member, ws_quota, published, team, count,
+                                                     django_assert_num_queries):
+    seed_team_quotas(team, {"a100-1g.10gb": 8}, None)
+    for index in range(count):
+        services.create_workspace(member, team, {"name": f"ws{index}", "flavor": "a100-1g.10gb"})
+    client.force_login(member)
+    # session + user (2) + the current membership and its check (2) + the rows with their team, flavor and
+    # author (1) + one price book for every row (2: clusters, cluster prices) + the navigation's memberships (1)
+    with django_assert_num_queries(QUERIES):
+        response = client.get(reverse("workspaces:workspace-list"))
+    assert response.status_code == 200 and response.content.decode().count('class="badge ') >= count
+
+
+def test_a_spent_budget_with_the_stop_policy_pauses_it(create):
+    workspace = create()
+    assert kind_for("ws").on_budget_spent(workspace, timezone.now()) is True
+    workspace.refresh_from_db()
+    assert (workspace.state, workspace.pause_cause) == ("paused", "budget")
+    assert "monthly budget is spent" in workspace.reason and "home volume (20 GB) is kept" in workspace.reason
