@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
+from quotas.demo import seed_team_quotas
 from workspaces import services
 from workspaces.models import Workspace
 
@@ -89,3 +92,18 @@ def test_the_schema_describes_the_workspaces_api(client):
     assert {"Workspace", "Open"} <= set(components)
     assert any(name.startswith("WorkspaceCreate") for name in components)  # the request body
     assert "token" not in str(components["Workspace"]["properties"]).lower()
+
+
+def test_the_list_costs_the_same_queries_at_any_size(ws_api, team, member):
+    seed_team_quotas(team, {"a100-1g.10gb": 8}, None)
+
+    def reads(count: int) -> int:
+        while Workspace.objects.count() < count:
+            services.create_workspace(member, team, {"name": f"ws{Workspace.objects.count()}",
+                                                     "flavor": "a100-1g.10gb"})
+        with CaptureQueriesContext(connection) as queries:
+            assert len(ws_api.get(URL).json()["results"]) == count
+        return len(queries)
+
+    reads(2)  # the first request records the token's use (teams.authentication), later ones do not
+    assert reads(2) == reads(6)
