@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
@@ -129,7 +130,11 @@ def _act(request: HttpRequest, pk: int, action, done: str) -> HttpResponse:
         messages.error(request, "; ".join(m for ms in exc.message_dict.values() for m in ms))
     else:
         messages.success(request, f"Workspace {workspace.name} {done}.")
-    return redirect(request.POST.get("next") or workspace.get_absolute_url())
+    back = request.POST.get("next", "")
+    # Back to the page the button was on (the list or the workspace's page), never another site.
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        back = workspace.get_absolute_url()
+    return redirect(back)
 
 
 @login_required

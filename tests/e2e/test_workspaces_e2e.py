@@ -138,6 +138,10 @@ def test_a_workspace_runs_pauses_when_idle_and_resumes_with_its_files(worker, ap
     kept = httpx.get(f"{base}api/contents/results.txt", params=token, timeout=5)
     assert kept.status_code == 200 and kept.json()["content"] == "epoch 3: 0.91"
 
+    # The token was in no log: the worker's (which asked the server about its activity all along) or the server's.
+    assert token["token"] not in worker.logs()
+    assert all(token["token"] not in log.read_text() for log in worker.tmp_path.glob("workspaces/*/server.log"))
+
     # 6. Deleted: its server stops and its home goes with it.
     deleted = api.delete(f"{URL}{pk}/")
     assert deleted.status_code == 202, (deleted.json(), body(api, pk))

@@ -91,3 +91,12 @@ def test_a_spent_budget_with_the_stop_policy_pauses_it(create):
     workspace.refresh_from_db()
     assert (workspace.state, workspace.pause_cause) == ("paused", "budget")
     assert "monthly budget is spent" in workspace.reason and "home volume (20 GB) is kept" in workspace.reason
+
+
+def test_an_action_goes_back_to_the_page_it_came_from_never_elsewhere(client, member, create):
+    workspace = create()
+    client.force_login(member)
+    pause = reverse("workspaces:workspace-pause", args=[workspace.pk])
+    assert client.post(pause, {"next": "/workspaces/"})["Location"] == "/workspaces/"
+    resume = reverse("workspaces:workspace-resume", args=[workspace.pk])
+    assert client.post(resume, {"next": "https://evil.example.com/"})["Location"] == workspace.get_absolute_url()
