@@ -115,6 +115,12 @@ class Workspace(Workload):
         return self.shared_with_admins and membership.allows(Role.ADMIN)
 
 
+def default_max_idle_minutes() -> int:
+    """A team's longest idle window until staff set one: the platform's (a callable, so the setting is read
+    when a policy is made, not frozen into a migration)."""
+    return settings.SLIPWAY_WORKSPACE_MAX_IDLE_MINUTES
+
+
 class WorkspacePolicy(models.Model):
     """A team's settings for workspaces (platform staff set them in the admin console)."""
 
@@ -122,7 +128,7 @@ class WorkspacePolicy(models.Model):
     #: Interactive work waits for no batch of its team: high by default (the within-team priority rules apply).
     default_priority = models.CharField(max_length=10, choices=Priority.choices, default=Priority.HIGH)
     max_idle_minutes = models.PositiveIntegerField(
-        default=settings.SLIPWAY_WORKSPACE_MAX_IDLE_MINUTES,
+        default=default_max_idle_minutes,
         help_text="The longest idle window a member may give a workspace before it pauses.")
 
     class Meta:
