@@ -18,6 +18,11 @@ class EventKind(models.TextChoices):
     ENDPOINT_DEGRADED = "endpoint_degraded", "Endpoint degraded"
     BUDGET_ALERT = "budget_alert", "Budget alert"
     QUEUE_WAITING = "queue_waiting", "Waiting for quota too long"
+    WORKSPACE_PAUSED = "workspace_paused", "Workspace paused (idle, preempted, budget)"
+
+
+#: Event kinds told to the workload's owner too, subscribed or not (their own work stopped under them).
+OWNER_KINDS = (EventKind.WORKSPACE_PAUSED,)
 
 
 class Channel(models.TextChoices):

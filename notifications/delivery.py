@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q
@@ -31,6 +32,7 @@ from notifications.constants import (
     DELIVERY_HEADER,
     EVENT_HEADER,
     MAX_BACKOFF_SECONDS,
+    OWNER_KINDS,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     Channel,
@@ -39,6 +41,8 @@ from notifications.constants import (
 from notifications.models import Delivery, EmailSubscription, Event, Webhook
 from notifications.targets import pinned_url, resolve
 from workloads import crypto
+
+User = get_user_model()
 
 
 def body(event: Event) -> bytes:
@@ -73,7 +77,8 @@ def fan_out(key: str, now: datetime | None = None) -> list[int]:
     """Write the deliveries of event ``key`` (once) and return the ids of those still to send.
 
     Targets: the team's webhooks listing the event's kind, and the team's members subscribed by
-    e-mail to it (members now: someone who left the team is not told). None when the event does
+    e-mail to it (members now: someone who left the team is not told) — and, for the kinds about
+    someone's own work stopped under them (:data:`OWNER_KINDS`), its owner, subscribed or not. None when the event does
     not exist (its transaction rolled back).
     """
     now = now or timezone.now()
@@ -88,9 +93,16 @@ def fan_out(key: str, now: datetime | None = None) -> list[int]:
             subscribers = (EmailSubscription.objects.filter(team=event.team, kind=event.kind, user__is_active=True,
                                                            user__memberships__team=event.team)
                            .exclude(user__email="").select_related("user"))
-            rows += [Delivery(event=event, team=event.team, channel=Channel.EMAIL, user=sub.user,
-                              target_key=f"user:{sub.user_id}", target=sub.user.email, next_attempt_at=now)
-                     for sub in subscribers]
+            users = {sub.user_id: sub.user for sub in subscribers}
+            if event.kind in OWNER_KINDS and event.details.get("owner"):
+                # The owner is told of their own work stopped under them, subscribed or not (still a member).
+                owner = (User.objects.filter(pk=event.details["owner"], is_active=True, memberships__team=event.team)
+                         .exclude(email="").first())
+                if owner is not None:
+                    users.setdefault(owner.pk, owner)
+            rows += [Delivery(event=event, team=event.team, channel=Channel.EMAIL, user=user,
+                              target_key=f"user:{user.pk}", target=user.email, next_attempt_at=now)
+                     for user in users.values()]
             Delivery.objects.bulk_create(rows, ignore_conflicts=True)
             Event.objects.filter(pk=event.pk).update(fanned_out_at=now)
         return list(event.deliveries.filter(status=DeliveryStatus.PENDING).values_list("pk", flat=True))

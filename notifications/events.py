@@ -25,13 +25,21 @@ from notifications.models import Event
 from quotas.ledger import RefLabel
 from quotas.models import PreemptionEvent
 from workloads.registry import kinds, label_of, labels
+from workspaces.constants import WorkspaceState
+from workspaces.models import Workspace
 
 #: The workload moves that are events: (the kind's model, its new state) → the event's kind.
 MOVES: dict[tuple[type, str], EventKind] = {
     (TrainingRun, RunState.SUCCEEDED): EventKind.RUN_SUCCEEDED,
     (TrainingRun, RunState.FAILED): EventKind.RUN_FAILED,
     (InferenceEndpoint, EndpointState.DEGRADED): EventKind.ENDPOINT_DEGRADED,
+    (Workspace, WorkspaceState.PAUSED): EventKind.WORKSPACE_PAUSED,
 }
+#: Moves that may happen again to one workload (each is its own event, keyed by its time).
+REPEATED = (EventKind.ENDPOINT_DEGRADED, EventKind.WORKSPACE_PAUSED)
+#: Moves whose reason is the rest of the sentence about the workload ("paused: idle for 60 min …"),
+#: as a preemption's is: the text is the workload's name and then the reason, the verb said once.
+CONTINUED = (EventKind.WORKSPACE_PAUSED,)
 
 
 def record(kind: EventKind, team, key: str, title: str, text: str, ref: str = "", **details) -> str:
@@ -59,12 +67,17 @@ def workload_moved(model: type, workload, state: str, reason: str, at: datetime)
     if kind is None:
         return None
     said = {EventKind.RUN_SUCCEEDED: "succeeded", EventKind.RUN_FAILED: "failed",
-            EventKind.ENDPOINT_DEGRADED: "is degraded"}[kind]
+            EventKind.ENDPOINT_DEGRADED: "is degraded", EventKind.WORKSPACE_PAUSED: "paused"}[kind]
     title = f"{named(label_of(workload))} {said}"
-    # A run ends once; an endpoint may be degraded again after it recovered: each time is its own event.
-    key = f"{kind}:{workload.ref}" if kind != EventKind.ENDPOINT_DEGRADED else f"{kind}:{workload.ref}:{at.isoformat()}"
-    return record(kind, workload.team, key, title, f"{title}: {reason}" if reason else f"{title}.",
-                  ref=workload.ref, state=state, reason=reason, name=workload.name, at=at.isoformat())
+    # A run ends once; an endpoint may be degraded (a workspace paused) again: each time is its own event.
+    key = f"{kind}:{workload.ref}" if kind not in REPEATED else f"{kind}:{workload.ref}:{at.isoformat()}"
+    if kind in CONTINUED and reason:
+        text = f"{named(label_of(workload))} {reason}"
+    else:
+        text = f"{title}: {reason}" if reason else f"{title}."
+    return record(kind, workload.team, key, title, text,
+                  ref=workload.ref, state=state, reason=reason, name=workload.name, at=at.isoformat(),
+                  owner=workload.created_by_id)
 
 
 #: What a preemption did, by its cause (the code, never the reason's words), for the title.

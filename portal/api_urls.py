@@ -8,6 +8,7 @@ from jobs.api import RunViewSet
 from portal.api_root import api_root_view, collections
 from quotas.api import ClusterViewSet, CohortViewSet, FlavorViewSet, TeamSharingViewSet, TeamViewSet, UsageReportView
 from teams.api import DeviceAuthorizationView, DeviceTokenView
+from workspaces.api import WorkspaceViewSet
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False  # ours names every collection (portal.api_root)
@@ -19,6 +20,7 @@ router.register("clusters", ClusterViewSet, basename="cluster")
 router.register("flavors", FlavorViewSet, basename="flavor")
 router.register("runs", RunViewSet, basename="run")
 router.register("endpoints", EndpointViewSet, basename="endpoint")
+router.register("workspaces", WorkspaceViewSet, basename="workspace")
 
 #: What ``GET /api/v1/`` links to: the router's collections, the usage report, the schema and its docs.
 ROOT_LINKS = collections(router, usage="usage-report", schema="api-schema", docs="api-docs")

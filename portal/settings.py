@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "workloads",
     "jobs",
     "inference",
+    "workspaces",
     "notifications",
     "front",
     "sandbox",
@@ -414,6 +415,27 @@ SLIPWAY_ALLOWED_REGISTRIES = env_list("SLIPWAY_ALLOWED_REGISTRIES", env_list("SL
 # sets its own base training image. Empty: the field starts empty.
 SLIPWAY_DEFAULT_RUN_IMAGE = env_str("SLIPWAY_DEFAULT_RUN_IMAGE", "registry.example.com/ml/trainer:2.4")
 SLIPWAY_NAMESPACE_PREFIX = env_str("SLIPWAY_NAMESPACE_PREFIX", "team-")
+# Workspaces (docs/workspaces.md): the image a new one starts with (a JupyterLab image of Jupyter's
+# docker-stacks), the longest idle window of a team whose policy staff did not set, how often its
+# Jupyter server is asked about its activity (and how long it may take to answer), and whether a
+# sandbox cluster's workspaces get a real local Jupyter server (the optional extra slipway[workspaces]).
+SLIPWAY_WORKSPACE_IMAGE = env_str("SLIPWAY_WORKSPACE_IMAGE", "quay.io/jupyter/pytorch-notebook:cuda12-python-3.11")
+SLIPWAY_WORKSPACE_MAX_IDLE_MINUTES = env_int("SLIPWAY_WORKSPACE_MAX_IDLE_MINUTES", 240)
+SLIPWAY_WORKSPACE_ACTIVITY_SECONDS = env_float("SLIPWAY_WORKSPACE_ACTIVITY_SECONDS", 60.0)
+SLIPWAY_WORKSPACE_ACTIVITY_TIMEOUT = env_float("SLIPWAY_WORKSPACE_ACTIVITY_TIMEOUT", 2.0)
+SLIPWAY_WORKSPACE_LOCAL_SERVERS = env_bool("SLIPWAY_WORKSPACE_LOCAL_SERVERS", True)
+# On a real cluster: the host its Ingresses serve (the portal's own, so its session cookie reaches the
+# auth-url), their ingress class, Slipway's /workspaces/auth/ as the ingress controller reaches it,
+# the public login page a browser without a session is sent to, the controller's namespace and
+# Slipway's (the only two the workspace's NetworkPolicy admits), and the home volumes' storage class.
+SLIPWAY_WORKSPACE_HOST = env_str("SLIPWAY_WORKSPACE_HOST", "slipway.example.com")
+SLIPWAY_WORKSPACE_INGRESS_CLASS = env_str("SLIPWAY_WORKSPACE_INGRESS_CLASS", "nginx")
+SLIPWAY_WORKSPACE_AUTH_URL = env_str("SLIPWAY_WORKSPACE_AUTH_URL",
+                                     "http://slipway-web.slipway-system.svc/workspaces/auth/")
+SLIPWAY_WORKSPACE_SIGNIN_URL = env_str("SLIPWAY_WORKSPACE_SIGNIN_URL", "https://slipway.example.com/login/")
+SLIPWAY_WORKSPACE_INGRESS_NAMESPACE = env_str("SLIPWAY_WORKSPACE_INGRESS_NAMESPACE", "ingress-nginx")
+SLIPWAY_WORKSPACE_PORTAL_NAMESPACE = env_str("SLIPWAY_WORKSPACE_PORTAL_NAMESPACE", "slipway-system")
+SLIPWAY_WORKSPACE_STORAGE_CLASS = env_str("SLIPWAY_WORKSPACE_STORAGE_CLASS", "")
 SLIPWAY_CURRENCY = env_str("SLIPWAY_CURRENCY", "USD")
 # With DEBUG on, Django's technical error pages (tracebacks, URL lists) instead of the portal's.
 SLIPWAY_TECHNICAL_ERROR_PAGES = env_bool("SLIPWAY_TECHNICAL_ERROR_PAGES", False)

@@ -23,6 +23,7 @@ from slipway.insight import metrics, top
 from slipway.login import login
 from slipway.runs import runs
 from slipway.usage import cost, quota
+from slipway.workspaces import workspace
 
 HELP = """Slipway from the terminal: submit, watch, follow and cancel GPU work.
 
@@ -58,9 +59,10 @@ def cli(ctx: click.Context, profile: str) -> None:
 
 
 runs.add_command(metrics)  # a run verb like the others (slipway runs metrics), from slipway.insight
-for verb in (login, runs, endpoint, flavors, quota, cost, top, *runs.commands.values()):  # the run verbs: also top-level
+for verb in (login, runs, endpoint, workspace, flavors, quota, cost, top, *runs.commands.values()):  # the run verbs: also top-level
     cli.add_command(verb)
 cli.add_command(endpoint, "endpoints")
+cli.add_command(workspace, "workspaces")
 
 
 def main() -> None:

@@ -31,6 +31,7 @@ DEVICE_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
 #: The API's objects, as the schemas of the same name in ``/api/schema/`` describe them.
 Run = dict[str, Any]
 Endpoint = dict[str, Any]
+Workspace = dict[str, Any]
 Team = dict[str, Any]
 Flavor = dict[str, Any]
 UsageRow = dict[str, Any]
@@ -344,3 +345,28 @@ class Client:
 
     def delete_endpoint(self, endpoint_id: int) -> Endpoint:
         return self._request("DELETE", f"endpoints/{int(endpoint_id)}/").json()
+
+    # -- workspaces ---------------------------------------------------------------------------
+    def create_workspace(self, spec: dict, *, idempotency_key: str | None = None) -> Workspace:
+        key = idempotency_key or str(uuid.uuid4())
+        return self._request("POST", "workspaces/", json=spec, headers={"Idempotency-Key": key}).json()
+
+    def workspaces(self, *, team: str | None = None, state: str | None = None,
+                   page_size: int | None = None) -> Iterator[Workspace]:
+        return self._pages("workspaces/", team=team, state=state, page_size=page_size)
+
+    def workspace(self, workspace_id: int) -> Workspace:
+        return self._get(f"workspaces/{int(workspace_id)}/")
+
+    def open_workspace(self, workspace_id: int) -> str:
+        """Where its Jupyter server is, for this caller (its owner, or an admin it is shared with)."""
+        return self._get(f"workspaces/{int(workspace_id)}/open/")["url"]
+
+    def pause_workspace(self, workspace_id: int) -> Workspace:
+        return self._request("POST", f"workspaces/{int(workspace_id)}/pause/").json()
+
+    def resume_workspace(self, workspace_id: int) -> Workspace:
+        return self._request("POST", f"workspaces/{int(workspace_id)}/resume/").json()
+
+    def delete_workspace(self, workspace_id: int) -> Workspace:
+        return self._request("DELETE", f"workspaces/{int(workspace_id)}/").json()

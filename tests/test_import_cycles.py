@@ -12,8 +12,8 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("portal", "core", "teams", "fleet", "quotas", "workloads", "jobs", "inference", "notifications", "front",
-            "cluster", "sandbox", "slipway")
+PACKAGES = ("portal", "core", "teams", "fleet", "quotas", "workloads", "jobs", "inference", "workspaces",
+            "notifications", "front", "cluster", "sandbox", "slipway")
 
 
 def project_modules() -> dict[str, Path]:

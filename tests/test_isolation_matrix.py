@@ -37,11 +37,13 @@ from teams.services import create_api_token
 from tests.factories import add_member, make_user
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
+from workspaces import services as workspace_services
+from workspaces.models import Workspace
 
 pytestmark = pytest.mark.django_db
 
 # Routes of one object: name → (object kind, methods that read, methods that change it).
-RUN, ENDPOINT = "run", "endpoint"
+RUN, ENDPOINT, WORKSPACE = "run", "endpoint", "workspace"
 OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "jobs:run-detail": (RUN, ("get",), ()), "jobs:run-state": (RUN, ("get",), ()),
     "jobs:run-logs": (RUN, ("get",), ()), "jobs:run-logs-download": (RUN, ("get",), ()),
@@ -63,19 +65,37 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "run-preemptions": (RUN, ("get",), ()), "run-checkpoints": (RUN, (), ("post",)), "endpoint-preemptions": (ENDPOINT, ("get",), ()),
     "run-attempts": (RUN, ("get",), ()), "endpoint-attempts": (ENDPOINT, ("get",), ()),
     "endpoint-scaling": (ENDPOINT, ("get",), ()), "endpoint-replicas": (ENDPOINT, ("get",), ()),
+    "workspaces:workspace-detail": (WORKSPACE, ("get",), ()), "workspaces:workspace-state": (WORKSPACE, ("get",), ()),
+    "workspaces:workspace-logs": (WORKSPACE, ("get",), ()),
+    "workspaces:workspace-logs-download": (WORKSPACE, ("get",), ()),
+    "workspaces:workspace-events": (WORKSPACE, ("get",), ()),
+    # Opening hands out the way in: the owner's (a viewer of the team is refused, staff outside it too).
+    "workspaces:workspace-open": (WORKSPACE, (), ("get",)),
+    "workspaces:workspace-pause": (WORKSPACE, (), ("post",)),
+    "workspaces:workspace-resume": (WORKSPACE, (), ("post",)),
+    "workspaces:workspace-share": (WORKSPACE, (), ("post",)),
+    "workspaces:workspace-delete": (WORKSPACE, (), ("get", "post")),
+    "workspace-detail": (WORKSPACE, ("get",), ("delete",)), "workspace-events": (WORKSPACE, ("get",), ()),
+    "workspace-logs": (WORKSPACE, ("get",), ()), "workspace-logs-download": (WORKSPACE, ("get",), ()),
+    "workspace-manifest": (WORKSPACE, ("get",), ()), "workspace-preemptions": (WORKSPACE, ("get",), ()),
+    "workspace-attempts": (WORKSPACE, ("get",), ()), "workspace-open": (WORKSPACE, (), ("get",)),
+    "workspace-pause": (WORKSPACE, (), ("post",)), "workspace-resume": (WORKSPACE, (), ("post",)),
+    "workspace-share": (WORKSPACE, (), ("post",)),
 }
 #: Routes that take a team (in the path or the body): name → (path, method, body).
 TEAM_ROUTES = {
     "team-usage": ("/api/v1/teams/{team}/usage/", "get", None),
     "run-list": ("/api/v1/runs/", "post", lambda team: {**run_payload(), "team": team}),
     "endpoint-list": ("/api/v1/endpoints/", "post", lambda team: {**endpoint_payload(), "team": team}),
+    "workspace-list": ("/api/v1/workspaces/", "post", lambda team: {"name": "new", "flavor": "a100-1g.10gb",
+                                                                     "team": team}),
     "team-quotas": ("/api/v1/teams/{team}/quotas/", "get", None),
     "team-quota": ("/api/v1/teams/{team}/quotas/a100-80gb/", "put", lambda team: {"limit": 80}),
     "team-sharing-detail": ("/api/v1/teams/{team}/", "patch", lambda team: {"fair_weight": 9}),
 }
 #: What platform staff outside the team get on those: they read its quotas and change its quotas and
 #: sharing (quota as code); its usage and its work are its members' (404, as for an outsider).
-STAFF_OUTSIDE_THE_TEAM = {"team-usage": 404, "run-list": 404, "endpoint-list": 404,
+STAFF_OUTSIDE_THE_TEAM = {"team-usage": 404, "run-list": 404, "endpoint-list": 404, "workspace-list": 404,
                           "team-quotas": 200, "team-quota": 200, "team-sharing-detail": 200}
 #: API routes of platform staff alone (quota as code, clusters): name → (path, methods). Anyone else: 404.
 STAFF_API_ROUTES = {
@@ -108,7 +128,10 @@ OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-toke
               "flavor-help",  # the flavors everyone may request, as flavor-list (tests/front/test_flavor_help.py)
               # The caller's team, or the runs its query names, each read as its page is (404 outside the
               # team: tests/jobs/test_metric_pages.py).
-              "jobs:run-compare"}
+              "jobs:run-compare",
+              "workspaces:workspace-list", "workspaces:workspace-new"}
+#: The ingress controller's auth-url: it names a workspace in its query (tested below and in tests/workspaces).
+AUTH_ROUTES = {"workspaces:workspace-auth"}
 #: Single sign-on's flow (front.sso): the provider login and callback, and the deactivated-account page. They
 #: hold no team's objects; what they may change (the signing-in person's own memberships) is tests/sso's.
 SIGN_IN_ROUTES = {"openid_connect_login", "openid_connect_callback", "account_inactive"}
@@ -134,7 +157,7 @@ def route_names() -> set[str]:
 
 def test_every_route_is_in_the_matrix():
     known = (set(OBJECT_ROUTES) | set(TEAM_ROUTES) | set(PORTAL_TEAM_ROUTES) | OWN_ROUTES | STAFF_ROUTES
-             | set(STAFF_API_ROUTES) | PUBLIC_ROUTES | SIGN_IN_ROUTES)
+             | set(STAFF_API_ROUTES) | PUBLIC_ROUTES | SIGN_IN_ROUTES | AUTH_ROUTES)
     assert sorted(route_names() - known) == [], "routes missing from the isolation matrix"
     assert sorted(known - route_names()) == [], "the matrix names routes that no longer exist"
 
@@ -147,7 +170,8 @@ def world(team, other_team, member, outsider, viewer, team_admin, ep_quota, quot
     run = submit_run(member, team, {k: v for k, v in run_payload().items() if k != "team"})
     endpoint = endpoints.create_endpoint(member, team, endpoint_payload())
     create_webhook(team_admin, team, "https://hooks.example.com/team", [EventKind.RUN_FAILED])
-    return {RUN: run, ENDPOINT: endpoint}
+    workspace = workspace_services.create_workspace(member, team, {"name": "explore", "flavor": "a100-1g.10gb"})
+    return {RUN: run, ENDPOINT: endpoint, WORKSPACE: workspace}
 
 
 def path_of(name: str, obj) -> str:
@@ -163,7 +187,8 @@ def snapshot() -> tuple:
             sorted(TeamSharing.objects.values_list("team_id", "cohort_id", "fair_weight", "within_team_preemption")),
             sorted(Cohort.objects.values_list("name", "reclaim", "min_runtime_minutes", "preemption_delay_seconds")),
             sorted(Webhook.objects.values_list("pk", "team_id", "url")),
-            sorted(EmailSubscription.objects.values_list("user_id", "team_id", "kind")))
+            sorted(EmailSubscription.objects.values_list("user_id", "team_id", "kind")),
+            sorted(Workspace.objects.values_list("pk", "state", "shared_with_admins")))
 
 
 def call(client, method: str, path: str, body=None):
@@ -236,6 +261,17 @@ def test_anonymous_callers_are_sent_away(world, name):
                 "Location"]), method
         else:
             assert response.status_code == 401, method
+
+
+def test_the_auth_url_answers_only_the_owner(world, member, outsider, viewer, staff):
+    """The ingress controller's question: 200 for the owner, 403 for a teammate, 404 for anyone else
+    (staff outside the team too: opening is never a read), 401 without a session."""
+    path = reverse("workspaces:workspace-auth") + f"?workspace={world[WORKSPACE].pk}"
+    assert as_portal_user(member).get(path).status_code == 200
+    assert as_portal_user(viewer).get(path).status_code == 403
+    assert as_portal_user(outsider).get(path).status_code == 404
+    assert as_portal_user(staff).get(path).status_code == 404
+    assert APIClient().get(path).status_code == 401
 
 
 @pytest.mark.parametrize("name", sorted(TEAM_ROUTES))

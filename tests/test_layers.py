@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("fleet",),              # clusters as data: their state, their backends
     ("quotas",),             # flavors, prices, quotas, budgets, admission, the ledger
     ("workloads",),          # what every workload kind shares
-    ("jobs", "inference"),   # the workload kinds
+    ("jobs", "inference", "workspaces"),  # the workload kinds
     ("notifications",),      # e-mail and webhooks about the work below (connects to its signals)
     ("front",),              # pages that span kinds
     ("portal",),             # the project package: wiring only
@@ -82,7 +82,7 @@ def test_the_pages_spanning_kinds_name_no_kind():
     edges, _lazy = graph()
     named = sorted(f"{module} -> {target}" for module, targets in edges.items() for target in targets
                    if module.startswith("front.") and not module.startswith("front.management.")
-                   and target.split(".")[0] in ("jobs", "inference"))
+                   and target.split(".")[0] in ("jobs", "inference", "workspaces"))
     assert named == []
 
 

@@ -377,7 +377,8 @@ def follow(kind: WorkloadKind, backend, workload, obs: ObservedWorkload | None, 
     """
     if obs is None:
         settle_lost_work(kind, workload, now)
-        return lifecycle.requeue(kind, workload, now)
+        moved = kind.after_preemption(workload, now)
+        return moved if moved is not None else lifecycle.requeue(kind, workload, now)
     kind.refresh_checkpoint(workload)  # one it writes on the notice, while its pods stop, is where it resumes
     attempts.save_logs(workload, backend, PREEMPTED_LABEL, now)  # their last words come while they stop
     deadline = workload.preempting_since + timedelta(seconds=kind.preemption_grace(workload))

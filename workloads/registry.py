@@ -131,6 +131,12 @@ class WorkloadKind(abc.ABC):
         back to the queue to resume later, as a preemption does (:func:`workloads.preemption.interrupt`)."""
         return False
 
+    def after_preemption(self, workload, now: datetime) -> bool | None:
+        """A preempted workload whose objects are gone: what becomes of it. None (the default): it is
+        queued again at its old place as its next attempt (:func:`workloads.lifecycle.requeue`); a kind
+        that does otherwise (a workspace pauses, keeping its home volume) returns whether it moved."""
+        return None
+
     #: Reclaim shrinks its burst instead of stopping it (an endpoint: its minimum never borrows,
     #: so its borrowed units are all burst). Others are stopped and requeued (:mod:`workloads.preemption`).
     preempts_burst: bool = False

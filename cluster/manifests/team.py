@@ -21,6 +21,10 @@ PROMETHEUS_TENANT_NAME = "slipway-prometheus-tenant"
 PROMETHEUS_TENANT_HEADER = "X-Slipway-Namespace"
 #: Namespaces with this label (ingress controller, Prometheus) may reach team pods.
 INGRESS_ALLOWED_LABEL = "slipway.dev/allow-ingress"
+#: Pods with this label bring a NetworkPolicy of their own (a workspace's: only the ingress controller
+#: reaches it) and are left out of the team's: policies add up, so one admitting the whole namespace
+#: would let every teammate's pod in whatever the pod's own policy says.
+ISOLATED_LABEL = "slipway.dev/isolated"
 
 
 def team_workload(slug: str) -> str:
@@ -70,7 +74,8 @@ def build_limitrange(spec: TeamSpec) -> Manifest:
 
 
 def build_networkpolicy(spec: TeamSpec) -> Manifest:
-    """Only the team's own pods (and the ingress controller / Prometheus) may connect in.
+    """Only the team's own pods (and the ingress controller / Prometheus) may connect in — to every pod but
+    those with a policy of their own (:data:`ISOLATED_LABEL`).
 
     Egress stays open: training pulls images, datasets and packages from outside the cluster.
     """
@@ -79,7 +84,7 @@ def build_networkpolicy(spec: TeamSpec) -> Manifest:
         "kind": "NetworkPolicy",
         "metadata": metadata(NETWORKPOLICY_NAME, spec.namespace, spec.slug, team_workload(spec.slug)),
         "spec": {
-            "podSelector": {},
+            "podSelector": {"matchExpressions": [{"key": ISOLATED_LABEL, "operator": "DoesNotExist"}]},
             "policyTypes": ["Ingress"],
             "ingress": [
                 {

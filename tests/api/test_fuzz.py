@@ -38,7 +38,7 @@ SEED = 21
 
 #: Operations whose valid-by-the-schema input may still be refused on data (see the docstring).
 DATA_DEPENDENT = [
-    {"include-path-regex": r"^/api/v1/(runs|endpoints)/(\{id\}/)?$", "include-method": ["POST", "PATCH"]},
+    {"include-path-regex": r"^/api/v1/(runs|endpoints|workspaces)/(\{id\}/)?$", "include-method": ["POST", "PATCH"]},
     {"include-path": "/api/v1/usage/", "include-method": "GET"},
     # The command line's sign-in: a device code is only good if the server issued it, and an address
     # may hold only so many waiting logins (429).

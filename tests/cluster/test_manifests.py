@@ -456,7 +456,10 @@ def test_it_mirrors_the_team_quota() -> None:
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "8", "requests.nvidia.com/mig-1g.10gb": "7"}
     assert limits["kind"] == "LimitRange"
-    assert policy["spec"]["podSelector"] == {} and policy["spec"]["policyTypes"] == ["Ingress"]
+    # Every pod but those with a policy of their own (a workspace's): policies add up.
+    assert policy["spec"]["podSelector"] == {"matchExpressions": [{"key": "slipway.dev/isolated",
+                                                                   "operator": "DoesNotExist"}]}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
 
 
 def test_it_renders_the_same_manifests_every_time() -> None:

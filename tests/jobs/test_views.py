@@ -22,6 +22,7 @@ from teams.models import Role
 from tests.factories import add_member, make_user
 from tests.fakes import pod
 from tests.jobs.conftest import submit_run_as
+from workloads.registry import kinds
 
 pytestmark = pytest.mark.django_db
 
@@ -687,13 +688,13 @@ def test_it_renders_the_dashboard_in_a_constant_number_of_queries(client, member
     client.get("/")
     # session, user, current membership, access check, recent runs, usage (quotas, reservations,
     # queue), budget (budget, month's spend in the ledger, open segments of all kinds, commitments
-    # of all kinds), per kind its holding and queued counts (one each: runs, endpoints,
-    # the test-only kind), spend by kind (ledger, open segments), switcher memberships
-    with django_assert_num_queries(18):
+    # of all kinds), per kind its holding and queued counts (one for each registered kind, the
+    # test-only kind too), spend by kind (ledger, open segments), switcher memberships
+    with django_assert_num_queries(15 + len(kinds())):
         client.get("/")
     for i in range(8):
         submit_run_as(member, team, name=f"more-{i}", gpus_per_worker=1)
-    with django_assert_num_queries(18):
+    with django_assert_num_queries(15 + len(kinds())):
         client.get("/")
 
 

@@ -39,6 +39,7 @@ from quotas import demo
 from quotas.models import Cohort, GpuFlavor, TeamBudget, TeamQuota, TeamSharing
 from quotas.services import seed_cluster_prices, set_cohort, set_team_quota
 from teams.models import DemoSeed, Membership, Role, Team
+from workspaces.demo import seed_demo_workspaces
 
 DEMO_PASSWORD = "slipway-demo"
 ADMIN_PASSWORD = "slipway-admin"
@@ -154,6 +155,7 @@ class Command(BaseCommand):
             slugs = [spec.slug for spec in TEAMS if seeded.due(f"runs:{spec.slug}")]
             runs = seed_demo_runs(slugs)
             endpoints = seed_demo_endpoints(slugs)
+            workspaces = seed_demo_workspaces(slugs)
             history = seed_demo_history([spec.slug for spec in TEAMS if seeded.due(f"history:{spec.slug}")])
             seeded.save()
             if history:
@@ -162,6 +164,9 @@ class Command(BaseCommand):
                 self.stdout.write(f"Submitted {len(runs)} demo training runs; they progress on their own.")
             if endpoints:
                 self.stdout.write(f"Created {len(endpoints)} demo inference endpoints; they scale with a demo load.")
+            if workspaces:
+                self.stdout.write(f"Created {len(workspaces)} demo workspaces: one runs (open it from Workspaces), "
+                                  "one is paused.")
             for later in LaterDemoRun.objects.filter(submitted_at__isnull=True).select_related("team"):
                 self.stdout.write(f"{later.team.name} submits {later.spec.get('name')} at "
                                   f"{timezone.localtime(later.due_at):%H:%M:%S} (the worker and beat must run).")
