@@ -76,6 +76,7 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "workspaces:workspace-share": (WORKSPACE, (), ("post",)),
     "workspaces:workspace-delete": (WORKSPACE, (), ("get", "post")),
     "workspace-detail": (WORKSPACE, ("get",), ("delete",)), "workspace-events": (WORKSPACE, ("get",), ()),
+    "workspace-telemetry": (WORKSPACE, ("get",), ()),
     "workspace-logs": (WORKSPACE, ("get",), ()), "workspace-logs-download": (WORKSPACE, ("get",), ()),
     "workspace-manifest": (WORKSPACE, ("get",), ()), "workspace-preemptions": (WORKSPACE, ("get",), ()),
     "workspace-attempts": (WORKSPACE, ("get",), ()), "workspace-open": (WORKSPACE, (), ("get",)),
