@@ -18,6 +18,18 @@ class EventKind(models.TextChoices):
     ENDPOINT_DEGRADED = "endpoint_degraded", "Endpoint degraded"
     BUDGET_ALERT = "budget_alert", "Budget alert"
     QUEUE_WAITING = "queue_waiting", "Waiting for quota too long"
+    # Alerts on a workload's GPUs (workloads.alert_rules): one event per episode.
+    GPU_IDLE = "gpu_idle", "GPUs idle (alert)"
+    GPU_MEMORY = "gpu_memory", "GPU memory nearly full (OOM risk)"
+    GPU_HOT = "gpu_hot", "GPU too hot (platform staff)"
+
+
+#: Kinds told to platform staff, never to the team: every active staff account with an e-mail address
+#: gets them (no subscription, no team webhook). A hot GPU is the hardware's problem, not the work's.
+STAFF_KINDS = frozenset({EventKind.GPU_HOT})
+#: The kinds a team's members subscribe to and its webhooks list.
+TEAM_KINDS = tuple(kind for kind in EventKind if kind not in STAFF_KINDS)
+TEAM_KIND_CHOICES = [(kind.value, kind.label) for kind in TEAM_KINDS]
 
 
 class Channel(models.TextChoices):

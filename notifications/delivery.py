@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q
@@ -32,6 +33,7 @@ from notifications.constants import (
     EVENT_HEADER,
     MAX_BACKOFF_SECONDS,
     SIGNATURE_HEADER,
+    STAFF_KINDS,
     TIMESTAMP_HEADER,
     Channel,
     DeliveryStatus,
@@ -73,8 +75,9 @@ def fan_out(key: str, now: datetime | None = None) -> list[int]:
     """Write the deliveries of event ``key`` (once) and return the ids of those still to send.
 
     Targets: the team's webhooks listing the event's kind, and the team's members subscribed by
-    e-mail to it (members now: someone who left the team is not told). None when the event does
-    not exist (its transaction rolled back).
+    e-mail to it (members now: someone who left the team is not told); platform staff alone for
+    the kinds that are theirs (:data:`~notifications.constants.STAFF_KINDS`). None when the event
+    does not exist (its transaction rolled back).
     """
     now = now or timezone.now()
     with transaction.atomic():
@@ -82,18 +85,31 @@ def fan_out(key: str, now: datetime | None = None) -> list[int]:
         if event is None:
             return []
         if event.fanned_out_at is None:
-            rows = [Delivery(event=event, team=event.team, channel=Channel.WEBHOOK, webhook=hook,
-                             target_key=f"webhook:{hook.pk}", target=hook.url, next_attempt_at=now)
-                    for hook in Webhook.objects.filter(team=event.team) if event.kind in hook.kinds]
-            subscribers = (EmailSubscription.objects.filter(team=event.team, kind=event.kind, user__is_active=True,
-                                                           user__memberships__team=event.team)
-                           .exclude(user__email="").select_related("user"))
-            rows += [Delivery(event=event, team=event.team, channel=Channel.EMAIL, user=sub.user,
-                              target_key=f"user:{sub.user_id}", target=sub.user.email, next_attempt_at=now)
-                     for sub in subscribers]
+            rows = _staff_rows(event, now) if event.kind in STAFF_KINDS else _team_rows(event, now)
             Delivery.objects.bulk_create(rows, ignore_conflicts=True)
             Event.objects.filter(pk=event.pk).update(fanned_out_at=now)
         return list(event.deliveries.filter(status=DeliveryStatus.PENDING).values_list("pk", flat=True))
+
+
+def _team_rows(event: Event, now: datetime) -> list[Delivery]:
+    """The deliveries of a team's event: its webhooks listing the kind, its members subscribed to it."""
+    rows = [Delivery(event=event, team=event.team, channel=Channel.WEBHOOK, webhook=hook,
+                     target_key=f"webhook:{hook.pk}", target=hook.url, next_attempt_at=now)
+            for hook in Webhook.objects.filter(team=event.team) if event.kind in hook.kinds]
+    subscribers = (EmailSubscription.objects.filter(team=event.team, kind=event.kind, user__is_active=True,
+                                                   user__memberships__team=event.team)
+                   .exclude(user__email="").select_related("user"))
+    return rows + [Delivery(event=event, team=event.team, channel=Channel.EMAIL, user=sub.user,
+                            target_key=f"user:{sub.user_id}", target=sub.user.email, next_attempt_at=now)
+                   for sub in subscribers]
+
+
+def _staff_rows(event: Event, now: datetime) -> list[Delivery]:
+    """The deliveries of an event for platform staff (:data:`STAFF_KINDS`): an e-mail to every active
+    staff account with an address. The team's webhooks and subscribers get none."""
+    staff = get_user_model().objects.filter(is_active=True, is_staff=True).exclude(email="").order_by("pk")
+    return [Delivery(event=event, team=event.team, channel=Channel.EMAIL, user=user, target_key=f"user:{user.pk}",
+                     target=user.email, next_attempt_at=now) for user in staff]
 
 
 @dataclass(frozen=True)
