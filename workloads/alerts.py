@@ -189,7 +189,8 @@ def wasting_per_hour(workload) -> Decimal:
     return workload.cost_per_hour_at(workload.open_units)
 
 
-def open_alerts(workload) -> list[AlertEpisode]:
-    """The open alerts of ``workload`` its team is told about (the hot-GPU alert is staff's), newest first."""
-    return list(AlertEpisode.objects.filter(ref=workload.ref, state=State.OPEN)
-                .exclude(kind=AlertKind.HOT).order_by("-opened_at", "-pk"))
+def alert_context(workload) -> dict:
+    """Template context of a detail page's open alerts (``workloads/_alerts.html``), one query: those its
+    team is told about (the hot-GPU alert is staff's), newest first."""
+    return {"alerts": list(AlertEpisode.objects.filter(ref=workload.ref, state=State.OPEN)
+                           .exclude(kind=AlertKind.HOT).order_by("-opened_at", "-pk"))}
