@@ -12,7 +12,9 @@ The cycle hands :func:`observe` what it measured of each running workload of one
   receiver (notifications) records the episode's one message with it, and nothing else ever
   sends one for the episode;
 * a workload that no longer holds its quota (it ended, or was queued again) has its episode
-  closed (a pending one dropped), silently: the alert was about work that is no longer there.
+  closed (a pending one dropped), silently: the alert was about work that is no longer there;
+  so has one that now runs on another cluster (another attempt), by the cycle of the cluster it
+  left.
 
 Cost per cycle: two queries when nothing is in alert (the team rules, the active episodes),
 whatever the number of workloads; then one query per kind to load the workloads that are, and
@@ -46,7 +48,9 @@ def observe(cluster, telemetry: Mapping[WorkloadId, Figures], now: datetime) -> 
     """Move the alert episodes of ``cluster``'s workloads by this cycle's figures; returns the moves written.
 
     ``telemetry``: the figures of each workload measured this cycle (absent: not measured, which
-    moves nothing). Episodes of workloads that stopped holding quota are closed.
+    moves nothing); figures of workloads placed on another cluster are that cluster's to judge
+    (a cycle's report may carry several clusters' readings). Episodes of workloads that stopped
+    holding quota are closed.
     """
     # 1. The rules: the platform's, and each team's that tightened them (a small table, read whole).
     platform = platform_rules()
@@ -65,16 +69,16 @@ def observe(cluster, telemetry: Mapping[WorkloadId, Figures], now: datetime) -> 
     moves: list[tuple[str, AlertKind, Move]] = []
     for ref in sorted(refs):
         workload = workloads.get(ref)
-        # Still running here: holding its quota, on this cluster (queued again, or placed elsewhere
-        # since, it is another attempt, and its episode is over).
-        holding = (workload is not None and workload.state in workload.HOLDING_STATES
-                   and workload.cluster_id == cluster.pk)
-        rules = rules_for(own.get(workload.team_id), platform) if holding else {}
-        figures = telemetry.get(WorkloadId.from_ref(ref))
+        gone = workload is None or workload.state not in workload.HOLDING_STATES
+        here = not gone and workload.cluster_id == cluster.pk
+        rules = rules_for(own.get(workload.team_id), platform) if here else {}
+        figures = telemetry.get(WorkloadId.from_ref(ref)) if here else None
         for kind in AlertKind:
             row = episodes.get((ref, kind))
-            if not holding:
-                if row is not None and _end(row, now):
+            if not here:
+                # Ended or queued again: its episodes are over. Running on another cluster (placed
+                # there since, or read by that cluster's cycle): only what this cluster followed ends.
+                if row is not None and (gone or row.cluster_id == cluster.pk) and _end(row, now):
                     moves.append((ref, kind, Move.CLOSE if row.state == State.OPEN else Move.DROP))
                 continue
             value = _value(kind, figures, workload)

@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 import fleet.services as fleet
+from fleet.models import Cluster
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from notifications.constants import EventKind
@@ -214,3 +215,19 @@ def test_idle_is_measured_against_the_workloads_unit(running, t0):
     run.flavor = make_shared_flavors()["t4-ts4"]
     # A quarter of a T4, 6 % of the GPU busy: 24 % of the unit, over the 10 % threshold.
     assert alerts._value(AlertKind.IDLE, figures(util=6.0), run) == 24.0
+
+
+def test_another_clusters_cycle_leaves_a_workloads_episodes_to_its_own_cluster(running, t0):
+    """A cycle's report may carry several clusters' readings: each cluster judges only its own work."""
+    run = running()
+    clock = Clock(t0)
+    clock.cycles(31, {run.identity: figures(util=2.0)})
+    west = Cluster.objects.create(name="west")
+    # West's cycle is handed run's busy figures (the shared report): not its run, nothing moves.
+    assert alerts.observe(west, {run.identity: figures(util=90.0)}, clock.now + timedelta(minutes=20)) == []
+    assert AlertEpisode.objects.get().state == State.OPEN
+    # The run is re-placed on west (another attempt): the cluster it left closes its episode.
+    TrainingRun.objects.filter(pk=run.pk).update(cluster=west)
+    assert alerts.observe(west, {}, clock.now) == []  # not west's episode to close
+    assert alerts.observe(clock.cluster, {}, clock.now) == [(run.ref, AlertKind.IDLE, Move.CLOSE)]
+    assert AlertEpisode.objects.get().state == State.CLOSED
