@@ -163,7 +163,7 @@ def alert_opened(episode, workload) -> str:
     else:
         cluster = episode.cluster.name if episode.cluster_id else ""
         title = f"GPU too hot: {episode.value:.0f} °C under {label_of(workload).words()}"
-        text = (f"A GPU{_on_gpu(episode, ' ')} has been over {episode.threshold:g} °C for {minutes} min "
+        text = (f"{f'GPU {episode.gpu}' if episode.gpu else 'A GPU'} has been over {episode.threshold:g} °C for {minutes} min "
                 f"({episode.value:.0f} °C now) running {label_of(workload).words()}"
                 f"{f' on cluster {cluster}' if cluster else ''}: it throttles. Cooling or the GPU itself needs a "
                 f"look — a hardware matter for platform staff; the team is not told.")
@@ -191,6 +191,6 @@ def _idle_words(episode, workload, name: str, minutes: int) -> tuple[str, str, s
     return title, text, link
 
 
-def _on_gpu(episode, lead: str = " on GPU ") -> str:
+def _on_gpu(episode) -> str:
     """" on GPU <id>" when the exporter named the GPU, else ""."""
-    return f"{lead}{episode.gpu}" if episode.gpu else ""
+    return f" on GPU {episode.gpu}" if episode.gpu else ""
