@@ -1,5 +1,5 @@
 """Forms of the portal package: API tokens (and ``slipway login``'s device page), the Team page's member
-management and settings, the SSO preview."""
+management, settings and alert rules, the SSO preview."""
 
 import json
 
@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from core.forms import ServiceErrorsForm
 from teams.models import Role
 from teams.sso import MissingGroupsClaimError, claim_groups
+from workloads.alert_settings import FIELDS
 
 
 class ApiTokenForm(forms.Form):
@@ -45,6 +46,19 @@ class TeamSettingsForm(forms.Form):
         required=False, label="Members may cancel their teammates' runs and delete their endpoints",
         help_text="Admins always may; members may always end their own work; viewers never.",
     )
+
+
+class AlertSettingsForm(ServiceErrorsForm):
+    """A team's own alert rules (:mod:`workloads.alert_settings`): each empty for the platform's, or tighter."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for field in FIELDS:
+            help_text = f"Empty: the platform's ({field.default:g} {field.unit}); a team may only tighten it."
+            label = f"{field.label} ({field.unit})"
+            self.fields[field.name] = (forms.IntegerField(required=False, label=label, help_text=help_text)
+                                       if field.minutes else
+                                       forms.FloatField(required=False, label=label, help_text=help_text))
 
 
 class ClaimsPreviewForm(forms.Form):

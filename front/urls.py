@@ -20,6 +20,7 @@ urlpatterns = [
     path("teams/<slug:team>/members/<int:pk>/role/", views.change_member_role, name="team-member-role"),
     path("teams/<slug:team>/members/<int:pk>/remove/", views.remove_team_member, name="team-member-remove"),
     path("teams/<slug:team>/settings/", views.team_settings, name="team-settings"),
+    path("teams/<slug:team>/alerts/", views.team_alert_settings, name="team-alert-settings"),
     path("tokens/", views.api_tokens, name="api-tokens"),
     path("tokens/<int:pk>/revoke/", views.revoke_api_token, name="revoke-api-token"),
     path("device/", views.device_login, name="device-login"),

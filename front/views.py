@@ -28,7 +28,15 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from front.forms import AddMemberForm, ApiTokenForm, DeviceApproveForm, DeviceCodeForm, RoleForm, TeamSettingsForm
+from front.forms import (
+    AddMemberForm,
+    AlertSettingsForm,
+    ApiTokenForm,
+    DeviceApproveForm,
+    DeviceCodeForm,
+    RoleForm,
+    TeamSettingsForm,
+)
 from notifications.services import delivery_log
 from quotas.api import csv_download
 from quotas.ledger import month_start
@@ -48,6 +56,7 @@ from teams.middleware import SESSION_KEY
 from teams.models import Membership, Role
 from teams.permissions import get_for_user, require_team, submit_refusal
 from workloads import services as workloads
+from workloads.alert_settings import set_team_alert_settings, team_view
 from workloads.registry import kinds as registered_kinds
 from workloads.services import waiting_for_capacity
 from workloads.views import STOP_POLLING, current_membership, no_team, no_team_context, wants_partial
@@ -177,7 +186,8 @@ def current_team(request: HttpRequest) -> HttpResponse:
 
 
 def _team_page(request: HttpRequest, membership: Membership, *, add_form: AddMemberForm | None = None,
-               refused: dict[int, list[str]] | None = None, status: int = 200) -> HttpResponse:
+               refused: dict[int, list[str]] | None = None, alert_form: AlertSettingsForm | None = None,
+               status: int = 200) -> HttpResponse:
     """The Team page as ``membership`` sees it; ``refused``: errors of a role change or removal, by membership."""
     team, is_admin = membership.team, membership.allows(Role.ADMIN)
     refused = refused or {}
@@ -194,6 +204,9 @@ def _team_page(request: HttpRequest, membership: Membership, *, add_form: AddMem
             "members_may_cancel_teammates_work": team.members_may_cancel_teammates_work}) if is_admin else None,
     }
     context["sharing"] = team_sharing(team, context["usage"])
+    context["alert_rules"] = rules = team_view(team)
+    context["alert_form"] = (alert_form or AlertSettingsForm(initial={r.field.name: r.own for r in rules})
+                             ) if is_admin else None
     # The log names subscribers' addresses and the team's webhook URLs: its admins only.
     context["deliveries"] = delivery_log(team) if is_admin else None
     return render(request, "portal/team.html", context, status=status)
@@ -281,6 +294,24 @@ def team_settings(request: HttpRequest, team: str) -> HttpResponse:
                                form.cleaned_data["members_may_cancel_teammates_work"], ip=services.client_ip(request))
     messages.success(request, "Team settings saved.")
     return redirect("team-detail", team=admin_membership.team.slug)
+
+
+@login_required
+@require_POST
+def team_alert_settings(request: HttpRequest, team: str) -> HttpResponse:
+    """Change the team's alert rules (team admins; tighter than the platform's only: else 400, nothing saved)."""
+    admin_membership = require_team(request.user, team, Role.ADMIN)
+    form = AlertSettingsForm(request.POST)
+    if form.is_valid():
+        try:
+            set_team_alert_settings(request.user, admin_membership.team, form.cleaned_data,
+                                    ip=services.client_ip(request))
+        except ValidationError as exc:
+            form.add_service_errors(exc)
+        else:
+            messages.success(request, "Alert rules saved.")
+            return redirect("team-detail", team=admin_membership.team.slug)
+    return _team_page(request, admin_membership, alert_form=form, status=400)
 
 
 # Dashboard --------------------------------------------------------------------------------------

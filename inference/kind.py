@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.conf import settings
+from django.urls import reverse
 
 import core.backend
 from cluster.backends.base import ObservedWorkload, ResourceKind
@@ -105,6 +106,16 @@ class EndpointKind(WorkloadKind):
 
     def get_for_user(self, user, pk, role: str = Role.VIEWER, staff_reads: bool = False) -> InferenceEndpoint:
         return services.get_endpoint_for_user(user, pk, role, staff_reads)
+
+    def end_url(self, endpoint: InferenceEndpoint) -> str:
+        return reverse("inference:endpoint-delete", args=[endpoint.pk])
+
+    def at_minimum(self, endpoint: InferenceEndpoint) -> bool:
+        # Running no more replicas than its minimum (burst replicas idle are waste like any).
+        return endpoint.min_replicas >= 1 and endpoint.open_units <= endpoint.min_replicas * endpoint.gpus_per_replica
+
+    def minimum_url(self, endpoint: InferenceEndpoint) -> str:
+        return reverse("inference:endpoint-edit", args=[endpoint.pk])
 
     def end(self, user, endpoint: InferenceEndpoint) -> InferenceEndpoint:
         return services.delete_endpoint(user, endpoint)

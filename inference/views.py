@@ -40,6 +40,7 @@ from teams.permissions import (
 )
 from workloads import secrets
 from workloads import services as workloads
+from workloads.alerts import alert_context
 from workloads.forms import command_echo
 from workloads.idle import idle_context
 from workloads.models import quote_rows
@@ -177,7 +178,7 @@ def _detail_context(request: HttpRequest, endpoint: InferenceEndpoint) -> dict:
     return {"endpoint": endpoint, "can_edit": active and membership.allows(Role.MEMBER),
             "can_delete": active and may_end(request.user, endpoint, membership),
             "delete_refused": end_refusal(request.user, endpoint, membership) if active else "",
-            "staff_reader": membership is None, **idle_context(endpoint)}
+            "staff_reader": membership is None, **idle_context(endpoint), **alert_context(endpoint)}
 
 
 @login_required

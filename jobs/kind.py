@@ -123,6 +123,9 @@ class TrainingKind(WorkloadKind):
     def get_for_user(self, user, pk, role: str = Role.VIEWER, staff_reads: bool = False) -> TrainingRun:
         return services.get_run_for_user(user, pk, role, staff_reads)
 
+    def end_url(self, run: TrainingRun) -> str:
+        return reverse("jobs:run-cancel", args=[run.pk])
+
     def end(self, user, run: TrainingRun) -> TrainingRun:
         return services.cancel_run(user, run)
 

@@ -39,9 +39,10 @@ from quotas.models import GpuFlavor
 from quotas.queue import queue_positions, queue_reason
 from quotas.services import usage_summary
 from teams.models import Role
-from teams.permissions import end_refusal, may_end, read_membership, submit_refusal
+from teams.permissions import check_may_end, end_refusal, may_end, read_membership, submit_refusal
 from workloads import attempts, preemption, secrets
 from workloads import services as workloads
+from workloads.alerts import alert_context
 from workloads.api import pk_of
 from workloads.forecast import CAPACITY_WAIT, StartEstimate, estimated_starts
 from workloads.forms import command_echo
@@ -214,7 +215,7 @@ def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
             "can_rerun": membership is not None and membership.allows(Role.MEMBER),
             "rerun_refused": "" if membership is None else submit_refusal(membership),
             "staff_reader": membership is None, "progress": progress_view(metrics.state_of(
-                RunProgress.objects.filter(run=run).first()), timezone.now()), **idle_context(run)}
+                RunProgress.objects.filter(run=run).first()), timezone.now()), **idle_context(run), **alert_context(run)}
 
 
 @login_required
@@ -269,10 +270,14 @@ def _spec_rows(run: TrainingRun) -> list[tuple[str, str, bool]]:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    """Cancel (who may: :func:`teams.permissions.may_end`). A finished run: a message, or 409 for htmx."""
+    """GET asks for confirmation (the page an idle alert links to); POST cancels (who may:
+    :func:`teams.permissions.may_end`, checked for both). A finished run: a message, or 409 for htmx."""
     run = services.get_run_for_user(request.user, pk)
+    if request.method == "GET":
+        check_may_end(request.user, run)
+        return render(request, "jobs/run_cancel.html", {"run": run, **idle_context(run)})
     try:
         run = services.cancel_run(request.user, run)
     except services.RunConflict as exc:

@@ -19,8 +19,18 @@ class EventKind(models.TextChoices):
     BUDGET_ALERT = "budget_alert", "Budget alert"
     QUEUE_WAITING = "queue_waiting", "Waiting for quota too long"
     WORKSPACE_PAUSED = "workspace_paused", "Workspace paused (idle, preempted, budget)"
+    # Alerts on a workload's GPUs (workloads.alert_rules): one event per episode.
+    GPU_IDLE = "gpu_idle", "GPUs idle (alert)"
+    GPU_MEMORY = "gpu_memory", "GPU memory nearly full (OOM risk)"
+    GPU_HOT = "gpu_hot", "GPU too hot (platform staff)"
 
 
+#: Kinds told to platform staff, never to the team: every active staff account with an e-mail address
+#: gets them (no subscription, no team webhook). A hot GPU is the hardware's problem, not the work's.
+STAFF_KINDS = frozenset({EventKind.GPU_HOT})
+#: The kinds a team's members subscribe to and its webhooks list.
+TEAM_KINDS = tuple(kind for kind in EventKind if kind not in STAFF_KINDS)
+TEAM_KIND_CHOICES = [(kind.value, kind.label) for kind in TEAM_KINDS]
 #: Event kinds told to the workload's owner too, subscribed or not (their own work stopped under them).
 OWNER_KINDS = (EventKind.WORKSPACE_PAUSED,)
 

@@ -34,6 +34,7 @@ from notifications.constants import (
     MAX_BACKOFF_SECONDS,
     OWNER_KINDS,
     SIGNATURE_HEADER,
+    STAFF_KINDS,
     TIMESTAMP_HEADER,
     Channel,
     DeliveryStatus,
@@ -78,8 +79,9 @@ def fan_out(key: str, now: datetime | None = None) -> list[int]:
 
     Targets: the team's webhooks listing the event's kind, and the team's members subscribed by
     e-mail to it (members now: someone who left the team is not told) — and, for the kinds about
-    someone's own work stopped under them (:data:`OWNER_KINDS`), its owner, subscribed or not. None when the event does
-    not exist (its transaction rolled back).
+    someone's own work stopped under them (:data:`OWNER_KINDS`), its owner, subscribed or not; platform
+    staff alone for the kinds that are theirs (:data:`~notifications.constants.STAFF_KINDS`). None when
+    the event does not exist (its transaction rolled back).
     """
     now = now or timezone.now()
     with transaction.atomic():
@@ -87,25 +89,38 @@ def fan_out(key: str, now: datetime | None = None) -> list[int]:
         if event is None:
             return []
         if event.fanned_out_at is None:
-            rows = [Delivery(event=event, team=event.team, channel=Channel.WEBHOOK, webhook=hook,
-                             target_key=f"webhook:{hook.pk}", target=hook.url, next_attempt_at=now)
-                    for hook in Webhook.objects.filter(team=event.team) if event.kind in hook.kinds]
-            subscribers = (EmailSubscription.objects.filter(team=event.team, kind=event.kind, user__is_active=True,
-                                                           user__memberships__team=event.team)
-                           .exclude(user__email="").select_related("user"))
-            users = {sub.user_id: sub.user for sub in subscribers}
-            if event.kind in OWNER_KINDS and event.details.get("owner"):
-                # The owner is told of their own work stopped under them, subscribed or not (still a member).
-                owner = (User.objects.filter(pk=event.details["owner"], is_active=True, memberships__team=event.team)
-                         .exclude(email="").first())
-                if owner is not None:
-                    users.setdefault(owner.pk, owner)
-            rows += [Delivery(event=event, team=event.team, channel=Channel.EMAIL, user=user,
-                              target_key=f"user:{user.pk}", target=user.email, next_attempt_at=now)
-                     for user in users.values()]
+            rows = _staff_rows(event, now) if event.kind in STAFF_KINDS else _team_rows(event, now)
             Delivery.objects.bulk_create(rows, ignore_conflicts=True)
             Event.objects.filter(pk=event.pk).update(fanned_out_at=now)
         return list(event.deliveries.filter(status=DeliveryStatus.PENDING).values_list("pk", flat=True))
+
+
+def _team_rows(event: Event, now: datetime) -> list[Delivery]:
+    """The deliveries of a team's event: its webhooks listing the kind, its members subscribed to it."""
+    rows = [Delivery(event=event, team=event.team, channel=Channel.WEBHOOK, webhook=hook,
+                     target_key=f"webhook:{hook.pk}", target=hook.url, next_attempt_at=now)
+            for hook in Webhook.objects.filter(team=event.team) if event.kind in hook.kinds]
+    subscribers = (EmailSubscription.objects.filter(team=event.team, kind=event.kind, user__is_active=True,
+                                                   user__memberships__team=event.team)
+                   .exclude(user__email="").select_related("user"))
+    users = {sub.user_id: sub.user for sub in subscribers}
+    if event.kind in OWNER_KINDS and event.details.get("owner"):
+        # The owner is told of their own work stopped under them, subscribed or not (still a member).
+        owner = (User.objects.filter(pk=event.details["owner"], is_active=True, memberships__team=event.team)
+                 .exclude(email="").first())
+        if owner is not None:
+            users.setdefault(owner.pk, owner)
+    return rows + [Delivery(event=event, team=event.team, channel=Channel.EMAIL, user=user,
+                            target_key=f"user:{user.pk}", target=user.email, next_attempt_at=now)
+                   for user in users.values()]
+
+
+def _staff_rows(event: Event, now: datetime) -> list[Delivery]:
+    """The deliveries of an event for platform staff (:data:`STAFF_KINDS`): an e-mail to every active
+    staff account with an address. The team's webhooks and subscribers get none."""
+    staff = User.objects.filter(is_active=True, is_staff=True).exclude(email="").order_by("pk")
+    return [Delivery(event=event, team=event.team, channel=Channel.EMAIL, user=user, target_key=f"user:{user.pk}",
+                     target=user.email, next_attempt_at=now) for user in staff]
 
 
 @dataclass(frozen=True)

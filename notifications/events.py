@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils.text import capfirst
 
+from core.formatting import format_money
 from inference.constants import EndpointState
 from inference.models import InferenceEndpoint
 from jobs.constants import RunState
@@ -24,7 +25,8 @@ from notifications.constants import EventKind
 from notifications.models import Event
 from quotas.ledger import RefLabel
 from quotas.models import PreemptionEvent
-from workloads.registry import kinds, label_of, labels
+from workloads.alert_rules import AlertKind
+from workloads.registry import kind_of, kinds, label_of, labels
 from workspaces.constants import WorkspaceState
 from workspaces.models import Workspace
 
@@ -136,3 +138,72 @@ def long_waits(now: datetime) -> list[str]:
         record(EventKind.QUEUE_WAITING, row.team, key, title, f"{title}: {row.reason}", ref=row.ref,
                reason=row.reason, name=row.name, minutes=minutes)
     return [key for _k, _r, key in fresh]
+
+
+#: The event kind of each alert kind's episode.
+ALERTS = {AlertKind.IDLE: EventKind.GPU_IDLE, AlertKind.MEMORY: EventKind.GPU_MEMORY, AlertKind.HOT: EventKind.GPU_HOT}
+
+
+def portal_url(path: str) -> str:
+    """``path`` on the portal as people reach it (``SLIPWAY_PORTAL_URL``): a link a message can carry."""
+    return f"{settings.SLIPWAY_PORTAL_URL.rstrip('/')}{path}" if path else ""
+
+
+def alert_opened(episode, workload) -> str:
+    """The one event of an alert episode that just opened (:mod:`workloads.alerts`), keyed by the episode.
+
+    Idle GPUs: what they cost per hour (the episode's figure, from the one cost-per-hour rule)
+    and the page that ends the workload — or, for an endpoint idle at its minimum replicas,
+    that this is the capacity it keeps ready and how to scale it to zero. Memory: the risk of an
+    OOM kill. Temperature: for platform staff, naming the GPU and the cluster.
+    """
+    kind = AlertKind(episode.kind)
+    name = named(label_of(workload))
+    minutes = episode.after_minutes or 0
+    details = {"alert": kind.value, "name": workload.name, "value": episode.value, "threshold": episode.threshold,
+               "minutes": minutes, "since": episode.since.isoformat(), "at": episode.opened_at.isoformat(),
+               "gpu": episode.gpu}
+    if kind == AlertKind.IDLE:
+        title, text, link = _idle_words(episode, workload, name, minutes)
+        details.update(cost_per_hour=str(episode.cost_per_hour), currency=settings.SLIPWAY_CURRENCY,
+                       at_minimum=episode.at_minimum, url=link)
+    elif kind == AlertKind.MEMORY:
+        title = f"{name}: GPU memory {episode.value:.0f}% full (OOM risk)"
+        text = (f"{title}: over {episode.threshold:g}% of a GPU's memory has been in use for {minutes} min"
+                f"{_on_gpu(episode)}, so the next allocation may fail (OOMKilled). A smaller batch, or a flavor "
+                f"with more GPU memory, leaves room: {portal_url(workload.get_absolute_url())}")
+        details["url"] = portal_url(workload.get_absolute_url())
+    else:
+        cluster = episode.cluster.name if episode.cluster_id else ""
+        title = f"GPU too hot: {episode.value:.0f} °C under {label_of(workload).words()}"
+        text = (f"{f'GPU {episode.gpu}' if episode.gpu else 'A GPU'} has been over {episode.threshold:g} °C for {minutes} min "
+                f"({episode.value:.0f} °C now) running {label_of(workload).words()}"
+                f"{f' on cluster {cluster}' if cluster else ''}: it throttles. Cooling or the GPU itself needs a "
+                f"look — a hardware matter for platform staff; the team is not told.")
+        details["cluster"] = cluster
+    key = f"{ALERTS[kind]}:{workload.ref}:{episode.pk}"
+    return record(ALERTS[kind], workload.team, key, title, text, ref=workload.ref, **details)
+
+
+def _idle_words(episode, workload, name: str, minutes: int) -> tuple[str, str, str]:
+    """(title, text, link) of an idle alert: waste to cancel, or an endpoint's minimum to scale to zero."""
+    kind = kind_of(workload)
+    figure = f"utilization {episode.value:.0f}%, under {episode.threshold:g}%"
+    per_hour = format_money(episode.cost_per_hour, precise=True)
+    if episode.at_minimum:
+        link = portal_url(kind.minimum_url(workload))
+        title = f"{name}: GPUs idle for {minutes} min at its minimum replicas"
+        text = (f"{title} ({figure}; {per_hour} per hour). That is the capacity it keeps ready to answer at once, "
+                f"not idle waste like a forgotten run: if its users can wait for a cold start, set its minimum "
+                f"replicas to 0 so it scales to zero when nobody calls it (a request-driven autoscale metric "
+                f"wakes it): {link}")
+        return title, text, link
+    link = portal_url(kind.end_url(workload))
+    title = f"{name}: GPUs idle for {minutes} min, wasting {per_hour} per hour"
+    text = (f"{title} ({figure}). If nobody needs it, {kind.end_verb.lower()} it: {link}")
+    return title, text, link
+
+
+def _on_gpu(episode) -> str:
+    """" on GPU <id>" when the exporter named the GPU, else ""."""
+    return f" on GPU {episode.gpu}" if episode.gpu else ""

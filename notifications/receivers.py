@@ -13,7 +13,8 @@ from core.queueing import publish_on_commit
 from notifications import events, tasks
 from quotas.models import PreemptionEvent
 from teams.models import AuditEvent
-from workloads.events import workload_moved
+from workloads.events import alert_opened, workload_moved
+from workloads.models import AlertEpisode
 
 
 def _fan_out_after_commit(key: str | None) -> None:
@@ -39,3 +40,9 @@ def on_audit(sender, instance: AuditEvent, created: bool, raw: bool = False, **k
     """A team's budget alert (audited once a month, in its own transaction, by quotas.services)."""
     if created and not raw and instance.action == AuditEvent.Action.BUDGET_ALERT and instance.team is not None:
         _fan_out_after_commit(events.budget_alert(instance))
+
+
+@receiver(alert_opened, sender=AlertEpisode, dispatch_uid="notifications.alert_opened")
+def on_alert_opened(sender, episode: AlertEpisode, workload, **kwargs) -> None:
+    """An alert episode on a workload's GPUs opened (the reconcile cycle): its one message."""
+    _fan_out_after_commit(events.alert_opened(episode, workload))

@@ -12,7 +12,7 @@ import secrets
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from notifications.constants import DELIVERY_LOG_SIZE, MAX_WEBHOOKS_PER_TEAM, EventKind
+from notifications.constants import DELIVERY_LOG_SIZE, MAX_WEBHOOKS_PER_TEAM, STAFF_KINDS, TEAM_KINDS
 from notifications.models import Delivery, EmailSubscription, Webhook
 from notifications.targets import url_problem
 from teams.models import AuditEvent, Role, Team
@@ -30,7 +30,7 @@ def email_kinds(user, team: Team) -> list[str]:
 def set_email_kinds(user, team: Team, kinds: list[str]) -> list[str]:
     """Make ``user``'s e-mail subscriptions to ``team`` exactly ``kinds`` (any member; viewers too)."""
     require_team(user, team)
-    unknown = sorted(set(kinds) - set(EventKind.values))
+    unknown = sorted(set(kinds) - set(TEAM_KINDS))
     if unknown:
         raise ValidationError({"kinds": f"Unknown kinds of event: {', '.join(unknown)}."})
     if kinds and not user.email:
@@ -60,8 +60,8 @@ def create_webhook(user, team: Team, url: str, kinds: list[str], ip: str | None 
         errors["url"] = problem
     if not kinds:
         errors["kinds"] = "Choose at least one kind of event."
-    elif set(kinds) - set(EventKind.values):
-        errors["kinds"] = f"Unknown kinds of event: {', '.join(sorted(set(kinds) - set(EventKind.values)))}."
+    elif set(kinds) - set(TEAM_KINDS):
+        errors["kinds"] = f"Unknown kinds of event: {', '.join(sorted(set(kinds) - set(TEAM_KINDS)))}."
     if errors:
         raise ValidationError(errors)
     secret = f"whsec_{secrets.token_urlsafe(32)}"
@@ -87,6 +87,7 @@ def delete_webhook(user, webhook: Webhook, ip: str | None = None) -> None:
 
 
 def delivery_log(team: Team) -> list[Delivery]:
-    """The team's latest deliveries, newest first (one query)."""
-    return list(Delivery.objects.filter(team=team).select_related("event").order_by("-created_at", "-pk")
-                [:DELIVERY_LOG_SIZE])
+    """The team's latest deliveries, newest first (one query); not those to platform staff (whose
+    addresses are not the team's to read)."""
+    return list(Delivery.objects.filter(team=team).exclude(event__kind__in=STAFF_KINDS).select_related("event")
+                .order_by("-created_at", "-pk")[:DELIVERY_LOG_SIZE])

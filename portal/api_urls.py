@@ -9,6 +9,7 @@ from portal.api_root import api_root_view, collections
 from quotas.api import ClusterViewSet, CohortViewSet, FlavorViewSet, TeamSharingViewSet, TeamViewSet, UsageReportView
 from teams.api import DeviceAuthorizationView, DeviceTokenView
 from workspaces.api import WorkspaceViewSet
+from workloads.alert_api import TeamAlertsView
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False  # ours names every collection (portal.api_root)
@@ -30,5 +31,6 @@ urlpatterns = [
     path("usage/", UsageReportView.as_view(), name="usage-report"),
     path("auth/device/", DeviceAuthorizationView.as_view(), name="auth-device"),
     path("auth/token/", DeviceTokenView.as_view(), name="auth-token"),
+    path("teams/<slug:slug>/alerts/", TeamAlertsView.as_view(), name="team-alerts"),
     path("", include(router.urls)),
 ]

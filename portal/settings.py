@@ -478,6 +478,20 @@ SLIPWAY_WEBHOOK_TIMEOUT_SECONDS = env_float("SLIPWAY_WEBHOOK_TIMEOUT_SECONDS", 1
 SLIPWAY_WEBHOOK_MAX_ATTEMPTS = env_int("SLIPWAY_WEBHOOK_MAX_ATTEMPTS", 6)
 SLIPWAY_WEBHOOK_BACKOFF_SECONDS = env_float("SLIPWAY_WEBHOOK_BACKOFF_SECONDS", 30.0)
 SLIPWAY_WEBHOOK_ALLOW_LOOPBACK = env_bool("SLIPWAY_WEBHOOK_ALLOW_LOOPBACK", False)
+# Alerts on a workload's GPUs (docs/notifications.md "Alerts"): the platform's defaults, which a
+# team may only tighten. An episode opens when its condition held for the minutes given, and
+# closes once the condition stayed clear for SLIPWAY_ALERT_CLEAR_MINUTES (a shorter recovery keeps
+# it open: one message per episode). Idle's threshold is the alert's, not idle waste's
+# (SLIPWAY_IDLE_UTIL_PCT). deploy/prometheus/gpu-rules.yaml has the same defaults.
+SLIPWAY_ALERT_IDLE_UTIL_PCT = env_float("SLIPWAY_ALERT_IDLE_UTIL_PCT", 10.0)
+SLIPWAY_ALERT_IDLE_MINUTES = env_int("SLIPWAY_ALERT_IDLE_MINUTES", 30)
+SLIPWAY_ALERT_MEMORY_PCT = env_float("SLIPWAY_ALERT_MEMORY_PCT", 95.0)
+SLIPWAY_ALERT_MEMORY_MINUTES = env_int("SLIPWAY_ALERT_MEMORY_MINUTES", 5)
+SLIPWAY_ALERT_TEMP_C = env_float("SLIPWAY_ALERT_TEMP_C", 85.0)
+SLIPWAY_ALERT_TEMP_MINUTES = env_int("SLIPWAY_ALERT_TEMP_MINUTES", 5)
+SLIPWAY_ALERT_CLEAR_MINUTES = env_int("SLIPWAY_ALERT_CLEAR_MINUTES", 10)
+# The portal's address as people reach it, for the links in notifications (an alert's "cancel it").
+SLIPWAY_PORTAL_URL = env_str("SLIPWAY_PORTAL_URL", "http://localhost:8000")
 # E-mail (Django's mail backends): the console backend prints messages (the demo); production
 # sets django.core.mail.backends.smtp.EmailBackend and the EMAIL_HOST… variables.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

@@ -35,6 +35,7 @@ Workspace = dict[str, Any]
 Team = dict[str, Any]
 Flavor = dict[str, Any]
 UsageRow = dict[str, Any]
+AlertRules = dict[str, Any]
 Preview = dict[str, Any]
 Checkpoint = dict[str, Any]
 Metrics = dict[str, Any]
@@ -225,6 +226,15 @@ class Client:
     def team_usage(self, team: str) -> dict:
         """Quotas and budget of ``team`` (``{"quotas": [...], "budget": {...}}``)."""
         return self._get(f"teams/{team}/usage/")
+
+    def alert_rules(self, team: str) -> AlertRules:
+        """``team``'s alert rules: ``{"team": {...}, "platform": {...}, "effective": {...}}``."""
+        return self._get(f"teams/{team}/alerts/")
+
+    def set_alert_rules(self, team: str, changes: dict[str, float | int | None]) -> AlertRules:
+        """Tighten some of ``team``'s alert rules (its admins); None gives one back to the platform's. A looser
+        value is a :class:`BadRequest` naming the field."""
+        return self._request("PATCH", f"teams/{team}/alerts/", json=changes).json()
 
     def usage_report(self, *, team: str | None = None, since: str | None = None, until: str | None = None,
                      group_by: str | None = None) -> list[UsageRow]:

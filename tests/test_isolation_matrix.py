@@ -37,6 +37,7 @@ from teams.services import create_api_token
 from tests.factories import add_member, make_user
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
+from workloads.models import TeamAlertSettings
 from workspaces import services as workspace_services
 from workspaces.models import Workspace
 
@@ -47,7 +48,7 @@ RUN, ENDPOINT, WORKSPACE = "run", "endpoint", "workspace"
 OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "jobs:run-detail": (RUN, ("get",), ()), "jobs:run-state": (RUN, ("get",), ()),
     "jobs:run-logs": (RUN, ("get",), ()), "jobs:run-logs-download": (RUN, ("get",), ()),
-    "jobs:run-events": (RUN, ("get",), ()), "jobs:run-cancel": (RUN, (), ("post",)),
+    "jobs:run-events": (RUN, ("get",), ()), "jobs:run-cancel": (RUN, (), ("get", "post")),
     "jobs:run-metrics": (RUN, ("get",), ()),
     # People read a run's training metrics; only the run's own token reports them (403 for people).
     "run-metrics": (RUN, ("get",), ("post",)),
@@ -93,11 +94,13 @@ TEAM_ROUTES = {
     "team-quotas": ("/api/v1/teams/{team}/quotas/", "get", None),
     "team-quota": ("/api/v1/teams/{team}/quotas/a100-80gb/", "put", lambda team: {"limit": 80}),
     "team-sharing-detail": ("/api/v1/teams/{team}/", "patch", lambda team: {"fair_weight": 9}),
+    # A team's alert rules: its members read them (tests/workloads/test_alert_settings.py), its admins tighten them.
+    "team-alerts": ("/api/v1/teams/{team}/alerts/", "patch", lambda team: {"idle_minutes": 10}),
 }
 #: What platform staff outside the team get on those: they read its quotas and change its quotas and
 #: sharing (quota as code); its usage and its work are its members' (404, as for an outsider).
 STAFF_OUTSIDE_THE_TEAM = {"team-usage": 404, "run-list": 404, "endpoint-list": 404, "workspace-list": 404,
-                          "team-quotas": 200, "team-quota": 200, "team-sharing-detail": 200}
+                          "team-quotas": 200, "team-quota": 200, "team-sharing-detail": 200, "team-alerts": 404}
 #: API routes of platform staff alone (quota as code, clusters): name → (path, methods). Anyone else: 404.
 STAFF_API_ROUTES = {
     "cohort-list": ("/api/v1/cohorts/", ("get",)),
@@ -113,6 +116,7 @@ PORTAL_TEAM_ROUTES = {
     "team-member-role": ("/teams/{team}/members/{membership}/role/", "post", {"role": "admin"}, Role.ADMIN),
     "team-member-remove": ("/teams/{team}/members/{membership}/remove/", "post", None, Role.ADMIN),
     "team-settings": ("/teams/{team}/settings/", "post", None, Role.ADMIN),
+    "team-alert-settings": ("/teams/{team}/alerts/", "post", {"idle_minutes": "10"}, Role.ADMIN),
     "notifications": ("/teams/{team}/notifications/", "get", None, Role.VIEWER),
     # Each member's own e-mail choices (viewers too); the team's webhooks are its admins'.
     "notifications-email": ("/teams/{team}/notifications/email/", "post", None, Role.VIEWER),
@@ -189,7 +193,9 @@ def snapshot() -> tuple:
             sorted(Cohort.objects.values_list("name", "reclaim", "min_runtime_minutes", "preemption_delay_seconds")),
             sorted(Webhook.objects.values_list("pk", "team_id", "url")),
             sorted(EmailSubscription.objects.values_list("user_id", "team_id", "kind")),
-            sorted(Workspace.objects.values_list("pk", "state", "shared_with_admins")))
+            sorted(Workspace.objects.values_list("pk", "state", "shared_with_admins")),
+            sorted(TeamAlertSettings.objects.values_list("team_id", "idle_util_pct", "idle_minutes", "memory_pct",
+                                                        "memory_minutes")))
 
 
 def call(client, method: str, path: str, body=None):

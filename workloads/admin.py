@@ -1,5 +1,5 @@
 """What every kind's admin-console list shares: read-only rows, times and the billed amount in the portal's formats,
-and the one "End selected" action (each kind's own end: a run's cancel, an endpoint's delete).
+and the one "End selected" action (each kind's own end: a run's cancel, an endpoint's delete); the alert episodes.
 
 The actions (end, an endpoint's scale to minimum) are destructive: none acts when chosen.
 :meth:`WorkloadAdmin.confirm_first` answers the action with a page listing the selected
@@ -15,6 +15,7 @@ from django.template.response import TemplateResponse
 from django.utils.text import capfirst
 
 from core.admin import ReadOnlyAdmin, money_column, when_column
+from workloads.models import AlertEpisode
 from workloads.registry import kind_for, label_of
 
 #: The field the confirmation page posts; without it an action only asks.
@@ -73,3 +74,19 @@ class WorkloadAdmin(ReadOnlyAdmin):
                    "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME, "confirmed": CONFIRMED}
         return TemplateResponse(request, "admin/workload_action_confirm.html", context)
 
+
+
+@admin.register(AlertEpisode)
+class AlertEpisodeAdmin(ReadOnlyAdmin):
+    """Alert episodes on workloads' GPUs (workloads.alerts): a hot GPU's are staff's to act on (the
+    team is not told); idle and OOM-risk ones are what teams were told. Written by the reconcile cycle only."""
+
+    list_display = ["since_column", "kind", "ref", "team", "cluster", "state", "value", "threshold", "gpu",
+                    "opened", "closed"]
+    list_filter = ["kind", "state", "cluster"]
+    search_fields = ["ref", "team__slug", "gpu"]
+    list_select_related = ["team", "cluster"]
+    ordering = ["-since"]
+    since_column = when_column("since", "since")
+    opened = when_column("opened_at", "opened")
+    closed = when_column("closed_at", "closed")

@@ -1,4 +1,4 @@
-"""Signals the workloads app sends about state moves, for the apps above it to act on.
+"""Signals the workloads app sends about state moves and alerts, for the apps above it to act on.
 
 ``workload_moved`` is sent *inside* the transaction of a conditional state move that took
 effect (the reconcile cycle's observed moves, :func:`workloads.lifecycle.fail`), with
@@ -12,3 +12,8 @@ after commit. workloads never imports its receivers (notifications connects to t
 from django.dispatch import Signal
 
 workload_moved = Signal()
+
+#: Sent *inside* the transaction of an alert episode's move to open (:mod:`workloads.alerts`), once
+#: per episode: ``sender=AlertEpisode, episode=<the episode as it opened>, workload=<its workload,
+#: with team and flavor>``. The receiver records the episode's one message.
+alert_opened = Signal()

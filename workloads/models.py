@@ -19,6 +19,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from cluster.backends.base import ClusterAddress
@@ -27,6 +28,7 @@ from quotas.models import PreemptionEvent
 from quotas.pricing import PriceBook, Quote
 from teams.permissions import visible_to
 from workloads import idle
+from workloads.alert_rules import LABELS, AlertKind
 from workloads.constants import SIM_GPU_MEMORY_ENV
 from workloads.identity import WorkloadId
 
@@ -439,3 +441,81 @@ class GpuTelemetry(models.Model):
 
     def __str__(self) -> str:
         return f"GPU telemetry of {self.ref} from {self.start:%Y-%m-%d %H:%M} ({self.slots} × {self.step} s)"
+class AlertEpisode(models.Model):
+    """One episode of an alert on a workload's GPUs (:mod:`workloads.alert_rules`): pending, open, closed.
+
+    Moves are conditional updates on ``state`` (and ``clearing_since``), so two cycles, or a cycle
+    replayed, move an episode once; the constraint keeps one active (pending or open) episode per
+    workload and alert kind, so a second pending row of a racing cycle is not written. The one
+    message of an episode is recorded in the transaction of its move to open. Closed episodes
+    stay, the workload's alert history.
+    """
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"  #: the condition holds, not yet for the rule's duration
+        OPEN = "open", "Open"  #: the alert was sent; open until the condition stays clear long enough
+        CLOSED = "closed", "Closed"
+
+    #: The workload's ledger reference (``run:42``).
+    ref = models.CharField(max_length=40)
+    kind = models.CharField(max_length=16, choices=[(k.value, LABELS[k]) for k in AlertKind])
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="+")
+    #: Where it runs: the cycle of this cluster follows the episode.
+    cluster = models.ForeignKey("fleet.Cluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
+    #: When the condition began to hold (the pending start; the alert says "since").
+    since = models.DateTimeField()
+    opened_at = models.DateTimeField(null=True, blank=True)
+    #: While open: since when the condition has been clear (None while it holds).
+    clearing_since = models.DateTimeField(null=True, blank=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    #: What the alert said, as it opened: the figure, the rule it passed (the team's, tightened or
+    #: not), and for idle GPUs what they cost per hour (the one price rule) and whether they were
+    #: the minimum an endpoint keeps ready.
+    value = models.FloatField(null=True, blank=True)
+    threshold = models.FloatField(null=True, blank=True)
+    after_minutes = models.PositiveIntegerField(null=True, blank=True)
+    cost_per_hour = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True)
+    at_minimum = models.BooleanField(default=False)
+    #: The GPU the figure is of (the fullest, the hottest), as the exporter names it; "" when not known.
+    gpu = models.CharField(max_length=120, blank=True)
+
+    class Meta:
+        ordering = ["-since", "-pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["ref", "kind"], condition=~Q(state="closed"),
+                                    name="uniq_active_alert_episode"),
+        ]
+        indexes = [models.Index(fields=["cluster", "state"], name="alert_episode_active_idx"),
+                   models.Index(fields=["ref", "-since"], name="alert_episode_ref_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} of {self.ref} ({self.state})"
+
+    @property
+    def label(self) -> str:
+        return LABELS[AlertKind(self.kind)]
+
+
+class TeamAlertSettings(models.Model):
+    """A team's own alert rules, tighter than the platform's (``SLIPWAY_ALERT_*``); None: the platform's.
+
+    Set by the team's admins (Team page, ``/api/v1/teams/<slug>/alerts/``) through
+    :func:`workloads.alert_settings.set_team_alert_settings`, which refuses a looser value. The
+    rule that applies is the tighter of the two at every cycle (:func:`workloads.alert_settings.rules_for`),
+    so a default staff tighten later still holds for a team that set its own.
+    """
+
+    team = models.OneToOneField("portal.Team", on_delete=models.CASCADE, related_name="alert_settings")
+    idle_util_pct = models.FloatField(null=True, blank=True)
+    idle_minutes = models.PositiveIntegerField(null=True, blank=True)
+    memory_pct = models.FloatField(null=True, blank=True)
+    memory_minutes = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "team alert settings"
+        verbose_name_plural = "team alert settings"
+
+    def __str__(self) -> str:
+        return f"alert settings of team {self.team_id}"

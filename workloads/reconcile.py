@@ -55,7 +55,7 @@ from fleet.constants import Health
 from fleet.models import Cluster
 from quotas.models import GpuFlavor
 from teams.models import Team
-from workloads import billing, idle, lifecycle, placement, preemption, telemetry
+from workloads import alerts, billing, idle, lifecycle, placement, preemption, telemetry
 from workloads.constants import STEADY_BATCH, Message
 from workloads.cycle import Home, Plan, ReconcileReport, redrive_if_stuck, unplaced
 from workloads.events import workload_moved
@@ -116,6 +116,8 @@ def reconcile_cluster(cluster: Cluster, backend, now: datetime | None = None,
         followed = telemetry.of_workloads(readings, (w for _kind, workloads in snapshot for w in workloads))
         telemetry.record(cluster, followed, now)
         report.telemetry.update(followed)
+        # Alerts on what was just read: one episode per workload and alert kind, one message each.
+        alerts.observe(cluster, followed, now)
         teams_to_admit: set[int] = set()
         steady: list[Plan] = []
         capacity = Capacity(backend, cluster)

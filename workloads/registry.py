@@ -200,6 +200,21 @@ class WorkloadKind(abc.ABC):
     #: Its actions on the staff workload list besides the end (an endpoint's "scale to minimum").
     staff_actions: tuple[StaffAction, ...] = ()
 
+    def end_url(self, workload) -> str:
+        """The page where a person ends ``workload`` (it asks to confirm first): an idle alert's link.
+        Default: the workload's own page, whose button ends it ("" for a kind without pages)."""
+        return workload.get_absolute_url() if hasattr(workload, "get_absolute_url") else ""
+
+    def at_minimum(self, workload) -> bool:
+        """Whether ``workload`` runs only what it keeps ready on purpose (an endpoint at its minimum
+        replicas): its idle GPUs are then the price of answering at once, not work someone forgot —
+        the idle alert says so, and how to stop paying for it (:meth:`minimum_url`)."""
+        return False
+
+    def minimum_url(self, workload) -> str:
+        """The page where its minimum is lowered (asked only when :meth:`at_minimum`; "" for none)."""
+        return ""
+
     def get_for_user(self, user, pk: int, role: str = Role.VIEWER, staff_reads: bool = False):
         """The workload ``pk`` if ``user`` may see it (404 for outsiders, 403 below ``role``): the kind's access helper."""
         raise NotImplementedError

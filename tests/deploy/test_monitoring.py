@@ -1,7 +1,10 @@
 """deploy/prometheus/ and deploy/grafana/: the alert rules and the dashboard load, every PromQL
 expression parses with Prometheus' grammar (``promql-parser``), and every metric they read is
 one Slipway exports — the names come from a live scrape of ``/metrics`` after each figure was
-produced by the code that produces it."""
+produced by the code that produces it — or, for the GPU rules and the dashboard's GPU row, one of
+the DCGM exporter's series or a series the GPU rules record. The GPU alerts' thresholds and
+durations are the portal's alert defaults (``SLIPWAY_ALERT_*``). promtool's own checks and unit
+tests of the rules: tests/deploy/test_promtool.py."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import core.backend
 from cluster.errors import Invalid
+from portal import settings as defaults
 from quotas.admission import admit
 from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
@@ -26,7 +30,11 @@ from workloads.tasks import reconcile_cluster
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RULES = DEPLOY / "prometheus" / "slipway-rules.yaml"
+GPU_RULES = DEPLOY / "prometheus" / "gpu-rules.yaml"
 DASHBOARD = DEPLOY / "grafana" / "slipway-dashboard.json"
+#: The DCGM exporter's series the GPU rules read (cluster/metrics.py names them too); not Slipway's.
+DCGM_SERIES = {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE",
+               "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE"}
 
 # The PrometheusRule CRD's schema (prometheus-operator, monitoring.coreos.com/v1), the part
 # these rules use, strict: an unknown field (a typo the API server would prune) fails.
@@ -72,15 +80,25 @@ PROMETHEUS_RULE = {
 }
 
 #: Grafana's variables, replaced by values of their kind before a query is parsed.
-GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "6h", "$team": ".*"}
+GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "6h", "$team": ".*", "$workload": ".*"}
 
 
-def rule_documents() -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all(RULES.read_text()) if doc is not None]
+def rule_documents(path: Path = RULES) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+
+
+def rules(path: Path) -> list[dict[str, Any]]:
+    return [rule for doc in rule_documents(path) for group in doc["spec"]["groups"] for rule in group["rules"]]
 
 
 def alerts() -> list[dict[str, Any]]:
-    return [rule for doc in rule_documents() for group in doc["spec"]["groups"] for rule in group["rules"]]
+    """The alerting rules of both files."""
+    return [rule for path in (RULES, GPU_RULES) for rule in rules(path) if "alert" in rule]
+
+
+def recorded() -> set[str]:
+    """The series the GPU rules record."""
+    return {rule["record"] for rule in rules(GPU_RULES) if "record" in rule}
 
 
 def dashboard() -> dict[str, Any]:
@@ -131,17 +149,43 @@ def exported(client, flavors, staff, fake_backend, settings, django_capture_on_c
 # -- the rules -------------------------------------------------------------------------------
 
 
-def test_the_rules_are_a_valid_prometheus_rule():
-    [doc] = rule_documents()
+@pytest.mark.parametrize("path", [RULES, GPU_RULES], ids=lambda path: path.name)
+def test_the_rules_are_a_valid_prometheus_rule(path):
+    [doc] = rule_documents(path)
     jsonschema.validate(doc, PROMETHEUS_RULE)
+
+
+def test_the_alerts_are_named_once_and_page_for_what_they_must():
     names = [rule["alert"] for rule in alerts()]
     assert len(names) == len(set(names))
-    # The four situations the platform admins are paged for, at least.
-    assert {"SlipwayQueueStuck", "SlipwayReconcileLagging", "SlipwayClusterLost", "SlipwayBudgetBurning"} <= set(names)
+    # The four situations the platform admins are paged for, at least, and the three GPU alerts.
+    assert {"SlipwayQueueStuck", "SlipwayReconcileLagging", "SlipwayClusterLost", "SlipwayBudgetBurning",
+            "SlipwayGPUIdle", "SlipwayGPUMemoryNearlyFull", "SlipwayGPUHot"} <= set(names)
+
+
+def comparison(expr: str) -> tuple[str, float]:
+    """``(operator, number)`` of an alert's top-level ``<figure> <op> <number>``."""
+    node = pp.parse(expr)
+    assert isinstance(node, pp.BinaryExpr) and isinstance(node.rhs, pp.NumberLiteral), expr
+    return str(node.op), node.rhs.val
+
+
+def test_the_gpu_alerts_have_the_portals_thresholds_and_durations():
+    """One set of defaults: what the portal's alerts apply (SLIPWAY_ALERT_*, as shipped) is what Prometheus alerts on."""
+    by_name = {rule["alert"]: rule for rule in rules(GPU_RULES) if "alert" in rule}
+    expected = {
+        "SlipwayGPUIdle": ("<", defaults.SLIPWAY_ALERT_IDLE_UTIL_PCT, defaults.SLIPWAY_ALERT_IDLE_MINUTES),
+        "SlipwayGPUMemoryNearlyFull": (">", defaults.SLIPWAY_ALERT_MEMORY_PCT / 100, defaults.SLIPWAY_ALERT_MEMORY_MINUTES),
+        "SlipwayGPUHot": (">", defaults.SLIPWAY_ALERT_TEMP_C, defaults.SLIPWAY_ALERT_TEMP_MINUTES),
+    }
+    for name, (op, threshold, minutes) in expected.items():
+        rule = by_name[name]
+        assert comparison(rule["expr"]) == (op, threshold), name
+        assert (rule["for"], rule["keep_firing_for"]) == (f"{minutes}m", f"{defaults.SLIPWAY_ALERT_CLEAR_MINUTES}m")
 
 
 def test_the_validator_refuses_a_misspelt_field():
-    [doc] = rule_documents()
+    [doc] = rule_documents(RULES)
     doc["spec"]["groups"][0]["rules"][0]["fro"] = "5m"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, PROMETHEUS_RULE)
@@ -167,7 +211,7 @@ def test_the_dashboard_is_an_importable_grafana_dashboard():
     board = dashboard()
     assert board["title"] == "Slipway" and board["uid"]
     variables = {variable["name"] for variable in board["templating"]["list"]}
-    assert variables == {"datasource", "team"}
+    assert variables == {"datasource", "team", "workload"}
     ids = [panel["id"] for panel in board["panels"]]
     assert len(ids) == len(set(ids))
     for panel in board["panels"]:
@@ -193,11 +237,21 @@ def test_each_dashboard_query_parses(query):
 # -- against what /metrics really exports ----------------------------------------------------------
 
 
+def test_the_gpu_rules_read_only_dcgm_series_and_the_dashboards_gpu_row_what_they_record():
+    gpu_rules = rules(GPU_RULES)
+    read = set().union(*(metric_names(rule["expr"]) for rule in gpu_rules))
+    assert read <= DCGM_SERIES | recorded(), read - DCGM_SERIES - recorded()
+    assert read >= DCGM_SERIES  # each of the exporter's five figures (and MIG's) is used
+    shown = {name for query in dashboard_queries() for name in metric_names(query)}
+    assert recorded() <= shown  # the GPU row draws every recorded figure
+
+
 @pytest.mark.django_db
 def test_the_rules_and_the_dashboard_read_only_figures_slipway_exports(exported):
     samples = set().union(*exported.values())
     used = set().union(*(metric_names(rule["expr"]) for rule in alerts()),
                        *(metric_names(query) for query in dashboard_queries()))
+    used -= DCGM_SERIES | recorded()  # the DCGM exporter's, and what the GPU rules make of them
     assert used and used <= samples, used - samples
     # ... and the dashboard shows every figure.
     shown = {name for query in dashboard_queries() for name in metric_names(query)}

@@ -19,6 +19,7 @@ from quotas.demo import seed_flavors
 from quotas.models import GpuFlavor, TeamBudget, TeamQuota
 from teams.models import Membership, Team
 from tests.shared_flavors import shared_demo_flavors
+from workloads.models import TeamAlertSettings
 
 User = get_user_model()
 
@@ -39,6 +40,7 @@ def snapshot() -> dict:
         "quotas": sorted(TeamQuota.objects.values_list("team__slug", "flavor__name", "limit")),
         "budgets": sorted(TeamBudget.objects.values_list("team__slug", "monthly_limit")),
         "email": sorted(EmailSubscription.objects.values_list("team__slug", "user__username", "kind")),
+        "alert_rules": sorted(TeamAlertSettings.objects.values_list("team__slug", "idle_minutes")),
     }
 
 
@@ -113,14 +115,24 @@ def test_it_prints_the_port_the_server_listens_on(db, debug_on, monkeypatch):
     assert "Open https://demo.example.com/" in seed(no_runs=True, url="https://demo.example.com/")
 
 
-def test_it_subscribes_alice_to_her_teams_runs_by_e_mail_once(db, debug_on):
+def test_it_subscribes_alice_to_her_teams_runs_and_dave_to_visions_gpu_alerts_by_e_mail_once(db, debug_on):
     seed(no_runs=True)
     assert sorted(EmailSubscription.objects.values_list("team__slug", "user__username", "kind")) == [
         ("ml-research", "alice", "preempted"), ("ml-research", "alice", "run_failed"),
-        ("ml-research", "alice", "run_succeeded")]
+        ("ml-research", "alice", "run_succeeded"), ("vision", "dave", "gpu_idle"), ("vision", "dave", "gpu_memory")]
     EmailSubscription.objects.filter(kind="run_succeeded").delete()  # she unsubscribed: it stays so
     seed(no_runs=True)
-    assert EmailSubscription.objects.count() == 2
+    assert EmailSubscription.objects.count() == 4
+
+
+def test_vision_tightened_its_idle_alert_once_and_a_change_stays(db, debug_on):
+    seed(no_runs=True)
+    rules = TeamAlertSettings.objects.get(team__slug="vision")
+    assert (rules.idle_util_pct, rules.idle_minutes, rules.memory_pct, rules.memory_minutes) == (None, 5, None, None)
+    assert TeamAlertSettings.objects.count() == 1
+    TeamAlertSettings.objects.filter(team__slug="vision").update(idle_minutes=15)  # its admins changed it
+    seed(no_runs=True)
+    assert TeamAlertSettings.objects.get(team__slug="vision").idle_minutes == 15
 
 
 def test_it_is_idempotent(db, debug_on):

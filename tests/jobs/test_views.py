@@ -547,10 +547,26 @@ def test_it_forbids_viewers_to_cancel(client, member, viewer, team, quota, publi
     assert run.state == RunState.ADMITTED
 
 
-def test_it_refuses_get_on_cancel(client, member, team, quota, published):
+def test_a_get_on_cancel_asks_to_confirm_and_cancels_nothing(client, member, viewer, team, quota, published):
+    """The page an idle alert links to: it asks; only its form's POST cancels."""
     run = submit_run_as(member, team)
     client.force_login(member)
-    assert client.get(f"/runs/{run.pk}/cancel/").status_code == 405
+    response = client.get(f"/runs/{run.pk}/cancel/")
+    html = response.content.decode()
+    assert response.status_code == 200 and "Cancel bert-finetune?" in html
+    assert '<form method="post">' in html and "back to ML Research's quota" in html
+    run.refresh_from_db()
+    assert run.state == RunState.ADMITTED
+    assert client.put(f"/runs/{run.pk}/cancel/").status_code == 405
+    client.force_login(viewer)  # who may not cancel is not asked to
+    assert client.get(f"/runs/{run.pk}/cancel/").status_code == 403
+
+
+def test_the_cancel_page_of_an_ended_run_offers_nothing(client, member, team, quota, published):
+    run = set_state(submit_run_as(member, team), RunState.SUCCEEDED)
+    client.force_login(member)
+    html = client.get(f"/runs/{run.pk}/cancel/").content.decode()
+    assert "has ended" in html and '<form method="post">' not in html
 
 
 # -- run again: the form prefilled, never a blind resubmit ---------------------------------------------

@@ -40,6 +40,8 @@ from quotas.models import Cohort, GpuFlavor, TeamBudget, TeamQuota, TeamSharing
 from quotas.services import seed_cluster_prices, set_cohort, set_team_quota
 from teams.models import DemoSeed, Membership, Role, Team
 from workspaces.demo import seed_demo_workspaces
+from workloads.alert_settings import problems
+from workloads.models import TeamAlertSettings
 
 DEMO_PASSWORD = "slipway-demo"
 ADMIN_PASSWORD = "slipway-admin"
@@ -93,9 +95,17 @@ COHORTS: tuple[DemoCohort, ...] = (
                preemption_delay_seconds=30, borrowing_limits={("ml-research", "h100-80gb"): 8}),
 )
 
-#: E-mail subscriptions of the demo: (team slug, username, kinds of event).
+#: E-mail subscriptions of the demo: (team slug, username, kinds of event). Dave hears about Vision's
+#: idle GPUs (its forgotten notebook, jobs.demo) and GPU memory running out.
 DEMO_EMAIL: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("ml-research", "alice", (EventKind.RUN_SUCCEEDED, EventKind.RUN_FAILED, EventKind.PREEMPTED)),
+    ("vision", "dave", (EventKind.GPU_IDLE, EventKind.GPU_MEMORY)),
+)
+
+#: Alert rules teams tightened (workloads.alert_settings): Vision is told of idle GPUs after 5 minutes
+#: rather than the platform's 30, so the forgotten notebook's idle alert comes within minutes of ``make run``.
+DEMO_ALERT_RULES: tuple[tuple[str, dict], ...] = (
+    ("vision", {"idle_minutes": 5}),
 )
 
 USERS: tuple[DemoUser, ...] = (
@@ -250,6 +260,10 @@ def seed_world(seeded: Seeded) -> int:
                 and Membership.objects.filter(team=teams[slug], user=users[username]).exists()):
             set_email_kinds(users[username], teams[slug], [*email_kinds(users[username], teams[slug]), *kinds])
             created += 1
+    # 6. Alert rules a team tightened (as its admins would on the Team page; checked as they would be).
+    for slug, rules in DEMO_ALERT_RULES:
+        if seeded.due(f"alert-rules:{slug}") and slug in teams and not problems(rules):
+            created += TeamAlertSettings.objects.get_or_create(team=teams[slug], defaults=rules)[1]
     return created
 
 

@@ -1,0 +1,75 @@
+"""Open alerts where people meet them: the run and endpoint pages (in-app), the staff's admin console,
+and the page an idle alert links to. A hot GPU is staff's: the team's pages do not show it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from core.formatting import format_money
+from inference.models import InferenceEndpoint
+from inference.services import create_endpoint
+from jobs.models import TrainingRun
+from tests.inference.conftest import endpoint_payload
+from workloads.alert_rules import AlertKind
+from workloads.models import AlertEpisode
+
+pytestmark = pytest.mark.django_db
+State = AlertEpisode.State
+
+
+@pytest.fixture
+def run(member, team, quota, flavors):
+    return TrainingRun.objects.create(team=team, created_by=member, name="stuck", flavor=flavors["a100-80gb"],
+                                      state="running", image="registry.example.com/ml/t:1", command=["python"],
+                                      gpus_per_worker=2, started_at=timezone.now() - timedelta(hours=1), open_units=2)
+
+
+def episode(workload, kind: AlertKind, state=State.OPEN, **facts) -> AlertEpisode:
+    since = timezone.now() - timedelta(minutes=40)
+    return AlertEpisode.objects.create(ref=workload.ref, kind=kind, team=workload.team, state=state, since=since,
+                                       opened_at=since + timedelta(minutes=30), **facts)
+
+
+def test_the_run_page_shows_its_open_idle_and_memory_alerts_with_the_money(client, member, run):
+    episode(run, AlertKind.IDLE, value=2.0, threshold=10.0, after_minutes=30, cost_per_hour=Decimal("8.20"))
+    episode(run, AlertKind.MEMORY, value=97.4, threshold=95.0, after_minutes=5)
+    episode(run, AlertKind.HOT, value=91.0, threshold=85.0, after_minutes=5)
+    client.force_login(member)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert 'id="alert-gpu_idle"' in page and "utilization 2%, under 10% for 30 min or more" in page
+    assert f"wasting {format_money(Decimal('8.20'))} per hour" in page
+    assert 'id="alert-gpu_memory"' in page and "97% of a GPU's memory in use (over 95%)" in page
+    assert 'id="alert-gpu_hot"' not in page  # staff's
+    # The htmx status panel (polled every 5 s) carries them too.
+    partial = client.get(f"/runs/{run.pk}/", HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="alert-gpu_idle"' in partial
+
+
+def test_a_closed_or_pending_alert_is_not_shown(client, member, run):
+    episode(run, AlertKind.IDLE, state=State.CLOSED, value=2.0, threshold=10.0, after_minutes=30,
+            cost_per_hour=Decimal("8.20"))
+    AlertEpisode.objects.create(ref=run.ref, kind=AlertKind.IDLE, team=run.team, since=timezone.now())
+    client.force_login(member)
+    assert 'id="alert-' not in client.get(f"/runs/{run.pk}/").content.decode()
+
+
+def test_an_endpoint_at_its_minimum_is_shown_how_to_scale_to_zero(client, member, team, ep_quota, published):
+    endpoint = create_endpoint(member, team, endpoint_payload(name="chat", min_replicas=1, max_replicas=2))
+    InferenceEndpoint.objects.filter(pk=endpoint.pk).update(state="ready", replicas=1, open_units=1)
+    episode(endpoint, AlertKind.IDLE, value=1.0, threshold=10.0, after_minutes=30, cost_per_hour=Decimal("4.10"),
+            at_minimum=True)
+    client.force_login(member)
+    page = client.get(f"/endpoints/{endpoint.pk}/").content.decode()
+    assert 'id="alert-gpu_idle"' in page and "at its minimum replicas" in page
+    assert "set its minimum replicas to 0 to scale to zero" in page and "wasting" not in page
+
+
+def test_staff_see_every_episode_in_the_admin_console_hot_gpus_included(staff_client, run):
+    episode(run, AlertKind.HOT, value=91.0, threshold=85.0, after_minutes=5, gpu="node-1/3")
+    page = staff_client.get("/admin/workloads/alertepisode/").content.decode()
+    assert "gpu_hot" in page and run.ref in page and "node-1/3" in page
+    assert staff_client.get("/admin/workloads/alertepisode/add/").status_code == 403  # the cycle writes them
