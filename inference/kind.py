@@ -20,7 +20,7 @@ from inference.models import InferenceEndpoint
 from quotas.decide import ResourceRequest
 from teams.models import Role
 from workloads import secrets
-from workloads.registry import DashboardPanel, Lifecycle, NavItem, StaffAction, WorkloadKind
+from workloads.registry import DashboardPanel, KindEvent, Lifecycle, NavItem, StaffAction, WorkloadKind
 
 _PHASE_TO_STATE = {
     EndpointPhase.DEPLOYING: EndpointState.DEPLOYING,
@@ -99,6 +99,9 @@ class EndpointKind(WorkloadKind):
     committed_units = ("min_replicas", "gpus_per_replica")
     end_verb, ended_word, conflict_error = "Delete", "deleted", services.EndpointConflict
     nav = NavItem("Endpoints", "inference:endpoint-list", 20)
+    # An endpoint may be degraded again: each time is its own event.
+    events = (KindEvent(EndpointState.DEGRADED, "endpoint_degraded", "Endpoint degraded", "is degraded",
+                        repeated=True),)
     dashboard = DashboardPanel("inference/_dashboard_stat.html")
     state_template = "inference/endpoint_list.html#row"
     staff_actions = (SCALE_TO_MINIMUM,)

@@ -25,7 +25,7 @@ from workloads import attempts, secrets
 from workloads import services as workloads
 from workloads.constants import Message
 from workloads.models import ReasonCode
-from workloads.registry import DashboardPanel, Lifecycle, NavItem, WorkloadKind
+from workloads.registry import DashboardPanel, KindEvent, Lifecycle, NavItem, WorkloadKind
 
 #: Runs the dashboard lists, newest first.
 RECENT_RUNS = 5
@@ -116,6 +116,8 @@ class TrainingKind(WorkloadKind):
     job_fields = ("name", "flavor_id", "image")
     end_verb, ended_word, conflict_error = "Cancel", "cancelled", services.RunConflict
     nav = NavItem("Runs", "jobs:run-list", 10)
+    events = (KindEvent(RunState.SUCCEEDED, "run_succeeded", "Run succeeded", "succeeded"),
+              KindEvent(RunState.FAILED, "run_failed", "Run failed", "failed"))
     dashboard = DashboardPanel("jobs/_dashboard_stat.html", "jobs/_dashboard_recent.html", recent_runs,
                                new=("New run", "jobs:run-new"))
     state_template = "jobs/run_list.html#state-poll"

@@ -10,7 +10,13 @@ from django.db import models
 
 
 class EventKind(models.TextChoices):
-    """What a subscription is to. One event of one kind is delivered once to each subscriber."""
+    """What a subscription is to. One event of one kind is delivered once to each subscriber.
+
+    Only the event kinds about no one workload kind belong here. A workload kind declares its own
+    (``WorkloadKind.events``); the members naming the kinds' older ones are their names for the code
+    that subscribes to them, equal to what the kinds declare (tests/notifications/test_vocabulary.py).
+    The vocabulary is :func:`notifications.vocabulary.event_kinds`.
+    """
 
     RUN_SUCCEEDED = "run_succeeded", "Run succeeded"
     RUN_FAILED = "run_failed", "Run failed"
@@ -20,9 +26,6 @@ class EventKind(models.TextChoices):
     QUEUE_WAITING = "queue_waiting", "Waiting for quota too long"
     WORKSPACE_PAUSED = "workspace_paused", "Workspace paused (idle, preempted, budget)"
 
-
-#: Event kinds told to the workload's owner too, subscribed or not (their own work stopped under them).
-OWNER_KINDS = (EventKind.WORKSPACE_PAUSED,)
 
 
 class Channel(models.TextChoices):

@@ -199,6 +199,9 @@ class WorkloadKind(abc.ABC):
     state_template: str = ""
     #: Its actions on the staff workload list besides the end (an endpoint's "scale to minimum").
     staff_actions: tuple[StaffAction, ...] = ()
+    #: Its state moves that are events people subscribe to (:mod:`notifications.events`): a kind's
+    #: event kinds need no change, and no migration, in notifications.
+    events: tuple[KindEvent, ...] = ()
 
     def get_for_user(self, user, pk: int, role: str = Role.VIEWER, staff_reads: bool = False):
         """The workload ``pk`` if ``user`` may see it (404 for outsiders, 403 below ``role``): the kind's access helper."""
@@ -246,6 +249,27 @@ class DashboardPanel:
     panel: str = ""
     context: Callable | None = None
     new: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class KindEvent:
+    """A state move of a kind that is an event (docs/notifications.md "event kind").
+
+    ``code`` is the event kind's value (unique among all kinds' and notifications' own; at most 32
+    characters), ``label`` what the subscription forms call it, ``verb`` what the event's title says
+    after the workload's name ("failed"). ``repeated``: it may happen to one workload again (each
+    time is its own event); ``continued``: the move's reason is the rest of the sentence about the
+    workload ("paused: idle for 60 min"), the verb said once; ``to_owner``: the workload's owner is
+    told too, subscribed or not (their own work stopped under them).
+    """
+
+    state: str
+    code: str
+    label: str
+    verb: str
+    repeated: bool = False
+    continued: bool = False
+    to_owner: bool = False
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from cluster.specs import VolumeSpec
 from cluster.status import EndpointPhase, WorkloadStatus, endpoint_status
 from quotas.decide import ResourceRequest
 from teams.models import Role
-from workloads.registry import DashboardPanel, Lifecycle, NavItem, WorkloadKind
+from workloads.registry import DashboardPanel, KindEvent, Lifecycle, NavItem, WorkloadKind
 from workspaces import idle, services
 from workspaces.constants import HOLDING_STATES, HOME_PATH, JUPYTER_PORT, PauseCause, WorkspaceState
 from workspaces.manifests import AccessConfig, WorkspaceSpec, build_workspace
@@ -86,6 +86,9 @@ class WorkspaceKind(WorkloadKind):
     committed_units = ("gpus",)
     end_verb, ended_word, conflict_error = "Delete", "deleted", services.WorkspaceConflict
     nav = NavItem("Workspaces", "workspaces:workspace-list", 30)
+    # The owner is told, subscribed or not: their workspace stopped under them (and why: the reason).
+    events = (KindEvent(WorkspaceState.PAUSED, "workspace_paused", "Workspace paused (idle, preempted, budget)",
+                        "paused", repeated=True, continued=True, to_owner=True),)
     dashboard = DashboardPanel("workspaces/_dashboard_stat.html", new=("New workspace", "workspaces:workspace-new"))
     state_template = "workspaces/_state.html"
 
