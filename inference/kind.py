@@ -16,6 +16,7 @@ from cluster.specs import DEFAULT_GPU_UTILIZATION_TARGET, DEFAULT_METRIC, Endpoi
 from cluster.status import EndpointPhase, WorkloadStatus, endpoint_status
 from inference import scaling, services
 from inference.constants import HOLDING_STATES, EndpointState, ScalingDecision
+from inference.demo import seed_demo_endpoints
 from inference.models import InferenceEndpoint
 from quotas.decide import ResourceRequest
 from teams.models import Role
@@ -117,6 +118,10 @@ class EndpointKind(WorkloadKind):
 
     def preview(self, team, fields: dict) -> services.EndpointPreview:
         return services.preview_endpoint(team, fields)
+
+    def seed_demo(self, slugs):
+        created = seed_demo_endpoints(slugs)
+        return [f"Created {len(created)} demo inference endpoints; they scale with a demo load."] if created else []
 
     def resource_request(self, endpoint: InferenceEndpoint) -> ResourceRequest:
         # The guaranteed part only; burst is granted later by admission.resize (inference.scaling).

@@ -22,7 +22,7 @@ from cluster.backends.base import ObservedWorkload, ResourceKind
 from cluster.status import WorkloadStatus
 from quotas.decide import ResourceRequest
 from quotas.ledger import RefLabel
-from teams.models import Role
+from teams.models import Role, declare_audit_actions
 from workloads.identity import WorkloadId
 from workloads.models import PORTAL_STEPS
 
@@ -199,6 +199,12 @@ class WorkloadKind(abc.ABC):
     state_template: str = ""
     #: Its actions on the staff workload list besides the end (an endpoint's "scale to minimum").
     staff_actions: tuple[StaffAction, ...] = ()
+    #: The URL name (no arguments) of its page for a new one, which takes ``?flavor=``: the quota table
+    #: links a flavor with free units there (the first kind in nav order that declares one). "": none.
+    new_on_flavor: str = ""
+    #: Its audit actions, ``{action: label}`` (teams.models.declare_audit_actions, when it is registered):
+    #: the audit log's column lists no fixed choices, so a kind's actions need no migration in teams.
+    audit_actions: dict[str, str] = {}
     #: Its state moves that are events people subscribe to (:mod:`notifications.events`): a kind's
     #: event kinds need no change, and no migration, in notifications.
     events: tuple[KindEvent, ...] = ()
@@ -213,6 +219,15 @@ class WorkloadKind(abc.ABC):
         Raises :attr:`conflict_error` when it already ended, ``PermissionDenied`` when ``user`` may not.
         """
         raise NotImplementedError
+
+    def seed_demo(self, slugs: list[str]) -> list[str]:
+        """Seed the demo work of the demo teams ``slugs`` (``manage.py seed_demo``, once per team) through the
+        kind's services; the lines the command prints about it. A kind without demo work seeds nothing."""
+        return []
+
+    def seed_demo_history(self, slugs: list[str]) -> list[str]:
+        """Record the demo teams' (``slugs``) past work with its ledger time (usage history); the lines to print."""
+        return []
 
     def submit(self, user, team, fields: dict):
         """Create one from an API request's ``fields`` (access checked by the service); it as written."""
@@ -300,6 +315,7 @@ def register(kind: WorkloadKind) -> WorkloadKind:
     existing = _KINDS.get(kind.prefix)
     if existing is not None and type(existing) is not type(kind):
         raise ValueError(f"prefix {kind.prefix!r} is taken by {type(existing).__name__}")
+    declare_audit_actions(kind.audit_actions)
     _KINDS[kind.prefix] = kind
     return kind
 
