@@ -59,6 +59,7 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "run-detail": (RUN, ("get",), ()), "run-cancel": (RUN, (), ("post",)), "run-events": (RUN, ("get",), ()),
     "run-logs": (RUN, ("get",), ()), "run-logs-download": (RUN, ("get",), ()), "run-manifest": (RUN, ("get",), ()),
     "run-telemetry": (RUN, ("get",), ()), "endpoint-telemetry": (ENDPOINT, ("get",), ()),
+    "workspace-telemetry": (WORKSPACE, ("get",), ()),
     "endpoint-detail": (ENDPOINT, ("get",), ("patch", "delete")), "endpoint-events": (ENDPOINT, ("get",), ()),
     "endpoint-logs": (ENDPOINT, ("get",), ()), "endpoint-logs-download": (ENDPOINT, ("get",), ()),
     "endpoint-manifest": (ENDPOINT, ("get",), ()),
