@@ -24,8 +24,16 @@ from django.apps import apps
 from django.contrib.auth.models import Group, Permission
 from django.db.models import Q
 
-#: Slipway's apps by label (the teams app's label is "portal").
-SLIPWAY_APPS = ("portal", "fleet", "quotas", "jobs", "inference", "notifications")
+from workloads.registry import kinds
+
+#: Slipway's apps by label besides the workload kinds' (the teams app's label is "portal").
+SHARED_APPS = ("portal", "fleet", "quotas", "notifications")
+
+
+def slipway_apps() -> tuple[str, ...]:
+    """Slipway's apps by label: the shared ones and every registered kind's (the kind registry's)."""
+    return SHARED_APPS + tuple(kind.model._meta.app_label for kind in kinds())
+
 PLATFORM_ADMIN = "Platform admin"
 FINANCE = "Finance (read-only)"
 SUPPORT = "Support (read-only)"
@@ -38,7 +46,7 @@ SUPPORT_EXCLUDED = {"portal": ("apitoken", "devicelogin")}
 
 
 def _last_slipway_app() -> str:
-    return [config.label for config in apps.get_app_configs() if config.label in SLIPWAY_APPS][-1]
+    return [config.label for config in apps.get_app_configs() if config.label in slipway_apps()][-1]
 
 
 def _permissions(q: Q) -> list[Permission]:
@@ -47,7 +55,7 @@ def _permissions(q: Q) -> list[Permission]:
 
 def role_permissions() -> dict[str, list[Permission]]:
     """``{group name: its permissions}`` as shipped."""
-    slipway = Q(content_type__app_label__in=SLIPWAY_APPS)
+    slipway = Q(content_type__app_label__in=slipway_apps())
     finance = Q()
     for app, models in FINANCE_MODELS.items():
         finance |= Q(content_type__app_label=app, content_type__model__in=models)
@@ -63,7 +71,7 @@ def ensure_staff_groups(sender=None, **_kwargs) -> None:
     """Create the shipped groups where missing and add the permissions they lack (idempotent).
 
     As a ``post_migrate`` receiver it acts once per migrate, on the signal of the last of
-    :data:`SLIPWAY_APPS` in ``INSTALLED_APPS`` (every app before it has its permissions by then:
+    :func:`slipway_apps` in ``INSTALLED_APPS`` (every app before it has its permissions by then:
     auth's receiver, connected first, makes them).
     """
     if sender is not None and sender.label != _last_slipway_app():

@@ -199,6 +199,7 @@ def _team_page(request: HttpRequest, membership: Membership, *, add_form: AddMem
         # The service refuses to remove the last admin; the page offers no button for it.
         "sole_admin": admins[0] if len(admins) == 1 else None,
         "usage": usage_bars(team), "budget": budget_bar(team), "can_submit": membership.allows(Role.MEMBER),
+        "new_on_flavor": new_on_flavor(),
         "add_form": (add_form or AddMemberForm()) if is_admin else None,
         "settings_form": TeamSettingsForm(initial={
             "members_may_cancel_teammates_work": team.members_may_cancel_teammates_work}) if is_admin else None,
@@ -325,6 +326,16 @@ def _panels(team, summary: dict[str, dict]) -> list[dict]:
              "context": k.dashboard.context(team) if k.dashboard.context else {}} for k in shown]
 
 
+def new_on_flavor() -> tuple[str, str] | None:
+    """(URL, noun) of the page for a new workload on a flavor that the quota table links free flavors to:
+    the first kind in nav order that declares one (``WorkloadKind.new_on_flavor``); None: no link."""
+    offering = [kind for kind in registered_kinds() if kind.new_on_flavor]
+    if not offering:
+        return None
+    kind = min(offering, key=lambda kind: kind.nav.order if kind.nav else 1000)
+    return reverse(kind.new_on_flavor), kind.noun
+
+
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")
@@ -341,7 +352,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     context = {
         "team": team, "membership": membership, "usage": usage_bars(team), "budget": budget_bar(team),
         "kinds": kinds, "polling": polling, "can_submit": membership.allows(Role.MEMBER),
-        "panels": _panels(team, kinds),
+        "panels": _panels(team, kinds), "new_on_flavor": new_on_flavor(),
         "submit_refused": submit_refusal(membership),
     }
     context["sharing"] = team_sharing(team, context["usage"])

@@ -17,11 +17,12 @@ from cluster.specs import DEFAULT_GPU_UTILIZATION_TARGET, DEFAULT_METRIC, Endpoi
 from cluster.status import EndpointPhase, WorkloadStatus, endpoint_status
 from inference import scaling, services
 from inference.constants import HOLDING_STATES, EndpointState, ScalingDecision
+from inference.demo import seed_demo_endpoints
 from inference.models import InferenceEndpoint
 from quotas.decide import ResourceRequest
 from teams.models import Role
 from workloads import secrets
-from workloads.registry import DashboardPanel, Lifecycle, NavItem, StaffAction, WorkloadKind
+from workloads.registry import DashboardPanel, KindEvent, Lifecycle, NavItem, StaffAction, WorkloadKind
 
 _PHASE_TO_STATE = {
     EndpointPhase.DEPLOYING: EndpointState.DEPLOYING,
@@ -100,6 +101,9 @@ class EndpointKind(WorkloadKind):
     committed_units = ("min_replicas", "gpus_per_replica")
     end_verb, ended_word, conflict_error = "Delete", "deleted", services.EndpointConflict
     nav = NavItem("Endpoints", "inference:endpoint-list", 20)
+    # An endpoint may be degraded again: each time is its own event.
+    events = (KindEvent(EndpointState.DEGRADED, "endpoint_degraded", "Endpoint degraded", "is degraded",
+                        repeated=True),)
     dashboard = DashboardPanel("inference/_dashboard_stat.html")
     state_template = "inference/endpoint_list.html#row"
     staff_actions = (SCALE_TO_MINIMUM,)
@@ -125,6 +129,10 @@ class EndpointKind(WorkloadKind):
 
     def preview(self, team, fields: dict) -> services.EndpointPreview:
         return services.preview_endpoint(team, fields)
+
+    def seed_demo(self, slugs):
+        created = seed_demo_endpoints(slugs)
+        return [f"Created {len(created)} demo inference endpoints; they scale with a demo load."] if created else []
 
     def resource_request(self, endpoint: InferenceEndpoint) -> ResourceRequest:
         # The guaranteed part only; burst is granted later by admission.resize (inference.scaling).

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.urls import reverse
+from django.utils import timezone
 
 import core.backend
 from cluster.backends.base import ObservedWorkload, ResourceKind
@@ -18,14 +19,15 @@ from cluster.specs import CheckpointSpec, TrainingSpec, VolumeSpec
 from cluster.status import TrainingPhase, WorkloadStatus, training_status
 from jobs import metrics, services
 from jobs.constants import RunState
-from jobs.models import TrainingRun
+from jobs.demo import seed_demo_history, seed_demo_runs
+from jobs.models import LaterDemoRun, TrainingRun
 from quotas.decide import ResourceRequest
 from teams.models import Role
 from workloads import attempts, secrets
 from workloads import services as workloads
 from workloads.constants import Message
 from workloads.models import ReasonCode
-from workloads.registry import DashboardPanel, Lifecycle, NavItem, WorkloadKind
+from workloads.registry import DashboardPanel, KindEvent, Lifecycle, NavItem, WorkloadKind
 
 #: Runs the dashboard lists, newest first.
 RECENT_RUNS = 5
@@ -116,6 +118,9 @@ class TrainingKind(WorkloadKind):
     job_fields = ("name", "flavor_id", "image")
     end_verb, ended_word, conflict_error = "Cancel", "cancelled", services.RunConflict
     nav = NavItem("Runs", "jobs:run-list", 10)
+    new_on_flavor = "jobs:run-new"
+    events = (KindEvent(RunState.SUCCEEDED, "run_succeeded", "Run succeeded", "succeeded"),
+              KindEvent(RunState.FAILED, "run_failed", "Run failed", "failed"))
     dashboard = DashboardPanel("jobs/_dashboard_stat.html", "jobs/_dashboard_recent.html", recent_runs,
                                new=("New run", "jobs:run-new"))
     state_template = "jobs/run_list.html#state-poll"
@@ -135,6 +140,19 @@ class TrainingKind(WorkloadKind):
     def preview(self, team, fields: dict):
         # Bad input (or a flavor that does not take the run) is a 400 here, not an "invalid" preview as the form shows.
         return services.preview_run(team, fields, strict=True)
+
+    def seed_demo(self, slugs):
+        lines = []
+        if runs := seed_demo_runs(slugs):
+            lines.append(f"Submitted {len(runs)} demo training runs; they progress on their own.")
+        for later in LaterDemoRun.objects.filter(submitted_at__isnull=True).select_related("team"):
+            lines.append(f"{later.team.name} submits {later.spec.get('name')} at "
+                         f"{timezone.localtime(later.due_at):%H:%M:%S} (the worker and beat must run).")
+        return lines
+
+    def seed_demo_history(self, slugs):
+        history = seed_demo_history(slugs)
+        return [f"Recorded {len(history)} finished demo runs of the past two weeks (usage history)."] if history else []
 
     def resource_request(self, run: TrainingRun) -> ResourceRequest:
         units, per_node = run.placement_shape  # the one shape rule: placement and the price read it too

@@ -10,7 +10,13 @@ from django.db import models
 
 
 class EventKind(models.TextChoices):
-    """What a subscription is to. One event of one kind is delivered once to each subscriber."""
+    """What a subscription is to. One event of one kind is delivered once to each subscriber.
+
+    Only the event kinds about no one workload kind belong here. A workload kind declares its own
+    (``WorkloadKind.events``); the members naming the kinds' older ones are their names for the code
+    that subscribes to them, equal to what the kinds declare (tests/notifications/test_vocabulary.py).
+    The vocabulary is :func:`notifications.vocabulary.event_kinds`.
+    """
 
     RUN_SUCCEEDED = "run_succeeded", "Run succeeded"
     RUN_FAILED = "run_failed", "Run failed"
@@ -28,11 +34,6 @@ class EventKind(models.TextChoices):
 #: Kinds told to platform staff, never to the team: every active staff account with an e-mail address
 #: gets them (no subscription, no team webhook). A hot GPU is the hardware's problem, not the work's.
 STAFF_KINDS = frozenset({EventKind.GPU_HOT})
-#: The kinds a team's members subscribe to and its webhooks list.
-TEAM_KINDS = tuple(kind for kind in EventKind if kind not in STAFF_KINDS)
-TEAM_KIND_CHOICES = [(kind.value, kind.label) for kind in TEAM_KINDS]
-#: Event kinds told to the workload's owner too, subscribed or not (their own work stopped under them).
-OWNER_KINDS = (EventKind.WORKSPACE_PAUSED,)
 
 
 class Channel(models.TextChoices):

@@ -28,11 +28,11 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
+from notifications import vocabulary
 from notifications.constants import (
     DELIVERY_HEADER,
     EVENT_HEADER,
     MAX_BACKOFF_SECONDS,
-    OWNER_KINDS,
     SIGNATURE_HEADER,
     STAFF_KINDS,
     TIMESTAMP_HEADER,
@@ -79,9 +79,10 @@ def fan_out(key: str, now: datetime | None = None) -> list[int]:
 
     Targets: the team's webhooks listing the event's kind, and the team's members subscribed by
     e-mail to it (members now: someone who left the team is not told) — and, for the kinds about
-    someone's own work stopped under them (:data:`OWNER_KINDS`), its owner, subscribed or not; platform
-    staff alone for the kinds that are theirs (:data:`~notifications.constants.STAFF_KINDS`). None when
-    the event does not exist (its transaction rolled back).
+    someone's own work stopped under them (:func:`notifications.vocabulary.owner_kinds`), its owner,
+    subscribed or not; platform staff alone for the kinds that are theirs
+    (:data:`~notifications.constants.STAFF_KINDS`). None when the event does not exist (its
+    transaction rolled back).
     """
     now = now or timezone.now()
     with transaction.atomic():
@@ -104,7 +105,7 @@ def _team_rows(event: Event, now: datetime) -> list[Delivery]:
                                                    user__memberships__team=event.team)
                    .exclude(user__email="").select_related("user"))
     users = {sub.user_id: sub.user for sub in subscribers}
-    if event.kind in OWNER_KINDS and event.details.get("owner"):
+    if event.kind in vocabulary.owner_kinds() and event.details.get("owner"):
         # The owner is told of their own work stopped under them, subscribed or not (still a member).
         owner = (User.objects.filter(pk=event.details["owner"], is_active=True, memberships__team=event.team)
                  .exclude(email="").first())

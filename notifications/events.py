@@ -17,34 +17,16 @@ from django.db.models import Q
 from django.utils.text import capfirst
 
 from core.formatting import format_money
-from inference.constants import EndpointState
-from inference.models import InferenceEndpoint
-from jobs.constants import RunState
-from jobs.models import TrainingRun
+from notifications import vocabulary
 from notifications.constants import EventKind
 from notifications.models import Event
 from quotas.ledger import RefLabel
 from quotas.models import PreemptionEvent
 from workloads.alert_rules import AlertKind
 from workloads.registry import kind_of, kinds, label_of, labels
-from workspaces.constants import WorkspaceState
-from workspaces.models import Workspace
-
-#: The workload moves that are events: (the kind's model, its new state) → the event's kind.
-MOVES: dict[tuple[type, str], EventKind] = {
-    (TrainingRun, RunState.SUCCEEDED): EventKind.RUN_SUCCEEDED,
-    (TrainingRun, RunState.FAILED): EventKind.RUN_FAILED,
-    (InferenceEndpoint, EndpointState.DEGRADED): EventKind.ENDPOINT_DEGRADED,
-    (Workspace, WorkspaceState.PAUSED): EventKind.WORKSPACE_PAUSED,
-}
-#: Moves that may happen again to one workload (each is its own event, keyed by its time).
-REPEATED = (EventKind.ENDPOINT_DEGRADED, EventKind.WORKSPACE_PAUSED)
-#: Moves whose reason is the rest of the sentence about the workload ("paused: idle for 60 min …"),
-#: as a preemption's is: the text is the workload's name and then the reason, the verb said once.
-CONTINUED = (EventKind.WORKSPACE_PAUSED,)
 
 
-def record(kind: EventKind, team, key: str, title: str, text: str, ref: str = "", **details) -> str:
+def record(kind: str, team, key: str, title: str, text: str, ref: str = "", **details) -> str:
     """Write the event ``key`` unless it exists; returns the key (fan it out after commit).
 
     ``title`` and ``text`` are for people and stand alone (an e-mail's subject and body, a Slack
@@ -64,20 +46,19 @@ def named(label: RefLabel) -> str:
 
 
 def workload_moved(model: type, workload, state: str, reason: str, at: datetime) -> str | None:
-    """The event of a workload's state move, if that move is one (:data:`MOVES`)."""
-    kind = MOVES.get((model, state))
-    if kind is None:
+    """The event of a workload's state move, if its kind declares that move one (``WorkloadKind.events``)."""
+    event = vocabulary.moves().get((model, state))
+    if event is None:
         return None
-    said = {EventKind.RUN_SUCCEEDED: "succeeded", EventKind.RUN_FAILED: "failed",
-            EventKind.ENDPOINT_DEGRADED: "is degraded", EventKind.WORKSPACE_PAUSED: "paused"}[kind]
-    title = f"{named(label_of(workload))} {said}"
+    title = f"{named(label_of(workload))} {event.verb}"
     # A run ends once; an endpoint may be degraded (a workspace paused) again: each time is its own event.
-    key = f"{kind}:{workload.ref}" if kind not in REPEATED else f"{kind}:{workload.ref}:{at.isoformat()}"
-    if kind in CONTINUED and reason:
+    key = f"{event.code}:{workload.ref}" if not event.repeated else f"{event.code}:{workload.ref}:{at.isoformat()}"
+    if event.continued and reason:
+        # The reason is the rest of the sentence about the workload, as a preemption's is: the verb said once.
         text = f"{named(label_of(workload))} {reason}"
     else:
         text = f"{title}: {reason}" if reason else f"{title}."
-    return record(kind, workload.team, key, title, text,
+    return record(event.code, workload.team, key, title, text,
                   ref=workload.ref, state=state, reason=reason, name=workload.name, at=at.isoformat(),
                   owner=workload.created_by_id)
 

@@ -3,16 +3,17 @@
 from django import forms
 
 from core.forms import ServiceErrorsForm
-from notifications.constants import MAX_URL_LENGTH, TEAM_KIND_CHOICES
+from notifications import vocabulary
+from notifications.constants import MAX_URL_LENGTH
 
 
 class EmailForm(ServiceErrorsForm):
     kinds = forms.MultipleChoiceField(
-        choices=TEAM_KIND_CHOICES, required=False, widget=forms.CheckboxSelectMultiple, label="E-mail me when",
+        choices=vocabulary.choices, required=False, widget=forms.CheckboxSelectMultiple, label="E-mail me when",
         help_text="About this team's work; sent to your account's e-mail address.")
 
 
 class WebhookForm(ServiceErrorsForm):
     url = forms.CharField(max_length=MAX_URL_LENGTH, label="URL", help_text="http(s); gets a signed JSON POST.")
-    kinds = forms.MultipleChoiceField(choices=TEAM_KIND_CHOICES, widget=forms.CheckboxSelectMultiple,
+    kinds = forms.MultipleChoiceField(choices=vocabulary.choices, widget=forms.CheckboxSelectMultiple,
                                       label="Send when")

@@ -12,14 +12,15 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from notifications.constants import MAX_URL_LENGTH, Channel, DeliveryStatus, EventKind
+from notifications import vocabulary
+from notifications.constants import MAX_URL_LENGTH, Channel, DeliveryStatus
 
 
 class Event(models.Model):
     """One thing that happened to a team, as subscribers are told about it."""
 
     key = models.CharField(max_length=200, unique=True, help_text="What happened, once: e.g. run_failed:run-42.")
-    kind = models.CharField(max_length=32, choices=EventKind.choices)
+    kind = models.CharField(max_length=32, help_text="Its event kind (notifications.vocabulary.event_kinds).")
     team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="+")
     ref = models.CharField(max_length=100, blank=True, help_text="The workload it is about, if any.")
     title = models.CharField(max_length=200)
@@ -41,7 +42,7 @@ class EmailSubscription(models.Model):
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="+")
-    kind = models.CharField(max_length=32, choices=EventKind.choices)
+    kind = models.CharField(max_length=32, help_text="Its event kind (notifications.vocabulary.event_kinds).")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "team", "kind"], name="uniq_email_subscription")]
@@ -69,7 +70,8 @@ class Webhook(models.Model):
         return self.url
 
     def kind_labels(self) -> list[str]:
-        return [EventKind(kind).label for kind in self.kinds if kind in EventKind.values]
+        labels = vocabulary.event_kinds()
+        return [labels[kind] for kind in self.kinds if kind in labels]
 
 
 class Delivery(models.Model):

@@ -12,7 +12,8 @@ import secrets
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from notifications.constants import DELIVERY_LOG_SIZE, MAX_WEBHOOKS_PER_TEAM, STAFF_KINDS, TEAM_KINDS
+from notifications import vocabulary
+from notifications.constants import DELIVERY_LOG_SIZE, MAX_WEBHOOKS_PER_TEAM, STAFF_KINDS
 from notifications.models import Delivery, EmailSubscription, Webhook
 from notifications.targets import url_problem
 from teams.models import AuditEvent, Role, Team
@@ -30,7 +31,7 @@ def email_kinds(user, team: Team) -> list[str]:
 def set_email_kinds(user, team: Team, kinds: list[str]) -> list[str]:
     """Make ``user``'s e-mail subscriptions to ``team`` exactly ``kinds`` (any member; viewers too)."""
     require_team(user, team)
-    unknown = sorted(set(kinds) - set(TEAM_KINDS))
+    unknown = vocabulary.unknown(kinds)
     if unknown:
         raise ValidationError({"kinds": f"Unknown kinds of event: {', '.join(unknown)}."})
     if kinds and not user.email:
@@ -60,8 +61,8 @@ def create_webhook(user, team: Team, url: str, kinds: list[str], ip: str | None 
         errors["url"] = problem
     if not kinds:
         errors["kinds"] = "Choose at least one kind of event."
-    elif set(kinds) - set(TEAM_KINDS):
-        errors["kinds"] = f"Unknown kinds of event: {', '.join(sorted(set(kinds) - set(TEAM_KINDS)))}."
+    elif vocabulary.unknown(kinds):
+        errors["kinds"] = f"Unknown kinds of event: {', '.join(vocabulary.unknown(kinds))}."
     if errors:
         raise ValidationError(errors)
     secret = f"whsec_{secrets.token_urlsafe(32)}"

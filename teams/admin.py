@@ -7,7 +7,7 @@ from django.contrib import admin
 
 from core.admin import ReadOnlyAdmin, when_column
 from teams import services
-from teams.models import ApiToken, AuditEvent, GroupMapping, Membership, Team
+from teams.models import ApiToken, AuditEvent, GroupMapping, Membership, Team, audit_actions
 from teams.services import lock_team
 
 admin.site.site_header = "Slipway admin console"
@@ -143,12 +143,29 @@ class ApiTokenAdmin(admin.ModelAdmin):
             services.revoke_api_token(request.user, token, ip=services.client_ip(request))
 
 
+class ActionFilter(admin.SimpleListFilter):
+    """The audit log's actions by label: the core ones and those the kinds declare (no ``choices`` on the column)."""
+
+    title = "action"
+    parameter_name = "action"
+
+    def lookups(self, request, model_admin):
+        return sorted(audit_actions().items(), key=lambda item: item[1])
+
+    def queryset(self, request, queryset):
+        return queryset.filter(action=self.value()) if self.value() else queryset
+
+
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdmin):
     """Read-only: the audit log is append-only."""
 
-    list_display = ["at", "actor_name", "action", "team", "target", "ip_address"]
+    list_display = ["at", "actor_name", "action_label", "team", "target", "ip_address"]
     at = when_column("created_at", "at", "seconds")
-    list_filter = ["action", "team"]
+    list_filter = [ActionFilter, "team"]
     search_fields = ["actor_name", "target"]
     date_hierarchy = "created_at"
+
+    @admin.display(description="action", ordering="action")
+    def action_label(self, obj: AuditEvent) -> str:
+        return obj.get_action_display()

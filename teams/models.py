@@ -226,6 +226,34 @@ class DeviceLogin(models.Model):
         return f"device login {self.pk} from {self.client_name or '?'} ({self.state})"
 
 
+#: Audit actions declared by the apps above teams (a workload kind's ``audit_actions``, registered
+#: with it by :func:`workloads.registry.register`): ``{action: label}``. See :func:`audit_actions`.
+_DECLARED_ACTIONS: dict[str, str] = {}
+
+
+def declare_audit_actions(actions: dict[str, str]) -> None:
+    """Add ``actions`` (``{action: label}``) to the audit vocabulary; an action is declared once.
+
+    Raises ``ValueError`` when one is already :class:`AuditEvent.Action`'s or another's with another label.
+    """
+    for action, label in actions.items():
+        known = audit_actions().get(action)
+        if known is not None and known != label:
+            raise ValueError(f"audit action {action!r} is declared twice ({known!r}, {label!r})")
+        if len(action) > AuditEvent._meta.get_field("action").max_length:
+            raise ValueError(f"audit action {action!r} is longer than its column")
+    _DECLARED_ACTIONS.update(actions)
+
+
+def audit_actions() -> dict[str, str]:
+    """``{action: label}``: the core actions (:class:`AuditEvent.Action`) and those the kinds declare.
+
+    The ``action`` column has no fixed ``choices``: it is validated against this when written
+    (``teams.services.audit``), so a new kind's actions need no migration here.
+    """
+    return {**dict(AuditEvent.Action.choices), **_DECLARED_ACTIONS}
+
+
 class AuditEvent(models.Model):
     """A security-relevant action: who did what to which object, and when. Append-only."""
 
@@ -255,7 +283,7 @@ class AuditEvent(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     actor_name = models.CharField(max_length=150, blank=True, help_text="Username at the time (kept if the user is deleted).")
-    action = models.CharField(max_length=40, choices=Action.choices, db_index=True)
+    action = models.CharField(max_length=40, db_index=True, help_text="Its action (teams.models.audit_actions).")
     team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     target = models.CharField(max_length=200, blank=True)
     details = models.JSONField(default=dict, blank=True)
@@ -266,6 +294,10 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_name or '-'} {self.action} {self.target}"
+
+    def get_action_display(self) -> str:
+        """The action's label (:func:`audit_actions`), or its code when no app declares it any more."""
+        return audit_actions().get(self.action, self.action)
 
 
 class IdempotencyRecord(models.Model):

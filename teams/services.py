@@ -22,7 +22,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from teams.models import ApiToken, AuditEvent, Membership, Role, Team, hash_token
+from teams.models import ApiToken, AuditEvent, Membership, Role, Team, audit_actions, hash_token
 from teams.permissions import require_team
 
 #: The client address of the request being served (:func:`serving`), None outside a request.
@@ -62,8 +62,10 @@ def audit(action: str, *, actor=None, team: Team | None = None, target: str = ""
     """Append one audit event. ``actor`` may be None (e.g. a failed login by an unknown name).
 
     ``ip``: the client's address; by default the address of the request being served (none for
-    the reconciler's and the workers' own events).
+    the reconciler's and the workers' own events). ``action`` must be known (:func:`teams.models.audit_actions`).
     """
+    if action not in audit_actions():
+        raise ValueError(f"unknown audit action {action!r}: declare it (a kind's audit_actions)")
     return AuditEvent.objects.create(
         action=action,
         actor=actor if actor is not None and actor.is_authenticated else None,

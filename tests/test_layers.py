@@ -1,7 +1,10 @@
 """The apps import one way: each top-level package only imports packages in layers below it
-(DESIGN.md §1). Peers in one layer (the two workload kinds; the sandbox and teams) never import
+(DESIGN.md §1). Peers in one layer (the workload kinds; the sandbox and teams) never import
 each other, so adding a kind cannot tie it to another. Function-level imports count
 (:mod:`tests.test_import_cycles` walks them).
+
+The kinds' layer is read from the kind registry (:func:`kind_packages`), so a new kind is placed
+without a touch here.
 """
 
 from __future__ import annotations
@@ -9,6 +12,16 @@ from __future__ import annotations
 import ast
 
 from tests.test_import_cycles import PACKAGES, REPO, graph
+from workloads.registry import kinds
+
+
+def kind_packages() -> tuple[str, ...]:
+    """The top-level packages of the project's registered kinds (the test-only kind under tests/ excluded)."""
+    packages = {kind.model._meta.app_config.name.split(".")[0] for kind in kinds()}
+    return tuple(sorted(packages - {"tests"}))
+
+
+KINDS = kind_packages()
 
 #: Bottom up. A package may import any package of a lower layer, none of its own or a higher one.
 LAYERS: tuple[tuple[str, ...], ...] = (
@@ -19,7 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("fleet",),              # clusters as data: their state, their backends
     ("quotas",),             # flavors, prices, quotas, budgets, admission, the ledger
     ("workloads",),          # what every workload kind shares
-    ("jobs", "inference", "workspaces"),  # the workload kinds
+    KINDS,                   # the workload kinds, from the registry
     ("notifications",),      # e-mail and webhooks about the work below (connects to its signals)
     ("front",),              # pages that span kinds
     ("portal",),             # the project package: wiring only
@@ -57,20 +70,22 @@ def violations(found: dict[tuple[str, str], str], depth: dict[str, int]) -> list
 
 def test_every_package_has_a_layer():
     assert set(layer_of()) == set(PACKAGES)
+    assert len(KINDS) >= 2 and set(KINDS) <= set(PACKAGES)
 
 
 def test_packages_import_only_layers_below_them():
     found = package_edges()
-    assert ("front", "jobs") in found and ("workloads", "quotas") in found  # the walk sees imports
+    assert ("front", "workloads") in found and ("workloads", "quotas") in found  # the walk sees imports
     assert violations(found, layer_of()) == []
 
 
 def test_it_reports_an_upward_or_sideways_import():
     depth = layer_of()
+    one, other = KINDS[:2]
     found = {("quotas", "workloads"): "quotas.views -> workloads.services",
-             ("jobs", "inference"): "jobs.x -> inference.y", ("front", "jobs"): "front.views -> jobs.models"}
+             (one, other): f"{one}.x -> {other}.y", ("front", one): f"front.views -> {one}.models"}
     assert violations(found, depth) == [
-        "jobs.x -> inference.y (jobs may not import inference)",
+        f"{one}.x -> {other}.y ({one} may not import {other})",
         "quotas.views -> workloads.services (quotas may not import workloads)",
     ]
 
@@ -82,7 +97,7 @@ def test_the_pages_spanning_kinds_name_no_kind():
     edges, _lazy = graph()
     named = sorted(f"{module} -> {target}" for module, targets in edges.items() for target in targets
                    if module.startswith("front.") and not module.startswith("front.management.")
-                   and target.split(".")[0] in ("jobs", "inference", "workspaces"))
+                   and target.split(".")[0] in KINDS)
     assert named == []
 
 

@@ -22,7 +22,7 @@ from cluster.backends.base import ObservedWorkload, ResourceKind
 from cluster.status import WorkloadStatus
 from quotas.decide import ResourceRequest
 from quotas.ledger import RefLabel
-from teams.models import Role
+from teams.models import Role, declare_audit_actions
 from workloads.identity import WorkloadId
 from workloads.models import PORTAL_STEPS
 
@@ -199,6 +199,15 @@ class WorkloadKind(abc.ABC):
     state_template: str = ""
     #: Its actions on the staff workload list besides the end (an endpoint's "scale to minimum").
     staff_actions: tuple[StaffAction, ...] = ()
+    #: The URL name (no arguments) of its page for a new one, which takes ``?flavor=``: the quota table
+    #: links a flavor with free units there (the first kind in nav order that declares one). "": none.
+    new_on_flavor: str = ""
+    #: Its audit actions, ``{action: label}`` (teams.models.declare_audit_actions, when it is registered):
+    #: the audit log's column lists no fixed choices, so a kind's actions need no migration in teams.
+    audit_actions: dict[str, str] = {}
+    #: Its state moves that are events people subscribe to (:mod:`notifications.events`): a kind's
+    #: event kinds need no change, and no migration, in notifications.
+    events: tuple[KindEvent, ...] = ()
 
     def end_url(self, workload) -> str:
         """The page where a person ends ``workload`` (it asks to confirm first): an idle alert's link.
@@ -225,6 +234,15 @@ class WorkloadKind(abc.ABC):
         Raises :attr:`conflict_error` when it already ended, ``PermissionDenied`` when ``user`` may not.
         """
         raise NotImplementedError
+
+    def seed_demo(self, slugs: list[str]) -> list[str]:
+        """Seed the demo work of the demo teams ``slugs`` (``manage.py seed_demo``, once per team) through the
+        kind's services; the lines the command prints about it. A kind without demo work seeds nothing."""
+        return []
+
+    def seed_demo_history(self, slugs: list[str]) -> list[str]:
+        """Record the demo teams' (``slugs``) past work with its ledger time (usage history); the lines to print."""
+        return []
 
     def submit(self, user, team, fields: dict):
         """Create one from an API request's ``fields`` (access checked by the service); it as written."""
@@ -264,6 +282,27 @@ class DashboardPanel:
 
 
 @dataclass(frozen=True)
+class KindEvent:
+    """A state move of a kind that is an event (docs/notifications.md "event kind").
+
+    ``code`` is the event kind's value (unique among all kinds' and notifications' own; at most 32
+    characters), ``label`` what the subscription forms call it, ``verb`` what the event's title says
+    after the workload's name ("failed"). ``repeated``: it may happen to one workload again (each
+    time is its own event); ``continued``: the move's reason is the rest of the sentence about the
+    workload ("paused: idle for 60 min"), the verb said once; ``to_owner``: the workload's owner is
+    told too, subscribed or not (their own work stopped under them).
+    """
+
+    state: str
+    code: str
+    label: str
+    verb: str
+    repeated: bool = False
+    continued: bool = False
+    to_owner: bool = False
+
+
+@dataclass(frozen=True)
 class StaffAction:
     """An action of platform staff on one workload of the kind (``/admin/workloads/<prefix>/<pk>/<slug>/``).
 
@@ -291,6 +330,7 @@ def register(kind: WorkloadKind) -> WorkloadKind:
     existing = _KINDS.get(kind.prefix)
     if existing is not None and type(existing) is not type(kind):
         raise ValueError(f"prefix {kind.prefix!r} is taken by {type(existing).__name__}")
+    declare_audit_actions(kind.audit_actions)
     _KINDS[kind.prefix] = kind
     return kind
 

@@ -60,14 +60,16 @@ MIN_IDLE_MINUTES = 1
 #: The idle window a workspace gets when its request names none, and a team's maximum when staff set none.
 DEFAULT_IDLE_MINUTES = 60
 
-# Audit actions of workspaces (teams.models.AuditEvent.action is free text beyond its listed choices:
-# docs/workspaces.md; the registry should let a kind declare its own, 39-touchpoints.md).
+# Audit actions of workspaces, declared with the kind (WorkspaceKind.audit_actions, AUDIT_ACTIONS).
 AUDIT_CREATED = "workspace_created"
 AUDIT_PAUSED = "workspace_paused"
 AUDIT_RESUMED = "workspace_resumed"
 AUDIT_DELETED = "workspace_deleted"
 AUDIT_OPENED = "workspace_opened"
 AUDIT_SHARED = "workspace_shared"
+AUDIT_ACTIONS = {AUDIT_CREATED: "Workspace created", AUDIT_PAUSED: "Workspace paused", AUDIT_RESUMED: "Workspace resumed",
+                 AUDIT_DELETED: "Workspace deleted", AUDIT_OPENED: "Workspace opened",
+                 AUDIT_SHARED: "Workspace shared or unshared"}
 
 
 class Words:

@@ -18,9 +18,10 @@ from cluster.specs import VolumeSpec
 from cluster.status import EndpointPhase, WorkloadStatus, endpoint_status
 from quotas.decide import ResourceRequest
 from teams.models import Role
-from workloads.registry import DashboardPanel, Lifecycle, NavItem, WorkloadKind
+from workloads.registry import DashboardPanel, KindEvent, Lifecycle, NavItem, WorkloadKind
 from workspaces import idle, services
-from workspaces.constants import HOLDING_STATES, HOME_PATH, JUPYTER_PORT, PauseCause, WorkspaceState
+from workspaces.constants import AUDIT_ACTIONS, HOLDING_STATES, HOME_PATH, JUPYTER_PORT, PauseCause, WorkspaceState
+from workspaces.demo import seed_demo_workspaces
 from workspaces.manifests import AccessConfig, WorkspaceSpec, build_workspace
 from workspaces.models import Workspace
 
@@ -86,6 +87,10 @@ class WorkspaceKind(WorkloadKind):
     committed_units = ("gpus",)
     end_verb, ended_word, conflict_error = "Delete", "deleted", services.WorkspaceConflict
     nav = NavItem("Workspaces", "workspaces:workspace-list", 30)
+    audit_actions = AUDIT_ACTIONS
+    # The owner is told, subscribed or not: their workspace stopped under them (and why: the reason).
+    events = (KindEvent(WorkspaceState.PAUSED, "workspace_paused", "Workspace paused (idle, preempted, budget)",
+                        "paused", repeated=True, continued=True, to_owner=True),)
     dashboard = DashboardPanel("workspaces/_dashboard_stat.html", new=("New workspace", "workspaces:workspace-new"))
     state_template = "workspaces/_state.html"
 
@@ -100,6 +105,10 @@ class WorkspaceKind(WorkloadKind):
 
     def preview(self, team, fields: dict):
         return services.preview_workspace(team, fields)
+
+    def seed_demo(self, slugs):
+        created = seed_demo_workspaces(slugs)
+        return [f"Created {len(created)} demo workspaces: one runs (open it from Workspaces), one is paused."] if created else []
 
     def resource_request(self, workspace: Workspace) -> ResourceRequest:
         units, per_node = workspace.placement_shape  # the one shape rule: placement and the price read it too

@@ -9,7 +9,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from cluster.backends.base import ResourceKind
 from cluster.manifests.team import PROMETHEUS_TENANT_HEADER
+from tests.test_kind_boundaries import project_kinds
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 K8S_VERSIONS = ("1.31.0", kubernetes_validate.latest_version())
@@ -215,3 +217,31 @@ def test_the_label_proxy_pins_the_namespace_slipways_tenants_send_and_only_keda_
     assert policy["spec"]["podSelector"]["matchLabels"] == proxy["spec"]["selector"]["matchLabels"]
     [rule] = policy["spec"]["ingress"]
     assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "keda"}}}]
+
+
+def missing_grants(resources, rules: list[dict[str, Any]]) -> list[str]:
+    """What the ClusterRole lacks for Slipway to apply (create, patch), observe (get, list) and delete
+    each of ``resources`` (``workloads.registry.ResourceKind``) as its declaration says."""
+    granted: dict[tuple[str, str], set[str]] = {}
+    for rule in rules:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    missing = []
+    for resource in resources:
+        needed = {"create", "patch"} | ({"get", "list"} if resource.observed else set()) \
+            | ({"delete"} if resource.deleted else set())
+        lacking = needed - granted.get((resource.group, resource.plural), set())
+        if lacking:
+            missing.append(f"{resource.group or 'core'}/{resource.plural}: {', '.join(sorted(lacking))}")
+    return missing
+
+
+def test_the_cluster_role_grants_what_every_kind_declares() -> None:
+    """A kind's resource kinds (its only declaration, ``WorkloadKind.resources``) are what the portal's
+    ClusterRole must allow: a new kind's resources missing from deploy/rbac.yaml fail here."""
+    resources = {resource for kind in project_kinds() for resource in kind.resources}
+    assert {"jobs", "deployments", "ingresses"} <= {resource.plural for resource in resources}
+    assert missing_grants(resources, _rules()) == []
+    widget = ResourceKind("example.dev", "v1", "Widget", "widgets", observed=True, deleted=True)
+    assert missing_grants([widget], _rules()) == ["example.dev/widgets: create, delete, get, list, patch"]

@@ -16,6 +16,10 @@ from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 
+from notifications import vocabulary
+from notifications.forms import EmailForm
+from notifications.models import Event
+from notifications.services import set_email_kinds
 from quotas.models import QueuedRequest, Reservation, UsageRecord
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimObject
@@ -197,3 +201,17 @@ def test_the_registry_hands_the_backends_every_kinds_resource_kinds():
     assert "Service" not in observed
     # A run's checkpoint claim outlives its attempts: deleted with the run, not with a preempted attempt.
     assert [r.kind for r in resources if r.kept_across_attempts] == ["PersistentVolumeClaim"]
+
+
+def test_its_event_kinds_come_from_what_it_declares(open_notebook, fake_backend, member, team):
+    """Subscribable (the form, the service's validation) and recorded when the move happens."""
+    assert vocabulary.event_kinds()["notebook_done"] == "Notebook done"
+    assert ("notebook_done", "Notebook done") in EmailForm().fields["kinds"].choices
+    assert set_email_kinds(member, team, ["notebook_done"]) == ["notebook_done"]
+    notebook = open_notebook("explore", 2)
+    apply_workload("nb", notebook.pk)
+    t0 = timezone.now().replace(microsecond=0)
+    script(fake_backend, notebook, "Done", startTime=iso(t0), endTime=iso(t0 + timedelta(minutes=5)))
+    rec.reconcile(fake_backend, now=t0 + timedelta(minutes=6))
+    event = Event.objects.get(kind="notebook_done")
+    assert (event.ref, event.title) == (notebook.ref, f"Notebook explore (#{notebook.pk}) of team ml-research is done")

@@ -28,20 +28,16 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
-from django.utils import timezone
 
-from inference.demo import seed_demo_endpoints
-from jobs.demo import seed_demo_history, seed_demo_runs
-from jobs.models import LaterDemoRun
 from notifications.constants import EventKind
 from notifications.services import email_kinds, set_email_kinds
 from quotas import demo
 from quotas.models import Cohort, GpuFlavor, TeamBudget, TeamQuota, TeamSharing
 from quotas.services import seed_cluster_prices, set_cohort, set_team_quota
 from teams.models import DemoSeed, Membership, Role, Team
-from workspaces.demo import seed_demo_workspaces
 from workloads.alert_settings import problems
 from workloads.models import TeamAlertSettings
+from workloads.registry import kinds as registered_kinds
 
 DEMO_PASSWORD = "slipway-demo"
 ADMIN_PASSWORD = "slipway-admin"
@@ -163,23 +159,13 @@ class Command(BaseCommand):
             # Submitted like any run (admission, queue, tasks published after commit), once per
             # team: a team whose demo work was seeded before (or that has work) gets none.
             slugs = [spec.slug for spec in TEAMS if seeded.due(f"runs:{spec.slug}")]
-            runs = seed_demo_runs(slugs)
-            endpoints = seed_demo_endpoints(slugs)
-            workspaces = seed_demo_workspaces(slugs)
-            history = seed_demo_history([spec.slug for spec in TEAMS if seeded.due(f"history:{spec.slug}")])
+            # Each kind seeds its own (WorkloadKind.seed_demo): the command names none.
+            lines = [line for kind in registered_kinds() for line in kind.seed_demo(slugs)]
+            history = [spec.slug for spec in TEAMS if seeded.due(f"history:{spec.slug}")]
+            lines = [line for kind in registered_kinds() for line in kind.seed_demo_history(history)] + lines
             seeded.save()
-            if history:
-                self.stdout.write(f"Recorded {len(history)} finished demo runs of the past two weeks (usage history).")
-            if runs:
-                self.stdout.write(f"Submitted {len(runs)} demo training runs; they progress on their own.")
-            if endpoints:
-                self.stdout.write(f"Created {len(endpoints)} demo inference endpoints; they scale with a demo load.")
-            if workspaces:
-                self.stdout.write(f"Created {len(workspaces)} demo workspaces: one runs (open it from Workspaces), "
-                                  "one is paused.")
-            for later in LaterDemoRun.objects.filter(submitted_at__isnull=True).select_related("team"):
-                self.stdout.write(f"{later.team.name} submits {later.spec.get('name')} at "
-                                  f"{timezone.localtime(later.due_at):%H:%M:%S} (the worker and beat must run).")
+            for line in lines:
+                self.stdout.write(line)
         self.report(created, url or portal_url())
 
     def report(self, created: int, url: str) -> None:

@@ -9,7 +9,7 @@ from teams.models import Role
 from teams.permissions import check_may_end, get_for_user
 from tests.workloads.tinykind.models import Notebook, NotebookState
 from workloads import services
-from workloads.registry import Lifecycle, NavItem, WorkloadKind
+from workloads.registry import KindEvent, Lifecycle, NavItem, WorkloadKind
 
 _PHASES = {"Pending": NotebookState.STARTING, "Running": NotebookState.RUNNING, "Done": NotebookState.DONE,
            "Failed": NotebookState.FAILED}
@@ -36,6 +36,8 @@ class NotebookKind(WorkloadKind):
     end_verb, ended_word, conflict_error = "Stop", "stopped", NotebookConflict
     nav = NavItem("Notebooks", "tinykind:notebook-list", 15)
     state_template = "tinykind/_state.html"
+    # Its event kind: subscribable and recorded with no change (and no migration) in notifications.
+    events = (KindEvent(NotebookState.DONE, "notebook_done", "Notebook done", "is done"),)
 
     def get_for_user(self, user, pk, role=Role.VIEWER, staff_reads=False):
         return get_for_user(Notebook.objects.select_related("team", "flavor", "created_by"), user, role,

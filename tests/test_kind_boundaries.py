@@ -1,0 +1,244 @@
+"""The extension-point check (issue 39): no kind's name or state literal outside its app and the registry.
+
+The kind registry (:mod:`workloads.registry`) is the only place that knows the kinds: adding one
+touches its own app, settings and the URL includes, nothing else. This test reads each registered
+kind's *names* from its declaration and fails when one appears in a file the kind does not own.
+
+**What a kind's names are** (:func:`names_of`), for every kind of the project (a kind whose app lives
+under ``tests/``, the test-only notebook kind, is a fixture, not part of the product):
+
+- its app's package imported (``import jobs``, ``from jobs.models import …``);
+- identifiers: its model's class name (``TrainingRun``) and its state enum's (``RunState``);
+- string literals equal to its prefix (``"run"``), its noun (``"run"``) and noun's plural
+  (``"runs"``), its app label (``"jobs"``), or starting with its URL namespace (``"jobs:"``);
+- string literals equal to a state value **unique to it** (:func:`common_words`): a value no other
+  project kind has and no other concept's vocabulary uses (``"cancelled"``, ``"scaled_to_zero"``,
+  ``"paused"``). A state word two kinds share (``"queued"``, ``"running"``, ``"failed"``) names no
+  kind and is not scanned: the shared machinery reaches those through each kind's
+  :class:`~workloads.registry.Lifecycle`, which this check cannot enforce. Nor is a word that is
+  also another concept's (``"ready"`` and ``"degraded"`` are a cluster's health, ``"pending"`` an
+  invitation's and a delivery's, ``"succeeded"`` a Kubernetes phase): those are the choices of
+  the other apps' model fields and the phase vocabulary of the Django-free cluster layer. Likewise
+  a Kubernetes resource plural some kind's ``resources`` declare (``"jobs"``, batch/v1's Jobs, which
+  the sandbox simulates) is the cluster's word, even where it equals an app label.
+
+Only exact string literals count (Python's :mod:`ast` string constants, quoted strings in
+templates), so prose — docstrings, comments, a page's sentences — does not; identifiers are
+matched whole.
+
+**Where it looks** (:func:`scanned_files`): the Python sources (migrations excepted: they are
+history and cannot be rewritten) and the templates of every project package — each package of
+INSTALLED_APPS that lives in this repository, plus ``cluster`` and ``portal`` — and the structural
+tests that must follow the registry (:data:`STRUCTURAL_TESTS`). A kind owns its app's directory
+and ``templates/<its app label>/``; :mod:`workloads.registry` names none but may; settings and the
+URL includes (:data:`ALLOWED`) are where a kind is added. ``slipway/`` (the
+CLI, HTTP only) and the other tests are out of scope: a client and tests exercise kinds by name.
+
+**Known violations** (:data:`TOLERATED`): today's, each with its reason, to shrink to nothing.
+A name in a file not listed, or a new name in a listed file, fails the test; a listed one that
+disappeared fails it too, so the list cannot go stale.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.apps import apps
+from django.conf import settings
+
+from cluster import placement as cluster_placement
+from cluster import status as cluster_status
+from tests.test_import_cycles import REPO
+from workloads.registry import kinds
+
+#: Tests whose lists of packages or kinds must come from the registry, so a kind touches none of them.
+STRUCTURAL_TESTS = ("tests/test_layers.py", "tests/test_import_cycles.py")
+
+#: The touches adding a kind makes besides its app (issue 39): the settings and the URL includes.
+ALLOWED = ("portal/settings.py", "portal/urls.py", "portal/api_urls.py")
+
+#: Project packages besides the Django apps of INSTALLED_APPS that the check scans.
+EXTRA_PACKAGES = ("cluster", "portal")
+
+#: ``"path: name"`` found today outside the kind that owns it, with the reason it is still there.
+#: Shrink it; never add to it (a new kind's touch belongs behind the registry).
+TOLERATED: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class KindNames:
+    """What names one kind: its owner label (the app's), and what :func:`find` looks for."""
+
+    app_label: str
+    app_dir: Path
+    packages: frozenset[str]  #: top-level package names whose import names the kind
+    identifiers: frozenset[str]
+    literals: frozenset[str]  #: exact string literals
+    url_namespace: str  #: a literal starting with this names one of its URLs
+
+
+def _state_values(model) -> set[str]:
+    return {value for value, _label in model._meta.get_field("state").choices}
+
+
+def project_kinds() -> list:
+    return [kind for kind in kinds() if not Path(kind.model._meta.app_config.path).is_relative_to(REPO / "tests")]
+
+
+def _phase_words(module) -> set[str]:
+    """The string constants of the classes of ``module`` (the cluster layer's phase vocabulary)."""
+    return {value for cls in vars(module).values() if isinstance(cls, type) and cls.__module__ == module.__name__
+            for name, value in vars(cls).items() if name.isupper() and isinstance(value, str)}
+
+
+def common_words(kind_labels: set[str]) -> set[str]:
+    """Words of concepts other than the kinds: the choices of every field of the other project apps'
+    models, and the cluster layer's phases and health words."""
+    words = _phase_words(cluster_status) | _phase_words(cluster_placement)
+    words |= {resource.plural for kind in kinds() for resource in kind.resources}
+    for model in apps.get_models():
+        config = model._meta.app_config
+        if config.label in kind_labels or Path(config.path).parent != REPO:
+            continue
+        for field in model._meta.get_fields():
+            for value, _label in getattr(field, "choices", None) or ():
+                if isinstance(value, str):
+                    words.add(value)
+    return words
+
+
+def names_of(kind, others: list, common: set[str]) -> KindNames:
+    """The names of ``kind`` (the module docstring's rule); ``others``: the project's other kinds,
+    ``common``: :func:`common_words`."""
+    config = kind.model._meta.app_config
+    shared = common.union(*(_state_values(other.model) for other in others))
+    state_enum = type(kind.lifecycle.queued)
+    identifiers = {kind.model.__name__}
+    if state_enum is not str:
+        identifiers.add(state_enum.__name__)
+    literals = ({kind.prefix, kind.noun, f"{kind.noun}s", config.label} - common) | (_state_values(kind.model) - shared)
+    return KindNames(config.label, Path(config.path), frozenset({config.name.split(".")[0]}),
+                     frozenset(identifiers), frozenset(literals), f"{config.label}:")
+
+
+def project_packages() -> list[str]:
+    found = [config.name for config in apps.get_app_configs()
+             if Path(config.path).parent == REPO and config.name in settings.INSTALLED_APPS]
+    return sorted(set(found) | set(EXTRA_PACKAGES))
+
+
+def scanned_files() -> list[Path]:
+    files = [REPO / path for path in STRUCTURAL_TESTS]
+    for package in project_packages():
+        files += [path for path in (REPO / package).rglob("*.py") if "migrations" not in path.parts]
+        files += sorted((REPO / package).rglob("*.html"))
+    files += sorted((REPO / "templates").rglob("*.html"))
+    return sorted(set(files))
+
+
+def owner_of(path: Path, names: KindNames) -> bool:
+    """Whether ``path`` belongs to the kind (its app, its templates) or to the registry."""
+    return (path.is_relative_to(names.app_dir) or path.is_relative_to(REPO / "templates" / names.app_label)
+            or path == REPO / "workloads" / "registry.py" or path in {REPO / allowed for allowed in ALLOWED})
+
+
+def _python_names(source: str, names: KindNames) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {f"import {alias.name.split('.')[0]}" for alias in node.names
+                      if alias.name.split(".")[0] in names.packages}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] in names.packages:
+                found.add(f"import {node.module.split('.')[0]}")
+        elif isinstance(node, ast.Name) and node.id in names.identifiers:
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute) and node.attr in names.identifiers:
+            found.add(node.attr)
+        elif isinstance(node, ast.alias) and node.name in names.identifiers:
+            found.add(node.name)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value in names.literals:
+                found.add(repr(node.value))
+            elif node.value.startswith(names.url_namespace):
+                found.add(repr(names.url_namespace))
+    return found
+
+
+_QUOTED = re.compile(r"""(["'])([^"'\n]*)\1""")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _template_names(source: str, names: KindNames) -> set[str]:
+    found = set()
+    for _quote, text in _QUOTED.findall(source):
+        if text in names.literals:
+            found.add(repr(text))
+        elif text.startswith(names.url_namespace):
+            found.add(repr(names.url_namespace))
+    found |= set(_WORD.findall(source)) & names.identifiers
+    return found
+
+
+def find(path: Path, source: str, names: KindNames) -> set[str]:
+    """The names of a kind that ``source`` (the text of ``path``) holds."""
+    return _python_names(source, names) if path.suffix == ".py" else _template_names(source, names)
+
+
+def violations(files: list[Path], all_names: list[KindNames]) -> set[str]:
+    """``"path: name"`` for every kind's name in a scanned file the kind does not own."""
+    found = set()
+    for path in files:
+        source = path.read_text()
+        for names in all_names:
+            if not owner_of(path, names):
+                where = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+                found |= {f"{where}: {name}" for name in find(path, source, names)}
+    return found
+
+
+@pytest.fixture(scope="module")
+def all_names() -> list[KindNames]:
+    project = project_kinds()
+    common = common_words({kind.model._meta.app_config.label for kind in project})
+    return [names_of(kind, [other for other in project if other is not kind], common) for kind in project]
+
+
+def test_the_check_knows_every_kind_of_the_project(all_names):
+    labels = {names.app_label for names in all_names}
+    assert {"jobs", "inference", "workspaces"} <= labels
+    assert all(names.literals and names.identifiers for names in all_names)
+
+
+def test_no_kind_is_named_outside_its_app_and_the_registry(all_names):
+    found = violations(scanned_files(), all_names)
+    assert sorted(found - set(TOLERATED)) == [], "a kind named outside its app: move it behind the registry"
+    assert sorted(set(TOLERATED) - found) == [], "a tolerated violation is gone: strike it from TOLERATED"
+
+
+def test_it_catches_a_kind_named_in_a_shared_module(all_names, tmp_path):
+    """A planted violation of each sort is caught; the kind's own app and prose are not violations."""
+    jobs = next(names for names in all_names if names.app_label == "jobs")
+    planted = tmp_path / "quotas" / "planted.py"
+    planted.parent.mkdir()
+    source = ('"""Counts the cancelled runs (prose is not a name)."""\n'
+              "from jobs.models import TrainingRun\n"
+              "import jobs.constants\n"
+              "DONE = 'cancelled'\n"
+              "SHARED = 'running'\n"
+              "URL = 'jobs:run-list'\n"
+              "x = jobs.constants.RunState.PENDING\n")
+    planted.write_text(source)
+    assert find(planted, source, jobs) == {"import jobs", "TrainingRun", "'cancelled'", "'jobs:'", "RunState"}
+    assert violations([planted], [jobs]) == {f"{planted}: {name}" for name in find(planted, source, jobs)}
+    page = '{% if run.state == "cancelled" %}<a href="{% url \'jobs:run-detail\' run.pk %}">Cancelled runs</a>{% endif %}'
+    assert _template_names(page, jobs) == {"'cancelled'", "'jobs:'"}
+    own = REPO / "jobs" / "views.py"
+    assert owner_of(own, jobs) and not owner_of(REPO / "front" / "views.py", jobs)
+    assert owner_of(REPO / "templates" / "jobs" / "run_list.html", jobs)
+    assert owner_of(REPO / "workloads" / "registry.py", jobs) and owner_of(REPO / "portal" / "urls.py", jobs)
+    assert {"cancelled", "run", "runs"} <= jobs.literals and not {"running", "ready", "jobs"} & jobs.literals
