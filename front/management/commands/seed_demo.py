@@ -39,9 +39,9 @@ from quotas import demo
 from quotas.models import Cohort, GpuFlavor, TeamBudget, TeamQuota, TeamSharing
 from quotas.services import seed_cluster_prices, set_cohort, set_team_quota
 from teams.models import DemoSeed, Membership, Role, Team
-from workspaces.demo import seed_demo_workspaces
 from workloads.alert_settings import problems
 from workloads.models import TeamAlertSettings
+from workspaces.demo import seed_demo_workspaces
 
 DEMO_PASSWORD = "slipway-demo"
 ADMIN_PASSWORD = "slipway-admin"
