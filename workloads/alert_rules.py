@@ -1,7 +1,7 @@
 """Alerts on a workload's GPUs, as a pure state machine with hysteresis: one episode, one message.
 
 Three alert kinds watch the figures the reconcile cycle reads once per cycle from the DCGM
-exporter (docs/notifications.md "Alerts"):
+exporter (:class:`cluster.backends.base.WorkloadTelemetry`; docs/notifications.md "Alerts"):
 
 * ``gpu_idle`` — utilization under a threshold (10 %) for a duration (30 min): money wasted;
 * ``gpu_memory`` — frame-buffer memory over 95 % used (on the fullest GPU): a risk of running
@@ -35,7 +35,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Protocol
+
+from cluster.backends.base import WorkloadTelemetry
 
 
 class AlertKind(enum.StrEnum):
@@ -51,30 +52,29 @@ LABELS = {AlertKind.IDLE: "GPUs idle", AlertKind.MEMORY: "GPU memory nearly full
           AlertKind.HOT: "GPU too hot"}
 
 
-class Figures(Protocol):
-    """What one cycle measured of one workload's GPUs: the derived figures of
-    ``cluster.backends.base.WorkloadTelemetry`` (None: not reported)."""
-
-    @property
-    def util_pct(self) -> float | None: ...  #: mean utilization over its GPUs, percent of a GPU's time
-
-    @property
-    def fb_used_fraction(self) -> float | None: ...  #: the fullest GPU's used / (used + free) memory
-
-    @property
-    def temp_c(self) -> float | None: ...  #: the hottest GPU, °C
-
-
-def figure(kind: AlertKind, figures: Figures) -> float | None:
-    """The figure ``kind``'s rule compares with its threshold: utilization (percent), memory used
-    (percent of the frame buffer), temperature (°C). Idle's is measured against the workload's unit
-    by the caller (:func:`workloads.idle.of_units`: a shared GPU's share busy is busy)."""
+def figure(kind: AlertKind, telemetry: WorkloadTelemetry) -> float | None:
+    """The figure ``kind``'s rule compares with its threshold: utilization (percent, the mean over the
+    workload's GPUs), memory used (percent of the fullest GPU's frame buffer), temperature (the hottest
+    GPU, °C); None when not reported. Idle's is measured against the workload's unit by the caller
+    (:func:`workloads.idle.of_units`: a shared GPU's share busy is busy)."""
     if kind == AlertKind.IDLE:
-        return figures.util_pct
+        return telemetry.util_pct
     if kind == AlertKind.MEMORY:
-        fraction = figures.fb_used_fraction
+        fraction = telemetry.fb_used_fraction
         return None if fraction is None else fraction * 100
-    return figures.temp_c
+    return telemetry.temp_c
+
+
+def worst_gpu(kind: AlertKind, telemetry: WorkloadTelemetry) -> str:
+    """The GPU the figure of ``kind`` is about, as the exporter names it: the fullest (memory), the
+    hottest (temperature); "" for idle (the mean of all) or when none reported it."""
+    if kind == AlertKind.MEMORY:
+        known = [(g.fb_used_fraction, g.gpu) for g in telemetry.gpus if g.fb_used_fraction is not None]
+    elif kind == AlertKind.HOT:
+        known = [(g.temp_c, g.gpu) for g in telemetry.gpus if g.temp_c is not None]
+    else:
+        known = []
+    return max(known)[1] if known else ""
 
 
 class Move(enum.StrEnum):

@@ -31,8 +31,9 @@ from decimal import Decimal
 from django.db import transaction
 from django.db.models import Q
 
+from cluster.backends.base import WorkloadTelemetry
 from workloads import idle
-from workloads.alert_rules import AlertKind, Episode, Figures, Move, Rule, figure, step, tightest
+from workloads.alert_rules import AlertKind, Episode, Move, Rule, figure, step, tightest, worst_gpu
 from workloads.alert_settings import platform_rules, rules_for
 from workloads.events import alert_opened
 from workloads.identity import WorkloadId
@@ -44,7 +45,7 @@ logger = logging.getLogger(__name__)
 State = AlertEpisode.State
 
 
-def observe(cluster, telemetry: Mapping[WorkloadId, Figures], now: datetime) -> list[tuple[str, AlertKind, Move]]:
+def observe(cluster, telemetry: Mapping[WorkloadId, WorkloadTelemetry], now: datetime) -> list[tuple[str, AlertKind, Move]]:
     """Move the alert episodes of ``cluster``'s workloads by this cycle's figures; returns the moves written.
 
     ``telemetry``: the figures of each workload measured this cycle (absent: not measured, which
@@ -84,7 +85,7 @@ def observe(cluster, telemetry: Mapping[WorkloadId, Figures], now: datetime) -> 
             value = _value(kind, figures, workload)
             rule = rules[kind]
             after, move = step(_episode(row), rule.holds(value), now, rule)
-            if move != Move.NONE and _write(move, row, after, workload, kind, rule, value, now, cluster):
+            if move != Move.NONE and _write(move, row, after, workload, kind, rule, value, figures, now, cluster):
                 moves.append((ref, kind, move))
     return moves
 
@@ -100,7 +101,7 @@ def _most_sensitive(platform: dict[AlertKind, Rule], rows) -> dict[AlertKind, Ru
     return rules
 
 
-def _value(kind: AlertKind, figures: Figures | None, workload) -> float | None:
+def _value(kind: AlertKind, figures: WorkloadTelemetry | None, workload) -> float | None:
     """``kind``'s figure of ``workload`` this cycle (None: not measured). Idle is measured against the
     workload's unit (:func:`workloads.idle.of_units`), as idle waste is."""
     if figures is None:
@@ -133,7 +134,7 @@ def _episode(row: AlertEpisode | None) -> Episode | None:
 
 
 def _write(move: Move, row: AlertEpisode | None, episode: Episode, workload, kind: AlertKind, rule: Rule,
-           value: float | None, now: datetime, cluster) -> bool:
+           value: float | None, figures: WorkloadTelemetry, now: datetime, cluster) -> bool:
     """Write one move (steps as :class:`~workloads.alert_rules.Move` names them); False when a racing
     cycle moved the episode first (nothing written then)."""
     if row is None:
@@ -151,7 +152,7 @@ def _write(move: Move, row: AlertEpisode | None, episode: Episode, workload, kin
     if move == Move.DROP:
         return bool(episodes.filter(state=State.PENDING).delete()[0])
     if move == Move.OPEN:
-        return _open(row, workload, rule, value, now)
+        return _open(row, workload, rule, value, worst_gpu(kind, figures), now)
     if move == Move.CLEARING:
         return bool(episodes.filter(state=State.OPEN, clearing_since__isnull=True).update(clearing_since=now))
     if move == Move.RESUME:
@@ -161,10 +162,11 @@ def _write(move: Move, row: AlertEpisode | None, episode: Episode, workload, kin
         state=State.CLOSED, closed_at=now, clearing_since=episode.clearing_since))
 
 
-def _open(row: AlertEpisode, workload, rule: Rule, value: float | None, now: datetime) -> bool:
+def _open(row: AlertEpisode, workload, rule: Rule, value: float | None, gpu: str, now: datetime) -> bool:
     """Pending → open, with what the alert says, and its one message, in one transaction."""
     kind = kind_of(workload)
-    facts = {"value": value, "threshold": rule.threshold, "after_minutes": int(rule.after.total_seconds() // 60)}
+    facts = {"value": value, "threshold": rule.threshold, "after_minutes": int(rule.after.total_seconds() // 60),
+             "gpu": gpu[:120]}
     if row.kind == AlertKind.IDLE:
         facts.update(cost_per_hour=wasting_per_hour(workload), at_minimum=kind.at_minimum(workload))
     with transaction.atomic():

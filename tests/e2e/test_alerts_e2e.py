@@ -1,82 +1,107 @@
-"""GPU alerts end to end (issue 38's proof): the API → a real Celery worker on Redis → the sandbox's
-simulated DCGM exporter → the reconcile cycle's one reading → the alert episodes → one notification each.
+"""GPU alerts end to end (issue 38's proof): the API → a real Celery worker and beat → the sandbox's
+simulated DCGM exporter → the reconcile cycle's alerts → the team's webhook, signed.
 
-Two runs at once, with the alert windows shortened to a minute (``SLIPWAY_ALERT_*_MINUTES``): one goes
-idle five seconds after it starts and stays so (``SLIPWAY_SIM_IDLE_AFTER``), the other's GPU memory
-leaks until it is full (``SLIPWAY_SIM_GPU_MEMORY_LEAK``) while it keeps its GPU busy. Each gives exactly
-one alert, of its own kind, in the team's notifications — however many cycles see it meanwhile.
+The team tightens its alert rules through the API (idle and OOM risk after one minute: the
+shortened window). A run whose GPUs idle at 2 % triggers exactly one idle alert, naming the run,
+its team and what its idle GPUs cost per hour — the run's own ``estimated_cost_per_hour`` from
+the API — with a link to cancel it; a run holding 78 of an A100's 80 GB triggers exactly one
+OOM-risk alert. Neither says anything more while the cycles go on, and the idle run's page shows
+its alert; cancelling the run closes its episode.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.test import Client
 
 from core.formatting import format_money
-from fleet.models import Cluster
-from notifications.models import Event
+from notifications.constants import EventKind
+from notifications.services import create_webhook
 from quotas.demo import seed_flavors, seed_team_quotas
-from tests.e2e.conftest import lend, module_worker, wait_for
+from tests.e2e.conftest import WorkerProcess, lend, module_worker, wait_for
+from tests.jobs.conftest import post_run
+from tests.notifications.conftest import receiver  # noqa: F401  (the signed-webhook receiver fixture)
+from workloads.alert_rules import AlertKind
 from workloads.models import AlertEpisode
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres, pytest.mark.timeout(300)]
 
+PORTAL = "https://slipway.example.com"
+#: Reconcile cycles (one every 0.5 s) that must pass after both alerts opened, none saying more.
+MORE_CYCLES = 20
+
+
+def cycles(log: str) -> int:
+    """Cycles of the cluster the worker's log says it ran (Celery's line of each reconcile_cluster that observed)."""
+    return sum(1 for line in log.splitlines()
+               if "workloads.tasks.reconcile_cluster[" in line and "succeeded in" in line and "'observed=" in line)
+
 
 @pytest.fixture(scope="module")
-def alerting_worker(django_db_setup, tmp_path_factory):
-    yield from module_worker(tmp_path_factory, SLIPWAY_ALERT_IDLE_MINUTES="1", SLIPWAY_ALERT_MEMORY_MINUTES="1",
-                             SLIPWAY_ALERT_CLEAR_MINUTES="1")
+def shared_alert_worker(django_db_setup, tmp_path_factory):
+    """The module's e2e worker: webhooks to the receiver on 127.0.0.1, quick retries and sweeps, links to PORTAL."""
+    yield from module_worker(tmp_path_factory, SLIPWAY_WEBHOOK_ALLOW_LOOPBACK="true",
+                             SLIPWAY_WEBHOOK_BACKOFF_SECONDS="0.5", SLIPWAY_NOTIFY_SWEEP_SECONDS="1",
+                             SLIPWAY_PORTAL_URL=PORTAL)
 
 
 @pytest.fixture
-def worker(transactional_db, alerting_worker):
-    yield from lend(alerting_worker)
+def alert_worker(transactional_db, shared_alert_worker):
+    yield from lend(shared_alert_worker)
 
 
-@pytest.fixture
-def api(team, member, api_client_for):
+def received(hook, kind: EventKind) -> list[dict]:
+    return [got.body for got in hook.got if got.body["type"] == kind]
+
+
+def test_an_idle_run_and_a_nearly_full_gpu_each_alert_once(alert_worker: WorkerProcess, team, member, team_admin,
+                                                            api_client_for, receiver, settings):  # noqa: F811
+    settings.SLIPWAY_WEBHOOK_ALLOW_LOOPBACK = True  # the receiver is on 127.0.0.1 (the worker's env allows it too)
     seed_flavors()
-    seed_team_quotas(team, {"a100-80gb": 4}, Decimal("100000"))
-    return api_client_for(member)
-
-
-def submit(api, name: str, **env: str) -> dict:
-    response = api.post("/api/v1/runs/", {
-        "team": "ml-research", "name": name, "image": "registry.example.com/ml/train:1", "command": ["python", "t.py"],
-        "flavor": "a100-80gb", "gpus_per_worker": 1, "env": {"SLIPWAY_SIM_DURATION": "10m", **env}}, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()
-
-
-def events(kind: str, ref: str) -> list[Event]:
-    return list(Event.objects.filter(kind=kind, ref=ref))
-
-
-def test_an_idle_run_and_a_leaking_run_each_give_exactly_one_alert(worker, api):
-    idle = submit(api, "forgotten", SLIPWAY_SIM_IDLE_AFTER="5s")
-    leaking = submit(api, "leaky", SLIPWAY_SIM_GPU_MEMORY_LEAK="200", SLIPWAY_SIM_GPU_UTIL="90")
-    idle_ref, leaking_ref = f"run:{idle['id']}", f"run:{leaking['id']}"
-
-    # Idle for the (shortened) minute: one alert naming the run, its team and what it wastes per hour.
-    [alert] = wait_for(lambda: events("gpu_idle", idle_ref), timeout=150, interval=1, what="the idle alert")
-    assert alert.title.startswith("Run forgotten (#") and "of team ml-research" in alert.title
-    per_hour = Decimal(api.get(f"/api/v1/runs/{idle['id']}/").json()["estimated_cost_per_hour"])
-    assert f"wasting {format_money(per_hour, precise=True)} per hour" in alert.title
-    assert f"/runs/{idle['id']}/cancel/" in alert.text
-
-    # Memory over 95 % for the minute: one OOM-risk alert, and the busy run is not idle.
-    [risk] = wait_for(lambda: events("gpu_memory", leaking_ref), timeout=150, interval=1, what="the OOM-risk alert")
-    assert risk.title.startswith("Run leaky (#") and "OOM risk" in risk.title
-
-    # Later cycles see both conditions still holding: the episodes stay open, nothing more is sent.
-    opened = AlertEpisode.objects.get(ref=idle_ref, kind="gpu_idle").opened_at
-    later = max(alert.created_at, risk.created_at) + timedelta(seconds=5)  # ten cycles at the worker's 0.5 s
-    wait_for(lambda: Cluster.objects.filter(last_seen__gt=later).exists(), timeout=60, interval=0.5,
-             what="the cycles after both alerts")
-    assert api.get(f"/api/v1/runs/{idle['id']}/").json()["state"] == "running"
-    assert len(events("gpu_idle", idle_ref)) == 1 and len(events("gpu_memory", leaking_ref)) == 1
-    assert not events("gpu_idle", leaking_ref) and not events("gpu_memory", idle_ref)
-    episode = AlertEpisode.objects.get(ref=idle_ref, kind="gpu_idle")
-    assert (episode.state, episode.opened_at) == ("open", opened)
+    seed_team_quotas(team, {"a100-80gb": 8}, Decimal("200000"))
+    # 1. The team's admin tightens its rules (the shortened window) and hooks the alerts to a receiver.
+    tightened = api_client_for(team_admin).patch("/api/v1/teams/ml-research/alerts/",
+                                                 {"idle_minutes": 1, "memory_minutes": 1}, format="json")
+    assert tightened.status_code == 200, tightened.content
+    _hook, receiver.secret = create_webhook(team_admin, team, receiver.url, [EventKind.GPU_IDLE, EventKind.GPU_MEMORY])
+    # 2. A member's two runs: one whose GPUs idle, one that fills an A100's memory (busy, so not idle).
+    api = api_client_for(member)
+    idle = post_run(api, "15m", name="idle-notebook", gpus_per_worker=2, env={"SLIPWAY_SIM_GPU_UTIL": "2"})
+    full = post_run(api, "15m", name="big-batch", gpus_per_worker=1, gpu_memory_gb=78,
+                    env={"SLIPWAY_SIM_GPU_UTIL": "90"})  # busy from its start (no loading phase to look idle)
+    # 3. Both alerts reach the receiver, signed.
+    wait_for(lambda: received(receiver, EventKind.GPU_IDLE) and received(receiver, EventKind.GPU_MEMORY),
+             timeout=200, what=f"both alerts delivered; worker log:\n{alert_worker.logs()[-4000:]}")
+    # 4. The cycles go on, the conditions still hold: nothing more is said.
+    opened_at = alert_worker.logs().rindex("alert gpu_")  # workloads.alerts logs each opening
+    wait_for(lambda: cycles(alert_worker.logs()[opened_at:]) >= MORE_CYCLES, timeout=60,
+             what=f"{MORE_CYCLES} more reconcile cycles")
+    [idle_alert], [memory_alert] = received(receiver, EventKind.GPU_IDLE), received(receiver, EventKind.GPU_MEMORY)
+    assert all(got.verified for got in receiver.got) and len(receiver.got) == 2
+    # The idle alert: the run, its team, the money per hour (the API's figure of the one rule), the link.
+    run = api.get(f"/api/v1/runs/{idle['id']}/").json()
+    per_hour = Decimal(run["estimated_cost_per_hour"])
+    assert idle_alert["ref"] == f"run:{idle['id']}" and idle_alert["team"] == "ml-research"
+    assert Decimal(idle_alert["details"]["cost_per_hour"]) == per_hour > 0
+    money = format_money(per_hour, precise=True)
+    assert idle_alert["title"] == (f"Run idle-notebook (#{idle['id']}) of team ml-research: GPUs idle for 1 min, "
+                                   f"wasting {money} per hour")
+    assert idle_alert["text"].endswith(f"cancel it: {PORTAL}/runs/{idle['id']}/cancel/")
+    # The OOM-risk alert: the other run, over 95 % of its GPU's memory.
+    assert memory_alert["ref"] == f"run:{full['id']}"
+    used = memory_alert["details"]["value"]  # 78 of the A100's 80 GiB: 97.5 %
+    assert used == pytest.approx(97.5, abs=0.1) and memory_alert["details"]["gpu"].startswith("GPU-")
+    assert memory_alert["title"] == (f"Run big-batch (#{full['id']}) of team ml-research: GPU memory {used:.0f}% full "
+                                     "(OOM risk)")
+    # 5. The idle run's page shows its open alert.
+    page = Client()
+    page.force_login(member)
+    assert 'id="alert-gpu_idle"' in page.get(f"/runs/{idle['id']}/").content.decode()
+    # 6. Cancelled, the run's episode closes, silently.
+    assert api.post(f"/api/v1/runs/{idle['id']}/cancel/").status_code == 202
+    wait_for(lambda: AlertEpisode.objects.filter(ref=f"run:{idle['id']}", kind=AlertKind.IDLE,
+                                                 state=AlertEpisode.State.CLOSED).exists(),
+             timeout=60, what="the cancelled run's idle episode to close")
+    assert len(received(receiver, EventKind.GPU_IDLE)) == 1

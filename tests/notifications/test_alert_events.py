@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 from decimal import Decimal
-from types import SimpleNamespace
 
 import pytest
 from django.utils import timezone
 
 import fleet.services as fleet
+from cluster.backends.base import GpuReading, WorkloadTelemetry
 from core.formatting import format_money
 from inference.models import InferenceEndpoint
 from inference.services import create_endpoint
@@ -37,8 +37,11 @@ from workloads.tasks import apply_workload
 pytestmark = pytest.mark.django_db
 
 
-def figures(util=90.0, memory=0.5, temp=60.0) -> SimpleNamespace:
-    return SimpleNamespace(util_pct=util, fb_used_fraction=memory, temp_c=temp)
+def figures(util=90.0, memory=0.5, temp=60.0) -> WorkloadTelemetry:
+    """What a cycle measured of one workload: two GPUs, the second the fuller and the hotter."""
+    total = 81920.0
+    return WorkloadTelemetry((GpuReading("GPU-a", util, total * memory * 0.9, total * (1 - memory * 0.9), temp - 5, 150.0),
+                              GpuReading("GPU-b", util, total * memory, total * (1 - memory), temp, 150.0)))
 
 
 def alert(workload, minutes: int, **measured) -> Event:
@@ -116,7 +119,8 @@ def test_the_oom_risk_goes_to_the_team_its_subscribers_and_webhooks(running_run,
     event = alert(running_run, 5, memory=0.97)
     assert event.kind == EventKind.GPU_MEMORY
     assert event.title == f"Run notebook-forgotten (#{running_run.pk}) of team ml-research: GPU memory 97% full (OOM risk)"
-    assert "over 95% of a GPU's memory has been in use for 5 min" in event.text and "OOMKilled" in event.text
+    assert "over 95% of a GPU's memory has been in use for 5 min on GPU GPU-b" in event.text  # the fullest
+    assert "OOMKilled" in event.text and event.details["gpu"] == "GPU-b"
     delivery.fan_out(event.key)
     assert sorted((d.channel, d.target) for d in Delivery.objects.all()) == [
         (Channel.EMAIL, "mia@example.com"), (Channel.WEBHOOK, hook.url)]
@@ -131,7 +135,8 @@ def test_a_hot_gpu_goes_to_platform_staff_alone(running_run, member, team_admin,
     event = alert(running_run, 5, temp=91.0)
     assert event.kind == EventKind.GPU_HOT and event.team == team
     assert event.title == f"GPU too hot: 91 °C under run notebook-forgotten (#{running_run.pk}) of team ml-research"
-    assert "over 85 °C for 5 min" in event.text and "on cluster default" in event.text
+    assert event.text.startswith("GPU GPU-b has been over 85 °C for 5 min (91 °C now)")  # the hottest
+    assert "on cluster default" in event.text
     assert "platform staff" in event.text
     delivery.fan_out(event.key)
     assert [(d.channel, d.target) for d in Delivery.objects.all()] == [(Channel.EMAIL, "sam@example.com")]

@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from workloads.alert_rules import AlertKind, Episode, Move, Rule, figure, step, tighter, tightest
+from cluster.backends.base import GpuReading, WorkloadTelemetry
+from workloads.alert_rules import AlertKind, Episode, Move, Rule, figure, step, tighter, tightest, worst_gpu
 
 T0 = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 #: Idle: under 10 % for 30 min; closed after 10 min clear.
@@ -111,17 +112,17 @@ def test_a_zero_duration_opens_at_once_and_a_zero_clear_closes_at_once():
     assert move == Move.CLOSE and episode.closed_at == T0 + timedelta(minutes=1)
 
 
-class Figures:
-    def __init__(self, util_pct=None, fb_used_fraction=None, temp_c=None):
-        self.util_pct, self.fb_used_fraction, self.temp_c = util_pct, fb_used_fraction, temp_c
-
-
-def test_each_kind_reads_its_figure_memory_in_percent():
-    figures = Figures(util_pct=3.0, fb_used_fraction=0.97, temp_c=88.0)
-    assert figure(AlertKind.IDLE, figures) == 3.0
-    assert figure(AlertKind.MEMORY, figures) == pytest.approx(97.0)
-    assert figure(AlertKind.HOT, figures) == 88.0
-    assert figure(AlertKind.MEMORY, Figures()) is None
+def test_each_kind_reads_its_figure_and_names_its_gpu():
+    telemetry = WorkloadTelemetry((GpuReading("GPU-a", 2.0, 40000.0, 40000.0, 88.0, 120.0),
+                                   GpuReading("GPU-b", 4.0, 77600.0, 2400.0, 70.0, 110.0),
+                                   GpuReading("GPU-c", None, None, None, None, None)))
+    assert figure(AlertKind.IDLE, telemetry) == 3.0  # the mean of the GPUs that reported one
+    assert figure(AlertKind.MEMORY, telemetry) == pytest.approx(97.0)  # the fullest GPU, in percent
+    assert figure(AlertKind.HOT, telemetry) == 88.0  # the hottest
+    assert (worst_gpu(AlertKind.MEMORY, telemetry), worst_gpu(AlertKind.HOT, telemetry)) == ("GPU-b", "GPU-a")
+    assert worst_gpu(AlertKind.IDLE, telemetry) == ""
+    nothing = WorkloadTelemetry((GpuReading("GPU-c", None, None, None, None, None),))
+    assert figure(AlertKind.MEMORY, nothing) is None and worst_gpu(AlertKind.HOT, nothing) == ""
 
 
 @pytest.mark.parametrize(("kind", "part", "value", "than", "tight"), [

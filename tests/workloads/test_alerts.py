@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 from decimal import Decimal
-from types import SimpleNamespace
 
 import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 import fleet.services as fleet
+from cluster.backends.base import GpuReading, WorkloadTelemetry
 from fleet.models import Cluster
 from jobs.constants import RunState
 from jobs.models import TrainingRun
@@ -37,9 +37,11 @@ pytestmark = pytest.mark.django_db
 State = AlertEpisode.State
 
 
-def figures(util=90.0, memory=0.5, temp=60.0) -> SimpleNamespace:
-    """What a cycle measured of one workload (the derived figures of a WorkloadTelemetry)."""
-    return SimpleNamespace(util_pct=util, fb_used_fraction=memory, temp_c=temp)
+def figures(util=90.0, memory=0.5, temp=60.0) -> WorkloadTelemetry:
+    """What a cycle measured of one workload: two GPUs, the second the fuller and the hotter."""
+    total = 81920.0
+    return WorkloadTelemetry((GpuReading("GPU-a", util, total * memory * 0.9, total * (1 - memory * 0.9), temp - 5, 150.0),
+                              GpuReading("GPU-b", util, total * memory, total * (1 - memory), temp, 150.0)))
 
 
 @pytest.fixture
