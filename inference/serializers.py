@@ -19,6 +19,7 @@ from workloads.api import (
     PreviewSerializer,
     QueuedFields,
     SecretEnvField,
+    StateSetFields,
     deprecated_names,
     secret_env_input,
 )
@@ -82,7 +83,7 @@ class EndpointCreateSerializer(EndpointPatchSerializer):
 
 
 @deprecated_names("2026-11", cluster_name="object_name", estimated_cost_per_hour="cost_per_hour_now")
-class EndpointSerializer(QueuedFields, IdleFields, GpuNowFields, SecretEnvField, BorrowedFields, PlacementFields, serializers.ModelSerializer):
+class EndpointSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields, SecretEnvField, BorrowedFields, PlacementFields, serializers.ModelSerializer):
     """An endpoint as the API shows it. Queue position and start estimate come from the context."""
 
     team = serializers.CharField(source="team.slug")
@@ -102,7 +103,7 @@ class EndpointSerializer(QueuedFields, IdleFields, GpuNowFields, SecretEnvField,
     class Meta:
         model = InferenceEndpoint
         fields = [
-            "id", "team", "name", "state", "reason", "created_by", "created_at", "admitted_at", "started_at",
+            "id", "team", "name", "state", "is_final", "holds_quota", "reason", "created_by", "created_at", "admitted_at", "started_at",
             "finished_at", "replicas", "desired_replicas", "replica_ceiling", "url", "cost_to_date",
             "cost_per_hour_now", "estimated_cost_per_hour", "cost_per_hour_range", "namespace", "object_name", "cluster_name", "queue_position",
             "estimated_start_at", "borrowed_units", "preemptible", "preemptions", "last_preempted_at", "idle_gpu_hours", "idle_cost", "idle_since",

@@ -19,6 +19,7 @@ from workloads.api import (
     PriceField,
     QueuedFields,
     SecretEnvField,
+    StateSetFields,
     deprecated_names,
     secret_env_input,
 )
@@ -141,7 +142,7 @@ class RunCreateSerializer(serializers.Serializer):
 
 
 @deprecated_names("2026-11", cluster_name="object_name", kind="resource_kind")
-class RunSerializer(QueuedFields, IdleFields, GpuNowFields, SecretEnvField, BorrowedFields, PlacementFields, serializers.ModelSerializer):
+class RunSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields, SecretEnvField, BorrowedFields, PlacementFields, serializers.ModelSerializer):
     """A run as the API shows it. Queue position and start estimate come from the context."""
 
     team = serializers.CharField(source="team.slug")
@@ -162,7 +163,7 @@ class RunSerializer(QueuedFields, IdleFields, GpuNowFields, SecretEnvField, Borr
     class Meta:
         model = TrainingRun
         fields = [
-            "id", "team", "name", "state", "reason", "created_by", "created_at", "admitted_at", "started_at",
+            "id", "team", "name", "state", "is_final", "holds_quota", "reason", "created_by", "created_at", "admitted_at", "started_at",
             "finished_at", "resource_kind", "kind", "object_name", "cluster_name", "namespace", "queue_position", "estimated_start_at",
             "borrowed_units", "preemptible", "preemptions", "last_preempted_at",
             "cost_to_date", "estimated_cost_per_hour", "estimated_total_cost", "idle_gpu_hours", "idle_cost",

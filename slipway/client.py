@@ -23,8 +23,6 @@ import httpx
 #: Network failures and gateway answers retried for reads, with this backoff (seconds) between tries.
 READ_BACKOFF = (0.5, 1.0, 2.0)
 RETRIED_STATUSES = frozenset({502, 503, 504})
-#: States a run never leaves (the API's ``RunState``).
-RUN_FINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
 #: RFC 8628's grant type, for :meth:`Client.wait_for_device_token`.
 DEVICE_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
 
@@ -265,7 +263,7 @@ class Client:
         while True:
             current = self.run(run_id)
             yield current
-            if current["state"] in RUN_FINAL_STATES:
+            if current["is_final"]:
                 return
             wait(interval)
 
@@ -292,7 +290,7 @@ class Client:
         yield from shown[-tail:]
         ended = not follow
         while not ended:
-            ended = self.run(run_id)["state"] in RUN_FINAL_STATES
+            ended = self.run(run_id)["is_final"]
             if not ended:
                 wait(interval)
             latest = self.logs(run_id, tail=MAX_TAIL, pod=pod)["lines"]

@@ -45,11 +45,13 @@ def endpoint_create(client: Client, spec_file: Path, team: str | None, dry_run: 
 @endpoint.command("ls")
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 @click.option("--team", help="Only this team's endpoints.")
+@click.option("--state", help="Only endpoints in this state (ready, failed, …) or set of states (active, holding, "
+                              "unfinished).")
 @click.option("--all-teams", is_flag=True, help="Every team's endpoints (platform staff only).")
 @api_call
-def endpoint_ls(client: Client, output: str, team: str | None, all_teams: bool) -> None:
+def endpoint_ls(client: Client, output: str, team: str | None, state: str | None, all_teams: bool) -> None:
     """List the endpoints of your teams."""
-    items = list(client.endpoints(team=team, all_teams=all_teams))
+    items = list(client.endpoints(team=team, state=state, all_teams=all_teams))
     if output != "table":
         dump(items, output)
         return

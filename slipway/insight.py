@@ -13,12 +13,9 @@ from __future__ import annotations
 import click
 
 from slipway import polling
-from slipway.client import RUN_FINAL_STATES, Client
+from slipway.client import Client
 from slipway.config import api_call
 from slipway.output import dump, table
-
-#: Endpoint states in which it holds GPUs and serves (or starts to).
-ENDPOINT_LIVE = ("deploying", "ready", "degraded")
 
 
 def progress_words(progress: dict | None) -> str:
@@ -86,7 +83,7 @@ def metrics(client: Client, run_id: int, names: tuple[str, ...], last: int, foll
     after = rows[-1][0] if rows else None
     ended = not follow
     while not ended:
-        ended = client.run(run_id)["state"] in RUN_FINAL_STATES
+        ended = client.run(run_id)["is_final"]
         if not ended:
             polling.pause(polling.FOLLOW_INTERVAL)
         answer = client.all_metrics(run_id, names=list(names) or None, since_step=after)
@@ -118,11 +115,14 @@ def _gpu(workload: dict) -> tuple[str, str]:
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 @api_call
 def top(client: Client, team: str | None, output: str) -> None:
-    """The running work of your teams: GPUs, utilization, progress, ETA, cost so far."""
-    runs = list(client.runs(team=team, state="running"))
-    endpoints = [e for state in ENDPOINT_LIVE for e in client.endpoints(team=team, state=state)]
+    """The work of your teams that holds GPUs (runs, endpoints, workspaces): GPUs, utilization, progress, ETA,
+    cost so far."""
+    # "holding": the API's set of states that hold quota (what costs), whichever states a kind has.
+    runs = list(client.runs(team=team, state="holding"))
+    endpoints = list(client.endpoints(team=team, state="holding"))
+    workspaces = list(client.workspaces(team=team, state="holding"))
     if output != "table":
-        dump({"runs": runs, "endpoints": endpoints}, output)
+        dump({"runs": runs, "endpoints": endpoints, "workspaces": workspaces}, output)
         return
     rows = []
     for run in runs:
@@ -136,8 +136,12 @@ def top(client: Client, team: str | None, output: str) -> None:
         rows.append(["endpoint", endpoint["id"], endpoint["team"], endpoint["name"],
                      endpoint["gpus_per_replica"] * (endpoint.get("replicas") or 0), util, memory, "-", "-",
                      endpoint["cost_to_date"]])
+    for workspace in workspaces:
+        util, memory = _gpu(workspace)
+        rows.append(["workspace", workspace["id"], workspace["team"], workspace["name"], workspace["gpus"], util, memory,
+                     "-", "-", workspace["cost_to_date"]])
     if not rows:
-        click.echo("Nothing running" + (f" in {team}." if team else " in your teams."))
+        click.echo("Nothing holds GPUs" + (f" in {team}." if team else " in your teams."))
         return
     table(["KIND", "ID", "TEAM", "NAME", "GPUS", "GPU UTIL", "GPU MEM", "PROGRESS", "ETA", "COST"], rows)
 

@@ -23,7 +23,8 @@ from slipway.failures import EXIT_FAILED, EXIT_NOT_SIGNED_IN, Failure, refusals
 from slipway.output import console, dump, fields, table, unit_price
 from slipway.specs import load_spec, refused_spec, show_forecast
 
-RUN_FINAL = {"succeeded": 0, "failed": EXIT_FAILED, "cancelled": EXIT_FAILED}
+#: The one way a run ends well (the API's run states); which states are final the API says (``is_final``).
+RUN_SUCCEEDED = "succeeded"
 
 
 @click.group()
@@ -71,12 +72,13 @@ def watch_run(client: Client, run_id: int, interval: float = polling.FOLLOW_INTE
     with out.status("") if out.is_terminal else contextlib.nullcontext() as status:
         for current in client.watch_run(run_id, interval=interval, wait=polling.pause):
             line = f"run {run_id}: {current['state']}" + (f" — {current['reason']}" if current.get("reason") else "")
-            if status is not None and current["state"] not in RUN_FINAL:
+            if status is not None and not current["is_final"]:
                 status.update(line)
             elif line != last:
                 click.echo(line)
             last = line
-    return RUN_FINAL[current["state"]]  # the last poll is the one that found it ended
+    # The last poll is the one that found it ended.
+    return 0 if current["state"] == RUN_SUCCEEDED else EXIT_FAILED
 
 
 RUN_COLUMNS = ["ID", "TEAM", "NAME", "STATE", "FLAVOR", "GPUS", "CREATED"]
@@ -94,7 +96,8 @@ def run_row(run: dict, wide: bool) -> list:
 @click.option("-o", "--output", type=click.Choice(["table", "wide", "json", "yaml"]), default="table", show_default=True,
               help="wide: also queue position, cost, author and reason; json/yaml: the API's fields.")
 @click.option("--team", help="Only this team's runs.")
-@click.option("--state", help="Only runs in this state (queued, running, failed, …).")
+@click.option("--state", help="Only runs in this state (queued, running, failed, …) or set of states (active, "
+                              "holding, unfinished).")
 @click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True, help="At most this many (0: all).")
 @click.option("--all-teams", is_flag=True, help="Every team's runs, not only your teams' (platform staff only).")
 @api_call

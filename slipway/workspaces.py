@@ -39,16 +39,18 @@ def workspace_create(client: Client, team: str, name: str, flavor: str, gpus: in
         problems = "; ".join(f"{field}: {' '.join(words)}" for field, words in (exc.errors or {}).items())
         raise click.UsageError(f"the workspace was refused: {problems or exc}") from exc
     click.echo(f"workspace {created['id']} {created['name']}: {created['state']}"
-               + (f" ({created['reason']})" if created["state"] == "queued" else ""))
+               + (f" ({created['reason']})" if created.get("queue_position") else ""))
 
 
 @workspace.command("ls")
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 @click.option("--team", help="Only this team's workspaces.")
+@click.option("--state", help="Only workspaces in this state (running, paused, …) or set of states (active, holding, "
+                              "unfinished).")
 @api_call
-def workspace_ls(client: Client, output: str, team: str | None) -> None:
+def workspace_ls(client: Client, output: str, team: str | None, state: str | None) -> None:
     """List the workspaces of your teams: state, flavor, cost so far, idle time."""
-    items = [w for w in client.workspaces(team=team) if w["state"] != "deleted"]
+    items = list(client.workspaces(team=team, state=state))
     if output != "table":
         dump(items, output)
         return
@@ -89,7 +91,7 @@ def workspace_pause(client: Client, workspace_id: int) -> None:
 def workspace_resume(client: Client, workspace_id: int) -> None:
     """Resume it through admission: started soon, or queued (the reason says why)."""
     w = client.resume_workspace(workspace_id)
-    click.echo(f"workspace {w['id']} {w['name']}: {w['state']}" + (f" ({w['reason']})" if w["state"] == "queued" else ""))
+    click.echo(f"workspace {w['id']} {w['name']}: {w['state']}" + (f" ({w['reason']})" if w.get("queue_position") else ""))
 
 
 @workspace.command("delete")

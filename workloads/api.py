@@ -206,6 +206,18 @@ class PlacementFields(serializers.Serializer):
         return names.get(workload.cluster_id)
 
 
+class StateSetFields(serializers.Serializer):
+    """``is_final`` and ``holds_quota``: which of the glossary's sets of states (docs/glossary.md "States") the
+    workload's state is in, so that clients (the CLI) need no list of any kind's states of their own."""
+
+    is_final = serializers.BooleanField(read_only=True, help_text="Its state is final: it will never change again.")
+    holds_quota = serializers.SerializerMethodField(
+        help_text="Admitted and not ended: it holds its units of the team's quota (and costs while it runs).")
+
+    def get_holds_quota(self, workload) -> bool:
+        return workload.state in workload.HOLDING_STATES
+
+
 class BorrowedFields(serializers.Serializer):
     """``borrowed_units`` and ``preemptible``: read from the workload's held reservation (:func:`queue_context`)."""
 
@@ -479,10 +491,7 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
         if params.get("team"):
             qs = qs.filter(team__slug=params["team"])
         if "state" in params:  # an empty one too: it is none of the states the schema lists
-            states = [value for value, _label in self.model._meta.get_field("state").choices]
-            if params["state"] not in states:
-                raise ValidationError({"state": [f"Must be one of: {', '.join(states)}."]})
-            qs = qs.filter(state=params["state"])
+            qs = _with_state(qs, params["state"], [value for value, _label in self.model._meta.get_field("state").choices])
         if params.get("created_by"):
             qs = qs.filter(created_by__username=params["created_by"])
         return qs
@@ -515,9 +524,26 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
         return Response(self.serialize(self.get_object()))
 
 
+#: The ``state`` filter's names of sets of states (docs/glossary.md "States"), each a queryset method: one
+#: word for every kind, so a script asks for "what holds quota" without knowing any kind's states.
+STATE_SETS = {"active": "active", "holding": "holding_quota", "unfinished": "unfinished"}
+
+
+def _with_state(qs: QuerySet, value: str, states: list[str]) -> QuerySet:
+    """``qs`` filtered by ``?state=``: one of the kind's states, or the name of a set of them (:data:`STATE_SETS`)."""
+    if value in STATE_SETS:
+        return getattr(qs, STATE_SETS[value])()
+    if value not in states:
+        raise ValidationError({"state": [f"Must be one of: {', '.join([*states, *STATE_SETS])}."]})
+    return qs.filter(state=value)
+
+
 def list_parameters(states: list[str]) -> list[OpenApiParameter]:
     """The list filters of a kind's viewset, for its OpenAPI schema."""
-    return [OpenApiParameter("team", str, description="Team slug"), OpenApiParameter("state", str, enum=states),
+    return [OpenApiParameter("team", str, description="Team slug"),
+            OpenApiParameter("state", str, enum=[*states, *STATE_SETS],
+                             description="A state, or a set of them: active (queued or holding quota), holding "
+                                         "(holding quota), unfinished (not final)."),
             OpenApiParameter("created_by", str, description="Username"),
             OpenApiParameter("all_teams", bool, description="Every team's, not only the caller's teams': platform "
                                                             "staff only (403 for anyone else).")]

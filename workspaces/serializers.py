@@ -12,8 +12,9 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from quotas.constants import Priority
-from workloads.api import BorrowedFields, IdleFields, PlacementFields, QueuedFields
+from workloads.api import BorrowedFields, IdleFields, PlacementFields, QueuedFields, StateSetFields
 from workloads.constants import MAX_GPU_MEMORY_GB, MAX_UNITS_PER_NODE, NAME_MAX_LENGTH
+from workloads.telemetry_api import GpuNowFields
 from workspaces import constants as c
 from workspaces.idle import idle_for
 from workspaces.models import Workspace
@@ -55,7 +56,7 @@ class WorkspaceCreateSerializer(serializers.Serializer):
                                            allow_null=True, help_text="Advice only, as for runs.")
 
 
-class WorkspaceSerializer(QueuedFields, IdleFields, BorrowedFields, PlacementFields, serializers.ModelSerializer):
+class WorkspaceSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields, BorrowedFields, PlacementFields, serializers.ModelSerializer):
     """A workspace as the API shows it. Queue position and start estimate come from the context."""
 
     team = serializers.CharField(source="team.slug")
@@ -73,13 +74,13 @@ class WorkspaceSerializer(QueuedFields, IdleFields, BorrowedFields, PlacementFie
     class Meta:
         model = Workspace
         fields = [
-            "id", "team", "name", "state", "reason", "pause_cause", "created_by", "created_at", "admitted_at",
+            "id", "team", "name", "state", "is_final", "holds_quota", "reason", "pause_cause", "created_by", "created_at", "admitted_at",
             "started_at", "paused_at", "finished_at", "attempt", "cost_to_date", "cost_per_hour", "price_per_hour",
             "idle_for_seconds", "last_activity_at", "idle_minutes", "idle_gpu_hours", "idle_cost", "idle_since",
             "flavor", "gpus", "image", "cpu", "memory_gb", "home_gb", "env", "volumes", "priority", "spot",
             "shared_with_admins", "namespace", "object_name", "queue_position", "estimated_start_at",
             "borrowed_units", "preemptible", "preemptions", "cluster", "placement_reason", "cluster_selector",
-            "gpu_memory_gb",
+            "gpu_memory_gb", "gpu_utilization", "gpu_memory_used_gb", "gpu_memory_total_gb",
         ]
         read_only_fields = fields
 

@@ -82,7 +82,7 @@ def test_metrics_of_a_silent_run_and_of_no_run(cli, spec):
 
 
 def test_top_lists_the_running_work_with_progress_eta_and_cost(cli, spec):
-    assert cli("top").stdout.strip() == "Nothing running in your teams."
+    assert cli("top").stdout.strip() == "Nothing holds GPUs in your teams."
     run = running_run(cli, spec)
     report(run, range(0, 500, 10))
     TrainingRun.objects.filter(pk=run.pk).update(idle_since=timezone.now() - timedelta(minutes=40))

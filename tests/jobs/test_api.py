@@ -231,6 +231,22 @@ def test_it_lists_the_callers_runs_newest_first_with_filters(api, member, team, 
     assert api.get("/api/v1/runs/?state=").status_code == 400  # the schema's enum has no empty state
 
 
+def test_it_says_which_set_of_states_a_run_is_in_and_lists_by_set(api, member, team, quota, published):
+    """``is_final``, ``holds_quota`` and ``?state=active|holding|unfinished``: the glossary's sets, so that a client
+    (the CLI) keeps no list of a kind's states of its own."""
+    kept, ended = _make_runs(member, team, 2, gpus_per_worker=1)
+    assert api.post(f"/api/v1/runs/{ended.pk}/cancel/").status_code == 202
+    body = {r["id"]: r for r in api.get("/api/v1/runs/").json()["results"]}
+    assert (body[kept.pk]["is_final"], body[kept.pk]["holds_quota"]) == (False, True)
+    assert (body[ended.pk]["is_final"], body[ended.pk]["holds_quota"]) == (True, False)
+    assert api.get(f"/api/v1/runs/{ended.pk}/").json()["is_final"] is True
+    for name in ("active", "holding", "unfinished"):
+        assert [r["id"] for r in api.get(f"/api/v1/runs/?state={name}").json()["results"]] == [kept.pk], name
+    refused = api.get("/api/v1/runs/?state=live")
+    assert refused.status_code == 400
+    assert refused.json()["errors"]["state"][0].endswith("cancelled, active, holding, unfinished.")
+
+
 def test_it_hides_other_teams_runs_from_list_and_detail(api_client_for, member, outsider, team, quota, published):
     run = _make_runs(member, team, 1)[0]
     client = api_client_for(outsider)

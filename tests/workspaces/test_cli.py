@@ -34,11 +34,16 @@ def test_the_workspace_verbs(cli, team):
     listed = cli("workspaces", "ls")
     assert listed.exit_code == 0 and "explore" in listed.stdout and "40 GB" in listed.stdout
     assert listed.stdout.split()[:4] == ["ID", "TEAM", "NAME", "STATE"]
+    # Holding quota, it is among the work `top` shows (the API's "holding" set, no list of states in the CLI).
+    assert cli("top").stdout.splitlines()[1].split()[:5] == ["workspace", str(workspace.pk), team.slug, "explore", "1"]
     # Not running yet: open says why (409), with the non-zero exit of a refusal.
     opened = cli("workspace", "open", str(workspace.pk))
     assert opened.exit_code != 0 and "open it once it runs" in opened.output
     paused = cli("workspace", "pause", str(workspace.pk))
     assert paused.stdout == f"workspace {workspace.pk} explore: paused (home volume 40 GB kept)\n"
+    assert "explore" not in cli("workspace", "ls", "--state", "holding").stdout
+    assert "explore" in cli("workspace", "ls", "--state", "unfinished").stdout
+    assert cli("top").stdout.strip() == "Nothing holds GPUs in your teams."
     assert cli("workspace", "resume", str(workspace.pk)).stdout == f"workspace {workspace.pk} explore: admitted\n"
     # Delete asks first, naming the home volume's size; "no" keeps it.
     kept = cli("workspace", "delete", str(workspace.pk), input="n\n")
