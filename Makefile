@@ -12,7 +12,7 @@ HTMX_VERSION := 2.0.8
 UPLOT_VERSION := 1.6.32
 PORT ?= 8000
 
-.PHONY: run test install install-dev static lint bench clean
+.PHONY: run test install install-dev static lint bench clean rbac
 
 $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (Slipway needs Python 3.11)"; exit 1; }
@@ -36,6 +36,10 @@ run: install
 
 test: install
 	bash scripts/test.sh
+
+# deploy/rbac.yaml is generated from cluster/rbac.py and the workload kinds' declared resources.
+rbac: install
+	$(PY) manage.py rbac > deploy/rbac.yaml
 
 lint: install
 	$(VENV)/bin/ruff check .

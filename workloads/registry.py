@@ -352,6 +352,13 @@ def resource_kinds() -> tuple[ResourceKind, ...]:
     return tuple(merged.values())
 
 
+def resource_declarations(of: list[WorkloadKind] | None = None) -> list[tuple[str, ResourceKind]]:
+    """(the kind's plural name, resource kind) for each resource each kind (of ``of``, default every registered
+    one) declares: what the ClusterRole must grant (:func:`cluster.rbac.render`, ``manage.py rbac``)."""
+    return [(str(kind.model._meta.verbose_name_plural), resource)
+            for kind in (kinds() if of is None else of) for resource in kind.resources]
+
+
 def kind_for(prefix: str) -> WorkloadKind | None:
     return _KINDS.get(prefix)
 

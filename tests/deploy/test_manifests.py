@@ -11,7 +11,9 @@ import yaml
 
 from cluster.backends.base import ResourceKind
 from cluster.manifests.team import PROMETHEUS_TENANT_HEADER
+from cluster.rbac import kind_rules, render
 from tests.test_kind_boundaries import project_kinds
+from workloads.registry import resource_declarations
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 K8S_VERSIONS = ("1.31.0", kubernetes_validate.latest_version())
@@ -235,6 +237,26 @@ def missing_grants(resources, rules: list[dict[str, Any]]) -> list[str]:
         if lacking:
             missing.append(f"{resource.group or 'core'}/{resource.plural}: {', '.join(sorted(lacking))}")
     return missing
+
+
+def test_deploy_rbac_is_what_the_kinds_declare_rendered() -> None:
+    """deploy/rbac.yaml is generated (``make rbac``): a kind's new resource, or a changed platform rule, fails
+    here until the file is written again — so adding a kind touches nothing under deploy/ by hand."""
+    assert (DEPLOY / "rbac.yaml").read_text() == render(resource_declarations(project_kinds())), \
+        "deploy/rbac.yaml is out of date: run `make rbac`"
+
+
+def test_a_kinds_resources_become_rules_with_the_verbs_its_declaration_needs() -> None:
+    widget = ResourceKind("example.dev", "v1", "Widget", "widgets", observed=True, deleted=True)
+    gadget = ResourceKind("example.dev", "v1", "Widget", "widgets")  # another kind applies it only
+    [rule] = kind_rules([("widget jobs", widget), ("gadgets", gadget)])
+    assert (rule.group, rule.resources, rule.verbs) == ("example.dev", ("widgets",),
+                                                        ("get", "list", "create", "patch", "delete"))
+    assert "widget jobs: get, list, create, patch, delete; gadgets: create, patch" in rule.why
+    rendered = yaml.safe_load_all(render([("gadgets", gadget)]))
+    role = next(doc for doc in rendered if doc["kind"] == "ClusterRole")
+    assert role["rules"][-1] == {"apiGroups": ["example.dev"], "resources": ["widgets"], "verbs": ["create", "patch"]}
+    assert all(len(line) <= 110 for line in render([("gadgets", gadget)]).splitlines())
 
 
 def test_the_cluster_role_grants_what_every_kind_declares() -> None:
