@@ -30,7 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cluster.manifests.common import (
+    SERVICE_PORT,
     Manifest,
+    cluster_ip_service,
     container_security,
     env_list,
     labels,
@@ -47,7 +49,6 @@ from cluster.specs import ClusterConfig, FlavorSpec, VolumeSpec
 
 #: The Jupyter token's key in the workspace's env Secret (jupyter-server reads ``JUPYTER_TOKEN``).
 TOKEN_ENV = "JUPYTER_TOKEN"
-SERVICE_PORT = 80
 #: docker-stacks images run as ``jovyan`` in group ``users`` (100): the home volume is theirs to write.
 USERS_GID = 100
 PROBE_PERIOD_SECONDS = 10
@@ -167,16 +168,7 @@ def build_deployment(spec: WorkspaceSpec, config: ClusterConfig) -> Manifest:
 
 
 def build_service(spec: WorkspaceSpec) -> Manifest:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": metadata(spec.object_name, spec.namespace, spec.team, spec.object_name, spec.name),
-        "spec": {
-            "type": "ClusterIP",
-            "selector": labels(spec.team, spec.object_name),
-            "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": "jupyter", "protocol": "TCP"}],
-        },
-    }
+    return cluster_ip_service(spec.object_name, spec.namespace, spec.team, spec.name, "jupyter")
 
 
 def auth_url(spec: WorkspaceSpec, access: AccessConfig) -> str:

@@ -100,6 +100,25 @@ def metadata(name: str, namespace: str | None, team: str, workload: str, display
     return meta
 
 
+#: The port of the Service in front of a workload's pods (an endpoint's server, a workspace's notebook).
+SERVICE_PORT = 80
+
+
+def cluster_ip_service(name: str, namespace: str, team: str, display_name: str, target_port: str) -> Manifest:
+    """The ClusterIP Service ``name`` in front of the workload ``name``'s pods: :data:`SERVICE_PORT` to their
+    container port named ``target_port`` (one builder for every kind that serves over HTTP)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(name, namespace, team, name, display_name),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": labels(team, name),
+            "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": target_port, "protocol": "TCP"}],
+        },
+    }
+
+
 def cpu_quantity(cores: float) -> str:
     """Kubernetes CPU quantity: whole cores as "4", fractions in millicores ("1500m")."""
     millis = round(cores * 1000)

@@ -41,6 +41,7 @@ import math
 
 from cluster.manifests.common import (
     Manifest,
+    cluster_ip_service,
     container_security,
     env_list,
     labels,
@@ -67,7 +68,6 @@ from cluster.specs import (
 
 #: How often KEDA polls the triggers.
 POLLING_INTERVAL_SECONDS = 15
-SERVICE_PORT = 80
 #: Probe period; the startup probe allows ``startup_timeout_seconds`` in such periods.
 PROBE_PERIOD_SECONDS = 10
 #: Failed metric reads before KEDA falls back to the guaranteed base.
@@ -163,16 +163,7 @@ def build_deployment(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
 
 
 def build_service(spec: EndpointSpec) -> Manifest:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": metadata(spec.object_name, spec.namespace, spec.team, spec.object_name, spec.name),
-        "spec": {
-            "type": "ClusterIP",
-            "selector": labels(spec.team, spec.object_name),
-            "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}],
-        },
-    }
+    return cluster_ip_service(spec.object_name, spec.namespace, spec.team, spec.name, "http")
 
 
 def _trigger(spec: EndpointSpec, config: ClusterConfig, metric: str, target: float, strict: bool = True) -> Manifest:

@@ -14,6 +14,7 @@ import pytest
 from cluster.manifests import build_training
 from cluster.manifests.checkpoint import NOTICE_ANNOTATION
 from tests.cluster import samples
+from tests.golden import K8S_VERSIONS
 
 CONTRACT = {"SLIPWAY_CHECKPOINT_DIR", "SLIPWAY_ATTEMPT", "SLIPWAY_RESUME_FROM", "SLIPWAY_RUN_TOKEN"}
 
@@ -101,7 +102,7 @@ def test_a_claim_of_the_team_is_mounted_and_none_is_made() -> None:
         assert "team-checkpoints" in claims and "run-42-checkpoints" not in claims
 
 
-@pytest.mark.parametrize("version", ("1.31.0", kubernetes_validate.latest_version()))
+@pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_the_contracts_job_and_claim_are_valid_in_strict_mode(version: str) -> None:
     ckpt = samples.checkpoint(attempt=2, resume_from="s3://bucket/run-42/step-10")
     for obj in build_training(samples.training(checkpoint=ckpt), samples.CONFIG):

@@ -7,7 +7,6 @@ prints for the sample flavors; regenerate it with ``SLIPWAY_UPDATE_GOLDEN=1`` li
 from __future__ import annotations
 
 import copy
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +17,9 @@ import yaml
 from cluster.manifests.device_plugin import build_device_plugin_configmap, render, sharing_config
 from cluster.nvidia import config_errors, configmap_errors
 from tests.cluster import samples
+from tests.golden import K8S_VERSIONS, assert_golden
 
 GOLDEN = Path(__file__).parent / "golden" / "device_plugin_configs.yaml"
-UPDATE = os.environ.get("SLIPWAY_UPDATE_GOLDEN") == "1"
-K8S_VERSIONS = ("1.31.0", kubernetes_validate.latest_version())
 FLAVORS = [samples.A100, samples.MIG_1G, samples.T4_TS4, samples.A10G_MPS2, samples.A10G_MPS2_RENAMED]
 
 
@@ -30,10 +28,7 @@ def configmap() -> dict[str, Any]:
 
 
 def test_it_matches_the_golden_file() -> None:
-    rendered = render(configmap())
-    if UPDATE:
-        GOLDEN.write_text(rendered)
-    assert rendered == GOLDEN.read_text(), f"differs from {GOLDEN.name} (SLIPWAY_UPDATE_GOLDEN=1 regenerates)"
+    assert_golden(GOLDEN, render(configmap()))
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)

@@ -9,24 +9,20 @@ and review the diff like code.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from cluster.manifests import build_endpoint, build_env_secret, build_team, build_training, dns_name
 from cluster.nvidia import gfd_selector
 from cluster.promql import scope_query
 from cluster.specs import ClusterConfig
 from tests.cluster import crd_schema, samples
+from tests.golden import K8S_VERSIONS, all_objects, assert_golden_manifests
 
 GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("SLIPWAY_UPDATE_GOLDEN") == "1"
-#: The oldest Kubernetes Slipway supports, and the newest schema kubernetes-validate ships.
-K8S_VERSIONS = ("1.31.0", kubernetes_validate.latest_version())
 #: Kinds a CRD defines: validated against its schema (tests/cluster/schemas/), not kubernetes-validate's.
 CUSTOM_KINDS = ("PyTorchJob", "ScaledObject", "TriggerAuthentication")
 #: The product label each sample flavor's pods select: GFD's on its nodes (``-SHARED`` on shared, not renamed GPUs).
@@ -125,7 +121,7 @@ VARIANTS: dict[str, Any] = {
 
 
 def _all_objects() -> list[tuple[str, dict[str, Any]]]:
-    return [(f"{variant}:{obj['kind']}", obj) for variant, build in VARIANTS.items() for obj in build()]
+    return all_objects(VARIANTS)
 
 
 def _pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
@@ -138,13 +134,7 @@ def _pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_it_matches_the_golden_file(variant: str) -> None:
-    rendered = yaml.safe_dump_all(VARIANTS[variant](), sort_keys=False, width=200)
-    path = GOLDEN / f"{variant}.yaml"
-    if UPDATE:
-        GOLDEN.mkdir(exist_ok=True)
-        path.write_text(rendered)
-    assert path.exists(), f"missing {path}: run with SLIPWAY_UPDATE_GOLDEN=1 to create it"
-    assert rendered == path.read_text(), f"{variant} differs from {path.name} (SLIPWAY_UPDATE_GOLDEN=1 regenerates)"
+    assert_golden_manifests(GOLDEN, variant, VARIANTS[variant]())
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)

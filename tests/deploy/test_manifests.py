@@ -12,11 +12,11 @@ import yaml
 from cluster.backends.base import ResourceKind
 from cluster.manifests.team import PROMETHEUS_TENANT_HEADER
 from cluster.rbac import kind_rules, render
+from tests.golden import K8S_VERSIONS
 from tests.test_kind_boundaries import project_kinds
 from workloads.registry import resource_declarations
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-K8S_VERSIONS = ("1.31.0", kubernetes_validate.latest_version())
 FORBIDDEN_VERBS = {"escalate", "bind", "impersonate", "*"}
 
 

@@ -10,25 +10,22 @@ and review the diff like code.
 from __future__ import annotations
 
 import ast
-import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from cluster.manifests.team import build_networkpolicy as team_networkpolicy
 from cluster.specs import ClusterConfig, VolumeSpec
 from tests.cluster import samples
+from tests.golden import K8S_VERSIONS, all_objects, assert_golden_manifests
 from workloads.registry import kind_for
 from workspaces import manifests
 from workspaces.manifests import AccessConfig, WorkspaceSpec, build_workspace
 
 GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("SLIPWAY_UPDATE_GOLDEN") == "1"
-K8S_VERSIONS = ("1.31.0", kubernetes_validate.latest_version())
 ACCESS = AccessConfig()
 
 
@@ -55,18 +52,12 @@ VARIANTS: dict[str, Any] = {
 
 
 def _all_objects() -> list[tuple[str, dict[str, Any]]]:
-    return [(f"{variant}:{obj['kind']}", obj) for variant, build in VARIANTS.items() for obj in build()]
+    return all_objects(VARIANTS)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_it_matches_the_golden_file(variant: str) -> None:
-    rendered = yaml.safe_dump_all(VARIANTS[variant](), sort_keys=False, width=200)
-    path = GOLDEN / f"{variant}.yaml"
-    if UPDATE:
-        GOLDEN.mkdir(exist_ok=True)
-        path.write_text(rendered)
-    assert path.exists(), f"missing {path}: run with SLIPWAY_UPDATE_GOLDEN=1 to create it"
-    assert rendered == path.read_text(), f"{variant} differs from {path.name} (SLIPWAY_UPDATE_GOLDEN=1 regenerates)"
+    assert_golden_manifests(GOLDEN, variant, VARIANTS[variant]())
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
