@@ -6,7 +6,7 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 
-from workloads.registry import NavItem, kinds
+from workloads.registry import NavItem, kinds, kinds_in_words
 
 #: The main navigation's own items; each workload kind adds its own (``WorkloadKind.nav``), and
 #: all are shown by their order. An item appears only once its URL name resolves, so the base
@@ -52,4 +52,6 @@ def slipway(request: HttpRequest) -> dict:
         "nav_items": _nav(request) if authenticated else [],
         "cluster_backend": settings.SLIPWAY_CLUSTER_BACKEND,
         "currency": settings.SLIPWAY_CURRENCY,
+        # "runs, endpoints and workspaces": shared pages name the kinds from the registry, never by hand.
+        "kinds_in_words": kinds_in_words(),
     }

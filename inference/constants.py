@@ -65,3 +65,10 @@ MAX_REPLICAS = 64
 MAX_SCALE_DOWN_DELAY_SECONDS = 24 * 3600
 MAX_STARTUP_TIMEOUT_SECONDS = 3 * 3600
 MAX_QUERY_LENGTH = promql.MAX_QUERY_LENGTH  # the autoscale query: one limit, cluster.promql's
+
+
+# Audit actions of endpoints, declared with the kind (EndpointKind.audit_actions), as runs' are.
+AUDIT_CREATED = "endpoint_created"
+AUDIT_CHANGED = "endpoint_changed"
+AUDIT_DELETED = "endpoint_deleted"
+AUDIT_ACTIONS = {AUDIT_CREATED: "Endpoint created", AUDIT_CHANGED: "Endpoint changed", AUDIT_DELETED: "Endpoint deleted"}

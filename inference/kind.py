@@ -16,7 +16,7 @@ from cluster.manifests import build_endpoint
 from cluster.specs import DEFAULT_GPU_UTILIZATION_TARGET, DEFAULT_METRIC, EndpointSpec
 from cluster.status import EndpointPhase, WorkloadStatus, endpoint_status
 from inference import scaling, services
-from inference.constants import HOLDING_STATES, EndpointState, ScalingDecision
+from inference.constants import AUDIT_ACTIONS, HOLDING_STATES, EndpointState, ScalingDecision
 from inference.demo import seed_demo_endpoints
 from inference.models import InferenceEndpoint
 from quotas.decide import ResourceRequest
@@ -78,6 +78,7 @@ SCALE_TO_MINIMUM = StaffAction(
 class EndpointKind(WorkloadKind):
     model = InferenceEndpoint
     noun = "endpoint"
+    audit_actions = AUDIT_ACTIONS
     lifecycle = Lifecycle(
         queued=EndpointState.QUEUED,
         admitted=EndpointState.DEPLOYING,

@@ -19,7 +19,15 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from inference import scaling
-from inference.constants import ACTIVE_STATES, HOLDING_STATES, EndpointState, ScalingDecision
+from inference.constants import (
+    ACTIVE_STATES,
+    AUDIT_CHANGED,
+    AUDIT_CREATED,
+    AUDIT_DELETED,
+    HOLDING_STATES,
+    EndpointState,
+    ScalingDecision,
+)
 from inference.models import InferenceEndpoint
 from inference.validation import check_sizes, parse_endpoint_request
 from quotas import admission, policy
@@ -27,7 +35,7 @@ from quotas.constants import Reason as QuotaReason
 from quotas.decide import Decision
 from quotas.facts import cohort_id_of
 from quotas.models import GpuFlavor, unknown_flavor
-from teams.models import AuditEvent, Role, Team
+from teams.models import Role, Team
 from teams.permissions import (
     change_permission,
     check_may_end,
@@ -125,7 +133,7 @@ def create_endpoint(user, team: Team | str, data: dict) -> InferenceEndpoint:
                 now = timezone.now()
                 scaling.record(endpoint, ScalingDecision.ADMITTED, None, now, endpoint.replica_ceiling, decision.message)
                 scaling.sample(endpoint, 0, 0, endpoint.replica_ceiling, now)  # the chart starts here
-            audit(AuditEvent.Action.ENDPOINT_CREATED, actor=user, team=team,
+            audit(AUDIT_CREATED, actor=user, team=team,
                   target=f"endpoint {endpoint.pk} ({endpoint.name})", flavor=flavor.name,
                   units=endpoint.base_replicas * endpoint.gpus_per_replica, outcome=decision.outcome)
     except IntegrityError:
@@ -217,7 +225,7 @@ def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceE
         if secret_env is not None:
             secrets.replace(current, tuple(sorted(secret_env.items())))
             details["secret_env"] = sorted(secret_env)  # the names: a value never reaches the audit log
-        audit(AuditEvent.Action.ENDPOINT_CHANGED, actor=user, team=current.team,
+        audit(AUDIT_CHANGED, actor=user, team=current.team,
               target=f"endpoint {current.pk} ({current.name})",
               fields=sorted([*changes, *(["secret_env"] if secret_env is not None else [])]), **details)
         if current.state != EndpointState.QUEUED:
@@ -279,7 +287,7 @@ def scale_to_minimum(user, endpoint: InferenceEndpoint) -> bool:
     given_back = scaling.set_ceiling(endpoint, endpoint.base_replicas, ScalingDecision.BURST_RECLAIMED, None, timezone.now(),
                                      f"scaled to its minimum by {user.username}")
     if given_back:
-        audit(AuditEvent.Action.ENDPOINT_CHANGED, actor=user, team=endpoint.team,
+        audit(AUDIT_CHANGED, actor=user, team=endpoint.team,
               target=f"endpoint {endpoint.pk} ({endpoint.name})", fields=["replica_ceiling"])
     return given_back
 
@@ -295,7 +303,7 @@ def delete_endpoint(user, endpoint: InferenceEndpoint) -> InferenceEndpoint:
         if not workloads.end_by_user(endpoint, Message.DELETED_BY.format(user=user.username)):
             endpoint.refresh_from_db()
             raise EndpointConflict(f"The endpoint is already {endpoint.state}.")
-        audit(AuditEvent.Action.ENDPOINT_DELETED, actor=user, team=endpoint.team,
+        audit(AUDIT_DELETED, actor=user, team=endpoint.team,
               target=f"endpoint {endpoint.pk} ({endpoint.name})")
     endpoint.refresh_from_db()
     return endpoint

@@ -51,3 +51,10 @@ MAX_CHECKPOINT_PATH = 1000
 
 #: The kind's identity prefix: run 42 is "run:42" in quotas and the ledger, "run-42" on the cluster.
 REF_PREFIX = "run"
+
+
+# Audit actions of runs, declared with the kind (RunKind.audit_actions): the audit vocabulary learns them
+# from the registry (teams.models.audit_actions), so teams/ names no kind's actions.
+AUDIT_SUBMITTED = "run_submitted"
+AUDIT_CANCELLED = "run_cancelled"
+AUDIT_ACTIONS = {AUDIT_SUBMITTED: "Run submitted", AUDIT_CANCELLED: "Run cancelled"}

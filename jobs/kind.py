@@ -18,7 +18,7 @@ from cluster.manifests.checkpoint import provided_claim_name
 from cluster.specs import CheckpointSpec, TrainingSpec, VolumeSpec
 from cluster.status import TrainingPhase, WorkloadStatus, training_status
 from jobs import metrics, services
-from jobs.constants import RunState
+from jobs.constants import AUDIT_ACTIONS, RunState
 from jobs.demo import seed_demo_history, seed_demo_runs
 from jobs.models import LaterDemoRun, TrainingRun
 from quotas.decide import ResourceRequest
@@ -96,6 +96,7 @@ def recent_runs(team) -> dict:
 class TrainingKind(WorkloadKind):
     model = TrainingRun
     noun = "run"
+    audit_actions = AUDIT_ACTIONS
     lifecycle = Lifecycle(
         queued=RunState.QUEUED,
         admitted=RunState.ADMITTED,

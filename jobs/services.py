@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from cluster.manifests.checkpoint import RUN_TOKEN_ENV
 from jobs import checkpoints
+from jobs.constants import AUDIT_CANCELLED, AUDIT_SUBMITTED
 from jobs.models import TrainingRun
 from jobs.validation import RunRequest, parse_run_request
 from quotas import policy
@@ -31,7 +32,7 @@ from quotas.constants import Reason as QuotaReason
 from quotas.decide import Decision, ResourceRequest
 from quotas.models import GpuFlavor
 from quotas.pricing import quote
-from teams.models import AuditEvent, Role, Team
+from teams.models import Role, Team
 from teams.permissions import VIEWERS_CANNOT_SUBMIT, check_may_end, get_for_user, require_team
 from teams.services import audit
 from workloads import secrets
@@ -138,7 +139,7 @@ def submit_run(user, team: Team | str, request: RunRequest | dict) -> TrainingRu
             decision = workloads.admit_new(run)
             if decision.rejected:
                 raise ValidationError(_rejection_errors(request, decision))
-            audit(AuditEvent.Action.RUN_SUBMITTED, actor=user, team=team, target=f"run {run.pk} ({run.name})",
+            audit(AUDIT_SUBMITTED, actor=user, team=team, target=f"run {run.pk} ({run.name})",
                   flavor=flavor.name, units=run.total_units, outcome=decision.outcome)
     except IntegrityError:
         # Two submissions with one name raced past the check above; the constraint decided.
@@ -250,7 +251,7 @@ def cancel_run(user, run: TrainingRun) -> TrainingRun:
         if not workloads.end_by_user(run, Message.CANCELLED_BY.format(user=user.username)):
             run.refresh_from_db()
             raise RunConflict(f"The run already finished ({run.state}); there is nothing to cancel.")
-        audit(AuditEvent.Action.RUN_CANCELLED, actor=user, team=run.team, target=f"run {run.pk} ({run.name})")
+        audit(AUDIT_CANCELLED, actor=user, team=run.team, target=f"run {run.pk} ({run.name})")
     run.refresh_from_db()
     return run
 

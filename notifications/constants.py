@@ -13,18 +13,13 @@ class EventKind(models.TextChoices):
     """What a subscription is to. One event of one kind is delivered once to each subscriber.
 
     Only the event kinds about no one workload kind belong here. A workload kind declares its own
-    (``WorkloadKind.events``); the members naming the kinds' older ones are their names for the code
-    that subscribes to them, equal to what the kinds declare (tests/notifications/test_vocabulary.py).
-    The vocabulary is :func:`notifications.vocabulary.event_kinds`.
+    (``WorkloadKind.events``), and only there. The vocabulary is
+    :func:`notifications.vocabulary.event_kinds`.
     """
 
-    RUN_SUCCEEDED = "run_succeeded", "Run succeeded"
-    RUN_FAILED = "run_failed", "Run failed"
-    PREEMPTED = "preempted", "Run or endpoint preempted"
-    ENDPOINT_DEGRADED = "endpoint_degraded", "Endpoint degraded"
+    PREEMPTED = "preempted", "Work preempted"
     BUDGET_ALERT = "budget_alert", "Budget alert"
     QUEUE_WAITING = "queue_waiting", "Waiting for quota too long"
-    WORKSPACE_PAUSED = "workspace_paused", "Workspace paused (idle, preempted, budget)"
     # Alerts on a workload's GPUs (workloads.alert_rules): one event per episode.
     GPU_IDLE = "gpu_idle", "GPUs idle (alert)"
     GPU_MEMORY = "gpu_memory", "GPU memory nearly full (OOM risk)"

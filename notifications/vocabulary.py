@@ -21,6 +21,11 @@ def event_kinds() -> dict[str, str]:
     return found
 
 
+def kind_event_codes() -> list[str]:
+    """The event kinds the workload kinds declare (``WorkloadKind.events``), in registration order."""
+    return [event.code for kind in kinds() for event in kind.events]
+
+
 def team_kinds() -> dict[str, str]:
     """The event kinds a team's members subscribe to and its webhooks list: all but staff's own
     (:data:`~notifications.constants.STAFF_KINDS`, told to platform staff alone)."""

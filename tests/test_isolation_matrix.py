@@ -28,7 +28,6 @@ from inference import services as endpoints
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from jobs.services import submit_run
-from notifications.constants import EventKind
 from notifications.models import EmailSubscription, Webhook
 from notifications.services import create_webhook
 from quotas.models import Cohort, TeamQuota, TeamSharing
@@ -174,7 +173,7 @@ def test_every_route_is_in_the_matrix():
 def world(team, other_team, member, outsider, viewer, team_admin, ep_quota, quota, published, fake_backend):
     run = submit_run(member, team, {k: v for k, v in run_payload().items() if k != "team"})
     endpoint = endpoints.create_endpoint(member, team, endpoint_payload())
-    create_webhook(team_admin, team, "https://hooks.example.com/team", [EventKind.RUN_FAILED])
+    create_webhook(team_admin, team, "https://hooks.example.com/team", ["run_failed"])
     workspace = workspace_services.create_workspace(member, team, {"name": "explore", "flavor": "a100-1g.10gb"})
     return {RUN: run, ENDPOINT: endpoint, WORKSPACE: workspace}
 

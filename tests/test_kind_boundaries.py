@@ -22,9 +22,13 @@ under ``tests/``, the test-only notebook kind, is a fixture, not part of the pro
   a Kubernetes resource plural some kind's ``resources`` declare (``"jobs"``, batch/v1's Jobs, which
   the sandbox simulates) is the cluster's word, even where it equals an app label.
 
-Only exact string literals count (Python's :mod:`ast` string constants, quoted strings in
-templates), so prose — docstrings, comments, a page's sentences — does not; identifiers are
-matched whole.
+- a compound code starting with its noun (``"run_failed"``, ``"endpoint_changed"``): an event kind or
+  an audit action, which only the kind's declaration spells (``WorkloadKind.events``, ``audit_actions``);
+- in a template, its noun or plural in the prose a reader sees (:func:`prose_nouns`: "runs and
+  endpoints" on a shared page is out of date once a kind is added; "run" the verb is not the kind).
+
+Otherwise only exact string literals count (Python's :mod:`ast` string constants, quoted strings in
+templates), so the prose of Python — docstrings, comments — does not; identifiers are matched whole.
 
 **Where it looks** (:func:`scanned_files`): the Python sources (migrations excepted: they are
 history and cannot be rewritten) and the templates of every project package — each package of
@@ -79,6 +83,14 @@ class KindNames:
     identifiers: frozenset[str]
     literals: frozenset[str]  #: exact string literals
     url_namespace: str  #: a literal starting with this names one of its URLs
+    nouns: frozenset[str] = frozenset()  #: its noun and plural: what a page's prose may not say
+    noun: str = ""  #: a compound code's first part
+
+    @property
+    def compound(self) -> re.Pattern:
+        """A code made of its noun and a word (``"run_failed"``, ``"endpoint.scaled"``): an event kind or
+        an action of its own, which only its declaration may spell (``KindEvent``, ``audit_actions``)."""
+        return re.compile(rf"^{re.escape(self.noun)}[_.][a-z][a-z_]*$")
 
 
 def _state_values(model) -> set[str]:
@@ -120,9 +132,10 @@ def names_of(kind, others: list, common: set[str]) -> KindNames:
     identifiers = {kind.model.__name__}
     if state_enum is not str:
         identifiers.add(state_enum.__name__)
-    literals = ({kind.prefix, kind.noun, f"{kind.noun}s", config.label} - common) | (_state_values(kind.model) - shared)
+    literals = ({kind.prefix, kind.noun, kind.plural, config.label} - common) | (_state_values(kind.model) - shared)
     return KindNames(config.label, Path(config.path), frozenset({config.name.split(".")[0]}),
-                     frozenset(identifiers), frozenset(literals), f"{config.label}:")
+                     frozenset(identifiers), frozenset(literals), f"{config.label}:",
+                     frozenset({kind.noun, kind.plural}), kind.noun)
 
 
 def project_packages() -> list[str]:
@@ -162,11 +175,17 @@ def _python_names(source: str, names: KindNames) -> set[str]:
         elif isinstance(node, ast.alias) and node.name in names.identifiers:
             found.add(node.name)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if node.value in names.literals:
-                found.add(repr(node.value))
-            elif node.value.startswith(names.url_namespace):
-                found.add(repr(names.url_namespace))
+            found |= _literal_names(node.value, names)
     return found
+
+
+def _literal_names(text: str, names: KindNames) -> set[str]:
+    """The kind's names a string literal is: one of its literals, one of its URLs, or a compound code."""
+    if text in names.literals or names.compound.match(text):
+        return {repr(text)}
+    if text.startswith(names.url_namespace):
+        return {repr(names.url_namespace)}
+    return set()
 
 
 _QUOTED = re.compile(r"""(["'])([^"'\n]*)\1""")
@@ -176,12 +195,25 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 def _template_names(source: str, names: KindNames) -> set[str]:
     found = set()
     for _quote, text in _QUOTED.findall(source):
-        if text in names.literals:
-            found.add(repr(text))
-        elif text.startswith(names.url_namespace):
-            found.add(repr(names.url_namespace))
+        found |= _literal_names(text, names)
     found |= set(_WORD.findall(source)) & names.identifiers
+    found |= {f"prose {word.lower()!r}" for word in prose_nouns(source, names)}
     return found
+
+
+#: Template comments and tags, code (``make run``) and HTML tags: what a page's reader does not read as prose.
+_NOT_PROSE = re.compile(r"\{#.*?#\}|\{% comment %\}.*?\{% endcomment %\}|\{%.*?%\}|\{\{.*?\}\}|<code>.*?</code>|<[^>]*>",
+                        re.S)
+#: "run" the English verb, not the kind: a command runs as, a budget runs out, while it runs, a pod runs.
+_VERB_RUN = re.compile(r"(?i)\bruns (?:as|out|at)\b|\b(?:it|shell|machine|workspace|pods?) runs?\b")
+
+
+def prose_nouns(source: str, names: KindNames) -> list[str]:
+    """The kind's noun or plural in the text a template shows (what is left once comments, template tags and
+    HTML tags are gone): a shared page that says "runs and endpoints" is out of date when a kind is added.
+    Say what every kind shares ("work", "workloads"), or the registry's words (``kinds_in_words``)."""
+    text = _VERB_RUN.sub(" ", _NOT_PROSE.sub(" ", source))
+    return re.findall(rf"(?i)\b(?:{'|'.join(sorted(names.nouns))})\b", text)
 
 
 def find(path: Path, source: str, names: KindNames) -> set[str]:
@@ -236,7 +268,11 @@ def test_it_catches_a_kind_named_in_a_shared_module(all_names, tmp_path):
     assert find(planted, source, jobs) == {"import jobs", "TrainingRun", "'cancelled'", "'jobs:'", "RunState"}
     assert violations([planted], [jobs]) == {f"{planted}: {name}" for name in find(planted, source, jobs)}
     page = '{% if run.state == "cancelled" %}<a href="{% url \'jobs:run-detail\' run.pk %}">Cancelled runs</a>{% endif %}'
-    assert _template_names(page, jobs) == {"'cancelled'", "'jobs:'"}
+    assert _template_names(page, jobs) == {"'cancelled'", "'jobs:'", "prose 'runs'"}
+    # A compound code (an event kind, an action) names the kind as much as its noun does.
+    assert _python_names("KIND = 'run_failed'\nOTHER = 'running_total'\n", jobs) == {"'run_failed'"}
+    # Prose a page shows names it; comments, tags and "run" the verb do not.
+    assert prose_nouns("{# runs #}<p title='run'>It runs as a Job; the budget runs out. A run's GPUs</p>", jobs) == ["run"]
     own = REPO / "jobs" / "views.py"
     assert owner_of(own, jobs) and not owner_of(REPO / "front" / "views.py", jobs)
     assert owner_of(REPO / "templates" / "jobs" / "run_list.html", jobs)

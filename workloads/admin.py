@@ -47,7 +47,7 @@ class WorkloadAdmin(ReadOnlyAdmin):
     def end_selected(self, request, queryset):
         """The kind's end of each selected workload (:meth:`WorkloadKind.end`); those that already ended are skipped."""
         kind = kind_for(self.model.KIND_PREFIX)
-        asked = self.confirm_first(request, queryset, f"{kind.end_verb} the selected {kind.noun}s",
+        asked = self.confirm_first(request, queryset, f"{kind.end_verb} the selected {kind.plural}",
                                    "Their cluster objects are deleted and their GPU units go back to their teams' "
                                    "quotas at once. This cannot be undone.")
         if asked is not None:

@@ -53,6 +53,11 @@ class WorkloadKind(abc.ABC):
     model: type
     #: What people call one ("run", "endpoint"), for messages.
     noun: str
+
+    @property
+    def plural(self) -> str:
+        """What people call several ("runs"); a kind whose noun takes no plain "s" overrides it."""
+        return f"{self.noun}s"
     lifecycle: Lifecycle
     #: The cluster resource kinds its manifests create, which the backends observe and delete
     #: for it (in this order: what must go first comes first). Their only declaration.
@@ -350,6 +355,13 @@ def resource_kinds() -> tuple[ResourceKind, ...]:
             merged[key] = resource if seen is None else replace(
                 seen, observed=seen.observed or resource.observed, deleted=seen.deleted or resource.deleted)
     return tuple(merged.values())
+
+
+def kinds_in_words() -> str:
+    """The kinds as a page says them: "runs, endpoints and workspaces" (each kind's :attr:`WorkloadKind.plural`),
+    so a shared page's sentence about every kind stays true when one is added."""
+    plurals = [kind.plural for kind in kinds()]
+    return " and ".join([", ".join(plurals[:-1]), plurals[-1]] if len(plurals) > 1 else plurals)
 
 
 def resource_declarations(of: list[WorkloadKind] | None = None) -> list[tuple[str, ResourceKind]]:

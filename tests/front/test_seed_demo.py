@@ -15,6 +15,7 @@ from inference.constants import EndpointState
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from notifications.models import EmailSubscription
+from notifications.vocabulary import kind_event_codes
 from quotas.demo import seed_flavors
 from quotas.models import GpuFlavor, TeamBudget, TeamQuota
 from teams.models import Membership, Team
@@ -115,14 +116,19 @@ def test_it_prints_the_port_the_server_listens_on(db, debug_on, monkeypatch):
     assert "Open https://demo.example.com/" in seed(no_runs=True, url="https://demo.example.com/")
 
 
-def test_it_subscribes_alice_to_her_teams_runs_and_dave_to_visions_gpu_alerts_by_e_mail_once(db, debug_on):
+def test_it_subscribes_alice_to_every_kinds_events_and_dave_to_visions_gpu_alerts_by_e_mail_once(db, debug_on):
+    """Alice hears of what every workload kind declares (a run ended, an endpoint degraded, a workspace paused)
+    and of preemptions: the demo names no kind's event, the registry gives them."""
     seed(no_runs=True)
-    assert sorted(EmailSubscription.objects.values_list("team__slug", "user__username", "kind")) == [
-        ("ml-research", "alice", "preempted"), ("ml-research", "alice", "run_failed"),
-        ("ml-research", "alice", "run_succeeded"), ("vision", "dave", "gpu_idle"), ("vision", "dave", "gpu_memory")]
+    alice = set(EmailSubscription.objects.filter(user__username="alice").values_list("team__slug", "kind"))
+    assert alice == {("ml-research", code) for code in [*kind_event_codes(), "preempted"]}
+    assert {"run_succeeded", "run_failed", "endpoint_degraded", "workspace_paused"} <= {kind for _team, kind in alice}
+    assert sorted(EmailSubscription.objects.filter(user__username="dave").values_list("team__slug", "kind")) == [
+        ("vision", "gpu_idle"), ("vision", "gpu_memory")]
+    total = EmailSubscription.objects.count()
     EmailSubscription.objects.filter(kind="run_succeeded").delete()  # she unsubscribed: it stays so
     seed(no_runs=True)
-    assert EmailSubscription.objects.count() == 4
+    assert EmailSubscription.objects.count() == total - 1
 
 
 def test_vision_tightened_its_idle_alert_once_and_a_change_stays(db, debug_on):

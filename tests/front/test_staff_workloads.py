@@ -81,7 +81,7 @@ def test_staff_cancel_a_run_of_any_team_through_the_service(client, staff, world
     assert response.status_code == 302 and response["Location"] == "/admin/workloads/?team=vision"
     dear.refresh_from_db()
     assert dear.state == "cancelled"
-    assert AuditEvent.objects.filter(action=AuditEvent.Action.RUN_CANCELLED, actor=staff).exists()
+    assert AuditEvent.objects.filter(action="run_cancelled", actor=staff).exists()
     # Twice: a conflict told in words, nothing changes.
     response = client.post(f"/admin/workloads/run/{dear.pk}/end/", follow=True)
     assert "nothing to cancel" in response.content.decode()

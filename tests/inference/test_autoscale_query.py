@@ -74,7 +74,7 @@ def test_post_refuses_a_query_beyond_the_team_with_a_400_and_writes_nothing(api,
     messages = response.json()["errors"]["autoscale"]
     assert any(m.startswith("query: ") and reason in m for m in messages), messages
     assert not InferenceEndpoint.objects.exists() and not Reservation.objects.exists()
-    assert not AuditEvent.objects.filter(action=AuditEvent.Action.ENDPOINT_CREATED).exists()
+    assert not AuditEvent.objects.filter(action="endpoint_created").exists()
     assert published == []
 
 

@@ -81,7 +81,7 @@ def test_a_patch_replaces_the_whole_secret_env_and_rolls_the_deployment(api, ep_
     # The Secret got the new value unchanged, and only the new key.
     assert fake_backend.secrets == {("team-ml-research", f"ep-{endpoint_id}-env"): ["WANDB_API_KEY"]}
     assert base64.b64encode(NEW_VALUE.encode()).decode() in fake_backend.secret_values_seen
-    event = AuditEvent.objects.filter(action=AuditEvent.Action.ENDPOINT_CHANGED).get()
+    event = AuditEvent.objects.filter(action="endpoint_changed").get()
     assert event.details == {"fields": ["secret_env"], "secret_env": ["WANDB_API_KEY"]}
     manifest = api.get(f"/api/v1/endpoints/{endpoint_id}/manifest/?format=yaml").content.decode()
     assert digest in manifest
@@ -127,7 +127,7 @@ def test_a_refused_secret_env_patch_changes_nothing(api, ep_quota, published, pa
     assert_nowhere(response.content.decode(), value=NEW_VALUE)
     endpoint = InferenceEndpoint.objects.get()
     assert endpoint.env == {"LOG_LEVEL": "info"} and secret_values(endpoint.ref) == {"HF_TOKEN": VALUE}
-    assert published == [] and not AuditEvent.objects.filter(action=AuditEvent.Action.ENDPOINT_CHANGED).exists()
+    assert published == [] and not AuditEvent.objects.filter(action="endpoint_changed").exists()
 
 
 def test_one_patch_may_move_a_variable_from_secret_env_to_env(api, ep_quota, published):
@@ -162,7 +162,7 @@ def test_the_edit_form_keeps_secret_env_when_blank_and_replaces_it_when_typed(cl
 
     replaced = client.post(edit, {**fields, "secret_env": f"WANDB_API_KEY={NEW_VALUE}"})
     assert replaced.status_code == 302 and secret_values(endpoint.ref) == {"WANDB_API_KEY": NEW_VALUE}
-    events = AuditEvent.objects.filter(action=AuditEvent.Action.ENDPOINT_CHANGED).order_by("pk")
+    events = AuditEvent.objects.filter(action="endpoint_changed").order_by("pk")
     # The form sends every field; only the second save names (never shows) secret env.
     assert ["secret_env" in e.details["fields"] for e in events] == [False, True]
     assert [e.details.get("secret_env") for e in events] == [None, ["WANDB_API_KEY"]]

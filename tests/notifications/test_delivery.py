@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from notifications import delivery, events
-from notifications.constants import DeliveryStatus, EventKind
+from notifications.constants import DeliveryStatus
 from notifications.models import Delivery, Webhook
 from notifications.services import create_webhook, set_email_kinds
 from tests.notifications.conftest import Receiver
@@ -27,7 +27,7 @@ from tests.threads import in_thread
 pytestmark = pytest.mark.django_db
 
 
-def one_delivery(team, kind=EventKind.RUN_FAILED, key="run_failed:run:7") -> Delivery:
+def one_delivery(team, kind="run_failed", key="run_failed:run:7") -> Delivery:
     key = events.record(kind, team, key, "Run bert (#7) of team ml-research failed",
                         "Run bert (#7) of team ml-research failed: OOMKilled", ref="run:7",
                         reason="OOMKilled")
@@ -37,7 +37,7 @@ def one_delivery(team, kind=EventKind.RUN_FAILED, key="run_failed:run:7") -> Del
 
 @pytest.fixture
 def hooked(team, team_admin, receiver):
-    _hook, receiver.secret = create_webhook(team_admin, team, receiver.url, [EventKind.RUN_FAILED])
+    _hook, receiver.secret = create_webhook(team_admin, team, receiver.url, ["run_failed"])
     return receiver
 
 
@@ -105,7 +105,7 @@ def test_the_secret_is_stored_encrypted(team, hooked):
 
 
 def test_it_emails_a_subscriber_through_the_mail_backend(team, member):
-    set_email_kinds(member, team, [EventKind.RUN_FAILED])
+    set_email_kinds(member, team, ["run_failed"])
     row = one_delivery(team)
     assert delivery.attempt(row.pk).result == "sent"
     [message] = mail.outbox
@@ -134,7 +134,7 @@ def test_two_workers_on_one_delivery_send_it_once(team, hooked):
 def test_a_key_rotation_reseals_the_webhook_secrets(team, team_admin, settings):
     old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
     settings.SLIPWAY_SECRET_KEYS = [old]
-    _hook, secret = create_webhook(team_admin, team, "https://hooks.example.com/x", [EventKind.RUN_FAILED])
+    _hook, secret = create_webhook(team_admin, team, "https://hooks.example.com/x", ["run_failed"])
     settings.SLIPWAY_SECRET_KEYS = [new, old]
     out = io.StringIO()
     call_command("reseal_webhook_secrets", stdout=out)
@@ -161,7 +161,7 @@ class Rebinding:
 def named_hook(team, team_admin, receiver, name: str = "hooks.example.com") -> Receiver:
     """The receiver's webhook saved under a public-looking name instead of 127.0.0.1."""
     url = receiver.url.replace("127.0.0.1", name)
-    _hook, receiver.secret = create_webhook(team_admin, team, url, [EventKind.RUN_FAILED])
+    _hook, receiver.secret = create_webhook(team_admin, team, url, ["run_failed"])
     return receiver
 
 

@@ -52,7 +52,7 @@ def test_it_records_a_run_success_once_and_a_replayed_cycle_records_nothing(
         rec.reconcile(fake_backend)
     event = Event.objects.get()
     assert (event.kind, event.key, event.ref, event.team.slug) == (
-        EventKind.RUN_SUCCEEDED, f"run_succeeded:{run.ref}", run.ref, "ml-research")
+        "run_succeeded", f"run_succeeded:{run.ref}", run.ref, "ml-research")
     assert event.text == f"Run bert-finetune (#{run.pk}) of team ml-research succeeded."
     assert fan_outs(published) == [event.key]
 
@@ -63,7 +63,7 @@ def test_it_records_a_failed_run_with_its_reason(submit, fake_backend, django_ca
     fake_backend.set_finished(NS, run.object_name, ok=False, started=iso(t0), finished=iso(t0), oom=True)
     rec.reconcile(fake_backend)
     event = Event.objects.get()
-    assert event.kind == EventKind.RUN_FAILED and event.title == f"Run bert-finetune (#{run.pk}) of team ml-research failed"
+    assert event.kind == "run_failed" and event.title == f"Run bert-finetune (#{run.pk}) of team ml-research failed"
     assert "OOMKilled" in event.text and event.details["state"] == RunState.FAILED
 
 
@@ -114,16 +114,16 @@ def test_work_queued_too_long_is_one_event_per_stay_in_the_queue(submit, setting
 
 def test_an_event_fans_out_once_to_the_teams_webhooks_and_its_members_subscriptions(
         team, other_team, member, viewer, team_admin, outsider):
-    hook, _secret = create_webhook(team_admin, team, "https://hooks.example.com/slipway", [EventKind.RUN_FAILED])
+    hook, _secret = create_webhook(team_admin, team, "https://hooks.example.com/slipway", ["run_failed"])
     create_webhook(team_admin, team, "https://hooks.example.com/other", [EventKind.BUDGET_ALERT])
-    set_email_kinds(member, team, [EventKind.RUN_FAILED])
-    set_email_kinds(viewer, team, [EventKind.RUN_FAILED, EventKind.RUN_SUCCEEDED])
-    set_email_kinds(outsider, other_team, [EventKind.RUN_FAILED])  # another team's events only
+    set_email_kinds(member, team, ["run_failed"])
+    set_email_kinds(viewer, team, ["run_failed", "run_succeeded"])
+    set_email_kinds(outsider, other_team, ["run_failed"])  # another team's events only
     leaver = make_user("lee")
     membership = add_member(team, leaver, Role.MEMBER)
-    set_email_kinds(leaver, team, [EventKind.RUN_FAILED])
+    set_email_kinds(leaver, team, ["run_failed"])
     membership.delete()  # left the team: told nothing more about it
-    key = events.record(EventKind.RUN_FAILED, team, "run_failed:run:1", "Run x failed", "Run x failed.", ref="run:1")
+    key = events.record("run_failed", team, "run_failed:run:1", "Run x failed", "Run x failed.", ref="run:1")
     first = delivery.fan_out(key)
     assert delivery.fan_out(key) == first  # a replayed fan-out adds nothing
     rows = Delivery.objects.filter(pk__in=first)
@@ -144,4 +144,4 @@ def test_an_endpoint_degraded_twice_is_two_events_and_a_replay_none(member, team
         rec.reconcile(fake_backend, now=t0 + timedelta(minutes=minutes))
     assert InferenceEndpoint.objects.get(pk=endpoint.pk).state == EndpointState.DEGRADED
     titles = list(Event.objects.order_by("created_at").values_list("kind", "title"))
-    assert titles == [(EventKind.ENDPOINT_DEGRADED, f"Endpoint {endpoint.name} (#{endpoint.pk}) of team ml-research is degraded")] * 2
+    assert titles == [("endpoint_degraded", f"Endpoint {endpoint.name} (#{endpoint.pk}) of team ml-research is degraded")] * 2

@@ -127,7 +127,7 @@ def test_a_spot_interruption_says_interrupted_once(running, fake_backend):  # no
 def test_a_failed_run_and_a_long_wait_name_team_and_workload(submit, settings):
     failed = submit(name="bert", gpus_per_worker=2)
     assert lifecycle.fail(failed, "OOMKilled", ReasonCode.CLUSTER)
-    event = Event.objects.get(kind=EventKind.RUN_FAILED)
+    event = Event.objects.get(kind="run_failed")
     assert human(event.text) == f"Run bert (#{failed.pk}) of team ml-research failed: OOMKilled"
 
     settings.SLIPWAY_NOTIFY_QUEUED_MINUTES = 30

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from notifications import delivery, events, tasks
-from notifications.constants import DeliveryStatus, EventKind
+from notifications.constants import DeliveryStatus
 from notifications.models import Delivery, Event
 from notifications.services import set_email_kinds
 
@@ -17,14 +17,14 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def subscribed(team, member):
-    set_email_kinds(member, team, [EventKind.RUN_FAILED])
+    set_email_kinds(member, team, ["run_failed"])
     return member
 
 
 def event(team, name: str, days_old: float, status: str | None = DeliveryStatus.SENT) -> str:
     """Event ``name`` recorded ``days_old`` days ago; fanned out with its one delivery in ``status``
     (None: never fanned out)."""
-    key = events.record(EventKind.RUN_FAILED, team, f"run_failed:{name}", f"Run {name} failed", "OOMKilled.")
+    key = events.record("run_failed", team, f"run_failed:{name}", f"Run {name} failed", "OOMKilled.")
     if status is not None:
         delivery.fan_out(key)
         Delivery.objects.filter(event__key=key).update(status=status)

@@ -14,7 +14,7 @@ from decimal import Decimal
 import pytest
 
 from jobs.models import TrainingRun
-from notifications.constants import DeliveryStatus, EventKind
+from notifications.constants import DeliveryStatus
 from notifications.models import Delivery, Event
 from notifications.services import create_webhook
 from quotas.demo import seed_flavors, seed_team_quotas
@@ -47,7 +47,7 @@ def api(team, member, api_client_for):
 
 @pytest.fixture
 def hooked(team, team_admin, receiver):
-    _hook, receiver.secret = create_webhook(team_admin, team, receiver.url, [EventKind.RUN_SUCCEEDED])
+    _hook, receiver.secret = create_webhook(team_admin, team, receiver.url, ["run_succeeded"])
     return receiver
 
 
@@ -60,7 +60,7 @@ def test_a_finished_run_is_delivered_signed_and_retried_after_a_500(notify_worke
     run = post_run(api, "1s", name="notified", gpus_per_worker=1)
     wait_for(sent(1), timeout=90, what=f"the delivery to be sent; worker log:\n{notify_worker.logs()[-3000:]}")
     event = Event.objects.get()
-    assert (event.kind, event.ref) == (EventKind.RUN_SUCCEEDED, f"run:{run['id']}")
+    assert (event.kind, event.ref) == ("run_succeeded", f"run:{run['id']}")
     assert [(got.delivery, got.verified) for got in hooked.got] == [(str(event.pk), True)] * 2
     assert hooked.got[0].body["text"] == f"Run notified (#{run['id']}) of team ml-research succeeded."
     row = Delivery.objects.get()

@@ -21,6 +21,7 @@ run with ``DEBUG`` off unless ``--force`` says the deployment really is a demo.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -31,6 +32,7 @@ from django.db import transaction
 
 from notifications.constants import EventKind
 from notifications.services import email_kinds, set_email_kinds
+from notifications.vocabulary import kind_event_codes
 from quotas import demo
 from quotas.models import Cohort, GpuFlavor, TeamBudget, TeamQuota, TeamSharing
 from quotas.services import seed_cluster_prices, set_cohort, set_team_quota
@@ -91,11 +93,13 @@ COHORTS: tuple[DemoCohort, ...] = (
                preemption_delay_seconds=30, borrowing_limits={("ml-research", "h100-80gb"): 8}),
 )
 
-#: E-mail subscriptions of the demo: (team slug, username, kinds of event). Dave hears about Vision's
-#: idle GPUs (its forgotten notebook, jobs.demo) and GPU memory running out.
-DEMO_EMAIL: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("ml-research", "alice", (EventKind.RUN_SUCCEEDED, EventKind.RUN_FAILED, EventKind.PREEMPTED)),
-    ("vision", "dave", (EventKind.GPU_IDLE, EventKind.GPU_MEMORY)),
+#: E-mail subscriptions of the demo: (team slug, username, what gives the kinds of event). Alice hears
+#: of every workload kind's own events (a run ended, an endpoint degraded, …: what the kinds declare)
+#: and of preemptions; Dave of Vision's idle GPUs (its forgotten notebook, jobs.demo) and GPU memory
+#: running out.
+DEMO_EMAIL: tuple[tuple[str, str, Callable[[], list[str]]], ...] = (
+    ("ml-research", "alice", lambda: [*kind_event_codes(), EventKind.PREEMPTED]),
+    ("vision", "dave", lambda: [EventKind.GPU_IDLE, EventKind.GPU_MEMORY]),
 )
 
 #: Alert rules teams tightened (workloads.alert_settings): Vision is told of idle GPUs after 5 minutes
@@ -244,7 +248,7 @@ def seed_world(seeded: Seeded) -> int:
     for slug, username, kinds in DEMO_EMAIL:
         if (seeded.due(f"notify:{slug}/{username}") and slug in teams and username in users
                 and Membership.objects.filter(team=teams[slug], user=users[username]).exists()):
-            set_email_kinds(users[username], teams[slug], [*email_kinds(users[username], teams[slug]), *kinds])
+            set_email_kinds(users[username], teams[slug], [*email_kinds(users[username], teams[slug]), *kinds()])
             created += 1
     # 6. Alert rules a team tightened (as its admins would on the Team page; checked as they would be).
     for slug, rules in DEMO_ALERT_RULES:
