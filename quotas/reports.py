@@ -113,13 +113,29 @@ def _limit_of_month(team: Team, month: datetime, today: Decimal | None) -> Decim
     return row.monthly_limit if row is not None else today
 
 
-def usage_page(team: Team, month: datetime, now: datetime | None = None) -> dict:
-    """Everything the team's Usage page shows for ``month`` (its first instant)."""
+def kind_rows(rows: list[dict], kind_names: dict[str, str]) -> list[ShareRow]:
+    """The report by kind (``group``: a ref prefix) as bars, each kind called what ``kind_names`` says
+    (``{prefix: "Workspaces"}``; the registry's, which quotas cannot read); a kind it does not know
+    (one removed since) keeps its prefix."""
+    return share_rows(rows, {prefix: RefLabel(name) for prefix, name in kind_names.items()})
+
+
+def usage_page(team: Team, month: datetime, now: datetime | None = None,
+               kind_names: dict[str, str] | None = None) -> dict:
+    """Everything the team's Usage page shows for ``month`` (its first instant).
+
+    ``kind_names``: what each workload kind is called (``{prefix: plural}``, the view reads the
+    registry). The card by kind is the API's report by kind (:func:`usage_rows`), so each kind's
+    idle cost is apart from the others' — what interactive work left idle shows next to what jobs
+    and services did without the page naming any kind. The summary's split of the idle cost
+    (``idle_by_kind``) is those rows' idle figures, costliest first: one rule, two places.
+    """
     now = now or timezone.now()
     since, until = month, month_end(month)
     current = since == month_start(now)
     currency = settings.SLIPWAY_CURRENCY
-    reports = {group: usage_rows([team], since, until, group, now) for group in ("flavor", "user", "workload")}
+    reports = {group: usage_rows([team], since, until, group, now) for group in ("flavor", "user", "workload", "kind")}
+    by_kind = kind_rows(reports["kind"], kind_names or {})
     days, flavors, values = _daily_by_flavor([team], since, until, now)
     daily_totals = [(day, sum((values.get((day, f), ZERO) for f in flavors), ZERO)) for day in days]
     spent = sum((cost for _day, cost in daily_totals), ZERO)
@@ -142,6 +158,8 @@ def usage_page(team: Team, month: datetime, now: datetime | None = None) -> dict
         "idle_share": float(totals["idle_cost"] / totals["cost"] * 100) if totals["cost"] else 0.0,
         "by_flavor": share_rows(reports["flavor"]), "by_person": share_rows(reports["user"]),
         "by_workload": share_rows(reports["workload"], ref_labels([r["group"] for r in reports["workload"]])),
+        "by_kind": by_kind,
+        "idle_by_kind": sorted((row for row in by_kind if row.idle_cost), key=lambda row: (-row.idle_cost, row.label)),
         "daily": charts.daily_stacked(days, flavors, values, currency), "burn": burn,
         "idle_threshold": settings.SLIPWAY_IDLE_UTIL_PCT,
     }
@@ -205,6 +223,7 @@ def usage_report(teams, since: datetime, until: datetime, group_by: str, now: da
     idle_cost, borrowed_gpu_hours, preempted_gpu_hours, preempted_cost, currency}``
     (:func:`quotas.ledger.usage_table`), per day in time order, per anything else costliest first.
 
+    By kind, ``group`` is the workload kind: the refs' prefix (:func:`quotas.ledger.ref_prefix`).
     By workload each row also says what the workload is — ``name``, ``kind`` (run, endpoint),
     ``team``, ``user`` (who started it), ``flavor``, and ``label``, all of it in the words every
     message uses (:meth:`quotas.ledger.RefLabel.words`) — since its ledger ref alone tells nobody.

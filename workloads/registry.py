@@ -1,6 +1,6 @@
 """The kind registry: how the shared machinery learns about each kind of workload.
 
-A *kind* is a workload kind (docs/glossary.md "workload kind"): runs, endpoints. What Kubernetes
+A *kind* is a workload kind (docs/glossary.md "workload kind"): runs, endpoints, workspaces. What Kubernetes
 calls a kind is a *resource kind* here (:attr:`WorkloadKind.resources`).
 
 A kind (training runs, inference endpoints, …) subclasses :class:`WorkloadKind` and
@@ -172,6 +172,11 @@ class WorkloadKind(abc.ABC):
     def reports_checkpoints(self, workload) -> bool:
         """Whether ``workload`` reports checkpoints at all (one that does but has none yet loses all since its start)."""
         return self.last_checkpoint_at(workload) is not None
+
+    @property
+    def plural(self) -> str:
+        """What people call several ("runs"): a kind whose plural is not its noun and an "s" overrides it."""
+        return f"{self.noun}s"
 
     @property
     def prefix(self) -> str:
@@ -350,6 +355,12 @@ def resource_kinds() -> tuple[ResourceKind, ...]:
             merged[key] = resource if seen is None else replace(
                 seen, observed=seen.observed or resource.observed, deleted=seen.deleted or resource.deleted)
     return tuple(merged.values())
+
+
+def kind_names() -> dict[str, str]:
+    """``{prefix: "Runs"}``: each kind as a heading or a report's row calls it (the Usage page's card
+    by kind; quotas' reports group the ledger by prefix and cannot read the registry)."""
+    return {prefix: kind.plural.capitalize() for prefix, kind in _KINDS.items()}
 
 
 def kind_for(prefix: str) -> WorkloadKind | None:

@@ -130,7 +130,7 @@ def test_csv_downloads_say_what_and_when_and_name_each_workload(live_server, bro
     log_in(browser, url, "alice", "slipway-demo")
     browser.goto(f"{url}/usage/")
     month = timezone.localtime().strftime("%Y-%m")
-    name, rows = download(browser, browser.locator("h2:text('By run and endpoint') + a"))
+    name, rows = download(browser, browser.locator("h2:text('By workload') + a"))
     assert name == f"usage-ml-research-{month}-by-workload.csv"
     assert list(rows[0]) == ["group", "name", "kind", "team", "user", "flavor", "gpu_hours", "cost",
                              "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours", "preempted_gpu_hours",
