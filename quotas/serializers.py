@@ -147,7 +147,7 @@ class UsageRowSerializer(serializers.Serializer):
         "The day, flavor name, username, team slug, workload ref (run:13) or workload kind (the refs' prefix: run)."))
     # By workload only (absent otherwise): what the workload is.
     name = serializers.CharField(required=False, help_text="By workload: its name.")
-    kind = serializers.CharField(required=False, help_text="By workload: run or endpoint.")
+    kind = serializers.CharField(required=False, help_text="By workload: its kind's noun (run, endpoint, workspace).")
     team = serializers.CharField(required=False, help_text="By workload: its team's slug.")
     user = serializers.CharField(required=False, help_text="By workload: who started it.")
     flavor = serializers.CharField(required=False, help_text="By workload: its GPU flavor.")
