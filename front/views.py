@@ -424,5 +424,5 @@ def showback(request):
         month, error, status = month_start(now), "Pick a month from the list (YYYY-MM, not in the future).", 400
     if request.GET.get("format") == "csv" and not error:
         return csv_download(showback_csv_rows(month, now), SHOWBACK_COLUMNS, showback_filename(month))
-    context = {**admin.site.each_context(request), "title": "Showback", "error": error, **showback_page(month, now)}
+    context = {**admin.site.each_context(request), "title": "Showback", "error": error, **showback_page(month, now, kind_names())}
     return render(request, "admin/front/showback.html", context, status=status)

@@ -6,7 +6,7 @@ the budget summary; charts are drawn from them by :mod:`quotas.charts`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -120,6 +120,12 @@ def kind_rows(rows: list[dict], kind_names: dict[str, str]) -> list[ShareRow]:
     return share_rows(rows, {prefix: RefLabel(name) for prefix, name in kind_names.items()})
 
 
+def idle_by_kind(rows: list[ShareRow]) -> list[ShareRow]:
+    """Of :func:`kind_rows`, those that paid for idle GPUs, the most idle cost first: how a month's idle cost
+    splits by kind (the Usage page's summary and each team's line on the showback page)."""
+    return sorted((row for row in rows if row.idle_cost), key=lambda row: (-row.idle_cost, row.label))
+
+
 def usage_page(team: Team, month: datetime, now: datetime | None = None,
                kind_names: dict[str, str] | None = None) -> dict:
     """Everything the team's Usage page shows for ``month`` (its first instant).
@@ -159,7 +165,7 @@ def usage_page(team: Team, month: datetime, now: datetime | None = None,
         "by_flavor": share_rows(reports["flavor"]), "by_person": share_rows(reports["user"]),
         "by_workload": share_rows(reports["workload"], ref_labels([r["group"] for r in reports["workload"]])),
         "by_kind": by_kind,
-        "idle_by_kind": sorted((row for row in by_kind if row.idle_cost), key=lambda row: (-row.idle_cost, row.label)),
+        "idle_by_kind": idle_by_kind(by_kind),
         "daily": charts.daily_stacked(days, flavors, values, currency), "burn": burn,
         "idle_threshold": settings.SLIPWAY_IDLE_UTIL_PCT,
     }
@@ -172,18 +178,25 @@ class TeamMoney:
     team: Team
     usage: ShareRow
     budget: dict
+    #: Its idle cost split by workload kind (:func:`idle_by_kind`).
+    idle_by_kind: list[ShareRow] = field(default_factory=list)
 
 
-def showback_page(month: datetime, now: datetime | None = None) -> dict:
-    """Every team's cost, idle share and budget state for ``month`` (staff), with the per-flavor CSV rows."""
+def showback_page(month: datetime, now: datetime | None = None, kind_names: dict[str, str] | None = None) -> dict:
+    """Every team's cost, idle share (split by workload kind, each called what ``kind_names`` says: see
+    :func:`usage_page`) and budget state for ``month`` (staff), with the per-flavor CSV rows."""
     now = now or timezone.now()
     since, until = month, month_end(month)
     teams = list(Team.objects.order_by("slug"))
     by_team = {row["group"]: row for row in usage_rows(teams, since, until, "team", now)}
+    kinds_of: dict[str, list[dict]] = {}
+    for row in usage_table(teams, since, until, ("team", "kind"), now):
+        kinds_of.setdefault(row.pop("team"), []).append({"group": row.pop("kind"), **row})
     blank = dict.fromkeys(REPORT_SUMS, ZERO)
     shares = {s.label: s for s in share_rows([{"group": t.slug, **by_team.get(t.slug, blank)} for t in teams])}
     budgets = budget_summaries(list(TeamBudget.objects.values_list("team_id", flat=True)), now)  # all at once
-    lines = [TeamMoney(team, shares[team.slug], budgets.get(team.pk, {})) for team in teams]
+    lines = [TeamMoney(team, shares[team.slug], budgets.get(team.pk, {}),
+                       idle_by_kind(kind_rows(kinds_of.get(team.slug, []), kind_names or {}))) for team in teams]
     lines.sort(key=lambda line: (-line.usage.cost, line.team.slug))
     days, flavors, values = _daily_by_flavor(teams, since, until, now)
     return {

@@ -418,3 +418,13 @@ def test_an_open_idle_workspace_counts_in_its_kinds_row(team, member, flavors):
     tenth = Decimal("1E-10")  # the ledger's precision: a piece cut at an hour boundary rounds on its own
     assert row["group"] == workspace.KIND_PREFIX
     assert abs(row["idle_cost"] - Decimal("0.4")) <= 2 * tenth and row["idle_cost"] == row["cost"]
+
+
+def test_the_showback_splits_each_teams_idle_cost_by_kind_as_its_usage_page_does(client, member, staff,
+                                                                                idle_workspace):
+    _response, usage = page(client, member)
+    split = re.search(r'<span id="usage-idle-by-kind">(.*?)</span>', usage, re.S).group(1)
+    client.force_login(staff)
+    body = client.get("/admin/showback/").content.decode()
+    line = re.search(r'<tr data-team="ml-research">.*?<span class="quiet idle-by-kind">(.*?)</span>', body, re.S)
+    assert line.group(1).split(" · ") == split.split(", ") and len(split.split(", ")) == 2
