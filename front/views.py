@@ -57,6 +57,7 @@ from teams.models import Membership, Role
 from teams.permissions import get_for_user, require_team, submit_refusal
 from workloads import services as workloads
 from workloads.alert_settings import set_team_alert_settings, team_view
+from workloads.registry import kind_names
 from workloads.registry import kinds as registered_kinds
 from workloads.services import waiting_for_capacity
 from workloads.views import STOP_POLLING, current_membership, no_team, no_team_context, wants_partial
@@ -384,7 +385,8 @@ def flavor_help(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def usage(request):
-    """The current team's spend in a month (``?month=YYYY-MM``, default this one): charts, by person, flavor and workload."""
+    """The current team's spend in a month (``?month=YYYY-MM``, default this one): charts, by person, flavor,
+    workload and workload kind (each called as the registry says)."""
     current = request.membership
     if getattr(current, "pk", None) is None:
         return render(request, "workloads/no_team.html", no_team_context(request.user))
@@ -393,7 +395,7 @@ def usage(request):
     month, error, status = parse_month(request.GET.get("month"), now), "", 200
     if month is None:
         month, error, status = month_start(now), "Pick a month from the list (YYYY-MM, not in the future).", 400
-    context = {"team": team, "error": error, **usage_page(team, month, now)}
+    context = {"team": team, "error": error, **usage_page(team, month, now, kind_names())}
     return render(request, "front/usage.html", context, status=status)
 
 
@@ -422,5 +424,5 @@ def showback(request):
         month, error, status = month_start(now), "Pick a month from the list (YYYY-MM, not in the future).", 400
     if request.GET.get("format") == "csv" and not error:
         return csv_download(showback_csv_rows(month, now), SHOWBACK_COLUMNS, showback_filename(month))
-    context = {**admin.site.each_context(request), "title": "Showback", "error": error, **showback_page(month, now)}
+    context = {**admin.site.each_context(request), "title": "Showback", "error": error, **showback_page(month, now, kind_names())}
     return render(request, "admin/front/showback.html", context, status=status)

@@ -240,7 +240,7 @@ def csv_download(rows: list[dict], columns: list[str], filename: str) -> HttpRes
 
 class UsageReportView(APIView):
     """Cost report of the caller's teams (or one ``team``; staff: any team, all without one), grouped by
-    day, flavor, user or workload."""
+    day, flavor, user, workload or workload kind."""
 
     @extend_schema(
         parameters=[UsageQuerySerializer],

@@ -28,8 +28,8 @@ from typing import NamedTuple
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Q, Sum
-from django.db.models.functions import TruncDate
+from django.db.models import F, Q, Sum, Value
+from django.db.models.functions import Concat, Left, StrIndex, TruncDate
 from django.utils import timezone
 
 from core.rawsql import sql_datetime, sql_decimal
@@ -502,7 +502,32 @@ def spent_month(team, now: datetime | None = None) -> Decimal:
 
 
 GROUP_FIELDS = {"day": "day", "flavor": "flavor__name", "user": "user__username", "workload": "ref",
-                "team": "team__slug"}
+                "team": "team__slug", "kind": "kind"}
+
+
+def ref_prefix(ref: str) -> str:
+    """The workload kind of a ledger ref: its prefix (``run:42`` → ``run``; a ref without one is its own).
+
+    The one rule of the report's ``kind`` grouping; :func:`_kind_expression` says it in SQL."""
+    return ref.partition(":")[0]
+
+
+def _kind_expression():
+    """:func:`ref_prefix` of the ``ref`` column in SQL, the same on PostgreSQL and SQLite (``LEFT`` and
+    ``STRPOS``, ``SUBSTR`` and ``INSTR``): what precedes the ref's first colon, a colon appended
+    first so that a ref without one is its own prefix (and no length is ever negative)."""
+    ref = Concat(F("ref"), Value(":"))
+    return Left(ref, StrIndex(ref, Value(":")) - 1)
+
+
+def _annotated(queryset, keys: tuple[str, ...], at: str):
+    """``queryset`` (ledger rows or preemption events, dated by their column ``at``) with the groupings of
+    ``keys`` that are no column of theirs: the local day, the workload kind."""
+    if "day" in keys:
+        queryset = queryset.annotate(day=TruncDate(at))
+    if "kind" in keys:
+        queryset = queryset.annotate(kind=_kind_expression())
+    return queryset
 
 #: The sums of a report row, in the order :func:`usage_table` keeps them: the ledger's (physical GPU-hours,
 #: cost, their idle and borrowed parts, unit-hours), then the work preemption lost (:class:`PreemptionEvent`).
@@ -528,6 +553,9 @@ def usage_rows(teams, since, until, group_by: str, now: datetime | None = None) 
 def usage_table(teams, since, until, keys: tuple[str, ...], now: datetime | None = None) -> list[dict]:
     """Usage of ``teams`` in ``[since, until)`` summed per combination of ``keys`` (``GROUP_FIELDS``) and currency.
 
+    ``kind`` groups by workload kind, the refs' prefix (:func:`ref_prefix`): ``run``, ``endpoint``, … —
+    quotas knows no kind, so what people call one is the caller's to say.
+
     Rows ``{<key>: str, …, <REPORT_SUMS>, currency}`` sorted by keys. Closed ledger rows plus the
     open segments up to ``now``, so the current hour is included; an open segment's borrowed
     part is its held reservation's now (:meth:`Interval.borrowed_gpu_hours`). ``preempted_*``
@@ -535,9 +563,7 @@ def usage_table(teams, since, until, keys: tuple[str, ...], now: datetime | None
     group with preemptions and no usage is a row of its own.
     """
     teams = list(teams)
-    records = UsageRecord.objects.filter(team__in=teams, start__gte=since, start__lt=until)
-    if "day" in keys:
-        records = records.annotate(day=TruncDate("start"))
+    records = _annotated(UsageRecord.objects.filter(team__in=teams, start__gte=since, start__lt=until), keys, "start")
     fields = [GROUP_FIELDS[key] for key in keys]
     totals: dict[tuple[str, ...], list[Decimal]] = {}
     for row in records.values(*fields, "currency").annotate(**{s: Sum(s) for s in LEDGER_SUMS}).order_by():
@@ -557,9 +583,7 @@ def usage_table(teams, since, until, keys: tuple[str, ...], now: datetime | None
         for index, amount in enumerate((gpu_hours, cost, idle_gpu_hours, idle_cost, borrowed_gpu_hours,
                                         piece.unit_hours())):
             total[index] += amount
-    events = PreemptionEvent.objects.filter(team__in=teams, at__gte=since, at__lt=until)
-    if "day" in keys:
-        events = events.annotate(day=TruncDate("at"))
+    events = _annotated(PreemptionEvent.objects.filter(team__in=teams, at__gte=since, at__lt=until), keys, "at")
     for row in (events.values(*fields, "currency")
                 .annotate(hours=Sum("lost_gpu_hours"), lost=Sum("lost_cost")).order_by()):
         group = tuple(str(row[f]) if row[f] is not None else "" for f in fields)
@@ -586,6 +610,8 @@ def _group_of(piece: Interval, key: str, names: dict[str, dict[int, str]]) -> st
         return names["user"].get(piece.user_id, "")
     if key == "team":
         return names["team"].get(piece.team_id, "")
+    if key == "kind":
+        return ref_prefix(piece.ref)
     return piece.ref
 
 

@@ -6,7 +6,7 @@ the budget summary; charts are drawn from them by :mod:`quotas.charts`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -113,13 +113,35 @@ def _limit_of_month(team: Team, month: datetime, today: Decimal | None) -> Decim
     return row.monthly_limit if row is not None else today
 
 
-def usage_page(team: Team, month: datetime, now: datetime | None = None) -> dict:
-    """Everything the team's Usage page shows for ``month`` (its first instant)."""
+def kind_rows(rows: list[dict], kind_names: dict[str, str]) -> list[ShareRow]:
+    """The report by kind (``group``: a ref prefix) as bars, each kind called what ``kind_names`` says
+    (``{prefix: "Workspaces"}``; the registry's, which quotas cannot read); a kind it does not know
+    (one removed since) keeps its prefix."""
+    return share_rows(rows, {prefix: RefLabel(name) for prefix, name in kind_names.items()})
+
+
+def idle_by_kind(rows: list[ShareRow]) -> list[ShareRow]:
+    """Of :func:`kind_rows`, those that paid for idle GPUs, the most idle cost first: how a month's idle cost
+    splits by kind (the Usage page's summary and each team's line on the showback page)."""
+    return sorted((row for row in rows if row.idle_cost), key=lambda row: (-row.idle_cost, row.label))
+
+
+def usage_page(team: Team, month: datetime, now: datetime | None = None,
+               kind_names: dict[str, str] | None = None) -> dict:
+    """Everything the team's Usage page shows for ``month`` (its first instant).
+
+    ``kind_names``: what each workload kind is called (``{prefix: plural}``, the view reads the
+    registry). The card by kind is the API's report by kind (:func:`usage_rows`), so each kind's
+    idle cost is apart from the others' — what interactive work left idle shows next to what jobs
+    and services did without the page naming any kind. The summary's split of the idle cost
+    (``idle_by_kind``) is those rows' idle figures, costliest first: one rule, two places.
+    """
     now = now or timezone.now()
     since, until = month, month_end(month)
     current = since == month_start(now)
     currency = settings.SLIPWAY_CURRENCY
-    reports = {group: usage_rows([team], since, until, group, now) for group in ("flavor", "user", "workload")}
+    reports = {group: usage_rows([team], since, until, group, now) for group in ("flavor", "user", "workload", "kind")}
+    by_kind = kind_rows(reports["kind"], kind_names or {})
     days, flavors, values = _daily_by_flavor([team], since, until, now)
     daily_totals = [(day, sum((values.get((day, f), ZERO) for f in flavors), ZERO)) for day in days]
     spent = sum((cost for _day, cost in daily_totals), ZERO)
@@ -142,6 +164,8 @@ def usage_page(team: Team, month: datetime, now: datetime | None = None) -> dict
         "idle_share": float(totals["idle_cost"] / totals["cost"] * 100) if totals["cost"] else 0.0,
         "by_flavor": share_rows(reports["flavor"]), "by_person": share_rows(reports["user"]),
         "by_workload": share_rows(reports["workload"], ref_labels([r["group"] for r in reports["workload"]])),
+        "by_kind": by_kind,
+        "idle_by_kind": idle_by_kind(by_kind),
         "daily": charts.daily_stacked(days, flavors, values, currency), "burn": burn,
         "idle_threshold": settings.SLIPWAY_IDLE_UTIL_PCT,
     }
@@ -154,18 +178,25 @@ class TeamMoney:
     team: Team
     usage: ShareRow
     budget: dict
+    #: Its idle cost split by workload kind (:func:`idle_by_kind`).
+    idle_by_kind: list[ShareRow] = field(default_factory=list)
 
 
-def showback_page(month: datetime, now: datetime | None = None) -> dict:
-    """Every team's cost, idle share and budget state for ``month`` (staff), with the per-flavor CSV rows."""
+def showback_page(month: datetime, now: datetime | None = None, kind_names: dict[str, str] | None = None) -> dict:
+    """Every team's cost, idle share (split by workload kind, each called what ``kind_names`` says: see
+    :func:`usage_page`) and budget state for ``month`` (staff), with the per-flavor CSV rows."""
     now = now or timezone.now()
     since, until = month, month_end(month)
     teams = list(Team.objects.order_by("slug"))
     by_team = {row["group"]: row for row in usage_rows(teams, since, until, "team", now)}
+    kinds_of: dict[str, list[dict]] = {}
+    for row in usage_table(teams, since, until, ("team", "kind"), now):
+        kinds_of.setdefault(row.pop("team"), []).append({"group": row.pop("kind"), **row})
     blank = dict.fromkeys(REPORT_SUMS, ZERO)
     shares = {s.label: s for s in share_rows([{"group": t.slug, **by_team.get(t.slug, blank)} for t in teams])}
     budgets = budget_summaries(list(TeamBudget.objects.values_list("team_id", flat=True)), now)  # all at once
-    lines = [TeamMoney(team, shares[team.slug], budgets.get(team.pk, {})) for team in teams]
+    lines = [TeamMoney(team, shares[team.slug], budgets.get(team.pk, {}),
+                       idle_by_kind(kind_rows(kinds_of.get(team.slug, []), kind_names or {}))) for team in teams]
     lines.sort(key=lambda line: (-line.usage.cost, line.team.slug))
     days, flavors, values = _daily_by_flavor(teams, since, until, now)
     return {
@@ -205,6 +236,7 @@ def usage_report(teams, since: datetime, until: datetime, group_by: str, now: da
     idle_cost, borrowed_gpu_hours, preempted_gpu_hours, preempted_cost, currency}``
     (:func:`quotas.ledger.usage_table`), per day in time order, per anything else costliest first.
 
+    By kind, ``group`` is the workload kind: the refs' prefix (:func:`quotas.ledger.ref_prefix`).
     By workload each row also says what the workload is — ``name``, ``kind`` (run, endpoint),
     ``team``, ``user`` (who started it), ``flavor``, and ``label``, all of it in the words every
     message uses (:meth:`quotas.ledger.RefLabel.words`) — since its ledger ref alone tells nobody.

@@ -20,7 +20,7 @@ from quotas.pricing import PriceBook, Quote
 from teams.models import Team
 from teams.serializers import TeamSerializer
 
-GROUP_BY = ("day", "flavor", "user", "workload")
+GROUP_BY = ("day", "flavor", "user", "workload", "kind")
 
 
 #: Prices as the API writes them: four decimals, a string (as a DecimalField writes a model's price).
@@ -143,10 +143,11 @@ class TeamUsageSerializer(serializers.Serializer):
 
 
 class UsageRowSerializer(serializers.Serializer):
-    group = serializers.CharField(help_text="The day, flavor name, username, team slug or workload ref (run:13).")
+    group = serializers.CharField(help_text=(
+        "The day, flavor name, username, team slug, workload ref (run:13) or workload kind (the refs' prefix: run)."))
     # By workload only (absent otherwise): what the workload is.
     name = serializers.CharField(required=False, help_text="By workload: its name.")
-    kind = serializers.CharField(required=False, help_text="By workload: run or endpoint.")
+    kind = serializers.CharField(required=False, help_text="By workload: its kind's noun (run, endpoint, workspace).")
     team = serializers.CharField(required=False, help_text="By workload: its team's slug.")
     user = serializers.CharField(required=False, help_text="By workload: who started it.")
     flavor = serializers.CharField(required=False, help_text="By workload: its GPU flavor.")

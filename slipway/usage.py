@@ -45,12 +45,12 @@ def month_range(month: str) -> tuple[str, str]:
 @click.option("--month", default=lambda: date.today().strftime("%Y-%m"), show_default="this month",
               help="The month to report, YYYY-MM.")
 @click.option("--team", help="Only this team.")
-@click.option("--by", "group_by", type=click.Choice(["day", "flavor", "user", "workload"]), default="workload",
-              show_default=True)
+@click.option("--by", "group_by", type=click.Choice(["day", "flavor", "user", "workload", "kind"]), default="workload",
+              show_default=True, help="kind: the workload kind by its prefix (run, ep, ws), each kind's idle cost apart.")
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 @api_call
 def cost(client: Client, month: str, team: str | None, group_by: str, output: str) -> None:
-    """A month's unit-hours, physical GPU-hours and cost, by workload, day, flavor or user."""
+    """A month's unit-hours, physical GPU-hours and cost, by workload, day, flavor, user or workload kind."""
     since, until = month_range(month)
     rows = client.usage_report(team=team, since=since, until=until, group_by=group_by)
     if output != "table":
@@ -60,7 +60,7 @@ def cost(client: Client, month: str, team: str | None, group_by: str, output: st
         # Each row as people are told everywhere: "run bert (#12) of team nlp" (the API's ``label``).
         groups = [r.get("label") or r["group"] for r in rows]
     else:
-        # Days, flavors and people sum the work of one or more teams: say which.
+        # Days, flavors, people and kinds sum the work of one or more teams: say which.
         groups = [r["group"] for r in rows]
         teams = [team] if team else sorted({
             r["team"] for r in client.usage_report(since=since, until=until, group_by="workload")})

@@ -1,6 +1,6 @@
 """The kind registry: how the shared machinery learns about each kind of workload.
 
-A *kind* is a workload kind (docs/glossary.md "workload kind"): runs, endpoints. What Kubernetes
+A *kind* is a workload kind (docs/glossary.md "workload kind"): runs, endpoints, workspaces. What Kubernetes
 calls a kind is a *resource kind* here (:attr:`WorkloadKind.resources`).
 
 A kind (training runs, inference endpoints, …) subclasses :class:`WorkloadKind` and
@@ -53,11 +53,6 @@ class WorkloadKind(abc.ABC):
     model: type
     #: What people call one ("run", "endpoint"), for messages.
     noun: str
-
-    @property
-    def plural(self) -> str:
-        """What people call several ("runs"); a kind whose noun takes no plain "s" overrides it."""
-        return f"{self.noun}s"
     lifecycle: Lifecycle
     #: The cluster resource kinds its manifests create, which the backends observe and delete
     #: for it (in this order: what must go first comes first). Their only declaration.
@@ -177,6 +172,11 @@ class WorkloadKind(abc.ABC):
     def reports_checkpoints(self, workload) -> bool:
         """Whether ``workload`` reports checkpoints at all (one that does but has none yet loses all since its start)."""
         return self.last_checkpoint_at(workload) is not None
+
+    @property
+    def plural(self) -> str:
+        """What people call several ("runs"): a kind whose plural is not its noun and an "s" overrides it."""
+        return f"{self.noun}s"
 
     @property
     def prefix(self) -> str:
@@ -369,6 +369,12 @@ def resource_declarations(of: list[WorkloadKind] | None = None) -> list[tuple[st
     one) declares: what the ClusterRole must grant (:func:`cluster.rbac.render`, ``manage.py rbac``)."""
     return [(str(kind.model._meta.verbose_name_plural), resource)
             for kind in (kinds() if of is None else of) for resource in kind.resources]
+
+
+def kind_names() -> dict[str, str]:
+    """``{prefix: "Runs"}``: each kind as a heading or a report's row calls it (the Usage page's card
+    by kind; quotas' reports group the ledger by prefix and cannot read the registry)."""
+    return {prefix: kind.plural.capitalize() for prefix, kind in _KINDS.items()}
 
 
 def kind_for(prefix: str) -> WorkloadKind | None:

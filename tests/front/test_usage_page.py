@@ -22,6 +22,8 @@ from quotas.reports import usage_report
 from quotas.services import set_team_budget
 from teams.models import Role
 from tests.factories import add_member
+from workloads.registry import kind_names
+from workspaces.models import Workspace
 
 pytestmark = pytest.mark.django_db
 
@@ -353,3 +355,76 @@ def test_the_csv_and_the_showback_carry_them(client, member, staff, sharing):
     client.force_login(staff)
     body = client.get("/admin/showback/").content.decode()
     assert re.search(r'id="showback-total">.*work lost to preemption: <strong>4.50 USD', body, re.S)
+
+
+@pytest.fixture
+def idle_workspace(spend, team, member, flavors):
+    """On top of ``spend``: a workspace on an L4 busy for 1 h (0.80), then left idle for 2 h (1.60), and
+    preempted once (0.5 GPU-hours lost, 0.40)."""
+    workspace = Workspace.objects.create(team=team, created_by=member, name="notebook", flavor=flavors["l4"],
+                                         image="r.example.com/nb:1")
+    start = spend["start"]
+    record_usage(team, workspace.ref, "l4", member, start, start + timedelta(hours=1), 1, False)
+    record_usage(team, workspace.ref, "l4", member, start + timedelta(hours=1), start + timedelta(hours=3), 1, False,
+                 idle=True)
+    PreemptionEvent.objects.create(ref=workspace.ref, team=team, user=member, flavor=flavors["l4"], units=1,
+                                   reason="preempted", lost_gpu_hours=Decimal("0.5"), lost_cost=Decimal("0.4"),
+                                   at=start + timedelta(hours=1))
+    return {**spend, "workspace": workspace}
+
+
+def kind_table(body: str) -> list[tuple[str, str, str]]:
+    """The page's card by kind: ``(label, cost, idle)`` per row as shown."""
+    table = re.search(r'<table class="shares" id="kind-table">(.*?)</table>', body, re.S).group(1)
+    return [(label, cells[2], cells[3]) for label, cells in
+            ((row[0], re.findall(r'<td class="num[^"]*">([^<]*)</td>', row[1]))
+             for row in re.findall(r"<tr>\s*<td>([^<]*)</td>(.*?)</tr>", table, re.S))]
+
+
+def test_the_card_by_kind_shows_a_workspaces_idle_cost_in_its_kinds_row(client, member, idle_workspace):
+    _response, body = page(client, member)
+    names = kind_names()
+    workspaces, runs = names[idle_workspace["workspace"].KIND_PREFIX], names[idle_workspace["big"].KIND_PREFIX]
+    assert kind_table(body) == [(runs, "9.80 USD", "0.80 USD (8%)"), (workspaces, "2.40 USD", "1.60 USD (67%)")]
+    # The summary splits the idle cost by kind, the costliest first: the workspace's idle waste apart.
+    split = re.search(r'<span id="usage-idle-by-kind">(.*?)</span>', body, re.S).group(1)
+    assert split == f"{workspaces} 1.60 USD, {runs} 0.80 USD"
+    assert "<h2>By workload</h2>" in body and "By run and endpoint" not in body
+
+
+def test_the_card_by_kind_shows_the_apis_report_by_kind(client, member, idle_workspace):
+    """One rule per figure: the card and ``GET /usage/?group_by=kind`` both read quotas.ledger.usage_rows."""
+    _response, body = page(client, member)
+    api = client.get(f"/api/v1/usage/?team=ml-research&{period(idle_workspace['start'])}&group_by=kind").json()
+    names = kind_names()
+    assert kind_table(body) == [
+        (names[row["group"]], f"{row['cost']} USD",
+         f"{row['idle_cost']} USD ({Decimal(row['idle_cost']) / Decimal(row['cost']) * 100:.0f}%)"
+         if Decimal(row["idle_cost"]) else "—")
+        for row in api["results"]]
+    assert {row["group"]: row["preempted_cost"] for row in api["results"]}[
+        idle_workspace["workspace"].KIND_PREFIX] == "0.40"
+    csv_link = re.search(r'<section class="card" id="by-kind">.*?<a class="small" href="([^"]+)">CSV</a>', body,
+                         re.S).group(1)
+    assert csv_rows(client.get(csv_link.replace("&amp;", "&")))[1][0] == idle_workspace["big"].KIND_PREFIX
+
+
+def test_an_open_idle_workspace_counts_in_its_kinds_row(team, member, flavors):
+    now = timezone.now()
+    workspace = Workspace.objects.create(team=team, created_by=member, name="open", flavor=flavors["l4"],
+                                         image="r.example.com/nb:1", state="running", open_units=1, open_idle=True,
+                                         billed_until=now - timedelta(minutes=30))
+    [row] = usage_report([team], now - timedelta(hours=2), now + timedelta(hours=1), "kind", now)
+    tenth = Decimal("1E-10")  # the ledger's precision: a piece cut at an hour boundary rounds on its own
+    assert row["group"] == workspace.KIND_PREFIX
+    assert abs(row["idle_cost"] - Decimal("0.4")) <= 2 * tenth and row["idle_cost"] == row["cost"]
+
+
+def test_the_showback_splits_each_teams_idle_cost_by_kind_as_its_usage_page_does(client, member, staff,
+                                                                                idle_workspace):
+    _response, usage = page(client, member)
+    split = re.search(r'<span id="usage-idle-by-kind">(.*?)</span>', usage, re.S).group(1)
+    client.force_login(staff)
+    body = client.get("/admin/showback/").content.decode()
+    line = re.search(r'<tr data-team="ml-research">.*?<span class="quiet idle-by-kind">(.*?)</span>', body, re.S)
+    assert line.group(1).split(" · ") == split.split(", ") and len(split.split(", ")) == 2

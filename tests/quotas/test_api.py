@@ -89,6 +89,8 @@ REPORT = {"since": "2026-11-01", "until": "2026-11-30"}
     ("user", [("mia", "4.0000", "16.40", "0.0000", "0.00"), ("vic", "2.0000", "0.64", "1.0000", "0.32")]),
     # Costliest first (not "ep:7" before "run:1" as text sorts them).
     ("workload", [("run:1", "4.0000", "16.40", "0.0000", "0.00"), ("ep:7", "2.0000", "0.64", "1.0000", "0.32")]),
+    # The workload kind: the refs' prefix, each kind's idle cost apart.
+    ("kind", [("run", "4.0000", "16.40", "0.0000", "0.00"), ("ep", "2.0000", "0.64", "1.0000", "0.32")]),
 ])
 def test_it_reports_cost_grouped(api, ledger, group_by, expected):
     response = api.get(USAGE_URL, {**REPORT, "team": "ml-research", "group_by": group_by})
@@ -107,6 +109,15 @@ def test_it_reports_cost_as_csv(api, ledger):
     assert rows == [["group", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours", "preempted_gpu_hours", "preempted_cost", "currency", "unit_hours", "physical_gpu_hours"],
                     ["a100-80gb", "4.0000", "16.40", "0.0000", "0.00", "0.0000", "0.0000", "0.00", "USD", "4.0000", "4.0000"],
                     ["l4", "2.0000", "0.64", "1.0000", "0.32", "0.0000", "0.0000", "0.00", "USD", "2.0000", "2.0000"]]
+
+
+def test_it_reports_cost_by_kind_as_csv_named_for_it(api, ledger):
+    response = api.get(USAGE_URL, {**REPORT, "team": "ml-research", "group_by": "kind", "format": "csv"})
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == 'attachment; filename="usage-ml-research-2026-11-by-kind.csv"'
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    assert rows[0][0] == "group" and [(row[0], row[2], row[4]) for row in rows[1:]] == [
+        ("run", "16.40", "0.00"), ("ep", "0.64", "0.32")]
 
 
 def test_it_limits_the_report_to_the_period(api, ledger):

@@ -11,8 +11,18 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
-from quotas.ledger import cost_by_ref, month_start, record_usage, spent_month, usage_hour
-from quotas.models import UsageRecord
+from quotas import ledger
+from quotas.ledger import (
+    Interval,
+    cost_by_ref,
+    month_start,
+    record_usage,
+    ref_prefix,
+    spent_month,
+    usage_hour,
+    usage_rows,
+)
+from quotas.models import PreemptionEvent, UsageRecord
 
 HOUR = datetime(2026, 11, 10, 9, 0, tzinfo=UTC)
 TICK = timedelta(seconds=5)
@@ -117,3 +127,43 @@ def test_the_same_interval_billed_from_two_connections_at_once_is_charged_once(f
     charged = [r for r in results if r > 0]
     assert len(results) == 8 and len(charged) == 1
     assert UsageRecord.objects.get(ref="run:9").cost == charged[0]
+
+
+ODD_REFS = ("run:1", "run:2", "endpoint:3", "ab:c:4", "loose")
+
+
+def test_the_report_by_kind_groups_by_the_refs_prefix_in_sql_as_in_python(quota_team, flavors):
+    """The ledger rows' prefix is taken in SQL (PostgreSQL and SQLite alike) by the rule Python applies to
+    open segments (:func:`quotas.ledger.ref_prefix`): up to the first colon, a ref without one its own."""
+    for ref in ODD_REFS:
+        record_usage(quota_team, ref, "l4", None, HOUR, HOUR + timedelta(hours=1), 1, False,
+                     idle=ref.startswith("endpoint"))
+    rows = usage_rows([quota_team], HOUR, HOUR + timedelta(days=1), "kind", now=HOUR + timedelta(days=1))
+    assert {row["group"] for row in rows} == {ref_prefix(ref) for ref in ODD_REFS} == {"run", "endpoint", "ab", "loose"}
+    by_kind = {row["group"]: row for row in rows}
+    assert by_kind["run"]["cost"] == 2 * by_kind["loose"]["cost"] > 0
+    assert by_kind["endpoint"]["idle_cost"] == by_kind["endpoint"]["cost"] > 0 and by_kind["run"]["idle_cost"] == 0
+
+
+def test_the_report_by_kind_adds_open_segments_and_preemptions_to_their_kinds_row(quota_team, flavors, monkeypatch):
+    """Each source of a report row reaches its kind's row: the ledger, an open segment (idle here: its source
+    stands in for the workloads app's) and the work a preemption lost (a kind with only that is a row too)."""
+    l4 = flavors["l4"]
+    record_usage(quota_team, "run:1", "l4", None, HOUR, HOUR + timedelta(hours=1), 1, False)
+
+    def open_notebook(team_ids, now):
+        return [Interval(quota_team.pk, "nb:9", l4.pk, l4.name, l4.price(False), l4.gpu_fraction, None,
+                         HOUR + timedelta(hours=1), now, 1, False, idle=True)]
+
+    monkeypatch.setattr(ledger, "_OPEN_SEGMENT_SOURCES", [open_notebook])
+    PreemptionEvent.objects.create(ref="run:1", team=quota_team, flavor=l4, units=1, reason="preempted",
+                                   lost_gpu_hours=Decimal("0.5"), lost_cost=Decimal("0.4"), at=HOUR)
+    PreemptionEvent.objects.create(ref="ep:2", team=quota_team, flavor=l4, units=1, reason="preempted",
+                                   lost_gpu_hours=Decimal(1), lost_cost=Decimal("0.8"), at=HOUR)
+    rows = usage_rows([quota_team], HOUR, HOUR + timedelta(days=1), "kind", now=HOUR + timedelta(hours=3))
+    by_kind = {row["group"]: row for row in rows}
+    assert set(by_kind) == {"run", "nb", "ep"}
+    price = l4.price(False)
+    assert (by_kind["run"]["cost"], by_kind["run"]["preempted_cost"]) == (price, Decimal("0.4"))
+    assert by_kind["nb"]["cost"] == by_kind["nb"]["idle_cost"] == 2 * price  # two hours open, idle
+    assert (by_kind["ep"]["cost"], by_kind["ep"]["preempted_gpu_hours"]) == (0, 1)
