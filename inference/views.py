@@ -52,6 +52,7 @@ from workloads.views import (
     no_team,
     polling_status,
     preemption_panel,
+    queued_detail,
     wants_partial,
 )
 
@@ -171,14 +172,16 @@ def endpoint_preview(request: HttpRequest) -> HttpResponse:
 
 
 def _detail_context(request: HttpRequest, endpoint: InferenceEndpoint) -> dict:
-    """The status panel's context; platform staff outside the team read it without controls."""
+    """The status panel's context (why it waits: every kind's :func:`workloads.views.queued_detail`); platform
+    staff outside the team read it without controls."""
     membership = read_membership(request.user, endpoint.team)
     # A deleting endpoint can neither be changed nor deleted again: no buttons for it.
     active = endpoint.state in ACTIVE_STATES and membership is not None
     return {"endpoint": endpoint, "can_edit": active and membership.allows(Role.MEMBER),
             "can_delete": active and may_end(request.user, endpoint, membership),
             "delete_refused": end_refusal(request.user, endpoint, membership) if active else "",
-            "staff_reader": membership is None, **idle_context(endpoint), **alert_context(endpoint)}
+            "staff_reader": membership is None, **queued_detail(endpoint), **idle_context(endpoint),
+            **alert_context(endpoint)}
 
 
 @login_required

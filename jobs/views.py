@@ -28,7 +28,6 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from cluster.capacity import scheduler_message
 from jobs import metrics, services
 from jobs.constants import RunState
 from jobs.forms import NewRunForm, initial_from_run, preview_data
@@ -36,18 +35,17 @@ from jobs.metric_views import run_charts
 from jobs.models import RunProgress, TrainingRun
 from jobs.page import progress_view, run_page
 from quotas.models import GpuFlavor
-from quotas.queue import queue_positions, queue_reason
+from quotas.queue import queue_positions
 from quotas.services import usage_summary
 from teams.models import Role
 from teams.permissions import check_may_end, end_refusal, may_end, read_membership, submit_refusal
-from workloads import attempts, preemption, secrets
+from workloads import attempts, secrets
 from workloads import services as workloads
 from workloads.alerts import alert_context
 from workloads.api import pk_of
-from workloads.forecast import CAPACITY_WAIT, StartEstimate, estimated_starts
 from workloads.forms import command_echo
 from workloads.idle import idle_context
-from workloads.models import ReasonCode, quote_rows
+from workloads.models import quote_rows
 from workloads.preview import Preview
 from workloads.telemetry_series import telemetry_context
 from workloads.views import (
@@ -58,6 +56,7 @@ from workloads.views import (
     no_team,
     polling_status,
     preemption_panel,
+    queued_detail,
     wants_partial,
 )
 
@@ -196,20 +195,10 @@ def _preview(team, values) -> Preview | None:
 
 
 def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
-    """The status panel's context (its rows: :func:`jobs.page.run_page`); platform staff outside the team
-    read it without controls."""
+    """The status panel's context (its rows: :func:`jobs.page.run_page`; why it waits: every kind's
+    :func:`workloads.views.queued_detail`); platform staff outside the team read it without controls."""
     membership = read_membership(request.user, run.team)
-    reason, start, raw = run.reason, None, ""
-    if run.state == RunState.QUEUED:
-        # The stored reason is from submission time; the queue's reason uses current figures.
-        reason = preemption.queued_reason(run, queue_reason(run.team, run.ref)) or reason
-        start = estimated_starts(run.team).get(run.ref)
-    elif run.reason_code == ReasonCode.WAITING_FOR_CAPACITY and not run.is_final:
-        # The reconciler put the scheduler's words into plain ones; theirs stay one click away.
-        raw = scheduler_message(workloads.events(run))
-        start = StartEstimate(None, unknown=CAPACITY_WAIT)
-    return {"run": run, "page": run_page(run, attempts.earlier(run), timezone.now()), "reason": reason,
-            "start": start, "scheduler_message": raw,
+    return {"run": run, "page": run_page(run, attempts.earlier(run), timezone.now()), **queued_detail(run),
             "can_cancel": not run.is_final and membership is not None and may_end(request.user, run, membership),
             "cancel_refused": "" if run.is_final or membership is None else end_refusal(request.user, run, membership),
             "can_rerun": membership is not None and membership.allows(Role.MEMBER),

@@ -1,7 +1,7 @@
 """The API's GPU telemetry (docs/api.md "GPU telemetry"): ``GET …/{id}/telemetry/`` and the GPUs-now fields.
 
-``telemetry/`` answers :func:`workloads.telemetry_series.series` — what the run and endpoint
-pages' charts draw — for ``?since=`` (RFC 3339 or Unix seconds) and ``?step=`` (seconds per
+``telemetry/`` answers :func:`workloads.telemetry_series.series` — what every kind's page's charts
+draw — for ``?since=`` (RFC 3339 or Unix seconds) and ``?step=`` (seconds per
 point); a bad one is a 400 naming it. Every kind's viewset has it (:class:`workloads.api.WorkloadReadActions`).
 :class:`GpuNowFields` add ``gpu_utilization``, ``gpu_memory_used_gb`` and ``gpu_memory_total_gb`` to
 a run or an endpoint from :func:`workloads.telemetry_series.now_figures` (``slipway top`` prints them).

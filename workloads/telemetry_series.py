@@ -3,8 +3,9 @@
 :func:`series` reads a workload's rows (:class:`workloads.models.GpuTelemetry`: minute rows for
 the last hour, day rows of ``SLIPWAY_TELEMETRY_STEP_MINUTES`` slots before), lays every GPU's
 figures on one time axis and downsamples them with LTTB (:mod:`core.lttb`) to the chart's width —
-so a week-long run draws as fast as an hour-long one. The run and endpoint pages embed its answer
-for their charts and ``GET /runs/{id}/telemetry/`` returns it: one function, one answer.
+so a week-long run draws as fast as an hour-long one. Every kind's page (a run's, an endpoint's, a
+workspace's) embeds its answer for its charts and ``GET /<kind>/{id}/telemetry/`` returns it: one
+function, one answer.
 
 :func:`now_figures` is each workload's GPUs now (its newest minute): the figure beside the charts
 and the ``gpu_utilization`` / ``gpu_memory_*_gb`` of the API that ``slipway top`` prints.
@@ -210,7 +211,7 @@ def _summary(values: np.ndarray, at: datetime) -> GpuNow:
 
 
 def telemetry_context(workload, api_url: str, now: datetime) -> dict:
-    """A run or endpoint page's GPU telemetry card (``workloads/_telemetry.html``): the charts' series (the
+    """A workload page's GPU telemetry card (``workloads/_telemetry.html``): the charts' series (the
     API's answer at ``api_url``, which the page polls while the workload goes on) and its GPUs now."""
     return {"telemetry": series(workload), "telemetry_url": api_url, "telemetry_polling": not workload.is_final,
             "gpu_now": now_figures([workload], now).get(workload.ref)}

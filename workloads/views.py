@@ -1,4 +1,5 @@
 """What every kind's portal pages share: the current team, htmx partials, polling that stops,
+the status panel's why-it-waits lines (:func:`queued_detail`, ``templates/workloads/_queued_detail.html``),
 the logs and events panels (``templates/workloads/_logs.html``, ``_events.html``), and the
 read views every kind routes alike (:func:`read_urls`: state, logs, log download, events).
 
@@ -19,13 +20,16 @@ from django.shortcuts import redirect, render
 from django.urls import URLPattern, path, reverse
 from django.views.decorators.http import require_GET
 
-from quotas.queue import queue_positions
+from cluster.capacity import scheduler_message
+from quotas.queue import queue_positions, queue_reason
 from teams import oidc
 from teams.models import Membership, Role
 from teams.permissions import require_team
 from teams.sso import MissingGroupsClaimError, claim_groups
-from workloads import attempts
+from workloads import attempts, preemption
 from workloads import services as workloads
+from workloads.forecast import CAPACITY_WAIT, StartEstimate, estimated_starts
+from workloads.models import ReasonCode
 from workloads.registry import kind_for, kind_of
 
 #: htmx stops polling an element whose request is answered with this status.
@@ -161,6 +165,29 @@ def log_download(request: HttpRequest, workload) -> HttpResponse:
     response = HttpResponse(log.text, content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{log.filename}"'
     return response
+
+
+def queued_detail(workload) -> dict:
+    """Why ``workload`` waits and when it should start, as every kind's status panel says it
+    (``workloads/_queued_detail.html``): ``reason``, ``start`` (a :class:`~workloads.forecast.StartEstimate`
+    or None), ``scheduler_message`` and ``position`` (its place in the team's queue, or None).
+
+    Queued (its kind's :attr:`~workloads.registry.Lifecycle.queued`, a resumed workspace too): the
+    queue's reason from the figures of now (:func:`quotas.queue.queue_reason`; the stored one is from
+    when it was queued), after who preempted it if someone did, its start estimate and its position.
+    Admitted but waiting for a node with room: the reconciler's plain words, the scheduler's own one
+    click away, and why no start time can be promised. Otherwise its stored reason alone. A few
+    queries while queued, one call to its cluster while it waits for capacity, none otherwise.
+    """
+    reason, start, raw, position = workload.reason, None, "", None
+    if workload.state == kind_of(workload).lifecycle.queued:
+        reason = preemption.queued_reason(workload, queue_reason(workload.team, workload.ref)) or reason
+        start = estimated_starts(workload.team).get(workload.ref)
+        position = queue_positions(workload.team).get(workload.ref)
+    elif workload.reason_code == ReasonCode.WAITING_FOR_CAPACITY and not workload.is_final:
+        raw = scheduler_message(workloads.events(workload))
+        start = StartEstimate(None, unknown=CAPACITY_WAIT)
+    return {"reason": reason, "start": start, "scheduler_message": raw, "position": position}
 
 
 def events_panel(workload) -> dict:

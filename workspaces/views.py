@@ -14,6 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -23,8 +24,11 @@ from quotas.models import GpuFlavor
 from quotas.queue import queue_positions
 from teams.models import Role
 from teams.permissions import end_refusal, may_end, read_membership, submit_refusal
+from workloads.alerts import alert_context
+from workloads.idle import idle_context
 from workloads.models import quote_rows
-from workloads.views import current_membership, events_panel, no_team, wants_partial
+from workloads.telemetry_series import telemetry_context
+from workloads.views import current_membership, events_panel, no_team, queued_detail, wants_partial
 from workspaces import local, services
 from workspaces.constants import (
     DEFAULT_HOME_GB,
@@ -95,13 +99,18 @@ def workspace_new(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def workspace_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    """One workspace: its state and reason, flavor, home volume, cost so far, idle time and actions."""
+    """One workspace: its state and why it waits (a queued one, resumed or new: the queue's reason and its start
+    estimate), flavor, home volume, cost so far, idle time and alerts, its GPU telemetry, events and actions."""
     workspace = services.get_workspace_for_user(request.user, pk, staff_reads=True)
     membership = read_membership(request.user, workspace.team)
-    row = _row(workspace, queue_positions(workspace.team).get(workspace.ref), request.user, membership, timezone.now())
+    now = timezone.now()
+    waits = queued_detail(workspace)
+    row = _row(workspace, waits["position"], request.user, membership, now)
     return render(request, "workspaces/workspace_detail.html",
-                  {**row, "team": workspace.team, "end_refused": end_refusal(request.user, workspace, membership),
-                   **events_panel(workspace)})
+                  {**waits, **row, "row": row, "team": workspace.team,
+                   "end_refused": end_refusal(request.user, workspace, membership),
+                   **idle_context(workspace), **alert_context(workspace), **events_panel(workspace),
+                   **telemetry_context(workspace, reverse("workspace-telemetry", args=[workspace.pk]), now)})
 
 
 @login_required

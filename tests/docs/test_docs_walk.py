@@ -54,6 +54,7 @@ from portal.health import ProbeMiddleware
 from slipway.cli import cli as slipway_cli
 from teams.services import create_api_token
 from tests.docs import scan
+from workspaces.models import Workspace
 
 #: Pages whose paths are relative to /api/v1/ unless written under /api/ ("Base path /api/v1/").
 API_PAGES = ("docs/api.md", "docs/api-walkthrough.md")
@@ -153,6 +154,7 @@ class Demo:
 
     run: int
     endpoint: int
+    workspace: int
     checkpointed: int
     metrics: int  #: a run with training metrics
 
@@ -161,6 +163,7 @@ def fill(path: str, demo: Demo) -> str:
     """``path`` with its placeholders replaced by the demo's values and its value-less parameters dropped."""
     path = re.sub(r"/runs/(?:\{id\}|<id>)", f"/runs/{demo.run}", path)
     path = re.sub(r"/endpoints/(?:\{id\}|<id>)", f"/endpoints/{demo.endpoint}", path)
+    path = re.sub(r"/workspaces/(?:\{id\}|<id>)", f"/workspaces/{demo.workspace}", path)
     path = re.sub(r"=<id>", f"={demo.run}", path)
     path = re.sub(r"\{slug\}|<slug>", "ml-research", path)
     path = path.replace("/cohorts/{name}", "/cohorts/research").replace("/clusters/{name}", "/clusters/east")
@@ -198,6 +201,7 @@ def demo(settings, monkeypatch, published) -> Demo:
     mine = TrainingRun.objects.filter(team__slug="ml-research").order_by("pk")
     return Demo(run=mine.first().pk,
                 endpoint=InferenceEndpoint.objects.filter(team__slug="ml-research").order_by("pk").first().pk,
+                workspace=Workspace.objects.filter(team__slug="ml-research").order_by("pk").first().pk,
                 checkpointed=mine.filter(checkpoint__isnull=False).first().pk,
                 metrics=mine.filter(name="bert-distill").first().pk)
 

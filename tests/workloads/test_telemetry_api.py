@@ -1,4 +1,4 @@
-"""GET …/telemetry/ of runs and endpoints: the series the pages' charts draw, tenant-scoped, bad input a 400."""
+"""GET …/telemetry/ of runs, endpoints and workspaces: the series the pages' charts draw, tenant-scoped, bad input a 400."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tests.inference.conftest import endpoint_payload
 from workloads import telemetry, telemetry_series
 from workloads.models import GpuTelemetry
 from workloads.telemetry_series import CHART_POINTS, now_figures
+from workspaces import services as workspaces
 
 pytestmark = pytest.mark.django_db
 
@@ -75,6 +76,21 @@ def test_the_endpoint_page_draws_what_the_api_answers(endpoint, member, client, 
     client.force_login(member)
     assert embedded(client.get(f"/endpoints/{endpoint.pk}/")) == answer
     assert answer["ref"] == endpoint.ref and len(answer["series"]["temp_c"][0]["t"]) == 5
+
+
+def test_the_workspace_page_draws_what_the_api_answers_to_its_team_alone(
+        member, team, quota, published, client, api, api_client_for, outsider):
+    workspace = workspaces.create_workspace(member, team, {"name": "explore", "flavor": "a100-80gb", "gpus": 1})
+    history(workspace, 5)
+    url = f"/api/v1/workspaces/{workspace.pk}/telemetry/"
+    answer = api.get(url).json()
+    client.force_login(member)
+    page = client.get(workspace.get_absolute_url())
+    assert embedded(page) == answer and f'data-url="{url}"' in page.content.decode()
+    assert answer["ref"] == workspace.ref and answer["gpus"] == ["GPU-a", "GPU-b"]
+    assert api_client_for(outsider).get(url).status_code == 404
+    client.force_login(outsider)
+    assert client.get(workspace.get_absolute_url()).status_code == 404
 
 
 def test_since_and_step(run, api):

@@ -66,7 +66,11 @@ def test_the_detail_page_and_its_wrong_methods(client, member, create):
     workspace = create()
     client.force_login(member)
     page = client.get(workspace.get_absolute_url())
-    assert page.status_code == 200 and "20 GB, kept while paused" in page.content.decode()
+    html = page.content.decode()
+    assert page.status_code == 200 and "20 GB, kept while paused" in html
+    # Its actions, as on the list (the page once rendered none: its include was given no row).
+    assert f'action="{reverse("workspaces:workspace-pause", args=[workspace.pk])}"' in html
+    assert 'id="gpu-telemetry"' in html and 'id="idle-figures"' in html
     assert client.post(workspace.get_absolute_url()).status_code == 405
     assert client.get(reverse("workspaces:workspace-pause", args=[workspace.pk])).status_code == 405
 
