@@ -10,8 +10,9 @@ permissions exist):
   cohorts, clusters, teams, work, notifications;
 * **Finance (read-only)**: view permissions on the money side — flavors and prices, quotas,
   budgets, the usage ledger, preemptions, cohorts, teams;
-* **Support (read-only)**: view permissions on Slipway's models, except API tokens and device
-  logins (credentials' metadata is not support's business).
+* **Support (read-only)**: view permissions on Slipway's models (alert episodes and a team's alert
+  rules included), except API tokens, device logins (credentials' metadata is not support's
+  business) and sealed secret env.
 
 A group is created when missing and given the permissions it lacks; nothing is taken away, so
 an operator's additions to a group survive upgrades. Give a staff user a group in the admin
@@ -26,8 +27,9 @@ from django.db.models import Q
 
 from workloads.registry import kinds
 
-#: Slipway's apps by label besides the workload kinds' (the teams app's label is "portal").
-SHARED_APPS = ("portal", "fleet", "quotas", "notifications")
+#: Slipway's apps by label besides the workload kinds' (the teams app's label is "portal"); "workloads" holds
+#: what every kind shares: alert episodes and rules, attempts, GPU telemetry (and sealed secret env).
+SHARED_APPS = ("portal", "fleet", "quotas", "workloads", "notifications")
 
 
 def slipway_apps() -> tuple[str, ...]:
@@ -41,8 +43,9 @@ SUPPORT = "Support (read-only)"
 FINANCE_MODELS = {"quotas": ("gpuflavor", "clusterprice", "teamquota", "teambudget", "budgetmonth", "usagerecord",
                              "preemptionevent", "cohort", "teamsharing"),
                   "portal": ("team",)}
-#: What support may not read even with view permissions on everything else: credentials' metadata.
-SUPPORT_EXCLUDED = {"portal": ("apitoken", "devicelogin")}
+#: What support may not read even with view permissions on everything else: credentials' metadata, and the
+#: sealed values of secret env.
+SUPPORT_EXCLUDED = {"portal": ("apitoken", "devicelogin"), "workloads": ("secretenv",)}
 
 
 def _last_slipway_app() -> str:

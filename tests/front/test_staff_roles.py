@@ -49,6 +49,10 @@ def test_the_groups_are_shipped_and_a_second_migrate_changes_nothing():
     assert "view_usagerecord" in finance and not any(not c.startswith("view_") for c in finance)
     support = set(Group.objects.get(name=SUPPORT).permissions.values_list("codename", flat=True))
     assert "view_trainingrun" in support and "view_apitoken" not in support
+    # The shared workloads app's: support reads alert episodes (the admin console's list), not sealed secrets.
+    assert {"view_alertepisode", "view_teamalertsettings"} <= support and "view_secretenv" not in support
+    admin = set(Group.objects.get(name=PLATFORM_ADMIN).permissions.values_list("codename", flat=True))
+    assert "change_teamalertsettings" in admin
 
 
 def test_a_group_keeps_what_an_operator_added(django_user_model):
