@@ -28,7 +28,7 @@ from workloads.alerts import alert_context
 from workloads.idle import idle_context
 from workloads.models import quote_rows
 from workloads.telemetry_series import telemetry_context
-from workloads.views import current_membership, events_panel, no_team, queued_detail, wants_partial
+from workloads.views import current_membership, events_panel, no_team, polling_status, queued_detail, wants_partial
 from workspaces import local, services
 from workspaces.constants import (
     DEFAULT_HOME_GB,
@@ -98,18 +98,23 @@ def workspace_new(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
+@vary_on_headers("HX-Request")
 def workspace_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One workspace: its state and why it waits (a queued one, resumed or new: the queue's reason and its start
-    estimate), flavor, home volume, cost so far, idle time and alerts, its GPU telemetry, events and actions."""
+    estimate), flavor, home volume, cost so far, idle time and alerts, its GPU telemetry, events and actions;
+    htmx gets the status panel, which polls until the workspace is final (as a run's and an endpoint's do)."""
     workspace = services.get_workspace_for_user(request.user, pk, staff_reads=True)
     membership = read_membership(request.user, workspace.team)
     now = timezone.now()
     waits = queued_detail(workspace)
     row = _row(workspace, waits["position"], request.user, membership, now)
+    context = {**waits, **row, "row": row, "team": workspace.team,
+               "end_refused": end_refusal(request.user, workspace, membership),
+               **idle_context(workspace), **alert_context(workspace)}
+    if wants_partial(request):
+        return render(request, "workspaces/workspace_detail.html#status", context, status=polling_status(workspace))
     return render(request, "workspaces/workspace_detail.html",
-                  {**waits, **row, "row": row, "team": workspace.team,
-                   "end_refused": end_refusal(request.user, workspace, membership),
-                   **idle_context(workspace), **alert_context(workspace), **events_panel(workspace),
+                  {**context, **events_panel(workspace),
                    **telemetry_context(workspace, reverse("workspace-telemetry", args=[workspace.pk]), now)})
 
 

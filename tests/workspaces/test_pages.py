@@ -9,6 +9,7 @@ from django.utils import timezone
 from quotas.demo import seed_team_quotas
 from workloads.registry import kind_for
 from workspaces import services
+from workspaces.constants import WorkspaceState
 from workspaces.models import Workspace
 
 pytestmark = pytest.mark.django_db
@@ -73,6 +74,20 @@ def test_the_detail_page_and_its_wrong_methods(client, member, create):
     assert 'id="gpu-telemetry"' in html and 'id="idle-figures"' in html
     assert client.post(workspace.get_absolute_url()).status_code == 405
     assert client.get(reverse("workspaces:workspace-pause", args=[workspace.pk])).status_code == 405
+
+
+def test_the_status_panel_polls_until_the_workspace_is_final(client, member, create):
+    """htmx gets the status panel alone (its reason, start estimate, cost, idle time change with time); once the
+    workspace is final the answer is 286, which stops the polling, as on a run's and an endpoint's page."""
+    workspace = create()
+    client.force_login(member)
+    panel = client.get(workspace.get_absolute_url(), headers={"HX-Request": "true"})
+    html = panel.content.decode()
+    assert panel.status_code == 200 and html.lstrip().startswith('<section class="card status-panel" id="workspace-status"')
+    assert f'hx-get="{workspace.get_absolute_url()}"' in html and 'id="gpu-telemetry"' not in html
+    Workspace.objects.filter(pk=workspace.pk).update(state=WorkspaceState.DELETED)
+    ended = client.get(workspace.get_absolute_url(), headers={"HX-Request": "true"})
+    assert ended.status_code == 286 and "hx-get" not in ended.content.decode()
 
 
 @pytest.mark.parametrize("count", [2, 6])
