@@ -2,7 +2,8 @@
 
 * :func:`admit` runs one transaction: take the team's admission lock (:func:`teams.services.lock_team`),
   read the quota and sum the active reservations *after* it is held, decide, and write a
-  reservation or a queue entry. Concurrent admissions for one team therefore serialise on the
+  reservation (with the caller's rows of the admission — the workload's state move, its audit
+  row — in one statement: :mod:`core.writes`) or a queue entry. Concurrent admissions for one team therefore serialise on the
   lock and each sees the reservations of the ones before it: the platform never over-admits.
 * :func:`release` frees a workload's units (idempotent); :func:`admit_waiting` then admits
   queued work that fits, in queue order (priority, then FIFO), best-effort: a small request
