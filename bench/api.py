@@ -20,7 +20,8 @@ rate over that trivial phase's, and the median of the rounds' ratios is judged a
 targets (submit ≥ 0.33, list ≥ 0.15; in one team submit ≥ 0.33, create ≥ 0.30). Prints the median requests per second, p50 and p99
 latency of each kind, and each ratio with the rounds' own. Redis (its
 own database, ``SLIPWAY_BENCH_REDIS_URL``) is the broker and cache, as in production; no worker
-consumes the published tasks, and the database is flushed before and after.
+consumes the published tasks, and the database is flushed before and after. Gunicorn listens on
+port 8171 (``SLIPWAY_BENCH_PORT``: another where other runs of the bench share the machine).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from admission import DEFAULT_URL, recreate_database  # noqa: E402
 
-PORT = 8171
+PORT = int(os.environ.get("SLIPWAY_BENCH_PORT", "8171"))
 RUNS_PER_TEAM = 200
 #: A Redis database of its own: broker and cache as in production (publishing is part of a submit).
 REDIS = os.environ.get("SLIPWAY_BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")

@@ -246,7 +246,15 @@ def _move_ceiling(endpoint: InferenceEndpoint, old: int, new: int, decision: str
 
 def record(endpoint: InferenceEndpoint, decision: str, status: WorkloadStatus | None, now: datetime, ceiling: int,
            reason: str) -> ScalingEvent:
-    return ScalingEvent.objects.create(
+    row = event(endpoint, decision, status, now, ceiling, reason)
+    row.save(force_insert=True)
+    return row
+
+
+def event(endpoint: InferenceEndpoint, decision: str, status: WorkloadStatus | None, now: datetime, ceiling: int,
+          reason: str) -> ScalingEvent:
+    """The unsaved scaling event :func:`record` writes (a new endpoint's is written with its admission)."""
+    return ScalingEvent(
         endpoint=endpoint, at=now, decision=decision, reason=reason[:500], replica_ceiling=ceiling,
         replicas=status.replicas if status else endpoint.replicas,
         desired_replicas=status.desired_replicas if status else endpoint.desired_replicas,
@@ -256,7 +264,14 @@ def record(endpoint: InferenceEndpoint, decision: str, status: WorkloadStatus | 
 
 def sample(endpoint: InferenceEndpoint, ready: int, desired: int, ceiling: int, now: datetime) -> ReplicaSample:
     """The replica counts from ``now`` on (the chart's data)."""
-    return ReplicaSample.objects.create(endpoint=endpoint, at=now, ready=ready, desired=desired, ceiling=ceiling)
+    row = replica_sample(endpoint, ready, desired, ceiling, now)
+    row.save(force_insert=True)
+    return row
+
+
+def replica_sample(endpoint: InferenceEndpoint, ready: int, desired: int, ceiling: int, now: datetime) -> ReplicaSample:
+    """The unsaved sample :func:`sample` writes (a new endpoint's first is written with its admission)."""
+    return ReplicaSample(endpoint=endpoint, at=now, ready=ready, desired=desired, ceiling=ceiling)
 
 
 def note_counts(endpoint: InferenceEndpoint, before: tuple[int, int, int], status: WorkloadStatus,

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core.writes import Write, insert_of
 from inference import scaling
 from inference.constants import (
     ACTIVE_STATES,
@@ -45,7 +47,7 @@ from teams.permissions import (
     require_team,
     staff_may,
 )
-from teams.services import audit, lock_team
+from teams.services import audit, audit_write, lock_team
 from workloads import lifecycle, secrets
 from workloads import services as workloads
 from workloads.constants import MAX_ENV_VARS, Message
@@ -126,20 +128,27 @@ def create_endpoint(user, team: Team | str, data: dict) -> InferenceEndpoint:
             endpoint.replica_ceiling = endpoint.base_replicas
             endpoint.save()
             secrets.store(endpoint, tuple(sorted(secret_env.items())))
-            decision = workloads.admit_new(endpoint)
+            decision = workloads.admit_new(endpoint, lambda decided, now: _created_rows(user, endpoint, decided, now))
             if decision.rejected:
                 raise ValidationError(_rejection_errors(decision))
-            if decision.admitted:
-                now = timezone.now()
-                scaling.record(endpoint, ScalingDecision.ADMITTED, None, now, endpoint.replica_ceiling, decision.message)
-                scaling.sample(endpoint, 0, 0, endpoint.replica_ceiling, now)  # the chart starts here
-            audit(AUDIT_CREATED, actor=user, team=team,
-                  target=f"endpoint {endpoint.pk} ({endpoint.name})", flavor=flavor.name,
-                  units=endpoint.base_replicas * endpoint.gpus_per_replica, outcome=decision.outcome)
     except IntegrityError:
         # Two creations with one name raced past the check above; the constraint decided.
         raise ValidationError({"name": [NAME_TAKEN.format(name=fields["name"])]}) from None
     return endpoint
+
+
+def _created_rows(user, endpoint: InferenceEndpoint, decision: Decision, now: datetime) -> list[Write]:
+    """What records a new endpoint's outcome: admitted, its first scaling event and replica
+    sample (the chart starts here); and its audit row. Written with its admission in one round
+    trip under the team's lock (:func:`workloads.services.admit_new`)."""
+    rows = []
+    if decision.admitted:
+        rows = [insert_of(scaling.event(endpoint, ScalingDecision.ADMITTED, None, now, endpoint.replica_ceiling,
+                                        decision.message)),
+                insert_of(scaling.replica_sample(endpoint, 0, 0, endpoint.replica_ceiling, now))]
+    return [*rows, audit_write(AUDIT_CREATED, actor=user, team=endpoint.team,
+                               target=f"endpoint {endpoint.pk} ({endpoint.name})", flavor=endpoint.flavor.name,
+                               units=endpoint.base_replicas * endpoint.gpus_per_replica, outcome=decision.outcome)]
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from quotas.models import GpuFlavor
 from quotas.pricing import quote
 from teams.models import Role, Team
 from teams.permissions import VIEWERS_CANNOT_SUBMIT, check_may_end, get_for_user, require_team
-from teams.services import audit
+from teams.services import audit, audit_write
 from workloads import secrets
 from workloads import services as workloads
 from workloads.constants import NAME_MAX_LENGTH, Message
@@ -136,11 +136,12 @@ def submit_run(user, team: Team | str, request: RunRequest | dict) -> TrainingRu
             run = TrainingRun.objects.create(team=team, created_by=user, flavor=flavor, run_token_hash=token_hash,
                                              **request.as_fields(), **checkpoint_claim(request))
             secrets.store(run, request.secret_env, ((RUN_TOKEN_ENV, token),) if token else ())
-            decision = workloads.admit_new(run)
+            # The audit row is written with the admission (one round trip under the team's lock).
+            decision = workloads.admit_new(run, lambda decided, _now: [audit_write(
+                AUDIT_SUBMITTED, actor=user, team=team, target=f"run {run.pk} ({run.name})",
+                flavor=flavor.name, units=run.total_units, outcome=decided.outcome)])
             if decision.rejected:
                 raise ValidationError(_rejection_errors(request, decision))
-            audit(AUDIT_SUBMITTED, actor=user, team=team, target=f"run {run.pk} ({run.name})",
-                  flavor=flavor.name, units=run.total_units, outcome=decision.outcome)
     except IntegrityError:
         # Two submissions with one name raced past the check above; the constraint decided.
         raise ValidationError({"name": [f"The team already has an active run named {request.name!r}."]}) from None

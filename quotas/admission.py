@@ -2,7 +2,8 @@
 
 * :func:`admit` runs one transaction: take the team's admission lock (:func:`teams.services.lock_team`),
   read the quota and sum the active reservations *after* it is held, decide, and write a
-  reservation or a queue entry. Concurrent admissions for one team therefore serialise on the
+  reservation (with the caller's rows of the admission — the workload's state move, its audit
+  row — in one statement: :mod:`core.writes`) or a queue entry. Concurrent admissions for one team therefore serialise on the
   lock and each sees the reservations of the ones before it: the platform never over-admits.
 * :func:`release` frees a workload's units (idempotent); :func:`admit_waiting` then admits
   queued work that fits, in queue order (priority, then FIFO), best-effort: a small request
@@ -35,14 +36,16 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import lru_cache
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from core import metrics
 from core.rawsql import sql_decimal
+from core.writes import Write, run_together
 from fleet.constants import Health
 from fleet.models import Cluster
 from quotas import fairshare
@@ -140,9 +143,9 @@ def _hot_sql(vendor: str) -> tuple[str, str, str]:
         f" LEFT JOIN {quota} tq ON tq.flavor_id = f.id AND tq.team_id = %(team)s"
         f" LEFT JOIN {budget} b ON b.team_id = %(team)s"
     )
+    # Positional: it runs as a core.writes.Write, with the caller's rows of the admission.
     insert = (f"INSERT INTO {res} (team_id, ref, flavor_id, units, units_per_node, priority, spot, description,"  # noqa: S608 - only quoted model table names are interpolated
-              f" borrowed_units, created_at) VALUES (%(team)s, %(ref)s, %(flavor)s, %(units)s, %(per_node)s,"
-              f" %(priority)s, %(spot)s, %(description)s, %(borrowed)s, %(now)s)")
+              f" borrowed_units, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
     release = f"UPDATE {res} SET released_at = %(now)s WHERE ref = %(ref)s AND released_at IS NULL"  # noqa: S608
     return facts, insert, release
 
@@ -156,12 +159,21 @@ def _reservation_for(team, ref: str, flavor: GpuFlavor, request: ResourceRequest
 # -- the transactional entry points --------------------------------------------------------
 
 
-def admit(team, request: ResourceRequest, ref: str) -> Decision:
+def admit(team, request: ResourceRequest, ref: str,
+          recorded: Callable[[Decision, datetime], Sequence[Write]] | None = None) -> Decision:
     """Admit, queue or reject ``request`` for workload ``ref`` of ``team``, atomically.
 
     Nests in the caller's transaction, so the caller's own row and the reservation commit
     together. Admitting a ref that is already admitted or queued returns that outcome again
     without writing anything.
+
+    ``recorded(decision, now)``: when admitted, the caller's rows that record it besides the
+    reservation (the workload's state move, its audit row, …), built from the decision and the
+    moment admission took. They are written with the reservation in one round trip
+    (:func:`core.writes.run_together`; on PostgreSQL one statement), because everything
+    written here holds the team's lock until commit; each must touch a row (a conditional
+    state move that finds its row moved fails the transaction). Not called for other outcomes:
+    the caller writes what queueing means to it.
     """
     started = time.perf_counter()
     facts_sql, insert_sql, _ = _hot_sql(connection.vendor)
@@ -172,7 +184,9 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
         # 1. Serialise admissions of this team (the team lock). Everything read below is
         #    read *after* the lock is granted, by a new statement: under READ COMMITTED a
         #    statement sees what was committed before it started, so only a later statement
-        #    sees the reservations of whoever held the lock before us.
+        #    sees the reservations of whoever held the lock before us. That is why the facts are
+        #    not folded into the lock statement (a round trip less): its snapshot would be taken
+        #    before it waited for the lock, and the facts it read could be stale.
         lock_team(team)
         # 2. Every fact in one round trip: the flavor and the team's limit for it, is the ref
         #    already admitted or queued, the units of the flavor in use, the budget, and what
@@ -223,13 +237,17 @@ def admit(team, request: ResourceRequest, ref: str) -> Decision:
             no_cluster = ClusterWaits()(GpuFlavor.objects.get(pk=flavor_id), request.spot)
             decision = decide(request, int(usage), facts, budget, no_cluster)
 
-        # 4. Write what was decided.
+        # 4. Write what was decided: an admission's reservation and the caller's rows of it in
+        #    one round trip (each statement under the lock is a share of one team's rate).
         if decision.admitted:
-            cursor.execute(insert_sql, {
-                "team": team.pk, "ref": ref, "flavor": flavor_id, "units": request.units,
-                "per_node": request.units_per_node, "priority": Priority(request.priority).rank,
-                "spot": request.spot, "description": request.description[:200], "borrowed": decision.borrows,
-                "now": connection.ops.adapt_datetimefield_value(now)})
+            reservation = Write(insert_sql, (
+                team.pk, ref, flavor_id, request.units, request.units_per_node, Priority(request.priority).rank,
+                request.spot, request.description[:200], decision.borrows,
+                connection.ops.adapt_datetimefield_value(now)))
+            writes = [reservation, *(recorded(decision, now) if recorded is not None else ())]
+            counts = run_together(writes)
+            if not all(counts):
+                raise DatabaseError(f"admitting {ref}: {counts.count(0)} of its {len(writes)} writes touched no row")
         elif decision.queued:
             entry = QueuedRequest.objects.create(
                 team=team, ref=ref, flavor_id=flavor_id, units=request.units, units_per_node=request.units_per_node,

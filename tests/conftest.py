@@ -35,6 +35,7 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 #: Every other test runs once, on PostgreSQL: the ORM's queries are Django's to keep portable.
 SQLITE_MODULES = {
     "tests/core/test_rawsql.py": "reading raw rows back (dates, decimals) as each database returns them",
+    "tests/core/test_writes.py": "writes run together: one statement of data-modifying CTEs on PostgreSQL, one each on SQLite",
     "tests/quotas/test_admission.py": "admission's facts, insert and release statements (quotas.admission._hot_sql)",
     "tests/quotas/test_resize.py": "growth and shrink through the same statements",
     "tests/quotas/test_cohorts.py": "the locked admit that borrows, the cohort's queue",

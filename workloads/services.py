@@ -11,10 +11,12 @@ Access checks stay with the caller (each kind's service checks roles before call
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.core.paginator import Page, Paginator
+from django.db import DatabaseError
 from django.db.models import Count, Exists, Q, QuerySet, Value
 from django.utils import timezone
 
@@ -23,6 +25,7 @@ from cluster.backends.base import ClusterEvent
 from cluster.errors import ClusterError
 from cluster.pods import LogSource, log_sources
 from core.queueing import publish_on_commit
+from core.writes import Write, run_together, update_of
 from quotas import admission, ledger
 from quotas.constants import ZERO
 from quotas.decide import Decision
@@ -34,7 +37,7 @@ from workloads.models import ReasonCode, cost_to, quote_rows
 from workloads.registry import kind_for, kind_of, kinds
 
 
-def admit_new(workload) -> Decision:
+def admit_new(workload, recorded: Callable[[Decision, datetime], Sequence[Write]] | None = None) -> Decision:
     """Admit ``workload`` (just created, in the caller's transaction) and record the outcome.
 
     Admitted: its state moves to the kind's admitted state and the apply task is published
@@ -42,21 +45,35 @@ def admit_new(workload) -> Decision:
     borrowed units as list rows do (``borrowed_held``), so the API's response to the submission
     reads nothing back. Queued: it waits with the plain-words reason. Rejected: nothing is
     changed here; the caller raises its field error and its transaction rolls the row back.
+
+    ``recorded(decision, now)``: the caller's rows of the outcome (its audit row, an endpoint's
+    first scaling event; :mod:`core.writes`), written with the state move — when admitted, in
+    the reservation's round trip under the team's lock (:func:`quotas.admission.admit`). Not
+    called for a rejection.
     """
     kind = kind_of(workload)
-    decision = admission.admit(workload.team, kind.resource_request(workload), workload.ref)
+    lc, model, recorded_state = kind.lifecycle, type(workload), workload.state
+
+    def moved(decision: Decision, now: datetime) -> list[Write]:
+        """The state move (only from the state the row was recorded in), then the caller's rows."""
+        if decision.admitted:
+            values = {"state": lc.admitted, "admitted_at": now, "reason": Message.WAITING_FOR_WORKER,
+                      "reason_code": ReasonCode.WAITING_FOR_WORKER}
+        else:
+            values = {"state": lc.queued, "reason": decision.message[:500], "reason_code": ReasonCode.QUEUED}
+        for field, value in values.items():
+            setattr(workload, field, value)
+        move = update_of(model.objects.filter(pk=workload.pk, state=recorded_state), **values)
+        return [move, *(recorded(decision, now) if recorded is not None else ())]
+
+    decision = admission.admit(workload.team, kind.resource_request(workload), workload.ref, moved)
     if decision.rejected:
         return decision
     if decision.admitted:
         workload.borrowed_held = decision.borrows  # what admission just wrote on the reservation
-        workload.state, workload.admitted_at = kind.lifecycle.admitted, timezone.now()
-        workload.reason, workload.reason_code = Message.WAITING_FOR_WORKER, ReasonCode.WAITING_FOR_WORKER
-    else:
-        workload.state, workload.reason = kind.lifecycle.queued, decision.message[:500]
-        workload.reason_code = ReasonCode.QUEUED
-    workload.save(update_fields=["state", "admitted_at", "reason", "reason_code"])
-    if decision.admitted:
         enqueue_apply(workload.identity)
+    elif not all(run_together(moved(decision, timezone.now()))):
+        raise DatabaseError(f"queueing {workload.ref}: a write touched no row")
     return decision
 
 

@@ -33,7 +33,7 @@ from quotas.decide import Decision
 from quotas.models import GpuFlavor, PreemptionEvent, unknown_flavor
 from teams.models import Role, Team
 from teams.permissions import check_may_end, get_for_user, get_membership, require_team
-from teams.services import audit
+from teams.services import audit, audit_write
 from workloads import crypto, lifecycle, secrets
 from workloads import services as workloads
 from workloads.events import workload_moved
@@ -133,11 +133,12 @@ def create_workspace(user, team: Team | str, data: dict) -> Workspace:
             workspace = Workspace.objects.create(team=team, created_by=user, flavor=flavor, **fields)
             # The token is Slipway's own value in the workspace's env Secret: not one of the names people see.
             secrets.store(workspace, (), hidden=((TOKEN_ENV, token_source.token_urlsafe(32)),))
-            decision = workloads.admit_new(workspace)
+            # The audit row is written with the admission (one round trip under the team's lock).
+            decision = workloads.admit_new(workspace, lambda decided, _now: [audit_write(
+                c.AUDIT_CREATED, actor=user, team=team, target=_target(workspace), flavor=flavor.name,
+                units=workspace.gpus, home_gb=workspace.home_gb, outcome=decided.outcome)])
             if decision.rejected:
                 raise ValidationError(_rejection_errors(decision))
-            audit(c.AUDIT_CREATED, actor=user, team=team, target=_target(workspace), flavor=flavor.name,
-                  units=workspace.gpus, home_gb=workspace.home_gb, outcome=decision.outcome)
     except IntegrityError:
         # Two creations with one name raced past the check above; the constraint decided.
         raise ValidationError({"name": [NAME_TAKEN.format(name=fields["name"])]}) from None
@@ -237,10 +238,10 @@ def resume(user, workspace: Workspace) -> Workspace:
             workspace.refresh_from_db()
             raise WorkspaceConflict(f"The workspace is {workspace.state}: only a paused one can be resumed.")
         workspace.refresh_from_db()
-        decision = workloads.admit_new(workspace)
+        decision = workloads.admit_new(workspace, lambda decided, _now: [audit_write(
+            c.AUDIT_RESUMED, actor=user, team=workspace.team, target=_target(workspace), outcome=decided.outcome)])
         if decision.rejected:
             raise ValidationError(_rejection_errors(decision))
-        audit(c.AUDIT_RESUMED, actor=user, team=workspace.team, target=_target(workspace), outcome=decision.outcome)
     return workspace
 
 

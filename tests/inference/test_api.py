@@ -146,3 +146,22 @@ def test_a_list_reads_the_clusters_and_prices_once_whatever_its_length(api, ep_q
     for name in "bcd":
         post(api, name=name)
     assert statements() == one
+
+
+def test_a_creation_writes_under_the_teams_lock_once(api, ep_quota):
+    # Under the team's lock: the lock, the facts, the month's open segments (the team has a
+    # budget), then the reservation, the endpoint's state move, its first scaling event and
+    # replica sample and its audit row as one statement (PostgreSQL's data-modifying CTEs),
+    # then the end.
+    api.get("/api/v1/flavors/")  # the token's first last-used write is behind us
+    with CaptureQueriesContext(connection) as ctx:
+        assert post(api, name="locked").status_code == 201
+    statements = [query["sql"] for query in ctx.captured_queries]
+    lock = next(i for i, sql in enumerate(statements) if sql.endswith("FOR NO KEY UPDATE"))
+    held = statements[lock + 1:]
+    assert [sql.split()[0] for sql in held] == ["SELECT", "SELECT", "WITH", "RELEASE"], held
+    tables = ("quotas_reservation", "inference_scalingevent", "inference_replicasample", "portal_auditevent")
+    assert all(f'INSERT INTO "{table}"' in held[2] for table in tables)
+    assert 'UPDATE "inference_inferenceendpoint" SET' in held[2]
+    endpoint = InferenceEndpoint.objects.get(name="locked")
+    assert endpoint.scaling_events.get().at == endpoint.replica_samples.get().at == endpoint.admitted_at

@@ -346,13 +346,20 @@ def test_it_serves_logs_and_events_from_the_cluster(api, member, team, quota, pu
     assert api.get(f"/api/v1/runs/{run.pk}/logs/?tail=x").status_code == 400
 
 
-def test_a_submission_reads_nothing_back_for_its_response(api, member, team, quota, published):
+def test_a_submission_reads_nothing_back_for_its_response_and_writes_under_the_teams_lock_once(
+        api, member, team, quota, published):
     # The response says what admission decided (borrowed units included) from the run as written:
-    # after the audit row, the only statement left is the transaction's end.
+    # after the admission's writes, the only statement left is the transaction's end. Under the
+    # team's lock: the lock, the facts, the month's open segments (the team has a budget), then
+    # the reservation, the run's state move and its audit row as one statement (PostgreSQL's
+    # data-modifying CTEs), then the end.
     api.get("/api/v1/flavors/")  # the token's first last-used write is behind us
     with CaptureQueriesContext(connection) as ctx:
         response = api.post("/api/v1/runs/", run_payload(name="fresh", gpus_per_worker=1), format="json")
     assert response.status_code == 201 and response.json()["borrowed_units"] == 0
     statements = [query["sql"] for query in ctx.captured_queries]
-    audit = next(i for i, sql in enumerate(statements) if sql.startswith('INSERT INTO "portal_auditevent"'))
-    assert [sql.split()[0] for sql in statements[audit + 1:]] == ["RELEASE"], statements[audit:]
+    lock = next(i for i, sql in enumerate(statements) if sql.endswith("FOR NO KEY UPDATE"))
+    held = statements[lock + 1:]
+    assert [sql.split()[0] for sql in held] == ["SELECT", "SELECT", "WITH", "RELEASE"], held
+    assert all(f'INSERT INTO "{table}"' in held[2] for table in ("quotas_reservation", "portal_auditevent"))
+    assert 'UPDATE "jobs_trainingrun" SET' in held[2]

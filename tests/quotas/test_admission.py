@@ -7,16 +7,19 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
+from core.writes import insert_of, update_of
 from quotas.admission import admit, admit_waiting, release
-from quotas.constants import Priority, Reason
+from quotas.constants import Outcome, Priority, Reason
 from quotas.decide import ResourceRequest
 from quotas.facts import units_in_use, units_of
 from quotas.ledger import record_usage
 from quotas.models import QueuedRequest, Reservation, TeamBudget
 from quotas.queue import queue_position, queue_positions, queue_reason, queue_reasons
 from quotas.signals import workload_admitted
+from teams.models import AuditEvent
 
 
 def a100(units: int, priority: int = Priority.NORMAL, per_node: int | None = None) -> ResourceRequest:
@@ -202,8 +205,6 @@ def test_it_keeps_other_teams_and_flavors_apart(quota_team, other_team, flavors)
 
 
 def test_it_nests_in_the_callers_transaction(quota_team):
-    from django.db import transaction
-
     with pytest.raises(ZeroDivisionError), transaction.atomic():
         admit(quota_team, a100(4), "run:1")
         1 / 0  # noqa: B018 - the caller fails after admission
@@ -226,6 +227,44 @@ def test_it_admits_in_three_statements(quota_team, django_assert_num_queries):
         admit(quota_team, a100(1), "run:1")
     statements = [q["sql"].split()[0].upper() for q in ctx.captured_queries]
     assert statements == ["SELECT", "SELECT", "INSERT"]
+
+
+def test_the_callers_rows_of_an_admission_are_written_with_its_reservation_in_one_statement(
+        quota_team, django_assert_num_queries):
+    # Everything written under the team's lock holds it for a round trip: on PostgreSQL the
+    # reservation and the caller's rows are one statement (data-modifying CTEs), on SQLite,
+    # which has none and no row locks (IMMEDIATE transactions), one each.
+    seen = []
+
+    def recorded(decision, now):
+        seen.append((decision.outcome, now))
+        return [insert_of(AuditEvent(action="run_submitted", target="run:1", team=quota_team,
+                                     created_at=now))]
+
+    with django_assert_num_queries(3 if connection.vendor == "postgresql" else 4):
+        assert admit(quota_team, a100(1), "run:1", recorded).admitted
+    ((outcome, now),) = seen
+    assert outcome == Outcome.ADMIT
+    assert Reservation.objects.get(ref="run:1").created_at == AuditEvent.objects.get(target="run:1").created_at == now
+
+
+def test_the_callers_rows_are_asked_for_only_when_admitted(quota_team):
+    def recorded(decision, now):
+        raise AssertionError(f"asked for the rows of {decision.outcome}")
+
+    admit(quota_team, a100(8), "run:1")
+    assert admit(quota_team, a100(4), "run:2", recorded).queued
+    assert admit(quota_team, a100(16), "run:3", recorded).rejected
+
+
+def test_a_row_of_the_admission_that_touches_nothing_fails_it_whole(quota_team):
+    # A state move conditional on the state the workload was recorded in, which it left: the
+    # reservation written with it must not commit either.
+    event = AuditEvent.objects.create(action=AuditEvent.Action.LOGIN, target="moved already")
+    stale = update_of(AuditEvent.objects.filter(pk=event.pk, target="as recorded"), target="admitted")
+    with pytest.raises(DatabaseError, match="1 of its 2 writes touched no row"), transaction.atomic():
+        admit(quota_team, a100(1), "run:1", lambda decision, now: [stale])
+    assert not Reservation.objects.filter(ref="run:1").exists()
 
 
 def test_a_budgeted_team_reads_commitments_only_when_their_bound_could_queue_the_request(
