@@ -338,6 +338,25 @@ def register_ref_labels(source: Callable[[list[str]], dict[str, RefLabel]]) -> N
         _REF_LABELS.append(source)
 
 
+#: What each workload kind is called, by its refs' prefix: callables ``() -> {prefix: noun}`` (the workloads app
+#: registers the kind registry's; quotas cannot read it).
+_KIND_NOUNS: list[Callable[[], dict[str, str]]] = []
+
+
+def register_kind_nouns(source: Callable[[], dict[str, str]]) -> None:
+    """Let reports call a kind by its noun ("endpoint") rather than its refs' prefix ("ep") (idempotent)."""
+    if source not in _KIND_NOUNS:
+        _KIND_NOUNS.append(source)
+
+
+def kind_nouns() -> dict[str, str]:
+    """``{prefix: noun}`` of the kinds some source knows."""
+    found: dict[str, str] = {}
+    for source in _KIND_NOUNS:
+        found.update(source())
+    return found
+
+
 def ref_labels(refs: list[str]) -> dict[str, RefLabel]:
     """``ref -> RefLabel`` for the refs some source knows."""
     found: dict[str, RefLabel] = {}

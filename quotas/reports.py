@@ -19,6 +19,7 @@ from quotas.constants import ZERO
 from quotas.ledger import (
     REPORT_SUMS,
     RefLabel,
+    kind_nouns,
     month_end,
     month_start,
     ref_labels,
@@ -236,8 +237,9 @@ def usage_report(teams, since: datetime, until: datetime, group_by: str, now: da
     idle_cost, borrowed_gpu_hours, preempted_gpu_hours, preempted_cost, currency}``
     (:func:`quotas.ledger.usage_table`), per day in time order, per anything else costliest first.
 
-    By kind, ``group`` is the workload kind: the refs' prefix (:func:`quotas.ledger.ref_prefix`).
-    By workload each row also says what the workload is — ``name``, ``kind`` (run, endpoint),
+    By kind, ``group`` is the workload kind's noun (``run``, ``endpoint``: :func:`quotas.ledger.kind_nouns`),
+    as the report by workload's ``kind`` says it; a prefix no kind claims (work of a kind since removed)
+    stays its prefix. By workload each row also says what the workload is — ``name``, ``kind`` (run, endpoint),
     ``team``, ``user`` (who started it), ``flavor``, and ``label``, all of it in the words every
     message uses (:meth:`quotas.ledger.RefLabel.words`) — since its ledger ref alone tells nobody.
     A workload whose row is gone is labelled by its ref and team.
@@ -250,6 +252,10 @@ def usage_report(teams, since: datetime, until: datetime, group_by: str, now: da
             named = labels.get(ref)
             row.update(group=ref, name=named.name if named else "", kind=named.noun if named else "",
                        label=(named or RefLabel(ref, team=row["team"])).words())
+    elif group_by == "kind":  # the ledger groups by the refs' prefix; people and scripts read the noun
+        nouns = kind_nouns()
+        rows = [{**row, "group": nouns.get(row["group"], row["group"])}
+                for row in usage_rows(teams, since, until, group_by, now)]
     else:
         rows = usage_rows(teams, since, until, group_by, now)
     if group_by != "day":

@@ -371,6 +371,11 @@ def resource_declarations(of: list[WorkloadKind] | None = None) -> list[tuple[st
             for kind in (kinds() if of is None else of) for resource in kind.resources]
 
 
+def kind_nouns() -> dict[str, str]:
+    """``{prefix: noun}`` ("ep" → "endpoint"): what the cost report by kind calls each (registered with quotas)."""
+    return {prefix: kind.noun for prefix, kind in _KINDS.items()}
+
+
 def kind_names() -> dict[str, str]:
     """``{prefix: "Runs"}``: each kind as a heading or a report's row calls it (the Usage page's card
     by kind; quotas' reports group the ledger by prefix and cannot read the registry)."""

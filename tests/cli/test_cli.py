@@ -476,7 +476,7 @@ def test_cost_names_each_workload_and_its_team_never_a_bare_ref(cli, spec, fake_
     assert by_flavor[0] == f"Team ml-research, {month}" and by_flavor[1].split()[0] == "FLAVOR"
     assert cli("cost", "--month", month, "--by", "day", "--team", "ml-research").stdout.startswith(
         f"Team ml-research, {month}\n")
-    # By workload kind: one row per kind (the refs' prefix), its idle cost apart.
+    # By workload kind: one row per kind (its noun), its idle cost apart.
     by_kind = cli("cost", "--month", month, "--by", "kind").stdout.splitlines()
     assert by_kind[0] == f"Team ml-research, {month}" and by_kind[1].split()[0] == "KIND"
     assert by_kind[2].split()[0] == "run" and by_kind[3].startswith("Total:")

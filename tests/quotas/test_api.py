@@ -89,8 +89,8 @@ REPORT = {"since": "2026-11-01", "until": "2026-11-30"}
     ("user", [("mia", "4.0000", "16.40", "0.0000", "0.00"), ("vic", "2.0000", "0.64", "1.0000", "0.32")]),
     # Costliest first (not "ep:7" before "run:1" as text sorts them).
     ("workload", [("run:1", "4.0000", "16.40", "0.0000", "0.00"), ("ep:7", "2.0000", "0.64", "1.0000", "0.32")]),
-    # The workload kind: the refs' prefix, each kind's idle cost apart.
-    ("kind", [("run", "4.0000", "16.40", "0.0000", "0.00"), ("ep", "2.0000", "0.64", "1.0000", "0.32")]),
+    # The workload kind by its noun (its refs' prefix is "ep"), each kind's idle cost apart.
+    ("kind", [("run", "4.0000", "16.40", "0.0000", "0.00"), ("endpoint", "2.0000", "0.64", "1.0000", "0.32")]),
 ])
 def test_it_reports_cost_grouped(api, ledger, group_by, expected):
     response = api.get(USAGE_URL, {**REPORT, "team": "ml-research", "group_by": group_by})
@@ -117,7 +117,7 @@ def test_it_reports_cost_by_kind_as_csv_named_for_it(api, ledger):
     assert response["Content-Disposition"] == 'attachment; filename="usage-ml-research-2026-11-by-kind.csv"'
     rows = list(csv.reader(io.StringIO(response.content.decode())))
     assert rows[0][0] == "group" and [(row[0], row[2], row[4]) for row in rows[1:]] == [
-        ("run", "16.40", "0.00"), ("ep", "0.64", "0.32")]
+        ("run", "16.40", "0.00"), ("endpoint", "0.64", "0.32")]
 
 
 def test_it_limits_the_report_to_the_period(api, ledger):
