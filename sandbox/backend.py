@@ -65,7 +65,7 @@ from sandbox import exporter, inventory
 from sandbox.bulk import Record
 from sandbox.bulk import load as load_records
 from sandbox.controllers.scaledobject import endpoint_load
-from sandbox.models import SimClock, SimEvent, SimLoad, SimNodeOutage, SimObject, SimPod, SimSilence
+from sandbox.models import SimClock, SimEvent, SimLoad, SimNodeHeat, SimNodeOutage, SimObject, SimPod, SimSilence
 from sandbox.names import new_uid
 from sandbox.pods import (
     GPU_ANNOTATION,
@@ -345,10 +345,10 @@ class SandboxBackend(ClusterBackend):
                                          workload=address.object_name, defaults={"value": max(float(value), 0.0)})
 
     def reset(self) -> None:
-        """Forget the cluster's objects, pods, events, loads, clock and reclaimed nodes: an empty
+        """Forget the cluster's objects, pods, events, loads, clock, reclaimed and overheated nodes: an empty
         cluster (a silence stays: it is the network's, not the cluster's). Other clusters keep theirs."""
         with transaction.atomic():
-            for model in (SimPod, SimObject, SimEvent, SimLoad, SimClock, SimNodeOutage):
+            for model in (SimPod, SimObject, SimEvent, SimLoad, SimClock, SimNodeOutage, SimNodeHeat):
                 self._rows(model).delete()
 
     # -- the clock -------------------------------------------------------------------------------
@@ -466,8 +466,9 @@ class SandboxBackend(ClusterBackend):
                 if (found := exporter.pod_gpus(pod, GPU_UTILIZATION_ANNOTATION, GPU_MEMORY_ANNOTATION,
                                                GPU_ANNOTATION)) is not None]
         nodes = {node.name: node for node in inventory.nodes(self.cluster)}
+        heat = dict(self._rows(SimNodeHeat).values_list("node", "degrees")) if pods else {}  # overheated nodes
         # Each metric to its series as the query's rule does (a MIG slice's engine-active ratio × 100).
-        found = [(key, gpu, *_scaled(metric, value)) for key, gpu, metric, value in exporter.samples(pods, nodes)]
+        found = [(key, gpu, *_scaled(metric, value)) for key, gpu, metric, value in exporter.samples(pods, nodes, heat)]
         return per_workload(found, running_pods(observed))
 
     def gpu_devices(self, observed: list[ObservedWorkload]) -> list[GpuDevice]:

@@ -101,12 +101,15 @@ def power(util: float, limit: float, share: float = 1.0) -> float:
     return round(limit * (IDLE_POWER_FRACTION * share + (1 - IDLE_POWER_FRACTION) * util / 100.0), 1)
 
 
-def samples(pods: Iterable[PodGpus], nodes: dict[str, Node]) -> list[tuple[tuple[str, str], str, str, float]]:
+def samples(pods: Iterable[PodGpus], nodes: dict[str, Node],
+            heat: dict[str, float] | None = None) -> list[tuple[tuple[str, str], str, str, float]]:
     """The exporter's samples for ``pods``: ``((namespace, pod), gpu id, DCGM metric, value)``.
 
     A shared GPU's pods are seen together first: its temperature follows their summed utilization
-    and, time-sliced, its memory free is what all of them leave.
+    and, time-sliced, its memory free is what all of them leave. ``heat``: degrees an overheated
+    node's GPUs add to that (:func:`sandbox.faults.overheat_node`).
     """
+    heat = heat or {}
     pods = list(pods)
     physical: dict[tuple[str, int], list[PodGpus]] = {}
     for pod in pods:
@@ -118,7 +121,8 @@ def samples(pods: Iterable[PodGpus], nodes: dict[str, Node]) -> list[tuple[tuple
         key = (pod.namespace, pod.name)
         limit = power_limit(node)
         if pod.shared_index is not None and node is not None and node.sharing is not None:
-            found += _shared(key, pod, node.sharing, physical[(pod.node, pod.shared_index)], limit)
+            found += _shared(key, pod, node.sharing, physical[(pod.node, pod.shared_index)], limit,
+                             heat.get(pod.node, 0.0))
             continue
         profile = pod.resource.removeprefix("nvidia.com/mig-") if pod.resource.startswith("nvidia.com/mig-") else None
         for i in range(pod.count):
@@ -133,12 +137,13 @@ def samples(pods: Iterable[PodGpus], nodes: dict[str, Node]) -> list[tuple[tuple
             used = min(pod.held_mib, total)
             busy = (ENGINE_ACTIVE, pod.util / 100) if profile in MIG_PROFILES else (UTIL, pod.util)
             found += [(key, gpu, *busy), (key, gpu, FB_USED, used), (key, gpu, FB_FREE, total - used),
-                      (key, gpu, TEMP, temperature(pod.util, heat_gpu)), (key, gpu, POWER, watts)]
+                      (key, gpu, TEMP, temperature(pod.util, heat_gpu) + heat.get(pod.node, 0.0)),
+                      (key, gpu, POWER, watts)]
     return found
 
 
 def _shared(key: tuple[str, str], pod: PodGpus, sharing: GpuSharing, tenants: list[PodGpus],
-            limit: float) -> list[tuple[tuple[str, str], str, str, float]]:
+            limit: float, extra_heat: float) -> list[tuple[tuple[str, str], str, str, float]]:
     """One pod's samples on a time-sliced or MPS GPU: its own part, the physical GPU's heat and room."""
     gpu = fake_uuid(pod.node, pod.shared_index)
     if sharing.strategy == SHARING_MPS:
@@ -148,5 +153,5 @@ def _shared(key: tuple[str, str], pod: PodGpus, sharing: GpuSharing, tenants: li
         free = max(sharing.memory_mib - sum(t.held_mib for t in tenants), 0.0)
     busy = min(sum(t.util for t in tenants), 100.0)
     return [(key, gpu, UTIL, pod.util), (key, gpu, FB_USED, pod.held_mib), (key, gpu, FB_FREE, free),
-            (key, gpu, TEMP, temperature(busy, gpu)),
+            (key, gpu, TEMP, temperature(busy, gpu) + extra_heat),
             (key, gpu, POWER, power(pod.util, limit, 1 / sharing.replicas))]

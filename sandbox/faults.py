@@ -1,5 +1,6 @@
 """Faults injected into a sandbox cluster, as a real one suffers them: a spot node taken back by
-its cloud provider, and the whole cluster cut off by a network partition.
+its cloud provider, the whole cluster cut off by a network partition, and a node whose GPUs
+overheat.
 
 They are levers of the simulation, not part of the cluster-backend interface: Slipway never
 calls them; ``manage.py sandbox reclaim-node|restore-node|silence|answer`` and the tests do.
@@ -14,6 +15,8 @@ the backend and the tick read those rows, so every process sees the fault.
   ``Transient`` until :func:`answer`, but the cluster itself runs on — its ``tick`` and the
   simulation's own levers (clock, loads, nodes, reset) keep working, so its work may finish
   while nobody can see it.
+* An overheated node's GPUs report ``degrees`` more than their load makes (a failed fan): what
+  the hot-GPU alert (``gpu_hot``, platform staff's) watches for, until :func:`cool_node`.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from django.utils import timezone
 from cluster.errors import NotFound
 from sandbox import inventory
 from sandbox.backend import SandboxBackend, storage_errors
-from sandbox.models import SimNodeOutage, SimPod, SimSilence
+from sandbox.models import SimNodeHeat, SimNodeOutage, SimPod, SimSilence
 from sandbox.pods import NODE_SHUTDOWN
 
 
@@ -67,3 +70,23 @@ def silence(backend: SandboxBackend, *, now: datetime | None = None) -> bool:
 def answer(backend: SandboxBackend) -> bool:
     """Answer again after :func:`silence`; False when it was not silent."""
     return SimSilence.objects.filter(cluster=backend.cluster).delete()[0] > 0
+
+
+#: How much hotter an overheated node may run, in °C (a GPU shuts itself down well before 33 + 80).
+MAX_EXTRA_DEGREES = 80.0
+
+
+@storage_errors
+def overheat_node(backend: SandboxBackend, node: str, degrees: float) -> None:
+    """Make ``node``'s GPUs report ``degrees`` (0 < degrees ≤ 80) more than their load makes, until cooled."""
+    if node not in {n.name for n in inventory.nodes(backend.cluster)}:
+        raise NotFound(f'nodes "{node}" not found', status=404)
+    if not 0 < degrees <= MAX_EXTRA_DEGREES:
+        raise ValueError(f"degrees must be more than 0 and at most {MAX_EXTRA_DEGREES:g}")
+    SimNodeHeat.objects.update_or_create(cluster=backend.cluster, node=node, defaults={"degrees": degrees})
+
+
+@storage_errors
+def cool_node(backend: SandboxBackend, node: str) -> bool:
+    """End :func:`overheat_node`: its GPUs follow their load again; False when it was not overheated."""
+    return SimNodeHeat.objects.filter(cluster=backend.cluster, node=node).delete()[0] > 0

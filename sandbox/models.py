@@ -215,3 +215,20 @@ class SimSilence(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster} silent since {self.since}"
+
+
+class SimNodeHeat(models.Model):
+    """A node of the inventory whose GPUs run ``degrees`` hotter than their load makes them (a failed fan,
+    a blocked air flow), until cooled: the exporter adds it to their temperature (:mod:`sandbox.exporter`)."""
+
+    cluster = cluster_field()
+    node = models.CharField(max_length=100)
+    degrees = models.FloatField()
+
+    class Meta:
+        verbose_name = "simulated node overheating"
+        verbose_name_plural = "simulated node overheatings"
+        constraints = [models.UniqueConstraint(fields=["cluster", "node"], name="sandbox_heat_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}/{self.node} +{self.degrees:g} °C"

@@ -17,7 +17,7 @@ from cluster.status import TrainingPhase, training_status
 from sandbox import faults
 from sandbox.backend import SandboxBackend
 from sandbox.inventory import UnknownCluster
-from sandbox.models import SimClock, SimEvent, SimLoad, SimObject, SimPod
+from sandbox.models import SimClock, SimEvent, SimLoad, SimNodeHeat, SimObject, SimPod
 from tests.sandbox.helpers import at, endpoint, observed, ref, run_until, team_objects, training
 from workloads.registry import resource_kinds
 
@@ -168,8 +168,19 @@ def test_the_commands_silence_answer_and_pick_a_cluster(east_west, capsys):
         call_command("sandbox", "restore-node", "gpu-l4-spot-0", "--cluster", "east")
     call_command("sandbox", "load", "team-ml/ep-1", "12", "--cluster", "west")
     assert "(cluster west)" in capsys.readouterr().out
+    # A failed fan: the node's GPUs run hotter than their load makes them, on that cluster only, until cooled.
+    call_command("sandbox", "overheat-node", "gpu-h100-0", "30", "--cluster", "east")
+    assert "run 30 °C hotter" in capsys.readouterr().out
+    assert list(SimNodeHeat.objects.values_list("cluster", "node", "degrees")) == [("east", "gpu-h100-0", 30.0)]
+    with pytest.raises(CommandError, match="degrees must be more than 0 and at most 80"):
+        call_command("sandbox", "overheat-node", "gpu-h100-0", "0", "--cluster", "east")
+    with pytest.raises(CommandError, match="no node 'gpu-x' in the inventory"):
+        call_command("sandbox", "overheat-node", "gpu-x", "10")
+    call_command("sandbox", "cool-node", "gpu-h100-0", "--cluster", "east")
+    assert "node gpu-h100-0 cooled" in capsys.readouterr().out and not SimNodeHeat.objects.exists()
+    call_command("sandbox", "overheat-node", "gpu-h100-0", "30", "--cluster", "east")
     call_command("sandbox", "reset", "--cluster", "east")
-    assert SimObject.objects.filter(cluster="west").exists()
+    assert SimObject.objects.filter(cluster="west").exists() and not SimNodeHeat.objects.exists()
 
 
 @pytest.mark.postgres

@@ -12,11 +12,14 @@ from django.utils import timezone
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import submit_run
+from notifications.models import Event
+from sandbox import faults
 from sandbox.backend import SandboxBackend
+from sandbox.models import SimPod
 from tests.backends import use_backend
 from tests.jobs.conftest import run_payload
 from workloads import reconcile as rec
-from workloads.models import GpuTelemetry
+from workloads.models import AlertEpisode, GpuTelemetry
 from workloads.tasks import apply_workload
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -54,3 +57,42 @@ def test_a_simulated_runs_telemetry_shows_its_phases_its_leak_and_its_idle_end(s
     first_idle = next(r for r in readings if r.util_pct < settings.SLIPWAY_IDLE_UTIL_PCT)
     assert first_idle.util_pct == readings[-1].util_pct == 1.0
     assert run.idle_since is not None and TrainingRun.objects.get(pk=run.pk).open_idle
+
+
+def test_an_overheated_node_gives_the_hot_gpu_alert_to_staff_and_cooling_closes_it(settings, member, team, quota,
+                                                                                   published, staff):
+    """The sandbox's overheat fault (a failed fan) is what the hot-GPU alert watches for: the node's GPUs report
+    more than 85 °C, and after the rule's minutes the episode opens once, for platform staff; cooled, it closes."""
+    settings.SLIPWAY_ALERT_TEMP_MINUTES = 2
+    settings.SLIPWAY_ALERT_CLEAR_MINUTES = 1
+    backend = use_backend(settings, SandboxBackend())
+    payload = {k: v for k, v in run_payload(name="warm", gpus_per_worker=1).items() if k != "team"}
+    run = submit_run(member, team, {**payload, "max_retries": 0, "env": {"SLIPWAY_SIM_DURATION": "30m"}})
+    now = timezone.now().replace(second=0, microsecond=0)
+
+    def cycles(count: int) -> list:
+        nonlocal now
+        reports = []
+        for _ in range(count):
+            now += timedelta(seconds=30)
+            for name, args in published:
+                if name == apply_workload.name:
+                    apply_workload(*args)
+            published.clear()  # the rest: the alert's notification, whose fan-out is notifications' own test
+            backend.tick(now)
+            reports.append(rec.reconcile(backend, now=now))
+        return [r.telemetry[run.identity] for r in reports if run.identity in r.telemetry]
+
+    before = cycles(6)
+    assert before and max(r.temp_c for r in before) < 85  # its load alone keeps it under the line
+    node = SimPod.objects.filter(workload=run.object_name, active=True).values_list("node", flat=True).first()
+    faults.overheat_node(backend, node, 40)
+    hot = cycles(6)  # three minutes over the line: the rule's two, then open
+    assert min(r.temp_c for r in hot[1:]) > 85
+    [episode] = AlertEpisode.objects.filter(ref=run.ref, kind="gpu_hot")
+    assert episode.state == AlertEpisode.State.OPEN and episode.team == team
+    assert Event.objects.filter(kind="gpu_hot").count() == 1  # one message for the episode
+    assert faults.cool_node(backend, node) and not faults.cool_node(backend, node)
+    cycles(4)
+    episode.refresh_from_db()
+    assert episode.state == AlertEpisode.State.CLOSED and Event.objects.filter(kind="gpu_hot").count() == 1

@@ -14,6 +14,8 @@ clock), ``load`` on the first one, and the node verbs on the cluster that has th
   back; its pods stop with the condition ``DisruptionTarget`` (reason ``TerminationByKubelet``,
   the kubelet's graceful node shutdown), a Job's stay as Failed attempts, a Deployment's are
   replaced elsewhere; nothing is scheduled there until ``restore-node <node>`` brings it back;
+* ``overheat-node <node> <degrees>`` — the node's GPUs report that many °C more than their load
+  makes (a failed fan): the hot-GPU alert's case; ``cool-node <node>`` ends it;
 * ``silence <cluster>`` — the cluster stops answering (a network partition): Slipway's every
   call to it fails with ``Transient`` while it keeps running its work; ``answer <cluster>``
   ends that.
@@ -111,7 +113,7 @@ def _node_backend(node: str, name: str | None) -> SandboxBackend:
 
 class Command(BaseCommand):
     help = ("Inspect and drive the sandbox clusters: status, tick, load, reset, reclaim-node, restore-node, "
-            "silence, answer.")
+            "overheat-node, cool-node, silence, answer.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
@@ -128,9 +130,15 @@ class Command(BaseCommand):
         reclaim.add_argument("node", help="a node of the inventory (see status)")
         restore = sub.add_parser("restore-node", help="bring a reclaimed node back")
         restore.add_argument("node")
+        overheat = sub.add_parser("overheat-node", help="make a node's GPUs run hotter than their load (a failed fan)")
+        overheat.add_argument("node")
+        overheat.add_argument("degrees", type=float, help="°C added to their temperature (more than 0, at most 80)")
+        cool = sub.add_parser("cool-node", help="end overheat-node: the node's GPUs follow their load again")
+        cool.add_argument("node")
         for verb, default in ((status, "every cluster"), (tick, "every cluster"), (reset, "every cluster"),
                               (load, "the first"), (reclaim, "the one that has the node"),
-                              (restore, "the one that has the node")):
+                              (restore, "the one that has the node"), (overheat, "the one that has the node"),
+                              (cool, "the one that has the node")):
             verb.add_argument("--cluster", help=f"a cluster of the inventory (default: {default})")
         silence = sub.add_parser("silence", help="make a cluster stop answering (a network partition); it runs on")
         silence.add_argument("cluster", help="a cluster of the inventory")
@@ -166,6 +174,18 @@ class Command(BaseCommand):
             node = str(options["node"])
             restored = faults.restore_node(_node_backend(node, name), node)
             self.stdout.write(f"node {node} restored" if restored else f"node {node} was not reclaimed")
+        elif action == "overheat-node":
+            node, degrees = str(options["node"]), float(options["degrees"])
+            try:
+                faults.overheat_node(_node_backend(node, name), node, degrees)
+            except ValueError as exc:
+                raise CommandError(str(exc)) from exc
+            self.stdout.write(f"node {node}'s GPUs run {degrees:g} °C hotter than their load makes them "
+                              f"('sandbox cool-node {node}' ends it)")
+        elif action == "cool-node":
+            node = str(options["node"])
+            cooled = faults.cool_node(_node_backend(node, name), node)
+            self.stdout.write(f"node {node} cooled" if cooled else f"node {node} was not overheated")
         elif action == "silence":
             backend = _backend(name)
             began = faults.silence(backend)
