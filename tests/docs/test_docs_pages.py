@@ -21,6 +21,7 @@ NOT_SETTINGS = {
         "SLIPWAY_CHECKPOINT_URL"},
     "the line a run prints to report a checkpoint (workloads/)": {"SLIPWAY_CHECKPOINT"},
     "the line a run prints to report its progress (jobs/metric_lines.py)": {"SLIPWAY_PROGRESS"},
+    "bench/api.py (the port its gunicorn listens on)": {"SLIPWAY_BENCH_PORT"},
     "a workload's env, read by the sandbox's simulation (sandbox/simulation.py)": {
         "SLIPWAY_SIM_DURATION", "SLIPWAY_SIM_OUTCOME", "SLIPWAY_SIM_FAILED_ATTEMPTS", "SLIPWAY_SIM_GPU_UTIL",
         "SLIPWAY_SIM_LOAD_SECONDS", "SLIPWAY_SIM_CHECKPOINT_EVERY", "SLIPWAY_SIM_HONOUR_NOTICE",
@@ -122,6 +123,6 @@ def test_every_slipway_variable_a_page_names_is_a_setting_env_example_lists_or_s
 
 
 def test_the_names_that_are_not_settings_are_read_where_the_list_says():
-    source = "\n".join(path.read_text() for folder in ("slipway", "cluster", "sandbox", "workloads", "jobs")
+    source = "\n".join(path.read_text() for folder in ("slipway", "cluster", "sandbox", "workloads", "jobs", "bench")
                        for path in (REPO / folder).rglob("*.py"))
     assert [name for names in NOT_SETTINGS.values() for name in names if name not in source] == []
