@@ -38,7 +38,7 @@ from workloads.alert_settings import platform_rules, rules_for
 from workloads.events import alert_opened
 from workloads.identity import WorkloadId
 from workloads.models import AlertEpisode, TeamAlertSettings
-from workloads.registry import kind_for, kind_of
+from workloads.registry import kind_of, pks_by_kind
 
 logger = logging.getLogger(__name__)
 
@@ -114,14 +114,8 @@ def _value(kind: AlertKind, figures: WorkloadTelemetry | None, workload) -> floa
 
 def _load(refs) -> dict:
     """``ref -> workload`` (with team and flavor) of the workloads among ``refs`` that exist: one query per kind."""
-    by_kind: dict = {}
-    for ref in refs:
-        identity = WorkloadId.from_ref(ref)
-        kind = kind_for(identity.prefix) if identity is not None else None
-        if kind is not None:
-            by_kind.setdefault(kind, []).append(identity.pk)
     found = {}
-    for kind, pks in by_kind.items():
+    for kind, pks in pks_by_kind(refs).items():
         for workload in kind.model.objects.filter(pk__in=pks).select_related("team", "flavor"):
             found[workload.ref] = workload
     return found

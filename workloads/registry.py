@@ -398,16 +398,22 @@ def label_of(workload) -> RefLabel:
     return RefLabel(workload.name, url, kind_of(workload).noun, workload.pk, workload.team.slug)
 
 
-def labels(refs) -> dict[str, RefLabel]:
-    """``ref -> RefLabel`` (:func:`label_of`) of the workloads among ``refs`` that exist (one query per kind)."""
+def pks_by_kind(refs) -> dict[WorkloadKind, list[int]]:
+    """The primary keys of ``refs`` per registered kind (refs of no registered kind left out): to read
+    them with one query per kind."""
     by_kind: dict[WorkloadKind, list[int]] = {}
     for ref in refs:
         identity = WorkloadId.from_ref(ref)
         kind = kind_for(identity.prefix) if identity is not None else None
         if kind is not None:
             by_kind.setdefault(kind, []).append(identity.pk)
+    return by_kind
+
+
+def labels(refs) -> dict[str, RefLabel]:
+    """``ref -> RefLabel`` (:func:`label_of`) of the workloads among ``refs`` that exist (one query per kind)."""
     found = {}
-    for kind, pks in by_kind.items():
+    for kind, pks in pks_by_kind(refs).items():
         for workload in kind.model.objects.filter(pk__in=pks).select_related("team").only("pk", "name", "team__slug"):
             found[workload.ref] = label_of(workload)
     return found
