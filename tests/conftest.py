@@ -7,13 +7,16 @@ session stops with an error instead of skipping the tests that need them.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from decimal import Decimal
 from functools import partial
 
 import pytest
 from django.conf import settings
+from django.core.servers.basehttp import ThreadedWSGIServer
 from django.test import Client
+from django.test.testcases import LiveServerThread
 from rest_framework.test import APIClient
 
 from quotas.demo import seed_flavors, seed_team_quotas
@@ -97,24 +100,31 @@ def pytest_sessionstart(session):
         pytest.exit("CI services missing:\n  " + "\n  ".join(problems), returncode=3)
 
 
-class SlowGroupFirst:
-    """The tests of the ``processes`` group first (stable: the rest keep their order).
+#: The tests marked ``slow`` (they start processes of their own — Celery workers, ``make run``, the
+#: benchmarks with their scratch databases — or open 64 connections at once) run one at a time in a
+#: lane: one xdist worker takes a lane's tests in turn, beside the other lane and the rest of the suite.
+#: Two lanes of about equal length (seconds measured on the 2-vCPU EPYC VM, main pass of 3,921 tests):
+#: the first is every slow module not listed here (the e2e tests of runs, endpoints, workspaces,
+#: preemption and metrics: ~470 s), the second these (~500 s). One lane held all of them (971 s) and
+#: was the whole pass's floor. The lanes share nothing a test holds alone: each worker has its own
+#: database, Redis database and var directory (tests/settings.py), the ports are free ones, and the
+#: 64-connection modules share their lane with the benchmarks, never with each other.
+SECOND_LANE = {
+    "tests/test_benchmarks.py": "115 s, scratch databases copied from one template, bench/api.py's port",
+    "tests/e2e/test_alerts_e2e.py": "92 s",
+    "tests/e2e/test_shared_gpu_e2e.py": "90 s",
+    "tests/quotas/test_concurrency.py": "47 s, 64 connections at once (PostgreSQL allows 100 in all)",
+    "tests/notifications/test_worker.py": "44 s",
+    "tests/portal/test_run_ctrl_c.py": "34 s",
+    "tests/sandbox/test_shared_state.py": "28 s",
+    "tests/quotas/test_cohort_concurrency.py": "26 s, 64 connections at once",
+    "tests/test_api_walkthrough.py": "25 s",
+}
 
-    xdist hands out work in collection order, and pytest-django's own reordering puts transactional
-    tests — all of the group's — last, so the group (about 15 minutes of one worker) started after
-    everything else had been handed out. Started first, it runs on one worker while the other takes
-    the rest. Measured on the 2-vCPU EPYC VM: main pass 1,572 s before, 1,497 s after (one run
-    each); the pass is slower there than the 891 s of the previous stop's machine for reasons this
-    does not touch (CPU-bound tests run ~40 % longer, wall-clock-bound e2e tests the same).
-    """
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, config, items):
-        items.sort(key=lambda item: "slow" not in item.keywords)
-
-
-def pytest_configure(config):
-    config.pluginmanager.register(SlowGroupFirst(), "slipway-slow-group-first")
+def lane(item) -> str:
+    """The xdist group of a ``slow`` test: its serial lane."""
+    return "processes-2" if item.nodeid.split("::")[0] in SECOND_LANE else "processes"
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups into the test ids
@@ -123,14 +133,13 @@ def pytest_collection_modifyitems(config, items):
 
     The modules of :data:`SQLITE_MODULES` are marked ``sqlite``.
 
-    Under pytest-xdist (``--dist loadgroup``) the tests that start processes of their own
-    (``slow``: Celery workers, ``make run``, the benchmarks with their scratch databases) and the
-    two modules that open 64 connections at once run on one worker, one at a time, as they did
-    before; every other test is spread over the workers (the group comes first: :class:`SlowGroupFirst`).
+    Under pytest-xdist (``--dist loadgroup``) the ``slow`` tests run in two serial lanes
+    (:data:`SECOND_LANE`); every other test is spread over the workers. xdist hands out the largest
+    groups first, so each lane starts at once on a worker of its own.
     """
     for item in items:
         if "slow" in item.keywords:
-            item.add_marker(pytest.mark.xdist_group("processes"))
+            item.add_marker(pytest.mark.xdist_group(lane(item)))
         if item.nodeid.split("::")[0] in SQLITE_MODULES:
             item.add_marker(pytest.mark.sqlite)
 
@@ -143,6 +152,26 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL (CI does)"))
         if "redis" in item.keywords and not have_redis:
             item.add_marker(pytest.mark.skip(reason="needs Redis: set REDIS_URL (CI does)"))
+
+
+class NoDelayServer(ThreadedWSGIServer):
+    """The live server, answering without Nagle's delay (``TCP_NODELAY`` on each connection).
+
+    Django's test server writes a response's status line, headers and body in separate small
+    writes; with Nagle's algorithm on, each write after the first waited for the client's delayed
+    acknowledgement, about 40 ms per request. Most of every live-server test's time went there:
+    the schema fuzz (4,729 requests) took 312 s with it and 109 s without, the same requests.
+    gunicorn, which serves Slipway outside the tests, sets ``TCP_NODELAY`` itself.
+    """
+
+    def get_request(self):
+        connection, address = super().get_request()
+        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return connection, address
+
+
+def pytest_configure(config):
+    LiveServerThread.server_class = NoDelayServer
 
 
 @pytest.fixture(autouse=True)

@@ -21,8 +21,8 @@ from quotas.models import QueuedRequest, Reservation
 from quotas.queue import queue_positions
 from tests.factories import make_team
 
-# 64 connections at once: under pytest-xdist with the process-starting tests, one at a time (PostgreSQL allows 100 in all).
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("processes")]
+# 64 connections at once: under pytest-xdist in a serial lane (tests/conftest.py SECOND_LANE; PostgreSQL allows 100 in all).
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 THREADS = 64
 ROUNDS = 20
