@@ -63,8 +63,10 @@ DEMO_RUNS: tuple[tuple[str, str, dict], ...] = (
     ("ml-research", "alice", {"name": "tokenizer-eval", "max_runtime_minutes": 5, "flavor": "a100-1g.10gb", "gpus_per_worker": 1,
                               "env": {"SLIPWAY_SIM_DURATION": "2m"}}),
     # A memory leak: its GPUs' memory climbs from 30 GiB until it fills them (the memory chart, OOM risk).
-    ("vision", "dave", {"name": "yolo-train", "max_runtime_minutes": 10, "flavor": "a100-80gb", "gpus_per_worker": 4,
-                        "env": {"SLIPWAY_SIM_DURATION": "5m", "SLIPWAY_SIM_GPU_MEMORY_GB": "30",
+    # Over 95 % (76 GiB) after about 4 minutes, it runs on full long enough for the OOM-risk alert's
+    # 5 minutes (SLIPWAY_ALERT_MEMORY_MINUTES): the alert opens about 9 minutes in, before it ends at 12.
+    ("vision", "dave", {"name": "yolo-train", "max_runtime_minutes": 15, "flavor": "a100-80gb", "gpus_per_worker": 4,
+                        "env": {"SLIPWAY_SIM_DURATION": "12m", "SLIPWAY_SIM_GPU_MEMORY_GB": "30",
                                 "SLIPWAY_SIM_GPU_MEMORY_LEAK": "12"}}),
     # Spot capacity exists only among the L4 nodes of the sandbox's inventory.
     ("vision", "dave", {"name": "clip-eval-spot", "max_runtime_minutes": 5, "flavor": "l4", "gpus_per_worker": 1, "spot": True,

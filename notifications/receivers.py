@@ -13,6 +13,7 @@ from core.queueing import publish_on_commit
 from notifications import events, tasks
 from quotas.models import PreemptionEvent
 from teams.models import AuditEvent
+from teams.services import listen_for
 from workloads.events import alert_opened, workload_moved
 from workloads.models import AlertEpisode
 
@@ -33,6 +34,9 @@ def on_preempted(sender, instance: PreemptionEvent, created: bool, raw: bool = F
     """A workload was preempted: the preemption row is written in the preempting transaction."""
     if created and not raw:
         _fan_out_after_commit(events.preempted(instance))
+
+
+listen_for(AuditEvent.Action.BUDGET_ALERT)  # never written through audit_write, which sends no post_save
 
 
 @receiver(post_save, sender=AuditEvent, dispatch_uid="notifications.budget_alert")

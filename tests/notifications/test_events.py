@@ -16,14 +16,15 @@ from django.utils import timezone
 from inference.constants import EndpointState
 from inference.models import InferenceEndpoint
 from inference.services import create_endpoint
-from jobs.constants import RunState
+from jobs.constants import AUDIT_SUBMITTED, RunState
 from notifications import delivery, events
 from notifications.constants import Channel, EventKind
 from notifications.models import Delivery, EmailSubscription, Event, Webhook
 from notifications.services import create_webhook, set_email_kinds
 from quotas.ledger import record_usage
 from quotas.models import TeamBudget
-from teams.models import Role
+from teams.models import AuditEvent, Role
+from teams.services import audit_write
 from tests.factories import add_member, make_user
 from tests.inference.conftest import endpoint_payload
 from tests.inference.scripted import show
@@ -98,6 +99,14 @@ def test_the_budget_alert_is_one_event_a_month(member, team, quota, fake_backend
     event = Event.objects.get()
     assert event.kind == EventKind.BUDGET_ALERT and event.title == "Team ml-research passed 80% of its budget"
     assert event.key == f"budget_alert:{team.pk}:budget {timezone.localtime(now):%Y-%m}"
+
+
+def test_a_budget_alert_cannot_be_written_without_the_signal_its_event_comes_from(team):
+    # audit_write sends no post_save, and this app's receiver turns the budget alert's post_save
+    # into the event above: the action is refused there, while a submission's action is not.
+    with pytest.raises(ValueError, match=r"budget_alert.*post_save receiver"):
+        audit_write(AuditEvent.Action.BUDGET_ALERT, team=team)
+    assert audit_write(AUDIT_SUBMITTED, team=team) is not None
 
 
 def test_work_queued_too_long_is_one_event_per_stay_in_the_queue(submit, settings):
