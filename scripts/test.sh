@@ -6,7 +6,8 @@
 # its own test database, Redis database and var directory (tests/settings.py); the tests that
 # start processes of their own run in two serial lanes (tests/conftest.py SECOND_LANE). One
 # worker more than the cores: the lanes' tests mostly wait on the wall clock (a Celery beat, a
-# grace period), and a third worker on 2 cores took the pass from 1,020 s to 856 s. Set
+# grace period). On the 2-vCPU VM, with the live server's Nagle fix (tests/conftest.py), the main
+# pass went from 1,020 s (2 workers, one lane) to 739 s (3 workers, two lanes). Set
 # TEST_WORKERS to choose how many workers (0: none, one process as before).
 # Arguments go to pytest as they are, in one process (a developer's subset).
 set -euo pipefail
