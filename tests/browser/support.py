@@ -39,8 +39,9 @@ CHROMIUM_ARGS = [
 ]
 #: A laptop's window: most browser tests' ``browser_page(viewport=…)``.
 LAPTOP = {"width": 1366, "height": 900}
-#: How long a page waits for an element or an event before it fails (Playwright's default is 30 s).
-PAGE_TIMEOUT_MS = 15_000
+#: How long a page waits for an element or an event before it fails: Playwright's default. At 15 s a
+#: live preview timed out once while the suite loaded both cores; a wait costs this only when it fails.
+PAGE_TIMEOUT_MS = 30_000
 
 #: ``pytestmark`` of a browser test module.
 BROWSER_MARKS = [

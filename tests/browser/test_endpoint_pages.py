@@ -188,14 +188,14 @@ def test_a_member_creates_an_endpoint_whose_reason_and_chart_follow_what_is_obse
     scaling_up = cycle_until(cluster, endpoint.pk, lambda e: e.reason.startswith("scaling up"))
     assert scaling_up.reason == "scaling up: 1 of 2 replicas ready"
     page.wait_for_function("() => (document.querySelector('#endpoint-status .reason') || {}).innerText"
-                           "?.includes('scaling up: 1 of 2 replicas ready')", timeout=15_000)
+                           "?.includes('scaling up: 1 of 2 replicas ready')")
 
     # 3. Both ready: the page, polling, drops the reason (it was left standing before), and a reload agrees.
     cycle_until(cluster, endpoint.pk, lambda e: e.replicas == 2)
     for _ in range(3):
         cluster.cycle()
     page.wait_for_function("() => document.querySelector('#replicas').innerText.startsWith('2 ready')"
-                           " && !document.querySelector('#endpoint-status .reason')", timeout=15_000)
+                           " && !document.querySelector('#endpoint-status .reason')")
     page.reload()
     assert reason_shown(page) == "" and page.inner_text("#replicas").startswith("2 ready")
 
@@ -246,7 +246,7 @@ def test_a_lowered_maximum_applies_at_once_in_the_pages_and_the_capacity_page(li
         assert seen.open_units <= 3 and seen.cost_per_hour_now <= rate
         hours = Decimal((cluster.now - since).total_seconds()) / 3600
         assert seen.cost_at(cluster.now) - before <= rate * hours + Decimal("0.0001")
-    page.wait_for_function("() => document.querySelector('#replicas').innerText.startsWith('3 ready')", timeout=15_000)
+    page.wait_for_function("() => document.querySelector('#replicas').innerText.startsWith('3 ready')")
     assert "12.30 USD now" in page.inner_text("#endpoint-status")
 
     # 3. The endpoints list: one header cell per column, the row's figures in their own cells.

@@ -98,8 +98,7 @@ def test_the_dashboard_takes_in_a_new_run_without_a_reload(live_server, browser)
     submit_run(team.memberships.get(user__username="alice").user, team, {
         "name": "api-submitted", "image": "registry.example.com/ml/trainer:2.4", "command": ["python", "train.py"],
         "flavor": "l4", "gpus_per_worker": 1, "max_runtime_minutes": 10})
-    browser.wait_for_function("() => document.querySelector('#recent-runs').innerText.includes('api-submitted')",
-                              timeout=15_000)
+    browser.wait_for_function("() => document.querySelector('#recent-runs').innerText.includes('api-submitted')")
     assert browser.evaluate("() => window.notReloaded") is True
 
 
@@ -111,6 +110,5 @@ def test_the_logs_card_stops_saying_running_once_the_run_is_cancelled(live_serve
     browser.click("#run-status button.danger")
     browser.wait_for_function("() => document.querySelector('#run-status .badge').innerText === 'Cancelled'")
     # The logs box's next poll is its last (286): it takes the hint away.
-    browser.wait_for_function("() => !document.querySelector('#logs h2').innerText.includes('refreshing')",
-                              timeout=15_000)
+    browser.wait_for_function("() => !document.querySelector('#logs h2').innerText.includes('refreshing')")
     assert "(running)" not in browser.inner_text("#logs")

@@ -216,8 +216,7 @@ def test_the_dashboard_counters_change_without_a_reload(live_server, browser):
     # Someone cancels an active run elsewhere (the API, another tab): the counter follows.
     run = TrainingRun.objects.filter(team__slug="ml-research", state="admitted").select_related("team").first()
     cancel_run(run.created_by, run)
-    browser.wait_for_function(f"() => document.querySelector('#runs-stat .stat-value').innerText === '{before - 1}'",
-                              timeout=15_000)
+    browser.wait_for_function(f"() => document.querySelector('#runs-stat .stat-value').innerText === '{before - 1}'")
     assert browser.evaluate("() => window.notReloaded") is True  # swapped in place, not reloaded
 
 
