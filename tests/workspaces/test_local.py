@@ -6,6 +6,7 @@ own user when Slipway runs as root; no address handed out before it listens; no 
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import os
 import shutil
@@ -279,3 +280,22 @@ def test_open_answers_409_until_the_server_accepts_connections(create, api, clie
     finally:
         starting.kill()
         starting.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can change users (or run a server as root)")
+def test_no_server_rather_than_one_as_root(create, settings, tmp_path, var_dir, caplog):
+    workspace = create()
+    token = services.token_of(workspace)
+    # A var directory other users cannot walk through (pytest's: its base folder is 0700).
+    settings.VAR_DIR = tmp_path
+    with caplog.at_level(logging.ERROR, logger="workspaces.local"):
+        assert local.ensure(workspace, token) is None
+    assert "closed to other users" in caplog.text
+    # An id this machine's user namespace does not have.
+    settings.VAR_DIR = var_dir
+    settings.SLIPWAY_WORKSPACE_LOCAL_UID_BASE = 2**32 - 1
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="workspaces.local"):
+        assert local.ensure(workspace, token) is None
+    assert "does not exist in this user namespace" in caplog.text
+    assert not LocalServer.objects.filter(workspace_id=workspace.pk).exists()
