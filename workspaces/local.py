@@ -18,10 +18,10 @@ A notebook is a shell on this machine, so the server is cut off from Slipway as 
 - **its user**: when Slipway runs as root, the server runs as a user of its own workspace
   (uid and gid ``SLIPWAY_WORKSPACE_LOCAL_UID_BASE`` + the workspace's id, no supplementary group),
   which owns its home and Jupyter directories and nothing else, so it can neither read another
-  process's ``/proc/<pid>/environ`` nor another workspace's files. Where that user cannot be taken
-  (a user namespace that does not map the id, a var directory other users cannot reach) no server
-  starts, and the worker's log says why: it never runs as root. Run by another user, Slipway
-  cannot change users: the server then runs as that user (docs/workspaces.md says what follows);
+  process's ``/proc/<pid>/environ`` nor another workspace's files. Where the host does not allow
+  that user (a user namespace that does not map the id, a var directory or a Python other users
+  cannot reach) and when Slipway does not run as root, the server runs as Slipway's own user and
+  the worker's log says why (docs/workspaces.md says what follows);
 - **no terminals**: ``jupyter_server_terminals`` is off (a terminal is a shell a click away).
 
 This is a single-machine stand-in for a workspace's pod, not an isolation boundary (docs/workspaces.md).
@@ -75,7 +75,7 @@ NOTEBOOK_USER = "jovyan"
 
 
 class CannotIsolate(Exception):
-    """The server cannot run as a user of its own here (it would run as root): it is not started."""
+    """The server cannot run as a user of its own here: it runs as Slipway's own user (:func:`identity`)."""
 
 
 def available() -> bool:
@@ -227,13 +227,30 @@ def _reap(process: subprocess.Popen) -> None:
     threading.Thread(target=process.wait, name=f"reap-jupyter-{process.pid}", daemon=True).start()
 
 
-def _command(workspace, python: str, port: int) -> list[str]:
+def identity(workspace) -> tuple[int | None, str, dict[str, str]]:
+    """Who its server runs as (a uid, or None: Slipway's own user), on which Python, with what in its environment.
+
+    Its own user when Slipway runs as root and the host allows it (:func:`account`, :func:`interpreter`);
+    where it does not, Slipway's own user, and the worker's log says so and why (the environment stays the
+    allow-listed one and terminals stay off, but a notebook can then read what Slipway's user can)."""
+    try:
+        uid = account(workspace)
+        return (uid, *interpreter(uid))
+    except CannotIsolate as exc:
+        logger.warning("workspace %s: its local Jupyter server runs as Slipway's own user, not one of its own: %s",
+                       workspace.object_name, exc)
+        return None, sys.executable, {}
+
+
+def _command(workspace, python: str, port: int, as_root: bool) -> list[str]:
     return [python, "-m", "jupyter_server", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
             "--ServerApp.port_retries=0", f"--ServerApp.base_url={base_url(workspace.object_name)}",
             f"--ServerApp.root_dir={home(workspace)}", "--ServerApp.open_browser=False",
             "--ServerApp.allow_remote_access=False",
             # No terminals: neither the setting nor the extension that serves them.
-            "--ServerApp.terminals_enabled=False", "--ServerApp.jpserver_extensions=jupyter_server_terminals=False"]
+            "--ServerApp.terminals_enabled=False", "--ServerApp.jpserver_extensions=jupyter_server_terminals=False",
+            # As root (where no user of its own can be taken) Jupyter refuses to start without being told it may.
+            *(["--ServerApp.allow_root=True"] if as_root else [])]
 
 
 def ensure(workspace, token: str) -> LocalServer | None:
@@ -244,11 +261,10 @@ def ensure(workspace, token: str) -> LocalServer | None:
     if server is not None:
         return server
     LocalServer.objects.filter(workspace_id=workspace.pk).delete()  # a dead one's row
+    uid, python, python_env = identity(workspace)
     try:
-        uid = account(workspace)
-        python, python_env = interpreter(uid)
         _prepare(workspace, uid)
-    except (CannotIsolate, OSError) as exc:
+    except OSError as exc:
         logger.error("workspace %s: no local Jupyter server: %s", workspace.object_name, exc)
         return None
     port = _free_port()
@@ -256,7 +272,7 @@ def ensure(workspace, token: str) -> LocalServer | None:
     try:
         with open(directory(workspace) / "server.log", "ab") as log:
             process = subprocess.Popen(
-                _command(workspace, python, port),
+                _command(workspace, python, port, as_root=uid is None and os.geteuid() == 0),
                 # In the worker's process group, not a session of its own: it outlives the task that started it,
                 # and whatever stops the worker's group (Ctrl-C on make run, a kill) stops it too.
                 cwd=home(workspace), env={**environment(workspace, token, python), **python_env},
