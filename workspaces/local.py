@@ -309,11 +309,16 @@ def _end_user_processes(workspace) -> None:
         return  # it never had a server here (a workspace on a real cluster)
     try:
         uid = account(workspace)
-        if uid is not None:
-            # kill(-1) from a process of that user reaches every process of that user, and nothing else.
-            subprocess.run([interpreter(uid)[0], "-c", "import os, signal; os.kill(-1, signal.SIGKILL)"],
-                           user=uid, group=uid, extra_groups=[], env={}, check=False, timeout=30)
-    except (CannotIsolate, OSError, subprocess.SubprocessError) as exc:
+        python = interpreter(uid)[0]
+    except CannotIsolate:
+        return  # its server ran as Slipway's own user: there is no user of its own whose processes to end
+    if uid is None:
+        return
+    try:
+        # kill(-1) from a process of that user reaches every process of that user, and nothing else.
+        subprocess.run([python, "-c", "import os, signal; os.kill(-1, signal.SIGKILL)"],
+                       user=uid, group=uid, extra_groups=[], env={}, check=False, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
         logger.warning("workspace %s: its user's processes not ended: %s", workspace.object_name, exc)
 
 
