@@ -424,6 +424,9 @@ SLIPWAY_WORKSPACE_MAX_IDLE_MINUTES = env_int("SLIPWAY_WORKSPACE_MAX_IDLE_MINUTES
 SLIPWAY_WORKSPACE_ACTIVITY_SECONDS = env_float("SLIPWAY_WORKSPACE_ACTIVITY_SECONDS", 60.0)
 SLIPWAY_WORKSPACE_ACTIVITY_TIMEOUT = env_float("SLIPWAY_WORKSPACE_ACTIVITY_TIMEOUT", 2.0)
 SLIPWAY_WORKSPACE_LOCAL_SERVERS = env_bool("SLIPWAY_WORKSPACE_LOCAL_SERVERS", True)
+# Run as root, the sandbox runs workspace N's local server as uid and gid BASE + N (workspaces/local.py):
+# ids no account of the machine uses (above the usual ranges of users and of containers' subordinate ids).
+SLIPWAY_WORKSPACE_LOCAL_UID_BASE = env_int("SLIPWAY_WORKSPACE_LOCAL_UID_BASE", 2_000_000_000)
 # On a real cluster: the host its Ingresses serve (the portal's own, so its session cookie reaches the
 # auth-url), their ingress class, Slipway's /workspaces/auth/ as the ingress controller reaches it,
 # the public login page a browser without a session is sent to, the controller's namespace and

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import tempfile
 from decimal import Decimal
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -32,8 +35,12 @@ URL = "/api/v1/workspaces/"
 
 @pytest.fixture(scope="module")
 def workspaces_worker(django_db_setup, tmp_path_factory):
-    # The Jupyter server is asked about its activity every cycle (production: every minute).
-    yield from module_worker(tmp_path_factory, SLIPWAY_WORKSPACE_ACTIVITY_SECONDS="0.5")
+    # The Jupyter server is asked about its activity every cycle (production: every minute). Its var directory is
+    # one other users may walk through (pytest's are 0700): as root, a workspace's server runs as a user of its own.
+    var = Path(tempfile.mkdtemp(prefix="slipway-ws-e2e-"))
+    var.chmod(0o711)
+    yield from module_worker(tmp_path_factory, SLIPWAY_WORKSPACE_ACTIVITY_SECONDS="0.5", SLIPWAY_VAR_DIR=str(var))
+    shutil.rmtree(var, ignore_errors=True)
 
 
 @pytest.fixture
@@ -140,7 +147,8 @@ def test_a_workspace_runs_pauses_when_idle_and_resumes_with_its_files(worker, ap
 
     # The token was in no log: the worker's (which asked the server about its activity all along) or the server's.
     assert token["token"] not in worker.logs()
-    assert all(token["token"] not in log.read_text() for log in worker.tmp_path.glob("workspaces/*/server.log"))
+    logs = list(Path(worker.env["SLIPWAY_VAR_DIR"]).glob("workspaces/*/server.log"))
+    assert logs and all(token["token"] not in log.read_text() for log in logs)
 
     # 6. Deleted: its server stops and its home goes with it.
     deleted = api.delete(f"{URL}{pk}/")
