@@ -36,7 +36,7 @@ from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 
-from workspaces.manifests import TOKEN_ENV, base_url
+from workspaces.manifests import TOKEN_ENV, base_url, workspace_host
 from workspaces.models import LocalServer
 
 logger = logging.getLogger(__name__)
@@ -99,6 +99,9 @@ def ensure(workspace, token: str) -> LocalServer | None:
              "--ServerApp.port_retries=0", f"--ServerApp.base_url={base_url(workspace.object_name)}",
              f"--ServerApp.root_dir={home(workspace)}", "--ServerApp.open_browser=False",
              "--ServerApp.allow_remote_access=False",
+             # Browsers reach it through the workspace proxy at its own host, ws-7.localhost (workspaces.proxy),
+             # which the proxy passes on: Jupyter checks the Host (and a websocket's Origin) against it.
+             f"--ServerApp.local_hostnames={['localhost', workspace_host(workspace.object_name, 'localhost')]!r}",
              # As root (a container, CI) Jupyter refuses to start without being told it may.
              *(["--ServerApp.allow_root=True"] if os.geteuid() == 0 else [])],
             # In the worker's process group, not a session of its own: it outlives the task that started it,
