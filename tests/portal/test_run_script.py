@@ -23,6 +23,7 @@ from django.conf import settings
 RUN_SH = Path(settings.BASE_DIR) / "scripts" / "run.sh"
 
 FAKE_PYTHON = """#!/bin/sh
+if [ "$1" = manage.py ] && [ "$2" = workspace_proxy ]; then echo "$*" >&2; exec sleep 300; fi
 if [ "$1" = manage.py ]; then shift; echo "manage.py $* PORT=$PORT"; exit 0; fi
 exec {real} "$@"
 """
@@ -139,6 +140,34 @@ def test_it_refuses_a_port_in_use_before_starting_anything(checkout):
     assert "manage.py" not in out and "Slipway is running" not in out
 
 
+def test_it_starts_the_workspace_proxy_told_where_the_portal_is(checkout):
+    """The sandbox's notebooks are served by the workspace proxy at ws-<id>.localhost on a port of their own
+    (docs/workspaces.md): never the portal's host, whose cookies they must not receive."""
+    port, proxy_port = free_port(), free_port()
+    process = start(checkout, str(port), env={"SLIPWAY_WORKSPACE_PROXY_PORT": str(proxy_port)})
+    try:
+        out = read_until(process, "Logs:")
+        assert f"Workspaces open at http://ws-<id>.localhost:{proxy_port}/" in out, out
+        proxy_log = (checkout / "var" / "log" / "proxy.log").read_text()
+        assert f"workspace_proxy --port {proxy_port} --portal-url http://127.0.0.1:{port}" in proxy_log
+    finally:
+        stop(process)
+
+
+def test_it_refuses_a_workspace_proxy_port_in_use(checkout):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        proxy_port = taken.getsockname()[1]
+        process = start(checkout, str(free_port()), env={"SLIPWAY_WORKSPACE_PROXY_PORT": str(proxy_port)})
+        try:
+            out, _ = process.communicate(timeout=30)
+        finally:
+            stop(process)
+    assert process.returncode == 1 and f"port {proxy_port} on 127.0.0.1 is in use" in out
+    assert "Slipway is running" not in out
+
+
 def test_it_refuses_a_port_that_is_not_a_number(checkout):
     process = start(checkout, "80a")
     out, _ = process.communicate(timeout=30)
@@ -152,7 +181,7 @@ def test_an_orderly_stop_by_signal_exits_0_after_stopping_the_children(checkout,
     try:
         read_until(process, "Logs:")
         children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
-        assert len(children) == 3  # worker, beat, web
+        assert len(children) == 4  # worker, beat, workspace proxy, web
         process.send_signal(sig)  # the script alone, as make (or a supervisor) signals it
         out, _ = process.communicate(timeout=20)
     finally:
@@ -172,7 +201,7 @@ def test_it_kills_a_service_that_ignores_sigterm_once_the_grace_ends(checkout):
         read_until(process, "Logs:")
         groups = {int(pid): os.getpgid(int(pid)) for pid in
                   subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()}
-        assert len(set(groups.values())) == 3 and process.pid not in groups.values()  # a group per service
+        assert len(set(groups.values())) == 4 and process.pid not in groups.values()  # a group per service
         started = time.monotonic()
         os.killpg(process.pid, signal.SIGINT)  # a terminal's Ctrl-C: the script's group only
         out, _ = process.communicate(timeout=20)
