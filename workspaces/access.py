@@ -88,8 +88,12 @@ def rotate(workspace) -> bool:
     if row is None:
         return False
     values = {**crypto.unseal(row[1]), TOKEN_ENV: new_token()}
-    return bool(SecretEnv.objects.filter(pk=row[0], sealed=row[1]).update(sealed=crypto.seal(values),
-                                                                          digest=crypto.digest(values)))
+    digest = crypto.digest(values)
+    if not SecretEnv.objects.filter(pk=row[0], sealed=row[1]).update(sealed=crypto.seal(values), digest=digest):
+        return False
+    if getattr(workspace, "stored_secret_digest", None) is not None:
+        workspace.stored_secret_digest = digest  # what this instance's manifests name (workloads.secrets.reference)
+    return True
 
 
 def issue_ticket(user, workspace_id: int, version: str) -> str:

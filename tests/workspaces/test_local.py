@@ -9,7 +9,12 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import wait_for
-from workspaces import idle, local, services
+from workloads.registry import kind_for
+from workloads.tasks import apply_workload
+from workspaces import access, idle, local, services
+from workspaces.constants import WorkspaceState
+from workspaces.models import Workspace
+from workspaces.tasks import restart_server
 
 pytestmark = pytest.mark.django_db
 
@@ -71,3 +76,27 @@ def test_a_stop_ends_the_process_and_keeps_the_home_directory(server):
     assert local.home(workspace).joinpath("notes.md").read_text() == "# mine"
     local.remove(workspace)
     assert not local.directory(workspace).exists()
+
+
+def test_a_rotated_token_takes_effect_on_the_running_server(server, published, django_capture_on_commit_callbacks):
+    """Issue 46 B2: after unsharing, the old token still opened the server. Rotated, the server is started again
+    with the new token (the reconcile cycle's rule: its pod template changed), and the old one opens nothing."""
+    workspace, old, started = server
+    apply_workload("ws", workspace.pk)  # on the sandbox cluster, as the apply task puts it
+    Workspace.objects.filter(pk=workspace.pk).update(state=WorkspaceState.RUNNING)
+    url = f"http://127.0.0.1:{started.port}/notebooks/{workspace.object_name}/"
+    wait_for(lambda: answering(url, old), timeout=60, what="the local Jupyter server")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.rotate_token(workspace)
+    assert ("workspaces.tasks.restart_server", (workspace.pk,)) in published
+    assert restart_server(workspace.pk) == "restarted"
+    new = services.token_of(workspace)
+    restarted = local.server_of(workspace)
+    assert new != old and restarted.pid != started.pid
+    url = f"http://127.0.0.1:{restarted.port}/notebooks/{workspace.object_name}/"
+    wait_for(lambda: answering(url, new), timeout=60, what="the restarted Jupyter server")
+    assert not answering(url, old)
+    # On the cluster, the Deployment's pod template names the new token's digest: its pod is replaced too.
+    deployment = next(o for o in kind_for("ws").manifests(workspace) if o["kind"] == "Deployment")
+    assert deployment["spec"]["template"]["metadata"]["annotations"]["slipway.dev/secret-env-digest"] == (
+        access.credentials(workspace)[1])
