@@ -2,13 +2,17 @@
 
 It serves every sandbox workspace at a host of its own, ``ws-<id>.localhost:<port>``, in front of the workspace's
 local Jupyter server, and sends a browser without the workspace's cookie to the portal's Open. SIGTERM or
-Ctrl-C stops it (open websockets are closed).
+Ctrl-C stops it (open websockets are closed). It needs the slipway[workspaces] extra (aiohttp), as the local
+servers need it (jupyter-server): ``make run`` starts it only when that is installed.
 """
 
 from __future__ import annotations
 
+from aiohttp import web
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+
+from workspaces.proxy import make_app
 
 
 class Command(BaseCommand):
@@ -21,12 +25,6 @@ class Command(BaseCommand):
                             help="The portal as browsers reach it (default: SLIPWAY_PORTAL_URL).")
 
     def handle(self, *args, port: int | None, portal_url: str | None, **options) -> None:
-        try:
-            from aiohttp import web
-
-            from workspaces.proxy import make_app
-        except ImportError as exc:  # the slipway[workspaces] extra is not installed
-            raise CommandError(f"The workspace proxy needs the slipway[workspaces] extra: {exc}") from exc
         port = port or settings.SLIPWAY_WORKSPACE_PROXY_PORT
         if not 0 < port < 65536:
             raise CommandError(f"The port must be a number from 1 to 65535, got {port}.")
