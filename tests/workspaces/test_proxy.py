@@ -8,61 +8,30 @@ with the same function as ``/workspaces/auth/``, and forwards HTTP and websocket
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from django.db import connection
 from websocket import create_connection
 
-from tests.conftest import redis_url
 from tests.e2e.conftest import wait_for
+from tests.workspaces.proxying import browser_on, run_proxy
 from workspaces import access, local, services
 from workspaces.constants import WorkspaceState
 from workspaces.models import Workspace
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.redis]
-ROOT = Path(__file__).resolve().parents[2]
 PORTAL = "http://127.0.0.1:8999"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture
 def proxy(settings, tmp_path):
     """The proxy as ``make run`` starts it, against the test database and Redis; stopped by SIGTERM."""
-    port = free_port()
-    db = connection.settings_dict
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", "REDIS_URL": redis_url(),
-           "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
-           "SLIPWAY_VAR_DIR": str(tmp_path)}
-    env.pop("SLIPWAY_TEST_DB_NAME", None)
-    log = open(tmp_path / "proxy.log", "wb")  # noqa: SIM115 - closed below
-    process = subprocess.Popen([sys.executable, "manage.py", "workspace_proxy", "--port", str(port),
-                                "--portal-url", PORTAL], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    settings.SLIPWAY_WORKSPACE_PROXY_PORT = port
-    wait_for(lambda: _listening(port) or process.poll() is not None, timeout=30, what="the workspace proxy")
-    assert process.poll() is None, (tmp_path / "proxy.log").read_text()
-    yield port
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=10) == 0  # stops cleanly, as make run's Ctrl-C asks it to
-    log.close()
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
+    for port in run_proxy(tmp_path, PORTAL):
+        settings.SLIPWAY_WORKSPACE_PROXY_PORT = port
+        yield port
 
 
 @pytest.fixture
@@ -88,11 +57,8 @@ def _answers(url: str, token: str) -> bool:
 
 
 def through(port: int, workspace) -> httpx.Client:
-    """A browser on the workspace's host (``*.localhost`` is loopback: connect to 127.0.0.1 with its Host),
-    already holding the portal's cookies for 127.0.0.1, which must never reach the notebook."""
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Host": f"{workspace.object_name}.localhost:{port}"},
-                          timeout=10)
-    return client
+    """A browser on the workspace's host (``*.localhost`` is loopback: connect to 127.0.0.1 with its Host)."""
+    return browser_on(f"http://{workspace.object_name}.localhost:{port}/")
 
 
 def test_open_the_ticket_the_cookie_then_http_and_websockets_with_no_portal_cookie(proxy, served, member, tmp_path):
