@@ -278,15 +278,16 @@ def delete_workspace(user, workspace: Workspace) -> Workspace:
 
 
 def set_shared(user, workspace: Workspace, shared: bool) -> Workspace:
-    """Let the team's admins open the workspace too, or no longer (its owner only)."""
+    """Let the team's admins open the workspace too, or no longer (its owner only). Unsharing rotates its token:
+    an admin who opened it may have read the token in a notebook, and must not keep a way in."""
     if workspace.created_by_id != user.pk:
         require_team(user, workspace.team, Role.MEMBER)
         raise PermissionDenied("Only the workspace's owner shares it.")
     with transaction.atomic():
-        unshared = Workspace.objects.filter(pk=workspace.pk, shared_with_admins=True).exists() and not shared
-        Workspace.objects.filter(pk=workspace.pk).update(shared_with_admins=shared)
-        if unshared:
-            rotate_token(workspace)  # an admin who opened it may have read its token in a notebook
+        # Conditional on the change: unsharing what was shared rotates once, however many ask at once.
+        if Workspace.objects.filter(pk=workspace.pk).exclude(shared_with_admins=shared).update(
+                shared_with_admins=shared) and not shared:
+            rotate_token(workspace)
         audit(c.AUDIT_SHARED, actor=user, team=workspace.team, target=_target(workspace), shared_with_admins=shared)
     workspace.shared_with_admins = shared
     return workspace
