@@ -257,3 +257,16 @@ def test_the_system_check_stops_a_start_with_the_portals_host(settings):
     settings.SLIPWAY_PORTAL_URL = "https://slipway.example.com"
     settings.SLIPWAY_WORKSPACE_HOST = "slipway.example.com"
     assert [m.id for m in checks.run_checks(tags=[checks.Tags.security]) if m.id == "slipway.E004"] == ["slipway.E004"]
+
+
+def test_a_cookie_in_use_is_renewed_so_its_lifetime_counts_from_its_last_use(create, member, monkeypatch):
+    workspace = running(create())
+    browser = cookie_client(member, workspace)
+    fresh = ask(browser, workspace.pk)
+    assert fresh.status_code == 200 and access.SECURE_COOKIE not in fresh.cookies  # young: not issued again
+    now = access.time.time()
+    monkeypatch.setattr(access.time, "time", lambda: now + access.REFRESH_SECONDS + 1)
+    renewed = ask(browser, workspace.pk)
+    assert renewed.status_code == 200 and renewed.cookies[access.SECURE_COOKIE].value
+    found = access.read_cookie(renewed.cookies[access.SECURE_COOKIE].value, workspace.pk)
+    assert found is not None and found.age < 1
