@@ -427,15 +427,21 @@ SLIPWAY_WORKSPACE_LOCAL_SERVERS = env_bool("SLIPWAY_WORKSPACE_LOCAL_SERVERS", Tr
 # Run as root, the sandbox runs workspace N's local server as uid and gid BASE + N (workspaces/local.py):
 # ids no account of the machine uses (above the usual ranges of users and of containers' subordinate ids).
 SLIPWAY_WORKSPACE_LOCAL_UID_BASE = env_int("SLIPWAY_WORKSPACE_LOCAL_UID_BASE", 2_000_000_000)
-# On a real cluster: the host its Ingresses serve (the portal's own, so its session cookie reaches the
-# auth-url), their ingress class, Slipway's /workspaces/auth/ as the ingress controller reaches it,
-# the public login page a browser without a session is sent to, the controller's namespace and
-# Slipway's (the only two the workspace's NetworkPolicy admits), and the home volumes' storage class.
-SLIPWAY_WORKSPACE_HOST = env_str("SLIPWAY_WORKSPACE_HOST", "slipway.example.com")
+# Workspaces are served on hosts of their own, never the portal's (docs/workspaces.md, "Who may open it";
+# the system check slipway.E004 refuses the portal's host): on a real cluster ws-7.<SLIPWAY_WORKSPACE_HOST>
+# (a wildcard DNS name and certificate), on the sandbox ws-7.localhost:<SLIPWAY_WORKSPACE_PROXY_PORT>, the
+# port of the sandbox's workspace proxy (manage.py workspace_proxy, which make run starts on its port + 1).
+# A workspace's cookie lasts SLIPWAY_WORKSPACE_COOKIE_SECONDS after its last use.
+SLIPWAY_WORKSPACE_HOST = env_str("SLIPWAY_WORKSPACE_HOST", "notebooks.slipway.example.com")
+SLIPWAY_WORKSPACE_PROXY_PORT = env_int("SLIPWAY_WORKSPACE_PROXY_PORT", 8001)
+SLIPWAY_WORKSPACE_COOKIE_SECONDS = env_int("SLIPWAY_WORKSPACE_COOKIE_SECONDS", 3600)
+# On a real cluster: the Ingresses' class, Slipway's /workspaces/auth/ as the ingress controller reaches
+# it, the controller's namespace and Slipway's (the only two the workspace's NetworkPolicy admits), and the
+# home volumes' storage class. A browser without the workspace's cookie is sent to the portal's Open, at
+# SLIPWAY_PORTAL_URL.
 SLIPWAY_WORKSPACE_INGRESS_CLASS = env_str("SLIPWAY_WORKSPACE_INGRESS_CLASS", "nginx")
 SLIPWAY_WORKSPACE_AUTH_URL = env_str("SLIPWAY_WORKSPACE_AUTH_URL",
                                      "http://slipway-web.slipway-system.svc/workspaces/auth/")
-SLIPWAY_WORKSPACE_SIGNIN_URL = env_str("SLIPWAY_WORKSPACE_SIGNIN_URL", "https://slipway.example.com/login/")
 SLIPWAY_WORKSPACE_INGRESS_NAMESPACE = env_str("SLIPWAY_WORKSPACE_INGRESS_NAMESPACE", "ingress-nginx")
 SLIPWAY_WORKSPACE_PORTAL_NAMESPACE = env_str("SLIPWAY_WORKSPACE_PORTAL_NAMESPACE", "slipway-system")
 SLIPWAY_WORKSPACE_STORAGE_CLASS = env_str("SLIPWAY_WORKSPACE_STORAGE_CLASS", "")

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Start Slipway locally: web (gunicorn) + Celery worker + Celery beat, on the simulated
-# GPU cluster (which lives in the worker and beat), with demo teams and data. Ctrl-C (or
-# SIGTERM, SIGHUP) stops all three within 10 s, leaves no process behind, and the script then
-# exits 0.
+# Start Slipway locally: web (gunicorn) + Celery worker + Celery beat + the workspace proxy, on
+# the simulated GPU cluster (which lives in the worker and beat), with demo teams and data. Ctrl-C
+# (or SIGTERM, SIGHUP) stops all four within 10 s, leaves no process behind, and the script then
+# exits 0. The workspace proxy serves the sandbox's notebooks at ws-<id>.localhost on the port after
+# the portal's (SLIPWAY_WORKSPACE_PROXY_PORT): never on the portal's host (docs/workspaces.md).
 #
 #   scripts/run.sh [PORT]     (or PORT=9000 scripts/run.sh; make run PORT=9000) — default 8000
 #
@@ -26,16 +27,25 @@ if ! [[ "$port" =~ ^[0-9]+$ ]] || (( port < 1 || port > 65535 )); then
   echo "error: the port must be a number from 1 to 65535, got '$port'" >&2
   exit 2
 fi
-# A port already taken would make gunicorn exit after the banner below claimed it serves there.
-if ! "$PY" -c 'import socket, sys
+proxy_port="${SLIPWAY_WORKSPACE_PROXY_PORT:-$((port + 1))}"
+if ! [[ "$proxy_port" =~ ^[0-9]+$ ]] || (( proxy_port < 1 || proxy_port > 65535 || proxy_port == port )); then
+  echo "error: the workspace proxy's port must be a number from 1 to 65535 other than $port, got '$proxy_port'" >&2
+  exit 2
+fi
+# A port already taken would make gunicorn (or the proxy) exit after the banner below claimed it serves there.
+for p in "$port" "$proxy_port"; do
+  if ! "$PY" -c 'import socket, sys
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((sys.argv[1], int(sys.argv[2])))' "$HOST" "$port" 2>/dev/null; then
-  echo "error: port $port on $HOST is in use; choose another: make run PORT=8001" >&2
-  exit 1
-fi
+s.bind((sys.argv[1], int(sys.argv[2])))' "$HOST" "$p" 2>/dev/null; then
+    echo "error: port $p on $HOST is in use; choose another: make run PORT=$((port + 2))" >&2
+    exit 1
+  fi
+done
 export PORT="$port"   # seed_demo prints its links with it
 url="http://$HOST:$port/"
+# Every process reads where the sandbox's workspaces are served: the portal's Open sends browsers there.
+export SLIPWAY_WORKSPACE_PROXY_PORT="$proxy_port"
 
 "$PY" manage.py migrate --noinput
 "$PY" manage.py seed_demo --url "$url"
@@ -89,6 +99,12 @@ set -m  # each background service in a process group of its own (see cleanup)
 pids+=($!)
 "$VENV/bin/celery" -A portal beat --loglevel INFO >"$LOG_DIR/beat.log" 2>&1 &
 pids+=($!)
+# The proxy sends a browser without the workspace's cookie to the portal's Open, at the address printed below.
+# Without the slipway[workspaces] extra no workspace can be opened on this machine, and none is served.
+if "$PY" -c 'import aiohttp, jupyter_server' 2>/dev/null; then
+  "$PY" manage.py workspace_proxy --port "$proxy_port" --portal-url "http://$HOST:$port" >"$LOG_DIR/proxy.log" 2>&1 &
+  pids+=($!)
+fi
 "$VENV/bin/gunicorn" portal.wsgi --config gunicorn.conf.py --bind "$HOST:$port" --workers 2 --threads 4 --access-logfile - \
   >"$LOG_DIR/web.log" 2>&1 &
 web=$!
@@ -111,11 +127,12 @@ for _ in $(seq 1 120); do
 done
 [[ -n "$ready" ]] || echo "warning: $url did not answer within 60 s; see $LOG_DIR/web.log" >&2
 
-# printf is a builtin: once the banner is out, the three services are this script's only children
+# printf is a builtin: once the banner is out, the four services are this script's only children
 # (`cat <<MSG` forked one more, still alive for a moment after its last line was read).
 printf '\n  Slipway is running:  %s\n  Demo logins are printed above (seed_demo); admin console at %sadmin/\n' "$url" "$url"
-printf '  Logs: %s — Ctrl-C stops everything.\n\n' "$LOG_DIR/web.log, $LOG_DIR/worker.log, $LOG_DIR/beat.log"
-# Stop everything as soon as any of the three dies, so a crash is not hidden.
+printf '  Workspaces open at http://ws-<id>.localhost:%s/ (the workspace proxy)\n' "$proxy_port"
+printf '  Logs: %s — Ctrl-C stops everything.\n\n' "$LOG_DIR/web.log, $LOG_DIR/worker.log, $LOG_DIR/beat.log, $LOG_DIR/proxy.log"
+# Stop everything as soon as any of the four dies, so a crash is not hidden.
 wait -n "${pids[@]}"
 echo "a Slipway process exited; see $LOG_DIR/" >&2
 exit 1

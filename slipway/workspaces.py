@@ -68,7 +68,9 @@ def _minutes(seconds: int | None) -> str:
 @click.option("--browser", is_flag=True, help="Open it in the browser rather than print the address.")
 @api_call
 def workspace_open(client: Client, workspace_id: int, browser: bool) -> None:
-    """Print (or open) the address of the workspace's Jupyter server: its owner's (and admins' it is shared with)."""
+    """Print (or open) the address of the workspace's Jupyter server: its owner's (and admins' it is shared with).
+
+    The address carries a one-use ticket, good for a minute: open it soon (or ask again)."""
     url = client.open_workspace(workspace_id)
     if browser and webbrowser.open(url):
         click.echo("opened in your browser")

@@ -37,6 +37,7 @@ from tests.factories import add_member, make_user
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
 from workloads.models import TeamAlertSettings
+from workspaces import access
 from workspaces import services as workspace_services
 from workspaces.models import Workspace
 
@@ -270,13 +271,23 @@ def test_anonymous_callers_are_sent_away(world, name):
 
 
 def test_the_auth_url_answers_only_the_owner(world, member, outsider, viewer, staff):
-    """The ingress controller's question: 200 for the owner, 403 for a teammate, 404 for anyone else
-    (staff outside the team too: opening is never a read), 401 without a session."""
-    path = reverse("workspaces:workspace-auth") + f"?workspace={world[WORKSPACE].pk}"
-    assert as_portal_user(member).get(path).status_code == 200
-    assert as_portal_user(viewer).get(path).status_code == 403
-    assert as_portal_user(outsider).get(path).status_code == 404
-    assert as_portal_user(staff).get(path).status_code == 404
+    """The ingress controller's question, by the workspace's own cookie (the portal's Open hands a one-use ticket
+    the first question exchanges for it): 200 for the owner, 403 for a teammate, 404 for anyone else (staff
+    outside the team too: opening is never a read), 401 without one — the portal's session opens nothing."""
+    workspace = world[WORKSPACE]
+    Workspace.objects.filter(pk=workspace.pk).update(state="running")
+    path = reverse("workspaces:workspace-auth") + f"?workspace={workspace.pk}"
+
+    def exchanged(user) -> int:
+        ticket = access.issue_ticket(user, workspace.pk, access.credentials(workspace)[1])
+        original = f"https://ws-{workspace.pk}.notebooks.example.com/?{access.TICKET_PARAM}={ticket}"
+        return APIClient().get(path, HTTP_X_ORIGINAL_URL=original).status_code
+
+    assert exchanged(member) == 200
+    assert exchanged(viewer) == 403
+    assert exchanged(outsider) == 404
+    assert exchanged(staff) == 404
+    assert as_portal_user(member).get(path).status_code == 401
     assert APIClient().get(path).status_code == 401
 
 

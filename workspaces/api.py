@@ -71,8 +71,9 @@ class WorkspaceViewSet(WorkloadViewSet):
         description="It does not run: there is no server to open (yet)")})
     @action(detail=True, methods=["get"], url_path="open", url_name="open")
     def open_server(self, request, pk=None):
-        """Where its Jupyter server is, for its owner (and the team's admins it is shared with): 403 for a
-        teammate, 404 outside the team, 409 while it does not run. Never listed, logged or audited."""
+        """The way into its Jupyter server, for its owner (and the team's admins it is shared with): its own host's
+        address with a one-use ticket (:func:`workspaces.services.open_url`). 403 for a teammate, 404 outside the
+        team, 409 while it does not run. Never listed or logged; the opening is audited without the address."""
         workspace = self.get_object()
         try:
             url = services.open_url(request.user, workspace)

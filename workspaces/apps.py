@@ -9,7 +9,14 @@ class WorkspacesConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here, not at the top: models may only be imported once apps are loaded.
+        from django.db.models.signals import post_delete
+
+        from teams.models import Membership
         from workloads.registry import register
+        from workspaces import checks  # noqa: F401  (registers the system checks)
         from workspaces.kind import WorkspaceKind
+        from workspaces.services import member_left
 
         register(WorkspaceKind())
+        # A member who leaves the team must not keep a way into the workspaces they could open.
+        post_delete.connect(member_left, sender=Membership, dispatch_uid="workspaces.member_left")

@@ -26,6 +26,10 @@ ACTIVE_STATES = (WorkspaceState.QUEUED, *HOLDING_STATES)
 #: What its owner may pause (its pods are deleted, its quota released) and what may be resumed.
 PAUSABLE_STATES = HOLDING_STATES
 RESUMABLE_STATES = (WorkspaceState.PAUSED,)
+#: Its Jupyter server may run (a rotated token must reach it: workspaces.tasks.restart_server).
+SERVING_STATES = (WorkspaceState.STARTING, WorkspaceState.RUNNING)
+#: Nothing of it can be opened any more: the gate answers as for a workspace that does not exist (404).
+CLOSED_STATES = (WorkspaceState.DELETING, *FINAL_STATES)
 #: What may be deleted: anything not deleting or final.
 DELETABLE_STATES = (WorkspaceState.QUEUED, *HOLDING_STATES, WorkspaceState.PAUSED)
 

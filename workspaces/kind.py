@@ -18,6 +18,7 @@ from cluster.specs import VolumeSpec
 from cluster.status import EndpointPhase, WorkloadStatus, endpoint_status
 from quotas.decide import ResourceRequest
 from teams.models import Role
+from workloads import secrets
 from workloads.registry import DashboardPanel, KindEvent, Lifecycle, NavItem, WorkloadKind
 from workspaces import idle, services
 from workspaces.constants import AUDIT_ACTIONS, HOLDING_STATES, HOME_PATH, JUPYTER_PORT, PauseCause, WorkspaceState
@@ -40,7 +41,7 @@ def access_config() -> AccessConfig:
     """The real-cluster access settings (``SLIPWAY_WORKSPACE_*``) as the builders take them."""
     return AccessConfig(
         host=settings.SLIPWAY_WORKSPACE_HOST, ingress_class=settings.SLIPWAY_WORKSPACE_INGRESS_CLASS,
-        auth_url=settings.SLIPWAY_WORKSPACE_AUTH_URL, signin_url=settings.SLIPWAY_WORKSPACE_SIGNIN_URL,
+        auth_url=settings.SLIPWAY_WORKSPACE_AUTH_URL, portal_url=settings.SLIPWAY_PORTAL_URL.rstrip("/"),
         ingress_namespace=settings.SLIPWAY_WORKSPACE_INGRESS_NAMESPACE,
         portal_namespace=settings.SLIPWAY_WORKSPACE_PORTAL_NAMESPACE,
         storage_class=settings.SLIPWAY_WORKSPACE_STORAGE_CLASS or None,
@@ -56,7 +57,7 @@ def workspace_spec(workspace: Workspace) -> WorkspaceSpec:
         home_gb=workspace.home_gb, home_path=HOME_PATH, port=JUPYTER_PORT,
         env=tuple(sorted(workspace.pod_env().items())),
         volumes=tuple(VolumeSpec(v["claim"], v["mount_path"], bool(v.get("read_only"))) for v in workspace.volumes),
-        spot=workspace.spot,
+        spot=workspace.spot, secret_env_digest=secrets.reference(workspace)[1],
     )
 
 

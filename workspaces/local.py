@@ -57,7 +57,7 @@ from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 
-from workspaces.manifests import TOKEN_ENV, base_url
+from workspaces.manifests import TOKEN_ENV, base_url, workspace_host
 from workspaces.models import LocalServer
 
 logger = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def _alive(pid: int) -> bool:
     return b"jupyter_server" in cmdline and not Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z")
 
 
-def _running(workspace) -> LocalServer | None:
+def running(workspace) -> LocalServer | None:
     """Its local server's row when its process runs (a row whose process is gone is no server)."""
     server = LocalServer.objects.filter(workspace_id=workspace.pk).first()
     return server if server is not None and _alive(server.pid) else None
@@ -122,7 +122,7 @@ def _accepting(port: int) -> bool:
 def server_of(workspace) -> LocalServer | None:
     """Its local server when one runs and accepts connections: a server just started (after a resume)
     is no address to hand out until it listens, or the browser's first request is refused."""
-    server = _running(workspace)
+    server = running(workspace)
     return server if server is not None and _accepting(server.port) else None
 
 
@@ -247,6 +247,9 @@ def _command(workspace, python: str, port: int, as_root: bool) -> list[str]:
             "--ServerApp.port_retries=0", f"--ServerApp.base_url={base_url(workspace.object_name)}",
             f"--ServerApp.root_dir={home(workspace)}", "--ServerApp.open_browser=False",
             "--ServerApp.allow_remote_access=False",
+            # Browsers reach it through the workspace proxy at its own host, ws-7.localhost (workspaces.proxy),
+            # which the proxy passes on: Jupyter checks the Host (and a websocket's Origin) against it.
+            f"--ServerApp.local_hostnames={['localhost', workspace_host(workspace.object_name, 'localhost')]!r}",
             # No terminals: neither the setting nor the extension that serves them.
             "--ServerApp.terminals_enabled=False", "--ServerApp.jpserver_extensions=jupyter_server_terminals=False",
             # As root (where no user of its own can be taken) Jupyter refuses to start without being told it may.
@@ -257,7 +260,7 @@ def ensure(workspace, token: str) -> LocalServer | None:
     """Its running local server, started now when there is none (None when this machine cannot run one)."""
     if not available():
         return None
-    server = _running(workspace)
+    server = running(workspace)
     if server is not None:
         return server
     LocalServer.objects.filter(workspace_id=workspace.pk).delete()  # a dead one's row

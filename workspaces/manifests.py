@@ -14,10 +14,14 @@ against golden files and validated (tests/workspaces/test_manifests.py). A works
   endpoint's does (one status mapping), and the sandbox simulates it. ``Recreate`` because the
   home volume is ReadWriteOnce: a rolling update's second pod could never mount it. Pausing
   deletes the Deployment (not a scale to zero, which would leave an object holding nothing);
-* a ``Service`` and an ``Ingress`` at ``/notebooks/<object name>/`` whose ``auth-url`` is Slipway's
-  ``/workspaces/auth/``: the ingress controller asks Slipway about every request, and Slipway
-  answers with the Jupyter token in a header the controller passes on (``auth-response-headers``),
-  so a browser never holds it and Slipway never proxies notebook traffic;
+* a ``Service`` and an ``Ingress`` for the workspace's own host, ``<object name>.<workspace host>``
+  (never the portal's: its owner's JavaScript must not run on the portal's origin, nor receive
+  the portal's cookies), at ``/notebooks/<object name>/``, whose ``auth-url`` is Slipway's
+  ``/workspaces/auth/``: the ingress controller asks Slipway about every request, by the
+  workspace's own cookie (:mod:`workspaces.access`), and Slipway answers with the Jupyter token in
+  a header the controller passes on (``auth-response-headers``), so a browser never holds it and
+  Slipway never proxies notebook traffic. Without a valid cookie the browser is sent to the
+  portal's Open (``auth-signin``), which sends it back with a one-use ticket;
 * a ``NetworkPolicy`` letting only the ingress controller's namespace (and Slipway's, whose worker
   asks the Jupyter server whether it is idle) reach the pod. The pod carries
   :data:`cluster.manifests.team.ISOLATED_LABEL`, which the team's own isolation policy leaves out,
@@ -43,7 +47,7 @@ from cluster.manifests.common import (
     resources,
     volume_entries,
 )
-from cluster.manifests.secrets import secret_env_refs
+from cluster.manifests.secrets import SECRET_ENV_DIGEST_ANNOTATION, secret_env_refs
 from cluster.manifests.team import ISOLATED_LABEL
 from cluster.specs import ClusterConfig, FlavorSpec, VolumeSpec
 
@@ -65,12 +69,13 @@ AUTH_RESPONSE_HEADERS = "nginx.ingress.kubernetes.io/auth-response-headers"
 class AccessConfig:
     """How people reach workspaces on a real cluster (settings ``SLIPWAY_WORKSPACE_*``, docs/workspaces.md)."""
 
-    host: str = "slipway.example.com"  #: the host its Ingress serves (the portal's, so its session cookie is sent)
+    #: The domain under which each workspace gets a host of its own (``ws-7.<host>``): never the portal's host.
+    host: str = "notebooks.slipway.example.com"
     ingress_class: str = "nginx"
     #: Slipway's ``/workspaces/auth/`` as the ingress controller reaches it (in-cluster).
     auth_url: str = "http://slipway-web.slipway-system.svc/workspaces/auth/"
-    #: Where a browser without a session is sent to sign in (the portal's public login page).
-    signin_url: str = "https://slipway.example.com/login/"
+    #: The portal as people reach it: a browser without the workspace's cookie is sent to its Open.
+    portal_url: str = "https://slipway.example.com"
     ingress_namespace: str = "ingress-nginx"
     #: Slipway's own namespace: its worker reads the Jupyter server's activity (``/api/status``).
     portal_namespace: str = "slipway-system"
@@ -97,6 +102,8 @@ class WorkspaceSpec:
     env: tuple[tuple[str, str], ...] = ()
     volumes: tuple[VolumeSpec, ...] = ()
     spot: bool = False
+    #: The keyed digest of its secret env (its Jupyter token): a rotated token changes the pod template.
+    secret_env_digest: str = ""
 
     @property
     def base_url(self) -> str:
@@ -111,6 +118,12 @@ def base_url(object_name: str) -> str:
     """The path a workspace's Jupyter server serves under (its ``base_url``, with a trailing slash):
     the Ingress's path on a real cluster, the local server's on the sandbox."""
     return f"{PATH_PREFIX}/{object_name}/"
+
+
+def workspace_host(object_name: str, domain: str) -> str:
+    """The workspace's own host name: ``ws-7.<domain>`` (one origin per workspace: one notebook's page cannot
+    read another's, nor set the cookie another's gate reads)."""
+    return f"{object_name}.{domain}"
 
 
 def home_claim(object_name: str) -> str:
@@ -153,7 +166,9 @@ def build_deployment(spec: WorkspaceSpec, config: ClusterConfig) -> Manifest:
     pod = pod_spec(container=container, flavor=spec.flavor, config=config, restart_policy="Always",
                    volumes=volumes, team=spec.team, spot=spec.spot)
     pod["securityContext"] = {**pod["securityContext"], "fsGroup": USERS_GID}
-    template_labels = {**pod_labels(spec.flavor, spec.team, spec.object_name), ISOLATED_LABEL: "true"}
+    template_meta: Manifest = {"labels": {**pod_labels(spec.flavor, spec.team, spec.object_name), ISOLATED_LABEL: "true"}}
+    if spec.secret_env_digest:  # a rotated token changes it: the Deployment replaces the pod, which reads the new one
+        template_meta["annotations"] = {SECRET_ENV_DIGEST_ANNOTATION: spec.secret_env_digest}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -162,7 +177,7 @@ def build_deployment(spec: WorkspaceSpec, config: ClusterConfig) -> Manifest:
             "replicas": 1,
             "selector": {"matchLabels": labels(spec.team, spec.object_name)},
             "strategy": {"type": "Recreate"},
-            "template": {"metadata": {"labels": template_labels}, "spec": pod},
+            "template": {"metadata": template_meta, "spec": pod},
         },
     }
 
@@ -180,10 +195,11 @@ def build_ingress(spec: WorkspaceSpec, access: AccessConfig) -> Manifest:
     meta = metadata(spec.object_name, spec.namespace, spec.team, spec.object_name, spec.name)
     meta["annotations"] = {
         **meta.get("annotations", {}),
-        # Every request is put to Slipway first: 200 lets it through, 401 sends the browser to sign in,
-        # 403 refuses (a teammate the owner did not share it with).
+        # Every request is put to Slipway first, with the workspace's cookie (the portal's never reach this
+        # host): 200 lets it through, 401 sends the browser to the portal's Open (which sends it back with a
+        # one-use ticket the next auth-url call exchanges for the cookie, passed on with Set-Cookie), 403 refuses.
         AUTH_URL: auth_url(spec, access),
-        AUTH_SIGNIN: f"{access.signin_url}?next=$escaped_request_uri",
+        AUTH_SIGNIN: f"{access.portal_url}/workspaces/{spec.pk}/open/",
         # Slipway's 200 carries "Authorization: token …", handed to the Jupyter server with the request.
         AUTH_RESPONSE_HEADERS: "Authorization",
         "nginx.ingress.kubernetes.io/proxy-read-timeout": PROXY_TIMEOUT_SECONDS,
@@ -196,7 +212,7 @@ def build_ingress(spec: WorkspaceSpec, access: AccessConfig) -> Manifest:
         "metadata": meta,
         "spec": {
             "ingressClassName": access.ingress_class,
-            "rules": [{"host": access.host, "http": {"paths": [{
+            "rules": [{"host": workspace_host(spec.object_name, access.host), "http": {"paths": [{
                 "path": spec.base_url, "pathType": "Prefix",
                 "backend": {"service": {"name": spec.object_name, "port": {"number": SERVICE_PORT}}},
             }]}}],

@@ -90,8 +90,9 @@ class WorkspaceSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields
 
 
 class OpenSerializer(serializers.Serializer):
-    url = serializers.CharField(help_text="Where its Jupyter server is: on the sandbox, the local server's address "
-                                          "with the token (for this caller only); on a real cluster, its Ingress.")
+    url = serializers.CharField(help_text="Its Jupyter server on the workspace's own host (ws-<id>.<workspace host>; on "
+                                          "the sandbox ws-<id>.localhost:<proxy port>), with a one-use ticket for this "
+                                          "caller, good for 60 seconds, which the host exchanges for its cookie.")
 
 
 class ShareSerializer(serializers.Serializer):

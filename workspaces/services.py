@@ -7,22 +7,26 @@
   budget or a restart that failed; :func:`resume` admits it again like new work: it may wait in
   the team's queue, with the usual reason and start estimate.
 * :func:`delete_workspace` ends it with its home volume, after a confirmation that names its size.
-* :func:`open_url` and :func:`authorize` are the two doors to its Jupyter server: the portal's "Open"
-  and the ingress controller's ``auth-url`` (:func:`authorize`), both only for those
-  :meth:`~workspaces.models.Workspace.may_open` allows.
+* :func:`open_url` and :func:`authorize` are the two halves of the way into its Jupyter server, which is
+  served on a host of its own (:mod:`workspaces.access`): the portal's "Open" hands an allowed user a
+  one-use ticket to that host, whose gate (the ingress controller's ``auth-url``, the sandbox's proxy)
+  asks :func:`authorize` about every request, by the workspace's cookie, never the portal's session.
+* :func:`rotate_token` gives it a new Jupyter token when someone loses the right to open it (unshared,
+  a member left) and on every resume.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import secrets as token_source
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.http import Http404
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare
 
 import fleet.services as fleet
 from core.formatting import format_amount
@@ -34,16 +38,16 @@ from quotas.models import GpuFlavor, PreemptionEvent, unknown_flavor
 from teams.models import Role, Team
 from teams.permissions import check_may_end, get_for_user, get_membership, require_team
 from teams.services import audit, audit_write
-from workloads import crypto, lifecycle, secrets
+from workloads import lifecycle, secrets
 from workloads import services as workloads
 from workloads.events import workload_moved
-from workloads.models import ReasonCode, SecretEnv
+from workloads.models import ReasonCode
 from workloads.preview import Preview, preview_request
 from workloads.registry import kind_of
+from workspaces import access, local, tasks
 from workspaces import constants as c
-from workspaces import local, tasks
 from workspaces.constants import PauseCause, Words, WorkspaceState
-from workspaces.manifests import TOKEN_ENV, base_url
+from workspaces.manifests import TOKEN_ENV, base_url, workspace_host
 from workspaces.models import Workspace, WorkspacePolicy
 from workspaces.validation import parse_workspace_request
 
@@ -132,7 +136,7 @@ def create_workspace(user, team: Team | str, data: dict) -> Workspace:
         with transaction.atomic():
             workspace = Workspace.objects.create(team=team, created_by=user, flavor=flavor, **fields)
             # The token is Slipway's own value in the workspace's env Secret: not one of the names people see.
-            secrets.store(workspace, (), hidden=((TOKEN_ENV, token_source.token_urlsafe(32)),))
+            secrets.store(workspace, (), hidden=((TOKEN_ENV, access.new_token()),))
             # The audit row is written with the admission (one round trip under the team's lock).
             decision = workloads.admit_new(workspace, lambda decided, _now: [audit_write(
                 c.AUDIT_CREATED, actor=user, team=team, target=_target(workspace), flavor=flavor.name,
@@ -161,8 +165,18 @@ def preview_workspace(team: Team, data: dict) -> Preview:
 
 def token_of(workspace: Workspace) -> str | None:
     """Its Jupyter token (None once it ended: the values are dropped with it). For the two doors only."""
-    sealed = SecretEnv.objects.filter(ref=workspace.ref).values_list("sealed", flat=True).first()
-    return crypto.unseal(sealed).get(TOKEN_ENV) if sealed else None
+    return access.credentials(workspace)[0]
+
+
+def rotate_token(workspace: Workspace) -> bool:
+    """Give ``workspace`` a new Jupyter token (in the caller's transaction): whoever could open it before must not
+    be able to after. Every ticket and cookie issued before stops opening it (they carry the old access version),
+    and a running server gets the new token (:func:`workspaces.tasks.restart_server`, after commit). False when
+    it has no token left (it ended)."""
+    changed = access.rotate(workspace)
+    if changed and Workspace.objects.filter(pk=workspace.pk, state__in=c.SERVING_STATES).exists():
+        publish_on_commit(tasks.restart_server, workspace.pk)
+    return changed
 
 
 def _pause_words(workspace: Workspace, cause: str, now, user=None, detail: str = "") -> str:
@@ -238,6 +252,7 @@ def resume(user, workspace: Workspace) -> Workspace:
             workspace.refresh_from_db()
             raise WorkspaceConflict(f"The workspace is {workspace.state}: only a paused one can be resumed.")
         workspace.refresh_from_db()
+        rotate_token(workspace)  # its next server starts with a token no one held before the pause
         decision = workloads.admit_new(workspace, lambda decided, _now: [audit_write(
             c.AUDIT_RESUMED, actor=user, team=workspace.team, target=_target(workspace), outcome=decided.outcome)])
         if decision.rejected:
@@ -263,12 +278,17 @@ def delete_workspace(user, workspace: Workspace) -> Workspace:
 
 
 def set_shared(user, workspace: Workspace, shared: bool) -> Workspace:
-    """Let the team's admins open the workspace too, or no longer (its owner only)."""
+    """Let the team's admins open the workspace too, or no longer (its owner only). Unsharing rotates its token:
+    an admin who opened it may have read the token in a notebook, and must not keep a way in."""
     if workspace.created_by_id != user.pk:
         require_team(user, workspace.team, Role.MEMBER)
         raise PermissionDenied("Only the workspace's owner shares it.")
-    Workspace.objects.filter(pk=workspace.pk).update(shared_with_admins=shared)
-    audit(c.AUDIT_SHARED, actor=user, team=workspace.team, target=_target(workspace), shared_with_admins=shared)
+    with transaction.atomic():
+        # Conditional on the change: unsharing what was shared rotates once, however many ask at once.
+        if Workspace.objects.filter(pk=workspace.pk).exclude(shared_with_admins=shared).update(
+                shared_with_admins=shared) and not shared:
+            rotate_token(workspace)
+        audit(c.AUDIT_SHARED, actor=user, team=workspace.team, target=_target(workspace), shared_with_admins=shared)
     workspace.shared_with_admins = shared
     return workspace
 
@@ -286,49 +306,104 @@ def check_may_open(user, workspace: Workspace) -> None:
         raise PermissionDenied("Only the workspace's owner opens it (and the team's admins, if the owner shares it).")
 
 
-def open_url(user, workspace: Workspace) -> str:
-    """The address of its Jupyter server for ``user`` (only when :meth:`Workspace.may_open`).
+def origin(workspace: Workspace) -> str:
+    """The address of the workspace's own host, where its notebook is served (never the portal's host).
 
-    On a sandbox cluster, the local server's, with the token (this is the one place that hands it
-    out); on a real cluster the Ingress's, whose ``auth-url`` lets the user in with their session.
-    Audited without the address. Raises :class:`NotOpen` while it does not run.
+    On a sandbox cluster the proxy's (:mod:`workspaces.proxy`): ``http://ws-7.localhost:<proxy port>``; on a
+    real cluster its Ingress's: ``https://ws-7.<SLIPWAY_WORKSPACE_HOST>``. Raises :class:`NotOpen` while a
+    sandbox workspace's local server does not run yet.
+    """
+    if local.server_of(workspace) is not None:
+        return f"http://{workspace_host(workspace.object_name, 'localhost')}:{settings.SLIPWAY_WORKSPACE_PROXY_PORT}"
+    if fleet.backend_at(workspace.cluster_id).name == "sandbox":
+        raise NotOpen("The workspace's local Jupyter server is not running yet: try again in a moment.")
+    return f"https://{workspace_host(workspace.object_name, settings.SLIPWAY_WORKSPACE_HOST)}"
+
+
+def open_url(user, workspace: Workspace) -> str:
+    """The way into its notebook for ``user`` (only when :meth:`Workspace.may_open`): its own host's address with
+    a one-use ticket (:mod:`workspaces.access`), which the host's gate exchanges for the workspace's cookie.
+
+    The Jupyter token is never handed out. Audited without the address. Raises :class:`NotOpen` while it does
+    not run.
     """
     check_may_open(user, workspace)
     if workspace.state != WorkspaceState.RUNNING:
         raise NotOpen(f"The workspace is {workspace.state}: open it once it runs.")
-    path = base_url(workspace.object_name)
-    server = local.server_of(workspace)
-    if server is not None:
-        token = token_of(workspace)
-        url = f"http://127.0.0.1:{server.port}{path}lab?token={token}"
-    elif fleet.backend_at(workspace.cluster_id).name == "sandbox":
-        raise NotOpen("The workspace's local Jupyter server is not running yet: try again in a moment.")
-    else:
-        url = f"https://{settings.SLIPWAY_WORKSPACE_HOST}{path}lab"
+    where = origin(workspace)
+    ticket = access.issue_ticket(user, workspace.pk, access.credentials(workspace)[1])
     audit(c.AUDIT_OPENED, actor=user, team=workspace.team, target=_target(workspace))
-    return url
+    # JupyterLab's page (the server's own root is Jupyter Server's bare landing page, not the notebook UI).
+    return f"{where}{base_url(workspace.object_name)}lab?{access.TICKET_PARAM}={ticket}"
 
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    """The auth endpoint's answer: an HTTP status and, on 200, the token for the ingress controller to pass on."""
+    """The gate's answer about one request to a workspace's host (:func:`authorize`).
+
+    ``status``: 200 (let it through, with ``token`` for the Jupyter server), 401 (no valid ticket or cookie:
+    send the browser to the portal's Open), 403 (signed in, not allowed on it), 404 (not found, deleted, or
+    not in one of the user's teams), 409 (it does not run: paused, queued, starting). ``cookie``: a workspace
+    cookie to set (a ticket was redeemed, or a cookie in use is renewed).
+    """
 
     status: int
     token: str = ""
+    cookie: str = ""
 
 
-def authorize(user, pk) -> Verdict:
-    """May ``user`` (the request's, anonymous included) reach workspace ``pk``'s server? 401 without a
-    session, 404 for a workspace that is not in one of their teams (or does not exist: the same
-    answer, never a hint), 403 for a teammate it is not shared with, else 200 with its token."""
-    if not user.is_authenticated:
+def _pk(value) -> int | None:
+    text = str(value)
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 19 else None
+
+
+def authorize(pk, *, cookie: str = "", ticket: str = "") -> Verdict:
+    """May the holder of ``cookie`` (a workspace cookie) or ``ticket`` (from the portal's Open) reach workspace
+    ``pk``'s server? The one check of every request to a workspace's host: the ingress controller's auth-url
+    (``/workspaces/auth/``) and the sandbox's proxy both ask it. The portal's session plays no part.
+
+    A pass is only good for the workspace it names, at the access version it names (a rotated token ends
+    it), for an active user (and a cookie, for their session hash as it is). The user's right is checked
+    now, on every request: a member who left, or an admin it is no longer shared with, is refused at once.
+    """
+    number = _pk(pk)
+    found = access.redeem_ticket(ticket, number) if ticket and number is not None else None
+    from_cookie = None if found is not None or number is None else access.read_cookie(cookie, number)
+    found = found or from_cookie
+    if found is None:
         return Verdict(401)
-    if not (str(pk).isascii() and str(pk).isdigit()):
+    user = get_user_model().objects.filter(pk=found.user_id, is_active=True).first()
+    if user is None or (from_cookie is not None and not access.session_matches(user, from_cookie)):
+        return Verdict(401)
+    workspace = Workspace.objects.select_related("team").filter(pk=number).first()
+    if workspace is None or workspace.state in c.CLOSED_STATES:
         return Verdict(404)
-    workspace = Workspace.objects.select_related("team").filter(pk=int(pk)).first()
-    membership = get_membership(user, workspace.team) if workspace is not None else None
-    if workspace is None or membership is None:
+    membership = get_membership(user, workspace.team)
+    if membership is None:
         return Verdict(404)
     if not workspace.may_open(user, membership):
         return Verdict(403)
-    return Verdict(200, token_of(workspace) or "")
+    token, version = access.credentials(workspace)
+    if not token or not constant_time_compare(found.version, version):
+        return Verdict(401)  # issued before its token was rotated: through the portal's Open again
+    if workspace.state != WorkspaceState.RUNNING:
+        return Verdict(409)
+    renewed = access.make_cookie(user, workspace.pk, version) if from_cookie is None or access.needs_refresh(found) else ""
+    return Verdict(200, token, renewed)
+
+
+def member_left(sender, instance, **kwargs) -> None:
+    """``post_delete`` of a team membership (connected in :class:`workspaces.apps.WorkspacesConfig`)."""
+    on_member_left(instance)
+
+
+def on_member_left(membership) -> int:
+    """A member left the team (removed, or by single sign-on's sync): the workspaces they could open get new
+    tokens (their own; the shared ones when they were an admin). Returns how many."""
+    could_open = Q(created_by_id=membership.user_id)
+    if membership.allows(Role.ADMIN):
+        could_open |= Q(shared_with_admins=True)
+    rotated = 0
+    for workspace in Workspace.objects.filter(could_open, team_id=membership.team_id).exclude(state__in=c.FINAL_STATES):
+        rotated += rotate_token(workspace)
+    return rotated

@@ -9,6 +9,8 @@ the ingress controller about every request to a workspace on a real cluster
 
 from __future__ import annotations
 
+from urllib.parse import parse_qs, urlsplit
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -29,7 +31,7 @@ from workloads.idle import idle_context
 from workloads.models import quote_rows
 from workloads.telemetry_series import telemetry_context
 from workloads.views import current_membership, events_panel, no_team, polling_status, queued_detail, wants_partial
-from workspaces import local, services
+from workspaces import access, local, services
 from workspaces.constants import (
     DEFAULT_HOME_GB,
     DELETABLE_STATES,
@@ -129,7 +131,7 @@ def workspace_open(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, str(exc))
         return redirect(workspace.get_absolute_url())
     response = HttpResponseRedirect(url)
-    response["Cache-Control"] = "no-store"  # the local address carries the token
+    response["Cache-Control"] = "no-store"  # the address carries a one-use ticket
     response["Referrer-Policy"] = "no-referrer"
     return response
 
@@ -181,13 +183,27 @@ def workspace_delete(request: HttpRequest, pk: int) -> HttpResponse:
     return _act(request, pk, services.delete_workspace, "deleted with its home volume")
 
 
+#: ingress-nginx's auth-url knows 2xx, 401 and 403 (any other answer is a 500 to the browser): "it does not run"
+#: (409 from the check) is said as 403 there. The sandbox's proxy, which is not bound by that contract, says 409.
+INGRESS_STATUS = {409: 403}
+
+
 @require_GET
 def auth(request: HttpRequest) -> HttpResponse:
-    """The ingress controller's ``auth-url``: 200 (with the token for the Jupyter server) only for a signed-in
-    user allowed on ``?workspace=``; 401 without a session, 403 for a teammate not allowed, 404 otherwise."""
-    verdict = services.authorize(request.user, request.GET.get("workspace", ""))
-    response = HttpResponse(status=verdict.status)
+    """The ingress controller's ``auth-url`` for ``?workspace=``: :func:`workspaces.services.authorize` by the
+    workspace's own cookie (the portal's session plays no part: its cookies never reach a workspace's host), or
+    the one-use ticket in the original request's address (``X-Original-URL``), which it exchanges for that
+    cookie (``Set-Cookie``, which the controller passes to the browser). 200 carries the token for the Jupyter
+    server; 401 sends the browser to the portal's Open; 403 refuses; 404 for a workspace not found or deleted."""
+    original = urlsplit(request.headers.get("X-Original-URL", ""))
+    ticket = parse_qs(original.query).get(access.TICKET_PARAM, [""])[0]
+    verdict = services.authorize(request.GET.get("workspace", ""), cookie=access.cookie_from(request.COOKIES),
+                                 ticket=ticket)
+    response = HttpResponse(status=INGRESS_STATUS.get(verdict.status, verdict.status))
     if verdict.token:
         response["Authorization"] = f"token {verdict.token}"
+    if verdict.cookie:  # the workspace host is served over https on a real cluster
+        secure = original.scheme != "http"
+        response.set_cookie(access.cookie_name(secure), verdict.cookie, **access.cookie_attributes(secure=secure))
     response["Cache-Control"] = "no-store"
     return response

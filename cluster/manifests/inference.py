@@ -50,7 +50,7 @@ from cluster.manifests.common import (
     pod_spec,
     resources,
 )
-from cluster.manifests.secrets import secret_env_refs
+from cluster.manifests.secrets import SECRET_ENV_DIGEST_ANNOTATION, secret_env_refs
 from cluster.manifests.team import PROMETHEUS_TENANT_NAME
 from cluster.promql import scope_query
 from cluster.specs import (
@@ -74,11 +74,6 @@ PROBE_PERIOD_SECONDS = 10
 FALLBACK_FAILURE_THRESHOLD = 3
 #: Annotation with the user's maximum (the ScaledObject's maxReplicaCount is the granted ceiling).
 MAX_REPLICAS_ANNOTATION = "slipway.dev/max-replicas"
-#: On the pod template: the keyed digest of the secret env values. A Secret's change alone does
-#: not restart pods (env is read at start), so a replaced secret env changes this and the
-#: Deployment rolls.
-SECRET_ENV_DIGEST_ANNOTATION = "slipway.dev/secret-env-digest"
-
 _POD = 'namespace="{ns}",pod=~"{name}-.*"'
 #: PromQL per metric (and engine). ``{ns}``/``{name}``/``{gpus}`` are filled from the spec.
 QUERIES = {

@@ -13,6 +13,11 @@ import base64
 from cluster.backends.base import env_secret_name
 from cluster.manifests.common import Manifest, metadata
 
+#: On a pod template: the keyed digest of the secret env values. A Secret's change alone does not
+#: restart pods (env is read at start), so replaced values change this and the Deployment rolls
+#: (an endpoint's replaced secret env, a workspace's rotated Jupyter token).
+SECRET_ENV_DIGEST_ANNOTATION = "slipway.dev/secret-env-digest"
+
 
 def build_env_secret(namespace: str, team: str, object_name: str, values: tuple[tuple[str, str], ...]) -> Manifest:
     """The ``Opaque`` Secret ``<object_name>-env`` with one key per variable.

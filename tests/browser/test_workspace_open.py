@@ -19,6 +19,7 @@ from teams.models import Role
 from tests.browser.support import BROWSER_MARKS, LAPTOP
 from tests.e2e.conftest import wait_for
 from tests.factories import add_member, make_team, make_user
+from tests.workspaces.proxying import run_proxy
 from workspaces import local, services
 from workspaces.constants import WorkspaceState
 from workspaces.models import Workspace
@@ -49,7 +50,15 @@ def running_workspace(transactional_db, settings, monkeypatch):
     shutil.rmtree(var, ignore_errors=True)
 
 
-def test_open_lands_on_jupyterlab(live_server, browser, running_workspace):
+@pytest.fixture
+def proxy(live_server, settings, tmp_path):
+    """The sandbox's workspace proxy, as make run starts it: Open leads to the workspace's own host through it."""
+    for port in run_proxy(tmp_path, live_server.url):
+        settings.SLIPWAY_WORKSPACE_PROXY_PORT = port
+        yield port
+
+
+def test_open_lands_on_jupyterlab(live_server, browser, running_workspace, proxy):
     browser.goto(f"{live_server.url}/login/")
     browser.fill("#id_username", "mia")
     browser.fill("#id_password", PASSWORD)
@@ -61,6 +70,8 @@ def test_open_lands_on_jupyterlab(live_server, browser, running_workspace):
         browser.get_by_role("link", name="Open", exact=True).click()
     notebook = opening.value
     notebook.wait_for_selector("#jp-main-dock-panel")  # JupyterLab's shell, drawn by its own scripts
+    # On the workspace's own host (never the portal's: its cookies stay there), through the proxy.
+    assert notebook.url.startswith(f"http://{running_workspace.object_name}.localhost:{proxy}/")
     assert notebook.url.split("?")[0].endswith(f"/notebooks/{running_workspace.object_name}/lab")
     assert "JupyterLab" in notebook.title() and "404" not in notebook.title()
     notebook.wait_for_selector(".jp-Launcher")  # its launcher: a notebook is one click away

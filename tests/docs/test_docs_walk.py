@@ -74,6 +74,10 @@ SKIPPED: dict[str, str] = {
     r"manage\.py sandbox reclaim-node": "the verb named in prose; docs/operations.md shows it with a node, which runs",
     r"POST /cohorts/": "the contract's example of a method a route does not take (a 405 for everyone)",
     r"/api/": "a prefix in prose (\"errors under /api/ are JSON\"), not an address",
+    r"manage\.py workspace_proxy": "the sandbox's workspace proxy serves until stopped: make run starts it, and "
+                                    "tests/workspaces/test_proxy.py starts the command and stops it",
+    r"/workspaces/auth/(\?workspace=.*)?": "the ingress controller's auth-url answers by a workspace's own cookie, "
+                                           "which no reader of the portal holds (401): tests/workspaces/test_access.py",
     r"/accounts/oidc/slipway/login/callback/": "the identity provider's redirect target, answered only with a "
                                                "provider's code and state (tests/sso)",
 }

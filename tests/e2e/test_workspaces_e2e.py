@@ -1,11 +1,13 @@
 """Workspaces end to end: the API → admission → a real Celery worker → the sandbox → a real local Jupyter server.
 
 Created on a MIG slice, the workspace runs and its Jupyter server answers through the address "Open"
-hands its owner; a file is written in its home directory; with no activity for its (shortened, one
+hands its owner — its own host, ``ws-<id>.localhost``, served by the workspace proxy (a real process),
+which exchanges the address's one-use ticket for the workspace's cookie; a file is written in its home directory; with no activity for its (shortened, one
 minute) idle window — no notebook activity, its simulated GPU idle — the worker pauses it: its pod
 and server stop, its quota goes back, its owner is told what it saves per hour. Resumed through
 admission, it runs again and the file is still there. Another team's member gets 404, a teammate 403
-until the owner shares it (with the admins), and ``/workspaces/auth/`` answers 401 without a session.
+until the owner shares it (with the admins), and ``/workspaces/auth/`` answers 401 to the portal's session. The
+token rotates on resume: the old one opens nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import signal
 import tempfile
 from decimal import Decimal
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -27,7 +29,9 @@ from notifications.models import Event
 from quotas.demo import seed_flavors, seed_team_quotas
 from quotas.models import Reservation
 from tests.e2e.conftest import lend, module_worker, wait_for
-from workspaces.models import LocalServer
+from tests.workspaces.proxying import browser_on, run_proxy, signed_in_through
+from workspaces.models import LocalServer, Workspace
+from workspaces.services import token_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres, pytest.mark.timeout(420)]
 URL = "/api/v1/workspaces/"
@@ -54,6 +58,14 @@ def worker(transactional_db, workspaces_worker):
 
 
 @pytest.fixture
+def proxy(transactional_db, settings, tmp_path):
+    """The workspace proxy, as make run starts it; the portal's Open sends browsers to its port."""
+    for port in run_proxy(tmp_path, "http://127.0.0.1:8999"):
+        settings.SLIPWAY_WORKSPACE_PROXY_PORT = port
+        yield port
+
+
+@pytest.fixture
 def api(team, member, api_client_for):
     seed_flavors()
     seed_team_quotas(team, {"a100-1g.10gb": 1}, Decimal("100000"))
@@ -77,38 +89,52 @@ def opened(api, pk: int) -> str:
         api.get(f"{URL}{pk}/open/")), timeout=60, interval=0.3, what="the workspace's server to be open")
 
 
-def jupyter(url: str) -> tuple[str, dict]:
-    """The server's base address and the token query of an "Open" address (``…/lab?token=…``)."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path.removesuffix('lab')}", {"token": parse_qs(parts.query)["token"][0]}
+def jupyter(url: str) -> tuple[httpx.Client, str]:
+    """Through the proxy with the Open address's ticket: a browser holding the workspace's cookie, and the base path."""
+    return signed_in_through(url)
 
 
-def answering(base: str, token: dict) -> bool:
+def answering(browser: httpx.Client, base: str) -> bool:
     try:
-        return httpx.get(f"{base}api/status", params=token, timeout=2).status_code == 200
+        return browser.get(f"{base}api/status", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
 
 
-def test_a_workspace_runs_pauses_when_idle_and_resumes_with_its_files(worker, api, team, member, outsider, viewer,
-                                                                       team_admin, api_client_for):
+def direct(workspace_pk: int, token: str, path: str = "api/status") -> int:
+    """The local server asked directly (as any process of this machine may), with ``token``: its status code."""
+    server = LocalServer.objects.filter(workspace_id=workspace_pk).first()
+    if server is None:
+        return 0
+    try:
+        return httpx.get(f"http://127.0.0.1:{server.port}/notebooks/ws-{workspace_pk}/{path}",
+                         headers={"Authorization": f"token {token}"}, timeout=2).status_code
+    except httpx.HTTPError:
+        return 0
+
+
+def test_a_workspace_runs_pauses_when_idle_and_resumes_with_its_files(worker, proxy, api, team, member, outsider,
+                                                                       viewer, team_admin, api_client_for):
     created = api.post(URL, {"team": team.slug, "name": "explore", "flavor": "a100-1g.10gb", "idle_minutes": 1,
                              "home_gb": 10, "env": {"SLIPWAY_SIM_LOAD_SECONDS": "1"}}, format="json")
     assert created.status_code == 201, created.content
     pk = created.json()["id"]
     until(api, pk, lambda b: b["state"] == "running", "the workspace to run")
 
-    # 1. Its Jupyter server answers through the address handed to its owner (token and all).
-    base, token = jupyter(opened(api, pk))
-    wait_for(lambda: answering(base, token), timeout=60, what="the Jupyter server to answer")
-    status = httpx.get(f"{base}api/status", params=token, timeout=5).json()
+    # 1. Its Jupyter server answers through the address handed to its owner: its own host, a ticket, no token.
+    address = opened(api, pk)
+    assert urlsplit(address).hostname == f"ws-{pk}.localhost" and "token=" not in address
+    browser, base = jupyter(address)
+    wait_for(lambda: answering(browser, base), timeout=60, what="the Jupyter server to answer")
+    status = browser.get(f"{base}api/status").json()
     assert {"started", "last_activity", "kernels"} <= set(status)
-    assert httpx.get(f"{base}api/status", timeout=5).status_code == 403  # without the token: nobody
+    assert browser_on(address).get(f"{base}api/status").status_code == 302  # without the cookie: to the portal's Open
 
     # 2. A file in its home directory.
-    written = httpx.put(f"{base}api/contents/results.txt", params=token, timeout=5,
-                        json={"type": "file", "format": "text", "content": "epoch 3: 0.91"})
+    written = browser.put(f"{base}api/contents/results.txt",
+                          json={"type": "file", "format": "text", "content": "epoch 3: 0.91"})
     assert written.status_code == 201
+    first_token = token_of(Workspace.objects.get(pk=pk))
 
     # 3. Who may: another team's member 404, a teammate 403 (an admin too, until the owner shares it).
     assert api_client_for(outsider).get(f"{URL}{pk}/open/").status_code == 404
@@ -120,10 +146,8 @@ def test_a_workspace_runs_pauses_when_idle_and_resumes_with_its_files(worker, ap
     auth = f"/workspaces/auth/?workspace={pk}"
     assert Client().get(auth).status_code == 401
     signed_in = Client()
-    signed_in.force_login(viewer)
-    assert signed_in.get(auth).status_code == 403
-    signed_in.force_login(outsider)
-    assert signed_in.get(auth).status_code == 404
+    signed_in.force_login(member)
+    assert signed_in.get(auth).status_code == 401  # the portal's session opens no workspace
 
     # 4. No activity for its idle window (and its GPU idle): paused, the quota back, the owner told.
     paused = until(api, pk, lambda b: b["state"] == "paused", "the idle workspace to pause", timeout=150)
@@ -133,25 +157,33 @@ def test_a_workspace_runs_pauses_when_idle_and_resumes_with_its_files(worker, ap
     assert f"saves {Decimal(paused['cost_per_hour']):.2f} USD/h" in event.text
     wait_for(lambda: event.deliveries.filter(target="mia@example.com").exists(), timeout=30,
              what="the owner's notice")
-    wait_for(lambda: not answering(base, token), timeout=30, what="the paused workspace's server to stop")
+    wait_for(lambda: direct(pk, first_token) == 0, timeout=30, what="the paused workspace's server to stop")
+    assert browser.get(f"{base}api/status").status_code == 409  # the proxy: it does not run
     assert api.get(f"{URL}{pk}/open/").status_code == 409
 
     # 5. Resumed through admission: running again, and the file is still in its home directory.
     resumed = api.post(f"{URL}{pk}/resume/")
     assert resumed.status_code == 200 and resumed.json()["state"] in ("admitted", "starting", "running")
     until(api, pk, lambda b: b["state"] == "running", "the resumed workspace to run")
-    base, token = jupyter(opened(api, pk))
-    wait_for(lambda: answering(base, token), timeout=60, what="the resumed Jupyter server to answer")
-    kept = httpx.get(f"{base}api/contents/results.txt", params=token, timeout=5)
+    # The cookie of before the pause opens nothing: the token rotated on resume, and the cookie named the old one.
+    wait_for(lambda: browser.get(f"{base}api/status").status_code == 302, timeout=60,
+             what="the old cookie to send the browser to the portal's Open")
+    browser, base = jupyter(opened(api, pk))
+    wait_for(lambda: answering(browser, base), timeout=60, what="the resumed Jupyter server to answer")
+    kept = browser.get(f"{base}api/contents/results.txt")
     assert kept.status_code == 200 and kept.json()["content"] == "epoch 3: 0.91"
+    token = token_of(Workspace.objects.get(pk=pk))
+    assert token != first_token and direct(pk, first_token) == 403 and direct(pk, token) == 200
 
-    # The token was in no log: the worker's (which asked the server about its activity all along) or the server's.
-    assert token["token"] not in worker.logs()
+    # The tokens were in no log: the worker's (which asked the server about its activity all along) or the server's.
     logs = list(Path(worker.env["SLIPWAY_VAR_DIR"]).glob("workspaces/*/server.log"))
-    assert logs and all(token["token"] not in log.read_text() for log in logs)
+    assert logs
+    for secret in (first_token, token):
+        assert secret not in worker.logs()
+        assert all(secret not in log.read_text() for log in logs)
 
     # 6. Deleted: its server stops and its home goes with it.
     deleted = api.delete(f"{URL}{pk}/")
     assert deleted.status_code == 202, (deleted.json(), body(api, pk))
-    wait_for(lambda: not answering(base, token), timeout=30, what="the deleted workspace's server to stop")
+    wait_for(lambda: direct(pk, token) == 0, timeout=30, what="the deleted workspace's server to stop")
     until(api, pk, lambda b: b["state"] == "deleted", "the workspace to be deleted")

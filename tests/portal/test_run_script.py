@@ -23,6 +23,7 @@ from django.conf import settings
 RUN_SH = Path(settings.BASE_DIR) / "scripts" / "run.sh"
 
 FAKE_PYTHON = """#!/bin/sh
+if [ "$1" = manage.py ] && [ "$2" = workspace_proxy ]; then echo "$*" >&2; exec sleep 300; fi
 if [ "$1" = manage.py ]; then shift; echo "manage.py $* PORT=$PORT"; exit 0; fi
 exec {real} "$@"
 """
@@ -65,7 +66,8 @@ def start(checkout: Path, *args: str, env: dict | None = None) -> subprocess.Pop
     # A new user's shell: no PORT, and no SLIPWAY_VAR_DIR (scripts/test.sh sets one for the suite,
     # which would move the logs out of the checkout).
     environment = {key: value for key, value in os.environ.items() if key not in ("PORT", "SLIPWAY_VAR_DIR")}
-    environment.update(VENV=str(checkout / "venv"), **(env or {}))
+    # The workspace proxy's port is the web port + 1 by default, which another test's process may hold.
+    environment.update({"VENV": str(checkout / "venv"), "SLIPWAY_WORKSPACE_PROXY_PORT": str(free_port()), **(env or {})})
     return subprocess.Popen(["bash", str(checkout / "scripts" / "run.sh"), *args], cwd=checkout, env=environment,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
@@ -124,12 +126,16 @@ def test_it_prints_the_port_the_server_listens_on(checkout, how):
         stop(process)
 
 
-def test_it_refuses_a_port_in_use_before_starting_anything(checkout):
+@pytest.mark.parametrize("which", ["web", "workspace proxy"])
+def test_it_refuses_a_port_in_use_before_starting_anything(checkout, which):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        process = start(checkout, str(port))
+        if which == "web":
+            process = start(checkout, str(port))
+        else:
+            process = start(checkout, str(free_port()), env={"SLIPWAY_WORKSPACE_PROXY_PORT": str(port)})
         try:
             out, _ = process.communicate(timeout=30)
         finally:
@@ -137,6 +143,20 @@ def test_it_refuses_a_port_in_use_before_starting_anything(checkout):
     assert process.returncode == 1
     assert f"port {port} on 127.0.0.1 is in use" in out
     assert "manage.py" not in out and "Slipway is running" not in out
+
+
+def test_it_starts_the_workspace_proxy_told_where_the_portal_is(checkout):
+    """The sandbox's notebooks are served by the workspace proxy at ws-<id>.localhost on a port of their own
+    (docs/workspaces.md): never the portal's host, whose cookies they must not receive."""
+    port, proxy_port = free_port(), free_port()
+    process = start(checkout, str(port), env={"SLIPWAY_WORKSPACE_PROXY_PORT": str(proxy_port)})
+    try:
+        out = read_until(process, "Logs:")
+        assert f"Workspaces open at http://ws-<id>.localhost:{proxy_port}/" in out, out
+        proxy_log = (checkout / "var" / "log" / "proxy.log").read_text()
+        assert f"workspace_proxy --port {proxy_port} --portal-url http://127.0.0.1:{port}" in proxy_log
+    finally:
+        stop(process)
 
 
 def test_it_refuses_a_port_that_is_not_a_number(checkout):
@@ -152,7 +172,7 @@ def test_an_orderly_stop_by_signal_exits_0_after_stopping_the_children(checkout,
     try:
         read_until(process, "Logs:")
         children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
-        assert len(children) == 3  # worker, beat, web
+        assert len(children) == 4  # worker, beat, workspace proxy, web
         process.send_signal(sig)  # the script alone, as make (or a supervisor) signals it
         out, _ = process.communicate(timeout=20)
     finally:
@@ -172,7 +192,7 @@ def test_it_kills_a_service_that_ignores_sigterm_once_the_grace_ends(checkout):
         read_until(process, "Logs:")
         groups = {int(pid): os.getpgid(int(pid)) for pid in
                   subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()}
-        assert len(set(groups.values())) == 3 and process.pid not in groups.values()  # a group per service
+        assert len(set(groups.values())) == 4 and process.pid not in groups.values()  # a group per service
         started = time.monotonic()
         os.killpg(process.pid, signal.SIGINT)  # a terminal's Ctrl-C: the script's group only
         out, _ = process.communicate(timeout=20)

@@ -24,9 +24,12 @@ from django.conf import settings as django_settings
 from django.urls import reverse
 
 from tests.e2e.conftest import wait_for
-from workspaces import idle, local, services
+from workloads.registry import kind_for
+from workloads.tasks import apply_workload
+from workspaces import access, idle, local, services
 from workspaces.constants import WorkspaceState
 from workspaces.models import LocalServer, Workspace
+from workspaces.tasks import restart_server
 
 pytestmark = pytest.mark.django_db
 #: What the portal's environment holds and no notebook may read (the names; their values are checked too).
@@ -275,9 +278,10 @@ def test_open_answers_409_until_the_server_accepts_connections(create, api, clie
         assert page.redirect_chain[0][0] == workspace.get_absolute_url() and "not running yet" in page.content.decode()
         with listening_on(port):
             opened = api.get(url)
-            assert opened.status_code == 200 and f"127.0.0.1:{port}/" in opened.json()["url"]
-            assert client.get(reverse("workspaces:workspace-open", args=[workspace.pk]))["Location"].startswith(
-                f"http://127.0.0.1:{port}/")
+            # Once it listens: the workspace's own host (through the sandbox's workspace proxy), with a ticket.
+            host = f"http://{workspace.object_name}.localhost:{django_settings.SLIPWAY_WORKSPACE_PROXY_PORT}/"
+            assert opened.status_code == 200 and opened.json()["url"].startswith(host)
+            assert client.get(reverse("workspaces:workspace-open", args=[workspace.pk]))["Location"].startswith(host)
     finally:
         starting.kill()
         starting.wait()
@@ -312,3 +316,25 @@ def test_where_no_user_of_its_own_can_be_taken_it_runs_as_slipways_and_says_so(c
     with caplog.at_level(logging.WARNING, logger="workspaces.local"):
         assert local.identity(workspace)[0] is None
     assert "does not exist in this user namespace" in caplog.text
+def test_a_rotated_token_takes_effect_on_the_running_server(server, published, django_capture_on_commit_callbacks):
+    """Issue 46 B2: after unsharing, the old token still opened the server. Rotated, the server is started again
+    with the new token (the reconcile cycle's rule: its pod template changed), and the old one opens nothing."""
+    workspace, old, started = server
+    apply_workload("ws", workspace.pk)  # on the sandbox cluster, as the apply task puts it
+    Workspace.objects.filter(pk=workspace.pk).update(state=WorkspaceState.RUNNING)
+    url = f"http://127.0.0.1:{started.port}/notebooks/{workspace.object_name}/"
+    wait_for(lambda: answering(url, old), timeout=60, what="the local Jupyter server")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.rotate_token(workspace)
+    assert ("workspaces.tasks.restart_server", (workspace.pk,)) in published
+    assert restart_server(workspace.pk) == "restarted"
+    new = services.token_of(workspace)
+    restarted = wait_for(lambda: local.server_of(workspace), timeout=60, what="the restarted server to listen")
+    assert new != old and restarted.pid != started.pid
+    url = f"http://127.0.0.1:{restarted.port}/notebooks/{workspace.object_name}/"
+    wait_for(lambda: answering(url, new), timeout=60, what="the restarted Jupyter server")
+    assert not answering(url, old)
+    # On the cluster, the Deployment's pod template names the new token's digest: its pod is replaced too.
+    deployment = next(o for o in kind_for("ws").manifests(workspace) if o["kind"] == "Deployment")
+    assert deployment["spec"]["template"]["metadata"]["annotations"]["slipway.dev/secret-env-digest"] == (
+        access.credentials(workspace)[1])

@@ -13,6 +13,7 @@ import ast
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import kubernetes_validate
 import pytest
@@ -45,7 +46,7 @@ VARIANTS: dict[str, Any] = {
     "workspace_full_gpu_volumes_spot": lambda: build_workspace(
         spec(flavor=samples.A100, gpus=2, cpu=8, memory_gb=48.5, home_gb=200, spot=True,
              env=(("HF_HOME", "/data/hf"), ("SLIPWAY_SIM_GPU_UTIL", "0")),
-             volumes=(VolumeSpec("datasets", "/data", read_only=True),)),
+             volumes=(VolumeSpec("datasets", "/data", read_only=True),), secret_env_digest="5e2b" * 16),
         samples.CONFIG, replace(ACCESS, host="notebooks.example.com", storage_class="fast-rwo")),
     "workspace_time_sliced": lambda: build_workspace(spec(flavor=samples.T4_TS4), ClusterConfig(), ACCESS),
 }
@@ -106,12 +107,36 @@ def test_the_ingress_asks_slipway_about_every_request() -> None:
     annotations = ingress["metadata"]["annotations"]
     assert annotations["nginx.ingress.kubernetes.io/auth-url"] == (
         "http://slipway-web.slipway-system.svc/workspaces/auth/?workspace=7")
-    assert annotations["nginx.ingress.kubernetes.io/auth-signin"] == (
-        "https://slipway.example.com/login/?next=$escaped_request_uri")
+    # Without the workspace's cookie: to the portal's Open, which sends the browser back with a one-use ticket.
+    assert annotations["nginx.ingress.kubernetes.io/auth-signin"] == "https://slipway.example.com/workspaces/7/open/"
     assert annotations["nginx.ingress.kubernetes.io/auth-response-headers"] == "Authorization"
     [rule] = ingress["spec"]["rules"]
     assert rule["http"]["paths"][0]["path"] == "/notebooks/ws-7/"
     assert rule["http"]["paths"][0]["backend"]["service"] == {"name": "ws-7", "port": {"number": 80}}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_the_ingress_serves_the_notebook_on_its_own_host_never_the_portals(variant: str) -> None:
+    """Issue 46 B1: served on the portal's host, the owner's container received a visiting admin's portal cookies
+    (sessionid, csrftoken) and its JavaScript ran on the portal's origin."""
+    ingress = next(o for o in VARIANTS[variant]() if o["kind"] == "Ingress")
+    [rule] = ingress["spec"]["rules"]
+    assert rule["host"] == f"ws-7.{ACCESS.host}" or rule["host"] == "ws-7.notebooks.example.com"
+    assert rule["host"] != urlsplit(ACCESS.portal_url).hostname
+    annotations = ingress["metadata"]["annotations"]
+    # The auth-url's answer hands the upstream the Jupyter token only: no cookie, no session of the portal's.
+    assert annotations["nginx.ingress.kubernetes.io/auth-response-headers"] == "Authorization"
+    # No snippet (ingress-nginx refuses them by default) and nothing that would forward a portal cookie.
+    assert not any("snippet" in key or "cookie" in key for key in annotations)
+
+
+def test_a_rotated_token_changes_the_pod_template() -> None:
+    """A Secret's change alone restarts no pod: the template names the token's digest, so the Deployment replaces
+    the pod, which reads the new token."""
+    before = build_workspace(spec(secret_env_digest="a" * 64), samples.CONFIG, ACCESS)[2]
+    after = build_workspace(spec(secret_env_digest="b" * 64), samples.CONFIG, ACCESS)[2]
+    assert before["spec"]["template"]["metadata"]["annotations"] == {"slipway.dev/secret-env-digest": "a" * 64}
+    assert after["spec"]["template"] != before["spec"]["template"]
 
 
 def test_only_the_ingress_controller_and_slipway_reach_the_pod() -> None:
