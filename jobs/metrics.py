@@ -33,7 +33,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Max, Min, Q
+from django.db.models import Count, F, FloatField, Max, Min, Q
+from django.db.models.functions import Cast, Floor
 from django.utils import timezone
 
 from jobs import charts, metric_lines, progress
@@ -132,9 +133,9 @@ def parse_batch(data: Any) -> Batch:
             step_ok = isinstance(step, int) and not isinstance(step, bool) and 0 <= step <= metric_lines.MAX_STEP
             total_ok = isinstance(total, int) and not isinstance(total, bool) and 1 <= total <= metric_lines.MAX_STEP
             if not step_ok:
-                add("progress.step", "Must be a whole number from 0.")
+                add("progress.step", f"Must be a whole number from 0 to {metric_lines.MAX_STEP}.")
             if not total_ok:
-                add("progress.total", "Must be a whole number from 1.")
+                add("progress.total", f"Must be a whole number from 1 to {metric_lines.MAX_STEP}.")
             if step_ok and total_ok and step > total:
                 add("progress.step", "Must be at most total.")
             if step_ok and total_ok and step <= total:
@@ -380,8 +381,10 @@ def chart_series(run_ids: Iterable[int], names_wanted: Iterable[str] | None = No
     for r in ranges:
         if r["n"] <= 2 * buckets:
             continue
-        span = r["hi"] - r["lo"] + 1
-        bucket = ExpressionWrapper((F("step") - r["lo"]) * buckets / span, output_field=BigIntegerField())
+        # In double precision: rows stored before steps were capped at 2**53 reach 2**63 - 1, where
+        # (step - lo) * buckets overflows a bigint (security review 5 #6); a bucket needs no exact step.
+        span = float(r["hi"] - r["lo"] + 1)
+        bucket = Floor((Cast(F("step"), FloatField()) - float(r["lo"])) * float(buckets) / span)
         thinned = (rows.filter(run_id=r["run_id"], name=r["name"]).annotate(bucket=bucket).values("bucket")
                    .annotate(low=Min("value"), high=Max("value"), first=Min("step"), last=Max("step"))
                    .order_by("bucket"))

@@ -90,6 +90,8 @@ def test_a_batch_sent_again_duplicates_nothing_and_the_last_value_of_a_step_wins
     ({"points": [{"step": 1.5, "name": "loss", "value": 1}]}, "points[0].step"),
     ({"points": [{"step": True, "name": "loss", "value": 1}]}, "points[0].step"),
     ({"points": [{"step": 2**63, "name": "loss", "value": 1}]}, "points[0].step"),
+    ({"points": [{"step": 2**53 + 1, "name": "loss", "value": 1}]}, "points[0].step"),  # review 5 #6
+    ({"progress": {"step": 1, "total": 2**53 + 1}}, "progress.total"),
     ({"points": [{"step": 1, "name": "train/loss", "value": 1}]}, "points[0].name"),
     ({"points": [{"step": 1, "name": "step", "value": 1}]}, "points[0].name"),
     ({"points": [{"step": 1, "name": "x" * 65, "value": 1}]}, "points[0].name"),
