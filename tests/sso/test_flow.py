@@ -244,17 +244,21 @@ def test_password_sign_in_is_for_staff_only_when_so_configured(sso, person, sett
     assert urlparse(allowed.url).path != "/login/"
 
 
+@pytest.mark.parametrize("where", ["body", "query", "both"])
 @pytest.mark.parametrize("process", ["connect", "redirect"])
-def test_a_forged_connect_links_nothing_and_is_no_500(sso, person, process):
+def test_a_forged_connect_links_nothing_and_is_no_500(sso, person, process, where):
     """Security review 4 #2: posting the button with ``process=connect`` while signed in (as staff here)
-    once linked the provider's subject to that account behind a 500. Only "login" is accepted."""
+    once linked the provider's subject to that account behind a 500. Only "login" is accepted, from the
+    body or the query string, which allauth reads too (review 5 #9a: the query's passed the first gate)."""
     make_user("root", staff=True, password="pw-Slipway-123")
     person.http.post(f"{person.base}/login/", timeout=10, data={
         "csrfmiddlewaretoken": person.csrf(), "username": "root", "password": "pw-Slipway-123"})
     sso.set_user("u-9001", preferred_username="mallory", groups=["gpu-ml"])
     before = SocialAccount.objects.count()
-    refused = person.http.post(f"{person.base}/accounts/oidc/slipway/login/", timeout=10,
-                               data={"csrfmiddlewaretoken": person.csrf("/"), "process": process})
+    data = {"csrfmiddlewaretoken": person.csrf("/"), **({} if where == "query" else {"process": process})}
+    query = f"?process={process}" if where != "body" else ""
+    refused = person.http.post(f"{person.base}/accounts/oidc/slipway/login/{query}", timeout=10, data=data,
+                               allow_redirects=False)
     assert refused.status_code == 400 and "only to sign in" in refused.text
     assert SocialAccount.objects.count() == before == 0
     assert not get_user_model().objects.filter(username="mallory").exists()
