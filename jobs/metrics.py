@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, F, FloatField, Max, Min, Q
@@ -59,6 +61,10 @@ MAX_ERRORS = 20
 
 class MetricsConflict(Exception):
     """The run ended: its metrics are no longer recorded (the API answers 409)."""
+
+
+class MetricsBudgetSpent(MetricsConflict):
+    """The batch would take the run past ``SLIPWAY_RUN_METRICS_MAX_POINTS`` stored points (409, nothing recorded)."""
 
 
 @dataclass(frozen=True)
@@ -190,6 +196,7 @@ def record(run: TrainingRun, points: list[Point], marks: list[ProgressMark], now
                     f"A run may have at most {MAX_NAMES} metric names; this run has {len(known)} "
                     f"and the batch adds {len(names - known)}."]})
             latest = {key: point for key, point in latest.items() if key[0] in known or key[0] in room}
+    latest = _within_budget(run, latest, strict)
     rows = [RunMetric(run=run, name=p.name, step=p.step, value=p.value, recorded_at=p.at or now)
             for p in latest.values()]
     with transaction.atomic():
@@ -199,6 +206,55 @@ def record(run: TrainingRun, points: list[Point], marks: list[ProgressMark], now
         if marks:
             _advance(run, marks, now)
     return len(rows)
+
+
+def _within_budget(run: TrainingRun, latest: dict[tuple[str, int], Point], strict: bool) -> dict[tuple[str, int], Point]:
+    """``latest`` when storing it keeps the run within ``SLIPWAY_RUN_METRICS_MAX_POINTS`` rows (a point
+    that replaces a stored one adds none). Past it: ``strict`` refuses the batch
+    (:class:`MetricsBudgetSpent`), else the new points that do not fit are dropped (security review 5 #7).
+    One COUNT over the run's index a batch; two batches at once may overshoot by one batch."""
+    budget = settings.SLIPWAY_RUN_METRICS_MAX_POINTS
+    if not budget or not latest:
+        return latest
+    stored = RunMetric.objects.filter(run=run).count()
+    if stored + len(latest) <= budget:
+        return latest
+    names, steps = {name for name, _s in latest}, {step for _n, step in latest}
+    present = set(RunMetric.objects.filter(run=run, name__in=names, step__in=steps).values_list("name", "step"))
+    new = [key for key in latest if key not in present]
+    room = max(budget - stored, 0)
+    if len(new) <= room:
+        return latest
+    if strict:
+        raise MetricsBudgetSpent(
+            f"A run stores at most {budget} metric points (SLIPWAY_RUN_METRICS_MAX_POINTS); this run has {stored} "
+            f"and the batch adds {len(new)} new ones, so nothing of it was recorded. Report less often, or fewer names.")
+    logger.warning("Run %s is at its %s metric points: %s new points of its log dropped", run.pk, budget,
+                   len(new) - room)
+    dropped = set(new[room:])
+    return {key: point for key, point in latest.items() if key not in dropped}
+
+
+def token_wait(run_id: int, now: float | None = None) -> int:
+    """Count one request of run ``run_id``'s token; the seconds it must wait (0: go on).
+
+    At most ``SLIPWAY_RUN_TOKEN_RATE`` requests a minute, counted in the shared cache per
+    (run, calendar minute): a fixed window, so a burst at a minute's turn may reach twice the rate
+    for a moment. The cache unreachable: allowed (the batch and the point budget still bound it)."""
+    rate = settings.SLIPWAY_RUN_TOKEN_RATE
+    if not rate:
+        return 0
+    now = time.time() if now is None else now
+    window = int(now // 60)
+    key = f"slipway:run-token-rate:{run_id}:{window}"
+    try:
+        count = 1 if cache.add(key, 1, timeout=120) else cache.incr(key)
+    except ValueError:  # expired between add and incr: a new window
+        count = 1
+    except Exception:
+        logger.warning("Run token rate: cache unreachable, request of run %s not counted", run_id)
+        return 0
+    return 0 if count <= rate else max(math.ceil((window + 1) * 60 - now), 1)
 
 
 def _advance(run: TrainingRun, marks: list[ProgressMark], now: datetime) -> None:
