@@ -310,3 +310,16 @@ def test_a_username_that_imitates_a_colleagues_gets_a_plainly_different_one(sso,
     sso.set_user("u-9102", preferred_username="\u043e\u043b\u044f", groups=[])  # "оля", all Cyrillic
     person.sign_in("u-9102")
     assert SocialAccount.objects.get(uid="u-9102").user.username == "\u043e\u043b\u044f"
+
+
+def test_look_alikes_the_provider_sends_are_renamed_too(sso, person):
+    """Security review 5 #3: ⅾave (U+217E), fullwidth ａｄｍｉｎ and aIice (a capital I) were kept: the
+    sign-in and the admin console now share one rule (teams.usernames)."""
+    for name in ("dave", "admin", "alice"):
+        make_user(name)
+    for number, sent in enumerate(("\u217eave", "\uff41\uff44\uff4d\uff49\uff4e", "aIice")):
+        uid = f"u-95{number:02d}"
+        sso.set_user(uid, preferred_username=sent, groups=[])
+        person.sign_in(uid)
+        assert SocialAccount.objects.get(uid=uid).user.username == f"sso-{uid}", sent
+        person.log_out()
