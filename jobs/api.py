@@ -39,9 +39,11 @@ from workloads.api import PreviewSerializer, WorkloadViewSet, create_schema, lis
 
 @dataclass(frozen=True)
 class RunCredential:
-    """``request.auth`` of a request made with a run token: which run's pods made it."""
+    """``request.auth`` of a request made with a run token: which run's pods made it, with which token
+    (its SHA-256, as stored: what the token's request rate is counted by)."""
 
     run_id: int
+    token_hash: str
 
 
 class RunTokenAuthentication(authentication.BaseAuthentication):
@@ -65,7 +67,7 @@ class RunTokenAuthentication(authentication.BaseAuthentication):
         run = checkpoints.run_for_token(raw)
         if run is None:
             raise exceptions.AuthenticationFailed("Invalid run token, or its run has ended.")
-        return AnonymousUser(), RunCredential(run.pk)
+        return AnonymousUser(), RunCredential(run.pk, run.run_token_hash)
 
     def authenticate_header(self, request) -> str:
         return self.keyword
@@ -77,7 +79,7 @@ class RunTokenRate(throttling.BaseThrottle):
     counted here: their requests are few and their own (security review 5 #7)."""
 
     def allow_request(self, request, view) -> bool:
-        self.seconds = metrics.token_wait(request.auth.run_id) if isinstance(request.auth, RunCredential) else 0
+        self.seconds = metrics.token_wait(request.auth.token_hash) if isinstance(request.auth, RunCredential) else 0
         return self.seconds == 0
 
     def wait(self) -> int:

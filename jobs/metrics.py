@@ -16,7 +16,9 @@ Stored per (run, name, step) (:class:`jobs.models.RunMetric`); a value reported 
 replaces the stored one (the last write wins: the same batch sent twice, or the same lines read
 twice, changes nothing; an attempt that counts steps again writes over the older values). A run
 has at most :data:`MAX_NAMES` metric names: the API refuses more (400), the stdout reader drops
-points of names past them. Progress goes through :func:`jobs.progress.advance`, under the row's
+points of names past them; and at most ``SLIPWAY_RUN_METRICS_MAX_POINTS`` points (the API answers
+409, the reader stops storing new ones), reported through the API at most ``SLIPWAY_RUN_TOKEN_RATE``
+requests of the run token a minute (:func:`token_wait`, 429). Progress goes through :func:`jobs.progress.advance`, under the row's
 lock (the API and the reader may both write it). Points of runs finished more than
 ``SLIPWAY_RUN_METRICS_KEEP_DAYS`` days ago are deleted (:func:`prune`).
 """
@@ -235,24 +237,24 @@ def _within_budget(run: TrainingRun, latest: dict[tuple[str, int], Point], stric
     return {key: point for key, point in latest.items() if key not in dropped}
 
 
-def token_wait(run_id: int, now: float | None = None) -> int:
-    """Count one request of run ``run_id``'s token; the seconds it must wait (0: go on).
+def token_wait(token_hash: str, now: float | None = None) -> int:
+    """Count one request of the run token whose SHA-256 is ``token_hash``; the seconds it must wait (0: go on).
 
-    At most ``SLIPWAY_RUN_TOKEN_RATE`` requests a minute, counted in the shared cache per
-    (run, calendar minute): a fixed window, so a burst at a minute's turn may reach twice the rate
-    for a moment. The cache unreachable: allowed (the batch and the point budget still bound it)."""
+    At most ``SLIPWAY_RUN_TOKEN_RATE`` requests a minute, counted in the shared cache per (token,
+    calendar minute): a fixed window, so a burst at a minute's turn may reach twice the rate for a
+    moment. The cache unreachable: allowed (the batch and the point budget still bound it)."""
     rate = settings.SLIPWAY_RUN_TOKEN_RATE
     if not rate:
         return 0
     now = time.time() if now is None else now
     window = int(now // 60)
-    key = f"slipway:run-token-rate:{run_id}:{window}"
+    key = f"slipway:run-token-rate:{token_hash[:32]}:{window}"
     try:
         count = 1 if cache.add(key, 1, timeout=120) else cache.incr(key)
     except ValueError:  # expired between add and incr: a new window
         count = 1
     except Exception:
-        logger.warning("Run token rate: cache unreachable, request of run %s not counted", run_id)
+        logger.warning("Run token rate: cache unreachable, a request not counted")
         return 0
     return 0 if count <= rate else max(math.ceil((window + 1) * 60 - now), 1)
 

@@ -230,11 +230,7 @@ def test_the_log_reader_stops_storing_new_points_at_the_budget(run, settings):
 def test_a_run_token_is_held_to_its_rate_with_a_429_and_retry_after(run, api, settings):
     """Security review 5 #7: past SLIPWAY_RUN_TOKEN_RATE requests a minute a run token gets 429 with
     Retry-After, in the API's error shape; people reading the same run are not counted."""
-    from django.core.cache import cache
-
-    settings.SLIPWAY_RUN_TOKEN_RATE = 3
-    window = int(time.time() // 60)
-    cache.delete_many([f"slipway:run-token-rate:{run['id']}:{w}" for w in (window, window + 1)])
+    settings.SLIPWAY_RUN_TOKEN_RATE = 3  # counted per token: a new run's starts from nothing
     client = run_client(run["id"])
     batch = {"points": [{"step": 1, "name": "loss", "value": 1.0}]}
     answers = [client.post(url(run["id"]), batch, format="json") for _ in range(3)]
@@ -252,14 +248,16 @@ def test_a_run_token_is_held_to_its_rate_with_a_429_and_retry_after(run, api, se
     assert all(api.get(url(run["id"])).status_code == 200 for _ in range(5))  # people are not counted
 
 
-def test_the_rate_counts_per_run_and_per_minute():
+def test_the_rate_counts_per_token_and_per_minute():
+    from jobs.checkpoints import new_run_token
     from jobs.metrics import token_wait
 
-    run_id, minute = 10**12 + int(time.time()), 60 * (10**8 + int(time.time()) % 10**6)
+    (_token, first), (_other, second) = new_run_token(), new_run_token()
+    minute = 60 * int(time.time() // 60)
     with override_settings(SLIPWAY_RUN_TOKEN_RATE=2):
-        assert [token_wait(run_id, minute + 10), token_wait(run_id, minute + 20)] == [0, 0]
-        assert token_wait(run_id, minute + 45.5) == 15  # until the minute ends
-        assert token_wait(run_id + 1, minute + 46) == 0  # another run's token
-        assert token_wait(run_id, minute + 60) == 0  # the next minute
+        assert [token_wait(first, minute + 10), token_wait(first, minute + 20)] == [0, 0]
+        assert token_wait(first, minute + 45.5) == 15  # until the minute ends
+        assert token_wait(second, minute + 46) == 0  # another token
+        assert token_wait(first, minute + 60) == 0  # the next minute
     with override_settings(SLIPWAY_RUN_TOKEN_RATE=0):
-        assert all(token_wait(run_id, minute + 61) == 0 for _ in range(5))  # no bound
+        assert all(token_wait(first, minute + 61) == 0 for _ in range(5))  # no bound
