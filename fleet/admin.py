@@ -3,7 +3,10 @@
 Health is the reconciler's to write (what observing the cluster found), so it is read-only
 here; staff change where work goes (labels, region) and drain a cluster; the backend, the
 kubeconfig and its context only superusers (a kubeconfig's ``exec`` runs a command on the
-portal's host, a backend path is imported). Draining goes through
+portal's host, a backend path is imported). Only superusers *see* a kubeconfig too: it is the
+credential Slipway reaches the cluster with, and a read-only Support user reading it on the change
+page was security review 5 #4; everyone else sees what it is ("set, 82 bytes, context x"), and
+may not filter the list by it (a lookup would read it a guess at a time). Draining goes through
 :func:`fleet.services.set_draining`, which audits it; every other save is audited too.
 """
 
@@ -14,6 +17,9 @@ from django.contrib import admin, messages
 from core.admin import when_column
 from fleet import services
 from fleet.models import Cluster
+
+#: The field only superusers read, and what everyone else sees instead.
+SECRET_FIELD, SECRET_SUMMARY = "kubeconfig", "kubeconfig_summary"
 
 
 @admin.register(Cluster)
@@ -28,10 +34,28 @@ class ClusterAdmin(admin.ModelAdmin):
     readonly_fields = ["state_", "last_seen_", "silent_cycles", "last_error", "draining"]
     actions = ["drain", "make_ready"]
 
+    def get_fields(self, request, obj=None):
+        if request.user.is_superuser:
+            return self.fields
+        return [SECRET_SUMMARY if name == SECRET_FIELD else name for name in self.fields]
+
     def get_readonly_fields(self, request, obj=None):
         if request.user.is_superuser:
             return self.readonly_fields
-        return [*self.readonly_fields, *services.CODE_FIELDS]
+        return [*self.readonly_fields, *(f for f in services.CODE_FIELDS if f != SECRET_FIELD), SECRET_SUMMARY]
+
+    def lookup_allowed(self, lookup, value, request=None) -> bool:
+        if lookup.split("__")[0] == SECRET_FIELD and not (request is not None and request.user.is_superuser):
+            return False
+        return super().lookup_allowed(lookup, value, request)
+
+    @admin.display(description="Kubeconfig")
+    def kubeconfig_summary(self, cluster: Cluster | None) -> str:
+        """What a kubeconfig is, never what it says: "set, 82 bytes, context x" or "not set"."""
+        if cluster is None or not cluster.kubeconfig:
+            return "not set"
+        context = f", context {cluster.context}" if cluster.context else ""
+        return f"set, {len(cluster.kubeconfig.encode())} bytes{context}"
 
     def save_model(self, request, obj, form, change) -> None:
         super().save_model(request, obj, form, change)

@@ -94,9 +94,11 @@ def login(request: HttpRequest, provider_id: str) -> HttpResponse:
 
     POST only (CSRF-protected): a link elsewhere cannot start a sign-in in someone's browser.
     """
-    if request.POST.get("process", LOGIN) != LOGIN:
+    if any(process != LOGIN for process in (*request.POST.getlist("process"), *request.GET.getlist("process"))):
         # allauth also serves "connect" (link the provider's subject to whoever is signed in) and
         # "redirect"; Slipway offers neither: an account is tied to its subject at its first sign-in.
+        # allauth reads ``process`` from the body or else the query string: both are checked here
+        # (security review 5 #9a), and the callback checks the flow's state again (pre_social_login).
         return sign_in_failed(request, NOT_OFFERED, status=400)
     return _flow(OAuth2LoginView, request, provider_id)
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
-from rest_framework import authentication, exceptions, status
+from rest_framework import authentication, exceptions, status, throttling
 from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -38,9 +39,11 @@ from workloads.api import PreviewSerializer, WorkloadViewSet, create_schema, lis
 
 @dataclass(frozen=True)
 class RunCredential:
-    """``request.auth`` of a request made with a run token: which run's pods made it."""
+    """``request.auth`` of a request made with a run token: which run's pods made it, with which token
+    (its SHA-256, as stored: what the token's request rate is counted by)."""
 
     run_id: int
+    token_hash: str
 
 
 class RunTokenAuthentication(authentication.BaseAuthentication):
@@ -64,10 +67,23 @@ class RunTokenAuthentication(authentication.BaseAuthentication):
         run = checkpoints.run_for_token(raw)
         if run is None:
             raise exceptions.AuthenticationFailed("Invalid run token, or its run has ended.")
-        return AnonymousUser(), RunCredential(run.pk)
+        return AnonymousUser(), RunCredential(run.pk, run.run_token_hash)
 
     def authenticate_header(self, request) -> str:
         return self.keyword
+
+
+class RunTokenRate(throttling.BaseThrottle):
+    """A run token's requests: at most ``SLIPWAY_RUN_TOKEN_RATE`` a minute over ``metrics/`` and
+    ``checkpoints/`` (:func:`jobs.metrics.token_wait`); past it, 429 with ``Retry-After``. People are not
+    counted here: their requests are few and their own (security review 5 #7)."""
+
+    def allow_request(self, request, view) -> bool:
+        self.seconds = metrics.token_wait(request.auth.token_hash) if isinstance(request.auth, RunCredential) else 0
+        return self.seconds == 0
+
+    def wait(self) -> int:
+        return self.seconds
 
 
 class RunTokenScheme(OpenApiAuthenticationExtension):
@@ -98,8 +114,14 @@ class RunViewSet(WorkloadViewSet):
             return conflict_response(str(exc))
         return Response(self.serialize(run), status=status.HTTP_202_ACCEPTED)
 
+    def throttled(self, request, wait):
+        """Only a run token is throttled here (:class:`RunTokenRate`): say which rate it passed."""
+        raise exceptions.Throttled(wait, detail=(
+            f"This run token made more than {settings.SLIPWAY_RUN_TOKEN_RATE} requests this minute "
+            f"(SLIPWAY_RUN_TOKEN_RATE): wait {wait} s, and report in fewer, larger batches."))
+
     @extend_schema(request=CheckpointReportSerializer, responses={201: CheckpointSerializer})
-    @action(detail=True, methods=["post"], permission_classes=[AllowAny],
+    @action(detail=True, methods=["post"], permission_classes=[AllowAny], throttle_classes=[RunTokenRate],
             authentication_classes=[RunTokenAuthentication, BearerTokenAuthentication,
                                     authentication.SessionAuthentication])
     def checkpoints(self, request, pk=None):
@@ -136,7 +158,7 @@ class RunViewSet(WorkloadViewSet):
         OpenApiParameter("limit", int, description=f"At most this many points of each name (1-{metrics.MAX_READ}, "
                                                    f"default {metrics.DEFAULT_READ}), the first after since_step.")])
     @extend_schema(methods=["POST"], request=MetricsReportSerializer, responses={200: MetricsRecordedSerializer})
-    @action(detail=True, methods=["get", "post"], permission_classes=[AllowAny],
+    @action(detail=True, methods=["get", "post"], permission_classes=[AllowAny], throttle_classes=[RunTokenRate],
             authentication_classes=[RunTokenAuthentication, BearerTokenAuthentication,
                                     authentication.SessionAuthentication])
     def metrics(self, request, pk=None):

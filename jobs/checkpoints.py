@@ -68,6 +68,8 @@ def parse_report(data: Any) -> tuple[int, str]:
         col.add("non_field_errors", f"Unknown field(s): {', '.join(unknown)[:200]}.")
     if not col.present("step"):
         col.add("step", "This field is required.")
+    elif isinstance(data["step"], str):  # JSON types, as every other number of the API (review 5 #9e)
+        col.add("step", "Must be a whole number (a JSON integer, not a string).")
     step = col.integer("step", None, 0, MAX_STEP)
     path = col.string("path", max_length=c.MAX_CHECKPOINT_PATH)
     if path and any(ch < " " or ch == "\x7f" for ch in path):
@@ -76,6 +78,10 @@ def parse_report(data: Any) -> tuple[int, str]:
         contained = contained_path(path)
         if contained is None:
             col.add("path", f"Use a path under the checkpoint directory {CHECKPOINT_DIR} (no '..' out of it).")
+        elif len(contained) > c.MAX_CHECKPOINT_PATH:  # a relative path grows by the directory (review 5 #8)
+            col.add("path", f"Must be at most {c.MAX_CHECKPOINT_PATH} characters as stored, under "
+                            f"{CHECKPOINT_DIR}/ ({len(contained)} here): a relative path at most "
+                            f"{c.MAX_CHECKPOINT_PATH - len(CHECKPOINT_DIR) - 1}.")
         path = contained or path
     if col.errors:
         raise ValidationError(col.errors)
@@ -107,8 +113,8 @@ def last_in_log(lines: list[str]) -> tuple[int, str, datetime | None] | None:
         found = LOG_LINE.search(line)
         if found:
             path = contained_path(found.group(2))
-            if path is None:
-                continue  # a path out of the checkpoint directory is not one to resume from
+            if path is None or len(path) > c.MAX_CHECKPOINT_PATH:
+                continue  # out of the checkpoint directory, or longer than its column once under it
             stamp = LOG_STAMP.match(line)
             return int(found.group(1)), path, parse_time(stamp.group(1)) if stamp else None
     return None

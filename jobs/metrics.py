@@ -16,7 +16,9 @@ Stored per (run, name, step) (:class:`jobs.models.RunMetric`); a value reported 
 replaces the stored one (the last write wins: the same batch sent twice, or the same lines read
 twice, changes nothing; an attempt that counts steps again writes over the older values). A run
 has at most :data:`MAX_NAMES` metric names: the API refuses more (400), the stdout reader drops
-points of names past them. Progress goes through :func:`jobs.progress.advance`, under the row's
+points of names past them; and at most ``SLIPWAY_RUN_METRICS_MAX_POINTS`` points (the API answers
+409, the reader stops storing new ones), reported through the API at most ``SLIPWAY_RUN_TOKEN_RATE``
+requests of the run token a minute (:func:`token_wait`, 429). Progress goes through :func:`jobs.progress.advance`, under the row's
 lock (the API and the reader may both write it). Points of runs finished more than
 ``SLIPWAY_RUN_METRICS_KEEP_DAYS`` days ago are deleted (:func:`prune`).
 """
@@ -25,15 +27,18 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Max, Min, Q
+from django.db.models import Count, F, FloatField, Max, Min, Q
+from django.db.models.functions import Cast, Floor
 from django.utils import timezone
 
 from jobs import charts, metric_lines, progress
@@ -58,6 +63,10 @@ MAX_ERRORS = 20
 
 class MetricsConflict(Exception):
     """The run ended: its metrics are no longer recorded (the API answers 409)."""
+
+
+class MetricsBudgetSpent(MetricsConflict):
+    """The batch would take the run past ``SLIPWAY_RUN_METRICS_MAX_POINTS`` stored points (409, nothing recorded)."""
 
 
 @dataclass(frozen=True)
@@ -132,9 +141,9 @@ def parse_batch(data: Any) -> Batch:
             step_ok = isinstance(step, int) and not isinstance(step, bool) and 0 <= step <= metric_lines.MAX_STEP
             total_ok = isinstance(total, int) and not isinstance(total, bool) and 1 <= total <= metric_lines.MAX_STEP
             if not step_ok:
-                add("progress.step", "Must be a whole number from 0.")
+                add("progress.step", f"Must be a whole number from 0 to {metric_lines.MAX_STEP}.")
             if not total_ok:
-                add("progress.total", "Must be a whole number from 1.")
+                add("progress.total", f"Must be a whole number from 1 to {metric_lines.MAX_STEP}.")
             if step_ok and total_ok and step > total:
                 add("progress.step", "Must be at most total.")
             if step_ok and total_ok and step <= total:
@@ -189,6 +198,7 @@ def record(run: TrainingRun, points: list[Point], marks: list[ProgressMark], now
                     f"A run may have at most {MAX_NAMES} metric names; this run has {len(known)} "
                     f"and the batch adds {len(names - known)}."]})
             latest = {key: point for key, point in latest.items() if key[0] in known or key[0] in room}
+    latest = _within_budget(run, latest, strict)
     rows = [RunMetric(run=run, name=p.name, step=p.step, value=p.value, recorded_at=p.at or now)
             for p in latest.values()]
     with transaction.atomic():
@@ -198,6 +208,55 @@ def record(run: TrainingRun, points: list[Point], marks: list[ProgressMark], now
         if marks:
             _advance(run, marks, now)
     return len(rows)
+
+
+def _within_budget(run: TrainingRun, latest: dict[tuple[str, int], Point], strict: bool) -> dict[tuple[str, int], Point]:
+    """``latest`` when storing it keeps the run within ``SLIPWAY_RUN_METRICS_MAX_POINTS`` rows (a point
+    that replaces a stored one adds none). Past it: ``strict`` refuses the batch
+    (:class:`MetricsBudgetSpent`), else the new points that do not fit are dropped (security review 5 #7).
+    One COUNT over the run's index a batch; two batches at once may overshoot by one batch."""
+    budget = settings.SLIPWAY_RUN_METRICS_MAX_POINTS
+    if not budget or not latest:
+        return latest
+    stored = RunMetric.objects.filter(run=run).count()
+    if stored + len(latest) <= budget:
+        return latest
+    names, steps = {name for name, _s in latest}, {step for _n, step in latest}
+    present = set(RunMetric.objects.filter(run=run, name__in=names, step__in=steps).values_list("name", "step"))
+    new = [key for key in latest if key not in present]
+    room = max(budget - stored, 0)
+    if len(new) <= room:
+        return latest
+    if strict:
+        raise MetricsBudgetSpent(
+            f"A run stores at most {budget} metric points (SLIPWAY_RUN_METRICS_MAX_POINTS); this run has {stored} "
+            f"and the batch adds {len(new)} new ones, so nothing of it was recorded. Report less often, or fewer names.")
+    logger.warning("Run %s is at its %s metric points: %s new points of its log dropped", run.pk, budget,
+                   len(new) - room)
+    dropped = set(new[room:])
+    return {key: point for key, point in latest.items() if key not in dropped}
+
+
+def token_wait(token_hash: str, now: float | None = None) -> int:
+    """Count one request of the run token whose SHA-256 is ``token_hash``; the seconds it must wait (0: go on).
+
+    At most ``SLIPWAY_RUN_TOKEN_RATE`` requests a minute, counted in the shared cache per (token,
+    calendar minute): a fixed window, so a burst at a minute's turn may reach twice the rate for a
+    moment. The cache unreachable: allowed (the batch and the point budget still bound it)."""
+    rate = settings.SLIPWAY_RUN_TOKEN_RATE
+    if not rate:
+        return 0
+    now = time.time() if now is None else now
+    window = int(now // 60)
+    key = f"slipway:run-token-rate:{token_hash[:32]}:{window}"
+    try:
+        count = 1 if cache.add(key, 1, timeout=120) else cache.incr(key)
+    except ValueError:  # expired between add and incr: a new window
+        count = 1
+    except Exception:
+        logger.warning("Run token rate: cache unreachable, a request not counted")
+        return 0
+    return 0 if count <= rate else max(math.ceil((window + 1) * 60 - now), 1)
 
 
 def _advance(run: TrainingRun, marks: list[ProgressMark], now: datetime) -> None:
@@ -380,8 +439,10 @@ def chart_series(run_ids: Iterable[int], names_wanted: Iterable[str] | None = No
     for r in ranges:
         if r["n"] <= 2 * buckets:
             continue
-        span = r["hi"] - r["lo"] + 1
-        bucket = ExpressionWrapper((F("step") - r["lo"]) * buckets / span, output_field=BigIntegerField())
+        # In double precision: rows stored before steps were capped at 2**53 reach 2**63 - 1, where
+        # (step - lo) * buckets overflows a bigint (security review 5 #6); a bucket needs no exact step.
+        span = float(r["hi"] - r["lo"] + 1)
+        bucket = Floor((Cast(F("step"), FloatField()) - float(r["lo"])) * float(buckets) / span)
         thinned = (rows.filter(run_id=r["run_id"], name=r["name"]).annotate(bucket=bucket).values("bucket")
                    .annotate(low=Min("value"), high=Max("value"), first=Min("step"), last=Max("step"))
                    .order_by("bucket"))

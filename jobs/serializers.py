@@ -46,7 +46,9 @@ class CheckpointReportSerializer(serializers.Serializer):
 
     step = serializers.IntegerField(min_value=0)
     path = serializers.CharField(max_length=c.MAX_CHECKPOINT_PATH,
-                                 help_text="Where the checkpoint is: the next attempt's SLIPWAY_RESUME_FROM.")
+                                 help_text="Where the checkpoint is: the next attempt's SLIPWAY_RESUME_FROM. Under "
+                                           "/slipway/checkpoints (a relative path is taken from there), at most "
+                                           f"{c.MAX_CHECKPOINT_PATH} characters once there.")
 
 
 class CheckpointSerializer(serializers.Serializer):

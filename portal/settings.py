@@ -380,6 +380,12 @@ SLIPWAY_RUN_METRICS_READ_RUNS = env_int("SLIPWAY_RUN_METRICS_READ_RUNS", 100)
 SLIPWAY_RUN_METRICS_READ_LINES = env_int("SLIPWAY_RUN_METRICS_READ_LINES", 2000)
 # Days the metric points of a finished run are kept (0: kept for ever).
 SLIPWAY_RUN_METRICS_KEEP_DAYS = env_int("SLIPWAY_RUN_METRICS_KEEP_DAYS", 180)
+# Most metric points one run stores (0: no bound): the API answers 409 past it, the log reader stops
+# storing new steps (a point that replaces a stored one still counts once) (security review 5 #7).
+SLIPWAY_RUN_METRICS_MAX_POINTS = env_int("SLIPWAY_RUN_METRICS_MAX_POINTS", 500_000)
+# Most requests one run token makes a minute (metrics/ and checkpoints/ together; 0: no bound):
+# past it, 429 with Retry-After until the minute ends (60: one report a second, 1,000 points each).
+SLIPWAY_RUN_TOKEN_RATE = env_int("SLIPWAY_RUN_TOKEN_RATE", 60)
 CELERY_BEAT_SCHEDULE["metrics-read-logs"] = {
     "task": "jobs.tasks.read_run_logs", "schedule": SLIPWAY_RUN_METRICS_READ_SECONDS,
     "options": {"queue": "default", "expires": SLIPWAY_RUN_METRICS_READ_SECONDS * 2},

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from allauth.socialaccount.models import SocialApp, SocialToken
 from django.contrib import admin
+from django.contrib.auth import forms as auth_forms
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.forms import AdminUserCreationForm
 
 from core.admin import ReadOnlyAdmin, when_column
 from teams import services
 from teams.models import ApiToken, AuditEvent, GroupMapping, Membership, Team, audit_actions
 from teams.services import lock_team
+from teams.usernames import refuse_lookalike
+
+User = get_user_model()
 
 admin.site.site_header = "Slipway admin console"
 admin.site.site_title = "Slipway admin"
@@ -19,6 +26,32 @@ admin.site.site_title = "Slipway admin"
 for _model in (SocialApp, SocialToken):
     if admin.site.is_registered(_model):
         admin.site.unregister(_model)
+
+
+class UserCreationForm(AdminUserCreationForm):
+    def clean_username(self) -> str | None:
+        username = super().clean_username()  # None once Django found the name taken (its error says so)
+        return refuse_lookalike(username) if username else username
+
+
+class UserChangeForm(auth_forms.UserChangeForm):
+    def clean_username(self) -> str:
+        username = self.cleaned_data["username"]
+        if "username" not in self.changed_data:
+            return username  # names already there are left as they are: only a rename is judged
+        return refuse_lookalike(username, self.instance.pk)
+
+
+# Users: Django's pages, with the one look-alike rule on every name they create or change
+# (teams.usernames: security review 5 #3, e.g. "aIice" with a capital I beside "alice").
+if admin.site.is_registered(User):
+    admin.site.unregister(User)
+
+
+@admin.register(User)
+class SlipwayUserAdmin(UserAdmin):
+    add_form = UserCreationForm
+    form = UserChangeForm
 
 
 class MembershipInline(admin.TabularInline):

@@ -19,13 +19,12 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from confusable_homoglyphs import confusables
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
 from teams import services
 from teams.models import ROLE_RANK, AuditEvent, GroupMapping, GroupMapSeed, Membership, Role, Team
+from teams.usernames import lookalike_of
 
 logger = logging.getLogger(__name__)
 
@@ -180,36 +179,10 @@ def password_sign_in_allowed(user) -> bool:
     return settings.SLIPWAY_LOCAL_LOGIN == "all" or user.is_staff
 
 
-def _skeleton(name: str) -> str:
-    """``name`` with each character that imitates a Latin one replaced by it, casefolded
-    (``"аlice"`` with a Cyrillic а → ``"alice"``): what a reader sees, for comparing names."""
-    found = confusables.is_confusable(name, greedy=True, preferred_aliases=["latin", "common"]) or []
-    latin = {}
-    for hit in found:
-        ascii_like = [g["c"] for g in hit["homoglyphs"] if g["c"].isascii()]
-        if ascii_like:
-            latin[hit["character"]] = ascii_like[0]
-    return "".join(latin.get(ch, ch) for ch in name).casefold()
-
-
-def lookalike_of(username: str) -> str | None:
-    """The existing username ``username`` would pass for (another string that reads the same, e.g.
-    Cyrillic "а" for Latin "a": security review 4 #9), or None. A name mixing scripts that reads as
-    a Latin one counts even when no such user exists yet."""
-    skeleton = _skeleton(username)
-    if skeleton == username.casefold():
-        return None  # nothing in it imitates another letter
-    existing = get_user_model().objects.filter(username__iexact=skeleton).values_list("username", flat=True).first()
-    if existing:
-        return existing
-    # No one by that name yet: still a disguise when it reads as plain Latin (a name wholly in
-    # another script, "оля", reads as itself and is kept).
-    return skeleton if skeleton.isascii() else None
-
-
 def safe_username(username: str, subject: str) -> str:
-    """``username`` unless it imitates another (:func:`lookalike_of`); then a plainly different one made
-    from the provider's subject (``sso-<subject>``, letters, digits, '-', '.', '_' only)."""
+    """``username`` unless it imitates another (:func:`teams.usernames.lookalike_of`, the rule of every
+    place that names a user); then a plainly different one made from the provider's subject
+    (``sso-<subject>``, letters, digits, '-', '.', '_' only)."""
     if lookalike_of(username) is None:
         return username
     cleaned = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-._") else "-" for ch in subject).strip("-")

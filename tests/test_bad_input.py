@@ -152,6 +152,17 @@ def test_it_answers_a_nul_byte_in_the_idempotency_key_without_a_500(api):
 
 
 @with_quota
+@pytest.mark.parametrize("key", ["key\tone", "caf\u00e9", "key\x01one"])
+def test_a_malformed_idempotency_key_that_reaches_django_is_the_apis_json_400(api, key):
+    """Review 5 #9d: wherever the header reaches Django (a tab and non-ASCII pass gunicorn; a control
+    character does only without it), the API names it in its JSON error, and nothing is created."""
+    response = post_run(api, run_payload(), HTTP_IDEMPOTENCY_KEY=key)
+    assert response.status_code == 400 and response["Content-Type"] == "application/json"
+    assert "Idempotency-Key" in response.json()["errors"]
+    assert not IdempotencyRecord.objects.exists()
+
+
+@with_quota
 @pytest.mark.postgres
 def test_it_honours_an_idempotency_key_on_a_path_longer_than_the_record_column(api):
     # /runs/000…0042/cancel/ is the same run (int() drops the zeros), but the placeholder row

@@ -82,6 +82,17 @@ def test_env_names_that_steer_the_gpu_runtime_are_refused(name):
     assert "GPU runtime" in str(caught.value)
 
 
+@pytest.mark.parametrize("field", ["env", "secret_env"])
+@pytest.mark.parametrize("name", ["CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+                                  "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "cuda_mps_log_directory"])
+def test_env_names_that_steer_mps_are_refused_as_nvidia_ones_are(name, field):
+    """Security review 5 #9b: on an MPS flavor these would pick another daemon, or lift the share
+    (threads, pinned memory) the flavor sets."""
+    with pytest.raises(Exception) as caught:
+        parse_run_request({**run_payload(), field: {name: "100"}})
+    assert "GPU runtime" in str(caught.value) and name in str(caught.value) and "100" not in str(caught.value)
+
+
 def test_cuda_visible_devices_only_narrows_and_is_allowed():
     assert parse_run_request({**run_payload(), "env": {"CUDA_VISIBLE_DEVICES": "0"}}).env == (
         ("CUDA_VISIBLE_DEVICES", "0"),)

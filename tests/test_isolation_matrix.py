@@ -304,6 +304,21 @@ def test_a_team_of_others_answers_as_if_it_did_not_exist(world, outsider, viewer
     assert snapshot() == before
 
 
+@pytest.mark.parametrize("path", ["/api/v1/runs/", "/api/v1/endpoints/", "/api/v1/workspaces/"])
+def test_a_list_filtered_by_a_team_of_others_is_a_404_not_an_empty_list(world, member, outsider, staff, path):
+    """Security review 5 #9c: ``?team=`` of another team answered an empty 200, which reads as "it has none"
+    (docs/api.md: a team the caller is not in answers 404, as if it did not exist)."""
+    assert as_token(outsider).get(path, {"team": "ml-research"}).status_code == 404
+    assert as_token(outsider).get(path, {"team": "no-such-team"}).status_code == 404
+    assert as_token(staff).get(path, {"team": "ml-research"}).status_code == 404  # not theirs without all_teams
+    ours = as_token(member).get(path, {"team": "ml-research"})
+    assert ours.status_code == 200 and ours.json()["count"] >= 1
+    assert all(item["team"] == "ml-research" for item in ours.json()["results"])
+    everyone = as_token(staff).get(path, {"team": "ml-research", "all_teams": "true"})
+    assert everyone.status_code == 200 and everyone.json()["count"] == ours.json()["count"]
+    assert as_token(staff).get(path, {"team": "no-such-team", "all_teams": "true"}).status_code == 404
+
+
 @pytest.mark.parametrize("name", sorted(TEAM_ROUTES))
 def test_staff_outside_the_team_change_only_its_quotas_and_sharing(world, staff, name):
     template, method, body = TEAM_ROUTES[name]

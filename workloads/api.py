@@ -32,7 +32,7 @@ from quotas.models import PreemptionEvent
 from quotas.pricing import PriceBook
 from quotas.queue import queue_positions
 from teams.idempotency import idempotent, is_dry_run
-from teams.models import Role
+from teams.models import Role, Team
 from teams.permissions import require_team
 from workloads import attempts, secrets, telemetry_api, telemetry_series
 from workloads import services as workloads
@@ -486,9 +486,16 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
     def get_queryset(self) -> QuerySet:
         ref = Concat(Value(f"{self.model.KIND_PREFIX}{REF_SEPARATOR}"), Cast(OuterRef("pk"), CharField()))
         params = self.request.query_params
-        everyone = self.model.objects.all() if self._all_teams() else self.model.objects.for_user(self.request.user)
+        all_teams = self._all_teams()
+        everyone = self.model.objects.all() if all_teams else self.model.objects.for_user(self.request.user)
         qs = everyone.for_list().annotate(borrowed_held=borrowed_units_of(ref))
         if params.get("team"):
+            # A team the caller is not in answers 404, as a ``team`` field does (docs/api.md), never an
+            # empty list that reads as "it has none" (security review 5 #9c); staff with all_teams name any team.
+            if all_teams and not Team.objects.filter(slug=params["team"]).exists():
+                raise Http404("No such team.")
+            if not all_teams:
+                require_team(self.request.user, params["team"])
             qs = qs.filter(team__slug=params["team"])
         if "state" in params:  # an empty one too: it is none of the states the schema lists
             qs = _with_state(qs, params["state"], [value for value, _label in self.model._meta.get_field("state").choices])

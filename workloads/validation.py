@@ -55,7 +55,9 @@ VOLUME_KEYS = ("claim", "mount_path", "read_only")
 #: Env names that steer the NVIDIA container runtime: on nodes whose toolkit honours them in
 #: unprivileged containers, NVIDIA_VISIBLE_DEVICES=all hands a pod every GPU of its node, past
 #: its quota. (CUDA_VISIBLE_DEVICES only narrows the devices the container already has: allowed.)
-FORBIDDEN_ENV_PREFIXES = ("NVIDIA_",)
+#: ``CUDA_MPS_*`` steer an MPS client past its flavor's share: its pipe directory (another daemon),
+#: its thread percentage and pinned memory limit (security review 5 #9b); refused on every flavor.
+FORBIDDEN_ENV_PREFIXES = ("NVIDIA_", "CUDA_MPS_")
 #: Longest whole number accepted as text: Python refuses int() past 4,300 digits, and no
 #: bounded field needs more than a handful.
 MAX_NUMBER_DIGITS = 30

@@ -106,3 +106,35 @@ def test_a_long_api_request_line_reaches_the_api_up_to_gunicorns_maximum(gunicor
     assert status_and_type(gunicorn + long_query) == (401, "application/json")
     # Past the documented 8190, gunicorn refuses the line itself (docs/operations.md).
     assert status_and_type(gunicorn + long_query + "a" * 2000)[0] == 414
+
+
+def raw_post(base: str, header_value: bytes) -> tuple[bytes, bytes]:
+    """POST /api/v1/runs/ with ``Idempotency-Key: <header_value>`` as raw bytes: (status line and headers, body)."""
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(b"POST /api/v1/runs/ HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 2\r\nIdempotency-Key: " + header_value + b"\r\nConnection: close\r\n\r\n{}")
+        data = b""
+        while chunk := conn.recv(65536):
+            data += chunk
+    head, _sep, body = data.partition(b"\r\n\r\n")
+    return head, body
+
+
+@pytest.mark.parametrize("value", [b"key\x01one", b"key\x00one", b"key\x1bone", b"key\x7fone"])
+def test_a_header_gunicorn_refuses_is_answered_in_the_api_error_shape(gunicorn, value):
+    """Security review 5 #9d: an Idempotency-Key with a control character never reaches Django —
+    gunicorn refuses the header value itself — and its 400 was an HTML page, not the API's JSON."""
+    head, body = raw_post(gunicorn, value)
+    assert head.startswith(b"HTTP/1.1 400 ")
+    assert b"\r\ncontent-type: application/json" in head.lower()
+    errors = json.loads(body)["errors"]
+    assert "IDEMPOTENCY-KEY" in errors["non_field_errors"][0]
+
+
+@pytest.mark.parametrize("value", [b"key\tone", b"caf\xc3\xa9"])
+def test_a_key_that_reaches_django_is_its_json_400_or_goes_on(gunicorn, value):
+    """A tab and non-ASCII bytes pass gunicorn: Django answers (401 here, without a token) in JSON;
+    with a token the key's own check is a JSON 400 (tests/test_bad_input.py)."""
+    head, body = raw_post(gunicorn, value)
+    assert head.startswith(b"HTTP/1.1 401 ") and "errors" in json.loads(body)

@@ -192,6 +192,11 @@ def test_the_token_reports_its_runs_checkpoints(api, quota, published) -> None:
     ({"step": 1, "path": "../secrets"}, "path"),
     ({"step": 1, "path": "/slipway/checkpoints"}, "path"),
     ({"step": 1, "path": "/slipway/checkpointsX/a"}, "path"),
+    # A whole number as JSON, never as a string (security review 5 #9e).
+    ({"step": "1", "path": "/slipway/checkpoints/a"}, "step"),
+    # A relative path that fits the 1,000 characters but not once under /slipway/checkpoints/ (review 5 #8).
+    ({"step": 1, "path": "a" * 990}, "path"),
+    ({"step": 1, "path": "a" * 1000}, "path"),
 ])
 def test_a_bad_report_is_a_400_with_field_errors(api, quota, published, report, field) -> None:
     body = post_run(api, checkpoint={})
@@ -374,3 +379,23 @@ def test_the_log_line_is_found_with_a_loggers_prefix_and_the_last_one_wins():
     # A leading RFC 3339 stamp (the sandbox's lines, timestamped cluster logs) is when it was written.
     stamped = "2026-11-24T09:00:05Z INFO  SLIPWAY_CHECKPOINT step=40 path=/slipway/checkpoints/step-40"
     assert last_in_log([stamped]) == (40, "/slipway/checkpoints/step-40", datetime(2026, 11, 24, 9, 0, 5, tzinfo=UTC))
+
+
+def test_the_stored_length_limit_is_named_and_the_longest_relative_path_fits(api, quota, published) -> None:
+    """Review 5 #8: a relative path of 980-1,000 characters outgrew the column once under its directory (a 500)."""
+    body = post_run(api, checkpoint={})
+    client = run_client(token_of(body["id"]))
+    url = f"/api/v1/runs/{body['id']}/checkpoints/"
+    longest = 1000 - len("/slipway/checkpoints/")
+    too_long = client.post(url, {"step": 1, "path": "a" * (longest + 1)}, format="json")
+    assert too_long.status_code == 400
+    assert "at most 1000 characters as stored" in too_long.json()["errors"]["path"][0]
+    assert f"a relative path at most {longest}" in too_long.json()["errors"]["path"][0]
+    fits = client.post(url, {"step": 1, "path": "a" * longest}, format="json")
+    assert fits.status_code == 201 and len(fits.json()["path"]) == 1000
+
+
+def test_a_checkpoint_line_too_long_once_under_its_directory_is_skipped() -> None:
+    from jobs.checkpoints import last_in_log
+    lines = ["SLIPWAY_CHECKPOINT step=1 path=ok", "SLIPWAY_CHECKPOINT step=2 path=" + "b" * 990]
+    assert last_in_log(lines) == (1, "/slipway/checkpoints/ok", None)

@@ -13,7 +13,7 @@ from django.utils import timezone
 from jobs import metrics, services
 from jobs.constants import RunState
 from jobs.metric_lines import Point, ProgressMark
-from jobs.models import TrainingRun
+from jobs.models import RunMetric, TrainingRun
 from tests.factories import add_member, make_team
 from tests.jobs.conftest import run_payload
 
@@ -155,3 +155,19 @@ def test_a_long_series_is_thinned_by_the_database_keeping_its_extremes(running):
 def test_staff_read_the_comparison_of_any_team(client, staff, running):
     client.force_login(staff)
     assert client.get(f"/runs/compare/?runs={running.pk}").status_code == 200
+
+
+def test_points_stored_at_the_bigint_limit_never_make_the_pages_a_500(client, member, team, quota, running):
+    """Security review 5 #6: one point at step 2**63 - 1 (stored before steps were capped at 2**53)
+    overflowed the bucket's bigint arithmetic, and the run's page and the comparison were 500s for good."""
+    points = [Point(s, "loss", 1.0, None) for s in range(600)] + [Point(2**63 - 1, "loss", 7.0, None)]
+    RunMetric.objects.bulk_create([RunMetric(run=running, name=p.name, step=p.step, value=p.value,
+                                             recorded_at=timezone.now()) for p in points],
+                                  update_conflicts=True, unique_fields=["run", "name", "step"],
+                                  update_fields=["value"])
+    thinned = metrics.chart_series([running.pk], ["loss"])[running.pk]["loss"]
+    assert max(v for _s, v in thinned) == 7.0 and thinned[-1][0] > 2**62
+    client.force_login(member)
+    assert client.get(f"/runs/{running.pk}/").status_code == 200
+    assert client.get(f"/runs/{running.pk}/metrics/").status_code == 200
+    assert client.get(f"/runs/compare/?runs={running.pk}&metric=loss").status_code == 200

@@ -3,8 +3,11 @@ progress, the team reads them; validation (400 with field errors, never 500); id
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.db import connection
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -90,6 +93,8 @@ def test_a_batch_sent_again_duplicates_nothing_and_the_last_value_of_a_step_wins
     ({"points": [{"step": 1.5, "name": "loss", "value": 1}]}, "points[0].step"),
     ({"points": [{"step": True, "name": "loss", "value": 1}]}, "points[0].step"),
     ({"points": [{"step": 2**63, "name": "loss", "value": 1}]}, "points[0].step"),
+    ({"points": [{"step": 2**53 + 1, "name": "loss", "value": 1}]}, "points[0].step"),  # review 5 #6
+    ({"progress": {"step": 1, "total": 2**53 + 1}}, "progress.total"),
     ({"points": [{"step": 1, "name": "train/loss", "value": 1}]}, "points[0].name"),
     ({"points": [{"step": 1, "name": "step", "value": 1}]}, "points[0].name"),
     ({"points": [{"step": 1, "name": "x" * 65, "value": 1}]}, "points[0].name"),
@@ -189,3 +194,70 @@ def test_the_runs_list_reads_every_runs_progress_in_one_query(api, member, team,
         listed = api.get("/api/v1/runs/").json()["results"]
     assert all(r["progress"]["step"] == 1 for r in listed)
     assert len([q for q in queries.captured_queries if "jobs_runprogress" in q["sql"]]) == 1
+
+
+def test_a_runs_stored_points_are_bounded_by_its_budget(run, settings):
+    """Security review 5 #7: one run token stored 60,000 rows in 9 s, with no bound. Past
+    SLIPWAY_RUN_METRICS_MAX_POINTS a batch is a 409 that says why, and nothing of it is recorded;
+    a point that replaces a stored one adds nothing, so a batch sent again still goes through."""
+    settings.SLIPWAY_RUN_METRICS_MAX_POINTS = 10
+    client = run_client(run["id"])
+    first = {"points": [{"step": s, "name": "loss", "value": 1.0} for s in range(8)]}
+    assert client.post(url(run["id"]), first, format="json").status_code == 200
+    over = client.post(url(run["id"]), {"points": [{"step": s, "name": "loss", "value": 2.0} for s in range(8, 13)]},
+                       format="json")
+    assert over.status_code == 409
+    message = over.json()["errors"]["detail"][0]
+    assert "at most 10 metric points" in message and "SLIPWAY_RUN_METRICS_MAX_POINTS" in message
+    assert RunMetric.objects.filter(run_id=run["id"]).count() == 8 and not RunMetric.objects.filter(value=2.0).exists()
+    # Replacing the 8 stored and adding 2 fits exactly.
+    fits = {"points": [{"step": s, "name": "loss", "value": 3.0} for s in range(10)]}
+    assert client.post(url(run["id"]), fits, format="json").status_code == 200
+    assert client.post(url(run["id"]), fits, format="json").status_code == 200  # sent again: no new rows
+    assert RunMetric.objects.filter(run_id=run["id"]).count() == 10
+
+
+def test_the_log_reader_stops_storing_new_points_at_the_budget(run, settings):
+    from jobs import metrics
+    from jobs.metric_lines import Point
+
+    settings.SLIPWAY_RUN_METRICS_MAX_POINTS = 5
+    stored = metrics.record(TrainingRun.objects.get(pk=run["id"]), [Point(s, "loss", 1.0, None) for s in range(9)],
+                            [], timezone.now())
+    assert stored == 5 and RunMetric.objects.filter(run_id=run["id"]).count() == 5
+
+
+def test_a_run_token_is_held_to_its_rate_with_a_429_and_retry_after(run, api, settings):
+    """Security review 5 #7: past SLIPWAY_RUN_TOKEN_RATE requests a minute a run token gets 429 with
+    Retry-After, in the API's error shape; people reading the same run are not counted."""
+    settings.SLIPWAY_RUN_TOKEN_RATE = 3  # counted per token: a new run's starts from nothing
+    client = run_client(run["id"])
+    batch = {"points": [{"step": 1, "name": "loss", "value": 1.0}]}
+    answers = [client.post(url(run["id"]), batch, format="json") for _ in range(3)]
+    assert [a.status_code for a in answers] == [200, 200, 200]
+    # A minute may turn meanwhile and start a new count: within 2 × the rate + 1 one is refused all the same.
+    for _ in range(4):
+        refused = client.post(url(run["id"]), batch, format="json")
+        if refused.status_code == 429:
+            break
+    assert refused.status_code == 429, refused.content
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    assert "SLIPWAY_RUN_TOKEN_RATE" in refused.json()["errors"]["detail"][0]
+    checkpoint = client.post(f"/api/v1/runs/{run['id']}/checkpoints/", {"step": 1, "path": "a"}, format="json")
+    assert checkpoint.status_code == 429  # one rate for everything the token does
+    assert all(api.get(url(run["id"])).status_code == 200 for _ in range(5))  # people are not counted
+
+
+def test_the_rate_counts_per_token_and_per_minute():
+    from jobs.checkpoints import new_run_token
+    from jobs.metrics import token_wait
+
+    (_token, first), (_other, second) = new_run_token(), new_run_token()
+    minute = 60 * int(time.time() // 60)
+    with override_settings(SLIPWAY_RUN_TOKEN_RATE=2):
+        assert [token_wait(first, minute + 10), token_wait(first, minute + 20)] == [0, 0]
+        assert token_wait(first, minute + 45.5) == 15  # until the minute ends
+        assert token_wait(second, minute + 46) == 0  # another token
+        assert token_wait(first, minute + 60) == 0  # the next minute
+    with override_settings(SLIPWAY_RUN_TOKEN_RATE=0):
+        assert all(token_wait(first, minute + 61) == 0 for _ in range(5))  # no bound

@@ -244,17 +244,21 @@ def test_password_sign_in_is_for_staff_only_when_so_configured(sso, person, sett
     assert urlparse(allowed.url).path != "/login/"
 
 
+@pytest.mark.parametrize("where", ["body", "query", "both"])
 @pytest.mark.parametrize("process", ["connect", "redirect"])
-def test_a_forged_connect_links_nothing_and_is_no_500(sso, person, process):
+def test_a_forged_connect_links_nothing_and_is_no_500(sso, person, process, where):
     """Security review 4 #2: posting the button with ``process=connect`` while signed in (as staff here)
-    once linked the provider's subject to that account behind a 500. Only "login" is accepted."""
+    once linked the provider's subject to that account behind a 500. Only "login" is accepted, from the
+    body or the query string, which allauth reads too (review 5 #9a: the query's passed the first gate)."""
     make_user("root", staff=True, password="pw-Slipway-123")
     person.http.post(f"{person.base}/login/", timeout=10, data={
         "csrfmiddlewaretoken": person.csrf(), "username": "root", "password": "pw-Slipway-123"})
     sso.set_user("u-9001", preferred_username="mallory", groups=["gpu-ml"])
     before = SocialAccount.objects.count()
-    refused = person.http.post(f"{person.base}/accounts/oidc/slipway/login/", timeout=10,
-                               data={"csrfmiddlewaretoken": person.csrf("/"), "process": process})
+    data = {"csrfmiddlewaretoken": person.csrf("/"), **({} if where == "query" else {"process": process})}
+    query = f"?process={process}" if where != "body" else ""
+    refused = person.http.post(f"{person.base}/accounts/oidc/slipway/login/{query}", timeout=10, data=data,
+                               allow_redirects=False)
     assert refused.status_code == 400 and "only to sign in" in refused.text
     assert SocialAccount.objects.count() == before == 0
     assert not get_user_model().objects.filter(username="mallory").exists()
@@ -306,3 +310,16 @@ def test_a_username_that_imitates_a_colleagues_gets_a_plainly_different_one(sso,
     sso.set_user("u-9102", preferred_username="\u043e\u043b\u044f", groups=[])  # "оля", all Cyrillic
     person.sign_in("u-9102")
     assert SocialAccount.objects.get(uid="u-9102").user.username == "\u043e\u043b\u044f"
+
+
+def test_look_alikes_the_provider_sends_are_renamed_too(sso, person):
+    """Security review 5 #3: ⅾave (U+217E), fullwidth ａｄｍｉｎ and aIice (a capital I) were kept: the
+    sign-in and the admin console now share one rule (teams.usernames)."""
+    for name in ("dave", "admin", "alice"):
+        make_user(name)
+    for number, sent in enumerate(("\u217eave", "\uff41\uff44\uff4d\uff49\uff4e", "aIice")):
+        uid = f"u-95{number:02d}"
+        sso.set_user(uid, preferred_username=sent, groups=[])
+        person.sign_in(uid)
+        assert SocialAccount.objects.get(uid=uid).user.username == f"sso-{uid}", sent
+        person.log_out()
