@@ -491,7 +491,9 @@ SLIPWAY_ALERT_TEMP_C = env_float("SLIPWAY_ALERT_TEMP_C", 85.0)
 SLIPWAY_ALERT_TEMP_MINUTES = env_int("SLIPWAY_ALERT_TEMP_MINUTES", 5)
 SLIPWAY_ALERT_CLEAR_MINUTES = env_int("SLIPWAY_ALERT_CLEAR_MINUTES", 10)
 # The portal's address as people reach it, for the links in notifications (an alert's "cancel it").
-SLIPWAY_PORTAL_URL = env_str("SLIPWAY_PORTAL_URL", "http://localhost:8000")
+# Unset, it follows the port the portal is served on (PORT: scripts/run.sh exports it and sets this
+# to the address it prints), so `make run PORT=8110` links to :8110, not :8000.
+SLIPWAY_PORTAL_URL = env_str("SLIPWAY_PORTAL_URL", f"http://localhost:{env_int('PORT', 8000)}")
 # E-mail (Django's mail backends): the console backend prints messages (the demo); production
 # sets django.core.mail.backends.smtp.EmailBackend and the EMAIL_HOST… variables.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

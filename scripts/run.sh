@@ -36,6 +36,9 @@ s.bind((sys.argv[1], int(sys.argv[2])))' "$HOST" "$port" 2>/dev/null; then
 fi
 export PORT="$port"   # seed_demo prints its links with it
 url="http://$HOST:$port/"
+# The links in e-mails and webhooks (the worker sends them) start with the address printed here,
+# unless the install says where people reach the portal.
+export SLIPWAY_PORTAL_URL="${SLIPWAY_PORTAL_URL:-${url%/}}"
 
 "$PY" manage.py migrate --noinput
 "$PY" manage.py seed_demo --url "$url"
