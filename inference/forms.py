@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from cluster import specs
@@ -189,6 +190,9 @@ class EndpointForm(EndpointEditForm):
     def __init__(self, *args: Any, flavors: list[GpuFlavor] = (), usage: list[dict] = (), currency: str = "USD",
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # Read per form, not at import: the install's serving image (a prefilled form's own wins), as the
+        # run form's SLIPWAY_DEFAULT_RUN_IMAGE.
+        self.fields["image"].initial = settings.SLIPWAY_DEFAULT_ENDPOINT_IMAGE
         rows = {row["flavor"]: row for row in usage}
         book = PriceBook()  # every flavor's price from one read of the clusters
         without_quota = {f.name for f in flavors if rows.get(f.name, {}).get("limit", 0) == 0}

@@ -414,6 +414,9 @@ SLIPWAY_ALLOWED_REGISTRIES = env_list("SLIPWAY_ALLOWED_REGISTRIES", env_list("SL
 # sandbox's registry holds (sandbox/inventory.yaml), so the demo's first run pulls; an install
 # sets its own base training image. Empty: the field starts empty.
 SLIPWAY_DEFAULT_RUN_IMAGE = env_str("SLIPWAY_DEFAULT_RUN_IMAGE", "registry.example.com/ml/trainer:2.4")
+# The image the "New endpoint" form starts with (README's tour keeps it): a vLLM server the sandbox's
+# registry holds, so the demo's first endpoint pulls and serves; an install sets its own. Empty: none.
+SLIPWAY_DEFAULT_ENDPOINT_IMAGE = env_str("SLIPWAY_DEFAULT_ENDPOINT_IMAGE", "registry.example.com/serving/vllm:0.7")
 SLIPWAY_NAMESPACE_PREFIX = env_str("SLIPWAY_NAMESPACE_PREFIX", "team-")
 # Workspaces (docs/workspaces.md): the image a new one starts with (a JupyterLab image of Jupyter's
 # docker-stacks), the longest idle window of a team whose policy staff did not set, how often its
