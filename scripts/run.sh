@@ -42,6 +42,9 @@ export SLIPWAY_PORTAL_URL="${SLIPWAY_PORTAL_URL:-${url%/}}"
 
 "$PY" manage.py migrate --noinput
 "$PY" manage.py seed_demo --url "$url"
+# The demo's later runs (its reclaim) are told in minutes from when the portal first answers, not from
+# seeding: held until then (the clock starts below), however long the services take to start.
+"$PY" manage.py demo_clock hold
 
 pids=()
 alive() {
@@ -113,6 +116,7 @@ for _ in $(seq 1 120); do
   sleep 0.5
 done
 [[ -n "$ready" ]] || echo "warning: $url did not answer within 60 s; see $LOG_DIR/web.log" >&2
+"$PY" manage.py demo_clock start
 
 # printf is a builtin: once the banner is out, the three services are this script's only children
 # (`cat <<MSG` forked one more, still alive for a moment after its last line was read).

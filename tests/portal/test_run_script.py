@@ -23,6 +23,11 @@ from django.conf import settings
 RUN_SH = Path(settings.BASE_DIR) / "scripts" / "run.sh"
 
 FAKE_PYTHON = """#!/bin/sh
+if [ "$1" = manage.py ] && [ "$2" = demo_clock ]; then
+  {real} -c 'import os, socket; socket.create_connection(("127.0.0.1", int(os.environ["PORT"])), 1)' 2>/dev/null \\
+    && echo "manage.py $2 $3 (the portal answers)" || echo "manage.py $2 $3 (the portal is silent)"
+  exit 0
+fi
 if [ "$1" = manage.py ]; then shift; echo "manage.py $* PORT=$PORT SLIPWAY_PORTAL_URL=$SLIPWAY_PORTAL_URL"; exit 0; fi
 exec {real} "$@"
 """
@@ -208,3 +213,18 @@ def test_the_settings_link_to_the_port_the_portal_is_served_on():
                            env={**env, "DJANGO_SETTINGS_MODULE": "portal.settings", **extra}, capture_output=True,
                            text=True, check=True).stdout.strip() for extra in ({"PORT": "8110"}, {})]
     assert read == ["http://localhost:8110", "http://localhost:8000"]
+
+
+def test_the_demo_clock_is_held_before_the_services_start_and_started_once_the_portal_answers(checkout):
+    """Issue 46 F.3: the demo's reclaim is told in minutes from when the portal first answers, not from seeding."""
+    process = start(checkout, str(free_port()))
+    try:
+        out = read_until(process, "Logs:")
+    finally:
+        stop(process)
+    lines = out.splitlines()
+    seeded = next(i for i, line in enumerate(lines) if line.startswith("manage.py seed_demo"))
+    held = lines.index("manage.py demo_clock hold (the portal is silent)")
+    started = lines.index("manage.py demo_clock start (the portal answers)")
+    banner = next(i for i, line in enumerate(lines) if "Slipway is running" in line)
+    assert seeded < held < started < banner, out
