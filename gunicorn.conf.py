@@ -28,6 +28,13 @@ def on_starting(server) -> None:
     server.log.info("Prometheus figures in %s", settings.PROMETHEUS_MULTIPROC_DIR)
 
 
+def post_worker_init(worker) -> None:
+    # The worker has loaded Django and every app: keep that heap out of the garbage collector's passes,
+    # the exit's last one too, so a Ctrl-C on `make run` does not wait for it (core.worker.freeze_startup_heap).
+    from core.worker import freeze_startup_heap
+    freeze_startup_heap()
+
+
 def child_exit(server, worker) -> None:
     # Imported here, not at the top: prometheus_client chooses its multiprocess mode when first
     # imported, so the master must not import it before on_starting exported the directory.

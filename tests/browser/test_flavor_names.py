@@ -12,16 +12,13 @@ import pytest
 
 from quotas.models import GpuFlavor
 from tests.browser.support import BROWSER_MARKS
+from tests.browser.test_forms import log_in
 
 pytestmark = [*BROWSER_MARKS, pytest.mark.usefixtures("demo")]
 
 
 def test_the_flavor_help_page_shows_flavor_names_as_they_are(live_server, browser):
-    browser.goto(f"{live_server.url}/login/")
-    browser.fill("#id_username", "alice")
-    browser.fill("#id_password", "slipway-demo")
-    browser.click("button[type=submit]")
-    browser.wait_for_url(f"{live_server.url}/*")
+    log_in(browser, live_server.url)
     browser.goto(f"{live_server.url}/help/flavors/")
     names = sorted(GpuFlavor.objects.values_list("name", flat=True))
     assert "a100-1g.10gb" in names
