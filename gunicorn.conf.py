@@ -41,11 +41,16 @@ def child_exit(server, worker) -> None:
 
 
 def post_worker_init(worker) -> None:
-    # In the worker, once the application (and so Django) is loaded: gunicorn's own refusals, written
-    # by gunicorn.util.write_error in HTML, go out in portal.errors.api_error's JSON shape instead.
+    # In the worker, once the application (and so Django) is loaded. First keep that heap out of the garbage
+    # collector's passes, the exit's last one too, so a Ctrl-C on `make run` does not wait for it
+    # (core.worker.freeze_startup_heap). Then gunicorn's own refusals, written by gunicorn.util.write_error in
+    # HTML, go out in portal.errors.api_error's JSON shape instead.
     from gunicorn import util
 
+    from core.worker import freeze_startup_heap
     from portal.errors import api_error
+
+    freeze_startup_heap()
 
     def write_error(sock, status_int: int, reason: str, mesg: str) -> None:
         body = api_error(status_int, mesg or reason).content

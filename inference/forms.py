@@ -12,11 +12,13 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from cluster import specs
 from inference import constants as c
 from inference.constants import Engine, Metric
+from quotas.facts import ClusterWaits
 from quotas.models import GpuFlavor
 from quotas.pricing import PriceBook
 from workloads.constants import MAX_UNITS_PER_NODE
@@ -189,11 +191,15 @@ class EndpointForm(EndpointEditForm):
     def __init__(self, *args: Any, flavors: list[GpuFlavor] = (), usage: list[dict] = (), currency: str = "USD",
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # Read per form, not at import: the install's serving image (a prefilled form's own wins), as the
+        # run form's SLIPWAY_DEFAULT_RUN_IMAGE.
+        self.fields["image"].initial = settings.SLIPWAY_DEFAULT_ENDPOINT_IMAGE
         rows = {row["flavor"]: row for row in usage}
-        book = PriceBook()  # every flavor's price from one read of the clusters
+        book, waits = PriceBook(), ClusterWaits()  # every flavor's price and cluster state from one read each
         without_quota = {f.name for f in flavors if rows.get(f.name, {}).get("limit", 0) == 0}
         choices = [("", "— choose a flavor —")] + [
-            (f.name, flavor_label(f, rows.get(f.name), currency, book) + (f" · {mig_explanation(f)}" if f.mig_profile else ""))
+            (f.name, flavor_label(f, rows.get(f.name), currency, book, waits)
+             + (f" · {mig_explanation(f)}" if f.mig_profile else ""))
             for f in flavors]
         self.fields["flavor"].choices = choices
         self.fields["flavor"].widget = FlavorSelect(choices=choices, disabled_values=without_quota)

@@ -100,6 +100,13 @@ def parse_endpoint_request(data: Mapping[str, Any], partial: bool = False, *, na
     col = Collector(data)
     allowed = PATCH_FIELDS if partial else CREATE_FIELDS - {"team"}
     unknown = sorted(set(data) - allowed)
+    # The portal's form has metric and target side by side, the API nests them: said under the field's own
+    # name (so `slipway endpoint create -f` gives its line), with the shape to write instead.
+    misplaced = [name for name in unknown if name in AUTOSCALE_KEYS]
+    for name in misplaced:
+        col.add(name, f"Not a field of its own: it goes under autoscale, e.g. autoscale: {{metric: "
+                      f"{Metric.GPU_UTILIZATION.value}, target: {specs.DEFAULT_GPU_UTILIZATION_TARGET:g}}}.")
+    unknown = [name for name in unknown if name not in misplaced]
     if unknown:
         verb = "cannot be changed (create a new endpoint)" if partial else "unknown"
         col.add("non_field_errors", f"Field(s) {verb}: {', '.join(map(str, unknown))}.")

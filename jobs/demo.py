@@ -175,6 +175,40 @@ def seed_demo_runs(slugs: Collection[str] | None = None, now: datetime | None = 
     return created
 
 
+#: How far ahead :func:`hold_later_demo_runs` puts the later runs: out of beat's reach until the clock starts.
+HELD_FOR = timedelta(days=1)
+
+
+def hold_later_demo_runs(now: datetime | None = None) -> int:
+    """Keep the :class:`LaterDemoRun` rows not submitted yet from coming due (``manage.py demo_clock hold``).
+
+    ``scripts/run.sh`` holds them before it starts the services and starts the clock
+    (:func:`start_later_demo_runs`) once the portal answers: the demo's reclaim is told in minutes
+    from then (README "Watch a reclaim"), however long a cold start took since seeding.
+    """
+    now = now or timezone.now()
+    return LaterDemoRun.objects.filter(submitted_at__isnull=True).update(due_at=now + HELD_FOR)
+
+
+def start_later_demo_runs(now: datetime | None = None) -> list[LaterDemoRun]:
+    """Make each :class:`LaterDemoRun` not submitted yet due its delay (:data:`DEMO_LATER`) from ``now``
+    (``manage.py demo_clock start``); a row the demo does not define keeps its time. Returns the rows, earliest first."""
+    now = now or timezone.now()
+    delays = {(slug, fields["name"]): delay for slug, _user, delay, fields in DEMO_LATER}
+    rows = list(LaterDemoRun.objects.filter(submitted_at__isnull=True).select_related("team"))
+    for row in rows:
+        delay = delays.get((row.team.slug, row.spec.get("name")))
+        if delay is not None:
+            LaterDemoRun.objects.filter(pk=row.pk, submitted_at__isnull=True).update(due_at=now + timedelta(seconds=delay))
+            row.due_at = now + timedelta(seconds=delay)
+    return sorted(rows, key=lambda row: row.due_at)
+
+
+def later_demo_run_line(row: LaterDemoRun) -> str:
+    """"NLP Platform submits t5-distill at 14:02:10": when the demo's later run comes."""
+    return f"{row.team.name} submits {row.spec.get('name')} at {timezone.localtime(row.due_at):%H:%M:%S}"
+
+
 def submit_due_demo_runs(now: datetime | None = None) -> list[TrainingRun]:
     """Submit the :class:`LaterDemoRun` rows due by ``now``, each once; returns the runs submitted.
 

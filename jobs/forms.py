@@ -21,6 +21,7 @@ from jobs import constants as c
 from jobs.models import TrainingRun
 from jobs.validation import parse_run_request
 from quotas.constants import Priority
+from quotas.facts import ClusterWaits
 from quotas.models import GpuFlavor
 from quotas.pricing import PriceBook
 from workloads import secrets
@@ -112,9 +113,10 @@ class NewRunForm(forms.Form):
         # Read per form, not at import: the install's base image (a prefilled form's own wins).
         self.fields["image"].initial = settings.SLIPWAY_DEFAULT_RUN_IMAGE
         rows = {row["flavor"]: row for row in usage}
-        book = PriceBook()  # every flavor's price from one read of the clusters
+        book, waits = PriceBook(), ClusterWaits()  # every flavor's price and cluster state from one read each
         without_quota = {f.name for f in flavors if rows.get(f.name, {}).get("limit", 0) == 0}
-        choices = [("", "— choose a flavor —")] + [(f.name, flavor_label(f, rows.get(f.name), currency, book)) for f in flavors]
+        choices = [("", "— choose a flavor —")] + [(f.name, flavor_label(f, rows.get(f.name), currency, book, waits))
+                                                   for f in flavors]
         self.fields["flavor"].widget = FlavorSelect(choices=choices, disabled_values=without_quota)
         self.api_data: dict[str, Any] = {}
 

@@ -9,7 +9,6 @@ from datetime import datetime
 
 from django.conf import settings
 from django.urls import reverse
-from django.utils import timezone
 
 import core.backend
 from cluster.backends.base import ObservedWorkload, ResourceKind
@@ -19,7 +18,7 @@ from cluster.specs import CheckpointSpec, TrainingSpec, VolumeSpec
 from cluster.status import TrainingPhase, WorkloadStatus, training_status
 from jobs import metrics, services
 from jobs.constants import AUDIT_ACTIONS, RunState
-from jobs.demo import seed_demo_history, seed_demo_runs
+from jobs.demo import later_demo_run_line, seed_demo_history, seed_demo_runs
 from jobs.models import LaterDemoRun, TrainingRun
 from quotas.decide import ResourceRequest
 from teams.models import Role
@@ -147,8 +146,8 @@ class TrainingKind(WorkloadKind):
         if runs := seed_demo_runs(slugs):
             lines.append(f"Submitted {len(runs)} demo training runs; they progress on their own.")
         for later in LaterDemoRun.objects.filter(submitted_at__isnull=True).select_related("team"):
-            lines.append(f"{later.team.name} submits {later.spec.get('name')} at "
-                         f"{timezone.localtime(later.due_at):%H:%M:%S} (the worker and beat must run).")
+            # make run counts it from when the portal answers instead, and prints that time (manage.py demo_clock).
+            lines.append(f"{later_demo_run_line(later)} (the worker and beat must run).")
         return lines
 
     def seed_demo_history(self, slugs):

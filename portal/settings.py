@@ -420,6 +420,9 @@ SLIPWAY_ALLOWED_REGISTRIES = env_list("SLIPWAY_ALLOWED_REGISTRIES", env_list("SL
 # sandbox's registry holds (sandbox/inventory.yaml), so the demo's first run pulls; an install
 # sets its own base training image. Empty: the field starts empty.
 SLIPWAY_DEFAULT_RUN_IMAGE = env_str("SLIPWAY_DEFAULT_RUN_IMAGE", "registry.example.com/ml/trainer:2.4")
+# The image the "New endpoint" form starts with (README's tour keeps it): a vLLM server the sandbox's
+# registry holds, so the demo's first endpoint pulls and serves; an install sets its own. Empty: none.
+SLIPWAY_DEFAULT_ENDPOINT_IMAGE = env_str("SLIPWAY_DEFAULT_ENDPOINT_IMAGE", "registry.example.com/serving/vllm:0.7")
 SLIPWAY_NAMESPACE_PREFIX = env_str("SLIPWAY_NAMESPACE_PREFIX", "team-")
 # Workspaces (docs/workspaces.md): the image a new one starts with (a JupyterLab image of Jupyter's
 # docker-stacks), the longest idle window of a team whose policy staff did not set, how often its
@@ -506,7 +509,9 @@ SLIPWAY_ALERT_TEMP_C = env_float("SLIPWAY_ALERT_TEMP_C", 85.0)
 SLIPWAY_ALERT_TEMP_MINUTES = env_int("SLIPWAY_ALERT_TEMP_MINUTES", 5)
 SLIPWAY_ALERT_CLEAR_MINUTES = env_int("SLIPWAY_ALERT_CLEAR_MINUTES", 10)
 # The portal's address as people reach it, for the links in notifications (an alert's "cancel it").
-SLIPWAY_PORTAL_URL = env_str("SLIPWAY_PORTAL_URL", "http://localhost:8000")
+# Unset, it follows the port the portal is served on (PORT: scripts/run.sh exports it and sets this
+# to the address it prints), so `make run PORT=8110` links to :8110, not :8000.
+SLIPWAY_PORTAL_URL = env_str("SLIPWAY_PORTAL_URL", f"http://localhost:{env_int('PORT', 8000)}")
 # E-mail (Django's mail backends): the console backend prints messages (the demo); production
 # sets django.core.mail.backends.smtp.EmailBackend and the EMAIL_HOST… variables.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

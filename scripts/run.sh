@@ -2,8 +2,9 @@
 # Start Slipway locally: web (gunicorn) + Celery worker + Celery beat + the workspace proxy, on
 # the simulated GPU cluster (which lives in the worker and beat), with demo teams and data. Ctrl-C
 # (or SIGTERM, SIGHUP) stops all four within 10 s, leaves no process behind, and the script then
-# exits 0. The workspace proxy serves the sandbox's notebooks at ws-<id>.localhost on the port after
-# the portal's (SLIPWAY_WORKSPACE_PROXY_PORT): never on the portal's host (docs/workspaces.md).
+# exits 0 — and so does `make run`. The workspace proxy serves the sandbox's notebooks at
+# ws-<id>.localhost on the port after the portal's (SLIPWAY_WORKSPACE_PROXY_PORT): never on the
+# portal's host (docs/workspaces.md).
 #
 #   scripts/run.sh [PORT]     (or PORT=9000 scripts/run.sh; make run PORT=9000) — default 8000
 #
@@ -22,6 +23,40 @@ mkdir -p "$LOG_DIR"
 # How long the services get to stop by themselves before they are killed: with the 10 s that
 # Ctrl-C promises, a worker in warm shutdown on a long task must not hold the stop up.
 STOP_GRACE_SECONDS="${STOP_GRACE_SECONDS:-6}"
+
+# Under `make run` (or any parent in the terminal's foreground group) a terminal's Ctrl-C signals the
+# whole group: make too, which then dies of that SIGINT itself once its child is done (GNU make re-raises
+# it: exit 130, "Error 130" for a script), whatever this script does. So, where it shares the terminal's
+# foreground group with its parent, the script moves to a group of its own and takes the terminal
+# (setpgid and tcsetpgrp, which bash has no builtin for: Python's, then back to bash by exec, the same
+# process): Ctrl-C reaches this script only, which stops everything and exits 0, and make exits 0 with
+# it. The terminal goes back to the parent's group whenever the script exits (give_back_terminal).
+if [[ -z "${SLIPWAY_RUN_GROUP_CHECKED:-}" && -t 0 && -x "$PY" ]]; then
+  export SLIPWAY_RUN_GROUP_CHECKED=1
+  exec "$PY" -c 'import os, signal, sys
+parent = os.getpgrp()
+try:
+    foreground = os.tcgetpgrp(0) == parent
+except OSError:
+    foreground = False
+if foreground and os.getpid() != parent:
+    os.setpgid(0, 0)
+    signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # not yet in the foreground: taking the terminal is allowed
+    os.tcsetpgrp(0, os.getpgrp())
+    signal.signal(signal.SIGTTOU, signal.SIG_DFL)
+    os.environ["SLIPWAY_RUN_GIVE_TERMINAL_TO"] = str(parent)
+os.execv(sys.argv[1], sys.argv[1:])' "$BASH" "$PWD/scripts/run.sh" "$@"
+fi
+give_back_terminal() {
+  [[ -n "${SLIPWAY_RUN_GIVE_TERMINAL_TO:-}" ]] || return 0
+  "$PY" -c 'import os, signal, sys
+signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+os.tcsetpgrp(0, int(sys.argv[1]))' "$SLIPWAY_RUN_GIVE_TERMINAL_TO" 2>/dev/null || true
+  SLIPWAY_RUN_GIVE_TERMINAL_TO=
+}
+trap give_back_terminal EXIT
+# Stopped before any service started (during migrate or seed_demo): nothing to stop, an orderly exit.
+trap 'echo; echo "stopped before Slipway started"; exit 0' INT TERM HUP
 
 if ! [[ "$port" =~ ^[0-9]+$ ]] || (( port < 1 || port > 65535 )); then
   echo "error: the port must be a number from 1 to 65535, got '$port'" >&2
@@ -46,9 +81,15 @@ export PORT="$port"   # seed_demo prints its links with it
 url="http://$HOST:$port/"
 # Every process reads where the sandbox's workspaces are served: the portal's Open sends browsers there.
 export SLIPWAY_WORKSPACE_PROXY_PORT="$proxy_port"
+# The links in e-mails and webhooks (the worker sends them) start with the address printed here,
+# unless the install says where people reach the portal.
+export SLIPWAY_PORTAL_URL="${SLIPWAY_PORTAL_URL:-${url%/}}"
 
 "$PY" manage.py migrate --noinput
 "$PY" manage.py seed_demo --url "$url"
+# The demo's later runs (its reclaim) are told in minutes from when the portal first answers, not from
+# seeding: held until then (the clock starts below), however long the services take to start.
+"$PY" manage.py demo_clock hold
 
 pids=()
 alive() {
@@ -80,6 +121,7 @@ cleanup() {
     while alive && (( SECONDS < deadline )); do sleep 0.1; done
   fi
   wait 2>/dev/null || true
+  give_back_terminal
 }
 # Ctrl-C, a SIGTERM (`make run &` then `kill`) or a closed terminal (SIGHUP) is the orderly way
 # to stop: stop the three, wait for them and exit 0, so make does not report "Error 130/143" for
@@ -126,6 +168,7 @@ for _ in $(seq 1 120); do
   sleep 0.5
 done
 [[ -n "$ready" ]] || echo "warning: $url did not answer within 60 s; see $LOG_DIR/web.log" >&2
+"$PY" manage.py demo_clock start
 
 # printf is a builtin: once the banner is out, the four services are this script's only children
 # (`cat <<MSG` forked one more, still alive for a moment after its last line was read).

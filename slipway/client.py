@@ -77,6 +77,14 @@ class Conflict(ApiError):
     """409: the object's state does not allow it (e.g. cancelling a finished run)."""
 
 
+class Ambiguous(ApiError):
+    """A name that more than one of the caller's runs (or endpoints) carries and none stands out: ``candidates``."""
+
+    def __init__(self, message: str, candidates: list[dict]) -> None:
+        super().__init__(message)
+        self.candidates = candidates
+
+
 class DeviceLoginFailed(ApiError):
     """The browser sign-in ended without a token: denied, expired, or its code unknown (``code`` says which)."""
 
@@ -187,6 +195,25 @@ class Client:
                 return
             response = self._request("GET", page["next"])
             page = response.json()
+
+    def workload_id(self, collection: str, ref: str | int, noun: str) -> int:
+        """The id of the run (``collection`` ``"runs/"``) or endpoint (``"endpoints/"``) that ``ref`` names: an id
+        as it is, else a name looked up in the caller's teams (``?name=``).
+
+        Names are unique among a team's live work only, so a name may be carried by ended work too, and by work
+        of another of the caller's teams: the one match, else the one not ended (``is_final``), else
+        :class:`Ambiguous` listing them all (id, team, state), newest first; none is :class:`NotFound`.
+        """
+        if isinstance(ref, int) or str(ref).isdigit():
+            return int(ref)
+        found = list(self._pages(collection, name=ref))
+        live = [item for item in found if not item.get("is_final")]
+        if len(found) == 1 or len(live) == 1:
+            return (found if len(found) == 1 else live)[0]["id"]
+        if not found:
+            raise NotFound(f"no {noun} named {ref} in your teams", status=404)
+        listed = "; ".join(f"{item['id']} (team {item['team']}, {item['state']})" for item in found)
+        raise Ambiguous(f"{len(found)} {noun}s are named {ref} in your teams: {listed}. Give the id instead.", found)
 
     # -- signing in ---------------------------------------------------------------------------
     def start_device_login(self, client_name: str = "") -> dict:

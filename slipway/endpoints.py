@@ -61,12 +61,12 @@ def endpoint_ls(client: Client, output: str, team: str | None, state: str | None
 
 
 @endpoint.command("describe")
-@click.argument("endpoint_id", type=int)
+@click.argument("endpoint_ref", metavar="ENDPOINT")
 @click.option("-o", "--output", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True)
 @api_call
-def endpoint_describe(client: Client, endpoint_id: int, output: str) -> None:
-    """Show one endpoint: state and why, replicas, cost."""
-    e = client.endpoint(endpoint_id)
+def endpoint_describe(client: Client, endpoint_ref: str, output: str) -> None:
+    """Show one endpoint (its id, or its name in your teams): state and why, replicas, cost."""
+    e = client.endpoint(client.workload_id("endpoints/", endpoint_ref, "endpoint"))
     if output != "text":
         dump(e, output)
         return

@@ -8,7 +8,7 @@ import contextlib
 
 import click
 
-from slipway.client import ApiError, Forbidden, NotFound, NotSignedIn
+from slipway.client import Ambiguous, ApiError, Forbidden, NotFound, NotSignedIn
 
 # Exit codes (API.md): 0 ok; 1 a watched workload failed (and what no other code names: another
 # refusal of the API, an unreachable server); 2 a usage error — Click's own, a spec file that
@@ -34,5 +34,7 @@ def refusals():
         raise Failure(str(exc), EXIT_NOT_SIGNED_IN) from exc
     except (NotFound, Forbidden) as exc:
         raise Failure(str(exc), EXIT_NOT_FOUND) from exc
+    except Ambiguous as exc:  # a name that says no one run or endpoint: the caller's to say better
+        raise Failure(str(exc), EXIT_USAGE) from exc
     except ApiError as exc:
         raise Failure(str(exc)) from exc

@@ -116,13 +116,15 @@ def ps(client: Client, output: str, team: str | None, state: str | None, limit: 
 
 
 @runs.command()
-@click.argument("run_id", type=int)
+@click.argument("run_ref", metavar="RUN")
 @click.option("-o", "--output", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True)
 @api_call
-def describe(client: Client, run_id: int, output: str) -> None:
-    """Show one run: state and reason, queue, attempts, checkpoint.
+def describe(client: Client, run_ref: str, output: str) -> None:
+    """Show one run (its id, or its name in your teams): state and reason, queue, attempts, checkpoint.
 
-    Also its estimated start, preemptions, last checkpoint, cost and the cluster's events."""
+    Also its estimated start, preemptions, last checkpoint, cost and the cluster's events. A name several of
+    your runs carry means the one not ended; if that is not one run, the runs are listed to pick an id."""
+    run_id = client.workload_id("runs/", run_ref, "run")
     run = client.run(run_id)
     if output != "text":
         dump(run, output)

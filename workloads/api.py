@@ -449,7 +449,7 @@ def create_schema(request: type, created: type, preview: type = PreviewSerialize
 class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """List, retrieve and create of one kind (``model``): the caller's teams only, filtered, with queue context.
 
-    Filters: ``team`` (slug), ``state`` (400 for a state the kind does not have), ``created_by``.
+    Filters: ``team`` (slug), ``state`` (400 for a state the kind does not have), ``created_by``, ``name``.
     ``all_teams=true``: every team's, for platform staff only (403 for anyone else, so a script
     that needs every team's work learns that it does not get it). A kind's viewset adds its
     serializers, its schema and its own actions.
@@ -501,6 +501,8 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
             qs = _with_state(qs, params["state"], [value for value, _label in self.model._meta.get_field("state").choices])
         if params.get("created_by"):
             qs = qs.filter(created_by__username=params["created_by"])
+        if params.get("name"):  # exact: the CLI's `describe NAME` looks a name up in the caller's teams
+            qs = qs.filter(name=params["name"])
         return qs
 
     def _all_teams(self) -> bool:
@@ -552,5 +554,6 @@ def list_parameters(states: list[str]) -> list[OpenApiParameter]:
                              description="A state, or a set of them: active (queued or holding quota), holding "
                                          "(holding quota), unfinished (not final)."),
             OpenApiParameter("created_by", str, description="Username"),
+            OpenApiParameter("name", str, description="The workload's name, exactly (ended work may share it)."),
             OpenApiParameter("all_teams", bool, description="Every team's, not only the caller's teams': platform "
                                                             "staff only (403 for anyone else).")]

@@ -16,6 +16,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
+from quotas.facts import ClusterWaits
 from quotas.models import GpuFlavor
 from quotas.policy import traits
 from quotas.pricing import PriceBook
@@ -36,14 +37,23 @@ class FlavorSelect(forms.Select):
         return option
 
 
-def flavor_label(flavor: GpuFlavor, row: dict | None, currency: str, book: PriceBook | None = None) -> str:
+def flavor_label(flavor: GpuFlavor, row: dict | None, currency: str, book: PriceBook | None = None,
+                 waits: ClusterWaits | None = None) -> str:
     """"t4-ts4 — 0.10 USD/h on east · Time-sliced ×4 · no isolation · 16 GB shared · 3 of 4 free" (or "no
     quota"): a unit-hour's one price now (:mod:`quotas.pricing`; the preview prices the work as shaped, spot
-    included), then how the unit shares its GPU (:func:`quotas.policy.traits`, as the "Which flavor?" page says)."""
+    included), then how the unit shares its GPU (:func:`quotas.policy.traits`, as the "Which flavor?" page says).
+
+    Units of the quota are free for new work only where a cluster takes it: when every cluster offering the
+    flavor is draining (or degraded, lost), new work would wait, so the label says why, in admission's words
+    (``waits``: :class:`quotas.facts.ClusterWaits`, one read of the clusters per form) — "l4 · new work waits:
+    l4 is only offered by east, which is draining" — rather than "2 of 2 free"."""
     price = (book or PriceBook()).quote(flavor).words(currency)
     head = f"{flavor.name} — {price} · {traits(flavor)}"
     if row is None or row["limit"] == 0:
         return f"{head} · no quota for your team"
+    no_cluster = (waits or ClusterWaits())(flavor, False)
+    if no_cluster:
+        return f"{head} · new work waits: {no_cluster}"
     return f"{head} · {row['free']} of {row['limit']} free"
 
 

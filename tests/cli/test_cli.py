@@ -308,7 +308,8 @@ def test_a_refused_token_says_to_run_login(cli, spec):
 
 def test_not_found_and_usage_errors_have_their_exit_codes(cli):
     assert cli("describe", "999999").exit_code == 4
-    assert cli("describe", "seven").exit_code == 2
+    # A word is a name (issue 46 F.6), looked up in the caller's teams: none is a not-found, not a usage error.
+    assert cli("describe", "seven").exit_code == 4
     assert cli("ps", "-o", "xml").exit_code == 2
     assert cli("cost", "--month", "November").exit_code == 2
     assert "Exit codes:" in cli("--help").stdout

@@ -143,3 +143,22 @@ def test_a_reclaim_stops_no_borrower_for_work_that_waits_for_a_cluster(fleet, st
     assert preemption.reclaim(timezone.now()) == []
     Cluster.objects.update(draining=False)
     assert preemption.reclaim(timezone.now()) == [borrowed.ref]
+
+
+def flavor_option(html: str, flavor: str) -> str:
+    import re
+    return re.search(rf'<option value="{re.escape(flavor)}"[^>]*>([^<]*)</option>', html).group(1)
+
+
+@pytest.mark.parametrize("path", ["/runs/new/", "/endpoints/new/"])
+def test_the_forms_flavor_picker_says_new_work_waits_on_a_draining_cluster_not_that_its_units_are_free(
+        fleet, quota, member, staff, client, api_client_for, path):
+    """Issue 46 F.7: the l4 quota's 2 units are free, but only east offers l4 and east drains: new work would wait
+    (admission's rule, :func:`cluster.placement.no_usable_cluster`), so the picker says so in admission's words."""
+    client.force_login(member)
+    assert flavor_option(client.get(path).content.decode(), "l4").endswith(" · 2 of 2 free")
+    set_state(api_client_for(staff), "draining")
+    html = client.get(path).content.decode()
+    l4 = flavor_option(html, "l4")
+    assert l4.endswith(f" · new work waits: {DRAINED.removeprefix('waiting: ')}") and "free" not in l4
+    assert flavor_option(html, "a100-80gb").endswith(" · 8 of 8 free")  # west still takes A100 work

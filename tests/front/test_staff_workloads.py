@@ -221,3 +221,18 @@ def test_newest_first_is_paged_in_sql_at_any_size(client, staff, world, outsider
     if count > 100:  # the last page holds the oldest runs only
         with django_assert_num_queries(10):
             assert len(listed(client, "?state=&page=2")) == count + 4 - 100
+
+
+def test_each_row_names_its_workload_as_messages_do_with_a_link_never_the_raw_ref(client, staff, world):
+    """Issue 46 F.9: "run cheap (#12)" with the team in its column, as "run cheap (#12) of team ml-research"
+    reads in every message; the ``run:12`` ref stays a machine field (``data-ref``), not text people read."""
+    client.force_login(staff)
+    page = client.get(URL).content.decode()
+    for workload, noun in ((world["cheap"], "run"), (world["endpoint"], "endpoint")):
+        row = re.search(rf'<tr data-ref="{workload.ref}">(.*?)</tr>', page, re.S).group(1)
+        header = re.search(r'<th scope="row">(.*?)</th>', row, re.S).group(1)
+        assert header == (f'{noun} <a href="{workload.get_absolute_url()}">{workload.name}</a> '
+                          f'<span class="quiet">(#{workload.pk})</span>')
+        assert workload.team.name in row
+    text = re.sub(r"<[^>]+>", " ", page)
+    assert world["cheap"].ref not in text and world["endpoint"].ref not in text

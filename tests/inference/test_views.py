@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from inference import services
@@ -189,3 +192,23 @@ def test_the_forms_label_their_fields_for_people(client, member, endpoint):
         html = client.get(path).content.decode()
         assert '<label for="id_env">Environment variables</label>' in html, path
         assert ">Env<" not in html and "Gpus" not in html, path
+
+
+def test_the_new_endpoint_form_starts_with_a_servable_image_for_the_tour_to_keep(client, member, ep_quota, settings):
+    """README's tour step 4 keeps the image the form starts with: one the sandbox's registry holds (it pulls)."""
+    from sandbox.inventory import inventory
+    from sandbox.registry import pull_error
+
+    client.force_login(member)
+
+    def image_input() -> str:
+        return re.search(r'<input[^>]*name="image"[^>]*>', client.get("/endpoints/new/").content.decode()).group(0)
+
+    assert f'value="{settings.SLIPWAY_DEFAULT_ENDPOINT_IMAGE}"' in image_input()
+    assert settings.SLIPWAY_DEFAULT_ENDPOINT_IMAGE == "registry.example.com/serving/vllm:0.7"
+    assert pull_error(settings.SLIPWAY_DEFAULT_ENDPOINT_IMAGE, inventory().registry) == ""
+    assert "`registry.example.com/serving/vllm:0.7`" in (Path(settings.BASE_DIR) / "README.md").read_text()
+    settings.SLIPWAY_DEFAULT_ENDPOINT_IMAGE = "ghcr.io/acme/serve:3"
+    assert 'value="ghcr.io/acme/serve:3"' in image_input()
+    settings.SLIPWAY_DEFAULT_ENDPOINT_IMAGE = ""
+    assert "value=" not in image_input()

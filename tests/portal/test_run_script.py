@@ -24,7 +24,12 @@ RUN_SH = Path(settings.BASE_DIR) / "scripts" / "run.sh"
 
 FAKE_PYTHON = """#!/bin/sh
 if [ "$1" = manage.py ] && [ "$2" = workspace_proxy ]; then echo "$*" >&2; exec sleep 300; fi
-if [ "$1" = manage.py ]; then shift; echo "manage.py $* PORT=$PORT"; exit 0; fi
+if [ "$1" = manage.py ] && [ "$2" = demo_clock ]; then
+  {real} -c 'import os, socket; socket.create_connection(("127.0.0.1", int(os.environ["PORT"])), 1)' 2>/dev/null \\
+    && echo "manage.py $2 $3 (the portal answers)" || echo "manage.py $2 $3 (the portal is silent)"
+  exit 0
+fi
+if [ "$1" = manage.py ]; then shift; echo "manage.py $* PORT=$PORT SLIPWAY_PORTAL_URL=$SLIPWAY_PORTAL_URL"; exit 0; fi
 exec {real} "$@"
 """
 FAKE_GUNICORN = """#!{real}
@@ -40,7 +45,7 @@ class Ok(http.server.BaseHTTPRequestHandler):
 
 http.server.HTTPServer((host, int(port)), Ok).serve_forever()
 """
-FAKE_CELERY = "#!/bin/sh\nexec sleep 300\n"
+FAKE_CELERY = '#!/bin/sh\necho "celery $3 SLIPWAY_PORTAL_URL=$SLIPWAY_PORTAL_URL"\nexec sleep 300\n'
 
 
 def free_port() -> int:
@@ -204,3 +209,42 @@ def test_it_kills_a_service_that_ignores_sigterm_once_the_grace_ends(checkout):
     assert took < 10
     for pid in groups:
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+
+
+@pytest.mark.parametrize("given", ["", "https://gpu.example.com"])
+def test_the_links_in_messages_follow_the_port_unless_the_install_sets_them(checkout, given):
+    """``make run PORT=8110``: an e-mail's or webhook's links (the worker sends them) point at :8110, not :8000."""
+    port = free_port()
+    process = start(checkout, str(port), env={"SLIPWAY_PORTAL_URL": given} if given else None)
+    try:
+        out = read_until(process, "Logs:")
+    finally:
+        stop(process)
+    expected = given or f"http://127.0.0.1:{port}"
+    assert f"manage.py seed_demo --url http://127.0.0.1:{port}/ PORT={port} SLIPWAY_PORTAL_URL={expected}\n" in out, out
+    assert f"celery worker SLIPWAY_PORTAL_URL={expected}\n" in (checkout / "var" / "log" / "worker.log").read_text()
+
+
+def test_the_settings_link_to_the_port_the_portal_is_served_on():
+    """Without run.sh (``PORT=8110 gunicorn …``, ``manage.py`` by hand) the setting's default follows ``PORT`` too."""
+    env = {key: value for key, value in os.environ.items() if key not in ("SLIPWAY_PORTAL_URL", "PORT")}
+    code = "from django.conf import settings; print(settings.SLIPWAY_PORTAL_URL)"
+    read = [subprocess.run([sys.executable, "-c", f"import django; django.setup(); {code}"], cwd=settings.BASE_DIR,
+                           env={**env, "DJANGO_SETTINGS_MODULE": "portal.settings", **extra}, capture_output=True,
+                           text=True, check=True).stdout.strip() for extra in ({"PORT": "8110"}, {})]
+    assert read == ["http://localhost:8110", "http://localhost:8000"]
+
+
+def test_the_demo_clock_is_held_before_the_services_start_and_started_once_the_portal_answers(checkout):
+    """Issue 46 F.3: the demo's reclaim is told in minutes from when the portal first answers, not from seeding."""
+    process = start(checkout, str(free_port()))
+    try:
+        out = read_until(process, "Logs:")
+    finally:
+        stop(process)
+    lines = out.splitlines()
+    seeded = next(i for i, line in enumerate(lines) if line.startswith("manage.py seed_demo"))
+    held = lines.index("manage.py demo_clock hold (the portal is silent)")
+    started = lines.index("manage.py demo_clock start (the portal answers)")
+    banner = next(i for i, line in enumerate(lines) if "Slipway is running" in line)
+    assert seeded < held < started < banner, out

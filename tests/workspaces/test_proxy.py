@@ -19,8 +19,8 @@ from websocket import create_connection
 from tests.e2e.conftest import wait_for
 from tests.workspaces.proxying import browser_on, run_proxy
 from workspaces import access, local, services
-from workspaces.manifests import base_url
 from workspaces.constants import WorkspaceState
+from workspaces.manifests import base_url
 from workspaces.models import Workspace
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.redis]
