@@ -302,7 +302,7 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
     given_lr = learning_rate(args)
     lr = given_lr or DEFAULT_LR
     resumed = ckpt.resume if ckpt is not None else 0
-    done_before = resumed * ckpt.every if ckpt is not None else 0  # seconds of work of earlier attempts
+    done_before = ckpt.done_before if ckpt is not None else 0  # seconds of work of earlier attempts
     header = [
         *([f"{_rfc3339(started)} INFO  resuming from step {resumed} ({ckpt.path(resumed)})"]
           if ckpt is not None and resumed else []),
