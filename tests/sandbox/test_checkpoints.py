@@ -68,7 +68,9 @@ def test_a_resumed_run_says_so_counts_on_and_finishes_sooner(backend):
     assert "resuming from step 120 (/mnt/ckpt/run-1/step-120)" in lines[0]
     assert _checkpoints(lines) == ["SLIPWAY_CHECKPOINT step=160 path=/mnt/ckpt/run-1/step-160",
                                    "SLIPWAY_CHECKPOINT step=200 path=/mnt/ckpt/run-1/step-200"]
-    # The training lines count on from the same step: the checkpoint's step is a training step.
+    # It says at once where its progress is (issue 46), then its training lines count on from the same
+    # step: the checkpoint's step is a training step.
+    assert lines[1].endswith("INFO  SLIPWAY_PROGRESS step=120 total=200")
     assert any(line.endswith("INFO  SLIPWAY_PROGRESS step=160 total=200") or " step=160 loss=" in line
                for line in lines)
     assert "training complete" in lines[-1]
