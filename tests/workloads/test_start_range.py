@@ -41,6 +41,11 @@ def test_the_words_say_a_bound_is_a_bound_and_a_range_is_a_range():
     tomorrow = T0 + timedelta(hours=30)
     assert StartEstimate(T0 + timedelta(hours=3), (), earliest=T0 + timedelta(hours=2), latest=tomorrow).words(T0) == (
         f"starts in 2–30 h, by {format_when(tomorrow)} at the latest")
+    # In a cohort, work of other members submitted later may go first (fair share, reclaim): said so.
+    shared = StartEstimate(T0 + timedelta(minutes=4.5), ahead, earliest=T0 + timedelta(minutes=2.7), latest=latest,
+                           shared=True)
+    assert shared.words(T0) == (f"starts in 3–30 min, when busy ends, by {clock(latest)} at the latest unless the "
+                                "cohort's work goes first")
     # Nothing ahead has a limit: no bound to state, the expected time alone (as before).
     assert StartEstimate(T0 + timedelta(minutes=40), ahead).words(T0) == "starts in about 40 min, when busy ends"
     assert StartEstimate(None, unknown="start time unknown: x").words(T0) == "start time unknown: x"
