@@ -56,6 +56,23 @@ def subscribed(team, member, team_admin, receiver):
     return receiver
 
 
+def borrowed_and_wanted_back(team, member, staff, ran: timedelta | None = None):
+    """ml-research runs 8 of its own and borrows vision's 4 idle units for train-llama (running for
+    ``ran``, if given); vision wants them back. Returns train-llama, reclaim's victim."""
+    vision = make_team("vision")
+    seed_team_quotas(vision, {"a100-80gb": 4})
+    quota_services.set_cohort(staff, "research", teams=[team, vision], min_runtime_minutes=0,
+                              preemption_delay_seconds=0)
+    submit_run_as(member, team, name="own", gpus_per_worker=8)
+    victim = submit_run_as(member, team, name="train-llama", gpus_per_worker=4)
+    if ran is not None:
+        type(victim).objects.filter(pk=victim.pk).update(state="running", started_at=timezone.now() - ran)
+    vera = make_user("vera")
+    add_member(vision, vera, Role.MEMBER)
+    submit_run_as(vera, vision, name="mine", gpus_per_worker=4)
+    return victim
+
+
 def pods_gone(workload, after: timedelta = timedelta(seconds=30)) -> None:
     """The cycle that sees a preempted workload's pods gone (``preemption.follow``): its lost work is final."""
     workload.refresh_from_db()
@@ -71,16 +88,7 @@ def delivered(event: Event):
 
 def test_a_reclaimed_runs_notification_names_team_and_workload_once_everywhere(
         team, member, team_admin, quota, staff, subscribed, client, published):
-    # ml-research runs 8 of its own and borrows vision's 4 idle units for train-llama; vision wants them back.
-    vision = make_team("vision")
-    seed_team_quotas(vision, {"a100-80gb": 4})
-    quota_services.set_cohort(staff, "research", teams=[team, vision], min_runtime_minutes=0,
-                              preemption_delay_seconds=0)
-    submit_run_as(member, team, name="own", gpus_per_worker=8)
-    victim = submit_run_as(member, team, name="train-llama", gpus_per_worker=4)
-    vera = make_user("vera")
-    add_member(vision, vera, Role.MEMBER)
-    submit_run_as(vera, vision, name="mine", gpus_per_worker=4)
+    victim = borrowed_and_wanted_back(team, member, staff)
     assert preemption.reclaim(timezone.now()) == [victim.ref]
     reason = PreemptionEvent.objects.get().reason  # the preemption's real words
     assert reason.startswith("preempted: team vision reclaimed 4\u00d7 a100-80gb of its quota; ")
@@ -155,17 +163,7 @@ def test_a_preemptions_message_says_the_work_lost_its_page_says(
     """Issue 46: the e-mail and webhook said "under a minute of work lost" (written at the notice) while
     the page, the reason and the preemption log said "no work lost" (the notice's checkpoint, settled
     once the pods were gone). The message is recorded when the figure is final, in the same words."""
-    vision = make_team("vision")
-    seed_team_quotas(vision, {"a100-80gb": 4})
-    quota_services.set_cohort(staff, "research", teams=[team, vision], min_runtime_minutes=0,
-                              preemption_delay_seconds=0)
-    submit_run_as(member, team, name="own", gpus_per_worker=8)
-    victim = submit_run_as(member, team, name="train-llama", gpus_per_worker=4)
-    now = timezone.now()
-    type(victim).objects.filter(pk=victim.pk).update(state="running", started_at=now - timedelta(minutes=20))
-    vera = make_user("vera")
-    add_member(vision, vera, Role.MEMBER)
-    submit_run_as(vera, vision, name="mine", gpus_per_worker=4)
+    victim = borrowed_and_wanted_back(team, member, staff, ran=timedelta(minutes=20))
     assert preemption.reclaim(timezone.now()) == [victim.ref]
     assert "; under a minute of work since its start lost" in PreemptionEvent.objects.get().reason
     assert not Event.objects.filter(kind=EventKind.PREEMPTED).exists()  # not final: its pods have a grace
