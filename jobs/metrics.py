@@ -274,7 +274,7 @@ def _advance(run: TrainingRun, marks: list[ProgressMark], now: datetime) -> None
             row = RunProgress.objects.select_for_update().get(run=run)
     state = state_of(row)
     for mark in marks:
-        state = progress.advance(state, mark.step, mark.total, mark.at or now)
+        state = progress.advance(state, mark.step, mark.total, mark.at or now, run.attempt_started)
     RunProgress.objects.filter(run=run).update(step=state.step, total=state.total, at=state.at,
                                               window_step=state.window_step, window_at=state.window_at,
                                               rate=state.rate)

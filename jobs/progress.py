@@ -15,7 +15,10 @@ reporting (hung, or printing nothing) is not trusted to end on time, and the sta
 back to its typical running time.
 
 A step lower than the last one is a restart (a retried or resumed attempt counting again): the
-window starts afresh there, and the rate learned so far is kept — it is the same job.
+window starts afresh there, and the rate learned so far is kept — it is the same job. So does the
+first report of a new attempt whatever its step (issue 46: a run queued again after a preemption
+resumes from its checkpoint, at or above its last report): the time it waited in the queue is no
+progress, and a window across it would divide its steps by the wait.
 """
 
 from __future__ import annotations
@@ -59,11 +62,15 @@ class Eta:
     rate: float | None  #: steps per second
 
 
-def advance(state: Progress | None, step: int, total: int, at: datetime) -> Progress:
-    """``state`` with the report "``step`` of ``total`` at ``at``" folded in (the module docstring's rules)."""
+def advance(state: Progress | None, step: int, total: int, at: datetime,
+            attempt_started: datetime | None = None) -> Progress:
+    """``state`` with the report "``step`` of ``total`` at ``at``" folded in (the module docstring's rules);
+    ``attempt_started``: when the run's current attempt started (a report after it, on a state from
+    before it, is the new attempt's first)."""
     if state is None:
         return Progress(step, total, at, step, at)
-    if step < state.step:  # counted again from lower: a new window, the same job's rate
+    new_attempt = attempt_started is not None and state.at < attempt_started <= at
+    if step < state.step or new_attempt:  # counted again, or anew: a new window, the same job's rate
         return Progress(step, total, at, step, at, state.rate)
     if at < state.at:  # an older report arriving late says nothing new of the rate
         return replace(state, step=max(step, state.step), total=total)

@@ -14,7 +14,7 @@ from notifications import events, tasks
 from quotas.models import PreemptionEvent
 from teams.models import AuditEvent
 from teams.services import listen_for
-from workloads.events import alert_opened, workload_moved
+from workloads.events import alert_opened, preemption_settled, workload_moved
 from workloads.models import AlertEpisode
 
 
@@ -31,9 +31,16 @@ def on_workload_moved(sender, workload, state: str, reason: str, at, **kwargs) -
 
 @receiver(post_save, sender=PreemptionEvent, dispatch_uid="notifications.preempted")
 def on_preempted(sender, instance: PreemptionEvent, created: bool, raw: bool = False, **kwargs) -> None:
-    """A workload was preempted: the preemption row is written in the preempting transaction."""
-    if created and not raw:
+    """A workload was preempted without a grace (a spot interruption, an endpoint's burst): its row,
+    written in the preempting transaction, is final. One with a grace is told once its pods are gone."""
+    if created and not raw and instance.final_when_written:
         _fan_out_after_commit(events.preempted(instance))
+
+
+@receiver(preemption_settled, sender=PreemptionEvent, dispatch_uid="notifications.preemption_settled")
+def on_preemption_settled(sender, event: PreemptionEvent, **kwargs) -> None:
+    """A preemption with a grace: its pods are gone and its lost work is final (the same words as the page's)."""
+    _fan_out_after_commit(events.preempted(event))
 
 
 listen_for(AuditEvent.Action.BUDGET_ALERT)  # never written through audit_write, which sends no post_save

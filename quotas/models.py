@@ -621,3 +621,10 @@ class PreemptionEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.ref} preempted at {format_when(self.at)}: {self.units}\u00d7 {self.flavor.name}"
+
+    @property
+    def final_when_written(self) -> bool:
+        """Whether its lost-work figures are final as the row is written: no grace (a spot interruption's
+        pods go at once, an endpoint's burst loses no work). With a grace, a checkpoint written on the
+        notice may lower them once the pods are gone (``workloads.preemption.settle_lost_work``)."""
+        return self.grace_seconds == 0

@@ -6,10 +6,14 @@ contract"): ``SLIPWAY_CHECKPOINT_DIR``, ``SLIPWAY_RESUME_FROM`` and the notice a
 ``slipway.dev/notice`` (the file ``/etc/slipway/notice``). Knobs, from the first container's env:
 
 * ``SLIPWAY_SIM_CHECKPOINT_EVERY`` — ``20s`` style (as ``SLIPWAY_SIM_DURATION``): every N seconds
-  of its own run time the pod prints ``SLIPWAY_CHECKPOINT step=<n> path=<dir>/step-<n>``, step
-  ``n`` standing for ``n × N`` seconds of work;
+  of its own run time the pod prints ``SLIPWAY_CHECKPOINT step=<n> path=<dir>/step-<n>``, ``n`` the
+  training step it has reached then — the step of its metric and progress lines
+  (:mod:`sandbox.training_metrics`: 20 a line, a line every ``SLIPWAY_SIM_LOG_EVERY``), so "resumes
+  from step 120" and "step 120 of 2400" are one scale (issue 46: they were not, "step 3" beside
+  "step 120");
 * ``SLIPWAY_RESUME_FROM`` ending in ``step-<k>``: the log starts with ``resuming from step <k>``,
-  steps continue from ``k``, and the run's duration is shortened by the ``k × N`` seconds done;
+  steps continue from ``k``, and the run's duration is shortened by the seconds of work ``k``
+  stands for;
 * ``SLIPWAY_SIM_HONOUR_NOTICE=1``: when the notice reaches the pod, it saves a last checkpoint
   (rounded up to the next step) and exits at once with code 143, instead of running on until
   the grace period's end.
@@ -23,6 +27,8 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from sandbox import training_metrics
 
 #: Where checkpoints go when the pod has no ``SLIPWAY_CHECKPOINT_DIR``.
 DEFAULT_DIR = "/ckpt"
@@ -39,7 +45,8 @@ class Checkpointing:
 
     every: int
     directory: str = DEFAULT_DIR
-    resume: int = 0  # the step resumed from (0: a fresh start)
+    resume: int = 0  # the training step resumed from (0: a fresh start)
+    log_every: float = training_metrics.DEFAULT_EVERY  # seconds between training lines: the steps' pace
 
     def path(self, step: int) -> str:
         return f"{self.directory.rstrip('/') or ''}/step-{step}"
@@ -47,13 +54,19 @@ class Checkpointing:
     def line(self, step: int) -> str:
         return f"SLIPWAY_CHECKPOINT step={step} path={self.path(step)}"
 
-    def step_at(self, seconds: float) -> int:
-        """The last step saved after ``seconds`` of this attempt's run time."""
-        return self.resume + int(seconds // self.every)
+    @property
+    def done_before(self) -> float:
+        """Seconds of work the step resumed from stands for (earlier attempts')."""
+        return self.resume / training_metrics.STEPS_PER_LINE * self.log_every
+
+    def step_of(self, seconds: float) -> int:
+        """The training step reached after ``seconds`` of this attempt's work (as its metric lines count)."""
+        return training_metrics.total_steps(self.done_before + seconds, self.log_every)
 
     def final_step(self, seconds: float) -> int:
-        """The step a notice's last checkpoint saves after ``seconds``: rounded up to the next step."""
-        return self.resume + math.ceil(seconds / self.every)
+        """The step a notice's last checkpoint saves after ``seconds``: rounded up to the next line's step."""
+        lines = math.ceil((self.done_before + seconds) / self.log_every - 1e-9)
+        return lines * training_metrics.STEPS_PER_LINE
 
 
 def resume_step(path: str) -> int:
@@ -67,7 +80,8 @@ def plan_settings(env: dict[str, str], every: int | None) -> dict | None:
     if not every or every <= 0:
         return None
     return {"every": every, "dir": env.get("SLIPWAY_CHECKPOINT_DIR") or DEFAULT_DIR,
-            "resume": resume_step(env.get("SLIPWAY_RESUME_FROM", ""))}
+            "resume": resume_step(env.get("SLIPWAY_RESUME_FROM", "")),
+            "log": training_metrics.log_every(env) or training_metrics.DEFAULT_EVERY}
 
 
 def honours_notice(env: dict[str, str]) -> bool:
@@ -79,7 +93,8 @@ def from_plan(plan: dict) -> Checkpointing | None:
     if not raw:
         return None
     return Checkpointing(every=int(raw["every"]), directory=str(raw.get("dir") or DEFAULT_DIR),
-                         resume=int(raw.get("resume") or 0))
+                         resume=int(raw.get("resume") or 0),
+                         log_every=float(raw.get("log") or training_metrics.DEFAULT_EVERY))
 
 
 def notice_exit(plan: dict, started: datetime | None, notice_at: datetime | None) -> datetime | None:
@@ -98,7 +113,7 @@ def body_lines(ckpt: Checkpointing, elapsed: int, since: int, tail: int) -> list
     (sandbox.simulation) puts its logger's time stamp before it."""
     last = elapsed // ckpt.every
     first = max(1, math.ceil(since / ckpt.every), last - tail + 1)
-    return [(j * ckpt.every, ckpt.line(ckpt.resume + j)) for j in range(first, last + 1)]
+    return [(j * ckpt.every, ckpt.line(ckpt.step_of(j * ckpt.every))) for j in range(first, last + 1)]
 
 
 def notice_footer(ckpt: Checkpointing | None, elapsed: float, end: str) -> list[str]:
@@ -112,10 +127,10 @@ def notice_footer(ckpt: Checkpointing | None, elapsed: float, end: str) -> list[
 
 
 def shortened(duration: int, settings: dict | None) -> int:
-    """The run time left after resuming: ``k × N`` seconds were done by earlier attempts."""
+    """The run time left after resuming: the seconds of work step ``k`` stands for were done by earlier attempts."""
     if not settings or not settings["resume"]:
         return duration
-    return max(duration - settings["resume"] * settings["every"], 1)
+    return max(duration - math.floor(from_plan({"ckpt": settings}).done_before), 1)
 
 
 def seconds_between(start: datetime, end: datetime) -> float:

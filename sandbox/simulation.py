@@ -302,10 +302,14 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
     given_lr = learning_rate(args)
     lr = given_lr or DEFAULT_LR
     resumed = ckpt.resume if ckpt is not None else 0
-    done_before = resumed * ckpt.every if ckpt is not None else 0  # seconds of work of earlier attempts
+    done_before = ckpt.done_before if ckpt is not None else 0  # seconds of work of earlier attempts
+    total = training_metrics.total_steps(done_before + planned, every) if planned else 0
     header = [
         *([f"{_rfc3339(started)} INFO  resuming from step {resumed} ({ckpt.path(resumed)})"]
           if ckpt is not None and resumed else []),
+        # Where it resumes, said at once as a script does (issue 46): its progress is this attempt's
+        # from its first line, not the last attempt's until a few training lines are done.
+        *([training_metrics.progress_line(_rfc3339(started), resumed, total)] if total and resumed else []),
         f"{_rfc3339(started)} INFO  starting {image}",
         *_args_lines(_rfc3339(started), args),
         f"{_rfc3339(started)} INFO  torch.distributed initialised: world_size={workers} backend=nccl",
@@ -315,7 +319,6 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
     ]
     worked = pace.work(started, until) if pace is not None else max(0.0, (until - started).total_seconds())
     steps = training_metrics.lines_in(max(0.0, worked), every)
-    total = training_metrics.total_steps(done_before + planned, every) if planned else 0
     footer: list[str] = []
     end = _rfc3339(until)
     if finished and noticed:

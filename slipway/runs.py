@@ -133,7 +133,8 @@ def describe(client: Client, run_ref: str, output: str) -> None:
     fields([
         ("Run", f"{run['id']} {run['name']}"), ("Team", run["team"]), ("State", run["state"]),
         ("Reason", run.get("reason")), ("Queue position", run.get("queue_position")),
-        ("Estimated start", run.get("estimated_start_at")), ("Created", f"{run['created_at']} by {run['created_by']}"),
+        # The server's words for it (its range and bound: docs/api.md "Start estimates"), as the page says it.
+        ("Estimated start", run.get("start_estimate") or run.get("estimated_start_at")), ("Created", f"{run['created_at']} by {run['created_by']}"),
         ("Started", run.get("started_at")), ("Finished", run.get("finished_at")),
         ("Image", run["image"]), ("Command", " ".join(run["command"] + (run.get("args") or []))),
         ("Flavor", f"{run['flavor']} × {run['gpus_per_worker']} per worker, {run['workers']} worker(s)"),

@@ -189,8 +189,21 @@ def wasting_per_hour(workload) -> Decimal:
     return workload.cost_per_hour_at(workload.open_units)
 
 
+#: The most episodes that ended a detail page lists (newest first).
+PAST_ALERTS = 5
+
+
 def alert_context(workload) -> dict:
-    """Template context of a detail page's open alerts (``workloads/_alerts.html``), one query: those its
-    team is told about (the hot-GPU alert is staff's), newest first."""
-    return {"alerts": list(AlertEpisode.objects.filter(ref=workload.ref, state=State.OPEN)
-                           .exclude(kind=AlertKind.HOT).order_by("-opened_at", "-pk"))}
+    """Template context of a detail page's alerts (``workloads/_alerts.html``), one query: those its team
+    is told about (the hot-GPU alert is staff's), newest first — ``alerts``, the open ones, and
+    ``past_alerts``, the last :data:`PAST_ALERTS` that were sent and have closed since.
+
+    An episode closes when its workload stops holding quota (it ended, or was queued again), so an
+    OOM-risk alert that opened near a run's end (the demo's yolo-train: open at 9 min, ended at 12)
+    was gone from the page by the time its message brought anyone there (issue 46): what the team was
+    told stays on the page, in the past tense. A pending episode was never sent: not shown."""
+    rows = list(AlertEpisode.objects.filter(ref=workload.ref, state__in=(State.OPEN, State.CLOSED),
+                                            opened_at__isnull=False)
+                .exclude(kind=AlertKind.HOT).order_by("-opened_at", "-pk"))
+    return {"alerts": [row for row in rows if row.state == State.OPEN],
+            "past_alerts": [row for row in rows if row.state == State.CLOSED][:PAST_ALERTS]}

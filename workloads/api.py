@@ -134,22 +134,47 @@ def queue_context(workloads_page) -> dict:
 
 
 class QueuedFields(serializers.Serializer):
-    """``queue_position`` and ``estimated_start_at`` of a queued workload (from :func:`queue_context`)."""
+    """A queued workload's place and start estimate (from :func:`queue_context`; docs/api.md "Start estimates"):
+    its ``queue_position``, ``estimated_start_at`` in a range (``estimated_start_earliest``,
+    ``estimated_start_latest``: the bound) and ``start_estimate``, the page's words for them."""
 
     queue_position = serializers.SerializerMethodField()
     estimated_start_at = serializers.SerializerMethodField(
-        help_text="When queued: from the expected ends of the work ahead; null when nothing ahead has a known end.")
+        help_text="When queued: the expected start, from the typical ends of the work ahead; null when nothing "
+                  "ahead has a known end.")
+    estimated_start_earliest = serializers.SerializerMethodField(
+        help_text="When queued: the range's low end, every run ahead ending as soon as one in ten does; null when "
+                  "not known sooner than estimated_start_at.")
+    estimated_start_latest = serializers.SerializerMethodField(
+        help_text="When queued: the bound, every run ahead ending at its runtime limit (unless work that goes "
+                  "first arrives); null when something ahead has no limit.")
+    start_estimate = serializers.SerializerMethodField(
+        help_text='When queued: the estimate in the page\'s words ("starts in 3–30 min, when a ends, by 04:52 UTC at '
+                  'the latest", or why it is unknown); "" otherwise.')
 
     def get_queue_position(self, workload) -> int | None:
         if not _queued(workload):
             return None
         return self.context.get("queue_positions", {}).get(workload.ref)
 
+    def _estimate(self, workload) -> StartEstimate | None:
+        return self.context.get("start_estimates", {}).get(workload.ref) if _queued(workload) else None
+
     def get_estimated_start_at(self, workload) -> datetime | None:
-        if not _queued(workload):
-            return None
-        estimate = self.context.get("start_estimates", {}).get(workload.ref)
+        estimate = self._estimate(workload)
         return estimate.at if estimate is not None else None
+
+    def get_estimated_start_earliest(self, workload) -> datetime | None:
+        estimate = self._estimate(workload)
+        return estimate.earliest if estimate is not None else None
+
+    def get_estimated_start_latest(self, workload) -> datetime | None:
+        estimate = self._estimate(workload)
+        return estimate.latest if estimate is not None else None
+
+    def get_start_estimate(self, workload) -> str:
+        estimate = self._estimate(workload)
+        return estimate.words() if estimate is not None else ""
 
 
 def deprecated_names(since: str, **old_names: str):
@@ -419,7 +444,11 @@ class PreviewSerializer(serializers.Serializer):
     share_of_budget_left = serializers.DecimalField(max_digits=10, decimal_places=4, allow_null=True)
     queue_position = serializers.IntegerField(allow_null=True)
     estimated_start_at = serializers.DateTimeField(allow_null=True)
-    start = serializers.CharField(allow_blank=True)
+    estimated_start_earliest = serializers.DateTimeField(
+        allow_null=True, help_text="The range's low end (docs/api.md \"Start estimates\"); null: not known sooner.")
+    estimated_start_latest = serializers.DateTimeField(
+        allow_null=True, help_text="The bound: everything ahead ends at its runtime limit; null: no bound.")
+    start = serializers.CharField(allow_blank=True, help_text="The start estimate in the page's words.")
     committed_cost = serializers.DecimalField(
         max_digits=14, decimal_places=4, allow_null=True,
         help_text="What the budget counts for it this month: its estimate, at most its cost until the month's end; "

@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
+import math
 import statistics
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -48,14 +49,22 @@ from quotas.reclaim import Candidate, Claim, Rules, choose_victims
 
 #: The most recent runs :func:`limit_use` is taken over, and the fewest it needs (fewer: no figure).
 LIMIT_USE_SAMPLE, LIMIT_USE_MIN = 200, 20
+#: The quantile of :func:`limit_use` the low end of a start's range takes (one run in ten ends sooner):
+#: the range is "starts in 3–30 min", from every run ahead ending that early to every one at its limit.
+EARLY_USE_QUANTILE = 0.1
 
 
-def limit_use(spans: list[tuple[float, float]]) -> float | None:
-    """How much of its runtime limit a run typically uses: the median of running time ÷ limit over
-    ``spans`` — ``(running seconds, limit seconds)`` of runs that ended on their own, the most recent
-    :data:`LIMIT_USE_SAMPLE` — each at most 1; None with fewer than :data:`LIMIT_USE_MIN`."""
-    ratios = [min(ran / limit, 1.0) for ran, limit in spans if limit > 0]
-    return statistics.median(ratios) if len(ratios) >= LIMIT_USE_MIN else None
+def limit_use(spans: list[tuple[float, float]], quantile: float = 0.5) -> float | None:
+    """How much of its runtime limit a run typically uses: the median (or another ``quantile``, the
+    nearest rank) of running time ÷ limit over ``spans`` — ``(running seconds, limit seconds)`` of
+    runs that ended on their own, the most recent :data:`LIMIT_USE_SAMPLE` — each at most 1; None with
+    fewer than :data:`LIMIT_USE_MIN`."""
+    ratios = sorted(min(ran / limit, 1.0) for ran, limit in spans if limit > 0)
+    if len(ratios) < LIMIT_USE_MIN:
+        return None
+    if quantile == 0.5:
+        return statistics.median(ratios)
+    return ratios[min(len(ratios) - 1, max(0, math.ceil(quantile * len(ratios)) - 1))]
 
 
 def expected_end(start: datetime, now: datetime, limit: timedelta | None,

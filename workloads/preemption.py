@@ -51,6 +51,7 @@ from quotas.reclaim import Candidate, Claim, Rules, Verdict, choose_own_victims,
 from teams.models import AuditEvent
 from teams.services import audit
 from workloads import attempts, lifecycle
+from workloads.events import preemption_settled
 from workloads.identity import WorkloadId
 from workloads.models import ReasonCode
 from workloads.registry import WorkloadKind, kind_for, kinds, labels
@@ -230,12 +231,28 @@ def lost_words(since: datetime | None, notice: datetime, checkpointed: bool = Fa
 def settle_lost_work(kind: WorkloadKind, workload, now: datetime) -> None:
     """Its pods are gone: a checkpoint that landed during the grace (after the notice, before ``now``)
     is where the next attempt resumes, so the preemption's lost work is what remains by that
-    checkpoint. Lowers the latest event's figures and words only (a replay changes nothing)."""
-    event = PreemptionEvent.objects.filter(ref=workload.ref).select_related("by_team", "flavor").first()
+    checkpoint. Lowers the latest event's figures and words only (a replay changes nothing).
+
+    The figures are final now, so this is where a preemption with a grace is told
+    (:data:`workloads.events.preemption_settled`, in the transaction of the lowering): its message says
+    what the page, the reason and the preemption log say (issue 46: an e-mail written at the notice said
+    "under a minute of work lost" of a run whose notice checkpoint then lost nothing). One without a
+    grace (a spot interruption, an endpoint's burst) is final as it is written, and told then."""
+    event = PreemptionEvent.objects.filter(ref=workload.ref).select_related("by_team", "flavor", "team").first()
+    if event is None:
+        return
+    with transaction.atomic():
+        _lower_lost_work(kind, workload, event, now)
+        if not event.final_when_written:
+            event.refresh_from_db(fields=["lost_gpu_hours", "lost_cost", "reason"])
+            preemption_settled.send(sender=PreemptionEvent, event=event)
+
+
+def _lower_lost_work(kind: WorkloadKind, workload, event: PreemptionEvent, now: datetime) -> None:
+    """:func:`settle_lost_work`'s figures: what a checkpoint written during the grace saved."""
     checkpoint = kind.last_checkpoint_at(workload)
     # A spot interruption has no grace to save in (its pods go at once), and burst loses no work.
-    if (event is None or event.cause == PreemptionEvent.Cause.SPOT or checkpoint is None or checkpoint > now
-            or kind.preempts_burst):
+    if event.cause == PreemptionEvent.Cause.SPOT or checkpoint is None or checkpoint > now or kind.preempts_burst:
         return
     gpu_hours, cost, since, checkpointed = lost_work(kind, workload, event.units, event.at)
     if gpu_hours >= event.lost_gpu_hours:

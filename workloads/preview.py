@@ -40,7 +40,10 @@ class Preview:
     share_of_budget_left: Decimal | None = None  #: committed_cost's share of what the month's budget leaves
     queue_position: int | None = None
     estimated_start_at: datetime | None = None
-    start: str = ""  #: the estimate in words
+    #: The range around it (:class:`workloads.forecast.StartEstimate`): the bound is ``estimated_start_latest``.
+    estimated_start_earliest: datetime | None = None
+    estimated_start_latest: datetime | None = None
+    start: str = ""  #: the estimate in words (:meth:`workloads.forecast.StartEstimate.words`)
     #: What the budget gate counts (ResourceRequest.committed_cost): its estimate until the
     #: month's end at most; without a runtime limit, its cost until the month's end.
     committed_cost: Decimal | None = None
@@ -75,7 +78,8 @@ class Preview:
         return {"outcome": self.outcome, "message": self.message, "cost_per_hour": self.cost_per_hour,
                 "estimated_total": self.estimated_total, "share_of_budget_left": self.share_of_budget_left,
                 "queue_position": self.queue_position, "estimated_start_at": self.estimated_start_at,
-                "start": self.start, "committed_cost": self.committed_cost, "borrows": self.borrows,
+                "estimated_start_earliest": self.estimated_start_earliest,
+                "estimated_start_latest": self.estimated_start_latest, "start": self.start, "committed_cost": self.committed_cost, "borrows": self.borrows,
                 "preemptible": self.preemptible, "price_per_hour": self.price_per_hour, "cluster": self.cluster,
                 "warnings": list(self.warnings)}
 
@@ -124,4 +128,6 @@ def preview_request(team, request: ResourceRequest, flavor, duration: timedelta 
     else:
         estimate = held_estimate(held.get(entry.ref, decision), now)
     return dataclasses.replace(result, queue_position=position, estimated_start_at=estimate.at if estimate else None,
+                               estimated_start_earliest=estimate.earliest if estimate else None,
+                               estimated_start_latest=estimate.latest if estimate else None,
                                start=estimate.words(now) if estimate else "")

@@ -218,15 +218,22 @@ def telemetry_context(workload, api_url: str, now: datetime) -> dict:
 
 
 def now_figures(workloads, now: datetime) -> dict[str, GpuNow]:
-    """Per ref: the GPUs' figures of each workload's newest minute within :data:`NOW_WITHIN` (one query)."""
-    # Work that never started has no telemetry: it costs no query (a submission's answer reads nothing back).
-    by_team: dict[str, int] = {w.ref: w.team_id for w in workloads if w.started_at is not None}
-    if not by_team:
+    """Per ref: the GPUs' figures of each workload's newest minute within :data:`NOW_WITHIN` (one query).
+
+    The figures belong to an attempt: only the minutes since its current attempt's pods started
+    (:attr:`~workloads.models.Workload.attempt_started`, to the minute) count, and work queued again
+    after a preemption, which holds no GPU now, has none — not its last attempt's (issue 46)."""
+    # Work whose attempt has not started has no telemetry: it costs no query (a submission's answer reads nothing back).
+    since: dict[str, tuple[int, datetime]] = {
+        w.ref: (w.team_id, telemetry.floor_to(w.attempt_started, telemetry.MINUTE))
+        for w in workloads if w.attempt_started is not None}
+    if not since:
         return {}
-    rows = (GpuTelemetry.objects.filter(ref__in=list(by_team), step=telemetry.MINUTE, start__gte=now - NOW_WITHIN)
+    rows = (GpuTelemetry.objects.filter(ref__in=list(since), step=telemetry.MINUTE, start__gte=now - NOW_WITHIN)
             .order_by("ref", "-start").values_list("ref", "team_id", "start", "gpus", "values"))
     found: dict[str, GpuNow] = {}
     for ref, team_id, start, gpus, data in rows:  # a few minutes each: the newest comes first
-        if ref not in found and by_team[ref] == team_id:
+        owner, first = since[ref]
+        if ref not in found and owner == team_id and start >= first:
             found[ref] = _summary(telemetry.unpack(data, len(gpus), 1)[:, :, 0], start)
     return found

@@ -54,9 +54,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres, pytest.
 #: The worker's reconcile interval (tests/e2e/conftest.py WorkerProcess) and the contract's grace.
 INTERVAL = 0.5
 GRACE = 20
-#: Each simulated step stands for 1,000 s of work (sandbox.checkpoints): no checkpoint line is printed in
-#: attempt 1's minute, and attempt 2, resumed from step 40, has 12 of its 40,012 s left to run.
-EVERY, DURATION = "1000s", "40012s"
+#: A checkpoint every 1,000 s and a training line (20 steps) every 1,000 s: no checkpoint line is printed in
+#: attempt 1's minute, and step 40 is two lines, 2,000 s of work (sandbox.checkpoints: a checkpoint's step
+#: is the training step), so attempt 2, resumed from step 40, has 12 of its 2,012 s left to run.
+EVERY, LOG_EVERY, DURATION = "1000s", "1000", "2012s"
 STEP_40 = f"{CHECKPOINT_DIR}/step-40"
 #: The ledger's rounding (gpu_hours to 10 places) and the database's microseconds, in GPU-seconds.
 EPSILON = timedelta(milliseconds=10)
@@ -118,7 +119,8 @@ def test_a_preempted_run_resumes_from_step_40_and_is_billed_once(worker, staff, 
     # 1. Vision runs 4 A100s of its own and borrows nlp-platform's 4 for a run with the contract.
     post_share_run(alice, "vision", "own", "30m")
     borrowed = post_share_run(alice, "vision", "borrowed", checkpoint={"grace_seconds": GRACE},
-                              env={"SLIPWAY_SIM_DURATION": DURATION, "SLIPWAY_SIM_CHECKPOINT_EVERY": EVERY})
+                              env={"SLIPWAY_SIM_DURATION": DURATION, "SLIPWAY_SIM_CHECKPOINT_EVERY": EVERY,
+                                   "SLIPWAY_SIM_LOG_EVERY": LOG_EVERY})
     workload, ref = f"run-{borrowed}", f"run:{borrowed}"
     pod = wait_for(lambda: SimPod.objects.filter(workload=workload, active=True, phase="Running").first(),
                    timeout=60, what="the borrowed run's pod to run")

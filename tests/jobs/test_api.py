@@ -273,7 +273,7 @@ def test_it_lists_in_a_constant_number_of_queries(api, member, team, quota, publ
     _make_runs(member, team, count, gpus_per_worker=1)
     # token (1) + its first last-used write (1) + count (1) + page (1) + queue positions (1) +
     # start estimates: queue, reservations, their runs, quotas, finished runs' durations, the
-    # platform's limit use (6: workloads.forecast.platform_limit_use, one per kind with a limit) +
+    # platform's limit use (6: workloads.forecast.platform_limit_spans, one per kind with a limit) +
     # what holds queued work beyond its quota: the budget, the month's spend (ledger rows, open
     # segments: quotas.ledger.month_spend), committed money (4) + the clusters, for work that waits for one
     # (quotas.facts.ClusterWaits) (1) + the names of secret env (1) + the clusters and their

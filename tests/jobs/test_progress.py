@@ -65,3 +65,19 @@ def test_an_older_report_does_not_move_the_rate_and_a_stalled_run_has_no_eta():
     assert advance(state, 5, 100, at(5)).rate == state.rate
     stalled = advance(advance(None, 50, 100, at(0)), 50, 100, at(30))
     assert eta(stalled, at(30)).at is None and eta(stalled, at(30)).rate == 0
+
+
+def test_a_new_attempt_resumed_after_a_queue_wait_starts_a_window_at_its_first_report():
+    """Issue 46: a run preempted at step 600 waits 20 min in the queue and resumes from its checkpoint:
+    the wait is no progress, so the rate is not its steps divided across it."""
+    state = None
+    for second in range(0, 301, 30):  # 2 steps a second
+        state = advance(state, 2 * second, 2400, at(second))
+    assert state.rate == pytest.approx(2.0)
+    resumed = at(300 + 20 * 60)  # the next attempt's pods start
+    state = advance(state, 600, 2400, resumed, attempt_started=resumed)  # it says where it resumes, at once
+    assert (state.step, state.window_step, state.window_at) == (600, 600, resumed)
+    state = advance(state, 660, 2400, resumed + timedelta(seconds=30), attempt_started=resumed)
+    assert state.rate == pytest.approx(2.0)  # not 60 steps over 20.5 minutes
+    found = eta(state, resumed + timedelta(seconds=30))
+    assert found.at == resumed + timedelta(seconds=30 + (2400 - 660) / 2.0)

@@ -29,6 +29,7 @@ from tests.jobs.test_spot_interruption import disrupt, running  # noqa: F401  (t
 from workloads import lifecycle, preemption
 from workloads import reconcile as rec
 from workloads.models import ReasonCode
+from workloads.registry import kind_for
 
 pytestmark = pytest.mark.django_db
 
@@ -55,6 +56,30 @@ def subscribed(team, member, team_admin, receiver):
     return receiver
 
 
+def borrowed_and_wanted_back(team, member, staff, ran: timedelta | None = None):
+    """ml-research runs 8 of its own and borrows vision's 4 idle units for train-llama (running for
+    ``ran``, if given); vision wants them back. Returns train-llama, reclaim's victim."""
+    vision = make_team("vision")
+    seed_team_quotas(vision, {"a100-80gb": 4})
+    quota_services.set_cohort(staff, "research", teams=[team, vision], min_runtime_minutes=0,
+                              preemption_delay_seconds=0)
+    submit_run_as(member, team, name="own", gpus_per_worker=8)
+    victim = submit_run_as(member, team, name="train-llama", gpus_per_worker=4)
+    if ran is not None:
+        type(victim).objects.filter(pk=victim.pk).update(state="running", started_at=timezone.now() - ran)
+    vera = make_user("vera")
+    add_member(vision, vera, Role.MEMBER)
+    submit_run_as(vera, vision, name="mine", gpus_per_worker=4)
+    return victim
+
+
+def pods_gone(workload, after: timedelta = timedelta(seconds=30)) -> None:
+    """The cycle that sees a preempted workload's pods gone (``preemption.follow``): its lost work is final."""
+    workload.refresh_from_db()
+    kind = kind_for(workload.KIND_PREFIX)
+    assert preemption.follow(kind, None, workload, None, workload.preempting_since + after)
+
+
 def delivered(event: Event):
     """Send every delivery of ``event``: the webhook's body and the e-mail as they went out."""
     for pk in delivery.fan_out(event.key):
@@ -63,20 +88,12 @@ def delivered(event: Event):
 
 def test_a_reclaimed_runs_notification_names_team_and_workload_once_everywhere(
         team, member, team_admin, quota, staff, subscribed, client, published):
-    # ml-research runs 8 of its own and borrows vision's 4 idle units for train-llama; vision wants them back.
-    vision = make_team("vision")
-    seed_team_quotas(vision, {"a100-80gb": 4})
-    quota_services.set_cohort(staff, "research", teams=[team, vision], min_runtime_minutes=0,
-                              preemption_delay_seconds=0)
-    submit_run_as(member, team, name="own", gpus_per_worker=8)
-    victim = submit_run_as(member, team, name="train-llama", gpus_per_worker=4)
-    vera = make_user("vera")
-    add_member(vision, vera, Role.MEMBER)
-    submit_run_as(vera, vision, name="mine", gpus_per_worker=4)
+    victim = borrowed_and_wanted_back(team, member, staff)
     assert preemption.reclaim(timezone.now()) == [victim.ref]
     reason = PreemptionEvent.objects.get().reason  # the preemption's real words
     assert reason.startswith("preempted: team vision reclaimed 4\u00d7 a100-80gb of its quota; ")
 
+    pods_gone(victim)  # told once its lost work is final
     event = Event.objects.get(kind=EventKind.PREEMPTED)
     named = f"Run train-llama (#{victim.pk}) of team ml-research"
     assert human(event.title) == f"{named} preempted"
@@ -107,6 +124,7 @@ def test_a_within_team_preemption_names_the_work_it_made_room_for(team, member, 
     assert preemption.reclaim(timezone.now() + timedelta(minutes=11)) == [low.ref]  # past the min runtime
     low.refresh_from_db()
     assert low.reason.startswith(f"being preempted: the team's high-priority run urgent (#{high.pk}) needs its 8\u00d7")
+    pods_gone(low)
     event = Event.objects.get(kind=EventKind.PREEMPTED)
     assert human(event.text).startswith(
         f"Run sweep (#{low.pk}) of team ml-research preempted: the team's high-priority run urgent (#{high.pk}) "
@@ -139,3 +157,31 @@ def test_a_failed_run_and_a_long_wait_name_team_and_workload(submit, settings):
     assert human(wait.text) == f"{wait.title}: {waiting.reason}"
     assert waiting.reason.startswith("waiting for quota: ")
 
+
+def test_a_preemptions_message_says_the_work_lost_its_page_says(
+        team, member, quota, staff, subscribed, published):
+    """Issue 46: the e-mail and webhook said "under a minute of work lost" (written at the notice) while
+    the page, the reason and the preemption log said "no work lost" (the notice's checkpoint, settled
+    once the pods were gone). The message is recorded when the figure is final, in the same words."""
+    victim = borrowed_and_wanted_back(team, member, staff, ran=timedelta(minutes=20))
+    assert preemption.reclaim(timezone.now()) == [victim.ref]
+    assert "; under a minute of work since its start lost" in PreemptionEvent.objects.get().reason
+    assert not Event.objects.filter(kind=EventKind.PREEMPTED).exists()  # not final: its pods have a grace
+    # On the notice it saves a last checkpoint, 5 s into the grace; the next cycle sees its pods gone.
+    notice = PreemptionEvent.objects.get().at
+    type(victim).objects.filter(pk=victim.pk).update(last_checkpoint_at=notice + timedelta(seconds=5))
+    pods_gone(victim)
+    victim.refresh_from_db()
+    row = PreemptionEvent.objects.get()
+    assert row.reason.endswith("; no work lost") and row.lost_gpu_hours == 0
+    event = Event.objects.get(kind=EventKind.PREEMPTED)
+    named = f"Run train-llama (#{victim.pk}) of team ml-research"
+    assert human(event.text) == f"{named} {row.reason}" == f"{named} {victim.reason}"
+    assert event.details["reason"] == row.reason
+    delivered(event)
+    [got] = subscribed.got
+    assert got.body["text"].endswith("no work lost") and "under a minute" not in got.body["text"]
+    [message] = mail.outbox
+    assert "no work lost" in message.body and "under a minute" not in message.body
+    preemption.settle_lost_work(kind_for("run"), victim, notice + timedelta(minutes=1))  # a replayed cycle
+    assert Event.objects.filter(kind=EventKind.PREEMPTED).count() == 1

@@ -30,15 +30,17 @@ def test_it_prints_a_checkpoint_line_every_n_seconds_of_run_time(backend):
     name = _pod(backend)["metadata"]["name"]
     lines = backend.logs(ref("run-1"), name, tail=None, now=at(55))
 
-    assert _checkpoints(lines) == ["SLIPWAY_CHECKPOINT step=1 path=/mnt/ckpt/run-1/step-1",
-                                   "SLIPWAY_CHECKPOINT step=2 path=/mnt/ckpt/run-1/step-2"]
-    # Each follows the progress line of its own second, stamped with it: 20s of run time is 10:00:30.
-    first = lines.index("2026-11-22T10:00:30Z INFO  SLIPWAY_CHECKPOINT step=1 path=/mnt/ckpt/run-1/step-1")
-    assert lines[first - 1].startswith("2026-11-22T10:00:30Z INFO  step")
+    # Its step is the training step it reached (issue 46: one scale with the metric and progress lines):
+    # a line of 20 steps every 10 s, so 20 s of work is step 40.
+    assert _checkpoints(lines) == ["SLIPWAY_CHECKPOINT step=40 path=/mnt/ckpt/run-1/step-40",
+                                   "SLIPWAY_CHECKPOINT step=80 path=/mnt/ckpt/run-1/step-80"]
+    # Each follows the training line of its own second, stamped with it: 20s of run time is 10:00:30.
+    first = lines.index("2026-11-22T10:00:30Z INFO  SLIPWAY_CHECKPOINT step=40 path=/mnt/ckpt/run-1/step-40")
+    assert lines[first - 1].startswith("2026-11-22T10:00:30Z INFO  step=40 ")
     assert not any("resuming" in line for line in lines)
     # Run time 40s: the newest line is the checkpoint just saved; a tail of one shows it.
     assert backend.logs(ref("run-1"), name, tail=1, now=at(50)) == [
-        "2026-11-22T10:00:50Z INFO  SLIPWAY_CHECKPOINT step=2 path=/mnt/ckpt/run-1/step-2"]
+        "2026-11-22T10:00:50Z INFO  SLIPWAY_CHECKPOINT step=80 path=/mnt/ckpt/run-1/step-80"]
     assert backend.logs(ref("run-1"), name, tail=1, now=at(29)) != []  # before the first: progress only
     assert _checkpoints(backend.logs(ref("run-1"), name, tail=None, now=at(29))) == []
 
@@ -49,23 +51,28 @@ def test_it_checkpoints_to_the_default_directory_and_not_without_the_knob(backen
                   + training("run-2", duration="100s"), resource_kinds(), now=at(0))
     run_until(backend, 0, 45)
     assert _checkpoints(backend.logs(ref("run-1"), _pod(backend)["metadata"]["name"], tail=None)) == [
-        "SLIPWAY_CHECKPOINT step=1 path=/ckpt/step-1"]
+        "SLIPWAY_CHECKPOINT step=60 path=/ckpt/step-60"]
     assert _checkpoints(backend.logs(ref("run-2"), _pod(backend, "run-2")["metadata"]["name"], tail=None)) == []
 
 
 def test_a_resumed_run_says_so_counts_on_and_finishes_sooner(backend):
-    resume = (*EVERY_20S, ("SLIPWAY_RESUME_FROM", "/mnt/ckpt/run-1/step-3"))
+    resume = (*EVERY_20S, ("SLIPWAY_RESUME_FROM", "/mnt/ckpt/run-1/step-120"))
     backend.apply(team_objects() + training("run-1", duration="100s", extra_env=resume), resource_kinds(), now=at(0))
     run_until(backend, 0, 60)
 
-    # 3 steps of 20s were done: 40s of the 100s are left, from 10s to 50s.
+    # Step 120 is 6 lines of 10 s: 60 s were done, 40 s of the 100 s are left, from 10s to 50s.
     assert training_status(observed(backend, "run-1")).state == TrainingPhase.SUCCEEDED
     pod = _pod(backend)
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] == "2026-11-22T10:00:50Z"
     lines = backend.logs(ref("run-1"), pod["metadata"]["name"], tail=None)
-    assert "resuming from step 3 (/mnt/ckpt/run-1/step-3)" in lines[0]
-    assert _checkpoints(lines) == ["SLIPWAY_CHECKPOINT step=4 path=/mnt/ckpt/run-1/step-4",
-                                   "SLIPWAY_CHECKPOINT step=5 path=/mnt/ckpt/run-1/step-5"]
+    assert "resuming from step 120 (/mnt/ckpt/run-1/step-120)" in lines[0]
+    assert _checkpoints(lines) == ["SLIPWAY_CHECKPOINT step=160 path=/mnt/ckpt/run-1/step-160",
+                                   "SLIPWAY_CHECKPOINT step=200 path=/mnt/ckpt/run-1/step-200"]
+    # It says at once where its progress is (issue 46), then its training lines count on from the same
+    # step: the checkpoint's step is a training step.
+    assert lines[1].endswith("INFO  SLIPWAY_PROGRESS step=120 total=200")
+    assert any(line.endswith("INFO  SLIPWAY_PROGRESS step=160 total=200") or " step=160 loss=" in line
+               for line in lines)
     assert "training complete" in lines[-1]
 
 

@@ -75,15 +75,17 @@ def test_the_notice_reaches_the_pods_and_a_pod_that_honours_it_checkpoints_and_e
     assert pod["metadata"]["annotations"][NOTICE] == "2026-11-22T10:01:47Z"
     backend.delete(ref("run-1"), resource_kinds(), grace_seconds=60, now=at(47))
 
-    backend.tick(at(50))  # it saw the notice at 37s of run time: a last checkpoint (step 2), then exit
+    # It saw the notice at 37s of run time: a last checkpoint (step 80, its 37 s rounded up to the next
+    # training line of 20 steps every 10 s: the steps its metric lines count), then exit.
+    backend.tick(at(50))
     [pod] = observed(backend, "run-1").pods
     terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
     assert (pod["status"]["phase"], terminated["exitCode"], terminated["finishedAt"]) == (
         "Failed", 143, "2026-11-22T10:00:47Z")
     lines = backend.logs(ref("run-1"), pod["metadata"]["name"], tail=None)
     assert [line for line in lines if "SLIPWAY_CHECKPOINT" in line] == [
-        "2026-11-22T10:00:30Z INFO  SLIPWAY_CHECKPOINT step=1 path=/ckpt/step-1",
-        "2026-11-22T10:00:47Z INFO  SLIPWAY_CHECKPOINT step=2 path=/ckpt/step-2"]
+        "2026-11-22T10:00:30Z INFO  SLIPWAY_CHECKPOINT step=40 path=/ckpt/step-40",
+        "2026-11-22T10:00:47Z INFO  SLIPWAY_CHECKPOINT step=80 path=/ckpt/step-80"]
     assert lines[-1].endswith("preemption notice received: checkpoint saved, exiting")
     assert _gpus_in_use(backend) == 0
 

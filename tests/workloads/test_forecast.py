@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from core.formatting import format_clock
 from jobs.models import TrainingRun
 from quotas import admission
 from tests.jobs.conftest import submit_run_as
@@ -41,10 +42,14 @@ def test_estimates_follow_the_expected_ends_and_match_when_the_work_really_start
     b = submit_limited(member, team, "b", 4, minutes=20)
     c = submit_limited(member, team, "c", 8)  # no limit and no history: its own end is unknown
     estimates = estimated_starts(team, now=t0 + timedelta(seconds=5))
-    assert estimates[b.ref] == StartEstimate(t0 + timedelta(minutes=30), (Ahead("a", f"/runs/{a.pk}/"),))
-    assert estimates[c.ref] == StartEstimate(t0 + timedelta(minutes=50), (Ahead("a", f"/runs/{a.pk}/"),
-                                                                         Ahead("b", f"/runs/{b.pk}/")))
-    assert estimates[b.ref].words(t0 + timedelta(minutes=10)) == "starts in about 20 min, when a ends"
+    # No run has ended yet: nothing says how much of their limits runs use, so every end is a limit —
+    # the estimate is a bound and says so (issue 46), with no range below it.
+    at_b, at_c = t0 + timedelta(minutes=30), t0 + timedelta(minutes=50)
+    assert estimates[b.ref] == StartEstimate(at_b, (Ahead("a", f"/runs/{a.pk}/"),), earliest=at_b, latest=at_b)
+    assert estimates[c.ref] == StartEstimate(at_c, (Ahead("a", f"/runs/{a.pk}/"), Ahead("b", f"/runs/{b.pk}/")),
+                                             earliest=at_c, latest=at_c)
+    assert estimates[b.ref].words(t0 + timedelta(minutes=10)) == (
+        f"starts within 20 min, when a ends, by {format_clock(at_b)} {timezone.localtime(at_b).tzname()} at the latest")
 
     # The timeline: a ends on time; the cycle after admits b.
     end = t0 + timedelta(minutes=30)
@@ -137,4 +142,4 @@ def test_the_run_page_says_when_it_should_start(client, member, team, quota):
     waiting = submit_limited(member, team, "next", 2)
     client.force_login(member)
     page = client.get(f"/runs/{waiting.pk}/").content.decode()
-    assert f'starts in about 40 min, when <a href="/runs/{running.pk}/">busy</a> ends' in page
+    assert f'starts within 40 min, when <a href="/runs/{running.pk}/">busy</a> ends, by ' in page

@@ -90,8 +90,9 @@ def test_a_resumed_workspace_waits_in_the_queue_with_its_reason_and_start_estima
     client.force_login(member)
     html = page_of(client, workspace)
     assert f"<strong>Reason:</strong> {escape(queue_reason(team, workspace.ref))}</p>" in html
-    assert f"<strong>Start:</strong> {escape(estimated_starts(team)[workspace.ref].lead())}, when " in html
-    assert ">big</a> ends</p>" in html and "#1 in queue" in html
+    estimate = estimated_starts(team)[workspace.ref]
+    assert f"<strong>Start:</strong> {escape(estimate.lead())}, when " in html
+    assert f">big</a> ends, {escape(estimate.bound())}</p>" in html and "#1 in queue" in html
 
 
 def test_work_waiting_for_a_node_with_room_says_why_it_has_no_start_time_on_every_kinds_page(

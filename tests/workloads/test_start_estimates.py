@@ -19,6 +19,7 @@ from decimal import Decimal
 import pytest
 from django.utils.html import escape
 
+from core.formatting import format_clock
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from quotas.models import GpuFlavor, TeamBudget
@@ -95,14 +96,20 @@ def test_estimates_match_when_queued_work_really_starts(timeline, member, team, 
     # (its limit) and next ends (its start + its limit).
     assert estimates[nxt.ref].at == evaluation.started_at + timedelta(minutes=12)
     assert estimates[after.ref].at == estimates[nxt.ref].at + timedelta(minutes=10)
-    assert estimates[nxt.ref].words(submitted) == "starts in about 11 min, when nightly-eval ends"
+    # next's bound: the fine-tune's limit (the evaluation has none); after has no bound, for its 8 units
+    # need the evaluation's, which nothing ends (issue 46: the range and its bound, or no bound said).
+    bound = estimates[nxt.ref].latest
+    assert abs(bound - (finetune.started_at + timedelta(minutes=20))) <= timedelta(seconds=INTERVAL)
+    assert estimates[nxt.ref].words(submitted) == (
+        f"starts in 11–19 min, when nightly-eval ends, by {format_clock(bound)} UTC at the latest")
+    assert estimates[after.ref].latest is None
     assert estimates[after.ref].words(submitted) == "starts in about 21 min, when nightly-eval, finetune and next end"
 
     # The run page names the work it waits for, linked.
     client.force_login(member)
     page = client.get(f"/runs/{nxt.pk}/").content.decode()
-    assert (f'<strong>Start:</strong> starts in about 11 min, when <a href="/runs/{evaluation.pk}/">nightly-eval</a>'
-            " ends</p>") in page
+    assert (f'<strong>Start:</strong> starts in 11–19 min, when <a href="/runs/{evaluation.pk}/">nightly-eval</a>'
+            f" ends, {estimates[nxt.ref].bound()}</p>") in page
 
     # The timeline plays out: each starts within a minute of its estimate.
     real_next = started_at(timeline, nxt, timedelta(minutes=20))

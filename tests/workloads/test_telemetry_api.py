@@ -165,3 +165,21 @@ def test_the_rows_read_the_same_on_postgresql_in_binary_as_through_the_orm(run, 
     assert [(*row[:4], bytes(row[4])) for row in telemetry_series._rows(run.team_id, run.ref, None)] == [
         (*row[:4], bytes(row[4])) for row in fast]
     assert len(fast) == GpuTelemetry.objects.filter(ref=run.ref).count() > 1
+
+
+def test_a_run_queued_again_shows_no_gpus_now_and_its_next_attempt_only_its_own(run, api, member, client):
+    """Issue 46: GPU figures belong to an attempt; a run queued again after a preemption holds no GPU now."""
+    history(run, 3)
+    assert api.get(f"/api/v1/runs/{run.pk}/").json()["gpu_utilization"] is not None
+    # Preempted and queued again (workloads.lifecycle.requeue's fields): its second attempt has not started.
+    type(run).objects.filter(pk=run.pk).update(state="queued", attempt=2, attempt_started_at=None)
+    run.refresh_from_db()
+    body = api.get(f"/api/v1/runs/{run.pk}/").json()
+    assert (body["gpu_utilization"], body["gpu_memory_used_gb"]) == (None, None)
+    assert api.get("/api/v1/runs/").json()["results"][0]["gpu_utilization"] is None
+    client.force_login(member)
+    assert "% busy" not in client.get(f"/runs/{run.pk}/").content.decode()
+    # Its second attempt started this minute: the first attempt's minutes before it are not its figures.
+    type(run).objects.filter(pk=run.pk).update(state="running", attempt_started_at=timezone.now() + timedelta(minutes=1))
+    run.refresh_from_db()
+    assert now_figures([run], timezone.now()) == {}
