@@ -30,14 +30,15 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
+from fleet.models import Cluster
 from jobs import metrics
 from jobs.constants import RunState
 from jobs.metric_lines import Point, ProgressMark
 from jobs.models import LaterDemoRun, TrainingRun
 from jobs.services import submit_run
-from quotas.ledger import record_usage
 from quotas.models import GpuFlavor
 from teams.models import Team
+from workloads.billing import bill_past
 from workloads.models import ReasonCode
 
 logger = logging.getLogger(__name__)
@@ -216,6 +217,7 @@ def seed_demo_history(slugs: Collection[str] | None = None) -> list[TrainingRun]
     users = {u.username: u for u in get_user_model().objects.filter(username__in={h[1] for h in DEMO_HISTORY})}
     teams = {t.slug: t for t in Team.objects.filter(slug__in={h[0] for h in DEMO_HISTORY})}
     flavors = {f.name: f for f in GpuFlavor.objects.filter(name__in={h[3] for h in DEMO_HISTORY})}
+    clusters = {c.name: c for c in Cluster.objects.all()}
     midnight = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     created = []
     with transaction.atomic():
@@ -225,14 +227,18 @@ def seed_demo_history(slugs: Collection[str] | None = None) -> list[TrainingRun]
                 continue
             started = midnight - timedelta(days=days_ago) + timedelta(hours=9)
             busy_until, finished = started + timedelta(hours=hours - idle), started + timedelta(hours=hours)
-            run = TrainingRun.objects.create(
+            run = TrainingRun(
                 team=team, created_by=user, name=name, flavor=gpu, image=IMAGE, command=["python", "train.py"],
                 gpus_per_worker=gpus, state=RunState.SUCCEEDED, reason="Completed", reason_code=ReasonCode.CLUSTER, admitted_at=started,
-                started_at=started, finished_at=finished, billed_until=finished)
-            cost = record_usage(team, run.ref, gpu, user, started, busy_until, gpus, False)
-            cost += record_usage(team, run.ref, gpu, user, busy_until, finished, gpus, False, idle=True)
+                started_at=started, finished_at=finished)
+            # Placed where placement would place it, and billed by the live rule at that cluster's price
+            # (workloads.billing.bill_past): its page, the API and the ledger then say one price.
+            run.cluster = clusters.get(run.price_quote().cluster)
+            run.placed_at = started if run.cluster else None
+            run.save()
+            bill_past(run, started, [(started, gpus, False)] + ([(busy_until, gpus, True)] if idle else []), finished)
             # Submitted a few minutes before it started, as the list's order (newest first) expects.
-            TrainingRun.objects.filter(pk=run.pk).update(billed_cost=cost, created_at=started - timedelta(minutes=4))
+            TrainingRun.objects.filter(pk=run.pk).update(created_at=started - timedelta(minutes=4))
             if name in DEMO_METRICS:
                 demo_metrics(run)
             created.append(run)
