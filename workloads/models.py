@@ -253,6 +253,8 @@ class Workload(models.Model):
         placed and not billed yet, its cluster's price (what billing will charge); not placed, the
         price on the cluster placement would choose now, with the range.
         ``book``: a :class:`~quotas.pricing.PriceBook` shared by the rows of a list."""
+        if self.charged_price is not None and self.cluster_id is None:  # billed, its placement cleared: no cluster to name
+            return Quote(self.charged_price, placed=True)
         found = self._table_quote(book)
         return found if self.charged_price is None else found.charged(self.charged_price)
 
