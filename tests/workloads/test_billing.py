@@ -271,3 +271,27 @@ def test_a_borrowed_run_reconciled_to_its_end_leaves_its_borrowed_gpu_hours_in_t
     assert run.state == "succeeded" and not Reservation.objects.held().filter(ref=run.ref).exists()
     totals = UsageRecord.objects.filter(ref=run.ref).aggregate(gpu=Sum("gpu_hours"), borrowed=Sum("borrowed_gpu_hours"))
     assert totals["gpu"] > 0 and totals["borrowed"] == totals["gpu"]  # all of its units were borrowed
+
+
+@pytest.mark.django_db
+def test_work_billed_before_the_charged_rate_existed_gets_its_last_ledger_hours_rate(member, team, flavors):
+    """The data migration of ``charged_price`` (workloads/migrations/_charged_rates.py): an ended row with
+    ledger time gets the rate of its last hour (cost ÷ unit-hours), not today's price; an open one keeps null."""
+    from django.apps import apps
+
+    from workloads.migrations._charged_rates import from_ledger
+
+    ended = Notebook.objects.create(team=team, created_by=member, name="old", flavor=flavors["a100-80gb"], gpus=2,
+                                    state="done", billed_until=T0 + timedelta(hours=2), billed_cost=Decimal("1"))
+    running = Notebook.objects.create(team=team, created_by=member, name="on", flavor=flavors["a100-80gb"], gpus=2,
+                                      state="running", billed_until=T0, open_units=2, billed_cost=Decimal("1"))
+    flavor = flavors["a100-80gb"]
+    for ref in (ended.ref, running.ref):
+        ledger.record_intervals(ledger.Interval(team.pk, ref, flavor.pk, flavor.name, Decimal("3.6000"),
+                                                flavor.gpu_fraction, member.pk, T0, T0 + timedelta(hours=2), 2,
+                                                False, False).hourly())
+    from_ledger("tinykind", "Notebook", "nb")(apps, None)
+    ended.refresh_from_db()
+    running.refresh_from_db()
+    assert (ended.charged_price, running.charged_price) == (Decimal("3.6000"), None)
+    assert flavor.price_per_hour == Decimal("4.10")  # today's, which it no longer shows
