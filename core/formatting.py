@@ -4,8 +4,10 @@
   abbreviation, so a time read on one page means the same on every other. Seconds only where
   they tell events apart (``precision="seconds"``: scaling decisions seconds apart).
 * Money: ``12,345.67 USD`` — thousands separators, cents, the currency code after the amount,
-  rounded half up (as the ledger's reports). Unit prices may keep four decimals where the
-  tail matters (a MIG slice at 0.5857 an hour): ``precise=True``. Files and programs (CSV
+  rounded half up (as the ledger's reports). **Money per hour** — a unit's price, a workload's
+  cost per hour, a burn rate — is one rule, :func:`format_rate`: four decimals where cents would
+  lose some (a MIG slice at 0.5857 an hour; 7 of them 4.10, not 7 × 0.59), else cents, so a
+  page never writes one rate as 1.03 and its unit's as 1.0286 (issue 46). Files and programs (CSV
   downloads) get the same cents without separators (:func:`plain_amount`), the currency in
   a column of its own.
 * Durations: ``2 h 05 min`` (:func:`format_duration`): "running for …", "ran for …".
@@ -120,6 +122,12 @@ def format_money(value, currency: str | None = None, *, precise: bool = False) -
     if number == NOTHING:
         return NOTHING
     return f"{number} {currency or settings.SLIPWAY_CURRENCY}"
+
+
+def format_rate(value, currency: str | None = None) -> str:
+    """``1.0286 USD``: money per hour (a price, a cost per hour) — every page's one rounding for it:
+    cents, or four decimals where cents would lose some. The caller writes "/h" or "per hour"."""
+    return format_money(value, currency, precise=True)
 
 
 def format_duration(value) -> str:

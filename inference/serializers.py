@@ -109,7 +109,7 @@ class EndpointSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields,
             "estimated_start_at", "estimated_start_earliest", "estimated_start_latest", "start_estimate", "borrowed_units", "preemptible", "preemptions", "last_preempted_at", "idle_gpu_hours", "idle_cost", "idle_since",
             "image", "command", "args", "env", "secret_env", "port", "flavor", "gpus_per_replica", "min_replicas",
             "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds",
-            "spot", "cluster", "placement_reason", "cluster_selector", "price_per_hour", "gpu_memory_gb",
+            "spot", "cluster", "placement_reason", "cluster_selector", "price_per_hour", "currency", "gpu_memory_gb",
             "gpu_utilization", "gpu_memory_used_gb", "gpu_memory_total_gb",
         ]
         read_only_fields = fields

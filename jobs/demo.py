@@ -30,14 +30,16 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
+from fleet.services import clusters as fleet_clusters
 from jobs import metrics
 from jobs.constants import RunState
 from jobs.metric_lines import Point, ProgressMark
 from jobs.models import LaterDemoRun, TrainingRun
 from jobs.services import submit_run
-from quotas.ledger import record_usage
 from quotas.models import GpuFlavor
+from quotas.pricing import PriceBook
 from teams.models import Team
+from workloads.billing import bill_past
 from workloads.models import ReasonCode
 
 logger = logging.getLogger(__name__)
@@ -250,6 +252,7 @@ def seed_demo_history(slugs: Collection[str] | None = None) -> list[TrainingRun]
     users = {u.username: u for u in get_user_model().objects.filter(username__in={h[1] for h in DEMO_HISTORY})}
     teams = {t.slug: t for t in Team.objects.filter(slug__in={h[0] for h in DEMO_HISTORY})}
     flavors = {f.name: f for f in GpuFlavor.objects.filter(name__in={h[3] for h in DEMO_HISTORY})}
+    clusters, book = {c.name: c for c in fleet_clusters()}, PriceBook()
     midnight = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     created = []
     with transaction.atomic():
@@ -259,14 +262,20 @@ def seed_demo_history(slugs: Collection[str] | None = None) -> list[TrainingRun]
                 continue
             started = midnight - timedelta(days=days_ago) + timedelta(hours=9)
             busy_until, finished = started + timedelta(hours=hours - idle), started + timedelta(hours=hours)
-            run = TrainingRun.objects.create(
+            run = TrainingRun(
                 team=team, created_by=user, name=name, flavor=gpu, image=IMAGE, command=["python", "train.py"],
                 gpus_per_worker=gpus, state=RunState.SUCCEEDED, reason="Completed", reason_code=ReasonCode.CLUSTER, admitted_at=started,
-                started_at=started, finished_at=finished, billed_until=finished)
-            cost = record_usage(team, run.ref, gpu, user, started, busy_until, gpus, False)
-            cost += record_usage(team, run.ref, gpu, user, busy_until, finished, gpus, False, idle=True)
+                started_at=started, finished_at=finished)
+            # Placed where placement would place it, and billed by the live rule at that cluster's price
+            # (workloads.billing.bill_past): its page, the API and the ledger then say one price.
+            quote = run.price_quote(book)
+            run.cluster = clusters.get(quote.cluster) or next(  # none has room now: one charging the quote's price
+                (c for c in clusters.values() if book.price_on(gpu, False, c.pk) == quote.price), None)
+            run.placed_at = started if run.cluster else None
+            run.save()
+            bill_past(run, started, [(started, gpus, False)] + ([(busy_until, gpus, True)] if idle else []), finished)
             # Submitted a few minutes before it started, as the list's order (newest first) expects.
-            TrainingRun.objects.filter(pk=run.pk).update(billed_cost=cost, created_at=started - timedelta(minutes=4))
+            TrainingRun.objects.filter(pk=run.pk).update(created_at=started - timedelta(minutes=4))
             if name in DEMO_METRICS:
                 demo_metrics(run)
             created.append(run)

@@ -172,7 +172,7 @@ class RunSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields, Secr
             "idle_since", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers",
             "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",
             "checkpoint", "last_checkpoint", "attempt", "cluster", "placement_reason", "cluster_selector",
-            "price_per_hour", "gpu_memory_gb", "progress", "gpu_utilization", "gpu_memory_used_gb",
+            "price_per_hour", "currency", "gpu_memory_gb", "progress", "gpu_utilization", "gpu_memory_used_gb",
             "gpu_memory_total_gb",
         ]
         read_only_fields = fields

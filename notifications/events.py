@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils.text import capfirst
 
-from core.formatting import format_money
+from core.formatting import format_rate
 from notifications import vocabulary
 from notifications.constants import EventKind
 from notifications.models import Event
@@ -170,7 +170,7 @@ def _idle_words(episode, workload, name: str, minutes: int) -> tuple[str, str, s
     """(title, text, link) of an idle alert: waste to cancel, or an endpoint's minimum to scale to zero."""
     kind = kind_of(workload)
     figure = f"utilization {episode.value:.0f}%, under {episode.threshold:g}%"
-    per_hour = format_money(episode.cost_per_hour, precise=True)
+    per_hour = format_rate(episode.cost_per_hour)
     if episode.at_minimum:
         link = portal_url(kind.minimum_url(workload))
         title = f"{name}: GPUs idle for {minutes} min at its minimum replicas"

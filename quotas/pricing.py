@@ -3,6 +3,11 @@
 A *price* is per unit-hour; a *cost per hour* is a price times units (docs/glossary.md "price",
 "cost per hour").
 
+Once billing began, work shows and is charged its **charged rate** instead: the price its open
+segment was opened at, recorded on the workload (``Workload.charged_price``, set by
+``workloads.billing.plan_billing``) and never re-read from the price table, so finished work
+keeps the price it was billed at and a staff price change reaches only segments opened after it.
+
 A flavor may cost a different price on each cluster (:class:`quotas.models.ClusterPrice`; the
 flavor's own price where a cluster sets none). Work placed on a cluster is charged that
 cluster's price (:meth:`quotas.models.GpuFlavor.price`). Work not placed yet is quoted the price
@@ -26,7 +31,7 @@ from decimal import Decimal
 
 from cluster.capacity import offers
 from cluster.placement import ClusterOffer, PlacementRequest, place
-from core.formatting import format_amount, format_money
+from core.formatting import format_amount, format_rate
 from fleet.models import Cluster
 from fleet.services import recorded_nodes
 from quotas.ledger import cost_per_hour
@@ -54,6 +59,10 @@ class Quote:
         if self.high is None:
             object.__setattr__(self, "high", self.price)
 
+    def charged(self, price: Decimal) -> Quote:
+        """This quote as the charged rate ``price`` of work billed on its cluster (placed: no range shown)."""
+        return Quote(price, self.cluster, True, self.low, self.high)
+
     @property
     def varies(self) -> bool:
         """Whether the clusters that offer the flavor price it differently."""
@@ -66,13 +75,13 @@ class Quote:
     def words(self, currency: str | None = None) -> str:
         """"3.60 USD/h on east (3.60–4.60)"; placed: "3.60 USD/h on east"; no cluster can take it now:
         "3.60–4.60 USD/h, by the cluster it starts on"; one price everywhere and no cluster: "3.60 USD/h".
-        ``currency`` defaults to ``SLIPWAY_CURRENCY`` (:func:`core.formatting.format_money`)."""
+        ``currency`` defaults to ``SLIPWAY_CURRENCY``; money per hour's one rounding (:func:`core.formatting.format_rate`)."""
         if not self.cluster:
             if self.varies:
                 low = format_amount(self.low, precise=True)
-                return f"{low}\u2013{format_money(self.high, currency, precise=True)}/h, by the cluster it starts on"
-            return f"{format_money(self.price, currency, precise=True)}/h"
-        text = f"{format_money(self.price, currency, precise=True)}/h on {self.cluster}"
+                return f"{low}\u2013{format_rate(self.high, currency)}/h, by the cluster it starts on"
+            return f"{format_rate(self.price, currency)}/h"
+        text = f"{format_rate(self.price, currency)}/h on {self.cluster}"
         if self.varies and not self.placed:
             text += f" ({format_amount(self.low, precise=True)}\u2013{format_amount(self.high, precise=True)})"
         return text

@@ -27,6 +27,15 @@ GROUP_BY = ("day", "flavor", "user", "workload", "kind")
 _amount = serializers.DecimalField(max_digits=12, decimal_places=4).to_representation
 
 
+#: What a flavor's ``price_per_hour`` means — one definition (docs/api.md "Prices"), the same as a dry run's.
+FLAVOR_PRICE_HELP = (
+    "What one unit-hour of the flavor costs on-demand work submitted now: the price on the cluster placement would "
+    "choose now for one unit (named in `cluster`); when no cluster can take it now, the highest of `price_range`. "
+    "A dry run's price_per_hour and the portal's flavor page say the same. It is therefore the low end of the "
+    "range while the cheapest cluster has room, and higher when it has none. Work already placed shows its own "
+    "price_per_hour (its charged rate once billing began).")
+
+
 class PriceRangeSerializer(serializers.Serializer):
     min = serializers.DecimalField(max_digits=12, decimal_places=4)
     max = serializers.DecimalField(max_digits=12, decimal_places=4)
@@ -66,10 +75,12 @@ class FlavorSerializer(serializers.ModelSerializer):
                                                                   "one worker, one unit per pod).")
     one_team_per_gpu = serializers.SerializerMethodField(
         help_text="MPS: pods of different teams are never placed on one node's MPS GPUs.")
-    price_per_hour = serializers.SerializerMethodField()
+    price_per_hour = serializers.SerializerMethodField(help_text=FLAVOR_PRICE_HELP)
     spot_price_per_hour = serializers.SerializerMethodField()
-    price_range = serializers.SerializerMethodField()
-    cluster = serializers.SerializerMethodField()
+    price_range = serializers.SerializerMethodField(
+        help_text="The lowest and highest on-demand price of a unit-hour across the clusters that offer the flavor.")
+    cluster = serializers.SerializerMethodField(
+        help_text="The cluster price_per_hour is that of: where one on-demand unit would be placed now (null: none can take it now).")
     currency = serializers.SerializerMethodField()
 
     class Meta:
@@ -91,11 +102,12 @@ class FlavorSerializer(serializers.ModelSerializer):
     def get_one_team_per_gpu(self, flavor: GpuFlavor) -> bool:
         return flavor.to_spec().one_team_per_gpu  # the one rule: set, and MPS
 
-    @extend_schema_field(serializers.DecimalField(max_digits=12, decimal_places=4))
+    @extend_schema_field(serializers.DecimalField(max_digits=12, decimal_places=4, help_text=FLAVOR_PRICE_HELP))
     def get_price_per_hour(self, flavor: GpuFlavor) -> str:
         return _amount(self._quote(flavor).price)
 
-    @extend_schema_field(serializers.DecimalField(max_digits=12, decimal_places=4))
+    @extend_schema_field(serializers.DecimalField(
+        max_digits=12, decimal_places=4, help_text="The same for spot work (on the cluster spot work would go to now)."))
     def get_spot_price_per_hour(self, flavor: GpuFlavor) -> str:
         return _amount(self._quote(flavor, True).price)
 

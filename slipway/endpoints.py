@@ -9,7 +9,7 @@ import click
 
 from slipway.client import BadRequest, Client
 from slipway.config import api_call
-from slipway.output import dump, fields, table, unit_price
+from slipway.output import dump, fields, money, per_hour, table, unit_price
 from slipway.specs import load_spec, refused_spec, show_forecast
 
 
@@ -75,7 +75,8 @@ def endpoint_describe(client: Client, endpoint_ref: str, output: str) -> None:
         ("Replicas", f"{e['replicas']} ready, {e['desired_replicas']} wanted, ceiling {e['replica_ceiling']}"
                      f" (min {e['min_replicas']}, max {e['max_replicas']})"),
         ("Image", e["image"]), ("Flavor", f"{e['flavor']} × {e['gpus_per_replica']} per replica"), ("URL", e.get("url")),
-        ("Cost to date", e["cost_to_date"]), ("Cost/hour", e.get("estimated_cost_per_hour")), ("Price", unit_price(e)),
+        ("Cost to date", money(e["cost_to_date"], e.get("currency", ""))),
+        ("Cost/hour", per_hour(e.get("estimated_cost_per_hour"), e.get("currency", ""))), ("Price", unit_price(e)),
     ])
 
 

@@ -14,7 +14,7 @@ import click
 
 from slipway.client import Client
 from slipway.config import api_call
-from slipway.output import dump, table
+from slipway.output import dump, flavor_price, table
 
 SHARING_WORDS = {"none": "whole GPU", "mig": "MIG slice", "time-slicing": "time-sliced", "mps": "MPS"}
 
@@ -37,8 +37,8 @@ def flavors(client: Client, output: str) -> None:
     if output != "table":
         dump(rows, output)
         return
-    table(["FLAVOR", "GPU", "SHARING", "ISOLATION", "MEMORY/UNIT", "TRAINING", "PRICE/UNIT-HOUR"],
+    table(["FLAVOR", "GPU", "SHARING", "ISOLATION", "MEMORY/UNIT", "TRAINING", "PRICE/UNIT"],
           [[f["name"], f["gpu_model"], sharing(f), f.get("isolation", ""), memory(f),
-            "yes" if f.get("training", True) else "no", f"{f['price_per_hour']} {f.get('currency', '')}".strip()]
+            "yes" if f.get("training", True) else "no", flavor_price(f)]
            for f in rows])
     click.echo(f"Which flavor for which work: {client.url}/help/flavors/")

@@ -15,7 +15,7 @@ import click
 from slipway import polling
 from slipway.client import Client
 from slipway.config import api_call
-from slipway.output import dump, table
+from slipway.output import dump, money, table
 
 
 def progress_words(progress: dict | None) -> str:
@@ -130,16 +130,16 @@ def top(client: Client, team: str | None, output: str) -> None:
         util, memory = _gpu(run)
         rows.append(["run", run["id"], run["team"], run["name"], run["gpus_per_worker"] * run["workers"],
                      util, memory, f"{progress['percent']} %" if progress else "-",
-                     _eta(progress), run["cost_to_date"]])
+                     _eta(progress), money(run["cost_to_date"], run.get("currency", ""))])
     for endpoint in endpoints:
         util, memory = _gpu(endpoint)
         rows.append(["endpoint", endpoint["id"], endpoint["team"], endpoint["name"],
                      endpoint["gpus_per_replica"] * (endpoint.get("replicas") or 0), util, memory, "-", "-",
-                     endpoint["cost_to_date"]])
+                     money(endpoint["cost_to_date"], endpoint.get("currency", ""))])
     for workspace in workspaces:
         util, memory = _gpu(workspace)
         rows.append(["workspace", workspace["id"], workspace["team"], workspace["name"], workspace["gpus"], util, memory,
-                     "-", "-", workspace["cost_to_date"]])
+                     "-", "-", money(workspace["cost_to_date"], workspace.get("currency", ""))])
     if not rows:
         click.echo("Nothing holds GPUs" + (f" in {team}." if team else " in your teams."))
         return

@@ -5,7 +5,7 @@ YAML dumps of the API's answers, and money and prices as the API sends them.
 from __future__ import annotations
 
 import json
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import click
@@ -49,15 +49,58 @@ def fields(pairs: list[tuple[str, Any]]) -> None:
             click.echo(f"{label + ':':<{width + 1}} {value}")
 
 
-def money(amount: Any, currency: str = "") -> str:
-    """An amount as the API sends it (a decimal string, to the cent) with its currency."""
-    return f"{Decimal(str(amount)):,.2f} {currency}".strip()
+_CENT = Decimal("0.01")
+_TEN_THOUSANDTH = Decimal("0.0001")
+
+
+def _decimal(amount: Any) -> Decimal | None:
+    return None if amount is None or amount == "" else Decimal(str(amount))
+
+
+def money(amount: Any, currency: str = "") -> str | None:
+    """``98.40 USD``: an amount as the API sends it (a decimal string) to the cent, rounded half up, with
+    the currency the API answered (None for no amount, which :func:`fields` leaves out)."""
+    value = _decimal(amount)
+    if value is None:
+        return None
+    return f"{value.quantize(_CENT, ROUND_HALF_UP):,} {currency}".strip()
+
+
+def rate(amount: Any, currency: str = "") -> str | None:
+    """``3.60 USD``, ``0.5857 USD``: money per hour as every page writes it (the portal's
+    ``core.formatting.format_rate``: cents, or four decimals where cents would lose some); the caller
+    adds "/h". A test compares the two (tests/cli/test_prices.py)."""
+    value = _decimal(amount)
+    if value is None:
+        return None
+    places = _CENT if value == value.quantize(_CENT, ROUND_HALF_UP) else _TEN_THOUSANDTH
+    return f"{value.quantize(places, ROUND_HALF_UP):,} {currency}".strip()
+
+
+def per_hour(amount: Any, currency: str = "") -> str | None:
+    """``7.20 USD/h`` (:func:`rate`); None for no amount."""
+    text = rate(amount, currency)
+    return None if text is None else f"{text}/h"
 
 
 def unit_price(answer: dict) -> str | None:
-    """"3.6000/h a unit on east": a workload's or a dry run's ``price_per_hour`` and its ``cluster``
-    (the API's one price: placed, what it is charged; before, on the cluster it would go to now)."""
+    """"3.60 USD/h a unit on east": a workload's or a dry run's ``price_per_hour`` (the API's one price:
+    once billing began its charged rate, placed its cluster's, before the quote) and its ``cluster``."""
     if answer.get("price_per_hour") is None:
         return None
     where = f" on {answer['cluster']}" if answer.get("cluster") else ""
-    return f"{answer['price_per_hour']}/h a unit{where}"
+    return f"{per_hour(answer['price_per_hour'], answer.get('currency', ''))} a unit{where}"
+
+
+def flavor_price(flavor: dict) -> str:
+    """"3.60 USD/h on east (3.60–4.60)": a flavor's price now, where, and its range across clusters — the
+    words of the portal's flavor page (``quotas.pricing.Quote.words``) from ``GET /flavors/``."""
+    currency = flavor.get("currency", "")
+    low, high = (flavor.get("price_range") or {}).get("min"), (flavor.get("price_range") or {}).get("max")
+    varies = low is not None and high is not None and Decimal(str(low)) != Decimal(str(high))
+    if not flavor.get("cluster"):
+        if varies:
+            return f"{rate(low)}\u2013{per_hour(high, currency)}, by the cluster it starts on"
+        return per_hour(flavor["price_per_hour"], currency) or ""
+    text = f"{per_hour(flavor['price_per_hour'], currency)} on {flavor['cluster']}"
+    return f"{text} ({rate(low)}\u2013{rate(high)})" if varies else text

@@ -20,7 +20,7 @@ from slipway import polling
 from slipway.client import BadRequest, Client, ConnectionFailed, NotSignedIn
 from slipway.config import api_call, connection
 from slipway.failures import EXIT_FAILED, EXIT_NOT_SIGNED_IN, Failure, refusals
-from slipway.output import console, dump, fields, table, unit_price
+from slipway.output import console, dump, fields, money, per_hour, table, unit_price
 from slipway.specs import load_spec, refused_spec, show_forecast
 
 #: The one way a run ends well (the API's run states); which states are final the API says (``is_final``).
@@ -88,7 +88,8 @@ def run_row(run: dict, wide: bool) -> list:
     gpus = run["gpus_per_worker"] * run["workers"]
     row = [run["id"], run["team"], run["name"], run["state"], run["flavor"], gpus, run["created_at"][:16]]
     if wide:
-        row += [run.get("queue_position"), run["cost_to_date"], run["created_by"], run.get("reason")]
+        row += [run.get("queue_position"), money(run["cost_to_date"], run.get("currency", "")), run["created_by"],
+                run.get("reason")]
     return row
 
 
@@ -141,8 +142,8 @@ def describe(client: Client, run_ref: str, output: str) -> None:
         ("Attempt", f"{run['attempt']} (up to {run['max_retries']} retries)"),
         ("Last checkpoint", f"step {checkpoint['step']} at {checkpoint['at']}: {checkpoint['path']}" if checkpoint
          else ("none reported yet" if run.get("checkpoint") else None)),
-        ("Cost to date", run["cost_to_date"]),
-        ("Cost/hour", run.get("estimated_cost_per_hour")), ("Price", unit_price(run)),
+        ("Cost to date", money(run["cost_to_date"], run.get("currency", ""))),
+        ("Cost/hour", per_hour(run.get("estimated_cost_per_hour"), run.get("currency", ""))), ("Price", unit_price(run)),
         ("Kubernetes", run.get("object_name")),
         ("Borrowed", f"{run['borrowed_units']} units, preemptible" if run.get("borrowed_units") else None),
         ("Preemptions", f"{run['preemptions']}, last at {run['last_preempted_at']}" if run.get("preemptions") else None),

@@ -11,7 +11,7 @@ import yaml
 
 from slipway.client import BadRequest
 from slipway.failures import EXIT_USAGE, Failure
-from slipway.output import fields, unit_price
+from slipway.output import fields, money, per_hour, unit_price
 
 
 def load_spec(path: Path) -> dict:
@@ -87,8 +87,8 @@ def show_forecast(forecast: dict) -> int:
     admitted_now = forecast["outcome"] == "admit"
     fields([
         ("Decision", forecast["outcome"]), ("Message", forecast.get("message")),
-        ("Cost/hour", forecast.get("cost_per_hour")), ("Price", unit_price(forecast)),
-        ("Estimated total", forecast.get("estimated_total") or "unknown (no runtime limit)"),
+        ("Cost/hour", per_hour(forecast.get("cost_per_hour"), forecast.get("currency", ""))), ("Price", unit_price(forecast)),
+        ("Estimated total", money(forecast.get("estimated_total"), forecast.get("currency", "")) or "unknown (no runtime limit)"),
         ("Share of budget left", forecast.get("share_of_budget_left")),
         ("Queue position", forecast.get("queue_position")), ("Estimated start", forecast.get("start") or ("now" if admitted_now else "unknown")),
         ("Burst", forecast.get("burst")),

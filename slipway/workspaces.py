@@ -8,7 +8,7 @@ import click
 
 from slipway.client import BadRequest, Client
 from slipway.config import api_call
-from slipway.output import dump, table
+from slipway.output import dump, money, table
 
 
 @click.group()
@@ -55,7 +55,7 @@ def workspace_ls(client: Client, output: str, team: str | None, state: str | Non
         dump(items, output)
         return
     table(["ID", "TEAM", "NAME", "STATE", "FLAVOR", "COST SO FAR", "IDLE FOR", "HOME"],
-          [[w["id"], w["team"], w["name"], w["state"], f"{w['gpus']}× {w['flavor']}", w["cost_to_date"],
+          [[w["id"], w["team"], w["name"], w["state"], f"{w['gpus']}× {w['flavor']}", money(w["cost_to_date"], w.get("currency", "")),
             _minutes(w.get("idle_for_seconds")), f"{w['home_gb']} GB"] for w in items])
 
 

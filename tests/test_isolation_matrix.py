@@ -134,7 +134,7 @@ OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-toke
               # The caller's team, or the runs its query names, each read as its page is (404 outside the
               # team: tests/jobs/test_metric_pages.py).
               "jobs:run-compare",
-              "workspaces:workspace-list", "workspaces:workspace-new"}
+              "workspaces:workspace-list", "workspaces:workspace-new", "workspaces:workspace-preview"}
 #: The ingress controller's auth-url: it names a workspace in its query (tested below and in tests/workspaces).
 AUTH_ROUTES = {"workspaces:workspace-auth"}
 #: Single sign-on's flow (front.sso): the provider login and callback, and the deactivated-account page. They

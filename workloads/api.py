@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import yaml
+from django.conf import settings
 from django.db.models import CharField, OuterRef, QuerySet, Value
 from django.db.models.functions import Cast, Concat
 from django.http import Http404, HttpResponse
@@ -196,6 +197,12 @@ def deprecated_names(since: str, **old_names: str):
     return decorate
 
 
+#: What a workload's ``price_per_hour`` means (docs/api.md "Prices"), in its schema's words.
+PRICE_PER_HOUR_HELP = ("What one unit-hour costs it: once billing began, its charged rate (the price its billing "
+                       "segment opened at, never re-read from today's prices; kept after it ends); placed and not "
+                       "billed yet, its cluster's price; before, the price on the cluster placement would choose now.")
+
+
 class PriceField(serializers.DecimalField):
     """The one price of a workload's unit-hour (:meth:`workloads.models.Workload.price_quote`), times
     ``units`` (an attribute naming how many units; none: one). A list's rows share one
@@ -214,14 +221,18 @@ class PriceField(serializers.DecimalField):
 
 class PlacementFields(serializers.Serializer):
     """``cluster`` and ``placement_reason``: where the workload was placed and why (API.md "Clusters"),
-    and ``price_per_hour``: its unit-hour there (placed: what it is charged; before, the price on
-    the cluster placement would choose now)."""
+    ``price_per_hour``: the price it shows (:meth:`workloads.models.Workload.price_quote`: once billing
+    began, its charged rate; placed, its cluster's; before, the price on the cluster placement would
+    choose now), and ``currency``: the currency of every amount of the answer."""
 
     cluster = serializers.SerializerMethodField(help_text="The cluster it was placed on; null until it is placed.")
-    price_per_hour = PriceField(help_text="What one unit-hour costs: placed, its cluster's price (what it is "
-                                          "charged); before, the price on the cluster placement would choose now.")
+    price_per_hour = PriceField(help_text=PRICE_PER_HOUR_HELP)
+    currency = serializers.SerializerMethodField(help_text="The currency of every amount in this answer (costs, prices).")
     placement_reason = serializers.CharField(read_only=True)
     cluster_selector = serializers.DictField(child=serializers.CharField(), read_only=True)
+
+    def get_currency(self, workload) -> str:
+        return settings.SLIPWAY_CURRENCY
 
     def get_cluster(self, workload) -> str | None:
         if workload.cluster_id is None:
@@ -460,6 +471,7 @@ class PreviewSerializer(serializers.Serializer):
         help_text="One unit-hour's price (quotas.pricing): on the cluster placement would choose now; "
                   "with no such cluster, the dearest of the clusters that offer the flavor.")
     cluster = serializers.CharField(allow_null=True, help_text="The cluster it would be placed on now (null: none can take it now).")
+    currency = serializers.CharField(help_text="The currency of every amount in this answer.")
     warnings = serializers.ListField(
         child=serializers.CharField(),
         help_text="Where the choice contradicts the flavor advice (docs/flavors.md): a pod needing more GPU memory "

@@ -32,7 +32,7 @@ from workloads.identity import WorkloadId
 from workloads.registry import kinds
 
 #: The columns billing moves. A plan that changes only these is "steady": no state moved.
-BILLING_FIELDS = frozenset({"billed_until", "open_units", "billed_cost"})
+BILLING_FIELDS = frozenset({"billed_until", "open_units", "billed_cost", "charged_price"})
 
 
 @dataclass
@@ -60,6 +60,9 @@ def plan_billing(workload, running_units: int, first_started_at: datetime | None
     target = 0 if ended_at is not None else running_units
     idle = idle and target > 0
     start, units, open_idle = workload.billed_until, workload.open_units, workload.open_idle
+    # The open segment's charged rate, as recorded when it opened (rows billed before the rate
+    # was recorded: today's); a segment that opens here takes the price table's of this moment.
+    price = workload.charged_price if workload.charged_price is not None else workload.table_price()
     if start is None or units == 0:
         # 1. Nothing open. Open a segment when units run: on the first sighting from the pod's
         #    start (it ran before we looked), later from this observation.
@@ -67,18 +70,24 @@ def plan_billing(workload, running_units: int, first_started_at: datetime | None
             return plan
         start = min(first_started_at or now, now) if workload.billed_until is None else now
         units, open_idle = running_units, idle
-        plan.changes.update(billed_until=start, open_units=units)
+        price = workload.table_price()
+        plan.changes.update(billed_until=start, open_units=units, charged_price=price)
     if ended_at is not None or target != units or idle != open_idle:
         # 2. Units changed, it ended, or its GPUs turned idle/busy: close the segment here and
-        #    open the next (if any).
+        #    open the next (if any) at the price of this moment.
         close_at = max(end, start)
-        plan.intervals = _pieces(workload, start, close_at, units, open_idle)
+        plan.intervals = _pieces(workload, price, start, close_at, units, open_idle)
         plan.changes.update(billed_until=close_at, open_units=target)
+        if target:
+            plan.changes["charged_price"] = workload.table_price()
+        else:
+            plan.changes["charged_price"] = price  # what it showed last: the rate it was charged
     elif start < usage_hour(now):
-        # 3. Same units, a new hour: close the full hours, keep the current one open.
+        # 3. Same units, a new hour: close the full hours, keep the current one open — a new
+        #    segment, at the price of this moment (a staff price change reaches running work here).
         boundary = usage_hour(now)
-        plan.intervals = _pieces(workload, start, boundary, units, open_idle)
-        plan.changes.update(billed_until=boundary, open_units=units)
+        plan.intervals = _pieces(workload, price, start, boundary, units, open_idle)
+        plan.changes.update(billed_until=boundary, open_units=units, charged_price=workload.table_price())
     if idle != workload.open_idle:
         plan.changes["open_idle"] = idle  # not a billing-only column: the plan is written alone
     plan.cost = sum((piece.charge()[0] for piece in plan.intervals), ZERO)
@@ -87,11 +96,11 @@ def plan_billing(workload, running_units: int, first_started_at: datetime | None
     return plan
 
 
-def _pieces(workload, start: datetime, end: datetime, units: int, idle: bool) -> list[Interval]:
+def _pieces(workload, price: Decimal, start: datetime, end: datetime, units: int, idle: bool) -> list[Interval]:
     if end <= start or units <= 0:
         return []
     flavor = workload.flavor
-    return Interval(workload.team_id, workload.ref, flavor.pk, flavor.name, workload.unit_price(),
+    return Interval(workload.team_id, workload.ref, flavor.pk, flavor.name, price,
                     flavor.gpu_fraction, workload.created_by_id, start, end, units, workload.spot, idle).hourly()
 
 
@@ -115,13 +124,39 @@ def record(billed: list[tuple[object, BillingPlan]]) -> list[object]:
             if any((piece.ref, usage_hour(piece.start)) not in recorded for piece in plan.intervals)]
 
 
+def bill_past(workload, first_started_at: datetime, observations: list[tuple[datetime, int, bool]],
+              ended_at: datetime) -> Decimal:
+    """Bill a workload's past as the reconcile cycle would have: each ``(at, units, idle)`` observation
+    in time order through :func:`plan_billing` — the live rule, prices included (its charged rate is
+    the price table's when each segment opened) — and its end at ``ended_at``; written to the
+    ledger and to its billing columns. For work recorded after the fact (the demo's history:
+    ``jobs.demo.seed_demo_history``). Returns the cost billed.
+    """
+    total = ZERO
+    for at, units, idle, ended in [*((at, units, idle, None) for at, units, idle in observations),
+                                   (ended_at, 0, False, ended_at)]:
+        plan = plan_billing(workload, units, first_started_at, ended, at, idle)
+        record([(workload, plan)])  # one at a time: two plans may write the same hour's row
+        total += plan.cost
+        for name, value in plan.changes.items():
+            if name != "billed_cost":
+                setattr(workload, name, value)
+    workload.billed_cost += total
+    type(workload).objects.filter(pk=workload.pk).update(
+        billed_until=workload.billed_until, open_units=workload.open_units, open_idle=workload.open_idle,
+        charged_price=workload.charged_price, billed_cost=workload.billed_cost)
+    return total
+
+
 def _priced(q) -> tuple[str, str]:
     """The join of a workload ``w`` to its flavor ``f`` and its cluster's price of it, and the two
-    price columns (on-demand, spot) that result: the cluster's where it prices the flavor, else the
-    flavor's — :meth:`quotas.models.GpuFlavor.price`'s rule, in SQL."""
+    price columns (on-demand, spot) that result: its charged rate once billing began
+    (``w.charged_price``, :meth:`workloads.models.Workload.unit_price`), else the cluster's where it
+    prices the flavor, else the flavor's — :meth:`quotas.models.GpuFlavor.price`'s rule, in SQL."""
     join = (f"JOIN {q(GpuFlavor._meta.db_table)} f ON f.id = w.flavor_id"
             f" LEFT JOIN {q(ClusterPrice._meta.db_table)} cp ON cp.flavor_id = w.flavor_id AND cp.cluster_id = w.cluster_id")
-    columns = ("COALESCE(cp.price_per_hour, f.price_per_hour), COALESCE(cp.spot_price_per_hour, f.spot_price_per_hour)")
+    columns = ("COALESCE(w.charged_price, cp.price_per_hour, f.price_per_hour),"
+               " COALESCE(w.charged_price, cp.spot_price_per_hour, f.spot_price_per_hour)")
     return join, columns
 
 

@@ -33,7 +33,7 @@ def redrive_after() -> timedelta:
 
 def _close_billing(workload, ended_at: datetime) -> None:
     """Bill the open segment up to ``ended_at`` (the caller holds the workload's row lock)."""
-    workload.refresh_from_db(fields=["billed_until", "open_units", "billed_cost", "open_idle"])
+    workload.refresh_from_db(fields=["billed_until", "open_units", "billed_cost", "open_idle", "charged_price"])
     plan = billing.plan_billing(workload, 0, None, ended_at, ended_at)
     if not plan.changes:
         return
@@ -50,7 +50,7 @@ def cap_billing(workload, units: int, now: datetime) -> bool:
     the billing mark read here, so a reconcile cycle closing the same segment wins or loses
     cleanly. True when the segment was capped.
     """
-    workload.refresh_from_db(fields=["billed_until", "open_units", "billed_cost", "open_idle"])
+    workload.refresh_from_db(fields=["billed_until", "open_units", "billed_cost", "open_idle", "charged_price"])
     if workload.billed_until is None or workload.open_units <= units:
         return False
     plan = billing.plan_billing(workload, units, None, None, now, workload.open_idle)
@@ -165,6 +165,8 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
         # The snapshot the update matched (same preemption) is the attempt that ends here.
         attempts.close(workload, kind.last_checkpoint(workload), now, event_reason, code, event[1] if event else "")
         _close_billing(workload, now)
+        # Queued again, it shows a quote again until its next segment opens (its rate then is that moment's).
+        type(workload).objects.filter(pk=workload.pk).update(charged_price=None)
         admission.requeue(workload.team, workload.ref, kind.resource_request(workload), workload.created_at)
     return True
 

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from cluster.backends.base import ClusterAddress
 from quotas.ledger import cost_per_hour, open_segment_cost
-from quotas.models import PreemptionEvent
+from quotas.models import MONEY, PreemptionEvent
 from quotas.pricing import PriceBook, Quote
 from teams.permissions import visible_to
 from workloads import idle
@@ -136,6 +136,12 @@ class Workload(models.Model):
     billed_until = models.DateTimeField(null=True, blank=True)
     open_units = models.PositiveIntegerField(default=0)
     billed_cost = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0))
+    #: The charged rate: the price of a unit-hour its open segment is billed at (its last segment's
+    #: once it ended), read from the price table when billing opens the segment
+    #: (:func:`workloads.billing.plan_billing`) and never re-read for it; null before billing began.
+    #: Once set it is the price the workload shows (:meth:`price_quote`): a price change by staff
+    #: reaches only segments that open after it (docs/money.md "What work costs").
+    charged_price = models.DecimalField(**MONEY, null=True, blank=True)
     # Idle GPUs (workloads.idle): whether the open segment is idle time (measured utilization
     # under the threshold; closed and reopened when that flips), and since when the utilization
     # has stayed under it without a break (None while busy or unmeasured).
@@ -241,9 +247,19 @@ class Workload(models.Model):
         raise NotImplementedError
 
     def price_quote(self, book: PriceBook | None = None) -> Quote:
-        """The one price of its unit-hour (:mod:`quotas.pricing`): placed, its cluster's (what it is
-        charged); not yet, the price on the cluster placement would choose now, with the range.
+        """The price this workload shows — the one function its page, the lists, the API (and so the
+        CLI) and e-mails ask (:mod:`quotas.pricing`): once billing began, its charged rate
+        (:attr:`charged_price`, frozen when its segment opened, never re-read from today's prices);
+        placed and not billed yet, its cluster's price (what billing will charge); not placed, the
+        price on the cluster placement would choose now, with the range.
         ``book``: a :class:`~quotas.pricing.PriceBook` shared by the rows of a list."""
+        if self.charged_price is not None and self.cluster_id is None:  # billed, its placement cleared: no cluster to name
+            return Quote(self.charged_price, placed=True)
+        found = self._table_quote(book)
+        return found if self.charged_price is None else found.charged(self.charged_price)
+
+    def _table_quote(self, book: PriceBook | None = None) -> Quote:
+        """Today's quote from the price table (:meth:`quotas.pricing.PriceBook.quote`), kept for the row."""
         cached = getattr(self, "_price_quote", None)
         if cached is not None and cached[0] == self.cluster_id:
             return cached[1]  # a page or a list row asks several figures of one quote
@@ -259,13 +275,21 @@ class Workload(models.Model):
         return self.price_quote().words()
 
     def unit_price(self) -> Decimal:
-        """What one of its unit-hours costs (:meth:`price_quote`); placed, read without a quote's reads."""
+        """What one of its unit-hours costs (:meth:`price_quote`'s price); charged or placed, read
+        without a quote's reads."""
+        if self.charged_price is not None:
+            return self.charged_price
+        return self.table_price()
+
+    def table_price(self) -> Decimal:
+        """Today's price of its unit-hour in the price table (its cluster's, placed; else the quote's):
+        what a billing segment opening now is charged (:func:`workloads.billing.plan_billing`)."""
         cached = getattr(self, "_price_quote", None)
         if cached is not None and cached[0] == self.cluster_id:
             return cached[1].price  # a list quoted its rows (quote_rows)
         if self.cluster_id is not None:
             return self.flavor.price(self.spot, self.cluster_id)
-        return self.price_quote().price
+        return self._table_quote().price
 
     def cost_at(self, now: datetime) -> Decimal:
         """Cost to ``now``: the ledger's part plus the open segment (exact to the second)."""

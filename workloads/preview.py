@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.utils import timezone
 
 from quotas.constants import Priority, Reason
@@ -81,7 +82,7 @@ class Preview:
                 "estimated_start_earliest": self.estimated_start_earliest,
                 "estimated_start_latest": self.estimated_start_latest, "start": self.start, "committed_cost": self.committed_cost, "borrows": self.borrows,
                 "preemptible": self.preemptible, "price_per_hour": self.price_per_hour, "cluster": self.cluster,
-                "warnings": list(self.warnings)}
+                "currency": settings.SLIPWAY_CURRENCY, "warnings": list(self.warnings)}
 
 
 def borrow_words(decision: Decision, flavor: str) -> str:

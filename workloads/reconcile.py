@@ -374,6 +374,7 @@ def _apply_steady(plans: list[Plan], report: ReconcileReport) -> None:
                 cursor.execute(_steady_sql(plan.kind.model._meta.db_table, before is None), [
                     ops.adapt_datetimefield_value(changes.get("billed_until", before)),
                     changes.get("open_units", w.open_units),
+                    ops.adapt_decimalfield_value(changes.get("charged_price", w.charged_price), 12, 4),
                     ops.adapt_decimalfield_value(plan.billing.cost, 20, 10),
                     w.pk, w.state, *([] if before is None else [ops.adapt_datetimefield_value(before)]),
                 ])
@@ -384,10 +385,10 @@ def _apply_steady(plans: list[Plan], report: ReconcileReport) -> None:
 
 @lru_cache(maxsize=16)
 def _steady_sql(table: str, never_billed: bool) -> str:
-    """The conditional UPDATE of a steady workload: new billing mark and units, cost added."""
+    """The conditional UPDATE of a steady workload: new billing mark, units and charged rate, cost added."""
     q = connection.ops.quote_name
     mark = "billed_until IS NULL" if never_billed else "billed_until = %s"
-    return (f"UPDATE {q(table)} SET billed_until = %s, open_units = %s,"  # noqa: S608 - only quoted model names are interpolated
+    return (f"UPDATE {q(table)} SET billed_until = %s, open_units = %s, charged_price = %s,"  # noqa: S608 - only quoted model names are interpolated
             f" billed_cost = billed_cost + %s WHERE id = %s AND state = %s AND {mark}")
 
 

@@ -88,10 +88,17 @@ class Workspace(Workload):
         return self.gpus, self.gpus
 
     @property
-    def cost_per_hour(self) -> Decimal:
-        """What it costs per hour while it runs (and saves per hour while paused): the one rule of
-        :func:`quotas.ledger.cost_per_hour` at its one price (:meth:`Workload.unit_price`)."""
+    def running_cost_per_hour(self) -> Decimal:
+        """What it costs per hour while it runs — its units at its one price (:func:`quotas.ledger.cost_per_hour`,
+        :meth:`Workload.unit_price`): what resuming costs, pausing saves and admission commits."""
         return self.cost_per_hour_at(self.gpus)
+
+    @property
+    def cost_per_hour(self) -> Decimal:
+        """What it costs per hour now, by its state — the one rule (docs/workspaces.md, docs/api.md): while it
+        holds its GPUs (admitted, starting, running), :attr:`running_cost_per_hour`; queued, paused or ended,
+        nothing (a paused workspace holds no GPU, and its home volume is not billed)."""
+        return self.running_cost_per_hour if self.state in HOLDING_STATES else Decimal(0)
 
     def pod_env(self) -> dict[str, str]:
         """The shared rule's env, and the sandbox told the GPU is idle unless the user says otherwise: a

@@ -66,8 +66,13 @@ class WorkspaceSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields
     namespace = serializers.CharField()
     cost_to_date = serializers.DecimalField(max_digits=14, decimal_places=4, help_text="Cost so far: billed only "
                                                                                         "while its pod ran.")
-    cost_per_hour = serializers.DecimalField(max_digits=14, decimal_places=4,
-                                             help_text="What it costs per hour while it runs (saves while paused).")
+    cost_per_hour = serializers.DecimalField(
+        max_digits=14, decimal_places=4,
+        help_text="What it costs per hour now, by its state: while it holds its GPUs (admitted, starting, running) "
+                  "its units at price_per_hour; queued, paused or ended 0 (a paused workspace holds no GPU).")
+    running_cost_per_hour = serializers.DecimalField(
+        max_digits=14, decimal_places=4,
+        help_text="What it costs per hour while it runs: what resuming it costs and pausing it saves.")
     idle_for_seconds = serializers.SerializerMethodField(
         help_text="How long it has been idle by the idle rule (notebook and GPU); null when it is not (or not known).")
 
@@ -75,7 +80,7 @@ class WorkspaceSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields
         model = Workspace
         fields = [
             "id", "team", "name", "state", "is_final", "holds_quota", "reason", "pause_cause", "created_by", "created_at", "admitted_at",
-            "started_at", "paused_at", "finished_at", "attempt", "cost_to_date", "cost_per_hour", "price_per_hour",
+            "started_at", "paused_at", "finished_at", "attempt", "cost_to_date", "cost_per_hour", "running_cost_per_hour", "price_per_hour", "currency",
             "idle_for_seconds", "last_activity_at", "idle_minutes", "idle_gpu_hours", "idle_cost", "idle_since",
             "flavor", "gpus", "image", "cpu", "memory_gb", "home_gb", "env", "volumes", "priority", "spot",
             "shared_with_admins", "namespace", "object_name", "queue_position", "estimated_start_at",

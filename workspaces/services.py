@@ -184,7 +184,7 @@ def _pause_words(workspace: Workspace, cause: str, now, user=None, detail: str =
         return Words.PAUSED_BY.format(user=user.username, home_gb=workspace.home_gb)
     if cause == PauseCause.IDLE:
         return Words.PAUSED_IDLE.format(minutes=workspace.idle_minutes, threshold=settings.SLIPWAY_IDLE_UTIL_PCT,
-                                        saved=format_amount(workspace.cost_per_hour), currency=settings.SLIPWAY_CURRENCY,
+                                        saved=format_amount(workspace.running_cost_per_hour, precise=True), currency=settings.SLIPWAY_CURRENCY,
                                         home_gb=workspace.home_gb)
     if cause == PauseCause.PREEMPTED:
         return Words.PAUSED_PREEMPTED.format(preempted=detail or "preempted", home_gb=workspace.home_gb)

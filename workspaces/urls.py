@@ -11,6 +11,7 @@ app_name = "workspaces"
 urlpatterns = [
     path("workspaces/", views.workspace_list, name="workspace-list"),
     path("workspaces/new/", views.workspace_new, name="workspace-new"),
+    path("workspaces/preview/", views.workspace_preview, name="workspace-preview"),
     path("workspaces/auth/", views.auth, name="workspace-auth"),
     path("workspaces/<int:pk>/", views.workspace_detail, name="workspace-detail"),
     *read_urls(Workspace, "workspaces/"),  # state, logs, logs/download, events: every kind's (workloads.views)

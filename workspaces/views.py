@@ -29,6 +29,7 @@ from teams.permissions import end_refusal, may_end, read_membership, submit_refu
 from workloads.alerts import alert_context
 from workloads.idle import idle_context
 from workloads.models import quote_rows
+from workloads.preview import Preview
 from workloads.telemetry_series import telemetry_context
 from workloads.views import current_membership, events_panel, no_team, polling_status, queued_detail, wants_partial
 from workspaces import access, local, services
@@ -93,9 +94,36 @@ def workspace_new(request: HttpRequest) -> HttpResponse:
         else:
             return redirect(workspace.get_absolute_url())
     flavors = list(GpuFlavor.objects.usable().order_by("name"))
+    if not values.get("flavor") and flavors:
+        values["flavor"] = flavors[0].name  # what the picker shows selected: previewed at once
     return render(request, "workspaces/workspace_new.html",
                   {"team": team, "flavors": flavors, "values": values, "errors": errors,
-                   "policy": services.team_policy(team)}, status=400 if errors else 200)
+                   "policy": services.team_policy(team), "preview": _preview(team, values)},
+                  status=400 if errors else 200)
+
+
+@login_required
+@require_POST
+def workspace_preview(request: HttpRequest) -> HttpResponse:
+    """htmx: the New workspace form's live preview — price, budget, start now or queue (the New run form's panel)."""
+    membership = current_membership(request, Role.MEMBER)
+    if membership is None:
+        return no_team(request)
+    values = {name: request.POST.get(name, "").strip() for name in FORM_FIELDS}
+    return render(request, "workspaces/workspace_new.html#preview", {"preview": _preview(membership.team, values)})
+
+
+def _preview(team, values: dict) -> Preview | None:
+    """The preview of the form's ``values`` (:func:`services.preview_workspace`); bad input an "invalid" preview
+    naming the first field; None until a flavor is picked. The name is not the preview's business."""
+    data = {name: value for name, value in values.items() if value not in ("", None)}
+    if not data.get("flavor"):
+        return None
+    try:
+        return services.preview_workspace(team, {"name": "preview", **data})
+    except ValidationError as exc:
+        first = next(iter(exc.message_dict.items()))
+        return Preview("invalid", f"{first[0]}: {first[1][0]}")
 
 
 @login_required

@@ -1,4 +1,4 @@
-"""``{{ value|when }}``, ``{{ amount|money }}`` and ``{{ span|duration }}``: the portal's one way to show
+"""``{{ value|when }}``, ``{{ amount|money }}``, ``{{ per_hour|rate }}`` and ``{{ span|duration }}``: the portal's one way to show
 times, money and durations.
 
 Both call :mod:`core.formatting`, which the Python code that writes times or money for
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django import template
 
-from core.formatting import format_amount, format_duration, format_money, format_when
+from core.formatting import format_amount, format_duration, format_money, format_rate, format_when
 
 register = template.Library()
 
@@ -25,6 +25,11 @@ def money(value, currency: str | None = None) -> str:
     """``12,345.67 USD``; ``{{ amount|money:budget.currency }}`` names another currency."""
     return format_money(value, currency)
 
+
+@register.filter
+def rate(value, currency: str | None = None) -> str:
+    """``1.0286 USD``: money per hour (:func:`core.formatting.format_rate`); the template adds "/h"."""
+    return format_rate(value, currency)
 
 
 @register.filter

@@ -129,7 +129,7 @@ def test_one_price_from_the_form_to_the_usage_rows_and_a_drain_that_makes_the_ne
     assert (Decimal(body["price_per_hour"]), body["cluster"]) == (Decimal("0.75"), "east")
     described = cli_describe(base, mia, run_id, tmp_path)
     price_row = next(line for line in described.splitlines() if line.startswith("Price"))
-    assert Decimal(re.search(r"([\d.]+)/h a unit on east", price_row).group(1)) == Decimal("0.75"), price_row
+    assert Decimal(re.search(r"([\d.]+) USD/h a unit on east", price_row).group(1)) == Decimal("0.75"), price_row
 
     # 3. It runs its hour and ends: the usage rows charge that price for every GPU-hour, to the cent.
     until(timeline, run_id, RunState.SUCCEEDED, seconds=600, cycles=12)

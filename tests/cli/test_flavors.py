@@ -32,12 +32,12 @@ def test_flavors_prints_sharing_isolation_memory_training_and_the_price_of_a_uni
     result = cli("flavors")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["FLAVOR", "GPU", "SHARING", "ISOLATION", "MEMORY/UNIT", "TRAINING", "PRICE/UNIT-HOUR"]
+    assert lines[0].split() == ["FLAVOR", "GPU", "SHARING", "ISOLATION", "MEMORY/UNIT", "TRAINING", "PRICE/UNIT"]
     rows = {line.split()[0]: line.split() for line in lines[1:-1]}
     assert rows["t4-ts4"] == ["t4-ts4", "Tesla-T4", "time-sliced", "\u00d74", "none", "16", "GB", "shared", "no",
-                              "0.1000", "USD"]
+                              "0.10", "USD/h"]
     assert rows["a10g-mps2"] == ["a10g-mps2", "NVIDIA-A10G", "MPS", "\u00d72", "partial", "12", "GB", "own", "yes",
-                                 "0.5000", "USD"]
+                                 "0.50", "USD/h"]
     assert rows["a100-1g.10gb"][2:8] == ["MIG", "slice", "hardware", "10", "GB", "own"]
     assert rows["a100-80gb"][2:7] == ["whole", "GPU", "exclusive", "80", "GB"]
     assert lines[-1] == f"Which flavor for which work: {live_server.url}/help/flavors/"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 
 import pytest
@@ -92,6 +93,7 @@ def test_top_lists_the_running_work_with_progress_eta_and_cost(cli, spec):
     row = lines[1].split()
     assert row[:5] == ["run", str(run.pk), "ml-research", run.name, "2"]
     assert "idle" in lines[1] and "49.0 %" in lines[1] and "in 1 min" in lines[1]
+    assert re.search(r" \d+\.\d\d USD$", lines[1].rstrip())  # cost in cents with the API's currency (issue 46)
     as_json = json.loads(cli("top", "-o", "json").stdout)
     assert [r["id"] for r in as_json["runs"]] == [run.pk] and as_json["runs"][0]["progress"]["step"] == 490
 

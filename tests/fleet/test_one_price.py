@@ -168,3 +168,58 @@ def test_an_endpoint_that_scales_to_zero_is_previewed_at_what_admission_commits(
     assert preview.preview.cost_per_hour == request.cost_per_hour == Decimal("0")
     assert preview.preview.committed_cost == request.committed_cost(Decimal(100)) == Decimal("0")
     assert preview.preview.price_per_hour == endpoint.price_quote().price  # a unit-hour: the one price
+
+
+def test_a_flavors_price_per_hour_is_one_definition_the_dry_runs_and_the_schema_says_it(
+        priced, member, client, team, staff, tmp_path):
+    """Issue 46: ``price_per_hour`` was the low end of the range for one flavor and the high end for another,
+    with no word on why. One definition — the quote for one on-demand unit now, ``cluster`` naming where —
+    the dry run's too; the schema states it."""
+    from io import StringIO
+
+    import yaml
+    from django.core.management import call_command
+
+    def a100() -> dict:
+        return next(f for f in client.get("/api/v1/flavors/").json()["results"] if f["name"] == "a100-80gb")
+
+    client.force_login(member)
+    forecast = dry_run(team, gpus_per_worker=1)
+    now = a100()
+    assert (Decimal(now["price_per_hour"]), now["cluster"]) == (forecast.price_per_hour, forecast.cluster) == (
+        Decimal("3.00"), "east")  # the range's low end while east takes work
+    fleet.set_draining(Cluster.objects.get(name="east"), True, staff)  # east takes no new work now
+    full = a100()
+    assert (full["price_per_hour"], full["cluster"], full["price_range"]) == (
+        "4.1000", "west", {"min": "3.0000", "max": "4.1000"})  # west's, the high end — as a dry run says
+    assert Decimal(full["price_per_hour"]) == dry_run(team, gpus_per_worker=1).price_per_hour
+    target = tmp_path / "schema.yaml"
+    call_command("spectacular", "--file", str(target), stdout=StringIO())
+    schemas = yaml.safe_load(target.read_text())["components"]["schemas"]
+    flavor = next(body for body in schemas.values() if "price_range" in body.get("properties", {}))
+    described = flavor["properties"]["price_per_hour"].get("description", "")
+    assert "submitted now" in described and "highest of `price_range`" in described
+
+
+def test_a_price_change_reaches_running_work_only_from_its_next_segment(priced, submit, member, client, staff):
+    """Issue 46: the charged rate is frozen when a segment opens. Staff raising east's price mid-hour changes
+    neither the hour running nor what the run shows; the next hour (a new segment) is charged the new price."""
+    rate, dearer = Decimal("3.00"), Decimal("9.00")
+    run = apply(submit(gpus_per_worker=2, cluster_selector={"site": "onprem"}))
+    t0 = timezone.now().replace(microsecond=0, second=0, minute=0) - timedelta(hours=3)
+    priced["east"].set_running(NS, run.object_name, units=2, started=iso(t0))
+    rec.reconcile_cluster(run.cluster, priced["east"], now=t0 + timedelta(hours=2))
+    run.refresh_from_db()
+    assert run.charged_price == rate
+    set_cluster_price(staff, run.flavor, run.cluster, dearer)
+    run.refresh_from_db()
+    client.force_login(member)
+    assert Decimal(client.get(f"/api/v1/runs/{run.pk}/").json()["price_per_hour"]) == rate
+    assert run.cost_at(t0 + timedelta(hours=2, minutes=30)) == 2 * rate * Decimal("2.5")
+    # The hour rolls over (a steady cycle): the closed hour at 3.00, the next segment at 9.00.
+    rec.reconcile_cluster(run.cluster, priced["east"], now=t0 + timedelta(hours=3, minutes=5))
+    run.refresh_from_db()
+    assert run.charged_price == dearer
+    assert Decimal(client.get(f"/api/v1/runs/{run.pk}/").json()["price_per_hour"]) == dearer
+    assert run.billed_cost == 2 * rate * 3
+    assert run.cost_at(t0 + timedelta(hours=3, minutes=30)) == 2 * rate * 3 + 2 * dearer / 2

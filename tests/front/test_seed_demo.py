@@ -246,3 +246,28 @@ def test_vision_serves_a_small_model_on_a_quarter_of_a_time_sliced_t4(db, debug_
     ocr = InferenceEndpoint.objects.get(name="ocr-small")
     assert (ocr.team.slug, ocr.flavor.name, ocr.min_replicas, ocr.max_replicas) == ("vision", "t4-ts4", 1, 2)
     assert ocr.state == EndpointState.DEPLOYING  # admitted: within vision's four t4-ts4 units
+
+
+def test_the_demo_history_is_billed_by_the_live_rule_and_shows_the_rate_it_was_charged(db, debug_on):
+    """Issue 46: bert-base-sweep showed 3.60/h and was billed 4.10/h (the history wrote the ledger at the
+    flavor's own price, unplaced, and its page quoted today's placement). Placed and billed by the live
+    rule, each finished run shows what its ledger charged, and a price change by staff moves nothing."""
+    from decimal import ROUND_HALF_UP
+
+    from jobs.constants import RunState
+    from quotas.models import ClusterPrice, UsageRecord
+
+    seed()
+    history = list(TrainingRun.objects.filter(state=RunState.SUCCEEDED, billed_cost__gt=0))
+    assert history
+
+    def charged(run) -> Decimal:
+        rows = UsageRecord.objects.filter(ref=run.ref)
+        return (sum(r.cost for r in rows) / sum(r.unit_hours for r in rows)).quantize(Decimal("0.0001"), ROUND_HALF_UP)
+
+    shown = {run.pk: run.price_quote().price for run in history}
+    assert shown == {run.pk: charged(run) for run in history}
+    assert all(run.cluster_id is not None and run.price_quote().placed for run in history)
+    GpuFlavor.objects.update(price_per_hour=Decimal("99.00"))
+    ClusterPrice.objects.update(price_per_hour=Decimal("98.00"))
+    assert {run.pk: run.price_quote().price for run in TrainingRun.objects.filter(pk__in=shown)} == shown

@@ -45,13 +45,13 @@ class TestPlanBilling:
 
     def test_it_opens_a_segment_at_the_first_pods_start_on_the_first_sighting(self, notebook):
         plan = plan_billing(at(notebook, None, 0), 2, T0, None, T0 + timedelta(minutes=5))
-        assert plan.changes == {"billed_until": T0, "open_units": 2}
+        assert plan.changes == {"billed_until": T0, "open_units": 2, "charged_price": Decimal("4.10")}
         assert plan.intervals == []
 
     def test_it_opens_a_segment_now_when_units_appear_later(self, notebook):
         now = T0 + timedelta(minutes=5)
         plan = plan_billing(at(notebook, T0, 0), 1, T0 - timedelta(hours=3), None, now)
-        assert plan.changes == {"billed_until": now, "open_units": 1}
+        assert plan.changes == {"billed_until": now, "open_units": 1, "charged_price": Decimal("4.10")}
 
     def test_it_closes_the_segment_when_the_units_change(self, notebook):
         now = T0 + timedelta(minutes=30)
@@ -94,7 +94,39 @@ class TestPlanBilling:
 
     def test_a_first_sighting_of_idle_gpus_opens_an_idle_segment_from_the_pods_start(self, notebook):
         plan = plan_billing(at(notebook, None, 0), 2, T0, None, T0 + timedelta(minutes=5), idle=True)
-        assert plan.changes == {"billed_until": T0, "open_units": 2, "open_idle": True}
+        assert plan.changes == {"billed_until": T0, "open_units": 2, "charged_price": Decimal("4.10"), "open_idle": True}
+
+
+@pytest.mark.django_db
+class TestChargedRate:
+    """Issue 46: after billing began a workload's price is the rate its segment opened at, not today's."""
+
+    def test_the_open_segment_keeps_its_rate_when_staff_change_the_price(self, notebook, flavors):
+        notebook.charged_price = Decimal("4.10")
+        notebook.flavor.price_per_hour = Decimal("9.00")  # staff changed the price table since
+        now = T0 + timedelta(minutes=30)
+        plan = plan_billing(at(notebook, T0, 2), 3, None, None, now)
+        assert plan.cost == Decimal("4.1")  # 2 × 4.10 × ½ h: the segment's rate, not 9.00
+        assert plan.changes["charged_price"] == Decimal("9.00")  # the next segment opens at today's
+
+    def test_an_ended_workload_keeps_the_rate_it_was_charged(self, notebook, flavors):
+        notebook.charged_price = Decimal("4.10")
+        notebook.flavor.price_per_hour = Decimal("9.00")  # staff changed the price table since
+        end = T0 + timedelta(minutes=30)
+        plan = plan_billing(at(notebook, T0, 2), 2, None, end, end)
+        assert plan.changes["charged_price"] == Decimal("4.10") and plan.changes["open_units"] == 0
+        for name, value in plan.changes.items():
+            if name != "billed_cost":
+                setattr(notebook, name, value)
+        assert notebook.unit_price() == Decimal("4.10")
+        assert notebook.price_quote().price == Decimal("4.10") and notebook.price_quote().placed
+
+    def test_the_hour_boundary_opens_a_segment_at_todays_price(self, notebook, flavors):
+        notebook.charged_price = Decimal("4.10")
+        notebook.flavor.price_per_hour = Decimal("9.00")  # staff changed the price table since
+        plan = plan_billing(at(notebook, T0, 2), 2, None, None, T0 + timedelta(minutes=50))
+        assert [i.price for i in plan.intervals] == [Decimal("4.10")]
+        assert plan.changes["charged_price"] == Decimal("9.00")
 
 
 @pytest.mark.django_db
@@ -239,3 +271,27 @@ def test_a_borrowed_run_reconciled_to_its_end_leaves_its_borrowed_gpu_hours_in_t
     assert run.state == "succeeded" and not Reservation.objects.held().filter(ref=run.ref).exists()
     totals = UsageRecord.objects.filter(ref=run.ref).aggregate(gpu=Sum("gpu_hours"), borrowed=Sum("borrowed_gpu_hours"))
     assert totals["gpu"] > 0 and totals["borrowed"] == totals["gpu"]  # all of its units were borrowed
+
+
+@pytest.mark.django_db
+def test_work_billed_before_the_charged_rate_existed_gets_its_last_ledger_hours_rate(member, team, flavors):
+    """The data migration of ``charged_price`` (workloads/migrations/_charged_rates.py): an ended row with
+    ledger time gets the rate of its last hour (cost ÷ unit-hours), not today's price; an open one keeps null."""
+    from django.apps import apps
+
+    from workloads.migrations._charged_rates import from_ledger
+
+    ended = Notebook.objects.create(team=team, created_by=member, name="old", flavor=flavors["a100-80gb"], gpus=2,
+                                    state="done", billed_until=T0 + timedelta(hours=2), billed_cost=Decimal("1"))
+    running = Notebook.objects.create(team=team, created_by=member, name="on", flavor=flavors["a100-80gb"], gpus=2,
+                                      state="running", billed_until=T0, open_units=2, billed_cost=Decimal("1"))
+    flavor = flavors["a100-80gb"]
+    for ref in (ended.ref, running.ref):
+        ledger.record_intervals(ledger.Interval(team.pk, ref, flavor.pk, flavor.name, Decimal("3.6000"),
+                                                flavor.gpu_fraction, member.pk, T0, T0 + timedelta(hours=2), 2,
+                                                False, False).hourly())
+    from_ledger("tinykind", "Notebook", "nb")(apps, None)
+    ended.refresh_from_db()
+    running.refresh_from_db()
+    assert (ended.charged_price, running.charged_price) == (Decimal("3.6000"), None)
+    assert flavor.price_per_hour == Decimal("4.10")  # today's, which it no longer shows

@@ -4,12 +4,14 @@ The idle rule (notebook activity and GPU), preemption pausing, the owner told wi
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
 from cluster.status import EndpointPhase, WorkloadStatus
+from core.formatting import format_rate
 from notifications.delivery import fan_out
 from notifications.models import Delivery, Event
 from quotas.models import Reservation
@@ -113,7 +115,8 @@ def test_idle_for_its_window_it_pauses_and_its_owner_is_told_what_it_saves(creat
     assert kind_for("ws").after_observation(workspace, READY, T0 + timedelta(seconds=1)) is True
     workspace.refresh_from_db()
     assert (workspace.state, workspace.pause_cause) == (WorkspaceState.PAUSED, PauseCause.IDLE)
-    saved = f"{workspace.cost_per_hour:.2f}"
+    saved = format_rate(workspace.running_cost_per_hour).removesuffix(" USD")  # money per hour's one rounding: 0.5857
+    assert saved == str(workspace.running_cost_per_hour.quantize(Decimal("0.0001"))) != "0.00"
     assert f"saves {saved} USD/h while paused" in workspace.reason
     event = Event.objects.get(kind="workspace_paused")
     assert event.title == f"Workspace explore (#{workspace.pk}) of team ml-research paused"
