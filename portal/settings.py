@@ -424,6 +424,9 @@ SLIPWAY_WORKSPACE_MAX_IDLE_MINUTES = env_int("SLIPWAY_WORKSPACE_MAX_IDLE_MINUTES
 SLIPWAY_WORKSPACE_ACTIVITY_SECONDS = env_float("SLIPWAY_WORKSPACE_ACTIVITY_SECONDS", 60.0)
 SLIPWAY_WORKSPACE_ACTIVITY_TIMEOUT = env_float("SLIPWAY_WORKSPACE_ACTIVITY_TIMEOUT", 2.0)
 SLIPWAY_WORKSPACE_LOCAL_SERVERS = env_bool("SLIPWAY_WORKSPACE_LOCAL_SERVERS", True)
+# Whether a sandbox cluster's endpoint replicas run a real inference engine each, a local process
+# (sandbox/engines.py, docs/serving.md): on by default; the test suite turns it on where it tests it.
+SLIPWAY_SANDBOX_ENGINES = env_bool("SLIPWAY_SANDBOX_ENGINES", True)
 # On a real cluster: the host its Ingresses serve (the portal's own, so its session cookie reaches the
 # auth-url), their ingress class, Slipway's /workspaces/auth/ as the ingress controller reaches it,
 # the public login page a browser without a session is sent to, the controller's namespace and

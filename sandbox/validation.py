@@ -18,6 +18,7 @@ from typing import Any
 
 from cluster.backends.base import ResourceKind, resource_kind
 from cluster.errors import Invalid
+from sandbox import engines
 from sandbox.inventory import inventory
 from sandbox.quantity import parse_quantity, to_units
 from sandbox.registry import pull_error
@@ -499,6 +500,10 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
         # Its labels, which other pods' anti-affinity selects.
         "lbl": dict((template.get("metadata") or {}).get("labels") or {}),
     }
+    if kind == "Deployment":
+        serving = engines.plan(first, env, workload)
+        if serving is not None:  # its container is a real engine on this machine (sandbox.engines)
+            plan["engine"] = serving
     anti = anti_affinity_plan(spec)
     if anti:  # only then: the scheduler's inter-pod check costs nothing for pods without
         plan["anti"] = anti
