@@ -213,15 +213,14 @@ TRIGGER_FIGURES = {
 
 
 def traffic(world: World, dep: ObjRow, metric: str) -> float | None:
-    """The figure of the endpoint's trigger ``metric`` from its engines' last scrapes (None: it has no
-    engine, or a trigger the engines cannot answer — a user's Prometheus query)."""
+    """The figure of the endpoint's trigger ``metric`` from its engines' last scrapes (None: its replicas run
+    no engine, or a trigger the engines cannot answer — a user's Prometheus query). No engine scraped yet
+    is no traffic: 0, as the engines' series are absent while no replica serves."""
     figure = TRIGGER_FIGURES.get(metric)
     if figure is None or not dep.plan["pods"][0].get("engine"):
         return None
-    engines = [row for row in rows(world).values() if row.namespace == dep.namespace and row.workload == dep.workload]
-    if not engines:
-        return None
-    return round(sum(figure(row) for row in engines if row.scraped_at is not None), 3)
+    return round(sum(figure(row) for row in rows(world).values() if row.namespace == dep.namespace
+                     and row.workload == dep.workload and row.scraped_at is not None), 3)
 
 
 def utilization_shares(cluster: str) -> dict[tuple[str, str], float]:
