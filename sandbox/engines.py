@@ -212,15 +212,22 @@ TRIGGER_FIGURES = {
 }
 
 
-def traffic(world: World, dep: ObjRow, metric: str) -> float | None:
-    """The figure of the endpoint's trigger ``metric`` from its engines' last scrapes (None: its replicas run
-    no engine, or a trigger the engines cannot answer — a user's Prometheus query). No engine scraped yet
-    is no traffic: 0, as the engines' series are absent while no replica serves."""
-    figure = TRIGGER_FIGURES.get(metric)
+def traffic(world: World, dep: ObjRow, scaled_plan: dict) -> float | None:
+    """The figure of the endpoint's trigger (``scaled_plan["metric"]``) from its engines' last scrapes.
+
+    None — the caller falls back to the demo curve — when its replicas run no engine, for a trigger the
+    engines cannot answer (a user's Prometheus query), and for an endpoint that may sleep at zero while
+    no engine of it has been scraped: asleep, no engine sees its demand, only the ingress would, whose
+    figure the sandbox's demo curve stands for. Otherwise no engine scraped yet is no traffic (0).
+    """
+    figure = TRIGGER_FIGURES.get(scaled_plan.get("metric", ""))
     if figure is None or not dep.plan["pods"][0].get("engine"):
         return None
-    return round(sum(figure(row) for row in rows(world).values() if row.namespace == dep.namespace
-                     and row.workload == dep.workload and row.scraped_at is not None), 3)
+    scraped = [row for row in rows(world).values() if row.namespace == dep.namespace and row.workload == dep.workload
+               and row.scraped_at is not None]
+    if not scraped and not scaled_plan.get("min"):
+        return None
+    return round(sum(figure(row) for row in scraped), 3)
 
 
 def utilization_shares(cluster: str) -> dict[tuple[str, str], float]:

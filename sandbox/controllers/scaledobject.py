@@ -19,7 +19,7 @@ def replica_target(world: World, scaled: ObjRow, dep: ObjRow) -> int:
     """How many replicas the HPA asks of ``dep`` this tick; updates the ScaledObject's status on the way."""
     sp = scaled.plan
     load = endpoint_load(world.loads, dep.namespace, dep.workload, sp, world.now,
-                         engines.traffic(world, dep, sp.get("metric", "")))
+                         engines.traffic(world, dep, sp))
     wanted = wanted_replicas(load, sp["threshold"], sp["min"])
     desired = stabilized(world, scaled, dep, min(max(wanted, sp["min"]), sp["max"]))
     scaledobject_status(world, scaled, load > 0)
