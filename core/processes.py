@@ -8,7 +8,8 @@ password, the secret key, cloud credentials) never reach it, only the few variab
 ones the caller names.
 
 Children that exit become zombies until their parent reaps them: :func:`reap` polls the children
-this process started (each call of :func:`start` and of :func:`stop` does), and :func:`stop` ends a
+this process started (each call of :func:`start` and of :func:`stop` does, and a caller that
+watches its helpers calls it regularly), and :func:`stop` ends a
 process with SIGTERM and, a few seconds later at the next :func:`reap`, SIGKILL if it is still there.
 Another process's helper (a process id from a row another worker wrote) can be signalled too, but only
 its own parent can reap it.
@@ -81,12 +82,6 @@ def stop(pid: int, marker: bytes) -> None:
     if pid in _CHILDREN:
         _CHILDREN[pid] = (_CHILDREN[pid][0], time.monotonic() + KILL_AFTER_SECONDS)
     reap()
-
-
-def children() -> set[int]:
-    """The process ids of this process's children that have not exited."""
-    reap()
-    return set(_CHILDREN)
 
 
 def reap() -> None:

@@ -116,6 +116,7 @@ def sync(world: World) -> None:
     wanted = _wanted(world)
     if not wanted and not enabled():
         return
+    processes.reap()  # the engines this process started that exited (another worker's tick may have stopped them)
     found = rows(world)
     for key in [key for key in found if key not in wanted]:
         stop(found.pop(key))
