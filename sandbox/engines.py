@@ -15,7 +15,8 @@ container runtime and the kubelet's probes:
   (with the kubelet's ``Unhealthy`` event);
 * **stop**: an engine whose pod is gone or no longer runs (scale down, a template change, a delete,
   a reset) is sent SIGTERM; the process that started it reaps it;
-* **scrape**: each tick reads the ready engines' ``/metrics`` (:func:`scrape`): requests running and
+* **scrape**: each tick reads the ready engines' ``/metrics`` (:func:`scrape`; at most every
+  :data:`SCRAPE_SECONDS`): requests running and
   waiting, and from the counters since the last scrape the busy fraction of its slots (``load``) and
   the requests a second. The pod's simulated GPU utilization follows that load
   (:func:`utilization_shares`, read by :mod:`sandbox.pods`), and the endpoint's autoscaler reads its
@@ -41,6 +42,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core import processes
 from sandbox import engine
+from sandbox.bulk import fast_update
 from sandbox.models import SimEngine
 from sandbox.world import STAGE_READY, STAGE_STARTED, ObjRow, PodRow, World
 
@@ -48,19 +50,26 @@ from sandbox.world import STAGE_READY, STAGE_STARTED, ObjRow, PodRow, World
 MARKER = b"sandbox.engine"
 #: Seconds a readiness probe or a scrape may take.
 PROBE_TIMEOUT = 0.5
+#: Seconds between two scrapes of an engine, at least (Prometheus scrapes every 15 to 30 s; the reconcile
+#: cycle ticks every 5 s).
+SCRAPE_SECONDS = 2.0
 #: The env names a pod passes to its engine: the simulator's knobs, nothing else of the container's.
 SIM_PREFIX = "SLIPWAY_SIM_"
 
 #: The engines this process started, by process id: their cluster (a process may tick several).
 _STARTED: dict[int, str] = {}
+#: The probes' and scrapes' HTTP client, and the process that made it.
+_CLIENT: httpx.Client | None = None
+_CLIENT_PID = 0
 
 
 def enabled() -> bool:
     return bool(settings.SLIPWAY_SANDBOX_ENGINES)
 
 
-def plan(container: Mapping, env: Mapping[str, str], workload: str) -> dict | None:
-    """A Deployment pod's engine plan (None: it runs none): its readiness path, served model and knobs.
+def plan(container: Mapping, env: Mapping[str, str], name: str) -> dict | None:
+    """A Deployment pod's engine plan (None: it runs none): its readiness path, served model (``name``, the
+    endpoint's, unless its env or arguments name one) and knobs.
 
     Decided when the Deployment is applied, so that every process agrees on which pods wait for an
     engine's answer before they are ready, whatever its own settings.
@@ -69,7 +78,7 @@ def plan(container: Mapping, env: Mapping[str, str], workload: str) -> dict | No
     if not enabled() or not probe:
         return None
     args = [str(a) for a in container.get("args") or []]
-    return {"probe": str(probe), "model": engine.served_model(env, args, workload),
+    return {"probe": str(probe), "model": engine.served_model(env, args, name),
             "env": {name: value for name, value in env.items() if name.startswith(SIM_PREFIX)}}
 
 
@@ -82,15 +91,31 @@ def rows(world: World) -> dict[tuple[str, str], SimEngine]:
     return found
 
 
+def _client() -> httpx.Client:
+    """One client a process, its connections kept alive (a new client a call costs ~90 ms of TLS set-up)."""
+    global _CLIENT
+    if _CLIENT is None or os.getpid() != _CLIENT_PID:  # not a client inherited from a forking parent
+        _set_client(httpx.Client(timeout=PROBE_TIMEOUT, trust_env=False))
+    return _CLIENT
+
+
+def _set_client(client: httpx.Client) -> None:
+    global _CLIENT, _CLIENT_PID
+    _CLIENT, _CLIENT_PID = client, os.getpid()
+
+
 def _get(url: str) -> httpx.Response | None:
     try:
-        return httpx.get(url, timeout=PROBE_TIMEOUT)
+        return _client().get(url)
     except httpx.HTTPError:
         return None
 
 
 def ready(world: World, pod: PodRow, pod_plan: dict) -> bool:
-    """The readiness probe: the pod's engine runs and its readiness path answers 200."""
+    """The readiness probe: the pod's engine runs and its readiness path answers 200. A process that runs no
+    engines (they were turned off since the endpoint was applied) has no probe: ready by the delay alone."""
+    if not enabled():
+        return True
     row = rows(world).get((pod.namespace, pod.name))
     if row is None or not processes.alive(row.pid, MARKER):
         return False
@@ -112,10 +137,11 @@ def _wanted(world: World) -> dict[tuple[str, str], tuple[PodRow, ObjRow]]:
 
 
 def sync(world: World) -> None:
-    """Start the engines that should run, stop the others, and scrape the ready ones (see the module)."""
-    wanted = _wanted(world)
-    if not wanted and not enabled():
+    """Start the engines that should run, stop the others, and scrape the ready ones (see the module).
+    Nothing at all, not a query, while engines are off."""
+    if not enabled():
         return
+    wanted = _wanted(world)
     processes.reap()  # the engines this process started that exited (another worker's tick may have stopped them)
     found = rows(world)
     for key in [key for key in found if key not in wanted]:
@@ -134,10 +160,14 @@ def sync(world: World) -> None:
             row = None
         if row is None:
             found[key] = start(world, pod, owner)
-        elif pod.stage == STAGE_READY and scrape(row):
+        elif pod.stage == STAGE_READY and due(row) and scrape(row):
             scraped.append(row)
-    SimEngine.objects.bulk_update(scraped, ["scraped_at", "running", "waiting", "requests", "occupancy", "load",
-                                            "rate"])
+    fast_update(SimEngine, scraped, ["scraped_at", "running", "waiting", "requests", "occupancy", "load", "rate"])
+
+
+def due(row: SimEngine) -> bool:
+    """Whether the engine's last scrape is :data:`SCRAPE_SECONDS` old (ticks may come closer than that)."""
+    return row.scraped_at is None or time.time() - row.scraped_at >= SCRAPE_SECONDS
 
 
 def start(world: World, pod: PodRow, owner: ObjRow) -> SimEngine:
@@ -216,19 +246,16 @@ TRIGGER_FIGURES = {
 def traffic(world: World, dep: ObjRow, scaled_plan: dict) -> float | None:
     """The figure of the endpoint's trigger (``scaled_plan["metric"]``) from its engines' last scrapes.
 
-    None — the caller falls back to the demo curve — when its replicas run no engine, for a trigger the
-    engines cannot answer (a user's Prometheus query), and for an endpoint that may sleep at zero while
-    no engine of it has been scraped: asleep, no engine sees its demand, only the ingress would, whose
-    figure the sandbox's demo curve stands for. Otherwise no engine scraped yet is no traffic (0).
+    None — the caller falls back to the demo curve — when its replicas run no engine, or for a trigger
+    the engines cannot answer (a user's Prometheus query). No engine read yet is no traffic (0): an
+    endpoint asleep at zero replicas stays asleep, as nothing calls it (waking it on the requests held
+    at its gateway is the gateway's, docs/serving.md).
     """
     figure = TRIGGER_FIGURES.get(scaled_plan.get("metric", ""))
-    if figure is None or not dep.plan["pods"][0].get("engine"):
+    if figure is None or not dep.plan["pods"][0].get("engine") or not enabled():
         return None
-    scraped = [row for row in rows(world).values() if row.namespace == dep.namespace and row.workload == dep.workload
-               and row.scraped_at is not None]
-    if not scraped and not scaled_plan.get("min"):
-        return None
-    return round(sum(figure(row) for row in scraped), 3)
+    return round(sum(figure(row) for row in rows(world).values() if row.namespace == dep.namespace
+                     and row.workload == dep.workload and row.scraped_at is not None), 3)
 
 
 def utilization_shares(cluster: str) -> dict[tuple[str, str], float]:

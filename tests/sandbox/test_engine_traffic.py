@@ -1,14 +1,22 @@
 """What an endpoint's autoscaler reads of its engines (sandbox.engines.traffic): its trigger's figure from their
-last scrapes, 0 when none has been read, and the demo curve where the engines cannot say."""
+last scrapes, 0 when none has been read, and the demo curve only where the engines cannot say."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from sandbox import engines
 from sandbox.controllers.scaledobject import endpoint_load
 from sandbox.models import SimEngine
 from tests.sandbox.helpers import T0
+
+
+@pytest.fixture(autouse=True)
+def engines_on(settings):
+    settings.SLIPWAY_SANDBOX_ENGINES = True
+
 
 DEP = SimpleNamespace(namespace="team-ml", workload="ep-1", plan={"pods": [{"engine": {"probe": "/health/ready"}}]})
 
@@ -32,11 +40,9 @@ def test_each_trigger_reads_its_figure_summed_over_the_endpoints_engines():
     assert engines.traffic(found, DEP, {"metric": "requests-per-second", "min": 1}) == 3.5
 
 
-def test_no_engine_read_yet_is_no_traffic_but_a_sleeping_endpoint_follows_the_demo_curve():
+def test_no_engine_read_yet_is_no_traffic_not_the_demo_curve():
     assert engines.traffic(world(), DEP, {"metric": "queue-length", "min": 1}) == 0.0
-    assert engines.traffic(world(), DEP, {"metric": "queue-length", "min": 0}) is None
-    awake = world(engine("ep-1-a", load=0.0, waiting=0, rate=0.0))
-    assert engines.traffic(awake, DEP, {"metric": "queue-length", "min": 0}) == 0.0
+    assert engines.traffic(world(), DEP, {"metric": "requests-per-second", "min": 0}) == 0.0  # asleep: stays so
 
 
 def test_the_engines_cannot_answer_a_users_query_nor_speak_for_replicas_without_engines():
@@ -44,6 +50,12 @@ def test_the_engines_cannot_answer_a_users_query_nor_speak_for_replicas_without_
     assert engines.traffic(found, DEP, {"metric": "prometheus", "min": 1}) is None
     plain = SimpleNamespace(namespace="team-ml", workload="ep-1", plan={"pods": [{}]})
     assert engines.traffic(found, plain, {"metric": "queue-length", "min": 1}) is None
+
+
+def test_with_engines_turned_off_the_demo_curve_drives_again(settings):
+    settings.SLIPWAY_SANDBOX_ENGINES = False
+    found = world(engine("ep-1-a", load=0.5, waiting=3, rate=2.0))
+    assert engines.traffic(found, DEP, {"metric": "queue-length", "min": 1}) is None
 
 
 def test_a_pinned_load_wins_over_the_traffic_and_the_traffic_over_the_demo_curve():

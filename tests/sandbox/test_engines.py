@@ -73,6 +73,15 @@ def answer_of(url: str) -> int | None:
         return None
 
 
+def answer_json(url: str) -> dict | None:
+    """What ``url`` answers once it answers 200, None before."""
+    try:
+        answer = httpx.get(url, timeout=1)
+    except httpx.HTTPError:
+        return None
+    return answer.json() if answer.status_code == 200 else None
+
+
 def pod_of(backend, name: str = "ep-1") -> dict:
     (pod,) = observed(backend, name).pods
     return pod
@@ -109,6 +118,18 @@ def test_a_replica_is_ready_only_once_its_engine_answers(sandbox):
     # It answers the OpenAI API where its row says, under the model name its arguments give.
     answer = httpx.post(f"{row.address}/v1/completions", json={"model": "tiny-llama", "prompt": "hi", "max_tokens": 3})
     assert answer.status_code == 200 and answer.json()["usage"]["completion_tokens"] == 3
+
+
+def test_without_a_model_argument_it_serves_the_endpoints_name(sandbox):
+    spec_objects = serving("ep-2")
+    spec_objects[0]["spec"]["template"]["spec"]["containers"][0].pop("args")
+    sandbox.apply(team_objects() + spec_objects, resource_kinds(), now=at(0))
+    clock = Clock(sandbox)
+    clock.tick(0)
+    clock.tick(11)
+    row = SimEngine.objects.get(workload="ep-2")
+    models = wait_for(lambda: answer_json(f"{row.address}/v1/models"), timeout=10, interval=0.1, what="the model")
+    assert [m["id"] for m in models["data"]] == ["ep-2 endpoint"]
 
 
 def test_the_engine_gets_its_revisions_knobs_and_no_secret_of_this_process(sandbox, monkeypatch):
@@ -155,7 +176,7 @@ def test_its_gpu_utilization_and_autoscaler_follow_its_traffic(sandbox):
 
 def test_the_queue_metric_reads_the_engines_waiting_requests(sandbox):
     sandbox.apply(team_objects() + serving("ep-q", max_replicas=3, metric="queue_length", target=2,
-                                           SLIPWAY_SIM_TOKEN_MS="100", SLIPWAY_SIM_MAX_CONCURRENCY="1"),
+                                           SLIPWAY_SIM_TOKEN_MS="125", SLIPWAY_SIM_MAX_CONCURRENCY="1"),
                   resource_kinds(), now=at(0))
     clock = Clock(sandbox)
     clock.tick(0)
@@ -163,12 +184,12 @@ def test_the_queue_metric_reads_the_engines_waiting_requests(sandbox):
     clock.until(lambda: ready(sandbox, "ep-q"), "the replica to be ready")
     row = SimEngine.objects.get(workload="ep-q")
     callers = [threading.Thread(target=httpx.post, args=(f"{row.address}/v1/completions",),
-                                kwargs={"json": {"model": "tiny-llama", "prompt": "x", "max_tokens": 10},
-                                        "timeout": 60}) for _ in range(6)]
+                                kwargs={"json": {"model": "tiny-llama", "prompt": "x", "max_tokens": 8},
+                                        "timeout": 60}) for _ in range(10)]
     for caller in callers:
         caller.start()
     try:
-        # 1 running, 5 waiting: ceil(5 / 2) = 3 replicas.
+        # A second each, one at a time: 1 running and 5 to 9 waiting for 4 s; ceil(5 / 2) = 3 replicas.
         clock.until(lambda: observed(sandbox, "ep-q").first("Deployment")["spec"]["replicas"] == 3,
                     "the autoscaler to follow the queue")
     finally:
@@ -208,6 +229,15 @@ def test_a_reset_stops_the_clusters_engines(sandbox):
 def test_without_engines_a_replica_is_ready_by_its_delay_alone(backend, settings):
     settings.SLIPWAY_SANDBOX_ENGINES = False
     backend.apply(team_objects() + serving(), resource_kinds(), now=at(0))
+    backend.tick(at(15))
+    backend.tick(at(30))
+    assert ready(backend) and not SimEngine.objects.exists()
+
+
+def test_engines_turned_off_after_the_apply_leave_readiness_to_the_delay(backend, settings):
+    settings.SLIPWAY_SANDBOX_ENGINES = True
+    backend.apply(team_objects() + serving(), resource_kinds(), now=at(0))
+    settings.SLIPWAY_SANDBOX_ENGINES = False  # the worker that ticks runs none
     backend.tick(at(15))
     backend.tick(at(30))
     assert ready(backend) and not SimEngine.objects.exists()
