@@ -84,7 +84,7 @@ def plan(container: Mapping, env: Mapping[str, str], name: str) -> dict | None:
 
 def rows(world: World) -> dict[tuple[str, str], SimEngine]:
     """The cluster's engines by (namespace, pod), read once a tick."""
-    found = getattr(world, "engines", None)
+    found = world.engines
     if found is None:
         found = world.engines = {(row.namespace, row.pod): row for row in SimEngine.objects.filter(
             cluster=world.cluster)}
