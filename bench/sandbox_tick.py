@@ -36,6 +36,8 @@ TMP = tempfile.mkdtemp(prefix="slipway-bench-")
 os.environ["DATABASE_URL"] = f"sqlite:///{TMP}/bench.sqlite3"
 os.environ["SLIPWAY_VAR_DIR"] = TMP
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+# The simulation's own cost: no real engine process for its thousands of endpoint replicas (sandbox/engines.py).
+os.environ.setdefault("SLIPWAY_SANDBOX_ENGINES", "false")
 # One cluster of 28 GPUs, as measured before the sandbox had several (BENCHMARKS.md compares).
 os.environ.setdefault("SLIPWAY_SANDBOX_INVENTORY", str(ROOT / "tests" / "inventory.yaml"))
 

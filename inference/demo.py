@@ -1,8 +1,10 @@
 """Demo inference endpoints for ``manage.py seed_demo``: serving that scales on its own in the sandbox.
 
-The sandbox's demo load follows a slow wave scaled to each endpoint's maximum, so these
-endpoints grow burst replicas, get capped by the team quota and give units back by
-themselves. Created through :func:`inference.services.create_endpoint` like any other.
+Each replica runs a real engine on the sandbox (docs/serving.md), which its GPU utilization and
+autoscaler follow: called, these endpoints grow burst replicas, get capped by the team quota and
+give units back by themselves; nobody calling them, they idle at their minimum. With the sandbox's
+engines off, a demo load following a slow wave scaled to each endpoint's maximum drives them
+instead. Created through :func:`inference.services.create_endpoint` like any other.
 Idempotent: a team that already has endpoints gets no more.
 """
 
@@ -22,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 #: (team, user, endpoint fields)
 DEMO_ENDPOINTS: tuple[tuple[str, str, dict], ...] = (
-    # MIG slices: 1 guaranteed, bursts up to 5 of the team's 7 slices; wakes from zero on requests.
+    # MIG slices: 1 guaranteed, bursts up to 5 of the team's 7 slices; sleeps at zero while nobody calls it.
     ("vision", "dave", {"name": "detector", "image": "registry.example.com/vision/serve:2.0",
                         "flavor": "a100-1g.10gb", "min_replicas": 0, "max_replicas": 5,
                         "autoscale": {"metric": "queue_length", "engine": "triton", "target": 40},

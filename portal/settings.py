@@ -433,6 +433,9 @@ SLIPWAY_WORKSPACE_MAX_IDLE_MINUTES = env_int("SLIPWAY_WORKSPACE_MAX_IDLE_MINUTES
 SLIPWAY_WORKSPACE_ACTIVITY_SECONDS = env_float("SLIPWAY_WORKSPACE_ACTIVITY_SECONDS", 60.0)
 SLIPWAY_WORKSPACE_ACTIVITY_TIMEOUT = env_float("SLIPWAY_WORKSPACE_ACTIVITY_TIMEOUT", 2.0)
 SLIPWAY_WORKSPACE_LOCAL_SERVERS = env_bool("SLIPWAY_WORKSPACE_LOCAL_SERVERS", True)
+# Whether a sandbox cluster's endpoint replicas run a real inference engine each, a local process
+# (sandbox/engines.py, docs/serving.md): on by default; the test suite turns it on where it tests it.
+SLIPWAY_SANDBOX_ENGINES = env_bool("SLIPWAY_SANDBOX_ENGINES", True)
 # Run as root, the sandbox runs workspace N's local server as uid and gid BASE + N (workspaces/local.py):
 # ids no account of the machine uses (above the usual ranges of users and of containers' subordinate ids).
 SLIPWAY_WORKSPACE_LOCAL_UID_BASE = env_int("SLIPWAY_WORKSPACE_LOCAL_UID_BASE", 2_000_000_000)

@@ -61,7 +61,7 @@ from cluster.errors import ClusterError, Invalid, NotFound, Transient
 from cluster.metrics import METRIC_SERIES, per_workload, running_pods
 from cluster.perf import gc_paused
 from core.rawsql import sql_datetime
-from sandbox import exporter, inventory
+from sandbox import engines, exporter, inventory
 from sandbox.bulk import Record
 from sandbox.bulk import load as load_records
 from sandbox.controllers.scaledobject import endpoint_load
@@ -345,9 +345,11 @@ class SandboxBackend(ClusterBackend):
                                          workload=address.object_name, defaults={"value": max(float(value), 0.0)})
 
     def reset(self) -> None:
-        """Forget the cluster's objects, pods, events, loads, clock, reclaimed and overheated nodes: an empty
-        cluster (a silence stays: it is the network's, not the cluster's). Other clusters keep theirs."""
+        """Forget the cluster's objects, pods, events, loads, clock, reclaimed and overheated nodes, and stop its
+        engines: an empty cluster (a silence stays: it is the network's, not the cluster's). Other clusters keep
+        theirs."""
         with transaction.atomic():
+            engines.stop_all(self.cluster)
             for model in (SimPod, SimObject, SimEvent, SimLoad, SimClock, SimNodeOutage, SimNodeHeat):
                 self._rows(model).delete()
 
@@ -389,7 +391,7 @@ class SandboxBackend(ClusterBackend):
     @storage_errors
     def observe(self, resources: Sequence[ResourceKind], *, now: datetime | None = None) -> list[ObservedWorkload]:
         """At most five queries whatever the size: clock (and silence), loads, objects, manifests not
-        cached yet, pods.
+        cached yet, pods; a sixth while the sandbox runs real engines, their loads (:mod:`sandbox.engines`).
 
         The returned objects share their ``spec`` with a per-process cache of decoded
         manifests (keyed by uid and resourceVersion, so an apply invalidates it): treat
@@ -444,6 +446,7 @@ class SandboxBackend(ClusterBackend):
             if row.kind == "ScaledObject":
                 grouped[key].objects.append(_autoscaler_manifest(row))
         pods = load_records(self._rows(SimPod).order_by("created_at", "pk"))
+        served = engines.utilization_shares(self.cluster)  # endpoint replicas' real engines (none: no query)
         busy = busy_per_gpu(((pod, by_pk[pod.owner_id].plan["pods"][pod.role]) for pod in pods
                              if pod.gpu is not None and pod.owner_id in by_pk), at)
         for pod in pods:
@@ -451,7 +454,7 @@ class SandboxBackend(ClusterBackend):
             group = grouped.get((pod.namespace, pod.workload))
             if owner is None or group is None:
                 continue
-            group.pods.append(pod_manifest(pod, owner, at, busy))
+            group.pods.append(pod_manifest(pod, owner, at, busy, served))
         return list(grouped.values())
 
     def gpu_telemetry(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, WorkloadTelemetry]:
@@ -510,7 +513,8 @@ class SandboxBackend(ClusterBackend):
                 where |= Q(node=node, gpu=gpu)
             tenants = self._rows(SimPod).filter(where, active=True).select_related("owner")
             busy = busy_per_gpu(((pod, pod.owner.plan["pods"][pod.role]) for pod in tenants), at)
-        return [pod_manifest(pod, pod.owner, at, busy) for pod in rows]
+        loads = engines.utilization_shares(self.cluster) if any(pod.owner.kind == "Deployment" for pod in rows) else {}
+        return [pod_manifest(pod, pod.owner, at, busy, loads) for pod in rows]
 
     @storage_errors
     def logs(self, address: ClusterAddress, pod: str, tail: int | None = 200, previous: bool = False,

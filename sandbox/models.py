@@ -232,3 +232,44 @@ class SimNodeHeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster}/{self.node} +{self.degrees:g} °C"
+
+
+class SimEngine(models.Model):
+    """A real inference engine process (:mod:`sandbox.engine`) standing for an endpoint replica's container,
+    on this machine: where it listens, and its load as the kubelet last scraped it (:mod:`sandbox.engines`).
+
+    One per running pod of a Deployment whose plan has an engine; its address is ``127.0.0.1:port``
+    (the stand-in of the pod's IP and container port), which the replica answers on once its pod is
+    ready. Written by the tick only, so the ticks' clock-row lock orders every change.
+    """
+
+    cluster = cluster_field()
+    namespace = models.CharField(max_length=63)
+    workload = models.CharField(max_length=63)
+    pod = models.CharField(max_length=253)
+    pid = models.PositiveIntegerField()
+    port = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    #: The last scrape of its /metrics (wall-clock seconds; None: not scraped yet) and what it said:
+    #: requests running and waiting, and the counters the next scrape takes rates from.
+    scraped_at = models.FloatField(null=True, blank=True)
+    running = models.PositiveIntegerField(default=0)
+    waiting = models.PositiveIntegerField(default=0)
+    requests = models.FloatField(default=0.0)  #: requests answered so far (finished and failed)
+    occupancy = models.FloatField(default=0.0)  #: its ``slipway_sim_occupancy_seconds_total``
+    #: Between its last two scrapes: the busy fraction of its slots (0-1: its GPU's utilization follows
+    #: it) and the requests a second it answered.
+    load = models.FloatField(default=0.0)
+    rate = models.FloatField(default=0.0)
+
+    class Meta:
+        verbose_name = "simulated inference engine"
+        verbose_name_plural = "simulated inference engines"
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "pod"], name="sandbox_engine_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.pod} on 127.0.0.1:{self.port} (pid {self.pid})"
+
+    @property
+    def address(self) -> str:
+        return f"http://127.0.0.1:{self.port}"

@@ -16,7 +16,7 @@ taking turns on a time-sliced one: :func:`busy_per_gpu`).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from cluster.backends.base import Manifest
@@ -84,11 +84,14 @@ def busy_per_gpu(pods: Iterable[tuple[SimPod, dict]], at: datetime) -> Counter[t
 
 
 def pod_manifest(pod: SimPod, owner: SimObject, at: datetime,
-                 busy: Counter[tuple[str, int]] | None = None) -> Manifest:
+                 busy: Counter[tuple[str, int]] | None = None,
+                 engine_loads: Mapping[tuple[str, str], float] | None = None) -> Manifest:
     """The pod as the API server would return it, rebuilt from its row and its owner's template.
 
     ``busy``: the busy pods per shared GPU (:func:`busy_per_gpu`), which its utilisation on a
-    time-sliced GPU depends on; None: it is alone there.
+    time-sliced GPU depends on; None: it is alone there. ``engine_loads``: the busy fraction of each
+    endpoint replica's real engine by (namespace, pod) (:func:`sandbox.engines.utilization_shares`):
+    such a replica's GPU is as busy as its engine.
     """
     plan = owner.plan["pods"][pod.role]
     template = _template(owner, plan["role"])
@@ -124,8 +127,11 @@ def pod_manifest(pod: SimPod, owner: SimObject, at: datetime,
     if status.get("phase") == "Running":
         load = None
         if owner.kind == "Deployment":
-            # Each replica serves its share; utilisation is that share, capped at 100%.
-            load = min(float(getattr(owner, "load", 50.0)) / max(owner.replicas, 1), 100.0)
+            served = (engine_loads or {}).get((pod.namespace, pod.name))
+            # Each replica serves its share; utilisation is that share, capped at 100% (its engine's
+            # busy fraction when it runs one).
+            load = (100.0 * served if served is not None
+                    else min(float(getattr(owner, "load", 50.0)) / max(owner.replicas, 1), 100.0))
         elapsed = (at - pod.started_at).total_seconds() if pod.started_at is not None else 0.0
         utilization = gpu_utilization(pod.name, plan.get("util"), serving_load=load, now=at,
                                       phase_now=phase(plan, owner.kind == "Deployment", elapsed))

@@ -112,11 +112,7 @@ def sim_settings(env: dict[str, str], *, workload: str, kind: str) -> SimSetting
     gpu_memory_gb = _positive_float(env.get("SLIPWAY_SIM_GPU_MEMORY_GB", ""))
     raw_idle = env.get("SLIPWAY_SIM_IDLE_AFTER", "")
     idle_after = parse_duration(raw_idle) if raw_idle and kind != "Deployment" else None
-    load_seconds = 0
-    if kind == "Deployment":
-        raw = env.get("SLIPWAY_SIM_LOAD_SECONDS", "")
-        parsed = parse_duration(raw) if raw else None
-        load_seconds = DEFAULT_MODEL_LOAD_SECONDS if parsed is None else parsed
+    loading = load_seconds(env) if kind == "Deployment" else 0
     raw = env.get("SLIPWAY_SIM_FAILED_ATTEMPTS", "").strip()
     failed_attempts = int(raw) if raw.isascii() and raw.isdigit() else None
     checkpoint = None
@@ -125,10 +121,19 @@ def sim_settings(env: dict[str, str], *, workload: str, kind: str) -> SimSetting
         checkpoint = checkpoints.plan_settings(env, parse_duration(raw) if raw else None)
         duration = checkpoints.shortened(duration, checkpoint)  # a resumed run has less left to do
     return SimSettings(duration=max(duration, 1), outcome=outcome, utilization=utilization,
-                       load_seconds=load_seconds, failed_attempts=failed_attempts, checkpoint=checkpoint,
+                       load_seconds=loading, failed_attempts=failed_attempts, checkpoint=checkpoint,
                        honour_notice=kind != "Deployment" and checkpoints.honours_notice(env),
                        gpu_memory_gb=DEFAULT_GPU_MEMORY_GB if gpu_memory_gb is None else gpu_memory_gb,
                        idle_after=idle_after, memory_leak_gb=_positive_float(env.get("SLIPWAY_SIM_GPU_MEMORY_LEAK", "")))
+
+
+def load_seconds(env: dict[str, str]) -> int:
+    """How long a server loads its model before it answers its readiness probe: ``SLIPWAY_SIM_LOAD_SECONDS``
+    (``30s`` style), :data:`DEFAULT_MODEL_LOAD_SECONDS` when absent or unparsable. The kubelet's readiness
+    delay and the engine's ``/health`` (:mod:`sandbox.engine`) both read it here."""
+    raw = env.get("SLIPWAY_SIM_LOAD_SECONDS", "")
+    parsed = parse_duration(raw) if raw else None
+    return DEFAULT_MODEL_LOAD_SECONDS if parsed is None else parsed
 
 
 def _positive_float(raw: str) -> float | None:

@@ -15,7 +15,9 @@ Order within a tick (each step sees the previous one's results):
    finished pods, deadlines and replica counts, and create pods within the ResourceQuota;
 3. scheduler: unbound pods are bound by fit (PyTorchJob pods as one gang) or get a
    FailedScheduling message;
-4. the ResourceQuotas' status reports what their namespace now uses.
+4. the ResourceQuotas' status reports what their namespace now uses;
+5. the endpoints' real engines (:mod:`sandbox.engines`): started for running replicas, stopped for
+   the others, scraped for the autoscaler of the next tick and the pods' GPU utilization.
 
 Before all that, graceful deletes that are over (:func:`finish_deletions`) remove their objects.
 An owner being deleted gracefully gets no controller step: its pods run on (the kubelet step),
@@ -32,6 +34,7 @@ from datetime import datetime
 
 from django.db.models import Exists, OuterRef, Q
 
+from sandbox import engines
 from sandbox.controllers import deployment, gpus, job, kubelet, pytorchjob, quota
 from sandbox.controllers.scheduling import schedule
 from sandbox.models import SimLoad, SimObject, SimPod
@@ -57,6 +60,7 @@ def run_tick(now: datetime, cluster: str) -> dict[str, int]:
             CONTROLLERS[owner.kind](world, owner)
     schedule(world)
     quota.report_status(world)
+    engines.sync(world)
     return world.save()
 
 

@@ -18,6 +18,8 @@ from typing import Any
 
 from cluster.backends.base import ResourceKind, resource_kind
 from cluster.errors import Invalid
+from cluster.manifests.common import DISPLAY_NAME_ANNOTATION
+from sandbox import engines
 from sandbox.inventory import inventory
 from sandbox.quantity import parse_quantity, to_units
 from sandbox.registry import pull_error
@@ -444,8 +446,10 @@ def anti_affinity_plan(spec: Manifest) -> list[dict]:
             for term in terms]
 
 
-def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 1, kind: str = "Job") -> dict:
-    """What the scheduler and the controllers need of one pod template."""
+def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 1, kind: str = "Job",
+             display_name: str = "") -> dict:
+    """What the scheduler and the controllers need of one pod template (``display_name``: its workload's name
+    for people, the model name a Deployment's engine serves when its env and arguments name none)."""
     spec = template.get("spec") or {}
     containers = spec.get("containers") or []
     requests: dict[str, int] = {}
@@ -499,6 +503,10 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
         # Its labels, which other pods' anti-affinity selects.
         "lbl": dict((template.get("metadata") or {}).get("labels") or {}),
     }
+    if kind == "Deployment":
+        serving = engines.plan(first, env, display_name or workload)
+        if serving is not None:  # its container is a real engine on this machine (sandbox.engines)
+            plan["engine"] = serving
     anti = anti_affinity_plan(spec)
     if anti:  # only then: the scheduler's inter-pod check costs nothing for pods without
         plan["anti"] = anti
@@ -540,7 +548,9 @@ def compile_plan(obj: Manifest) -> dict:
         return {"pods": pods, "backoff": run_policy.get("backoffLimit", 6),
                 "deadline": run_policy.get("activeDeadlineSeconds")}
     if kind == "Deployment":
-        return {"pods": [pod_plan(spec["template"], workload=workload, kind=kind)], "replicas": spec.get("replicas")}
+        display = (obj["metadata"].get("annotations") or {}).get(DISPLAY_NAME_ANNOTATION, "")
+        return {"pods": [pod_plan(spec["template"], workload=workload, kind=kind, display_name=str(display))],
+                "replicas": spec.get("replicas")}
     if kind == "ScaledObject":
         trigger = spec["triggers"][0]
         behavior = ((spec.get("advanced") or {}).get("horizontalPodAutoscalerConfig") or {}).get("behavior") or {}

@@ -68,6 +68,8 @@ class World:
         self.usage: dict[str, dict[str, int]] | None = None
         #: Owners whose pods changed this tick; the others are skipped when nothing is due.
         self.attention: set[int] = set()
+        #: The cluster's real engines by (namespace, pod), read once a tick when first needed (sandbox.engines).
+        self.engines: dict | None = None
 
     # -- bookkeeping ------------------------------------------------------------------------
 

@@ -38,3 +38,7 @@ INSTALLED_APPS = [*INSTALLED_APPS, "tests.workloads.tinykind"]  # noqa: F405
 #: One cluster in the single-pool format, the shape the suite's tests assume (see the file);
 #: the tests of the bundled two-cluster inventory name sandbox/inventory.yaml themselves.
 SLIPWAY_SANDBOX_INVENTORY = str(BASE_DIR / "tests" / "inventory.yaml")  # noqa: F405
+
+#: No real engine processes for the suite's endpoints (hundreds of tests apply one): the tests of
+#: sandbox/engines.py turn them on (docs/serving.md).
+SLIPWAY_SANDBOX_ENGINES = env_bool("SLIPWAY_SANDBOX_ENGINES", False)  # noqa: F405

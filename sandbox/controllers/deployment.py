@@ -81,7 +81,9 @@ def sync_pods(world: World, dep: ObjRow, desired: int, pods: list[PodRow]) -> No
         dep.memo.update(progress=rfc3339(world.now), ready=ready, desired=desired)
         world.dirty(dep)
     elif ready < int(dep.memo.get("ready", 0)):
-        dep.memo["ready"] = ready  # a replica went away: progress is measured from here
+        # A replica went away (or went unready: its engine died, sandbox.engines): progress is measured from
+        # here, not from the last progress, which may be long past (it was stable).
+        dep.memo.update(progress=rfc3339(world.now), ready=ready)
         world.dirty(dep)
     stalled = (ready < desired
                and world.now - parse_rfc3339(dep.memo["progress"]) > timedelta(seconds=PROGRESS_DEADLINE))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from sandbox import engines
 from sandbox.checkpoints import NOTICE_EXIT_CODE, notice_exit
 from sandbox.controllers.quota import release
 from sandbox.registry import INVALID_IMAGE_NAME, invalid_image_message
@@ -90,7 +91,8 @@ def advance(world: World, pod: PodRow, owner: ObjRow) -> None:
         return
     if owner.kind == "Deployment":
         end = pod.started_at + timedelta(seconds=plan["dur"])
-        if pod.stage == STAGE_STARTED and outcome not in CRASH_OUTCOMES and pod_ready(pod, plan, world.now):
+        if (pod.stage == STAGE_STARTED and outcome not in CRASH_OUTCOMES and loaded(pod, plan, world.now)
+                and ("engine" not in plan or engines.ready(world, pod, plan))):
             pod.stage = STAGE_READY  # no event: the readiness probe passing is silent
             world.touch(pod)
         # restartPolicy Always: a crashing server is restarted in place, forever.
@@ -201,8 +203,14 @@ def crash_loop(pod: PodRow, plan: dict) -> tuple[str, int] | None:
     return None
 
 
-def pod_ready(pod: PodRow, plan: dict, now: datetime) -> bool:
-    """Running, past its readiness delay, and not a server that crashes."""
+def loaded(pod: PodRow, plan: dict, now: datetime) -> bool:
+    """Running, past its readiness delay (its model loaded), and not a server that crashes."""
     if pod.phase != "Running" or pod.started_at is None or crash_loop(pod, plan) is not None:
         return False
     return now >= pod.started_at + timedelta(seconds=plan.get("ready", 0))
+
+
+def pod_ready(pod: PodRow, plan: dict, now: datetime) -> bool:
+    """Whether the pod is ready: :func:`loaded`, and a pod with a real engine (:mod:`sandbox.engines`) once
+    its readiness probe passed in a tick (its stage says so: the probe is the tick's, never a reader's)."""
+    return loaded(pod, plan, now) and ("engine" not in plan or pod.stage == STAGE_READY)

@@ -1,12 +1,13 @@
 """KEDA's ScaledObject and the HPA it drives: the replica target of a Deployment from its
-endpoint's load (pinned with ``manage.py sandbox load``, else a demo curve), held within the
-ScaledObject's bounds with the HPA's scale-down stabilization, and the two objects' statuses.
+endpoint's load (pinned with ``manage.py sandbox load``, else its engines' traffic, else a demo
+curve), held within the ScaledObject's bounds with the HPA's scale-down stabilization, and the two objects' statuses.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from sandbox import engines
 from sandbox.simulation import default_load, wanted_replicas
 from sandbox.timestamps import rfc3339
 from sandbox.world import ObjRow, World
@@ -17,7 +18,8 @@ ACTIVE_REFRESH_SECONDS = 300
 def replica_target(world: World, scaled: ObjRow, dep: ObjRow) -> int:
     """How many replicas the HPA asks of ``dep`` this tick; updates the ScaledObject's status on the way."""
     sp = scaled.plan
-    load = endpoint_load(world.loads, dep.namespace, dep.workload, sp, world.now)
+    load = endpoint_load(world.loads, dep.namespace, dep.workload, sp, world.now,
+                         engines.traffic(world, dep, sp))
     wanted = wanted_replicas(load, sp["threshold"], sp["min"])
     desired = stabilized(world, scaled, dep, min(max(wanted, sp["min"]), sp["max"]))
     scaledobject_status(world, scaled, load > 0)
@@ -26,11 +28,14 @@ def replica_target(world: World, scaled: ObjRow, dep: ObjRow) -> int:
 
 
 def endpoint_load(loads: dict[tuple[str, str], float], namespace: str, workload: str, scaled_plan: dict,
-                  now: datetime) -> float:
-    """The pinned load of an endpoint, else its default demo curve (a pure function of time)."""
+                  now: datetime, traffic: float | None = None) -> float:
+    """The pinned load of an endpoint, else what its engines serve (``traffic``, the trigger's figure from
+    their last scrape: :func:`sandbox.engines.traffic`), else its default demo curve (a pure function of time)."""
     pinned = loads.get((namespace, workload))
     if pinned is not None:
         return pinned
+    if traffic is not None:
+        return traffic
     # Demo demand is scaled to what the endpoint may grow to, not to its current ceiling, so
     # burst beyond the ceiling is asked for (and granted or capped by the portal).
     return default_load(f"{namespace}/{workload}", scaled_plan["threshold"],
