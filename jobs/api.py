@@ -149,7 +149,7 @@ class RunViewSet(WorkloadViewSet):
     def kind_context(self, workloads) -> dict:
         """Each run's progress and ETA (one query for the page; none for runs that never started, such as one
         just submitted: without pods nothing reported)."""
-        started = [run.pk for run in workloads if run.started_at is not None]
+        started = [run for run in workloads if run.started_at is not None]
         return {"progress": metrics.progress_answers(started) if started else {}}
 
     @extend_schema(methods=["GET"], request=None, responses={200: MetricsSerializer}, parameters=[
@@ -178,7 +178,7 @@ class RunViewSet(WorkloadViewSet):
                 count = metrics.report_metrics(run, request.data)
             except metrics.MetricsConflict as exc:
                 return conflict_response(str(exc))
-            answer = metrics.progress_answers([run.pk]).get(run.pk)
+            answer = metrics.progress_answers([run]).get(run.pk)
             return Response({"points": count, "progress": answer})
         if isinstance(request.auth, RunCredential):
             raise exceptions.PermissionDenied("A run token reports metrics; it reads nothing.")
@@ -190,7 +190,7 @@ class RunViewSet(WorkloadViewSet):
         found = metrics.series([run.pk], wanted, query["since_step"], query["limit"]).get(run.pk, {})
         return Response({"names": metrics.names(run), "series": {name: [[s, v] for s, v in points]
                                                                   for name, points in found.items()},
-                         "progress": metrics.progress_answers([run.pk]).get(run.pk)})
+                         "progress": metrics.progress_answers([run]).get(run.pk)})
 
 
 def metrics_query(request) -> dict:

@@ -185,7 +185,7 @@ class TrainingKind(WorkloadKind):
         """Running runs whose fresh progress gives an ETA (:func:`jobs.progress.eta`): expected to end then.
         A stale one (no report for a while), or one that reported its last step, says nothing of when."""
         running = {run.pk: run for run in runs if run.state == RunState.RUNNING}
-        return {running[pk].ref: eta.at for pk, eta in metrics.etas(running, now).items()
+        return {running[pk].ref: eta.at for pk, eta in metrics.etas(running.values(), now).items()
                 if eta.at is not None and not eta.stale and not eta.done}
 
     def reports_checkpoints(self, run: TrainingRun) -> bool:

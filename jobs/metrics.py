@@ -289,17 +289,26 @@ def state_of(row: RunProgress | None) -> progress.Progress | None:
 # 3. Reading ----------------------------------------------------------------------------------------
 
 
+def earlier_attempt(run: TrainingRun, state: progress.Progress | None) -> bool:
+    """``state`` (the run's stored progress) is its last attempt's, not the current one's
+    (:func:`jobs.progress.earlier_attempt`)."""
+    return progress.earlier_attempt(state, run.attempt, run.attempt_started)
+
+
 def run_eta(run: TrainingRun, now: datetime | None = None) -> progress.Eta | None:
     """The run's ETA (:func:`jobs.progress.eta`) from its stored progress; None without any."""
-    return progress.eta(state_of(RunProgress.objects.filter(run=run).first()), now or timezone.now())
+    state = state_of(RunProgress.objects.filter(run=run).first())
+    return progress.eta(state, now or timezone.now(), earlier_attempt(run, state))
 
 
-def etas(run_ids: Iterable[int], now: datetime | None = None) -> dict[int, progress.Eta]:
-    """``{run id: ETA}`` of the runs among ``run_ids`` that reported progress, in one query."""
+def etas(runs: Iterable[TrainingRun], now: datetime | None = None) -> dict[int, progress.Eta]:
+    """``{run id: ETA}`` of the ``runs`` that reported progress, in one query."""
     now = now or timezone.now()
+    by_id = {run.pk: run for run in runs}
     found = {}
-    for row in RunProgress.objects.filter(run_id__in=list(run_ids)):
-        eta = progress.eta(state_of(row), now)
+    for row in RunProgress.objects.filter(run_id__in=list(by_id)):
+        state = state_of(row)
+        eta = progress.eta(state, now, earlier_attempt(by_id[row.run_id], state))
         if eta is not None:
             found[row.run_id] = eta
     return found
@@ -395,22 +404,27 @@ def prune(now: datetime | None = None) -> int:
     return deleted
 
 
-def progress_answer(state: progress.Progress | None, now: datetime) -> dict | None:
-    """A run's progress as the API answers it (``progress`` of a run and of ``metrics/``); None without any."""
-    eta = progress.eta(state, now)
+def progress_answer(state: progress.Progress | None, now: datetime, earlier: bool = False) -> dict | None:
+    """A run's progress as the API answers it (``progress`` of a run and of ``metrics/``); None without any.
+    ``earlier``: the last attempt's (``last_attempt`` true: its step and percent, no rate, no ETA)."""
+    eta = progress.eta(state, now, earlier)
     if state is None or eta is None:
         return None
     return {"step": state.step, "total": state.total, "percent": round(eta.percent, 1),
             "rate_per_second": eta.rate, "updated_at": state.at, "eta": eta.at,
             "eta_seconds": max(round((eta.at - now).total_seconds()), 0) if eta.at is not None and not eta.done else None,
-            "done": eta.done, "stale": eta.stale}
+            "done": eta.done, "stale": eta.stale, "last_attempt": eta.earlier}
 
 
-def progress_answers(run_ids: Iterable[int], now: datetime | None = None) -> dict[int, dict]:
-    """``{run id: progress_answer}`` of the runs among ``run_ids`` that reported progress, one query."""
+def progress_answers(runs: Iterable[TrainingRun], now: datetime | None = None) -> dict[int, dict]:
+    """``{run id: progress_answer}`` of the ``runs`` that reported progress, one query."""
     now = now or timezone.now()
-    return {row.run_id: progress_answer(state_of(row), now)
-            for row in RunProgress.objects.filter(run_id__in=list(run_ids))}
+    by_id = {run.pk: run for run in runs}
+    answers = {}
+    for row in RunProgress.objects.filter(run_id__in=list(by_id)):
+        state = state_of(row)
+        answers[row.run_id] = progress_answer(state, now, earlier_attempt(by_id[row.run_id], state))
+    return answers
 
 
 def chart_series(run_ids: Iterable[int], names_wanted: Iterable[str] | None = None,

@@ -246,13 +246,20 @@ class ProgressView:
     words: str  #: "ETA 14:05 UTC (in 12 min)", "done", "late: …", "ETA unknown until …"
     eta: datetime | None  #: the ETA itself (for a <time> element), None when unknown or done
     stale: bool
+    earlier: bool = False  #: the last attempt's progress (the run is queued again, or its new attempt has not reported)
 
 
-def progress_view(state: Progress | None, now: datetime) -> ProgressView | None:
-    """What the page says of ``state``'s progress at ``now``; None when the run reported none."""
-    found = eta(state, now)
+def progress_view(state: Progress | None, now: datetime, earlier: bool = False) -> ProgressView | None:
+    """What the page says of ``state``'s progress at ``now``; None when the run reported none. ``earlier``
+    (:func:`jobs.progress.earlier_attempt`): the last attempt's step, no ETA until the new attempt reports."""
+    found = eta(state, now, earlier)
     if state is None or found is None:
         return None
+    if found.earlier:
+        words = (f"Last attempt reached step {state.step:,} of {state.total:,} "
+                 f"({round(found.percent, 1)} %, at {format_when(state.at, 'seconds')}); "
+                 "no ETA until the new attempt reports")
+        return ProgressView(state.step, state.total, round(found.percent, 1), words, None, False, True)
     if found.done:
         words = f"done: its last step at {format_when(found.at, 'seconds')}"
     elif found.at is None:

@@ -19,6 +19,13 @@ window starts afresh there, and the rate learned so far is kept — it is the sa
 first report of a new attempt whatever its step (issue 46: a run queued again after a preemption
 resumes from its checkpoint, at or above its last report): the time it waited in the queue is no
 progress, and a window across it would divide its steps by the wait.
+
+Progress and its ETA belong to an **attempt** (issue 46). While a run is queued again after a
+preemption (no pods), and in its next attempt until that attempt's first report, the stored
+progress is the last attempt's (:func:`earlier_attempt`): :func:`eta` then says no rate and no ETA —
+a queued run has no end to expect — and its readers say "last attempt reached step N of M" (what
+the checkpoint it resumes from is likely near), never an ETA counting the queue's wait as work.
+The next attempt's first report starts its own window (above) and so its own ETA.
 """
 
 from __future__ import annotations
@@ -60,6 +67,8 @@ class Eta:
     done: bool  #: it reported its last step
     stale: bool  #: its last report is older than STALE_AFTER
     rate: float | None  #: steps per second
+    #: the progress is an earlier attempt's (:func:`earlier_attempt`): no rate, no ETA, not done, not stale
+    earlier: bool = False
 
 
 def advance(state: Progress | None, step: int, total: int, at: datetime,
@@ -96,16 +105,26 @@ def current_rate(state: Progress) -> float | None:
     return None
 
 
-def eta(state: Progress | None, now: datetime) -> Eta | None:
+def earlier_attempt(state: Progress | None, attempt: int, attempt_started: datetime | None) -> bool:
+    """``state`` is an earlier attempt's progress: the run is on a later attempt (``attempt`` > 1) whose pods
+    have not started (queued again, admitted, starting: ``attempt_started`` None) or have reported nothing
+    since they did."""
+    return state is not None and attempt > 1 and (attempt_started is None or state.at < attempt_started)
+
+
+def eta(state: Progress | None, now: datetime, earlier: bool = False) -> Eta | None:
     """When the run whose progress is ``state`` should finish, seen at ``now``; None without progress.
 
     From the last report: the steps left at the current rate. Done when it reported its last
     step (then ``at`` is when it did). Not clamped to ``now``: an ETA in the past says the run is
-    late, which its readers word themselves ("any moment now", the next cycle).
+    late, which its readers word themselves ("any moment now", the next cycle). ``earlier``
+    (:func:`earlier_attempt`): the last attempt's step and percent alone, no ETA.
     """
     if state is None or state.total <= 0:
         return None
     percent = max(0.0, min(100.0, 100.0 * state.step / state.total))
+    if earlier:
+        return Eta(None, percent, None, False, False, None, earlier=True)
     stale = now - state.at > STALE_AFTER
     if state.step >= state.total:
         return Eta(state.at, 100.0, timedelta(0), True, stale, state.rate)

@@ -72,6 +72,9 @@ class ProgressSerializer(serializers.Serializer):
     eta_seconds = serializers.IntegerField(allow_null=True, help_text="Seconds from now to the ETA (0 when late).")
     done = serializers.BooleanField(help_text="It reported its last step.")
     stale = serializers.BooleanField(help_text="No report for 15 minutes: the ETA is not to be trusted.")
+    last_attempt = serializers.BooleanField(
+        help_text="The figures are its last attempt's: it is queued again after a preemption (or its new attempt has "
+                  "not reported yet); rate_per_second, eta and eta_seconds are null, done and stale false.")
 
 
 class ProgressReportSerializer(serializers.Serializer):

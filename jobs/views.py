@@ -203,8 +203,13 @@ def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
             "cancel_refused": "" if run.is_final or membership is None else end_refusal(request.user, run, membership),
             "can_rerun": membership is not None and membership.allows(Role.MEMBER),
             "rerun_refused": "" if membership is None else submit_refusal(membership),
-            "staff_reader": membership is None, "progress": progress_view(metrics.state_of(
-                RunProgress.objects.filter(run=run).first()), timezone.now()), **idle_context(run), **alert_context(run)}
+            "staff_reader": membership is None, "progress": _progress(run), **idle_context(run), **alert_context(run)}
+
+
+def _progress(run: TrainingRun):
+    """The run page's progress row: its current attempt's, or its last attempt's step without an ETA."""
+    state = metrics.state_of(RunProgress.objects.filter(run=run).first())
+    return progress_view(state, timezone.now(), metrics.earlier_attempt(run, state))
 
 
 @login_required

@@ -23,6 +23,8 @@ def progress_words(progress: dict | None) -> str:
     if not progress:
         return ""
     words = f"step {progress['step']:,} of {progress['total']:,} ({progress['percent']} %)"
+    if progress.get("last_attempt"):  # queued again, or a new attempt that has not reported: no ETA
+        return f"last attempt reached {words}, no ETA until the new attempt reports"
     if progress.get("done"):
         return words + ", done"
     if progress.get("eta") is None:
@@ -129,7 +131,7 @@ def top(client: Client, team: str | None, output: str) -> None:
         progress = run.get("progress")
         util, memory = _gpu(run)
         rows.append(["run", run["id"], run["team"], run["name"], run["gpus_per_worker"] * run["workers"],
-                     util, memory, f"{progress['percent']} %" if progress else "-",
+                     util, memory, _percent(progress),
                      _eta(progress), money(run["cost_to_date"], run.get("currency", ""))])
     for endpoint in endpoints:
         util, memory = _gpu(endpoint)
@@ -146,11 +148,19 @@ def top(client: Client, team: str | None, output: str) -> None:
     table(["KIND", "ID", "TEAM", "NAME", "GPUS", "GPU UTIL", "GPU MEM", "PROGRESS", "ETA", "COST"], rows)
 
 
+def _percent(progress: dict | None) -> str:
+    if not progress:
+        return "-"
+    return f"{progress['percent']} %" + (" (last attempt)" if progress.get("last_attempt") else "")
+
+
 def _eta(progress: dict | None) -> str:
     if not progress:
         return "-"
     if progress.get("done"):
         return "done"
+    if progress.get("last_attempt"):
+        return "-"
     if progress.get("eta") is None:
         return "unknown"
     seconds = progress.get("eta_seconds") or 0

@@ -324,8 +324,8 @@ def open_url(user, workspace: Workspace) -> str:
     """The way into its notebook for ``user`` (only when :meth:`Workspace.may_open`): its own host's address with
     a one-use ticket (:mod:`workspaces.access`), which the host's gate exchanges for the workspace's cookie.
 
-    The Jupyter token is never handed out. Audited without the address. Raises :class:`NotOpen` while it does
-    not run.
+    Slipway hands out no Jupyter token (Jupyter's own page carries it: docs/workspaces.md). Audited without the
+    address. Raises :class:`NotOpen` while it does not run.
     """
     check_may_open(user, workspace)
     if workspace.state != WorkspaceState.RUNNING:

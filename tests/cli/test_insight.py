@@ -25,7 +25,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def running_run(cli, spec_path) -> TrainingRun:
     run_id = run_id_of(cli("run", "-f", spec_path).stdout)
     apply_workload("run", run_id)
-    TrainingRun.objects.filter(pk=run_id).update(state=RunState.RUNNING, started_at=timezone.now())
+    # Its pods started before it reports (report() dates its first mark a minute back): a report from before
+    # the attempt started would be the start of a new attempt's window (jobs.progress.advance), with no rate.
+    TrainingRun.objects.filter(pk=run_id).update(state=RunState.RUNNING, started_at=timezone.now() - timedelta(minutes=5))
     return TrainingRun.objects.get(pk=run_id)
 
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs.progress import STALE_AFTER, advance, eta
+from jobs.progress import STALE_AFTER, advance, earlier_attempt, eta
 
 T0 = datetime(2026, 11, 24, 8, 0, tzinfo=UTC)
 
@@ -81,3 +81,18 @@ def test_a_new_attempt_resumed_after_a_queue_wait_starts_a_window_at_its_first_r
     assert state.rate == pytest.approx(2.0)  # not 60 steps over 20.5 minutes
     found = eta(state, resumed + timedelta(seconds=30))
     assert found.at == resumed + timedelta(seconds=30 + (2400 - 660) / 2.0)
+
+
+def test_progress_from_before_the_current_attempt_has_no_eta():
+    """Issue 46: a run queued again (attempt 2, no pods) or whose new attempt has not reported yet shows its last
+    attempt's step and percent, without a rate or an ETA; the first attempt's progress is its own."""
+    state = advance(advance(None, 100, 1000, at(0)), 200, 1000, at(100))
+    assert earlier_attempt(state, 1, at(0)) is False
+    assert earlier_attempt(state, 2, None) is True  # queued again: no pods
+    assert earlier_attempt(state, 2, at(500)) is True  # its pods started, nothing reported since
+    assert earlier_attempt(state, 2, at(50)) is False  # reported since its pods started
+    assert earlier_attempt(None, 2, None) is False
+    found = eta(state, at(600), earlier=True)
+    assert (found.at, found.percent, found.rate, found.done, found.stale, found.earlier) == (
+        None, 20.0, None, False, False, True)
+    assert eta(state, at(600)).at is not None
