@@ -57,6 +57,7 @@ from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 
+from core import processes
 from workspaces.manifests import TOKEN_ENV, base_url, workspace_host
 from workspaces.models import LocalServer
 
@@ -98,11 +99,7 @@ def _jupyter_dir(workspace) -> Path:
 
 def _alive(pid: int) -> bool:
     """Whether process ``pid`` runs and is a Jupyter server (a recycled id of another program is not)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"jupyter_server" in cmdline and not Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z")
+    return processes.alive(pid, b"jupyter_server")
 
 
 def running(workspace) -> LocalServer | None:
@@ -124,12 +121,6 @@ def server_of(workspace) -> LocalServer | None:
     is no address to hand out until it listens, or the browser's first request is refused."""
     server = running(workspace)
     return server if server is not None and _accepting(server.port) else None
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def environment(workspace, token: str, python: str = sys.executable) -> dict[str, str]:
@@ -270,7 +261,7 @@ def ensure(workspace, token: str) -> LocalServer | None:
     except OSError as exc:
         logger.error("workspace %s: no local Jupyter server: %s", workspace.object_name, exc)
         return None
-    port = _free_port()
+    port = processes.free_port()
     user = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
     try:
         with open(directory(workspace) / "server.log", "ab") as log:

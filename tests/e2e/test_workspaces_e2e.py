@@ -25,6 +25,7 @@ import httpx
 import pytest
 from django.test import Client
 
+from core.formatting import format_rate
 from notifications.models import Event
 from quotas.demo import seed_flavors, seed_team_quotas
 from quotas.models import Reservation
@@ -154,7 +155,9 @@ def test_a_workspace_runs_pauses_when_idle_and_resumes_with_its_files(worker, pr
     assert paused["pause_cause"] == "idle" and "saves" in paused["reason"]
     assert not Reservation.objects.held().filter(ref=f"ws:{pk}").exists()
     event = Event.objects.get(kind="workspace_paused")
-    assert f"saves {Decimal(paused['cost_per_hour']):.2f} USD/h" in event.text
+    # Paused, it costs nothing per hour; what pausing saves is what it cost running, in the one rounding.
+    assert Decimal(paused["cost_per_hour"]) == 0
+    assert f"saves {format_rate(Decimal(paused['running_cost_per_hour']), 'USD')}/h" in event.text
     wait_for(lambda: event.deliveries.filter(target="mia@example.com").exists(), timeout=30,
              what="the owner's notice")
     wait_for(lambda: direct(pk, first_token) == 0, timeout=30, what="the paused workspace's server to stop")

@@ -84,16 +84,27 @@ def serves(url: str) -> bool:
     return True
 
 
-def wait_until(ready, process: subprocess.Popen, what: str, timeout: float = 120) -> None:
-    """Poll ``ready()`` until it holds; waiting on the script paces the loop and notices its exit."""
+def wait_until(ready, process: subprocess.Popen, what: str, timeout: float = 120, transcript=lambda: "") -> None:
+    """Poll ``ready()`` until it holds; waiting on the script paces the loop and notices its exit (the failure
+    quotes the end of ``transcript()``, what the script printed)."""
     deadline = time.monotonic() + timeout
     while not ready():
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout:.0f} s"
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout:.0f} s:\n{transcript()[-3000:]}"
         try:
             process.wait(timeout=0.25)
         except subprocess.TimeoutExpired:
             continue
-        raise AssertionError(f"run.sh exited ({process.returncode}) before {what}")
+        raise AssertionError(f"run.sh exited ({process.returncode}) before {what}:\n{transcript()[-3000:]}")
+
+
+def two_free_ports() -> tuple[int, int]:
+    """The portal's port and the workspace proxy's, both free now: by default the proxy takes the port after
+    the portal's, which under the suite's load an unrelated socket holds now and then."""
+    port = free_port()
+    proxy = free_port()
+    while proxy == port:
+        proxy = free_port()
+    return port, proxy
 
 
 def interrupted(process: subprocess.Popen, ctrl_c, transcript) -> tuple[int, float, str]:
@@ -118,7 +129,7 @@ def running(tmp_path):
     # This checkout's code, even where another one is installed in the virtualenv.
     env.update(SLIPWAY_VAR_DIR=str(var), VENV=str(VENV), DEBUG="true",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    port = free_port()
+    port, env["SLIPWAY_WORKSPACE_PROXY_PORT"] = (str(p) for p in two_free_ports())
     out = tmp_path / "run.out"
     with out.open("wb") as log:
         process = subprocess.Popen(["bash", str(ROOT / "scripts" / "run.sh"), str(port)], cwd=ROOT, env=env,
@@ -135,7 +146,8 @@ def running(tmp_path):
 def test_it_stops_every_process_within_10_s_and_exits_0_on_ctrl_c(running):
     process, url, out, logs = running
     # A cold start (migrate and seed a new SQLite file) takes minutes while the suite loads both cores.
-    wait_until(lambda: "Slipway is running" in out.read_text(), process, "the script announced the server", 300)
+    wait_until(lambda: "Slipway is running" in out.read_text(), process, "the script announced the server", 300,
+               transcript=out.read_text)
     wait_until(lambda: (logs / "worker.log").exists() and " ready." in (logs / "worker.log").read_text(),
                process, "the worker was ready")
     assert serves(url + "healthz")
@@ -205,7 +217,7 @@ def test_make_run_exits_0_on_a_terminals_ctrl_c_and_the_worker_stops_by_itself(t
     env.update(SLIPWAY_VAR_DIR=str(var), DEBUG="true",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     terminal = Terminal()
-    port = free_port()
+    port, env["SLIPWAY_WORKSPACE_PROXY_PORT"] = (str(p) for p in two_free_ports())
     # `-o install`: the virtualenv is this one, already installed; the recipe under test is `run`'s.
     process = subprocess.Popen(["make", "-o", "install", "run", f"PORT={port}", f"VENV={VENV}"], cwd=ROOT, env=env,
                                stdin=terminal.slave, stdout=terminal.slave, stderr=terminal.slave,
@@ -213,7 +225,8 @@ def test_make_run_exits_0_on_a_terminals_ctrl_c_and_the_worker_stops_by_itself(t
     session = process.pid
     try:
         # A cold start (migrate and seed a new SQLite file) takes minutes while the suite loads both cores.
-        wait_until(lambda: "Slipway is running" in terminal.text(), process, "make run announced the server", 300)
+        wait_until(lambda: "Slipway is running" in terminal.text(), process, "make run announced the server", 300,
+                   transcript=terminal.text)
         worker_log = var / "log" / "worker.log"
         wait_until(lambda: worker_log.exists() and " ready." in worker_log.read_text(), process, "the worker was ready")
         assert "NLP Platform submits t5-distill at" in terminal.text()  # F.3: printed once the portal answers
