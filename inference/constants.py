@@ -71,4 +71,32 @@ MAX_QUERY_LENGTH = promql.MAX_QUERY_LENGTH  # the autoscale query: one limit, cl
 AUDIT_CREATED = "endpoint_created"
 AUDIT_CHANGED = "endpoint_changed"
 AUDIT_DELETED = "endpoint_deleted"
-AUDIT_ACTIONS = {AUDIT_CREATED: "Endpoint created", AUDIT_CHANGED: "Endpoint changed", AUDIT_DELETED: "Endpoint deleted"}
+
+
+class RevisionState(models.TextChoices):
+    """Where a revision of an endpoint stands (docs/serving.md "Revisions, canary and rollback")."""
+
+    STABLE = "stable", "Stable"          # serves the traffic the candidate does not take
+    CANARY = "canary", "Canary"          # the candidate: serves its weight, compared with stable
+    ROLLING = "rolling", "Rolling out"   # a replace rollout in flight (one Deployment, rolling update)
+    RETIRED = "retired", "Retired"       # an earlier stable one, replaced or promoted over
+    ROLLED_BACK = "rolled_back", "Rolled back"  # a candidate taken out, by hand or by the rule
+
+
+class Rollout(models.TextChoices):
+    REPLACE = "replace", "Replace (rolling update)"
+    CANARY = "canary", "Canary at a weight"
+
+
+# Audit actions of API keys (declared with the kind beside the endpoint's).
+AUDIT_KEY_CREATED = "api_key_created"
+AUDIT_KEY_REVOKED = "api_key_revoked"
+AUDIT_KEY_DISABLED = "api_key_disabled"
+AUDIT_KEY_ENABLED = "api_key_enabled"
+AUDIT_ACTIONS = {AUDIT_CREATED: "Endpoint created", AUDIT_CHANGED: "Endpoint changed", AUDIT_DELETED: "Endpoint deleted",
+                 AUDIT_KEY_CREATED: "API key created", AUDIT_KEY_REVOKED: "API key revoked",
+                 AUDIT_KEY_DISABLED: "API key disabled", AUDIT_KEY_ENABLED: "API key enabled"}
+
+#: Cold-start stages, in order (docs/serving.md "Cold starts"): each is the instant it was reached.
+COLD_START_STAGES = ("admitted", "scheduled", "image_pulled", "container_started", "model_loaded", "ready",
+                     "first_byte")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
@@ -35,6 +36,8 @@ from inference.constants import (
     HOLDING_STATES,
     REF_PREFIX,
     EndpointState,
+    RevisionState,
+    Rollout,
     ScalingDecision,
 )
 from workloads.models import Workload
@@ -162,3 +165,191 @@ class ReplicaSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.endpoint.ref} {self.at:%Y-%m-%d %H:%M:%S} {self.ready}/{self.desired}/{self.ceiling}"
+
+
+# -- serving: what the gateway (``gateway/``) reads and writes; docs/serving.md ------------------------------
+class EndpointRevision(models.Model):
+    """One revision of an endpoint's serving spec: image, command, args, env (and so its model).
+
+    Revision 1 is the spec the endpoint was created with; a change of any of those fields makes N+1
+    (``inference.revisions``). ``weight`` is the percent of the endpoint's requests the gateway sends to
+    it; the live revisions' weights sum to 100. ``verdict`` keeps the figures that promoted or rolled it
+    back.
+    """
+
+    endpoint = models.ForeignKey(InferenceEndpoint, on_delete=models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    #: The serving fields of this revision: {"image", "command", "args", "env"}.
+    spec = models.JSONField(default=dict)
+    state = models.CharField(max_length=16, choices=RevisionState.choices, default=RevisionState.STABLE)
+    rollout = models.CharField(max_length=10, choices=Rollout.choices, default=Rollout.REPLACE)
+    weight = models.PositiveSmallIntegerField(default=100, help_text="Percent of the requests it serves.")
+    #: Promote on its own after this many good windows (0: by hand only).
+    auto_promote_windows = models.PositiveSmallIntegerField(default=0)
+    good_windows = models.PositiveSmallIntegerField(default=0)
+    bad_windows = models.PositiveSmallIntegerField(default=0)
+    verdict = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["endpoint", "-number"]
+        constraints = [models.UniqueConstraint(fields=["endpoint", "number"], name="uniq_endpoint_revision")]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint.ref} r{self.number} {self.state} {self.weight}%"
+
+
+class ApiKeyQuerySet(models.QuerySet):
+    def usable(self, now=None) -> ApiKeyQuerySet:
+        """Not revoked, not disabled, not expired."""
+        from django.utils import timezone
+
+        now = now or timezone.now()
+        return self.filter(revoked_at__isnull=True, disabled_at__isnull=True).filter(
+            Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+
+
+class ApiKey(models.Model):
+    """A key clients send to the gateway (``Authorization: Bearer <key>``), for one endpoint or, with no
+    endpoint, for every endpoint of its team.
+
+    Shown once; stored as its SHA-256 digest (a key carries ≥ 190 random bits: no salt or KDF needed, as for
+    API tokens). ``prefix`` is its first characters, shown to tell keys apart. ``updated_at`` moves with every
+    change, so gateways refresh their cache by it (revocation reaches every replica within seconds).
+    """
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="api_keys")
+    endpoint = models.ForeignKey(InferenceEndpoint, on_delete=models.CASCADE, null=True, blank=True,
+                                 related_name="api_keys", help_text="Empty: valid for every endpoint of the team.")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, db_index=True)
+    digest = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField(db_index=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    #: Per-key limits (None: no limit): requests and tokens (prompt + completion) per minute.
+    requests_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    tokens_per_minute = models.PositiveIntegerField(null=True, blank=True)
+
+    objects = ApiKeyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["team", "endpoint"])]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… {self.name}"
+
+
+class KeyUsage(models.Model):
+    """One key's requests to one endpoint in one hour, as the gateways counted them (their increments add up).
+
+    The hour's share of the endpoint's cost is not stored: it is computed from these rows and the ledger
+    (``inference.key_costs``), so it always sums to the ledger's figure.
+    """
+
+    key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="usage")
+    endpoint = models.ForeignKey(InferenceEndpoint, on_delete=models.CASCADE, related_name="key_usage")
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="+")
+    hour = models.DateTimeField()
+    requests_2xx = models.PositiveBigIntegerField(default=0)
+    requests_4xx = models.PositiveBigIntegerField(default=0)
+    requests_5xx = models.PositiveBigIntegerField(default=0)
+    #: Requests that got no answer from a replica (timeout, connection lost mid-stream), also in 5xx.
+    errors = models.PositiveBigIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["key", "endpoint", "hour"], name="uniq_key_usage_hour")]
+        indexes = [models.Index(fields=["endpoint", "hour"]), models.Index(fields=["team", "hour"])]
+
+    def __str__(self) -> str:
+        return f"key {self.key_id} on {self.endpoint_id} {self.hour:%Y-%m-%d %H}:00"
+
+
+class TrafficWindow(models.Model):
+    """An endpoint revision's requests over ``step`` seconds from ``start``, as the gateways measured them.
+
+    Gateways add their counts every few seconds (one row per window, increments add up across replicas).
+    Latencies are histograms over :data:`inference.histogram.BOUNDS_MS` (lists of counts), so the windows of
+    several gateways and several windows merge exactly and p50/p95/p99 are read from the merge.
+    """
+
+    endpoint = models.ForeignKey(InferenceEndpoint, on_delete=models.CASCADE, related_name="traffic")
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="+")
+    revision = models.PositiveIntegerField()
+    start = models.DateTimeField()
+    step = models.PositiveIntegerField()
+    requests = models.PositiveBigIntegerField(default=0)
+    status_2xx = models.PositiveBigIntegerField(default=0)
+    status_4xx = models.PositiveBigIntegerField(default=0)
+    status_5xx = models.PositiveBigIntegerField(default=0)
+    streams = models.PositiveBigIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    #: Seconds of generation summed over requests (tokens/s = output_tokens / this).
+    busy_seconds = models.FloatField(default=0)
+    latency = models.JSONField(default=list, help_text="Counts per inference.histogram bucket (whole request).")
+    ttft = models.JSONField(default=list, help_text="Counts per bucket: time to first byte of streamed answers.")
+    #: The most requests in flight at once seen by one gateway in the window.
+    in_flight_max = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["endpoint", "revision", "step", "start"],
+                                               name="uniq_traffic_window")]
+        indexes = [models.Index(fields=["team", "endpoint", "start"])]
+
+    def __str__(self) -> str:
+        return f"traffic of {self.endpoint_id} r{self.revision} {self.start:%Y-%m-%d %H:%M:%S} ({self.step} s)"
+
+
+class GatewayLoad(models.Model):
+    """What one gateway process sees of one endpoint now: requests held (waiting for a replica), in flight,
+    and its requests a second. Written every second or two; a row older than a few seconds is a gateway that
+    went away. KEDA's stand-in in the sandbox (and the wake from zero) sums the fresh rows."""
+
+    endpoint = models.ForeignKey(InferenceEndpoint, on_delete=models.CASCADE, related_name="gateway_load")
+    gateway = models.CharField(max_length=64, help_text="The gateway process: host and pid.")
+    held = models.PositiveIntegerField(default=0)
+    in_flight = models.PositiveIntegerField(default=0)
+    requests_per_second = models.FloatField(default=0)
+    updated_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["endpoint", "gateway"], name="uniq_gateway_load")]
+
+    def __str__(self) -> str:
+        return f"{self.gateway} on {self.endpoint_id}: {self.held} held, {self.in_flight} in flight"
+
+
+class ColdStart(models.Model):
+    """One replica's way from nothing to its first answer: the instants of
+    :data:`inference.constants.COLD_START_STAGES` it reached (``stages``: {stage: ISO instant}).
+
+    ``from_zero`` when it woke a scaled-to-zero endpoint (then ``first_byte`` is the first answer the
+    gateway sent after the wake).
+    """
+
+    endpoint = models.ForeignKey(InferenceEndpoint, on_delete=models.CASCADE, related_name="cold_starts")
+    revision = models.PositiveIntegerField(default=1)
+    pod = models.CharField(max_length=253)
+    from_zero = models.BooleanField(default=False)
+    started_at = models.DateTimeField()
+    stages = models.JSONField(default=dict)
+    complete = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-started_at", "-pk"]
+        constraints = [models.UniqueConstraint(fields=["endpoint", "pod"], name="uniq_cold_start_pod")]
+
+    def __str__(self) -> str:
+        return f"cold start of {self.pod} at {self.started_at:%Y-%m-%d %H:%M:%S}"
