@@ -517,12 +517,13 @@ class Gateway:
         self.recorder.add(Outcome(route.endpoint_id, route.team_id, revision, key.id if key is not None else None,
                                   status, arrived, latency * 1000, stream, ttfb_ms, tokens[0], tokens[1], busy,
                                   error))
-        labels = (route.team, route.name, str(revision))
-        self.metrics.requests.labels(*labels, status_class(status)).inc()
-        self.metrics.latency.labels(*labels).observe(latency)
+        requests, duration, ttfb, input_tokens, output_tokens = self.metrics.series(
+            route.team, route.name, revision, status_class(status))
+        requests.inc()
+        duration.observe(latency)
         if ttfb_ms is not None:
-            self.metrics.ttfb.labels(*labels).observe(ttfb_ms / 1000)
+            ttfb.observe(ttfb_ms / 1000)
         if tokens[0]:
-            self.metrics.tokens.labels(*labels, "input").inc(tokens[0])
+            input_tokens.inc(tokens[0])
         if tokens[1]:
-            self.metrics.tokens.labels(*labels, "output").inc(tokens[1])
+            output_tokens.inc(tokens[1])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 from django.core.management.base import BaseCommand, CommandError
+from prometheus_client import values
 
 from gateway.server import Gateway
 
@@ -28,6 +29,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, bind: str, **options) -> None:
         host, port = parse_bind(bind)
+        # The settings put the portal's multiprocess directory in the environment, so prometheus_client writes
+        # every figure to files there; the gateway's series are its own /metrics (each process scraped on its
+        # own, as a Deployment's pods are), never the portal's: plain in-memory values, no file write per request.
+        values.ValueClass = values.MutexValue
         self.stdout.write(f"Gateway on http://{host}:{port}/<team>/<endpoint>/…")
         self.stdout.flush()
         web.run_app(Gateway().app(), host=host, port=port, print=None, access_log=None, shutdown_timeout=5.0)
