@@ -54,7 +54,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def wait_until(predicate, what: str, timeout: float = 60.0) -> None:
+def wait_until(predicate, what: str, timeout: float = 180.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
