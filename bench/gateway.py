@@ -160,6 +160,15 @@ async def phase(url: str, headers: dict, clients: int, seconds: float) -> tuple[
     return len(latencies) / elapsed, latencies
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered)) - 1))]
@@ -211,18 +220,22 @@ def main() -> None:
         for base in gateways:
             wait_until(lambda base=base: status_of(f"{base}{path}/v1/models", auth) == 200, f"gateway {base}")
 
+        print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         print(f"engine: 5 ms to the first token, 1 ms a token, {BODY['max_tokens']} tokens; {args.rounds} rounds of "
               f"{args.seconds:g} s a phase")
         results = {}
         for clients in counts:
-            added50, added95, ratios, rates = [], [], [], {"direct": [], "gateway": []}
+            added50, added95, ratios, rates, cpu_ms = [], [], [], {"direct": [], "gateway": []}, []
             for round_ in range(args.rounds):
                 order = ("direct", "gateway") if round_ % 2 == 0 else ("gateway", "direct")
                 figures = {}
                 for which in order:
                     target = f"{direct}/v1/completions" if which == "direct" else f"{gateways[0]}{path}/v1/completions"
+                    cpu = cpu_seconds(children[1].pid)
                     rate, latencies = asyncio.run(phase(target, auth if which == "gateway" else {}, clients,
                                                         args.seconds))
+                    if which == "gateway":
+                        cpu_ms.append((cpu_seconds(children[1].pid) - cpu) * 1000 / len(latencies))
                     figures[which] = (rate, percentile(latencies, 0.5), percentile(latencies, 0.95))
                     rates[which].append(rate)
                 added50.append(figures["gateway"][1] - figures["direct"][1])
@@ -232,7 +245,8 @@ def main() -> None:
             print(f"{clients:3d} clients: direct {statistics.median(rates['direct']):7.0f} req/s, gateway "
                   f"{statistics.median(rates['gateway']):7.0f} req/s; added p50 {results[clients][0]:.2f} ms, "
                   f"added p95 {results[clients][1]:.2f} ms, throughput ratio {results[clients][2]:.2f} "
-                  f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
+                  f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)}); the gateway's CPU "
+                  f"{statistics.median(cpu_ms):.2f} ms a request")
 
         seen = []
         for _ in range(args.revocations):

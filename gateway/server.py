@@ -331,8 +331,8 @@ class Gateway:
     async def healthz(self, _request: web.Request) -> web.Response:
         """200 once a route table was read (the process can route), 503 before."""
         if not self.loaded:
-            return web.json_response({"status": "starting"}, status=503)
-        return web.json_response({"status": "ok", "endpoints": len(self.routes)})
+            return web.json_response({"status": "no route table yet"}, status=503)
+        return web.json_response({"status": "ok", "routes": len(self.routes)})
 
     async def metrics_view(self, _request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
