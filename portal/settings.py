@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "inference",
     "workspaces",
     "notifications",
+    "gateway",
     "front",
     "sandbox",
 ]
@@ -447,6 +448,14 @@ SLIPWAY_WORKSPACE_LOCAL_UID_BASE = env_int("SLIPWAY_WORKSPACE_LOCAL_UID_BASE", 2
 SLIPWAY_WORKSPACE_HOST = env_str("SLIPWAY_WORKSPACE_HOST", "notebooks.slipway.example.com")
 SLIPWAY_WORKSPACE_PROXY_PORT = env_int("SLIPWAY_WORKSPACE_PROXY_PORT", 8001)
 SLIPWAY_WORKSPACE_COOKIE_SECONDS = env_int("SLIPWAY_WORKSPACE_COOKIE_SECONDS", 3600)
+# The gateway (manage.py gateway, docs/serving.md "The gateway"): the public base URL of endpoints
+# (SLIPWAY_GATEWAY_URL/<team>/<endpoint>/…; make run starts one on the portal's port + 2), how long a request
+# for an endpoint with no ready replica is held before 503, and its timeouts to the replicas (seconds to
+# connect, and of silence while reading an answer).
+SLIPWAY_GATEWAY_URL = env_str("SLIPWAY_GATEWAY_URL", f"http://127.0.0.1:{env_int('PORT', 8000) + 2}").rstrip("/")
+SLIPWAY_GATEWAY_HOLD_SECONDS = env_float("SLIPWAY_GATEWAY_HOLD_SECONDS", 300.0)
+SLIPWAY_GATEWAY_CONNECT_TIMEOUT = env_float("SLIPWAY_GATEWAY_CONNECT_TIMEOUT", 5.0)
+SLIPWAY_GATEWAY_READ_TIMEOUT = env_float("SLIPWAY_GATEWAY_READ_TIMEOUT", 300.0)
 # On a real cluster: the Ingresses' class, Slipway's /workspaces/auth/ as the ingress controller reaches
 # it, the controller's namespace and Slipway's (the only two the workspace's NetworkPolicy admits), and the
 # home volumes' storage class. A browser without the workspace's cookie is sent to the portal's Open, at

@@ -54,6 +54,7 @@ from cluster.backends.base import (
     NodeCapacity,
     ObservedWorkload,
     ResourceKind,
+    ServiceRef,
     WorkloadTelemetry,
     env_secret_name,
 )
@@ -65,7 +66,17 @@ from sandbox import engines, exporter, inventory
 from sandbox.bulk import Record
 from sandbox.bulk import load as load_records
 from sandbox.controllers.scaledobject import endpoint_load
-from sandbox.models import SimClock, SimEvent, SimLoad, SimNodeHeat, SimNodeOutage, SimObject, SimPod, SimSilence
+from sandbox.models import (
+    SimClock,
+    SimEngine,
+    SimEvent,
+    SimLoad,
+    SimNodeHeat,
+    SimNodeOutage,
+    SimObject,
+    SimPod,
+    SimSilence,
+)
 from sandbox.names import new_uid
 from sandbox.pods import (
     GPU_ANNOTATION,
@@ -83,6 +94,7 @@ from sandbox.timestamps import rfc3339
 from sandbox.training_metrics import lines_since
 from sandbox.validation import admit, compile_plan, kind_label, served
 from sandbox.world import PLANS as PLAN_CACHE
+from sandbox.world import STAGE_READY
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -515,6 +527,39 @@ class SandboxBackend(ClusterBackend):
             busy = busy_per_gpu(((pod, pod.owner.plan["pods"][pod.role]) for pod in tenants), at)
         loads = engines.utilization_shares(self.cluster) if any(pod.owner.kind == "Deployment" for pod in rows) else {}
         return [pod_manifest(pod, pod.owner, at, busy, loads) for pod in rows]
+
+    @storage_errors
+    def serving_upstreams(self, services: Sequence[ServiceRef]) -> dict[ServiceRef, tuple[str, ...]]:
+        """The engines of the ready pods each Service selects (its ``spec.selector`` against the pod template's
+        labels of their Deployment), as kube-proxy would balance over them: three queries whatever the number.
+
+        The data plane does not go through the API server, so a silenced cluster still answers here (its
+        engines keep serving). A pod not ready (loading, its engine died) is no upstream; nor is any while
+        engines are off (``SLIPWAY_SANDBOX_ENGINES``): nothing would answer.
+        """
+        found: dict[ServiceRef, tuple[str, ...]] = dict.fromkeys(services, ())
+        if not services:
+            return found
+        namespaces = {ref.namespace for ref in services}
+        selectors = {(namespace, name): (manifest.get("spec") or {}).get("selector") or {}
+                     for namespace, name, manifest in self._rows(SimObject).filter(
+                         kind="Service", namespace__in=namespaces, name__in={ref.name for ref in services},
+                         delete_at__isnull=True).values_list("namespace", "name", "manifest")}
+        pods = list(self._rows(SimPod).filter(namespace__in=namespaces, active=True, phase="Running",
+                                              stage=STAGE_READY, owner__kind="Deployment")
+                    .values_list("namespace", "name", "owner__manifest").order_by("created_at", "pk"))
+        addresses = {(row.namespace, row.pod): row.address for row in self._rows(SimEngine).filter(
+            namespace__in=namespaces)} if pods else {}
+        for ref in services:
+            selector = selectors.get((ref.namespace, ref.name))
+            if not selector:
+                continue
+            found[ref] = tuple(
+                addresses[(namespace, pod)] for namespace, pod, owner in pods
+                if namespace == ref.namespace and (namespace, pod) in addresses
+                and selector.items() <= (((owner.get("spec") or {}).get("template") or {}).get("metadata")
+                                         or {}).get("labels", {}).items())
+        return found
 
     @storage_errors
     def logs(self, address: ClusterAddress, pod: str, tail: int | None = 200, previous: bool = False,

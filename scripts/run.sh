@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Start Slipway locally: web (gunicorn) + Celery worker + Celery beat + the workspace proxy, on
-# the simulated GPU cluster (which lives in the worker and beat), with demo teams and data. Ctrl-C
-# (or SIGTERM, SIGHUP) stops all four within 10 s, leaves no process behind, and the script then
+# Start Slipway locally: web (gunicorn) + Celery worker + Celery beat + the workspace proxy + the
+# gateway, on the simulated GPU cluster (which lives in the worker and beat), with demo teams and data.
+# Ctrl-C (or SIGTERM, SIGHUP) stops all of them within 10 s, leaves no process behind, and the script then
 # exits 0 — and so does `make run`. The workspace proxy serves the sandbox's notebooks at
 # ws-<id>.localhost on the port after the portal's (SLIPWAY_WORKSPACE_PROXY_PORT): never on the
-# portal's host (docs/workspaces.md).
+# portal's host (docs/workspaces.md). The gateway serves the endpoints at
+# http://127.0.0.1:<portal's port + 2>/<team>/<endpoint>/… (SLIPWAY_GATEWAY_PORT; docs/serving.md).
 #
 #   scripts/run.sh [PORT]     (or PORT=9000 scripts/run.sh; make run PORT=9000) — default 8000
 #
@@ -67,13 +68,19 @@ if ! [[ "$proxy_port" =~ ^[0-9]+$ ]] || (( proxy_port < 1 || proxy_port > 65535 
   echo "error: the workspace proxy's port must be a number from 1 to 65535 other than $port, got '$proxy_port'" >&2
   exit 2
 fi
-# A port already taken would make gunicorn (or the proxy) exit after the banner below claimed it serves there.
-for p in "$port" "$proxy_port"; do
+gateway_port="${SLIPWAY_GATEWAY_PORT:-$((port + 2))}"
+if ! [[ "$gateway_port" =~ ^[0-9]+$ ]] || (( gateway_port < 1 || gateway_port > 65535 || gateway_port == port \
+    || gateway_port == proxy_port )); then
+  echo "error: the gateway's port must be a number from 1 to 65535 other than $port and $proxy_port, got '$gateway_port'" >&2
+  exit 2
+fi
+# A port already taken would make gunicorn (or the proxy, the gateway) exit after the banner below claimed it serves there.
+for p in "$port" "$proxy_port" "$gateway_port"; do
   if ! "$PY" -c 'import socket, sys
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind((sys.argv[1], int(sys.argv[2])))' "$HOST" "$p" 2>/dev/null; then
-    echo "error: port $p on $HOST is in use; choose another: make run PORT=$((port + 2))" >&2
+    echo "error: port $p on $HOST is in use; choose another: make run PORT=$((port + 3))" >&2
     exit 1
   fi
 done
@@ -84,6 +91,8 @@ export SLIPWAY_WORKSPACE_PROXY_PORT="$proxy_port"
 # The links in e-mails and webhooks (the worker sends them) start with the address printed here,
 # unless the install says where people reach the portal.
 export SLIPWAY_PORTAL_URL="${SLIPWAY_PORTAL_URL:-${url%/}}"
+# The endpoints' public base URL, which the portal shows, is the gateway started below unless the install says.
+export SLIPWAY_GATEWAY_URL="${SLIPWAY_GATEWAY_URL:-http://$HOST:$gateway_port}"
 
 "$PY" manage.py migrate --noinput
 "$PY" manage.py seed_demo --url "$url"
@@ -147,6 +156,9 @@ if "$PY" -c 'import aiohttp, jupyter_server' 2>/dev/null; then
   "$PY" manage.py workspace_proxy --port "$proxy_port" --portal-url "http://$HOST:$port" >"$LOG_DIR/proxy.log" 2>&1 &
   pids+=($!)
 fi
+# The gateway: the endpoints' data plane (keys, limits, streaming), reading routes from the database.
+"$PY" manage.py gateway --bind "$HOST:$gateway_port" >"$LOG_DIR/gateway.log" 2>&1 &
+pids+=($!)
 "$VENV/bin/gunicorn" portal.wsgi --config gunicorn.conf.py --bind "$HOST:$port" --workers 2 --threads 4 --access-logfile - \
   >"$LOG_DIR/web.log" 2>&1 &
 web=$!
@@ -174,8 +186,9 @@ done
 # (`cat <<MSG` forked one more, still alive for a moment after its last line was read).
 printf '\n  Slipway is running:  %s\n  Demo logins are printed above (seed_demo); admin console at %sadmin/\n' "$url" "$url"
 printf '  Workspaces open at http://ws-<id>.localhost:%s/ (the workspace proxy)\n' "$proxy_port"
-printf '  Logs: %s — Ctrl-C stops everything.\n\n' "$LOG_DIR/web.log, $LOG_DIR/worker.log, $LOG_DIR/beat.log, $LOG_DIR/proxy.log"
-# Stop everything as soon as any of the four dies, so a crash is not hidden.
+printf '  Endpoints answer at %s/<team>/<endpoint>/… (the gateway)\n' "$SLIPWAY_GATEWAY_URL"
+printf '  Logs: %s — Ctrl-C stops everything.\n\n' "$LOG_DIR/web.log, $LOG_DIR/worker.log, $LOG_DIR/beat.log, $LOG_DIR/proxy.log, $LOG_DIR/gateway.log"
+# Stop everything as soon as any of the services dies, so a crash is not hidden.
 wait -n "${pids[@]}"
 echo "a Slipway process exited; see $LOG_DIR/" >&2
 exit 1

@@ -29,6 +29,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 BENCHMARKS = [
     ("admission.py", ["--threads", "2", "--seconds", "0.3", "--quick"], "lock cost: locked / unlocked ="),
     ("estimates.py", ["--quick"], "median relative error"),
+    ("gateway.py", ["--seconds", "0.3", "--rounds", "1", "--clients", "2", "--revocations", "1"],
+     "revocation seen by both gateways"),
     ("api.py", ["--clients", "2", "--seconds", "0.3", "--warmup", "0.2", "--rounds", "2"], "create endpoint"),
     ("profile_api.py", ["--requests", "3", "--top", "3"], "statements per request"),
     ("reconcile_clusters.py", ["--clusters", "2", "--workloads", "20", "--rounds", "1", "--timeout", "0.5"],

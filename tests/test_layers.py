@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("quotas",),             # flavors, prices, quotas, budgets, admission, the ledger
     ("workloads",),          # what every workload kind shares
     KINDS,                   # the workload kinds, from the registry
-    ("notifications",),      # e-mail and webhooks about the work below (connects to its signals)
+    ("notifications", "gateway"),  # e-mail and webhooks about the work below; the gateway (data plane)
     ("front",),              # pages that span kinds
     ("portal",),             # the project package: wiring only
 )

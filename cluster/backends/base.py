@@ -94,6 +94,15 @@ class ClusterAddress:
     object_name: str
 
 
+@dataclass(frozen=True)
+class ServiceRef:
+    """A Service in front of serving pods (an endpoint's ``ep-7``, a canary's ``ep-7-canary``) and its port."""
+
+    namespace: str
+    name: str
+    port: int = 80
+
+
 @dataclass
 class ObservedWorkload:
     """Everything a backend saw for one workload (objects sharing a workload label).
@@ -324,6 +333,17 @@ class ClusterBackend(abc.ABC):
         nothing measured.
         """
         return {}
+
+    def serving_upstreams(self, services: Sequence[ServiceRef]) -> dict[ServiceRef, tuple[str, ...]]:
+        """Where the gateway sends the requests of each of ``services``: base URLs (``http://host:port``) of
+        what answers for it now. One call for all the cluster's Services (the gateway asks every second).
+
+        A real cluster answers with the Service's own in-cluster address (kube-proxy balances over its
+        ready pods; no API call); the sandbox with its ready replicas' engines. An empty tuple: nothing
+        answers now (no ready replica: the gateway holds the request). The default, for a backend that
+        cannot tell: nothing answers.
+        """
+        return dict.fromkeys(services, ())
 
     def tick(self) -> None:  # noqa: B027 - a hook with a deliberate no-op default
         """Advance a simulated cluster's clock (called once per reconcile cycle).

@@ -56,6 +56,7 @@ from cluster.backends.base import (
     NodeCapacity,
     ObservedWorkload,
     ResourceKind,
+    ServiceRef,
     WorkloadTelemetry,
     env_secret_name,
     resource_kind,
@@ -443,6 +444,11 @@ class KubernetesBackend(ClusterBackend):
             for observed in groups.values():
                 observed.pods.sort(key=_pod_order)
             return sorted(groups.values(), key=lambda o: (o.namespace, o.object_name))
+
+    def serving_upstreams(self, services: Sequence[ServiceRef]) -> dict[ServiceRef, tuple[str, ...]]:
+        """Each Service's in-cluster address: kube-proxy balances over its ready pods, so no API call is made
+        (the gateway runs in the cluster; the NetworkPolicy lets it reach the endpoints' pods)."""
+        return {ref: (f"http://{ref.name}.{ref.namespace}.svc.cluster.local:{ref.port}",) for ref in services}
 
     def gpu_telemetry(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, WorkloadTelemetry]:
         """From Prometheus' DCGM series, one query per call (:mod:`cluster.metrics`); {} when not configured."""

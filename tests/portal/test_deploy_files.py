@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-APP_SERVICES = ("web", "worker", "beat", "migrate")
-LONG_RUNNING = ("web", "worker", "beat", "postgres", "redis")
+APP_SERVICES = ("web", "worker", "beat", "migrate", "gateway")
+LONG_RUNNING = ("web", "worker", "beat", "gateway", "postgres", "redis")
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +44,9 @@ def test_it_defines_the_services(compose):
     assert "default,cluster,reconcile" in services["worker"]["command"]
     assert services["beat"]["command"][:4] == ["celery", "-A", "portal", "beat"]
     assert services["migrate"]["command"][-2:] == ["migrate", "--noinput"]
+    assert services["gateway"]["command"][:3] == ["python", "manage.py", "gateway"]
+    # On the sandbox the engines listen on the worker's loopback: the gateway shares its network.
+    assert services["gateway"]["network_mode"] == "service:worker"
 
 
 def test_it_gives_every_long_running_service_a_healthcheck(compose):
@@ -108,7 +111,8 @@ def test_it_documents_every_variable_the_settings_read(env_example_names):
 
 #: Variables .env.example lists that the settings' helpers do not read, and the file that does.
 READ_ELSEWHERE = {"POSTGRES_PASSWORD": "docker-compose.yml", "SLIPWAY_PORT": "docker-compose.yml",
-                  "PORT": "scripts/run.sh", "PROMETHEUS_MULTIPROC_DIR": "portal/env.py"}
+                  "PORT": "scripts/run.sh", "PROMETHEUS_MULTIPROC_DIR": "portal/env.py",
+                  "SLIPWAY_GATEWAY_PORT": "scripts/run.sh"}
 
 
 def test_every_variable_it_lists_is_read(env_example_names):

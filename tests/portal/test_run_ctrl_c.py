@@ -130,6 +130,9 @@ def running(tmp_path):
     env.update(SLIPWAY_VAR_DIR=str(var), VENV=str(VENV), DEBUG="true",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     port, env["SLIPWAY_WORKSPACE_PROXY_PORT"] = (str(p) for p in two_free_ports())
+    env["SLIPWAY_GATEWAY_PORT"] = str(next(p for p in iter(free_port, None) if str(p) not in (
+        port, env["SLIPWAY_WORKSPACE_PROXY_PORT"])))
+    env.pop("SLIPWAY_GATEWAY_URL", None)
     out = tmp_path / "run.out"
     with out.open("wb") as log:
         process = subprocess.Popen(["bash", str(ROOT / "scripts" / "run.sh"), str(port)], cwd=ROOT, env=env,
@@ -218,6 +221,9 @@ def test_make_run_exits_0_on_a_terminals_ctrl_c_and_the_worker_stops_by_itself(t
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     terminal = Terminal()
     port, env["SLIPWAY_WORKSPACE_PROXY_PORT"] = (str(p) for p in two_free_ports())
+    env["SLIPWAY_GATEWAY_PORT"] = str(next(p for p in iter(free_port, None) if str(p) not in (
+        port, env["SLIPWAY_WORKSPACE_PROXY_PORT"])))
+    env.pop("SLIPWAY_GATEWAY_URL", None)
     # `-o install`: the virtualenv is this one, already installed; the recipe under test is `run`'s.
     process = subprocess.Popen(["make", "-o", "install", "run", f"PORT={port}", f"VENV={VENV}"], cwd=ROOT, env=env,
                                stdin=terminal.slave, stdout=terminal.slave, stderr=terminal.slave,

@@ -24,6 +24,7 @@ RUN_SH = Path(settings.BASE_DIR) / "scripts" / "run.sh"
 
 FAKE_PYTHON = """#!/bin/sh
 if [ "$1" = manage.py ] && [ "$2" = workspace_proxy ]; then echo "$*" >&2; exec sleep 300; fi
+if [ "$1" = manage.py ] && [ "$2" = gateway ]; then echo "$* SLIPWAY_GATEWAY_URL=$SLIPWAY_GATEWAY_URL" >&2; exec sleep 300; fi
 if [ "$1" = manage.py ] && [ "$2" = demo_clock ]; then
   {real} -c 'import os, socket; socket.create_connection(("127.0.0.1", int(os.environ["PORT"])), 1)' 2>/dev/null \\
     && echo "manage.py $2 $3 (the portal answers)" || echo "manage.py $2 $3 (the portal is silent)"
@@ -71,8 +72,11 @@ def start(checkout: Path, *args: str, env: dict | None = None) -> subprocess.Pop
     # A new user's shell: no PORT, and no SLIPWAY_VAR_DIR (scripts/test.sh sets one for the suite,
     # which would move the logs out of the checkout).
     environment = {key: value for key, value in os.environ.items() if key not in ("PORT", "SLIPWAY_VAR_DIR")}
-    # The workspace proxy's port is the web port + 1 by default, which another test's process may hold.
-    environment.update({"VENV": str(checkout / "venv"), "SLIPWAY_WORKSPACE_PROXY_PORT": str(free_port()), **(env or {})})
+    # The workspace proxy's and the gateway's ports are the web port + 1 and + 2 by default, which another test's
+    # process may hold.
+    environment.pop("SLIPWAY_GATEWAY_URL", None)
+    environment.update({"VENV": str(checkout / "venv"), "SLIPWAY_WORKSPACE_PROXY_PORT": str(free_port()),
+                        "SLIPWAY_GATEWAY_PORT": str(free_port()), **(env or {})})
     return subprocess.Popen(["bash", str(checkout / "scripts" / "run.sh"), *args], cwd=checkout, env=environment,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
@@ -164,6 +168,21 @@ def test_it_starts_the_workspace_proxy_told_where_the_portal_is(checkout):
         stop(process)
 
 
+def test_it_starts_the_gateway_and_prints_where_endpoints_answer(checkout):
+    """The endpoints' data plane runs beside the portal (docs/serving.md "The gateway"), on a port of its own, and
+    every process is told its URL (the portal shows it)."""
+    gateway_port = free_port()
+    process = start(checkout, str(free_port()), env={"SLIPWAY_GATEWAY_PORT": str(gateway_port)})
+    try:
+        out = read_until(process, "Logs:")
+        assert f"Endpoints answer at http://127.0.0.1:{gateway_port}/<team>/<endpoint>/" in out, out
+        gateway_log = (checkout / "var" / "log" / "gateway.log").read_text()
+        assert f"gateway --bind 127.0.0.1:{gateway_port} SLIPWAY_GATEWAY_URL=http://127.0.0.1:{gateway_port}" \
+            in gateway_log
+    finally:
+        stop(process)
+
+
 def test_it_refuses_a_port_that_is_not_a_number(checkout):
     process = start(checkout, "80a")
     out, _ = process.communicate(timeout=30)
@@ -177,7 +196,7 @@ def test_an_orderly_stop_by_signal_exits_0_after_stopping_the_children(checkout,
     try:
         read_until(process, "Logs:")
         children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
-        assert len(children) == 4  # worker, beat, workspace proxy, web
+        assert len(children) == 5  # worker, beat, workspace proxy, gateway, web
         process.send_signal(sig)  # the script alone, as make (or a supervisor) signals it
         out, _ = process.communicate(timeout=20)
     finally:
@@ -197,7 +216,7 @@ def test_it_kills_a_service_that_ignores_sigterm_once_the_grace_ends(checkout):
         read_until(process, "Logs:")
         groups = {int(pid): os.getpgid(int(pid)) for pid in
                   subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()}
-        assert len(set(groups.values())) == 4 and process.pid not in groups.values()  # a group per service
+        assert len(set(groups.values())) == 5 and process.pid not in groups.values()  # a group per service
         started = time.monotonic()
         os.killpg(process.pid, signal.SIGINT)  # a terminal's Ctrl-C: the script's group only
         out, _ = process.communicate(timeout=20)

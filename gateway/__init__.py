@@ -1,0 +1,1 @@
+"""The gateway: Slipway's data plane for endpoints (``manage.py gateway``; docs/serving.md "The gateway")."""

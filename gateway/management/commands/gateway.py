@@ -1,0 +1,38 @@
+"""``manage.py gateway --bind HOST:PORT``: one gateway process (:mod:`gateway.server`; docs/serving.md "The gateway").
+
+Any number may run (``make run`` starts one on the portal's port + 2; deploy/ runs them as a Deployment):
+each keeps only caches, and what it counts it adds to shared rows. SIGTERM or Ctrl-C stops it after a
+last write of its counts.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from django.core.management.base import BaseCommand, CommandError
+from prometheus_client import values
+
+from gateway.server import Gateway
+
+
+def parse_bind(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise CommandError(f"--bind takes HOST:PORT with a port from 1 to 65535, got {value!r}.")
+    return host.strip("[]"), int(port)
+
+
+class Command(BaseCommand):
+    help = "Serve the endpoints at <gateway>/<team>/<endpoint>/…, checking keys and limits (the data plane)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--bind", default="127.0.0.1:8002", help="HOST:PORT to listen on (default: %(default)s).")
+
+    def handle(self, *args, bind: str, **options) -> None:
+        host, port = parse_bind(bind)
+        # The settings put the portal's multiprocess directory in the environment, so prometheus_client writes
+        # every figure to files there; the gateway's series are its own /metrics (each process scraped on its
+        # own, as a Deployment's pods are), never the portal's: plain in-memory values, no file write per request.
+        values.ValueClass = values.MutexValue
+        self.stdout.write(f"Gateway on http://{host}:{port}/<team>/<endpoint>/…")
+        self.stdout.flush()
+        web.run_app(Gateway().app(), host=host, port=port, print=None, access_log=None, shutdown_timeout=5.0)

@@ -1,0 +1,55 @@
+"""The gateway's own ``/metrics``: a Prometheus registry of its own (not the portal's multiprocess one).
+
+Every series carries ``team`` (the team's slug): the tenant label proxy (deploy/prometheus-label-proxy.yaml)
+lets a team read only its own. Requests refused before a route is known (an unknown team or endpoint) are
+counted in no team's series: they belong to nobody, and a count of them would hint at what exists.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+#: Seconds; as the portal's request histogram, finer at the low end (the gateway adds milliseconds).
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class GatewayMetrics:
+    def __init__(self) -> None:
+        registry = self.registry = CollectorRegistry()
+        labels = ["team", "endpoint", "revision"]
+        self.requests = Counter("slipway_gateway_requests", "Requests answered, by status class.",
+                                [*labels, "status_class"], registry=registry)
+        self.latency = Histogram("slipway_gateway_request_duration_seconds",
+                                 "Seconds from a request's arrival to the end of its answer.", labels,
+                                 buckets=LATENCY_BUCKETS, registry=registry)
+        self.ttfb = Histogram("slipway_gateway_time_to_first_byte_seconds",
+                              "Seconds from a streamed request's arrival to its first byte (time to first token).",
+                              labels, buckets=LATENCY_BUCKETS, registry=registry)
+        self.tokens = Counter("slipway_gateway_tokens", "Tokens of the answers, input (prompt) and output.",
+                              [*labels, "kind"], registry=registry)
+        self.in_flight = Gauge("slipway_gateway_requests_in_flight", "Requests being answered now.",
+                               ["team", "endpoint"], registry=registry)
+        self.held = Gauge("slipway_gateway_requests_held",
+                          "Requests waiting for a ready replica (scale from zero).", ["team", "endpoint"],
+                          registry=registry)
+
+        #: Each (team, endpoint, revision, status class)'s children, looked up once (``labels()`` costs a lock
+        #: and a tuple's hashing a call: on the request path, a dict lookup instead).
+        self.children: dict[tuple[str, str, int, str], tuple] = {}
+
+    def series(self, team: str, endpoint: str, revision: int, status_class: str) -> tuple:
+        """(requests, latency, ttfb, input tokens, output tokens) children of one request's labels."""
+        key = (team, endpoint, revision, status_class)
+        found = self.children.get(key)
+        if found is None:
+            labels = (team, endpoint, str(revision))
+            found = self.children[key] = (
+                self.requests.labels(*labels, status_class), self.latency.labels(*labels),
+                self.ttfb.labels(*labels), self.tokens.labels(*labels, "input"), self.tokens.labels(*labels, "output"))
+        return found
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,529 @@
+"""The gateway's HTTP server (aiohttp): ``/{team}/{endpoint}/{rest}`` forwarded to a replica as ``/{rest}``.
+
+One process serves every endpoint; any number may run side by side (they share nothing but the database
+and Redis: caches here, increments there). For each request:
+
+1. the route (team slug, endpoint name) and the key (``Authorization: Bearer``) are checked against the
+   caches (:mod:`inference.routing`'s table and :class:`gateway.keys.KeyCache`, both refreshed every
+   second in a worker thread); any failure is the same 401, whether the endpoint exists or not;
+2. the key's limits (:mod:`gateway.limits`, Redis): 429 with ``Retry-After``;
+3. no ready replica (scaled to zero, waking): the request is held, in arrival order, until the route table
+   shows one (``SLIPWAY_GATEWAY_HOLD_SECONDS``; past it 503 with ``Retry-After``);
+4. a target by weight, an upstream by least-in-flight (:mod:`inference.routing`); the method, the path after
+   the endpoint, the query string, the body and the headers go as they came, less the hop-by-hop ones,
+   ``Authorization`` and ``Cookie``, plus ``X-Forwarded-For/-Proto/-Host``. A replica that refuses the
+   connection before answering is left for another one, once; else 502;
+5. the answer streams back chunk by chunk as it arrives (a stream's first token reaches the client before
+   the last is generated); Server-Sent Events are read on the way for their ``usage`` without being held.
+   A replica that dies or falls silent mid-answer ends the response: a stream gets a last
+   ``data: {"error": …}`` event, another answer is cut (the client sees a short body), never a hang;
+6. the outcome is counted (:mod:`gateway.recorder`, :mod:`gateway.metrics`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+
+from aiohttp import (
+    ClientConnectionError,
+    ClientConnectorError,
+    ClientError,
+    ClientOSError,
+    ClientSession,
+    ClientTimeout,
+    DummyCookieJar,
+    ServerDisconnectedError,
+    TCPConnector,
+    web,
+)
+from django.conf import settings
+from django.db import close_old_connections
+from django.utils import timezone
+from yarl import URL
+
+from gateway.keys import Key, KeyCache
+from gateway.limits import Limiter, Refusal
+from gateway.metrics import CONTENT_TYPE, GatewayMetrics
+from gateway.recorder import FLUSH_SECONDS, LOAD_SECONDS, Outcome, Recorder, status_class
+from inference import coldstarts, routing
+from inference.routing import Picker, Route, Target
+
+logger = logging.getLogger("slipway.gateway")
+
+#: Request headers never forwarded: hop-by-hop ones (RFC 9110 §7.6.1), the client's credentials for the gateway
+#: (its key) and cookies, and what aiohttp sets itself (Host, the body's framing).
+DROPPED = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+                     "trailers", "transfer-encoding", "upgrade", "authorization", "cookie", "host", "content-length"})
+#: Response headers not copied back (hop-by-hop; the framing is the gateway's).
+NOT_RETURNED = frozenset({"connection", "keep-alive", "proxy-authenticate", "te", "trailer", "trailers",
+                          "transfer-encoding", "upgrade"})
+#: Seconds between refreshes of the route table and the keys.
+REFRESH_SECONDS = 1.0
+#: A 503 for a request held past the limit asks the client to come back this much later (the replica may be
+#: almost ready: a model loads in minutes).
+HOLD_RETRY_AFTER = 30
+#: The first this many bytes of a JSON answer are kept to read its ``usage`` (an answer past it is not parsed).
+JSON_USAGE_LIMIT = 1 << 20
+
+UNAUTHORIZED_BODY = json.dumps({"error": {
+    "message": "Invalid or missing API key. Send it as 'Authorization: Bearer <key>'.",
+    "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}}).encode()
+
+
+def error_body(status: int, message: str, kind: str, code: str) -> bytes:
+    """OpenAI's error shape (clients written for OpenAI's API show ``error.message``)."""
+    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode()
+
+
+def unauthorized() -> web.Response:
+    """The one answer to every failure of the key or the route: the same status, headers and body."""
+    return web.Response(status=401, body=UNAUTHORIZED_BODY, content_type="application/json",
+                        headers={"WWW-Authenticate": "Bearer"})
+
+
+def split_path(raw_path: str) -> tuple[str, str, str] | None:
+    """(team, endpoint, the rest as sent: path after the endpoint and ``?query``) from the raw request target,
+    None when it names no endpoint. The rest keeps its encoding: it is forwarded byte for byte."""
+    path, mark, query = raw_path.partition("?")
+    parts = path.split("/", 3)
+    if len(parts) < 3 or parts[0] or not parts[1] or not parts[2]:
+        return None
+    rest = "/" + (parts[3] if len(parts) > 3 else "")
+    return parts[1], parts[2], rest + (mark + query if mark else "")
+
+
+def forwarded_headers(request: web.Request) -> dict[str, str]:
+    headers = {name: value for name, value in request.headers.items() if name.lower() not in DROPPED}
+    peer = request.remote or ""
+    before = request.headers.get("X-Forwarded-For")
+    headers["X-Forwarded-For"] = f"{before}, {peer}" if before else peer
+    headers["X-Forwarded-Proto"] = request.headers.get("X-Forwarded-Proto") or request.scheme
+    headers["X-Forwarded-Host"] = request.headers.get("X-Forwarded-Host") or request.host
+    return headers
+
+
+class StreamTokens:
+    """The tokens of a Server-Sent Events answer, read from its ``data:`` lines as they pass (never held).
+
+    The rule (docs/serving.md "Limits"): a chunk with ``usage`` (the last one, with
+    ``stream_options.include_usage``) gives prompt and completion tokens; without one, each chunk carrying
+    content (``delta.content`` or ``text``) counts one output token — engines stream a token a chunk — and
+    the prompt's tokens are unknown (0).
+    """
+
+    MAX_PENDING = 1 << 20
+
+    def __init__(self) -> None:
+        self.pending = b""
+        self.usage: dict | None = None
+        self.content_chunks = 0
+
+    def feed(self, data: bytes) -> None:
+        self.pending += data
+        if b"\n" not in data:
+            if len(self.pending) > self.MAX_PENDING:  # no line end in a megabyte: not SSE worth reading
+                self.pending = b""
+            return
+        *lines, self.pending = self.pending.split(b"\n")
+        for line in lines:
+            if not line.startswith(b"data:"):
+                continue
+            payload = line[5:].strip()
+            if not payload or payload == b"[DONE]":
+                continue
+            try:
+                chunk = json.loads(payload)
+            except ValueError:
+                continue
+            if isinstance(chunk, dict):
+                self._read(chunk)
+
+    def _read(self, chunk: dict) -> None:
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta")
+            text = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+            if isinstance(text, str) and text:
+                self.content_chunks += 1
+
+    def tokens(self) -> tuple[int, int]:
+        if self.usage is not None:
+            return usage_tokens(self.usage)
+        return 0, self.content_chunks
+
+
+def usage_tokens(usage: object) -> tuple[int, int]:
+    """(prompt, completion) tokens of an OpenAI ``usage`` object; zeros for anything else."""
+    if not isinstance(usage, dict):
+        return 0, 0
+
+    def number(name: str) -> int:
+        value = usage.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+    return number("prompt_tokens"), number("completion_tokens")
+
+
+class Gateway:
+    """One gateway process's state: caches, counters, the connection pools to the replicas."""
+
+    def __init__(self, *, hold_seconds: float | None = None, connect_timeout: float | None = None,
+                 read_timeout: float | None = None, redis_url: str | None = None,
+                 refresh_seconds: float = REFRESH_SECONDS) -> None:
+        self.hold_seconds = settings.SLIPWAY_GATEWAY_HOLD_SECONDS if hold_seconds is None else hold_seconds
+        self.timeout = ClientTimeout(
+            total=None, sock_connect=settings.SLIPWAY_GATEWAY_CONNECT_TIMEOUT if connect_timeout is None
+            else connect_timeout, sock_read=settings.SLIPWAY_GATEWAY_READ_TIMEOUT if read_timeout is None
+            else read_timeout)
+        self.refresh_seconds = refresh_seconds
+        self.routes: dict[tuple[str, str], Route] = {}
+        self.loaded = False
+        self.keys = KeyCache()
+        self.limiter = Limiter(settings.REDIS_URL if redis_url is None else redis_url)
+        self.recorder = Recorder()
+        self.metrics = GatewayMetrics()
+        self.picker = Picker()
+        #: Requests held per endpoint, oldest first: each waits on its future (True: go; None: the endpoint left).
+        self.waiting: dict[int, deque[asyncio.Future]] = {}
+        #: One thread for the database (the route table, the keys, the counts): Django's connection per thread.
+        self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gateway-db")
+        self.session: ClientSession | None = None
+        self.tasks: set[asyncio.Task] = set()
+        self.refresh_failed_at = 0.0
+
+    # -- life ---------------------------------------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        application = web.Application(client_max_size=64 * 1024 * 1024)
+        application["gateway"] = self
+        application.router.add_get("/healthz", self.healthz)
+        application.router.add_get("/metrics", self.metrics_view)
+        application.router.add_route("*", "/{tail:.*}", self.proxy)
+        application.on_startup.append(self._start)
+        application.on_cleanup.append(self._stop)
+        return application
+
+    async def _start(self, _app: web.Application) -> None:
+        # Keep-alive pools to the replicas, no limit of connections (a replica's engine bounds its own work);
+        # bodies as they come (no decompression: forwarded untouched), no cookies kept.
+        self.session = ClientSession(connector=TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=60),
+                                     timeout=self.timeout, auto_decompress=False, cookie_jar=DummyCookieJar(),
+                                     skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"))
+        try:
+            await self.refresh()
+        except Exception:  # the loop retries; /healthz says not ready meanwhile
+            logger.exception("gateway: the first route table could not be read")
+        for loop in (self._refresh_loop, self._flush_loop, self._load_loop):
+            self._spawn(loop())
+
+    async def _stop(self, _app: web.Application) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        try:
+            await self.flush()
+            await self.run_sync(self.recorder.forget_load)
+        except Exception:
+            logger.exception("gateway: the last counts could not be written")
+        if self.session is not None:
+            await self.session.close()
+        await self.limiter.close()
+        self.executor.shutdown(wait=True)
+
+    def _spawn(self, coroutine) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def run_sync(self, function: Callable, *args):
+        """``function(*args)`` in the database thread, its connection checked before and after (a connection
+        that broke or outlived CONN_MAX_AGE is closed, as after a web request)."""
+        def call():
+            close_old_connections()
+            try:
+                return function(*args)
+            finally:
+                close_old_connections()
+        return await asyncio.get_running_loop().run_in_executor(self.executor, call)
+
+    # -- background ---------------------------------------------------------------------------------------
+
+    def _read_tables(self) -> dict[tuple[str, str], Route]:
+        table = routing.routes(self.routes)
+        self.keys.refresh()
+        return table
+
+    async def refresh(self) -> None:
+        """Read the route table and the keys' changes; release the held requests whose endpoint is ready."""
+        self.routes = await self.run_sync(self._read_tables)
+        self.loaded = True
+        self._release_held()
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.refresh_seconds)
+            try:
+                await self.refresh()
+            except Exception as exc:
+                now = time.monotonic()
+                if now - self.refresh_failed_at > 30:
+                    self.refresh_failed_at = now
+                    logger.warning("gateway: route table not refreshed, serving the last one (%s)", exc)
+
+    async def flush(self) -> None:
+        taken = self.recorder.take()
+        used = self.keys.take_used()
+        try:
+            await self.run_sync(self.recorder.write, taken)
+        except Exception:
+            self.recorder.put_back(taken)
+            raise
+        finally:
+            await self.run_sync(KeyCache.write_last_used, used)
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_SECONDS)
+            try:
+                await self.flush()
+            except Exception as exc:
+                logger.warning("gateway: counts not written, kept for the next flush (%s)", exc)
+
+    async def _load_loop(self) -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(LOAD_SECONDS)
+            now = time.monotonic()
+            rows = self.recorder.load(timezone.now(), now - last)
+            last = now
+            try:
+                await self.run_sync(Recorder.write_load, rows)
+            except Exception as exc:
+                logger.warning("gateway: load not written (%s)", exc)
+
+    def _release_held(self) -> None:
+        if not self.waiting:
+            return
+        by_id = {route.endpoint_id: route for route in self.routes.values()}
+        for endpoint_id in list(self.waiting):
+            route = by_id.get(endpoint_id)
+            if route is not None and not route.ready:
+                continue
+            queue = self.waiting.pop(endpoint_id)
+            while queue:  # in arrival order: each resumes in the order its future is set
+                future = queue.popleft()
+                if not future.done():
+                    future.set_result(route is not None)
+
+    # -- views --------------------------------------------------------------------------------------------
+
+    async def healthz(self, _request: web.Request) -> web.Response:
+        """200 once a route table was read (the process can route), 503 before."""
+        if not self.loaded:
+            return web.json_response({"status": "no route table yet"}, status=503)
+        return web.json_response({"status": "ok", "routes": len(self.routes)})
+
+    async def metrics_view(self, _request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def proxy(self, request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        arrived = timezone.now()
+        parts = split_path(request.raw_path)
+        route = self.routes.get(parts[:2]) if parts is not None else None
+        key = self.keys.check(request.headers.get("Authorization", ""), route.team_id, route.endpoint_id,
+                              arrived) if route is not None else None
+        if key is None:
+            if route is not None:
+                self._count(route, route.targets[0].revision, None, 401, arrived, started)
+            return unauthorized()
+        self.keys.used(key, arrived)
+        refusal = await self.limiter.admit(key.id, key.requests_per_minute, key.tokens_per_minute)
+        if refusal is not None:
+            self._count(route, route.targets[0].revision, key, 429, arrived, started)
+            return self._too_many(refusal)
+        body = await request.read()
+        held = False
+        if not route.ready or self.waiting.get(route.endpoint_id):
+            held = True
+            route = await self._hold(route)
+            if route is None:
+                return self._held_too_long(parts, key, arrived, started)
+        target = self.picker.target(route)
+        if target is None:  # its replicas went between the refresh and now
+            return self._held_too_long(parts, key, arrived, started)
+        self.recorder.begin(route.endpoint_id, route.team_id, target.revision, arrived)
+        gauge = self.metrics.in_flight.labels(route.team, route.name)
+        gauge.inc()
+        try:
+            return await self._forward(request, route, target, key, parts[2], body, arrived, started, held)
+        finally:
+            gauge.dec()
+            self.recorder.end(route.endpoint_id)
+
+    # -- steps --------------------------------------------------------------------------------------------
+
+    def _too_many(self, refusal: Refusal) -> web.Response:
+        what = "requests" if refusal.limit == "requests" else "tokens"
+        return web.Response(status=429, content_type="application/json",
+                            headers={"Retry-After": str(refusal.retry_after)},
+                            body=error_body(429, f"Rate limit reached: this key's {what} per minute. Try again in "
+                                                 f"{refusal.retry_after} s.", "rate_limit_error",
+                                            "rate_limit_exceeded"))
+
+    async def _hold(self, route: Route) -> Route | None:
+        """Wait, behind the requests held before it, until the endpoint has a ready replica; its fresh route, or
+        None past the hold (or when the endpoint went away)."""
+        future = asyncio.get_running_loop().create_future()
+        self.waiting.setdefault(route.endpoint_id, deque()).append(future)
+        self.recorder.held[route.endpoint_id] += 1
+        gauge = self.metrics.held.labels(route.team, route.name)
+        gauge.inc()
+        try:
+            go = await asyncio.wait_for(future, timeout=self.hold_seconds)
+        except TimeoutError:
+            go = False
+        finally:
+            gauge.dec()
+            self.recorder.held[route.endpoint_id] -= 1
+            queue = self.waiting.get(route.endpoint_id)
+            if queue is not None and future in queue:
+                queue.remove(future)
+                if not queue:
+                    del self.waiting[route.endpoint_id]
+        fresh = self.routes.get((route.team, route.name))
+        return fresh if go and fresh is not None and fresh.ready else None
+
+    def _held_too_long(self, parts, key: Key, arrived: datetime, started: float) -> web.Response:
+        route = self.routes.get(parts[:2])
+        if route is not None:
+            self._count(route, route.targets[0].revision, key, 503, arrived, started)
+        return web.Response(status=503, content_type="application/json",
+                            headers={"Retry-After": str(HOLD_RETRY_AFTER)},
+                            body=error_body(503, "No replica of this endpoint became ready in time (it is scaling "
+                                                 "up from zero). Try again shortly.", "service_unavailable",
+                                            "no_ready_replica"))
+
+    async def _forward(self, request: web.Request, route: Route, target: Target, key: Key, rest: str, body: bytes,
+                       arrived: datetime, started: float, held: bool) -> web.StreamResponse:
+        headers = forwarded_headers(request)
+        refused: str | None = None
+        for _attempt in range(2):
+            upstream = self.picker.acquire(target.upstreams, avoid=refused)
+            if upstream is None:
+                break
+            sent = time.perf_counter()
+            try:
+                async with self.session.request(request.method, URL(upstream + rest, encoded=True), headers=headers,
+                                                data=body or None, allow_redirects=False) as answer:
+                    return await self._relay(request, answer, route, target, key, arrived, started, sent, held)
+            except (ClientConnectorError, ServerDisconnectedError, ClientOSError):
+                # Refused (or a kept-alive connection it had closed) before any byte of an answer: another one.
+                refused = upstream
+            except (TimeoutError, ClientError):
+                self._count(route, target.revision, key, 504, arrived, started, error=True)
+                return web.Response(status=504, content_type="application/json", body=error_body(
+                    504, "The endpoint's replica did not answer in time.", "server_error", "upstream_timeout"))
+            finally:
+                self.picker.release(upstream)
+        self._count(route, target.revision, key, 502, arrived, started, error=True)
+        return web.Response(status=502, content_type="application/json", body=error_body(
+            502, "The endpoint's replica could not be reached.", "server_error", "upstream_unreachable"))
+
+    async def _relay(self, request: web.Request, answer, route: Route, target: Target, key: Key,
+                     arrived: datetime, started: float, sent: float, held: bool) -> web.StreamResponse:
+        """Send the replica's answer back as it comes, reading its tokens on the way."""
+        kind = answer.headers.get("Content-Type", "")
+        stream = kind.startswith("text/event-stream")
+        readable = not answer.headers.get("Content-Encoding")
+        tokens = StreamTokens() if stream and readable else None
+        kept = bytearray() if not stream and readable and kind.startswith("application/json") else None
+        response = web.StreamResponse(status=answer.status, reason=answer.reason)
+        for name, value in answer.headers.items():
+            if name.lower() not in NOT_RETURNED:
+                response.headers.add(name, value)
+        await response.prepare(request)
+        first: float | None = None
+        broken = client_gone = False
+        while True:
+            try:
+                chunk = await answer.content.readany()
+            except (TimeoutError, ClientError):
+                broken = True
+                break
+            if not chunk:
+                break
+            if first is None:
+                first = time.perf_counter()
+                if held:
+                    self._spawn(self._first_byte(route.endpoint_id, timezone.now()))
+            try:
+                await response.write(chunk)
+            except (ConnectionResetError, ClientConnectionError):
+                client_gone = True
+                break
+            if tokens is not None:
+                tokens.feed(chunk)
+            elif kept is not None and len(kept) < JSON_USAGE_LIMIT:
+                kept += chunk
+        if broken:
+            if stream:  # the client's SSE reader sees why the stream ends
+                message = error_body(502, "The endpoint's replica stopped answering mid-stream.", "server_error",
+                                     "upstream_disconnected")
+                try:
+                    await response.write(b"data: " + message + b"\n\n")
+                    await response.write_eof()
+                except (ConnectionResetError, ClientConnectionError):
+                    pass
+            elif request.transport is not None:
+                request.transport.close()  # a cut answer: the client sees it short, not complete
+        elif not client_gone:
+            await response.write_eof()
+        prompt = completion = 0
+        if tokens is not None:
+            prompt, completion = tokens.tokens()
+        elif kept is not None and not broken:
+            with contextlib.suppress(ValueError, AttributeError):
+                prompt, completion = usage_tokens(json.loads(kept).get("usage"))
+        if key.tokens_per_minute is not None and prompt + completion:
+            self._spawn(self.limiter.add_tokens(key.id, prompt + completion))
+        now = time.perf_counter()
+        self._count(route, target.revision, key, 502 if broken else answer.status, arrived, started, stream=stream,
+                    ttfb_ms=(first - started) * 1000 if stream and first is not None else None,
+                    tokens=(prompt, completion), busy=now - sent, error=broken)
+        return response
+
+    async def _first_byte(self, endpoint_id: int, at: datetime) -> None:
+        try:
+            await self.run_sync(coldstarts.record_first_byte, endpoint_id, at)
+        except Exception:
+            logger.exception("gateway: first byte of endpoint %s not recorded", endpoint_id)
+
+    def _count(self, route: Route, revision: int, key: Key | None, status: int, arrived: datetime, started: float,
+               *, stream: bool = False, ttfb_ms: float | None = None, tokens: tuple[int, int] = (0, 0),
+               busy: float = 0.0, error: bool = False) -> None:
+        latency = time.perf_counter() - started
+        self.recorder.add(Outcome(route.endpoint_id, route.team_id, revision, key.id if key is not None else None,
+                                  status, arrived, latency * 1000, stream, ttfb_ms, tokens[0], tokens[1], busy,
+                                  error))
+        requests, duration, ttfb, input_tokens, output_tokens = self.metrics.series(
+            route.team, route.name, revision, status_class(status))
+        requests.inc()
+        duration.observe(latency)
+        if ttfb_ms is not None:
+            ttfb.observe(ttfb_ms / 1000)
+        if tokens[0]:
+            input_tokens.inc(tokens[0])
+        if tokens[1]:
+            output_tokens.inc(tokens[1])
