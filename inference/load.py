@@ -129,7 +129,7 @@ class LoadGenerator:
                     models = (await response.json()).get("data") or []
                     return str(models[0]["id"]) if models else ""
                 self.log(f"/v1/models answered {response.status}: retrying in {MODEL_RETRY_SECONDS:g}s")
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError) as exc:
+        except (TimeoutError, aiohttp.ClientError, ValueError, KeyError) as exc:
             self.log(f"/v1/models failed ({exc.__class__.__name__}): retrying in {MODEL_RETRY_SECONDS:g}s")
         return ""
 
@@ -150,7 +150,7 @@ class LoadGenerator:
                 else:
                     self._add_usage((await response.json()).get("usage"))
                     self.counts.classes["2xx"] += 1
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+        except (TimeoutError, aiohttp.ClientError, ValueError):
             self.counts.classes["error"] += 1
 
     async def _read_stream(self, response: aiohttp.ClientResponse) -> bool:
@@ -182,6 +182,6 @@ async def _wait(stop: asyncio.Event, seconds: float) -> bool:
     """Wait ``seconds`` or until ``stop`` is set; whether it was set."""
     try:
         await asyncio.wait_for(stop.wait(), timeout=seconds)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return False
     return True

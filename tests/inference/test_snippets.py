@@ -73,7 +73,7 @@ def test_the_python_snippets_run_with_the_base_url_the_key_and_the_model(model, 
     monkeypatch.setenv(KEY_ENV, "sw-secret")
     for snippet, stream in zip(snippets(URL, model)[2:], (False, True), strict=True):
         _Recorder.calls = []
-        exec(compile(snippet.text, snippet.slug, "exec"), {})  # noqa: S102 - the snippet as a user runs it
+        exec(compile(snippet.text, snippet.slug, "exec"), {})  # the snippet, as a user runs it
         (_, client), (_, create) = _Recorder.calls
         assert client == {"base_url": f"{URL}/v1", "api_key": "sw-secret"}
         assert create["model"] == model and create["messages"] == [{"role": "user", "content": PROMPT}]
