@@ -41,6 +41,7 @@ from inference.constants import (
     Rollout,
     ScalingDecision,
 )
+from sandbox.engine import served_model
 from workloads.models import Workload
 
 
@@ -134,8 +135,6 @@ class InferenceEndpoint(Workload):
         """The model name its engine serves, what a request's ``model`` must say: the engine plan's rule
         (:func:`sandbox.engine.served_model`: ``SLIPWAY_SIM_MODEL``, else ``--served-model-name`` or
         ``--model`` in its args, else its name), so that the page's snippets and the engine agree."""
-        from sandbox.engine import served_model  # the engine's module: aiohttp, only when asked
-
         return served_model({k: str(v) for k, v in (self.env or {}).items()}, [str(a) for a in self.args or []],
                             self.name)
 
