@@ -62,6 +62,14 @@ class ClusterConfig:
     #: A label-enforcing proxy in front of Prometheus for user-written queries (None: not used).
     prometheus_proxy_url: str | None = None
     run_as_non_root: bool = True
+    #: Where the gateway (``manage.py gateway``, deploy/gateway.yaml) runs, and its pods' labels: the only
+    #: pods an endpoint's pods accept requests from (:func:`cluster.manifests.team.build_endpoint_policy`).
+    gateway_namespace: str = "slipway-system"
+    gateway_pod_labels: tuple[tuple[str, str], ...] = (
+        ("app.kubernetes.io/name", "slipway"), ("app.kubernetes.io/component", "gateway"))
+    #: The namespace of the Prometheus that scrapes engines' ``/metrics`` (a queue-length trigger reads
+    #: them), also admitted to endpoint pods; None: no scraper reaches them.
+    metrics_namespace: str | None = None
 
 
 # -- GPU sharing: the one vocabulary (the flavor model's choices are built from it) -----------------

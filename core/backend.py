@@ -71,6 +71,8 @@ def cluster_config() -> ClusterConfig:
         prometheus_url=settings.SLIPWAY_PROMETHEUS_URL,
         prometheus_proxy_url=settings.SLIPWAY_PROMETHEUS_PROXY_URL or None,
         run_as_non_root=settings.SLIPWAY_RUN_AS_NON_ROOT,
+        gateway_namespace=settings.SLIPWAY_GATEWAY_NAMESPACE,
+        metrics_namespace=settings.SLIPWAY_ENDPOINT_SCRAPER_NAMESPACE or None,
     )
 
 

@@ -18,6 +18,7 @@ stays as it is writes nothing; the replicas chart is drawn from them.
 from __future__ import annotations
 
 from decimal import Decimal
+from urllib.parse import quote
 
 from django.conf import settings
 from django.db import models
@@ -40,7 +41,17 @@ from inference.constants import (
     Rollout,
     ScalingDecision,
 )
+from sandbox.engine import served_model
 from workloads.models import Workload
+
+
+def external_url(team_slug: str, name: str, gateway: str = "") -> str:
+    """An endpoint's external URL: ``{SLIPWAY_GATEWAY_URL}/{team}/{endpoint}`` (the one rule; the gateway
+    routes the same path, and passes whatever follows it to the engine untouched), or under another
+    ``gateway`` base. Team slugs and endpoint names are DNS labels; quoting keeps the URL well formed
+    whatever a row holds."""
+    base = (gateway or settings.SLIPWAY_GATEWAY_URL).rstrip("/")
+    return f"{base}/{quote(team_slug, safe='')}/{quote(name, safe='')}"
 
 
 class InferenceEndpoint(Workload):
@@ -110,8 +121,22 @@ class InferenceEndpoint(Workload):
 
     @property
     def url(self) -> str:
-        """The in-cluster address of the endpoint's Service."""
+        """Its external URL, through the gateway: what callers use (API ``url``, the page, the CLI)."""
+        return external_url(self.team.slug, self.name)
+
+    @property
+    def internal_url(self) -> str:
+        """The in-cluster address of the endpoint's Service (API ``internal_url``): the gateway's upstream,
+        which only the gateway's pods may reach on a real cluster (the team's endpoint NetworkPolicy)."""
         return f"http://{self.object_name}.{self.namespace}.svc.cluster.local"
+
+    @property
+    def served_model(self) -> str:
+        """The model name its engine serves, what a request's ``model`` must say: the engine plan's rule
+        (:func:`sandbox.engine.served_model`: ``SLIPWAY_SIM_MODEL``, else ``--served-model-name`` or
+        ``--model`` in its args, else its name), so that the page's snippets and the engine agree."""
+        return served_model({k: str(v) for k, v in (self.env or {}).items()}, [str(a) for a in self.args or []],
+                            self.name)
 
     @property
     def cost_per_hour_now(self) -> Decimal:

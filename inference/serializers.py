@@ -89,7 +89,9 @@ class EndpointSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields,
     team = serializers.CharField(source="team.slug")
     flavor = serializers.CharField(source="flavor.name")
     created_by = serializers.CharField(source="created_by.username")
-    url = serializers.CharField()
+    url = serializers.CharField(help_text="Its external URL, through the gateway: {SLIPWAY_GATEWAY_URL}/{team}/{name}; "
+                                          "call it with Authorization: Bearer <key> (docs/serving.md).")
+    internal_url = serializers.CharField(help_text="The in-cluster address of its Service (the gateway's upstream).")
     object_name = serializers.CharField(help_text="The name of its Kubernetes objects (\"ep-7\").")
     namespace = serializers.CharField()
     cost_to_date = serializers.DecimalField(max_digits=14, decimal_places=4)
@@ -104,7 +106,7 @@ class EndpointSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields,
         model = InferenceEndpoint
         fields = [
             "id", "team", "name", "state", "is_final", "holds_quota", "reason", "created_by", "created_at", "admitted_at", "started_at",
-            "finished_at", "replicas", "desired_replicas", "replica_ceiling", "url", "cost_to_date",
+            "finished_at", "replicas", "desired_replicas", "replica_ceiling", "url", "internal_url", "cost_to_date",
             "cost_per_hour_now", "estimated_cost_per_hour", "cost_per_hour_range", "namespace", "object_name", "cluster_name", "queue_position",
             "estimated_start_at", "estimated_start_earliest", "estimated_start_latest", "start_estimate", "borrowed_units", "preemptible", "preemptions", "last_preempted_at", "idle_gpu_hours", "idle_cost", "idle_since",
             "image", "command", "args", "env", "secret_env", "port", "flavor", "gpus_per_replica", "min_replicas",

@@ -26,6 +26,7 @@ from inference.chart import replicas_chart
 from inference.constants import ACTIVE_STATES, EndpointState
 from inference.forms import EndpointEditForm, EndpointForm
 from inference.models import InferenceEndpoint
+from inference.snippets import snippets
 from quotas.models import GpuFlavor
 from quotas.queue import queue_positions
 from quotas.services import usage_summary
@@ -201,6 +202,7 @@ def endpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
                              endpoint.max_replicas),
         manifest=yaml.safe_dump_all(workloads.manifests(endpoint), sort_keys=False),
         burst=services.burst_now(endpoint),
+        snippets=[] if endpoint.is_final else snippets(endpoint.url, endpoint.served_model),
     )
     context.update({**events_panel(endpoint), **preemption_panel(endpoint), **log_panel(request, endpoint),
                     **telemetry_context(endpoint, reverse("endpoint-telemetry", args=[endpoint.pk]), timezone.now())})

@@ -353,6 +353,13 @@ SLIPWAY_PROMETHEUS_URL = env_str("SLIPWAY_PROMETHEUS_URL", "http://prometheus-op
 # proxy in front of Prometheus (deploy/prometheus-label-proxy.yaml) that the `prometheus` metric's
 # triggers reach through each team's TriggerAuthentication; empty: they query SLIPWAY_PROMETHEUS_URL.
 SLIPWAY_PROMETHEUS_PROXY_URL = env_str("SLIPWAY_PROMETHEUS_PROXY_URL", "")
+# Serving (docs/serving.md): the gateway's public base URL, shown as each endpoint's `url`
+# ({SLIPWAY_GATEWAY_URL}/{team}/{endpoint}); the namespace its pods run in on a real cluster, the only
+# pods endpoint pods accept requests from; and the namespace of the Prometheus that scrapes the
+# engines' /metrics (empty: none may).
+SLIPWAY_GATEWAY_URL = env_str("SLIPWAY_GATEWAY_URL", "http://127.0.0.1:8002").rstrip("/")
+SLIPWAY_GATEWAY_NAMESPACE = env_str("SLIPWAY_GATEWAY_NAMESPACE", "slipway-system")
+SLIPWAY_ENDPOINT_SCRAPER_NAMESPACE = env_str("SLIPWAY_ENDPOINT_SCRAPER_NAMESPACE", "")
 # Where the reconciler reads GPU telemetry (DCGM series: idle-GPU waste, charts); empty: not measured.
 SLIPWAY_METRICS_URL = env_str("SLIPWAY_METRICS_URL", SLIPWAY_PROMETHEUS_URL)
 # GPUs whose utilization stays under this percent are idle time; flagged after this many minutes.

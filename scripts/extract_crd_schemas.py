@@ -2,7 +2,8 @@
 
 The test suite may not read files outside the repository, so this development script copies
 the data it needs from the upstream CRDs in ``../shared/crds`` (training-operator v1.9
-PyTorchJob, KEDA 2.x ScaledObject and TriggerAuthentication) into ``tests/cluster/schemas/*.json``:
+PyTorchJob, KEDA 2.x ScaledObject and TriggerAuthentication, Gateway API v1 HTTPRoute — deploy/gateway.yaml's)
+into ``tests/cluster/schemas/*.json``:
 
 * the served/storage version's ``openAPIV3Schema``, verbatim, except
 * the PyTorchJob's embedded pod templates (``pytorchReplicaSpecs.*.template``, ~95% of the
@@ -29,6 +30,7 @@ CRDS = {
     "pytorchjob": ("kubeflow.org_pytorchjobs.yaml", "v1"),
     "scaledobject": ("keda.sh_scaledobjects.yaml", "v1alpha1"),
     "triggerauthentication": ("keda.sh_triggerauthentications.yaml", "v1alpha1"),
+    "httproute": ("gateway.networking.k8s.io_httproutes.yaml", "v1"),
 }
 #: Marks a subtree removed from the fixture; the tests' strict walker accepts any object there.
 PRUNED = "x-slipway-pruned"

@@ -75,6 +75,7 @@ def endpoint_describe(client: Client, endpoint_ref: str, output: str) -> None:
         ("Replicas", f"{e['replicas']} ready, {e['desired_replicas']} wanted, ceiling {e['replica_ceiling']}"
                      f" (min {e['min_replicas']}, max {e['max_replicas']})"),
         ("Image", e["image"]), ("Flavor", f"{e['flavor']} × {e['gpus_per_replica']} per replica"), ("URL", e.get("url")),
+        ("Internal URL", e.get("internal_url")),
         ("Cost to date", money(e["cost_to_date"], e.get("currency", ""))),
         ("Cost/hour", per_hour(e.get("estimated_cost_per_hour"), e.get("currency", ""))), ("Price", unit_price(e)),
     ])

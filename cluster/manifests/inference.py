@@ -51,7 +51,7 @@ from cluster.manifests.common import (
     resources,
 )
 from cluster.manifests.secrets import SECRET_ENV_DIGEST_ANNOTATION, secret_env_refs
-from cluster.manifests.team import PROMETHEUS_TENANT_NAME
+from cluster.manifests.team import ISOLATED_LABEL, PROMETHEUS_TENANT_NAME, SERVING_LABEL
 from cluster.promql import scope_query
 from cluster.specs import (
     ENGINE_TGI,
@@ -134,7 +134,10 @@ def build_deployment(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
     container["startupProbe"] = _probe(spec, max(1, math.ceil(spec.startup_timeout_seconds / PROBE_PERIOD_SECONDS)))
     container["readinessProbe"] = _probe(spec, 3)
     container["securityContext"] = container_security(config)
-    pod_meta: Manifest = {"labels": pod_labels(spec.flavor, spec.team, spec.object_name)}
+    # Serving pods answer the gateway only: the team's endpoint policy selects them, and its isolation
+    # policy (which admits the team's own pods) leaves them out (cluster.manifests.team).
+    pod_meta: Manifest = {"labels": {**pod_labels(spec.flavor, spec.team, spec.object_name), ISOLATED_LABEL: "true",
+                                     SERVING_LABEL: "true"}}
     if spec.secret_env_digest:
         pod_meta["annotations"] = {SECRET_ENV_DIGEST_ANNOTATION: spec.secret_env_digest}
     return {

@@ -1,4 +1,9 @@
-"""Per-team objects: Namespace, ResourceQuota, LimitRange, NetworkPolicy, and the Prometheus tenant.
+"""Per-team objects: Namespace, ResourceQuota, LimitRange, the NetworkPolicies, and the Prometheus tenant.
+
+Two NetworkPolicies: the team's isolation (its own pods, the ingress controller and Prometheus reach
+its pods) and the endpoints' (an endpoint's pods answer the gateway only, :func:`build_endpoint_policy`):
+an endpoint is called through the gateway, which checks the caller's key, so no pod of the cluster,
+the team's own included, reaches a replica around it.
 
 With a label-enforcing Prometheus proxy configured (``ClusterConfig.prometheus_proxy_url``,
 docs/security.md), each team namespace also gets a ConfigMap naming the namespace and a KEDA
@@ -15,6 +20,8 @@ from cluster.specs import ClusterConfig, TeamSpec
 QUOTA_NAME = "slipway-gpu-quota"
 LIMITRANGE_NAME = "slipway-defaults"
 NETWORKPOLICY_NAME = "slipway-isolation"
+#: The NetworkPolicy of the team's endpoint pods: requests from the gateway only.
+ENDPOINT_POLICY_NAME = "slipway-endpoints"
 #: The team's Prometheus tenant: a ConfigMap and a TriggerAuthentication of this name.
 PROMETHEUS_TENANT_NAME = "slipway-prometheus-tenant"
 #: The header prom-label-proxy reads the namespace from (its ``-header-name`` in the deploy file).
@@ -25,6 +32,11 @@ INGRESS_ALLOWED_LABEL = "slipway.dev/allow-ingress"
 #: reaches it) and are left out of the team's: policies add up, so one admitting the whole namespace
 #: would let every teammate's pod in whatever the pod's own policy says.
 ISOLATED_LABEL = "slipway.dev/isolated"
+#: Pods with this label ("true") serve an endpoint (:mod:`cluster.manifests.inference` puts it on them, with
+#: :data:`ISOLATED_LABEL`): :func:`build_endpoint_policy` selects them.
+SERVING_LABEL = "slipway.dev/serving"
+#: The label every namespace carries with its name (Kubernetes sets it): how a policy names one namespace.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 def team_workload(slug: str) -> str:
@@ -98,6 +110,32 @@ def build_networkpolicy(spec: TeamSpec) -> Manifest:
     }
 
 
+def build_endpoint_policy(spec: TeamSpec, config: ClusterConfig) -> Manifest:
+    """Endpoint pods accept connections from the gateway's pods only (and the metrics scraper, if named).
+
+    The gateway is where keys, rate limits and the traffic figures are enforced and counted; a pod that
+    reached a replica directly would skip all three. The rule pairs a ``namespaceSelector`` with a
+    ``podSelector`` in one peer: the gateway's pods *in* the gateway's namespace, not every pod with those
+    labels anywhere (a team could label its own pods so). Only the serving port (``http``) is open; the
+    kubelet's probes come from the node and are not subject to the policy.
+    """
+    port = [{"port": "http", "protocol": "TCP"}]
+    peers = [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: config.gateway_namespace}},
+              "podSelector": {"matchLabels": dict(config.gateway_pod_labels)}}]
+    rules = [{"from": peers, "ports": port}]
+    if config.metrics_namespace:
+        # The engine's /metrics (vLLM's queue gauge a queue-length trigger reads) is on the same port.
+        rules.append({"from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: config.metrics_namespace}}}],
+                      "ports": port})
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata(ENDPOINT_POLICY_NAME, spec.namespace, spec.slug, team_workload(spec.slug)),
+        "spec": {"podSelector": {"matchLabels": {SERVING_LABEL: "true"}}, "policyTypes": ["Ingress"],
+                 "ingress": rules},
+    }
+
+
 def build_prometheus_tenant(spec: TeamSpec) -> list[Manifest]:
     """The header KEDA sends the Prometheus proxy for this namespace's triggers (``authModes: custom``)."""
     meta = metadata(PROMETHEUS_TENANT_NAME, spec.namespace, spec.slug, team_workload(spec.slug))
@@ -112,10 +150,10 @@ def build_prometheus_tenant(spec: TeamSpec) -> list[Manifest]:
 
 
 def build_team(spec: TeamSpec, config: ClusterConfig) -> list[Manifest]:
-    """Namespace, ResourceQuota, LimitRange and NetworkPolicy of one team (Namespace first), and
-    its Prometheus tenant when a proxy is configured."""
+    """Namespace, ResourceQuota, LimitRange and the two NetworkPolicies of one team (Namespace first),
+    and its Prometheus tenant when a proxy is configured."""
     objects = [build_namespace(spec, config), build_resourcequota(spec), build_limitrange(spec),
-               build_networkpolicy(spec)]
+               build_networkpolicy(spec), build_endpoint_policy(spec, config)]
     if config.prometheus_proxy_url:
         objects += build_prometheus_tenant(spec)
     return objects

@@ -430,7 +430,13 @@ def test_endpoint_verbs(cli, tmp_path, ep_quota):
     endpoint_id = int(created.stdout.split()[1])
     assert str(endpoint_id) in cli("endpoint", "ls").stdout
     assert json.loads(cli("endpoint", "ls", "-o", "json").stdout)[0]["id"] == endpoint_id
-    assert "Replicas:" in cli("endpoint", "describe", str(endpoint_id)).stdout
+    described = cli("endpoint", "describe", str(endpoint_id)).stdout
+    assert "Replicas:" in described
+    # Its external URL (the gateway's) and the Service's in-cluster address, each on its line.
+    name = endpoint_payload()["name"]
+    assert "URL:" in described and f"http://127.0.0.1:8002/ml-research/{name}\n" in described
+    assert f"Internal URL: http://ep-{endpoint_id}.team-ml-research.svc.cluster.local" in " ".join(described.split())
+    assert f"http://127.0.0.1:8002/ml-research/{name}" in cli("endpoint", "ls").stdout
     scaled = cli("endpoint", "scale", str(endpoint_id), "--max", "2")
     assert scaled.exit_code == 0, scaled.output
     assert "max 2" in scaled.stdout

@@ -55,7 +55,7 @@ def test_it_applies_twice_into_one_object(backend: KubernetesBackend, kube_api: 
     first = backend.apply(objects, RESOURCES)
     second = backend.apply(objects, RESOURCES)
 
-    assert len(kube_api.objects) == len(objects) == 7
+    assert len(kube_api.objects) == len(objects) == 8
     assert [o["metadata"]["uid"] for o in first] == [o["metadata"]["uid"] for o in second]
     # Nothing changed, so the generation did not move either.
     assert {o["metadata"]["generation"] for o in second} == {1}

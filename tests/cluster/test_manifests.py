@@ -117,6 +117,9 @@ VARIANTS: dict[str, Any] = {
         samples.CONFIG),
     "team": lambda: build_team(samples.team(), samples.CONFIG),
     "team_root_allowed": lambda: build_team(samples.team(quotas=()), ClusterConfig(run_as_non_root=False)),
+    # The gateway in a namespace of its own, and Prometheus let in to scrape the engines.
+    "team_gateway_scraper": lambda: build_team(samples.team(), ClusterConfig(gateway_namespace="serving",
+                                                                             metrics_namespace="monitoring")),
 }
 
 
@@ -199,6 +202,11 @@ def test_it_labels_every_object_for_slipway(label: str, obj: dict[str, Any]) -> 
         # A one-team MPS flavor's pods name their flavor too: their anti-affinity looks for it.
         flavor = pod_labels.pop("slipway.dev/flavor", None)
         assert (flavor is not None) == ("podAntiAffinity" in spec_holder["spec"].get("affinity", {}))
+        # An endpoint's pods are serving pods: the team's endpoint policy (the gateway only) selects them and
+        # its isolation policy leaves them out.
+        serving = {k: pod_labels.pop(k, None) for k in ("slipway.dev/serving", "slipway.dev/isolated")}
+        assert serving == ({"slipway.dev/serving": "true", "slipway.dev/isolated": "true"}
+                           if label.startswith("endpoint") else {"slipway.dev/serving": None, "slipway.dev/isolated": None})
         assert pod_labels == {
             k: labels[k] for k in ("app.kubernetes.io/managed-by", "slipway.dev/team", "slipway.dev/workload")
         }
@@ -441,7 +449,7 @@ def test_a_rollout_surges_only_when_the_team_has_a_spare_replica(surge: int, una
 
 
 def test_it_mirrors_the_team_quota() -> None:
-    namespace, quota, limits, policy = build_team(samples.team(), samples.CONFIG)
+    namespace, quota, limits, policy, endpoint_policy = build_team(samples.team(), samples.CONFIG)
     assert namespace["metadata"]["name"] == "team-vision"
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "8", "requests.nvidia.com/mig-1g.10gb": "7"}
@@ -450,6 +458,12 @@ def test_it_mirrors_the_team_quota() -> None:
     assert policy["spec"]["podSelector"] == {"matchExpressions": [{"key": "slipway.dev/isolated",
                                                                    "operator": "DoesNotExist"}]}
     assert policy["spec"]["policyTypes"] == ["Ingress"]
+    # Endpoint pods (left out above) answer the gateway's pods in the gateway's namespace only.
+    assert endpoint_policy["spec"]["podSelector"] == {"matchLabels": {"slipway.dev/serving": "true"}}
+    [rule] = endpoint_policy["spec"]["ingress"]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "slipway-system"}},
+                             "podSelector": {"matchLabels": {"app.kubernetes.io/name": "slipway",
+                                                             "app.kubernetes.io/component": "gateway"}}}]
 
 
 def test_it_renders_the_same_manifests_every_time() -> None:

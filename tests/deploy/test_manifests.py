@@ -20,9 +20,10 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 FORBIDDEN_VERBS = {"escalate", "bind", "impersonate", "*"}
 
 
-#: API groups of custom resources under deploy/ (the Prometheus Operator's PrometheusRule):
-#: kubernetes-validate knows only built-in kinds; tests/deploy/test_monitoring.py checks them.
-CUSTOM_GROUPS = ("monitoring.coreos.com/",)
+#: API groups of custom resources under deploy/ (the Prometheus Operator's PrometheusRule, the Gateway
+#: API's HTTPRoute): kubernetes-validate knows only built-in kinds; tests/deploy/test_monitoring.py and
+#: tests/deploy/test_gateway.py check them.
+CUSTOM_GROUPS = ("monitoring.coreos.com/", "gateway.networking.k8s.io/")
 
 
 def _documents() -> list[tuple[str, dict[str, Any]]]:
@@ -57,7 +58,7 @@ def test_it_finds_the_manifests() -> None:
         "Service",
     } <= kinds
     names = {doc["metadata"]["name"] for doc in _of_kind("Deployment")}
-    assert names == {"slipway-web", "slipway-worker", "slipway-beat", "slipway-prometheus-proxy"}
+    assert names == {"slipway-web", "slipway-worker", "slipway-beat", "slipway-prometheus-proxy", "slipway-gateway"}
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
@@ -67,7 +68,7 @@ def test_it_validates_every_object_in_strict_mode(label: str, doc: dict[str, Any
 
 
 #: Components that run Slipway itself (the label proxy runs prom-label-proxy, with no settings).
-SLIPWAY_COMPONENTS = {"web", "worker", "beat", "migrate"}
+SLIPWAY_COMPONENTS = {"web", "worker", "beat", "migrate", "gateway"}
 
 
 def _component(doc: dict[str, Any]) -> str:

@@ -16,6 +16,7 @@ REPO = scan.REPO
 #: ``SLIPWAY_*`` names the pages give that are not settings of the portal, by what reads them.
 NOT_SETTINGS = {
     "the slipway command (slipway/)": {"SLIPWAY_URL", "SLIPWAY_TOKEN", "SLIPWAY_PROFILE"},
+    "the caller's shell, holding an endpoint's API key (the page's snippets, inference/snippets.py)": {"SLIPWAY_KEY"},
     "a run's pods (the checkpoint contract, cluster/manifests/)": {
         "SLIPWAY_CHECKPOINT_DIR", "SLIPWAY_RESUME_FROM", "SLIPWAY_ATTEMPT", "SLIPWAY_RUN_TOKEN",
         "SLIPWAY_CHECKPOINT_URL"},
@@ -126,6 +127,7 @@ def test_every_slipway_variable_a_page_names_is_a_setting_env_example_lists_or_s
 
 
 def test_the_names_that_are_not_settings_are_read_where_the_list_says():
-    source = "\n".join(path.read_text() for folder in ("slipway", "cluster", "sandbox", "workloads", "jobs", "bench")
+    source = "\n".join(path.read_text() for folder in ("slipway", "cluster", "sandbox", "workloads", "jobs", "bench",
+                                                                     "inference")
                        for path in (REPO / folder).rglob("*.py"))
     assert [name for names in NOT_SETTINGS.values() for name in names if name not in source] == []

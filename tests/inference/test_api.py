@@ -25,13 +25,23 @@ def test_it_creates_an_endpoint_and_shows_the_contracts_fields(api, ep_quota, pu
     assert body["state"] == "deploying"
     assert (body["replicas"], body["desired_replicas"], body["replica_ceiling"]) == (0, 0, 1)
     assert body["object_name"] == f"ep-{body['id']}" and body["namespace"] == "team-ml-research"
-    assert body["url"] == f"http://ep-{body['id']}.team-ml-research.svc.cluster.local"
+    # The external URL through the gateway; the Service's in-cluster address stays as internal_url.
+    assert body["url"] == f"http://127.0.0.1:8002/ml-research/{body['name']}"
+    assert body["internal_url"] == f"http://ep-{body['id']}.team-ml-research.svc.cluster.local"
     assert body["cost_per_hour_range"] == ["4.1000", "12.3000"]
     assert body["cost_per_hour_now"] == "0.0000"  # nothing runs yet
     assert body["estimated_cost_per_hour"] == body["cost_per_hour_now"]  # deprecated (docs/api.md, Deprecated)
     assert body["autoscale"] == {"metric": "gpu_utilization", "target": 70}
     assert body["created_by"] == "mia" and body["team"] == "ml-research"
     assert body["queue_position"] is None
+
+
+def test_the_url_is_the_gateways_public_base_url_with_the_team_and_the_name(api, ep_quota, published, settings):
+    settings.SLIPWAY_GATEWAY_URL = "https://api.example.com/serve"
+    body = post(api, name="chat").json()
+    assert body["url"] == "https://api.example.com/serve/ml-research/chat"
+    listed = api.get("/api/v1/endpoints/").json()["results"]
+    assert [(e["url"], e["internal_url"]) for e in listed] == [(body["url"], body["internal_url"])]
 
 
 def test_a_name_stays_taken_until_its_endpoint_is_deleted_or_failed(api, ep_quota, published):

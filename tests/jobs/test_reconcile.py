@@ -46,7 +46,8 @@ def test_it_applies_the_team_namespace_and_the_job_then_marks_the_run_pending(su
     assert run.state == RunState.PENDING
     assert run.apply_attempts == 1
     kinds = sorted(kind for (_ns, kind, _name) in fake_backend.objects)
-    assert kinds == ["Job", "LimitRange", "Namespace", "NetworkPolicy", "ResourceQuota"]
+    # Two NetworkPolicies: the team's isolation and its endpoint pods' (the gateway only).
+    assert kinds == ["Job", "LimitRange", "Namespace", "NetworkPolicy", "NetworkPolicy", "ResourceQuota"]
     job = fake_backend.main_object(NS, run.object_name)
     limits = job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits["nvidia.com/gpu"] in (2, "2")

@@ -18,8 +18,8 @@ def test_it_accepts_every_kind_the_builders_render(backend):
     stored += backend.apply(training("run-2", workers=3), resource_kinds(), now=at(0))
     stored += backend.apply(endpoint("ep-1", max_replicas=3), resource_kinds(), now=at(0))
     kinds = sorted(obj["kind"] for obj in stored)
-    assert kinds == ["Deployment", "Job", "LimitRange", "Namespace", "NetworkPolicy", "PyTorchJob", "ResourceQuota",
-                     "ScaledObject", "Service"]
+    assert kinds == ["Deployment", "Job", "LimitRange", "Namespace", "NetworkPolicy", "NetworkPolicy", "PyTorchJob",
+                     "ResourceQuota", "ScaledObject", "Service"]
     job = next(obj for obj in stored if obj["kind"] == "Job")
     assert job["metadata"]["uid"] and job["metadata"]["creationTimestamp"] == "2026-11-22T10:00:00Z"
     assert job["metadata"]["labels"]["slipway.dev/workload"] == "run-1"
