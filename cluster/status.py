@@ -82,6 +82,9 @@ class WorkloadStatus:
     #: a pod was disrupted by the cluster, not by its own code (condition ``DisruptionTarget``:
     #: its node was reclaimed or shut down, it was evicted or preempted): the reason Kubernetes gives
     disrupted: str = ""
+    #: endpoints: the replicas still starting and the stages each reached (:class:`cluster.startup.ReplicaStart`),
+    #: which the kind records as cold-start timelines
+    replica_starts: tuple = ()
 
     @property
     def lacks_capacity(self) -> bool:

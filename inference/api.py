@@ -12,6 +12,7 @@ from rest_framework.response import Response
 
 from core.exceptions import conflict_response
 from inference import services
+from inference.coldstarts_api import ColdStartsMixin
 from inference.constants import EndpointState
 from inference.models import InferenceEndpoint
 from inference.serializers import (
@@ -27,7 +28,7 @@ from workloads.api import WorkloadViewSet, create_schema, list_parameters
 
 @extend_schema_view(list=extend_schema(parameters=list_parameters(EndpointState.values)),
                     create=create_schema(EndpointCreateSerializer, EndpointSerializer, EndpointPreviewSerializer))
-class EndpointViewSet(WorkloadViewSet):
+class EndpointViewSet(ColdStartsMixin, WorkloadViewSet):
     """Inference endpoints of the caller's teams (API.md "Inference endpoints"): create, read, change, delete."""
 
     model = InferenceEndpoint

@@ -77,3 +77,61 @@ def replicas_chart(samples: list[tuple[datetime, int, int, int]], now: datetime,
                for f, anchor in ((0, "start"), (0.5, "middle"), (1, "end"))]
     bounds = [(y(min_replicas), f"min {min_replicas}"), (y(max_replicas), f"max {max_replicas}")]
     return Chart(WIDTH, HEIGHT, lines, y_ticks, x_ticks, bounds, list(reversed(points))[:20])
+
+
+# -- cold starts: one horizontal bar per timeline, a segment per stage -----------------------------------------
+BAR_HEIGHT, BAR_GAP, BAR_LEFT, BAR_TOP = 16, 8, 168, 18
+
+
+@dataclass(frozen=True)
+class Segment:
+    x: float
+    width: float
+    stage: str  #: a stage of COLD_START_STAGES, or "unattributed": the CSS class of its colour
+    title: str  #: what hovering it says: "Model loaded: 20 s"
+
+
+@dataclass(frozen=True)
+class BarRow:
+    y: float
+    label: str  #: the replica and how it began
+    segments: list[Segment]
+    elapsed: float
+    attributed_share: float
+    complete: bool
+
+
+@dataclass(frozen=True)
+class StageBars:
+    width: int
+    height: int
+    rows: list[BarRow]
+    x_ticks: list[tuple[float, str]]  #: (x, seconds) along the top
+    bar_height: int = BAR_HEIGHT
+
+
+def cold_start_bars(timelines: list, labels: dict[str, str]) -> StageBars | None:
+    """Horizontal stacked bars of ``timelines`` (:class:`inference.coldstarts.Timeline`, newest first), one
+    segment per stage in its order, on one time scale (the longest timeline spans the plot). ``labels``: the
+    stages' names for the segments' titles. None without a timeline."""
+    if not timelines:
+        return None
+    longest = max(max(t.attribution.elapsed for t in timelines), 1.0)
+    plot_w = WIDTH - BAR_LEFT - RIGHT
+    scale = plot_w / longest
+    rows = []
+    for i, found in enumerate(timelines):
+        y = BAR_TOP + i * (BAR_HEIGHT + BAR_GAP)
+        x, segments = float(BAR_LEFT), []
+        for stage, seconds in found.attribution.segments:
+            width = seconds * scale
+            if width > 0:
+                segments.append(Segment(round(x, 1), round(width, 1), stage,
+                                        f"{labels.get(stage, stage)}: {seconds:.1f} s"))
+            x += width
+        how = "from zero" if found.row.from_zero else f"r{found.row.revision}"
+        rows.append(BarRow(y, f"{found.row.pod[-22:]} ({how})", segments, found.attribution.elapsed,
+                           found.attribution.attributed_share, found.row.complete))
+    ticks = [(round(BAR_LEFT + plot_w * f, 1), f"{longest * f:.0f} s") for f in (0, 0.5, 1)]
+    height = BAR_TOP + len(rows) * (BAR_HEIGHT + BAR_GAP)
+    return StageBars(WIDTH, height, rows, ticks)

@@ -5,6 +5,7 @@ Registered from :class:`inference.apps.InferenceConfig` ``ready()``.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 
 from django.conf import settings
@@ -14,8 +15,9 @@ import core.backend
 from cluster.backends.base import ObservedWorkload, ResourceKind
 from cluster.manifests import build_endpoint
 from cluster.specs import DEFAULT_GPU_UTILIZATION_TARGET, DEFAULT_METRIC, EndpointSpec
+from cluster.startup import replica_starts
 from cluster.status import EndpointPhase, WorkloadStatus, endpoint_status
-from inference import scaling, services
+from inference import coldstarts, scaling, services
 from inference.constants import AUDIT_ACTIONS, HOLDING_STATES, EndpointState, ScalingDecision
 from inference.demo import seed_demo_endpoints
 from inference.models import InferenceEndpoint
@@ -150,7 +152,11 @@ class EndpointKind(WorkloadKind):
         return build_endpoint(endpoint_spec(endpoint, surge), core.backend.cluster_config())
 
     def status(self, observed: ObservedWorkload, endpoint: InferenceEndpoint, now: datetime) -> WorkloadStatus | None:
-        return endpoint_status(observed, now, settings.SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS)
+        status = endpoint_status(observed, now, settings.SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS)
+        if status is None:
+            return None
+        # The replicas still starting, and their stages: the cold-start timelines (after_observation).
+        return dataclasses.replace(status, replica_starts=replica_starts(observed, now))
 
     def state_for(self, status: WorkloadStatus, endpoint: InferenceEndpoint) -> str:
         return _PHASE_TO_STATE.get(status.state, endpoint.state)
@@ -192,6 +198,8 @@ class EndpointKind(WorkloadKind):
 
     def after_observation(self, endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -> bool:
         before = (endpoint.replicas, endpoint.desired_replicas, endpoint.replica_ceiling)
+        # Before scaling moves anything: its timelines read the endpoint as the cycle found it (at zero?).
+        coldstarts.record(endpoint, status.replica_starts, now)
         gave_back = scaling.follow(endpoint, status, now)
         scaling.note_counts(endpoint, before, status, now)
         return gave_back

@@ -21,8 +21,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from inference import services
-from inference.chart import replicas_chart
+from inference import coldstarts, services
+from inference.chart import cold_start_bars, replicas_chart
 from inference.constants import ACTIVE_STATES, EndpointState
 from inference.forms import EndpointEditForm, EndpointForm
 from inference.models import InferenceEndpoint
@@ -60,6 +60,8 @@ from workloads.views import (
 PER_PAGE = 25
 #: Replica samples the chart draws (the newest; each is a change, so this spans hours to weeks).
 CHART_SAMPLES = 300
+#: Cold-start timelines the endpoint page draws (the newest).
+CARD_TIMELINES = 8
 #: What the live preview prices and admits.
 PREVIEW_FIELDS = ("flavor", "gpus_per_replica", "min_replicas", "max_replicas", "autoscale", "spot",
                   "startup_timeout_seconds", "gpu_memory_gb")
@@ -182,7 +184,7 @@ def _detail_context(request: HttpRequest, endpoint: InferenceEndpoint) -> dict:
             "can_delete": active and may_end(request.user, endpoint, membership),
             "delete_refused": end_refusal(request.user, endpoint, membership) if active else "",
             "staff_reader": membership is None, **queued_detail(endpoint), **idle_context(endpoint),
-            **alert_context(endpoint)}
+            **alert_context(endpoint), "cold_start_history": coldstarts.history(endpoint)}
 
 
 @login_required
@@ -203,6 +205,8 @@ def endpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
         manifest=yaml.safe_dump_all(workloads.manifests(endpoint), sort_keys=False),
         burst=services.burst_now(endpoint),
         snippets=[] if endpoint.is_final else snippets(endpoint.url, endpoint.served_model),
+        cold_start_bars=cold_start_bars(coldstarts.timelines(endpoint, CARD_TIMELINES), coldstarts.STAGE_LABELS),
+        cold_start_stages=coldstarts.STAGE_LABELS,
     )
     context.update({**events_panel(endpoint), **preemption_panel(endpoint), **log_panel(request, endpoint),
                     **telemetry_context(endpoint, reverse("endpoint-telemetry", args=[endpoint.pk]), timezone.now())})
@@ -235,7 +239,8 @@ def endpoint_edit(request: HttpRequest, pk: int) -> HttpResponse:
         else:
             messages.success(request, f"Endpoint {endpoint.name} updated.")
             return redirect("inference:endpoint-detail", pk=endpoint.pk)
-    return render(request, "inference/endpoint_edit.html", {"endpoint": endpoint, "form": form},
+    return render(request, "inference/endpoint_edit.html",
+                  {"endpoint": endpoint, "form": form, "cold_start_history": coldstarts.history(endpoint)},
                   status=400 if form.is_bound else 200)
 
 

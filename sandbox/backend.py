@@ -45,6 +45,7 @@ from cluster.backends.base import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     NOTICE_ANNOTATION,
+    STARTUP_EVENT_REASONS,
     TEAM_LABEL,
     WORKLOAD_LABEL,
     ClusterAddress,
@@ -61,6 +62,7 @@ from cluster.backends.base import (
 from cluster.errors import ClusterError, Invalid, NotFound, Transient
 from cluster.metrics import METRIC_SERIES, per_workload, running_pods
 from cluster.perf import gc_paused
+from cluster.startup import any_starting
 from core.rawsql import sql_datetime
 from sandbox import engines, exporter, inventory
 from sandbox.bulk import Record
@@ -403,7 +405,8 @@ class SandboxBackend(ClusterBackend):
     @storage_errors
     def observe(self, resources: Sequence[ResourceKind], *, now: datetime | None = None) -> list[ObservedWorkload]:
         """At most five queries whatever the size: clock (and silence), loads, objects, manifests not
-        cached yet, pods; a sixth while the sandbox runs real engines, their loads (:mod:`sandbox.engines`).
+        cached yet, pods; one more while the sandbox runs real engines, their loads (:mod:`sandbox.engines`),
+        and one while some pod is starting, its ``Pulled`` events (:meth:`_startup_events`).
 
         The returned objects share their ``spec`` with a per-process cache of decoded
         manifests (keyed by uid and resourceVersion, so an apply invalidates it): treat
@@ -467,7 +470,25 @@ class SandboxBackend(ClusterBackend):
             if owner is None or group is None:
                 continue
             group.pods.append(pod_manifest(pod, owner, at, busy, served))
+        self._startup_events(grouped, at)
         return list(grouped.values())
+
+    def _startup_events(self, grouped: dict[tuple[str, str], ObservedWorkload], at: datetime) -> None:
+        """The ``Pulled`` events of the workloads whose pods are starting, as the real backend lists them
+        (``ObservedWorkload.pod_events``): one query, none while no pod starts."""
+        starting = {key: group for key, group in grouped.items() if any_starting(group.pods, at)}
+        if not starting:
+            return
+        rows = self._rows(SimEvent).filter(
+            reason__in=STARTUP_EVENT_REASONS, object__startswith="Pod/",
+            namespace__in={namespace for namespace, _ in starting},
+            workload__in={workload for _, workload in starting}).order_by("time", "pk")
+        for event in rows:
+            group = starting.get((event.namespace, event.workload))
+            if group is not None:
+                group.pod_events.append(ClusterEvent(type=event.type, reason=event.reason, message=event.message,
+                                                     object=event.object, time=rfc3339(event.time) or "",
+                                                     count=event.count))
 
     def gpu_telemetry(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, WorkloadTelemetry]:
         """What the simulated DCGM exporter says (:mod:`sandbox.exporter`), per workload and GPU.

@@ -201,7 +201,7 @@ def _died(world: World, pod: PodRow, row: SimEngine) -> None:
     row.delete()
     _STARTED.pop(row.pid, None)
     if pod.stage == STAGE_READY:
-        pod.stage = STAGE_STARTED
+        pod.stage, pod.ready_at = STAGE_STARTED, None
         world.touch(pod)
         probe = world.owners[pod.owner_id].plan["pods"][0]["engine"]["probe"]
         world.event(pod, f"Pod/{pod.name}", "Warning", "Unhealthy",

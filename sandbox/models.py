@@ -86,6 +86,9 @@ class SimPod(models.Model):
     created_at = models.DateTimeField()
     scheduled_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    #: When a server's pod last became ready (its Ready condition's transition): its readiness probe's first
+    #: success after its model loaded. None while it is not ready (and for pods of other kinds).
+    ready_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     reason = models.CharField(max_length=40, blank=True)  # OOMKilled, Error, Completed, DeadlineExceeded
     exit_code = models.IntegerField(null=True, blank=True)

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from cluster.backends.base import Manifest
 from cluster.status import parse_time
 from sandbox import checkpoints
-from sandbox.controllers.kubelet import ADMISSION_ERROR, KILLED_EXIT_CODE, crash_loop, pod_ready
+from sandbox.controllers.kubelet import ADMISSION_ERROR, KILLED_EXIT_CODE, crash_loop, model_loaded_at, pod_ready
 from sandbox.controllers.scaledobject import endpoint_load
 from sandbox.inventory import GpuSharing, nodes
 from sandbox.models import SimLoad, SimObject, SimPod
@@ -31,7 +31,6 @@ from sandbox.registry import INVALID_IMAGE_NAME, invalid_image_message
 from sandbox.sharing import OOM_KILLED, Pace, is_busy, pace
 from sandbox.sharing import utilization as shared_utilization
 from sandbox.simulation import (
-    PULL_SECONDS,
     TERMINATION,
     crash_state,
     gpu_memory_mib,
@@ -39,8 +38,10 @@ from sandbox.simulation import (
     phase,
     pod_outcome,
     pull_failure,
+    pull_seconds,
     server_log,
     stable_int,
+    start_after_binding,
     training_log,
 )
 from sandbox.timestamps import rfc3339
@@ -207,12 +208,12 @@ def _pod_status(pod: SimPod, owner: SimObject, plan: dict, at: datetime) -> Mani
             status["message"] = "Pod was active on the node longer than the specified deadline"
             cstatus["state"]["terminated"]["reason"] = "Error"
     elif pod.started_at is None:
-        start = pod.scheduled_at + timedelta(seconds=PULL_SECONDS)
+        start = pod.scheduled_at + timedelta(seconds=start_after_binding(plan))
         pull = pull_failure(plan)
         if pull == INVALID_IMAGE_NAME:
             cstatus["state"] = {"waiting": {"reason": pull, "message": invalid_image_message(image)}}
         elif pull and at >= start:
-            first = at < start + timedelta(seconds=PULL_SECONDS)
+            first = at < start + timedelta(seconds=max(pull_seconds(plan), 1))
             cstatus["state"] = {"waiting": {
                 "reason": "ErrImagePull" if first else "ImagePullBackOff",
                 "message": (f'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": not found'
@@ -247,17 +248,34 @@ def _pod_status(pod: SimPod, owner: SimObject, plan: dict, at: datetime) -> Mani
         cstatus["lastState"] = {"terminated": {"reason": run["reason"], "exitCode": run["code"],
                                                "startedAt": run["started"], "finishedAt": run["finished"]}}
     status["containerStatuses"] = [cstatus]
-    running = pod.phase == "Running"
+    loaded_at, ready_at = _ready_times(pod, owner, plan, ready)
     status["conditions"] = [
         *_disruption_conditions(pod),
         {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": scheduled},
         {"type": "Initialized", "status": "True", "lastProbeTime": None, "lastTransitionTime": scheduled},
-        {"type": "ContainersReady", "status": str(ready), "lastProbeTime": None,
-         "lastTransitionTime": rfc3339(pod.started_at) if running else scheduled},
-        {"type": "Ready", "status": str(ready), "lastProbeTime": None,
-         "lastTransitionTime": rfc3339(pod.started_at) if running else scheduled},
+        {"type": "ContainersReady", "status": str(ready), "lastProbeTime": None, "lastTransitionTime": loaded_at},
+        {"type": "Ready", "status": str(ready), "lastProbeTime": None, "lastTransitionTime": ready_at},
     ]
     return status
+
+
+def _ready_times(pod: SimPod, owner: SimObject, plan: dict, ready: bool) -> tuple[str | None, str | None]:
+    """The transition times of the ContainersReady and Ready conditions.
+
+    Unready: since the container started (or the pod was bound). Ready: a server's ContainersReady at its
+    model's load end (``SLIPWAY_SIM_LOAD_SECONDS`` after its start: the cold start's ``model_loaded``) and
+    Ready when the kubelet's probe saw it answer (``ready_at``: with a real engine, the tick whose probe
+    passed — the ``ready`` stage); a run's pod is ready as it starts. A real kubelet flips both at once;
+    the sandbox scripts the two stages apart (docs/serving.md "Cold starts").
+    """
+    since = rfc3339(pod.started_at) if pod.phase == "Running" else rfc3339(pod.scheduled_at)
+    if not ready or owner.kind != "Deployment":
+        return since, since
+    loaded = model_loaded_at(pod, plan)
+    became = pod.ready_at or loaded
+    if loaded is not None and became is not None and loaded > became:
+        loaded = became  # a probe never passes before the load ends; held to it all the same
+    return rfc3339(loaded) or since, rfc3339(became) or since
 
 
 def deletion(owner) -> dict:

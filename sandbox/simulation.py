@@ -25,6 +25,11 @@ Knobs read from the first container's env (passed through unchanged by the build
   be shown (with ``max_retries`` ≥ N). Default: every attempt ends the same way.
 * ``SLIPWAY_SIM_LOG_EVERY`` — seconds between training lines (fractions allowed): Katib-style metric
   lines and ``SLIPWAY_PROGRESS``, see :mod:`sandbox.training_metrics`.
+* ``SLIPWAY_SIM_SCHEDULE_SECONDS``, ``SLIPWAY_SIM_PULL_SECONDS``, ``SLIPWAY_SIM_START_SECONDS`` — a pod's
+  start, stage by stage (:func:`start_delays`): how long after its creation the scheduler binds it (default
+  0: at once, when a node has room), how long its image's pull takes once bound (default 9), and from the
+  pull to its container running (default 1). With ``SLIPWAY_SIM_LOAD_SECONDS`` (a server's model load)
+  they script an endpoint replica's cold start (docs/serving.md "Cold starts").
 * ``SLIPWAY_SIM_CHECKPOINT_EVERY``, ``SLIPWAY_SIM_HONOUR_NOTICE`` (with the contract's
   ``SLIPWAY_CHECKPOINT_DIR`` and ``SLIPWAY_RESUME_FROM``) — runs: simulated checkpoints, resuming
   and preemption notices, see :mod:`sandbox.checkpoints`.
@@ -43,8 +48,13 @@ from sandbox import checkpoints, training_metrics
 from sandbox.sharing import Pace
 
 OUTCOMES = ("succeed", "fail", "oom", "image-pull", "crashloop")
-#: Seconds between binding and the container starting (image pull + create).
+#: Seconds between binding and the container starting (image pull + create), by default:
+#: :data:`DEFAULT_PULL_SECONDS` of pull, then :data:`DEFAULT_START_SECONDS` to create and start it.
 PULL_SECONDS = 10
+DEFAULT_PULL_SECONDS = 9
+DEFAULT_START_SECONDS = PULL_SECONDS - DEFAULT_PULL_SECONDS
+#: The most any start delay knob may say (an hour): a typo of a unit must not park a pod for days.
+MAX_START_DELAY_SECONDS = 3600
 #: Kubelet's crash-loop back-off: 10s doubling up to 5 minutes.
 BACKOFF_START, BACKOFF_CAP = 10, 300
 #: Time a crashing server runs before it dies, when the spec does not say.
@@ -134,6 +144,36 @@ def load_seconds(env: dict[str, str]) -> int:
     raw = env.get("SLIPWAY_SIM_LOAD_SECONDS", "")
     parsed = parse_duration(raw) if raw else None
     return DEFAULT_MODEL_LOAD_SECONDS if parsed is None else parsed
+
+
+def start_delays(env: dict[str, str]) -> tuple[int, int, int]:
+    """A pod's scripted start (``30s`` style, or seconds): the scheduler's delay before it binds the pod
+    (``SLIPWAY_SIM_SCHEDULE_SECONDS``), its image's pull (``SLIPWAY_SIM_PULL_SECONDS``) and the container's
+    creation and start after it (``SLIPWAY_SIM_START_SECONDS``). A value absent or not a duration is its
+    default; one above :data:`MAX_START_DELAY_SECONDS` is held to it."""
+    def knob(name: str, default: int) -> int:
+        raw = env.get(name, "")
+        parsed = parse_duration(raw) if raw else None
+        return default if parsed is None else min(parsed, MAX_START_DELAY_SECONDS)
+
+    return (knob("SLIPWAY_SIM_SCHEDULE_SECONDS", 0), knob("SLIPWAY_SIM_PULL_SECONDS", DEFAULT_PULL_SECONDS),
+            knob("SLIPWAY_SIM_START_SECONDS", DEFAULT_START_SECONDS))
+
+
+def schedule_delay(plan: dict) -> int:
+    """Seconds after its creation before the scheduler binds a pod of ``plan``."""
+    return int(plan.get("sched_s") or 0)
+
+
+def pull_seconds(plan: dict) -> int:
+    """Seconds from a pod's binding to its image pulled (its ``Pulled`` event)."""
+    return int(plan.get("pull_s", DEFAULT_PULL_SECONDS))
+
+
+def start_after_binding(plan: dict) -> int:
+    """Seconds from a pod's binding to its container running: the pull, then the container's creation
+    (plans compiled before the knobs existed: :data:`PULL_SECONDS` in all)."""
+    return pull_seconds(plan) + int(plan.get("start_s", DEFAULT_START_SECONDS))
 
 
 def _positive_float(raw: str) -> float | None:

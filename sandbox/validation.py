@@ -23,7 +23,7 @@ from sandbox import engines
 from sandbox.inventory import inventory
 from sandbox.quantity import parse_quantity, to_units
 from sandbox.registry import pull_error
-from sandbox.simulation import sim_settings
+from sandbox.simulation import sim_settings, start_delays
 from sandbox.training_metrics import log_every
 
 Manifest = dict[str, Any]
@@ -465,6 +465,7 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
         for term in affinity or []
     ]
     sim = sim_settings(env, workload=workload, kind=kind)
+    schedule_s, pull_s, start_s = start_delays(env)
     plan = {
         "role": role,
         "count": count,
@@ -485,6 +486,9 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
         "log": log_every(env),
         # A server answers its readiness probe once its model is loaded (SLIPWAY_SIM_LOAD_SECONDS).
         "ready": sim.load_seconds if first.get("readinessProbe") else 0,
+        # Its start, stage by stage (sandbox.simulation.start_delays): bound this long after its creation,
+        # its image pulled this long after, its container running this long after the pull.
+        "sched_s": schedule_s, "pull_s": pull_s, "start_s": start_s,
         "hash": template_hash(template),
         "ctr": first.get("name", "main"),
         "img": first.get("image", ""),

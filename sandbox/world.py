@@ -158,7 +158,7 @@ class World:
                 SimPod.objects.filter(pk__in=ids[i:i + BATCH]).delete()
         fast_insert(SimPod, self.new_pods)
         fast_update(SimPod, list(self.changed_pods.values()),
-                    ["node", "phase", "stage", "active", "scheduled_at", "started_at", "finished_at", "reason",
+                    ["node", "phase", "stage", "active", "scheduled_at", "started_at", "ready_at", "finished_at", "reason",
                      "exit_code", "message", "disruption", "gpu", "progress", "progress_at", "pace"])
         fast_update(SimPod, [pod for pod in self.progressed if pod.pk is not None and pod.pk not in self.changed_pods
                              and pod.pk not in self.deleted_pods], ["progress", "progress_at", "pace"])

@@ -109,7 +109,14 @@ class ObservedWorkload:
 
     ``objects`` holds the top-level objects (Job, PyTorchJob, Deployment, Service,
     ScaledObject …) and ``pods`` the pods that belong to them, each as the API server
-    returns it (a dict with ``apiVersion``, ``kind``, ``metadata``, ``spec``, ``status``).
+    returns it (a dict with ``apiVersion``, ``kind``, ``metadata``, ``spec``, ``status``):
+    their conditions with ``lastTransitionTime`` and their containers' ``startedAt`` included.
+
+    ``pod_events`` holds the events of :data:`STARTUP_EVENT_REASONS` about its pods (``Pulled``:
+    the image's pull ended, or it was on the node already), which no pod status records: a
+    replica's cold-start timeline reads them (:mod:`cluster.startup`). Backends list them only
+    while some pod of Slipway's is starting (:func:`cluster.startup.starting`), so a cluster whose
+    replicas all run steadily pays nothing for them.
     """
 
     namespace: str
@@ -117,6 +124,7 @@ class ObservedWorkload:
     team: str = ""
     objects: list[Manifest] = field(default_factory=list)
     pods: list[Manifest] = field(default_factory=list)
+    pod_events: list[ClusterEvent] = field(default_factory=list)
 
     @property
     def address(self) -> ClusterAddress:
@@ -143,6 +151,11 @@ class NodeCapacity:
     @property
     def free(self) -> int:
         return max(self.allocatable - self.in_use, 0)
+
+
+#: The reasons of the pod events a backend's observation carries (``ObservedWorkload.pod_events``):
+#: the kubelet's ``Pulled``, the one stage of a replica's start no pod status records.
+STARTUP_EVENT_REASONS = ("Pulled",)
 
 
 @dataclass(frozen=True)
@@ -284,7 +297,8 @@ class ClusterBackend(abc.ABC):
     @abc.abstractmethod
     def observe(self, resources: Sequence[ResourceKind]) -> list[ObservedWorkload]:
         """Slipway's objects of the ``observed`` kinds among ``resources``, across all namespaces,
-        grouped by workload, with their pods (and the autoscalers KEDA made for them).
+        grouped by workload, with their pods (and the autoscalers KEDA made for them), and while
+        some of those pods are starting their startup events (``ObservedWorkload.pod_events``).
 
         Must cost a constant number of API calls per kind, whatever the number of workloads.
         """

@@ -13,7 +13,8 @@ Rules this module keeps:
   Slipway owns exactly the fields it sets (an HPA keeps ``spec.replicas``).
 * The workload kinds' objects are known only from the resource kinds the caller hands over
   (each kind declares them in its registration); this module keeps the kinds it needs itself.
-* ``observe()`` makes one LIST per observed kind across all namespaces, selected by the
+* ``observe()`` makes one LIST per observed kind across all namespaces (and, while a pod of
+  Slipway's is starting, one of the pods' ``Pulled`` events), selected by the
   ``app.kubernetes.io/managed-by=slipway`` label, without pagination, so the number of calls
   does not grow with the number of workloads. ``resourceVersion=0`` lets the API server
   answer from its watch cache instead of a quorum read of etcd; a reconcile loop tolerates a
@@ -47,6 +48,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from cluster.backends.base import (
     MANAGED_SELECTOR,
+    STARTUP_EVENT_REASONS,
     TEAM_LABEL,
     WORKLOAD_LABEL,
     ClusterAddress,
@@ -65,6 +67,7 @@ from cluster.errors import ClusterError, Conflict, Invalid, NotFound, Transient
 from cluster.metrics import Prometheus
 from cluster.perf import gc_paused
 from cluster.pods import REPLICA_TYPE_LABELS
+from cluster.startup import any_starting, startup_event
 
 FIELD_MANAGER = "slipway"
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
@@ -437,10 +440,12 @@ class KubernetesBackend(ClusterBackend):
                 target = groups.get((meta.get("namespace"), (meta.get("labels") or {}).get(WORKLOAD_LABEL)))
                 if target is not None:  # only the autoscalers of workloads Slipway manages
                     target.objects.append(hpa)
-            for pod in self.list(POD, label_selector=MANAGED_SELECTOR, resourceVersion="0"):
+            pods = self.list(POD, label_selector=MANAGED_SELECTOR, resourceVersion="0")
+            for pod in pods:
                 target = group(pod)
                 if target is not None:
                     target.pods.append(pod)
+            self._startup_events(groups, pods)
             for observed in groups.values():
                 observed.pods.sort(key=_pod_order)
             return sorted(groups.values(), key=lambda o: (o.namespace, o.object_name))
@@ -449,6 +454,30 @@ class KubernetesBackend(ClusterBackend):
         """Each Service's in-cluster address: kube-proxy balances over its ready pods, so no API call is made
         (the gateway runs in the cluster; the NetworkPolicy lets it reach the endpoints' pods)."""
         return {ref: (f"http://{ref.name}.{ref.namespace}.svc.cluster.local:{ref.port}",) for ref in services}
+
+    def _startup_events(self, groups: dict[tuple[str, str], ObservedWorkload], pods: list[Manifest]) -> None:
+        """The ``Pulled`` events of Slipway's pods onto their workloads (``ObservedWorkload.pod_events``).
+
+        One LIST across all namespaces, selected by the event's reason and its object's kind (the API
+        server indexes both fields), from its watch cache — and only while some pod is starting
+        (:func:`cluster.startup.any_starting`): events carry no labels, so the list holds every
+        pod's pulls of the last hour, which a cluster whose replicas run steadily need not read.
+        """
+        if not any_starting(pods, datetime.now(UTC)):
+            return
+        by_pod: dict[tuple[str, str], ObservedWorkload] = {}
+        for observed in groups.values():
+            for pod in observed.pods:
+                by_pod[(observed.namespace, (pod.get("metadata") or {}).get("name", ""))] = observed
+        for reason in STARTUP_EVENT_REASONS:
+            for event in self.list(EVENT, fieldSelector=f"involvedObject.kind=Pod,reason={reason}",
+                                   resourceVersion="0"):
+                involved = event.get("involvedObject") or {}
+                namespace = (event.get("metadata") or {}).get("namespace") or involved.get("namespace") or ""
+                target = by_pod.get((namespace, involved.get("name", "")))
+                flat = startup_event(event) if target is not None else None
+                if flat is not None:
+                    target.pod_events.append(flat)
 
     def gpu_telemetry(self, observed: list[ObservedWorkload]) -> dict[ClusterAddress, WorkloadTelemetry]:
         """From Prometheus' DCGM series, one query per call (:mod:`cluster.metrics`); {} when not configured."""

@@ -15,7 +15,7 @@ from datetime import timedelta
 from cluster.specs import SHARING_MPS
 from sandbox.controllers.kubelet import start_container, terminate
 from sandbox.sharing import OOM_EXIT_CODE, OOM_KILLED, Tenant, Verdict, is_busy, mps, time_sliced
-from sandbox.simulation import PULL_SECONDS, pull_failure
+from sandbox.simulation import pull_failure, start_after_binding
 from sandbox.world import STAGE_CRASHING, STAGE_STARTED, PodRow, World
 
 
@@ -45,7 +45,7 @@ def _tenant(world: World, pod: PodRow) -> Tenant:
     plan = world.plan_of(pod)
     start = pod.started_at
     if start is None and pod.scheduled_at is not None and not pull_failure(plan):
-        start = pod.scheduled_at + timedelta(seconds=PULL_SECONDS)  # it starts within this tick, or later
+        start = pod.scheduled_at + timedelta(seconds=start_after_binding(plan))  # it starts within this tick, or later
     server = world.owners[pod.owner_id].kind == "Deployment"
     return Tenant(key=pod.name, start=start, work=None if server else float(plan["dur"]),
                   memory_gib=float(plan.get("mem") or 0.0), busy=is_busy(plan) and pod.stage != STAGE_CRASHING,
@@ -58,7 +58,7 @@ def _apply(world: World, pod: PodRow, tenant: Tenant, verdict: Verdict) -> None:
     if verdict.revive:
         # Its restart finds the memory free: a clean run from now (a time-sliced GPU's neighbours left).
         pod.stage, pod.reason, pod.exit_code, pod.message = STAGE_STARTED, "", None, ""
-        pod.started_at, pod.progress, pod.progress_at, pod.pace = world.now, 0.0, None, []
+        pod.started_at, pod.progress, pod.progress_at, pod.pace, pod.ready_at = world.now, 0.0, None, [], None
         world.event(pod, f"Pod/{pod.name}", "Normal", "Started", f"Started container {plan['ctr']}")
         world.touch(pod)
         return

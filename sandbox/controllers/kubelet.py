@@ -24,7 +24,7 @@ from sandbox.checkpoints import NOTICE_EXIT_CODE, notice_exit
 from sandbox.controllers.quota import release
 from sandbox.registry import INVALID_IMAGE_NAME, invalid_image_message
 from sandbox.sharing import MEMORY_GROW_SECONDS, OOM_KILLED, run_end
-from sandbox.simulation import PULL_SECONDS, TERMINATION, pod_outcome, pull_failure
+from sandbox.simulation import TERMINATION, pod_outcome, pull_failure, pull_seconds, start_after_binding
 from sandbox.world import (
     STAGE_BOUND,
     STAGE_CRASHING,
@@ -62,7 +62,7 @@ def advance(world: World, pod: PodRow, owner: ObjRow) -> None:
     plan = world.plan_of(pod)
     if pod.stage == STAGE_BOUND and _refused(world, pod, plan):
         return
-    start = pod.scheduled_at + timedelta(seconds=PULL_SECONDS)
+    start = pod.scheduled_at + timedelta(seconds=start_after_binding(plan))
     outcome = pod_outcome(plan, owner.kind, pod.index)
     pod_ref = f"Pod/{pod.name}"
     pull = pull_failure(plan)
@@ -94,6 +94,8 @@ def advance(world: World, pod: PodRow, owner: ObjRow) -> None:
         if (pod.stage == STAGE_STARTED and outcome not in CRASH_OUTCOMES and loaded(pod, plan, world.now)
                 and ("engine" not in plan or engines.ready(world, pod, plan))):
             pod.stage = STAGE_READY  # no event: the readiness probe passing is silent
+            # When: a real engine's probe passed in this tick; without one, the load delay's end itself.
+            pod.ready_at = world.now if "engine" in plan else model_loaded_at(pod, plan)
             world.touch(pod)
         # restartPolicy Always: a crashing server is restarted in place, forever.
         if outcome in CRASH_OUTCOMES and pod.stage < STAGE_CRASHING and world.now >= end:
@@ -121,11 +123,14 @@ def advance(world: World, pod: PodRow, owner: ObjRow) -> None:
 
 
 def start_container(world: World, pod: PodRow, plan: dict, at: datetime) -> None:
-    """The image is pulled and the container starts at ``at``."""
+    """The container starts at ``at``; its image was pulled ``SLIPWAY_SIM_PULL_SECONDS`` after the pod's
+    binding (the ``Pulled`` event's time: the cold-start timeline's ``image_pulled``)."""
     pod_ref = f"Pod/{pod.name}"
-    pod.stage, pod.phase, pod.started_at = STAGE_STARTED, "Running", at
+    pod.stage, pod.phase, pod.started_at, pod.ready_at = STAGE_STARTED, "Running", at, None
+    pulling = pull_seconds(plan)
     world.event(pod, pod_ref, "Normal", "Pulled",
-                f'Successfully pulled image "{plan["img"]}" in {PULL_SECONDS - 1}.2s', at)
+                f'Successfully pulled image "{plan["img"]}" in {pulling}.0s',
+                min(pod.scheduled_at + timedelta(seconds=pulling), at))
     world.event(pod, pod_ref, "Normal", "Created", f"Created container {plan['ctr']}", at)
     world.event(pod, pod_ref, "Normal", "Started", f"Started container {plan['ctr']}", at)
     world.touch(pod)
@@ -208,6 +213,13 @@ def loaded(pod: PodRow, plan: dict, now: datetime) -> bool:
     if pod.phase != "Running" or pod.started_at is None or crash_loop(pod, plan) is not None:
         return False
     return now >= pod.started_at + timedelta(seconds=plan.get("ready", 0))
+
+
+def model_loaded_at(pod: PodRow, plan: dict) -> datetime | None:
+    """When a server's model is loaded: its container's start plus its load delay (``SLIPWAY_SIM_LOAD_SECONDS``)."""
+    if pod.started_at is None:
+        return None
+    return pod.started_at + timedelta(seconds=plan.get("ready", 0))
 
 
 def pod_ready(pod: PodRow, plan: dict, now: datetime) -> bool:

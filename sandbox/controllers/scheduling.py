@@ -10,10 +10,12 @@ replicas in use that still has one free (:func:`sandbox.sharing.pack`).
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import timedelta
 
 from sandbox.models import SimObject
 from sandbox.scheduler import Placed, Scheduler
 from sandbox.sharing import pack
+from sandbox.simulation import schedule_delay
 from sandbox.world import STAGE_BOUND, ObjRow, PodRow, World, add_requests
 
 #: The label the API server puts on every namespace (namespaceSelector terms often select by it).
@@ -40,7 +42,7 @@ def schedule(world: World) -> None:
                 add_requests(used[pod.node], plan, +1)
                 if placed is not None:
                     placed[pod.node].append((pod.namespace, plan.get("lbl") or {}, plan.get("anti") or []))
-            elif not deleting:
+            elif not deleting and not _held(world, pod):
                 unbound.append(pod)
         if not unbound:
             continue
@@ -66,6 +68,13 @@ def schedule(world: World) -> None:
                 pod.message = message
                 world.event(pod, f"Pod/{pod.name}", "Warning", "FailedScheduling", message)
                 world.touch(pod)
+
+
+def _held(world: World, pod: PodRow) -> bool:
+    """Whether the pod's scripted scheduling delay (``SLIPWAY_SIM_SCHEDULE_SECONDS``: a node being added, a
+    busy scheduler) is still running: it is not even tried until then."""
+    delay = schedule_delay(world.plan_of(pod))
+    return bool(delay) and world.now < pod.created_at + timedelta(seconds=delay)
 
 
 def _gpus_in_use(world: World) -> dict[str, list[int]]:
