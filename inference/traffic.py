@@ -351,20 +351,22 @@ def gateway_demand(addresses: Iterable[ClusterAddress], now: datetime | None = N
     fresh (written in the last :data:`FRESH_SECONDS`). One query. Addresses of other kinds, and endpoints no
     gateway reports, are left out (no gateway sees them: no demand)."""
     now = now or timezone.now()
-    wanted: dict[int, ClusterAddress] = {}
-    for address in addresses:
+    wanted = set(addresses)
+    pks = set()
+    for address in wanted:
         identity = WorkloadId.from_object_name(address.object_name)
         if identity is not None and identity.prefix == REF_PREFIX:
-            wanted[identity.pk] = address
-    if not wanted:
+            pks.add(identity.pk)
+    if not pks:
         return {}
     found: dict[ClusterAddress, EndpointDemand] = {}
-    rows = GatewayLoad.objects.filter(endpoint_id__in=list(wanted), updated_at__gte=now - timedelta(
+    rows = GatewayLoad.objects.filter(endpoint_id__in=pks, updated_at__gte=now - timedelta(
         seconds=FRESH_SECONDS)).values_list("endpoint_id", "endpoint__team__namespace", "held", "in_flight",
                                             "requests_per_second")
     for endpoint_id, namespace, held, in_flight, rate in rows:
-        address = wanted[endpoint_id]
-        if address.namespace != namespace:  # the same object name in another namespace is not this endpoint
+        # The endpoint's own address: the same object name in another namespace is not this endpoint.
+        address = ClusterAddress(namespace, WorkloadId(REF_PREFIX, endpoint_id).object_name)
+        if address not in wanted:
             continue
         seen = found.get(address, EndpointDemand())
         found[address] = EndpointDemand(seen.held + held, seen.in_flight + in_flight,
