@@ -26,16 +26,24 @@ METRIC_GPU_UTILIZATION = "gpu_utilization"
 METRIC_REQUESTS_PER_SECOND = "requests_per_second"
 METRIC_QUEUE_LENGTH = "queue_length"
 METRIC_PROMETHEUS = "prometheus"
+#: The gateway's own series (docs/serving.md "Autoscaling on traffic, waking from zero"): requests in
+#: flight through Slipway's gateway, and its requests a second, each per replica.
+METRIC_GATEWAY_IN_FLIGHT = "gateway_in_flight"
+METRIC_GATEWAY_REQUESTS_PER_SECOND = "gateway_requests_per_second"
 METRIC_LABELS = {
     METRIC_GPU_UTILIZATION: "GPU utilization",
     METRIC_REQUESTS_PER_SECOND: "Requests per second",
     METRIC_QUEUE_LENGTH: "Queue length",
     METRIC_PROMETHEUS: "Prometheus query",
+    METRIC_GATEWAY_IN_FLIGHT: "Requests in flight at the gateway",
+    METRIC_GATEWAY_REQUESTS_PER_SECOND: "Requests per second at the gateway",
 }
 METRICS = tuple(METRIC_LABELS)
+#: The metrics read from the gateway's series (``slipway_gateway_*``).
+GATEWAY_METRICS = (METRIC_GATEWAY_IN_FLIGHT, METRIC_GATEWAY_REQUESTS_PER_SECOND)
 #: Metrics driven by requests rather than by running pods, so scaling to zero is possible with
 #: them (GPU utilisation of zero pods is "no data", which would never wake the endpoint up).
-REQUEST_DRIVEN_METRICS = (METRIC_REQUESTS_PER_SECOND, METRIC_QUEUE_LENGTH, METRIC_PROMETHEUS)
+REQUEST_DRIVEN_METRICS = (METRIC_REQUESTS_PER_SECOND, METRIC_QUEUE_LENGTH, METRIC_PROMETHEUS, *GATEWAY_METRICS)
 #: Serving engines whose queue metric the builder knows, with what people call them.
 ENGINE_VLLM = "vllm"
 ENGINE_TGI = "tgi"

@@ -15,7 +15,10 @@ reach one, given a :class:`BackendSpec`, and which clusters a backend offers by 
 (:func:`offered_clusters`: the sandbox's inventory lists several; any other backend is one).
 
 Every backend built here reports the cluster errors it raises to ``/metrics``, labelled with its
-cluster (``slipway_cluster_api_errors_total``, through :attr:`ClusterBackend.on_error`).
+cluster (``slipway_cluster_api_errors_total``, through :attr:`ClusterBackend.on_error`), and is handed
+what the gateways see of endpoints (:attr:`ClusterBackend.demand`): the app that owns the gateway's
+tables registers its reader here (:func:`register_demand_reader`, from its AppConfig), so a backend
+that stands in for KEDA (the sandbox) reads them without importing an app above it.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
-from cluster.backends.base import ClusterBackend
+from cluster.backends.base import ClusterAddress, ClusterBackend, DemandReader, EndpointDemand
 from cluster.backends.kubernetes import KubernetesBackend
 from cluster.metrics import Prometheus
 from cluster.specs import ClusterConfig
@@ -98,6 +101,21 @@ def _factory(name: str):
             f"got {name!r}") from None
 
 
+#: The registered reader of the gateways' demand (None: none registered).
+_DEMAND: list[DemandReader] = []
+
+
+def register_demand_reader(reader: DemandReader) -> None:
+    """Hand every backend ``reader`` of the endpoints' demand (the serving app's, at start-up; a second
+    registration replaces the first)."""
+    _DEMAND[:] = [reader]
+
+
+def read_demand(addresses) -> dict[ClusterAddress, EndpointDemand]:
+    """What the registered reader says of ``addresses`` (nothing without one): every backend's ``demand``."""
+    return _DEMAND[0](list(addresses)) if _DEMAND else {}
+
+
 @lru_cache(maxsize=64)
 def _backend(spec: BackendSpec, default: str) -> ClusterBackend:
     name = spec.backend or default
@@ -106,6 +124,7 @@ def _backend(spec: BackendSpec, default: str) -> ClusterBackend:
         kwargs.update(kubeconfig=spec.kubeconfig, context=spec.context)
     backend = _factory(name)(**kwargs)
     backend.on_error = partial(metrics.count_cluster_error, metrics.cluster_label(spec.cluster))
+    backend.demand = read_demand
     return backend
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import status
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from core.exceptions import conflict_response
-from inference import services
+from inference import services, traffic, traffic_api
 from inference.coldstarts_api import ColdStartsMixin
 from inference.constants import EndpointState
 from inference.models import InferenceEndpoint
@@ -69,3 +70,16 @@ class EndpointViewSet(ColdStartsMixin, WorkloadViewSet):
         endpoint = self.get_object()
         page = self.paginate_queryset(endpoint.replica_samples.all())
         return self.get_paginated_response(ReplicaSampleSerializer(page, many=True).data)
+
+    @extend_schema(parameters=traffic_api.PARAMETERS, responses=traffic_api.TrafficSerializer)
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def traffic(self, request, pk=None):
+        """Its traffic as the gateways measured it (docs/serving.md "Traffic metrics"): requests a second, error
+        rate, latency and time-to-first-token percentiles, tokens a second and requests in flight, a point per
+        ``step`` seconds from ``since``, for the endpoint and each revision."""
+        endpoint = self.get_object()
+        since, step, revision = traffic_api.traffic_query(request)
+        try:
+            return Response(traffic.series(endpoint, since, step, revision))
+        except traffic.TooManyPoints as exc:
+            raise ValidationError({"step": [str(exc)]}) from None

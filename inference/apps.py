@@ -1,4 +1,4 @@
-"""App config for inference: registers inference endpoints as a workload kind."""
+"""App config for inference: registers inference endpoints as a workload kind, and the gateways' demand reader."""
 
 from django.apps import AppConfig
 
@@ -9,7 +9,11 @@ class InferenceConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here, not at the top: models may only be imported once apps are loaded.
+        from core.backend import register_demand_reader
         from inference.kind import EndpointKind
+        from inference.traffic import gateway_demand
         from workloads.registry import register
 
         register(EndpointKind())
+        # The sandbox's KEDA reads what the gateways see (GatewayLoad) through the backend (docs/serving.md).
+        register_demand_reader(gateway_demand)

@@ -80,7 +80,8 @@ class EndpointEditForm(forms.Form):
     metric = forms.ChoiceField(choices=Metric.choices, initial=Metric.GPU_UTILIZATION)
     target = forms.CharField(required=False, initial=str(specs.DEFAULT_GPU_UTILIZATION_TARGET),
                              widget=forms.NumberInput(attrs={"min": 0, "step": "any", "inputmode": "decimal"}),
-                             help_text="Per replica: % GPU, requests/s or queue length.")
+                             help_text="Per replica: % GPU, requests/s, queue length or requests in flight at the "
+                                       "gateway.")
     engine = forms.ChoiceField(required=False, choices=[("", "—"), *Engine.choices], help_text="queue_length only.")
     query = forms.CharField(required=False, max_length=c.MAX_QUERY_LENGTH,
                             help_text="PromQL, prometheus only. It reads your team's namespace only: "

@@ -14,6 +14,7 @@ urlpatterns = [
     path("endpoints/preview/", views.endpoint_preview, name="endpoint-preview"),
     path("endpoints/<int:pk>/", views.endpoint_detail, name="endpoint-detail"),
     *read_urls(InferenceEndpoint, "endpoints/"),  # state, logs, logs/download, events: every kind's (workloads.views)
+    path("endpoints/<int:pk>/traffic/", views.endpoint_traffic, name="endpoint-traffic"),
     path("endpoints/<int:pk>/edit/", views.endpoint_edit, name="endpoint-edit"),
     path("endpoints/<int:pk>/delete/", views.endpoint_delete, name="endpoint-delete"),
 ]

@@ -156,6 +156,12 @@ def parse_endpoint_request(data: Mapping[str, Any], partial: bool = False, *, na
     return out
 
 
+def _words(names) -> str:
+    """"a, b or c"."""
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
 def check_sizes(min_replicas: int, max_replicas: int, autoscale: dict, gpus_per_replica: int,
                 mig: bool) -> dict[str, list[str]]:
     """Rules across fields (also for a PATCH, against the endpoint's current values)."""
@@ -164,8 +170,8 @@ def check_sizes(min_replicas: int, max_replicas: int, autoscale: dict, gpus_per_
         errors["max_replicas"] = [f"Must be at least {min_replicas}, the minimum replicas." if min_replicas >= 1
                                   else "Must be at least 1."]
     if min_replicas == 0 and autoscale.get("metric") not in REQUEST_DRIVEN_METRICS:
-        errors["min_replicas"] = ["0 needs a request-driven autoscale metric (requests_per_second, queue_length or "
-                                  "prometheus): at zero replicas there is no GPU metric to wake on."]
+        errors["min_replicas"] = [f"0 needs a request-driven autoscale metric ({_words(REQUEST_DRIVEN_METRICS)}): at "
+                                  "zero replicas there is no GPU metric to wake on."]
     if mig and gpus_per_replica != 1:
         errors["gpus_per_replica"] = ["A MIG slice serves one replica: gpus_per_replica must be 1."]
     return errors

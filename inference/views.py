@@ -21,7 +21,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from inference import coldstarts, services
+from inference import coldstarts, services, traffic
 from inference.chart import cold_start_bars, replicas_chart
 from inference.constants import ACTIVE_STATES, EndpointState
 from inference.forms import EndpointEditForm, EndpointForm
@@ -209,8 +209,33 @@ def endpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
         cold_start_stages=coldstarts.STAGE_LABELS,
     )
     context.update({**events_panel(endpoint), **preemption_panel(endpoint), **log_panel(request, endpoint),
-                    **telemetry_context(endpoint, reverse("endpoint-telemetry", args=[endpoint.pk]), timezone.now())})
+                    **telemetry_context(endpoint, reverse("endpoint-telemetry", args=[endpoint.pk]), timezone.now()),
+                    **_traffic_context(endpoint)})
     return render(request, "inference/endpoint_detail.html", context)
+
+
+def _traffic_context(endpoint: InferenceEndpoint) -> dict:
+    """The Traffic card (``inference/_traffic.html``): the last hour's series for its charts (the API's answer,
+    which the page fetches again while the endpoint lives) and the last five minutes in words."""
+    now = timezone.now()
+    return {"traffic": traffic.series(endpoint, now=now), "traffic_url": reverse("endpoint-traffic", args=[endpoint.pk]),
+            "traffic_polling": not endpoint.is_final, **_traffic_now(endpoint, now)}
+
+
+def _traffic_now(endpoint: InferenceEndpoint, now) -> dict:
+    found = traffic.figures_now(endpoint, now)
+    revisions = [(number, found.words(figures)) for number, figures in found.revisions.items()]
+    return {"endpoint": endpoint, "traffic_now": found, "traffic_now_words": found.words(),
+            "traffic_now_revisions": revisions if len(revisions) > 1 else []}
+
+
+@login_required
+@require_GET
+def endpoint_traffic(request: HttpRequest, pk: int) -> HttpResponse:
+    """htmx: the Traffic card's figures of the last five minutes, polled while the endpoint lives (286 once final)."""
+    endpoint = services.get_endpoint_for_user(request.user, pk, staff_reads=True)
+    return render(request, "inference/_traffic_now.html", _traffic_now(endpoint, timezone.now()),
+                  status=polling_status(endpoint))
 
 
 @login_required

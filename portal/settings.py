@@ -413,6 +413,16 @@ CELERY_BEAT_SCHEDULE["telemetry-compact"] = {
     "task": "workloads.tasks.compact_telemetry", "schedule": SLIPWAY_TELEMETRY_COMPACT_SECONDS,
     "options": {"queue": "default", "expires": SLIPWAY_TELEMETRY_COMPACT_SECONDS},
 }
+# Endpoint traffic (inference.traffic, docs/serving.md "Traffic metrics"): the gateways' 10-second windows are
+# kept for SLIPWAY_TRAFFIC_RAW_MINUTES, then folded into minutes (counts and histograms summed) by a beat task
+# as often as GPU telemetry's; rows older than SLIPWAY_TRAFFIC_KEEP_DAYS go (0: kept for ever; default: GPU
+# telemetry's retention).
+SLIPWAY_TRAFFIC_RAW_MINUTES = env_int("SLIPWAY_TRAFFIC_RAW_MINUTES", 120)
+SLIPWAY_TRAFFIC_KEEP_DAYS = env_int("SLIPWAY_TRAFFIC_KEEP_DAYS", SLIPWAY_TELEMETRY_KEEP_DAYS)
+CELERY_BEAT_SCHEDULE["traffic-compact"] = {
+    "task": "inference.tasks.compact_traffic", "schedule": SLIPWAY_TELEMETRY_COMPACT_SECONDS,
+    "options": {"queue": "default", "expires": SLIPWAY_TELEMETRY_COMPACT_SECONDS},
+}
 # Seconds a run's or an endpoint's image may fail to pull (ErrImagePull, ImagePullBackOff: the
 # kubelet retries forever) before the run fails, or the endpoint with no ready replica fails, and
 # their quota is released (docs/operations.md). 30 s is three pulls by the kubelet's back-off

@@ -386,7 +386,7 @@ class SandboxBackend(ClusterBackend):
                     if clock.last_tick is not None and now <= clock.last_tick:
                         return None
                     with gc_paused():
-                        summary = run_tick(now, self.cluster)
+                        summary = run_tick(now, self.cluster, self.demand)
                     self._rows(SimEvent).filter(time__lt=now - EVENT_TTL).delete()
                     clock.last_tick = now
                     clock.save(update_fields=["last_tick"])

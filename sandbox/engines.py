@@ -247,9 +247,9 @@ def traffic(world: World, dep: ObjRow, scaled_plan: dict) -> float | None:
     """The figure of the endpoint's trigger (``scaled_plan["metric"]``) from its engines' last scrapes.
 
     None — the caller falls back to the demo curve — when its replicas run no engine, or for a trigger
-    the engines cannot answer (a user's Prometheus query). No engine read yet is no traffic (0): an
-    endpoint asleep at zero replicas stays asleep, as nothing calls it (waking it on the requests held
-    at its gateway is the gateway's, docs/serving.md).
+    the engines cannot answer (a user's Prometheus query, the gateway's series). No engine read yet is no
+    traffic (0): an endpoint asleep at zero replicas stays asleep until a request is held for it at a gateway
+    (:mod:`sandbox.controllers.scaledobject`, docs/serving.md "Autoscaling on traffic, waking from zero").
     """
     figure = TRIGGER_FIGURES.get(scaled_plan.get("metric", ""))
     if figure is None or not dep.plan["pods"][0].get("engine") or not enabled():

@@ -34,6 +34,7 @@ from datetime import datetime
 
 from django.db.models import Exists, OuterRef, Q
 
+from cluster.backends.base import DemandReader
 from sandbox import engines
 from sandbox.controllers import deployment, gpus, job, kubelet, pytorchjob, quota
 from sandbox.controllers.scheduling import schedule
@@ -44,10 +45,11 @@ from sandbox.world import World
 CONTROLLERS = {"Job": job.reconcile, "PyTorchJob": pytorchjob.reconcile, "Deployment": deployment.reconcile}
 
 
-def run_tick(now: datetime, cluster: str) -> dict[str, int]:
-    """Advance ``cluster`` to ``now``; returns counts of what changed (pods, objects, events)."""
+def run_tick(now: datetime, cluster: str, demand: DemandReader | None = None) -> dict[str, int]:
+    """Advance ``cluster`` to ``now``; returns counts of what changed (pods, objects, events). ``demand``: what
+    the gateways see of endpoints (the backend's reader; None: nothing is known of them)."""
     finish_deletions(now, cluster)
-    world = World(now, cluster)
+    world = World(now, cluster, demand)
     world.load()
     gpus.share(world)
     for owner_id, pods in world.pods_by_owner.items():

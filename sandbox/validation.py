@@ -531,6 +531,22 @@ def ignores_disruption(policy: object) -> bool:
     return False
 
 
+#: The trigger KEDA wakes an endpoint from zero with: the requests its gateway holds (cluster.manifests.inference).
+WAKE_TRIGGER = "gateway-requests-held"
+
+
+def _wake(triggers: list) -> dict:
+    """``{"wake": activationThreshold}`` when the ScaledObject has the gateway's wake-up trigger (held requests
+    above it wake the endpoint), else nothing."""
+    for trigger in triggers[1:]:
+        if isinstance(trigger, dict) and trigger.get("name") == WAKE_TRIGGER:
+            try:
+                return {"wake": float((trigger.get("metadata") or {}).get("activationThreshold", 0))}
+            except (TypeError, ValueError):
+                return {"wake": 0.0}
+    return {}
+
+
 def compile_plan(obj: Manifest) -> dict:
     """The compact plan of an admitted object (empty for kinds no controller acts on)."""
     kind, spec = obj["kind"], obj.get("spec") or {}
@@ -570,6 +586,7 @@ def compile_plan(obj: Manifest) -> dict:
             "threshold": float(trigger["metadata"]["threshold"]),
             "metric": trigger.get("name") or trigger.get("type", ""),
             "down_delay": int((behavior.get("scaleDown") or {}).get("stabilizationWindowSeconds", 0) or 0),
+            **_wake(spec["triggers"]),
         }
     if kind == "ResourceQuota":
         hard = {}

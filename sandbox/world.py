@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime, timedelta
 
+from cluster.backends.base import ClusterAddress, DemandReader, EndpointDemand
 from sandbox.bulk import Record, fast_insert, fast_update
 from sandbox.bulk import load as load_records
 from sandbox.bulk import new as new_record
@@ -50,9 +51,13 @@ def add_requests(usage: dict[str, int], plan: dict, sign: int) -> None:
 class World:
     """The state of one tick: rows loaded once, changes collected, written back at the end."""
 
-    def __init__(self, now: datetime, cluster: str) -> None:
+    def __init__(self, now: datetime, cluster: str, demand_reader: DemandReader | None = None) -> None:
         self.now = now
         self.cluster = cluster
+        #: What the gateways see of endpoints (the backend's ``demand``), and its answer, read once a tick when
+        #: first needed (sandbox.controllers.scaledobject).
+        self.demand_reader = demand_reader
+        self.demand: dict[ClusterAddress, EndpointDemand] | None = None
         self.nodes = inventory_nodes(cluster)
         #: The shared nodes' device plugin sharing (sandbox.sharing), by node name.
         self.sharing = {node.name: node.sharing for node in self.nodes if node.sharing is not None}

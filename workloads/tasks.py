@@ -193,6 +193,9 @@ def _single_flight(key: str):
             cache.delete(key)
 
 
+#: The public name of the lock other apps' beat tasks hold (inference.tasks.compact_traffic).
+single_flight = _single_flight
+
 TELEMETRY_LOCK = "slipway:telemetry-compact-lock"
 
 

@@ -93,6 +93,10 @@ def _time(raw: str) -> datetime | None:
     return (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).astimezone(UTC)
 
 
+#: The one reading of a ``since`` (the endpoints' traffic/ reads it too: inference.traffic_api).
+parse_time = _time
+
+
 def _now_of(serializer, workload) -> GpuNow | None:
     return serializer.context.get("gpu_now", {}).get(workload.ref)
 

@@ -103,6 +103,22 @@ class ServiceRef:
     port: int = 80
 
 
+@dataclass(frozen=True)
+class EndpointDemand:
+    """What the gateways see of one endpoint now, summed over their processes: requests held (waiting for a
+    replica: an endpoint at zero wakes on them), in flight, and requests a second. The figures of the
+    ``gateway_*`` autoscale metrics, which a real cluster's KEDA reads from Prometheus and a simulated
+    one from :attr:`ClusterBackend.demand`."""
+
+    held: int = 0
+    in_flight: int = 0
+    requests_per_second: float = 0.0
+
+
+#: Reads the demand of the endpoints at some addresses (those no gateway reports are left out).
+DemandReader = Callable[[Sequence[ClusterAddress]], dict[ClusterAddress, EndpointDemand]]
+
+
 @dataclass
 class ObservedWorkload:
     """Everything a backend saw for one workload (objects sharing a workload label).
@@ -247,6 +263,10 @@ class ClusterBackend(abc.ABC):
     #: Told of every error the backend raises (the portal counts them per cluster and class for
     #: its ``/metrics``); None: nobody is. Backends raise ``self.raised(error)``.
     on_error: Callable[[ClusterError], None] | None = None
+    #: What the gateways see of endpoints now (:class:`EndpointDemand`), for a backend that stands in for
+    #: KEDA itself (the sandbox); set by :mod:`core.backend` from the reader the serving app registers
+    #: (:func:`core.backend.register_demand_reader`). None: no reader (no demand is known).
+    demand: DemandReader | None = None
 
     def raised(self, error: ClusterError) -> ClusterError:
         """``error``, once :attr:`on_error` was told of it: ``raise self.raised(NotFound(...))``."""

@@ -14,6 +14,9 @@ replica — so that KEDA's ``fallback`` applies (it is only supported for Averag
   ``tgi_queue_size``, Triton's queueing time (``nv_inference_queue_duration_us``, as queued
   milliseconds per second);
 * requests per second: the ingress controller's counter, which exists at zero replicas;
+* the gateway's series (``gateway_in_flight``, ``gateway_requests_per_second``): Slipway's gateway counts
+  every request it forwards (``slipway_gateway_requests_in_flight``, ``slipway_gateway_requests_total``,
+  labelled with the team and the endpoint's object name), so these exist at zero replicas too;
 * ``prometheus``: the user's query, confined to the team's namespace by
   :func:`cluster.promql.scope_query` — again here, although the portal stored it scoped: a
   query stored before that rule (or written around the portal) never reaches a manifest
@@ -29,7 +32,15 @@ wall that pins every selector to the namespace whatever the query says.
 Scaling up is gentle (one replica a minute: each one loads a model onto a GPU) and scaling
 down waits ``scale_down_delay_seconds``. An endpoint scales to zero only with a request-driven
 trigger; engine queue gauges vanish with the pods, so at ``min_replicas: 0`` the ingress
-request rate is added as the trigger that wakes it.
+request rate is added as the trigger that wakes it. Every endpoint at ``min_replicas: 0`` also
+gets the gateway's wake-up trigger: the requests the gateway holds for it (waiting for a replica,
+``slipway_gateway_requests_held``) with ``activationThreshold: 0``, so KEDA scales it from zero
+on the first held request; its threshold is so high that it never sizes the endpoint (its own
+metric does).
+
+The gateway's triggers go through the label proxy when one is configured, as the user's queries do
+(its series carry the team's namespace as ``namespace``: docs/serving.md "Autoscaling on traffic,
+waking from zero"); without one they query Prometheus directly, selected by team and endpoint.
 
 The replica ceiling (``maxReplicaCount``) is the portal's admitted maximum, not the user's
 ``max_replicas``; the latter is kept as an annotation for people and tools.
@@ -57,6 +68,9 @@ from cluster.specs import (
     ENGINE_TGI,
     ENGINE_TRITON,
     ENGINE_VLLM,
+    GATEWAY_METRICS,
+    METRIC_GATEWAY_IN_FLIGHT,
+    METRIC_GATEWAY_REQUESTS_PER_SECOND,
     METRIC_GPU_UTILIZATION,
     METRIC_PROMETHEUS,
     METRIC_QUEUE_LENGTH,
@@ -75,6 +89,13 @@ FALLBACK_FAILURE_THRESHOLD = 3
 #: Annotation with the user's maximum (the ScaledObject's maxReplicaCount is the granted ceiling).
 MAX_REPLICAS_ANNOTATION = "slipway.dev/max-replicas"
 _POD = 'namespace="{ns}",pod=~"{name}-.*"'
+#: The gateway's series of one endpoint (its labels: docs/serving.md "Traffic metrics").
+_GATEWAY = 'team="{team}",endpoint="{name}"'
+#: The wake-up trigger of an endpoint that may sleep at zero: the requests its gateways hold.
+GATEWAY_HELD = "gateway_requests_held"
+#: The held requests per replica the wake-up trigger would size the endpoint at: never reached, on purpose
+#: (it only activates; ``activationThreshold`` 0 wakes the endpoint on one held request).
+HELD_THRESHOLD = 1000
 #: PromQL per metric (and engine). ``{ns}``/``{name}``/``{gpus}`` are filled from the spec.
 QUERIES = {
     METRIC_GPU_UTILIZATION: "sum(DCGM_FI_DEV_GPU_UTIL{{" + _POD + "}}) / {gpus}",
@@ -85,7 +106,12 @@ QUERIES = {
     ENGINE_VLLM: "sum(vllm:num_requests_waiting{{" + _POD + "}})",
     ENGINE_TGI: "sum(tgi_queue_size{{" + _POD + "}})",
     ENGINE_TRITON: "sum(rate(nv_inference_queue_duration_us{{" + _POD + "}}[1m])) / 1000",
+    METRIC_GATEWAY_IN_FLIGHT: "sum(slipway_gateway_requests_in_flight{{" + _GATEWAY + "}})",
+    METRIC_GATEWAY_REQUESTS_PER_SECOND: "sum(rate(slipway_gateway_requests_total{{" + _GATEWAY + "}}[1m]))",
+    GATEWAY_HELD: "sum(slipway_gateway_requests_held{{" + _GATEWAY + "}})",
 }
+#: Triggers that read the gateway's series: through the label proxy when there is one.
+_GATEWAY_TRIGGERS = (*GATEWAY_METRICS, GATEWAY_HELD)
 
 
 def _threshold(value: float) -> str:
@@ -102,7 +128,8 @@ def _query(spec: EndpointSpec, metric: str) -> str:
         key = spec.engine or ""
     else:
         key = metric
-    return QUERIES[key].format(ns=spec.namespace, name=spec.object_name, gpus=max(spec.gpus_per_replica, 1))
+    return QUERIES[key].format(ns=spec.namespace, name=spec.object_name, gpus=max(spec.gpus_per_replica, 1),
+                               team=spec.team)
 
 
 def _probe(spec: EndpointSpec, failure_threshold: int) -> Manifest:
@@ -178,15 +205,23 @@ def _trigger(spec: EndpointSpec, config: ClusterConfig, metric: str, target: flo
             "ignoreNullValues": "false" if strict else "true",
         },
     }
-    if metric == METRIC_PROMETHEUS and config.prometheus_proxy_url:
-        # The second wall for user-written PromQL: the label proxy pins every selector to the
-        # namespace in the header the team's TriggerAuthentication sends. Slipway's presets are
-        # fixed templates that go to Prometheus directly (the ingress counter of
-        # requests_per_second carries the team in exported_namespace, which the proxy's
-        # namespace matcher would not find).
+    if metric in (METRIC_PROMETHEUS, *_GATEWAY_TRIGGERS) and config.prometheus_proxy_url:
+        # The second wall for user-written PromQL, and the tenant wall of the gateway's series (one
+        # gateway serves every team): the label proxy pins every selector to the namespace in the
+        # header the team's TriggerAuthentication sends. The engine and ingress presets are fixed
+        # templates that go to Prometheus directly (the ingress counter of requests_per_second
+        # carries the team in exported_namespace, which the proxy's namespace matcher would not find).
         trigger["metadata"]["serverAddress"] = config.prometheus_proxy_url
         trigger["metadata"]["authModes"] = "custom"
         trigger["authenticationRef"] = {"name": PROMETHEUS_TENANT_NAME}
+    return trigger
+
+
+def _wake_trigger(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
+    """KEDA's activation on the requests the gateway holds for the endpoint: one held request wakes it from
+    zero (``activationThreshold`` 0: active above it). No series is nothing held, never an error."""
+    trigger = _trigger(spec, config, GATEWAY_HELD, HELD_THRESHOLD, strict=False)
+    trigger["metadata"]["activationThreshold"] = "0"
     return trigger
 
 
@@ -196,9 +231,14 @@ def build_scaledobject(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
     sleeps = spec.min_replicas == 0 and spec.metric == METRIC_QUEUE_LENGTH
     # The engine's queue gauge exists only while its pods do: at zero replicas its absence is
     # no error (it is an empty queue), and the ingress request rate is what wakes the endpoint.
-    triggers = [_trigger(spec, config, spec.metric, spec.target, strict=not sleeps)]
+    # The gateway's series of an endpoint appear with its first request since a gateway started:
+    # for an endpoint that may sleep, none is no traffic.
+    lenient = spec.min_replicas == 0 and spec.metric in (METRIC_QUEUE_LENGTH, *GATEWAY_METRICS)
+    triggers = [_trigger(spec, config, spec.metric, spec.target, strict=not lenient)]
     if sleeps:
         triggers.append(_trigger(spec, config, METRIC_REQUESTS_PER_SECOND, 1))
+    if spec.min_replicas == 0:
+        triggers.append(_wake_trigger(spec, config))
     meta = metadata(spec.object_name, spec.namespace, spec.team, spec.object_name, spec.name)
     meta["annotations"] = {**meta.get("annotations", {}), MAX_REPLICAS_ANNOTATION: str(spec.max_replicas)}
     return {

@@ -1,30 +1,66 @@
 """KEDA's ScaledObject and the HPA it drives: the replica target of a Deployment from its
-endpoint's load (pinned with ``manage.py sandbox load``, else its engines' traffic, else a demo
-curve), held within the ScaledObject's bounds with the HPA's scale-down stabilization, and the two objects' statuses.
+endpoint's load (pinned with ``manage.py sandbox load``, else its trigger's figure — what the gateways
+see of it for the gateway's metrics, its engines' traffic for the others —, else a demo curve), held
+within the ScaledObject's bounds with the HPA's scale-down stabilization, and the two objects' statuses.
+
+An endpoint that may sleep at zero has the gateway's wake-up trigger (``plan["wake"]``, its
+``activationThreshold``): requests held at the gateways above it make the ScaledObject active, and an
+endpoint at zero gets its first replica on that tick, whatever its own metric says — as KEDA scales a
+ScaledObject from ``minReplicaCount`` 0 to one when a trigger activates.
+
+What the gateways see comes from the backend's ``demand`` reader (:attr:`cluster.backends.base.ClusterBackend.demand`,
+handed down from the serving app: the sandbox imports nothing above core), read once a tick for every
+autoscaled Deployment, and only when one of them needs it.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from cluster.backends.base import ClusterAddress, EndpointDemand
 from sandbox import engines
 from sandbox.simulation import default_load, wanted_replicas
 from sandbox.timestamps import rfc3339
 from sandbox.world import ObjRow, World
 
 ACTIVE_REFRESH_SECONDS = 300
+#: The gateway's triggers (their names in the ScaledObject) and their figure of an endpoint's demand.
+GATEWAY_FIGURES = {
+    "gateway-in-flight": lambda demand: float(demand.in_flight),
+    "gateway-requests-per-second": lambda demand: demand.requests_per_second,
+}
 
 
 def replica_target(world: World, scaled: ObjRow, dep: ObjRow) -> int:
     """How many replicas the HPA asks of ``dep`` this tick; updates the ScaledObject's status on the way."""
     sp = scaled.plan
-    load = endpoint_load(world.loads, dep.namespace, dep.workload, sp, world.now,
-                         engines.traffic(world, dep, sp))
+    gateway = sp.get("metric") in GATEWAY_FIGURES
+    demand = gateway_demand(world, dep) if gateway or "wake" in sp else None
+    if gateway:
+        traffic = GATEWAY_FIGURES[sp["metric"]](demand) if demand is not None else None
+    else:
+        traffic = engines.traffic(world, dep, sp)
+    load = endpoint_load(world.loads, dep.namespace, dep.workload, sp, world.now, traffic)
     wanted = wanted_replicas(load, sp["threshold"], sp["min"])
+    woken = "wake" in sp and demand is not None and demand.held > sp["wake"]
+    if woken:
+        wanted = max(wanted, 1)  # the wake-up trigger is active: KEDA scales from zero to one
     desired = stabilized(world, scaled, dep, min(max(wanted, sp["min"]), sp["max"]))
-    scaledobject_status(world, scaled, load > 0)
+    scaledobject_status(world, scaled, load > 0 or woken)
     autoscaler_status(world, scaled, load, wanted, desired)
     return desired
+
+
+def gateway_demand(world: World, dep: ObjRow) -> EndpointDemand | None:
+    """What the gateways see of ``dep``'s endpoint (nothing seen: no demand); None when the backend was handed no
+    reader. The first call of a tick reads every autoscaled Deployment's at once."""
+    if world.demand_reader is None:
+        return None
+    if world.demand is None:
+        addresses = [ClusterAddress(owner.namespace, owner.workload) for owner in world.owners.values()
+                     if owner.kind == "Deployment" and (owner.namespace, owner.name) in world.scaled]
+        world.demand = world.demand_reader(addresses)
+    return world.demand.get(ClusterAddress(dep.namespace, dep.workload), EndpointDemand())
 
 
 def endpoint_load(loads: dict[tuple[str, str], float], namespace: str, workload: str, scaled_plan: dict,

@@ -83,6 +83,12 @@ VARIANTS: dict[str, Any] = {
         PROXY,
     ),
     "team_prometheus_proxy": lambda: build_team(samples.team(), PROXY),
+    # The gateway's series: requests in flight per replica, asleep at zero until a request is held.
+    "endpoint_gateway_in_flight_scale_to_zero": lambda: build_endpoint(
+        samples.endpoint(metric="gateway_in_flight", target=4, min_replicas=0), samples.CONFIG),
+    # Its requests a second, through the label proxy and the team's TriggerAuthentication (one gateway, every team).
+    "endpoint_gateway_requests_proxy": lambda: build_endpoint(
+        samples.endpoint(metric="gateway_requests_per_second", target=20, min_replicas=0), PROXY),
     # Secret env: the pods name the Secret and a key per variable; the values are in the Secret only.
     "training_job_secret_env": lambda: build_training(
         samples.training(secret_env=("HF_TOKEN", "WANDB_API_KEY")), samples.CONFIG),
@@ -367,8 +373,40 @@ def test_scaling_up_is_gentle_and_down_waits_the_delay() -> None:
 def test_a_queue_scaled_endpoint_at_zero_wakes_on_requests() -> None:
     triggers = build_endpoint(samples.endpoint(metric="queue_length", engine="vllm", target=4, min_replicas=0),
                               samples.CONFIG)[2]["spec"]["triggers"]
-    assert [t["name"] for t in triggers] == ["queue-length", "requests-per-second"]
+    assert [t["name"] for t in triggers] == ["queue-length", "requests-per-second", "gateway-requests-held"]
     assert triggers[0]["metadata"]["ignoreNullValues"] == "true"  # no pods: an empty queue, not an error
+
+
+@pytest.mark.parametrize("metric", ["requests_per_second", "queue_length", "prometheus", "gateway_in_flight",
+                                    "gateway_requests_per_second"])
+def test_every_endpoint_that_may_sleep_wakes_on_a_request_held_at_the_gateway(metric: str) -> None:
+    extra = {"engine": "vllm"} if metric == "queue_length" else {"query": "sum(x)"} if metric == "prometheus" else {}
+    triggers = build_endpoint(samples.endpoint(metric=metric, target=4, min_replicas=0, **extra),
+                              samples.CONFIG)[2]["spec"]["triggers"]
+    wake = triggers[-1]
+    assert wake["name"] == "gateway-requests-held" and triggers[0]["name"] == metric.replace("_", "-")
+    assert wake["metadata"]["query"] == 'sum(slipway_gateway_requests_held{team="vision",endpoint="ep-7"})'
+    # One held request activates it; its threshold never sizes the endpoint; no series is nothing held.
+    assert wake["metadata"]["activationThreshold"] == "0" and float(wake["metadata"]["threshold"]) >= 1000
+    assert wake["metadata"]["ignoreNullValues"] == "true" and wake["metricType"] == "AverageValue"
+    awake = build_endpoint(samples.endpoint(metric=metric, target=4, min_replicas=1, **extra),
+                           samples.CONFIG)[2]["spec"]["triggers"]
+    assert "gateway-requests-held" not in [t["name"] for t in awake]
+
+
+@pytest.mark.parametrize(("metric", "query"), [
+    ("gateway_in_flight", 'sum(slipway_gateway_requests_in_flight{team="vision",endpoint="ep-7"})'),
+    ("gateway_requests_per_second", 'sum(rate(slipway_gateway_requests_total{team="vision",endpoint="ep-7"}[1m]))'),
+])
+def test_it_scales_on_the_gateways_series_per_replica(metric: str, query: str) -> None:
+    [trigger] = build_endpoint(samples.endpoint(metric=metric, target=8), samples.CONFIG)[2]["spec"]["triggers"]
+    assert trigger["metadata"]["query"] == query and trigger["metadata"]["threshold"] == "8"
+    assert trigger["metricType"] == "AverageValue" and trigger["metadata"]["ignoreNullValues"] == "false"
+    assert trigger["metadata"]["serverAddress"] == samples.CONFIG.prometheus_url and "authenticationRef" not in trigger
+    # Behind a label proxy the gateway's series go through the team's tenant, as user-written queries do.
+    [proxied] = build_endpoint(samples.endpoint(metric=metric, target=8), PROXY)[2]["spec"]["triggers"]
+    assert proxied["metadata"]["serverAddress"] == PROXY.prometheus_proxy_url
+    assert proxied["authenticationRef"] == {"name": "slipway-prometheus-tenant"}
 
 
 PRESETS = [
@@ -380,6 +418,8 @@ PRESETS = [
     {"metric": "queue_length", "engine": "triton", "target": 4},
     {"metric": "queue_length", "engine": "vllm", "target": 4, "min_replicas": 0},  # + the wake-up trigger
     {"metric": "requests_per_second", "target": 10},
+    {"metric": "gateway_in_flight", "target": 4},
+    {"metric": "gateway_requests_per_second", "target": 10, "min_replicas": 0},  # + the gateway's wake-up trigger
 ]
 
 
@@ -394,6 +434,9 @@ def test_the_presets_read_only_the_teams_own_series(preset: dict) -> None:
                 # The ingress controller's counter: its own pods' namespace is `namespace`, the
                 # counted Service's is `exported_namespace`, which is the team's.
                 assert f'exported_namespace="{namespace}",exported_service="ep-7"' in query
+            elif trigger["name"].startswith("gateway-"):
+                # The gateway's series: one gateway serves every team, each series names its team and endpoint.
+                assert f'{{team="{team}",endpoint="ep-7"}}' in query
             else:
                 # Already what the tenant rule would make of it: nothing to inject, nothing refused.
                 assert scope_query(query, namespace) == query
@@ -430,8 +473,8 @@ def test_with_a_proxy_the_users_query_goes_through_the_teams_tenant_and_the_pres
     assert trigger["metadata"]["authModes"] == "custom"
     presets = build_endpoint(samples.endpoint(metric="queue_length", engine="vllm", target=4, min_replicas=0),
                              PROXY)[2]["spec"]["triggers"]
-    assert [t["metadata"]["serverAddress"] for t in presets] == [PROXY.prometheus_url] * 2
-    assert not any("authenticationRef" in t for t in presets)
+    assert [t["metadata"]["serverAddress"] for t in presets] == [PROXY.prometheus_url] * 2 + [PROXY.prometheus_proxy_url]
+    assert ["authenticationRef" in t for t in presets] == [False, False, True]  # the last: the gateway's wake-up
     # Without a proxy nothing of it is rendered.
     assert {o["kind"] for o in build_team(samples.team(), samples.CONFIG)} == {
         "Namespace", "ResourceQuota", "LimitRange", "NetworkPolicy"}

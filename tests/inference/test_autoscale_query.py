@@ -241,9 +241,10 @@ def test_with_the_proxy_setting_the_cluster_gets_the_tenant_and_the_trigger_uses
                                                                          "namespace": NS}
     tenant = stored[("TriggerAuthentication", "slipway-prometheus-tenant")]["spec"]["configMapTargetRef"]
     assert {ref["parameter"] for ref in tenant} == {"customAuthHeader", "customAuthValue"}
-    [trigger] = stored[("ScaledObject", endpoint.object_name)]["spec"]["triggers"]
-    assert trigger["authenticationRef"] == {"name": "slipway-prometheus-tenant"}
-    assert trigger["metadata"]["serverAddress"] == PROXY_URL
+    # The endpoint may sleep at zero: the gateway's wake-up trigger follows its own, through the tenant too.
+    [trigger, wake] = stored[("ScaledObject", endpoint.object_name)]["spec"]["triggers"]
+    assert trigger["authenticationRef"] == wake["authenticationRef"] == {"name": "slipway-prometheus-tenant"}
+    assert trigger["metadata"]["serverAddress"] == wake["metadata"]["serverAddress"] == PROXY_URL
     assert trigger["metadata"]["query"] == f'sum(vllm:num_requests_waiting{{namespace="{NS}"}})'
 
 
@@ -251,8 +252,9 @@ def test_without_the_proxy_setting_nothing_of_it_is_applied(settings, endpoint):
     settings.SLIPWAY_PROMETHEUS_PROXY_URL = ""
     assert apply_workload("ep", endpoint.pk) == "applied"
     assert not SimObject.objects.filter(kind__in=["ConfigMap", "TriggerAuthentication"]).exists()
-    [trigger] = SimObject.objects.get(kind="ScaledObject", name=endpoint.object_name).manifest["spec"]["triggers"]
-    assert "authenticationRef" not in trigger and trigger["metadata"]["serverAddress"] == settings.SLIPWAY_PROMETHEUS_URL
+    for trigger in SimObject.objects.get(kind="ScaledObject", name=endpoint.object_name).manifest["spec"]["triggers"]:
+        assert "authenticationRef" not in trigger
+        assert trigger["metadata"]["serverAddress"] == settings.SLIPWAY_PROMETHEUS_URL
 
 
 def test_the_dry_run_and_the_submission_refuse_a_retired_flavor_in_the_same_words(api, ep_quota):
