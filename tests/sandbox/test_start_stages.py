@@ -13,6 +13,7 @@ from cluster.startup import replica_starts
 from sandbox.simulation import DEFAULT_PULL_SECONDS, DEFAULT_START_SECONDS, MAX_START_DELAY_SECONDS, start_delays
 from sandbox.timestamps import rfc3339
 from tests.sandbox.helpers import CONFIG, L4, NS, TEAM, at, observed, team_objects
+from tests.sandbox.test_engines import ready, sandbox, started  # noqa: F401 - sandbox: the fixture with real engines
 from workloads.registry import resource_kinds
 
 pytestmark = pytest.mark.django_db
@@ -56,3 +57,17 @@ def test_without_knobs_a_pod_starts_as_before_and_a_bad_value_is_its_default():
     assert start_delays({"SLIPWAY_SIM_PULL_SECONDS": "soon", "SLIPWAY_SIM_START_SECONDS": "-2"}) == (0, 9, 1)
     assert start_delays({"SLIPWAY_SIM_SCHEDULE_SECONDS": "2h", "SLIPWAY_SIM_PULL_SECONDS": "1m30s"}) == (
         MAX_START_DELAY_SECONDS, 90, 1)
+
+
+@pytest.mark.slow
+def test_with_a_real_engine_ready_is_when_the_kubelets_probe_saw_it_answer(sandbox):  # noqa: F811
+    """The model is loaded ``SLIPWAY_SIM_LOAD_SECONDS`` after the container's start (ContainersReady); the pod
+    is Ready at the tick whose probe got the engine's 200 (the engine loads in real seconds), never before."""
+    clock, _row = started(sandbox, knobs={"SLIPWAY_SIM_LOAD_SECONDS": "1", "SLIPWAY_SIM_PULL_SECONDS": "8"})
+    clock.until(lambda: ready(sandbox), "the replica to be ready")
+    (start,) = replica_starts(observed(sandbox, "ep-1"), at(clock.t))
+    offsets = {stage: (t - at(0)).total_seconds() for stage, t in start.stages.items()}
+    assert list(offsets) == ["scheduled", "image_pulled", "container_started", "model_loaded", "ready"]
+    assert (offsets["scheduled"], offsets["image_pulled"], offsets["container_started"]) == (0, 8, 9)
+    assert offsets["model_loaded"] == 10  # its load's end in the simulated time
+    assert 11 <= offsets["ready"] <= clock.t  # the first tick after it whose probe passed
