@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 from cluster.backends.base import STARTUP_EVENT_REASONS, ClusterEvent, Manifest, ObservedWorkload
 from cluster.status import parse_time
@@ -61,20 +62,42 @@ def _true_since(conditions: dict[str, Manifest], kind: str) -> datetime | None:
     return parse_time(cond.get("lastTransitionTime"))
 
 
+@lru_cache(maxsize=8)
+def _limits(now: datetime) -> tuple[datetime, datetime, str, str]:
+    """The oldest ready and creation instants still followed at ``now``, and the same as the API server
+    writes them (whole seconds, ``Z``), which compare as strings."""
+    now = now.astimezone(UTC)
+    ready, created = now - READ_AFTER_READY, now - FOLLOW_UNREADY
+    return ready, created, ready.strftime(_STAMP), created.strftime(_STAMP)
+
+
+_STAMP = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def _since(value: object, limit: datetime, limit_stamp: str) -> bool:
+    """Whether the timestamp ``value`` is at or after ``limit``: a string compare for the API server's own
+    format (every cycle asks it of every pod: parsing each cost more than the rest of the check), else parsed."""
+    if isinstance(value, str) and len(value) == 20 and value.endswith("Z"):
+        return value >= limit_stamp
+    parsed = parse_time(value)
+    return parsed is None or parsed >= limit
+
+
 def starting(pod: Manifest, now: datetime | None) -> bool:
     """Whether ``pod``'s start is still followed: not finished nor being deleted, and either ready for
     less than :data:`READ_AFTER_READY` or not ready yet and created less than :data:`FOLLOW_UNREADY` ago.
     ``now`` None: every live pod is."""
     meta = pod.get("metadata") or {}
-    if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+    status = pod.get("status") or {}
+    if meta.get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed"):
         return False
     if now is None:
         return True
-    ready = _true_since(_conditions(pod), "Ready")
-    if ready is not None:
-        return now - ready <= READ_AFTER_READY
-    created = parse_time(meta.get("creationTimestamp"))
-    return created is None or now - created <= FOLLOW_UNREADY
+    ready_limit, created_limit, ready_stamp, created_stamp = _limits(now)
+    for cond in status.get("conditions") or ():
+        if isinstance(cond, dict) and cond.get("type") == "Ready" and cond.get("status") == "True":
+            return _since(cond.get("lastTransitionTime"), ready_limit, ready_stamp)
+    return _since(meta.get("creationTimestamp"), created_limit, created_stamp)
 
 
 def any_starting(pods: Iterable[Manifest], now: datetime | None) -> bool:

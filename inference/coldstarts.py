@@ -5,8 +5,8 @@ stage of :data:`~inference.constants.COLD_START_STAGES` it reached (docs/serving
 
 * ``admitted`` — when Slipway decided the replica should exist (:func:`admitted_at`):
 
-  - **from zero** (the endpoint was scaled to zero when the pod appeared): the wake, which is the pod's
-    creation — KEDA's activation scales the Deployment from 0 and its ReplicaSet creates the pod at once.
+  - **from zero** (the endpoint was scaled to zero when the pod appeared; of several new pods, the oldest):
+    the wake, which is the pod's creation — KEDA's activation scales the Deployment from 0 and its ReplicaSet creates the pod at once.
     The time a request waited at the gateway before that activation is the gateway's figure (its held
     requests), not the replica's;
   - **its first replicas** (no replica of its current attempt was ready before the pod's creation): the
@@ -157,6 +157,7 @@ class _History:
     readies: list[datetime]  #: when the endpoint's replicas of its current attempt became ready
     grants: list[datetime]  #: burst grants recent enough to have decided a new pod, oldest first
     claimed: set[datetime]  #: the ``admitted`` instants timelines took already
+    woke: bool = False  #: a new replica of this observation woke the endpoint (the first one: the others follow it)
 
 
 def _history(endpoint: InferenceEndpoint, starts: Iterable[ReplicaStart]) -> _History:
@@ -179,10 +180,13 @@ def admitted_at(endpoint: InferenceEndpoint, start: ReplicaStart, past: _History
     """When Slipway decided ``start``'s replica should exist, and whether it woke the endpoint from zero
     (the module's rule). ``endpoint`` is as the cycle read it, before this observation."""
     created = start.created or start.stages.get("scheduled") or now
-    if endpoint.state == EndpointState.SCALED_TO_ZERO:
+    asleep = endpoint.state == EndpointState.SCALED_TO_ZERO
+    if asleep and not past.woke:
+        past.woke = True  # the oldest new pod is the wake's; others the autoscaler added since are scale-ups
         return created, True
     admitted = endpoint.admitted_at
-    if admitted is not None and admitted <= created and not any(ready <= created for ready in past.readies):
+    if (not asleep and admitted is not None and admitted <= created
+            and not any(ready <= created for ready in past.readies)):
         return admitted, False
     for grant in reversed(past.grants):
         if created - GRANT_WINDOW <= grant <= created and grant not in past.claimed:

@@ -97,9 +97,12 @@ def test_a_new_replica_gets_a_timeline_from_its_decision_and_each_stage_keeps_it
 def test_a_wake_from_zero_starts_at_the_pods_creation_and_the_gateways_first_byte_completes_it(endpoint):
     InferenceEndpoint.objects.filter(pk=endpoint.pk).update(state=EndpointState.SCALED_TO_ZERO)
     endpoint.state = EndpointState.SCALED_TO_ZERO  # as the cycle read it: asleep
-    coldstarts.record(endpoint, [start("ep-1-z", 500, scheduled=501)], at(502))
-    row = ColdStart.objects.get(endpoint=endpoint)
+    coldstarts.record(endpoint, [start("ep-1-z", 500, scheduled=501), start("ep-1-y", 503)], at(504))
+    row = ColdStart.objects.get(endpoint=endpoint, pod="ep-1-z")
     assert (row.from_zero, row.started_at) == (True, at(500))
+    # A second pod the autoscaler added after the wake is a scale-up, from its creation.
+    follower = ColdStart.objects.get(endpoint=endpoint, pod="ep-1-y")
+    assert (follower.from_zero, follower.started_at) == (False, at(503))
     # The gateway answers before the cycle saw the replica ready: the first byte completes the timeline, and
     # the stages the cycle adds afterwards keep it.
     coldstarts.record_first_byte(endpoint.pk, at(560))
