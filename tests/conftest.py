@@ -59,6 +59,7 @@ SQLITE_MODULES = {
     "tests/portal/test_health.py": "the readiness probe's database and broker checks",
     "tests/portal/test_smoke.py": "the project boots and answers on the local default",
     "tests/test_bad_input.py": "input each database refuses in its own way (integers past 64 bits, NUL)",
+    "tests/inference/test_traffic.py": "a traffic window's start in Unix seconds, computed per database (inference.traffic._Epoch)",
     "tests/test_db_snapshot.py": "the browser tests' demo snapshot: CREATE TABLE … AS, INSERT … SELECT, the sequences after",
 }
 

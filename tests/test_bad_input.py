@@ -294,7 +294,8 @@ def test_sandbox_tick_refuses_more_ticks_than_a_command_should_run(db):
 
 @pytest.mark.parametrize("path", ["/api/v1/runs/?team=ml%00research", "/api/v1/endpoints/?state=%00",
                                   "/api/v1/usage/?team=%00", "/api/v1/runs/?ordering=-created_at%00",
-                                  "/runs/?team=ml%00research", "/usage/?month=2026-11%00"])
+                                  "/runs/?team=ml%00research", "/usage/?month=2026-11%00",
+                                  "/api/v1/endpoints/1/traffic/?since=2026%00", "/endpoints/1/traffic/?x=%00"])
 def test_a_nul_in_a_query_parameter_is_a_400_never_a_500(api, member, path):
     """Security review 4 #11 (fuzz minors): PostgreSQL text cannot hold NUL; refused at the door."""
     api.force_login(member)

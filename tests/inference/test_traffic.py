@@ -226,3 +226,21 @@ def test_the_endpoint_page_shows_the_traffic_card(endpoint, member, client, now)
     assert "0.2 requests/s, 0.0 % errors, p50 " in page
     partial = client.get(f"/endpoints/{endpoint.pk}/traffic/", HTTP_HX_REQUEST="true")
     assert partial.status_code == 200 and "0.2 requests/s" in partial.content.decode()
+    assert "Revision 1:" not in partial.content.decode()  # one revision: the endpoint's words are its
+    # A canary beside it: each revision's figures apart, in the words and in the charts' series.
+    window(endpoint, traffic.floor_to(timezone.now(), 10) - timedelta(seconds=20), revision=2, latencies=[900] * 30,
+           errors=15)
+    partial = client.get(f"/endpoints/{endpoint.pk}/traffic/", HTTP_HX_REQUEST="true").content.decode()
+    assert "Revision 1: 0.2 requests/s, 0.0 % errors" in partial and "Revision 2: 0.1 requests/s, 50.0 % errors" in partial
+    page = client.get(f"/endpoints/{endpoint.pk}/").content.decode()
+    assert '"revisions": [{"revision": 1' in page and '{"revision": 2' in page
+
+
+def test_a_since_with_an_offset_postgresql_refuses_is_read_in_utc(endpoint, api):
+    """As GPU telemetry's: Python takes offsets up to 24 h, PostgreSQL refuses one past 15:59 (never a 500)."""
+    from datetime import timezone as tz
+
+    hour = traffic.floor_to(timezone.now() - timedelta(hours=3), 3600)
+    far_east = hour.astimezone(tz(timedelta(hours=20))).strftime("%Y-%m-%dT%H:%M:%S%%2B20:00")
+    response = api.get(f"/api/v1/endpoints/{endpoint.pk}/traffic/?since={far_east}&step=3600")
+    assert response.status_code == 200 and response.json()["since"] == hour.strftime("%Y-%m-%dT%H:%M:%SZ")
