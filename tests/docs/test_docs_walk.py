@@ -76,6 +76,8 @@ SKIPPED: dict[str, str] = {
     r"/api/": "a prefix in prose (\"errors under /api/ are JSON\"), not an address",
     r"manage\.py workspace_proxy": "the sandbox's workspace proxy serves until stopped: make run starts it, and "
                                     "tests/workspaces/test_proxy.py starts the command and stops it",
+    r"(python )?manage\.py gateway(\s+--bind\s+\S+)?": "the gateway serves until stopped: make run starts it, and tests/gateway/test_gateway.py "
+                            "starts the command (two of them) and stops it",
     r"/workspaces/auth/(\?workspace=.*)?": "the ingress controller's auth-url answers by a workspace's own cookie, "
                                            "which no reader of the portal holds (401): tests/workspaces/test_access.py",
     r"/accounts/oidc/slipway/login/callback/": "the identity provider's redirect target, answered only with a "
