@@ -78,6 +78,8 @@ SKIPPED: dict[str, str] = {
                                     "tests/workspaces/test_proxy.py starts the command and stops it",
     r"manage\.py serving_load( .*)?": "the load generator sends requests until stopped, to a gateway and key of the "
                                       "demo's: tests/inference/test_serving_load.py starts the command and stops it",
+    r"(python )?manage\.py gateway(\s+--bind\s+\S+)?": "the gateway serves until stopped: make run starts it, and tests/gateway/test_gateway.py "
+                            "starts the command (two of them) and stops it",
     r"/workspaces/auth/(\?workspace=.*)?": "the ingress controller's auth-url answers by a workspace's own cookie, "
                                            "which no reader of the portal holds (401): tests/workspaces/test_access.py",
     r"/accounts/oidc/slipway/login/callback/": "the identity provider's redirect target, answered only with a "

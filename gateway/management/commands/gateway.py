@@ -35,4 +35,4 @@ class Command(BaseCommand):
         values.ValueClass = values.MutexValue
         self.stdout.write(f"Gateway on http://{host}:{port}/<team>/<endpoint>/…")
         self.stdout.flush()
-        web.run_app(Gateway().app(), host=host, port=port, print=None, access_log=None, shutdown_timeout=5.0)
+        web.run_app(Gateway().app(), host=host, port=port, print=None, access_log=None, shutdown_timeout=1.0)
