@@ -192,7 +192,7 @@ def endpoint_key_usage(endpoint: InferenceEndpoint, since: datetime, until: date
 def team_key_usage(team, since: datetime, until: datetime, now: datetime | None = None) -> KeyUsageReport:
     """Usage and cost per key over every endpoint of ``team`` that may have run or been called in the period."""
     endpoints = list(InferenceEndpoint.objects.filter(team=team).filter(
-        Q(finished_at__isnull=True) | Q(finished_at__gte=since)).filter(created_at__lt=until).order_by("pk"))
+        Q(finished_at__isnull=True) | Q(finished_at__gte=since)).order_by("pk"))
     return key_usage(endpoints, since, until, now)
 
 
