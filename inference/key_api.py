@@ -62,6 +62,15 @@ class NewApiKeySerializer(ApiKeySerializer):
         read_only_fields = fields
 
 
+class ApiKeyPageSerializer(serializers.Serializer):
+    """A page of keys (paginated like every list of the API)."""
+
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = ApiKeySerializer(many=True)
+
+
 class ApiKeyCreateSerializer(serializers.Serializer):
     """What creates a key (the type checks; the service checks the rest: docs/api.md "API keys")."""
 
@@ -120,17 +129,14 @@ class CsvRenderer(BaseRenderer):
         return data if isinstance(data, (str, bytes)) else str(data)
 
 
-def _created(key: ApiKey, raw: str) -> dict:
-    return {**ApiKeySerializer(key).data, "key": raw}
-
-
 def _create(request, team, endpoint) -> Response:
     body = ApiKeyCreateSerializer(data=request.data)
     body.is_valid(raise_exception=True)
     data = body.validated_data
     key, raw = keys.create_key(request.user, team, endpoint, data["name"], data.get("expires_at"),
                                data.get("requests_per_minute"), data.get("tokens_per_minute"))
-    return Response(NewApiKeySerializer(_created(key, raw)).data, status=status.HTTP_201_CREATED)
+    key.key = raw  # on this answer's object only: never saved
+    return Response(NewApiKeySerializer(key).data, status=status.HTTP_201_CREATED)
 
 
 def _list(view: APIView, request, queryset) -> Response:
@@ -158,7 +164,7 @@ def _usage(request, report_of, filename: str) -> Response:
 class EndpointKeysView(APIView):
     """The keys valid for an endpoint (its own and its team's), newest first; POST creates one for it."""
 
-    @extend_schema(responses=ApiKeySerializer(many=True))
+    @extend_schema(responses=ApiKeyPageSerializer, operation_id="endpoints_keys_list")
     def get(self, request, pk: int):
         endpoint = get_endpoint_for_user(request.user, pk, staff_reads=True)
         return _list(self, request, keys.keys_of_endpoint(endpoint))
@@ -238,7 +244,7 @@ class TeamKeysView(APIView):
     """Every key of the team (team keys and its endpoints'), newest first; POST creates a team key, valid for
     every endpoint of the team."""
 
-    @extend_schema(responses=ApiKeySerializer(many=True))
+    @extend_schema(responses=ApiKeyPageSerializer, operation_id="teams_keys_list")
     def get(self, request, slug: str):
         return _list(self, request, keys.keys_of_team(keys.team_for_keys(request.user, slug)))
 
