@@ -204,3 +204,11 @@ CSV_COLUMNS = ["hour", "endpoint_id", "endpoint_name", "key_id", "name", "prefix
 def csv_rows(report: KeyUsageReport) -> list[dict]:
     return [{**line.as_dict(), "hour": line.hour.isoformat(), "key_id": line.key_id or "",
              "currency": report.currency} for line in report.hours]
+
+
+def usage_panel(team, since: datetime, until: datetime) -> dict:
+    """The Usage page's card of API keys (``EndpointKind.usage_panel``): the team's usage per key in money over
+    the page's month, up to now."""
+    from django.utils import timezone
+
+    return {"usage": team_key_usage(team, since, min(until, timezone.now())), "team": team}

@@ -22,7 +22,7 @@ same transaction.
 from __future__ import annotations
 
 import secrets
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
@@ -190,6 +190,12 @@ def validate_key(team: Team, name, expires_at, requests_per_minute, tokens_per_m
             errors["expires_at"] = ["Must be a date and time with its time zone."]
         elif expires_at <= now:
             errors["expires_at"] = ["Must be in the future."]
+        else:
+            try:
+                # In UTC: Python takes offsets up to ±23:59, PostgreSQL only up to ±15:59.
+                expires_at.astimezone(UTC)
+            except OverflowError:
+                errors["expires_at"] = ["Out of the calendar's range."]
     for field, value in (("requests_per_minute", requests_per_minute), ("tokens_per_minute", tokens_per_minute)):
         if _limit_errors(field, value):
             errors[field] = _limit_errors(field, value)
@@ -232,6 +238,7 @@ def create_key(user, team: Team | str, endpoint: InferenceEndpoint | None, name,
             if state in ENDED_STATES:
                 raise ValidationError({"endpoint": [f"The endpoint is {state}: it takes no new key."]})
         clean = validate_key(team, name, expires_at, requests_per_minute, tokens_per_minute, now)
+        expires_at = expires_at.astimezone(UTC) if expires_at is not None else None
         key = ApiKey.objects.create(
             team=team, endpoint=endpoint, name=clean, prefix=raw[:PREFIX_LENGTH], digest=hash_token(raw),
             created_by=user, created_at=now, updated_at=now, expires_at=expires_at,

@@ -25,3 +25,14 @@ function clearRequiredError(event) {
     field.classList.remove("has-error");
   }
 }
+
+// A <button data-copy="ID"> copies the text of the element ID (a new API key, shown once) and says so.
+document.addEventListener("click", function (event) {
+  var button = event.target.closest && event.target.closest("button[data-copy]");
+  if (!button) { return; }
+  var source = document.getElementById(button.getAttribute("data-copy"));
+  if (!source || !navigator.clipboard) { return; }
+  navigator.clipboard.writeText(source.textContent.trim()).then(function () {
+    button.textContent = "Copied";
+  });
+});
