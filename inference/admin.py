@@ -71,7 +71,7 @@ class ApiKeyAdmin(ReadOnlyAdmin):
                    "consequence": consequence, "keys": list(queryset.select_related("team", "endpoint", "created_by")),
                    "action_name": request.POST.get("action", ""), "opts": self.model._meta,
                    "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME, "confirmed": CONFIRMED}
-        return TemplateResponse(request, "admin/inference/apikey_action_confirm.html", context)
+        return TemplateResponse(request, "inference/admin/apikey_action_confirm.html", context)
 
     def _act(self, request, queryset, move, done: str) -> None:
         changed = []
