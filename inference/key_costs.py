@@ -21,6 +21,7 @@ the hours' costs rounded to the cent).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -149,8 +150,9 @@ def key_usage(endpoints: Sequence[InferenceEndpoint], since: datetime, until: da
                 .values("key_id", "endpoint_id", "hour", *COUNTERS))
         keys = {k.pk: k for k in ApiKey.objects.filter(pk__in={row["key_id"] for row in rows})}
         by_hour: dict[tuple[int, datetime], list[dict]] = {}
+        hour_of = functools.cache(ledger.usage_hour)  # a month's rows name its 720 hours again and again
         for row in rows:
-            by_hour.setdefault((row["endpoint_id"], ledger.usage_hour(row["hour"])), []).append(row)
+            by_hour.setdefault((row["endpoint_id"], hour_of(row["hour"])), []).append(row)
         for endpoint in endpoints:
             endpoint_costs = costs.get(endpoint.ref, {})
             for hour in sorted(set(endpoint_costs) | {h for (e, h) in by_hour if e == endpoint.pk}):

@@ -283,9 +283,10 @@ def cost_by_hour(team_id: int, refs: Iterable[str], since: datetime, until: date
         costs[ref][hour] = costs[ref].get(hour, ZERO) + cost
 
     if refs:
+        zone = timezone.get_current_timezone()
         for ref, hour, cost in (UsageRecord.objects.filter(ref__in=refs, hour__gte=first, hour__lt=until)
                                 .values_list("ref", "hour", "cost")):
-            add(ref, usage_hour(hour), cost)
+            add(ref, _local_hour(hour, zone), cost)
         now = min(now or timezone.now(), until)
         for piece in open_intervals([team_id], now):
             if piece.ref in refs and first <= usage_hour(piece.start) < until:
