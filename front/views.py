@@ -39,7 +39,7 @@ from front.forms import (
 )
 from notifications.services import delivery_log
 from quotas.api import csv_download
-from quotas.ledger import month_start
+from quotas.ledger import month_end, month_start
 from quotas.policy import GUIDE, flavor_rows
 from quotas.reports import (
     SHOWBACK_COLUMNS,
@@ -206,6 +206,9 @@ def _team_page(request: HttpRequest, membership: Membership, *, add_form: AddMem
             "members_may_cancel_teammates_work": team.members_may_cancel_teammates_work}) if is_admin else None,
     }
     context["sharing"] = team_sharing(team, context["usage"])
+    # Each kind's pages of the whole team (an endpoint's team API keys), linked from here.
+    context["team_pages"] = [(item.label, reverse(item.url_name, args=[team.slug]))
+                             for kind in registered_kinds() for item in kind.team_pages]
     context["alert_rules"] = rules = team_view(team)
     context["alert_form"] = (alert_form or AlertSettingsForm(initial={r.field.name: r.own for r in rules})
                              ) if is_admin else None
@@ -395,8 +398,15 @@ def usage(request):
     month, error, status = parse_month(request.GET.get("month"), now), "", 200
     if month is None:
         month, error, status = month_start(now), "Pick a month from the list (YYYY-MM, not in the future).", 400
-    context = {"team": team, "error": error, **usage_page(team, month, now, kind_names())}
+    context = {"team": team, "error": error, **usage_page(team, month, now, kind_names()),
+               "kind_panels": _usage_panels(team, month)}
     return render(request, "front/usage.html", context, status=status)
+
+
+def _usage_panels(team, month) -> list[dict]:
+    """Each kind's card of the Usage page over ``month`` (``WorkloadKind.usage_panel``: an endpoint's API keys)."""
+    return [{"template": k.usage_panel.template, "context": k.usage_panel.context(team, month, month_end(month))}
+            for k in registered_kinds() if k.usage_panel is not None]
 
 
 @require_GET

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from cluster import specs
+from core.forms import ServiceErrorsForm
 from inference import constants as c
 from inference.constants import Engine, Metric
 from quotas.facts import ClusterWaits
@@ -213,3 +214,16 @@ class EndpointForm(EndpointEditForm):
         put_argv(self, cleaned, data)
         data["spot"] = bool(cleaned.get("spot"))
         return data
+
+
+class ApiKeyForm(ServiceErrorsForm):
+    """Create an API key (the endpoint's Keys section, the team's keys page); the service checks the rest."""
+
+    name = forms.CharField(max_length=100, help_text="To tell it apart: the application or person using it.")
+    expires_at = forms.DateTimeField(required=False, label="Expires",
+                                     widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+                                     help_text="Empty: never (revoke it when no longer needed).")
+    requests_per_minute = forms.IntegerField(required=False, min_value=1, max_value=2**31 - 1,
+                                             label="Requests per minute", help_text="Empty: no limit; past it, 429.")
+    tokens_per_minute = forms.IntegerField(required=False, min_value=1, max_value=2**31 - 1,
+                                           label="Tokens per minute", help_text="Input + output tokens; empty: no limit.")

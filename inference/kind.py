@@ -17,14 +17,22 @@ from cluster.manifests import build_endpoint
 from cluster.specs import DEFAULT_GPU_UTILIZATION_TARGET, DEFAULT_METRIC, EndpointSpec
 from cluster.startup import replica_starts
 from cluster.status import EndpointPhase, WorkloadStatus, endpoint_status
-from inference import coldstarts, scaling, services
+from inference import coldstarts, key_costs, scaling, services
 from inference.constants import AUDIT_ACTIONS, HOLDING_STATES, EndpointState, ScalingDecision
 from inference.demo import seed_demo_endpoints
 from inference.models import InferenceEndpoint
 from quotas.decide import ResourceRequest
 from teams.models import Role
 from workloads import secrets
-from workloads.registry import DashboardPanel, KindEvent, Lifecycle, NavItem, StaffAction, WorkloadKind
+from workloads.registry import (
+    DashboardPanel,
+    KindEvent,
+    Lifecycle,
+    NavItem,
+    StaffAction,
+    TeamPanel,
+    WorkloadKind,
+)
 
 _PHASE_TO_STATE = {
     EndpointPhase.DEPLOYING: EndpointState.DEPLOYING,
@@ -108,6 +116,9 @@ class EndpointKind(WorkloadKind):
     events = (KindEvent(EndpointState.DEGRADED, "endpoint_degraded", "Endpoint degraded", "is degraded",
                         repeated=True),)
     dashboard = DashboardPanel("inference/_dashboard_stat.html")
+    # API keys: the team's keys page (linked from the team page) and their cost on the Usage page.
+    team_pages = (NavItem("API keys", "inference:team-keys", 20),)
+    usage_panel = TeamPanel("inference/_usage_keys.html", key_costs.usage_panel)
     state_template = "inference/endpoint_list.html#row"
     staff_actions = (SCALE_TO_MINIMUM,)
 

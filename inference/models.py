@@ -269,6 +269,8 @@ class ApiKey(models.Model):
     class Meta:
         ordering = ["-created_at", "-pk"]
         indexes = [models.Index(fields=["team", "endpoint"])]
+        verbose_name = "API key"
+        verbose_name_plural = "API keys"
 
     def __str__(self) -> str:
         return f"{self.prefix}… {self.name}"

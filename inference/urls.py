@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from inference import views
+from inference import key_views, views
 from inference.models import InferenceEndpoint
 from workloads.views import read_urls
 
@@ -17,4 +17,10 @@ urlpatterns = [
     path("endpoints/<int:pk>/traffic/", views.endpoint_traffic, name="endpoint-traffic"),
     path("endpoints/<int:pk>/edit/", views.endpoint_edit, name="endpoint-edit"),
     path("endpoints/<int:pk>/delete/", views.endpoint_delete, name="endpoint-delete"),
+    # API keys (docs/serving.md "API keys"): an endpoint's Keys section, a team's keys page, a key's buttons.
+    path("endpoints/<int:pk>/keys/", key_views.endpoint_keys, name="endpoint-keys"),
+    path("teams/<slug:team>/keys/", key_views.team_keys, name="team-keys"),
+    path("keys/<int:pk>/revoke/", key_views.key_revoke, name="key-revoke"),
+    path("keys/<int:pk>/disable/", key_views.key_disable, name="key-disable"),
+    path("keys/<int:pk>/enable/", key_views.key_enable, name="key-enable"),
 ]

@@ -3,6 +3,7 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
+from inference import key_api
 from inference.api import EndpointViewSet
 from jobs.api import RunViewSet
 from portal.api_root import api_root_view, collections
@@ -32,5 +33,19 @@ urlpatterns = [
     path("auth/device/", DeviceAuthorizationView.as_view(), name="auth-device"),
     path("auth/token/", DeviceTokenView.as_view(), name="auth-token"),
     path("teams/<slug:slug>/alerts/", TeamAlertsView.as_view(), name="team-alerts"),
+    # API keys (docs/api.md "API keys"): an endpoint's and a team's, and their usage in money.
+    path("endpoints/<int:pk>/keys/", key_api.EndpointKeysView.as_view(), name="endpoint-keys"),
+    path("endpoints/<int:pk>/keys/usage/", key_api.EndpointKeyUsageView.as_view(), name="endpoint-keys-usage"),
+    path("endpoints/<int:pk>/keys/<int:key_pk>/", key_api.EndpointKeyDetailView.as_view(), name="endpoint-key-detail"),
+    path("endpoints/<int:pk>/keys/<int:key_pk>/disable/", key_api.EndpointKeyDisableView.as_view(),
+         name="endpoint-key-disable"),
+    path("endpoints/<int:pk>/keys/<int:key_pk>/enable/", key_api.EndpointKeyEnableView.as_view(),
+         name="endpoint-key-enable"),
+    path("teams/<slug:slug>/keys/", key_api.TeamKeysView.as_view(), name="team-keys"),
+    path("teams/<slug:slug>/keys/usage/", key_api.TeamKeyUsageView.as_view(), name="team-keys-usage"),
+    path("teams/<slug:slug>/keys/<int:key_pk>/", key_api.TeamKeyDetailView.as_view(), name="team-key-detail"),
+    path("teams/<slug:slug>/keys/<int:key_pk>/disable/", key_api.TeamKeyDisableView.as_view(),
+         name="team-key-disable"),
+    path("teams/<slug:slug>/keys/<int:key_pk>/enable/", key_api.TeamKeyEnableView.as_view(), name="team-key-enable"),
     path("", include(router.urls)),
 ]

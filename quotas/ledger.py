@@ -264,6 +264,36 @@ def cost_by_ref(refs: Iterable[str]) -> dict[str, Decimal]:
     return totals
 
 
+def cost_by_hour(team_id: int, refs: Iterable[str], since: datetime, until: datetime,
+                 now: datetime | None = None) -> dict[str, dict[datetime, Decimal]]:
+    """The cost of each workload in ``refs`` (of team ``team_id``) in each ledger hour of ``[since, until)`` it
+    ran in: ``{ref: {hour: cost}}`` at ledger precision, hours as :func:`usage_hour` names them (one query and
+    the team's open segments).
+
+    An hour counts when it starts in ``[usage_hour(since), until)``. Its cost is its closed ledger row plus the
+    open segment's piece in it up to ``now`` (the current hour, not yet written), so the figures are the ones
+    spend and reports show. What an endpoint's API keys are charged is split from these
+    (``inference.key_costs``).
+    """
+    refs = set(refs)
+    first = usage_hour(since)
+    costs: dict[str, dict[datetime, Decimal]] = {ref: {} for ref in refs}
+
+    def add(ref: str, hour: datetime, cost: Decimal) -> None:
+        costs[ref][hour] = costs[ref].get(hour, ZERO) + cost
+
+    if refs:
+        zone = timezone.get_current_timezone()
+        for ref, hour, cost in (UsageRecord.objects.filter(ref__in=refs, hour__gte=first, hour__lt=until)
+                                .values_list("ref", "hour", "cost")):
+            add(ref, _local_hour(hour, zone), cost)
+        now = min(now or timezone.now(), until)
+        for piece in open_intervals([team_id], now):
+            if piece.ref in refs and first <= usage_hour(piece.start) < until:
+                add(piece.ref, usage_hour(piece.start), piece.charge()[0])
+    return costs
+
+
 def idle_by_ref(refs: Iterable[str]) -> dict[str, tuple[Decimal, Decimal]]:
     """``(idle_gpu_hours, idle_cost)`` in the ledger of each workload in ``refs`` that was ever idle (one query)."""
     refs = list(refs)

@@ -31,6 +31,7 @@ Run = dict[str, Any]
 Endpoint = dict[str, Any]
 Workspace = dict[str, Any]
 Team = dict[str, Any]
+ApiKey = dict[str, Any]
 Flavor = dict[str, Any]
 UsageRow = dict[str, Any]
 AlertRules = dict[str, Any]
@@ -382,6 +383,39 @@ class Client:
         return self._request("DELETE", f"endpoints/{int(endpoint_id)}/").json()
 
     # -- workspaces ---------------------------------------------------------------------------
+    # -- API keys of endpoints (an endpoint's, or with ``team`` the team's) ---------------------------------
+    @staticmethod
+    def _keys_path(endpoint_id: int | None, team: str | None) -> str:
+        return f"teams/{team}/keys/" if team else f"endpoints/{int(endpoint_id)}/keys/"
+
+    def create_key(self, name: str, *, endpoint_id: int | None = None, team: str | None = None,
+                   expires_at: str | None = None, requests_per_minute: int | None = None,
+                   tokens_per_minute: int | None = None) -> ApiKey:
+        """A new key (its ``key`` is in this answer only): for the endpoint, or with ``team`` for every endpoint
+        of the team."""
+        body = {"name": name, "expires_at": expires_at, "requests_per_minute": requests_per_minute,
+                "tokens_per_minute": tokens_per_minute}
+        return self._request("POST", self._keys_path(endpoint_id, team),
+                             json={k: v for k, v in body.items() if v is not None}).json()
+
+    def keys(self, *, endpoint_id: int | None = None, team: str | None = None) -> list[ApiKey]:
+        return list(self._pages(self._keys_path(endpoint_id, team)))
+
+    def revoke_key(self, key_id: int, *, endpoint_id: int | None = None, team: str | None = None) -> None:
+        self._request("DELETE", f"{self._keys_path(endpoint_id, team)}{int(key_id)}/")
+
+    def set_key_disabled(self, key_id: int, disabled: bool, *, endpoint_id: int | None = None,
+                         team: str | None = None) -> ApiKey:
+        verb = "disable" if disabled else "enable"
+        return self._request("POST", f"{self._keys_path(endpoint_id, team)}{int(key_id)}/{verb}/").json()
+
+    def key_usage(self, *, endpoint_id: int | None = None, team: str | None = None, since: str | None = None,
+                  until: str | None = None, csv: bool = False) -> dict | str:
+        """Usage and cost per key (JSON), or the hours as CSV text."""
+        response = self._request("GET", f"{self._keys_path(endpoint_id, team)}usage/",
+                                 params={"since": since, "until": until, "format": "csv" if csv else None})
+        return response.text if csv else response.json()
+
     def create_workspace(self, spec: dict, *, idempotency_key: str | None = None) -> Workspace:
         key = idempotency_key or str(uuid.uuid4())
         return self._request("POST", "workspaces/", json=spec, headers={"Idempotency-Key": key}).json()

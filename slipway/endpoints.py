@@ -9,6 +9,7 @@ import click
 
 from slipway.client import BadRequest, Client
 from slipway.config import api_call
+from slipway.keys import keys
 from slipway.output import dump, fields, money, per_hour, table, unit_price
 from slipway.specs import load_spec, refused_spec, show_forecast
 
@@ -102,3 +103,7 @@ def endpoint_delete(client: Client, endpoint_id: int) -> None:
     """Delete an endpoint: its quota is released and its objects removed."""
     e = client.delete_endpoint(endpoint_id)
     click.echo(f"endpoint {e['id']} {e['name']}: {e['state']}")
+
+
+# API keys: `slipway endpoint keys …` (slipway.keys).
+endpoint.add_command(keys)

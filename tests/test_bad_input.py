@@ -301,3 +301,44 @@ def test_a_nul_in_a_query_parameter_is_a_400_never_a_500(api, member, path):
     api.force_login(member)
     response = api.get(path)
     assert response.status_code == 400, (path, response.status_code)
+
+
+# -- API keys (docs/api.md "API keys") ---------------------------------------------------------------
+
+
+@pytest.fixture
+def keyed_endpoint(member, team, ep_quota, published):
+    from inference import services as endpoint_services
+    from tests.inference.conftest import endpoint_payload
+
+    return endpoint_services.create_endpoint(member, team, endpoint_payload())
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("body, field", [
+    ({"name": "app\x00"}, "name"),  # PostgreSQL text cannot hold NUL
+    ({"name": "app", "expires_at": "9999-12-31T23:59:59-10:00"}, "expires_at"),  # past the calendar in UTC
+    ({"name": ["app"]}, "name"),
+    ({"name": "app", "requests_per_minute": 10**40}, "requests_per_minute"),
+])
+def test_a_bad_api_key_is_a_400_and_no_key(api, keyed_endpoint, body, field):
+    from inference.models import ApiKey
+
+    response = api.post(f"/api/v1/endpoints/{keyed_endpoint.pk}/keys/", body, format="json")
+    assert_field_error(response, field)
+    assert not ApiKey.objects.exists()
+
+
+@pytest.mark.postgres
+def test_an_api_keys_expiry_beyond_postgresqls_offsets_is_stored_in_utc(api, keyed_endpoint):
+    response = api.post(f"/api/v1/endpoints/{keyed_endpoint.pk}/keys/",
+                        {"name": "app", "expires_at": "2099-01-01T00:00:00+20:00"}, format="json")
+    assert response.status_code == 201, response.content[:300]
+    assert response.json()["expires_at"].startswith("2098-12-31T04:00:00")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("path", ["keys/²/", "keys/²/disable/", "keys/usage/?since=2026%00", "keys/usage/?format=%00"])
+def test_api_key_routes_answer_odd_ids_and_queries_without_a_500(api, keyed_endpoint, path):
+    response = api.get(f"/api/v1/endpoints/{keyed_endpoint.pk}/{path}")
+    assert response.status_code in (400, 404, 405) and "errors" in response.json()

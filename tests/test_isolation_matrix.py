@@ -24,8 +24,9 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from inference import keys as api_keys
 from inference import services as endpoints
-from inference.models import InferenceEndpoint
+from inference.models import ApiKey, InferenceEndpoint
 from jobs.models import TrainingRun
 from jobs.services import submit_run
 from notifications.models import EmailSubscription, Webhook
@@ -44,7 +45,7 @@ from workspaces.models import Workspace
 pytestmark = pytest.mark.django_db
 
 # Routes of one object: name → (object kind, methods that read, methods that change it).
-RUN, ENDPOINT, WORKSPACE = "run", "endpoint", "workspace"
+RUN, ENDPOINT, WORKSPACE, KEY = "run", "endpoint", "workspace", "key"
 OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "jobs:run-detail": (RUN, ("get",), ()), "jobs:run-state": (RUN, ("get",), ()),
     "jobs:run-logs": (RUN, ("get",), ()), "jobs:run-logs-download": (RUN, ("get",), ()),
@@ -69,6 +70,12 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "run-attempts": (RUN, ("get",), ()), "endpoint-attempts": (ENDPOINT, ("get",), ()),
     "endpoint-scaling": (ENDPOINT, ("get",), ()), "endpoint-replicas": (ENDPOINT, ("get",), ()),
     "endpoint-cold-starts": (ENDPOINT, ("get",), ()),
+    # An endpoint's API keys: its team reads them (staff too), members create them; their usage in money.
+    "endpoint-keys": (ENDPOINT, ("get",), ("post",)), "endpoint-keys-usage": (ENDPOINT, ("get",), ()),
+    "inference:endpoint-keys": (ENDPOINT, ("get",), ("post",)),
+    # A key's buttons (by its id): its team's admins and its creator; viewers 403; anyone else 404.
+    "inference:key-revoke": (KEY, (), ("post",)), "inference:key-disable": (KEY, (), ("post",)),
+    "inference:key-enable": (KEY, (), ("post",)),
     "workspaces:workspace-detail": (WORKSPACE, ("get",), ()), "workspaces:workspace-state": (WORKSPACE, ("get",), ()),
     "workspaces:workspace-logs": (WORKSPACE, ("get",), ()),
     "workspaces:workspace-logs-download": (WORKSPACE, ("get",), ()),
@@ -98,11 +105,16 @@ TEAM_ROUTES = {
     "team-sharing-detail": ("/api/v1/teams/{team}/", "patch", lambda team: {"fair_weight": 9}),
     # A team's alert rules: its members read them (tests/workloads/test_alert_settings.py), its admins tighten them.
     "team-alerts": ("/api/v1/teams/{team}/alerts/", "patch", lambda team: {"idle_minutes": 10}),
+    # A team's API keys (members create them) and their usage in money.
+    "team-keys": ("/api/v1/teams/{team}/keys/", "post", lambda team: {"name": "matrix"}),
+    "team-keys-usage": ("/api/v1/teams/{team}/keys/usage/", "get", None),
 }
 #: What platform staff outside the team get on those: they read its quotas and change its quotas and
 #: sharing (quota as code); its usage and its work are its members' (404, as for an outsider).
 STAFF_OUTSIDE_THE_TEAM = {"team-usage": 404, "run-list": 404, "endpoint-list": 404, "workspace-list": 404,
-                          "team-quotas": 200, "team-quota": 200, "team-sharing-detail": 200, "team-alerts": 404}
+                          "team-quotas": 200, "team-quota": 200, "team-sharing-detail": 200, "team-alerts": 404,
+                          # Staff read any team's keys and their usage (and revoke them in the admin console only).
+                          "team-keys": 404, "team-keys-usage": 200}
 #: API routes of platform staff alone (quota as code, clusters): name → (path, methods). Anyone else: 404.
 STAFF_API_ROUTES = {
     "cohort-list": ("/api/v1/cohorts/", ("get",)),
@@ -126,6 +138,8 @@ PORTAL_TEAM_ROUTES = {
                                   {"url": "https://hooks.example.com/new", "kinds": ["run_failed"]}, Role.ADMIN),
     "notifications-webhook-delete": ("/teams/{team}/notifications/webhooks/{webhook}/delete/", "post", None,
                                      Role.ADMIN),
+    # The team's keys page: its members read it; members create team keys there.
+    "inference:team-keys": ("/teams/{team}/keys/", "get", None, Role.VIEWER),
 }
 #: Routes scoped to the caller (their own teams, their own tokens): nothing of another team to reach.
 OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-token", "jobs:run-list", "jobs:run-new",
@@ -162,8 +176,17 @@ def route_names() -> set[str]:
     return {name for name in walk(get_resolver().url_patterns) if not name.startswith("admin:")}
 
 
+#: Routes of one API key, under its endpoint (``pk``) or its team (``slug``): name → (methods that read, that change).
+KEY_ROUTES = {
+    "endpoint-key-detail": (("get",), ("delete",)), "endpoint-key-disable": ((), ("post",)),
+    "endpoint-key-enable": ((), ("post",)),
+    "team-key-detail": (("get",), ("delete",)), "team-key-disable": ((), ("post",)), "team-key-enable": ((), ("post",)),
+}
+
+
 def test_every_route_is_in_the_matrix():
     known = (set(OBJECT_ROUTES) | set(TEAM_ROUTES) | set(PORTAL_TEAM_ROUTES) | OWN_ROUTES | STAFF_ROUTES
+             | set(KEY_ROUTES)
              | set(STAFF_API_ROUTES) | PUBLIC_ROUTES | SIGN_IN_ROUTES | AUTH_ROUTES)
     assert sorted(route_names() - known) == [], "routes missing from the isolation matrix"
     assert sorted(known - route_names()) == [], "the matrix names routes that no longer exist"
@@ -178,7 +201,8 @@ def world(team, other_team, member, outsider, viewer, team_admin, ep_quota, quot
     endpoint = endpoints.create_endpoint(member, team, endpoint_payload())
     create_webhook(team_admin, team, "https://hooks.example.com/team", ["run_failed"])
     workspace = workspace_services.create_workspace(member, team, {"name": "explore", "flavor": "a100-1g.10gb"})
-    return {RUN: run, ENDPOINT: endpoint, WORKSPACE: workspace}
+    key, _raw = api_keys.create_key(member, team, endpoint, "matrix key")
+    return {RUN: run, ENDPOINT: endpoint, WORKSPACE: workspace, KEY: key}
 
 
 def path_of(name: str, obj) -> str:
@@ -197,7 +221,8 @@ def snapshot() -> tuple:
             sorted(EmailSubscription.objects.values_list("user_id", "team_id", "kind")),
             sorted(Workspace.objects.values_list("pk", "state", "shared_with_admins")),
             sorted(TeamAlertSettings.objects.values_list("team_id", "idle_util_pct", "idle_minutes", "memory_pct",
-                                                        "memory_minutes")))
+                                                        "memory_minutes")),
+            sorted(ApiKey.objects.values_list("pk", "name", "updated_at", "disabled_at", "revoked_at")))
 
 
 def call(client, method: str, path: str, body=None):
@@ -460,3 +485,44 @@ def test_staff_actions_refuse_everyone_else(world, member, team_admin, path):
     for user in (member, team_admin):
         response = as_portal_user(user).post(path)
         assert response.status_code == 302 and "/admin/login/" in response["Location"], user
+
+
+# -- API keys: under their endpoint and their team -----------------------------------------------------------
+
+
+def key_path(name: str, world) -> str:
+    key = world["key"]
+    if name.startswith("team-"):
+        return reverse(name, kwargs={"slug": key.team.slug, "key_pk": key.pk})
+    return reverse(name, kwargs={"pk": key.endpoint_id, "key_pk": key.pk})
+
+
+@pytest.mark.parametrize("name", sorted(KEY_ROUTES))
+def test_a_key_of_another_team_is_404_to_outsiders_and_staff_change_none_here(world, outsider, staff, viewer, name):
+    reads, writes = KEY_ROUTES[name]
+    path, before = key_path(name, world), snapshot()
+    for method in reads + writes:
+        assert call(client_for(name, outsider), method, path).status_code == 404, method
+    for method in reads:
+        assert call(client_for(name, staff), method, path).status_code == 200, method
+        assert call(client_for(name, viewer), method, path).status_code == 200, method
+    for method in writes:
+        assert call(client_for(name, staff), method, path).status_code == 404, method
+        assert call(client_for(name, viewer), method, path).status_code == 403, method
+        response = call(APIClient(), method, path)
+        assert response.status_code == 401 if ":" not in name else "/login/" in response["Location"], method
+    assert snapshot() == before
+
+
+def test_a_key_reached_through_another_endpoint_or_team_is_404(world, other_team, member, create_other_endpoint):
+    """A key id under an endpoint it is not valid for, or under a team it is not of: as if it did not exist."""
+    key, before = world["key"], snapshot()
+    client = as_token(member)
+    assert client.delete(f"/api/v1/endpoints/{create_other_endpoint.pk}/keys/{key.pk}/").status_code == 404
+    assert client.delete(f"/api/v1/teams/{other_team.slug}/keys/{key.pk}/").status_code == 404
+    assert snapshot() == before
+
+
+@pytest.fixture
+def create_other_endpoint(world, member, team):
+    return endpoints.create_endpoint(member, team, endpoint_payload(name="second"))

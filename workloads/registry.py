@@ -210,6 +210,10 @@ class WorkloadKind(abc.ABC):
     #: Its audit actions, ``{action: label}`` (teams.models.declare_audit_actions, when it is registered):
     #: the audit log's column lists no fixed choices, so a kind's actions need no migration in teams.
     audit_actions: dict[str, str] = {}
+    #: Its pages of a whole team, linked from the team's page (``url_name`` takes the team's slug): an endpoint's
+    #: team API keys. Its card on the Usage page (None: none): :class:`TeamPanel`.
+    team_pages: tuple[NavItem, ...] = ()
+    usage_panel: TeamPanel | None = None
     #: Its state moves that are events people subscribe to (:mod:`notifications.events`): a kind's
     #: event kinds need no change, and no migration, in notifications.
     events: tuple[KindEvent, ...] = ()
@@ -284,6 +288,15 @@ class DashboardPanel:
     panel: str = ""
     context: Callable | None = None
     new: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class TeamPanel:
+    """A kind's card on a shared page of a team's month (the Usage page): ``template`` rendered with ``panel``,
+    what ``context(team, since, until)`` returns."""
+
+    template: str
+    context: Callable
 
 
 @dataclass(frozen=True)

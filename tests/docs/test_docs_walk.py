@@ -176,6 +176,8 @@ def fill(path: str, demo: Demo) -> str:
     path = re.sub(r"\{slug\}|<slug>", "ml-research", path)
     path = path.replace("/cohorts/{name}", "/cohorts/research").replace("/clusters/{name}", "/clusters/east")
     path = path.replace("{flavor}", "a100-80gb")
+    # A key of the demo's endpoint: only routes that change one name it (resolved, never sent).
+    path = path.replace("{key_id}", "1")
     parts = urlsplit(path)
     query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if v])
     return parts.path + (f"?{query}" if query else "")

@@ -111,3 +111,22 @@ def test_every_deprecated_field_is_in_the_deprecated_table_of_docs_api_md():
     rows = {(m[1], m[2]) for m in re.finditer(r"^\| `(\w+)` \| [^|]+ \| `(\w+)`", table, re.M)}
     assert in_schema == {field for field, _new in deprecated}
     assert rows == deprecated
+
+
+def test_it_describes_the_api_keys_and_their_usage():
+    """docs/api.md "API keys": the key is in the creation's answer alone, the usage answers JSON or CSV."""
+    schema = served_schema()
+    paths, components = schema["paths"], schema["components"]["schemas"]
+    for prefix in ("/api/v1/endpoints/{id}/keys/", "/api/v1/teams/{slug}/keys/"):
+        assert set(paths[prefix]) >= {"get", "post"}
+        assert set(paths[prefix + "{key_pk}/"]) >= {"get", "delete"}
+        assert "204" in paths[prefix + "{key_pk}/"]["delete"]["responses"]
+        assert "post" in paths[prefix + "{key_pk}/disable/"] and "post" in paths[prefix + "{key_pk}/enable/"]
+        created = paths[prefix]["post"]["responses"]["201"]["content"]["application/json"]["schema"]["$ref"]
+        listed = paths[prefix]["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+        assert "key" in components[created.rsplit("/", 1)[-1]]["properties"]
+        page = components[listed.rsplit("/", 1)[-1]]["properties"]["results"]["items"]["$ref"].rsplit("/", 1)[-1]
+        assert "key" not in components[page]["properties"] and "prefix" in components[page]["properties"]
+        usage = paths[prefix + "usage/"]["get"]
+        assert set(usage["responses"]["200"]["content"]) == {"application/json", "text/csv"}
+        assert {p["name"] for p in usage["parameters"]} >= {"since", "until", "format"}
