@@ -197,6 +197,8 @@ def admit_candidate(endpoint: InferenceEndpoint, revision: EndpointRevision) -> 
             admission.resize(endpoint.team, endpoint.ref, held_units(endpoint))
             return False
         revision.replicas, revision.reason = replicas, ""
+        # The live revisions' weights sum to 100: the stable one serves what the candidate does not.
+        endpoint.revisions.filter(state=RevisionState.STABLE).update(weight=100 - revision.weight)
         enqueue_apply(endpoint.identity)
     return True
 
