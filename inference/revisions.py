@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Max, Sum
@@ -37,8 +37,9 @@ from django.utils import timezone
 from cluster.manifests.inference import canary_name
 from cluster.specs import CanarySpec
 from core.queueing import publish_on_commit
+from inference import histogram
 from inference.constants import REVISION_ROLLED_BACK, RevisionState, Rollout
-from inference.models import EndpointRevision, InferenceEndpoint
+from inference.models import EndpointRevision, InferenceEndpoint, TrafficWindow
 from quotas import admission
 from teams.services import lock_team
 from workloads import lifecycle
@@ -287,3 +288,28 @@ def follow(endpoint: InferenceEndpoint, revision: int, rolled_out: bool, canary_
         return
     if canary_ready is not None and not held_replicas(endpoint):
         publish_on_commit(tasks.delete_candidate, endpoint.pk)
+
+
+#: The window of the figures each revision shows (the page, the API, the CLI).
+FIGURES_SECONDS = 300
+
+
+def traffic_figures(endpoint: InferenceEndpoint, now: datetime | None = None) -> dict[int, dict]:
+    """Each revision's traffic over the last :data:`FIGURES_SECONDS` from the gateways' 10 s rows:
+    ``{number: {"requests", "errors_5xx", "error_rate", "p95_ms"}}`` (two queries, whatever the revisions)."""
+    now = now or timezone.now()
+    rows = TrafficWindow.objects.filter(endpoint_id=endpoint.pk, step=10,
+                                        start__gte=now - timedelta(seconds=FIGURES_SECONDS))
+    out: dict[int, dict] = {}
+    for row in rows.values("revision").annotate(requests=Sum("requests"), errors=Sum("status_5xx")):
+        requests, errors = row["requests"] or 0, row["errors"] or 0
+        out[row["revision"]] = {"requests": requests, "errors_5xx": errors,
+                                "error_rate": round(errors / requests, 4) if requests else None, "p95_ms": None}
+    latencies: dict[int, list] = {}
+    for number, counts in rows.values_list("revision", "latency"):
+        latencies.setdefault(number, []).append(counts)
+    for number, histograms in latencies.items():
+        p95 = histogram.quantile(histogram.merge(histograms), 0.95)
+        if number in out:
+            out[number]["p95_ms"] = None if p95 is None else round(p95, 1)
+    return out

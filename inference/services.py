@@ -31,7 +31,7 @@ from inference.constants import (
     Rollout,
     ScalingDecision,
 )
-from inference.models import InferenceEndpoint
+from inference.models import EndpointRevision, InferenceEndpoint
 from inference.validation import ROLLOUT_FIELDS, check_sizes, parse_endpoint_request
 from quotas import admission, policy
 from quotas.constants import Reason as QuotaReason
@@ -381,3 +381,40 @@ def rollback_endpoint(user, endpoint: InferenceEndpoint) -> InferenceEndpoint:
               fields=["revision"], revision=rev.number, rollout="rollback")
     endpoint.refresh_from_db()
     return endpoint
+
+
+#: What ``POST /endpoints/{id}/rollout/`` takes: the serving fields, how to roll them out (``strategy``).
+ROLLOUT_REQUEST_FIELDS = ("image", "command", "args", "env", "strategy", "weight", "auto_promote_windows")
+
+
+def rollout_endpoint(user, endpoint: InferenceEndpoint, data) -> EndpointRevision:
+    """A new revision of the endpoint's serving fields, rolled out by ``strategy`` (replace or canary):
+    the API's and the CLI's ``rollout``. Returns the new revision; 400 when nothing in it changes the spec.
+
+    The same validation and service as a PATCH (:func:`update_endpoint`), with ``strategy`` for ``rollout``:
+    a field error on ``rollout`` is answered on ``strategy``.
+    """
+    if not isinstance(data, dict):
+        raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
+    unknown = sorted(set(data) - set(ROLLOUT_REQUEST_FIELDS))
+    if unknown:
+        raise ValidationError({"non_field_errors": [f"Unknown field(s): {', '.join(map(str, unknown))}; a rollout "
+                                                    f"takes {', '.join(ROLLOUT_REQUEST_FIELDS)}."]})
+    if not any(name in data for name in revisions.SERVING_FIELDS):
+        raise ValidationError({"non_field_errors": ["A rollout needs a new image, command, args or env."]})
+    patch = {name: data[name] for name in ROLLOUT_REQUEST_FIELDS if name in data and name != "strategy"}
+    patch["rollout"] = data.get("strategy") or Rollout.REPLACE
+    before = EndpointRevision.objects.filter(endpoint_id=endpoint.pk).order_by("-number").values_list(
+        "number", flat=True).first() or 0
+    try:
+        update_endpoint(user, endpoint, patch)
+    except ValidationError as exc:
+        errors = exc.message_dict
+        if "rollout" in errors:
+            errors["strategy"] = errors.pop("rollout")
+        raise ValidationError(errors) from None
+    revision = EndpointRevision.objects.filter(endpoint_id=endpoint.pk, number__gt=before).order_by("-number").first()
+    if revision is None:
+        raise ValidationError({"non_field_errors": ["Nothing changes: the image, command, args and env are the "
+                                                    "endpoint's already."]})
+    return revision

@@ -67,6 +67,8 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "run-preemptions": (RUN, ("get",), ()), "run-checkpoints": (RUN, (), ("post",)), "endpoint-preemptions": (ENDPOINT, ("get",), ()),
     "run-attempts": (RUN, ("get",), ()), "endpoint-attempts": (ENDPOINT, ("get",), ()),
     "endpoint-scaling": (ENDPOINT, ("get",), ()), "endpoint-replicas": (ENDPOINT, ("get",), ()),
+    "endpoint-revisions": (ENDPOINT, ("get",), ()), "endpoint-rollout": (ENDPOINT, (), ("post",)),
+    "endpoint-promote": (ENDPOINT, (), ("post",)), "endpoint-rollback": (ENDPOINT, (), ("post",)),
     "workspaces:workspace-detail": (WORKSPACE, ("get",), ()), "workspaces:workspace-state": (WORKSPACE, ("get",), ()),
     "workspaces:workspace-logs": (WORKSPACE, ("get",), ()),
     "workspaces:workspace-logs-download": (WORKSPACE, ("get",), ()),
