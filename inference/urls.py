@@ -16,4 +16,6 @@ urlpatterns = [
     *read_urls(InferenceEndpoint, "endpoints/"),  # state, logs, logs/download, events: every kind's (workloads.views)
     path("endpoints/<int:pk>/edit/", views.endpoint_edit, name="endpoint-edit"),
     path("endpoints/<int:pk>/delete/", views.endpoint_delete, name="endpoint-delete"),
+    path("endpoints/<int:pk>/promote/", views.endpoint_promote, name="endpoint-promote"),
+    path("endpoints/<int:pk>/rollback/", views.endpoint_rollback, name="endpoint-rollback"),
 ]

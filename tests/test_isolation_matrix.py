@@ -57,6 +57,7 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "inference:endpoint-events": (ENDPOINT, ("get",), ()),
     "inference:endpoint-edit": (ENDPOINT, (), ("get", "post")),
     "inference:endpoint-delete": (ENDPOINT, (), ("get", "post")),
+    "inference:endpoint-promote": (ENDPOINT, (), ("post",)), "inference:endpoint-rollback": (ENDPOINT, (), ("post",)),
     "run-detail": (RUN, ("get",), ()), "run-cancel": (RUN, (), ("post",)), "run-events": (RUN, ("get",), ()),
     "run-logs": (RUN, ("get",), ()), "run-logs-download": (RUN, ("get",), ()), "run-manifest": (RUN, ("get",), ()),
     "run-telemetry": (RUN, ("get",), ()), "endpoint-telemetry": (ENDPOINT, ("get",), ()),
