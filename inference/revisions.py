@@ -37,7 +37,7 @@ from django.utils import timezone
 from cluster.manifests.inference import canary_name
 from cluster.specs import CanarySpec
 from core.queueing import publish_on_commit
-from inference import histogram
+from inference import cleanup, histogram
 from inference.constants import REVISION_ROLLED_BACK, RevisionState, Rollout
 from inference.models import EndpointRevision, InferenceEndpoint, TrafficWindow
 from quotas import admission
@@ -252,12 +252,10 @@ def roll_back(endpoint: InferenceEndpoint, verdict: dict, words: str, now: datet
 def _release(endpoint: InferenceEndpoint, now: datetime) -> None:
     """Give the candidate's units back (the caller holds the team's lock and has zeroed its replicas) and
     have its objects deleted after commit; its pods are billed no more."""
-    from inference import tasks  # the task module imports this one
-
     with contextlib.suppress(LookupError):  # the endpoint ended meanwhile: its reservation went with it
         admission.resize(endpoint.team, endpoint.ref, held_units(endpoint))
     lifecycle.cap_billing(endpoint, held_units(endpoint), now)
-    publish_on_commit(tasks.delete_candidate, endpoint.pk)
+    publish_on_commit(cleanup.delete_candidate, endpoint.pk)
 
 
 def follow(endpoint: InferenceEndpoint, revision: int, rolled_out: bool, canary_ready: int | None,
@@ -269,8 +267,6 @@ def follow(endpoint: InferenceEndpoint, revision: int, rolled_out: bool, canary_
     * a candidate waiting for quota is asked again;
     * candidate objects that no revision holds (a delete that was lost) are deleted again.
     """
-    from inference import tasks
-
     rolling = endpoint.revisions.filter(state=RevisionState.ROLLING).order_by("-number").first()
     if rolling is not None and rolled_out and revision == rolling.number:
         with transaction.atomic():
@@ -287,7 +283,7 @@ def follow(endpoint: InferenceEndpoint, revision: int, rolled_out: bool, canary_
         admit_candidate(endpoint, waiting)
         return
     if canary_ready is not None and not held_replicas(endpoint):
-        publish_on_commit(tasks.delete_candidate, endpoint.pk)
+        publish_on_commit(cleanup.delete_candidate, endpoint.pk)
 
 
 #: The window of the figures each revision shows (the page, the API, the CLI).

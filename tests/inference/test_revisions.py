@@ -229,7 +229,7 @@ def test_half_of_the_candidates_answers_5xx_rolls_it_back_after_two_windows(endp
     # The stable revision keeps serving all of it; the candidate's units and objects go.
     assert revisions.live_targets(fresh(endpoint)) == [(1, 100, endpoint.object_name)]
     assert reserved(endpoint) == 1
-    assert ("inference.tasks.delete_candidate", (endpoint.pk,)) in published
+    assert ("inference.cleanup.delete_candidate", (endpoint.pk,)) in published
 
     # The event, told to the owner though they subscribed to nothing.
     event = Event.objects.get()
@@ -282,7 +282,7 @@ def test_a_good_candidate_is_promoted_after_its_windows_and_becomes_stable_once_
     assert states(endpoint) == [(1, "retired", 0), (2, "stable", 100)]
     assert reserved(ep) == 1
     assert revisions.live_targets(ep) == [(2, 100, ep.object_name)]
-    assert published.count(("inference.tasks.delete_candidate", (ep.pk,))) == 1
+    assert published.count(("inference.cleanup.delete_candidate", (ep.pk,))) == 1
 
 
 def test_promote_and_rollback_by_hand(endpoint, candidate, member):
