@@ -191,7 +191,9 @@ def evaluate_all(now: datetime | None = None) -> dict[str, str]:
     now = now or timezone.now()
     rule = Rule.from_settings()
     done = {}
-    for revision in EndpointRevision.objects.filter(state=RevisionState.CANARY, replicas__gt=0).select_related(
-            "endpoint"):
+    # An endpoint deleted (or failed) with its canary live serves nothing any more: nothing to judge.
+    live = EndpointRevision.objects.filter(state=RevisionState.CANARY, replicas__gt=0,
+                                           endpoint__state__in=InferenceEndpoint.HOLDING_STATES)
+    for revision in live.select_related("endpoint"):
         done[revision.endpoint.ref] = evaluate(revision, now, rule)
     return done

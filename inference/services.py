@@ -394,6 +394,7 @@ def rollout_endpoint(user, endpoint: InferenceEndpoint, data) -> EndpointRevisio
     The same validation and service as a PATCH (:func:`update_endpoint`), with ``strategy`` for ``rollout``:
     a field error on ``rollout`` is answered on ``strategy``.
     """
+    require_team(user, endpoint.team, Role.MEMBER)  # who may, before what was asked
     if not isinstance(data, dict):
         raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
     unknown = sorted(set(data) - set(ROLLOUT_REQUEST_FIELDS))
