@@ -93,7 +93,7 @@ class EndpointEditForm(forms.Form):
 
     # How a new image or env rolls out (docs/serving.md "Revisions, canary and rollback"): an edit's only.
     rollout = forms.ChoiceField(
-        choices=Rollout.choices, initial=Rollout.REPLACE, label="Roll out a new image or env",
+        choices=Rollout.choices, initial=Rollout.REPLACE, required=False, label="Roll out a new image or env",
         help_text="Replace: the replicas roll to it one by one. Canary: it runs beside the current revision on "
                   "replicas of its own (from your team's free quota) and takes the weight below of the requests; "
                   "rolled back on its own when its errors or latency are worse, promoted by you (or after the good "
