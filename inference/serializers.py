@@ -81,6 +81,8 @@ class EndpointCreateSerializer(EndpointPatchSerializer):
     """POST /api/v1/endpoints/ (documentation of the accepted fields)."""
 
     secret_env = secret_env_input()
+    # A new endpoint is its revision 1: nothing to roll out.
+    rollout = weight = auto_promote_windows = None
 
     team = serializers.SlugField()
     name = serializers.CharField(max_length=NAME_MAX_LENGTH, help_text="DNS-1035 label, unique among live endpoints.")
