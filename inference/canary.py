@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Sum
 from django.utils import timezone
 
 from inference import histogram, revisions
@@ -110,13 +109,25 @@ def window_ends(now: datetime, count: int) -> list[datetime]:
     return [newest - timedelta(seconds=WINDOW_SECONDS * i) for i in range(count)]
 
 
-def figures(endpoint_id: int, revision: int, start: datetime, end: datetime) -> Figures:
-    """A revision's figures over [start, end) from the gateways' 10 s rows (merged histograms)."""
-    rows = TrafficWindow.objects.filter(endpoint_id=endpoint_id, revision=revision, step=ROW_SECONDS,
-                                        start__gte=start, start__lt=end)
-    totals = rows.aggregate(requests=Sum("requests"), errors=Sum("status_5xx"))
-    latency = histogram.merge(rows.values_list("latency", flat=True))
-    return Figures(totals["requests"] or 0, totals["errors"] or 0, histogram.quantile(latency, 0.95))
+#: One gateway row as the rule reads it: (revision, start, requests, 5xx, latency histogram).
+Row = tuple[int, datetime, int, int, list]
+
+
+def rows_of(endpoint_ids, start: datetime, end: datetime) -> dict[int, list[Row]]:
+    """The gateways' 10 s rows of ``endpoint_ids`` in [start, end), by endpoint: one query for them all."""
+    found: dict[int, list[Row]] = {}
+    for endpoint_id, *row in TrafficWindow.objects.filter(
+            endpoint_id__in=list(endpoint_ids), step=ROW_SECONDS, start__gte=start, start__lt=end).values_list(
+            "endpoint_id", "revision", "start", "requests", "status_5xx", "latency"):
+        found.setdefault(endpoint_id, []).append(tuple(row))
+    return found
+
+
+def figures(rows: list[Row], revision: int, start: datetime, end: datetime) -> Figures:
+    """A revision's figures over [start, end) from its rows (histograms merged: the p95 of all its requests)."""
+    mine = [r for r in rows if r[0] == revision and start <= r[1] < end]
+    latency = histogram.merge(r[4] for r in mine)
+    return Figures(sum(r[2] for r in mine), sum(r[3] for r in mine), histogram.quantile(latency, 0.95))
 
 
 @dataclass(frozen=True)
@@ -132,15 +143,25 @@ class Window:
                 "why": self.judgement.why, "candidate": self.candidate.as_dict(), "stable": self.stable.as_dict()}
 
 
-def windows(endpoint_id: int, candidate: int, stable: int, now: datetime, count: int, rule: Rule) -> list[Window]:
-    """The newest ``count`` windows' verdicts, newest first."""
+def span(now: datetime, count: int) -> tuple[datetime, datetime]:
+    """[start, end) of the newest ``count`` windows at ``now``."""
+    ends = window_ends(now, count)
+    return ends[-1] - timedelta(seconds=WINDOW_SECONDS), ends[0]
+
+
+def windows(rows: list[Row], candidate: int, stable: int, now: datetime, count: int, rule: Rule) -> list[Window]:
+    """The newest ``count`` windows' verdicts from an endpoint's rows, newest first."""
     out = []
     for end in window_ends(now, count):
         start = end - timedelta(seconds=WINDOW_SECONDS)
-        c = figures(endpoint_id, candidate, start, end)
-        s = figures(endpoint_id, stable, start, end)
+        c = figures(rows, candidate, start, end)
+        s = figures(rows, stable, start, end)
         out.append(Window(start, end, c, s, judge(c, s, rule)))
     return out
+
+
+def _count(revision: EndpointRevision, rule: Rule) -> int:
+    return max(rule.bad_windows, revision.auto_promote_windows, 1)
 
 
 def _run(seen: list[Window], verdict: str) -> int:
@@ -153,16 +174,22 @@ def _run(seen: list[Window], verdict: str) -> int:
     return count
 
 
-def evaluate(revision: EndpointRevision, now: datetime | None = None, rule: Rule | None = None) -> str:
-    """Judge one candidate now and act: "rolled_back", "promoted" or "kept"."""
+def evaluate(revision: EndpointRevision, now: datetime | None = None, rule: Rule | None = None,
+             stable: int | None = None, rows: list[Row] | None = None) -> str:
+    """Judge one candidate now and act: "rolled_back", "promoted" or "kept".
+
+    ``stable`` (its stable revision's number) and ``rows`` (its endpoint's rows over the windows) when the
+    caller read them for many candidates at once (:func:`evaluate_all`); read here otherwise."""
     now = now or timezone.now()
     rule = rule or Rule.from_settings()
-    endpoint = InferenceEndpoint.objects.select_related("team", "created_by", "flavor").get(pk=revision.endpoint_id)
-    stable = endpoint.revisions.filter(state=RevisionState.STABLE).values_list("number", flat=True).first()
+    endpoint = revision.endpoint
+    if stable is None:
+        stable = endpoint.revisions.filter(state=RevisionState.STABLE).values_list("number", flat=True).first()
     if stable is None or not revision.replicas:
         return "kept"  # not serving yet: nothing to compare
-    seen = windows(endpoint.pk, revision.number, stable, now, max(rule.bad_windows, revision.auto_promote_windows, 1),
-                   rule)
+    if rows is None:
+        rows = rows_of([endpoint.pk], *span(now, _count(revision, rule))).get(endpoint.pk, [])
+    seen = windows(rows, revision.number, stable, now, _count(revision, rule), rule)
     bad, good = _run(seen, BAD), _run(seen, GOOD)
     if bad >= rule.bad_windows:
         decided = seen[:rule.bad_windows]
@@ -181,8 +208,9 @@ def evaluate(revision: EndpointRevision, now: datetime | None = None, rule: Rule
         except revisions.RolloutConflict:
             return "kept"
         return "promoted"
-    EndpointRevision.objects.filter(pk=revision.pk, state=RevisionState.CANARY).exclude(
-        good_windows=good, bad_windows=bad).update(good_windows=good, bad_windows=bad)
+    if (revision.good_windows, revision.bad_windows) != (good, bad):  # written only when they move
+        EndpointRevision.objects.filter(pk=revision.pk, state=RevisionState.CANARY).update(
+            good_windows=good, bad_windows=bad)
     return "kept"
 
 
@@ -192,8 +220,17 @@ def evaluate_all(now: datetime | None = None) -> dict[str, str]:
     rule = Rule.from_settings()
     done = {}
     # An endpoint deleted (or failed) with its canary live serves nothing any more: nothing to judge.
-    live = EndpointRevision.objects.filter(state=RevisionState.CANARY, replicas__gt=0,
-                                           endpoint__state__in=InferenceEndpoint.HOLDING_STATES)
-    for revision in live.select_related("endpoint"):
-        done[revision.endpoint.ref] = evaluate(revision, now, rule)
+    live = list(EndpointRevision.objects.filter(
+        state=RevisionState.CANARY, replicas__gt=0, endpoint__state__in=InferenceEndpoint.HOLDING_STATES,
+    ).select_related("endpoint__team", "endpoint__created_by", "endpoint__flavor"))
+    if not live:
+        return done
+    # Three queries however many candidates: them, their stable revisions, and every row of their windows.
+    ids = [rev.endpoint_id for rev in live]
+    stables = dict(EndpointRevision.objects.filter(endpoint_id__in=ids, state=RevisionState.STABLE).values_list(
+        "endpoint_id", "number"))
+    rows = rows_of(ids, *span(now, max(_count(rev, rule) for rev in live)))
+    for revision in live:
+        done[revision.endpoint.ref] = evaluate(revision, now, rule, stables.get(revision.endpoint_id),
+                                               rows.get(revision.endpoint_id, []))
     return done

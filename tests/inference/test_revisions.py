@@ -347,3 +347,21 @@ def test_two_evaluators_at_once_roll_back_once(member, team, ep_quota, published
     assert Event.objects.count() == 1
     assert reserved(endpoint) == 1
     assert EndpointRevision.objects.get(pk=rev.pk).state == RevisionState.ROLLED_BACK
+
+
+@pytest.mark.parametrize("count", [1, 6])
+def test_the_task_reads_every_candidate_with_three_queries(member, team, flavors, published, fake_backend, count,
+                                                            django_assert_num_queries):
+    from decimal import Decimal
+
+    from quotas.demo import seed_team_quotas
+
+    seed_team_quotas(team, {"a100-80gb": 16}, Decimal("1000000"))
+    for i in range(count):
+        ep = services.create_endpoint(member, team, endpoint_payload(name=f"e{i}", min_replicas=1, max_replicas=1))
+        services.update_endpoint(member, ep, {"image": "serve:2", "rollout": "canary", "weight": 20})
+        write_rows(ep, 1, T0 - timedelta(seconds=60), 60, requests=40, errors=0, latency_ms=50)
+        write_rows(ep, 2, T0 - timedelta(seconds=60), 60, requests=10, errors=0, latency_ms=50)
+    canary.evaluate_all(T0 + timedelta(seconds=5))  # the counters move once (two good windows)
+    with django_assert_num_queries(3):  # the candidates, their stable revisions, their rows
+        assert set(canary.evaluate_all(T0 + timedelta(seconds=5)).values()) == {"kept"}
