@@ -195,6 +195,22 @@ class TrainingSpec:
 
 
 @dataclass(frozen=True)
+class CanarySpec:
+    """An endpoint's candidate revision served beside its stable one (``<object_name>-canary``).
+
+    Its own serving fields and a fixed replica count (the units the portal granted it); everything else
+    (flavor, port, probes, secret env) is the endpoint's.
+    """
+
+    revision: int
+    image: str
+    replicas: int
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class EndpointSpec:
     """An inference endpoint: Deployment + Service + KEDA ScaledObject.
 
@@ -232,6 +248,10 @@ class EndpointSpec:
     startup_timeout_seconds: int = DEFAULT_STARTUP_TIMEOUT_SECONDS
     spot: bool = False
     max_surge: int = 0  # 1 only when the team has a replica's units to spare for a rolling update
+    #: The revision the stable Deployment serves (0: not told; an annotation the status mapping reads back).
+    revision: int = 0
+    #: The candidate revision served beside it, when one is live and admitted.
+    canary: CanarySpec | None = None
 
     @property
     def ceiling(self) -> int:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cluster.backends.base import ObservedWorkload
+from cluster.manifests.inference import CANARY_SUFFIX, REVISION_ANNOTATION, TRACK_CANARY, TRACK_LABEL
 from cluster.pods import attempt_words, terminated_reason
 
 Manifest = dict[str, Any]
@@ -85,6 +86,12 @@ class WorkloadStatus:
     #: endpoints: the replicas still starting and the stages each reached (:class:`cluster.startup.ReplicaStart`),
     #: which the kind records as cold-start timelines
     replica_starts: tuple = ()
+    #: endpoints: the revision the stable Deployment's template serves (its annotation; 0: not told) and
+    #: whether that template has rolled out to every replica it wants
+    revision: int = 0
+    rolled_out: bool = False
+    #: endpoints: the candidate's Deployment (``<name>-canary``): None when there is none, else its ready replicas
+    canary_ready: int | None = None
 
     @property
     def lacks_capacity(self) -> bool:
@@ -493,6 +500,41 @@ def _unready_since(pods: list[Manifest]) -> datetime | None:
     return oldest
 
 
+def _tracks(obs: ObservedWorkload) -> tuple[ObservedWorkload, Manifest | None]:
+    """The stable part of an endpoint's observation (its own Deployment, Service, ScaledObject, HPA and
+    stable pods) and the candidate's Deployment, if any (``<name>-canary``, pods labelled ``canary``)."""
+    canary_name = obs.object_name + CANARY_SUFFIX
+    canary = None
+    objects = []
+    for obj in obs.objects:
+        if (obj.get("metadata") or {}).get("name") == canary_name:
+            if obj.get("kind") == "Deployment":
+                canary = obj
+            continue
+        objects.append(obj)
+    pods = [p for p in obs.pods if ((p.get("metadata") or {}).get("labels") or {}).get(TRACK_LABEL) != TRACK_CANARY]
+    if canary is None and len(objects) == len(obs.objects) and len(pods) == len(obs.pods):
+        return obs, None
+    return dataclasses.replace(obs, objects=objects, pods=pods), canary
+
+
+def _rollout(deployment: Manifest, desired: int, ready: int) -> tuple[int, bool]:
+    """The revision the Deployment's template serves, and whether it has rolled out: the controller saw
+    the current template (``observedGeneration``) and every replica wanted runs it and is ready (what
+    ``kubectl rollout status`` waits for)."""
+    meta = deployment.get("metadata") or {}
+    status = deployment.get("status") or {}
+    try:
+        revision = int((meta.get("annotations") or {}).get(REVISION_ANNOTATION) or 0)
+    except ValueError:
+        revision = 0
+    seen = _int(status.get("observedGeneration")) >= _int(meta.get("generation"))
+    updated = _int(status.get("updatedReplicas"))
+    total = _int(status.get("replicas"))
+    rolled_out = seen and updated >= desired and total <= updated and ready >= desired
+    return revision, rolled_out
+
+
 def endpoint_status(obs: ObservedWorkload, now: datetime | None = None,
                     image_pull_limit: float | None = None) -> WorkloadStatus | None:
     """The state of an inference endpoint, or None when its Deployment does not exist.
@@ -511,9 +553,13 @@ def endpoint_status(obs: ObservedWorkload, now: datetime | None = None,
     ready the endpoint has ``failed`` (``abandoned``: nothing can ever serve, its objects are
     deleted); with some ready it is ``degraded`` and keeps serving, the reason saying what to check.
     """
-    deployment = obs.first("Deployment")
+    stable_obs, canary = _tracks(obs)
+    deployment = stable_obs.first("Deployment")
     if deployment is None:
         return None
+    # Both Deployments' running pods hold GPUs: both are billed. Everything else is the stable one's.
+    units = running_units(obs.pods)
+    obs = stable_obs
     spec = deployment.get("spec") or {}
     status = deployment.get("status") or {}
     wants_more, metric_value, hpa_desired = _autoscaler(obs)
@@ -523,15 +569,17 @@ def endpoint_status(obs: ObservedWorkload, now: datetime | None = None,
     conds = _conditions(deployment)
     available = conds.get("Available")
     started = parse_time(available.get("lastTransitionTime")) if _is_true(available) else None
-    # Running pods hold their GPUs whether ready or still loading the model: all are billed.
-    units = running_units(obs.pods)
     severity, pod_words = pods_reason(obs.pods)
     stuck = stuck_waiting(obs.pods)
     gave_up = pull_given_up(stuck, now, image_pull_limit)
 
+    revision, rolled_out = _rollout(deployment, desired, ready)
+    canary_ready = _int((canary.get("status") or {}).get("readyReplicas")) if canary is not None else None
+
     def make(state: str, reason: str, abandoned: bool = False) -> WorkloadStatus:
         return WorkloadStatus(state, reason, started, now if abandoned else None, units, ready, desired, wants_more,
-                              metric_value, stuck, abandoned)
+                              metric_value, stuck, abandoned, revision=revision, rolled_out=rolled_out,
+                              canary_ready=canary_ready)
 
     progressing = conds.get("Progressing")
     failure = conds.get("ReplicaFailure")

@@ -12,9 +12,9 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from core.exceptions import conflict_response
-from inference import services, traffic, traffic_api
+from inference import revisions, services, traffic, traffic_api
 from inference.coldstarts_api import ColdStartsMixin
-from inference.constants import EndpointState
+from inference.constants import EndpointState, RevisionState
 from inference.models import InferenceEndpoint
 from inference.serializers import (
     EndpointCreateSerializer,
@@ -22,6 +22,8 @@ from inference.serializers import (
     EndpointPreviewSerializer,
     EndpointSerializer,
     ReplicaSampleSerializer,
+    RevisionSerializer,
+    RolloutSerializer,
     ScalingEventSerializer,
 )
 from workloads.api import WorkloadViewSet, create_schema, list_parameters
@@ -83,3 +85,50 @@ class EndpointViewSet(ColdStartsMixin, WorkloadViewSet):
             return Response(traffic.series(endpoint, since, step, revision))
         except traffic.TooManyPoints as exc:
             raise ValidationError({"step": [str(exc)]}) from None
+    # -- revisions (docs/serving.md "Revisions, canary and rollback") ------------------------------------------
+    def _revision(self, rev, status_code=status.HTTP_200_OK) -> Response:
+        traffic = revisions.traffic_figures(rev.endpoint)
+        return Response(RevisionSerializer(rev, context={"traffic": traffic}).data, status=status_code)
+
+    @extend_schema(responses=RevisionSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def revisions(self, request, pk=None):
+        """Its revisions, newest first: state, weight, spec, verdict and traffic over the last 5 minutes."""
+        endpoint = self.get_object()
+        page = self.paginate_queryset(endpoint.revisions.select_related("created_by", "endpoint").order_by("-number"))
+        context = {"traffic": revisions.traffic_figures(endpoint)}
+        return self.get_paginated_response(RevisionSerializer(page, many=True, context=context).data)
+
+    @extend_schema(request=RolloutSerializer, responses={201: RevisionSerializer})
+    @action(detail=True, methods=["post"])
+    def rollout(self, request, pk=None):
+        """A new revision of image, command, args or env: replace (rolling update) or canary at a weight."""
+        endpoint = self.get_object()
+        try:
+            rev = services.rollout_endpoint(request.user, endpoint, request.data)
+        except services.EndpointConflict as exc:
+            return conflict_response(str(exc))
+        return self._revision(rev, status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: RevisionSerializer})
+    @action(detail=True, methods=["post"])
+    def promote(self, request, pk=None):
+        """Promote the canary: the stable Deployment takes its spec (409 when there is no canary)."""
+        endpoint = self.get_object()
+        try:
+            services.promote_endpoint(request.user, endpoint)
+        except services.EndpointConflict as exc:
+            return conflict_response(str(exc))
+        return self._revision(endpoint.revisions.select_related("endpoint").order_by("-number").first())
+
+    @extend_schema(request=None, responses={200: RevisionSerializer})
+    @action(detail=True, methods=["post"])
+    def rollback(self, request, pk=None):
+        """Roll the canary back: weight 0, its replicas stopped (409 when there is no canary)."""
+        endpoint = self.get_object()
+        try:
+            services.rollback_endpoint(request.user, endpoint)
+        except services.EndpointConflict as exc:
+            return conflict_response(str(exc))
+        rev = endpoint.revisions.select_related("endpoint").filter(state=RevisionState.ROLLED_BACK).order_by("-ended_at").first()
+        return self._revision(rev)

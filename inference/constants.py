@@ -86,6 +86,11 @@ class RevisionState(models.TextChoices):
     ROLLED_BACK = "rolled_back", "Rolled back"  # a candidate taken out, by hand or by the rule
 
 
+#: The event of a candidate rolled back (by the rule or by hand): not a state of the endpoint's own, the
+#: "move" its event kind (EndpointKind.events) is declared for; sent by inference.revisions.roll_back.
+REVISION_ROLLED_BACK = "revision_rolled_back"
+
+
 class Rollout(models.TextChoices):
     REPLACE = "replace", "Replace (rolling update)"
     CANARY = "canary", "Canary at a weight"

@@ -18,7 +18,8 @@ from django.core.exceptions import ValidationError
 from cluster import specs
 from core.forms import ServiceErrorsForm
 from inference import constants as c
-from inference.constants import Engine, Metric
+from inference.constants import Engine, Metric, Rollout
+from inference.validation import MAX_AUTO_PROMOTE_WINDOWS, MAX_CANARY_WEIGHT
 from quotas.facts import ClusterWaits
 from quotas.models import GpuFlavor
 from quotas.pricing import PriceBook
@@ -92,6 +93,22 @@ class EndpointEditForm(forms.Form):
         widget=whole_number(0, c.MAX_SCALE_DOWN_DELAY_SECONDS),
         help_text="How long demand must stay lower before replicas (and burst units) are given back.")
 
+    # How a new image or env rolls out (docs/serving.md "Revisions, canary and rollback"): an edit's only.
+    rollout = forms.ChoiceField(
+        choices=Rollout.choices, initial=Rollout.REPLACE, required=False, label="Roll out a new image or env",
+        help_text="Replace: the replicas roll to it one by one. Canary: it runs beside the current revision on "
+                  "replicas of its own (from your team's free quota) and takes the weight below of the requests; "
+                  "rolled back on its own when its errors or latency are worse, promoted by you (or after the good "
+                  "windows below).")
+    weight = forms.CharField(required=False, label="Canary weight (%)", widget=whole_number(1, MAX_CANARY_WEIGHT),
+                             help_text=f"The percent of requests the canary serves, 1 to {MAX_CANARY_WEIGHT}.")
+    auto_promote_windows = forms.CharField(
+        required=False, label="Promote after good windows", widget=whole_number(0, MAX_AUTO_PROMOTE_WINDOWS),
+        help_text="Optional: promote it on its own after this many consecutive good 30 s windows (0 or blank: by hand).")
+
+    field_order = ["image", "env", "secret_env", "rollout", "weight", "auto_promote_windows", "min_replicas",
+                   "max_replicas", "metric", "target", "engine", "query", "scale_down_delay_seconds"]
+
     FIELDS = ("image", "env", "min_replicas", "max_replicas", "scale_down_delay_seconds")
     #: An existing endpoint's form: blank secret env keeps what it has (the help text says so).
     EDITS = True
@@ -123,6 +140,11 @@ class EndpointEditForm(forms.Form):
             if cleaned.get(part):
                 autoscale[part] = cleaned[part].strip()
         data["autoscale"] = autoscale
+        if self.EDITS and cleaned.get("rollout") == Rollout.CANARY:
+            data["rollout"] = Rollout.CANARY
+            for name in ("weight", "auto_promote_windows"):
+                if (cleaned.get(name) or "").strip():
+                    data[name] = cleaned[name].strip()
         self.api_data = self.more_fields(cleaned, data)
         return cleaned
 
@@ -159,6 +181,8 @@ class EndpointForm(EndpointEditForm):
                               help_text="Split the same way.")
     secret_env = secret_env_field(placeholder="HF_TOKEN=…")
     EDITS = False
+    # A new endpoint is its revision 1: nothing to roll out.
+    rollout = weight = auto_promote_windows = None
     port = forms.CharField(initial=str(specs.DEFAULT_PORT), widget=whole_number(1, 65535))
     readiness_path = forms.CharField(initial=specs.DEFAULT_READINESS_PATH)
     startup_timeout_seconds = forms.CharField(

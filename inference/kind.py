@@ -17,8 +17,8 @@ from cluster.manifests import build_endpoint
 from cluster.specs import DEFAULT_GPU_UTILIZATION_TARGET, DEFAULT_METRIC, EndpointSpec
 from cluster.startup import replica_starts
 from cluster.status import EndpointPhase, WorkloadStatus, endpoint_status
-from inference import coldstarts, key_costs, scaling, services
-from inference.constants import AUDIT_ACTIONS, HOLDING_STATES, EndpointState, ScalingDecision
+from inference import coldstarts, key_costs, revisions, scaling, services
+from inference.constants import AUDIT_ACTIONS, HOLDING_STATES, REVISION_ROLLED_BACK, EndpointState, ScalingDecision
 from inference.demo import seed_demo_endpoints
 from inference.models import InferenceEndpoint
 from quotas.decide import ResourceRequest
@@ -73,6 +73,8 @@ def endpoint_spec(endpoint: InferenceEndpoint, max_surge: int) -> EndpointSpec:
         startup_timeout_seconds=endpoint.startup_timeout_seconds,
         spot=endpoint.spot,
         max_surge=max_surge,
+        revision=revisions.deployment_revision(endpoint),
+        canary=revisions.canary_spec(endpoint),
     )
 
 
@@ -113,8 +115,12 @@ class EndpointKind(WorkloadKind):
     end_verb, ended_word, conflict_error = "Delete", "deleted", services.EndpointConflict
     nav = NavItem("Endpoints", "inference:endpoint-list", 20)
     # An endpoint may be degraded again: each time is its own event.
+    # A candidate rolled back (inference.revisions.roll_back) is an event too, though no state of the
+    # endpoint's: its owner is told whether subscribed or not (their rollout was undone under them).
     events = (KindEvent(EndpointState.DEGRADED, "endpoint_degraded", "Endpoint degraded", "is degraded",
-                        repeated=True),)
+                        repeated=True),
+              KindEvent(REVISION_ROLLED_BACK, "endpoint_canary_rolled_back", "Endpoint canary rolled back",
+                        "rolled its canary back", repeated=True, to_owner=True))
     dashboard = DashboardPanel("inference/_dashboard_stat.html")
     # API keys: the team's keys page (linked from the team page) and their cost on the Usage page.
     team_pages = (NavItem("API keys", "inference:team-keys", 20),)
@@ -188,9 +194,10 @@ class EndpointKind(WorkloadKind):
         return reason
 
     def billed_units(self, endpoint: InferenceEndpoint, status: WorkloadStatus) -> int:
-        # Never more than the granted ceiling: replicas the cluster still runs above it (a
-        # lowered maximum, reclaimed burst, a rollout's surge) are Slipway's lag, not the team's.
-        return min(status.running_units, endpoint.ceiling_units)
+        # Never more than the granted ceiling and the candidate's granted replicas (both Deployments' pods
+        # are counted): replicas the cluster still runs above it (a lowered maximum, reclaimed burst, a
+        # rollout's surge, a rolled-back candidate being deleted) are Slipway's lag, not the team's.
+        return min(status.running_units, revisions.held_units(endpoint))
 
     def on_budget_spent(self, endpoint: InferenceEndpoint, now: datetime) -> bool:
         """Burst goes back at once: the endpoint falls back to its guaranteed minimum."""
@@ -213,4 +220,5 @@ class EndpointKind(WorkloadKind):
         coldstarts.record(endpoint, status.replica_starts, now)
         gave_back = scaling.follow(endpoint, status, now)
         scaling.note_counts(endpoint, before, status, now)
+        revisions.follow(endpoint, status.revision, status.rolled_out, status.canary_ready, now)
         return gave_back

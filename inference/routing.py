@@ -19,8 +19,9 @@ from cluster.backends.base import ServiceRef
 from cluster.errors import ClusterError
 from cluster.manifests.common import SERVICE_PORT
 from fleet import services as fleet
-from inference.constants import HOLDING_STATES, EndpointState, RevisionState
-from inference.models import EndpointRevision, InferenceEndpoint
+from inference import revisions
+from inference.constants import HOLDING_STATES, EndpointState
+from inference.models import InferenceEndpoint
 
 
 @dataclass(frozen=True)
@@ -49,15 +50,13 @@ class Route:
         return any(t.upstreams and t.weight > 0 for t in self.targets)
 
 
-def live_revisions(endpoint_ids: Sequence[int]) -> dict[int, int]:
-    """Each endpoint's live revision: its newest stable ``EndpointRevision``, else 1 (an endpoint made before
-    revisions existed, or whose first revision is not written yet)."""
-    live: dict[int, int] = {}
-    for endpoint_id, number in (EndpointRevision.objects.filter(endpoint_id__in=endpoint_ids,
-                                                                state=RevisionState.STABLE)
-                                .order_by("endpoint_id", "-number").values_list("endpoint_id", "number")):
-        live.setdefault(endpoint_id, number)
-    return {pk: live.get(pk, 1) for pk in endpoint_ids}
+def live_targets(endpoints: Sequence[InferenceEndpoint]) -> dict[int, list[tuple[int, int, str]]]:
+    """Each endpoint's targets as ``(revision, weight %, Service name)`` (:func:`inference.revisions.targets_of`,
+    the one rule), read in one query; an endpoint with no live revision row (made before revisions existed, or
+    whose first revision is not written yet) serves revision 1 from its own Service."""
+    rows = revisions.live_rows([e.pk for e in endpoints])
+    return {e.pk: revisions.targets_of(e.object_name, rows.get(e.pk, [])) or [(1, 100, e.object_name)]
+            for e in endpoints}
 
 
 def upstreams_for(endpoint: InferenceEndpoint, service_name: str,
@@ -92,18 +91,18 @@ def ask_backends(wanted: Mapping[int | None, set[ServiceRef]]) -> tuple[dict[Ser
 
 
 def routes(previous: Mapping[tuple[str, str], Route] | None = None) -> dict[tuple[str, str], Route]:
-    """The route table: every endpoint in a holding state, keyed (team slug, endpoint name), with one target
-    for now, its live revision at weight 100.
+    """The route table: every endpoint in a holding state, keyed (team slug, endpoint name), with its
+    targets: its stable (or rolling) revision and, while a canary is admitted, the canary at its weight.
 
     ``previous``: the last table; an endpoint whose cluster's backend failed keeps its targets from it (a
     cluster's control plane that does not answer does not stop its replicas from serving).
     """
     endpoints = list(InferenceEndpoint.objects.filter(state__in=HOLDING_STATES).select_related("team")
                      .only("pk", "name", "state", "cluster_id", "team__slug", "team__namespace", "team_id"))
-    live = live_revisions([e.pk for e in endpoints])
+    live = live_targets(endpoints)
     wanted: dict[int | None, set[ServiceRef]] = defaultdict(set)
     for endpoint in endpoints:
-        wanted[endpoint.cluster_id].add(service_ref(endpoint, endpoint.object_name))
+        wanted[endpoint.cluster_id].update(service_ref(endpoint, service) for _r, _w, service in live[endpoint.pk])
     found, failed = ask_backends(wanted)
     table: dict[tuple[str, str], Route] = {}
     for endpoint in endpoints:
@@ -111,7 +110,8 @@ def routes(previous: Mapping[tuple[str, str], Route] | None = None) -> dict[tupl
         if endpoint.cluster_id in failed and previous and key in previous:
             targets = previous[key].targets
         else:
-            targets = (Target(live[endpoint.pk], 100, upstreams_for(endpoint, endpoint.object_name, found)),)
+            targets = tuple(Target(revision, weight, upstreams_for(endpoint, service, found))
+                            for revision, weight, service in live[endpoint.pk])
         table[key] = Route(endpoint.pk, endpoint.team_id, endpoint.team.slug, endpoint.name, endpoint.state, targets)
     return table
 

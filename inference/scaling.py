@@ -29,6 +29,7 @@ from django.db import transaction
 
 from cluster.status import WorkloadStatus
 from core.formatting import count_of
+from inference import revisions
 from inference.constants import HOLDING_STATES, ScalingDecision
 from inference.models import InferenceEndpoint, ReplicaSample, ScalingEvent
 from quotas import admission
@@ -39,6 +40,7 @@ from quotas.models import QueuedRequest
 from quotas.queue import preview
 from teams.services import lock_team
 from workloads import lifecycle
+from workloads.identity import WorkloadId
 from workloads.models import ReasonCode
 from workloads.preview import borrow_words
 from workloads.services import enqueue_apply
@@ -152,10 +154,20 @@ def _burst_preview(team, flavor, gpus_per_replica: int, spot: bool, replicas: in
                    ref: str | None) -> Decision:
     """What decide() says now about a ceiling of ``replicas`` (a dry run: nothing locked or written)."""
     if ref is not None:
-        return admission.preview_resize(team, ref, replicas * gpus_per_replica, burst=True)
+        # The reservation holds a live candidate's units too (inference.revisions): they stay beside the ceiling.
+        extra = _candidate_units(ref, gpus_per_replica)
+        return admission.preview_resize(team, ref, replicas * gpus_per_replica + extra, burst=True)
     return preview(team, ResourceRequest(flavor=flavor.name, units=(replicas - held) * gpus_per_replica,
                                          units_per_node=gpus_per_replica, spot=spot,
                                          description="burst preview", burst=True))
+
+
+def _candidate_units(ref: str, gpus_per_replica: int) -> int:
+    """Units a live candidate of the endpoint ``ref`` holds (0 for a draft or none)."""
+    identity = WorkloadId.from_ref(ref)
+    if identity is None:
+        return 0
+    return revisions.held_replicas(InferenceEndpoint(pk=identity.pk)) * gpus_per_replica
 
 
 def follow(endpoint: InferenceEndpoint, status: WorkloadStatus, now: datetime) -> bool:
@@ -193,7 +205,7 @@ def _grow(endpoint: InferenceEndpoint, ceiling: int, status: WorkloadStatus, now
         return
     with transaction.atomic():
         lock_team(endpoint.team)
-        decision = admission.resize(endpoint.team, endpoint.ref, (ceiling + 1) * endpoint.gpus_per_replica, burst=True)
+        decision = admission.resize(endpoint.team, endpoint.ref, revisions.held_units(endpoint, ceiling + 1), burst=True)
         if not decision.admitted:
             if decision.reason == QuotaReason.BUDGET_ALERT:
                 _record_once(endpoint, ScalingDecision.CAPPED_BY_BUDGET, status, now, ceiling,
@@ -225,7 +237,7 @@ def set_ceiling(endpoint: InferenceEndpoint, ceiling: int, decision: str, status
         current = current or endpoint.base_replicas
         if ceiling == current:
             return False
-        if not admission.resize(endpoint.team, endpoint.ref, ceiling * endpoint.gpus_per_replica).admitted:
+        if not admission.resize(endpoint.team, endpoint.ref, revisions.held_units(endpoint, ceiling)).admitted:
             return False
         _move_ceiling(endpoint, current, ceiling, decision, status, now, reason)
     return ceiling < current
@@ -237,7 +249,7 @@ def _move_ceiling(endpoint: InferenceEndpoint, old: int, new: int, decision: str
     endpoint.replica_ceiling = new
     record(endpoint, decision, status, now, new, reason)
     if new < old:
-        lifecycle.cap_billing(endpoint, endpoint.ceiling_units, now)  # units above the grant are not billed
+        lifecycle.cap_billing(endpoint, revisions.held_units(endpoint), now)  # units above the grant are not billed
     if status is None:
         # Moved outside an observation (budget stop, staff): no cycle samples this move.
         sample(endpoint, endpoint.replicas, endpoint.desired_replicas, new, now)

@@ -7,11 +7,13 @@ that input in the OpenAPI schema with the same bounds.
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from cluster import specs
 from inference import constants as c
-from inference.models import InferenceEndpoint, ReplicaSample, ScalingEvent
+from inference.models import EndpointRevision, InferenceEndpoint, ReplicaSample, ScalingEvent
+from inference.validation import MAX_AUTO_PROMOTE_WINDOWS, MAX_CANARY_WEIGHT
 from workloads.api import (
     BorrowedFields,
     IdleFields,
@@ -38,11 +40,33 @@ class AutoscaleSerializer(serializers.Serializer):
                   "10m are refused); the stored query is the rewritten one.")
 
 
-class EndpointPatchSerializer(serializers.Serializer):
+class RolloutFields(serializers.Serializer):
+    """A new revision's serving fields (any of them; the others stay the endpoint's)."""
+
+    image = serializers.CharField(required=False, help_text="A new image is a new revision.")
+    command = serializers.ListField(child=serializers.CharField(), required=False, help_text="argv form.")
+    args = serializers.ListField(child=serializers.CharField(), required=False)
+    env = serializers.DictField(child=serializers.CharField(), required=False)
+    weight = serializers.IntegerField(min_value=1, max_value=MAX_CANARY_WEIGHT, required=False,
+                                      help_text="canary only (required then): the percent of requests it serves.")
+    auto_promote_windows = serializers.IntegerField(
+        min_value=0, max_value=MAX_AUTO_PROMOTE_WINDOWS, required=False,
+        help_text="canary only: promote it after this many consecutive good 30 s windows (0: by hand).")
+
+
+class RolloutSerializer(RolloutFields):
+    """POST /api/v1/endpoints/{id}/rollout/ (documentation of the accepted fields)."""
+
+    strategy = serializers.ChoiceField(choices=c.Rollout.choices, default=c.Rollout.REPLACE,
+                                       help_text="replace: the Deployment rolls; canary: beside it at `weight`.")
+
+
+class EndpointPatchSerializer(RolloutFields):
     """PATCH /api/v1/endpoints/{id}/ (documentation of the accepted fields)."""
 
-    image = serializers.CharField(required=False, help_text="A new image is a rolling update.")
-    env = serializers.DictField(child=serializers.CharField(), required=False)
+    image = serializers.CharField(required=False, help_text="A new image is a new revision (rolled out by rollout).")
+    rollout = serializers.ChoiceField(choices=c.Rollout.choices, default=c.Rollout.REPLACE, required=False,
+                                      help_text="How a change of image, command, args or env rolls out.")
     secret_env = secret_env_input(" A PATCH replaces the whole set (names and values; {} removes them all), "
                                   "stored encrypted, and rolls the replicas.")
     min_replicas = serializers.IntegerField(min_value=0, max_value=c.MAX_REPLICAS, required=False,
@@ -57,6 +81,8 @@ class EndpointCreateSerializer(EndpointPatchSerializer):
     """POST /api/v1/endpoints/ (documentation of the accepted fields)."""
 
     secret_env = secret_env_input()
+    # A new endpoint is its revision 1: nothing to roll out.
+    rollout = weight = auto_promote_windows = None
 
     team = serializers.SlugField()
     name = serializers.CharField(max_length=NAME_MAX_LENGTH, help_text="DNS-1035 label, unique among live endpoints.")
@@ -129,6 +155,51 @@ class ReplicaSampleSerializer(serializers.ModelSerializer):
         model = ReplicaSample
         fields = ["at", "ready", "desired", "ceiling"]
         read_only_fields = fields
+
+
+class RevisionTrafficSerializer(serializers.Serializer):
+    requests = serializers.IntegerField()
+    errors_5xx = serializers.IntegerField()
+    error_rate = serializers.FloatField(allow_null=True, help_text="5xx answers over requests.")
+    p95_ms = serializers.FloatField(allow_null=True, help_text="p95 latency of whole requests (ms).")
+
+
+class RevisionSerializer(serializers.ModelSerializer):
+    """One revision of an endpoint, with its traffic over the last 5 minutes (``traffic``, from the context)."""
+
+    created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
+    image = serializers.SerializerMethodField()
+    summary = serializers.SerializerMethodField(help_text="The spec in one line: image, command and args, env names.")
+    traffic = serializers.SerializerMethodField()
+
+    class Meta:
+        model = EndpointRevision
+        fields = ["number", "state", "rollout", "weight", "replicas", "reason", "image", "summary", "spec",
+                  "auto_promote_windows", "good_windows", "bad_windows", "verdict", "created_at", "created_by",
+                  "ended_at", "traffic"]
+        read_only_fields = fields
+
+    def get_image(self, rev) -> str:
+        return rev.spec.get("image", "")
+
+    def get_summary(self, rev) -> str:
+        return revision_summary(rev.spec)
+
+    @extend_schema_field(RevisionTrafficSerializer)
+    def get_traffic(self, rev) -> dict:
+        return (self.context.get("traffic") or {}).get(rev.number) or {
+            "requests": 0, "errors_5xx": 0, "error_rate": None, "p95_ms": None}
+
+
+def revision_summary(spec: dict) -> str:
+    """A revision's spec in one line (the page, the API and the CLI's table)."""
+    words = [spec.get("image", "")]
+    argv = [*(spec.get("command") or []), *(spec.get("args") or [])]
+    if argv:
+        words.append(" ".join(argv))
+    if spec.get("env"):
+        words.append("env " + ", ".join(sorted(spec["env"])))
+    return " · ".join(w for w in words if w)
 
 
 class EndpointPreviewSerializer(PreviewSerializer):

@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.writes import Write, insert_of
-from inference import scaling
+from inference import revisions, scaling
 from inference.constants import (
     ACTIVE_STATES,
     AUDIT_CHANGED,
@@ -28,10 +28,11 @@ from inference.constants import (
     AUDIT_DELETED,
     HOLDING_STATES,
     EndpointState,
+    Rollout,
     ScalingDecision,
 )
-from inference.models import InferenceEndpoint
-from inference.validation import check_sizes, parse_endpoint_request
+from inference.models import EndpointRevision, InferenceEndpoint
+from inference.validation import ROLLOUT_FIELDS, check_sizes, parse_endpoint_request
 from quotas import admission, policy
 from quotas.constants import Reason as QuotaReason
 from quotas.decide import Decision
@@ -146,6 +147,8 @@ def _created_rows(user, endpoint: InferenceEndpoint, decision: Decision, now: da
         rows = [insert_of(scaling.event(endpoint, ScalingDecision.ADMITTED, None, now, endpoint.replica_ceiling,
                                         decision.message)),
                 insert_of(scaling.replica_sample(endpoint, 0, 0, endpoint.replica_ceiling, now))]
+    # Revision 1: the spec it was created with, stable, all the traffic (queued or not).
+    rows.append(insert_of(revisions.first_revision(endpoint, user, now)))
     return [*rows, audit_write(AUDIT_CREATED, actor=user, team=endpoint.team,
                                target=f"endpoint {endpoint.pk} ({endpoint.name})", flavor=endpoint.flavor.name,
                                units=endpoint.base_replicas * endpoint.gpus_per_replica, outcome=decision.outcome)]
@@ -204,14 +207,29 @@ def burst_now(endpoint: InferenceEndpoint) -> scaling.BurstOutlook | None:
 
 
 def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceEndpoint:
-    """PATCH: change what API.md lets a PATCH change. Nothing changes when any of it is refused."""
+    """PATCH: change what API.md lets a PATCH change. Nothing changes when any of it is refused.
+
+    A change of image, command, args or env makes a new revision (:mod:`inference.revisions`), rolled out
+    as ``rollout`` says: ``replace`` (the Deployment rolls) or ``canary`` at a ``weight`` (the endpoint keeps
+    its spec; the candidate runs beside it).
+    """
     require_team(user, endpoint.team, Role.MEMBER)
     changes = parse_endpoint_request(data, partial=True, namespace=endpoint.team.namespace)
+    rollout = {name: changes.pop(name) for name in ROLLOUT_FIELDS if name in changes}
+    strategy = rollout.get("rollout", Rollout.REPLACE)
     with transaction.atomic():
         lock_team(endpoint.team)  # sizes change only under the team's admission lock
         current = InferenceEndpoint.objects.select_for_update().get(pk=endpoint.pk)
         if current.state not in ACTIVE_STATES:
             raise EndpointConflict(f"The endpoint is {current.state}; it can no longer be changed.")
+        serving = revisions.serving_changes(current, changes)
+        if strategy == Rollout.CANARY:
+            if not serving:
+                raise ValidationError({"rollout": ["A canary needs a new revision: a change of image, command, "
+                                                   "args or env."]})
+            if current.state not in HOLDING_STATES:
+                raise EndpointConflict(f"The endpoint is {current.state}; a canary runs beside a running endpoint "
+                                       f"(use rollout: replace).")
         merged = {name: changes.get(name, getattr(current, name))
                   for name in ("min_replicas", "max_replicas", "autoscale")}
         errors = check_sizes(merged["min_replicas"], merged["max_replicas"], merged["autoscale"],
@@ -225,18 +243,32 @@ def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceE
             raise EndpointConflict("The endpoint waits for quota; delete it and create it with the new sizes.")
         old_base = current.base_replicas
         secret_env = changes.pop("secret_env", None)
+        revision = None
+        if serving:
+            try:
+                revision = revisions.start(user, current, serving, strategy, rollout.get("weight"),
+                                           rollout.get("auto_promote_windows") or 0, timezone.now())
+            except revisions.RolloutConflict as exc:
+                raise EndpointConflict(str(exc)) from None
+            if strategy == Rollout.CANARY:
+                # The endpoint keeps serving its stable spec; the candidate's lives in its revision.
+                for name in revisions.SERVING_FIELDS:
+                    changes.pop(name, None)
         for name, value in changes.items():
             setattr(current, name, value)
         if resized:
             _resize(current, old_base)
         current.save(update_fields=[*changes, "replica_ceiling", "demand_below_ceiling_since"])
         details = {}
+        if revision is not None:
+            details.update(revision=revision.number, rollout=strategy)
         if secret_env is not None:
             secrets.replace(current, tuple(sorted(secret_env.items())))
             details["secret_env"] = sorted(secret_env)  # the names: a value never reaches the audit log
         audit(AUDIT_CHANGED, actor=user, team=current.team,
               target=f"endpoint {current.pk} ({current.name})",
-              fields=sorted([*changes, *(["secret_env"] if secret_env is not None else [])]), **details)
+              fields=sorted([*changes, *(serving if strategy == Rollout.CANARY else []),
+                             *(["secret_env"] if secret_env is not None else [])]), **details)
         if current.state != EndpointState.QUEUED:
             # A new image or secret env rolls (the pod template changes); sizes reach the ScaledObject.
             workloads.enqueue_apply(current.identity)
@@ -273,7 +305,7 @@ def _resize(endpoint: InferenceEndpoint, old_base: int) -> None:
     current = endpoint.replica_ceiling or old_base
     lowered_minimum = max(old_base - endpoint.base_replicas, 0)
     ceiling = min(max(current - lowered_minimum, endpoint.base_replicas), endpoint.max_replicas)
-    decision = admission.resize(endpoint.team, endpoint.ref, ceiling * endpoint.gpus_per_replica)
+    decision = admission.resize(endpoint.team, endpoint.ref, revisions.held_units(endpoint, ceiling))
     if not decision.admitted:
         raise ValidationError({"min_replicas": [decision.message]})
     now = timezone.now()
@@ -284,7 +316,7 @@ def _resize(endpoint: InferenceEndpoint, old_base: int) -> None:
     if ceiling != current:
         scaling.sample(endpoint, endpoint.replicas, endpoint.desired_replicas, ceiling, now)
     if ceiling < current:
-        lifecycle.cap_billing(endpoint, endpoint.ceiling_units, now)  # replicas above it are billed no more
+        lifecycle.cap_billing(endpoint, revisions.held_units(endpoint), now)  # replicas above it are billed no more
 
 
 def scale_to_minimum(user, endpoint: InferenceEndpoint) -> bool:
@@ -318,3 +350,72 @@ def delete_endpoint(user, endpoint: InferenceEndpoint) -> InferenceEndpoint:
     return endpoint
 
 
+
+
+def promote_endpoint(user, endpoint: InferenceEndpoint) -> InferenceEndpoint:
+    """Promote the endpoint's candidate by hand (:func:`inference.revisions.promote`); 409 without one."""
+    require_team(user, endpoint.team, Role.MEMBER)
+    if endpoint.state not in ACTIVE_STATES:
+        raise EndpointConflict(f"The endpoint is {endpoint.state}; it can no longer be changed.")
+    with transaction.atomic():
+        try:
+            rev = revisions.promote(user, endpoint, {"by": user.username, "at": timezone.now().isoformat()})
+        except revisions.RolloutConflict as exc:
+            raise EndpointConflict(str(exc)) from None
+        audit(AUDIT_CHANGED, actor=user, team=endpoint.team, target=f"endpoint {endpoint.pk} ({endpoint.name})",
+              fields=list(revisions.SERVING_FIELDS), revision=rev.number, rollout="promote")
+    endpoint.refresh_from_db()
+    return endpoint
+
+
+def rollback_endpoint(user, endpoint: InferenceEndpoint) -> InferenceEndpoint:
+    """Roll the endpoint's candidate back by hand: as the rule does, with the verdict "by <user>"; 409 without one."""
+    require_team(user, endpoint.team, Role.MEMBER)
+    with transaction.atomic():
+        now = timezone.now()
+        rev = revisions.roll_back(endpoint, {"by": user.username, "at": now.isoformat()},
+                                  f"rolled back by {user.username}", now)
+        if rev is None:
+            raise EndpointConflict("There is no canary revision to roll back.")
+        audit(AUDIT_CHANGED, actor=user, team=endpoint.team, target=f"endpoint {endpoint.pk} ({endpoint.name})",
+              fields=["revision"], revision=rev.number, rollout="rollback")
+    endpoint.refresh_from_db()
+    return endpoint
+
+
+#: What ``POST /endpoints/{id}/rollout/`` takes: the serving fields, how to roll them out (``strategy``).
+ROLLOUT_REQUEST_FIELDS = ("image", "command", "args", "env", "strategy", "weight", "auto_promote_windows")
+
+
+def rollout_endpoint(user, endpoint: InferenceEndpoint, data) -> EndpointRevision:
+    """A new revision of the endpoint's serving fields, rolled out by ``strategy`` (replace or canary):
+    the API's and the CLI's ``rollout``. Returns the new revision; 400 when nothing in it changes the spec.
+
+    The same validation and service as a PATCH (:func:`update_endpoint`), with ``strategy`` for ``rollout``:
+    a field error on ``rollout`` is answered on ``strategy``.
+    """
+    require_team(user, endpoint.team, Role.MEMBER)  # who may, before what was asked
+    if not isinstance(data, dict):
+        raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
+    unknown = sorted(set(data) - set(ROLLOUT_REQUEST_FIELDS))
+    if unknown:
+        raise ValidationError({"non_field_errors": [f"Unknown field(s): {', '.join(map(str, unknown))}; a rollout "
+                                                    f"takes {', '.join(ROLLOUT_REQUEST_FIELDS)}."]})
+    if not any(name in data for name in revisions.SERVING_FIELDS):
+        raise ValidationError({"non_field_errors": ["A rollout needs a new image, command, args or env."]})
+    patch = {name: data[name] for name in ROLLOUT_REQUEST_FIELDS if name in data and name != "strategy"}
+    patch["rollout"] = data.get("strategy") or Rollout.REPLACE
+    before = EndpointRevision.objects.filter(endpoint_id=endpoint.pk).order_by("-number").values_list(
+        "number", flat=True).first() or 0
+    try:
+        update_endpoint(user, endpoint, patch)
+    except ValidationError as exc:
+        errors = exc.message_dict
+        if "rollout" in errors:
+            errors["strategy"] = errors.pop("rollout")
+        raise ValidationError(errors) from None
+    revision = EndpointRevision.objects.filter(endpoint_id=endpoint.pk, number__gt=before).order_by("-number").first()
+    if revision is None:
+        raise ValidationError({"non_field_errors": ["Nothing changes: the image, command, args and env are the "
+                                                    "endpoint's already."]})
+    return revision

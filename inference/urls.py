@@ -23,4 +23,6 @@ urlpatterns = [
     path("keys/<int:pk>/revoke/", key_views.key_revoke, name="key-revoke"),
     path("keys/<int:pk>/disable/", key_views.key_disable, name="key-disable"),
     path("keys/<int:pk>/enable/", key_views.key_enable, name="key-enable"),
+    path("endpoints/<int:pk>/promote/", views.endpoint_promote, name="endpoint-promote"),
+    path("endpoints/<int:pk>/rollback/", views.endpoint_rollback, name="endpoint-rollback"),
 ]

@@ -31,6 +31,12 @@ from workloads.validation import (
     check_secret_env,
 )
 
+#: How a change of the serving fields rolls out (docs/serving.md "Revisions, canary and rollback"): PATCH only.
+ROLLOUT_FIELDS = ("rollout", "weight", "auto_promote_windows")
+#: A candidate takes at most half of the requests; auto-promotion asks for at most this many good windows.
+MAX_CANARY_WEIGHT = 50
+MAX_AUTO_PROMOTE_WINDOWS = 100
+
 HTTP_PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
 
 CREATE_FIELDS = {
@@ -38,7 +44,8 @@ CREATE_FIELDS = {
     "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds", "spot",
     "cluster_selector", "gpu_memory_gb",
 }
-PATCH_FIELDS = {"image", "env", "secret_env", "min_replicas", "max_replicas", "autoscale", "scale_down_delay_seconds"}
+PATCH_FIELDS = {"image", "command", "args", "env", "secret_env", "min_replicas", "max_replicas", "autoscale",
+                "scale_down_delay_seconds", *ROLLOUT_FIELDS}
 AUTOSCALE_KEYS = {"metric", "target", "engine", "query"}
 
 
@@ -119,6 +126,11 @@ def parse_endpoint_request(data: Mapping[str, Any], partial: bool = False, *, na
         out["name"] = check_name(col, DNS1035_LABEL)
     if given("image"):
         out["image"] = check_image(col)
+    if partial:
+        for name in ("command", "args"):
+            if name in data:
+                out[name] = list(col.argv(name, required=False))
+        out.update(_check_rollout(col))
     if not partial:
         out["command"] = list(col.argv("command", required=False))
         out["args"] = list(col.argv("args", required=False))
@@ -160,6 +172,27 @@ def _words(names) -> str:
     """"a, b or c"."""
     names = list(names)
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def _check_rollout(col: Collector) -> dict[str, Any]:
+    """``rollout`` (replace, the default, or canary), a canary's ``weight`` (1–50 %) and its optional
+    ``auto_promote_windows`` (0: promoted by hand only). Whether the edit changes a serving field at all
+    is :func:`inference.services.update_endpoint`'s question (it needs the endpoint)."""
+    data = col.data
+    rollout = data.get("rollout", c.Rollout.REPLACE) or c.Rollout.REPLACE
+    if rollout not in c.Rollout.values:
+        col.add("rollout", f"Must be one of: {', '.join(c.Rollout.values)}.")
+        return {}
+    weight = col.integer("weight", None, 1, MAX_CANARY_WEIGHT)
+    windows = col.integer("auto_promote_windows", 0, 0, MAX_AUTO_PROMOTE_WINDOWS)
+    if rollout == c.Rollout.CANARY:
+        if weight is None and "weight" not in col.errors:
+            col.add("weight", f"A canary needs a weight: the percent of requests it serves, 1 to {MAX_CANARY_WEIGHT}.")
+    else:
+        for name in ("weight", "auto_promote_windows"):
+            if col.present(name):
+                col.add(name, "Only a canary rollout takes it.")
+    return {"rollout": rollout, "weight": weight, "auto_promote_windows": windows}
 
 
 def check_sizes(min_replicas: int, max_replicas: int, autoscale: dict, gpus_per_replica: int,

@@ -21,11 +21,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from inference import coldstarts, services, traffic
+from inference import coldstarts, revisions, services, traffic
 from inference.chart import cold_start_bars, replicas_chart
-from inference.constants import ACTIVE_STATES, EndpointState
+from inference.constants import ACTIVE_STATES, EndpointState, RevisionState
 from inference.forms import EndpointEditForm, EndpointForm
 from inference.models import InferenceEndpoint
+from inference.serializers import revision_summary
 from inference.snippets import snippets
 from quotas.models import GpuFlavor
 from quotas.queue import queue_positions
@@ -58,6 +59,8 @@ from workloads.views import (
 )
 
 PER_PAGE = 25
+#: Revisions the endpoint's page lists (the newest; the API pages through all of them).
+REVISIONS_SHOWN = 10
 #: Replica samples the chart draws (the newest; each is a change, so this spans hours to weeks).
 CHART_SAMPLES = 300
 #: Cold-start timelines the endpoint page draws (the newest).
@@ -208,6 +211,7 @@ def endpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
         cold_start_bars=cold_start_bars(coldstarts.timelines(endpoint, CARD_TIMELINES), coldstarts.STAGE_LABELS),
         cold_start_stages=coldstarts.STAGE_LABELS,
     )
+    context.update(_revisions_context(endpoint, context["can_edit"]))
     context.update({**events_panel(endpoint), **preemption_panel(endpoint), **log_panel(request, endpoint),
                     **telemetry_context(endpoint, reverse("endpoint-telemetry", args=[endpoint.pk]), timezone.now()),
                     **_traffic_context(endpoint)})
@@ -236,6 +240,50 @@ def endpoint_traffic(request: HttpRequest, pk: int) -> HttpResponse:
     endpoint = services.get_endpoint_for_user(request.user, pk, staff_reads=True)
     return render(request, "inference/_traffic_now.html", _traffic_now(endpoint, timezone.now()),
                   status=polling_status(endpoint))
+def _revisions_context(endpoint: InferenceEndpoint, can_edit: bool) -> dict:
+    """The revisions panel: each revision (newest first) with its traffic over the last 5 minutes, and
+    whether Promote / Roll back are offered (a live canary, a member of the team)."""
+    rows = list(endpoint.revisions.select_related("created_by").order_by("-number")[:REVISIONS_SHOWN])
+    traffic = revisions.traffic_figures(endpoint)
+    for rev in rows:
+        rev.traffic = traffic.get(rev.number)
+        rev.summary = revision_summary(rev.spec)
+    live_canary = any(rev.state == RevisionState.CANARY for rev in rows)
+    return {"revision_rows": rows, "can_roll": can_edit and live_canary}
+
+
+def _rollout_action(request: HttpRequest, pk: int, act, done: str) -> HttpResponse:
+    """Promote or roll back (POST, confirmed on the page): htmx gets the revisions panel again (409 with the
+    words when there is no canary any more), a plain POST a message and the endpoint's page."""
+    endpoint = services.get_endpoint_for_user(request.user, pk, Role.MEMBER)
+    error = ""
+    try:
+        act(request.user, endpoint)
+    except services.EndpointConflict as exc:
+        error = str(exc)
+    if request.htmx:
+        endpoint.refresh_from_db()
+        context = {"endpoint": endpoint, "revision_error": error, **_revisions_context(endpoint, True)}
+        return render(request, "inference/endpoint_detail.html#revisions", context, status=409 if error else 200)
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, f"Endpoint {endpoint.name}: {done}.")
+    return redirect("inference:endpoint-detail", pk=endpoint.pk)
+
+
+@login_required
+@require_POST
+def endpoint_promote(request: HttpRequest, pk: int) -> HttpResponse:
+    """Promote the canary: the endpoint's Deployment takes its spec and rolls."""
+    return _rollout_action(request, pk, services.promote_endpoint, "its canary is promoted and rolls out")
+
+
+@login_required
+@require_POST
+def endpoint_rollback(request: HttpRequest, pk: int) -> HttpResponse:
+    """Roll the canary back: weight 0, its replicas stopped, its units given back."""
+    return _rollout_action(request, pk, services.rollback_endpoint, "its canary is rolled back")
 
 
 @login_required

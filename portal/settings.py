@@ -423,6 +423,22 @@ CELERY_BEAT_SCHEDULE["traffic-compact"] = {
     "task": "inference.tasks.compact_traffic", "schedule": SLIPWAY_TELEMETRY_COMPACT_SECONDS,
     "options": {"queue": "default", "expires": SLIPWAY_TELEMETRY_COMPACT_SECONDS},
 }
+# Canary rollouts (inference.canary, docs/serving.md "Revisions, canary and rollback"): every
+# SLIPWAY_CANARY_EVALUATE_SECONDS a beat task compares each candidate with its stable revision over the
+# last two 30 s windows of the gateways' figures. A window is bad when the candidate's 5xx rate exceeds
+# the stable's by more than SLIPWAY_CANARY_ERROR_DELTA (a fraction: 0.02 is 2 percentage points) or its
+# p95 latency exceeds the stable's times SLIPWAY_CANARY_LATENCY_FACTOR; SLIPWAY_CANARY_BAD_WINDOWS
+# consecutive bad windows roll it back. A window with fewer than SLIPWAY_CANARY_MIN_REQUESTS requests of
+# either revision gives no verdict.
+SLIPWAY_CANARY_ERROR_DELTA = env_float("SLIPWAY_CANARY_ERROR_DELTA", 0.02)
+SLIPWAY_CANARY_LATENCY_FACTOR = env_float("SLIPWAY_CANARY_LATENCY_FACTOR", 1.5)
+SLIPWAY_CANARY_BAD_WINDOWS = env_int("SLIPWAY_CANARY_BAD_WINDOWS", 2)
+SLIPWAY_CANARY_MIN_REQUESTS = env_int("SLIPWAY_CANARY_MIN_REQUESTS", 20)
+SLIPWAY_CANARY_EVALUATE_SECONDS = env_float("SLIPWAY_CANARY_EVALUATE_SECONDS", 10.0)
+CELERY_BEAT_SCHEDULE["canary-evaluate"] = {
+    "task": "inference.tasks.evaluate_canaries", "schedule": SLIPWAY_CANARY_EVALUATE_SECONDS,
+    "options": {"queue": "default", "expires": SLIPWAY_CANARY_EVALUATE_SECONDS},
+}
 # Seconds a run's or an endpoint's image may fail to pull (ErrImagePull, ImagePullBackOff: the
 # kubelet retries forever) before the run fails, or the endpoint with no ready replica fails, and
 # their quota is released (docs/operations.md). 30 s is three pulls by the kubelet's back-off

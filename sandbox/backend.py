@@ -292,6 +292,18 @@ class SandboxBackend(ClusterBackend):
                 self._rows(SimLoad).filter(namespace=address.namespace, workload=address.object_name).delete()
             return count
 
+    @storage_errors
+    def delete_objects(self, namespace: str, objects: Sequence[tuple[ResourceKind, str]]) -> int:
+        """The named objects at once; their pods go with them (CASCADE), their engines with the pods."""
+        self._answering()
+        named = Q(pk__in=[])
+        for kind, name in objects:
+            named |= Q(kind=kind.kind, api_version=kind.api_version, name=name)
+        rows = self._rows(SimObject).filter(named, namespace=namespace)
+        count = rows.count()
+        rows.delete()
+        return count
+
     @staticmethod
     def _terminate(rows, now: datetime, grace: int) -> list[int]:
         """Start a graceful delete of the pod owners among ``rows`` that have live pods on a node; their ids.

@@ -382,6 +382,22 @@ class Client:
     def delete_endpoint(self, endpoint_id: int) -> Endpoint:
         return self._request("DELETE", f"endpoints/{int(endpoint_id)}/").json()
 
+    def revisions(self, endpoint_id: int) -> Iterator[dict]:
+        """The endpoint's revisions, newest first, with their traffic over the last 5 minutes."""
+        return self._pages(f"endpoints/{int(endpoint_id)}/revisions/")
+
+    def rollout(self, endpoint_id: int, body: dict) -> dict:
+        """A new revision (``image``, ``command``, ``args``, ``env``) by ``strategy``: replace or canary at ``weight``."""
+        return self._request("POST", f"endpoints/{int(endpoint_id)}/rollout/", json=body).json()
+
+    def promote(self, endpoint_id: int) -> dict:
+        """Promote the canary (:class:`Conflict` when there is none)."""
+        return self._request("POST", f"endpoints/{int(endpoint_id)}/promote/").json()
+
+    def rollback(self, endpoint_id: int) -> dict:
+        """Roll the canary back (:class:`Conflict` when there is none)."""
+        return self._request("POST", f"endpoints/{int(endpoint_id)}/rollback/").json()
+
     # -- workspaces ---------------------------------------------------------------------------
     # -- API keys of endpoints (an endpoint's, or with ``team`` the team's) ---------------------------------
     @staticmethod

@@ -1,7 +1,9 @@
-"""The endpoint verbs, the ``endpoint`` group (also ``endpoints``): create, ls, describe, scale, delete."""
+"""The endpoint verbs, the ``endpoint`` group (also ``endpoints``): create, ls, describe, scale, delete, and the
+revisions' (rollout, promote, rollback, revisions)."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -9,6 +11,7 @@ import click
 
 from slipway.client import BadRequest, Client
 from slipway.config import api_call
+from slipway.failures import EXIT_USAGE, Failure
 from slipway.keys import keys
 from slipway.output import dump, fields, money, per_hour, table, unit_price
 from slipway.specs import load_spec, refused_spec, show_forecast
@@ -16,7 +19,7 @@ from slipway.specs import load_spec, refused_spec, show_forecast
 
 @click.group()
 def endpoint() -> None:
-    """Inference endpoints: create, ls, describe, scale, delete.
+    """Inference endpoints: create, ls, describe, scale, delete; rollout, promote, rollback, revisions.
 
     `slipway endpoints` is the same group, plural as `slipway runs`."""
 
@@ -107,3 +110,101 @@ def endpoint_delete(client: Client, endpoint_id: int) -> None:
 
 # API keys: `slipway endpoint keys …` (slipway.keys).
 endpoint.add_command(keys)
+# -- revisions (docs/serving.md "Revisions, canary and rollback") -----------------------------------------------
+
+
+def _percent(rate) -> str:
+    return "—" if rate is None else f"{rate * 100:.1f}%"
+
+
+def _revision_line(e_id: int, rev: dict) -> str:
+    return f"endpoint {e_id}: revision {rev['number']} {rev['state']} at {rev['weight']}%" + (
+        f" ({rev['reason']})" if rev.get("reason") else "")
+
+
+@endpoint.command("rollout")
+@click.argument("endpoint_ref", metavar="ENDPOINT")
+@click.option("--image", help="The new revision's image.")
+@click.option("--command", "command_line", help="Its command, split as a shell splits words (never run by one).")
+@click.option("--args", "args_line", help="Its arguments, split the same way.")
+@click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE",
+              help="Its env, repeated; replaces the whole env (names and values).")
+@click.option("--strategy", type=click.Choice(["replace", "canary"]), default="replace", show_default=True,
+              help="replace: the replicas roll to it; canary: beside the current revision at --weight.")
+@click.option("--weight", type=int, help="canary: the percent of requests it serves (1-50).")
+@click.option("--auto-promote-windows", type=int, help="canary: promote it after this many good 30 s windows.")
+@api_call
+def endpoint_rollout(client: Client, endpoint_ref: str, image: str | None, command_line: str | None,
+                     args_line: str | None, env_pairs: tuple[str, ...], strategy: str, weight: int | None,
+                     auto_promote_windows: int | None) -> None:
+    """Roll out a new revision of an endpoint: a new image, command, args or env."""
+    body: dict = {"strategy": strategy}
+    if image is not None:
+        body["image"] = image
+    for name, line in (("command", command_line), ("args", args_line)):
+        if line is not None:
+            try:
+                body[name] = shlex.split(line)
+            except ValueError as exc:
+                raise click.BadParameter(str(exc), param_hint=f"--{name}") from None
+    if env_pairs:
+        env = {}
+        for pair in env_pairs:
+            key, sep, value = pair.partition("=")
+            if not sep or not key:
+                raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--env")
+            env[key] = value
+        body["env"] = env
+    if weight is not None:
+        body["weight"] = weight
+    if auto_promote_windows is not None:
+        body["auto_promote_windows"] = auto_promote_windows
+    e_id = client.workload_id("endpoints/", endpoint_ref, "endpoint")
+    try:
+        rev = client.rollout(e_id, body)
+    except BadRequest as exc:  # the rollout as asked was wrong: a usage error (exit 2), with the fields' words
+        raise Failure(str(exc), EXIT_USAGE) from exc
+    click.echo(_revision_line(e_id, rev))
+
+
+@endpoint.command("promote")
+@click.argument("endpoint_ref", metavar="ENDPOINT")
+@api_call
+def endpoint_promote(client: Client, endpoint_ref: str) -> None:
+    """Promote the endpoint's canary: every replica rolls to its spec."""
+    e_id = client.workload_id("endpoints/", endpoint_ref, "endpoint")
+    click.echo(_revision_line(e_id, client.promote(e_id)))
+
+
+@endpoint.command("rollback")
+@click.argument("endpoint_ref", metavar="ENDPOINT")
+@api_call
+def endpoint_rollback(client: Client, endpoint_ref: str) -> None:
+    """Roll the endpoint's canary back: it takes no more requests and its replicas stop."""
+    e_id = client.workload_id("endpoints/", endpoint_ref, "endpoint")
+    click.echo(_revision_line(e_id, client.rollback(e_id)))
+
+
+@endpoint.command("revisions")
+@click.argument("endpoint_ref", metavar="ENDPOINT")
+@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
+@api_call
+def endpoint_revisions(client: Client, endpoint_ref: str, output: str) -> None:
+    """An endpoint's revisions: state, weight, traffic over the last 5 minutes, verdict."""
+    items = list(client.revisions(client.workload_id("endpoints/", endpoint_ref, "endpoint")))
+    if output != "table":
+        dump(items, output)
+        return
+
+    def verdict(rev: dict) -> str:
+        v = rev.get("verdict") or {}
+        if v.get("windows") and not v.get("promoted_after_windows"):
+            return f"rule: {v['windows'][0]['why']}"
+        if v.get("promoted_after_windows"):
+            return f"promoted after {v['promoted_after_windows']} good windows"
+        return f"by {v['by']}" if v.get("by") else (rev.get("reason") or "")
+
+    table(["REV", "STATE", "WEIGHT", "REQUESTS", "5XX", "P95", "SPEC", "VERDICT"],
+          [[r["number"], r["state"], f"{r['weight']}%", r["traffic"]["requests"], _percent(r["traffic"]["error_rate"]),
+            "—" if r["traffic"]["p95_ms"] is None else f"{r['traffic']['p95_ms']:.0f} ms", r["summary"], verdict(r)]
+           for r in items])

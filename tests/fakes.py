@@ -88,6 +88,15 @@ class FakeBackend(ClusterBackend):
         self.pod_lists.pop((address.namespace, address.object_name), None)
         return len(doomed)
 
+    def delete_objects(self, namespace: str, objects) -> int:
+        self.calls.append("delete_objects")
+        if self.fail_with is not None:
+            raise self.fail_with
+        doomed = [(namespace, kind.kind, name) for kind, name in objects if (namespace, kind.kind, name) in self.objects]
+        for key in doomed:
+            del self.objects[key]
+        return len(doomed)
+
     def annotate_pods(self, address: ClusterAddress, annotations) -> int:
         """Merged onto the workload's pods not finished, as a merge patch would; None removes a key."""
         self.calls.append("annotate_pods")

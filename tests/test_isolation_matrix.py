@@ -58,6 +58,7 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "inference:endpoint-events": (ENDPOINT, ("get",), ()), "inference:endpoint-traffic": (ENDPOINT, ("get",), ()),
     "inference:endpoint-edit": (ENDPOINT, (), ("get", "post")),
     "inference:endpoint-delete": (ENDPOINT, (), ("get", "post")),
+    "inference:endpoint-promote": (ENDPOINT, (), ("post",)), "inference:endpoint-rollback": (ENDPOINT, (), ("post",)),
     "run-detail": (RUN, ("get",), ()), "run-cancel": (RUN, (), ("post",)), "run-events": (RUN, ("get",), ()),
     "run-logs": (RUN, ("get",), ()), "run-logs-download": (RUN, ("get",), ()), "run-manifest": (RUN, ("get",), ()),
     "run-telemetry": (RUN, ("get",), ()), "endpoint-telemetry": (ENDPOINT, ("get",), ()),
@@ -76,6 +77,8 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     # A key's buttons (by its id): its team's admins and its creator; viewers 403; anyone else 404.
     "inference:key-revoke": (KEY, (), ("post",)), "inference:key-disable": (KEY, (), ("post",)),
     "inference:key-enable": (KEY, (), ("post",)),
+    "endpoint-revisions": (ENDPOINT, ("get",), ()), "endpoint-rollout": (ENDPOINT, (), ("post",)),
+    "endpoint-promote": (ENDPOINT, (), ("post",)), "endpoint-rollback": (ENDPOINT, (), ("post",)),
     "workspaces:workspace-detail": (WORKSPACE, ("get",), ()), "workspaces:workspace-state": (WORKSPACE, ("get",), ()),
     "workspaces:workspace-logs": (WORKSPACE, ("get",), ()),
     "workspaces:workspace-logs-download": (WORKSPACE, ("get",), ()),

@@ -307,6 +307,13 @@ class ClusterBackend(abc.ABC):
         """
 
     @abc.abstractmethod
+    def delete_objects(self, namespace: str, objects: Sequence[tuple[ResourceKind, str]]) -> int:
+        """Delete the named objects (``(kind, name)``) of ``namespace`` and, with them, their pods
+        (background propagation): a part of a workload, such as an endpoint's candidate
+        (``<name>-canary``), while the rest stays. Returns how many existed; a missing one is no error.
+        """
+
+    @abc.abstractmethod
     def annotate_pods(self, address: ClusterAddress, annotations: dict[str, str | None]) -> int:
         """Merge ``annotations`` onto the workload's pods that have not finished (a value None
         removes its key); returns how many pods. How a preemption notice reaches a run

@@ -392,6 +392,18 @@ class KubernetesBackend(ClusterBackend):
             return deleted
         return deleted + 1
 
+    def delete_objects(self, namespace: str, objects: Sequence[tuple[ResourceKind, str]]) -> int:
+        """One DELETE per object, by its name (background propagation: its pods follow)."""
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        deleted = 0
+        for kind, name in objects:
+            try:
+                self.request("DELETE", object_path(kind, name, namespace), body=options)
+            except NotFound:
+                continue  # already gone: the goal is reached
+            deleted += 1
+        return deleted
+
     def annotate_pods(self, address: ClusterAddress, annotations: dict[str, str | None]) -> int:
         """One label-selected LIST of the workload's pods, then a merge PATCH per pod still running.
 

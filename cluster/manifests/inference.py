@@ -44,6 +44,17 @@ waking from zero"); without one they query Prometheus directly, selected by team
 
 The replica ceiling (``maxReplicaCount``) is the portal's admitted maximum, not the user's
 ``max_replicas``; the latter is kept as an annotation for people and tools.
+
+Canary (docs/serving.md "Revisions, canary and rollback"). A candidate revision runs as a second
+Deployment and Service, ``<object_name>-canary``, with a fixed ``spec.replicas`` (the units the portal
+granted it; no ScaledObject: KEDA keeps scaling the stable Deployment alone). Both carry the endpoint's
+workload label, so the observation sees them with the endpoint (its status and its bill count both) and
+deleting the endpoint deletes them. Pods tell the two apart by :data:`TRACK_LABEL` (``stable`` or
+``canary``): the canary's selector asks for ``canary``, and the stable Service asks for ``stable`` while a
+canary runs, so each Service reaches its own revision's pods only. The stable Deployment's selector stays
+the three labels it always had (a selector is immutable); its ReplicaSets select by template hash, so it
+never adopts the canary's pods. The revision a Deployment serves is its annotation
+:data:`REVISION_ANNOTATION` (metadata, not the pod template: re-annotating never rolls pods).
 """
 
 from __future__ import annotations
@@ -51,6 +62,7 @@ from __future__ import annotations
 import math
 
 from cluster.manifests.common import (
+    SERVICE_PORT,
     Manifest,
     cluster_ip_service,
     container_security,
@@ -88,6 +100,14 @@ PROBE_PERIOD_SECONDS = 10
 FALLBACK_FAILURE_THRESHOLD = 3
 #: Annotation with the user's maximum (the ScaledObject's maxReplicaCount is the granted ceiling).
 MAX_REPLICAS_ANNOTATION = "slipway.dev/max-replicas"
+#: Pod label telling a stable replica from a candidate's, and its values.
+TRACK_LABEL = "slipway.dev/track"
+TRACK_STABLE = "stable"
+TRACK_CANARY = "canary"
+#: Deployment annotation: the endpoint revision its pod template serves.
+REVISION_ANNOTATION = "slipway.dev/revision"
+#: The suffix of the candidate's Deployment and Service names.
+CANARY_SUFFIX = "-canary"
 _POD = 'namespace="{ns}",pod=~"{name}-.*"'
 #: The gateway's series of one endpoint (its labels: docs/serving.md "Traffic metrics").
 _GATEWAY = 'team="{team}",endpoint="{name}"'
@@ -141,17 +161,24 @@ def _one_replica_a_minute() -> Manifest:
     return {"type": "Pods", "value": 1, "periodSeconds": 60}
 
 
-def build_deployment(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
+def canary_name(object_name: str) -> str:
+    """The candidate's Deployment and Service: ``ep-7-canary``."""
+    return f"{object_name}{CANARY_SUFFIX}"
+
+
+def _container(spec: EndpointSpec, config: ClusterConfig, image: str, command: tuple[str, ...], args: tuple[str, ...],
+               env: tuple[tuple[str, str], ...]) -> Manifest:
+    """The server container of a revision: its serving fields, the endpoint's port, probes and secret env."""
     container: Manifest = {
         "name": "server",
-        "image": spec.image,
+        "image": image,
         "ports": [{"name": "http", "containerPort": spec.port, "protocol": "TCP"}],
     }
-    if spec.command:
-        container["command"] = list(spec.command)
-    if spec.args:
-        container["args"] = list(spec.args)
-    env = env_list(spec.env) + secret_env_refs(spec.object_name, spec.secret_env)
+    if command:
+        container["command"] = list(command)
+    if args:
+        container["args"] = list(args)
+    env = env_list(env) + secret_env_refs(spec.object_name, spec.secret_env)
     if env:
         container["env"] = env
     container["resources"] = resources(spec.flavor, spec.gpus_per_replica, None, None)  # an endpoint asks for no CPU or memory of its own
@@ -161,16 +188,36 @@ def build_deployment(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
     container["startupProbe"] = _probe(spec, max(1, math.ceil(spec.startup_timeout_seconds / PROBE_PERIOD_SECONDS)))
     container["readinessProbe"] = _probe(spec, 3)
     container["securityContext"] = container_security(config)
+    return container
+
+
+def _pod_template(spec: EndpointSpec, config: ClusterConfig, container: Manifest, track: str) -> Manifest:
     # Serving pods answer the gateway only: the team's endpoint policy selects them, and its isolation
     # policy (which admits the team's own pods) leaves them out (cluster.manifests.team).
     pod_meta: Manifest = {"labels": {**pod_labels(spec.flavor, spec.team, spec.object_name), ISOLATED_LABEL: "true",
-                                     SERVING_LABEL: "true"}}
+                                     SERVING_LABEL: "true", TRACK_LABEL: track}}
     if spec.secret_env_digest:
         pod_meta["annotations"] = {SECRET_ENV_DIGEST_ANNOTATION: spec.secret_env_digest}
     return {
+        "metadata": pod_meta,
+        "spec": pod_spec(container=container, flavor=spec.flavor, config=config, restart_policy="Always",
+                         volumes=[], team=spec.team, spot=spec.spot),
+    }
+
+
+def _annotated(meta: Manifest, revision: int) -> Manifest:
+    if revision:
+        meta["annotations"] = {**meta.get("annotations", {}), REVISION_ANNOTATION: str(revision)}
+    return meta
+
+
+def build_deployment(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
+    container = _container(spec, config, spec.image, spec.command, spec.args, spec.env)
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": metadata(spec.object_name, spec.namespace, spec.team, spec.object_name, spec.name),
+        "metadata": _annotated(metadata(spec.object_name, spec.namespace, spec.team, spec.object_name, spec.name),
+                               spec.revision),
         "spec": {
             "selector": {"matchLabels": labels(spec.team, spec.object_name)},
             # An extra pod during a rollout needs a spare GPU the team quota may not have (the
@@ -178,17 +225,51 @@ def build_deployment(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
             # says the team has one, else replace pods one at a time.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {
                 "maxSurge": spec.max_surge, "maxUnavailable": 0 if spec.max_surge else 1}},
-            "template": {
-                "metadata": pod_meta,
-                "spec": pod_spec(container=container, flavor=spec.flavor, config=config, restart_policy="Always",
-                                 volumes=[], team=spec.team, spot=spec.spot),
-            },
+            "template": _pod_template(spec, config, container, TRACK_STABLE),
         },
     }
 
 
 def build_service(spec: EndpointSpec) -> Manifest:
-    return cluster_ip_service(spec.object_name, spec.namespace, spec.team, spec.name, "http")
+    service = cluster_ip_service(spec.object_name, spec.namespace, spec.team, spec.name, "http")
+    if spec.canary is not None:
+        # While a candidate runs beside it, the stable Service must not reach the candidate's pods.
+        service["spec"]["selector"][TRACK_LABEL] = TRACK_STABLE
+    return service
+
+
+def build_canary(spec: EndpointSpec, config: ClusterConfig) -> list[Manifest]:
+    """The candidate's Deployment (``spec.canary.replicas`` replicas, no autoscaler) and Service."""
+    canary = spec.canary
+    if canary is None:
+        return []
+    name = canary_name(spec.object_name)
+    container = _container(spec, config, canary.image, canary.command, canary.args, canary.env)
+    selector = {**labels(spec.team, spec.object_name), TRACK_LABEL: TRACK_CANARY}
+    meta = _annotated(metadata(name, spec.namespace, spec.team, spec.object_name, spec.name), canary.revision)
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {
+            "replicas": canary.replicas,
+            "selector": {"matchLabels": selector},
+            # Its replicas are exactly the units granted to it: never a surge pod beyond them.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
+            "template": _pod_template(spec, config, container, TRACK_CANARY),
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(name, spec.namespace, spec.team, spec.object_name, spec.name),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector,
+            "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+    return [deployment, service]
 
 
 def _trigger(spec: EndpointSpec, config: ClusterConfig, metric: str, target: float, strict: bool = True) -> Manifest:
@@ -263,5 +344,7 @@ def build_scaledobject(spec: EndpointSpec, config: ClusterConfig) -> Manifest:
 
 
 def build_endpoint(spec: EndpointSpec, config: ClusterConfig) -> list[Manifest]:
-    """Deployment, Service and ScaledObject, all named ``spec.object_name``."""
-    return [build_deployment(spec, config), build_service(spec), build_scaledobject(spec, config)]
+    """Deployment, Service and ScaledObject, all named ``spec.object_name``; with a candidate, its
+    Deployment and Service (``<object_name>-canary``)."""
+    return [build_deployment(spec, config), build_service(spec), build_scaledobject(spec, config),
+            *build_canary(spec, config)]

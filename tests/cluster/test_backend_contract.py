@@ -25,6 +25,7 @@ from cluster.backends.base import (
 from cluster.backends.kubernetes import KubernetesBackend
 from cluster.errors import NotFound
 from cluster.manifests import build_endpoint, build_env_secret, build_team, build_training, team_workload
+from cluster.specs import CanarySpec
 from sandbox.backend import SandboxBackend
 from tests.backends import use_backend
 from tests.cluster import samples
@@ -190,3 +191,21 @@ def test_capacity_reports_gpu_units_per_node_and_resource(backend):
     assert rows and all(isinstance(row, NodeCapacity) for row in rows)
     assert all(row.resource_name.startswith("nvidia.com/") and 0 <= row.in_use <= row.allocatable for row in rows)
     assert all(row.free == row.allocatable - row.in_use for row in rows)
+
+
+def test_a_canary_is_observed_with_its_endpoint_and_deleted_alone_by_name(backend):
+    """An endpoint's candidate (``<name>-canary``) is its endpoint's: observed in its group and deleted with it;
+    ``delete_objects`` deletes it alone, and deleting what is gone is no error."""
+    resources = kind_for("ep").resources
+    spec = samples.endpoint(object_name="ep-1", canary=CanarySpec(revision=2, image="serve:2", replicas=1))
+    backend.apply(team_objects() + build_endpoint(spec, samples.CONFIG), resources)
+    names = [("Deployment", "ep-1"), ("Deployment", "ep-1-canary"), ("ScaledObject", "ep-1")]
+    assert kinds(observed(backend)["ep-1"].objects) == names
+    canary = [(r, "ep-1-canary") for r in resources if r.kind in ("Deployment", "Service")]
+
+    assert backend.delete_objects(NS, canary) == 2
+    assert kinds(observed(backend)["ep-1"].objects) == [("Deployment", "ep-1"), ("ScaledObject", "ep-1")]
+    assert backend.delete_objects(NS, canary) == 0
+    backend.apply(build_endpoint(spec, samples.CONFIG), resources)
+    assert backend.delete(ClusterAddress(NS, "ep-1"), resources) == 5  # the endpoint's three and the candidate's two
+    assert observed(backend) == {}

@@ -18,7 +18,7 @@ import pytest
 from cluster.manifests import build_endpoint, build_env_secret, build_team, build_training, dns_name
 from cluster.nvidia import gfd_selector
 from cluster.promql import scope_query
-from cluster.specs import ClusterConfig
+from cluster.specs import CanarySpec, ClusterConfig
 from tests.cluster import crd_schema, samples
 from tests.golden import K8S_VERSIONS, all_objects, assert_golden_manifests
 
@@ -121,6 +121,15 @@ VARIANTS: dict[str, Any] = {
     "endpoint_mps_renamed": lambda: build_endpoint(
         samples.endpoint(flavor=samples.A10G_MPS2_RENAMED, metric="queue_length", engine="vllm", target=4),
         samples.CONFIG),
+    # A candidate revision beside the stable one (docs/serving.md "Revisions, canary and rollback").
+    "endpoint_canary": lambda: build_endpoint(
+        samples.endpoint(revision=3, canary=CanarySpec(revision=4, image="registry.example.com/vision/serve:2.1",
+                                                       replicas=2, args=("--model", "/models/detector-v2"),
+                                                       env=(("LOG_LEVEL", "debug"),))), samples.CONFIG),
+    "endpoint_canary_mps_secret_env": lambda: build_endpoint(
+        samples.endpoint(flavor=samples.A10G_MPS2, secret_env=("HF_TOKEN",), secret_env_digest="5e" * 32, revision=1,
+                         canary=CanarySpec(revision=2, image="registry.example.com/vision/serve:2.1", replicas=1)),
+        samples.CONFIG),
     "team": lambda: build_team(samples.team(), samples.CONFIG),
     "team_root_allowed": lambda: build_team(samples.team(quotas=()), ClusterConfig(run_as_non_root=False)),
     # The gateway in a namespace of its own, and Prometheus let in to scrape the engines.
@@ -201,7 +210,8 @@ def test_it_labels_every_object_for_slipway(label: str, obj: dict[str, Any]) -> 
     expected_workload = ("team-vision" if label.startswith("team") else
                          obj["metadata"]["name"].removesuffix("-env") if obj["kind"] == "Secret" else
                          obj["metadata"]["name"].removesuffix("-checkpoints") if obj["kind"] == "PersistentVolumeClaim"
-                         else obj["metadata"]["name"])
+                         # an endpoint's candidate (ep-7-canary) is its endpoint's: observed and deleted with it
+                         else obj["metadata"]["name"].removesuffix("-canary"))
     assert labels["slipway.dev/workload"] == expected_workload
     for spec_holder in [obj["spec"]["template"]] if obj["kind"] in ("Job", "Deployment") else []:
         pod_labels = dict(spec_holder["metadata"]["labels"])
@@ -213,6 +223,13 @@ def test_it_labels_every_object_for_slipway(label: str, obj: dict[str, Any]) -> 
         serving = {k: pod_labels.pop(k, None) for k in ("slipway.dev/serving", "slipway.dev/isolated")}
         assert serving == ({"slipway.dev/serving": "true", "slipway.dev/isolated": "true"}
                            if label.startswith("endpoint") else {"slipway.dev/serving": None, "slipway.dev/isolated": None})
+        # An endpoint's pods say which revision track they serve; the candidate's selector asks for its own.
+        track = pod_labels.pop("slipway.dev/track", None)
+        assert (track is not None) == label.startswith("endpoint")
+        if track is not None:
+            assert track == ("canary" if obj["metadata"]["name"].endswith("-canary") else "stable")
+            assert obj["spec"]["selector"]["matchLabels"].get("slipway.dev/track") == (
+                "canary" if track == "canary" else None)
         assert pod_labels == {
             k: labels[k] for k in ("app.kubernetes.io/managed-by", "slipway.dev/team", "slipway.dev/workload")
         }
@@ -537,3 +554,19 @@ def test_it_never_wraps_the_argv_in_a_shell(label: str, obj: dict[str, Any]) -> 
                 assert container["command"] == ["python", "train.py"] and container.get("args", []) in (["--epochs", "10"], [])
             if obj["kind"] == "PyTorchJob":
                 assert container["command"][0] == "torchrun" and container["command"][-2:] == ["python", "train.py"]
+
+
+def test_a_canary_runs_beside_the_stable_revision_each_service_reaching_its_own_pods() -> None:
+    stable, service, scaled, canary, canary_service = build_endpoint(
+        samples.endpoint(revision=3, canary=CanarySpec(revision=4, image="serve:2.1", replicas=2)), samples.CONFIG)
+    assert (canary["metadata"]["name"], canary_service["metadata"]["name"]) == ("ep-7-canary", "ep-7-canary")
+    assert canary["spec"]["replicas"] == 2 and "replicas" not in stable["spec"]  # KEDA scales the stable one alone
+    assert scaled["spec"]["scaleTargetRef"]["name"] == "ep-7"
+    assert service["spec"]["selector"]["slipway.dev/track"] == "stable"
+    assert canary_service["spec"]["selector"]["slipway.dev/track"] == "canary"
+    assert canary["spec"]["template"]["spec"]["containers"][0]["image"] == "serve:2.1"
+    assert stable["metadata"]["annotations"]["slipway.dev/revision"] == "3"
+    assert canary["metadata"]["annotations"]["slipway.dev/revision"] == "4"
+    # Without a candidate the stable Service selects as it always did: no pod drops out of it on an upgrade.
+    alone = build_endpoint(samples.endpoint(revision=3), samples.CONFIG)
+    assert len(alone) == 3 and "slipway.dev/track" not in alone[1]["spec"]["selector"]

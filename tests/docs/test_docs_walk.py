@@ -98,6 +98,7 @@ REWRITES = {
         "python manage.py create_api_token alice --expires-days 30",
     "slipway checkpoint RUN_ID --step N --path P": "slipway checkpoint {checkpointed} --step 1000 --path /slipway/checkpoints/step-1000",
     "python manage.py sandbox load team-ml-research/ep-7 900": "python manage.py sandbox load team-ml-research/ep-{endpoint} 900",
+    "slipway endpoint revisions 7": "slipway endpoint revisions {endpoint}",
     # -f follows until the run ends, and no worker moves it here: read what there is once.
     "slipway logs 27 -f --tail 3": "slipway logs 27 --tail 3",
     # A finished run of the demo's history with a training history (jobs.demo.DEMO_METRICS).

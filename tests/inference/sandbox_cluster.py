@@ -14,6 +14,7 @@ from decimal import Decimal
 from django.utils import timezone
 
 from cluster.status import gpu_units, parse_time
+from inference.cleanup import delete_candidate
 from sandbox.backend import SandboxBackend
 from tests.backends import use_backend
 from workloads import reconcile as rec
@@ -36,6 +37,8 @@ class Cluster:
             name, args = self.published.pop(0)
             if name == "workloads.tasks.apply_workload":
                 assert apply_workload(*args) in ("applied", "skipped")
+            elif name == "inference.cleanup.delete_candidate":
+                delete_candidate(*args)
 
     def cycle(self, seconds: int = 5):
         self.now += timedelta(seconds=seconds)

@@ -32,7 +32,8 @@ def test_each_event_kind_is_declared_once_and_fits_its_column():
 def test_the_moves_and_the_owners_kinds_come_from_the_declarations():
     moves = vocabulary.moves()
     assert {event.code for event in moves.values()} == set(declared())
-    assert vocabulary.owner_kinds() == {"workspace_paused"}
+    # A paused workspace, a rolled-back canary: the owner's own work changed under them.
+    assert vocabulary.owner_kinds() == {"workspace_paused", "endpoint_canary_rolled_back"}
 
 
 def test_an_unknown_event_kind_is_a_field_error(member, team, team_admin):

@@ -61,8 +61,10 @@ def test_it_sets_every_endpoint_spec_field_from_the_endpoint():
     endpoint.stored_secret_names, endpoint.stored_secret_digest = ("HF_TOKEN",), "d" * 64
     spec = endpoint_spec(endpoint, max_surge=1)
     assert isinstance(spec, EndpointSpec)
-    # ``engine`` belongs to the queue_length metric alone: it is checked with that metric below.
-    assert unset_fields(spec) == ["engine"]
+    # ``engine`` belongs to the queue_length metric alone: it is checked with that metric below. ``revision`` and
+    # ``canary`` come from the endpoint's revisions, none for this unsaved one (tests/inference/test_revisions.py
+    # and test_canary_sandbox.py render them).
+    assert unset_fields(spec) == ["engine", "revision", "canary"]
     assert (spec.max_replicas, spec.replica_ceiling, spec.min_replicas) == (6, 4, 2)
 
     endpoint.autoscale = {"metric": "queue_length", "target": 4, "engine": "vllm"}

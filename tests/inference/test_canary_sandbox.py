@@ -1,0 +1,102 @@
+"""A canary on the simulated cluster, through the real apply task, reconcile cycle and sandbox controllers.
+
+The candidate runs as a second Deployment beside the stable one, with its own replicas and pods; the
+endpoint's state and ready replicas are the stable Deployment's, its bill counts both; rolled back, the
+candidate's objects and pods go and its unit returns to the team; a replace rolls the one Deployment and
+its revision is stable once the sandbox shows it rolled out.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from inference import revisions, services
+from inference.constants import EndpointState
+from inference.models import EndpointRevision, InferenceEndpoint
+from quotas.models import Reservation
+from sandbox.models import SimObject, SimPod
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def endpoint(pk) -> InferenceEndpoint:
+    return InferenceEndpoint.objects.select_related("team", "flavor", "created_by").get(pk=pk)
+
+
+def deployments() -> dict[str, dict]:
+    return {o.name: o.status for o in SimObject.objects.filter(kind="Deployment")}
+
+
+def live_pods(prefix: str) -> list[str]:
+    return sorted(p.name for p in SimPod.objects.all() if p.name.startswith(prefix) and p.phase == "Running")
+
+
+def until(cluster, condition, cycles: int = 20) -> None:
+    for _ in range(cycles):
+        if condition():
+            return
+        cluster.cycle()
+    assert condition()
+
+
+def test_a_canary_runs_beside_the_stable_revision_is_billed_and_goes_when_rolled_back(cluster, member, team, ep_quota):
+    created = services.create_endpoint(member, team, {
+        "name": "chat", "image": "registry.example.com/serving/vllm:0.6", "flavor": "a100-80gb",
+        "min_replicas": 2, "max_replicas": 2, "env": {"SLIPWAY_SIM_LOAD_SECONDS": "10"}})
+    name = created.object_name
+    until(cluster, lambda: endpoint(created.pk).state == EndpointState.READY and endpoint(created.pk).replicas == 2)
+
+    services.update_endpoint(member, endpoint(created.pk), {"image": "registry.example.com/serving/vllm:0.7",
+                                                            "rollout": "canary", "weight": 20})
+    rev = EndpointRevision.objects.get(endpoint_id=created.pk, number=2)
+    assert rev.replicas == 1  # 20 % of 2 ready replicas, rounded up
+    until(cluster, lambda: (deployments().get(f"{name}-canary") or {}).get("readyReplicas") == 1)
+
+    ep = endpoint(created.pk)
+    assert (ep.state, ep.replicas) == (EndpointState.READY, 2)  # the stable Deployment's figures
+    assert len(live_pods(name)) == 3 and len(live_pods(f"{name}-canary")) == 1
+    assert Reservation.objects.held().get(ref=ep.ref).units == 3
+    cluster.cycle()
+    assert endpoint(created.pk).open_units == 3  # both Deployments' running pods are billed
+    canary = SimObject.objects.get(kind="Deployment", name=f"{name}-canary")
+    assert canary.manifest["spec"]["template"]["spec"]["containers"][0]["image"].endswith("vllm:0.7")
+    stable = SimObject.objects.get(kind="Deployment", name=name)
+    assert stable.manifest["spec"]["template"]["spec"]["containers"][0]["image"].endswith("vllm:0.6")
+    assert revisions.live_targets(ep) == [(1, 80, name), (2, 20, f"{name}-canary")]
+
+    services.rollback_endpoint(member, ep)
+    cluster.run_tasks()
+    assert f"{name}-canary" not in deployments()
+    assert not SimObject.objects.filter(name=f"{name}-canary").exists()  # its Service too
+    until(cluster, lambda: len(live_pods(name)) == 2)
+    assert Reservation.objects.held().get(ref=ep.ref).units == 2
+    until(cluster, lambda: endpoint(created.pk).open_units == 2)
+    assert endpoint(created.pk).state == EndpointState.READY
+
+    # A replace rolls the one Deployment; the revision is stable once the sandbox shows it rolled out.
+    services.update_endpoint(member, endpoint(created.pk), {"image": "registry.example.com/serving/vllm:0.8"})
+    assert EndpointRevision.objects.get(endpoint_id=created.pk, number=3).state == "rolling"
+    until(cluster, lambda: EndpointRevision.objects.get(endpoint_id=created.pk, number=3).state == "stable")
+    assert list(EndpointRevision.objects.filter(endpoint_id=created.pk).order_by("number").values_list(
+        "state", flat=True)) == ["retired", "rolled_back", "stable"]
+    ready = [p for p in SimPod.objects.all() if p.name.startswith(name)]
+    assert ready and all(p.phase == "Running" for p in ready)
+
+
+def test_a_promoted_canary_becomes_the_stable_deployment_and_its_objects_go(cluster, member, team, ep_quota):
+    created = services.create_endpoint(member, team, {
+        "name": "chat", "image": "registry.example.com/serving/vllm:0.6", "flavor": "a100-80gb",
+        "min_replicas": 1, "max_replicas": 1, "env": {"SLIPWAY_SIM_LOAD_SECONDS": "10"}})
+    name = created.object_name
+    until(cluster, lambda: endpoint(created.pk).state == EndpointState.READY)
+    services.update_endpoint(member, endpoint(created.pk), {"args": ["--quantization", "awq"], "rollout": "canary",
+                                                            "weight": 50})
+    until(cluster, lambda: (deployments().get(f"{name}-canary") or {}).get("readyReplicas") == 1)
+
+    services.promote_endpoint(member, endpoint(created.pk))
+    until(cluster, lambda: f"{name}-canary" not in deployments())
+    assert EndpointRevision.objects.get(endpoint_id=created.pk, number=2).state == "stable"
+    stable = SimObject.objects.get(kind="Deployment", name=name)
+    assert stable.manifest["spec"]["template"]["spec"]["containers"][0]["args"] == ["--quantization", "awq"]
+    assert stable.manifest["metadata"]["annotations"]["slipway.dev/revision"] == "2"
+    assert Reservation.objects.held().get(ref=created.ref).units == 1
