@@ -96,6 +96,9 @@ export SLIPWAY_GATEWAY_URL="${SLIPWAY_GATEWAY_URL:-http://$HOST:$gateway_port}"
 
 "$PY" manage.py migrate --noinput
 "$PY" manage.py seed_demo --url "$url"
+# The demo endpoint's key (for the load generator below) and its canary, which the canary rule rolls back.
+demo_key="${SLIPWAY_VAR_DIR:-var}/demo-gateway-key"
+"$PY" manage.py demo_serving --key-file "$demo_key"
 # The demo's later runs (its reclaim) are told in minutes from when the portal first answers, not from
 # seeding: held until then (the clock starts below), however long the services take to start.
 "$PY" manage.py demo_clock hold
@@ -133,7 +136,7 @@ cleanup() {
   give_back_terminal
 }
 # Ctrl-C, a SIGTERM (`make run &` then `kill`) or a closed terminal (SIGHUP) is the orderly way
-# to stop: stop the three, wait for them and exit 0, so make does not report "Error 130/143" for
+# to stop: stop the services, wait for them and exit 0, so make does not report "Error 130/143" for
 # it. Any other exit (a process died, a failed step) keeps its own status. A terminal's Ctrl-C
 # reaches only this script (the services are in groups of their own), so every service gets
 # exactly one stop request, from cleanup, instead of a SIGINT and then a SIGTERM.
@@ -159,6 +162,12 @@ fi
 # The gateway: the endpoints' data plane (keys, limits, streaming), reading routes from the database.
 "$PY" manage.py gateway --bind "$HOST:$gateway_port" >"$LOG_DIR/gateway.log" 2>&1 &
 pids+=($!)
+# Live traffic for the demo endpoint, through the gateway with the demo key (docs/serving.md "In the demo").
+if [[ -s "$demo_key" ]]; then
+  "$PY" manage.py serving_load --gateway "$SLIPWAY_GATEWAY_URL" --key-file "$demo_key" \
+    --endpoint ml-research/llama-chat --rate 4 >"$LOG_DIR/load.log" 2>&1 &
+  pids+=($!)
+fi
 "$VENV/bin/gunicorn" portal.wsgi --config gunicorn.conf.py --bind "$HOST:$port" --workers 2 --threads 4 --access-logfile - \
   >"$LOG_DIR/web.log" 2>&1 &
 web=$!
@@ -182,12 +191,12 @@ done
 [[ -n "$ready" ]] || echo "warning: $url did not answer within 60 s; see $LOG_DIR/web.log" >&2
 "$PY" manage.py demo_clock start
 
-# printf is a builtin: once the banner is out, the four services are this script's only children
+# printf is a builtin: once the banner is out, the services are this script's only children
 # (`cat <<MSG` forked one more, still alive for a moment after its last line was read).
 printf '\n  Slipway is running:  %s\n  Demo logins are printed above (seed_demo); admin console at %sadmin/\n' "$url" "$url"
 printf '  Workspaces open at http://ws-<id>.localhost:%s/ (the workspace proxy)\n' "$proxy_port"
 printf '  Endpoints answer at %s/<team>/<endpoint>/… (the gateway)\n' "$SLIPWAY_GATEWAY_URL"
-printf '  Logs: %s — Ctrl-C stops everything.\n\n' "$LOG_DIR/web.log, $LOG_DIR/worker.log, $LOG_DIR/beat.log, $LOG_DIR/proxy.log, $LOG_DIR/gateway.log"
+printf '  Logs: %s — Ctrl-C stops everything.\n\n' "$LOG_DIR/web.log, $LOG_DIR/worker.log, $LOG_DIR/beat.log, $LOG_DIR/proxy.log, $LOG_DIR/gateway.log, $LOG_DIR/load.log"
 # Stop everything as soon as any of the services dies, so a crash is not hidden.
 wait -n "${pids[@]}"
 echo "a Slipway process exited; see $LOG_DIR/" >&2

@@ -25,6 +25,8 @@ RUN_SH = Path(settings.BASE_DIR) / "scripts" / "run.sh"
 FAKE_PYTHON = """#!/bin/sh
 if [ "$1" = manage.py ] && [ "$2" = workspace_proxy ]; then echo "$*" >&2; exec sleep 300; fi
 if [ "$1" = manage.py ] && [ "$2" = gateway ]; then echo "$* SLIPWAY_GATEWAY_URL=$SLIPWAY_GATEWAY_URL" >&2; exec sleep 300; fi
+if [ "$1" = manage.py ] && [ "$2" = demo_serving ]; then echo "sw-demo" > "$4"; echo "manage.py $*"; exit 0; fi
+if [ "$1" = manage.py ] && [ "$2" = serving_load ]; then echo "$*" >&2; exec sleep 300; fi
 if [ "$1" = manage.py ] && [ "$2" = demo_clock ]; then
   {real} -c 'import os, socket; socket.create_connection(("127.0.0.1", int(os.environ["PORT"])), 1)' 2>/dev/null \\
     && echo "manage.py $2 $3 (the portal answers)" || echo "manage.py $2 $3 (the portal is silent)"
@@ -179,6 +181,12 @@ def test_it_starts_the_gateway_and_prints_where_endpoints_answer(checkout):
         gateway_log = (checkout / "var" / "log" / "gateway.log").read_text()
         assert f"gateway --bind 127.0.0.1:{gateway_port} SLIPWAY_GATEWAY_URL=http://127.0.0.1:{gateway_port}" \
             in gateway_log
+        # The demo's traffic: the load generator calls the demo endpoint through that gateway with the demo key,
+        # which it reads from the file demo_serving wrote (never on its command line).
+        load_log = (checkout / "var" / "log" / "load.log").read_text()
+        assert (f"serving_load --gateway http://127.0.0.1:{gateway_port} --key-file var/demo-gateway-key "
+                "--endpoint ml-research/llama-chat") in load_log, load_log
+        assert "sw-demo" not in load_log
     finally:
         stop(process)
 
@@ -196,7 +204,7 @@ def test_an_orderly_stop_by_signal_exits_0_after_stopping_the_children(checkout,
     try:
         read_until(process, "Logs:")
         children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
-        assert len(children) == 5  # worker, beat, workspace proxy, gateway, web
+        assert len(children) == 6  # worker, beat, workspace proxy, gateway, load generator, web
         process.send_signal(sig)  # the script alone, as make (or a supervisor) signals it
         out, _ = process.communicate(timeout=20)
     finally:
@@ -216,7 +224,7 @@ def test_it_kills_a_service_that_ignores_sigterm_once_the_grace_ends(checkout):
         read_until(process, "Logs:")
         groups = {int(pid): os.getpgid(int(pid)) for pid in
                   subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()}
-        assert len(set(groups.values())) == 5 and process.pid not in groups.values()  # a group per service
+        assert len(set(groups.values())) == 6 and process.pid not in groups.values()  # a group per service
         started = time.monotonic()
         os.killpg(process.pid, signal.SIGINT)  # a terminal's Ctrl-C: the script's group only
         out, _ = process.communicate(timeout=20)

@@ -21,7 +21,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--gateway", default="", help="the gateway's base URL (default: SLIPWAY_GATEWAY_URL)")
-        parser.add_argument("--key", required=True, help="an API key of the endpoint or its team (sw-...)")
+        key = parser.add_mutually_exclusive_group(required=True)
+        key.add_argument("--key", help="an API key of the endpoint or its team (sw-...)")
+        key.add_argument("--key-file", help="a file holding the key (kept out of the process list; make run's)")
         parser.add_argument("--endpoint", required=True, metavar="TEAM/NAME", help="the endpoint, as in its URL")
         parser.add_argument("--rate", type=float, default=2.0, help="requests a second, on average (default 2)")
         parser.add_argument("--stream-share", type=float, default=0.3,
@@ -44,7 +46,16 @@ class Command(BaseCommand):
         if not gateway.startswith(("http://", "https://")):
             raise CommandError(f"--gateway must be an http(s) URL, not {gateway!r}")
         url = external_url(team, name, gateway)
-        generator = LoadGenerator(url, options["key"], rate=options["rate"], stream_share=options["stream_share"],
+        key = options["key"]
+        if options["key_file"]:
+            try:
+                with open(options["key_file"]) as file:
+                    key = file.read().strip()
+            except OSError as exc:
+                raise CommandError(f"--key-file {options['key_file']}: {exc.strerror}") from None
+        if not key:
+            raise CommandError("the key is empty")
+        generator = LoadGenerator(url, key, rate=options["rate"], stream_share=options["stream_share"],
                                   model=options["model"], max_in_flight=options["max_in_flight"],
                                   report_every=options["report_every"], log=self._log)
         asyncio.run(self._run(generator, options["duration"]))
