@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import threading
 import time
 from datetime import timedelta
 from decimal import Decimal
@@ -31,7 +32,7 @@ from django.utils import timezone
 
 from inference import coldstarts, key_costs
 from inference.constants import COLD_START_STAGES
-from inference.models import ApiKey, ColdStart, EndpointRevision, KeyUsage, TrafficWindow
+from inference.models import ApiKey, ColdStart, EndpointRevision, InferenceEndpoint, KeyUsage, TrafficWindow
 from quotas.demo import seed_flavors, seed_team_quotas
 from tests.e2e.conftest import lend, module_worker, wait_for
 from tests.factories import make_team
@@ -136,6 +137,7 @@ def test_an_endpoint_is_woken_called_counted_billed_per_key_limited_revoked_and_
     assert coldstarts.attribute(instants).attributed_share >= 0.95
 
     # The tokens land in the key's hour and the endpoint's traffic rows.
+    print(f"held {held:.1f} s")
     wait_for(lambda: KeyUsage.objects.filter(key_id=key_id, input_tokens=usage["prompt_tokens"],
                                              output_tokens=usage["completion_tokens"], requests_2xx=1).exists(),
              timeout=20, what="the key's usage row")
@@ -169,7 +171,7 @@ def test_an_endpoint_is_woken_called_counted_billed_per_key_limited_revoked_and_
     wait_for(lambda: KeyUsage.objects.filter(key_id=limited["id"], requests_2xx=2, requests_4xx=1).exists(),
              timeout=20, what="the limited key's usage")
     now = timezone.now() + timedelta(minutes=30)
-    endpoint = api_endpoint(ep["id"])
+    endpoint = InferenceEndpoint.objects.get(pk=ep["id"])
     report = key_costs.endpoint_key_usage(endpoint, endpoint.created_at - timedelta(hours=1),
                                           now + timedelta(hours=1), now=now)
     assert report.ledger_cost > 0
@@ -179,8 +181,13 @@ def test_an_endpoint_is_woken_called_counted_billed_per_key_limited_revoked_and_
     # The stream's tokens are counted too.
     assert by_key[key_id].output_tokens == usage["completion_tokens"] + streamed_usage["completion_tokens"]
     assert by_key[key_id].input_tokens == usage["prompt_tokens"] + streamed_usage["prompt_tokens"]
+    # The API's report (up to the real now) sums the same way, its keys' tokens as counted.
     served = api.get(f"/api/v1/endpoints/{ep['id']}/keys/usage/")
-    assert served.status_code == 200
+    assert served.status_code == 200, served.content
+    served = served.json()
+    assert sum(Decimal(line["cost"]) for line in served["totals"]) == Decimal(served["ledger_cost"])
+    tokens = {line["key_id"]: line["output_tokens"] for line in served["totals"]}
+    assert tokens[key_id] == by_key[key_id].output_tokens and tokens[limited["id"]] == by_key[limited["id"]].output_tokens > 0
 
     # 5. Revoked: both gateways refuse it within 5 s; another team's key gets the very same 401.
     revoked_at = time.monotonic()
@@ -188,6 +195,7 @@ def test_an_endpoint_is_woken_called_counted_billed_per_key_limited_revoked_and_
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         seen = list(pool.map(lambda base: seconds_until_401(base, raw, revoked_at), (first, second)))
     assert all(seconds <= 5 for seconds, _ in seen), [s for s, _ in seen]
+    print(f"revocation seen after {[round(s, 2) for s, _ in seen]} s")
     others, _ = make_key(make_team("vision", "Vision"))
     stranger = call(first, others)
     assert stranger.status_code == 401 and stranger.content == seen[0][1].content == seen[1][1].content
@@ -210,12 +218,46 @@ def test_an_endpoint_is_woken_called_counted_billed_per_key_limited_revoked_and_
     canary, stable = counted.get(2, 0), counted.get(1, 0)
     chi2 = (canary - 200) ** 2 / 200 + (stable - 800) ** 2 / 800
     assert chi2 < CHI2_CRITICAL, counted
+    print(f"split: {counted}, chi2 {chi2:.2f}")
 
+    # 7. A bad canary (half its answers 500) is rolled back by the rule, driven by the worker's beat, within
+    # 60 s of its errors starting; after the rollback (and the gateways' next refresh) no request fails.
+    assert api.post(f"/api/v1/endpoints/{ep['id']}/rollback/").status_code == 200
+    bad = api.patch(f"/api/v1/endpoints/{ep['id']}/", {"env": {**KNOBS, "SLIPWAY_SIM_ERROR_RATE": "0.5"},
+                                                      "rollout": "canary", "weight": 20}, format="json")
+    assert bad.status_code == 200, bad.content
+    outcomes: list[tuple[float, int]] = []
+    stop = threading.Event()
 
-def api_endpoint(pk: int):
-    from inference.models import InferenceEndpoint
+    def drive(base: str) -> None:
+        with httpx.Client(timeout=30) as client:
+            while not stop.is_set():
+                at = time.monotonic()
+                status = client.post(f"{base}/ml-research/chat/v1/completions", json=completion(max_tokens=1),
+                                     headers=bearer(split_key)).status_code
+                outcomes.append((at, status))
 
-    return InferenceEndpoint.objects.get(pk=pk)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        running = [pool.submit(drive, base) for base in (first, second, first, second)]
+        try:
+            wait_for(lambda: EndpointRevision.objects.filter(endpoint_id=ep["id"], number=3,
+                                                             state="rolled_back").exists(),
+                     timeout=120, interval=0.2, what="the bad canary to be rolled back")
+            rolled_back = time.monotonic()
+            settled = rolled_back + 2  # the gateways' route tables refresh every second
+            wait_for(lambda: sum(1 for at, _ in list(outcomes) if at >= settled) >= 200, timeout=60,
+                     what="200 requests after the rollback")
+        finally:
+            stop.set()
+        for future in running:
+            future.result()
+    errors_began = min(at for at, status in outcomes if status >= 500)
+    print(f"rollback {rolled_back - errors_began:.1f} s after the first 5xx; {len(outcomes)} requests")
+    assert rolled_back - errors_began <= 60
+    after = [status for at, status in outcomes if at >= settled]
+    assert after and set(after) == {200}
+    verdict = EndpointRevision.objects.get(endpoint_id=ep["id"], number=3).verdict
+    assert verdict, "the rollback keeps the figures that decided it"
 
 
 def canary_answers(base: str, raw: str) -> bool:
