@@ -111,6 +111,7 @@ def pytest_sessionstart(session):
 #: database, Redis database and var directory (tests/settings.py), the ports are free ones, and the
 #: 64-connection modules share their lane with the benchmarks, never with each other.
 SECOND_LANE = {
+    "tests/e2e/test_serving_e2e.py": "192-256 s on the loaded VM: the gateway, canary and wake-from-zero story",
     "tests/test_benchmarks.py": "115 s, scratch databases copied from one template, bench/api.py's port",
     "tests/e2e/test_alerts_e2e.py": "92 s",
     "tests/e2e/test_shared_gpu_e2e.py": "90 s",
