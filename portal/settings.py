@@ -333,6 +333,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "core.openapi.add_error_responses"],
+    # One name for the one choice set of a rollout (a PATCH's ``rollout``, a rollout's ``strategy``).
+    "ENUM_NAME_OVERRIDES": {"RolloutEnum": "inference.constants.Rollout"},
 }
 
 # 7. Slipway ---------------------------------------------------------------------------
