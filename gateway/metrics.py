@@ -1,7 +1,10 @@
 """The gateway's own ``/metrics``: a Prometheus registry of its own (not the portal's multiprocess one).
 
-Every series carries ``team`` (the team's slug): the tenant label proxy (deploy/prometheus-label-proxy.yaml)
-lets a team read only its own. Requests refused before a route is known (an unknown team or endpoint) are
+Every series carries ``namespace`` (the team's namespace: the tenant label proxy, deploy/prometheus-label-proxy.yaml,
+pins every query to it, so a team reads only its own — scrape the gateway with ``honor_labels: true``), ``team``
+(its slug) and ``endpoint`` (the endpoint's name on the cluster, ``ep-7``: what its ScaledObject's gateway
+triggers select). Only a scraper may read it (:func:`core.metrics.scrape_allowed`, as the portal's /metrics):
+the gateway's public route must not show one team's traffic to another. Requests refused before a route is known (an unknown team or endpoint) are
 counted in no team's series: they belong to nobody, and a count of them would hint at what exists.
 """
 
@@ -19,7 +22,7 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 class GatewayMetrics:
     def __init__(self) -> None:
         registry = self.registry = CollectorRegistry()
-        labels = ["team", "endpoint", "revision"]
+        labels = ["namespace", "team", "endpoint", "revision"]
         self.requests = Counter("slipway_gateway_requests", "Requests answered, by status class.",
                                 [*labels, "status_class"], registry=registry)
         self.latency = Histogram("slipway_gateway_request_duration_seconds",
@@ -31,21 +34,21 @@ class GatewayMetrics:
         self.tokens = Counter("slipway_gateway_tokens", "Tokens of the answers, input (prompt) and output.",
                               [*labels, "kind"], registry=registry)
         self.in_flight = Gauge("slipway_gateway_requests_in_flight", "Requests being answered now.",
-                               ["team", "endpoint"], registry=registry)
+                               ["namespace", "team", "endpoint"], registry=registry)
         self.held = Gauge("slipway_gateway_requests_held",
-                          "Requests waiting for a ready replica (scale from zero).", ["team", "endpoint"],
+                          "Requests waiting for a ready replica (scale from zero).", ["namespace", "team", "endpoint"],
                           registry=registry)
 
         #: Each (team, endpoint, revision, status class)'s children, looked up once (``labels()`` costs a lock
         #: and a tuple's hashing a call: on the request path, a dict lookup instead).
-        self.children: dict[tuple[str, str, int, str], tuple] = {}
+        self.children: dict[tuple[str, str, str, int, str], tuple] = {}
 
-    def series(self, team: str, endpoint: str, revision: int, status_class: str) -> tuple:
+    def series(self, namespace: str, team: str, endpoint: str, revision: int, status_class: str) -> tuple:
         """(requests, latency, ttfb, input tokens, output tokens) children of one request's labels."""
-        key = (team, endpoint, revision, status_class)
+        key = (namespace, team, endpoint, revision, status_class)
         found = self.children.get(key)
         if found is None:
-            labels = (team, endpoint, str(revision))
+            labels = (namespace, team, endpoint, str(revision))
             found = self.children[key] = (
                 self.requests.labels(*labels, status_class), self.latency.labels(*labels),
                 self.ttfb.labels(*labels), self.tokens.labels(*labels, "input"), self.tokens.labels(*labels, "output"))

@@ -49,6 +49,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 from yarl import URL
 
+from core.metrics import scrape_allowed
 from gateway.keys import Key, KeyCache
 from gateway.limits import Limiter, Refusal
 from gateway.metrics import CONTENT_TYPE, GatewayMetrics
@@ -334,7 +335,11 @@ class Gateway:
             return web.json_response({"status": "no route table yet"}, status=503)
         return web.json_response({"status": "ok", "routes": len(self.routes)})
 
-    async def metrics_view(self, _request: web.Request) -> web.Response:
+    async def metrics_view(self, request: web.Request) -> web.Response:
+        # Every team's figures: for the scraper alone (its token or an allowed address), never the public route's
+        # callers, who reach it through the cluster's Gateway from an address that is not allowed.
+        if not scrape_allowed(request.remote, request.headers.get("Authorization")):
+            return web.json_response({"detail": "Not allowed."}, status=403)
         return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
     async def proxy(self, request: web.Request) -> web.StreamResponse:
@@ -364,7 +369,7 @@ class Gateway:
         if target is None:  # its replicas went between the refresh and now
             return self._held_too_long(parts, key, arrived, started)
         self.recorder.begin(route.endpoint_id, route.team_id, target.revision, arrived)
-        gauge = self.metrics.in_flight.labels(route.team, route.name)
+        gauge = self.metrics.in_flight.labels(route.namespace, route.team, route.object_name)
         gauge.inc()
         try:
             return await self._forward(request, route, target, key, parts[2], body, arrived, started, held)
@@ -388,7 +393,7 @@ class Gateway:
         future = asyncio.get_running_loop().create_future()
         self.waiting.setdefault(route.endpoint_id, deque()).append(future)
         self.recorder.held[route.endpoint_id] += 1
-        gauge = self.metrics.held.labels(route.team, route.name)
+        gauge = self.metrics.held.labels(route.namespace, route.team, route.object_name)
         gauge.inc()
         try:
             go = await asyncio.wait_for(future, timeout=self.hold_seconds)
@@ -518,7 +523,7 @@ class Gateway:
                                   status, arrived, latency * 1000, stream, ttfb_ms, tokens[0], tokens[1], busy,
                                   error))
         requests, duration, ttfb, input_tokens, output_tokens = self.metrics.series(
-            route.team, route.name, revision, status_class(status))
+            route.namespace, route.team, route.object_name, revision, status_class(status))
         requests.inc()
         duration.observe(latency)
         if ttfb_ms is not None:

@@ -43,6 +43,10 @@ class Route:
     name: str
     state: str
     targets: tuple[Target, ...]
+    #: Its name on the cluster (``ep-7``) and its team's namespace: the labels of the gateway's series, which the
+    #: ScaledObject's triggers select (cluster.manifests.inference) and the tenant label proxy pins.
+    object_name: str = ""
+    namespace: str = ""
 
     @property
     def ready(self) -> bool:
@@ -112,7 +116,8 @@ def routes(previous: Mapping[tuple[str, str], Route] | None = None) -> dict[tupl
         else:
             targets = tuple(Target(revision, weight, upstreams_for(endpoint, service, found))
                             for revision, weight, service in live[endpoint.pk])
-        table[key] = Route(endpoint.pk, endpoint.team_id, endpoint.team.slug, endpoint.name, endpoint.state, targets)
+        table[key] = Route(endpoint.pk, endpoint.team_id, endpoint.team.slug, endpoint.name, endpoint.state, targets,
+                           endpoint.object_name, endpoint.team.namespace)
     return table
 
 

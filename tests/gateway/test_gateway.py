@@ -51,7 +51,10 @@ def gateways(tmp_path_factory, django_db_setup, django_db_blocker):
     """Two gateway processes on the test database (holding requests :data:`HOLD_SECONDS` at most)."""
     tmp = tmp_path_factory.mktemp("gateways")
     with django_db_blocker.unblock():
-        started = [start_gateway(tmp, name, SLIPWAY_GATEWAY_HOLD_SECONDS=str(HOLD_SECONDS)) for name in ("a", "b")]
+        # b's /metrics is for its scraper's token alone (no address is allowed): the public route's callers'.
+        started = [start_gateway(tmp, "a", SLIPWAY_GATEWAY_HOLD_SECONDS=str(HOLD_SECONDS)),
+                   start_gateway(tmp, "b", SLIPWAY_GATEWAY_HOLD_SECONDS=str(HOLD_SECONDS),
+                                 SLIPWAY_METRICS_ALLOW="192.0.2.1/32", SLIPWAY_METRICS_TOKEN=SCRAPE_TOKEN)]
     yield [base for _process, base in started]
     for process, _base in started:
         assert process.stop() == 0, process.text()  # SIGTERM: a clean stop after the last write of its counts
@@ -67,6 +70,9 @@ def endpoint(team, upstreams):
     endpoint = make_endpoint(team)
     serve(endpoint, upstreams["engine"])
     return endpoint
+
+
+SCRAPE_TOKEN = "scrape-token-for-the-tests"
 
 
 def url(base: str, team: str = "ml-research", name: str = "chat", rest: str = "v1/completions") -> str:
@@ -300,3 +306,17 @@ def test_metrics_are_team_labelled(gateways, team, endpoint):
     assert any(line.startswith("slipway_gateway_time_to_first_byte_seconds_count{") for line in samples)
     assert samples and all('team="' in line for line in samples if "{" in line), samples
     assert all('team="ml-research"' in line or 'team="vision"' in line for line in samples if "{" in line)
+    # The labels the ScaledObject's gateway triggers select and the tenant label proxy pins: the endpoint's name on
+    # the cluster and its team's namespace.
+    mine = [line for line in samples if line.startswith("slipway_gateway_requests_total{")
+            and f'endpoint="{endpoint.object_name}"' in line]
+    assert mine and all(f'namespace="{team.namespace}"' in line and 'team="ml-research"' in line for line in mine), \
+        samples
+
+
+def test_metrics_are_for_the_scraper_alone(gateways):
+    """Every team's figures are in /metrics: a caller from an address not allowed, without the token, gets 403."""
+    assert httpx.get(f"{gateways[1]}/metrics").status_code == 403
+    assert httpx.get(f"{gateways[1]}/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 403
+    answer = httpx.get(f"{gateways[1]}/metrics", headers={"Authorization": f"Bearer {SCRAPE_TOKEN}"})
+    assert answer.status_code == 200 and "slipway_gateway_" in answer.text
