@@ -1,7 +1,7 @@
 """Portal pages of API keys (Django templates + htmx): an endpoint's Keys section, a team's keys page, and the
 revoke/disable/enable buttons of a key's row.
 
-Thin (DESIGN.md §8): the access helper, ONE service call (:mod:`inference.keys`), render. The endpoint page loads
+Thin (docs/architecture.md): the access helper, ONE service call (:mod:`inference.keys`), render. The endpoint page loads
 its Keys section with htmx (``hx-trigger="load"``), so the section's queries never slow the page itself; without
 htmx the same section is a page of its own. A new key is shown once, in the answer to its creation.
 """
