@@ -65,6 +65,12 @@ class _KeepFirst(Func):
     arg_joiner = " || "
     output_field = JSONField()
 
+    def as_sqlite(self, compiler, connection, **extra_context):
+        # SQLite's || joins text; its JSON1 json_patch(target, patch) merges objects (RFC 7396), the
+        # patch winning: applying the recorded stages as the patch keeps their first instants too.
+        return self.as_sql(compiler, connection, function="json_patch", template="%(function)s(%(expressions)s)",
+                           arg_joiner=", ", **extra_context)
+
 
 def _merged(new: dict[str, str]) -> _KeepFirst:
     return _KeepFirst(Value(new, output_field=JSONField()), F("stages"))

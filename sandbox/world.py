@@ -119,7 +119,9 @@ class World:
         if self.down:
             self.nodes = tuple(node for node in self.nodes if node.name not in self.down)
         # The manifest column (the biggest) is never read here: plans carry what the tick needs.
-        live = SimObject.objects.filter(cluster=self.cluster, done=False, kind__in=CONTROLLED)
+        # In creation order: controllers then create pods first-come first-served (within quota and
+        # capacity), whatever order the database hands back rows it has updated.
+        live = SimObject.objects.filter(cluster=self.cluster, done=False, kind__in=CONTROLLED).order_by("pk")
         objects = load_records(live, OBJECT_COLUMNS, lazy=("status", "memo"))
         missing = [o.pk for o in objects if (o.uid, o.resource_version) not in PLANS]
         if missing:

@@ -60,6 +60,7 @@ SQLITE_MODULES = {
     "tests/portal/test_smoke.py": "the project boots and answers on the local default",
     "tests/test_bad_input.py": "input each database refuses in its own way (integers past 64 bits, NUL)",
     "tests/inference/test_traffic.py": "a traffic window's start in Unix seconds, computed per database (inference.traffic._Epoch)",
+    "tests/inference/test_cold_starts_flow.py": "a timeline's stages merged keeping the first instants (|| on PostgreSQL, json_patch on SQLite)",
     "tests/test_db_snapshot.py": "the browser tests' demo snapshot: CREATE TABLE … AS, INSERT … SELECT, the sequences after",
 }
 

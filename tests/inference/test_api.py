@@ -158,6 +158,7 @@ def test_a_list_reads_the_clusters_and_prices_once_whatever_its_length(api, ep_q
     assert statements() == one
 
 
+@pytest.mark.postgres  # PostgreSQL's statements and locks
 def test_a_creation_writes_under_the_teams_lock_once(api, ep_quota):
     # Under the team's lock: the lock, the facts, the month's open segments (the team has a
     # budget), then the reservation, the endpoint's state move, its first scaling event and

@@ -315,6 +315,7 @@ def test_a_viewer_may_not_roll_out_promote_or_roll_back(endpoint, candidate, vie
 # -- two evaluators at once -----------------------------------------------------------------------------
 
 
+@pytest.mark.postgres  # PostgreSQL's statements and locks
 @pytest.mark.django_db(transaction=True)
 def test_two_evaluators_at_once_roll_back_once(member, team, ep_quota, published, fake_backend):
     endpoint = services.create_endpoint(member, team, endpoint_payload(min_replicas=1, max_replicas=1))
