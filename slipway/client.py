@@ -398,6 +398,15 @@ class Client:
         """Roll the canary back (:class:`Conflict` when there is none)."""
         return self._request("POST", f"endpoints/{int(endpoint_id)}/rollback/").json()
 
+    def traffic(self, endpoint_id: int, *, since: str | None = None, step: int | None = None,
+                revision: int | None = None) -> dict:
+        """The endpoint's traffic figures per point (docs/api.md "Endpoint traffic")."""
+        return self._get(f"endpoints/{int(endpoint_id)}/traffic/", since=since, step=step, revision=revision)
+
+    def cold_starts(self, endpoint_id: int, *, limit: int | None = None) -> dict:
+        """The endpoint's newest cold-start timelines and its figures per stage."""
+        return self._get(f"endpoints/{int(endpoint_id)}/cold-starts/", limit=limit)
+
     # -- workspaces ---------------------------------------------------------------------------
     # -- API keys of endpoints (an endpoint's, or with ``team`` the team's) ---------------------------------
     @staticmethod

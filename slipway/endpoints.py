@@ -1,5 +1,5 @@
 """The endpoint verbs, the ``endpoint`` group (also ``endpoints``): create, ls, describe, scale, delete, and the
-revisions' (rollout, promote, rollback, revisions)."""
+revisions' (rollout, promote, rollback, revisions); keys, traffic and cold starts are added from their modules."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ from slipway.config import api_call
 from slipway.failures import EXIT_USAGE, Failure
 from slipway.keys import keys
 from slipway.output import dump, fields, money, per_hour, table, unit_price
+from slipway.serving import cold_starts, traffic
 from slipway.specs import load_spec, refused_spec, show_forecast
 
 
 @click.group()
 def endpoint() -> None:
-    """Inference endpoints: create, ls, describe, scale, delete; rollout, promote, rollback, revisions.
+    """Inference endpoints: create, ls, describe, scale, delete; rollout, promote, rollback, revisions; keys,
+    traffic, cold-starts.
 
     `slipway endpoints` is the same group, plural as `slipway runs`."""
 
@@ -108,8 +110,10 @@ def endpoint_delete(client: Client, endpoint_id: int) -> None:
     click.echo(f"endpoint {e['id']} {e['name']}: {e['state']}")
 
 
-# API keys: `slipway endpoint keys …` (slipway.keys).
+# API keys: `slipway endpoint keys …` (slipway.keys); traffic and cold starts (slipway.serving).
 endpoint.add_command(keys)
+endpoint.add_command(traffic)
+endpoint.add_command(cold_starts)
 # -- revisions (docs/serving.md "Revisions, canary and rollback") -----------------------------------------------
 
 

@@ -4,29 +4,12 @@ disable, enable, and usage per key in money (``--csv``)."""
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime, timedelta
-
 import click
 
 from slipway.client import Ambiguous, Client, NotFound
 from slipway.config import api_call
 from slipway.output import dump, money, table
-
-#: ``--expires 30d`` (or 12h, 90m): that long from now.
-_DURATION = re.compile(r"^(\d+)([dhm])$")
-_UNITS = {"d": "days", "h": "hours", "m": "minutes"}
-
-
-def expiry(value: str | None) -> str | None:
-    """``--expires``: a duration from now (``30d``, ``12h``, ``90m``) or an ISO date-time, sent as it is (the API
-    refuses one in the past or without a time zone, with its field error)."""
-    if value is None:
-        return None
-    found = _DURATION.match(value.strip())
-    if found:
-        return (datetime.now(UTC) + timedelta(**{_UNITS[found[2]]: int(found[1])})).isoformat()
-    return value
+from slipway.times import ahead
 
 
 def _scope(client: Client, team: str | None, endpoint_ref: str | None) -> dict:
@@ -76,7 +59,7 @@ def keys() -> None:
 def keys_create(client: Client, endpoint_ref: str | None, team: str | None, name: str, expires: str | None,
                 rpm: int | None, tpm: int | None) -> None:
     """Create a key and print it — once: it is never shown again."""
-    key = client.create_key(name, **_scope(client, team, endpoint_ref), expires_at=expiry(expires),
+    key = client.create_key(name, **_scope(client, team, endpoint_ref), expires_at=ahead(expires),
                             requests_per_minute=rpm, tokens_per_minute=tpm)
     scope = f"endpoint {key['endpoint_name']}" if key["endpoint"] else f"team {key['team']}"
     click.echo(f"key {key['id']} {key['name']} for {scope}: {key['prefix']}…")
