@@ -73,6 +73,8 @@ REFRESH_SECONDS = 1.0
 HOLD_RETRY_AFTER = 30
 #: The first this many bytes of a JSON answer are kept to read its ``usage`` (an answer past it is not parsed).
 JSON_USAGE_LIMIT = 1 << 20
+#: An answer that is not a stream and says its length, up to this many bytes, is read whole and sent in one write.
+WHOLE_ANSWER_LIMIT = 256 * 1024
 
 UNAUTHORIZED_BODY = json.dumps({"error": {
     "message": "Invalid or missing API key. Send it as 'Authorization: Bearer <key>'.",
@@ -454,6 +456,8 @@ class Gateway:
         readable = not answer.headers.get("Content-Encoding")
         tokens = StreamTokens() if stream and readable else None
         kept = bytearray() if not stream and readable and kind.startswith("application/json") else None
+        if not stream and answer.content_length is not None and answer.content_length <= WHOLE_ANSWER_LIMIT:
+            return await self._relay_whole(answer, route, target, key, arrived, started, sent, held, kept is not None)
         response = web.StreamResponse(status=answer.status, reason=answer.reason)
         for name, value in answer.headers.items():
             if name.lower() not in NOT_RETURNED:
@@ -507,6 +511,34 @@ class Gateway:
         self._count(route, target.revision, key, 502 if broken else answer.status, arrived, started, stream=stream,
                     ttfb_ms=(first - started) * 1000 if stream and first is not None else None,
                     tokens=(prompt, completion), busy=now - sent, error=broken)
+        return response
+
+    async def _relay_whole(self, answer, route: Route, target: Target, key: Key, arrived: datetime, started: float,
+                           sent: float, held: bool, json_usage: bool) -> web.Response:
+        """A small answer of a known length, read whole and sent back in one write (headers and body together):
+        the replica sent it at once, so holding it costs no time, and it halves the gateway's writes per request.
+        A replica that dies before its last byte gets the client a 502, not a cut body."""
+        try:
+            body = await answer.read()
+        except (TimeoutError, ClientError):
+            self._count(route, target.revision, key, 502, arrived, started, busy=time.perf_counter() - sent,
+                        error=True)
+            return web.Response(status=502, content_type="application/json", body=error_body(
+                502, "The endpoint's replica stopped answering mid-answer.", "server_error", "upstream_disconnected"))
+        if held:
+            self._spawn(self._first_byte(route.endpoint_id, timezone.now()))
+        response = web.Response(status=answer.status, reason=answer.reason, body=body)
+        for name, value in answer.headers.items():
+            if name.lower() not in NOT_RETURNED and name.lower() != "content-length":
+                response.headers.add(name, value)
+        prompt = completion = 0
+        if json_usage:
+            with contextlib.suppress(ValueError, AttributeError):
+                prompt, completion = usage_tokens(json.loads(body).get("usage"))
+        if key.tokens_per_minute is not None and prompt + completion:
+            self._spawn(self.limiter.add_tokens(key.id, prompt + completion))
+        self._count(route, target.revision, key, answer.status, arrived, started, tokens=(prompt, completion),
+                    busy=time.perf_counter() - sent)
         return response
 
     async def _first_byte(self, endpoint_id: int, at: datetime) -> None:

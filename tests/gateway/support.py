@@ -106,7 +106,16 @@ class Echo:
         self.loop = None
         started = threading.Event()
 
-        async def echo(request: web.Request) -> web.Response:
+        async def echo(request: web.Request) -> web.StreamResponse:
+            if request.path == "/cut":  # says 1,000 bytes, sends 10 and closes: a replica dying mid-answer
+                cut = web.StreamResponse(headers={"Content-Type": "application/json"})
+                cut.content_length = 1000
+                await cut.prepare(request)
+                await cut.write(b'{"usage": ')
+                request.transport.close()
+                return cut
+            if request.path == "/big":  # ?bytes=N of JSON
+                return web.json_response({"filler": "x" * int(request.query["bytes"])})
             return web.json_response({"method": request.method, "path": request.raw_path,
                                       "headers": dict(request.headers), "body": (await request.read()).decode()})
 

@@ -257,6 +257,20 @@ def test_a_replica_that_dies_mid_stream_ends_the_stream_with_an_error(gateways, 
         engine.stop()
 
 
+def test_a_whole_answer_cut_short_is_a_502_and_a_large_one_arrives_whole(gateways, team, upstreams):
+    # Answers of a known length up to 256 KiB are read whole and sent in one write (gateway.server._relay_whole);
+    # larger ones stream through. Either way the client gets the replica's bytes, or a clear error.
+    echoing = make_endpoint(team, "echo")
+    serve(echoing, upstreams["echo"])
+    raw, _key = make_key(team, echoing)
+    cut = until_status(url(gateways[0], name="echo", rest="cut"), 502, headers=bearer(raw))
+    assert cut.json()["error"]["code"] == "upstream_disconnected"
+    for size in (1000, 300 * 1024):
+        answer = httpx.get(url(gateways[0], name="echo", rest=f"big?bytes={size}"), headers=bearer(raw), timeout=10)
+        assert answer.status_code == 200 and answer.json()["filler"] == "x" * size
+        assert int(answer.headers["content-length"]) == len(answer.content)
+
+
 def test_counts_of_two_gateways_add_up(gateways, team, endpoint):
     raw, key = make_key(team, endpoint)
     for base in gateways:
