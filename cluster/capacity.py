@@ -5,7 +5,7 @@ The scheduler says "0/8 nodes are available: 8 Insufficient nvidia.com/gpu"; peo
 a100-1)". The raw words stay in the workload's events; :func:`scheduler_message` finds them
 for the run page, which keeps them one click away.
 
-With several clusters (DESIGN §9 "Clusters") the same reason names each cluster's largest
+With several clusters (docs/design.md "Sharing, preemption, clusters") the same reason names each cluster's largest
 free block, best first: "needs 4× h100-80gb on one node; largest free block: 2 on west, 0 on
 east" (:func:`clusters_capacity_reason`). Which nodes count is :func:`serves`: the flavor
 (:func:`offers`) and the capacity type, spot work on spot nodes only.

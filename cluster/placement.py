@@ -1,6 +1,6 @@
 """Which cluster a workload goes to, and why, in plain words (pure).
 
-:func:`place` is DESIGN §9's ``place(request, clusters)``: the portal describes each cluster
+:func:`place` is the ``place(request, clusters)`` of docs/design.md "Sharing, preemption, clusters": the portal describes each cluster
 as a :class:`ClusterOffer` (its state, labels, what its nodes offer now, its prices) and the
 workload as a :class:`PlacementRequest`; it gets back every cluster either ranked as a
 :class:`Candidate` or set aside as a :class:`Rejection`, each with a reason. No clock, no
@@ -47,7 +47,7 @@ The rules, in the order they apply:
    the words.
 
 Prices are written with two decimals, four when cents would lose some (a MIG slice priced at
-a seventh of a GPU), as the portal writes money; without a currency, as API.md's example.
+a seventh of a GPU), as the portal writes money; without a currency, as docs/api.md's example.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from cluster.specs import FlavorSpec
 
 
 class ClusterState:
-    """A cluster's states (API.md "Clusters"): the one vocabulary, the Cluster model's choices come from it."""
+    """A cluster's states (docs/api.md "Clusters"): the one vocabulary, the Cluster model's choices come from it."""
 
     READY = "ready"
     DEGRADED = "degraded"

@@ -8,7 +8,7 @@ idempotent and the golden-file tests possible).
 
 Tuples rather than lists or dicts keep the dataclasses hashable and immutable. The
 builders assume the portal has validated the input (DNS-1123 ids, argv lists, bounded
-sizes; see DESIGN.md §7); they do not re-validate it.
+sizes; see docs/design.md "Security rules"); they do not re-validate it.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ class VolumeSpec:
 
 @dataclass(frozen=True)
 class CheckpointSpec:
-    """A run's checkpoint contract (API.md "The checkpoint contract (runs)"), as its pods see it.
+    """A run's checkpoint contract (docs/api.md "The checkpoint contract (runs)"), as its pods see it.
 
     ``claim`` is the PersistentVolumeClaim mounted at ``mount_path`` in every pod; when
     ``provided`` Slipway creates it itself (``<object name>-checkpoints``, of ``storage`` and

@@ -1,4 +1,4 @@
-"""One exception handler gives the API its error shape (API.md "Auth and errors").
+"""One exception handler gives the API its error shape (docs/api.md "Auth and errors").
 
 * 400 ``{"errors": {"<field>": ["message", ...]}}``, non-field errors (and unparsable
   bodies) under ``non_field_errors``;

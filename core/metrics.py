@@ -1,4 +1,4 @@
-"""Slipway's Prometheus figures (DESIGN §9, "Operating Slipway") and who may read them.
+"""Slipway's Prometheus figures (docs/design.md "Sharing, preemption, clusters", "Operating Slipway") and who may read them.
 
 Two sorts of figure:
 

@@ -1,4 +1,4 @@
-"""OpenAPI post-processing: the error responses API.md promises, documented on every operation.
+"""OpenAPI post-processing: the error responses docs/api.md promises, documented on every operation.
 
 Views answer 400 (bad input or filters), 401 (no valid credentials), 403 (role too low), 404
 (not found, or another team's), for actions that change state 409, and for those with a body

@@ -17,7 +17,7 @@ class Health(models.TextChoices):
 
 
 class State(models.TextChoices):
-    """A cluster's one state word (API.md "Clusters"): lost, then draining, then its health.
+    """A cluster's one state word (docs/api.md "Clusters"): lost, then draining, then its health.
     The words are :class:`cluster.placement.ClusterState`'s, which ``place()`` reads."""
 
     READY = ClusterState.READY, "ready"

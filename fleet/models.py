@@ -1,4 +1,4 @@
-"""A cluster Slipway places work on (DESIGN.md §9 "Clusters").
+"""A cluster Slipway places work on (docs/design.md "Sharing, preemption, clusters").
 
 Clusters are data: staff add and drain them in the admin console or the staff API. A
 single-cluster install has none until first use, when :func:`fleet.services.clusters` creates

@@ -1,4 +1,4 @@
-"""REST API of inference endpoints (API.md "Inference endpoints"). Thin: access helper + one service call.
+"""REST API of inference endpoints (docs/api.md "Inference endpoints"). Thin: access helper + one service call.
 
 List, retrieve, create (and its dry run) and the reading actions are every kind's (:class:`workloads.api.WorkloadViewSet`).
 """
@@ -32,7 +32,7 @@ from workloads.api import WorkloadViewSet, create_schema, list_parameters
 @extend_schema_view(list=extend_schema(parameters=list_parameters(EndpointState.values)),
                     create=create_schema(EndpointCreateSerializer, EndpointSerializer, EndpointPreviewSerializer))
 class EndpointViewSet(ColdStartsMixin, WorkloadViewSet):
-    """Inference endpoints of the caller's teams (API.md "Inference endpoints"): create, read, change, delete."""
+    """Inference endpoints of the caller's teams (docs/api.md "Inference endpoints"): create, read, change, delete."""
 
     model = InferenceEndpoint
     serializer_class = EndpointSerializer

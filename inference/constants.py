@@ -1,4 +1,4 @@
-"""States, autoscaling vocabulary, scaling decisions and bounds of inference endpoints (API.md)."""
+"""States, autoscaling vocabulary, scaling decisions and bounds of inference endpoints (docs/api.md)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class Engine(models.TextChoices):
 
 
 class ScalingDecision(models.TextChoices):
-    """What a scaling log row records (API.md ``scaling/``)."""
+    """What a scaling log row records (docs/api.md ``scaling/``)."""
 
     ADMITTED = "admitted", "Admitted at its minimum"
     BURST_GRANTED = "burst_granted", "Burst replica granted"

@@ -59,7 +59,7 @@ def mig_explanation(flavor: GpuFlavor) -> str:
 
 
 class EndpointEditForm(forms.Form):
-    """What a PATCH may change (API.md): image, env, secret env, sizes, autoscaling, the scale-down delay.
+    """What a PATCH may change (docs/api.md): image, env, secret env, sizes, autoscaling, the scale-down delay.
 
     Secret env is write-only: the field starts blank, and blank keeps the endpoint's secret env
     as it is; typed ``KEY=VALUE`` lines replace all of it (names and values), which rolls the
@@ -168,7 +168,7 @@ class EndpointEditForm(forms.Form):
 
 
 class EndpointForm(EndpointEditForm):
-    """Everything of a new endpoint (API.md ``POST /endpoints/``)."""
+    """Everything of a new endpoint (docs/api.md ``POST /endpoints/``)."""
 
     name = forms.CharField(max_length=40, help_text="Lowercase letters, digits and '-', starting with a letter.")
     flavor = forms.ChoiceField(choices=())

@@ -60,7 +60,7 @@ class InferenceEndpoint(Workload):
     HOLDING_STATES = HOLDING_STATES
     ACTIVE_STATES = ACTIVE_STATES
 
-    # What was submitted (API.md field names), beyond the shared name, flavor and spot.
+    # What was submitted (docs/api.md field names), beyond the shared name, flavor and spot.
     image = models.CharField(max_length=300)
     command = models.JSONField(default=list, blank=True)
     args = models.JSONField(default=list, blank=True)
@@ -152,7 +152,7 @@ class InferenceEndpoint(Workload):
 
 
 class ScalingEvent(models.Model):
-    """One scaling decision of an endpoint (API.md ``scaling/``), newest first."""
+    """One scaling decision of an endpoint (docs/api.md ``scaling/``), newest first."""
 
     endpoint = models.ForeignKey(InferenceEndpoint, on_delete=models.CASCADE, related_name="scaling_events")
     at = models.DateTimeField(db_index=True)
@@ -172,7 +172,7 @@ class ScalingEvent(models.Model):
 
 
 class ReplicaSample(models.Model):
-    """The replica counts of an endpoint from a moment on, until the next sample (API.md ``replicas/``).
+    """The replica counts of an endpoint from a moment on, until the next sample (docs/api.md ``replicas/``).
 
     Written when an observation (or a move of the ceiling) changes any of the three, never
     for an endpoint that stays as it is. Newest first.

@@ -130,7 +130,7 @@ def burst_outlook(team, flavor, gpus_per_replica: int, spot: bool, base: int, he
             low, granted = middle, decision
         else:
             high = middle - 1
-    # Burst on units its cohort lends is preemptible, and the first work reclaimed (DESIGN §9).
+    # Burst on units its cohort lends is preemptible, and the first work reclaimed (docs/design.md "Sharing, preemption, clusters").
     borrowing = f" \u2014 it {borrow_words(granted, flavor.name)}" if granted is not None and granted.borrows else ""
     # The ceiling held now, when the load could get more than it: said, so no figure contradicts it.
     now_at = f"ceiling {held} now; " if ref is not None and held < low else ""

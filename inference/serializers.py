@@ -1,4 +1,4 @@
-"""Serializers of the endpoints API (API.md "Inference endpoints").
+"""Serializers of the endpoints API (docs/api.md "Inference endpoints").
 
 Input is validated by :func:`inference.validation.parse_endpoint_request` (shared with the
 portal's form); :class:`EndpointCreateSerializer` and :class:`EndpointPatchSerializer` document

@@ -207,7 +207,7 @@ def burst_now(endpoint: InferenceEndpoint) -> scaling.BurstOutlook | None:
 
 
 def update_endpoint(user, endpoint: InferenceEndpoint, data: dict) -> InferenceEndpoint:
-    """PATCH: change what API.md lets a PATCH change. Nothing changes when any of it is refused.
+    """PATCH: change what docs/api.md lets a PATCH change. Nothing changes when any of it is refused.
 
     A change of image, command, args or env makes a new revision (:mod:`inference.revisions`), rolled out
     as ``rollout`` says: ``replace`` (the Deployment rolls) or ``canary`` at a ``weight`` (the endpoint keeps

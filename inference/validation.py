@@ -1,6 +1,6 @@
 """Validation of an inference endpoint request: the one place that checks every submitted field.
 
-:func:`parse_endpoint_request` validates a create (API.md ``POST /endpoints/``) and, with
+:func:`parse_endpoint_request` validates a create (docs/api.md ``POST /endpoints/``) and, with
 ``partial=True``, a ``PATCH`` (only the fields a PATCH may change). It returns the model
 field values, or raises ``ValidationError`` with every field's errors at once. Checks that
 need the database (flavor, name free in the team, quota) live in :mod:`inference.services`.

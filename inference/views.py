@@ -1,6 +1,6 @@
 """Portal pages of inference endpoints (Django templates + htmx).
 
-Views are thin (DESIGN.md §8): they check access with one helper
+Views are thin (docs/design.md "House style"): they check access with one helper
 (:func:`inference.services.get_endpoint_for_user`, the current team's membership), call ONE
 service function and render; see :mod:`workloads.views` for the htmx conventions (partials,
 polling that stops with 286 once an endpoint is final).

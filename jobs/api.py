@@ -1,4 +1,4 @@
-"""REST API of training runs (API.md "Training runs"). Thin: access helper + one service call.
+"""REST API of training runs (docs/api.md "Training runs"). Thin: access helper + one service call.
 
 List, retrieve, create (and its dry run) and the reading actions are every kind's (:class:`workloads.api.WorkloadViewSet`).
 """
@@ -98,7 +98,7 @@ class RunTokenScheme(OpenApiAuthenticationExtension):
 @extend_schema_view(list=extend_schema(parameters=list_parameters(RunState.values)),
                     create=create_schema(RunCreateSerializer, RunSerializer, PreviewSerializer))
 class RunViewSet(WorkloadViewSet):
-    """Training runs of the caller's teams (API.md "Training runs"): submit, read, cancel."""
+    """Training runs of the caller's teams (docs/api.md "Training runs"): submit, read, cancel."""
 
     model = TrainingRun
     serializer_class = RunSerializer

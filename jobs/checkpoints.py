@@ -1,4 +1,4 @@
-"""The run token and checkpoint reports of the checkpoint contract (API.md "The checkpoint contract (runs)").
+"""The run token and checkpoint reports of the checkpoint contract (docs/api.md "The checkpoint contract (runs)").
 
 A run submitted with the contract gets a **run token**: 256 random bits behind the prefix
 ``slr_``, made at submission. Only its SHA-256 is kept on the run (``run_token_hash``), as for
@@ -96,7 +96,7 @@ def contained_path(path: str) -> str | None:
     return absolute if absolute.startswith(CHECKPOINT_DIR + "/") else None
 
 
-#: The line a run may print instead of POSTing a report (API.md): ``SLIPWAY_CHECKPOINT step=<int> path=<path>``,
+#: The line a run may print instead of POSTing a report (docs/api.md): ``SLIPWAY_CHECKPOINT step=<int> path=<path>``,
 #: anywhere in the line (a logger's prefix before it is fine).
 #: A line's leading time stamp, e.g. ``2026-11-24T07:21:56Z`` (fractions and offsets allowed).
 LOG_STAMP = re.compile(r"\s*(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d))\s")

@@ -33,7 +33,7 @@ class RunResourceKind(models.TextChoices):
     PYTORCHJOB = "PyTorchJob", "PyTorchJob"
 
 
-# Bounds of the submitted fields (API.md "Training runs").
+# Bounds of the submitted fields (docs/api.md "Training runs").
 MAX_WORKERS = 64
 MAX_RETRIES = 10
 MAX_CPU = 256
@@ -41,7 +41,7 @@ MAX_MEMORY_GB = 2048
 MAX_SHM_GB = 512
 MAX_RUNTIME_MINUTES = 60 * 24 * 14  # two weeks
 
-#: The checkpoint contract's grace (API.md): SIGTERM, then this long to save before SIGKILL.
+#: The checkpoint contract's grace (docs/api.md): SIGTERM, then this long to save before SIGKILL.
 DEFAULT_CHECKPOINT_GRACE_SECONDS = 60
 MAX_CHECKPOINT_GRACE_SECONDS = 600
 #: The keys a ``checkpoint`` object may have (anything else is refused, not dropped).

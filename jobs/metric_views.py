@@ -1,6 +1,6 @@
 """Portal pages of training metrics (docs/metrics.md): a run's metric charts, and runs compared.
 
-Thin like every view (DESIGN.md §8): access through :func:`jobs.services.get_run_for_user` and
+Thin like every view (docs/design.md "House style"): access through :func:`jobs.services.get_run_for_user` and
 :func:`teams.permissions.read_membership` (404 for outsiders, staff read), the figures from
 :mod:`jobs.metrics`, the chart coordinates from :mod:`jobs.charts`. htmx gets the partial of the
 same template; a run's charts poll until it ends (286 then).

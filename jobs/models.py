@@ -25,7 +25,7 @@ class TrainingRun(Workload):
     HOLDING_STATES = HOLDING_STATES
     ACTIVE_STATES = ACTIVE_STATES
 
-    # What was submitted (API.md field names), beyond the shared name, flavor and spot.
+    # What was submitted (docs/api.md field names), beyond the shared name, flavor and spot.
     image = models.CharField(max_length=300)
     command = models.JSONField(default=list)
     args = models.JSONField(default=list, blank=True)
@@ -84,7 +84,7 @@ class TrainingRun(Workload):
 
     @property
     def last_checkpoint(self) -> dict | None:
-        """``{"at", "step", "path"}`` of the last reported checkpoint, or None (API.md)."""
+        """``{"at", "step", "path"}`` of the last reported checkpoint, or None (docs/api.md)."""
         if self.last_checkpoint_at is None:
             return None
         return {"at": self.last_checkpoint_at, "step": self.last_checkpoint_step, "path": self.last_checkpoint_path}
@@ -104,7 +104,7 @@ class TrainingRun(Workload):
 
     @property
     def estimated_total_cost(self) -> Decimal | None:
-        """At most this, when it has a runtime limit (API.md ``estimated_total_cost``); else unknown."""
+        """At most this, when it has a runtime limit (docs/api.md ``estimated_total_cost``); else unknown."""
         if self.max_runtime_minutes is None:
             return None
         return self.estimated_cost_per_hour * self.max_runtime_minutes / 60

@@ -1,4 +1,4 @@
-"""Serializers of the runs API (API.md "Training runs").
+"""Serializers of the runs API (docs/api.md "Training runs").
 
 Input is validated by :func:`jobs.validation.parse_run_request` (shared with the portal's
 form); :class:`RunCreateSerializer` exists to document that input in the OpenAPI schema.

@@ -38,7 +38,7 @@ from workloads.validation import (
 
 @dataclass(frozen=True)
 class CheckpointRequest:
-    """The checkpoint contract a run opts into (API.md "The checkpoint contract (runs)")."""
+    """The checkpoint contract a run opts into (docs/api.md "The checkpoint contract (runs)")."""
 
     grace_seconds: int = c.DEFAULT_CHECKPOINT_GRACE_SECONDS
     volume: str = ""  #: the team's claim; "" = Slipway provides one per run
@@ -49,7 +49,7 @@ class CheckpointRequest:
 
 @dataclass(frozen=True)
 class RunRequest:
-    """A validated run request (the submitted fields of API.md, typed)."""
+    """A validated run request (the submitted fields of docs/api.md, typed)."""
 
     name: str
     image: str
@@ -133,7 +133,7 @@ def check_checkpoint(col: Collector, env: tuple[tuple[str, str], ...],
 
 
 def parse_run_request(data: Mapping[str, Any]) -> RunRequest:
-    """Validate ``data`` (API.md's POST /runs/ fields, ``team`` aside) into a RunRequest.
+    """Validate ``data`` (docs/api.md's POST /runs/ fields, ``team`` aside) into a RunRequest.
 
     Raises ``ValidationError`` whose ``message_dict`` holds every field's errors.
     """

@@ -1,6 +1,6 @@
 """Portal pages of training runs (Django templates + htmx).
 
-Views are thin (DESIGN.md §8): they check access with one helper
+Views are thin (docs/design.md "House style"): they check access with one helper
 (:func:`jobs.services.get_run_for_user`, :func:`teams.permissions.require_team`), call ONE
 service function and render. They never write the database themselves.
 

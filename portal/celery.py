@@ -1,6 +1,6 @@
 """The Celery application shared by the web, worker and beat processes.
 
-Reliability settings (DESIGN.md §6): a task is acknowledged only after it finished
+Reliability settings (docs/design.md "Reliability rules"): a task is acknowledged only after it finished
 (``task_acks_late``), a task whose worker died is redelivered
 (``task_reject_on_worker_lost``), and a worker holds one message at a time
 (``worker_prefetch_multiplier=1``), so a killed worker loses at most the task it was on,

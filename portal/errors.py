@@ -4,7 +4,7 @@ Django answers an error in one of two ways. With ``DEBUG`` off it calls the ``ha
 ``handler500`` views named in ``portal.urls`` (below); with ``DEBUG`` on it answers 404s and
 uncaught exceptions with its technical HTML pages and never calls them. API clients parse
 JSON in every mode, so :class:`ApiErrorMiddleware` (outermost) turns any non-JSON error
-response under ``/api/`` into the error shape of API.md as well; the handlers answer JSON
+response under ``/api/`` into the error shape of docs/api.md as well; the handlers answer JSON
 under ``/api/`` themselves, so with ``DEBUG`` off the middleware has nothing to do.
 
 ``make run`` (the demo) runs with ``DEBUG`` on, and a person trying Slipway there must not meet
@@ -55,7 +55,7 @@ def is_api(request: HttpRequest) -> bool:
 
 
 def api_error(status: int, message: str | None = None) -> JsonResponse:
-    """The API.md error shape: 400s under ``non_field_errors``, everything else under ``detail``."""
+    """The docs/api.md error shape: 400s under ``non_field_errors``, everything else under ``detail``."""
     key = "non_field_errors" if status in (400, 500) else "detail"
     text = message or API_MESSAGES.get(status) or HttpResponse(status=status).reason_phrase
     return JsonResponse({"errors": {key: [text]}}, status=status)

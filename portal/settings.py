@@ -65,7 +65,7 @@ INSTALLED_APPS = [
     "allauth.account",
     "allauth.socialaccount",
     "allauth.socialaccount.providers.openid_connect",
-    # Slipway's apps, bottom layer first (DESIGN.md §1; tests/test_layers.py holds the order).
+    # Slipway's apps, bottom layer first (docs/design.md "Layers"; tests/test_layers.py holds the order).
     "core",
     "teams",
     "fleet",
@@ -313,11 +313,11 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "core.exceptions.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    # JSON bodies only (API.md): a form or multipart body is a 415, and the OpenAPI schema
+    # JSON bodies only (docs/api.md): a form or multipart body is a 415, and the OpenAPI schema
     # advertises application/json alone (nested fields such as env have no form encoding).
     "DEFAULT_PARSER_CLASSES": ["core.parsers.SafeJSONParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
-    # API.md uses ?format=yaml / ?format=csv for alternative bodies handled by the views
+    # docs/api.md uses ?format=yaml / ?format=csv for alternative bodies handled by the views
     # themselves; DRF must not treat ?format= as renderer negotiation.
     "URL_FORMAT_OVERRIDE": None,
 }
@@ -367,7 +367,7 @@ SLIPWAY_METRICS_URL = env_str("SLIPWAY_METRICS_URL", SLIPWAY_PROMETHEUS_URL)
 # GPUs whose utilization stays under this percent are idle time; flagged after this many minutes.
 SLIPWAY_IDLE_UTIL_PCT = env_float("SLIPWAY_IDLE_UTIL_PCT", 5.0)
 SLIPWAY_IDLE_WINDOW_MINUTES = env_int("SLIPWAY_IDLE_WINDOW_MINUTES", 30)
-# Fair share (DESIGN §9) remembers borrowed GPU-hours with this half-life: a team that borrowed
+# Fair share (docs/design.md "Sharing, preemption, clusters") remembers borrowed GPU-hours with this half-life: a team that borrowed
 # all night yields in the morning.
 SLIPWAY_FAIR_SHARE_HALF_LIFE_HOURS = env_float("SLIPWAY_FAIR_SHARE_HALF_LIFE_HOURS", 168.0)
 # Seconds a preempted workload's pods get to stop (the delete's grace period).
@@ -449,7 +449,7 @@ CELERY_BEAT_SCHEDULE["canary-evaluate"] = {
 SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS = env_int("SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS", 30)
 SLIPWAY_RUN_AS_NON_ROOT = env_bool("SLIPWAY_RUN_AS_NON_ROOT", True)
 # Registries images may come from, e.g. "ghcr.io,registry.example.com:5000,docker.io". Empty: any
-# registry but loopback, link-local, private, metadata and cluster-internal hosts (security.md).
+# registry but loopback, link-local, private, metadata and cluster-internal hosts (docs/security.md).
 # SLIPWAY_IMAGE_REGISTRIES is its former name, still read when the new one is not set.
 SLIPWAY_ALLOWED_REGISTRIES = env_list("SLIPWAY_ALLOWED_REGISTRIES", env_list("SLIPWAY_IMAGE_REGISTRIES", []))
 # The image the "New run" form starts with (README's tour keeps it). The default is a trainer the

@@ -18,7 +18,7 @@
   nothing, and is admitted once a cluster that offers it is ready again. Whether one is, is
   worked out outside :func:`~quotas.decide.decide` (:class:`quotas.facts.ClusterWaits`) and
   passed to it as data; every caller of it that admits new work passes it.
-* Cohorts (DESIGN §9): a team in a cohort may borrow what other members leave unused
+* Cohorts (docs/design.md "Sharing, preemption, clusters"): a team in a cohort may borrow what other members leave unused
   (:class:`~quotas.decide.FlavorQuota` holds the rule); its admissions take the cohort's lock
   after the team's (:func:`lock_admission`), and its queue is re-admitted with the whole cohort's.
 
@@ -288,7 +288,7 @@ def _release_reservation(ref: str) -> bool:
 def requeue(team, ref: str, request: ResourceRequest, queued_since: datetime) -> bool:
     """Give back ``ref``'s reservation and put its request back in the queue at its old place.
 
-    For preempted work (DESIGN §9): ``queued_since`` is when it was first submitted, so it waits
+    For preempted work (docs/design.md "Sharing, preemption, clusters"): ``queued_since`` is when it was first submitted, so it waits
     ahead of everything of its priority submitted after it. Under the team's admission lock, in
     the caller's transaction; returns False when ``ref`` held no reservation (requeued already).
     """

@@ -1,5 +1,5 @@
 """``/api/v1/flavors/``, ``/api/v1/usage/``, the logic behind ``/api/v1/teams/{slug}/usage/``, and
-quota as code (API.md "Quota as code"): ``/cohorts/``, ``/teams/{slug}/quotas/`` and
+quota as code (docs/api.md "Quota as code"): ``/cohorts/``, ``/teams/{slug}/quotas/`` and
 ``/teams/{slug}/`` (a team's sharing settings).
 
 The team usage and quotas routes are actions of :class:`TeamViewSet`, which extends

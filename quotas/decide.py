@@ -73,7 +73,7 @@ class Decision:
 
     @property
     def preemptible(self) -> bool:
-        """Admitted with borrowed units: reclaim may take them back (DESIGN §9)."""
+        """Admitted with borrowed units: reclaim may take them back (docs/design.md "Sharing, preemption, clusters")."""
         return self.borrows > 0
 
     @property

@@ -1,4 +1,4 @@
-"""Fair share within a cohort: who gets freed capacity first, and whose borrowed work goes first (DESIGN §9;
+"""Fair share within a cohort: who gets freed capacity first, and whose borrowed work goes first (docs/design.md "Sharing, preemption, clusters";
 docs/glossary.md "fair share").
 
 A team's **share** of a flavor is what it borrows, relative to what the cohort lends and to

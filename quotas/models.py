@@ -307,7 +307,7 @@ class TeamQuota(models.Model):
 
 
 class Cohort(models.Model):
-    """Teams that lend each other their unused quota (Kueue's cohort, flat; DESIGN §9).
+    """Teams that lend each other their unused quota (Kueue's cohort, flat; docs/design.md "Sharing, preemption, clusters").
 
     A team's ``limit`` per flavor is its nominal quota; within a cohort what others leave
     unused may be borrowed (:func:`quotas.decide.decide`). Admission in a cohort takes this
@@ -558,7 +558,7 @@ class UsageRecord(models.Model):
     # threshold: allocated, paid for, unused (workloads.idle).
     idle_gpu_hours = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0))
     idle_cost = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0))
-    # The part of gpu_hours that ran on units borrowed from the team's cohort (DESIGN §9): what
+    # The part of gpu_hours that ran on units borrowed from the team's cohort (docs/design.md "Sharing, preemption, clusters"): what
     # fair share remembers (decayed) and usage reports show as ``borrowed_gpu_hours``.
     borrowed_gpu_hours = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0),
                                              db_default=Decimal(0))
@@ -582,7 +582,7 @@ class UsageRecord(models.Model):
 
 
 class PreemptionEvent(models.Model):
-    """One preemption of a workload: who took back what, and the work it cost (DESIGN §9).
+    """One preemption of a workload: who took back what, and the work it cost (docs/design.md "Sharing, preemption, clusters").
 
     Written when the victim is chosen. Its lost work is settled once more when the victim's pods are
     gone, and only downwards: a checkpoint saved during the grace is where the next attempt resumes

@@ -1,4 +1,4 @@
-"""Reclaim: which borrowed work a team takes its nominal quota back from (DESIGN §9). Pure.
+"""Reclaim: which borrowed work a team takes its nominal quota back from (docs/design.md "Sharing, preemption, clusters"). Pure.
 
 Reclaim, borrowing, cohort, fair share and lost work as docs/glossary.md defines them.
 
@@ -35,7 +35,7 @@ to be chosen last (security review 4 #6). So silence protects no one: a silent r
 a typical checkpointing one, never as if it lost nothing (nor, since it may well checkpoint, as if
 it lost everything).
 
-**Why work lost before share** (the decision): DESIGN §9 says "among eligible victims take the
+**Why work lost before share** (the decision): docs/design.md "Sharing, preemption, clusters" says "among eligible victims take the
 least work lost", and eligibility already carries the fairness — only teams above their
 nominal quota hold victims, and each only until it is back at its nominal quota, so whichever
 borrower is chosen, the claimant gets its own units back and no team is pushed below its

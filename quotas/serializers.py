@@ -256,7 +256,7 @@ class UsageQuerySerializer(serializers.Serializer):
         return attrs
 
 
-# -- quota as code (API.md "Quota as code") ------------------------------------------------------------
+# -- quota as code (docs/api.md "Quota as code") ------------------------------------------------------------
 #
 # The body fields are strict about JSON types: a whole number is a JSON integer, a flag a JSON
 # boolean, a weight a JSON number ("3", 1 or "2.5" are 400s, not read as something else), as the
@@ -408,7 +408,7 @@ class ClusterFlavorSerializer(serializers.Serializer):
 
 
 class ClusterSerializer(serializers.Serializer):
-    """A cluster as the staff API shows it (API.md "Clusters")."""
+    """A cluster as the staff API shows it (docs/api.md "Clusters")."""
 
     name = serializers.CharField()
     state = serializers.ChoiceField(choices=["ready", "degraded", "lost", "draining"])

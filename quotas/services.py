@@ -109,7 +109,7 @@ def quota_rows(team: Team) -> list[dict]:
 
 
 def budget_summary(team: Team, now: datetime | None = None) -> dict:
-    """The team's month in money (API.md ``budget``); limit None without a budget.
+    """The team's month in money (docs/api.md ``budget``); limit None without a budget.
 
     ``committed``: estimated cost still to come this month from admitted work (runs to their
     runtime limit; runs without one and endpoint minimums to the month's end); ``burn_per_hour``: what runs now costs per

@@ -1,4 +1,4 @@
-"""The ``slipway`` command: run, watch, follow and cancel work from the terminal (API.md "Sign-in
+"""The ``slipway`` command: run, watch, follow and cancel work from the terminal (docs/api.md "Sign-in
 and the command line"). Every verb is a few calls of :class:`slipway.client.Client`.
 
 This module is the root group: its ``--profile``, its help with the exit codes, and where each

@@ -1,4 +1,4 @@
-"""How a ``slipway`` verb fails: its exit codes (API.md), one clean message with its code
+"""How a ``slipway`` verb fails: its exit codes (docs/api.md), one clean message with its code
 (:class:`Failure`, never a traceback), and the API's refusals turned into those (:func:`refusals`).
 """
 
@@ -10,7 +10,7 @@ import click
 
 from slipway.client import Ambiguous, ApiError, Forbidden, NotFound, NotSignedIn
 
-# Exit codes (API.md): 0 ok; 1 a watched workload failed (and what no other code names: another
+# Exit codes (docs/api.md): 0 ok; 1 a watched workload failed (and what no other code names: another
 # refusal of the API, an unreachable server); 2 a usage error — Click's own, a spec file that
 # cannot be read, a spec the API refuses (400, or a dry run's "reject") —, so a script tells "my
 # spec was wrong" from "my run failed"; 3 not signed in; 4 not found or forbidden.
@@ -27,7 +27,7 @@ class Failure(click.ClickException):
 
 @contextlib.contextmanager
 def refusals():
-    """The API's refusals as clean messages with their exit codes (API.md)."""
+    """The API's refusals as clean messages with their exit codes (docs/api.md)."""
     try:
         yield
     except NotSignedIn as exc:

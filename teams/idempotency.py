@@ -1,4 +1,4 @@
-"""``Idempotency-Key`` support for API POSTs (API.md "Auth and errors").
+"""``Idempotency-Key`` support for API POSTs (docs/api.md "Auth and errors").
 
 The same key from the same user within the TTL (24 h) returns the first response instead
 of creating a second object. A placeholder row is inserted *before* the view runs, so two
@@ -7,7 +7,7 @@ the other gets 409. Only successful (2xx) responses are kept; after an error the
 free again, so a client can fix its input and retry with the same key.
 
 A key stands for one request: the record keeps a hash of the path and the parsed body, and
-a later POST with the key but another path or body answers 400 (bad input, as API.md
+a later POST with the key but another path or body answers 400 (bad input, as docs/api.md
 says; it was a 422 until security review 4) instead of handing back the
 first request's response as if it were this one's.
 

@@ -296,7 +296,7 @@ class AuditEvent(models.Model):
 
 
 class IdempotencyRecord(models.Model):
-    """The first response to a POST carrying an ``Idempotency-Key`` (API.md), kept for 24 h.
+    """The first response to a POST carrying an ``Idempotency-Key`` (docs/api.md), kept for 24 h.
 
     Unique per (user, key): a retried POST returns this response instead of creating a
     second object.

@@ -1,7 +1,7 @@
 """Access checks: the one place that decides who may see or do what in a team.
 
 Outsiders get 404, never 403, so the existence of another team's objects is not revealed
-(DESIGN.md §7). A member whose role is too low gets 403. HTML views and the API use the
+(docs/design.md "Security rules"). A member whose role is too low gets 403. HTML views and the API use the
 same helpers.
 
 Who may *end* a workload (cancel a run, delete an endpoint) is decided by :func:`may_end`
@@ -81,7 +81,7 @@ def team_for_reading(user, slug: str) -> tuple[Team, Membership | None]:
 
 
 def team_for_staff_change(user, slug: str, perm: str, what: str) -> Team:
-    """Team ``slug`` for a change only platform staff make (its quotas and quota sharing, API.md
+    """Team ``slug`` for a change only platform staff make (its quotas and quota sharing, docs/api.md
     "Quota as code"): staff holding ``perm`` (:func:`require_staff_permission`), any team; other
     staff, and its members, who may read what would change, 403; anyone else 404, as for any
     other team."""

@@ -1,6 +1,6 @@
 """Bad input that used to make Slipway answer 500, print a traceback or keep garbage.
 
-The rule (DESIGN.md §6, API.md "Auth and errors"): bad input gets a clear error — a 400 with
+The rule (docs/design.md "Reliability rules", docs/api.md "Auth and errors"): bad input gets a clear error — a 400 with
 field errors in the API, a form error in the portal, a CommandError for management commands —
 never a 500, and nothing half-written. Every test here reproduces a problem found by a review
 that probed the API, the portal and the commands with odd values. Tests marked ``postgres``

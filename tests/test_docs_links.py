@@ -57,3 +57,46 @@ def test_every_relative_link_points_at_a_file_in_the_repository(document):
 def test_no_document_points_outside_the_repository(document):
     """Not even as a path in prose: ``../shared/API.md`` exists on one machine, not in a clone."""
     assert not re.search(r"\.\./shared/|/work/", document.read_text())
+
+
+#: A Markdown file named in text: ``docs/design.md``, ``api.md``, ``deploy/README.md`` (not a URL's path, nor a
+#: string literal of code that builds a path: ``REPO / "docs" / "api.md"``).
+CITED = re.compile(r"(?<![\w./:'\"-])((?:[\w-]+/)*[\w-]+\.md)\b")
+#: Where code and docs cite from: every tracked source, template, script and document.
+CITING = ("*.py", "*.html", "*.js", "*.css", "*.sh", "*.md", "*.yaml", "*.yml", "*.toml", "Makefile", "Dockerfile",
+          ".ci/run")
+
+
+def citing_files() -> list[Path]:
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files", "--", *CITING], cwd=REPO, capture_output=True, text=True,
+                            check=True).stdout.split()
+    # This module's own examples name files no clone has, on purpose.
+    return [REPO / name for name in listed if not name.startswith(("static/vendor/", "tests/cluster/golden/"))
+            and name != "tests/test_docs_links.py"]
+
+
+def unresolved_citations(path: Path, text: str) -> list[str]:
+    """The Markdown files ``text`` names that are neither beside ``path`` nor at that path from the repository's
+    root (a clone's reader has no other place to look)."""
+    return [name for name in CITED.findall(text)
+            if not (path.parent / name).exists() and not (REPO / name).exists()]
+
+
+def test_the_citation_scan_finds_what_a_clone_lacks(tmp_path):
+    text = 'As docs/design.md "Layers" says (see api.md, DESIGN.md §8, ../shared/API.md, http://x/y/z.md).'
+    assert CITED.findall(text) == ["docs/design.md", "api.md", "DESIGN.md"]
+    assert unresolved_citations(REPO / "docs" / "x.md", text) == ["DESIGN.md"]
+    assert unresolved_citations(REPO / "jobs" / "x.py", text) == ["api.md", "DESIGN.md"]
+
+
+def test_code_and_docs_cite_only_files_a_clone_has():
+    """The design of record is docs/design.md and docs/architecture.md, the contract docs/api.md: a docstring
+    citing the DESIGN.md or API.md a clone lacks sends its reader nowhere."""
+    broken = {}
+    for path in citing_files():
+        missing = unresolved_citations(path, path.read_text(errors="replace"))
+        if missing:
+            broken[str(path.relative_to(REPO))] = sorted(set(missing))
+    assert broken == {}

@@ -1,4 +1,4 @@
-"""No import cycle among the project's modules, function-level imports counted (DESIGN.md §1, §8).
+"""No import cycle among the project's modules, function-level imports counted (docs/design.md "Layers", "House style").
 
 Walks every module of the project's apps with :mod:`ast` — imports at the top and inside
 functions alike — and fails on any cycle in the resulting graph. A function-level import of a

@@ -11,7 +11,7 @@ For every route that takes an object or a team:
 * revoked and expired tokens are refused; staff pages refuse everyone else;
 * platform staff outside the team read every object route (the admin console links there) and
   change nothing through the portal or the API (404, as for an outsider) — except quota as code
-  (API.md): a team's quotas and sharing settings, which only staff change (its members get 403),
+  (docs/api.md): a team's quotas and sharing settings, which only staff change (its members get 403),
   and cohorts, which only staff see (everyone else 404).
 """
 

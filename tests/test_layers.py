@@ -1,5 +1,5 @@
 """The apps import one way: each top-level package only imports packages in layers below it
-(DESIGN.md §1). Peers in one layer (the workload kinds; the sandbox and teams) never import
+(docs/design.md "Layers"). Peers in one layer (the workload kinds; the sandbox and teams) never import
 each other, so adding a kind cannot tie it to another. Function-level imports count
 (:mod:`tests.test_import_cycles` walks them).
 
@@ -108,7 +108,7 @@ def test_admissions_modules_import_one_way():
 
 
 def test_the_admission_rule_imports_no_database():
-    """``decide()`` stays the one pure rule (DESIGN §9): :mod:`quotas.decide` imports neither the
+    """``decide()`` stays the one pure rule (docs/design.md "Sharing, preemption, clusters"): :mod:`quotas.decide` imports neither the
     ORM nor a module that reads or writes (the models, the ledger, the facts, admission), so a
     replay asks the very rule the portal admits by."""
     edges, _lazy = graph()

@@ -1,4 +1,4 @@
-"""What every kind of GPU workload shares (DESIGN.md §1–§2).
+"""What every kind of GPU workload shares (docs/design.md "Layers", "The flow of one request").
 
 Training runs (``jobs``) and inference endpoints (``inference``) are *kinds*: each registers
 itself in :mod:`workloads.registry` (its model, manifest builder, status mapping and quota

@@ -3,7 +3,7 @@ positions, the team of a POST.
 
 A kind's viewset subclasses :class:`WorkloadViewSet`, which gives it ``get_object`` (the kind's access helper),
 ``create`` with its dry-run branch (the kind's ``submit`` and ``preview``) and :class:`WorkloadReadActions`
-(``logs/``, ``logs/download/``, ``events/``, ``manifest/``, ``telemetry/``), so runs and endpoints answer alike (API.md:
+(``logs/``, ``logs/download/``, ``events/``, ``manifest/``, ``telemetry/``), so runs and endpoints answer alike (docs/api.md:
 "``/manifest/``, ``/logs/``, ``/events/`` — as for runs"). It adds its schema (:func:`create_schema`) and its
 own actions.
 """
@@ -70,7 +70,7 @@ class EventSerializer(serializers.Serializer):
 
 
 class PreemptionSerializer(serializers.Serializer):
-    """One row of a workload's preemption log (API.md "Borrowing and preemption on workloads")."""
+    """One row of a workload's preemption log (docs/api.md "Borrowing and preemption on workloads")."""
 
     at = serializers.DateTimeField()
     by_team = serializers.CharField(source="by_team.slug", allow_null=True, default=None,
@@ -220,7 +220,7 @@ class PriceField(serializers.DecimalField):
 
 
 class PlacementFields(serializers.Serializer):
-    """``cluster`` and ``placement_reason``: where the workload was placed and why (API.md "Clusters"),
+    """``cluster`` and ``placement_reason``: where the workload was placed and why (docs/api.md "Clusters"),
     ``price_per_hour``: the price it shows (:meth:`workloads.models.Workload.price_quote`: once billing
     began, its charged rate; placed, its cluster's; before, the price on the cluster placement would
     choose now), and ``currency``: the currency of every amount of the answer."""
@@ -318,7 +318,7 @@ def pk_of(raw) -> int:
 
 
 def team_slug_of_post(request) -> tuple[str, dict]:
-    """The team slug a POST body names in ``team``, and the other fields (400 as API.md says).
+    """The team slug a POST body names in ``team``, and the other fields (400 as docs/api.md says).
 
     Access is not checked here: the kind's service checks it (404 for outsiders, 403 below
     member) in the same query that loads the team, so a submission reads the membership once.

@@ -36,7 +36,7 @@ MAX_APPLY_ATTEMPTS = 10
 #: their rows stay locked when an hour boundary closes every running workload's segment.
 STEADY_BATCH = 500
 
-# Bounds of the fields every kind shares (API.md: names ≤ 40 characters).
+# Bounds of the fields every kind shares (docs/api.md: names ≤ 40 characters).
 NAME_MAX_LENGTH = 40
 #: Units of a flavor (docs/glossary.md "unit") one worker or replica may ask for (no node has more).
 MAX_UNITS_PER_NODE = 64

@@ -148,7 +148,7 @@ class Workload(models.Model):
     open_idle = models.BooleanField(default=False)
     idle_since = models.DateTimeField(null=True, blank=True)
 
-    # Preemption (DESIGN §9): how often its borrowed units were taken back, when last, and —
+    # Preemption (docs/design.md "Sharing, preemption, clusters"): how often its borrowed units were taken back, when last, and —
     # while its pods are being stopped for that — since when (None otherwise). A workload
     # being preempted keeps its reservation until its pods are gone (workloads.preemption).
     preemptions = models.PositiveSmallIntegerField(default=0, db_default=0)
@@ -160,12 +160,12 @@ class Workload(models.Model):
     #: When the current attempt's pods started (its first container), as the cycle first saw it;
     #: cleared when it is queued again. ``started_at`` stays the first attempt's (billing, "Ran for").
     attempt_started_at = models.DateTimeField(null=True, blank=True)
-    #: Where it runs (DESIGN.md §9 "Clusters"): set when it is placed, before its first apply, and
+    #: Where it runs (docs/design.md "Sharing, preemption, clusters"): set when it is placed, before its first apply, and
     #: cleared only when it is withdrawn before it started or queued again. Null: not placed yet.
     cluster = models.ForeignKey("fleet.Cluster", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     placement_reason = models.CharField(max_length=300, blank=True)
     placed_at = models.DateTimeField(null=True, blank=True)
-    #: Labels a cluster must carry to be chosen (API.md "Clusters"); empty: any cluster.
+    #: Labels a cluster must carry to be chosen (docs/api.md "Clusters"); empty: any cluster.
     cluster_selector = models.JSONField(default=dict, blank=True)
     #: The GPU memory each pod needs in GB, when the user says (optional): the flavor advice warns when a unit
     #: has less (quotas.policy.warnings), and the sandbox simulates that much use (SLIPWAY_SIM_GPU_MEMORY_GB).

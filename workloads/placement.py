@@ -1,4 +1,4 @@
-"""Where a workload runs: the portal's side of :func:`cluster.placement.place` (DESIGN.md §9 "Clusters").
+"""Where a workload runs: the portal's side of :func:`cluster.placement.place` (docs/design.md "Sharing, preemption, clusters").
 
 Placement chooses a cluster (docs/glossary.md "placement"); admission, before it, decides whether
 the team may run the work at all, and the Kubernetes scheduler, after it, binds pods to nodes.

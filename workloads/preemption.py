@@ -1,4 +1,4 @@
-"""Reclaim in action: take borrowed units back for a team under its nominal quota (DESIGN §9).
+"""Reclaim in action: take borrowed units back for a team under its nominal quota (docs/design.md "Sharing, preemption, clusters").
 
 Reclaim chooses the victims; preemption is what happens to each (docs/glossary.md "reclaim",
 "preemption"): notice, graceful delete, back to the queue as its next attempt.

@@ -1,6 +1,6 @@
 """Secret env of a workload: stored apart, referenced from the pods, shown masked.
 
-A workload's ``secret_env`` (API.md) is written with the workload to
+A workload's ``secret_env`` (docs/api.md) is written with the workload to
 :class:`workloads.models.SecretEnv`, its values encrypted (:mod:`workloads.crypto`); an
 endpoint's PATCH replaces the whole set (:func:`replace`). From there:
 

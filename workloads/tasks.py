@@ -1,6 +1,6 @@
 """Celery tasks of every workload kind. Each takes the kind's prefix and a primary key and is safe to run twice.
 
-Retries live only here (DESIGN.md §3): ``Transient`` cluster errors are retried with
+Retries live only here (docs/design.md "The Kubernetes layer"): ``Transient`` cluster errors are retried with
 exponential backoff; permanent ones (``Invalid`` …) fail the workload with the API server's
 message. When retries run out the workload simply stays admitted and the reconciler re-drives
 it after one period, up to ``MAX_APPLY_ATTEMPTS``. Work that no cluster takes because every one

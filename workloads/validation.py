@@ -1,6 +1,6 @@
 """Field validation every workload kind shares: the checks of what ends up in a manifest.
 
-Everything here reaches a Kubernetes object, so it is strict (DESIGN.md §7): argv lists
+Everything here reaches a Kubernetes object, so it is strict (docs/design.md "Security rules"): argv lists
 (never a shell string), environment variable names, DNS names, an image reference of the
 usual grammar from an acceptable registry (``workloads.image_hosts``), mount paths, bounded sizes. A
 :class:`Collector` gathers every field's errors so a client hears about all of them at once;
@@ -264,7 +264,7 @@ def check_gpu_memory(col: Collector) -> float | None:
 
 
 def check_cluster_selector(col: Collector) -> dict[str, str]:
-    """``cluster_selector``: labels a cluster must carry to be chosen (API.md "Clusters"); empty: any cluster."""
+    """``cluster_selector``: labels a cluster must carry to be chosen (docs/api.md "Clusters"); empty: any cluster."""
     selector = col.data.get("cluster_selector")
     if selector in (None, {}, ""):
         return {}

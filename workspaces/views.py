@@ -1,6 +1,6 @@
 """Portal pages of workspaces (Django templates + htmx), and the ingress controller's ``auth-url``.
 
-Views are thin (DESIGN.md §8): one access helper, ONE service call, a render. The Workspaces page
+Views are thin (docs/design.md "House style"): one access helper, ONE service call, a render. The Workspaces page
 shows each workspace's state, flavor, cost so far and how long it has been idle, with Open, Pause,
 Resume and Delete (its confirmation names the home volume's size). ``/workspaces/auth/`` answers
 the ingress controller about every request to a workspace on a real cluster

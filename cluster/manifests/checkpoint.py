@@ -1,4 +1,4 @@
-"""The checkpoint contract in a run's pods (API.md "The checkpoint contract (runs)", DESIGN §9).
+"""The checkpoint contract in a run's pods (docs/api.md "The checkpoint contract (runs)", docs/design.md "Sharing, preemption, clusters").
 
 A run that opted in gets, in every pod of its Job or of every PyTorchJob replica:
 

@@ -4,7 +4,7 @@ The Deployment deliberately has no ``spec.replicas``: KEDA's HPA owns the replic
 and a field Slipway re-applied on every update would fight it (and, with server-side apply,
 take field ownership back from the HPA).
 
-Autoscaling (DESIGN.md §3). Every trigger is a Prometheus query with ``AverageValue``
+Autoscaling (docs/design.md "The Kubernetes layer"). Every trigger is a Prometheus query with ``AverageValue``
 semantics — the query sums the demand over the endpoint and the HPA divides by the target per
 replica — so that KEDA's ``fallback`` applies (it is only supported for AverageValue):
 

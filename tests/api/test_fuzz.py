@@ -176,7 +176,7 @@ def test_every_operation_answers_as_its_schema_says(part, short_lived_connection
         print(f"\nschemathesis, {part}: {len(operations)} operations, {cases + object_cases} cases "
               f"({object_cases} on the real objects of {len(on_objects)}), {len(mismatches)} mismatches")
     assert not mismatches, "\n\n".join(f"{' '.join(key)}\n    {how}" for key, how in sorted(mismatches.items()))
-    assert len(set().union(*parts.values())) >= 20  # every route of API.md is in the schema
+    assert len(set().union(*parts.values())) >= 20  # every route of docs/api.md is in the schema
     assert len(operations) >= 5 and operations == expected  # every operation of the part's paths
     assert on_objects == {label for label in expected if re.search(ON_OBJECTS, label)}
     assert object_cases >= 10 * len(on_objects)

@@ -1,4 +1,4 @@
-"""The checkpoint contract in a run's pods (API.md "The checkpoint contract (runs)"): every pod of every kind.
+"""The checkpoint contract in a run's pods (docs/api.md "The checkpoint contract (runs)"): every pod of every kind.
 
 Golden files and schema validation of these variants are in test_manifests.py (VARIANTS); here
 the contract's rules are checked on every pod of a Job and of every PyTorchJob replica.

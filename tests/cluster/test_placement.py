@@ -1,4 +1,4 @@
-"""Placement across clusters (DESIGN §9 "Clusters"): the cases as a table, then hypothesis properties
+"""Placement across clusters (docs/design.md "Sharing, preemption, clusters"): the cases as a table, then hypothesis properties
 of place() — never a cluster that cannot take the work, the cheapest of those that fit, the runner-up
 named, the same answer in any input order, and somewhere to wait when nothing fits now."""
 

@@ -1,4 +1,4 @@
-"""The endpoints API (API.md "Inference endpoints"): fields, status codes, error shape, tenancy."""
+"""The endpoints API (docs/api.md "Inference endpoints"): fields, status codes, error shape, tenancy."""
 
 from __future__ import annotations
 

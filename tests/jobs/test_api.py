@@ -1,4 +1,4 @@
-"""The runs REST API (API.md "Training runs"): create, list, detail, cancel, logs, events, manifest."""
+"""The runs REST API (docs/api.md "Training runs"): create, list, detail, cancel, logs, events, manifest."""
 
 from __future__ import annotations
 
@@ -193,7 +193,7 @@ def test_a_key_reused_for_another_body_or_endpoint_is_a_400_not_the_first_respon
     other_body = api.post("/api/v1/runs/", run_payload(name="other"), format="json", HTTP_IDEMPOTENCY_KEY="once")
     other_path = api.post(f"/api/v1/runs/{first.json()['id']}/cancel/", HTTP_IDEMPOTENCY_KEY="once")
     for answer in (other_body, other_path):
-        assert answer.status_code == 400  # bad input, as API.md says (security review 4: it was a 422)
+        assert answer.status_code == 400  # bad input, as docs/api.md says (security review 4: it was a 422)
         assert "another request" in answer.json()["errors"]["Idempotency-Key"][0]
         assert "Idempotent-Replayed" not in answer
     assert TrainingRun.objects.count() == 1

@@ -1,4 +1,4 @@
-"""The checkpoint contract on runs (API.md "The checkpoint contract (runs)", issue #24).
+"""The checkpoint contract on runs (docs/api.md "The checkpoint contract (runs)", issue #24).
 
 Validation of ``checkpoint``; the run token (made at submission, in the run's Secret only,
 good for its own run's ``checkpoints/`` and nothing else, dead once the run ends); the last

@@ -1,4 +1,4 @@
-"""The OpenAPI document stays valid and describes the API.md contract."""
+"""The OpenAPI document stays valid and describes the docs/api.md contract."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fair share (DESIGN §9): the share, the decayed memory, and the tournament that hands freed
+"""Fair share (docs/design.md "Sharing, preemption, clusters"): the share, the decayed memory, and the tournament that hands freed
 capacity to the lowest share first — Kueue's documented fair-sharing cases as a table, a
 hypothesis property of the order, and the database path through admit_waiting."""
 

@@ -1,4 +1,4 @@
-"""Quota as code (API.md "Quota as code"): ``/cohorts/``, ``/teams/{slug}/quotas/`` and ``PATCH
+"""Quota as code (docs/api.md "Quota as code"): ``/cohorts/``, ``/teams/{slug}/quotas/`` and ``PATCH
 /teams/{slug}/`` — platform staff change them, through the audited services; everyone else gets
 404 (cohorts) or reads their own team's (quotas, sharing) and gets 403 changing it; bad input is a
 400 that writes nothing; admission goes by what was set."""

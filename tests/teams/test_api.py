@@ -126,7 +126,7 @@ def test_it_serves_api_docs_without_any_external_url(client, member):
     assert external == []
 
 
-# -- the error shape (API.md "Auth and errors") ------------------------------------------
+# -- the error shape (docs/api.md "Auth and errors") ------------------------------------------
 
 
 class _WidgetSerializer(serializers.Serializer):

@@ -1,4 +1,4 @@
-"""Borrowing as the API shows it (API.md "Borrowing and preemption on workloads"): the dry run
+"""Borrowing as the API shows it (docs/api.md "Borrowing and preemption on workloads"): the dry run
 says what would be borrowed, runs and endpoints say what they borrow, usage rows what is
 borrowed and borrowable."""
 

@@ -1,4 +1,4 @@
-"""Reclaim end to end on the simulated cluster, through the public API (DESIGN §9, issue #23).
+"""Reclaim end to end on the simulated cluster, through the public API (docs/design.md "Sharing, preemption, clusters", issue #23).
 
 Vision borrows nlp-platform's idle A100s; nlp-platform submits; after the cohort's preemption
 delay vision's borrowed run gets its notice, its pods stop, it goes back to the queue at its
