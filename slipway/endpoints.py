@@ -15,7 +15,7 @@ from slipway.failures import EXIT_USAGE, Failure
 from slipway.keys import keys
 from slipway.output import dump, fields, money, per_hour, table, unit_price
 from slipway.serving import cold_starts, traffic
-from slipway.specs import load_spec, refused_spec, show_forecast
+from slipway.specs import load_spec, refused_spec, show_preview
 
 
 @click.group()
@@ -41,7 +41,7 @@ def endpoint_create(client: Client, spec_file: Path, team: str | None, dry_run: 
         spec["team"] = team
     try:
         if dry_run:
-            sys.exit(show_forecast(client.dry_run_endpoint(spec)))
+            sys.exit(show_preview(client.dry_run_endpoint(spec)))
         created = client.create_endpoint(spec, idempotency_key=idempotency_key)
     except BadRequest as exc:
         raise refused_spec(spec_file, exc) from exc

@@ -21,7 +21,7 @@ from slipway.client import BadRequest, Client, ConnectionFailed, NotSignedIn
 from slipway.config import api_call, connection
 from slipway.failures import EXIT_FAILED, EXIT_NOT_SIGNED_IN, Failure, refusals
 from slipway.output import console, dump, fields, money, per_hour, table, unit_price
-from slipway.specs import load_spec, refused_spec, show_forecast
+from slipway.specs import load_spec, refused_spec, show_preview
 
 #: The one way a run ends well (the API's run states); which states are final the API says (``is_final``).
 RUN_SUCCEEDED = "succeeded"
@@ -51,7 +51,7 @@ def run(client: Client, spec_file: Path, team: str | None, dry_run: bool, watch:
     key = idempotency_key or str(uuid.uuid4())
     try:
         if dry_run:
-            sys.exit(show_forecast(client.dry_run(spec)))
+            sys.exit(show_preview(client.dry_run(spec)))
         created = client.submit_run(spec, idempotency_key=key)
     except BadRequest as exc:
         raise refused_spec(spec_file, exc) from exc

@@ -82,20 +82,20 @@ def flat_errors(errors: dict, prefix: str = "") -> list[tuple[str, str]]:
     return flat
 
 
-def show_forecast(forecast: dict) -> int:
+def show_preview(preview: dict) -> int:
     """Print a dry run's answer; 0 when it would be admitted or queued, 2 (usage) when the spec is refused."""
-    admitted_now = forecast["outcome"] == "admit"
+    admitted_now = preview["outcome"] == "admit"
     fields([
-        ("Decision", forecast["outcome"]), ("Message", forecast.get("message")),
-        ("Cost/hour", per_hour(forecast.get("cost_per_hour"), forecast.get("currency", ""))), ("Price", unit_price(forecast)),
-        ("Estimated total", money(forecast.get("estimated_total"), forecast.get("currency", "")) or "unknown (no runtime limit)"),
-        ("Share of budget left", forecast.get("share_of_budget_left")),
-        ("Queue position", forecast.get("queue_position")), ("Estimated start", forecast.get("start") or ("now" if admitted_now else "unknown")),
-        ("Burst", forecast.get("burst")),
-        ("Borrows", f"{forecast['borrows']} from the cohort, preemptible" if forecast.get("borrows") else None),
+        ("Decision", preview["outcome"]), ("Message", preview.get("message")),
+        ("Cost/hour", per_hour(preview.get("cost_per_hour"), preview.get("currency", ""))), ("Price", unit_price(preview)),
+        ("Estimated total", money(preview.get("estimated_total"), preview.get("currency", "")) or "unknown (no runtime limit)"),
+        ("Share of budget left", preview.get("share_of_budget_left")),
+        ("Queue position", preview.get("queue_position")), ("Estimated start", preview.get("start") or ("now" if admitted_now else "unknown")),
+        ("Burst", preview.get("burst")),
+        ("Borrows", f"{preview['borrows']} from the cohort, preemptible" if preview.get("borrows") else None),
     ])
     # Advice the choice contradicts (a model larger than a unit's memory, training on a time-sliced GPU):
     # said, never refused; `slipway flavors` lists what each flavor suits.
-    for warning in forecast.get("warnings") or []:
+    for warning in preview.get("warnings") or []:
         click.echo(f"Warning: {warning}")
-    return 0 if forecast["outcome"] in ("admit", "queue") else EXIT_USAGE
+    return 0 if preview["outcome"] in ("admit", "queue") else EXIT_USAGE
