@@ -4,7 +4,7 @@ answers (docs/serving.md "Traffic", "Cold starts"), one row a point or timeline,
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -30,13 +30,17 @@ def test_traffic_prints_a_row_a_point_with_the_apis_figures(cli, endpoint):
     window(endpoint, minute, latencies=[100] * 50 + [400] * 10, errors=6, tokens=240)
     window(endpoint, minute + timedelta(seconds=10), revision=2, latencies=[200] * 30, ttfts=[40] * 30)
 
-    out = cli("endpoint", "traffic", "llama-chat", "--since", "10m", "--step", "60")
+    since = (minute - timedelta(minutes=7)).isoformat()  # one start for both calls, whenever each is made
+    out = cli("endpoint", "traffic", "llama-chat", "--since", since, "--step", "60")
     assert out.exit_code == 0, out.output
-    answer = json.loads(cli("endpoint", "traffic", "llama-chat", "--since", "10m", "--step", "60",
+    answer = json.loads(cli("endpoint", "traffic", "llama-chat", "--since", since, "--step", "60",
                             "-o", "json").stdout)
     header, *lines = out.stdout.splitlines()[1:]
     assert header.split()[:3] == ["AT", "REQ/S", "5XX"]
-    assert len(lines) == len(answer["t"]) >= 10
+    # A row a point, in order: the JSON, read a moment later, may have one point more (a minute began).
+    printed = [" ".join(line.split()[:2]) for line in lines]
+    shown = [datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S") for t in answer["t"]]
+    assert len(printed) >= 10 and printed == shown[:len(printed)]
     i = answer["t"].index(int(minute.timestamp()))
     total = answer["total"]
     row = lines[i].split()
