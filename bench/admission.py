@@ -11,7 +11,7 @@ by what its lock costs and by the end-to-end submit throughput (``bench/api.py``
 against bare SQL. Measured, each with N threads (own connection each) started together:
 
 * **admission**: one cycle = ``admit()`` of a 1-GPU request (lock the team's Team row,
-  idempotency check, sum reservations, budget, insert) + ``release()`` (update + queue delete);
+  idempotency check, sum holds, budget, insert) + ``release()`` (update + queue delete);
   once with one team per thread (the shared platform's case) and once with every thread in
   the *same* team (all cycles serialise on that team's lock: the worst case);
 * **without the lock**: the one-team-per-thread cycle with the ``FOR NO KEY UPDATE`` taken
@@ -20,7 +20,7 @@ against bare SQL. Measured, each with N threads (own connection each) started to
 * **inside cohorts** (issue 23): the threads' teams in cohorts of two, so an admission also
   takes its cohort's row lock (after the team's) and reads both members' figures; against the
   same cycle without either lock. **Target: ≥ 0.8.**
-* for reference, **bare SQL**: the same reservation row written with no lock or check
+* for reference, **bare SQL**: the same hold row written with no lock or check
   (``INSERT`` then ``UPDATE … SET released_at``) — the floor any admission sits on.
 
 Then, single-threaded, the time of one admission as the team's month of ledger grows (the
@@ -161,7 +161,7 @@ def measure(threads: int, seconds: float, quick: bool = False) -> dict[str, floa
     from quotas.admission import admit, release
     from quotas.decide import ResourceRequest
     from quotas.demo import seed_flavors, seed_team_quotas
-    from quotas.models import Reservation
+    from quotas.models import QuotaHold
     from teams.models import Team
 
     def make_team(slug: str) -> Team:
@@ -191,12 +191,12 @@ def measure(threads: int, seconds: float, quick: bool = False) -> dict[str, floa
     def baseline(index: int, i: int) -> None:
         with connection.cursor() as cursor:
             cursor.execute(
-                "INSERT INTO quotas_reservation (team_id, ref, flavor_id, units, units_per_node, priority, spot,"
+                "INSERT INTO quotas_quotahold (team_id, ref, flavor_id, units, units_per_node, priority, spot,"
                 " description, created_at) VALUES (%s, %s, %s, 1, 1, 1, false, '', now()) RETURNING id",
                 [team_ids[0], f"raw{index}:{i}", flavor_id],
             )
             (pk,) = cursor.fetchone()
-            cursor.execute("UPDATE quotas_reservation SET released_at = now() WHERE id = %s", [pk])
+            cursor.execute("UPDATE quotas_quotahold SET released_at = now() WHERE id = %s", [pk])
 
     # The lock's cost: the same cycle without the row lock (unsafe, it may over-admit; measured
     # only to isolate the lock from the checks), judged by the median of ROUNDS rounds each in
@@ -260,8 +260,8 @@ def measure(threads: int, seconds: float, quick: bool = False) -> dict[str, floa
         "same_team": run_threads(threads, seconds, admission(lambda n: shared)),
         "baseline": run_threads(threads, seconds, baseline),
     }
-    leaked = Reservation.objects.filter(released_at__isnull=True).count()
-    assert leaked == 0, f"{leaked} reservations were never released"
+    leaked = QuotaHold.objects.filter(released_at__isnull=True).count()
+    assert leaked == 0, f"{leaked} holds were never released"
     figures["ledger"] = (ledger_latency(make_team, request, flavor_id, cycles=30, scale=100) if quick
                          else ledger_latency(make_team, request, flavor_id))
     return figures

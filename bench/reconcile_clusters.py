@@ -157,7 +157,7 @@ def seed(clusters: int, workloads: int, kubeconfigs: Path) -> tuple[list[str], l
     from fleet.models import Cluster
     from jobs.models import TrainingRun
     from quotas.demo import seed_flavors, seed_team_quotas
-    from quotas.models import GpuFlavor, Reservation
+    from quotas.models import GpuFlavor, QuotaHold
     from teams.models import Role
     from tests.factories import add_member, make_team, make_user
 
@@ -179,7 +179,7 @@ def seed(clusters: int, workloads: int, kubeconfigs: Path) -> tuple[list[str], l
                         command=["python", "train.py"], state="pending", admitted_at=t0, applied_at=t0,
                         cluster=cluster, placement_reason=f"{name}: bench", placed_at=t0)
             for i in range(workloads)], batch_size=2000)
-        Reservation.objects.bulk_create([Reservation(team=team, ref=run.ref, flavor=l4, units=1) for run in runs],
+        QuotaHold.objects.bulk_create([QuotaHold(team=team, ref=run.ref, flavor=l4, units=1) for run in runs],
                                         batch_size=2000)
         parent, child = ctx.Pipe()
         process = ctx.Process(target=serve, daemon=True, args=(

@@ -137,7 +137,7 @@ def measure(size: int, rounds: int) -> tuple[float, float, list[float], int, flo
     from jobs.models import TrainingRun
     from quotas.demo import seed_flavors, seed_team_quotas
     from quotas.ledger import usage_hour
-    from quotas.models import GpuFlavor, Reservation
+    from quotas.models import GpuFlavor, QuotaHold
     from teams.models import Role
     from tests.factories import add_member, make_team, make_user
     from tests.fakes import pod
@@ -155,7 +155,7 @@ def measure(size: int, rounds: int) -> tuple[float, float, list[float], int, flo
         TrainingRun(team=team, created_by=user, flavor=l4, name=f"r{i}", image="registry.example.com/ml/t:1",
                     command=["python", "train.py"], state="pending", admitted_at=t0, applied_at=t0)
         for i in range(size)], batch_size=2000)
-    Reservation.objects.bulk_create([Reservation(team=team, ref=run.ref, flavor=l4, units=1) for run in runs],
+    QuotaHold.objects.bulk_create([QuotaHold(team=team, ref=run.ref, flavor=l4, units=1) for run in runs],
                                     batch_size=2000)
     started = t0.strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -3,7 +3,7 @@
 Why: a statement run while a lock is held keeps the lock held for its round trip (on a busy
 machine 10–15 ms: the backend and the client each wait for a core), and one team's admissions
 queue on the team's lock (:mod:`quotas.admission`). The rows that record an admission — the
-reservation, the workload's state move, its audit row, an endpoint's first scaling event —
+hold, the workload's state move, its audit row, an endpoint's first scaling event —
 depend on the decision but not on each other, so they are written together:
 
 * :func:`insert_of` and :func:`update_of` compile an INSERT of an unsaved instance, or a

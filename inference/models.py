@@ -214,7 +214,7 @@ class EndpointRevision(models.Model):
     good_windows = models.PositiveSmallIntegerField(default=0)
     bad_windows = models.PositiveSmallIntegerField(default=0)
     verdict = models.JSONField(default=dict, blank=True)
-    #: A candidate's replicas whose units its endpoint's reservation holds (0: not admitted yet, or released).
+    #: A candidate's replicas whose units its endpoint's quota hold counts (0: not admitted yet, or released).
     replicas = models.PositiveSmallIntegerField(default=0)
     #: Why a candidate does not run yet (the quota's words), "" when nothing holds it back.
     reason = models.CharField(max_length=500, blank=True)

@@ -88,7 +88,7 @@ def held_replicas(endpoint: InferenceEndpoint) -> int:
 
 
 def held_units(endpoint: InferenceEndpoint, ceiling: int | None = None) -> int:
-    """What the endpoint's reservation holds: its ceiling (or ``ceiling``) and its candidate's replicas."""
+    """What the endpoint's quota hold counts: its ceiling (or ``ceiling``) and its candidate's replicas."""
     return ((endpoint.ceiling if ceiling is None else ceiling) + held_replicas(endpoint)) * endpoint.gpus_per_replica
 
 
@@ -266,7 +266,7 @@ def roll_back(endpoint: InferenceEndpoint, verdict: dict, words: str, now: datet
 def _release(endpoint: InferenceEndpoint, now: datetime) -> None:
     """Give the candidate's units back (the caller holds the team's lock and has zeroed its replicas) and
     have its objects deleted after commit; its pods are billed no more."""
-    with contextlib.suppress(LookupError):  # the endpoint ended meanwhile: its reservation went with it
+    with contextlib.suppress(LookupError):  # the endpoint ended meanwhile: its hold went with it
         admission.resize(endpoint.team, endpoint.ref, held_units(endpoint))
     lifecycle.cap_billing(endpoint, held_units(endpoint), now)
     publish_on_commit(cleanup.delete_candidate, endpoint.pk)

@@ -109,8 +109,8 @@ def burst_outlook(team, flavor, gpus_per_replica: int, spot: bool, base: int, he
     """The most replicas burst would be granted up to now, by the rules :func:`_grow` applies.
 
     ``held``: replicas whose units the endpoint holds already (its ceiling, ``ref``'s
-    reservation; 0 and None for one not created yet). Each step asks what :func:`_grow` would:
-    for a live endpoint :func:`quotas.admission.preview_resize` of its reservation — the very
+    hold; 0 and None for one not created yet). Each step asks what :func:`_grow` would:
+    for a live endpoint :func:`quotas.admission.preview_resize` of its hold — the very
     question :func:`quotas.admission.resize` decides —, for a draft :func:`quotas.queue.preview`;
     nothing is locked or written. Past the ceiling held, the words name it, so the page never
     shows a figure above its ceiling without saying that it is what the load could get.
@@ -154,7 +154,7 @@ def _burst_preview(team, flavor, gpus_per_replica: int, spot: bool, replicas: in
                    ref: str | None) -> Decision:
     """What decide() says now about a ceiling of ``replicas`` (a dry run: nothing locked or written)."""
     if ref is not None:
-        # The reservation holds a live candidate's units too (inference.revisions): they stay beside the ceiling.
+        # The quota hold counts a live candidate's units too (inference.revisions): they stay beside the ceiling.
         extra = _candidate_units(ref, gpus_per_replica)
         return admission.preview_resize(team, ref, replicas * gpus_per_replica + extra, burst=True)
     return preview(team, ResourceRequest(flavor=flavor.name, units=(replicas - held) * gpus_per_replica,
@@ -225,7 +225,7 @@ def _grow(endpoint: InferenceEndpoint, ceiling: int, status: WorkloadStatus, now
 
 def set_ceiling(endpoint: InferenceEndpoint, ceiling: int, decision: str, status: WorkloadStatus | None,
                 now: datetime, reason: str) -> bool:
-    """Lower (or raise, when it fits) the ceiling to ``ceiling`` and resize the reservation with it.
+    """Lower (or raise, when it fits) the ceiling to ``ceiling`` and resize the hold with it.
 
     Returns True when units were given back. Runs under the team's admission lock.
     """

@@ -17,7 +17,7 @@ class RunState(models.TextChoices):
 
 #: States a run never leaves.
 FINAL_STATES = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
-#: States in which the run holds quota (a reservation).
+#: States in which the run holds quota (a hold).
 HOLDING_STATES = (RunState.ADMITTED, RunState.PENDING, RunState.RUNNING)
 #: Active: queued or holding quota (docs/glossary.md) — for a run, every state but the final ones.
 ACTIVE_STATES = (RunState.QUEUED, *HOLDING_STATES)

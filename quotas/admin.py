@@ -1,4 +1,4 @@
-"""Admin console for flavors, prices, quotas, budgets, reservations, the queue and the ledger.
+"""Admin console for flavors, prices, quotas, budgets, holds, the queue and the ledger.
 
 Staff only (Django admin). Every quota, budget or price change goes through the same quota
 service functions the rest of Slipway uses (:mod:`quotas.services`: team lock, audit of old and
@@ -24,7 +24,7 @@ from quotas.models import (
     GpuFlavor,
     PreemptionEvent,
     QueuedRequest,
-    Reservation,
+    QuotaHold,
     TeamBudget,
     TeamQuota,
     TeamSharing,
@@ -296,7 +296,7 @@ class TeamBudgetAdmin(admin.ModelAdmin):
 
 
 class HeldFilter(admin.SimpleListFilter):
-    """Held (not released) or released reservations; the admin's words and URL stay "active"."""
+    """Held (not released) or released holds; the admin's words and URL stay "active"."""
 
     title = "state"
     parameter_name = "state"
@@ -312,8 +312,8 @@ class HeldFilter(admin.SimpleListFilter):
         return queryset
 
 
-@admin.register(Reservation)
-class ReservationAdmin(ReadOnlyAdmin):
+@admin.register(QuotaHold)
+class QuotaHoldAdmin(ReadOnlyAdmin):
     list_display = ["ref", "team", "flavor", "units", "units_per_node", "priority", "spot", "created", "released"]
     created = when_column("created_at", "created")
     released = when_column("released_at", "released")

@@ -1,16 +1,16 @@
 """Admission: the admission lock and every write of what :func:`quotas.decide.decide` decided.
 
 * :func:`admit` runs one transaction: take the team's admission lock (:func:`teams.services.lock_team`),
-  read the quota and sum the active reservations *after* it is held, decide, and write a
-  reservation (with the caller's rows of the admission — the workload's state move, its audit
+  read the quota and sum the active holds *after* it is held, decide, and write a
+  hold (with the caller's rows of the admission — the workload's state move, its audit
   row — in one statement: :mod:`core.writes`) or a queue entry. Concurrent admissions for one team therefore serialise on the
-  lock and each sees the reservations of the ones before it: the platform never over-admits.
+  lock and each sees the holds of the ones before it: the platform never over-admits.
 * :func:`release` frees a workload's units (idempotent); :func:`admit_waiting` then admits
   queued work that fits, in queue order (priority, then FIFO), best-effort: a small request
   may pass a large one that does not fit yet (:func:`queue_order`; in a cohort the fair-share
   :func:`fair_order`, which the start estimates replay too).
 * :func:`requeue` puts preempted work back at its old place; :func:`resize` grows or shrinks a
-  reservation (an endpoint's burst) by the same rule.
+  hold (an endpoint's burst) by the same rule.
 * Every decision :func:`admit` takes is counted by its :attr:`~quotas.decide.Decision.label`, with
   the time it took (``/metrics``, :mod:`core.metrics`); queued work admitted later counts once more.
 * Clusters (issue 34): work of a flavor that only draining, degraded or lost clusters offer
@@ -72,7 +72,7 @@ from quotas.ledger import (
     month_spend,
     month_start,
 )
-from quotas.models import Cohort, GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, TeamSharing
+from quotas.models import Cohort, GpuFlavor, QueuedRequest, QuotaHold, TeamBudget, TeamQuota, TeamSharing
 from quotas.pricing import dearest_sql
 from quotas.queue import queue_decision, queue_position
 from quotas.signals import workload_admitted
@@ -120,7 +120,7 @@ def _hot_sql(vendor: str) -> tuple[str, str, str]:
     q = connection.ops.quote_name
     quota, flavor, res, queue, budget, sharing, cluster = (
         q(model._meta.db_table)
-        for model in (TeamQuota, GpuFlavor, Reservation, QueuedRequest, TeamBudget, TeamSharing, Cluster)
+        for model in (TeamQuota, GpuFlavor, QuotaHold, QueuedRequest, TeamBudget, TeamSharing, Cluster)
     )
     facts = (  # f.active: GpuFlavor.usable, read in the same round trip; the team's cohort too
         f"SELECT f.id, f.active, f.max_units_per_node, tq.{q('limit')}, tq.borrowing_limit, tq.lending_limit,"  # noqa: S608 - only quoted model table names are interpolated
@@ -150,8 +150,8 @@ def _hot_sql(vendor: str) -> tuple[str, str, str]:
     return facts, insert, release
 
 
-def _reservation_for(team, ref: str, flavor: GpuFlavor, request: ResourceRequest, borrowed: int = 0) -> Reservation:
-    return Reservation(team=team, ref=ref, flavor=flavor, units=request.units, units_per_node=request.units_per_node,
+def _hold_for(team, ref: str, flavor: GpuFlavor, request: ResourceRequest, borrowed: int = 0) -> QuotaHold:
+    return QuotaHold(team=team, ref=ref, flavor=flavor, units=request.units, units_per_node=request.units_per_node,
                        priority=Priority(request.priority).rank, spot=request.spot,
                        description=request.description[:200], borrowed_units=borrowed)
 
@@ -163,13 +163,13 @@ def admit(team, request: ResourceRequest, ref: str,
           recorded: Callable[[Decision, datetime], Sequence[Write]] | None = None) -> Decision:
     """Admit, queue or reject ``request`` for workload ``ref`` of ``team``, atomically.
 
-    Nests in the caller's transaction, so the caller's own row and the reservation commit
+    Nests in the caller's transaction, so the caller's own row and the hold commit
     together. Admitting a ref that is already admitted or queued returns that outcome again
     without writing anything.
 
     ``recorded(decision, now)``: when admitted, the caller's rows that record it besides the
-    reservation (the workload's state move, its audit row, …), built from the decision and the
-    moment admission took. They are written with the reservation in one round trip
+    hold (the workload's state move, its audit row, …), built from the decision and the
+    moment admission took. They are written with the hold in one round trip
     (:func:`core.writes.run_together`; on PostgreSQL one statement), because everything
     written here holds the team's lock until commit; each must touch a row (a conditional
     state move that finds its row moved fails the transaction). Not called for other outcomes:
@@ -184,7 +184,7 @@ def admit(team, request: ResourceRequest, ref: str,
         # 1. Serialise admissions of this team (the team lock). Everything read below is
         #    read *after* the lock is granted, by a new statement: under READ COMMITTED a
         #    statement sees what was committed before it started, so only a later statement
-        #    sees the reservations of whoever held the lock before us. That is why the facts are
+        #    sees the holds of whoever held the lock before us. That is why the facts are
         #    not folded into the lock statement (a round trip less): its snapshot would be taken
         #    before it waited for the lock, and the facts it read could be stale.
         lock_team(team)
@@ -237,14 +237,14 @@ def admit(team, request: ResourceRequest, ref: str,
             no_cluster = ClusterWaits()(GpuFlavor.objects.get(pk=flavor_id), request.spot)
             decision = decide(request, int(usage), facts, budget, no_cluster)
 
-        # 4. Write what was decided: an admission's reservation and the caller's rows of it in
+        # 4. Write what was decided: an admission's hold and the caller's rows of it in
         #    one round trip (each statement under the lock is a share of one team's rate).
         if decision.admitted:
-            reservation = Write(insert_sql, (
+            hold = Write(insert_sql, (
                 team.pk, ref, flavor_id, request.units, request.units_per_node, Priority(request.priority).rank,
                 request.spot, request.description[:200], decision.borrows,
                 connection.ops.adapt_datetimefield_value(now)))
-            writes = [reservation, *(recorded(decision, now) if recorded is not None else ())]
+            writes = [hold, *(recorded(decision, now) if recorded is not None else ())]
             counts = run_together(writes)
             if not all(counts):
                 raise DatabaseError(f"admitting {ref}: {counts.count(0)} of its {len(writes)} writes touched no row")
@@ -261,24 +261,24 @@ def admit(team, request: ResourceRequest, ref: str,
 
 
 def release(ref: str) -> bool:
-    """Release ``ref``'s reservation and drop its queue entry. Idempotent; returns whether anything changed.
+    """Release ``ref``'s hold and drop its queue entry. Idempotent; returns whether anything changed.
 
     Call :func:`admit_waiting` for the team afterwards (the reconciler does every cycle) so
     queued work can use the freed units.
     """
     # 1. The common case, one statement: the conditional update is the idempotence (a
     #    released row no longer matches). A ref is either reserved or queued, never both.
-    if _release_reservation(ref):
+    if _release_hold(ref):
         return True
     # 2. Not reserved: maybe queued. If admit_waiting is admitting it right now, this DELETE
     #    waits for that transaction and then finds nothing...
     if QueuedRequest.objects.filter(ref=ref).delete()[0]:
         return True
-    # 3. ...and the reservation it wrote is visible to a new statement: release that too.
-    return _release_reservation(ref)
+    # 3. ...and the hold it wrote is visible to a new statement: release that too.
+    return _release_hold(ref)
 
 
-def _release_reservation(ref: str) -> bool:
+def _release_hold(ref: str) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(_hot_sql(connection.vendor)[2],
                        {"ref": ref, "now": connection.ops.adapt_datetimefield_value(timezone.now())})
@@ -286,15 +286,15 @@ def _release_reservation(ref: str) -> bool:
 
 
 def requeue(team, ref: str, request: ResourceRequest, queued_since: datetime) -> bool:
-    """Give back ``ref``'s reservation and put its request back in the queue at its old place.
+    """Give back ``ref``'s hold and put its request back in the queue at its old place.
 
     For preempted work (docs/design.md "Sharing, preemption, clusters"): ``queued_since`` is when it was first submitted, so it waits
     ahead of everything of its priority submitted after it. Under the team's admission lock, in
-    the caller's transaction; returns False when ``ref`` held no reservation (requeued already).
+    the caller's transaction; returns False when ``ref`` had no quota hold (requeued already).
     """
     with transaction.atomic():
         lock_admission(team)
-        if not _release_reservation(ref):
+        if not _release_hold(ref):
             return False
         flavor = GpuFlavor.objects.get(name=request.flavor)
         entry = QueuedRequest.objects.create(
@@ -306,48 +306,48 @@ def requeue(team, ref: str, request: ResourceRequest, queued_since: datetime) ->
 
 
 def resize(team, ref: str, units: int, burst: bool = False) -> Decision:
-    """Grow or shrink ``ref``'s active reservation to ``units``, under the team's admission lock.
+    """Grow or shrink ``ref``'s active hold to ``units``, under the team's admission lock.
 
-    Growing is decided by :func:`decide` as if the reservation were requested anew at its new
+    Growing is decided by :func:`decide` as if the hold were requested anew at its new
     size, with its current units counted as free: what does not fit now (quota, budget) is
     refused with the reason and changes nothing — a resize never queues. Shrinking always
     succeeds. An inference endpoint's burst replicas are granted (``burst``: held back past the
     budget's alert threshold, :attr:`ResourceRequest.burst`) and reclaimed this way.
-    Raises ``LookupError`` when ``ref`` holds no reservation, ``ValueError`` for ``units < 1``.
+    Raises ``LookupError`` when ``ref`` has no quota hold, ``ValueError`` for ``units < 1``.
     """
     if units < 1:
-        raise ValueError("a reservation holds at least one unit; release it instead")
+        raise ValueError("a quota hold keeps at least one unit; release it instead")
     with transaction.atomic():
         cohort = cohort_figures(lock_admission(team))
-        reservation = Reservation.objects.held().select_related("flavor").filter(team=team, ref=ref).first()
-        if reservation is None:
-            raise LookupError(f"{ref} holds no reservation in team {team.slug}")
-        current = reservation.units
+        hold = QuotaHold.objects.held().select_related("flavor").filter(team=team, ref=ref).first()
+        if hold is None:
+            raise LookupError(f"{ref} has no quota hold in team {team.slug}")
+        current = hold.units
         if units <= current:
             if units < current:
                 # Shrinking gives borrowed units back first.
-                Reservation.objects.filter(pk=reservation.pk).update(
-                    units=units, borrowed_units=max(0, reservation.borrowed_units - (current - units)))
-            return Decision(Outcome.ADMIT, Reason.ADMITTED, f"{ref} now holds {units}\u00d7 {reservation.flavor.name}")
-        decision, facts, usage = _growth(team, reservation, units, burst, cohort)
+                QuotaHold.objects.filter(pk=hold.pk).update(
+                    units=units, borrowed_units=max(0, hold.borrowed_units - (current - units)))
+            return Decision(Outcome.ADMIT, Reason.ADMITTED, f"{ref} now holds {units}\u00d7 {hold.flavor.name}")
+        decision, facts, usage = _growth(team, hold, units, burst, cohort)
         if decision.admitted:
             grown = facts.borrows(usage + current, units - current) if cohort is not None else 0
-            Reservation.objects.filter(pk=reservation.pk).update(
-                units=units, borrowed_units=reservation.borrowed_units + grown)
-            return dataclasses.replace(decision, borrows=reservation.borrowed_units + grown)
+            QuotaHold.objects.filter(pk=hold.pk).update(
+                units=units, borrowed_units=hold.borrowed_units + grown)
+            return dataclasses.replace(decision, borrows=hold.borrowed_units + grown)
         # A resize is answered now or never: "waiting for quota" is a refusal with that reason.
         return Decision(Outcome.REJECT, decision.reason, decision.message)
 
 
-def _growth(team, reservation: Reservation, units: int, burst: bool,
+def _growth(team, hold: QuotaHold, units: int, burst: bool,
             cohort: CohortFigures | None) -> tuple[Decision, FlavorQuota, int]:
-    """:func:`decide`'s word on growing ``reservation`` to ``units``: the request anew at its new
+    """:func:`decide`'s word on growing ``hold`` to ``units``: the request anew at its new
     size, its current units counted as free. With the facts and the usage it was asked with."""
     # Only burst may borrow: an endpoint's minimum grown by a new base never does.
-    request = dataclasses.replace(request_of(reservation), units=units, burst=burst, may_borrow=burst)
-    usage = in_use_of(team, reservation.flavor_id) - reservation.units
-    quota = TeamQuota.objects.filter(team=team, flavor=reservation.flavor).first()
-    facts = flavor_quota(reservation.flavor, quota, cohort, team.pk)
+    request = dataclasses.replace(request_of(hold), units=units, burst=burst, may_borrow=burst)
+    usage = in_use_of(team, hold.flavor_id) - hold.units
+    quota = TeamQuota.objects.filter(team=team, flavor=hold.flavor).first()
+    facts = flavor_quota(hold.flavor, quota, cohort, team.pk)
     return decide(request, usage, facts, team_budget_state(team)), facts, usage
 
 
@@ -355,21 +355,21 @@ def preview_resize(team, ref: str, units: int, burst: bool = False) -> Decision:
     """What :func:`resize` would decide for ``ref`` grown to ``units`` right now, without locking or writing.
 
     The same question as the resize itself (:func:`_growth`), so a preview of burst says what
-    the endpoint would really be granted. Raises ``LookupError`` when ``ref`` holds no reservation.
+    the endpoint would really be granted. Raises ``LookupError`` when ``ref`` has no quota hold.
     """
-    reservation = Reservation.objects.held().select_related("flavor").filter(team=team, ref=ref).first()
-    if reservation is None:
-        raise LookupError(f"{ref} holds no reservation in team {team.slug}")
-    if units <= reservation.units:
-        return Decision(Outcome.ADMIT, Reason.ADMITTED, f"{ref} holds {reservation.units}\u00d7 {reservation.flavor.name}")
-    return _growth(team, reservation, units, burst, cohort_figures(cohort_id_of(team)))[0]
+    hold = QuotaHold.objects.held().select_related("flavor").filter(team=team, ref=ref).first()
+    if hold is None:
+        raise LookupError(f"{ref} has no quota hold in team {team.slug}")
+    if units <= hold.units:
+        return Decision(Outcome.ADMIT, Reason.ADMITTED, f"{ref} holds {hold.units}\u00d7 {hold.flavor.name}")
+    return _growth(team, hold, units, burst, cohort_figures(cohort_id_of(team)))[0]
 
 
 def admit_waiting(team) -> list[str]:
     """Admit the team's queued requests that fit now, in queue order; returns the admitted refs.
 
     For each one ``workload_admitted`` is sent inside this transaction, so the owner's state
-    change commits (or rolls back) together with the reservation.
+    change commits (or rolls back) together with the hold.
     """
     with transaction.atomic():
         cohort_id = lock_admission(team)
@@ -385,7 +385,7 @@ def admit_waiting(team) -> list[str]:
             return []
         admitted = [entry for entry, _decision in order]
         labels = [decision.label for _entry, decision in order]
-        Reservation.objects.bulk_create([_reservation_for(team, e.ref, e.flavor, request_of(e)) for e in admitted])
+        QuotaHold.objects.bulk_create([_hold_for(team, e.ref, e.flavor, request_of(e)) for e in admitted])
         QueuedRequest.objects.filter(pk__in=[e.pk for e in admitted]).delete()
         for entry, label in zip(admitted, labels, strict=True):
             workload_admitted.send(sender=None, ref=entry.ref, team=team)
@@ -447,7 +447,7 @@ def _admit_waiting_in_cohort(cohort_id: int) -> list[str]:
     order = fair_order(entries, cohort, budgets, remembered, ClusterWaits())
     if not order:
         return []
-    Reservation.objects.bulk_create([_reservation_for(e.team, e.ref, e.flavor, request_of(e), borrowed)
+    QuotaHold.objects.bulk_create([_hold_for(e.team, e.ref, e.flavor, request_of(e), borrowed)
                                      for e, borrowed in order])
     QueuedRequest.objects.filter(pk__in=[e.pk for e, _ in order]).delete()
     for entry, borrowed in order:

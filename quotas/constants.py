@@ -66,7 +66,7 @@ PERMANENT_REASONS = (
 class Priority(models.TextChoices):
     """The one priority vocabulary of every workload kind; it orders a team's queue.
 
-    Stored on queue entries and reservations as its :attr:`rank` (higher is admitted first),
+    Stored on queue entries and holds as its :attr:`rank` (higher is admitted first),
     so the queue sorts by an integer column.
     """
 

@@ -7,11 +7,11 @@ pages, the API and ``/metrics`` that show the same figures:
 * the team's quota rows (:func:`team_quotas`) and its cohort's members, quotas, units in use
   and weights (:class:`CohortFigures`), turned into a flavor's :class:`~quotas.decide.FlavorQuota`
   (:func:`flavor_quota`);
-* the units in use (:func:`units_in_use`): the units of the active (unreleased) reservations;
+* the units in use (:func:`units_in_use`): the units of the active (unreleased) holds;
 * the team's month in money (:func:`team_budget_state`);
 * whether a cluster takes new work of a flavor (:class:`ClusterWaits`, issue 34): worked out
   outside the rule, from the clusters as last recorded, and passed to it as data;
-* a queue entry's or a reservation's request (:func:`request_of`).
+* a queue entry's or a hold's request (:func:`request_of`).
 
 Nothing here locks or writes; what is read without the lock is a moment's figure, and only
 :mod:`quotas.admission` decides on figures that must stay true until commit.
@@ -34,7 +34,7 @@ from cluster.placement import PLACEABLE_STATES, ClusterOffer, no_usable_cluster
 from quotas.constants import Priority
 from quotas.decide import BudgetState, FlavorQuota, Lender, ResourceRequest
 from quotas.ledger import committed, hours_left_in_month, month_spend
-from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamBudget, TeamQuota, TeamSharing
+from quotas.models import GpuFlavor, QueuedRequest, QuotaHold, TeamBudget, TeamQuota, TeamSharing
 
 
 def quota_rows():
@@ -102,7 +102,7 @@ def cohort_figures(cohort_id: int | None) -> CohortFigures | None:
     slugs = {team_id: slug for team_id, slug, _weight in members}
     quotas = {(q.team_id, q.flavor_id): q for q in TeamQuota.objects.filter(team_id__in=slugs)}
     usage = {key: units for key, (units, _borrowed)
-             in Reservation.objects.held().filter(team_id__in=slugs).units_by_team_and_flavor().items()}
+             in QuotaHold.objects.held().filter(team_id__in=slugs).units_by_team_and_flavor().items()}
     return CohortFigures(slugs, quotas, usage, {team_id: weight for team_id, _slug, weight in members})
 
 
@@ -163,11 +163,11 @@ def team_budget_state(team) -> BudgetState | None:
 def units_in_use(team=None, flavor_id: int | None = None) -> dict[int, int]:
     """``{flavor id: units}`` the team holds now (every team's when None; one flavor's when given), one query.
 
-    Units in use are the units of the active (unreleased) reservations: the one figure
+    Units in use are the units of the active (unreleased) holds: the one figure
     :func:`~quotas.decide.decide` compares with limits, and that quota pages, the API, the Capacity page and
     burst scaling show. (Admission's hot path, :func:`quotas.admission.admit`, reads the same sum in its facts statement.)
     """
-    held = Reservation.objects.held()
+    held = QuotaHold.objects.held()
     if team is not None:
         held = held.filter(team=team)
     if flavor_id is not None:
@@ -178,13 +178,13 @@ def units_in_use(team=None, flavor_id: int | None = None) -> dict[int, int]:
 def units_held_by_team() -> dict[tuple[int, int], tuple[int, int]]:
     """``{(team id, flavor id): (units in use, borrowed units)}`` of every team, one query:
     :func:`units_in_use` of all teams at once, with the part of it their cohorts lent."""
-    return Reservation.objects.held().units_by_team_and_flavor()
+    return QuotaHold.objects.held().units_by_team_and_flavor()
 
 
 def in_use_of_row():
     """:func:`units_in_use` of each row's team and flavor, as an annotation (a correlated subquery):
     for lists of quota rows (the admin console) without a query per row."""
-    units = (Reservation.objects.held().filter(team=OuterRef("team"), flavor=OuterRef("flavor"))
+    units = (QuotaHold.objects.held().filter(team=OuterRef("team"), flavor=OuterRef("flavor"))
              .order_by().values("team").annotate(total=Sum("units")).values("total"))
     return Coalesce(Subquery(units, output_field=IntegerField()), Value(0))
 
@@ -200,14 +200,14 @@ def borrowable(team, quotas: dict[int, TeamQuota], in_use: dict[int, int]) -> di
 
 
 def borrowed_units(refs: list[str]) -> dict[str, int]:
-    """``{ref: borrowed units}`` of the held reservations of ``refs`` that borrow any (one query)."""
-    return Reservation.objects.held().borrowed_by_ref(refs)
+    """``{ref: borrowed units}`` of the quota holds of ``refs`` that borrow any (one query)."""
+    return QuotaHold.objects.held().borrowed_by_ref(refs)
 
 
 def borrowed_units_of(ref):
     """:func:`borrowed_units` of each row whose ref is the expression ``ref``, as an annotation (a
-    correlated subquery on the held reservation's unique ref): lists without a query more."""
-    held = Reservation.objects.held().filter(ref=ref).values("borrowed_units")[:1]
+    correlated subquery on the quota hold's unique ref): lists without a query more."""
+    held = QuotaHold.objects.held().filter(ref=ref).values("borrowed_units")[:1]
     return Coalesce(Subquery(held, output_field=IntegerField()), Value(0))
 
 
@@ -222,8 +222,8 @@ def units_of(team, flavor_id: int) -> tuple[int, int]:
     return in_use_of(team, flavor_id), limit
 
 
-def request_of(entry: QueuedRequest | Reservation) -> ResourceRequest:
-    """A queue entry's request as submitted (priced as it was); a reservation's unpriced (what a resize asks)."""
+def request_of(entry: QueuedRequest | QuotaHold) -> ResourceRequest:
+    """A queue entry's request as submitted (priced as it was); a hold's unpriced (what a resize asks)."""
     request = ResourceRequest(flavor=entry.flavor.name, units=entry.units, units_per_node=entry.units_per_node,
                               priority=Priority.from_rank(entry.priority), spot=entry.spot,
                               description=entry.description)

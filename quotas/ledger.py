@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from core.rawsql import sql_datetime, sql_decimal
 from quotas.constants import ZERO
-from quotas.models import GpuFlavor, PreemptionEvent, Reservation, UsageRecord
+from quotas.models import GpuFlavor, PreemptionEvent, QuotaHold, UsageRecord
 
 #: Ledger amounts (cost, GPU-hours) keep ten decimals. A reconcile interval is a few seconds,
 #: so rounding each one to 1/100 of a cent would bias the bill: an L4 at 0.32/h for 5 s costs
@@ -150,7 +150,7 @@ class Interval:
     units: int
     spot: bool
     idle: bool = False
-    #: Of ``units``, how many were borrowed from the team's cohort: the held reservation's
+    #: Of ``units``, how many were borrowed from the team's cohort: the quota hold's
     #: ``borrowed_units`` when the interval is written (billing reads it, :func:`workloads.billing.record`).
     borrowed_units: int = 0
 
@@ -607,7 +607,7 @@ def usage_table(teams, since, until, keys: tuple[str, ...], now: datetime | None
 
     Rows ``{<key>: str, …, <REPORT_SUMS>, currency}`` sorted by keys. Closed ledger rows plus the
     open segments up to ``now``, so the current hour is included; an open segment's borrowed
-    part is its held reservation's now (:meth:`Interval.borrowed_gpu_hours`). ``preempted_*``
+    part is its quota hold's now (:meth:`Interval.borrowed_gpu_hours`). ``preempted_*``
     sum the work preemptions of the period lost (:class:`PreemptionEvent`, by its ``at``): a
     group with preemptions and no usage is a row of its own.
     """
@@ -620,7 +620,7 @@ def usage_table(teams, since, until, keys: tuple[str, ...], now: datetime | None
         totals[(*group, row["currency"])] = [row[s] for s in LEDGER_SUMS] + [ZERO] * (len(REPORT_SUMS) - len(LEDGER_SUMS))
     now = min(now or timezone.now(), until)
     pieces = [i for i in open_intervals([team.pk for team in teams], now) if since <= i.start < until]
-    borrowed = Reservation.objects.held().borrowed_by_ref(list({i.ref for i in pieces}))
+    borrowed = QuotaHold.objects.held().borrowed_by_ref(list({i.ref for i in pieces}))
     names = {"user": _usernames({i.user_id for i in pieces}) if "user" in keys else {},
              "team": {team.pk: team.slug for team in teams}}
     for piece in pieces:

@@ -46,7 +46,7 @@ class QuotaCollector(Collector):
                  .order_by()}
 
         # 2. Per team and flavor.
-        in_use = GaugeMetricFamily("slipway_units_in_use", "GPU units the team holds now (active reservations).",
+        in_use = GaugeMetricFamily("slipway_units_in_use", "GPU units the team holds now (active holds).",
                                    labels=TEAM_FLAVOR)
         limit = GaugeMetricFamily("slipway_units_nominal", "The team's nominal quota of the flavor.", labels=TEAM_FLAVOR)
         borrowed = GaugeMetricFamily("slipway_units_borrowed", "Units in use that the team's cohort lent it.",

@@ -1,4 +1,4 @@
-"""GPU flavors and prices, team quotas and budgets, reservations, the queue and the usage ledger.
+"""GPU flavors and prices, team quotas and budgets, holds, the queue and the usage ledger.
 
 Only :func:`quotas.decide.decide` compares usage with limits; these models hold the rows admission
 reads (:mod:`quotas.facts`) and writes (:mod:`quotas.admission`). Money is ``Decimal`` throughout (prices per hour with four decimals, so a MIG
@@ -62,7 +62,7 @@ class GpuFlavorQuerySet(models.QuerySet):
 class GpuFlavor(models.Model):
     """A schedulable GPU type: a Kubernetes extended resource on nodes with certain labels.
 
-    Quotas, reservations, prices and sizes count its *units* (docs/glossary.md "unit"): one whole
+    Quotas, holds, prices and sizes count its *units* (docs/glossary.md "unit"): one whole
     GPU, one MIG slice, or one replica of a shared GPU (``gpu_fraction`` of a physical GPU).
     ``active`` is whether it is still offered (an admin retires a flavor by clearing it); it is not
     the "active" of work.
@@ -431,8 +431,8 @@ class BudgetMonth(models.Model):
         return f"{self.team.slug} {self.month:%Y-%m}: {limit}"
 
 
-class ReservationQuerySet(models.QuerySet):
-    def held(self) -> ReservationQuerySet:
+class QuotaHoldQuerySet(models.QuerySet):
+    def held(self) -> QuotaHoldQuerySet:
         """Not released: the units the team holds now."""
         return self.filter(released_at__isnull=True)
 
@@ -453,7 +453,7 @@ class ReservationQuerySet(models.QuerySet):
         return dict(self.filter(ref__in=refs, borrowed_units__gt=0).values_list("ref", "borrowed_units"))
 
 
-class Reservation(models.Model):
+class QuotaHold(models.Model):
     """Units of one flavor held by one admitted workload until it is released.
 
     At most one unreleased row per ``ref`` (a partial unique constraint), so admitting the
@@ -461,29 +461,29 @@ class Reservation(models.Model):
     is a no-op the second time.
     """
 
-    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="reservations")
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="quota_holds")
     ref = models.CharField(max_length=100, help_text='The workload, e.g. "run:42".')
-    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="reservations")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="quota_holds")
     units = models.PositiveIntegerField()
     units_per_node = models.PositiveIntegerField(default=1)
     priority = models.PositiveSmallIntegerField(choices=Priority.rank_choices(), default=Priority.NORMAL.rank)
     spot = models.BooleanField(default=False)
     description = models.CharField(max_length=200, blank=True)
     #: Units above the team's nominal quota when admitted (or grown): lent by its cohort. A
-    #: reservation with any is preemptible.
+    #: hold with any is preemptible.
     borrowed_units = models.PositiveIntegerField(default=0, db_default=0)  # raw INSERTs may leave it out
     created_at = models.DateTimeField(auto_now_add=True)
     released_at = models.DateTimeField(null=True, blank=True)
 
-    objects = ReservationQuerySet.as_manager()
+    objects = QuotaHoldQuerySet.as_manager()
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["ref"], condition=Q(released_at__isnull=True),
-                                    name="uniq_active_reservation_per_ref"),
+                                    name="uniq_active_hold_per_ref"),
         ]
         indexes = [models.Index(fields=["team", "flavor"], condition=Q(released_at__isnull=True),
-                                name="active_reservations_idx")]
+                                name="active_holds_idx")]
         ordering = ["-created_at"]
 
     def __str__(self) -> str:

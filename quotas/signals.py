@@ -3,7 +3,7 @@
 ``workload_admitted`` is sent by :func:`quotas.admission.admit_waiting` for every queued
 workload it admits, *inside* the admitting transaction, with ``sender=None, ref=..., team=...``.
 The owner of the workload (jobs, inference) moves its row to "admitted" in the handler, so
-the state change and the reservation commit (or roll back) together. quotas never imports
+the state change and the hold commit (or roll back) together. quotas never imports
 those apps: they connect to this signal instead.
 """
 

@@ -1,6 +1,6 @@
 """Teams, membership, API tokens, the audit log, and what the demo seeding created.
 
-A :class:`Team` is the unit of tenancy: every run, endpoint, quota and reservation belongs
+A :class:`Team` is the unit of tenancy: every run, endpoint, quota and hold belongs
 to exactly one team, and each team owns one Kubernetes namespace. People belong to teams
 through :class:`Membership` with a role.
 """

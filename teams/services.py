@@ -53,7 +53,7 @@ def lock_team(team) -> None:
     cancels (a queued run may be being admitted). One lock per team, taken first by all, so
     they serialise without deadlocks. The Team row, because it always exists (a team may have
     no quota rows at all); ``NO KEY``, so it does not block the foreign-key checks of the rows
-    that reference the team (runs, reservations, ledger). A no-op on SQLite, whose write
+    that reference the team (runs, holds, ledger). A no-op on SQLite, whose write
     transactions are serialised as a whole (``transaction_mode=IMMEDIATE``).
     """
     list(Team.objects.select_for_update(no_key=True).filter(pk=team.pk).values_list("pk", flat=True))

@@ -255,7 +255,7 @@ class StateSetFields(serializers.Serializer):
 
 
 class BorrowedFields(serializers.Serializer):
-    """``borrowed_units`` and ``preemptible``: read from the workload's held reservation (:func:`queue_context`)."""
+    """``borrowed_units`` and ``preemptible``: read from the workload's quota hold (:func:`queue_context`)."""
 
     borrowed_units = serializers.SerializerMethodField(
         help_text="How many of its units are borrowed from the team's cohort (0 when not holding quota).")

@@ -107,10 +107,10 @@ def _pieces(workload, price: Decimal, start: datetime, end: datetime, units: int
 def record(billed: list[tuple[object, BillingPlan]]) -> list[object]:
     """Write the closed intervals of ``(workload, plan)`` pairs in one ledger statement.
 
-    Each interval's borrowed part follows the workload's held reservation's ``borrowed_units``
+    Each interval's borrowed part follows the workload's quota hold's ``borrowed_units``
     at write time (:meth:`Interval.borrowed_gpu_hours`), read for all of them in one query
     (an indexed lookup by ref; none when nothing is written): every caller writes before it
-    releases the reservation, final workloads included. A resize between two writes counts
+    releases the hold, final workloads included. A resize between two writes counts
     from the last write, capped at the interval's units.
     Returns the workloads some of whose intervals the ledger held already (a replay or an
     overlapping writer): the caller resets their ``billed_cost`` to the ledger's total.

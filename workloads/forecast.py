@@ -55,7 +55,7 @@ from quotas import fairshare
 from quotas.decide import Decision
 from quotas.facts import CohortFigures, cohort_of_quotas, team_quotas
 from quotas.ledger import month_end
-from quotas.models import Cohort, QueuedRequest, Reservation
+from quotas.models import Cohort, QueuedRequest, QuotaHold
 from quotas.queue import MONEY_REASONS, held_beyond_quota
 from quotas.reclaim import Rules
 from workloads import estimates
@@ -313,9 +313,9 @@ def estimated_starts(team, now: datetime | None = None,
     flavors = {entry.flavor_id for entry in queue if entry.team_id == team.pk}
     queue = [entry for entry in queue if entry.flavor_id in flavors]
     # 2. What holds those flavors, and when each is expected to end.
-    reservations = list(Reservation.objects.held().filter(team_id__in=members, flavor_id__in=flavors)
+    holds = list(QuotaHold.objects.held().filter(team_id__in=members, flavor_id__in=flavors)
                         .select_related("flavor"))
-    workloads = _workloads([r.ref for r in reservations] + [q.ref for q in queue])
+    workloads = _workloads([r.ref for r in holds] + [q.ref for q in queue])
     spans = platform_limit_spans()
     reported = progress_ends(list(workloads.values()), now)
     # Three ways the work ahead may end (StartEstimate): at its typical times (its progress's ETA, its
@@ -329,7 +329,7 @@ def estimated_starts(team, now: datetime | None = None,
     mine = {entry.ref for entry in queue if entry.team_id == team.pk}
     sharing, cycle = _sharing(team, cohort, now), timedelta(seconds=settings.CELERY_RECONCILE_INTERVAL)
     # 3. One simulation per way, in admission's own rules.
-    starts = {way: estimates.simulate(now, *_queue_ends(reservations, queue, workloads, held, candidate, now, *facts),
+    starts = {way: estimates.simulate(now, *_queue_ends(holds, queue, workloads, held, candidate, now, *facts),
                                       all_quotas, cycle, sharing, wanted=mine - held.keys())
               for way, facts in ways.items()}
     names = _names(team, workloads, cohort, candidate)
@@ -351,15 +351,15 @@ def estimated_starts(team, now: datetime | None = None,
     return result
 
 
-def _queue_ends(reservations: list[Reservation], queue: list[QueuedRequest], workloads: dict[str, object],
+def _queue_ends(holds: list[QuotaHold], queue: list[QueuedRequest], workloads: dict[str, object],
                 held: dict[str, Decision], candidate: tuple[QueuedRequest, timedelta | None] | None, now: datetime,
                 medians: dict[tuple, timedelta], use: float | None,
                 reported: dict[str, datetime]) -> tuple[list[estimates.Holding], list[estimates.Waiting]]:
     """What holds the flavors and what waits, each with its expected end or running time, by one way
     of ending (:func:`estimated_starts`): the job ``medians``, the platform's limit ``use``, the ETAs
     ``reported`` by the work's progress."""
-    holding = [_holding(reservation, workloads.get(reservation.ref), now, medians, use, reported.get(reservation.ref))
-               for reservation in reservations]
+    holding = [_holding(hold, workloads.get(hold.ref), now, medians, use, reported.get(hold.ref))
+               for hold in holds]
     waiting = []
     for entry in queue:
         if entry.ref in held:
@@ -380,25 +380,25 @@ def member_team(queue: list[QueuedRequest], team_id: int):
     return next(entry.team for entry in queue if entry.team_id == team_id)
 
 
-def _holding(reservation: Reservation, workload, now: datetime, medians: dict[tuple, timedelta],
+def _holding(hold: QuotaHold, workload, now: datetime, medians: dict[tuple, timedelta],
              use: float | None = None, reported: datetime | None = None) -> estimates.Holding:
-    """What the simulation knows of one reservation: its units (an endpoint's burst goes back for
+    """What the simulation knows of one hold: its units (an endpoint's burst goes back for
     queued work at the next cycle: only its guaranteed units hold), when it should end (``reported``:
     its progress's ETA), and its place in the queue were reclaim to take it back."""
-    units, ends_at, admitted_at = reservation.units, None, reservation.created_at
+    units, ends_at, admitted_at = hold.units, None, hold.created_at
     if workload is not None:
         kind = kind_of(workload)
         units = min(units, workload.placement_shape[0])
         if kind.runtime_limit is not None:
             # Admitted but not started yet (pending): its time starts when it does, now at the earliest.
             ends_at = _expected_end(workload, workload.started_at or now, now, medians, use, reported)
-        admitted_at = workload.started_at or reservation.created_at
-    entry = QueuedRequest(team_id=reservation.team_id, ref=reservation.ref, flavor=reservation.flavor,
-                          units=reservation.units, units_per_node=reservation.units_per_node,
-                          priority=reservation.priority, spot=reservation.spot,
-                          created_at=workload.created_at if workload is not None else reservation.created_at)
-    return estimates.Holding(reservation.ref, reservation.team_id, reservation.flavor_id, units, ends_at,
-                             reservation.borrowed_units, reservation.priority, admitted_at, entry)
+        admitted_at = workload.started_at or hold.created_at
+    entry = QueuedRequest(team_id=hold.team_id, ref=hold.ref, flavor=hold.flavor,
+                          units=hold.units, units_per_node=hold.units_per_node,
+                          priority=hold.priority, spot=hold.spot,
+                          created_at=workload.created_at if workload is not None else hold.created_at)
+    return estimates.Holding(hold.ref, hold.team_id, hold.flavor_id, units, ends_at,
+                             hold.borrowed_units, hold.priority, admitted_at, entry)
 
 
 def _sharing(team, cohort: CohortFigures | None, now: datetime) -> estimates.Sharing | None:

@@ -129,7 +129,7 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
 
     Under the team's admission lock (the order admission takes), conditional on it still being
     preempted: its open segment is billed to ``now`` (the grace was the team's time), its
-    reservation becomes a queue entry dated from its first submission, and what the apply needs
+    hold becomes a queue entry dated from its first submission, and what the apply needs
     starts afresh, as its next ``attempt`` — its ``preemptions`` were counted when it was chosen, no retry is spent. Its
     reason is the preemption's ("preempted: team … reclaimed …") unless ``reason`` says another
     (a run taken off a lost cluster). The next attempt stays on its cluster when its kind keeps
@@ -176,7 +176,7 @@ def wait_for_cluster(kind, workload) -> bool:
 
     For the apply task, when every cluster that offers the work's flavor is draining, degraded
     or lost (:func:`cluster.placement.no_usable_cluster`): rather than retried until it fails,
-    the workload gives its reservation back and queues at its old place (dated from its
+    the workload gives its hold back and queues at its old place (dated from its
     submission), with the reason admission gives it — which then keeps it queued until a
     cluster can take it, and admits it as any queued work. Under the team's admission lock,
     conditional on it being admitted, placed nowhere and never applied: work that reached a

@@ -85,7 +85,7 @@ class WorkloadQuerySet(models.QuerySet):
         return self.filter(state__in=self.model.ACTIVE_STATES)
 
     def holding_quota(self) -> WorkloadQuerySet:
-        """Admitted and not ended: what the team's reservations stand for."""
+        """Admitted and not ended: what the team's holds stand for."""
         return self.filter(state__in=self.model.HOLDING_STATES)
 
     def for_user(self, user) -> WorkloadQuerySet:
@@ -102,7 +102,7 @@ class Workload(models.Model):
 
     #: The kind's identity prefix ("run", "ep"): see :mod:`workloads.identity`.
     KIND_PREFIX: str = ""
-    #: States the workload never leaves / in which it holds a reservation / in which it is active
+    #: States the workload never leaves / in which it has a quota hold / in which it is active
     #: (queued or holding quota). The one definition of each word: docs/glossary.md.
     FINAL_STATES: tuple[str, ...] = ()
     HOLDING_STATES: tuple[str, ...] = ()
@@ -150,7 +150,7 @@ class Workload(models.Model):
 
     # Preemption (docs/design.md "Sharing, preemption, clusters"): how often its borrowed units were taken back, when last, and —
     # while its pods are being stopped for that — since when (None otherwise). A workload
-    # being preempted keeps its reservation until its pods are gone (workloads.preemption).
+    # being preempted keeps its hold until its pods are gone (workloads.preemption).
     preemptions = models.PositiveSmallIntegerField(default=0, db_default=0)
     last_preempted_at = models.DateTimeField(null=True, blank=True)
     preempting_since = models.DateTimeField(null=True, blank=True)
@@ -332,7 +332,7 @@ class SecretEnv(models.Model):
     records the workload, so a rejected submission leaves neither; an endpoint's PATCH replaces it.
     """
 
-    #: The workload's ledger reference (``run:42``): one identity, as quota reservations use.
+    #: The workload's ledger reference (``run:42``): one identity, as quota holds use.
     ref = models.CharField(max_length=40, unique=True)
     team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="+")
     #: Sorted variable names: what masking needs, readable without loading the values.
@@ -377,7 +377,7 @@ class Attempt(models.Model):
     (``ended_at`` None); a workload that ends on its own during the grace keeps that row.
     """
 
-    #: The workload's ledger reference (``run:42``), as reservations and the preemption log name it.
+    #: The workload's ledger reference (``run:42``), as holds and the preemption log name it.
     ref = models.CharField(max_length=40, db_index=True)
     number = models.PositiveIntegerField()
     cluster = models.ForeignKey("fleet.Cluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

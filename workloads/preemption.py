@@ -15,7 +15,7 @@ Each reconcile cycle, after queued work was admitted (:func:`reclaim`):
    pod's log), a run's objects are deleted with the grace period (its checkpoint contract's
    ``grace_seconds``, else ``SLIPWAY_PREEMPTION_GRACE_SECONDS``; its checkpoint claim stays for
    the next attempt), an endpoint's burst shrinks (:meth:`workloads.registry.WorkloadKind.shrink_burst`);
-3. a run being preempted keeps its reservation until its objects are gone (:func:`follow`, from
+3. a run being preempted keeps its hold until its objects are gone (:func:`follow`, from
    the cycle's observation, which also gives the notice and the graceful delete again when they
    were lost, and saves their logs again, with what they print while they stop), so the
    reclaiming team's work never runs beside the pods it replaces; then it goes back to
@@ -46,7 +46,7 @@ from quotas import fairshare
 from quotas.constants import Priority
 from quotas.facts import ClusterWaits, cohort_figures, flavor_quota, team_quotas, units_in_use
 from quotas.ledger import interval_cost, interval_gpu_hours
-from quotas.models import Cohort, PreemptionEvent, QueuedRequest, Reservation, TeamSharing
+from quotas.models import Cohort, PreemptionEvent, QueuedRequest, QuotaHold, TeamSharing
 from quotas.reclaim import Candidate, Claim, Rules, Verdict, choose_own_victims, choose_victims, lost_span
 from teams.models import AuditEvent
 from teams.services import audit
@@ -101,7 +101,7 @@ def _own_victims(sharing: TeamSharing, now: datetime) -> list[tuple[Candidate, C
     quotas = team_quotas(team)
     usage = units_in_use(team)
     stopping = _stopping_refs([team.pk])
-    held = list(Reservation.objects.held().filter(team=team, priority__lt=Priority.HIGH.rank))
+    held = list(QuotaHold.objects.held().filter(team=team, priority__lt=Priority.HIGH.rank))
     workloads = _held_workloads(held)
     waits = ClusterWaits()
     chosen: list[tuple[Candidate, Claim, int]] = []
@@ -142,7 +142,7 @@ def _victims(cohort: Cohort, now: datetime) -> list[tuple[Candidate, Claim, int]
     rules = Rules(cohort.reclaim, timedelta(minutes=cohort.min_runtime_minutes),
                   timedelta(seconds=cohort.preemption_delay_seconds))
     stopping = _stopping_refs(figures.slugs)
-    held = list(Reservation.objects.held().filter(team_id__in=figures.slugs, borrowed_units__gt=0))
+    held = list(QuotaHold.objects.held().filter(team_id__in=figures.slugs, borrowed_units__gt=0))
     workloads = _held_workloads(held)
     remembered = fairshare.remembered_units(list(figures.slugs), now)  # victim teams: highest share first
     waits = ClusterWaits()
@@ -163,11 +163,11 @@ def _victims(cohort: Cohort, now: datetime) -> list[tuple[Candidate, Claim, int]
     return chosen
 
 
-def _held_workloads(held: list[Reservation]) -> dict[str, object]:
-    """``{ref: workload}`` of the held reservations' workloads, with their flavor (one query per kind)."""
+def _held_workloads(held: list[QuotaHold]) -> dict[str, object]:
+    """``{ref: workload}`` of the quota holds' workloads, with their flavor (one query per kind)."""
     by_kind: dict[WorkloadKind, list[int]] = {}
-    for reservation in held:
-        identity = WorkloadId.from_ref(reservation.ref)
+    for hold in held:
+        identity = WorkloadId.from_ref(hold.ref)
         kind = kind_for(identity.prefix) if identity is not None else None
         if kind is not None:
             by_kind.setdefault(kind, []).append(identity.pk)
@@ -187,9 +187,9 @@ def last_start(workload, now: datetime) -> datetime:
     return max(workload.started_at, workload.admitted_at or workload.started_at)
 
 
-def _candidate(reservation: Reservation, workload, slugs: dict[int, str], stopping: set[str],
+def _candidate(hold: QuotaHold, workload, slugs: dict[int, str], stopping: set[str],
                shares: dict[int, float], now: datetime) -> Candidate:
-    identity = WorkloadId.from_ref(reservation.ref)
+    identity = WorkloadId.from_ref(hold.ref)
     kind = kind_for(identity.prefix) if identity is not None else None
     burst = kind is not None and kind.preempts_burst
     facts = {}
@@ -197,11 +197,11 @@ def _candidate(reservation: Reservation, workload, slugs: dict[int, str], stoppi
         facts = {"started_at": last_start(workload, now), "last_checkpoint_at": kind.last_checkpoint_at(workload),
                  "reports_checkpoints": kind.reports_checkpoints(workload),
                  "price_per_hour": workload.unit_price(), "preemptions": workload.preemptions}
-    return Candidate(ref=reservation.ref, team=slugs[reservation.team_id],
-                     units=reservation.borrowed_units if burst else reservation.units,
-                     borrowed=reservation.borrowed_units, priority=reservation.priority,
-                     admitted_at=reservation.created_at, burst=burst, share=shares.get(reservation.team_id, 0.0),
-                     stopping=reservation.ref in stopping, **facts)
+    return Candidate(ref=hold.ref, team=slugs[hold.team_id],
+                     units=hold.borrowed_units if burst else hold.units,
+                     borrowed=hold.borrowed_units, priority=hold.priority,
+                     admitted_at=hold.created_at, burst=burst, share=shares.get(hold.team_id, 0.0),
+                     stopping=hold.ref in stopping, **facts)
 
 
 def lost_work(kind: WorkloadKind, workload, units: int, notice: datetime) -> tuple:

@@ -36,7 +36,7 @@ class Lifecycle:
     """
 
     queued: str  #: waiting for quota
-    admitted: str  #: holds its reservation, cluster objects not applied yet
+    admitted: str  #: holds its hold, cluster objects not applied yet
     applied: str  #: what a successful first apply moves ``admitted`` to
     failed: str
     ended: str  #: where the user's end (cancel, delete) moves it

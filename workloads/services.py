@@ -41,14 +41,14 @@ def admit_new(workload, recorded: Callable[[Decision, datetime], Sequence[Write]
     """Admit ``workload`` (just created, in the caller's transaction) and record the outcome.
 
     Admitted: its state moves to the kind's admitted state and the apply task is published
-    after commit (the reconciler re-drives it if that is lost); it carries its reservation's
+    after commit (the reconciler re-drives it if that is lost); it carries its hold's
     borrowed units as list rows do (``borrowed_held``), so the API's response to the submission
     reads nothing back. Queued: it waits with the plain-words reason. Rejected: nothing is
     changed here; the caller raises its field error and its transaction rolls the row back.
 
     ``recorded(decision, now)``: the caller's rows of the outcome (its audit row, an endpoint's
     first scaling event; :mod:`core.writes`), written with the state move — when admitted, in
-    the reservation's round trip under the team's lock (:func:`quotas.admission.admit`). Not
+    the hold's round trip under the team's lock (:func:`quotas.admission.admit`). Not
     called for a rejection.
     """
     kind = kind_of(workload)
@@ -70,7 +70,7 @@ def admit_new(workload, recorded: Callable[[Decision, datetime], Sequence[Write]
     if decision.rejected:
         return decision
     if decision.admitted:
-        workload.borrowed_held = decision.borrows  # what admission just wrote on the reservation
+        workload.borrowed_held = decision.borrows  # what admission just wrote on the hold
         enqueue_apply(workload.identity)
     elif not all(run_together(moved(decision, timezone.now()))):
         raise DatabaseError(f"queueing {workload.ref}: a write touched no row")

@@ -15,10 +15,10 @@ from workloads.services import enqueue_apply
 
 @receiver(workload_admitted, dispatch_uid="workloads.workload_admitted")
 def admitted_from_queue(sender, ref: str, team, **kwargs) -> None:
-    """A queued workload got its reservation: mark it admitted and have its objects applied.
+    """A queued workload got its hold: mark it admitted and have its objects applied.
 
     Runs inside ``admit_waiting``'s transaction, so the state change commits together with
-    the reservation; the task is published only after that commit.
+    the hold; the task is published only after that commit.
     """
     identity = WorkloadId.from_ref(ref)
     kind = kind_for(identity.prefix) if identity else None

@@ -18,7 +18,7 @@ class WorkspaceState(models.TextChoices):
 
 #: States a workspace never leaves.
 FINAL_STATES = (WorkspaceState.DELETED, WorkspaceState.FAILED)
-#: Admitted and not paused or ended: it holds its reservation (and is billed while its pod runs).
+#: Admitted and not paused or ended: it holds its hold (and is billed while its pod runs).
 HOLDING_STATES = (WorkspaceState.ADMITTED, WorkspaceState.STARTING, WorkspaceState.RUNNING)
 #: Queued or holding quota (docs/glossary.md "active"). A paused workspace is neither: it holds no
 #: quota and waits for no units, only for its owner; it is *unfinished* (its name stays taken).

@@ -12,7 +12,7 @@ import pytest
 
 from cluster.backends.base import ClusterAddress
 from quotas.demo import seed_flavors, seed_team_quotas
-from quotas.models import Reservation, UsageRecord
+from quotas.models import QuotaHold, UsageRecord
 from sandbox.backend import SandboxBackend
 from tests.e2e.conftest import wait_for
 from workloads.registry import resource_kinds
@@ -66,7 +66,7 @@ def test_an_endpoint_bursts_within_the_quota_gives_back_and_is_deleted(worker, a
     wait_for(lambda: "capped_by_quota" in decisions(api, ep["id"]), timeout=30, what="the quota cap in the log")
     assert decisions(api, ep["id"]).count("burst_granted") == 3
     assert "capped at 4 replicas by the team quota" in endpoint(api, ep["id"])["reason"]
-    assert Reservation.objects.held().get(ref=f"ep:{ep['id']}").units == 4
+    assert QuotaHold.objects.held().get(ref=f"ep:{ep['id']}").units == 4
 
     # A training run queued for the same flavor takes the reclaimed burst units and starts.
     run = api.post("/api/v1/runs/", {"team": "ml-research", "name": "train", "image": "registry.example.com/ml/t:1",
@@ -104,7 +104,7 @@ def test_an_endpoint_bursts_within_the_quota_gives_back_and_is_deleted(worker, a
 
     # Delete: quota released at once, objects gone, then deleted.
     assert api.delete(f"/api/v1/endpoints/{ep['id']}/").status_code == 202
-    assert not Reservation.objects.held().filter(ref=f"ep:{ep['id']}").exists()
+    assert not QuotaHold.objects.held().filter(ref=f"ep:{ep['id']}").exists()
     until(api, ep["id"], lambda b: b["state"] == "deleted", "the endpoint to be deleted")
     assert not [w for w in SandboxBackend().observe(resource_kinds()) if w.object_name == ep["object_name"]]
 
@@ -114,6 +114,6 @@ def test_an_endpoint_on_requests_sleeps_at_zero_and_wakes(worker, api):
                 autoscale={"metric": "requests_per_second", "target": 5})
     load(ep, 0)
     until(api, ep["id"], lambda b: b["state"] == "scaled_to_zero", "the endpoint to sleep at zero")
-    assert Reservation.objects.held().get(ref=f"ep:{ep['id']}").units == 1  # one replica, to wake with
+    assert QuotaHold.objects.held().get(ref=f"ep:{ep['id']}").units == 1  # one replica, to wake with
     load(ep, 4)
     until(api, ep["id"], lambda b: b["state"] == "ready" and b["replicas"] == 1, "the endpoint to wake up")

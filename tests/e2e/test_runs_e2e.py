@@ -14,7 +14,7 @@ from django.db import connection
 
 from jobs.models import TrainingRun
 from quotas.demo import seed_flavors, seed_team_quotas
-from quotas.models import Reservation
+from quotas.models import QuotaHold
 from sandbox.backend import SandboxBackend
 from tests.e2e.conftest import wait_for
 from tests.jobs.conftest import post_run
@@ -56,7 +56,7 @@ def test_it_runs_a_job_from_submit_to_success_with_cost(worker, setup):
     assert {"pending", "running"} <= set(seen), seen
     assert Decimal(body["cost_to_date"]) > 0
     assert body["started_at"] and body["finished_at"]
-    assert not Reservation.objects.held().filter(ref=f"run:{run['id']}").exists()
+    assert not QuotaHold.objects.held().filter(ref=f"run:{run['id']}").exists()
     assert sandbox_kinds(f"run-{run['id']}") == ["Job"]
 
 
@@ -74,7 +74,7 @@ def test_it_cancels_a_run_releasing_quota_and_deleting_its_objects(worker, setup
     watch(api, run["id"], ("pending", "running"))
     assert sandbox_kinds(f"run-{run['id']}") == ["Job"]
     assert api.post(f"/api/v1/runs/{run['id']}/cancel/").status_code == 202
-    assert not Reservation.objects.held().filter(ref=f"run:{run['id']}").exists()
+    assert not QuotaHold.objects.held().filter(ref=f"run:{run['id']}").exists()
     wait_for(lambda: sandbox_kinds(f"run-{run['id']}") == [], timeout=30, what="the Job to be deleted")
 
 

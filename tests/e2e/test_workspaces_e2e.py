@@ -28,7 +28,7 @@ from django.test import Client
 from core.formatting import format_rate
 from notifications.models import Event
 from quotas.demo import seed_flavors, seed_team_quotas
-from quotas.models import Reservation
+from quotas.models import QuotaHold
 from tests.e2e.conftest import lend, module_worker, wait_for
 from tests.workspaces.proxying import browser_on, run_proxy, signed_in_through
 from workspaces.models import LocalServer, Workspace
@@ -153,7 +153,7 @@ def test_a_workspace_runs_pauses_when_idle_and_resumes_with_its_files(worker, pr
     # 4. No activity for its idle window (and its GPU idle): paused, the quota back, the owner told.
     paused = until(api, pk, lambda b: b["state"] == "paused", "the idle workspace to pause", timeout=150)
     assert paused["pause_cause"] == "idle" and "saves" in paused["reason"]
-    assert not Reservation.objects.held().filter(ref=f"ws:{pk}").exists()
+    assert not QuotaHold.objects.held().filter(ref=f"ws:{pk}").exists()
     event = Event.objects.get(kind="workspace_paused")
     # Paused, it costs nothing per hour; what pausing saves is what it cost running, in the one rounding.
     assert Decimal(paused["cost_per_hour"]) == 0

@@ -17,7 +17,7 @@ from cluster.errors import Transient
 from fleet.models import Cluster
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from quotas.models import QueuedRequest, Reservation, UsageRecord
+from quotas.models import QueuedRequest, QuotaHold, UsageRecord
 from teams.models import AuditEvent
 from tests.factories import make_user
 from tests.fleet.conftest import _a100, apply, iso, node
@@ -136,7 +136,7 @@ def test_a_checkpointing_run_on_a_lost_cluster_resumes_elsewhere_and_is_billed_o
     assert Cluster.objects.get(name="west").state == "ready"
     assert run.object_name in report.orphans_deleted
     assert not any(k == "Job" for (_ns, k, _n) in clusters["west"].objects)
-    assert Reservation.objects.held().filter(ref=run.ref).count() == 1
+    assert QuotaHold.objects.held().filter(ref=run.ref).count() == 1
     assert not QueuedRequest.objects.filter(ref=run.ref).exists()
 
 

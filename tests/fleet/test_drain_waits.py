@@ -17,7 +17,7 @@ from fleet.models import Cluster
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import submit_run
-from quotas.models import QueuedRequest, Reservation
+from quotas.models import QueuedRequest, QuotaHold
 from teams.models import Role
 from tests.backends import use_backends
 from tests.factories import add_member, cohort_pair, make_user
@@ -75,7 +75,7 @@ def test_it_queues_a_run_only_a_draining_cluster_can_take_says_so_everywhere_and
     run = TrainingRun.objects.get(pk=response.json()["id"])
     assert (run.state, run.reason, run.reason_code) == (RunState.QUEUED, DRAINED, ReasonCode.QUEUED)
     assert api.get(f"/api/v1/runs/{run.pk}/").json()["reason"] == DRAINED
-    assert not Reservation.objects.filter(ref=run.ref).exists()
+    assert not QuotaHold.objects.filter(ref=run.ref).exists()
     # 3. The reconciler does not admit it while east drains (and A100 work still goes to west meanwhile).
     report = rec.reconcile()
     run.refresh_from_db()
@@ -96,7 +96,7 @@ def test_a_run_admitted_just_before_a_drain_goes_back_to_waiting_at_its_place_in
         fleet, quota, member, staff, api_client_for):
     api, ops = api_client_for(member), api_client_for(staff)
     first = TrainingRun.objects.get(pk=api.post("/api/v1/runs/", l4_run("first"), format="json").json()["id"])
-    assert first.state == RunState.ADMITTED and Reservation.objects.held().filter(ref=first.ref).exists()
+    assert first.state == RunState.ADMITTED and QuotaHold.objects.held().filter(ref=first.ref).exists()
     set_state(ops, "draining")  # before a worker applied it
     later = TrainingRun.objects.get(pk=api.post("/api/v1/runs/", l4_run("later"), format="json").json()["id"])
     assert later.state == RunState.QUEUED
@@ -105,7 +105,7 @@ def test_a_run_admitted_just_before_a_drain_goes_back_to_waiting_at_its_place_in
     first.refresh_from_db()
     assert (first.state, first.reason, first.cluster_id) == (RunState.QUEUED, DRAINED, None)
     assert (first.admitted_at, first.apply_attempts, first.attempt) == (None, 0, 1)  # nothing ran: no attempt spent
-    assert not Reservation.objects.held().filter(ref=first.ref).exists()
+    assert not QuotaHold.objects.held().filter(ref=first.ref).exists()
     # At its old place: ahead of the run submitted after it.
     assert [q.ref for q in QueuedRequest.objects.order_by(*QueuedRequest.QUEUE_ORDER)] == [first.ref, later.ref]
     assert apply_workload("run", first.pk) == "skipped"  # a replayed task finds it queued

@@ -17,7 +17,7 @@ from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from quotas.demo import seed_flavors, seed_team_quotas
 from quotas.ledger import month_end, month_start, record_usage
-from quotas.models import BudgetMonth, PreemptionEvent, Reservation, TeamBudget, UsageRecord
+from quotas.models import BudgetMonth, PreemptionEvent, QuotaHold, TeamBudget, UsageRecord
 from quotas.reports import usage_report
 from quotas.services import set_team_budget
 from teams.models import Role
@@ -325,12 +325,12 @@ def test_reports_carry_borrowed_and_preempted_figures_in_every_grouping(team, sh
     assert usage_report([team], since + timedelta(hours=4), until, "workload") == []  # the period counts
 
 
-def test_an_open_segment_counts_its_reservations_borrowed_units(team, member, flavors):
+def test_an_open_segment_counts_its_holds_borrowed_units(team, member, flavors):
     now = timezone.now()
     run = TrainingRun.objects.create(team=team, created_by=member, name="open", flavor=flavors["a100-80gb"],
                                      state="running", image="r.example.com/t:1", command=["python"],
                                      billed_until=now - timedelta(minutes=30), open_units=2)
-    Reservation.objects.create(team=team, ref=run.ref, flavor=flavors["a100-80gb"], units=2, borrowed_units=1)
+    QuotaHold.objects.create(team=team, ref=run.ref, flavor=flavors["a100-80gb"], units=2, borrowed_units=1)
     [row] = usage_report([team], now - timedelta(hours=2), now + timedelta(hours=1), "workload", now)
     tenth = Decimal("1E-10")  # the ledger's precision: a piece cut at an hour boundary rounds on its own
     assert abs(row["gpu_hours"] - 1) <= tenth and abs(row["borrowed_gpu_hours"] - Decimal("0.5")) <= 2 * tenth

@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from inference.models import InferenceEndpoint
-from quotas.models import Reservation
+from quotas.models import QuotaHold
 from tests.inference.conftest import endpoint_payload
 
 pytestmark = pytest.mark.django_db
@@ -70,7 +70,7 @@ def test_patch_answers_400_with_the_reason_and_changes_nothing(api, ep_quota):
     response = api.patch(f"/api/v1/endpoints/{first['id']}/", {"min_replicas": 3}, format="json")
     assert response.status_code == 400
     assert "waiting for quota" in response.json()["errors"]["min_replicas"][0]
-    assert Reservation.objects.held().get(ref=f"ep:{first['id']}").units == 2
+    assert QuotaHold.objects.held().get(ref=f"ep:{first['id']}").units == 2
     assert api.patch(f"/api/v1/endpoints/{first['id']}/", {"port": 9000}, format="json").status_code == 400
     ok = api.patch(f"/api/v1/endpoints/{first['id']}/", {"max_replicas": 6, "scale_down_delay_seconds": 60},
                    format="json")
@@ -161,7 +161,7 @@ def test_a_list_reads_the_clusters_and_prices_once_whatever_its_length(api, ep_q
 @pytest.mark.postgres  # PostgreSQL's statements and locks
 def test_a_creation_writes_under_the_teams_lock_once(api, ep_quota):
     # Under the team's lock: the lock, the facts, the month's open segments (the team has a
-    # budget), then the reservation, the endpoint's state move, its first scaling event and
+    # budget), then the hold, the endpoint's state move, its first scaling event and
     # replica sample and its audit row as one statement (PostgreSQL's data-modifying CTEs),
     # then the end.
     api.get("/api/v1/flavors/")  # the token's first last-used write is behind us
@@ -171,7 +171,7 @@ def test_a_creation_writes_under_the_teams_lock_once(api, ep_quota):
     lock = next(i for i, sql in enumerate(statements) if sql.endswith("FOR NO KEY UPDATE"))
     held = statements[lock + 1:]
     assert [sql.split()[0] for sql in held] == ["SELECT", "SELECT", "WITH", "RELEASE"], held
-    tables = ("quotas_reservation", "inference_scalingevent", "inference_replicasample", "portal_auditevent")
+    tables = ("quotas_quotahold", "inference_scalingevent", "inference_replicasample", "portal_auditevent")
     assert all(f'INSERT INTO "{table}"' in held[2] for table in tables)
     assert 'UPDATE "inference_inferenceendpoint" SET' in held[2]
     endpoint = InferenceEndpoint.objects.get(name="locked")

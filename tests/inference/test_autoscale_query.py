@@ -18,7 +18,7 @@ from django.apps import apps
 from inference import services
 from inference.models import InferenceEndpoint
 from quotas.demo import seed_team_quotas
-from quotas.models import Reservation
+from quotas.models import QuotaHold
 from sandbox.models import SimObject
 from teams.models import AuditEvent
 from tests.inference.conftest import endpoint_payload
@@ -73,7 +73,7 @@ def test_post_refuses_a_query_beyond_the_team_with_a_400_and_writes_nothing(api,
     assert response.status_code == 400, response.json()
     messages = response.json()["errors"]["autoscale"]
     assert any(m.startswith("query: ") and reason in m for m in messages), messages
-    assert not InferenceEndpoint.objects.exists() and not Reservation.objects.exists()
+    assert not InferenceEndpoint.objects.exists() and not QuotaHold.objects.exists()
     assert not AuditEvent.objects.filter(action="endpoint_created").exists()
     assert published == []
 

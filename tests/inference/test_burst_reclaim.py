@@ -14,7 +14,7 @@ from jobs.services import submit_run
 from quotas import admission
 from quotas import services as quota_services
 from quotas.demo import seed_team_quotas
-from quotas.models import PreemptionEvent, Reservation
+from quotas.models import PreemptionEvent, QuotaHold
 from teams.models import Role
 from tests.factories import add_member, make_team, make_user
 from tests.inference.test_scaling import ready, wants
@@ -34,7 +34,7 @@ def test_a_borrowed_burst_shrinks_for_the_lender_and_its_run_is_admitted(create,
     for step in range(7):  # 4 of its own team's A100s, then vision's 4 idle ones
         scaling.follow(endpoint, wants(1 + step, 1 + step, limited=True), now)
         endpoint = ready(endpoint)
-    held = Reservation.objects.held().get(ref=endpoint.ref)
+    held = QuotaHold.objects.held().get(ref=endpoint.ref)
     assert (endpoint.replica_ceiling, held.units, held.borrowed_units) == (8, 8, 4)
 
     vera = make_user("vera")
@@ -46,7 +46,7 @@ def test_a_borrowed_burst_shrinks_for_the_lender_and_its_run_is_admitted(create,
     with django_capture_on_commit_callbacks(execute=True):
         assert preemption.reclaim(timezone.now()) == [endpoint.ref]
     endpoint = InferenceEndpoint.objects.get(pk=endpoint.pk)
-    held = Reservation.objects.held().get(ref=endpoint.ref)
+    held = QuotaHold.objects.held().get(ref=endpoint.ref)
     assert (endpoint.replica_ceiling, held.units, held.borrowed_units) == (4, 4, 0)
     assert endpoint.state == EndpointState.READY and endpoint.preemptions == 1 and endpoint.preempting_since is None
     event = PreemptionEvent.objects.get(ref=endpoint.ref)

@@ -13,7 +13,7 @@ import pytest
 from inference import revisions, services
 from inference.constants import EndpointState
 from inference.models import EndpointRevision, InferenceEndpoint
-from quotas.models import Reservation
+from quotas.models import QuotaHold
 from sandbox.models import SimObject, SimPod
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -55,7 +55,7 @@ def test_a_canary_runs_beside_the_stable_revision_is_billed_and_goes_when_rolled
     ep = endpoint(created.pk)
     assert (ep.state, ep.replicas) == (EndpointState.READY, 2)  # the stable Deployment's figures
     assert len(live_pods(name)) == 3 and len(live_pods(f"{name}-canary")) == 1
-    assert Reservation.objects.held().get(ref=ep.ref).units == 3
+    assert QuotaHold.objects.held().get(ref=ep.ref).units == 3
     cluster.cycle()
     assert endpoint(created.pk).open_units == 3  # both Deployments' running pods are billed
     canary = SimObject.objects.get(kind="Deployment", name=f"{name}-canary")
@@ -69,7 +69,7 @@ def test_a_canary_runs_beside_the_stable_revision_is_billed_and_goes_when_rolled
     assert f"{name}-canary" not in deployments()
     assert not SimObject.objects.filter(name=f"{name}-canary").exists()  # its Service too
     until(cluster, lambda: len(live_pods(name)) == 2)
-    assert Reservation.objects.held().get(ref=ep.ref).units == 2
+    assert QuotaHold.objects.held().get(ref=ep.ref).units == 2
     until(cluster, lambda: endpoint(created.pk).open_units == 2)
     assert endpoint(created.pk).state == EndpointState.READY
 
@@ -99,4 +99,4 @@ def test_a_promoted_canary_becomes_the_stable_deployment_and_its_objects_go(clus
     stable = SimObject.objects.get(kind="Deployment", name=name)
     assert stable.manifest["spec"]["template"]["spec"]["containers"][0]["args"] == ["--quantization", "awq"]
     assert stable.manifest["metadata"]["annotations"]["slipway.dev/revision"] == "2"
-    assert Reservation.objects.held().get(ref=created.ref).units == 1
+    assert QuotaHold.objects.held().get(ref=created.ref).units == 1

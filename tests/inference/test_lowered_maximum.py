@@ -1,7 +1,7 @@
 """A lowered maximum applies at once, on the simulated cluster: ceiling, replicas, quota and billing.
 
 An endpoint runs four burst replicas at full load; its maximum is lowered (by the API, then by
-the edit form) below what runs. At once the ceiling drops and the reservation shrinks; the
+the edit form) below what runs. At once the ceiling drops and the hold shrinks; the
 ScaledObject is re-applied with the new ``maxReplicaCount`` and the cluster stops the replicas
 above it without waiting for the scale-down delay (as Kubernetes' HPA does); and from the
 change on, the endpoint is never billed for more than its new ceiling, while the Capacity
@@ -19,7 +19,7 @@ from inference import services
 from inference.constants import EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from quotas.ledger import cost_per_hour
-from quotas.models import Reservation
+from quotas.models import QuotaHold
 from quotas.services import capacity_rows
 from workloads.registry import resource_kinds
 
@@ -31,7 +31,7 @@ def endpoint(pk) -> InferenceEndpoint:
 
 
 def reserved(ref: str) -> int:
-    return Reservation.objects.held().get(ref=ref).units
+    return QuotaHold.objects.held().get(ref=ref).units
 
 
 def running_pods(cluster, ep) -> int:
@@ -76,7 +76,7 @@ def test_a_lowered_maximum_applies_at_once_and_bills_no_more_than_the_new_ceilin
     assert running_pods(cluster, ep) == 4
 
     # 1. The API lowers the maximum to 3, below the four that run: the ceiling and the
-    #    reservation drop at once (no waiting for the ten-minute scale-down delay).
+    #    hold drop at once (no waiting for the ten-minute scale-down delay).
     response = api.patch(f"/api/v1/endpoints/{ep.pk}/", {"max_replicas": 3}, format="json")
     assert response.status_code == 200, response.content
     assert (response.json()["replica_ceiling"], reserved(ep.ref)) == (3, 3)

@@ -20,7 +20,7 @@ from inference.constants import RevisionState
 from inference.models import EndpointRevision, InferenceEndpoint, TrafficWindow
 from notifications import delivery
 from notifications.models import Delivery, Event
-from quotas.models import Reservation
+from quotas.models import QuotaHold
 from tests.inference.conftest import endpoint_payload
 from tests.threads import in_thread, paused_after, wait_until_lock_waiter
 
@@ -36,7 +36,7 @@ def states(endpoint) -> list[tuple[int, str, int]]:
 
 
 def reserved(endpoint) -> int:
-    return Reservation.objects.held().get(ref=endpoint.ref).units
+    return QuotaHold.objects.held().get(ref=endpoint.ref).units
 
 
 def fresh(endpoint) -> InferenceEndpoint:

@@ -18,7 +18,7 @@ from inference import services
 from inference.constants import EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from jobs.services import submit_run
-from quotas.models import Reservation
+from quotas.models import QuotaHold
 from workloads.registry import resource_kinds
 
 # Real commits: the tasks the portal publishes after commit are run as a worker would run them.
@@ -30,7 +30,7 @@ def endpoint(pk) -> InferenceEndpoint:
 
 
 def reserved(ref: str) -> int:
-    found = Reservation.objects.held().filter(ref=ref).first()
+    found = QuotaHold.objects.held().filter(ref=ref).first()
     return found.units if found else 0
 
 

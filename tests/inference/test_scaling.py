@@ -14,7 +14,7 @@ from inference.constants import EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from jobs.services import submit_run
 from quotas.ledger import record_usage
-from quotas.models import Reservation, TeamBudget
+from quotas.models import QuotaHold, TeamBudget
 
 pytestmark = pytest.mark.django_db
 
@@ -30,7 +30,7 @@ def ready(endpoint) -> InferenceEndpoint:
 
 
 def reserved(endpoint) -> int:
-    return Reservation.objects.held().get(ref=endpoint.ref).units
+    return QuotaHold.objects.held().get(ref=endpoint.ref).units
 
 
 def test_it_grants_burst_one_replica_at_a_time_then_caps_it_by_the_team_quota(
@@ -109,7 +109,7 @@ def test_the_ceiling_comes_down_after_the_scale_down_delay(create):
     assert endpoint.demand_below_ceiling_since == now
     scaling.follow(endpoint, wants(2, 1, limited=False), now + timedelta(seconds=299))
     assert ready(endpoint).replica_ceiling == 3
-    # ...and after it, the ceiling and the reservation fall to what is wanted.
+    # ...and after it, the ceiling and the hold fall to what is wanted.
     assert scaling.follow(ready(endpoint), wants(1, 1, limited=False), now + timedelta(seconds=300)) is True
     endpoint = ready(endpoint)
     assert (endpoint.replica_ceiling, reserved(endpoint)) == (1, 1)

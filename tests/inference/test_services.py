@@ -10,7 +10,7 @@ from inference import services
 from inference.constants import EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from jobs.services import submit_run
-from quotas.models import QueuedRequest, Reservation
+from quotas.models import QueuedRequest, QuotaHold
 from tests.inference.conftest import endpoint_payload
 from workloads import reconcile as rec
 
@@ -18,8 +18,8 @@ pytestmark = pytest.mark.django_db
 
 
 def reserved(endpoint) -> int:
-    reservation = Reservation.objects.held().filter(ref=endpoint.ref).first()
-    return reservation.units if reservation else 0
+    hold = QuotaHold.objects.held().filter(ref=endpoint.ref).first()
+    return hold.units if hold else 0
 
 
 def test_it_admits_an_endpoint_at_its_guaranteed_minimum(create):
@@ -61,7 +61,7 @@ def test_it_refuses_bad_requests_with_field_errors_and_writes_nothing(create, ov
     with pytest.raises(ValidationError) as caught:
         create(**overrides)
     assert field in caught.value.message_dict
-    assert not InferenceEndpoint.objects.exists() and not Reservation.objects.exists()
+    assert not InferenceEndpoint.objects.exists() and not QuotaHold.objects.exists()
 
 
 def test_it_refuses_a_second_live_endpoint_of_the_same_name(create):
@@ -92,7 +92,7 @@ def test_a_higher_minimum_must_fit_now_else_nothing_changes(create, member):
 
 def test_burst_units_the_endpoint_holds_count_towards_a_higher_minimum(create, member):
     endpoint = create(min_replicas=1, max_replicas=4)
-    Reservation.objects.filter(ref=endpoint.ref).update(units=3)  # two burst replicas granted
+    QuotaHold.objects.filter(ref=endpoint.ref).update(units=3)  # two burst replicas granted
     InferenceEndpoint.objects.filter(pk=endpoint.pk).update(replica_ceiling=3)
     create(name="other", min_replicas=1)  # the team is full now: 3 + 1 of 4
     endpoint.refresh_from_db()

@@ -9,7 +9,7 @@ import pytest
 
 from inference import services
 from inference.models import InferenceEndpoint
-from quotas.models import Reservation
+from quotas.models import QuotaHold
 from tests.inference.conftest import endpoint_payload
 
 pytestmark = pytest.mark.django_db
@@ -75,7 +75,7 @@ def test_the_create_form_explains_mig_and_creates(client, member, ep_quota, publ
     response = client.post("/endpoints/new/", FORM)
     created = InferenceEndpoint.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/endpoints/{created.pk}/"
-    assert Reservation.objects.held().get(ref=created.ref).units == 1
+    assert QuotaHold.objects.held().get(ref=created.ref).units == 1
 
 
 def test_the_preview_writes_nothing(client, member, ep_quota):

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from quotas.models import QueuedRequest, Reservation
+from quotas.models import QueuedRequest, QuotaHold
 from tests.factories import add_member, make_user
 from tests.fakes import pod
 from tests.jobs.conftest import run_payload
@@ -41,7 +41,7 @@ def test_it_creates_an_admitted_run_and_publishes_its_creation(api, quota, publi
     assert body["command"] == ["python", "train.py"]
     assert body["env"] == {"WANDB_MODE": "offline"}
     assert published == [("workloads.tasks.apply_workload", ("run", body["id"]))]
-    assert Reservation.objects.held().get(ref=f"run:{body['id']}").units == 2
+    assert QuotaHold.objects.held().get(ref=f"run:{body['id']}").units == 2
 
 
 def test_it_names_the_kubernetes_objects_object_name_and_keeps_the_old_name_one_release(api, quota, published):
@@ -62,7 +62,7 @@ def test_it_makes_a_pytorchjob_of_a_distributed_run(api, quota, published):
     response = post_run(api, workers=2, gpus_per_worker=4)
     assert response.status_code == 201
     assert response.json()["resource_kind"] == "PyTorchJob"
-    assert Reservation.objects.held().get(ref=f"run:{response.json()['id']}").units == 8
+    assert QuotaHold.objects.held().get(ref=f"run:{response.json()['id']}").units == 8
 
 
 def test_it_queues_what_does_not_fit_now_with_reason_and_position(api, quota, published):
@@ -88,7 +88,7 @@ def test_it_rejects_what_can_never_fit_with_a_field_error_and_writes_nothing(api
     assert response.status_code == 400
     assert "largest node has 1" in response.json()["errors"]["gpus_per_worker"][0]
     assert TrainingRun.objects.count() == 0
-    assert Reservation.objects.count() == 0
+    assert QuotaHold.objects.count() == 0
     assert published == []
 
 
@@ -272,7 +272,7 @@ def test_it_lists_in_a_constant_number_of_queries(api, member, team, quota, publ
     # number of queries per team with queued work on the page.
     _make_runs(member, team, count, gpus_per_worker=1)
     # token (1) + its first last-used write (1) + count (1) + page (1) + queue positions (1) +
-    # start estimates: queue, reservations, their runs, quotas, finished runs' durations, the
+    # start estimates: queue, holds, their runs, quotas, finished runs' durations, the
     # platform's limit use (6: workloads.forecast.platform_limit_spans, one per kind with a limit) +
     # what holds queued work beyond its quota: the budget, the month's spend (ledger rows, open
     # segments: quotas.ledger.month_spend), committed money (4) + the clusters, for work that waits for one
@@ -297,7 +297,7 @@ def test_it_cancels_a_run_releases_quota_and_deletes_its_objects(api, member, te
     assert response.status_code == 202
     assert response.json()["state"] == "cancelled"
     assert response.json()["reason"] == "cancelled by mia"
-    assert not Reservation.objects.held().filter(ref=run.ref).exists()
+    assert not QuotaHold.objects.held().filter(ref=run.ref).exists()
     assert ("workloads.tasks.delete_workload", ("run", run.pk)) in published
     again = api.post(f"/api/v1/runs/{run.pk}/cancel/")
     assert again.status_code == 409
@@ -351,7 +351,7 @@ def test_a_submission_reads_nothing_back_for_its_response_and_writes_under_the_t
     # The response says what admission decided (borrowed units included) from the run as written:
     # after the admission's writes, the only statement left is the transaction's end. Under the
     # team's lock: the lock, the facts, the month's open segments (the team has a budget), then
-    # the reservation, the run's state move and its audit row as one statement (PostgreSQL's
+    # the hold, the run's state move and its audit row as one statement (PostgreSQL's
     # data-modifying CTEs), then the end.
     api.get("/api/v1/flavors/")  # the token's first last-used write is behind us
     with CaptureQueriesContext(connection) as ctx:
@@ -361,5 +361,5 @@ def test_a_submission_reads_nothing_back_for_its_response_and_writes_under_the_t
     lock = next(i for i, sql in enumerate(statements) if sql.endswith("FOR NO KEY UPDATE"))
     held = statements[lock + 1:]
     assert [sql.split()[0] for sql in held] == ["SELECT", "SELECT", "WITH", "RELEASE"], held
-    assert all(f'INSERT INTO "{table}"' in held[2] for table in ("quotas_reservation", "portal_auditevent"))
+    assert all(f'INSERT INTO "{table}"' in held[2] for table in ("quotas_quotahold", "portal_auditevent"))
     assert 'UPDATE "jobs_trainingrun" SET' in held[2]

@@ -12,7 +12,7 @@ import pytest
 from cluster.backends.kubernetes import KubernetesBackend
 from jobs.constants import RunState
 from jobs.services import submit_run
-from quotas.models import Reservation
+from quotas.models import QuotaHold
 from tests.backends import use_backend
 from tests.cluster.fakeapi import FakeKubeAPI
 from tests.jobs.conftest import run_payload
@@ -59,7 +59,7 @@ def test_it_leaves_the_run_admitted_for_the_reconciler_when_the_cluster_stays_do
     run.refresh_from_db()
     assert run.state == RunState.ADMITTED
     assert run.apply_attempts == 6  # the first try and five retries
-    assert Reservation.objects.held().filter(ref=run.ref).exists()
+    assert QuotaHold.objects.held().filter(ref=run.ref).exists()
 
 
 def test_it_fails_the_run_with_the_api_servers_message_on_422(kube, run):
@@ -68,4 +68,4 @@ def test_it_fails_the_run_with_the_api_servers_message_on_422(kube, run):
     run.refresh_from_db()
     assert run.state == RunState.FAILED
     assert "spec.template: Invalid value" in run.reason
-    assert not Reservation.objects.held().filter(ref=run.ref).exists()
+    assert not QuotaHold.objects.held().filter(ref=run.ref).exists()

@@ -6,7 +6,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from jobs.models import TrainingRun
-from quotas.models import Reservation
+from quotas.models import QuotaHold
 from tests.jobs.test_views import HTMX, form_data
 from workloads.forms import argv_echo, argv_line, split_argv
 
@@ -86,7 +86,7 @@ def test_it_shows_a_line_that_cannot_be_split_next_to_its_field(client, member, 
     errors = response.content.decode().split(f'id="id_{field}_errors"', 1)
     assert len(errors) == 2 and message in errors[1].split("</ul>", 1)[0]
     assert errors[1].split("</ul>", 1)[0].count("<li>") == 1  # not also "This field is required."
-    assert not TrainingRun.objects.exists() and not Reservation.objects.exists() and published == []
+    assert not TrainingRun.objects.exists() and not QuotaHold.objects.exists() and published == []
 
 
 def test_it_echoes_the_argv_live_in_the_preview(client, member, team, quota):

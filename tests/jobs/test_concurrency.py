@@ -12,7 +12,7 @@ from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import cancel_run, submit_run
 from quotas import admission
-from quotas.models import QueuedRequest, Reservation
+from quotas.models import QueuedRequest, QuotaHold
 from quotas.signals import workload_admitted
 from tests.jobs.conftest import run_payload
 from tests.threads import in_thread, paused_after, wait_until_lock_waiter
@@ -60,7 +60,7 @@ def test_cancelling_a_queued_run_while_it_is_being_admitted_neither_deadlocks_no
     assert errors == []
     queued.refresh_from_db()
     assert queued.state == RunState.CANCELLED
-    assert not Reservation.objects.held().filter(ref=queued.ref).exists()
+    assert not QuotaHold.objects.held().filter(ref=queued.ref).exists()
     assert not QueuedRequest.objects.filter(ref=queued.ref).exists()
     assert TrainingRun.objects.get(pk=first.pk).state == first.state
 
@@ -105,4 +105,4 @@ def test_cancelling_a_running_run_while_the_reconciler_bills_it_neither_deadlock
     billed_hours = float(sum(r.gpu_hours for r in rows))
     assert billed_hours == pytest.approx(2 * (run.finished_at - t0).total_seconds() / 3600, abs=1e-6)
     assert run.cost_to_date == sum(r.cost for r in rows)
-    assert not Reservation.objects.held().filter(ref=run.ref).exists()
+    assert not QuotaHold.objects.held().filter(ref=run.ref).exists()

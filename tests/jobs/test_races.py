@@ -18,7 +18,7 @@ from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import cancel_run, submit_run
 from quotas import admission
-from quotas.models import GpuFlavor, QueuedRequest, Reservation, TeamQuota
+from quotas.models import GpuFlavor, QueuedRequest, QuotaHold, TeamQuota
 from tests.jobs.conftest import run_payload
 from tests.threads import in_thread, paused_after, wait_until_lock_waiter
 from workloads import reconcile as rec
@@ -56,7 +56,7 @@ def test_a_run_failed_while_its_last_apply_was_in_flight_leaves_no_job_on_the_cl
     rec.reconcile(fake_backend)
     run.refresh_from_db()
     assert run.state == RunState.FAILED
-    assert not Reservation.objects.held().filter(ref=run.ref).exists()  # quota given back...
+    assert not QuotaHold.objects.held().filter(ref=run.ref).exists()  # quota given back...
     # ...so the Job must not stay on the cluster, running unreserved and unbilled
     # (the reconciler no longer follows a final run and keeps failed runs' objects for their logs).
     assert not any(kind == "Job" for (_ns, kind, _name) in fake_backend.objects)
@@ -108,5 +108,5 @@ def test_cancelling_a_queued_run_of_a_team_without_quota_rows_does_not_deadlock_
     assert errors == []  # it was: DeadlockDetected in one of the two
     queued.refresh_from_db()
     assert queued.state == RunState.CANCELLED
-    assert not Reservation.objects.held().filter(ref=queued.ref).exists()
+    assert not QuotaHold.objects.held().filter(ref=queued.ref).exists()
     assert not QueuedRequest.objects.filter(ref=queued.ref).exists()

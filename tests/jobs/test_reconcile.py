@@ -18,7 +18,7 @@ from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import cancel_run
 from quotas.ledger import usage_hour
-from quotas.models import Reservation, UsageRecord
+from quotas.models import QuotaHold, UsageRecord
 from workloads import reconcile as rec
 from workloads import services as workloads
 from workloads.constants import MAX_APPLY_ATTEMPTS
@@ -67,7 +67,7 @@ def test_it_fails_the_run_with_the_api_servers_message_when_the_cluster_rejects_
     run.refresh_from_db()
     assert run.state == RunState.FAILED
     assert "the cluster rejected the run: Job.batch" in run.reason
-    assert not Reservation.objects.held().filter(ref=run.ref).exists()
+    assert not QuotaHold.objects.held().filter(ref=run.ref).exists()
 
 
 def test_it_has_celery_retry_transient_errors(submit, fake_backend):
@@ -78,7 +78,7 @@ def test_it_has_celery_retry_transient_errors(submit, fake_backend):
     assert isinstance(retry.value.exc, Transient)
     run.refresh_from_db()
     assert run.state == RunState.ADMITTED  # nothing lost: the reconciler re-drives it
-    assert Reservation.objects.held().filter(ref=run.ref).exists()
+    assert QuotaHold.objects.held().filter(ref=run.ref).exists()
 
 
 def test_it_deletes_a_runs_objects_and_tolerates_a_second_delete(submit, fake_backend):
@@ -136,7 +136,7 @@ def test_it_follows_a_run_to_success_and_charges_its_gpu_time_once(submit, fake_
     assert run.finished_at == end
     assert run.cost_to_date == Decimal("12.3000")
     assert (run.ref, "running", "succeeded") in report.transitions
-    assert not Reservation.objects.held().filter(ref=run.ref).exists()
+    assert not QuotaHold.objects.held().filter(ref=run.ref).exists()
     # One ledger row per hour the run touched (segments close at hour boundaries); the rows hold the total.
     hours = {usage_hour(t0), usage_hour(t0 + timedelta(hours=1)), usage_hour(end - timedelta(microseconds=1))}
     rows = UsageRecord.objects.filter(ref=run.ref)
@@ -161,7 +161,7 @@ def test_it_fails_an_out_of_memory_run_with_the_oomkilled_reason_and_a_plain_hin
     assert run.state == RunState.FAILED
     hint = "OOMKilled (exit 137): the container ran out of memory — raise memory_gb or lower the batch size"
     assert hint in run.reason
-    assert not Reservation.objects.held().filter(ref=run.ref).exists()
+    assert not QuotaHold.objects.held().filter(ref=run.ref).exists()
     # What to do is said where people read the reason: the API and the run's page.
     assert hint in api.get(f"/api/v1/runs/{run.pk}/").json()["reason"]
     client.force_login(member)
@@ -228,7 +228,7 @@ def test_it_gives_up_on_a_run_that_never_reaches_the_cluster(submit, fake_backen
     run.refresh_from_db()
     assert run.state == RunState.FAILED
     assert "could not be reached" in run.reason
-    assert not Reservation.objects.held().filter(ref=run.ref).exists()
+    assert not QuotaHold.objects.held().filter(ref=run.ref).exists()
 
 
 def test_it_moves_a_run_applied_by_a_worker_that_died_before_saving(submit, fake_backend):

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from quotas.models import Reservation
+from quotas.models import QuotaHold
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimObject
 from teams.models import AuditEvent, IdempotencyRecord
@@ -124,7 +124,7 @@ def test_it_never_repeats_a_value_in_an_error(api, quota, published):
 def test_a_rejected_submission_leaves_no_secret_behind(api, quota, published):
     response = post_run(api, gpus_per_worker=64)  # more than the team's quota, ever
     assert response.status_code == 400
-    assert not TrainingRun.objects.exists() and not SecretEnv.objects.exists() and not Reservation.objects.exists()
+    assert not TrainingRun.objects.exists() and not SecretEnv.objects.exists() and not QuotaHold.objects.exists()
 
 
 # -- the portal ------------------------------------------------------------------------------------

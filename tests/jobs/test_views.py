@@ -17,7 +17,7 @@ from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.page import timeline
 from quotas.demo import seed_team_quotas
-from quotas.models import QueuedRequest, Reservation
+from quotas.models import QueuedRequest, QuotaHold
 from teams.models import Role
 from tests.factories import add_member, make_user
 from tests.fakes import pod
@@ -282,7 +282,7 @@ def test_it_shows_errors_next_to_the_field_and_writes_nothing(client, member, te
     errors = html.split(f'id="id_{field}_errors"', 1)
     assert len(errors) == 2, f"no errors shown next to {field}"
     assert message in errors[1].split("</ul>", 1)[0]
-    assert not TrainingRun.objects.exists() and not Reservation.objects.exists() and published == []
+    assert not TrainingRun.objects.exists() and not QuotaHold.objects.exists() and published == []
 
 
 def test_it_reports_every_bad_field_at_once(client, member, team, quota, published):
@@ -513,7 +513,7 @@ def test_it_cancels_a_run(client, member, team, quota, published, django_capture
     assert response.status_code == 302 and response.url == f"/runs/{run.pk}/"
     run.refresh_from_db()
     assert run.state == RunState.CANCELLED and run.reason == "cancelled by mia"
-    assert not Reservation.objects.held().exists()
+    assert not QuotaHold.objects.held().exists()
     assert ("workloads.tasks.delete_workload", ("run", run.pk)) in published
     assert "Run bert-finetune cancelled." in client.get(response.url).content.decode()
 
@@ -702,7 +702,7 @@ def test_it_renders_the_dashboard_in_a_constant_number_of_queries(client, member
     client.force_login(member)
     submit_run_as(member, team, name="one")
     client.get("/")
-    # session, user, current membership, access check, recent runs, usage (quotas, reservations,
+    # session, user, current membership, access check, recent runs, usage (quotas, holds,
     # queue), budget (budget, month's spend in the ledger, open segments of all kinds, commitments
     # of all kinds), per kind its holding and queued counts (one for each registered kind, the
     # test-only kind too), spend by kind (ledger, open segments), switcher memberships

@@ -25,7 +25,7 @@ from quotas.admission import admit
 from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
 from quotas.ledger import month_start
-from quotas.models import PreemptionEvent, Reservation, UsageRecord
+from quotas.models import PreemptionEvent, QuotaHold, UsageRecord
 from tests.factories import cohort_pair, make_team
 from workloads.tasks import reconcile_cluster
 
@@ -83,7 +83,7 @@ def test_a_decision_rolled_back_with_its_request_is_not_counted(client, flavors,
     with pytest.raises(RuntimeError), transaction.atomic():
         assert admit(nlp, a100(2), "run:gone").label == "admitted"
         raise RuntimeError("the submission failed after its admission")
-    assert not Reservation.objects.filter(ref="run:gone").exists()
+    assert not QuotaHold.objects.filter(ref="run:gone").exists()
     assert value(scrape(client), name, decision="admitted") == before
     assert admit(nlp, a100(2), "run:kept").label == "admitted"  # autocommit: counted at once
     assert value(scrape(client), name, decision="admitted") == before + 1

@@ -22,7 +22,7 @@ ADMIN_PAGES = [
     "/admin/quotas/teamquota/",
     "/admin/quotas/teambudget/",
     "/admin/quotas/budgetmonth/",
-    "/admin/quotas/reservation/",
+    "/admin/quotas/quotahold/",
     "/admin/quotas/queuedrequest/",
     "/admin/quotas/usagerecord/",
     CAPACITY_URL,
@@ -206,24 +206,24 @@ def test_it_audits_quota_edits_on_the_quota_list(staff_client, quota_team, no_br
     assert no_broker == [quota_team.pk]
 
 
-def test_it_keeps_reservations_read_only(staff_client, quota_team):
+def test_it_keeps_holds_read_only(staff_client, quota_team):
     admit(quota_team, ResourceRequest("l4", 1, 1), "run:1")
-    reservation = quota_team.reservations.get()
-    assert staff_client.get("/admin/quotas/reservation/add/").status_code == 403
-    response = staff_client.post(f"/admin/quotas/reservation/{reservation.pk}/change/", {"units": 0})
+    hold = quota_team.quota_holds.get()
+    assert staff_client.get("/admin/quotas/quotahold/add/").status_code == 403
+    response = staff_client.post(f"/admin/quotas/quotahold/{hold.pk}/change/", {"units": 0})
     assert response.status_code == 403
-    assert staff_client.post(f"/admin/quotas/reservation/{reservation.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert staff_client.post(f"/admin/quotas/quotahold/{hold.pk}/delete/", {"post": "yes"}).status_code == 403
 
 
-def test_it_filters_reservations_by_state(staff_client, quota_team):
+def test_it_filters_holds_by_state(staff_client, quota_team):
     from quotas.admission import release
 
     admit(quota_team, ResourceRequest("l4", 1, 1), "run:live")
     admit(quota_team, ResourceRequest("l4", 1, 1), "run:done")
     release("run:done")
-    html = staff_client.get("/admin/quotas/reservation/?state=active").content.decode()
+    html = staff_client.get("/admin/quotas/quotahold/?state=active").content.decode()
     assert "run:live" in html and "run:done" not in html
-    html = staff_client.get("/admin/quotas/reservation/?q=done").content.decode()
+    html = staff_client.get("/admin/quotas/quotahold/?q=done").content.decode()
     assert "run:done" in html and "run:live" not in html
 
 

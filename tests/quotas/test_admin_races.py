@@ -16,7 +16,7 @@ from django.test import Client
 
 from quotas.admission import admit
 from quotas.decide import ResourceRequest
-from quotas.models import Reservation, TeamQuota
+from quotas.models import QuotaHold, TeamQuota
 from quotas.tasks import sync_team_quota
 from tests.quotas.test_admin import team_form
 from tests.threads import in_thread, wait_until_lock_waiter
@@ -67,4 +67,4 @@ def test_editing_two_quotas_on_the_team_page_while_a_run_is_admitted_does_not_de
     assert responses and responses[0].status_code == 302
     assert dict(quota_team.quotas.values_list("flavor__name", "limit")) == {
         "a100-1g.10gb": 8, "a100-80gb": 9, "l4": 2}
-    assert Reservation.objects.held().filter(ref="run:1").exists()
+    assert QuotaHold.objects.held().filter(ref="run:1").exists()

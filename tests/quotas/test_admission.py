@@ -16,7 +16,7 @@ from quotas.constants import Outcome, Priority, Reason
 from quotas.decide import ResourceRequest
 from quotas.facts import units_in_use, units_of
 from quotas.ledger import record_usage
-from quotas.models import QueuedRequest, Reservation, TeamBudget
+from quotas.models import QueuedRequest, QuotaHold, TeamBudget
 from quotas.queue import queue_position, queue_positions, queue_reason, queue_reasons
 from quotas.signals import workload_admitted
 from teams.models import AuditEvent
@@ -38,11 +38,11 @@ def admitted_signals():
     workload_admitted.disconnect(handler)
 
 
-def test_it_admits_and_writes_one_reservation(quota_team):
+def test_it_admits_and_writes_one_hold(quota_team):
     decision = admit(quota_team, a100(4), "run:1")
     assert decision.admitted and decision.reason == Reason.ADMITTED
-    reservation = Reservation.objects.get(ref="run:1")
-    assert (reservation.units, reservation.flavor.name, reservation.released_at) == (4, "a100-80gb", None)
+    hold = QuotaHold.objects.get(ref="run:1")
+    assert (hold.units, hold.flavor.name, hold.released_at) == (4, "a100-80gb", None)
 
 
 def test_it_queues_what_fits_the_limit_but_not_now(quota_team):
@@ -51,7 +51,7 @@ def test_it_queues_what_fits_the_limit_but_not_now(quota_team):
     assert decision.queued and decision.reason == Reason.WAITING_FOR_QUOTA
     assert decision.message == "waiting for quota: needs 4\u00d7 a100-80gb, 6 of 8 in use"
     assert decision.position == 1
-    assert not Reservation.objects.filter(ref="run:2").exists()
+    assert not QuotaHold.objects.filter(ref="run:2").exists()
     assert QueuedRequest.objects.get(ref="run:2").units == 4
 
 
@@ -64,7 +64,7 @@ def test_it_queues_what_fits_the_limit_but_not_now(quota_team):
 def test_it_rejects_and_writes_nothing(quota_team, request_, reason):
     decision = admit(quota_team, request_, "run:9")
     assert decision.rejected and decision.reason == reason
-    assert not Reservation.objects.exists() and not QueuedRequest.objects.exists()
+    assert not QuotaHold.objects.exists() and not QueuedRequest.objects.exists()
 
 
 def test_it_rejects_an_inactive_flavor(quota_team, flavors):
@@ -86,7 +86,7 @@ def test_it_does_not_double_reserve_when_admitting_a_ref_twice(quota_team):
     admit(quota_team, a100(4), "run:1")
     again = admit(quota_team, a100(4), "run:1")
     assert again.admitted
-    assert Reservation.objects.filter(ref="run:1").count() == 1
+    assert QuotaHold.objects.filter(ref="run:1").count() == 1
 
 
 def test_it_returns_the_queued_outcome_for_a_queued_ref_again(quota_team):
@@ -101,7 +101,7 @@ def test_it_releases_idempotently(quota_team):
     admit(quota_team, a100(4), "run:1")
     assert release("run:1") is True
     assert release("run:1") is False
-    assert Reservation.objects.get(ref="run:1").released_at is not None
+    assert QuotaHold.objects.get(ref="run:1").released_at is not None
     assert admit(quota_team, a100(8), "run:2").admitted  # the units are free again
 
 
@@ -148,7 +148,7 @@ def test_it_lets_a_small_request_pass_a_large_one_that_does_not_fit(quota_team):
     admit(quota_team, a100(6), "run:0")
     admit(quota_team, a100(4), "run:big")  # 6 + 4 > 8: queued
     admit(quota_team, a100(2), "run:small")  # fits now: admitted at once
-    assert Reservation.objects.held().filter(ref="run:small").exists()
+    assert QuotaHold.objects.held().filter(ref="run:small").exists()
     admit(quota_team, a100(3), "run:mid")  # queued behind run:big
     release("run:small")  # 6 in use: big still does not fit, mid does not either (6+3 > 8)
     assert admit_waiting(quota_team) == []
@@ -171,7 +171,7 @@ def test_it_rolls_back_the_admission_when_the_owner_fails(quota_team):
     finally:
         workload_admitted.disconnect(broken)
     assert QueuedRequest.objects.filter(ref="run:1").exists()
-    assert not Reservation.objects.filter(ref="run:1").exists()
+    assert not QuotaHold.objects.filter(ref="run:1").exists()
 
 
 def test_it_explains_why_queued_work_waits(quota_team, flavors):
@@ -208,7 +208,7 @@ def test_it_nests_in_the_callers_transaction(quota_team):
     with pytest.raises(ZeroDivisionError), transaction.atomic():
         admit(quota_team, a100(4), "run:1")
         1 / 0  # noqa: B018 - the caller fails after admission
-    assert not Reservation.objects.exists()
+    assert not QuotaHold.objects.exists()
 
 
 def test_it_spends_money_per_interval_once(quota_team, member, flavors):
@@ -229,10 +229,10 @@ def test_it_admits_in_three_statements(quota_team, django_assert_num_queries):
     assert statements == ["SELECT", "SELECT", "INSERT"]
 
 
-def test_the_callers_rows_of_an_admission_are_written_with_its_reservation_in_one_statement(
+def test_the_callers_rows_of_an_admission_are_written_with_its_hold_in_one_statement(
         quota_team, django_assert_num_queries):
     # Everything written under the team's lock holds it for a round trip: on PostgreSQL the
-    # reservation and the caller's rows are one statement (data-modifying CTEs), on SQLite,
+    # hold and the caller's rows are one statement (data-modifying CTEs), on SQLite,
     # which has none and no row locks (IMMEDIATE transactions), one each.
     seen = []
 
@@ -245,7 +245,7 @@ def test_the_callers_rows_of_an_admission_are_written_with_its_reservation_in_on
         assert admit(quota_team, a100(1), "run:1", recorded).admitted
     ((outcome, now),) = seen
     assert outcome == Outcome.ADMIT
-    assert Reservation.objects.get(ref="run:1").created_at == AuditEvent.objects.get(target="run:1").created_at == now
+    assert QuotaHold.objects.get(ref="run:1").created_at == AuditEvent.objects.get(target="run:1").created_at == now
 
 
 def test_the_callers_rows_are_asked_for_only_when_admitted(quota_team):
@@ -259,12 +259,12 @@ def test_the_callers_rows_are_asked_for_only_when_admitted(quota_team):
 
 def test_a_row_of_the_admission_that_touches_nothing_fails_it_whole(quota_team):
     # A state move conditional on the state the workload was recorded in, which it left: the
-    # reservation written with it must not commit either.
+    # hold written with it must not commit either.
     event = AuditEvent.objects.create(action=AuditEvent.Action.LOGIN, target="moved already")
     stale = update_of(AuditEvent.objects.filter(pk=event.pk, target="as recorded"), target="admitted")
     with pytest.raises(DatabaseError, match="1 of its 2 writes touched no row"), transaction.atomic():
         admit(quota_team, a100(1), "run:1", lambda decision, now: [stale])
-    assert not Reservation.objects.filter(ref="run:1").exists()
+    assert not QuotaHold.objects.filter(ref="run:1").exists()
 
 
 def test_a_budgeted_team_reads_commitments_only_when_their_bound_could_queue_the_request(
@@ -276,7 +276,7 @@ def test_a_budgeted_team_reads_commitments_only_when_their_bound_could_queue_the
     with django_assert_num_queries(4):
         assert admit(budget_team, a100(1), "run:1").admitted
     TeamBudget.objects.filter(team=budget_team).update(monthly_limit=Decimal("10"))
-    Reservation.objects.filter(ref="run:1").update(units=1000)  # held: 1,000 units, the bound ≫ 10
+    QuotaHold.objects.filter(ref="run:1").update(units=1000)  # held: 1,000 units, the bound ≫ 10
     l4 = ResourceRequest("l4", 1, 1, estimated_cost=Decimal("4.10"))
     with django_assert_num_queries(5) as ctx:  # + every kind's commitments, one statement
         decision = admit(budget_team, l4, "run:2")
@@ -295,7 +295,7 @@ def test_it_releases_in_one_statement(quota_team, django_assert_num_queries):
 
 
 def test_units_in_use_are_one_figure_for_admission_pages_and_the_admin(quota_team, other_team, flavors):
-    """Active reservations only (released ones and queue entries hold nothing), per team and flavor."""
+    """Active holds only (released ones and queue entries hold nothing), per team and flavor."""
     from quotas.demo import seed_team_quotas
     from quotas.models import TeamQuota
     from quotas.services import usage_summary

@@ -14,7 +14,7 @@ from quotas import services
 from quotas.admission import admit, release
 from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
-from quotas.models import QueuedRequest, Reservation
+from quotas.models import QueuedRequest, QuotaHold
 from tests.factories import make_team
 
 # 64 connections at once: under pytest-xdist in a serial lane (tests/conftest.py SECOND_LANE; PostgreSQL allows 100 in all).
@@ -58,7 +58,7 @@ def test_two_teams_racing_for_two_lendable_units_borrow_exactly_two(flavors, sta
         borrowed = [d for d in decisions if d.admitted]
         assert len(borrowed) == 2 and all(d.borrows == 1 for d in borrowed)
         assert sum(d.queued for d in decisions) == THREADS - 2
-        held = Reservation.objects.held()
+        held = QuotaHold.objects.held()
         assert held.aggregate(units=Sum("units"))["units"] == 8  # the cohort's nominal sum (4 + 2 + 2), never more
         assert held.aggregate(borrowed=Sum("borrowed_units"))["borrowed"] == 2
         for _, ref, _ in requests:

@@ -11,7 +11,7 @@ from quotas import services
 from quotas.admission import admit, admit_waiting, release, resize
 from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
-from quotas.models import Cohort, GpuFlavor, QueuedRequest, Reservation, TeamQuota, TeamSharing
+from quotas.models import Cohort, GpuFlavor, QueuedRequest, QuotaHold, TeamQuota, TeamSharing
 from quotas.queue import preview, queue_reason
 from teams.models import AuditEvent
 from tests.factories import make_team
@@ -33,12 +33,12 @@ def pair(flavors, staff):
     return lender, borrower
 
 
-def test_a_team_borrows_what_its_cohort_leaves_unused_and_the_reservation_says_so(pair):
+def test_a_team_borrows_what_its_cohort_leaves_unused_and_the_hold_says_so(pair):
     lender, borrower = pair
     assert admit(lender, a100(2), "run:l1").admitted
     decision = admit(borrower, a100(6), "run:b1")
     assert decision.admitted and decision.borrows == 2 and decision.preemptible
-    assert Reservation.objects.get(ref="run:b1").borrowed_units == 2
+    assert QuotaHold.objects.get(ref="run:b1").borrowed_units == 2
     queued = admit(borrower, a100(1), "run:b2")
     assert queued.queued
     assert queue_reason(borrower, "run:b2") == ("waiting for quota: needs 1\u00d7 a100-80gb, 6 of 4 in use; "
@@ -56,7 +56,7 @@ def test_releasing_lends_the_freed_units_to_another_members_queue(pair):
     assert admit(borrower, a100(3), "run:b2").queued
     release("run:l1")
     assert admit_waiting(lender) == ["run:b2"]  # the lender's re-admission serves the cohort's queue
-    assert Reservation.objects.get(ref="run:b2", released_at=None).borrowed_units == 3
+    assert QuotaHold.objects.get(ref="run:b2", released_at=None).borrowed_units == 3
     assert not QueuedRequest.objects.exists()
 
 
@@ -76,9 +76,9 @@ def test_an_endpoints_minimum_never_borrows_its_burst_may(pair):
     assert QueuedRequest.objects.get(ref="ep:2").may_borrow is False
     assert resize(borrower, "ep:1", 5).rejected  # growth of the minimum
     grown = resize(borrower, "ep:1", 6, burst=True)
-    assert grown.admitted and Reservation.objects.get(ref="ep:1").borrowed_units == 2
+    assert grown.admitted and QuotaHold.objects.get(ref="ep:1").borrowed_units == 2
     assert resize(borrower, "ep:1", 5).admitted  # shrinking gives borrowed units back first
-    assert Reservation.objects.get(ref="ep:1").borrowed_units == 1
+    assert QuotaHold.objects.get(ref="ep:1").borrowed_units == 1
     assert admit_waiting(borrower) == []  # ep:2 still may not borrow
 
 

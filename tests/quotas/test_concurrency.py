@@ -17,7 +17,7 @@ from django.db.models import Sum
 from quotas.admission import admit, admit_waiting, release, resize
 from quotas.constants import Priority
 from quotas.decide import ResourceRequest
-from quotas.models import QueuedRequest, Reservation
+from quotas.models import QueuedRequest, QuotaHold
 from quotas.queue import queue_positions
 from tests.factories import make_team
 
@@ -46,7 +46,7 @@ def race(team, requests: list[tuple[str, ResourceRequest]]) -> list:
 
 
 def in_use(team) -> int:
-    return Reservation.objects.held().filter(team=team).aggregate(t=Sum("units"))["t"] or 0
+    return QuotaHold.objects.held().filter(team=team).aggregate(t=Sum("units"))["t"] or 0
 
 
 @pytest.fixture
@@ -108,13 +108,13 @@ def test_it_admits_the_queue_in_order_when_capacity_frees(limited_team):
     admitted = [ref for batch in results for ref in batch]
     assert admitted == ["h1", "h2", "n1", "n2", "l1"]
     assert in_use(limited_team) == LIMIT
-    assert Reservation.objects.held().count() == 5
+    assert QuotaHold.objects.held().count() == 5
 
 
 def test_it_reserves_a_ref_once_when_admitted_concurrently(limited_team):
     decisions = race(limited_team, [("same:1", ResourceRequest("a100-80gb", 1, 1))] * 16)
     assert all(d.admitted for d in decisions)
-    assert Reservation.objects.filter(ref="same:1").count() == 1
+    assert QuotaHold.objects.filter(ref="same:1").count() == 1
     assert in_use(limited_team) == 1
 
 
@@ -144,7 +144,7 @@ def _grow_and_submit(team, growers: list[str], submissions: list[tuple[str, int]
 
 
 def test_burst_growth_racing_submissions_never_over_admits(limited_team):
-    """Endpoints growing their reservations step by step race new admissions for the same units."""
+    """Endpoints growing their holds step by step race new admissions for the same units."""
     rng = random.Random(11)
     for round_ in range(ROUNDS):
         growers = [f"ep{round_}:{i}" for i in range(4)]

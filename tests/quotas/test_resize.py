@@ -11,13 +11,13 @@ from quotas.admission import admit, resize
 from quotas.constants import Reason
 from quotas.decide import ResourceRequest
 from quotas.ledger import record_usage
-from quotas.models import Reservation
+from quotas.models import QuotaHold
 
 pytestmark = pytest.mark.django_db
 
 
 def units(ref: str) -> int:
-    return Reservation.objects.held().get(ref=ref).units
+    return QuotaHold.objects.held().get(ref=ref).units
 
 
 @pytest.mark.parametrize(("others", "start", "to", "admitted", "reason", "after"), [
@@ -29,7 +29,7 @@ def units(ref: str) -> int:
     (6, 2, 1, True, Reason.ADMITTED, 1),            # shrinking always succeeds
     (6, 2, 2, True, Reason.ADMITTED, 2),            # the same size: nothing to do
 ])
-def test_it_resizes_a_reservation_by_the_admission_rules(quota_team, others, start, to, admitted, reason, after):
+def test_it_resizes_a_hold_by_the_admission_rules(quota_team, others, start, to, admitted, reason, after):
     if others:
         assert admit(quota_team, ResourceRequest("a100-80gb", others, 1), "run:other").admitted
     assert admit(quota_team, ResourceRequest("a100-80gb", start, 1), "ep:1").admitted

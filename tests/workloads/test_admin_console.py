@@ -13,7 +13,7 @@ from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from jobs.services import submit_run
 from quotas.ledger import record_usage
-from quotas.models import PreemptionEvent, QueuedRequest, Reservation, TeamBudget, UsageRecord
+from quotas.models import PreemptionEvent, QueuedRequest, QuotaHold, TeamBudget, UsageRecord
 from sandbox.models import SimEvent, SimObject
 from teams.models import ApiToken, AuditEvent, Membership, Team
 from teams.services import create_api_token
@@ -39,13 +39,13 @@ def test_staff_see_every_teams_runs_and_cancel_them(staff_client, member, team, 
     assert f"Cancelled: run bert-finetune (#{run.pk}) of team ml-research." in response.content.decode()
     run.refresh_from_db()
     assert run.state == "cancelled" and run.reason == "cancelled by sam"
-    assert not Reservation.objects.held().filter(ref=run.ref).exists()
+    assert not QuotaHold.objects.held().filter(ref=run.ref).exists()
     assert AuditEvent.objects.filter(action="run_cancelled", actor_name="sam").exists()
 
 
 def test_staff_scale_an_endpoint_to_its_minimum(staff_client, member, team, ep_quota, published):
     endpoint = endpoints.create_endpoint(member, team, endpoint_payload(max_replicas=4))
-    Reservation.objects.filter(ref=endpoint.ref).update(units=3)
+    QuotaHold.objects.filter(ref=endpoint.ref).update(units=3)
     type(endpoint).objects.filter(pk=endpoint.pk).update(replica_ceiling=3, state="ready")
     chosen = {"action": "scale_to_minimum", "_selected_action": [endpoint.pk]}
     assert staff_client.post("/admin/inference/inferenceendpoint/", chosen).status_code == 200  # asks first
@@ -54,7 +54,7 @@ def test_staff_scale_an_endpoint_to_its_minimum(staff_client, member, team, ep_q
     response = staff_client.post("/admin/inference/inferenceendpoint/", {**chosen, "confirmed": "yes"})
     assert response.status_code == 302
     endpoint.refresh_from_db()
-    assert endpoint.replica_ceiling == 1 and Reservation.objects.held().get(ref=endpoint.ref).units == 1
+    assert endpoint.replica_ceiling == 1 and QuotaHold.objects.held().get(ref=endpoint.ref).units == 1
     assert endpoint.scaling_events.first().reason == "scaled to its minimum by sam"
 
 
@@ -105,7 +105,7 @@ def test_every_admin_list_writes_times_and_money_as_the_portal_does(staff_client
     endpoint = endpoints.create_endpoint(member, team, endpoint_payload())
     InferenceEndpoint.objects.filter(pk=endpoint.pk).update(created_at=moment, billed_cost=Decimal("0.125"))
     record_usage(team, run.ref, "a100-80gb", member, moment, moment + timedelta(minutes=30), 2, False)
-    Reservation.objects.filter(ref=run.ref).update(created_at=moment)
+    QuotaHold.objects.filter(ref=run.ref).update(created_at=moment)
     AuditEvent.objects.update(created_at=moment)
     TeamBudget.objects.filter(team=team).update(monthly_limit=Decimal("20000"))
     expected = {
@@ -114,7 +114,7 @@ def test_every_admin_list_writes_times_and_money_as_the_portal_does(staff_client
         "/admin/quotas/usagerecord/": ["2026-11-23 14:00 UTC", "2026-11-23 14:05:07 UTC", "2026-11-23 14:35:07 UTC",
                                        "4.10 USD", "1.0000"],
         "/admin/quotas/teambudget/": ["20,000.00 USD"],
-        "/admin/quotas/reservation/": ["2026-11-23 14:05 UTC"],
+        "/admin/quotas/quotahold/": ["2026-11-23 14:05 UTC"],
         "/admin/portal/auditevent/": ["2026-11-23 14:05:07 UTC"],
         "/admin/quotas/gpuflavor/": ["4.10 USD", "0.5857 USD"],
     }

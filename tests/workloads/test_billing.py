@@ -15,7 +15,7 @@ from quotas import ledger, services
 from quotas.demo import seed_team_quotas
 from quotas.facts import borrowed_units
 from quotas.ledger import spent_month
-from quotas.models import Reservation, UsageRecord
+from quotas.models import QuotaHold, UsageRecord
 from tests.factories import make_team
 from tests.jobs.conftest import run_payload
 from tests.workloads.tinykind.models import Notebook
@@ -209,7 +209,7 @@ class TestBorrowedGpuHours:
     """The ledger's ``borrowed_gpu_hours``: the pro-rata part of each interval run on borrowed units."""
 
     def hold(self, notebook, units, borrowed):
-        Reservation.objects.create(team=notebook.team, ref=notebook.ref, flavor=notebook.flavor, units=units,
+        QuotaHold.objects.create(team=notebook.team, ref=notebook.ref, flavor=notebook.flavor, units=units,
                                    borrowed_units=borrowed)
 
     def rows(self, notebook):
@@ -227,7 +227,7 @@ class TestBorrowedGpuHours:
         assert self.rows(notebook) == rows
 
     def test_borrowed_units_above_the_intervals_units_count_as_all_of_them(self, notebook):
-        self.hold(notebook, 4, 3)  # the reservation grew; the closed interval ran 2 units
+        self.hold(notebook, 4, 3)  # the hold grew; the closed interval ran 2 units
         plan = plan_billing(at(notebook, T0, 2), 2, None, T0 + timedelta(minutes=30), T0 + timedelta(minutes=30))
         record([(notebook, plan)])
         assert self.rows(notebook) == [(Decimal(1), Decimal(1))]
@@ -268,7 +268,7 @@ def test_a_borrowed_run_reconciled_to_its_end_leaves_its_borrowed_gpu_hours_in_t
                               finished=(t0 + timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M:%SZ"))
     rec.reconcile(fake_backend, now=t0 + timedelta(minutes=40))
     run.refresh_from_db()
-    assert run.state == "succeeded" and not Reservation.objects.held().filter(ref=run.ref).exists()
+    assert run.state == "succeeded" and not QuotaHold.objects.held().filter(ref=run.ref).exists()
     totals = UsageRecord.objects.filter(ref=run.ref).aggregate(gpu=Sum("gpu_hours"), borrowed=Sum("borrowed_gpu_hours"))
     assert totals["gpu"] > 0 and totals["borrowed"] == totals["gpu"]  # all of its units were borrowed
 

@@ -17,7 +17,7 @@ from quotas import admission
 from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
 from quotas.ledger import month_end, record_usage
-from quotas.models import Reservation, TeamBudget
+from quotas.models import QuotaHold, TeamBudget
 from quotas.queue import preview
 from quotas.services import budget_summary, set_team_budget
 from teams.models import AuditEvent
@@ -215,7 +215,7 @@ def test_a_spent_budget_with_the_stop_policy_stops_running_work(member, team, qu
     endpoint = create_endpoint(member, team, {"name": "chat", "image": "registry.example.com/s/vllm:1",
                                               "flavor": "a100-80gb", "min_replicas": 1, "max_replicas": 3})
     InferenceEndpoint.objects.filter(pk=endpoint.pk).update(state="ready", replica_ceiling=2)
-    Reservation.objects.filter(ref=endpoint.ref).update(units=2)  # one burst replica granted
+    QuotaHold.objects.filter(ref=endpoint.ref).update(units=2)  # one burst replica granted
     record_usage(team, "run:old", "a100-80gb", member, now - timedelta(minutes=30), now, 1, False)  # 2.05
     TeamBudget.objects.filter(team=team).update(monthly_limit=Decimal("2"))
     assert rec.reconcile(fake_backend).budget_stopped == []  # the default policy only notifies
@@ -227,7 +227,7 @@ def test_a_spent_budget_with_the_stop_policy_stops_running_work(member, team, qu
     assert running.state == "cancelled" and "budget is spent" in running.reason
     assert ("workloads.tasks.delete_workload", ("run", running.pk)) in published
     endpoint.refresh_from_db()
-    assert endpoint.replica_ceiling == 1 and Reservation.objects.held().get(ref=endpoint.ref).units == 1
+    assert endpoint.replica_ceiling == 1 and QuotaHold.objects.held().get(ref=endpoint.ref).units == 1
     assert endpoint.state == "ready"  # it keeps serving at its guaranteed minimum
 
 

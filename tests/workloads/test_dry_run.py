@@ -10,7 +10,7 @@ from django.utils import timezone
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from quotas.ledger import month_end
-from quotas.models import QueuedRequest, Reservation, TeamBudget
+from quotas.models import QueuedRequest, QuotaHold, TeamBudget
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
 
@@ -29,7 +29,7 @@ def test_a_dry_run_previews_and_writes_nothing(api, quota):
     assert body["outcome"] == "admit"
     assert (body["cost_per_hour"], body["estimated_total"]) == ("8.2000", "16.4000")
     assert body["share_of_budget_left"] == "0.1640"  # 16.40 of the 100 left
-    assert not TrainingRun.objects.exists() and not Reservation.objects.exists()
+    assert not TrainingRun.objects.exists() and not QuotaHold.objects.exists()
 
 
 def test_it_says_where_it_would_queue_and_when_it_would_start(api, member, team, quota):

@@ -17,7 +17,7 @@ import pytest
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from quotas.demo import seed_team_quotas
-from quotas.models import QueuedRequest, Reservation
+from quotas.models import QueuedRequest, QuotaHold
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
 from tests.shared_flavors import make_shared_flavors
@@ -43,7 +43,7 @@ def shared(team, flavors):
 
 
 def nothing_written() -> bool:
-    return not (TrainingRun.objects.exists() or InferenceEndpoint.objects.exists() or Reservation.objects.exists()
+    return not (TrainingRun.objects.exists() or InferenceEndpoint.objects.exists() or QuotaHold.objects.exists()
                 or QueuedRequest.objects.exists())
 
 
@@ -70,7 +70,7 @@ def test_a_run_the_shared_flavor_takes_is_admitted_with_a_unit_and_no_warning(ap
     assert (body["outcome"], body["warnings"]) == ("admit", [])
     response = api.post("/api/v1/runs/", run_payload(flavor="a10g-mps2", gpus_per_worker=1), format="json")
     assert response.status_code == 201, response.json()
-    assert Reservation.objects.held().get(ref=f"run:{response.json()['id']}").units == 1
+    assert QuotaHold.objects.held().get(ref=f"run:{response.json()['id']}").units == 1
 
 
 def test_the_run_form_puts_the_refusal_next_to_the_field_and_writes_nothing(client, member, shared, published):
@@ -145,7 +145,7 @@ def test_an_endpoint_on_a_time_sliced_flavor_takes_a_unit_a_replica(api, shared,
     payload = {**endpoint_payload(flavor="t4-ts4", min_replicas=2, max_replicas=4), "team": "ml-research"}
     response = api.post("/api/v1/endpoints/", payload, format="json")
     assert response.status_code == 201, response.json()
-    assert Reservation.objects.held().get(ref=f"ep:{response.json()['id']}").units == 2
+    assert QuotaHold.objects.held().get(ref=f"ep:{response.json()['id']}").units == 2
 
 
 def test_the_endpoint_form_and_preview_refuse_and_warn(client, member, shared, published):

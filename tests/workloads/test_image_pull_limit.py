@@ -14,7 +14,7 @@ from inference.models import InferenceEndpoint
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import submit_run
-from quotas.models import Reservation
+from quotas.models import QuotaHold
 from tests.inference.conftest import endpoint_payload
 from tests.inference.sandbox_cluster import Cluster
 from tests.jobs.conftest import run_payload
@@ -35,7 +35,7 @@ def cluster(published, monkeypatch, settings) -> Cluster:
 
 
 def held(ref: str) -> bool:
-    return Reservation.objects.held().filter(ref=ref).exists()
+    return QuotaHold.objects.held().filter(ref=ref).exists()
 
 
 def on_cluster(cluster: Cluster, workload) -> bool:

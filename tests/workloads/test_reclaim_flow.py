@@ -20,7 +20,7 @@ from cluster.backends.base import NOTICE_ANNOTATION
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from quotas.demo import seed_team_quotas
-from quotas.models import PreemptionEvent, QueuedRequest, Reservation, UsageRecord
+from quotas.models import PreemptionEvent, QueuedRequest, QuotaHold, UsageRecord
 from sandbox import faults
 from teams.models import AuditEvent
 from tests.factories import cohort_pair, make_team, member_api
@@ -40,7 +40,7 @@ def timeline(published, monkeypatch, settings):
 
 def held() -> dict[str, int]:
     totals: dict[str, int] = {}
-    for team, units in Reservation.objects.held().values_list("team__slug", "units"):
+    for team, units in QuotaHold.objects.held().values_list("team__slug", "units"):
         totals[team] = totals.get(team, 0) + units
     return totals
 
@@ -161,7 +161,7 @@ def test_a_preempted_run_returns_when_the_units_free_up(timeline, flavors, staff
             break
     run = TrainingRun.objects.get(pk=borrowed)
     assert (run.state, run.preemptions) == (RunState.RUNNING, 1)
-    assert Reservation.objects.get(ref=run.ref, released_at=None).borrowed_units == 4
+    assert QuotaHold.objects.get(ref=run.ref, released_at=None).borrowed_units == 4
 
 
 def test_a_spot_run_on_a_reclaimed_node_waits_again_and_runs_elsewhere_later(timeline, flavors):

@@ -20,7 +20,7 @@ from notifications import vocabulary
 from notifications.forms import EmailForm
 from notifications.models import Event
 from notifications.services import set_email_kinds
-from quotas.models import QueuedRequest, Reservation, UsageRecord
+from quotas.models import QueuedRequest, QuotaHold, UsageRecord
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimObject
 from tests.backends import use_backend
@@ -64,7 +64,7 @@ def test_it_admits_applies_observes_bills_and_ends_a_kind_it_does_not_know(open_
     # Admitted against the team's quota like any workload, the apply task published after commit.
     notebook = open_notebook("explore", 2)
     assert notebook.state == NotebookState.ADMITTED
-    assert Reservation.objects.held().get(ref=f"nb:{notebook.pk}").units == 2
+    assert QuotaHold.objects.held().get(ref=f"nb:{notebook.pk}").units == 2
     assert published == [("workloads.tasks.apply_workload", ("nb", notebook.pk))]
 
     # Applied through the kind's builder, with the team's namespace objects.
@@ -91,7 +91,7 @@ def test_it_admits_applies_observes_bills_and_ends_a_kind_it_does_not_know(open_
     assert (notebook.state, notebook.finished_at) == (NotebookState.DONE, end)
     assert notebook.cost_to_date == Decimal("16.4")
     assert sum(r.cost for r in UsageRecord.objects.filter(ref=notebook.ref)) == Decimal("16.4")
-    assert not Reservation.objects.held().filter(ref=notebook.ref).exists()
+    assert not QuotaHold.objects.held().filter(ref=notebook.ref).exists()
     # Objects of work that finished by itself are kept (logs, events).
     assert rec.reconcile(fake_backend).orphans_deleted == []
 
@@ -130,7 +130,7 @@ def test_it_redrives_and_fails_a_kind_it_does_not_know(open_notebook, fake_backe
     notebook.refresh_from_db()
     assert notebook.state == NotebookState.FAILED
     assert "could not be reached after 10 attempts" in notebook.reason
-    assert not Reservation.objects.held().filter(ref=notebook.ref).exists()
+    assert not QuotaHold.objects.held().filter(ref=notebook.ref).exists()
 
 
 @pytest.mark.urls("tests.workloads.tinykind.site_urls")  # the project's URLs plus the kind's, as portal/urls.py would

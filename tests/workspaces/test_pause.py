@@ -14,7 +14,7 @@ from cluster.status import EndpointPhase, WorkloadStatus
 from core.formatting import format_rate
 from notifications.delivery import fan_out
 from notifications.models import Delivery, Event
-from quotas.models import Reservation
+from quotas.models import QuotaHold
 from teams.models import Role
 from tests.factories import add_member, make_user
 from workloads.registry import kind_for
@@ -36,7 +36,7 @@ def test_a_pause_releases_the_quota_and_keeps_the_home_volume(create, member, pu
         paused = services.pause_by_user(member, first)
     assert (paused.state, paused.pause_cause) == (WorkspaceState.PAUSED, PauseCause.MANUAL)
     assert paused.reason == "paused by mia; its home volume (20 GB) is kept"
-    assert not Reservation.objects.held().filter(ref=first.ref).exists()
+    assert not QuotaHold.objects.held().filter(ref=first.ref).exists()
     assert ("workspaces.tasks.stop_pods", (first.pk,)) in published
     # The freed slice went to the queued workspace at once.
     waiting.refresh_from_db()
@@ -144,7 +144,7 @@ def test_a_preempted_workspace_is_paused_with_its_home_volume(create):
     workspace.refresh_from_db()
     assert (workspace.state, workspace.pause_cause, workspace.preempting_since) == (
         WorkspaceState.PAUSED, PauseCause.PREEMPTED, None)
-    assert not Reservation.objects.held().filter(ref=workspace.ref).exists()
+    assert not QuotaHold.objects.held().filter(ref=workspace.ref).exists()
     assert "home volume (20 GB) kept" in workspace.reason
     # Not a second time (a replayed cycle).
     assert kind_for("ws").after_preemption(workspace, T0 + timedelta(seconds=31)) is False

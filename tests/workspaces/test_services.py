@@ -11,7 +11,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from quotas.constants import Priority
-from quotas.models import QueuedRequest, Reservation
+from quotas.models import QueuedRequest, QuotaHold
 from teams.models import AuditEvent
 from workloads import reconcile as rec
 from workloads.models import SecretEnv
@@ -38,8 +38,8 @@ def test_it_admits_a_workspace_against_the_team_quota_with_high_priority(create,
     workspace = create()
     assert workspace.state == WorkspaceState.ADMITTED
     assert workspace.priority == Priority.HIGH  # interactive work: the team's default
-    reservation = Reservation.objects.held().get(ref=workspace.ref)
-    assert (reservation.units, reservation.flavor.name, reservation.priority) == (1, "a100-1g.10gb", Priority.HIGH.rank)
+    hold = QuotaHold.objects.held().get(ref=workspace.ref)
+    assert (hold.units, hold.flavor.name, hold.priority) == (1, "a100-1g.10gb", Priority.HIGH.rank)
     assert ("workloads.tasks.apply_workload", ("ws", workspace.pk)) in published
     assert workspace.idle_minutes == 60 and workspace.home_gb == 20
     assert workspace.image == "quay.io/jupyter/pytorch-notebook:cuda12-python-3.11"
