@@ -233,16 +233,16 @@ class WorkloadKind(abc.ABC):
         """The page where its minimum is lowered (asked only when :meth:`at_minimum`; "" for none)."""
         return ""
 
+    @abc.abstractmethod
     def get_for_user(self, user, pk: int, role: str = Role.VIEWER, staff_reads: bool = False):
         """The workload ``pk`` if ``user`` may see it (404 for outsiders, 403 below ``role``): the kind's access helper."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def end(self, user, workload):
         """The user's end of ``workload`` through the kind's service (audited, quota released); it as written.
 
         Raises :attr:`conflict_error` when it already ended, ``PermissionDenied`` when ``user`` may not.
         """
-        raise NotImplementedError
 
     def seed_demo(self, slugs: list[str]) -> list[str]:
         """Seed the demo work of the demo teams ``slugs`` (``manage.py seed_demo``, once per team) through the
@@ -341,8 +341,42 @@ class StaffAction:
 _KINDS: dict[str, WorkloadKind] = {}
 
 
+#: What every kind declares (class attributes without a default).
+REQUIRED_ATTRIBUTES = ("model", "noun", "lifecycle", "conflict_error")
+
+
+def _overrides(kind: WorkloadKind, name: str) -> bool:
+    return getattr(type(kind), name) is not getattr(WorkloadKind, name)
+
+
+def _problems(kind: WorkloadKind) -> list[str]:
+    """What ``kind`` lacks to be registered, in words; [] when nothing.
+
+    Its abstract methods are checked by Python when it is made (a kind without ``end`` cannot be
+    instantiated); these are the rest, found here rather than by the first request that needs one: the
+    attributes every kind declares, and the members that go together — a kind that shrinks its burst under
+    reclaim (:attr:`WorkloadKind.preempts_burst`) gives the burst back (:meth:`WorkloadKind.shrink_burst`), and
+    one created through the API (:meth:`WorkloadKind.submit`) also answers its dry run
+    (:meth:`WorkloadKind.preview`).
+    """
+    found = [f"it declares no {name}" for name in REQUIRED_ATTRIBUTES if getattr(kind, name, None) is None]
+    if getattr(kind, "model", None) is not None and not isinstance(getattr(kind.model, "KIND_PREFIX", None), str):
+        found.append("its model has no KIND_PREFIX")
+    if kind.preempts_burst and not _overrides(kind, "shrink_burst"):
+        found.append("it sets preempts_burst but does not implement shrink_burst")
+    if _overrides(kind, "submit") != _overrides(kind, "preview"):
+        found.append("it implements one of submit and preview: the API's create and its dry run go together")
+    return found
+
+
 def register(kind: WorkloadKind) -> WorkloadKind:
-    """Add ``kind`` to the registry (registering the same kind again replaces it)."""
+    """Add ``kind`` to the registry (registering the same kind again replaces it).
+
+    Raises ``TypeError`` naming what it lacks (:func:`_problems`), ``ValueError`` for a bad or taken prefix.
+    """
+    lacking = _problems(kind)
+    if lacking:
+        raise TypeError(f"{type(kind).__name__} cannot be registered: {'; '.join(lacking)}.")
     if not kind.prefix.isascii() or not kind.prefix.isalpha() or not kind.prefix.islower():
         raise ValueError(f"a kind prefix is lowercase letters only, got {kind.prefix!r}")
     existing = _KINDS.get(kind.prefix)

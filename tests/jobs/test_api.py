@@ -346,6 +346,7 @@ def test_it_serves_logs_and_events_from_the_cluster(api, member, team, quota, pu
     assert api.get(f"/api/v1/runs/{run.pk}/logs/?tail=x").status_code == 400
 
 
+@pytest.mark.postgres  # PostgreSQL's statements (data-modifying CTEs) and locks
 def test_a_submission_reads_nothing_back_for_its_response_and_writes_under_the_teams_lock_once(
         api, member, team, quota, published):
     # The response says what admission decided (borrowed units included) from the run as written:
