@@ -1,6 +1,6 @@
 """Benchmark: how far the start estimate made at submission lands from the real start (issue 34, item 5).
 
-Run ``.venv/bin/python bench/estimates.py [--limit-slack 1.25] [--limit-round 15] [--quick]
+Run ``.venv/bin/python bench/estimates.py [--limit-slack 1.25] [--limit-round 15] [--quick [HOURS]]
 [any option of bench/sharing.py]``. No database and no sleeping: the sharing bench's contention
 trace (``bench/traces/bursty.csv``: three teams in one cohort on 16 A100s, borrowing, fair share,
 reclaim) is replayed by ``bench/sharing.py``'s own replay (victims by work lost), imported, not
@@ -241,13 +241,13 @@ def main(argv: list[str] | None = None) -> int:
     args = sharing.parse(rest)
     if own.limit_slack < 1 or own.limit_round <= 0:
         raise SystemExit("--limit-slack must be at least 1 (a limit never cuts the run) and --limit-round positive")
-    trace = sharing.read_trace(args.trace, sharing.QUICK_HOURS if args.quick else None)
+    trace = sharing.read_trace(args.trace, args.quick)
     if not trace:
         raise SystemExit(f"{args.trace}: no runs")
     setup = sharing.make_setup(args, trace)
     replay = Estimating(setup, trace, own.limit_slack, own.limit_round * 60)
     result = replay.run()
-    print(f"estimates: {args.trace.name}{' (quick)' if args.quick else ''}: {len(trace)} runs, cohort of "
+    print(f"estimates: {args.trace.name}{f' (quick: {args.quick:g} h)' if args.quick else ''}: {len(trace)} runs, cohort of "
           + ", ".join(f"{team}={setup.nominal[team]}" for team in setup.teams)
           + f" on {setup.capacity}× {setup.flavor}; runtime limits = running time × {own.limit_slack:g}, "
           f"rounded up to {own.limit_round:g} min; {result.preemptions} preemptions in the replay")

@@ -1,7 +1,7 @@
 """Benchmark: what a cohort (borrowing, fair share, reclaim) buys over hard per-team walls, on a GPU trace.
 
 Run ``.venv/bin/python bench/sharing.py [--trace bench/traces/bursty.csv] [--quota team-a=4,team-b=4,team-c=8]
-[--weights team-a=1,...] [--capacity 16] [--quick]`` (``--help``: the cohort's rules, the
+[--weights team-a=1,...] [--capacity 16] [--quick [HOURS]]`` (``--help``: the cohort's rules, the
 half-life, borrowing limits); a team absent from ``--quota`` gets an equal part of the capacity
 the listed ones leave. No database and no sleeping: the trace is replayed on a simulated clock
 through the production's pure rules — :func:`quotas.decide.decide` admits,
@@ -73,7 +73,7 @@ Target: at least 3× fewer physical GPU-hours time-sliced than on whole GPUs.
 
 Targets on the bundled trace: utilization with the cohort ≥ 0.95 and ≥ 1.25× the walls'; fair-share
 error ≤ 5 %; lost GPU-hours ≤ 2 % of delivered; lost GPU-hours by work lost ≤ half of those by
-recency. ``--quick`` replays the first 48 hours only and
+recency. ``--quick [HOURS]`` replays the first HOURS (48 by default) only and
 does not judge the targets. Every cycle's units are checked against the rules' invariants (no
 team above its nominal quota plus what it may borrow, the cohort never above the sum of the
 nominal quotas; a walled team never above its own; no run admitted with borrowed units while
@@ -635,7 +635,7 @@ def make_setup(args, trace: list[dict]) -> Setup:
                  silent=args.silent)
 
 
-def report(setup: Setup, results: list[Result], quick: bool) -> bool:
+def report(setup: Setup, results: list[Result], quick: float | None) -> bool:
     hours = 3600.0
     print(f"{'':<26}" + "".join(f"{r.mode:>14}" for r in results))
     rows = [
@@ -749,7 +749,7 @@ def shared_mix(args: argparse.Namespace) -> tuple[MixResult, MixResult]:
     return serve(whole, args.endpoints, args.model_gb), serve(shared, args.endpoints, args.model_gb)
 
 
-def report_mix(args: argparse.Namespace, mix: tuple[MixResult, MixResult], quick: bool) -> bool:
+def report_mix(args: argparse.Namespace, mix: tuple[MixResult, MixResult], quick: float | None) -> bool:
     whole, shared = mix
     print(f"shared GPUs: {args.endpoints} light endpoints ({args.model_gb:g} GB model, peak 5-30 % of a T4, "
           f"{MIX_HOURS} h sampled every {MIX_STEP_S // 60} min), the same demand on whole T4s and time-sliced x4")
@@ -793,14 +793,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--endpoints", type=int, default=24, help="light endpoints of the shared-GPU mix")
     parser.add_argument("--model-gb", type=float, default=3.0,
                         help="GPU memory each endpoint's model needs (the shared-GPU mix; 4 share a 16 GB T4)")
-    parser.add_argument("--quick", action="store_true", help=f"the first {QUICK_HOURS} hours; targets not judged")
+    parser.add_argument("--quick", type=float, nargs="?", const=QUICK_HOURS, default=None, metavar="HOURS",
+                        help=f"only the trace's first HOURS (default {QUICK_HOURS}); targets not judged")
     return parser.parse_args(argv)
 
 
 def simulate(args: argparse.Namespace) -> tuple[Setup, list[dict], list[Result]]:
     """The trace of ``args`` replayed with the cohort — victims by work lost, by recency, by
     foresight — and with walls: ``(setup, trace, [cohort, cohort by recency, by foresight, walls])``."""
-    trace = read_trace(args.trace, QUICK_HOURS if args.quick else None)
+    trace = read_trace(args.trace, args.quick)
     if not trace:
         raise SystemExit(f"{args.trace}: no runs")
     setup = make_setup(args, trace)
@@ -812,7 +813,7 @@ def simulate(args: argparse.Namespace) -> tuple[Setup, list[dict], list[Result]]
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     setup, trace, results = simulate(args)
-    print(f"sharing: {args.trace.name}{' (quick)' if args.quick else ''}: {len(trace)} runs, "
+    print(f"sharing: {args.trace.name}{f' (quick: {args.quick:g} h)' if args.quick else ''}: {len(trace)} runs, "
           f"{sum(r['units'] * r['duration_s'] for r in trace) / 3600:.0f} GPU-hours of {setup.flavor}, "
           f"capacity {setup.capacity}, quotas "
           + ", ".join(f"{team}={setup.nominal[team]}" for team in setup.teams))
