@@ -85,15 +85,15 @@ def unresolved_citations(path: Path, text: str) -> list[str]:
 
 
 def test_the_citation_scan_finds_what_a_clone_lacks(tmp_path):
-    text = 'As docs/design.md "Layers" says (see api.md, DESIGN.md §8, ../shared/API.md, http://x/y/z.md).'
-    assert CITED.findall(text) == ["docs/design.md", "api.md", "DESIGN.md"]
-    assert unresolved_citations(REPO / "docs" / "x.md", text) == ["DESIGN.md"]
-    assert unresolved_citations(REPO / "jobs" / "x.py", text) == ["api.md", "DESIGN.md"]
+    text = 'As docs/design.md "Layers" says (see api.md, NOWHERE.md §8, ../elsewhere/X.md, http://x/y/z.md).'
+    assert CITED.findall(text) == ["docs/design.md", "api.md", "NOWHERE.md"]
+    assert unresolved_citations(REPO / "docs" / "x.md", text) == ["NOWHERE.md"]
+    assert unresolved_citations(REPO / "jobs" / "x.py", text) == ["api.md", "NOWHERE.md"]
 
 
 def test_code_and_docs_cite_only_files_a_clone_has():
     """The design of record is docs/design.md and docs/architecture.md, the contract docs/api.md: a docstring
-    citing the DESIGN.md or API.md a clone lacks sends its reader nowhere."""
+    citing a design or contract file a clone lacks sends its reader nowhere."""
     broken = {}
     for path in citing_files():
         missing = unresolved_citations(path, path.read_text(errors="replace"))
