@@ -169,6 +169,10 @@ def test_an_endpoint_is_woken_called_counted_billed_per_key_limited_revoked_and_
     # ``now``; half an hour ahead gives a cost of whole cents whatever the test's pace.
     wait_for(lambda: KeyUsage.objects.filter(key_id=limited["id"], requests_2xx=2, requests_4xx=1).exists(),
              timeout=20, what="the limited key's usage")
+    # Each gateway flushes its own counts: the stream went through the second one, whose flush may come later.
+    streamed_total = usage["completion_tokens"] + streamed_usage["completion_tokens"]
+    wait_for(lambda: KeyUsage.objects.filter(key_id=key_id).aggregate(n=Sum("output_tokens"))["n"] == streamed_total,
+             timeout=20, what="the stream's tokens in the key's usage")
     now = timezone.now() + timedelta(minutes=30)
     endpoint = InferenceEndpoint.objects.get(pk=ep["id"])
     report = key_costs.endpoint_key_usage(endpoint, endpoint.created_at - timedelta(hours=1),
