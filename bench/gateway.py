@@ -91,11 +91,11 @@ def seed(engine_port: int) -> tuple[str, str]:
                                                 state="ready", image="registry.example.com/serve:1")
     cluster, now, name = default_cluster().name, timezone.now(), endpoint.object_name
     selector = labels(team.slug, name)
-    SimObject.objects.create(cluster=cluster, kind="Service", api_version="v1", namespace=team.namespace, name=name,
+    SimObject.objects.create(cluster=cluster, resource_kind="Service", api_version="v1", namespace=team.namespace, name=name,
                              workload=name, team=team.slug, uid=secrets.token_hex(8), created_at=now,
                              manifest={"spec": {"selector": selector}})
     deployment = SimObject.objects.create(
-        cluster=cluster, kind="Deployment", api_version="apps/v1", namespace=team.namespace, name=name, workload=name,
+        cluster=cluster, resource_kind="Deployment", api_version="apps/v1", namespace=team.namespace, name=name, workload=name,
         team=team.slug, uid=secrets.token_hex(8), created_at=now,
         manifest={"spec": {"template": {"metadata": {"labels": selector}}}})
     SimPod.objects.create(cluster=cluster, owner=deployment, namespace=team.namespace, name=f"{name}-0", workload=name,

@@ -7,8 +7,8 @@ from notifications.models import Delivery, EmailSubscription, Event, Webhook
 
 @admin.register(Event)
 class EventAdmin(admin.ModelAdmin):
-    list_display = ["created_at", "team", "kind", "title", "fanned_out_at"]
-    list_filter = ["kind"]
+    list_display = ["created_at", "team", "event_kind", "title", "fanned_out_at"]
+    list_filter = ["event_kind"]
     search_fields = ["key", "ref", "team__slug"]
     readonly_fields = [f.name for f in Event._meta.fields]
 
@@ -18,8 +18,8 @@ class EventAdmin(admin.ModelAdmin):
 
 @admin.register(EmailSubscription)
 class EmailSubscriptionAdmin(admin.ModelAdmin):
-    list_display = ["user", "team", "kind"]
-    list_filter = ["kind"]
+    list_display = ["user", "team", "event_kind"]
+    list_filter = ["event_kind"]
     search_fields = ["user__username", "team__slug"]
 
 
@@ -27,9 +27,9 @@ class EmailSubscriptionAdmin(admin.ModelAdmin):
 class WebhookAdmin(admin.ModelAdmin):
     """Read and delete only: a webhook is added on its team's Notifications page, where its secret is shown once."""
 
-    list_display = ["url", "team", "kinds", "secret_prefix", "created_at"]
+    list_display = ["url", "team", "event_kinds", "secret_prefix", "created_at"]
     search_fields = ["url", "team__slug"]
-    fields = ["team", "url", "kinds", "secret_prefix", "created_by", "created_at"]
+    fields = ["team", "url", "event_kinds", "secret_prefix", "created_by", "created_at"]
     readonly_fields = fields
 
     def has_add_permission(self, request) -> bool:

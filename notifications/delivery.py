@@ -49,7 +49,7 @@ User = get_user_model()
 def body(event: Event) -> bytes:
     """The JSON a webhook gets: the same bytes on every attempt. ``text`` is what Slack shows."""
     return json.dumps({
-        "id": event.pk, "type": event.kind, "team": event.team.slug, "ref": event.ref, "title": event.title,
+        "id": event.pk, "type": event.event_kind, "team": event.team.slug, "ref": event.ref, "title": event.title,
         "text": event.text, "occurred_at": event.created_at.isoformat(), "details": event.details,
     }, sort_keys=True, separators=(",", ":")).encode()
 
@@ -90,7 +90,7 @@ def fan_out(key: str, now: datetime | None = None) -> list[int]:
         if event is None:
             return []
         if event.fanned_out_at is None:
-            rows = _staff_rows(event, now) if event.kind in STAFF_KINDS else _team_rows(event, now)
+            rows = _staff_rows(event, now) if event.event_kind in STAFF_KINDS else _team_rows(event, now)
             Delivery.objects.bulk_create(rows, ignore_conflicts=True)
             Event.objects.filter(pk=event.pk).update(fanned_out_at=now)
         return list(event.deliveries.filter(status=DeliveryStatus.PENDING).values_list("pk", flat=True))
@@ -100,12 +100,12 @@ def _team_rows(event: Event, now: datetime) -> list[Delivery]:
     """The deliveries of a team's event: its webhooks listing the kind, its members subscribed to it."""
     rows = [Delivery(event=event, team=event.team, channel=Channel.WEBHOOK, webhook=hook,
                      target_key=f"webhook:{hook.pk}", target=hook.url, next_attempt_at=now)
-            for hook in Webhook.objects.filter(team=event.team) if event.kind in hook.kinds]
-    subscribers = (EmailSubscription.objects.filter(team=event.team, kind=event.kind, user__is_active=True,
+            for hook in Webhook.objects.filter(team=event.team) if event.event_kind in hook.event_kinds]
+    subscribers = (EmailSubscription.objects.filter(team=event.team, event_kind=event.event_kind, user__is_active=True,
                                                    user__memberships__team=event.team)
                    .exclude(user__email="").select_related("user"))
     users = {sub.user_id: sub.user for sub in subscribers}
-    if event.kind in vocabulary.owner_kinds() and event.details.get("owner"):
+    if event.event_kind in vocabulary.owner_kinds() and event.details.get("owner"):
         # The owner is told of their own work stopped under them, subscribed or not (still a member).
         owner = (User.objects.filter(pk=event.details["owner"], is_active=True, memberships__team=event.team)
                  .exclude(email="").first())
@@ -152,7 +152,7 @@ def _send_webhook(delivery: Delivery) -> tuple[int | None, str]:
     timestamp = str(int(time.time()))
     headers = {"Content-Type": "application/json", "User-Agent": "Slipway-Webhook/1",
                SIGNATURE_HEADER: signature(webhook_secret(webhook), timestamp, raw), TIMESTAMP_HEADER: timestamp,
-               DELIVERY_HEADER: str(delivery.event_id), EVENT_HEADER: delivery.event.kind}
+               DELIVERY_HEADER: str(delivery.event_id), EVENT_HEADER: delivery.event.event_kind}
     try:
         # To the address judged, not the name again (DNS rebinding); Host and the TLS server name
         # (SNI, and the certificate's check) stay the webhook's host. A redirect is never followed.

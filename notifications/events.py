@@ -33,7 +33,7 @@ def record(kind: str, team, key: str, title: str, text: str, ref: str = "", **de
     message): each names the team, and the workload as :func:`named` says it — never a bare ref,
     which ``ref`` and ``details`` keep for machines.
     """
-    Event.objects.bulk_create([Event(key=key[:200], kind=kind, team=team, ref=ref, title=title[:200], text=text,
+    Event.objects.bulk_create([Event(key=key[:200], event_kind=kind, team=team, ref=ref, title=title[:200], text=text,
                                      details=details)],
                               ignore_conflicts=True)
     return key[:200]
@@ -138,7 +138,7 @@ def alert_opened(episode, workload) -> str:
     that this is the capacity it keeps ready and how to scale it to zero. Memory: the risk of an
     OOM kill. Temperature: for platform staff, naming the GPU and the cluster.
     """
-    kind = AlertKind(episode.kind)
+    kind = AlertKind(episode.alert_kind)
     name = named(label_of(workload))
     minutes = episode.after_minutes or 0
     details = {"alert": kind.value, "name": workload.name, "value": episode.value, "threshold": episode.threshold,

@@ -20,7 +20,7 @@ class Event(models.Model):
     """One thing that happened to a team, as subscribers are told about it."""
 
     key = models.CharField(max_length=200, unique=True, help_text="What happened, once: e.g. run_failed:run-42.")
-    kind = models.CharField(max_length=32, help_text="Its event kind (notifications.vocabulary.event_kinds).")
+    event_kind = models.CharField(max_length=32, help_text="What happened (notifications.vocabulary.event_kinds).")
     team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="+")
     ref = models.CharField(max_length=100, blank=True, help_text="The workload it is about, if any.")
     title = models.CharField(max_length=200)
@@ -42,13 +42,13 @@ class EmailSubscription(models.Model):
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="+")
-    kind = models.CharField(max_length=32, help_text="Its event kind (notifications.vocabulary.event_kinds).")
+    event_kind = models.CharField(max_length=32, help_text="What it is about (notifications.vocabulary.event_kinds).")
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["user", "team", "kind"], name="uniq_email_subscription")]
+        constraints = [models.UniqueConstraint(fields=["user", "team", "event_kind"], name="uniq_email_subscription")]
 
     def __str__(self) -> str:
-        return f"{self.user_id} {self.team_id} {self.kind}"
+        return f"{self.user_id} {self.team_id} {self.event_kind}"
 
 
 class Webhook(models.Model):
@@ -56,7 +56,7 @@ class Webhook(models.Model):
 
     team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="+")
     url = models.URLField(max_length=MAX_URL_LENGTH)
-    kinds = models.JSONField(default=list, help_text="EventKind values.")
+    event_kinds = models.JSONField(default=list, help_text="The event kinds it is sent (EventKind values).")
     #: The signing secret, encrypted at rest (workloads.crypto); shown once, when created.
     sealed_secret = models.TextField()
     secret_prefix = models.CharField(max_length=8, help_text="The secret's first characters, to tell webhooks apart.")
@@ -71,7 +71,7 @@ class Webhook(models.Model):
 
     def kind_labels(self) -> list[str]:
         labels = vocabulary.event_kinds()
-        return [labels[kind] for kind in self.kinds if kind in labels]
+        return [labels[kind] for kind in self.event_kinds if kind in labels]
 
 
 class Delivery(models.Model):

@@ -24,7 +24,7 @@ from workloads import crypto
 
 def email_kinds(user, team: Team) -> list[str]:
     """The kinds of ``team``'s events ``user`` gets by e-mail."""
-    return list(EmailSubscription.objects.filter(user=user, team=team).values_list("kind", flat=True))
+    return list(EmailSubscription.objects.filter(user=user, team=team).values_list("event_kind", flat=True))
 
 
 @transaction.atomic
@@ -36,8 +36,8 @@ def set_email_kinds(user, team: Team, kinds: list[str]) -> list[str]:
         raise ValidationError({"kinds": f"Unknown kinds of event: {', '.join(unknown)}."})
     if kinds and not user.email:
         raise ValidationError({"kinds": "Your account has no e-mail address: ask an administrator to add one."})
-    EmailSubscription.objects.filter(user=user, team=team).exclude(kind__in=kinds).delete()
-    EmailSubscription.objects.bulk_create([EmailSubscription(user=user, team=team, kind=kind) for kind in kinds],
+    EmailSubscription.objects.filter(user=user, team=team).exclude(event_kind__in=kinds).delete()
+    EmailSubscription.objects.bulk_create([EmailSubscription(user=user, team=team, event_kind=kind) for kind in kinds],
                                           ignore_conflicts=True)
     return email_kinds(user, team)
 
@@ -71,10 +71,10 @@ def create_webhook(user, team: Team, url: str, kinds: list[str], ip: str | None 
         Team.objects.select_for_update().filter(pk=team.pk).first()
         if Webhook.objects.filter(team=team).count() >= MAX_WEBHOOKS_PER_TEAM:
             raise ValidationError({"url": f"A team has at most {MAX_WEBHOOKS_PER_TEAM} webhooks: delete one first."})
-        webhook = Webhook.objects.create(team=team, url=url, kinds=sorted(set(kinds)), created_by=user,
+        webhook = Webhook.objects.create(team=team, url=url, event_kinds=sorted(set(kinds)), created_by=user,
                                          sealed_secret=crypto.seal({"secret": secret}), secret_prefix=secret[:8])
         audit(AuditEvent.Action.TEAM_SETTINGS_CHANGED, actor=user, team=team, target=f"webhook {webhook.pk}", ip=ip,
-              added=url, kinds=webhook.kinds)
+              added=url, kinds=webhook.event_kinds)
     return webhook, secret
 
 

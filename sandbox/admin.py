@@ -17,8 +17,8 @@ class ReadOnly(admin.ModelAdmin):
 
 @admin.register(SimObject)
 class SimObjectAdmin(ReadOnly):
-    list_display = ("cluster", "kind", "namespace", "name", "workload", "replicas", "done", "created_at")
-    list_filter = ("cluster", "kind", "done")
+    list_display = ("cluster", "resource_kind", "namespace", "name", "workload", "replicas", "done", "created_at")
+    list_filter = ("cluster", "resource_kind", "done")
     search_fields = ("namespace", "name", "workload")
 
 

@@ -108,7 +108,7 @@ EVENT_TTL = timedelta(hours=1)
 #: Decoded (manifest, plan) per (uid, resourceVersion): observe() re-reads only status columns.
 _MANIFESTS: dict[tuple[str, int], tuple[dict, dict]] = {}
 MANIFEST_CACHE_MAX = 200_000
-OBSERVE_COLUMNS = ("id", "kind", "api_version", "namespace", "name", "workload", "team", "uid", "resource_version",
+OBSERVE_COLUMNS = ("id", "resource_kind", "api_version", "namespace", "name", "workload", "team", "uid", "resource_version",
                    "generation", "status", "memo", "replicas", "created_at", "delete_at", "delete_grace")
 #: The kinds whose pods a graceful delete lets run until the grace period ends.
 POD_OWNERS = ("Job", "PyTorchJob", "Deployment")
@@ -217,7 +217,7 @@ class SandboxBackend(ClusterBackend):
         created = {o["metadata"]["name"] for o in admitted if o["kind"] == "Namespace"}
         missing = wanted - created - set(BUILTIN_NAMESPACES)
         if missing:
-            present = set(self._rows(SimObject).filter(kind="Namespace", name__in=missing).values_list(
+            present = set(self._rows(SimObject).filter(resource_kind="Namespace", name__in=missing).values_list(
                 "name", flat=True))
             if missing - present:
                 raise NotFound(f'namespaces "{sorted(missing - present)[0]}" not found', status=404)
@@ -227,7 +227,7 @@ class SandboxBackend(ClusterBackend):
             meta = obj["metadata"]
             namespace = meta.get("namespace") or meta["name"]
             labels = meta.get("labels") or {}
-            row = self._rows(SimObject).select_for_update().filter(kind=obj["kind"], namespace=namespace,
+            row = self._rows(SimObject).select_for_update().filter(resource_kind=obj["kind"], namespace=namespace,
                                                                    name=meta["name"]).first()
             manifest = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
             manifest["metadata"] = {k: v for k, v in meta.items()
@@ -235,7 +235,7 @@ class SandboxBackend(ClusterBackend):
                                                  "managedFields")}
             plan = compile_plan(obj)
             if row is None:
-                row = SimObject(cluster=self.cluster, kind=obj["kind"], api_version=obj["apiVersion"],
+                row = SimObject(cluster=self.cluster, resource_kind=obj["kind"], api_version=obj["apiVersion"],
                                 namespace=namespace, name=meta["name"],
                                 workload=labels.get(WORKLOAD_LABEL, ""), team=labels.get(TEAM_LABEL, ""),
                                 uid=new_uid(), manifest=manifest, plan=plan, created_at=now,
@@ -281,8 +281,8 @@ class SandboxBackend(ClusterBackend):
         doomed = Q()
         for resource in resources:
             if resource.deleted:
-                doomed |= Q(kind=resource.kind, api_version=resource.api_version, workload=address.object_name)
-        doomed |= Q(kind="Secret", name=env_secret_name(address.object_name))
+                doomed |= Q(resource_kind=resource.kind, api_version=resource.api_version, workload=address.object_name)
+        doomed |= Q(resource_kind="Secret", name=env_secret_name(address.object_name))
         with transaction.atomic():
             rows = self._rows(SimObject).filter(doomed, namespace=address.namespace)
             count = rows.count()
@@ -298,7 +298,7 @@ class SandboxBackend(ClusterBackend):
         self._answering()
         named = Q(pk__in=[])
         for kind, name in objects:
-            named |= Q(kind=kind.kind, api_version=kind.api_version, name=name)
+            named |= Q(resource_kind=kind.kind, api_version=kind.api_version, name=name)
         rows = self._rows(SimObject).filter(named, namespace=namespace)
         count = rows.count()
         rows.delete()
@@ -313,7 +313,7 @@ class SandboxBackend(ClusterBackend):
         live = SimPod.objects.filter(owner=OuterRef("pk"), active=True).exclude(node="")
         deadline = now + timedelta(seconds=grace)
         kept = []
-        for owner in rows.filter(kind__in=POD_OWNERS).filter(Exists(live)).select_for_update():
+        for owner in rows.filter(resource_kind__in=POD_OWNERS).filter(Exists(live)).select_for_update():
             kept.append(owner.pk)
             if owner.delete_at is not None and owner.delete_at <= deadline:
                 continue  # already terminating, at least as soon
@@ -453,9 +453,9 @@ class SandboxBackend(ClusterBackend):
                 kept.append(row)
         rows = kept
         by_pk = {row.pk: row for row in rows}
-        scaled = {(row.namespace, row.plan.get("target")): row for row in rows if row.kind == "ScaledObject"}
+        scaled = {(row.namespace, row.plan.get("target")): row for row in rows if row.resource_kind == "ScaledObject"}
         for row in rows:  # current load of each autoscaled endpoint, for annotations and GPU utilisation
-            target = scaled.get((row.namespace, row.name)) if row.kind == "Deployment" else None
+            target = scaled.get((row.namespace, row.name)) if row.resource_kind == "Deployment" else None
             if target is not None:
                 row.load = endpoint_load(loads, row.namespace, row.workload, target.plan, at)
                 target.load = row.load
@@ -464,13 +464,13 @@ class SandboxBackend(ClusterBackend):
             labels = row.manifest.get("metadata", {}).get("labels") or {}
             # Only the observed kinds (never Secrets: a real cluster's Slipway may not list them).
             if (labels.get(MANAGED_BY_LABEL) != MANAGED_BY_VALUE or not row.workload
-                    or (row.api_version, row.kind) not in kinds):
+                    or (row.api_version, row.resource_kind) not in kinds):
                 continue
             key = (row.namespace, row.workload)
             if key not in grouped:
                 grouped[key] = ObservedWorkload(namespace=row.namespace, object_name=row.workload, team=row.team)
             grouped[key].objects.append(self._to_manifest(row))
-            if row.kind == "ScaledObject":
+            if row.resource_kind == "ScaledObject":
                 grouped[key].objects.append(_autoscaler_manifest(row))
         pods = load_records(self._rows(SimPod).order_by("created_at", "pk"))
         served = engines.utilization_shares(self.cluster)  # endpoint replicas' real engines (none: no query)
@@ -558,7 +558,7 @@ class SandboxBackend(ClusterBackend):
                 where |= Q(node=node, gpu=gpu)
             tenants = self._rows(SimPod).filter(where, active=True).select_related("owner")
             busy = busy_per_gpu(((pod, pod.owner.plan["pods"][pod.role]) for pod in tenants), at)
-        loads = engines.utilization_shares(self.cluster) if any(pod.owner.kind == "Deployment" for pod in rows) else {}
+        loads = engines.utilization_shares(self.cluster) if any(pod.owner.resource_kind == "Deployment" for pod in rows) else {}
         return [pod_manifest(pod, pod.owner, at, busy, loads) for pod in rows]
 
     @storage_errors
@@ -576,10 +576,10 @@ class SandboxBackend(ClusterBackend):
         namespaces = {ref.namespace for ref in services}
         selectors = {(namespace, name): (manifest.get("spec") or {}).get("selector") or {}
                      for namespace, name, manifest in self._rows(SimObject).filter(
-                         kind="Service", namespace__in=namespaces, name__in={ref.name for ref in services},
+                         resource_kind="Service", namespace__in=namespaces, name__in={ref.name for ref in services},
                          delete_at__isnull=True).values_list("namespace", "name", "manifest")}
         pods = list(self._rows(SimPod).filter(namespace__in=namespaces, active=True, phase="Running",
-                                              stage=STAGE_READY, owner__kind="Deployment")
+                                              stage=STAGE_READY, owner__resource_kind="Deployment")
                     .values_list("namespace", "name", "owner__manifest").order_by("created_at", "pk"))
         addresses = {(row.namespace, row.pod): row.address for row in self._rows(SimEngine).filter(
             namespace__in=namespaces)} if pods else {}
@@ -660,7 +660,7 @@ class SandboxBackend(ClusterBackend):
 
     @staticmethod
     def _to_manifest(row: SimObject | Record) -> Manifest:
-        out: Manifest = {"apiVersion": row.api_version, "kind": row.kind}
+        out: Manifest = {"apiVersion": row.api_version, "kind": row.resource_kind}
         # Rows are decoded fresh from the database on every read, so nothing is shared: no copy needed.
         manifest = dict(row.manifest)
         meta = dict(manifest.pop("metadata", {}))
@@ -669,12 +669,12 @@ class SandboxBackend(ClusterBackend):
         meta.update(deletion(row))
         out["metadata"] = meta
         out.update(manifest)
-        if row.kind == "Deployment":
+        if row.resource_kind == "Deployment":
             out.setdefault("spec", {})["replicas"] = row.replicas
-        if row.kind == "Service":
+        if row.resource_kind == "Service":
             spec = out.setdefault("spec", {})
             spec.setdefault("clusterIP", f"10.96.{stable_int(row.uid) % 250}.{stable_int(row.name) % 250 + 2}")
-        if row.kind == "ScaledObject" and getattr(row, "load", None) is not None:
+        if row.resource_kind == "ScaledObject" and getattr(row, "load", None) is not None:
             meta["annotations"] = {**(meta.get("annotations") or {}), LOAD_ANNOTATION: str(row.load)}
         out["status"] = row.status
         return out

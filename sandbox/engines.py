@@ -128,7 +128,7 @@ def _wanted(world: World) -> dict[tuple[str, str], tuple[PodRow, ObjRow]]:
     wanted = {}
     for owner_id, pods in world.pods_by_owner.items():
         owner = world.owners[owner_id]
-        if owner.kind != "Deployment" or not owner.plan["pods"][0].get("engine"):
+        if owner.resource_kind != "Deployment" or not owner.plan["pods"][0].get("engine"):
             continue
         for pod in pods:
             if pod.active and pod.phase == "Running" and pod.stage in (STAGE_STARTED, STAGE_READY):

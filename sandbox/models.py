@@ -27,7 +27,8 @@ class SimObject(models.Model):
     """One top-level object as applied (Job, PyTorchJob, Deployment, Service, Namespace …)."""
 
     cluster = cluster_field()
-    kind = models.CharField(max_length=40)
+    #: Its Kubernetes ``kind`` (``Job``, ``Deployment``…): a resource kind, not a workload kind.
+    resource_kind = models.CharField(max_length=40)
     api_version = models.CharField(max_length=80)
     #: Namespaced objects: their namespace; a Namespace: its own name (so it groups with its team).
     namespace = models.CharField(max_length=63)
@@ -56,13 +57,13 @@ class SimObject(models.Model):
     class Meta:
         verbose_name = "simulated object"
         verbose_name_plural = "simulated objects"
-        constraints = [models.UniqueConstraint(fields=["cluster", "kind", "namespace", "name"],
+        constraints = [models.UniqueConstraint(fields=["cluster", "resource_kind", "namespace", "name"],
                                                name="sandbox_object_unique")]
         indexes = [models.Index(fields=["cluster", "namespace", "workload"]),
-                   models.Index(fields=["cluster", "done", "kind"])]
+                   models.Index(fields=["cluster", "done", "resource_kind"], name="sandbox_sim_cluster_c882f2_idx")]
 
     def __str__(self) -> str:
-        return f"{self.kind}/{self.namespace}/{self.name}"
+        return f"{self.resource_kind}/{self.namespace}/{self.name}"
 
 
 class SimPod(models.Model):

@@ -61,7 +61,7 @@ NODE_SHUTDOWN = ("TerminationByKubelet", "Pod was terminated in response to immi
 
 def _template(owner: SimObject, role_name: str) -> Manifest:
     spec = owner.manifest.get("spec", {})
-    if owner.kind == "PyTorchJob":
+    if owner.resource_kind == "PyTorchJob":
         return spec["pytorchReplicaSpecs"][role_name]["template"]
     return spec["template"]
 
@@ -97,12 +97,12 @@ def pod_manifest(pod: SimPod, owner: SimObject, at: datetime,
     plan = owner.plan["pods"][pod.role]
     template = _template(owner, plan["role"])
     labels = dict((template.get("metadata") or {}).get("labels") or {})
-    owner_ref = {"apiVersion": owner.api_version, "kind": owner.kind, "name": owner.name, "uid": owner.uid,
+    owner_ref = {"apiVersion": owner.api_version, "kind": owner.resource_kind, "name": owner.name, "uid": owner.uid,
                  "controller": True, "blockOwnerDeletion": True}
-    if owner.kind == "Job":
+    if owner.resource_kind == "Job":
         labels.update({"batch.kubernetes.io/job-name": owner.name, "job-name": owner.name,
                        "batch.kubernetes.io/controller-uid": owner.uid, "controller-uid": owner.uid})
-    elif owner.kind == "PyTorchJob":
+    elif owner.resource_kind == "PyTorchJob":
         labels.update({"training.kubeflow.org/job-name": owner.name, "training.kubeflow.org/operator-name":
                        "pytorchjob-controller", "training.kubeflow.org/replica-type": plan["role"].lower(),
                        "training.kubeflow.org/replica-index": str(pod.index)})
@@ -127,7 +127,7 @@ def pod_manifest(pod: SimPod, owner: SimObject, at: datetime,
     status = _pod_status(pod, owner, plan, at)
     if status.get("phase") == "Running":
         load = None
-        if owner.kind == "Deployment":
+        if owner.resource_kind == "Deployment":
             served = (engine_loads or {}).get((pod.namespace, pod.name))
             # Each replica serves its share; utilisation is that share, capped at 100% (its engine's
             # busy fraction when it runs one).
@@ -135,7 +135,7 @@ def pod_manifest(pod: SimPod, owner: SimObject, at: datetime,
                     else min(float(getattr(owner, "load", 50.0)) / max(owner.replicas, 1), 100.0))
         elapsed = (at - pod.started_at).total_seconds() if pod.started_at is not None else 0.0
         utilization = gpu_utilization(pod.name, plan.get("util"), serving_load=load, now=at,
-                                      phase_now=phase(plan, owner.kind == "Deployment", elapsed))
+                                      phase_now=phase(plan, owner.resource_kind == "Deployment", elapsed))
         held = gpu_memory_mib(plan, elapsed)
         annotations = {GPU_MEMORY_ANNOTATION: str(held)}
         sharing = sharing_of(pod)
@@ -157,7 +157,7 @@ def _previous_run(pod: SimPod, owner: SimObject) -> dict | None:
 
     Kept by :func:`sandbox.controllers.pytorchjob.keep_previous_runs`.
     """
-    if owner.kind != "PyTorchJob":
+    if owner.resource_kind != "PyTorchJob":
         return None
     return (owner.memo.get("previous") or {}).get(pod.name)
 
@@ -190,10 +190,10 @@ def _pod_status(pod: SimPod, owner: SimObject, plan: dict, at: datetime) -> Mani
     status["hostIP"] = f"10.0.{stable_int(pod.node) % 250}.{stable_int(pod.node, 1) % 250 + 2}"
     status["podIP"] = f"10.244.{stable_int(pod.node) % 250}.{stable_int(pod.name) % 250 + 2}"
     status["startTime"] = scheduled
-    ready = pod_ready(pod, plan, at) if owner.kind == "Deployment" else pod.phase == "Running"
+    ready = pod_ready(pod, plan, at) if owner.resource_kind == "Deployment" else pod.phase == "Running"
     cstatus: Manifest = {"name": container, "image": image, "imageID": "", "ready": ready, "restartCount": 0,
                          "started": pod.phase == "Running"}
-    crash = crash_loop(pod, plan) if owner.kind == "Deployment" else None
+    crash = crash_loop(pod, plan) if owner.resource_kind == "Deployment" else None
     if pod.phase in ("Succeeded", "Failed"):
         cstatus["state"] = {"terminated": {"reason": pod.reason or "Error", "exitCode": pod.exit_code or 0,
                                            "startedAt": rfc3339(pod.started_at or pod.scheduled_at),
@@ -269,7 +269,7 @@ def _ready_times(pod: SimPod, owner: SimObject, plan: dict, ready: bool) -> tupl
     the sandbox scripts the two stages apart (docs/serving.md "Cold starts").
     """
     since = rfc3339(pod.started_at) if pod.phase == "Running" else rfc3339(pod.scheduled_at)
-    if not ready or owner.kind != "Deployment":
+    if not ready or owner.resource_kind != "Deployment":
         return since, since
     loaded = model_loaded_at(pod, plan)
     became = pod.ready_at or loaded
@@ -298,7 +298,7 @@ def pod_log(row: SimPod, at: datetime, tail: int | None, previous: bool,
         return _previous_log(row, plan, tail)
     if row.started_at is None:
         return []  # "container is waiting to start": nothing logged yet
-    if row.owner.kind == "Deployment":
+    if row.owner.resource_kind == "Deployment":
         until = at
         crash = crash_loop(row, plan)
         if crash is not None:
@@ -323,7 +323,7 @@ def pod_log(row: SimPod, at: datetime, tail: int | None, previous: bool,
                and checkpoints.notice_exit(plan, row.started_at, row.notice_at) == row.finished_at)
     shared_oom = row.reason == OOM_KILLED and bool(row.message)  # its shared GPU's memory killed it
     return training_log(row.name, image=plan["img"], started=row.started_at, until=until,
-                        outcome="oom" if shared_oom else pod_outcome(plan, row.owner.kind, row.index),
+                        outcome="oom" if shared_oom else pod_outcome(plan, row.owner.resource_kind, row.index),
                         finished=(row.finished_at is not None and row.reason != "DeadlineExceeded"
                                   and not row.disruption),
                         workers=workers, tail=tail, args=plan.get("args", ()),
@@ -349,7 +349,7 @@ def _previous_log(row: SimPod, plan: dict, tail: int) -> list[str]:
         return []
     killed = run["code"] == KILLED_EXIT_CODE  # stopped by the gang's restart: its log just stops
     return training_log(row.name, image=plan["img"], started=parse_time(run["started"]),
-                        until=parse_time(run["finished"]), outcome=pod_outcome(plan, row.owner.kind, row.index),
+                        until=parse_time(run["finished"]), outcome=pod_outcome(plan, row.owner.resource_kind, row.index),
                         finished=not killed, workers=sum(p["count"] for p in row.owner.plan["pods"]), tail=tail,
                         args=plan.get("args", ()), ckpt=_checkpointing(plan), every=plan.get("log"),
                         planned=plan["dur"])
@@ -357,7 +357,7 @@ def _previous_log(row: SimPod, plan: dict, tail: int) -> list[str]:
 
 def _endpoint_load(deployment: SimObject, at: datetime) -> float:
     """The synthetic load of the endpoint a Deployment serves, as its ScaledObject sees it (1.0: none)."""
-    scaled = SimObject.objects.filter(cluster=deployment.cluster, kind="ScaledObject",
+    scaled = SimObject.objects.filter(cluster=deployment.cluster, resource_kind="ScaledObject",
                                       namespace=deployment.namespace, workload=deployment.workload).first()
     if scaled is None:
         return 1.0

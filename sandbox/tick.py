@@ -59,7 +59,7 @@ def run_tick(now: datetime, cluster: str, demand: DemandReader | None = None) ->
     quota.compute_usage(world)
     for owner in list(world.owners.values()):
         if owner.delete_at is None:
-            CONTROLLERS[owner.kind](world, owner)
+            CONTROLLERS[owner.resource_kind](world, owner)
     schedule(world)
     quota.report_status(world)
     engines.sync(world)

@@ -32,7 +32,7 @@ BATCH = 500
 #: The tick works on plain records of these tables (see sandbox.bulk), not model instances.
 ObjRow = Record
 PodRow = Record
-OBJECT_COLUMNS = ("id", "kind", "namespace", "name", "workload", "team", "uid", "resource_version", "status", "memo",
+OBJECT_COLUMNS = ("id", "resource_kind", "namespace", "name", "workload", "team", "uid", "resource_version", "status", "memo",
                   "replicas", "done", "generation", "delete_at")
 #: Plans only change when an object is applied (which bumps its resourceVersion), so each
 #: process keeps them decoded: (uid, resourceVersion) -> plan. Long-lived worker/beat
@@ -121,7 +121,7 @@ class World:
         # The manifest column (the biggest) is never read here: plans carry what the tick needs.
         # In creation order: controllers then create pods first-come first-served (within quota and
         # capacity), whatever order the database hands back rows it has updated.
-        live = SimObject.objects.filter(cluster=self.cluster, done=False, kind__in=CONTROLLED).order_by("pk")
+        live = SimObject.objects.filter(cluster=self.cluster, done=False, resource_kind__in=CONTROLLED).order_by("pk")
         objects = load_records(live, OBJECT_COLUMNS, lazy=("status", "memo"))
         missing = [o.pk for o in objects if (o.uid, o.resource_version) not in PLANS]
         if missing:
@@ -135,11 +135,11 @@ class World:
             o.plan = PLANS.get((o.uid, o.resource_version))
         # An object re-applied between the two reads is picked up by the next tick.
         objects = [o for o in objects if o.plan is not None]
-        self.owners = {o.pk: o for o in objects if o.kind in ("Job", "PyTorchJob", "Deployment")}
-        self.scaled = {(o.namespace, o.plan.get("target")): o for o in objects if o.kind == "ScaledObject"}
+        self.owners = {o.pk: o for o in objects if o.resource_kind in ("Job", "PyTorchJob", "Deployment")}
+        self.scaled = {(o.namespace, o.plan.get("target")): o for o in objects if o.resource_kind == "ScaledObject"}
         self.quotas: dict[str, list[ObjRow]] = defaultdict(list)
         for o in objects:
-            if o.kind == "ResourceQuota":
+            if o.resource_kind == "ResourceQuota":
                 self.quotas[o.namespace].append(o)
         self.loads = {(ns, wl): v for ns, wl, v in SimLoad.objects.filter(cluster=self.cluster).values_list(
             "namespace", "workload", "value")}

@@ -221,7 +221,7 @@ def snapshot() -> tuple:
             sorted(TeamSharing.objects.values_list("team_id", "cohort_id", "fair_weight", "within_team_preemption")),
             sorted(Cohort.objects.values_list("name", "reclaim", "min_runtime_minutes", "preemption_delay_seconds")),
             sorted(Webhook.objects.values_list("pk", "team_id", "url")),
-            sorted(EmailSubscription.objects.values_list("user_id", "team_id", "kind")),
+            sorted(EmailSubscription.objects.values_list("user_id", "team_id", "event_kind")),
             sorted(Workspace.objects.values_list("pk", "state", "shared_with_admins")),
             sorted(TeamAlertSettings.objects.values_list("team_id", "idle_util_pct", "idle_minutes", "memory_pct",
                                                         "memory_minutes")),

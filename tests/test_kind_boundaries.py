@@ -285,3 +285,12 @@ def test_it_catches_a_kind_named_in_a_shared_module(all_names, tmp_path):
     assert owner_of(REPO / "templates" / "jobs" / "run_list.html", jobs)
     assert owner_of(REPO / "workloads" / "registry.py", jobs) and owner_of(REPO / "portal" / "urls.py", jobs)
     assert {"cancelled", "run", "runs"} <= jobs.literals and not {"running", "ready", "jobs"} & jobs.literals
+
+
+def test_no_column_is_called_plain_kind():
+    """Plain "kind" means a workload kind (docs/glossary.md): a column holding another concept's kind says
+    which (``event_kind``, ``alert_kind``, ``resource_kind``), so a reader of a query never has to guess."""
+    plain = sorted(f"{model._meta.label}.{field.name}" for model in apps.get_models()
+                   if model._meta.app_config.path.startswith(str(REPO))
+                   for field in model._meta.get_fields() if field.name in ("kind", "kinds") and field.concrete)
+    assert plain == []

@@ -81,9 +81,9 @@ class AlertEpisodeAdmin(ReadOnlyAdmin):
     """Alert episodes on workloads' GPUs (workloads.alerts): a hot GPU's are staff's to act on (the
     team is not told); idle and OOM-risk ones are what teams were told. Written by the reconcile cycle only."""
 
-    list_display = ["since_column", "kind", "ref", "team", "cluster", "state", "value", "threshold", "gpu",
+    list_display = ["since_column", "alert_kind", "ref", "team", "cluster", "state", "value", "threshold", "gpu",
                     "opened", "closed"]
-    list_filter = ["kind", "state", "cluster"]
+    list_filter = ["alert_kind", "state", "cluster"]
     search_fields = ["ref", "team__slug", "gpu"]
     list_select_related = ["team", "cluster"]
     ordering = ["-since"]

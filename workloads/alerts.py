@@ -63,7 +63,7 @@ def observe(cluster, telemetry: Mapping[WorkloadId, WorkloadTelemetry], now: dat
                   if any(sensitive[kind].holds(figure(kind, figures)) for kind in AlertKind)}
     active = list(AlertEpisode.objects.filter(Q(cluster=cluster) | Q(ref__in=[w.ref for w in candidates]))
                   .exclude(state=State.CLOSED))
-    episodes = {(e.ref, e.kind): e for e in active}
+    episodes = {(e.ref, e.alert_kind): e for e in active}
     refs = {w.ref for w in candidates} | {e.ref for e in active}
     workloads = _load(refs)
     # 3. Each workload's episodes, kind by kind.
@@ -134,12 +134,12 @@ def _write(move: Move, row: AlertEpisode | None, episode: Episode, workload, kin
     if row is None:
         # A new episode: pending first (even when it opens at once, so that its one message is sent
         # by the one move that can happen only once: pending → open). A racing cycle's insert wins.
-        row = AlertEpisode(ref=workload.ref, kind=kind, team_id=workload.team_id, cluster_id=cluster.pk,
+        row = AlertEpisode(ref=workload.ref, alert_kind=kind, team_id=workload.team_id, cluster_id=cluster.pk,
                            since=episode.since)
         AlertEpisode.objects.bulk_create([row], ignore_conflicts=True)
         if move == Move.START:
             return True
-        row = AlertEpisode.objects.filter(ref=row.ref, kind=kind, state=State.PENDING).first()
+        row = AlertEpisode.objects.filter(ref=row.ref, alert_kind=kind, state=State.PENDING).first()
         if row is None:
             return False
     episodes = AlertEpisode.objects.filter(pk=row.pk)
@@ -161,7 +161,7 @@ def _open(row: AlertEpisode, workload, rule: Rule, value: float | None, gpu: str
     kind = kind_of(workload)
     facts = {"value": value, "threshold": rule.threshold, "after_minutes": int(rule.after.total_seconds() // 60),
              "gpu": gpu[:120]}
-    if row.kind == AlertKind.IDLE:
+    if row.alert_kind == AlertKind.IDLE:
         facts.update(cost_per_hour=wasting_per_hour(workload), at_minimum=kind.at_minimum(workload))
     with transaction.atomic():
         if not AlertEpisode.objects.filter(pk=row.pk, state=State.PENDING).update(state=State.OPEN, opened_at=now,
@@ -171,7 +171,7 @@ def _open(row: AlertEpisode, workload, rule: Rule, value: float | None, gpu: str
             setattr(row, name, fact)
         row.state, row.opened_at = State.OPEN, now
         alert_opened.send(sender=AlertEpisode, episode=row, workload=workload)
-    logger.info("alert %s opened for %s (%s)", row.kind, row.ref, value)
+    logger.info("alert %s opened for %s (%s)", row.alert_kind, row.ref, value)
     return True
 
 
@@ -204,6 +204,6 @@ def alert_context(workload) -> dict:
     told stays on the page, in the past tense. A pending episode was never sent: not shown."""
     rows = list(AlertEpisode.objects.filter(ref=workload.ref, state__in=(State.OPEN, State.CLOSED),
                                             opened_at__isnull=False)
-                .exclude(kind=AlertKind.HOT).order_by("-opened_at", "-pk"))
+                .exclude(alert_kind=AlertKind.HOT).order_by("-opened_at", "-pk"))
     return {"alerts": [row for row in rows if row.state == State.OPEN],
             "past_alerts": [row for row in rows if row.state == State.CLOSED][:PAST_ALERTS]}

@@ -482,7 +482,7 @@ class AlertEpisode(models.Model):
 
     #: The workload's ledger reference (``run:42``).
     ref = models.CharField(max_length=40)
-    kind = models.CharField(max_length=16, choices=[(k.value, LABELS[k]) for k in AlertKind])
+    alert_kind = models.CharField(max_length=16, choices=[(k.value, LABELS[k]) for k in AlertKind])
     team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="+")
     #: Where it runs: the cycle of this cluster follows the episode.
     cluster = models.ForeignKey("fleet.Cluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -507,18 +507,18 @@ class AlertEpisode(models.Model):
     class Meta:
         ordering = ["-since", "-pk"]
         constraints = [
-            models.UniqueConstraint(fields=["ref", "kind"], condition=~Q(state="closed"),
+            models.UniqueConstraint(fields=["ref", "alert_kind"], condition=~Q(state="closed"),
                                     name="uniq_active_alert_episode"),
         ]
         indexes = [models.Index(fields=["cluster", "state"], name="alert_episode_active_idx"),
                    models.Index(fields=["ref", "-since"], name="alert_episode_ref_idx")]
 
     def __str__(self) -> str:
-        return f"{self.kind} of {self.ref} ({self.state})"
+        return f"{self.alert_kind} of {self.ref} ({self.state})"
 
     @property
     def label(self) -> str:
-        return LABELS[AlertKind(self.kind)]
+        return LABELS[AlertKind(self.alert_kind)]
 
 
 class TeamAlertSettings(models.Model):

@@ -46,7 +46,7 @@ def _tenant(world: World, pod: PodRow) -> Tenant:
     start = pod.started_at
     if start is None and pod.scheduled_at is not None and not pull_failure(plan):
         start = pod.scheduled_at + timedelta(seconds=start_after_binding(plan))  # it starts within this tick, or later
-    server = world.owners[pod.owner_id].kind == "Deployment"
+    server = world.owners[pod.owner_id].resource_kind == "Deployment"
     return Tenant(key=pod.name, start=start, work=None if server else float(plan["dur"]),
                   memory_gib=float(plan.get("mem") or 0.0), busy=is_busy(plan) and pod.stage != STAGE_CRASHING,
                   progress=pod.progress,
@@ -87,7 +87,7 @@ def _kill(world: World, pod: PodRow, plan: dict, tenant: Tenant, verdict: Verdic
     if pod.started_at is None:
         start_container(world, pod, plan, tenant.start)
     pod_ref = f"Pod/{pod.name}"
-    if world.owners[pod.owner_id].kind == "Deployment":
+    if world.owners[pod.owner_id].resource_kind == "Deployment":
         pod.stage, pod.reason, pod.exit_code, pod.message = STAGE_CRASHING, OOM_KILLED, OOM_EXIT_CODE, \
             verdict.oom_message
         world.event(pod, pod_ref, "Warning", "BackOff",

@@ -63,7 +63,7 @@ def advance(world: World, pod: PodRow, owner: ObjRow) -> None:
     if pod.stage == STAGE_BOUND and _refused(world, pod, plan):
         return
     start = pod.scheduled_at + timedelta(seconds=start_after_binding(plan))
-    outcome = pod_outcome(plan, owner.kind, pod.index)
+    outcome = pod_outcome(plan, owner.resource_kind, pod.index)
     pod_ref = f"Pod/{pod.name}"
     pull = pull_failure(plan)
     if pull == INVALID_IMAGE_NAME:
@@ -89,7 +89,7 @@ def advance(world: World, pod: PodRow, owner: ObjRow) -> None:
         start_container(world, pod, plan, start)
     if pod.phase != "Running" or pod.started_at is None:
         return
-    if owner.kind == "Deployment":
+    if owner.resource_kind == "Deployment":
         end = pod.started_at + timedelta(seconds=plan["dur"])
         if (pod.stage == STAGE_STARTED and outcome not in CRASH_OUTCOMES and loaded(pod, plan, world.now)
                 and ("engine" not in plan or engines.ready(world, pod, plan))):
@@ -175,7 +175,7 @@ def disrupt(world: World, pod: PodRow, owner: ObjRow, at: datetime) -> None:
     may ignore. A Deployment's pod is deleted instead: its ReplicaSet makes a new one elsewhere."""
     if pod.phase == "Running":
         world.event(pod, f"Pod/{pod.name}", "Normal", "Killing", f"Stopping container {world.plan_of(pod)['ctr']}", at)
-    if owner.kind == "Deployment":
+    if owner.resource_kind == "Deployment":
         remove(world, pod, owner)
         return
     pod.disruption = NODE_SHUTDOWN_REASON

@@ -58,7 +58,7 @@ def gateway_demand(world: World, dep: ObjRow) -> EndpointDemand | None:
         return None
     if world.demand is None:
         addresses = [ClusterAddress(owner.namespace, owner.workload) for owner in world.owners.values()
-                     if owner.kind == "Deployment" and (owner.namespace, owner.name) in world.scaled]
+                     if owner.resource_kind == "Deployment" and (owner.namespace, owner.name) in world.scaled]
         world.demand = world.demand_reader(addresses)
     return world.demand.get(ClusterAddress(dep.namespace, dep.workload), EndpointDemand())
 

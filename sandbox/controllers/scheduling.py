@@ -46,7 +46,7 @@ def schedule(world: World) -> None:
                 unbound.append(pod)
         if not unbound:
             continue
-        if owner.kind == "PyTorchJob":
+        if owner.resource_kind == "PyTorchJob":
             waiting.append((owner, unbound))  # a gang: all or nothing
         else:
             waiting.extend((owner, [pod]) for pod in unbound)
@@ -111,6 +111,6 @@ def _allocate(world: World, pod: PodRow, gpus: dict[str, list[int]]) -> None:
 
 def _namespace_labels(world: World) -> dict[str, dict[str, str]]:
     """Every namespace's labels (with the one the API server adds), for namespaceSelector terms."""
-    rows = SimObject.objects.filter(cluster=world.cluster, kind="Namespace").values_list("name", "manifest")
+    rows = SimObject.objects.filter(cluster=world.cluster, resource_kind="Namespace").values_list("name", "manifest")
     return {name: {**((manifest.get("metadata") or {}).get("labels") or {}), NAMESPACE_NAME_LABEL: name}
             for name, manifest in rows}

@@ -101,7 +101,7 @@ def test_an_idle_run_and_a_nearly_full_gpu_each_alert_once(alert_worker: WorkerP
     assert 'id="alert-gpu_idle"' in page.get(f"/runs/{idle['id']}/").content.decode()
     # 6. Cancelled, the run's episode closes, silently.
     assert api.post(f"/api/v1/runs/{idle['id']}/cancel/").status_code == 202
-    wait_for(lambda: AlertEpisode.objects.filter(ref=f"run:{idle['id']}", kind=AlertKind.IDLE,
+    wait_for(lambda: AlertEpisode.objects.filter(ref=f"run:{idle['id']}", alert_kind=AlertKind.IDLE,
                                                  state=AlertEpisode.State.CLOSED).exists(),
              timeout=60, what="the cancelled run's idle episode to close")
     assert len(received(receiver, EventKind.GPU_IDLE)) == 1

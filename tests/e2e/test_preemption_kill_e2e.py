@@ -106,7 +106,7 @@ def billed_seconds(ref: str) -> float:
 
 
 def job_env(run_id: int) -> dict[str, str]:
-    job = SimObject.objects.get(kind="Job", name=f"run-{run_id}")
+    job = SimObject.objects.get(resource_kind="Job", name=f"run-{run_id}")
     return {e["name"]: e.get("value", "") for e in job.manifest["spec"]["template"]["spec"]["containers"][0]["env"]}
 
 

@@ -154,7 +154,7 @@ def test_a_workspace_runs_pauses_when_idle_and_resumes_with_its_files(worker, pr
     paused = until(api, pk, lambda b: b["state"] == "paused", "the idle workspace to pause", timeout=150)
     assert paused["pause_cause"] == "idle" and "saves" in paused["reason"]
     assert not QuotaHold.objects.held().filter(ref=f"ws:{pk}").exists()
-    event = Event.objects.get(kind="workspace_paused")
+    event = Event.objects.get(event_kind="workspace_paused")
     # Paused, it costs nothing per hour; what pausing saves is what it cost running, in the one rounding.
     assert Decimal(paused["cost_per_hour"]) == 0
     assert f"saves {format_rate(Decimal(paused['running_cost_per_hour']), 'USD')}/h" in event.text

@@ -81,7 +81,7 @@ def run_until_running(timeline: FleetTimeline, run_id: int, cycles: int = 12) ->
 
 
 def job_env(cluster: str, run_id: int) -> dict[str, str]:
-    job = SimObject.objects.get(cluster=cluster, kind="Job", name=f"run-{run_id}")
+    job = SimObject.objects.get(cluster=cluster, resource_kind="Job", name=f"run-{run_id}")
     return {e["name"]: e.get("value", "") for e in job.manifest["spec"]["template"]["spec"]["containers"][0]["env"]}
 
 
@@ -199,7 +199,7 @@ def test_two_clusters_place_drain_lose_and_resume_a_run_billed_once(timeline, st
     # 7. East answers again: the copy it kept running is deleted, east's own work is seen again.
     timeline.cycles(6)
     # It ran on there, unseen.
-    assert SimObject.objects.filter(cluster="east", kind="Job", name=f"run-{ckpt}").exists()
+    assert SimObject.objects.filter(cluster="east", resource_kind="Job", name=f"run-{ckpt}").exists()
     assert SimPod.objects.filter(cluster="east", workload=f"run-{ckpt}", active=True).exists()
     call_command("sandbox", "answer", "east")
     report = timeline.cycle()
@@ -207,14 +207,14 @@ def test_two_clusters_place_drain_lose_and_resume_a_run_billed_once(timeline, st
     assert f"run-{ckpt}" in report.orphans_deleted
     assert Cluster.objects.get(name="east").state == "ready"
     timeline.cycles(6)
-    assert not SimObject.objects.filter(cluster="east", kind="Job", name=f"run-{ckpt}").exists()
-    assert SimObject.objects.filter(cluster="west", kind="Job", name=f"run-{ckpt}").exists()
+    assert not SimObject.objects.filter(cluster="east", resource_kind="Job", name=f"run-{ckpt}").exists()
+    assert SimObject.objects.filter(cluster="west", resource_kind="Job", name=f"run-{ckpt}").exists()
     assert TrainingRun.objects.get(pk=fills).state == RunState.RUNNING
     assert alice.get(f"/api/v1/runs/{fills}/").json()["reason"] == ""  # "unreachable" no longer holds
     # Nothing of the run is left on east (its Job, its pods, its checkpoint claim); west has its own.
     assert not SimObject.objects.filter(cluster="east", name__startswith=f"run-{ckpt}").exists()
     assert not SimPod.objects.filter(cluster="east", workload=f"run-{ckpt}").exists()
-    assert SimObject.objects.filter(cluster="west", kind="PersistentVolumeClaim",
+    assert SimObject.objects.filter(cluster="west", resource_kind="PersistentVolumeClaim",
                                     name=f"run-{ckpt}-checkpoints").exists()
 
     # 8. Every run is cancelled through the API, which closes its billing. Nothing was billed twice:

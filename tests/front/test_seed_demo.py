@@ -40,7 +40,7 @@ def snapshot() -> dict:
         "flavors": list(GpuFlavor.objects.order_by("name").values_list("name", "price_per_hour", "active")),
         "quotas": sorted(TeamQuota.objects.values_list("team__slug", "flavor__name", "limit")),
         "budgets": sorted(TeamBudget.objects.values_list("team__slug", "monthly_limit")),
-        "email": sorted(EmailSubscription.objects.values_list("team__slug", "user__username", "kind")),
+        "email": sorted(EmailSubscription.objects.values_list("team__slug", "user__username", "event_kind")),
         "alert_rules": sorted(TeamAlertSettings.objects.values_list("team__slug", "idle_minutes")),
     }
 
@@ -120,13 +120,13 @@ def test_it_subscribes_alice_to_every_kinds_events_and_dave_to_visions_gpu_alert
     """Alice hears of what every workload kind declares (a run ended, an endpoint degraded, a workspace paused)
     and of preemptions: the demo names no kind's event, the registry gives them."""
     seed(no_runs=True)
-    alice = set(EmailSubscription.objects.filter(user__username="alice").values_list("team__slug", "kind"))
+    alice = set(EmailSubscription.objects.filter(user__username="alice").values_list("team__slug", "event_kind"))
     assert alice == {("ml-research", code) for code in [*kind_event_codes(), "preempted"]}
     assert {"run_succeeded", "run_failed", "endpoint_degraded", "workspace_paused"} <= {kind for _team, kind in alice}
-    assert sorted(EmailSubscription.objects.filter(user__username="dave").values_list("team__slug", "kind")) == [
+    assert sorted(EmailSubscription.objects.filter(user__username="dave").values_list("team__slug", "event_kind")) == [
         ("vision", "gpu_idle"), ("vision", "gpu_memory")]
     total = EmailSubscription.objects.count()
-    EmailSubscription.objects.filter(kind="run_succeeded").delete()  # she unsubscribed: it stays so
+    EmailSubscription.objects.filter(event_kind="run_succeeded").delete()  # she unsubscribed: it stays so
     seed(no_runs=True)
     assert EmailSubscription.objects.count() == total - 1
 

@@ -156,11 +156,11 @@ def serve(endpoint: InferenceEndpoint, *ports: int) -> None:
     namespace, name, team = endpoint.namespace, endpoint.object_name, endpoint.team.slug
     now = timezone.now()
     selector = labels(team, name)
-    SimObject.objects.get_or_create(cluster=cluster, kind="Service", namespace=namespace, name=name, defaults={
+    SimObject.objects.get_or_create(cluster=cluster, resource_kind="Service", namespace=namespace, name=name, defaults={
         "api_version": "v1", "workload": name, "team": team, "uid": secrets.token_hex(8), "created_at": now,
         "manifest": {"kind": "Service", "spec": {"selector": selector}}})
     deployment, _ = SimObject.objects.get_or_create(
-        cluster=cluster, kind="Deployment", namespace=namespace, name=name, defaults={
+        cluster=cluster, resource_kind="Deployment", namespace=namespace, name=name, defaults={
             "api_version": "apps/v1", "workload": name, "team": team, "uid": secrets.token_hex(8), "created_at": now,
             "manifest": {"kind": "Deployment", "spec": {"template": {"metadata": {"labels": selector}}}}})
     for port in ports:

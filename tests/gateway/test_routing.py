@@ -142,8 +142,8 @@ def test_a_service_reaches_only_the_pods_its_selector_selects(team):
 
     endpoint = make_endpoint(team)
     serve(endpoint, 41001)
-    service = SimObject.objects.get(kind="Service", name=endpoint.object_name)
-    SimObject.objects.create(cluster=service.cluster, kind="Service", api_version="v1", namespace=service.namespace,
+    service = SimObject.objects.get(resource_kind="Service", name=endpoint.object_name)
+    SimObject.objects.create(cluster=service.cluster, resource_kind="Service", api_version="v1", namespace=service.namespace,
                              name=f"{endpoint.object_name}-canary", workload=service.workload, uid="c",
                              created_at=timezone.now(),
                              manifest={"spec": {"selector": {**service.manifest["spec"]["selector"], "rev": "2"}}})

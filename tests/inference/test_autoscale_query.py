@@ -236,7 +236,7 @@ def test_with_the_proxy_setting_the_cluster_gets_the_tenant_and_the_trigger_uses
     """Applied to the simulated cluster: the team namespace holds the tenant, the trigger references it."""
     settings.SLIPWAY_PROMETHEUS_PROXY_URL = PROXY_URL
     assert apply_workload("ep", endpoint.pk) == "applied"
-    stored = {(o.kind, o.name): o.manifest for o in SimObject.objects.filter(namespace=NS)}
+    stored = {(o.resource_kind, o.name): o.manifest for o in SimObject.objects.filter(namespace=NS)}
     assert stored[("ConfigMap", "slipway-prometheus-tenant")]["data"] == {"header": "X-Slipway-Namespace",
                                                                          "namespace": NS}
     tenant = stored[("TriggerAuthentication", "slipway-prometheus-tenant")]["spec"]["configMapTargetRef"]
@@ -251,8 +251,8 @@ def test_with_the_proxy_setting_the_cluster_gets_the_tenant_and_the_trigger_uses
 def test_without_the_proxy_setting_nothing_of_it_is_applied(settings, endpoint):
     settings.SLIPWAY_PROMETHEUS_PROXY_URL = ""
     assert apply_workload("ep", endpoint.pk) == "applied"
-    assert not SimObject.objects.filter(kind__in=["ConfigMap", "TriggerAuthentication"]).exists()
-    for trigger in SimObject.objects.get(kind="ScaledObject", name=endpoint.object_name).manifest["spec"]["triggers"]:
+    assert not SimObject.objects.filter(resource_kind__in=["ConfigMap", "TriggerAuthentication"]).exists()
+    for trigger in SimObject.objects.get(resource_kind="ScaledObject", name=endpoint.object_name).manifest["spec"]["triggers"]:
         assert "authenticationRef" not in trigger
         assert trigger["metadata"]["serverAddress"] == settings.SLIPWAY_PROMETHEUS_URL
 

@@ -24,7 +24,7 @@ def endpoint(pk) -> InferenceEndpoint:
 
 
 def deployments() -> dict[str, dict]:
-    return {o.name: o.status for o in SimObject.objects.filter(kind="Deployment")}
+    return {o.name: o.status for o in SimObject.objects.filter(resource_kind="Deployment")}
 
 
 def live_pods(prefix: str) -> list[str]:
@@ -58,9 +58,9 @@ def test_a_canary_runs_beside_the_stable_revision_is_billed_and_goes_when_rolled
     assert QuotaHold.objects.held().get(ref=ep.ref).units == 3
     cluster.cycle()
     assert endpoint(created.pk).open_units == 3  # both Deployments' running pods are billed
-    canary = SimObject.objects.get(kind="Deployment", name=f"{name}-canary")
+    canary = SimObject.objects.get(resource_kind="Deployment", name=f"{name}-canary")
     assert canary.manifest["spec"]["template"]["spec"]["containers"][0]["image"].endswith("vllm:0.7")
-    stable = SimObject.objects.get(kind="Deployment", name=name)
+    stable = SimObject.objects.get(resource_kind="Deployment", name=name)
     assert stable.manifest["spec"]["template"]["spec"]["containers"][0]["image"].endswith("vllm:0.6")
     assert revisions.live_targets(ep) == [(1, 80, name), (2, 20, f"{name}-canary")]
 
@@ -96,7 +96,7 @@ def test_a_promoted_canary_becomes_the_stable_deployment_and_its_objects_go(clus
     services.promote_endpoint(member, endpoint(created.pk))
     until(cluster, lambda: f"{name}-canary" not in deployments())
     assert EndpointRevision.objects.get(endpoint_id=created.pk, number=2).state == "stable"
-    stable = SimObject.objects.get(kind="Deployment", name=name)
+    stable = SimObject.objects.get(resource_kind="Deployment", name=name)
     assert stable.manifest["spec"]["template"]["spec"]["containers"][0]["args"] == ["--quantization", "awq"]
     assert stable.manifest["metadata"]["annotations"]["slipway.dev/revision"] == "2"
     assert QuotaHold.objects.held().get(ref=created.ref).units == 1

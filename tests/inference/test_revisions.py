@@ -233,7 +233,7 @@ def test_half_of_the_candidates_answers_5xx_rolls_it_back_after_two_windows(endp
 
     # The event, told to the owner though they subscribed to nothing.
     event = Event.objects.get()
-    assert event.kind == "endpoint_canary_rolled_back"
+    assert event.event_kind == "endpoint_canary_rolled_back"
     assert "rolled its canary back" in event.title and "5xx rate 50.0%" in event.text
     delivery.fan_out(event.key)
     assert list(Delivery.objects.values_list("user__username", flat=True)) == [member.username]

@@ -40,11 +40,11 @@ def timeline(published, monkeypatch, settings):
 
 
 def claim_exists(run_id: int) -> bool:
-    return SimObject.objects.filter(kind="PersistentVolumeClaim", name=f"run-{run_id}-checkpoints").exists()
+    return SimObject.objects.filter(resource_kind="PersistentVolumeClaim", name=f"run-{run_id}-checkpoints").exists()
 
 
 def job_env(run_id: int) -> dict[str, str]:
-    job = SimObject.objects.get(kind="Job", name=f"run-{run_id}")
+    job = SimObject.objects.get(resource_kind="Job", name=f"run-{run_id}")
     return {e["name"]: e.get("value", "") for e in job.manifest["spec"]["template"]["spec"]["containers"][0]["env"]}
 
 
@@ -86,7 +86,7 @@ def test_a_preempted_run_resumes_from_its_checkpoint_as_its_next_attempt(timelin
     assert "since its last checkpoint lost" in event.reason
     assert (run.state, run.preemptions, run.attempt) == (RunState.QUEUED, 1, 2)
     assert PreemptionEvent.objects.get(ref=run.ref).grace_seconds == 45
-    assert not SimObject.objects.filter(kind="Job", name=f"run-{borrowed}").exists()
+    assert not SimObject.objects.filter(resource_kind="Job", name=f"run-{borrowed}").exists()
     assert claim_exists(borrowed)
     body = alice.get(f"/api/v1/runs/{borrowed}/").json()
     assert body["attempt"] == 2 and body["last_checkpoint"]["path"] == "/slipway/checkpoints/s300.pt"
@@ -107,7 +107,7 @@ def test_a_preempted_run_resumes_from_its_checkpoint_as_its_next_attempt(timelin
         if TrainingRun.objects.get(pk=borrowed).is_final:
             break
     assert TrainingRun.objects.get(pk=borrowed).state == RunState.SUCCEEDED
-    assert SimObject.objects.filter(kind="Job", name=f"run-{borrowed}").exists()
+    assert SimObject.objects.filter(resource_kind="Job", name=f"run-{borrowed}").exists()
     assert not claim_exists(borrowed)
     assert pods.post(f"/api/v1/runs/{borrowed}/checkpoints/", {"step": 301, "path": "/slipway/checkpoints/p"},
                      format="json").status_code == 401
@@ -150,7 +150,7 @@ def test_a_checkpoint_line_in_the_log_counts_when_the_run_is_preempted(timeline,
 
 
 def claim_spec(run_id: int) -> dict:
-    return SimObject.objects.get(kind="PersistentVolumeClaim", name=f"run-{run_id}-checkpoints").manifest["spec"]
+    return SimObject.objects.get(resource_kind="PersistentVolumeClaim", name=f"run-{run_id}-checkpoints").manifest["spec"]
 
 
 def test_a_changed_claim_size_setting_never_reaches_a_runs_existing_claim(timeline, flavors, staff, settings):
@@ -258,7 +258,7 @@ def test_a_run_whose_job_vanished_loses_its_claim(timeline, flavors, staff):
     run_id = post_share_run(alice, "vision", "lonely", "2h", checkpoint={})
     timeline.cycles(6)
     assert TrainingRun.objects.get(pk=run_id).state == RunState.RUNNING and claim_exists(run_id)
-    SimObject.objects.filter(kind="Job", name=f"run-{run_id}").delete()
+    SimObject.objects.filter(resource_kind="Job", name=f"run-{run_id}").delete()
     for _ in range(6):
         report = timeline.cycle()
         if report.vanished:

@@ -204,7 +204,7 @@ def test_the_sandbox_records_the_secrets_keys_but_not_its_values(api, quota, pub
     use_backend(settings, sandbox)
     run_id = post_run(api).json()["id"]
     assert apply_workload("run", run_id) == "applied"
-    secret = SimObject.objects.get(kind="Secret")
+    secret = SimObject.objects.get(resource_kind="Secret")
     assert secret.name == f"run-{run_id}-env" and secret.namespace == "team-ml-research"
     assert secret.manifest["data"] == {"HF_TOKEN": ""}
     assert_nowhere(str(list(SimObject.objects.values())))
@@ -212,7 +212,7 @@ def test_the_sandbox_records_the_secrets_keys_but_not_its_values(api, quota, pub
     [observed] = [o for o in sandbox.observe(resource_kinds()) if o.object_name == f"run-{run_id}"]
     assert {o["kind"] for o in observed.objects} == {"Job"}
     delete_workload("run", run_id)
-    assert not SimObject.objects.filter(kind="Secret").exists()
+    assert not SimObject.objects.filter(resource_kind="Secret").exists()
 
 
 # -- once the run has ended --------------------------------------------------------------------------

@@ -84,7 +84,7 @@ def test_an_idle_run_is_named_with_its_team_the_money_per_hour_and_a_link_to_can
     per_hour = cost_per_hour(run.unit_price(), run.open_units)  # the one rule, asked directly
     assert per_hour > 0 and per_hour == run.estimated_cost_per_hour  # all its units run: the run page's figure
     money = format_money(per_hour, precise=True)
-    assert event.kind == EventKind.GPU_IDLE and event.ref == run.ref and event.team == run.team
+    assert event.event_kind == EventKind.GPU_IDLE and event.ref == run.ref and event.team == run.team
     assert event.title == f"Run notebook-forgotten (#{run.pk}) of team ml-research: GPUs idle for 30 min, wasting {money} per hour"
     link = f"https://slipway.example.com/runs/{run.pk}/cancel/"
     assert event.text == f"{event.title} (utilization 2%, under 10%). If nobody needs it, cancel it: {link}"
@@ -117,7 +117,7 @@ def test_the_oom_risk_goes_to_the_team_its_subscribers_and_webhooks(running_run,
     set_email_kinds(member, team, [EventKind.GPU_MEMORY])
     hook, _secret = create_webhook(team_admin, team, "https://hooks.example.com/slipway", [EventKind.GPU_MEMORY])
     event = alert(running_run, 5, memory=0.97)
-    assert event.kind == EventKind.GPU_MEMORY
+    assert event.event_kind == EventKind.GPU_MEMORY
     assert event.title == f"Run notebook-forgotten (#{running_run.pk}) of team ml-research: GPU memory 97% full (OOM risk)"
     assert "over 95% of a GPU's memory has been in use for 5 min on GPU GPU-b" in event.text  # the fullest
     assert "OOMKilled" in event.text and event.details["gpu"] == "GPU-b"
@@ -133,7 +133,7 @@ def test_a_hot_gpu_goes_to_platform_staff_alone(running_run, member, team_admin,
     quiet.email = ""  # a staff account without an address gets nothing
     quiet.save()
     event = alert(running_run, 5, temp=91.0)
-    assert event.kind == EventKind.GPU_HOT and event.team == team
+    assert event.event_kind == EventKind.GPU_HOT and event.team == team
     assert event.title == f"GPU too hot: 91 °C under run notebook-forgotten (#{running_run.pk}) of team ml-research"
     assert event.text.startswith("GPU GPU-b has been over 85 °C for 5 min (91 °C now)")  # the hottest
     assert "on cluster default" in event.text

@@ -52,7 +52,7 @@ def test_it_records_a_run_success_once_and_a_replayed_cycle_records_nothing(
         rec.reconcile(fake_backend)
         rec.reconcile(fake_backend)
     event = Event.objects.get()
-    assert (event.kind, event.key, event.ref, event.team.slug) == (
+    assert (event.event_kind, event.key, event.ref, event.team.slug) == (
         "run_succeeded", f"run_succeeded:{run.ref}", run.ref, "ml-research")
     assert event.text == f"Run bert-finetune (#{run.pk}) of team ml-research succeeded."
     assert fan_outs(published) == [event.key]
@@ -64,7 +64,7 @@ def test_it_records_a_failed_run_with_its_reason(submit, fake_backend, django_ca
     fake_backend.set_finished(NS, run.object_name, ok=False, started=iso(t0), finished=iso(t0), oom=True)
     rec.reconcile(fake_backend)
     event = Event.objects.get()
-    assert event.kind == "run_failed" and event.title == f"Run bert-finetune (#{run.pk}) of team ml-research failed"
+    assert event.event_kind == "run_failed" and event.title == f"Run bert-finetune (#{run.pk}) of team ml-research failed"
     assert "OOMKilled" in event.text and event.details["state"] == RunState.FAILED
 
 
@@ -85,7 +85,7 @@ def test_a_spot_interruption_is_a_preemption_event(running, fake_backend):  # no
     disrupt(fake_backend, run)
     rec.reconcile(fake_backend)
     rec.reconcile(fake_backend)
-    event = Event.objects.get(kind=EventKind.PREEMPTED)
+    event = Event.objects.get(event_kind=EventKind.PREEMPTED)
     assert event.ref == run.ref and event.details["cause"] == "spot"
     assert event.text.startswith(f"Run bert-finetune (#{run.pk}) of team ml-research interrupted: spot capacity reclaimed")
 
@@ -97,7 +97,7 @@ def test_the_budget_alert_is_one_event_a_month(member, team, quota, fake_backend
     for _ in range(3):
         rec.reconcile(fake_backend)
     event = Event.objects.get()
-    assert event.kind == EventKind.BUDGET_ALERT and event.title == "Team ml-research passed 80% of its budget"
+    assert event.event_kind == EventKind.BUDGET_ALERT and event.title == "Team ml-research passed 80% of its budget"
     assert event.key == f"budget_alert:{team.pk}:budget {timezone.localtime(now):%Y-%m}"
 
 
@@ -152,5 +152,5 @@ def test_an_endpoint_degraded_twice_is_two_events_and_a_replay_none(member, team
         show(fake_backend, endpoint, desired=2, ready=ready, at=t0)
         rec.reconcile(fake_backend, now=t0 + timedelta(minutes=minutes))
     assert InferenceEndpoint.objects.get(pk=endpoint.pk).state == EndpointState.DEGRADED
-    titles = list(Event.objects.order_by("created_at").values_list("kind", "title"))
+    titles = list(Event.objects.order_by("created_at").values_list("event_kind", "title"))
     assert titles == [("endpoint_degraded", f"Endpoint {endpoint.name} (#{endpoint.pk}) of team ml-research is degraded")] * 2

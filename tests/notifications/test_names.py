@@ -94,7 +94,7 @@ def test_a_reclaimed_runs_notification_names_team_and_workload_once_everywhere(
     assert reason.startswith("preempted: team vision reclaimed 4\u00d7 a100-80gb of its quota; ")
 
     pods_gone(victim)  # told once its lost work is final
-    event = Event.objects.get(kind=EventKind.PREEMPTED)
+    event = Event.objects.get(event_kind=EventKind.PREEMPTED)
     named = f"Run train-llama (#{victim.pk}) of team ml-research"
     assert human(event.title) == f"{named} preempted"
     assert human(event.text) == f"{named} {reason}"
@@ -125,7 +125,7 @@ def test_a_within_team_preemption_names_the_work_it_made_room_for(team, member, 
     low.refresh_from_db()
     assert low.reason.startswith(f"being preempted: the team's high-priority run urgent (#{high.pk}) needs its 8\u00d7")
     pods_gone(low)
-    event = Event.objects.get(kind=EventKind.PREEMPTED)
+    event = Event.objects.get(event_kind=EventKind.PREEMPTED)
     assert human(event.text).startswith(
         f"Run sweep (#{low.pk}) of team ml-research preempted: the team's high-priority run urgent (#{high.pk}) "
         "needed its 8\u00d7 a100-80gb; ")
@@ -135,7 +135,7 @@ def test_a_spot_interruption_says_interrupted_once(running, fake_backend):  # no
     run = running(spot=True)
     disrupt(fake_backend, run)
     rec.reconcile(fake_backend)
-    event = Event.objects.get(kind=EventKind.PREEMPTED)
+    event = Event.objects.get(event_kind=EventKind.PREEMPTED)
     named = f"Run {run.name} (#{run.pk}) of team ml-research"
     assert human(event.title) == f"{named} interrupted"
     assert human(event.text).startswith(f"{named} interrupted: spot capacity reclaimed (")
@@ -145,14 +145,14 @@ def test_a_spot_interruption_says_interrupted_once(running, fake_backend):  # no
 def test_a_failed_run_and_a_long_wait_name_team_and_workload(submit, settings):
     failed = submit(name="bert", gpus_per_worker=2)
     assert lifecycle.fail(failed, "OOMKilled", ReasonCode.CLUSTER)
-    event = Event.objects.get(kind="run_failed")
+    event = Event.objects.get(event_kind="run_failed")
     assert human(event.text) == f"Run bert (#{failed.pk}) of team ml-research failed: OOMKilled"
 
     settings.SLIPWAY_NOTIFY_QUEUED_MINUTES = 30
     submit(name="big", gpus_per_worker=8)
     waiting = submit(name="waiting", gpus_per_worker=4)
     events.long_waits(timezone.now() + timedelta(minutes=31))
-    wait = Event.objects.get(kind=EventKind.QUEUE_WAITING)
+    wait = Event.objects.get(event_kind=EventKind.QUEUE_WAITING)
     assert human(wait.title) == f"Run waiting (#{waiting.pk}) of team ml-research has been queued for over 30 min"
     assert human(wait.text) == f"{wait.title}: {waiting.reason}"
     assert waiting.reason.startswith("waiting for quota: ")
@@ -166,7 +166,7 @@ def test_a_preemptions_message_says_the_work_lost_its_page_says(
     victim = borrowed_and_wanted_back(team, member, staff, ran=timedelta(minutes=20))
     assert preemption.reclaim(timezone.now()) == [victim.ref]
     assert "; under a minute of work since its start lost" in PreemptionEvent.objects.get().reason
-    assert not Event.objects.filter(kind=EventKind.PREEMPTED).exists()  # not final: its pods have a grace
+    assert not Event.objects.filter(event_kind=EventKind.PREEMPTED).exists()  # not final: its pods have a grace
     # On the notice it saves a last checkpoint, 5 s into the grace; the next cycle sees its pods gone.
     notice = PreemptionEvent.objects.get().at
     type(victim).objects.filter(pk=victim.pk).update(last_checkpoint_at=notice + timedelta(seconds=5))
@@ -174,7 +174,7 @@ def test_a_preemptions_message_says_the_work_lost_its_page_says(
     victim.refresh_from_db()
     row = PreemptionEvent.objects.get()
     assert row.reason.endswith("; no work lost") and row.lost_gpu_hours == 0
-    event = Event.objects.get(kind=EventKind.PREEMPTED)
+    event = Event.objects.get(event_kind=EventKind.PREEMPTED)
     named = f"Run train-llama (#{victim.pk}) of team ml-research"
     assert human(event.text) == f"{named} {row.reason}" == f"{named} {victim.reason}"
     assert event.details["reason"] == row.reason
@@ -184,4 +184,4 @@ def test_a_preemptions_message_says_the_work_lost_its_page_says(
     [message] = mail.outbox
     assert "no work lost" in message.body and "under a minute" not in message.body
     preemption.settle_lost_work(kind_for("run"), victim, notice + timedelta(minutes=1))  # a replayed cycle
-    assert Event.objects.filter(kind=EventKind.PREEMPTED).count() == 1
+    assert Event.objects.filter(event_kind=EventKind.PREEMPTED).count() == 1

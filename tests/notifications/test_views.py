@@ -40,7 +40,7 @@ def test_a_member_subscribes_to_e_mail_and_unsubscribes(client, member, team):
     assert client.get(PAGE).status_code == 200
     response = client.post(EMAIL, {"kinds": ["run_failed", EventKind.BUDGET_ALERT]})
     assert response.status_code == 302 and response.url == PAGE
-    assert sorted(EmailSubscription.objects.filter(user=member, team=team).values_list("kind", flat=True)) == [
+    assert sorted(EmailSubscription.objects.filter(user=member, team=team).values_list("event_kind", flat=True)) == [
         "budget_alert", "run_failed"]
     assert re.search(r'value="run_failed" id="id_kinds_\d+" checked', client.get(PAGE).content.decode())
     client.post(EMAIL, {})
@@ -76,7 +76,7 @@ def test_an_admin_adds_a_webhook_and_sees_its_secret_once(client, team_admin, te
     html = response.content.decode()
     secret = html.split('<pre class="token">')[1].split("</pre>")[0]
     assert secret.startswith(hook.secret_prefix) and delivery.webhook_secret(hook) == secret
-    assert (hook.team, hook.kinds) == (team, ["preempted", "run_failed"])
+    assert (hook.team, hook.event_kinds) == (team, ["preempted", "run_failed"])
     assert secret not in client.get(PAGE).content.decode()  # shown once
     assert AuditEvent.objects.filter(action=AuditEvent.Action.TEAM_SETTINGS_CHANGED,
                                      target=f"webhook {hook.pk}").exists()

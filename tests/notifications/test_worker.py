@@ -60,7 +60,7 @@ def test_a_finished_run_is_delivered_signed_and_retried_after_a_500(notify_worke
     run = post_run(api, "1s", name="notified", gpus_per_worker=1)
     wait_for(sent(1), timeout=90, what=f"the delivery to be sent; worker log:\n{notify_worker.logs()[-3000:]}")
     event = Event.objects.get()
-    assert (event.kind, event.ref) == ("run_succeeded", f"run:{run['id']}")
+    assert (event.event_kind, event.ref) == ("run_succeeded", f"run:{run['id']}")
     assert [(got.delivery, got.verified) for got in hooked.got] == [(str(event.pk), True)] * 2
     assert hooked.got[0].body["text"] == f"Run notified (#{run['id']}) of team ml-research succeeded."
     row = Delivery.objects.get()

@@ -121,9 +121,9 @@ def test_a_silent_cluster_refuses_every_call_but_runs_its_work_to_the_end(east_w
         with pytest.raises(Transient, match=r"cluster east does not answer \(silent since 2026-11-22T10:00:01Z\)"):
             call()
     # Refused before anything was done: the Job is still there, its pod not annotated, no Secret.
-    assert set(SimObject.objects.filter(cluster="east", workload="run-42").values_list("kind", flat=True)) == {"Job"}
+    assert set(SimObject.objects.filter(cluster="east", workload="run-42").values_list("resource_kind", flat=True)) == {"Job"}
     assert SimPod.objects.get(cluster="east").annotations == {}
-    assert not SimObject.objects.filter(kind="Secret").exists()
+    assert not SimObject.objects.filter(resource_kind="Secret").exists()
     assert observed(west, "run-42") is not None  # the other cluster answers
 
     # A partition, not a crash: the cluster runs on, and its Job finishes while nobody sees it.

@@ -32,7 +32,7 @@ def test_it_advances_the_clock_in_steps_and_resets(backend, capsys):
     call_command("sandbox", "tick", "--at", "2026-11-22T10:00:00Z")
     call_command("sandbox", "tick", "--seconds", "60", "--step", "5")
     assert backend.clock() == at(60)
-    assert SimObject.objects.get(kind="Job").done
+    assert SimObject.objects.get(resource_kind="Job").done
     assert "advanced to 2026-11-22T10:01:00+00:00" in capsys.readouterr().out
     call_command("sandbox", "reset")
     assert not SimObject.objects.exists() and not SimPod.objects.exists() and not SimClock.objects.exists()

@@ -18,8 +18,8 @@ def test_an_object_changed_or_deleted_between_observes_two_reads_is_never_half_s
     backend.apply(team_objects() + endpoint("ep-1") + endpoint("ep-2"), resource_kinds(), now=at(0))
     backend.tick(at(0))
     sandbox_backend._MANIFESTS.clear()  # a fresh worker: nothing cached yet
-    changed = SimObject.objects.get(namespace=ref("ep-1").namespace, name="ep-1", kind="Deployment")
-    deleted = SimObject.objects.get(namespace=ref("ep-2").namespace, name="ep-2", kind="Deployment")
+    changed = SimObject.objects.get(namespace=ref("ep-1").namespace, name="ep-1", resource_kind="Deployment")
+    deleted = SimObject.objects.get(namespace=ref("ep-2").namespace, name="ep-2", resource_kind="Deployment")
     selects = []
 
     def between_the_reads(execute, sql, params, many, context):

@@ -61,7 +61,7 @@ def test_a_claim_applied_again_may_grow_but_not_shrink_or_change_otherwise(backe
     with pytest.raises(Invalid, match=r"spec: Forbidden: spec is immutable after creation"):
         backend.apply([claim("50Gi", "fast-ssd")], resource_kinds(), now=at(3))
     backend.apply([claim("60Gi")], resource_kinds(), now=at(4))  # an expansion
-    stored = SimObject.objects.get(kind="PersistentVolumeClaim")
+    stored = SimObject.objects.get(resource_kind="PersistentVolumeClaim")
     assert stored.manifest["spec"]["resources"]["requests"]["storage"] == "60Gi"
 
 
@@ -149,7 +149,7 @@ def test_it_deletes_a_workload_and_reports_how_many(backend):
     assert SimObject.objects.filter(workload="ep-1").count() == 0
     assert SimPod.objects.count() == 0
     assert backend.observe(resource_kinds()) == []
-    assert SimObject.objects.filter(kind="ResourceQuota").exists()  # the team's objects are not the endpoint's
+    assert SimObject.objects.filter(resource_kind="ResourceQuota").exists()  # the team's objects are not the endpoint's
     assert backend.delete(ref("ep-1"), resource_kinds()) == 0  # already gone is not an error
 
 

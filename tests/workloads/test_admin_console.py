@@ -140,7 +140,7 @@ def test_the_rest_of_the_console_writes_them_so_too_lists_and_detail_pages(staff
     ApiToken.objects.filter(pk=token.pk).update(created_at=moment, expires_at=moment, last_used_at=moment)
     Team.objects.update(created_at=moment)
     Membership.objects.update(created_at=moment)
-    SimObject.objects.create(kind="Job", namespace="team-x", name="run-1", workload="run-1", created_at=moment,
+    SimObject.objects.create(resource_kind="Job", namespace="team-x", name="run-1", workload="run-1", created_at=moment,
                              manifest={}, plan={})
     SimEvent.objects.create(namespace="team-x", workload="run-1", object="Job/run-1", type="Normal",
                             reason="SuccessfulCreate", message="Created pod", time=moment)

@@ -30,7 +30,7 @@ def run(member, team, quota, flavors):
 
 def episode(workload, kind: AlertKind, state=State.OPEN, **facts) -> AlertEpisode:
     since = timezone.now() - timedelta(minutes=40)
-    return AlertEpisode.objects.create(ref=workload.ref, kind=kind, team=workload.team, state=state, since=since,
+    return AlertEpisode.objects.create(ref=workload.ref, alert_kind=kind, team=workload.team, state=state, since=since,
                                        opened_at=since + timedelta(minutes=30), **facts)
 
 
@@ -50,7 +50,7 @@ def test_the_run_page_shows_its_open_idle_and_memory_alerts_with_the_money(clien
 
 
 def test_a_pending_alert_is_not_shown(client, member, run):
-    AlertEpisode.objects.create(ref=run.ref, kind=AlertKind.IDLE, team=run.team, since=timezone.now())
+    AlertEpisode.objects.create(ref=run.ref, alert_kind=AlertKind.IDLE, team=run.team, since=timezone.now())
     client.force_login(member)
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert 'id="alert-' not in page and 'id="past-alert-' not in page
@@ -61,7 +61,7 @@ def test_an_oom_risk_alert_that_closed_as_the_run_ended_stays_on_its_page(client
     closed with the run and the page, where the alert's message sends people, said nothing of it."""
     from workloads import alerts
     from workloads.alert_rules import Rule
-    row = AlertEpisode.objects.create(ref=run.ref, kind=AlertKind.MEMORY, team=run.team,
+    row = AlertEpisode.objects.create(ref=run.ref, alert_kind=AlertKind.MEMORY, team=run.team,
                                       since=timezone.now() - timedelta(minutes=8), cluster=None)
     assert alerts._open(row, run, Rule(AlertKind.MEMORY, 95.0, True, timedelta(minutes=5), timedelta(minutes=5)),
                         97.6, "GPU-a", timezone.now() - timedelta(minutes=3))

@@ -81,7 +81,7 @@ class Clock:
 
 
 def idle_events() -> list[Event]:
-    return list(Event.objects.filter(kind=EventKind.GPU_IDLE).order_by("pk"))
+    return list(Event.objects.filter(event_kind=EventKind.GPU_IDLE).order_by("pk"))
 
 
 def test_an_idle_run_opens_one_episode_after_the_window_and_says_so_once(running, t0):
@@ -126,7 +126,7 @@ def test_a_replayed_cycle_moves_nothing_twice(running, t0):
     assert alerts.observe(cluster, readings, opened_at) == [(run.ref, AlertKind.MEMORY, Move.OPEN)]
     # The same cycle again (a redelivered task, a second worker) and one that read before the move:
     assert alerts.observe(cluster, readings, opened_at) == []
-    assert Event.objects.filter(kind=EventKind.GPU_MEMORY).count() == 1
+    assert Event.objects.filter(event_kind=EventKind.GPU_MEMORY).count() == 1
 
 
 def test_one_active_episode_per_workload_and_kind_is_the_databases_rule(running, t0):
@@ -140,7 +140,7 @@ def test_one_active_episode_per_workload_and_kind_is_the_databases_rule(running,
     AlertEpisode.objects.create(**row, state=State.CLOSED)
     AlertEpisode.objects.create(**row, state=State.CLOSED)
     assert AlertEpisode.objects.exclude(state=State.CLOSED).count() == 1
-    assert AlertEpisode.objects.filter(kind=AlertKind.MEMORY).count() == 0
+    assert AlertEpisode.objects.filter(alert_kind=AlertKind.MEMORY).count() == 0
 
 
 def test_an_open_episode_moved_by_a_racing_cycle_is_not_opened_again(running, t0):
@@ -159,7 +159,7 @@ def test_a_run_that_ends_closes_its_open_episode_and_drops_a_pending_one_silentl
     clock = Clock(t0)
     clock.cycles(31, {run.identity: figures(util=2.0), other.identity: figures(memory=0.5, util=3.0)})
     clock.cycles(2, {run.identity: figures(util=2.0), other.identity: figures(memory=0.99, util=50.0)})
-    assert {(e.ref, e.kind, e.state) for e in AlertEpisode.objects.all()} == {
+    assert {(e.ref, e.alert_kind, e.state) for e in AlertEpisode.objects.all()} == {
         (run.ref, AlertKind.IDLE, State.OPEN), (other.ref, AlertKind.MEMORY, State.PENDING),
         (other.ref, AlertKind.IDLE, State.OPEN)}
     for ended in (run, other):
@@ -167,7 +167,7 @@ def test_a_run_that_ends_closes_its_open_episode_and_drops_a_pending_one_silentl
     rec.reconcile(fake_backend, now=clock.now)
     events = Event.objects.count()
     clock.cycles(1, {})  # the cycle no longer measures them: they ended
-    assert {(e.ref, e.kind, e.state) for e in AlertEpisode.objects.all()} == {
+    assert {(e.ref, e.alert_kind, e.state) for e in AlertEpisode.objects.all()} == {
         (run.ref, AlertKind.IDLE, State.CLOSED), (other.ref, AlertKind.IDLE, State.CLOSED)}
     assert Event.objects.count() == events  # closing says nothing
 

@@ -186,7 +186,7 @@ def test_it_runs_a_kind_it_does_not_know_on_the_sandbox(open_notebook, settings,
         assert services.end_by_user(notebook, "stopped by mia")
     assert delete_workload("nb", notebook.pk) == 1
     assert rec.reconcile(sandbox).observed == 0
-    assert SimObject.objects.filter(kind="ResourceQuota", namespace=NS).exists()  # the team's objects stay
+    assert SimObject.objects.filter(resource_kind="ResourceQuota", namespace=NS).exists()  # the team's objects stay
 
 
 def test_the_registry_hands_the_backends_every_kinds_resource_kinds():
@@ -213,5 +213,5 @@ def test_its_event_kinds_come_from_what_it_declares(open_notebook, fake_backend,
     t0 = timezone.now().replace(microsecond=0)
     script(fake_backend, notebook, "Done", startTime=iso(t0), endTime=iso(t0 + timedelta(minutes=5)))
     rec.reconcile(fake_backend, now=t0 + timedelta(minutes=6))
-    event = Event.objects.get(kind="notebook_done")
+    event = Event.objects.get(event_kind="notebook_done")
     assert (event.ref, event.title) == (notebook.ref, f"Notebook explore (#{notebook.pk}) of team ml-research is done")

@@ -89,10 +89,10 @@ def test_an_overheated_node_gives_the_hot_gpu_alert_to_staff_and_cooling_closes_
     faults.overheat_node(backend, node, 40)
     hot = cycles(6)  # three minutes over the line: the rule's two, then open
     assert min(r.temp_c for r in hot[1:]) > 85
-    [episode] = AlertEpisode.objects.filter(ref=run.ref, kind="gpu_hot")
+    [episode] = AlertEpisode.objects.filter(ref=run.ref, alert_kind="gpu_hot")
     assert episode.state == AlertEpisode.State.OPEN and episode.team == team
-    assert Event.objects.filter(kind="gpu_hot").count() == 1  # one message for the episode
+    assert Event.objects.filter(event_kind="gpu_hot").count() == 1  # one message for the episode
     assert faults.cool_node(backend, node) and not faults.cool_node(backend, node)
     cycles(4)
     episode.refresh_from_db()
-    assert episode.state == AlertEpisode.State.CLOSED and Event.objects.filter(kind="gpu_hot").count() == 1
+    assert episode.state == AlertEpisode.State.CLOSED and Event.objects.filter(event_kind="gpu_hot").count() == 1

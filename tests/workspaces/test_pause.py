@@ -118,7 +118,7 @@ def test_idle_for_its_window_it_pauses_and_its_owner_is_told_what_it_saves(creat
     saved = format_rate(workspace.running_cost_per_hour).removesuffix(" USD")  # money per hour's one rounding: 0.5857
     assert saved == str(workspace.running_cost_per_hour.quantize(Decimal("0.0001"))) != "0.00"
     assert f"saves {saved} USD/h while paused" in workspace.reason
-    event = Event.objects.get(kind="workspace_paused")
+    event = Event.objects.get(event_kind="workspace_paused")
     assert event.title == f"Workspace explore (#{workspace.pk}) of team ml-research paused"
     assert event.text.startswith(f"Workspace explore (#{workspace.pk}) of team ml-research paused: idle for 5 min")
     assert f"saves {saved} USD/h" in event.text

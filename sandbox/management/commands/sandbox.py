@@ -258,7 +258,7 @@ class Command(BaseCommand):
                               f"of {totals[resource]}")
         pods = SimPod.objects.filter(cluster=backend.cluster, active=True).order_by("namespace", "name")
         objects = SimObject.objects.filter(cluster=backend.cluster).exclude(
-            kind__in=("Namespace", "LimitRange", "NetworkPolicy")).count()
+            resource_kind__in=("Namespace", "LimitRange", "NetworkPolicy")).count()
         self.stdout.write(f"\n{objects} workload objects, {pods.count()} live pods")
         for pod in pods[:50]:
             where = pod.node or f"unscheduled: {pod.message}"
