@@ -192,7 +192,7 @@ def preview_endpoint(team: Team, data: dict) -> EndpointPreview:
     result = preview_request(team, kind_of(draft).resource_request(draft), flavor, None, draft.price_quote())
     # An endpoint has no end: in all, this month, its minimum costs what the budget counts.
     # What the flavor's advice says of this choice (quotas.policy): shown, never refused.
-    result = dataclasses.replace(result, estimated_total=result.committed_cost,
+    result = dataclasses.replace(result, open_ended=True,
                                  warnings=policy.warnings(flavor, _shape(fields), fields["gpu_memory_gb"]))
     return EndpointPreview(result, draft.cost_per_hour_range[1], burst, draft.min_replicas,
                             draft.startup_timeout_seconds, in_cohort=cohort_id_of(team) is not None)

@@ -82,13 +82,24 @@ def flat_errors(errors: dict, prefix: str = "") -> list[tuple[str, str]]:
     return flat
 
 
+def total_words(preview: dict) -> str:
+    """A dry run's total: at most its ``estimated_total_cost`` when it has a known end; without one, what the
+    budget counts to the month's end (``committed_cost``) — all an endpoint or a workspace ever has."""
+    currency = preview.get("currency", "")
+    total = money(preview.get("estimated_total_cost"), currency)
+    if total:
+        return f"at most {total}"
+    month = money(preview.get("committed_cost"), currency)
+    return f"no end: {month} to the month's end" if month else "unknown (no runtime limit)"
+
+
 def show_preview(preview: dict) -> int:
     """Print a dry run's answer; 0 when it would be admitted or queued, 2 (usage) when the spec is refused."""
     admitted_now = preview["outcome"] == "admit"
     fields([
         ("Decision", preview["outcome"]), ("Message", preview.get("message")),
         ("Cost/hour", per_hour(preview.get("cost_per_hour"), preview.get("currency", ""))), ("Price", unit_price(preview)),
-        ("Estimated total", money(preview.get("estimated_total"), preview.get("currency", "")) or "unknown (no runtime limit)"),
+        ("Estimated total", total_words(preview)),
         ("Share of budget left", preview.get("share_of_budget_left")),
         ("Queue position", preview.get("queue_position")), ("Estimated start", preview.get("start") or ("now" if admitted_now else "unknown")),
         ("Burst", preview.get("burst")),

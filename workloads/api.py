@@ -444,6 +444,7 @@ class WorkloadReadActions:
         return Response(objects)
 
 
+@extend_schema_serializer(deprecate_fields=["estimated_total"])
 class PreviewSerializer(serializers.Serializer):
     """A dry run's answer (``POST …?dry_run=1``): the preview of the submission — what submitting would
     do now; nothing is written (:class:`workloads.preview.Preview`, docs/glossary.md "preview")."""
@@ -451,7 +452,13 @@ class PreviewSerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(choices=["admit", "queue", "reject", "invalid"])
     message = serializers.CharField()
     cost_per_hour = serializers.DecimalField(max_digits=14, decimal_places=4, allow_null=True)
-    estimated_total = serializers.DecimalField(max_digits=14, decimal_places=4, allow_null=True)
+    estimated_total_cost = serializers.DecimalField(
+        max_digits=14, decimal_places=4, allow_null=True,
+        help_text="At most this in all, with a known end (a run's runtime limit); null for work without one.")
+    estimated_total = serializers.DecimalField(
+        max_digits=14, decimal_places=4, allow_null=True,
+        help_text="Deprecated (until 2026-11 it meant two things): a run's is estimated_total_cost, an endpoint's or "
+                  "workspace's committed_cost; removed in the next release.")
     share_of_budget_left = serializers.DecimalField(max_digits=10, decimal_places=4, allow_null=True)
     queue_position = serializers.IntegerField(allow_null=True)
     estimated_start_at = serializers.DateTimeField(allow_null=True)

@@ -37,7 +37,9 @@ class Preview:
     outcome: str  #: "admit" | "queue" | "reject" | "invalid"
     message: str
     cost_per_hour: Decimal | None = None
-    estimated_total: Decimal | None = None  #: with a known end
+    #: At most this in all: its rate until its known end (a run's runtime limit; docs/glossary.md
+    #: "estimated total cost", the same figure as a run's ``estimated_total_cost``). None without one.
+    estimated_total_cost: Decimal | None = None
     share_of_budget_left: Decimal | None = None  #: committed_cost's share of what the month's budget leaves
     queue_position: int | None = None
     estimated_start_at: datetime | None = None
@@ -56,6 +58,9 @@ class Preview:
     price: Quote | None = None
     #: Where the choice contradicts the flavor advice (:func:`quotas.policy.warnings`): said, never refused.
     warnings: tuple[str, ...] = ()
+    #: Work that has no end by its nature (an endpoint, a workspace): no total, only ``committed_cost``,
+    #: its cost to the month's end (at its minimum), which the forms and the CLI show instead.
+    open_ended: bool = False
 
     @property
     def price_per_hour(self) -> Decimal | None:
@@ -75,9 +80,16 @@ class Preview:
     def preemptible(self) -> bool:
         return self.borrows > 0
 
+    @property
+    def deprecated_total(self) -> Decimal | None:
+        """The deprecated ``estimated_total`` (docs/api.md "Deprecated"): it meant two things — a run's
+        total, open-ended work's month — now ``estimated_total_cost`` and ``committed_cost``."""
+        return self.committed_cost if self.open_ended else self.estimated_total_cost
+
     def as_dict(self) -> dict:
         return {"outcome": self.outcome, "message": self.message, "cost_per_hour": self.cost_per_hour,
-                "estimated_total": self.estimated_total, "share_of_budget_left": self.share_of_budget_left,
+                "estimated_total_cost": self.estimated_total_cost, "estimated_total": self.deprecated_total,
+                "share_of_budget_left": self.share_of_budget_left,
                 "queue_position": self.queue_position, "estimated_start_at": self.estimated_start_at,
                 "estimated_start_earliest": self.estimated_start_earliest,
                 "estimated_start_latest": self.estimated_start_latest, "start": self.start, "committed_cost": self.committed_cost, "borrows": self.borrows,

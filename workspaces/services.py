@@ -159,7 +159,7 @@ def preview_workspace(team: Team, data: dict) -> Preview:
     draft = Workspace(team=team, flavor=flavor, **{k: v for k, v in fields.items() if k != "flavor"})
     result = preview_request(team, kind_of(draft).resource_request(draft), flavor, None, draft.price_quote())
     # No end: in all, this month, it costs what the budget counts.
-    return dataclasses.replace(result, estimated_total=result.committed_cost,
+    return dataclasses.replace(result, open_ended=True,
                                warnings=policy.warnings(flavor, _shape(fields), fields["gpu_memory_gb"]))
 
 

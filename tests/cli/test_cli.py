@@ -424,7 +424,10 @@ def test_endpoint_verbs(cli, tmp_path, ep_quota):
     from tests.inference.conftest import endpoint_payload
 
     spec = write(tmp_path / "endpoint.yaml", {"team": "ml-research", **endpoint_payload()})
-    assert "Decision:" in cli("endpoint", "create", "-f", spec, "--dry-run").stdout
+    dry = cli("endpoint", "create", "-f", spec, "--dry-run").stdout
+    # An endpoint has no end: its total line says what the budget counts to the month's end.
+    line = next(line for line in dry.splitlines() if line.startswith("Estimated total:"))
+    assert "Decision:" in dry and "no end: " in line and line.endswith("to the month's end")
     created = cli("endpoint", "create", "-f", spec)
     assert created.exit_code == 0, created.output
     endpoint_id = int(created.stdout.split()[1])

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from core.formatting import format_rate
+from core.formatting import format_money, format_rate
 from workspaces import services
 from workspaces.models import Workspace
 
@@ -50,6 +50,10 @@ def test_the_new_workspace_form_previews_price_budget_and_start_as_the_new_run_f
     preview = services.preview_workspace(team, {"name": "explore", "flavor": "a100-80gb", "gpus": 1})
     assert f"<strong>{format_rate(preview.cost_per_hour)}</strong> per hour" in answer
     assert f"A unit: {preview.price_words}" in answer and "Starts now" in answer
+    # No end, so no "at most … in all": what the budget counts, to the month's end (its committed cost).
+    assert preview.estimated_total_cost is None and preview.open_ended
+    assert f"<strong>{format_money(preview.committed_cost)}</strong> to the month's end" in answer
+    assert "At most" not in answer and "A runtime limit counts less" not in answer
     # The run form's panel, the same partial: the same price words for the same flavor.
     run_panel = client.post(reverse("jobs:run-preview"), {"flavor": "a100-80gb", "gpus_per_worker": "1", "workers": "1",
                                                             "name": "x", "image": "busybox"}).content.decode()
