@@ -108,11 +108,15 @@ class LoadGenerator:
                          f"{self.stream_share:.0%} streamed")
             elif await _wait(stop, MODEL_RETRY_SECONDS):
                 return
+        # Open loop: each arrival is due at an absolute time (the last one's plus an exponential gap), so a
+        # slow event loop sends late ones at once and the rate stays the one asked, never the loop's pace.
+        due = time.monotonic()
         while True:
-            gap = self.rng.expovariate(self.rate)
-            if duration:
-                gap = min(gap, max(0.0, began + duration - time.monotonic()))
-            if await _wait(stop, gap) or (duration and time.monotonic() - began >= duration):
+            due += self.rng.expovariate(self.rate)
+            if duration and due >= began + duration:
+                await _wait(stop, max(0.0, began + duration - time.monotonic()))
+                return
+            if await _wait(stop, max(0.0, due - time.monotonic())):
                 return
             if len(self.in_flight) >= self.max_in_flight:
                 self.counts.skipped += 1

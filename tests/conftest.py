@@ -118,7 +118,7 @@ SECOND_LANE = {
     "tests/e2e/test_shared_gpu_e2e.py": "90 s",
     "tests/quotas/test_concurrency.py": "47 s, 64 connections at once (PostgreSQL allows 100 in all)",
     "tests/notifications/test_worker.py": "44 s",
-    "tests/portal/test_run_ctrl_c.py": "34 s",
+    "tests/portal/test_run_ctrl_c.py": "47 s alone: one make run, one Ctrl-C",
     "tests/sandbox/test_shared_state.py": "28 s",
     "tests/quotas/test_cohort_concurrency.py": "26 s, 64 connections at once",
     "tests/test_api_walkthrough.py": "25 s",

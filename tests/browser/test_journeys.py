@@ -314,6 +314,9 @@ def test_a_query_reading_another_team_is_refused_next_to_the_query_and_the_team_
     browser.select_option("#id_metric", "prometheus")
     browser.fill("#id_target", "4")
     browser.fill("#id_query", 'sum(DCGM_FI_DEV_GPU_UTIL{namespace="team-nlp"})')
+    # Leaving the field, as a person does: the preview listens for change and keyup, and a fill alone sends
+    # neither (it passed only when an earlier field's preview was still in flight and the query rode along).
+    browser.press("#id_query", "Tab")
     # The live preview already says so while typing...
     browser.wait_for_function("() => document.querySelector('#preview').innerText.includes('team-nlp')")
     browser.click("button[type=submit].primary")

@@ -1,11 +1,12 @@
 """Ctrl-C on ``make run`` stops everything it started, quickly, and exits 0.
 
-The real ``scripts/run.sh`` runs here — migrate, seed_demo, gunicorn, a Celery worker with its
-pool and Celery beat (the sandbox cluster lives in those two) — against SQLite and the
-filesystem broker in a scratch ``SLIPWAY_VAR_DIR``, on a free port. The test waits until the
-script says it serves and the worker is ready, then sends SIGINT to the script's process group,
-as a terminal's Ctrl-C does, and checks the exit status, the time the stop took and that no
-process of the script's session is left (every service is in that session, whatever group).
+The real ``make run`` runs here (``scripts/run.sh``: migrate, seed_demo, gunicorn, a Celery worker
+with its pool and Celery beat — the sandbox cluster lives in those two — and the gateway) on a
+pseudo-terminal, against SQLite and the filesystem broker in a scratch ``SLIPWAY_VAR_DIR``, on a
+free port. The test waits until the script says it serves and the worker is ready, then types
+Ctrl-C, which the terminal sends as SIGINT to its foreground group, and checks the exit status,
+the time the stop took, that nothing had to be killed and that no process of the session is left
+(every service is in that session, whatever group).
 
 Processes are read from ``/proc`` (psutil is not a dependency): ``stat`` gives state, group and
 session.
@@ -119,56 +120,6 @@ def interrupted(process: subprocess.Popen, ctrl_c, transcript) -> tuple[int, flo
     return code, time.monotonic() - started, transcript()
 
 
-@pytest.fixture
-def running(tmp_path):
-    """The real run.sh, started in a session of its own; whatever is left at the end is killed."""
-    var = tmp_path / "var"
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SLIPWAY_TEST_DB_NAME", "PORT",
-                          "DJANGO_SETTINGS_MODULE")}
-    # This checkout's code, even where another one is installed in the virtualenv.
-    env.update(SLIPWAY_VAR_DIR=str(var), VENV=str(VENV), DEBUG="true",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    port, env["SLIPWAY_WORKSPACE_PROXY_PORT"] = (str(p) for p in two_free_ports())
-    env["SLIPWAY_GATEWAY_PORT"] = str(next(p for p in iter(free_port, None) if str(p) not in (
-        port, env["SLIPWAY_WORKSPACE_PROXY_PORT"])))
-    env.pop("SLIPWAY_GATEWAY_URL", None)
-    out = tmp_path / "run.out"
-    with out.open("wb") as log:
-        process = subprocess.Popen(["bash", str(ROOT / "scripts" / "run.sh"), str(port)], cwd=ROOT, env=env,
-                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        yield process, f"http://127.0.0.1:{port}/", out, var / "log"
-    finally:
-        for proc in processes_of_session(process.pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
-        process.wait(timeout=10)
-
-
-def test_it_stops_every_process_within_10_s_and_exits_0_on_ctrl_c(running):
-    process, url, out, logs = running
-    # A cold start (migrate and seed a new SQLite file) takes minutes while the suite loads both cores.
-    wait_until(lambda: "Slipway is running" in out.read_text(), process, "the script announced the server", 300,
-               transcript=out.read_text)
-    wait_until(lambda: (logs / "worker.log").exists() and " ready." in (logs / "worker.log").read_text(),
-               process, "the worker was ready")
-    assert serves(url + "healthz")
-    before = processes_of_session(process.pid)
-    commands = " ".join(proc.command for proc in before)
-    assert "celery -A portal worker" in commands and "celery -A portal beat" in commands
-    assert "gunicorn portal.wsgi" in commands
-    assert len(before) >= 8, before  # the script, gunicorn + 2 workers, worker + its pool of 2, beat
-
-    # What a terminal does on Ctrl-C: signal the foreground group.
-    code, took, transcript = interrupted(process, lambda: os.killpg(process.pid, signal.SIGINT), out.read_text)
-    assert code == 0, transcript[-2000:]
-    assert took <= STOP_LIMIT_SECONDS, f"the stop took {took:.1f} s"
-    assert "stopping Slipway" in transcript and "a Slipway process exited" not in transcript
-    assert processes_of_session(process.pid) == []
-    assert not serves(url + "healthz")
-
-
 class Terminal:
     """A pseudo-terminal whose every byte written by the programs on it is kept (read by a thread, so they
     never block on a full buffer); :meth:`ctrl_c` types Ctrl-C, which the terminal turns into a SIGINT to
@@ -207,10 +158,12 @@ class Terminal:
                 os.close(fd)
 
 
-def test_make_run_exits_0_on_a_terminals_ctrl_c_and_the_worker_stops_by_itself(tmp_path):
+def test_make_run_stops_every_process_within_10_s_on_a_terminals_ctrl_c_exits_0_and_nothing_is_killed(tmp_path):
     """Issue 46 F.2: at a terminal, Ctrl-C signals the whole foreground group — make too, which used to
     die of it (exit 130) however run.sh ended; and the worker, in warm shutdown, was killed after the
-    grace every time. Here ``make run`` runs on a real pseudo-terminal, as a person starts it."""
+    grace every time. Here ``make run`` runs on a real pseudo-terminal, as a person starts it, and the
+    one Ctrl-C is what a terminal sends: SIGINT to the foreground group (one test, not one per way of
+    sending it, since the terminal's way is the other's: issue 48, point 8)."""
     if shutil.which("make") is None:
         pytest.skip("needs GNU make")
     var = tmp_path / "var"
@@ -236,8 +189,16 @@ def test_make_run_exits_0_on_a_terminals_ctrl_c_and_the_worker_stops_by_itself(t
         worker_log = var / "log" / "worker.log"
         wait_until(lambda: worker_log.exists() and " ready." in worker_log.read_text(), process, "the worker was ready")
         assert "NLP Platform submits t5-distill at" in terminal.text()  # F.3: printed once the portal answers
+        assert serves(f"http://127.0.0.1:{port}/healthz")
+        before = processes_of_session(session)
+        commands = " ".join(proc.command for proc in before)
+        assert "celery -A portal worker" in commands and "celery -A portal beat" in commands
+        assert "gunicorn portal.wsgi" in commands
+        assert len(before) >= 9, before  # make, the script, gunicorn + 2 workers, worker + its pool of 2, beat
+
         code, took, transcript = interrupted(process, terminal.ctrl_c, terminal.text)
         assert code == 0, transcript[-2000:]
+        assert "stopping Slipway" in transcript and "a Slipway process exited" not in transcript
         assert "Error" not in transcript.split("stopping Slipway")[-1], transcript[-2000:]
         assert took <= STOP_LIMIT_SECONDS, f"the stop took {took:.1f} s"
         # Every service stopped by itself within the grace: nothing had to be killed.
