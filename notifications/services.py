@@ -90,5 +90,5 @@ def delete_webhook(user, webhook: Webhook, ip: str | None = None) -> None:
 def delivery_log(team: Team) -> list[Delivery]:
     """The team's latest deliveries, newest first (one query); not those to platform staff (whose
     addresses are not the team's to read)."""
-    return list(Delivery.objects.filter(team=team).exclude(event__kind__in=STAFF_KINDS).select_related("event")
+    return list(Delivery.objects.filter(team=team).exclude(event__event_kind__in=STAFF_KINDS).select_related("event")
                 .order_by("-created_at", "-pk")[:DELIVERY_LOG_SIZE])

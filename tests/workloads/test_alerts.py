@@ -131,7 +131,7 @@ def test_a_replayed_cycle_moves_nothing_twice(running, t0):
 
 def test_one_active_episode_per_workload_and_kind_is_the_databases_rule(running, t0):
     run = running()
-    row = {"ref": run.ref, "kind": AlertKind.IDLE, "team": run.team, "since": t0}
+    row = {"ref": run.ref, "alert_kind": AlertKind.IDLE, "team": run.team, "since": t0}
     AlertEpisode.objects.create(**row)
     with pytest.raises(IntegrityError), transaction.atomic():
         AlertEpisode.objects.create(**row, state=State.OPEN)
