@@ -58,6 +58,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from cluster.backends.base import NodeCapacity
 from cluster.capacity import clusters_capacity_reason, free_blocks, serves
+from cluster.reasons import Reason
 from cluster.specs import FlavorSpec
 
 
@@ -77,7 +78,7 @@ PLACEABLE_STATES = (ClusterState.READY,)
 
 
 class Rejected:
-    """Why a cluster is not a candidate: :attr:`Rejection.code`, what decisions and tests look at."""
+    """Why a cluster is not a candidate: :attr:`Rejection.reason`'s code, what decisions and tests look at."""
 
     LOST = "lost"
     DEGRADED = "degraded"
@@ -149,11 +150,11 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Rejection:
-    """A cluster set aside, and why: ``code`` for decisions, ``reason`` for people ("draining (takes no new work)")."""
+    """A cluster set aside, and why: the reason's code (a :class:`Rejected`) for decisions, its words for people
+    ("draining (takes no new work)")."""
 
     cluster: str
-    code: str  # a Rejected constant
-    reason: str
+    reason: Reason
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,7 @@ class Placement:
         """
         if self.best is not None:
             return self.best.reason
-        return "no cluster can take it: " + "; ".join(f"{r.cluster}: {r.reason}" for r in self.rejected)
+        return "no cluster can take it: " + "; ".join(f"{r.cluster}: {r.reason.words}" for r in self.rejected)
 
 
 def place(request: PlacementRequest, clusters: Sequence[ClusterOffer]) -> Placement:
@@ -191,9 +192,9 @@ def place(request: PlacementRequest, clusters: Sequence[ClusterOffer]) -> Placem
     eligible: list[tuple[Candidate, list[NodeCapacity], bool]] = []
     for offer in clusters:
         serving = [n for n in offer.nodes if serves(n, request.flavor, request.spot)]
-        code, words = _rejection(request, offer, serving)
-        if code:
-            rejected.append(Rejection(offer.name, code, words))
+        why = _rejection(request, offer, serving)
+        if why is not None:
+            rejected.append(Rejection(offer.name, why))
             continue
         spot_price = request.spot and flavor in offer.spot_prices
         blocks = free_blocks(serving, request.units_per_node)
@@ -207,7 +208,7 @@ def place(request: PlacementRequest, clusters: Sequence[ClusterOffer]) -> Placem
     # 2. Those that fit now, ranked; the others set aside. Or, when none fits, every eligible one to wait on.
     fitting = sorted((c for c, _s, _i in eligible if c.fits), key=lambda c: _fit_key(request, c))
     if fitting:
-        rejected.extend(Rejection(c.cluster, Rejected.NO_ROOM, _no_room(request, c))
+        rejected.extend(Rejection(c.cluster, Reason(Rejected.NO_ROOM, _no_room(request, c)))
                         for c, _s, _i in eligible if not c.fits)
         ranked, waiting = fitting, ""
     else:
@@ -262,25 +263,25 @@ def _listed(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _rejection(request: PlacementRequest, offer: ClusterOffer, serving: list[NodeCapacity]) -> tuple[str, str]:
-    """(code, words) of the first filter ``offer`` fails, or ("", "") when it passes them all."""
+def _rejection(request: PlacementRequest, offer: ClusterOffer, serving: list[NodeCapacity]) -> Reason | None:
+    """Why ``offer`` fails its first filter, or None when it passes them all."""
     flavor = request.flavor.name
     if offer.state == ClusterState.LOST:
-        return Rejected.LOST, "lost (not answering)"
+        return Reason(Rejected.LOST, "lost (not answering)")
     if offer.state == ClusterState.DEGRADED:
-        return Rejected.DEGRADED, "degraded (its last observation failed; takes no new work)"
+        return Reason(Rejected.DEGRADED, "degraded (its last observation failed; takes no new work)")
     if offer.state == ClusterState.DRAINING:
-        return Rejected.DRAINING, "draining (takes no new work)"
+        return Reason(Rejected.DRAINING, "draining (takes no new work)")
     if offer.state not in PLACEABLE_STATES:
-        return Rejected.NOT_READY, f"not ready ({offer.state})"
+        return Reason(Rejected.NOT_READY, f"not ready ({offer.state})")
     for key, value in request.cluster_selector:
         if offer.labels.get(key) != value:
-            return Rejected.SELECTOR, f"does not match the cluster selector {key}={value}"
+            return Reason(Rejected.SELECTOR, f"does not match the cluster selector {key}={value}")
     if not serving:
-        return Rejected.NO_FLAVOR, f"does not offer {flavor}{' on spot nodes' if request.spot else ''}"
+        return Reason(Rejected.NO_FLAVOR, f"does not offer {flavor}{' on spot nodes' if request.spot else ''}")
     if flavor not in offer.prices:
-        return Rejected.NO_PRICE, f"has no price for {flavor}"
-    return "", ""
+        return Reason(Rejected.NO_PRICE, f"has no price for {flavor}")
+    return None
 
 
 def _no_room(request: PlacementRequest, c: Candidate) -> str:

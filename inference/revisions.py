@@ -200,7 +200,7 @@ def admit_candidate(endpoint: InferenceEndpoint, revision: EndpointRevision) -> 
         units = held_units(endpoint) + replicas * endpoint.gpus_per_replica
         decision = admission.resize(endpoint.team, endpoint.ref, units, burst=True)
         if not decision.admitted:
-            words = f"waiting for quota: {decision.message}"[:500]
+            words = f"waiting for quota: {decision.reason.words}"[:500]
             EndpointRevision.objects.filter(pk=revision.pk, state=RevisionState.CANARY, replicas=0).exclude(
                 reason=words).update(reason=words)
             revision.reason = words

@@ -33,7 +33,7 @@ from inference import revisions
 from inference.constants import HOLDING_STATES, ScalingDecision
 from inference.models import InferenceEndpoint, ReplicaSample, ScalingEvent
 from quotas import admission
-from quotas.constants import Reason as QuotaReason
+from quotas.constants import AdmissionCode
 from quotas.decide import Decision, ResourceRequest
 from quotas.facts import units_of
 from quotas.models import QueuedRequest
@@ -138,10 +138,10 @@ def burst_outlook(team, flavor, gpus_per_replica: int, spot: bool, base: int, he
         return BurstOutlook(low, max_replicas,
                             f"{now_at}burst to all {count_of(max_replicas, 'replica')} would be granted now{borrowing}")
     refusal = _burst_preview(team, flavor, gpus_per_replica, spot, low + 1, held, ref)
-    why = refusal.message
-    if refusal.reason == QuotaReason.BUDGET_ALERT:
+    why = refusal.reason.words
+    if refusal.reason.code == AdmissionCode.BUDGET_ALERT:
         return BurstOutlook(low, max_replicas, f"no burst now: {why}")  # none at all, whatever is held
-    if refusal.reason in (QuotaReason.WAITING_FOR_QUOTA, QuotaReason.EXCEEDS_QUOTA):  # as _grow says it
+    if refusal.reason.code in (AdmissionCode.WAITING_FOR_QUOTA, AdmissionCode.EXCEEDS_QUOTA):  # as _grow says it
         in_use, limit = units_of(team, flavor.pk)
         why = f"the team quota ({flavor.name} {in_use} of {limit} in use{'' if held else ' without this endpoint'})"
     if low <= base:
@@ -207,12 +207,12 @@ def _grow(endpoint: InferenceEndpoint, ceiling: int, status: WorkloadStatus, now
         lock_team(endpoint.team)
         decision = admission.resize(endpoint.team, endpoint.ref, revisions.held_units(endpoint, ceiling + 1), burst=True)
         if not decision.admitted:
-            if decision.reason == QuotaReason.BUDGET_ALERT:
+            if decision.reason.code == AdmissionCode.BUDGET_ALERT:
                 _record_once(endpoint, ScalingDecision.CAPPED_BY_BUDGET, status, now, ceiling,
-                             f"{capped_at(ceiling)} by the budget: {decision.message}")
-            elif decision.reason == QuotaReason.BUDGET_EXHAUSTED:
+                             f"{capped_at(ceiling)} by the budget: {decision.reason.words}")
+            elif decision.reason.code == AdmissionCode.BUDGET_EXHAUSTED:
                 _record_once(endpoint, ScalingDecision.CAPPED_BY_BUDGET, status, now, ceiling,
-                             f"{capped_at(ceiling)} by the budget ({decision.message})")
+                             f"{capped_at(ceiling)} by the budget ({decision.reason.words})")
             else:
                 in_use, limit = units_of(endpoint.team, endpoint.flavor_id)
                 _record_once(endpoint, ScalingDecision.CAPPED_BY_QUOTA, status, now, ceiling,

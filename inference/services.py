@@ -34,7 +34,7 @@ from inference.constants import (
 from inference.models import EndpointRevision, InferenceEndpoint
 from inference.validation import ROLLOUT_FIELDS, check_sizes, parse_endpoint_request
 from quotas import admission, policy
-from quotas.constants import Reason as QuotaReason
+from quotas.constants import AdmissionCode
 from quotas.decide import Decision
 from quotas.facts import cohort_id_of
 from quotas.models import GpuFlavor, unknown_flavor
@@ -100,13 +100,13 @@ def _flavor(team: Team, fields: dict) -> GpuFlavor:
 
 def _rejection_errors(decision: Decision) -> dict[str, list[str]]:
     """Put an admission rejection on the field the user has to change."""
-    if decision.reason in (QuotaReason.UNKNOWN_FLAVOR, QuotaReason.INACTIVE_FLAVOR, QuotaReason.NO_QUOTA_FOR_FLAVOR):
-        return {"flavor": [decision.message]}
-    if decision.reason == QuotaReason.EXCEEDS_LARGEST_NODE:
-        return {"gpus_per_replica": [decision.message]}
-    if decision.reason == QuotaReason.EXCEEDS_QUOTA:
-        return {"min_replicas": [decision.message]}
-    return {"non_field_errors": [decision.message]}
+    if decision.reason.code in (AdmissionCode.UNKNOWN_FLAVOR, AdmissionCode.INACTIVE_FLAVOR, AdmissionCode.NO_QUOTA_FOR_FLAVOR):
+        return {"flavor": [decision.reason.words]}
+    if decision.reason.code == AdmissionCode.EXCEEDS_LARGEST_NODE:
+        return {"gpus_per_replica": [decision.reason.words]}
+    if decision.reason.code == AdmissionCode.EXCEEDS_QUOTA:
+        return {"min_replicas": [decision.reason.words]}
+    return {"non_field_errors": [decision.reason.words]}
 
 
 def create_endpoint(user, team: Team | str, data: dict) -> InferenceEndpoint:
@@ -145,7 +145,7 @@ def _created_rows(user, endpoint: InferenceEndpoint, decision: Decision, now: da
     rows = []
     if decision.admitted:
         rows = [insert_of(scaling.event(endpoint, ScalingDecision.ADMITTED, None, now, endpoint.replica_ceiling,
-                                        decision.message)),
+                                        decision.reason.words)),
                 insert_of(scaling.replica_sample(endpoint, 0, 0, endpoint.replica_ceiling, now))]
     # Revision 1: the spec it was created with, stable, all the traffic (queued or not).
     rows.append(insert_of(revisions.first_revision(endpoint, user, now)))
@@ -307,12 +307,12 @@ def _resize(endpoint: InferenceEndpoint, old_base: int) -> None:
     ceiling = min(max(current - lowered_minimum, endpoint.base_replicas), endpoint.max_replicas)
     decision = admission.resize(endpoint.team, endpoint.ref, revisions.held_units(endpoint, ceiling))
     if not decision.admitted:
-        raise ValidationError({"min_replicas": [decision.message]})
+        raise ValidationError({"min_replicas": [decision.reason.words]})
     now = timezone.now()
     endpoint.replica_ceiling, endpoint.demand_below_ceiling_since = ceiling, None
     scaling.record(endpoint, ScalingDecision.MINIMUM_CHANGED, None, now, ceiling,
                    f"min {endpoint.min_replicas}, max {endpoint.max_replicas}: ceiling {current} \u2192 {ceiling}; "
-                   f"{decision.message}")
+                   f"{decision.reason.words}")
     if ceiling != current:
         scaling.sample(endpoint, endpoint.replicas, endpoint.desired_replicas, ceiling, now)
     if ceiling < current:

@@ -28,7 +28,7 @@ from jobs.constants import AUDIT_CANCELLED, AUDIT_SUBMITTED
 from jobs.models import TrainingRun
 from jobs.validation import RunRequest, parse_run_request
 from quotas import policy
-from quotas.constants import Reason as QuotaReason
+from quotas.constants import AdmissionCode
 from quotas.decide import Decision, ResourceRequest
 from quotas.models import GpuFlavor
 from quotas.pricing import quote
@@ -80,15 +80,15 @@ def _quota_request(request: RunRequest) -> ResourceRequest:
     )
 def _rejection_errors(request: RunRequest, decision: Decision) -> dict[str, list[str]]:
     """Put an admission rejection on the field the user has to change."""
-    if decision.reason in (QuotaReason.UNKNOWN_FLAVOR, QuotaReason.INACTIVE_FLAVOR, QuotaReason.NO_QUOTA_FOR_FLAVOR):
+    if decision.reason.code in (AdmissionCode.UNKNOWN_FLAVOR, AdmissionCode.INACTIVE_FLAVOR, AdmissionCode.NO_QUOTA_FOR_FLAVOR):
         field = "flavor"
-    elif decision.reason == QuotaReason.EXCEEDS_LARGEST_NODE:
+    elif decision.reason.code == AdmissionCode.EXCEEDS_LARGEST_NODE:
         field = "gpus_per_worker"
-    elif decision.reason == QuotaReason.EXCEEDS_QUOTA:
+    elif decision.reason.code == AdmissionCode.EXCEEDS_QUOTA:
         field = "workers" if request.workers > 1 else "gpus_per_worker"
     else:
         field = "non_field_errors"
-    return {field: [decision.message]}
+    return {field: [decision.reason.words]}
 
 
 def _shape(request: RunRequest) -> policy.Shape:

@@ -14,7 +14,7 @@
 * Every decision :func:`admit` takes is counted by its :attr:`~quotas.decide.Decision.label`, with
   the time it took (``/metrics``, :mod:`core.metrics`); queued work admitted later counts once more.
 * Clusters (issue 34): work of a flavor that only draining, degraded or lost clusters offer
-  waits in the queue with :data:`~quotas.constants.Reason.WAITING_FOR_CLUSTER`, holding
+  waits in the queue with :data:`~quotas.constants.AdmissionCode.WAITING_FOR_CLUSTER`, holding
   nothing, and is admitted once a cluster that offers it is ready again. Whether one is, is
   worked out outside :func:`~quotas.decide.decide` (:class:`quotas.facts.ClusterWaits`) and
   passed to it as data; every caller of it that admits new work passes it.
@@ -49,7 +49,7 @@ from core.writes import Write, run_together
 from fleet.constants import Health
 from fleet.models import Cluster
 from quotas import fairshare
-from quotas.constants import ZERO, Outcome, Priority, Reason
+from quotas.constants import ZERO, AdmissionCode, Outcome, Priority
 from quotas.decide import BudgetState, Decision, FlavorQuota, ResourceRequest, decide
 from quotas.facts import (
     ClusterWaits,
@@ -198,7 +198,7 @@ def admit(team, request: ResourceRequest, ref: str,
         (flavor_id, active, max_per_node, limit, borrowing_limit, lending_limit, member_of, admitted, queued, usage,
          budget_limit, currency, threshold, closed, held_units, dearest, some_not_ready) = cursor.fetchone()
         if admitted:
-            return Decision(Outcome.ADMIT, Reason.ADMITTED, f"already admitted: {ref}")
+            return Decision.of(Outcome.ADMIT, AdmissionCode.ADMITTED, f"already admitted: {ref}")
         if queued:
             return queue_decision(team, ref)
 
@@ -225,7 +225,7 @@ def admit(team, request: ResourceRequest, ref: str,
             spent = month_spend([team.pk], now, {team.pk: closed})[team.pk].spent
             budget = BudgetState(sql_decimal(budget_limit), spent, currency, bound, hours_left_in_month(now), threshold)
         decision = decide(request, int(usage), facts, budget)
-        if decision.reason == Reason.WAITING_FOR_BUDGET:
+        if decision.reason.code == AdmissionCode.WAITING_FOR_BUDGET:
             # More committed money only ever queues: an admission at the bound stands at the
             # exact figure, and only "waiting for budget" needs that figure read (one statement).
             budget = dataclasses.replace(budget, committed=committed(team.pk, now))
@@ -254,7 +254,7 @@ def admit(team, request: ResourceRequest, ref: str,
                 priority=Priority(request.priority).rank, spot=request.spot, description=request.description[:200],
                 estimated_cost=request.estimated_cost, cost_per_hour=request.cost_per_hour,
                 may_borrow=request.may_borrow)
-            decision = Decision(decision.outcome, decision.reason, decision.message, queue_position(team, entry))
+            decision = dataclasses.replace(decision, position=queue_position(team, entry))
         # A replayed ref returned above, uncounted: each request counts once, as first decided.
         metrics.count_admission(decision.label, time.perf_counter() - started)
         return decision
@@ -328,7 +328,7 @@ def resize(team, ref: str, units: int, burst: bool = False) -> Decision:
                 # Shrinking gives borrowed units back first.
                 QuotaHold.objects.filter(pk=hold.pk).update(
                     units=units, borrowed_units=max(0, hold.borrowed_units - (current - units)))
-            return Decision(Outcome.ADMIT, Reason.ADMITTED, f"{ref} now holds {units}\u00d7 {hold.flavor.name}")
+            return Decision.of(Outcome.ADMIT, AdmissionCode.ADMITTED, f"{ref} now holds {units}\u00d7 {hold.flavor.name}")
         decision, facts, usage = _growth(team, hold, units, burst, cohort)
         if decision.admitted:
             grown = facts.borrows(usage + current, units - current) if cohort is not None else 0
@@ -336,7 +336,7 @@ def resize(team, ref: str, units: int, burst: bool = False) -> Decision:
                 units=units, borrowed_units=hold.borrowed_units + grown)
             return dataclasses.replace(decision, borrows=hold.borrowed_units + grown)
         # A resize is answered now or never: "waiting for quota" is a refusal with that reason.
-        return Decision(Outcome.REJECT, decision.reason, decision.message)
+        return Decision(Outcome.REJECT, decision.reason)
 
 
 def _growth(team, hold: QuotaHold, units: int, burst: bool,
@@ -361,7 +361,7 @@ def preview_resize(team, ref: str, units: int, burst: bool = False) -> Decision:
     if hold is None:
         raise LookupError(f"{ref} has no quota hold in team {team.slug}")
     if units <= hold.units:
-        return Decision(Outcome.ADMIT, Reason.ADMITTED, f"{ref} holds {hold.units}\u00d7 {hold.flavor.name}")
+        return Decision.of(Outcome.ADMIT, AdmissionCode.ADMITTED, f"{ref} holds {hold.units}\u00d7 {hold.flavor.name}")
     return _growth(team, hold, units, burst, cohort_figures(cohort_id_of(team)))[0]
 
 
@@ -452,7 +452,7 @@ def _admit_waiting_in_cohort(cohort_id: int) -> list[str]:
     QueuedRequest.objects.filter(pk__in=[e.pk for e, _ in order]).delete()
     for entry, borrowed in order:
         workload_admitted.send(sender=None, ref=entry.ref, team=entry.team)
-        metrics.count_admission(Decision(Outcome.ADMIT, Reason.ADMITTED, "", borrows=borrowed).label)
+        metrics.count_admission(Decision.of(Outcome.ADMIT, AdmissionCode.ADMITTED, "", borrows=borrowed).label)
     return [e.ref for e, _ in order]
 
 

@@ -1,6 +1,6 @@
-"""Named constants of the quotas app: admission outcomes, admission reasons and priorities, the zero of money.
+"""Named constants of the quotas app: admission outcomes, admission codes and priorities, the zero of money.
 
-Admission reasons (:class:`Reason`) follow kueue's naming style (``WaitingForQuota``,
+Admission codes (:class:`AdmissionCode`) follow kueue's naming style (``WaitingForQuota``,
 ``NoMatchingFlavor``): stable identifiers that callers and tests compare against, while the
 plain-words message that goes with each decision is for people. They are one of three reason
 vocabularies, beside a workload's reason codes and the messages of its ``reason``
@@ -35,8 +35,8 @@ class DecisionLabel:
     REJECTED = "rejected"
 
 
-class Reason:
-    """Why admission decided as it did (a :class:`quotas.decide.Decision`'s ``reason``): the admission reasons."""
+class AdmissionCode:
+    """Why admission decided as it did: the code of a :class:`quotas.decide.Decision`'s ``reason`` (its words beside it)."""
 
     ADMITTED = "Admitted"
     WAITING_FOR_QUOTA = "WaitingForQuota"
@@ -52,14 +52,14 @@ class Reason:
     INVALID_REQUEST = "InvalidRequest"
 
 
-#: Reasons that can never turn into an admission by waiting (the caller answers 400).
+#: Admission codes that can never turn into an admission by waiting (the caller answers 400).
 PERMANENT_REASONS = (
-    Reason.NO_QUOTA_FOR_FLAVOR,
-    Reason.EXCEEDS_QUOTA,
-    Reason.EXCEEDS_LARGEST_NODE,
-    Reason.UNKNOWN_FLAVOR,
-    Reason.INACTIVE_FLAVOR,
-    Reason.INVALID_REQUEST,
+    AdmissionCode.NO_QUOTA_FOR_FLAVOR,
+    AdmissionCode.EXCEEDS_QUOTA,
+    AdmissionCode.EXCEEDS_LARGEST_NODE,
+    AdmissionCode.UNKNOWN_FLAVOR,
+    AdmissionCode.INACTIVE_FLAVOR,
+    AdmissionCode.INVALID_REQUEST,
 )
 
 

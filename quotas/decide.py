@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from cluster.reasons import Reason
 from core.formatting import format_amount
-from quotas.constants import ZERO, DecisionLabel, Outcome, Priority, Reason
+from quotas.constants import ZERO, AdmissionCode, DecisionLabel, Outcome, Priority
 
 
 @dataclass(frozen=True)
@@ -64,12 +65,17 @@ class ResourceRequest:
 @dataclass(frozen=True)
 class Decision:
     outcome: str  # Outcome.ADMIT | QUEUE | REJECT
-    reason: str  # a Reason constant
-    message: str  # plain words, for people
+    #: Why: its code (an :class:`~quotas.constants.AdmissionCode`) for code, its words for people.
+    reason: Reason
     position: int | None = None  # 1-based queue position when queued
     borrows: int = 0  # units of the request above the team's nominal quota, lent by its cohort
     #: With ``borrows``: the cohort's other members that lend the flavor, who may take the units back.
     lent_by: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, outcome: str, code: str, words: str, **rest) -> Decision:
+        """A decision whose reason is ``code`` in ``words``."""
+        return cls(outcome, Reason(code, words), **rest)
 
     @property
     def preemptible(self) -> bool:
@@ -258,24 +264,24 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
     """
     name, units = request.flavor, request.units
     if not quota.exists:
-        return Decision(Outcome.REJECT, Reason.UNKNOWN_FLAVOR, f"unknown GPU flavor {name!r}")
+        return Decision.of(Outcome.REJECT, AdmissionCode.UNKNOWN_FLAVOR, f"unknown GPU flavor {name!r}")
     if not quota.active:
-        return Decision(Outcome.REJECT, Reason.INACTIVE_FLAVOR, f"GPU flavor {name} is no longer offered")
+        return Decision.of(Outcome.REJECT, AdmissionCode.INACTIVE_FLAVOR, f"GPU flavor {name} is no longer offered")
     if units < 1 or request.units_per_node < 1 or request.units_per_node > units:
-        return Decision(Outcome.REJECT, Reason.INVALID_REQUEST,
+        return Decision.of(Outcome.REJECT, AdmissionCode.INVALID_REQUEST,
                         f"invalid request: {units} units in total, {request.units_per_node} per worker")
     if request.burst and budget is not None and budget.alert:
         # Before the quota: no burst at all past the alert threshold. Not "never": it returns
         # when the month turns or an admin raises the budget.
-        return Decision(Outcome.QUEUE, Reason.BUDGET_ALERT,
+        return Decision.of(Outcome.QUEUE, AdmissionCode.BUDGET_ALERT,
                         f"the month's spend passed {budget.alert_threshold_percent or 100}% of the budget")
     in_cohort = quota.lenders is not None
     # In a cohort a nominal quota of 0 may still borrow; outside one it is no quota at all.
     if (quota.limit is None) if in_cohort else not quota.limit:
-        return Decision(Outcome.REJECT, Reason.NO_QUOTA_FOR_FLAVOR,
+        return Decision.of(Outcome.REJECT, AdmissionCode.NO_QUOTA_FOR_FLAVOR,
                         f"the team has no quota for {name}; ask a platform admin")
     if request.units_per_node > quota.max_units_per_node:
-        return Decision(Outcome.REJECT, Reason.EXCEEDS_LARGEST_NODE,
+        return Decision.of(Outcome.REJECT, AdmissionCode.EXCEEDS_LARGEST_NODE,
                         f"needs {request.units_per_node}\u00d7 {name} per worker, "
                         f"but the largest node has {quota.max_units_per_node}")
     most = quota.most(request.may_borrow)
@@ -283,10 +289,10 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
         lend = f" and what its cohort can lend ({most - quota.limit})" if most > quota.limit else ""
         if in_cohort and not request.may_borrow and quota.most() > quota.limit:
             lend = "; a guaranteed minimum never borrows from the cohort"
-        return Decision(Outcome.REJECT, Reason.EXCEEDS_QUOTA,
+        return Decision.of(Outcome.REJECT, AdmissionCode.EXCEEDS_QUOTA,
                         f"needs {units}\u00d7 {name}, more than the team's limit of {quota.limit}{lend}")
     if budget is not None and budget.exhausted:
-        return Decision(Outcome.REJECT, Reason.BUDGET_EXHAUSTED,
+        return Decision.of(Outcome.REJECT, AdmissionCode.BUDGET_EXHAUSTED,
                         f"monthly budget spent: {format_amount(budget.spent_month)} of "
                         f"{format_amount(budget.monthly_limit)} {budget.currency}")
     if units > quota.room(usage, request.may_borrow):
@@ -296,22 +302,22 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
             message += f"; the cohort can lend {quota.borrowable(usage)}{others}"
             if not request.may_borrow:
                 message += ", but a guaranteed minimum never borrows"
-        return Decision(Outcome.QUEUE, Reason.WAITING_FOR_QUOTA, message)
+        return Decision.of(Outcome.QUEUE, AdmissionCode.WAITING_FOR_QUOTA, message)
     cost = request.committed_cost(budget.hours_left) if budget is not None else None
     if budget is not None and budget.monthly_limit is not None and cost is not None and cost > budget.left:
         # Not "never": it starts when an admin raises the budget, work ends early, or the month turns.
         # Without a known end it counts until the month's end (ResourceRequest.committed_cost), so
         # leaving the runtime limit out never starts a run that a limit would have queued.
         until = " until the month's end (no runtime limit)" if request.estimated_cost is None else ""
-        return Decision(Outcome.QUEUE, Reason.WAITING_FOR_BUDGET,
+        return Decision.of(Outcome.QUEUE, AdmissionCode.WAITING_FOR_BUDGET,
                         f"waiting for budget: est. {format_amount(cost)}{until} would exceed the "
                         f"{format_amount(max(budget.left, ZERO))} {budget.currency} left this month")
     if no_cluster:
         # Not "never": a drained cluster made ready again, a lost one answering again, admits it.
-        return Decision(Outcome.QUEUE, Reason.WAITING_FOR_CLUSTER, f"waiting: {no_cluster}")
+        return Decision.of(Outcome.QUEUE, AdmissionCode.WAITING_FOR_CLUSTER, f"waiting: {no_cluster}")
     borrows = quota.borrows(usage, units) if in_cohort else 0
     lent = f", {borrows} borrowed from the cohort" if borrows else ""
     lent_by = tuple(m.team for m in quota.lenders if m.lends > 0) if borrows else ()
-    return Decision(Outcome.ADMIT, Reason.ADMITTED,
+    return Decision.of(Outcome.ADMIT, AdmissionCode.ADMITTED,
                     f"admitted: {units}\u00d7 {name}, {usage + units} of {quota.limit} now in use{lent}",
                     borrows=borrows, lent_by=lent_by)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from django.db.models import Q
 
-from quotas.constants import Outcome, Reason
+from quotas.constants import AdmissionCode, Outcome
 from quotas.decide import Decision, ResourceRequest, decide
 from quotas.facts import (
     ClusterWaits,
@@ -78,12 +78,12 @@ def queue_reasons(team) -> dict[str, str]:
             # It fits now; the next admit_waiting (at the latest the next reconcile) takes it.
             reasons[entry.ref] = f"about to be admitted: {entry.units}\u00d7 {entry.flavor.name} fit now"
         else:
-            reasons[entry.ref] = decision.message
+            reasons[entry.ref] = decision.reason.words
     return reasons
 
 
 #: Reasons that hold work back for money: no quota freeing up starts it.
-MONEY_REASONS = (Reason.WAITING_FOR_BUDGET, Reason.BUDGET_EXHAUSTED)
+MONEY_REASONS = (AdmissionCode.WAITING_FOR_BUDGET, AdmissionCode.BUDGET_EXHAUSTED)
 
 
 def held_beyond_quota(team, candidate: tuple[str, ResourceRequest] | None = None,
@@ -128,8 +128,8 @@ def queue_reason(team, ref: str) -> str:
 
 def queue_decision(team, ref: str) -> Decision:
     """The queued Decision of an already-queued ``ref`` (its current reason and position)."""
-    return Decision(Outcome.QUEUE, Reason.WAITING_FOR_QUOTA, queue_reason(team, ref),
-                    queue_positions(team).get(ref))
+    return Decision.of(Outcome.QUEUE, AdmissionCode.WAITING_FOR_QUOTA, queue_reason(team, ref),
+                       position=queue_positions(team).get(ref))
 
 
 def preview(team, request: ResourceRequest) -> Decision:

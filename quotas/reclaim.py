@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from cluster.reasons import Reason
 from quotas.constants import Priority
 from quotas.decide import FlavorQuota
 from quotas.ledger import interval_cost
@@ -142,9 +143,10 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Verdict:
+    """The victims to stop, or why there are none: ``why_not``'s code is a :class:`Never`."""
+
     victims: tuple[Candidate, ...] = ()
-    why_not: str = ""  # a Never code when there are no victims
-    words: str = ""
+    why_not: Reason | None = None  #: None when there are victims
 
     def __bool__(self) -> bool:
         return bool(self.victims)
@@ -267,17 +269,17 @@ def choose_victims(claim: Claim, quota: FlavorQuota, usage: int, candidates: lis
     :func:`victim_order` but for the bench's comparison.
     """
     if rules.reclaim == "never" or quota.lenders is None:
-        return Verdict(why_not=Never.RECLAIM_OFF, words="the cohort never reclaims")
+        return Verdict(why_not=Reason(Never.RECLAIM_OFF, "the cohort never reclaims"))
     limit = quota.limit or 0
     if usage + claim.units > limit:
-        return Verdict(why_not=Never.NOT_UNDER_NOMINAL,
-                       words=f"needs {claim.units} with {usage} of its {limit} in use: beyond its own quota")
+        return Verdict(why_not=Reason(Never.NOT_UNDER_NOMINAL,
+                                      f"needs {claim.units} with {usage} of its {limit} in use: beyond its own quota"))
     quota = _without(quota, [c for c in candidates if c.stopping])
     if _fits(claim, quota, usage):
-        return Verdict(why_not=Never.FITS, words="fits now (or once stopping work is gone)")
+        return Verdict(why_not=Reason(Never.FITS, "fits now (or once stopping work is gone)"))
     left = _delay_left(claim, rules, now)
     if left:
-        return Verdict(why_not=Never.DELAY, words=f"reclaims in {left} s unless capacity frees itself")
+        return Verdict(why_not=Reason(Never.DELAY, f"reclaims in {left} s unless capacity frees itself"))
     over = {m.team: m.in_use - m.limit for m in quota.lenders}
     lost = work_lost(candidates, now)
     eligible = sorted((c for c in candidates
@@ -293,10 +295,9 @@ def choose_victims(claim: Claim, quota: FlavorQuota, usage: int, candidates: lis
 
     chosen = _smallest_set(eligible, lambda gone: _fits(claim, _without(quota, gone), usage), still_over)
     if chosen is None:
-        return Verdict(why_not=Never.NO_VICTIMS,
-                       words="no borrowed work may be taken back yet (min runtime, priority, "
-                             "preempted often or none borrowed)")
-    return Verdict(victims=tuple(chosen), words=", ".join(c.ref for c in chosen))
+        return Verdict(why_not=Reason(Never.NO_VICTIMS, "no borrowed work may be taken back yet (min runtime, priority, "
+                                                        "preempted often or none borrowed)"))
+    return Verdict(victims=tuple(chosen))
 
 
 def choose_own_victims(claim: Claim, quota: FlavorQuota, usage: int, candidates: list[Candidate], rules: Rules,
@@ -310,19 +311,19 @@ def choose_own_victims(claim: Claim, quota: FlavorQuota, usage: int, candidates:
     Loop-free: a victim has a lower priority than its claimant, so it can never take it back.
     """
     if claim.priority < Priority.HIGH.rank:
-        return Verdict(why_not=Never.RECLAIM_OFF, words="only high-priority work preempts its own team's")
+        return Verdict(why_not=Reason(Never.RECLAIM_OFF, "only high-priority work preempts its own team's"))
     own = [c for c in candidates if c.team == claim.team and not c.burst]
     usage -= sum(c.units for c in own if c.stopping)
     if _fits(claim, quota, usage):
-        return Verdict(why_not=Never.FITS, words="fits now (or once stopping work is gone)")
+        return Verdict(why_not=Reason(Never.FITS, "fits now (or once stopping work is gone)"))
     left = _delay_left(claim, rules, now)
     if left:
-        return Verdict(why_not=Never.DELAY, words=f"preempts in {left} s unless capacity frees itself")
+        return Verdict(why_not=Reason(Never.DELAY, f"preempts in {left} s unless capacity frees itself"))
     lost = work_lost(own, now)
     eligible = sorted((c for c in own if not c.stopping and c.priority < claim.priority and _old_enough(c, rules, now)),
                       key=lambda c: order(c, lost[c.ref]))
     chosen = _smallest_set(eligible, lambda gone: _fits(claim, quota, usage - sum(c.units for c in gone)))
     if chosen is None:
-        return Verdict(why_not=Never.NO_VICTIMS,
-                       words="none of the team's lower-priority work may be stopped yet (min runtime or none)")
-    return Verdict(victims=tuple(chosen), words=", ".join(c.ref for c in chosen))
+        return Verdict(why_not=Reason(Never.NO_VICTIMS,
+                                      "none of the team's lower-priority work may be stopped yet (min runtime or none)"))
+    return Verdict(victims=tuple(chosen))

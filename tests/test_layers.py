@@ -43,8 +43,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 #: read-only queue, the lock and the writes. Each imports only those before it.
 ADMISSION = ("quotas.decide", "quotas.facts", "quotas.queue", "quotas.admission")
 
-#: All the pure rule imports of the project: the reason and priority vocabulary, money's words.
-PURE_RULE_IMPORTS = {"quotas.constants", "core.formatting"}
+#: All the pure rule imports of the project: the reason shape, the admission codes and priorities, money's words.
+PURE_RULE_IMPORTS = {"cluster.reasons", "quotas.constants", "core.formatting"}
 
 
 def layer_of() -> dict[str, int]:

@@ -106,7 +106,7 @@ def close(workload, checkpoint: dict | None, now: datetime, reason: str, code: R
         "cluster_id": workload.cluster_id, "placement_reason": workload.placement_reason,
         "placed_at": workload.placed_at, "admitted_at": workload.admitted_at, "applied_at": workload.applied_at,
         "started_at": workload.attempt_started, "stopped_at": workload.preempting_since, "ended_at": now,
-        "end_code": code, "cause": cause, "end_reason": reason[:500], "checkpoint": kept,
+        "end_reason_code": code, "cause": cause, "end_reason": reason[:500], "checkpoint": kept,
     })
 
 

@@ -1,9 +1,10 @@
 """Messages and limits every workload kind shares.
 
-Reasons come in three vocabularies, named apart (docs/glossary.md "reason"):
+A reason is a pair, a code and its words (:class:`cluster.reasons.Reason`); the codes and words come
+in three vocabularies, named apart (docs/glossary.md "reason"):
 
-* *admission reasons* (:class:`quotas.constants.Reason`, kueue style: ``WaitingForQuota``) — why
-  admission decided as it did, on a :class:`quotas.decide.Decision`;
+* *admission codes* (:class:`quotas.constants.AdmissionCode`, kueue style: ``WaitingForQuota``) — why
+  admission decided as it did, the code of a :class:`quotas.decide.Decision`'s reason;
 * *reason codes* (:class:`workloads.models.ReasonCode`: ``queued``, ``preempted``…) — stored in a
   workload's ``reason_code`` beside its words, what code branches on;
 * *messages* (:class:`Message` below) — templates of the plain words a workload's ``reason``

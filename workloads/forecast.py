@@ -172,12 +172,12 @@ def _ahead(workload) -> Ahead:
 
 def held_estimate(decision: Decision, now: datetime) -> StartEstimate:
     """The estimate of work held back by more than its quota (:func:`quotas.queue.held_beyond_quota`): no time, and why."""
-    if decision.reason in MONEY_REASONS:
+    if decision.reason.code in MONEY_REASONS:
         turn = timezone.localtime(month_end(now))
         return StartEstimate(None, unknown=(
             "start time unknown: it waits for money, not GPUs — it starts when the budget allows it (an admin "
             f"raises the budget, committed work ends early, or the month turns on {turn:%Y-%m-%d})"))
-    return StartEstimate(None, unknown=f"start time unknown: {decision.message}")
+    return StartEstimate(None, unknown=f"start time unknown: {decision.reason.words}")
 
 
 def _workloads(refs: list[str]) -> dict[str, object]:

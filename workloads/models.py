@@ -48,7 +48,7 @@ class ReasonCode(models.TextChoices):
 
     The words (``reason``) are for people and may change with the figures in them ("6 of 8 in
     use"); the code names what they are about and stays put. Set wherever ``reason`` is set. One
-    of three reason vocabularies, beside admission reasons and messages (:mod:`workloads.constants`,
+    of three reason vocabularies, beside admission codes and messages (:mod:`workloads.constants`,
     docs/glossary.md "reason").
     """
 
@@ -391,7 +391,9 @@ class Attempt(models.Model):
     stopped_at = models.DateTimeField(null=True, blank=True)
     #: When it was queued again (its objects gone); None while its logs are saved before that.
     ended_at = models.DateTimeField(null=True, blank=True)
-    end_code = models.CharField(max_length=32, choices=ReasonCode.choices, blank=True, default=ReasonCode.NONE)
+    #: Why it ended: ``end_reason_code`` for code, ``end_reason`` for people (the pair a workload keeps as
+    #: ``reason_code`` and ``reason``).
+    end_reason_code = models.CharField(max_length=32, choices=ReasonCode.choices, blank=True, default=ReasonCode.NONE)
     #: The cause of the preemption that ended it (its log row's), "" when none did (a lost cluster).
     cause = models.CharField(max_length=16, choices=PreemptionEvent.Cause.choices, blank=True, default="")
     end_reason = models.CharField(max_length=500, blank=True)
@@ -413,7 +415,7 @@ class Attempt(models.Model):
         """"preempted", "interrupted" (its spot node reclaimed), "cluster lost"."""
         if self.cause == PreemptionEvent.Cause.SPOT:
             return INTERRUPTED
-        return ATTEMPT_ENDS.get(self.end_code, "queued again")
+        return ATTEMPT_ENDS.get(self.end_reason_code, "queued again")
 
     @property
     def ran_for(self) -> timedelta | None:

@@ -20,7 +20,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.utils import timezone
 
-from quotas.constants import Priority, Reason
+from quotas.constants import AdmissionCode, Priority
 from quotas.decide import Decision, ResourceRequest
 from quotas.ledger import hours_left_in_month
 from quotas.models import QueuedRequest
@@ -127,7 +127,7 @@ def preview_request(team, request: ResourceRequest, flavor, duration: timedelta 
     if committed is not None and budget["monthly_limit"] is not None:
         left = budget["left"]
         share = (committed / left).quantize(Decimal("0.0001")) if left > 0 else None
-    result = Preview(decision.outcome, decision.message, rate, total, share, committed_cost=committed,
+    result = Preview(decision.outcome, decision.reason.words, rate, total, share, committed_cost=committed,
                       borrows=decision.borrows, borrow_note=borrow_words(decision, request.flavor), price=price)
     if not decision.queued or flavor is None:
         return result
@@ -136,7 +136,7 @@ def preview_request(team, request: ResourceRequest, flavor, duration: timedelta 
                           spot=request.spot)
     position = queue_position(team, entry)
     held = held_beyond_quota(team, (entry.ref, request))
-    if decision.reason == Reason.WAITING_FOR_QUOTA:
+    if decision.reason.code == AdmissionCode.WAITING_FOR_QUOTA:
         estimate = estimated_starts(team, now, candidate=(entry, duration), held=held).get(entry.ref)
     else:
         estimate = held_estimate(held.get(entry.ref, decision), now)

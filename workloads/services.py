@@ -60,7 +60,7 @@ def admit_new(workload, recorded: Callable[[Decision, datetime], Sequence[Write]
             values = {"state": lc.admitted, "admitted_at": now, "reason": Message.WAITING_FOR_WORKER,
                       "reason_code": ReasonCode.WAITING_FOR_WORKER}
         else:
-            values = {"state": lc.queued, "reason": decision.message[:500], "reason_code": ReasonCode.QUEUED}
+            values = {"state": lc.queued, "reason": decision.reason.words[:500], "reason_code": ReasonCode.QUEUED}
         for field, value in values.items():
             setattr(workload, field, value)
         move = update_of(model.objects.filter(pk=workload.pk, state=recorded_state), **values)

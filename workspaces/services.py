@@ -32,7 +32,7 @@ import fleet.services as fleet
 from core.formatting import format_amount
 from core.queueing import publish_on_commit
 from quotas import admission, policy
-from quotas.constants import Reason as QuotaReason
+from quotas.constants import AdmissionCode
 from quotas.decide import Decision
 from quotas.models import GpuFlavor, PreemptionEvent, unknown_flavor
 from teams.models import Role, Team
@@ -108,11 +108,11 @@ def _checked(team: Team, fields: dict, *, for_preview: bool = False) -> GpuFlavo
 
 def _rejection_errors(decision: Decision) -> dict[str, list[str]]:
     """Put an admission rejection on the field the user has to change."""
-    if decision.reason in (QuotaReason.UNKNOWN_FLAVOR, QuotaReason.INACTIVE_FLAVOR, QuotaReason.NO_QUOTA_FOR_FLAVOR):
-        return {"flavor": [decision.message]}
-    if decision.reason in (QuotaReason.EXCEEDS_LARGEST_NODE, QuotaReason.EXCEEDS_QUOTA):
-        return {"gpus": [decision.message]}
-    return {"non_field_errors": [decision.message]}
+    if decision.reason.code in (AdmissionCode.UNKNOWN_FLAVOR, AdmissionCode.INACTIVE_FLAVOR, AdmissionCode.NO_QUOTA_FOR_FLAVOR):
+        return {"flavor": [decision.reason.words]}
+    if decision.reason.code in (AdmissionCode.EXCEEDS_LARGEST_NODE, AdmissionCode.EXCEEDS_QUOTA):
+        return {"gpus": [decision.reason.words]}
+    return {"non_field_errors": [decision.reason.words]}
 
 
 def _target(workspace: Workspace) -> str:

@@ -27,6 +27,7 @@ from cluster.placement import (
     per_hour,
     place,
 )
+from cluster.reasons import Reason
 from cluster.specs import FlavorSpec
 
 GPU, MIG = "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"
@@ -55,7 +56,7 @@ def ask(units: int = 1, workers: int = 1, flavor: FlavorSpec = A100, **kw) -> Pl
 
 
 def rejections(placement) -> dict[str, str]:
-    return {r.cluster: r.code for r in placement.rejected}
+    return {r.cluster: r.reason.code for r in placement.rejected}
 
 
 class TestTheCases:
@@ -85,7 +86,7 @@ class TestTheCases:
         placed = place(ask(1), [cluster("cheap", node("c0", 8), price="0.50", state=state),
                                 cluster("dear", node("d0", 1), price="9.00")])
         assert [c.cluster for c in placed.candidates] == ["dear"]
-        assert placed.rejected[0].code == code and placed.rejected[0].reason == words
+        assert placed.rejected[0].reason == (code, words)
         assert placed.reason == "dear: the only cluster that can take it now, 1 free a100-80gb at 9.00/h"
 
     def test_a_degraded_cluster_takes_nothing_new_even_when_no_ready_one_has_room(self):
@@ -93,7 +94,7 @@ class TestTheCases:
         placed = place(ask(2), [degraded, cluster("west", node("w0", 2), price="2.50")])
         assert [c.cluster for c in placed.candidates] == ["west"]
         assert placed.rejected == (
-            Rejection("east", Rejected.DEGRADED, "degraded (its last observation failed; takes no new work)"),)
+            Rejection("east", Reason(Rejected.DEGRADED, "degraded (its last observation failed; takes no new work)")),)
         assert placed.reason == "west: the only cluster that can take it now, 2 free a100-80gb at 2.50/h"
         # West has no room: the work waits on west, never goes to the degraded cluster with 8 free.
         placed = place(ask(4), [degraded, cluster("west", node("w0", 2), price="2.50")])
@@ -105,7 +106,7 @@ class TestTheCases:
                     cluster("cloud", node("c0", 8), price="3.00", site="cloud", tier="gold")]
         placed = place(ask(1, cluster_selector=(("site", "cloud"), ("tier", "gold"))), clusters)
         assert placed.best.cluster == "cloud" and rejections(placed) == {"onprem": Rejected.SELECTOR}
-        assert placed.rejected[0].reason == "does not match the cluster selector site=cloud"
+        assert placed.rejected[0].reason.words == "does not match the cluster selector site=cloud"
         assert place(ask(1, cluster_selector=(("tier", "gold"),)), clusters).best.cluster == "onprem"
 
     def test_a_cluster_that_does_not_offer_or_price_the_flavor_is_set_aside(self):
@@ -113,7 +114,7 @@ class TestTheCases:
         unpriced = cluster("unpriced", node("u0", 8), price="1.00", flavor=H100)  # prices h100, has a100 nodes
         placed = place(ask(1), [mig_only, unpriced, cluster("west", node("w0", 1))])
         assert rejections(placed) == {"mig": Rejected.NO_FLAVOR, "unpriced": Rejected.NO_PRICE}
-        assert [r.reason for r in placed.rejected] == ["does not offer a100-80gb", "has no price for a100-80gb"]
+        assert [r.reason.words for r in placed.rejected] == ["does not offer a100-80gb", "has no price for a100-80gb"]
 
     def test_a_re_placed_workload_goes_elsewhere_when_it_can(self):
         clusters = [cluster("east", node("e0", 8), price="2.10"), cluster("west", node("w0", 8), price="2.50")]
@@ -131,7 +132,7 @@ class TestTheCases:
         assert rejections(place(ask(2, spot=True), [spot_only, mixed])) == {"mixed": Rejected.NO_ROOM}
         placed = place(ask(2), [spot_only, mixed])
         assert placed.best.cluster == "mixed" and placed.best.free == 8 and not placed.best.spot_price
-        assert placed.rejected[0].reason == "does not offer a100-80gb"
+        assert placed.rejected[0].reason.words == "does not offer a100-80gb"
         placed = place(ask(1, spot=True), [cluster("nospot", node("n0", 8), spot_price="0.50")])
         assert placed.reason == "no cluster can take it: nospot: does not offer a100-80gb on spot nodes"
 
@@ -149,7 +150,7 @@ class TestTheCases:
                                          cluster("west", node("w0", 16, allocatable=16), price="2.50")])
         assert placed.best.cluster == ("east" if east_fits else "west") and placed.best.fits
         if not east_fits:
-            assert placed.rejected[0].reason == "no room for 4 blocks of 4: 3 free (largest free block 8)"
+            assert placed.rejected[0].reason.words == "no room for 4 blocks of 4: 3 free (largest free block 8)"
         assert next(c for c in placed.candidates if c.cluster == "west").blocks == 4
 
     def test_when_nothing_fits_now_the_work_waits_where_it_should_fit_soonest(self):
@@ -306,7 +307,7 @@ class TestProperties:
         for name in ranked:  # never lost, draining, lacking the flavor or a price, or failing the selector
             assert can_take(req, by_name[name])
         for rejection in placed.rejected:
-            assert (rejection.code == Rejected.NO_ROOM) == can_take(req, by_name[rejection.cluster])
+            assert (rejection.reason.code == Rejected.NO_ROOM) == can_take(req, by_name[rejection.cluster])
 
     @hsettings(max_examples=200, deadline=None)
     @given(scenarios())

@@ -70,7 +70,7 @@ def test_the_requeue_keeps_the_attempts_placement_and_the_next_one_says_why_it_s
     cluster = fleet.default_cluster()
     assert (attempt.cluster_id, attempt.placement_reason) == (cluster.pk, f"{cluster.name}: most free a100-80gb at 4.10/h (8)")
     assert attempt.started_at is not None and attempt.stopped_at is not None and attempt.ended_at is not None
-    assert attempt.end_code == ReasonCode.PREEMPTED
+    assert attempt.end_reason_code == ReasonCode.PREEMPTED
     # The current attempt (2) stays where attempt 1 ran, and its reason says so, not attempt 1's figures.
     assert (requeued.attempt, requeued.cluster_id, requeued.attempt_started_at) == (2, cluster.pk, None)
     assert requeued.placement_reason == KEPT_PLACEMENT.format(cluster=cluster.name, attempt=1, noun="run")
@@ -119,7 +119,7 @@ def test_a_run_taken_off_a_lost_cluster_records_its_attempt_without_logs(member,
     assert lifecycle.requeue(kind_for("run"), run, timezone.now(), reason="cluster default unreachable",
                              code=ReasonCode.CLUSTER_LOST, place_again=True)
     attempt = Attempt.objects.get(ref=run.ref, number=1)
-    assert (attempt.cluster_id, attempt.end_code, attempt.logs, attempt.stopped_at) == (
+    assert (attempt.cluster_id, attempt.end_reason_code, attempt.logs, attempt.stopped_at) == (
         cluster, ReasonCode.CLUSTER_LOST, [], None)
     run.refresh_from_db()
     assert (run.cluster_id, run.placement_reason) == (None, "")

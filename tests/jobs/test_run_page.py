@@ -27,7 +27,7 @@ def attempt_one(**fields) -> Attempt:
     """Attempt 1: placed on west at 0:01, started 0:03, preempted 0:20, queued again 0:21; checkpoint at 0:15."""
     values = {"ref": "run:7", "number": 1, "cluster": WEST, "placement_reason": "west: most free a100-80gb (8; east 2)",
               "placed_at": at(1), "admitted_at": at(1), "applied_at": at(2), "started_at": at(3),
-              "stopped_at": at(20), "ended_at": at(21), "end_code": ReasonCode.PREEMPTED,
+              "stopped_at": at(20), "ended_at": at(21), "end_reason_code": ReasonCode.PREEMPTED,
               "end_reason": "preempted: team nlp reclaimed 4\u00d7 a100-80gb of its quota",
               "checkpoint": {"at": at(15).isoformat(), "step": 300, "path": "/ckpt/s300"}, "logs": [{"lines": ["x"]}]}
     return Attempt(**{**values, **fields})

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from core.writes import insert_of, update_of
 from quotas.admission import admit, admit_waiting, release
-from quotas.constants import Outcome, Priority, Reason
+from quotas.constants import AdmissionCode, Outcome, Priority
 from quotas.decide import ResourceRequest
 from quotas.facts import units_in_use, units_of
 from quotas.ledger import record_usage
@@ -40,7 +40,7 @@ def admitted_signals():
 
 def test_it_admits_and_writes_one_hold(quota_team):
     decision = admit(quota_team, a100(4), "run:1")
-    assert decision.admitted and decision.reason == Reason.ADMITTED
+    assert decision.admitted and decision.reason.code == AdmissionCode.ADMITTED
     hold = QuotaHold.objects.get(ref="run:1")
     assert (hold.units, hold.flavor.name, hold.released_at) == (4, "a100-80gb", None)
 
@@ -48,29 +48,29 @@ def test_it_admits_and_writes_one_hold(quota_team):
 def test_it_queues_what_fits_the_limit_but_not_now(quota_team):
     admit(quota_team, a100(6), "run:1")
     decision = admit(quota_team, a100(4), "run:2")
-    assert decision.queued and decision.reason == Reason.WAITING_FOR_QUOTA
-    assert decision.message == "waiting for quota: needs 4\u00d7 a100-80gb, 6 of 8 in use"
+    assert decision.queued and decision.reason.code == AdmissionCode.WAITING_FOR_QUOTA
+    assert decision.reason.words == "waiting for quota: needs 4\u00d7 a100-80gb, 6 of 8 in use"
     assert decision.position == 1
     assert not QuotaHold.objects.filter(ref="run:2").exists()
     assert QueuedRequest.objects.get(ref="run:2").units == 4
 
 
 @pytest.mark.parametrize(("request_", "reason"), [
-    (ResourceRequest("a100-80gb", 16, 8), Reason.EXCEEDS_QUOTA),
-    (ResourceRequest("l4", 2, 2), Reason.EXCEEDS_LARGEST_NODE),
-    (ResourceRequest("tpu-v5", 1, 1), Reason.UNKNOWN_FLAVOR),
-    (ResourceRequest("h100-80gb", 1, 1), Reason.NO_QUOTA_FOR_FLAVOR),
+    (ResourceRequest("a100-80gb", 16, 8), AdmissionCode.EXCEEDS_QUOTA),
+    (ResourceRequest("l4", 2, 2), AdmissionCode.EXCEEDS_LARGEST_NODE),
+    (ResourceRequest("tpu-v5", 1, 1), AdmissionCode.UNKNOWN_FLAVOR),
+    (ResourceRequest("h100-80gb", 1, 1), AdmissionCode.NO_QUOTA_FOR_FLAVOR),
 ])
 def test_it_rejects_and_writes_nothing(quota_team, request_, reason):
     decision = admit(quota_team, request_, "run:9")
-    assert decision.rejected and decision.reason == reason
+    assert decision.rejected and decision.reason.code == reason
     assert not QuotaHold.objects.exists() and not QueuedRequest.objects.exists()
 
 
 def test_it_rejects_an_inactive_flavor(quota_team, flavors):
     flavors["l4"].active = False
     flavors["l4"].save()
-    assert admit(quota_team, ResourceRequest("l4", 1, 1), "run:1").reason == Reason.INACTIVE_FLAVOR
+    assert admit(quota_team, ResourceRequest("l4", 1, 1), "run:1").reason.code == AdmissionCode.INACTIVE_FLAVOR
 
 
 def test_it_rejects_when_the_monthly_budget_is_spent(budget_team, member, flavors):
@@ -78,8 +78,8 @@ def test_it_rejects_when_the_monthly_budget_is_spent(budget_team, member, flavor
     # 25 hours of one A100 at 4.10/h = 102.50 > 100.00 budget.
     record_usage(budget_team, "run:0", flavors["a100-80gb"], member, now - timedelta(hours=25), now, 1, False)
     decision = admit(budget_team, a100(1), "run:1")
-    assert decision.reason == Reason.BUDGET_EXHAUSTED
-    assert "102.50 of 100.00 USD" in decision.message
+    assert decision.reason.code == AdmissionCode.BUDGET_EXHAUSTED
+    assert "102.50 of 100.00 USD" in decision.reason.words
 
 
 def test_it_does_not_double_reserve_when_admitting_a_ref_twice(quota_team):
@@ -281,10 +281,10 @@ def test_a_budgeted_team_reads_commitments_only_when_their_bound_could_queue_the
     with django_assert_num_queries(5) as ctx:  # + every kind's commitments, one statement
         decision = admit(budget_team, l4, "run:2")
     # The exact figure is nothing (run:1 is no workload with a known end): it fits and is admitted.
-    assert decision.admitted, decision.message
+    assert decision.admitted, decision.reason.words
     assert sum("max_runtime_minutes" in q["sql"] for q in ctx.captured_queries) == 1
     with django_assert_num_queries(5) as ctx:  # lock, facts, the month's open segments, queue entry, its position
-        assert admit(budget_team, estimated, "run:3").reason == Reason.WAITING_FOR_QUOTA  # 1,000 A100s held
+        assert admit(budget_team, estimated, "run:3").reason.code == AdmissionCode.WAITING_FOR_QUOTA  # 1,000 A100s held
     assert not any("max_runtime_minutes" in q["sql"] for q in ctx.captured_queries)  # the quota decided
 
 
@@ -310,7 +310,7 @@ def test_units_in_use_are_one_figure_for_admission_pages_and_the_admin(quota_tea
     assert units_in_use(quota_team) == {a100_id: 3}
     assert units_in_use() == {a100_id: 4}  # every team's: the Capacity page
     assert units_of(quota_team, a100_id) == (3, 8)
-    assert admit(quota_team, a100(5), "run:5").message.endswith("8 of 8 now in use")  # the hot path's sum agrees
+    assert admit(quota_team, a100(5), "run:5").reason.words.endswith("8 of 8 now in use")  # the hot path's sum agrees
     assert next(row for row in usage_summary(quota_team) if row["flavor"] == "a100-80gb")["in_use"] == 8
     from quotas.facts import in_use_of_row
     annotated = TeamQuota.objects.filter(team=quota_team, flavor_id=a100_id).annotate(in_use=in_use_of_row()).get()

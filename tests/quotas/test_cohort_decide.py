@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quotas.constants import Outcome, Reason
+from quotas.constants import AdmissionCode, Outcome
 from quotas.decide import FlavorQuota, Lender, ResourceRequest, decide
 
 
@@ -58,8 +58,8 @@ CASES = [
                          [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_decide_in_a_cohort(request_, usage, facts, outcome, borrows, fragment):
     decision = decide(request_, usage, facts)
-    assert (decision.outcome, decision.borrows) == (outcome, borrows), decision.message
-    assert fragment in decision.message
+    assert (decision.outcome, decision.borrows) == (outcome, borrows), decision.reason.words
+    assert fragment in decision.reason.words
     assert decision.preemptible == (borrows > 0)
 
 
@@ -69,16 +69,16 @@ def test_two_borrowers_compete_for_the_same_idle_units():
     b = decide(req(2), 4, quota(4, lender, Lender("c", 4, 4)))
     assert b.admitted and b.borrows == 2
     c = decide(req(1), 4, quota(4, lender, Lender("b", 4, 6)))
-    assert c.queued and "the cohort can lend 0" in c.message
+    assert c.queued and "the cohort can lend 0" in c.reason.words
 
 
 def test_a_team_outside_any_cohort_is_unchanged():
     wall = FlavorQuota(max_units_per_node=8, limit=8)
     assert decide(req(2), 6, wall).admitted and decide(req(2), 6, wall).borrows == 0
-    assert decide(req(3), 6, wall).message == "waiting for quota: needs 3\u00d7 a100-80gb, 6 of 8 in use"
-    assert decide(req(9), 0, wall).message == "needs 9\u00d7 a100-80gb, more than the team's limit of 8"
+    assert decide(req(3), 6, wall).reason.words == "waiting for quota: needs 3\u00d7 a100-80gb, 6 of 8 in use"
+    assert decide(req(9), 0, wall).reason.words == "needs 9\u00d7 a100-80gb, more than the team's limit of 8"
     zero = FlavorQuota(max_units_per_node=8, limit=0)
-    assert decide(req(1), 0, zero).reason == Reason.NO_QUOTA_FOR_FLAVOR
+    assert decide(req(1), 0, zero).reason.code == AdmissionCode.NO_QUOTA_FOR_FLAVOR
     # Borrowing and lending limits mean nothing outside a cohort.
     assert decide(req(3), 6, dataclasses.replace(wall, borrowing_limit=4)).queued
 

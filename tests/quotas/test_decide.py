@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobs.constants import MAX_RUNTIME_MINUTES
-from quotas.constants import PERMANENT_REASONS, Outcome, Reason
+from quotas.constants import PERMANENT_REASONS, AdmissionCode, Outcome
 from quotas.decide import BudgetState, FlavorQuota, ResourceRequest, decide
 
 A100 = FlavorQuota(max_units_per_node=8, limit=8)
@@ -34,53 +34,53 @@ NOTHING_LEFT = BudgetState(Decimal("400"), Decimal("100"), "USD", Decimal("300")
 
 CASES = [
     # id, request, usage, quota, budget, outcome, reason, message fragment
-    ("fits", req(4), 2, A100, NO_BUDGET, Outcome.ADMIT, Reason.ADMITTED, "admitted: 4\u00d7 a100-80gb, 6 of 8 now in use"),
-    ("fits-exactly", req(2), 6, A100, BUDGET_OK, Outcome.ADMIT, Reason.ADMITTED, "8 of 8 now in use"),
-    ("waits", req(4), 6, A100, NO_BUDGET, Outcome.QUEUE, Reason.WAITING_FOR_QUOTA,
+    ("fits", req(4), 2, A100, NO_BUDGET, Outcome.ADMIT, AdmissionCode.ADMITTED, "admitted: 4\u00d7 a100-80gb, 6 of 8 now in use"),
+    ("fits-exactly", req(2), 6, A100, BUDGET_OK, Outcome.ADMIT, AdmissionCode.ADMITTED, "8 of 8 now in use"),
+    ("waits", req(4), 6, A100, NO_BUDGET, Outcome.QUEUE, AdmissionCode.WAITING_FOR_QUOTA,
      "waiting for quota: needs 4\u00d7 a100-80gb, 6 of 8 in use"),
-    ("waits-one-over", req(1), 8, A100, BUDGET_OK, Outcome.QUEUE, Reason.WAITING_FOR_QUOTA, "8 of 8 in use"),
+    ("waits-one-over", req(1), 8, A100, BUDGET_OK, Outcome.QUEUE, AdmissionCode.WAITING_FOR_QUOTA, "8 of 8 in use"),
     ("would-exceed-budget", req(4, cost="412.80"), 0, A100, BUDGET_COMMITTED, Outcome.QUEUE,
-     Reason.WAITING_FOR_BUDGET, "waiting for budget: est. 412.80 would exceed the 230.15 USD left this month"),
-    ("fits-the-budget", req(4, cost="230.15"), 0, A100, BUDGET_COMMITTED, Outcome.ADMIT, Reason.ADMITTED,
+     AdmissionCode.WAITING_FOR_BUDGET, "waiting for budget: est. 412.80 would exceed the 230.15 USD left this month"),
+    ("fits-the-budget", req(4, cost="230.15"), 0, A100, BUDGET_COMMITTED, Outcome.ADMIT, AdmissionCode.ADMITTED,
      "4 of 8 now in use"),
     # Without a runtime limit a run counts until the month's end: 16.40 an hour for 100 hours.
     ("no-limit-counts-to-the-months-end", req(4, rate="16.40"), 0, A100, BUDGET_COMMITTED, Outcome.QUEUE,
-     Reason.WAITING_FOR_BUDGET, "waiting for budget: est. 1,640.00 until the month's end (no runtime limit) would "
+     AdmissionCode.WAITING_FOR_BUDGET, "waiting for budget: est. 1,640.00 until the month's end (no runtime limit) would "
      "exceed the 230.15 USD left this month"),
     ("no-limit-fits-until-the-months-end", req(1, rate="2.30"), 0, A100, BUDGET_COMMITTED, Outcome.ADMIT,
-     Reason.ADMITTED, "1 of 8 now in use"),
+     AdmissionCode.ADMITTED, "1 of 8 now in use"),
     ("no-limit-with-nothing-left", req(1, rate="4.10"), 0, A100, NOTHING_LEFT, Outcome.QUEUE,
-     Reason.WAITING_FOR_BUDGET, "would exceed the 0.00 USD left this month"),
+     AdmissionCode.WAITING_FOR_BUDGET, "would exceed the 0.00 USD left this month"),
     ("a-limit-counts-until-the-months-end-at-most", req(4, cost="3280.00", rate="16.40"), 0, A100,
-     BUDGET_COMMITTED, Outcome.QUEUE, Reason.WAITING_FOR_BUDGET, "est. 1,640.00 would exceed"),
+     BUDGET_COMMITTED, Outcome.QUEUE, AdmissionCode.WAITING_FOR_BUDGET, "est. 1,640.00 would exceed"),
     # Unpriced (an endpoint's burst: never committed, reclaimed when the budget is spent).
-    ("unpriced-not-weighed", req(4), 0, A100, BUDGET_COMMITTED, Outcome.ADMIT, Reason.ADMITTED, "admitted"),
+    ("unpriced-not-weighed", req(4), 0, A100, BUDGET_COMMITTED, Outcome.ADMIT, AdmissionCode.ADMITTED, "admitted"),
     # Burst past the alert threshold (80 of 100 spent): held back, even while the quota has room.
     ("burst-past-the-alert", dataclasses.replace(req(2), burst=True), 0, A100, ALERTED, Outcome.QUEUE,
-     Reason.BUDGET_ALERT, "the month's spend passed 80% of the budget"),
+     AdmissionCode.BUDGET_ALERT, "the month's spend passed 80% of the budget"),
     ("no-burst-when-spent", dataclasses.replace(req(2), burst=True), 0, A100,
-     dataclasses.replace(BUDGET_SPENT, alert_threshold_percent=80), Outcome.QUEUE, Reason.BUDGET_ALERT, "80%"),
+     dataclasses.replace(BUDGET_SPENT, alert_threshold_percent=80), Outcome.QUEUE, AdmissionCode.BUDGET_ALERT, "80%"),
     ("burst-below-the-alert", dataclasses.replace(req(2), burst=True), 0, A100,
-     dataclasses.replace(ALERTED, spent_month=Decimal("79.99")), Outcome.ADMIT, Reason.ADMITTED, "admitted"),
-    ("not-burst-past-the-alert", req(2), 0, A100, ALERTED, Outcome.ADMIT, Reason.ADMITTED, "admitted"),
-    ("budget-spent", req(1), 0, A100, BUDGET_SPENT, Outcome.REJECT, Reason.BUDGET_EXHAUSTED,
+     dataclasses.replace(ALERTED, spent_month=Decimal("79.99")), Outcome.ADMIT, AdmissionCode.ADMITTED, "admitted"),
+    ("not-burst-past-the-alert", req(2), 0, A100, ALERTED, Outcome.ADMIT, AdmissionCode.ADMITTED, "admitted"),
+    ("budget-spent", req(1), 0, A100, BUDGET_SPENT, Outcome.REJECT, AdmissionCode.BUDGET_EXHAUSTED,
      "monthly budget spent: 100.00 of 100.00 USD"),
     ("no-quota", req(1), 0, FlavorQuota(max_units_per_node=8, limit=None), NO_BUDGET, Outcome.REJECT,
-     Reason.NO_QUOTA_FOR_FLAVOR, "no quota for a100-80gb"),
+     AdmissionCode.NO_QUOTA_FOR_FLAVOR, "no quota for a100-80gb"),
     ("zero-quota", req(1), 0, FlavorQuota(max_units_per_node=8, limit=0), NO_BUDGET, Outcome.REJECT,
-     Reason.NO_QUOTA_FOR_FLAVOR, "no quota"),
+     AdmissionCode.NO_QUOTA_FOR_FLAVOR, "no quota"),
     ("over-limit", req(16, 8), 0, FlavorQuota(max_units_per_node=8, limit=8), NO_BUDGET, Outcome.REJECT,
-     Reason.EXCEEDS_QUOTA, "needs 16\u00d7 a100-80gb, more than the team's limit of 8"),
+     AdmissionCode.EXCEEDS_QUOTA, "needs 16\u00d7 a100-80gb, more than the team's limit of 8"),
     ("over-node", req(2, 2, "l4"), 0, FlavorQuota(max_units_per_node=1, limit=4), NO_BUDGET, Outcome.REJECT,
-     Reason.EXCEEDS_LARGEST_NODE, "needs 2\u00d7 l4 per worker, but the largest node has 1"),
+     AdmissionCode.EXCEEDS_LARGEST_NODE, "needs 2\u00d7 l4 per worker, but the largest node has 1"),
     ("unknown", req(1, flavor="tpu"), 0, FlavorQuota(exists=False), NO_BUDGET, Outcome.REJECT,
-     Reason.UNKNOWN_FLAVOR, "unknown GPU flavor 'tpu'"),
+     AdmissionCode.UNKNOWN_FLAVOR, "unknown GPU flavor 'tpu'"),
     ("inactive", req(1), 0, FlavorQuota(active=False, max_units_per_node=8, limit=8), NO_BUDGET, Outcome.REJECT,
-     Reason.INACTIVE_FLAVOR, "no longer offered"),
-    ("zero-units", ResourceRequest("a100-80gb", 0, 0), 0, A100, NO_BUDGET, Outcome.REJECT, Reason.INVALID_REQUEST,
+     AdmissionCode.INACTIVE_FLAVOR, "no longer offered"),
+    ("zero-units", ResourceRequest("a100-80gb", 0, 0), 0, A100, NO_BUDGET, Outcome.REJECT, AdmissionCode.INVALID_REQUEST,
      "invalid request"),
     ("per-node-above-total", ResourceRequest("a100-80gb", 2, 4), 0, A100, NO_BUDGET, Outcome.REJECT,
-     Reason.INVALID_REQUEST, "invalid request"),
+     AdmissionCode.INVALID_REQUEST, "invalid request"),
 ]
 
 
@@ -88,8 +88,8 @@ CASES = [
                          [case[1:] for case in CASES], ids=[case[0] for case in CASES])
 def test_it_decides_every_reason(request_, usage, quota, budget, outcome, reason, message):
     decision = decide(request_, usage, quota, budget)
-    assert (decision.outcome, decision.reason) == (outcome, reason)
-    assert message in decision.message
+    assert (decision.outcome, decision.reason.code) == (outcome, reason)
+    assert message in decision.reason.words
     assert decision.admitted == (outcome == Outcome.ADMIT)
     assert decision.queued == (outcome == Outcome.QUEUE)
     assert decision.rejected == (outcome == Outcome.REJECT)
@@ -116,14 +116,14 @@ DRAINED = "a100-80gb is only offered by east, which is draining"  # what cluster
 #: Work no cluster can take now (``no_cluster``, worked out outside decide): it waits, but only
 #: once nothing the team can act on holds it back — what can never work is still refused.
 CLUSTER_CASES = [
-    ("waits-for-a-cluster", req(4), 2, A100, NO_BUDGET, Outcome.QUEUE, Reason.WAITING_FOR_CLUSTER,
+    ("waits-for-a-cluster", req(4), 2, A100, NO_BUDGET, Outcome.QUEUE, AdmissionCode.WAITING_FOR_CLUSTER,
      f"waiting: {DRAINED}"),
-    ("quota-is-named-first", req(4), 6, A100, NO_BUDGET, Outcome.QUEUE, Reason.WAITING_FOR_QUOTA,
+    ("quota-is-named-first", req(4), 6, A100, NO_BUDGET, Outcome.QUEUE, AdmissionCode.WAITING_FOR_QUOTA,
      "waiting for quota"),
     ("money-is-named-first", req(4, cost="412.80"), 0, A100, BUDGET_COMMITTED, Outcome.QUEUE,
-     Reason.WAITING_FOR_BUDGET, "waiting for budget"),
-    ("never-is-still-refused", req(16, 8), 0, A100, NO_BUDGET, Outcome.REJECT, Reason.EXCEEDS_QUOTA, "more than"),
-    ("spent-is-still-refused", req(1), 0, A100, BUDGET_SPENT, Outcome.REJECT, Reason.BUDGET_EXHAUSTED, "spent"),
+     AdmissionCode.WAITING_FOR_BUDGET, "waiting for budget"),
+    ("never-is-still-refused", req(16, 8), 0, A100, NO_BUDGET, Outcome.REJECT, AdmissionCode.EXCEEDS_QUOTA, "more than"),
+    ("spent-is-still-refused", req(1), 0, A100, BUDGET_SPENT, Outcome.REJECT, AdmissionCode.BUDGET_EXHAUSTED, "spent"),
 ]
 
 
@@ -132,34 +132,34 @@ CLUSTER_CASES = [
 def test_it_queues_work_no_cluster_can_take_after_every_other_check(request_, usage, quota, budget, outcome, reason,
                                                                     message):
     decision = decide(request_, usage, quota, budget, DRAINED)
-    assert (decision.outcome, decision.reason) == (outcome, reason)
-    assert message in decision.message
+    assert (decision.outcome, decision.reason.code) == (outcome, reason)
+    assert message in decision.reason.words
     # Without the clusters' word the same request is decided as before: the clusters only ever queue.
-    assert decide(request_, usage, quota, budget).reason == (Reason.ADMITTED if reason == Reason.WAITING_FOR_CLUSTER
+    assert decide(request_, usage, quota, budget).reason.code == (AdmissionCode.ADMITTED if reason == AdmissionCode.WAITING_FOR_CLUSTER
                                                              else reason)
 
 
 def test_it_covers_every_reason_in_the_table():
-    reasons = {value for name, value in vars(Reason).items() if name.isupper()}
+    reasons = {value for name, value in vars(AdmissionCode).items() if name.isupper()}
     assert reasons == {case[6] for case in CASES + CLUSTER_CASES}
 
 
 def test_it_treats_every_reject_but_budget_as_permanent():
     rejects = {case[6] for case in CASES if case[5] == Outcome.REJECT}
-    assert rejects - {Reason.BUDGET_EXHAUSTED} == set(PERMANENT_REASONS)
+    assert rejects - {AdmissionCode.BUDGET_EXHAUSTED} == set(PERMANENT_REASONS)
 
 
 def test_it_names_the_impossible_obstacle_before_the_temporary_one():
     # A request that exceeds the limit is rejected even while the quota is fully used.
     decision = decide(req(9, 8), 8, A100, BUDGET_SPENT)
-    assert decision.reason == Reason.EXCEEDS_QUOTA
+    assert decision.reason.code == AdmissionCode.EXCEEDS_QUOTA
 
 
 def test_with_nothing_left_a_run_without_a_limit_waits_like_one_with_a_limit():
     """The gate of issue 20: 0.00 left let a run without a runtime limit start while the same run with one queued."""
     with_limit, without = req(1, cost="4.10", rate="4.10"), req(1, rate="4.10")
-    assert decide(with_limit, 0, A100, NOTHING_LEFT).reason == Reason.WAITING_FOR_BUDGET
-    assert decide(without, 0, A100, NOTHING_LEFT).reason == Reason.WAITING_FOR_BUDGET
+    assert decide(with_limit, 0, A100, NOTHING_LEFT).reason.code == AdmissionCode.WAITING_FOR_BUDGET
+    assert decide(without, 0, A100, NOTHING_LEFT).reason.code == AdmissionCode.WAITING_FOR_BUDGET
 
 
 MONEY = st.decimals(min_value=0, max_value=100_000, places=2)
@@ -178,6 +178,6 @@ def test_removing_the_runtime_limit_never_turns_a_queue_into_an_admission(
     budget = BudgetState(limit, spent, "USD", committed, hours_left) if budgeted else None
     limited, unlimited = decide(with_limit, usage, A100, budget), decide(without, usage, A100, budget)
     if not limited.admitted:
-        assert not unlimited.admitted, (limited.message, unlimited.message)
+        assert not unlimited.admitted, (limited.reason.words, unlimited.reason.words)
     # ...and leaving it out never counts less against the budget.
     assert without.committed_cost(hours_left) >= with_limit.committed_cost(hours_left)

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from quotas.admission import admit, resize
-from quotas.constants import Reason
+from quotas.constants import AdmissionCode
 from quotas.decide import ResourceRequest
 from quotas.ledger import record_usage
 from quotas.models import QuotaHold
@@ -22,23 +22,23 @@ def units(ref: str) -> int:
 
 @pytest.mark.parametrize(("others", "start", "to", "admitted", "reason", "after"), [
     # (units other workloads hold, this one's units, asked, admitted?, reason, units after)
-    (0, 2, 8, True, Reason.ADMITTED, 8),            # grows into the whole limit (its own units count as free)
-    (4, 2, 4, True, Reason.ADMITTED, 4),            # 4 + 4 = 8, the limit exactly
-    (4, 2, 5, False, Reason.WAITING_FOR_QUOTA, 2),  # 4 + 5 > 8: refused, nothing changes
-    (0, 2, 9, False, Reason.EXCEEDS_QUOTA, 2),      # more than the limit can ever give
-    (6, 2, 1, True, Reason.ADMITTED, 1),            # shrinking always succeeds
-    (6, 2, 2, True, Reason.ADMITTED, 2),            # the same size: nothing to do
+    (0, 2, 8, True, AdmissionCode.ADMITTED, 8),            # grows into the whole limit (its own units count as free)
+    (4, 2, 4, True, AdmissionCode.ADMITTED, 4),            # 4 + 4 = 8, the limit exactly
+    (4, 2, 5, False, AdmissionCode.WAITING_FOR_QUOTA, 2),  # 4 + 5 > 8: refused, nothing changes
+    (0, 2, 9, False, AdmissionCode.EXCEEDS_QUOTA, 2),      # more than the limit can ever give
+    (6, 2, 1, True, AdmissionCode.ADMITTED, 1),            # shrinking always succeeds
+    (6, 2, 2, True, AdmissionCode.ADMITTED, 2),            # the same size: nothing to do
 ])
 def test_it_resizes_a_hold_by_the_admission_rules(quota_team, others, start, to, admitted, reason, after):
     if others:
         assert admit(quota_team, ResourceRequest("a100-80gb", others, 1), "run:other").admitted
     assert admit(quota_team, ResourceRequest("a100-80gb", start, 1), "ep:1").admitted
     decision = resize(quota_team, "ep:1", to)
-    assert (decision.admitted, decision.reason) == (admitted, reason)
+    assert (decision.admitted, decision.reason.code) == (admitted, reason)
     assert not decision.queued  # a resize is answered now: it never queues
     assert units("ep:1") == after
     if not admitted:
-        assert "a100-80gb" in decision.message
+        assert "a100-80gb" in decision.reason.words
 
 
 def test_it_refuses_growth_once_the_budget_is_spent(budget_team, member):
@@ -46,7 +46,7 @@ def test_it_refuses_growth_once_the_budget_is_spent(budget_team, member):
     now = timezone.now()
     record_usage(budget_team, "run:old", "a100-80gb", member, now - timedelta(hours=30), now, 1, False)  # 123 > 100
     decision = resize(budget_team, "ep:1", 2)
-    assert decision.rejected and decision.reason == Reason.BUDGET_EXHAUSTED
+    assert decision.rejected and decision.reason.code == AdmissionCode.BUDGET_EXHAUSTED
     assert units("ep:1") == 1
     assert resize(budget_team, "ep:1", 1).admitted  # shrinking needs no budget
 
