@@ -37,7 +37,9 @@ from tests.jobs.conftest import run_payload
 from tests.threads import in_thread
 from workloads.tasks import apply_workload, reconcile_cluster
 
-pytestmark = pytest.mark.django_db(transaction=True)  # the tasks run in threads: each its own connection
+# The tasks run in threads, each with its own connection, writing at once: PostgreSQL's row locks (SQLite's
+# in-memory test database locks whole tables, and one cycle fails with "database table is locked").
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 NS = "team-ml-research"
 #: west's client timeout: far above a cycle of a few runs, so the timeout is west's alone.
 WEST_TIMEOUT = 2.0
