@@ -5,6 +5,7 @@ report starts its own (docs/metrics.md "Progress and ETA")."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from html import unescape
 
 import pytest
@@ -13,7 +14,7 @@ from django.utils import timezone
 
 from jobs import metrics
 from jobs.constants import RunState
-from jobs.models import TrainingRun
+from jobs.models import RunProgress, TrainingRun
 from slipway.insight import _eta, _percent, progress_words
 from tests.jobs.test_metrics_api import run_client, start, submit, url
 
@@ -44,6 +45,12 @@ def test_a_run_queued_again_shows_its_last_attempts_step_without_an_eta_until_it
         started, api, client, member):
     run_id = started
     report(run_id, 20)
+    # Step 20 came ten minutes ago: a rate of 2 steps a minute, an ETA half an hour out — two reports a few
+    # milliseconds apart would put the ETA within a second, and a slow page would say "any moment now".
+    # (Its attempt began before that.)
+    TrainingRun.objects.filter(pk=run_id).update(attempt_started_at=F("attempt_started_at") - timedelta(minutes=20))
+    RunProgress.objects.filter(run_id=run_id).update(at=F("at") - timedelta(minutes=10),
+                                                     window_at=F("window_at") - timedelta(minutes=10))
     running = report(run_id, 40)
     assert running["eta"] is not None and running["last_attempt"] is False
     assert "ETA" in page_progress(client, member, run_id)
