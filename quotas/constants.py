@@ -53,7 +53,7 @@ class AdmissionCode:
 
 
 #: Admission codes that can never turn into an admission by waiting (the caller answers 400).
-PERMANENT_REASONS = (
+PERMANENT_CODES = (
     AdmissionCode.NO_QUOTA_FOR_FLAVOR,
     AdmissionCode.EXCEEDS_QUOTA,
     AdmissionCode.EXCEEDS_LARGEST_NODE,

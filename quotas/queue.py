@@ -83,7 +83,7 @@ def queue_reasons(team) -> dict[str, str]:
 
 
 #: Reasons that hold work back for money: no quota freeing up starts it.
-MONEY_REASONS = (AdmissionCode.WAITING_FOR_BUDGET, AdmissionCode.BUDGET_EXHAUSTED)
+MONEY_CODES = (AdmissionCode.WAITING_FOR_BUDGET, AdmissionCode.BUDGET_EXHAUSTED)
 
 
 def held_beyond_quota(team, candidate: tuple[str, ResourceRequest] | None = None,

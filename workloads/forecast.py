@@ -56,7 +56,7 @@ from quotas.decide import Decision
 from quotas.facts import CohortFigures, cohort_of_quotas, team_quotas
 from quotas.ledger import month_end
 from quotas.models import Cohort, QueuedRequest, QuotaHold
-from quotas.queue import MONEY_REASONS, held_beyond_quota
+from quotas.queue import MONEY_CODES, held_beyond_quota
 from quotas.reclaim import Rules
 from workloads import estimates
 from workloads.identity import WorkloadId
@@ -172,7 +172,7 @@ def _ahead(workload) -> Ahead:
 
 def held_estimate(decision: Decision, now: datetime) -> StartEstimate:
     """The estimate of work held back by more than its quota (:func:`quotas.queue.held_beyond_quota`): no time, and why."""
-    if decision.reason.code in MONEY_REASONS:
+    if decision.reason.code in MONEY_CODES:
         turn = timezone.localtime(month_end(now))
         return StartEstimate(None, unknown=(
             "start time unknown: it waits for money, not GPUs — it starts when the budget allows it (an admin "

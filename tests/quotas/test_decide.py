@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobs.constants import MAX_RUNTIME_MINUTES
-from quotas.constants import PERMANENT_REASONS, AdmissionCode, Outcome
+from quotas.constants import PERMANENT_CODES, AdmissionCode, Outcome
 from quotas.decide import BudgetState, FlavorQuota, ResourceRequest, decide
 
 A100 = FlavorQuota(max_units_per_node=8, limit=8)
@@ -146,7 +146,7 @@ def test_it_covers_every_reason_in_the_table():
 
 def test_it_treats_every_reject_but_budget_as_permanent():
     rejects = {case[6] for case in CASES if case[5] == Outcome.REJECT}
-    assert rejects - {AdmissionCode.BUDGET_EXHAUSTED} == set(PERMANENT_REASONS)
+    assert rejects - {AdmissionCode.BUDGET_EXHAUSTED} == set(PERMANENT_CODES)
 
 
 def test_it_names_the_impossible_obstacle_before_the_temporary_one():
