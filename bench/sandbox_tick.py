@@ -152,7 +152,7 @@ def populate(count: int, cluster: str, flavors: list[FlavorSpec]) -> None:
         rows.append(
             SimObject(
                 cluster=cluster,
-                kind=clean["kind"],
+                resource_kind=clean["kind"],
                 api_version=clean["apiVersion"],
                 namespace=meta.get("namespace") or meta["name"],
                 name=meta["name"],
