@@ -34,7 +34,6 @@ from inference.constants import (
 from inference.models import EndpointRevision, InferenceEndpoint
 from inference.validation import ROLLOUT_FIELDS, check_sizes, parse_endpoint_request
 from quotas import admission, policy
-from quotas.constants import AdmissionCode
 from quotas.decide import Decision
 from quotas.facts import cohort_id_of
 from quotas.models import GpuFlavor, unknown_flavor
@@ -98,17 +97,6 @@ def _flavor(team: Team, fields: dict) -> GpuFlavor:
     return flavor
 
 
-def _rejection_errors(decision: Decision) -> dict[str, list[str]]:
-    """Put an admission rejection on the field the user has to change."""
-    if decision.reason.code in (AdmissionCode.UNKNOWN_FLAVOR, AdmissionCode.INACTIVE_FLAVOR, AdmissionCode.NO_QUOTA_FOR_FLAVOR):
-        return {"flavor": [decision.reason.words]}
-    if decision.reason.code == AdmissionCode.EXCEEDS_LARGEST_NODE:
-        return {"gpus_per_replica": [decision.reason.words]}
-    if decision.reason.code == AdmissionCode.EXCEEDS_QUOTA:
-        return {"min_replicas": [decision.reason.words]}
-    return {"non_field_errors": [decision.reason.words]}
-
-
 def create_endpoint(user, team: Team | str, data: dict) -> InferenceEndpoint:
     """Create an endpoint for ``team`` (a Team or its slug); returns it deploying (admitted) or queued.
 
@@ -131,7 +119,7 @@ def create_endpoint(user, team: Team | str, data: dict) -> InferenceEndpoint:
             secrets.store(endpoint, tuple(sorted(secret_env.items())))
             decision = workloads.admit_new(endpoint, lambda decided, now: _created_rows(user, endpoint, decided, now))
             if decision.rejected:
-                raise ValidationError(_rejection_errors(decision))
+                raise ValidationError(workloads.rejection_errors(decision, "gpus_per_replica", "min_replicas"))
     except IntegrityError:
         # Two creations with one name raced past the check above; the constraint decided.
         raise ValidationError({"name": [NAME_TAKEN.format(name=fields["name"])]}) from None

@@ -28,8 +28,7 @@ from jobs.constants import AUDIT_CANCELLED, AUDIT_SUBMITTED
 from jobs.models import TrainingRun
 from jobs.validation import RunRequest, parse_run_request
 from quotas import policy
-from quotas.constants import AdmissionCode
-from quotas.decide import Decision, ResourceRequest
+from quotas.decide import ResourceRequest
 from quotas.models import GpuFlavor
 from quotas.pricing import quote
 from teams.models import Role, Team
@@ -78,19 +77,6 @@ def _quota_request(request: RunRequest) -> ResourceRequest:
         spot=request.spot,
         description=f"run {request.name}",
     )
-def _rejection_errors(request: RunRequest, decision: Decision) -> dict[str, list[str]]:
-    """Put an admission rejection on the field the user has to change."""
-    if decision.reason.code in (AdmissionCode.UNKNOWN_FLAVOR, AdmissionCode.INACTIVE_FLAVOR, AdmissionCode.NO_QUOTA_FOR_FLAVOR):
-        field = "flavor"
-    elif decision.reason.code == AdmissionCode.EXCEEDS_LARGEST_NODE:
-        field = "gpus_per_worker"
-    elif decision.reason.code == AdmissionCode.EXCEEDS_QUOTA:
-        field = "workers" if request.workers > 1 else "gpus_per_worker"
-    else:
-        field = "non_field_errors"
-    return {field: [decision.reason.words]}
-
-
 def _shape(request: RunRequest) -> policy.Shape:
     """What a run asks of its flavor: training, ``workers`` pods as one job, ``gpus_per_worker`` units each."""
     return policy.Shape(training=True, workers=request.workers, units_per_pod=request.gpus_per_worker,
@@ -141,7 +127,8 @@ def submit_run(user, team: Team | str, request: RunRequest | dict) -> TrainingRu
                 AUDIT_SUBMITTED, actor=user, team=team, target=f"run {run.pk} ({run.name})",
                 flavor=flavor.name, units=run.total_units, outcome=decided.outcome)])
             if decision.rejected:
-                raise ValidationError(_rejection_errors(request, decision))
+                raise ValidationError(workloads.rejection_errors(
+                    decision, "gpus_per_worker", "workers" if request.workers > 1 else "gpus_per_worker"))
     except IntegrityError:
         # Two submissions with one name raced past the check above; the constraint decided.
         raise ValidationError({"name": [f"The team already has an active run named {request.name!r}."]}) from None

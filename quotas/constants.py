@@ -52,6 +52,9 @@ class AdmissionCode:
     INVALID_REQUEST = "InvalidRequest"
 
 
+#: Admission codes that say the flavor is what to change: unknown, no longer offered, or not in the team's quota.
+FLAVOR_CODES = (AdmissionCode.UNKNOWN_FLAVOR, AdmissionCode.INACTIVE_FLAVOR, AdmissionCode.NO_QUOTA_FOR_FLAVOR)
+
 #: Admission codes that can never turn into an admission by waiting (the caller answers 400).
 PERMANENT_CODES = (
     AdmissionCode.NO_QUOTA_FOR_FLAVOR,

@@ -27,7 +27,7 @@ from cluster.pods import LogSource, log_sources
 from core.queueing import publish_on_commit
 from core.writes import Write, run_together, update_of
 from quotas import admission, ledger
-from quotas.constants import ZERO
+from quotas.constants import FLAVOR_CODES, ZERO, AdmissionCode
 from quotas.decide import Decision
 from quotas.models import GpuFlavor, PreemptionEvent, unknown_flavor
 from workloads import attempts, lifecycle, tasks
@@ -75,6 +75,16 @@ def admit_new(workload, recorded: Callable[[Decision, datetime], Sequence[Write]
     elif not all(run_together(moved(decision, timezone.now()))):
         raise DatabaseError(f"queueing {workload.ref}: a write touched no row")
     return decision
+
+
+def rejection_errors(decision: Decision, per_node: str, total: str) -> dict[str, list[str]]:
+    """A refused admission as the field errors of a submission, on the field the user has to change: the
+    flavor; ``per_node`` (the units each pod asks) past the largest node; ``total`` (what sets the units in
+    all) past the quota; else the form as a whole. Every kind's submit says its refusals so."""
+    code = decision.reason.code
+    field = ("flavor" if code in FLAVOR_CODES else per_node if code == AdmissionCode.EXCEEDS_LARGEST_NODE
+             else total if code == AdmissionCode.EXCEEDS_QUOTA else "non_field_errors")
+    return {field: [decision.reason.words]}
 
 
 def check_flavor_and_name(model, team, flavor_name: str, name: str, name_taken: str,

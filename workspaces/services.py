@@ -32,8 +32,6 @@ import fleet.services as fleet
 from core.formatting import format_amount
 from core.queueing import publish_on_commit
 from quotas import admission, policy
-from quotas.constants import AdmissionCode
-from quotas.decide import Decision
 from quotas.models import GpuFlavor, PreemptionEvent, unknown_flavor
 from teams.models import Role, Team
 from teams.permissions import check_may_end, get_for_user, get_membership, require_team
@@ -106,15 +104,6 @@ def _checked(team: Team, fields: dict, *, for_preview: bool = False) -> GpuFlavo
     return flavor
 
 
-def _rejection_errors(decision: Decision) -> dict[str, list[str]]:
-    """Put an admission rejection on the field the user has to change."""
-    if decision.reason.code in (AdmissionCode.UNKNOWN_FLAVOR, AdmissionCode.INACTIVE_FLAVOR, AdmissionCode.NO_QUOTA_FOR_FLAVOR):
-        return {"flavor": [decision.reason.words]}
-    if decision.reason.code in (AdmissionCode.EXCEEDS_LARGEST_NODE, AdmissionCode.EXCEEDS_QUOTA):
-        return {"gpus": [decision.reason.words]}
-    return {"non_field_errors": [decision.reason.words]}
-
-
 def _target(workspace: Workspace) -> str:
     return f"workspace {workspace.pk} ({workspace.name})"
 
@@ -142,7 +131,7 @@ def create_workspace(user, team: Team | str, data: dict) -> Workspace:
                 c.AUDIT_CREATED, actor=user, team=team, target=_target(workspace), flavor=flavor.name,
                 units=workspace.gpus, home_gb=workspace.home_gb, outcome=decided.outcome)])
             if decision.rejected:
-                raise ValidationError(_rejection_errors(decision))
+                raise ValidationError(workloads.rejection_errors(decision, "gpus", "gpus"))
     except IntegrityError:
         # Two creations with one name raced past the check above; the constraint decided.
         raise ValidationError({"name": [NAME_TAKEN.format(name=fields["name"])]}) from None
@@ -256,7 +245,7 @@ def resume(user, workspace: Workspace) -> Workspace:
         decision = workloads.admit_new(workspace, lambda decided, _now: [audit_write(
             c.AUDIT_RESUMED, actor=user, team=workspace.team, target=_target(workspace), outcome=decided.outcome)])
         if decision.rejected:
-            raise ValidationError(_rejection_errors(decision))
+            raise ValidationError(workloads.rejection_errors(decision, "gpus", "gpus"))
     return workspace
 
 

@@ -45,6 +45,17 @@ def test_bad_input_is_a_400_with_field_errors(ws_api, team):
     assert not Workspace.objects.exists()
 
 
+def test_a_refused_admission_is_a_400_on_the_field_to_change(ws_api, team):
+    """The kinds' one rule (workloads.services.rejection_errors): past the quota, on ``gpus``; a flavor the
+    team has no quota for, on ``flavor``."""
+    too_many = ws_api.post(URL, {"team": team.slug, "name": "big", "flavor": "a100-80gb", "gpus": 2}, format="json")
+    assert too_many.status_code == 400
+    assert "more than the team's limit of 1" in too_many.json()["errors"]["gpus"][0]
+    no_quota = ws_api.post(URL, {"team": team.slug, "name": "l4", "flavor": "l4", "gpus": 1}, format="json")
+    assert no_quota.status_code == 400 and "no quota for l4" in no_quota.json()["errors"]["flavor"][0]
+    assert not Workspace.objects.exists()
+
+
 def test_a_dry_run_previews_and_writes_nothing(ws_api, team):
     response = ws_api.post(f"{URL}?dry_run=1", {"team": team.slug, "name": "explore", "flavor": "a100-1g.10gb"},
                            format="json")
