@@ -208,7 +208,8 @@ def measure(size: int, rounds: int) -> tuple[float, float, list[float], int, flo
             floors.append(floor())
     hours = [cycle(usage_hour(t0) + timedelta(hours=h, seconds=1)) for h in (1, 2, 3)]  # each turns an hour
     # Out of the next size's way: its prepared cluster does not show these, which would fail them.
-    TrainingRun.objects.filter(team=team).update(state="succeeded", open_units=0)
+    TrainingRun.objects.filter(team=team).update(state="succeeded")
+    QuotaHold.objects.held().filter(team=team).update(released_at=timezone.now(), open_units=0)
     return (statistics.median(s for s, _ in steady), statistics.median(floors),
             [s / f for (s, _), f in zip(steady, floors, strict=True)], max(w for _, w in steady),
             statistics.median(s for s, _ in hours), max(w for _, w in hours))

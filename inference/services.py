@@ -293,7 +293,8 @@ def _resize(endpoint: InferenceEndpoint, old_base: int) -> None:
     current = endpoint.replica_ceiling or old_base
     lowered_minimum = max(old_base - endpoint.base_replicas, 0)
     ceiling = min(max(current - lowered_minimum, endpoint.base_replicas), endpoint.max_replicas)
-    decision = admission.resize(endpoint.team, endpoint.ref, revisions.held_units(endpoint, ceiling))
+    decision = admission.resize(endpoint.team, endpoint.ref, revisions.held_units(endpoint, ceiling),
+                                committed=kind_of(endpoint).committed(endpoint))  # a new minimum commits anew
     if not decision.admitted:
         raise ValidationError({"min_replicas": [decision.reason.words]})
     now = timezone.now()

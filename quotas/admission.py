@@ -145,7 +145,8 @@ def _hot_sql(vendor: str) -> tuple[str, str, str]:
     )
     # Positional: it runs as a core.writes.Write, with the caller's rows of the admission.
     insert = (f"INSERT INTO {res} (team_id, ref, flavor_id, units, units_per_node, priority, spot, description,"  # noqa: S608 - only quoted model table names are interpolated
-              f" borrowed_units, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+              f" borrowed_units, created_at, committed_units, limit_minutes, user_id)"
+              f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
     release = f"UPDATE {res} SET released_at = %(now)s WHERE ref = %(ref)s AND released_at IS NULL"  # noqa: S608
     return facts, insert, release
 
@@ -153,7 +154,15 @@ def _hot_sql(vendor: str) -> tuple[str, str, str]:
 def _hold_for(team, ref: str, flavor: GpuFlavor, request: ResourceRequest, borrowed: int = 0) -> QuotaHold:
     return QuotaHold(team=team, ref=ref, flavor=flavor, units=request.units, units_per_node=request.units_per_node,
                        priority=Priority(request.priority).rank, spot=request.spot,
-                       description=request.description[:200], borrowed_units=borrowed)
+                       description=request.description[:200], borrowed_units=borrowed,
+                       committed_units=request.committed_units, limit_minutes=request.limit_minutes,
+                       user_id=request.user_id)
+
+
+def _carried(request: ResourceRequest) -> dict:
+    """What a queue entry keeps of ``request`` for the hold it becomes (:func:`quotas.facts.request_of` reads it back)."""
+    return {"committed_units": request.committed_units, "limit_minutes": request.limit_minutes,
+            "user_id": request.user_id}
 
 
 # -- the transactional entry points --------------------------------------------------------
@@ -243,7 +252,8 @@ def admit(team, request: ResourceRequest, ref: str,
             hold = Write(insert_sql, (
                 team.pk, ref, flavor_id, request.units, request.units_per_node, Priority(request.priority).rank,
                 request.spot, request.description[:200], decision.borrows,
-                connection.ops.adapt_datetimefield_value(now)))
+                connection.ops.adapt_datetimefield_value(now), request.committed_units, request.limit_minutes,
+                request.user_id))
             writes = [hold, *(recorded(decision, now) if recorded is not None else ())]
             counts = run_together(writes)
             if not all(counts):
@@ -253,7 +263,7 @@ def admit(team, request: ResourceRequest, ref: str,
                 team=team, ref=ref, flavor_id=flavor_id, units=request.units, units_per_node=request.units_per_node,
                 priority=Priority(request.priority).rank, spot=request.spot, description=request.description[:200],
                 estimated_cost=request.estimated_cost, cost_per_hour=request.cost_per_hour,
-                may_borrow=request.may_borrow)
+                may_borrow=request.may_borrow, **_carried(request))
             decision = dataclasses.replace(decision, position=queue_position(team, entry))
         # A replayed ref returned above, uncounted: each request counts once, as first decided.
         metrics.count_admission(decision.label, time.perf_counter() - started)
@@ -285,6 +295,11 @@ def _release_hold(ref: str) -> bool:
         return cursor.rowcount > 0
 
 
+def placed(ref: str, cluster_id: int | None) -> None:
+    """Record where ``ref``'s held units were placed: the cluster whose price it is quoted until billing opens."""
+    QuotaHold.objects.held().filter(ref=ref).exclude(cluster_id=cluster_id).update(cluster_id=cluster_id)
+
+
 def requeue(team, ref: str, request: ResourceRequest, queued_since: datetime) -> bool:
     """Give back ``ref``'s hold and put its request back in the queue at its old place.
 
@@ -300,12 +315,13 @@ def requeue(team, ref: str, request: ResourceRequest, queued_since: datetime) ->
         entry = QueuedRequest.objects.create(
             team=team, ref=ref, flavor=flavor, units=request.units, units_per_node=request.units_per_node,
             priority=Priority(request.priority).rank, spot=request.spot, description=request.description[:200],
-            estimated_cost=request.estimated_cost, cost_per_hour=request.cost_per_hour, may_borrow=request.may_borrow)
+            estimated_cost=request.estimated_cost, cost_per_hour=request.cost_per_hour, may_borrow=request.may_borrow,
+            **_carried(request))
         QueuedRequest.objects.filter(pk=entry.pk).update(created_at=queued_since)  # auto_now_add set "now"
     return True
 
 
-def resize(team, ref: str, units: int, burst: bool = False) -> Decision:
+def resize(team, ref: str, units: int, burst: bool = False, committed: int | None = None) -> Decision:
     """Grow or shrink ``ref``'s active hold to ``units``, under the team's admission lock.
 
     Growing is decided by :func:`decide` as if the hold were requested anew at its new
@@ -313,10 +329,13 @@ def resize(team, ref: str, units: int, burst: bool = False) -> Decision:
     refused with the reason and changes nothing — a resize never queues. Shrinking always
     succeeds. An inference endpoint's burst replicas are granted (``burst``: held back past the
     budget's alert threshold, :attr:`ResourceRequest.burst`) and reclaimed this way.
+    ``committed``: the units the hold commits from now on (:attr:`ResourceRequest.committed_units`;
+    an endpoint's new minimum), set with the resize when it succeeds; None keeps them.
     Raises ``LookupError`` when ``ref`` has no quota hold, ``ValueError`` for ``units < 1``.
     """
     if units < 1:
         raise ValueError("a quota hold keeps at least one unit; release it instead")
+    commits = {} if committed is None else {"committed_units": committed}
     with transaction.atomic():
         cohort = cohort_figures(lock_admission(team))
         hold = QuotaHold.objects.held().select_related("flavor").filter(team=team, ref=ref).first()
@@ -324,16 +343,16 @@ def resize(team, ref: str, units: int, burst: bool = False) -> Decision:
             raise LookupError(f"{ref} has no quota hold in team {team.slug}")
         current = hold.units
         if units <= current:
-            if units < current:
+            if units < current or commits:
                 # Shrinking gives borrowed units back first.
                 QuotaHold.objects.filter(pk=hold.pk).update(
-                    units=units, borrowed_units=max(0, hold.borrowed_units - (current - units)))
+                    units=units, borrowed_units=max(0, hold.borrowed_units - (current - units)), **commits)
             return Decision.of(Outcome.ADMIT, AdmissionCode.ADMITTED, f"{ref} now holds {units}\u00d7 {hold.flavor.name}")
         decision, facts, usage = _growth(team, hold, units, burst, cohort)
         if decision.admitted:
             grown = facts.borrows(usage + current, units - current) if cohort is not None else 0
             QuotaHold.objects.filter(pk=hold.pk).update(
-                units=units, borrowed_units=hold.borrowed_units + grown)
+                units=units, borrowed_units=hold.borrowed_units + grown, **commits)
             return dataclasses.replace(decision, borrows=hold.borrowed_units + grown)
         # A resize is answered now or never: "waiting for quota" is a refusal with that reason.
         return Decision(Outcome.REJECT, decision.reason)

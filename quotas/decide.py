@@ -46,6 +46,13 @@ class ResourceRequest:
     #: Whether it may use units its cohort lends (:class:`FlavorQuota`): not an endpoint's
     #: guaranteed minimum, which must not be preemptible; its burst may.
     may_borrow: bool = True
+    #: What its hold commits until its runtime limit or the month's end (:func:`quotas.ledger.committed`):
+    #: the units its kind guarantees (a run's all, an endpoint's minimum), 0 for work that commits nothing.
+    committed_units: int = 0
+    #: Its runtime limit in minutes (None: none), counted from its pods' start: where a commitment ends.
+    limit_minutes: int | None = None
+    #: Who asked: the user its open segment's cost is reported under (None: nobody in particular).
+    user_id: int | None = None
 
     def committed_cost(self, hours_left: Decimal) -> Decimal | None:
         """What admitting it commits this month, with ``hours_left`` until the month's end.

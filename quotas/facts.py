@@ -226,7 +226,8 @@ def request_of(entry: QueuedRequest | QuotaHold) -> ResourceRequest:
     """A queue entry's request as submitted (priced as it was); a hold's unpriced (what a resize asks)."""
     request = ResourceRequest(flavor=entry.flavor.name, units=entry.units, units_per_node=entry.units_per_node,
                               priority=Priority.from_rank(entry.priority), spot=entry.spot,
-                              description=entry.description)
+                              description=entry.description, committed_units=entry.committed_units,
+                              limit_minutes=entry.limit_minutes, user_id=entry.user_id)
     if isinstance(entry, QueuedRequest):
         request = dataclasses.replace(request, estimated_cost=entry.estimated_cost, cost_per_hour=entry.cost_per_hour,
                                       may_borrow=entry.may_borrow)

@@ -8,10 +8,11 @@ interval lies within one hour and is added to that hour's row by one conditional
 which ignores an interval that does not start after what the row already covers: a replayed
 close is a no-op instead of a double charge.
 
-Spend and reports read the closed rows plus the open segments up to now (the workloads app
-supplies them; quotas never imports it), so budgets and pages are exact to the second: spend and
-budgets summed per group of identical segments (:func:`register_open_groups`,
-:func:`open_spend`), reports one by one (:func:`register_open_segments`).
+Spend and reports read the closed rows plus the open segments up to now, which live on the
+quota holds (:class:`~quotas.models.QuotaHold`: the units a workload holds and what they cost,
+whatever its kind), so budgets and pages are exact to the second: spend and budgets summed per
+group of identical segments (:func:`open_groups`, :func:`open_spend`), reports one by one
+(:func:`open_segments`); commitments from the holds too (:func:`committed_by_team`).
 
 :func:`cost_per_hour` is the one price rule: every cost figure derives from it.
 """
@@ -34,7 +35,7 @@ from django.utils import timezone
 
 from core.rawsql import sql_datetime, sql_decimal
 from quotas.constants import ZERO
-from quotas.models import GpuFlavor, PreemptionEvent, QuotaHold, UsageRecord
+from quotas.models import ClusterPrice, GpuFlavor, PreemptionEvent, QuotaHold, UsageRecord, unit_price
 
 #: Ledger amounts (cost, GPU-hours) keep ten decimals. A reconcile interval is a few seconds,
 #: so rounding each one to 1/100 of a cent would bias the bill: an L4 at 0.32/h for 5 s costs
@@ -304,35 +305,66 @@ def idle_by_ref(refs: Iterable[str]) -> dict[str, tuple[Decimal, Decimal]]:
     return {row["ref"]: (row["hours"], row["cost"]) for row in rows}
 
 
-#: Where open segments come from: callables ``(team_ids, now) -> list[Interval]``, each interval
-#: an open segment from its start to ``now`` (the workloads app registers one).
-_OPEN_SEGMENT_SOURCES: list[Callable[[list[int], datetime], list[Interval]]] = []
+def _priced(q) -> tuple[str, str]:
+    """The join of a quota hold ``h`` to its flavor ``f`` and its cluster's price of it, and the two
+    price columns (on-demand, spot) that result: its charged rate once billing began
+    (``h.charged_price``), else the price of the cluster it was placed on where that cluster prices
+    the flavor, else the flavor's — :meth:`quotas.models.GpuFlavor.price`'s rule, in SQL."""
+    join = (f"JOIN {q(GpuFlavor._meta.db_table)} f ON f.id = h.flavor_id"
+            f" LEFT JOIN {q(ClusterPrice._meta.db_table)} cp ON cp.flavor_id = h.flavor_id AND cp.cluster_id = h.cluster_id")
+    columns = ("COALESCE(h.charged_price, cp.price_per_hour, f.price_per_hour),"
+               " COALESCE(h.charged_price, cp.spot_price_per_hour, f.spot_price_per_hour)")
+    return join, columns
 
 
-def register_open_segments(source: Callable[[list[int], datetime], list[Interval]]) -> None:
-    """Let spend and reports see the open segments ``source`` knows of (idempotent)."""
-    if source not in _OPEN_SEGMENT_SOURCES:
-        _OPEN_SEGMENT_SOURCES.append(source)
+def _prefix_sql(vendor: str) -> str:
+    """:func:`ref_prefix` of ``h.ref`` in ``vendor``'s SQL (what precedes its first colon)."""
+    if vendor == "postgresql":
+        return "SPLIT_PART(h.ref, ':', 1)"
+    return "SUBSTR(h.ref, 1, INSTR(h.ref || ':', ':') - 1)"
 
 
-def _open_segments(team_ids: list[int], now: datetime) -> list[Interval]:
-    return [segment for source in _OPEN_SEGMENT_SOURCES for segment in source(team_ids, now)]
+@lru_cache(maxsize=8)
+def _open_segments_sql(vendor: str, teams: int) -> str:
+    """The open segments of ``teams`` team ids up to a ``now``: the holds with units running.
+
+    Plain SQL, built once per vendor and number of teams: every admission of a budgeted team
+    reads the open segments, and compiling this with the ORM cost more CPU than the database
+    spent answering it (bench/profile_api.py). Values travel as parameters.
+    """
+    q = connection.ops.quote_name
+    join, prices = _priced(q)
+    in_teams = ", ".join(["%s"] * teams)
+    return (f"SELECT h.ref, h.team_id, h.user_id, h.billed_until, h.open_units, h.spot, h.open_idle,"  # noqa: S608 - only quoted model table names are interpolated
+            f" f.id, f.name, {prices}, f.gpu_fraction"
+            f" FROM {q(QuotaHold._meta.db_table)} h {join}"
+            f" WHERE h.team_id IN ({in_teams}) AND h.released_at IS NULL AND h.open_units > 0 AND h.billed_until < %s")
+
+
+def _rows(sql: str, team_ids: list[int], *params) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*team_ids, *params])
+        return cursor.fetchall()
+
+
+def open_segments(team_ids: list[int], now: datetime) -> list[Interval]:
+    """The open segments of ``team_ids``' held units, each from its start to ``now`` (one statement).
+
+    What the usage reports read, which split cost by workload and user; spend and budgets read
+    the summed :func:`open_groups`.
+    """
+    if not team_ids:
+        return []
+    rows = _rows(_open_segments_sql(connection.vendor, len(team_ids)), team_ids,
+                 connection.ops.adapt_datetimefield_value(now))
+    return [Interval(team_id, ref, flavor_id, name, unit_price(sql_decimal(price), sql_decimal(spot_price), bool(spot)),
+                     sql_decimal(fraction), user_id, sql_datetime(since), now, units, bool(spot), bool(idle))
+            for ref, team_id, user_id, since, units, spot, idle, flavor_id, name, price, spot_price, fraction in rows]
 
 
 def open_intervals(team_ids: list[int], now: datetime) -> list[Interval]:
     """The open segments of ``team_ids``' running workloads, each up to ``now``, cut at hour boundaries."""
-    return [piece for segment in _open_segments(team_ids, now) for piece in segment.hourly()]
-
-
-#: Where commitments come from: callables ``(team_ids, now) -> {team_id: cost}``, the estimated
-#: cost still to come this month from admitted work (the workloads app registers one).
-_COMMITMENT_SOURCES: list[Callable[[list[int], datetime], dict[int, Decimal]]] = []
-
-
-def register_commitments(source: Callable[[list[int], datetime], dict[int, Decimal]]) -> None:
-    """Let budgets see the cost ``source`` knows is still to come (idempotent)."""
-    if source not in _COMMITMENT_SOURCES:
-        _COMMITMENT_SOURCES.append(source)
+    return [piece for segment in open_segments(team_ids, now) for piece in segment.hourly()]
 
 
 class RefLabel(NamedTuple):
@@ -400,12 +432,46 @@ def committed(team_id: int, now: datetime) -> Decimal:
     return committed_by_team([team_id], now).get(team_id, ZERO)
 
 
+@lru_cache(maxsize=8)
+def _commitments_sql(vendor: str, teams: int) -> str:
+    """The held units that commit money, per team, price, start and limit (one statement).
+
+    Holds that end alike are summed (the price rule is linear in units): those without a limit
+    give one row per team, flavor and spot, however many workloads hold them. Plain SQL built
+    once, as :func:`_open_segments_sql` and for the same reason: every admission against an
+    estimated cost reads it.
+    """
+    q = connection.ops.quote_name
+    join, prices = _priced(q)
+    in_teams = ", ".join(["%s"] * teams)
+    # Without a limit the start does not matter: NULL, so it does not split the sums.
+    started = "CASE WHEN h.limit_minutes IS NULL THEN NULL ELSE h.started_at END"
+    return (f"SELECT h.team_id, h.spot, {started}, h.limit_minutes, SUM(h.committed_units), f.id, {prices}"  # noqa: S608 - only quoted model table names are interpolated
+            f" FROM {q(QuotaHold._meta.db_table)} h {join}"
+            f" WHERE h.team_id IN ({in_teams}) AND h.released_at IS NULL AND h.committed_units > 0"
+            f" GROUP BY h.team_id, h.spot, {started}, h.limit_minutes, f.id, {prices}")
+
+
 def committed_by_team(team_ids: list[int], now: datetime) -> dict[int, Decimal]:
-    """:func:`committed` of each team in ``team_ids`` (one statement per source); teams without any map to 0."""
+    """:func:`committed` of each team in ``team_ids`` (one statement); teams without any map to 0.
+
+    Each hold commits its ``committed_units`` at its price (:func:`cost_ahead`) from ``now``
+    until its runtime limit runs out — counted from its pods' start, or from now if they have
+    not started — or until the month's end, whichever comes first; a hold without a limit (a run
+    without one, an endpoint's minimum) until the month's end. It is what
+    :meth:`quotas.decide.ResourceRequest.committed_cost` counted when the work was admitted.
+    """
     totals = dict.fromkeys(team_ids, ZERO)
-    for source in _COMMITMENT_SOURCES:
-        for team_id, amount in source(team_ids, now).items():
-            totals[team_id] = totals.get(team_id, ZERO) + amount
+    if not team_ids:
+        return totals
+    until = month_end(now)
+    for team_id, spot, started_at, minutes, units, _flavor_id, price, spot_price in _rows(
+            _commitments_sql(connection.vendor, len(team_ids)), team_ids):
+        end = until
+        if minutes is not None:
+            end = min((sql_datetime(started_at) if started_at else now) + timedelta(minutes=minutes), until)
+        price = unit_price(sql_decimal(price), sql_decimal(spot_price), bool(spot))
+        totals[team_id] = totals.get(team_id, ZERO) + cost_ahead(price, units, now, end)
     return totals
 
 
@@ -424,15 +490,33 @@ class OpenGroup(NamedTuple):
     count: int
 
 
-#: Where open segments come from, summed: callables ``(team_ids, now) -> list[OpenGroup]``, the
-#: open segments up to ``now`` grouped in SQL (the workloads app registers one).
-_OPEN_GROUP_SOURCES: list[Callable[[list[int], datetime], list[OpenGroup]]] = []
+@lru_cache(maxsize=8)
+def _open_groups_sql(vendor: str, teams: int) -> str:
+    """:func:`_open_segments_sql`, summed: segments alike (team, kind, flavor and its prices, spot,
+    start and units) are one row with their count. A segment's cost is rounded to the ledger's
+    precision on its own, so only segments with the same start and units may be priced together;
+    at steady state the work open for more than an hour all starts at the hour's start, so 10,000
+    running workloads are a handful of rows."""
+    q = connection.ops.quote_name
+    join, prices = _priced(q)
+    prefix = _prefix_sql(vendor)
+    in_teams = ", ".join(["%s"] * teams)
+    return (f"SELECT h.team_id, {prefix}, f.id, {prices}, h.spot, h.billed_until, h.open_units, COUNT(*)"  # noqa: S608 - only quoted model table names are interpolated
+            f" FROM {q(QuotaHold._meta.db_table)} h {join}"
+            f" WHERE h.team_id IN ({in_teams}) AND h.released_at IS NULL AND h.open_units > 0 AND h.billed_until < %s"
+            f" GROUP BY h.team_id, {prefix}, f.id, {prices}, h.spot, h.billed_until, h.open_units")
 
 
-def register_open_groups(source: Callable[[list[int], datetime], list[OpenGroup]]) -> None:
-    """Let spend and budgets see the open segments ``source`` sums (idempotent)."""
-    if source not in _OPEN_GROUP_SOURCES:
-        _OPEN_GROUP_SOURCES.append(source)
+def open_groups(team_ids: list[int], now: datetime) -> list[OpenGroup]:
+    """The open segments of ``team_ids`` up to ``now``, summed (one statement): what budgets and spend
+    read (:func:`open_spend`); reports, which need each segment's workload and user, read :func:`open_segments`."""
+    if not team_ids:
+        return []
+    rows = _rows(_open_groups_sql(connection.vendor, len(team_ids)), team_ids,
+                 connection.ops.adapt_datetimefield_value(now))
+    return [OpenGroup(team_id, prefix, flavor_id, unit_price(sql_decimal(price), sql_decimal(spot_price), bool(spot)),
+                      sql_datetime(since), units, count)
+            for team_id, prefix, flavor_id, price, spot_price, spot, since, units, count in rows]
 
 
 @dataclass
@@ -454,15 +538,14 @@ def open_spend(team_ids: list[int], since: datetime, now: datetime) -> dict[int,
     Teams without open segments map to an empty :class:`OpenSpend`.
     """
     totals = {team_id: OpenSpend() for team_id in team_ids}
-    for source in _OPEN_GROUP_SOURCES:
-        for group in source(team_ids, now):
-            total = totals.setdefault(group.team_id, OpenSpend())
-            total.burn_per_hour += cost_per_hour(group.price, group.units) * group.count
-            start = max(group.start, since)
-            if start < now:
-                cost = interval_cost(group.price, group.units, start, now) * group.count
-                total.spent += cost
-                total.by_prefix[group.prefix] = total.by_prefix.get(group.prefix, ZERO) + cost
+    for group in open_groups(team_ids, now):
+        total = totals.setdefault(group.team_id, OpenSpend())
+        total.burn_per_hour += cost_per_hour(group.price, group.units) * group.count
+        start = max(group.start, since)
+        if start < now:
+            cost = interval_cost(group.price, group.units, start, now) * group.count
+            total.spent += cost
+            total.by_prefix[group.prefix] = total.by_prefix.get(group.prefix, ZERO) + cost
     return totals
 
 

@@ -454,11 +454,20 @@ class QuotaHoldQuerySet(models.QuerySet):
 
 
 class QuotaHold(models.Model):
-    """Units of one flavor held by one admitted workload until it is released.
+    """Units of one flavor held by one admitted workload until it is released, and what they cost.
 
     At most one unreleased row per ``ref`` (a partial unique constraint), so admitting the
     same workload twice cannot double-reserve, and releasing is a conditional update that
-    is a no-op the second time.
+    is a no-op the second time. A workload holds one row per attempt (a preempted one is
+    admitted anew); released rows stay, the attempts' money history.
+
+    Money lives here, beside the units: the **open segment** — ``open_units`` GPU units running
+    since ``billed_until`` (everything before it is in the ledger, :class:`UsageRecord`), charged
+    ``charged_price`` per unit-hour, idle time or not (``open_idle``) — and what the hold commits
+    (``committed_units`` at its price until ``started_at`` + ``limit_minutes`` or the month's end).
+    So spend, budgets and reports read this table and the ledger (:mod:`quotas.ledger`), whatever
+    kind of workload holds the units; the workloads' billing (``workloads.billing``) moves the
+    segment, closing it into the ledger before the hold is released.
     """
 
     team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="quota_holds")
@@ -475,6 +484,25 @@ class QuotaHold(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     released_at = models.DateTimeField(null=True, blank=True)
 
+    # What it commits (ResourceRequest's fields of the same names): the units its kind guarantees,
+    # at its price, from its pods' start (``started_at``, None before) for its runtime limit.
+    committed_units = models.PositiveIntegerField(default=0, db_default=0)
+    limit_minutes = models.PositiveIntegerField(null=True, blank=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+", help_text="Who asked: its cost is reported under them.")
+    #: Where placement put the work (None: not placed yet): the price it is quoted at before billing.
+    cluster = models.ForeignKey("fleet.Cluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The open segment (class docstring). Billing opens it at the first pods' start, closes and
+    # reopens it when the units change, an hour passes or the GPUs turn idle/busy, and closes it
+    # before the hold is released; afterwards it keeps the last segment's mark and rate.
+    started_at = models.DateTimeField(null=True, blank=True)
+    billed_until = models.DateTimeField(null=True, blank=True)
+    open_units = models.PositiveIntegerField(default=0, db_default=0)
+    open_idle = models.BooleanField(default=False, db_default=False)
+    #: The charged rate: the price of a unit-hour its open segment is billed at, read from the price
+    #: table when the segment opened and never re-read for it (docs/money.md "What work costs").
+    charged_price = models.DecimalField(**MONEY, null=True, blank=True)
+
     objects = QuotaHoldQuerySet.as_manager()
 
     class Meta:
@@ -483,7 +511,12 @@ class QuotaHold(models.Model):
                                     name="uniq_active_hold_per_ref"),
         ]
         indexes = [models.Index(fields=["team", "flavor"], condition=Q(released_at__isnull=True),
-                                name="active_holds_idx")]
+                                name="active_holds_idx"),
+                   # A workload's holds, newest first (its money: workloads.billing.attach_segments).
+                   models.Index(fields=["ref", "-created_at"], name="holds_by_ref_idx"),
+                   # The open segments spend and budgets read, per team.
+                   models.Index(fields=["team"], condition=Q(released_at__isnull=True, open_units__gt=0),
+                                name="open_segments_idx")]
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
@@ -514,6 +547,11 @@ class QueuedRequest(models.Model):
     cost_per_hour = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True,
                                         help_text="What admitting it commits per hour, for the budget check.")
     may_borrow = models.BooleanField(default=True, db_default=True, help_text="False for an endpoint's minimum, which never borrows.")
+    # What its hold will carry once admitted (ResourceRequest's fields of the same names).
+    committed_units = models.PositiveIntegerField(default=0, db_default=0)
+    limit_minutes = models.PositiveIntegerField(null=True, blank=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
     #: The admission order; every reader of the queue uses it.

@@ -6,6 +6,7 @@ import itertools
 
 from django.contrib.auth import get_user_model
 
+from quotas.models import QuotaHold
 from teams.models import Membership, Role, Team
 from workloads import crypto
 from workloads.models import SecretEnv
@@ -61,3 +62,14 @@ def member_api(team_slug: str, username: str):
     client = APIClient()
     client.force_authenticate(user)
     return client, user
+
+
+def hold_of(workload, since=None, units: int = 0, **columns) -> QuotaHold:
+    """The quota hold ``workload`` holds, its open segment running ``units`` since ``since`` (``columns``: its
+    other columns), as admission and billing would have left it."""
+    hold = QuotaHold.objects.create(team_id=workload.team_id, ref=workload.ref, flavor_id=workload.flavor_id,
+                                    units=max(units, 1), spot=workload.spot, user_id=workload.created_by_id,
+                                    billed_until=since, open_units=units, **columns)
+    workload.forget_segment()
+    return hold
+

@@ -18,7 +18,7 @@ from django.db.models import Q
 from cluster.backends.base import WorkloadTelemetry
 from cluster.status import WorkloadStatus
 from workloads import lifecycle
-from workloads.billing import BILLING_FIELDS, BillingPlan
+from workloads.billing import STEADY_FIELDS, BillingPlan
 from workloads.constants import MAX_APPLY_ATTEMPTS, Message
 from workloads.identity import WorkloadId
 from workloads.models import ReasonCode
@@ -50,7 +50,8 @@ class ReconcileReport:
 
 @dataclass
 class Plan:
-    """What one observation changes on a workload: its columns, billing, whether it ends."""
+    """What one observation changes on a workload: its columns (``changes``), its hold's segment and
+    the cost (``billing``), whether it ends."""
 
     kind: WorkloadKind
     workload: object
@@ -62,7 +63,13 @@ class Plan:
     @property
     def steady(self) -> bool:
         """Only billing moves (an hour rolled over): safe to write in a batch."""
-        return bool(self.changes) and not self.final and set(self.changes) <= BILLING_FIELDS
+        return (not self.changes and not self.final and bool(self.billing.changes)
+                and set(self.billing.changes) <= STEADY_FIELDS)
+
+    @property
+    def writes(self) -> bool:
+        """Whether it changes anything: a column of the workload's, or its hold's segment."""
+        return bool(self.changes or self.billing.changes)
 
 
 @dataclass(frozen=True)

@@ -32,12 +32,15 @@ def redrive_after() -> timedelta:
 
 
 def _close_billing(workload, ended_at: datetime) -> None:
-    """Bill the open segment up to ``ended_at`` (the caller holds the workload's row lock)."""
-    workload.refresh_from_db(fields=["billed_until", "open_units", "billed_cost", "open_idle", "charged_price"])
+    """Bill the open segment up to ``ended_at`` (the caller holds the workload's row lock), before its hold is released."""
+    # The hold as it is now: a cycle may have moved it since the caller read the workload. Cycles
+    # move it holding the workload's row (the caller's lock now), so the mark read here stays.
+    workload.forget_segment()
     plan = billing.plan_billing(workload, 0, None, ended_at, ended_at)
-    if not plan.changes:
+    if not plan.changes or not billing.move_segment(plan):
         return
-    type(workload).objects.filter(pk=workload.pk).update(**plan.changes, idle_since=None)
+    type(workload).objects.filter(pk=workload.pk).update(**billing.cost_change(plan), idle_since=None)
+    billing.applied(workload, plan)
     if billing.record([(workload, plan)]):
         sync_billed_cost(workload)  # the ledger held part of it already
 
@@ -50,14 +53,18 @@ def cap_billing(workload, units: int, now: datetime) -> bool:
     the billing mark read here, so a reconcile cycle closing the same segment wins or loses
     cleanly. True when the segment was capped.
     """
-    workload.refresh_from_db(fields=["billed_until", "open_units", "billed_cost", "open_idle", "charged_price"])
-    if workload.billed_until is None or workload.open_units <= units:
-        return False
-    plan = billing.plan_billing(workload, units, None, None, now, workload.open_idle)
-    model = type(workload)
     with transaction.atomic():
-        if not model.objects.filter(pk=workload.pk, billed_until=workload.billed_until).update(**plan.changes):
+        # The workload's row first, as a cycle and an end take it, then its hold as it is now.
+        type(workload).objects.select_for_update().filter(pk=workload.pk).values_list("pk").first()
+        workload.forget_segment()
+        if workload.billed_until is None or workload.open_units <= units:
             return False
+        plan = billing.plan_billing(workload, units, None, None, now, workload.open_idle)
+        if not billing.move_segment(plan):
+            return False
+        if plan.cost:
+            type(workload).objects.filter(pk=workload.pk).update(**billing.cost_change(plan))
+        billing.applied(workload, plan)
         if billing.record([(workload, plan)]):
             sync_billed_cost(workload)
     return True
@@ -164,10 +171,10 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
             return False
         # The snapshot the update matched (same preemption) is the attempt that ends here.
         attempts.close(workload, kind.last_checkpoint(workload), now, event_reason, code, event[1] if event else "")
+        # Queued again, it shows a quote again until its next hold's segment opens (its rate then is
+        # that moment's): the hold it gives back here is no longer its money (Workload.segment).
         _close_billing(workload, now)
-        # Queued again, it shows a quote again until its next segment opens (its rate then is that moment's).
-        type(workload).objects.filter(pk=workload.pk).update(charged_price=None)
-        admission.requeue(workload.team, workload.ref, kind.resource_request(workload), workload.created_at)
+        admission.requeue(workload.team, workload.ref, kind.admission_request(workload), workload.created_at)
     return True
 
 
@@ -191,7 +198,7 @@ def wait_for_cluster(kind, workload) -> bool:
                                        applied_at__isnull=True).update(
             state=lc.queued, reason_code=ReasonCode.QUEUED, admitted_at=None, apply_started_at=None,
             apply_attempts=0)
-        if not updated or not admission.requeue(workload.team, workload.ref, kind.resource_request(workload),
+        if not updated or not admission.requeue(workload.team, workload.ref, kind.admission_request(workload),
                                                 workload.created_at):
             transaction.set_rollback(True)
             return False

@@ -5,11 +5,12 @@ below, names its ``KIND_PREFIX`` and gives ``state`` its own choices. State move
 through conditional updates (``filter(pk=…, state=old).update(…)``) so a user's action and a
 reconcile cycle racing each other cannot overwrite one another.
 
-Billing is an **open segment** per workload: ``open_units`` GPU units have been running
-since ``billed_until``, and everything before ``billed_until`` is in the ledger (its total is
-``billed_cost``). A cycle that sees the same units writes nothing; the segment is closed
-(its ledger time written) when the units change, when the workload ends, when its GPUs turn
-idle or busy (``open_idle``), and at hour boundaries — see :mod:`workloads.billing`.
+Billing is an **open segment** on the quota hold a workload holds (:class:`quotas.models.QuotaHold`,
+its :attr:`Workload.segment`): ``open_units`` GPU units have been running since ``billed_until``,
+and everything before ``billed_until`` is in the ledger (the workload's total there is its
+``billed_cost``). A cycle that sees the same units writes nothing; the segment is closed (its
+ledger time written) when the units change, when the workload ends, when its GPUs turn idle or
+busy (``open_idle``), and at hour boundaries — see :mod:`workloads.billing`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from django.utils import timezone
 
 from cluster.backends.base import ClusterAddress
 from quotas.ledger import cost_per_hour, open_segment_cost
-from quotas.models import MONEY, PreemptionEvent
+from quotas.models import PreemptionEvent, QuotaHold
 from quotas.pricing import PriceBook, Quote
 from teams.permissions import visible_to
 from workloads import idle
@@ -73,8 +74,59 @@ class ReasonCode(models.TextChoices):
 PORTAL_STEPS = (ReasonCode.WAITING_FOR_WORKER, ReasonCode.SUBMITTED)
 
 
+#: What a workload reads of its holds (the reconcile cycle reads them for every workload it follows).
+SEGMENT_FIELDS = ("ref", "created_at", "released_at", "started_at", "billed_until", "open_units", "open_idle",
+                  "charged_price")
+
+
+def attach_segments(workloads) -> None:
+    """Load the money of each of ``workloads`` (:attr:`Workload.segment`) with one query for them all."""
+    rows = [w for w in workloads if w.pk is not None]
+    by_ref: dict[str, list[QuotaHold]] = {}
+    if rows:
+        for hold in (QuotaHold.objects.filter(ref__in=[w.ref for w in rows]).only(*SEGMENT_FIELDS)
+                     .order_by("ref", "-created_at", "-pk")):
+            by_ref.setdefault(hold.ref, []).append(hold)
+    for workload in workloads:
+        workload.segment_is(_money_hold(workload, by_ref.get(workload.ref, [])))
+
+
+def _money_hold(workload, holds: list[QuotaHold]) -> QuotaHold | None:
+    """Of ``workload``'s holds (newest first), the one whose money it shows (:attr:`Workload.segment`)."""
+    for hold in holds:
+        if hold.released_at is None:
+            return hold
+    if holds and workload.state not in workload.ACTIVE_STATES:
+        return holds[0]  # ended: the rate it was charged last
+    return None
+
+
 class WorkloadQuerySet(models.QuerySet):
-    """The sets of workloads by state, each named once (docs/glossary.md "active, queued, holding, unfinished")."""
+    """The sets of workloads by state, each named once (docs/glossary.md "active, queued, holding, unfinished").
+
+    :meth:`with_segments` loads the rows' money (their quota holds) with one query more for all of them.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._with_segments = False
+
+    def _clone(self):
+        clone = super()._clone()
+        clone._with_segments = self._with_segments
+        return clone
+
+    def _fetch_all(self) -> None:
+        fetched = self._result_cache is None
+        super()._fetch_all()
+        if fetched and self._with_segments and self._result_cache and isinstance(self._result_cache[0], Workload):
+            attach_segments(self._result_cache)
+
+    def with_segments(self) -> WorkloadQuerySet:
+        """Rows that come with their :attr:`Workload.segment` (cost, charged rate) read for all at once."""
+        clone = self._chain()
+        clone._with_segments = True
+        return clone
 
     def unfinished(self) -> WorkloadQuerySet:
         """Not final (queued, holding quota, or on its way out): the names such work holds are taken."""
@@ -94,7 +146,7 @@ class WorkloadQuerySet(models.QuerySet):
 
     def for_list(self) -> WorkloadQuerySet:
         """What list pages and the list API need, in a constant number of queries."""
-        return self.select_related("team", "flavor", "created_by").order_by("-created_at", "-pk")
+        return self.select_related("team", "flavor", "created_by").with_segments().order_by("-created_at", "-pk")
 
 
 class Workload(models.Model):
@@ -130,22 +182,11 @@ class Workload(models.Model):
     apply_started_at = models.DateTimeField(null=True, blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)
 
-    # Billing position (module docstring): the ledger holds [start, billed_until), whose total
-    # is billed_cost (ten decimals, quotas.ledger.LEDGER_PRECISION); open_units have been
-    # running since billed_until and are not in the ledger yet.
-    billed_until = models.DateTimeField(null=True, blank=True)
-    open_units = models.PositiveIntegerField(default=0)
+    #: What the ledger holds of it (module docstring): the total of its closed intervals, ten
+    #: decimals (quotas.ledger.LEDGER_PRECISION). Its open segment is on its hold (:attr:`segment`).
     billed_cost = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0))
-    #: The charged rate: the price of a unit-hour its open segment is billed at (its last segment's
-    #: once it ended), read from the price table when billing opens the segment
-    #: (:func:`workloads.billing.plan_billing`) and never re-read for it; null before billing began.
-    #: Once set it is the price the workload shows (:meth:`price_quote`): a price change by staff
-    #: reaches only segments that open after it (docs/money.md "What work costs").
-    charged_price = models.DecimalField(**MONEY, null=True, blank=True)
-    # Idle GPUs (workloads.idle): whether the open segment is idle time (measured utilization
-    # under the threshold; closed and reopened when that flips), and since when the utilization
-    # has stayed under it without a break (None while busy or unmeasured).
-    open_idle = models.BooleanField(default=False)
+    # Idle GPUs (workloads.idle): since when the utilization has stayed under the threshold without
+    # a break (None while busy or unmeasured); whether the open segment is idle time is its hold's.
     idle_since = models.DateTimeField(null=True, blank=True)
 
     # Preemption (docs/design.md "Sharing, preemption, clusters"): how often its borrowed units were taken back, when last, and —
@@ -241,6 +282,49 @@ class Workload(models.Model):
         return env
 
     # -- money ----------------------------------------------------------------------------------
+    @property
+    def segment(self) -> QuotaHold | None:
+        """The quota hold whose money this workload shows: the one it holds, or — ended — the last it
+        held (the rate it was charged last); None while it holds none (queued, or never admitted).
+        Its open segment is ``open_units`` since ``billed_until`` at ``charged_price``
+        (:mod:`workloads.billing` moves it). Read once per instance; lists read theirs together
+        (:meth:`WorkloadQuerySet.with_segments`)."""
+        if "_segment" not in self.__dict__:
+            attach_segments([self])
+        return self.__dict__["_segment"]
+
+    def refresh_from_db(self, *args, **kwargs) -> None:
+        super().refresh_from_db(*args, **kwargs)
+        self.forget_segment()  # its hold may have moved too
+
+    def segment_is(self, hold: QuotaHold | None) -> None:
+        """Set :attr:`segment` (read or just written by the caller)."""
+        self.__dict__["_segment"] = hold
+
+    def forget_segment(self) -> None:
+        """Read :attr:`segment` anew on its next use (after another writer moved it)."""
+        self.__dict__.pop("_segment", None)
+
+    # The open segment's figures, as its hold has them (none: nothing open, no rate charged).
+    @property
+    def billed_until(self) -> datetime | None:
+        return self.segment.billed_until if self.segment is not None else None
+
+    @property
+    def open_units(self) -> int:
+        return self.segment.open_units if self.segment is not None else 0
+
+    @property
+    def open_idle(self) -> bool:
+        return self.segment.open_idle if self.segment is not None else False
+
+    @property
+    def charged_price(self) -> Decimal | None:
+        """The charged rate (:attr:`quotas.models.QuotaHold.charged_price`): once billing began, the price
+        the workload shows (:meth:`price_quote`); a price change by staff reaches only segments that open
+        after it (docs/money.md "What work costs"). None before billing began, and while queued again."""
+        return self.segment.charged_price if self.segment is not None else None
+
     @property
     def placement_shape(self) -> tuple[int, int]:
         """``(units, units per worker)`` as placement sees the work (its guaranteed part): a kind sets it."""

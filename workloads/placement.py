@@ -25,6 +25,7 @@ from cluster.capacity import bind
 from cluster.errors import ClusterError
 from cluster.placement import ClusterOffer, Placement, PlacementRequest, place
 from fleet.models import Cluster
+from quotas import admission
 from workloads.registry import kinds
 
 #: The placement reason of a single-cluster install.
@@ -95,6 +96,7 @@ def place_workload(kind, workload, now: datetime) -> Cluster | None:
     """The cluster ``workload`` runs on: where it was placed, else the best candidate now (recorded
     with its reason). None when no cluster can take it at all (lost, degraded, draining, selector, flavor)."""
     if workload.cluster_id is not None:
+        admission.placed(workload.ref, workload.cluster_id)  # an attempt that stays where the last one ran
         return fleet.placed_on(workload.cluster_id)
     clusters = fleet.clusters()
     if len(clusters) == 1:
@@ -115,4 +117,5 @@ def place_workload(kind, workload, now: datetime) -> Cluster | None:
         cluster=cluster, placement_reason=reason, placed_at=now)
     placed = kind.model.objects.filter(pk=workload.pk).values_list("cluster_id", flat=True).first()
     workload.cluster_id = placed
+    admission.placed(workload.ref, placed)  # its hold is quoted at that cluster's price until billing opens
     return fleet.placed_on(placed) if placed is not None else None

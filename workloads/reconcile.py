@@ -51,16 +51,18 @@ import fleet.services as fleet
 from cluster.errors import ClusterError
 from cluster.perf import gc_paused
 from cluster.status import WorkloadStatus
+from core.writes import Write, run_together
 from fleet.constants import Health
 from fleet.models import Cluster
-from quotas.models import GpuFlavor
+from quotas import admission
+from quotas.models import GpuFlavor, QuotaHold
 from teams.models import Team
 from workloads import alerts, billing, idle, lifecycle, placement, preemption, telemetry
 from workloads.constants import STEADY_BATCH, Message
 from workloads.cycle import Home, Plan, ReconcileReport, redrive_if_stuck, unplaced
 from workloads.events import workload_moved
 from workloads.leftovers import delete_abandoned, delete_kept, delete_leftovers, finish_removal, set_apart_kept
-from workloads.models import ReasonCode, Workload
+from workloads.models import ReasonCode, Workload, attach_segments
 from workloads.queue_step import reconcile_queue
 from workloads.registry import WorkloadKind, kind_for, kinds, resource_kinds
 from workloads.waiting_reasons import CAPACITY_REFRESH, Capacity, explain_capacity, explain_podless
@@ -132,7 +134,7 @@ def reconcile_cluster(cluster: Cluster, backend, now: datetime | None = None,
                     continue
                 if plan.steady:
                     steady.append(plan)
-                elif plan.changes and _apply(plan, report, now):
+                elif plan.writes and _apply(plan, report, now):
                     teams_to_admit.add(workload.team_id)
                     if plan.status.abandoned:
                         delete_abandoned(backend, plan, report)
@@ -201,12 +203,14 @@ def _withdraw(kind: WorkloadKind, backend, cluster: Cluster, workload, now: date
         return False
     waited = int((now - workload.placed_at).total_seconds() // 60)
     reason = f"{best.reason} (withdrawn from {cluster.name} after {waited} min waiting for capacity)"
+    target = fleet.get(best.cluster)
     moved = kind.model.objects.filter(pk=workload.pk, state=workload.state, cluster_id=cluster.pk,
                                       started_at__isnull=True).update(
-        cluster=fleet.get(best.cluster), placement_reason=reason[:300], placed_at=now, state=kind.lifecycle.admitted,
+        cluster=target, placement_reason=reason[:300], placed_at=now, state=kind.lifecycle.admitted,
         applied_at=None, apply_started_at=now, apply_attempts=0)
     if not moved:
         return False
+    admission.placed(workload.ref, target.pk)
     try:
         backend.delete(workload.address, kind.resources)
     except ClusterError as exc:  # deleted as a leftover once this cluster answers
@@ -226,7 +230,7 @@ def _stop_billing(workload, last_seen: datetime) -> None:
     if not bill.changes:
         return
     kind = kind_for(workload.identity.prefix)
-    plan = Plan(kind, workload, WorkloadStatus(state="", reason=""), bill.changes, bill)
+    plan = Plan(kind, workload, WorkloadStatus(state="", reason=""), {}, bill)
     _apply(plan, ReconcileReport(), last_seen)
 
 
@@ -248,6 +252,7 @@ def _snapshot(kind: WorkloadKind, home: Home) -> list:
     flavors = GpuFlavor.objects.in_bulk({w.flavor_id for w in workloads})
     for workload in workloads:
         workload.team, workload.flavor = teams[workload.team_id], flavors[workload.flavor_id]
+    attach_segments(workloads)  # their holds: the open segments billing moves
     return workloads
 
 
@@ -322,22 +327,28 @@ def _plan(kind: WorkloadKind, workload, status: WorkloadStatus, now: datetime, r
     first_started_at = status.started_at if workload.started_at is None else None
     units = kind.billed_units(workload, status)
     gpus_idle = gpus_idle and units > 0 and not final
-    bill = billing.plan_billing(workload, units, first_started_at, ended_at, now, gpus_idle)
-    changes.update(bill.changes)
+    bill = billing.plan_billing(workload, units, first_started_at, ended_at, now, gpus_idle,
+                                attempt_started_at=workload.attempt_started_at or status.started_at)
     if gpus_idle != (workload.idle_since is not None):
         changes["idle_since"] = now if gpus_idle else None
     return Plan(kind, workload, status, changes, bill, final)
 
 
 def _update_row(plan: Plan) -> bool:
-    """The workload row's change, conditional on the state and billing mark the cycle read.
+    """The workload's change and its hold's segment move, each conditional on what the cycle read:
+    the workload's state, the segment's mark.
 
-    A concurrent user action or a replayed cycle makes it a no-op instead of a double move. It
-    locks the workload row before the ledger rows are written: the order an end takes them in.
+    A concurrent user action or a replayed cycle makes it a no-op instead of a double move (the
+    caller rolls back what the first half wrote). It locks the workload row, then the hold, before
+    the ledger rows are written: the order an end takes them in.
     """
     w = plan.workload
-    return bool(plan.kind.model.objects.filter(pk=w.pk, state=w.state, billed_until=w.billed_until)
-                .update(**plan.changes))
+    # The workload's row first, always (a plan with no column of its own rewrites its state): the
+    # order an end takes the two rows in, so neither waits for the other's second lock.
+    changes = {**plan.changes, **billing.cost_change(plan.billing)} or {"state": w.state}
+    if not plan.kind.model.objects.filter(pk=w.pk, state=w.state).update(**changes):
+        return False
+    return billing.move_segment(plan.billing)
 
 
 def _apply(plan: Plan, report: ReconcileReport, now: datetime) -> bool:
@@ -346,6 +357,7 @@ def _apply(plan: Plan, report: ReconcileReport, now: datetime) -> bool:
         if not _update_row(plan):
             transaction.set_rollback(True)
             return False
+        billing.applied(plan.workload, plan.billing)
         _record_bills([plan], report)
         if plan.final:
             lifecycle.release_holdings(plan.workload.ref)  # the quota back, the secret values gone
@@ -359,37 +371,60 @@ def _apply(plan: Plan, report: ReconcileReport, now: datetime) -> bool:
 def _apply_steady(plans: list[Plan], report: ReconcileReport) -> None:
     """Roll over segments that only crossed an hour: per batch one transaction and one ledger statement.
 
-    Happens for every running workload once an hour; per workload one conditional UPDATE
-    remains, the transaction and the ledger write are shared.
+    Happens for every running workload once an hour; per workload its cost and its hold's mark
+    remain, two conditional UPDATEs in one round trip (on PostgreSQL), the transaction and the
+    ledger write are shared. Each UPDATE is conditional on both what the cycle read (the
+    workload's state, the hold's mark), so they move together or not at all.
     """
     ops = connection.ops
     for first in range(0, len(plans), STEADY_BATCH):
-        with transaction.atomic(), connection.cursor() as cursor:
-            updated = []
+        with transaction.atomic():
+            updated, resync = [], []
             for plan in plans[first:first + STEADY_BATCH]:
-                # _update_row's conditional UPDATE in plain SQL: compiling it with the ORM cost
-                # more CPU than the database spent on it (~1 ms a row; bench/reconcile_db.py).
-                w, changes = plan.workload, plan.changes
-                before = w.billed_until
-                cursor.execute(_steady_sql(plan.kind.model._meta.db_table, before is None), [
-                    ops.adapt_datetimefield_value(changes.get("billed_until", before)),
-                    changes.get("open_units", w.open_units),
-                    ops.adapt_decimalfield_value(changes.get("charged_price", w.charged_price), 12, 4),
-                    ops.adapt_decimalfield_value(plan.billing.cost, 20, 10),
-                    w.pk, w.state, *([] if before is None else [ops.adapt_datetimefield_value(before)]),
+                # _update_row's UPDATEs in plain SQL: compiling them with the ORM cost more CPU
+                # than the database spent on them (~1 ms a row; bench/reconcile_db.py).
+                w, hold, changes = plan.workload, plan.billing.hold, plan.billing.changes
+                before = hold.billed_until
+                mark = () if before is None else (ops.adapt_datetimefield_value(before),)
+                table = plan.kind.model._meta.db_table
+                # The cost first: run one after the other (SQLite), the hold's new mark would fail its condition.
+                costed, moved = run_together([
+                    Write(_steady_cost_sql(table, before is None), (
+                        ops.adapt_decimalfield_value(plan.billing.cost, 20, 10), w.pk, w.state, hold.pk, *mark)),
+                    Write(_steady_hold_sql(table, before is None), (
+                        ops.adapt_datetimefield_value(changes.get("billed_until", before)),
+                        changes.get("open_units", hold.open_units),
+                        ops.adapt_decimalfield_value(changes.get("charged_price", hold.charged_price), 12, 4),
+                        hold.pk, *mark, w.pk, w.state)),
                 ])
-                if cursor.rowcount:
+                if moved:
+                    billing.applied(w, plan.billing)
                     updated.append(plan)
+                    if not costed:  # the workload moved between the two (PostgreSQL): its cost is the ledger's
+                        resync.append(w)
             _record_bills(updated, report)
+            for workload in resync:
+                lifecycle.sync_billed_cost(workload)
 
 
 @lru_cache(maxsize=16)
-def _steady_sql(table: str, never_billed: bool) -> str:
-    """The conditional UPDATE of a steady workload: new billing mark, units and charged rate, cost added."""
+def _steady_hold_sql(table: str, never_billed: bool) -> str:
+    """The conditional UPDATE of a steady workload's hold: its new billing mark, units and charged rate,
+    if the mark is the one read and the workload is still in the state read."""
     q = connection.ops.quote_name
     mark = "billed_until IS NULL" if never_billed else "billed_until = %s"
-    return (f"UPDATE {q(table)} SET billed_until = %s, open_units = %s, charged_price = %s,"  # noqa: S608 - only quoted model names are interpolated
-            f" billed_cost = billed_cost + %s WHERE id = %s AND state = %s AND {mark}")
+    return (f"UPDATE {q(QuotaHold._meta.db_table)} SET billed_until = %s, open_units = %s, charged_price = %s"  # noqa: S608 - only quoted model names are interpolated
+            f" WHERE id = %s AND {mark} AND EXISTS(SELECT 1 FROM {q(table)} WHERE id = %s AND state = %s)")
+
+
+@lru_cache(maxsize=16)
+def _steady_cost_sql(table: str, never_billed: bool) -> str:
+    """The cost a steady workload's roll-over adds, if it is still in the state read and its hold's mark
+    is the one read (on PostgreSQL the two UPDATEs see one snapshot; elsewhere this one runs second)."""
+    q = connection.ops.quote_name
+    mark = "billed_until IS NULL" if never_billed else "billed_until = %s"
+    return (f"UPDATE {q(table)} SET billed_cost = billed_cost + %s WHERE id = %s AND state = %s"  # noqa: S608 - only quoted model names are interpolated
+            f" AND EXISTS(SELECT 1 FROM {q(QuotaHold._meta.db_table)} WHERE id = %s AND {mark})")
 
 
 def _record_bills(plans: list[Plan], report: ReconcileReport) -> None:

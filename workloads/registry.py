@@ -12,6 +12,7 @@ adding a kind changes nothing here.
 from __future__ import annotations
 
 import abc
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -59,11 +60,12 @@ class WorkloadKind(abc.ABC):
     resources: tuple[ResourceKind, ...] = ()
     #: Fields of the kind's own the reconcile cycle reads (it loads only the shared ones otherwise).
     observed_fields: tuple[str, ...] = ()
-    #: How admitted work commits money (:func:`workloads.billing.commitments`), as columns of
-    #: the kind's table: the product of ``committed_units`` is the GPU units it holds (none
-    #: named: it commits nothing), and ``runtime_limit`` its runtime limit in minutes from its
-    #: start. Work without a limit (an empty limit, or a kind without a limit column, which runs
-    #: until deleted) commits until the month's end, as admission counted it.
+    #: How admitted work commits money (:func:`quotas.ledger.committed_by_team`, from what its hold
+    #: carries: :meth:`admission_request`), as columns of the kind's table: the product of
+    #: ``committed_units`` is the GPU units it holds (none named: it commits nothing), and
+    #: ``runtime_limit`` its runtime limit in minutes from its start. Work without a limit (an empty
+    #: limit, or a kind without a limit column, which runs until deleted) commits until the month's
+    #: end, as admission counted it.
     committed_units: tuple[str, ...] = ()
     runtime_limit: str | None = None
     #: Columns that make two workloads of a kind with a runtime limit the same job, whose earlier
@@ -83,6 +85,19 @@ class WorkloadKind(abc.ABC):
     def resource_request(self, workload) -> ResourceRequest:
         """What ``workload`` asks of the team's quota at admission: its units and units per node are
         the model's ``placement_shape`` (the one rule that placement and the price read too)."""
+
+    def committed(self, workload) -> int:
+        """The units ``workload`` commits money for: the product of its :attr:`committed_units` columns (0: none)."""
+        if not self.committed_units:
+            return 0
+        return math.prod(int(getattr(workload, column) or 0) for column in self.committed_units)
+
+    def admission_request(self, workload) -> ResourceRequest:
+        """:meth:`resource_request` as admission records it on the hold: with what the hold commits
+        (:meth:`committed`, until the :attr:`runtime_limit`) and who asked (its cost is reported under them)."""
+        limit = getattr(workload, self.runtime_limit) if self.runtime_limit else None
+        return replace(self.resource_request(workload), committed_units=self.committed(workload),
+                       limit_minutes=limit, user_id=workload.created_by_id)
 
     @abc.abstractmethod
     def manifests(self, workload) -> list[dict]:

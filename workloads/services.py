@@ -29,11 +29,11 @@ from core.writes import Write, run_together, update_of
 from quotas import admission, ledger
 from quotas.constants import FLAVOR_CODES, ZERO, AdmissionCode
 from quotas.decide import Decision
-from quotas.models import GpuFlavor, PreemptionEvent, unknown_flavor
+from quotas.models import GpuFlavor, PreemptionEvent, QuotaHold, unknown_flavor
 from workloads import attempts, lifecycle, tasks
 from workloads.constants import Message
 from workloads.identity import WorkloadId
-from workloads.models import ReasonCode, cost_to, quote_rows
+from workloads.models import ReasonCode, attach_segments, cost_to, quote_rows
 from workloads.registry import kind_for, kind_of, kinds
 
 
@@ -66,7 +66,7 @@ def admit_new(workload, recorded: Callable[[Decision, datetime], Sequence[Write]
         move = update_of(model.objects.filter(pk=workload.pk, state=recorded_state), **values)
         return [move, *(recorded(decision, now) if recorded is not None else ())]
 
-    decision = admission.admit(workload.team, kind.resource_request(workload), workload.ref, moved)
+    decision = admission.admit(workload.team, kind.admission_request(workload), workload.ref, moved)
     if decision.rejected:
         return decision
     if decision.admitted:
@@ -346,13 +346,19 @@ def _by_cost(filtered: dict, now: datetime) -> list[tuple]:
     """``(cost, created_at, prefix, pk)`` of every filtered workload, costliest first (newest first on a tie).
 
     The cost to the second includes the open segment, which SQL does not price: read each
-    workload's billing columns (one narrow query per kind, no joins) and order here.
+    workload's billed cost (one narrow query per kind, no joins) and the open segments of the
+    holds (one query), and order here.
     """
     prices = GpuFlavor.objects.in_bulk()
-    keys = [(cost_to(billed, prices[flavor_id].price(spot, cluster_id), units, since, now), created, prefix, pk)
-            for prefix, workloads in filtered.items()
-            for pk, created, billed, flavor_id, units, spot, since, cluster_id in workloads.values_list(
-                "pk", "created_at", "billed_cost", "flavor_id", "open_units", "spot", "billed_until", "cluster_id")]
+    segments = {ref: (units, since, price) for ref, units, since, price in QuotaHold.objects.held().filter(
+        open_units__gt=0).values_list("ref", "open_units", "billed_until", "charged_price")}
+    keys = []
+    for prefix, workloads in filtered.items():
+        for pk, created, billed, flavor_id, spot, cluster_id in workloads.values_list(
+                "pk", "created_at", "billed_cost", "flavor_id", "spot", "cluster_id"):
+            units, since, charged = segments.get(WorkloadId(prefix, pk).ref, (0, None, None))
+            price = charged if charged is not None else prices[flavor_id].price(spot, cluster_id)  # Workload.unit_price
+            keys.append((cost_to(billed, price, units, since, now), created, prefix, pk))
     return sorted(keys, reverse=True)
 
 
@@ -387,6 +393,7 @@ def every_teams_workloads(*, team: str = "", state: str = "active", flavor: str 
         wanted.setdefault(prefix, []).append(pk)
     loaded = {prefix: kind_for(prefix).model.objects.select_related("team", "flavor", "created_by").in_bulk(pks)
               for prefix, pks in wanted.items()}
+    attach_segments([workload for by_pk in loaded.values() for workload in by_pk.values()])
     quote_rows(workload for by_pk in loaded.values() for workload in by_pk.values())
     rows = []
     for prefix, pk in keys:

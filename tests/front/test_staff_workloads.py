@@ -13,7 +13,9 @@ from jobs.models import TrainingRun
 from quotas.admission import admit
 from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
+from quotas.models import QuotaHold
 from teams.models import AuditEvent
+from tests.factories import hold_of
 from workloads.registry import kinds
 
 pytestmark = pytest.mark.django_db
@@ -28,18 +30,19 @@ def world(team, other_team, member, outsider, flavors, published):
     now = timezone.now()
 
     def run(team, user, name, flavor, state, hours=0.0):
-        return TrainingRun.objects.create(team=team, created_by=user, name=name, flavor=flavors[flavor], state=state,
-                                          image="r.example.com/t:1", command=["python"], gpus_per_worker=2,
-                                          billed_until=now - timedelta(hours=hours) if hours else None,
-                                          open_units=2 if hours else 0)
+        created = TrainingRun.objects.create(team=team, created_by=user, name=name, flavor=flavors[flavor], state=state,
+                                             image="r.example.com/t:1", command=["python"], gpus_per_worker=2)
+        if hours:
+            hold_of(created, now - timedelta(hours=hours), 2)
+        return created
     cheap = run(team, member, "cheap", "l4", "running", hours=1)
     dear = run(other_team, outsider, "dear", "a100-80gb", "running", hours=1)
     old = run(team, member, "old", "a100-80gb", "succeeded")
     endpoint = InferenceEndpoint.objects.create(team=team, created_by=member, name="chat", flavor=flavors["a100-80gb"],
                                                 state="ready", image="r.example.com/s:1", min_replicas=1,
-                                                max_replicas=4, replicas=3, replica_ceiling=3, open_units=3,
-                                                billed_until=now)
+                                                max_replicas=4, replicas=3, replica_ceiling=3)
     admit(team, ResourceRequest("a100-80gb", 3, 1), endpoint.ref)  # minimum 1 + 2 burst replicas
+    QuotaHold.objects.held().filter(ref=endpoint.ref).update(billed_until=now, open_units=3)
     return {"cheap": cheap, "dear": dear, "old": old, "endpoint": endpoint}
 
 
@@ -197,14 +200,14 @@ def test_the_list_costs_the_same_queries_at_any_size_and_page(client, staff, wor
     many_runs(world["dear"].team, outsider, world["dear"].flavor, count)
     client.force_login(staff)
     # session + user (2) + the filter form's teams and flavors (2) + flavors' prices (1) + one
-    # narrow read per registered kind (the tests' own kind too) + the page's rows of each kind
-    # on it (2: runs and the endpoint) + the staff member's memberships for the navigation (1)
-    # + the rows' one price book (2: clusters, cluster prices; quotas.pricing)
-    with django_assert_num_queries(10 + len(kinds())):
+    # narrow read per registered kind (the tests' own kind too) + the holds' open segments (1) + the
+    # page's rows of each kind on it (2: runs and the endpoint) + their holds (1) + the staff member's
+    # memberships for the navigation (1) + the rows' one price book (2: clusters, cluster prices; quotas.pricing)
+    with django_assert_num_queries(12 + len(kinds())):
         response = client.get(URL + "?state=&sort=cost")
     assert response.status_code == 200 and len(listed(client, "?state=&sort=cost")) == min(count + 4, 100)
     if count > 100:  # the last page: the same reads (only runs are on it)
-        with django_assert_num_queries(9 + len(kinds())):
+        with django_assert_num_queries(11 + len(kinds())):
             assert len(listed(client, "?state=&sort=cost&page=2")) == count + 4 - 100
 
 
@@ -214,12 +217,12 @@ def test_newest_first_is_paged_in_sql_at_any_size(client, staff, world, outsider
     client.force_login(staff)
     # session + user (2) + the filter form's teams and flavors (2) + the matching count and this
     # page's keys, one UNION of every kind each (2) + the page's rows of each kind on it (2: the
-    # newest are the world's runs and endpoint) + the staff member's memberships (1) + the rows'
-    # one price book (2: clusters, cluster prices)
-    with django_assert_num_queries(11):
+    # newest are the world's runs and endpoint) + their holds (1) + the staff member's memberships (1)
+    # + the rows' one price book (2: clusters, cluster prices)
+    with django_assert_num_queries(12):
         assert len(listed(client, "?state=")) == min(count + 4, 100)
     if count > 100:  # the last page holds the oldest runs only
-        with django_assert_num_queries(10):
+        with django_assert_num_queries(11):
             assert len(listed(client, "?state=&page=2")) == count + 4 - 100
 
 

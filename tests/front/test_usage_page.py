@@ -17,11 +17,11 @@ from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from quotas.demo import seed_flavors, seed_team_quotas
 from quotas.ledger import month_end, month_start, record_usage
-from quotas.models import BudgetMonth, PreemptionEvent, QuotaHold, TeamBudget, UsageRecord
+from quotas.models import BudgetMonth, PreemptionEvent, TeamBudget, UsageRecord
 from quotas.reports import usage_report
 from quotas.services import set_team_budget
 from teams.models import Role
-from tests.factories import add_member
+from tests.factories import add_member, hold_of
 from workloads.registry import kind_names, kind_nouns
 from workspaces.models import Workspace
 
@@ -328,9 +328,8 @@ def test_reports_carry_borrowed_and_preempted_figures_in_every_grouping(team, sh
 def test_an_open_segment_counts_its_holds_borrowed_units(team, member, flavors):
     now = timezone.now()
     run = TrainingRun.objects.create(team=team, created_by=member, name="open", flavor=flavors["a100-80gb"],
-                                     state="running", image="r.example.com/t:1", command=["python"],
-                                     billed_until=now - timedelta(minutes=30), open_units=2)
-    QuotaHold.objects.create(team=team, ref=run.ref, flavor=flavors["a100-80gb"], units=2, borrowed_units=1)
+                                     state="running", image="r.example.com/t:1", command=["python"])
+    hold_of(run, now - timedelta(minutes=30), 2, borrowed_units=1)
     [row] = usage_report([team], now - timedelta(hours=2), now + timedelta(hours=1), "workload", now)
     tenth = Decimal("1E-10")  # the ledger's precision: a piece cut at an hour boundary rounds on its own
     assert abs(row["gpu_hours"] - 1) <= tenth and abs(row["borrowed_gpu_hours"] - Decimal("0.5")) <= 2 * tenth
@@ -412,8 +411,8 @@ def test_the_card_by_kind_shows_the_apis_report_by_kind(client, member, idle_wor
 def test_an_open_idle_workspace_counts_in_its_kinds_row(team, member, flavors):
     now = timezone.now()
     workspace = Workspace.objects.create(team=team, created_by=member, name="open", flavor=flavors["l4"],
-                                         image="r.example.com/nb:1", state="running", open_units=1, open_idle=True,
-                                         billed_until=now - timedelta(minutes=30))
+                                         image="r.example.com/nb:1", state="running")
+    hold_of(workspace, now - timedelta(minutes=30), 1, open_idle=True)
     [row] = usage_report([team], now - timedelta(hours=2), now + timedelta(hours=1), "kind", now)
     tenth = Decimal("1E-10")  # the ledger's precision: a piece cut at an hour boundary rounds on its own
     assert row["group"] == "workspace" and workspace.KIND_PREFIX == "ws"  # the noun, not the refs' prefix

@@ -14,7 +14,7 @@ from inference import key_costs, keys
 from inference.key_costs import split_cents, split_hour
 from inference.models import KeyUsage
 from quotas import ledger
-from quotas.models import UsageRecord
+from quotas.models import QuotaHold, UsageRecord
 
 CENT = Decimal("0.01")
 
@@ -118,14 +118,14 @@ def test_per_key_costs_of_an_endpoint_sum_to_its_ledger_cost_to_the_cent(member,
 
 
 @pytest.mark.django_db
-def test_the_open_segment_of_the_current_hour_is_counted(member, team, create, monkeypatch):
+def test_the_open_segment_of_the_current_hour_is_counted(member, team, create):
     endpoint = create()
     key, _ = keys.create_key(member, team, endpoint, "app")
     hour = ledger.usage_hour(datetime(2026, 11, 3, 15, 20, tzinfo=UTC))
     now = hour + timedelta(minutes=30)
-    piece = ledger.Interval(team.pk, endpoint.ref, endpoint.flavor.pk, endpoint.flavor.name, Decimal("2.40"),
-                            Decimal(1), None, hour + timedelta(minutes=10), now, 1, False)
-    monkeypatch.setattr(ledger, "_open_segments", lambda team_ids, at: [piece] if team.pk in team_ids else [])
+    # Its hold's open segment: 1 unit at 2.40/h since 10 minutes into the hour.
+    QuotaHold.objects.held().filter(ref=endpoint.ref).update(billed_until=hour + timedelta(minutes=10), open_units=1,
+                                                             charged_price=Decimal("2.40"))
     _usage(key, endpoint, hour, requests_2xx=1, input_tokens=5)
     report = key_costs.endpoint_key_usage(endpoint, hour, hour + timedelta(hours=1), now=now)
     assert report.ledger_cost == Decimal("0.80")  # 20 minutes at 2.40/h, not yet in the ledger

@@ -50,10 +50,10 @@ def test_the_list_renders_in_a_constant_number_of_queries(client, member, team, 
                                                                 max_replicas=1, min_replicas=1)
                                  if i < 7 else endpoint_payload(name=f"ep{i}", flavor="a100-1g.10gb"))
     client.force_login(member)
-    # session, user, membership, access check, count, page (team, flavor, creator joined),
-    # queue positions (queued ones on the page), switcher, the rows' one price book (2: clusters,
-    # cluster prices; quotas.pricing)
-    with django_assert_num_queries(9 if count <= 7 else 10):
+    # session, user, membership, access check, count, page (team, flavor, creator joined), the
+    # page's quota holds (their money: Workload.segment), queue positions (queued ones on the page),
+    # switcher, the rows' one price book (2: clusters, cluster prices; quotas.pricing)
+    with django_assert_num_queries(10 if count <= 7 else 11):
         assert client.get("/endpoints/").status_code == 200
 
 

@@ -271,7 +271,8 @@ def test_it_lists_in_a_constant_number_of_queries(api, member, team, quota, publ
     # A mix of admitted and queued runs: queue positions and start estimates cost a constant
     # number of queries per team with queued work on the page.
     _make_runs(member, team, count, gpus_per_worker=1)
-    # token (1) + its first last-used write (1) + count (1) + page (1) + queue positions (1) +
+    # token (1) + its first last-used write (1) + count (1) + page (1) + the page's quota holds, their
+    # money (1: Workload.segment) + queue positions (1) +
     # start estimates: queue, holds, their runs, quotas, finished runs' durations, the
     # platform's limit use (6: workloads.forecast.platform_limit_spans, one per kind with a limit) +
     # what holds queued work beyond its quota: the budget, the month's spend (ledger rows, open
@@ -281,7 +282,7 @@ def test_it_lists_in_a_constant_number_of_queries(api, member, team, quota, publ
     # started cost one more, for their progress (jobs.metrics.progress_answers), one more for their GPUs now
     # (workloads.telemetry_series.now_figures), and running work one more for its progress ETAs: none has
     # started here
-    with django_assert_num_queries(19):
+    with django_assert_num_queries(20):
         response = api.get("/api/v1/runs/")
     assert response.json()["count"] == count
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from jobs.constants import RunState
 from quotas import admission
+from quotas.models import QuotaHold
 from tests.jobs.conftest import submit_run_as
 from tests.jobs.test_views import HTMX, set_state
 
@@ -49,8 +50,8 @@ def test_the_dashboard_stops_polling_when_nothing_can_change(client, member, tea
 
 def test_a_run_rows_cost_moves_with_its_state_cell(client, member, team, quota, published):
     run = submit_run_as(member, team)
-    set_state(run, RunState.RUNNING, started_at=timezone.now() - timedelta(hours=1),
-              billed_until=timezone.now() - timedelta(hours=1), open_units=2)
+    set_state(run, RunState.RUNNING, started_at=timezone.now() - timedelta(hours=1))
+    QuotaHold.objects.held().filter(ref=run.ref).update(billed_until=timezone.now() - timedelta(hours=1), open_units=2)
     client.force_login(member)
     listed = client.get("/runs/").content.decode()
     assert f'<span id="run-{run.pk}-cost">8.20 USD</span>' in listed

@@ -161,9 +161,9 @@ def test_it_lists_in_a_constant_number_of_queries(client, member, team, quota, p
 
     make(3, 0)
     client.get("/runs/", **headers)  # warm the session
-    # session, user, current membership, access check, switcher memberships, count, page, queue
-    # positions, the rows' one price book (2: clusters, cluster prices; quotas.pricing)
-    expected = 9 if htmx else 10
+    # session, user, current membership, access check, switcher memberships, count, page, the page's
+    # quota holds (their money), queue positions, the rows' one price book (2: clusters, cluster prices)
+    expected = 10 if htmx else 11
     with django_assert_num_queries(expected):
         assert client.get("/runs/", **headers).status_code == 200
     make(12, 3)
@@ -705,12 +705,13 @@ def test_it_renders_the_dashboard_in_a_constant_number_of_queries(client, member
     # session, user, current membership, access check, recent runs, usage (quotas, holds,
     # queue), budget (budget, month's spend in the ledger, open segments of all kinds, commitments
     # of all kinds), per kind its holding and queued counts (one for each registered kind, the
-    # test-only kind too), spend by kind (ledger, open segments), switcher memberships
-    with django_assert_num_queries(15 + len(kinds())):
+    # test-only kind too), spend by kind (ledger, open segments), switcher memberships, the recent
+    # runs' quota holds (their money)
+    with django_assert_num_queries(16 + len(kinds())):
         client.get("/")
     for i in range(8):
         submit_run_as(member, team, name=f"more-{i}", gpus_per_worker=1)
-    with django_assert_num_queries(15 + len(kinds())):
+    with django_assert_num_queries(16 + len(kinds())):
         client.get("/")
 
 

@@ -278,14 +278,15 @@ def test_a_budgeted_team_reads_commitments_only_when_their_bound_could_queue_the
     TeamBudget.objects.filter(team=budget_team).update(monthly_limit=Decimal("10"))
     QuotaHold.objects.filter(ref="run:1").update(units=1000)  # held: 1,000 units, the bound ≫ 10
     l4 = ResourceRequest("l4", 1, 1, estimated_cost=Decimal("4.10"))
-    with django_assert_num_queries(5) as ctx:  # + every kind's commitments, one statement
+    with django_assert_num_queries(5) as ctx:  # + the holds' commitments, one statement
         decision = admit(budget_team, l4, "run:2")
-    # The exact figure is nothing (run:1 is no workload with a known end): it fits and is admitted.
+    # The exact figure is nothing (run:1's hold commits nothing): it fits and is admitted.
     assert decision.admitted, decision.reason.words
-    assert sum("max_runtime_minutes" in q["sql"] for q in ctx.captured_queries) == 1
+    assert sum("limit_minutes" in q["sql"] and q["sql"].startswith("SELECT") for q in ctx.captured_queries) == 1
     with django_assert_num_queries(5) as ctx:  # lock, facts, the month's open segments, queue entry, its position
         assert admit(budget_team, estimated, "run:3").reason.code == AdmissionCode.WAITING_FOR_QUOTA  # 1,000 A100s held
-    assert not any("max_runtime_minutes" in q["sql"] for q in ctx.captured_queries)  # the quota decided
+    assert not any("limit_minutes" in q["sql"] and q["sql"].startswith("SELECT")
+                   for q in ctx.captured_queries)  # the quota decided
 
 
 def test_it_releases_in_one_statement(quota_team, django_assert_num_queries):

@@ -11,9 +11,7 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
-from quotas import ledger
 from quotas.ledger import (
-    Interval,
     cost_by_ref,
     month_start,
     record_usage,
@@ -22,7 +20,7 @@ from quotas.ledger import (
     usage_hour,
     usage_rows,
 )
-from quotas.models import PreemptionEvent, UsageRecord
+from quotas.models import PreemptionEvent, QuotaHold, UsageRecord
 
 HOUR = datetime(2026, 11, 10, 9, 0, tzinfo=UTC)
 TICK = timedelta(seconds=5)
@@ -145,17 +143,13 @@ def test_the_report_by_kind_groups_by_the_refs_prefix_in_sql_as_in_python(quota_
     assert by_kind["endpoint"]["idle_cost"] == by_kind["endpoint"]["cost"] > 0 and by_kind["run"]["idle_cost"] == 0
 
 
-def test_the_report_by_kind_adds_open_segments_and_preemptions_to_their_kinds_row(quota_team, flavors, monkeypatch):
-    """Each source of a report row reaches its kind's row: the ledger, an open segment (idle here: its source
-    stands in for the workloads app's) and the work a preemption lost (a kind with only that is a row too)."""
+def test_the_report_by_kind_adds_open_segments_and_preemptions_to_their_kinds_row(quota_team, flavors):
+    """Each source of a report row reaches its kind's row: the ledger, an open segment (idle here, on the quota
+    hold of a kind quotas knows nothing of) and the work a preemption lost (a kind with only that is a row too)."""
     l4 = flavors["l4"]
     record_usage(quota_team, "run:1", "l4", None, HOUR, HOUR + timedelta(hours=1), 1, False)
-
-    def open_notebook(team_ids, now):
-        return [Interval(quota_team.pk, "nb:9", l4.pk, l4.name, l4.price(False), l4.gpu_fraction, None,
-                         HOUR + timedelta(hours=1), now, 1, False, idle=True)]
-
-    monkeypatch.setattr(ledger, "_OPEN_SEGMENT_SOURCES", [open_notebook])
+    QuotaHold.objects.create(team=quota_team, ref="nb:9", flavor=l4, units=1, billed_until=HOUR + timedelta(hours=1),
+                             open_units=1, open_idle=True)
     PreemptionEvent.objects.create(ref="run:1", team=quota_team, flavor=l4, units=1, reason="preempted",
                                    lost_gpu_hours=Decimal("0.5"), lost_cost=Decimal("0.4"), at=HOUR)
     PreemptionEvent.objects.create(ref="ep:2", team=quota_team, flavor=l4, units=1, reason="preempted",

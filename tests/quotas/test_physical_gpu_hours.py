@@ -25,6 +25,7 @@ from inference.models import InferenceEndpoint
 from quotas.demo import seed_team_quotas
 from quotas.ledger import interval_gpu_hours, interval_unit_hours, month_end, month_start, record_usage, usage_table
 from quotas.models import UsageRecord
+from tests.factories import hold_of
 from tests.shared_flavors import make_shared_flavors
 
 pytestmark = pytest.mark.django_db
@@ -55,8 +56,9 @@ def test_one_function_each_and_the_ledger_keeps_both(ledger):
 def test_an_open_segment_counts_both_too(team, member, flavors):
     flavor = make_shared_flavors()["t4-ts4"]
     now = timezone.now()
-    InferenceEndpoint.objects.create(team=team, created_by=member, name="chat", flavor=flavor, state="ready",
-                                     image="r.example.com/s:1", billed_until=now - timedelta(minutes=30), open_units=2)
+    endpoint = InferenceEndpoint.objects.create(team=team, created_by=member, name="chat", flavor=flavor, state="ready",
+                                                image="r.example.com/s:1")
+    hold_of(endpoint, now - timedelta(minutes=30), 2)
     [row] = usage_table([team], now - timedelta(hours=2), now + timedelta(hours=1), ("flavor",), now)
     tenth = Decimal("1E-10")  # a piece cut at an hour boundary rounds on its own
     assert abs(row["unit_hours"] - 1) <= 2 * tenth and abs(row["physical_gpu_hours"] - Decimal("0.25")) <= 2 * tenth

@@ -13,6 +13,8 @@ from core.formatting import format_money
 from inference.models import InferenceEndpoint
 from inference.services import create_endpoint
 from jobs.models import TrainingRun
+from quotas.models import QuotaHold
+from tests.factories import hold_of
 from tests.inference.conftest import endpoint_payload
 from workloads.alert_rules import AlertKind
 from workloads.models import AlertEpisode
@@ -23,9 +25,11 @@ State = AlertEpisode.State
 
 @pytest.fixture
 def run(member, team, quota, flavors):
-    return TrainingRun.objects.create(team=team, created_by=member, name="stuck", flavor=flavors["a100-80gb"],
-                                      state="running", image="registry.example.com/ml/t:1", command=["python"],
-                                      gpus_per_worker=2, started_at=timezone.now() - timedelta(hours=1), open_units=2)
+    run = TrainingRun.objects.create(team=team, created_by=member, name="stuck", flavor=flavors["a100-80gb"],
+                                     state="running", image="registry.example.com/ml/t:1", command=["python"],
+                                     gpus_per_worker=2, started_at=timezone.now() - timedelta(hours=1))
+    hold_of(run, timezone.now() - timedelta(hours=1), 2)
+    return run
 
 
 def episode(workload, kind: AlertKind, state=State.OPEN, **facts) -> AlertEpisode:
@@ -79,7 +83,8 @@ def test_an_oom_risk_alert_that_closed_as_the_run_ended_stays_on_its_page(client
 
 def test_an_endpoint_at_its_minimum_is_shown_how_to_scale_to_zero(client, member, team, ep_quota, published):
     endpoint = create_endpoint(member, team, endpoint_payload(name="chat", min_replicas=1, max_replicas=2))
-    InferenceEndpoint.objects.filter(pk=endpoint.pk).update(state="ready", replicas=1, open_units=1)
+    InferenceEndpoint.objects.filter(pk=endpoint.pk).update(state="ready", replicas=1)
+    QuotaHold.objects.held().filter(ref=endpoint.ref).update(billed_until=timezone.now(), open_units=1)
     episode(endpoint, AlertKind.IDLE, value=1.0, threshold=10.0, after_minutes=30, cost_per_hour=Decimal("4.10"),
             at_minimum=True)
     client.force_login(member)

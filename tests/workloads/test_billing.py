@@ -20,7 +20,7 @@ from tests.factories import make_team
 from tests.jobs.conftest import run_payload
 from tests.workloads.tinykind.models import Notebook
 from workloads import reconcile as rec
-from workloads.billing import open_segments, plan_billing, record
+from workloads.billing import applied, plan_billing, record
 from workloads.idle import idle_figures
 from workloads.tasks import apply_workload
 
@@ -32,8 +32,10 @@ def notebook(member, team, flavors):
     return Notebook(pk=7, team=team, created_by=member, name="nb", flavor=flavors["a100-80gb"], gpus=2)
 
 
-def at(notebook, since, units):
-    notebook.billed_until, notebook.open_units = since, units
+def at(notebook, since, units, **segment):
+    """``notebook`` holding a hold whose open segment runs ``units`` since ``since`` (``segment``: its other columns)."""
+    notebook.segment_is(QuotaHold(team=notebook.team, ref=notebook.ref, flavor=notebook.flavor, units=max(units, 1),
+                                  billed_until=since, open_units=units, **segment))
     return notebook
 
 
@@ -45,12 +47,12 @@ class TestPlanBilling:
 
     def test_it_opens_a_segment_at_the_first_pods_start_on_the_first_sighting(self, notebook):
         plan = plan_billing(at(notebook, None, 0), 2, T0, None, T0 + timedelta(minutes=5))
-        assert plan.changes == {"billed_until": T0, "open_units": 2, "charged_price": Decimal("4.10")}
+        assert plan.changes == {"billed_until": T0, "open_units": 2, "charged_price": Decimal("4.10"), "started_at": T0}
         assert plan.intervals == []
 
     def test_it_opens_a_segment_now_when_units_appear_later(self, notebook):
         now = T0 + timedelta(minutes=5)
-        plan = plan_billing(at(notebook, T0, 0), 1, T0 - timedelta(hours=3), None, now)
+        plan = plan_billing(at(notebook, T0, 0, started_at=T0 - timedelta(hours=3)), 1, T0 - timedelta(hours=3), None, now)
         assert plan.changes == {"billed_until": now, "open_units": 1, "charged_price": Decimal("4.10")}
 
     def test_it_closes_the_segment_when_the_units_change(self, notebook):
@@ -81,20 +83,19 @@ class TestPlanBilling:
         assert plan.changes["billed_until"] == now and plan.changes["open_idle"] is True
 
     def test_it_closes_an_idle_segment_as_idle_time_when_the_gpus_get_busy(self, notebook):
-        notebook.open_idle = True
         now = T0 + timedelta(minutes=30)
-        plan = plan_billing(at(notebook, T0, 2), 2, None, None, now, idle=False)
+        plan = plan_billing(at(notebook, T0, 2, open_idle=True), 2, None, None, now, idle=False)
         assert [(i.start, i.end, i.idle) for i in plan.intervals] == [(T0, now, True)]
         assert plan.changes["open_idle"] is False
 
     def test_an_idle_segment_that_stays_idle_writes_nothing(self, notebook):
-        notebook.open_idle = True
-        plan = plan_billing(at(notebook, T0, 2), 2, None, None, T0 + timedelta(minutes=30), idle=True)
+        plan = plan_billing(at(notebook, T0, 2, open_idle=True), 2, None, None, T0 + timedelta(minutes=30), idle=True)
         assert (plan.changes, plan.intervals) == ({}, [])
 
     def test_a_first_sighting_of_idle_gpus_opens_an_idle_segment_from_the_pods_start(self, notebook):
         plan = plan_billing(at(notebook, None, 0), 2, T0, None, T0 + timedelta(minutes=5), idle=True)
-        assert plan.changes == {"billed_until": T0, "open_units": 2, "charged_price": Decimal("4.10"), "open_idle": True}
+        assert plan.changes == {"billed_until": T0, "open_units": 2, "charged_price": Decimal("4.10"), "started_at": T0,
+                                "open_idle": True}
 
 
 @pytest.mark.django_db
@@ -102,29 +103,24 @@ class TestChargedRate:
     """Issue 46: after billing began a workload's price is the rate its segment opened at, not today's."""
 
     def test_the_open_segment_keeps_its_rate_when_staff_change_the_price(self, notebook, flavors):
-        notebook.charged_price = Decimal("4.10")
         notebook.flavor.price_per_hour = Decimal("9.00")  # staff changed the price table since
         now = T0 + timedelta(minutes=30)
-        plan = plan_billing(at(notebook, T0, 2), 3, None, None, now)
+        plan = plan_billing(at(notebook, T0, 2, charged_price=Decimal("4.10")), 3, None, None, now)
         assert plan.cost == Decimal("4.1")  # 2 × 4.10 × ½ h: the segment's rate, not 9.00
         assert plan.changes["charged_price"] == Decimal("9.00")  # the next segment opens at today's
 
     def test_an_ended_workload_keeps_the_rate_it_was_charged(self, notebook, flavors):
-        notebook.charged_price = Decimal("4.10")
         notebook.flavor.price_per_hour = Decimal("9.00")  # staff changed the price table since
         end = T0 + timedelta(minutes=30)
-        plan = plan_billing(at(notebook, T0, 2), 2, None, end, end)
+        plan = plan_billing(at(notebook, T0, 2, charged_price=Decimal("4.10")), 2, None, end, end)
         assert plan.changes["charged_price"] == Decimal("4.10") and plan.changes["open_units"] == 0
-        for name, value in plan.changes.items():
-            if name != "billed_cost":
-                setattr(notebook, name, value)
+        applied(notebook, plan)
         assert notebook.unit_price() == Decimal("4.10")
         assert notebook.price_quote().price == Decimal("4.10") and notebook.price_quote().placed
 
     def test_the_hour_boundary_opens_a_segment_at_todays_price(self, notebook, flavors):
-        notebook.charged_price = Decimal("4.10")
         notebook.flavor.price_per_hour = Decimal("9.00")  # staff changed the price table since
-        plan = plan_billing(at(notebook, T0, 2), 2, None, None, T0 + timedelta(minutes=50))
+        plan = plan_billing(at(notebook, T0, 2, charged_price=Decimal("4.10")), 2, None, None, T0 + timedelta(minutes=50))
         assert [i.price for i in plan.intervals] == [Decimal("4.10")]
         assert plan.changes["charged_price"] == Decimal("9.00")
 
@@ -132,11 +128,12 @@ class TestChargedRate:
 @pytest.mark.django_db
 def test_spend_adds_the_open_segments_of_every_kind_to_the_second(team, member, flavors, quota):
     now = timezone.now()
-    Notebook.objects.create(team=team, created_by=member, name="a", flavor=flavors["a100-80gb"], state="running",
-                            billed_until=now - timedelta(minutes=30), open_units=2)
-    Notebook.objects.create(team=team, created_by=member, name="b", flavor=flavors["l4"], spot=True, state="running",
-                            billed_until=now - timedelta(minutes=15), open_units=1)
-    segments = open_segments([team.pk], now)
+    for name, flavor, spot, since, units in (("a", "a100-80gb", False, 30, 2), ("b", "l4", True, 15, 1)):
+        book = Notebook.objects.create(team=team, created_by=member, name=name, flavor=flavors[flavor], spot=spot,
+                                       state="running")
+        QuotaHold.objects.create(team=team, ref=book.ref, flavor=flavors[flavor], units=units, spot=spot,
+                                 billed_until=now - timedelta(minutes=since), open_units=units)
+    segments = ledger.open_segments([team.pk], now)
     assert sorted(s.units for s in segments) == [1, 2]
     # 2 × 4.10 × ½ h + 1 × 0.32 spot × ¼ h, nothing in the ledger yet.
     spent = spent_month(team, now)
@@ -271,27 +268,3 @@ def test_a_borrowed_run_reconciled_to_its_end_leaves_its_borrowed_gpu_hours_in_t
     assert run.state == "succeeded" and not QuotaHold.objects.held().filter(ref=run.ref).exists()
     totals = UsageRecord.objects.filter(ref=run.ref).aggregate(gpu=Sum("gpu_hours"), borrowed=Sum("borrowed_gpu_hours"))
     assert totals["gpu"] > 0 and totals["borrowed"] == totals["gpu"]  # all of its units were borrowed
-
-
-@pytest.mark.django_db
-def test_work_billed_before_the_charged_rate_existed_gets_its_last_ledger_hours_rate(member, team, flavors):
-    """The data migration of ``charged_price`` (workloads/migrations/_charged_rates.py): an ended row with
-    ledger time gets the rate of its last hour (cost ÷ unit-hours), not today's price; an open one keeps null."""
-    from django.apps import apps
-
-    from workloads.migrations._charged_rates import from_ledger
-
-    ended = Notebook.objects.create(team=team, created_by=member, name="old", flavor=flavors["a100-80gb"], gpus=2,
-                                    state="done", billed_until=T0 + timedelta(hours=2), billed_cost=Decimal("1"))
-    running = Notebook.objects.create(team=team, created_by=member, name="on", flavor=flavors["a100-80gb"], gpus=2,
-                                      state="running", billed_until=T0, open_units=2, billed_cost=Decimal("1"))
-    flavor = flavors["a100-80gb"]
-    for ref in (ended.ref, running.ref):
-        ledger.record_intervals(ledger.Interval(team.pk, ref, flavor.pk, flavor.name, Decimal("3.6000"),
-                                                flavor.gpu_fraction, member.pk, T0, T0 + timedelta(hours=2), 2,
-                                                False, False).hourly())
-    from_ledger("tinykind", "Notebook", "nb")(apps, None)
-    ended.refresh_from_db()
-    running.refresh_from_db()
-    assert (ended.charged_price, running.charged_price) == (Decimal("3.6000"), None)
-    assert flavor.price_per_hour == Decimal("4.10")  # today's, which it no longer shows

@@ -16,13 +16,12 @@ from jobs.services import submit_run
 from quotas import admission
 from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
-from quotas.ledger import month_end, record_usage
+from quotas.ledger import committed_by_team, month_end, record_usage
 from quotas.models import QuotaHold, TeamBudget
 from quotas.queue import preview
 from quotas.services import budget_summary, set_team_budget
 from teams.models import AuditEvent
 from workloads import reconcile as rec
-from workloads.billing import commitments
 
 pytestmark = pytest.mark.django_db
 
@@ -60,7 +59,7 @@ def test_commitments_of_every_kind_are_read_in_one_statement(member, team, quota
     expected = (Decimal("0.80") + Decimal("0.32") + Decimal("4.10") * 4) * hours_left
     assert InferenceEndpoint.objects.filter(team=team, state="deploying").count() == 4
     with django_assert_num_queries(1):
-        committed = commitments([team.pk], now)[team.pk]
+        committed = committed_by_team([team.pk], now)[team.pk]
     assert abs(committed - expected) < Decimal("0.01")
 
 
@@ -68,18 +67,18 @@ def test_a_started_run_commits_what_is_left_of_its_limit_and_only_holding_work_o
         member, team, quota, outsider, other_team):
     now = timezone.now()
     started = run(member, team, "started", 2, minutes=120)  # began 30 min ago: 1.5 h of 2 × 4.10 left
-    TrainingRun.objects.filter(pk=started.pk).update(state="running", started_at=now - timedelta(minutes=30))
+    QuotaHold.objects.held().filter(ref=started.ref).update(started_at=now - timedelta(minutes=30))
     spent = run(member, team, "spent", 1, minutes=10)  # began an hour ago: its limit has passed
-    TrainingRun.objects.filter(pk=spent.pk).update(state="running", started_at=now - timedelta(hours=1))
+    QuotaHold.objects.held().filter(ref=spent.ref).update(started_at=now - timedelta(hours=1))
     done = run(member, team, "done", 1, minutes=60)
-    TrainingRun.objects.filter(pk=done.pk).update(state="succeeded")
+    admission.release(done.ref)  # it ended: its hold went back
     seed_team_quotas(other_team, {"a100-80gb": 8}, Decimal("10000"))
     theirs = run(outsider, other_team, "theirs", 1, minutes=60)  # 4.10 to come, for the other team
     assert theirs.state == "admitted"
-    both = commitments([team.pk, other_team.pk], now)
+    both = committed_by_team([team.pk, other_team.pk], now)
     assert abs(both[team.pk] - Decimal("12.30")) < Decimal("0.001")
     assert abs(both[other_team.pk] - Decimal("4.10")) < Decimal("0.001")
-    assert set(commitments([team.pk], now)) == {team.pk}
+    assert set(committed_by_team([team.pk], now)) == {team.pk}
 
 
 def test_admission_decides_at_the_bound_as_it_would_at_the_exact_committed_money(member, team, quota):
@@ -89,7 +88,7 @@ def test_admission_decides_at_the_bound_as_it_would_at_the_exact_committed_money
     create_endpoint(member, team, {"name": "chat", "image": "registry.example.com/s/vllm:1", "flavor": "l4",
                                    "min_replicas": 1})  # 0.80 an hour to the month's end
     now = timezone.now()
-    exact = commitments([team.pk], now)[team.pk]
+    exact = committed_by_team([team.pk], now)[team.pk]
     request = ResourceRequest("a100-80gb", 1, 1, estimated_cost=Decimal("4.10"), description="run probe")
     # The bound: 3 units held (2 A100s, 1 L4) at the dearest price (an H100's 6.88) to the month's end.
     bound = Decimal("6.88") * 3 * Decimal((month_end(now) - now).total_seconds()) / 3600
@@ -112,7 +111,7 @@ def test_a_run_without_a_limit_is_swept_at_the_bound_as_at_the_exact_committed_m
     """The same sweep for a request without a known end: it counts until the month's end."""
     run(member, team, "bounded", 2, minutes=90)
     now = timezone.now()
-    exact = commitments([team.pk], now)[team.pk]
+    exact = committed_by_team([team.pk], now)[team.pk]
     request = ResourceRequest("a100-80gb", 1, 1, cost_per_hour=Decimal("4.10"), description="run probe")
     needed = exact + Decimal("4.10") * Decimal((month_end(now) - now).total_seconds()) / 3600
     outcomes = []
@@ -144,10 +143,10 @@ def test_admitting_commits_exactly_what_the_gate_counted(member, team, quota):
     month's end, no limit until the month's end, an endpoint's minimum until the month's end."""
     now = timezone.now()
     hours_left = Decimal((month_end(now) - now).total_seconds()) / 3600
-    before = commitments([team.pk], now).get(team.pk, Decimal(0))
+    before = committed_by_team([team.pk], now).get(team.pk, Decimal(0))
     unlimited = run(member, team, "unlimited", 2)
     assert unlimited.state == "admitted"
-    after = commitments([team.pk], now)[team.pk]
+    after = committed_by_team([team.pk], now)[team.pk]
     assert abs((after - before) - Decimal("8.20") * hours_left) < Decimal("0.01")
     counted = preview(team, ResourceRequest("a100-80gb", 2, 2, cost_per_hour=Decimal("8.20")))
     assert counted.admitted
@@ -156,8 +155,8 @@ def test_admitting_commits_exactly_what_the_gate_counted(member, team, quota):
 def test_burn_projection_and_run_out_date_follow_what_runs_now(member, team, quota):
     now = timezone.now()
     bounded = run(member, team, "busy", 2)
-    TrainingRun.objects.filter(pk=bounded.pk).update(state="running", billed_until=now - timedelta(hours=1),
-                                                      open_units=2)
+    TrainingRun.objects.filter(pk=bounded.pk).update(state="running")
+    QuotaHold.objects.held().filter(ref=bounded.ref).update(billed_until=now - timedelta(hours=1), open_units=2)
     TeamBudget.objects.filter(team=team).update(monthly_limit=Decimal("20"))
     summary = budget_summary(team, now)
     assert summary["burn_per_hour"] == Decimal("8.20")

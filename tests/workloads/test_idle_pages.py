@@ -11,6 +11,7 @@ from django.utils import timezone
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from quotas.ledger import record_usage
+from tests.factories import hold_of
 
 
 @pytest.fixture
@@ -19,8 +20,8 @@ def idle_run(member, team, quota, flavors):
     now = timezone.now()
     run = TrainingRun.objects.create(team=team, created_by=member, name="stuck", flavor=flavors["a100-80gb"], state="running",
                                      image="registry.example.com/ml/t:1", command=["python"], gpus_per_worker=2,
-                                     started_at=now - timedelta(minutes=70), billed_until=now - timedelta(minutes=40),
-                                     open_units=2, open_idle=True, idle_since=now - timedelta(minutes=40))
+                                     started_at=now - timedelta(minutes=70), idle_since=now - timedelta(minutes=40))
+    hold_of(run, now - timedelta(minutes=40), 2, open_idle=True)
     record_usage(team, run.ref, "a100-80gb", member, now - timedelta(minutes=70), now - timedelta(minutes=60), 2, False,
                  idle=True)
     return run
@@ -65,7 +66,8 @@ def test_the_endpoint_page_shows_its_idle_time(client, member, team, ep_quota, f
     endpoint = InferenceEndpoint.objects.create(
         team=team, created_by=member, name="quiet", flavor=flavors["a100-80gb"],
         state="ready", image="registry.example.com/s:1", min_replicas=1, max_replicas=1, replicas=1,
-        billed_until=now - timedelta(minutes=30), open_units=1, open_idle=True, idle_since=now - timedelta(minutes=30))
+        idle_since=now - timedelta(minutes=30))
+    hold_of(endpoint, now - timedelta(minutes=30), 1, open_idle=True)
     client.force_login(member)
     page = client.get(f"/endpoints/{endpoint.pk}/").content.decode()
     assert "lower its minimum replicas or delete it if nobody uses it" in page

@@ -18,12 +18,12 @@ from django.test.utils import CaptureQueriesContext
 from jobs.models import TrainingRun
 from quotas.constants import ZERO
 from quotas.demo import seed_team_quotas
-from quotas.ledger import cost_per_hour, month_start, open_spend, usage_hour
+from quotas.ledger import cost_per_hour, month_start, open_groups, open_segments, open_spend, usage_hour
 from quotas.models import TeamBudget
 from quotas.services import budget_summaries, budget_summary, enforce_budgets
 from teams.models import Team
+from tests.factories import hold_of
 from tests.workloads.tinykind.models import Notebook
-from workloads.billing import open_groups, open_segments
 
 #: Mid-month, off the hour and the second, so every clipping and rounding path is taken.
 NOW = datetime(2026, 11, 17, 14, 41, 27, 654321, tzinfo=UTC)
@@ -45,14 +45,18 @@ def per_segment(team_ids: list[int], now: datetime) -> dict[int, tuple[Decimal, 
 
 
 def open_notebook(team, user, flavor, since, units, spot=False, state="running"):
-    return Notebook.objects.create(team=team, created_by=user, name=f"nb-{Notebook.objects.count()}", flavor=flavor,
-                                   state=state, spot=spot, billed_until=since, open_units=units, gpus=units)
+    notebook = Notebook.objects.create(team=team, created_by=user, name=f"nb-{Notebook.objects.count()}", flavor=flavor,
+                                       state=state, spot=spot, gpus=units)
+    hold_of(notebook, since, units)
+    return notebook
 
 
 def open_run(team, user, flavor, since, units, spot=False):
-    return TrainingRun.objects.create(team=team, created_by=user, flavor=flavor, name=f"r-{TrainingRun.objects.count()}",
-                                      image="registry.example.com/ml/t:1", command=["python", "train.py"],
-                                      state="running", spot=spot, billed_until=since, open_units=units)
+    run = TrainingRun.objects.create(team=team, created_by=user, flavor=flavor, name=f"r-{TrainingRun.objects.count()}",
+                                     image="registry.example.com/ml/t:1", command=["python", "train.py"],
+                                     state="running", spot=spot)
+    hold_of(run, since, units)
+    return run
 
 
 @pytest.mark.django_db

@@ -14,7 +14,7 @@ from workspaces.models import Workspace
 
 pytestmark = pytest.mark.django_db
 #: What the Workspaces page reads, whatever the number of workspaces (see the test).
-QUERIES = 8
+QUERIES = 9
 
 
 def test_the_list_shows_state_flavor_cost_idle_and_actions(client, member, create, django_assert_max_num_queries):
@@ -98,7 +98,8 @@ def test_the_list_costs_the_same_queries_at_any_size(client, member, ws_quota, p
         services.create_workspace(member, team, {"name": f"ws{index}", "flavor": "a100-1g.10gb"})
     client.force_login(member)
     # session + user (2) + the current membership and its check (2) + the rows with their team, flavor and
-    # author (1) + one price book for every row (2: clusters, cluster prices) + the navigation's memberships (1)
+    # author (1) + their quota holds, their money (1) + one price book for every row (2: clusters, cluster
+    # prices) + the navigation's memberships (1)
     with django_assert_num_queries(QUERIES):
         response = client.get(reverse("workspaces:workspace-list"))
     assert response.status_code == 200 and response.content.decode().count('class="badge ') >= count
