@@ -4,8 +4,9 @@ A *price* is per unit-hour; a *cost per hour* is a price times units (docs/gloss
 "cost per hour").
 
 Once billing began, work shows and is charged its **charged rate** instead: the price its open
-segment was opened at, recorded on the workload (``Workload.charged_price``, set by
-``workloads.billing.plan_billing``) and never re-read from the price table, so finished work
+segment was opened at, recorded on the quota hold whose units it bills (``QuotaHold.charged_price``,
+set by ``workloads.billing.plan_billing``; a workload shows its hold's as ``Workload.charged_price``)
+and never re-read from the price table, so finished work
 keeps the price it was billed at and a staff price change reaches only segments opened after it.
 
 A flavor may cost a different price on each cluster (:class:`quotas.models.ClusterPrice`; the
