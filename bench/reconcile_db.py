@@ -177,8 +177,11 @@ def measure(size: int, rounds: int) -> tuple[float, float, list[float], int, flo
 
         def count_writes(execute, sql, params, many, context):
             # The heartbeat (one UPDATE of the cluster's row per cycle) is not the workloads' writing.
-            if sql.lstrip()[:6].upper() in ("UPDATE", "INSERT", "DELETE") and HEARTBEAT not in sql:
+            verb = sql.lstrip()[:6].upper()
+            if verb in ("UPDATE", "INSERT", "DELETE") and HEARTBEAT not in sql:
                 written[0] += len(params) if many else 1
+            elif verb == "WITH W" and " RETURNING 1)" in sql:  # several writes in one statement (core.writes)
+                written[0] += sql.count(" RETURNING 1)")
             return execute(sql, params, many, context)
 
         with connection.execute_wrapper(count_writes):

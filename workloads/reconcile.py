@@ -371,10 +371,11 @@ def _apply(plan: Plan, report: ReconcileReport, now: datetime) -> bool:
 def _apply_steady(plans: list[Plan], report: ReconcileReport) -> None:
     """Roll over segments that only crossed an hour: per batch one transaction and one ledger statement.
 
-    Happens for every running workload once an hour; per workload its cost and its hold's mark
-    remain, two conditional UPDATEs in one round trip (on PostgreSQL), the transaction and the
-    ledger write are shared. Each UPDATE is conditional on both what the cycle read (the
-    workload's state, the hold's mark), so they move together or not at all.
+    Happens for every running workload once an hour; per workload its cost (conditional on the
+    state the cycle read) and its hold's new mark (conditional on the mark read) remain, two UPDATEs
+    in one round trip on PostgreSQL; the transaction and the ledger write are shared. Should one
+    match and not the other (a user's end between the read and the write), the workload's cost is
+    set to the ledger's afterwards.
     """
     ops = connection.ops
     for first in range(0, len(plans), STEADY_BATCH):
@@ -382,49 +383,43 @@ def _apply_steady(plans: list[Plan], report: ReconcileReport) -> None:
             updated, resync = [], []
             for plan in plans[first:first + STEADY_BATCH]:
                 # _update_row's UPDATEs in plain SQL: compiling them with the ORM cost more CPU
-                # than the database spent on them (~1 ms a row; bench/reconcile_db.py).
+                # than the database spent on them (~1 ms a row; bench/reconcile_db.py). The
+                # workload's row first: the order every writer takes the two rows in.
                 w, hold, changes = plan.workload, plan.billing.hold, plan.billing.changes
                 before = hold.billed_until
-                mark = () if before is None else (ops.adapt_datetimefield_value(before),)
-                table = plan.kind.model._meta.db_table
-                # The cost first: run one after the other (SQLite), the hold's new mark would fail its condition.
                 costed, moved = run_together([
-                    Write(_steady_cost_sql(table, before is None), (
-                        ops.adapt_decimalfield_value(plan.billing.cost, 20, 10), w.pk, w.state, hold.pk, *mark)),
-                    Write(_steady_hold_sql(table, before is None), (
+                    Write(_steady_cost_sql(plan.kind.model._meta.db_table),
+                          (ops.adapt_decimalfield_value(plan.billing.cost, 20, 10), w.pk, w.state)),
+                    Write(_steady_hold_sql(before is None), (
                         ops.adapt_datetimefield_value(changes.get("billed_until", before)),
                         changes.get("open_units", hold.open_units),
                         ops.adapt_decimalfield_value(changes.get("charged_price", hold.charged_price), 12, 4),
-                        hold.pk, *mark, w.pk, w.state)),
+                        hold.pk, *(() if before is None else (ops.adapt_datetimefield_value(before),)))),
                 ])
                 if moved:
                     billing.applied(w, plan.billing)
                     updated.append(plan)
-                    if not costed:  # the workload moved between the two (PostgreSQL): its cost is the ledger's
-                        resync.append(w)
+                if moved != costed:
+                    resync.append(w)
             _record_bills(updated, report)
             for workload in resync:
                 lifecycle.sync_billed_cost(workload)
 
 
 @lru_cache(maxsize=16)
-def _steady_hold_sql(table: str, never_billed: bool) -> str:
-    """The conditional UPDATE of a steady workload's hold: its new billing mark, units and charged rate,
-    if the mark is the one read and the workload is still in the state read."""
+def _steady_hold_sql(never_billed: bool) -> str:
+    """The conditional UPDATE of a steady workload's hold: its new billing mark, units and charged rate."""
     q = connection.ops.quote_name
     mark = "billed_until IS NULL" if never_billed else "billed_until = %s"
     return (f"UPDATE {q(QuotaHold._meta.db_table)} SET billed_until = %s, open_units = %s, charged_price = %s"  # noqa: S608 - only quoted model names are interpolated
-            f" WHERE id = %s AND {mark} AND EXISTS(SELECT 1 FROM {q(table)} WHERE id = %s AND state = %s)")
+            f" WHERE id = %s AND {mark}")
 
 
 @lru_cache(maxsize=16)
-def _steady_cost_sql(table: str, never_billed: bool) -> str:
-    """The cost a steady workload's roll-over adds, if it is still in the state read and its hold's mark
-    is the one read (on PostgreSQL the two UPDATEs see one snapshot; elsewhere this one runs second)."""
+def _steady_cost_sql(table: str) -> str:
+    """The cost a steady workload's roll-over adds, if it is still in the state read."""
     q = connection.ops.quote_name
-    mark = "billed_until IS NULL" if never_billed else "billed_until = %s"
-    return (f"UPDATE {q(table)} SET billed_cost = billed_cost + %s WHERE id = %s AND state = %s"  # noqa: S608 - only quoted model names are interpolated
-            f" AND EXISTS(SELECT 1 FROM {q(QuotaHold._meta.db_table)} WHERE id = %s AND {mark})")
+    return f"UPDATE {q(table)} SET billed_cost = billed_cost + %s WHERE id = %s AND state = %s"  # noqa: S608 - only quoted model names are interpolated
 
 
 def _record_bills(plans: list[Plan], report: ReconcileReport) -> None:
