@@ -10,7 +10,7 @@ then prints, per size:
 
 * the API calls one ``KubernetesBackend.observe()`` makes (must be constant);
 * the CPU time (``time.process_time``) of ``observe()`` plus mapping every workload with
-  ``cluster.status`` (best of 3);
+  its kind's status mapping (``jobs.status``, ``inference.status``; best of 3);
 * the CPU time of just ``json.loads`` of the same LIST payloads, fetched in the same run,
   as the floor any client must pay: once with the cyclic GC paused as ``observe()`` does
   (the ratio column divides by this one) and once plain, with the GC running ("GC on").
@@ -40,9 +40,11 @@ django.setup()
 
 from cluster.backends.base import MANAGED_SELECTOR  # noqa: E402
 from cluster.backends.kubernetes import POD, KubernetesBackend, collection_path  # noqa: E402
-from cluster.manifests import build_endpoint, build_training  # noqa: E402
 from cluster.perf import gc_paused  # noqa: E402
-from cluster.status import endpoint_status, training_status  # noqa: E402
+from inference.manifests import build_endpoint  # noqa: E402
+from inference.status import endpoint_status  # noqa: E402
+from jobs.manifests import build_training  # noqa: E402
+from jobs.status import training_status  # noqa: E402
 from tests.cluster import samples  # noqa: E402
 from tests.cluster.fakeapi import FakeKubeAPI  # noqa: E402
 from workloads.registry import resource_kinds  # noqa: E402

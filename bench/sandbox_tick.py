@@ -50,8 +50,12 @@ from datetime import UTC, datetime, timedelta  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from cluster.manifests import build_endpoint, build_team, build_training  # noqa: E402
-from cluster.specs import ClusterConfig, EndpointSpec, FlavorSpec, TeamSpec, TrainingSpec  # noqa: E402
+from cluster.manifests import build_team  # noqa: E402
+from cluster.specs import ClusterConfig, FlavorSpec, TeamSpec  # noqa: E402
+from inference.manifests import build_endpoint  # noqa: E402
+from inference.specs import EndpointSpec  # noqa: E402
+from jobs.manifests import build_training  # noqa: E402
+from jobs.specs import TrainingSpec  # noqa: E402
 from sandbox.backend import SandboxBackend  # noqa: E402
 from sandbox.models import SimEvent, SimObject, SimPod  # noqa: E402
 from sandbox.names import new_uid  # noqa: E402

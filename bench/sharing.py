@@ -691,7 +691,7 @@ def report(setup: Setup, results: list[Result], quick: float | None) -> bool:
 
 MIX_STEP_S = 300  # the demand is sampled every 5 minutes
 MIX_HOURS = 24
-MIX_TARGET = 0.70  # the replicas' GPU utilization target (cluster.specs.DEFAULT_GPU_UTILIZATION_TARGET, 70 %)
+MIX_TARGET = 0.70  # the replicas' GPU utilization target (inference.specs.DEFAULT_GPU_UTILIZATION_TARGET, 70 %)
 
 
 def mix_flavors() -> tuple[GpuFlavor, GpuFlavor]:

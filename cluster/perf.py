@@ -10,7 +10,7 @@ The reconciler should therefore hold an observation only inside :func:`gc_paused
 
     with gc_paused():
         observed = backend.observe(resources)
-        ...map with cluster.status, update rows...
+        ...map with each kind's status mapping, update rows...
         del observed  # freed by refcount before the collector resumes
 
 ``KubernetesBackend.observe()`` pauses by itself too (nested pauses are fine); the outer

@@ -7,7 +7,7 @@ from celery import shared_task
 
 import fleet.services as fleet
 from cluster.errors import Transient
-from cluster.manifests.inference import canary_name
+from inference.manifests import canary_name
 from inference.models import InferenceEndpoint
 from workloads.registry import kind_of
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
-from cluster import promql, specs
+from cluster import promql
+from inference import specs
 
 
 class EndpointState(models.TextChoices):
@@ -28,7 +29,7 @@ ACTIVE_STATES = (EndpointState.QUEUED, *HOLDING_STATES)
 
 
 # The metric and engine vocabulary and the endpoint defaults are the cluster layer's
-# (cluster.specs, which the builders read): these choices only name them for Django.
+# (inference.specs, which the builders read): these choices only name them for Django.
 
 
 class Metric(models.TextChoices):

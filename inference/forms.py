@@ -15,9 +15,9 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from cluster import specs
 from core.forms import ServiceErrorsForm
 from inference import constants as c
+from inference import specs
 from inference.constants import Engine, Metric, Rollout
 from inference.validation import MAX_AUTO_PROMOTE_WINDOWS, MAX_CANARY_WEIGHT
 from quotas.facts import ClusterWaits

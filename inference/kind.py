@@ -13,14 +13,16 @@ from django.urls import reverse
 
 import core.backend
 from cluster.backends.base import ObservedWorkload, ResourceKind
-from cluster.manifests import build_endpoint
-from cluster.specs import DEFAULT_GPU_UTILIZATION_TARGET, DEFAULT_METRIC, EndpointSpec
+from cluster.deployments import DeploymentPhase
 from cluster.startup import replica_starts
-from cluster.status import EndpointPhase, WorkloadStatus, endpoint_status
+from cluster.status import WorkloadStatus
 from inference import coldstarts, key_costs, revisions, scaling, services
 from inference.constants import AUDIT_ACTIONS, HOLDING_STATES, REVISION_ROLLED_BACK, EndpointState, ScalingDecision
 from inference.demo import seed_demo_endpoints
+from inference.manifests import build_endpoint
 from inference.models import InferenceEndpoint
+from inference.specs import DEFAULT_GPU_UTILIZATION_TARGET, DEFAULT_METRIC, EndpointSpec
+from inference.status import endpoint_status
 from quotas.decide import ResourceRequest
 from teams.models import Role
 from workloads import secrets
@@ -35,11 +37,11 @@ from workloads.registry import (
 )
 
 _PHASE_TO_STATE = {
-    EndpointPhase.DEPLOYING: EndpointState.DEPLOYING,
-    EndpointPhase.READY: EndpointState.READY,
-    EndpointPhase.SCALED_TO_ZERO: EndpointState.SCALED_TO_ZERO,
-    EndpointPhase.DEGRADED: EndpointState.DEGRADED,
-    EndpointPhase.FAILED: EndpointState.FAILED,
+    DeploymentPhase.DEPLOYING: EndpointState.DEPLOYING,
+    DeploymentPhase.READY: EndpointState.READY,
+    DeploymentPhase.SCALED_TO_ZERO: EndpointState.SCALED_TO_ZERO,
+    DeploymentPhase.DEGRADED: EndpointState.DEGRADED,
+    DeploymentPhase.FAILED: EndpointState.FAILED,
 }
 
 

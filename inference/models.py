@@ -25,12 +25,6 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
-from cluster.specs import (
-    DEFAULT_PORT,
-    DEFAULT_READINESS_PATH,
-    DEFAULT_SCALE_DOWN_DELAY_SECONDS,
-    DEFAULT_STARTUP_TIMEOUT_SECONDS,
-)
 from inference.constants import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -40,6 +34,12 @@ from inference.constants import (
     RevisionState,
     Rollout,
     ScalingDecision,
+)
+from inference.specs import (
+    DEFAULT_PORT,
+    DEFAULT_READINESS_PATH,
+    DEFAULT_SCALE_DOWN_DELAY_SECONDS,
+    DEFAULT_STARTUP_TIMEOUT_SECONDS,
 )
 from sandbox.engine import served_model
 from workloads.models import Workload

@@ -34,12 +34,12 @@ from django.db import transaction
 from django.db.models import Max, Sum
 from django.utils import timezone
 
-from cluster.manifests.inference import canary_name
-from cluster.specs import CanarySpec
 from core.queueing import publish_on_commit
 from inference import cleanup, histogram
 from inference.constants import REVISION_ROLLED_BACK, RevisionState, Rollout
+from inference.manifests import canary_name
 from inference.models import EndpointRevision, InferenceEndpoint, TrafficWindow
+from inference.specs import CanarySpec
 from quotas import admission
 from teams.services import lock_team
 from workloads import lifecycle

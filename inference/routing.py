@@ -44,7 +44,7 @@ class Route:
     state: str
     targets: tuple[Target, ...]
     #: Its name on the cluster (``ep-7``) and its team's namespace: the labels of the gateway's series, which the
-    #: ScaledObject's triggers select (cluster.manifests.inference) and the tenant label proxy pins.
+    #: ScaledObject's triggers select (inference.manifests) and the tenant label proxy pins.
     object_name: str = ""
     namespace: str = ""
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from cluster import specs
 from inference import constants as c
+from inference import specs
 from inference.models import EndpointRevision, InferenceEndpoint, ReplicaSample, ScalingEvent
 from inference.validation import MAX_AUTO_PROMOTE_WINDOWS, MAX_CANARY_WEIGHT
 from workloads.api import (

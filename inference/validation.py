@@ -14,11 +14,11 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from cluster import specs
 from cluster.promql import QueryRefused, scope_query
-from cluster.specs import REQUEST_DRIVEN_METRICS
 from inference import constants as c
+from inference import specs
 from inference.constants import Engine, Metric
+from inference.specs import REQUEST_DRIVEN_METRICS
 from workloads.constants import MAX_UNITS_PER_NODE
 from workloads.validation import (
     DNS1035_LABEL,

@@ -27,9 +27,9 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from cluster.manifests.checkpoint import CHECKPOINT_DIR
 from cluster.status import parse_time
 from jobs import constants as c
+from jobs.checkpoint_contract import CHECKPOINT_DIR
 from jobs.models import TrainingRun
 from teams.models import hash_token
 from workloads.validation import Collector

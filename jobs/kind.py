@@ -12,14 +12,16 @@ from django.urls import reverse
 
 import core.backend
 from cluster.backends.base import ObservedWorkload, ResourceKind
-from cluster.manifests import build_training
-from cluster.manifests.checkpoint import provided_claim_name
-from cluster.specs import CheckpointSpec, TrainingSpec, VolumeSpec
-from cluster.status import TrainingPhase, WorkloadStatus, training_status
+from cluster.specs import VolumeSpec
+from cluster.status import WorkloadStatus
 from jobs import metrics, services
+from jobs.checkpoint_contract import provided_claim_name
 from jobs.constants import AUDIT_ACTIONS, RunState
 from jobs.demo import later_demo_run_line, seed_demo_history, seed_demo_runs
+from jobs.manifests import build_training
 from jobs.models import LaterDemoRun, TrainingRun
+from jobs.specs import CheckpointSpec, TrainingSpec
+from jobs.status import TrainingPhase, training_status
 from quotas.decide import ResourceRequest
 from teams.models import Role
 from workloads import attempts, secrets

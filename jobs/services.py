@@ -22,8 +22,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from cluster.manifests.checkpoint import RUN_TOKEN_ENV
 from jobs import checkpoints
+from jobs.checkpoint_contract import RUN_TOKEN_ENV
 from jobs.constants import AUDIT_CANCELLED, AUDIT_SUBMITTED
 from jobs.models import TrainingRun
 from jobs.validation import RunRequest, parse_run_request

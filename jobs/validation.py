@@ -18,8 +18,8 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from cluster.manifests.checkpoint import CHECKPOINT_DIR, CONTRACT_ENV
 from jobs import constants as c
+from jobs.checkpoint_contract import CHECKPOINT_DIR, CONTRACT_ENV
 from quotas.constants import Priority
 from workloads.constants import MAX_UNITS_PER_NODE
 from workloads.validation import (

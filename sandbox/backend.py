@@ -4,7 +4,7 @@ The "API server" half (``apply``/``delete``/``observe``/``logs``/``events``/``ca
 stores and reads Kubernetes-shaped objects in the database; the "cluster" half is
 :meth:`SandboxBackend.tick`, which advances everything to ``now`` (see :mod:`sandbox.tick`).
 Observed objects look exactly like the API server's (``metadata``/``spec``/``status``, RFC 3339
-timestamps), so :mod:`cluster.status` maps both backends the same way.
+timestamps), so the kinds' status mappings (on :mod:`cluster.status`) read both backends the same way.
 
 Several clusters: an instance works on one cluster of the inventory (``SandboxBackend("west")``;
 no name: the first one listed, :func:`sandbox.inventory.cluster`), and every query it makes

@@ -2,7 +2,7 @@
 
 It stores what is applied (so tests see exactly the rendered objects) and lets a test say
 what the cluster does next with Kubernetes-shaped status payloads, which then go through
-the real :mod:`cluster.status` mapping.
+the real status mappings (each kind's, on :mod:`cluster.status`).
 """
 
 from __future__ import annotations

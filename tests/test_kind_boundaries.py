@@ -18,7 +18,8 @@ under ``tests/``, the test-only notebook kind, is a fixture, not part of the pro
   :class:`~workloads.registry.Lifecycle`, which this check cannot enforce. Nor is a word that is
   also another concept's (``"ready"`` and ``"degraded"`` are a cluster's health, ``"pending"`` an
   invitation's and a delivery's, ``"succeeded"`` a Kubernetes phase): those are the choices of
-  the other apps' model fields and the phase vocabulary of the Django-free cluster layer. Likewise
+  the other apps' model fields, the phase vocabulary of the Django-free cluster layer (a
+  Deployment's phases, a cluster's health) and Kubernetes' own words (:data:`KUBERNETES_WORDS`). Likewise
   a Kubernetes resource plural some kind's ``resources`` declare (``"jobs"``, batch/v1's Jobs, which
   the sandbox simulates) is the cluster's word, even where it equals an app label.
 
@@ -54,8 +55,8 @@ import pytest
 from django.apps import apps
 from django.conf import settings
 
+from cluster import deployments as cluster_deployments
 from cluster import placement as cluster_placement
-from cluster import status as cluster_status
 from tests.test_import_cycles import REPO
 from workloads.registry import kinds
 
@@ -72,6 +73,11 @@ EXTRA_PACKAGES = ("cluster", "portal")
 #: gateway (issue 47: a process of its own, an app of its own in the layers beside notifications, which only
 #: serves endpoints). Not a tolerated violation: nothing shared lives there, and no other kind may use it.
 KIND_PACKAGES: dict[str, str] = {"gateway": "inference"}
+
+#: Kubernetes' words that equal a kind's state: a Job's and a PyTorchJob replica's status counts pods that
+#: ``succeeded`` (what the sandbox's controllers write), as a pod's phase says ``Succeeded``. A run's phase
+#: vocabulary (``jobs.status.TrainingPhase``) spells it so because Kubernetes does, not the other way round.
+KUBERNETES_WORDS = frozenset({"succeeded"})
 
 #: ``"path: name"`` found today outside the kind that owns it, with the reason it is still there.
 #: Shrink it; never add to it (a new kind's touch belongs behind the registry).
@@ -114,8 +120,8 @@ def _phase_words(module) -> set[str]:
 
 def common_words(kind_labels: set[str]) -> set[str]:
     """Words of concepts other than the kinds: the choices of every field of the other project apps'
-    models, and the cluster layer's phases and health words."""
-    words = _phase_words(cluster_status) | _phase_words(cluster_placement)
+    models, the cluster layer's phases and health words, and Kubernetes' own (:data:`KUBERNETES_WORDS`)."""
+    words = _phase_words(cluster_deployments) | _phase_words(cluster_placement) | set(KUBERNETES_WORDS)
     words |= {resource.plural for kind in kinds() for resource in kind.resources}
     for model in apps.get_models():
         config = model._meta.app_config

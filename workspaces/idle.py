@@ -24,7 +24,8 @@ import httpx
 from django.conf import settings
 
 import fleet.services as fleet
-from cluster.status import EndpointPhase, WorkloadStatus, parse_time
+from cluster.deployments import DeploymentPhase
+from cluster.status import WorkloadStatus, parse_time
 from workspaces import local
 from workspaces.constants import PauseCause, WorkspaceState
 from workspaces.manifests import SERVICE_PORT, base_url
@@ -96,7 +97,7 @@ def read_activity(address: str, token: str) -> Activity | None:
 
 def follow(workspace, status: WorkloadStatus, now: datetime) -> bool:
     """After an observation of a workspace holding quota: read its server, pause it once idle. True when paused."""
-    if status.state != EndpointPhase.READY or workspace.state != WorkspaceState.RUNNING:
+    if status.state != DeploymentPhase.READY or workspace.state != WorkspaceState.RUNNING:
         return False
     stored = Activity(workspace.last_activity_at, workspace.kernels_busy) if workspace.last_activity_at else None
     checked = workspace.activity_checked_at

@@ -14,8 +14,9 @@ from django.conf import settings
 
 import core.backend
 from cluster.backends.base import ObservedWorkload, ResourceKind
+from cluster.deployments import DeploymentPhase, deployment_status
 from cluster.specs import VolumeSpec
-from cluster.status import EndpointPhase, WorkloadStatus, endpoint_status
+from cluster.status import WorkloadStatus
 from quotas.decide import ResourceRequest
 from teams.models import Role
 from workloads import secrets
@@ -29,11 +30,11 @@ from workspaces.models import Workspace
 # One replica: "degraded" (some of several ready) and "scaled to zero" do not happen; were they
 # reported, the pod is not serving, which is starting.
 _PHASE_TO_STATE = {
-    EndpointPhase.DEPLOYING: WorkspaceState.STARTING,
-    EndpointPhase.READY: WorkspaceState.RUNNING,
-    EndpointPhase.DEGRADED: WorkspaceState.STARTING,
-    EndpointPhase.SCALED_TO_ZERO: WorkspaceState.STARTING,
-    EndpointPhase.FAILED: WorkspaceState.FAILED,
+    DeploymentPhase.DEPLOYING: WorkspaceState.STARTING,
+    DeploymentPhase.READY: WorkspaceState.RUNNING,
+    DeploymentPhase.DEGRADED: WorkspaceState.STARTING,
+    DeploymentPhase.SCALED_TO_ZERO: WorkspaceState.STARTING,
+    DeploymentPhase.FAILED: WorkspaceState.FAILED,
 }
 
 
@@ -121,7 +122,7 @@ class WorkspaceKind(WorkloadKind):
         return build_workspace(workspace_spec(workspace), core.backend.cluster_config(), access_config())
 
     def status(self, observed: ObservedWorkload, workspace: Workspace, now: datetime) -> WorkloadStatus | None:
-        return endpoint_status(observed, now, settings.SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS)
+        return deployment_status(observed, now, settings.SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS)
 
     def state_for(self, status: WorkloadStatus, workspace: Workspace) -> str:
         state = _PHASE_TO_STATE.get(status.state, workspace.state)
@@ -134,7 +135,7 @@ class WorkspaceKind(WorkloadKind):
     def after_observation(self, workspace: Workspace, status: WorkloadStatus, now: datetime) -> bool:
         """Pause a resumed workspace that cannot start again; read a running one's Jupyter activity and pause
         it once idle for its window (:mod:`workspaces.idle`). True when it gave its quota back."""
-        if status.state == EndpointPhase.FAILED and workspace.attempt > 1:
+        if status.state == DeploymentPhase.FAILED and workspace.attempt > 1:
             return services.pause(workspace, PauseCause.FAILED, now, detail=status.reason)
         if workspace.state not in HOLDING_STATES:
             return False

@@ -1,7 +1,8 @@
 """Pure builders of a workspace's Kubernetes objects (no Django, no clock, no randomness).
 
-Here rather than in ``cluster/manifests/`` because a kind's package is the only place that knows
-the kind (docs/workspaces.md "Extension point"); like those builders they take frozen specs and
+In the kind's own package, as every kind's builders are (``cluster/manifests/`` keeps the pieces they
+share), because a kind's package is the only place that knows the kind (docs/workspaces.md "Extension
+point"); like the shared builders they take frozen specs and
 return plain dicts, named from portal ids so that re-applying is idempotent, and are checked
 against golden files and validated (tests/workspaces/test_manifests.py). A workspace is:
 

@@ -6,8 +6,9 @@ server). The portal only ever talks to this interface.
 
 Observations are deliberately *raw*: a backend returns the Kubernetes-shaped objects it
 sees (``metadata``/``spec``/``status`` dicts, exactly as the API server would return them)
-grouped by workload, and the pure functions of :mod:`cluster.status` turn them into portal
-states. That keeps one mapping for both backends, and lets the sandbox be tested through
+grouped by workload, and each kind's pure status mapping (built on :mod:`cluster.status`; a
+Deployment's in :mod:`cluster.deployments`) turns them into portal states. That keeps one mapping
+for both backends, and lets the sandbox be tested through
 the same code path as a real cluster.
 """
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from cluster.specs import CheckpointSpec, ClusterConfig, EndpointSpec, FlavorSpec, TeamSpec, TrainingSpec, VolumeSpec
+from cluster.specs import ClusterConfig, FlavorSpec, TeamSpec, VolumeSpec
+from inference.specs import EndpointSpec
+from jobs.specs import CheckpointSpec, TrainingSpec
 
 A100 = FlavorSpec(
     name="a100-80gb",

@@ -24,8 +24,10 @@ from cluster.backends.base import (
 )
 from cluster.backends.kubernetes import KubernetesBackend
 from cluster.errors import NotFound
-from cluster.manifests import build_endpoint, build_env_secret, build_team, build_training, team_workload
-from cluster.specs import CanarySpec
+from cluster.manifests import build_env_secret, build_team, team_workload
+from inference.manifests import build_endpoint
+from inference.specs import CanarySpec
+from jobs.manifests import build_training
 from sandbox.backend import SandboxBackend
 from tests.backends import use_backend
 from tests.cluster import samples

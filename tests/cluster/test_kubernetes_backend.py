@@ -11,10 +11,12 @@ import urllib3
 from cluster.backends.base import ClusterAddress
 from cluster.backends.kubernetes import KubernetesBackend, TokenBucket, map_error
 from cluster.errors import ClusterError, Conflict, Invalid, NotFound, Transient
-from cluster.manifests import build_endpoint, build_env_secret, build_team, build_training
-from cluster.status import endpoint_status
+from cluster.manifests import build_env_secret, build_team
 from inference.kind import EndpointKind
+from inference.manifests import build_endpoint
+from inference.status import endpoint_status
 from jobs.kind import TrainingKind
+from jobs.manifests import build_training
 from tests.cluster import samples
 from tests.cluster.fakeapi import FakeKubeAPI
 

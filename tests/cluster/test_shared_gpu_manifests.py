@@ -1,8 +1,9 @@
 """Pods of time-sliced and MPS flavors, as NVIDIA's device plugin and GPU Feature Discovery expect them.
 
-The golden files (``training_job_time_sliced``, ``training_job_mps``, ``endpoint_time_sliced``,
-``endpoint_mps_spot``, ``endpoint_mps_renamed``) are rendered and validated with the others in
-``test_manifests.py``; these tests pin the rules those files follow.
+The golden files (``training_job_time_sliced``, ``training_job_mps``: tests/jobs/test_manifests.py;
+``endpoint_time_sliced``, ``endpoint_mps_spot``, ``endpoint_mps_renamed``: tests/inference/test_manifests.py)
+are rendered and validated with the others of their kind; these tests pin the rules those files follow
+(the shared pod pieces of ``cluster.manifests.common``, on both kinds' pods).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import pytest
 
 from cluster.backends.base import NodeCapacity
 from cluster.capacity import offers
-from cluster.manifests import build_endpoint, build_training
 from cluster.manifests.common import node_selector
 from cluster.nvidia import gfd_selector, selector_conflicts
 from cluster.specs import FlavorSpec
+from inference.manifests import build_endpoint
+from jobs.manifests import build_training
 from tests.cluster import samples
 
 SHARED = [samples.T4_TS4, samples.A10G_MPS2, samples.A10G_MPS2_RENAMED]

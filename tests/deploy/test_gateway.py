@@ -17,9 +17,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from cluster.manifests import build_endpoint, build_team, build_training
+from cluster.manifests import build_team
 from cluster.manifests.team import ENDPOINT_POLICY_NAME, NETWORKPOLICY_NAME
 from cluster.specs import ClusterConfig
+from inference.manifests import build_endpoint
+from jobs.manifests import build_training
 from portal import settings as defaults
 from tests.cluster import crd_schema, samples
 from tests.golden import K8S_VERSIONS

@@ -17,7 +17,7 @@ REPO = scan.REPO
 NOT_SETTINGS = {
     "the slipway command (slipway/)": {"SLIPWAY_URL", "SLIPWAY_TOKEN", "SLIPWAY_PROFILE"},
     "the caller's shell, holding an endpoint's API key (the page's snippets, inference/snippets.py)": {"SLIPWAY_KEY"},
-    "a run's pods (the checkpoint contract, cluster/manifests/)": {
+    "a run's pods (the checkpoint contract, jobs/checkpoint_contract.py)": {
         "SLIPWAY_CHECKPOINT_DIR", "SLIPWAY_RESUME_FROM", "SLIPWAY_ATTEMPT", "SLIPWAY_RUN_TOKEN",
         "SLIPWAY_CHECKPOINT_URL"},
     "the line a run prints to report a checkpoint (workloads/)": {"SLIPWAY_CHECKPOINT"},

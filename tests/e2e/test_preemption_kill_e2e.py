@@ -38,8 +38,8 @@ from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from cluster.manifests.checkpoint import CHECKPOINT_DIR
 from cluster.status import parse_time
+from jobs.checkpoint_contract import CHECKPOINT_DIR
 from jobs.models import TrainingRun
 from quotas.demo import seed_flavors
 from quotas.ledger import LEDGER_PRECISION

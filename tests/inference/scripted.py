@@ -2,7 +2,7 @@
 
 :func:`show` sets the endpoint's Deployment (wanted and ready replicas), its pods (ready ones
 and ones still loading the model) and KEDA's HPA (whether it wants more than the ceiling), as
-the Kubernetes API would report them; the real :func:`cluster.status.endpoint_status` maps them.
+the Kubernetes API would report them; the real :func:`inference.status.endpoint_status` maps them.
 """
 
 from __future__ import annotations

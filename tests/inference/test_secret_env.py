@@ -7,7 +7,7 @@ import base64
 
 import pytest
 
-from cluster.manifests.inference import SECRET_ENV_DIGEST_ANNOTATION
+from inference.manifests import SECRET_ENV_DIGEST_ANNOTATION
 from inference.models import InferenceEndpoint
 from teams.models import AuditEvent
 from tests.factories import secret_values

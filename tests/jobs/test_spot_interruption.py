@@ -1,7 +1,7 @@
 """A spot run whose node the provider reclaims goes back to the queue, not to failed (issue #24 point 6).
 
 The pod's condition ``DisruptionTarget`` (what Kubernetes sets when a node is shut down or
-garbage-collected) is read by ``cluster.status``; the run's objects are deleted, it waits in
+garbage-collected) is read by ``cluster.status.disruption`` (for ``jobs.status``); the run's objects are deleted, it waits in
 its old place with "interrupted: spot capacity reclaimed", its lost work is logged, no retry
 is spent, and an on-demand run's disruption is left to the Job.
 """

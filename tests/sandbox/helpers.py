@@ -1,4 +1,5 @@
-"""Builders of sandbox test workloads: real builder output (cluster.manifests) plus a few
+"""Builders of sandbox test workloads: real builder output (the kinds' ``jobs.manifests`` and
+``inference.manifests``, a team's ``cluster.manifests``) plus a few
 hand-made malformed manifests, and a clock that ticks in steps."""
 
 from __future__ import annotations
@@ -6,8 +7,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from cluster.backends.base import ClusterAddress
-from cluster.manifests import build_endpoint, build_team, build_training
-from cluster.specs import ClusterConfig, EndpointSpec, FlavorSpec, TeamSpec, TrainingSpec
+from cluster.manifests import build_team
+from cluster.specs import ClusterConfig, FlavorSpec, TeamSpec
+from inference.manifests import build_endpoint
+from inference.specs import EndpointSpec
+from jobs.manifests import build_training
+from jobs.specs import TrainingSpec
 from sandbox.backend import SandboxBackend
 from workloads.registry import resource_kinds
 

@@ -1,7 +1,7 @@
 """Builders of pods of shared GPUs, shaped as the issue 37 contract says a time-sliced or MPS
 flavor's pods are (/work/wt/CONTRACT37.md "Pod manifest contract").
 
-Real builder output (:mod:`cluster.manifests`), with the contract's parts put on the pod template
+Real builder output (:mod:`jobs.manifests`, :mod:`inference.manifests`), with the contract's parts put on the pod template
 by :func:`contract_shape`: the shared nodes' selector, and for an MPS flavor kept to one team per
 GPU the ``slipway.dev/flavor`` label and the required anti-affinity term. Where the builders
 already render them the result is the same.
@@ -9,8 +9,11 @@ already render them the result is the same.
 
 from __future__ import annotations
 
-from cluster.manifests import build_endpoint, build_training
-from cluster.specs import EndpointSpec, FlavorSpec, TrainingSpec
+from cluster.specs import FlavorSpec
+from inference.manifests import build_endpoint
+from inference.specs import EndpointSpec
+from jobs.manifests import build_training
+from jobs.specs import TrainingSpec
 from tests.sandbox.helpers import CONFIG, team_objects
 
 GPU_TOLERATION = (("nvidia.com/gpu", "Exists", "", "NoSchedule"),)

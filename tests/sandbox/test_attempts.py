@@ -7,7 +7,7 @@ import pytest
 
 from cluster.errors import NotFound
 from cluster.pods import log_sources
-from cluster.status import TrainingPhase, training_status
+from jobs.status import TrainingPhase, training_status
 from tests.sandbox.helpers import at, observed, ref, run_until, team_objects, training
 from workloads.registry import resource_kinds
 

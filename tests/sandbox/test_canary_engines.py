@@ -6,10 +6,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from cluster.manifests import build_endpoint
-from cluster.specs import CanarySpec, EndpointSpec
-from cluster.status import EndpointPhase, endpoint_status
+from cluster.deployments import DeploymentPhase
 from core import processes
+from inference.manifests import build_endpoint
+from inference.specs import CanarySpec, EndpointSpec
+from inference.status import endpoint_status
 from sandbox import engines
 from sandbox.models import SimEngine
 from tests.e2e.conftest import wait_for
@@ -41,7 +42,7 @@ def test_the_candidate_runs_its_own_engine_with_its_revisions_knobs(sandbox):  #
 
     def both_ready() -> bool:
         status = endpoint_status(observed(sandbox, "ep-1"))
-        return status is not None and status.state == EndpointPhase.READY and status.canary_ready == 1
+        return status is not None and status.state == DeploymentPhase.READY and status.canary_ready == 1
 
     clock.until(both_ready, "the stable and the candidate replica to be ready")
     rows = {row.pod.startswith("ep-1-canary-"): row for row in SimEngine.objects.filter(workload="ep-1")}

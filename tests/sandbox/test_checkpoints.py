@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.status import TrainingPhase, training_status
+from jobs.status import TrainingPhase, training_status
 from tests.sandbox.helpers import at, observed, ref, run_until, team_objects, training
 from workloads.registry import resource_kinds
 

@@ -13,7 +13,7 @@ from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from cluster.errors import NotFound, Transient
-from cluster.status import TrainingPhase, training_status
+from jobs.status import TrainingPhase, training_status
 from sandbox import faults
 from sandbox.backend import SandboxBackend
 from sandbox.inventory import UnknownCluster

@@ -1,11 +1,12 @@
 """Deployments in the sandbox: readiness delay, ScaledObject-driven replicas, scale to zero,
-crash loops, quota, and server logs — mapped through ``cluster.status.endpoint_status``."""
+crash loops, quota, and server logs — mapped through ``inference.status.endpoint_status``."""
 
 from __future__ import annotations
 
 from django.core.management import call_command
 
-from cluster.status import EndpointPhase, endpoint_status
+from cluster.deployments import DeploymentPhase
+from inference.status import endpoint_status
 from sandbox.models import SimLoad
 from tests.sandbox.helpers import A100, L4, MIG_1G, at, endpoint, observed, ref, team_objects
 from workloads.registry import resource_kinds
@@ -23,16 +24,16 @@ def test_it_becomes_ready_after_the_readiness_delay(backend):
     backend.apply(team_objects() + endpoint("ep-1", initial_delay=30), resource_kinds(), now=at(0))
     backend.set_load(ref("ep-1"), 10)
     backend.tick(at(0))
-    assert _status(backend).state == EndpointPhase.DEPLOYING
+    assert _status(backend).state == DeploymentPhase.DEPLOYING
     backend.tick(at(10))  # container started, readiness probe not passed yet
     (pod,) = observed(backend, "ep-1").pods
     assert pod["status"]["phase"] == "Running"
     assert pod["status"]["containerStatuses"][0]["ready"] is False
-    assert _status(backend).state == EndpointPhase.DEPLOYING
+    assert _status(backend).state == DeploymentPhase.DEPLOYING
     backend.tick(at(40))
     status = _status(backend)
     assert (status.state, status.replicas, status.desired_replicas, status.running_units) == (
-        EndpointPhase.READY, 1, 1, 1)
+        DeploymentPhase.READY, 1, 1, 1)
     assert _deployment(backend)["status"]["readyReplicas"] == 1
 
 
@@ -57,7 +58,7 @@ def test_it_scales_with_load_within_the_scaledobject_bounds(backend):
     backend.tick(at(50 + 300))
     assert _deployment(backend)["spec"]["replicas"] == 1
     assert len(observed(backend, "ep-1").pods) == 1
-    assert _status(backend).state == EndpointPhase.READY
+    assert _status(backend).state == DeploymentPhase.READY
     messages = [e.message for e in backend.events(ref("ep-1")) if e.reason == "ScalingReplicaSet"]
     assert [m.split(" from ")[1] for m in messages] == ["0 to 3", "3 to 4", "4 to 1"]
     assert messages[0].startswith("Scaled up replica set ep-1-")
@@ -70,14 +71,14 @@ def test_it_scales_to_zero_and_back(backend):
     backend.tick(at(0))
     assert _deployment(backend)["spec"]["replicas"] == 0
     assert observed(backend, "ep-1").pods == []
-    assert _status(backend).state == EndpointPhase.SCALED_TO_ZERO
+    assert _status(backend).state == DeploymentPhase.SCALED_TO_ZERO
     scaled = observed(backend, "ep-1").first("ScaledObject")
     assert {c["type"]: c["status"] for c in scaled["status"]["conditions"]}["Active"] == "False"
     backend.set_load(ref("ep-1"), 3)
     backend.tick(at(10))
     assert _deployment(backend)["spec"]["replicas"] == 1
     backend.tick(at(60))
-    assert _status(backend).state == EndpointPhase.READY
+    assert _status(backend).state == DeploymentPhase.READY
 
 
 def test_it_follows_a_default_curve_without_a_pinned_load(backend):
@@ -103,10 +104,10 @@ def test_it_crash_loops_a_failing_server(backend):
     assert container["lastState"]["terminated"]["reason"] == "Error"
     assert container["lastState"]["terminated"]["exitCode"] == 1
     status = _status(backend)
-    assert (status.state, status.reason) == (EndpointPhase.DEPLOYING, "CrashLoopBackOff (exit 1)")
+    assert (status.state, status.reason) == (DeploymentPhase.DEPLOYING, "CrashLoopBackOff (exit 1)")
     assert "BackOff" in [e.reason for e in backend.events(ref("ep-1"))]
     backend.tick(at(700))  # no progress for longer than progressDeadlineSeconds
-    assert _status(backend).state == EndpointPhase.FAILED
+    assert _status(backend).state == DeploymentPhase.FAILED
     assert observed(backend, "ep-1").pods[0]["status"]["containerStatuses"][0]["restartCount"] >= 4
 
 
@@ -129,7 +130,7 @@ def test_it_reports_quota_denials_on_the_deployment(backend):
     events = [e for e in backend.events(ref("ep-1")) if e.reason == "FailedCreate"]
     assert events and events[0].object.startswith("ReplicaSet/ep-1-")
     status = _status(backend)
-    assert status.state == EndpointPhase.DEGRADED
+    assert status.state == DeploymentPhase.DEGRADED
     assert "exceeded quota" in status.reason
 
 

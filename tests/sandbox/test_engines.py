@@ -12,10 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cluster.manifests import build_endpoint
-from cluster.specs import EndpointSpec
-from cluster.status import EndpointPhase, endpoint_status
+from cluster.deployments import DeploymentPhase
 from core import processes
+from inference.manifests import build_endpoint
+from inference.specs import EndpointSpec
+from inference.status import endpoint_status
 from sandbox import engines
 from sandbox.models import SimEngine, SimEvent
 from tests.e2e.conftest import wait_for
@@ -112,9 +113,9 @@ def test_a_replica_is_ready_only_once_its_engine_answers(sandbox):
                     what="the engine to listen") == 503
     clock.tick(10)
     assert not ready(sandbox)
-    assert endpoint_status(observed(sandbox, "ep-1")).state == EndpointPhase.DEPLOYING
+    assert endpoint_status(observed(sandbox, "ep-1")).state == DeploymentPhase.DEPLOYING
     clock.until(lambda: ready(sandbox), "the replica to be ready")
-    assert endpoint_status(observed(sandbox, "ep-1")).state == EndpointPhase.READY
+    assert endpoint_status(observed(sandbox, "ep-1")).state == DeploymentPhase.READY
     # It answers the OpenAI API where its row says, under the model name its arguments give.
     answer = httpx.post(f"{row.address}/v1/completions", json={"model": "tiny-llama", "prompt": "hi", "max_tokens": 3})
     assert answer.status_code == 200 and answer.json()["usage"]["completion_tokens"] == 3
@@ -212,7 +213,7 @@ def test_a_dead_engine_makes_its_replica_unready_until_a_new_one_answers(sandbox
     assert not ready(sandbox)
     progressing = {c["type"]: c for c in observed(sandbox, "ep-1").first("Deployment")["status"]["conditions"]}
     assert progressing["Progressing"]["reason"] != "ProgressDeadlineExceeded"
-    assert endpoint_status(observed(sandbox, "ep-1")).state != EndpointPhase.FAILED
+    assert endpoint_status(observed(sandbox, "ep-1")).state != DeploymentPhase.FAILED
     new = SimEngine.objects.get(workload="ep-1")
     assert new.pid != row.pid and processes.alive(new.pid, engines.MARKER)
     clock.until(lambda: ready(sandbox), "the replica to be ready again")

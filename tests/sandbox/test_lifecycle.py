@@ -1,5 +1,5 @@
 """The clock: pods move Pending → ContainerCreating → Running → Succeeded/Failed, and every
-outcome reaches the portal's words through the same ``cluster.status`` mapping as a real cluster."""
+outcome reaches the portal's words through the same status mapping (``jobs.status``) as a real cluster."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cluster.status import TrainingPhase, training_status
+from jobs.status import TrainingPhase, training_status
 from sandbox import exporter
 from sandbox.models import SimEvent, SimPod
 from sandbox.pods import GPU_ANNOTATION, GPU_MEMORY_ANNOTATION, GPU_UTILIZATION_ANNOTATION

@@ -1,6 +1,6 @@
 """The sandbox's image registry: an image it does not hold fails as on a real node — ErrImagePull,
 then ImagePullBackOff —, a malformed reference is InvalidImageName, and both reach the portal's
-words through the same ``cluster.status`` mapping as a real cluster's pods."""
+words through the same status mapping (``jobs.status``, on ``cluster.status``) as a real cluster's pods."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from cluster.status import TrainingPhase, training_status
 from inference.demo import DEMO_ENDPOINTS
 from jobs.demo import DEMO_LATER, DEMO_RUNS
 from jobs.demo import IMAGE as DEMO_IMAGE
 from jobs.forms import NewRunForm
+from jobs.status import TrainingPhase, training_status
 from sandbox.inventory import InventoryError, inventory, parse_registry
 from sandbox.registry import ERR_IMAGE_PULL, INVALID_IMAGE_NAME, pull_error
 from tests.sandbox.helpers import at, observed, ref, team_objects, training

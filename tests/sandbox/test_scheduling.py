@@ -73,8 +73,8 @@ def test_it_keeps_pods_without_a_gpu_toleration_off_tainted_nodes(backend):
 
 
 def test_it_places_spot_work_only_on_spot_nodes(backend):
-    from cluster.manifests import build_training
-    from cluster.specs import TrainingSpec
+    from jobs.manifests import build_training
+    from jobs.specs import TrainingSpec
     from tests.sandbox.helpers import CONFIG, NS, TEAM
 
     spec = TrainingSpec(object_name="run-spot", team=TEAM, namespace=NS, name="spot", image="img:1",

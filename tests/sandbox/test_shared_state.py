@@ -18,8 +18,10 @@ from django.conf import settings
 ROOT = Path(__file__).resolve().parents[2]
 
 APPLY = """
-from cluster.manifests import build_team, build_training
-from cluster.specs import ClusterConfig, FlavorSpec, TeamSpec, TrainingSpec
+from cluster.manifests import build_team
+from jobs.manifests import build_training
+from cluster.specs import ClusterConfig, FlavorSpec, TeamSpec
+from jobs.specs import TrainingSpec
 from sandbox.backend import SandboxBackend
 from workloads.registry import resource_kinds
 flavor = FlavorSpec(name="h100", resource_name="nvidia.com/gpu", gpu_model="NVIDIA-H100-80GB-HBM3")

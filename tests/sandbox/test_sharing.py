@@ -13,7 +13,8 @@ from django.core.management import call_command
 
 from cluster.backends.base import ClusterAddress
 from cluster.errors import Invalid
-from cluster.status import TrainingPhase, endpoint_status, training_status
+from inference.status import endpoint_status
+from jobs.status import TrainingPhase, training_status
 from sandbox.backend import SandboxBackend
 from sandbox.inventory import InventoryError, parse_inventory
 from sandbox.models import SimPod

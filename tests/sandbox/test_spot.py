@@ -17,7 +17,7 @@ IGNORE_DISRUPTIONS = {"rules": [{"action": "Ignore", "onPodConditions": [{"type"
 
 
 def _run(name: str, *, ignore_disruptions: bool) -> list[dict]:
-    objects = training(name, duration="300s")  # Slipway's Jobs ignore disruptions (cluster.manifests.training)
+    objects = training(name, duration="300s")  # Slipway's Jobs ignore disruptions (jobs.manifests)
     for obj in objects:
         if obj["kind"] == "Job":
             if ignore_disruptions:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.manifests import build_endpoint
-from cluster.specs import EndpointSpec
 from cluster.startup import replica_starts
+from inference.manifests import build_endpoint
+from inference.specs import EndpointSpec
 from sandbox.simulation import DEFAULT_PULL_SECONDS, DEFAULT_START_SECONDS, MAX_START_DELAY_SECONDS, start_delays
 from sandbox.timestamps import rfc3339
 from tests.sandbox.helpers import CONFIG, L4, NS, TEAM, at, observed, team_objects

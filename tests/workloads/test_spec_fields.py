@@ -13,11 +13,12 @@ import dataclasses
 
 import pytest
 
-from cluster.specs import EndpointSpec, TrainingSpec
 from inference.kind import endpoint_spec
 from inference.models import InferenceEndpoint
+from inference.specs import EndpointSpec
 from jobs.kind import training_spec
 from jobs.models import TrainingRun
+from jobs.specs import TrainingSpec
 from quotas.demo import seed_flavors
 from tests.factories import make_team, make_user
 

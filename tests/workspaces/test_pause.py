@@ -10,7 +10,8 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
-from cluster.status import EndpointPhase, WorkloadStatus
+from cluster.deployments import DeploymentPhase
+from cluster.status import WorkloadStatus
 from core.formatting import format_rate
 from notifications.delivery import fan_out
 from notifications.models import Delivery, Event
@@ -104,7 +105,7 @@ def running(workspace: Workspace, **columns) -> Workspace:
     return Workspace.objects.select_related("team", "flavor", "created_by").get(pk=workspace.pk)
 
 
-READY = WorkloadStatus(EndpointPhase.READY, "")
+READY = WorkloadStatus(DeploymentPhase.READY, "")
 
 
 def test_idle_for_its_window_it_pauses_and_its_owner_is_told_what_it_saves(create, member, settings):
@@ -154,7 +155,7 @@ def test_a_resumed_workspace_that_cannot_start_again_is_paused_not_failed(create
     workspace = create()
     services.pause_by_user(member, workspace)
     resumed = services.resume(member, Workspace.objects.get(pk=workspace.pk))
-    failed = WorkloadStatus(EndpointPhase.FAILED, "ProgressDeadlineExceeded")
+    failed = WorkloadStatus(DeploymentPhase.FAILED, "ProgressDeadlineExceeded")
     kind = kind_for("ws")
     assert kind.state_for(failed, resumed) == WorkspaceState.STARTING  # not failed: its home would go with it
     resumed = running(resumed)

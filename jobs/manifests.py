@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from cluster.manifests.checkpoint import build_checkpoint_claim, contract_env, contract_volumes
 from cluster.manifests.common import (
     SHM_PATH,
     Manifest,
@@ -17,7 +16,9 @@ from cluster.manifests.common import (
     volume_entries,
 )
 from cluster.manifests.secrets import secret_env_refs
-from cluster.specs import SHARING_MPS, ClusterConfig, TrainingSpec
+from cluster.specs import SHARING_MPS, ClusterConfig
+from jobs.checkpoint_contract import build_checkpoint_claim, contract_env, contract_volumes
+from jobs.specs import TrainingSpec
 
 #: The training-operator requires the PyTorch container to have this name.
 PYTORCH_CONTAINER = "pytorch"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from cluster.manifests.common import Manifest, metadata
 from cluster.manifests.secrets import secret_env_refs
-from cluster.specs import CheckpointSpec, TrainingSpec
+from jobs.specs import CheckpointSpec, TrainingSpec
 
 CHECKPOINT_DIR_ENV = "SLIPWAY_CHECKPOINT_DIR"
 ATTEMPT_ENV = "SLIPWAY_ATTEMPT"

@@ -11,8 +11,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from cluster.manifests import build_training
-from cluster.manifests.checkpoint import NOTICE_ANNOTATION
+from jobs.checkpoint_contract import NOTICE_ANNOTATION
+from jobs.manifests import build_training
 from tests.cluster import samples
 from tests.golden import K8S_VERSIONS
 

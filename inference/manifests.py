@@ -76,7 +76,8 @@ from cluster.manifests.common import (
 from cluster.manifests.secrets import SECRET_ENV_DIGEST_ANNOTATION, secret_env_refs
 from cluster.manifests.team import ISOLATED_LABEL, PROMETHEUS_TENANT_NAME, SERVING_LABEL
 from cluster.promql import scope_query
-from cluster.specs import (
+from cluster.specs import ClusterConfig
+from inference.specs import (
     ENGINE_TGI,
     ENGINE_TRITON,
     ENGINE_VLLM,
@@ -88,7 +89,6 @@ from cluster.specs import (
     METRIC_QUEUE_LENGTH,
     METRIC_REQUESTS_PER_SECOND,
     REQUEST_DRIVEN_METRICS,
-    ClusterConfig,
     EndpointSpec,
 )
 

@@ -1,0 +1,152 @@
+"""A training run's state from its observation: its Job's or PyTorchJob's conditions and its pods (pure,
+Django-free, on the pod reading of :mod:`cluster.status`).
+
+A retried Job says which attempt it is on; a failed one, why its last attempt died when a pod says
+so; a pod disrupted by the cluster (a spot node reclaimed) is told apart from a failure of the run's
+own; an image that cannot be pulled fails the run once the pull limit has passed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+
+from cluster.backends.base import ObservedWorkload
+from cluster.pods import attempt_words
+from cluster.status import (
+    SEVERITY_PROBLEM,
+    Manifest,
+    WorkloadStatus,
+    as_int,
+    conditions,
+    disruption,
+    first_ran_at,
+    is_true,
+    live_pods,
+    parse_time,
+    pods_reason,
+    pull_given_up,
+    running_units,
+    stuck_waiting,
+    with_message,
+)
+
+
+class TrainingPhase:
+    """Portal states of a training run as far as the cluster can tell."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+#: A Job's ``backoffLimit`` when its spec does not say (the API server's default).
+DEFAULT_BACKOFF_LIMIT = 6
+
+
+def _current_reason(pods: list[Manifest]) -> tuple[int, str]:
+    """What live pods say; when they say nothing, why the last attempt ended (a retry is due)."""
+    found = pods_reason(live_pods(pods))
+    if found[0] < SEVERITY_PROBLEM:
+        finished = pods_reason(pods)
+        if finished[0] > found[0]:
+            return finished
+    return found
+
+
+def _running_pods(pods: list[Manifest]) -> int:
+    return sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
+
+
+def _failure_reason(cond: Manifest, pods: list[Manifest]) -> str:
+    """The controller's verdict, plus why the last attempt died when a pod says so."""
+    verdict = with_message(cond.get("reason") or "Failed", cond.get("message", ""))
+    severity, detail = pods_reason(pods)
+    if severity >= SEVERITY_PROBLEM and detail and detail not in verdict:
+        return f"{verdict} (last attempt: {detail})"
+    return verdict
+
+
+def _job_status(job: Manifest, pods: list[Manifest]) -> WorkloadStatus:
+    status = job.get("status") or {}
+    conds = conditions(job)
+    started = first_ran_at(pods)
+    units = running_units(pods)
+    if is_true(conds.get("Complete")):
+        finished = parse_time(status.get("completionTime")) or parse_time(conds["Complete"].get("lastTransitionTime"))
+        return WorkloadStatus(TrainingPhase.SUCCEEDED, "", started, finished, units)
+    if is_true(conds.get("Failed")):
+        finished = parse_time(conds["Failed"].get("lastTransitionTime"))
+        return WorkloadStatus(TrainingPhase.FAILED, _failure_reason(conds["Failed"], pods), started, finished, units)
+    if is_true(conds.get("Suspended")):
+        return WorkloadStatus(TrainingPhase.PENDING, "Suspended", started, None, units)
+    # A retried Job says which attempt it is on, unless a live pod has a problem to tell.
+    retries = as_int((job.get("spec") or {}).get("backoffLimit", DEFAULT_BACKOFF_LIMIT))
+    severity, reason = pods_reason(live_pods(pods))
+    if _running_pods(pods):
+        return WorkloadStatus(
+            TrainingPhase.RUNNING, reason if severity >= SEVERITY_PROBLEM else attempt_words(pods, retries), started,
+            None, units
+        )
+    if severity < SEVERITY_PROBLEM:
+        reason = attempt_words(pods, retries) or _current_reason(pods)[1]
+    return WorkloadStatus(TrainingPhase.PENDING, reason, started, None, units)
+
+
+def _pytorchjob_status(job: Manifest, pods: list[Manifest]) -> WorkloadStatus:
+    status = job.get("status") or {}
+    conds = conditions(job)
+    started = first_ran_at(pods)
+    units = running_units(pods)
+    if is_true(conds.get("Succeeded")):
+        finished = parse_time(status.get("completionTime")) or parse_time(conds["Succeeded"].get("lastTransitionTime"))
+        return WorkloadStatus(TrainingPhase.SUCCEEDED, "", started, finished, units)
+    if is_true(conds.get("Failed")):
+        finished = parse_time(status.get("completionTime")) or parse_time(conds["Failed"].get("lastTransitionTime"))
+        return WorkloadStatus(TrainingPhase.FAILED, _failure_reason(conds["Failed"], pods), started, finished, units)
+    if is_true(conds.get("Suspended")):
+        return WorkloadStatus(TrainingPhase.PENDING, "Suspended", started, None, units)
+    severity, reason = pods_reason(live_pods(pods))
+    if is_true(conds.get("Restarting")):
+        restart = with_message("Restarting", conds["Restarting"].get("message", ""))
+        return WorkloadStatus(
+            TrainingPhase.RUNNING, reason if severity >= SEVERITY_PROBLEM else restart, started, None, units
+        )
+    # "Running" is set once every replica runs; with a gang scheduler nothing runs before.
+    if is_true(conds.get("Running")) or _running_pods(pods):
+        return WorkloadStatus(
+            TrainingPhase.RUNNING, reason if severity >= SEVERITY_PROBLEM else "", started, None, units
+        )
+    return WorkloadStatus(TrainingPhase.PENDING, _current_reason(pods)[1], started, None, units)
+
+
+def training_status(obs: ObservedWorkload, now: datetime | None = None,
+                    image_pull_limit: float | None = None) -> WorkloadStatus | None:
+    """The state of a training run, or None when neither its Job nor its PyTorchJob exists.
+
+    A run with a pod whose image could not be pulled for ``image_pull_limit`` seconds (at
+    ``now``) has failed: it cannot make progress, and the kubelet would retry forever. Its
+    status says so with what to check, and is ``abandoned`` (its objects are deleted).
+    """
+    job = obs.first("Job")
+    pytorchjob = obs.first("PyTorchJob") if job is None else None
+    if job is not None:
+        status = _job_status(job, obs.pods)
+    elif pytorchjob is not None:
+        status = _pytorchjob_status(pytorchjob, obs.pods)
+    else:
+        return None
+    if status.state != TrainingPhase.SUCCEEDED:
+        # Also when the Job failed for it: a spot node reclaimed is no failure of the run's own.
+        disrupted = disruption(obs.pods)
+        if disrupted:
+            status = dataclasses.replace(status, disrupted=disrupted)
+    if status.state in (TrainingPhase.SUCCEEDED, TrainingPhase.FAILED):
+        return status
+    waiting = stuck_waiting(obs.pods)
+    gave_up = pull_given_up(waiting, now, image_pull_limit)
+    if gave_up:
+        return dataclasses.replace(status, state=TrainingPhase.FAILED, reason=gave_up, finished_at=now,
+                                   waiting=waiting, abandoned=True)
+    return dataclasses.replace(status, waiting=waiting)

@@ -1,0 +1,196 @@
+"""The training run's pure builders (:mod:`jobs.manifests`): golden files, schema validation, and the rules they must keep.
+
+Golden files live in ``tests/jobs/golden/``. After an intended change, regenerate them with
+
+    SLIPWAY_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/jobs/test_manifests.py
+
+and review the diff like code. The rules every builder keeps are in ``tests/cluster/manifest_rules.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from cluster.specs import ClusterConfig
+from jobs.manifests import build_training
+from tests.cluster import crd_schema, samples
+from tests.cluster.manifest_rules import CUSTOM_KINDS, check_argv, check_hardened, check_labels, pod_specs
+from tests.golden import K8S_VERSIONS, all_objects, assert_golden_manifests
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+VARIANTS: dict[str, Any] = {
+    "training_job": lambda: build_training(samples.training(), samples.CONFIG),
+    "training_job_spot_defaults": lambda: build_training(
+        samples.training(
+            spot=True, cpu=None, memory_gb=None, shm_gb=None, max_runtime_minutes=None, volumes=(), env=(), args=()
+        ),
+        samples.CONFIG,
+    ),
+    "training_pytorchjob": lambda: build_training(samples.training(workers=3, gpus_per_worker=8), samples.CONFIG),
+    "training_pytorchjob_volcano": lambda: build_training(samples.training(workers=2), samples.VOLCANO),
+    "training_pytorchjob_scheduler_plugins": lambda: build_training(samples.training(workers=4), samples.PLUGINS),
+    # Secret env: the pods name the Secret and a key per variable; the values are in the Secret only.
+    "training_job_secret_env": lambda: build_training(
+        samples.training(secret_env=("HF_TOKEN", "WANDB_API_KEY")), samples.CONFIG),
+    "training_pytorchjob_secret_env": lambda: build_training(
+        samples.training(workers=2, secret_env=("HF_TOKEN",)), samples.CONFIG),
+    # The checkpoint contract: env, the claim Slipway provides (kept across attempts), the notice file, the grace.
+    "training_job_checkpoint": lambda: build_training(
+        samples.training(checkpoint=samples.checkpoint(attempt=2, resume_from="/slipway/checkpoints/step-1000.pt",
+                                                       grace_seconds=120,
+                                                       report_url="http://slipway-web.slipway-system.svc/api/v1/runs/42/checkpoints/")),
+        samples.CONFIG),
+    "training_pytorchjob_checkpoint_volume": lambda: build_training(
+        samples.training(workers=3, secret_env=("HF_TOKEN",),
+                         checkpoint=samples.checkpoint(claim="team-checkpoints", provided=False)), samples.VOLCANO),
+    "training_pytorchjob_checkpoint_provided": lambda: build_training(
+        samples.training(workers=2, env=(), checkpoint=samples.checkpoint(storage_class="nfs-rwx")), samples.CONFIG),
+    # Shared GPUs: one unit per pod, the labels GFD puts on shared nodes; MPS one team per node, no /dev/shm of ours.
+    "training_job_time_sliced": lambda: build_training(
+        samples.training(flavor=samples.T4_TS4, gpus_per_worker=1, cpu=None, memory_gb=None, shm_gb=None,
+                         volumes=()), samples.CONFIG),
+    "training_job_mps": lambda: build_training(
+        samples.training(flavor=samples.A10G_MPS2, gpus_per_worker=1, shm_gb=None), samples.CONFIG),
+}
+
+
+def _all_objects() -> list[tuple[str, dict[str, Any]]]:
+    return all_objects(VARIANTS)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_it_matches_the_golden_file(variant: str) -> None:
+    assert_golden_manifests(GOLDEN, variant, VARIANTS[variant]())
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize(
+    ("label", "obj"), [o for o in _all_objects() if o[1]["kind"] not in CUSTOM_KINDS]
+)
+def test_it_renders_core_objects_valid_in_strict_mode(label: str, obj: dict[str, Any], version: str) -> None:
+    kubernetes_validate.validate(obj, version, strict=True)
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize(("label", "obj"), [o for o in _all_objects() if o[1]["kind"] == "PyTorchJob"])
+def test_it_renders_pytorchjob_pod_templates_valid_in_strict_mode(
+    label: str, obj: dict[str, Any], version: str
+) -> None:
+    for role, replica in obj["spec"]["pytorchReplicaSpecs"].items():
+        template = {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {
+                "name": f"{obj['metadata']['name']}-{role.lower()}",
+                "namespace": obj["metadata"]["namespace"],
+            },
+            "template": replica["template"],
+        }
+        kubernetes_validate.validate(template, version, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("label", "obj"), [o for o in _all_objects() if o[1]["kind"] in CUSTOM_KINDS]
+)
+def test_it_renders_custom_resources_valid_against_their_crd(label: str, obj: dict[str, Any]) -> None:
+    name = obj["kind"].lower()
+    assert crd_schema.errors(name, obj) == []
+
+
+def test_it_rejects_fields_the_crd_does_not_know() -> None:
+    # The strict walker must fail on what an API server would silently prune.
+    pytorchjob = build_training(samples.training(workers=2), samples.VOLCANO)[0]
+    pytorchjob["spec"]["runPolicy"]["schedulingPolicy"]["minMember"] = 2  # Volcano's PodGroup field, not PyTorchJob's
+    pytorchjob["spec"]["pytorchReplicaSpecs"]["Master"]["replica"] = 1
+    assert len(crd_schema.errors("pytorchjob", pytorchjob)) == 2
+
+
+@pytest.mark.parametrize(("label", "obj"), _all_objects())
+def test_it_labels_every_object_for_slipway(label: str, obj: dict[str, Any]) -> None:
+    check_labels(label, obj)
+
+
+@pytest.mark.parametrize(("label", "obj"), [o for o in _all_objects() if pod_specs(o[1])])
+def test_it_hardens_every_pod(label: str, obj: dict[str, Any]) -> None:
+    check_hardened(obj)
+
+
+def test_it_can_allow_root_containers_when_configured() -> None:
+    job = build_training(samples.training(), ClusterConfig(run_as_non_root=False))[0]
+    pod = job["spec"]["template"]["spec"]
+    assert "runAsNonRoot" not in pod["securityContext"]
+    assert "runAsNonRoot" not in pod["containers"][0]["securityContext"]
+    assert pod["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_it_builds_a_job_for_single_node_training() -> None:
+    [job] = build_training(samples.training(), samples.CONFIG)
+    assert (job["apiVersion"], job["kind"], job["metadata"]["name"]) == ("batch/v1", "Job", "run-42")
+    assert job["spec"]["backoffLimit"] == 2
+    assert job["spec"]["activeDeadlineSeconds"] == 7200
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    container = pod["containers"][0]
+    assert container["command"] == ["python", "train.py"] and container["args"] == ["--epochs", "10"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    assert container["resources"]["requests"]["memory"] == "64Gi"
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}} in pod["volumes"]
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
+    assert {"name": "data-0", "persistentVolumeClaim": {"claimName": "datasets", "readOnly": True}} in pod["volumes"]
+    assert {"name": "data-1", "mountPath": "/ckpt"} in container["volumeMounts"]
+    # The user's env reaches the container unchanged (the sandbox reads these).
+    assert {"name": "SLIPWAY_SIM_OUTCOME", "value": "succeed"} in container["env"]
+    assert job["metadata"]["annotations"] == {"slipway.dev/name": "resnet baseline"}
+    assert "affinity" not in pod
+
+
+def test_it_places_spot_work_on_spot_nodes_only() -> None:
+    pod = build_training(samples.training(spot=True), samples.CONFIG)[0]["spec"]["template"]["spec"]
+    assert {"key": "slipway.dev/capacity-type", "operator": "Equal", "value": "spot", "effect": "NoSchedule"} in pod[
+        "tolerations"
+    ]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "slipway.dev/capacity-type", "operator": "In", "values": ["spot"]}]}]
+
+
+def test_it_builds_a_pytorchjob_for_distributed_training() -> None:
+    [job] = build_training(samples.training(workers=3, gpus_per_worker=8), samples.CONFIG)
+    assert (job["apiVersion"], job["kind"]) == ("kubeflow.org/v1", "PyTorchJob")
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    assert {role: r["replicas"] for role, r in replicas.items()} == {"Master": 1, "Worker": 2}
+    for replica in replicas.values():
+        container = replica["template"]["spec"]["containers"][0]
+        assert container["name"] == "pytorch"
+        assert container["command"][:4] == ["torchrun", "--nnodes=3", "--nproc_per_node=8", "--no-python"]
+        assert container["command"][4:] == ["python", "train.py"]
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["NCCL_DEBUG"] == "WARN" and env["SLIPWAY_SIM_DURATION"] == "30"
+        assert "schedulerName" not in replica["template"]["spec"]
+    assert job["spec"]["runPolicy"] == {"backoffLimit": 2, "cleanPodPolicy": "Running", "activeDeadlineSeconds": 7200}
+
+
+@pytest.mark.parametrize(
+    ("config", "scheduler"), [(samples.VOLCANO, "volcano"), (samples.PLUGINS, "scheduler-plugins-scheduler")]
+)
+def test_it_gang_schedules_when_the_cluster_can(config: ClusterConfig, scheduler: str) -> None:
+    [job] = build_training(samples.training(workers=4), config)
+    assert job["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 4}
+    assert {r["template"]["spec"]["schedulerName"] for r in job["spec"]["pytorchReplicaSpecs"].values()} == {scheduler}
+
+
+def test_it_renders_the_same_manifests_every_time() -> None:
+    assert build_training(samples.training(workers=2), samples.VOLCANO) == build_training(
+        samples.training(workers=2), samples.VOLCANO
+    )
+
+
+@pytest.mark.parametrize(("label", "obj"), [o for o in _all_objects() if pod_specs(o[1])])
+def test_it_never_wraps_the_argv_in_a_shell(label: str, obj: dict[str, Any]) -> None:
+    check_argv(label, obj)
