@@ -12,9 +12,10 @@ against golden files and validated (tests/workspaces/test_manifests.py). A works
 * an ``apps/v1 Deployment`` of one replica, strategy ``Recreate``, running the Jupyter server. A
   Deployment rather than a bare pod: its controller brings the pod back when a node drains or the
   pod is evicted (a bare pod is gone for good), its status says ready or not the way an
-  endpoint's does (one status mapping), and the sandbox simulates it. ``Recreate`` because the
-  home volume is ReadWriteOnce: a rolling update's second pod could never mount it. Pausing
-  deletes the Deployment (not a scale to zero, which would leave an object holding nothing);
+  endpoint's does (one status mapping: :func:`cluster.deployments.deployment_status`), and the
+  sandbox simulates it. ``Recreate`` because the home volume is ReadWriteOnce: a rolling update's
+  second pod could never mount it. Pausing deletes the Deployment (not a scale to zero, which would
+  leave an object holding nothing);
 * a ``Service`` and an ``Ingress`` for the workspace's own host, ``<object name>.<workspace host>``
   (never the portal's: its owner's JavaScript must not run on the portal's origin, nor receive
   the portal's cookies), at ``/notebooks/<object name>/``, whose ``auth-url`` is Slipway's
