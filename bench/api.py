@@ -2,7 +2,7 @@
 
 Run ``.venv/bin/python bench/api.py [--seconds 4] [--rounds 4] [--clients 8]``. It creates a scratch database
 next to ``DATABASE_URL`` (or ``postgres://postgres@127.0.0.1:5432/test``), seeds a team with a
-large quota per client, its member's token and 200 runs each, starts gunicorn with DEBUG off behind a TLS proxy
+large quota per client, its member's token and 200 runs each (``--runs``), starts gunicorn with DEBUG off behind a TLS proxy
 header (``X-Forwarded-Proto: https``, as an ingress sends), and drives it from ``--clients``
 keep-alive HTTP clients on loopback (a team each), one phase per request kind, in the same run:
 
@@ -66,8 +66,8 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered)) - 1))]
 
 
-def seed(clients: int) -> list[str]:
-    """A team per client (large quota and budget), its member's token, 200 runs each; the raw tokens.
+def seed(clients: int, runs: int = RUNS_PER_TEAM) -> list[str]:
+    """A team per client (large quota and budget), its member's token, ``runs`` runs each; the raw tokens.
 
     One team per client as on a shared platform: admissions of one team serialise on its lock
     by design (bench/admission.py measures that case), different teams do not.
@@ -89,13 +89,13 @@ def seed(clients: int) -> list[str]:
         user = get_user_model().objects.create_user(f"bench{i}")
         Membership.objects.create(user=user, team=team, role=Role.MEMBER)
         raws.append(create_api_token(user, "bench")[1])
-        for n in range(RUNS_PER_TEAM):
+        for n in range(runs):
             submit_run(user, team, {"name": f"seed-{n}", "image": "registry.example.com/ml/t:1",
                                     "command": ["python", "t.py"], "flavor": "a100-80gb"})
     return raws
 
 
-def seed_one_team(clients: int) -> list[str]:
+def seed_one_team(clients: int, runs: int = RUNS_PER_TEAM) -> list[str]:
     """The team :data:`ONE_TEAM` (quota and runs as :func:`seed`'s) with a member and token per client; the raw tokens."""
     from decimal import Decimal
 
@@ -113,7 +113,7 @@ def seed_one_team(clients: int) -> list[str]:
         user = get_user_model().objects.create_user(f"bench-one{i}")
         Membership.objects.create(user=user, team=team, role=Role.MEMBER)
         raws.append(create_api_token(user, "bench")[1])
-    for n in range(RUNS_PER_TEAM):
+    for n in range(runs):
         submit_run(user, team, {"name": f"seed-{n}", "image": "registry.example.com/ml/t:1",
                                 "command": ["python", "t.py"], "flavor": "a100-80gb"})
     return raws
@@ -214,13 +214,15 @@ def phase(tokens: list[str], make_request, seconds: float, first: int = 0) -> tu
 
     def worker(index: int) -> None:
         client, i, mine = Client(tokens[index]), first, []
-        while time.perf_counter() < deadline:
+        while True:  # one request at least, however short the phase (the smoke test's are a few ms)
             began = time.perf_counter()
             status = make_request(client, index, i)
             mine.append(time.perf_counter() - began)
             if status >= 400:
                 errors.append(status)
             i += 1
+            if time.perf_counter() >= deadline:
+                break
         with lock:
             latencies.extend(mine)
 
@@ -242,6 +244,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of each kind's first phase not measured")
     parser.add_argument("--rounds", type=int, default=4, help="paired rounds, the kinds' order rotating; the median "
                                                               "ratio is judged")
+    parser.add_argument("--runs", type=int, default=RUNS_PER_TEAM,
+                        help="runs seeded per team (the lists read pages of 50 of them)")
     parser.add_argument("--kinds", default="", help="measure only these kinds (comma-separated labels, as printed)")
     args = parser.parse_args()
     base_url = os.environ.get("DATABASE_URL", "")
@@ -265,7 +269,7 @@ def main() -> None:
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
-        tokens, one_team = seed(args.clients), seed_one_team(args.clients)
+        tokens, one_team = seed(args.clients, args.runs), seed_one_team(args.clients, args.runs)
         from django.db import connections
 
         connections.close_all()

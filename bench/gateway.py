@@ -147,10 +147,12 @@ async def phase(url: str, headers: dict, clients: int, seconds: float) -> tuple[
         stop = time.perf_counter() + seconds
 
         async def client() -> None:
-            while time.perf_counter() < stop:
+            while True:  # one request at least, however short the phase
                 started = time.perf_counter()
                 await one()
                 latencies.append((time.perf_counter() - started) * 1000)
+                if time.perf_counter() >= stop:
+                    break
 
         began = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(clients)))

@@ -27,12 +27,15 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
 #: script, arguments for a short run, a line its report must print
 BENCHMARKS = [
-    ("admission.py", ["--threads", "2", "--seconds", "0.3", "--quick"], "lock cost: locked / unlocked ="),
+    # Phases of a few milliseconds: every benchmark does one request (or cycle) per client at least.
+    ("admission.py", ["--threads", "2", "--seconds", "0.05", "--quick"], "lock cost: locked / unlocked ="),
     # The trace's first 16 hours: 70 runs and 12 preemptions in the replay, in a third of the 48 hours' time.
     ("estimates.py", ["--quick", "16"], "median relative error"),
-    ("gateway.py", ["--seconds", "0.3", "--rounds", "1", "--clients", "2", "--revocations", "1"],
+    ("gateway.py", ["--seconds", "0.05", "--rounds", "1", "--clients", "2", "--revocations", "1"],
      "revocation seen by both gateways"),
-    ("api.py", ["--clients", "2", "--seconds", "0.3", "--warmup", "0.2", "--rounds", "2"], "create endpoint"),
+    # A full page of runs (50) per team for the lists, not 200.
+    ("api.py", ["--clients", "2", "--seconds", "0.05", "--warmup", "0.05", "--rounds", "2", "--runs", "50"],
+     "create endpoint"),
     ("profile_api.py", ["--requests", "3", "--top", "3"], "statements per request"),
     ("reconcile_clusters.py", ["--clusters", "2", "--workloads", "20", "--rounds", "1", "--timeout", "0.5"],
      "targets:"),
