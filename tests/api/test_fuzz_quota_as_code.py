@@ -13,7 +13,7 @@ import pytest
 from schemathesis.config import SchemathesisConfig
 
 from teams.services import create_api_token
-from tests.api.test_fuzz import EXAMPLES, SEED, run_schemathesis, short_lived_connections  # noqa: F401
+from tests.api.test_fuzz import EXAMPLES, SEED, live_server_connections, run_schemathesis  # noqa: F401
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]  # as tests/api/test_fuzz.py
 
@@ -42,7 +42,7 @@ def staff_config(token: str) -> SchemathesisConfig:
 
 
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
-def test_quota_as_code_answers_staff_as_its_schema_says(short_lived_connections, live_server, staff, quota,  # noqa: F811
+def test_quota_as_code_answers_staff_as_its_schema_says(live_server_connections, live_server, staff, quota,  # noqa: F811
                                                        capsys):
     _token, raw = create_api_token(staff, "fuzz")
     operations, cases, mismatches = run_schemathesis(live_server.url, staff_config(raw))
