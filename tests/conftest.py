@@ -36,6 +36,10 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 #: statements built per ``connection.vendor`` and the raw SQL beside them — and of the local
 #: default path (SQLite settings, the database cache, the filesystem broker, the demo's seed).
 #: Every other test runs once, on PostgreSQL: the ORM's queries are Django's to keep portable.
+#: A module whose tests set every variable the settings read (tests/portal/test_settings.py: its
+#: settings are loaded, and its ``manage.py check`` processes started, under an environment of its
+#: own) runs the same on both passes: it is not here (its four processes were 105 of the SQLite
+#: pass's 660 worker-seconds).
 SQLITE_MODULES = {
     "tests/core/test_rawsql.py": "reading raw rows back (dates, decimals) as each database returns them",
     "tests/core/test_writes.py": "writes run together: one statement of data-modifying CTEs on PostgreSQL, one each on SQLite",
@@ -55,7 +59,6 @@ SQLITE_MODULES = {
     "tests/jobs/test_idempotency_failures.py": "Idempotency-Key's row lock and transaction on SQLite's IMMEDIATE transactions",
     "tests/front/test_seed_demo.py": "the demo `make run` seeds",
     "tests/front/test_usage_page.py": "the Usage page's sums and charts",
-    "tests/portal/test_settings.py": "SQLite's settings (WAL, IMMEDIATE transactions, the database cache)",
     "tests/portal/test_health.py": "the readiness probe's database and broker checks",
     "tests/portal/test_smoke.py": "the project boots and answers on the local default",
     "tests/test_bad_input.py": "input each database refuses in its own way (integers past 64 bits, NUL)",
@@ -107,15 +110,16 @@ def pytest_sessionstart(session):
 #: lane: one xdist worker takes a lane's tests in turn, beside the other lane and the rest of the suite.
 #: Two lanes of about equal length (seconds measured on the 2-vCPU EPYC VM, main pass of 3,921 tests):
 #: the first is every slow module not listed here (the e2e tests of runs, endpoints, workspaces,
-#: preemption and metrics: ~470 s), the second these (~500 s). One lane held all of them (971 s) and
-#: was the whole pass's floor. The lanes share nothing a test holds alone: each worker has its own
+#: preemption, metrics, alerts and shared GPUs), the second these. One lane held all of them (971 s) and
+#: was the whole pass's floor. On a loaded day (main pass of 4,526 tests) the lanes had grown apart,
+#: 721 s and 1,153 s: the alerts and shared-GPU e2e modules (~90 s each) moved to the first, and the
+#: benchmarks' smoke shrank. The lanes share nothing a test holds alone: each worker has its own
 #: database, Redis database and var directory (tests/settings.py), the ports are free ones, and the
 #: 64-connection modules share their lane with the benchmarks, never with each other.
 SECOND_LANE = {
     "tests/e2e/test_serving_e2e.py": "192-256 s on the loaded VM: the gateway, canary and wake-from-zero story",
-    "tests/test_benchmarks.py": "115 s, scratch databases copied from one template, bench/api.py's port",
-    "tests/e2e/test_alerts_e2e.py": "92 s",
-    "tests/e2e/test_shared_gpu_e2e.py": "90 s",
+    "tests/test_benchmarks.py": "84 s alone (100 s before the smallest sizes), scratch databases copied from one "
+                                "template, bench/api.py's port",
     "tests/quotas/test_concurrency.py": "47 s, 64 connections at once (PostgreSQL allows 100 in all)",
     "tests/notifications/test_worker.py": "44 s",
     "tests/portal/test_run_ctrl_c.py": "47 s alone: one make run, one Ctrl-C",
