@@ -15,8 +15,8 @@ empties after each test:
    so nothing runs while the tables are emptied, and no transaction of its holds a lock the
    flush waits for. A worker that does not answer, or is still busy at the deadline, is
    SIGKILLed instead: a dead worker touches nothing either, and the next test starts a new one;
-2. pytest-django empties the tables (``TRUNCATE`` without restarting the id sequences: a
-   later test's rows never have the ids of an earlier test's);
+2. pytest-django empties the tables (a ``DELETE`` per table, tests/conftest.py ``delete_flush``,
+   without restarting the id sequences: a later test's rows never have the ids of an earlier test's);
 3. before the next test, Redis loses everything but the broker's queue bindings
    (:func:`reset_redis`): the queued and unacknowledged messages (beat's included: it goes
    on publishing during the pause), the reconcile cycle's lock, the cache. Only then does
