@@ -1,5 +1,5 @@
-"""Builders of pods of shared GPUs, shaped as the issue 37 contract says a time-sliced or MPS
-flavor's pods are (/work/wt/CONTRACT37.md "Pod manifest contract").
+"""Builders of pods of shared GPUs, shaped as issue 37's contract says a time-sliced or MPS flavor's
+pods are (docs/flavors.md "The four ways to get a GPU").
 
 Real builder output (:mod:`jobs.manifests`, :mod:`inference.manifests`), with the contract's parts put on the pod template
 by :func:`contract_shape`: the shared nodes' selector, and for an MPS flavor kept to one team per
