@@ -62,7 +62,7 @@ from workloads.constants import STEADY_BATCH, Message
 from workloads.cycle import Home, Plan, ReconcileReport, redrive_if_stuck, unplaced
 from workloads.events import workload_moved
 from workloads.leftovers import delete_abandoned, delete_kept, delete_leftovers, finish_removal, set_apart_kept
-from workloads.models import ReasonCode, Workload, attach_segments
+from workloads.models import ReasonCode, Workload, attach_held_segments
 from workloads.queue_step import reconcile_queue
 from workloads.registry import WorkloadKind, kind_for, kinds, resource_kinds
 from workloads.waiting_reasons import CAPACITY_REFRESH, Capacity, explain_capacity, explain_podless
@@ -252,7 +252,7 @@ def _snapshot(kind: WorkloadKind, home: Home) -> list:
     flavors = GpuFlavor.objects.in_bulk({w.flavor_id for w in workloads})
     for workload in workloads:
         workload.team, workload.flavor = teams[workload.team_id], flavors[workload.flavor_id]
-    attach_segments(workloads)  # their holds: the open segments billing moves
+    attach_held_segments(workloads)  # their holds: the open segments billing moves
     return workloads
 
 
