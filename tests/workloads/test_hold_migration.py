@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from io import StringIO
 
 import pytest
 from django.core.management import call_command
@@ -68,7 +69,7 @@ def run_for_a_while(workload, started, now) -> None:
 def seeded_world(now):
     """The demo (teams, two weeks of history, work submitted) and, of each kind, work running, work
     preempted and queued again, and work ended."""
-    call_command("seed_demo", force=True, stdout=open("/dev/null", "w"))  # noqa: SIM115
+    call_command("seed_demo", force=True, stdout=StringIO())
     started = now - timedelta(hours=3, minutes=7)
     for kind in kinds():
         holding = list(kind.model.objects.holding_quota().select_related("team", "flavor").order_by("pk"))
