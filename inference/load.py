@@ -10,8 +10,9 @@ by default) and once at the end.
 
 At most ``max_in_flight`` requests are open at once: when the endpoint stalls (an endpoint waking from
 zero holds requests for minutes), arrivals beyond it are counted as ``skipped`` instead of piling up
-without bound. Stopping (SIGTERM, SIGINT, or ``duration`` elapsed) cancels the open requests at once:
-the process ends within a second, not after the slowest stream.
+without bound. Stopping (SIGTERM, SIGINT, or ``duration`` elapsed) cancels the open requests at once
+(counted as ``cancelled``, so sent = answered + cancelled): the process ends within a second, not after
+the slowest stream.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class Counts:
     sent: int = 0
     streamed: int = 0
     skipped: int = 0
+    cancelled: int = 0  # still open when the generator stopped (cut off, never answered)
     classes: Counter = field(default_factory=Counter)  # "2xx", "4xx", "5xx", "error"
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -59,7 +61,8 @@ class Counts:
     def line(self, elapsed: float) -> str:
         by_class = " ".join(f"{name}={self.classes[name]}" for name in sorted(self.classes)) or "none yet"
         return (f"{elapsed:.0f}s: sent {self.sent} ({self.streamed} streamed), answered {self.answered}: {by_class}; "
-                f"tokens in {self.prompt_tokens} out {self.completion_tokens}; skipped {self.skipped}")
+                f"tokens in {self.prompt_tokens} out {self.completion_tokens}; skipped {self.skipped}"
+                + (f", cancelled at stop {self.cancelled}" if self.cancelled else ""))
 
 
 def status_class(status: int) -> str:
@@ -144,18 +147,24 @@ class LoadGenerator:
             body.update(stream=True, stream_options={"include_usage": True})
             self.counts.streamed += 1
         self.counts.sent += 1
+        outcome = ""
         try:
             async with session.post(f"{self.base_url}/v1/chat/completions", json=body) as response:
                 if response.status != 200:
                     await response.read()
-                    self.counts.classes[status_class(response.status)] += 1
+                    outcome = status_class(response.status)
                 elif stream:
-                    self.counts.classes["2xx" if await self._read_stream(response) else "error"] += 1
+                    outcome = "2xx" if await self._read_stream(response) else "error"
                 else:
                     self._add_usage((await response.json()).get("usage"))
-                    self.counts.classes["2xx"] += 1
+                    outcome = "2xx"
+                self.counts.classes[outcome] += 1
         except (TimeoutError, aiohttp.ClientError, ValueError):
             self.counts.classes["error"] += 1
+        except asyncio.CancelledError:
+            if not outcome:  # cut off by the stop before its answer was counted
+                self.counts.cancelled += 1
+            raise
 
     async def _read_stream(self, response: aiohttp.ClientResponse) -> bool:
         """Read the Server-Sent Events to ``[DONE]`` (False: the stream ended before it, or said error)."""

@@ -165,7 +165,10 @@ def test_its_arrivals_are_poisson_at_the_rate_asked(engine):
     cv = (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5 / mean
     assert 0.7 < cv < 1.3, cv  # a constant-rate sender would be near 0
     assert 0.12 < counts.streamed / counts.sent < 0.4
-    assert counts.classes["2xx"] == counts.answered and counts.answered >= counts.sent - 20
+    # Nothing lost or failed: what was not answered was still open at the stop (how many depends on the
+    # machine's pace, so only the sum is exact), and most were answered.
+    assert counts.classes["2xx"] == counts.answered and counts.answered + counts.cancelled == counts.sent
+    assert counts.answered >= counts.sent // 2
 
 
 def test_a_wrong_key_is_counted_by_status_class_and_bad_options_are_refused():
