@@ -4,7 +4,7 @@ workspace's one pod. Pure and Django-free, on the pod reading of :mod:`cluster.s
 One observation of the workload (its Deployment, the pods it selects, KEDA's ScaledObject and HPA
 when it scales) becomes a :class:`DeploymentPhase` with words to act on. A kind that runs more
 than one Deployment hands in the part this mapping reads, and adds its own (an endpoint's
-candidate revision: ``inference.status``).
+candidate revision, in that kind's status mapping).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ scoped query returns it unchanged, so the builders can (and do) apply the same r
 they render the ScaledObject: no unscoped query reaches a manifest, whatever is stored.
 
 Pure and Django-free (it lives in ``cluster/`` because the manifest builders call it); the
-portal's validation (:mod:`inference.validation`) calls it for the API and the HTML forms.
+validation of the kind that stores such queries calls it for the API and the HTML forms.
 """
 
 from __future__ import annotations

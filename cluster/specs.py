@@ -3,7 +3,7 @@
 These dataclasses are the contract between the portal and the pure manifest builders: the
 cluster's settings, a GPU flavor and its sharing, a mounted volume and a team's namespace, which
 the shared builders (:mod:`cluster.manifests`) and every kind's own read. A kind's workload spec
-lives with its builders in its app (``jobs.specs``, ``inference.specs``, ``workspaces.manifests``).
+lives with its builders in its app (its ``specs`` module, or beside its builders when small).
 They hold no Django objects and no behaviour beyond small derived values, so the builders stay
 pure functions of their input: the same spec always renders the same manifests (which is what
 makes re-applying idempotent and the golden-file tests possible).

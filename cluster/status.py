@@ -1,9 +1,9 @@
 """Pure reading of observed Kubernetes objects: what every kind's status mapping is made of.
 
 Both backends (the sandbox and a real cluster) return the same Kubernetes-shaped objects
-from ``observe()``. Each kind maps its own objects to its states (a run's Job or PyTorchJob in
-``jobs.status``, an endpoint's Deployments in ``inference.status``; a Deployment, which more
-than one kind runs, in :mod:`cluster.deployments`), all with what this module reads off pods:
+from ``observe()``. Each kind maps its own objects to its states in its app's ``status`` module (a
+run's Job or PyTorchJob, an endpoint's Deployments; a Deployment, which more than one kind
+runs, in :mod:`cluster.deployments`), all with what this module reads off pods:
 the :class:`WorkloadStatus` they return, the most telling signal of the pods, a pull that will
 never succeed, the GPU units running, a disruption. It never raises on odd payloads: a missing
 field reads as "not reported yet".

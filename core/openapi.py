@@ -21,7 +21,7 @@ ERRORS = {"400": "Bad input: field errors", "401": "No valid credentials", "403"
           "404": "Not found (or another team's)", "409": "The object's state does not allow this",
           "413": "The body is over the size limit", "415": "The body is not JSON (Content-Type: application/json)",
           "429": "Too many requests of this run token this minute: wait Retry-After seconds"}
-#: The security scheme of a run's own token, whose reports are rate-limited (jobs.api.RunTokenRate).
+#: The security scheme of a run's own token, whose reports are rate-limited (by the training kind's API).
 RATE_LIMITED_SCHEME = "runToken"
 
 

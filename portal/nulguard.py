@@ -4,7 +4,7 @@ PostgreSQL text cannot hold NUL: a value with one that reaches a query is a Data
 500. No Slipway input legitimately contains one (names, slugs, images, filters, form fields),
 so the request is refused at the door: 404 for a path (nothing can be named so), 400 for a
 query string, cookie or form body; in the API's error shape under ``/api/``. JSON bodies are
-checked field by field where they are validated (``jobs.validation``), so errors name the field.
+checked field by field where each kind validates them, so errors name the field.
 The API takes no form bodies (a 415 from its parser), so they are not read under ``/api/``:
 reading a multipart body here would leave the API's parser an exhausted stream.
 """

@@ -273,8 +273,8 @@ def cost_by_hour(team_id: int, refs: Iterable[str], since: datetime, until: date
 
     An hour counts when it starts in ``[usage_hour(since), until)``. Its cost is its closed ledger row plus the
     open segment's piece in it up to ``now`` (the current hour, not yet written), so the figures are the ones
-    spend and reports show. What an endpoint's API keys are charged is split from these
-    (``inference.key_costs``).
+    spend and reports show. What an endpoint's API keys are charged is split from these by the
+    endpoint kind.
     """
     refs = set(refs)
     first = usage_hour(since)

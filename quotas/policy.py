@@ -162,7 +162,7 @@ def warnings(flavor: GpuFlavor, shape: Shape, gpu_memory_gb: float | None) -> tu
                          f"{fits} on one GPU run out of memory and one of them is OOMKilled.")
     if shape.shm_gb is not None and flavor.sharing == specs.SHARING_MPS:
         # The device plugin mounts the MPS daemon's shared memory at /dev/shm in MPS pods; the builders
-        # then leave out the run's own shm volume (jobs.manifests), so the size goes unused.
+        # then leave out the work's own shm volume, so the size goes unused.
         found.append(f"{flavor.name} is an MPS flavor: its pods' /dev/shm is the MPS daemon's, so shm_gb "
                      f"({gb(shape.shm_gb)} GB) has no effect there.")
     if shape.training and flavor.sharing == specs.SHARING_TIME_SLICING and flavor.training:

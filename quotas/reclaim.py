@@ -306,7 +306,8 @@ def choose_own_victims(claim: Claim, quota: FlavorQuota, usage: int, candidates:
     team that is full takes the team's own lower-priority work, by the rules above — the delay,
     ``min_runtime``, the protection after :data:`PROTECTED_AFTER` preemptions, the least money
     lost first and the smallest set. What it frees is the team's own usage. (An endpoint's burst
-    is not a candidate here: queued work of its team already takes it back, inference.scaling.)
+    is not a candidate here: queued work of its team already takes it back through the kind's
+    ``shrink_burst``.)
 
     Loop-free: a victim has a lower priority than its claimant, so it can never take it back.
     """

@@ -393,7 +393,7 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
     if ckpt is not None:
         since = int(first * every) if first > 1 else 0
         # Stamped like every other line (a logger's prefix, which the contract's parser allows):
-        # the portal dates a checkpoint read from the log by it (jobs.checkpoints.last_in_log).
+        # the portal dates a checkpoint read from the log by it (the checkpoint contract's log reading).
         timed.extend((second, f"{_rfc3339(started + timedelta(seconds=second))} INFO  {line}")
                      for second, line in checkpoints.body_lines(ckpt, elapsed, since, max(tail, 0)))
     timed.sort(key=lambda pair: pair[0])  # stable: a checkpoint follows the progress line of its second

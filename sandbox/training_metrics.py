@@ -2,8 +2,8 @@
 
 A simulated run's training lines are the ones Kubeflow Katib's StdOut collector reads —
 ``name=value`` pairs with ``step=`` — and every :data:`PROGRESS_EVERY` of them it prints its
-progress, ``SLIPWAY_PROGRESS step=<n> total=<m>``, so the portal's stdout reader
-(:func:`jobs.metrics.read_run_logs`) charts its loss and gives it an ETA like a real script's.
+progress, ``SLIPWAY_PROGRESS step=<n> total=<m>``, so the portal's stdout reader (docs/metrics.md)
+charts its loss and gives it an ETA like a real script's.
 :func:`sandbox.simulation.training_log` calls these; everything stays a function of the plan and time.
 
 Knob, from the first container's env: ``SLIPWAY_SIM_LOG_EVERY`` — seconds between training

@@ -531,7 +531,7 @@ def ignores_disruption(policy: object) -> bool:
     return False
 
 
-#: The trigger KEDA wakes an endpoint from zero with: the requests its gateway holds (inference.manifests).
+#: The trigger KEDA wakes an endpoint from zero with: the requests its gateway holds (the endpoint's ScaledObject).
 WAKE_TRIGGER = "gateway-requests-held"
 
 

@@ -179,7 +179,7 @@ def require_staff_permission(user, perm: str, what: str) -> None:
 
 
 def change_permission(model_or_object) -> str:
-    """The ``change_…`` permission of a model (or of an object's model): ``"jobs.change_trainingrun"``."""
+    """The ``change_…`` permission of a model (or of an object's model): ``"<app label>.change_<model>"``."""
     meta = model_or_object._meta
     return f"{meta.app_label}.change_{meta.model_name}"
 

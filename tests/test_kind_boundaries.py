@@ -29,7 +29,19 @@ under ``tests/``, the test-only notebook kind, is a fixture, not part of the pro
   endpoints" on a shared page is out of date once a kind is added; "run" the verb is not the kind).
 
 Otherwise only exact string literals count (Python's :mod:`ast` string constants, quoted strings in
-templates), so the prose of Python — docstrings, comments — does not; identifiers are matched whole.
+templates); identifiers are matched whole.
+
+**Prose** is checked by what its reader is (issue 48, point 6):
+
+- a Python file's docstrings and comments, read by developers, may use a kind's noun as an example
+  ("a run's pods") but may not point into a kind (:func:`prose_code_names`): its model or state-enum
+  class, a dotted path into its package (``jobs.manifests``, ``:mod:`inference.status```), its
+  package in backticks, its URL namespace. Such a pointer goes stale when the kind moves, and it is
+  an upward dependency in words where the code has none — say "the kind's status mapping" instead;
+- the ``--help`` of a shared management command (its ``help``, and the ``help``, ``description`` and
+  ``epilog`` of its arguments), read by operators, is held to a template's rule: no kind's noun or
+  plural (:func:`help_texts`, :func:`prose_nouns`), since "the demo runs and endpoints" is out of date
+  once a kind is added. The CLI (``slipway/``) stays out of scope, as above.
 
 **Where it looks** (:func:`scanned_files`): the Python sources (migrations excepted: they are
 history and cannot be rewritten) and the templates of every project package — each package of
@@ -47,7 +59,9 @@ disappeared fails it too, so the list cannot go stale.
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -217,8 +231,9 @@ def _template_names(source: str, names: KindNames) -> set[str]:
 #: Template comments and tags, code (``make run``) and HTML tags: what a page's reader does not read as prose.
 _NOT_PROSE = re.compile(r"\{#.*?#\}|\{% comment %\}.*?\{% endcomment %\}|\{%.*?%\}|\{\{.*?\}\}|<code>.*?</code>|<[^>]*>",
                         re.S)
-#: "run" the English verb, not the kind: a command runs as, a budget runs out, while it runs, a pod runs.
-_VERB_RUN = re.compile(r"(?i)\bruns (?:as|out|at)\b|\b(?:it|shell|machine|workspace|pods?) runs?\b")
+#: "run" the English verb, not the kind: a command runs as, a budget runs out, while it runs, a pod runs,
+#: GPUs run hotter, seconds to run, it does not run, ``make run``.
+_VERB_RUN = re.compile(r"(?i)\bruns (?:as|out|at)\b|\b(?:it|shell|machine|workspace|pods?|gpus|to|not|make) runs?\b")
 
 
 def prose_nouns(source: str, names: KindNames) -> list[str]:
@@ -229,9 +244,55 @@ def prose_nouns(source: str, names: KindNames) -> list[str]:
     return re.findall(rf"(?i)\b(?:{'|'.join(sorted(names.nouns))})\b", text)
 
 
+def developer_prose(source: str) -> str:
+    """The docstrings and comments of a Python source, one after the other."""
+    found = [token.string for token in tokenize.generate_tokens(io.StringIO(source).readline)
+             if token.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.append(ast.get_docstring(node, clean=False) or "")
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            found.append(node.value.value)  # an attribute's docstring (a string statement after it)
+    return "\n".join(found)
+
+
+def prose_code_names(text: str, names: KindNames) -> set[str]:
+    """What of a kind's code a developer's prose points at: its classes, a dotted path into its package
+    (``jobs.status``, ``jobs.TrainingRun``), its package in backticks, its URL namespace."""
+    packages = "|".join(sorted(names.packages))
+    found = {f"prose {word}" for word in re.findall(rf"\b(?:{'|'.join(sorted(names.identifiers))})\b", text)}
+    found |= {f"prose {path}" for path in re.findall(rf"(?<![\w./-])(?:{packages})\.[A-Za-z_]\w*", text)}
+    found |= {f"prose {quoted}" for quoted in re.findall(rf"`(?:{packages})`", text)}
+    found |= {f"prose {names.url_namespace}" for _ in re.findall(rf"\b{re.escape(names.url_namespace)}[a-z]", text)}
+    return found
+
+
+#: The keywords of an argument whose text ``--help`` prints.
+_HELP_KEYWORDS = frozenset({"help", "description", "epilog"})
+
+
+def help_texts(source: str) -> list[str]:
+    """The text a management command's ``--help`` prints: its ``help`` attribute, and the ``help``,
+    ``description`` and ``epilog`` of its arguments (each string constant in them)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        argument = isinstance(node, ast.keyword) and node.arg in _HELP_KEYWORDS
+        attribute = isinstance(node, ast.Assign) and any(isinstance(target, ast.Name) and target.id == "help"
+                                                         for target in node.targets)
+        if argument or attribute:
+            found += [part.value for part in ast.walk(node.value)
+                      if isinstance(part, ast.Constant) and isinstance(part.value, str)]
+    return found
+
+
 def find(path: Path, source: str, names: KindNames) -> set[str]:
     """The names of a kind that ``source`` (the text of ``path``) holds."""
-    return _python_names(source, names) if path.suffix == ".py" else _template_names(source, names)
+    if path.suffix != ".py":
+        return _template_names(source, names)
+    found = _python_names(source, names) | prose_code_names(developer_prose(source), names)
+    if "management" in path.parts and "commands" in path.parts:
+        found |= {f"--help {word.lower()!r}" for text in help_texts(source) for word in prose_nouns(text, names)}
+    return found
 
 
 def violations(files: list[Path], all_names: list[KindNames]) -> set[str]:
@@ -291,6 +352,29 @@ def test_it_catches_a_kind_named_in_a_shared_module(all_names, tmp_path):
     assert owner_of(REPO / "templates" / "jobs" / "run_list.html", jobs)
     assert owner_of(REPO / "workloads" / "registry.py", jobs) and owner_of(REPO / "portal" / "urls.py", jobs)
     assert {"cancelled", "run", "runs"} <= jobs.literals and not {"running", "ready", "jobs"} & jobs.literals
+
+
+def test_it_catches_a_kind_pointed_at_in_prose_and_named_in_help(all_names, tmp_path):
+    """Docstrings and comments may say "a run" but not point into the kind; a shared command's ``--help``
+    may not say its noun at all."""
+    jobs = next(names for names in all_names if names.app_label == "jobs")
+    source = ('"""A run\'s pods, mapped as :mod:`jobs.status` does, for a :class:`TrainingRun`."""\n'
+              "# the runs' page (jobs:run-list), built by ``jobs`` itself\n"
+              "LIMIT = 3\n"
+              '"""An attribute\'s docstring pointing at jobs.manifests."""\n'
+              "path = 'tests/jobs.py'  # a file named so is not the package\n")
+    shared = tmp_path / "quotas" / "planted.py"
+    assert find(shared, source, jobs) == {"prose jobs.status", "prose TrainingRun", "prose jobs:",
+                                          "prose `jobs`", "prose jobs.manifests"}
+    command = tmp_path / "quotas" / "management" / "commands" / "tidy.py"
+    text = ('from django.core.management.base import BaseCommand\n'
+            'class Command(BaseCommand):\n'
+            '    help = "Tidy the team\'s runs"\n'
+            '    def add_arguments(self, parser):\n'
+            '        parser.add_argument("--seconds", help="seconds to run; it does not run twice")\n'
+            '        parser.add_argument("--keep", help="keep the last run, " + "the newest")\n')
+    assert find(command, text, jobs) == {"--help 'runs'", "--help 'run'"}
+    assert find(shared, text, jobs) == set()  # not a command: its help is nobody's --help
 
 
 def test_no_column_is_called_plain_kind():

@@ -1,6 +1,6 @@
 """What every kind of GPU workload shares (docs/design.md "Layers", "The flow of one request").
 
-Training runs (``jobs``) and inference endpoints (``inference``) are *kinds*: each registers
+Training runs, inference endpoints and workspaces are *kinds*, each an app of its own: each registers
 itself in :mod:`workloads.registry` (its model, manifest builder, status mapping and quota
 request), and the machinery here — admission hand-off, the apply/delete tasks, the reconcile
 cycle, billing, ending and failing — works on any kind through that registry. This app never

@@ -169,8 +169,8 @@ def bill_past(workload, first_started_at: datetime, observations: list[tuple[dat
     in time order through :func:`plan_billing` — the live rule, prices included (its charged rate is
     the price table's when each segment opened) — and its end at ``ended_at``; written to the
     ledger, to the hold it held then (a released one, recorded here: the units it held and their
-    money) and to its ``billed_cost``. For work recorded after the fact (the demo's history:
-    ``jobs.demo.seed_demo_history``). Returns the cost billed.
+    money) and to its ``billed_cost``. For work recorded after the fact (the demo's history: a kind's
+    ``seed_demo_history``). Returns the cost billed.
     """
     units_held = max((units for _at, units, _idle in observations), default=0) or 1
     hold = QuotaHold(team_id=workload.team_id, ref=workload.ref, flavor_id=workload.flavor_id, units=units_held,

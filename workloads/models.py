@@ -1,6 +1,6 @@
 """The abstract :class:`Workload`: what every kind of GPU workload shares; and :class:`SecretEnv`, its secret env.
 
-A concrete kind (``jobs.TrainingRun``, ``inference.InferenceEndpoint``) inherits the fields
+A concrete kind (each kind's model: a training run, an inference endpoint) inherits the fields
 below, names its ``KIND_PREFIX`` and gives ``state`` its own choices. State moves only
 through conditional updates (``filter(pk=…, state=old).update(…)``) so a user's action and a
 reconcile cycle racing each other cannot overwrite one another.

@@ -193,7 +193,7 @@ def _single_flight(key: str):
             cache.delete(key)
 
 
-#: The public name of the lock other apps' beat tasks hold (inference.tasks.compact_traffic).
+#: The public name of the lock other apps' beat tasks hold (an endpoint's traffic compaction, say).
 single_flight = _single_flight
 
 TELEMETRY_LOCK = "slipway:telemetry-compact-lock"

@@ -93,7 +93,7 @@ def _time(raw: str) -> datetime | None:
     return (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).astimezone(UTC)
 
 
-#: The one reading of a ``since`` (the endpoints' traffic/ reads it too: inference.traffic_api).
+#: The one reading of a ``since`` (the endpoints' traffic/ reads it too).
 parse_time = _time
 
 

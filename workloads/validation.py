@@ -4,7 +4,7 @@ Everything here reaches a Kubernetes object, so it is strict (docs/design.md "Se
 (never a shell string), environment variable names, DNS names, an image reference of the
 usual grammar from an acceptable registry (``workloads.image_hosts``), mount paths, bounded sizes. A
 :class:`Collector` gathers every field's errors so a client hears about all of them at once;
-each kind's own validation (``jobs.validation``, ``inference.validation``) builds on it.
+each kind's own validation (its app's ``validation`` module) builds on it.
 """
 
 from __future__ import annotations

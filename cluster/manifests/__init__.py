@@ -4,8 +4,8 @@ No Django, no ``kubernetes`` import, no clock, no randomness: the same spec alwa
 the same objects, named from portal ids, so re-applying them is idempotent. Here: the pieces
 every kind's pods and objects are made of (``common``), a workload's env Secret (``secrets``),
 a team's namespace objects (``team``) and the device plugin's sharing configs
-(``device_plugin``). A kind's own builders live in its app, on these pieces
-(``jobs.manifests``, ``inference.manifests``, ``workspaces.manifests``).
+(``device_plugin``). A kind's own builders live in its app, on these pieces (its ``manifests``
+module, which its registration's ``manifests`` calls).
 """
 
 from __future__ import annotations

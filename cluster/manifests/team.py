@@ -32,7 +32,7 @@ INGRESS_ALLOWED_LABEL = "slipway.dev/allow-ingress"
 #: reaches it) and are left out of the team's: policies add up, so one admitting the whole namespace
 #: would let every teammate's pod in whatever the pod's own policy says.
 ISOLATED_LABEL = "slipway.dev/isolated"
-#: Pods with this label ("true") serve an endpoint (``inference.manifests`` puts it on them, with
+#: Pods with this label ("true") serve an endpoint (the endpoint kind's builders put it on them, with
 #: :data:`ISOLATED_LABEL`): :func:`build_endpoint_policy` selects them.
 SERVING_LABEL = "slipway.dev/serving"
 #: The label every namespace carries with its name (Kubernetes sets it): how a policy names one namespace.

@@ -85,7 +85,7 @@ TEAMS: tuple[DemoTeam, ...] = (
 )
 
 #: Quota sharing: of their flavors only H100 is both teams', so that is where ML Research borrows
-#: (its demo run llama-ablation, jobs.demo) and NLP reclaims (t5-distill, two minutes later).
+#: (its demo run llama-ablation, which the training kind's ``seed_demo`` submits) and NLP reclaims (t5-distill, two minutes later).
 #: Short rules so the reclaim happens within minutes of ``make run``: borrowed work older than
 #: a minute may be preempted, once NLP's queued work has waited 30 s for capacity to free itself.
 COHORTS: tuple[DemoCohort, ...] = (
@@ -95,7 +95,7 @@ COHORTS: tuple[DemoCohort, ...] = (
 
 #: E-mail subscriptions of the demo: (team slug, username, what gives the kinds of event). Alice hears
 #: of every workload kind's own events (a run ended, an endpoint degraded, …: what the kinds declare)
-#: and of preemptions; Dave of Vision's idle GPUs (its forgotten notebook, jobs.demo) and GPU memory
+#: and of preemptions; Dave of Vision's idle GPUs (its forgotten notebook, a demo run) and GPU memory
 #: running out.
 DEMO_EMAIL: tuple[tuple[str, str, Callable[[], list[str]]], ...] = (
     ("ml-research", "alice", lambda: [*kind_event_codes(), EventKind.PREEMPTED]),
@@ -146,7 +146,7 @@ class Command(BaseCommand):
         parser.add_argument("--force", action="store_true",
                             help="Seed even with DEBUG off (demo users have well-known passwords).")
         parser.add_argument("--no-runs", action="store_true",
-                            help="Do not submit the demo training runs and endpoints.")
+                            help="Seed the teams, quotas and prices only: no kind's demo work, no history.")
         parser.add_argument("--url", default=None,
                             help="Where the portal is served, for the printed links "
                                  "(default: http://127.0.0.1:$PORT/, PORT defaulting to 8000).")

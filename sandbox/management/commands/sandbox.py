@@ -122,7 +122,7 @@ class Command(BaseCommand):
         tick.add_argument("--at", help="tick at this RFC 3339 time (default: now)")
         tick.add_argument("--seconds", type=int, default=0, help="advance this many seconds past the last tick")
         tick.add_argument("--step", type=int, default=5, help="step size for --seconds")
-        load = sub.add_parser("load", help="set an endpoint's synthetic load")
+        load = sub.add_parser("load", help="set an autoscaled workload's synthetic load")
         load.add_argument("address", help="<namespace>/<workload>")
         load.add_argument("value", help="load in the trigger's metric units, or 'auto'")
         reset = sub.add_parser("reset", help="delete every sandbox object, pod and event")
