@@ -1,7 +1,8 @@
 """Admission: the admission lock and every write of what :func:`quotas.decide.decide` decided.
 
 * :func:`admit` runs one transaction: take the team's admission lock (:func:`teams.services.lock_team`),
-  read the quota and sum the active holds *after* it is held, decide, and write a
+  read the quota and sum the active holds *after* it is held (sent with the lock in one round trip,
+  each read its own statement behind it: :func:`core.rawsql.read_together`), decide, and write a
   hold (with the caller's rows of the admission — the workload's state move, its audit
   row — in one statement: :mod:`core.writes`) or a queue entry. Concurrent admissions for one team therefore serialise on the
   lock and each sees the holds of the ones before it: the platform never over-admits.
@@ -44,7 +45,7 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from core import metrics
-from core.rawsql import sql_decimal
+from core.rawsql import read_together, sql_decimal
 from core.writes import Write, run_together
 from fleet.constants import Health
 from fleet.models import Cluster
@@ -71,13 +72,15 @@ from quotas.ledger import (
     month_end,
     month_spend,
     month_start,
+    open_groups_of,
+    open_groups_statement,
 )
 from quotas.models import Cohort, GpuFlavor, QueuedRequest, QuotaHold, TeamBudget, TeamQuota, TeamSharing
 from quotas.pricing import dearest_sql
 from quotas.queue import queue_decision, queue_position
 from quotas.signals import workload_admitted
 from teams.models import Team
-from teams.services import lock_team
+from teams.services import lock_team, lock_team_statement
 
 # -- the admission lock --------------------------------------------------------------------
 
@@ -189,23 +192,25 @@ def admit(team, request: ResourceRequest, ref: str,
     # No savepoint of its own (two statements less on every submission): an error here fails
     # the caller's transaction as a whole, which is what every caller wants — the workload row
     # written just before must not commit without its admission.
-    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
-        # 1. Serialise admissions of this team (the team lock). Everything read below is
-        #    read *after* the lock is granted, by a new statement: under READ COMMITTED a
-        #    statement sees what was committed before it started, so only a later statement
-        #    sees the holds of whoever held the lock before us. That is why the facts are
-        #    not folded into the lock statement (a round trip less): its snapshot would be taken
-        #    before it waited for the lock, and the facts it read could be stale.
-        lock_team(team)
-        # 2. Every fact in one round trip: the flavor and the team's limit for it, is the ref
-        #    already admitted or queued, the units of the flavor in use, the budget, and what
-        #    bounds committed money, and a budgeted team's ledger rows this month. Its
-        #    month-to-date spend is then the ledger's one figure (month_spend: the open segments).
+    with transaction.atomic(savepoint=False):
+        # 1. Serialise admissions of this team (the team lock), and 2. read every fact under it, all
+        #    in one round trip (core.rawsql.read_together): the server runs the statements in the
+        #    order sent, each a statement of its own, and under READ COMMITTED a statement sees what
+        #    was committed before *it* started — so the facts, sent behind the lock, are read after
+        #    it is granted and see the holds of whoever held it before us. (Not folded into the lock
+        #    statement itself: its snapshot would be taken before it waited for the lock.) The facts:
+        #    the flavor and the team's limit for it, is the ref already admitted or queued, the units
+        #    of the flavor in use, the budget, what bounds committed money, and a budgeted team's
+        #    ledger rows this month and its open segments — so its month-to-date spend is the
+        #    ledger's one figure (month_spend) with no statement more.
         now = timezone.now()
-        cursor.execute(facts_sql, {"ref": ref, "team": team.pk, "flavor": request.flavor, "ready": Health.READY,
-                                   "since": connection.ops.adapt_datetimefield_value(month_start(now))})
+        _, (facts_row,), open_rows = read_together((
+            lock_team_statement(team),
+            (facts_sql, {"ref": ref, "team": team.pk, "flavor": request.flavor, "ready": Health.READY,
+                         "since": connection.ops.adapt_datetimefield_value(month_start(now))}),
+            open_groups_statement([team.pk], now, budgeted=True)))
         (flavor_id, active, max_per_node, limit, borrowing_limit, lending_limit, member_of, admitted, queued, usage,
-         budget_limit, currency, threshold, closed, held_units, dearest, some_not_ready) = cursor.fetchone()
+         budget_limit, currency, threshold, closed, held_units, dearest, some_not_ready) = facts_row
         if admitted:
             return Decision.of(Outcome.ADMIT, AdmissionCode.ADMITTED, f"already admitted: {ref}")
         if queued:
@@ -231,7 +236,7 @@ def admit(team, request: ResourceRequest, ref: str,
             # a bound: each workload commits at most its reserved units, at its own price, to
             # the month's end, so every held unit at the dearest price never commits less.
             bound = cost_ahead(sql_decimal(dearest) or ZERO, int(held_units), now, month_end(now))
-            spent = month_spend([team.pk], now, {team.pk: closed})[team.pk].spent
+            spent = month_spend([team.pk], now, {team.pk: closed}, open_groups_of(open_rows))[team.pk].spent
             budget = BudgetState(sql_decimal(budget_limit), spent, currency, bound, hours_left_in_month(now), threshold)
         decision = decide(request, int(usage), facts, budget)
         if decision.reason.code == AdmissionCode.WAITING_FOR_BUDGET:

@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from core.rawsql import sql_datetime, sql_decimal
 from quotas.constants import ZERO
-from quotas.models import ClusterPrice, GpuFlavor, PreemptionEvent, QuotaHold, UsageRecord, unit_price
+from quotas.models import ClusterPrice, GpuFlavor, PreemptionEvent, QuotaHold, TeamBudget, UsageRecord, unit_price
 
 #: Ledger amounts (cost, GPU-hours) keep ten decimals. A reconcile interval is a few seconds,
 #: so rounding each one to 1/100 of a cent would bias the bill: an L4 at 0.32/h for 5 s costs
@@ -491,20 +491,22 @@ class OpenGroup(NamedTuple):
 
 
 @lru_cache(maxsize=8)
-def _open_groups_sql(vendor: str, teams: int) -> str:
+def _open_groups_sql(vendor: str, teams: int, budgeted: bool = False) -> str:
     """:func:`_open_segments_sql`, summed: segments alike (team, kind, flavor and its prices, spot,
     start and units) are one row with their count. A segment's cost is rounded to the ledger's
     precision on its own, so only segments with the same start and units may be priced together;
     at steady state the work open for more than an hour all starts at the hour's start, so 10,000
-    running workloads are a handful of rows."""
+    running workloads are a handful of rows. ``budgeted``: only of teams with a budget (none for the others)."""
     q = connection.ops.quote_name
     join, prices = _priced(q)
     prefix = _prefix_sql(vendor)
     in_teams = ", ".join(["%s"] * teams)
+    budget = (f" AND EXISTS (SELECT 1 FROM {q(TeamBudget._meta.db_table)} b WHERE b.team_id = h.team_id"  # noqa: S608 - a quoted table name only
+              " AND b.monthly_limit IS NOT NULL)") if budgeted else ""
     return (f"SELECT h.team_id, {prefix}, f.id, {prices}, h.spot, h.billed_until, h.open_units, COUNT(*)"  # noqa: S608 - only quoted model table names are interpolated
             f" FROM {q(QuotaHold._meta.db_table)} h {join}"
             f" WHERE h.team_id IN ({in_teams}) AND h.released_at IS NULL AND h.open_units > 0 AND h.billed_until < %s"
-            f" GROUP BY h.team_id, {prefix}, f.id, {prices}, h.spot, h.billed_until, h.open_units")
+            f"{budget} GROUP BY h.team_id, {prefix}, f.id, {prices}, h.spot, h.billed_until, h.open_units")
 
 
 def open_groups(team_ids: list[int], now: datetime) -> list[OpenGroup]:
@@ -512,8 +514,19 @@ def open_groups(team_ids: list[int], now: datetime) -> list[OpenGroup]:
     read (:func:`open_spend`); reports, which need each segment's workload and user, read :func:`open_segments`."""
     if not team_ids:
         return []
-    rows = _rows(_open_groups_sql(connection.vendor, len(team_ids)), team_ids,
-                 connection.ops.adapt_datetimefield_value(now))
+    return open_groups_of(_rows(*open_groups_statement(team_ids, now)))
+
+
+def open_groups_statement(team_ids: list[int], now: datetime, budgeted: bool = False) -> tuple[str, list]:
+    """:func:`open_groups`' statement, for a caller that sends it with others in one round trip
+    (admission, under the team's lock); its rows become groups by :func:`open_groups_of`.
+    ``budgeted``: only the groups of teams with a budget (admission needs no others)."""
+    return (_open_groups_sql(connection.vendor, len(team_ids), budgeted),
+            [*team_ids, connection.ops.adapt_datetimefield_value(now)])
+
+
+def open_groups_of(rows: list[tuple]) -> list[OpenGroup]:
+    """The :class:`OpenGroup` of each row :func:`open_groups_statement` read."""
     return [OpenGroup(team_id, prefix, flavor_id, unit_price(sql_decimal(price), sql_decimal(spot_price), bool(spot)),
                       sql_datetime(since), units, count)
             for team_id, prefix, flavor_id, price, spot_price, spot, since, units, count in rows]
@@ -528,17 +541,19 @@ class OpenSpend:
     burn_per_hour: Decimal = ZERO
 
 
-def open_spend(team_ids: list[int], since: datetime, now: datetime) -> dict[int, OpenSpend]:
+def open_spend(team_ids: list[int], since: datetime, now: datetime,
+               groups: list[OpenGroup] | None = None) -> dict[int, OpenSpend]:
     """What the open segments of ``team_ids`` cost from ``since`` to ``now``, and per hour (one statement).
 
     The segments come summed per team, kind, flavor, spot, start and units (:class:`OpenGroup`),
     so 10,000 running workloads are a few rows, each priced once by the ledger's own rule: a
     segment's cost is :func:`interval_cost` of its part after ``since`` (rounded to the
     ledger's precision per segment, as its ledger row will be), times the segments alike.
-    Teams without open segments map to an empty :class:`OpenSpend`.
+    Teams without open segments map to an empty :class:`OpenSpend`. ``groups``: the teams' open groups
+    as the caller already read them (:func:`open_groups_statement`), leaving no statement.
     """
     totals = {team_id: OpenSpend() for team_id in team_ids}
-    for group in open_groups(team_ids, now):
+    for group in open_groups(team_ids, now) if groups is None else groups:
         total = totals.setdefault(group.team_id, OpenSpend())
         total.burn_per_hour += cost_per_hour(group.price, group.units) * group.count
         start = max(group.start, since)
@@ -600,21 +615,23 @@ class MonthSpend:
     burn_per_hour: Decimal = ZERO
 
 
-def month_spend(team_ids: list[int], now: datetime, closed: dict[int, object] | None = None) -> dict[int, MonthSpend]:
+def month_spend(team_ids: list[int], now: datetime, closed: dict[int, object] | None = None,
+                groups: list[OpenGroup] | None = None) -> dict[int, MonthSpend]:
     """Month-to-date spend of each team in ``team_ids``: the one figure admission, budgets, pages and the admin show.
 
     The ledger's rows from the start of ``now``'s month plus the open segments up to ``now``
     (two statements, whatever the number of teams or workloads). ``closed``: each team's ledger
     sum from the month's start as a statement of the caller's already read it
     (:func:`closed_spend_subquery`; admission reads it with its facts, a round trip less under
-    the team's lock), leaving the open segments' one statement.
+    the team's lock), leaving the open segments' one statement; ``groups``: the open segments as the
+    caller read them too (:func:`open_groups_statement`, sent with admission's facts), leaving none.
     """
     since = month_start(now)
     if closed is None:
         closed = closed_spend(team_ids, since)
     else:
         closed = {team_id: _closed_figure(closed.get(team_id)) for team_id in team_ids}
-    open_ = open_spend(team_ids, since, now)
+    open_ = open_spend(team_ids, since, now, groups)
     return {team_id: MonthSpend(closed[team_id] + open_[team_id].spent, open_[team_id].burn_per_hour)
             for team_id in team_ids}
 

@@ -56,7 +56,18 @@ def lock_team(team) -> None:
     that reference the team (runs, holds, ledger). A no-op on SQLite, whose write
     transactions are serialised as a whole (``transaction_mode=IMMEDIATE``).
     """
-    list(Team.objects.select_for_update(no_key=True).filter(pk=team.pk).values_list("pk", flat=True))
+    list(_lock_query(team))
+
+
+def _lock_query(team):
+    return Team.objects.select_for_update(no_key=True).filter(pk=team.pk).values_list("pk", flat=True)
+
+
+def lock_team_statement(team) -> tuple[str, tuple]:
+    """:func:`lock_team`'s statement, to send ahead of the reads made under it in one round trip
+    (:func:`core.rawsql.read_together`: each read still sees what the lock's previous holder committed).
+    Compile it inside the transaction it locks in."""
+    return _lock_query(team).query.sql_with_params()
 
 
 def audit(action: str, *, actor=None, team: Team | None = None, target: str = "", ip: str | None = None, **details) -> AuditEvent:

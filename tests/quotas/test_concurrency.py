@@ -20,6 +20,7 @@ from quotas.decide import ResourceRequest
 from quotas.models import QueuedRequest, QuotaHold
 from quotas.queue import queue_positions
 from tests.factories import make_team
+from tests.threads import in_thread, paused_after, wait_until_lock_waiter
 
 # 64 connections at once: under pytest-xdist in a serial lane (tests/conftest.py SECOND_LANE; PostgreSQL allows 100 in all).
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -56,6 +57,30 @@ def limited_team(flavors):
     team = make_team("race")
     seed_team_quotas(team, {"a100-80gb": LIMIT})
     return team
+
+
+def test_the_reads_sent_behind_the_lock_see_what_its_holder_committed(limited_team):
+    """Admission sends its lock and its reads in one round trip (core.rawsql.read_together): the waiting
+    side's facts must still be read after the lock is granted, so it sees the holder's hold and queues."""
+    for i in range(LIMIT - 1):
+        admit(limited_team, ResourceRequest("a100-80gb", 1, 1), f"before:{i}")
+    inside, go, errors, decisions = threading.Event(), threading.Event(), [], {}
+
+    def holder():
+        with paused_after("INSERT", inside, go):  # its hold written, the lock held, not committed
+            decisions["holder"] = admit(limited_team, ResourceRequest("a100-80gb", 1, 1), "holder")
+
+    first = in_thread(holder, errors)
+    assert inside.wait(10), errors
+    second = in_thread(lambda: decisions.update(waiter=admit(limited_team, ResourceRequest("a100-80gb", 1, 1),
+                                                                   "waiter")), errors)
+    waiting = wait_until_lock_waiter(second)
+    assert "FOR NO KEY UPDATE" in waiting.query  # it waits on the lock, its reads queued behind it
+    go.set()
+    first.join(10), second.join(10)
+    assert errors == []
+    assert decisions["holder"].admitted and decisions["waiter"].queued
+    assert in_use(limited_team) == LIMIT
 
 
 def test_it_never_admits_more_than_the_limit_under_concurrency(limited_team):
