@@ -53,6 +53,9 @@ def admit_new(workload, recorded: Callable[[Decision, datetime], Sequence[Write]
     """
     kind = kind_of(workload)
     lc, model, recorded_state = kind.lifecycle, type(workload), workload.state
+    # Just created, it holds no hold yet: its money (its price quote for the request) needs no read of
+    # its holds; admitted, the hold written here has no segment open either (billing opens on the cluster).
+    workload.segment_is(None)
 
     def moved(decision: Decision, now: datetime) -> list[Write]:
         """The state move (only from the state the row was recorded in), then the caller's rows."""
