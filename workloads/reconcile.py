@@ -33,6 +33,10 @@ one process (:func:`reconcile`); steps 6–7 are the queue's step (:mod:`workloa
 What the two halves share — the report, a workload's plan, the re-drive rule — is in
 :mod:`workloads.cycle`.
 
+Work of a kind without cluster objects (:attr:`workloads.registry.WorkloadKind.cluster_objects`: it only
+holds units) goes through steps 3 and 5 with nothing observed: its kind's status says what it is now, its
+plan is written and billed as any other's, and it has nothing that could vanish or be left over.
+
 Every write is conditional or unique-keyed, so a cycle replayed (or racing a user's action)
 never double-counts cost or overwrites a newer state.
 """
@@ -263,11 +267,15 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: 
         # Nothing of this attempt is on a cluster yet: objects of its name here are an earlier attempt's
         # (left on a cluster that was lost), deleted as leftovers; the queue's step re-drives it.
         return None
-    obs = observed.pop((workload.namespace, workload.object_name), None)
+    obs = observed.pop((workload.namespace, workload.object_name), None) if kind.cluster_objects else None
     if workload.state == kind.lifecycle.ended:
         finish_removal(kind, backend, workload, obs, report)
         return None
-    status = kind.status(obs, workload, now) if obs is not None else None
+    if kind.cluster_objects:
+        status = kind.status(obs, workload, now) if obs is not None else None
+    else:
+        # Nothing of it is on a cluster to observe: its kind says what it is now (a window the clock opens).
+        status = kind.status(None, workload, now)
     if status is not None and workload.preempting_since is None and kind.requeues_when_disrupted(workload, status):
         # Its spot node was reclaimed: it goes the way of a preemption (stop, then queue again).
         if preemption.interrupt(kind, backend, workload, status, now):
@@ -282,6 +290,8 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: 
             teams.add(workload.team_id)
         return None
     if status is None:
+        if not kind.cluster_objects:
+            return None  # its kind has nothing to say now; work without objects never vanishes
         if workload.applied_at is None:
             redrive_if_stuck(kind, workload, now, report, teams)
         elif workload.applied_at < observe_started - lifecycle.redrive_after() and lifecycle.fail(
@@ -289,11 +299,16 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: 
             report.vanished.append(workload.ref)
             teams.add(workload.team_id)
         return None
-    if not status.reason and not obs.pods:
-        status = explain_podless(kind, backend, workload, status, now)
-    plan = _plan(kind, workload, status, now, report, idle.is_idle(utilization, obs.address, workload))
+    if obs is None:
+        # Work without cluster objects: no pods to explain, no GPUs measured (unmeasured is not idle).
+        plan = _plan(kind, workload, status, now, report, False)
+    else:
+        if not status.reason and not obs.pods:
+            status = explain_podless(kind, backend, workload, status, now)
+        plan = _plan(kind, workload, status, now, report, idle.is_idle(utilization, obs.address, workload))
     if workload.applied_at is None:
-        # Applied by a worker that died before saving: it is on the cluster all the same.
+        # Applied by a worker that died before saving: it is on the cluster all the same (work without
+        # objects: placed by one that died before saving, and nothing else was to be applied).
         plan.changes["applied_at"] = observe_started
     return plan
 

@@ -1,7 +1,10 @@
 """The kind registry: how the shared machinery learns about each kind of workload.
 
 A *kind* is a workload kind (docs/glossary.md "workload kind"): runs, endpoints, workspaces. What Kubernetes
-calls a kind is a *resource kind* here (:attr:`WorkloadKind.resources`).
+calls a kind is a *resource kind* here (:attr:`WorkloadKind.resources`). A kind's work has objects on a
+cluster, which the reconcile cycle follows, unless it declares it has none
+(:attr:`WorkloadKind.cluster_objects`: work that only holds units, docs/glossary.md "kind without cluster
+objects").
 
 A kind (training runs, inference endpoints, …) subclasses :class:`WorkloadKind` and
 registers one instance from its AppConfig's ``ready()``. The reconcile cycle, the apply and
@@ -58,6 +61,15 @@ class WorkloadKind(abc.ABC):
     #: The cluster resource kinds its manifests create, which the backends observe and delete
     #: for it (in this order: what must go first comes first). Their only declaration.
     resources: tuple[ResourceKind, ...] = ()
+    #: Whether its work has objects on a cluster, through which the reconcile cycle follows it. False: a
+    #: kind whose work only holds units of a flavor on a cluster, with no pods at all (the calendar
+    #: reservations to come: a team's N units held for a window). Declared, not inferred from empty
+    #: :attr:`resources`, so that a kind that forgets its resources is refused rather than taken for one.
+    #: For such a kind nothing is applied (the apply task only places it), observed or deleted; the cycle
+    #: never calls it vanished nor deletes leftovers for it; its :meth:`status` is asked of the kind every
+    #: cycle (``observed`` None), and billing charges the ``running_units`` that status says are in use,
+    #: on its hold's open segment like any work. It declares no :attr:`resources` and no ``Lifecycle.gone``.
+    cluster_objects: bool = True
     #: Fields of the kind's own the reconcile cycle reads (it loads only the shared ones otherwise).
     observed_fields: tuple[str, ...] = ()
     #: How admitted work commits money (:func:`quotas.ledger.committed_by_team`, from what its hold
@@ -101,11 +113,20 @@ class WorkloadKind(abc.ABC):
 
     @abc.abstractmethod
     def manifests(self, workload) -> list[dict]:
-        """The Kubernetes objects of ``workload`` (pure builders; the team's namespace objects excluded)."""
+        """The Kubernetes objects of ``workload`` (pure builders; the team's namespace objects excluded).
+
+        A kind without :attr:`cluster_objects` has none ([]): what its manifest view shows; never applied."""
 
     @abc.abstractmethod
-    def status(self, observed: ObservedWorkload, workload, now: datetime) -> WorkloadStatus | None:
-        """Map what the cluster shows to a status; None when its main object does not exist."""
+    def status(self, observed: ObservedWorkload | None, workload, now: datetime) -> WorkloadStatus | None:
+        """Map what the cluster shows to a status; None when its main object does not exist.
+
+        A kind without :attr:`cluster_objects` has nothing on a cluster to show: it is asked every cycle with
+        ``observed`` None and says itself what its work is at ``now`` (a window opened and closed by the
+        clock), its ``running_units`` being the units in use — what billing charges, from ``started_at``
+        and, once final, up to ``finished_at``, even when no cycle saw it in between. None from such a kind
+        means nothing to say this cycle: the work is left as it is (it has no objects that could vanish).
+        """
 
     @abc.abstractmethod
     def state_for(self, status: WorkloadStatus, workload) -> str:
@@ -127,7 +148,8 @@ class WorkloadKind(abc.ABC):
         return status.reason
 
     def billed_units(self, workload, status: WorkloadStatus) -> int:
-        """The GPU units an observation bills: those of its running pods (a kind may cap them)."""
+        """The GPU units an observation bills: those of its running pods (a kind may cap them); for a kind
+        without :attr:`cluster_objects`, those its own status says are in use."""
         return status.running_units
 
     def on_budget_spent(self, workload, now: datetime) -> bool:
@@ -372,9 +394,18 @@ def _problems(kind: WorkloadKind) -> list[str]:
     attributes every kind declares, and the members that go together — a kind that shrinks its burst under
     reclaim (:attr:`WorkloadKind.preempts_burst`) gives the burst back (:meth:`WorkloadKind.shrink_burst`), and
     one created through the API (:meth:`WorkloadKind.submit`) also answers its dry run
-    (:meth:`WorkloadKind.preview`).
+    (:meth:`WorkloadKind.preview`). A kind either has cluster objects and names their resource kinds, or
+    declares it has none (:attr:`WorkloadKind.cluster_objects`) and names none, nor a state its objects'
+    removal would end in (``Lifecycle.gone``): the cycle would otherwise wait for objects that never exist,
+    or fail as vanished work that never had any.
     """
     found = [f"it declares no {name}" for name in REQUIRED_ATTRIBUTES if getattr(kind, name, None) is None]
+    if kind.cluster_objects and not kind.resources:
+        found.append("it declares no resources (a kind whose work has no cluster objects sets cluster_objects = False)")
+    if not kind.cluster_objects and kind.resources:
+        found.append("it sets cluster_objects = False but declares resources")
+    if not kind.cluster_objects and getattr(getattr(kind, "lifecycle", None), "gone", None) is not None:
+        found.append("it sets cluster_objects = False but its lifecycle has a gone state (no objects to wait for)")
     if getattr(kind, "model", None) is not None and not isinstance(getattr(kind.model, "KIND_PREFIX", None), str):
         found.append("its model has no KIND_PREFIX")
     if kind.preempts_burst and not _overrides(kind, "shrink_burst"):

@@ -119,10 +119,12 @@ def enqueue_apply(identity: WorkloadId) -> None:
 
 
 def end_by_user(workload, reason: str, code: ReasonCode = ReasonCode.ENDED_BY_USER) -> bool:
-    """End ``workload`` (see :func:`workloads.lifecycle.end`) and have its objects deleted after commit."""
+    """End ``workload`` (see :func:`workloads.lifecycle.end`) and have its objects deleted after commit
+    (work of a kind without cluster objects has none: its end is the hold released, nothing to delete)."""
     if not lifecycle.end(workload, reason, code):
         return False
-    publish_on_commit(tasks.delete_workload, workload.KIND_PREFIX, workload.pk)
+    if kind_of(workload).cluster_objects:
+        publish_on_commit(tasks.delete_workload, workload.KIND_PREFIX, workload.pk)
     return True
 
 
@@ -136,9 +138,11 @@ def manifests(workload) -> list[dict]:
 
 
 def on_cluster(workload) -> bool:
-    """Whether the workload has (or had) objects on the cluster: before that there are no pods or events."""
-    lc = kind_of(workload).lifecycle
-    return workload.state not in (lc.queued, lc.admitted) or workload.applied_at is not None
+    """Whether the workload has (or had) objects on the cluster: before that there are no pods or events
+    (and never for a kind without cluster objects: no cluster is asked for its logs or events)."""
+    kind = kind_of(workload)
+    lc = kind.lifecycle
+    return kind.cluster_objects and (workload.state not in (lc.queued, lc.admitted) or workload.applied_at is not None)
 
 
 @dataclass(frozen=True)

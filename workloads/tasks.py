@@ -50,7 +50,11 @@ RETRY = {
 
 @shared_task(**RETRY)
 def apply_workload(prefix: str, pk: int) -> str:
-    """Render the workload's manifests and apply them (with its team's namespace objects)."""
+    """Render the workload's manifests and apply them (with its team's namespace objects).
+
+    Work of a kind without cluster objects (:attr:`workloads.registry.WorkloadKind.cluster_objects`) is
+    placed and nothing else: no cluster is called, and it moves on as applied — there was nothing to send.
+    """
     # 1. Reload; return early when it is gone or in no state to be applied.
     kind = kind_for(prefix)
     if kind is None:
@@ -71,6 +75,32 @@ def apply_workload(prefix: str, pk: int) -> str:
             return "queued"
         # Unfit just now for another reason (a selector no cluster matches …): retried, then re-driven.
         raise Transient(f"no cluster can take {workload.ref} now: {placement.choose(kind, workload, timezone.now()).reason}")
+    if kind.cluster_objects:
+        if not _apply_objects(kind, workload, cluster):
+            return "failed"
+        submitted = {"reason": Message.SUBMITTED_TO_CLUSTER, "reason_code": ReasonCode.SUBMITTED}
+    else:
+        # Placed is all its apply is. No words of its own: the next cycle gives its kind's.
+        submitted = {"reason": "", "reason_code": ReasonCode.NONE}
+
+    # 3. Conditional: an end that landed meanwhile stays ended (its delete task, or the
+    #    reconciler, removes the objects just applied).
+    now = timezone.now()
+    updated = kind.model.objects.filter(pk=pk, state=lc.admitted).update(state=lc.applied, applied_at=now, **submitted)
+    if not updated:
+        updated = kind.model.objects.filter(pk=pk, state__in=lc.applyable).update(applied_at=now)
+    if not updated and kind.cluster_objects and kind.model.objects.filter(pk=pk, state=lc.failed).exists():
+        # Failed while this apply was in flight (the reconciler gave up on a slow API server
+        # and released the quota): what was just applied must not run unreserved and unbilled.
+        # Failed workloads' objects are otherwise kept for their logs, so nobody else deletes them.
+        queueing.publish(delete_workload, prefix, pk)
+        return "deleted"
+    return "applied"
+
+
+def _apply_objects(kind, workload, cluster) -> bool:
+    """Apply ``workload``'s objects on ``cluster`` (step 2 of :func:`apply_workload`): False when the
+    cluster refused them for good (the workload failed here). Transient errors raise, to be retried."""
     team_objects = build_team(team_spec(workload.team), core.backend.cluster_config())
     objects = kind.manifests(workload)
     secret = secrets.env_secret(workload)
@@ -89,22 +119,8 @@ def apply_workload(prefix: str, pk: int) -> str:
     except ClusterError as exc:
         lifecycle.fail(workload, Message.CLUSTER_REJECTED.format(noun=kind.noun, message=exc.message),
                        ReasonCode.CLUSTER_REJECTED)
-        return "failed"
-
-    # 3. Conditional: an end that landed meanwhile stays ended (its delete task, or the
-    #    reconciler, removes the objects just applied).
-    now = timezone.now()
-    updated = kind.model.objects.filter(pk=pk, state=lc.admitted).update(
-        state=lc.applied, reason=Message.SUBMITTED_TO_CLUSTER, reason_code=ReasonCode.SUBMITTED, applied_at=now)
-    if not updated:
-        updated = kind.model.objects.filter(pk=pk, state__in=lc.applyable).update(applied_at=now)
-    if not updated and kind.model.objects.filter(pk=pk, state=lc.failed).exists():
-        # Failed while this apply was in flight (the reconciler gave up on a slow API server
-        # and released the quota): what was just applied must not run unreserved and unbilled.
-        # Failed workloads' objects are otherwise kept for their logs, so nobody else deletes them.
-        queueing.publish(delete_workload, prefix, pk)
-        return "deleted"
-    return "applied"
+        return False
+    return True
 
 
 @shared_task(**RETRY)
