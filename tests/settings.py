@@ -1,4 +1,4 @@
-"""Settings of the test suite: the project's settings plus a test-only workload kind and a one-cluster sandbox.
+"""Settings of the test suite: the project's settings plus the test-only workload kinds and a one-cluster sandbox.
 
 Under pytest-xdist (scripts/test.sh runs the suite on several processes) each worker process has a
 database of its own (pytest-django names it ``test_<name>_gw<N>``), and here a Redis database and
@@ -33,7 +33,7 @@ _own_services_per_xdist_worker()
 
 from portal.settings import *  # noqa: E402, F403
 
-INSTALLED_APPS = [*INSTALLED_APPS, "tests.workloads.tinykind"]  # noqa: F405
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.workloads.tinykind", "tests.workloads.holdkind"]  # noqa: F405
 
 #: One cluster in the single-pool format, the shape the suite's tests assume (see the file);
 #: the tests of the bundled two-cluster inventory name sandbox/inventory.yaml themselves.

@@ -3,8 +3,11 @@ registered — not at the first request that needs the missing member (a 500).""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from tests.workloads.holdkind.kind import BlockKind
 from tests.workloads.tinykind.kind import NotebookKind
 from workloads import registry
 
@@ -49,3 +52,27 @@ def test_a_kind_created_through_the_api_answers_its_dry_run_too():
     with pytest.raises(TypeError, match="implements one of submit and preview"):
         registry.register(SubmitOnly())
     assert registry.kind_for("nb").__class__ is not SubmitOnly  # a refused kind never enters the registry
+
+
+def test_a_kind_says_whether_its_work_has_cluster_objects_and_names_them_only_if_it_does():
+    """Empty ``resources`` alone is no declaration: a kind that forgot its resource kinds would have every
+    workload failed as vanished. One without objects says so, and then names none, nor a ``gone`` state."""
+    class Forgetful(NotebookKind):
+        resources = ()
+
+    with pytest.raises(TypeError, match=r"it declares no resources \(a kind whose work has no cluster objects sets "
+                                        r"cluster_objects = False\)"):
+        registry.register(Forgetful())
+
+    class Confused(NotebookKind):
+        cluster_objects = False
+
+    with pytest.raises(TypeError, match="it sets cluster_objects = False but declares resources"):
+        registry.register(Confused())
+
+    class Lingering(BlockKind):
+        lifecycle = replace(BlockKind.lifecycle, gone="gone")
+
+    with pytest.raises(TypeError, match="it sets cluster_objects = False but its lifecycle has a gone state"):
+        registry.register(Lingering())
+    assert registry.kind_for("blk").__class__ is BlockKind and registry.kind_for("nb").__class__ is NotebookKind
