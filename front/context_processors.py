@@ -6,9 +6,9 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 
-from workloads.registry import NavItem, kinds, kinds_in_words
+from workloads.registry import NavItem, Pages, kinds, kinds_in_words
 
-#: The main navigation's own items; each workload kind adds its own (``WorkloadKind.nav``), and
+#: The main navigation's own items; each workload kind adds its own (``Pages.nav``), and
 #: all are shown by their order. An item appears only once its URL name resolves, so the base
 #: template never links to a page that is not there.
 NAV_ITEMS: tuple[NavItem, ...] = (
@@ -21,7 +21,8 @@ NAV_ITEMS: tuple[NavItem, ...] = (
 
 def nav_items() -> list[NavItem]:
     """The navigation's items in order: the portal's and every registered kind's."""
-    return sorted((*NAV_ITEMS, *(kind.nav for kind in kinds() if kind.nav is not None)), key=lambda item: item.order)
+    navs = (Pages.of(kind).nav for kind in kinds())
+    return sorted((*NAV_ITEMS, *(nav for nav in navs if nav is not None)), key=lambda item: item.order)
 
 
 def _nav(request: HttpRequest) -> list[dict]:

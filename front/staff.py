@@ -33,7 +33,7 @@ from front.forms import ClaimsPreviewForm
 from quotas.models import GpuFlavor
 from teams import sso
 from teams.models import Team
-from workloads.registry import kind_for, kind_of, kinds, label_of
+from workloads.registry import Pages, StaffActions, kind_for, kind_of, kinds, label_of
 from workloads.services import SORTS, every_teams_workloads
 
 
@@ -88,9 +88,9 @@ def _actions(workload) -> list[tuple[str, str, str]]:
     if workload.is_final:
         return []
     kind, key = kind_of(workload), (workload.KIND_PREFIX, workload.pk)
-    return [(kind.end_verb, reverse("admin-workload-end", args=key), "end-action"),
+    return [(Pages.of(kind).end_verb, reverse("admin-workload-end", args=key), "end-action"),
             *((a.label, reverse("admin-workload-action", args=(*key, a.slug)), f"{a.slug}-action")
-              for a in kind.staff_actions if a.offered(workload))]
+              for a in StaffActions.of(kind).staff_actions if a.offered(workload))]
 
 
 def _workload(prefix: str, pk: int):
@@ -132,12 +132,12 @@ def end_workload(request: HttpRequest, prefix: str, pk: int) -> HttpResponse:
     kind = kind_for(prefix)
     if request.method == "GET":
         units = kind.resource_request(workload).units
-        return _confirm(request, workload, kind.end_verb,
+        return _confirm(request, workload, Pages.of(kind).end_verb,
                         f"Its pods are deleted and the {units} {workload.flavor.name} unit{pluralize(units)} it holds "
                         f"go{pluralize(units, 'es,')} back to {workload.team.name}'s quota at once. This cannot be undone.")
     try:
         kind.end(request.user, workload)
-        messages.success(request, capfirst(f"{label_of(workload).words()} {kind.ended_word}."))
+        messages.success(request, capfirst(f"{label_of(workload).words()} {Pages.of(kind).ended_word}."))
     except (kind.conflict_error, PermissionDenied) as exc:
         messages.error(request, str(exc) or "Not allowed.")
     return _back(request)
@@ -149,7 +149,7 @@ def workload_action(request: HttpRequest, prefix: str, pk: int, action: str) -> 
     """One of the kind's staff actions (:class:`workloads.registry.StaffAction`); GET asks for confirmation, the
     POST acts."""
     workload = _workload(prefix, pk)
-    chosen = next((a for a in kind_for(prefix).staff_actions if a.slug == action), None)
+    chosen = next((a for a in StaffActions.of(kind_for(prefix)).staff_actions if a.slug == action), None)
     if chosen is None:
         raise Http404
     if request.method == "GET":

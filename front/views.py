@@ -57,7 +57,7 @@ from teams.models import Membership, Role
 from teams.permissions import get_for_user, require_team, submit_refusal
 from workloads import services as workloads
 from workloads.alert_settings import set_team_alert_settings, team_view
-from workloads.registry import kind_names
+from workloads.registry import Pages, kind_names
 from workloads.registry import kinds as registered_kinds
 from workloads.services import waiting_for_capacity
 from workloads.views import STOP_POLLING, current_membership, no_team, no_team_context, wants_partial
@@ -208,7 +208,7 @@ def _team_page(request: HttpRequest, membership: Membership, *, add_form: AddMem
     context["sharing"] = team_sharing(team, context["usage"])
     # Each kind's pages of the whole team (an endpoint's team API keys), linked from here.
     context["team_pages"] = [(item.label, reverse(item.url_name, args=[team.slug]))
-                             for kind in registered_kinds() for item in kind.team_pages]
+                             for kind in registered_kinds() for item in Pages.of(kind).team_pages]
     context["alert_rules"] = rules = team_view(team)
     context["alert_form"] = (alert_form or AlertSettingsForm(initial={r.field.name: r.own for r in rules})
                              ) if is_admin else None
@@ -324,7 +324,7 @@ def team_alert_settings(request: HttpRequest, team: str) -> HttpResponse:
 
 def _panels(team, summary: dict[str, dict]) -> list[dict]:
     """Each kind's part of the dashboard, in the navigation's order: its button, figure card and panel."""
-    shown = sorted((k for k in registered_kinds() if k.dashboard is not None),
+    shown = sorted((k for k in registered_kinds() if isinstance(k, Pages) and k.dashboard is not None),
                    key=lambda k: k.nav.order if k.nav is not None else float("inf"))
     return [{"stat": k.dashboard.stat, "summary": summary[k.prefix], "panel": k.dashboard.panel, "new": k.dashboard.new,
              "context": k.dashboard.context(team) if k.dashboard.context else {}} for k in shown]
@@ -332,8 +332,8 @@ def _panels(team, summary: dict[str, dict]) -> list[dict]:
 
 def new_on_flavor() -> tuple[str, str] | None:
     """(URL, noun) of the page for a new workload on a flavor that the quota table links free flavors to:
-    the first kind in nav order that declares one (``WorkloadKind.new_on_flavor``); None: no link."""
-    offering = [kind for kind in registered_kinds() if kind.new_on_flavor]
+    the first kind in nav order that declares one (``Pages.new_on_flavor``); None: no link."""
+    offering = [kind for kind in registered_kinds() if isinstance(kind, Pages) and kind.new_on_flavor]
     if not offering:
         return None
     kind = min(offering, key=lambda kind: kind.nav.order if kind.nav else 1000)
@@ -345,7 +345,7 @@ def new_on_flavor() -> tuple[str, str] | None:
 @vary_on_headers("HX-Request")
 def dashboard(request: HttpRequest) -> HttpResponse:
     """The landing page: the current team's quota usage, budget, queue, and each kind's figure and panel
-    (``WorkloadKind.dashboard``: the recent runs)."""
+    (``Pages.dashboard``: the recent runs)."""
     membership = current_membership(request)
     if membership is None:
         return no_team(request)
@@ -404,9 +404,9 @@ def usage(request):
 
 
 def _usage_panels(team, month) -> list[dict]:
-    """Each kind's card of the Usage page over ``month`` (``WorkloadKind.usage_panel``: an endpoint's API keys)."""
+    """Each kind's card of the Usage page over ``month`` (``Pages.usage_panel``: an endpoint's API keys)."""
     return [{"template": k.usage_panel.template, "context": k.usage_panel.context(team, month, month_end(month))}
-            for k in registered_kinds() if k.usage_panel is not None]
+            for k in registered_kinds() if isinstance(k, Pages) and k.usage_panel is not None]
 
 
 @require_GET

@@ -27,11 +27,18 @@ from quotas.decide import ResourceRequest
 from teams.models import Role
 from workloads import secrets
 from workloads.registry import (
+    Announces,
+    Api,
+    Bursts,
     DashboardPanel,
+    Demo,
     KindEvent,
     Lifecycle,
     NavItem,
+    Pages,
+    Reactions,
     StaffAction,
+    StaffActions,
     TeamPanel,
     WorkloadKind,
 )
@@ -89,7 +96,7 @@ SCALE_TO_MINIMUM = StaffAction(
     act=services.scale_to_minimum, done="scaled to its minimum", idle="holds no burst replicas")
 
 
-class EndpointKind(WorkloadKind):
+class EndpointKind(WorkloadKind, Reactions, Bursts, Pages, StaffActions, Demo, Api, Announces):
     model = InferenceEndpoint
     noun = "endpoint"
     audit_actions = AUDIT_ACTIONS
@@ -207,7 +214,6 @@ class EndpointKind(WorkloadKind):
                                    "the team's monthly budget is spent (its policy stops burst)")
 
     #: Its minimum never borrows (ResourceRequest.may_borrow): what reclaim takes back is burst.
-    preempts_burst = True
 
     def shrink_burst(self, endpoint: InferenceEndpoint, units: int, reason: str, now: datetime) -> None:
         """Lower the ceiling by enough replicas to give back ``units`` (never below the minimum)."""

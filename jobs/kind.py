@@ -28,7 +28,20 @@ from workloads import attempts, secrets
 from workloads import services as workloads
 from workloads.constants import Message
 from workloads.models import ReasonCode
-from workloads.registry import DashboardPanel, KindEvent, Lifecycle, NavItem, WorkloadKind
+from workloads.registry import (
+    Announces,
+    Api,
+    Checkpoints,
+    DashboardPanel,
+    Demo,
+    Estimates,
+    KindEvent,
+    Lifecycle,
+    NavItem,
+    Pages,
+    Reactions,
+    WorkloadKind,
+)
 
 #: Runs the dashboard lists, newest first.
 RECENT_RUNS = 5
@@ -94,7 +107,7 @@ def recent_runs(team) -> dict:
     return {"recent": recent}
 
 
-class TrainingKind(WorkloadKind):
+class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates, Api, Announces):
     model = TrainingRun
     noun = "run"
     audit_actions = AUDIT_ACTIONS

@@ -13,7 +13,7 @@ class EventKind(models.TextChoices):
     """What a subscription is to. One event of one kind is delivered once to each subscriber.
 
     Only the event kinds about no one workload kind belong here. A workload kind declares its own
-    (``WorkloadKind.events``), and only there. The vocabulary is
+    (``Announces.events``), and only there. The vocabulary is
     :func:`notifications.vocabulary.event_kinds`.
     """
 

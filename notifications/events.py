@@ -23,7 +23,7 @@ from notifications.models import Event
 from quotas.ledger import RefLabel
 from quotas.models import PreemptionEvent
 from workloads.alert_rules import AlertKind
-from workloads.registry import kind_of, kinds, label_of, labels
+from workloads.registry import Bursts, Pages, kind_of, kinds, label_of, labels
 
 
 def record(kind: str, team, key: str, title: str, text: str, ref: str = "", **details) -> str:
@@ -46,7 +46,7 @@ def named(label: RefLabel) -> str:
 
 
 def workload_moved(model: type, workload, state: str, reason: str, at: datetime) -> str | None:
-    """The event of a workload's state move, if its kind declares that move one (``WorkloadKind.events``)."""
+    """The event of a workload's state move, if its kind declares that move one (``Announces.events``)."""
     event = vocabulary.moves().get((model, state))
     if event is None:
         return None
@@ -172,16 +172,16 @@ def _idle_words(episode, workload, name: str, minutes: int) -> tuple[str, str, s
     figure = f"utilization {episode.value:.0f}%, under {episode.threshold:g}%"
     per_hour = format_rate(episode.cost_per_hour)
     if episode.at_minimum:
-        link = portal_url(kind.minimum_url(workload))
+        link = portal_url(Bursts.of(kind).minimum_url(workload))
         title = f"{name}: GPUs idle for {minutes} min at its minimum replicas"
         text = (f"{title} ({figure}; {per_hour} per hour). That is the capacity it keeps ready to answer at once, "
                 f"not idle waste like a forgotten run: if its users can wait for a cold start, set its minimum "
                 f"replicas to 0 so it scales to zero when nobody calls it (a request-driven autoscale metric "
                 f"wakes it): {link}")
         return title, text, link
-    link = portal_url(kind.end_url(workload))
+    link = portal_url(Pages.of(kind).end_url(workload))
     title = f"{name}: GPUs idle for {minutes} min, wasting {per_hour} per hour"
-    text = (f"{title} ({figure}). If nobody needs it, {kind.end_verb.lower()} it: {link}")
+    text = (f"{title} ({figure}). If nobody needs it, {Pages.of(kind).end_verb.lower()} it: {link}")
     return title, text, link
 
 

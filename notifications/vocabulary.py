@@ -1,4 +1,4 @@
-"""The event kinds: notifications' own and those each workload kind declares (``WorkloadKind.events``).
+"""The event kinds: notifications' own and those each workload kind declares (``Announces.events``).
 
 :class:`notifications.constants.EventKind` holds the event kinds that are about no one kind (a
 preemption, a budget alert, a long wait) and names the kinds' older ones for the code that
@@ -10,20 +10,20 @@ migration) — is read from the kind registry, so adding a kind touches nothing 
 from __future__ import annotations
 
 from notifications.constants import STAFF_KINDS, EventKind
-from workloads.registry import KindEvent, kinds
+from workloads.registry import Announces, KindEvent, kinds
 
 
 def event_kinds() -> dict[str, str]:
     """``{event kind: label}``: notifications' own, then each registered kind's, in registration order."""
     found = dict(EventKind.choices)
     for kind in kinds():
-        found.update({event.code: event.label for event in kind.events})
+        found.update({event.code: event.label for event in Announces.of(kind).events})
     return found
 
 
 def kind_event_codes() -> list[str]:
-    """The event kinds the workload kinds declare (``WorkloadKind.events``), in registration order."""
-    return [event.code for kind in kinds() for event in kind.events]
+    """The event kinds the workload kinds declare (``Announces.events``), in registration order."""
+    return [event.code for kind in kinds() for event in Announces.of(kind).events]
 
 
 def team_kinds() -> dict[str, str]:
@@ -44,9 +44,9 @@ def unknown(codes) -> list[str]:
 
 def moves() -> dict[tuple[type, str], KindEvent]:
     """The workload moves that are events: (the kind's model, its new state) → the kind's event."""
-    return {(kind.model, event.state): event for kind in kinds() for event in kind.events}
+    return {(kind.model, event.state): event for kind in kinds() for event in Announces.of(kind).events}
 
 
 def owner_kinds() -> set[str]:
     """Event kinds told to the workload's owner too, subscribed or not (their own work stopped under them)."""
-    return {event.code for kind in kinds() for event in kind.events if event.to_owner}
+    return {event.code for kind in kinds() for event in Announces.of(kind).events if event.to_owner}

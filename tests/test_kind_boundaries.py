@@ -24,7 +24,7 @@ under ``tests/``, the test-only notebook kind, is a fixture, not part of the pro
   the sandbox simulates) is the cluster's word, even where it equals an app label.
 
 - a compound code starting with its noun (``"run_failed"``, ``"endpoint_changed"``): an event kind or
-  an audit action, which only the kind's declaration spells (``WorkloadKind.events``, ``audit_actions``);
+  an audit action, which only the kind's declaration spells (``Announces.events``, ``audit_actions``);
 - in a template, its noun or plural in the prose a reader sees (:func:`prose_nouns`: "runs and
   endpoints" on a shared page is out of date once a kind is added; "run" the verb is not the kind).
 

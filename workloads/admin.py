@@ -16,7 +16,7 @@ from django.utils.text import capfirst
 
 from core.admin import ReadOnlyAdmin, money_column, when_column
 from workloads.models import AlertEpisode
-from workloads.registry import kind_for, label_of
+from workloads.registry import Pages, kind_for, label_of
 
 #: The field the confirmation page posts; without it an action only asks.
 CONFIRMED = "confirmed"
@@ -47,7 +47,7 @@ class WorkloadAdmin(ReadOnlyAdmin):
     def end_selected(self, request, queryset):
         """The kind's end of each selected workload (:meth:`WorkloadKind.end`); those that already ended are skipped."""
         kind = kind_for(self.model.KIND_PREFIX)
-        asked = self.confirm_first(request, queryset, f"{kind.end_verb} the selected {kind.plural}",
+        asked = self.confirm_first(request, queryset, f"{Pages.of(kind).end_verb} the selected {kind.plural}",
                                    "Their cluster objects are deleted and their GPU units go back to their teams' "
                                    "quotas at once. This cannot be undone.")
         if asked is not None:
@@ -60,7 +60,8 @@ class WorkloadAdmin(ReadOnlyAdmin):
                 continue  # already ended: nothing to do
             ended.append(workload)
         # The names carry the noun ("Cancelled: run bert (#12) of team nlp."), so no count of "run(s)" before them.
-        said = f"{capfirst(kind.ended_word)}: {named(ended)}." if ended else f"No {kind.noun} {kind.ended_word}."
+        ended_word = Pages.of(kind).ended_word
+        said = f"{capfirst(ended_word)}: {named(ended)}." if ended else f"No {kind.noun} {ended_word}."
         self.message_user(request, said, messages.SUCCESS)
 
     def confirm_first(self, request, queryset, action: str, consequence: str) -> TemplateResponse | None:

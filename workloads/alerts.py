@@ -38,7 +38,7 @@ from workloads.alert_settings import platform_rules, rules_for
 from workloads.events import alert_opened
 from workloads.identity import WorkloadId
 from workloads.models import AlertEpisode, TeamAlertSettings
-from workloads.registry import kind_of, pks_by_kind
+from workloads.registry import Bursts, kind_of, pks_by_kind
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ def _open(row: AlertEpisode, workload, rule: Rule, value: float | None, gpu: str
     facts = {"value": value, "threshold": rule.threshold, "after_minutes": int(rule.after.total_seconds() // 60),
              "gpu": gpu[:120]}
     if row.alert_kind == AlertKind.IDLE:
-        facts.update(cost_per_hour=wasting_per_hour(workload), at_minimum=kind.at_minimum(workload))
+        facts.update(cost_per_hour=wasting_per_hour(workload), at_minimum=Bursts.of(kind).at_minimum(workload))
     with transaction.atomic():
         if not AlertEpisode.objects.filter(pk=row.pk, state=State.PENDING).update(state=State.OPEN, opened_at=now,
                                                                                    **facts):

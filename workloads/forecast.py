@@ -10,7 +10,7 @@ until deleted (no end), but its burst replicas above its minimum are reclaimed f
 work at the next cycle, so those units count as free now.
 
 A running run that reports its progress (docs/metrics.md) is expected to end at its ETA, cut at
-its runtime limit (:meth:`workloads.registry.WorkloadKind.progress_ends`): what it says of itself
+its runtime limit (:meth:`workloads.registry.Estimates.progress_ends`): what it says of itself
 beats what its kind's history says, while its reports are fresh. Otherwise, a run's expected
 running time (:func:`_duration`) is the median of the same job's earlier
 runs — the team's runs of that kind with the same name, flavor and image that ended on their
@@ -60,7 +60,7 @@ from quotas.queue import MONEY_CODES, held_beyond_quota
 from quotas.reclaim import Rules
 from workloads import estimates
 from workloads.identity import WorkloadId
-from workloads.registry import kind_for, kind_of, kinds
+from workloads.registry import Estimates, kind_for, kind_of, kinds
 
 #: Why work admitted but Pending for room on the nodes gets no start time (shown where it waits).
 CAPACITY_WAIT = (
@@ -201,7 +201,7 @@ MEDIAN_SAMPLE = 50
 
 def _job(workload) -> tuple:
     """What makes two runs the same job, for its median duration: the model and its kind's ``job_fields``."""
-    return type(workload), *(getattr(workload, field) for field in kind_of(workload).job_fields)
+    return type(workload), *(getattr(workload, field) for field in Estimates.of(kind_of(workload)).job_fields)
 
 
 def median_durations(team, workloads: list) -> dict[tuple, timedelta]:
@@ -219,11 +219,12 @@ def median_durations(team, workloads: list) -> dict[tuple, timedelta]:
     spans: dict[tuple, list[float]] = {}
     for model, jobs in wanted.items():
         kind = kind_for(model.KIND_PREFIX)
+        job_fields = Estimates.of(kind).job_fields
         ended_on_their_own = [s for s in model.FINAL_STATES if s not in kind.lifecycle.removed]
-        same = {f"{field}__in": {job[1 + i] for job in jobs} for i, field in enumerate(kind.job_fields)}
+        same = {f"{field}__in": {job[1 + i] for job in jobs} for i, field in enumerate(job_fields)}
         rows = (model.objects.filter(team=team, state__in=ended_on_their_own, started_at__isnull=False,
                                      finished_at__isnull=False, **same)
-                .order_by("-finished_at").values_list(*kind.job_fields, "started_at", "finished_at"))
+                .order_by("-finished_at").values_list(*job_fields, "started_at", "finished_at"))
         for *fields, start, end in rows:
             job = (model, *fields)
             sample = spans.setdefault(job, [])
@@ -277,7 +278,7 @@ def progress_ends(workloads: list, now: datetime) -> dict[str, datetime]:
         by_kind.setdefault(workload.KIND_PREFIX, []).append(workload)
     ends: dict[str, datetime] = {}
     for prefix, members in by_kind.items():
-        ends.update(kind_for(prefix).progress_ends(members, now))
+        ends.update(Estimates.of(kind_for(prefix)).progress_ends(members, now))
     return ends
 
 

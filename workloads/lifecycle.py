@@ -23,7 +23,7 @@ from workloads import attempts, billing, secrets
 from workloads.events import workload_moved
 from workloads.models import ReasonCode
 from workloads.placement import KEPT_PLACEMENT
-from workloads.registry import kind_of
+from workloads.registry import Checkpoints, kind_of
 
 
 def redrive_after() -> timedelta:
@@ -170,7 +170,7 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
         if not updated:
             return False
         # The snapshot the update matched (same preemption) is the attempt that ends here.
-        attempts.close(workload, kind.last_checkpoint(workload), now, event_reason, code, event[1] if event else "")
+        attempts.close(workload, Checkpoints.of(kind).last_checkpoint(workload), now, event_reason, code, event[1] if event else "")
         # Queued again, it shows a quote again until its next hold's segment opens (its rate then is
         # that moment's): the hold it gives back here is no longer its money (Workload.segment).
         _close_billing(workload, now)

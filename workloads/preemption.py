@@ -14,7 +14,7 @@ Each reconcile cycle, after queued work was admitted (:func:`reclaim`):
    the tail of its pods' logs is saved (:mod:`workloads.attempts`: no cluster serves a deleted
    pod's log), a run's objects are deleted with the grace period (its checkpoint contract's
    ``grace_seconds``, else ``SLIPWAY_PREEMPTION_GRACE_SECONDS``; its checkpoint claim stays for
-   the next attempt), an endpoint's burst shrinks (:meth:`workloads.registry.WorkloadKind.shrink_burst`);
+   the next attempt), an endpoint's burst shrinks (:meth:`workloads.registry.Bursts.shrink_burst`);
 3. a run being preempted keeps its hold until its objects are gone (:func:`follow`, from
    the cycle's observation, which also gives the notice and the graceful delete again when they
    were lost, and saves their logs again, with what they print while they stop), so the
@@ -54,7 +54,7 @@ from workloads import attempts, lifecycle
 from workloads.events import preemption_settled
 from workloads.identity import WorkloadId
 from workloads.models import ReasonCode
-from workloads.registry import WorkloadKind, kind_for, kinds, labels
+from workloads.registry import Bursts, Checkpoints, Reactions, WorkloadKind, kind_for, kinds, labels
 
 logger = logging.getLogger(__name__)
 
@@ -191,11 +191,11 @@ def _candidate(hold: QuotaHold, workload, slugs: dict[int, str], stopping: set[s
                shares: dict[int, float], now: datetime) -> Candidate:
     identity = WorkloadId.from_ref(hold.ref)
     kind = kind_for(identity.prefix) if identity is not None else None
-    burst = kind is not None and kind.preempts_burst
+    burst = kind is not None and isinstance(kind, Bursts)
     facts = {}
     if workload is not None:  # what it would lose (quotas.reclaim.work_lost) and whether it is protected
-        facts = {"started_at": last_start(workload, now), "last_checkpoint_at": kind.last_checkpoint_at(workload),
-                 "reports_checkpoints": kind.reports_checkpoints(workload),
+        facts = {"started_at": last_start(workload, now), "last_checkpoint_at": Checkpoints.of(kind).last_checkpoint_at(workload),
+                 "reports_checkpoints": Checkpoints.of(kind).reports_checkpoints(workload),
                  "price_per_hour": workload.unit_price(), "preemptions": workload.preemptions}
     return Candidate(ref=hold.ref, team=slugs[hold.team_id],
                      units=hold.borrowed_units if burst else hold.units,
@@ -210,10 +210,10 @@ def lost_work(kind: WorkloadKind, workload, units: int, notice: datetime) -> tup
     (never below zero, never more than the attempt ran; a silent run is ranked by the median, but
     what it loses is all since its start as far as anyone knows). Nothing for an endpoint's burst,
     which serves, not computes, and for work not started (``since`` None)."""
-    if kind.preempts_burst or workload.started_at is None:
+    if isinstance(kind, Bursts) or workload.started_at is None:
         return Decimal(0), Decimal(0), None, False
     start = last_start(workload, notice)
-    since, _lost = lost_span(start, kind.last_checkpoint_at(workload), notice)
+    since, _lost = lost_span(start, Checkpoints.of(kind).last_checkpoint_at(workload), notice)
     return (interval_gpu_hours(workload.flavor.gpu_fraction, units, since, notice),
             interval_cost(workload.unit_price(), units, since, notice), since, since != min(start, notice))
 
@@ -250,9 +250,9 @@ def settle_lost_work(kind: WorkloadKind, workload, now: datetime) -> None:
 
 def _lower_lost_work(kind: WorkloadKind, workload, event: PreemptionEvent, now: datetime) -> None:
     """:func:`settle_lost_work`'s figures: what a checkpoint written during the grace saved."""
-    checkpoint = kind.last_checkpoint_at(workload)
+    checkpoint = Checkpoints.of(kind).last_checkpoint_at(workload)
     # A spot interruption has no grace to save in (its pods go at once), and burst loses no work.
-    if event.cause == PreemptionEvent.Cause.SPOT or checkpoint is None or checkpoint > now or kind.preempts_burst:
+    if event.cause == PreemptionEvent.Cause.SPOT or checkpoint is None or checkpoint > now or isinstance(kind, Bursts):
         return
     gpu_hours, cost, since, checkpointed = lost_work(kind, workload, event.units, event.at)
     if gpu_hours >= event.lost_gpu_hours:
@@ -305,10 +305,10 @@ def _preempt(victim: Candidate, claim: Claim, claimant_id: int, now: datetime, w
     workload = live.select_related("team", "flavor", "created_by").first()
     if workload is None:
         return False
-    burst = kind.preempts_burst
+    burst = isinstance(kind, Bursts)
     flavor = workload.flavor.name
     if not burst:
-        kind.refresh_checkpoint(workload)  # a checkpoint line it printed counts, its pods still being there
+        Checkpoints.of(kind).refresh_checkpoint(workload)  # a checkpoint line it printed counts, its pods still being there
     gpu_hours, cost, since, checkpointed = lost_work(kind, workload, victim.units, now)
     claimant = claimant_words(claim.ref) if within_team else ""
     if within_team:
@@ -317,7 +317,7 @@ def _preempt(victim: Candidate, claim: Claim, claimant_id: int, now: datetime, w
         taking = f"team {claim.team} reclaims {victim.units}\u00d7 {flavor} of its quota"
     reason = preempted_reason(within_team, claim.team, claimant, victim.units, flavor,
                               lost_words(since, now, checkpointed))
-    seconds = 0 if burst else kind.preemption_grace(workload)
+    seconds = 0 if burst else Checkpoints.of(kind).preemption_grace(workload)
     changes = {"last_preempted_at": now, "preemptions": F("preemptions") + 1}
     if not burst:
         changes.update(preempting_since=now, reason_code=ReasonCode.PREEMPTING,
@@ -394,11 +394,11 @@ def follow(kind: WorkloadKind, backend, workload, obs: ObservedWorkload | None, 
     """
     if obs is None:
         settle_lost_work(kind, workload, now)
-        moved = kind.after_preemption(workload, now)
+        moved = Reactions.of(kind).after_preemption(workload, now)
         return moved if moved is not None else lifecycle.requeue(kind, workload, now)
-    kind.refresh_checkpoint(workload)  # one it writes on the notice, while its pods stop, is where it resumes
+    Checkpoints.of(kind).refresh_checkpoint(workload)  # one it writes on the notice, while its pods stop, is where it resumes
     attempts.save_logs(workload, backend, PREEMPTED_LABEL, now)  # their last words come while they stop
-    deadline = workload.preempting_since + timedelta(seconds=kind.preemption_grace(workload))
+    deadline = workload.preempting_since + timedelta(seconds=Checkpoints.of(kind).preemption_grace(workload))
     if now >= deadline:
         _delete(kind, backend, workload, 0)
     elif not_told(obs):

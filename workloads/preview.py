@@ -3,7 +3,7 @@
 One concept, one answer (:class:`Preview`), shown on three surfaces: the New run and New
 endpoint forms' live preview panel, the API's dry run (``POST …?dry_run=1``: the same answer as
 JSON) and ``slipway run --dry-run`` (the API's answer as a table). A kind's ``preview``
-(:meth:`workloads.registry.WorkloadKind.preview`) shapes its fields into a quota request and
+(:meth:`workloads.registry.Api.preview`) shapes its fields into a quota request and
 asks :func:`preview_request`, which reads admission's decision without locking or writing
 (:func:`quotas.queue.preview`), the one price (:mod:`quotas.pricing`), the budget, and —
 when the request would wait for quota — its place in the queue and its start estimate

@@ -25,7 +25,7 @@ from teams.models import Team
 from workloads import preemption
 from workloads.cycle import ReconcileReport, redrive_if_stuck, unplaced_q
 from workloads.models import ReasonCode
-from workloads.registry import kinds
+from workloads.registry import Reactions, kinds
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def reconcile_queue(now: datetime | None = None, report: ReconcileReport | None 
     for team in budgets.to_stop:
         for kind in kinds():
             for workload in kind.model.objects.holding_quota().filter(team=team).select_related("team", "flavor"):
-                if kind.on_budget_spent(workload, now):
+                if Reactions.of(kind).on_budget_spent(workload, now):
                     report.budget_stopped.append(workload.ref)
 
     if (report.transitions or report.redriven or report.vanished or report.admitted or report.orphans_deleted

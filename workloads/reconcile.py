@@ -68,7 +68,7 @@ from workloads.events import workload_moved
 from workloads.leftovers import delete_abandoned, delete_kept, delete_leftovers, finish_removal, set_apart_kept
 from workloads.models import ReasonCode, Workload, attach_held_segments
 from workloads.queue_step import reconcile_queue
-from workloads.registry import WorkloadKind, kind_for, kinds, resource_kinds
+from workloads.registry import Checkpoints, Reactions, WorkloadKind, kind_for, kinds, resource_kinds
 from workloads.waiting_reasons import CAPACITY_REFRESH, Capacity, explain_capacity, explain_podless
 
 logger = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ def reconcile_cluster(cluster: Cluster, backend, now: datetime | None = None,
                     teams_to_admit.add(workload.team_id)
                     if plan.status.abandoned:
                         delete_abandoned(backend, plan, report)
-                if not plan.final and kind.after_observation(workload, plan.status, now):
+                if not plan.final and Reactions.of(kind).after_observation(workload, plan.status, now):
                     teams_to_admit.add(workload.team_id)
         _apply_steady(steady, report)
         # 5. What is left on the cluster belongs to no workload the snapshot follows; what outlived
@@ -182,7 +182,7 @@ def observe_failed(cluster: Cluster, backend, exc: ClusterError, now: datetime, 
     for kind in kinds():
         for workload in kind.model.objects.holding_quota().filter(cluster=cluster).select_related("team", "flavor"):
             _stop_billing(workload, cluster.last_seen or now)
-            if (kind.reports_checkpoints(workload) and cluster.silent_since is not None
+            if (Checkpoints.of(kind).reports_checkpoints(workload) and cluster.silent_since is not None
                     and cluster.silent_since <= replace_before
                     and lifecycle.requeue(kind, workload, now, reason=f"{reason}: queued again to resume elsewhere",
                                           code=ReasonCode.CLUSTER_LOST, place_again=True)):
@@ -276,7 +276,7 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: 
     else:
         # Nothing of it is on a cluster to observe: its kind says what it is now (a window the clock opens).
         status = kind.status(None, workload, now)
-    if status is not None and workload.preempting_since is None and kind.requeues_when_disrupted(workload, status):
+    if status is not None and workload.preempting_since is None and Reactions.of(kind).requeues_when_disrupted(workload, status):
         # Its spot node was reclaimed: it goes the way of a preemption (stop, then queue again).
         if preemption.interrupt(kind, backend, workload, status, now):
             report.preempted.append(workload.ref)
@@ -321,13 +321,13 @@ def _plan(kind: WorkloadKind, workload, status: WorkloadStatus, now: datetime, r
     """
     new_state = kind.state_for(status, workload)
     final = new_state in kind.model.FINAL_STATES
-    changes = kind.column_changes(workload, status)
+    changes = Reactions.of(kind).column_changes(workload, status)
     if new_state != workload.state:
         changes["state"] = new_state
         report.transitions.append((workload.ref, str(workload.state), str(new_state)))
     # The reason is derived again from every observation (the kind says how): words the
     # cluster gave once go away when the next observation no longer says them.
-    reason = kind.observed_reason(workload, status, new_state)[:500]
+    reason = Reactions.of(kind).observed_reason(workload, status, new_state)[:500]
     if reason != workload.reason:
         # Only the cluster's words (or none) are new: a kind's own reasons are the ones it keeps.
         changes.update(reason=reason, reason_code=ReasonCode.CLUSTER if reason else ReasonCode.NONE)
@@ -340,7 +340,7 @@ def _plan(kind: WorkloadKind, workload, status: WorkloadStatus, now: datetime, r
         ended_at = changes["finished_at"] = status.finished_at or now
     # Seen started for the first time: what runs now has run since then (it ran before we looked).
     first_started_at = status.started_at if workload.started_at is None else None
-    units = kind.billed_units(workload, status)
+    units = Reactions.of(kind).billed_units(workload, status)
     gpus_idle = gpus_idle and units > 0 and not final
     bill = billing.plan_billing(workload, units, first_started_at, ended_at, now, gpus_idle,
                                 attempt_started_at=workload.attempt_started_at or status.started_at)

@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import cache
 
 from django.conf import settings
 
@@ -51,13 +52,27 @@ class Lifecycle:
 
 
 class WorkloadKind(abc.ABC):
-    """What one kind of workload tells the shared machinery. Subclass and :func:`register` it."""
+    """What one kind of workload must tell the shared machinery: its narrow core. Subclass and :func:`register` it.
+
+    **Required** (ten): the declarations :attr:`model`, :attr:`noun`, :attr:`lifecycle` and
+    :attr:`conflict_error`, and the methods :meth:`resource_request`, :meth:`manifests`, :meth:`status`,
+    :meth:`state_for`, :meth:`get_for_user` and :meth:`end` (abstract: a kind lacking one cannot be made).
+    Declared only where they apply, with defaults: its :attr:`resources` (or ``cluster_objects = False``),
+    the fields its status reads (:attr:`observed_fields`) and what its work commits (:attr:`committed_units`,
+    :attr:`runtime_limit`). Everything else is an optional **capability** (:class:`Capability`), a small
+    class a kind inherits to have it — :class:`Reactions`, :class:`Checkpoints`, :class:`Bursts`,
+    :class:`Pages`, :class:`StaffActions`, :class:`Demo`, :class:`Estimates`, :class:`Api`,
+    :class:`Announces` — which the shared code asks for (``Checkpoints.of(kind)``, ``isinstance``) rather
+    than finding a stub that raises at run time.
+    """
 
     #: The concrete :class:`workloads.models.Workload` model; its ``KIND_PREFIX`` names the kind.
     model: type
     #: What people call one ("run", "endpoint"), for messages.
     noun: str
     lifecycle: Lifecycle
+    #: What :meth:`end` raises when the workload's state allows no end (a 409, a message).
+    conflict_error: type[Exception]
     #: The cluster resource kinds its manifests create, which the backends observe and delete
     #: for it (in this order: what must go first comes first). Their only declaration.
     resources: tuple[ResourceKind, ...] = ()
@@ -80,36 +95,11 @@ class WorkloadKind(abc.ABC):
     #: end, as admission counted it.
     committed_units: tuple[str, ...] = ()
     runtime_limit: str | None = None
-    #: Columns that make two workloads of a kind with a runtime limit the same job, whose earlier
-    #: running times predict this one's (:func:`workloads.forecast.median_durations`).
-    job_fields: tuple[str, ...] = ("name", "flavor_id")
-
-    @property
-    def attempt_resources(self) -> tuple[ResourceKind, ...]:
-        """:attr:`resources` as deleting one attempt's objects sees them: what outlives attempts kept."""
-        return tuple(replace(r, deleted=False) if r.kept_across_attempts else r for r in self.resources)
-
-    def preemption_grace(self, workload) -> int:
-        """Seconds ``workload``'s pods get to stop when preempted (the delete's grace period)."""
-        return settings.SLIPWAY_PREEMPTION_GRACE_SECONDS
 
     @abc.abstractmethod
     def resource_request(self, workload) -> ResourceRequest:
         """What ``workload`` asks of the team's quota at admission: its units and units per node are
         the model's ``placement_shape`` (the one rule that placement and the price read too)."""
-
-    def committed(self, workload) -> int:
-        """The units ``workload`` commits money for: the product of its :attr:`committed_units` columns (0: none)."""
-        if not self.committed_units:
-            return 0
-        return math.prod(int(getattr(workload, column) or 0) for column in self.committed_units)
-
-    def admission_request(self, workload) -> ResourceRequest:
-        """:meth:`resource_request` as admission records it on the hold: with what the hold commits
-        (:meth:`committed`, until the :attr:`runtime_limit`) and who asked (its cost is reported under them)."""
-        limit = getattr(workload, self.runtime_limit) if self.runtime_limit else None
-        return replace(self.resource_request(workload), committed_units=self.committed(workload),
-                       limit_minutes=limit, user_id=workload.created_by_id)
 
     @abc.abstractmethod
     def manifests(self, workload) -> list[dict]:
@@ -132,6 +122,74 @@ class WorkloadKind(abc.ABC):
     def state_for(self, status: WorkloadStatus, workload) -> str:
         """The portal state ``status`` means for ``workload``."""
 
+    @abc.abstractmethod
+    def get_for_user(self, user, pk: int, role: str = Role.VIEWER, staff_reads: bool = False):
+        """The workload ``pk`` if ``user`` may see it (404 for outsiders, 403 below ``role``): the kind's access helper."""
+
+    @abc.abstractmethod
+    def end(self, user, workload):
+        """The user's end of ``workload`` through the kind's service (audited, quota released); it as written.
+
+        Raises :attr:`conflict_error` when it already ended, ``PermissionDenied`` when ``user`` may not.
+        """
+
+    # -- derived from the declarations above: no kind overrides these ------------------------------------
+
+    @property
+    def attempt_resources(self) -> tuple[ResourceKind, ...]:
+        """:attr:`resources` as deleting one attempt's objects sees them: what outlives attempts kept."""
+        return tuple(replace(r, deleted=False) if r.kept_across_attempts else r for r in self.resources)
+
+    def committed(self, workload) -> int:
+        """The units ``workload`` commits money for: the product of its :attr:`committed_units` columns (0: none)."""
+        if not self.committed_units:
+            return 0
+        return math.prod(int(getattr(workload, column) or 0) for column in self.committed_units)
+
+    def admission_request(self, workload) -> ResourceRequest:
+        """:meth:`resource_request` as admission records it on the hold: with what the hold commits
+        (:meth:`committed`, until the :attr:`runtime_limit`) and who asked (its cost is reported under them)."""
+        limit = getattr(workload, self.runtime_limit) if self.runtime_limit else None
+        return replace(self.resource_request(workload), committed_units=self.committed(workload),
+                       limit_minutes=limit, user_id=workload.created_by_id)
+
+    @property
+    def plural(self) -> str:
+        """What people call several ("runs"): a kind whose plural is not its noun and an "s" overrides it."""
+        return f"{self.noun}s"
+
+    @property
+    def prefix(self) -> str:
+        """Identity prefix: ``run`` → refs ``run:42``, object names ``run-42``."""
+        return self.model.KIND_PREFIX
+
+    def identity(self, pk: int) -> WorkloadId:
+        return WorkloadId(self.prefix, pk)
+
+
+class Capability:
+    """An optional part of the kind interface: a kind has it by inheriting it (``class RunKind(WorkloadKind,
+    Checkpoints, …)``). The shared code asks ``Cap.of(kind)``: the kind itself when it has the capability, else
+    the capability's plain behaviour — what a kind without it does, stated once, here — or tests
+    ``isinstance(kind, Cap)`` where having it changes the path taken (a burst shrunk rather than work stopped).
+    """
+
+    @classmethod
+    def of(cls, kind):
+        """``kind`` when it has this capability, else the capability's plain behaviour."""
+        return kind if isinstance(kind, cls) else _plain(cls)
+
+
+@cache
+def _plain(capability: type[Capability]) -> Capability:
+    return capability()
+
+
+class Reactions(Capability):
+    """How the reconcile cycle follows its work, beyond the shared rule: more columns an observation changes,
+    reasons of its own, units billed other than the running pods', acts after an observation, after a
+    preemption, on a spent budget, and on a disrupted pod."""
+
     def column_changes(self, workload, status: WorkloadStatus) -> dict:
         """Kind-specific columns an observation changes (e.g. an endpoint's replica counts)."""
         return {}
@@ -149,7 +207,7 @@ class WorkloadKind(abc.ABC):
 
     def billed_units(self, workload, status: WorkloadStatus) -> int:
         """The GPU units an observation bills: those of its running pods (a kind may cap them); for a kind
-        without :attr:`cluster_objects`, those its own status says are in use."""
+        without :attr:`WorkloadKind.cluster_objects`, those its own status says are in use."""
         return status.running_units
 
     def on_budget_spent(self, workload, now: datetime) -> bool:
@@ -174,18 +232,15 @@ class WorkloadKind(abc.ABC):
         that does otherwise (a workspace pauses, keeping its home volume) returns whether it moved."""
         return None
 
-    #: Reclaim shrinks its burst instead of stopping it (an endpoint: its minimum never borrows,
-    #: so its borrowed units are all burst). Others are stopped and requeued (:mod:`workloads.preemption`).
-    preempts_burst: bool = False
 
-    def shrink_burst(self, workload, units: int, reason: str, now: datetime) -> None:
-        """Give back ``units`` borrowed burst units at once (only kinds that set :attr:`preempts_burst`)."""
-        raise NotImplementedError
+class Checkpoints(Capability):
+    """Work that reports checkpoints it can resume from (quotas.reclaim takes the victims that lose the least
+    since their last one). Without it a kind's victims are assumed to have checkpointed at the median of
+    those that do (so silence protects no one), and its pods get the platform's grace to stop."""
 
-    # Work lost to a preemption (quotas.reclaim): reclaim takes the victims that lose the least
-    # since their last checkpoint. A kind whose workloads report checkpoints overrides these two;
-    # the default is a kind that reports none, whose victims are assumed to have checkpointed
-    # at the median of those that do (so silence protects no one).
+    def preemption_grace(self, workload) -> int:
+        """Seconds ``workload``'s pods get to stop when preempted (the delete's grace period)."""
+        return settings.SLIPWAY_PREEMPTION_GRACE_SECONDS
 
     def last_checkpoint_at(self, workload) -> datetime | None:
         """When ``workload`` last reported a checkpoint it can resume from (None: never)."""
@@ -196,69 +251,25 @@ class WorkloadKind(abc.ABC):
         when it is queued again (:mod:`workloads.attempts`); None: none."""
         return None
 
-    def refresh_checkpoint(self, workload) -> None:  # noqa: B027 - a hook with a deliberate no-op default
+    def refresh_checkpoint(self, workload) -> None:
         """Read a checkpoint the workload announced without reporting it (a run's log line), just
         before it is preempted: what it loses, and where its next attempt resumes, follow it."""
-
-    def progress_ends(self, workloads: list, now: datetime) -> dict[str, datetime]:
-        """``{ref: when it should end}`` for those of ``workloads`` (of this kind) whose own reported
-        progress says when — a running run's ETA (:mod:`jobs.progress`) — in a query or so for all of
-        them; {} for a kind whose work reports none. The start estimates take it over the typical time."""
-        return {}
+        return None
 
     def reports_checkpoints(self, workload) -> bool:
         """Whether ``workload`` reports checkpoints at all (one that does but has none yet loses all since its start)."""
         return self.last_checkpoint_at(workload) is not None
 
-    @property
-    def plural(self) -> str:
-        """What people call several ("runs"): a kind whose plural is not its noun and an "s" overrides it."""
-        return f"{self.noun}s"
 
-    @property
-    def prefix(self) -> str:
-        """Identity prefix: ``run`` → refs ``run:42``, object names ``run-42``."""
-        return self.model.KIND_PREFIX
+class Bursts(Capability):
+    """Work whose borrowed units are a burst above a minimum it keeps (an endpoint's replicas): reclaim
+    shrinks the burst (:meth:`shrink_burst`) instead of stopping the work, and idle GPUs at the minimum
+    are the price of answering at once (:meth:`at_minimum`). Without it, work is stopped and requeued
+    (:mod:`workloads.preemption`)."""
 
-    def identity(self, pk: int) -> WorkloadId:
-        return WorkloadId(self.prefix, pk)
-
-    # What the pages, the API and the admin console need of a kind: declared here, so that
-    # front/ and workloads/ name no kind (tests/test_layers.py; the test-only notebook kind
-    # gets its pages from these alone: tests/workloads/test_second_kind.py). A kind that
-    # offers an end declares end() and conflict_error.
-
-    #: The user's end of one, as buttons say it ("Cancel", "Delete") and as messages say it is done.
-    end_verb: str = "End"
-    ended_word: str = "ended"
-    #: What :meth:`end` raises when the workload's state allows no end (a 409, a message).
-    conflict_error: type[Exception]
-    #: Its item of the main navigation, and its part of the dashboard (None: none).
-    nav: NavItem | None = None
-    dashboard: DashboardPanel | None = None
-    #: The template (``file#partial``) of its polled state cell; rendered with the workload as
-    #: ``<noun>`` and ``position``, its place in the team's queue while queued.
-    state_template: str = ""
-    #: Its actions on the staff workload list besides the end (an endpoint's "scale to minimum").
-    staff_actions: tuple[StaffAction, ...] = ()
-    #: The URL name (no arguments) of its page for a new one, which takes ``?flavor=``: the quota table
-    #: links a flavor with free units there (the first kind in nav order that declares one). "": none.
-    new_on_flavor: str = ""
-    #: Its audit actions, ``{action: label}`` (teams.models.declare_audit_actions, when it is registered):
-    #: the audit log's column lists no fixed choices, so a kind's actions need no migration in teams.
-    audit_actions: dict[str, str] = {}
-    #: Its pages of a whole team, linked from the team's page (``url_name`` takes the team's slug): an endpoint's
-    #: team API keys. Its card on the Usage page (None: none): :class:`TeamPanel`.
-    team_pages: tuple[NavItem, ...] = ()
-    usage_panel: TeamPanel | None = None
-    #: Its state moves that are events people subscribe to (:mod:`notifications.events`): a kind's
-    #: event kinds need no change, and no migration, in notifications.
-    events: tuple[KindEvent, ...] = ()
-
-    def end_url(self, workload) -> str:
-        """The page where a person ends ``workload`` (it asks to confirm first): an idle alert's link.
-        Default: the workload's own page, whose button ends it ("" for a kind without pages)."""
-        return workload.get_absolute_url() if hasattr(workload, "get_absolute_url") else ""
+    def shrink_burst(self, workload, units: int, reason: str, now: datetime) -> None:
+        """Give back ``units`` borrowed burst units at once (a kind with this capability implements it)."""
+        raise NotImplementedError
 
     def at_minimum(self, workload) -> bool:
         """Whether ``workload`` runs only what it keeps ready on purpose (an endpoint at its minimum
@@ -270,16 +281,43 @@ class WorkloadKind(abc.ABC):
         """The page where its minimum is lowered (asked only when :meth:`at_minimum`; "" for none)."""
         return ""
 
-    @abc.abstractmethod
-    def get_for_user(self, user, pk: int, role: str = Role.VIEWER, staff_reads: bool = False):
-        """The workload ``pk`` if ``user`` may see it (404 for outsiders, 403 below ``role``): the kind's access helper."""
 
-    @abc.abstractmethod
-    def end(self, user, workload):
-        """The user's end of ``workload`` through the kind's service (audited, quota released); it as written.
+class Pages(Capability):
+    """What the portal's shared pages show of the kind: its navigation item, dashboard panel, polled state
+    cell, team pages, Usage card, the page that makes one for a free flavor, and how its end is said. A
+    kind without it has no pages of its own (its work still shows on the shared lists and the admin)."""
 
-        Raises :attr:`conflict_error` when it already ended, ``PermissionDenied`` when ``user`` may not.
-        """
+    #: The user's end of one, as buttons say it ("Cancel", "Delete") and as messages say it is done.
+    end_verb: str = "End"
+    ended_word: str = "ended"
+    #: Its item of the main navigation, and its part of the dashboard (None: none).
+    nav: NavItem | None = None
+    dashboard: DashboardPanel | None = None
+    #: The template (``file#partial``) of its polled state cell; rendered with the workload as
+    #: ``<noun>`` and ``position``, its place in the team's queue while queued.
+    state_template: str = ""
+    #: The URL name (no arguments) of its page for a new one, which takes ``?flavor=``: the quota table
+    #: links a flavor with free units there (the first kind in nav order that declares one). "": none.
+    new_on_flavor: str = ""
+    #: Its pages of a whole team, linked from the team's page (``url_name`` takes the team's slug): an endpoint's
+    #: team API keys. Its card on the Usage page (None: none): :class:`TeamPanel`.
+    team_pages: tuple[NavItem, ...] = ()
+    usage_panel: TeamPanel | None = None
+
+    def end_url(self, workload) -> str:
+        """The page where a person ends ``workload`` (it asks to confirm first): an idle alert's link.
+        Default: the workload's own page, whose button ends it ("" for a kind without pages)."""
+        return workload.get_absolute_url() if hasattr(workload, "get_absolute_url") else ""
+
+
+class StaffActions(Capability):
+    """Actions of platform staff on one workload of the kind besides the end (an endpoint's "scale to minimum")."""
+
+    staff_actions: tuple[StaffAction, ...] = ()
+
+
+class Demo(Capability):
+    """Demo data of the kind, which ``manage.py seed_demo`` asks of every kind."""
 
     def seed_demo(self, slugs: list[str]) -> list[str]:
         """Seed the demo work of the demo teams ``slugs`` (``manage.py seed_demo``, once per team) through the
@@ -289,6 +327,26 @@ class WorkloadKind(abc.ABC):
     def seed_demo_history(self, slugs: list[str]) -> list[str]:
         """Record the demo teams' (``slugs``) past work with its ledger time (usage history); the lines to print."""
         return []
+
+
+class Estimates(Capability):
+    """What the start estimates learn from the kind's work: which earlier work is the same job
+    (:attr:`job_fields`, whose running times predict this one's) and what its own progress says of its end."""
+
+    #: Columns that make two workloads of a kind with a runtime limit the same job, whose earlier
+    #: running times predict this one's (:func:`workloads.forecast.median_durations`).
+    job_fields: tuple[str, ...] = ("name", "flavor_id")
+
+    def progress_ends(self, workloads: list, now: datetime) -> dict[str, datetime]:
+        """``{ref: when it should end}`` for those of ``workloads`` (of this kind) whose own reported
+        progress says when — a running run's ETA — in a query or so for all of them; {} for a kind whose
+        work reports none. The start estimates take it over the typical time."""
+        return {}
+
+
+class Api(Capability):
+    """Made through the REST API: its create (:meth:`submit`) and its dry run (:meth:`preview`), which go
+    together (``workloads.api.WorkloadViewSet``); a kind with this capability implements both."""
 
     def submit(self, user, team, fields: dict):
         """Create one from an API request's ``fields`` (access checked by the service); it as written."""
@@ -300,6 +358,16 @@ class WorkloadKind(abc.ABC):
         Bad input raises ``ValidationError`` (a 400), as submitting would.
         """
         raise NotImplementedError
+
+
+class Announces(Capability):
+    """The kind's vocabulary for the apps that record and tell: its state moves that are events people
+    subscribe to (:mod:`notifications.events`: a kind's event kinds need no change, and no migration, in
+    notifications) and its audit actions (``{action: label}``, declared to teams when it is registered:
+    the audit log's column lists no fixed choices, so a kind's actions need no migration in teams)."""
+
+    events: tuple[KindEvent, ...] = ()
+    audit_actions: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -382,8 +450,8 @@ _KINDS: dict[str, WorkloadKind] = {}
 REQUIRED_ATTRIBUTES = ("model", "noun", "lifecycle", "conflict_error")
 
 
-def _overrides(kind: WorkloadKind, name: str) -> bool:
-    return getattr(type(kind), name) is not getattr(WorkloadKind, name)
+def _overrides(kind: WorkloadKind, capability: type[Capability], name: str) -> bool:
+    return getattr(type(kind), name) is not getattr(capability, name)
 
 
 def _problems(kind: WorkloadKind) -> list[str]:
@@ -391,13 +459,12 @@ def _problems(kind: WorkloadKind) -> list[str]:
 
     Its abstract methods are checked by Python when it is made (a kind without ``end`` cannot be
     instantiated); these are the rest, found here rather than by the first request that needs one: the
-    attributes every kind declares, and the members that go together — a kind that shrinks its burst under
-    reclaim (:attr:`WorkloadKind.preempts_burst`) gives the burst back (:meth:`WorkloadKind.shrink_burst`), and
-    one created through the API (:meth:`WorkloadKind.submit`) also answers its dry run
-    (:meth:`WorkloadKind.preview`). A kind either has cluster objects and names their resource kinds, or
-    declares it has none (:attr:`WorkloadKind.cluster_objects`) and names none, nor a state its objects'
-    removal would end in (``Lifecycle.gone``): the cycle would otherwise wait for objects that never exist,
-    or fail as vanished work that never had any.
+    attributes every kind declares, and what a capability it took needs — a kind with :class:`Bursts` gives
+    its burst back (:meth:`Bursts.shrink_burst`), one with :class:`Api` implements both its create and its
+    dry run. A kind either has cluster objects and names their resource kinds, or declares it has none
+    (:attr:`WorkloadKind.cluster_objects`) and names none, nor a state its objects' removal would end in
+    (``Lifecycle.gone``): the cycle would otherwise wait for objects that never exist, or fail as vanished
+    work that never had any.
     """
     found = [f"it declares no {name}" for name in REQUIRED_ATTRIBUTES if getattr(kind, name, None) is None]
     if kind.cluster_objects and not kind.resources:
@@ -408,10 +475,11 @@ def _problems(kind: WorkloadKind) -> list[str]:
         found.append("it sets cluster_objects = False but its lifecycle has a gone state (no objects to wait for)")
     if getattr(kind, "model", None) is not None and not isinstance(getattr(kind.model, "KIND_PREFIX", None), str):
         found.append("its model has no KIND_PREFIX")
-    if kind.preempts_burst and not _overrides(kind, "shrink_burst"):
-        found.append("it sets preempts_burst but does not implement shrink_burst")
-    if _overrides(kind, "submit") != _overrides(kind, "preview"):
-        found.append("it implements one of submit and preview: the API's create and its dry run go together")
+    if isinstance(kind, Bursts) and not _overrides(kind, Bursts, "shrink_burst"):
+        found.append("it has Bursts but does not implement shrink_burst")
+    if isinstance(kind, Api):
+        found += [f"it has Api but does not implement {name} (the API's create and its dry run go together)"
+                  for name in ("submit", "preview") if not _overrides(kind, Api, name)]
     return found
 
 
@@ -428,7 +496,7 @@ def register(kind: WorkloadKind) -> WorkloadKind:
     existing = _KINDS.get(kind.prefix)
     if existing is not None and type(existing) is not type(kind):
         raise ValueError(f"prefix {kind.prefix!r} is taken by {type(existing).__name__}")
-    declare_audit_actions(kind.audit_actions)
+    declare_audit_actions(Announces.of(kind).audit_actions)
     _KINDS[kind.prefix] = kind
     return kind
 

@@ -30,7 +30,7 @@ from workloads import attempts, preemption
 from workloads import services as workloads
 from workloads.forecast import CAPACITY_WAIT, StartEstimate, estimated_starts
 from workloads.models import ReasonCode
-from workloads.registry import kind_for, kind_of
+from workloads.registry import Pages, kind_for, kind_of
 
 #: htmx stops polling an element whose request is answered with this status.
 STOP_POLLING = 286
@@ -228,7 +228,7 @@ def read_urls(model: type, base: str) -> list[URLPattern]:
         kind = kind_of(workload)
         queued = workload.state == kind.lifecycle.queued
         position = queue_positions(workload.team).get(workload.ref) if queued else None
-        return render(request, kind.state_template, {kind.noun: workload, "position": position},
+        return render(request, Pages.of(kind).state_template, {kind.noun: workload, "position": position},
                       status=polling_status(workload))
 
     @login_required

@@ -20,7 +20,18 @@ from cluster.status import WorkloadStatus
 from quotas.decide import ResourceRequest
 from teams.models import Role
 from workloads import secrets
-from workloads.registry import DashboardPanel, KindEvent, Lifecycle, NavItem, WorkloadKind
+from workloads.registry import (
+    Announces,
+    Api,
+    DashboardPanel,
+    Demo,
+    KindEvent,
+    Lifecycle,
+    NavItem,
+    Pages,
+    Reactions,
+    WorkloadKind,
+)
 from workspaces import idle, services
 from workspaces.constants import AUDIT_ACTIONS, HOLDING_STATES, HOME_PATH, JUPYTER_PORT, PauseCause, WorkspaceState
 from workspaces.demo import seed_demo_workspaces
@@ -62,7 +73,7 @@ def workspace_spec(workspace: Workspace) -> WorkspaceSpec:
     )
 
 
-class WorkspaceKind(WorkloadKind):
+class WorkspaceKind(WorkloadKind, Reactions, Pages, Demo, Api, Announces):
     model = Workspace
     noun = "workspace"
     lifecycle = Lifecycle(

@@ -8,13 +8,13 @@ from django.core.exceptions import ValidationError
 from notifications import vocabulary
 from notifications.constants import EventKind
 from notifications.services import create_webhook, set_email_kinds
-from workloads.registry import kinds
+from workloads.registry import Announces, kinds
 
 pytestmark = pytest.mark.django_db
 
 
 def declared() -> list[str]:
-    return [event.code for kind in kinds() for event in kind.events]
+    return [event.code for kind in kinds() for event in Announces.of(kind).events]
 
 
 def test_each_event_kind_is_declared_once_and_fits_its_column():

@@ -7,13 +7,13 @@ from django.test import Client
 
 from teams import services
 from teams.models import AuditEvent, audit_actions, declare_audit_actions
-from workloads.registry import kinds
+from workloads.registry import Announces, kinds
 
 pytestmark = pytest.mark.django_db
 
 
 def test_the_kinds_actions_join_the_core_ones_each_once():
-    declared = {action: label for kind in kinds() for action, label in kind.audit_actions.items()}
+    declared = {action: label for kind in kinds() for action, label in Announces.of(kind).audit_actions.items()}
     assert declared["workspace_paused"] == "Workspace paused"
     assert audit_actions() == {**dict(AuditEvent.Action.choices), **declared}
     with pytest.raises(ValueError, match="declared twice"):

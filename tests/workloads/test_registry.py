@@ -37,21 +37,46 @@ def test_a_kind_without_a_model_noun_lifecycle_or_conflict_error_is_not_register
 
 
 def test_a_kind_that_shrinks_its_burst_must_give_it_back():
-    class Bursty(NotebookKind):
-        preempts_burst = True
+    class Bursty(NotebookKind, registry.Bursts):
+        pass
 
-    with pytest.raises(TypeError, match="sets preempts_burst but does not implement shrink_burst"):
+    with pytest.raises(TypeError, match="it has Bursts but does not implement shrink_burst"):
         registry.register(Bursty())
 
 
 def test_a_kind_created_through_the_api_answers_its_dry_run_too():
-    class SubmitOnly(NotebookKind):
+    class SubmitOnly(NotebookKind, registry.Api):
         def submit(self, user, team, fields):
             raise AssertionError("never called")
 
-    with pytest.raises(TypeError, match="implements one of submit and preview"):
+    with pytest.raises(TypeError, match=r"it has Api but does not implement preview \(the API's create"):
         registry.register(SubmitOnly())
     assert registry.kind_for("nb").__class__ is not SubmitOnly  # a refused kind never enters the registry
+
+
+def test_the_required_core_is_ten_members_and_the_rest_are_capabilities():
+    """The interface a kind must implement is its core; all else is opt-in, and a kind without a capability
+    gets the capability's plain behaviour from ``Cap.of`` — never a stub that raises at run time."""
+    required = {name for name in ("model", "noun", "lifecycle", "conflict_error")
+                if name in registry.WorkloadKind.__annotations__ and not hasattr(registry.WorkloadKind, name)}
+    assert required | registry.WorkloadKind.__abstractmethods__ == {
+        "model", "noun", "lifecycle", "conflict_error",
+        "resource_request", "manifests", "status", "state_for", "get_for_user", "end"}
+    capabilities = {registry.Reactions, registry.Checkpoints, registry.Bursts, registry.Pages, registry.StaffActions,
+                    registry.Demo, registry.Estimates, registry.Api, registry.Announces}
+    # No capability member is on the core: a kind learns of them only by taking the capability.
+    for capability in capabilities:
+        own = {name for name in vars(capability) if not name.startswith("_")} - {"of"}
+        assert own and not own & set(dir(registry.WorkloadKind)), capability
+    # The test kinds show the range: the block kind has no pages and no checkpoints; the shared code asks
+    # Cap.of(kind) and gets the plain behaviour, the same object each time.
+    block = registry.kind_for("blk")
+    assert not isinstance(block, (registry.Pages, registry.Checkpoints, registry.Api))
+    assert registry.Pages.of(block).end_verb == "End" and registry.Pages.of(block).nav is None
+    assert registry.Checkpoints.of(block) is registry.Checkpoints.of(registry.kind_for("nb"))
+    assert registry.Checkpoints.of(block).last_checkpoint_at(object()) is None
+    notebook = registry.kind_for("nb")
+    assert registry.Pages.of(notebook) is notebook and notebook.end_verb == "Stop"
 
 
 def test_a_kind_says_whether_its_work_has_cluster_objects_and_names_them_only_if_it_does():

@@ -1,7 +1,7 @@
 """What a preemption throws away (issue #24) on real rows: the preemption log's lost work and
 what reclaim is told of each candidate (``workloads.preemption``). Since the last start — which,
 after a preemption, is the new admission (``started_at`` keeps the first start) — or since the
-last checkpoint after it when the kind reports one (``WorkloadKind.last_checkpoint_at``)."""
+last checkpoint after it when the kind reports one (``Checkpoints.last_checkpoint_at``)."""
 
 from __future__ import annotations
 

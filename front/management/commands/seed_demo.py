@@ -39,6 +39,7 @@ from quotas.services import seed_cluster_prices, set_cohort, set_team_quota
 from teams.models import DemoSeed, Membership, Role, Team
 from workloads.alert_settings import problems
 from workloads.models import TeamAlertSettings
+from workloads.registry import Demo
 from workloads.registry import kinds as registered_kinds
 
 DEMO_PASSWORD = "slipway-demo"
@@ -163,10 +164,10 @@ class Command(BaseCommand):
             # Submitted like any run (admission, queue, tasks published after commit), once per
             # team: a team whose demo work was seeded before (or that has work) gets none.
             slugs = [spec.slug for spec in TEAMS if seeded.due(f"runs:{spec.slug}")]
-            # Each kind seeds its own (WorkloadKind.seed_demo): the command names none.
-            lines = [line for kind in registered_kinds() for line in kind.seed_demo(slugs)]
+            # Each kind seeds its own (Demo.seed_demo): the command names none.
+            lines = [line for kind in registered_kinds() for line in Demo.of(kind).seed_demo(slugs)]
             history = [spec.slug for spec in TEAMS if seeded.due(f"history:{spec.slug}")]
-            lines = [line for kind in registered_kinds() for line in kind.seed_demo_history(history)] + lines
+            lines = [line for kind in registered_kinds() for line in Demo.of(kind).seed_demo_history(history)] + lines
             seeded.save()
             for line in lines:
                 self.stdout.write(line)

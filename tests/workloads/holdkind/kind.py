@@ -12,7 +12,7 @@ from tests.workloads.holdkind.models import BlockState, UnitBlock
 from workloads import services
 from workloads.constants import Message
 from workloads.models import ReasonCode
-from workloads.registry import Lifecycle, WorkloadKind
+from workloads.registry import Lifecycle, Reactions, WorkloadKind
 
 _PHASES = {"Booked": BlockState.BOOKED, "Held": BlockState.HELD, "Done": BlockState.DONE}
 
@@ -21,14 +21,14 @@ class BlockConflict(Exception):
     """The block already ended: there is nothing to end."""
 
 
-class BlockKind(WorkloadKind):
+class BlockKind(WorkloadKind, Reactions):
     model = UnitBlock
     noun = "block"
     cluster_objects = False
     lifecycle = Lifecycle(queued=BlockState.QUEUED, admitted=BlockState.ADMITTED, applied=BlockState.BOOKED,
                           failed=BlockState.FAILED, ended=BlockState.ENDED, applyable=(BlockState.ADMITTED,),
                           removed=(BlockState.ENDED,))
-    end_verb, ended_word, conflict_error = "End", "ended", BlockConflict
+    conflict_error = BlockConflict
     observed_fields = ("units", "starts_at", "minutes")  # its status reads them every cycle
     committed_units = ("units",)
     runtime_limit = "minutes"

@@ -9,7 +9,7 @@ from teams.models import Role
 from teams.permissions import check_may_end, get_for_user
 from tests.workloads.tinykind.models import Notebook, NotebookState
 from workloads import services
-from workloads.registry import KindEvent, Lifecycle, NavItem, WorkloadKind
+from workloads.registry import Announces, KindEvent, Lifecycle, NavItem, Pages, WorkloadKind
 
 _PHASES = {"Pending": NotebookState.STARTING, "Running": NotebookState.RUNNING, "Done": NotebookState.DONE,
            "Failed": NotebookState.FAILED}
@@ -26,7 +26,7 @@ class NotebookConflict(Exception):
     """The notebook already ended: there is nothing to stop."""
 
 
-class NotebookKind(WorkloadKind):
+class NotebookKind(WorkloadKind, Pages, Announces):
     model = Notebook
     noun = "notebook"
     lifecycle = Lifecycle(queued=NotebookState.QUEUED, admitted=NotebookState.ADMITTED,
