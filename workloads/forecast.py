@@ -214,7 +214,8 @@ def median_durations(team, workloads: list) -> dict[tuple, timedelta]:
     """
     wanted: dict[type, set[tuple]] = {}
     for workload in workloads:
-        if kind_of(workload).runtime_limit is not None:
+        kind = kind_of(workload)
+        if kind.runtime_limit is not None and isinstance(kind, Estimates):
             wanted.setdefault(type(workload), set()).add(_job(workload))
     spans: dict[tuple, list[float]] = {}
     for model, jobs in wanted.items():
@@ -235,13 +236,13 @@ def median_durations(team, workloads: list) -> dict[tuple, timedelta]:
 
 def platform_limit_spans() -> list[tuple[float, float]]:
     """The spans :func:`workloads.estimates.limit_use` is taken over: the platform's most recent runs that
-    ended on their own with a runtime limit (one query per kind with a limit). One figure for every
+    ended on their own with a runtime limit (one query per kind with a limit and :class:`~workloads.registry.Estimates`). One figure for every
     team: a median ratio tells nothing of any team's work, and one team's few runs would make a noisy one."""
     spans: list[tuple[datetime, float]] = []
     for kind in kinds():
         column = kind.runtime_limit
-        if column is None:
-            continue
+        if column is None or not isinstance(kind, Estimates):
+            continue  # a limit that is not an estimate's (a window's end) tells nothing of how runs use theirs
         ended_on_their_own = [s for s in kind.model.FINAL_STATES if s not in kind.lifecycle.removed]
         rows = (kind.model.objects.filter(state__in=ended_on_their_own, started_at__isnull=False,
                                           finished_at__isnull=False, **{f"{column}__gt": 0})
@@ -258,13 +259,16 @@ def _expected_end(workload, start: datetime, now: datetime, medians: dict[tuple,
     ``reported``: when its own progress says it ends (:func:`progress_ends`): that, never before
     ``now``, cut at its limit. Else :func:`workloads.estimates.expected_end` of its typical running
     time — the same job's median, else its runtime limit × the platform's limit ``use``
-    (:func:`platform_limit_spans`) — and its limit. Work of a kind without a runtime limit runs until ended: None.
+    (:func:`platform_limit_spans`) — and its limit. Work of a kind without a runtime limit runs until ended: None;
+    work of a kind without :class:`~workloads.registry.Estimates` runs to its limit.
     """
-    column = kind_of(workload).runtime_limit
-    if column is None:
+    kind = kind_of(workload)
+    if kind.runtime_limit is None:
         return None
-    minutes = getattr(workload, column)
+    minutes = getattr(workload, kind.runtime_limit)
     limit = timedelta(minutes=minutes) if minutes else None
+    if not isinstance(kind, Estimates):
+        return estimates.expected_end(start, now, limit, None)  # nothing learnt of its kind: it runs to its limit
     if reported is not None:
         end = max(reported, now)
         return min(end, max(start + limit, now)) if limit is not None else end

@@ -331,7 +331,9 @@ class Demo(Capability):
 
 class Estimates(Capability):
     """What the start estimates learn from the kind's work: which earlier work is the same job
-    (:attr:`job_fields`, whose running times predict this one's) and what its own progress says of its end."""
+    (:attr:`job_fields`, whose running times predict this one's) and what its own progress says of its end.
+    Without it, work with a runtime limit is expected to run to its limit (a window that ends when it says),
+    and its limits do not count in how the platform's runs use theirs (:func:`workloads.forecast.platform_limit_spans`)."""
 
     #: Columns that make two workloads of a kind with a runtime limit the same job, whose earlier
     #: running times predict this one's (:func:`workloads.forecast.median_durations`).

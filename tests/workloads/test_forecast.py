@@ -143,3 +143,16 @@ def test_the_run_page_says_when_it_should_start(client, member, team, quota):
     client.force_login(member)
     page = client.get(f"/runs/{waiting.pk}/").content.decode()
     assert f'starts within 40 min, when <a href="/runs/{running.pk}/">busy</a> ends, by ' in page
+
+
+def test_work_of_a_kind_without_estimates_runs_to_its_limit_and_a_run_to_its_typical_time():
+    """A runtime limit predicts a run's end through the platform's limit use (Estimates); the block kind's limit
+    is its window, which it holds to the end: nothing learnt of runs shortens it."""
+    from tests.workloads.holdkind.models import UnitBlock
+    from workloads.forecast import _expected_end
+
+    start = timezone.now()
+    half = 0.5  # the platform's runs use half their limit
+    assert _expected_end(UnitBlock(minutes=60), start, start, {}, use=half) == start + timedelta(minutes=60)
+    run = TrainingRun(name="r", flavor_id=1, image="x", max_runtime_minutes=60)
+    assert _expected_end(run, start, start, {}, use=half) == start + timedelta(minutes=30)
