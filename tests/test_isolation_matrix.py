@@ -13,6 +13,12 @@ For every route that takes an object or a team:
   change nothing through the portal or the API (404, as for an outsider) — except quota as code
   (docs/api.md): a team's quotas and sharing settings, which only staff change (its members get 403),
   and cohorts, which only staff see (everyone else 404).
+
+What every kind gets from the shared machinery is derived from the registry, so a new kind
+(``manage.py startkind``) is in the matrix without a touch here: its read routes
+(its page and ``workloads.views.read_urls``': :func:`kind_read_routes`), its list page (its nav item, a route of the
+caller's own team), an object of it in the world and its states in the snapshot. The table spells
+only the routes a kind adds itself.
 """
 
 from __future__ import annotations
@@ -31,12 +37,13 @@ from jobs.models import TrainingRun
 from jobs.services import submit_run
 from notifications.models import EmailSubscription, Webhook
 from notifications.services import create_webhook
-from quotas.models import Cohort, TeamQuota, TeamSharing
+from quotas.models import Cohort, GpuFlavor, TeamQuota, TeamSharing
 from teams.models import ApiToken, Membership, Role, Team
 from teams.services import create_api_token
 from tests.factories import add_member, make_user
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
+from tests.test_kind_boundaries import project_kinds
 from workloads.models import TeamAlertSettings
 from workspaces import access
 from workspaces import services as workspace_services
@@ -47,15 +54,11 @@ pytestmark = pytest.mark.django_db
 # Routes of one object: name → (object kind, methods that read, methods that change it).
 RUN, ENDPOINT, WORKSPACE, KEY = "run", "endpoint", "workspace", "key"
 OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
-    "jobs:run-detail": (RUN, ("get",), ()), "jobs:run-state": (RUN, ("get",), ()),
-    "jobs:run-logs": (RUN, ("get",), ()), "jobs:run-logs-download": (RUN, ("get",), ()),
-    "jobs:run-events": (RUN, ("get",), ()), "jobs:run-cancel": (RUN, (), ("get", "post")),
+    "jobs:run-cancel": (RUN, (), ("get", "post")),
     "jobs:run-metrics": (RUN, ("get",), ()),
     # People read a run's training metrics; only the run's own token reports them (403 for people).
     "run-metrics": (RUN, ("get",), ("post",)),
-    "inference:endpoint-detail": (ENDPOINT, ("get",), ()), "inference:endpoint-state": (ENDPOINT, ("get",), ()),
-    "inference:endpoint-logs": (ENDPOINT, ("get",), ()), "inference:endpoint-logs-download": (ENDPOINT, ("get",), ()),
-    "inference:endpoint-events": (ENDPOINT, ("get",), ()), "inference:endpoint-traffic": (ENDPOINT, ("get",), ()),
+    "inference:endpoint-traffic": (ENDPOINT, ("get",), ()),
     "inference:endpoint-edit": (ENDPOINT, (), ("get", "post")),
     "inference:endpoint-delete": (ENDPOINT, (), ("get", "post")),
     "inference:endpoint-promote": (ENDPOINT, (), ("post",)), "inference:endpoint-rollback": (ENDPOINT, (), ("post",)),
@@ -79,10 +82,6 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "inference:key-enable": (KEY, (), ("post",)),
     "endpoint-revisions": (ENDPOINT, ("get",), ()), "endpoint-rollout": (ENDPOINT, (), ("post",)),
     "endpoint-promote": (ENDPOINT, (), ("post",)), "endpoint-rollback": (ENDPOINT, (), ("post",)),
-    "workspaces:workspace-detail": (WORKSPACE, ("get",), ()), "workspaces:workspace-state": (WORKSPACE, ("get",), ()),
-    "workspaces:workspace-logs": (WORKSPACE, ("get",), ()),
-    "workspaces:workspace-logs-download": (WORKSPACE, ("get",), ()),
-    "workspaces:workspace-events": (WORKSPACE, ("get",), ()),
     # Opening hands out the way in: the owner's (a viewer of the team is refused, staff outside it too).
     "workspaces:workspace-open": (WORKSPACE, (), ("get",)),
     "workspaces:workspace-pause": (WORKSPACE, (), ("post",)),
@@ -96,6 +95,19 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "workspace-pause": (WORKSPACE, (), ("post",)), "workspace-resume": (WORKSPACE, (), ("post",)),
     "workspace-share": (WORKSPACE, (), ("post",)),
 }
+#: The read routes every kind has, by their names' ends (``<namespace>:<noun>-state``): ``workloads.views.read_urls``'
+#: four, and its page, which they link (``workloads.views._route``).
+READ_VIEWS = ("detail", "state", "logs", "logs-download", "events")
+
+
+def kind_read_routes() -> dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """Each kind's page and generated read routes, each read through its access helper: the world's object of its noun.
+    A kind's URL namespace is its app label (the kinds' URLconfs say so: ``app_name``)."""
+    return {f"{kind.model._meta.app_label}:{kind.noun}-{view}": (kind.noun, ("get",), ())
+            for kind in project_kinds() for view in READ_VIEWS}
+
+
+OBJECT_ROUTES = {**kind_read_routes(), **OBJECT_ROUTES}
 #: Routes that take a team (in the path or the body): name → (path, method, body).
 TEAM_ROUTES = {
     "team-usage": ("/api/v1/teams/{team}/usage/", "get", None),
@@ -145,15 +157,16 @@ PORTAL_TEAM_ROUTES = {
     "inference:team-keys": ("/teams/{team}/keys/", "get", None, Role.VIEWER),
 }
 #: Routes scoped to the caller (their own teams, their own tokens): nothing of another team to reach.
-OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-token", "jobs:run-list", "jobs:run-new",
-              "jobs:run-preview", "inference:endpoint-list", "inference:endpoint-new", "inference:endpoint-preview",
+OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-token", "jobs:run-new",
+              "jobs:run-preview", "inference:endpoint-new", "inference:endpoint-preview",
               "usage", "usage-report", "team-list", "flavor-list", "login", "logout", "device-login",
               "api-root",  # the API root: links only, for whoever is signed in
               "flavor-help",  # the flavors everyone may request, as flavor-list (tests/front/test_flavor_help.py)
               # The caller's team, or the runs its query names, each read as its page is (404 outside the
               # team: tests/jobs/test_metric_pages.py).
               "jobs:run-compare",
-              "workspaces:workspace-list", "workspaces:workspace-new", "workspaces:workspace-preview"}
+              "workspaces:workspace-new", "workspaces:workspace-preview"}
+OWN_ROUTES |= {kind.nav.url_name for kind in project_kinds() if kind.nav}  # a nav item's page takes no argument
 #: The ingress controller's auth-url: it names a workspace in its query (tested below and in tests/workspaces).
 AUTH_ROUTES = {"workspaces:workspace-auth"}
 #: Single sign-on's flow (front.sso): the provider login and callback, and the deactivated-account page. They
@@ -205,7 +218,14 @@ def world(team, other_team, member, outsider, viewer, team_admin, ep_quota, quot
     create_webhook(team_admin, team, "https://hooks.example.com/team", ["run_failed"])
     workspace = workspace_services.create_workspace(member, team, {"name": "explore", "flavor": "a100-1g.10gb"})
     key, _raw = api_keys.create_key(member, team, endpoint, "matrix key")
-    return {RUN: run, ENDPOINT: endpoint, WORKSPACE: workspace, KEY: key}
+    objects = {RUN: run, ENDPOINT: endpoint, WORKSPACE: workspace, KEY: key}
+    # A kind the fixture does not submit by its own service (a new one): a row of its own, which its read
+    # routes need and admission does not.
+    flavor = GpuFlavor.objects.get(name="a100-80gb")
+    for kind in project_kinds():
+        if kind.noun not in objects:
+            objects[kind.noun] = kind.model.objects.create(team=team, created_by=member, name="matrix", flavor=flavor)
+    return objects
 
 
 def path_of(name: str, obj) -> str:
@@ -225,7 +245,8 @@ def snapshot() -> tuple:
             sorted(Workspace.objects.values_list("pk", "state", "shared_with_admins")),
             sorted(TeamAlertSettings.objects.values_list("team_id", "idle_util_pct", "idle_minutes", "memory_pct",
                                                         "memory_minutes")),
-            sorted(ApiKey.objects.values_list("pk", "name", "updated_at", "disabled_at", "revoked_at")))
+            sorted(ApiKey.objects.values_list("pk", "name", "updated_at", "disabled_at", "revoked_at")),
+            *(sorted(kind.model.objects.values_list("pk", "state")) for kind in project_kinds()))
 
 
 def call(client, method: str, path: str, body=None):
