@@ -80,6 +80,9 @@ SKIPPED: dict[str, str] = {
                                       "demo's: tests/inference/test_serving_load.py starts the command and stops it",
     r"(python )?manage\.py gateway(\s+--bind\s+\S+)?": "the gateway serves until stopped: make run starts it, and tests/gateway/test_gateway.py "
                             "starts the command (two of them) and stops it",
+    r"(\.venv/bin/python )?manage\.py startkind .*": "writes a new kind's app and tests into the checkout and edits its "
+                                                  "settings, URLs and docs: tests/workloads/test_startkind.py runs it "
+                                                  "on a copy of the repository",
     r"/workspaces/auth/(\?workspace=.*)?": "the ingress controller's auth-url answers by a workspace's own cookie, "
                                            "which no reader of the portal holds (401): tests/workspaces/test_access.py",
     r"/accounts/oidc/slipway/login/callback/": "the identity provider's redirect target, answered only with a "

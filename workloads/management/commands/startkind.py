@@ -1,0 +1,241 @@
+"""``manage.py startkind NAME``: scaffold a new workload kind that passes the suite as generated (issue 48, point 7).
+
+What it writes (docs/architecture.md "Adding a kind"):
+
+- the kind's app ``NAME/``, rendered with Django's own ``startapp`` machinery (:class:`TemplateCommand`) from
+  ``workloads/kind_template/app/`` — the test-only kind of tests/workloads/tinykind grown into a product app:
+  the model on the abstract ``workloads.models.Workload`` and its state enum, the pure builder
+  (``manifests.py``), the status mapping (``status.py``), the ``WorkloadKind`` (``kind.py``) registered from
+  ``apps.py``'s ``ready()``, its list page and its page (which the shared read views link), the read views every
+  kind gets, its state cell and admin list —
+  and its initial migration, made by ``makemigrations`` itself in a fresh process (the one way to get
+  exactly what ``makemigrations --check`` expects, whatever the abstract model holds by then);
+- its tests, ``tests/NAME/`` from ``workloads/kind_template/tests/``: submit → admitted → running → ended on the
+  fake cluster, and its pages;
+- the wiring, edited in place rather than printed: the app in ``INSTALLED_APPS`` (after the last kind, the
+  layer order) and its URLs in ``portal/urls.py`` (after the last kind's include), as the generators that
+  promise a working result (Rails') do and ``startapp`` (which promises only files) does not — the issue's proof
+  is that the output passes the suite as generated, and a kind not installed is not checked by anything;
+- its column of docs/glossary.md's table of states (tests/docs/test_glossary_states.py holds the table to the
+  registry), and deploy/rbac.yaml rendered again (``manage.py rbac``) with its resource kind.
+
+What it derives rather than writes: its layer (tests/test_layers.py), its names for the boundary check
+(tests/test_kind_boundaries.py) and its page, read routes and list page in the isolation matrix
+(tests/test_isolation_matrix.py) come from the registry. What it prints: what only a kind with an API needs
+(serializers and a viewset on ``workloads.api.WorkloadViewSet``, its router line, a CLI module), a sandbox
+controller for its object, and the reason-code migrations — none of which a kind without an API needs to pass.
+
+Every refusal is a :class:`CommandError` before anything is written: a name that is no lowercase identifier
+or is an importable module already, a directory that exists, a prefix, noun, plural, app label or model name
+another kind or app uses.
+"""
+
+from __future__ import annotations
+
+import ast
+import keyword
+import os
+import re
+import shutil
+import subprocess
+import sys
+from importlib.util import find_spec
+from pathlib import Path
+
+from django.apps import apps
+from django.conf import settings
+from django.core.management.base import CommandError
+from django.core.management.templates import TemplateCommand
+
+from workloads.registry import kinds
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "kind_template"
+#: What the app, the URL namespace and the state enum's members are spelled with.
+IDENTIFIER = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+PREFIX = re.compile(r"^[a-z]+$")
+#: The glossary's table of states, and the generated kind's row cells (its states as the template declares them).
+GLOSSARY = Path("docs") / "glossary.md"
+GLOSSARY_HEADER = "| word | means | in the code |"
+GLOSSARY_CELLS = {"**queued**": "`queued`", "**holding**": "`admitted`, `starting`, `running`",
+                  "**active**": "the four above", "**unfinished**": "as active"}
+
+
+def derive(name: str, noun: str | None, plural: str | None, prefix: str | None) -> dict[str, str]:
+    """The new kind's names from ``NAME`` (its app: "sweeps") and the options: noun "sweep", plural "sweeps",
+    prefix "sweep", model ``Sweep``. ``NAME`` without a plural "s" is its noun, and its plural gets one."""
+    noun = noun or (name[:-1] if name.endswith("s") and len(name) > 1 else name)
+    plural = plural or (name if name != noun else f"{noun}s")
+    prefix = prefix or noun.replace("_", "")
+    model = "".join(part.capitalize() for part in noun.split("_"))
+    return {"noun": noun, "plural": plural, "prefix": prefix, "model_name": model, "state_enum": f"{model}State",
+            "kind_class": f"{model}Kind", "plural_override": "yes" if plural != f"{noun}s" else ""}
+
+
+def refusals(repo: Path, name: str, names: dict[str, str]) -> list[str]:
+    """Why ``name`` and its names cannot be a new kind here, in words ([] when they can)."""
+    found = []
+    if not IDENTIFIER.match(name) or keyword.iskeyword(name):
+        found.append(f"{name!r} is not a lowercase Python identifier (an app package and URL namespace)")
+    elif find_spec(name) is not None:
+        found.append(f"{name!r} is the name of a module that exists already")
+    for what in ("noun", "plural"):
+        if not IDENTIFIER.match(names[what]) or keyword.iskeyword(names[what]):
+            found.append(f"the {what} {names[what]!r} is not a lowercase identifier")
+    if not PREFIX.match(names["prefix"]):
+        found.append(f"the prefix {names['prefix']!r} is not lowercase letters only (refs read prefix:42)")
+    for directory in (repo / name, repo / "tests" / name):
+        if directory.exists():
+            found.append(f"{directory} exists already")
+    if name in {config.label for config in apps.get_app_configs()}:
+        found.append(f"an installed app is labelled {name!r}")
+    for kind in kinds():
+        taken = {"prefix": kind.prefix, "noun": kind.noun, "plural": kind.plural, "model_name": kind.model.__name__}
+        for what, value in taken.items():
+            if names[what] == value or (what in ("noun", "plural") and names[what] in (kind.noun, kind.plural)):
+                found.append(f"the {what.replace('_', ' ')} {names[what]!r} is {type(kind).__name__}'s")
+    return sorted(set(found))
+
+
+def project_kind_packages() -> list[str]:
+    """The app packages of the product's kinds, in registration order (a kind under tests/ is a fixture)."""
+    packages = [kind.model._meta.app_config.name for kind in kinds()]
+    return [package for package in packages if not package.startswith("tests.")]
+
+
+def insert_after_last(path: Path, lines_of: callable, line: str) -> None:
+    """Insert ``line`` after the last line of the last node ``lines_of(tree)`` returns, at that node's indent."""
+    source = path.read_text()
+    nodes = lines_of(ast.parse(source))
+    if not nodes:
+        raise CommandError(f"{path}: found no kind's line to add the new one after; add {line.strip()!r} by hand")
+    last = max(nodes, key=lambda node: node.end_lineno)
+    lines = source.splitlines(keepends=True)
+    lines.insert(last.end_lineno, " " * last.col_offset + line + "\n")
+    path.write_text("".join(lines))
+
+
+def installed_kind_entries(packages: list[str]):
+    def find(tree: ast.Module) -> list[ast.expr]:
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "INSTALLED_APPS" for t in node.targets):
+                return [elt for elt in getattr(node.value, "elts", [])
+                        if isinstance(elt, ast.Constant) and elt.value in packages]
+        return []
+    return find
+
+
+def url_include_entries(packages: list[str]):
+    includes = {f"{package}.urls" for package in packages}
+
+    def find(tree: ast.Module) -> list[ast.expr]:
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "urlpatterns" for t in node.targets):
+                return [elt for elt in getattr(node.value, "elts", []) if isinstance(elt, ast.Call)
+                        and any(isinstance(arg, ast.Call) and arg.args and isinstance(arg.args[0], ast.Constant)
+                                and arg.args[0].value in includes for arg in elt.args)]
+        return []
+    return find
+
+
+def add_glossary_column(path: Path, noun: str) -> None:
+    """Add the kind's column to the glossary's table of states (docs/glossary.md "States")."""
+    lines = path.read_text().splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith(GLOSSARY_HEADER)), None)
+    if start is None:
+        raise CommandError(f"{path}: no table of states (a line starting {GLOSSARY_HEADER!r}) to add a column to")
+    lines[start] = lines[start].rstrip("\n") + f" {noun} states |\n"
+    lines[start + 1] = lines[start + 1].rstrip("\n") + " --- |\n"
+    row = start + 2
+    while row < len(lines) and lines[row].startswith("|"):
+        word = lines[row].split("|")[1].strip().split(" ")[0]
+        if word not in GLOSSARY_CELLS:
+            raise CommandError(f"{path}: the table of states has a row {word!r} the command does not know")
+        lines[row] = lines[row].rstrip("\n") + f" {GLOSSARY_CELLS[word]} |\n"
+        row += 1
+    path.write_text("".join(lines))
+
+
+class Command(TemplateCommand):
+    help = ("Scaffold a new workload kind NAME (its app package, plural: sweeps) from the test kind, wire it into "
+            "the settings and URLs, and make its migration: it passes the suite as generated.")
+    rewrite_template_suffixes = ((".py-tpl", ".py"), (".html-tpl", ".html"))
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("name", help="The app package, app label and URL namespace: lowercase, plural (sweeps).")
+        parser.add_argument("--noun", help="What people call one (default: NAME without its final s).")
+        parser.add_argument("--plural", help="What people call several, and its URL path (default: NAME).")
+        parser.add_argument("--prefix", help="Its identity prefix, lowercase letters (default: the noun's letters).")
+
+    def handle(self, *args, **options) -> None:
+        repo = Path(settings.BASE_DIR)
+        name = options["name"]
+        names = derive(name, options["noun"], options["plural"], options["prefix"])
+        problems = refusals(repo, name, names)
+        if problems:
+            raise CommandError(f"cannot start the kind {name!r}: " + "; ".join(problems) + ".")
+        packages = project_kind_packages()
+        context = {**names, "nav_order": str(max((k.nav.order for k in kinds() if k.nav), default=0) + 10),
+                   "template": None, "extensions": ["py", "html"], "files": [], "verbosity": options["verbosity"]}
+        (repo / "tests" / name).mkdir()
+        super().handle("app", name, str(repo / "tests" / name), **{**context, "template": str(TEMPLATES / "tests")})
+        (repo / name).mkdir()
+        super().handle("app", name, str(repo / name), **{**context, "template": str(TEMPLATES / "app")})
+        insert_after_last(repo / "portal" / "settings.py", installed_kind_entries(packages), f'"{name}",')
+        insert_after_last(repo / "portal" / "urls.py", url_include_entries(packages), f'path("", include("{name}.urls")),')
+        add_glossary_column(repo / GLOSSARY, names["noun"])
+        self._sort_imports(repo, name)
+        self._manage(repo, "makemigrations", name, "--verbosity", "0")
+        (repo / "deploy" / "rbac.yaml").write_text(self._manage(repo, "rbac"))
+        self.stdout.write(self.report(name, names))
+
+    def validate_name(self, name, name_or_dir="name") -> None:
+        """Nothing: :func:`refusals` checked the name before anything was written, and the directories made for
+        the templates would now read as a module of that name to the template machinery's own check."""
+
+    def _sort_imports(self, repo: Path, name: str) -> None:
+        """Sort the new files' imports with the project's linter (``make test`` runs it): where the kind's own
+        imports go among the others depends on its name, which a template cannot know. Django's template
+        machinery runs a formatter it finds (black) the same way; without ruff installed, ruff check says so."""
+        ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+        if not Path(ruff).exists():
+            self.stderr.write(f"ruff not found: sort the imports of {name}/ and tests/{name}/ (ruff check --fix).")
+            return
+        subprocess.run([ruff, "check", "--quiet", "--fix", "--select", "I", name, f"tests/{name}"], cwd=repo,
+                       capture_output=True, check=False)
+
+    def _manage(self, repo: Path, *arguments: str) -> str:
+        """``manage.py`` in a fresh process on the product's settings, which now install the new app; its output."""
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings"}
+        done = subprocess.run([sys.executable, "manage.py", *arguments], cwd=repo, env=env, capture_output=True,
+                              text=True, check=False)
+        if done.returncode != 0:
+            raise CommandError(f"manage.py {' '.join(arguments)} failed:\n{done.stdout}{done.stderr}")
+        return done.stdout
+
+    def report(self, name: str, names: dict[str, str]) -> str:
+        noun, plural, prefix = names["noun"], names["plural"], names["prefix"]
+        return f"""Started the kind {name!r}: one is a {noun!r}, several are {plural!r}, refs read {prefix}:42.
+
+Written:
+  {name}/                 the app: model, kind (registered in apps.py), builder, status mapping, list page and
+                          page, admin,
+                          migrations/0001_initial.py (makemigrations)
+  tests/{name}/           submit -> admitted -> running -> ended on the fake cluster, and its pages
+  portal/settings.py      "{name}" in INSTALLED_APPS, after the last kind
+  portal/urls.py          its URLs, after the last kind's
+  docs/glossary.md        its column of the table of states
+  deploy/rbac.yaml        rendered again with its resource kind (make rbac)
+
+Derived from the registry, nothing to do: its layer (tests/test_layers.py), its names (tests/test_kind_boundaries.py),
+its page, read routes and list page (tests/test_isolation_matrix.py).
+
+By hand, when the kind grows:
+  - its object: {name}/manifests.py builds a custom object no sandbox controller runs; build what your kind runs
+    (cluster.manifests' pieces) or add a controller under sandbox/controllers/, and declare it in RESOURCES;
+  - an API: serializers and a viewset on workloads.api.WorkloadViewSet (submit and preview on the kind), its
+    router line in portal/api_urls.py, its object routes in tests/test_isolation_matrix.py OBJECT_ROUTES and
+    TEAM_ROUTES, a part of its own in tests/api/test_fuzz.py PARTS, a CLI module slipway/{plural}.py with its
+    client methods (slipway/client.py);
+  - a reason code of its own: a migration in every kind app (reason_code's choices).
+Then: .venv/bin/python -m pytest tests/{name} tests/test_kind_boundaries.py tests/test_layers.py
+"""
