@@ -16,7 +16,8 @@ For every route that takes an object or a team:
 
 What every kind gets from the shared machinery is derived from the registry, so a new kind
 (``manage.py startkind``) is in the matrix without a touch here: its read routes
-(its page and ``workloads.views.read_urls``': :func:`kind_read_routes`), its list page (its nav item, a route of the
+(its page and ``workloads.views.read_urls``': :func:`kind_read_routes`), its API's shared routes with the methods
+its viewset answers (:func:`kind_api_routes`) and its create, its list page (its nav item, a route of the
 caller's own team), an object of it in the world and its states in the snapshot. The table spells
 only the routes a kind adds itself.
 """
@@ -62,16 +63,9 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "inference:endpoint-edit": (ENDPOINT, (), ("get", "post")),
     "inference:endpoint-delete": (ENDPOINT, (), ("get", "post")),
     "inference:endpoint-promote": (ENDPOINT, (), ("post",)), "inference:endpoint-rollback": (ENDPOINT, (), ("post",)),
-    "run-detail": (RUN, ("get",), ()), "run-cancel": (RUN, (), ("post",)), "run-events": (RUN, ("get",), ()),
-    "run-logs": (RUN, ("get",), ()), "run-logs-download": (RUN, ("get",), ()), "run-manifest": (RUN, ("get",), ()),
-    "run-telemetry": (RUN, ("get",), ()), "endpoint-telemetry": (ENDPOINT, ("get",), ()),
+    "run-cancel": (RUN, (), ("post",)),
     "endpoint-traffic": (ENDPOINT, ("get",), ()),
-    "workspace-telemetry": (WORKSPACE, ("get",), ()),
-    "endpoint-detail": (ENDPOINT, ("get",), ("patch", "delete")), "endpoint-events": (ENDPOINT, ("get",), ()),
-    "endpoint-logs": (ENDPOINT, ("get",), ()), "endpoint-logs-download": (ENDPOINT, ("get",), ()),
-    "endpoint-manifest": (ENDPOINT, ("get",), ()),
-    "run-preemptions": (RUN, ("get",), ()), "run-checkpoints": (RUN, (), ("post",)), "endpoint-preemptions": (ENDPOINT, ("get",), ()),
-    "run-attempts": (RUN, ("get",), ()), "endpoint-attempts": (ENDPOINT, ("get",), ()),
+    "run-checkpoints": (RUN, (), ("post",)),
     "endpoint-scaling": (ENDPOINT, ("get",), ()), "endpoint-replicas": (ENDPOINT, ("get",), ()),
     "endpoint-cold-starts": (ENDPOINT, ("get",), ()),
     # An endpoint's API keys: its team reads them (staff too), members create them; their usage in money.
@@ -88,10 +82,7 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "workspaces:workspace-resume": (WORKSPACE, (), ("post",)),
     "workspaces:workspace-share": (WORKSPACE, (), ("post",)),
     "workspaces:workspace-delete": (WORKSPACE, (), ("get", "post")),
-    "workspace-detail": (WORKSPACE, ("get",), ("delete",)), "workspace-events": (WORKSPACE, ("get",), ()),
-    "workspace-logs": (WORKSPACE, ("get",), ()), "workspace-logs-download": (WORKSPACE, ("get",), ()),
-    "workspace-manifest": (WORKSPACE, ("get",), ()), "workspace-preemptions": (WORKSPACE, ("get",), ()),
-    "workspace-attempts": (WORKSPACE, ("get",), ()), "workspace-open": (WORKSPACE, (), ("get",)),
+    "workspace-open": (WORKSPACE, (), ("get",)),
     "workspace-pause": (WORKSPACE, (), ("post",)), "workspace-resume": (WORKSPACE, (), ("post",)),
     "workspace-share": (WORKSPACE, (), ("post",)),
 }
@@ -107,7 +98,37 @@ def kind_read_routes() -> dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]
             for kind in project_kinds() for view in READ_VIEWS}
 
 
-OBJECT_ROUTES = {**kind_read_routes(), **OBJECT_ROUTES}
+#: The API routes every kind's viewset has from ``workloads.api.WorkloadViewSet`` (by their names' ends: ``<noun>-events``).
+API_VIEWS = ("detail", "logs", "logs-download", "events", "manifest", "telemetry", "preemptions", "attempts")
+
+
+def api_callbacks() -> dict[str, object]:
+    """The API's views by route name (a DRF view knows the methods it answers: ``actions``)."""
+    def walk(patterns):
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                yield from walk(pattern.url_patterns)
+            elif pattern.name:
+                yield pattern.name, pattern.callback
+
+    api = next(p for p in get_resolver().url_patterns if isinstance(p, URLResolver) and str(p.pattern) == "api/v1/")
+    return dict(walk(api.url_patterns))
+
+
+def kind_api_routes() -> dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """Each kind's shared API routes, where its viewset has them: what they read (GET), and what else they answer
+    (a ``DELETE`` of the kind's own) as a change."""
+    callbacks, found = api_callbacks(), {}
+    for kind in project_kinds():
+        for view in API_VIEWS:
+            callback = callbacks.get(f"{kind.noun}-{view}")
+            if callback is not None:
+                methods = tuple(sorted(set(getattr(callback, "actions", {"get": ""})) - {"head", "options"}))
+                found[f"{kind.noun}-{view}"] = (kind.noun, ("get",), tuple(m for m in methods if m != "get"))
+    return found
+
+
+OBJECT_ROUTES = {**kind_read_routes(), **kind_api_routes(), **OBJECT_ROUTES}
 #: Routes that take a team (in the path or the body): name → (path, method, body).
 TEAM_ROUTES = {
     "team-usage": ("/api/v1/teams/{team}/usage/", "get", None),
@@ -124,12 +145,17 @@ TEAM_ROUTES = {
     "team-keys": ("/api/v1/teams/{team}/keys/", "post", lambda team: {"name": "matrix"}),
     "team-keys-usage": ("/api/v1/teams/{team}/keys/usage/", "get", None),
 }
+# A kind's create (``<noun>-list``) the table does not spell: its access is checked before its fields.
+TEAM_ROUTES.update({f"{kind.noun}-list": (f"/api/v1/{kind.plural}/", "post", lambda team: {
+    "name": "new", "flavor": "a100-80gb", "team": team}) for kind in project_kinds()
+    if f"{kind.noun}-list" in api_callbacks() and f"{kind.noun}-list" not in TEAM_ROUTES})
 #: What platform staff outside the team get on those: they read its quotas and change its quotas and
 #: sharing (quota as code); its usage and its work are its members' (404, as for an outsider).
 STAFF_OUTSIDE_THE_TEAM = {"team-usage": 404, "run-list": 404, "endpoint-list": 404, "workspace-list": 404,
                           "team-quotas": 200, "team-quota": 200, "team-sharing-detail": 200, "team-alerts": 404,
                           # Staff read any team's keys and their usage (and revoke them in the admin console only).
                           "team-keys": 404, "team-keys-usage": 200}
+STAFF_OUTSIDE_THE_TEAM.update({name: 404 for name in TEAM_ROUTES if name not in STAFF_OUTSIDE_THE_TEAM})  # work
 #: API routes of platform staff alone (quota as code, clusters): name → (path, methods). Anyone else: 404.
 STAFF_API_ROUTES = {
     "cohort-list": ("/api/v1/cohorts/", ("get",)),

@@ -13,9 +13,10 @@ several fields together, which no JSON Schema can state: a POST or PATCH names a
 catalogue, a pullable image and a quota the team holds; a usage report's ``until`` must come
 after its ``since``; the command line's sign-in polls with a device code the server issued. Their 400s are still checked against the schema (shape, content type).
 
-The API is fuzzed in four parts (:data:`PARTS`: runs, endpoints, workspaces, the rest), each its own
-test, so that pytest-xdist spreads them over its workers; each part must reach every operation of
-its paths in the schema, and the last part is every path the others leave.
+The API is fuzzed in parts (:data:`PARTS`: one per kind with an API — runs, endpoints, workspaces —, read
+from the kind registry and the router, so a new kind's API gets its own part without a touch here; then
+the rest), each its own test, so that pytest-xdist spreads them over its workers; each part must reach
+every operation of its paths in the schema, and the last part is every path the others leave.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ from schemathesis.engine import Status, events, from_schema
 
 from inference import services as endpoints
 from jobs.services import submit_run
+from portal.api_urls import router
 from teams.services import create_api_token
 from tests.e2e.conftest import wait_for
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
+from tests.test_kind_boundaries import project_kinds
 
 # Thousands of requests through a live server: minutes on a busy 2-core machine, past the suite's 300 s default.
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
@@ -47,9 +50,11 @@ EXAMPLES = 5
 OBJECT_EXAMPLES = 15
 SEED = 21
 
+#: The kinds with an API: a kind's viewset is registered under its plural (portal/api_urls.py).
+API_KINDS = [kind.plural for kind in project_kinds() if kind.plural in {prefix for prefix, *_ in router.registry}]
 #: Operations whose valid-by-the-schema input may still be refused on data (see the docstring).
 DATA_DEPENDENT = [
-    {"include-path-regex": r"^/api/v1/(runs|endpoints|workspaces)/(\{id\}/)?$", "include-method": ["POST", "PATCH"]},
+    {"include-path-regex": rf"^/api/v1/({'|'.join(API_KINDS)})/(\{{id\}}/)?$", "include-method": ["POST", "PATCH"]},
     {"include-path": "/api/v1/usage/", "include-method": "GET"},
     # The command line's sign-in: a device code is only good if the server issued it, and an address
     # may hold only so many waiting logins (429).
@@ -59,8 +64,7 @@ DATA_DEPENDENT = [
 
 #: The parts the API is fuzzed in, by path: each a test of its own (xdist spreads them). The last
 #: part is every path the others leave.
-PARTS = {"runs": r"^/api/v1/runs/", "endpoints": r"^/api/v1/endpoints/", "workspaces": r"^/api/v1/workspaces/",
-         "the rest": None}
+PARTS = {**{plural: rf"^/api/v1/{plural}/" for plural in API_KINDS}, "the rest": None}
 #: The paths of the parts before the last.
 WORKLOADS = "|".join(pattern for pattern in PARTS.values() if pattern)
 #: Operations on one object (on the ``ids`` fixture's run, endpoint and team; on random ids elsewhere).

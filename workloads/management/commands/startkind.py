@@ -6,24 +6,26 @@ What it writes (docs/architecture.md "Adding a kind"):
   ``workloads/kind_template/app/`` — the test-only kind of tests/workloads/tinykind grown into a product app:
   the model on the abstract ``workloads.models.Workload`` and its state enum, the pure builder
   (``manifests.py``), the status mapping (``status.py``), the ``WorkloadKind`` (``kind.py``) registered from
-  ``apps.py``'s ``ready()``, its list page and its page (which the shared read views link), the read views every
-  kind gets, its state cell and admin list —
-  and its initial migration, made by ``makemigrations`` itself in a fresh process (the one way to get
-  exactly what ``makemigrations --check`` expects, whatever the abstract model holds by then);
+  ``apps.py``'s ``ready()``, its services, validation and API (create with its dry run, read, delete: a viewset
+  on ``workloads.api.WorkloadViewSet``), its list page and its page (which the shared read views link), the
+  read views every kind gets, its state cell and admin list — and its initial migration, made by
+  ``makemigrations`` itself in a fresh process (the one way to get exactly what ``makemigrations --check``
+  expects, whatever the abstract model holds by then);
 - its tests, ``tests/NAME/`` from ``workloads/kind_template/tests/``: submit → admitted → running → ended on the
-  fake cluster, and its pages;
+  fake cluster, its API and its pages;
 - the wiring, edited in place rather than printed: the app in ``INSTALLED_APPS`` (after the last kind, the
-  layer order) and its URLs in ``portal/urls.py`` (after the last kind's include), as the generators that
-  promise a working result (Rails') do and ``startapp`` (which promises only files) does not — the issue's proof
-  is that the output passes the suite as generated, and a kind not installed is not checked by anything;
+  layer order), its URLs in ``portal/urls.py`` and its viewset in ``portal/api_urls.py`` (each after the last
+  kind's), as the generators that promise a working result (Rails') do and ``startapp`` (which promises only
+  files) does not — the issue's proof is that the output passes the suite as generated, and a kind not
+  installed is checked by nothing. The new files' imports are sorted by the project's linter;
 - its column of docs/glossary.md's table of states (tests/docs/test_glossary_states.py holds the table to the
   registry), and deploy/rbac.yaml rendered again (``manage.py rbac``) with its resource kind.
 
 What it derives rather than writes: its layer (tests/test_layers.py), its names for the boundary check
-(tests/test_kind_boundaries.py) and its page, read routes and list page in the isolation matrix
-(tests/test_isolation_matrix.py) come from the registry. What it prints: what only a kind with an API needs
-(serializers and a viewset on ``workloads.api.WorkloadViewSet``, its router line, a CLI module), a sandbox
-controller for its object, and the reason-code migrations — none of which a kind without an API needs to pass.
+(tests/test_kind_boundaries.py), its page, read routes, API routes, create and list page in the isolation matrix
+(tests/test_isolation_matrix.py) and its part of the API fuzz (tests/api/test_fuzz.py) come from the registry
+and the router. What it prints: the CLI module (slipway/ imports no project package, so nothing there can
+follow the registry), a sandbox controller for its object, and the reason-code migrations.
 
 Every refusal is a :class:`CommandError` before anything is written: a name that is no lowercase identifier
 or is an importable module already, a directory that exists, a prefix, noun, plural, app label or model name
@@ -137,6 +139,24 @@ def url_include_entries(packages: list[str]):
     return find
 
 
+def api_import_entries(packages: list[str]):
+    modules = {f"{package}.api" for package in packages}
+
+    def find(tree: ast.Module) -> list[ast.stmt]:
+        return [node for node in tree.body if isinstance(node, ast.ImportFrom) and node.module in modules]
+    return find
+
+
+def api_router_entries(packages: list[str]):
+    """The ``router.register(…)`` lines of the kinds' viewsets (those imported from a kind's ``api`` module)."""
+    def find(tree: ast.Module) -> list[ast.stmt]:
+        viewsets = {alias.asname or alias.name for node in api_import_entries(packages)(tree) for alias in node.names}
+        return [node for node in tree.body if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+                and getattr(node.value.func, "attr", "") == "register" and len(node.value.args) > 1
+                and getattr(node.value.args[1], "id", "") in viewsets]
+    return find
+
+
 def add_glossary_column(path: Path, noun: str) -> None:
     """Add the kind's column to the glossary's table of states (docs/glossary.md "States")."""
     lines = path.read_text().splitlines(keepends=True)
@@ -182,6 +202,10 @@ class Command(TemplateCommand):
         super().handle("app", name, str(repo / name), **{**context, "template": str(TEMPLATES / "app")})
         insert_after_last(repo / "portal" / "settings.py", installed_kind_entries(packages), f'"{name}",')
         insert_after_last(repo / "portal" / "urls.py", url_include_entries(packages), f'path("", include("{name}.urls")),')
+        api_urls, viewset = repo / "portal" / "api_urls.py", f"{names['model_name']}ViewSet"
+        insert_after_last(api_urls, api_router_entries(packages),
+                          f'router.register("{names["plural"]}", {viewset}, basename="{names["noun"]}")')
+        insert_after_last(api_urls, api_import_entries(packages), f"from {name}.api import {viewset}")
         add_glossary_column(repo / GLOSSARY, names["noun"])
         self._sort_imports(repo, name)
         self._manage(repo, "makemigrations", name, "--verbosity", "0")
@@ -200,7 +224,7 @@ class Command(TemplateCommand):
         if not Path(ruff).exists():
             self.stderr.write(f"ruff not found: sort the imports of {name}/ and tests/{name}/ (ruff check --fix).")
             return
-        subprocess.run([ruff, "check", "--quiet", "--fix", "--select", "I", name, f"tests/{name}"], cwd=repo,
+        subprocess.run([ruff, "check", "--quiet", "--fix", "--select", "I", name, f"tests/{name}", "portal/api_urls.py"], cwd=repo,
                        capture_output=True, check=False)
 
     def _manage(self, repo: Path, *arguments: str) -> str:
@@ -217,25 +241,24 @@ class Command(TemplateCommand):
         return f"""Started the kind {name!r}: one is a {noun!r}, several are {plural!r}, refs read {prefix}:42.
 
 Written:
-  {name}/                 the app: model, kind (registered in apps.py), builder, status mapping, list page and
-                          page, admin,
-                          migrations/0001_initial.py (makemigrations)
-  tests/{name}/           submit -> admitted -> running -> ended on the fake cluster, and its pages
+  {name}/                 the app: model, kind (registered in apps.py), builder, status mapping, services, API,
+                          list page and page, admin, migrations/0001_initial.py (makemigrations)
+  tests/{name}/           submit -> admitted -> running -> ended on the fake cluster, its API, its pages
   portal/settings.py      "{name}" in INSTALLED_APPS, after the last kind
   portal/urls.py          its URLs, after the last kind's
+  portal/api_urls.py      its viewset at /api/v1/{plural}/, after the last kind's
   docs/glossary.md        its column of the table of states
   deploy/rbac.yaml        rendered again with its resource kind (make rbac)
 
 Derived from the registry, nothing to do: its layer (tests/test_layers.py), its names (tests/test_kind_boundaries.py),
-its page, read routes and list page (tests/test_isolation_matrix.py).
+its routes in the isolation matrix (tests/test_isolation_matrix.py), its part of the API fuzz (tests/api/test_fuzz.py).
 
 By hand, when the kind grows:
   - its object: {name}/manifests.py builds a custom object no sandbox controller runs; build what your kind runs
     (cluster.manifests' pieces) or add a controller under sandbox/controllers/, and declare it in RESOURCES;
-  - an API: serializers and a viewset on workloads.api.WorkloadViewSet (submit and preview on the kind), its
-    router line in portal/api_urls.py, its object routes in tests/test_isolation_matrix.py OBJECT_ROUTES and
-    TEAM_ROUTES, a part of its own in tests/api/test_fuzz.py PARTS, a CLI module slipway/{plural}.py with its
-    client methods (slipway/client.py);
+  - the CLI, which imports no app: a module of verbs slipway/{plural}.py over its client methods
+    (slipway/client.py), added to the root group in slipway/cli.py, tested in tests/cli/;
+  - routes of its own that change it (an action besides DELETE): their rows in tests/test_isolation_matrix.py;
   - a reason code of its own: a migration in every kind app (reason_code's choices).
-Then: .venv/bin/python -m pytest tests/{name} tests/test_kind_boundaries.py tests/test_layers.py
+Then: .venv/bin/python -m pytest tests/{name} tests/test_kind_boundaries.py tests/test_layers.py tests/test_isolation_matrix.py
 """
