@@ -216,6 +216,29 @@ class Client:
         listed = "; ".join(f"{item['id']} (team {item['team']}, {item['state']})" for item in found)
         raise Ambiguous(f"{len(found)} {noun}s are named {ref} in your teams: {listed}. Give the id instead.", found)
 
+    # -- any kind's collection ("workspaces/"): what every kind's API answers alike -------------------
+    # A kind's own methods below name these; a kind's module of verbs may call them directly (a kind made by
+    # ``manage.py startkind`` does: its verbs need no method of their own here).
+    def create_workload(self, collection: str, spec: dict, *, idempotency_key: str | None = None) -> dict:
+        """Create one in ``collection``; the same ``idempotency_key`` again returns the first (a fresh key if none)."""
+        key = idempotency_key or str(uuid.uuid4())
+        return self._request("POST", collection, json=spec, headers={"Idempotency-Key": key}).json()
+
+    def preview_workload(self, collection: str, spec: dict) -> Preview:
+        """What creating ``spec`` in ``collection`` would do now (the dry run); writes nothing."""
+        return self._request("POST", collection, params={"dry_run": "1"}, json=spec).json()
+
+    def workloads(self, collection: str, *, team: str | None = None, state: str | None = None,
+                  page_size: int | None = None) -> Iterator[dict]:
+        return self._pages(collection, team=team, state=state, page_size=page_size)
+
+    def workload(self, collection: str, workload_id: int) -> dict:
+        return self._get(f"{collection}{int(workload_id)}/")
+
+    def delete_workload(self, collection: str, workload_id: int) -> dict:
+        """Its end through ``DELETE`` (the kinds whose end is a delete)."""
+        return self._request("DELETE", f"{collection}{int(workload_id)}/").json()
+
     # -- signing in ---------------------------------------------------------------------------
     def start_device_login(self, client_name: str = "") -> dict:
         """Start a browser sign-in (RFC 8628): ``device_code``, ``user_code``, ``verification_uri(_complete)``,
@@ -275,7 +298,7 @@ class Client:
 
     def dry_run(self, spec: dict) -> Preview:
         """What submitting ``spec`` would do now (admission outcome, cost, estimated start); writes nothing."""
-        return self._request("POST", "runs/", params={"dry_run": "1"}, json=spec).json()
+        return self.preview_workload("runs/", spec)
 
     def runs(self, *, team: str | None = None, state: str | None = None, created_by: str | None = None,
              all_teams: bool = False, page_size: int | None = None) -> Iterator[Run]:
@@ -442,15 +465,14 @@ class Client:
         return response.text if csv else response.json()
 
     def create_workspace(self, spec: dict, *, idempotency_key: str | None = None) -> Workspace:
-        key = idempotency_key or str(uuid.uuid4())
-        return self._request("POST", "workspaces/", json=spec, headers={"Idempotency-Key": key}).json()
+        return self.create_workload("workspaces/", spec, idempotency_key=idempotency_key)
 
     def workspaces(self, *, team: str | None = None, state: str | None = None,
                    page_size: int | None = None) -> Iterator[Workspace]:
-        return self._pages("workspaces/", team=team, state=state, page_size=page_size)
+        return self.workloads("workspaces/", team=team, state=state, page_size=page_size)
 
     def workspace(self, workspace_id: int) -> Workspace:
-        return self._get(f"workspaces/{int(workspace_id)}/")
+        return self.workload("workspaces/", workspace_id)
 
     def open_workspace(self, workspace_id: int) -> str:
         """Where its Jupyter server is, for this caller (its owner, or an admin it is shared with)."""
@@ -463,4 +485,4 @@ class Client:
         return self._request("POST", f"workspaces/{int(workspace_id)}/resume/").json()
 
     def delete_workspace(self, workspace_id: int) -> Workspace:
-        return self._request("DELETE", f"workspaces/{int(workspace_id)}/").json()
+        return self.delete_workload("workspaces/", workspace_id)

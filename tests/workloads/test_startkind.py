@@ -6,14 +6,15 @@ command scaffolds a kind there, then, in processes of their own as CI runs them,
 --check`` and the structural tests a new kind must meet — the registry's checks, the kind boundaries, the layers
 and import cycles, the isolation matrix on the new kind's routes (its pages and its API), its part of the API fuzz,
 the docs (the glossary's column), deploy/rbac.yaml — and the kind's generated tests: submit → admitted → running →
-ended through the shared machinery on the fake cluster, its API and its pages. The sandbox runs no controller for
+ended through the shared machinery on the fake cluster, its API, its pages and its verbs of the command line. The sandbox runs no controller for
 the custom object the scaffold builds, so there is no cheap sandbox path; tests/<name>/ is where a kind's own
 end-to-end test goes once it builds what the sandbox runs.
 
-It took 99 s on the 2-vCPU VM while other work loaded it (load average 4-5; 143 s at 6): the command about 18 s
-(of which two Django starts, for ``makemigrations`` and ``rbac``), ``makemigrations --check`` about 6 s, the
-tests 60-75 s (14 s of it the test database's migrations, 8 s the docs walk, 26 s the new kind's fuzz part).
-Marked ``slow``, it runs in the first serial lane (tests/conftest.py), which was the shorter one; the refusals
+It took 110 s on the 2-vCPU VM while other work loaded it (load average 4-5): the command about 19 s (of which
+two Django starts, for ``makemigrations`` and ``rbac``), ``makemigrations --check`` about 6 s, the tests 75-85 s
+(14 s of it the test database's migrations, 8 s the docs walk, 26 s the new kind's fuzz part, 10 s its verbs
+against a live server). Marked ``slow``, it runs in the first serial lane (tests/conftest.py), which was the
+shorter one; the refusals
 below take milliseconds.
 """
 
@@ -88,7 +89,7 @@ def test_the_scaffolded_kind_passes_the_suite_as_generated(tmp_path):
     run(copy, {**env, "DJANGO_SETTINGS_MODULE": "portal.settings"}, python, "manage.py", "makemigrations", "--check",
         "--dry-run")
     out = run(copy, env, python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
-              f"tests/{NAME}", "tests/workloads/test_registry.py", "tests/test_kind_boundaries.py",
+              f"tests/{NAME}", f"tests/cli/test_{NAME}.py", "tests/cli/test_groups.py", "tests/workloads/test_registry.py", "tests/test_kind_boundaries.py",
               "tests/test_layers.py", "tests/test_import_cycles.py", "tests/docs",
               "tests/deploy/test_manifests.py::test_deploy_rbac_is_what_the_kinds_declare_rendered",
               # The matrix on the new kind's routes (the ids name them: "sweeps:sweep-state", "sweep-detail") and its
@@ -98,6 +99,7 @@ def test_the_scaffolded_kind_passes_the_suite_as_generated(tmp_path):
     # The new kind's own tests and its routes in the matrix ran (a -k that selected none would pass as well).
     assert f"PASSED tests/{NAME}/test_{NAME}.py::test_it_is_admitted_applied_runs_and_ends" in out
     assert "PASSED tests/test_isolation_matrix.py::test_an_outsider_gets_404_and_nothing_changes[sweeps:sweep-state]" in out
+    assert f"PASSED tests/cli/test_{NAME}.py::test_it_previews_creates_lists_describes_and_deletes_one" in out
     assert "PASSED tests/test_isolation_matrix.py::test_a_viewer_cannot_mutate[sweep-detail]" in out  # its DELETE
     assert "PASSED tests/api/test_fuzz.py::test_every_operation_answers_as_its_schema_says[sweeps]" in out
     assert "PASSED tests/docs/test_glossary_states.py::test_every_kind_has_a_column_listing_its_queued_and_holding_states" in out

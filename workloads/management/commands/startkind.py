@@ -13,6 +13,10 @@ What it writes (docs/architecture.md "Adding a kind"):
   expects, whatever the abstract model holds by then);
 - its tests, ``tests/NAME/`` from ``workloads/kind_template/tests/``: submit → admitted → running → ended on the
   fake cluster, its API and its pages;
+- its module of the command line, ``slipway/NAME.py`` (the ``NOUN`` group, also ``PLURAL``: create with its dry
+  run, ls, describe, delete, on the client's methods for any kind's collection) added to the root group in
+  ``slipway/cli.py``, and its test ``tests/cli/test_NAME.py`` — written, since slipway/ imports no project
+  package and so cannot follow the registry;
 - the wiring, edited in place rather than printed: the app in ``INSTALLED_APPS`` (after the last kind, the
   layer order), its URLs in ``portal/urls.py`` and its viewset in ``portal/api_urls.py`` (each after the last
   kind's), as the generators that promise a working result (Rails') do and ``startapp`` (which promises only
@@ -24,8 +28,8 @@ What it writes (docs/architecture.md "Adding a kind"):
 What it derives rather than writes: its layer (tests/test_layers.py), its names for the boundary check
 (tests/test_kind_boundaries.py), its page, read routes, API routes, create and list page in the isolation matrix
 (tests/test_isolation_matrix.py) and its part of the API fuzz (tests/api/test_fuzz.py) come from the registry
-and the router. What it prints: the CLI module (slipway/ imports no project package, so nothing there can
-follow the registry), a sandbox controller for its object, and the reason-code migrations.
+and the router. What it prints, for later: a sandbox controller for its object, rows for routes of its own that
+change it, and the reason-code migrations.
 
 Every refusal is a :class:`CommandError` before anything is written: a name that is no lowercase identifier
 or is an importable module already, a directory that exists, a prefix, noun, plural, app label or model name
@@ -41,6 +45,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -85,9 +90,18 @@ def refusals(repo: Path, name: str, names: dict[str, str]) -> list[str]:
             found.append(f"the {what} {names[what]!r} is not a lowercase identifier")
     if not PREFIX.match(names["prefix"]):
         found.append(f"the prefix {names['prefix']!r} is not lowercase letters only (refs read prefix:42)")
-    for directory in (repo / name, repo / "tests" / name):
+    if names["plural"] == names["noun"]:
+        found.append(f"the plural {names['plural']!r} is the noun (the command's group answers to both)")
+    for directory in (repo / name, repo / "tests" / name, repo / "slipway" / f"{name}.py",
+                      repo / "tests" / "cli" / f"test_{name}.py"):
         if directory.exists():
             found.append(f"{directory} exists already")
+    cli = repo / "slipway" / "cli.py"
+    bound = {alias.asname or alias.name for node in ast.walk(ast.parse(cli.read_text())) if isinstance(node, ast.ImportFrom)
+             for alias in node.names} if cli.exists() else set()
+    for what in ("noun", "plural"):
+        if names[what] in bound:
+            found.append(f"the {what} {names[what]!r} is a command of slipway/cli.py already")
     if name in {config.label for config in apps.get_app_configs()}:
         found.append(f"an installed app is labelled {name!r}")
     for kind in kinds():
@@ -157,6 +171,16 @@ def api_router_entries(packages: list[str]):
     return find
 
 
+def cli_imports(tree: ast.Module) -> list[ast.stmt]:
+    return [node for node in tree.body if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("slipway.")]
+
+
+def cli_commands(tree: ast.Module) -> list[ast.stmt]:
+    """The root group's ``cli.add_command(…)`` lines (slipway/cli.py)."""
+    return [node for node in tree.body if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+            and getattr(node.value.func, "attr", "") == "add_command"]
+
+
 def add_glossary_column(path: Path, noun: str) -> None:
     """Add the kind's column to the glossary's table of states (docs/glossary.md "States")."""
     lines = path.read_text().splitlines(keepends=True)
@@ -200,6 +224,7 @@ class Command(TemplateCommand):
         super().handle("app", name, str(repo / "tests" / name), **{**context, "template": str(TEMPLATES / "tests")})
         (repo / name).mkdir()
         super().handle("app", name, str(repo / name), **{**context, "template": str(TEMPLATES / "app")})
+        self._render_cli(repo, name, context)
         insert_after_last(repo / "portal" / "settings.py", installed_kind_entries(packages), f'"{name}",')
         insert_after_last(repo / "portal" / "urls.py", url_include_entries(packages), f'path("", include("{name}.urls")),')
         api_urls, viewset = repo / "portal" / "api_urls.py", f"{names['model_name']}ViewSet"
@@ -207,6 +232,10 @@ class Command(TemplateCommand):
                           f'router.register("{names["plural"]}", {viewset}, basename="{names["noun"]}")')
         insert_after_last(api_urls, api_import_entries(packages), f"from {name}.api import {viewset}")
         add_glossary_column(repo / GLOSSARY, names["noun"])
+        cli = repo / "slipway" / "cli.py"
+        insert_after_last(cli, cli_commands, f'cli.add_command({names["noun"]})')
+        insert_after_last(cli, cli_commands, f'cli.add_command({names["noun"]}, "{names["plural"]}")')
+        insert_after_last(cli, cli_imports, f"from slipway.{name} import {names['noun']}")
         self._sort_imports(repo, name)
         self._manage(repo, "makemigrations", name, "--verbosity", "0")
         (repo / "deploy" / "rbac.yaml").write_text(self._manage(repo, "rbac"))
@@ -216,6 +245,15 @@ class Command(TemplateCommand):
         """Nothing: :func:`refusals` checked the name before anything was written, and the directories made for
         the templates would now read as a module of that name to the template machinery's own check."""
 
+    def _render_cli(self, repo: Path, name: str, context: dict) -> None:
+        """Its module of verbs ``slipway/NAME.py`` and its test ``tests/cli/test_NAME.py``: rendered apart and moved
+        in, since the template machinery formats the whole directory it renders into (black, when installed)."""
+        for template, target in (("cli", repo / "slipway" / f"{name}.py"),
+                                 ("cli_tests", repo / "tests" / "cli" / f"test_{name}.py")):
+            with tempfile.TemporaryDirectory() as rendered:
+                super().handle("app", name, rendered, **{**context, "template": str(TEMPLATES / template)})
+                shutil.move(Path(rendered) / target.name, target)
+
     def _sort_imports(self, repo: Path, name: str) -> None:
         """Sort the new files' imports with the project's linter (``make test`` runs it): where the kind's own
         imports go among the others depends on its name, which a template cannot know. Django's template
@@ -224,7 +262,9 @@ class Command(TemplateCommand):
         if not Path(ruff).exists():
             self.stderr.write(f"ruff not found: sort the imports of {name}/ and tests/{name}/ (ruff check --fix).")
             return
-        subprocess.run([ruff, "check", "--quiet", "--fix", "--select", "I", name, f"tests/{name}", "portal/api_urls.py"], cwd=repo,
+        touched = [name, f"tests/{name}", "portal/api_urls.py", f"slipway/{name}.py", "slipway/cli.py",
+                   f"tests/cli/test_{name}.py"]
+        subprocess.run([ruff, "check", "--quiet", "--fix", "--select", "I", *touched], cwd=repo,
                        capture_output=True, check=False)
 
     def _manage(self, repo: Path, *arguments: str) -> str:
@@ -238,17 +278,24 @@ class Command(TemplateCommand):
 
     def report(self, name: str, names: dict[str, str]) -> str:
         noun, plural, prefix = names["noun"], names["plural"], names["prefix"]
+        written = [
+            (f"{name}/", "the app: model, kind (registered in apps.py), builder, status mapping, services, API,"),
+            ("", "list page and page, admin, migrations/0001_initial.py (makemigrations)"),
+            (f"tests/{name}/", "submit -> admitted -> running -> ended on the fake cluster, its API, its pages"),
+            ("portal/settings.py", f'"{name}" in INSTALLED_APPS, after the last kind'),
+            ("portal/urls.py", "its URLs, after the last kind's"),
+            ("portal/api_urls.py", f"its viewset at /api/v1/{plural}/, after the last kind's"),
+            (f"slipway/{name}.py", f"the `slipway {noun}` group (also `{plural}`), added in slipway/cli.py"),
+            (f"tests/cli/test_{name}.py", "its verbs against a live server"),
+            ("docs/glossary.md", "its column of the table of states"),
+            ("deploy/rbac.yaml", "rendered again with its resource kind (make rbac)"),
+        ]
+        width = max(len(path) for path, _words in written) + 2
+        lines = "\n".join(f"  {path.ljust(width)}{words}" for path, words in written)
         return f"""Started the kind {name!r}: one is a {noun!r}, several are {plural!r}, refs read {prefix}:42.
 
 Written:
-  {name}/                 the app: model, kind (registered in apps.py), builder, status mapping, services, API,
-                          list page and page, admin, migrations/0001_initial.py (makemigrations)
-  tests/{name}/           submit -> admitted -> running -> ended on the fake cluster, its API, its pages
-  portal/settings.py      "{name}" in INSTALLED_APPS, after the last kind
-  portal/urls.py          its URLs, after the last kind's
-  portal/api_urls.py      its viewset at /api/v1/{plural}/, after the last kind's
-  docs/glossary.md        its column of the table of states
-  deploy/rbac.yaml        rendered again with its resource kind (make rbac)
+{lines}
 
 Derived from the registry, nothing to do: its layer (tests/test_layers.py), its names (tests/test_kind_boundaries.py),
 its routes in the isolation matrix (tests/test_isolation_matrix.py), its part of the API fuzz (tests/api/test_fuzz.py).
@@ -256,9 +303,7 @@ its routes in the isolation matrix (tests/test_isolation_matrix.py), its part of
 By hand, when the kind grows:
   - its object: {name}/manifests.py builds a custom object no sandbox controller runs; build what your kind runs
     (cluster.manifests' pieces) or add a controller under sandbox/controllers/, and declare it in RESOURCES;
-  - the CLI, which imports no app: a module of verbs slipway/{plural}.py over its client methods
-    (slipway/client.py), added to the root group in slipway/cli.py, tested in tests/cli/;
   - routes of its own that change it (an action besides DELETE): their rows in tests/test_isolation_matrix.py;
   - a reason code of its own: a migration in every kind app (reason_code's choices).
-Then: .venv/bin/python -m pytest tests/{name} tests/test_kind_boundaries.py tests/test_layers.py tests/test_isolation_matrix.py
+Then: .venv/bin/python -m pytest tests/{name} tests/cli/test_{name}.py tests/test_kind_boundaries.py tests/test_isolation_matrix.py
 """
