@@ -14,8 +14,7 @@ It took 110 s on the 2-vCPU VM while other work loaded it (load average 4-5): th
 two Django starts, for ``makemigrations`` and ``rbac``), ``makemigrations --check`` about 6 s, the tests 75-85 s
 (14 s of it the test database's migrations, 8 s the docs walk, 26 s the new kind's fuzz part, 10 s its verbs
 against a live server). Marked ``slow``, it runs in the first serial lane (tests/conftest.py), which was the
-shorter one; the refusals
-below take milliseconds.
+shorter one; the refusals below take milliseconds.
 """
 
 from __future__ import annotations
