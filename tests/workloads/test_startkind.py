@@ -68,7 +68,10 @@ def environment(copy: Path) -> dict[str, str]:
 
 def run(copy: Path, env: dict[str, str], *command: str) -> str:
     done = subprocess.run(command, cwd=copy, env=env, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout[-6000:]}{done.stderr[-3000:]}"
+    # What failed first (pytest's assertion lines and summary), then the end of the output.
+    failed = [line for line in done.stdout.splitlines() if line.startswith(("E ", "FAILED", "ERROR"))]
+    assert done.returncode == 0, (f"{' '.join(command)} failed ({done.returncode}):\n" + "\n".join(failed[:80])
+                                  + f"\n…\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
     return done.stdout
 
 

@@ -68,8 +68,10 @@ GLOSSARY_CELLS = {"**queued**": "`queued`", "**holding**": "`admitted`, `startin
 
 
 def derive(name: str, noun: str | None, plural: str | None, prefix: str | None) -> dict[str, str]:
-    """The new kind's names from ``NAME`` (its app: "sweeps") and the options: noun "sweep", plural "sweeps",
-    prefix "sweep", model ``Sweep``. ``NAME`` without a plural "s" is its noun, and its plural gets one."""
+    """The new kind's names from ``NAME`` (its app package, a plural) and the options: the noun is ``NAME`` without
+    its final "s", the plural ``NAME``, the prefix the noun's letters, the model the noun in CamelCase. A ``NAME``
+    without a final "s" is its noun, and its plural gets one. (No example names a kind here: the boundary check
+    reads a shared module's prose, and the example would be a kind's name the day someone makes it.)"""
     noun = noun or (name[:-1] if name.endswith("s") and len(name) > 1 else name)
     plural = plural or (name if name != noun else f"{noun}s")
     prefix = prefix or noun.replace("_", "")
@@ -200,12 +202,12 @@ def add_glossary_column(path: Path, noun: str) -> None:
 
 
 class Command(TemplateCommand):
-    help = ("Scaffold a new workload kind NAME (its app package, plural: sweeps) from the test kind, wire it into "
+    help = ("Scaffold a new workload kind NAME (its app package, a plural) from the test kind, wire it into "
             "the settings and URLs, and make its migration: it passes the suite as generated.")
     rewrite_template_suffixes = ((".py-tpl", ".py"), (".html-tpl", ".html"))
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("name", help="The app package, app label and URL namespace: lowercase, plural (sweeps).")
+        parser.add_argument("name", help="The app package, app label and URL namespace: lowercase, a plural.")
         parser.add_argument("--noun", help="What people call one (default: NAME without its final s).")
         parser.add_argument("--plural", help="What people call several, and its URL path (default: NAME).")
         parser.add_argument("--prefix", help="Its identity prefix, lowercase letters (default: the noun's letters).")
