@@ -294,7 +294,7 @@ class Command(TemplateCommand):
         ]
         width = max(len(path) for path, _words in written) + 2
         lines = "\n".join(f"  {path.ljust(width)}{words}" for path, words in written)
-        return f"""Started the kind {name!r}: one is a {noun!r}, several are {plural!r}, refs read {prefix}:42.
+        return f"""Started the kind {name!r}: one is called {noun!r}, several {plural!r}, refs read {prefix}:42.
 
 Written:
 {lines}
