@@ -10,7 +10,7 @@ ended through the shared machinery on the fake cluster, its API, its pages and i
 the custom object the scaffold builds, so there is no cheap sandbox path; tests/<name>/ is where a kind's own
 end-to-end test goes once it builds what the sandbox runs.
 
-It took 110 s on the 2-vCPU VM while other work loaded it (load average 4-5): the command about 19 s (of which
+It took 110 s on the 2-vCPU VM while other work loaded it (load average 4-5; 144 s at 6-7): the command about 19 s (of which
 two Django starts, for ``makemigrations`` and ``rbac``), ``makemigrations --check`` about 6 s, the tests 75-85 s
 (14 s of it the test database's migrations, 8 s the docs walk, 26 s the new kind's fuzz part, 10 s its verbs
 against a live server). Marked ``slow``, it runs in the first serial lane (tests/conftest.py), which was the
