@@ -46,6 +46,7 @@ from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
 from tests.test_kind_boundaries import project_kinds
 from workloads.models import TeamAlertSettings
+from workloads.registry import Pages
 from workspaces import access
 from workspaces import services as workspace_services
 from workspaces.models import Workspace
@@ -192,7 +193,7 @@ OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-toke
               # team: tests/jobs/test_metric_pages.py).
               "jobs:run-compare",
               "workspaces:workspace-new", "workspaces:workspace-preview"}
-OWN_ROUTES |= {kind.nav.url_name for kind in project_kinds() if kind.nav}  # a nav item's page takes no argument
+OWN_ROUTES |= {Pages.of(kind).nav.url_name for kind in project_kinds() if Pages.of(kind).nav}  # a nav item's page takes no argument
 #: The ingress controller's auth-url: it names a workspace in its query (tested below and in tests/workspaces).
 AUTH_ROUTES = {"workspaces:workspace-auth"}
 #: Single sign-on's flow (front.sso): the provider login and callback, and the deactivated-account page. They

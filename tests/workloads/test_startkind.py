@@ -33,7 +33,7 @@ from django.db import connection
 from tests.test_import_cycles import REPO
 from workloads.registry import kinds
 
-NAME = "sweeps"  # a kind the project does not have: its noun "sweep", its prefix "sweep"
+NAME = "renders"  # a kind the project does not have: its noun "render", its prefix "render"
 
 
 def copy_of_the_repository(into: Path) -> Path:
@@ -83,7 +83,7 @@ def test_the_scaffolded_kind_passes_the_suite_as_generated(tmp_path):
     env = environment(copy)
     python = sys.executable
     out = run(copy, {**env, "DJANGO_SETTINGS_MODULE": "portal.settings"}, python, "manage.py", "startkind", NAME)
-    assert "Started the kind 'sweeps'" in out
+    assert "Started the kind 'renders'" in out
     assert (copy / NAME / "migrations" / "0001_initial.py").is_file()
     assert f'"{NAME}",' in (copy / "portal" / "settings.py").read_text()
 
@@ -94,16 +94,16 @@ def test_the_scaffolded_kind_passes_the_suite_as_generated(tmp_path):
               f"tests/{NAME}", f"tests/cli/test_{NAME}.py", "tests/cli/test_groups.py", "tests/workloads/test_registry.py", "tests/test_kind_boundaries.py",
               "tests/test_layers.py", "tests/test_import_cycles.py", "tests/docs",
               "tests/deploy/test_manifests.py::test_deploy_rbac_is_what_the_kinds_declare_rendered",
-              # The matrix on the new kind's routes (the ids name them: "sweeps:sweep-state", "sweep-detail") and its
-              # completeness; the API fuzz on the new kind's part ("sweeps").
+              # The matrix on the new kind's routes (the ids name them: "renders:render-state", "render-detail") and its
+              # completeness; the API fuzz on the new kind's part ("renders").
               "tests/test_isolation_matrix.py", "tests/api/test_fuzz.py",
-              "-k", "not test_isolation_matrix and not test_fuzz or sweep or every_route")
+              "-k", "not test_isolation_matrix and not test_fuzz or render or every_route")
     # The new kind's own tests and its routes in the matrix ran (a -k that selected none would pass as well).
     assert f"PASSED tests/{NAME}/test_{NAME}.py::test_it_is_admitted_applied_runs_and_ends" in out
-    assert "PASSED tests/test_isolation_matrix.py::test_an_outsider_gets_404_and_nothing_changes[sweeps:sweep-state]" in out
+    assert "PASSED tests/test_isolation_matrix.py::test_an_outsider_gets_404_and_nothing_changes[renders:render-state]" in out
     assert f"PASSED tests/cli/test_{NAME}.py::test_it_previews_creates_lists_describes_and_deletes_one" in out
-    assert "PASSED tests/test_isolation_matrix.py::test_a_viewer_cannot_mutate[sweep-detail]" in out  # its DELETE
-    assert "PASSED tests/api/test_fuzz.py::test_every_operation_answers_as_its_schema_says[sweeps]" in out
+    assert "PASSED tests/test_isolation_matrix.py::test_a_viewer_cannot_mutate[render-detail]" in out  # its DELETE
+    assert "PASSED tests/api/test_fuzz.py::test_every_operation_answers_as_its_schema_says[renders]" in out
     assert "PASSED tests/docs/test_glossary_states.py::test_every_kind_has_a_column_listing_its_queued_and_holding_states" in out
 
 
@@ -118,7 +118,7 @@ def command_repo(settings, tmp_path):
     (["Sweeps"], "'Sweeps' is not a lowercase Python identifier"),
     (["class"], "'class' is not a lowercase Python identifier"),
     (["quotas"], "'quotas' is the name of a module that exists already"),
-    ([NAME, "--prefix", "sweep-1"], "the prefix 'sweep-1' is not lowercase letters only"),
+    ([NAME, "--prefix", "render-1"], "the prefix 'render-1' is not lowercase letters only"),
     ([NAME, "--noun", "Sweep"], "the noun 'Sweep' is not a lowercase identifier"),
 ])
 def test_it_refuses_a_bad_name_with_a_command_error(command_repo, arguments, refusal):

@@ -54,7 +54,7 @@ from django.conf import settings
 from django.core.management.base import CommandError
 from django.core.management.templates import TemplateCommand
 
-from workloads.registry import kinds
+from workloads.registry import Pages, kinds
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "kind_template"
 #: What the app, the URL namespace and the state enum's members are spelled with.
@@ -220,7 +220,7 @@ class Command(TemplateCommand):
         if problems:
             raise CommandError(f"cannot start the kind {name!r}: " + "; ".join(problems) + ".")
         packages = project_kind_packages()
-        context = {**names, "nav_order": str(max((k.nav.order for k in kinds() if k.nav), default=0) + 10),
+        context = {**names, "nav_order": str(max((Pages.of(k).nav.order for k in kinds() if Pages.of(k).nav), default=0) + 10),
                    "template": None, "extensions": ["py", "html"], "files": [], "verbosity": options["verbosity"]}
         (repo / "tests" / name).mkdir()
         super().handle("app", name, str(repo / "tests" / name), **{**context, "template": str(TEMPLATES / "tests")})
