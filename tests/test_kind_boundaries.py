@@ -35,7 +35,7 @@ templates); identifiers are matched whole.
 
 - a Python file's docstrings and comments, read by developers, may use a kind's noun as an example
   ("a run's pods") but may not point into a kind (:func:`prose_code_names`): its model or state-enum
-  class, a dotted path into its package (``jobs.manifests``, ``:mod:`inference.status```), its
+  class (one named by a single English word, ``Workspace``, only where the prose marks it as code), a dotted path into its package (``jobs.manifests``, ``:mod:`inference.status```), its
   package in backticks, its URL namespace. Such a pointer goes stale when the kind moves, and it is
   an upward dependency in words where the code has none — say "the kind's status mapping" instead;
 - the ``--help`` of a shared management command (its ``help``, and the ``help``, ``description`` and
@@ -260,7 +260,12 @@ def prose_code_names(text: str, names: KindNames) -> set[str]:
     """What of a kind's code a developer's prose points at: its classes, a dotted path into its package
     (``jobs.status``, ``jobs.TrainingRun``), its package in backticks, its URL namespace."""
     packages = "|".join(sorted(names.packages))
-    found = {f"prose {word}" for word in re.findall(rf"\b(?:{'|'.join(sorted(names.identifiers))})\b", text)}
+    found = set()
+    for identifier in sorted(names.identifiers):
+        # A name of two capitals or more (``TrainingRun``) is code wherever it stands; one that is also an English
+        # word (a model ``Workspace``) only where prose marks it as code: in backticks or used as ``X.attribute``.
+        marked = r"\b" if sum(c.isupper() for c in identifier) > 1 else r"(?:`[\w.~]*)"
+        found |= {f"prose {identifier}" for _ in re.findall(rf"{marked}\b{identifier}\b|\b{identifier}\.\w", text)}
     found |= {f"prose {path}" for path in re.findall(rf"(?<![\w./-])(?:{packages})\.[A-Za-z_]\w*", text)}
     found |= {f"prose {quoted}" for quoted in re.findall(rf"`(?:{packages})`", text)}
     found |= {f"prose {names.url_namespace}" for _ in re.findall(rf"\b{re.escape(names.url_namespace)}[a-z]", text)}
@@ -366,6 +371,11 @@ def test_it_catches_a_kind_pointed_at_in_prose_and_named_in_help(all_names, tmp_
     shared = tmp_path / "quotas" / "planted.py"
     assert find(shared, source, jobs) == {"prose jobs.status", "prose TrainingRun", "prose jobs:",
                                           "prose `jobs`", "prose jobs.manifests"}
+    # A model named by an English word is code only where prose marks it so.
+    workspaces = next(names for names in all_names if names.app_label == "workspaces")
+    assert prose_code_names("Workspace pages come later. See ``Workspace`` and Workspace.objects.", workspaces) == {
+        "prose Workspace"}
+    assert prose_code_names("Workspace pages come later.", workspaces) == set()
     command = tmp_path / "quotas" / "management" / "commands" / "tidy.py"
     text = ('from django.core.management.base import BaseCommand\n'
             'class Command(BaseCommand):\n'
