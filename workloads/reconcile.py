@@ -227,8 +227,10 @@ def _withdraw(kind: WorkloadKind, backend, cluster: Cluster, workload, now: date
 def _stop_billing(workload, last_seen: datetime) -> None:
     """Close the open segment of work on a lost cluster at ``last_seen`` (once: conditional on the
     mark). What ran after that is not known to have run; when the cluster answers again, the next
-    observation opens a new segment from then."""
-    if not workload.open_units or workload.billed_until is None or workload.billed_until >= last_seen:
+    observation opens a new segment from then. A segment that opened at the last sighting itself
+    (its units changed then, or the hour rolled over) is closed too, with nothing to bill: left
+    open, it would run on until the work is requeued or ended."""
+    if not workload.open_units or workload.billed_until is None:
         return
     bill = billing.plan_billing(workload, 0, None, None, last_seen)
     if not bill.changes:

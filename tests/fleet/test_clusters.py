@@ -105,6 +105,31 @@ def test_a_silent_cluster_is_degraded_then_lost_and_the_others_go_on(clusters, s
     assert sum(r.gpu_hours for r in UsageRecord.objects.filter(ref=west_run.ref)) == billed
 
 
+def test_a_segment_opened_at_the_last_sighting_is_closed_there_when_the_cluster_is_lost(clusters, submit, settings):
+    """The units changed at the last sighting (a second pod started), so the segment open then began
+    exactly when the cluster was last seen; it is closed there too, not left open until the work
+    is requeued or ended. (The same happens when the last sighting falls on the hour: the roll-over
+    opens a segment then; a CI run once met it.)"""
+    run = apply(submit(gpus_per_worker=4))
+    assert run.cluster.name == "west"
+    t0 = timezone.now().replace(microsecond=0) - timedelta(hours=1)
+    west = clusters["west"]
+    west.set_running(NS, run.object_name, units=2, started=iso(t0))
+    rec.reconcile_cluster(Cluster.objects.get(name="west"), west, now=t0 + timedelta(minutes=20))
+    west.set_running(NS, run.object_name, units=4, started=iso(t0))
+    last = t0 + timedelta(minutes=40)
+    rec.reconcile_cluster(Cluster.objects.get(name="west"), west, now=last)
+    run.refresh_from_db()
+    assert (run.billed_until, run.open_units) == (last, 4)  # 4 units open since the last sighting
+    west.observe_error = Transient("i/o timeout")
+    for minute in range(settings.SLIPWAY_CLUSTER_LOST_AFTER_CYCLES + 20):
+        rec.reconcile(now=last + timedelta(minutes=1 + minute))
+    run.refresh_from_db()
+    assert (run.billed_until, run.open_units) == (last, 0)
+    hours = sum(r.gpu_hours for r in UsageRecord.objects.filter(ref=run.ref))
+    assert float(hours) == pytest.approx(2 * 40 / 60, abs=1e-6)
+
+
 def test_a_checkpointing_run_on_a_lost_cluster_resumes_elsewhere_and_is_billed_once(clusters, submit, settings):
     run = apply(submit(gpus_per_worker=4, checkpoint={"grace_seconds": 30}))
     assert run.cluster.name == "west"
