@@ -115,7 +115,7 @@ class Estimating(sharing.Replay):
     def simulated(self, now: float, wanted: set[str], known: str):
         """:func:`workloads.estimates.simulate` on the replay's state; ``known``: what it knows of the true
         running times — "nothing", "progress" (running runs' after :data:`PROGRESS_AFTER`) or "everything";
-        "early" and "limits" know nothing either, and take the range's ends (workloads.forecast.estimated_starts)."""
+        "early" and "limits" know nothing either, and take the range's ends (workloads.estimates.forecast.estimated_starts)."""
         # The portal's rule (workloads.estimates.expected_end): a run's typical time is its limit × the
         # limit use of the runs that ended before now (the trace names no jobs: no job's median); the
         # range's low end takes the 10th percentile of it, its bound none (every run at its limit).

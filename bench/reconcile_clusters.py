@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
 
         call_command("migrate", verbosity=0)
         call_command("createcachetable", verbosity=0)
-        for cycle_module in ("workloads.reconcile", "workloads.leftovers", "workloads.waiting_reasons"):
+        for cycle_module in ("workloads.cycle.reconcile", "workloads.cycle.leftovers", "workloads.cycle.waiting_reasons"):
             logging.getLogger(cycle_module).setLevel(logging.ERROR)  # a cluster's cycle warns from these
         began = time.perf_counter()
         names, servers = seed(args.clusters, args.workloads, scratch)

@@ -14,7 +14,7 @@ same run:
   write is the cluster's heartbeat (``fleet.services``: the observation raises the cluster row's
   ``last_seen``), counted apart;
 * **floor**: what any cycle must pay whatever it does with them — one SELECT of the active
-  workloads' shared columns (``workloads.reconcile._CYCLE_FIELDS``, as the cycle's snapshot
+  workloads' shared columns (``workloads.cycle.reconcile._CYCLE_FIELDS``, as the cycle's snapshot
   reads them) plus building the observation list the backend's ``observe()`` returns (the
   ``ObservedWorkload`` objects with their Job and pod dicts, the cyclic GC paused as the cycle
   holds it);
@@ -141,9 +141,9 @@ def measure(size: int, rounds: int) -> tuple[float, float, list[float], int, flo
     from teams.models import Role
     from tests.factories import add_member, make_team, make_user
     from tests.fakes import pod
-    from workloads import reconcile as rec
+    from workloads.cycle import reconcile as rec
 
-    logging.getLogger("workloads.queue_step").setLevel(logging.WARNING)  # the report line each cycle logs
+    logging.getLogger("workloads.cycle.queue_step").setLevel(logging.WARNING)  # the report line each cycle logs
     seed_flavors()
     team, user = make_team(f"bench-{size}"), make_user(f"bench-{size}")
     add_member(team, user, Role.MEMBER)

@@ -15,7 +15,7 @@ three times:
   lowest share after admission first, the share remembering borrowed GPU-hours with the
   ``--half-life``), then put every queued run of a team under its nominal quota that does
   not fit to ``choose_victims`` (in queue order, dated from its submission, victims chosen for
-  an earlier claim counted as stopping — ``workloads.preemption``). A victim holds its units
+  an earlier claim counted as stopping — ``workloads.cycle.preemption``). A victim holds its units
   for ``--stop`` seconds (the preemption grace, 30 s: pods that use all of it), then returns
   to the queue at its old position. Victims are ranked as in production, the least money lost
   first (``quotas.reclaim.victim_order``: each candidate's start and last checkpoint, one price);
@@ -459,7 +459,7 @@ class Replay:
         return self._remembered[1]
 
     def reclaim(self, now: float) -> bool:
-        """``workloads.preemption._victims``: every queued run, in queue order, asks ``choose_victims``.
+        """``workloads.cycle.preemption._victims``: every queued run, in queue order, asks ``choose_victims``.
 
         Only runs of a team under its nominal quota that do not fit can get an answer with
         victims (the rule's first checks); the others are skipped here to spare the calls.
@@ -470,7 +470,7 @@ class Replay:
             quota = quota_of(self.setup, run.team, self.usage, True)
             if usage + run.units > self.setup.nominal[run.team] or run.units <= quota.room(usage):
                 continue
-            if shares is None:  # the cycle's figures, as workloads.preemption reads them once
+            if shares is None:  # the cycle's figures, as workloads.cycle.preemption reads them once
                 shares = self.figures.shares(self.usage, self.remembered(now))
             # Dated from its submission: a preempted run's queue entry keeps its first one.
             claim = Claim(run.team, run.ref, run.units, run.priority, at(run.submit_s))

@@ -177,15 +177,15 @@ def seed_run(run):
 
 def store_series(run, slots: int, gpus: int) -> None:
     """``slots`` 10-minute slots of ``gpus`` GPUs in day rows ending an hour ago, then the last hour minute by
-    minute (through :func:`workloads.telemetry.record`, as the cycle writes it)."""
+    minute (through :func:`workloads.telemetry.readings.record`, as the cycle writes it)."""
     from datetime import timedelta
 
     import numpy as np
     from django.utils import timezone
 
     from cluster.backends.base import GpuReading, WorkloadTelemetry
-    from workloads import telemetry
     from workloads.models import GpuTelemetry
+    from workloads.telemetry import readings as telemetry
 
     step = telemetry.bucket_seconds()
     per_day = int(telemetry.DAY.total_seconds()) // step
@@ -230,7 +230,7 @@ def bench_chart(client, run, rounds: int) -> tuple[list[float], list[float]]:
     """(chart query ms per round, raw query ms per round) of ``run``'s stored telemetry."""
     from django.core.serializers.json import DjangoJSONEncoder
 
-    from workloads import telemetry_series
+    from workloads.telemetry import series as telemetry_series
 
     path = f"/api/v1/runs/{run.pk}/telemetry/"
 
@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         store_series(run, series_points - 60, gpus=1)  # and its last hour: 60 minute rows
         chart, raw = bench_chart(client, run, rounds)
         p95 = percentile(chart, 95)
-        from workloads.telemetry_series import CHART_POINTS
+        from workloads.telemetry.series import CHART_POINTS
 
         print(f"GPU telemetry chart query, {series_points:,}-point series (5 series, 1 GPU), {rounds} rounds:")
         print(f"  chart (GET /runs/{{id}}/telemetry/, LTTB to {CHART_POINTS} points): median "

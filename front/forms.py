@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from core.forms import ServiceErrorsForm
 from teams.models import Role
 from teams.sso import MissingGroupsClaimError, claim_groups
-from workloads.alert_settings import FIELDS
+from workloads.telemetry.alert_settings import FIELDS
 
 
 class ApiTokenForm(forms.Form):
@@ -49,7 +49,7 @@ class TeamSettingsForm(forms.Form):
 
 
 class AlertSettingsForm(ServiceErrorsForm):
-    """A team's own alert rules (:mod:`workloads.alert_settings`): each empty for the platform's, or tighter."""
+    """A team's own alert rules (:mod:`workloads.telemetry.alert_settings`): each empty for the platform's, or tighter."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

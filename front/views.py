@@ -56,10 +56,10 @@ from teams.middleware import SESSION_KEY
 from teams.models import Membership, Role
 from teams.permissions import get_for_user, require_team, submit_refusal
 from workloads import services as workloads
-from workloads.alert_settings import set_team_alert_settings, team_view
 from workloads.registry import Pages, kind_names
 from workloads.registry import kinds as registered_kinds
 from workloads.services import waiting_for_capacity
+from workloads.telemetry.alert_settings import set_team_alert_settings, team_view
 from workloads.views import STOP_POLLING, current_membership, no_team, no_team_context, wants_partial
 
 

@@ -40,9 +40,9 @@ from quotas.models import QueuedRequest
 from quotas.queue import preview
 from teams.services import lock_team
 from workloads import lifecycle
+from workloads.estimates.preview import borrow_words
 from workloads.identity import WorkloadId
 from workloads.models import ReasonCode
-from workloads.preview import borrow_words
 from workloads.services import enqueue_apply
 
 

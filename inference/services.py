@@ -51,7 +51,7 @@ from teams.services import audit, audit_write, lock_team
 from workloads import lifecycle, secrets
 from workloads import services as workloads
 from workloads.constants import MAX_ENV_VARS, Message
-from workloads.preview import Preview, preview_request
+from workloads.estimates.preview import Preview, preview_request
 from workloads.registry import kind_of
 
 

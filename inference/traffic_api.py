@@ -16,7 +16,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
 from inference.traffic import DEFAULT_STEP, FIGURES, MAX_POINTS, RAW_STEP
-from workloads.telemetry_api import MAX_STEP, parse_time
+from workloads.telemetry.api import MAX_STEP, parse_time
 
 #: The highest revision number a query may name (a PositiveIntegerField's bound).
 MAX_REVISION = 2_147_483_647

@@ -42,11 +42,11 @@ from teams.permissions import (
 )
 from workloads import secrets
 from workloads import services as workloads
-from workloads.alerts import alert_context
 from workloads.forms import command_echo
 from workloads.idle import idle_context
 from workloads.models import quote_rows
-from workloads.telemetry_series import telemetry_context
+from workloads.telemetry.alerts import alert_context
+from workloads.telemetry.series import telemetry_context
 from workloads.views import (
     current_membership,
     events_panel,

@@ -122,7 +122,7 @@ class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates,
     )
     # A single-node run is a Job, a distributed one a PyTorchJob (Kubeflow's training operator).
     # A run with the checkpoint contract may have its checkpoint claim (kept across attempts), observed so
-    # that the cycle deletes it once the run has ended, however it ended (workloads.leftovers.delete_kept).
+    # that the cycle deletes it once the run has ended, however it ended (workloads.cycle.leftovers.delete_kept).
     resources = (ResourceKind("batch", "v1", "Job", "jobs", observed=True, deleted=True),
                  ResourceKind("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", observed=True, deleted=True),
                  ResourceKind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", observed=True,

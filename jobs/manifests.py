@@ -93,7 +93,7 @@ def build_job(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
         "parallelism": 1,
         # A pod disrupted from outside (its node drained or reclaimed, a preemption: the condition
         # DisruptionTarget) is no failure of the run's: it spends no retry (Slipway requeues a
-        # spot run whose node went, workloads.preemption.interrupt).
+        # spot run whose node went, workloads.cycle.preemption.interrupt).
         "podFailurePolicy": {"rules": [
             {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
     }

@@ -24,7 +24,7 @@ from workloads.api import (
     secret_env_input,
 )
 from workloads.constants import MAX_GPU_MEMORY_GB, MAX_UNITS_PER_NODE, NAME_MAX_LENGTH
-from workloads.telemetry_api import GpuNowFields
+from workloads.telemetry.api import GpuNowFields
 
 
 class VolumeSerializer(serializers.Serializer):

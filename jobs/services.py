@@ -37,7 +37,7 @@ from teams.services import audit, audit_write
 from workloads import secrets
 from workloads import services as workloads
 from workloads.constants import NAME_MAX_LENGTH, Message
-from workloads.preview import Preview, preview_request
+from workloads.estimates.preview import Preview, preview_request
 
 #: A copy's counter at the end of a run name ("first-try-2"), see :func:`name_for_run_again`.
 COPY_SUFFIX = re.compile(r"(?P<stem>.+)-(?P<number>[0-9]+)")
@@ -206,7 +206,7 @@ def checkpoint_from_log(run: TrainingRun) -> bool:
     """Record the last ``SLIPWAY_CHECKPOINT`` line of the run's log as a report, when it is not the
     one recorded already. True when it recorded one.
 
-    Read only when the run is about to be preempted (workloads.preemption), never every cycle: one
+    Read only when the run is about to be preempted (workloads.cycle.preemption), never every cycle: one
     log read of its main pod (a Job's newest attempt, a PyTorchJob's Master), its last 200 lines.
     """
     if run.checkpoint is None:

@@ -41,13 +41,13 @@ from teams.models import Role
 from teams.permissions import check_may_end, end_refusal, may_end, read_membership, submit_refusal
 from workloads import attempts, secrets
 from workloads import services as workloads
-from workloads.alerts import alert_context
 from workloads.api import pk_of
+from workloads.estimates.preview import Preview
 from workloads.forms import command_echo
 from workloads.idle import idle_context
 from workloads.models import quote_rows
-from workloads.preview import Preview
-from workloads.telemetry_series import telemetry_context
+from workloads.telemetry.alerts import alert_context
+from workloads.telemetry.series import telemetry_context
 from workloads.views import (
     STOP_POLLING,
     current_membership,

@@ -20,7 +20,7 @@ class EventKind(models.TextChoices):
     PREEMPTED = "preempted", "Work preempted"
     BUDGET_ALERT = "budget_alert", "Budget alert"
     QUEUE_WAITING = "queue_waiting", "Waiting for quota too long"
-    # Alerts on a workload's GPUs (workloads.alert_rules): one event per episode.
+    # Alerts on a workload's GPUs (workloads.telemetry.alert_rules): one event per episode.
     GPU_IDLE = "gpu_idle", "GPUs idle (alert)"
     GPU_MEMORY = "gpu_memory", "GPU memory nearly full (OOM risk)"
     GPU_HOT = "gpu_hot", "GPU too hot (platform staff)"

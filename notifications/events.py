@@ -22,8 +22,8 @@ from notifications.constants import EventKind
 from notifications.models import Event
 from quotas.ledger import RefLabel
 from quotas.models import PreemptionEvent
-from workloads.alert_rules import AlertKind
 from workloads.registry import Bursts, Pages, kind_of, kinds, label_of, labels
+from workloads.telemetry.alert_rules import AlertKind
 
 
 def record(kind: str, team, key: str, title: str, text: str, ref: str = "", **details) -> str:
@@ -73,7 +73,7 @@ def preempted(event) -> str:
 
     Its ``reason`` says what happened and why as the rest of a sentence about the workload
     ("preempted: team vision reclaimed 4× a100-80gb of its quota; …",
-    :func:`workloads.preemption.preempted_reason`), so the text is the workload's name followed by
+    :func:`workloads.cycle.preemption.preempted_reason`), so the text is the workload's name followed by
     it: the verb is said once, never "preempted: preempted".
     """
     label = labels([event.ref]).get(event.ref) or RefLabel(event.ref, team=event.team.slug)
@@ -131,7 +131,7 @@ def portal_url(path: str) -> str:
 
 
 def alert_opened(episode, workload) -> str:
-    """The one event of an alert episode that just opened (:mod:`workloads.alerts`), keyed by the episode.
+    """The one event of an alert episode that just opened (:mod:`workloads.telemetry.alerts`), keyed by the episode.
 
     Idle GPUs: what they cost per hour (the episode's figure, from the one cost-per-hour rule)
     and the page that ends the workload — or, for an endpoint idle at its minimum replicas,

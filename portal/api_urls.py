@@ -9,7 +9,7 @@ from jobs.api import RunViewSet
 from portal.api_root import api_root_view, collections
 from quotas.api import ClusterViewSet, CohortViewSet, FlavorViewSet, TeamSharingViewSet, TeamViewSet, UsageReportView
 from teams.api import DeviceAuthorizationView, DeviceTokenView
-from workloads.alert_api import TeamAlertsView
+from workloads.telemetry.alert_api import TeamAlertsView
 from workspaces.api import WorkspaceViewSet
 
 router = DefaultRouter(trailing_slash=True)

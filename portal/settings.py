@@ -403,7 +403,7 @@ CELERY_BEAT_SCHEDULE["metrics-read-logs"] = {
 CELERY_BEAT_SCHEDULE["metrics-prune"] = {
     "task": "jobs.tasks.prune_run_metrics", "schedule": 3600.0, "options": {"queue": "default", "expires": 3600.0},
 }
-# GPU telemetry (workloads.telemetry, docs/metrics.md "GPU telemetry"): the reconcile cycle keeps each
+# GPU telemetry (workloads.telemetry.readings, docs/metrics.md "GPU telemetry"): the reconcile cycle keeps each
 # workload's DCGM readings per minute for SLIPWAY_TELEMETRY_RAW_MINUTES; older minutes are folded into
 # buckets of SLIPWAY_TELEMETRY_STEP_MINUTES (a divisor of a day) by a beat task every
 # SLIPWAY_TELEMETRY_COMPACT_SECONDS, and everything older than SLIPWAY_TELEMETRY_KEEP_DAYS goes (0: kept for ever).

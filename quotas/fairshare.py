@@ -23,7 +23,7 @@ its weight (Kueue's dominant-resource share, with a memory)::
 
 Freed capacity goes by :func:`tournament`: among the queued entries that fit now, the lowest
 share after admission first, then higher priority, then the older entry. Reclaim takes victims
-from the team with the highest :func:`shares` first (:mod:`workloads.preemption`).
+from the team with the highest :func:`shares` first (:mod:`workloads.cycle.preemption`).
 
 This module reads the figures through the cohort object it is given (duck-typed, as
 :class:`quotas.facts.CohortFigures` provides them): admission imports it, not the other way.

@@ -624,7 +624,7 @@ class PreemptionEvent(models.Model):
 
     Written when the victim is chosen. Its lost work is settled once more when the victim's pods are
     gone, and only downwards: a checkpoint saved during the grace is where the next attempt resumes
-    (``workloads.preemption.settle_lost_work``; the rule is :func:`quotas.reclaim.lost_span`).
+    (``workloads.cycle.preemption.settle_lost_work``; the rule is :func:`quotas.reclaim.lost_span`).
     The workload's preemption log (API and page) lists these newest first; usage reports sum
     ``lost_gpu_hours`` and ``lost_cost`` as ``preempted_gpu_hours`` and ``preempted_cost``.
     """
@@ -664,5 +664,5 @@ class PreemptionEvent(models.Model):
     def final_when_written(self) -> bool:
         """Whether its lost-work figures are final as the row is written: no grace (a spot interruption's
         pods go at once, an endpoint's burst loses no work). With a grace, a checkpoint written on the
-        notice may lower them once the pods are gone (``workloads.preemption.settle_lost_work``)."""
+        notice may lower them once the pods are gone (``workloads.cycle.preemption.settle_lost_work``)."""
         return self.grace_seconds == 0

@@ -93,7 +93,7 @@ def held_beyond_quota(team, candidate: tuple[str, ResourceRequest] | None = None
     that would still not be admitted were its flavor's quota all free: waiting for money, for a
     cluster that takes new work, or asking for more than the team may ever hold. Work not named here waits for quota alone.
 
-    For start estimates (:mod:`workloads.forecast`): such work is not ahead of anyone (the
+    For start estimates (:mod:`workloads.estimates.forecast`): such work is not ahead of anyone (the
     queue is best-effort, :func:`quotas.admission.admit_waiting` passes it), and no end of other work starts it.
     ``entries`` (with their flavors) and ``quotas`` (:func:`team_quotas`) are the team's when the
     caller read them already.

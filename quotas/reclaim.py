@@ -5,7 +5,7 @@ Reclaim, borrowing, cohort, fair share and lost work as docs/glossary.md defines
 A team in a cohort whose queued request would fit within its own nominal quota, but does not
 fit now because other members borrowed the units it lends, takes them back: :func:`choose_victims`
 names the smallest set of borrowed workloads whose end lets the request in, or none with the
-reason why not. Nothing here reads the database or the clock; :mod:`workloads.preemption` feeds it
+reason why not. Nothing here reads the database or the clock; :mod:`workloads.cycle.preemption` feeds it
 the cohort's figures and acts on the answer.
 
 The rules, in order:
@@ -157,7 +157,7 @@ def lost_since(start: datetime, last_checkpoint_at: datetime | None) -> datetime
 
     A checkpoint before its last start was already resumed from; the work since that start is
     what a preemption throws away. The one rule for the ranking here and for the preemption log
-    (:func:`workloads.preemption.lost_work`).
+    (:func:`workloads.cycle.preemption.lost_work`).
     """
     return start if last_checkpoint_at is None else max(start, last_checkpoint_at)
 

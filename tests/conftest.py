@@ -54,7 +54,7 @@ SQLITE_MODULES = {
     "tests/workloads/test_open_spend.py": "the month's spend with open segments",
     "tests/workloads/test_budget_forecast.py": "committed money (workloads.billing._commitments_sql)",
     "tests/workloads/test_cost_timeline.py": "the ledger against a scripted timeline",
-    "tests/jobs/test_reconcile.py": "the reconcile cycle's batched steady update (workloads.reconcile._steady_sql)",
+    "tests/jobs/test_reconcile.py": "the reconcile cycle's batched steady update (workloads.cycle.reconcile._steady_sql)",
     "tests/jobs/test_services.py": "submit, run again and the preview on the local default",
     "tests/jobs/test_idempotency_failures.py": "Idempotency-Key's row lock and transaction on SQLite's IMMEDIATE transactions",
     "tests/front/test_seed_demo.py": "the demo `make run` seeds",

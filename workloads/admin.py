@@ -79,7 +79,7 @@ class WorkloadAdmin(ReadOnlyAdmin):
 
 @admin.register(AlertEpisode)
 class AlertEpisodeAdmin(ReadOnlyAdmin):
-    """Alert episodes on workloads' GPUs (workloads.alerts): a hot GPU's are staff's to act on (the
+    """Alert episodes on workloads' GPUs (workloads.telemetry.alerts): a hot GPU's are staff's to act on (the
     team is not told); idle and OOM-risk ones are what teams were told. Written by the reconcile cycle only."""
 
     list_display = ["since_column", "alert_kind", "ref", "team", "cluster", "state", "value", "threshold", "gpu",

@@ -35,13 +35,15 @@ from quotas.queue import queue_positions
 from teams.idempotency import idempotent, is_dry_run
 from teams.models import Role, Team
 from teams.permissions import require_team
-from workloads import attempts, secrets, telemetry_api, telemetry_series
+from workloads import attempts, secrets
 from workloads import services as workloads
-from workloads.forecast import StartEstimate, estimated_starts
+from workloads.estimates.forecast import StartEstimate, estimated_starts
 from workloads.identity import REF_SEPARATOR
 from workloads.idle import IdleFigures, idle_figures
 from workloads.models import quote_rows
 from workloads.registry import WorkloadKind, kind_for, kind_of
+from workloads.telemetry import api as telemetry_api
+from workloads.telemetry import series as telemetry_series
 from workloads.views import log_download
 
 
@@ -447,7 +449,7 @@ class WorkloadReadActions:
 @extend_schema_serializer(deprecate_fields=["estimated_total"])
 class PreviewSerializer(serializers.Serializer):
     """A dry run's answer (``POST …?dry_run=1``): the preview of the submission — what submitting would
-    do now; nothing is written (:class:`workloads.preview.Preview`, docs/glossary.md "preview")."""
+    do now; nothing is written (:class:`workloads.estimates.preview.Preview`, docs/glossary.md "preview")."""
 
     outcome = serializers.ChoiceField(choices=["admit", "queue", "reject", "invalid"])
     message = serializers.CharField()

@@ -30,7 +30,7 @@ from quotas.ledger import Interval, usage_hour
 from quotas.models import QuotaHold
 
 #: The hold's columns that an hour's roll-over moves. A plan that moves only these (and no column of
-#: the workload's) is "steady": written in a batch (:func:`workloads.reconcile._apply_steady`).
+#: the workload's) is "steady": written in a batch (:func:`workloads.cycle.reconcile._apply_steady`).
 STEADY_FIELDS = frozenset({"billed_until", "open_units", "charged_price"})
 
 

@@ -24,7 +24,7 @@ def check_secret_keys(app_configs, **kwargs) -> list[checks.CheckMessage]:
 @checks.register()
 def check_telemetry_step(app_configs, **kwargs) -> list[checks.CheckMessage]:
     """``slipway.E003``: ``SLIPWAY_TELEMETRY_STEP_MINUTES`` is not a whole divisor of a day, so a day row's
-    slots would not line up with the day (:mod:`workloads.telemetry`)."""
+    slots would not line up with the day (:mod:`workloads.telemetry.readings`)."""
     step = settings.SLIPWAY_TELEMETRY_STEP_MINUTES
     if step >= 1 and 1440 % step == 0:
         return []

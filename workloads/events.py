@@ -13,13 +13,13 @@ from django.dispatch import Signal
 
 workload_moved = Signal()
 
-#: Sent *inside* the transaction of an alert episode's move to open (:mod:`workloads.alerts`), once
+#: Sent *inside* the transaction of an alert episode's move to open (:mod:`workloads.telemetry.alerts`), once
 #: per episode: ``sender=AlertEpisode, episode=<the episode as it opened>, workload=<its workload,
 #: with team and flavor>``. The receiver records the episode's one message.
 alert_opened = Signal()
 
 #: Sent *inside* the transaction that makes a preemption's lost-work figures final — when the pods of
-#: a workload preempted with a grace are gone (:func:`workloads.preemption.settle_lost_work`, which
+#: a workload preempted with a grace are gone (:func:`workloads.cycle.preemption.settle_lost_work`, which
 #: lowers them first if a checkpoint landed during the grace): ``sender=PreemptionEvent,
 #: event=<the preemption row, as final>``. A preemption without a grace (``final_when_written``) is
 #: final when its row is written and sends nothing here. May be sent again by a replayed cycle: the

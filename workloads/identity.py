@@ -37,7 +37,7 @@ class WorkloadId:
     @classmethod
     def from_object_name(cls, name: str) -> WorkloadId | None:
         """The identity an object name (``run-42``) stands for. Named before "object name" was the one
-        name of that (docs/glossary.md "object name"); its callers are in workloads.reconcile."""
+        name of that (docs/glossary.md "object name"); its callers are in workloads.cycle.reconcile."""
         return cls._parse(name, NAME_SEPARATOR)
 
     @classmethod

@@ -2,7 +2,7 @@
 
 Once per reconcile cycle the backend reports each running workload's GPU telemetry
 (:meth:`cluster.backends.base.ClusterBackend.gpu_telemetry`: Prometheus' DCGM series on a
-real cluster, the simulated exporter in the sandbox; :func:`workloads.telemetry.measure`), and its
+real cluster, the simulated exporter in the sandbox; :func:`workloads.telemetry.readings.measure`), and its
 utilization — the mean over its GPUs — is read from that one answer (:func:`utilization`). A workload whose utilization is under
 ``SLIPWAY_IDLE_UTIL_PCT`` is *idle*: its open billing segment is idle time, and the ledger
 records that time's GPU-hours and cost in its ``idle_*`` columns as well

@@ -20,9 +20,9 @@ from quotas.models import PreemptionEvent
 from quotas.queue import queue_reason
 from teams.services import lock_team
 from workloads import attempts, billing, secrets
+from workloads.cycle.placement import KEPT_PLACEMENT
 from workloads.events import workload_moved
 from workloads.models import ReasonCode
-from workloads.placement import KEPT_PLACEMENT
 from workloads.registry import Checkpoints, kind_of
 
 

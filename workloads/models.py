@@ -30,9 +30,9 @@ from quotas.models import PreemptionEvent, QuotaHold
 from quotas.pricing import PriceBook, Quote
 from teams.permissions import visible_to
 from workloads import idle
-from workloads.alert_rules import LABELS, AlertKind
 from workloads.constants import SIM_GPU_MEMORY_ENV
 from workloads.identity import WorkloadId
+from workloads.telemetry.alert_rules import LABELS, AlertKind
 
 
 def cost_to(billed_cost: Decimal, price: Decimal, open_units: int, billed_until: datetime | None,
@@ -224,7 +224,7 @@ class Workload(models.Model):
 
     # Preemption (docs/design.md "Sharing, preemption, clusters"): how often its borrowed units were taken back, when last, and —
     # while its pods are being stopped for that — since when (None otherwise). A workload
-    # being preempted keeps its hold until its pods are gone (workloads.preemption).
+    # being preempted keeps its hold until its pods are gone (workloads.cycle.preemption).
     preemptions = models.PositiveSmallIntegerField(default=0, db_default=0)
     last_preempted_at = models.DateTimeField(null=True, blank=True)
     preempting_since = models.DateTimeField(null=True, blank=True)
@@ -554,14 +554,14 @@ class GpuTelemetry(models.Model):
     """A stretch of one workload's GPU telemetry: every GPU's DCGM figures, one value per slot.
 
     Two resolutions (docs/metrics.md "GPU telemetry"): a **minute** row (``step`` 60, one slot)
-    per workload and minute, written by the reconcile cycle (:func:`workloads.telemetry.record`,
+    per workload and minute, written by the reconcile cycle (:func:`workloads.telemetry.readings.record`,
     the minute's last reading); and, once its minutes are older than
     ``SLIPWAY_TELEMETRY_RAW_MINUTES``, a **day** row (``step`` ``SLIPWAY_TELEMETRY_STEP_MINUTES``,
-    a day's slots) they are folded into by a beat task (:func:`workloads.telemetry.compact`). A
+    a day's slots) they are folded into by a beat task (:func:`workloads.telemetry.readings.compact`). A
     week-long run on 8 GPUs is then about 68 rows, not the 80,640 of a row per GPU and minute.
 
     ``values`` is little-endian float32, shaped ``(series, GPU, slot)`` in
-    :data:`workloads.telemetry.SERIES` and ``gpus`` order, NaN where nothing was reported. Rows
+    :data:`workloads.telemetry.readings.SERIES` and ``gpus`` order, NaN where nothing was reported. Rows
     carry their team like the ledger's: reads are scoped by it.
     """
 
@@ -585,7 +585,7 @@ class GpuTelemetry(models.Model):
     def __str__(self) -> str:
         return f"GPU telemetry of {self.ref} from {self.start:%Y-%m-%d %H:%M} ({self.slots} × {self.step} s)"
 class AlertEpisode(models.Model):
-    """One episode of an alert on a workload's GPUs (:mod:`workloads.alert_rules`): pending, open, closed.
+    """One episode of an alert on a workload's GPUs (:mod:`workloads.telemetry.alert_rules`): pending, open, closed.
 
     Moves are conditional updates on ``state`` (and ``clearing_since``), so two cycles, or a cycle
     replayed, move an episode once; the constraint keeps one active (pending or open) episode per
@@ -644,8 +644,8 @@ class TeamAlertSettings(models.Model):
     """A team's own alert rules, tighter than the platform's (``SLIPWAY_ALERT_*``); None: the platform's.
 
     Set by the team's admins (Team page, ``/api/v1/teams/<slug>/alerts/``) through
-    :func:`workloads.alert_settings.set_team_alert_settings`, which refuses a looser value. The
-    rule that applies is the tighter of the two at every cycle (:func:`workloads.alert_settings.rules_for`),
+    :func:`workloads.telemetry.alert_settings.set_team_alert_settings`, which refuses a looser value. The
+    rule that applies is the tighter of the two at every cycle (:func:`workloads.telemetry.alert_settings.rules_for`),
     so a default staff tighten later still holds for a team that set its own.
     """
 

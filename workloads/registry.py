@@ -223,7 +223,7 @@ class Reactions(Capability):
 
     def requeues_when_disrupted(self, workload, status: WorkloadStatus) -> bool:
         """Whether a disrupted pod (``status.disrupted``: its spot node reclaimed …) sends the workload
-        back to the queue to resume later, as a preemption does (:func:`workloads.preemption.interrupt`)."""
+        back to the queue to resume later, as a preemption does (:func:`workloads.cycle.preemption.interrupt`)."""
         return False
 
     def after_preemption(self, workload, now: datetime) -> bool | None:
@@ -265,7 +265,7 @@ class Bursts(Capability):
     """Work whose borrowed units are a burst above a minimum it keeps (an endpoint's replicas): reclaim
     shrinks the burst (:meth:`shrink_burst`) instead of stopping the work, and idle GPUs at the minimum
     are the price of answering at once (:meth:`at_minimum`). Without it, work is stopped and requeued
-    (:mod:`workloads.preemption`)."""
+    (:mod:`workloads.cycle.preemption`)."""
 
     def shrink_burst(self, workload, units: int, reason: str, now: datetime) -> None:
         """Give back ``units`` borrowed burst units at once (a kind with this capability implements it)."""
@@ -333,10 +333,10 @@ class Estimates(Capability):
     """What the start estimates learn from the kind's work: which earlier work is the same job
     (:attr:`job_fields`, whose running times predict this one's) and what its own progress says of its end.
     Without it, work with a runtime limit is expected to run to its limit (a window that ends when it says),
-    and its limits do not count in how the platform's runs use theirs (:func:`workloads.forecast.platform_limit_spans`)."""
+    and its limits do not count in how the platform's runs use theirs (:func:`workloads.estimates.forecast.platform_limit_spans`)."""
 
     #: Columns that make two workloads of a kind with a runtime limit the same job, whose earlier
-    #: running times predict this one's (:func:`workloads.forecast.median_durations`).
+    #: running times predict this one's (:func:`workloads.estimates.forecast.median_durations`).
     job_fields: tuple[str, ...] = ("name", "flavor_id")
 
     def progress_ends(self, workloads: list, now: datetime) -> dict[str, datetime]:

@@ -28,14 +28,15 @@ from cluster.manifests import build_team
 from core import metrics, queueing
 from quotas.facts import ClusterWaits
 from quotas.tasks import team_spec
-from workloads import lifecycle, placement, secrets, telemetry
+from workloads import lifecycle, secrets
 from workloads.constants import Message
-from workloads.cycle import ReconcileReport
+from workloads.cycle import ReconcileReport, placement
+from workloads.cycle.queue_step import reconcile_queue
+from workloads.cycle.reconcile import observe_failed
+from workloads.cycle.reconcile import reconcile_cluster as cycle_cluster
 from workloads.models import ReasonCode
-from workloads.queue_step import reconcile_queue
-from workloads.reconcile import observe_failed
-from workloads.reconcile import reconcile_cluster as cycle_cluster
 from workloads.registry import kind_for
+from workloads.telemetry import readings as telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ RECONCILE_LOCK = "slipway:reconcile-lock"
 def reconcile() -> str:
     """The periodic cycle (beat): one :func:`reconcile_cluster` task per cluster, in parallel on
     however many workers run, then the queue's step here (admission, reclaim, budgets: global per team;
-    :func:`workloads.queue_step.reconcile_queue`).
+    :func:`workloads.cycle.queue_step.reconcile_queue`).
 
     Each part is single-flight across all workers by its own lock, so a slow or dead cluster
     delays no other cluster and not the queue. Admitted work not placed on a cluster yet is
@@ -161,9 +162,9 @@ def reconcile() -> str:
 
 @shared_task(ignore_result=True)
 def reconcile_cluster(name: str) -> str:
-    """Steps 1–5 of the cycle for one cluster (:func:`workloads.reconcile.reconcile_cluster`).
+    """Steps 1–5 of the cycle for one cluster (:func:`workloads.cycle.reconcile.reconcile_cluster`).
 
-    A cluster that does not answer is recorded (degraded, then lost: :func:`workloads.reconcile.observe_failed`)
+    A cluster that does not answer is recorded (degraded, then lost: :func:`workloads.cycle.reconcile.observe_failed`)
     and tried again next cycle. The cycle's time and whether it observed the cluster go to
     ``/metrics`` (:func:`core.metrics.record_reconcile`). Workloads the cycle marked for re-drive
     are published after it, when its writes are committed.
@@ -218,7 +219,7 @@ TELEMETRY_LOCK = "slipway:telemetry-compact-lock"
 @shared_task(ignore_result=True)
 def compact_telemetry() -> str:
     """Fold GPU telemetry's minutes past the raw window into day rows and prune past retention (beat,
-    every ``SLIPWAY_TELEMETRY_COMPACT_SECONDS``; :func:`workloads.telemetry.compact`). Single-flight:
+    every ``SLIPWAY_TELEMETRY_COMPACT_SECONDS``; :func:`workloads.telemetry.readings.compact`). Single-flight:
     two folds of one day would each write it from what it held before."""
     with _single_flight(TELEMETRY_LOCK) as mine:
         if not mine:

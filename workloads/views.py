@@ -26,9 +26,10 @@ from teams import oidc
 from teams.models import Membership, Role
 from teams.permissions import require_team
 from teams.sso import MissingGroupsClaimError, claim_groups
-from workloads import attempts, preemption
+from workloads import attempts
 from workloads import services as workloads
-from workloads.forecast import CAPACITY_WAIT, StartEstimate, estimated_starts
+from workloads.cycle import preemption
+from workloads.estimates.forecast import CAPACITY_WAIT, StartEstimate, estimated_starts
 from workloads.models import ReasonCode
 from workloads.registry import Pages, kind_for, kind_of
 
@@ -169,7 +170,7 @@ def log_download(request: HttpRequest, workload) -> HttpResponse:
 
 def queued_detail(workload) -> dict:
     """Why ``workload`` waits and when it should start, as every kind's status panel says it
-    (``workloads/_queued_detail.html``): ``reason``, ``start`` (a :class:`~workloads.forecast.StartEstimate`
+    (``workloads/_queued_detail.html``): ``reason``, ``start`` (a :class:`~workloads.estimates.forecast.StartEstimate`
     or None), ``scheduler_message`` and ``position`` (its place in the team's queue, or None).
 
     Queued (its kind's :attr:`~workloads.registry.Lifecycle.queued`, a resumed workspace too): the

@@ -14,7 +14,7 @@ from rest_framework import serializers
 from quotas.constants import Priority
 from workloads.api import BorrowedFields, IdleFields, PlacementFields, QueuedFields, StateSetFields
 from workloads.constants import MAX_GPU_MEMORY_GB, MAX_UNITS_PER_NODE, NAME_MAX_LENGTH
-from workloads.telemetry_api import GpuNowFields
+from workloads.telemetry.api import GpuNowFields
 from workspaces import constants as c
 from workspaces.idle import idle_for
 from workspaces.models import Workspace

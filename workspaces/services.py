@@ -38,9 +38,9 @@ from teams.permissions import check_may_end, get_for_user, get_membership, requi
 from teams.services import audit, audit_write
 from workloads import lifecycle, secrets
 from workloads import services as workloads
+from workloads.estimates.preview import Preview, preview_request
 from workloads.events import workload_moved
 from workloads.models import ReasonCode
-from workloads.preview import Preview, preview_request
 from workloads.registry import kind_of
 from workspaces import access, local, tasks
 from workspaces import constants as c

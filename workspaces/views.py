@@ -26,11 +26,11 @@ from quotas.models import GpuFlavor
 from quotas.queue import queue_positions
 from teams.models import Role
 from teams.permissions import end_refusal, may_end, read_membership, submit_refusal
-from workloads.alerts import alert_context
+from workloads.estimates.preview import Preview
 from workloads.idle import idle_context
 from workloads.models import quote_rows
-from workloads.preview import Preview
-from workloads.telemetry_series import telemetry_context
+from workloads.telemetry.alerts import alert_context
+from workloads.telemetry.series import telemetry_context
 from workloads.views import current_membership, events_panel, no_team, polling_status, queued_detail, wants_partial
 from workspaces import access, local, services
 from workspaces.constants import (

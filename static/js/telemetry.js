@@ -1,6 +1,6 @@
 // GPU telemetry charts of a run or an endpoint page (docs/metrics.md "GPU telemetry"), drawn with uPlot
 // (static/vendor, fetched from the npm registry by `make install`). The page embeds the series the API's
-// telemetry/ answers (workloads.telemetry_series.series, one function for both), already downsampled by
+// telemetry/ answers (workloads.telemetry.series.series, one function for both), already downsampled by
 // LTTB to about the chart's width; while the workload runs, the same answer is fetched again every
 // data-poll seconds. A file, not an inline script: the Content-Security-Policy allows none.
 (function () {

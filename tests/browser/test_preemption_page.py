@@ -1,7 +1,7 @@
 """A preempted run's page in a real browser: its state says queued and who took its units back,
 and the Preemptions card lists the preemption (issue #23's browser journey, victim side).
 
-The preemption is made by the real reclaim code (``workloads.preemption.reclaim``) on the
+The preemption is made by the real reclaim code (``workloads.cycle.preemption.reclaim``) on the
 shared fake cluster and the real reconcile cycle; the browser only reads.
 """
 
@@ -17,8 +17,8 @@ from jobs.services import submit_run
 from teams.models import Role
 from tests.browser.support import BROWSER_MARKS
 from tests.factories import add_member, cohort_pair, make_user
-from workloads import preemption
-from workloads import reconcile as rec
+from workloads.cycle import preemption
+from workloads.cycle import reconcile as rec
 from workloads.tasks import apply_workload
 
 pytestmark = BROWSER_MARKS

@@ -18,7 +18,7 @@ from teams.models import Role
 from tests.browser.support import BROWSER_MARKS, LAPTOP
 from tests.factories import add_member, make_team, make_user
 from tests.jobs.conftest import run_payload
-from workloads import telemetry
+from workloads.telemetry import readings as telemetry
 
 PASSWORD = "pw-Slipway-123"
 

@@ -19,7 +19,7 @@ from tests.factories import secret_values
 from tests.fakes import pod
 from tests.jobs.conftest import run_payload
 from tests.jobs.test_attempt_logs import preempt_and_requeue
-from workloads.reconcile import reconcile
+from workloads.cycle.reconcile import reconcile
 from workloads.tasks import apply_workload
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -563,7 +563,7 @@ def test_borrowing_is_said_before_submit_and_a_preemption_in_describe(cli, tmp_p
     from quotas.demo import seed_team_quotas
     from teams.models import Role
     from tests.factories import add_member, make_team, make_user
-    from workloads import preemption
+    from workloads.cycle import preemption
 
     vision = make_team("vision")
     seed_team_quotas(vision, {"a100-80gb": 4})

@@ -16,8 +16,8 @@ from jobs.metric_lines import Point, ProgressMark
 from jobs.models import TrainingRun
 from slipway import polling
 from tests.cli.test_cli import run_id_of
-from workloads import telemetry
 from workloads.tasks import apply_workload
+from workloads.telemetry import readings as telemetry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -59,7 +59,7 @@ def test_finished_work_shows_its_charged_rate_everywhere_after_staff_change_the_
     run = TrainingRun.objects.get(pk=run.pk)
 
     assert run.price_quote().price == Decimal("3.00")  # the one function
-    assert run.cost_per_hour_at(2) == Decimal("6.00")  # the e-mails' cost per hour (workloads.alerts)
+    assert run.cost_per_hour_at(2) == Decimal("6.00")  # the e-mails' cost per hour (workloads.telemetry.alerts)
     client.force_login(member)
     api = client.get(f"/api/v1/runs/{run.pk}/").json()
     assert (api["price_per_hour"], api["estimated_cost_per_hour"], api["cost_to_date"], api["currency"]) == (

@@ -1,5 +1,5 @@
 """The start estimate in the command line says what the page and the API say (issue 46): one function
-(``workloads.forecast.StartEstimate.words``) words it for ``slipway describe`` and ``slipway run --dry-run``."""
+(``workloads.estimates.forecast.StartEstimate.words``) words it for ``slipway describe`` and ``slipway run --dry-run``."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from core.logformat import JsonFormatter
 LOG_ONE = textwrap.dedent("""
     import logging
     {setup}
-    log = logging.getLogger("workloads.reconcile")
+    log = logging.getLogger("workloads.cycle.reconcile")
     log.info("reconcile: %s workloads", 3, extra={{"cluster": "default"}})
     try:
         1 / 0
@@ -43,7 +43,7 @@ def test_each_line_is_one_json_object_with_level_logger_message_and_traceback(se
     result = run(setup, "json")
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stderr.splitlines() if line.strip()]
-    info, error = [line for line in lines if line["logger"] == "workloads.reconcile"]
+    info, error = [line for line in lines if line["logger"] == "workloads.cycle.reconcile"]
     assert (info["level"], info["message"], info["cluster"]) == ("INFO", "reconcile: 3 workloads", "default")
     assert info["time"].endswith("+00:00") and "exception" not in info
     assert (error["level"], error["message"]) == ("ERROR", "cycle failed")
@@ -54,7 +54,7 @@ def test_each_line_is_one_json_object_with_level_logger_message_and_traceback(se
 def test_text_stays_the_default():
     result = run(DJANGO, "text")
     assert result.returncode == 0, result.stderr
-    assert " INFO workloads.reconcile: reconcile: 3 workloads" in result.stderr
+    assert " INFO workloads.cycle.reconcile: reconcile: 3 workloads" in result.stderr
     assert "Traceback (most recent call last):" in result.stderr
 
 

@@ -23,8 +23,8 @@ from quotas.demo import seed_flavors, seed_team_quotas
 from tests.e2e.conftest import WorkerProcess, lend, module_worker, wait_for
 from tests.jobs.conftest import post_run
 from tests.notifications.conftest import receiver  # noqa: F401  (the signed-webhook receiver fixture)
-from workloads.alert_rules import AlertKind
 from workloads.models import AlertEpisode
+from workloads.telemetry.alert_rules import AlertKind
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres, pytest.mark.timeout(300)]
 
@@ -75,7 +75,7 @@ def test_an_idle_run_and_a_nearly_full_gpu_each_alert_once(alert_worker: WorkerP
     wait_for(lambda: received(receiver, EventKind.GPU_IDLE) and received(receiver, EventKind.GPU_MEMORY),
              timeout=200, what=f"both alerts delivered; worker log:\n{alert_worker.logs()[-4000:]}")
     # 4. The cycles go on, the conditions still hold: nothing more is said.
-    opened_at = alert_worker.logs().rindex("alert gpu_")  # workloads.alerts logs each opening
+    opened_at = alert_worker.logs().rindex("alert gpu_")  # workloads.telemetry.alerts logs each opening
     wait_for(lambda: cycles(alert_worker.logs()[opened_at:]) >= MORE_CYCLES, timeout=60,
              what=f"{MORE_CYCLES} more reconcile cycles")
     [idle_alert], [memory_alert] = received(receiver, EventKind.GPU_IDLE), received(receiver, EventKind.GPU_MEMORY)

@@ -22,7 +22,7 @@ from teams.models import AuditEvent
 from tests.factories import make_user
 from tests.fleet.conftest import _a100, apply, iso, node
 from tests.jobs.conftest import run_payload
-from workloads import reconcile as rec
+from workloads.cycle import reconcile as rec
 from workloads.models import ReasonCode
 from workloads.tasks import apply_workload, reconcile_cluster
 

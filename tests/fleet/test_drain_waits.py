@@ -24,8 +24,8 @@ from tests.factories import add_member, cohort_pair, make_user
 from tests.fakes import FakeBackend
 from tests.fleet.conftest import node
 from tests.jobs.conftest import run_payload
-from workloads import preemption
-from workloads import reconcile as rec
+from workloads.cycle import preemption
+from workloads.cycle import reconcile as rec
 from workloads.models import ReasonCode
 from workloads.tasks import apply_workload
 

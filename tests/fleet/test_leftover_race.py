@@ -22,8 +22,8 @@ from jobs.constants import RunState
 from jobs.models import TrainingRun
 from tests.fleet.conftest import apply
 from tests.threads import in_thread, wait_until_lock_waiter
-from workloads import reconcile as rec
-from workloads.placement import place_workload
+from workloads.cycle import reconcile as rec
+from workloads.cycle.placement import place_workload
 from workloads.registry import kind_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

@@ -21,7 +21,7 @@ from quotas.pricing import PriceBook, Quote, quote
 from quotas.services import budget_summary, set_cluster_price
 from tests.fleet.conftest import apply, iso
 from tests.jobs.conftest import run_payload
-from workloads import reconcile as rec
+from workloads.cycle import reconcile as rec
 
 pytestmark = pytest.mark.django_db
 NS = "team-ml-research"

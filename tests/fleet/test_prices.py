@@ -14,7 +14,7 @@ from quotas.models import ClusterPrice, UsageRecord
 from quotas.services import seed_cluster_prices, set_cluster_price
 from teams.models import AuditEvent
 from tests.fleet.conftest import apply, iso, node
-from workloads import reconcile as rec
+from workloads.cycle import reconcile as rec
 
 pytestmark = pytest.mark.django_db
 NS = "team-ml-research"

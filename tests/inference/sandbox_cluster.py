@@ -17,7 +17,7 @@ from cluster.status import gpu_units, parse_time
 from inference.cleanup import delete_candidate
 from sandbox.backend import SandboxBackend
 from tests.backends import use_backend
-from workloads import reconcile as rec
+from workloads.cycle import reconcile as rec
 from workloads.registry import resource_kinds
 from workloads.tasks import apply_workload
 

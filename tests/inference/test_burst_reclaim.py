@@ -18,7 +18,7 @@ from quotas.models import PreemptionEvent, QuotaHold
 from teams.models import Role
 from tests.factories import add_member, make_team, make_user
 from tests.inference.test_scaling import ready, wants
-from workloads import preemption
+from workloads.cycle import preemption
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,7 @@ from inference.constants import EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from tests.inference.conftest import endpoint_payload
 from tests.inference.scripted import show
-from workloads import reconcile as rec
+from workloads.cycle import reconcile as rec
 from workloads.tasks import apply_workload
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,7 @@ from inference.models import InferenceEndpoint
 from jobs.services import submit_run
 from quotas.models import QueuedRequest, QuotaHold
 from tests.inference.conftest import endpoint_payload
-from workloads import reconcile as rec
+from workloads.cycle import reconcile as rec
 
 pytestmark = pytest.mark.django_db
 

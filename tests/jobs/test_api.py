@@ -274,13 +274,13 @@ def test_it_lists_in_a_constant_number_of_queries(api, member, team, quota, publ
     # token (1) + its first last-used write (1) + count (1) + page (1) + the page's quota holds, their
     # money (1: Workload.segment) + queue positions (1) +
     # start estimates: queue, holds, their runs, quotas, finished runs' durations, the
-    # platform's limit use (6: workloads.forecast.platform_limit_spans, one per kind with a limit) +
+    # platform's limit use (6: workloads.estimates.forecast.platform_limit_spans, one per kind with a limit) +
     # what holds queued work beyond its quota: the budget, the month's spend (ledger rows, open
     # segments: quotas.ledger.month_spend), committed money (4) + the clusters, for work that waits for one
     # (quotas.facts.ClusterWaits) (1) + the names of secret env (1) + the clusters and their
     # prices, for the one price of each row (quotas.pricing.PriceBook, shared by the page) (2). Runs that
     # started cost one more, for their progress (jobs.metrics.progress_answers), one more for their GPUs now
-    # (workloads.telemetry_series.now_figures), and running work one more for its progress ETAs: none has
+    # (workloads.telemetry.series.now_figures), and running work one more for its progress ETAs: none has
     # started here
     with django_assert_num_queries(20):
         response = api.get("/api/v1/runs/")

@@ -21,9 +21,9 @@ from tests.fakes import pod
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
 from workloads import attempts, lifecycle
+from workloads.cycle.placement import KEPT_PLACEMENT
+from workloads.cycle.preemption import PREEMPTED_LABEL
 from workloads.models import Attempt, ReasonCode
-from workloads.placement import KEPT_PLACEMENT
-from workloads.preemption import PREEMPTED_LABEL
 from workloads.registry import kind_for
 
 pytestmark = pytest.mark.django_db

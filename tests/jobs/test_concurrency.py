@@ -16,7 +16,7 @@ from quotas.models import QueuedRequest, QuotaHold
 from quotas.signals import workload_admitted
 from tests.jobs.conftest import run_payload
 from tests.threads import in_thread, paused_after, wait_until_lock_waiter
-from workloads import reconcile as rec
+from workloads.cycle import reconcile as rec
 from workloads.signals import admitted_from_queue
 from workloads.tasks import apply_workload
 

@@ -1,6 +1,6 @@
 """The stdout reader (jobs.metrics.read_run_logs): Katib lines and progress from running runs'
 logs, from where the last read ended, bounded per cycle; and the progress ETA in the queue's
-start estimates (workloads.forecast)."""
+start estimates (workloads.estimates.forecast)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from jobs.metric_lines import ProgressMark
 from jobs.models import RunLogCursor, RunMetric, RunProgress, TrainingRun
 from quotas.demo import seed_team_quotas
 from tests.jobs.conftest import run_payload
-from workloads.forecast import estimated_starts
+from workloads.estimates.forecast import estimated_starts
 from workloads.tasks import apply_workload
 
 pytestmark = pytest.mark.django_db

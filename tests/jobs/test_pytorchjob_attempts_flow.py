@@ -22,7 +22,7 @@ from jobs.services import submit_run
 from sandbox.backend import SandboxBackend
 from tests.backends import use_backend
 from tests.jobs.conftest import run_payload
-from workloads import reconcile as rec
+from workloads.cycle import reconcile as rec
 from workloads.tasks import apply_workload
 
 pytestmark = pytest.mark.django_db(transaction=True)

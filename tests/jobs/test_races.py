@@ -21,8 +21,8 @@ from quotas import admission
 from quotas.models import GpuFlavor, QueuedRequest, QuotaHold, TeamQuota
 from tests.jobs.conftest import run_payload
 from tests.threads import in_thread, paused_after, wait_until_lock_waiter
-from workloads import reconcile as rec
 from workloads.constants import MAX_APPLY_ATTEMPTS
+from workloads.cycle import reconcile as rec
 from workloads.tasks import apply_workload, delete_workload
 
 pytestmark = pytest.mark.django_db

@@ -19,9 +19,9 @@ from jobs.models import TrainingRun
 from jobs.services import cancel_run
 from quotas.ledger import usage_hour
 from quotas.models import QuotaHold, UsageRecord
-from workloads import reconcile as rec
 from workloads import services as workloads
 from workloads.constants import MAX_APPLY_ATTEMPTS
+from workloads.cycle import reconcile as rec
 from workloads.tasks import RECONCILE_LOCK, apply_workload, delete_workload, reconcile, reconcile_cluster
 
 pytestmark = pytest.mark.django_db

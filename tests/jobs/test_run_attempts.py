@@ -26,8 +26,8 @@ from jobs.models import TrainingRun
 from tests.factories import cohort_pair, member_api, secret_values
 from tests.jobs.conftest import post_share_run
 from tests.workloads.timeline import scripted_timeline
+from workloads.cycle.placement import KEPT_PLACEMENT
 from workloads.models import Attempt
-from workloads.placement import KEPT_PLACEMENT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -27,8 +27,8 @@ from tests.jobs.conftest import run_payload
 from tests.jobs.test_reconcile import iso
 from tests.jobs.test_views import form_data
 from workloads import lifecycle
-from workloads import reconcile as rec
 from workloads.constants import SECRET_MASK
+from workloads.cycle import reconcile as rec
 from workloads.models import SecretEnv
 from workloads.registry import resource_kinds
 from workloads.tasks import apply_workload, delete_workload

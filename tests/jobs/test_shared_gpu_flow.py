@@ -19,7 +19,7 @@ from sandbox.backend import SandboxBackend
 from tests.backends import use_backend
 from tests.jobs.conftest import run_payload
 from tests.shared_flavors import make_shared_flavors
-from workloads import reconcile as rec
+from workloads.cycle import reconcile as rec
 from workloads.tasks import apply_workload
 
 # Real commits: the apply task the portal publishes after commit is run as a worker would run it.

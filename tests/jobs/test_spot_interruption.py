@@ -19,7 +19,7 @@ from jobs.services import submit_run
 from quotas.models import PreemptionEvent, QueuedRequest
 from tests.jobs.conftest import run_payload
 from tests.jobs.test_reconcile import NS, applied, iso
-from workloads import reconcile as rec
+from workloads.cycle import reconcile as rec
 
 pytestmark = pytest.mark.django_db
 

@@ -30,9 +30,9 @@ from tests.factories import make_user
 from tests.inference.conftest import endpoint_payload
 from tests.inference.scripted import show
 from tests.jobs.test_reconcile import NS, applied, iso
-from workloads import alerts
-from workloads import reconcile as rec
+from workloads.cycle import reconcile as rec
 from workloads.tasks import apply_workload
+from workloads.telemetry import alerts
 
 pytestmark = pytest.mark.django_db
 

@@ -31,7 +31,7 @@ from tests.inference.scripted import show
 from tests.jobs.test_reconcile import NS, applied, iso
 from tests.jobs.test_spot_interruption import disrupt, running  # noqa: F401  (the running-run fixture)
 from workloads import lifecycle
-from workloads import reconcile as rec
+from workloads.cycle import reconcile as rec
 from workloads.models import ReasonCode
 from workloads.tasks import apply_workload
 

@@ -26,8 +26,9 @@ from teams.models import Role
 from tests.factories import add_member, make_team, make_user
 from tests.jobs.conftest import submit_run_as
 from tests.jobs.test_spot_interruption import disrupt, running  # noqa: F401  (the running-run fixture)
-from workloads import lifecycle, preemption
-from workloads import reconcile as rec
+from workloads import lifecycle
+from workloads.cycle import preemption
+from workloads.cycle import reconcile as rec
 from workloads.models import ReasonCode
 from workloads.registry import kind_for
 

@@ -16,8 +16,8 @@ from jobs.models import TrainingRun
 from quotas.models import QuotaHold
 from tests.factories import hold_of
 from tests.inference.conftest import endpoint_payload
-from workloads.alert_rules import AlertKind
 from workloads.models import AlertEpisode
+from workloads.telemetry.alert_rules import AlertKind
 
 pytestmark = pytest.mark.django_db
 State = AlertEpisode.State
@@ -63,8 +63,8 @@ def test_a_pending_alert_is_not_shown(client, member, run):
 def test_an_oom_risk_alert_that_closed_as_the_run_ended_stays_on_its_page(client, member, run):
     """Issue 46: the demo's yolo-train opened its OOM-risk alert 3 minutes before it ended; the episode
     closed with the run and the page, where the alert's message sends people, said nothing of it."""
-    from workloads import alerts
-    from workloads.alert_rules import Rule
+    from workloads.telemetry import alerts
+    from workloads.telemetry.alert_rules import Rule
     row = AlertEpisode.objects.create(ref=run.ref, alert_kind=AlertKind.MEMORY, team=run.team,
                                       since=timezone.now() - timedelta(minutes=8), cluster=None)
     assert alerts._open(row, run, Rule(AlertKind.MEMORY, 95.0, True, timedelta(minutes=5), timedelta(minutes=5)),

@@ -1,4 +1,4 @@
-"""The alert state machine (workloads.alert_rules): hysteresis, one message per episode, never a flood.
+"""The alert state machine (workloads.telemetry.alert_rules): hysteresis, one message per episode, never a flood.
 
 A signal is fed to :func:`step` minute by minute, as the reconcile cycle would; the moves it
 returns are what the database would see, and ``OPEN`` is the only move that sends a message.
@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cluster.backends.base import GpuReading, WorkloadTelemetry
-from workloads.alert_rules import AlertKind, Episode, Move, Rule, figure, step, tighter, tightest, worst_gpu
+from workloads.telemetry.alert_rules import AlertKind, Episode, Move, Rule, figure, step, tighter, tightest, worst_gpu
 
 T0 = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 #: Idle: under 10 % for 30 min; closed after 10 min clear.

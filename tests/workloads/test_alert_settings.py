@@ -14,9 +14,9 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 
 from teams.models import AuditEvent
-from workloads.alert_rules import AlertKind
-from workloads.alert_settings import platform_rules, rules_for, set_team_alert_settings, team_view
 from workloads.models import TeamAlertSettings
+from workloads.telemetry.alert_rules import AlertKind
+from workloads.telemetry.alert_settings import platform_rules, rules_for, set_team_alert_settings, team_view
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/teams/ml-research/alerts/"

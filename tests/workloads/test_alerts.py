@@ -1,4 +1,4 @@
-"""Alert episodes in the database (workloads.alerts.observe): moved once, one open per workload and kind,
+"""Alert episodes in the database (workloads.telemetry.alerts.observe): moved once, one open per workload and kind,
 the team's tightened rules, work that ended, and what a cycle costs when nothing is in alert.
 
 Runs are submitted, applied and seen running on the scripted cluster (tests/fakes.py) by the real
@@ -27,11 +27,11 @@ from tests.factories import add_member, make_team
 from tests.jobs.conftest import submit_run_as
 from tests.jobs.test_reconcile import NS, applied, iso
 from tests.shared_flavors import make_shared_flavors
-from workloads import alerts
-from workloads import reconcile as rec
-from workloads.alert_rules import AlertKind, Move
+from workloads.cycle import reconcile as rec
 from workloads.identity import WorkloadId
 from workloads.models import AlertEpisode, TeamAlertSettings
+from workloads.telemetry import alerts
+from workloads.telemetry.alert_rules import AlertKind, Move
 
 pytestmark = pytest.mark.django_db
 State = AlertEpisode.State

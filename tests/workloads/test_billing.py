@@ -19,8 +19,8 @@ from quotas.models import QuotaHold, UsageRecord
 from tests.factories import make_team
 from tests.jobs.conftest import run_payload
 from tests.workloads.tinykind.models import Notebook
-from workloads import reconcile as rec
 from workloads.billing import applied, plan_billing, record
+from workloads.cycle import reconcile as rec
 from workloads.idle import idle_figures
 from workloads.tasks import apply_workload
 

@@ -21,7 +21,7 @@ from quotas.models import QuotaHold, TeamBudget
 from quotas.queue import preview
 from quotas.services import budget_summary, set_team_budget
 from teams.models import AuditEvent
-from workloads import reconcile as rec
+from workloads.cycle import reconcile as rec
 
 pytestmark = pytest.mark.django_db
 

@@ -24,7 +24,7 @@ from quotas import ledger
 from quotas.demo import seed_team_quotas
 from quotas.models import GpuFlavor, UsageRecord
 from tests.workloads.timeline import INTERVAL, scripted_timeline
-from workloads import reconcile as rec
+from workloads.cycle import reconcile as rec
 from workloads.idle import idle_figures
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,8 +12,8 @@ from jobs.models import TrainingRun
 from quotas import admission
 from tests.jobs.conftest import submit_run_as
 from workloads import estimates
-from workloads import reconcile as rec
-from workloads.forecast import Ahead, StartEstimate, estimated_starts
+from workloads.cycle import reconcile as rec
+from workloads.estimates.forecast import Ahead, StartEstimate, estimated_starts
 from workloads.tasks import apply_workload
 
 pytestmark = pytest.mark.django_db
@@ -149,7 +149,7 @@ def test_work_of_a_kind_without_estimates_runs_to_its_limit_and_a_run_to_its_typ
     """A runtime limit predicts a run's end through the platform's limit use (Estimates); the block kind's limit
     is its window, which it holds to the end: nothing learnt of runs shortens it."""
     from tests.workloads.holdkind.models import UnitBlock
-    from workloads.forecast import _expected_end
+    from workloads.estimates.forecast import _expected_end
 
     start = timezone.now()
     half = 0.5  # the platform's runs use half their limit

@@ -22,8 +22,8 @@ from sandbox.models import SimObject
 from tests.workloads.holdkind.kind import BlockKind
 from tests.workloads.holdkind.models import BlockState, UnitBlock
 from tests.workloads.timeline import scripted_timeline
-from workloads import reconcile as rec
 from workloads import services
+from workloads.cycle import reconcile as rec
 from workloads.models import ReasonCode
 from workloads.registry import kind_for
 from workloads.tasks import apply_workload

@@ -25,7 +25,7 @@ from teams.models import Role
 from tests.factories import add_member, cohort_pair, make_user, member_api
 from tests.jobs.test_reconcile import iso
 from tests.workloads.timeline import INTERVAL, scripted_timeline
-from workloads import reconcile as rec
+from workloads.cycle import reconcile as rec
 
 pytestmark = pytest.mark.django_db
 

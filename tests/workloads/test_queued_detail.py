@@ -17,7 +17,7 @@ from inference import services as endpoints
 from quotas.queue import queue_positions, queue_reason
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import submit_run_as
-from workloads.forecast import CAPACITY_WAIT, estimated_starts
+from workloads.estimates.forecast import CAPACITY_WAIT, estimated_starts
 from workloads.registry import kind_of
 from workloads.views import queued_detail
 from workspaces import services as workspaces

@@ -25,8 +25,8 @@ from sandbox.backend import SandboxBackend
 from sandbox.models import SimObject
 from tests.backends import use_backend
 from tests.workloads.tinykind.models import Notebook, NotebookState
-from workloads import reconcile as rec
 from workloads import services
+from workloads.cycle import reconcile as rec
 from workloads.registry import kinds, resource_kinds
 from workloads.tasks import apply_workload, delete_workload
 

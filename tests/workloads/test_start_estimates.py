@@ -25,7 +25,7 @@ from jobs.models import TrainingRun
 from quotas.models import GpuFlavor, TeamBudget
 from tests.jobs.conftest import submit_run_as
 from tests.workloads.timeline import INTERVAL, scripted_timeline
-from workloads.forecast import CAPACITY_WAIT, estimated_starts
+from workloads.estimates.forecast import CAPACITY_WAIT, estimated_starts
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

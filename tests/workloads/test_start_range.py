@@ -18,7 +18,7 @@ from core.formatting import format_clock, format_when
 from jobs.models import TrainingRun
 from tests.jobs.conftest import submit_run_as
 from workloads import estimates
-from workloads.forecast import Ahead, StartEstimate, estimated_starts
+from workloads.estimates.forecast import Ahead, StartEstimate, estimated_starts
 
 pytestmark = pytest.mark.django_db
 

@@ -13,11 +13,11 @@ from cluster.backends.base import GpuReading, WorkloadTelemetry
 from cluster.errors import Transient
 from jobs.services import submit_run
 from tests.jobs.conftest import run_payload
-from workloads import reconcile as rec
-from workloads import telemetry
 from workloads.checks import check_telemetry_step
+from workloads.cycle import reconcile as rec
 from workloads.models import GpuTelemetry
 from workloads.tasks import TELEMETRY_LOCK, apply_workload, compact_telemetry
+from workloads.telemetry import readings as telemetry
 
 TWO_GPUS = WorkloadTelemetry((GpuReading("GPU-a", 90.0, 70000.0, 11920.0, 74.0, 380.0),
                               GpuReading("GPU-b", 70.0, 50000.0, None, 68.5, None)))

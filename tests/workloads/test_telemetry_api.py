@@ -14,9 +14,10 @@ from django.utils import timezone
 from cluster.backends.base import GpuReading, WorkloadTelemetry
 from inference import services as endpoints
 from tests.inference.conftest import endpoint_payload
-from workloads import telemetry, telemetry_series
 from workloads.models import GpuTelemetry
-from workloads.telemetry_series import CHART_POINTS, now_figures
+from workloads.telemetry import readings as telemetry
+from workloads.telemetry import series as telemetry_series
+from workloads.telemetry.series import CHART_POINTS, now_figures
 from workspaces import services as workspaces
 
 pytestmark = pytest.mark.django_db

@@ -18,7 +18,7 @@ from sandbox.backend import SandboxBackend
 from sandbox.models import SimPod
 from tests.backends import use_backend
 from tests.jobs.conftest import run_payload
-from workloads import reconcile as rec
+from workloads.cycle import reconcile as rec
 from workloads.models import AlertEpisode, GpuTelemetry
 from workloads.tasks import apply_workload
 

@@ -16,8 +16,8 @@ from quotas.models import PreemptionEvent
 from teams.models import Role
 from tests.factories import add_member, cohort_pair, make_user
 from tests.jobs.conftest import submit_run_as
-from workloads import preemption
-from workloads import reconcile as rec
+from workloads.cycle import preemption
+from workloads.cycle import reconcile as rec
 
 pytestmark = pytest.mark.django_db
 

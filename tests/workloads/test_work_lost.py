@@ -1,5 +1,5 @@
 """What a preemption throws away (issue #24) on real rows: the preemption log's lost work and
-what reclaim is told of each candidate (``workloads.preemption``). Since the last start — which,
+what reclaim is told of each candidate (``workloads.cycle.preemption``). Since the last start — which,
 after a preemption, is the new admission (``started_at`` keeps the first start) — or since the
 last checkpoint after it when the kind reports one (``Checkpoints.last_checkpoint_at``)."""
 
@@ -16,7 +16,7 @@ from jobs.models import TrainingRun
 from quotas.ledger import interval_cost, interval_gpu_hours
 from quotas.models import PreemptionEvent, QuotaHold
 from quotas.reclaim import lost_span
-from workloads.preemption import _candidate, last_start, lost_words, lost_work, settle_lost_work
+from workloads.cycle.preemption import _candidate, last_start, lost_words, lost_work, settle_lost_work
 from workloads.registry import kind_for
 
 pytestmark = pytest.mark.django_db

@@ -16,7 +16,7 @@ from cluster.errors import Transient
 from cluster.status import parse_time
 from sandbox.backend import SandboxBackend
 from tests.backends import use_backend
-from workloads import reconcile as rec
+from workloads.cycle import reconcile as rec
 from workloads.registry import resource_kinds
 from workloads.tasks import apply_workload
 

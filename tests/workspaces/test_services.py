@@ -13,7 +13,7 @@ from django.utils import timezone
 from quotas.constants import Priority
 from quotas.models import QueuedRequest, QuotaHold
 from teams.models import AuditEvent
-from workloads import reconcile as rec
+from workloads.cycle import reconcile as rec
 from workloads.models import SecretEnv
 from workloads.registry import kind_for, kinds, resource_kinds
 from workloads.tasks import apply_workload

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from tests.workloads.test_start_range import clock, short_runs_platform
-from workloads.forecast import estimated_starts
+from workloads.estimates.forecast import estimated_starts
 from workspaces import services
 
 pytestmark = pytest.mark.django_db

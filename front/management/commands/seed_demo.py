@@ -37,10 +37,10 @@ from quotas import demo
 from quotas.models import Cohort, GpuFlavor, TeamBudget, TeamQuota, TeamSharing
 from quotas.services import seed_cluster_prices, set_cohort, set_team_quota
 from teams.models import DemoSeed, Membership, Role, Team
-from workloads.alert_settings import problems
 from workloads.models import TeamAlertSettings
 from workloads.registry import Demo
 from workloads.registry import kinds as registered_kinds
+from workloads.telemetry.alert_settings import problems
 
 DEMO_PASSWORD = "slipway-demo"
 ADMIN_PASSWORD = "slipway-admin"
@@ -103,7 +103,7 @@ DEMO_EMAIL: tuple[tuple[str, str, Callable[[], list[str]]], ...] = (
     ("vision", "dave", lambda: [EventKind.GPU_IDLE, EventKind.GPU_MEMORY]),
 )
 
-#: Alert rules teams tightened (workloads.alert_settings): Vision is told of idle GPUs after 5 minutes
+#: Alert rules teams tightened (workloads.telemetry.alert_settings): Vision is told of idle GPUs after 5 minutes
 #: rather than the platform's 30, so the forgotten notebook's idle alert comes within minutes of ``make run``.
 DEMO_ALERT_RULES: tuple[tuple[str, dict], ...] = (
     ("vision", {"idle_minutes": 5}),

@@ -7,7 +7,7 @@ JSON) and ``slipway run --dry-run`` (the API's answer as a table). A kind's ``pr
 asks :func:`preview_request`, which reads admission's decision without locking or writing
 (:func:`quotas.queue.preview`), the one price (:mod:`quotas.pricing`), the budget, and —
 when the request would wait for quota — its place in the queue and its start estimate
-(:mod:`workloads.forecast`).
+(:mod:`workloads.estimates.forecast`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from quotas.models import QueuedRequest
 from quotas.pricing import Quote
 from quotas.queue import held_beyond_quota, preview, queue_position
 from quotas.services import budget_summary
-from workloads.forecast import estimated_starts, held_estimate
+from workloads.estimates.forecast import estimated_starts, held_estimate
 
 
 @dataclass(frozen=True)
@@ -43,10 +43,10 @@ class Preview:
     share_of_budget_left: Decimal | None = None  #: committed_cost's share of what the month's budget leaves
     queue_position: int | None = None
     estimated_start_at: datetime | None = None
-    #: The range around it (:class:`workloads.forecast.StartEstimate`): the bound is ``estimated_start_latest``.
+    #: The range around it (:class:`workloads.estimates.forecast.StartEstimate`): the bound is ``estimated_start_latest``.
     estimated_start_earliest: datetime | None = None
     estimated_start_latest: datetime | None = None
-    start: str = ""  #: the estimate in words (:meth:`workloads.forecast.StartEstimate.words`)
+    start: str = ""  #: the estimate in words (:meth:`workloads.estimates.forecast.StartEstimate.words`)
     #: What the budget gate counts (ResourceRequest.committed_cost): its estimate until the
     #: month's end at most; without a runtime limit, its cost until the month's end.
     committed_cost: Decimal | None = None

@@ -27,7 +27,7 @@ either way.
 
 Nothing here reads the database or the clock: :func:`step` takes the episode as it was, what
 this cycle measured and ``now``, and returns the episode as it is and the move that took it
-there. :mod:`workloads.alerts` persists the moves (conditional updates) and sends the message.
+there. :mod:`workloads.telemetry.alerts` persists the moves (conditional updates) and sends the message.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def worst_gpu(kind: AlertKind, telemetry: WorkloadTelemetry) -> str:
 
 
 class Move(enum.StrEnum):
-    """What one :func:`step` did to an episode (what :mod:`workloads.alerts` writes)."""
+    """What one :func:`step` did to an episode (what :mod:`workloads.telemetry.alerts` writes)."""
 
     NONE = "none"  #: nothing changed
     START = "start"  #: a pending episode began

@@ -1,9 +1,9 @@
-"""Alerts on a workload's GPUs, once per reconcile cycle: the episodes of :mod:`workloads.alert_rules`, kept in the database.
+"""Alerts on a workload's GPUs, once per reconcile cycle: the episodes of :mod:`workloads.telemetry.alert_rules`, kept in the database.
 
 The cycle hands :func:`observe` what it measured of each running workload of one cluster
 (utilization, memory, temperature). For each workload and alert kind the pure
-:func:`~workloads.alert_rules.step` says how its episode moves, with the team's rules
-(:func:`workloads.alert_settings.rules_for`); the move is written here:
+:func:`~workloads.telemetry.alert_rules.step` says how its episode moves, with the team's rules
+(:func:`workloads.telemetry.alert_settings.rules_for`); the move is written here:
 
 * every move is a conditional update on the episode's state (and ``clearing_since``), so a
   cycle replayed, or racing another, moves an episode once; a new pending episode is an insert
@@ -33,12 +33,12 @@ from django.db.models import Q
 
 from cluster.backends.base import WorkloadTelemetry
 from workloads import idle
-from workloads.alert_rules import AlertKind, Episode, Move, Rule, figure, step, tightest, worst_gpu
-from workloads.alert_settings import platform_rules, rules_for
 from workloads.events import alert_opened
 from workloads.identity import WorkloadId
 from workloads.models import AlertEpisode, TeamAlertSettings
 from workloads.registry import Bursts, kind_of, pks_by_kind
+from workloads.telemetry.alert_rules import AlertKind, Episode, Move, Rule, figure, step, tightest, worst_gpu
+from workloads.telemetry.alert_settings import platform_rules, rules_for
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def _episode(row: AlertEpisode | None) -> Episode | None:
 
 def _write(move: Move, row: AlertEpisode | None, episode: Episode, workload, kind: AlertKind, rule: Rule,
            value: float | None, figures: WorkloadTelemetry, now: datetime, cluster) -> bool:
-    """Write one move (steps as :class:`~workloads.alert_rules.Move` names them); False when a racing
+    """Write one move (steps as :class:`~workloads.telemetry.alert_rules.Move` names them); False when a racing
     cycle moved the episode first (nothing written then)."""
     if row is None:
         # A new episode: pending first (even when it opens at once, so that its one message is sent

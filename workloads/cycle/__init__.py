@@ -1,6 +1,6 @@
-"""What the two halves of a reconcile cycle share: the cluster's steps (:mod:`workloads.reconcile`)
-and the queue's (:mod:`workloads.queue_step`), and what they hand to leftover cleanup
-(:mod:`workloads.leftovers`) and to waiting reasons (:mod:`workloads.waiting_reasons`).
+"""What the two halves of a reconcile cycle share: the cluster's steps (:mod:`workloads.cycle.reconcile`)
+and the queue's (:mod:`workloads.cycle.queue_step`), and what they hand to leftover cleanup
+(:mod:`workloads.cycle.leftovers`) and to waiting reasons (:mod:`workloads.cycle.waiting_reasons`).
 
 A module of its own so that those import it rather than each other: the cycle's report, one
 workload's plan, which workloads a cluster's cycle follows (and which none does: work placed
@@ -44,7 +44,7 @@ class ReconcileReport:
     lost: list[str] = field(default_factory=list)  #: clusters found lost (silent too long) in this cycle
     withdrawn: list[str] = field(default_factory=list)  #: waited too long for capacity: placed elsewhere
     teams_to_admit: set[int] = field(default_factory=set)  #: teams whose freed units the queue step admits into
-    #: This cycle's GPU readings of the workloads it followed (:mod:`workloads.telemetry`; alerts read them).
+    #: This cycle's GPU readings of the workloads it followed (:mod:`workloads.telemetry.readings`; alerts read them).
     telemetry: dict[WorkloadId, WorkloadTelemetry] = field(default_factory=dict)
 
 

@@ -1,11 +1,11 @@
-"""The queue's step of the reconcile cycle (steps 6–7 of :mod:`workloads.reconcile`), once for all clusters.
+"""The queue's step of the reconcile cycle (steps 6–7 of :mod:`workloads.cycle.reconcile`), once for all clusters.
 
 Admission, reclaim and budgets are global per team, so they run in one task of their own
 (:func:`workloads.tasks.reconcile`) whichever clusters answer:
 
 6. re-drives admitted work not placed yet (no cluster's cycle follows it), admits queued work
    that now fits and refreshes queued reasons; work still queued in a cohort may take back units
-   others borrowed (:mod:`workloads.preemption`);
+   others borrowed (:mod:`workloads.cycle.preemption`);
 7. audits, once a month per team, a budget that crossed its alert threshold, and stops running
    work of teams whose budget is spent when their policy says so.
 """
@@ -22,8 +22,7 @@ from quotas.models import QueuedRequest
 from quotas.queue import queue_reasons
 from quotas.services import enforce_budgets
 from teams.models import Team
-from workloads import preemption
-from workloads.cycle import ReconcileReport, redrive_if_stuck, unplaced_q
+from workloads.cycle import ReconcileReport, preemption, redrive_if_stuck, unplaced_q
 from workloads.models import ReasonCode
 from workloads.registry import Reactions, kinds
 
@@ -42,7 +41,7 @@ def reconcile_queue(now: datetime | None = None, report: ReconcileReport | None 
     for team in Team.objects.filter(pk__in=team_ids):
         report.admitted += admission.admit_waiting(team)
         _refresh_queue_reasons(team)
-    # 6b. Work still queued in a cohort may take back units others borrowed (workloads.preemption).
+    # 6b. Work still queued in a cohort may take back units others borrowed (workloads.cycle.preemption).
     #     A shrunk burst frees its units at once: admit again; a stopped run's come once it is gone.
     report.preempted += preemption.reclaim(now)
     if report.preempted:

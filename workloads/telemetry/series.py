@@ -22,8 +22,8 @@ import psycopg
 from django.db import connection
 
 from core.lttb import lttb
-from workloads import telemetry
 from workloads.models import GpuTelemetry
+from workloads.telemetry import readings as telemetry
 
 #: Points a chart is downsampled to without ``step``: about its plot's width in pixels (two charts a row).
 CHART_POINTS = 600

@@ -1,7 +1,7 @@
 """When will queued work start? Start estimates from the expected ends of the work ahead of it.
 
 This module holds start estimates only (docs/glossary.md "start estimate"; the module's name is
-older than the glossary). The preview of a submission, which shows one, is :mod:`workloads.preview`.
+older than the glossary). The preview of a submission, which shows one, is :mod:`workloads.estimates.preview`.
 
 For each queued workload of a team, :func:`estimated_starts` replays the team's queue on its
 flavor: units free now, then the admitted work's expected ends in time order, each queued

@@ -21,8 +21,8 @@ from django.db import transaction
 from teams.models import AuditEvent, Role, Team
 from teams.permissions import require_team
 from teams.services import audit
-from workloads.alert_rules import AlertKind, Rule, tighter, tightest
 from workloads.models import TeamAlertSettings
+from workloads.telemetry.alert_rules import AlertKind, Rule, tighter, tightest
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Field:
 
     name: str
     kind: AlertKind
-    part: str  #: "threshold" or "after" (:func:`workloads.alert_rules.tighter`)
+    part: str  #: "threshold" or "after" (:func:`workloads.telemetry.alert_rules.tighter`)
     setting: str
     unit: str
     label: str

@@ -9,7 +9,7 @@ Run by Celery beat every ``SLIPWAY_RECONCILE_INTERVAL`` seconds (single-flight, 
    between the two is seen on the cluster rather than taken for vanished;
 3. for each workload maps the observation to a state and a reason through its kind
    (registry; the reason is derived again each time, so words that no longer hold go; why work
-   waits to start is put in words by :mod:`workloads.waiting_reasons`), moves
+   waits to start is put in words by :mod:`workloads.cycle.waiting_reasons`), moves
    the state with a conditional update, bills its open segment when it closes
    (:mod:`workloads.billing`: units changed, ended, hour boundary) and releases quota when it
    is final (work that can never run — an image that cannot be pulled past
@@ -22,14 +22,14 @@ Run by Celery beat every ``SLIPWAY_RECONCILE_INTERVAL`` seconds (single-flight, 
 5. fails workloads whose cluster objects vanished, and deletes cluster objects left behind by
    ended or deleted workloads, or by an earlier attempt of work placed elsewhere or not yet, and
    what outlived the attempts of work that has ended for good (a run's checkpoint claim: it is
-   observed, but set apart from the attempt the cycle follows) — :mod:`workloads.leftovers`;
+   observed, but set apart from the attempt the cycle follows) — :mod:`workloads.cycle.leftovers`;
 6. re-drives admitted work not placed yet (step 4's rule, whichever clusters answer), admits
    queued work that now fits, and refreshes queued reasons;
 7. audits, once a month per team, a budget that crossed its alert threshold, and stops running
    work of teams whose budget is spent when their policy says so.
 
 This module runs steps 1–5 for one cluster (:func:`reconcile_cluster`) and the whole cycle in
-one process (:func:`reconcile`); steps 6–7 are the queue's step (:mod:`workloads.queue_step`).
+one process (:func:`reconcile`); steps 6–7 are the queue's step (:mod:`workloads.cycle.queue_step`).
 What the two halves share — the report, a workload's plan, the re-drive rule — is in
 :mod:`workloads.cycle`.
 
@@ -61,15 +61,17 @@ from fleet.models import Cluster
 from quotas import admission
 from quotas.models import GpuFlavor, QuotaHold
 from teams.models import Team
-from workloads import alerts, billing, idle, lifecycle, placement, preemption, telemetry
+from workloads import billing, idle, lifecycle
 from workloads.constants import STEADY_BATCH, Message
-from workloads.cycle import Home, Plan, ReconcileReport, redrive_if_stuck, unplaced
+from workloads.cycle import Home, Plan, ReconcileReport, placement, preemption, redrive_if_stuck, unplaced
+from workloads.cycle.leftovers import delete_abandoned, delete_kept, delete_leftovers, finish_removal, set_apart_kept
+from workloads.cycle.queue_step import reconcile_queue
+from workloads.cycle.waiting_reasons import CAPACITY_REFRESH, Capacity, explain_capacity, explain_podless
 from workloads.events import workload_moved
-from workloads.leftovers import delete_abandoned, delete_kept, delete_leftovers, finish_removal, set_apart_kept
 from workloads.models import ReasonCode, Workload, attach_held_segments
-from workloads.queue_step import reconcile_queue
 from workloads.registry import Checkpoints, Reactions, WorkloadKind, kind_for, kinds, resource_kinds
-from workloads.waiting_reasons import CAPACITY_REFRESH, Capacity, explain_capacity, explain_podless
+from workloads.telemetry import alerts
+from workloads.telemetry import readings as telemetry
 
 logger = logging.getLogger(__name__)
 

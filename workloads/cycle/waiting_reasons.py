@@ -1,4 +1,4 @@
-"""Why work on a cluster has not started, in words a team can act on (step 3 of :mod:`workloads.reconcile`).
+"""Why work on a cluster has not started, in words a team can act on (step 3 of :mod:`workloads.cycle.reconcile`).
 
 - Work the scheduler cannot place ("Insufficient nvidia.com/gpu"): the team's flavor and the
   largest free block, on this cluster and the others (:func:`explain_capacity`), from the

@@ -1,7 +1,7 @@
 """``/api/v1/teams/{slug}/alerts/``: a team's alert rules — its own, the platform's, and what applies.
 
 Every member reads them; the team's admins change them (``PATCH``), tighter than the platform's
-only (:mod:`workloads.alert_settings`: a looser value or nonsense is a 400 with field errors,
+only (:mod:`workloads.telemetry.alert_settings`: a looser value or nonsense is a 400 with field errors,
 nothing written). Outside the team: 404, as everywhere (platform staff set the defaults, in the
 settings, not here).
 """
@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 from teams.models import Role, Team
 from teams.permissions import require_team
 from teams.services import client_ip
-from workloads.alert_settings import set_team_alert_settings, team_view
+from workloads.telemetry.alert_settings import set_team_alert_settings, team_view
 
 
 class TeamRulesSerializer(serializers.Serializer):

@@ -1,4 +1,4 @@
-"""Leftover cleanup of a cluster's reconcile cycle (its step 5, :mod:`workloads.reconcile`):
+"""Leftover cleanup of a cluster's reconcile cycle (its step 5, :mod:`workloads.cycle.reconcile`):
 delete what the cluster still holds of work that no longer needs it.
 
 - objects of workloads that were ended, deleted, no longer exist, or now live on another

@@ -1,10 +1,10 @@
 """The API's GPU telemetry (docs/api.md "GPU telemetry"): ``GET …/{id}/telemetry/`` and the GPUs-now fields.
 
-``telemetry/`` answers :func:`workloads.telemetry_series.series` — what every kind's page's charts
+``telemetry/`` answers :func:`workloads.telemetry.series.series` — what every kind's page's charts
 draw — for ``?since=`` (RFC 3339 or Unix seconds) and ``?step=`` (seconds per
 point); a bad one is a 400 naming it. Every kind's viewset has it (:class:`workloads.api.WorkloadReadActions`).
 :class:`GpuNowFields` add ``gpu_utilization``, ``gpu_memory_used_gb`` and ``gpu_memory_total_gb`` to
-a run or an endpoint from :func:`workloads.telemetry_series.now_figures` (``slipway top`` prints them).
+a run or an endpoint from :func:`workloads.telemetry.series.now_figures` (``slipway top`` prints them).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
-from workloads.telemetry_series import MAX_POINTS, GpuNow
+from workloads.telemetry.series import MAX_POINTS, GpuNow
 
 #: The most seconds a ``step`` may be (a month: one point per month is as coarse as a chart gets).
 MAX_STEP = 31 * 86400
@@ -40,7 +40,7 @@ class TelemetryLineSerializer(serializers.Serializer):
 
 
 class TelemetrySeriesSerializer(serializers.Serializer):
-    """One list of lines (one per GPU) per chart (:data:`workloads.telemetry_series.CHARTS`)."""
+    """One list of lines (one per GPU) per chart (:data:`workloads.telemetry.series.CHARTS`)."""
 
     util_pct = TelemetryLineSerializer(many=True, help_text="Utilization (%), per GPU")
     fb_used_mib = TelemetryLineSerializer(many=True, help_text="Memory used (MiB), per GPU")
