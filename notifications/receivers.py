@@ -1,4 +1,5 @@
-"""Receivers turning the lower apps' moves into events (connected in :meth:`NotificationsConfig.ready`).
+"""Receivers turning the lower apps' signals into events (connected in :meth:`NotificationsConfig.ready`;
+docs/architecture.md "Upward: signals").
 
 Each runs inside the transaction of the move it reports (see :mod:`notifications.events`) and
 publishes the event's fan-out only after that transaction commits (``core.queueing``).
@@ -6,14 +7,13 @@ publishes the event's fan-out only after that transaction commits (``core.queuei
 
 from __future__ import annotations
 
-from django.db.models.signals import post_save
 from django.dispatch import receiver
 
 from core.queueing import publish_on_commit
 from notifications import events, tasks
+from quotas.events import budget_alert
 from quotas.models import PreemptionEvent
 from teams.models import AuditEvent
-from teams.services import listen_for
 from workloads.events import alert_opened, preemption_settled, workload_moved
 from workloads.models import AlertEpisode
 
@@ -29,28 +29,18 @@ def on_workload_moved(sender, workload, state: str, reason: str, at, **kwargs) -
     _fan_out_after_commit(events.workload_moved(sender, workload, state, reason, at))
 
 
-@receiver(post_save, sender=PreemptionEvent, dispatch_uid="notifications.preempted")
-def on_preempted(sender, instance: PreemptionEvent, created: bool, raw: bool = False, **kwargs) -> None:
-    """A workload was preempted without a grace (a spot interruption, an endpoint's burst): its row,
-    written in the preempting transaction, is final. One with a grace is told once its pods are gone."""
-    if created and not raw and instance.final_when_written:
-        _fan_out_after_commit(events.preempted(instance))
-
-
 @receiver(preemption_settled, sender=PreemptionEvent, dispatch_uid="notifications.preemption_settled")
 def on_preemption_settled(sender, event: PreemptionEvent, **kwargs) -> None:
-    """A preemption with a grace: its pods are gone and its lost work is final (the same words as the page's)."""
+    """A preemption's lost work is final (the same words as the page's): as its row is written when it
+    has no grace (a spot interruption, an endpoint's burst), once its pods are gone when it has one."""
     _fan_out_after_commit(events.preempted(event))
 
 
-listen_for(AuditEvent.Action.BUDGET_ALERT)  # never written through audit_write, which sends no post_save
-
-
-@receiver(post_save, sender=AuditEvent, dispatch_uid="notifications.budget_alert")
-def on_audit(sender, instance: AuditEvent, created: bool, raw: bool = False, **kwargs) -> None:
+@receiver(budget_alert, sender=AuditEvent, dispatch_uid="notifications.budget_alert")
+def on_budget_alert(sender, audit_event: AuditEvent, **kwargs) -> None:
     """A team's budget alert (audited once a month, in its own transaction, by quotas.services)."""
-    if created and not raw and instance.action == AuditEvent.Action.BUDGET_ALERT and instance.team is not None:
-        _fan_out_after_commit(events.budget_alert(instance))
+    if audit_event.team is not None:
+        _fan_out_after_commit(events.budget_alert(audit_event))
 
 
 @receiver(alert_opened, sender=AlertEpisode, dispatch_uid="notifications.alert_opened")

@@ -52,6 +52,7 @@ from fleet.models import Cluster
 from quotas import fairshare
 from quotas.constants import ZERO, AdmissionCode, Outcome, Priority
 from quotas.decide import BudgetState, Decision, FlavorQuota, ResourceRequest, decide
+from quotas.events import workload_admitted
 from quotas.facts import (
     ClusterWaits,
     CohortFigures,
@@ -78,7 +79,6 @@ from quotas.ledger import (
 from quotas.models import Cohort, GpuFlavor, QueuedRequest, QuotaHold, TeamBudget, TeamQuota, TeamSharing
 from quotas.pricing import dearest_sql
 from quotas.queue import queue_decision, queue_position
-from quotas.signals import workload_admitted
 from teams.models import Team
 from teams.services import lock_team, lock_team_statement
 

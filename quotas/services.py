@@ -28,6 +28,7 @@ from cluster.errors import ClusterError
 from core.formatting import format_when, stored_amount
 from fleet.constants import State
 from quotas.admission import admit_waiting, lock_admission
+from quotas.events import budget_alert
 from quotas.facts import borrowable, budget_state, cohort_id_of, team_quotas, units_in_use
 from quotas.ledger import MonthSpend, committed_by_team, month_spend, month_start, spent_month
 from quotas.models import (
@@ -212,9 +213,11 @@ def enforce_budgets(now: datetime | None = None) -> BudgetStep:
                 # Its own transaction: what the apps above write on this audit event (the alert's
                 # notification) commits with it, since this event is what says "alerted already".
                 with transaction.atomic():
-                    audit(AuditEvent.Action.BUDGET_ALERT, team=budget.team, target=target,
-                          spent=stored_amount(summary["spent_month"]), limit=stored_amount(summary["monthly_limit"]),
-                          threshold_pct=summary["alert_threshold_pct"])
+                    event = audit(AuditEvent.Action.BUDGET_ALERT, team=budget.team, target=target,
+                                  spent=stored_amount(summary["spent_month"]),
+                                  limit=stored_amount(summary["monthly_limit"]),
+                                  threshold_pct=summary["alert_threshold_pct"])
+                    budget_alert.send(sender=AuditEvent, audit_event=event)
                 step.alerted.append(budget.team.slug)
     step.to_stop = [budget.team for budget in budgets
                     if budget.policy == TeamBudget.Policy.STOP and summaries[budget.team_id]["exhausted"]]

@@ -81,28 +81,14 @@ def audit(action: str, *, actor=None, team: Team | None = None, target: str = ""
     return event
 
 
-#: The audit actions a receiver of ``post_save`` acts on (:func:`listen_for`), which must go through
-#: :func:`audit`: :func:`audit_write` sends no signal and refuses them.
-_listened: set[str] = set()
-
-
-def listen_for(action: str) -> None:
-    """Declare that a ``post_save`` receiver of :class:`AuditEvent` acts on ``action`` (a higher app's,
-    e.g. notifications' budget alert): from then on :func:`audit_write` refuses it."""
-    _listened.add(action)
-
-
 def audit_write(action: str, *, actor=None, team: Team | None = None, target: str = "", ip: str | None = None,
                 **details) -> Write:
     """:func:`audit`'s row as a :class:`core.writes.Write`, to run with others in one round trip.
 
     For a submission's event, written with its admission under the team's lock
-    (:func:`workloads.services.admit_new`). Sends no ``post_save``, so it refuses an action a
-    receiver listens for (:func:`listen_for`: a budget alert, which notifications fan out, goes
-    through :func:`audit`).
+    (:func:`workloads.services.admit_new`). Nothing acts on an audit row's save: an app that reports
+    a move to the apps above sends its own signal (docs/architecture.md "Upward: signals").
     """
-    if action in _listened:
-        raise ValueError(f"audit action '{action}' has a post_save receiver: write it with audit(), not audit_write()")
     return insert_of(audit_event(action, actor=actor, team=team, target=target, ip=ip, **details))
 
 

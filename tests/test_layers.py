@@ -117,3 +117,34 @@ def test_the_admission_rule_imports_no_database():
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     assert sorted(name for name in imported if name.split(".")[0] == "django") == []
+
+
+#: The one receiver of another app's model signal (docs/architecture.md "Upward: signals"): a membership
+#: goes by every path (removed, or by cascade with its user or team), and each must close the leaver's
+#: way into the team's workspaces.
+MODEL_SIGNAL_RECEIVERS = {("teams.Membership", "post_delete", "workspaces.services.member_left")}
+
+
+def model_signal_receivers() -> set[tuple[str, str, str]]:
+    """``(model, signal, receiver)`` for every project receiver of a model signal sent by another
+    package's model (Django's and third-party receivers are not the project's)."""
+    from django.apps import apps
+    from django.db.models import signals
+
+    found = set()
+    for name in ("pre_save", "post_save", "pre_delete", "post_delete", "m2m_changed"):
+        signal = getattr(signals, name)
+        for model in apps.get_models():
+            live = signal._live_receivers(model)
+            receivers = live[0] + live[1] if isinstance(live, tuple) else live  # Django 5: (sync, async)
+            for receiver in receivers:
+                module = getattr(receiver, "__module__", "") or ""
+                package = module.split(".")[0]
+                if package in PACKAGES and package != model.__module__.split(".")[0]:
+                    owner = f"{model.__module__.split('.')[0]}.{model.__name__}"
+                    found.add((owner, name, f"{module}.{receiver.__qualname__}"))
+    return found
+
+
+def test_no_app_acts_on_another_apps_rows_saved_only_on_its_signals():
+    assert model_signal_receivers() == MODEL_SIGNAL_RECEIVERS

@@ -1,4 +1,5 @@
-"""Signals the workloads app sends about state moves and alerts, for the apps above it to act on.
+"""Signals the workloads app sends about state moves and alerts, for the apps above it to act on
+(docs/architecture.md "Upward: signals").
 
 ``workload_moved`` is sent *inside* the transaction of a conditional state move that took
 effect (the reconcile cycle's observed moves, :func:`workloads.lifecycle.fail`), with
@@ -18,10 +19,10 @@ workload_moved = Signal()
 #: with team and flavor>``. The receiver records the episode's one message.
 alert_opened = Signal()
 
-#: Sent *inside* the transaction that makes a preemption's lost-work figures final — when the pods of
-#: a workload preempted with a grace are gone (:func:`workloads.cycle.preemption.settle_lost_work`, which
-#: lowers them first if a checkpoint landed during the grace): ``sender=PreemptionEvent,
-#: event=<the preemption row, as final>``. A preemption without a grace (``final_when_written``) is
-#: final when its row is written and sends nothing here. May be sent again by a replayed cycle: the
-#: receiver's record is keyed by the row.
+#: Sent *inside* the transaction that makes a preemption's lost-work figures final: the preempting one
+#: for a preemption without a grace (``final_when_written``: a spot interruption, an endpoint's burst),
+#: and for one with a grace the one in which its pods are found gone
+#: (:func:`workloads.cycle.preemption.settle_lost_work`, which lowers the figures first if a checkpoint
+#: landed during the grace): ``sender=PreemptionEvent, event=<the preemption row, as final>``. May be
+#: sent again by a replayed cycle: the receiver's record is keyed by the row.
 preemption_settled = Signal()

@@ -12,12 +12,12 @@ from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import cancel_run, submit_run
 from quotas import admission
+from quotas.events import workload_admitted
 from quotas.models import QueuedRequest, QuotaHold
-from quotas.signals import workload_admitted
 from tests.jobs.conftest import run_payload
 from tests.threads import in_thread, paused_after, wait_until_lock_waiter
 from workloads.cycle import reconcile as rec
-from workloads.signals import admitted_from_queue
+from workloads.receivers import admitted_from_queue
 from workloads.tasks import apply_workload
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

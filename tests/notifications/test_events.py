@@ -13,18 +13,20 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from core.writes import run_together
 from inference.constants import EndpointState
 from inference.models import InferenceEndpoint
 from inference.services import create_endpoint
-from jobs.constants import AUDIT_SUBMITTED, RunState
+from jobs.constants import RunState
 from notifications import delivery, events
 from notifications.constants import Channel, EventKind
 from notifications.models import Delivery, EmailSubscription, Event, Webhook
 from notifications.services import create_webhook, set_email_kinds
+from quotas.events import budget_alert
 from quotas.ledger import record_usage
 from quotas.models import TeamBudget
 from teams.models import AuditEvent, Role
-from teams.services import audit_write
+from teams.services import audit, audit_write
 from tests.factories import add_member, make_user
 from tests.inference.conftest import endpoint_payload
 from tests.inference.scripted import show
@@ -101,12 +103,14 @@ def test_the_budget_alert_is_one_event_a_month(member, team, quota, fake_backend
     assert event.key == f"budget_alert:{team.pk}:budget {timezone.localtime(now):%Y-%m}"
 
 
-def test_a_budget_alert_cannot_be_written_without_the_signal_its_event_comes_from(team):
-    # audit_write sends no post_save, and this app's receiver turns the budget alert's post_save
-    # into the event above: the action is refused there, while a submission's action is not.
-    with pytest.raises(ValueError, match=r"budget_alert.*post_save receiver"):
-        audit_write(AuditEvent.Action.BUDGET_ALERT, team=team)
-    assert audit_write(AUDIT_SUBMITTED, team=team) is not None
+def test_a_budget_alert_is_told_by_quotas_signal_not_by_an_audit_rows_save(team):
+    # The event comes from quotas.events.budget_alert, sent with the month's audit row: a row of the
+    # same action saved by anything else (or written with others in one round trip) tells nobody.
+    audit(AuditEvent.Action.BUDGET_ALERT, team=team, target="budget 2026-11")
+    assert run_together([audit_write(AuditEvent.Action.BUDGET_ALERT, team=team, target="budget 2026-10")]) == [1]
+    assert not Event.objects.exists()
+    budget_alert.send(sender=AuditEvent, audit_event=AuditEvent.objects.get(target="budget 2026-11"))
+    assert Event.objects.get().event_kind == EventKind.BUDGET_ALERT
 
 
 def test_work_queued_too_long_is_one_event_per_stay_in_the_queue(submit, settings):

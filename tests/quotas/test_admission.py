@@ -14,11 +14,11 @@ from core.writes import insert_of, update_of
 from quotas.admission import admit, admit_waiting, release
 from quotas.constants import AdmissionCode, Outcome, Priority
 from quotas.decide import ResourceRequest
+from quotas.events import workload_admitted
 from quotas.facts import units_in_use, units_of
 from quotas.ledger import record_usage
 from quotas.models import QueuedRequest, QuotaHold, TeamBudget
 from quotas.queue import queue_position, queue_positions, queue_reason, queue_reasons
-from quotas.signals import workload_admitted
 from teams.models import AuditEvent
 from tests.roundtrips import round_trips
 

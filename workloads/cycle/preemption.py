@@ -228,6 +228,13 @@ def lost_words(since: datetime | None, notice: datetime, checkpointed: bool = Fa
     return f"{amount} of work since its {'last checkpoint' if checkpointed else 'start'} lost"
 
 
+def _told_if_final(event: PreemptionEvent) -> None:
+    """A preemption without a grace is final as its row is written: told now, in the preempting transaction
+    (:data:`workloads.events.preemption_settled`); one with a grace is told by :func:`settle_lost_work`."""
+    if event.final_when_written:
+        preemption_settled.send(sender=PreemptionEvent, event=event)
+
+
 def settle_lost_work(kind: WorkloadKind, workload, now: datetime) -> None:
     """Its pods are gone: a checkpoint that landed during the grace (after the notice, before ``now``)
     is where the next attempt resumes, so the preemption's lost work is what remains by that
@@ -325,11 +332,12 @@ def _preempt(victim: Candidate, claim: Claim, claimant_id: int, now: datetime, w
     with transaction.atomic():
         if not live.update(**changes):
             return False
-        PreemptionEvent.objects.create(
+        event = PreemptionEvent.objects.create(
             ref=workload.ref, team=workload.team, by_team_id=claimant_id, for_ref=claim.ref, user=workload.created_by,
             cause=PreemptionEvent.Cause.WITHIN_TEAM if within_team else PreemptionEvent.Cause.RECLAIM,
             flavor=workload.flavor, units=victim.units, reason=reason[:500], grace_seconds=seconds,
             lost_gpu_hours=gpu_hours, lost_cost=cost, currency=settings.SLIPWAY_CURRENCY, at=now)
+        _told_if_final(event)
         audit(AuditEvent.Action.WORKLOAD_PREEMPTED, team=workload.team, target=workload.ref,
               by_team=claim.team, units=victim.units, flavor=flavor, for_ref=claim.ref, reason=reason)
     if burst:
@@ -364,10 +372,11 @@ def interrupt(kind: WorkloadKind, backend, workload, status, now: datetime) -> b
         if not live.update(preempting_since=now, reason_code=ReasonCode.PREEMPTING,
                            reason="interrupted: spot capacity reclaimed; its pods are stopping"):
             return False
-        PreemptionEvent.objects.create(
+        event = PreemptionEvent.objects.create(
             ref=workload.ref, team=workload.team, by_team=None, cause=PreemptionEvent.Cause.SPOT,
             user_id=workload.created_by_id, flavor=workload.flavor, units=units, reason=reason[:500],
             grace_seconds=0, lost_gpu_hours=gpu_hours, lost_cost=cost, currency=settings.SLIPWAY_CURRENCY, at=now)
+        _told_if_final(event)
     attempts.save_logs(workload, backend, INTERRUPTED_LABEL, now)  # what its pods still answer, before they go
     _delete(kind, backend, workload, 0)
     return True

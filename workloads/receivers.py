@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.dispatch import receiver
 from django.utils import timezone
 
-from quotas.signals import workload_admitted
+from quotas.events import workload_admitted
 from workloads.constants import Message
 from workloads.identity import WorkloadId
 from workloads.models import ReasonCode
