@@ -68,19 +68,32 @@ def _failure_reason(cond: Manifest, pods: list[Manifest]) -> str:
     return verdict
 
 
-def _job_status(job: Manifest, pods: list[Manifest]) -> WorkloadStatus:
+def _settled(job: Manifest, pods: list[Manifest], done: str, failed_at_completion: bool) -> WorkloadStatus | None:
+    """What a training controller's object says once it has settled: succeeded (its ``done`` condition:
+    a Job's ``Complete``, a PyTorchJob's ``Succeeded``), failed, or suspended; None while it runs or waits.
+
+    Both end at ``completionTime`` when they succeed; a failed PyTorchJob sets it too, a failed Job
+    does not (``failed_at_completion``), and either's condition says when otherwise.
+    """
     status = job.get("status") or {}
     conds = conditions(job)
-    started = first_ran_at(pods)
-    units = running_units(pods)
-    if is_true(conds.get("Complete")):
-        finished = parse_time(status.get("completionTime")) or parse_time(conds["Complete"].get("lastTransitionTime"))
-        return WorkloadStatus(TrainingPhase.SUCCEEDED, "", started, finished, units)
-    if is_true(conds.get("Failed")):
-        finished = parse_time(conds["Failed"].get("lastTransitionTime"))
-        return WorkloadStatus(TrainingPhase.FAILED, _failure_reason(conds["Failed"], pods), started, finished, units)
+    started, units = first_ran_at(pods), running_units(pods)
+    for name, phase in ((done, TrainingPhase.SUCCEEDED), ("Failed", TrainingPhase.FAILED)):
+        if is_true(conds.get(name)):
+            completed = status.get("completionTime") if phase == TrainingPhase.SUCCEEDED or failed_at_completion else None
+            finished = parse_time(completed) or parse_time(conds[name].get("lastTransitionTime"))
+            reason = _failure_reason(conds[name], pods) if phase == TrainingPhase.FAILED else ""
+            return WorkloadStatus(phase, reason, started, finished, units)
     if is_true(conds.get("Suspended")):
         return WorkloadStatus(TrainingPhase.PENDING, "Suspended", started, None, units)
+    return None
+
+
+def _job_status(job: Manifest, pods: list[Manifest]) -> WorkloadStatus:
+    settled = _settled(job, pods, done="Complete", failed_at_completion=False)
+    if settled is not None:
+        return settled
+    started, units = first_ran_at(pods), running_units(pods)
     # A retried Job says which attempt it is on, unless a live pod has a problem to tell.
     retries = as_int((job.get("spec") or {}).get("backoffLimit", DEFAULT_BACKOFF_LIMIT))
     severity, reason = pods_reason(live_pods(pods))
@@ -95,18 +108,11 @@ def _job_status(job: Manifest, pods: list[Manifest]) -> WorkloadStatus:
 
 
 def _pytorchjob_status(job: Manifest, pods: list[Manifest]) -> WorkloadStatus:
-    status = job.get("status") or {}
+    settled = _settled(job, pods, done="Succeeded", failed_at_completion=True)
+    if settled is not None:
+        return settled
     conds = conditions(job)
-    started = first_ran_at(pods)
-    units = running_units(pods)
-    if is_true(conds.get("Succeeded")):
-        finished = parse_time(status.get("completionTime")) or parse_time(conds["Succeeded"].get("lastTransitionTime"))
-        return WorkloadStatus(TrainingPhase.SUCCEEDED, "", started, finished, units)
-    if is_true(conds.get("Failed")):
-        finished = parse_time(status.get("completionTime")) or parse_time(conds["Failed"].get("lastTransitionTime"))
-        return WorkloadStatus(TrainingPhase.FAILED, _failure_reason(conds["Failed"], pods), started, finished, units)
-    if is_true(conds.get("Suspended")):
-        return WorkloadStatus(TrainingPhase.PENDING, "Suspended", started, None, units)
+    started, units = first_ran_at(pods), running_units(pods)
     severity, reason = pods_reason(live_pods(pods))
     if is_true(conds.get("Restarting")):
         restart = with_message("Restarting", conds["Restarting"].get("message", ""))

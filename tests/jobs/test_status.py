@@ -280,3 +280,16 @@ def test_it_waits_for_the_gang_with_the_schedulers_words() -> None:
 def test_it_survives_empty_payloads() -> None:
     status = training_status(_obs([{"kind": "Job"}], [{"kind": "Pod"}]))
     assert status == WorkloadStatus(TrainingPhase.PENDING, "")
+
+
+def test_a_failed_job_ends_at_its_condition_and_a_failed_pytorchjob_at_its_completion_time() -> None:
+    # Kubernetes sets a Job's completionTime only when it succeeds (a stray one on a failed Job is
+    # not its end); the training operator sets a PyTorchJob's whichever way it ends.
+    condition_time, completion = "2026-01-01T11:00:00Z", T1
+    job = _job({"failed": 1, "startTime": T0, "completionTime": completion,
+                "conditions": [_cond("Failed", "BackoffLimitExceeded", when=condition_time)]})
+    assert training_status(_obs([job])).finished_at == parse_time(condition_time)
+    failed = _pytorchjob([_cond("Failed", "PyTorchJobFailed", when=condition_time)], completionTime=completion)
+    assert training_status(_obs([failed])).finished_at == parse_time(completion)
+    unstamped = _pytorchjob([_cond("Failed", "PyTorchJobFailed", when=condition_time)])
+    assert training_status(_obs([unstamped])).finished_at == parse_time(condition_time)
