@@ -49,7 +49,7 @@ class StaffFilterForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["team"].choices = [("", "every team"), *Team.objects.order_by("slug").values_list("slug", "slug")]
-        states = sorted({value for kind in kinds() for value, _ in kind.model._meta.get_field("state").choices})
+        states = sorted({value for kind in kinds() for value, _ in kind.model.state_choices()})
         self.fields["state"].choices = [("active", "active (queued or holding quota)"), ("", "any state"),
                                         *((s, s) for s in states)]
         self.fields["flavor"].choices = [("", "every flavor"),

@@ -3,7 +3,7 @@
 
 **Windows.** The gateways write each revision's figures in 10 s rows (:class:`inference.models.TrafficWindow`,
 ``step`` 10). A *window* is 30 s: three rows. At each evaluation (a beat task every
-``SLIPWAY_CANARY_EVALUATE_SECONDS``, 5 s) the newest window ends at the last 10 s boundary at least
+``SLIPWAY_CANARY_EVALUATE_SECONDS``, 2 s) the newest window ends at the last 10 s boundary at least
 :data:`SETTLE_SECONDS` old (the gateways add their counts every few seconds: a younger row may still
 grow), and the windows before it are the adjacent 30 s before — so windows slide by 10 s from one
 evaluation to the next, and "two consecutive bad windows" are the newest two adjacent ones.
@@ -24,8 +24,9 @@ updates: two evaluators at once make one.
 in it (a candidate failing half its answers: after about 1.2 s of its 30 s, 4 % of its requests at 50 %
 errors is the 2 points); the next window is all bad. That pair is the newest once its end (*s* + about
 31 s, rounded up to the next 10 s boundary: at most *s* + 42 s) is :data:`SETTLE_SECONDS` old, and the next
-evaluation starts within one period: at most *s* + 42 + 5 + 5 = *s* + 52 s (a period of 10 s left
-only 3 s for a worker busy with other tasks under load, and a loaded CI run took 67 s). Errors just above the
+evaluation starts within one period: at most *s* + 42 + 3 + 2 = *s* + 47 s, the gateways adding their
+counts every 2 s (a 10 s period and 5 s flushes left 3 s of the 60 promised for a worker busy with other
+tasks under load: loaded CI runs took 61 and 67 s). Errors just above the
 threshold need most of a window to weigh enough: up to about *s* + 80 s.
 """
 
@@ -45,7 +46,7 @@ from inference.models import EndpointRevision, InferenceEndpoint, TrafficWindow
 ROW_SECONDS = 10
 WINDOW_SECONDS = 30
 #: How old a row must be before it is read: the gateways flush their counts every few seconds.
-SETTLE_SECONDS = 5
+SETTLE_SECONDS = 3
 
 GOOD, BAD, NONE = "good", "bad", "none"
 

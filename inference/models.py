@@ -42,7 +42,7 @@ from inference.specs import (
     DEFAULT_STARTUP_TIMEOUT_SECONDS,
 )
 from sandbox.engine import served_model
-from workloads.models import Workload
+from workloads.models import Workload, detail_link
 
 
 def external_url(team_slug: str, name: str, gateway: str = "") -> str:
@@ -59,6 +59,11 @@ class InferenceEndpoint(Workload):
     FINAL_STATES = FINAL_STATES
     HOLDING_STATES = HOLDING_STATES
     ACTIVE_STATES = ACTIVE_STATES
+    STATES = EndpointState
+    INITIAL_STATE = EndpointState.QUEUED
+
+    id = models.BigAutoField(primary_key=True)  # the number its refs and API ids carry
+    workload = detail_link()
 
     # What was submitted (docs/api.md field names), beyond the shared name, flavor and spot.
     image = models.CharField(max_length=300)
@@ -74,8 +79,6 @@ class InferenceEndpoint(Workload):
     readiness_path = models.CharField(max_length=200, default=DEFAULT_READINESS_PATH)
     startup_timeout_seconds = models.PositiveIntegerField(default=DEFAULT_STARTUP_TIMEOUT_SECONDS)
 
-    state = models.CharField(max_length=16, choices=EndpointState.choices, default=EndpointState.QUEUED,
-                             db_index=True)
     # What the cluster shows (updated by the reconciler) and what Slipway granted.
     replicas = models.PositiveIntegerField(default=0, help_text="Ready replicas.")
     desired_replicas = models.PositiveIntegerField(default=0, help_text="What the autoscaler wants.")
@@ -83,14 +86,6 @@ class InferenceEndpoint(Workload):
     #: Since when the autoscaler has wanted fewer replicas than the ceiling (scale-down delay).
     demand_below_ceiling_since = models.DateTimeField(null=True, blank=True)
 
-    class Meta(Workload.Meta):
-        constraints = [
-            # Unique among the team's unfinished endpoints (docs/glossary.md): a deleted or failed
-            # endpoint's name may be reused. The constraint keeps its older name (a migration's).
-            models.UniqueConstraint(fields=["team", "name"], condition=~Q(state__in=["deleted", "failed"]),
-                                    name="uniq_live_endpoint_name"),
-        ]
-        indexes = [models.Index(fields=["team", "state"])]
 
     def get_absolute_url(self) -> str:
         return reverse("inference:endpoint-detail", args=[self.pk])

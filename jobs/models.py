@@ -11,12 +11,11 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
 from django.urls import reverse
 
 from jobs.constants import ACTIVE_STATES, FINAL_STATES, HOLDING_STATES, REF_PREFIX, RunResourceKind, RunState
 from quotas.constants import Priority
-from workloads.models import Workload
+from workloads.models import Workload, detail_link
 
 
 class TrainingRun(Workload):
@@ -24,6 +23,11 @@ class TrainingRun(Workload):
     FINAL_STATES = FINAL_STATES
     HOLDING_STATES = HOLDING_STATES
     ACTIVE_STATES = ACTIVE_STATES
+    STATES = RunState
+    INITIAL_STATE = RunState.QUEUED
+
+    id = models.BigAutoField(primary_key=True)  # the number its refs and API ids carry
+    workload = detail_link()
 
     # What was submitted (docs/api.md field names), beyond the shared name, flavor and spot.
     image = models.CharField(max_length=300)
@@ -57,18 +61,7 @@ class TrainingRun(Workload):
     #: sealed with the run's secret env and forgotten when the run ends.
     run_token_hash = models.CharField(max_length=64, blank=True, default="", db_index=True)
 
-    state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.QUEUED, db_index=True)
 
-    class Meta(Workload.Meta):
-        constraints = [
-            # "unique among the team's active runs": a finished run's name may be reused.
-            models.UniqueConstraint(
-                fields=["team", "name"],
-                condition=~Q(state__in=["succeeded", "failed", "cancelled"]),
-                name="uniq_active_run_name",
-            ),
-        ]
-        indexes = [models.Index(fields=["team", "state"])]
 
     def get_absolute_url(self) -> str:
         return reverse("jobs:run-detail", args=[self.pk])

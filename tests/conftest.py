@@ -41,6 +41,7 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 #: own) runs the same on both passes: it is not here (its four processes were 105 of the SQLite
 #: pass's 660 worker-seconds).
 SQLITE_MODULES = {
+    "tests/workloads/test_one_table_migration.py": "the rows' move to the one table and back (workloads/migrations/_one_table.py's SQL)",
     "tests/core/test_rawsql.py": "reading raw rows back (dates, decimals) as each database returns them",
     "tests/core/test_writes.py": "writes run together: one statement of data-modifying CTEs on PostgreSQL, one each on SQLite",
     "tests/quotas/test_admission.py": "admission's facts, insert and release statements (quotas.admission._hot_sql)",

@@ -255,6 +255,14 @@ class StateSetFields(serializers.Serializer):
     def get_holds_quota(self, workload) -> bool:
         return workload.state in workload.HOLDING_STATES
 
+    def get_fields(self) -> dict:
+        """``state`` as one of its kind's words (the schema's enum): the one table's column has no choices."""
+        fields = super().get_fields()
+        model = getattr(getattr(self, "Meta", None), "model", None)
+        if "state" in fields and model is not None and model.STATES is not None:
+            fields["state"] = serializers.ChoiceField(choices=model.state_choices(), read_only=True)
+        return fields
+
 
 class BorrowedFields(serializers.Serializer):
     """``borrowed_units`` and ``preemptible``: read from the workload's quota hold (:func:`queue_context`)."""
@@ -548,7 +556,7 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
                 require_team(self.request.user, params["team"])
             qs = qs.filter(team__slug=params["team"])
         if "state" in params:  # an empty one too: it is none of the states the schema lists
-            qs = _with_state(qs, params["state"], [value for value, _label in self.model._meta.get_field("state").choices])
+            qs = _with_state(qs, params["state"], [value for value, _label in self.model.state_choices()])
         if params.get("created_by"):
             qs = qs.filter(created_by__username=params["created_by"])
         if params.get("name"):  # exact: the CLI's `describe NAME` looks a name up in the caller's teams

@@ -1,9 +1,18 @@
-"""The abstract :class:`Workload`: what every kind of GPU workload shares; and :class:`SecretEnv`, its secret env.
+"""The one :class:`Workload` table: what every kind of GPU workload shares; and :class:`SecretEnv`, its secret env.
 
-A concrete kind (each kind's model: a training run, an inference endpoint) inherits the fields
-below, names its ``KIND_PREFIX`` and gives ``state`` its own choices. State moves only
-through conditional updates (``filter(pk=…, state=old).update(…)``) so a user's action and a
-reconcile cycle racing each other cannot overwrite one another.
+Every workload of every kind is one row here (identity, team, flavor, kind, state, the reason pair,
+attempt, cluster, parent, timestamps, billing marks), and a kind's model (a training run, an
+inference endpoint) is its one-to-one detail table: Django's multi-table inheritance, with the
+kind keeping its own primary key, so its API ids, its refs (``run:42``) and its cluster objects'
+names (``run-42``) are its own numbering. The row says which kind and which number (``kind``,
+``number``), so reads across kinds are plain queries on this table (docs/architecture.md "One
+Workload table").
+
+State moves only through conditional updates (``filter(pk=…, state=old).update(…)``) so a user's
+action and a reconcile cycle racing each other cannot overwrite one another. On a kind's queryset
+such an update locks the workload rows it matches first (:meth:`WorkloadQuerySet.update`): the
+state lives on this table, and an update through the kind's table would test the condition on the
+statement's snapshot only.
 
 Billing is an **open segment** on the quota hold a workload holds (:class:`quotas.models.QuotaHold`,
 its :attr:`Workload.segment`): ``open_units`` GPU units have been running since ``billed_until``,
@@ -20,7 +29,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -181,25 +190,85 @@ class WorkloadQuerySet(models.QuerySet):
         """What list pages and the list API need, in a constant number of queries."""
         return self.select_related("team", "flavor", "created_by").with_segments().order_by("-created_at", "-pk")
 
+    def bulk_create(self, objs, batch_size: int | None = None, **options) -> list:
+        """A kind's rows in bulk (the demo's history, the benchmarks' thousands): their rows of the one table
+        first, in one statement a batch, then the kind's, linked; then each row's number. Django refuses a
+        child model's bulk insert; this is the same three steps its ``save()`` takes, a batch at a time."""
+        if self.model is Workload or options:
+            return super().bulk_create(objs, batch_size=batch_size, **options)
+        objs = list(objs)
+        shared = [f for f in Workload._meta.concrete_fields if not f.primary_key and f.name != "kind"]
+        with transaction.atomic(savepoint=False):
+            rows = [Workload(**{f.attname: getattr(obj, f.attname) for f in shared}, kind=self.model.KIND_PREFIX)
+                    for obj in objs]
+            for row in rows:  # what auto_now_add would have set on save()
+                row.created_at = row.created_at or timezone.now()
+            Workload.objects.bulk_create(rows, batch_size=batch_size)
+            for obj, row in zip(objs, rows, strict=True):
+                obj.uid = obj.workload_id = row.uid
+                obj.kind = row.kind
+            own = [f for f in self.model._meta.local_concrete_fields if not f.primary_key]
+            # The kind's table alone: Django's own bulk_create stops at a child model before it begins.
+            returned = self._batched_insert(objs, own, batch_size)
+            for obj, values in zip(objs, returned, strict=True):
+                obj.pk = values[0]
+                obj._state.adding, obj._state.db = False, self.db
+            for obj, row in zip(objs, rows, strict=True):
+                row.number = obj.number = obj.pk
+            Workload.objects.bulk_update(rows, ["number"], batch_size=batch_size)
+        return objs
+
+    def update(self, **changes) -> int:
+        """On a kind's rows: lock the matching workload rows (``SELECT … FOR UPDATE OF`` this table,
+        which tests the filter again on a row another transaction just moved), then update the shared
+        columns here and the kind's in its table, by those rows. Django's own update of a child model
+        would select the rows first without a lock and then update them by id: two racing conditional
+        moves would both win. The one table itself updates as any model does."""
+        if self.model is Workload:
+            return super().update(**changes)
+        shared = {name for name in changes if name in SHARED_FIELD_NAMES}
+        with transaction.atomic(savepoint=False):
+            rows = list(self.order_by().select_for_update(of=("workload",)).values_list("pk", "workload_id"))
+            if not rows:
+                return 0
+            if shared:
+                Workload.objects.filter(uid__in=[uid for _pk, uid in rows]).update(
+                    **{name: value for name, value in changes.items() if name in shared})
+            own = {name: value for name, value in changes.items() if name not in shared}
+            if own:
+                models.QuerySet(self.model).filter(pk__in=[pk for pk, _uid in rows]).update(**own)
+        return len(rows)
+
 
 class Workload(models.Model):
-    """Fields and behaviour common to every kind. Concrete models set the class constants."""
+    """The row every workload has, whatever its kind; a kind's model is its detail table (module docstring)."""
 
     #: The kind's identity prefix ("run", "ep"): see :mod:`workloads.identity`.
     KIND_PREFIX: str = ""
+    #: The kind's states (a ``TextChoices``: its words and their labels) and the one a new workload starts in.
+    STATES: type[models.TextChoices] | None = None
+    INITIAL_STATE: str = ""
     #: States the workload never leaves / in which it has a quota hold / in which it is active
     #: (queued or holding quota). The one definition of each word: docs/glossary.md.
     FINAL_STATES: tuple[str, ...] = ()
     HOLDING_STATES: tuple[str, ...] = ()
     ACTIVE_STATES: tuple[str, ...] = ()
 
-    team = models.ForeignKey("portal.Team", on_delete=models.PROTECT, related_name="%(class)s_set")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
-                                   related_name="%(class)s_set")
+    #: The row's own key; a workload is named by its kind and number (``kind``, ``number``: its ref).
+    uid = models.BigAutoField(primary_key=True)
+    #: Its kind's identity prefix ("run", "ep") and its number there (the kind's primary key).
+    kind = models.CharField(max_length=16, editable=False)
+    number = models.PositiveBigIntegerField(null=True, editable=False)
+    #: The workload this one is part of (a sweep's trial is its sweep's child); None for most.
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+
+    team = models.ForeignKey("portal.Team", on_delete=models.PROTECT, related_name="workloads")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="workloads")
     name = models.CharField(max_length=40)
-    flavor = models.ForeignKey("quotas.GpuFlavor", on_delete=models.PROTECT, related_name="%(class)s_set")
+    flavor = models.ForeignKey("quotas.GpuFlavor", on_delete=models.PROTECT, related_name="workloads")
     spot = models.BooleanField(default=False)
 
+    #: A word of its kind's lifecycle (each kind's states: docs/glossary.md).
     state = models.CharField(max_length=16, db_index=True)
     reason = models.CharField(max_length=500, blank=True)
     reason_code = models.CharField(max_length=32, choices=ReasonCode.choices, blank=True, default=ReasonCode.NONE)
@@ -254,16 +323,46 @@ class Workload(models.Model):
     stored_secret_digest: str | None = None
 
     class Meta:
-        abstract = True
         ordering = ["-created_at", "-pk"]
+        constraints = [models.UniqueConstraint(fields=["kind", "number"], name="uniq_workload_kind_number")]
+        indexes = [models.Index(fields=["team", "state"], name="workload_team_state_idx"),
+                   models.Index(fields=["kind", "state"], name="workload_kind_state_idx")]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.state and self.INITIAL_STATE:
+            self.state = self.INITIAL_STATE
 
     def __str__(self) -> str:
         return f"{self.team.slug}/{self.name} ({self.ref})"
 
+    def save(self, *args, **kwargs) -> None:
+        """A new workload of a kind: its row says which kind, then which number once the kind's row has one."""
+        if self.KIND_PREFIX:
+            self.kind = self.KIND_PREFIX
+        if self._state.adding and self.parent_id is not None and not Workload.objects.filter(
+                uid=self.parent_id, team_id=self.team_id).exists():
+            raise ValueError(f"workload {self.parent_id} is another team's: a workload's parent is of its own team")
+        super().save(*args, **kwargs)
+        if self.KIND_PREFIX and self.number != self.pk:
+            Workload.objects.filter(uid=self.uid).update(number=self.pk)
+            self.number = self.pk
+
+    @classmethod
+    def state_choices(cls) -> list[tuple[str, str]]:
+        """The kind's states as ``(value, label)`` pairs (none for a row read across kinds)."""
+        return list(cls.STATES.choices) if cls.STATES is not None else []
+
+    def get_state_display(self) -> str:
+        """Its state's label ("Running"), as a field with choices would give it."""
+        return dict(self.state_choices()).get(self.state, self.state)
+
     # -- identity -------------------------------------------------------------------------------
     @property
     def identity(self) -> WorkloadId:
-        return WorkloadId(self.KIND_PREFIX, self.pk)
+        if self.KIND_PREFIX:
+            return WorkloadId(self.KIND_PREFIX, self.pk)
+        return WorkloadId(self.kind, self.number)  # a row of the one table, read across kinds
 
     @property
     def ref(self) -> str:
@@ -426,6 +525,18 @@ class Workload(models.Model):
     def cost_per_hour_at(self, units: int) -> Decimal:
         """What ``units`` of this workload's flavor cost per hour (spot or on-demand)."""
         return cost_per_hour(self.unit_price(), units)
+
+
+#: The one table's columns, by field name and by column attribute (``cluster`` and ``cluster_id``):
+#: what a kind's update writes here rather than in its own table (:meth:`WorkloadQuerySet.update`).
+SHARED_FIELD_NAMES = frozenset({f.name for f in Workload._meta.concrete_fields}
+                               | {f.attname for f in Workload._meta.concrete_fields})
+
+
+def detail_link() -> models.OneToOneField:
+    """A kind's link to its row in the one table: each kind's model declares ``workload = detail_link()``
+    beside its own ``id`` (``models.AutoField(primary_key=True)``), the number its refs carry."""
+    return models.OneToOneField(Workload, parent_link=True, on_delete=models.CASCADE)
 
 
 def quote_rows(workloads) -> None:

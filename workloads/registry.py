@@ -550,8 +550,8 @@ def kind_for(prefix: str) -> WorkloadKind | None:
 
 
 def kind_of(workload) -> WorkloadKind:
-    """The registered kind of a workload instance."""
-    return _KINDS[workload.KIND_PREFIX]
+    """The registered kind of a workload instance (a kind's, or a row of the one table read across kinds)."""
+    return _KINDS[workload.KIND_PREFIX or workload.kind]
 
 
 def label_of(workload) -> RefLabel:

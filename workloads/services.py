@@ -11,13 +11,15 @@ Access checks stay with the caller (each kind's service checks roles before call
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import reduce
 
 from django.core.paginator import Page, Paginator
 from django.db import DatabaseError
-from django.db.models import Count, Exists, Q, QuerySet, Value
+from django.db.models import Count, Exists, Q, QuerySet
 from django.utils import timezone
 
 import fleet.services as fleet
@@ -33,7 +35,7 @@ from quotas.models import GpuFlavor, PreemptionEvent, QuotaHold, unknown_flavor
 from workloads import attempts, lifecycle, tasks
 from workloads.constants import Message
 from workloads.identity import WorkloadId
-from workloads.models import ReasonCode, attach_segments, cost_to, quote_rows
+from workloads.models import ReasonCode, Workload, attach_segments, cost_to, quote_rows
 from workloads.registry import kind_for, kind_of, kinds
 
 
@@ -52,7 +54,7 @@ def admit_new(workload, recorded: Callable[[Decision, datetime], Sequence[Write]
     called for a rejection.
     """
     kind = kind_of(workload)
-    lc, model, recorded_state = kind.lifecycle, type(workload), workload.state
+    lc, recorded_state = kind.lifecycle, workload.state
     # Just created, it holds no hold yet: its money (its price quote for the request) needs no read of
     # its holds; admitted, the hold written here has no segment open either (billing opens on the cluster).
     workload.segment_is(None)
@@ -66,7 +68,7 @@ def admit_new(workload, recorded: Callable[[Decision, datetime], Sequence[Write]
             values = {"state": lc.queued, "reason": decision.reason.words[:500], "reason_code": ReasonCode.QUEUED}
         for field, value in values.items():
             setattr(workload, field, value)
-        move = update_of(model.objects.filter(pk=workload.pk, state=recorded_state), **values)
+        move = update_of(Workload.objects.filter(uid=workload.uid, state=recorded_state), **values)
         return [move, *(recorded(decision, now) if recorded is not None else ())]
 
     decision = admission.admit(workload.team, kind.admission_request(workload), workload.ref, moved)
@@ -332,12 +334,12 @@ class StaffPage:
     page: Page
 
 
-def _staff_filtered(kind, *, team: str, state: str, flavor: str, user: str):
-    """``kind``'s workloads matching the staff list's filters."""
-    model = kind.model
-    workloads = model.objects.all()
-    if state == "active":
-        workloads = workloads.active()
+def _staff_filtered(*, team: str, state: str, flavor: str, user: str):
+    """The workloads of every kind matching the staff list's filters: one query on the one table."""
+    workloads = Workload.objects.all()
+    if state == "active":  # each kind's own active states
+        workloads = workloads.filter(reduce(operator.or_, (Q(kind=kind.prefix, state__in=kind.model.ACTIVE_STATES)
+                                                            for kind in kinds())))
     elif state:
         workloads = workloads.filter(state=state)
     if team:
@@ -349,32 +351,29 @@ def _staff_filtered(kind, *, team: str, state: str, flavor: str, user: str):
     return workloads
 
 
-def _by_cost(filtered: dict, now: datetime) -> list[tuple]:
+def _by_cost(filtered, now: datetime) -> list[tuple]:
     """``(cost, created_at, prefix, pk)`` of every filtered workload, costliest first (newest first on a tie).
 
     The cost to the second includes the open segment, which SQL does not price: read each
-    workload's billed cost (one narrow query per kind, no joins) and the open segments of the
+    workload's billed cost (one narrow query on the one table) and the open segments of the
     holds (one query), and order here.
     """
     prices = GpuFlavor.objects.in_bulk()
     segments = {ref: (units, since, price) for ref, units, since, price in QuotaHold.objects.held().filter(
         open_units__gt=0).values_list("ref", "open_units", "billed_until", "charged_price")}
     keys = []
-    for prefix, workloads in filtered.items():
-        for pk, created, billed, flavor_id, spot, cluster_id in workloads.values_list(
-                "pk", "created_at", "billed_cost", "flavor_id", "spot", "cluster_id"):
-            units, since, charged = segments.get(WorkloadId(prefix, pk).ref, (0, None, None))
-            price = charged if charged is not None else prices[flavor_id].price(spot, cluster_id)  # Workload.unit_price
-            keys.append((cost_to(billed, price, units, since, now), created, prefix, pk))
+    for prefix, pk, created, billed, flavor_id, spot, cluster_id in filtered.values_list(
+            "kind", "number", "created_at", "billed_cost", "flavor_id", "spot", "cluster_id"):
+        units, since, charged = segments.get(WorkloadId(prefix, pk).ref, (0, None, None))
+        price = charged if charged is not None else prices[flavor_id].price(spot, cluster_id)  # Workload.unit_price
+        keys.append((cost_to(billed, price, units, since, now), created, prefix, pk))
     return sorted(keys, reverse=True)
 
 
-def _by_age(filtered: dict):
-    """``(created_at, prefix, pk)`` of every filtered workload, newest first: one SQL UNION the
-    paginator counts and slices, so a page reads only its own keys however many match."""
-    parts = [workloads.order_by().annotate(kind_prefix=Value(prefix)).values_list("created_at", "kind_prefix", "pk")
-             for prefix, workloads in filtered.items()]
-    return parts[0].union(*parts[1:], all=True).order_by("-created_at", "-kind_prefix", "-pk")
+def _by_age(filtered):
+    """``(created_at, prefix, pk)`` of every filtered workload, newest first: one query the paginator
+    counts and slices, so a page reads only its own keys however many match."""
+    return filtered.order_by("-created_at", "-kind", "-number").values_list("created_at", "kind", "number")
 
 
 def every_teams_workloads(*, team: str = "", state: str = "active", flavor: str = "", user: str = "",
@@ -391,8 +390,7 @@ def every_teams_workloads(*, team: str = "", state: str = "active", flavor: str 
     at any size and on any page.
     """
     now = now or timezone.now()
-    filtered = {kind.prefix: _staff_filtered(kind, team=team, state=state, flavor=flavor, user=user)
-                for kind in kinds()}
+    filtered = _staff_filtered(team=team, state=state, flavor=flavor, user=user)
     shown = Paginator(_by_cost(filtered, now) if sort == "cost" else _by_age(filtered), STAFF_PAGE_SIZE).get_page(page)
     keys = [key[-2:] for key in shown]  # (prefix, pk)
     wanted: dict[str, list[int]] = {}

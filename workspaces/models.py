@@ -22,12 +22,11 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
 from django.urls import reverse
 
 from quotas.constants import Priority
 from teams.models import Role
-from workloads.models import Workload
+from workloads.models import Workload, detail_link
 from workspaces.constants import (
     ACTIVE_STATES,
     DEFAULT_HOME_GB,
@@ -46,6 +45,11 @@ class Workspace(Workload):
     FINAL_STATES = FINAL_STATES
     HOLDING_STATES = HOLDING_STATES
     ACTIVE_STATES = ACTIVE_STATES
+    STATES = WorkspaceState
+    INITIAL_STATE = WorkspaceState.QUEUED
+
+    id = models.BigAutoField(primary_key=True)  # the number its refs and API ids carry
+    workload = detail_link()
 
     # What was submitted (docs/workspaces.md), beyond the shared name, flavor and spot.
     image = models.CharField(max_length=300)
@@ -61,8 +65,6 @@ class Workspace(Workload):
     #: The owner lets the team's admins open it too (never other members).
     shared_with_admins = models.BooleanField(default=False)
 
-    state = models.CharField(max_length=16, choices=WorkspaceState.choices, default=WorkspaceState.QUEUED,
-                             db_index=True)
     pause_cause = models.CharField(max_length=16, choices=PauseCause.choices, blank=True, default=PauseCause.NONE)
     paused_at = models.DateTimeField(null=True, blank=True)
     #: What its Jupyter server said when last asked (:mod:`workspaces.activity`): its last activity,
@@ -71,13 +73,6 @@ class Workspace(Workload):
     activity_checked_at = models.DateTimeField(null=True, blank=True)
     kernels_busy = models.PositiveSmallIntegerField(default=0)
 
-    class Meta(Workload.Meta):
-        constraints = [
-            # Unique among the team's unfinished workspaces: a deleted or failed one's name may be reused.
-            models.UniqueConstraint(fields=["team", "name"], condition=~Q(state__in=["deleted", "failed"]),
-                                    name="uniq_unfinished_workspace_name"),
-        ]
-        indexes = [models.Index(fields=["team", "state"])]
 
     def get_absolute_url(self) -> str:
         return reverse("workspaces:workspace-detail", args=[self.pk])

@@ -16,7 +16,6 @@ from quotas.demo import seed_team_quotas
 from quotas.models import QuotaHold
 from teams.models import AuditEvent
 from tests.factories import hold_of
-from workloads.registry import kinds
 
 pytestmark = pytest.mark.django_db
 
@@ -200,14 +199,14 @@ def test_the_list_costs_the_same_queries_at_any_size_and_page(client, staff, wor
     many_runs(world["dear"].team, outsider, world["dear"].flavor, count)
     client.force_login(staff)
     # session + user (2) + the filter form's teams and flavors (2) + flavors' prices (1) + one
-    # narrow read per registered kind (the tests' own kind too) + the holds' open segments (1) + the
+    # narrow read of the one Workload table, whatever the kinds + the holds' open segments (1) + the
     # page's rows of each kind on it (2: runs and the endpoint) + their holds (1) + the staff member's
     # memberships for the navigation (1) + the rows' one price book (2: clusters, cluster prices; quotas.pricing)
-    with django_assert_num_queries(12 + len(kinds())):
+    with django_assert_num_queries(13):
         response = client.get(URL + "?state=&sort=cost")
     assert response.status_code == 200 and len(listed(client, "?state=&sort=cost")) == min(count + 4, 100)
     if count > 100:  # the last page: the same reads (only runs are on it)
-        with django_assert_num_queries(11 + len(kinds())):
+        with django_assert_num_queries(12):
             assert len(listed(client, "?state=&sort=cost&page=2")) == count + 4 - 100
 
 
@@ -216,7 +215,7 @@ def test_newest_first_is_paged_in_sql_at_any_size(client, staff, world, outsider
     many_runs(world["dear"].team, outsider, world["dear"].flavor, count)
     client.force_login(staff)
     # session + user (2) + the filter form's teams and flavors (2) + the matching count and this
-    # page's keys, one UNION of every kind each (2) + the page's rows of each kind on it (2: the
+    # page's keys, one query of the one Workload table each (2) + the page's rows of each kind on it (2: the
     # newest are the world's runs and endpoint) + their holds (1) + the staff member's memberships (1)
     # + the rows' one price book (2: clusters, cluster prices)
     with django_assert_num_queries(12):

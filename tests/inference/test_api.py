@@ -173,6 +173,6 @@ def test_a_creation_writes_under_the_teams_lock_once(api, ep_quota):
     assert [sql.split()[0] for sql in held] == ["SELECT", "SELECT", "WITH", "RELEASE"], held
     tables = ("quotas_quotahold", "inference_scalingevent", "inference_replicasample", "portal_auditevent")
     assert all(f'INSERT INTO "{table}"' in held[2] for table in tables)
-    assert 'UPDATE "inference_inferenceendpoint" SET' in held[2]
+    assert 'UPDATE "workloads_workload" SET' in held[2]  # the endpoint's state move, on the one table
     endpoint = InferenceEndpoint.objects.get(name="locked")
     assert endpoint.scaling_events.get().at == endpoint.replica_samples.get().at == endpoint.admitted_at

@@ -170,9 +170,10 @@ def test_the_rule_follows_its_settings():
 
 
 def test_the_windows_end_on_a_settled_10_second_boundary():
-    assert canary.window_ends(T0 + timedelta(seconds=14), 3) == [
+    # The newest ends on the last 10 s boundary at least SETTLE_SECONDS (3 s) old.
+    assert canary.window_ends(T0 + timedelta(seconds=12), 3) == [
         T0, T0 - timedelta(seconds=30), T0 - timedelta(seconds=60)]
-    assert canary.window_ends(T0 + timedelta(seconds=15), 1) == [T0 + timedelta(seconds=10)]
+    assert canary.window_ends(T0 + timedelta(seconds=13), 1) == [T0 + timedelta(seconds=10)]
 
 
 # -- the task over the gateway's rows -------------------------------------------------------------------

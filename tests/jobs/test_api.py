@@ -364,4 +364,4 @@ def test_a_submission_reads_nothing_back_for_its_response_and_writes_under_the_t
     held = statements[lock + 1:]
     assert [sql.split()[0] for sql in held] == ["SELECT", "SELECT", "WITH", "RELEASE"], held
     assert all(f'INSERT INTO "{table}"' in held[2] for table in ("quotas_quotahold", "portal_auditevent"))
-    assert 'UPDATE "jobs_trainingrun" SET' in held[2]
+    assert 'UPDATE "workloads_workload" SET' in held[2]  # the run's state move, on the one table

@@ -91,7 +91,7 @@ def test_cancelling_a_running_run_while_the_reconciler_bills_it_neither_deadlock
     try:
         cancelling = in_thread(lambda: cancel_run(member, run), errors)
         # The cancel's conditional state change waits for the run's row, which the cycle has.
-        assert '"jobs_trainingrun"' in wait_until_lock_waiter(cancelling).query
+        assert '"workloads_workload"' in wait_until_lock_waiter(cancelling).query
     finally:
         go.set()  # also when the assertion fails: the held cycle must not wait on
     cycle.join(30)

@@ -88,7 +88,7 @@ def test_cancelling_a_queued_run_of_a_team_without_quota_rows_does_not_deadlock_
     inside, go = threading.Event(), threading.Event()
 
     def held_cancel():
-        with paused_after('UPDATE "jobs_trainingrun" SET "state"', inside, go):
+        with paused_after('UPDATE "workloads_workload" SET "state"', inside, go):
             cancel_run(member, queued)
 
     errors: list[Exception] = []

@@ -407,8 +407,8 @@ def _apply_steady(plans: list[Plan], report: ReconcileReport) -> None:
                 w, hold, changes = plan.workload, plan.billing.hold, plan.billing.changes
                 before = hold.billed_until
                 costed, moved = run_together([
-                    Write(_steady_cost_sql(plan.kind.model._meta.db_table),
-                          (ops.adapt_decimalfield_value(plan.billing.cost, 20, 10), w.pk, w.state)),
+                    Write(_steady_cost_sql(),
+                          (ops.adapt_decimalfield_value(plan.billing.cost, 20, 10), w.uid, w.state)),
                     Write(_steady_hold_sql(before is None), (
                         ops.adapt_datetimefield_value(changes.get("billed_until", before)),
                         changes.get("open_units", hold.open_units),
@@ -434,11 +434,12 @@ def _steady_hold_sql(never_billed: bool) -> str:
             f" WHERE id = %s AND {mark}")
 
 
-@lru_cache(maxsize=16)
-def _steady_cost_sql(table: str) -> str:
-    """The cost a steady workload's roll-over adds, if it is still in the state read."""
+@lru_cache(maxsize=1)
+def _steady_cost_sql() -> str:
+    """The cost a steady workload's roll-over adds, if it is still in the state read (its row of the one table)."""
     q = connection.ops.quote_name
-    return f"UPDATE {q(table)} SET billed_cost = billed_cost + %s WHERE id = %s AND state = %s"  # noqa: S608 - only quoted model names are interpolated
+    return (f"UPDATE {q(Workload._meta.db_table)} SET billed_cost = billed_cost + %s"  # noqa: S608 - only quoted model names are interpolated
+            " WHERE uid = %s AND state = %s")
 
 
 def _record_bills(plans: list[Plan], report: ReconcileReport) -> None:

@@ -4,7 +4,7 @@ from datetime import datetime, timedelta
 
 from django.db import models
 
-from workloads.models import Workload
+from workloads.models import Workload, detail_link
 
 
 class BlockState(models.TextChoices):
@@ -22,11 +22,15 @@ class UnitBlock(Workload):
     FINAL_STATES = (BlockState.DONE, BlockState.FAILED, BlockState.ENDED)
     HOLDING_STATES = (BlockState.ADMITTED, BlockState.BOOKED, BlockState.HELD)
     ACTIVE_STATES = (BlockState.QUEUED, *HOLDING_STATES)
+    STATES = BlockState
+    INITIAL_STATE = BlockState.QUEUED
+
+    id = models.BigAutoField(primary_key=True)  # the number its refs and API ids carry
+    workload = detail_link()
 
     units = models.PositiveIntegerField(default=1)
     starts_at = models.DateTimeField()
     minutes = models.PositiveIntegerField()
-    state = models.CharField(max_length=16, choices=BlockState.choices, default=BlockState.QUEUED)
 
     @property
     def placement_shape(self) -> tuple[int, int]:

@@ -2,7 +2,7 @@
 
 from django.db import models
 
-from workloads.models import Workload
+from workloads.models import Workload, detail_link
 
 
 class NotebookState(models.TextChoices):
@@ -20,9 +20,13 @@ class Notebook(Workload):
     FINAL_STATES = (NotebookState.DONE, NotebookState.FAILED, NotebookState.STOPPED)
     HOLDING_STATES = (NotebookState.ADMITTED, NotebookState.STARTING, NotebookState.RUNNING)
     ACTIVE_STATES = (NotebookState.QUEUED, *HOLDING_STATES)
+    STATES = NotebookState
+    INITIAL_STATE = NotebookState.QUEUED
+
+    id = models.BigAutoField(primary_key=True)  # the number its refs and API ids carry
+    workload = detail_link()
 
     gpus = models.PositiveIntegerField(default=1)
-    state = models.CharField(max_length=16, choices=NotebookState.choices, default=NotebookState.QUEUED)
 
     @property
     def placement_shape(self) -> tuple[int, int]:

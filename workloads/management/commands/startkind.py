@@ -29,7 +29,7 @@ What it derives rather than writes: its layer (tests/test_layers.py), its names 
 (tests/test_kind_boundaries.py), its page, read routes, API routes, create and list page in the isolation matrix
 (tests/test_isolation_matrix.py) and its part of the API fuzz (tests/api/test_fuzz.py) come from the registry
 and the router. What it prints, for later: a sandbox controller for its object, rows for routes of its own that
-change it, and the reason-code migrations.
+change it, and the reason-code migration.
 
 Every refusal is a :class:`CommandError` before anything is written: a name that is no lowercase identifier
 or is an importable module already, a directory that exists, a prefix, noun, plural, app label or model name
@@ -306,6 +306,6 @@ By hand, when the kind grows:
   - its object: {name}/manifests.py builds a custom object no sandbox controller runs; build what your kind runs
     (cluster.manifests' pieces) or add a controller under sandbox/controllers/, and declare it in RESOURCES;
   - routes of its own that change it (an action besides DELETE): their rows in tests/test_isolation_matrix.py;
-  - a reason code of its own: a migration in every kind app (reason_code's choices).
+  - a reason code of its own: one migration of the workloads app (the one table's reason_code choices).
 Then: .venv/bin/python -m pytest tests/{name} tests/cli/test_{name}.py tests/test_kind_boundaries.py tests/test_isolation_matrix.py
 """

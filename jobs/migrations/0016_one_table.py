@@ -1,0 +1,19 @@
+"""Issue 48, point 1: runs move to the one Workload table (workloads/migrations/_one_table.py)."""
+
+from django.db import migrations
+
+from workloads.migrations._one_table import move_to_workload_table
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ("jobs", "0015_hold_money"),
+        ("workloads", "0009_workload_table"),
+    ]
+
+    operations = [
+        migrations.RemoveConstraint(model_name="trainingrun", name="uniq_active_run_name"),
+        migrations.RemoveIndex(model_name="trainingrun", name="jobs_traini_team_id_62cc68_idx"),
+        *move_to_workload_table("trainingrun", "run", ("succeeded", "failed", "cancelled"), "uniq_active_run_name"),
+    ]

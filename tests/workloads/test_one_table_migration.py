@@ -1,0 +1,132 @@
+"""Issue 48, point 1: every workload moves to the one Workload table and back, losing nothing.
+
+On a seeded database — the demo's two weeks of history and, of each kind, work running, work preempted and
+queued again, and work ended (:func:`tests.workloads.test_hold_migration.seeded_world`) — the kinds' apps are
+moved back to before the one table (each kind's table holding the shared columns again) and forward again: the
+row counts, every row's columns, every ledger sum and every workload's cost are what they were, and before the
+move forward the kinds' own tables held exactly what the one table had held for them.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
+
+from tests.workloads.test_hold_migration import latest, migrate, money, seeded_world
+from workloads.migrations._one_table import SHARED
+from workloads.models import Workload
+from workloads.registry import kinds
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: Every app's migration just before the one table (the test kinds' too).
+BEFORE = [("workloads", "0008_attempt_end_reason_code"), ("jobs", "0015_hold_money"),
+          ("inference", "0015_hold_money"), ("workspaces", "0003_hold_money"), ("tinykind", "0010_hold_money"),
+          ("holdkind", "0001_initial")]
+
+
+def rows() -> dict[str, dict]:
+    """Every workload of every kind with all its columns, shared and its kind's own, by ref."""
+    found = {}
+    for kind in kinds():
+        for values in kind.model.objects.values():
+            found[f"{kind.prefix}:{values['id']}"] = {name: value for name, value in values.items()
+                                                     if name not in ("uid", "workload_id")}
+    return found
+
+
+def _plain(value):
+    """A column's value as both databases give it back through a cursor (SQLite: text and floats; JSON as text)."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).replace(tzinfo=None)
+    if isinstance(value, str) and value[:1] in ("{", "["):  # a JSON column read with SQL
+        return json.loads(value)
+    if isinstance(value, str) and len(value) >= 19 and value[4] == "-" and value[10] in " T":
+        try:
+            return datetime.fromisoformat(value).astimezone(UTC).replace(tzinfo=None)
+        except ValueError:
+            return value
+    if isinstance(value, float | Decimal) and not isinstance(value, bool):  # SQLite's are floats: to the ledger's ten places
+        return Decimal(str(value)).quantize(Decimal("1e-10")).normalize()
+    return value
+
+
+def kind_tables_then() -> dict[str, dict]:
+    """What the kinds' tables hold of the shared columns before the one table, read with SQL (today's models lack them)."""
+    found = {}
+    q = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        for kind in kinds():
+            columns = [kind.model._meta.get_field(name).column for name in SHARED]
+            cursor.execute(f"SELECT id, {', '.join(q(c) for c in columns)} FROM {q(kind.model._meta.db_table)}")
+            for pk, *values in cursor.fetchall():
+                found[f"{kind.prefix}:{pk}"] = dict(zip(columns, map(_plain, values), strict=True))
+    return found
+
+
+def test_every_workload_moves_to_the_one_table_and_back_losing_nothing():
+    now = timezone.now()
+    seeded_world(now)
+    before, figures = rows(), money(now)
+    assert {"run", "ep", "ws"} <= {ref.partition(":")[0] for ref in before}  # the demo's kinds
+    assert Workload.objects.count() == len(before) > 20
+    states = {values["state"] for values in before.values()}
+    assert {"queued", "pending", "cancelled"} <= states, states  # queued (some again, preempted), holding, ended
+    shared_then = {ref: {Workload._meta.get_field(name).column: _plain(values[Workload._meta.get_field(name).attname])
+                         for name in SHARED} for ref, values in before.items()}
+
+    migrate(BEFORE)
+    try:
+        assert "workloads_workload" not in connection.introspection.table_names()
+        then = kind_tables_then()
+        assert then.keys() == shared_then.keys()
+        assert {ref: {c: (v, then[ref][c]) for c, v in values.items() if then[ref][c] != v}
+                for ref, values in shared_then.items() if then[ref] != values} == {}
+    finally:
+        migrate(latest())
+
+    after = rows()
+    assert after.keys() == before.keys()
+    changed = {ref: {name: (value, after[ref][name]) for name, value in values.items() if after[ref][name] != value}
+               for ref, values in before.items() if after[ref] != values}
+    assert changed == {}
+    assert money(now) == figures
+    assert sorted(Workload.objects.values_list("kind", "number")) == sorted(
+        (ref.partition(":")[0], int(ref.partition(":")[2])) for ref in before)
+
+
+def test_the_kinds_names_stay_unique_among_their_unfinished_work_on_the_one_table(member, team, quota):
+    """The kinds' constraints moved with their rows: a partial unique index per kind on the one table."""
+    from django.db import IntegrityError, transaction
+
+    from jobs.models import TrainingRun
+    from quotas.models import GpuFlavor
+
+    flavor = GpuFlavor.objects.get(name="a100-80gb")
+
+    def run(name: str):
+        return TrainingRun.objects.create(team=team, created_by=member, name=name, flavor=flavor,
+                                          image="registry.example.com/t:1", command=["python"])
+
+    first = run("same")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        run("same")
+    TrainingRun.objects.filter(pk=first.pk).update(state="cancelled")
+    assert run("same").name == "same"  # a finished run's name may be taken again
+    assert Workload.objects.filter(kind="run", name="same").count() == 2
+
+
+def test_the_one_table_is_what_migrations_make_on_this_database():
+    """Every kind's index of unfinished names exists (an index Django's state does not know would be lost
+    by a later rebuild of the table on SQLite: this says so at once)."""
+    names = {constraint for constraint, info in connection.introspection.get_constraints(
+        connection.cursor(), "workloads_workload").items() if info["unique"] and info["index"]}
+    assert {"uniq_active_run_name", "uniq_live_endpoint_name", "uniq_unfinished_workspace_name"} <= names
+    executor = MigrationExecutor(connection)
+    assert not executor.migration_plan(executor.loader.graph.leaf_nodes())

@@ -1,0 +1,19 @@
+"""Issue 48, point 1: workspaces move to the one Workload table (workloads/migrations/_one_table.py)."""
+
+from django.db import migrations
+
+from workloads.migrations._one_table import move_to_workload_table
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ("workspaces", "0003_hold_money"),
+        ("workloads", "0009_workload_table"),
+    ]
+
+    operations = [
+        migrations.RemoveConstraint(model_name="workspace", name="uniq_unfinished_workspace_name"),
+        migrations.RemoveIndex(model_name="workspace", name="workspaces__team_id_715079_idx"),
+        *move_to_workload_table("workspace", "ws", ("deleted", "failed"), "uniq_unfinished_workspace_name"),
+    ]
