@@ -160,10 +160,10 @@ def measure(threads: int, seconds: float, quick: bool = False) -> dict[str, floa
     from django.core.management import call_command
     from django.db import connection
 
+    from billing.models import QuotaHold
     from quotas.admission import admit, release
     from quotas.decide import ResourceRequest
     from quotas.demo import seed_flavors, seed_team_quotas
-    from quotas.models import QuotaHold
     from teams.models import Team
 
     def make_team(slug: str) -> Team:
@@ -283,9 +283,9 @@ def ledger_latency(make_team, request, flavor_id: int, cycles: int = 300, scale:
 
     from django.db import connection
 
+    from billing.ledger import month_start
     from quotas.admission import admit, release
     from quotas.demo import seed_team_quotas
-    from quotas.ledger import month_start
 
     results = []
     for n, (label, workloads, rows, spacing) in enumerate(LEDGER_SIZES):

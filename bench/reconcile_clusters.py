@@ -154,10 +154,10 @@ def seed(clusters: int, workloads: int, kubeconfigs: Path) -> tuple[list[str], l
 
     from django.utils import timezone
 
-    from fleet.models import Cluster
+    from billing.models import QuotaHold
+    from fleet.models import Cluster, GpuFlavor
     from jobs.models import TrainingRun
     from quotas.demo import seed_flavors, seed_team_quotas
-    from quotas.models import GpuFlavor, QuotaHold
     from teams.models import Role
     from tests.factories import add_member, make_team, make_user
 

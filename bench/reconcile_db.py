@@ -10,7 +10,7 @@ the portal's side of the cycle is timed), lets one cycle see them start, then ti
 same run:
 
 * **steady**: a cycle in the same hour, every run still running as it was — billing keeps open
-  segments (workloads/billing.py), so this cycle should write no workload or ledger row; its one
+  segments (billing/segments.py), so this cycle should write no workload or ledger row; its one
   write is the cluster's heartbeat (``fleet.services``: the observation raises the cluster row's
   ``last_seen``), counted apart;
 * **floor**: what any cycle must pay whatever it does with them — one SELECT of the active
@@ -132,12 +132,13 @@ def measure(size: int, rounds: int) -> tuple[float, float, list[float], int, flo
     from django.db import connection
     from django.utils import timezone
 
+    from billing.ledger import usage_hour
+    from billing.models import QuotaHold
     from cluster.backends.base import ObservedWorkload
     from cluster.perf import gc_paused
+    from fleet.models import GpuFlavor
     from jobs.models import TrainingRun
     from quotas.demo import seed_flavors, seed_team_quotas
-    from quotas.ledger import usage_hour
-    from quotas.models import GpuFlavor, QuotaHold
     from teams.models import Role
     from tests.factories import add_member, make_team, make_user
     from tests.fakes import pod

@@ -108,13 +108,16 @@ if not apps.ready:
 
 from django.conf import settings  # noqa: E402
 
+from billing.ledger import interval_cost, interval_gpu_hours, interval_unit_hours  # noqa: E402
+from billing.models import unit_price  # noqa: E402
+from core.priority import Priority  # noqa: E402
+from fleet.constants import Sharing  # noqa: E402
+from fleet.models import GpuFlavor  # noqa: E402
 from quotas import fairshare, policy  # noqa: E402
 from quotas.admission import fair_order  # noqa: E402
-from quotas.constants import Priority, Sharing  # noqa: E402
 from quotas.decide import FlavorQuota, Lender, ResourceRequest, decide  # noqa: E402
 from quotas.facts import CohortFigures  # noqa: E402
-from quotas.ledger import interval_cost, interval_gpu_hours, interval_unit_hours  # noqa: E402
-from quotas.models import GpuFlavor, QueuedRequest, TeamQuota, unit_price  # noqa: E402
+from quotas.models import QueuedRequest, TeamQuota  # noqa: E402
 from quotas.reclaim import Candidate, Claim, Rules, choose_victims, recency_order, victim_order  # noqa: E402
 
 TRACE = ROOT / "bench" / "traces" / "bursty.csv"

@@ -127,7 +127,7 @@ class PlacementRequest:
     def shaped(cls, flavor: FlavorSpec, units: int, units_per_node: int, spot: bool = False,
                selector: Mapping[str, str] | None = None, previous: str = "") -> PlacementRequest:
         """The request of work of ``units`` in workers of ``units_per_node``: what placement and
-        the price quote (quotas.pricing) both ask with, so a quote prices the cluster placement picks."""
+        the price quote (billing.pricing) both ask with, so a quote prices the cluster placement picks."""
         per_node = max(units_per_node, 1)
         return cls(flavor=flavor, units_per_node=per_node, nodes_needed=max(units // per_node, 1), spot=spot,
                    cluster_selector=tuple(sorted((selector or {}).items())), previous=previous)

@@ -1,10 +1,12 @@
 """Names of the fleet app: a cluster's states as the API shows them (docs/glossary.md "cluster states";
-an endpoint's ``ready`` and ``degraded`` are other states with the same words)."""
+an endpoint's ``ready`` and ``degraded`` are other states with the same words), and how a flavor's
+units share a GPU."""
 
 from __future__ import annotations
 
 from django.db import models
 
+from cluster import specs
 from cluster.placement import ClusterState
 
 
@@ -28,3 +30,20 @@ class State(models.TextChoices):
 
 #: The name of the one cluster a single-cluster install has (no configuration needed).
 DEFAULT_CLUSTER = "default"
+
+
+class Sharing(models.TextChoices):
+    """How a flavor's units share a physical GPU (:data:`cluster.specs.SHARINGS`, the one vocabulary)."""
+
+    NONE = specs.SHARING_NONE, specs.SHARING_LABELS[specs.SHARING_NONE]
+    MIG = specs.SHARING_MIG, specs.SHARING_LABELS[specs.SHARING_MIG]
+    TIME_SLICING = specs.SHARING_TIME_SLICING, specs.SHARING_LABELS[specs.SHARING_TIME_SLICING]
+    MPS = specs.SHARING_MPS, specs.SHARING_LABELS[specs.SHARING_MPS]
+
+
+#: The most units one GPU may be cut into by time-slicing or MPS (the MPS daemon serves at most 48
+#: clients per GPU on Volta and newer; more replicas than that would never all run).
+MAX_REPLICAS = 48
+#: The resource names a time-sliced or MPS flavor may request: the whole-GPU name the device plugin
+#: keeps with ``renameByDefault: false``, or the ``.shared`` name it advertises when renamed.
+SHARED_RESOURCE_NAMES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")

@@ -29,8 +29,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_http_methods
 
+from fleet.models import GpuFlavor
 from front.forms import ClaimsPreviewForm
-from quotas.models import GpuFlavor
 from teams import sso
 from teams.models import Team
 from workloads.registry import Pages, StaffActions, kind_for, kind_of, kinds, label_of

@@ -28,6 +28,16 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from billing.ledger import month_end, month_start
+from billing.reports import (
+    SHOWBACK_COLUMNS,
+    parse_month,
+    showback_csv_rows,
+    showback_filename,
+    showback_page,
+    usage_page,
+)
+from billing.services import budget_bar
 from front.forms import (
     AddMemberForm,
     AlertSettingsForm,
@@ -39,17 +49,8 @@ from front.forms import (
 )
 from notifications.services import delivery_log
 from quotas.api import csv_download
-from quotas.ledger import month_end, month_start
 from quotas.policy import GUIDE, flavor_rows
-from quotas.reports import (
-    SHOWBACK_COLUMNS,
-    parse_month,
-    showback_csv_rows,
-    showback_filename,
-    showback_page,
-    usage_page,
-)
-from quotas.services import budget_bar, capacity_rows, usage_bars
+from quotas.services import capacity_rows, usage_bars
 from quotas.sharing import team_sharing
 from teams import device, oidc, services, throttle
 from teams.middleware import SESSION_KEY

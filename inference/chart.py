@@ -14,8 +14,8 @@ from datetime import datetime
 
 from django.utils import timezone
 
+from billing.charts import Line
 from core.formatting import format_clock
-from quotas.charts import Line
 
 WIDTH, HEIGHT = 640, 220
 LEFT, RIGHT, TOP, BOTTOM = 44, 12, 12, 28

@@ -15,14 +15,14 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from billing.pricing import PriceBook
 from core.forms import ServiceErrorsForm
+from fleet.models import GpuFlavor
 from inference import constants as c
 from inference import specs
 from inference.constants import Engine, Metric, Rollout
 from inference.validation import MAX_AUTO_PROMOTE_WINDOWS, MAX_CANARY_WEIGHT
 from quotas.facts import ClusterWaits
-from quotas.models import GpuFlavor
-from quotas.pricing import PriceBook
 from workloads.constants import MAX_UNITS_PER_NODE
 from workloads.forms import (
     FlavorSelect,

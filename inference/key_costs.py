@@ -1,10 +1,10 @@
 """Usage per API key in money: each endpoint's ledger cost, hour by hour, split over the keys that used it
 (docs/serving.md "Usage per key").
 
-The rule, per endpoint and ledger hour (:func:`quotas.ledger.usage_hour`):
+The rule, per endpoint and ledger hour (:func:`billing.ledger.usage_hour`):
 
 1. The hour's cost is the endpoint's ledger cost in it (closed row plus the open segment up to now:
-   :func:`quotas.ledger.cost_by_hour`), rounded to the cent (half up).
+   :func:`billing.ledger.cost_by_hour`), rounded to the cent (half up).
 2. When the keys' requests to it that hour carried tokens, each key's weight is its tokens (input + output);
    else, when there were requests, its requests (every status class); a key with weight 0 gets 0.
 3. The cents are split in proportion to the weights by the largest-remainder method: each key gets the whole
@@ -30,8 +30,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from django.conf import settings
 from django.db.models import Q
 
+from billing import ledger
 from inference.models import ApiKey, InferenceEndpoint, KeyUsage
-from quotas import ledger
 
 CENT = Decimal("0.01")
 #: The name of the line of an hour's cost no key called for (``key_id`` None).

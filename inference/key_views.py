@@ -18,11 +18,11 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from billing.ledger import month_start
 from inference import key_costs, keys
 from inference.forms import ApiKeyForm
 from inference.models import ApiKey
 from inference.services import get_endpoint_for_user
-from quotas.ledger import month_start
 from teams.models import Role
 from teams.permissions import get_for_user, get_membership, read_membership
 from workloads.views import wants_partial

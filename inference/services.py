@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.writes import Write, insert_of
+from fleet.models import GpuFlavor, unknown_flavor
 from inference import revisions, scaling
 from inference.constants import (
     ACTIVE_STATES,
@@ -36,7 +37,6 @@ from inference.validation import ROLLOUT_FIELDS, check_sizes, parse_endpoint_req
 from quotas import admission, policy
 from quotas.decide import Decision
 from quotas.facts import cohort_id_of
-from quotas.models import GpuFlavor, unknown_flavor
 from teams.models import Role, Team
 from teams.permissions import (
     change_permission,

@@ -21,6 +21,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from fleet.models import GpuFlavor
 from inference import coldstarts, revisions, services, traffic
 from inference.chart import cold_start_bars, replicas_chart
 from inference.constants import ACTIVE_STATES, EndpointState, RevisionState
@@ -28,7 +29,6 @@ from inference.forms import EndpointEditForm, EndpointForm
 from inference.models import InferenceEndpoint
 from inference.serializers import revision_summary
 from inference.snippets import snippets
-from quotas.models import GpuFlavor
 from quotas.queue import queue_positions
 from quotas.services import usage_summary
 from teams.models import Role

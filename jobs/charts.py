@@ -3,7 +3,7 @@
 A chart is a metric (``loss``) against the step, one line per run (up to :data:`MAX_LINES`, the
 compare page's limit). Lines differ by dash pattern as well as colour (``metric-0`` …
 ``metric-7`` in static/css/charts.css), each carries a ``<title>``, and the page puts a table of
-the figures beside it, as every chart of the portal does (:mod:`quotas.charts`).
+the figures beside it, as every chart of the portal does (:mod:`billing.charts`).
 
 The points come already thinned by the database (:func:`jobs.metrics.chart_series`: the lowest
 and the highest value of each of :data:`BUCKETS` step ranges), so a run of a million steps draws

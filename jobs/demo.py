@@ -30,16 +30,16 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
+from billing.pricing import PriceBook
+from billing.segments import bill_past
+from fleet.models import GpuFlavor
 from fleet.services import clusters as fleet_clusters
 from jobs import metrics
 from jobs.constants import RunState
 from jobs.metric_lines import Point, ProgressMark
 from jobs.models import LaterDemoRun, TrainingRun
 from jobs.services import submit_run
-from quotas.models import GpuFlavor
-from quotas.pricing import PriceBook
 from teams.models import Team
-from workloads.billing import bill_past
 from workloads.models import ReasonCode
 
 logger = logging.getLogger(__name__)
@@ -267,7 +267,7 @@ def seed_demo_history(slugs: Collection[str] | None = None) -> list[TrainingRun]
                 gpus_per_worker=gpus, state=RunState.SUCCEEDED, reason="Completed", reason_code=ReasonCode.CLUSTER, admitted_at=started,
                 started_at=started, finished_at=finished)
             # Placed where placement would place it, and billed by the live rule at that cluster's price
-            # (workloads.billing.bill_past): its page, the API and the ledger then say one price.
+            # (billing.segments.bill_past): its page, the API and the ledger then say one price.
             quote = run.price_quote(book)
             run.cluster = clusters.get(quote.cluster) or next(  # none has room now: one charging the quote's price
                 (c for c in clusters.values() if book.price_on(gpu, False, c.pk) == quote.price), None)

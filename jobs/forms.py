@@ -17,13 +17,13 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from billing.pricing import PriceBook
+from core.priority import Priority
+from fleet.models import GpuFlavor
 from jobs import constants as c
 from jobs.models import TrainingRun
 from jobs.validation import parse_run_request
-from quotas.constants import Priority
 from quotas.facts import ClusterWaits
-from quotas.models import GpuFlavor
-from quotas.pricing import PriceBook
 from workloads import secrets
 from workloads.constants import NAME_MAX_LENGTH
 from workloads.forms import (

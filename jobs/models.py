@@ -13,8 +13,8 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from core.priority import Priority
 from jobs.constants import ACTIVE_STATES, FINAL_STATES, HOLDING_STATES, REF_PREFIX, RunResourceKind, RunState
-from quotas.constants import Priority
 from workloads.models import Workload, detail_link
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.priority import Priority
 from jobs import constants as c
 from jobs.models import TrainingRun
-from quotas.constants import Priority
 from workloads.api import (
     BorrowedFields,
     IdleFields,

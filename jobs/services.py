@@ -22,6 +22,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from billing.pricing import quote
+from fleet.models import GpuFlavor
 from jobs import checkpoints
 from jobs.checkpoint_contract import RUN_TOKEN_ENV
 from jobs.constants import AUDIT_CANCELLED, AUDIT_SUBMITTED
@@ -29,8 +31,6 @@ from jobs.models import TrainingRun
 from jobs.validation import RunRequest, parse_run_request
 from quotas import policy
 from quotas.decide import ResourceRequest
-from quotas.models import GpuFlavor
-from quotas.pricing import quote
 from teams.models import Role, Team
 from teams.permissions import VIEWERS_CANNOT_SUBMIT, check_may_end, get_for_user, require_team
 from teams.services import audit, audit_write
@@ -166,7 +166,7 @@ def preview_run(team: Team, data: dict, *, strict: bool = False) -> Preview:
     quota_request = _quota_request(request)
     price = None
     if flavor is not None:
-        # Priced as the run's own request will be (jobs.kind): the one price (quotas.pricing) of its
+        # Priced as the run's own request will be (jobs.kind): the one price (billing.pricing) of its
         # shape, per hour, and in all with a limit.
         price = quote(flavor, request.spot, units=quota_request.units, units_per_node=quota_request.units_per_node,
                       selector=dict(request.cluster_selector))

@@ -18,9 +18,9 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from core.priority import Priority
 from jobs import constants as c
 from jobs.checkpoint_contract import CHECKPOINT_DIR, CONTRACT_ENV
-from quotas.constants import Priority
 from workloads.constants import MAX_UNITS_PER_NODE
 from workloads.validation import (
     DNS1123_SUBDOMAIN,

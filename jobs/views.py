@@ -28,13 +28,13 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from fleet.models import GpuFlavor
 from jobs import metrics, services
 from jobs.constants import RunState
 from jobs.forms import NewRunForm, initial_from_run, preview_data
 from jobs.metric_views import run_charts
 from jobs.models import RunProgress, TrainingRun
 from jobs.page import progress_view, run_page
-from quotas.models import GpuFlavor
 from quotas.queue import queue_positions
 from quotas.services import usage_summary
 from teams.models import Role

@@ -16,12 +16,12 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils.text import capfirst
 
+from billing.ledger import RefLabel
+from billing.models import PreemptionEvent
 from core.formatting import format_rate
 from notifications import vocabulary
 from notifications.constants import EventKind
 from notifications.models import Event
-from quotas.ledger import RefLabel
-from quotas.models import PreemptionEvent
 from workloads.registry import Bursts, Pages, kind_of, kinds, label_of, labels
 from workloads.telemetry.alert_rules import AlertKind
 
@@ -41,7 +41,7 @@ def record(kind: str, team, key: str, title: str, text: str, ref: str = "", **de
 
 def named(label: RefLabel) -> str:
     """A workload at the start of a sentence: "Run train-llama (#12) of team nlp" (the one naming rule,
-    :meth:`quotas.ledger.RefLabel.words`)."""
+    :meth:`billing.ledger.RefLabel.words`)."""
     return capfirst(label.words())
 
 
@@ -69,7 +69,7 @@ PREEMPTION_VERBS = {PreemptionEvent.Cause.RECLAIM: "preempted", PreemptionEvent.
 
 
 def preempted(event) -> str:
-    """A :class:`quotas.models.PreemptionEvent` just written (a reclaim, or a spot interruption).
+    """A :class:`billing.models.PreemptionEvent` just written (a reclaim, or a spot interruption).
 
     Its ``reason`` says what happened and why as the rest of a sentence about the workload
     ("preempted: team vision reclaimed 4× a100-80gb of its quota; …",
@@ -84,7 +84,7 @@ def preempted(event) -> str:
 
 
 def budget_alert(audit_event) -> str:
-    """The budget-alert audit event of a team's month (quotas.services.enforce_budgets writes one a month)."""
+    """The budget-alert audit event of a team's month (billing.services.enforce_budgets writes one a month)."""
     details = audit_event.details
     team = audit_event.team
     threshold = details.get("threshold_pct") or 100

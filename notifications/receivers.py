@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from django.dispatch import receiver
 
+from billing.events import budget_alert
+from billing.models import PreemptionEvent
 from core.queueing import publish_on_commit
 from notifications import events, tasks
-from quotas.events import budget_alert
-from quotas.models import PreemptionEvent
 from teams.models import AuditEvent
 from workloads.events import alert_opened, preemption_settled, workload_moved
 from workloads.models import AlertEpisode

@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "core",
     "teams",
     "fleet",
+    "billing",
     "quotas",
     "workloads",
     "jobs",

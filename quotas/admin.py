@@ -13,23 +13,15 @@ from django import forms
 from django.contrib import admin
 from django.db import transaction
 
+from billing import services as billing_services
+from billing.ledger import spent_month
+from billing.models import BudgetMonth, ClusterPrice, PreemptionEvent, QuotaHold, TeamBudget, UsageRecord
 from core.admin import ReadOnlyAdmin, money_column, when_column
 from core.formatting import format_money
+from fleet.models import GpuFlavor
 from quotas import services
 from quotas.facts import in_use_of_row, units_of
-from quotas.models import (
-    BudgetMonth,
-    ClusterPrice,
-    Cohort,
-    GpuFlavor,
-    PreemptionEvent,
-    QueuedRequest,
-    QuotaHold,
-    TeamBudget,
-    TeamQuota,
-    TeamSharing,
-    UsageRecord,
-)
+from quotas.models import Cohort, QueuedRequest, TeamQuota, TeamSharing
 from teams.admin import TeamAdmin
 from teams.models import Team
 from teams.services import client_ip
@@ -163,9 +155,9 @@ class GpuFlavorAdmin(admin.ModelAdmin):
         formset.save(commit=False)
         ip = client_ip(request)
         for obj in formset.deleted_objects:
-            services.set_cluster_price(request.user, form.instance, obj.cluster, None, ip=ip)
+            billing_services.set_cluster_price(request.user, form.instance, obj.cluster, None, ip=ip)
         for obj in [*formset.new_objects, *(o for o, _fields in formset.changed_objects)]:
-            services.set_cluster_price(request.user, form.instance, obj.cluster, obj.price_per_hour,
+            billing_services.set_cluster_price(request.user, form.instance, obj.cluster, obj.price_per_hour,
                                        obj.spot_price_per_hour, ip=ip)
 
     def get_readonly_fields(self, request, obj=None):
@@ -177,7 +169,7 @@ class GpuFlavorAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         if not change or {"price_per_hour", "spot_price_per_hour"} & set(form.changed_data):
             old = None if not change else (form.initial.get("price_per_hour"), form.initial.get("spot_price_per_hour"))
-            services.set_flavor_prices(request.user, obj, obj.price_per_hour, obj.spot_price_per_hour, old=old,
+            billing_services.set_flavor_prices(request.user, obj, obj.price_per_hour, obj.spot_price_per_hour, old=old,
                                        ip=client_ip(request))
 
 
@@ -280,7 +272,7 @@ class TeamBudgetAdmin(admin.ModelAdmin):
 
     @admin.display(description="Spent this month")
     def spent(self, obj: TeamBudget) -> str:
-        return format_money(services.spent_month(obj.team), obj.currency)
+        return format_money(spent_month(obj.team), obj.currency)
 
     def save_model(self, request, obj, form, change):
         saved = services.set_team_budget(request.user, obj.team, obj.monthly_limit, obj.currency,

@@ -44,28 +44,8 @@ from functools import lru_cache
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from core import metrics
-from core.rawsql import read_together, sql_decimal
-from core.writes import Write, run_together
-from fleet.constants import Health
-from fleet.models import Cluster
-from quotas import fairshare
-from quotas.constants import ZERO, AdmissionCode, Outcome, Priority
-from quotas.decide import BudgetState, Decision, FlavorQuota, ResourceRequest, decide
-from quotas.events import workload_admitted
-from quotas.facts import (
-    ClusterWaits,
-    CohortFigures,
-    cohort_figures,
-    cohort_id_of,
-    flavor_quota,
-    in_use_of,
-    request_of,
-    team_budget_state,
-    team_quotas,
-    units_in_use,
-)
-from quotas.ledger import (
+from billing.budget_rule import BudgetState
+from billing.ledger import (
     closed_spend_subquery,
     committed,
     cost_ahead,
@@ -76,8 +56,32 @@ from quotas.ledger import (
     open_groups_of,
     open_groups_statement,
 )
-from quotas.models import Cohort, GpuFlavor, QueuedRequest, QuotaHold, TeamBudget, TeamQuota, TeamSharing
-from quotas.pricing import dearest_sql
+from billing.models import QuotaHold, TeamBudget
+from billing.pricing import dearest_sql
+from billing.services import team_budget_state
+from core import metrics
+from core.money import ZERO
+from core.priority import Priority
+from core.rawsql import read_together, sql_decimal
+from core.writes import Write, run_together
+from fleet.constants import Health
+from fleet.models import Cluster, GpuFlavor
+from quotas import fairshare
+from quotas.constants import AdmissionCode, Outcome
+from quotas.decide import Decision, FlavorQuota, ResourceRequest, decide
+from quotas.events import workload_admitted
+from quotas.facts import (
+    ClusterWaits,
+    CohortFigures,
+    cohort_figures,
+    cohort_id_of,
+    flavor_quota,
+    in_use_of,
+    request_of,
+    team_quotas,
+    units_in_use,
+)
+from quotas.models import Cohort, QueuedRequest, TeamQuota, TeamSharing
 from quotas.queue import queue_decision, queue_position
 from teams.models import Team
 from teams.services import lock_team, lock_team_statement
@@ -136,7 +140,7 @@ def _hot_sql(vendor: str) -> tuple[str, str, str]:
         # A budgeted team's ledger rows this month: month_spend's closed part (a round trip less under the lock).
         f" CASE WHEN b.monthly_limit IS NULL THEN NULL ELSE {closed_spend_subquery(q, '%(team)s', '%(since)s')} END,"
         # What bounds committed money (see admit): every unit the team holds, the dearest price any
-        # work can be quoted or charged (a cluster's own price included: quotas.pricing).
+        # work can be quoted or charged (a cluster's own price included: billing.pricing).
         f" (SELECT COALESCE(SUM(units), 0) FROM {res} WHERE team_id = %(team)s AND released_at IS NULL),"
         f" {dearest_sql(q, flavor)},"
         # Whether any cluster may take no new work (see admit): not the rule, only when to ask it.

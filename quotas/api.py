@@ -24,10 +24,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 import fleet.services as fleet
+from billing.reports import report_columns, report_filename, usage_report
+from billing.services import budget_summary
 from core.pagination import StandardPagination
+from fleet.models import GpuFlavor, unknown_flavor
 from quotas import services
-from quotas.models import Cohort, GpuFlavor, unknown_flavor
-from quotas.reports import report_columns, report_filename, usage_report
+from quotas.models import Cohort
 from quotas.serializers import (
     ClusterInputSerializer,
     ClusterSerializer,
@@ -43,7 +45,7 @@ from quotas.serializers import (
     UsageReportPageSerializer,
     UsageRowSerializer,
 )
-from quotas.services import budget_summary, usage_summary
+from quotas.services import usage_summary
 from teams import api as teams_api
 from teams.models import Membership, Team
 from teams.permissions import (

@@ -1,4 +1,7 @@
-"""Named constants of the quotas app: admission outcomes, admission codes and priorities, the zero of money.
+"""Named constants of the quotas app: admission outcomes and admission codes.
+
+The priorities admission orders by are :class:`core.priority.Priority`; the zero of money is
+:data:`core.money.ZERO`; how a flavor shares a GPU is :class:`fleet.constants.Sharing`.
 
 Admission codes (:class:`AdmissionCode`) follow kueue's naming style (``WaitingForQuota``,
 ``NoMatchingFlavor``): stable identifiers that callers and tests compare against, while the
@@ -8,16 +11,6 @@ vocabularies, beside a workload's reason codes and the messages of its ``reason`
 """
 
 from __future__ import annotations
-
-from decimal import Decimal
-
-from django.db import models
-
-from cluster import specs
-
-#: Zero, as money and ledger amounts count it (a Decimal). Here rather than in the ledger, so
-#: admission's pure rule uses the same zero without importing the ledger.
-ZERO = Decimal(0)
 
 
 class Outcome:
@@ -64,44 +57,3 @@ PERMANENT_CODES = (
     AdmissionCode.INACTIVE_FLAVOR,
     AdmissionCode.INVALID_REQUEST,
 )
-
-
-class Priority(models.TextChoices):
-    """The one priority vocabulary of every workload kind; it orders a team's queue.
-
-    Stored on queue entries and holds as its :attr:`rank` (higher is admitted first),
-    so the queue sorts by an integer column.
-    """
-
-    LOW = "low", "Low"
-    NORMAL = "normal", "Normal"
-    HIGH = "high", "High"
-
-    @property
-    def rank(self) -> int:
-        return list(Priority).index(self)
-
-    @classmethod
-    def from_rank(cls, rank: int) -> Priority:
-        return list(cls)[rank]
-
-    @classmethod
-    def rank_choices(cls) -> list[tuple[int, str]]:
-        return [(p.rank, p.value) for p in cls]
-
-
-class Sharing(models.TextChoices):
-    """How a flavor's units share a physical GPU (:data:`cluster.specs.SHARINGS`, the one vocabulary)."""
-
-    NONE = specs.SHARING_NONE, specs.SHARING_LABELS[specs.SHARING_NONE]
-    MIG = specs.SHARING_MIG, specs.SHARING_LABELS[specs.SHARING_MIG]
-    TIME_SLICING = specs.SHARING_TIME_SLICING, specs.SHARING_LABELS[specs.SHARING_TIME_SLICING]
-    MPS = specs.SHARING_MPS, specs.SHARING_LABELS[specs.SHARING_MPS]
-
-
-#: The most units one GPU may be cut into by time-slicing or MPS (the MPS daemon serves at most 48
-#: clients per GPU on Volta and newer; more replicas than that would never all run).
-MAX_REPLICAS = 48
-#: The resource names a time-sliced or MPS flavor may request: the whole-GPU name the device plugin
-#: keeps with ``renameByDefault: false``, or the ``.shared`` name it advertises when renamed.
-SHARED_RESOURCE_NAMES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")

@@ -2,7 +2,7 @@
 
 Given a request (:class:`ResourceRequest`), the units of its flavor the team holds, what the
 flavor and the team's quota allow (:class:`FlavorQuota`, with its cohort's lenders) and the
-team's month in money (:class:`BudgetState`), :func:`decide` returns a :class:`Decision`: admit,
+team's month in money (:class:`billing.budget_rule.BudgetState`), :func:`decide` returns a :class:`Decision`: admit,
 queue or reject, a reason constant and a message in plain words. Every rule lives here, so it is
 tested table-driven, and a replay (the start estimates, ``bench/sharing.py``) asks the very rule
 the portal admits by.
@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from decimal import Decimal
 
+from billing.budget_rule import BudgetState
 from cluster.reasons import Reason
 from core.formatting import format_amount
-from quotas.constants import ZERO, AdmissionCode, DecisionLabel, Outcome, Priority
+from core.money import ZERO
+from core.priority import Priority
+from quotas.constants import AdmissionCode, DecisionLabel, Outcome
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class ResourceRequest:
     #: Whether it may use units its cohort lends (:class:`FlavorQuota`): not an endpoint's
     #: guaranteed minimum, which must not be preemptible; its burst may.
     may_borrow: bool = True
-    #: What its hold commits until its runtime limit or the month's end (:func:`quotas.ledger.committed`):
+    #: What its hold commits until its runtime limit or the month's end (:func:`billing.ledger.committed`):
     #: the units its kind guarantees (a run's all, an endpoint's minimum), 0 for work that commits nothing.
     committed_units: int = 0
     #: Its runtime limit in minutes (None: none), counted from its pods' start: where a commitment ends.
@@ -61,7 +63,7 @@ class ResourceRequest:
         commits its estimated cost, but no more than it costs until the month's end; one
         without a known end (a run without a limit, an endpoint's minimum) commits what it
         costs until the month's end — the most any limit could commit this month. It is the
-        figure :func:`quotas.ledger.committed` counts for the workload once it is admitted.
+        figure :func:`billing.ledger.committed` counts for the workload once it is admitted.
         """
         if self.cost_per_hour is None:
             return self.estimated_cost
@@ -194,66 +196,6 @@ class FlavorQuota:
 
     def lenders_text(self) -> str:
         return ", ".join(f"{m.team} uses {m.in_use} of its {m.limit}" for m in self.lenders or ())
-
-
-@dataclass(frozen=True)
-class BudgetState:
-    """A team's month in money, and the one place its left / exhausted / alert state is worked out.
-
-    :func:`decide` reads it to admit; budget summaries (pages, the API, the reconcile cycle's
-    budget step) report the same properties.
-    """
-
-    monthly_limit: Decimal | None = None  # None: no budget, spending is unlimited
-    spent_month: Decimal = ZERO
-    currency: str = "USD"
-    committed: Decimal = ZERO  # estimated cost still to come from admitted work (ledger.committed)
-    #: Hours until the month's end: what work without a known end commits (a month of 31 days
-    #: when not given, the most a month can leave).
-    hours_left: Decimal = Decimal(31 * 24)
-    #: Percent of the limit whose spending raises the alert (None: only a spent budget alerts).
-    alert_threshold_percent: int | None = None
-
-    @property
-    def left(self) -> Decimal:
-        """What the month's budget leaves once spent and committed money is counted."""
-        return (self.monthly_limit or ZERO) - self.spent_month - self.committed
-
-    @property
-    def projected_month_end(self) -> Decimal:
-        """The month's spend at its end, the one projection (issue 34): spent plus what admitted
-        work commits — the figure this gate admits against, so a page never projects one number
-        while admission counts another."""
-        return self.spent_month + self.committed
-
-    def runs_out_at(self, now: datetime, burn_per_hour: Decimal) -> datetime | None:
-        """When the month's budget is spent: None without one, or when admitted work does not
-        spend it this month (:attr:`projected_month_end` below the limit); ``now`` once spent;
-        else at the pace its committed money is spent — what runs now, or the committed money
-        spread over the hours left when that is faster (work admitted but not started yet)."""
-        limit = self.monthly_limit
-        if limit is None or self.projected_month_end < limit:
-            return None
-        if self.spent_month >= limit:
-            return now
-        pace = max(burn_per_hour, self.committed / self.hours_left if self.hours_left > 0 else ZERO)
-        if pace <= 0:
-            return now
-        return now + timedelta(hours=float((limit - self.spent_month) / pace))
-
-    @property
-    def exhausted(self) -> bool:
-        """The month's spend reached the limit: new work is refused (and a "stop" policy stops work)."""
-        return self.monthly_limit is not None and self.spent_month >= self.monthly_limit
-
-    @property
-    def alert(self) -> bool:
-        """The month's spend reached the alert threshold (or the limit): the banner, the audit, no burst."""
-        if self.monthly_limit is None:
-            return False
-        limit, threshold = self.monthly_limit, self.alert_threshold_percent
-        return self.exhausted or (threshold is not None and limit > 0
-                                  and self.spent_month * 100 >= limit * threshold)
 
 
 def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: BudgetState | None = None,

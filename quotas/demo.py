@@ -24,9 +24,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from decimal import ROUND_HALF_UP, Decimal
 
-from quotas.constants import Sharing
-from quotas.ledger import month_start
-from quotas.models import BudgetMonth, GpuFlavor, TeamBudget, TeamQuota
+from billing.ledger import month_start
+from billing.models import BudgetMonth, TeamBudget
+from fleet.constants import Sharing
+from fleet.models import GpuFlavor
+from quotas.models import TeamQuota
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_TAINT_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "value": "", "effect": "NoSchedule"}

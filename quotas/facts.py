@@ -21,20 +21,18 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from datetime import datetime
 from decimal import Decimal
 
-from django.conf import settings
 from django.db.models import F, IntegerField, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
-from django.utils import timezone
 
 import fleet.services as fleet
+from billing.models import QuotaHold
 from cluster.placement import PLACEABLE_STATES, ClusterOffer, no_usable_cluster
-from quotas.constants import Priority
-from quotas.decide import BudgetState, FlavorQuota, Lender, ResourceRequest
-from quotas.ledger import committed, hours_left_in_month, month_spend
-from quotas.models import GpuFlavor, QueuedRequest, QuotaHold, TeamBudget, TeamQuota, TeamSharing
+from core.priority import Priority
+from fleet.models import GpuFlavor
+from quotas.decide import FlavorQuota, Lender, ResourceRequest
+from quotas.models import QueuedRequest, TeamQuota, TeamSharing
 
 
 def quota_rows():
@@ -143,23 +141,6 @@ class ClusterWaits:
         return self._found[key]
 
 
-def budget_state(budget: TeamBudget | None, spent: Decimal, committed: Decimal, now: datetime) -> BudgetState:
-    """The :class:`BudgetState` of a team's budget row (None: no budget) with its month's figures."""
-    if budget is None:
-        return BudgetState(None, spent, settings.SLIPWAY_CURRENCY, committed, hours_left_in_month(now))
-    return BudgetState(budget.monthly_limit, spent, budget.currency, committed, hours_left_in_month(now),
-                       budget.alert_threshold_percent)
-
-
-def team_budget_state(team) -> BudgetState | None:
-    """The team's budget and month-to-date spend (:func:`quotas.ledger.month_spend`), or None without a budget."""
-    budget = TeamBudget.objects.filter(team=team).first()
-    if budget is None:
-        return None
-    now = timezone.now()
-    return budget_state(budget, month_spend([team.pk], now)[team.pk].spent, committed(team.pk, now), now)
-
-
 def units_in_use(team=None, flavor_id: int | None = None) -> dict[int, int]:
     """``{flavor id: units}`` the team holds now (every team's when None; one flavor's when given), one query.
 
@@ -197,18 +178,6 @@ def borrowable(team, quotas: dict[int, TeamQuota], in_use: dict[int, int]) -> di
         return {}
     return {fid: flavor_quota(quota.flavor, quota, cohort, team.pk).borrowable(in_use.get(fid, 0))
             for fid, quota in quotas.items()}
-
-
-def borrowed_units(refs: list[str]) -> dict[str, int]:
-    """``{ref: borrowed units}`` of the quota holds of ``refs`` that borrow any (one query)."""
-    return QuotaHold.objects.held().borrowed_by_ref(refs)
-
-
-def borrowed_units_of(ref):
-    """:func:`borrowed_units` of each row whose ref is the expression ``ref``, as an annotation (a
-    correlated subquery on the quota hold's unique ref): lists without a query more."""
-    held = QuotaHold.objects.held().filter(ref=ref).values("borrowed_units")[:1]
-    return Coalesce(Subquery(held, output_field=IntegerField()), Value(0))
 
 
 def in_use_of(team, flavor_id: int) -> int:

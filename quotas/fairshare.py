@@ -40,7 +40,7 @@ from typing import Protocol, TypeVar
 from django.conf import settings
 from django.db.models import Sum
 
-from quotas.models import UsageRecord
+from billing.models import UsageRecord
 
 #: How far back the ledger is read: older borrowing weighs less than 1/256 of new.
 WINDOW_HALF_LIVES = 8

@@ -4,7 +4,7 @@ What teams hold, wait for and spend is state in the database, not events of one 
 computed by :class:`QuotaCollector` on each scrape, every web process reports the same figures,
 whatever process admitted or billed the work, and a restart loses nothing. Each figure comes
 from the rule that already computes it (:func:`quotas.facts.units_held_by_team` for units
-in use and borrowed, :func:`quotas.ledger.month_spend` for the month's spend), in a fixed number
+in use and borrowed, :func:`billing.ledger.month_spend` for the month's spend), in a fixed number
 of statements however many teams, flavors or workloads there are.
 
 Labels are the team's slug and the flavor's name. Every (team, flavor) with a quota or with
@@ -21,9 +21,11 @@ from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from billing.ledger import month_spend
+from billing.models import PreemptionEvent, TeamBudget
+from fleet.models import GpuFlavor
 from quotas.facts import units_held_by_team
-from quotas.ledger import month_spend
-from quotas.models import GpuFlavor, PreemptionEvent, QueuedRequest, TeamBudget, TeamQuota
+from quotas.models import QueuedRequest, TeamQuota
 from teams.models import Team
 
 TEAM_FLAVOR = ["team", "flavor"]

@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
+from billing.pricing import PriceBook
 from cluster import specs
-from quotas.models import GpuFlavor
-from quotas.pricing import PriceBook
+from fleet.models import GpuFlavor
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,7 @@ class FlavorRow:
 
     flavor: GpuFlavor
     traits: str
-    price: str  #: the one price of a unit-hour now, in words (:meth:`quotas.pricing.Quote.words`)
+    price: str  #: the one price of a unit-hour now, in words (:meth:`billing.pricing.Quote.words`)
 
 
 def flavor_rows(currency: str) -> list[FlavorRow]:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from django.db.models import Q
 
+from billing.services import team_budget_state
+from fleet.models import GpuFlavor
 from quotas.constants import AdmissionCode, Outcome
 from quotas.decide import Decision, ResourceRequest, decide
 from quotas.facts import (
@@ -26,11 +28,10 @@ from quotas.facts import (
     in_use_of,
     quota_rows,
     request_of,
-    team_budget_state,
     team_quotas,
     units_in_use,
 )
-from quotas.models import GpuFlavor, QueuedRequest, TeamQuota
+from quotas.models import QueuedRequest, TeamQuota
 
 
 def _ahead_of(entry: QueuedRequest) -> Q:

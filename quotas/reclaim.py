@@ -60,10 +60,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from billing.ledger import interval_cost
 from cluster.reasons import Reason
-from quotas.constants import Priority
+from core.priority import Priority
 from quotas.decide import FlavorQuota
-from quotas.ledger import interval_cost
 
 #: After this many preemptions a run is protected until it has run ``min_runtime`` since its last start.
 PROTECTED_AFTER = 3

@@ -11,12 +11,13 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from billing.ledger import month_start
+from billing.pricing import PriceBook, Quote
 from cluster.specs import ISOLATION
 from core.formatting import MONEY_ROUNDING
-from quotas.constants import Sharing
-from quotas.ledger import month_start
-from quotas.models import FLAVOR_NAME, Cohort, GpuFlavor
-from quotas.pricing import PriceBook, Quote
+from fleet.constants import Sharing
+from fleet.models import FLAVOR_NAME, GpuFlavor
+from quotas.models import Cohort
 from teams.models import Team
 from teams.serializers import TeamSerializer
 
@@ -42,13 +43,13 @@ class PriceRangeSerializer(serializers.Serializer):
 
 
 class FlavorSerializer(serializers.ModelSerializer):
-    """A flavor with the one price (:mod:`quotas.pricing`): ``price_per_hour`` and
+    """A flavor with the one price (:mod:`billing.pricing`): ``price_per_hour`` and
     ``spot_price_per_hour`` are what a unit-hour of one-unit work costs on the cluster placement
     would choose now (``cluster``); ``price_range`` spans the clusters that offer it.
 
     How a unit shares its GPU (issue 37): ``sharing`` and ``replicas``, ``isolation``, the memory one
     unit may use (``memory_per_unit_gb``; ``memory_shared``: with the other pods on the GPU), ``training``
-    (whether runs may use it). Each is the model's one property (:class:`quotas.models.GpuFlavor`)."""
+    (whether runs may use it). Each is the model's one property (:class:`fleet.models.GpuFlavor`)."""
 
     mig_profile = serializers.SerializerMethodField()
     gpu_fraction = serializers.FloatField(help_text="Share of a physical GPU one unit is (1/replicas when shared).")

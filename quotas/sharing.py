@@ -20,9 +20,10 @@ from decimal import Decimal
 
 from django.utils import timezone
 
+from fleet.models import GpuFlavor
 from quotas import fairshare
 from quotas.facts import CohortFigures, cohort_figures
-from quotas.models import Cohort, GpuFlavor
+from quotas.models import Cohort
 
 
 @dataclass(frozen=True)

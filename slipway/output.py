@@ -94,7 +94,7 @@ def unit_price(answer: dict) -> str | None:
 
 def flavor_price(flavor: dict) -> str:
     """"3.60 USD/h on east (3.60–4.60)": a flavor's price now, where, and its range across clusters — the
-    words of the portal's flavor page (``quotas.pricing.Quote.words``) from ``GET /flavors/``."""
+    words of the portal's flavor page (``billing.pricing.Quote.words``) from ``GET /flavors/``."""
     currency = flavor.get("currency", "")
     low, high = (flavor.get("price_range") or {}).get("min"), (flavor.get("price_range") or {}).get("max")
     varies = low is not None and high is not None and Decimal(str(low)) != Decimal(str(high))

@@ -6,7 +6,7 @@ import itertools
 
 from django.contrib.auth import get_user_model
 
-from quotas.models import QuotaHold
+from billing.models import QuotaHold
 from teams.models import Membership, Role, Team
 from workloads import crypto
 from workloads.models import SecretEnv

@@ -7,8 +7,8 @@ already is brought to the demo's values (or a test's ``changes``) rather than do
 
 from __future__ import annotations
 
+from fleet.models import GpuFlavor
 from quotas import demo
-from quotas.models import GpuFlavor
 
 SHARED_NAMES = ("t4-ts4", "a10g-mps2")
 

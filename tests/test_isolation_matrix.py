@@ -31,6 +31,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from fleet.models import GpuFlavor
 from inference import keys as api_keys
 from inference import services as endpoints
 from inference.models import ApiKey, InferenceEndpoint
@@ -38,7 +39,7 @@ from jobs.models import TrainingRun
 from jobs.services import submit_run
 from notifications.models import EmailSubscription, Webhook
 from notifications.services import create_webhook
-from quotas.models import Cohort, GpuFlavor, TeamQuota, TeamSharing
+from quotas.models import Cohort, TeamQuota, TeamSharing
 from teams.models import ApiToken, Membership, Role, Team
 from teams.services import create_api_token
 from tests.factories import add_member, make_user
@@ -521,7 +522,7 @@ def test_revoked_and_expired_tokens_are_refused(world, member):
 
 @pytest.mark.parametrize("path", ["/admin/capacity/", "/admin/showback/", "/admin/workloads/", "/admin/sso/preview/",
                                   "/admin/portal/groupmapping/",
-                                  "/admin/quotas/teamquota/", "/admin/quotas/gpuflavor/", "/admin/portal/team/",
+                                  "/admin/quotas/teamquota/", "/admin/fleet/gpuflavor/", "/admin/portal/team/",
                                   "/admin/portal/auditevent/"])
 def test_staff_pages_refuse_everyone_else(world, member, team_admin, path, staff):
     for user in (member, team_admin):

@@ -29,8 +29,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cluster",),            # Kubernetes layer, Django-free
     ("core",),               # shared plumbing every app needs and no app owns
     ("sandbox", "teams"),    # the simulated cluster (cluster's interface); teams, membership, tokens, audit, the team lock
-    ("fleet",),              # clusters as data: their state, their backends
-    ("quotas",),             # flavors, prices, quotas, budgets, admission, the ledger
+    ("fleet",),              # the hardware as data: clusters (their state, their backends) and GPU flavors
+    ("billing",),            # prices, quota holds and their open segments, the ledger, budgets, reports
+    ("quotas",),             # capacity: quotas, cohorts, sharing, the queue, admission, fair share, reclaim
     ("workloads",),          # what every workload kind shares
     KINDS,                   # the workload kinds, from the registry
     ("notifications", "gateway"),  # e-mail and webhooks about the work below; the gateway (data plane)
@@ -43,8 +44,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 #: read-only queue, the lock and the writes. Each imports only those before it.
 ADMISSION = ("quotas.decide", "quotas.facts", "quotas.queue", "quotas.admission")
 
-#: All the pure rule imports of the project: the reason shape, the admission codes and priorities, money's words.
-PURE_RULE_IMPORTS = {"cluster.reasons", "quotas.constants", "core.formatting"}
+#: All the pure rule imports of the project: the reason shape, the admission codes, the priorities, money's
+#: zero and words, and the budget's own rule (itself pure: it imports only money's zero).
+PURE_RULE_IMPORTS = {"cluster.reasons", "quotas.constants", "core.priority", "core.money", "core.formatting",
+                     "billing.budget_rule"}
 
 
 def layer_of() -> dict[str, int]:
@@ -113,6 +116,7 @@ def test_the_admission_rule_imports_no_database():
     replay asks the very rule the portal admits by."""
     edges, _lazy = graph()
     assert edges["quotas.decide"] <= PURE_RULE_IMPORTS
+    assert edges["billing.budget_rule"] <= {"core.money"}
     tree = ast.parse((REPO / "quotas" / "decide.py").read_text())
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}

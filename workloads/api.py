@@ -27,10 +27,10 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
 
+from billing.models import PreemptionEvent
+from billing.pricing import PriceBook
+from billing.segments import borrowed_units, borrowed_units_of
 from fleet.models import Cluster
-from quotas.facts import borrowed_units, borrowed_units_of
-from quotas.models import PreemptionEvent
-from quotas.pricing import PriceBook
 from quotas.queue import queue_positions
 from teams.idempotency import idempotent, is_dry_run
 from teams.models import Role, Team
@@ -116,7 +116,7 @@ def queue_context(workloads_page) -> dict:
 
     A few queries per team with queued work on the page, one for the idle figures of work that
     was ever billed, one for the names of secret env, one for the GPUs' newest telemetry. Every row is quoted here from one
-    :class:`~quotas.pricing.PriceBook` (two queries for the page, none for rows quoted already, such
+    :class:`~billing.pricing.PriceBook` (two queries for the page, none for rows quoted already, such
     as a workload just submitted): a kind's cost fields (an endpoint's cost per hour and its range)
     come before ``price_per_hour`` and would otherwise each read the clusters and prices again.
     """
@@ -208,7 +208,7 @@ PRICE_PER_HOUR_HELP = ("What one unit-hour costs it: once billing began, its cha
 class PriceField(serializers.DecimalField):
     """The one price of a workload's unit-hour (:meth:`workloads.models.Workload.price_quote`), times
     ``units`` (an attribute naming how many units; none: one). A list's rows share one
-    :class:`~quotas.pricing.PriceBook` (the serializer's context), so the clusters are read once."""
+    :class:`~billing.pricing.PriceBook` (the serializer's context), so the clusters are read once."""
 
     def __init__(self, units: str = "", **kwargs) -> None:
         self.units = units
@@ -485,7 +485,7 @@ class PreviewSerializer(serializers.Serializer):
     preemptible = serializers.BooleanField(help_text="Admitted with borrowed units: reclaim may take them back.")
     price_per_hour = serializers.DecimalField(
         max_digits=14, decimal_places=4, allow_null=True,
-        help_text="One unit-hour's price (quotas.pricing): on the cluster placement would choose now; "
+        help_text="One unit-hour's price (billing.pricing): on the cluster placement would choose now; "
                   "with no such cluster, the dearest of the clusters that offer the flavor.")
     cluster = serializers.CharField(allow_null=True, help_text="The cluster it would be placed on now (null: none can take it now).")
     currency = serializers.CharField(help_text="The currency of every amount in this answer.")

@@ -11,7 +11,7 @@ class WorkloadsConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here, not at the top: models may only be imported once apps are loaded.
-        from quotas.ledger import register_kind_nouns, register_ref_labels
+        from billing.ledger import register_kind_nouns, register_ref_labels
         from workloads import checks, receivers  # noqa: F401  (registers the system checks, connects receivers)
         from workloads.registry import kind_nouns, labels
 

@@ -16,10 +16,10 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
+from billing.pricing import PriceBook
+from fleet.models import GpuFlavor
 from quotas.facts import ClusterWaits
-from quotas.models import GpuFlavor
 from quotas.policy import traits
-from quotas.pricing import PriceBook
 from workloads.validation import ENV_NAME
 
 
@@ -40,7 +40,7 @@ class FlavorSelect(forms.Select):
 def flavor_label(flavor: GpuFlavor, row: dict | None, currency: str, book: PriceBook | None = None,
                  waits: ClusterWaits | None = None) -> str:
     """"t4-ts4 — 0.10 USD/h on east · Time-sliced ×4 · no isolation · 16 GB shared · 3 of 4 free" (or "no
-    quota"): a unit-hour's one price now (:mod:`quotas.pricing`; the preview prices the work as shaped, spot
+    quota"): a unit-hour's one price now (:mod:`billing.pricing`; the preview prices the work as shaped, spot
     included), then how the unit shares its GPU (:func:`quotas.policy.traits`, as the "Which flavor?" page says).
 
     Units of the quota are free for new work only where a cluster takes it: when every cluster offering the

@@ -6,7 +6,7 @@ real cluster, the simulated exporter in the sandbox; :func:`workloads.telemetry.
 utilization — the mean over its GPUs — is read from that one answer (:func:`utilization`). A workload whose utilization is under
 ``SLIPWAY_IDLE_UTIL_PCT`` is *idle*: its open billing segment is idle time, and the ledger
 records that time's GPU-hours and cost in its ``idle_*`` columns as well
-(:func:`workloads.billing.plan_billing` closes the segment when the flag flips, so idle time is
+(:func:`billing.segments.plan_billing` closes the segment when the flag flips, so idle time is
 exact to one reconcile interval). ``idle_since`` marks the start of an unbroken idle stretch;
 after ``SLIPWAY_IDLE_WINDOW_MINUTES`` the portal flags the workload with what its idle time
 cost.
@@ -25,9 +25,9 @@ from decimal import Decimal
 from django.conf import settings
 from django.utils import timezone
 
+from billing import ledger
 from cluster.backends.base import ClusterAddress, WorkloadTelemetry
-from quotas import ledger
-from quotas.constants import ZERO
+from core.money import ZERO
 
 #: A cycle's measurement: utilization per workload, or None when the source could not answer.
 Utilization = dict[ClusterAddress, float] | None

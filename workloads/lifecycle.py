@@ -15,11 +15,12 @@ from django.db.models import F
 from django.utils import timezone
 
 import fleet.services as fleet
-from quotas import admission, ledger
-from quotas.models import PreemptionEvent
+from billing import ledger, segments
+from billing.models import PreemptionEvent
+from quotas import admission
 from quotas.queue import queue_reason
 from teams.services import lock_team
-from workloads import attempts, billing, secrets
+from workloads import attempts, secrets
 from workloads.cycle.placement import KEPT_PLACEMENT
 from workloads.events import workload_moved
 from workloads.models import ReasonCode
@@ -36,12 +37,12 @@ def _close_billing(workload, ended_at: datetime) -> None:
     # The hold as it is now: a cycle may have moved it since the caller read the workload. Cycles
     # move it holding the workload's row (the caller's lock now), so the mark read here stays.
     workload.forget_segment()
-    plan = billing.plan_billing(workload, 0, None, ended_at, ended_at)
-    if not plan.changes or not billing.move_segment(plan):
+    plan = segments.plan_billing(workload, 0, None, ended_at, ended_at)
+    if not plan.changes or not segments.move_segment(plan):
         return
-    type(workload).objects.filter(pk=workload.pk).update(**billing.cost_change(plan), idle_since=None)
-    billing.applied(workload, plan)
-    if billing.record([(workload, plan)]):
+    type(workload).objects.filter(pk=workload.pk).update(**segments.cost_change(plan), idle_since=None)
+    segments.applied(workload, plan)
+    if segments.record([(workload, plan)]):
         sync_billed_cost(workload)  # the ledger held part of it already
 
 
@@ -59,13 +60,13 @@ def cap_billing(workload, units: int, now: datetime) -> bool:
         workload.forget_segment()
         if workload.billed_until is None or workload.open_units <= units:
             return False
-        plan = billing.plan_billing(workload, units, None, None, now, workload.open_idle)
-        if not billing.move_segment(plan):
+        plan = segments.plan_billing(workload, units, None, None, now, workload.open_idle)
+        if not segments.move_segment(plan):
             return False
         if plan.cost:
-            type(workload).objects.filter(pk=workload.pk).update(**billing.cost_change(plan))
-        billing.applied(workload, plan)
-        if billing.record([(workload, plan)]):
+            type(workload).objects.filter(pk=workload.pk).update(**segments.cost_change(plan))
+        segments.applied(workload, plan)
+        if segments.record([(workload, plan)]):
             sync_billed_cost(workload)
     return True
 

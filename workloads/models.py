@@ -14,12 +14,12 @@ such an update locks the workload rows it matches first (:meth:`WorkloadQuerySet
 state lives on this table, and an update through the kind's table would test the condition on the
 statement's snapshot only.
 
-Billing is an **open segment** on the quota hold a workload holds (:class:`quotas.models.QuotaHold`,
+Billing is an **open segment** on the quota hold a workload holds (:class:`billing.models.QuotaHold`,
 its :attr:`Workload.segment`): ``open_units`` GPU units have been running since ``billed_until``,
 and everything before ``billed_until`` is in the ledger (the workload's total there is its
 ``billed_cost``). A cycle that sees the same units writes nothing; the segment is closed (its
 ledger time written) when the units change, when the workload ends, when its GPUs turn idle or
-busy (``open_idle``), and at hour boundaries — see :mod:`workloads.billing`.
+busy (``open_idle``), and at hour boundaries — see :mod:`billing.segments`.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from billing.ledger import cost_per_hour, open_segment_cost
+from billing.models import PreemptionEvent, QuotaHold, flavor_price
+from billing.pricing import PriceBook, Quote
 from cluster.backends.base import ClusterAddress
-from quotas.ledger import cost_per_hour, open_segment_cost
-from quotas.models import PreemptionEvent, QuotaHold
-from quotas.pricing import PriceBook, Quote
 from teams.permissions import visible_to
 from workloads import idle
 from workloads.constants import SIM_GPU_MEMORY_ENV
@@ -265,7 +265,7 @@ class Workload(models.Model):
     team = models.ForeignKey("portal.Team", on_delete=models.PROTECT, related_name="workloads")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="workloads")
     name = models.CharField(max_length=40)
-    flavor = models.ForeignKey("quotas.GpuFlavor", on_delete=models.PROTECT, related_name="workloads")
+    flavor = models.ForeignKey("fleet.GpuFlavor", on_delete=models.PROTECT, related_name="workloads")
     spot = models.BooleanField(default=False)
 
     #: A word of its kind's lifecycle (each kind's states: docs/glossary.md).
@@ -285,7 +285,7 @@ class Workload(models.Model):
     applied_at = models.DateTimeField(null=True, blank=True)
 
     #: What the ledger holds of it (module docstring): the total of its closed intervals, ten
-    #: decimals (quotas.ledger.LEDGER_PRECISION). Its open segment is on its hold (:attr:`segment`).
+    #: decimals (billing.ledger.LEDGER_PRECISION). Its open segment is on its hold (:attr:`segment`).
     billed_cost = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0))
     # Idle GPUs (workloads.idle): since when the utilization has stayed under the threshold without
     # a break (None while busy or unmeasured); whether the open segment is idle time is its hold's.
@@ -419,7 +419,7 @@ class Workload(models.Model):
         """The quota hold whose money this workload shows: the one it holds, or — ended — the last it
         held (the rate it was charged last); None while it holds none (queued, or never admitted).
         Its open segment is ``open_units`` since ``billed_until`` at ``charged_price``
-        (:mod:`workloads.billing` moves it). Read once per instance; lists read theirs together
+        (:mod:`billing.segments` moves it). Read once per instance; lists read theirs together
         (:meth:`WorkloadQuerySet.with_segments`)."""
         if "_segment" not in self.__dict__:
             attach_segments([self])
@@ -452,7 +452,7 @@ class Workload(models.Model):
 
     @property
     def charged_price(self) -> Decimal | None:
-        """The charged rate (:attr:`quotas.models.QuotaHold.charged_price`): once billing began, the price
+        """The charged rate (:attr:`billing.models.QuotaHold.charged_price`): once billing began, the price
         the workload shows (:meth:`price_quote`); a price change by staff reaches only segments that open
         after it (docs/money.md "What work costs"). None before billing began, and while queued again."""
         return self.segment.charged_price if self.segment is not None else None
@@ -464,18 +464,18 @@ class Workload(models.Model):
 
     def price_quote(self, book: PriceBook | None = None) -> Quote:
         """The price this workload shows — the one function its page, the lists, the API (and so the
-        CLI) and e-mails ask (:mod:`quotas.pricing`): once billing began, its charged rate
+        CLI) and e-mails ask (:mod:`billing.pricing`): once billing began, its charged rate
         (:attr:`charged_price`, frozen when its segment opened, never re-read from today's prices);
         placed and not billed yet, its cluster's price (what billing will charge); not placed, the
         price on the cluster placement would choose now, with the range.
-        ``book``: a :class:`~quotas.pricing.PriceBook` shared by the rows of a list."""
+        ``book``: a :class:`~billing.pricing.PriceBook` shared by the rows of a list."""
         if self.charged_price is not None and self.cluster_id is None:  # billed, its placement cleared: no cluster to name
             return Quote(self.charged_price, placed=True)
         found = self._table_quote(book)
         return found if self.charged_price is None else found.charged(self.charged_price)
 
     def _table_quote(self, book: PriceBook | None = None) -> Quote:
-        """Today's quote from the price table (:meth:`quotas.pricing.PriceBook.quote`), kept for the row."""
+        """Today's quote from the price table (:meth:`billing.pricing.PriceBook.quote`), kept for the row."""
         cached = getattr(self, "_price_quote", None)
         if cached is not None and cached[0] == self.cluster_id:
             return cached[1]  # a page or a list row asks several figures of one quote
@@ -499,12 +499,12 @@ class Workload(models.Model):
 
     def table_price(self) -> Decimal:
         """Today's price of its unit-hour in the price table (its cluster's, placed; else the quote's):
-        what a billing segment opening now is charged (:func:`workloads.billing.plan_billing`)."""
+        what a billing segment opening now is charged (:func:`billing.segments.plan_billing`)."""
         cached = getattr(self, "_price_quote", None)
         if cached is not None and cached[0] == self.cluster_id:
             return cached[1].price  # a list quoted its rows (quote_rows)
         if self.cluster_id is not None:
-            return self.flavor.price(self.spot, self.cluster_id)
+            return flavor_price(self.flavor, self.spot, self.cluster_id)
         return self._table_quote().price
 
     def cost_at(self, now: datetime) -> Decimal:
@@ -540,7 +540,7 @@ def detail_link() -> models.OneToOneField:
 
 
 def quote_rows(workloads) -> None:
-    """Quote every row of a list from one :class:`~quotas.pricing.PriceBook` (its reads once for
+    """Quote every row of a list from one :class:`~billing.pricing.PriceBook` (its reads once for
     the page, not per row): each row keeps its quote for the figures it shows."""
     book = PriceBook()
     for workload in workloads:

@@ -23,10 +23,10 @@ from functools import cache
 
 from django.conf import settings
 
+from billing.ledger import RefLabel
 from cluster.backends.base import ObservedWorkload, ResourceKind
 from cluster.status import WorkloadStatus
 from quotas.decide import ResourceRequest
-from quotas.ledger import RefLabel
 from teams.models import Role, declare_audit_actions
 from workloads.identity import WorkloadId
 from workloads.models import PORTAL_STEPS
@@ -87,7 +87,7 @@ class WorkloadKind(abc.ABC):
     cluster_objects: bool = True
     #: Fields of the kind's own the reconcile cycle reads (it loads only the shared ones otherwise).
     observed_fields: tuple[str, ...] = ()
-    #: How admitted work commits money (:func:`quotas.ledger.committed_by_team`, from what its hold
+    #: How admitted work commits money (:func:`billing.ledger.committed_by_team`, from what its hold
     #: carries: :meth:`admission_request`), as columns of the kind's table: the product of
     #: ``committed_units`` is the GPU units it holds (none named: it commits nothing), and
     #: ``runtime_limit`` its runtime limit in minutes from its start. Work without a limit (an empty
@@ -556,7 +556,7 @@ def kind_of(workload) -> WorkloadKind:
 
 def label_of(workload) -> RefLabel:
     """What people call ``workload`` (its kind, name, id and team): ``label_of(run).words()`` is
-    "run train-llama (#12) of team nlp" (:meth:`quotas.ledger.RefLabel.words`). Reads ``workload.team``."""
+    "run train-llama (#12) of team nlp" (:meth:`billing.ledger.RefLabel.words`). Reads ``workload.team``."""
     url = workload.get_absolute_url() if hasattr(workload, "get_absolute_url") else ""
     return RefLabel(workload.name, url, kind_of(workload).noun, workload.pk, workload.team.slug)
 

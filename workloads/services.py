@@ -23,15 +23,18 @@ from django.db.models import Count, Exists, Q, QuerySet
 from django.utils import timezone
 
 import fleet.services as fleet
+from billing import ledger
+from billing.models import PreemptionEvent, QuotaHold, flavor_price
 from cluster.backends.base import ClusterEvent
 from cluster.errors import ClusterError
 from cluster.pods import LogSource, log_sources
+from core.money import ZERO
 from core.queueing import publish_on_commit
 from core.writes import Write, run_together, update_of
-from quotas import admission, ledger
-from quotas.constants import FLAVOR_CODES, ZERO, AdmissionCode
+from fleet.models import GpuFlavor, unknown_flavor
+from quotas import admission
+from quotas.constants import FLAVOR_CODES, AdmissionCode
 from quotas.decide import Decision
-from quotas.models import GpuFlavor, PreemptionEvent, QuotaHold, unknown_flavor
 from workloads import attempts, lifecycle, tasks
 from workloads.constants import Message
 from workloads.identity import WorkloadId
@@ -257,7 +260,7 @@ def log_file(workload, pod: str = "", attempt: int | None = None) -> LogFile:
 
 
 def preemptions(workload) -> QuerySet:
-    """The workload's preemption log, newest first (:class:`quotas.models.PreemptionEvent`)."""
+    """The workload's preemption log, newest first (:class:`billing.models.PreemptionEvent`)."""
     return PreemptionEvent.objects.filter(ref=workload.ref).select_related("by_team", "flavor").order_by("-at", "-pk")
 
 
@@ -365,7 +368,7 @@ def _by_cost(filtered, now: datetime) -> list[tuple]:
     for prefix, pk, created, billed, flavor_id, spot, cluster_id in filtered.values_list(
             "kind", "number", "created_at", "billed_cost", "flavor_id", "spot", "cluster_id"):
         units, since, charged = segments.get(WorkloadId(prefix, pk).ref, (0, None, None))
-        price = charged if charged is not None else prices[flavor_id].price(spot, cluster_id)  # Workload.unit_price
+        price = charged if charged is not None else flavor_price(prices[flavor_id], spot, cluster_id)  # Workload.unit_price
         keys.append((cost_to(billed, price, units, since, now), created, prefix, pk))
     return sorted(keys, reverse=True)
 

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from quotas.constants import Priority
+from core.priority import Priority
 from teams.models import Role
 from workloads.models import Workload, detail_link
 from workspaces.constants import (
@@ -84,7 +84,7 @@ class Workspace(Workload):
 
     @property
     def running_cost_per_hour(self) -> Decimal:
-        """What it costs per hour while it runs — its units at its one price (:func:`quotas.ledger.cost_per_hour`,
+        """What it costs per hour while it runs — its units at its one price (:func:`billing.ledger.cost_per_hour`,
         :meth:`Workload.unit_price`): what resuming costs, pausing saves and admission commits."""
         return self.cost_per_hour_at(self.gpus)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.utils import timezone
 from rest_framework import serializers
 
-from quotas.constants import Priority
+from core.priority import Priority
 from workloads.api import BorrowedFields, IdleFields, PlacementFields, QueuedFields, StateSetFields
 from workloads.constants import MAX_GPU_MEMORY_GB, MAX_UNITS_PER_NODE, NAME_MAX_LENGTH
 from workloads.telemetry.api import GpuNowFields

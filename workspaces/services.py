@@ -29,10 +29,11 @@ from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
 import fleet.services as fleet
+from billing.models import PreemptionEvent
 from core.formatting import format_amount
 from core.queueing import publish_on_commit
+from fleet.models import GpuFlavor, unknown_flavor
 from quotas import admission, policy
-from quotas.models import GpuFlavor, PreemptionEvent, unknown_flavor
 from teams.models import Role, Team
 from teams.permissions import check_may_end, get_for_user, get_membership, require_team
 from teams.services import audit, audit_write

@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from quotas.constants import Priority
+from core.priority import Priority
 from workloads.constants import MAX_UNITS_PER_NODE
 from workloads.validation import (
     DNS1035_LABEL,

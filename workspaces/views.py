@@ -22,7 +22,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from quotas.models import GpuFlavor
+from fleet.models import GpuFlavor
 from quotas.queue import queue_positions
 from teams.models import Role
 from teams.permissions import end_refusal, may_end, read_membership, submit_refusal

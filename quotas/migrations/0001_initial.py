@@ -2,7 +2,7 @@
 
 import django.core.validators
 import django.db.models.deletion
-import quotas.models
+import billing.models
 from decimal import Decimal
 from django.conf import settings
 from django.db import migrations, models
@@ -45,7 +45,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('monthly_limit', models.DecimalField(decimal_places=4, max_digits=12, validators=[django.core.validators.MinValueValidator(Decimal('0'))])),
-                ('currency', models.CharField(default=quotas.models._default_currency, max_length=3)),
+                ('currency', models.CharField(default=billing.models._default_currency, max_length=3)),
                 ('alert_threshold_percent', models.PositiveSmallIntegerField(default=80, help_text='Warn the team once this share of the budget is spent.', validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(100)])),
                 ('team', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='budget', to='portal.team')),
             ],
@@ -117,7 +117,7 @@ class Migration(migrations.Migration):
                 ('spot', models.BooleanField(default=False)),
                 ('gpu_hours', models.DecimalField(decimal_places=6, max_digits=14)),
                 ('cost', models.DecimalField(decimal_places=4, max_digits=12)),
-                ('currency', models.CharField(default=quotas.models._default_currency, max_length=3)),
+                ('currency', models.CharField(default=billing.models._default_currency, max_length=3)),
                 ('flavor', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='usage_records', to='quotas.gpuflavor')),
                 ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='usage_records', to='portal.team')),
                 ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),

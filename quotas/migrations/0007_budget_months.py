@@ -6,7 +6,7 @@ it are drawn against that (the oldest row), as they were before the history exis
 
 import django.db.models.deletion
 from django.utils import timezone
-import quotas.models
+import billing.models
 from django.db import migrations, models
 
 
@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('month', models.DateField(help_text="The month's first day (in the portal's time zone).")),
                 ('monthly_limit', models.DecimalField(blank=True, decimal_places=4, max_digits=12, null=True)),
-                ('currency', models.CharField(default=quotas.models._default_currency, max_length=3)),
+                ('currency', models.CharField(default=billing.models._default_currency, max_length=3)),
                 ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='budget_months', to='portal.team')),
             ],
             options={

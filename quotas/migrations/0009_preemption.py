@@ -2,7 +2,7 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import quotas.models
+import billing.models
 from decimal import Decimal
 from django.conf import settings
 from django.db import migrations, models
@@ -38,7 +38,7 @@ class Migration(migrations.Migration):
                 ('grace_seconds', models.PositiveIntegerField(default=0)),
                 ('lost_gpu_hours', models.DecimalField(decimal_places=10, default=Decimal('0'), max_digits=20)),
                 ('lost_cost', models.DecimalField(decimal_places=10, default=Decimal('0'), max_digits=20)),
-                ('currency', models.CharField(default=quotas.models._default_currency, max_length=3)),
+                ('currency', models.CharField(default=billing.models._default_currency, max_length=3)),
                 ('at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
                 ('by_team', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='preemptions_made', to='portal.team')),
                 ('flavor', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='quotas.gpuflavor')),

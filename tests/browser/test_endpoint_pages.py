@@ -23,10 +23,11 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from billing.ledger import cost_per_hour
+from billing.models import flavor_price
 from cluster.backends.base import ClusterAddress
 from inference.models import InferenceEndpoint
 from quotas.demo import seed_flavors, seed_team_quotas
-from quotas.ledger import cost_per_hour
 from teams.models import Role
 from tests.browser.support import BROWSER_MARKS, LAPTOP
 from tests.factories import add_member, make_team, make_user
@@ -238,7 +239,7 @@ def test_a_lowered_maximum_applies_at_once_in_the_pages_and_the_capacity_page(li
     assert "ceiling 3 (min 1, max 3)" in page.inner_text("#replicas")
 
     # 2. The cluster stops the fourth replica at once; billing never passes the new ceiling.
-    rate = cost_per_hour(fetch(endpoint.pk).flavor.price(False), 3)
+    rate = cost_per_hour(flavor_price(fetch(endpoint.pk).flavor, False), 3)
     since, before = cluster.now, fetch(endpoint.pk).cost_at(cluster.now)
     for _ in range(4):
         cluster.cycle()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from quotas.models import GpuFlavor
+from fleet.models import GpuFlavor
 from tests.browser.support import BROWSER_MARKS
 from tests.browser.test_forms import log_in
 

@@ -109,8 +109,8 @@ def test_no_table_is_cut_off_and_no_page_scrolls_sideways_at_1366(live_server, b
 
     log_in_as_staff(browser, url)
     for path in ("/admin/", "/admin/workloads/", "/admin/capacity/", "/admin/showback/",
-                 "/admin/jobs/trainingrun/", "/admin/inference/inferenceendpoint/", "/admin/quotas/usagerecord/",
-                 "/admin/quotas/teambudget/", "/admin/quotas/teamquota/", "/admin/portal/auditevent/"):
+                 "/admin/jobs/trainingrun/", "/admin/inference/inferenceendpoint/", "/admin/billing/usagerecord/",
+                 "/admin/billing/teambudget/", "/admin/quotas/teamquota/", "/admin/portal/auditevent/"):
         seen |= check(browser, url, path)
     assert {"workloads", "showback", "showback-daily-table"} <= seen
 

@@ -24,10 +24,10 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from billing.services import seed_cluster_prices
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from quotas.demo import seed_team_quotas
-from quotas.services import seed_cluster_prices
 from slipway.cli import cli as slipway_cli
 from teams.models import Role
 from teams.services import create_api_token

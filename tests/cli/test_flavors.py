@@ -10,9 +10,9 @@ import pytest
 import yaml
 from django.utils import timezone
 
+from billing.ledger import month_start, record_usage
 from jobs.models import TrainingRun
 from quotas.demo import seed_team_quotas
-from quotas.ledger import month_start, record_usage
 from tests.cli.test_cli import list_item_validator, write
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload

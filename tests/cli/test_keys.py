@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from billing import ledger
 from inference import services
 from inference.models import ApiKey, KeyUsage
-from quotas import ledger
 from teams.models import hash_token
 from tests.inference.conftest import endpoint_payload
 

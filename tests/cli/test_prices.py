@@ -14,14 +14,14 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from billing.models import ClusterPrice, UsageRecord
+from billing.segments import bill_past
 from core.formatting import format_rate
-from fleet.models import Cluster
+from fleet.models import Cluster, GpuFlavor
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from quotas.models import ClusterPrice, GpuFlavor, UsageRecord
 from quotas.policy import flavor_rows
 from slipway.output import rate
-from workloads.billing import bill_past
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

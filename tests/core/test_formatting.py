@@ -176,7 +176,7 @@ def test_the_lint_catches_the_old_ways():
 @pytest.mark.django_db
 def test_the_admin_budget_list_shows_spent_money_in_the_one_format(client, staff, team, quota):
     client.force_login(staff)
-    html = client.get("/admin/quotas/teambudget/").content.decode()
+    html = client.get("/admin/billing/teambudget/").content.decode()
     assert "0.00 USD" in html
 
 

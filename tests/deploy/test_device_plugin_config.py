@@ -15,8 +15,8 @@ import yaml
 
 from cluster.manifests.device_plugin import build_device_plugin_configmap, render
 from cluster.nvidia import configmap_errors
+from fleet.models import GpuFlavor
 from quotas.demo import flavor_definitions
-from quotas.models import GpuFlavor
 
 FILE = Path(__file__).resolve().parents[2] / "deploy" / "device-plugin" / "sharing-configs.yaml"
 

@@ -10,9 +10,9 @@ from decimal import Decimal
 
 import pytest
 
+from billing.models import QuotaHold, UsageRecord
 from cluster.backends.base import ClusterAddress
 from quotas.demo import seed_flavors, seed_team_quotas
-from quotas.models import QuotaHold, UsageRecord
 from sandbox.backend import SandboxBackend
 from tests.e2e.conftest import wait_for
 from workloads.registry import resource_kinds

@@ -38,12 +38,13 @@ from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from billing.ledger import LEDGER_PRECISION
+from billing.models import PreemptionEvent, UsageRecord, flavor_price
 from cluster.status import parse_time
+from fleet.models import GpuFlavor
 from jobs.checkpoint_contract import CHECKPOINT_DIR
 from jobs.models import TrainingRun
 from quotas.demo import seed_flavors
-from quotas.ledger import LEDGER_PRECISION
-from quotas.models import GpuFlavor, PreemptionEvent, UsageRecord
 from sandbox.models import SimObject, SimPod
 from tests.e2e.conftest import wait_for
 from tests.factories import cohort_pair, member_api, secret_values
@@ -202,7 +203,7 @@ def test_a_preempted_run_resumes_from_step_40_and_is_billed_once(worker, staff, 
     assert sum(r.cost for r in rows) == run.billed_cost
 
     # 7. What it lost: the minutes from its step-40 report to the preemption × 4 GPUs × the price.
-    price = GpuFlavor.objects.get(name="a100-80gb").price()
+    price = flavor_price(GpuFlavor.objects.get(name="a100-80gb"))
     lost = Decimal((event.at - parse_time(reported_at)).total_seconds()) / 3600 * 4
     assert abs(event.lost_gpu_hours - lost) <= Decimal(INTERVAL * 4) / 3600
     assert abs(event.lost_cost - lost * price) <= Decimal(INTERVAL * 4) / 3600 * price

@@ -12,9 +12,9 @@ from decimal import Decimal
 import pytest
 from django.db import connection
 
+from billing.models import QuotaHold
 from jobs.models import TrainingRun
 from quotas.demo import seed_flavors, seed_team_quotas
-from quotas.models import QuotaHold
 from sandbox.backend import SandboxBackend
 from tests.e2e.conftest import wait_for
 from tests.jobs.conftest import post_run

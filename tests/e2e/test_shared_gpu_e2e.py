@@ -13,8 +13,8 @@ from decimal import Decimal
 
 import pytest
 
+from billing.models import UsageRecord
 from quotas.demo import seed_flavors, seed_team_quotas
-from quotas.models import UsageRecord
 from sandbox.models import SimPod
 from tests.e2e.conftest import lend, module_worker, wait_for
 from tests.shared_flavors import make_shared_flavors

@@ -25,10 +25,10 @@ import httpx
 import pytest
 from django.test import Client
 
+from billing.models import QuotaHold
 from core.formatting import format_rate
 from notifications.models import Event
 from quotas.demo import seed_flavors, seed_team_quotas
-from quotas.models import QuotaHold
 from tests.e2e.conftest import lend, module_worker, wait_for
 from tests.workspaces.proxying import browser_on, run_proxy, signed_in_through
 from workspaces.models import LocalServer, Workspace

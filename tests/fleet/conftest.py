@@ -7,9 +7,8 @@ import pytest
 
 from cluster.backends.base import NodeCapacity
 from cluster.manifests.common import node_selector
-from fleet.models import Cluster
+from fleet.models import Cluster, GpuFlavor
 from jobs.models import TrainingRun
-from quotas.models import GpuFlavor
 from tests.backends import use_backends
 from tests.fakes import FakeBackend
 from workloads.tasks import apply_workload

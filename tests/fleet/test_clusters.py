@@ -13,11 +13,12 @@ import pytest
 from django.contrib.auth.models import Group, Permission
 from django.utils import timezone
 
+from billing.models import QuotaHold, UsageRecord
 from cluster.errors import Transient
 from fleet.models import Cluster
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from quotas.models import QueuedRequest, QuotaHold, UsageRecord
+from quotas.models import QueuedRequest
 from teams.models import AuditEvent
 from tests.factories import make_user
 from tests.fleet.conftest import _a100, apply, iso, node

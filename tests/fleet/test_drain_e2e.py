@@ -16,10 +16,10 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from billing.services import seed_cluster_prices
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from quotas.demo import seed_team_quotas
-from quotas.services import seed_cluster_prices
 from tests.factories import make_team, member_api
 from tests.workloads.timeline import FleetTimeline
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
+from billing.models import QuotaHold
 from fleet.constants import Health
 from fleet.models import Cluster
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import submit_run
-from quotas.models import QueuedRequest, QuotaHold
+from quotas.models import QueuedRequest
 from teams.models import Role
 from tests.backends import use_backends
 from tests.factories import add_member, cohort_pair, make_user

@@ -2,7 +2,7 @@
 
 Two clusters price the A100 differently (east 3.00, west the flavor's 4.10). Every place a user
 reads a price — the preview (form and dry-run), the flavors API, the run's API and page — takes
-it from :mod:`quotas.pricing`, and the run is then charged exactly that.
+it from :mod:`billing.pricing`, and the run is then charged exactly that.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import pytest
 from django.utils import timezone
 
 import fleet.services as fleet
+from billing.models import TeamBudget
+from billing.pricing import PriceBook, Quote, quote
+from billing.services import budget_summary, set_cluster_price
 from fleet.models import Cluster
 from jobs.services import preview_run
-from quotas.models import TeamBudget
-from quotas.pricing import PriceBook, Quote, quote
-from quotas.services import budget_summary, set_cluster_price
 from tests.fleet.conftest import apply, iso
 from tests.jobs.conftest import run_payload
 from workloads.cycle import reconcile as rec

@@ -8,10 +8,10 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from billing.ledger import month_spend
+from billing.models import ClusterPrice, UsageRecord
+from billing.services import seed_cluster_prices, set_cluster_price
 from fleet.models import Cluster
-from quotas.ledger import month_spend
-from quotas.models import ClusterPrice, UsageRecord
-from quotas.services import seed_cluster_prices, set_cluster_price
 from teams.models import AuditEvent
 from tests.fleet.conftest import apply, iso, node
 from workloads.cycle import reconcile as rec
@@ -77,7 +77,7 @@ def test_the_demo_clusters_get_the_inventorys_prices_once(settings, flavors, sta
 def test_staff_price_a_flavor_per_cluster_in_the_admin(clusters, flavors, staff, client):
     client.force_login(staff)
     a100, east = flavors["a100-80gb"], Cluster.objects.get(name="east")
-    url = f"/admin/quotas/gpuflavor/{a100.pk}/change/"
+    url = f"/admin/fleet/gpuflavor/{a100.pk}/change/"
     page = client.get(url)
     assert page.status_code == 200 and "Prices on clusters" in page.content.decode()
     form = page.context["adminform"].form

@@ -21,13 +21,13 @@ from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from billing.models import ClusterPrice, UsageRecord
+from billing.services import seed_cluster_prices
 from cluster.status import parse_time
 from fleet.models import Cluster
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from quotas.demo import seed_team_quotas
-from quotas.models import ClusterPrice, UsageRecord
-from quotas.services import seed_cluster_prices
 from sandbox.models import SimObject, SimPod
 from tests.factories import make_team, member_api, secret_values
 from tests.jobs.conftest import post_run

@@ -11,13 +11,14 @@ from django.core.management import call_command
 from django.db.models import Sum
 from django.utils import timezone
 
+from billing.segments import borrowed_units
 from cluster.capacity import offers
+from fleet.models import GpuFlavor
 from front.management.commands.seed_demo import COHORTS, TEAMS
 from jobs.constants import RunState
 from jobs.demo import DEMO_LATER, submit_due_demo_runs
 from jobs.models import LaterDemoRun, TrainingRun
-from quotas.facts import borrowed_units
-from quotas.models import Cohort, GpuFlavor, TeamQuota, TeamSharing
+from quotas.models import Cohort, TeamQuota, TeamSharing
 from quotas.services import remove_cohort
 from sandbox.backend import SandboxBackend
 from sandbox.inventory import clusters

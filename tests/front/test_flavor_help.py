@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from quotas.models import GpuFlavor
+from fleet.models import GpuFlavor
 from tests.factories import make_user
 from tests.shared_flavors import make_shared_flavors
 

@@ -10,6 +10,8 @@ import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import CommandError, call_command
 
+from billing.models import TeamBudget
+from fleet.models import GpuFlavor
 from front.management.commands import seed_demo
 from inference.constants import EndpointState
 from inference.models import InferenceEndpoint
@@ -17,7 +19,7 @@ from jobs.models import TrainingRun
 from notifications.models import EmailSubscription
 from notifications.vocabulary import kind_event_codes
 from quotas.demo import seed_flavors
-from quotas.models import GpuFlavor, TeamBudget, TeamQuota
+from quotas.models import TeamQuota
 from teams.models import Membership, Team
 from tests.shared_flavors import shared_demo_flavors
 from workloads.models import TeamAlertSettings
@@ -254,8 +256,8 @@ def test_the_demo_history_is_billed_by_the_live_rule_and_shows_the_rate_it_was_c
     rule, each finished run shows what its ledger charged, and a price change by staff moves nothing."""
     from decimal import ROUND_HALF_UP
 
+    from billing.models import ClusterPrice, UsageRecord
     from jobs.constants import RunState
-    from quotas.models import ClusterPrice, UsageRecord
 
     seed()
     history = list(TrainingRun.objects.filter(state=RunState.SUCCEEDED, billed_cost__gt=0))

@@ -8,12 +8,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from billing.models import QuotaHold
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from quotas.admission import admit
 from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
-from quotas.models import QuotaHold
 from teams.models import AuditEvent
 from tests.factories import hold_of
 
@@ -201,7 +201,7 @@ def test_the_list_costs_the_same_queries_at_any_size_and_page(client, staff, wor
     # session + user (2) + the filter form's teams and flavors (2) + flavors' prices (1) + one
     # narrow read of the one Workload table, whatever the kinds + the holds' open segments (1) + the
     # page's rows of each kind on it (2: runs and the endpoint) + their holds (1) + the staff member's
-    # memberships for the navigation (1) + the rows' one price book (2: clusters, cluster prices; quotas.pricing)
+    # memberships for the navigation (1) + the rows' one price book (2: clusters, cluster prices; billing.pricing)
     with django_assert_num_queries(13):
         response = client.get(URL + "?state=&sort=cost")
     assert response.status_code == 200 and len(listed(client, "?state=&sort=cost")) == min(count + 4, 100)

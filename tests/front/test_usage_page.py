@@ -13,12 +13,12 @@ import pytest
 from django.apps import apps as django_apps
 from django.utils import timezone
 
+from billing.ledger import month_end, month_start, record_usage
+from billing.models import BudgetMonth, PreemptionEvent, TeamBudget, UsageRecord
+from billing.reports import usage_report
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from quotas.demo import seed_flavors, seed_team_quotas
-from quotas.ledger import month_end, month_start, record_usage
-from quotas.models import BudgetMonth, PreemptionEvent, TeamBudget, UsageRecord
-from quotas.reports import usage_report
 from quotas.services import set_team_budget
 from teams.models import Role
 from tests.factories import add_member, hold_of
@@ -392,7 +392,7 @@ def test_the_card_by_kind_shows_a_workspaces_idle_cost_in_its_kinds_row(client, 
 
 
 def test_the_card_by_kind_shows_the_apis_report_by_kind(client, member, idle_workspace):
-    """One rule per figure: the card and ``GET /usage/?group_by=kind`` both read quotas.ledger.usage_rows."""
+    """One rule per figure: the card and ``GET /usage/?group_by=kind`` both read billing.ledger.usage_rows."""
     _response, body = page(client, member)
     api = client.get(f"/api/v1/usage/?team=ml-research&{period(idle_workspace['start'])}&group_by=kind").json()
     # The API calls each kind by its noun, the page by the registry's heading for it: both from one prefix.

@@ -23,8 +23,8 @@ from django.utils import timezone
 from cluster.manifests.common import labels
 from core import processes
 from fleet import services as fleet
+from fleet.models import GpuFlavor
 from inference.models import ApiKey, InferenceEndpoint
-from quotas.models import GpuFlavor
 from sandbox.models import SimEngine, SimObject, SimPod
 from sandbox.world import STAGE_READY
 from teams.models import hash_token

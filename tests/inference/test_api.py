@@ -7,8 +7,8 @@ import yaml
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from billing.models import QuotaHold
 from inference.models import InferenceEndpoint
-from quotas.models import QuotaHold
 from tests.inference.conftest import endpoint_payload
 
 pytestmark = pytest.mark.django_db

@@ -15,10 +15,10 @@ from decimal import Decimal
 import pytest
 from django.apps import apps
 
+from billing.models import QuotaHold
 from inference import services
 from inference.models import InferenceEndpoint
 from quotas.demo import seed_team_quotas
-from quotas.models import QuotaHold
 from sandbox.models import SimObject
 from teams.models import AuditEvent
 from tests.inference.conftest import endpoint_payload
@@ -259,7 +259,7 @@ def test_without_the_proxy_setting_nothing_of_it_is_applied(settings, endpoint):
 
 def test_the_dry_run_and_the_submission_refuse_a_retired_flavor_in_the_same_words(api, ep_quota):
     """Both ask GpuFlavor.usable; the dry run used to call a retired flavor unknown."""
-    from quotas.models import GpuFlavor
+    from fleet.models import GpuFlavor
 
     GpuFlavor.objects.filter(name="a100-80gb").update(active=False)
     words = ["Flavor a100-80gb is retired and cannot be requested any more."]

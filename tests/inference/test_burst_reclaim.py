@@ -7,6 +7,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from billing.models import PreemptionEvent, QuotaHold
 from inference import scaling
 from inference.constants import EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
@@ -14,7 +15,6 @@ from jobs.services import submit_run
 from quotas import admission
 from quotas import services as quota_services
 from quotas.demo import seed_team_quotas
-from quotas.models import PreemptionEvent, QuotaHold
 from teams.models import Role
 from tests.factories import add_member, make_team, make_user
 from tests.inference.test_scaling import ready, wants

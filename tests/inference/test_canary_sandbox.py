@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from billing.models import QuotaHold
 from inference import revisions, services
 from inference.constants import EndpointState
 from inference.models import EndpointRevision, InferenceEndpoint
-from quotas.models import QuotaHold
 from sandbox.models import SimObject, SimPod
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
+from billing import ledger
 from inference.models import ApiKey, KeyUsage
-from quotas import ledger
 from teams.models import AuditEvent, hash_token
 
 pytestmark = pytest.mark.django_db

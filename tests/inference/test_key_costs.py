@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from billing import ledger
+from billing.models import QuotaHold, UsageRecord
 from inference import key_costs, keys
 from inference.key_costs import split_cents, split_hour
 from inference.models import KeyUsage
-from quotas import ledger
-from quotas.models import QuotaHold, UsageRecord
 
 CENT = Decimal("0.01")
 

@@ -8,11 +8,11 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from billing import ledger
+from billing.models import UsageRecord
 from core.formatting import format_money
 from inference import keys
 from inference.models import ApiKey, KeyUsage
-from quotas import ledger
-from quotas.models import UsageRecord
 from teams.models import AuditEvent, hash_token
 
 pytestmark = pytest.mark.django_db

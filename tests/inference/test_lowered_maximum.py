@@ -14,12 +14,12 @@ from decimal import Decimal
 
 import pytest
 
+from billing.ledger import cost_per_hour
+from billing.models import QuotaHold, flavor_price
 from cluster.backends.base import ClusterAddress
 from inference import services
 from inference.constants import EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
-from quotas.ledger import cost_per_hour
-from quotas.models import QuotaHold
 from quotas.services import capacity_rows
 from workloads.registry import resource_kinds
 
@@ -48,7 +48,7 @@ def a100_capacity() -> dict:
 def check_billing_under(cluster, pk: int, ceiling: int, cycles: int) -> None:
     """Run ``cycles`` reconcile cycles: at every one, what is billed stays within ``ceiling`` replicas."""
     ep = endpoint(pk)
-    rate = cost_per_hour(ep.flavor.price(ep.spot), ceiling * ep.gpus_per_replica)
+    rate = cost_per_hour(flavor_price(ep.flavor, ep.spot), ceiling * ep.gpus_per_replica)
     since, cost_before = cluster.now, ep.cost_at(cluster.now)
     for _ in range(cycles):
         cluster.cycle()

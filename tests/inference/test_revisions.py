@@ -14,13 +14,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.core.exceptions import ValidationError
 
+from billing.models import QuotaHold
 from inference import canary, histogram, revisions, services
 from inference.canary import BAD, GOOD, NONE, Figures, Rule, judge
 from inference.constants import RevisionState
 from inference.models import EndpointRevision, InferenceEndpoint, TrafficWindow
 from notifications import delivery
 from notifications.models import Delivery, Event
-from quotas.models import QuotaHold
 from tests.inference.conftest import endpoint_payload
 from tests.threads import in_thread, paused_after, wait_until_lock_waiter
 

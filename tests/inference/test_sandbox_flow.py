@@ -13,12 +13,12 @@ from decimal import Decimal
 
 import pytest
 
+from billing.models import QuotaHold
 from cluster.backends.base import ClusterAddress
 from inference import services
 from inference.constants import EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from jobs.services import submit_run
-from quotas.models import QuotaHold
 from workloads.registry import resource_kinds
 
 # Real commits: the tasks the portal publishes after commit are run as a worker would run them.

@@ -8,13 +8,13 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from billing.ledger import record_usage
+from billing.models import QuotaHold, TeamBudget
 from cluster.status import WorkloadStatus
 from inference import scaling
 from inference.constants import EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from jobs.services import submit_run
-from quotas.ledger import record_usage
-from quotas.models import QuotaHold, TeamBudget
 
 pytestmark = pytest.mark.django_db
 

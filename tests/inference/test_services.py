@@ -6,11 +6,12 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 
+from billing.models import QuotaHold
 from inference import services
 from inference.constants import EndpointState, ScalingDecision
 from inference.models import InferenceEndpoint
 from jobs.services import submit_run
-from quotas.models import QueuedRequest, QuotaHold
+from quotas.models import QueuedRequest
 from tests.inference.conftest import endpoint_payload
 from workloads.cycle import reconcile as rec
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from billing.models import QuotaHold
 from inference import services
 from inference.models import InferenceEndpoint
-from quotas.models import QuotaHold
 from tests.inference.conftest import endpoint_payload
 
 pytestmark = pytest.mark.django_db
@@ -52,7 +52,7 @@ def test_the_list_renders_in_a_constant_number_of_queries(client, member, team, 
     client.force_login(member)
     # session, user, membership, access check, count, page (team, flavor, creator joined), the
     # page's quota holds (their money: Workload.segment), queue positions (queued ones on the page),
-    # switcher, the rows' one price book (2: clusters, cluster prices; quotas.pricing)
+    # switcher, the rows' one price book (2: clusters, cluster prices; billing.pricing)
     with django_assert_num_queries(10 if count <= 7 else 11):
         assert client.get("/endpoints/").status_code == 200
 

@@ -8,9 +8,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
+from billing.models import QuotaHold
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from quotas.models import QueuedRequest, QuotaHold
+from quotas.models import QueuedRequest
 from tests.factories import add_member, make_user
 from tests.fakes import pod
 from tests.jobs.conftest import run_payload
@@ -276,9 +277,9 @@ def test_it_lists_in_a_constant_number_of_queries(api, member, team, quota, publ
     # start estimates: queue, holds, their runs, quotas, finished runs' durations, the
     # platform's limit use (6: workloads.estimates.forecast.platform_limit_spans, one per kind with a limit) +
     # what holds queued work beyond its quota: the budget, the month's spend (ledger rows, open
-    # segments: quotas.ledger.month_spend), committed money (4) + the clusters, for work that waits for one
+    # segments: billing.ledger.month_spend), committed money (4) + the clusters, for work that waits for one
     # (quotas.facts.ClusterWaits) (1) + the names of secret env (1) + the clusters and their
-    # prices, for the one price of each row (quotas.pricing.PriceBook, shared by the page) (2). Runs that
+    # prices, for the one price of each row (billing.pricing.PriceBook, shared by the page) (2). Runs that
     # started cost one more, for their progress (jobs.metrics.progress_answers), one more for their GPUs now
     # (workloads.telemetry.series.now_figures), and running work one more for its progress ETAs: none has
     # started here

@@ -16,12 +16,12 @@ from itertools import pairwise
 import pytest
 from rest_framework.test import APIClient
 
+from billing.models import PreemptionEvent, UsageRecord
 from cluster.backends.base import NOTICE_ANNOTATION
 from cluster.errors import Invalid
 from jobs.constants import RunState
 from jobs.kind import TrainingKind
 from jobs.models import TrainingRun
-from quotas.models import PreemptionEvent, UsageRecord
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimObject
 from tests.factories import cohort_pair, member_api, secret_values

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
+from billing.models import QuotaHold
 from cluster.backends.kubernetes import KubernetesBackend
 from jobs.constants import RunState
 from jobs.services import submit_run
-from quotas.models import QuotaHold
 from tests.backends import use_backend
 from tests.cluster.fakeapi import FakeKubeAPI
 from tests.jobs.conftest import run_payload

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
+from billing.models import QuotaHold
 from jobs.models import TrainingRun
-from quotas.models import QuotaHold
 from tests.jobs.test_views import HTMX, form_data
 from workloads.forms import argv_echo, argv_line, split_argv
 

@@ -8,12 +8,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from billing.models import QuotaHold
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import cancel_run, submit_run
 from quotas import admission
 from quotas.events import workload_admitted
-from quotas.models import QueuedRequest, QuotaHold
+from quotas.models import QueuedRequest
 from tests.jobs.conftest import run_payload
 from tests.threads import in_thread, paused_after, wait_until_lock_waiter
 from workloads.cycle import reconcile as rec
@@ -68,7 +69,7 @@ def test_cancelling_a_queued_run_while_it_is_being_admitted_neither_deadlocks_no
 def test_cancelling_a_running_run_while_the_reconciler_bills_it_neither_deadlocks_nor_double_bills(
         member, team, quota, published, fake_backend):
 
-    from quotas.models import UsageRecord
+    from billing.models import UsageRecord
 
     run = submit_run(member, team, {k: v for k, v in run_payload(gpus_per_worker=2).items() if k != "team"})
     assert apply_workload("run", run.pk) == "applied"

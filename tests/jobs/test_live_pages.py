@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from billing.models import QuotaHold
 from jobs.constants import RunState
 from quotas import admission
-from quotas.models import QuotaHold
 from tests.jobs.conftest import submit_run_as
 from tests.jobs.test_views import HTMX, set_state
 

@@ -14,11 +14,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from billing.models import QuotaHold
+from fleet.models import GpuFlavor
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import cancel_run, submit_run
 from quotas import admission
-from quotas.models import GpuFlavor, QueuedRequest, QuotaHold, TeamQuota
+from quotas.models import QueuedRequest, TeamQuota
 from tests.jobs.conftest import run_payload
 from tests.threads import in_thread, paused_after, wait_until_lock_waiter
 from workloads.constants import MAX_APPLY_ATTEMPTS

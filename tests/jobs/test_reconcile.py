@@ -10,6 +10,8 @@ from celery.exceptions import Retry
 from django.core.cache import cache
 from django.utils import timezone
 
+from billing.ledger import usage_hour
+from billing.models import QuotaHold, UsageRecord
 from cluster.backends.base import NodeCapacity
 from cluster.errors import Invalid, Transient
 from fleet.models import Cluster
@@ -17,8 +19,6 @@ from fleet.services import default_cluster
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import cancel_run
-from quotas.ledger import usage_hour
-from quotas.models import QuotaHold, UsageRecord
 from workloads import services as workloads
 from workloads.constants import MAX_APPLY_ATTEMPTS
 from workloads.cycle import reconcile as rec
@@ -353,7 +353,7 @@ def test_it_skips_a_cycle_while_the_cluster_cannot_be_observed(submit, fake_back
 
 
 def test_an_interval_the_ledger_already_holds_is_not_charged_twice(submit, fake_backend):
-    from quotas.ledger import record_usage
+    from billing.ledger import record_usage
 
     run = applied(submit(gpus_per_worker=2), fake_backend)
     t0 = timezone.now().replace(microsecond=0)

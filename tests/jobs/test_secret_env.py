@@ -15,9 +15,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from billing.models import QuotaHold
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from quotas.models import QuotaHold
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimObject
 from teams.models import AuditEvent, IdempotencyRecord

@@ -9,12 +9,12 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 
+from billing.models import UsageRecord
 from jobs.constants import RunState
 from jobs.demo import DEMO_HISTORY, DEMO_RUNS, seed_demo_runs
 from jobs.models import TrainingRun
 from jobs.services import cancel_run, name_for_run_again, preview_run, submit_run
 from quotas.demo import seed_team_quotas
-from quotas.models import UsageRecord
 from tests.factories import add_member, make_team, make_user
 from tests.jobs.conftest import run_payload
 

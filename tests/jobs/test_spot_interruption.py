@@ -13,10 +13,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from billing.models import PreemptionEvent
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import submit_run
-from quotas.models import PreemptionEvent, QueuedRequest
+from quotas.models import QueuedRequest
 from tests.jobs.conftest import run_payload
 from tests.jobs.test_reconcile import NS, applied, iso
 from workloads.cycle import reconcile as rec

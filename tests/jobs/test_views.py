@@ -13,11 +13,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from billing.models import QuotaHold
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.page import timeline
 from quotas.demo import seed_team_quotas
-from quotas.models import QueuedRequest, QuotaHold
+from quotas.models import QueuedRequest
 from teams.models import Role
 from tests.factories import add_member, make_user
 from tests.fakes import pod
@@ -220,7 +221,7 @@ def test_it_shows_the_flavor_picker_with_prices_and_free_units(client, member, t
     response = client.get("/runs/new/")
     assert response.status_code == 200
     html = response.content.decode()
-    # The one price of a unit-hour now (quotas.pricing); spot is priced by the preview, as shaped.
+    # The one price of a unit-hour now (billing.pricing); spot is priced by the preview, as shaped.
     # Then how a unit shares its GPU (quotas.policy.traits, as the "Which flavor?" page says it).
     assert ('<option value="a100-80gb">a100-80gb — 4.10 USD/h · Whole GPU · exclusive · 80 GB own · 6 of 8 free'
             '</option>') in html

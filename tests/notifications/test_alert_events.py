@@ -15,6 +15,7 @@ import pytest
 from django.utils import timezone
 
 import fleet.services as fleet
+from billing.ledger import cost_per_hour
 from cluster.backends.base import GpuReading, WorkloadTelemetry
 from core.formatting import format_money
 from inference.models import InferenceEndpoint
@@ -25,7 +26,6 @@ from notifications.constants import Channel, EventKind
 from notifications.forms import EmailForm, WebhookForm
 from notifications.models import Delivery, Event
 from notifications.services import create_webhook, delivery_log, set_email_kinds
-from quotas.ledger import cost_per_hour
 from tests.factories import make_user
 from tests.inference.conftest import endpoint_payload
 from tests.inference.scripted import show

@@ -13,6 +13,9 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from billing.events import budget_alert
+from billing.ledger import record_usage
+from billing.models import TeamBudget
 from core.writes import run_together
 from inference.constants import EndpointState
 from inference.models import InferenceEndpoint
@@ -22,9 +25,6 @@ from notifications import delivery, events
 from notifications.constants import Channel, EventKind
 from notifications.models import Delivery, EmailSubscription, Event, Webhook
 from notifications.services import create_webhook, set_email_kinds
-from quotas.events import budget_alert
-from quotas.ledger import record_usage
-from quotas.models import TeamBudget
 from teams.models import AuditEvent, Role
 from teams.services import audit, audit_write
 from tests.factories import add_member, make_user
@@ -104,7 +104,7 @@ def test_the_budget_alert_is_one_event_a_month(member, team, quota, fake_backend
 
 
 def test_a_budget_alert_is_told_by_quotas_signal_not_by_an_audit_rows_save(team):
-    # The event comes from quotas.events.budget_alert, sent with the month's audit row: a row of the
+    # The event comes from billing.events.budget_alert, sent with the month's audit row: a row of the
     # same action saved by anything else (or written with others in one round trip) tells nobody.
     audit(AuditEvent.Action.BUDGET_ALERT, team=team, target="budget 2026-11")
     assert run_together([audit_write(AuditEvent.Action.BUDGET_ALERT, team=team, target="budget 2026-10")]) == [1]

@@ -15,13 +15,13 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
+from billing.models import PreemptionEvent
 from notifications import delivery, events
 from notifications.constants import EventKind
 from notifications.models import Event
 from notifications.services import create_webhook, set_email_kinds
 from quotas import services as quota_services
 from quotas.demo import seed_team_quotas
-from quotas.models import PreemptionEvent
 from teams.models import Role
 from tests.factories import add_member, make_team, make_user
 from tests.jobs.conftest import submit_run_as

@@ -20,12 +20,12 @@ from django.db import transaction
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from quotas import services as quota_services
+from billing import services as billing_services
+from billing.ledger import month_start
+from billing.models import PreemptionEvent, QuotaHold, UsageRecord
 from quotas.admission import admit
 from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
-from quotas.ledger import month_start
-from quotas.models import PreemptionEvent, QuotaHold, UsageRecord
 from tests.factories import cohort_pair, make_team
 from workloads.tasks import reconcile_cluster
 
@@ -117,7 +117,7 @@ def test_it_reports_the_months_spend_against_each_budget(client, flavors, team, 
     UsageRecord.objects.create(team=team, ref="run:1", flavor=flavors["a100-80gb"], user=member, hour=start,
                                start=start, end=now, units=1, gpu_hours=Decimal("0.5"), cost=Decimal("250"))
     samples = scrape(client)
-    summary = quota_services.budget_summary(team)
+    summary = billing_services.budget_summary(team)
     assert value(samples, "slipway_budget_spent", team="ml-research", currency="USD") == float(summary["spent_month"]) == 250
     assert value(samples, "slipway_budget_limit", team="ml-research", currency="USD") == 1000
     assert value(samples, "slipway_budget_burn_ratio", team="ml-research") == 0.25

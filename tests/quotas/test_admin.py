@@ -7,24 +7,26 @@ from decimal import Decimal
 import pytest
 from django.test import Client
 
+from billing.ledger import month_start
+from billing.models import BudgetMonth, TeamBudget
 from cluster.errors import Transient
+from fleet.models import GpuFlavor
 from quotas.admission import admit
 from quotas.decide import ResourceRequest
-from quotas.ledger import month_start
-from quotas.models import BudgetMonth, GpuFlavor, TeamBudget, TeamQuota
+from quotas.models import TeamQuota
 from teams.models import AuditEvent
 from tests.factories import make_user
 
 CAPACITY_URL = "/admin/capacity/"
 ADMIN_PAGES = [
     "/admin/",
-    "/admin/quotas/gpuflavor/",
+    "/admin/fleet/gpuflavor/",
     "/admin/quotas/teamquota/",
-    "/admin/quotas/teambudget/",
-    "/admin/quotas/budgetmonth/",
-    "/admin/quotas/quotahold/",
+    "/admin/billing/teambudget/",
+    "/admin/billing/budgetmonth/",
+    "/admin/billing/quotahold/",
     "/admin/quotas/queuedrequest/",
-    "/admin/quotas/usagerecord/",
+    "/admin/billing/usagerecord/",
     CAPACITY_URL,
 ]
 
@@ -161,7 +163,7 @@ def test_it_audits_quota_changes_made_on_the_team_page(staff_client, staff, quot
     # The change is this month's budget in the history, which staff read and never edit.
     assert list(BudgetMonth.objects.filter(team=quota_team).values_list("month", "monthly_limit")) == [
         (month_start().date(), Decimal("500"))]
-    history = staff_client.get("/admin/quotas/budgetmonth/").content.decode()
+    history = staff_client.get("/admin/billing/budgetmonth/").content.decode()
     assert f"{month_start():%Y-%m}" in history and "500.00 USD" in history and "Add budget month" not in history
     assert quota_team.pk in no_broker  # mirrored into the ResourceQuota after commit
 
@@ -183,14 +185,14 @@ def test_it_audits_price_changes(staff_client, flavors):
             "price_per_hour": "0.95", "spot_price_per_hour": "0.32",
             # The form's inline of prices on clusters, left empty (tests/fleet/test_prices.py fills it).
             "cluster_prices-TOTAL_FORMS": "0", "cluster_prices-INITIAL_FORMS": "0"}
-    response = staff_client.post(f"/admin/quotas/gpuflavor/{flavor.pk}/change/", data)
+    response = staff_client.post(f"/admin/fleet/gpuflavor/{flavor.pk}/change/", data)
     assert response.status_code == 302, response.content.decode()[:2000]
     event = AuditEvent.objects.get(action=AuditEvent.Action.PRICE_CHANGED)
     assert event.details["old"] == {"price_per_hour": "0.8000", "spot_price_per_hour": "0.3200"}
     assert event.details["new"] == {"price_per_hour": "0.9500", "spot_price_per_hour": "0.3200"}
     # Editing something else (not a price) writes no price event.
     data["description"] = "cheap inference GPU"
-    staff_client.post(f"/admin/quotas/gpuflavor/{flavor.pk}/change/", data)
+    staff_client.post(f"/admin/fleet/gpuflavor/{flavor.pk}/change/", data)
     assert AuditEvent.objects.filter(action=AuditEvent.Action.PRICE_CHANGED).count() == 1
 
 
@@ -209,10 +211,10 @@ def test_it_audits_quota_edits_on_the_quota_list(staff_client, quota_team, no_br
 def test_it_keeps_holds_read_only(staff_client, quota_team):
     admit(quota_team, ResourceRequest("l4", 1, 1), "run:1")
     hold = quota_team.quota_holds.get()
-    assert staff_client.get("/admin/quotas/quotahold/add/").status_code == 403
-    response = staff_client.post(f"/admin/quotas/quotahold/{hold.pk}/change/", {"units": 0})
+    assert staff_client.get("/admin/billing/quotahold/add/").status_code == 403
+    response = staff_client.post(f"/admin/billing/quotahold/{hold.pk}/change/", {"units": 0})
     assert response.status_code == 403
-    assert staff_client.post(f"/admin/quotas/quotahold/{hold.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert staff_client.post(f"/admin/billing/quotahold/{hold.pk}/delete/", {"post": "yes"}).status_code == 403
 
 
 def test_it_filters_holds_by_state(staff_client, quota_team):
@@ -221,9 +223,9 @@ def test_it_filters_holds_by_state(staff_client, quota_team):
     admit(quota_team, ResourceRequest("l4", 1, 1), "run:live")
     admit(quota_team, ResourceRequest("l4", 1, 1), "run:done")
     release("run:done")
-    html = staff_client.get("/admin/quotas/quotahold/?state=active").content.decode()
+    html = staff_client.get("/admin/billing/quotahold/?state=active").content.decode()
     assert "run:live" in html and "run:done" not in html
-    html = staff_client.get("/admin/quotas/quotahold/?q=done").content.decode()
+    html = staff_client.get("/admin/billing/quotahold/?q=done").content.decode()
     assert "run:done" in html and "run:live" not in html
 
 
@@ -281,7 +283,7 @@ def test_the_capacity_page_and_the_waiting_reason_agree_on_a_node_without_labels
     """
     from cluster.backends.base import NodeCapacity
     from cluster.capacity import capacity_reason
-    from quotas.models import GpuFlavor
+    from fleet.models import GpuFlavor
 
     fake_backend.nodes = [NodeCapacity("bare-0", "nvidia.com/gpu", 8, 0)]
     html = staff_client.get(CAPACITY_URL).content.decode()

@@ -14,9 +14,10 @@ import pytest
 from django.db.models.signals import post_save
 from django.test import Client
 
+from billing.models import QuotaHold
 from quotas.admission import admit
 from quotas.decide import ResourceRequest
-from quotas.models import QuotaHold, TeamQuota
+from quotas.models import TeamQuota
 from quotas.tasks import sync_team_quota
 from tests.quotas.test_admin import team_form
 from tests.threads import in_thread, wait_until_lock_waiter

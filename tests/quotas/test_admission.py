@@ -10,14 +10,16 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
+from billing.ledger import record_usage
+from billing.models import QuotaHold, TeamBudget
+from core.priority import Priority
 from core.writes import insert_of, update_of
 from quotas.admission import admit, admit_waiting, release
-from quotas.constants import AdmissionCode, Outcome, Priority
+from quotas.constants import AdmissionCode, Outcome
 from quotas.decide import ResourceRequest
 from quotas.events import workload_admitted
 from quotas.facts import units_in_use, units_of
-from quotas.ledger import record_usage
-from quotas.models import QueuedRequest, QuotaHold, TeamBudget
+from quotas.models import QueuedRequest
 from quotas.queue import queue_position, queue_positions, queue_reason, queue_reasons
 from teams.models import AuditEvent
 from tests.roundtrips import round_trips

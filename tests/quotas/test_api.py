@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from rest_framework.test import APIClient
 
+from billing.ledger import record_usage
 from quotas.admission import admit
 from quotas.decide import ResourceRequest
-from quotas.ledger import record_usage
 
 FLAVORS_URL = "/api/v1/flavors/"
 USAGE_URL = "/api/v1/usage/"

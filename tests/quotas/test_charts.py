@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
+from billing.charts import LEFT, PLOT_W, TOP, burn_chart, daily_stacked, nice_ticks
 from core.formatting import format_money
-from quotas.charts import LEFT, PLOT_W, TOP, burn_chart, daily_stacked, nice_ticks
 
 NOV = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 12, 1, tzinfo=UTC)
 

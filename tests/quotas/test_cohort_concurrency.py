@@ -10,11 +10,12 @@ import pytest
 from django.db import connection
 from django.db.models import Sum
 
+from billing.models import QuotaHold
 from quotas import services
 from quotas.admission import admit, release
 from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
-from quotas.models import QueuedRequest, QuotaHold
+from quotas.models import QueuedRequest
 from tests.factories import make_team
 
 # 64 connections at once: under pytest-xdist in a serial lane (tests/conftest.py SECOND_LANE; PostgreSQL allows 100 in all).

@@ -7,11 +7,13 @@ from decimal import Decimal
 
 import pytest
 
+from billing.models import QuotaHold
+from fleet.models import GpuFlavor
 from quotas import services
 from quotas.admission import admit, admit_waiting, release, resize
 from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
-from quotas.models import Cohort, GpuFlavor, QueuedRequest, QuotaHold, TeamQuota, TeamSharing
+from quotas.models import Cohort, QueuedRequest, TeamQuota, TeamSharing
 from quotas.queue import preview, queue_reason
 from teams.models import AuditEvent
 from tests.factories import make_team

@@ -14,10 +14,11 @@ import pytest
 from django.db import connection
 from django.db.models import Sum
 
+from billing.models import QuotaHold
+from core.priority import Priority
 from quotas.admission import admit, admit_waiting, release, resize
-from quotas.constants import Priority
 from quotas.decide import ResourceRequest
-from quotas.models import QueuedRequest, QuotaHold
+from quotas.models import QueuedRequest
 from quotas.queue import queue_positions
 from tests.factories import make_team
 from tests.threads import in_thread, paused_after, wait_until_lock_waiter

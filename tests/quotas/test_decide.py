@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from billing.budget_rule import BudgetState
 from jobs.constants import MAX_RUNTIME_MINUTES
 from quotas.constants import PERMANENT_CODES, AdmissionCode, Outcome
-from quotas.decide import BudgetState, FlavorQuota, ResourceRequest, decide
+from quotas.decide import FlavorQuota, ResourceRequest, decide
 
 A100 = FlavorQuota(max_units_per_node=8, limit=8)
 NO_BUDGET = None

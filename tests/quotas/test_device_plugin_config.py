@@ -8,7 +8,7 @@ import pytest
 import yaml
 from django.core.management import CommandError, call_command
 
-from quotas.models import GpuFlavor
+from fleet.models import GpuFlavor
 
 pytestmark = pytest.mark.django_db
 

@@ -13,13 +13,15 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from billing.models import UsageRecord
+from core.priority import Priority
+from fleet.models import GpuFlavor
 from quotas import fairshare, services
 from quotas.admission import admit, admit_waiting, fair_order, release
-from quotas.constants import Priority
 from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
 from quotas.facts import CohortFigures, cohort_figures
-from quotas.models import GpuFlavor, QueuedRequest, TeamQuota, UsageRecord
+from quotas.models import QueuedRequest, TeamQuota
 from tests.factories import make_team
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)

@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
+from fleet.models import GpuFlavor
 from quotas import policy
-from quotas.models import GpuFlavor
 from tests.shared_flavors import make_shared_flavors
 
 pytestmark = pytest.mark.django_db
@@ -140,7 +140,7 @@ def test_the_flavors_api_says_how_each_unit_shares_its_gpu(api, shared):
 
 
 def test_the_flavors_api_and_the_help_page_price_a_unit_alike(api, client, member, shared):
-    """The one price (quotas.pricing) on both surfaces: the API's per unit-hour is what the page shows."""
+    """The one price (billing.pricing) on both surfaces: the API's per unit-hour is what the page shows."""
     client.force_login(member)
     html = client.get("/help/flavors/").content.decode()
     for row in api.get("/api/v1/flavors/").json()["results"]:

@@ -13,11 +13,11 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.test import Client
 
-from quotas.constants import Sharing
+from fleet.constants import Sharing
+from fleet.models import GpuFlavor
 from quotas.demo import flavor_definitions
-from quotas.models import GpuFlavor
 
-ADD_URL = "/admin/quotas/gpuflavor/add/"
+ADD_URL = "/admin/fleet/gpuflavor/add/"
 
 
 def shared(**overrides) -> GpuFlavor:
@@ -135,9 +135,9 @@ def test_the_admin_adds_a_shared_flavor_as_a_unit_of_one_over_replicas(staff_cli
 
 
 def test_the_admin_lists_and_explains_sharing(staff_client, flavors):
-    listing = staff_client.get("/admin/quotas/gpuflavor/").content.decode()
+    listing = staff_client.get("/admin/fleet/gpuflavor/").content.decode()
     for column in ("column-sharing", "column-replicas", "column-training", "column-one_team_per_gpu"):
         assert column in listing
     assert "Time-sliced" in listing and "MPS" in listing  # the demo's shared flavors, by their sharing's label
-    page = staff_client.get(f"/admin/quotas/gpuflavor/{flavors['t4-ts4'].pk}/change/").content.decode()
+    page = staff_client.get(f"/admin/fleet/gpuflavor/{flavors['t4-ts4'].pk}/change/").content.decode()
     assert "device_plugin_config" in page and "Tesla-T4-SHARED" in page  # the Sharing help, the node label help

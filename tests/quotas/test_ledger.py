@@ -11,7 +11,7 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
-from quotas.ledger import (
+from billing.ledger import (
     cost_by_ref,
     month_start,
     record_usage,
@@ -20,7 +20,7 @@ from quotas.ledger import (
     usage_hour,
     usage_rows,
 )
-from quotas.models import PreemptionEvent, QuotaHold, UsageRecord
+from billing.models import PreemptionEvent, QuotaHold, UsageRecord, flavor_price
 
 HOUR = datetime(2026, 11, 10, 9, 0, tzinfo=UTC)
 TICK = timedelta(seconds=5)
@@ -132,7 +132,7 @@ ODD_REFS = ("run:1", "run:2", "endpoint:3", "ab:c:4", "loose")
 
 def test_the_report_by_kind_groups_by_the_refs_prefix_in_sql_as_in_python(quota_team, flavors):
     """The ledger rows' prefix is taken in SQL (PostgreSQL and SQLite alike) by the rule Python applies to
-    open segments (:func:`quotas.ledger.ref_prefix`): up to the first colon, a ref without one its own."""
+    open segments (:func:`billing.ledger.ref_prefix`): up to the first colon, a ref without one its own."""
     for ref in ODD_REFS:
         record_usage(quota_team, ref, "l4", None, HOUR, HOUR + timedelta(hours=1), 1, False,
                      idle=ref.startswith("endpoint"))
@@ -157,7 +157,7 @@ def test_the_report_by_kind_adds_open_segments_and_preemptions_to_their_kinds_ro
     rows = usage_rows([quota_team], HOUR, HOUR + timedelta(days=1), "kind", now=HOUR + timedelta(hours=3))
     by_kind = {row["group"]: row for row in rows}
     assert set(by_kind) == {"run", "nb", "ep"}
-    price = l4.price(False)
+    price = flavor_price(l4, False)
     assert (by_kind["run"]["cost"], by_kind["run"]["preempted_cost"]) == (price, Decimal("0.4"))
     assert by_kind["nb"]["cost"] == by_kind["nb"]["idle_cost"] == 2 * price  # two hours open, idle
     assert (by_kind["ep"]["cost"], by_kind["ep"]["preempted_gpu_hours"]) == (0, 1)

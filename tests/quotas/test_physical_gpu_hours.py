@@ -1,8 +1,8 @@
 """Unit-hours and physical GPU-hours: two figures, each from one function, the same on every surface (issue 37.6).
 
 The ledger's ``gpu_hours`` always were physical GPU time (units × ``gpu_fraction`` × hours,
-:func:`quotas.ledger.interval_gpu_hours`), now also named ``physical_gpu_hours``; ``unit_hours`` is the
-flavor's units held × hours (:func:`quotas.ledger.interval_unit_hours`), what prices are per. Four
+:func:`billing.ledger.interval_gpu_hours`), now also named ``physical_gpu_hours``; ``unit_hours`` is the
+flavor's units held × hours (:func:`billing.ledger.interval_unit_hours`), what prices are per. Four
 time-sliced ×4 T4 units for an hour are 4 unit-hours and 1 physical GPU-hour; an A100 for an hour is 1
 and 1. The report API (JSON and CSV), the Usage page, the staff Showback page and its CSV all show them
 (the CLI's ``cost``: tests/cli/test_flavors.py).
@@ -18,13 +18,14 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from django.apps import apps as django_apps
+from django.db import connection
+from django.db.migrations.loader import MigrationLoader
 from django.utils import timezone
 
+from billing.ledger import interval_gpu_hours, interval_unit_hours, month_end, month_start, record_usage, usage_table
+from billing.models import UsageRecord
 from inference.models import InferenceEndpoint
 from quotas.demo import seed_team_quotas
-from quotas.ledger import interval_gpu_hours, interval_unit_hours, month_end, month_start, record_usage, usage_table
-from quotas.models import UsageRecord
 from tests.factories import hold_of
 from tests.shared_flavors import make_shared_flavors
 
@@ -103,6 +104,8 @@ def test_the_migration_gives_rows_written_before_their_unit_hours(ledger):
     """Rows from before the column (unit_hours 0) get gpu_hours ÷ their flavor's fraction."""
     migration = importlib.import_module("quotas.migrations.0014_usage_unit_hours")
     UsageRecord.objects.update(unit_hours=0)
-    migration.backfill(django_apps, None)
+    # The models as that migration knew them (the flavor and the ledger were quotas' then).
+    then = MigrationLoader(connection).project_state(("quotas", "0014_usage_unit_hours")).apps
+    migration.backfill(then, None)
     assert {r.flavor.name: r.unit_hours for r in UsageRecord.objects.select_related("flavor")} == {
         name: unit_hours for name, (unit_hours, _p, _c) in EXPECTED.items()}

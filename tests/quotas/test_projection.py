@@ -10,11 +10,11 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from billing.budget_rule import BudgetState
+from billing.models import TeamBudget
+from billing.services import budget_summary
 from core.formatting import format_money
 from jobs.services import submit_run
-from quotas.decide import BudgetState
-from quotas.models import TeamBudget
-from quotas.services import budget_summary
 from tests.jobs.conftest import run_payload
 
 NOW = datetime(2026, 11, 16, tzinfo=UTC)

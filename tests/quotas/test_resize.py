@@ -7,11 +7,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from billing.ledger import record_usage
+from billing.models import QuotaHold
 from quotas.admission import admit, resize
 from quotas.constants import AdmissionCode
 from quotas.decide import ResourceRequest
-from quotas.ledger import record_usage
-from quotas.models import QuotaHold
 
 pytestmark = pytest.mark.django_db
 

@@ -8,13 +8,16 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from billing import services as billing_services
+from billing.ledger import cost_by_ref, cost_per_hour, record_usage, spent_month
+from billing.models import TeamBudget, flavor_price
 from cluster.errors import Transient
+from fleet.models import GpuFlavor
 from quotas import services
 from quotas.admission import admit
 from quotas.decide import ResourceRequest
 from quotas.demo import seed_flavors, seed_team_quotas
-from quotas.ledger import cost_by_ref, cost_per_hour, record_usage, spent_month
-from quotas.models import GpuFlavor, TeamBudget, TeamQuota
+from quotas.models import TeamQuota
 from quotas.tasks import sync_team_quota, team_spec
 from teams.models import AuditEvent
 
@@ -72,8 +75,8 @@ def test_it_ignores_empty_intervals(quota_team, flavors):
 
 
 def test_it_estimates_cost_per_hour(flavors):
-    assert cost_per_hour(flavors["a100-80gb"].price(False), 4) == Decimal("16.4000")
-    assert cost_per_hour(flavors["h100-80gb"].price(True), 2) == Decimal("5.5000")
+    assert cost_per_hour(flavor_price(flavors["a100-80gb"], False), 4) == Decimal("16.4000")
+    assert cost_per_hour(flavor_price(flavors["h100-80gb"], True), 2) == Decimal("5.5000")
 
 
 def test_it_summarises_quota_use_per_flavor(quota_team):
@@ -91,14 +94,14 @@ def test_it_summarises_quota_use_per_flavor(quota_team):
 
 def test_it_summarises_the_budget(budget_team, quota_team, flavors):
     now = timezone.now()
-    summary = services.budget_summary(budget_team)
+    summary = billing_services.budget_summary(budget_team)
     assert (summary["monthly_limit"], summary["spent_month"], summary["alert"]) == (Decimal("100.0000"), 0, False)
     record_usage(budget_team, "run:1", "a100-80gb", None, now - timedelta(hours=20), now, 1, False)  # 82.00
-    assert services.budget_summary(budget_team)["alert"] is True  # past the 80 % threshold
+    assert billing_services.budget_summary(budget_team)["alert"] is True  # past the 80 % threshold
 
 
 def test_it_reports_no_budget_as_unlimited(quota_team):
-    assert services.budget_summary(quota_team)["monthly_limit"] is None
+    assert billing_services.budget_summary(quota_team)["monthly_limit"] is None
 
 
 def test_it_sums_quotas_per_kubernetes_resource(team, flavors):
@@ -149,7 +152,7 @@ def test_it_audits_and_mirrors_quota_changes_after_commit(quota_team, staff, fla
 def test_it_audits_budget_and_price_changes(quota_team, staff, flavors, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks():
         services.set_team_budget(staff, quota_team, Decimal("250"))
-    services.set_flavor_prices(staff, flavors["l4"], Decimal("0.90"), Decimal("0.35"))
+    billing_services.set_flavor_prices(staff, flavors["l4"], Decimal("0.90"), Decimal("0.35"))
     budget = AuditEvent.objects.get(action=AuditEvent.Action.BUDGET_CHANGED)
     assert budget.details["old"] is None and budget.details["new"]["monthly_limit"] == "250.0000"
     price = AuditEvent.objects.get(action=AuditEvent.Action.PRICE_CHANGED)
@@ -158,8 +161,8 @@ def test_it_audits_budget_and_price_changes(quota_team, staff, flavors, django_c
 
 
 def test_a_flavor_is_usable_by_one_rule_for_pickers_the_api_submissions_and_admission(flavors):
+    from fleet.models import GpuFlavor
     from quotas.facts import flavor_quota
-    from quotas.models import GpuFlavor
 
     retired = flavors["l4"]
     retired.active = False

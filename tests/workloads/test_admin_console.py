@@ -8,12 +8,13 @@ from decimal import Decimal
 import pytest
 from django.test import Client
 
+from billing.ledger import record_usage
+from billing.models import PreemptionEvent, QuotaHold, TeamBudget, UsageRecord
 from inference import services as endpoints
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from jobs.services import submit_run
-from quotas.ledger import record_usage
-from quotas.models import PreemptionEvent, QueuedRequest, QuotaHold, TeamBudget, UsageRecord
+from quotas.models import QueuedRequest
 from sandbox.models import SimEvent, SimObject
 from teams.models import ApiToken, AuditEvent, Membership, Team
 from teams.services import create_api_token
@@ -111,12 +112,12 @@ def test_every_admin_list_writes_times_and_money_as_the_portal_does(staff_client
     expected = {
         "/admin/jobs/trainingrun/": ["2026-11-23 14:05 UTC", "12,345.68 USD"],
         "/admin/inference/inferenceendpoint/": ["2026-11-23 14:05 UTC", "0.13 USD"],
-        "/admin/quotas/usagerecord/": ["2026-11-23 14:00 UTC", "2026-11-23 14:05:07 UTC", "2026-11-23 14:35:07 UTC",
+        "/admin/billing/usagerecord/": ["2026-11-23 14:00 UTC", "2026-11-23 14:05:07 UTC", "2026-11-23 14:35:07 UTC",
                                        "4.10 USD", "1.0000"],
-        "/admin/quotas/teambudget/": ["20,000.00 USD"],
-        "/admin/quotas/quotahold/": ["2026-11-23 14:05 UTC"],
+        "/admin/billing/teambudget/": ["20,000.00 USD"],
+        "/admin/billing/quotahold/": ["2026-11-23 14:05 UTC"],
         "/admin/portal/auditevent/": ["2026-11-23 14:05:07 UTC"],
-        "/admin/quotas/gpuflavor/": ["4.10 USD", "0.5857 USD"],
+        "/admin/fleet/gpuflavor/": ["4.10 USD", "0.5857 USD"],
     }
     for path, texts in expected.items():
         html = staff_client.get(path).content.decode()
@@ -154,10 +155,10 @@ def test_the_rest_of_the_console_writes_them_so_too_lists_and_detail_pages(staff
         "/admin/sandbox/simobject/": ["2026-11-23 14:05 UTC"],
         "/admin/sandbox/simevent/": ["2026-11-23 14:05 UTC"],
         f"/admin/jobs/trainingrun/{run.pk}/change/": ["2026-11-23 14:05 UTC", "12,345.68 USD"],
-        f"/admin/quotas/usagerecord/{UsageRecord.objects.get().pk}/change/": ["2026-11-23 14:05 UTC", "4.10 USD"],
+        f"/admin/billing/usagerecord/{UsageRecord.objects.get().pk}/change/": ["2026-11-23 14:05 UTC", "4.10 USD"],
         f"/admin/quotas/queuedrequest/{queued.pk}/change/": ["USD"],
-        "/admin/quotas/preemptionevent/": ["2026-11-23 14:05:07 UTC", "5.06 USD", "1.2346"],
-        f"/admin/quotas/preemptionevent/{preempted.pk}/change/": ["5.06 USD", "1.2346"],
+        "/admin/billing/preemptionevent/": ["2026-11-23 14:05:07 UTC", "5.06 USD", "1.2346"],
+        f"/admin/billing/preemptionevent/{preempted.pk}/change/": ["5.06 USD", "1.2346"],
         f"/admin/portal/apitoken/{token.pk}/change/": ["2026-11-23 14:05 UTC"],
     }
     for path, texts in expected.items():

@@ -9,11 +9,11 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from billing.models import QuotaHold
 from core.formatting import format_money
 from inference.models import InferenceEndpoint
 from inference.services import create_endpoint
 from jobs.models import TrainingRun
-from quotas.models import QuotaHold
 from tests.factories import hold_of
 from tests.inference.conftest import endpoint_payload
 from workloads.models import AlertEpisode

@@ -9,17 +9,17 @@ import pytest
 from django.db.models import Sum
 from django.utils import timezone
 
+from billing import ledger
+from billing.ledger import spent_month
+from billing.models import QuotaHold, UsageRecord
+from billing.segments import applied, borrowed_units, plan_billing, record
 from cluster.errors import Transient
 from jobs.services import submit_run
-from quotas import ledger, services
+from quotas import services
 from quotas.demo import seed_team_quotas
-from quotas.facts import borrowed_units
-from quotas.ledger import spent_month
-from quotas.models import QuotaHold, UsageRecord
 from tests.factories import make_team
 from tests.jobs.conftest import run_payload
 from tests.workloads.tinykind.models import Notebook
-from workloads.billing import applied, plan_billing, record
 from workloads.cycle import reconcile as rec
 from workloads.idle import idle_figures
 from workloads.tasks import apply_workload

@@ -9,6 +9,9 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from billing.ledger import committed_by_team, month_end, record_usage
+from billing.models import QuotaHold, TeamBudget
+from billing.services import budget_summary
 from inference.models import InferenceEndpoint
 from inference.services import create_endpoint
 from jobs.models import TrainingRun
@@ -16,10 +19,8 @@ from jobs.services import submit_run
 from quotas import admission
 from quotas.decide import ResourceRequest
 from quotas.demo import seed_team_quotas
-from quotas.ledger import committed_by_team, month_end, record_usage
-from quotas.models import QuotaHold, TeamBudget
 from quotas.queue import preview
-from quotas.services import budget_summary, set_team_budget
+from quotas.services import set_team_budget
 from teams.models import AuditEvent
 from workloads.cycle import reconcile as rec
 

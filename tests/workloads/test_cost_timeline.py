@@ -17,12 +17,13 @@ from itertools import pairwise
 
 import pytest
 
+from billing import ledger
+from billing.models import UsageRecord
 from cluster.backends.base import ClusterAddress
+from fleet.models import GpuFlavor
 from inference import services as endpoints
 from jobs import services as runs
-from quotas import ledger
 from quotas.demo import seed_team_quotas
-from quotas.models import GpuFlavor, UsageRecord
 from tests.workloads.timeline import INTERVAL, scripted_timeline
 from workloads.cycle import reconcile as rec
 from workloads.idle import idle_figures

@@ -7,10 +7,11 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from billing.ledger import month_end
+from billing.models import QuotaHold, TeamBudget
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
-from quotas.ledger import month_end
-from quotas.models import QueuedRequest, QuotaHold, TeamBudget
+from quotas.models import QueuedRequest
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from quotas.constants import Priority
+from core.priority import Priority
+from fleet.models import GpuFlavor
 from quotas.facts import CohortFigures
-from quotas.models import GpuFlavor, QueuedRequest, TeamQuota
+from quotas.models import QueuedRequest, TeamQuota
 from quotas.reclaim import Rules
 from workloads.estimates import Holding, Sharing, Start, Waiting, simulate
 

@@ -14,10 +14,11 @@ from decimal import Decimal
 
 import pytest
 
+from billing.models import QuotaHold
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from quotas.demo import seed_team_quotas
-from quotas.models import QueuedRequest, QuotaHold
+from quotas.models import QueuedRequest
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
 from tests.shared_flavors import make_shared_flavors

@@ -24,10 +24,11 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from quotas import ledger
-from quotas.models import QueuedRequest, QuotaHold, UsageRecord
+from billing import ledger, segments
+from billing.models import QuotaHold, UsageRecord
+from quotas.models import QueuedRequest
 from teams.models import Team
-from workloads import billing, lifecycle
+from workloads import lifecycle
 from workloads.registry import kind_of, kinds
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -59,11 +60,11 @@ def run_for_a_while(workload, started, now) -> None:
     units = workload.placement_shape[0]
     for at in (started, ledger.next_hour(started) + timedelta(minutes=1)):
         workload.refresh_from_db()
-        plan = billing.plan_billing(workload, units, started, None, at, attempt_started_at=started)
-        assert billing.move_segment(plan)
+        plan = segments.plan_billing(workload, units, started, None, at, attempt_started_at=started)
+        assert segments.move_segment(plan)
         type(workload).objects.filter(pk=workload.pk).update(state=kind_of(workload).lifecycle.applied,
-                                                              started_at=started, **billing.cost_change(plan))
-        billing.record([(workload, plan)])
+                                                              started_at=started, **segments.cost_change(plan))
+        segments.record([(workload, plan)])
 
 
 def seeded_world(now):

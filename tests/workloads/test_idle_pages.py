@@ -8,9 +8,9 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from billing.ledger import record_usage
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
-from quotas.ledger import record_usage
 from tests.factories import hold_of
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from billing.models import QuotaHold
 from cluster.backends.base import ClusterAddress
 from inference import services as endpoints
 from inference.constants import EndpointState
@@ -14,7 +15,6 @@ from inference.models import InferenceEndpoint
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import submit_run
-from quotas.models import QuotaHold
 from tests.inference.conftest import endpoint_payload
 from tests.inference.sandbox_cluster import Cluster
 from tests.jobs.conftest import run_payload

@@ -16,8 +16,9 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from quotas.ledger import record_usage
-from quotas.models import QueuedRequest, QuotaHold, TeamBudget, UsageRecord
+from billing.ledger import record_usage
+from billing.models import QuotaHold, TeamBudget, UsageRecord
+from quotas.models import QueuedRequest
 from sandbox.models import SimObject
 from tests.workloads.holdkind.kind import BlockKind
 from tests.workloads.holdkind.models import BlockState, UnitBlock

@@ -105,8 +105,8 @@ def test_the_kinds_names_stay_unique_among_their_unfinished_work_on_the_one_tabl
     """The kinds' constraints moved with their rows: a partial unique index per kind on the one table."""
     from django.db import IntegrityError, transaction
 
+    from fleet.models import GpuFlavor
     from jobs.models import TrainingRun
-    from quotas.models import GpuFlavor
 
     flavor = GpuFlavor.objects.get(name="a100-80gb")
 

@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
+from fleet.models import GpuFlavor
 from jobs.models import TrainingRun
-from quotas.models import GpuFlavor
 from tests.threads import in_thread, paused_after, wait_until_lock_waiter
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]

@@ -15,12 +15,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from billing.ledger import cost_per_hour, month_start, open_groups, open_segments, open_spend, usage_hour
+from billing.models import TeamBudget
+from billing.services import budget_summaries, budget_summary, enforce_budgets
+from core.money import ZERO
 from jobs.models import TrainingRun
-from quotas.constants import ZERO
 from quotas.demo import seed_team_quotas
-from quotas.ledger import cost_per_hour, month_start, open_groups, open_segments, open_spend, usage_hour
-from quotas.models import TeamBudget
-from quotas.services import budget_summaries, budget_summary, enforce_budgets
 from teams.models import Team
 from tests.factories import hold_of
 from tests.workloads.tinykind.models import Notebook

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models import ProtectedError
 from django.utils import timezone
 
-from quotas.models import QuotaHold, UsageRecord
+from billing.models import QuotaHold, UsageRecord
 from tests.factories import make_team
 from tests.workloads.holdkind.models import UnitBlock
 from tests.workloads.test_second_kind import NS, iso, script

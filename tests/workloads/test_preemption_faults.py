@@ -12,6 +12,7 @@ from itertools import pairwise
 import pytest
 from django.utils import timezone
 
+from billing.models import PreemptionEvent, UsageRecord
 from cluster.backends.base import NOTICE_ANNOTATION
 from cluster.errors import Transient
 from cluster.status import parse_time
@@ -19,7 +20,6 @@ from fleet.services import default_cluster
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import submit_run
-from quotas.models import PreemptionEvent, UsageRecord
 from sandbox.backend import SandboxBackend
 from teams.models import Role
 from tests.factories import add_member, cohort_pair, make_user, member_api

@@ -16,11 +16,12 @@ from itertools import pairwise
 
 import pytest
 
+from billing.models import PreemptionEvent, QuotaHold, UsageRecord
 from cluster.backends.base import NOTICE_ANNOTATION
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from quotas.demo import seed_team_quotas
-from quotas.models import PreemptionEvent, QueuedRequest, QuotaHold, UsageRecord
+from quotas.models import QueuedRequest
 from sandbox import faults
 from teams.models import AuditEvent
 from tests.factories import cohort_pair, make_team, member_api

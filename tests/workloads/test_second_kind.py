@@ -16,11 +16,12 @@ from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 
+from billing.models import QuotaHold, UsageRecord
 from notifications import vocabulary
 from notifications.forms import EmailForm
 from notifications.models import Event
 from notifications.services import set_email_kinds
-from quotas.models import QueuedRequest, QuotaHold, UsageRecord
+from quotas.models import QueuedRequest
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimObject
 from tests.backends import use_backend

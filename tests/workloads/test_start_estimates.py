@@ -19,10 +19,11 @@ from decimal import Decimal
 import pytest
 from django.utils.html import escape
 
+from billing.models import TeamBudget
 from core.formatting import format_clock
+from fleet.models import GpuFlavor
 from jobs.constants import RunState
 from jobs.models import TrainingRun
-from quotas.models import GpuFlavor, TeamBudget
 from tests.jobs.conftest import submit_run_as
 from tests.workloads.timeline import INTERVAL, scripted_timeline
 from workloads.estimates.forecast import CAPACITY_WAIT, estimated_starts

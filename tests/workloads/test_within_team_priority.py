@@ -8,11 +8,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from billing.models import PreemptionEvent
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from jobs.services import submit_run
 from quotas import services as quota_services
-from quotas.models import PreemptionEvent
 from teams.models import Role
 from tests.factories import add_member, cohort_pair, make_user
 from tests.jobs.conftest import submit_run_as

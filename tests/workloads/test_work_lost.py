@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from billing.ledger import interval_cost, interval_gpu_hours
+from billing.models import PreemptionEvent, QuotaHold, flavor_price
 from jobs.models import TrainingRun
-from quotas.ledger import interval_cost, interval_gpu_hours
-from quotas.models import PreemptionEvent, QuotaHold
 from quotas.reclaim import lost_span
 from workloads.cycle.preemption import _candidate, last_start, lost_words, lost_work, settle_lost_work
 from workloads.registry import kind_for
@@ -46,7 +46,7 @@ def test_a_run_without_checkpoints_loses_all_since_its_start(team, member, flavo
     run = make_run(team, member, flavors["a100-80gb"], admitted_at=ago(41), started_at=ago(40))
     flavor = run.flavor
     assert lost_work(kind_for("run"), run, 2, NOW) == (
-        interval_gpu_hours(flavor.gpu_fraction, 2, ago(40), NOW), interval_cost(flavor.price(), 2, ago(40), NOW),
+        interval_gpu_hours(flavor.gpu_fraction, 2, ago(40), NOW), interval_cost(flavor_price(flavor), 2, ago(40), NOW),
         ago(40), False)
     assert lost_words(ago(40), NOW) == "40 min of work since its start lost"
 
@@ -63,7 +63,7 @@ def test_a_reported_checkpoint_after_its_start_is_where_the_loss_starts(team, me
     run = make_run(team, member, flavors["a100-80gb"], admitted_at=ago(41), started_at=ago(40), spot=True)
     _gpu_hours, cost, since, checkpointed = lost_work(Checkpointing(5), run, 2, NOW)
     assert (since, checkpointed) == (ago(5), True)
-    assert cost == interval_cost(run.flavor.price(spot=True), 2, ago(5), NOW) > 0
+    assert cost == interval_cost(flavor_price(run.flavor, spot=True), 2, ago(5), NOW) > 0
     assert lost_words(since, NOW, checkpointed) == "5 min of work since its last checkpoint lost"
     # One from before its last start was resumed from already: the loss starts at that start.
     assert lost_work(Checkpointing(90), run, 2, NOW)[2:] == (ago(40), False)
@@ -80,7 +80,7 @@ def test_reclaim_is_told_the_start_the_price_the_preemptions_and_the_checkpoints
     run = make_run(team, member, flavor, admitted_at=ago(20), started_at=ago(180), preemptions=3, spot=True)
     hold = QuotaHold(team=team, ref=run.ref, flavor=flavor, units=4, borrowed_units=2, created_at=ago(20))
     candidate = _candidate(hold, run, {team.pk: team.slug}, set(), {team.pk: 0.5}, NOW)
-    assert (candidate.started_at, candidate.preemptions, candidate.price_per_hour) == (ago(20), 3, flavor.price(True))
+    assert (candidate.started_at, candidate.preemptions, candidate.price_per_hour) == (ago(20), 3, flavor_price(flavor, True))
     assert (candidate.last_checkpoint_at, candidate.reports_checkpoints) == (None, False)  # runs report none yet
     assert (candidate.units, candidate.borrowed, candidate.share) == (4, 2, 0.5)
 

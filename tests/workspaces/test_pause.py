@@ -10,12 +10,12 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
+from billing.models import QuotaHold
 from cluster.deployments import DeploymentPhase
 from cluster.status import WorkloadStatus
 from core.formatting import format_rate
 from notifications.delivery import fan_out
 from notifications.models import Delivery, Event
-from quotas.models import QuotaHold
 from teams.models import Role
 from tests.factories import add_member, make_user
 from workloads.registry import kind_for

@@ -10,8 +10,9 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 from django.utils import timezone
 
-from quotas.constants import Priority
-from quotas.models import QueuedRequest, QuotaHold
+from billing.models import QuotaHold
+from core.priority import Priority
+from quotas.models import QueuedRequest
 from teams.models import AuditEvent
 from workloads.cycle import reconcile as rec
 from workloads.models import SecretEnv

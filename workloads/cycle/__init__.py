@@ -15,10 +15,10 @@ from datetime import datetime
 
 from django.db.models import Q
 
+from billing.segments import STEADY_FIELDS, BillingPlan
 from cluster.backends.base import WorkloadTelemetry
 from cluster.status import WorkloadStatus
 from workloads import lifecycle
-from workloads.billing import STEADY_FIELDS, BillingPlan
 from workloads.constants import MAX_APPLY_ATTEMPTS, Message
 from workloads.identity import WorkloadId
 from workloads.models import ReasonCode

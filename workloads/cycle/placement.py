@@ -10,7 +10,7 @@ conditional update, so two workers applying at once agree on one cluster. Every 
 live when it answers; one that does not is described by the nodes it last reported.
 
 Prices: each cluster offers a flavor at its own price where staff set one
-(:class:`quotas.models.ClusterPrice`), else at the flavor's; billing charges the same price.
+(:class:`billing.models.ClusterPrice`), else at the flavor's; billing charges the same price.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db.models import Q
 
 import fleet.services as fleet
+from billing.models import flavor_price
 from cluster.capacity import bind
 from cluster.errors import ClusterError
 from cluster.placement import ClusterOffer, Placement, PlacementRequest, place
@@ -61,9 +62,9 @@ def offers(clusters: list[Cluster], flavors, now: datetime) -> list[ClusterOffer
     found = []
     pending = just_placed(clusters, now)
     for cluster in clusters:
-        # Each cluster's own price of the flavor where it has one (quotas.models.ClusterPrice).
-        prices = {f.name: f.price(False, cluster.pk) for f in flavors}
-        spot_prices = {f.name: f.price(True, cluster.pk) for f in flavors}
+        # Each cluster's own price of the flavor where it has one (billing.models.ClusterPrice).
+        prices = {f.name: flavor_price(f, False, cluster.pk) for f in flavors}
+        spot_prices = {f.name: flavor_price(f, True, cluster.pk) for f in flavors}
         nodes = fleet.recorded_nodes(cluster)
         if cluster.placeable:
             try:

@@ -9,7 +9,7 @@ Each reconcile cycle, after queued work was admitted (:func:`reclaim`):
    queued request is put to :func:`quotas.reclaim.choose_victims` (the pure rule: who, and
    why not — the least work lost first, each candidate's last start, checkpoint, price and
    preemptions read from its workload: :func:`_candidate`);
-2. each victim gets its **notice**: a preemption log row (:class:`quotas.models.PreemptionEvent`),
+2. each victim gets its **notice**: a preemption log row (:class:`billing.models.PreemptionEvent`),
    an audit row, the reason "being preempted: …" and ``preempting_since``; then its kind acts —
    the tail of its pods' logs is saved (:mod:`workloads.attempts`: no cluster serves a deleted
    pod's log), a run's objects are deleted with the grace period (its checkpoint contract's
@@ -40,13 +40,14 @@ from django.db import transaction
 from django.db.models import F
 
 import fleet.services as fleet
+from billing.ledger import interval_cost, interval_gpu_hours
+from billing.models import PreemptionEvent, QuotaHold
 from cluster.backends.base import NOTICE_ANNOTATION, ObservedWorkload
 from cluster.errors import ClusterError
+from core.priority import Priority
 from quotas import fairshare
-from quotas.constants import Priority
 from quotas.facts import ClusterWaits, cohort_figures, flavor_quota, team_quotas, units_in_use
-from quotas.ledger import interval_cost, interval_gpu_hours
-from quotas.models import Cohort, PreemptionEvent, QueuedRequest, QuotaHold, TeamSharing
+from quotas.models import Cohort, QueuedRequest, TeamSharing
 from quotas.reclaim import Candidate, Claim, Rules, Verdict, choose_own_victims, choose_victims, lost_span
 from teams.models import AuditEvent
 from teams.services import audit
@@ -273,7 +274,7 @@ def _lower_lost_work(kind: WorkloadKind, workload, event: PreemptionEvent, now: 
 
 def claimant_words(ref: str) -> str:
     """The work a within-team preemption made room for, as its own team's reason says it: "run big (#13)"
-    (:meth:`quotas.ledger.RefLabel.words`; the sentence names the team), its ref if it is gone."""
+    (:meth:`billing.ledger.RefLabel.words`; the sentence names the team), its ref if it is gone."""
     label = labels([ref]).get(ref)
     return label.words(with_team=False) if label is not None else ref
 

@@ -17,10 +17,10 @@ from datetime import datetime
 
 from django.utils import timezone
 
+from billing.services import enforce_budgets
 from quotas import admission
 from quotas.models import QueuedRequest
 from quotas.queue import queue_reasons
-from quotas.services import enforce_budgets
 from teams.models import Team
 from workloads.cycle import ReconcileReport, preemption, redrive_if_stuck, unplaced_q
 from workloads.models import ReasonCode

@@ -11,7 +11,7 @@ Run by Celery beat every ``SLIPWAY_RECONCILE_INTERVAL`` seconds (single-flight, 
    (registry; the reason is derived again each time, so words that no longer hold go; why work
    waits to start is put in words by :mod:`workloads.cycle.waiting_reasons`), moves
    the state with a conditional update, bills its open segment when it closes
-   (:mod:`workloads.billing`: units changed, ended, hour boundary) and releases quota when it
+   (:mod:`billing.segments`: units changed, ended, hour boundary) and releases quota when it
    is final (work that can never run — an image that cannot be pulled past
    ``SLIPWAY_IMAGE_PULL_TIMEOUT_SECONDS`` — fails here, and its objects are deleted). A workload
    that keeps running as it was writes nothing at all; at an hour boundary the segments that
@@ -52,16 +52,17 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 import fleet.services as fleet
+from billing import segments
+from billing.models import QuotaHold
 from cluster.errors import ClusterError
 from cluster.perf import gc_paused
 from cluster.status import WorkloadStatus
 from core.writes import Write, run_together
 from fleet.constants import Health
-from fleet.models import Cluster
+from fleet.models import Cluster, GpuFlavor
 from quotas import admission
-from quotas.models import GpuFlavor, QuotaHold
 from teams.models import Team
-from workloads import billing, idle, lifecycle
+from workloads import idle, lifecycle
 from workloads.constants import STEADY_BATCH, Message
 from workloads.cycle import Home, Plan, ReconcileReport, placement, preemption, redrive_if_stuck, unplaced
 from workloads.cycle.leftovers import delete_abandoned, delete_kept, delete_leftovers, finish_removal, set_apart_kept
@@ -234,7 +235,7 @@ def _stop_billing(workload, last_seen: datetime) -> None:
     open, it would run on until the work is requeued or ended."""
     if not workload.open_units or workload.billed_until is None:
         return
-    bill = billing.plan_billing(workload, 0, None, None, last_seen)
+    bill = segments.plan_billing(workload, 0, None, None, last_seen)
     if not bill.changes:
         return
     kind = kind_for(workload.identity.prefix)
@@ -346,7 +347,7 @@ def _plan(kind: WorkloadKind, workload, status: WorkloadStatus, now: datetime, r
     first_started_at = status.started_at if workload.started_at is None else None
     units = Reactions.of(kind).billed_units(workload, status)
     gpus_idle = gpus_idle and units > 0 and not final
-    bill = billing.plan_billing(workload, units, first_started_at, ended_at, now, gpus_idle,
+    bill = segments.plan_billing(workload, units, first_started_at, ended_at, now, gpus_idle,
                                 attempt_started_at=workload.attempt_started_at or status.started_at)
     if gpus_idle != (workload.idle_since is not None):
         changes["idle_since"] = now if gpus_idle else None
@@ -364,10 +365,10 @@ def _update_row(plan: Plan) -> bool:
     w = plan.workload
     # The workload's row first, always (a plan with no column of its own rewrites its state): the
     # order an end takes the two rows in, so neither waits for the other's second lock.
-    changes = {**plan.changes, **billing.cost_change(plan.billing)} or {"state": w.state}
+    changes = {**plan.changes, **segments.cost_change(plan.billing)} or {"state": w.state}
     if not plan.kind.model.objects.filter(pk=w.pk, state=w.state).update(**changes):
         return False
-    return billing.move_segment(plan.billing)
+    return segments.move_segment(plan.billing)
 
 
 def _apply(plan: Plan, report: ReconcileReport, now: datetime) -> bool:
@@ -376,7 +377,7 @@ def _apply(plan: Plan, report: ReconcileReport, now: datetime) -> bool:
         if not _update_row(plan):
             transaction.set_rollback(True)
             return False
-        billing.applied(plan.workload, plan.billing)
+        segments.applied(plan.workload, plan.billing)
         _record_bills([plan], report)
         if plan.final:
             lifecycle.release_holdings(plan.workload.ref)  # the quota back, the secret values gone
@@ -416,7 +417,7 @@ def _apply_steady(plans: list[Plan], report: ReconcileReport) -> None:
                         hold.pk, *(() if before is None else (ops.adapt_datetimefield_value(before),)))),
                 ])
                 if moved:
-                    billing.applied(w, plan.billing)
+                    segments.applied(w, plan.billing)
                     updated.append(plan)
                 if moved != costed:
                     resync.append(w)
@@ -446,6 +447,6 @@ def _record_bills(plans: list[Plan], report: ReconcileReport) -> None:
     """Add the plans' closed intervals to the ledger (one statement), after their rows were updated."""
     billed = [(plan.workload, plan.billing) for plan in plans if plan.billing.intervals]
     report.charged += sum(len(bill.intervals) for _w, bill in billed)
-    for workload in billing.record(billed):
+    for workload in segments.record(billed):
         # The ledger held some of these intervals already: the cost is what the ledger says.
         lifecycle.sync_billed_cost(workload)

@@ -50,12 +50,13 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from billing.ledger import month_end
+from billing.models import QuotaHold
 from core.formatting import format_clock, format_when
 from quotas import fairshare
 from quotas.decide import Decision
 from quotas.facts import CohortFigures, cohort_of_quotas, team_quotas
-from quotas.ledger import month_end
-from quotas.models import Cohort, QueuedRequest, QuotaHold
+from quotas.models import Cohort, QueuedRequest
 from quotas.queue import MONEY_CODES, held_beyond_quota
 from quotas.reclaim import Rules
 from workloads import estimates

@@ -5,7 +5,7 @@ endpoint forms' live preview panel, the API's dry run (``POST …?dry_run=1``: t
 JSON) and ``slipway run --dry-run`` (the API's answer as a table). A kind's ``preview``
 (:meth:`workloads.registry.Api.preview`) shapes its fields into a quota request and
 asks :func:`preview_request`, which reads admission's decision without locking or writing
-(:func:`quotas.queue.preview`), the one price (:mod:`quotas.pricing`), the budget, and —
+(:func:`quotas.queue.preview`), the one price (:mod:`billing.pricing`), the budget, and —
 when the request would wait for quota — its place in the queue and its start estimate
 (:mod:`workloads.estimates.forecast`).
 """
@@ -20,13 +20,14 @@ from decimal import Decimal
 from django.conf import settings
 from django.utils import timezone
 
-from quotas.constants import AdmissionCode, Priority
+from billing.ledger import hours_left_in_month
+from billing.pricing import Quote
+from billing.services import budget_summary
+from core.priority import Priority
+from quotas.constants import AdmissionCode
 from quotas.decide import Decision, ResourceRequest
-from quotas.ledger import hours_left_in_month
 from quotas.models import QueuedRequest
-from quotas.pricing import Quote
 from quotas.queue import held_beyond_quota, preview, queue_position
-from quotas.services import budget_summary
 from workloads.estimates.forecast import estimated_starts, held_estimate
 
 
@@ -54,7 +55,7 @@ class Preview:
     borrows: int = 0
     #: :func:`borrow_words` for the form's preview ("" when it borrows none); not part of the API's answer.
     borrow_note: str = ""
-    #: The unit-hour's price and the cluster it is that of (:mod:`quotas.pricing`, the one rule).
+    #: The unit-hour's price and the cluster it is that of (:mod:`billing.pricing`, the one rule).
     price: Quote | None = None
     #: Where the choice contradicts the flavor advice (:func:`quotas.policy.warnings`): said, never refused.
     warnings: tuple[str, ...] = ()
@@ -68,7 +69,7 @@ class Preview:
 
     @property
     def price_words(self) -> str:
-        """"3.60 USD/h on east (3.60–4.60)": the form's price line (:meth:`quotas.pricing.Quote.words`)."""
+        """"3.60 USD/h on east (3.60–4.60)": the form's price line (:meth:`billing.pricing.Quote.words`)."""
         return self.price.words() if self.price is not None else ""
 
     @property

@@ -1,7 +1,7 @@
 """The data move of issue 48's "money state where money lives", shared by each kind app's migration.
 
 Billing's open segment (``billed_until``, ``open_units``, ``open_idle``, ``charged_price``) moved
-from the kinds' tables to the quota hold (:class:`quotas.models.QuotaHold`), with what a hold now
+from the kinds' tables to the quota hold (:class:`billing.models.QuotaHold`), with what a hold now
 carries for commitments and reports (``committed_units``, ``limit_minutes``, ``started_at``,
 ``user``, ``cluster``). :func:`move_segments` gives each kind's migration its forward and backward
 step, with historical models only (``apps.get_model``), so it runs against the schema of its

@@ -30,12 +30,15 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from billing.models import TeamBudget
+from billing.services import seed_cluster_prices
+from fleet.models import GpuFlavor
 from notifications.constants import EventKind
 from notifications.services import email_kinds, set_email_kinds
 from notifications.vocabulary import kind_event_codes
 from quotas import demo
-from quotas.models import Cohort, GpuFlavor, TeamBudget, TeamQuota, TeamSharing
-from quotas.services import seed_cluster_prices, set_cohort, set_team_quota
+from quotas.models import Cohort, TeamQuota, TeamSharing
+from quotas.services import set_cohort, set_team_quota
 from teams.models import DemoSeed, Membership, Role, Team
 from workloads.models import TeamAlertSettings
 from workloads.registry import Demo

@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from cluster.manifests.device_plugin import DEFAULT_NAMESPACE, build_device_plugin_configmap, render
 from cluster.nvidia import configmap_errors
-from quotas.models import GpuFlavor
+from fleet.models import GpuFlavor
 
 
 class Command(BaseCommand):

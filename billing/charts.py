@@ -145,7 +145,7 @@ def burn_chart(start: datetime, end: datetime, daily: list[tuple[date, Decimal]]
     if committed is not None:
         rows.append(("Committed (admitted work, to its limit or the month's end)", format_money(committed, currency)))
     if projected is not None:
-        # One projection (quotas.decide.BudgetState.projected_month_end): spent + committed.
+        # One projection (billing.budget_rule.BudgetState.projected_month_end): spent + committed.
         lines.append(Line("projected: spent + committed", "projected", f"{x(current)},{y(spent)} {x(end)},{y(projected)}"))
         rows.append(("Projected month end", format_money(projected, currency)))
     budget = (y(limit), f"budget {format_money(limit, currency)}") if limit else None

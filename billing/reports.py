@@ -1,7 +1,7 @@
 """What the Usage page and the staff showback page show: one function per page, the views stay thin.
 
-Figures come from the ledger (:func:`quotas.ledger.usage_table`, open segments included) and
-the budget summary; charts are drawn from them by :mod:`quotas.charts`.
+Figures come from the ledger (:func:`billing.ledger.usage_table`, open segments included) and
+the budget summary; charts are drawn from them by :mod:`billing.charts`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from django.conf import settings
 from django.utils import timezone
 
-from core.formatting import plain_amount
-from quotas import charts
-from quotas.constants import ZERO
-from quotas.ledger import (
+from billing import charts
+from billing.ledger import (
     REPORT_SUMS,
     RefLabel,
     kind_nouns,
@@ -27,8 +25,11 @@ from quotas.ledger import (
     usage_table,
     with_physical,
 )
-from quotas.models import BudgetMonth, GpuFlavor, TeamBudget
-from quotas.services import budget_summaries, budget_summary
+from billing.models import BudgetMonth, TeamBudget
+from billing.services import budget_summaries, budget_summary
+from core.formatting import plain_amount
+from core.money import ZERO
+from fleet.models import GpuFlavor
 from teams.models import Team
 
 #: How many months back the month picker offers.
@@ -62,13 +63,13 @@ class ShareRow:
 
     label: str
     url: str
-    gpu_hours: Decimal  #: physical GPU-hours (quotas.ledger.interval_gpu_hours)
+    gpu_hours: Decimal  #: physical GPU-hours (billing.ledger.interval_gpu_hours)
     cost: Decimal
     idle_gpu_hours: Decimal
     idle_cost: Decimal
     width: float  #: percent of the largest cost
     idle_width: float  #: percent of the largest cost that was idle
-    unit_hours: Decimal = ZERO  #: the flavors' units held × hours (quotas.ledger.interval_unit_hours)
+    unit_hours: Decimal = ZERO  #: the flavors' units held × hours (billing.ledger.interval_unit_hours)
 
     @property
     def physical_gpu_hours(self) -> Decimal:
@@ -235,13 +236,13 @@ def report_columns(group_by: str) -> list[str]:
 def usage_report(teams, since: datetime, until: datetime, group_by: str, now: datetime | None = None) -> list[dict]:
     """The cost report of ``teams`` in ``[since, until)``: rows ``{group, gpu_hours, cost, idle_gpu_hours,
     idle_cost, borrowed_gpu_hours, preempted_gpu_hours, preempted_cost, currency}``
-    (:func:`quotas.ledger.usage_table`), per day in time order, per anything else costliest first.
+    (:func:`billing.ledger.usage_table`), per day in time order, per anything else costliest first.
 
-    By kind, ``group`` is the workload kind's noun (``run``, ``endpoint``: :func:`quotas.ledger.kind_nouns`),
+    By kind, ``group`` is the workload kind's noun (``run``, ``endpoint``: :func:`billing.ledger.kind_nouns`),
     as the report by workload's ``kind`` says it; a prefix no kind claims (work of a kind since removed)
     stays its prefix. By workload each row also says what the workload is — ``name``, ``kind`` (run, endpoint),
     ``team``, ``user`` (who started it), ``flavor``, and ``label``, all of it in the words every
-    message uses (:meth:`quotas.ledger.RefLabel.words`) — since its ledger ref alone tells nobody.
+    message uses (:meth:`billing.ledger.RefLabel.words`) — since its ledger ref alone tells nobody.
     A workload whose row is gone is labelled by its ref and team.
     """
     if group_by == "workload":

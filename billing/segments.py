@@ -1,4 +1,4 @@
-"""Billing of workloads as open segments, kept on their quota holds (:class:`quotas.models.QuotaHold`
+"""Billing of workloads as open segments, kept on their quota holds (:class:`billing.models.QuotaHold`
 for the fields; the ledger's terms — open segment, GPU-hour, unit-hour, idle — are defined in
 docs/glossary.md "ledger").
 
@@ -21,13 +21,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import F
+from django.db.models import F, IntegerField, Subquery, Value
+from django.db.models.functions import Coalesce
 
-from quotas import ledger
-from quotas.constants import ZERO
-from quotas.facts import borrowed_units
-from quotas.ledger import Interval, usage_hour
-from quotas.models import QuotaHold
+from billing import ledger
+from billing.ledger import Interval, usage_hour
+from billing.models import QuotaHold
+from core.money import ZERO
 
 #: The hold's columns that an hour's roll-over moves. A plan that moves only these (and no column of
 #: the workload's) is "steady": written in a batch (:func:`workloads.cycle.reconcile._apply_steady`).
@@ -191,3 +191,15 @@ def bill_past(workload, first_started_at: datetime, observations: list[tuple[dat
     type(workload).objects.filter(pk=workload.pk).update(billed_cost=workload.billed_cost)
     workload.segment_is(hold)
     return total
+
+
+def borrowed_units(refs: list[str]) -> dict[str, int]:
+    """``{ref: borrowed units}`` of the quota holds of ``refs`` that borrow any (one query)."""
+    return QuotaHold.objects.held().borrowed_by_ref(refs)
+
+
+def borrowed_units_of(ref):
+    """:func:`borrowed_units` of each row whose ref is the expression ``ref``, as an annotation (a
+    correlated subquery on the quota hold's unique ref): lists without a query more."""
+    held = QuotaHold.objects.held().filter(ref=ref).values("borrowed_units")[:1]
+    return Coalesce(Subquery(held, output_field=IntegerField()), Value(0))

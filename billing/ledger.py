@@ -1,7 +1,7 @@
 """The usage ledger: what ran, for how long, and what it cost (its terms: docs/glossary.md "ledger").
 
-One :class:`~quotas.models.UsageRecord` per (workload, hour). Workloads bill as *open
-segments* (``workloads.billing``): units running since a point in time, written to the
+One :class:`~billing.models.UsageRecord` per (workload, hour). Workloads bill as *open
+segments* (``billing.segments``): units running since a point in time, written to the
 ledger only when the segment closes — its units change, it ends, or an hour boundary passes —
 so a workload that keeps running as it was costs no write per reconcile cycle. Each closed
 interval lies within one hour and is added to that hour's row by one conditional upsert,
@@ -9,7 +9,7 @@ which ignores an interval that does not start after what the row already covers:
 close is a no-op instead of a double charge.
 
 Spend and reports read the closed rows plus the open segments up to now, which live on the
-quota holds (:class:`~quotas.models.QuotaHold`: the units a workload holds and what they cost,
+quota holds (:class:`~billing.models.QuotaHold`: the units a workload holds and what they cost,
 whatever its kind), so budgets and pages are exact to the second: spend and budgets summed per
 group of identical segments (:func:`open_groups`, :func:`open_spend`), reports one by one
 (:func:`open_segments`); commitments from the holds too (:func:`committed_by_team`).
@@ -33,9 +33,10 @@ from django.db.models import F, Q, Sum, Value
 from django.db.models.functions import Concat, Left, StrIndex, TruncDate
 from django.utils import timezone
 
+from billing.models import ClusterPrice, PreemptionEvent, QuotaHold, TeamBudget, UsageRecord, flavor_price, unit_price
+from core.money import ZERO
 from core.rawsql import sql_datetime, sql_decimal
-from quotas.constants import ZERO
-from quotas.models import ClusterPrice, GpuFlavor, PreemptionEvent, QuotaHold, TeamBudget, UsageRecord, unit_price
+from fleet.models import GpuFlavor
 
 #: Ledger amounts (cost, GPU-hours) keep ten decimals. A reconcile interval is a few seconds,
 #: so rounding each one to 1/100 of a cent would bias the bill: an L4 at 0.32/h for 5 s costs
@@ -152,7 +153,7 @@ class Interval:
     spot: bool
     idle: bool = False
     #: Of ``units``, how many were borrowed from the team's cohort: the quota hold's
-    #: ``borrowed_units`` when the interval is written (billing reads it, :func:`workloads.billing.record`).
+    #: ``borrowed_units`` when the interval is written (billing reads it, :func:`billing.segments.record`).
     borrowed_units: int = 0
 
     def charge(self) -> tuple[Decimal, Decimal]:
@@ -198,7 +199,7 @@ def record_usage(team, ref: str, flavor: GpuFlavor | str, user, start: datetime,
     if end <= start or units <= 0:
         return ZERO
     flavor = _flavor(flavor)
-    interval = Interval(team.pk, ref, flavor.pk, flavor.name, flavor.price(spot), flavor.gpu_fraction,
+    interval = Interval(team.pk, ref, flavor.pk, flavor.name, flavor_price(flavor, spot), flavor.gpu_fraction,
                         getattr(user, "pk", None), start, end, units, spot, idle)
     pieces = interval.hourly()
     recorded = record_intervals(pieces)
@@ -309,7 +310,7 @@ def _priced(q) -> tuple[str, str]:
     """The join of a quota hold ``h`` to its flavor ``f`` and its cluster's price of it, and the two
     price columns (on-demand, spot) that result: its charged rate once billing began
     (``h.charged_price``), else the price of the cluster it was placed on where that cluster prices
-    the flavor, else the flavor's — :meth:`quotas.models.GpuFlavor.price`'s rule, in SQL."""
+    the flavor, else the flavor's — :meth:`fleet.models.GpuFlavor.price`'s rule, in SQL."""
     join = (f"JOIN {q(GpuFlavor._meta.db_table)} f ON f.id = h.flavor_id"
             f" LEFT JOIN {q(ClusterPrice._meta.db_table)} cp ON cp.flavor_id = h.flavor_id AND cp.cluster_id = h.cluster_id")
     columns = ("COALESCE(h.charged_price, cp.price_per_hour, f.price_per_hour),"

@@ -5,13 +5,13 @@ A *price* is per unit-hour; a *cost per hour* is a price times units (docs/gloss
 
 Once billing began, work shows and is charged its **charged rate** instead: the price its open
 segment was opened at, recorded on the quota hold whose units it bills (``QuotaHold.charged_price``,
-set by ``workloads.billing.plan_billing``; a workload shows its hold's as ``Workload.charged_price``)
+set by ``billing.segments.plan_billing``; a workload shows its hold's as ``Workload.charged_price``)
 and never re-read from the price table, so finished work
 keeps the price it was billed at and a staff price change reaches only segments opened after it.
 
-A flavor may cost a different price on each cluster (:class:`quotas.models.ClusterPrice`; the
+A flavor may cost a different price on each cluster (:class:`billing.models.ClusterPrice`; the
 flavor's own price where a cluster sets none). Work placed on a cluster is charged that
-cluster's price (:meth:`quotas.models.GpuFlavor.price`). Work not placed yet is quoted the price
+cluster's price (:meth:`fleet.models.GpuFlavor.price`). Work not placed yet is quoted the price
 of the cluster placement would choose *now* (:func:`cluster.placement.place`, given the clusters
 as last recorded — their state, labels, nodes — so a quote never waits on a cluster), with the
 range across the clusters that offer the flavor beside it: "3.60/h on east (3.60–4.60)".
@@ -30,13 +30,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
+from billing.ledger import cost_per_hour
+from billing.models import ClusterPrice, priced
 from cluster.capacity import offers
 from cluster.placement import ClusterOffer, PlacementRequest, place
 from core.formatting import format_amount, format_rate
-from fleet.models import Cluster
+from fleet.models import Cluster, GpuFlavor
 from fleet.services import recorded_nodes
-from quotas.ledger import cost_per_hour
-from quotas.models import ClusterPrice, GpuFlavor
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class Quote:
         return self.low != self.high
 
     def per_hour(self, units: int) -> Decimal:
-        """What ``units`` cost per hour at this price (:func:`quotas.ledger.cost_per_hour`)."""
+        """What ``units`` cost per hour at this price (:func:`billing.ledger.cost_per_hour`)."""
         return cost_per_hour(self.price, units)
 
     def words(self, currency: str | None = None) -> str:
@@ -110,7 +110,7 @@ class PriceBook:
     def price_on(self, flavor: GpuFlavor, spot: bool, cluster_id: int) -> Decimal:
         """A unit-hour of ``flavor`` on the cluster ``cluster_id``: what work placed there is charged."""
         _, overrides = self._read()
-        return flavor.priced(overrides.get(flavor.pk, {}).get(cluster_id), spot)
+        return priced(flavor, overrides.get(flavor.pk, {}).get(cluster_id), spot)
 
     def quote(self, flavor: GpuFlavor, spot: bool = False, *, cluster_id: int | None = None, units: int = 1,
               units_per_node: int | None = None, selector: dict | None = None) -> Quote:
@@ -128,7 +128,7 @@ class PriceBook:
             if placed is not None:
                 return Quote(prices[placed.name], placed.name, True, low, high)
         if not clusters:  # a fresh install before its clusters are recorded: the flavor's own price
-            return Quote(flavor.priced(None, spot))
+            return Quote(priced(flavor, None, spot))
         request = PlacementRequest.shaped(spec, units, units_per_node or units, spot, selector)
         best = place(request, [ClusterOffer(name=c.name, state=c.state, nodes=tuple(recorded_nodes(c)),
                                             prices={flavor.name: prices[c.name]},

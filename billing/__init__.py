@@ -1,0 +1,1 @@
+"""Billing: prices, quota holds and their open segments, the usage ledger, budgets, reports and charts."""
