@@ -139,6 +139,7 @@ def measure(size: int, rounds: int) -> tuple[float, float, list[float], int, flo
     from fleet.models import GpuFlavor
     from jobs.models import TrainingRun
     from quotas.demo import seed_flavors, seed_team_quotas
+    from fleet.services import clusters
     from teams.models import Role
     from tests.factories import add_member, make_team, make_user
     from tests.fakes import pod
@@ -150,13 +151,14 @@ def measure(size: int, rounds: int) -> tuple[float, float, list[float], int, flo
     add_member(team, user, Role.MEMBER)
     seed_team_quotas(team, {"l4": size}, Decimal("9000000"))  # budgeted: the budget step reads its month
     l4 = GpuFlavor.objects.get(name="l4")
+    home = clusters()[0]  # where the runs were placed: every applied run names its cluster
     # Start 10 minutes into an hour, so the steady cycles stay within it.
     t0 = usage_hour(timezone.now()) - timedelta(hours=2) + timedelta(minutes=10)
     runs = TrainingRun.objects.bulk_create([
         TrainingRun(team=team, created_by=user, flavor=l4, name=f"r{i}", image="registry.example.com/ml/t:1",
-                    command=["python", "train.py"], state="pending", admitted_at=t0, applied_at=t0)
+                    command=["python", "train.py"], state="pending", admitted_at=t0, applied_at=t0, cluster=home)
         for i in range(size)], batch_size=2000)
-    QuotaHold.objects.bulk_create([QuotaHold(team=team, ref=run.ref, flavor=l4, units=1) for run in runs],
+    QuotaHold.objects.bulk_create([QuotaHold(team=team, ref=run.ref, flavor=l4, units=1, cluster=home) for run in runs],
                                     batch_size=2000)
     started = t0.strftime("%Y-%m-%dT%H:%M:%SZ")
 

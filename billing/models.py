@@ -195,8 +195,8 @@ class QuotaHold(models.Model):
     since ``billed_until`` (everything before it is in the ledger, :class:`UsageRecord`), charged
     ``charged_price`` per unit-hour, idle time or not (``open_idle``) — and what the hold commits
     (``committed_units`` at its price until ``started_at`` + ``limit_minutes`` or the month's end).
-    So spend, budgets and reports read this table and the ledger (:mod:`quotas.ledger`), whatever
-    kind of workload holds the units; the workloads' billing (``workloads.billing``) moves the
+    So spend, budgets and reports read this table and the ledger (:mod:`billing.ledger`), whatever
+    kind of workload holds the units; the workloads' billing (``billing.segments``) moves the
     segment, closing it into the ledger before the hold is released.
     """
 
@@ -243,7 +243,7 @@ class QuotaHold(models.Model):
         ]
         indexes = [models.Index(fields=["team", "flavor"], condition=Q(released_at__isnull=True),
                                 name="active_holds_idx"),
-                   # A workload's holds, newest first (its money: workloads.billing.attach_segments).
+                   # A workload's holds, newest first (its money: workloads.models.attach_segments).
                    models.Index(fields=["ref", "-created_at"], name="holds_by_ref_idx"),
                    # The open segments spend and budgets read, per team.
                    models.Index(fields=["team"], condition=Q(released_at__isnull=True, open_units__gt=0),
@@ -273,7 +273,7 @@ class UsageRecord(models.Model):
     ``cost`` are exact sums; ``units`` is the most that ran at once in that hour.
 
     An interval is only added when it starts at or after the row's ``end`` (billing moves
-    forward), so a replayed reconcile cycle never counts twice (:func:`quotas.ledger.record_usage`).
+    forward), so a replayed reconcile cycle never counts twice (:func:`billing.ledger.record_usage`).
     """
 
     team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="usage_records")
@@ -286,7 +286,7 @@ class UsageRecord(models.Model):
     end = models.DateTimeField()
     units = models.PositiveIntegerField()
     spot = models.BooleanField(default=False)
-    # Ten decimals: each billed interval is seconds long (see quotas.ledger.LEDGER_PRECISION).
+    # Ten decimals: each billed interval is seconds long (see billing.ledger.LEDGER_PRECISION).
     gpu_hours = models.DecimalField(max_digits=20, decimal_places=10)
     cost = models.DecimalField(max_digits=20, decimal_places=10)
     # The part of gpu_hours (and of cost) whose measured GPU utilization stayed under the idle

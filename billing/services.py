@@ -40,7 +40,7 @@ def budget_state(budget: TeamBudget | None, spent: Decimal, committed: Decimal, 
 
 
 def team_budget_state(team) -> BudgetState | None:
-    """The team's budget and month-to-date spend (:func:`quotas.ledger.month_spend`), or None without a budget."""
+    """The team's budget and month-to-date spend (:func:`billing.ledger.month_spend`), or None without a budget."""
     budget = TeamBudget.objects.filter(team=team).first()
     if budget is None:
         return None
@@ -54,8 +54,8 @@ def budget_summary(team: Team, now: datetime | None = None) -> dict:
     ``committed``: estimated cost still to come this month from admitted work (runs to their
     runtime limit; runs without one and endpoint minimums to the month's end); ``burn_per_hour``: what runs now costs per
     hour; ``projected_month_end``: spent plus committed, the one projection, which the budget gate
-    admits against (:attr:`quotas.decide.BudgetState.projected_month_end`); ``runs_out_at``:
-    when that spends the budget, or None when it lasts the month (:meth:`~quotas.decide.BudgetState.runs_out_at`).
+    admits against (:attr:`billing.budget_rule.BudgetState.projected_month_end`); ``runs_out_at``:
+    when that spends the budget, or None when it lasts the month (:meth:`~billing.budget_rule.BudgetState.runs_out_at`).
     """
     return budget_summaries([team.pk], now)[team.pk]
 
@@ -80,7 +80,7 @@ def _summaries(team_ids: list[int], budgets: dict[int, TeamBudget], now: datetim
 def _summary(budget: TeamBudget | None, spend: MonthSpend, ahead: Decimal, now: datetime) -> dict:
     """A team's month in money from its figures (see :func:`budget_summary`).
 
-    ``left``, ``exhausted`` and ``alert`` are :class:`quotas.decide.BudgetState`'s, the rule
+    ``left``, ``exhausted`` and ``alert`` are :class:`billing.budget_rule.BudgetState`'s, the rule
     admission decides by (``left`` is not part of the API's ``budget``).
     """
     state = budget_state(budget, spend.spent, ahead, now)

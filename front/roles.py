@@ -29,7 +29,7 @@ from workloads.registry import kinds
 
 #: Slipway's apps by label besides the workload kinds' (the teams app's label is "portal"); "workloads" holds
 #: what every kind shares: alert episodes and rules, attempts, GPU telemetry (and sealed secret env).
-SHARED_APPS = ("portal", "fleet", "quotas", "workloads", "notifications")
+SHARED_APPS = ("portal", "fleet", "billing", "quotas", "workloads", "notifications")
 
 
 def slipway_apps() -> tuple[str, ...]:
@@ -40,8 +40,9 @@ PLATFORM_ADMIN = "Platform admin"
 FINANCE = "Finance (read-only)"
 SUPPORT = "Support (read-only)"
 #: Finance reads the money side and who it belongs to.
-FINANCE_MODELS = {"quotas": ("gpuflavor", "clusterprice", "teamquota", "teambudget", "budgetmonth", "usagerecord",
-                             "preemptionevent", "cohort", "teamsharing"),
+FINANCE_MODELS = {"fleet": ("gpuflavor",),
+                  "billing": ("clusterprice", "teambudget", "budgetmonth", "usagerecord", "preemptionevent"),
+                  "quotas": ("teamquota", "cohort", "teamsharing"),
                   "portal": ("team",)}
 #: What support may not read even with view permissions on everything else: credentials' metadata, and the
 #: sealed values of secret env.

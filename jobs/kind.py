@@ -127,7 +127,9 @@ class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates,
                  ResourceKind("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", observed=True, deleted=True),
                  ResourceKind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", observed=True,
                               deleted=True, kept_across_attempts=True))
-    observed_fields = ("checkpoint",)  # preemption_grace reads it every cycle
+    # preemption_grace reads the checkpoint every cycle; the price of a run's unit-hour, when an hour turns,
+    # reads its shape (TrainingRun.placement_shape) — deferred, they would be a query each per run.
+    observed_fields = ("checkpoint", "gpus_per_worker", "workers")
     committed_units = ("gpus_per_worker", "workers")  # TrainingRun.total_units
     runtime_limit = "max_runtime_minutes"
     job_fields = ("name", "flavor_id", "image")

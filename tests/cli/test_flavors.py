@@ -68,7 +68,7 @@ def test_a_run_the_shared_flavor_refuses_is_a_usage_error_naming_the_field(cli, 
 
 
 def test_cost_prints_unit_hours_and_physical_gpu_hours_apart(cli, shared, member, team):
-    """Four time-sliced ×4 units for an hour: 4 unit-hours, 1 physical GPU-hour (tests/quotas/test_physical_gpu_hours.py)."""
+    """Four time-sliced ×4 units for an hour: 4 unit-hours, 1 physical GPU-hour (tests/billing/test_physical_gpu_hours.py)."""
     start = month_start()
     record_usage(team, "ep:900", "t4-ts4", member, start, start + timedelta(hours=1), 4, False)
     result = cli("cost", "--by", "flavor", "--month", f"{timezone.localtime(start):%Y-%m}")

@@ -10,7 +10,8 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from django.apps import apps as django_apps
+from django.db import connection
+from django.db.migrations.loader import MigrationLoader
 from django.utils import timezone
 
 from billing.ledger import month_end, month_start, record_usage
@@ -135,7 +136,8 @@ def test_the_migration_seeds_the_history_from_todays_budgets(team, other_team):
     """0007 records every team's budget of today as this month's, and nothing for teams without one."""
     TeamBudget.objects.create(team=team, monthly_limit=Decimal("250"), currency="EUR")
     seed = importlib.import_module("quotas.migrations.0007_budget_months").seed_from_budgets
-    seed(django_apps, None)
+    # The models as that migration knew them (budgets were quotas' then).
+    seed(MigrationLoader(connection).project_state(("quotas", "0007_budget_months")).apps, None)
     assert list(BudgetMonth.objects.values_list("team__slug", "month", "monthly_limit", "currency")) == [
         ("ml-research", month_start().date(), Decimal("250"), "EUR")]
 
