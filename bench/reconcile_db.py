@@ -137,9 +137,9 @@ def measure(size: int, rounds: int) -> tuple[float, float, list[float], int, flo
     from cluster.backends.base import ObservedWorkload
     from cluster.perf import gc_paused
     from fleet.models import GpuFlavor
+    from fleet.services import clusters
     from jobs.models import TrainingRun
     from quotas.demo import seed_flavors, seed_team_quotas
-    from fleet.services import clusters
     from teams.models import Role
     from tests.factories import add_member, make_team, make_user
     from tests.fakes import pod

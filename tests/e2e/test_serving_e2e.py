@@ -63,8 +63,11 @@ def gateways(worker, tmp_path):
 
     def start() -> list[str]:
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            started.extend(pool.map(lambda name: start_gateway(tmp_path, name, SLIPWAY_GATEWAY_HOLD_SECONDS="90"),
-                                    ("a", "b")))
+            futures = [pool.submit(start_gateway, tmp_path, name, SLIPWAY_GATEWAY_HOLD_SECONDS="90") for name in ("a", "b")]
+        # Each one that started is kept for the stop below, even when the other did not start.
+        started.extend(future.result() for future in futures if future.exception() is None)
+        for future in futures:
+            future.result()  # the first that failed raises its error
         return [base for _process, base in started]
 
     yield start

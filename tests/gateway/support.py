@@ -80,9 +80,13 @@ def start_gateway(tmp_path: Path, name: str, **env: str) -> tuple[Process, str]:
     process = Process([sys.executable, "manage.py", "gateway", "--bind", f"127.0.0.1:{port}"], full,
                       tmp_path / f"gateway-{name}.log")
     base = f"http://127.0.0.1:{port}"
-    wait_for(lambda: answers(f"{base}/healthz") == 200 or process.proc.poll() is not None, timeout=60,
-             what=f"gateway {name} to serve")
-    assert process.proc.poll() is None, process.text()
+    try:
+        wait_for(lambda: answers(f"{base}/healthz") == 200 or process.proc.poll() is not None, timeout=60,
+                 what=f"gateway {name} to serve")
+        assert process.proc.poll() is None, process.text()
+    except BaseException:
+        process.stop()  # not handed to the caller, so stopped here: a gateway left running holds the test database
+        raise
     return process, base
 
 
