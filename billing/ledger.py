@@ -53,7 +53,7 @@ def cost_per_hour(price: Decimal, units: int) -> Decimal:
     """What ``units`` at ``price`` per unit-hour cost per hour, exact (MIG prices are already fraction-adjusted).
 
     The one price rule: the ledger, estimates, previews and forecasts all derive from it. It
-    takes the price (:meth:`GpuFlavor.price` says which of a flavor's applies), never a flavor.
+    takes the price (:func:`billing.models.flavor_price` says which of a flavor's applies), never a flavor.
     Round only for display.
     """
     return price * units
@@ -134,7 +134,7 @@ class Interval:
     """``units`` of a flavor used by workload ``ref`` of ``team`` over ``[start, end)``.
 
     Of the flavor it carries what the ledger reads: its id and name (the row, reports), the
-    ``price`` per unit-hour that applies (spot or on-demand, :meth:`GpuFlavor.price`) and the
+    ``price`` per unit-hour that applies (spot or on-demand, :func:`billing.models.flavor_price`) and the
     ``gpu_fraction`` of one unit. ``idle``: the GPUs' measured utilization stayed under the
     platform's idle threshold over the interval, so its whole cost is also idle cost (see
     :mod:`workloads.idle`).
@@ -310,7 +310,7 @@ def _priced(q) -> tuple[str, str]:
     """The join of a quota hold ``h`` to its flavor ``f`` and its cluster's price of it, and the two
     price columns (on-demand, spot) that result: its charged rate once billing began
     (``h.charged_price``), else the price of the cluster it was placed on where that cluster prices
-    the flavor, else the flavor's — :meth:`fleet.models.GpuFlavor.price`'s rule, in SQL."""
+    the flavor, else the flavor's — :func:`billing.models.flavor_price`'s rule, in SQL."""
     join = (f"JOIN {q(GpuFlavor._meta.db_table)} f ON f.id = h.flavor_id"
             f" LEFT JOIN {q(ClusterPrice._meta.db_table)} cp ON cp.flavor_id = h.flavor_id AND cp.cluster_id = h.cluster_id")
     columns = ("COALESCE(h.charged_price, cp.price_per_hour, f.price_per_hour),"

@@ -27,7 +27,7 @@ from fleet.models import GpuFlavor
 def unit_price(price_per_hour: Decimal, spot_price_per_hour: Decimal, spot: bool) -> Decimal:
     """Which of a flavor's two prices a unit-hour costs: the spot one for spot work, else on-demand.
 
-    :meth:`GpuFlavor.price`, for the raw SQL paths that read the two columns without a flavor.
+    :func:`billing.models.flavor_price`, for the raw SQL paths that read the two columns without a flavor.
     """
     return spot_price_per_hour if spot else price_per_hour
 

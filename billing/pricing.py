@@ -11,7 +11,7 @@ keeps the price it was billed at and a staff price change reaches only segments 
 
 A flavor may cost a different price on each cluster (:class:`billing.models.ClusterPrice`; the
 flavor's own price where a cluster sets none). Work placed on a cluster is charged that
-cluster's price (:meth:`fleet.models.GpuFlavor.price`). Work not placed yet is quoted the price
+cluster's price (:func:`billing.models.flavor_price`). Work not placed yet is quoted the price
 of the cluster placement would choose *now* (:func:`cluster.placement.place`, given the clusters
 as last recorded — their state, labels, nodes — so a quote never waits on a cluster), with the
 range across the clusters that offer the flavor beside it: "3.60/h on east (3.60–4.60)".

@@ -118,7 +118,7 @@ class Candidate:
     last_checkpoint_at: datetime | None = None
     #: Whether it reports checkpoints at all; a silent run is assumed to lose the median (module docstring).
     reports_checkpoints: bool = False
-    #: Price of one unit-hour (``GpuFlavor.price``); 1 ranks by GPU-hours alone.
+    #: Price of one unit-hour (``billing.models.flavor_price``); 1 ranks by GPU-hours alone.
     price_per_hour: Decimal = Decimal(1)
     preemptions: int = 0  # how often it was preempted before
 
