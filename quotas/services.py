@@ -4,9 +4,11 @@ Admission itself lives in :mod:`quotas.admission` (its rule in :mod:`quotas.deci
 it reads in :mod:`quotas.facts`, the read-only queue in :mod:`quotas.queue`) and the ledger in
 :mod:`billing.ledger`; callers import from those modules directly.
 
-Every quota, budget or price change goes through one function here, which writes the audit
+Every quota, sharing or budget change goes through one function here, which writes the audit
 event and, for quotas, mirrors the change into the team's ResourceQuota after commit and
-re-runs admission of the team's queue (a raised limit may let queued work start).
+re-runs admission of the team's queue (a raised limit may let queued work start). A budget change
+is here, not in billing, because it re-runs admission; price changes, which admit nothing, are
+billing's (:mod:`billing.services`), as are the team's month in money and the budget step.
 """
 
 from __future__ import annotations
