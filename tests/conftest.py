@@ -22,52 +22,16 @@ from rest_framework.test import APIClient
 from quotas.demo import seed_flavors, seed_team_quotas
 from teams.models import Role
 from teams.services import create_api_token
+from tests import db_template
 from tests.backends import use_backend
 from tests.browser.support import BrowserThread, Remote, save_evidence, watch_for_template_leaks
 from tests.factories import add_member, make_team, make_user
 from tests.fakes import FakeBackend
 from tests.jobs.conftest import submit_run_as
+from tests.sqlite_modules import SQLITE_MODULES
 from tests.template_leaks import leak_report
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
-
-#: The test modules marked ``sqlite``: CI runs them again on SQLite (scripts/test.sh), the database
-#: `make run` uses by default. They are the tests of the SQL that differs per database — the
-#: statements built per ``connection.vendor`` and the raw SQL beside them — and of the local
-#: default path (SQLite settings, the database cache, the filesystem broker, the demo's seed).
-#: Every other test runs once, on PostgreSQL: the ORM's queries are Django's to keep portable.
-#: A module whose tests set every variable the settings read (tests/portal/test_settings.py: its
-#: settings are loaded, and its ``manage.py check`` processes started, under an environment of its
-#: own) runs the same on both passes: it is not here (its four processes were 105 of the SQLite
-#: pass's 660 worker-seconds).
-SQLITE_MODULES = {
-    "tests/workloads/test_one_table_migration.py": "the rows' move to the one table and back (workloads/migrations/_one_table.py's SQL)",
-    "tests/core/test_rawsql.py": "reading raw rows back (dates, decimals) as each database returns them",
-    "tests/core/test_writes.py": "writes run together: one statement of data-modifying CTEs on PostgreSQL, one each on SQLite",
-    "tests/quotas/test_admission.py": "admission's facts, insert and release statements (quotas.admission._hot_sql)",
-    "tests/quotas/test_resize.py": "growth and shrink through the same statements",
-    "tests/quotas/test_cohorts.py": "the locked admit that borrows, the cohort's queue",
-    "tests/billing/test_ledger.py": "the ledger's upsert and the closed spend (billing.ledger._upsert_sql, _closed_spend_sql)",
-    "tests/quotas/test_services.py": "budget summaries over the ledger",
-    "tests/billing/test_projection.py": "the month-end projection: spend + committed money",
-    "tests/quotas/test_api.py": "the usage report's sums by day, flavor and workload",
-    "tests/billing/test_segments.py": "open segments and groups (billing.segments's SQL)",
-    "tests/billing/test_open_spend.py": "the month's spend with open segments",
-    "tests/workloads/test_budget_forecast.py": "committed money (billing.segments._commitments_sql)",
-    "tests/workloads/test_cost_timeline.py": "the ledger against a scripted timeline",
-    "tests/jobs/test_reconcile.py": "the reconcile cycle's batched steady update (workloads.cycle.reconcile._steady_sql)",
-    "tests/jobs/test_services.py": "submit, run again and the preview on the local default",
-    "tests/jobs/test_idempotency_failures.py": "Idempotency-Key's row lock and transaction on SQLite's IMMEDIATE transactions",
-    "tests/front/test_seed_demo.py": "the demo `make run` seeds",
-    "tests/front/test_usage_page.py": "the Usage page's sums and charts",
-    "tests/portal/test_health.py": "the readiness probe's database and broker checks",
-    "tests/portal/test_smoke.py": "the project boots and answers on the local default",
-    "tests/test_bad_input.py": "input each database refuses in its own way (integers past 64 bits, NUL)",
-    "tests/inference/test_traffic.py": "a traffic window's start in Unix seconds, computed per database (inference.traffic._Epoch)",
-    "tests/inference/test_cold_starts_flow.py": "a timeline's stages merged keeping the first instants (|| on PostgreSQL, json_patch on SQLite)",
-    "tests/test_db_snapshot.py": "the browser tests' demo snapshot: CREATE TABLE … AS, INSERT … SELECT, the sequences after",
-}
-
 
 def redis_url() -> str:
     return os.environ.get("REDIS_URL") or os.environ.get("SLIPWAY_TEST_REDIS_URL") or ""
@@ -201,9 +165,59 @@ def delete_flush(original):
 
 def pytest_configure(config):
     LiveServerThread.server_class = NoDelayServer
+    if _is_xdist_controller(config) and db_template.is_postgres(settings.DATABASES["default"]):
+        db_template.name_the_template(settings.DATABASES["default"]["NAME"])
     from django.db.backends.postgresql.operations import DatabaseOperations
 
     DatabaseOperations.sql_flush = delete_flush(DatabaseOperations.sql_flush)
+
+
+def _is_xdist_controller(config) -> bool:
+    return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
+
+
+def pytest_unconfigure(config):
+    if _is_xdist_controller(config):
+        db_template.drop_template(settings.DATABASES["default"])
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(request, django_test_environment, django_db_blocker, django_db_use_migrations,
+                    django_db_keepdb, django_db_createdb, django_db_modify_db_settings):
+    """Under xdist on PostgreSQL, this worker's test database is a copy of the run's one migrated
+    template (tests/db_template.py); otherwise pytest-django's own setup, unchanged."""
+    from django.core.management import call_command
+    from django.db import connections
+    from pytest_django import fixtures
+
+    db = settings.DATABASES["default"]
+    if not (db_template.template() and db_template.is_postgres(db) and hasattr(request.config, "workerinput")
+            and django_db_use_migrations and not django_db_keepdb):
+        yield from fixtures.django_db_setup.__wrapped__(
+            request, django_test_environment, django_db_blocker, django_db_use_migrations, django_db_keepdb,
+            django_db_createdb, django_db_modify_db_settings)
+        return
+    connection = connections["default"]
+    base, test_name = db["NAME"], db["TEST"]["NAME"]
+
+    def point_at(name: str) -> None:
+        connection.close()
+        db["NAME"] = connection.settings_dict["NAME"] = name
+
+    def migrate_into(name: str) -> None:
+        # What Django's create_test_db does after creating the database.
+        point_at(name)
+        call_command("migrate", verbosity=0, interactive=False, run_syncdb=True)
+        call_command("createcachetable", verbosity=0)
+        point_at(base)
+
+    with django_db_blocker.unblock():
+        db_template.copy_test_database(db, test_name, migrate_into)
+        point_at(test_name)
+    yield
+    with django_db_blocker.unblock():
+        point_at(base)
+        db_template.drop_database(db, test_name)
 
 
 @pytest.fixture(autouse=True)

@@ -46,8 +46,11 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 #: Generated examples per operation in the fuzzing phase (the coverage phase adds its own
 #: deterministic cases): enough to find a 500 or a mismatch, few enough for CI on 2 cores.
 EXAMPLES = 5
-#: The same on the real objects (valid input only, where the deep paths are): more of them.
-OBJECT_EXAMPLES = 15
+#: The same on the real objects (valid input only, where the deep paths are). 15 reached no (operation, status)
+#: pair that 5 does not, measured part by part on 2026-11-27 (pairs at 5 / 15: runs 27 / 25, endpoints 54 / 50,
+#: workspaces 13 / 13, the rest 28 / 29 — its one more, a 404 of a random key id, is the random-id run's anyway),
+#: for 762 cases instead of 1,386.
+OBJECT_EXAMPLES = 5
 SEED = 21
 
 #: The kinds with an API: a kind's viewset is registered under its plural (portal/api_urls.py).
@@ -213,5 +216,5 @@ def test_every_operation_answers_as_its_schema_says(part, live_server_connection
     assert len(set().union(*parts.values())) >= 20  # every route of docs/api.md is in the schema
     assert len(operations) >= 5 and operations == expected  # every operation of the part's paths
     assert on_objects == {label for label in expected if re.search(ON_OBJECTS, label)}
-    assert object_cases >= 10 * len(on_objects)
+    assert object_cases >= OBJECT_EXAMPLES * len(on_objects)
     assert cases >= 20 * len(operations)

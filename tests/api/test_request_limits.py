@@ -64,9 +64,11 @@ def test_a_form_body_is_a_415_the_api_takes_json_only(api, quota, published, con
     assert not TrainingRun.objects.exists()
 
 
-@pytest.fixture
-def gunicorn(tmp_path):
-    """The web server as every launch starts it (``--config gunicorn.conf.py``) on a free port: its base URL."""
+@pytest.fixture(scope="module")
+def gunicorn(tmp_path_factory):
+    """The web server as every launch starts it (``--config gunicorn.conf.py``) on a free port: its base URL.
+    One for the module: its tests send requests without a token, which change nothing on the server."""
+    tmp_path = tmp_path_factory.mktemp("gunicorn")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

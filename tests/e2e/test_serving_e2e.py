@@ -282,9 +282,12 @@ def canary_answers(base: str, raw: str) -> bool:
 
 
 def next_boundary():
-    """Wait for the gateways' next 10 s row to begin: the rows from it on hold only what follows."""
-    start = wait_for(lambda: (lambda t: t if t.second % 10 == 0 else None)(timezone.now().replace(microsecond=0)),
-                     timeout=12, interval=0.05, what="a 10 s boundary")
+    """Wait for the gateways' next 10 s row to begin and return its start: the rows from it on hold only what
+    follows. The boundary is strictly after the call: one taken from the second the call began in (as once)
+    could fall just before the last of ``canary_answers``' probes, which the split then counted (1,003 of 1,000)."""
+    now = timezone.now()
+    start = now.replace(microsecond=0) + timedelta(seconds=10 - now.second % 10)
+    wait_for(lambda: timezone.now() >= start, timeout=12, interval=0.05, what="a 10 s boundary")
     return start
 
 

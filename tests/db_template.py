@@ -1,0 +1,94 @@
+"""One migrated database per test run, copied by every xdist worker (PostgreSQL only).
+
+Without it each pytest-xdist worker migrates a test database of its own from nothing (every app's
+migrations, paid by each worker at the same time on the same two cores). Here the first worker to
+arrive migrates one template database for the whole run, and every worker copies it with
+``CREATE DATABASE … TEMPLATE``, a file copy on the server. The copies are what pytest-django would
+have made: the same name (``test_<name>_gw<N>``), the same migrations applied, the same rows the
+migrations' post-migrate handlers write (content types, permissions) and the cache table.
+
+The run's controller names the template (:func:`name_the_template`, in the environment the workers
+inherit, so two runs on one server never share one) and drops it at the end (:func:`drop_template`).
+A PostgreSQL advisory lock on the server's maintenance database makes the workers take turns: one
+migrates, the others wait and then copy (PostgreSQL refuses to copy a database someone is connected
+to). Templates a killed run left behind are dropped by the next run's first worker.
+
+Without xdist, or on SQLite, pytest-django sets the database up as before.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from contextlib import contextmanager
+
+#: The advisory lock the workers take turns on (any constant: it names this use of the lock).
+LOCK_KEY = 0x511B3A7E
+#: Where the controller puts the run's template name for its workers.
+ENV = "SLIPWAY_TEST_TEMPLATE_DB"
+PREFIX = "tpl_"
+
+
+def is_postgres(db: dict) -> bool:
+    return "postgresql" in db["ENGINE"]
+
+
+def name_the_template(base: str) -> None:
+    """The controller's first step: ``tpl_<random>_<database>``, within PostgreSQL's 63 bytes."""
+    os.environ[ENV] = f"{PREFIX}{uuid.uuid4().hex[:12]}_{base}"[:63]
+
+
+def template() -> str | None:
+    return os.environ.get(ENV)
+
+
+@contextmanager
+def _server(db: dict):
+    """An autocommit connection to the server's maintenance database (CREATE/DROP DATABASE run outside
+    transactions)."""
+    import psycopg
+
+    conn = psycopg.connect(host=db["HOST"] or None, port=db["PORT"] or 5432, user=db["USER"] or None,
+                           password=db["PASSWORD"] or None, dbname="postgres", autocommit=True)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def copy_test_database(db: dict, test_name: str, migrate_into) -> None:
+    """Create ``test_name`` as a copy of the run's template, migrating the template first if no worker
+    has. ``migrate_into(name)`` migrates the empty database of that name."""
+    name = template()
+    with _server(db) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", [LOCK_KEY])
+        try:
+            if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
+                _drop_other_templates(conn, db["NAME"], keep=name)
+                conn.execute(f'CREATE DATABASE "{name}"')
+                migrate_into(name)
+            conn.execute(f'DROP DATABASE IF EXISTS "{test_name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{test_name}" TEMPLATE "{name}"')
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
+
+
+def _drop_other_templates(conn, base: str, keep: str) -> None:
+    """Templates other runs left behind (a killed run never drops its own). Under the lock, so no worker
+    is copying one; a run whose template went while its workers still arrive migrates it again."""
+    rows = conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s AND datname <> %s",
+                        [PREFIX + "%", keep]).fetchall()
+    for (name,) in rows:
+        if name.endswith("_" + base):
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def drop_database(db: dict, name: str) -> None:
+    with _server(db) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def drop_template(db: dict) -> None:
+    """The controller's last step, once every worker is done with the template."""
+    if template() and is_postgres(db):
+        drop_database(db, template())
