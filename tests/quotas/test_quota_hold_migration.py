@@ -7,6 +7,8 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
+from tests.db_template import back_to_latest
+
 BEFORE, AFTER = [("quotas", "0014_usage_unit_hours")], [("quotas", "0015_quota_hold")]
 
 
@@ -37,4 +39,4 @@ def test_the_reservations_rows_are_the_quota_holds_and_one_unreleased_per_worklo
             tables = connection.introspection.table_names(cursor)
         assert "quotas_quotahold" in tables and "quotas_reservation" not in tables
     finally:
-        MigrationExecutor(connection).migrate(executor.loader.graph.leaf_nodes())
+        back_to_latest()

@@ -28,6 +28,7 @@ from billing import ledger, segments
 from billing.models import QuotaHold, UsageRecord
 from quotas.models import QueuedRequest
 from teams.models import Team
+from tests.db_template import back_to_latest
 from workloads import lifecycle
 from workloads.registry import kind_of, kinds
 
@@ -183,7 +184,7 @@ def test_work_billed_before_the_charged_rate_existed_gets_its_last_ledger_hours_
         assert (rates[ended.pk], rates[running.pk]) == (Decimal("3.6000"), None)
         assert flavor.price_per_hour == Decimal("4.10")  # today's, which it no longer shows
     finally:
-        migrate(latest())
+        back_to_latest()
 
 
 def old_rates() -> list[tuple[int, Decimal | None]]:

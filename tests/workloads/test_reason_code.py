@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.db_template import back_to_latest
 from workloads.constants import Message
 from workloads.migrations._reason_codes import code_of
 from workloads.models import ReasonCode
@@ -64,5 +65,4 @@ def test_the_migration_gives_existing_rows_the_code_of_their_words():
             "capacity": ReasonCode.WAITING_FOR_CAPACITY, "queued": ReasonCode.QUEUED,
             "cancelled": ReasonCode.ENDED_BY_USER, "quiet": ReasonCode.NONE}
     finally:
-        executor = MigrationExecutor(connection)
-        executor.migrate(executor.loader.graph.leaf_nodes())
+        back_to_latest()

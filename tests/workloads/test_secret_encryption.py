@@ -18,6 +18,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.test import override_settings
 
 from portal.env import derived_fernet_key
+from tests.db_template import back_to_latest
 from tests.factories import make_team, secret_values
 from tests.inference.conftest import endpoint_payload
 from workloads import crypto
@@ -99,8 +100,7 @@ def test_the_migration_encrypts_existing_values_and_its_reverse_decrypts_them():
         back = executor.loader.project_state(before).apps.get_model("workloads", "SecretEnv")
         assert dict(back.objects.values_list("ref", "values")) == {"ep:1": {"HF_TOKEN": VALUE}, "run:2": {}}
     finally:
-        executor = MigrationExecutor(connection)
-        executor.migrate(executor.loader.graph.leaf_nodes())
+        back_to_latest()
 
 
 def test_without_a_key_or_with_a_malformed_one_the_portal_refuses_to_start():
