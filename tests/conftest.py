@@ -202,8 +202,8 @@ def parents_first(tables) -> list[str]:
 
 def pytest_configure(config):
     LiveServerThread.server_class = NoDelayServer
-    if _is_xdist_controller(config) and db_template.is_postgres(settings.DATABASES["default"]):
-        db_template.name_the_template(settings.DATABASES["default"]["NAME"])
+    if _is_xdist_controller(config):
+        db_template.name_the_template(settings.DATABASES["default"])
     from django.db.backends.postgresql.operations import DatabaseOperations
 
     DatabaseOperations.sql_flush = delete_flush(DatabaseOperations.sql_flush)
@@ -221,21 +221,21 @@ def pytest_unconfigure(config):
 @pytest.fixture(scope="session")
 def django_db_setup(request, django_test_environment, django_db_blocker, django_db_use_migrations,
                     django_db_keepdb, django_db_createdb, django_db_modify_db_settings):
-    """Under xdist on PostgreSQL, this worker's test database is a copy of the run's one migrated
-    template (tests/db_template.py); otherwise pytest-django's own setup, unchanged."""
+    """Under xdist, this worker's test database is a copy of the run's one migrated template
+    (tests/db_template.py); otherwise pytest-django's own setup, unchanged."""
     from django.core.management import call_command
     from django.db import connections
     from pytest_django import fixtures
 
     db = settings.DATABASES["default"]
-    if not (db_template.template() and db_template.is_postgres(db) and hasattr(request.config, "workerinput")
+    if not (db_template.template() and hasattr(request.config, "workerinput")
             and django_db_use_migrations and not django_db_keepdb):
         yield from fixtures.django_db_setup.__wrapped__(
             request, django_test_environment, django_db_blocker, django_db_use_migrations, django_db_keepdb,
             django_db_createdb, django_db_modify_db_settings)
         return
     connection = connections["default"]
-    base, test_name = db["NAME"], db["TEST"]["NAME"]
+    base = db["NAME"]
 
     def point_at(name: str) -> None:
         connection.close()
@@ -248,6 +248,16 @@ def django_db_setup(request, django_test_environment, django_db_blocker, django_
         call_command("createcachetable", verbosity=0)
         point_at(base)
 
+    if db_template.is_sqlite(db):
+        with django_db_blocker.unblock():
+            path = db_template.sqlite_template(migrate_into)
+            # The name Django gives a worker's in-memory test database (kept open: Django never closes it).
+            point_at(connection.creation._get_test_db_name())
+            connection.ensure_connection()
+            db_template.fill_from_sqlite(path, connection.connection)
+        yield
+        return
+    test_name = db["TEST"]["NAME"]
     with django_db_blocker.unblock():
         db_template.copy_test_database(db, test_name, migrate_into)
         point_at(test_name)

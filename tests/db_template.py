@@ -1,4 +1,4 @@
-"""One migrated database per test run, copied by every xdist worker (PostgreSQL only).
+"""One migrated database per test run, copied by every xdist worker.
 
 Without it each pytest-xdist worker migrates a test database of its own from nothing (every app's
 migrations, paid by each worker at the same time on the same two cores). Here the first worker to
@@ -13,14 +13,23 @@ A PostgreSQL advisory lock on the server's maintenance database makes the worker
 migrates, the others wait and then copy (PostgreSQL refuses to copy a database someone is connected
 to). Templates a killed run left behind are dropped by the next run's first worker.
 
-Without xdist, or on SQLite, pytest-django sets the database up as before.
+On SQLite (CI's second pass) the template is a file the first worker migrates (the workers take turns on
+a file lock), and each worker's test database stays what Django makes it, a shared in-memory database,
+filled from the file with SQLite's backup API.
+
+Without xdist, pytest-django sets the database up as before.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
+import sqlite3
+import tempfile
 import uuid
 from contextlib import contextmanager
+from pathlib import Path
 
 #: The advisory lock the workers take turns on (any constant: it names this use of the lock).
 LOCK_KEY = 0x511B3A7E
@@ -33,9 +42,17 @@ def is_postgres(db: dict) -> bool:
     return "postgresql" in db["ENGINE"]
 
 
-def name_the_template(base: str) -> None:
-    """The controller's first step: ``tpl_<random>_<database>``, within PostgreSQL's 63 bytes."""
-    os.environ[ENV] = f"{PREFIX}{uuid.uuid4().hex[:12]}_{base}"[:63]
+def is_sqlite(db: dict) -> bool:
+    return "sqlite" in db["ENGINE"]
+
+
+def name_the_template(db: dict) -> None:
+    """The controller's first step: on PostgreSQL ``tpl_<random>_<database>`` (within PostgreSQL's 63
+    bytes), on SQLite a file in a directory of the run's own."""
+    if is_postgres(db):
+        os.environ[ENV] = f"{PREFIX}{uuid.uuid4().hex[:12]}_{db['NAME']}"[:63]
+    elif is_sqlite(db):
+        os.environ[ENV] = str(Path(tempfile.mkdtemp(prefix="slipway-test-template-")) / "template.sqlite3")
 
 
 def template() -> str | None:
@@ -92,6 +109,28 @@ def drop_template(db: dict) -> None:
     """The controller's last step, once every worker is done with the template."""
     if template() and is_postgres(db):
         drop_database(db, template())
+    elif template() and is_sqlite(db):
+        shutil.rmtree(Path(template()).parent, ignore_errors=True)
+
+
+def sqlite_template(migrate_into) -> str:
+    """The run's SQLite template file, migrated (``migrate_into(path)``) by the first worker to ask."""
+    path = template()
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not Path(path).exists():
+            migrate_into(path + ".part")
+            os.replace(path + ".part", path)  # complete or absent, should a worker die migrating
+    return path
+
+
+def fill_from_sqlite(path: str, target) -> None:
+    """Copy the database file at ``path`` into ``target``, an open sqlite3 connection (SQLite's backup API)."""
+    source = sqlite3.connect(path)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
 
 
 def back_to_latest() -> None:
