@@ -160,7 +160,10 @@ def delete_flush(original):
     2 s): referenced tables go first (:func:`parents_first`). A row a writer adds to a referencing table
     then either commits before the referenced row's delete (which waits for it) and is swept by its own
     table's later delete, or waits for the flush and is refused — never left pointing at a deleted row,
-    which failed the flush's commit (an endpoint's traffic row written between the two deletes).
+    which failed the flush's commit (an endpoint's traffic row written between the two deletes). A writer
+    holding rows the flush deletes while it waits for one the flush deleted before is a deadlock PostgreSQL
+    ends by failing one side (once in a CI run: a gateway adding counts to its traffic row): the flush is
+    tried again (:func:`retried_flush`), and then finds the writer's rows committed and deletes them too.
     """
 
     def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
@@ -171,6 +174,26 @@ def delete_flush(original):
                   for table in parents_first(tables))]
 
     return sql_flush
+
+
+#: SQLSTATEs of a flush that lost to a process writing beside it: a deadlock, a row left referencing a
+#: deleted one (a writer's, committed between two deletes).
+FLUSH_RACES = {"40P01", "23503"}
+
+
+def retried_flush(original):
+    """``execute_sql_flush`` tried again, up to three times, when it lost a race to a writer (see delete_flush)."""
+    from django.db import DatabaseError
+
+    def execute_sql_flush(self, sql_list):
+        for attempt in range(3):
+            try:
+                return original(self, sql_list)
+            except DatabaseError as exc:
+                if attempt == 2 or getattr(exc.__cause__, "sqlstate", None) not in FLUSH_RACES:
+                    raise
+
+    return execute_sql_flush
 
 
 def parents_first(tables) -> list[str]:
@@ -207,6 +230,7 @@ def pytest_configure(config):
     from django.db.backends.postgresql.operations import DatabaseOperations
 
     DatabaseOperations.sql_flush = delete_flush(DatabaseOperations.sql_flush)
+    DatabaseOperations.execute_sql_flush = retried_flush(DatabaseOperations.execute_sql_flush)
 
 
 def _is_xdist_controller(config) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import SECOND_LANE, SQLITE_MODULES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,3 +24,52 @@ def test_every_module_of_the_second_lane_exists_and_is_slow():
     assert missing == []
     unmarked = [path for path in SECOND_LANE if "pytest.mark.slow" not in (ROOT / path).read_text()]
     assert unmarked == []
+
+
+def test_the_flush_deletes_every_referenced_table_before_the_tables_referencing_it():
+    """So that a row a process adds beside the flush (a gateway's traffic row) is swept or refused, never left
+    pointing at a deleted one (tests/conftest.py delete_flush)."""
+    from django.apps import apps
+    from django.db import connection
+
+    from tests.conftest import parents_first
+
+    tables = connection.introspection.django_table_names(only_existing=False)
+    order = {table: n for n, table in enumerate(parents_first(tables))}
+    assert sorted(order) == sorted(set(tables))
+    late = [(model._meta.db_table, field.related_model._meta.db_table)
+            for model in apps.get_models(include_auto_created=True) for field in model._meta.concrete_fields
+            if field.is_relation and field.related_model not in (None, model)
+            and order[field.related_model._meta.db_table] > order[model._meta.db_table]]
+    assert late == []
+    assert order["inference_inferenceendpoint"] < order["inference_trafficwindow"]
+
+
+def test_a_flush_that_lost_a_race_to_a_writer_is_tried_again_and_nothing_else_is():
+    import psycopg
+    from django.db import DatabaseError, OperationalError
+
+    from tests.conftest import retried_flush
+
+    def failing(*causes):
+        calls = []
+
+        def flush(_ops, sql_list):
+            calls.append(sql_list)
+            if len(calls) <= len(causes):
+                error = OperationalError("flush failed")
+                error.__cause__ = causes[len(calls) - 1]
+                raise error
+            return "flushed"
+        return flush, calls
+
+    flush, calls = failing(psycopg.errors.DeadlockDetected(), psycopg.errors.ForeignKeyViolation())
+    assert retried_flush(flush)(None, ["DELETE FROM x"]) == "flushed" and len(calls) == 3
+    flush, calls = failing(psycopg.errors.UndefinedTable())
+    with pytest.raises(DatabaseError):
+        retried_flush(flush)(None, ["DELETE FROM x"])
+    assert len(calls) == 1
+    flush, calls = failing(*[psycopg.errors.DeadlockDetected()] * 3)
+    with pytest.raises(DatabaseError):
+        retried_flush(flush)(None, ["DELETE FROM x"])
+    assert len(calls) == 3
