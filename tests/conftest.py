@@ -197,8 +197,8 @@ def retried_flush(original):
 
 
 def parents_first(tables) -> list[str]:
-    """``tables`` ordered so that a table comes after every table its foreign keys reference (a cycle, which
-    no model here has but a self-reference, is broken where it is met)."""
+    """``tables`` ordered so that a table comes after every table its foreign keys reference (self-references
+    left out; a cycle of two or more tables, should one appear, is broken where it is met)."""
     from django.apps import apps
 
     references: dict[str, set[str]] = {}
