@@ -20,7 +20,7 @@ from core.formatting import format_amount, format_money, format_when
 WIDTH, HEIGHT = 640, 240
 LEFT, RIGHT, TOP, BOTTOM = 84, 16, 16, 32  # the templates draw axes at x=84 and x=624
 PLOT_W, PLOT_H = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-#: Fills of stacked series, defined as SVG patterns in ``quotas/_chart_defs.html``: they differ
+#: Fills of stacked series, defined as SVG patterns in ``billing/_chart_defs.html``: they differ
 #: by pattern (not only by colour), in this order.
 PATTERNS = ("solid", "diagonal", "dots", "cross", "horizontal", "vertical")
 

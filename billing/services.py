@@ -97,7 +97,7 @@ def _summary(budget: TeamBudget | None, spend: MonthSpend, ahead: Decimal, now: 
 def budget_bar(team: Team) -> dict:
     """:func:`budget_summary` plus the ``percent`` of the monthly limit spent (None without a budget).
 
-    The dashboard and the Team page draw the team's budget from it (``quotas/_budget_card.html``).
+    The dashboard and the Team page draw the team's budget from it (``billing/_budget_card.html``).
     """
     budget = budget_summary(team)
     limit, spent = budget["monthly_limit"], budget["spent_month"]
