@@ -84,10 +84,15 @@ def copy_test_database(db: dict, test_name: str, migrate_into) -> None:
                 _drop_other_templates(conn, db["NAME"], keep=name)
                 conn.execute(f'CREATE DATABASE "{name}"')
                 migrate_into(name)
-            conn.execute(f'DROP DATABASE IF EXISTS "{test_name}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{test_name}" TEMPLATE "{name}"')
+            _copy(conn, name, test_name)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
+
+
+def _copy(conn, template_name: str, name: str) -> None:
+    """``name`` as a fresh copy of ``template_name`` (whatever was there before is dropped)."""
+    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_name}"')
 
 
 def _drop_other_templates(conn, base: str, keep: str) -> None:
@@ -139,8 +144,8 @@ def back_to_latest() -> None:
     Under xdist on PostgreSQL the database is dropped and copied from the run's template again (a file copy,
     ~1 s), instead of walking every migration forward (20-30 s of rendering model states each on the 2-vCPU
     VM): for tests whose subject ends before the latest migrations, the way back is not what they test.
-    Elsewhere, the migrations forward. The test's rows go with it either way (a transactional test's flush
-    would empty the tables next).
+    The copy has none of the test's rows (a transactional test's flush would empty the tables next anyway).
+    Elsewhere, the migrations forward.
     """
     from django.db import connection
     from django.db.migrations.executor import MigrationExecutor
@@ -149,8 +154,7 @@ def back_to_latest() -> None:
     if template() and is_postgres(db) and db["NAME"] != template():
         connection.close()
         with _server(db) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{db["NAME"]}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{db["NAME"]}" TEMPLATE "{template()}"')
+            _copy(conn, template(), db["NAME"])
         return
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
