@@ -1,7 +1,8 @@
 """Benchmark: CPU time of one sandbox tick at 100 / 1,000 / 10,000 workloads.
 
 Run as ``.venv/bin/python bench/sandbox_tick.py``. It configures Django against a throw-away
-on-disk SQLite database in a temp dir, migrates it, and for each size populates that many
+on-disk SQLite database in a temp dir (a copy of ``SLIPWAY_BENCH_SQLITE_TEMPLATE``, a migrated SQLite
+file, when that is set: the suite's smoke gives it one), migrates it, and for each size populates that many
 workloads (70% single-node Jobs, 10% two-worker PyTorchJobs, 20% endpoints: Deployment +
 Service + ScaledObject) across 50 team namespaces. Objects are validated and compiled by the
 same code as ``apply()`` but inserted in bulk, so populating 10,000 takes seconds.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -33,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 TMP = tempfile.mkdtemp(prefix="slipway-bench-")
+if os.environ.get("SLIPWAY_BENCH_SQLITE_TEMPLATE"):
+    shutil.copyfile(os.environ["SLIPWAY_BENCH_SQLITE_TEMPLATE"], f"{TMP}/bench.sqlite3")
 os.environ["DATABASE_URL"] = f"sqlite:///{TMP}/bench.sqlite3"
 os.environ["SLIPWAY_VAR_DIR"] = TMP
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")

@@ -227,6 +227,8 @@ def pytest_configure(config):
     LiveServerThread.server_class = NoDelayServer
     if _is_xdist_controller(config):
         db_template.name_the_template(settings.DATABASES["default"])
+    if not hasattr(config, "workerinput"):  # the controller, or the one process without xdist
+        config._slipway_named_migrated_sqlite = db_template.name_the_migrated_sqlite()
     from django.db.backends.postgresql.operations import DatabaseOperations
 
     DatabaseOperations.sql_flush = delete_flush(DatabaseOperations.sql_flush)
@@ -240,6 +242,8 @@ def _is_xdist_controller(config) -> bool:
 def pytest_unconfigure(config):
     if _is_xdist_controller(config):
         db_template.drop_template(settings.DATABASES["default"])
+    if getattr(config, "_slipway_named_migrated_sqlite", False):
+        db_template.remove_the_migrated_sqlite()
 
 
 @pytest.fixture(scope="session")

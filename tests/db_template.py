@@ -14,7 +14,7 @@ migrates, the others wait and then copy (PostgreSQL refuses to copy a database s
 to). Templates a killed run left behind are dropped by the next run's first worker.
 
 On SQLite (CI's second pass) the template is a file the first worker migrates (the workers take turns on
-a file lock), and each worker's test database stays what Django makes it, a shared in-memory database,
+a file lock) from the run's migrated SQLite file (:func:`migrated_sqlite`), and each worker's test database stays what Django makes it, a shared in-memory database,
 filled from the file with SQLite's backup API.
 
 Without xdist, pytest-django sets the database up as before.
@@ -119,11 +119,14 @@ def drop_template(db: dict) -> None:
 
 
 def sqlite_template(migrate_into) -> str:
-    """The run's SQLite template file, migrated (``migrate_into(path)``) by the first worker to ask."""
+    """The run's SQLite template file, migrated (``migrate_into(path)``) by the first worker to ask: from a copy
+    of the run's migrated SQLite file (:func:`migrated_sqlite`; ``make test``'s main pass made it), so only the
+    test settings' own apps are left to migrate."""
     path = template()
     with open(path + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not Path(path).exists():
+            migrated_sqlite(Path(path + ".part"))
             migrate_into(path + ".part")
             os.replace(path + ".part", path)  # complete or absent, should a worker die migrating
     return path
@@ -158,3 +161,60 @@ def back_to_latest() -> None:
         return
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+#: Where the run keeps one SQLite database as ``manage.py migrate`` alone makes it (see :func:`migrated_sqlite`).
+MIGRATED_SQLITE_ENV = "SLIPWAY_TEST_MIGRATED_SQLITE"
+
+
+def name_the_migrated_sqlite() -> bool:
+    """Name the run's migrated SQLite file unless a caller has (``scripts/test.sh`` names one for both of
+    ``make test``'s passes). True when this process named it, and so removes it at the end."""
+    if os.environ.get(MIGRATED_SQLITE_ENV):
+        return False
+    os.environ[MIGRATED_SQLITE_ENV] = str(Path(tempfile.mkdtemp(prefix="slipway-migrated-")) / "slipway.sqlite3")
+    return True
+
+
+def remove_the_migrated_sqlite() -> None:
+    if os.environ.get(MIGRATED_SQLITE_ENV):
+        shutil.rmtree(Path(os.environ[MIGRATED_SQLITE_ENV]).parent, ignore_errors=True)
+
+
+def migrated_sqlite(dest: Path | None = None) -> Path:
+    """A SQLite database as ``python manage.py migrate --noinput`` makes it from nothing with the production
+    settings (``portal.settings``), what ``make run`` does first on a new machine: copied to ``dest`` when
+    given, else the run's file itself (read it, never write it).
+
+    The suite's processes that start from such a database (``make run``'s Ctrl-C, the API walkthrough, the
+    sandbox shared across processes, the sandbox tick benchmark) copy one file, made once per run by the
+    first test to ask (the others wait on a file lock), instead of each spending ~24 s of a core on the
+    same migrations. ``tests/portal/test_migrate_alone.py`` checks what that one migrate made.
+    """
+    made = Path(os.environ[MIGRATED_SQLITE_ENV])  # named by tests/conftest.py's pytest_configure
+    with open(f"{made}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not made.exists():
+            _migrate_sqlite(made)
+    if dest is None:
+        return made
+    shutil.copyfile(made, dest)
+    return Path(dest)
+
+
+def _migrate_sqlite(path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    part = path.with_name(path.name + ".part")
+    part.unlink(missing_ok=True)
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SLIPWAY_TEST_DB_NAME")}
+    env.update(DJANGO_SETTINGS_MODULE="portal.settings", SLIPWAY_VAR_DIR=str(path.parent / "var"),
+               DATABASE_URL=f"sqlite:///{part}")
+    result = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=root, env=env,
+                            capture_output=True, text=True, timeout=300, check=False)
+    if result.returncode != 0:
+        raise AssertionError(f"manage.py migrate failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    os.replace(part, path)  # complete or absent, should the process die migrating

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import db_template
+
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "api-walkthrough.md"
 ANY = "…"
@@ -99,6 +101,9 @@ def demo_server(tmp_path):
                DATABASE_URL=f"sqlite:///{var / 'slipway.sqlite3'}")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    # The run's migrated file (tests/db_template.py), then make run's own steps: its migrate has nothing to do.
+    var.mkdir(parents=True, exist_ok=True)
+    db_template.migrated_sqlite(var / "slipway.sqlite3")
     for command in (["migrate", "--noinput"], ["seed_demo", "--url", f"{url}/"]):
         subprocess.run([sys.executable, "manage.py", *command], cwd=ROOT, env=env, check=True, capture_output=True)
     log = open(tmp_path / "web.log", "wb")  # noqa: SIM115 - closed with the process

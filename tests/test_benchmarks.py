@@ -21,6 +21,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from tests import db_template
+
 ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -67,9 +69,16 @@ def _server(url: str):
 
 
 @pytest.fixture(scope="module")
-def migrated_template():
-    """One database migrated here for every benchmark of the module to copy (``CREATE DATABASE … TEMPLATE``):
-    each would otherwise migrate a scratch database of its own from nothing."""
+def migrated_template(django_db_setup):
+    """A migrated database for every benchmark of the module to copy (``CREATE DATABASE … TEMPLATE``): each
+    would otherwise migrate a scratch database of its own from nothing. Under xdist on PostgreSQL, the run's
+    template (tests/db_template.py), which this worker's own test database was copied from; else one
+    migrated here."""
+    from django.conf import settings
+
+    if db_template.template() and db_template.is_postgres(settings.DATABASES["default"]):
+        yield db_template.template()
+        return
     base = os.environ.get("DATABASE_URL", "")
     if not base.startswith(("postgres://", "postgresql://")):
         base = DEFAULT_URL
@@ -95,6 +104,7 @@ def test_the_benchmark_runs_and_prints_its_figures(script, args, line, migrated_
     env = {key: value for key, value in os.environ.items() if key not in ("DJANGO_SETTINGS_MODULE", "DEBUG")}
     env["SLIPWAY_BENCH_REDIS_URL"] = "redis://127.0.0.1:6379/13"
     env[TEMPLATE_ENV] = migrated_template
+    env["SLIPWAY_BENCH_SQLITE_TEMPLATE"] = str(db_template.migrated_sqlite())  # bench/sandbox_tick.py's
     result = subprocess.run([sys.executable, f"bench/{script}", *args], cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=240, check=False)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]

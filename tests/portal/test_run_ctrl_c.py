@@ -3,7 +3,8 @@
 The real ``make run`` runs here (``scripts/run.sh``: migrate, seed_demo, gunicorn, a Celery worker
 with its pool and Celery beat — the sandbox cluster lives in those two — and the gateway) on a
 pseudo-terminal, against SQLite and the filesystem broker in a scratch ``SLIPWAY_VAR_DIR``, on a
-free port. The test waits until the script says it serves and the worker is ready, then types
+free port. Its SQLite file is the run's migrated one (``tests/db_template.py`` :func:`migrated_sqlite`,
+what the script's own ``migrate`` makes on a new machine): that ``migrate`` finds nothing left to do. The test waits until the script says it serves and the worker is ready, then types
 Ctrl-C, which the terminal sends as SIGINT to its foreground group, and checks the exit status,
 the time the stop took, that nothing had to be killed and that no process of the session is left
 (every service is in that session, whatever group).
@@ -31,6 +32,8 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+
+from tests import db_template
 
 ROOT = Path(settings.BASE_DIR)
 VENV = Path(sys.prefix)
@@ -170,6 +173,8 @@ def test_make_run_stops_every_process_within_10_s_on_a_terminals_ctrl_c_exits_0_
     env = {key: value for key, value in os.environ.items()
            if key not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SLIPWAY_TEST_DB_NAME", "PORT",
                           "DJANGO_SETTINGS_MODULE", "MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    var.mkdir()
+    db_template.migrated_sqlite(var / "slipway.sqlite3")  # the settings' default file under SLIPWAY_VAR_DIR
     env.update(SLIPWAY_VAR_DIR=str(var), DEBUG="true",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     terminal = Terminal()
@@ -183,7 +188,7 @@ def test_make_run_stops_every_process_within_10_s_on_a_terminals_ctrl_c_exits_0_
                                preexec_fn=terminal.take_as_controlling_terminal)
     session = process.pid
     try:
-        # A cold start (migrate and seed a new SQLite file) takes minutes while the suite loads both cores.
+        # A cold start (seed a new demo) takes a minute or more while the suite loads both cores.
         wait_until(lambda: "Slipway is running" in terminal.text(), process, "make run announced the server", 300,
                    transcript=terminal.text)
         worker_log = var / "log" / "worker.log"

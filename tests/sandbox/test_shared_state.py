@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from tests import db_template
+
 ROOT = Path(__file__).resolve().parents[2]
 
 APPLY = """
@@ -46,8 +48,7 @@ def _manage(db: Path, *args: str) -> str:
 
 @pytest.mark.slow
 def test_it_shares_one_cluster_across_processes(tmp_path):
-    db = tmp_path / "sandbox.sqlite3"
-    _manage(db, "migrate", "-v0")
+    db = db_template.migrated_sqlite(tmp_path / "sandbox.sqlite3")  # the run's migrated file (tests/db_template.py)
     assert "applied" in _manage(db, "shell", "-c", APPLY)
     _manage(db, "sandbox", "tick", "--at", "2026-11-22T10:00:00Z")
     _manage(db, "sandbox", "tick", "--at", "2026-11-22T10:00:30Z")
