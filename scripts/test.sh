@@ -27,12 +27,6 @@ fi
 # images that set PYTHONDONTWRITEBYTECODE (this VM does) made every xdist worker and every process a
 # test starts compile the project's modules again, and pytest rewrite ~600 test modules' asserts again.
 unset PYTHONDONTWRITEBYTECODE
-# One SQLite database as `manage.py migrate` alone makes it, for both passes (tests/db_template.py
-# migrated_sqlite): the main pass's processes that start from a migrated file copy it, and so does the
-# SQLite pass's template.
-migrated="$(mktemp -d)"
-trap 'rm -rf "$migrated"' EXIT
-export SLIPWAY_TEST_MIGRATED_SQLITE="$migrated/slipway.sqlite3"
 began=$SECONDS
 options=()
 # CI prints the 25 slowest tests and the time of each pass (issue 36 measures the suite by them).

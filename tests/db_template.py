@@ -14,7 +14,7 @@ migrates, the others wait and then copy (PostgreSQL refuses to copy a database s
 to). Templates a killed run left behind are dropped by the next run's first worker.
 
 On SQLite (CI's second pass) the template is a file the first worker migrates (the workers take turns on
-a file lock) from the run's migrated SQLite file (:func:`migrated_sqlite`), and each worker's test database stays what Django makes it, a shared in-memory database,
+a file lock), and each worker's test database stays what Django makes it, a shared in-memory database,
 filled from the file with SQLite's backup API.
 
 Without xdist, pytest-django sets the database up as before.
@@ -119,14 +119,15 @@ def drop_template(db: dict) -> None:
 
 
 def sqlite_template(migrate_into) -> str:
-    """The run's SQLite template file, migrated (``migrate_into(path)``) by the first worker to ask: from a copy
-    of the run's migrated SQLite file (:func:`migrated_sqlite`; ``make test``'s main pass made it), so only the
-    test settings' own apps are left to migrate."""
+    """The run's SQLite template file, migrated (``migrate_into(path)``) by the first worker to ask.
+
+    Not from :func:`migrated_sqlite`'s file: the test settings' own apps (the test kinds) have migrations that
+    the project's depend on (a kind's one-table migration runs before quotas' 0017), so a database migrated
+    without them cannot be migrated on with them (Django refuses an inconsistent history)."""
     path = template()
     with open(path + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not Path(path).exists():
-            migrated_sqlite(Path(path + ".part"))
             migrate_into(path + ".part")
             os.replace(path + ".part", path)  # complete or absent, should a worker die migrating
     return path
@@ -168,8 +169,8 @@ MIGRATED_SQLITE_ENV = "SLIPWAY_TEST_MIGRATED_SQLITE"
 
 
 def name_the_migrated_sqlite() -> bool:
-    """Name the run's migrated SQLite file unless a caller has (``scripts/test.sh`` names one for both of
-    ``make test``'s passes). True when this process named it, and so removes it at the end."""
+    """Name the run's migrated SQLite file unless the environment names one already. True when this process
+    named it, and so removes it at the end."""
     if os.environ.get(MIGRATED_SQLITE_ENV):
         return False
     os.environ[MIGRATED_SQLITE_ENV] = str(Path(tempfile.mkdtemp(prefix="slipway-migrated-")) / "slipway.sqlite3")
