@@ -33,7 +33,16 @@ from django.db.models import F, Q, Sum, Value
 from django.db.models.functions import Concat, Left, StrIndex, TruncDate
 from django.utils import timezone
 
-from billing.models import ClusterPrice, PreemptionEvent, QuotaHold, TeamBudget, UsageRecord, flavor_price, unit_price
+from billing.models import (
+    ClusterPrice,
+    PreemptionEvent,
+    QuotaHold,
+    ReservedWindow,
+    TeamBudget,
+    UsageRecord,
+    flavor_price,
+    unit_price,
+)
 from core.money import ZERO
 from core.rawsql import sql_datetime, sql_decimal
 from fleet.models import GpuFlavor
@@ -435,11 +444,12 @@ def committed(team_id: int, now: datetime) -> Decimal:
 
 @lru_cache(maxsize=8)
 def _commitments_sql(vendor: str, teams: int) -> str:
-    """The held units that commit money, per team, price, start and limit (one statement).
+    """The held units that commit money, per team, price, start and limit, and the reserved windows not over
+    by the second parameter that start before the third, each with its end (one statement).
 
     Holds that end alike are summed (the price rule is linear in units): those without a limit
-    give one row per team, flavor and spot, however many workloads hold them. Plain SQL built
-    once, as :func:`_open_segments_sql` and for the same reason: every admission against an
+    give one row per team, flavor and spot, however many workloads hold them; their end column is NULL.
+    Plain SQL built once, as :func:`_open_segments_sql` and for the same reason: every admission against an
     estimated cost reads it.
     """
     q = connection.ops.quote_name
@@ -447,10 +457,14 @@ def _commitments_sql(vendor: str, teams: int) -> str:
     in_teams = ", ".join(["%s"] * teams)
     # Without a limit the start does not matter: NULL, so it does not split the sums.
     started = "CASE WHEN h.limit_minutes IS NULL THEN NULL ELSE h.started_at END"
-    return (f"SELECT h.team_id, h.spot, {started}, h.limit_minutes, SUM(h.committed_units), f.id, {prices}"  # noqa: S608 - only quoted model table names are interpolated
+    return (f"SELECT h.team_id, h.spot, {started}, h.limit_minutes, SUM(h.committed_units), f.id, {prices}, NULL"  # noqa: S608 - only quoted model table names are interpolated
             f" FROM {q(QuotaHold._meta.db_table)} h {join}"
             f" WHERE h.team_id IN ({in_teams}) AND h.released_at IS NULL AND h.committed_units > 0"
-            f" GROUP BY h.team_id, h.spot, {started}, h.limit_minutes, f.id, {prices}")
+            f" GROUP BY h.team_id, h.spot, {started}, h.limit_minutes, f.id, {prices}"
+            # A window is on-demand capacity at its booked price (both price columns), from its start to its end.
+            f" UNION ALL SELECT w.team_id, (1 = 0), w.start, NULL, w.units, w.flavor_id, w.price_per_unit_hour,"
+            f" w.price_per_unit_hour, w.{q('end')} FROM {q(ReservedWindow._meta.db_table)} w"
+            f" WHERE w.team_id IN ({in_teams}) AND w.{q('end')} > %s AND w.start < %s")
 
 
 def committed_by_team(team_ids: list[int], now: datetime) -> dict[int, Decimal]:
@@ -460,14 +474,21 @@ def committed_by_team(team_ids: list[int], now: datetime) -> dict[int, Decimal]:
     until its runtime limit runs out — counted from its pods' start, or from now if they have
     not started — or until the month's end, whichever comes first; a hold without a limit (a run
     without one, an endpoint's minimum) until the month's end. It is what
-    :meth:`quotas.decide.ResourceRequest.committed_cost` counted when the work was admitted.
+    :meth:`quotas.decide.ResourceRequest.committed_cost` counted when the work was admitted. Reserved
+    windows (:class:`~billing.models.ReservedWindow`) commit the part of each still ahead this month, at
+    their booked price, used or not.
     """
     totals = dict.fromkeys(team_ids, ZERO)
     if not team_ids:
         return totals
     until = month_end(now)
-    for team_id, spot, started_at, minutes, units, _flavor_id, price, spot_price in _rows(
-            _commitments_sql(connection.vendor, len(team_ids)), team_ids):
+    for team_id, spot, started_at, minutes, units, _flavor_id, price, spot_price, window_end in _rows(
+            _commitments_sql(connection.vendor, len(team_ids)), team_ids, *team_ids, now, until):
+        if window_end is not None:
+            ahead = cost_ahead(sql_decimal(price), units, max(sql_datetime(started_at), now),
+                               min(sql_datetime(window_end), until))
+            totals[team_id] = totals.get(team_id, ZERO) + ahead
+            continue
         end = until
         if minutes is not None:
             end = min((sql_datetime(started_at) if started_at else now) + timedelta(minutes=minutes), until)

@@ -365,3 +365,38 @@ class PreemptionEvent(models.Model):
         pods go at once, an endpoint's burst loses no work). With a grace, a checkpoint written on the
         notice may lower them once the pods are gone (``workloads.cycle.preemption.settle_lost_work``)."""
         return self.grace_seconds == 0
+
+
+class ReservedWindow(models.Model):
+    """Units of a flavor on a cluster that a reservation holds over ``[start, end)``, and what they commit.
+
+    One row per window of a booking (the ``reservations`` app books and cancels them through
+    :mod:`billing.reserved`). Here, beside the quota holds, because money lives where the units do: a
+    window commits its units at ``price_per_unit_hour`` — the cluster's price of the flavor when it was
+    booked — whether they are used or not, and the month's commitments count the part still ahead
+    (:func:`billing.ledger.committed_by_team`). What is held when, per cluster and flavor, is what a
+    booking's room is checked against (docs/reservations.md).
+    """
+
+    ref = models.CharField(max_length=100, help_text='The booking, e.g. "reservation:12".')
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="reserved_windows")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="+")
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.PROTECT, related_name="+")
+    units = models.PositiveIntegerField()
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    price_per_unit_hour = models.DecimalField(**MONEY)
+
+    class Meta:
+        ordering = ["start", "id"]
+        constraints = [models.CheckConstraint(condition=Q(end__gt=models.F("start")), name="reserved_window_ends_after_start")]
+        indexes = [
+            # The room of a booking and availability: a cluster's flavor by time.
+            models.Index(fields=["cluster", "flavor", "end"], name="reserved_by_cluster_idx"),
+            # Commitments and the weekly cap: a team's windows by time.
+            models.Index(fields=["team", "end"], name="reserved_by_team_idx"),
+            models.Index(fields=["ref"], name="reserved_by_ref_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.ref}: {self.units}\u00d7 {self.flavor.name} {format_when(self.start)}–{format_when(self.end)}"

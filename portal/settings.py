@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "jobs",
     "inference",
     "workspaces",
+    "reservations",
     "notifications",
     "gateway",
     "front",

@@ -16,6 +16,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from core.zones import validate_time_zone
+
 DNS1123_LABEL = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
     "Use lowercase letters, digits and '-', starting and ending with a letter or digit.",
@@ -54,6 +56,9 @@ class Team(models.Model):
         help_text="Whether members may cancel runs and delete endpoints their teammates started "
         "(admins always may; set by the team's admins on the Team page).",
     )
+    time_zone = models.CharField(
+        max_length=64, blank=True, validators=[validate_time_zone],
+        help_text="IANA name (Europe/Berlin) the team's reservations are told in; empty: the portal's time zone.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = TeamQuerySet.as_manager()

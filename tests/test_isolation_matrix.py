@@ -40,11 +40,13 @@ from jobs.services import submit_run
 from notifications.models import EmailSubscription, Webhook
 from notifications.services import create_webhook
 from quotas.models import Cohort, TeamQuota, TeamSharing
+from reservations.models import Reservation
 from teams.models import ApiToken, Membership, Role, Team
 from teams.services import create_api_token
 from tests.factories import add_member, make_user
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
+from tests.reservations.support import book_matrix_reservation
 from tests.test_kind_boundaries import project_kinds
 from workloads.models import TeamAlertSettings
 from workloads.registry import Pages
@@ -55,7 +57,7 @@ from workspaces.models import Workspace
 pytestmark = pytest.mark.django_db
 
 # Routes of one object: name → (object kind, methods that read, methods that change it).
-RUN, ENDPOINT, WORKSPACE, KEY = "run", "endpoint", "workspace", "key"
+RUN, ENDPOINT, WORKSPACE, KEY, RESERVATION = "run", "endpoint", "workspace", "key", "reservation"
 OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "jobs:run-cancel": (RUN, (), ("get", "post")),
     "jobs:run-metrics": (RUN, ("get",), ()),
@@ -87,6 +89,8 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "workspace-open": (WORKSPACE, (), ("get",)),
     "workspace-pause": (WORKSPACE, (), ("post",)), "workspace-resume": (WORKSPACE, (), ("post",)),
     "workspace-share": (WORKSPACE, (), ("post",)),
+    # A booking: its team reads it (staff too), its members cancel it (DELETE).
+    "reservation-detail": (RESERVATION, ("get",), ("delete",)),
 }
 #: The read routes every kind has, by their names' ends (``<namespace>:<noun>-state``): ``workloads.views.read_urls``'
 #: four, and its page, which they link (``workloads.views._route``).
@@ -146,6 +150,10 @@ TEAM_ROUTES = {
     # A team's API keys (members create them) and their usage in money.
     "team-keys": ("/api/v1/teams/{team}/keys/", "post", lambda team: {"name": "matrix"}),
     "team-keys-usage": ("/api/v1/teams/{team}/keys/usage/", "get", None),
+    # Booking GPU time: the team's members book (viewers 403).
+    "reservation-list": ("/api/v1/reservations/", "post", lambda team: {
+        "team": team, "flavor": "a100-80gb", "units": 1, "start": "2030-01-07T09:00", "end": "2030-01-07T10:00",
+        "name": "matrix"}),
 }
 # A kind's create (``<noun>-list``) the table does not spell: its access is checked before its fields.
 TEAM_ROUTES.update({f"{kind.noun}-list": (f"/api/v1/{kind.plural}/", "post", lambda team: {
@@ -193,13 +201,17 @@ OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-toke
               # The caller's team, or the runs its query names, each read as its page is (404 outside the
               # team: tests/jobs/test_metric_pages.py).
               "jobs:run-compare",
-              "workspaces:workspace-new", "workspaces:workspace-preview"}
+              "workspaces:workspace-new", "workspaces:workspace-preview",
+              # Free reservable units per slot: counts per cluster, no team's bookings (tests/reservations).
+              "reservation-availability"}
 OWN_ROUTES |= {Pages.of(kind).nav.url_name for kind in project_kinds() if Pages.of(kind).nav}  # a nav item's page takes no argument
 #: The ingress controller's auth-url: it names a workspace in its query (tested below and in tests/workspaces).
 AUTH_ROUTES = {"workspaces:workspace-auth"}
 #: Single sign-on's flow (front.sso): the provider login and callback, and the deactivated-account page. They
 #: hold no team's objects; what they may change (the signing-in person's own memberships) is tests/sso's.
 SIGN_IN_ROUTES = {"openid_connect_login", "openid_connect_callback", "account_inactive"}
+#: Staff's decisions on one team's object (by its id): everyone else 404 outside the team, 403 inside it.
+STAFF_OBJECT_ROUTES = {"reservation-approve": (RESERVATION, "post"), "reservation-decline": (RESERVATION, "post")}
 #: Staff-only pages.
 STAFF_ROUTES = {"admin-capacity", "admin-showback", "admin-workloads", "admin-workload-end",
                 "admin-workload-action", "admin-sso-preview"}
@@ -230,7 +242,7 @@ KEY_ROUTES = {
 
 def test_every_route_is_in_the_matrix():
     known = (set(OBJECT_ROUTES) | set(TEAM_ROUTES) | set(PORTAL_TEAM_ROUTES) | OWN_ROUTES | STAFF_ROUTES
-             | set(KEY_ROUTES)
+             | set(KEY_ROUTES) | set(STAFF_OBJECT_ROUTES)
              | set(STAFF_API_ROUTES) | PUBLIC_ROUTES | SIGN_IN_ROUTES | AUTH_ROUTES)
     assert sorted(route_names() - known) == [], "routes missing from the isolation matrix"
     assert sorted(known - route_names()) == [], "the matrix names routes that no longer exist"
@@ -246,7 +258,8 @@ def world(team, other_team, member, outsider, viewer, team_admin, ep_quota, quot
     create_webhook(team_admin, team, "https://hooks.example.com/team", ["run_failed"])
     workspace = workspace_services.create_workspace(member, team, {"name": "explore", "flavor": "a100-1g.10gb"})
     key, _raw = api_keys.create_key(member, team, endpoint, "matrix key")
-    objects = {RUN: run, ENDPOINT: endpoint, WORKSPACE: workspace, KEY: key}
+    reservation = book_matrix_reservation(member, team)
+    objects = {RUN: run, ENDPOINT: endpoint, WORKSPACE: workspace, KEY: key, RESERVATION: reservation}
     # A kind the fixture does not submit by its own service (a new one): a row of its own, which its read
     # routes need and admission does not.
     flavor = GpuFlavor.objects.get(name="a100-80gb")
@@ -274,6 +287,7 @@ def snapshot() -> tuple:
             sorted(TeamAlertSettings.objects.values_list("team_id", "idle_util_pct", "idle_minutes", "memory_pct",
                                                         "memory_minutes")),
             sorted(ApiKey.objects.values_list("pk", "name", "updated_at", "disabled_at", "revoked_at")),
+            sorted(Reservation.objects.values_list("pk", "state", "decline_reason")),
             *(sorted(kind.model.objects.values_list("pk", "state")) for kind in project_kinds()))
 
 
@@ -326,6 +340,17 @@ def test_an_outsider_cannot_open_the_form_prefilled_with_another_teams_run(world
     assert as_portal_user(outsider).get(path).status_code == 404
     assert as_portal_user(viewer).get(path).status_code == 403
     assert "/login/" in APIClient().get(path)["Location"]
+
+
+@pytest.mark.parametrize("name", sorted(STAFF_OBJECT_ROUTES))
+def test_only_staff_decide_and_a_team_of_others_is_a_404(world, member, viewer, team_admin, outsider, name):
+    kind, method = STAFF_OBJECT_ROUTES[name]
+    path, before = path_of(name, world[kind]), snapshot()
+    assert call(as_token(outsider), method, path, {"reason": "no"}).status_code == 404
+    for insider in (member, viewer, team_admin):
+        assert call(as_token(insider), method, path, {"reason": "no"}).status_code == 403, insider
+    assert call(APIClient(), method, path, {"reason": "no"}).status_code == 401
+    assert snapshot() == before
 
 
 @pytest.mark.parametrize("name", sorted(n for n, (_k, _r, writes) in OBJECT_ROUTES.items() if writes))

@@ -12,12 +12,11 @@ under ``tests/``, the test-only notebook kind, is a fixture, not part of the pro
 - string literals equal to its prefix (``"run"``), its noun (``"run"``) and noun's plural
   (``"runs"``), its app label (``"jobs"``), or starting with its URL namespace (``"jobs:"``);
 - string literals equal to a state value **unique to it** (:func:`common_words`): a value no other
-  project kind has and no other concept's vocabulary uses (``"cancelled"``, ``"scaled_to_zero"``,
-  ``"paused"``). A state word two kinds share (``"queued"``, ``"running"``, ``"failed"``) names no
+  project kind has and no other concept's vocabulary uses (``"scaled_to_zero"``, ``"paused"``). A state word two kinds share (``"queued"``, ``"running"``, ``"failed"``) names no
   kind and is not scanned: the shared machinery reaches those through each kind's
   :class:`~workloads.registry.Lifecycle`, which this check cannot enforce. Nor is a word that is
   also another concept's (``"ready"`` and ``"degraded"`` are a cluster's health, ``"pending"`` an
-  invitation's and a delivery's, ``"succeeded"`` a Kubernetes phase): those are the choices of
+  invitation's and a delivery's, ``"cancelled"`` a reservation's, ``"succeeded"`` a Kubernetes phase): those are the choices of
   the other apps' model fields, the phase vocabulary of the Django-free cluster layer (a
   Deployment's phases, a cluster's health) and Kubernetes' own words (:data:`KUBERNETES_WORDS`). Likewise
   a Kubernetes resource plural some kind's ``resources`` declare (``"jobs"``, batch/v1's Jobs, which
@@ -345,10 +344,13 @@ def test_it_catches_a_kind_named_in_a_shared_module(all_names, tmp_path):
               "URL = 'jobs:run-list'\n"
               "x = jobs.constants.RunState.PENDING\n")
     planted.write_text(source)
-    assert find(planted, source, jobs) == {"import jobs", "TrainingRun", "'cancelled'", "'jobs:'", "RunState"}
+    # "cancelled" is a reservation's state too (reservations.models.ReservationState): it names no kind any more.
+    assert find(planted, source, jobs) == {"import jobs", "TrainingRun", "'jobs:'", "RunState"}
+    workspaces = next(names for names in all_names if names.app_label == "workspaces")
+    assert _python_names("DONE = 'paused'\nSHARED = 'running'\n", workspaces) == {"'paused'"}  # a state only it has
     assert violations([planted], [jobs]) == {f"{planted}: {name}" for name in find(planted, source, jobs)}
     page = '{% if run.state == "cancelled" %}<a href="{% url \'jobs:run-detail\' run.pk %}">Cancelled runs</a>{% endif %}'
-    assert _template_names(page, jobs) == {"'cancelled'", "'jobs:'", "prose 'runs'"}
+    assert _template_names(page, jobs) == {"'jobs:'", "prose 'runs'"}
     # A compound code (an event kind, an action) names the kind as much as its noun does.
     assert _python_names("KIND = 'run_failed'\nOTHER = 'running_total'\n", jobs) == {"'run_failed'"}
     # Prose a page shows names it; comments, tags and "run" the verb do not.
@@ -357,7 +359,7 @@ def test_it_catches_a_kind_named_in_a_shared_module(all_names, tmp_path):
     assert owner_of(own, jobs) and not owner_of(REPO / "front" / "views.py", jobs)
     assert owner_of(REPO / "templates" / "jobs" / "run_list.html", jobs)
     assert owner_of(REPO / "workloads" / "registry.py", jobs) and owner_of(REPO / "portal" / "urls.py", jobs)
-    assert {"cancelled", "run", "runs"} <= jobs.literals and not {"running", "ready", "jobs"} & jobs.literals
+    assert {"run", "runs"} <= jobs.literals and not {"running", "ready", "jobs", "cancelled"} & jobs.literals
 
 
 def test_it_catches_a_kind_pointed_at_in_prose_and_named_in_help(all_names, tmp_path):

@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("quotas",),             # capacity: quotas, cohorts, sharing, the queue, admission, fair share, reclaim
     ("workloads",),          # what every workload kind shares
     KINDS,                   # the workload kinds, from the registry
+    ("reservations",),       # GPU time by the calendar: bookings, their policy, availability (docs/reservations.md)
     ("notifications", "gateway"),  # e-mail and webhooks about the work below; the gateway (data plane)
     ("front",),              # pages that span kinds
     ("portal",),             # the project package: wiring only

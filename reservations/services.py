@@ -1,0 +1,300 @@
+"""Reservations' user actions, one function each — :func:`book`, :func:`cancel`, :func:`approve`,
+:func:`decline` — and what the pages and the API read (:func:`availability`, :func:`visible_reservations`).
+
+A booking is checked in three steps, each refusing with field errors before anything is written: its
+shape (its windows, from its rule: :mod:`reservations.windows`), the policy (:mod:`reservations.policy`)
+and — under the flavor's row lock, which every booking of the flavor takes first, so bookings serialize
+as admissions do on the team's row — room on the cluster (:mod:`reservations.occupancy`) and in the
+budget. Its windows are billing's reserved windows (:class:`billing.models.ReservedWindow`): what it
+holds when, at the price of its booking, which the month's commitments count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from zoneinfo import ZoneInfo
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+import fleet.services as fleet
+from billing import reserved
+from billing.models import flavor_price
+from cluster.capacity import serves
+from core.formatting import format_money, format_when
+from core.money import ZERO
+from fleet.models import Cluster, GpuFlavor
+from reservations import occupancy
+from reservations import policy as rules
+from reservations import windows as calendar
+from reservations.constants import AuditAction
+from reservations.models import FlavorPolicy, Reservation, ReservationState, TeamPolicy
+from teams.models import Role, Team
+from teams.permissions import get_for_user, require_staff_permission, require_team, visible_to
+from teams.services import audit
+
+#: The permission staff need to approve or decline a booking (the admin console's, too).
+DECIDE_PERMISSION = "reservations.change_reservation"
+
+#: What availability shows without ``to``: the calendar page's two weeks.
+DEFAULT_SPAN = timedelta(days=14)
+#: The longest span one availability request may ask for (2,976 slots a cluster).
+LONGEST_SPAN = timedelta(days=62)
+
+
+class BookingRefused(Exception):
+    """A booking outside what may be booked: ``errors`` by request field, each naming the limit."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        super().__init__(errors)
+        self.errors = errors
+
+
+class ReservationConflict(Exception):
+    """The reservation's state does not allow the move (a 409)."""
+
+
+@dataclass(frozen=True)
+class Booking:
+    """A booking's request, its fields checked for type (by the serializer or the form)."""
+
+    team: Team
+    flavor: GpuFlavor
+    cluster: Cluster | None  # None: any, Slipway picks
+    units: int
+    start: datetime  # naive: wall-clock time in ``zone``
+    end: datetime
+    zone: ZoneInfo
+    recurrence: calendar.Recurrence | None
+    name: str
+    purpose: str = ""
+
+
+def policy_for(team: Team, flavor: GpuFlavor) -> rules.Policy:
+    """The policy a booking of ``team`` for ``flavor`` is held to (the flavor's, with the team's overrides)."""
+    row = FlavorPolicy.objects.filter(flavor=flavor).first()
+    team_row = TeamPolicy.objects.filter(team=team, flavor=flavor).first()
+    return rules.effective(row.to_policy() if row else None, team_row.overrides() if team_row else None)
+
+
+def capacity(cluster: Cluster, flavor: GpuFlavor) -> int:
+    """The units of ``flavor`` the cluster's on-demand nodes offer, as last recorded: what its share is of.
+    Spot nodes do not count: a reservation is a promise, and a spot node may be taken back at any time."""
+    spec = flavor.to_spec()
+    return sum(n.allocatable for n in fleet.recorded_nodes(cluster) if serves(n, spec, spot=False))
+
+
+def _held(cluster: Cluster, flavor: GpuFlavor, start: datetime, end: datetime) -> list[occupancy.Held]:
+    return [occupancy.Held(w.start, w.end, w.units) for w in reserved.overlapping(cluster.pk, flavor.pk, start, end)]
+
+
+def _candidates(booking: Booking) -> list[Cluster]:
+    """The clusters the booking may go to, read under the lock (their nodes as last recorded): the one asked
+    for, or every cluster not draining whose on-demand nodes offer the flavor."""
+    if booking.cluster is not None:
+        return [Cluster.objects.get(pk=booking.cluster.pk)]
+    return [c for c in fleet.clusters() if not c.draining and capacity(c, booking.flavor) > 0]
+
+
+def book(user, booking: Booking) -> Reservation:
+    """Book ``booking`` for ``user`` (a member of its team): a reservation, pending when the policy wants a
+    staff approval, else booked. Raises :class:`BookingRefused` with what to change, writing nothing."""
+    require_team(user, booking.team, Role.MEMBER)
+    now = timezone.now()
+    found = _windows(booking)
+    policy = policy_for(booking.team, booking.flavor)
+    with transaction.atomic():
+        # The flavor's row lock: every booking of the flavor takes it first, so the room read below is
+        # still the room when the windows are written (the admission pattern, on the flavor).
+        GpuFlavor.objects.select_for_update().filter(pk=booking.flavor.pk).exists()
+        errors = rules.refusals(policy, booking.flavor.name, booking.units, found, now,
+                                _week_hours(booking, found), calendar.unit_hours_by_week(found, booking.units, booking.zone))
+        if errors:
+            raise BookingRefused(errors)
+        cluster = _room(booking, found, policy)
+        price_per_unit_hour = flavor_price(booking.flavor, False, cluster.pk)
+        price = sum((reserved.window_cost(price_per_unit_hour, booking.units, w.start, w.end) for w in found), ZERO)
+        _check_budget(booking, cluster, found, price_per_unit_hour, now)
+        state = ReservationState.PENDING if policy.needs_approval else ReservationState.BOOKED
+        reservation = Reservation.objects.create(
+            team=booking.team, created_by=user, name=booking.name, purpose=booking.purpose, flavor=booking.flavor,
+            cluster=cluster, units=booking.units, time_zone=booking.zone.key, start=found[0].start, end=found[0].end,
+            recurrence=_recurrence_fields(booking.recurrence), state=state,
+            price_per_unit_hour=price_per_unit_hour, price=price)
+        reserved.hold(reservation.ref, booking.team, booking.flavor, cluster, booking.units,
+                      [(w.start, w.end) for w in found], price_per_unit_hour)
+        audit(AuditAction.BOOKED, actor=user, team=booking.team, target=reservation.ref,
+              name=reservation.name, flavor=booking.flavor.name, cluster=cluster.name, units=booking.units,
+              windows=len(found), price=str(price), state=state)
+    return reservation
+
+
+def _windows(booking: Booking) -> list[calendar.Window]:
+    """The booking's windows, or its shape's refusals."""
+    if booking.end <= booking.start:
+        raise BookingRefused({"end": ["the window must end after it starts"]})
+    if booking.recurrence is not None and not calendar.on_the_rule(booking.start, booking.recurrence):
+        raise BookingRefused({"recurrence": [f"the first window ({booking.start:%A}) must fall on one of the chosen days"]})
+    found = calendar.windows(booking.start, booking.end, booking.zone, booking.recurrence)
+    if len(found) > calendar.MOST_WINDOWS:
+        raise BookingRefused({"recurrence": [f"a booking has at most {calendar.MOST_WINDOWS} windows"]})
+    if calendar.bad_windows(found):
+        first = calendar.bad_windows(found)[0]
+        raise BookingRefused({"start": [f"the window of {format_when(first.start)} is empty: the clocks change within it"]})
+    return found
+
+
+def _week_hours(booking: Booking, found: list[calendar.Window]) -> dict:
+    """What the team has reserved of the flavor already in the weeks the booking touches (local weeks)."""
+    start, end = found[0].start - timedelta(days=7), found[-1].end + timedelta(days=7)
+    totals: dict = {}
+    for window in reserved.of_team(booking.team.pk, booking.flavor.pk, start, end):
+        piece = calendar.Window(window.start, window.end)
+        for monday, hours in calendar.unit_hours_by_week([piece], window.units, booking.zone).items():
+            totals[monday] = totals.get(monday, ZERO) + hours
+    return totals
+
+
+def _room(booking: Booking, found: list[calendar.Window], policy: rules.Policy) -> Cluster:
+    """The cluster the booking fits on throughout (the one asked for, or — any — the cheapest that fits, then
+    the one with the most reservable units), or the refusal naming the first instant that is not free."""
+    spans = [(w.start, w.end) for w in found]
+    conflicts = []
+    fitting = []
+    for cluster in _candidates(booking):
+        limit = occupancy.reservable(capacity(cluster, booking.flavor), policy.reservable_share)
+        if booking.units > limit:
+            conflicts.append(f"{cluster.name} may have at most {limit} units of {booking.flavor.name} reserved")
+            continue
+        at = occupancy.first_conflict(_held(cluster, booking.flavor, found[0].start, found[-1].end), spans,
+                                      booking.units, limit)
+        if at is None:
+            fitting.append((flavor_price(booking.flavor, False, cluster.pk), -limit, cluster.name, cluster))
+        else:
+            conflicts.append(f"{booking.units} units are not free on {cluster.name} from {format_when(at)}")
+    if fitting:
+        return min(fitting, key=lambda row: row[:3])[3]
+    if not conflicts:
+        conflicts.append(f"no cluster offers {booking.flavor.name} on on-demand nodes")
+    raise BookingRefused({"start": conflicts})
+
+
+def _check_budget(booking: Booking, cluster: Cluster, found, price_per_unit_hour: Decimal, now: datetime) -> None:
+    """Refuse a booking whose money in a month would pass that month's budget, with the figure."""
+    for month, cost in reserved.cost_by_month(price_per_unit_hour, booking.units,
+                                              [(w.start, w.end) for w in found]).items():
+        left = reserved.budget_left(booking.team, month, now)
+        if left is not None and cost > left.amount:
+            raise BookingRefused({"units": [
+                f"the booking's {format_money(cost, left.currency)} in {month:%B %Y} would pass the budget: "
+                f"{format_money(max(left.amount, ZERO), left.currency)} left"]})
+
+
+def _recurrence_fields(recurrence: calendar.Recurrence | None) -> dict | None:
+    if recurrence is None:
+        return None
+    return {"frequency": recurrence.frequency, "days": [calendar.DAYS[d] for d in recurrence.days],
+            "until": recurrence.until.isoformat() if recurrence.until else None, "count": recurrence.count}
+
+
+# -- moves -----------------------------------------------------------------------------------------------
+
+
+def _move(reservation: Reservation, states: tuple[str, ...], **changes) -> bool:
+    """The conditional state move: it happens once, whoever races."""
+    return Reservation.objects.filter(pk=reservation.pk, state__in=states).update(**changes) == 1
+
+
+def cancel(user, reservation: Reservation) -> Reservation:
+    """Cancel: windows not started are freed; one under way ends now. Members cancel their team's bookings."""
+    require_team(user, reservation.team, Role.MEMBER)
+    now = timezone.now()
+    with transaction.atomic():
+        if not _move(reservation, (ReservationState.PENDING, ReservationState.BOOKED),
+                     state=ReservationState.CANCELLED, cancelled_at=now):
+            raise ReservationConflict(f"The reservation is {reservation.get_state_display().lower()} already.")
+        reserved.release(reservation.ref, now)
+        audit(AuditAction.CANCELLED, actor=user, team=reservation.team, target=reservation.ref, name=reservation.name)
+    reservation.refresh_from_db()
+    return reservation
+
+
+def approve(user, reservation: Reservation) -> Reservation:
+    require_staff_permission(user, DECIDE_PERMISSION, "approve reservations")
+    now = timezone.now()
+    with transaction.atomic():
+        if not _move(reservation, (ReservationState.PENDING,), state=ReservationState.BOOKED, decided_by=user,
+                     decided_at=now):
+            raise ReservationConflict(f"Only a pending reservation is approved; this one is {reservation.state}.")
+        audit(AuditAction.APPROVED, actor=user, team=reservation.team, target=reservation.ref, name=reservation.name)
+    reservation.refresh_from_db()
+    return reservation
+
+
+def decline(user, reservation: Reservation, reason: str) -> Reservation:
+    require_staff_permission(user, DECIDE_PERMISSION, "decline reservations")
+    now = timezone.now()
+    with transaction.atomic():
+        if not _move(reservation, (ReservationState.PENDING,), state=ReservationState.DECLINED, decided_by=user,
+                     decided_at=now, decline_reason=reason):
+            raise ReservationConflict(f"Only a pending reservation is declined; this one is {reservation.state}.")
+        reserved.release(reservation.ref, now, everything=True)
+        audit(AuditAction.DECLINED, actor=user, team=reservation.team, target=reservation.ref, name=reservation.name,
+              reason=reason)
+    reservation.refresh_from_db()
+    return reservation
+
+
+# -- reads -----------------------------------------------------------------------------------------------
+
+
+def visible_reservations(user, team: str | None = None, state: str | None = None) -> QuerySet:
+    """Reservations of the user's teams (platform staff: every team's), soonest first."""
+    rows = Reservation.objects.select_related("team", "flavor", "cluster", "created_by", "decided_by")
+    if not user.is_staff:
+        rows = visible_to(rows, user)
+    if team:
+        if not user.is_staff:
+            require_team(user, team)  # another team's is a 404, not an empty list
+        rows = rows.filter(team__slug=team)
+    if state:
+        rows = rows.filter(state=state)
+    return rows.order_by("start", "id")
+
+
+def get_reservation(user, pk) -> Reservation:
+    """One reservation the user may read (404 otherwise, as for any other team's object)."""
+    return get_for_user(Reservation.objects.select_related("team", "flavor", "cluster"), user, staff_reads=True, pk=pk)
+
+
+def availability(flavor: GpuFlavor, cluster: Cluster | None, start: datetime, end: datetime) -> list[dict]:
+    """Free reservable units per slot of ``[start, end)``, per cluster (one cluster, or each that offers the
+    flavor): what a booking of the slot could take now."""
+    rows = []
+    policy = policy_for_share(flavor)
+    for each in ([cluster] if cluster else [c for c in fleet.clusters() if capacity(c, flavor) > 0]):
+        limit = occupancy.reservable(capacity(each, flavor), policy.reservable_share)
+        held = _held(each, flavor, start, end)
+        rows.extend({"start": s, "end": e, "cluster": each.name, "free_units": free}
+                    for s, e, free in occupancy.free_slots(held, limit, start, end))
+    return rows
+
+
+def policy_for_share(flavor: GpuFlavor) -> rules.Policy:
+    """The flavor's policy without a team's overrides: what its reservable share is."""
+    row = FlavorPolicy.objects.filter(flavor=flavor).first()
+    return row.to_policy() if row else rules.DEFAULT
+
+
+def slot_floor(moment: datetime) -> datetime:
+    """The start of the availability slot ``moment`` falls in (slots start on the half hour, UTC)."""
+    moment = moment.astimezone(UTC).replace(second=0, microsecond=0)
+    return moment.replace(minute=moment.minute - moment.minute % 30)
+
+
+def windows_of(reservation: Reservation) -> list:
+    """The windows the reservation holds (those a cancel left: the ones that had passed)."""
+    return list(reserved.of_ref(reservation.ref))
