@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.http import Http404
 from django.utils import timezone
 from rest_framework import serializers
@@ -119,13 +120,17 @@ class ReservationSerializer(serializers.ModelSerializer):
     created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
     decided_by = serializers.CharField(source="decided_by.username", allow_null=True, default=None)
     windows = serializers.SerializerMethodField()
+    currency = serializers.SerializerMethodField()
 
     class Meta:
         model = Reservation
         fields = ["id", "team", "name", "purpose", "flavor", "cluster", "units", "start", "end", "time_zone",
-                  "recurrence", "state", "price", "price_per_unit_hour", "windows", "created_by", "created_at",
+                  "recurrence", "state", "price", "price_per_unit_hour", "currency", "windows", "created_by", "created_at",
                   "decided_by", "decided_at", "decline_reason", "cancelled_at"]
         read_only_fields = fields
+
+    def get_currency(self, reservation) -> str:
+        return settings.SLIPWAY_CURRENCY
 
     def get_windows(self, reservation) -> list[dict]:
         return [{"start": w.start, "end": w.end} for w in services.windows_of(reservation)]

@@ -32,6 +32,7 @@ Endpoint = dict[str, Any]
 Workspace = dict[str, Any]
 Team = dict[str, Any]
 ApiKey = dict[str, Any]
+Reservation = dict[str, Any]
 Flavor = dict[str, Any]
 UsageRow = dict[str, Any]
 AlertRules = dict[str, Any]
@@ -486,3 +487,20 @@ class Client:
 
     def delete_workspace(self, workspace_id: int) -> Workspace:
         return self.delete_workload("workspaces/", workspace_id)
+
+    # -- reservations (docs/api.md "Reservations") ---------------------------------------------------
+    def create_reservation(self, spec: dict, *, idempotency_key: str | None = None) -> Reservation:
+        """Book ``spec``; the same ``idempotency_key`` again returns the first booking (a fresh key if none)."""
+        key = idempotency_key or str(uuid.uuid4())
+        return self._request("POST", "reservations/", json=spec, headers={"Idempotency-Key": key}).json()
+
+    def reservations(self, *, team: str | None = None, state: str | None = None) -> Iterator[Reservation]:
+        return self._pages("reservations/", team=team, state=state)
+
+    def cancel_reservation(self, reservation_id: int) -> None:
+        self._request("DELETE", f"reservations/{int(reservation_id)}/")
+
+    def availability(self, flavor: str, *, cluster: str | None = None, since: str | None = None,
+                     until: str | None = None) -> list[dict]:
+        """Free reservable units per 30-minute slot: ``{"start", "end", "cluster", "free_units"}``."""
+        return self._get("reservations/availability/", flavor=flavor, cluster=cluster, **{"from": since, "to": until})

@@ -1,0 +1,57 @@
+"""``slipway reserve``: availability, create (once and weekly), ls, cancel, and a refusal's message — against a
+live server."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from billing.models import ReservedWindow
+from reservations.models import FlavorPolicy, Reservation
+from tests.reservations.support import clusters_with, next_week_at
+
+
+@pytest.fixture
+def east(flavors):
+    return clusters_with(flavors["a100-80gb"], east=16)["east"]
+
+
+def local(hours: int) -> str:
+    return (next_week_at(9) + timedelta(hours=hours)).replace(tzinfo=None).isoformat(timespec="minutes")
+
+
+def test_it_books_lists_and_cancels_a_weekly_booking(cli, east):
+    created = cli("reserve", "create", "--team", "ml-research", "--flavor", "a100-80gb", "--units", "4",
+                  "--start", local(0), "--end", local(8), "--tz", "Europe/Berlin", "--weekly", "mon", "--count", "2",
+                  "--name", "release-run")
+    assert created.exit_code == 0, created.output
+    reservation = Reservation.objects.get()
+    assert created.stdout.startswith(f"reservation {reservation.pk} release-run: 4\u00d7 a100-80gb on east, ")
+    assert f"{local(0)[:10]} 09:00–17:00 Europe/Berlin, 2 windows, booked; price " in created.stdout
+    assert ReservedWindow.objects.filter(ref=reservation.ref).count() == 2
+    listed = cli("reserve", "ls")
+    assert listed.exit_code == 0 and "release-run" in listed.stdout and "Europe/Berlin" in listed.stdout
+    free = cli("reserve", "availability", "--flavor", "a100-80gb", "--cluster", "east",
+               "--from", next_week_at(8).isoformat(), "--to", next_week_at(18).isoformat())
+    assert free.exit_code == 0, free.output
+    rows = [line.split() for line in free.stdout.splitlines()[1:]]
+    assert [row[-1] for row in rows] == ["8", "4", "8"]  # 08–09 free, 09–17 four taken of eight, 17–18 free
+    cancelled = cli("reserve", "cancel", str(reservation.pk))
+    assert cancelled.exit_code == 0 and f"reservation {reservation.pk} cancelled" in cancelled.stdout
+    assert not ReservedWindow.objects.filter(ref=reservation.ref).exists()
+
+
+def test_a_refusal_says_the_limit_and_exits_2(cli, east, flavors):
+    FlavorPolicy.objects.create(flavor=flavors["a100-80gb"], max_units=2)
+    refused = cli("reserve", "create", "--team", "ml-research", "--flavor", "a100-80gb", "--units", "4",
+                  "--start", local(0), "--end", local(1), "--name", "too-big")
+    assert refused.exit_code == 2
+    assert "at most 2 units of a100-80gb per booking" in refused.output
+    assert not Reservation.objects.exists()
+
+
+def test_a_repeat_without_an_end_is_a_usage_error_before_any_call(cli, east):
+    result = cli("reserve", "create", "--team", "ml-research", "--flavor", "a100-80gb", "--units", "1",
+                 "--start", local(0), "--end", local(1), "--daily", "--name", "forever")
+    assert result.exit_code == 2 and "--until DATE or --count N" in result.output
