@@ -35,6 +35,11 @@ def of_ref(ref: str) -> QuerySet:
     return ReservedWindow.objects.filter(ref=ref).order_by("start")
 
 
+def of_refs(refs: list[str], since: datetime) -> QuerySet:
+    """The windows of ``refs`` not over before ``since``, soonest first."""
+    return ReservedWindow.objects.filter(ref__in=refs, end__gt=since).order_by("start", "id")
+
+
 def of_team(team_id: int, flavor_id: int, start: datetime, end: datetime) -> QuerySet:
     """The team's windows of ``flavor_id`` (on any cluster) that overlap ``[start, end)``."""
     return ReservedWindow.objects.filter(team_id=team_id, flavor_id=flavor_id, start__lt=end, end__gt=start)

@@ -8,6 +8,8 @@ Thin: the serializer checks types, one service call of :mod:`reservations.servic
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -16,11 +18,13 @@ from rest_framework.response import Response
 
 from core.exceptions import conflict_response
 from core.pagination import StandardPagination
-from reservations import services
+from reservations import feed, services
 from reservations.models import ReservationState
 from reservations.serializers import (
     AvailabilityQuerySerializer,
     DeclineSerializer,
+    FeedRequestSerializer,
+    FeedSerializer,
     ReservationCreateSerializer,
     ReservationSerializer,
     SlotSerializer,
@@ -92,6 +96,17 @@ class ReservationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
         except services.ReservationConflict as exc:
             return conflict_response(str(exc))
         return Response(ReservationSerializer(reservation).data)
+
+    @extend_schema(request=FeedRequestSerializer, responses={201: FeedSerializer})
+    @action(detail=False, methods=["post"])
+    def feed(self, request):
+        """A new secret URL of the team's iCalendar feed of its reservations (members), shown in this answer
+        only; the previous URL stops working."""
+        body = FeedRequestSerializer(data=request.data, context={"request": request})
+        body.is_valid(raise_exception=True)
+        token = feed.new_feed(request.user, body.validated_data["team"])
+        url = settings.SLIPWAY_PORTAL_URL.rstrip("/") + reverse("reservations:feed", kwargs={"token": token})
+        return Response(FeedSerializer({"url": url}).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[AvailabilityQuerySerializer], responses=SlotSerializer(many=True))
     @action(detail=False, methods=["get"], pagination_class=None)

@@ -136,3 +136,17 @@ class Reservation(models.Model):
     def holds(self) -> bool:
         return self.state in HOLDING
 
+
+
+class CalendarFeed(models.Model):
+    """A team's iCalendar feed of its reservations: a secret URL (the token is its only credential), so the
+    team's calendars show its bookings. Only the token's digest is kept; making a new one replaces it, and
+    the old URL stops answering."""
+
+    team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="reservation_feed")
+    digest = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.team.slug}'s reservations feed"

@@ -180,3 +180,17 @@ class SlotSerializer(serializers.Serializer):
     end = serializers.DateTimeField()
     cluster = serializers.CharField()
     free_units = serializers.IntegerField()
+
+
+class FeedRequestSerializer(serializers.Serializer):
+    team = serializers.SlugField()
+
+    def validate_team(self, slug):
+        membership = get_membership(self.context["request"].user, slug)
+        if membership is None:
+            raise Http404("No such team.")
+        return membership.team
+
+
+class FeedSerializer(serializers.Serializer):
+    url = serializers.URLField(help_text="The feed's secret URL: add it to a calendar app. Shown only here.")

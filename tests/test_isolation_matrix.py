@@ -40,7 +40,7 @@ from jobs.services import submit_run
 from notifications.models import EmailSubscription, Webhook
 from notifications.services import create_webhook
 from quotas.models import Cohort, TeamQuota, TeamSharing
-from reservations.models import Reservation
+from reservations.models import CalendarFeed, Reservation
 from teams.models import ApiToken, Membership, Role, Team
 from teams.services import create_api_token
 from tests.factories import add_member, make_user
@@ -154,6 +154,8 @@ TEAM_ROUTES = {
     "reservation-list": ("/api/v1/reservations/", "post", lambda team: {
         "team": team, "flavor": "a100-80gb", "units": 1, "start": "2030-01-07T09:00", "end": "2030-01-07T10:00",
         "name": "matrix"}),
+    # A new secret URL of the team's calendar feed: its members make one.
+    "reservation-feed": ("/api/v1/reservations/feed/", "post", lambda team: {"team": team}),
 }
 # A kind's create (``<noun>-list``) the table does not spell: its access is checked before its fields.
 TEAM_ROUTES.update({f"{kind.noun}-list": (f"/api/v1/{kind.plural}/", "post", lambda team: {
@@ -217,7 +219,9 @@ STAFF_ROUTES = {"admin-capacity", "admin-showback", "admin-workloads", "admin-wo
                 "admin-workload-action", "admin-sso-preview"}
 #: Public by design: probes, the API contract, and the command line's sign-in (RFC 8628: the device
 #: code is the credential; tests/teams/test_device_login.py).
-PUBLIC_ROUTES = {"healthz", "readyz", "api-schema", "api-docs", "auth-device", "auth-token"}
+PUBLIC_ROUTES = {"healthz", "readyz", "api-schema", "api-docs", "auth-device", "auth-token",
+                 # A team's calendar feed: its secret URL is the credential (tests/reservations/test_feed.py).
+                 "reservations:feed"}
 
 
 def route_names() -> set[str]:
@@ -288,6 +292,7 @@ def snapshot() -> tuple:
                                                         "memory_minutes")),
             sorted(ApiKey.objects.values_list("pk", "name", "updated_at", "disabled_at", "revoked_at")),
             sorted(Reservation.objects.values_list("pk", "state", "decline_reason")),
+            sorted(CalendarFeed.objects.values_list("team_id", "digest")),
             *(sorted(kind.model.objects.values_list("pk", "state")) for kind in project_kinds()))
 
 
