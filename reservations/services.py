@@ -31,7 +31,8 @@ from reservations import occupancy
 from reservations import policy as rules
 from reservations import windows as calendar
 from reservations.constants import AuditAction
-from reservations.models import FlavorPolicy, Reservation, ReservationState, TeamPolicy
+from reservations.models import REF_PREFIX, FlavorPolicy, Reservation, ReservationState, TeamPolicy
+from reservations.occupancy import SLOT
 from teams.models import Role, Team
 from teams.permissions import get_for_user, require_staff_permission, require_team, visible_to
 from teams.services import audit
@@ -99,26 +100,58 @@ def _candidates(booking: Booking) -> list[Cluster]:
     return [c for c in fleet.clusters() if not c.draining and capacity(c, booking.flavor) > 0]
 
 
+@dataclass(frozen=True)
+class Quote:
+    """What a booking would be, checked: its cluster, windows, price and the state it would start in."""
+
+    cluster: Cluster
+    units: int
+    windows: list[calendar.Window]
+    price_per_unit_hour: Decimal
+    price: Decimal
+    state: str
+
+    @property
+    def unit_hours(self) -> Decimal:
+        return self.units * sum((w.hours for w in self.windows), ZERO)
+
+
+def _checked(booking: Booking, now: datetime) -> Quote:
+    """Every check of a booking — its shape, the policy, the room, the budget — in that order; the first that
+    fails raises :class:`BookingRefused` with all of its field errors."""
+    found = _windows(booking)
+    policy = policy_for(booking.team, booking.flavor)
+    errors = rules.refusals(policy, booking.flavor.name, booking.units, found, now,
+                            _week_hours(booking, found), calendar.unit_hours_by_week(found, booking.units, booking.zone))
+    if errors:
+        raise BookingRefused(errors)
+    cluster = _room(booking, found, policy)
+    price_per_unit_hour = flavor_price(booking.flavor, False, cluster.pk)
+    price = sum((reserved.window_cost(price_per_unit_hour, booking.units, w.start, w.end) for w in found), ZERO)
+    _check_budget(booking, cluster, found, price_per_unit_hour, now)
+    state = ReservationState.PENDING if policy.needs_approval else ReservationState.BOOKED
+    return Quote(cluster, booking.units, found, price_per_unit_hour, price, state)
+
+
+def quote(user, booking: Booking) -> Quote:
+    """What booking ``booking`` would give now (the form's price preview), writing nothing; the same refusals as
+    :func:`book`. Without the lock: the booking itself checks the room again."""
+    require_team(user, booking.team, Role.MEMBER)
+    return _checked(booking, timezone.now())
+
+
 def book(user, booking: Booking) -> Reservation:
     """Book ``booking`` for ``user`` (a member of its team): a reservation, pending when the policy wants a
     staff approval, else booked. Raises :class:`BookingRefused` with what to change, writing nothing."""
     require_team(user, booking.team, Role.MEMBER)
     now = timezone.now()
-    found = _windows(booking)
-    policy = policy_for(booking.team, booking.flavor)
     with transaction.atomic():
         # The flavor's row lock: every booking of the flavor takes it first, so the room read below is
         # still the room when the windows are written (the admission pattern, on the flavor).
         GpuFlavor.objects.select_for_update().filter(pk=booking.flavor.pk).exists()
-        errors = rules.refusals(policy, booking.flavor.name, booking.units, found, now,
-                                _week_hours(booking, found), calendar.unit_hours_by_week(found, booking.units, booking.zone))
-        if errors:
-            raise BookingRefused(errors)
-        cluster = _room(booking, found, policy)
-        price_per_unit_hour = flavor_price(booking.flavor, False, cluster.pk)
-        price = sum((reserved.window_cost(price_per_unit_hour, booking.units, w.start, w.end) for w in found), ZERO)
-        _check_budget(booking, cluster, found, price_per_unit_hour, now)
-        state = ReservationState.PENDING if policy.needs_approval else ReservationState.BOOKED
+        checked = _checked(booking, now)
+        cluster, found, price_per_unit_hour, price, state = (checked.cluster, checked.windows,
+                                                             checked.price_per_unit_hour, checked.price, checked.state)
         reservation = Reservation.objects.create(
             team=booking.team, created_by=user, name=booking.name, purpose=booking.purpose, flavor=booking.flavor,
             cluster=cluster, units=booking.units, time_zone=booking.zone.key, start=found[0].start, end=found[0].end,
@@ -298,3 +331,54 @@ def slot_floor(moment: datetime) -> datetime:
 def windows_of(reservation: Reservation) -> list:
     """The windows the reservation holds (those a cancel left: the ones that had passed)."""
     return list(reserved.of_ref(reservation.ref))
+
+
+# -- the calendar page -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One half hour of the calendar page: what is free to book, and what the team holds then."""
+
+    start: datetime
+    free: int
+    reservable: int
+    mine: tuple[str, ...]  # the team's bookings that hold it, by name
+    others: int  # units other teams hold
+
+    @property
+    def level(self) -> int:
+        """0 (nothing free) to 4 (all of the share free): the heatmap's shade."""
+        return 0 if not self.reservable else min(4, -(-4 * self.free // self.reservable))
+
+
+def calendar_days(team: Team, flavor: GpuFlavor, cluster: Cluster, zone: ZoneInfo, now: datetime,
+                  days: int = 14) -> list[tuple[datetime, list[Cell]]]:
+    """The next ``days`` local days in ``zone`` from today, each as its 48 half hours (wall-clock), with the free
+    reservable units of ``cluster`` and who holds what: the team's bookings by name, others' only as units."""
+    limit = occupancy.reservable(capacity(cluster, flavor), policy_for_share(flavor).reservable_share)
+    today = calendar.local(now, zone).date()
+    first = calendar.instant(datetime.combine(today, datetime.min.time()), zone)
+    last = calendar.instant(datetime.combine(today + timedelta(days=days), datetime.min.time()), zone)
+    windows = list(reserved.overlapping(cluster.pk, flavor.pk, first - SLOT, last + SLOT))
+    names = dict(Reservation.objects.filter(team=team, cluster=cluster, flavor=flavor).values_list("pk", "name"))
+    held = [occupancy.Held(w.start, w.end, w.units) for w in windows]
+    rows = []
+    for offset in range(days):
+        day = datetime.combine(today + timedelta(days=offset), datetime.min.time())
+        cells = []
+        for half in range(48):
+            start = calendar.instant(day + half * SLOT, zone)
+            end = start + SLOT
+            here = [w for w in windows if w.start < end and start < w.end]
+            mine = tuple(sorted({names.get(_pk(w.ref), "") for w in here if w.team_id == team.pk} - {""}))
+            others = sum(w.units for w in here if w.team_id != team.pk)
+            free = max(0, limit - occupancy.peak(held, start, end)[0])
+            cells.append(Cell(start, free, limit, mine, others))
+        rows.append((day, cells))
+    return rows
+
+
+def _pk(ref: str) -> int | None:
+    prefix, _, number = ref.partition(":")
+    return int(number) if prefix == REF_PREFIX and number.isdigit() else None

@@ -91,6 +91,7 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "workspace-share": (WORKSPACE, (), ("post",)),
     # A booking: its team reads it (staff too), its members cancel it (DELETE).
     "reservation-detail": (RESERVATION, ("get",), ("delete",)),
+    "reservations:cancel": (RESERVATION, (), ("post",)),
 }
 #: The read routes every kind has, by their names' ends (``<namespace>:<noun>-state``): ``workloads.views.read_urls``'
 #: four, and its page, which they link (``workloads.views._route``).
@@ -205,7 +206,10 @@ OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-toke
               "jobs:run-compare",
               "workspaces:workspace-new", "workspaces:workspace-preview",
               # Free reservable units per slot: counts per cluster, no team's bookings (tests/reservations).
-              "reservation-availability"}
+              "reservation-availability",
+              # The calendar page and its form book for the caller's current team (viewers 403:
+              # tests/reservations/test_pages.py).
+              "reservations:calendar", "reservations:book", "reservations:preview"}
 OWN_ROUTES |= {Pages.of(kind).nav.url_name for kind in project_kinds() if Pages.of(kind).nav}  # a nav item's page takes no argument
 #: The ingress controller's auth-url: it names a workspace in its query (tested below and in tests/workspaces).
 AUTH_ROUTES = {"workspaces:workspace-auth"}

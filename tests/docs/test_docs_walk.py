@@ -51,6 +51,7 @@ from django.urls import Resolver404, get_resolver, resolve
 from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from portal.health import ProbeMiddleware
+from reservations.models import Reservation
 from slipway.cli import cli as slipway_cli
 from teams.services import create_api_token
 from tests.docs import scan
@@ -85,6 +86,8 @@ SKIPPED: dict[str, str] = {
                                                   "on a copy of the repository",
     r"/workspaces/auth/(\?workspace=.*)?": "the ingress controller's auth-url answers by a workspace's own cookie, "
                                            "which no reader of the portal holds (401): tests/workspaces/test_access.py",
+    r"/reservations/feed/<token>\.ics": "a team's secret feed URL, made per team and shown once: "
+                                         "tests/reservations/test_feed.py opens one",
     r"/accounts/oidc/slipway/login/callback/": "the identity provider's redirect target, answered only with a "
                                                "provider's code and state (tests/sso)",
 }
@@ -93,7 +96,7 @@ SKIPPED: dict[str, str] = {
 NOT_COMMANDS = {"slipway CLI on <client_name>": "the name a token from `slipway login` gets"}
 
 #: The command and its verbs named in prose without their arguments: their --help shows that they exist.
-NAMED_VERBS = (".venv/bin/slipway", "slipway describe", "slipway login")
+NAMED_VERBS = (".venv/bin/slipway", "slipway describe", "slipway login", "slipway reserve")
 
 #: Commands shown with placeholders, as they run here (formatted with the demo's ids).
 REWRITES = {
@@ -169,6 +172,7 @@ class Demo:
     workspace: int
     checkpointed: int
     metrics: int  #: a run with training metrics
+    reservation: int  #: the demo's reservation (reservations.demo)
 
 
 def fill(path: str, demo: Demo) -> str:
@@ -176,6 +180,8 @@ def fill(path: str, demo: Demo) -> str:
     path = re.sub(r"/runs/(?:\{id\}|<id>)", f"/runs/{demo.run}", path)
     path = re.sub(r"/endpoints/(?:\{id\}|<id>)", f"/endpoints/{demo.endpoint}", path)
     path = re.sub(r"/workspaces/(?:\{id\}|<id>)", f"/workspaces/{demo.workspace}", path)
+    path = re.sub(r"/reservations/(?:\{id\}|<id>)", f"/reservations/{demo.reservation}", path)
+    path = re.sub(r"flavor=(&|$)", r"flavor=h100-80gb\1", path)  # a query's flavor placeholder: one the demo has
     path = re.sub(r"=<id>", f"={demo.run}", path)
     path = re.sub(r"\{slug\}|<slug>", "ml-research", path)
     path = path.replace("/cohorts/{name}", "/cohorts/research").replace("/clusters/{name}", "/clusters/east")
@@ -217,7 +223,8 @@ def demo(settings, monkeypatch, published) -> Demo:
                 endpoint=InferenceEndpoint.objects.filter(team__slug="ml-research").order_by("pk").first().pk,
                 workspace=Workspace.objects.filter(team__slug="ml-research").order_by("pk").first().pk,
                 checkpointed=mine.filter(checkpoint__isnull=False).first().pk,
-                metrics=mine.filter(name="bert-distill").first().pk)
+                metrics=mine.filter(name="bert-distill").first().pk,
+                reservation=Reservation.objects.get(name="release-eval").pk)
 
 
 def signed_in(username: str) -> tuple[str, Client]:

@@ -29,6 +29,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
+from django.utils import timezone
 
 from billing.models import TeamBudget
 from billing.services import seed_cluster_prices
@@ -39,6 +40,7 @@ from notifications.vocabulary import kind_event_codes
 from quotas import demo
 from quotas.models import Cohort, TeamQuota, TeamSharing
 from quotas.services import set_cohort, set_team_quota
+from reservations.demo import seed_demo_reservation
 from teams.models import DemoSeed, Membership, Role, Team
 from workloads.models import TeamAlertSettings
 from workloads.registry import Demo
@@ -171,6 +173,8 @@ class Command(BaseCommand):
             lines = [line for kind in registered_kinds() for line in Demo.of(kind).seed_demo(slugs)]
             history = [spec.slug for spec in TEAMS if seeded.due(f"history:{spec.slug}")]
             lines = [line for kind in registered_kinds() for line in Demo.of(kind).seed_demo_history(history)] + lines
+            if seeded.due("reservation:release-eval"):
+                lines.append(seed_demo_reservation(timezone.now()))
             seeded.save()
             for line in lines:
                 self.stdout.write(line)

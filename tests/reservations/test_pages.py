@@ -1,0 +1,79 @@
+"""The calendar page: the next 14 days as a heatmap, the team's bookings named and others' only reserved; the
+booking form with its price preview; cancelling (issue 49, points 3 and 7)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+
+from reservations import services
+from reservations.models import FlavorPolicy, Reservation
+from tests.factories import make_user
+from tests.reservations.support import booking_of, clusters_with, next_week_at
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def east(flavors):
+    return clusters_with(flavors["a100-80gb"], east=16)["east"]
+
+
+def signed_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def form(**fields) -> dict:
+    start = next_week_at(9).replace(tzinfo=None)
+    return {"flavor": "a100-80gb", "cluster": "east", "units": "4", "start": start.isoformat(timespec="minutes"),
+            "end": (start + timedelta(hours=8)).isoformat(timespec="minutes"), "time_zone": "Europe/Berlin",
+            "repeat": "", "name": "release-run", "purpose": "", **fields}
+
+
+def test_the_calendar_names_the_teams_bookings_and_shows_others_as_reserved(member, team, other_team, outsider,
+                                                                             east, flavors):
+    flavor = flavors["a100-80gb"]
+    services.book(member, booking_of(team, flavor, units=4, name="release-run"))
+    services.book(outsider, booking_of(other_team, flavor, units=2, name="secret-project"))
+    page = signed_in(member).get("/reservations/", {"flavor": "a100-80gb", "cluster": "east"})
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="reservation-calendar"' in html and html.count("<tr><th scope=\"row\">") == 14
+    assert "yours: release-run" in html and "reserved by others: 2" in html
+    assert "secret-project" not in html  # another team's booking is only "reserved"
+    assert "2 of 8 free" in html  # 4 + 2 of east's 8 reservable units, next Monday 09:00–17:00 Berlin
+
+
+def test_booking_through_the_form_previews_its_price_and_refuses_beside_the_field(member, team, east, flavors):
+    client = signed_in(member)
+    preview = client.post("/reservations/preview/", form())
+    assert preview.status_code == 200 and "on <strong>east</strong>, 1 window" in preview.content.decode()
+    assert "32.0 unit-hours at 4.10 USD per unit-hour): <strong>131.20 USD</strong>" in preview.content.decode()
+    assert not Reservation.objects.exists()
+    booked = client.post("/reservations/book/", form())
+    assert booked.status_code == 302 and Reservation.objects.get().name == "release-run"
+    FlavorPolicy.objects.create(flavor=flavors["a100-80gb"], max_units=2)
+    refused = client.post("/reservations/book/", form(name="too-big"))
+    assert refused.status_code == 400 and "at most 2 units of a100-80gb per booking" in refused.content.decode()
+    assert Reservation.objects.count() == 1
+    said = client.post("/reservations/preview/", form(name="too-big")).content.decode()
+    assert "at most 2 units of a100-80gb per booking" in said
+
+
+def test_a_viewer_sees_the_calendar_but_cannot_book_and_a_member_cancels(member, viewer, team, east, flavors):
+    reservation = services.book(member, booking_of(team, flavors["a100-80gb"], units=1, name="mine"))
+    looking = signed_in(viewer)
+    assert "Viewers can't book" in looking.get("/reservations/").content.decode()
+    assert looking.post("/reservations/book/", form(name="v")).status_code == 403
+    assert looking.post(f"/reservations/{reservation.pk}/cancel/").status_code == 403
+    assert signed_in(member).post(f"/reservations/{reservation.pk}/cancel/").status_code == 302
+    assert Reservation.objects.get().state == "cancelled"
+
+
+def test_without_a_team_the_page_says_so(db):
+    page = signed_in(make_user("loner")).get("/reservations/")
+    assert page.status_code == 200 and 'id="no-team"' in page.content.decode()
