@@ -40,6 +40,11 @@ def of_refs(refs: list[str], since: datetime) -> QuerySet:
     return ReservedWindow.objects.filter(ref__in=refs, end__gt=since).order_by("start", "id")
 
 
+def starting(prefix: str, since: datetime, until: datetime) -> QuerySet:
+    """The windows of refs ``<prefix>:…`` that start in ``(since, until]``, soonest first."""
+    return ReservedWindow.objects.filter(ref__startswith=f"{prefix}:", start__gt=since, start__lte=until).order_by("start")
+
+
 def of_team(team_id: int, flavor_id: int, start: datetime, end: datetime) -> QuerySet:
     """The team's windows of ``flavor_id`` (on any cluster) that overlap ``[start, end)``."""
     return ReservedWindow.objects.filter(team_id=team_id, flavor_id=flavor_id, start__lt=end, end__gt=start)

@@ -24,6 +24,10 @@ class EventKind(models.TextChoices):
     GPU_IDLE = "gpu_idle", "GPUs idle (alert)"
     GPU_MEMORY = "gpu_memory", "GPU memory nearly full (OOM risk)"
     GPU_HOT = "gpu_hot", "GPU too hot (platform staff)"
+    # A team's reservations (docs/reservations.md): a booking made, approved, declined or cancelled; a window
+    # about to start (15 minutes before) and started.
+    RESERVATION = "reservation", "Reservation booked, approved, declined or cancelled"
+    RESERVATION_WINDOW = "reservation_window", "Reservation starting (15 minutes before, and at its start)"
 
 
 #: Kinds told to platform staff, never to the team: every active staff account with an e-mail address

@@ -18,10 +18,12 @@ from django.utils.text import capfirst
 
 from billing.ledger import RefLabel
 from billing.models import PreemptionEvent
-from core.formatting import format_rate
+from core.formatting import format_money, format_rate, format_when
 from notifications import vocabulary
 from notifications.constants import EventKind
 from notifications.models import Event
+from reservations import events as reservation_events
+from reservations import services as reservation_services
 from workloads.registry import Bursts, Pages, kind_of, kinds, label_of, labels
 from workloads.telemetry.alert_rules import AlertKind
 
@@ -188,3 +190,48 @@ def _idle_words(episode, workload, name: str, minutes: int) -> tuple[str, str, s
 def _on_gpu(episode) -> str:
     """" on GPU <id>" when the exporter named the GPU, else ""."""
     return f" on GPU {episode.gpu}" if episode.gpu else ""
+
+
+#: How a booking's move reads after its name.
+RESERVATION_WORDS = {reservation_events.BOOKED: "booked", reservation_events.APPROVED: "approved",
+                     reservation_events.DECLINED: "declined", reservation_events.CANCELLED: "cancelled"}
+#: How long before a window's start its first notice goes out, and how late its "started" notice may still go.
+WINDOW_NOTICE, WINDOW_STARTED_GRACE = timedelta(minutes=15), timedelta(minutes=10)
+
+
+def _booking(reservation) -> str:
+    return (f"{reservation.units}\u00d7 {reservation.flavor.name} on {reservation.cluster.name}, "
+            f"{format_when(reservation.start)}–{format_when(reservation.end)}")
+
+
+def reservation_moved(reservation, move: str, at: datetime) -> str:
+    """A booking made, approved, declined or cancelled (reservations.events.reservation_moved), keyed by the move."""
+    verb = "waits for approval" if move == reservation_events.BOOKED and reservation.state == "pending" else \
+        RESERVATION_WORDS[move]
+    title = f"Reservation {reservation.name} of team {reservation.team.slug} {verb}"
+    count = len(reservation_services.windows_of(reservation)) if move != reservation_events.DECLINED else 0
+    windows = f" and {count - 1} more window{'s' if count > 2 else ''}" if count > 1 else ""
+    text = f"{title}: {_booking(reservation)}{windows}, {format_money(reservation.price)}."
+    if move == reservation_events.DECLINED and reservation.decline_reason:
+        text += f" Why: {reservation.decline_reason}"
+    return record(EventKind.RESERVATION, reservation.team, f"{EventKind.RESERVATION}:{reservation.ref}:{move}", title,
+                  text, ref=reservation.ref, move=move, name=reservation.name, at=at.isoformat(),
+                  owner=reservation.created_by_id)
+
+
+def reservation_windows(now: datetime) -> list[str]:
+    """Record the notices of booked windows: one 15 minutes before a window starts, one once it has started (up to
+    :data:`WINDOW_STARTED_GRACE` late, should the beat have been down). Each once, keyed by the window."""
+    keys = []
+    for reservation, window in reservation_services.windows_starting(now - WINDOW_STARTED_GRACE, now + WINDOW_NOTICE):
+        started = window.start <= now
+        key = f"{EventKind.RESERVATION_WINDOW}:{reservation.ref}:{window.start.isoformat()}:{'started' if started else 'soon'}"
+        if Event.objects.filter(key=key).exists():
+            continue
+        when = "has started" if started else f"starts at {format_when(window.start)}"
+        title = f"Reservation {reservation.name} of team {reservation.team.slug} {when}"
+        text = (f"{title}: {reservation.units}\u00d7 {reservation.flavor.name} on {reservation.cluster.name} until "
+                f"{format_when(window.end)}.")
+        keys.append(record(EventKind.RESERVATION_WINDOW, reservation.team, key, title, text, ref=reservation.ref,
+                           start=window.start.isoformat(), end=window.end.isoformat(), started=started))
+    return keys

@@ -13,6 +13,8 @@ from billing.events import budget_alert
 from billing.models import PreemptionEvent
 from core.queueing import publish_on_commit
 from notifications import events, tasks
+from reservations.events import reservation_moved
+from reservations.models import Reservation
 from teams.models import AuditEvent
 from workloads.events import alert_opened, preemption_settled, workload_moved
 from workloads.models import AlertEpisode
@@ -47,3 +49,9 @@ def on_budget_alert(sender, audit_event: AuditEvent, **kwargs) -> None:
 def on_alert_opened(sender, episode: AlertEpisode, workload, **kwargs) -> None:
     """An alert episode on a workload's GPUs opened (the reconcile cycle): its one message."""
     _fan_out_after_commit(events.alert_opened(episode, workload))
+
+
+@receiver(reservation_moved, sender=Reservation, dispatch_uid="notifications.reservation_moved")
+def on_reservation_moved(sender, reservation, move: str, at, **kwargs) -> None:
+    """A booking made, approved, declined or cancelled (reservations.services)."""
+    _fan_out_after_commit(events.reservation_moved(reservation, move, at))

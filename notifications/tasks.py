@@ -57,6 +57,15 @@ def note_long_waits() -> int:
 
 
 @shared_task(ignore_result=True)
+def note_reservation_windows() -> int:
+    """Record the notices of reservation windows about to start and started (each once) and fan them out."""
+    keys = events.reservation_windows(timezone.now())
+    for key in keys:
+        queueing.publish(fan_out, key)
+    return len(keys)
+
+
+@shared_task(ignore_result=True)
 def prune() -> int:
     """Delete events past ``SLIPWAY_NOTIFY_KEEP_DAYS`` that are done, with their deliveries: batch
     after batch (each its own short transaction) until one is not full."""

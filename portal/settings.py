@@ -209,6 +209,11 @@ CELERY_BEAT_SCHEDULE["notifications-sweep"] = {
 CELERY_BEAT_SCHEDULE["notifications-long-waits"] = {
     "task": "notifications.tasks.note_long_waits", "schedule": 60.0, "options": {"queue": "default", "expires": 120.0},
 }
+# Reservation windows 15 minutes before they start, and at their start (docs/reservations.md).
+CELERY_BEAT_SCHEDULE["notifications-reservation-windows"] = {
+    "task": "notifications.tasks.note_reservation_windows", "schedule": 60.0,
+    "options": {"queue": "default", "expires": 120.0},
+}
 # Events (and their deliveries) older than this many days are deleted once done; 0 keeps them all.
 SLIPWAY_NOTIFY_KEEP_DAYS = env_int("SLIPWAY_NOTIFY_KEEP_DAYS", 90)
 CELERY_BEAT_SCHEDULE["notifications-prune"] = {

@@ -56,23 +56,13 @@ class RecurrenceSerializer(serializers.Serializer):
                                    data["until"], data["count"])
 
 
-class ReservationCreateSerializer(serializers.Serializer):
-    team = serializers.SlugField()
-    flavor = serializers.CharField(max_length=40)
-    cluster = serializers.CharField(max_length=63, required=False, allow_null=True, default=None,
-                                    help_text="A cluster's name; none or \"any\": Slipway picks one and says which.")
-    units = serializers.IntegerField(min_value=1, max_value=10_000)
-    start = LocalDateTimeField(help_text="The first window's start: a local time in time_zone, or one with an offset.")
-    end = LocalDateTimeField(help_text="The first window's end, likewise.")
-    time_zone = serializers.CharField(max_length=64, required=False, allow_blank=True, default="",
-                                      help_text="IANA name; default: the team's time zone.")
-    recurrence = RecurrenceSerializer(required=False, allow_null=True, default=None)
-    name = serializers.CharField(max_length=60)
-    purpose = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
+class TeamFlavorCluster:
+    """The checks of a body's ``team`` (the caller's: another team's is a 404, as if it did not exist, docs/api.md
+    "Auth and errors"), ``flavor`` (one that may be requested) and ``cluster`` (a name; none or "any": None)."""
 
     def validate_team(self, slug):
         membership = get_membership(self.context["request"].user, slug)
-        if membership is None:  # another team's is as if it did not exist (docs/api.md "Auth and errors")
+        if membership is None:
             raise Http404("No such team.")
         return membership.team
 
@@ -89,6 +79,21 @@ class ReservationCreateSerializer(serializers.Serializer):
         if cluster is None:
             raise serializers.ValidationError(f"unknown cluster {name!r}")
         return cluster
+
+
+class ReservationCreateSerializer(TeamFlavorCluster, serializers.Serializer):
+    team = serializers.SlugField()
+    flavor = serializers.CharField(max_length=40)
+    cluster = serializers.CharField(max_length=63, required=False, allow_null=True, default=None,
+                                    help_text="A cluster's name; none or \"any\": Slipway picks one and says which.")
+    units = serializers.IntegerField(min_value=1, max_value=10_000)
+    start = LocalDateTimeField(help_text="The first window's start: a local time in time_zone, or one with an offset.")
+    end = LocalDateTimeField(help_text="The first window's end, likewise.")
+    time_zone = serializers.CharField(max_length=64, required=False, allow_blank=True, default="",
+                                      help_text="IANA name; default: the team's time zone.")
+    recurrence = RecurrenceSerializer(required=False, allow_null=True, default=None)
+    name = serializers.CharField(max_length=60)
+    purpose = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
 
     def validate(self, data):
         try:
@@ -140,7 +145,7 @@ class DeclineSerializer(serializers.Serializer):
     reason = serializers.CharField(max_length=300, help_text="What the team reads.")
 
 
-class AvailabilityQuerySerializer(serializers.Serializer):
+class AvailabilityQuerySerializer(TeamFlavorCluster, serializers.Serializer):
     flavor = serializers.CharField(max_length=40)
     cluster = serializers.CharField(max_length=63, required=False, default="", help_text="Default: every cluster.")
     from_ = serializers.DateTimeField(required=False, help_text="Default: now, at its half hour.")
@@ -150,20 +155,6 @@ class AvailabilityQuerySerializer(serializers.Serializer):
         fields = super().get_fields()
         fields["from"] = fields.pop("from_")  # a keyword in Python, the parameter's name in the API
         return fields
-
-    def validate_flavor(self, name):
-        flavor = GpuFlavor.objects.usable().filter(name=name).first()
-        if flavor is None:
-            raise serializers.ValidationError(unknown_flavor(name))
-        return flavor
-
-    def validate_cluster(self, name):
-        if name in ("", "any"):
-            return None
-        cluster = fleet.get(name)
-        if cluster is None:
-            raise serializers.ValidationError(f"unknown cluster {name!r}")
-        return cluster
 
     def validate(self, data):
         start = data.get("from") or services.slot_floor(timezone.now())
@@ -182,14 +173,8 @@ class SlotSerializer(serializers.Serializer):
     free_units = serializers.IntegerField()
 
 
-class FeedRequestSerializer(serializers.Serializer):
+class FeedRequestSerializer(TeamFlavorCluster, serializers.Serializer):
     team = serializers.SlugField()
-
-    def validate_team(self, slug):
-        membership = get_membership(self.context["request"].user, slug)
-        if membership is None:
-            raise Http404("No such team.")
-        return membership.team
 
 
 class FeedSerializer(serializers.Serializer):

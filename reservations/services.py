@@ -27,7 +27,7 @@ from cluster.capacity import serves
 from core.formatting import format_money, format_when
 from core.money import ZERO
 from fleet.models import Cluster, GpuFlavor
-from reservations import occupancy
+from reservations import events, occupancy
 from reservations import policy as rules
 from reservations import windows as calendar
 from reservations.constants import AuditAction
@@ -162,6 +162,7 @@ def book(user, booking: Booking) -> Reservation:
         audit(AuditAction.BOOKED, actor=user, team=booking.team, target=reservation.ref,
               name=reservation.name, flavor=booking.flavor.name, cluster=cluster.name, units=booking.units,
               windows=len(found), price=str(price), state=state)
+        events.reservation_moved.send(sender=Reservation, reservation=reservation, move=events.BOOKED, at=now)
     return reservation
 
 
@@ -248,10 +249,12 @@ def cancel(user, reservation: Reservation) -> Reservation:
     with transaction.atomic():
         if not _move(reservation, (ReservationState.PENDING, ReservationState.BOOKED),
                      state=ReservationState.CANCELLED, cancelled_at=now):
+            reservation.refresh_from_db(fields=["state"])
             raise ReservationConflict(f"The reservation is {reservation.get_state_display().lower()} already.")
         reserved.release(reservation.ref, now)
         audit(AuditAction.CANCELLED, actor=user, team=reservation.team, target=reservation.ref, name=reservation.name)
-    reservation.refresh_from_db()
+        reservation.refresh_from_db()
+        events.reservation_moved.send(sender=Reservation, reservation=reservation, move=events.CANCELLED, at=now)
     return reservation
 
 
@@ -263,7 +266,8 @@ def approve(user, reservation: Reservation) -> Reservation:
                      decided_at=now):
             raise ReservationConflict(f"Only a pending reservation is approved; this one is {reservation.state}.")
         audit(AuditAction.APPROVED, actor=user, team=reservation.team, target=reservation.ref, name=reservation.name)
-    reservation.refresh_from_db()
+        reservation.refresh_from_db()
+        events.reservation_moved.send(sender=Reservation, reservation=reservation, move=events.APPROVED, at=now)
     return reservation
 
 
@@ -277,7 +281,8 @@ def decline(user, reservation: Reservation, reason: str) -> Reservation:
         reserved.release(reservation.ref, now, everything=True)
         audit(AuditAction.DECLINED, actor=user, team=reservation.team, target=reservation.ref, name=reservation.name,
               reason=reason)
-    reservation.refresh_from_db()
+        reservation.refresh_from_db()
+        events.reservation_moved.send(sender=Reservation, reservation=reservation, move=events.DECLINED, at=now)
     return reservation
 
 
@@ -341,10 +346,21 @@ class Cell:
     """One half hour of the calendar page: what is free to book, and what the team holds then."""
 
     start: datetime
+    label: str  # its wall-clock half hour in the page's zone: "Mon 30 Nov 09:00–09:30"
     free: int
     reservable: int
     mine: tuple[str, ...]  # the team's bookings that hold it, by name
     others: int  # units other teams hold
+
+    @property
+    def title(self) -> str:
+        """What the cell says on hover (and to a screen reader)."""
+        words = [f"{self.label}: {self.free} of {self.reservable} free"]
+        if self.mine:
+            words.append(f"yours: {', '.join(self.mine)}")
+        if self.others:
+            words.append(f"reserved by others: {self.others}")
+        return "; ".join(words)
 
     @property
     def level(self) -> int:
@@ -353,7 +369,7 @@ class Cell:
 
 
 def calendar_days(team: Team, flavor: GpuFlavor, cluster: Cluster, zone: ZoneInfo, now: datetime,
-                  days: int = 14) -> list[tuple[datetime, list[Cell]]]:
+                  days: int = 14) -> list[tuple[str, list[Cell]]]:
     """The next ``days`` local days in ``zone`` from today, each as its 48 half hours (wall-clock), with the free
     reservable units of ``cluster`` and who holds what: the team's bookings by name, others' only as units."""
     limit = occupancy.reservable(capacity(cluster, flavor), policy_for_share(flavor).reservable_share)
@@ -374,11 +390,22 @@ def calendar_days(team: Team, flavor: GpuFlavor, cluster: Cluster, zone: ZoneInf
             mine = tuple(sorted({names.get(_pk(w.ref), "") for w in here if w.team_id == team.pk} - {""}))
             others = sum(w.units for w in here if w.team_id != team.pk)
             free = max(0, limit - occupancy.peak(held, start, end)[0])
-            cells.append(Cell(start, free, limit, mine, others))
-        rows.append((day, cells))
+            wall = day + half * SLOT
+            label = f"{wall:%a %-d %b %H:%M}–{wall + SLOT:%H:%M}"
+            cells.append(Cell(start, label, free, limit, mine, others))
+        rows.append((f"{day:%a %-d %b}", cells))
     return rows
 
 
 def _pk(ref: str) -> int | None:
     prefix, _, number = ref.partition(":")
     return int(number) if prefix == REF_PREFIX and number.isdigit() else None
+
+
+def windows_starting(since: datetime, until: datetime) -> list[tuple[Reservation, object]]:
+    """``(reservation, window)`` for each window of a booked reservation that starts in ``(since, until]``:
+    what the notices before and at a window's start are about."""
+    windows = list(reserved.starting(REF_PREFIX, since, until))
+    booked = {r.ref: r for r in Reservation.objects.filter(
+        pk__in={_pk(w.ref) for w in windows}, state=ReservationState.BOOKED).select_related("team", "flavor", "cluster")}
+    return [(booked[w.ref], w) for w in windows if w.ref in booked]

@@ -64,14 +64,20 @@ def calendar(request):
     return _page(request, team, BookingForm(team=team, initial=initial))
 
 
-@require_POST
-@login_required
-def book(request):
+def _posted_form(request) -> BookingForm:
+    """The booking form as posted, for the current team, whose members may book (viewers 403; no team 404)."""
     team = _team(request)
     if team is None:
         raise Http404("No team.")
     require_team(request.user, team, Role.MEMBER)
-    form = BookingForm(request.POST, team=team)
+    return BookingForm(request.POST, team=team)
+
+
+@require_POST
+@login_required
+def book(request):
+    form = _posted_form(request)
+    team = form.team
     if form.is_valid():
         try:
             reservation = services.book(request.user, form.booking())
@@ -89,11 +95,7 @@ def book(request):
 @login_required
 def preview(request):
     """The form's price preview (htmx): what booking it would give now, or why not."""
-    team = _team(request)
-    if team is None:
-        raise Http404("No team.")
-    require_team(request.user, team, Role.MEMBER)
-    form = BookingForm(request.POST, team=team)
+    form = _posted_form(request)
     quote, refusals = None, []
     if form.is_valid():
         try:

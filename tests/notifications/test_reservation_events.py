@@ -1,0 +1,57 @@
+"""A team hears of its reservations (issue 49, point 7): booked, waiting for approval, approved, declined with
+the reason, cancelled; and each window 15 minutes before it starts and once it has started — each once."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from notifications import events
+from notifications.constants import EventKind
+from notifications.models import Event
+from reservations import services
+from reservations.models import FlavorPolicy
+from tests.reservations.support import BERLIN, booking_of, clusters_with
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def flavor(flavors):
+    clusters_with(flavors["a100-80gb"], east=16)
+    return flavors["a100-80gb"]
+
+
+def test_each_move_of_a_booking_is_one_event_with_its_words(member, team, staff, flavor, published):
+    booked = services.book(member, booking_of(team, flavor, units=4, name="release-run"))
+    FlavorPolicy.objects.create(flavor=flavor, needs_approval=True)
+    waiting = services.book(member, booking_of(team, flavor, units=2, name="asked", hours=2))
+    declined = services.book(member, booking_of(team, flavor, units=1, name="refused", hours=1))
+    services.approve(staff, waiting)
+    services.decline(staff, declined, "release freeze")
+    services.cancel(member, booked)
+    titles = list(Event.objects.filter(event_kind=EventKind.RESERVATION).order_by("pk").values_list("title", flat=True))
+    assert titles == ["Reservation release-run of team ml-research booked",
+                      "Reservation asked of team ml-research waits for approval",
+                      "Reservation refused of team ml-research waits for approval",
+                      "Reservation asked of team ml-research approved",
+                      "Reservation refused of team ml-research declined",
+                      "Reservation release-run of team ml-research cancelled"]
+    text = Event.objects.get(key=f"{EventKind.RESERVATION}:{declined.ref}:declined").text
+    assert "1\u00d7 a100-80gb on east" in text and text.endswith("Why: release freeze")
+
+
+def test_a_window_is_told_15_minutes_before_and_at_its_start_once_each(member, team, flavor):
+    start = timezone.now().replace(microsecond=0) + timedelta(minutes=20)
+    services.book(member, booking_of(team, flavor, units=4, name="soon", hours=1, start=start.astimezone(BERLIN)))
+    assert events.reservation_windows(start - timedelta(minutes=16)) == []  # not yet
+    first = events.reservation_windows(start - timedelta(minutes=14))
+    assert len(first) == 1 and first[0].endswith(":soon")
+    assert events.reservation_windows(start - timedelta(minutes=5)) == []  # told once
+    started = events.reservation_windows(start + timedelta(minutes=1))
+    assert len(started) == 1 and started[0].endswith(":started")
+    assert events.reservation_windows(start + timedelta(minutes=2)) == []
+    title = Event.objects.get(key=started[0]).title
+    assert title == "Reservation soon of team ml-research has started"
