@@ -132,10 +132,6 @@ class Reservation(models.Model):
         """What its windows and its audit rows name it by: ``reservation:12``."""
         return f"{REF_PREFIX}:{self.pk}"
 
-    @property
-    def holds(self) -> bool:
-        return self.state in HOLDING
-
 
 
 class CalendarFeed(models.Model):

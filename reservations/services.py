@@ -76,9 +76,8 @@ class Booking:
 
 def policy_for(team: Team, flavor: GpuFlavor) -> rules.Policy:
     """The policy a booking of ``team`` for ``flavor`` is held to (the flavor's, with the team's overrides)."""
-    row = FlavorPolicy.objects.filter(flavor=flavor).first()
     team_row = TeamPolicy.objects.filter(team=team, flavor=flavor).first()
-    return rules.effective(row.to_policy() if row else None, team_row.overrides() if team_row else None)
+    return rules.effective(policy_for_share(flavor), team_row.overrides() if team_row else None)
 
 
 def capacity(cluster: Cluster, flavor: GpuFlavor) -> int:
