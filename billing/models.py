@@ -166,6 +166,11 @@ class QuotaHoldQuerySet(models.QuerySet):
         """Not released: the units the team holds now."""
         return self.filter(released_at__isnull=True)
 
+    def on_quota(self) -> QuotaHoldQuerySet:
+        """Held on the team's quota: not its work inside its own reserved window, which holds the window's
+        units on top of the quota (another team's work lent a window's idle units holds its own quota)."""
+        return self.held().exclude(window__isnull=False, lent=False)
+
     def units_by_flavor(self) -> dict[int, int]:
         """``{flavor_id: units}`` of the rows in this queryset (one query)."""
         rows = self.values("flavor_id").annotate(total=Sum("units")).order_by()
@@ -232,6 +237,12 @@ class QuotaHold(models.Model):
     #: The charged rate: the price of a unit-hour its open segment is billed at, read from the price
     #: table when the segment opened and never re-read for it (docs/money.md "What work costs").
     charged_price = models.DecimalField(**MONEY, null=True, blank=True)
+    #: The reserved window whose units the hold runs on (docs/reservations.md "Inside the window"): its own
+    #: team's work there holds them on top of its nominal quota; ``lent`` marks another team's work on them
+    #: while they are idle, which the holder takes back when it needs them. None: the team's quota alone.
+    window = models.ForeignKey("billing.ReservedWindow", null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="holds")
+    lent = models.BooleanField(default=False, db_default=False)
 
     objects = QuotaHoldQuerySet.as_manager()
 
@@ -331,6 +342,7 @@ class PreemptionEvent(models.Model):
         RECLAIM = "reclaim", "Quota reclaimed by its cohort's lender"
         SPOT = "spot", "Spot capacity reclaimed by the provider"
         WITHIN_TEAM = "within_team", "Its team's high-priority work (within-team priority)"
+        RESERVATION = "reservation", "A reserved window took back its units"
 
     ref = models.CharField(max_length=100, db_index=True, help_text='The preempted workload, e.g. "run:42".')
     cause = models.CharField(max_length=16, choices=Cause.choices, default=Cause.RECLAIM, db_default=Cause.RECLAIM)
@@ -386,6 +398,12 @@ class ReservedWindow(models.Model):
     start = models.DateTimeField()
     end = models.DateTimeField()
     price_per_unit_hour = models.DecimalField(**MONEY)
+    #: Up to when the window's use is billed (None: from its start; billing.reserved.bill): what ran on its
+    #: units, in unit-hours — the holder's own work, other teams' work lent its idle units — and what stayed idle.
+    billed_until = models.DateTimeField(null=True, blank=True)
+    used_unit_hours = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0), db_default=Decimal(0))
+    lent_unit_hours = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0), db_default=Decimal(0))
+    idle_unit_hours = models.DecimalField(max_digits=20, decimal_places=10, default=Decimal(0), db_default=Decimal(0))
 
     class Meta:
         ordering = ["start", "id"]

@@ -13,15 +13,17 @@ every window.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import QuerySet
+from django.conf import settings
+from django.db.models import Max, QuerySet, Sum
 
 from billing.ledger import committed, interval_cost, month_end, month_spend, month_start
-from billing.models import ReservedWindow, TeamBudget
+from billing.models import QuotaHold, ReservedWindow, TeamBudget
 from core.money import ZERO
 
 
@@ -48,6 +50,138 @@ def starting(prefix: str, since: datetime, until: datetime) -> QuerySet:
 def of_team(team_id: int, flavor_id: int, start: datetime, end: datetime) -> QuerySet:
     """The team's windows of ``flavor_id`` (on any cluster) that overlap ``[start, end)``."""
     return ReservedWindow.objects.filter(team_id=team_id, flavor_id=flavor_id, start__lt=end, end__gt=start)
+
+
+@dataclass(frozen=True)
+class Room:
+    """A window open now, as admission reads it: its units and what of them its own team's work does not hold."""
+
+    window_id: int
+    cluster_id: int
+    units: int
+    free: int
+    end: datetime
+
+
+def rooms(team_ids: list[int], now: datetime, flavor_id: int | None = None,
+          placeable: bool = True) -> dict[tuple[int, int], list[Room]]:
+    """``{(team id, flavor id): [Room]}`` of the teams' windows open at ``now`` (two queries), most free first.
+
+    ``placeable``: only windows on clusters that take new work now (a draining or lost cluster's reserved
+    units can hold nothing new: work for them waits, as for any cluster)."""
+    windows = ReservedWindow.objects.filter(team_id__in=team_ids, start__lte=now, end__gt=now)
+    if flavor_id is not None:
+        windows = windows.filter(flavor_id=flavor_id)
+    found = [w for w in windows.select_related("cluster") if w.cluster.placeable or not placeable]
+    if not found:
+        return {}
+    held = dict(QuotaHold.objects.held().filter(window__in=[w.pk for w in found], lent=False)
+                .values("window_id").annotate(total=Sum("units")).order_by().values_list("window_id", "total"))
+    result: dict[tuple[int, int], list[Room]] = {}
+    for w in found:
+        result.setdefault((w.team_id, w.flavor_id), []).append(
+            Room(w.pk, w.cluster_id, w.units, max(0, w.units - (held.get(w.pk) or 0)), w.end))
+    for found_rooms in result.values():
+        found_rooms.sort(key=lambda room: (-room.free, room.end, room.window_id))
+    return result
+
+
+def largest_ahead(team_ids: list[int], now: datetime) -> dict[tuple[int, int], int]:
+    """``{(team id, flavor id): units}``: the most units one of the team's windows of the flavor not over yet
+    holds (one query). Work that only such a window can ever hold waits for it rather than being refused."""
+    rows = (ReservedWindow.objects.filter(team_id__in=team_ids, end__gt=now).values("team_id", "flavor_id")
+            .annotate(most=Max("units")).order_by())
+    return {(row["team_id"], row["flavor_id"]): row["most"] for row in rows}
+
+
+def take(rooms_of: list[Room], units: int) -> Room | None:
+    """The room a request of ``units`` goes into whole (the most free first, then the soonest to end), and that
+    room with its units taken (in ``rooms_of``, which is updated); None when none holds it."""
+    for i, room in enumerate(rooms_of):
+        if room.free >= units:
+            rooms_of[i] = dataclasses.replace(room, free=room.free - units)
+            rooms_of.sort(key=lambda r: (-r.free, r.end, r.window_id))
+            return room
+    return None
+
+
+@dataclass(frozen=True)
+class Withheld:
+    """Units of a flavor a cluster keeps for reserved windows from work placed now (:func:`withheld`)."""
+
+    units: int
+    window_id: int  # the first of them: the window work placed on those units is lent from
+    team_id: int  # its holder
+    start: datetime
+    end: datetime
+    #: Its holder's work admitted into one of them does not run yet: they are about to be used, not lent.
+    claimed: bool = False
+
+
+def most_at_once(team_id: int, now: datetime) -> dict[int, int]:
+    """``{flavor id: units}``: the most units of each flavor the team's windows not over hold at one instant
+    (one query): what its namespace's ResourceQuota must admit on top of its quota (``quotas.tasks.team_spec``)."""
+    windows = list(ReservedWindow.objects.filter(team_id=team_id, end__gt=now).values_list("flavor_id", "start", "end", "units"))
+    most: dict[int, int] = {}
+    for flavor_id, start, _end, _units in windows:
+        instant = max(start, now)
+        held = sum(units for f, s, e, units in windows if f == flavor_id and s <= instant < e)
+        most[flavor_id] = max(most.get(flavor_id, 0), held)
+    return most
+
+
+def flavors_reserved(now: datetime) -> set[int]:
+    """The ids of the flavors some window not over yet holds (one query)."""
+    return set(ReservedWindow.objects.filter(end__gt=now).values_list("flavor_id", flat=True).distinct())
+
+
+def lead() -> timedelta:
+    """A window's lead (``SLIPWAY_RESERVATION_LEAD_MINUTES``): its units are cleared this long before it starts."""
+    return timedelta(minutes=settings.SLIPWAY_RESERVATION_LEAD_MINUTES)
+
+
+def horizon(now: datetime, limit_minutes: int | None) -> datetime | None:
+    """Until when windows stand in the way of work placed now with a runtime limit of ``limit_minutes``: its limit
+    plus the lead (None: work without a limit, which any window not over stands in the way of). Work that ends
+    before a window's lead is placed on its units as on any free ones."""
+    return now + timedelta(minutes=limit_minutes) + lead() if limit_minutes else None
+
+
+def lendable(kept: Withheld, now: datetime, may_borrow: bool) -> bool:
+    """Whether work placed now may go on ``kept``'s units as lent work (preemptible, taken back when the window
+    needs them): work that may be preempted at all (``may_borrow``: not an endpoint's guaranteed minimum), and
+    not in the window's lead, when its units are being cleared for its start, nor while its holder's work
+    admitted into it waits to start there."""
+    return may_borrow and not kept.claimed and not (kept.start - lead() <= now < kept.start)
+
+
+def withheld(flavor_id: int, now: datetime, until: datetime | None) -> dict[int, Withheld]:
+    """``{cluster id: Withheld}``: per cluster, the units of ``flavor_id`` its reserved windows keep from work
+    placed now that may run until ``until`` (None: with no end) — the most that windows overlapping
+    ``[now, until)`` hold at once, each less the units of the work running on it (its holder's, and other
+    teams' lent its idle units), which the nodes count as in use already. Three queries."""
+    windows = ReservedWindow.objects.filter(flavor_id=flavor_id, end__gt=now).order_by("start", "id")
+    if until is not None:
+        windows = windows.filter(start__lt=until)
+    windows = list(windows)
+    if not windows:
+        return {}
+    attached = QuotaHold.objects.held().filter(window__in=[w.pk for w in windows])
+    running = dict(attached.filter(open_units__gt=0).values("window_id").annotate(total=Sum("open_units"))
+                   .order_by().values_list("window_id", "total"))
+    claimed = set(attached.filter(lent=False, open_units=0).values_list("window_id", flat=True))
+    found: dict[int, Withheld] = {}
+    for cluster_id in {w.cluster_id for w in windows}:
+        mine = [w for w in windows if w.cluster_id == cluster_id]
+        most = 0
+        for instant in sorted({max(w.start, now) for w in mine}):
+            most = max(most, sum(max(0, w.units - (running.get(w.pk) or 0)) for w in mine if w.start <= instant < w.end))
+        if most or any(w.start <= now for w in mine):
+            # Kept even at 0 while one is open: work that waits there may start on its units once idle (lent).
+            first = mine[0]
+            found[cluster_id] = Withheld(most, first.pk, first.team_id, first.start, first.end,
+                                         claimed=any(w.pk in claimed for w in mine))
+    return found
 
 
 def hold(ref: str, team, flavor, cluster, units: int, spans: Iterable[tuple[datetime, datetime]],

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import F, IntegerField, Subquery, Value
+from django.db.models import CharField, Exists, F, IntegerField, Subquery, Value
 from django.db.models.functions import Coalesce
 
 from billing import ledger
@@ -203,3 +203,25 @@ def borrowed_units_of(ref):
     correlated subquery on the quota hold's unique ref): lists without a query more."""
     held = QuotaHold.objects.held().filter(ref=ref).values("borrowed_units")[:1]
     return Coalesce(Subquery(held, output_field=IntegerField()), Value(0))
+
+
+def windows_of(refs: list[str]) -> dict[str, tuple[str | None, bool]]:
+    """``{ref: (the ref of the reservation its units are in, or None; whether they are lent)}`` of the quota holds
+    of ``refs`` that run on a reserved window's units (one query): in its team's own reservation, or lent another
+    team's idle reserved units (preemptible)."""
+    if not refs:
+        return {}
+    return {ref: (None if lent else window, lent) for ref, window, lent in QuotaHold.objects.held().filter(
+        ref__in=refs, window__isnull=False).values_list("ref", "window__ref", "lent")}
+
+
+def window_ref_of(ref):
+    """The ref of the reservation each row's quota hold runs in (its team's own; None: none), as an annotation."""
+    held = QuotaHold.objects.held().filter(ref=ref, window__isnull=False, lent=False).values("window__ref")[:1]
+    return Subquery(held, output_field=CharField())
+
+
+def lent_of(ref):
+    """Whether each row's quota hold runs on another team's reserved idle units (lent: preemptible), as an annotation."""
+    return Exists(QuotaHold.objects.held().filter(ref=ref, lent=True))
+

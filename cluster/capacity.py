@@ -86,6 +86,22 @@ def bind(nodes: list[NodeCapacity], flavor: FlavorSpec, units_per_node: int, wor
     return nodes
 
 
+def withhold(nodes: list[NodeCapacity], flavor: FlavorSpec, units: int) -> list[NodeCapacity]:
+    """``nodes`` with ``units`` of ``flavor``'s free on-demand units counted as taken (units reserved for a window,
+    docs/reservations.md): from the nodes with the most free first, so that what stays for the window is whole
+    nodes where it can be — a window is usually booked for whole-node workers."""
+    nodes = list(nodes)
+    left = units
+    for i in sorted((i for i, n in enumerate(nodes) if serves(n, flavor, False) and n.free),
+                    key=lambda i: (-nodes[i].free, nodes[i].node)):
+        if left <= 0:
+            break
+        taken = min(left, nodes[i].free)
+        nodes[i] = replace(nodes[i], in_use=nodes[i].in_use + taken)
+        left -= taken
+    return nodes
+
+
 def clusters_capacity_reason(flavor: FlavorSpec, units_per_node: int,
                              clusters: list[tuple[str, list[NodeCapacity]]], *, workers: int = 1,
                              spot: bool = False) -> str:

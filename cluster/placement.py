@@ -57,7 +57,7 @@ from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_UP, Decimal
 
 from cluster.backends.base import NodeCapacity
-from cluster.capacity import clusters_capacity_reason, free_blocks, serves
+from cluster.capacity import clusters_capacity_reason, free_blocks, serves, withhold
 from cluster.reasons import Reason
 from cluster.specs import FlavorSpec
 
@@ -252,6 +252,27 @@ def no_usable_cluster(flavor: FlavorSpec, spot: bool, clusters: Sequence[Cluster
     if len(unusable) == len(clusters):
         return f"no cluster takes new work now: {_listed([f'{c.name} is {c.state}' for c in unusable])}"
     return ""
+
+
+def reserved_in_the_way(request: PlacementRequest, clusters: Sequence[ClusterOffer], kept: Mapping[str, int]) -> bool:
+    """Whether units kept for reserved windows (``kept``: per cluster name, the units the request may not use there)
+    leave no ready cluster room for ``request`` now (docs/reservations.md "Before the window").
+
+    Admission holds such work in its team's queue, naming the reservation, rather than sending it to a cluster
+    whose scheduler would bind its pods on the reserved units (:func:`quotas.facts.reserved_wait`)."""
+    if not kept:
+        return False
+    for offer in clusters:
+        if offer.state not in PLACEABLE_STATES:
+            continue
+        if any(offer.labels.get(key) != value for key, value in request.cluster_selector):
+            continue
+        serving = [n for n in offer.nodes if serves(n, request.flavor, request.spot)]
+        if offer.name in kept:
+            serving = withhold(serving, request.flavor, kept[offer.name])
+        if free_blocks(serving, request.units_per_node) >= request.nodes_needed:
+            return False
+    return True
 
 
 def _serves(offer: ClusterOffer, flavor: FlavorSpec, spot: bool) -> bool:

@@ -170,7 +170,7 @@ class RunSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields, Secr
         fields = [
             "id", "team", "name", "state", "is_final", "holds_quota", "reason", "created_by", "created_at", "admitted_at", "started_at",
             "finished_at", "resource_kind", "kind", "object_name", "cluster_name", "namespace", "queue_position", "estimated_start_at",
-            "estimated_start_earliest", "estimated_start_latest", "start_estimate", "borrowed_units", "preemptible", "preemptions", "last_preempted_at",
+            "estimated_start_earliest", "estimated_start_latest", "start_estimate", "borrowed_units", "reservation", "preemptible", "preemptions", "last_preempted_at",
             "cost_to_date", "estimated_cost_per_hour", "estimated_total_cost", "idle_gpu_hours", "idle_cost",
             "idle_since", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers",
             "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",

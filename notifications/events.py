@@ -67,7 +67,7 @@ def workload_moved(model: type, workload, state: str, reason: str, at: datetime)
 
 #: What a preemption did, by its cause (the code, never the reason's words), for the title.
 PREEMPTION_VERBS = {PreemptionEvent.Cause.RECLAIM: "preempted", PreemptionEvent.Cause.WITHIN_TEAM: "preempted",
-                    PreemptionEvent.Cause.SPOT: "interrupted"}
+                    PreemptionEvent.Cause.RESERVATION: "preempted", PreemptionEvent.Cause.SPOT: "interrupted"}
 
 
 def preempted(event) -> str:

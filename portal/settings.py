@@ -379,6 +379,10 @@ SLIPWAY_IDLE_WINDOW_MINUTES = env_int("SLIPWAY_IDLE_WINDOW_MINUTES", 30)
 SLIPWAY_FAIR_SHARE_HALF_LIFE_HOURS = env_float("SLIPWAY_FAIR_SHARE_HALF_LIFE_HOURS", 168.0)
 # Seconds a preempted workload's pods get to stop (the delete's grace period).
 SLIPWAY_PREEMPTION_GRACE_SECONDS = env_int("SLIPWAY_PREEMPTION_GRACE_SECONDS", 30)
+# A reserved window's lead (docs/reservations.md "Before the window"): other teams' work still on its units
+# this many minutes before it starts gets the preemption notice, and work whose runtime limit ends before
+# then is placed there without being made preemptible.
+SLIPWAY_RESERVATION_LEAD_MINUTES = env_int("SLIPWAY_RESERVATION_LEAD_MINUTES", 15)
 # The checkpoint claim Slipway provides a run with the checkpoint contract and no volume of its
 # own (run-42-checkpoints): its size, and its storage class (empty: the cluster's default; a
 # PyTorchJob's claim is ReadWriteMany, so the class must offer that).

@@ -44,6 +44,7 @@ from functools import lru_cache
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
+from billing import reserved
 from billing.budget_rule import BudgetState
 from billing.ledger import (
     closed_spend_subquery,
@@ -56,7 +57,7 @@ from billing.ledger import (
     open_groups_of,
     open_groups_statement,
 )
-from billing.models import QuotaHold, TeamBudget
+from billing.models import QuotaHold, ReservedWindow, TeamBudget
 from billing.pricing import dearest_sql
 from billing.services import team_budget_state
 from core import metrics
@@ -73,6 +74,7 @@ from quotas.events import workload_admitted
 from quotas.facts import (
     ClusterWaits,
     CohortFigures,
+    Windows,
     cohort_figures,
     cohort_id_of,
     flavor_quota,
@@ -125,17 +127,18 @@ def _hot_sql(vendor: str) -> tuple[str, str, str]:
     """The facts, insert and release statements for ``vendor`` (table names from the models)."""
     # Values always travel as parameters; only table and column names are formatted in.
     q = connection.ops.quote_name
-    quota, flavor, res, queue, budget, sharing, cluster = (
+    quota, flavor, res, queue, budget, sharing, cluster, window = (
         q(model._meta.db_table)
-        for model in (TeamQuota, GpuFlavor, QuotaHold, QueuedRequest, TeamBudget, TeamSharing, Cluster)
+        for model in (TeamQuota, GpuFlavor, QuotaHold, QueuedRequest, TeamBudget, TeamSharing, Cluster, ReservedWindow)
     )
     facts = (  # f.active: GpuFlavor.usable, read in the same round trip; the team's cohort too
         f"SELECT f.id, f.active, f.max_units_per_node, tq.{q('limit')}, tq.borrowing_limit, tq.lending_limit,"  # noqa: S608 - only quoted model table names are interpolated
         f" (SELECT cohort_id FROM {sharing} WHERE team_id = %(team)s),"
         f" EXISTS(SELECT 1 FROM {res} WHERE ref = %(ref)s AND released_at IS NULL),"
         f" EXISTS(SELECT 1 FROM {queue} WHERE ref = %(ref)s),"
+        # Units on the quota: not the team's work inside its own reserved windows (QuotaHold.window).
         f" (SELECT COALESCE(SUM(units), 0) FROM {res}"
-        f"  WHERE team_id = %(team)s AND flavor_id = f.id AND released_at IS NULL),"
+        f"  WHERE team_id = %(team)s AND flavor_id = f.id AND released_at IS NULL AND (window_id IS NULL OR lent)),"
         f" b.monthly_limit, b.currency, b.alert_threshold_percent,"
         # A budgeted team's ledger rows this month: month_spend's closed part (a round trip less under the lock).
         f" CASE WHEN b.monthly_limit IS NULL THEN NULL ELSE {closed_spend_subquery(q, '%(team)s', '%(since)s')} END,"
@@ -144,7 +147,10 @@ def _hot_sql(vendor: str) -> tuple[str, str, str]:
         f" (SELECT COALESCE(SUM(units), 0) FROM {res} WHERE team_id = %(team)s AND released_at IS NULL),"
         f" {dearest_sql(q, flavor)},"
         # Whether any cluster may take no new work (see admit): not the rule, only when to ask it.
-        f" EXISTS(SELECT 1 FROM {cluster} WHERE draining OR health <> %(ready)s)"
+        f" EXISTS(SELECT 1 FROM {cluster} WHERE draining OR health <> %(ready)s),"
+        # Whether the team has a reserved window of the flavor not over (see admit): only then are they read.
+        f" EXISTS(SELECT 1 FROM {window} WHERE team_id = %(team)s AND flavor_id = f.id AND {q('end')} > %(now)s),"
+        f" EXISTS(SELECT 1 FROM {window} WHERE flavor_id = f.id AND {q('end')} > %(now)s)"
         f" FROM (SELECT 1 AS one) AS one"
         f" LEFT JOIN {flavor} f ON f.name = %(flavor)s"
         f" LEFT JOIN {quota} tq ON tq.flavor_id = f.id AND tq.team_id = %(team)s"
@@ -152,18 +158,19 @@ def _hot_sql(vendor: str) -> tuple[str, str, str]:
     )
     # Positional: it runs as a core.writes.Write, with the caller's rows of the admission.
     insert = (f"INSERT INTO {res} (team_id, ref, flavor_id, units, units_per_node, priority, spot, description,"  # noqa: S608 - only quoted model table names are interpolated
-              f" borrowed_units, created_at, committed_units, limit_minutes, user_id)"
-              f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+              f" borrowed_units, created_at, committed_units, limit_minutes, user_id, window_id, lent)"
+              f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
     release = f"UPDATE {res} SET released_at = %(now)s WHERE ref = %(ref)s AND released_at IS NULL"  # noqa: S608
     return facts, insert, release
 
 
-def _hold_for(team, ref: str, flavor: GpuFlavor, request: ResourceRequest, borrowed: int = 0) -> QuotaHold:
+def _hold_for(team, ref: str, flavor: GpuFlavor, request: ResourceRequest, borrowed: int = 0,
+              window_id: int | None = None) -> QuotaHold:
     return QuotaHold(team=team, ref=ref, flavor=flavor, units=request.units, units_per_node=request.units_per_node,
                        priority=Priority(request.priority).rank, spot=request.spot,
                        description=request.description[:200], borrowed_units=borrowed,
                        committed_units=request.committed_units, limit_minutes=request.limit_minutes,
-                       user_id=request.user_id)
+                       user_id=request.user_id, window_id=window_id)
 
 
 def _carried(request: ResourceRequest) -> dict:
@@ -211,10 +218,12 @@ def admit(team, request: ResourceRequest, ref: str,
         _, (facts_row,), open_rows = read_together((
             lock_team_statement(team),
             (facts_sql, {"ref": ref, "team": team.pk, "flavor": request.flavor, "ready": Health.READY,
-                         "since": connection.ops.adapt_datetimefield_value(month_start(now))}),
+                         "since": connection.ops.adapt_datetimefield_value(month_start(now)),
+                         "now": connection.ops.adapt_datetimefield_value(now)}),
             open_groups_statement([team.pk], now, budgeted=True)))
         (flavor_id, active, max_per_node, limit, borrowing_limit, lending_limit, member_of, admitted, queued, usage,
-         budget_limit, currency, threshold, closed, held_units, dearest, some_not_ready) = facts_row
+         budget_limit, currency, threshold, closed, held_units, dearest, some_not_ready, has_window,
+         flavor_reserved) = facts_row
         if admitted:
             return Decision.of(Outcome.ADMIT, AdmissionCode.ADMITTED, f"already admitted: {ref}")
         if queued:
@@ -233,6 +242,11 @@ def admit(team, request: ResourceRequest, ref: str,
         facts = (FlavorQuota(exists=False) if flavor_id is None
                  else FlavorQuota(active=bool(active), max_units_per_node=max_per_node, limit=limit,
                                   borrowing_limit=borrowing_limit, lending_limit=lending_limit, lenders=lenders))
+        # The team's reserved windows (read under its lock, so two admissions never take one window's
+        # last units): only for a team that has one of the flavor, every other admission stays as it was.
+        windows = Windows([team.pk], now) if has_window else None
+        if windows is not None:
+            facts = windows.apply(facts, team.pk, flavor_id)
         budget = None
         if budget_limit is not None:
             # Month-to-date spend: the ledger's closed rows plus what runs now, up to this instant.
@@ -248,21 +262,23 @@ def admit(team, request: ResourceRequest, ref: str,
             # exact figure, and only "waiting for budget" needs that figure read (one statement).
             budget = dataclasses.replace(budget, committed=committed(team.pk, now))
             decision = decide(request, int(usage), facts, budget)
-        if decision.admitted and some_not_ready:
+        if decision.admitted and not decision.reserved and (some_not_ready or flavor_reserved):
             # Only while some cluster is not plainly ready (a superset of the clusters that take
-            # no new work, read with the facts) are the clusters and the flavor read, and
-            # ClusterWaits applies the rule — every other admission stays at its statements.
-            no_cluster = ClusterWaits()(GpuFlavor.objects.get(pk=flavor_id), request.spot)
+            # no new work, read with the facts), or a window of the flavor is not over (whose units
+            # may leave no room: quotas.facts.reserved_wait), are the clusters and the flavor read,
+            # and ClusterWaits applies the rules — every other admission stays at its statements.
+            no_cluster = ClusterWaits()(GpuFlavor.objects.get(pk=flavor_id), request.spot, request)
             decision = decide(request, int(usage), facts, budget, no_cluster)
 
         # 4. Write what was decided: an admission's hold and the caller's rows of it in
         #    one round trip (each statement under the lock is a share of one team's rate).
         if decision.admitted:
+            room = windows.take(team.pk, flavor_id, request.units, ref) if decision.reserved else None
             hold = Write(insert_sql, (
                 team.pk, ref, flavor_id, request.units, request.units_per_node, Priority(request.priority).rank,
                 request.spot, request.description[:200], decision.borrows,
                 connection.ops.adapt_datetimefield_value(now), request.committed_units, request.limit_minutes,
-                request.user_id))
+                request.user_id, room.window_id if room is not None else None, False))
             writes = [hold, *(recorded(decision, now) if recorded is not None else ())]
             counts = run_together(writes)
             if not all(counts):
@@ -357,6 +373,8 @@ def resize(team, ref: str, units: int, burst: bool = False, committed: int | Non
                 QuotaHold.objects.filter(pk=hold.pk).update(
                     units=units, borrowed_units=max(0, hold.borrowed_units - (current - units)), **commits)
             return Decision.of(Outcome.ADMIT, AdmissionCode.ADMITTED, f"{ref} now holds {units}\u00d7 {hold.flavor.name}")
+        if hold.window_id is not None and not hold.lent:
+            return _grow_in_window(hold, units, commits)
         decision, facts, usage = _growth(team, hold, units, burst, cohort)
         if decision.admitted:
             grown = facts.borrows(usage + current, units - current) if cohort is not None else 0
@@ -365,6 +383,20 @@ def resize(team, ref: str, units: int, burst: bool = False, committed: int | Non
             return dataclasses.replace(decision, borrows=hold.borrowed_units + grown)
         # A resize is answered now or never: "waiting for quota" is a refusal with that reason.
         return Decision(Outcome.REJECT, decision.reason)
+
+
+def _grow_in_window(hold: QuotaHold, units: int, commits: dict) -> Decision:
+    """Grow a hold inside its team's reserved window (under the team's lock): by the window's free units alone —
+    the window is what it runs on, on top of the quota — or refused with what is free there."""
+    room = next((r for r in reserved.rooms([hold.team_id], timezone.now(), hold.flavor_id).get(
+        (hold.team_id, hold.flavor_id), []) if r.window_id == hold.window_id), None)
+    free = room.free if room is not None else 0
+    if units - hold.units > free:
+        return Decision.of(Outcome.REJECT, AdmissionCode.WAITING_FOR_QUOTA,
+                           f"its reservation has {free}\u00d7 {hold.flavor.name} free, {units - hold.units} more needed")
+    QuotaHold.objects.filter(pk=hold.pk).update(units=units, **commits)
+    return Decision.of(Outcome.ADMIT, AdmissionCode.ADMITTED, f"{hold.ref} now holds {units}\u00d7 {hold.flavor.name} "
+                       "in its team's reservation", reserved=True)
 
 
 def _growth(team, hold: QuotaHold, units: int, burst: bool,
@@ -408,12 +440,14 @@ def admit_waiting(team) -> list[str]:
                        .order_by(*QueuedRequest.QUEUE_ORDER))
         if not entries:
             return []
-        order = queue_order(entries, units_in_use(team), quotas, team_budget_state(team), ClusterWaits())
+        windows = Windows([team.pk], timezone.now())
+        order = queue_order(entries, units_in_use(team), quotas, team_budget_state(team), ClusterWaits(), windows)
         if not order:
             return []
         admitted = [entry for entry, _decision in order]
         labels = [decision.label for _entry, decision in order]
-        QuotaHold.objects.bulk_create([_hold_for(team, e.ref, e.flavor, request_of(e)) for e in admitted])
+        QuotaHold.objects.bulk_create([_hold_for(team, e.ref, e.flavor, request_of(e), window_id=windows.taken.get(e.ref))
+                                       for e in admitted])
         QueuedRequest.objects.filter(pk__in=[e.pk for e in admitted]).delete()
         for entry, label in zip(admitted, labels, strict=True):
             workload_admitted.send(sender=None, ref=entry.ref, team=team)
@@ -422,7 +456,8 @@ def admit_waiting(team) -> list[str]:
 
 
 def queue_order(entries: list[QueuedRequest], usage: dict[int, int], quotas: dict[int, TeamQuota],
-                budget: BudgetState | None, waits: ClusterWaits | None = None) -> list[tuple[QueuedRequest, Decision]]:
+                budget: BudgetState | None, waits: ClusterWaits | None = None,
+                windows: Windows | None = None) -> list[tuple[QueuedRequest, Decision]]:
     """``(entry, decision)`` of a team's queued ``entries`` (outside any cohort, in queue order)
     admitted now, in the order admitted; pure: ``usage`` ({flavor id: units}) is updated as they are.
 
@@ -430,13 +465,21 @@ def queue_order(entries: list[QueuedRequest], usage: dict[int, int], quotas: dic
     fits passes one that does not. :func:`admit_waiting` admits by it, and the start estimates
     (:mod:`workloads.estimates`) simulate the queue with it. ``waits``: what the clusters say
     (:class:`ClusterWaits`; None: the simulation's assumption that a cluster takes the work).
+    ``windows``: the team's reserved windows (:class:`quotas.facts.Windows`, updated: an entry admitted
+    into one takes its units there, not on the quota; None: none).
     """
     admitted = []
     for entry in entries:
-        decision = decide(request_of(entry), usage.get(entry.flavor_id, 0),
-                          flavor_quota(entry.flavor, quotas.get(entry.flavor_id)), budget,
-                          waits(entry.flavor, entry.spot) if waits is not None else "")
-        if decision.admitted:
+        quota = flavor_quota(entry.flavor, quotas.get(entry.flavor_id))
+        if windows is not None:
+            quota = windows.apply(quota, entry.team_id, entry.flavor_id)
+        request = request_of(entry)
+        decision = decide(request, usage.get(entry.flavor_id, 0), quota, budget,
+                          waits(entry.flavor, entry.spot, request) if waits is not None else "")
+        if decision.reserved:
+            windows.take(entry.team_id, entry.flavor_id, entry.units, entry.ref)
+            admitted.append((entry, decision))
+        elif decision.admitted:
             # Best-effort: keep scanning, a later smaller request may still fit.
             usage[entry.flavor_id] = usage.get(entry.flavor_id, 0) + entry.units
             admitted.append((entry, decision))
@@ -472,10 +515,11 @@ def _admit_waiting_in_cohort(cohort_id: int) -> list[str]:
     for entry in entries:
         if entry.team_id not in budgets:
             budgets[entry.team_id] = team_budget_state(entry.team)
-    order = fair_order(entries, cohort, budgets, remembered, ClusterWaits())
+    windows = Windows(list(members), timezone.now())
+    order = fair_order(entries, cohort, budgets, remembered, ClusterWaits(), windows)
     if not order:
         return []
-    QuotaHold.objects.bulk_create([_hold_for(e.team, e.ref, e.flavor, request_of(e), borrowed)
+    QuotaHold.objects.bulk_create([_hold_for(e.team, e.ref, e.flavor, request_of(e), borrowed, windows.taken.get(e.ref))
                                      for e, borrowed in order])
     QueuedRequest.objects.filter(pk__in=[e.pk for e, _ in order]).delete()
     for entry, borrowed in order:
@@ -485,17 +529,22 @@ def _admit_waiting_in_cohort(cohort_id: int) -> list[str]:
 
 
 def fair_order(entries: list[QueuedRequest], cohort: CohortFigures, budgets: dict[int, BudgetState | None],
-               remembered: dict[int, float], waits: ClusterWaits | None = None) -> list[tuple[QueuedRequest, int]]:
+               remembered: dict[int, float], waits: ClusterWaits | None = None,
+               windows: Windows | None = None) -> list[tuple[QueuedRequest, int]]:
     """``(entry, borrowed units)`` of the cohort's queued ``entries`` admitted now, in the order
     admitted (pure: ``cohort.usage`` is updated as they are). The fair-sharing tournament over
     :func:`decide`, nominal work first (see :func:`_admit_waiting_in_cohort`); ``remembered`` is
     :func:`quotas.fairshare.remembered_units` of the members; ``waits`` what the clusters say
-    (:class:`ClusterWaits`; None: every cluster takes new work, as a replay of quotas alone assumes)."""
+    (:class:`ClusterWaits`; None: every cluster takes new work, as a replay of quotas alone assumes);
+    ``windows`` the members' reserved windows (:class:`quotas.facts.Windows`, as in :func:`queue_order`)."""
     def decision(entry):
         key = (entry.team_id, entry.flavor_id)
-        return decide(request_of(entry), cohort.usage.get(key, 0),
-                      flavor_quota(entry.flavor, cohort.quotas.get(key), cohort, entry.team_id),
-                      budgets.get(entry.team_id), waits(entry.flavor, entry.spot) if waits is not None else "")
+        quota = flavor_quota(entry.flavor, cohort.quotas.get(key), cohort, entry.team_id)
+        if windows is not None:
+            quota = windows.apply(quota, entry.team_id, entry.flavor_id)
+        request = request_of(entry)
+        return decide(request, cohort.usage.get(key, 0), quota,
+                      budgets.get(entry.team_id), waits(entry.flavor, entry.spot, request) if waits is not None else "")
 
     def rank(entry):
         borrows = cohort.borrowed(entry.team_id, entry.flavor_id, entry.units) > cohort.borrowed(
@@ -507,8 +556,12 @@ def fair_order(entries: list[QueuedRequest], cohort: CohortFigures, budgets: dic
 
     def admit(entry):
         key = (entry.team_id, entry.flavor_id)
-        borrows[id(entry)] = decision(entry).borrows
-        cohort.usage[key] = cohort.usage.get(key, 0) + entry.units
+        decided = decision(entry)
+        borrows[id(entry)] = decided.borrows
+        if decided.reserved:
+            windows.take(entry.team_id, entry.flavor_id, entry.units, entry.ref)  # not on the quota
+        else:
+            cohort.usage[key] = cohort.usage.get(key, 0) + entry.units
 
     admitted = fairshare.tournament(entries, lambda entry: decision(entry).admitted, rank, admit,
                                     lambda entry: entry.flavor_id)

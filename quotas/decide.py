@@ -78,6 +78,9 @@ class Decision:
     reason: Reason
     position: int | None = None  # 1-based queue position when queued
     borrows: int = 0  # units of the request above the team's nominal quota, lent by its cohort
+    #: Admitted into one of the team's reserved windows open now, on top of its nominal quota
+    #: (docs/reservations.md "Inside the window"): its caller says which (billing.reserved.take).
+    reserved: bool = False
     #: With ``borrows``: the cohort's other members that lend the flavor, who may take the units back.
     lent_by: tuple[str, ...] = ()
 
@@ -152,6 +155,12 @@ class FlavorQuota:
     borrowing_limit: int | None = None  # in a cohort; None: as much as the cohort lends
     lending_limit: int | None = None  # in a cohort; None: all of its unused quota
     lenders: tuple[Lender, ...] | None = None  # None: not in a cohort
+    #: The most units free in one of the team's reserved windows of the flavor open now: a request that
+    #: fits one whole is admitted into it, on top of the quota (docs/reservations.md "Inside the window").
+    reserved: int = 0
+    #: The most units one of its windows of the flavor not over yet holds: work only such a window can
+    #: hold waits for it instead of being refused.
+    reserved_ahead: int = 0
 
     def _own(self, usage: int) -> Lender:
         return Lender("", self.limit or 0, usage, self.lending_limit)
@@ -224,16 +233,30 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
         # when the month turns or an admin raises the budget.
         return Decision.of(Outcome.QUEUE, AdmissionCode.BUDGET_ALERT,
                         f"the month's spend passed {budget.alert_threshold_percent or 100}% of the budget")
+    # The team's reserved windows (docs/reservations.md "Inside the window"): one open now holds the
+    # request whole, on top of the quota; one not over yet will, so the request waits for it.
+    into_window = not request.spot and units <= quota.reserved
+    awaits_window = not request.spot and units <= max(quota.reserved, quota.reserved_ahead)
     in_cohort = quota.lenders is not None
     # In a cohort a nominal quota of 0 may still borrow; outside one it is no quota at all.
-    if (quota.limit is None) if in_cohort else not quota.limit:
+    if ((quota.limit is None) if in_cohort else not quota.limit) and not awaits_window:
         return Decision.of(Outcome.REJECT, AdmissionCode.NO_QUOTA_FOR_FLAVOR,
                         f"the team has no quota for {name}; ask a platform admin")
     if request.units_per_node > quota.max_units_per_node:
         return Decision.of(Outcome.REJECT, AdmissionCode.EXCEEDS_LARGEST_NODE,
                         f"needs {request.units_per_node}\u00d7 {name} per worker, "
                         f"but the largest node has {quota.max_units_per_node}")
+    if into_window:
+        # Before quota and money: the window's units are the team's on top of its quota, and their
+        # money was committed at booking (its own work commits nothing more inside it).
+        return Decision.of(Outcome.ADMIT, AdmissionCode.ADMITTED,
+                        f"admitted into the team's reservation: {units}\u00d7 {name} of its "
+                        f"{quota.reserved} reserved and free", reserved=True)
     most = quota.most(request.may_borrow)
+    if units > most and awaits_window:
+        # Not "never": the team's window holds it when it opens (the queue admits it then).
+        return Decision.of(Outcome.QUEUE, AdmissionCode.WAITING_FOR_QUOTA,
+                        f"waiting for the team's reservation of {max(quota.reserved, quota.reserved_ahead)}\u00d7 {name}")
     if units > most:
         lend = f" and what its cohort can lend ({most - quota.limit})" if most > quota.limit else ""
         if in_cohort and not request.may_borrow and quota.most() > quota.limit:
@@ -245,7 +268,7 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
                         f"monthly budget spent: {format_amount(budget.spent_month)} of "
                         f"{format_amount(budget.monthly_limit)} {budget.currency}")
     if units > quota.room(usage, request.may_borrow):
-        message = f"waiting for quota: needs {units}\u00d7 {name}, {usage} of {quota.limit} in use"
+        message = f"waiting for quota: needs {units}\u00d7 {name}, {usage} of {quota.limit or 0} in use"
         if in_cohort:
             others = f" ({quota.lenders_text()})" if quota.lenders else ""
             message += f"; the cohort can lend {quota.borrowable(usage)}{others}"
@@ -268,5 +291,5 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
     lent = f", {borrows} borrowed from the cohort" if borrows else ""
     lent_by = tuple(m.team for m in quota.lenders if m.lends > 0) if borrows else ()
     return Decision.of(Outcome.ADMIT, AdmissionCode.ADMITTED,
-                    f"admitted: {units}\u00d7 {name}, {usage + units} of {quota.limit} now in use{lent}",
+                    f"admitted: {units}\u00d7 {name}, {usage + units} of {quota.limit or 0} now in use{lent}",
                     borrows=borrows, lent_by=lent_by)

@@ -25,14 +25,18 @@ from decimal import Decimal
 
 from django.db.models import F, IntegerField, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 import fleet.services as fleet
+from billing import reserved
 from billing.models import QuotaHold
-from cluster.placement import PLACEABLE_STATES, ClusterOffer, no_usable_cluster
+from cluster.placement import PLACEABLE_STATES, ClusterOffer, PlacementRequest, no_usable_cluster, reserved_in_the_way
+from core.formatting import format_when
 from core.priority import Priority
-from fleet.models import GpuFlavor
+from fleet.models import Cluster, GpuFlavor
 from quotas.decide import FlavorQuota, Lender, ResourceRequest
 from quotas.models import QueuedRequest, TeamQuota, TeamSharing
+from teams.models import Team
 
 
 def quota_rows():
@@ -100,7 +104,7 @@ def cohort_figures(cohort_id: int | None) -> CohortFigures | None:
     slugs = {team_id: slug for team_id, slug, _weight in members}
     quotas = {(q.team_id, q.flavor_id): q for q in TeamQuota.objects.filter(team_id__in=slugs)}
     usage = {key: units for key, (units, _borrowed)
-             in QuotaHold.objects.held().filter(team_id__in=slugs).units_by_team_and_flavor().items()}
+             in QuotaHold.objects.on_quota().filter(team_id__in=slugs).units_by_team_and_flavor().items()}
     return CohortFigures(slugs, quotas, usage, {team_id: weight for team_id, _slug, weight in members})
 
 
@@ -125,6 +129,7 @@ class ClusterWaits:
     def __init__(self) -> None:
         self._offers: list[ClusterOffer] | None = None
         self._found: dict[tuple[int, bool], str] = {}
+        self._windowed: set[int] | None = None
 
     def all_ready(self) -> bool:
         """Every cluster takes new work: nothing waits for one (no flavor needs reading to know)."""
@@ -132,23 +137,63 @@ class ClusterWaits:
             self._offers = fleet.recorded_offers()
         return all(offer.state in PLACEABLE_STATES for offer in self._offers)
 
-    def __call__(self, flavor: GpuFlavor | None, spot: bool) -> str:
-        if flavor is None or self.all_ready():
+    def __call__(self, flavor: GpuFlavor | None, spot: bool, request: ResourceRequest | None = None) -> str:
+        """Why no cluster takes new work of ``flavor`` now ("" when one does); with ``request``, also whether the
+        units kept for reserved windows leave it no room now (:func:`reserved_wait`)."""
+        if flavor is None:
             return ""
-        key = (flavor.pk, spot)
-        if key not in self._found:
-            self._found[key] = no_usable_cluster(flavor.to_spec(), spot, self._offers)
-        return self._found[key]
+        if not self.all_ready():
+            key = (flavor.pk, spot)
+            if key not in self._found:
+                self._found[key] = no_usable_cluster(flavor.to_spec(), spot, self._offers)
+            if self._found[key]:
+                return self._found[key]
+        if request is None:
+            return ""
+        if self._windowed is None:  # the flavors with a window not over: one query, the first time it matters
+            self._windowed = reserved.flavors_reserved(timezone.now())
+        return reserved_wait(flavor, request, timezone.now(), self) if flavor.pk in self._windowed else ""
+
+    def offers(self) -> list[ClusterOffer]:
+        if self._offers is None:
+            self._offers = fleet.recorded_offers()
+        return self._offers
+
+
+def reserved_wait(flavor: GpuFlavor, request: ResourceRequest, now, waits: ClusterWaits | None = None) -> str:
+    """Why ``request`` waits for reserved windows ("" when it does not): when the units windows keep from it —
+    those that start before its runtime limit ends plus the lead (:func:`billing.reserved.horizon`), less those
+    it may be lent (:func:`billing.reserved.lendable`) — leave no ready cluster room for it now
+    (:func:`cluster.placement.reserved_in_the_way`, on the clusters as last recorded). "4 of east's h100-80gb
+    are reserved by team nlp from 09:00 to 17:00 (Mon 24 Nov)". Spot work never runs on reserved units."""
+    if request.spot:
+        return ""
+    keeps = reserved.withheld(flavor.pk, now, reserved.horizon(now, request.limit_minutes))
+    blocking = {pk: kept for pk, kept in keeps.items()
+                if kept.units and not reserved.lendable(kept, now, request.may_borrow)}
+    if not blocking:
+        return ""
+    names = dict(Cluster.objects.filter(pk__in=blocking).values_list("pk", "name"))
+    shaped = PlacementRequest.shaped(flavor.to_spec(), request.units, request.units_per_node)
+    offers = waits.offers() if waits is not None else fleet.recorded_offers()
+    if not reserved_in_the_way(shaped, offers, {names[pk]: kept.units for pk, kept in blocking.items()}):
+        return ""
+    pk, first = min(blocking.items(), key=lambda item: (item[1].start, item[0]))
+    team = Team.objects.filter(pk=first.team_id).values_list("slug", flat=True).first() or "?"
+    when = (f"until {format_when(first.end)}" if first.start <= now
+            else f"from {format_when(first.start)} to {format_when(first.end)}")
+    return f"{first.units} of {names[pk]}'s {flavor.name} are reserved by team {team} {when}"
 
 
 def units_in_use(team=None, flavor_id: int | None = None) -> dict[int, int]:
     """``{flavor id: units}`` the team holds now (every team's when None; one flavor's when given), one query.
 
-    Units in use are the units of the active (unreleased) holds: the one figure
+    Units in use are the units of the active (unreleased) holds on the quota — not a team's work inside its own
+    reserved window, which holds the window's units on top of it (:meth:`~billing.models.QuotaHoldQuerySet.on_quota`): the one figure
     :func:`~quotas.decide.decide` compares with limits, and that quota pages, the API, the Capacity page and
     burst scaling show. (Admission's hot path, :func:`quotas.admission.admit`, reads the same sum in its facts statement.)
     """
-    held = QuotaHold.objects.held()
+    held = QuotaHold.objects.on_quota()
     if team is not None:
         held = held.filter(team=team)
     if flavor_id is not None:
@@ -159,13 +204,13 @@ def units_in_use(team=None, flavor_id: int | None = None) -> dict[int, int]:
 def units_held_by_team() -> dict[tuple[int, int], tuple[int, int]]:
     """``{(team id, flavor id): (units in use, borrowed units)}`` of every team, one query:
     :func:`units_in_use` of all teams at once, with the part of it their cohorts lent."""
-    return QuotaHold.objects.held().units_by_team_and_flavor()
+    return QuotaHold.objects.on_quota().units_by_team_and_flavor()
 
 
 def in_use_of_row():
     """:func:`units_in_use` of each row's team and flavor, as an annotation (a correlated subquery):
     for lists of quota rows (the admin console) without a query per row."""
-    units = (QuotaHold.objects.held().filter(team=OuterRef("team"), flavor=OuterRef("flavor"))
+    units = (QuotaHold.objects.on_quota().filter(team=OuterRef("team"), flavor=OuterRef("flavor"))
              .order_by().values("team").annotate(total=Sum("units")).values("total"))
     return Coalesce(Subquery(units, output_field=IntegerField()), Value(0))
 
@@ -178,6 +223,34 @@ def borrowable(team, quotas: dict[int, TeamQuota], in_use: dict[int, int]) -> di
         return {}
     return {fid: flavor_quota(quota.flavor, quota, cohort, team.pk).borrowable(in_use.get(fid, 0))
             for fid, quota in quotas.items()}
+
+
+class Windows:
+    """The teams' reserved windows as admission reads them (docs/reservations.md "Inside the window"): per team
+    and flavor, the windows open now with their free units (:func:`billing.reserved.rooms`) and the most one of
+    its windows not over yet holds (:func:`billing.reserved.largest_ahead`). Read once per pass (one query, two
+    more when a team has a window at all) and updated as work is admitted into them (:meth:`take`)."""
+
+    def __init__(self, team_ids: list[int], now) -> None:
+        self.ahead = reserved.largest_ahead(team_ids, now)
+        self.open = reserved.rooms(team_ids, now) if self.ahead else {}
+        self.taken: dict[str, int] = {}  # ref → the window it was admitted into
+
+    def apply(self, quota: FlavorQuota, team_id: int, flavor_id: int | None) -> FlavorQuota:
+        """``quota`` with the team's reserved figures of the flavor."""
+        ahead = self.ahead.get((team_id, flavor_id), 0)
+        if not ahead:
+            return quota
+        rooms = self.open.get((team_id, flavor_id), [])
+        return dataclasses.replace(quota, reserved=rooms[0].free if rooms else 0, reserved_ahead=ahead)
+
+    def take(self, team_id: int, flavor_id: int, units: int, ref: str) -> reserved.Room | None:
+        """The window ``ref``'s request of ``units``, admitted into a reservation, goes into (its free units taken;
+        :attr:`taken` remembers it by ref)."""
+        room = reserved.take(self.open.get((team_id, flavor_id), []), units)
+        if room is not None:
+            self.taken[ref] = room.window_id
+        return room
 
 
 def in_use_of(team, flavor_id: int) -> int:

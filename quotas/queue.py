@@ -15,6 +15,7 @@ facts itself and never imports admission.
 from __future__ import annotations
 
 from django.db.models import Q
+from django.utils import timezone
 
 from billing.services import team_budget_state
 from fleet.models import GpuFlavor
@@ -22,6 +23,7 @@ from quotas.constants import AdmissionCode, Outcome
 from quotas.decide import Decision, ResourceRequest, decide
 from quotas.facts import (
     ClusterWaits,
+    Windows,
     cohort_figures,
     cohort_of_quotas,
     flavor_quota,
@@ -70,11 +72,14 @@ def queue_reasons(team) -> dict[str, str]:
     budget = team_budget_state(team)
     cohort = cohort_of_quotas(quotas)
     waits = ClusterWaits()
+    windows = Windows([team.pk], timezone.now())
     reasons = {}
     for entry in entries:
-        decision = decide(request_of(entry), usage.get(entry.flavor_id, 0),
-                          flavor_quota(entry.flavor, quotas.get(entry.flavor_id), cohort, team.pk), budget,
-                          waits(entry.flavor, entry.spot))
+        quota = windows.apply(flavor_quota(entry.flavor, quotas.get(entry.flavor_id), cohort, team.pk),
+                              team.pk, entry.flavor_id)
+        request = request_of(entry)
+        decision = decide(request, usage.get(entry.flavor_id, 0), quota, budget,
+                          waits(entry.flavor, entry.spot, request))
         if decision.admitted:
             # It fits now; the next admit_waiting (at the latest the next reconcile) takes it.
             reasons[entry.ref] = f"about to be admitted: {entry.units}\u00d7 {entry.flavor.name} fit now"
@@ -112,11 +117,13 @@ def held_beyond_quota(team, candidate: tuple[str, ResourceRequest] | None = None
         requests.append((ref, request, flavor))
     cohort = cohort_of_quotas(quotas)
     waits = ClusterWaits()
+    windows = Windows([team.pk], timezone.now())
     held = {}
     for ref, request, flavor in requests:
         quota = quotas.get(flavor.pk) if flavor is not None else None
-        decision = decide(request, 0, flavor_quota(flavor, quota, cohort, team.pk).idle(), budget,
-                          waits(flavor, request.spot))
+        facts = windows.apply(flavor_quota(flavor, quota, cohort, team.pk).idle(), team.pk,
+                              flavor.pk if flavor is not None else None)
+        decision = decide(request, 0, facts, budget, waits(flavor, request.spot, request))
         if not decision.admitted:
             held[ref] = decision
     return held
@@ -143,5 +150,6 @@ def preview(team, request: ResourceRequest) -> Decision:
     usage = in_use_of(team, flavor.pk) if quota is not None else 0
     budget = team_budget_state(team) if quota is not None else None
     cohort = cohort_figures(quota.cohort_of_team) if quota is not None else None
-    return decide(request, usage, flavor_quota(flavor, quota, cohort, team.pk), budget,
-                  ClusterWaits()(flavor, request.spot))
+    facts = Windows([team.pk], timezone.now()).apply(flavor_quota(flavor, quota, cohort, team.pk), team.pk,
+                                                     flavor.pk if flavor is not None else None)
+    return decide(request, usage, facts, budget, ClusterWaits()(flavor, request.spot, request))

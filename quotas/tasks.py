@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.utils import timezone
 
 import core.backend
 import fleet.services as fleet
+from billing import reserved
 from cluster.errors import Transient
 from cluster.manifests import build_team
 from cluster.specs import TeamSpec
 from fleet.constants import State
+from fleet.models import GpuFlavor
 from quotas.admission import admit_waiting
 from quotas.facts import cohort_figures, cohort_id_of, flavor_quota
 from quotas.models import TeamQuota
@@ -29,6 +32,11 @@ def team_spec(team):
     for quota in TeamQuota.objects.filter(team=team).select_related("flavor"):
         units = quota.limit if cohort is None else flavor_quota(quota.flavor, quota, cohort, team.pk).most()
         totals[quota.flavor.resource_name] = totals.get(quota.flavor.resource_name, 0) + units
+    # Its reserved windows' units are on top of the quota (docs/reservations.md "Inside the window"): the most
+    # its windows not over hold at once, so the pods of work admitted into them are admitted by the namespace.
+    reserved_units = reserved.most_at_once(team.pk, timezone.now())
+    for flavor in GpuFlavor.objects.filter(pk__in=reserved_units):
+        totals[flavor.resource_name] = totals.get(flavor.resource_name, 0) + reserved_units[flavor.pk]
     return TeamSpec(slug=team.slug, namespace=team.namespace, quotas=tuple(sorted(totals.items())))
 
 

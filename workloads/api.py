@@ -29,7 +29,7 @@ from rest_framework.response import Response
 
 from billing.models import PreemptionEvent
 from billing.pricing import PriceBook
-from billing.segments import borrowed_units, borrowed_units_of
+from billing.segments import borrowed_units, borrowed_units_of, lent_of, window_ref_of, windows_of
 from fleet.models import Cluster
 from quotas.queue import queue_positions
 from teams.idempotency import idempotent, is_dry_run
@@ -38,7 +38,7 @@ from teams.permissions import require_team
 from workloads import attempts, secrets
 from workloads import services as workloads
 from workloads.estimates.forecast import StartEstimate, estimated_starts
-from workloads.identity import REF_SEPARATOR
+from workloads.identity import REF_SEPARATOR, WorkloadId
 from workloads.idle import IdleFigures, idle_figures
 from workloads.models import quote_rows
 from workloads.registry import WorkloadKind, kind_for, kind_of
@@ -131,6 +131,7 @@ def queue_context(workloads_page) -> dict:
     unread = [w.ref for w in workloads_page if not hasattr(w, "borrowed_held") and w.state in w.HOLDING_STATES]
     return {"queue_positions": positions, "start_estimates": estimates,
             "borrowed": borrowed_units(unread),
+            "windows": windows_of(unread),
             "idle": idle_figures(workloads_page, timezone.now()),
             "gpu_now": telemetry_series.now_figures(workloads_page, timezone.now()),
             "secret_env": secrets.names_by_ref(workloads_page)}
@@ -265,19 +266,32 @@ class StateSetFields(serializers.Serializer):
 
 
 class BorrowedFields(serializers.Serializer):
-    """``borrowed_units`` and ``preemptible``: read from the workload's quota hold (:func:`queue_context`)."""
+    """``borrowed_units``, ``reservation`` and ``preemptible``: read from the workload's quota hold (:func:`queue_context`)."""
 
     borrowed_units = serializers.SerializerMethodField(
         help_text="How many of its units are borrowed from the team's cohort (0 when not holding quota).")
-    preemptible = serializers.SerializerMethodField(help_text="Holds borrowed units: reclaim may take them back.")
+    reservation = serializers.SerializerMethodField(
+        help_text="The id of its team's reservation it was admitted into (its units on top of the quota); null: none.")
+    preemptible = serializers.SerializerMethodField(
+        help_text="Holds borrowed units, or runs on another team's idle reserved units: either may be taken back.")
 
     def get_borrowed_units(self, workload) -> int:
         if hasattr(workload, "borrowed_held"):
             return workload.borrowed_held
         return self.context.get("borrowed", {}).get(workload.ref, 0)
 
+    def _window(self, workload) -> tuple[str | None, bool]:
+        if hasattr(workload, "window_held"):
+            return workload.window_held, workload.lent_held
+        return self.context.get("windows", {}).get(workload.ref, (None, False))
+
+    def get_reservation(self, workload) -> int | None:
+        ref = self._window(workload)[0]
+        identity = WorkloadId.from_ref(ref) if ref else None
+        return identity.pk if identity is not None else None
+
     def get_preemptible(self, workload) -> bool:
-        return self.get_borrowed_units(workload) > 0
+        return self.get_borrowed_units(workload) > 0 or self._window(workload)[1]
 
 
 def secret_env_input(more: str = "") -> serializers.DictField:
@@ -546,7 +560,8 @@ class WorkloadViewSet(WorkloadReadActions, mixins.ListModelMixin, mixins.Retriev
         params = self.request.query_params
         all_teams = self._all_teams()
         everyone = self.model.objects.all() if all_teams else self.model.objects.for_user(self.request.user)
-        qs = everyone.for_list().annotate(borrowed_held=borrowed_units_of(ref))
+        qs = everyone.for_list().annotate(borrowed_held=borrowed_units_of(ref), window_held=window_ref_of(ref),
+                                          lent_held=lent_of(ref))
         if params.get("team"):
             # A team the caller is not in answers 404, as a ``team`` field does (docs/api.md), never an
             # empty list that reads as "it has none" (security review 5 #9c); staff with all_teams name any team.

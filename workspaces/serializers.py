@@ -84,7 +84,7 @@ class WorkspaceSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields
             "idle_for_seconds", "last_activity_at", "idle_minutes", "idle_gpu_hours", "idle_cost", "idle_since",
             "flavor", "gpus", "image", "cpu", "memory_gb", "home_gb", "env", "volumes", "priority", "spot",
             "shared_with_admins", "namespace", "object_name", "queue_position", "estimated_start_at",
-            "estimated_start_earliest", "estimated_start_latest", "start_estimate", "borrowed_units", "preemptible", "preemptions", "cluster", "placement_reason", "cluster_selector",
+            "estimated_start_earliest", "estimated_start_latest", "start_estimate", "borrowed_units", "reservation", "preemptible", "preemptions", "cluster", "placement_reason", "cluster_selector",
             "gpu_memory_gb", "gpu_utilization", "gpu_memory_used_gb", "gpu_memory_total_gb",
         ]
         read_only_fields = fields

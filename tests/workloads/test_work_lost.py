@@ -16,7 +16,7 @@ from billing.ledger import interval_cost, interval_gpu_hours
 from billing.models import PreemptionEvent, QuotaHold, flavor_price
 from jobs.models import TrainingRun
 from quotas.reclaim import lost_span
-from workloads.cycle.preemption import _candidate, last_start, lost_words, lost_work, settle_lost_work
+from workloads.cycle.preemption import candidate_of, last_start, lost_words, lost_work, settle_lost_work
 from workloads.registry import kind_for
 
 pytestmark = pytest.mark.django_db
@@ -79,7 +79,7 @@ def test_reclaim_is_told_the_start_the_price_the_preemptions_and_the_checkpoints
     flavor = flavors["a100-80gb"]
     run = make_run(team, member, flavor, admitted_at=ago(20), started_at=ago(180), preemptions=3, spot=True)
     hold = QuotaHold(team=team, ref=run.ref, flavor=flavor, units=4, borrowed_units=2, created_at=ago(20))
-    candidate = _candidate(hold, run, {team.pk: team.slug}, set(), {team.pk: 0.5}, NOW)
+    candidate = candidate_of(hold, run, {team.pk: team.slug}, set(), {team.pk: 0.5}, NOW)
     assert (candidate.started_at, candidate.preemptions, candidate.price_per_hour) == (ago(20), 3, flavor_price(flavor, True))
     assert (candidate.last_checkpoint_at, candidate.reports_checkpoints) == (None, False)  # runs report none yet
     assert (candidate.units, candidate.borrowed, candidate.share) == (4, 2, 0.5)

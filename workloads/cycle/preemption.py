@@ -8,7 +8,7 @@ Each reconcile cycle, after queued work was admitted (:func:`reclaim`):
 1. for every cohort that reclaims and has queued work, the cohort's figures are read and each
    queued request is put to :func:`quotas.reclaim.choose_victims` (the pure rule: who, and
    why not — the least work lost first, each candidate's last start, checkpoint, price and
-   preemptions read from its workload: :func:`_candidate`);
+   preemptions read from its workload: :func:`candidate_of`);
 2. each victim gets its **notice**: a preemption log row (:class:`billing.models.PreemptionEvent`),
    an audit row, the reason "being preempted: …" and ``preempting_since``; then its kind acts —
    the tail of its pods' logs is saved (:mod:`workloads.attempts`: no cluster serves a deleted
@@ -73,7 +73,7 @@ def reclaim(now: datetime) -> list[str]:
                .filter(members__team__queued_requests__isnull=False).distinct())
     for cohort in cohorts:
         for victim, claim, claimant in _victims(cohort, now):
-            if _preempt(victim, claim, claimant, now):
+            if preempt(victim, claim, claimant, now):
                 preempted.append(victim.ref)
     # Within-team priority: full teams that allow it, with high-priority work queued.
     teams = (TeamSharing.objects.filter(within_team_preemption=True,
@@ -81,7 +81,7 @@ def reclaim(now: datetime) -> list[str]:
              .select_related("team", "cohort").distinct())
     for sharing in teams:
         for victim, claim, claimant in _own_victims(sharing, now):
-            if _preempt(victim, claim, claimant, now, within_team=True):
+            if preempt(victim, claim, claimant, now, within_team=True):
                 preempted.append(victim.ref)
     return preempted
 
@@ -101,15 +101,15 @@ def _own_victims(sharing: TeamSharing, now: datetime) -> list[tuple[Candidate, C
     figures = cohort_figures(sharing.cohort_id)
     quotas = team_quotas(team)
     usage = units_in_use(team)
-    stopping = _stopping_refs([team.pk])
+    stopping = stopping_refs([team.pk])
     held = list(QuotaHold.objects.held().filter(team=team, priority__lt=Priority.HIGH.rank))
-    workloads = _held_workloads(held)
+    workloads = held_workloads(held)
     waits = ClusterWaits()
     chosen: list[tuple[Candidate, Claim, int]] = []
     for entry in entries:
         if waits(entry.flavor, entry.spot):
             continue  # it waits for a cluster, not units: stopping others' work would not start it
-        candidates = [_candidate(r, workloads.get(r.ref), {team.pk: team.slug}, stopping, {}, now)
+        candidates = [candidate_of(r, workloads.get(r.ref), {team.pk: team.slug}, stopping, {}, now)
                       for r in held if r.flavor_id == entry.flavor_id]
         claim = Claim(team.slug, entry.ref, entry.units, entry.priority, entry.created_at)
         quota = flavor_quota(entry.flavor, quotas.get(entry.flavor_id), figures, team.pk)
@@ -120,7 +120,7 @@ def _own_victims(sharing: TeamSharing, now: datetime) -> list[tuple[Candidate, C
     return chosen
 
 
-def _stopping_refs(team_ids) -> set[str]:
+def stopping_refs(team_ids) -> set[str]:
     """Refs of the members' work whose pods are stopping for a preemption (one query per kind)."""
     refs: set[str] = set()
     for kind in kinds():
@@ -142,9 +142,9 @@ def _victims(cohort: Cohort, now: datetime) -> list[tuple[Candidate, Claim, int]
         return []
     rules = Rules(cohort.reclaim, timedelta(minutes=cohort.min_runtime_minutes),
                   timedelta(seconds=cohort.preemption_delay_seconds))
-    stopping = _stopping_refs(figures.slugs)
+    stopping = stopping_refs(figures.slugs)
     held = list(QuotaHold.objects.held().filter(team_id__in=figures.slugs, borrowed_units__gt=0))
-    workloads = _held_workloads(held)
+    workloads = held_workloads(held)
     remembered = fairshare.remembered_units(list(figures.slugs), now)  # victim teams: highest share first
     waits = ClusterWaits()
     chosen: list[tuple[Candidate, Claim, int]] = []
@@ -152,7 +152,7 @@ def _victims(cohort: Cohort, now: datetime) -> list[tuple[Candidate, Claim, int]
         if waits(entry.flavor, entry.spot):
             continue  # it waits for a cluster, not units: stopping others' work would not start it
         shares = fairshare.shares(figures, entry.flavor_id, remembered)
-        candidates = [_candidate(r, workloads.get(r.ref), figures.slugs, stopping, shares, now)
+        candidates = [candidate_of(r, workloads.get(r.ref), figures.slugs, stopping, shares, now)
                       for r in held if r.flavor_id == entry.flavor_id]
         claim = Claim(figures.slugs[entry.team_id], entry.ref, entry.units, entry.priority, entry.created_at)
         key = (entry.team_id, entry.flavor_id)
@@ -164,7 +164,7 @@ def _victims(cohort: Cohort, now: datetime) -> list[tuple[Candidate, Claim, int]
     return chosen
 
 
-def _held_workloads(held: list[QuotaHold]) -> dict[str, object]:
+def held_workloads(held: list[QuotaHold]) -> dict[str, object]:
     """``{ref: workload}`` of the quota holds' workloads, with their flavor (one query per kind)."""
     by_kind: dict[WorkloadKind, list[int]] = {}
     for hold in held:
@@ -188,7 +188,7 @@ def last_start(workload, now: datetime) -> datetime:
     return max(workload.started_at, workload.admitted_at or workload.started_at)
 
 
-def _candidate(hold: QuotaHold, workload, slugs: dict[int, str], stopping: set[str],
+def candidate_of(hold: QuotaHold, workload, slugs: dict[int, str], stopping: set[str],
                shares: dict[int, float], now: datetime) -> Candidate:
     identity = WorkloadId.from_ref(hold.ref)
     kind = kind_for(identity.prefix) if identity is not None else None
@@ -279,7 +279,8 @@ def claimant_words(ref: str) -> str:
     return label.words(with_team=False) if label is not None else ref
 
 
-def preempted_reason(within_team: bool, by_team: str, claimant: str, units: int, flavor: str, lost: str) -> str:
+def preempted_reason(within_team: bool, by_team: str, claimant: str, units: int, flavor: str, lost: str,
+                     reserved: str = "") -> str:
     """A preemption's words: who took which units, then the work lost ("preempted: team nlp reclaimed
     6× h100-80gb of its quota; 3 min of work since its last checkpoint lost"); ``claimant``: the
     high-priority work a within-team preemption made room for (:func:`claimant_words`).
@@ -287,7 +288,9 @@ def preempted_reason(within_team: bool, by_team: str, claimant: str, units: int,
     Like :func:`interrupted_reason`, the rest of a sentence whose subject is the workload: a
     notification says "Run bert (#12) of team vision" and then this, the verb said once.
     """
-    if within_team:
+    if reserved:
+        what = f"team {by_team}'s reservation took back {units}\u00d7 {flavor} {reserved}"
+    elif within_team:
         what = f"the team's high-priority {claimant} needed its {units}\u00d7 {flavor}"
     else:
         what = f"team {by_team} reclaimed {units}\u00d7 {flavor} of its quota"
@@ -300,10 +303,12 @@ def interrupted_reason(disrupted: str, lost: str) -> str:
     return f"interrupted: spot capacity reclaimed ({disrupted}); {lost}"
 
 
-def _preempt(victim: Candidate, claim: Claim, claimant_id: int, now: datetime, within_team: bool = False) -> bool:
+def preempt(victim: Candidate, claim: Claim, claimant_id: int, now: datetime, within_team: bool = False,
+             reserved: str = "") -> bool:
     """Give one victim its notice and have its kind act; False when it was no longer there to preempt.
 
-    ``within_team``: its own team's high-priority work takes its units (within-team priority).
+    ``within_team``: its own team's high-priority work takes its units (within-team priority);
+    ``reserved``: a reserved window takes them ("on east from 09:00", :mod:`workloads.cycle.windows`).
     """
     identity = WorkloadId.from_ref(victim.ref)
     kind = kind_for(identity.prefix) if identity is not None else None
@@ -319,12 +324,16 @@ def _preempt(victim: Candidate, claim: Claim, claimant_id: int, now: datetime, w
         Checkpoints.of(kind).refresh_checkpoint(workload)  # a checkpoint line it printed counts, its pods still being there
     gpu_hours, cost, since, checkpointed = lost_work(kind, workload, victim.units, now)
     claimant = claimant_words(claim.ref) if within_team else ""
-    if within_team:
+    if reserved:
+        taking = f"team {claim.team}'s reservation needs {victim.units}\u00d7 {flavor} {reserved}"
+    elif within_team:
         taking = f"the team's high-priority {claimant} needs its {victim.units}\u00d7 {flavor}"
     else:
         taking = f"team {claim.team} reclaims {victim.units}\u00d7 {flavor} of its quota"
     reason = preempted_reason(within_team, claim.team, claimant, victim.units, flavor,
-                              lost_words(since, now, checkpointed))
+                              lost_words(since, now, checkpointed), reserved)
+    cause = (PreemptionEvent.Cause.RESERVATION if reserved else
+             PreemptionEvent.Cause.WITHIN_TEAM if within_team else PreemptionEvent.Cause.RECLAIM)
     seconds = 0 if burst else Checkpoints.of(kind).preemption_grace(workload)
     changes = {"last_preempted_at": now, "preemptions": F("preemptions") + 1}
     if not burst:
@@ -335,7 +344,7 @@ def _preempt(victim: Candidate, claim: Claim, claimant_id: int, now: datetime, w
             return False
         event = PreemptionEvent.objects.create(
             ref=workload.ref, team=workload.team, by_team_id=claimant_id, for_ref=claim.ref, user=workload.created_by,
-            cause=PreemptionEvent.Cause.WITHIN_TEAM if within_team else PreemptionEvent.Cause.RECLAIM,
+            cause=cause,
             flavor=workload.flavor, units=victim.units, reason=reason[:500], grace_seconds=seconds,
             lost_gpu_hours=gpu_hours, lost_cost=cost, currency=settings.SLIPWAY_CURRENCY, at=now)
         _told_if_final(event)

@@ -5,7 +5,8 @@ Admission, reclaim and budgets are global per team, so they run in one task of t
 
 6. re-drives admitted work not placed yet (no cluster's cycle follows it), admits queued work
    that now fits and refreshes queued reasons; work still queued in a cohort may take back units
-   others borrowed (:mod:`workloads.cycle.preemption`);
+   others borrowed (:mod:`workloads.cycle.preemption`); reserved windows take back their units, and the
+   work of windows over goes back to its quota (:mod:`workloads.cycle.windows`);
 7. audits, once a month per team, a budget that crossed its alert threshold, and stops running
    work of teams whose budget is spent when their policy says so.
 """
@@ -22,7 +23,7 @@ from quotas import admission
 from quotas.models import QueuedRequest
 from quotas.queue import queue_reasons
 from teams.models import Team
-from workloads.cycle import ReconcileReport, preemption, redrive_if_stuck, unplaced_q
+from workloads.cycle import ReconcileReport, preemption, redrive_if_stuck, unplaced_q, windows
 from workloads.models import ReasonCode
 from workloads.registry import Reactions, kinds
 
@@ -35,7 +36,8 @@ def reconcile_queue(now: datetime | None = None, report: ReconcileReport | None 
     now = now or timezone.now()
 
     # 6. Re-drive admitted work not placed yet, then admit queued work that fits now (in every team
-    #    that has a queue).
+    #    that has a queue). Work of windows that ended is back on its quota first (workloads.cycle.windows).
+    windows.close(now)
     _redrive_unplaced(now, report)
     team_ids = report.teams_to_admit | set(QueuedRequest.objects.values_list("team_id", flat=True).distinct())
     for team in Team.objects.filter(pk__in=team_ids):
@@ -44,6 +46,8 @@ def reconcile_queue(now: datetime | None = None, report: ReconcileReport | None 
     # 6b. Work still queued in a cohort may take back units others borrowed (workloads.cycle.preemption).
     #     A shrunk burst frees its units at once: admit again; a stopped run's come once it is gone.
     report.preempted += preemption.reclaim(now)
+    # 6c. Reserved windows take their units back: from their lead on, and from lent work when the holder submits.
+    report.preempted += windows.clear(now)
     if report.preempted:
         for team in Team.objects.filter(pk__in=QueuedRequest.objects.values("team_id")):
             report.admitted += admission.admit_waiting(team)

@@ -1,0 +1,119 @@
+"""Reserved windows in the reconcile cycle (docs/reservations.md "Inside the window"), once for all clusters.
+
+A window's units are its holder's from its start: admission admits the holder's work into them on top of
+its quota (:class:`quotas.facts.Windows`) and placement puts that work on the window's cluster and keeps
+other work off them (:mod:`workloads.cycle.placement`) — but what already sits there must leave, and what
+was admitted into a window goes back to the quota when it ends. Each cycle, after the queue's step:
+
+1. :func:`clear` — per cluster and flavor, the units windows need free there now: all of a window's
+   units from ``start − lead`` (``SLIPWAY_RESERVATION_LEAD_MINUTES``) until it starts, so that the holder's
+   queued work starts at ``start``; once it runs, the units of the holder's work admitted into it whose pods
+   have not started (the holder submitted: the units it lent are taken back). Where the cluster's free
+   units (its nodes as last recorded) fall short, other work on them gets the preemption notice (the
+   checkpoint contract: notice, grace, requeue at its old place) — the work lent the window's idle units
+   first, then the least money lost first (:func:`quotas.reclaim.work_lost`), until the shortfall is met:
+   whatever sits there (work placed before the booking, work that outran its limit, work that waited on
+   the cluster and started on the window's idle units) but the holders' own work and endpoints' replicas,
+   which are never placed there. Work already stopping counts as gone, so a cycle never takes more for
+   the same need.
+2. :func:`close` — holds of windows that ended (or were cancelled) leave them: the holder's work goes back
+   to its quota, its units above its nominal quota becoming borrowed (preemptible under the cohort's reclaim
+   rules), and lent work is no longer lent.
+
+The units counted are a cluster's free units of the flavor, not node blocks: a window booked for whole
+nodes and freed unit by unit may need one cycle more while the last worker of a gang stops.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.db.models import F, Q, Sum
+
+import fleet.services as fleet
+from billing import reserved
+from billing.models import QuotaHold, ReservedWindow
+from cluster.capacity import serves
+from core.formatting import format_when
+from quotas.facts import units_in_use
+from quotas.models import TeamQuota
+from quotas.reclaim import Claim, work_lost
+from workloads.cycle.preemption import candidate_of, held_workloads, preempt, stopping_refs
+from workloads.registry import Bursts, kind_of
+
+logger = logging.getLogger(__name__)
+
+
+def clear(now: datetime) -> list[str]:
+    """Step 1: notice the work on units windows need now; returns the refs preempted."""
+    windows = list(ReservedWindow.objects.filter(start__lte=now + reserved.lead(), end__gt=now)
+                   .select_related("cluster", "flavor", "team").order_by("start", "id"))
+    if not windows:
+        return []
+    pending = dict(QuotaHold.objects.held().filter(window__in=windows, lent=False, started_at__isnull=True)
+                   .values("window_id").annotate(total=Sum("units")).order_by().values_list("window_id", "total"))
+    preempted: list[str] = []
+    for key in sorted({(w.cluster_id, w.flavor_id) for w in windows}):
+        mine = [w for w in windows if (w.cluster_id, w.flavor_id) == key]
+        need = sum(w.units if w.start > now else (pending.get(w.pk) or 0) for w in mine)
+        if need:
+            preempted += _clear_on(mine, need, now)
+    return preempted
+
+
+def _clear_on(windows: list[ReservedWindow], need: int, now: datetime) -> list[str]:
+    """Free ``need`` units of the windows' cluster and flavor (all the same) by preempting other work there."""
+    first = windows[0]
+    cluster, flavor = first.cluster, first.flavor
+    spec = flavor.to_spec()
+    # Free: the nodes' units less what runs there by the holds (not the nodes' own count, which a cycle
+    # records before the work it requeues is gone).
+    running = QuotaHold.objects.held().filter(cluster=cluster, flavor=flavor, spot=False, open_units__gt=0)
+    free = (sum(n.allocatable for n in fleet.recorded_nodes(cluster) if serves(n, spec, False))
+            - (running.aggregate(total=Sum("open_units"))["total"] or 0))
+    ids = [w.pk for w in windows]
+    holders = {w.team_id for w in windows}
+    held = list(running.exclude(Q(window_id__in=ids, lent=False)).select_related("team"))
+    stopping = stopping_refs({h.team_id for h in held})
+    shortfall = need - free - sum(h.units for h in held if h.ref in stopping)
+    if shortfall <= 0:
+        return []
+    # Whatever sits there but the holders' own work: an endpoint's replicas are never placed on reserved units
+    # (admission and placement keep them off), and an endpoint's minimum is not preempted.
+    workloads = held_workloads([h for h in held if h.ref not in stopping])
+    pool = [h for h in held if h.ref not in stopping and not (h.team_id in holders and not h.lent)
+            and h.ref in workloads and not isinstance(kind_of(workloads[h.ref]), Bursts)]
+    if not pool:
+        return []
+    slugs = {h.team_id: h.team.slug for h in pool}
+    candidates = {h.ref: candidate_of(h, workloads.get(h.ref), slugs, stopping, {}, now) for h in pool}
+    lost = work_lost(list(candidates.values()), now)
+    order = sorted(pool, key=lambda h: (not h.lent, lost[h.ref], h.ref))
+    claim = Claim(first.team.slug, first.ref, need, 0, first.start)
+    words = f"on {cluster.name} from {format_when(first.start)}"
+    preempted = []
+    for hold in order:
+        if shortfall <= 0:
+            break
+        if preempt(candidates[hold.ref], claim, first.team_id, now, reserved=words):
+            preempted.append(hold.ref)
+            shortfall -= hold.units
+    if preempted:
+        logger.info("reserved window %s on %s: preempted %s", first.ref, cluster.name, preempted)
+    return preempted
+
+
+def close(now: datetime) -> int:
+    """Step 2: the holds of windows over (or gone) leave them; returns how many did."""
+    ended = QuotaHold.objects.held().filter(Q(window__end__lte=now) | Q(window__isnull=True, lent=True))
+    moved = 0
+    for hold in ended.filter(lent=False).select_related("team").order_by("created_at"):
+        # Back on the quota: what the team holds beyond its nominal quota is borrowed from now on.
+        limit = TeamQuota.objects.filter(team=hold.team, flavor_id=hold.flavor_id).values_list("limit", flat=True).first()
+        on_quota = units_in_use(hold.team, hold.flavor_id).get(hold.flavor_id, 0)
+        borrowed = min(hold.units, max(0, on_quota + hold.units - (limit or 0)))
+        moved += QuotaHold.objects.filter(pk=hold.pk, window_id=hold.window_id, lent=False).update(
+            window=None, borrowed_units=F("borrowed_units") + borrowed)
+    moved += ended.filter(lent=True).update(window=None, lent=False)
+    return moved
