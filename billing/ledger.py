@@ -459,7 +459,9 @@ def _commitments_sql(vendor: str, teams: int) -> str:
     started = "CASE WHEN h.limit_minutes IS NULL THEN NULL ELSE h.started_at END"
     return (f"SELECT h.team_id, h.spot, {started}, h.limit_minutes, SUM(h.committed_units), f.id, {prices}, NULL"  # noqa: S608 - only quoted model table names are interpolated
             f" FROM {q(QuotaHold._meta.db_table)} h {join}"
+            # Work in its own team's reserved window commits nothing of its own: the window commits its units.
             f" WHERE h.team_id IN ({in_teams}) AND h.released_at IS NULL AND h.committed_units > 0"
+            f" AND (h.window_id IS NULL OR h.lent)"
             f" GROUP BY h.team_id, h.spot, {started}, h.limit_minutes, f.id, {prices}"
             # A window is on-demand capacity at its booked price (both price columns), from its start to its end.
             f" UNION ALL SELECT w.team_id, (1 = 0), w.start, NULL, w.units, w.flavor_id, w.price_per_unit_hour,"
@@ -476,7 +478,8 @@ def committed_by_team(team_ids: list[int], now: datetime) -> dict[int, Decimal]:
     without one, an endpoint's minimum) until the month's end. It is what
     :meth:`quotas.decide.ResourceRequest.committed_cost` counted when the work was admitted. Reserved
     windows (:class:`~billing.models.ReservedWindow`) commit the part of each still ahead this month, at
-    their booked price, used or not.
+    their booked price, used or not; work admitted into its team's window commits nothing of its own (the
+    window commits its units), until the window ends and it goes back to the quota.
     """
     totals = dict.fromkeys(team_ids, ZERO)
     if not team_ids:

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Max, QuerySet, Sum
+from django.db.models import F, Max, QuerySet, Sum
 
 from billing.ledger import committed, interval_cost, month_end, month_spend, month_start
 from billing.models import QuotaHold, ReservedWindow, TeamBudget
@@ -45,6 +45,18 @@ def of_refs(refs: list[str], since: datetime) -> QuerySet:
 def starting(prefix: str, since: datetime, until: datetime) -> QuerySet:
     """The windows of refs ``<prefix>:…`` that start in ``(since, until]``, soonest first."""
     return ReservedWindow.objects.filter(ref__startswith=f"{prefix}:", start__gt=since, start__lte=until).order_by("start")
+
+
+def started_before(prefix: str, since: datetime, until: datetime) -> QuerySet:
+    """The windows of refs ``<prefix>:…`` under way that started in ``(since, until]``, soonest first."""
+    return ReservedWindow.objects.filter(ref__startswith=f"{prefix}:", start__gt=since, start__lte=until,
+                                         end__gt=until).order_by("start")
+
+
+def ending(prefix: str, since: datetime, until: datetime) -> QuerySet:
+    """The windows of refs ``<prefix>:…`` that ended in ``(since, until]`` and are billed to their end."""
+    return ReservedWindow.objects.filter(ref__startswith=f"{prefix}:", end__gt=since, end__lte=until,
+                                         billed_until=F("end")).order_by("end")
 
 
 def of_team(team_id: int, flavor_id: int, start: datetime, end: datetime) -> QuerySet:
@@ -116,6 +128,13 @@ class Withheld:
     end: datetime
     #: Its holder's work admitted into one of them does not run yet: they are about to be used, not lent.
     claimed: bool = False
+
+
+def next_holding(team_id: int, flavor_id: int, units: int, now: datetime) -> ReservedWindow | None:
+    """The team's next window of the flavor, not started yet, that holds ``units`` (None: none): when work only
+    a window can hold starts (the start estimates)."""
+    return (ReservedWindow.objects.filter(team_id=team_id, flavor_id=flavor_id, units__gte=units, start__gt=now)
+            .order_by("start").first())
 
 
 def most_at_once(team_id: int, now: datetime) -> dict[int, int]:

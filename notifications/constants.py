@@ -27,7 +27,7 @@ class EventKind(models.TextChoices):
     # A team's reservations (docs/reservations.md): a booking made, approved, declined or cancelled; a window
     # about to start (15 minutes before) and started.
     RESERVATION = "reservation", "Reservation booked, approved, declined or cancelled"
-    RESERVATION_WINDOW = "reservation_window", "Reservation starting (15 minutes before, and at its start)"
+    RESERVATION_WINDOW = "reservation_window", "Reservation windows: starting, still unused 30 minutes in, ended"
 
 
 #: Kinds told to platform staff, never to the team: every active staff account with an e-mail address

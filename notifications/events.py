@@ -11,6 +11,7 @@ waits for a mail server or a webhook.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import Q
@@ -197,6 +198,8 @@ RESERVATION_WORDS = {reservation_events.BOOKED: "booked", reservation_events.APP
                      reservation_events.DECLINED: "declined", reservation_events.CANCELLED: "cancelled"}
 #: How long before a window's start its first notice goes out, and how late its "started" notice may still go.
 WINDOW_NOTICE, WINDOW_STARTED_GRACE = timedelta(minutes=15), timedelta(minutes=10)
+#: How far into a window its units may stay unused before the team is told.
+WINDOW_UNUSED = timedelta(minutes=30)
 
 
 def _booking(reservation) -> str:
@@ -234,4 +237,47 @@ def reservation_windows(now: datetime) -> list[str]:
                 f"{format_when(window.end)}.")
         keys.append(record(EventKind.RESERVATION_WINDOW, reservation.team, key, title, text, ref=reservation.ref,
                            start=window.start.isoformat(), end=window.end.isoformat(), started=started))
+    return keys + _windows_unused(now) + _windows_ended(now)
+
+
+def _window_key(reservation, window, what: str) -> str:
+    return f"{EventKind.RESERVATION_WINDOW}:{reservation.ref}:{window.start.isoformat()}:{what}"
+
+
+def _windows_unused(now: datetime) -> list[str]:
+    """"Still unused 30 minutes in": a window under way for :data:`WINDOW_UNUSED` whose holder ran nothing on it
+    (as billed: ``workloads.cycle.windows.bill``), each once."""
+    keys = []
+    for reservation, window in reservation_services.windows_under_way(now - WINDOW_UNUSED - WINDOW_STARTED_GRACE,
+                                                                       now - WINDOW_UNUSED):
+        key = _window_key(reservation, window, "unused")
+        if window.used_unit_hours or Event.objects.filter(key=key).exists():
+            continue
+        title = f"Reservation {reservation.name} of team {reservation.team.slug} is still unused"
+        lent = f"; {window.lent_unit_hours.normalize():f} unit-hours lent to other teams" if window.lent_unit_hours else ""
+        text = (f"{title} {int((now - window.start).total_seconds() // 60)} minutes in: {reservation.units}\u00d7 "
+                f"{reservation.flavor.name} on {reservation.cluster.name} until {format_when(window.end)}{lent}. "
+                "Its idle units are charged to the team; cancel it to free the rest.")
+        keys.append(record(EventKind.RESERVATION_WINDOW, reservation.team, key, title, text, ref=reservation.ref,
+                           start=window.start.isoformat(), end=window.end.isoformat(), unused=True))
+    return keys
+
+
+def _windows_ended(now: datetime) -> list[str]:
+    """A window over and billed to its end: how much of it its team used, lent and left idle, and what it cost."""
+    keys = []
+    for reservation, window in reservation_services.windows_ended(now - WINDOW_STARTED_GRACE, now):
+        key = _window_key(reservation, window, "ended")
+        if Event.objects.filter(key=key).exists():
+            continue
+        whole = window.used_unit_hours + window.lent_unit_hours + window.idle_unit_hours
+        used = round(100 * window.used_unit_hours / whole) if whole else 0
+        lent = round(100 * window.lent_unit_hours / whole) if whole else 0
+        idle_cost = window.idle_unit_hours * window.price_per_unit_hour
+        title = f"Reservation {reservation.name} of team {reservation.team.slug} ended"
+        text = (f"{title}: used {used} % of its {whole.quantize(Decimal('0.01')).normalize():f} unit-hours, {lent} % lent "
+                f"to other teams (credited); idle units cost {format_money(idle_cost)}.")
+        keys.append(record(EventKind.RESERVATION_WINDOW, reservation.team, key, title, text, ref=reservation.ref,
+                           start=window.start.isoformat(), end=window.end.isoformat(), used_percent=used,
+                           lent_percent=lent, idle_cost=str(idle_cost.quantize(Decimal("0.01")))))
     return keys

@@ -160,29 +160,40 @@ class ClusterWaits:
         return self._offers
 
 
-def reserved_wait(flavor: GpuFlavor, request: ResourceRequest, now, waits: ClusterWaits | None = None) -> str:
-    """Why ``request`` waits for reserved windows ("" when it does not): when the units windows keep from it —
-    those that start before its runtime limit ends plus the lead (:func:`billing.reserved.horizon`), less those
-    it may be lent (:func:`billing.reserved.lendable`) — leave no ready cluster room for it now
-    (:func:`cluster.placement.reserved_in_the_way`, on the clusters as last recorded). "4 of east's h100-80gb
-    are reserved by team nlp from 09:00 to 17:00 (Mon 24 Nov)". Spot work never runs on reserved units."""
+def reserved_block(flavor: GpuFlavor, request: ResourceRequest, now,
+                   waits: ClusterWaits | None = None) -> tuple[str, reserved.Withheld] | None:
+    """``(cluster name, what its windows keep)`` when the units windows keep from ``request`` — those that start
+    before its runtime limit ends plus the lead (:func:`billing.reserved.horizon`), less those it may be lent
+    (:func:`billing.reserved.lendable`) — leave no ready cluster room for it now
+    (:func:`cluster.placement.reserved_in_the_way`, on the clusters as last recorded); None when they do not.
+    Spot work never runs on reserved units."""
     if request.spot:
-        return ""
+        return None
     keeps = reserved.withheld(flavor.pk, now, reserved.horizon(now, request.limit_minutes))
     blocking = {pk: kept for pk, kept in keeps.items()
                 if kept.units and not reserved.lendable(kept, now, request.may_borrow)}
     if not blocking:
-        return ""
+        return None
     names = dict(Cluster.objects.filter(pk__in=blocking).values_list("pk", "name"))
     shaped = PlacementRequest.shaped(flavor.to_spec(), request.units, request.units_per_node)
     offers = waits.offers() if waits is not None else fleet.recorded_offers()
     if not reserved_in_the_way(shaped, offers, {names[pk]: kept.units for pk, kept in blocking.items()}):
-        return ""
+        return None
     pk, first = min(blocking.items(), key=lambda item: (item[1].start, item[0]))
+    return names[pk], first
+
+
+def reserved_wait(flavor: GpuFlavor, request: ResourceRequest, now, waits: ClusterWaits | None = None) -> str:
+    """Why ``request`` waits for reserved windows (:func:`reserved_block`; "" when it does not): "4 of east's
+    h100-80gb are reserved by team nlp from 09:00 to 17:00 (Mon 24 Nov)"."""
+    found = reserved_block(flavor, request, now, waits)
+    if found is None:
+        return ""
+    cluster, first = found
     team = Team.objects.filter(pk=first.team_id).values_list("slug", flat=True).first() or "?"
     when = (f"until {format_when(first.end)}" if first.start <= now
             else f"from {format_when(first.start)} to {format_when(first.end)}")
-    return f"{first.units} of {names[pk]}'s {flavor.name} are reserved by team {team} {when}"
+    return f"{first.units} of {cluster}'s {flavor.name} are reserved by team {team} {when}"
 
 
 def units_in_use(team=None, flavor_id: int | None = None) -> dict[int, int]:

@@ -18,10 +18,12 @@ from zoneinfo import ZoneInfo
 
 from django.db import transaction
 from django.db.models import QuerySet
+from django.urls import reverse
 from django.utils import timezone
 
 import fleet.services as fleet
 from billing import reserved
+from billing.ledger import RefLabel
 from billing.models import flavor_price
 from cluster.capacity import serves
 from core.formatting import format_money, format_when
@@ -404,7 +406,33 @@ def _pk(ref: str) -> int | None:
 def windows_starting(since: datetime, until: datetime) -> list[tuple[Reservation, object]]:
     """``(reservation, window)`` for each window of a booked reservation that starts in ``(since, until]``:
     what the notices before and at a window's start are about."""
-    windows = list(reserved.starting(REF_PREFIX, since, until))
-    booked = {r.ref: r for r in Reservation.objects.filter(
-        pk__in={_pk(w.ref) for w in windows}, state=ReservationState.BOOKED).select_related("team", "flavor", "cluster")}
-    return [(booked[w.ref], w) for w in windows if w.ref in booked]
+    return _booked(list(reserved.starting(REF_PREFIX, since, until)))
+
+
+def windows_under_way(since: datetime, until: datetime) -> list[tuple[Reservation, object]]:
+    """``(reservation, window)`` for each window of a booked reservation that started in ``(since, until]`` and runs on."""
+    return _booked(list(reserved.started_before(REF_PREFIX, since, until)))
+
+
+def windows_ended(since: datetime, until: datetime) -> list[tuple[Reservation, object]]:
+    """``(reservation, window)`` for each window of a reservation that ended in ``(since, until]``, billed to its end
+    (a cancelled one's window under way ends at the cancel)."""
+    return _booked(list(reserved.ending(REF_PREFIX, since, until)), (ReservationState.BOOKED, ReservationState.CANCELLED))
+
+
+def _booked(windows: list, states: tuple[str, ...] = (ReservationState.BOOKED,)) -> list[tuple[Reservation, object]]:
+    found = {r.ref: r for r in Reservation.objects.filter(
+        pk__in={_pk(w.ref) for w in windows}, state__in=states).select_related("team", "flavor", "cluster")}
+    return [(found[w.ref], w) for w in windows if w.ref in found]
+
+
+def ref_labels(refs: list[str]) -> dict[str, RefLabel]:
+    """``ref -> RefLabel`` of the reservations among ledger ``refs`` (one query): what the cost reports call the
+    rows of a window's idle units ("reservation release-eval (#12) of team nlp")."""
+    pks = [pk for pk in (_pk(ref) for ref in refs if ref.startswith(f"{REF_PREFIX}:")) if pk is not None]
+    if not pks:
+        return {}
+    url = reverse("reservations:calendar")
+    return {r.ref: RefLabel(r.name, url, "reservation", r.pk, r.team.slug)
+            for r in Reservation.objects.filter(pk__in=pks).select_related("team").only("pk", "name", "team__slug")}
+

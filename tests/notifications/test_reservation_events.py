@@ -4,6 +4,7 @@ the reason, cancelled; and each window 15 minutes before it starts and once it h
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.utils import timezone
@@ -55,3 +56,30 @@ def test_a_window_is_told_15_minutes_before_and_at_its_start_once_each(member, t
     assert events.reservation_windows(start + timedelta(minutes=2)) == []
     title = Event.objects.get(key=started[0]).title
     assert title == "Reservation soon of team ml-research has started"
+
+
+def test_a_window_unused_30_minutes_in_is_told_once_and_its_end_with_its_use_and_money(member, team, flavor):
+    from billing.models import QuotaHold, ReservedWindow
+    from workloads.cycle import windows
+
+    start = timezone.now().replace(microsecond=0) + timedelta(minutes=20)
+    booked = services.book(member, booking_of(team, flavor, units=4, name="eval", hours=1, start=start.astimezone(BERLIN)))
+    window = ReservedWindow.objects.get(ref=booked.ref)
+    windows.bill(start + timedelta(minutes=31))  # nothing ran on it
+    unused = events.reservation_windows(start + timedelta(minutes=31))
+    assert [key.rsplit(":", 1)[1] for key in unused] == ["unused"]  # "started" goes at most 10 min late
+    assert Event.objects.get(key=unused[0]).title == "Reservation eval of team ml-research is still unused"
+    assert events.reservation_windows(start + timedelta(minutes=32)) == []  # once
+    # The team's work runs on 2 of its 4 units for the rest of the hour; the window ends.
+    QuotaHold.objects.create(team=team, ref="run:1", flavor=flavor, units=2, window=window, open_units=2,
+                             cluster=booked.cluster)
+    windows.bill(start + timedelta(hours=1))
+    ended = events.reservation_windows(start + timedelta(hours=1, minutes=1))
+    assert [key.rsplit(":", 1)[1] for key in ended] == ["ended"]
+    event = Event.objects.get(key=ended[0])
+    # 31 min × 4 idle, then 29 min × 2 used and 2 idle: 0.97 of 4 unit-hours used (24 %), 3.03 idle.
+    assert event.details["used_percent"] == 24 and event.details["lent_percent"] == 0
+    assert event.text.startswith("Reservation eval of team ml-research ended: used 24 % of its 4 unit-hours, 0 % lent")
+    window.refresh_from_db()
+    assert event.details["idle_cost"] == str((window.idle_unit_hours * window.price_per_unit_hour).quantize(
+        Decimal("0.01")))

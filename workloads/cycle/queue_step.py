@@ -5,8 +5,8 @@ Admission, reclaim and budgets are global per team, so they run in one task of t
 
 6. re-drives admitted work not placed yet (no cluster's cycle follows it), admits queued work
    that now fits and refreshes queued reasons; work still queued in a cohort may take back units
-   others borrowed (:mod:`workloads.cycle.preemption`); reserved windows take back their units, and the
-   work of windows over goes back to its quota (:mod:`workloads.cycle.windows`);
+   others borrowed (:mod:`workloads.cycle.preemption`); reserved windows take back their units, the
+   work of windows over goes back to its quota, and windows under way are billed (:mod:`workloads.cycle.windows`);
 7. audits, once a month per team, a budget that crossed its alert threshold, and stops running
    work of teams whose budget is spent when their policy says so.
 """
@@ -48,6 +48,7 @@ def reconcile_queue(now: datetime | None = None, report: ReconcileReport | None 
     report.preempted += preemption.reclaim(now)
     # 6c. Reserved windows take their units back: from their lead on, and from lent work when the holder submits.
     report.preempted += windows.clear(now)
+    windows.bill(now)
     if report.preempted:
         for team in Team.objects.filter(pk__in=QueuedRequest.objects.values("team_id")):
             report.admitted += admission.admit_waiting(team)

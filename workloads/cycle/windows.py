@@ -19,6 +19,11 @@ was admitted into a window goes back to the quota when it ends. Each cycle, afte
 2. :func:`close` — holds of windows that ended (or were cancelled) leave them: the holder's work goes back
    to its quota, its units above its nominal quota becoming borrowed (preemptible under the cohort's reclaim
    rules), and lent work is no longer lent.
+3. :func:`bill` — each window under way is billed up to now (docs/reservations.md "Money"): of its units, those
+   the holder's own work ran on (billed to that work, as any work: not charged twice), those lent to other
+   teams' work (billed to it: credited to the holder) and the rest, idle, which the holder is charged at the
+   window's price as a ledger row of the reservation's own ref, all of it idle cost — so the Usage page and
+   showback show it as idle waste in money. The window keeps the unit-hours of each.
 
 The units counted are a cluster's free units of the flavor, not node blocks: a window booked for whole
 nodes and freed unit by unit may need one cycle more while the last worker of a gang stops.
@@ -29,10 +34,12 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from django.db import transaction
 from django.db.models import F, Q, Sum
 
 import fleet.services as fleet
 from billing import reserved
+from billing.ledger import Interval, interval_unit_hours, record_intervals
 from billing.models import QuotaHold, ReservedWindow
 from cluster.capacity import serves
 from core.formatting import format_when
@@ -117,3 +124,40 @@ def close(now: datetime) -> int:
             window=None, borrowed_units=F("borrowed_units") + borrowed)
     moved += ended.filter(lent=True).update(window=None, lent=False)
     return moved
+
+
+def bill(now: datetime) -> int:
+    """Step 3: bill every window under way up to ``now``; returns how many were billed.
+
+    What ran on a window is sampled each cycle (the holds' running units now, for the time since the window
+    was last billed), as the open segments of work are. A conditional update on the window's ``billed_until``
+    makes a replayed or racing cycle bill nothing twice; the ledger's rows only move forward besides.
+    """
+    windows = list(ReservedWindow.objects.filter(start__lt=now, end__gt=F("start"))
+                   .filter(Q(billed_until__isnull=True) | Q(billed_until__lt=F("end")))
+                   .select_related("flavor"))
+    billed = 0
+    for window in windows:
+        since, until = window.billed_until or window.start, min(window.end, now)
+        if until <= since:
+            continue
+        on = QuotaHold.objects.held().filter(window=window, open_units__gt=0)
+        used = on.filter(lent=False).aggregate(total=Sum("open_units"))["total"] or 0
+        lent = min(on.filter(lent=True).aggregate(total=Sum("open_units"))["total"] or 0, max(0, window.units - used))
+        used = min(used, window.units)
+        idle = window.units - used - lent
+        with transaction.atomic():
+            moved = ReservedWindow.objects.filter(pk=window.pk, billed_until=window.billed_until).update(
+                billed_until=until,
+                used_unit_hours=F("used_unit_hours") + interval_unit_hours(used, since, until),
+                lent_unit_hours=F("lent_unit_hours") + interval_unit_hours(lent, since, until),
+                idle_unit_hours=F("idle_unit_hours") + interval_unit_hours(idle, since, until))
+            if not moved:
+                continue
+            if idle:
+                flavor = window.flavor
+                record_intervals(Interval(window.team_id, window.ref, flavor.pk, flavor.name, window.price_per_unit_hour,
+                                          flavor.gpu_fraction, None, since, until, idle, False, idle=True).hourly())
+        billed += 1
+    return billed
+

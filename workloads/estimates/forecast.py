@@ -50,12 +50,14 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from billing import reserved
 from billing.ledger import month_end
 from billing.models import QuotaHold
 from core.formatting import format_clock, format_when
 from quotas import fairshare
+from quotas.constants import AdmissionCode
 from quotas.decide import Decision
-from quotas.facts import CohortFigures, cohort_of_quotas, team_quotas
+from quotas.facts import CohortFigures, cohort_of_quotas, request_of, reserved_block, team_quotas
 from quotas.models import Cohort, QueuedRequest
 from quotas.queue import MONEY_CODES, held_beyond_quota
 from quotas.reclaim import Rules
@@ -169,6 +171,26 @@ def _range(low: int, high: int) -> str:
 def _ahead(workload) -> Ahead:
     url = workload.get_absolute_url() if hasattr(workload, "get_absolute_url") else ""
     return Ahead(workload.name, url)
+
+
+def reserved_estimate(entry: QueuedRequest, decision: Decision, now: datetime) -> StartEstimate | None:
+    """The estimate of work a reserved window decides (docs/reservations.md "Inside the window"), or None:
+
+    * work only its team's window can hold starts when the window does (its units are cleared for then:
+      the start, bounded one reconcile cycle later);
+    * work another team's window keeps from every cluster starts when that window ends at the latest
+      (sooner if work beside it ends first).
+    """
+    if decision.reason.code in MONEY_CODES or entry.spot:
+        return None
+    cycle = timedelta(seconds=settings.CELERY_RECONCILE_INTERVAL)
+    window = reserved.next_holding(entry.team_id, entry.flavor_id, entry.units, now)
+    if window is not None and decision.reason.code != AdmissionCode.WAITING_FOR_CLUSTER:
+        return StartEstimate(window.start, earliest=window.start, latest=window.start + cycle)
+    blocked = reserved_block(entry.flavor, request_of(entry), now)
+    if blocked is not None:
+        return StartEstimate(blocked[1].end, latest=blocked[1].end + cycle)
+    return None
 
 
 def held_estimate(decision: Decision, now: datetime) -> StartEstimate:
@@ -342,7 +364,8 @@ def estimated_starts(team, now: datetime | None = None,
     result: dict[str, StartEstimate] = {}
     for ref in mine:
         if ref in held:
-            result[ref] = held_estimate(held[ref], now)
+            entry = next(entry for entry in queue if entry.ref == ref)
+            result[ref] = reserved_estimate(entry, held[ref], now) or held_estimate(held[ref], now)
             continue
         start = starts["at"].get(ref)
         if start is None or start.at is None:

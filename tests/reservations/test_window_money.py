@@ -1,0 +1,107 @@
+"""A window's money (issue 49, point 6): its units are billed as they are used — the holder's own work's to that
+work, lent units' to the borrowers, the rest to the holder as idle waste — and the three always make the whole
+window: holder's charge (own work + idle) + borrowers' charges = reserved unit-hours × price."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.db.models import Sum
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from billing import reserved
+from billing.ledger import committed, interval_unit_hours
+from billing.models import QuotaHold, ReservedWindow, UsageRecord
+from tests.factories import make_team
+from tests.reservations.support import clusters_with
+from workloads.cycle import windows
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)
+PRICE = Decimal("2.5")
+
+
+@pytest.fixture
+def setup(flavors):
+    a100 = flavors["a100-80gb"]
+    east = clusters_with(a100, east=8)["east"]
+    nlp, vision = make_team("nlp"), make_team("vision")
+    window = reserved.hold("reservation:7", nlp, a100, east, 4, [(T0, T0 + timedelta(hours=2))], PRICE)[0]
+    own = QuotaHold.objects.create(team=nlp, ref="run:1", flavor=a100, units=4, cluster=east, window=window)
+    lent = QuotaHold.objects.create(team=vision, ref="run:2", flavor=a100, units=4, cluster=east, window=window,
+                                    lent=True)
+    return window, own, lent
+
+
+def running(hold: QuotaHold, units: int) -> None:
+    QuotaHold.objects.filter(pk=hold.pk).update(open_units=units)
+
+
+def idle_cost(ref: str) -> tuple[Decimal, Decimal]:
+    rows = UsageRecord.objects.filter(ref=ref).aggregate(cost=Sum("cost"), idle=Sum("idle_cost"))
+    return rows["cost"] or Decimal(0), rows["idle"] or Decimal(0)
+
+
+def test_a_window_bills_what_was_idle_and_counts_what_was_used_and_lent(setup):
+    window, own, lent = setup
+    running(own, 2)
+    running(lent, 1)
+    assert windows.bill(T0 + timedelta(minutes=30)) == 1
+    assert windows.bill(T0 + timedelta(hours=1)) == 1
+    assert windows.bill(T0 + timedelta(hours=1)) == 0  # a replayed cycle bills nothing twice
+    running(own, 0)  # the holder's work ended; the borrower grew
+    running(lent, 2)
+    windows.bill(T0 + timedelta(hours=3))  # past its end: up to its end only
+    window.refresh_from_db()
+    assert window.billed_until == T0 + timedelta(hours=2)
+    assert (window.used_unit_hours, window.lent_unit_hours, window.idle_unit_hours) == (2, 3, 3)
+    # The idle unit-hours are the holder's, at the window's price, all of it idle cost (waste on the Usage page).
+    assert idle_cost("reservation:7") == (3 * PRICE, 3 * PRICE)
+    assert UsageRecord.objects.get(ref="reservation:7", hour=T0).team.slug == "nlp"
+
+
+def test_work_in_its_own_window_commits_nothing_of_its_own(setup):
+    window, own, _lent = setup
+    QuotaHold.objects.filter(pk=own.pk).update(committed_units=4)
+    before = committed(window.team_id, T0 + timedelta(minutes=10))
+    QuotaHold.objects.filter(pk=own.pk).update(window=None)  # the same work on the quota commits its own
+    assert committed(window.team_id, T0 + timedelta(minutes=10)) > before
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(1, 40), st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=6))
+def test_used_lent_and_idle_always_make_the_whole_window(setup, samples):
+    window, own, lent = setup
+    ReservedWindow.objects.filter(pk=window.pk).update(billed_until=None, used_unit_hours=0, lent_unit_hours=0,
+                                                       idle_unit_hours=0)
+    UsageRecord.objects.filter(ref="reservation:7").delete()
+    now = T0
+    for minutes, used, borrowed in samples:
+        running(own, used)
+        running(lent, borrowed)
+        now += timedelta(minutes=minutes)
+        windows.bill(now)
+    window.refresh_from_db()
+    whole = interval_unit_hours(window.units, T0, min(now, window.end))
+    # Exact but for the ledger's tenth decimal, each term rounded once per cycle.
+    assert abs(window.used_unit_hours + window.lent_unit_hours + window.idle_unit_hours - whole) <= Decimal("1e-8")
+    cost, idle = idle_cost("reservation:7")
+    assert cost == idle
+    assert abs(cost - window.idle_unit_hours * PRICE) < Decimal("0.000001")
+    # Holder: its own work's hours (billed to that work) and the idle hours; the borrowers: the lent hours.
+    holder = (window.used_unit_hours + window.idle_unit_hours) * PRICE
+    borrowers = window.lent_unit_hours * PRICE
+    assert abs(holder + borrowers - whole * PRICE) <= Decimal("1e-7")
+
+
+def test_a_window_its_holder_uses_whole_bills_nothing_under_its_own_ref(setup):
+    window, own, _lent = setup
+    running(own, 4)
+    windows.bill(T0 + timedelta(hours=1))
+    window.refresh_from_db()
+    assert (window.used_unit_hours, window.idle_unit_hours) == (4, 0)
+    assert not UsageRecord.objects.filter(ref="reservation:7").exists()  # nothing idle, nothing billed to it
