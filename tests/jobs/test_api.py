@@ -278,12 +278,14 @@ def test_it_lists_in_a_constant_number_of_queries(api, member, team, quota, publ
     # platform's limit use (6: workloads.estimates.forecast.platform_limit_spans, one per kind with a limit) +
     # what holds queued work beyond its quota: the budget, the month's spend (ledger rows, open
     # segments: billing.ledger.month_spend), committed money (4) + the clusters, for work that waits for one
-    # (quotas.facts.ClusterWaits) (1) + the names of secret env (1) + the clusters and their
+    # (quotas.facts.ClusterWaits) (1) + reserved windows: the team's windows not over (quotas.facts.Windows), the
+    # flavors any window holds (ClusterWaits, for work a window may keep off every cluster) (2) +
+    # the names of secret env (1) + the clusters and their
     # prices, for the one price of each row (billing.pricing.PriceBook, shared by the page) (2). Runs that
     # started cost one more, for their progress (jobs.metrics.progress_answers), one more for their GPUs now
     # (workloads.telemetry.series.now_figures), and running work one more for its progress ETAs: none has
     # started here
-    with django_assert_num_queries(20):
+    with django_assert_num_queries(22):
         response = api.get("/api/v1/runs/")
     assert response.json()["count"] == count
 
