@@ -59,6 +59,12 @@ def ending(prefix: str, since: datetime, until: datetime) -> QuerySet:
                                          billed_until=F("end")).order_by("end")
 
 
+def of_team_between(team_id: int, prefix: str, since: datetime, until: datetime) -> QuerySet:
+    """The team's windows of refs ``<prefix>:…`` that started in ``[since, until)`` and were billed, soonest first."""
+    return ReservedWindow.objects.filter(team_id=team_id, ref__startswith=f"{prefix}:", start__gte=since,
+                                         start__lt=until, billed_until__isnull=False).order_by("start", "id")
+
+
 def of_team(team_id: int, flavor_id: int, start: datetime, end: datetime) -> QuerySet:
     """The team's windows of ``flavor_id`` (on any cluster) that overlap ``[start, end)``."""
     return ReservedWindow.objects.filter(team_id=team_id, flavor_id=flavor_id, start__lt=end, end__gt=start)

@@ -52,6 +52,7 @@ from quotas.api import csv_download
 from quotas.policy import GUIDE, flavor_rows
 from quotas.services import capacity_rows, usage_bars
 from quotas.sharing import team_sharing
+from reservations import services as reservation_services
 from teams import device, oidc, services, throttle
 from teams.middleware import SESSION_KEY
 from teams.models import Membership, Role
@@ -400,7 +401,8 @@ def usage(request):
     if month is None:
         month, error, status = month_start(now), "Pick a month from the list (YYYY-MM, not in the future).", 400
     context = {"team": team, "error": error, **usage_page(team, month, now, kind_names()),
-               "kind_panels": _usage_panels(team, month)}
+               "kind_panels": _usage_panels(team, month),
+               "reserved": reservation_services.window_uses(team, month, month_end(month))}
     return render(request, "front/usage.html", context, status=status)
 
 

@@ -436,3 +436,51 @@ def ref_labels(refs: list[str]) -> dict[str, RefLabel]:
     return {r.ref: RefLabel(r.name, url, "reservation", r.pk, r.team.slug)
             for r in Reservation.objects.filter(pk__in=pks).select_related("team").only("pk", "name", "team__slug")}
 
+
+@dataclass(frozen=True)
+class WindowUse:
+    """A reservation's windows in a month as billed so far (docs/reservations.md "Money"): the unit-hours its
+    team's work ran on, lent to other teams (credited: the borrowers pay), and left idle (charged to the team)."""
+
+    reservation: Reservation
+    windows: int
+    used: Decimal
+    lent: Decimal
+    idle: Decimal
+
+    @property
+    def unit_hours(self) -> Decimal:
+        return self.used + self.lent + self.idle
+
+    @property
+    def charge(self) -> Decimal:
+        """The window's units × hours × its price: what its units cost, whoever ran on them."""
+        return self.unit_hours * self.reservation.price_per_unit_hour
+
+    @property
+    def credit(self) -> Decimal:
+        return self.lent * self.reservation.price_per_unit_hour
+
+    @property
+    def idle_cost(self) -> Decimal:
+        return self.idle * self.reservation.price_per_unit_hour
+
+    @property
+    def used_percent(self) -> int:
+        return round(100 * self.used / self.unit_hours) if self.unit_hours else 0
+
+
+def window_uses(team: Team, since: datetime, until: datetime) -> list[WindowUse]:
+    """The team's reservations with windows started in ``[since, until)`` and billed (one query each for the windows
+    and their reservations), soonest first: the Usage page's card."""
+    windows = list(reserved.of_team_between(team.pk, REF_PREFIX, since, until))
+    found = {r.ref: r for r in Reservation.objects.filter(pk__in={_pk(w.ref) for w in windows}).select_related(
+        "flavor", "cluster")}
+    uses: dict[str, list] = {}
+    for window in windows:
+        if window.ref in found:
+            uses.setdefault(window.ref, []).append(window)
+    return [WindowUse(found[ref], len(mine), sum((w.used_unit_hours for w in mine), ZERO),
+                      sum((w.lent_unit_hours for w in mine), ZERO), sum((w.idle_unit_hours for w in mine), ZERO))
+            for ref, mine in uses.items()]
+

@@ -16,9 +16,12 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.db.models import Sum
+from django.test import Client
 
 import fleet.services as fleet
-from billing.models import PreemptionEvent, QuotaHold
+from billing.models import PreemptionEvent, QuotaHold, ReservedWindow, UsageRecord
+from core.formatting import format_money
 from fleet.models import GpuFlavor
 from jobs.constants import RunState
 from jobs.models import TrainingRun
@@ -138,6 +141,24 @@ def test_a_window_clears_its_units_runs_its_holder_and_lends_what_it_does_not_us
     until(timeline, WINDOW[1])
     timeline.cycle()
     assert not QuotaHold.objects.filter(released_at=None, window__isnull=False).exists()
+
+    # 8. Its money: used by NLP, lent to Vision (credited), idle (NLP's waste) — the whole window, and the
+    #    Usage page says the same figures as the ledger.
+    window = ReservedWindow.objects.get(ref=booked.ref)
+    assert window.billed_until == WINDOW[1]
+    assert window.used_unit_hours > 0 and window.lent_unit_hours > 0 and window.idle_unit_hours > 0
+    assert abs(window.used_unit_hours + window.lent_unit_hours + window.idle_unit_hours - 4 * Decimal(10) / 60) \
+        <= Decimal("1e-7")
+    idle = UsageRecord.objects.filter(ref=booked.ref).aggregate(total=Sum("idle_cost"))["total"]
+    assert abs(idle - window.idle_unit_hours * window.price_per_unit_hour) <= Decimal("1e-6")
+    (use,) = services.window_uses(nlp, START, START + timedelta(days=1))
+    assert (use.idle_cost, use.credit) == (window.idle_unit_hours * window.price_per_unit_hour,
+                                            window.lent_unit_hours * window.price_per_unit_hour)
+    page = Client()
+    page.force_login(noor)
+    html = page.get("/usage/").content.decode()
+    assert 'id="reservations-use-table"' in html and format_money(use.idle_cost) in html
+    assert format_money(use.credit) in html
 
 
 def test_work_of_the_window_goes_back_to_the_quota_when_it_ends(timeline, flavors):
