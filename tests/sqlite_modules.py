@@ -28,6 +28,8 @@ SQLITE_MODULES = {
     "tests/billing/test_open_spend.py": "the month's spend with open segments",
     "tests/workloads/test_budget_forecast.py": "committed money (billing.segments._commitments_sql)",
     "tests/reservations/test_api.py": "reserved windows' committed money (billing.ledger._commitments_sql's UNION ALL)",
+    "tests/reservations/test_window_admission.py": "admission's facts with a team's reserved windows (the hot path's EXISTS on them)",
+    "tests/reservations/test_window_money.py": "a window's idle units in the ledger (its upsert) and work in a window committing nothing",
     "tests/workloads/test_cost_timeline.py": "the ledger against a scripted timeline",
     "tests/jobs/test_reconcile.py": "the reconcile cycle's batched steady update (workloads.cycle.reconcile._steady_sql)",
     "tests/jobs/test_services.py": "submit, run again and the preview on the local default",
