@@ -398,6 +398,10 @@ class ReservedWindow(models.Model):
     start = models.DateTimeField()
     end = models.DateTimeField()
     price_per_unit_hour = models.DecimalField(**MONEY)
+    #: Whether it acts on the queue and the cluster (docs/reservations.md "Inside the window"): a booking waiting for
+    #: staff's approval holds its windows on the calendar and in the budget, but admits nothing, keeps nothing
+    #: from other work and bills nothing until it is approved.
+    confirmed = models.BooleanField(default=True, db_default=True)
     #: Up to when the window's use is billed (None: from its start; billing.reserved.bill): what ran on its
     #: units, in unit-hours — the holder's own work, other teams' work lent its idle units — and what stayed idle.
     billed_until = models.DateTimeField(null=True, blank=True)

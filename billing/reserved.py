@@ -87,7 +87,7 @@ def rooms(team_ids: list[int], now: datetime, flavor_id: int | None = None,
 
     ``placeable``: only windows on clusters that take new work now (a draining or lost cluster's reserved
     units can hold nothing new: work for them waits, as for any cluster)."""
-    windows = ReservedWindow.objects.filter(team_id__in=team_ids, start__lte=now, end__gt=now)
+    windows = ReservedWindow.objects.filter(team_id__in=team_ids, start__lte=now, end__gt=now, confirmed=True)
     if flavor_id is not None:
         windows = windows.filter(flavor_id=flavor_id)
     found = [w for w in windows.select_related("cluster") if w.cluster.placeable or not placeable]
@@ -107,7 +107,7 @@ def rooms(team_ids: list[int], now: datetime, flavor_id: int | None = None,
 def largest_ahead(team_ids: list[int], now: datetime) -> dict[tuple[int, int], int]:
     """``{(team id, flavor id): units}``: the most units one of the team's windows of the flavor not over yet
     holds (one query). Work that only such a window can ever hold waits for it rather than being refused."""
-    rows = (ReservedWindow.objects.filter(team_id__in=team_ids, end__gt=now).values("team_id", "flavor_id")
+    rows = (ReservedWindow.objects.filter(team_id__in=team_ids, end__gt=now, confirmed=True).values("team_id", "flavor_id")
             .annotate(most=Max("units")).order_by())
     return {(row["team_id"], row["flavor_id"]): row["most"] for row in rows}
 
@@ -139,14 +139,16 @@ class Withheld:
 def next_holding(team_id: int, flavor_id: int, units: int, now: datetime) -> ReservedWindow | None:
     """The team's next window of the flavor, not started yet, that holds ``units`` (None: none): when work only
     a window can hold starts (the start estimates)."""
-    return (ReservedWindow.objects.filter(team_id=team_id, flavor_id=flavor_id, units__gte=units, start__gt=now)
+    return (ReservedWindow.objects.filter(team_id=team_id, flavor_id=flavor_id, units__gte=units, start__gt=now,
+                                          confirmed=True)
             .order_by("start").first())
 
 
 def most_at_once(team_id: int, now: datetime) -> dict[int, int]:
     """``{flavor id: units}``: the most units of each flavor the team's windows not over hold at one instant
     (one query): what its namespace's ResourceQuota must admit on top of its quota (``quotas.tasks.team_spec``)."""
-    windows = list(ReservedWindow.objects.filter(team_id=team_id, end__gt=now).values_list("flavor_id", "start", "end", "units"))
+    windows = list(ReservedWindow.objects.filter(team_id=team_id, end__gt=now, confirmed=True)
+                   .values_list("flavor_id", "start", "end", "units"))
     most: dict[int, int] = {}
     for flavor_id, start, _end, _units in windows:
         instant = max(start, now)
@@ -157,7 +159,7 @@ def most_at_once(team_id: int, now: datetime) -> dict[int, int]:
 
 def flavors_reserved(now: datetime) -> set[int]:
     """The ids of the flavors some window not over yet holds (one query)."""
-    return set(ReservedWindow.objects.filter(end__gt=now).values_list("flavor_id", flat=True).distinct())
+    return set(ReservedWindow.objects.filter(end__gt=now, confirmed=True).values_list("flavor_id", flat=True).distinct())
 
 
 def lead() -> timedelta:
@@ -185,7 +187,7 @@ def withheld(flavor_id: int, now: datetime, until: datetime | None) -> dict[int,
     placed now that may run until ``until`` (None: with no end) — the most that windows overlapping
     ``[now, until)`` hold at once, each less the units of the work running on it (its holder's, and other
     teams' lent its idle units), which the nodes count as in use already. Three queries."""
-    windows = ReservedWindow.objects.filter(flavor_id=flavor_id, end__gt=now).order_by("start", "id")
+    windows = ReservedWindow.objects.filter(flavor_id=flavor_id, end__gt=now, confirmed=True).order_by("start", "id")
     if until is not None:
         windows = windows.filter(start__lt=until)
     windows = list(windows)
@@ -210,10 +212,15 @@ def withheld(flavor_id: int, now: datetime, until: datetime | None) -> dict[int,
 
 
 def hold(ref: str, team, flavor, cluster, units: int, spans: Iterable[tuple[datetime, datetime]],
-         price_per_unit_hour: Decimal) -> list[ReservedWindow]:
+         price_per_unit_hour: Decimal, confirmed: bool = True) -> list[ReservedWindow]:
     return ReservedWindow.objects.bulk_create(
         ReservedWindow(ref=ref, team=team, flavor=flavor, cluster=cluster, units=units, start=start, end=end,
-                       price_per_unit_hour=price_per_unit_hour) for start, end in spans)
+                       price_per_unit_hour=price_per_unit_hour, confirmed=confirmed) for start, end in spans)
+
+
+def confirm(ref: str) -> int:
+    """``ref``'s windows act from now on (its booking was approved); returns how many."""
+    return ReservedWindow.objects.filter(ref=ref, confirmed=False).update(confirmed=True)
 
 
 def release(ref: str, now: datetime, everything: bool = False) -> None:

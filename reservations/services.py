@@ -159,7 +159,8 @@ def book(user, booking: Booking) -> Reservation:
             recurrence=_recurrence_fields(booking.recurrence), state=state,
             price_per_unit_hour=price_per_unit_hour, price=price)
         reserved.hold(reservation.ref, booking.team, booking.flavor, cluster, booking.units,
-                      [(w.start, w.end) for w in found], price_per_unit_hour)
+                      [(w.start, w.end) for w in found], price_per_unit_hour,
+                      confirmed=state == ReservationState.BOOKED)
         audit(AuditAction.BOOKED, actor=user, team=booking.team, target=reservation.ref,
               name=reservation.name, flavor=booking.flavor.name, cluster=cluster.name, units=booking.units,
               windows=len(found), price=str(price), state=state)
@@ -266,6 +267,7 @@ def approve(user, reservation: Reservation) -> Reservation:
         if not _move(reservation, (ReservationState.PENDING,), state=ReservationState.BOOKED, decided_by=user,
                      decided_at=now):
             raise ReservationConflict(f"Only a pending reservation is approved; this one is {reservation.state}.")
+        reserved.confirm(reservation.ref)  # its windows act on the queue from now on
         audit(AuditAction.APPROVED, actor=user, team=reservation.team, target=reservation.ref, name=reservation.name)
         reservation.refresh_from_db()
         events.reservation_moved.send(sender=Reservation, reservation=reservation, move=events.APPROVED, at=now)

@@ -158,3 +158,20 @@ def test_start_estimates_know_the_windows(a100, east, settings):
     assert (mine.at, mine.latest) == (start, start + timedelta(seconds=settings.CELERY_RECONCILE_INTERVAL))
     theirs = estimated_starts(vision, now)["endpoint:2"]
     assert theirs.at == end and theirs.bound(now).startswith("by ")
+
+
+def test_a_booking_waiting_for_approval_admits_nothing_until_it_is_approved(a100, east, member, team, staff):
+    from reservations import services
+    from reservations.models import FlavorPolicy
+    from tests.reservations.support import booking_of
+
+    seed_team_quotas(team, {"l4": 1}, Decimal("100000"))
+    FlavorPolicy.objects.create(flavor=a100, needs_approval=True)
+    start = timezone.now() + timedelta(hours=1)
+    pending = services.book(member, booking_of(team, a100, units=4, name="asked", hours=2, start=start))
+    assert pending.state == "pending"
+    # Waiting for staff: the team has no quota and no window that acts yet — a 400's reason, as without one.
+    assert admission.admit(team, request(), "run:1").reason.code == AdmissionCode.NO_QUOTA_FOR_FLAVOR
+    assert dict(team_spec(team).quotas) == {"nvidia.com/gpu": 1}  # its l4 only
+    services.approve(staff, pending)
+    assert admission.admit(team, request(), "run:2").reason.words == "waiting for the team's reservation of 4\u00d7 a100-80gb"

@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 
 def clear(now: datetime) -> list[str]:
     """Step 1: notice the work on units windows need now; returns the refs preempted."""
-    windows = list(ReservedWindow.objects.filter(start__lte=now + reserved.lead(), end__gt=now)
+    windows = list(ReservedWindow.objects.filter(start__lte=now + reserved.lead(), end__gt=now, confirmed=True)
                    .select_related("cluster", "flavor", "team").order_by("start", "id"))
     if not windows:
         return []
@@ -133,7 +133,7 @@ def bill(now: datetime) -> int:
     was last billed), as the open segments of work are. A conditional update on the window's ``billed_until``
     makes a replayed or racing cycle bill nothing twice; the ledger's rows only move forward besides.
     """
-    windows = list(ReservedWindow.objects.filter(start__lt=now, end__gt=F("start"))
+    windows = list(ReservedWindow.objects.filter(start__lt=now, confirmed=True)
                    .filter(Q(billed_until__isnull=True) | Q(billed_until__lt=F("end")))
                    .select_related("flavor"))
     billed = 0
