@@ -270,14 +270,12 @@ def _windows_ended(now: datetime) -> list[str]:
         key = _window_key(reservation, window, "ended")
         if Event.objects.filter(key=key).exists():
             continue
-        whole = window.used_unit_hours + window.lent_unit_hours + window.idle_unit_hours
-        used = round(100 * window.used_unit_hours / whole) if whole else 0
-        lent = round(100 * window.lent_unit_hours / whole) if whole else 0
-        idle_cost = window.idle_unit_hours * window.price_per_unit_hour
+        use = reservation_services.WindowUse.of_window(reservation, window)  # the Usage card's figures
         title = f"Reservation {reservation.name} of team {reservation.team.slug} ended"
-        text = (f"{title}: used {used} % of its {whole.quantize(Decimal('0.01')).normalize():f} unit-hours, {lent} % lent "
-                f"to other teams (credited); idle units cost {format_money(idle_cost)}.")
+        text = (f"{title}: used {use.used_percent} % of its {use.unit_hours.quantize(Decimal('0.01')).normalize():f} "
+                f"unit-hours, {use.lent_percent} % lent to other teams (credited); idle units cost "
+                f"{format_money(use.idle_cost)}.")
         keys.append(record(EventKind.RESERVATION_WINDOW, reservation.team, key, title, text, ref=reservation.ref,
-                           start=window.start.isoformat(), end=window.end.isoformat(), used_percent=used,
-                           lent_percent=lent, idle_cost=str(idle_cost.quantize(Decimal("0.01")))))
+                           start=window.start.isoformat(), end=window.end.isoformat(), used_percent=use.used_percent,
+                           lent_percent=use.lent_percent, idle_cost=str(use.idle_cost.quantize(Decimal("0.01")))))
     return keys

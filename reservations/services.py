@@ -471,6 +471,15 @@ class WindowUse:
     def used_percent(self) -> int:
         return round(100 * self.used / self.unit_hours) if self.unit_hours else 0
 
+    @property
+    def lent_percent(self) -> int:
+        return round(100 * self.lent / self.unit_hours) if self.unit_hours else 0
+
+    @classmethod
+    def of_window(cls, reservation: Reservation, window) -> WindowUse:
+        """One window's use (its "ended" notice says these figures, as the Usage page's card does a month's)."""
+        return cls(reservation, 1, window.used_unit_hours, window.lent_unit_hours, window.idle_unit_hours)
+
 
 def window_uses(team: Team, since: datetime, until: datetime) -> list[WindowUse]:
     """The team's reservations with windows started in ``[since, until)`` and billed (one query each for the windows
