@@ -23,8 +23,11 @@ from celery import Celery
 from celery.signals import setup_logging
 from django.conf import settings
 from kombu import Queue
+from kombu.transport import TRANSPORT_ALIASES
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+# make run's broker without Redis: kombu's filesystem transport, its messages written whole (core.broker).
+TRANSPORT_ALIASES["filesystem"] = "core.broker:Transport"
 
 app = Celery("slipway")
 app.config_from_object("django.conf:settings", namespace="CELERY")
