@@ -114,13 +114,20 @@ def test_under_a_minute_is_said_in_words_never_0_min():
     assert lost_words(None, NOW) == "no work lost"
 
 
-def test_a_checkpoint_saved_during_the_grace_settles_the_loss_once_the_pods_are_gone(team, member, flavors):
+@pytest.mark.parametrize("cause, taken", [
+    (PreemptionEvent.Cause.RECLAIM, "team x reclaimed 2\u00d7 a100-80gb of its quota"),
+    (PreemptionEvent.Cause.WITHIN_TEAM, "the team's high-priority run big (#13) needed its 2\u00d7 a100-80gb"),
+    # Found by the demo: settling once said a reservation's preemption was the cohort's reclaim.
+    (PreemptionEvent.Cause.RESERVATION, "team nlp's reservation took back 2\u00d7 a100-80gb on east from 09:00"),
+])
+def test_a_checkpoint_saved_during_the_grace_settles_the_loss_once_the_pods_are_gone(team, member, flavors, cause,
+                                                                                     taken):
     run = make_run(team, member, flavors["a100-80gb"], admitted_at=ago(41), started_at=ago(40))
     kind = kind_for("run")
     gpu_hours, cost, since, checkpointed = lost_work(kind, run, 2, ago(1))  # noticed a minute ago, 39 min lost
     event = PreemptionEvent.objects.create(
-        ref=run.ref, team=team, by_team=team, for_ref="run:999", flavor=run.flavor, units=2,
-        reason=f"preempted: team x reclaimed 2\u00d7 a100-80gb of its quota; {lost_words(since, ago(1), checkpointed)}",
+        ref=run.ref, team=team, by_team=team, for_ref="run:999", flavor=run.flavor, units=2, cause=cause,
+        reason=f"preempted: {taken}; {lost_words(since, ago(1), checkpointed)}",
         lost_gpu_hours=gpu_hours, lost_cost=cost, at=ago(1))
     assert "39 min of work since its start lost" in event.reason
     # On the notice it saved a last checkpoint, 20 s into the grace; its pods are gone now.
@@ -129,7 +136,8 @@ def test_a_checkpoint_saved_during_the_grace_settles_the_loss_once_the_pods_are_
     settle_lost_work(kind, run, NOW)
     event.refresh_from_db()
     assert (event.lost_gpu_hours, event.lost_cost) == (Decimal(0), Decimal(0))
-    assert event.reason == f"preempted: team {team.slug} reclaimed 2\u00d7 a100-80gb of its quota; no work lost"
+    # Who took what stays as the notice said it; only the lost work is said anew.
+    assert event.reason == f"preempted: {taken}; no work lost"
     settle_lost_work(kind, run, NOW)  # a replay changes nothing
     assert PreemptionEvent.objects.get(pk=event.pk).reason == event.reason
 

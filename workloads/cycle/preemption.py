@@ -265,11 +265,17 @@ def _lower_lost_work(kind: WorkloadKind, workload, event: PreemptionEvent, now: 
     gpu_hours, cost, since, checkpointed = lost_work(kind, workload, event.units, event.at)
     if gpu_hours >= event.lost_gpu_hours:
         return
-    reason = preempted_reason(event.cause == PreemptionEvent.Cause.WITHIN_TEAM,
-                              event.by_team.slug if event.by_team else "", claimant_words(event.for_ref), event.units,
-                              event.flavor.name, lost_words(since, event.at, checkpointed))
+    reason = _with_lost(event.reason, lost_words(since, event.at, checkpointed))
     PreemptionEvent.objects.filter(pk=event.pk, lost_gpu_hours__gt=gpu_hours).update(
         lost_gpu_hours=gpu_hours, lost_cost=cost, reason=reason[:500])
+
+
+def _with_lost(reason: str, lost: str) -> str:
+    """A preemption's words (:func:`preempted_reason`) with its lost work said anew: who took what stays as
+    written when the notice was given — a reservation's window, a within-team claimant, which the row does not
+    keep — and only the last clause, the lost work (:func:`lost_words`, which has no "; "), is replaced."""
+    taken, _sep, _lost = reason.rpartition("; ")
+    return f"{taken}; {lost}"
 
 
 def claimant_words(ref: str) -> str:
