@@ -181,16 +181,30 @@ def reserved_estimate(entry: QueuedRequest, decision: Decision, now: datetime) -
     * work another team's window keeps from every cluster starts when that window ends at the latest
       (sooner if work beside it ends first).
     """
-    if decision.reason.code in MONEY_CODES or entry.spot:
-        return None
     cycle = timedelta(seconds=settings.CELERY_RECONCILE_INTERVAL)
-    window = reserved.next_holding(entry.team_id, entry.flavor_id, entry.units, now)
-    if window is not None and decision.reason.code != AdmissionCode.WAITING_FOR_CLUSTER:
+    window = awaited_window(entry, decision, now)
+    if window is not None:
         return StartEstimate(window.start, earliest=window.start, latest=window.start + cycle)
+    if not _waits_for_units(entry, decision):
+        return None
     blocked = reserved_block(entry.flavor, request_of(entry), now)
     if blocked is not None:
         return StartEstimate(blocked[1].end, latest=blocked[1].end + cycle)
     return None
+
+
+def awaited_window(entry: QueuedRequest, decision: Decision, now: datetime):
+    """The team's window not started yet that work held back by more than its quota waits for (None: none) —
+    its next one of the flavor that holds it whole, unless money or the clusters are what it waits for: the
+    window its start estimate gives and the form's overrun warning reads (:mod:`workloads.estimates.preview`)."""
+    if not _waits_for_units(entry, decision) or decision.reason.code == AdmissionCode.WAITING_FOR_CLUSTER:
+        return None
+    return reserved.next_holding(entry.team_id, entry.flavor_id, entry.units, now)
+
+
+def _waits_for_units(entry: QueuedRequest, decision: Decision) -> bool:
+    """Whether a window can be what held work waits for: not money, and not spot work (never in a window)."""
+    return decision.reason.code not in MONEY_CODES and not entry.spot
 
 
 def held_estimate(decision: Decision, now: datetime) -> StartEstimate:

@@ -20,15 +20,17 @@ from decimal import Decimal
 from django.conf import settings
 from django.utils import timezone
 
+from billing import reserved
 from billing.ledger import hours_left_in_month
 from billing.pricing import Quote
 from billing.services import budget_summary
+from core.formatting import format_duration, format_when
 from core.priority import Priority
 from quotas.constants import AdmissionCode
 from quotas.decide import Decision, ResourceRequest
 from quotas.models import QueuedRequest
 from quotas.queue import held_beyond_quota, preview, queue_position
-from workloads.estimates.forecast import estimated_starts, held_estimate
+from workloads.estimates.forecast import awaited_window, estimated_starts, held_estimate
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class Preview:
     borrows: int = 0
     #: :func:`borrow_words` for the form's preview ("" when it borrows none); not part of the API's answer.
     borrow_note: str = ""
+    #: :func:`overrun_words` for the form's preview ("" unless it goes into a reserved window it may outlast).
+    window_note: str = ""
     #: The unit-hour's price and the cluster it is that of (:mod:`billing.pricing`, the one rule).
     price: Quote | None = None
     #: Where the choice contradicts the flavor advice (:func:`quotas.policy.warnings`): said, never refused.
@@ -108,6 +112,18 @@ def borrow_words(decision: Decision, flavor: str) -> str:
     return f"borrows {decision.borrows}\u00d7 {flavor} from the cohort; preemptible ({who} may take them back)"
 
 
+def overrun_words(start: datetime, duration: timedelta | None, window_end: datetime) -> str:
+    """The form's warning for work going into one of its team's reserved windows at ``start`` that may run past
+    the window's ``end`` ("" when its runtime limit ends inside it): past the end it is on the team's quota, and
+    borrowed — preemptible — where the quota is full (docs/reservations.md "At the end")."""
+    if duration is not None and start + duration <= window_end:
+        return ""
+    until = format_when(window_end)
+    what = (f"its runtime limit ({format_duration(duration)}) runs past the end of the team's reservation at {until}"
+            if duration is not None else f"it has no runtime limit, and the team's reservation ends at {until}")
+    return f"{what}: from then it runs on the team's quota — borrowed, and preemptible, where the quota is full"
+
+
 def preview_request(team, request: ResourceRequest, flavor, duration: timedelta | None,
                     price: Quote | None = None) -> Preview:
     """Price, budget share and admission outcome of ``request`` (for ``flavor``, its unit-hour at
@@ -130,6 +146,10 @@ def preview_request(team, request: ResourceRequest, flavor, duration: timedelta 
         share = (committed / left).quantize(Decimal("0.0001")) if left > 0 else None
     result = Preview(decision.outcome, decision.reason.words, rate, total, share, committed_cost=committed,
                       borrows=decision.borrows, borrow_note=borrow_words(decision, request.flavor), price=price)
+    if decision.reserved:
+        room = reserved.take(reserved.rooms([team.pk], now, flavor.pk).get((team.pk, flavor.pk), []), request.units)
+        if room is not None:
+            result = dataclasses.replace(result, window_note=overrun_words(now, duration, room.end))
     if not decision.queued or flavor is None:
         return result
     entry = QueuedRequest(team=team, ref="dry-run", flavor=flavor, units=request.units,
@@ -141,6 +161,9 @@ def preview_request(team, request: ResourceRequest, flavor, duration: timedelta 
         estimate = estimated_starts(team, now, candidate=(entry, duration), held=held).get(entry.ref)
     else:
         estimate = held_estimate(held.get(entry.ref, decision), now)
+    window = awaited_window(entry, held[entry.ref], now) if entry.ref in held else None
+    if window is not None:
+        result = dataclasses.replace(result, window_note=overrun_words(window.start, duration, window.end))
     return dataclasses.replace(result, queue_position=position, estimated_start_at=estimate.at if estimate else None,
                                estimated_start_earliest=estimate.earliest if estimate else None,
                                estimated_start_latest=estimate.latest if estimate else None,
