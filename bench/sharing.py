@@ -284,17 +284,19 @@ def queue_key(run: Run) -> tuple:
 
 
 def fair_admissions(cohort: Cohort, queued: list[Run], usage: dict[str, int],
-                    remembered: dict[int, float]) -> list[tuple[Run, int]]:
+                    remembered: dict[int, float], windows=None) -> list[tuple[Run, int]]:
     """``(run, borrowed units)`` of the cohort's queued runs admitted now, in the order admitted;
     ``usage`` is updated as they are. The one place the cohort's admission order comes from:
     ``quotas.admission.fair_order`` itself (work within its own team's nominal quota first, then
-    the lowest share after admission, then priority, then age; :func:`decide` for every fit)."""
+    the lowest share after admission, then priority, then age; :func:`decide` for every fit).
+    ``windows``: the teams' reserved windows (a ``quotas.facts.Windows``: bench/reservations.py's); a run
+    one of them holds is admitted into it rather than onto the quota (``windows.taken`` says which)."""
     runs = {}
     for pk, run in enumerate(sorted(queued, key=queue_key), start=1):
         entry = cohort.entry(run, pk)
         runs[id(entry)] = (run, entry)
     figures = cohort.figures(usage)
-    admitted = fair_order([entry for _run, entry in runs.values()], figures, {}, remembered)
+    admitted = fair_order([entry for _run, entry in runs.values()], figures, {}, remembered, windows=windows)
     for team, number in cohort.ids.items():
         usage[team] = figures.usage.get((number, FLAVOR_ID), 0)
     return [(runs[id(entry)][0], borrows) for entry, borrows in admitted]
@@ -447,11 +449,15 @@ class Replay:
         self.check_nominal_first(admitted, now)
         for run, borrows in admitted:
             self.queued.remove(run)
-            run.wait_s += now - run.queued_since
-            run.started_at, run.borrowed = now, borrows
-            self.running.append(run)
+            self.start(run, borrows, now)
         self.usage = usage
         return bool(admitted)
+
+    def start(self, run: Run, borrows: int, now: float) -> None:
+        """An admitted run starts now, ``borrows`` of its units the cohort's; its wait ends."""
+        run.wait_s += now - run.queued_since
+        run.started_at, run.borrowed = now, borrows
+        self.running.append(run)
 
     def remembered(self, now: float) -> dict[int, float]:
         """What each team remembers having borrowed, from the hourly borrowed GPU-hours so far (the ledger's)."""
@@ -477,13 +483,7 @@ class Replay:
                 shares = self.figures.shares(self.usage, self.remembered(now))
             # Dated from its submission: a preempted run's queue entry keeps its first one.
             claim = Claim(run.team, run.ref, run.units, run.priority, at(run.submit_s))
-            # Admitted and started at once here: its start, its last checkpoint since, one price.
-            candidates = [Candidate(victim.ref, victim.team, victim.units, victim.borrowed, victim.priority,
-                                    at(victim.started_at), stopping=victim.stopping_since is not None,
-                                    share=shares[victim.team], started_at=at(victim.started_at),
-                                    last_checkpoint_at=victim.last_checkpoint_at(now) if victim.reports else None,
-                                    reports_checkpoints=victim.reports and victim.checkpoint_every_s > 0,
-                                    preemptions=victim.preemptions)
+            candidates = [self.candidate(victim, now, shares[victim.team])
                           for victim in self.running if victim.borrowed > 0]
             order = self.order or self.foresight_order(now)
             verdict = choose_victims(claim, quota, usage, candidates, self.setup.rules, at(now), order=order)
@@ -495,6 +495,16 @@ class Replay:
                     self.result.preemptions += 1
                     preempted = True
         return preempted
+
+    def candidate(self, victim: Run, now: float, share: float = 0.0) -> Candidate:
+        """A running run as a victim candidate (``workloads.cycle.preemption.candidate_of``), its team's
+        ``share`` given. Admitted and started at once here: its start, its last checkpoint since, one price."""
+        return Candidate(victim.ref, victim.team, victim.units, victim.borrowed, victim.priority,
+                         at(victim.started_at), stopping=victim.stopping_since is not None, share=share,
+                         started_at=at(victim.started_at),
+                         last_checkpoint_at=victim.last_checkpoint_at(now) if victim.reports else None,
+                         reports_checkpoints=victim.reports and victim.checkpoint_every_s > 0,
+                         preemptions=victim.preemptions)
 
     def foresight_order(self, now: float):
         """Victims by the work each would really lose when its pods are gone — at the end of the
@@ -520,9 +530,11 @@ class Replay:
             self.queued.append(run)  # at its old position: the order sorts by priority and submission
         return bool(gone)
 
-    def check_nominal_first(self, admitted: list[tuple[Run, int]], now: float) -> None:
-        """No run is admitted with borrowed units while one that fits its own team's quota waits."""
-        usage, left = dict(self.usage), list(self.queued)
+    def check_nominal_first(self, admitted: list[tuple[Run, int]], now: float,
+                            waiting: list[Run] | None = None) -> None:
+        """No run is admitted with borrowed units while one that fits its own team's quota waits
+        (of ``waiting``, the runs admission was asked about: by default every queued one)."""
+        usage, left = dict(self.usage), list(self.queued if waiting is None else waiting)
         for run, borrows in admitted:
             left.remove(run)
             if borrows:

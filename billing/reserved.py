@@ -134,6 +134,9 @@ class Withheld:
     end: datetime
     #: Its holder's work admitted into one of them does not run yet: they are about to be used, not lent.
     claimed: bool = False
+    #: One of the cluster's windows of the flavor is in its lead: its units are being cleared for its start (the
+    #: first one's own lead is told by ``start``; a later one's, while the first is open, only by this).
+    clearing: bool = False
 
 
 def next_holding(team_id: int, flavor_id: int, units: int, now: datetime) -> ReservedWindow | None:
@@ -179,7 +182,13 @@ def lendable(kept: Withheld, now: datetime, may_borrow: bool) -> bool:
     needs them): work that may be preempted at all (``may_borrow``: not an endpoint's guaranteed minimum), and
     not in the window's lead, when its units are being cleared for its start, nor while its holder's work
     admitted into it waits to start there."""
-    return may_borrow and not kept.claimed and not (kept.start - lead() <= now < kept.start)
+    return may_borrow and not kept.claimed and not kept.clearing and not (kept.start - lead() <= now < kept.start)
+
+
+def kept_units(units: int, running: int, waiting: int) -> int:
+    """What a window of ``units`` keeps from other work: its units less the work running on it, but never less
+    than its holder's admitted work that waits to start (``waiting``)."""
+    return min(units, max(units - running, waiting))
 
 
 def withheld(flavor_id: int, now: datetime, until: datetime | None) -> dict[int, Withheld]:
@@ -196,18 +205,23 @@ def withheld(flavor_id: int, now: datetime, until: datetime | None) -> dict[int,
     attached = QuotaHold.objects.held().filter(window__in=[w.pk for w in windows])
     running = dict(attached.filter(open_units__gt=0).values("window_id").annotate(total=Sum("open_units"))
                    .order_by().values_list("window_id", "total"))
-    claimed = set(attached.filter(lent=False, open_units=0).values_list("window_id", flat=True))
+    # The units of its holder's work admitted into a window and not started: kept whatever else runs "on" it (lent
+    # work is attached to the first window counted, whatever units it sits on, so it can outnumber the window's).
+    claimed = dict(attached.filter(lent=False, open_units=0).values("window_id").annotate(total=Sum("units"))
+                   .order_by().values_list("window_id", "total"))
     found: dict[int, Withheld] = {}
     for cluster_id in {w.cluster_id for w in windows}:
         mine = [w for w in windows if w.cluster_id == cluster_id]
         most = 0
         for instant in sorted({max(w.start, now) for w in mine}):
-            most = max(most, sum(max(0, w.units - (running.get(w.pk) or 0)) for w in mine if w.start <= instant < w.end))
+            most = max(most, sum(kept_units(w.units, running.get(w.pk) or 0, claimed.get(w.pk) or 0)
+                                 for w in mine if w.start <= instant < w.end))
         if most or any(w.start <= now for w in mine):
             # Kept even at 0 while one is open: work that waits there may start on its units once idle (lent).
             first = mine[0]
             found[cluster_id] = Withheld(most, first.pk, first.team_id, first.start, first.end,
-                                         claimed=any(w.pk in claimed for w in mine))
+                                         claimed=any(w.pk in claimed for w in mine),
+                                         clearing=any(w.start - lead() <= now < w.start for w in mine))
     return found
 
 

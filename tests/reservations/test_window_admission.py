@@ -175,3 +175,38 @@ def test_a_booking_waiting_for_approval_admits_nothing_until_it_is_approved(a100
     assert dict(team_spec(team).quotas) == {"nvidia.com/gpu": 1}  # its l4 only
     services.approve(staff, pending)
     assert admission.admit(team, request(), "run:2").reason.words == "waiting for the team's reservation of 4\u00d7 a100-80gb"
+
+
+def test_nothing_is_lent_in_a_later_windows_lead_while_an_earlier_one_is_open(a100, east, settings):
+    """Found by bench/reservations.py: the lead was the first window's only, so work was lent an open window's
+    idle units while the next one's were being cleared, and preempted again every cycle of that lead."""
+    settings.SLIPWAY_RESERVATION_LEAD_MINUTES = 15
+    nlp, vision = make_team("nlp"), make_team("vision")
+    now = timezone.now()
+    window(nlp, a100, east, 2, now - timedelta(minutes=30), now + timedelta(hours=2))
+    kept = reserved.withheld(a100.pk, now, None)[east.pk]
+    assert reserved.lendable(kept, now, True) and not kept.clearing
+    window(vision, a100, east, 2, now + timedelta(minutes=10), now + timedelta(hours=1))  # in its lead now
+    kept = reserved.withheld(a100.pk, now, None)[east.pk]
+    assert kept.start < now and kept.clearing and not reserved.lendable(kept, now, True)
+    later = now + timedelta(minutes=11)  # the second has started: its units may be lent again when idle
+    assert reserved.lendable(reserved.withheld(a100.pk, later, None)[east.pk], later, True)
+
+
+def test_a_window_keeps_the_units_its_holders_waiting_work_needs_whatever_lent_work_runs_on_it(a100, east):
+    """Found by bench/reservations.py: lent work is attached to the first window counted, whatever units it sits
+    on, so it could outnumber the window's and leave nothing kept for the holder's work waiting to start — work
+    placed beside then took the units the window's clearing freed."""
+    nlp, vision = make_team("nlp"), make_team("vision")
+    seed_team_quotas(nlp, {"l4": 1}, Decimal("100000"))
+    seed_team_quotas(vision, {"a100-80gb": 8}, Decimal("100000"))
+    now = timezone.now()
+    pk = window(nlp, a100, east, 4, now - timedelta(minutes=5), now + timedelta(hours=1))
+    assert admission.admit(vision, request(6), "run:lent").admitted
+    QuotaHold.objects.filter(ref="run:lent").update(window_id=pk, lent=True, open_units=6)
+    assert reserved.withheld(a100.pk, now, None)[east.pk].units == 0  # nothing of the holder's waits: all lent
+    assert admission.admit(nlp, request(4), "run:holder").reserved  # admitted into it, not started
+    kept = reserved.withheld(a100.pk, now, None)[east.pk]
+    assert kept.claimed and kept.units == 4
+    assert [reserved.kept_units(4, running, waiting) for running, waiting in ((0, 0), (6, 0), (6, 4), (2, 1), (1, 9))] \
+        == [4, 0, 4, 2, 4]

@@ -1,0 +1,89 @@
+"""bench/reservations.py (issue 49) on its quick trace: what the replayed windows do, read from the replays.
+
+Pure (no database): the bench replays bench/sharing.py's trace with random bookings and their holders' runs
+through the production's rules, and these tests check what the windows did there — not only that it printed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from reservations import occupancy
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def quick():
+    """The bench's own quick run (the trace's first 48 hours): its module and its :class:`Bench`."""
+    bench = _load("reservations")
+    return bench, bench.simulate(*bench.parse(["--quick"]))
+
+
+def test_the_bookings_hold_the_booked_share_within_the_reservable_one(quick):
+    _module, bench = quick
+    capacity, hours = bench.setup.capacity, bench.hours
+    reservable = occupancy.reservable(capacity, Decimal("0.5"))
+    held = [window.held() for window in bench.windows]
+    assert sum(window.unit_s for window in bench.windows) >= 0.30 * capacity * hours * 3600
+    for window in bench.windows:
+        assert window.start_s % 1800 == 0 and window.end_s <= hours * 3600
+        assert 1 <= (window.end_s - window.start_s) / 3600 <= 8 and 2 <= window.units <= reservable
+        mine = held[window.index]
+        assert occupancy.peak(held, mine.start, mine.end)[0] <= reservable
+    # Every window brings its holder's run; every third a second one.
+    refs = {run.ref for run, _window in bench.holders}
+    assert {f"window:{window.index}:0" for window in bench.windows} <= refs
+    assert len(refs) == len(bench.windows) + len(range(0, len(bench.windows), 3))
+
+
+def test_windows_lend_their_idle_units_and_take_them_back_within_the_grace(quick):
+    _module, bench = quick
+    reserved, unbooked, trace = bench.replays
+    setup = bench.setup
+    # Lent work: placed on windows' idle units, and counted as the windows' use.
+    assert reserved.loans > 0 and reserved.use["lent"] > 0
+    # Taken back: windows preempted other work (notice, grace, back to its queue), which lost work.
+    assert reserved.preempted["window"] > 0 and reserved.lost["window"] > 0
+    # Work admitted into a window started within the grace and a cycle, every time its units were not free.
+    assert reserved.claim_waits and max(reserved.claim_waits) <= setup.stop_s + setup.cycle_s
+    assert not reserved.never
+    # Some booked runs started in their window as it opened, or as they were submitted in it.
+    assert min(reserved.delays()) == 0
+    # The windows' use adds up to what was booked.
+    assert sum(reserved.use.values()) == pytest.approx(reserved.booked_unit_s)
+    # Without bookings nothing is reserved, lent or taken back.
+    for replay in (unbooked, trace):
+        assert replay.loans == 0 and replay.preempted["window"] == 0 and not replay.inside
+    for replay in bench.replays:
+        assert not replay.result.broken, replay.result.broken[:3]
+        assert replay.result.samples
+
+
+def test_the_trace_alone_is_bench_sharings_cohort_replay(quick):
+    """The hooks the bench needs in bench/sharing.py's replay change nothing there: without windows and holders'
+    runs, the bench's replay is bench/sharing.py's cohort replay, figure for figure."""
+    _module, bench = quick
+    trace = bench.replays[2].result
+    sharing = _load("sharing")
+    alone = sharing.replay(bench.setup, bench.trace, cohort=True)
+    assert (trace.utilization, trace.max_fair_error, trace.preemptions, trace.lost_unit_s, trace.mean_wait_s,
+            trace.span_s, len(trace.samples)) == (alone.utilization, alone.max_fair_error, alone.preemptions,
+                                                  alone.lost_unit_s, alone.mean_wait_s, alone.span_s,
+                                                  len(alone.samples))
+    # Its accounts of the trace's own runs are bench/sharing.py's figures then.
+    assert bench.replays[2].own_allocated == pytest.approx(alone.allocated)
+    assert bench.replays[2].own_fair == pytest.approx(alone.fair)
