@@ -12,6 +12,9 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from django.test import override_settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from reservations import occupancy
 
@@ -87,3 +90,28 @@ def test_the_trace_alone_is_bench_sharings_cohort_replay(quick):
     # Its accounts of the trace's own runs are bench/sharing.py's figures then.
     assert bench.replays[2].own_allocated == pytest.approx(alone.allocated)
     assert bench.replays[2].own_fair == pytest.approx(alone.fair)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10**6), hours=st.sampled_from([12, 24]), share=st.sampled_from([0.2, 0.3, 0.4]),
+       lead=st.sampled_from([5, 15]))
+def test_on_random_bookings_and_arrivals_the_invariants_hold_and_no_window_waits_for_others_work(
+        quick, seed, hours, share, lead):
+    """Issue 49's property, on the production's rules as the bench replays them: over random bookings (within the
+    reservable share at every instant) and random arrivals of the holders' work, the replay's invariants hold at
+    every cycle (never more running than the capacity; nothing booked over the share), and work admitted into a
+    window never waits for other teams' work there longer than its notice takes — the grace and one cycle."""
+    module, _bench = quick
+    own, args = module.parse(["--quick", str(hours), "--seed", str(seed), "--reserved", str(share),
+                              "--lead", str(lead)])
+    trace = module.sharing.read_trace(args.trace, hours)
+    setup = module.sharing.make_setup(args, trace)
+    rng = module.random.Random(seed)
+    windows = module.book(setup, hours, share, rng)
+    replay = module.Reserving(setup, trace, windows, module.holder_runs(windows, own.early * 60, rng), "reserved")
+    with override_settings(SLIPWAY_RESERVATION_LEAD_MINUTES=lead):
+        replay.run()
+    assert not replay.result.broken, replay.result.broken[:3]
+    assert all(wait <= setup.stop_s + setup.cycle_s for wait in replay.claim_waits)
+    assert not replay.never
+    assert sum(replay.use.values()) == pytest.approx(replay.booked_unit_s)
