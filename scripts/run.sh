@@ -91,6 +91,9 @@ export SLIPWAY_WORKSPACE_PROXY_PORT="$proxy_port"
 # The links in e-mails and webhooks (the worker sends them) start with the address printed here,
 # unless the install says where people reach the portal.
 export SLIPWAY_PORTAL_URL="${SLIPWAY_PORTAL_URL:-${url%/}}"
+# The demo's reservation starts about twelve minutes after seeding (reservations/demo.py): a lead of three minutes
+# (rather than the default 15) lets its idle units be lent first and taken back on the way, as in production.
+export SLIPWAY_RESERVATION_LEAD_MINUTES="${SLIPWAY_RESERVATION_LEAD_MINUTES:-3}"
 # The endpoints' public base URL, which the portal shows, is the gateway started below unless the install says.
 export SLIPWAY_GATEWAY_URL="${SLIPWAY_GATEWAY_URL:-http://$HOST:$gateway_port}"
 
