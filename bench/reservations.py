@@ -383,7 +383,10 @@ class Reserving(sharing.Replay):
         (lent first, then the least work lost); whether any was preempted."""
         ahead = lead().total_seconds()
         windows = [window for window in self.windows if window.start_s - ahead <= now < window.end_s]
-        need = sum(window.units if window.start_s > now else
+        self.adopt([window for window in windows if window.start_s <= now])
+        early = {window: sum(run.units for run, lent in self.lent.items() if lent is window and run.team == window.team
+                             and run.started_at is not None) for window in windows}
+        need = sum(max(0, window.units - early[window]) if window.start_s > now else
                    sum(run.units for run in self.claimed if self.inside[run] is window) for window in windows)
         if not need:
             return False
@@ -395,7 +398,8 @@ class Reserving(sharing.Replay):
         pool = [run for run in held if run.stopping_since is None and (run.team not in holders or run in self.lent)]
         lost = work_lost([self.candidate(run, now) for run in pool], sharing.at(now))
         taken = False
-        for run in sorted(pool, key=lambda run: (run not in self.lent, lost[run.ref], run.ref)):
+        own = {run for run in pool if run in self.lent and self.lent[run].team == run.team}  # taken back last of the lent
+        for run in sorted(pool, key=lambda run: (run not in self.lent, run in own, lost[run.ref], run.ref)):
             if shortfall <= 0:
                 break
             run.stopping_since = now  # its notice: it keeps its units until its pods are gone
@@ -405,6 +409,20 @@ class Reserving(sharing.Replay):
             shortfall -= run.units
             taken = True
         return taken
+
+    def adopt(self, opened: list[Window]) -> None:
+        """``workloads.cycle.windows._adopt``: a holder's own work lent its window's units before the start moves
+        into it once it opens (what fits, oldest first): off the quota, the team's window work."""
+        for window in opened:
+            free = window.units - sum(run.units for run, held in self.inside.items() if held is window)
+            for run in sorted((run for run, lent in self.lent.items() if lent is window and run.team == window.team),
+                              key=lambda run: (run.started_at or 0.0, run.ref)):
+                if run.units <= free and run.started_at is not None:
+                    del self.lent[run]
+                    self.inside[run] = window
+                    self.usage[run.team] -= run.units
+                    run.borrowed = 0
+                    free -= run.units
 
     def close(self, now: float) -> bool:
         """``workloads.cycle.windows.close``: the work of windows over goes back onto the quota (beyond the

@@ -105,3 +105,31 @@ def test_a_window_its_holder_uses_whole_bills_nothing_under_its_own_ref(setup):
     window.refresh_from_db()
     assert (window.used_unit_hours, window.idle_unit_hours) == (4, 0)
     assert not UsageRecord.objects.filter(ref="reservation:7").exists()  # nothing idle, nothing billed to it
+
+
+def test_the_holders_own_work_lent_its_window_before_the_start_is_not_taken_back_and_moves_into_it(
+        flavors, settings, monkeypatch):
+    """A team's own work on the quota, lent its window's idle units before the start, was taken back by its own
+    window at ``start − lead`` (lent work first): it uses the team's reserved units early, needs no clearing, and
+    is the window's work once it opens — off the quota, billed as the holder's use."""
+    settings.SLIPWAY_RESERVATION_LEAD_MINUTES = 15
+    a100 = flavors["a100-80gb"]
+    east = clusters_with(a100, east=8)["east"]
+    nlp, vision = make_team("nlp"), make_team("vision")
+    window = reserved.hold("reservation:8", nlp, a100, east, 4, [(T0, T0 + timedelta(hours=2))], PRICE)[0]
+    early = QuotaHold.objects.create(team=nlp, ref="run:1", flavor=a100, units=3, cluster=east, window=window,
+                                     lent=True, open_units=3)
+    other = QuotaHold.objects.create(team=vision, ref="run:2", flavor=a100, units=2, cluster=east, window=window,
+                                     lent=True, open_units=2)
+    needs = []
+    monkeypatch.setattr(windows, "_clear_on", lambda mine, need, now: needs.append(need) or [])
+    windows.clear(T0 - timedelta(minutes=10))  # in the lead: 1 of its 4 units to clear, not 4
+    assert needs == [1]
+    early.refresh_from_db()
+    assert early.lent and early.window_id == window.pk  # not yet: the window has not started
+    windows.clear(T0 + timedelta(seconds=5))
+    early.refresh_from_db()
+    other.refresh_from_db()
+    assert not early.lent and early.window_id == window.pk  # the team's window work now
+    assert other.lent  # another team's stays lent, and is what the window takes back when it needs the units
+    assert reserved.rooms([nlp.pk], T0 + timedelta(seconds=5))[(nlp.pk, a100.pk)][0].free == 1

@@ -14,7 +14,9 @@ was admitted into a window goes back to the quota when it ends. Each cycle, afte
    first, then the least money lost first (:func:`quotas.reclaim.work_lost`), until the shortfall is met:
    whatever sits there (work placed before the booking, work that outran its limit, work that waited on
    the cluster and started on the window's idle units) but the holders' own work and endpoints' replicas,
-   which are never placed there. Work already stopping counts as gone, so a cycle never takes more for
+   which are never placed there. A holder's own work lent its window's idle units before the start is using
+   the team's reserved units early: its units count as cleared for that window (it moves into the window when
+   it opens), and of the lent work it is taken back last, only when another window needs the units. Work already stopping counts as gone, so a cycle never takes more for
    the same need.
 2. :func:`close` — holds of windows that ended (or were cancelled) leave them: the holder's work goes back
    to its quota, its units above its nominal quota becoming borrowed (preemptible under the cohort's reclaim
@@ -58,15 +60,44 @@ def clear(now: datetime) -> list[str]:
                    .select_related("cluster", "flavor", "team").order_by("start", "id"))
     if not windows:
         return []
+    _adopt([w for w in windows if w.start <= now])
     pending = dict(QuotaHold.objects.held().filter(window__in=windows, lent=False, started_at__isnull=True)
                    .values("window_id").annotate(total=Sum("units")).order_by().values_list("window_id", "total"))
+    # The holder's own work lent its window's idle units before the start already runs on them: its units need no
+    # clearing (it moves into the window when it starts, :func:`_adopt`).
+    early = dict(QuotaHold.objects.held().filter(window__in=windows, lent=True, open_units__gt=0,
+                                                 team_id=F("window__team_id"))
+                 .values("window_id").annotate(total=Sum("open_units")).order_by().values_list("window_id", "total"))
     preempted: list[str] = []
     for key in sorted({(w.cluster_id, w.flavor_id) for w in windows}):
         mine = [w for w in windows if (w.cluster_id, w.flavor_id) == key]
-        need = sum(w.units if w.start > now else (pending.get(w.pk) or 0) for w in mine)
+        need = sum(max(0, w.units - (early.get(w.pk) or 0)) if w.start > now else (pending.get(w.pk) or 0)
+                   for w in mine)
         if need:
             preempted += _clear_on(mine, need, now)
     return preempted
+
+
+def _adopt(opened: list[ReservedWindow]) -> int:
+    """The holder's own work lent its window's idle units before the start moves into the window once it opens
+    (what fits of the window's free units, oldest first): it was using the team's reserved units early, and is
+    the team's window work from now on — off its quota, billed as the holder's use — rather than taken back by
+    its own window. Returns how many moved."""
+    moved = 0
+    for window in opened:
+        lent = list(QuotaHold.objects.held().filter(window=window, lent=True, team_id=window.team_id)
+                    .order_by("created_at", "pk"))
+        if not lent:
+            continue
+        free = window.units - (QuotaHold.objects.held().filter(window=window, lent=False)
+                               .aggregate(total=Sum("units"))["total"] or 0)
+        for hold in lent:
+            # Off the quota, so borrowing nothing from the cohort (close() counts what it borrows when the window ends).
+            if hold.units <= free and QuotaHold.objects.filter(pk=hold.pk, window=window, lent=True).update(
+                    lent=False, borrowed_units=0):
+                free -= hold.units
+                moved += 1
+    return moved
 
 
 def _clear_on(windows: list[ReservedWindow], need: int, now: datetime) -> list[str]:
@@ -81,7 +112,7 @@ def _clear_on(windows: list[ReservedWindow], need: int, now: datetime) -> list[s
             - (running.aggregate(total=Sum("open_units"))["total"] or 0))
     ids = [w.pk for w in windows]
     holders = {w.team_id for w in windows}
-    held = list(running.exclude(Q(window_id__in=ids, lent=False)).select_related("team"))
+    held = list(running.exclude(Q(window_id__in=ids, lent=False)).select_related("window", "team"))
     stopping = stopping_refs({h.team_id for h in held})
     shortfall = need - free - sum(h.units for h in held if h.ref in stopping)
     if shortfall <= 0:
@@ -96,7 +127,9 @@ def _clear_on(windows: list[ReservedWindow], need: int, now: datetime) -> list[s
     slugs = {h.team_id: h.team.slug for h in pool}
     candidates = {h.ref: candidate_of(h, workloads.get(h.ref), slugs, stopping, {}, now) for h in pool}
     lost = work_lost(list(candidates.values()), now)
-    order = sorted(pool, key=lambda h: (not h.lent, lost[h.ref], h.ref))
+    # Lent work first — a holder's own work lent its own window's units last of it (its units count for that window:
+    # taken back only for another window) — then the least work lost.
+    order = sorted(pool, key=lambda h: (not h.lent, h.lent and h.team_id == h.window.team_id, lost[h.ref], h.ref))
     claim = Claim(first.team.slug, first.ref, need, 0, first.start)
     words = f"on {cluster.name} from {format_when(first.start)}"
     preempted = []
