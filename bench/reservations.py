@@ -95,7 +95,7 @@ from django.conf import settings
 from django.test import override_settings
 from estimates import limit_of
 
-from billing.reserved import Room, Withheld, horizon, kept_units, lead, lendable
+from billing.reserved import Room, Withheld, horizon, in_lead, kept_units, lead, lendable
 from core.priority import Priority
 from quotas.facts import Windows
 from quotas.reclaim import work_lost
@@ -373,10 +373,10 @@ class Reserving(sharing.Replay):
                                  for window in mine if window.open_at(instant)))
         if not most and not any(window.start_s <= now for window in mine):
             return None
-        first, ahead = mine[0], lead().total_seconds()
+        first = mine[0]
         return Withheld(most, first.index, self.figures.ids[first.team], sharing.at(first.start_s),
                         sharing.at(first.end_s), claimed=any(self.inside[run] in on for run in self.claimed),
-                        clearing=any(window.start_s - ahead <= now < window.start_s for window in mine))
+                        clearing=any(in_lead(sharing.at(window.start_s), sharing.at(now)) for window in mine))
 
     def clear(self, now: float) -> bool:
         """``workloads.cycle.windows.clear``: the units windows need now, taken back from other work

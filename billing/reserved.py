@@ -182,7 +182,12 @@ def lendable(kept: Withheld, now: datetime, may_borrow: bool) -> bool:
     needs them): work that may be preempted at all (``may_borrow``: not an endpoint's guaranteed minimum), and
     not in the window's lead, when its units are being cleared for its start, nor while its holder's work
     admitted into it waits to start there."""
-    return may_borrow and not kept.claimed and not kept.clearing and not (kept.start - lead() <= now < kept.start)
+    return may_borrow and not kept.claimed and not kept.clearing and not in_lead(kept.start, now)
+
+
+def in_lead(start: datetime, now: datetime) -> bool:
+    """Whether a window starting at ``start`` is in its lead at ``now``: its units are being cleared for its start."""
+    return start - lead() <= now < start
 
 
 def kept_units(units: int, running: int, waiting: int) -> int:
@@ -221,7 +226,7 @@ def withheld(flavor_id: int, now: datetime, until: datetime | None) -> dict[int,
             first = mine[0]
             found[cluster_id] = Withheld(most, first.pk, first.team_id, first.start, first.end,
                                          claimed=any(w.pk in claimed for w in mine),
-                                         clearing=any(w.start - lead() <= now < w.start for w in mine))
+                                         clearing=any(in_lead(w.start, now) for w in mine))
     return found
 
 

@@ -16,8 +16,8 @@ was admitted into a window goes back to the quota when it ends. Each cycle, afte
    the cluster and started on the window's idle units) but the holders' own work and endpoints' replicas,
    which are never placed there. A holder's own work lent its window's idle units before the start is using
    the team's reserved units early: its units count as cleared for that window (it moves into the window when
-   it opens), and of the lent work it is taken back last, only when another window needs the units. Work already stopping counts as gone, so a cycle never takes more for
-   the same need.
+   it opens), and of the lent work it is taken back last, only when another window needs the units. Work
+   already stopping counts as gone, so a cycle never takes more for the same need.
 2. :func:`close` — holds of windows that ended (or were cancelled) leave them: the holder's work goes back
    to its quota, its units above its nominal quota becoming borrowed (preemptible under the cohort's reclaim
    rules), and lent work is no longer lent.
@@ -60,7 +60,7 @@ def clear(now: datetime) -> list[str]:
                    .select_related("cluster", "flavor", "team").order_by("start", "id"))
     if not windows:
         return []
-    _adopt([w for w in windows if w.start <= now])
+    _adopt([w for w in windows if w.start <= now], now)
     pending = dict(QuotaHold.objects.held().filter(window__in=windows, lent=False, started_at__isnull=True)
                    .values("window_id").annotate(total=Sum("units")).order_by().values_list("window_id", "total"))
     # The holder's own work lent its window's idle units before the start already runs on them: its units need no
@@ -78,25 +78,24 @@ def clear(now: datetime) -> list[str]:
     return preempted
 
 
-def _adopt(opened: list[ReservedWindow]) -> int:
+def _adopt(opened: list[ReservedWindow], now: datetime) -> int:
     """The holder's own work lent its window's idle units before the start moves into the window once it opens
-    (what fits of the window's free units, oldest first): it was using the team's reserved units early, and is
-    the team's window work from now on — off its quota, billed as the holder's use — rather than taken back by
-    its own window. Returns how many moved."""
+    (what fits of the window's free units, :func:`billing.reserved.rooms`, oldest first): it was using the team's
+    reserved units early, and is the team's window work from now on — off its quota, billed as the holder's use —
+    rather than taken back by its own window. Returns how many moved."""
+    early = list(QuotaHold.objects.held().filter(window__in=opened, lent=True, team_id=F("window__team_id"))
+                 .order_by("created_at", "pk"))
+    if not early:
+        return 0
+    free = {room.window_id: room.free for found in reserved.rooms(list({h.team_id for h in early}), now,
+                                                                    placeable=False).values() for room in found}
     moved = 0
-    for window in opened:
-        lent = list(QuotaHold.objects.held().filter(window=window, lent=True, team_id=window.team_id)
-                    .order_by("created_at", "pk"))
-        if not lent:
-            continue
-        free = window.units - (QuotaHold.objects.held().filter(window=window, lent=False)
-                               .aggregate(total=Sum("units"))["total"] or 0)
-        for hold in lent:
-            # Off the quota, so borrowing nothing from the cohort (close() counts what it borrows when the window ends).
-            if hold.units <= free and QuotaHold.objects.filter(pk=hold.pk, window=window, lent=True).update(
-                    lent=False, borrowed_units=0):
-                free -= hold.units
-                moved += 1
+    for hold in early:
+        # Off the quota, so borrowing nothing from the cohort (close() counts what it borrows when the window ends).
+        if hold.units <= free.get(hold.window_id, 0) and QuotaHold.objects.filter(
+                pk=hold.pk, window_id=hold.window_id, lent=True).update(lent=False, borrowed_units=0):
+            free[hold.window_id] -= hold.units
+            moved += 1
     return moved
 
 
