@@ -13,10 +13,12 @@ class RunState(models.TextChoices):
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
+    #: Stopped early by its sweep's pruner, with its checkpoint saved (docs/sweeps.md "Pruning"): never "failed".
+    PRUNED = "pruned", "Pruned"
 
 
 #: States a run never leaves.
-FINAL_STATES = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
+FINAL_STATES = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.PRUNED)
 #: States in which the run holds quota (a hold).
 HOLDING_STATES = (RunState.ADMITTED, RunState.PENDING, RunState.RUNNING)
 #: Active: queued or holding quota (docs/glossary.md) — for a run, every state but the final ones.

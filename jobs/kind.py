@@ -14,7 +14,7 @@ import core.backend
 from cluster.backends.base import ObservedWorkload, ResourceKind
 from cluster.specs import VolumeSpec
 from cluster.status import WorkloadStatus
-from jobs import metrics, services
+from jobs import metrics, services, trials
 from jobs.checkpoint_contract import provided_claim_name
 from jobs.constants import AUDIT_ACTIONS, RunState
 from jobs.demo import later_demo_run_line, seed_demo_history, seed_demo_runs
@@ -40,6 +40,7 @@ from workloads.registry import (
     NavItem,
     Pages,
     Reactions,
+    Trials,
     WorkloadKind,
 )
 
@@ -107,7 +108,7 @@ def recent_runs(team) -> dict:
     return {"recent": recent}
 
 
-class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates, Api, Announces):
+class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates, Api, Trials, Announces):
     model = TrainingRun
     noun = "run"
     audit_actions = AUDIT_ACTIONS
@@ -119,6 +120,7 @@ class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates,
         ended=RunState.CANCELLED,
         applyable=(RunState.ADMITTED,),
         removed=(RunState.CANCELLED,),
+        pruned=RunState.PRUNED,
     )
     # A single-node run is a Job, a distributed one a PyTorchJob (Kubeflow's training operator).
     # A run with the checkpoint contract may have its checkpoint claim (kept across attempts), observed so
@@ -157,6 +159,12 @@ class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates,
     def preview(self, team, fields: dict):
         # Bad input (or a flavor that does not take the run) is a 400 here, not an "invalid" preview as the form shows.
         return services.preview_run(team, fields, strict=True)
+
+    def trial_fields(self, fields: dict, name: str, params: dict) -> dict:
+        return trials.trial_fields(fields, name, params)
+
+    def objective(self, workloads: list, metric: str, after: dict[int, int]):
+        return trials.objective(workloads, metric, after)
 
     def seed_demo(self, slugs):
         lines = []

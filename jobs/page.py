@@ -203,12 +203,12 @@ def _current_steps(run: TrainingRun, earlier: list[Attempt], labels: dict) -> li
     queued_at = run.created_at if run.attempt == 1 else _attempt_began(run, earlier)
     times = {RunState.QUEUED: queued_at, RunState.ADMITTED: run.admitted_at, RunState.PENDING: run.applied_at,
              RunState.RUNNING: run.attempt_started, RunState.SUCCEEDED: run.finished_at}
-    if run.state in (RunState.FAILED, RunState.CANCELLED):
-        # Only the steps this attempt reached (it may, e.g., be cancelled while still queued).
+    if run.state in (RunState.FAILED, RunState.CANCELLED, RunState.PRUNED):
+        # Only the steps this attempt reached (it may, e.g., be cancelled while still queued); pruned is no failure.
         reached = [s for s in TIMELINE[:-1] if s == RunState.QUEUED or times[s] is not None]
         return [*(Step(s, _queued_label(run.attempt, labels) if s == RunState.QUEUED else labels[s], times[s], "done")
                   for s in reached),
-                Step(run.state, labels[run.state], run.finished_at, "bad")]
+                Step(run.state, labels[run.state], run.finished_at, "done" if run.state == RunState.PRUNED else "bad")]
     position = TIMELINE.index(run.state)
     steps = []
     for index, state in enumerate(TIMELINE):

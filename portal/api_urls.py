@@ -9,6 +9,7 @@ from jobs.api import RunViewSet
 from portal.api_root import api_root_view, collections
 from quotas.api import ClusterViewSet, CohortViewSet, FlavorViewSet, TeamSharingViewSet, TeamViewSet, UsageReportView
 from reservations.api import ReservationViewSet
+from sweeps.api import SweepViewSet
 from teams.api import DeviceAuthorizationView, DeviceTokenView
 from workloads.telemetry.alert_api import TeamAlertsView
 from workspaces.api import WorkspaceViewSet
@@ -25,6 +26,7 @@ router.register("runs", RunViewSet, basename="run")
 router.register("endpoints", EndpointViewSet, basename="endpoint")
 router.register("workspaces", WorkspaceViewSet, basename="workspace")
 router.register("reservations", ReservationViewSet, basename="reservation")
+router.register("sweeps", SweepViewSet, basename="sweep")
 
 #: What ``GET /api/v1/`` links to: the router's collections, the usage report, the schema and its docs.
 ROOT_LINKS = collections(router, usage="usage-report", schema="api-schema", docs="api-docs")

@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "inference",
     "workspaces",
     "reservations",
+    "sweeps",
     "notifications",
     "gateway",
     "front",
@@ -388,6 +389,8 @@ SLIPWAY_RESERVATION_LEAD_MINUTES = env_int("SLIPWAY_RESERVATION_LEAD_MINUTES", 1
 # PyTorchJob's claim is ReadWriteMany, so the class must offer that).
 SLIPWAY_CHECKPOINT_STORAGE = env_str("SLIPWAY_CHECKPOINT_STORAGE", "100Gi")
 SLIPWAY_CHECKPOINT_STORAGE_CLASS = env_str("SLIPWAY_CHECKPOINT_STORAGE_CLASS", "")
+# Days a pruned trial's checkpoint claim is kept after it ended (docs/sweeps.md "Pruning"), for "continue trial".
+SLIPWAY_PRUNED_CHECKPOINT_DAYS = env_int("SLIPWAY_PRUNED_CHECKPOINT_DAYS", 7)
 # The portal's address as a run's pods reach it (e.g. http://slipway-web.slipway-system.svc): a
 # run with the checkpoint contract reports its checkpoints to SLIPWAY_CHECKPOINT_URL under it.
 # Empty: the pods get no such URL (they print the SLIPWAY_CHECKPOINT line instead).
@@ -407,6 +410,13 @@ SLIPWAY_RUN_METRICS_MAX_POINTS = env_int("SLIPWAY_RUN_METRICS_MAX_POINTS", 500_0
 # Most requests one run token makes a minute (metrics/ and checkpoints/ together; 0: no bound):
 # past it, 429 with Retry-After until the minute ends (60: one report a second, 1,000 points each).
 SLIPWAY_RUN_TOKEN_RATE = env_int("SLIPWAY_RUN_TOKEN_RATE", 60)
+# Sweeps (docs/sweeps.md): every this many seconds the driver acts for each live sweep — tells its study what its
+# trials reported, prunes through the checkpoint contract, launches the next trials.
+SLIPWAY_SWEEP_SECONDS = env_float("SLIPWAY_SWEEP_SECONDS", 10.0)
+CELERY_BEAT_SCHEDULE["sweeps-advance"] = {
+    "task": "sweeps.tasks.advance_sweeps", "schedule": SLIPWAY_SWEEP_SECONDS,
+    "options": {"queue": "default", "expires": SLIPWAY_SWEEP_SECONDS * 2},
+}
 CELERY_BEAT_SCHEDULE["metrics-read-logs"] = {
     "task": "jobs.tasks.read_run_logs", "schedule": SLIPWAY_RUN_METRICS_READ_SECONDS,
     "options": {"queue": "default", "expires": SLIPWAY_RUN_METRICS_READ_SECONDS * 2},

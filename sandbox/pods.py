@@ -328,7 +328,8 @@ def pod_log(row: SimPod, at: datetime, tail: int | None, previous: bool,
                                   and not row.disruption),
                         workers=workers, tail=tail, args=plan.get("args", ()),
                         ckpt=_checkpointing(plan), noticed=noticed, oom_detail=row.message if shared_oom else "",
-                        every=plan.get("log"), planned=plan["dur"], pace=_pace(row, plan, at, busy))
+                        every=plan.get("log"), planned=plan["dur"], pace=_pace(row, plan, at, busy),
+                        curve=plan.get("curve"))
 
 
 def _pace(row: SimPod, plan: dict, at: datetime, busy: Counter[tuple[str, int]] | None) -> Pace | None:
@@ -352,7 +353,7 @@ def _previous_log(row: SimPod, plan: dict, tail: int) -> list[str]:
                         until=parse_time(run["finished"]), outcome=pod_outcome(plan, row.owner.resource_kind, row.index),
                         finished=not killed, workers=sum(p["count"] for p in row.owner.plan["pods"]), tail=tail,
                         args=plan.get("args", ()), ckpt=_checkpointing(plan), every=plan.get("log"),
-                        planned=plan["dur"])
+                        planned=plan["dur"], curve=plan.get("curve"))
 
 
 def _endpoint_load(deployment: SimObject, at: datetime) -> float:

@@ -33,6 +33,10 @@ Knobs read from the first container's env (passed through unchanged by the build
 * ``SLIPWAY_SIM_CHECKPOINT_EVERY``, ``SLIPWAY_SIM_HONOUR_NOTICE`` (with the contract's
   ``SLIPWAY_CHECKPOINT_DIR`` and ``SLIPWAY_RESUME_FROM``) — runs: simulated checkpoints, resuming
   and preemption notices, see :mod:`sandbox.checkpoints`.
+* ``SLIPWAY_SIM_OPTIMUM`` (``LR=3e-4,BATCH=64,OPTIM=adamw``: each parameter's env var and its optimum),
+  ``SLIPWAY_SIM_CURVE_SEED`` (an integer, default 0) — runs: a sweep trial's learning curve, whose final
+  loss depends on its parameters (the env vars the knob names), see :mod:`sandbox.curves`. Without it a
+  run's loss follows the usual curve.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ import shlex
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sandbox import checkpoints, training_metrics
+from sandbox import checkpoints, curves, training_metrics
 from sandbox.sharing import Pace
 
 OUTCOMES = ("succeed", "fail", "oom", "image-pull", "crashloop")
@@ -84,6 +88,7 @@ class SimSettings:
     gpu_memory_gb: float = DEFAULT_GPU_MEMORY_GB  # GPU memory allocated as it starts (GiB)
     idle_after: int | None = None  # runs: seconds after its start it goes idle (None: never)
     memory_leak_gb: float | None = None  # GiB a minute its GPU memory grows by (None: no leak)
+    curve: dict[str, str] | None = None  # runs: the env its learning curve reads (sandbox.curves; None: the usual)
 
 
 def stable_int(*parts: object) -> int:
@@ -134,7 +139,8 @@ def sim_settings(env: dict[str, str], *, workload: str, kind: str) -> SimSetting
                        load_seconds=loading, failed_attempts=failed_attempts, checkpoint=checkpoint,
                        honour_notice=kind != "Deployment" and checkpoints.honours_notice(env),
                        gpu_memory_gb=DEFAULT_GPU_MEMORY_GB if gpu_memory_gb is None else gpu_memory_gb,
-                       idle_after=idle_after, memory_leak_gb=_positive_float(env.get("SLIPWAY_SIM_GPU_MEMORY_LEAK", "")))
+                       idle_after=idle_after, memory_leak_gb=_positive_float(env.get("SLIPWAY_SIM_GPU_MEMORY_LEAK", "")),
+                       curve=curves.knob_env(env) if kind != "Deployment" else None)
 
 
 def load_seconds(env: dict[str, str]) -> int:
@@ -328,7 +334,7 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
                  finished: bool, workers: int, tail: int, args: tuple[str, ...] | list[str] = (),
                  ckpt: checkpoints.Checkpointing | None = None, noticed: bool = False,
                  oom_detail: str = "", every: float | None = None, planned: float | None = None,
-                 pace: Pace | None = None) -> list[str]:
+                 pace: Pace | None = None, curve: dict[str, str] | None = None) -> list[str]:
     """Plausible training output from ``started`` to ``until`` (only the last ``tail`` lines are built).
 
     It echoes the container's ``args`` as a training script does, and trains with the learning
@@ -339,13 +345,20 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
     are metric lines (:mod:`sandbox.training_metrics`): one ``every`` seconds
     (``SLIPWAY_SIM_LOG_EVERY``), and its progress towards the steps of its ``planned`` seconds (this
     attempt's; None: no progress lines). ``pace``: on a time-sliced GPU its steps follow the work it
-    got done (:class:`sandbox.sharing.Pace`), not the clock; None: the clock.
+    got done (:class:`sandbox.sharing.Pace`), not the clock; None: the clock. ``curve``: the env
+    entries its learning curve reads (:attr:`SimSettings.curve`, ``SLIPWAY_SIM_OPTIMUM``): its loss at
+    each step is then its :class:`sandbox.curves.Curve`'s at that step (a resumed attempt's goes on
+    from its step), and it trains with the parameter named ``LR`` when there is one and ``--lr`` says
+    none; None: the usual curve, a function of the time worked.
     """
     every = every or training_metrics.DEFAULT_EVERY
     elapsed = max(0, int((until - started).total_seconds()))
     seed = stable_int(pod_name) % 1000
+    shape = curves.curve_for(curve) if curve else None
     given_lr = learning_rate(args)
-    lr = given_lr or DEFAULT_LR
+    swept_lr = curves.learning_rate(curve) if curve and given_lr is None else None
+    lr = given_lr or (swept_lr[1] if swept_lr else DEFAULT_LR)
+    lr_source = "--lr" if given_lr else swept_lr[0] if swept_lr else "default"
     resumed = ckpt.resume if ckpt is not None else 0
     done_before = ckpt.done_before if ckpt is not None else 0  # seconds of work of earlier attempts
     total = training_metrics.total_steps(done_before + planned, every) if planned else 0
@@ -359,8 +372,7 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
         *_args_lines(_rfc3339(started), args),
         f"{_rfc3339(started)} INFO  torch.distributed initialised: world_size={workers} backend=nccl",
         f"{_rfc3339(started)} INFO  loading dataset shards … done (1,204,331 samples)",
-        f"{_rfc3339(started)} INFO  optimizer AdamW, learning rate {lr:g}"
-        f"{' (--lr)' if given_lr else ' (default)'}",
+        f"{_rfc3339(started)} INFO  optimizer AdamW, learning rate {lr:g} ({lr_source})",
     ]
     worked = pace.work(started, until) if pace is not None else max(0.0, (until - started).total_seconds())
     steps = training_metrics.lines_in(max(0.0, worked), every)
@@ -385,7 +397,10 @@ def training_log(pod_name: str, *, image: str, started: datetime, until: datetim
         seconds = k * every  # of work; when it was done, on the clock:
         wall = pace.wall(started, seconds) if pace is not None else seconds
         step = (k + training_metrics.lines_in(done_before, every)) * training_metrics.STEPS_PER_LINE  # resumed: goes on
-        loss = 0.35 + 2.4 * math.exp(-(seconds + done_before) / 600.0) + 0.02 * math.sin(k * 1.7 + seed)
+        if shape is not None:  # a sweep trial's curve (sandbox.curves), by the step it reports
+            loss = shape.loss_at(step)
+        else:
+            loss = 0.35 + 2.4 * math.exp(-(seconds + done_before) / 600.0) + 0.02 * math.sin(k * 1.7 + seed)
         stamp = training_metrics.stamp(started + timedelta(seconds=wall), every)
         timed.append((wall, training_metrics.step_line(stamp, step, loss, lr, 410 + seed % 40)))
         if total and k % training_metrics.PROGRESS_EVERY == 0:

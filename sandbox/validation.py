@@ -507,6 +507,9 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
         # Its labels, which other pods' anti-affinity selects.
         "lbl": dict((template.get("metadata") or {}).get("labels") or {}),
     }
+    if sim.curve:
+        # A sweep trial's learning curve: the env entries it reads (SLIPWAY_SIM_OPTIMUM, sandbox.curves).
+        plan["curve"] = sim.curve
     if kind == "Deployment":
         serving = engines.plan(first, env, display_name or workload)
         if serving is not None:  # its container is a real engine on this machine (sandbox.engines)

@@ -41,12 +41,15 @@ from notifications.models import EmailSubscription, Webhook
 from notifications.services import create_webhook
 from quotas.models import Cohort, TeamQuota, TeamSharing
 from reservations.models import CalendarFeed, Reservation
+from sweeps import services as sweep_services
+from sweeps.models import Sweep
 from teams.models import ApiToken, Membership, Role, Team
 from teams.services import create_api_token
 from tests.factories import add_member, make_user
 from tests.inference.conftest import endpoint_payload
 from tests.jobs.conftest import run_payload
 from tests.reservations.support import book_matrix_reservation
+from tests.sweeps.support import matrix_sweep
 from tests.test_kind_boundaries import project_kinds
 from workloads.models import TeamAlertSettings
 from workloads.registry import Pages
@@ -57,7 +60,7 @@ from workspaces.models import Workspace
 pytestmark = pytest.mark.django_db
 
 # Routes of one object: name → (object kind, methods that read, methods that change it).
-RUN, ENDPOINT, WORKSPACE, KEY, RESERVATION = "run", "endpoint", "workspace", "key", "reservation"
+RUN, ENDPOINT, WORKSPACE, KEY, RESERVATION, SWEEP = "run", "endpoint", "workspace", "key", "reservation", "sweep"
 OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "jobs:run-cancel": (RUN, (), ("get", "post")),
     "jobs:run-metrics": (RUN, ("get",), ()),
@@ -92,6 +95,9 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     # A booking: its team reads it (staff too), its members cancel it (DELETE).
     "reservation-detail": (RESERVATION, ("get",), ("delete",)),
     "reservations:cancel": (RESERVATION, (), ("post",)),
+    # A sweep: its team reads it and its trials (staff too); its members stop it and delete it once finished.
+    "sweep-detail": (SWEEP, ("get",), ("delete",)), "sweep-trials": (SWEEP, ("get",), ()),
+    "sweep-stop": (SWEEP, (), ("post",)),
 }
 #: The read routes every kind has, by their names' ends (``<namespace>:<noun>-state``): ``workloads.views.read_urls``'
 #: four, and its page, which they link (``workloads.views._route``).
@@ -155,6 +161,8 @@ TEAM_ROUTES = {
     "reservation-list": ("/api/v1/reservations/", "post", lambda team: {
         "team": team, "flavor": "a100-80gb", "units": 1, "start": "2030-01-07T09:00", "end": "2030-01-07T10:00",
         "name": "matrix"}),
+    # A sweep: its team's members create one (viewers 403).
+    "sweep-list": ("/api/v1/sweeps/", "post", lambda team: {**matrix_sweep(), "team": team}),
     # A new secret URL of the team's calendar feed: its members make one.
     "reservation-feed": ("/api/v1/reservations/feed/", "post", lambda team: {"team": team}),
 }
@@ -267,7 +275,8 @@ def world(team, other_team, member, outsider, viewer, team_admin, ep_quota, quot
     workspace = workspace_services.create_workspace(member, team, {"name": "explore", "flavor": "a100-1g.10gb"})
     key, _raw = api_keys.create_key(member, team, endpoint, "matrix key")
     reservation = book_matrix_reservation(member, team)
-    objects = {RUN: run, ENDPOINT: endpoint, WORKSPACE: workspace, KEY: key, RESERVATION: reservation}
+    sweep = sweep_services.create(member, team, matrix_sweep())
+    objects = {RUN: run, ENDPOINT: endpoint, WORKSPACE: workspace, KEY: key, RESERVATION: reservation, SWEEP: sweep}
     # A kind the fixture does not submit by its own service (a new one): a row of its own, which its read
     # routes need and admission does not.
     flavor = GpuFlavor.objects.get(name="a100-80gb")
@@ -297,6 +306,7 @@ def snapshot() -> tuple:
             sorted(ApiKey.objects.values_list("pk", "name", "updated_at", "disabled_at", "revoked_at")),
             sorted(Reservation.objects.values_list("pk", "state", "decline_reason")),
             sorted(CalendarFeed.objects.values_list("team_id", "digest")),
+            sorted(Sweep.objects.values_list("pk", "state")),
             *(sorted(kind.model.objects.values_list("pk", "state")) for kind in project_kinds()))
 
 

@@ -34,7 +34,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("quotas",),             # capacity: quotas, cohorts, sharing, the queue, admission, fair share, reclaim
     ("workloads",),          # what every workload kind shares
     KINDS,                   # the workload kinds, from the registry
-    ("reservations",),       # GPU time by the calendar: bookings, their policy, availability (docs/reservations.md)
+    # GPU time by the calendar (docs/reservations.md); hyperparameter search over the team's runs (docs/sweeps.md)
+    ("reservations", "sweeps"),
     ("notifications", "gateway"),  # e-mail and webhooks about the work below; the gateway (data plane)
     ("front",),              # pages that span kinds
     ("portal",),             # the project package: wiring only

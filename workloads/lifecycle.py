@@ -23,7 +23,7 @@ from teams.services import lock_team
 from workloads import attempts, secrets
 from workloads.cycle.placement import KEPT_PLACEMENT
 from workloads.events import workload_moved
-from workloads.models import ReasonCode
+from workloads.models import STOP_CODES, ReasonCode
 from workloads.registry import Checkpoints, kind_of
 
 
@@ -127,6 +127,55 @@ def end(workload, reason: str, code: ReasonCode = ReasonCode.ENDED_BY_USER) -> b
         # holds the row, so a concurrent cycle cannot close it too).
         _close_billing(workload, now)
         release_holdings(workload.ref)
+        admission.admit_waiting(workload.team)
+    return True
+
+
+def stop(workload, reason: str, prune: bool, now: datetime) -> bool:
+    """Stop work on its owner's behalf through the checkpoint contract (docs/sweeps.md "Pruning"): a sweep's
+    pruner (``prune``: it ends in its kind's ``Lifecycle.pruned`` state, a final state of its own) or its sweep
+    stopped (it ends as a user's end does, in ``Lifecycle.ended``).
+
+    Work holding quota gets the notice as a preemption gives it — ``preempting_since`` (which keeps its hold
+    until its pods are gone, and has the reconcile cycle give the notice and the graceful delete again when
+    they were lost: :func:`workloads.cycle.preemption.follow`), its reason saying which stop (:data:`STOP_CODES`),
+    its pods the contract's grace to save a checkpoint — and then :func:`finish_stop` ends it. No team took
+    anything: no preemption is logged or counted. Queued work has no pods: a stop ends it at once (:func:`end`);
+    a prune leaves it be (nothing it reported can be judged). Only the database is written here: the caller
+    has the notice given after commit (:func:`workloads.services.stop_with_notice`). False when nothing moved.
+    """
+    kind = kind_of(workload)
+    if workload.state == kind.lifecycle.queued:
+        return False if prune else end(workload, reason, ReasonCode.ENDED_BY_USER)
+    seconds = Checkpoints.of(kind).preemption_grace(workload)
+    code = ReasonCode.PRUNING if prune else ReasonCode.STOPPING
+    return bool(type(workload).objects.filter(
+        pk=workload.pk, state__in=workload.HOLDING_STATES, preempting_since__isnull=True,
+    ).update(preempting_since=now, reason_code=code,
+             reason=f"{reason}; its pods save a checkpoint and stop within {seconds} s"[:500]))
+
+
+def finish_stop(kind, workload, now: datetime) -> bool:
+    """A stopped workload's objects are gone (:func:`stop`): it ends — pruned, or as a user's end — its
+    segment billed to now (the grace was its owner's time), its quota released and the team's queue admitted.
+    Under the team's admission lock, conditional on the same stop still being under way. False when
+    nothing moved (a replay, or it ended on its own meanwhile)."""
+    lc = kind.lifecycle
+    pruned = workload.reason_code == ReasonCode.PRUNING
+    state = lc.pruned if pruned and lc.pruned else lc.ended
+    reason = workload.reason.partition("; its pods save")[0]
+    with transaction.atomic():
+        admission.lock_admission(workload.team)
+        updated = type(workload).objects.filter(
+            pk=workload.pk, state__in=workload.HOLDING_STATES, preempting_since=workload.preempting_since,
+            reason_code__in=STOP_CODES,
+        ).update(state=state, finished_at=now, preempting_since=None, reason=reason[:500],
+                 reason_code=ReasonCode.PRUNED if pruned else ReasonCode.ENDED_BY_USER)
+        if not updated:
+            return False
+        _close_billing(workload, now)
+        release_holdings(workload.ref)
+        workload_moved.send(sender=type(workload), workload=workload, state=state, reason=reason[:500], at=now)
         admission.admit_waiting(workload.team)
     return True
 

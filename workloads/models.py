@@ -78,7 +78,14 @@ class ReasonCode(models.TextChoices):
     PREEMPTING = "preempting", "Being preempted: its pods are stopping"
     PREEMPTED = "preempted", "Preempted and queued again"
     CLUSTER_LOST = "cluster_lost", "Its cluster does not answer"
+    PRUNING = "pruning", "Being pruned by its sweep: its pods save and stop"
+    PRUNED = "pruned", "Pruned by its sweep: stopped early, its checkpoint kept"
+    STOPPING = "stopping", "Being stopped with its sweep: its pods save and stop"
 
+
+#: A stop through the checkpoint contract on its owner's behalf (:func:`workloads.lifecycle.stop`): while its pods
+#: save and stop, the reason says which stop it is, and so where it ends (pruned, or the kind's ended state).
+STOP_CODES = (ReasonCode.PRUNING, ReasonCode.STOPPING)
 
 #: The portal's own words for the steps it takes: they hold while the cluster has nothing to say.
 PORTAL_STEPS = (ReasonCode.WAITING_FOR_WORKER, ReasonCode.SUBMITTED)

@@ -49,6 +49,10 @@ class Lifecycle:
     removed: tuple[str, ...]  #: states whose cluster objects must not exist (leftovers are deleted)
     #: When ``ended`` is not final: the final state once its cluster objects are gone.
     gone: str | None = None
+    #: Where work a sweep's pruner stopped ends once its pods have saved and gone (:mod:`workloads.stopping`):
+    #: a final state of its own, never ``failed``. None: the kind's work is never pruned (a kind with
+    #: :class:`Trials` names one).
+    pruned: str | None = None
 
 
 class WorkloadKind(abc.ABC):
@@ -362,6 +366,34 @@ class Api(Capability):
         raise NotImplementedError
 
 
+@dataclass(frozen=True)
+class TrialReport:
+    """What one trial's work reported of a sweep's objective since the sweep last read it (:meth:`Trials.objective`)."""
+
+    #: ``(step, value)`` pairs after the step asked from, in step order.
+    points: tuple[tuple[int, float], ...]
+    #: The work is final and nothing more of it will be read: its last value is its result.
+    settled: bool
+
+
+class Trials(Capability):
+    """Work a sweep runs as its trials (docs/sweeps.md): the sweep renders each trial's fields from its base
+    and the parameters Optuna chose, submits them through :class:`Api` (the one admission), reads the objective
+    the work reports, and prunes it through the checkpoint contract (:func:`workloads.stopping.stop`, ending in
+    ``Lifecycle.pruned``). A kind with this capability has :class:`Api`, implements both methods and names its
+    pruned state."""
+
+    def trial_fields(self, fields: dict, name: str, params: dict) -> dict:
+        """The fields of one trial named ``name``: the sweep's base ``fields`` with ``params`` put in (as the
+        kind's work receives parameters: a run's env and the ``{name}`` placeholders of its args)."""
+        raise NotImplementedError
+
+    def objective(self, workloads: list, metric: str, after: dict[int, int]) -> dict[int, TrialReport]:
+        """``{workload uid: what it reported of metric}`` for ``workloads`` of this kind, the points after
+        ``after[uid]`` (a step; -1: all), in a query or so for them all."""
+        raise NotImplementedError
+
+
 class Announces(Capability):
     """The kind's vocabulary for the apps that record and tell: its state moves that are events people
     subscribe to (:mod:`notifications.events`: a kind's event kinds need no change, and no migration, in
@@ -479,6 +511,14 @@ def _problems(kind: WorkloadKind) -> list[str]:
         found.append("its model has no KIND_PREFIX")
     if isinstance(kind, Bursts) and not _overrides(kind, Bursts, "shrink_burst"):
         found.append("it has Bursts but does not implement shrink_burst")
+    if isinstance(kind, Trials):
+        found += [f"it has Trials but does not implement {name}"
+                  for name in ("trial_fields", "objective") if not _overrides(kind, Trials, name)]
+        if not isinstance(kind, Api):
+            found.append("it has Trials but not Api (a sweep submits its trials through the kind's create)")
+        pruned = getattr(getattr(kind, "lifecycle", None), "pruned", None)
+        if pruned is None or pruned not in getattr(getattr(kind, "model", None), "FINAL_STATES", ()):
+            found.append("it has Trials but its lifecycle names no final pruned state")
     if isinstance(kind, Api):
         found += [f"it has Api but does not implement {name} (the API's create and its dry run go together)"
                   for name in ("submit", "preview") if not _overrides(kind, Api, name)]

@@ -133,6 +133,20 @@ def end_by_user(workload, reason: str, code: ReasonCode = ReasonCode.ENDED_BY_US
     return True
 
 
+def stop_with_notice(workload, reason: str, prune: bool) -> bool:
+    """Stop ``workload`` through its checkpoint contract on its owner's behalf (:func:`workloads.lifecycle.stop`:
+    a sweep's pruner, a sweep stopped); the notice and the graceful delete are given after commit. False when
+    nothing moved."""
+    kind = kind_of(workload)
+    was_queued = workload.state == kind.lifecycle.queued
+    if not lifecycle.stop(workload, reason, prune, timezone.now()):
+        return False
+    if was_queued:
+        return True  # ended at once: it had no pods
+    publish_on_commit(tasks.give_stop_notice, workload.KIND_PREFIX, workload.pk)
+    return True
+
+
 def manifests(workload) -> list[dict]:
     """The Kubernetes objects Slipway applies for ``workload`` (pure: no cluster call).
 

@@ -30,11 +30,11 @@ from quotas.facts import ClusterWaits
 from quotas.tasks import team_spec
 from workloads import lifecycle, secrets
 from workloads.constants import Message
-from workloads.cycle import ReconcileReport, placement
+from workloads.cycle import ReconcileReport, placement, preemption
 from workloads.cycle.queue_step import reconcile_queue
 from workloads.cycle.reconcile import observe_failed
 from workloads.cycle.reconcile import reconcile_cluster as cycle_cluster
-from workloads.models import ReasonCode
+from workloads.models import STOP_CODES, ReasonCode
 from workloads.registry import kind_for
 from workloads.telemetry import readings as telemetry
 
@@ -134,6 +134,19 @@ def delete_workload(prefix: str, pk: int) -> int:
     # An ended workload whose kind has a "gone" state is moved there by the reconciler once
     # nothing of it is observed any more (deletion propagates in the background).
     return fleet.backend_at(workload.cluster_id).delete(workload.address, kind.resources)
+
+
+@shared_task(ignore_result=True)
+def give_stop_notice(prefix: str, pk: int) -> bool:
+    """A stop's notice and graceful delete (:func:`workloads.cycle.preemption.give_stop_notice`), for work still
+    being stopped; lost, the reconcile cycle gives them again (:func:`workloads.cycle.preemption.follow`)."""
+    kind = kind_for(prefix)
+    workload = (kind.model.objects.select_related("team", "flavor").filter(
+        pk=pk, preempting_since__isnull=False, reason_code__in=STOP_CODES).first() if kind else None)
+    if workload is None or workload.cluster_id is None:
+        return False
+    preemption.give_stop_notice(workload, timezone.now())
+    return True
 
 
 RECONCILE_LOCK = "slipway:reconcile-lock"

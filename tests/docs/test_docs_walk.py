@@ -52,6 +52,7 @@ from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from portal.health import ProbeMiddleware
 from reservations.models import Reservation
+from sweeps.models import Sweep
 from slipway.cli import cli as slipway_cli
 from teams.services import create_api_token
 from tests.docs import scan
@@ -173,6 +174,7 @@ class Demo:
     checkpointed: int
     metrics: int  #: a run with training metrics
     reservation: int  #: the demo's reservation (reservations.demo)
+    sweep: int  #: the demo's sweep (sweeps.demo)
 
 
 def fill(path: str, demo: Demo) -> str:
@@ -181,6 +183,7 @@ def fill(path: str, demo: Demo) -> str:
     path = re.sub(r"/endpoints/(?:\{id\}|<id>)", f"/endpoints/{demo.endpoint}", path)
     path = re.sub(r"/workspaces/(?:\{id\}|<id>)", f"/workspaces/{demo.workspace}", path)
     path = re.sub(r"/reservations/(?:\{id\}|<id>)", f"/reservations/{demo.reservation}", path)
+    path = re.sub(r"/sweeps/(?:\{id\}|<id>)", f"/sweeps/{demo.sweep}", path)
     path = re.sub(r"flavor=(&|$)", r"flavor=h100-80gb\1", path)  # a query's flavor placeholder: one the demo has
     path = re.sub(r"=<id>", f"={demo.run}", path)
     path = re.sub(r"\{slug\}|<slug>", "ml-research", path)
@@ -224,7 +227,8 @@ def demo(settings, monkeypatch, published) -> Demo:
                 workspace=Workspace.objects.filter(team__slug="ml-research").order_by("pk").first().pk,
                 checkpointed=mine.filter(checkpoint__isnull=False).first().pk,
                 metrics=mine.filter(name="bert-distill").first().pk,
-                reservation=Reservation.objects.get(name="release-eval").pk)
+                reservation=Reservation.objects.get(name="release-eval").pk,
+                sweep=Sweep.objects.get(name="lr-search").pk)
 
 
 def signed_in(username: str) -> tuple[str, Client]:

@@ -11,7 +11,7 @@ from portal.api_root import collections
 
 pytestmark = pytest.mark.django_db
 
-COLLECTIONS = {"teams", "cohorts", "clusters", "flavors", "runs", "endpoints", "workspaces", "reservations", "usage"}
+COLLECTIONS = {"teams", "cohorts", "clusters", "flavors", "runs", "endpoints", "workspaces", "reservations", "sweeps", "usage"}
 
 
 def test_it_links_a_signed_in_caller_to_every_collection(api):

@@ -6,6 +6,7 @@ import pytest
 from django.test import Client
 
 from reservations.constants import AUDIT_ACTIONS as RESERVATION_ACTIONS
+from sweeps.constants import AUDIT_ACTIONS as SWEEP_ACTIONS
 from teams import services
 from teams.models import AuditEvent, audit_actions, declare_audit_actions
 from workloads.registry import Announces, kinds
@@ -16,8 +17,8 @@ pytestmark = pytest.mark.django_db
 def test_the_kinds_actions_join_the_core_ones_each_once():
     declared = {action: label for kind in kinds() for action, label in Announces.of(kind).audit_actions.items()}
     assert declared["workspace_paused"] == "Workspace paused"
-    # Reservations (not a kind) declare theirs from their app too.
-    assert audit_actions() == {**dict(AuditEvent.Action.choices), **declared, **RESERVATION_ACTIONS}
+    # Reservations and sweeps (not kinds) declare theirs from their apps too.
+    assert audit_actions() == {**dict(AuditEvent.Action.choices), **declared, **RESERVATION_ACTIONS, **SWEEP_ACTIONS}
     with pytest.raises(ValueError, match="declared twice"):
         declare_audit_actions({AuditEvent.Action.LOGIN: "Something else"})
     with pytest.raises(ValueError, match="longer than its column"):

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from cluster.backends.base import ClusterAddress, ObservedWorkload
 from cluster.errors import ClusterError
@@ -99,7 +102,12 @@ def delete_kept(backend, home: Home, kept: dict[tuple[str, str], ClusterAddress]
     for kind, addresses in candidates.items():
         ended = (*kind.model.FINAL_STATES, *kind.lifecycle.removed)
         here = Q(cluster__isnull=True) | Q(cluster_id=home.cluster_id)  # not placed elsewhere since
-        live = kind.model.objects.filter(here).exclude(state__in=ended)
+        keep = ~Q(state__in=ended)
+        if kind.lifecycle.pruned:
+            # A pruned trial's checkpoint is kept a while (docs/sweeps.md "Pruning"): "continue trial" resumes from it.
+            kept_since = timezone.now() - timedelta(days=settings.SLIPWAY_PRUNED_CHECKPOINT_DAYS)
+            keep |= Q(state=kind.lifecycle.pruned, finished_at__gte=kept_since)
+        live = kind.model.objects.filter(here).filter(keep)
         live_now = set(live.filter(pk__in=addresses).values_list("pk", flat=True))
         resources = tuple(replace(r, deleted=r.kept_across_attempts) for r in kind.resources)
         for pk, address in addresses.items():

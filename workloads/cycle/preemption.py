@@ -54,13 +54,13 @@ from teams.services import audit
 from workloads import attempts, lifecycle
 from workloads.events import preemption_settled
 from workloads.identity import WorkloadId
-from workloads.models import ReasonCode
+from workloads.models import STOP_CODES, ReasonCode
 from workloads.registry import Bursts, Checkpoints, Reactions, WorkloadKind, kind_for, kinds, labels
 
 logger = logging.getLogger(__name__)
 
-#: How the saved logs label a preempted (interrupted) attempt's pods that had not finished ("attempt 1 (preempted)").
-PREEMPTED_LABEL, INTERRUPTED_LABEL = "preempted", "interrupted"
+#: How the saved logs label a preempted (interrupted, stopped) attempt's pods that had not finished ("attempt 1 (preempted)").
+PREEMPTED_LABEL, INTERRUPTED_LABEL, STOPPED_LABEL = "preempted", "interrupted", "stopped"
 
 
 def reclaim(now: datetime) -> list[str]:
@@ -398,6 +398,22 @@ def interrupt(kind: WorkloadKind, backend, workload, status, now: datetime) -> b
     return True
 
 
+def give_stop_notice(workload, now: datetime) -> None:
+    """A stop's notice (:func:`workloads.lifecycle.stop`, after its commit): the tail of its pods' logs saved,
+    the deadline on its pods and the graceful delete, as a preemption gives them; lost to a cluster error or a
+    worker killed, :func:`follow` gives them again on the next cycle."""
+    kind = kind_for(workload.KIND_PREFIX)
+    seconds = Checkpoints.of(kind).preemption_grace(workload)
+    try:
+        backend = fleet.backend_at(workload.cluster_id)
+    except ClusterError as exc:
+        logger.warning("could not reach the cluster of %s to stop it: %s", workload.ref, exc)
+        return
+    attempts.save_logs(workload, backend, STOPPED_LABEL, now)
+    _notify(backend, workload, now + timedelta(seconds=seconds))
+    _delete(kind, backend, workload, seconds)
+
+
 def _delete(kind: WorkloadKind, backend, workload, grace_seconds: int) -> None:
     try:
         # Not what outlives attempts (a run's checkpoint claim): the next attempt resumes from it.
@@ -417,12 +433,18 @@ def follow(kind: WorkloadKind, backend, workload, obs: ObservedWorkload | None, 
     delete lost to a cluster error, or pods that ignore SIGTERM). Its quota stays held until they
     are gone.
     """
+    stopping = workload.reason_code in STOP_CODES  # stopped on its owner's behalf (a sweep), not preempted
     if obs is None:
+        if stopping:
+            Checkpoints.of(kind).refresh_checkpoint(workload)  # the one its notice made is kept with it
+            lifecycle.finish_stop(kind, workload, now)
+            return False  # ended, not queued again
         settle_lost_work(kind, workload, now)
         moved = Reactions.of(kind).after_preemption(workload, now)
         return moved if moved is not None else lifecycle.requeue(kind, workload, now)
     Checkpoints.of(kind).refresh_checkpoint(workload)  # one it writes on the notice, while its pods stop, is where it resumes
-    attempts.save_logs(workload, backend, PREEMPTED_LABEL, now)  # their last words come while they stop
+    # Their last words come while they stop.
+    attempts.save_logs(workload, backend, STOPPED_LABEL if stopping else PREEMPTED_LABEL, now)
     deadline = workload.preempting_since + timedelta(seconds=Checkpoints.of(kind).preemption_grace(workload))
     if now >= deadline:
         _delete(kind, backend, workload, 0)

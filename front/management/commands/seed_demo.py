@@ -41,6 +41,7 @@ from quotas import demo
 from quotas.models import Cohort, TeamQuota, TeamSharing
 from quotas.services import set_cohort, set_team_quota
 from reservations.demo import seed_demo_reservation
+from sweeps.demo import seed_demo_sweep
 from teams.models import DemoSeed, Membership, Role, Team
 from workloads.models import TeamAlertSettings
 from workloads.registry import Demo
@@ -175,6 +176,8 @@ class Command(BaseCommand):
             lines = [line for kind in registered_kinds() for line in Demo.of(kind).seed_demo_history(history)] + lines
             if seeded.due("reservation:release-eval"):
                 lines.append(seed_demo_reservation(timezone.now()))
+            if seeded.due("sweep:lr-search"):
+                lines.append(seed_demo_sweep())
             seeded.save()
             for line in lines:
                 self.stdout.write(line)
