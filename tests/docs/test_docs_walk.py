@@ -52,8 +52,8 @@ from inference.models import InferenceEndpoint
 from jobs.models import TrainingRun
 from portal.health import ProbeMiddleware
 from reservations.models import Reservation
-from sweeps.models import Sweep
 from slipway.cli import cli as slipway_cli
+from sweeps.models import Sweep
 from teams.services import create_api_token
 from tests.docs import scan
 from workspaces.models import Workspace
