@@ -28,6 +28,8 @@ class EventKind(models.TextChoices):
     # about to start (15 minutes before) and started.
     RESERVATION = "reservation", "Reservation booked, approved, declined or cancelled"
     RESERVATION_WINDOW = "reservation_window", "Reservation windows: starting, still unused 30 minutes in, ended"
+    # A team's sweeps (docs/sweeps.md): one ended, with its best trial and the money spent and saved by pruning.
+    SWEEP_FINISHED = "sweep_finished", "Sweep finished: its best trial and its money"
 
 
 #: Kinds told to platform staff, never to the team: every active staff account with an e-mail address

@@ -25,6 +25,7 @@ from notifications.constants import EventKind
 from notifications.models import Event
 from reservations import events as reservation_events
 from reservations import services as reservation_services
+from sweeps import services as sweep_services
 from workloads.registry import Bursts, Pages, kind_of, kinds, label_of, labels
 from workloads.telemetry.alert_rules import AlertKind
 
@@ -220,6 +221,31 @@ def reservation_moved(reservation, move: str, at: datetime) -> str:
     return record(EventKind.RESERVATION, reservation.team, f"{EventKind.RESERVATION}:{reservation.ref}:{move}", title,
                   text, ref=reservation.ref, move=move, name=reservation.name, at=at.isoformat(),
                   owner=reservation.created_by_id)
+
+
+def sweep_finished(sweep, at: datetime) -> str:
+    """A sweep ended (sweeps.events.sweep_finished): its best trial, its trials by state, the money it spent and
+    what pruning saved (:func:`sweeps.services.saved_by_pruning`). Once per sweep."""
+    figures = sweep_services.figures(sweep, at)
+    best = figures.best
+    title = f"Sweep {sweep.name} of team {sweep.team.slug} {sweep.get_state_display().lower()}"
+    counts = ", ".join(f"{count} {state}" for state, count in figures.counts.items() if count)
+    saved = sweep_services.saved_by_pruning(sweep, figures)
+    if best is not None:
+        params = ", ".join(f"{name}={value}" for name, value in best.params.items())
+        found = f"best trial {sweep.trial_name(best.number)}: {sweep.metric} {best.value:.6g} ({params})"
+    else:
+        found = f"no trial completed with a value of {sweep.metric}"
+    text = (f"{title}: {found}. Trials: {counts or 'none'}. Spent {format_money(figures.spend.spent, sweep.currency)}"
+            f"; pruning saved about {format_money(saved, sweep.currency)}.")
+    if sweep.reason:
+        text += f" It {sweep.reason}."
+    return record(EventKind.SWEEP_FINISHED, sweep.team, f"{EventKind.SWEEP_FINISHED}:{sweep.pk}", title, text,
+                  sweep=sweep.pk, name=sweep.name, state=sweep.state, at=at.isoformat(), owner=sweep.created_by_id,
+                  best=None if best is None else {"number": best.number, "name": sweep.trial_name(best.number),
+                                                  "value": best.value, "params": best.params},
+                  spent=str(figures.spend.spent.quantize(Decimal("0.01"))),
+                  saved=str(saved.quantize(Decimal("0.01"))), currency=sweep.currency)
 
 
 def reservation_windows(now: datetime) -> list[str]:

@@ -15,6 +15,8 @@ from core.queueing import publish_on_commit
 from notifications import events, tasks
 from reservations.events import reservation_moved
 from reservations.models import Reservation
+from sweeps.events import sweep_finished
+from sweeps.models import Sweep
 from teams.models import AuditEvent
 from workloads.events import alert_opened, preemption_settled, workload_moved
 from workloads.models import AlertEpisode
@@ -55,3 +57,9 @@ def on_alert_opened(sender, episode: AlertEpisode, workload, **kwargs) -> None:
 def on_reservation_moved(sender, reservation, move: str, at, **kwargs) -> None:
     """A booking made, approved, declined or cancelled (reservations.services)."""
     _fan_out_after_commit(events.reservation_moved(reservation, move, at))
+
+
+@receiver(sweep_finished, sender=Sweep, dispatch_uid="notifications.sweep_finished")
+def on_sweep_finished(sender, sweep, at, **kwargs) -> None:
+    """A sweep ended (sweeps.driver): its best trial and its money."""
+    _fan_out_after_commit(events.sweep_finished(sweep, at))

@@ -35,6 +35,7 @@ from core.formatting import format_money as money
 from sweeps import constants as c
 from sweeps import study as studies
 from sweeps import work
+from sweeps.events import sweep_finished
 from sweeps.models import Sweep, Trial
 from sweeps.spec import Parameter, Pruner
 from sweeps.storage import DjangoStorage
@@ -248,4 +249,8 @@ def finish_if_done(sweep: Sweep, now: datetime) -> bool:
     if sweep.state == c.SweepState.RUNNING and sweep.launching and sweep.trials.count() < sweep.max_trials:
         return False
     state = c.SweepState.STOPPED if sweep.state == c.SweepState.STOPPING else c.SweepState.COMPLETED
-    return bool(Sweep.objects.filter(pk=sweep.pk, state=sweep.state).update(state=state, finished_at=now))
+    if not Sweep.objects.filter(pk=sweep.pk, state=sweep.state).update(state=state, finished_at=now):
+        return False
+    sweep.state, sweep.finished_at = state, now
+    sweep_finished.send(sender=Sweep, sweep=sweep, at=now)
+    return True

@@ -250,6 +250,16 @@ def best_of(sweep: Sweep, trials: list[Trial]) -> Trial | None:
     return pick(done, key=lambda t: (t.value, -t.number) if sweep.goal == c.Goal.MAXIMIZE else (t.value, t.number))
 
 
+def saved_by_pruning(sweep: Sweep, figures: Figures) -> Decimal:
+    """What pruning saved, in money: for each pruned trial, what a trial that ran to its end cost (the mean of the
+    completed trials', else a whole trial to its runtime limit) less what the pruned one cost; never below zero."""
+    completed = [figures.spend.by_trial.get(t.workload_id, ZERO) for t in figures.trials
+                 if t.state == c.TrialState.COMPLETED and t.workload_id is not None]
+    whole = sum(completed, ZERO) / len(completed) if completed else sweep.trial_cost
+    return sum((max(whole - figures.spend.by_trial.get(t.workload_id, ZERO), ZERO)
+                for t in figures.trials if t.state == c.TrialState.PRUNED), ZERO)
+
+
 def figures(sweep: Sweep, now: datetime | None = None) -> Figures:
     now = now or timezone.now()
     trials = list(Trial.objects.filter(sweep=sweep).select_related("workload").order_by("number"))

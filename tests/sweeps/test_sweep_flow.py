@@ -14,6 +14,10 @@ import optuna
 import pytest
 
 from jobs.constants import RunState
+from notifications.models import Delivery, Event
+from notifications.services import create_webhook
+from notifications.tasks import fan_out
+from teams.models import Membership, Role
 from jobs.metrics import read_run_logs
 from jobs.models import TrainingRun
 from quotas.demo import seed_team_quotas
@@ -72,7 +76,9 @@ def trial_runs(sweep_id: int) -> list[TrainingRun]:
 def test_an_asha_sweep_keeps_to_parallel_prunes_with_checkpoints_and_names_its_best(timeline, flavors):
     vision = make_team("vision")
     seed_team_quotas(vision, {"a100-80gb": 8}, Decimal("100000"))
-    api, _ = member_api("vision", "alice")
+    api, alice = member_api("vision", "alice")
+    Membership.objects.filter(user=alice, team=vision).update(role=Role.ADMIN)
+    create_webhook(alice, vision, "https://hooks.example.com/sweeps", ["sweep_finished"])
     created = api.post("/api/v1/sweeps/", sweep_body(), format="json")
     assert created.status_code == 201, created.content
     sweep_id = created.json()["id"]
@@ -121,6 +127,15 @@ def test_an_asha_sweep_keeps_to_parallel_prunes_with_checkpoints_and_names_its_b
     # Pruning saved GPU time: the pruned trials ran less than a whole trial each.
     spent = Decimal(body["spend"]["spent"])
     assert Decimal(0) < spent < sweep.trial_cost * 12
+
+    # The webhook is told once, with the best trial and the money spent and saved.
+    event = Event.objects.get(event_kind="sweep_finished")
+    best = body["best_trial"]
+    assert event.details["best"]["number"] == best["number"] and event.details["spent"] == body["spend"]["spent"]
+    assert Decimal(event.details["saved"]) > 0
+    assert f"best trial {best['name']}: loss " in event.text and event.title == "Sweep lr-search of team vision completed"
+    assert fan_out(event.key) == 1
+    assert Delivery.objects.get(event=event).target == "https://hooks.example.com/sweeps"
 
 
 def test_a_queued_trial_shows_the_queues_reason_and_stop_ends_every_trial(timeline, flavors):

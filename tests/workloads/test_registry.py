@@ -54,6 +54,22 @@ def test_a_kind_created_through_the_api_answers_its_dry_run_too():
     assert registry.kind_for("nb").__class__ is not SubmitOnly  # a refused kind never enters the registry
 
 
+def test_a_kind_whose_work_a_sweep_runs_is_created_through_the_api_and_names_its_pruned_state():
+    class Half(NotebookKind, registry.Trials):
+        def trial_fields(self, fields, name, params):
+            return fields
+
+    with pytest.raises(TypeError) as refused:
+        registry.register(Half())
+    assert "it has Trials but does not implement objective" in str(refused.value)
+    assert "it has Trials but not Api" in str(refused.value)
+    assert "its lifecycle names no final pruned state" in str(refused.value)
+    assert registry.kind_for("nb").__class__ is not Half
+    # The run kind has all of it: its pruned state is final, never its failed one.
+    runs = next(kind for kind in registry.kinds() if isinstance(kind, registry.Trials))
+    assert runs.lifecycle.pruned in runs.model.FINAL_STATES and runs.lifecycle.pruned != runs.lifecycle.failed
+
+
 def test_the_required_core_is_ten_members_and_the_rest_are_capabilities():
     """The interface a kind must implement is its core; all else is opt-in, and a kind without a capability
     gets the capability's plain behaviour from ``Cap.of`` — never a stub that raises at run time."""
@@ -63,7 +79,7 @@ def test_the_required_core_is_ten_members_and_the_rest_are_capabilities():
         "model", "noun", "lifecycle", "conflict_error",
         "resource_request", "manifests", "status", "state_for", "get_for_user", "end"}
     capabilities = {registry.Reactions, registry.Checkpoints, registry.Bursts, registry.Pages, registry.StaffActions,
-                    registry.Demo, registry.Estimates, registry.Api, registry.Announces}
+                    registry.Demo, registry.Estimates, registry.Api, registry.Trials, registry.Announces}
     # No capability member is on the core: a kind learns of them only by taking the capability.
     for capability in capabilities:
         own = {name for name in vars(capability) if not name.startswith("_")} - {"of"}
