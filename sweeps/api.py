@@ -19,6 +19,7 @@ from sweeps import services
 from sweeps.constants import SweepState
 from sweeps.serializers import (
     ShapeSerializer,
+    SweepCreateSerializer,
     SweepListSerializer,
     SweepSerializer,
     TrialSerializer,
@@ -53,7 +54,7 @@ class SweepViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     def _answer(self, sweep) -> dict:
         return SweepSerializer(sweep_answer(sweep, services.figures(sweep))).data
 
-    @extend_schema(request=None, responses={201: SweepSerializer, 200: ShapeSerializer},
+    @extend_schema(request=SweepCreateSerializer, responses={201: SweepSerializer, 200: ShapeSerializer},
                    parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER), DRY_RUN_PARAMETER])
     @idempotent
     def create(self, request):

@@ -101,6 +101,26 @@ class SweepListSerializer(serializers.Serializer):
     max_trials = serializers.IntegerField()
 
 
+class SweepCreateSerializer(serializers.Serializer):
+    """The body of ``POST /sweeps/`` for the schema (docs/sweeps.md "The sweep file"); the services check it."""
+
+    team = serializers.CharField()
+    name = serializers.CharField(max_length=c.MAX_NAME_LENGTH, help_text="Its trials are <name>-t001, …")
+    run = serializers.DictField(help_text="The trials' base: a run's fields as its create takes them, without a "
+                                          "name; max_runtime_minutes required.")
+    parameters = serializers.DictField(help_text='{"lr": {"type": "float", "min": 1e-5, "max": 0.1, "log": true}, '
+                                                 '"bs": {"type": "categorical", "choices": [16, 32]}}')
+    objective = serializers.DictField(help_text='{"metric": "loss", "goal": "minimize"}')
+    sampler = serializers.ChoiceField(choices=c.Sampler.choices, required=False)
+    pruner = serializers.DictField(required=False, help_text='{"type": "asha", "min_resource": 100, '
+                                                             '"reduction_factor": 3, "max_resource": 3000}')
+    parallel = serializers.IntegerField(required=False, min_value=1, max_value=c.MAX_PARALLEL)
+    max_trials = serializers.IntegerField(required=False, min_value=1, max_value=c.MAX_TRIALS)
+    max_cost = serializers.DecimalField(max_digits=16, decimal_places=2, required=False, allow_null=True)
+    max_gpu_hours = serializers.DecimalField(max_digits=16, decimal_places=2, required=False, allow_null=True)
+    seed = serializers.IntegerField(required=False, min_value=0)
+
+
 class RungSerializer(serializers.Serializer):
     steps = serializers.IntegerField()
     trials = serializers.IntegerField(help_text="Trials that reach it if the halving goes as designed.")

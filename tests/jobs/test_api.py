@@ -245,7 +245,7 @@ def test_it_says_which_set_of_states_a_run_is_in_and_lists_by_set(api, member, t
         assert [r["id"] for r in api.get(f"/api/v1/runs/?state={name}").json()["results"]] == [kept.pk], name
     refused = api.get("/api/v1/runs/?state=live")
     assert refused.status_code == 400
-    assert refused.json()["errors"]["state"][0].endswith("cancelled, active, holding, unfinished.")
+    assert refused.json()["errors"]["state"][0].endswith("cancelled, pruned, active, holding, unfinished.")
 
 
 def test_it_hides_other_teams_runs_from_list_and_detail(api_client_for, member, outsider, team, quota, published):

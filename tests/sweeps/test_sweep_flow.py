@@ -14,12 +14,11 @@ import optuna
 import pytest
 
 from jobs.constants import RunState
+from jobs.metrics import read_run_logs
+from jobs.models import TrainingRun
 from notifications.models import Delivery, Event
 from notifications.services import create_webhook
 from notifications.tasks import fan_out
-from teams.models import Membership, Role
-from jobs.metrics import read_run_logs
-from jobs.models import TrainingRun
 from quotas.demo import seed_team_quotas
 from quotas.models import QueuedRequest
 from sandbox.models import SimObject
@@ -27,6 +26,7 @@ from sweeps import driver
 from sweeps.constants import SweepState, TrialState
 from sweeps.models import Sweep, Trial
 from sweeps.storage import DjangoStorage
+from teams.models import Membership, Role
 from tests.factories import make_team, member_api
 from tests.workloads.timeline import scripted_timeline
 

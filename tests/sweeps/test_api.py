@@ -1,0 +1,79 @@
+"""``/api/v1/sweeps/``: create and its dry run, the field errors, who may do what, and the money figures."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from sweeps.models import Study, Sweep
+from tests.sweeps.support import matrix_sweep
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def ready(quota, published, fake_backend):
+    return quota
+
+
+def body(**changes) -> dict:
+    return {"team": "ml-research", **matrix_sweep("lr"), **changes}
+
+
+def test_the_dry_run_shows_the_shape_and_the_cost_range_and_creates_nothing(api, ready):
+    asha = {"type": "asha", "min_resource": 1, "reduction_factor": 3, "max_resource": 27}
+    answer = api.post("/api/v1/sweeps/?dry_run=1", body(max_trials=27, pruner=asha, max_cost="1000"), format="json")
+    assert answer.status_code == 200, answer.content
+    shape = answer.json()
+    assert [(r["steps"], r["trials"]) for r in shape["rungs"]] == [(1, 27), (3, 9), (9, 3), (27, 1)]
+    assert shape["trial"]["outcome"] == "admit" and shape["trials"] == 27
+    # A whole trial: its cost per hour (the preview's, the one price rule) for its 30-minute limit.
+    trial = Decimal(shape["trial"]["cost"])
+    assert trial == (Decimal(shape["trial"]["cost_per_hour"]) / 2).quantize(Decimal("0.01")) and trial > 0
+    # High: every trial to its limit; low: ASHA's nominal shape, 81 of 729 trial-steps.
+    assert Decimal(shape["cost"]["high"]) == (trial * 27).quantize(Decimal("0.01"))
+    assert float(shape["cost"]["low"]) == pytest.approx(float(trial) * 27 * 81 / 729, abs=0.02)
+    capped = api.post("/api/v1/sweeps/?dry_run=1", body(max_trials=10, max_cost=str(trial * 4)), format="json").json()
+    assert capped["trials_within_cap"] == 4 and Decimal(capped["cost"]["high"]) == (trial * 4).quantize(Decimal("0.01"))
+    assert not Sweep.objects.exists() and not Study.objects.exists()
+
+
+def test_bad_fields_come_back_together_and_the_bases_under_its_own_name(api, ready):
+    answer = api.post("/api/v1/sweeps/", body(name="Bad", run={**matrix_sweep()["run"], "image": "not an image!",
+                                                              "gpus_per_worker": 0}), format="json")
+    assert answer.status_code == 400
+    errors = answer.json()["errors"]
+    assert set(errors) == {"name"}  # the sweep's own fields first: the base is checked once they are right
+    answer = api.post("/api/v1/sweeps/", body(run={**matrix_sweep()["run"], "image": "not an image!"}), format="json")
+    assert set(answer.json()["errors"]) == {"run.image"}
+    limitless = {k: v for k, v in matrix_sweep()["run"].items() if k != "max_runtime_minutes"}
+    assert "run.max_runtime_minutes" in api.post("/api/v1/sweeps/", body(run=limitless), format="json").json()["errors"]
+    # A trial the team's quota can never hold is refused before anything runs.
+    huge = api.post("/api/v1/sweeps/", body(run={**matrix_sweep()["run"], "gpus_per_worker": 8, "workers": 4}),
+                    format="json")
+    assert huge.status_code == 400 and "run" in huge.json()["errors"]
+    assert not Sweep.objects.exists() and not Study.objects.exists()
+
+
+def test_members_create_viewers_read_outsiders_see_nothing(api, ready, api_client_for, viewer, outsider):
+    created = api.post("/api/v1/sweeps/", body(), format="json")
+    assert created.status_code == 201, created.content
+    sweep = created.json()
+    assert (sweep["state"], sweep["trials"]["active"], sweep["best_trial"]) == ("running", 0, None)
+    assert sweep["spend"] == {"spent": "0.00", "committed": "0.00", "gpu_hours": "0.00", "committed_gpu_hours": "0.00",
+                              "currency": "USD"}
+    assert api.post("/api/v1/sweeps/", body(), format="json").json()["errors"]["name"]  # a live name is taken
+    reader = api_client_for(viewer)
+    assert reader.get(f"/api/v1/sweeps/{sweep['id']}/").status_code == 200
+    assert reader.post("/api/v1/sweeps/", body(name="mine"), format="json").status_code == 403
+    assert reader.post(f"/api/v1/sweeps/{sweep['id']}/stop/").status_code == 403
+    stranger = api_client_for(outsider)
+    assert stranger.get(f"/api/v1/sweeps/{sweep['id']}/").status_code == 404
+    assert stranger.get("/api/v1/sweeps/").json()["results"] == []
+    assert stranger.get("/api/v1/sweeps/?team=ml-research").status_code == 404
+    assert api.get("/api/v1/sweeps/?state=lost").status_code == 400
+    assert [s["name"] for s in api.get("/api/v1/sweeps/?state=running").json()["results"]] == ["lr"]
+    # A live sweep is not deleted; stopped (no trial launched yet), it ends at its next act and then may be.
+    assert api.delete(f"/api/v1/sweeps/{sweep['id']}/").status_code == 409
+    assert api.post(f"/api/v1/sweeps/{sweep['id']}/stop/").json()["state"] == "stopping"
