@@ -13,6 +13,7 @@ from workloads.registry import NavItem, Pages, kinds, kinds_in_words
 #: template never links to a page that is not there.
 NAV_ITEMS: tuple[NavItem, ...] = (
     NavItem("Dashboard", "dashboard", 0),
+    NavItem("Sweeps", "sweeps:list", 15),
     NavItem("Reservations", "reservations:calendar", 90),
     NavItem("Usage", "usage", 100),
     NavItem("Team", "team", 110),

@@ -138,6 +138,7 @@ class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates,
     end_verb, ended_word, conflict_error = "Cancel", "cancelled", services.RunConflict
     nav = NavItem("Runs", "jobs:run-list", 10)
     new_on_flavor = "jobs:run-new"
+    compare_page = ("jobs:run-compare", "runs")  # a sweep's trials compared (jobs.metric_views.run_compare)
     events = (KindEvent(RunState.SUCCEEDED, "run_succeeded", "Run succeeded", "succeeded"),
               KindEvent(RunState.FAILED, "run_failed", "Run failed", "failed"))
     dashboard = DashboardPanel("jobs/_dashboard_stat.html", "jobs/_dashboard_recent.html", recent_runs,

@@ -22,6 +22,7 @@ urlpatterns = [
     path("", include("inference.urls")),
     path("", include("workspaces.urls")),
     path("", include("reservations.urls")),
+    path("", include("sweeps.urls")),
     path("", include("notifications.urls")),
     # Custom staff pages (Capacity, Showback, the workload list) before the admin site, which would 404 them.
     path("admin/", include(staff_urlpatterns)),

@@ -168,14 +168,26 @@ def create(user, team: Team | str, data) -> Sweep:
     return sweep
 
 
+def stop_refusal(user, sweep: Sweep, membership) -> str:
+    """Why ``user`` (``membership``: theirs of the sweep's team, None outside it) may not stop or delete ``sweep``,
+    in words; '' when they may. The one rule, as for ending work (``Team.members_may_cancel_teammates_work``): a
+    team admin may stop any of the team's sweeps, a member their own, and their teammates' when the team lets
+    members end one another's work; a viewer none. The page shows it beside a disabled button."""
+    if membership is None:
+        return "Platform staff read another team's sweep here: its members stop it."
+    if not membership.allows(Role.MEMBER):
+        return "Viewers can't stop the team's sweeps — ask a team admin."
+    if membership.allows(Role.ADMIN) or sweep.created_by_id == user.pk or sweep.team.members_may_cancel_teammates_work:
+        return ""
+    return (f"Only {sweep.team.name}'s admins and {sweep.created_by.username} (who created it) may stop it: the "
+            "team does not let members end their teammates' work.")
+
+
 def _check_may_stop(user, sweep: Sweep) -> None:
-    """A team admin may stop any of the team's sweeps; a member their own, and their teammates' when the team
-    lets members end one another's work (the rule of ending work, ``Team.members_may_cancel_teammates_work``)."""
-    membership = require_team(user, sweep.team, Role.MEMBER)
-    if membership.allows(Role.ADMIN) or sweep.created_by_id == user.pk:
-        return
-    if not sweep.team.members_may_cancel_teammates_work:
-        raise PermissionDenied("Only a team admin or the sweep's creator may stop it.")
+    """:func:`stop_refusal` as the actions check it: 404 outside the team, 403 below member or by the rule."""
+    refusal = stop_refusal(user, sweep, require_team(user, sweep.team, Role.MEMBER))
+    if refusal:
+        raise PermissionDenied(refusal)
 
 
 def stop(user, sweep: Sweep) -> Sweep:

@@ -98,6 +98,8 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     # A sweep: its team reads it and its trials (staff too); its members stop it and delete it once finished.
     "sweep-detail": (SWEEP, ("get",), ("delete",)), "sweep-trials": (SWEEP, ("get",), ()),
     "sweep-stop": (SWEEP, (), ("post",)),
+    # Its page (staff read it) and its Stop button: the team's members (viewers 403).
+    "sweeps:detail": (SWEEP, ("get",), ()), "sweeps:stop": (SWEEP, (), ("post",)),
 }
 #: The read routes every kind has, by their names' ends (``<namespace>:<noun>-state``): ``workloads.views.read_urls``'
 #: four, and its page, which they link (``workloads.views._route``).
@@ -217,7 +219,9 @@ OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-toke
               "reservation-availability",
               # The calendar page and its form book for the caller's current team (viewers 403:
               # tests/reservations/test_pages.py).
-              "reservations:calendar", "reservations:book", "reservations:preview"}
+              "reservations:calendar", "reservations:book", "reservations:preview",
+              # The current team's sweeps (tests/sweeps/test_pages.py).
+              "sweeps:list"}
 OWN_ROUTES |= {Pages.of(kind).nav.url_name for kind in project_kinds() if Pages.of(kind).nav}  # a nav item's page takes no argument
 #: The ingress controller's auth-url: it names a workspace in its query (tested below and in tests/workspaces).
 AUTH_ROUTES = {"workspaces:workspace-auth"}

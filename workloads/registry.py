@@ -383,6 +383,11 @@ class Trials(Capability):
     ``Lifecycle.pruned``). A kind with this capability has :class:`Api`, implements both methods and names its
     pruned state."""
 
+    #: The kind's page that compares its work side by side (what a sweep page's "Compare" opens with the trials
+    #: ticked): its URL name (no arguments) and the query parameter that takes each ticked work's id, repeated
+    #: (``?<parameter>=12&<parameter>=15``). None: the kind has no such page.
+    compare_page: tuple[str, str] | None = None
+
     def trial_fields(self, fields: dict, name: str, params: dict) -> dict:
         """The fields of one trial named ``name``: the sweep's base ``fields`` with ``params`` put in (as the
         kind's work receives parameters: a run's env and the ``{name}`` placeholders of its args)."""

@@ -1,0 +1,14 @@
+"""The portal's sweep pages (included at the site root by portal/urls.py): the team's sweeps, one sweep (its live
+part polled through the same URL) and its Stop button. The API's routes are ``portal/api_urls.py``'s."""
+
+from django.urls import path
+
+from sweeps import views
+
+app_name = "sweeps"
+
+urlpatterns = [
+    path("sweeps/", views.sweep_list, name="list"),
+    path("sweeps/<int:pk>/", views.sweep_detail, name="detail"),
+    path("sweeps/<int:pk>/stop/", views.sweep_stop, name="stop"),
+]
