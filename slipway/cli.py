@@ -3,7 +3,7 @@ and the command line"). Every verb is a few calls of :class:`slipway.client.Clie
 
 This module is the root group: its ``--profile``, its help with the exit codes, and where each
 verb is registered. The verbs live by kind — :mod:`slipway.runs`, :mod:`slipway.endpoints`,
-:mod:`slipway.usage` (quota, cost), :mod:`slipway.reservations` (reserve), :mod:`slipway.alerts`, :mod:`slipway.flavors`, :mod:`slipway.insight` (metrics, top),
+:mod:`slipway.usage` (quota, cost), :mod:`slipway.reservations` (reserve), :mod:`slipway.sweeps` (sweep), :mod:`slipway.alerts`, :mod:`slipway.flavors`, :mod:`slipway.insight` (metrics, top),
 :mod:`slipway.login` — on top of :mod:`slipway.config`
 (where it connects), :mod:`slipway.output` and :mod:`slipway.specs`.
 
@@ -24,6 +24,7 @@ from slipway.insight import metrics, top
 from slipway.login import login
 from slipway.reservations import reserve
 from slipway.runs import runs
+from slipway.sweeps import sweep
 from slipway.usage import cost, quota
 from slipway.workspaces import workspace
 
@@ -61,10 +62,11 @@ def cli(ctx: click.Context, profile: str) -> None:
 
 
 runs.add_command(metrics)  # a run verb like the others (slipway runs metrics), from slipway.insight
-for verb in (login, runs, endpoint, workspace, reserve, flavors, quota, cost, alerts, top, *runs.commands.values()):  # the run verbs: also top-level
+for verb in (login, runs, endpoint, workspace, reserve, sweep, flavors, quota, cost, alerts, top, *runs.commands.values()):  # the run verbs: also top-level
     cli.add_command(verb)
 cli.add_command(endpoint, "endpoints")
 cli.add_command(workspace, "workspaces")
+cli.add_command(sweep, "sweeps")
 
 
 def main() -> None:

@@ -25,6 +25,8 @@ READ_BACKOFF = (0.5, 1.0, 2.0)
 RETRIED_STATUSES = frozenset({502, 503, 504})
 #: RFC 8628's grant type, for :meth:`Client.wait_for_device_token`.
 DEVICE_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
+#: The states a sweep never leaves (docs/sweeps.md "The driver"): :meth:`Client.watch_sweep` stops at them.
+SWEEP_FINAL_STATES = frozenset({"completed", "stopped"})
 
 #: The API's objects, as the schemas of the same name in ``/api/schema/`` describe them.
 Run = dict[str, Any]
@@ -39,6 +41,9 @@ AlertRules = dict[str, Any]
 Preview = dict[str, Any]
 Checkpoint = dict[str, Any]
 Metrics = dict[str, Any]
+Sweep = dict[str, Any]
+SweepShape = dict[str, Any]
+SweepTrial = dict[str, Any]
 #: How the client waits between polls (``time.sleep`` unless the caller passes its own).
 Wait = Callable[[float], None]
 
@@ -504,3 +509,48 @@ class Client:
                      until: str | None = None) -> list[dict]:
         """Free reservable units per 30-minute slot: ``{"start", "end", "cluster", "free_units"}``."""
         return self._get("reservations/availability/", flavor=flavor, cluster=cluster, **{"from": since, "to": until})
+
+    # -- sweeps (docs/sweeps.md, docs/api.md "Sweeps") ---------------------------------------------
+    def create_sweep(self, spec: dict, *, idempotency_key: str | None = None) -> Sweep:
+        """Create a sweep from its file's fields (``team`` among them); its first trials launch at once. The same
+        ``idempotency_key`` again returns the first sweep (a fresh key if none)."""
+        key = idempotency_key or str(uuid.uuid4())
+        return self._request("POST", "sweeps/", json=spec, headers={"Idempotency-Key": key}).json()
+
+    def dry_run_sweep(self, spec: dict) -> SweepShape:
+        """The sweep's shape before anything runs: ``trials``, ``parallel``, ``sampler``, ``pruner``, ``rungs``
+        (ASHA's ``{"steps", "trials"}``), ``trial`` (the first trial's preview with a whole trial's ``cost`` and
+        ``gpu_hours``), ``cost`` and ``gpu_hours`` (``{"low", "high"}``), the caps and ``trials_within_cap``;
+        writes nothing."""
+        return self._request("POST", "sweeps/", params={"dry_run": "1"}, json=spec).json()
+
+    def sweeps(self, *, team: str | None = None, state: str | None = None) -> Iterator[Sweep]:
+        """The caller's teams' sweeps, newest first, over every page (a list's rows: without their figures)."""
+        return self._pages("sweeps/", team=team, state=state)
+
+    def sweep(self, sweep_id: int) -> Sweep:
+        """A sweep with its figures: ``trials`` by state, ``best_trial``, ``spend``."""
+        return self._get(f"sweeps/{int(sweep_id)}/")
+
+    def sweep_trials(self, sweep_id: int) -> list[SweepTrial]:
+        """Its trials in order: parameters, state, objective, cost, their run's id and state."""
+        return self._get(f"sweeps/{int(sweep_id)}/trials/")
+
+    def watch_sweep(self, sweep_id: int, *, interval: float = 5.0,
+                    wait: Wait = time.sleep) -> Iterator[tuple[Sweep, list[SweepTrial]]]:
+        """The sweep and its trials at each poll, ``interval`` apart, until (and including) the poll that finds it
+        ended (:data:`SWEEP_FINAL_STATES`)."""
+        while True:
+            current = self.sweep(sweep_id)
+            yield current, self.sweep_trials(sweep_id)
+            if current["state"] in SWEEP_FINAL_STATES:
+                return
+            wait(interval)
+
+    def stop_sweep(self, sweep_id: int) -> Sweep:
+        """Stop it: nothing launches any more, its active trials stop (:class:`Conflict` when it is not running)."""
+        return self._request("POST", f"sweeps/{int(sweep_id)}/stop/").json()
+
+    def delete_sweep(self, sweep_id: int) -> None:
+        """Delete a finished sweep and its study; its trials' runs stay the team's (:class:`Conflict` while live)."""
+        self._request("DELETE", f"sweeps/{int(sweep_id)}/")
