@@ -232,7 +232,8 @@ def sweep_finished(sweep, at: datetime) -> str:
     counts = ", ".join(f"{count} {state}" for state, count in figures.counts.items() if count)
     saved = sweep_services.saved_by_pruning(sweep, figures)
     if best is not None:
-        params = ", ".join(f"{name}={value}" for name, value in best.params.items())
+        params = ", ".join(f"{name}={value:.4g}" if isinstance(value, float) else f"{name}={value}"
+                           for name, value in best.params.items())
         found = f"best trial {sweep.trial_name(best.number)}: {sweep.metric} {best.value:.6g} ({params})"
     else:
         found = f"no trial completed with a value of {sweep.metric}"

@@ -2,7 +2,8 @@
 like any sweep, as bob, a member — in progress after ``make run``, with pruned trials within minutes.
 
 Its trials are single MIG slices (``a100-3g.40gb``: four of ML Research's quota, which no other demo work uses),
-three at a time, twelve in all, judged by ASHA. The sandbox gives each a learning curve whose final loss depends
+three at a time, thirty in all, judged by ASHA: most are pruned at the first rung, so it runs for about twenty
+minutes (twelve trials took seven on this machine). The sandbox gives each a learning curve whose final loss depends
 on its learning rate and batch size (``SLIPWAY_SIM_OPTIMUM``, docs/metrics.md): a trial trains for four minutes,
 2,400 steps (20 a line, a line every two seconds); ASHA's first rung is at 120 steps, a few seconds in, so with
 the stdout reader's 20 seconds the first trials are pruned about half a minute after they start.
@@ -36,7 +37,7 @@ def demo_sweep() -> dict:
                            "warmup": {"type": "int", "min": 0, "max": 2000, "step": 100}},
             "objective": {"metric": "loss", "goal": "minimize"}, "sampler": "tpe",
             "pruner": {"type": "asha", "min_resource": 120, "reduction_factor": 3, "max_resource": 2400},
-            "parallel": 3, "max_trials": 12, "max_cost": str(Decimal("40.00")), "seed": 7}
+            "parallel": 3, "max_trials": 30, "max_cost": str(Decimal("40.00")), "seed": 7}
 
 
 def seed_demo_sweep() -> str:

@@ -68,6 +68,8 @@ SKIPPED: dict[str, str] = {
                 "the benchmarks: CI runs them, and tests/portal/test_run_script.py and test_run_ctrl_c.py start "
                 "make run's script",
     r"kubectl .*": "needs a Kubernetes cluster; tests/deploy checks the manifests it applies",
+    r"slipway sweep watch \d+": "follows the sweep until it ends, and no worker moves the demo's here "
+                                "(tests/cli/test_sweeps.py watches one to its end)",
     r"slipway login --url .*": "the browser sign-in waits for a person to approve the code in the portal "
                                "(tests/cli/test_login.py approves one)",
     r"slipway checkpoint --step .*": "runs inside a run's pods, with the run's own token (SLIPWAY_RUN_TOKEN) that "

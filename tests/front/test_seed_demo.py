@@ -120,10 +120,10 @@ def test_it_prints_the_port_the_server_listens_on(db, debug_on, monkeypatch):
 
 def test_it_subscribes_alice_to_every_kinds_events_and_dave_to_visions_gpu_alerts_by_e_mail_once(db, debug_on):
     """Alice hears of what every workload kind declares (a run ended, an endpoint degraded, a workspace paused)
-    and of preemptions: the demo names no kind's event, the registry gives them."""
+    and of preemptions and her team's sweeps ending: the demo names no kind's event, the registry gives them."""
     seed(no_runs=True)
     alice = set(EmailSubscription.objects.filter(user__username="alice").values_list("team__slug", "event_kind"))
-    assert alice == {("ml-research", code) for code in [*kind_event_codes(), "preempted"]}
+    assert alice == {("ml-research", code) for code in [*kind_event_codes(), "preempted", "sweep_finished"]}
     assert {"run_succeeded", "run_failed", "endpoint_degraded", "workspace_paused"} <= {kind for _team, kind in alice}
     assert sorted(EmailSubscription.objects.filter(user__username="dave").values_list("team__slug", "event_kind")) == [
         ("vision", "gpu_idle"), ("vision", "gpu_memory")]

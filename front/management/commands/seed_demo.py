@@ -105,7 +105,7 @@ COHORTS: tuple[DemoCohort, ...] = (
 #: and of preemptions; Dave of Vision's idle GPUs (its forgotten notebook, a demo run) and GPU memory
 #: running out.
 DEMO_EMAIL: tuple[tuple[str, str, Callable[[], list[str]]], ...] = (
-    ("ml-research", "alice", lambda: [*kind_event_codes(), EventKind.PREEMPTED]),
+    ("ml-research", "alice", lambda: [*kind_event_codes(), EventKind.PREEMPTED, EventKind.SWEEP_FINISHED]),
     ("vision", "dave", lambda: [EventKind.GPU_IDLE, EventKind.GPU_MEMORY]),
 )
 
