@@ -29,15 +29,20 @@ def dump(data: Any, output: str) -> None:
         click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), nl=False)
 
 
-def table(columns: list[str], rows: list[list[Any]]) -> None:
-    grid = Table(box=None, header_style="bold", pad_edge=False)
+def grid(columns: list[str], rows: list[list[Any]]) -> Table:
+    """A table as :func:`table` prints it, as a Rich renderable (a live display redraws it)."""
+    found = Table(box=None, header_style="bold", pad_edge=False)
     for column in columns:
-        grid.add_column(column)
+        found.add_column(column)
     for row in rows:
-        grid.add_row(*["" if cell is None else str(cell) for cell in row])
+        found.add_row(*["" if cell is None else str(cell) for cell in row])
+    return found
+
+
+def table(columns: list[str], rows: list[list[Any]]) -> None:
     out = console()
     with out.capture() as captured:
-        out.print(grid)
+        out.print(grid(columns, rows))
     # Rich pads the last column to its width: no trailing blanks in a terminal or a pipe.
     click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
 

@@ -16,14 +16,13 @@ from typing import Any
 import click
 from rich.console import Group
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
 from slipway import polling
 from slipway.client import SWEEP_FINAL_STATES, BadRequest, Client, ConnectionFailed
 from slipway.config import api_call
 from slipway.failures import EXIT_FAILED, Failure
-from slipway.output import console, dump, fields, money, per_hour, table, unit_price
+from slipway.output import console, dump, fields, grid, money, per_hour, table, unit_price
 from slipway.specs import load_spec, refused_spec
 
 #: Seconds between two polls of a watched sweep: its driver acts every few seconds (SLIPWAY_SWEEP_SECONDS).
@@ -42,16 +41,6 @@ def number(value: Any) -> str | None:
 def compact(params: dict) -> str:
     """``lr=0.0003142 batch=64``: a trial's parameters on one line."""
     return " ".join(f"{name}={number(value)}" for name, value in params.items())
-
-
-def _grid(columns: list[str], rows: list[list[Any]]) -> Table:
-    """A table as :func:`slipway.output.table` prints it, as a Rich renderable (for a live display)."""
-    grid = Table(box=None, header_style="bold", pad_edge=False)
-    for column in columns:
-        grid.add_column(column)
-    for row in rows:
-        grid.add_row(*["" if cell is None else str(cell) for cell in row])
-    return grid
 
 
 # -- what a sweep's answers say ---------------------------------------------------------------------
@@ -134,7 +123,7 @@ def show_shape(shape: dict) -> None:
         click.echo("Rungs:")
         out = console()
         with out.capture() as captured:
-            out.print(_grid(["STEPS", "TRIALS REACHING IT"],
+            out.print(grid(["STEPS", "TRIALS REACHING IT"],
                             [[f"{r['steps']:,}", r["trials"]] for r in shape["rungs"]]))
         click.echo("\n".join(f"  {line}".rstrip() for line in captured.get().splitlines()))
     fields([(label, None) for label, _ in head] + tail)
@@ -226,7 +215,7 @@ def sweep_watch(client: Client, sweep_id: int) -> None:
             lines = header(current)
             rows = trial_rows(trials, current["spend"].get("currency", ""))
             if live is not None:
-                live.update(Group(*(Text(line) for line in lines), _grid(TRIAL_COLUMNS, rows)), refresh=True)
+                live.update(Group(*(Text(line) for line in lines), grid(TRIAL_COLUMNS, rows)), refresh=True)
             elif (lines, rows) != shown:
                 if shown is not None:
                     click.echo()

@@ -1,4 +1,17 @@
 // Small behaviours of the portal, as a file: the Content-Security-Policy allows no inline script.
+// What the pages' own scripts share (loaded before them: base.html's order, all deferred).
+window.Slipway = window.Slipway || {};
+
+// A chart's legend (uPlot's values under the cursor) is a table: like every table of the portal it
+// scrolls in its own box rather than widening a phone's page.
+window.Slipway.scrollable = function (table) {
+  if (!table || table.parentElement.classList.contains("table-scroll")) { return; }
+  var wrap = document.createElement("div");
+  wrap.className = "table-scroll";
+  table.parentElement.insertBefore(wrap, table);
+  wrap.appendChild(table);
+};
+
 // A <select data-autosubmit> submits its form when it changes (the team switcher).
 document.addEventListener("change", function (event) {
   var target = event.target;

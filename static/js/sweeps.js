@@ -23,16 +23,6 @@
     return size !== 0 && (size < 1e-3 || size >= 1e5) ? v.toExponential(3) : String(Math.round(v * 1e4) / 1e4);
   }
 
-  // uPlot's legend (the values under the cursor) is a table: like every table of the portal it
-  // scrolls in its own box rather than widening a phone's page.
-  function scrollable(table) {
-    if (!table || table.parentElement.classList.contains("table-scroll")) { return; }
-    var wrap = document.createElement("div");
-    wrap.className = "table-scroll";
-    table.parentElement.insertBefore(wrap, table);
-    wrap.appendChild(table);
-  }
-
   // Draw into box: again with setData when the chart's shape (its key) is the same, else anew.
   function draw(box, key, options, data) {
     if (box.plot && box.plotKey === key) {
@@ -46,7 +36,7 @@
     options.cursor = {drag: {x: false, y: false}};
     box.plot = new uPlot(options, data, box);
     box.plotKey = key;
-    scrollable(box.querySelector("table.u-legend"));
+    window.Slipway.scrollable(box.querySelector("table.u-legend"));
   }
 
   function empty(box) {

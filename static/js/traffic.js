@@ -44,16 +44,6 @@
     return {data: [answer.t].concat(lines.map(function (line) { return line[1]; })), series: series};
   }
 
-  // uPlot's legend (the values under the cursor) is a table: like every table of the portal it
-  // scrolls in its own box rather than widening a phone's page.
-  function scrollable(table) {
-    if (!table || table.parentElement.classList.contains("table-scroll")) { return; }
-    var wrap = document.createElement("div");
-    wrap.className = "table-scroll";
-    table.parentElement.insertBefore(wrap, table);
-    wrap.appendChild(table);
-  }
-
   function draw(root, answer) {
     CHARTS.forEach(function (chart) {
       var box = root.querySelector("[data-chart='" + chart.id + "']");
@@ -71,7 +61,7 @@
         axes: [{}, {label: chart.unit, size: 55}],
         cursor: {drag: {x: false, y: false}},
       }, built.data, box);
-      scrollable(box.querySelector("table.u-legend"));
+      window.Slipway.scrollable(box.querySelector("table.u-legend"));
     });
   }
 

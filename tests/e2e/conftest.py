@@ -40,6 +40,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 import redis
 from django.conf import settings
@@ -186,6 +187,24 @@ class WorkerProcess:
         with self.log_path.open("rb") as log:
             log.seek(offset if generation == self.generation else 0)
             return log.read().decode(errors="replace")
+
+
+def own_connection():
+    """``(connection, its backend pid)``: a connection of the test's own to the test database (to hold locks that
+    the worker's transactions then wait for, seen in ``pg_stat_activity``)."""
+
+    db = connection.settings_dict
+    conn = psycopg.connect(host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"],
+                           password=db["PASSWORD"] or None, dbname=db["NAME"])
+    return conn, conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+
+
+def waiting_for(pid: int) -> list[tuple[int, str]]:
+    """``(pid, query)`` of the sessions waiting for locks the session ``pid`` holds (read on the test's connection:
+    ``pg_stat_activity`` is a snapshot per transaction, and the holder's is open)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid, query FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", [pid])
+        return cursor.fetchall()
 
 
 def require_postgresql(what: str = "worker") -> None:

@@ -32,7 +32,6 @@ from datetime import timedelta
 from decimal import Decimal
 from itertools import pairwise
 
-import psycopg
 import pytest
 from django.db import connection
 from django.utils import timezone
@@ -46,7 +45,7 @@ from jobs.checkpoint_contract import CHECKPOINT_DIR
 from jobs.models import TrainingRun
 from quotas.demo import seed_flavors
 from sandbox.models import SimObject, SimPod
-from tests.e2e.conftest import wait_for
+from tests.e2e.conftest import own_connection, wait_for, waiting_for
 from tests.factories import cohort_pair, member_api, secret_values
 from tests.jobs.conftest import post_share_run
 
@@ -71,20 +70,14 @@ class PodLocks:
     """The row locks of a workload's live simulated pods, held from a connection of the test's own."""
 
     def __init__(self, workload: str) -> None:
-        db = connection.settings_dict
-        self.conn = psycopg.connect(host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"],
-                                    password=db["PASSWORD"] or None, dbname=db["NAME"])
-        self.pid = self.conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        self.conn, self.pid = own_connection()
         rows = self.conn.execute("SELECT id FROM sandbox_simpod WHERE workload = %s AND active FOR UPDATE",
                                  [workload]).fetchall()
         assert rows, f"{workload} has no live pods to hold"
 
     def waiting(self) -> list[tuple[int, str]]:
-        """``(pid, query)`` of the sessions waiting for these locks (read on the test's own connection:
-        ``pg_stat_activity`` is a snapshot per transaction, and the holder's is open)."""
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pid, query FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", [self.pid])
-            return cursor.fetchall()
+        """``(pid, query)`` of the sessions waiting for these locks."""
+        return waiting_for(self.pid)
 
     def release(self) -> None:
         self.conn.rollback()

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-import psycopg
 import pytest
-from django.db import connection
 
 from jobs.models import TrainingRun
 from quotas.demo import seed_flavors, seed_team_quotas
 from sweeps.constants import SweepState, TrialState
 from sweeps.models import StudyTrial, Sweep, Trial
-from tests.e2e.conftest import lend, module_worker, wait_for
+from tests.e2e.conftest import lend, module_worker, own_connection, wait_for, waiting_for
 from tests.factories import make_team, member_api
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres, pytest.mark.timeout(300)]
@@ -42,16 +40,11 @@ class TeamLock:
     """The team's admission lock, held from a connection of the test's own."""
 
     def __init__(self, slug: str) -> None:
-        db = connection.settings_dict
-        self.conn = psycopg.connect(host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"],
-                                    password=db["PASSWORD"] or None, dbname=db["NAME"])
-        self.pid = self.conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        self.conn, self.pid = own_connection()
         assert self.conn.execute("SELECT id FROM portal_team WHERE slug = %s FOR NO KEY UPDATE", [slug]).fetchall()
 
     def waiting(self) -> list[tuple[int, str]]:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pid, query FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", [self.pid])
-            return cursor.fetchall()
+        return waiting_for(self.pid)
 
     def release(self) -> None:
         self.conn.rollback()
