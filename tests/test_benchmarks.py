@@ -45,6 +45,8 @@ BENCHMARKS = [
     ("reconcile_scale.py", ["--sizes", "20"], "targets:"),
     ("sandbox_tick.py", ["--sizes", "20", "--shared"], "steady"),  # the shared GPUs too
     ("sharing.py", ["--quick"], "invariants: held at"),
+    # 9 trials of 400 steps, 3 at a time: ASHA and median both prune, the cap stops launching (tests/sweeps/test_bench.py).
+    ("sweeps.py", ["--trials", "9", "--parallel", "3", "--steps", "400"], "prune disagreements with a pure Optuna study"),
     # The trace's first 48 hours with about 20 windows, replayed three times (tests/reservations/test_bench.py).
     ("reservations.py", ["--quick"], "invariants: held at"),
     ("telemetry.py", ["--quick"], "points/s through the API and through stdout"),
