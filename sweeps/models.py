@@ -125,8 +125,8 @@ class Sweep(models.Model):
     max_gpu_hours = models.DecimalField(max_digits=16, decimal_places=2, null=True, blank=True)
     #: Seeds its sampler: each trial's draw is seeded from it and the trial's number (sweeps.study.sampler_for).
     seed = models.PositiveIntegerField(default=0)
-    #: A whole trial at the price quoted when the sweep was created: its units' cost per hour times its runtime
-    #: limit (what the caps count for a trial not launched yet), and the same in GPU-hours.
+    #: A whole trial at the dearest price of its flavor's clusters when the sweep was created: its units' cost per
+    #: hour times its runtime limit (what the caps count for a trial not placed yet), and the same in GPU-hours.
     trial_cost = models.DecimalField(max_digits=20, decimal_places=10)
     trial_gpu_hours = models.DecimalField(max_digits=20, decimal_places=10)
     currency = models.CharField(max_length=3)

@@ -78,7 +78,8 @@ class SweepSerializer(serializers.Serializer):
     max_gpu_hours = serializers.DecimalField(max_digits=16, decimal_places=2, allow_null=True)
     seed = serializers.IntegerField()
     trial_cost = serializers.DecimalField(max_digits=16, decimal_places=2,
-                                          help_text="A whole trial at the price quoted at its creation.")
+                                          help_text="A whole trial at the dearest price of its flavor's clusters when "
+                                                    "the sweep was created: what the caps count.")
     trials = serializers.DictField(child=serializers.IntegerField(), help_text="Its trials by state.")
     best_trial = BestSerializer(allow_null=True)
     spend = MoneySerializer()
@@ -127,7 +128,9 @@ class RungSerializer(serializers.Serializer):
 
 
 class TrialPreviewSerializer(PreviewSerializer):
-    cost = serializers.DecimalField(max_digits=16, decimal_places=2, help_text="A whole trial: to its runtime limit.")
+    cost = serializers.DecimalField(max_digits=16, decimal_places=2,
+                                    help_text="A whole trial to its runtime limit, at the dearest price of its flavor's "
+                                              "clusters (it may land on any): what the caps count.")
     gpu_hours = serializers.DecimalField(max_digits=16, decimal_places=2)
 
 

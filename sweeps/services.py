@@ -111,11 +111,16 @@ def _checked(team: Team, data) -> tuple[specs.SweepRequest, Shape]:
 
 
 def _shape(request: specs.SweepRequest, preview) -> Shape:
-    trial_cost = preview.estimated_total_cost or ZERO
+    """The shape and cost range of ``request`` whose first trial previews as ``preview``. A whole trial is counted at
+    the dearest price of the clusters that offer its flavor (the quote's range): a trial placed later may land on
+    any of them, and the cap must hold wherever it does; the range's low end is at the price quoted now."""
+    quoted = preview.estimated_total_cost or ZERO
+    price = preview.price
+    trial_cost = quoted * price.high / price.price if price is not None and price.price else quoted
     flavor = GpuFlavor.objects.filter(name=request.base.get("flavor")).first()
     fraction = Decimal(flavor.gpu_fraction) if flavor is not None else Decimal(1)
     unit_price = preview.price_per_hour or ZERO
-    trial_gpu_hours = trial_cost / unit_price * fraction if unit_price else ZERO
+    trial_gpu_hours = quoted / unit_price * fraction if unit_price else ZERO  # its unit-hours, at any price
     trials = request.max_trials
     share = Decimal(str(round(specs.low_share(trials, request.pruner), 6)))
     within = None
@@ -130,7 +135,7 @@ def _shape(request: specs.SweepRequest, preview) -> Shape:
     rungs = tuple(specs.asha_rungs(trials, request.pruner)) if request.pruner.type == c.PrunerType.ASHA else ()
     return Shape(trials=trials, parallel=request.parallel, sampler=request.sampler, pruner=request.pruner.type,
                  rungs=rungs, trial=preview, trial_cost=trial_cost, trial_gpu_hours=trial_gpu_hours,
-                 cost_low=min(trial_cost * trials * share, trial_cost * high_trials),
+                 cost_low=min(quoted * trials * share, trial_cost * high_trials),
                  cost_high=trial_cost * high_trials,
                  gpu_hours_low=min(trial_gpu_hours * trials * share, trial_gpu_hours * high_trials),
                  gpu_hours_high=trial_gpu_hours * high_trials, max_cost=request.max_cost,

@@ -4,7 +4,8 @@ runs trials, how its states read as a trial's, and the money and GPU-hours its t
 **Money** (docs/sweeps.md "Money first") is read from the work itself, by the one price rule: a trial's spend
 is its work's cost (the ledger's part and its open segment, :meth:`workloads.models.Workload.cost_at`); what an
 unfinished trial commits is the rest of its runtime limit at its price — its cost per hour (its units at its
-unit's price) times its limit, less what it spent already. GPU-hours are the same in GPUs: its unit-hours (spend
+unit's price) times its limit, less what it spent already; a trial not placed yet is counted at the dearest price
+of the clusters that offer its flavor (the quote's range), since it may land on any of them and the cap must hold. GPU-hours are the same in GPUs: its unit-hours (spend
 over its unit's price) times the GPUs a unit is (a MIG slice a fraction).
 """
 
@@ -81,6 +82,8 @@ def spend(uids: list[int], now: datetime) -> Spend:
             continue
         units = kind.committed(row)
         minutes = Decimal(getattr(row, kind.runtime_limit, None) or 0) if kind.runtime_limit else ZERO
+        if row.charged_price is None and row.cluster_id is None:
+            price = row.price_quote().high  # not placed yet: it may land on the dearest cluster of its flavor
         found.committed += max(cost_per_hour(price, units) * minutes / 60 - cost, ZERO)
         found.committed_gpu_hours += max(units * fraction * minutes / 60 - gpu_hours, ZERO)
     return found

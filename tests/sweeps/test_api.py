@@ -6,8 +6,11 @@ from decimal import Decimal
 
 import pytest
 
+from billing.pricing import Quote
+from sweeps import services, spec
 from sweeps.models import Study, Sweep
 from tests.sweeps.support import matrix_sweep
+from workloads.estimates.preview import Preview
 
 pytestmark = pytest.mark.django_db
 
@@ -77,3 +80,18 @@ def test_members_create_viewers_read_outsiders_see_nothing(api, ready, api_clien
     # A live sweep is not deleted; stopped (no trial launched yet), it ends at its next act and then may be.
     assert api.delete(f"/api/v1/sweeps/{sweep['id']}/").status_code == 409
     assert api.post(f"/api/v1/sweeps/{sweep['id']}/stop/").json()["state"] == "stopping"
+
+
+def test_a_whole_trial_is_counted_at_the_dearest_cluster_of_its_flavor(flavors):
+    """Regression (bench/sweeps.py found it): a trial quoted on the cheaper cluster and placed on the dearer one
+    passed the cap. The caps count a whole trial at the top of the quote's range; the range's low end stays at
+    the price quoted now."""
+    request = spec.parse(body(max_trials=9, max_cost="100",
+                              pruner={"type": "asha", "min_resource": 1, "reduction_factor": 3, "max_resource": 9}),
+                         "run")
+    quote = Quote(Decimal("6.40"), "west", low=Decimal("6.40"), high=Decimal("7.20"))
+    shape = services._shape(request, Preview("admit", "", cost_per_hour=Decimal("12.80"),
+                                             estimated_total_cost=Decimal("6.40"), price=quote))
+    assert shape.trial_cost == Decimal("7.20") and shape.cost_high == Decimal("7.20") * 9
+    assert shape.cost_low == Decimal("6.40") * 9 * Decimal(str(round(spec.low_share(9, request.pruner), 6)))
+    assert shape.trial_gpu_hours == Decimal(1)  # its unit-hours whatever the price: 1 unit for an hour
