@@ -42,4 +42,6 @@ SQLITE_MODULES = {
     "tests/inference/test_traffic.py": "a traffic window's start in Unix seconds, computed per database (inference.traffic._Epoch)",
     "tests/inference/test_cold_starts_flow.py": "a timeline's stages merged keeping the first instants (|| on PostgreSQL, json_patch on SQLite)",
     "tests/test_db_snapshot.py": "the browser tests' demo snapshot: CREATE TABLE … AS, INSERT … SELECT, the sequences after",
+    "tests/sweeps/test_storage.py": "Optuna's study in the portal's tables: JSON columns (key order, NaN, inf) and the "
+                                    "row locks each database takes its own way, under Optuna's conformance suite",
 }
