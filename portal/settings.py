@@ -342,7 +342,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "core.openapi.add_error_responses"],
     # One name for the one choice set of a rollout (a PATCH's ``rollout``, a rollout's ``strategy``).
-    "ENUM_NAME_OVERRIDES": {"RolloutEnum": "inference.constants.Rollout"},
+    "ENUM_NAME_OVERRIDES": {"RolloutEnum": "inference.constants.Rollout",
+                            # A sweep's and a trial's states (docs/sweeps.md): two vocabularies of fields named "state".
+                            "SweepStateEnum": "sweeps.constants.SweepState",
+                            "TrialStateEnum": "sweeps.constants.TrialState"},
 }
 
 # 7. Slipway ---------------------------------------------------------------------------
