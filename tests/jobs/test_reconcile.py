@@ -356,7 +356,9 @@ def test_an_interval_the_ledger_already_holds_is_not_charged_twice(submit, fake_
     from billing.ledger import record_usage
 
     run = applied(submit(gpus_per_worker=2), fake_backend)
-    t0 = timezone.now().replace(microsecond=0)
+    # Ten minutes into the next hour: the first cycle's five seconds never cross an hour (at 03:59:57 they did,
+    # and the CI's SQLite pass failed at that minute), and the hour after rolls over once.
+    t0 = usage_hour(timezone.now()) + timedelta(minutes=70)
     fake_backend.set_running(NS, run.object_name, units=2, started=iso(t0))
     rec.reconcile(fake_backend, now=t0 + timedelta(seconds=5))
     run.refresh_from_db()
