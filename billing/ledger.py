@@ -305,6 +305,25 @@ def cost_by_hour(team_id: int, refs: Iterable[str], since: datetime, until: date
     return costs
 
 
+def gpu_hours_by_ref(refs: Iterable[str]) -> dict[str, Decimal]:
+    """The physical GPU-hours in the ledger of each workload in ``refs`` that was ever billed (one query)."""
+    refs = list(refs)
+    if not refs:
+        return {}
+    rows = UsageRecord.objects.filter(ref__in=refs).values("ref").annotate(hours=Sum("gpu_hours")).order_by()
+    return {row["ref"]: row["hours"] for row in rows}
+
+
+def gpu_hours_to(billed: Decimal, gpu_fraction: Decimal, open_units: int, billed_until: datetime | None,
+                 now: datetime) -> Decimal:
+    """A workload's physical GPU-hours to ``now``: ``billed`` (the ledger's, :func:`gpu_hours_by_ref`) plus its open
+    segment's, by the ledger's own rule (:func:`interval_gpu_hours`) — as its cost to now is the ledger's plus the
+    open segment's."""
+    if not open_units or billed_until is None or now <= billed_until:
+        return billed
+    return billed + interval_gpu_hours(gpu_fraction, open_units, billed_until, now)
+
+
 def idle_by_ref(refs: Iterable[str]) -> dict[str, tuple[Decimal, Decimal]]:
     """``(idle_gpu_hours, idle_cost)`` in the ledger of each workload in ``refs`` that was ever idle (one query)."""
     refs = list(refs)

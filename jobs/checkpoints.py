@@ -14,6 +14,10 @@ with the run: a run in a final state has no token (its sealed value is dropped t
 Reports: the newest report wins, whatever its step. A run resumed from an older checkpoint (or
 restarted from scratch) counts its steps again, and the checkpoint it wrote last is the one its
 next attempt must resume from; a "highest step" rule would point it at a path that may be gone.
+
+Resuming another run's checkpoint (a sweep's continued trial, docs/sweeps.md "Continue a pruned trial"): a new
+run that goes on from where a pruned run stopped mounts that run's claim on that run's cluster and starts from
+its last checkpoint (:func:`resume_refusal` says when it cannot, :func:`resumed_fields` what it is created with).
 """
 
 from __future__ import annotations
@@ -22,14 +26,17 @@ import posixpath
 import re
 import secrets as random
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 
 from cluster.status import parse_time
+from fleet.constants import State as ClusterState
 from jobs import constants as c
-from jobs.checkpoint_contract import CHECKPOINT_DIR
+from jobs.checkpoint_contract import CHECKPOINT_DIR, provided_claim_name
 from jobs.models import TrainingRun
 from teams.models import hash_token
 from workloads.validation import Collector
@@ -118,3 +125,48 @@ def last_in_log(lines: list[str]) -> tuple[int, str, datetime | None] | None:
             stamp = LOG_STAMP.match(line)
             return int(found.group(1)), path, parse_time(stamp.group(1)) if stamp else None
     return None
+
+
+def resume_refusal(run: TrainingRun, now: datetime) -> str:
+    """Why a new run cannot go on from ``run``'s checkpoint, in words ("" when it can).
+
+    It can while ``run`` is pruned (its claim kept ``SLIPWAY_PRUNED_CHECKPOINT_DAYS`` after it ended:
+    :func:`workloads.cycle.leftovers.delete_kept`), reported a checkpoint, and its cluster, where the claim
+    is, is not lost; and only once (the claim becomes the new run's).
+    """
+    if run.state != c.RunState.PRUNED:
+        return f"run {run.pk} is {run.state}, not pruned: only a pruned run's checkpoint is kept to go on from"
+    if run.checkpoint is None:
+        return f"run {run.pk} had no checkpoint contract: it saved nothing to go on from"
+    if not run.last_checkpoint_path:
+        return f"run {run.pk} reported no checkpoint before it was pruned: there is nothing to go on from"
+    kept_until = (run.finished_at or now) + timedelta(days=settings.SLIPWAY_PRUNED_CHECKPOINT_DAYS)
+    if kept_until < now:
+        return (f"run {run.pk}'s checkpoint was kept {settings.SLIPWAY_PRUNED_CHECKPOINT_DAYS} days after it was "
+                f"pruned, until {timezone.localtime(kept_until):%Y-%m-%d %H:%M}: it is gone")
+    if run.cluster is None or run.cluster.state == ClusterState.LOST:
+        where = f"cluster {run.cluster.name}" if run.cluster is not None else "a cluster no longer known"
+        return f"run {run.pk}'s checkpoint is on {where}, which is lost"
+    taken = TrainingRun.objects.filter(resumes=run).values_list("pk", flat=True).first()
+    if taken is not None:
+        return f"run {run.pk}'s checkpoint was taken over by run {taken}"
+    return ""
+
+
+def resumed_fields(run: TrainingRun, now: datetime) -> dict[str, Any]:
+    """The fields a new run that goes on from ``run``'s checkpoint is created with, beyond its request: placed on
+    ``run``'s cluster (the claim is one cluster's), mounting ``run``'s claim (the same size and class: a claim's
+    spec cannot change) and resuming from ``run``'s last checkpoint at its first attempt."""
+    volume = (run.checkpoint or {}).get("volume")
+    return {
+        "resumes": run,
+        "checkpoint_claim": "" if volume else (run.checkpoint_claim or provided_claim_name(run.object_name)),
+        "checkpoint_storage": run.checkpoint_storage,
+        "checkpoint_storage_class": run.checkpoint_storage_class,
+        "last_checkpoint_at": run.last_checkpoint_at,
+        "last_checkpoint_step": run.last_checkpoint_step,
+        "last_checkpoint_path": run.last_checkpoint_path,
+        "cluster": run.cluster,
+        "placed_at": now,
+        "placement_reason": f"on {run.cluster.name}, where run {run.pk}'s checkpoint is",
+    }

@@ -9,12 +9,13 @@ from datetime import datetime
 
 from django.conf import settings
 from django.urls import reverse
+from django.utils import timezone
 
 import core.backend
 from cluster.backends.base import ObservedWorkload, ResourceKind
 from cluster.specs import VolumeSpec
 from cluster.status import WorkloadStatus
-from jobs import metrics, services, trials
+from jobs import checkpoints, metrics, services, trials
 from jobs.checkpoint_contract import provided_claim_name
 from jobs.constants import AUDIT_ACTIONS, RunState
 from jobs.demo import later_demo_run_line, seed_demo_history, seed_demo_runs
@@ -61,7 +62,7 @@ def checkpoint_spec(run: TrainingRun) -> CheckpointSpec | None:
         return None
     volume = run.checkpoint.get("volume")
     return CheckpointSpec(
-        claim=volume or provided_claim_name(run.object_name), provided=not volume,
+        claim=volume or run.checkpoint_claim or provided_claim_name(run.object_name), provided=not volume,
         grace_seconds=int(run.checkpoint["grace_seconds"]), attempt=run.attempt, resume_from=run.last_checkpoint_path,
         # As recorded at submission: the claim each attempt applies again keeps its size and class.
         storage=run.checkpoint_storage, storage_class=run.checkpoint_storage_class or None,
@@ -121,6 +122,7 @@ class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates,
         applyable=(RunState.ADMITTED,),
         removed=(RunState.CANCELLED,),
         pruned=RunState.PRUNED,
+        resumes="resumes",
     )
     # A single-node run is a Job, a distributed one a PyTorchJob (Kubeflow's training operator).
     # A run with the checkpoint contract may have its checkpoint claim (kept across attempts), observed so
@@ -166,6 +168,14 @@ class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates,
 
     def objective(self, workloads: list, metric: str, after: dict[int, int]):
         return trials.objective(workloads, metric, after)
+
+    def continuation_refusal(self, workload) -> str:
+        run = TrainingRun.objects.select_related("cluster").get(workload_id=workload.uid)
+        return checkpoints.resume_refusal(run, timezone.now())
+
+    def submit_continuation(self, user, team, fields: dict, workload) -> TrainingRun:
+        previous = TrainingRun.objects.select_related("cluster").get(workload_id=workload.uid)
+        return services.submit_run(user, team, fields, resumes=previous)
 
     def seed_demo(self, slugs):
         lines = []

@@ -51,6 +51,14 @@ class TrainingRun(Workload):
     #: must not reach a claim that exists. "" without a provided claim (no contract, or the team's).
     checkpoint_storage = models.CharField(max_length=64, blank=True, default="")
     checkpoint_storage_class = models.CharField(max_length=253, blank=True, default="")
+    #: The run whose checkpoint this one goes on from (a sweep's continued trial, :mod:`jobs.trials`): it mounts
+    #: that run's claim, on that run's cluster, and starts from its last checkpoint. Its claim then follows this
+    #: run (the claim is relabelled with this run's name at its first apply, and the cleanup of kept objects
+    #: keeps it while this run lives: ``Lifecycle.resumes``). None for every other run.
+    resumes = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="resumed_by")
+    #: The provided claim's name when it is not the run's own ``<object name>-checkpoints``: a continued trial
+    #: mounts the claim of the run it resumes. "" otherwise.
+    checkpoint_claim = models.CharField(max_length=253, blank=True, default="")
 
     # The last checkpoint the run reported (jobs.checkpoints): the newest report wins, whatever
     # its step (a run resumed from an older checkpoint reports lower steps again).

@@ -101,8 +101,12 @@ def _check_team_facts(team: Team, request: RunRequest) -> GpuFlavor:
     return flavor
 
 
-def submit_run(user, team: Team | str, request: RunRequest | dict) -> TrainingRun:
+def submit_run(user, team: Team | str, request: RunRequest | dict, *, resumes: TrainingRun | None = None) -> TrainingRun:
     """Submit a training run for ``team`` (a Team or its slug); returns it admitted or queued.
+
+    ``resumes``: a pruned run this one goes on from (a sweep's continued trial): on its cluster, with its
+    checkpoint claim, from its last checkpoint (:func:`jobs.checkpoints.resumed_fields`; the caller checked
+    :func:`jobs.checkpoints.resume_refusal`).
 
     Raises ``ValidationError`` (field errors; nothing written) for bad input or a request
     that can never fit, ``PermissionDenied`` below the member role, ``Http404`` for outsiders.
@@ -112,6 +116,10 @@ def submit_run(user, team: Team | str, request: RunRequest | dict) -> TrainingRu
     if not isinstance(request, RunRequest):
         request = parse_run_request(request)
     flavor = _check_team_facts(team, request)
+    if resumes is not None and request.checkpoint is None:
+        raise ValidationError({"checkpoint": [f"It goes on from run {resumes.pk}'s checkpoint: it needs the "
+                                              "checkpoint contract."]})
+    claim = checkpoints.resumed_fields(resumes, timezone.now()) if resumes is not None else checkpoint_claim(request)
 
     # 2. Record and admit in one transaction: a rejection rolls the row back. Admitted, the
     #    cluster objects are created after commit (the reconciler re-drives if that is lost).
@@ -120,7 +128,7 @@ def submit_run(user, team: Team | str, request: RunRequest | dict) -> TrainingRu
     try:
         with transaction.atomic():
             run = TrainingRun.objects.create(team=team, created_by=user, flavor=flavor, run_token_hash=token_hash,
-                                             **request.as_fields(), **checkpoint_claim(request))
+                                             **request.as_fields(), **claim)
             secrets.store(run, request.secret_env, ((RUN_TOKEN_ENV, token),) if token else ())
             # The audit row is written with the admission (one round trip under the team's lock).
             decision = workloads.admit_new(run, lambda decided, _now: [audit_write(

@@ -547,6 +547,11 @@ class Client:
                 return
             wait(interval)
 
+    def continue_trial(self, sweep_id: int, number: int) -> SweepTrial:
+        """Continue pruned trial ``number`` from its checkpoint: the new trial (:class:`Conflict`, with why, when it
+        cannot be continued)."""
+        return self._request("POST", f"sweeps/{int(sweep_id)}/trials/{int(number)}/continue/").json()
+
     def stop_sweep(self, sweep_id: int) -> Sweep:
         """Stop it: nothing launches any more, its active trials stop (:class:`Conflict` when it is not running)."""
         return self._request("POST", f"sweeps/{int(sweep_id)}/stop/").json()

@@ -1,5 +1,5 @@
 """``slipway sweep``: hyperparameter search whose trials are the team's runs (docs/sweeps.md) — create (``--dry-run``:
-its shape and cost range first), ls, watch, best, stop, delete.
+its shape and cost range first), ls, watch, best, continue (a pruned trial), stop, delete.
 
 A sweep file is read as a run's spec file is (:func:`slipway.specs.load_spec`: YAML or JSON with the API's fields),
 and a field the API refuses is said with its line in the file (``run.image``, ``parameters.lr``).
@@ -136,7 +136,7 @@ def show_shape(shape: dict) -> None:
 
 @click.group()
 def sweep() -> None:
-    """Hyperparameter search on the queue: create, ls, watch, best, stop, delete.
+    """Hyperparameter search on the queue: create, ls, watch, best, continue, stop, delete.
 
     Each trial is an ordinary run of the team, named <sweep>-t001, admitted like any. See what a sweep
     would cost first with `slipway sweep create -f FILE --dry-run`. `slipway sweeps` is the same group."""
@@ -249,6 +249,21 @@ def sweep_best(client: Client, sweep_id: int, output: str) -> None:
     click.echo("Parameters:")
     for name, value in best["params"].items():
         click.echo(f"  {name}={value}")
+
+
+@sweep.command("continue")
+@click.argument("sweep_id", type=int)
+@click.argument("number", type=int)
+@api_call
+def sweep_continue(client: Client, sweep_id: int, number: int) -> None:
+    """Continue pruned trial NUMBER from its checkpoint: a new trial with its parameters goes on from where it
+    stopped, on the cluster that holds its checkpoint, and the pruner leaves it alone.
+
+    Refused with why (exit 1) when the trial is not pruned, was continued already, kept no checkpoint, or the
+    sweep's cap does not allow a whole trial more. A finished sweep runs again until the new trial ends."""
+    trial = client.continue_trial(sweep_id, number)
+    click.echo(f"sweep {sweep_id}: trial {trial['continues']} continued as trial {trial['number']} {trial['name']}, "
+               f"run {trial['run_id']} (slipway describe {trial['run_id']})")
 
 
 @sweep.command("stop")

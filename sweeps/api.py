@@ -1,5 +1,6 @@
 """``/api/v1/sweeps/``: create (``?dry_run=1``: the shape and cost range, nothing created), list, read, delete a
-finished one, its trials (``GET …/trials/``) and stop (``POST …/stop/``) (docs/api.md "Sweeps").
+finished one, its trials (``GET …/trials/``), continue a pruned one (``POST …/trials/{number}/continue/``) and
+stop (``POST …/stop/``) (docs/api.md "Sweeps").
 
 Thin: the body goes to one service call of :mod:`sweeps.services`, which checks access (404 outside the team,
 403 for a viewer) and every field.
@@ -87,6 +88,20 @@ class SweepViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         sweep = services.get_sweep_for_user(request.user, pk)
         figures = services.figures(sweep)
         return Response(TrialSerializer([trial_answer(t, figures) for t in figures.trials], many=True).data)
+
+    @extend_schema(request=None, responses={201: TrialSerializer})
+    @action(detail=True, methods=["post"], url_path=r"trials/(?P<number>[0-9]+)/continue", url_name="continue-trial")
+    def continue_trial(self, request, pk=None, number=None):
+        """Continue a pruned trial from its checkpoint: a new trial with its parameters, whose work goes on from
+        where it stopped (docs/sweeps.md "Continue a pruned trial"); 409 with why when it cannot be."""
+        sweep = services.get_sweep_for_user(request.user, pk, Role.MEMBER)
+        try:
+            trial = services.continue_trial(request.user, sweep, int(number))
+        except services.SweepConflict as exc:
+            return conflict_response(str(exc))
+        figures = services.figures(sweep)
+        trial = next(t for t in figures.trials if t.pk == trial.pk)
+        return Response(TrialSerializer(trial_answer(trial, figures)).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={200: SweepSerializer})
     @action(detail=True, methods=["post"])

@@ -57,5 +57,6 @@ DEFAULT_PARALLEL = 2
 #: Optuna's MedianPruner's defaults (n_startup_trials, n_warmup_steps), and ASHA's reduction factor.
 DEFAULT_STARTUP_TRIALS, DEFAULT_WARMUP_STEPS, DEFAULT_REDUCTION_FACTOR = 5, 0, 3
 
-AUDIT_CREATED, AUDIT_STOPPED = "sweep_created", "sweep_stopped"
-AUDIT_ACTIONS = {AUDIT_CREATED: "Sweep created", AUDIT_STOPPED: "Sweep stopped"}
+AUDIT_CREATED, AUDIT_STOPPED, AUDIT_CONTINUED = "sweep_created", "sweep_stopped", "sweep_trial_continued"
+AUDIT_ACTIONS = {AUDIT_CREATED: "Sweep created", AUDIT_STOPPED: "Sweep stopped",
+                 AUDIT_CONTINUED: "Sweep trial continued"}

@@ -9,7 +9,8 @@ at all, so no trial number is given twice and none is lost (docs/sweeps.md "Cras
    last act are told to the study (``Trial.report``, each step once: ``Trial.reported_step``); work that ended
    and whose last values are read (``TrialReport.settled``) is told to the study as its end reads — completed
    with its last value, pruned, or failed (a failure, a user's end, or no value at all).
-2. **Judge** each trial that reported something new (the pruner, ``Trial.should_prune``): one Optuna stops is
+2. **Judge** each trial that reported something new by the pruner (``Trial.should_prune``), but a continued
+   one (someone decided it goes on: :func:`sweeps.services.continue_trial`): one Optuna stops is
    stopped through the checkpoint contract (:func:`workloads.services.stop_with_notice`): the notice, a grace
    to save a checkpoint, and then its work ends ``pruned`` — told to the study then, as step 1 reads it.
 3. **Launch** (:func:`launch`) while fewer than ``parallel`` trials are active, fewer than ``max_trials`` were
@@ -39,6 +40,7 @@ from sweeps.events import sweep_finished
 from sweeps.models import Sweep, Trial
 from sweeps.spec import Parameter, Pruner
 from sweeps.storage import DjangoStorage
+from workloads import secrets
 from workloads import services as workloads
 from workloads.models import STOP_CODES
 from workloads.registry import TrialReport
@@ -103,7 +105,8 @@ def follow(sweep: Sweep, kind, study, active: list[Trial], now: datetime) -> tup
         if done and report.settled:
             _tell(sweep, kind, study, trial, now)
             ended += 1
-        elif (not done and judging and report.points and trial.workload.preempting_since is None
+        elif (not done and judging and report.points and trial.continues_id is None
+              and trial.workload.preempting_since is None
               and trial.workload.reason_code not in STOP_CODES and handle.should_prune()):
             pruning += _prune(sweep, kind, trial)
         trial.save(update_fields=["objective", "best", "step", "reported_step", "state", "value", "reason",
@@ -167,8 +170,8 @@ def launch(sweep: Sweep, kind, study, now: datetime) -> int:
     """Step 3: launch trials while ``parallel``, ``max_trials`` and the caps allow; how many were launched."""
     trials = list(sweep.trials.all())
     active = sum(1 for t in trials if t.state == c.TrialState.ACTIVE)
-    launched = len(trials)
-    room = min(sweep.parallel - active, sweep.max_trials - launched)
+    sampled = sum(1 for t in trials if t.continues_id is None)  # a continued trial samples nothing new
+    room = min(sweep.parallel - active, sweep.max_trials - sampled)
     if room <= 0:
         return 0
     spent = work.spend([t.workload_id for t in trials if t.workload_id is not None], now)
@@ -180,11 +183,11 @@ def launch(sweep: Sweep, kind, study, now: datetime) -> int:
         if capped:
             stop_launching(sweep, capped)
             break
-        number = launched + done  # Optuna's number of the trial asked for now
+        number = len(trials) + done  # Optuna's number of the trial asked for now
         study.sampler = studies.sampler_for(sweep.sampler, parameters, sweep.seed, number)
         asked = study.ask(distributions)
         trial = Trial(sweep=sweep, number=asked.number + 1, study_trial_id=asked._trial_id, params=asked.params)
-        fields = kind.trial_fields(sweep.base, sweep.trial_name(trial.number), asked.params)
+        fields = trial_fields(sweep, kind, trial.number, asked.params)
         try:
             with transaction.atomic():
                 created = kind.submit(sweep.created_by, sweep.team, fields)
@@ -204,6 +207,28 @@ def launch(sweep: Sweep, kind, study, now: datetime) -> int:
     return done
 
 
+def ask_again(sweep: Sweep, pruned: Trial, number: int) -> Trial:
+    """Optuna's trial ``number`` asked with ``pruned``'s parameters fixed (``enqueue_trial``, then ``ask``): the
+    study's record of a continued trial (:func:`sweeps.services.continue_trial`). Returned unsaved, its work not
+    submitted yet."""
+    study = load_study(sweep)
+    parameters = parameters_of(sweep)
+    study.enqueue_trial(pruned.params, skip_if_exists=False)
+    study.sampler = studies.sampler_for(sweep.sampler, parameters, sweep.seed, number)
+    asked = study.ask({p.name: p.distribution() for p in parameters})
+    return Trial(sweep=sweep, number=asked.number + 1, study_trial_id=asked._trial_id, params=asked.params,
+                 continues=pruned)
+
+
+def trial_fields(sweep: Sweep, kind, number: int, params: dict) -> dict:
+    """Trial ``number``'s fields: the base with its name and ``params`` put in (the kind's ``Trials.trial_fields``),
+    and the sweep's secret env, unsealed for its submission only (the base names it masked)."""
+    fields = kind.trial_fields(sweep.base, sweep.trial_name(number), params)
+    if sweep.base.get("secret_env"):
+        fields["secret_env"] = dict(secrets.unsealed(sweep.secret_ref))
+    return fields
+
+
 def _fail_state():
     import optuna
 
@@ -219,19 +244,15 @@ def _refusal(exc: Exception) -> str:
 
 
 def cap_words(sweep: Sweep, spent: work.Spend) -> str:
-    """Why one more whole trial would pass a cap, in words ("" when it would not)."""
-    if sweep.max_cost is not None:
-        total = spent.spent + spent.committed + sweep.trial_cost
-        if total > sweep.max_cost:
-            return (f"one more trial would pass the cap of {money(sweep.max_cost, sweep.currency)}: spent "
-                    f"{money(spent.spent, sweep.currency)}, committed {money(spent.committed, sweep.currency)}, a "
-                    f"trial up to {money(sweep.trial_cost, sweep.currency)}")
-    if sweep.max_gpu_hours is not None:
-        total = spent.gpu_hours + spent.committed_gpu_hours + sweep.trial_gpu_hours
-        if total > sweep.max_gpu_hours:
-            return (f"one more trial would pass the cap of {sweep.max_gpu_hours} GPU-hours: spent "
-                    f"{spent.gpu_hours:.2f}, committed {spent.committed_gpu_hours:.2f}, a trial up to "
-                    f"{sweep.trial_gpu_hours:.2f}")
+    """Why one more whole trial would pass a cap, in words ("" when it would not): the money cap first, then the
+    GPU-hours one, each judged as spent + committed + a whole trial."""
+    caps = ((sweep.max_cost, spent.spent, spent.committed, sweep.trial_cost, lambda v: money(v, sweep.currency)),
+            (sweep.max_gpu_hours, spent.gpu_hours, spent.committed_gpu_hours, sweep.trial_gpu_hours,
+             lambda v: f"{v:.2f} GPU-hours"))
+    for cap, so_far, committed, trial, said in caps:
+        if cap is not None and so_far + committed + trial > cap:
+            return (f"one more trial would pass the cap of {said(cap)}: spent {said(so_far)}, committed "
+                    f"{said(committed)}, a trial up to {said(trial)}")
     return ""
 
 
@@ -246,7 +267,8 @@ def finish_if_done(sweep: Sweep, now: datetime) -> bool:
     """Step 4: a sweep with no active trial and none to launch ends (completed, or stopped when a user stopped it)."""
     if sweep.trials.filter(state=c.TrialState.ACTIVE).exists():
         return False
-    if sweep.state == c.SweepState.RUNNING and sweep.launching and sweep.trials.count() < sweep.max_trials:
+    if (sweep.state == c.SweepState.RUNNING and sweep.launching
+            and sweep.trials.filter(continues__isnull=True).count() < sweep.max_trials):
         return False
     state = c.SweepState.STOPPED if sweep.state == c.SweepState.STOPPING else c.SweepState.COMPLETED
     if not Sweep.objects.filter(pk=sweep.pk, state=sweep.state).update(state=state, finished_at=now):

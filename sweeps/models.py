@@ -153,6 +153,11 @@ class Sweep(models.Model):
     def trial_name(self, number: int) -> str:
         return f"{self.name}{c.TRIAL_SUFFIX.format(number=number)}"
 
+    @property
+    def secret_ref(self) -> str:
+        """Where its trials' secret env is stored, sealed (:func:`workloads.secrets.seal_apart`): ``sweep:12``."""
+        return f"sweep:{self.pk}"
+
 
 class Trial(models.Model):
     """One trial of a sweep: Optuna's trial (its number and id in the study) and the work that runs it.
@@ -178,6 +183,10 @@ class Trial(models.Model):
     reported_step = models.BigIntegerField(default=-1)  #: the last step told to the study
     #: The value the study was told at its end (completed: its last value; pruned: the value it was pruned at).
     value = models.FloatField(null=True, blank=True)
+    #: The pruned trial this one goes on from, from its checkpoint (docs/sweeps.md "Continue a pruned trial"):
+    #: the same parameters, its own number and work; never judged by the pruner, not counted in ``max_trials``.
+    continues = models.OneToOneField("self", null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="continued_by")
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

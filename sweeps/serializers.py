@@ -52,6 +52,10 @@ class TrialSerializer(serializers.Serializer):
     best = serializers.FloatField(allow_null=True, help_text="The best value it reported.")
     step = serializers.IntegerField(allow_null=True, help_text="The step of the newest value.")
     value = serializers.FloatField(allow_null=True, help_text="The value the study was told at its end.")
+    continues = serializers.IntegerField(allow_null=True, help_text="The number of the pruned trial this one goes "
+                                         "on from, from its checkpoint (null: a trial of its own).")
+    continued_as = serializers.IntegerField(allow_null=True, help_text="The number of the trial that goes on from "
+                                            "this pruned one (null: not continued).")
     cost = serializers.DecimalField(max_digits=16, decimal_places=2)
     gpu_hours = serializers.DecimalField(max_digits=16, decimal_places=2)
     created_at = serializers.DateTimeField()
@@ -173,6 +177,7 @@ def trial_answer(trial: Trial, figures: Figures) -> dict:
         "reason": trial.reason, "params": trial.params, "work_id": number,
         "work_state": work.state if work is not None else None, "work_url": url, "objective": trial.objective,
         "best": trial.best, "step": trial.step, "value": trial.value,
+        "continues": figures.numbers.get(trial.continues_id), "continued_as": figures.continued_as.get(trial.pk),
         "cost": _cents(figures.spend.by_trial.get(trial.workload_id, Decimal(0))),
         "gpu_hours": _cents(figures.spend.gpu_hours_by_trial.get(trial.workload_id, Decimal(0))),
         "created_at": trial.created_at, "finished_at": trial.finished_at,

@@ -25,14 +25,15 @@ from core.money import ZERO
 from core.queueing import publish_on_commit
 from fleet.models import GpuFlavor
 from sweeps import constants as c
+from sweeps import driver, tasks, work
 from sweeps import spec as specs
 from sweeps import study as studies
-from sweeps import tasks, work
 from sweeps.models import Study, Sweep, Trial
 from sweeps.storage import DjangoStorage
 from teams.models import Role, Team
 from teams.permissions import get_for_user, require_team, visible_to
 from teams.services import audit
+from workloads import secrets
 from workloads import services as workloads
 from workloads.registry import Api
 
@@ -153,17 +154,24 @@ def create(user, team: Team | str, data) -> Sweep:
     nothing written) for bad input, ``PermissionDenied`` below the member role, ``Http404`` for outsiders."""
     team = require_team(user, team, Role.MEMBER).team
     request, shape = _checked(team, data)
+    # Its trials' secret env is sealed apart (as a run's is); the base it keeps, and shows, names it masked.
+    base = dict(request.base)
+    secret_env = tuple(sorted((base.pop("secret_env", None) or {}).items()))
+    if secret_env:
+        base["secret_env"] = secrets.masked([name for name, _ in secret_env])
     try:
         with transaction.atomic():
             storage = DjangoStorage()
             study_id = storage.create_new_study([studies.direction(request.goal)], f"sweep-{uuid.uuid4().hex}")
             sweep = Sweep.objects.create(
-                team=team, created_by=user, name=request.name, base=request.base, metric=request.metric,
+                team=team, created_by=user, name=request.name, base=base, metric=request.metric,
                 parameters={p.name: p.as_field() for p in request.parameters}, goal=request.goal,
                 sampler=request.sampler, pruner=request.pruner.as_field(), parallel=request.parallel,
                 max_trials=request.max_trials, max_cost=request.max_cost, max_gpu_hours=request.max_gpu_hours,
                 seed=request.seed, trial_cost=shape.trial_cost, trial_gpu_hours=shape.trial_gpu_hours,
                 currency=settings.SLIPWAY_CURRENCY, study=Study.objects.get(pk=study_id))
+            if secret_env:
+                secrets.seal_apart(sweep.secret_ref, team, secret_env)
             audit(c.AUDIT_CREATED, actor=user, team=team, target=f"sweep {sweep.pk} ({sweep.name})",
                   trials=request.max_trials, parallel=request.parallel,
                   max_cost=str(request.max_cost) if request.max_cost is not None else None)
@@ -218,6 +226,62 @@ def stop(user, sweep: Sweep) -> Sweep:
     return sweep
 
 
+def continue_trial(user, sweep: Sweep, number: int) -> Trial:
+    """Continue pruned trial ``number`` from its checkpoint (docs/sweeps.md "Continue a pruned trial"): a new trial
+    of the sweep, with the same parameters (Optuna's trial asked with them fixed), whose work goes on from the
+    pruned work's last checkpoint on its cluster (the trial kind's ``Trials.submit_continuation``), submitted by
+    ``user`` through the one admission. The pruner never judges it (someone decided it goes on) and it does not
+    count in ``max_trials``; it must fit the caps as a whole trial. A finished sweep runs again until it ends,
+    launching nothing new.
+
+    ``SweepConflict`` (a 409, with why) when the sweep is stopping, the trial is not pruned or was continued
+    already, its checkpoint cannot be gone on from, or the caps do not allow it; the submission's own errors
+    (``ValidationError``: a 400) as for any run; ``PermissionDenied`` below member, ``Http404`` outside the team.
+    """
+    require_team(user, sweep.team, Role.MEMBER)
+    kind = work.trial_kind()
+    now = timezone.now()
+    with transaction.atomic():
+        locked = Sweep.objects.select_for_update(of=("self",)).select_related("team", "study").get(pk=sweep.pk)
+        if locked.state == c.SweepState.STOPPING:
+            raise SweepConflict("The sweep is stopping: wait until it has stopped, then continue the trial.")
+        pruned = locked.trials.select_related("workload").filter(number=number).first()
+        if pruned is None:
+            raise SweepConflict(f"The sweep has no trial {number}.")
+        if pruned.state != c.TrialState.PRUNED:
+            raise SweepConflict(f"Trial {number} is {pruned.state}: only a pruned trial can be continued.")
+        taken = locked.trials.filter(continues=pruned).values_list("number", flat=True).first()
+        if taken is not None:
+            raise SweepConflict(f"Trial {number} was continued already, as trial {taken}.")
+        refusal = kind.continuation_refusal(pruned.workload)
+        if refusal:
+            raise SweepConflict(f"Trial {number} cannot be continued: {refusal}.")
+        trials = list(locked.trials.all())
+        capped = driver.cap_words(locked, work.spend([t.workload_id for t in trials if t.workload_id], now))
+        if capped:
+            raise SweepConflict(f"Trial {number} cannot be continued: {capped}.")
+        trial = driver.ask_again(locked, pruned, len(trials))
+        fields = driver.trial_fields(locked, kind, trial.number, pruned.params)
+        # Refused (the team's quota can never fit it, a name taken meanwhile): everything above rolls back with it.
+        created = kind.submit_continuation(user, locked.team, fields, pruned.workload)
+        trial.workload_id = created.workload_id
+        trial.save()
+        if locked.is_final:
+            reason = (f"running again: trial {number} continued as trial {trial.number} by {user.username}; "
+                      "it launches no new trials")
+            try:
+                with transaction.atomic():
+                    Sweep.objects.filter(pk=locked.pk).update(state=c.SweepState.RUNNING, finished_at=None,
+                                                              launching=False, reason=reason[:500])
+            except IntegrityError:
+                raise SweepConflict(f"The team has another live sweep named {locked.name!r}: it cannot run "
+                                    "again meanwhile.") from None
+        audit(c.AUDIT_CONTINUED, actor=user, team=locked.team, target=f"sweep {locked.pk} ({locked.name})",
+              trial=number, continued_as=trial.number)
+        publish_on_commit(tasks.advance_sweep, locked.pk)
+    return trial
+
+
 def delete(user, sweep: Sweep) -> None:
     """Delete a finished sweep and its study; its trials' work stays the team's (its runs list, its costs).
     ``SweepConflict`` while it is live (stop it first)."""
@@ -228,6 +292,7 @@ def delete(user, sweep: Sweep) -> None:
             raise SweepConflict("The sweep is still live: stop it first.")
         study = locked.study
         locked.trials.all().delete()
+        secrets.drop(locked.secret_ref)
         locked.delete()
         study.delete()
 
@@ -256,6 +321,9 @@ class Figures:
     best: Trial | None
     spend: work.Spend
     trials: list[Trial]
+    #: Each trial's number by its id, and the number of the trial that continues a pruned one, by the pruned one's id.
+    numbers: dict[int, int] = field(default_factory=dict)
+    continued_as: dict[int, int] = field(default_factory=dict)
 
 
 def best_of(sweep: Sweep, trials: list[Trial]) -> Trial | None:
@@ -284,4 +352,6 @@ def figures(sweep: Sweep, now: datetime | None = None) -> Figures:
     for trial in trials:
         counts[trial.state] += 1
     spend = work.spend([t.workload_id for t in trials if t.workload_id is not None], now)
-    return Figures(counts, best_of(sweep, trials), spend, trials)
+    numbers = {t.pk: t.number for t in trials}
+    continued_as = {t.continues_id: t.number for t in trials if t.continues_id is not None}
+    return Figures(counts, best_of(sweep, trials), spend, trials, numbers, continued_as)

@@ -309,9 +309,6 @@ def parse(data: Mapping[str, Any], base_key: str) -> SweepRequest:
         base = {}
     elif "name" in base:
         col.add(f"{base_key}.name", "The sweep names its trials (<sweep>-t001, …): leave the name out.")
-    elif base.get("secret_env"):
-        col.add(f"{base_key}.secret_env", "A sweep's trials cannot carry secret env yet (the sweep would store the "
-                                          "values): give them through a volume or the image.")
     parameters = _parameters(col)
     metric, goal = _objective(col)
     sampler = data.get("sampler", c.Sampler.TPE)

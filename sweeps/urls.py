@@ -1,5 +1,5 @@
 """The portal's sweep pages (included at the site root by portal/urls.py): the team's sweeps, one sweep (its live
-part polled through the same URL) and its Stop button. The API's routes are ``portal/api_urls.py``'s."""
+part polled through the same URL), its Stop button and a pruned trial's Continue button. The API's routes are ``portal/api_urls.py``'s."""
 
 from django.urls import path
 
@@ -11,4 +11,5 @@ urlpatterns = [
     path("sweeps/", views.sweep_list, name="list"),
     path("sweeps/<int:pk>/", views.sweep_detail, name="detail"),
     path("sweeps/<int:pk>/stop/", views.sweep_stop, name="stop"),
+    path("sweeps/<int:pk>/trials/<int:number>/continue/", views.sweep_continue, name="continue-trial"),
 ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count, Max, Min, Q
 from django.http import HttpRequest, HttpResponse
@@ -24,6 +25,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HttpResponseClientRedirect
 
 from core.money import ZERO
 from sweeps import charts, services, work
@@ -146,6 +148,9 @@ def _sweep_page(request: HttpRequest, sweep: Sweep, error: str = "") -> dict:
         if sweep.max_gpu_hours is not None else None,
         "live": not sweep.is_final, "poll_seconds": POLL_SECONDS,
         "can_stop": sweep.state == SweepState.RUNNING and not refusal, "stop_refused": refusal,
+        # Continuing a pruned trial is a member's, as submitting a run is; the service says why when it cannot be.
+        "can_continue": (membership is not None and membership.allows(Role.MEMBER)
+                         and sweep.state != SweepState.STOPPING),
         "staff_reader": membership is None, "compare": _compare(kind), "error": error,
         "charts": charts.sweep_charts(sweep, figures.trials, reports, spend.gpu_hours_by_trial,
                                       spend.gpu_hours, best.number if best is not None else None,
@@ -168,6 +173,26 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if wants_partial(request):
         return render(request, "sweeps/sweep_detail.html#live", context, status=_status(sweep))
     return render(request, "sweeps/sweep_detail.html", context)
+
+
+@login_required
+@require_POST
+def sweep_continue(request: HttpRequest, pk: int, number: int) -> HttpResponse:
+    """Continue a pruned trial from its checkpoint (members: :func:`sweeps.services.continue_trial`; viewers 403);
+    back to the sweep's page with what happened, or why it could not."""
+    sweep = services.get_sweep_for_user(request.user, pk, Role.MEMBER)
+    try:
+        trial = services.continue_trial(request.user, sweep, number)
+    except services.SweepConflict as exc:
+        messages.error(request, str(exc))
+    except ValidationError as exc:  # its submission refused, as any run's would be (the team's quota, a name)
+        messages.error(request, f"Trial {number} cannot be continued: {' '.join(exc.messages)}")
+    else:
+        messages.success(request, f"Trial {number} goes on as trial {trial.number} ({sweep.trial_name(trial.number)}) "
+                                  "from its last checkpoint, on the cluster that holds it.")
+    if request.htmx:  # the button asked first (hx-confirm): the whole page again, with the message
+        return HttpResponseClientRedirect(reverse("sweeps:detail", args=[sweep.pk]))
+    return redirect("sweeps:detail", pk=sweep.pk)
 
 
 @login_required

@@ -5,8 +5,11 @@ runs trials, how its states read as a trial's, and the money and GPU-hours its t
 is its work's cost (the ledger's part and its open segment, :meth:`workloads.models.Workload.cost_at`); what an
 unfinished trial commits is the rest of its runtime limit at its price — its cost per hour (its units at its
 unit's price) times its limit, less what it spent already; a trial not placed yet is counted at the dearest price
-of the clusters that offer its flavor (the quote's range), since it may land on any of them and the cap must hold. GPU-hours are the same in GPUs: its unit-hours (spend
-over its unit's price) times the GPUs a unit is (a MIG slice a fraction).
+of the clusters that offer its flavor (the quote's range), since it may land on any of them and the cap must hold.
+
+**GPU-hours** are the ledger's physical GPU-hours of its work plus its open segment's, by the ledger's one rule
+(:func:`billing.ledger.gpu_hours_to`: a MIG slice or a shared GPU a fraction of one), read as its cost is; what an
+unfinished trial commits is its units' GPUs for the rest of its runtime limit.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from decimal import Decimal
 
 from django.core.exceptions import ImproperlyConfigured
 
+from billing import ledger
 from billing.ledger import cost_per_hour
 from core.money import ZERO
 from sweeps.constants import TrialState
@@ -67,13 +71,12 @@ def spend(uids: list[int], now: datetime) -> Spend:
     found = Spend()
     if not uids:
         return found
-    rows = (kind.model.objects.with_segments().select_related("flavor", "team")
-            .filter(workload_id__in=uids))
+    rows = list(kind.model.objects.with_segments().select_related("flavor", "team").filter(workload_id__in=uids))
+    billed = ledger.gpu_hours_by_ref(row.ref for row in rows if row.billed_until is not None)
     for row in rows:
         cost = row.cost_at(now)
-        price = row.unit_price()
         fraction = Decimal(row.flavor.gpu_fraction)
-        gpu_hours = cost / price * fraction if price else ZERO
+        gpu_hours = ledger.gpu_hours_to(billed.get(row.ref, ZERO), fraction, row.open_units, row.billed_until, now)
         found.spent += cost
         found.gpu_hours += gpu_hours
         found.by_trial[row.workload_id] = cost
@@ -82,6 +85,7 @@ def spend(uids: list[int], now: datetime) -> Spend:
             continue
         units = kind.committed(row)
         minutes = Decimal(getattr(row, kind.runtime_limit, None) or 0) if kind.runtime_limit else ZERO
+        price = row.unit_price()
         if row.charged_price is None and row.cluster_id is None:
             price = row.price_quote().high  # not placed yet: it may land on the dearest cluster of its flavor
         found.committed += max(cost_per_hour(price, units) * minutes / 60 - cost, ZERO)

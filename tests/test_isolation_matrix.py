@@ -42,7 +42,7 @@ from notifications.services import create_webhook
 from quotas.models import Cohort, TeamQuota, TeamSharing
 from reservations.models import CalendarFeed, Reservation
 from sweeps import services as sweep_services
-from sweeps.models import Sweep
+from sweeps.models import Sweep, Trial
 from teams.models import ApiToken, Membership, Role, Team
 from teams.services import create_api_token
 from tests.factories import add_member, make_user
@@ -100,7 +100,11 @@ OBJECT_ROUTES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "sweep-stop": (SWEEP, (), ("post",)),
     # Its page (staff read it) and its Stop button: the team's members (viewers 403).
     "sweeps:detail": (SWEEP, ("get",), ()), "sweeps:stop": (SWEEP, (), ("post",)),
+    # Continuing a pruned trial (its number in the path): the team's members, by the API and the page.
+    "sweep-continue-trial": (SWEEP, (), ("post",)), "sweeps:continue-trial": (SWEEP, (), ("post",)),
 }
+#: Path arguments beside the object's ``pk`` that a route takes.
+ROUTE_ARGUMENTS = {"sweep-continue-trial": {"number": 1}, "sweeps:continue-trial": {"number": 1}}
 #: The read routes every kind has, by their names' ends (``<namespace>:<noun>-state``): ``workloads.views.read_urls``'
 #: four, and its page, which they link (``workloads.views._route``).
 READ_VIEWS = ("detail", "state", "logs", "logs-download", "events")
@@ -291,7 +295,7 @@ def world(team, other_team, member, outsider, viewer, team_admin, ep_quota, quot
 
 
 def path_of(name: str, obj) -> str:
-    return reverse(name, kwargs={"pk": obj.pk})
+    return reverse(name, kwargs={"pk": obj.pk, **ROUTE_ARGUMENTS.get(name, {})})
 
 
 def snapshot() -> tuple:
@@ -310,7 +314,7 @@ def snapshot() -> tuple:
             sorted(ApiKey.objects.values_list("pk", "name", "updated_at", "disabled_at", "revoked_at")),
             sorted(Reservation.objects.values_list("pk", "state", "decline_reason")),
             sorted(CalendarFeed.objects.values_list("team_id", "digest")),
-            sorted(Sweep.objects.values_list("pk", "state")),
+            sorted(Sweep.objects.values_list("pk", "state")), sorted(Trial.objects.values_list("pk", "number")),
             *(sorted(kind.model.objects.values_list("pk", "state")) for kind in project_kinds()))
 
 

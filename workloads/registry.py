@@ -49,10 +49,15 @@ class Lifecycle:
     removed: tuple[str, ...]  #: states whose cluster objects must not exist (leftovers are deleted)
     #: When ``ended`` is not final: the final state once its cluster objects are gone.
     gone: str | None = None
-    #: Where work a sweep's pruner stopped ends once its pods have saved and gone (:mod:`workloads.stopping`):
+    #: Where work a sweep's pruner stopped ends once its pods have saved and gone (:func:`workloads.lifecycle.stop`):
     #: a final state of its own, never ``failed``. None: the kind's work is never pruned (a kind with
     #: :class:`Trials` names one).
     pruned: str | None = None
+    #: The field of the kind's model naming the workload whose kept objects (a checkpoint claim) this one goes on
+    #: from (a sweep's continued trial): those are kept while a workload resuming them lives, whatever the rule for
+    #: the one that made them (:func:`workloads.cycle.leftovers.delete_kept`). None: no work of the kind resumes
+    #: another's.
+    resumes: str | None = None
 
 
 class WorkloadKind(abc.ABC):
@@ -379,9 +384,9 @@ class TrialReport:
 class Trials(Capability):
     """Work a sweep runs as its trials (docs/sweeps.md): the sweep renders each trial's fields from its base
     and the parameters Optuna chose, submits them through :class:`Api` (the one admission), reads the objective
-    the work reports, and prunes it through the checkpoint contract (:func:`workloads.stopping.stop`, ending in
-    ``Lifecycle.pruned``). A kind with this capability has :class:`Api`, implements both methods and names its
-    pruned state."""
+    the work reports, and prunes it through the checkpoint contract (:func:`workloads.lifecycle.stop`, ending in
+    ``Lifecycle.pruned``); a pruned trial may be continued from its checkpoint by a new trial. A kind with this
+    capability has :class:`Api`, implements its four methods and names its pruned state."""
 
     #: The kind's page that compares its work side by side (what a sweep page's "Compare" opens with the trials
     #: ticked): its URL name (no arguments) and the query parameter that takes each ticked work's id, repeated
@@ -396,6 +401,16 @@ class Trials(Capability):
     def objective(self, workloads: list, metric: str, after: dict[int, int]) -> dict[int, TrialReport]:
         """``{workload uid: what it reported of metric}`` for ``workloads`` of this kind, the points after
         ``after[uid]`` (a step; -1: all), in a query or so for them all."""
+        raise NotImplementedError
+
+    def continuation_refusal(self, workload) -> str:
+        """Why a new trial cannot go on from ``workload``'s checkpoint (a pruned trial's work), in words; "" when
+        it can (docs/sweeps.md "Continue a pruned trial")."""
+        raise NotImplementedError
+
+    def submit_continuation(self, user, team, fields: dict, workload):
+        """Submit a trial of ``fields`` that goes on from ``workload``'s checkpoint, through the one admission as
+        :meth:`Api.submit` does (the same errors); its row of the kind's model."""
         raise NotImplementedError
 
 
@@ -518,7 +533,8 @@ def _problems(kind: WorkloadKind) -> list[str]:
         found.append("it has Bursts but does not implement shrink_burst")
     if isinstance(kind, Trials):
         found += [f"it has Trials but does not implement {name}"
-                  for name in ("trial_fields", "objective") if not _overrides(kind, Trials, name)]
+                  for name in ("trial_fields", "objective", "continuation_refusal", "submit_continuation")
+                  if not _overrides(kind, Trials, name)]
         if not isinstance(kind, Api):
             found.append("it has Trials but not Api (a sweep submits its trials through the kind's create)")
         pruned = getattr(getattr(kind, "lifecycle", None), "pruned", None)

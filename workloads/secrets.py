@@ -57,6 +57,25 @@ def replace(workload, pairs: tuple[tuple[str, str], ...]) -> None:
                   "sealed": crypto.seal(values), "digest": workload.stored_secret_digest})
 
 
+def seal_apart(ref: str, team, pairs: tuple[tuple[str, str], ...]) -> None:
+    """Record secret env that no workload holds yet, under ``ref`` (a sweep's, ``sweep:12``, for the trials it will
+    launch), sealed like a workload's: key rotation (:func:`reseal_all`) re-encrypts it with the others."""
+    values = dict(pairs)
+    SecretEnv.objects.create(ref=ref, team=team, names=sorted(values), sealed=crypto.seal(values),
+                             digest=crypto.digest(values))
+
+
+def unsealed(ref: str) -> tuple[tuple[str, str], ...]:
+    """The (name, value) pairs stored under ``ref`` (none: nothing stored, or its values were dropped)."""
+    sealed = SecretEnv.objects.filter(ref=ref).values_list("sealed", flat=True).first()
+    return tuple(sorted(crypto.unseal(sealed).items())) if sealed else ()
+
+
+def drop(ref: str) -> None:
+    """Delete what is stored under ``ref``, names and values (its owner is deleted)."""
+    SecretEnv.objects.filter(ref=ref).delete()
+
+
 def names(workload) -> tuple[str, ...]:
     """The sorted names of ``workload``'s secret env (one query unless it was stored through this instance)."""
     if workload.stored_secret_names is not None:

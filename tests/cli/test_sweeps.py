@@ -15,6 +15,7 @@ import yaml
 from django.utils import timezone
 from rich.console import Console
 
+from fleet.models import Cluster
 from jobs import metrics
 from jobs.constants import RunState
 from jobs.metric_lines import Point
@@ -202,3 +203,29 @@ def test_stop_says_stopping_then_a_second_stop_and_a_live_delete_are_refused(cli
     assert Sweep.objects.get(pk=sweep_id).state == SweepState.STOPPED
     assert cli("sweep", "delete", str(sweep_id)).exit_code == 0
     assert cli("sweep", "stop", "999999").exit_code == 4
+
+
+def test_continue_goes_on_from_a_pruned_trials_checkpoint_and_a_second_continue_is_refused(cli, tmp_path):
+    path = sweep_file(tmp_path, run={**matrix_sweep()["run"], "checkpoint": {"grace_seconds": 30}})
+    sweep_id = created_id(cli("sweep", "create", "-f", path).stdout)
+    driver.advance(sweep_id)  # its first trial launches
+    run = trial_runs(sweep_id)[0]
+    # Pruned where it ran, with a checkpoint reported, and told to the study as pruned.
+    TrainingRun.objects.filter(pk=run.pk).update(cluster=Cluster.objects.get_or_create(name="east")[0], last_checkpoint_step=100,
+                                                 last_checkpoint_path="/slipway/checkpoints/step-100",
+                                                 last_checkpoint_at=timezone.now())
+    ended(run, RunState.PRUNED)
+    driver.advance(sweep_id)
+    assert Sweep.objects.get(pk=sweep_id).trials.get(number=1).state == "pruned"
+
+    running = cli("sweep", "continue", str(sweep_id), "2")
+    assert running.exit_code == 1 and "Error: Trial 2 is active: only a pruned trial can be continued." in running.output
+    went_on = cli("sweep", "continue", str(sweep_id), "1")
+    assert went_on.exit_code == 0, went_on.output
+    resumed = TrainingRun.objects.get(resumes=run)
+    assert went_on.stdout.strip() == (f"sweep {sweep_id}: trial 1 continued as trial 3 lr-t003, run {resumed.pk} "
+                                      f"(slipway describe {resumed.pk})")
+    assert resumed.last_checkpoint_path == "/slipway/checkpoints/step-100"
+    assert resumed.cluster.name == "east"  # where the checkpoint is
+    again = cli("sweep", "continue", str(sweep_id), "1")
+    assert again.exit_code == 1 and "Error: Trial 1 was continued already, as trial 3." in again.output

@@ -193,6 +193,7 @@ def fill(path: str, demo: Demo) -> str:
     path = path.replace("{flavor}", "a100-80gb")
     # A key of the demo's endpoint: only routes that change one name it (resolved, never sent).
     path = path.replace("{key_id}", "1")
+    path = path.replace("/trials/{number}/", "/trials/1/")  # a sweep's trial: its first
     parts = urlsplit(path)
     query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if v])
     return parts.path + (f"?{query}" if query else "")

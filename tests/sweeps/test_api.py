@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pytest
 
 from billing.pricing import Quote
-from sweeps import services, spec
+from jobs.models import TrainingRun
+from sweeps import driver, services, spec
 from sweeps.models import Study, Sweep
 from tests.sweeps.support import matrix_sweep
+from workloads import secrets
 from workloads.estimates.preview import Preview
+from workloads.models import SecretEnv
 
 pytestmark = pytest.mark.django_db
 
@@ -57,6 +61,28 @@ def test_bad_fields_come_back_together_and_the_bases_under_its_own_name(api, rea
                     format="json")
     assert huge.status_code == 400 and "run" in huge.json()["errors"]
     assert not Sweep.objects.exists() and not Study.objects.exists()
+
+
+def test_the_trials_secret_env_is_sealed_apart_shown_masked_and_reaches_each_trial(api, ready):
+    secret = "wandb-9f8e7d6c5b4a"
+    base = {**matrix_sweep()["run"], "secret_env": {"WANDB_API_KEY": secret}}
+    empty = api.post("/api/v1/sweeps/?dry_run=1", body(run={**base, "secret_env": {"WANDB_API_KEY": ""}}), format="json")
+    assert empty.status_code == 400 and "run.secret_env" in empty.json()["errors"]  # the run kind's own rule
+    created = api.post("/api/v1/sweeps/", body(run=base), format="json")
+    assert created.status_code == 201, created.content
+    sweep = Sweep.objects.get(pk=created.json()["id"])
+    assert created.json()["run"]["secret_env"] == {"WANDB_API_KEY": "••••••"}
+    assert secret not in created.content.decode() and secret not in json.dumps(sweep.base)
+    assert secret not in api.get(f"/api/v1/sweeps/{sweep.pk}/").content.decode()
+    driver.advance(sweep.pk)
+    run = TrainingRun.objects.get(workload__trial__sweep=sweep, workload__trial__number=1)
+    assert secrets.names(run) == ("WANDB_API_KEY",)
+    assert dict(secrets.unsealed(run.ref)) == {"WANDB_API_KEY": secret}  # what its env Secret is built from
+    assert api.get(f"/api/v1/runs/{run.pk}/").json()["secret_env"] == {"WANDB_API_KEY": "••••••"}
+    # Deleted with the sweep (a finished one).
+    Sweep.objects.filter(pk=sweep.pk).update(state="completed")
+    assert api.delete(f"/api/v1/sweeps/{sweep.pk}/").status_code == 204
+    assert secrets.unsealed(sweep.secret_ref) == () and not SecretEnv.objects.filter(ref=sweep.secret_ref).exists()
 
 
 def test_members_create_viewers_read_outsiders_see_nothing(api, ready, api_client_for, viewer, outsider):

@@ -16,10 +16,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from core.formatting import format_money
+from fleet.models import Cluster
 from jobs.constants import RunState
 from jobs.metric_lines import Point
 from jobs.metrics import record
-from jobs.models import TrainingRun
+from jobs.models import RunLogCursor, TrainingRun
 from sweeps import charts, driver, services
 from sweeps.constants import SweepState, TrialState
 from sweeps.models import Sweep, Trial
@@ -230,6 +231,51 @@ def test_a_teammate_may_not_stop_another_members_sweep_when_the_team_says_so(cli
     assert 'id="stop-sweep"' not in html and "(who created it) may stop it" in html
     assert client.post(f"/sweeps/{sweep.pk}/stop/").status_code == 403
     assert Sweep.objects.get(pk=sweep.pk).state == SweepState.RUNNING
+
+
+def test_a_member_continues_a_pruned_trial_from_its_page_and_a_viewer_cannot(client, member, team, quota, published,
+                                                                             fake_backend, viewer):
+    body = matrix_sweep("ckpt")
+    body["run"] = {**body["run"], "checkpoint": {"grace_seconds": 30}}
+    sweep = services.create(member, team, body)
+    driver.advance(sweep.pk)
+    run = run_of(sweep, 1)
+    report(run, 0.9)
+    now = timezone.now()
+    TrainingRun.objects.filter(pk=run.pk).update(
+        cluster=Cluster.objects.get_or_create(name="east")[0], last_checkpoint_step=10, last_checkpoint_at=now,
+        last_checkpoint_path="/slipway/checkpoints/step-10")
+    end(run, RunState.PRUNED)
+    RunLogCursor.objects.update_or_create(run=run, defaults={"read_at": now, "done": True})
+    driver.advance(sweep.pk)  # told pruned; trial 2 launched
+    assert Trial.objects.get(sweep=sweep, number=1).state == TrialState.PRUNED
+
+    client.force_login(viewer)
+    assert 'id="continue-trial-1"' not in client.get(f"/sweeps/{sweep.pk}/").content.decode()
+    assert client.post(f"/sweeps/{sweep.pk}/trials/1/continue/").status_code == 403
+    client.force_login(member)
+    page = client.get(f"/sweeps/{sweep.pk}/").content.decode()
+    assert 'id="continue-trial-1"' in page and 'id="continue-trial-2"' not in page  # trial 2 is active
+    asked = client.post(f"/sweeps/{sweep.pk}/trials/1/continue/", **HTMX)
+    assert asked.status_code == 200 and asked["HX-Redirect"] == f"/sweeps/{sweep.pk}/"
+    continued = Trial.objects.get(sweep=sweep, continues__number=1)
+    assert continued.number == 3 and continued.params == Trial.objects.get(sweep=sweep, number=1).params
+    html = client.get(f"/sweeps/{sweep.pk}/").content.decode()
+    assert "Trial 1 goes on as trial 3 (ckpt-t003) from its last checkpoint" in html
+    assert 'continued as <a href="#trial-3">#3</a>' in html and 'continues <a href="#trial-1">#1</a>' in html
+    assert 'id="continue-trial-1"' not in html
+    again = client.post(f"/sweeps/{sweep.pk}/trials/1/continue/", follow=True)
+    assert again.redirect_chain[0][0] == f"/sweeps/{sweep.pk}/"
+    assert "Trial 1 was continued already, as trial 3." in again.content.decode()
+
+
+def test_a_pruned_trial_without_a_checkpoint_contract_cannot_be_continued(client, member, two_trials):
+    end(run_of(two_trials, 2), RunState.PRUNED)
+    driver.advance(two_trials.pk)
+    client.force_login(member)
+    refused = client.post(f"/sweeps/{two_trials.pk}/trials/2/continue/", follow=True).content.decode()
+    assert "Trial 2 cannot be continued: run " in refused and "had no checkpoint contract" in refused
+    assert two_trials.trials.count() == 2
 
 
 def test_compare_opens_the_compare_page_with_the_ticked_trials_work(client, member, two_trials):

@@ -12,7 +12,9 @@ from decimal import Decimal
 
 import optuna
 import pytest
+from django.db.models import Sum
 
+from billing.models import UsageRecord
 from jobs.constants import RunState
 from jobs.metrics import read_run_logs
 from jobs.models import TrainingRun
@@ -191,6 +193,12 @@ def test_a_small_cap_stops_launching_and_the_spend_stays_within_it(timeline, fla
     # The trials end in 4 minutes of their 10-minute limit, so more than 4.5 whole trials' worth launch, but not 12.
     assert 4 < sweep.trials.count() < 12
     assert sweep.reason.startswith("stopped launching: one more trial would pass the cap")
-    spent = Decimal(api.get(f"/api/v1/sweeps/{sweep_id}/").json()["spend"]["spent"])
+    spend = api.get(f"/api/v1/sweeps/{sweep_id}/").json()["spend"]
+    spent = Decimal(spend["spent"])
     assert spent <= cap
+    # One rule for a figure: the sweep's GPU-hours and money are the ledger's for its trials' runs, to the cent.
+    ledger = UsageRecord.objects.filter(ref__in=[r.ref for r in trial_runs(sweep_id)]).aggregate(
+        hours=Sum("gpu_hours"), cost=Sum("cost"))
+    assert ledger["hours"] > 0 and Decimal(spend["gpu_hours"]) == ledger["hours"].quantize(Decimal("0.01"))
+    assert spent == ledger["cost"].quantize(Decimal("0.01")) and spend["committed_gpu_hours"] == "0.00"
     assert timeline.now - START < timedelta(hours=1)

@@ -107,6 +107,11 @@ def delete_kept(backend, home: Home, kept: dict[tuple[str, str], ClusterAddress]
             # A pruned trial's checkpoint is kept a while (docs/sweeps.md "Pruning"): "continue trial" resumes from it.
             kept_since = timezone.now() - timedelta(days=settings.SLIPWAY_PRUNED_CHECKPOINT_DAYS)
             keep |= Q(state=kind.lifecycle.pruned, finished_at__gte=kept_since)
+        if kind.lifecycle.resumes:
+            # Kept while work that resumes from them lives (a continued trial waiting for its first apply, which
+            # relabels the claim as its own): from then on they follow that work's end, as its own would.
+            resuming = kind.model.objects.exclude(state__in=ended).filter(**{f"{kind.lifecycle.resumes}__isnull": False})
+            keep |= Q(pk__in=resuming.values(kind.lifecycle.resumes))
         live = kind.model.objects.filter(here).filter(keep)
         live_now = set(live.filter(pk__in=addresses).values_list("pk", flat=True))
         resources = tuple(replace(r, deleted=r.kept_across_attempts) for r in kind.resources)
