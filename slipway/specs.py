@@ -1,4 +1,4 @@
-"""Spec files, shared by ``run`` and ``endpoint create``: read one (a bad file names its line),
+"""Spec files, shared by ``run``, ``endpoint create`` and ``sweep create``: read one (a bad file names its line),
 say where in it each field the API refused is, and show a dry run's answer.
 """
 
@@ -12,26 +12,22 @@ import yaml
 from slipway.client import BadRequest
 from slipway.failures import EXIT_USAGE, Failure
 from slipway.output import fields, money, per_hour, unit_price
+from slipway.specfile import SpecError, read_fields
 
 
 def load_spec(path: Path) -> dict:
-    """A spec file's fields (YAML, or JSON, which YAML reads too); a bad file names its line."""
+    """A spec file's fields (JSON, or YAML restricted to JSON's values: :mod:`slipway.specfile`); a bad file is
+    refused with its name and line (exit 2), never a traceback."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise Failure(f"{path}: {exc.strerror}", EXIT_USAGE) from exc
+    except UnicodeDecodeError as exc:
+        raise Failure(f"{path}: not UTF-8 text (byte {exc.start + 1} cannot be read)", EXIT_USAGE) from exc
     try:
-        spec = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise Failure(f"{path}{where}: {exc.problem or exc.context}", EXIT_USAGE) from exc
-    except yaml.YAMLError as exc:
-        raise Failure(f"{path}: {exc}", EXIT_USAGE) from exc
-    if not isinstance(spec, dict):
-        raise Failure(f"{path}: expected the API's fields as a mapping (name: …, image: …), not {type(spec).__name__}",
-                      EXIT_USAGE)
-    return spec
+        return read_fields(text)
+    except SpecError as exc:
+        raise Failure(f"{path}{exc.where}: {exc.message}", EXIT_USAGE) from exc
 
 
 def field_lines(text: str) -> dict[str, int]:

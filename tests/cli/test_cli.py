@@ -273,6 +273,16 @@ def test_a_bad_yaml_file_names_its_line(cli, tmp_path):
     assert cli("run", "-f", str(tmp_path / "absent.yaml")).exit_code == 2
 
 
+def test_a_run_spec_holding_what_json_has_not_names_its_line(cli, tmp_path):
+    """The run's spec file is read as a sweep's (slipway.specfile): an unquoted date is said, not sent."""
+    spec = tmp_path / "dated.yaml"
+    spec.write_text("name: bert\nimage: x\nenv:\n  SINCE: 2024-01-01\n")
+    result = cli("run", "-f", str(spec))
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"Error: {spec}, line 4, column 10: 2024-01-01 is a date or a time")
+    assert not TrainingRun.objects.exists()
+
+
 def test_a_field_refused_by_the_api_is_named_with_the_file(cli, tmp_path):
     spec = write(tmp_path / "spec.yaml", run_payload(gpus_per_worker=0))
     result = cli("run", "-f", spec)

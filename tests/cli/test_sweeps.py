@@ -109,6 +109,58 @@ def test_a_bad_file_says_each_field_with_its_line_and_exits_2(cli, tmp_path):
     assert not Sweep.objects.exists()
 
 
+@pytest.mark.parametrize(("line", "said"), [
+    ("max_cost: 2024-01-01", "line {n}, column 11: 2024-01-01 is a date or a time, which JSON has no value for: quote it"),
+    ("max_cost: .nan", "line {n}, column 11: .nan is not a number JSON has (no NaN or infinity)"),
+    ("max_cost: !!binary aGVsbG8=", "line {n}, column 11: !!binary is bytes, which JSON has no value for"),
+    ("max_cost: [5", "line {after}, column 1: while parsing a flow sequence, expected ',' or ']'"),
+    ("2024: 5", "line {n}, column 1: the key 2024 is not text, and JSON's keys are: quote it"),
+])
+def test_a_file_yaml_reads_into_values_json_has_not_is_refused_with_its_line(cli, tmp_path, line, said):
+    """An unquoted date, ``.nan``, ``!!binary``, a broken flow or a number as a key: said with the file and the line,
+    exit 2, no traceback (the runner re-raises one), nothing sent, nothing created."""
+    path = Path(sweep_file(tmp_path))
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([*lines, line]) + "\n")
+    said = said.format(n=len(lines) + 1, after=len(lines) + 2)  # the case's line, and the end after it
+    for dry_run in ((), ("--dry-run",)):
+        refused = cli("sweep", "create", "-f", str(path), *dry_run)
+        assert refused.exit_code == 2
+        assert refused.stderr.startswith(f"Error: {path}, {said}"), refused.stderr
+    assert not Sweep.objects.exists() and not Study.objects.exists()
+
+
+def test_a_file_that_is_no_mapping_or_no_text_is_refused_with_its_name(cli, tmp_path):
+    for name, content, said in [("list.yaml", "- lr\n- batch\n", "not a list"), ("empty.yaml", "", "not nothing"),
+                                ("text.yaml", "lr-search\n", "not text")]:
+        path = tmp_path / name
+        path.write_text(content)
+        refused = cli("sweep", "create", "-f", str(path))
+        assert refused.exit_code == 2
+        assert refused.stderr.startswith(f"Error: {path}: expected the API's fields as a mapping"), refused.stderr
+        assert said in refused.stderr
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"name: \xff\xfe\n")
+    refused = cli("sweep", "create", "-f", str(binary))
+    assert refused.exit_code == 2 and refused.stderr.startswith(f"Error: {binary}: not UTF-8 text")
+    assert not Sweep.objects.exists()
+
+
+def test_a_json_file_is_read_by_jsons_rules(cli, tmp_path):
+    """JSON with tabs and an exponent (YAML refuses the one and reads the other as text) is read as JSON is."""
+    spec = {"team": "ml-research", **matrix_sweep("lr")}
+    spec["parameters"]["lr"].update(min=1e-4, max=1e-2)
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(spec, indent="\t").replace("0.0001", "1e-4"))
+    assert "\t" in path.read_text() and "1e-4" in path.read_text()
+    shown = cli("sweep", "create", "-f", str(path), "--dry-run")
+    assert shown.exit_code == 0, shown.output
+    nan = tmp_path / "nan.json"
+    nan.write_text(json.dumps({**spec, "max_cost": float("nan")}))
+    refused = cli("sweep", "create", "-f", str(nan), "--dry-run")
+    assert refused.exit_code == 2 and refused.stderr.startswith(f"Error: {nan}: NaN is not a number JSON has")
+
+
 def test_it_creates_lists_watches_to_the_end_shows_the_best_and_deletes(cli, tmp_path, monkeypatch):
     path = sweep_file(tmp_path)
     teamless = yaml.safe_load(Path(path).read_text())
