@@ -1,4 +1,5 @@
-"""Portal pages of sweeps (docs/sweeps.md "The sweep page"): the team's sweeps, one sweep, and its Stop button.
+"""Portal pages of sweeps (docs/sweeps.md "The sweep page"): the team's sweeps, a new sweep, one sweep, and its Stop
+button.
 
 Thin like every view (docs/design.md "House style"): access through :func:`sweeps.services.get_sweep_for_user`
 (404 outside the team, staff read, 403 below the role an action needs) and the current team's membership; the
@@ -9,31 +10,38 @@ Sweeps name no kind: a trial's work is linked by the registry (``sweeps.serializ
 
 htmx: the sweep page's live part (header, money, best trial, trials table and the charts' data) is the partial
 ``sweeps/sweep_detail.html#live`` of the same URL, polled every 5 s while the sweep is live and answered with
-286 (htmx stops polling) once it has ended. Creating a sweep is the API's and the command line's: no form here.
+286 (htmx stops polling) once it has ended.
+
+The New sweep page creates one from its file, as the API and the command line do, through the same services: its
+Preview button asks :func:`sweeps.services.preview` (the API's dry run: the shape and the cost range at today's
+price, nothing created) for the partial ``sweeps/sweep_new.html#preview``, and a valid submission
+:func:`sweeps.services.create`. Who may is the rule the other forms' submit buttons follow
+(:func:`teams.permissions.submit_refusal`): the team select offers only the teams the user may submit work in.
 """
 
 from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count, Max, Min, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
 from core.money import ZERO
 from sweeps import charts, services, work
 from sweeps.constants import Goal, PrunerType, SweepState, TrialState
+from sweeps.forms import NewSweepForm
 from sweeps.models import Sweep, Trial
 from sweeps.serializers import trial_answer
 from teams.models import Role
-from teams.permissions import read_membership
+from teams.permissions import VIEWERS_CANNOT_SUBMIT, read_membership, submit_refusal, submitting_teams
 from workloads.registry import Trials
 from workloads.views import STOP_POLLING, current_membership, no_team, wants_partial
 
@@ -88,10 +96,61 @@ def sweep_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(_counted(services.visible_sweeps(request.user, team.slug)), SWEEPS_PER_PAGE).get_page(
         request.GET.get("page"))
     return render(request, "sweeps/sweep_list.html", {
-        "team": team, "page": page, "rows": _list_rows(list(page)), "base_key": services.base_key()})
+        "team": team, "page": page, "rows": _list_rows(list(page)), "base_key": services.base_key(),
+        "can_submit": not submit_refusal(membership), "submit_refused": submit_refusal(membership)})
 
 
-# 2. One sweep -----------------------------------------------------------------------------------------------
+# 2. A new sweep ---------------------------------------------------------------------------------------------
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def sweep_new(request: HttpRequest) -> HttpResponse:
+    """The New sweep form, the example sweep filled in; a valid POST creates the sweep (:func:`sweeps.services.create`,
+    the API's create) and goes to its page. Bad input: 400 with each error where it belongs, nothing created. Someone
+    who may submit work in none of their teams sees the form disabled, and why (403)."""
+    membership = current_membership(request)
+    if membership is None:
+        return no_team(request)
+    teams = submitting_teams(request.user)
+    context = {"base_key": services.base_key(), "shape": None}
+    if not teams:
+        form = NewSweepForm.example([membership.team], membership.team)
+        return render(request, "sweeps/sweep_new.html", {**context, "form": form,
+                                                         "submit_refused": submit_refusal(membership)}, status=403)
+    if request.method == "GET":
+        team = membership.team if membership.team in teams else teams[0]
+        return render(request, "sweeps/sweep_new.html", {**context, "form": NewSweepForm.example(teams, team)})
+    form = NewSweepForm(request.POST, teams=teams)
+    if form.is_valid():
+        try:
+            sweep = services.create(request.user, form.chosen_team, form.sweep_fields())
+        except ValidationError as exc:
+            form.add_service_errors(exc)
+        else:
+            messages.success(request, f"Sweep {sweep.name} was created: its first trials launch now.")
+            return redirect("sweeps:detail", pk=sweep.pk)
+    return render(request, "sweeps/sweep_new.html", {**context, "form": form}, status=400)
+
+
+@login_required
+@require_POST
+def sweep_preview(request: HttpRequest) -> HttpResponse:
+    """The Preview button's answer: the sweep's shape and cost range at today's price (:func:`sweeps.services.preview`,
+    the API's dry run), nothing created; while the form has errors, the errors instead (200: htmx swaps it)."""
+    teams = submitting_teams(request.user)
+    if not teams:
+        raise PermissionDenied(VIEWERS_CANNOT_SUBMIT)
+    form, shape = NewSweepForm(request.POST, teams=teams), None
+    if form.is_valid():
+        try:
+            shape = services.preview(request.user, form.chosen_team, form.sweep_fields())
+        except ValidationError as exc:
+            form.add_service_errors(exc)
+    return render(request, "sweeps/sweep_new.html#preview", {"form": form, "shape": shape})
+
+
+# 3. One sweep -----------------------------------------------------------------------------------------------
 
 
 def value_text(value) -> str:

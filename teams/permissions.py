@@ -129,6 +129,15 @@ def submit_refusal(membership: Membership) -> str:
     return "" if membership.allows(Role.MEMBER) else VIEWERS_CANNOT_SUBMIT
 
 
+def submitting_teams(user) -> list[Team]:
+    """The teams ``user`` may submit work in, by name: those where :func:`submit_refusal` says nothing (a form's
+    choice of team offers these alone)."""
+    if not user.is_authenticated:
+        return []
+    memberships = Membership.objects.select_related("team").filter(user=user).order_by("team__name", "team__slug")
+    return [m.team for m in memberships if not submit_refusal(m)]
+
+
 def read_membership(user, team: Team) -> Membership | None:
     """The membership behind a read-only page of ``team``'s object: None for platform staff outside it.
 

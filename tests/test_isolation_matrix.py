@@ -12,7 +12,10 @@ For every route that takes an object or a team:
 * platform staff outside the team read every object route (the admin console links there) and
   change nothing through the portal or the API (404, as for an outsider) — except quota as code
   (docs/api.md): a team's quotas and sharing settings, which only staff change (its members get 403),
-  and cohorts, which only staff see (everyone else 404).
+  and cohorts, which only staff see (everyone else 404);
+* a portal form that names its team in its body offers only the teams the caller may submit work in,
+  and refuses another team's slug exactly as a slug no team has (the same form error, nothing
+  changed); a viewer gets 403.
 
 What every kind gets from the shared machinery is derived from the registry, so a new kind
 (``manage.py startkind``) is in the matrix without a touch here: its read routes
@@ -27,6 +30,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+import yaml
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -209,6 +213,11 @@ PORTAL_TEAM_ROUTES = {
     # The team's keys page: its members read it; members create team keys there.
     "inference:team-keys": ("/teams/{team}/keys/", "get", None, Role.VIEWER),
 }
+#: Portal forms whose body names the team (``team``): name → the body for a slug. The New sweep form and its Preview.
+PORTAL_FORM_TEAM_ROUTES = {
+    name: lambda team: {"team": team, "name": "matrix-form",
+                        "spec": yaml.safe_dump({k: v for k, v in matrix_sweep().items() if k != "name"})}
+    for name in ("sweeps:new", "sweeps:preview")}
 #: Routes scoped to the caller (their own teams, their own tokens): nothing of another team to reach.
 OWN_ROUTES = {"team", "dashboard", "switch-team", "api-tokens", "revoke-api-token", "jobs:run-new",
               "jobs:run-preview", "inference:endpoint-new", "inference:endpoint-preview",
@@ -265,7 +274,8 @@ KEY_ROUTES = {
 
 
 def test_every_route_is_in_the_matrix():
-    known = (set(OBJECT_ROUTES) | set(TEAM_ROUTES) | set(PORTAL_TEAM_ROUTES) | OWN_ROUTES | STAFF_ROUTES
+    known = (set(OBJECT_ROUTES) | set(TEAM_ROUTES) | set(PORTAL_TEAM_ROUTES) | set(PORTAL_FORM_TEAM_ROUTES)
+             | OWN_ROUTES | STAFF_ROUTES
              | set(KEY_ROUTES) | set(STAFF_OBJECT_ROUTES)
              | set(STAFF_API_ROUTES) | PUBLIC_ROUTES | SIGN_IN_ROUTES | AUTH_ROUTES)
     assert sorted(route_names() - known) == [], "routes missing from the isolation matrix"
@@ -432,6 +442,26 @@ def test_a_team_of_others_answers_as_if_it_did_not_exist(world, outsider, viewer
     if method != "get":
         assert call(as_token(viewer), method, path, payload).status_code == 403
     assert call(APIClient(), method, path, payload).status_code == 401
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("name", sorted(PORTAL_FORM_TEAM_ROUTES))
+def test_a_form_naming_a_team_of_others_refuses_it_as_a_team_that_does_not_exist(world, outsider, viewer, staff, name):
+    """The New sweep form and its Preview: an outsider's post of this team is answered as a post of no team at all (400
+    on the form, the Preview's fragment saying it), a viewer's is a 403, staff outside the team have no team to
+    submit in, an anonymous caller is sent to log in; nothing changes."""
+    body, path, before = PORTAL_FORM_TEAM_ROUTES[name], reverse(name), snapshot()
+    answers = {}
+    for slug in ("ml-research", "no-such-team"):
+        response = call(as_portal_user(outsider), "post", path, body(slug))
+        assert f"Select a valid choice. {slug} is not one of the available choices." in response.content.decode()
+        answers[slug] = response.status_code
+    assert answers["ml-research"] == answers["no-such-team"] == {"sweeps:new": 400, "sweeps:preview": 200}[name]
+    assert call(as_portal_user(viewer), "post", path, body("ml-research")).status_code == 403
+    by_staff = call(as_portal_user(staff), "post", path, body("ml-research"))  # the page sends them to Capacity
+    assert by_staff.status_code == {"sweeps:new": 302, "sweeps:preview": 403}[name]
+    anonymous = call(APIClient(), "post", path, body("ml-research"))
+    assert anonymous.status_code == 302 and "/login/" in anonymous["Location"]
     assert snapshot() == before
 
 
