@@ -31,7 +31,7 @@ class NewSweepForm(forms.Form):
     spec = forms.CharField(
         label="Sweep file",
         max_length=MAX_SPEC_CHARS,
-        widget=forms.Textarea(attrs={"rows": 20, "spellcheck": "false", "class": "code"}),
+        widget=forms.Textarea(attrs={"rows": 20, "spellcheck": "false", "wrap": "off"}),
     )
 
     def __init__(self, data=None, *, teams: list[Team], initial: dict | None = None) -> None:

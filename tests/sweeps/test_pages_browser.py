@@ -1,6 +1,7 @@
 """The sweep page in a real browser: uPlot from our own static files, under the Content-Security-Policy, draws the
 charts from the data the page embeds, the header's polling keeps the trials ticked for Compare, and Compare opens
-the compare page of the ticked trials' work — with nothing logged to the console. Playwright drives Debian's
+the compare page of the ticked trials' work; the New sweep page previews a sweep by htmx and creates it — with
+nothing logged to the console. Playwright drives Debian's
 chromium (offline), like tests/browser/."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from jobs.metrics import record
 from jobs.models import TrainingRun
 from quotas.demo import seed_flavors, seed_team_quotas
 from sweeps import driver, services
+from sweeps.models import Sweep
 from teams.models import Role
 from tests.browser.support import BROWSER_MARKS, LAPTOP
 from tests.factories import add_member, make_team, make_user
@@ -85,4 +87,41 @@ def test_the_sweep_page_draws_its_charts_and_compares_the_ticked_trials(transact
     browser.wait_for_url(f"{live_server.url}/runs/compare/**")
     assert f"={first.pk}" in browser.url and f"={second.pk}" in browser.url
     assert "lr-search-t002" in browser.content()
+    assert not [m for m in messages if m.startswith(("error", "warning"))], messages
+
+
+def test_new_sweep_previews_its_cost_then_creates_it_and_lands_on_its_page(transactional_db, browser, live_server,
+                                                                           monkeypatch):
+    """From the list: New sweep, the example as it starts, Preview (the shape and the cost range swapped in, nothing
+    created), Create sweep, and the sweep's own page."""
+    monkeypatch.setattr("core.queueing.publish", lambda *args, **kwargs: True)
+    team = make_team("ml-research", "ML Research")
+    member = make_user("mia", password=PASSWORD)
+    add_member(team, member, Role.MEMBER)
+    seed_flavors()
+    seed_team_quotas(team, {"a100-3g.40gb": 4})
+
+    messages: list[str] = []
+    browser.on("console", lambda message: messages.append(f"{message.type}: {message.text}"))
+    browser.goto(f"{live_server.url}/login/")
+    browser.fill("#id_username", "mia")
+    browser.fill("#id_password", PASSWORD)
+    browser.click("button[type=submit]")
+    browser.wait_for_url(f"{live_server.url}/")
+    browser.goto(f"{live_server.url}/sweeps/")
+    browser.click("text=New sweep")
+    browser.wait_for_url(f"{live_server.url}/sweeps/new/")
+    assert browser.input_value("#id_name") == "lr-batch"
+    browser.click("#preview-sweep")
+    browser.wait_for_selector("#sweep-shape")
+    assert "27, 3 at a time" in browser.inner_text("#shape-trials")
+    assert " to " in browser.inner_text("#shape-cost") and "USD" in browser.inner_text("#shape-cost")
+    assert not Sweep.objects.exists()  # a preview creates nothing
+
+    browser.click("#create-sweep")
+    browser.wait_for_url(f"{live_server.url}/sweeps/*/")
+    sweep = Sweep.objects.get()
+    assert browser.url == f"{live_server.url}/sweeps/{sweep.pk}/"
+    assert "Sweep lr-batch was created" in browser.content()
+    assert browser.inner_text("#sweep-state") == "Running"
     assert not [m for m in messages if m.startswith(("error", "warning"))], messages
