@@ -143,8 +143,5 @@ def distributed_refusal(selected: Mapping[str, str], every: Mapping[str, str]) -
     if not able:
         return f"No cluster takes distributed training now: {why}."
     takers = f"{able[0]} takes" if len(able) == 1 else f"{', '.join(able[:-1])} and {able[-1]} take"
-    apis = " or ".join(LABELS[api] for api in DISTRIBUTED_APIS)
-    return (
-        f"Only {takers} distributed training ({apis}), and the cluster selector leaves "
-        f"{'it' if len(able) == 1 else 'them'} out: {why}."
-    )
+    them = "it" if len(able) == 1 else "them"
+    return f"Only {takers} distributed training, and the cluster selector leaves {them} out: {why}."
