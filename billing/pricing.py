@@ -34,6 +34,7 @@ from billing.ledger import cost_per_hour
 from billing.models import ClusterPrice, priced
 from cluster.capacity import offers
 from cluster.placement import ClusterOffer, PlacementRequest, place
+from cluster.training import runs_distributed
 from core.formatting import format_amount, format_rate
 from fleet.models import Cluster, GpuFlavor
 from fleet.services import recorded_nodes
@@ -113,14 +114,17 @@ class PriceBook:
         return priced(flavor, overrides.get(flavor.pk, {}).get(cluster_id), spot)
 
     def quote(self, flavor: GpuFlavor, spot: bool = False, *, cluster_id: int | None = None, units: int = 1,
-              units_per_node: int | None = None, selector: dict | None = None) -> Quote:
+              units_per_node: int | None = None, selector: dict | None = None,
+              distributed_training: bool = False) -> Quote:
         """The price of a unit-hour of ``flavor`` for work shaped ``units`` (``units_per_node`` a
-        worker) with ``selector``: placed on ``cluster_id``, that cluster's; else the price on
-        the cluster placement would choose now (module docstring)."""
+        worker) with ``selector`` (and ``distributed_training``: only clusters whose training API takes it):
+        placed on ``cluster_id``, that cluster's; else the price on the cluster placement would choose now
+        (module docstring). The range is over the clusters placement may choose among."""
         clusters, _ = self._read()
         prices = {c.name: self.price_on(flavor, spot, c.pk) for c in clusters}
         spec = flavor.to_spec()
-        offering = [c.name for c in clusters if any(offers(n, spec) for n in recorded_nodes(c))] or list(prices)
+        able = [c for c in clusters if not distributed_training or runs_distributed(c.effective_training_api)]
+        offering = [c.name for c in able if any(offers(n, spec) for n in recorded_nodes(c))] or list(prices)
         low = min((prices[n] for n in offering), default=None)
         high = max((prices[n] for n in offering), default=None)
         if cluster_id is not None:
@@ -129,11 +133,13 @@ class PriceBook:
                 return Quote(prices[placed.name], placed.name, True, low, high)
         if not clusters:  # a fresh install before its clusters are recorded: the flavor's own price
             return Quote(priced(flavor, None, spot))
-        request = PlacementRequest.shaped(spec, units, units_per_node or units, spot, selector)
+        request = PlacementRequest.shaped(spec, units, units_per_node or units, spot, selector,
+                                          distributed_training=distributed_training)
         best = place(request, [ClusterOffer(name=c.name, state=c.state, nodes=tuple(recorded_nodes(c)),
                                             prices={flavor.name: prices[c.name]},
                                             spot_prices={flavor.name: prices[c.name]} if spot else {},
-                                            labels=dict(c.labels)) for c in clusters]).best
+                                            labels=dict(c.labels), training_api=c.effective_training_api)
+                               for c in clusters]).best
         if best is None:
             return Quote(high, "", False, low, high)
         return Quote(prices[best.cluster], best.cluster, False, low, high)

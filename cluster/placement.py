@@ -17,7 +17,9 @@ The rules, in the order they apply:
    label of the request's ``cluster_selector``, has a node that serves the request
    (:func:`cluster.capacity.serves`: it offers the flavor by :func:`cluster.capacity.offers`,
    the rule the Capacity page and the waiting reason use, and it is a spot node exactly when
-   the work is spot) and has a price for the flavor.
+   the work is spot) and has a price for the flavor. Distributed training goes only to a cluster whose
+   training API takes it (:func:`cluster.training.runs_distributed`: the PyTorchJob today; a cluster with
+   Trainer v2 only, or no training API, refuses it); single-node work needs none.
 2. **Fit.** Each worker is one pod of ``units_per_node`` units on one node, so a cluster holds
    :func:`cluster.capacity.free_blocks` workers now; it fits when that is at least
    ``nodes_needed``.
@@ -60,6 +62,7 @@ from cluster.backends.base import NodeCapacity
 from cluster.capacity import clusters_capacity_reason, free_blocks, serves, withhold
 from cluster.reasons import Reason
 from cluster.specs import FlavorSpec
+from cluster.training import ASSUMED, refusal, runs_distributed
 
 
 class ClusterState:
@@ -85,6 +88,7 @@ class Rejected:
     DRAINING = "draining"
     NOT_READY = "not_ready"  # a state this module does not know
     SELECTOR = "selector"
+    TRAINING_API = "training_api"  # distributed training, and its training API takes none (cluster.training)
     NO_FLAVOR = "no_flavor"
     NO_PRICE = "no_price"
     NO_ROOM = "no_room"  # serves the request but has no room now, while another cluster has
@@ -104,6 +108,8 @@ class ClusterOffer:
     prices: Mapping[str, Decimal] = field(default_factory=dict, hash=False)  # flavor name -> price per unit-hour
     spot_prices: Mapping[str, Decimal] = field(default_factory=dict, hash=False)  # the same for spot work
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
+    #: The training API it is taken to have (:func:`cluster.training.effective`; the caller resolves the override).
+    training_api: str = ASSUMED
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,8 @@ class PlacementRequest:
     spot: bool = False
     cluster_selector: tuple[tuple[str, str], ...] = ()  # labels the cluster must carry, all of them
     previous: str = ""  # the cluster a re-placed workload waited on ("" for a first placement)
+    #: Distributed training (a run of several workers): only a cluster whose training API takes it (rule 1).
+    distributed_training: bool = False
 
     def __post_init__(self) -> None:
         # Admission refuses such requests first (quotas.admission); here they would divide by zero.
@@ -125,12 +133,14 @@ class PlacementRequest:
 
     @classmethod
     def shaped(cls, flavor: FlavorSpec, units: int, units_per_node: int, spot: bool = False,
-               selector: Mapping[str, str] | None = None, previous: str = "") -> PlacementRequest:
+               selector: Mapping[str, str] | None = None, previous: str = "",
+               distributed_training: bool = False) -> PlacementRequest:
         """The request of work of ``units`` in workers of ``units_per_node``: what placement and
         the price quote (billing.pricing) both ask with, so a quote prices the cluster placement picks."""
         per_node = max(units_per_node, 1)
         return cls(flavor=flavor, units_per_node=per_node, nodes_needed=max(units // per_node, 1), spot=spot,
-                   cluster_selector=tuple(sorted((selector or {}).items())), previous=previous)
+                   cluster_selector=tuple(sorted((selector or {}).items())), previous=previous,
+                   distributed_training=distributed_training)
 
 
 @dataclass(frozen=True)
@@ -298,6 +308,8 @@ def _rejection(request: PlacementRequest, offer: ClusterOffer, serving: list[Nod
     for key, value in request.cluster_selector:
         if offer.labels.get(key) != value:
             return Reason(Rejected.SELECTOR, f"does not match the cluster selector {key}={value}")
+    if request.distributed_training and not runs_distributed(offer.training_api):
+        return Reason(Rejected.TRAINING_API, refusal(offer.training_api))
     if not serving:
         return Reason(Rejected.NO_FLAVOR, f"does not offer {flavor}{' on spot nodes' if request.spot else ''}")
     if flavor not in offer.prices:

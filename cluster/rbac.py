@@ -98,6 +98,10 @@ PLATFORM_RULES = (
     Rule("Events explain scheduling and image problems on a workload's page.", "", ("events",), ("list",)),
     Rule("Nodes: allocatable GPUs per node for the capacity view and admission hints.",
          "", ("nodes",), ("get", "list")),
+    Rule("Kubeflow Trainer v2's ClusterTrainingRuntimes are listed only: which runtimes (frameworks) a cluster "
+         "offers, read by its training API discovery (cluster/training.py) at registration and every "
+         "SLIPWAY_TRAINING_DISCOVERY_SECONDS. The API discovery documents it reads first need no grant.",
+         "trainer.kubeflow.org", ("clustertrainingruntimes",), ("list",)),
 )
 
 

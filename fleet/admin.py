@@ -8,6 +8,10 @@ credential Slipway reaches the cluster with, and a read-only Support user readin
 page was security review 5 #4; everyone else sees what it is ("set, 82 bytes, context x"), and
 may not filter the list by it (a lookup would read it a guess at a time). Draining goes through
 :func:`fleet.services.set_draining`, which audits it; every other save is audited too.
+
+Its training API (docs/training.md) is discovery's to write, so it is read-only here with the runtimes'
+frameworks and when it was last asked; staff may override it (``training_api_override``, audited with the
+other fields of the save). A cluster added here is asked at once (:func:`fleet.services.registered`).
 """
 
 from __future__ import annotations
@@ -27,11 +31,13 @@ class ClusterAdmin(admin.ModelAdmin):
     """Superusers only change what runs code on the portal's host (:data:`fleet.services.CODE_FIELDS`);
     every save is audited with the fields it changed."""
 
-    list_display = ["name", "state_", "last_seen_", "silent_cycles", "region", "last_error"]
+    list_display = ["name", "state_", "training_api_", "last_seen_", "silent_cycles", "region", "last_error"]
     search_fields = ["name", "region"]
     fields = ["name", "backend", "kubeconfig", "context", "region", "labels", "state_", "last_seen_",
-              "silent_cycles", "last_error", "draining"]
-    readonly_fields = ["state_", "last_seen_", "silent_cycles", "last_error", "draining"]
+              "silent_cycles", "last_error", "draining", "training_api_", "training_api", "training_api_override",
+              "frameworks_", "training_checked_at", "training_error"]
+    readonly_fields = ["state_", "last_seen_", "silent_cycles", "last_error", "draining", "training_api_",
+                       "training_api", "frameworks_", "training_checked_at", "training_error"]
     actions = ["drain", "make_ready"]
 
     def get_fields(self, request, obj=None):
@@ -60,12 +66,26 @@ class ClusterAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change) -> None:
         super().save_model(request, obj, form, change)
         services.record_cluster_change(request.user, obj, list(form.changed_data), created=not change)
+        if not change:
+            services.registered(obj)
 
     @admin.display(description="State")
     def state_(self, cluster: Cluster) -> str:
         return cluster.state
 
     last_seen_ = when_column("last_seen", "Last seen", "seconds")
+
+    @admin.display(description="Training API")
+    def training_api_(self, cluster: Cluster) -> str:
+        """The one it is taken to have, and whose word that is."""
+        api = cluster.effective_training_api
+        if cluster.training_api_override:
+            return f"{api} (staff override)"
+        return api if cluster.training_api else f"{api} (not checked yet)"
+
+    @admin.display(description="Frameworks")
+    def frameworks_(self, cluster: Cluster) -> str:
+        return ", ".join(cluster.frameworks) or "none"
 
     @admin.action(description="Drain: no new placements, running work finishes")
     def drain(self, request, queryset) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from cluster import specs
+from cluster import specs, training
 from cluster.placement import ClusterState
 
 
@@ -26,6 +26,14 @@ class State(models.TextChoices):
     DEGRADED = ClusterState.DEGRADED, "degraded"
     LOST = ClusterState.LOST, "lost"
     DRAINING = ClusterState.DRAINING, "draining"
+
+
+class TrainingApi(models.TextChoices):
+    """A cluster's training API (:data:`cluster.training.TRAINING_APIS`, the one vocabulary; docs/training.md)."""
+
+    TRAINJOB = training.TRAINJOB, training.LABELS[training.TRAINJOB]
+    PYTORCHJOB = training.PYTORCHJOB, training.LABELS[training.PYTORCHJOB]
+    NONE = training.NONE, training.LABELS[training.NONE]
 
 
 #: The name of the one cluster a single-cluster install has (no configuration needed).

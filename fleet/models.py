@@ -30,8 +30,9 @@ from cluster.nvidia import (
 )
 from cluster.placement import PLACEABLE_STATES
 from cluster.specs import ISOLATION, REPLICATED_SHARINGS, SHARING_NONE, FlavorSpec
+from cluster.training import Runtime, effective, frameworks
 from core.money import MONEY
-from fleet.constants import MAX_REPLICAS, SHARED_RESOURCE_NAMES, Health, Sharing, State
+from fleet.constants import MAX_REPLICAS, SHARED_RESOURCE_NAMES, Health, Sharing, State, TrainingApi
 
 CLUSTER_NAME = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
@@ -63,6 +64,18 @@ class Cluster(models.Model):
     #: not call a cluster that may be slow or gone.
     nodes = models.JSONField(default=list, blank=True)
     nodes_read_at = models.DateTimeField(null=True, blank=True)
+    # Its training API (docs/training.md): what discovery found, and staff's word over it.
+    training_api = models.CharField(
+        max_length=10, choices=TrainingApi.choices, blank=True, default="",
+        help_text="What API discovery found; empty: not checked yet (taken to be pytorchjob, as before discovery).")
+    #: The ClusterTrainingRuntimes discovery found on a Trainer v2 cluster: ``[{"name", "framework"}]``.
+    training_runtimes = models.JSONField(default=list, blank=True)
+    training_api_override = models.CharField(
+        max_length=10, choices=TrainingApi.choices, blank=True, default="",
+        help_text="Staff: the training API to take it to have, whatever discovery finds; empty: discovery's.")
+    training_checked_at = models.DateTimeField(null=True, blank=True, help_text="When discovery last asked it.")
+    training_error = models.CharField(max_length=500, blank=True,
+                                      help_text="Why the last discovery failed (what it found before is kept).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -84,6 +97,22 @@ class Cluster(models.Model):
     def placeable(self) -> bool:
         """Whether new work may be placed here."""
         return self.state in PLACEABLE_STATES
+
+    @property
+    def runtimes(self) -> tuple[Runtime, ...]:
+        """Its training runtimes as discovery last found them."""
+        return tuple(Runtime(str(r.get("name", "")), str(r.get("framework", ""))) for r in self.training_runtimes or []
+                     if isinstance(r, dict))
+
+    @property
+    def effective_training_api(self) -> str:
+        """The training API it is taken to have (:func:`cluster.training.effective`: the override wins)."""
+        return effective(self.training_api, self.training_api_override)
+
+    @property
+    def frameworks(self) -> tuple[str, ...]:
+        """The frameworks it offers (:func:`cluster.training.frameworks` of its effective API and runtimes)."""
+        return frameworks(self.effective_training_api, self.runtimes)
 
 
 FLAVOR_NAME = RegexValidator(

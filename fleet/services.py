@@ -1,5 +1,5 @@
 """One function per thing done to a cluster: list them, reach one, record what an observation
-found, drain it.
+found, find out its training API, drain it.
 
 Health moves by conditional updates, so two reconcile tasks of one cluster (a lock that
 expired mid-cycle) cannot move it backwards: an observation only raises ``last_seen``.
@@ -7,35 +7,58 @@ expired mid-cycle) cannot move it backwards: an observation only raises ``last_s
 
 from __future__ import annotations
 
-from datetime import datetime
+import logging
+from dataclasses import asdict
+from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
+from django.utils import timezone
 
 import core.backend
 from cluster.backends.base import ClusterBackend, NodeCapacity
+from cluster.errors import ClusterError
 from cluster.placement import ClusterOffer
+from cluster.training import distributed_refusal
 from fleet.constants import Health
 from fleet.models import Cluster
 from teams.models import AuditEvent
 from teams.services import audit
 
+logger = logging.getLogger(__name__)
+
 
 def clusters() -> list[Cluster]:
     """Every cluster, by name. A fresh install gets the clusters its backend offers on first use
-    (one ``default`` cluster; the sandbox: its inventory's), so a single cluster needs no setup."""
+    (one ``default`` cluster; the sandbox: its inventory's), so a single cluster needs no setup;
+    each is registered (:func:`registered`) as it is created."""
     found = list(Cluster.objects.all())
     if found:
         return found
     for offered in core.backend.offered_clusters():
         try:
             with transaction.atomic():
-                Cluster.objects.get_or_create(name=offered.name,
-                                              defaults={"region": offered.region, "labels": offered.labels})
+                cluster, created = Cluster.objects.get_or_create(
+                    name=offered.name, defaults={"region": offered.region, "labels": offered.labels})
         except IntegrityError:  # another process created it at the same moment
-            pass
+            continue
+        if created:
+            registered(cluster)
     return list(Cluster.objects.all())
+
+
+def registered(cluster: Cluster) -> None:
+    """What a cluster's registration does once its row exists (a fresh install's clusters, one added in the
+    admin console): find out its training API now, rather than at its first heartbeat. A backend that cannot
+    be built (a dotted path that imports nothing) is the heartbeat's to report, as it always was."""
+    try:
+        reach = backend(cluster)
+    except ImproperlyConfigured as exc:
+        logger.warning("cluster %s: no backend to discover its training API with: %s", cluster.name, exc)
+        return
+    discover_training(cluster, reach, timezone.now())
 
 
 def get(name: str) -> Cluster | None:
@@ -107,8 +130,63 @@ def recorded_offers() -> list[ClusterOffer]:
     reads to tell whether any cluster may take new work of a flavor (:func:`cluster.placement.no_usable_cluster`).
     One query; no cluster is called, so a slow or lost one never slows a submission. A fresh install
     whose clusters are not created yet (:func:`clusters`) has none that takes no new work: none."""
-    return [ClusterOffer(name=c.name, state=c.state, nodes=tuple(recorded_nodes(c)), labels=dict(c.labels))
+    return [ClusterOffer(name=c.name, state=c.state, nodes=tuple(recorded_nodes(c)), labels=dict(c.labels),
+                         training_api=c.effective_training_api)
             for c in Cluster.objects.all()]
+
+
+def training_due(cluster: Cluster, now: datetime) -> bool:
+    """Whether the heartbeat asks ``cluster`` its training API again: never asked, or last asked
+    ``SLIPWAY_TRAINING_DISCOVERY_SECONDS`` ago (what it has changes when staff install or remove a
+    training operator, rarely: a few GETs every few minutes, not every cycle)."""
+    checked = cluster.training_checked_at
+    return checked is None or checked <= now - timedelta(seconds=settings.SLIPWAY_TRAINING_DISCOVERY_SECONDS)
+
+
+def discover_training(cluster: Cluster, backend: ClusterBackend, now: datetime) -> bool:
+    """Ask ``cluster``'s backend which training API it has and which runtimes it offers
+    (:meth:`~cluster.backends.base.ClusterBackend.training`), and keep the answer. Never raises: a cluster
+    that does not answer keeps what it was known to have, and the failure is kept with the time it was
+    asked (``training_error``), so it is asked again after the period, not every cycle. A backend that
+    cannot tell (None) changes nothing. Returns whether an answer was recorded."""
+    try:
+        offer = backend.training()
+    except ClusterError as exc:
+        logger.warning("training API discovery of %s failed (keeping %s): %s", cluster.name,
+                       cluster.training_api or "what it had", exc)
+        values = {"training_checked_at": now, "training_error": str(exc)[:500]}
+    else:
+        if offer is None:
+            return False
+        values = {"training_api": offer.api, "training_runtimes": [asdict(r) for r in offer.runtimes],
+                  "training_checked_at": now, "training_error": ""}
+    Cluster.objects.filter(pk=cluster.pk).update(**values)
+    for field, value in values.items():
+        setattr(cluster, field, value)
+    return "training_api" in values
+
+
+def set_training_override(cluster: Cluster, override: str, actor) -> Cluster:
+    """Take ``cluster`` to have the training API ``override`` whatever discovery finds ("": discovery's again).
+    Audited as any change of a cluster, with the new value (an API's name is no secret)."""
+    with transaction.atomic():
+        changed = Cluster.objects.filter(pk=cluster.pk).exclude(training_api_override=override).update(
+            training_api_override=override)
+        if changed:
+            audit(AuditEvent.Action.CLUSTER_CHANGED, actor=actor, target=f"cluster:{cluster.name}",
+                  training_api_override=override)
+    cluster.refresh_from_db()
+    return cluster
+
+
+def distributed_training_refusal(selector: dict | None = None) -> str:
+    """Why distributed training whose cluster selector is ``selector`` could go to no cluster, as the clusters are
+    taken to be now (:func:`cluster.training.distributed_refusal`: it names those that take it); "" when one
+    may. A submission's field error: such work could never be placed."""
+    every = clusters()
+    wanted = (selector or {}).items()
+    return distributed_refusal({c.name: c.effective_training_api for c in every if wanted <= c.labels.items()},
+                               {c.name: c.effective_training_api for c in every})
 
 
 #: A cluster's fields that decide what code the portal runs to reach it: the backend's dotted path is

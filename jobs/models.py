@@ -100,6 +100,11 @@ class TrainingRun(Workload):
         return self.total_units, self.gpus_per_worker
 
     @property
+    def distributed_training(self) -> bool:
+        """Several workers are a PyTorchJob, which only a cluster with its training API runs (docs/training.md)."""
+        return self.resource_kind == RunResourceKind.PYTORCHJOB
+
+    @property
     def estimated_cost_per_hour(self) -> Decimal:
         return self.cost_per_hour_at(self.total_units)
 

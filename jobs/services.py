@@ -22,6 +22,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+import fleet.services as fleet
 from billing.pricing import quote
 from fleet.models import GpuFlavor
 from jobs import checkpoints
@@ -89,13 +90,29 @@ def _flavor_errors(request: RunRequest, flavor: GpuFlavor) -> dict[str, list[str
     return policy.refusals(flavor, _shape(request)).errors(units_field="gpus_per_worker")
 
 
+def _training_errors(request: RunRequest) -> dict[str, list[str]]:
+    """Several workers are distributed training (a PyTorchJob): a field error on ``workers`` when no cluster its
+    selector leaves it takes that (:func:`fleet.services.distributed_training_refusal`, naming those that do),
+    since it could never be placed. Submission and the preview ask it alike."""
+    if request.workers < 2:
+        return {}
+    words = fleet.distributed_training_refusal(dict(request.cluster_selector))
+    if not words:
+        return {}
+    return {"workers": [f"{words} A run of {request.workers} workers is distributed training; one worker needs "
+                        "no training API."]}
+
+
 def _check_team_facts(team: Team, request: RunRequest) -> GpuFlavor:
-    """Checks that need the database, with field errors: flavor (and what it takes), name free among active runs."""
+    """Checks that need the database, with field errors: flavor (and what it takes), name free among active runs,
+    a cluster that takes it."""
     flavor, errors = workloads.check_flavor_and_name(
         TrainingRun, team, request.flavor, request.name, f"The team already has an active run named {request.name!r}.",
         dict(request.cluster_selector))
     if flavor is not None:
         errors.update(_flavor_errors(request, flavor))
+    for field, words in _training_errors(request).items():
+        errors.setdefault(field, words)  # a flavor that takes no distributed run says so first
     if errors:
         raise ValidationError(errors)
     return flavor
@@ -163,7 +180,7 @@ def preview_run(team: Team, data: dict, *, strict: bool = False) -> Preview:
     try:
         request = parse_run_request(data)
         flavor = GpuFlavor.objects.usable().filter(name=request.flavor).first()
-        errors = _flavor_errors(request, flavor) if flavor is not None else {}
+        errors = {**_training_errors(request), **(_flavor_errors(request, flavor) if flavor is not None else {})}
         if errors:
             raise ValidationError(errors)
     except ValidationError as exc:
@@ -177,7 +194,7 @@ def preview_run(team: Team, data: dict, *, strict: bool = False) -> Preview:
         # Priced as the run's own request will be (jobs.kind): the one price (billing.pricing) of its
         # shape, per hour, and in all with a limit.
         price = quote(flavor, request.spot, units=quota_request.units, units_per_node=quota_request.units_per_node,
-                      selector=dict(request.cluster_selector))
+                      selector=dict(request.cluster_selector), distributed_training=request.workers > 1)
         rate = price.per_hour(quota_request.units)
         total = rate * request.max_runtime_minutes / 60 if request.max_runtime_minutes else None
         quota_request = dataclasses.replace(quota_request, cost_per_hour=rate, estimated_cost=total)

@@ -345,7 +345,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {"RolloutEnum": "inference.constants.Rollout",
                             # A sweep's and a trial's states (docs/sweeps.md): two vocabularies of fields named "state".
                             "SweepStateEnum": "sweeps.constants.SweepState",
-                            "TrialStateEnum": "sweeps.constants.TrialState"},
+                            "TrialStateEnum": "sweeps.constants.TrialState",
+                            # A cluster's training API (docs/training.md): the effective, discovered and override fields.
+                            "TrainingApiEnum": "cluster.training.TRAINING_APIS"},
 }
 
 # 7. Slipway ---------------------------------------------------------------------------
@@ -355,6 +357,8 @@ SLIPWAY_CLUSTER_NAME = env_str("SLIPWAY_CLUSTER_NAME", "default")  # a single-cl
 SLIPWAY_CLUSTER_LOST_AFTER_CYCLES = env_int("SLIPWAY_CLUSTER_LOST_AFTER_CYCLES", 3)
 SLIPWAY_PLACEMENT_TIMEOUT_SECONDS = env_int("SLIPWAY_PLACEMENT_TIMEOUT_SECONDS", 300)
 SLIPWAY_LOST_REPLACE_AFTER_MINUTES = env_int("SLIPWAY_LOST_REPLACE_AFTER_MINUTES", 15)
+# How often a cluster's heartbeat asks its training API again (docs/training.md).
+SLIPWAY_TRAINING_DISCOVERY_SECONDS = env_int("SLIPWAY_TRAINING_DISCOVERY_SECONDS", 300)
 SLIPWAY_SANDBOX_INVENTORY = env_str("SLIPWAY_SANDBOX_INVENTORY", str(BASE_DIR / "sandbox" / "inventory.yaml"))
 SLIPWAY_KUBECONFIG = env_str("KUBECONFIG", "")  # empty: in-cluster config, then ~/.kube/config
 SLIPWAY_KUBE_QPS = env_float("SLIPWAY_KUBE_QPS", 20.0)

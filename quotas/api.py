@@ -206,12 +206,17 @@ class ClusterViewSet(viewsets.ViewSet):
 
     @extend_schema(request=ClusterInputSerializer, responses={200: ClusterSerializer})
     def partial_update(self, request, name=None):
-        """Drain the cluster (no new placements; what runs there finishes) or make it placeable again."""
+        """Drain the cluster (no new placements; what runs there finishes) or make it placeable again; override
+        the training API discovery found (null: discovery's again). Each change audited."""
         cluster = self._cluster(name)
-        require_staff_permission(request.user, "fleet.change_cluster", "drain clusters")
+        require_staff_permission(request.user, "fleet.change_cluster", "change clusters")
         body = ClusterInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        cluster = fleet.set_draining(cluster, body.validated_data["state"] == "draining", request.user)
+        data = body.validated_data
+        if "state" in data:
+            cluster = fleet.set_draining(cluster, data["state"] == "draining", request.user)
+        if "training_api_override" in data:
+            cluster = fleet.set_training_override(cluster, data["training_api_override"] or "", request.user)
         return Response(ClusterSerializer(services.cluster_view(cluster)).data)
 
     @staticmethod

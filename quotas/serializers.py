@@ -14,6 +14,7 @@ from rest_framework import serializers
 from billing.ledger import month_start
 from billing.pricing import PriceBook, Quote
 from cluster.specs import ISOLATION
+from cluster.training import TRAINING_APIS
 from core.formatting import MONEY_ROUNDING
 from fleet.constants import Sharing
 from fleet.models import FLAVOR_NAME, GpuFlavor
@@ -408,6 +409,13 @@ class ClusterFlavorSerializer(serializers.Serializer):
     price_per_hour = serializers.DecimalField(max_digits=12, decimal_places=4)
 
 
+class TrainingRuntimeSerializer(serializers.Serializer):
+    """A ClusterTrainingRuntime a Trainer v2 cluster offers."""
+
+    name = serializers.CharField()
+    framework = serializers.CharField(help_text="pytorch, deepspeed, jax, mpi, xgboost …; empty: it names none.")
+
+
 class ClusterSerializer(serializers.Serializer):
     """A cluster as the staff API shows it (docs/api.md "Clusters")."""
 
@@ -418,10 +426,26 @@ class ClusterSerializer(serializers.Serializer):
     labels = serializers.DictField(child=serializers.CharField())
     last_error = serializers.CharField(help_text="Why its last observation failed; empty when it answered.")
     flavors = ClusterFlavorSerializer(many=True)
+    # Its training API (docs/training.md).
+    training_api = serializers.ChoiceField(
+        choices=TRAINING_APIS, help_text="The training API it is taken to have: the override, else what discovery "
+                                         "found (pytorchjob before its first discovery).")
+    training_api_discovered = serializers.ChoiceField(choices=TRAINING_APIS, allow_null=True,
+                                                      help_text="What API discovery found; null: not checked yet.")
+    training_api_override = serializers.ChoiceField(choices=TRAINING_APIS, allow_null=True,
+                                                    help_text="Staff's override of discovery; null: none.")
+    frameworks = serializers.ListField(child=serializers.CharField(),
+                                       help_text="The frameworks it offers: its runtimes' on Trainer v2, pytorch on v1.")
+    training_runtimes = TrainingRuntimeSerializer(many=True, help_text="Its ClusterTrainingRuntimes (Trainer v2).")
+    training_checked_at = serializers.DateTimeField(allow_null=True, help_text="When discovery last asked it.")
+    training_error = serializers.CharField(help_text="Why the last discovery failed (what it found before is kept).")
 
 
 class ClusterInputSerializer(serializers.Serializer):
-    """The body of ``PATCH /clusters/{name}/``: drain it, or make it ready again."""
+    """The body of ``PATCH /clusters/{name}/``: drain it or make it ready again, override its training API, or both."""
 
-    state = serializers.ChoiceField(choices=["draining", "ready"],
+    state = serializers.ChoiceField(choices=["draining", "ready"], required=False,
                                     help_text="draining: no new placements, running work finishes; ready: placeable.")
+    training_api_override = serializers.ChoiceField(
+        choices=TRAINING_APIS, required=False, allow_null=True,
+        help_text="Take it to have this training API whatever discovery finds; null: discovery's again.")

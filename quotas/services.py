@@ -421,6 +421,10 @@ def cluster_flavors(cluster) -> list[dict]:
 
 
 def cluster_view(cluster) -> dict:
-    """A cluster as the staff API and the admin page show it."""
+    """A cluster as the staff API and the admin page show it, with its training API (docs/training.md)."""
     return {"name": cluster.name, "state": cluster.state, "last_seen": cluster.last_seen, "region": cluster.region,
-            "labels": cluster.labels, "last_error": cluster.last_error, "flavors": cluster_flavors(cluster)}
+            "labels": cluster.labels, "last_error": cluster.last_error, "flavors": cluster_flavors(cluster),
+            "training_api": cluster.effective_training_api, "training_api_discovered": cluster.training_api or None,
+            "training_api_override": cluster.training_api_override or None, "frameworks": list(cluster.frameworks),
+            "training_runtimes": [{"name": r.name, "framework": r.framework} for r in cluster.runtimes],
+            "training_checked_at": cluster.training_checked_at, "training_error": cluster.training_error}

@@ -63,6 +63,7 @@ from cluster.errors import ClusterError, Invalid, NotFound, Transient
 from cluster.metrics import METRIC_SERIES, per_workload, running_pods
 from cluster.perf import gc_paused
 from cluster.startup import any_starting
+from cluster.training import NONE, TrainingOffer
 from core.rawsql import sql_datetime
 from sandbox import engines, exporter, inventory
 from sandbox.bulk import Record
@@ -207,6 +208,7 @@ class SandboxBackend(ClusterBackend):
               now: datetime | None = None) -> list[Manifest]:
         self._answering()
         now = now or timezone.now()
+        self._refuse_training_without_api(objects)
         admitted = [admit(obj, resources) for obj in objects]  # 1. validate all first: nothing is written on Invalid
         with transaction.atomic():
             return copy.deepcopy([self._to_manifest(row) for row in self._store(admitted, now, resources)])
@@ -623,6 +625,21 @@ class SandboxBackend(ClusterBackend):
             for e in self._rows(SimEvent).filter(namespace=address.namespace,
                                                  workload=address.object_name).order_by("time", "pk")
         ]
+
+    def training(self) -> TrainingOffer:
+        """What the inventory declares of this cluster (``training:``): the sandbox's API discovery."""
+        self._answering()
+        return TrainingOffer(inventory.cluster(self.cluster).training)
+
+    def _refuse_training_without_api(self, objects: list[Manifest]) -> None:
+        """A cluster declared without a training API (``training: none``) serves no PyTorchJob: applying one
+        answers 404, as an API server without its CRD does (nothing of the batch is written)."""
+        if inventory.cluster(self.cluster).training != NONE:
+            return
+        for obj in objects:
+            if isinstance(obj, dict) and (obj.get("apiVersion"), obj.get("kind")) == ("kubeflow.org/v1", "PyTorchJob"):
+                raise self.raised(NotFound(f"the server could not find the requested resource: cluster "
+                                           f"{self.cluster} has no training API (no PyTorchJob CRD)", status=404))
 
     @storage_errors
     def capacity(self) -> list[NodeCapacity]:

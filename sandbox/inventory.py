@@ -6,9 +6,14 @@ worker and beat agree on the clusters' shape while pods and objects live in the 
 Two formats (docs/operations.md, "The sandbox cluster"):
 
 * top-level ``pools:`` — one cluster, named ``default``;
-* ``clusters:`` — a list of ``{name, region, labels, prices, spot_prices, pools}``: independent
-  clusters, each with its own nodes, and the prices its GPUs cost there (per flavor name and
-  hour, overriding the flavor's list price).
+* ``clusters:`` — a list of ``{name, region, labels, prices, spot_prices, training, pools}``: independent
+  clusters, each with its own nodes, the prices its GPUs cost there (per flavor name and
+  hour, overriding the flavor's list price) and the training API it has (``training:``, below).
+
+A cluster's ``training:`` is the training API its discovery finds (:mod:`cluster.training`): ``pytorchjob``
+(the default: the sandbox's PyTorchJob controller runs on every cluster) or ``none`` (it then refuses a
+PyTorchJob as an API server without the CRD does). Not ``trainjob`` yet: the sandbox runs no TrainJob
+controller (issue 51, point 7), and a cluster must not say it has an API it cannot run.
 
 A pool's GPUs may be shared, as the NVIDIA device plugin shares them (``sharing: {strategy:
 time-slicing|mps, replicas: N, rename: false, config: <name>}``): its nodes advertise ``count ×
@@ -37,6 +42,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from cluster.images import parse_image
 from cluster.specs import SHARING_MPS, SHARING_NONE, SHARING_TIME_SLICING
+from cluster.training import NONE, PYTORCHJOB, TRAINJOB
 from sandbox.quantity import to_units
 
 #: Compute and memory slices of each A100-80GB MIG profile (a GPU has 7 and 8).
@@ -112,6 +118,8 @@ class SandboxCluster:
     labels: dict[str, str] = field(default_factory=dict, hash=False)
     prices: dict[str, Decimal] = field(default_factory=dict, hash=False)
     spot_prices: dict[str, Decimal] = field(default_factory=dict, hash=False)
+    #: The training API its discovery finds (:data:`SANDBOX_TRAINING_APIS`).
+    training: str = PYTORCHJOB
 
 
 @dataclass(frozen=True)
@@ -134,7 +142,9 @@ class UnknownCluster(ImproperlyConfigured):
 
 #: A cluster's name: a DNS-1123 label, like the namespace names it sits beside in the tables.
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-CLUSTER_KEYS = frozenset({"name", "region", "labels", "prices", "spot_prices", "pools"})
+CLUSTER_KEYS = frozenset({"name", "region", "labels", "prices", "spot_prices", "training", "pools"})
+#: The training APIs a sandbox cluster may declare (module docstring): those it has a controller for, or none.
+SANDBOX_TRAINING_APIS = (PYTORCHJOB, NONE)
 
 
 def _mig_allocatable(mig: dict, gpu_count: int) -> tuple[dict[str, int], int]:
@@ -312,6 +322,16 @@ def _prices(entry: dict, key: str) -> dict[str, Decimal]:
     return prices
 
 
+def _training(value: object) -> str:
+    """A cluster's ``training:`` (module docstring)."""
+    if value == TRAINJOB:
+        raise InventoryError("training: trainjob needs a TrainJob controller, which the sandbox does not run yet; "
+                             f"declare {' or '.join(SANDBOX_TRAINING_APIS)}")
+    if value not in SANDBOX_TRAINING_APIS:
+        raise InventoryError(f"training must be {' or '.join(SANDBOX_TRAINING_APIS)}, got {value!r}")
+    return str(value)
+
+
 def _cluster(entry: object) -> tuple[SandboxCluster, list[Node]]:
     if not isinstance(entry, dict):
         raise InventoryError(f"every cluster must be a mapping, got {entry!r}")
@@ -327,7 +347,8 @@ def _cluster(entry: object) -> tuple[SandboxCluster, list[Node]]:
             raise InventoryError("labels must be a mapping")
         region = str(entry.get("region") or "")
         cluster = SandboxCluster(name=name, region=region, labels={str(k): str(v) for k, v in labels.items()},
-                                 prices=_prices(entry, "prices"), spot_prices=_prices(entry, "spot_prices"))
+                                 prices=_prices(entry, "prices"), spot_prices=_prices(entry, "spot_prices"),
+                                 training=_training(entry.get("training", PYTORCHJOB)))
         return cluster, parse_pools(entry.get("pools") or [], region)
     except (InventoryError, KeyError, TypeError, ValueError) as exc:
         raise InventoryError(f"cluster {name}: {exc}") from exc

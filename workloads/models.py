@@ -72,6 +72,7 @@ class ReasonCode(models.TextChoices):
     BURST_CAPPED = "burst_capped", "Burst capped (quota or budget)"
     ENDED_BY_USER = "ended_by_user", "Cancelled or deleted by a user"
     STOPPED_BY_BUDGET = "stopped_by_budget", "Stopped by the budget policy"
+    NO_CLUSTER = "no_cluster", "No cluster can take it now (placement's reasons)"
     CLUSTER_REJECTED = "cluster_rejected", "The cluster rejected it"
     CLUSTER_UNREACHABLE = "cluster_unreachable", "The cluster could not be reached"
     OBJECTS_VANISHED = "objects_vanished", "Its cluster objects disappeared"
@@ -469,6 +470,13 @@ class Workload(models.Model):
         """``(units, units per worker)`` as placement sees the work (its guaranteed part): a kind sets it."""
         raise NotImplementedError
 
+    @property
+    def distributed_training(self) -> bool:
+        """Whether the work is distributed training, which only a cluster whose training API takes it may run
+        (:func:`cluster.training.runs_distributed`): placement and the price quote ask with it, as with its
+        shape. A kind whose work is says so; no other work is."""
+        return False
+
     def price_quote(self, book: PriceBook | None = None) -> Quote:
         """The price this workload shows — the one function its page, the lists, the API (and so the
         CLI) and e-mails ask (:mod:`billing.pricing`): once billing began, its charged rate
@@ -488,7 +496,8 @@ class Workload(models.Model):
             return cached[1]  # a page or a list row asks several figures of one quote
         units, per_node = self.placement_shape
         found = (book or PriceBook()).quote(self.flavor, self.spot, cluster_id=self.cluster_id, units=units,
-                                            units_per_node=per_node, selector=self.cluster_selector)
+                                            units_per_node=per_node, selector=self.cluster_selector,
+                                            distributed_training=self.distributed_training)
         self._price_quote = (self.cluster_id, found)
         return found
 

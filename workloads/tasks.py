@@ -74,8 +74,13 @@ def apply_workload(prefix: str, pk: int) -> str:
         # the queue, which admits it again once one can — never retried into a failure.
         if ClusterWaits()(workload.flavor, workload.spot) and lifecycle.wait_for_cluster(kind, workload):
             return "queued"
-        # Unfit just now for another reason (a selector no cluster matches …): retried, then re-driven.
-        raise Transient(f"no cluster can take {workload.ref} now: {placement.choose(kind, workload, timezone.now()).reason}")
+        # Unfit just now for another reason (a selector no cluster matches, distributed training on clusters whose
+        # training API takes none …): placement's reasons, each cluster's, on the workload where its queue and
+        # pages show them; retried, then re-driven.
+        why = placement.choose(kind, workload, timezone.now()).reason
+        kind.model.objects.filter(pk=pk, state=lc.admitted, cluster__isnull=True).update(
+            reason=why[:500], reason_code=ReasonCode.NO_CLUSTER)
+        raise Transient(f"no cluster can take {workload.ref} now: {why}")
     if kind.cluster_objects:
         if not _apply_objects(kind, workload, cluster):
             return "failed"

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from cluster.errors import ClusterError
+from cluster.training import TrainingOffer
 
 #: Label keys carried by every object Slipway creates.
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -386,6 +387,15 @@ class ClusterBackend(abc.ABC):
         cannot tell: nothing answers.
         """
         return dict.fromkeys(services, ())
+
+    def training(self) -> TrainingOffer | None:
+        """Which training API the cluster has and the runtimes it offers (:mod:`cluster.training`), found
+        by API discovery: a few GETs, asked at a cluster's registration and then every
+        ``SLIPWAY_TRAINING_DISCOVERY_SECONDS`` on its heartbeat, never per workload. Raises like any call
+        (the caller keeps what it knew). The default, for a backend that cannot tell: None, and the
+        cluster keeps what it was taken to have.
+        """
+        return None
 
     def tick(self) -> None:  # noqa: B027 - a hook with a deliberate no-op default
         """Advance a simulated cluster's clock (called once per reconcile cycle).

@@ -20,6 +20,9 @@ Rules this module keeps:
   answer from its watch cache instead of a quorum read of etcd; a reconcile loop tolerates a
   view that is a few milliseconds old.
 * A missing CRD (404 when listing a custom resource such as PyTorchJobs) reads as "none of that kind".
+* Which training API a cluster has is read from API discovery (``GET /apis/<group>/<version>``, which
+  every authenticated caller may read) and, on Trainer v2, one LIST of ClusterTrainingRuntimes
+  (:meth:`KubernetesBackend.training`).
 * Every call goes through a token bucket (the Python client has no QPS/burst limit, unlike
   client-go) and carries a timeout; urllib3's own retries are off, because retrying is the
   Celery task's job (one place, with backoff).
@@ -68,6 +71,7 @@ from cluster.metrics import Prometheus
 from cluster.perf import gc_paused
 from cluster.pods import REPLICA_TYPE_LABELS
 from cluster.startup import any_starting, startup_event
+from cluster.training import PYTORCHJOB_API, RUNTIMES_API, TRAINJOB_API, TrainingOffer, discovered, serves
 
 FIELD_MANAGER = "slipway"
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
@@ -549,6 +553,29 @@ class KubernetesBackend(ClusterBackend):
             )
         out.sort(key=lambda pair: pair[0])
         return [event for _, event in out]
+
+    def training(self) -> TrainingOffer:
+        """API discovery: the Trainer v2 group version serving ``trainjobs``, else the v1 one serving
+        ``pytorchjobs`` (:func:`cluster.training.discovered` decides), and on Trainer v2 its
+        ClusterTrainingRuntimes (one LIST, cluster-scoped). Two or three GETs; a group version the
+        server does not serve answers 404, which is "not installed" here."""
+        trainjob = self._serves(*TRAINJOB_API)
+        runtimes: list[Manifest] = []
+        if trainjob:
+            group_version, plural = RUNTIMES_API
+            try:
+                payload = self.request("GET", f"/apis/{group_version}/{plural}")
+            except NotFound:
+                payload = None  # the runtimes' CRD is missing: a Trainer v2 cluster that offers no runtime
+            runtimes = [item for item in (payload or {}).get("items") or [] if isinstance(item, dict)]
+        return discovered(trainjob, not trainjob and self._serves(*PYTORCHJOB_API), runtimes)
+
+    def _serves(self, group_version: str, plural: str) -> bool:
+        """Whether the API server serves ``plural`` in ``group_version`` (its discovery document lists it)."""
+        try:
+            return serves(self.request("GET", f"/apis/{group_version}"), plural)
+        except NotFound:
+            return False
 
     def capacity(self) -> list[NodeCapacity]:
         """Allocatable GPU units per node and resource, minus what non-finished pods bound there request.

@@ -13,6 +13,8 @@ production. It implements the part of the API Slipway uses:
 * ``DELETE`` (records the propagation policy);
 * CRDs that can be "uninstalled" (their paths answer 404, as a real server does), and any
   custom resource a workload kind declares can be installed (:meth:`FakeKubeAPI.install`);
+* API discovery of a group version (``GET /apis/<group>/<version>``: the ``APIResourceList`` of what it
+  serves, 404 when it serves nothing), which tells a cluster's training API (:mod:`cluster.training`);
 * fault injection: the next matching request(s) answer a status code, or stall past the
   client's timeout, or are held until the test sets an event (a server that hangs exactly as
   long as a race needs, without sleeping);
@@ -247,6 +249,8 @@ class FakeKubeAPI:
                 time.sleep(fault.delay)
             if fault.status is not None:
                 return fault.status, "application/json", _status_body(fault.status, "Injected", fault.message)
+        if method == "GET" and (served := self._discovery(path)) is not None:
+            return served
         route = self._route(path)
         if route is None:
             return 404, "application/json", _status_body(404, "NotFound", f"the server could not find {path}")
@@ -292,6 +296,22 @@ class FakeKubeAPI:
             self.deletions.append((kind, namespace or "", name or "", options.get("propagationPolicy")))
             return 200, "application/json", json.dumps(obj).encode()
         return 405, "application/json", _status_body(405, "MethodNotAllowed", method)
+
+    def _discovery(self, path: str) -> tuple[int, str, bytes] | None:
+        """``GET /apis/<group>/<version>``: the resources that group version serves now (installed CRDs only),
+        404 when none; None for any other path."""
+        segments = [s for s in path.split("/") if s]
+        if len(segments) != 3 or segments[0] != "apis":
+            return None
+        group_version = f"{segments[1]}/{segments[2]}"
+        served = [{"name": plural, "kind": kind, "namespaced": namespaced, "singularName": "",
+                   "verbs": ["get", "list", "patch", "delete"]}
+                  for plural, (api_version, kind, namespaced, is_crd) in sorted(self.resources.items())
+                  if api_version == group_version and not (is_crd and plural in self.uninstalled)]
+        if not served:
+            return 404, "application/json", _status_body(404, "NotFound", "the server could not find the requested resource")
+        body = {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": served}
+        return 200, "application/json", json.dumps(body).encode()
 
     def _route(self, path: str) -> tuple[str, str | None, str | None, str | None] | None:
         segments = [s for s in path.split("/") if s]

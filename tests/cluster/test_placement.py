@@ -29,6 +29,7 @@ from cluster.placement import (
 )
 from cluster.reasons import Reason
 from cluster.specs import FlavorSpec
+from cluster.training import NONE, PYTORCHJOB, TRAINJOB, runs_distributed
 
 GPU, MIG = "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"
 A100_PRODUCT, H100_PRODUCT = "NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"
@@ -108,6 +109,24 @@ class TestTheCases:
         assert placed.best.cluster == "cloud" and rejections(placed) == {"onprem": Rejected.SELECTOR}
         assert placed.rejected[0].reason.words == "does not match the cluster selector site=cloud"
         assert place(ask(1, cluster_selector=(("tier", "gold"),)), clusters).best.cluster == "onprem"
+
+    def test_distributed_training_goes_only_where_the_training_api_takes_it(self):
+        """docs/training.md: the PyTorchJob today; a Trainer v2 cluster and one without a training API refuse it
+        (with the one code, whatever the words), and single-node work is placed on them as on any."""
+        clusters = [replace(cluster("east", node("e0", 8), price="1.00"), training_api=NONE),
+                    replace(cluster("lab", node("l0", 8), price="1.50"), training_api=TRAINJOB),
+                    cluster("west", node("w0", 8), price="3.00")]  # the default: what Slipway always assumed
+        placed = place(ask(2, workers=2, distributed_training=True), clusters)
+        assert placed.best.cluster == "west"
+        assert rejections(placed) == {"east": Rejected.TRAINING_API, "lab": Rejected.TRAINING_API}
+        words = {r.cluster: r.reason.words for r in placed.rejected}
+        assert words["east"] == "has no training API (neither Trainer v2's TrainJob nor the v1 PyTorchJob)"
+        assert words["lab"] == "has Trainer v2 (TrainJob), which Slipway does not submit distributed training to yet"
+        assert place(ask(2, workers=2), clusters).best.cluster == "east"  # single-node work: the cheapest
+        nowhere = place(ask(2, workers=2, distributed_training=True), clusters[:2])
+        assert nowhere.best is None and nowhere.reason.startswith("no cluster can take it: east: has no training API")
+        shaped = PlacementRequest.shaped(A100, 4, 2, distributed_training=True)
+        assert (shaped.nodes_needed, shaped.distributed_training) == (2, True)
 
     def test_a_cluster_that_does_not_offer_or_price_the_flavor_is_set_aside(self):
         mig_only = cluster("mig", node("m0", 7, 7, flavor=A100_MIG), price="0.10", flavor=A100_MIG)
@@ -259,7 +278,7 @@ def scenarios(draw) -> tuple[PlacementRequest, list[ClusterOffer]]:
     req = PlacementRequest(flavor=draw(COMMON_FLAVOR), units_per_node=draw(st.sampled_from((1, 1, 2, 4, 8))),
                            nodes_needed=draw(st.sampled_from((1, 1, 2, 3))), spot=draw(MOSTLY_NO),
                            cluster_selector=draw(st.sampled_from(((), (), (("site", "a"),)))),
-                           previous=draw(st.sampled_from(("", "", *NAMES))))
+                           previous=draw(st.sampled_from(("", "", *NAMES))), distributed_training=draw(MOSTLY_NO))
     names = draw(st.permutations(NAMES))[:draw(st.sampled_from((1, 2, 3, 3, 4, 6)))]
     states = st.sampled_from((ClusterState.READY, ClusterState.READY, ClusterState.READY, ClusterState.DEGRADED,
                               ClusterState.LOST, ClusterState.DRAINING))
@@ -269,13 +288,16 @@ def scenarios(draw) -> tuple[PlacementRequest, list[ClusterOffer]]:
         serving = [node(f"{name}-s", free, 8, req.flavor, req.spot)] if draw(MOSTLY_YES) else []
         clusters.append(ClusterOffer(
             name=name, state=draw(states), nodes=tuple(draw(st.lists(nodes(), max_size=4)) + serving),
-            prices=draw(prices()), spot_prices=draw(prices()), labels={"site": draw(st.sampled_from(("a", "a", "b")))}))
+            prices=draw(prices()), spot_prices=draw(prices()), labels={"site": draw(st.sampled_from(("a", "a", "b")))},
+            training_api=draw(st.sampled_from((PYTORCHJOB, PYTORCHJOB, TRAINJOB, NONE)))))
     return req, clusters
 
 
 def can_take(request: PlacementRequest, offer: ClusterOffer) -> bool:
-    """The filter, read straight from the design: placeable, the selector, a serving node, a price."""
+    """The filter, read straight from the design: placeable, the selector, a training API for distributed training,
+    a serving node, a price."""
     return (offer.state in PLACEABLE_STATES and all(offer.labels.get(k) == v for k, v in request.cluster_selector)
+            and (not request.distributed_training or runs_distributed(offer.training_api))
             and any(serves(n, request.flavor, request.spot) for n in offer.nodes)
             and request.flavor.name in offer.prices)
 

@@ -151,6 +151,7 @@ def test_it_grants_what_the_backend_needs() -> None:
     needed |= {("apps", "deployments", "patch"), ("", "services", "delete"), ("", "namespaces", "patch")}
     needed |= {("", "pods", "list"), ("", "pods/log", "get"), ("", "events", "list"), ("", "nodes", "list")}
     needed |= {("", "secrets", v) for v in ("create", "patch", "delete")}  # apply_secret, delete by name
+    needed |= {("trainer.kubeflow.org", "clustertrainingruntimes", "list")}  # training API discovery
     # The team's Prometheus tenant, applied with the team's objects when a label proxy is configured.
     needed |= {("keda.sh", "triggerauthentications", v) for v in ("create", "patch")}
     needed |= {("", "configmaps", v) for v in ("create", "patch")}
@@ -161,6 +162,12 @@ def test_it_grants_what_the_backend_needs() -> None:
     }
     assert needed <= granted
     assert ("", "namespaces", "delete") not in granted
+
+
+def test_it_only_lists_the_training_runtimes() -> None:
+    """Discovery reads a cluster's ClusterTrainingRuntimes (docs/training.md); Slipway never writes them."""
+    verbs = {verb for rule in _rules() if "clustertrainingruntimes" in rule["resources"] for verb in rule["verbs"]}
+    assert verbs == {"list"}
 
 
 def test_it_only_reads_kedas_autoscalers() -> None:

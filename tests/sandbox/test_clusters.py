@@ -13,11 +13,13 @@ from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from cluster.errors import NotFound, Transient
+from cluster.training import NONE, PYTORCHJOB, TrainingOffer
 from jobs.status import TrainingPhase, training_status
 from sandbox import faults
 from sandbox.backend import SandboxBackend
 from sandbox.inventory import UnknownCluster
 from sandbox.models import SimClock, SimEvent, SimLoad, SimNodeHeat, SimObject, SimPod
+from tests.sandbox.conftest import TWO_CLUSTERS
 from tests.sandbox.helpers import at, endpoint, observed, ref, run_until, team_objects, training
 from workloads.registry import resource_kinds
 
@@ -114,6 +116,7 @@ def test_a_silent_cluster_refuses_every_call_but_runs_its_work_to_the_end(east_w
         "events": lambda: east.events(ref("run-42")),
         "capacity": lambda: east.capacity(),
         "gpu_telemetry": lambda: east.gpu_telemetry([]),
+        "training": lambda: east.training(),
         "apply_secret": lambda: east.apply_secret({"apiVersion": "v1", "kind": "Secret", "metadata": {
             "name": "s", "namespace": "team-ml"}, "data": {"K": "dg=="}}),
     }
@@ -260,3 +263,23 @@ def test_a_clusters_tick_and_observe_find_its_rows_by_index(east_west):
             assert "Seq Scan" not in plan, f"{sql}\n{plan}"
             # Led by the cluster column (or by primary keys read in an earlier, cluster-filtered query).
             assert re.search(r"Index Cond: \(+\(?cluster\)?", plan) or "Index Cond: (id = ANY" in plan, f"{sql}\n{plan}"
+
+
+def test_each_cluster_has_the_training_api_its_inventory_declares(two_clusters_inventory, db, tmp_path, settings):
+    """``training:`` (sandbox/inventory.py): pytorchjob unless a cluster says none; one without a training API
+    refuses a PyTorchJob as an API server without its CRD does, and runs a single-node Job as any."""
+    east, west = SandboxBackend("east"), SandboxBackend("west")
+    assert east.training() == west.training() == TrainingOffer(PYTORCHJOB)
+    path = tmp_path / "none.yaml"
+    path.write_text(TWO_CLUSTERS.replace("    labels: {provider: cloud}\n",
+                                         "    labels: {provider: cloud}\n    training: none\n"))
+    settings.SLIPWAY_SANDBOX_INVENTORY = str(path)
+    west = SandboxBackend("west")
+    assert west.training() == TrainingOffer(NONE)
+    kinds = resource_kinds()
+    west.apply(team_objects(), kinds, now=at(0))
+    with pytest.raises(NotFound, match="cluster west has no training API"):
+        west.apply(training("run-2", workers=2), kinds, now=at(0))
+    assert not SimObject.objects.filter(cluster="west", workload="run-2").exists()
+    west.apply(training("run-1"), kinds, now=at(0))  # a plain Job needs no training API
+    assert SimObject.objects.filter(cluster="west", workload="run-1", resource_kind="Job").exists()

@@ -27,6 +27,7 @@ from billing.models import QuotaHold, flavor_price
 from cluster.capacity import bind, withhold
 from cluster.errors import ClusterError
 from cluster.placement import ClusterOffer, Placement, PlacementRequest, place
+from cluster.training import runs_distributed
 from core.formatting import format_when
 from fleet.models import Cluster
 from quotas import admission
@@ -60,7 +61,7 @@ def pending_window() -> timedelta:
 
 
 def offers(clusters: list[Cluster], flavors, now: datetime) -> list[ClusterOffer]:
-    """Each cluster as :func:`place` reads it: state, labels, its nodes now (as last seen when it does
+    """Each cluster as :func:`place` reads it: state, labels, training API, its nodes now (as last seen when it does
     not answer) less what was placed there a moment ago (:func:`just_placed`), and the ``flavors``' prices."""
     found = []
     pending = just_placed(clusters, now)
@@ -80,7 +81,8 @@ def offers(clusters: list[Cluster], flavors, now: datetime) -> list[ClusterOffer
         for request in pending.get(cluster.pk, []):
             nodes = bind(nodes, request.flavor, request.units_per_node, request.nodes_needed, request.spot)
         found.append(ClusterOffer(name=cluster.name, state=cluster.state, nodes=tuple(nodes), prices=prices,
-                                  spot_prices=spot_prices, labels=dict(cluster.labels)))
+                                  spot_prices=spot_prices, labels=dict(cluster.labels),
+                                  training_api=cluster.effective_training_api))
     return found
 
 
@@ -88,7 +90,7 @@ def request_for(kind, workload, previous: str = "") -> PlacementRequest:
     """The workload's request in :mod:`cluster.placement`'s terms."""
     units, per_node = workload.placement_shape
     return PlacementRequest.shaped(workload.flavor.to_spec(), units, per_node, workload.spot,
-                                   workload.cluster_selector, previous)
+                                   workload.cluster_selector, previous, workload.distributed_training)
 
 
 def choose(kind, workload, now: datetime, previous: str = "") -> Placement:
@@ -98,7 +100,8 @@ def choose(kind, workload, now: datetime, previous: str = "") -> Placement:
 
 def place_workload(kind, workload, now: datetime) -> Cluster | None:
     """The cluster ``workload`` runs on: where it was placed, else the best candidate now (recorded
-    with its reason). None when no cluster can take it at all (lost, degraded, draining, selector, flavor).
+    with its reason). None when no cluster can take it at all (lost, degraded, draining, selector, training API,
+    flavor).
 
     Reserved windows (docs/reservations.md "Inside the window"): work admitted into its team's window runs on
     that window's cluster; other work is kept off the units windows keep (:func:`billing.reserved.withheld`) —
@@ -122,8 +125,9 @@ def place_workload(kind, workload, now: datetime) -> Cluster | None:
         # One cluster: nothing to choose, and nothing to read (a single-cluster install applies as it
         # always did; the cluster's own scheduler says why work waits, in the run's reason).
         cluster = clusters[0]
-        if not cluster.placeable:
-            return None
+        if not cluster.placeable or (workload.distributed_training
+                                     and not runs_distributed(cluster.effective_training_api)):
+            return None  # place()'s rules 1 that need no nodes read: its state, its training API
         reason = ONLY_CLUSTER.format(cluster=cluster.name)
     else:
         placement, lent = _choose_around_windows(kind, workload, clusters, keeps, now)

@@ -23,6 +23,8 @@ Run by Celery beat every ``SLIPWAY_RECONCILE_INTERVAL`` seconds (single-flight, 
    ended or deleted workloads, or by an earlier attempt of work placed elsewhere or not yet, and
    what outlived the attempts of work that has ended for good (a run's checkpoint claim: it is
    observed, but set apart from the attempt the cycle follows) — :mod:`workloads.cycle.leftovers`;
+   and, every ``SLIPWAY_TRAINING_DISCOVERY_SECONDS``, asks the cluster its training API again
+   (:func:`fleet.services.discover_training`);
 6. re-drives admitted work not placed yet (step 4's rule, whichever clusters answer), admits
    queued work that now fits, and refreshes queued reasons;
 7. audits, once a month per team, a budget that crossed its alert threshold, and stops running
@@ -162,6 +164,10 @@ def reconcile_cluster(cluster: Cluster, backend, now: datetime | None = None,
             logger.warning("reconcile: could not read the capacity of %s: %s", cluster.name, exc)
     if capacity.read:
         fleet.record_nodes(cluster, capacity.read[0][1], now)
+    # Its training API, asked again every SLIPWAY_TRAINING_DISCOVERY_SECONDS of a cluster that answers
+    # (a failure keeps what it had and never fails the cycle: fleet.services.discover_training).
+    if fleet.training_due(cluster, now):
+        fleet.discover_training(cluster, backend, now)
     report.teams_to_admit |= teams_to_admit
     return report
 
