@@ -46,10 +46,14 @@ def run_proxy(tmp_path: Path, portal_url: str) -> Iterator[int]:
     with log_path.open("wb") as log:
         process = subprocess.Popen([sys.executable, "manage.py", "workspace_proxy", "--port", str(port),
                                     "--portal-url", portal_url], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
+    # A minute: Django's start under a loaded CI machine (2 cores, three test workers) took over 30 s once.
+    deadline = time.monotonic() + 60
     while not _listening(port) and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert process.poll() is None and _listening(port), log_path.read_text()
+    if process.poll() is not None or not _listening(port):
+        process.kill()  # never leave a proxy behind a failed start (one outlived its CI run)
+        process.wait(timeout=10)
+        raise AssertionError(f"the proxy did not listen on {port} within 60 s: {log_path.read_text()!r}")
     try:
         yield port
     finally:
