@@ -118,12 +118,6 @@ def frameworks(api: str, runtimes: Iterable[Runtime] = ()) -> tuple[str, ...]:
     return V1_FRAMEWORKS if api == PYTORCHJOB else ()
 
 
-def runtime_for(runtimes: Iterable[Runtime], framework: str) -> str | None:
-    """The name of the runtime a TrainJob of ``framework`` refers to on a cluster offering ``runtimes``: the first
-    by name of those of the framework (one name, whatever order discovery listed them in); None when none is."""
-    return min((r.name for r in runtimes if r.framework == framework), default=None)
-
-
 def runs_distributed(api: str) -> bool:
     """Whether a cluster of ``api`` takes distributed training now (:data:`DISTRIBUTED_APIS`)."""
     return api in DISTRIBUTED_APIS

@@ -1,6 +1,4 @@
-"""Training runs: a ``batch/v1 Job`` on one node, a ``kubeflow.org/v1 PyTorchJob`` across nodes — and, not
-submitted yet (docs/training.md), a ``trainer.kubeflow.org/v1alpha1 TrainJob`` across nodes of a Trainer v2
-cluster (:func:`build_trainjob`)."""
+"""Training runs: a ``batch/v1 Job`` on one node, a ``kubeflow.org/v1 PyTorchJob`` across nodes."""
 
 from __future__ import annotations
 
@@ -11,18 +9,12 @@ from cluster.manifests.common import (
     default_memory_gb,
     env_list,
     metadata,
-    one_team_affinity,
-    one_team_per_node,
     pod_labels,
-    pod_security,
     pod_spec,
     resources,
     shm_volume,
-    spot_affinity,
-    tolerations,
     volume_entries,
 )
-from cluster.manifests.common import node_selector as flavor_node_selector
 from cluster.manifests.secrets import secret_env_refs
 from cluster.specs import SHARING_MPS, ClusterConfig
 from jobs.checkpoint_contract import build_checkpoint_claim, contract_env, contract_volumes
@@ -183,79 +175,3 @@ def build_training(spec: TrainingSpec, config: ClusterConfig) -> list[Manifest]:
     claim = build_checkpoint_claim(spec)
     main = build_job(spec, config) if spec.workers <= 1 else build_pytorchjob(spec, config)
     return [main] if claim is None else [main, claim]
-
-
-#: The trainer's replicated job, and its container, in a Trainer v2 runtime's JobSet: what Kubeflow Trainer's
-#: runtimes call them (``node``), and what a TrainJob's ``runtimePatches`` address by name. The runtimes Slipway
-#: will ship (issue 51, point 4) keep the name.
-TRAINER_NODE = "node"
-#: Who owns Slipway's entry of a TrainJob's ``runtimePatches`` (a list keyed by manager; Kueue's is its own).
-PATCH_MANAGER = "slipway.dev/portal"
-
-
-def build_trainjob(spec: TrainingSpec, config: ClusterConfig, runtime: str) -> Manifest:
-    """Distributed training as a Kubeflow Trainer v2 TrainJob on ``runtime``, the cluster's ClusterTrainingRuntime
-    for the run's framework (:func:`cluster.training.runtime_for`; PyTorch until a run's spec names one).
-
-    What the TrainJob's ``trainer`` holds: image, ``torchrun`` before the user's argv (as the PyTorchJob's), args,
-    env (NCCL's, the user's, the secret env by reference, the checkpoint contract's: Trainer v2 refuses env on the
-    ``node`` container through a patch, so all of it goes here), ``numNodes`` (the workers), ``numProcPerNode``
-    and ``resourcesPerNode`` (one worker's). ``activeDeadlineSeconds`` is the runtime limit.
-
-    What goes through ``runtimePatches`` (this CRD version, trainer v2.3.0, has them; Slipway's one entry, its
-    manager :data:`PATCH_MANAGER`), on the trainer's job (:data:`TRAINER_NODE`) — the fields a patch may set,
-    no more: the pods' labels (Slipway's, which the observation finds them by), the hardened pod's security
-    contexts, the flavor's node selector and tolerations, the spot and one-team affinities, the volumes (``dshm``
-    — except on MPS, whose daemon owns /dev/shm —, the team's claims, the checkpoint claim and notice) with
-    their mounts, and the contract's grace period.
-
-    What a patch may not set, and the runtime must (point 4's runtimes): the restart policy, the service
-    account token left unmounted, the gang scheduler (the runtime's ``podGroupPolicy``), the retries (its
-    JobSet's failure policy). ``trainer`` and most patches are immutable once created: a next attempt is a
-    TrainJob applied anew after its predecessor's delete, never an update.
-    """
-    pvc_volumes, mounts = volume_entries(spec.volumes)
-    # One entry per name (the TrainJob's env is a list keyed by name: a name twice is refused): the user's value
-    # of an NCCL default replaces it, as it wins in the PyTorchJob's pods by coming after it.
-    env = env_list(tuple({**dict(NCCL_ENV), **dict(spec.env)}.items()))
-    env += secret_env_refs(spec.object_name, spec.secret_env)
-    pod: Manifest = {}
-    if spec.checkpoint is not None:
-        contract_vols, contract_mounts = contract_volumes(spec.checkpoint)
-        pvc_volumes, mounts = [*pvc_volumes, *contract_vols], [*mounts, *contract_mounts]
-        env += contract_env(spec.object_name, spec.checkpoint)
-        pod["terminationGracePeriodSeconds"] = spec.checkpoint.grace_seconds
-    if spec.flavor.sharing != SHARING_MPS:  # the rule of the Job and PyTorchJob pods (_pod_template)
-        pvc_volumes, mounts = [shm_volume(_shm_gb(spec)), *pvc_volumes], [{"name": "dshm", "mountPath": SHM_PATH}, *mounts]
-    container: Manifest = {"name": TRAINER_NODE, "securityContext": container_security(config)}
-    if mounts:
-        container["volumeMounts"] = mounts
-    pod.update({"securityContext": pod_security(config), "nodeSelector": flavor_node_selector(spec.flavor),
-                "tolerations": tolerations(spec.flavor, spec.spot), "containers": [container]})
-    affinity: Manifest = {**(spot_affinity() if spec.spot else {}),
-                          **(one_team_affinity(spec.flavor, spec.team) if one_team_per_node(spec.flavor) else {})}
-    if affinity:
-        pod["affinity"] = affinity
-    if pvc_volumes:
-        pod["volumes"] = pvc_volumes
-    trainer: Manifest = {"image": spec.image, "command": _torchrun_command(spec)}
-    if spec.args:
-        trainer["args"] = list(spec.args)
-    trainer.update({"env": env, "numNodes": spec.workers, "numProcPerNode": spec.gpus_per_worker,
-                    "resourcesPerNode": resources(spec.flavor, spec.gpus_per_worker, spec.cpu, spec.memory_gb)})
-    job_patch = {"name": TRAINER_NODE, "template": {"spec": {"template": {
-        "metadata": {"labels": pod_labels(spec.flavor, spec.team, spec.object_name)}, "spec": pod}}}}
-    trainjob: Manifest = {
-        "runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime", "name": runtime},
-        "trainer": trainer,
-        "runtimePatches": [{"manager": PATCH_MANAGER,
-                            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [job_patch]}}}}],
-    }
-    if spec.max_runtime_minutes:
-        trainjob["activeDeadlineSeconds"] = spec.max_runtime_minutes * 60
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": metadata(spec.object_name, spec.namespace, spec.team, spec.object_name, spec.name),
-        "spec": trainjob,
-    }

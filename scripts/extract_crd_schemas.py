@@ -2,11 +2,10 @@
 
 The test suite may not read files outside the repository, so this development script copies
 the data it needs from the upstream CRDs in ``../shared/crds`` (training-operator v1.9
-PyTorchJob, Kubeflow Trainer v2.3.0 TrainJob, KEDA 2.x ScaledObject and TriggerAuthentication, Gateway API v1
-HTTPRoute — deploy/gateway.yaml's) into ``tests/cluster/schemas/*.json``:
+PyTorchJob, KEDA 2.x ScaledObject and TriggerAuthentication, Gateway API v1 HTTPRoute — deploy/gateway.yaml's)
+into ``tests/cluster/schemas/*.json``:
 
-* the served/storage version's ``openAPIV3Schema``, verbatim (the TrainJob's whole, ~300 KB: its
-  ``runtimePatches`` restrict the pod fields a patch may set, which is what its tests check), except
+* the served/storage version's ``openAPIV3Schema``, verbatim, except
 * the PyTorchJob's embedded pod templates (``pytorchReplicaSpecs.*.template``, ~95% of the
   600 KB file), replaced by a marker: tests validate those as core ``PodTemplate`` objects
   with kubernetes-validate, which knows the real PodTemplateSpec schema for the cluster version.
@@ -32,7 +31,6 @@ CRDS = {
     "scaledobject": ("keda.sh_scaledobjects.yaml", "v1alpha1"),
     "triggerauthentication": ("keda.sh_triggerauthentications.yaml", "v1alpha1"),
     "httproute": ("gateway.networking.k8s.io_httproutes.yaml", "v1"),
-    "trainjob": ("trainer.kubeflow.org_trainjobs.yaml", "v1alpha1"),
 }
 #: Marks a subtree removed from the fixture; the tests' strict walker accepts any object there.
 PRUNED = "x-slipway-pruned"

@@ -73,12 +73,6 @@ def test_frameworks_follow_the_api():
     assert training.frameworks(NONE, runtimes) == ()
 
 
-def test_a_trainjob_refers_to_the_first_runtime_of_its_framework_by_name():
-    runtimes = (Runtime("z-torch", "pytorch"), Runtime("a-deepspeed", "deepspeed"), Runtime("b-torch", "pytorch"))
-    assert training.runtime_for(runtimes, "pytorch") == "b-torch"
-    assert training.runtime_for(runtimes, "jax") is None
-
-
 def test_only_the_pytorchjob_takes_distributed_training_until_the_trainjob_is_submitted():
     assert training.runs_distributed(PYTORCHJOB)
     assert not training.runs_distributed(TRAINJOB) and not training.runs_distributed(NONE)

@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 
 from cluster.specs import ClusterConfig
-from jobs.manifests import PATCH_MANAGER, TRAINER_NODE, build_training, build_trainjob
+from jobs.manifests import build_training
 from tests.cluster import crd_schema, samples
 from tests.cluster.manifest_rules import CUSTOM_KINDS, check_argv, check_hardened, check_labels, pod_specs
 from tests.golden import K8S_VERSIONS, all_objects, assert_golden_manifests
@@ -57,17 +57,6 @@ VARIANTS: dict[str, Any] = {
                          volumes=()), samples.CONFIG),
     "training_job_mps": lambda: build_training(
         samples.training(flavor=samples.A10G_MPS2, gpus_per_worker=1, shm_gb=None), samples.CONFIG),
-    # Trainer v2 (docs/training.md; not submitted yet): a TrainJob on the cluster's PyTorch runtime.
-    "training_trainjob": lambda: [build_trainjob(samples.training(workers=3, gpus_per_worker=8), samples.CONFIG,
-                                                 "torch-distributed")],
-    "training_trainjob_secret_env_checkpoint": lambda: [build_trainjob(
-        samples.training(workers=2, secret_env=("HF_TOKEN",), env=(("NCCL_DEBUG", "INFO"),),
-                         checkpoint=samples.checkpoint(attempt=2, resume_from="/slipway/checkpoints/step-1000.pt",
-                                                       grace_seconds=120)),
-        samples.CONFIG, "torch-distributed")],
-    "training_trainjob_spot_defaults": lambda: [build_trainjob(
-        samples.training(workers=2, spot=True, cpu=None, memory_gb=None, shm_gb=None, max_runtime_minutes=None,
-                         volumes=(), env=(), args=()), samples.VOLCANO, "torch-distributed")],
 }
 
 
@@ -205,97 +194,3 @@ def test_it_renders_the_same_manifests_every_time() -> None:
 @pytest.mark.parametrize(("label", "obj"), [o for o in _all_objects() if pod_specs(o[1])])
 def test_it_never_wraps_the_argv_in_a_shell(label: str, obj: dict[str, Any]) -> None:
     check_argv(label, obj)
-
-
-def trainjob_pod(trainjob: dict[str, Any]) -> dict[str, Any]:
-    """The pod template Slipway's runtime patch sets on the trainer's job (its labels and spec)."""
-    [patch] = trainjob["spec"]["runtimePatches"]
-    assert patch["manager"] == PATCH_MANAGER
-    [job] = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
-    assert job["name"] == TRAINER_NODE
-    return job["template"]["spec"]["template"]
-
-
-def test_it_builds_a_trainjob_on_the_clusters_runtime_from_the_spec() -> None:
-    job = build_trainjob(samples.training(workers=3, gpus_per_worker=8), samples.CONFIG, "torch-distributed")
-    assert (job["apiVersion"], job["kind"], job["metadata"]["name"]) == ("trainer.kubeflow.org/v1alpha1", "TrainJob",
-                                                                         "run-42")
-    spec = job["spec"]
-    assert spec["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
-                                  "name": "torch-distributed"}
-    assert spec["activeDeadlineSeconds"] == 7200  # the runtime limit
-    trainer = spec["trainer"]
-    assert (trainer["image"], trainer["numNodes"], trainer["numProcPerNode"]) == (
-        "registry.example.com/vision/train:1.4", 3, 8)
-    assert trainer["command"] == ["torchrun", "--nnodes=3", "--nproc_per_node=8", "--no-python", "python", "train.py"]
-    assert trainer["args"] == ["--epochs", "10"]
-    assert trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == "8"
-    assert trainer["resourcesPerNode"]["requests"]["memory"] == "64Gi"
-    env = {e["name"]: e["value"] for e in trainer["env"]}
-    assert env["NCCL_DEBUG"] == "WARN" and env["SLIPWAY_SIM_DURATION"] == "30"
-    pod = trainjob_pod(job)
-    # Slipway's labels on the pods: the observation groups them by these, as a PyTorchJob's.
-    assert pod["metadata"]["labels"] == {k: job["metadata"]["labels"][k] for k in (
-        "app.kubernetes.io/managed-by", "slipway.dev/team", "slipway.dev/workload")}
-    pod = pod["spec"]
-    assert pod["nodeSelector"]["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
-    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
-    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}} in pod["volumes"]
-    assert {"name": "data-0", "persistentVolumeClaim": {"claimName": "datasets", "readOnly": True}} in pod["volumes"]
-    [container] = pod["containers"]
-    assert container["name"] == TRAINER_NODE and "env" not in container  # Trainer v2 takes env in trainer only
-    assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
-    assert "affinity" not in pod and "terminationGracePeriodSeconds" not in pod
-
-
-def test_a_trainjobs_pods_are_hardened_as_far_as_a_patch_may_set() -> None:
-    pod = trainjob_pod(build_trainjob(samples.training(workers=2), samples.CONFIG, "torch-distributed"))["spec"]
-    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-    assert pod["securityContext"]["runAsNonRoot"] is True
-    assert not any("hostPath" in v for v in pod["volumes"])
-    ctx = pod["containers"][0]["securityContext"]
-    assert (ctx["allowPrivilegeEscalation"], ctx["privileged"], ctx["capabilities"]) == (False, False, {"drop": ["ALL"]})
-
-
-def test_a_trainjob_carries_secret_env_by_reference_and_the_checkpoint_contract() -> None:
-    job = build_trainjob(samples.training(workers=2, secret_env=("HF_TOKEN",), env=(("NCCL_DEBUG", "INFO"),),
-                                          checkpoint=samples.checkpoint(attempt=2, grace_seconds=120)),
-                         samples.CONFIG, "torch-distributed")
-    env = job["spec"]["trainer"]["env"]
-    names = [e["name"] for e in env]
-    assert len(names) == len(set(names))  # a list keyed by name: the user's NCCL_DEBUG replaces the default
-    assert {"name": "NCCL_DEBUG", "value": "INFO"} in env
-    assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "run-42-env", "key": "HF_TOKEN"}}} in env
-    assert {"name": "SLIPWAY_ATTEMPT", "value": "2"} in env
-    assert not any(e.get("value") == "secret" for e in env)  # values live in the Secret only
-    pod = trainjob_pod(job)["spec"]
-    assert pod["terminationGracePeriodSeconds"] == 120
-    assert {"name": "slipway-checkpoints", "persistentVolumeClaim": {"claimName": "run-42-checkpoints"}} in pod["volumes"]
-    assert {"name": "slipway-checkpoints", "mountPath": "/slipway/checkpoints"} in pod["containers"][0]["volumeMounts"]
-
-
-def test_a_spot_trainjob_goes_to_spot_nodes_and_one_without_a_limit_has_no_deadline() -> None:
-    job = build_trainjob(samples.training(workers=2, spot=True, max_runtime_minutes=None), samples.CONFIG, "rt")
-    assert "activeDeadlineSeconds" not in job["spec"]
-    pod = trainjob_pod(job)["spec"]
-    assert {"key": "slipway.dev/capacity-type", "operator": "Equal", "value": "spot", "effect": "NoSchedule"} in pod[
-        "tolerations"]
-    assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-
-
-def test_the_trainjob_crd_refuses_what_a_runtime_patch_may_not_set() -> None:
-    """The strict walker fails on pod fields a patch may not carry: the runtime sets them (docs/training.md)."""
-    job = build_trainjob(samples.training(workers=2), samples.CONFIG, "torch-distributed")
-    pod = trainjob_pod(job)["spec"]
-    pod["automountServiceAccountToken"] = False
-    pod["restartPolicy"] = "OnFailure"
-    pod["containers"][0]["resources"] = {}
-    found = " ".join(crd_schema.errors("trainjob", job))
-    assert all(field in found for field in ("automountServiceAccountToken", "restartPolicy", "'resources'")), found
-
-
-def test_it_never_wraps_the_trainjobs_argv_in_a_shell() -> None:
-    trainer = build_trainjob(samples.training(workers=2), samples.CONFIG, "torch-distributed")["spec"]["trainer"]
-    argv = trainer["command"] + trainer["args"]
-    assert argv[0] == "torchrun" and trainer["command"][-2:] == ["python", "train.py"]
-    assert not {"sh", "bash", "-c"} & set(argv)
