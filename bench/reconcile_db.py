@@ -122,6 +122,9 @@ class PreparedCluster:
     def capacity(self) -> list:
         return []  # no nodes to read: the cycle records none (its capacity refresh costs nothing here)
 
+    def training(self):
+        return None  # cannot tell its training API: the heartbeat's discovery keeps what the cluster had
+
 
 def measure(size: int, rounds: int) -> tuple[float, float, list[float], int, float, int]:
     """(steady s, floor s, per-round ratios, rows a steady cycle wrote, hour-boundary s, its writes) for ``size`` runs."""
