@@ -38,6 +38,18 @@ def run_of(sweep, number: int) -> TrainingRun:
     return TrainingRun.objects.get(workload__trial__sweep=sweep, workload__trial__number=number)
 
 
+
+def log_in_as_mia(browser, base: str) -> list[str]:
+    """Log in as the member "mia"; the console's messages from then on (the tests assert none is an error)."""
+    messages: list[str] = []
+    browser.on("console", lambda message: messages.append(f"{message.type}: {message.text}"))
+    browser.goto(f"{base}/login/")
+    browser.fill("#id_username", "mia")
+    browser.fill("#id_password", PASSWORD)
+    browser.click("button[type=submit]")
+    browser.wait_for_url(f"{base}/")
+    return messages
+
 def test_the_sweep_page_draws_its_charts_and_compares_the_ticked_trials(transactional_db, browser, live_server,
                                                                         monkeypatch):
     monkeypatch.setattr("core.queueing.publish", lambda *args, **kwargs: True)
@@ -57,13 +69,7 @@ def test_the_sweep_page_draws_its_charts_and_compares_the_ticked_trials(transact
     driver.advance(sweep.pk)
     first, second = run_of(sweep, 1), run_of(sweep, 2)
 
-    messages: list[str] = []
-    browser.on("console", lambda message: messages.append(f"{message.type}: {message.text}"))
-    browser.goto(f"{live_server.url}/login/")
-    browser.fill("#id_username", "mia")
-    browser.fill("#id_password", PASSWORD)
-    browser.click("button[type=submit]")
-    browser.wait_for_url(f"{live_server.url}/")
+    messages = log_in_as_mia(browser, live_server.url)
     browser.goto(f"{live_server.url}/sweeps/{sweep.pk}/")
     browser.wait_for_selector("#sweep-charts [data-chart='curves'] canvas")
     drawn = {d["chart"]: d for d in browser.evaluate(DRAWN)}
@@ -101,13 +107,7 @@ def test_new_sweep_previews_its_cost_then_creates_it_and_lands_on_its_page(trans
     seed_flavors()
     seed_team_quotas(team, {"a100-3g.40gb": 4})
 
-    messages: list[str] = []
-    browser.on("console", lambda message: messages.append(f"{message.type}: {message.text}"))
-    browser.goto(f"{live_server.url}/login/")
-    browser.fill("#id_username", "mia")
-    browser.fill("#id_password", PASSWORD)
-    browser.click("button[type=submit]")
-    browser.wait_for_url(f"{live_server.url}/")
+    messages = log_in_as_mia(browser, live_server.url)
     browser.goto(f"{live_server.url}/sweeps/")
     browser.click("text=New sweep")
     browser.wait_for_url(f"{live_server.url}/sweeps/new/")
