@@ -34,7 +34,6 @@ from billing.ledger import cost_per_hour
 from billing.models import ClusterPrice, priced
 from cluster.capacity import offers
 from cluster.placement import ClusterOffer, PlacementRequest, place
-from cluster.training import runs_distributed
 from core.formatting import format_amount, format_rate
 from fleet.models import Cluster, GpuFlavor
 from fleet.services import recorded_nodes
@@ -115,15 +114,15 @@ class PriceBook:
 
     def quote(self, flavor: GpuFlavor, spot: bool = False, *, cluster_id: int | None = None, units: int = 1,
               units_per_node: int | None = None, selector: dict | None = None,
-              distributed_training: bool = False) -> Quote:
+              training_framework: str = "") -> Quote:
         """The price of a unit-hour of ``flavor`` for work shaped ``units`` (``units_per_node`` a
-        worker) with ``selector`` (and ``distributed_training``: only clusters whose training API takes it):
+        worker) with ``selector`` (and ``training_framework``: only clusters whose training API takes it):
         placed on ``cluster_id``, that cluster's; else the price on the cluster placement would choose now
         (module docstring). The range is over the clusters placement may choose among."""
         clusters, _ = self._read()
         prices = {c.name: self.price_on(flavor, spot, c.pk) for c in clusters}
         spec = flavor.to_spec()
-        able = [c for c in clusters if not distributed_training or runs_distributed(c.effective_training_api)]
+        able = [c for c in clusters if c.training.takes(training_framework)]
         offering = [c.name for c in able if any(offers(n, spec) for n in recorded_nodes(c))] or list(prices)
         low = min((prices[n] for n in offering), default=None)
         high = max((prices[n] for n in offering), default=None)
@@ -134,11 +133,12 @@ class PriceBook:
         if not clusters:  # a fresh install before its clusters are recorded: the flavor's own price
             return Quote(priced(flavor, None, spot))
         request = PlacementRequest.shaped(spec, units, units_per_node or units, spot, selector,
-                                          distributed_training=distributed_training)
+                                          training_framework=training_framework)
         best = place(request, [ClusterOffer(name=c.name, state=c.state, nodes=tuple(recorded_nodes(c)),
                                             prices={flavor.name: prices[c.name]},
                                             spot_prices={flavor.name: prices[c.name]} if spot else {},
-                                            labels=dict(c.labels), training_api=c.effective_training_api)
+                                            labels=dict(c.labels), training_api=c.effective_training_api,
+                                            frameworks=c.frameworks)
                                for c in clusters]).best
         if best is None:
             return Quote(high, "", False, low, high)

@@ -18,8 +18,8 @@ The rules, in the order they apply:
    (:func:`cluster.capacity.serves`: it offers the flavor by :func:`cluster.capacity.offers`,
    the rule the Capacity page and the waiting reason use, and it is a spot node exactly when
    the work is spot) and has a price for the flavor. Distributed training goes only to a cluster whose
-   training API takes it (:func:`cluster.training.runs_distributed`: the PyTorchJob today; a cluster with
-   Trainer v2 only, or no training API, refuses it); single-node work needs none.
+   training API takes its framework (:func:`cluster.training.takes`: the v1 PyTorchJob takes pytorch, Trainer
+   v2 the frameworks its runtimes offer, a cluster with neither none); single-node work needs none.
 2. **Fit.** Each worker is one pod of ``units_per_node`` units on one node, so a cluster holds
    :func:`cluster.capacity.free_blocks` workers now; it fits when that is at least
    ``nodes_needed``.
@@ -62,7 +62,7 @@ from cluster.backends.base import NodeCapacity
 from cluster.capacity import clusters_capacity_reason, free_blocks, serves, withhold
 from cluster.reasons import Reason
 from cluster.specs import FlavorSpec
-from cluster.training import ASSUMED, refusal, runs_distributed
+from cluster.training import ASSUMED, V1_FRAMEWORKS, refusal, takes
 
 
 class ClusterState:
@@ -108,8 +108,10 @@ class ClusterOffer:
     prices: Mapping[str, Decimal] = field(default_factory=dict, hash=False)  # flavor name -> price per unit-hour
     spot_prices: Mapping[str, Decimal] = field(default_factory=dict, hash=False)  # the same for spot work
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
-    #: The training API it is taken to have (:func:`cluster.training.effective`; the caller resolves the override).
+    #: The training API it is taken to have (:func:`cluster.training.effective`; the caller resolves the override),
+    #: and the frameworks it offers (:func:`cluster.training.frameworks`).
     training_api: str = ASSUMED
+    frameworks: tuple[str, ...] = field(default=V1_FRAMEWORKS, hash=False)
 
 
 @dataclass(frozen=True)
@@ -122,8 +124,9 @@ class PlacementRequest:
     spot: bool = False
     cluster_selector: tuple[tuple[str, str], ...] = ()  # labels the cluster must carry, all of them
     previous: str = ""  # the cluster a re-placed workload waited on ("" for a first placement)
-    #: Distributed training (a run of several workers): only a cluster whose training API takes it (rule 1).
-    distributed_training: bool = False
+    #: The framework of distributed training (a run of several workers; "" for any other work): only a cluster
+    #: whose training API takes that framework (:func:`cluster.training.takes`, rule 1).
+    training_framework: str = ""
 
     def __post_init__(self) -> None:
         # Admission refuses such requests first (quotas.admission); here they would divide by zero.
@@ -134,13 +137,13 @@ class PlacementRequest:
     @classmethod
     def shaped(cls, flavor: FlavorSpec, units: int, units_per_node: int, spot: bool = False,
                selector: Mapping[str, str] | None = None, previous: str = "",
-               distributed_training: bool = False) -> PlacementRequest:
+               training_framework: str = "") -> PlacementRequest:
         """The request of work of ``units`` in workers of ``units_per_node``: what placement and
         the price quote (billing.pricing) both ask with, so a quote prices the cluster placement picks."""
         per_node = max(units_per_node, 1)
         return cls(flavor=flavor, units_per_node=per_node, nodes_needed=max(units // per_node, 1), spot=spot,
                    cluster_selector=tuple(sorted((selector or {}).items())), previous=previous,
-                   distributed_training=distributed_training)
+                   training_framework=training_framework)
 
 
 @dataclass(frozen=True)
@@ -308,8 +311,8 @@ def _rejection(request: PlacementRequest, offer: ClusterOffer, serving: list[Nod
     for key, value in request.cluster_selector:
         if offer.labels.get(key) != value:
             return Reason(Rejected.SELECTOR, f"does not match the cluster selector {key}={value}")
-    if request.distributed_training and not runs_distributed(offer.training_api):
-        return Reason(Rejected.TRAINING_API, refusal(offer.training_api))
+    if not takes(offer.training_api, offer.frameworks, request.training_framework):
+        return Reason(Rejected.TRAINING_API, refusal(offer.training_api, request.training_framework, offer.frameworks))
     if not serving:
         return Reason(Rejected.NO_FLAVOR, f"does not offer {flavor}{' on spot nodes' if request.spot else ''}")
     if flavor not in offer.prices:

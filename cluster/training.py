@@ -33,10 +33,25 @@ LABELS = {TRAINJOB: "Trainer v2 (TrainJob)", PYTORCHJOB: "Training Operator v1 (
 #: cluster before it asked. So an upgrade changes nothing until a cluster's first discovery says otherwise.
 ASSUMED = PYTORCHJOB
 
-#: The training APIs Slipway submits distributed training to today: the PyTorchJob only. A Trainer v2
-#: cluster joins when the TrainJob builder is wired to submission (issue 51, point 2); until then it
-#: takes single-node work only (a plain Job needs no training API at all).
-DISTRIBUTED_APIS = (PYTORCHJOB,)
+#: The training APIs Slipway submits distributed training to: the v1 PyTorchJob and Trainer v2's TrainJob.
+DISTRIBUTED_APIS = (PYTORCHJOB, TRAINJOB)
+
+#: The frameworks a run's spec may name (``framework``; docs/training.md "Frameworks"), in the order forms list
+#: them: PyTorch (``torchrun``), DeepSpeed, JAX, MPI (TensorFlow/Horovod style) and XGBoost.
+PYTORCH = "pytorch"
+FRAMEWORKS = (PYTORCH, "deepspeed", "jax", "mpi", "xgboost")
+#: What a run that names none runs: what every distributed run was before frameworks.
+DEFAULT_FRAMEWORK = PYTORCH
+#: The ClusterTrainingRuntimes Slipway ships (deploy/training-runtimes/) are named this, then the framework:
+#: ``slipway-pytorch`` …; a cluster's runtime of that name wins over any other of the framework (:func:`runtime_for`).
+RUNTIME_PREFIX = "slipway-"
+#: The JobSet replicated jobs of a runtime that run the trainer, per framework (the rest: ``node``). An MPI
+#: runtime (MPI, DeepSpeed) runs its launcher as node 0 (``runLauncherAsNode``), so it has both; the TrainJob
+#: builder patches each (labels, volumes, secret env) and Slipway's runtimes are built with these names.
+TRAINER_JOBS = {"mpi": ("launcher", "node"), "deepspeed": ("launcher", "node")}
+NODE_JOB = "node"
+#: The trainer container's name in every replicated job of a runtime (upstream's runtimes name it so too).
+TRAINER_CONTAINER = "node"
 
 #: Where discovery looks: the group version and resource of each API (``GET /apis/<group version>``).
 TRAINJOB_API = ("trainer.kubeflow.org/v1alpha1", "trainjobs")
@@ -119,29 +134,69 @@ def frameworks(api: str, runtimes: Iterable[Runtime] = ()) -> tuple[str, ...]:
 
 
 def runs_distributed(api: str) -> bool:
-    """Whether a cluster of ``api`` takes distributed training now (:data:`DISTRIBUTED_APIS`)."""
+    """Whether a cluster of ``api`` takes distributed training of some framework (:data:`DISTRIBUTED_APIS`)."""
     return api in DISTRIBUTED_APIS
 
 
-def refusal(api: str) -> str:
-    """Why a cluster of ``api`` takes no distributed training, in words ("" when it does)."""
-    if runs_distributed(api):
+def takes(api: str, offered: Iterable[str], framework: str) -> bool:
+    """Whether a cluster of ``api`` offering the frameworks ``offered`` (:func:`frameworks`) takes work of
+    ``framework``: "" is work that is no distributed training (a plain Job, an endpoint …), which needs no
+    training API; else the cluster's API must take distributed training and offer the framework.
+    The one rule placement, the price quote, admission's wait and a submission's field error ask."""
+    return not framework or (runs_distributed(api) and framework in tuple(offered))
+
+
+def trainer_jobs(framework: str) -> tuple[str, ...]:
+    """The replicated jobs of ``framework``'s runtime that run the trainer (:data:`TRAINER_JOBS`)."""
+    return TRAINER_JOBS.get(framework, (NODE_JOB,))
+
+
+def runtime_for(runtimes: Iterable[Runtime], framework: str) -> str:
+    """The ClusterTrainingRuntime a TrainJob of ``framework`` refers to on a cluster offering ``runtimes``:
+    Slipway's own (``slipway-<framework>``) when the cluster has it, else the first by name of the framework's,
+    else Slipway's name (what the manifest of work not placed yet shows: the runtime deploy/ ships)."""
+    of = sorted(r.name for r in runtimes if r.framework == framework)
+    own = f"{RUNTIME_PREFIX}{framework}"
+    return own if own in of or not of else of[0]
+
+
+def refusal(api: str, framework: str = PYTORCH, offered: Iterable[str] = ()) -> str:
+    """Why a cluster of ``api`` offering ``offered`` takes no distributed training of ``framework``, in words
+    ("" when it does)."""
+    if takes(api, offered, framework):
         return ""
+    if api == PYTORCHJOB:
+        return f"has the v1 Training Operator (PyTorchJob), which runs pytorch only, not {framework}"
     if api == TRAINJOB:
-        return "has Trainer v2 (TrainJob), which Slipway does not submit distributed training to yet"
+        return f"has Trainer v2 (TrainJob) with no runtime for {framework}"
     return "has no training API (neither Trainer v2's TrainJob nor the v1 PyTorchJob)"
 
 
-def distributed_refusal(selected: Mapping[str, str], every: Mapping[str, str]) -> str:
-    """Why distributed training can go to no cluster of ``selected`` (name → effective API: those its cluster
-    selector leaves it), naming the clusters of ``every`` (all of them) that take it; "" when one of
-    ``selected`` does. What a submission's field error says: such work could never be placed."""
-    if not selected or any(runs_distributed(api) for api in selected.values()):
+@dataclass(frozen=True)
+class ClusterTraining:
+    """What a cluster is taken to have for training: its effective API and the frameworks it offers."""
+
+    api: str = ASSUMED
+    frameworks: tuple[str, ...] = V1_FRAMEWORKS
+
+    def takes(self, framework: str) -> bool:
+        return takes(self.api, self.frameworks, framework)
+
+    def refusal(self, framework: str) -> str:
+        return refusal(self.api, framework, self.frameworks)
+
+
+def distributed_refusal(selected: Mapping[str, ClusterTraining], every: Mapping[str, ClusterTraining],
+                        framework: str = PYTORCH) -> str:
+    """Why distributed training of ``framework`` can go to no cluster of ``selected`` (name → what it has: those
+    its cluster selector leaves it), naming the clusters of ``every`` (all of them) that take it; "" when one
+    of ``selected`` does. What a submission's field error says: such work could never be placed."""
+    if not selected or any(c.takes(framework) for c in selected.values()):
         return ""  # no cluster carries its selector's labels: the selector's own field error says so
-    able = sorted(name for name, api in every.items() if runs_distributed(api))
-    why = "; ".join(f"{name} {refusal(api)}" for name, api in sorted(selected.items()))
+    able = sorted(name for name, c in every.items() if c.takes(framework))
+    why = "; ".join(f"{name} {c.refusal(framework)}" for name, c in sorted(selected.items()))
     if not able:
-        return f"No cluster takes distributed training now: {why}."
+        return f"No cluster takes distributed {framework} training now: {why}."
     takers = f"{able[0]} takes" if len(able) == 1 else f"{', '.join(able[:-1])} and {able[-1]} take"
     them = "it" if len(able) == 1 else "them"
-    return f"Only {takers} distributed training, and the cluster selector leaves {them} out: {why}."
+    return f"Only {takers} distributed {framework} training, and the cluster selector leaves {them} out: {why}."

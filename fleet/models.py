@@ -30,7 +30,7 @@ from cluster.nvidia import (
 )
 from cluster.placement import PLACEABLE_STATES
 from cluster.specs import ISOLATION, REPLICATED_SHARINGS, SHARING_NONE, FlavorSpec
-from cluster.training import Runtime, effective, frameworks
+from cluster.training import ClusterTraining, Runtime, effective, frameworks
 from core.money import MONEY
 from fleet.constants import MAX_REPLICAS, SHARED_RESOURCE_NAMES, Health, Sharing, State, TrainingApi
 
@@ -113,6 +113,11 @@ class Cluster(models.Model):
     def frameworks(self) -> tuple[str, ...]:
         """The frameworks it offers (:func:`cluster.training.frameworks` of its effective API and runtimes)."""
         return frameworks(self.effective_training_api, self.runtimes)
+
+    @property
+    def training(self) -> ClusterTraining:
+        """Its effective training API and frameworks, as the rules of :mod:`cluster.training` take them."""
+        return ClusterTraining(self.effective_training_api, self.frameworks)
 
 
 FLAVOR_NAME = RegexValidator(

@@ -21,7 +21,7 @@ import core.backend
 from cluster.backends.base import ClusterBackend, NodeCapacity
 from cluster.errors import ClusterError
 from cluster.placement import ClusterOffer
-from cluster.training import distributed_refusal
+from cluster.training import PYTORCH, distributed_refusal
 from fleet.constants import Health
 from fleet.models import Cluster
 from teams.models import AuditEvent
@@ -131,7 +131,7 @@ def recorded_offers() -> list[ClusterOffer]:
     One query; no cluster is called, so a slow or lost one never slows a submission. A fresh install
     whose clusters are not created yet (:func:`clusters`) has none that takes no new work: none."""
     return [ClusterOffer(name=c.name, state=c.state, nodes=tuple(recorded_nodes(c)), labels=dict(c.labels),
-                         training_api=c.effective_training_api)
+                         training_api=c.effective_training_api, frameworks=c.frameworks)
             for c in Cluster.objects.all()]
 
 
@@ -179,14 +179,14 @@ def set_training_override(cluster: Cluster, override: str, actor) -> Cluster:
     return cluster
 
 
-def distributed_training_refusal(selector: dict | None = None) -> str:
-    """Why distributed training whose cluster selector is ``selector`` could go to no cluster, as the clusters are
-    taken to be now (:func:`cluster.training.distributed_refusal`: it names those that take it); "" when one
-    may. A submission's field error: such work could never be placed."""
+def distributed_training_refusal(selector: dict | None = None, framework: str = PYTORCH) -> str:
+    """Why distributed training of ``framework`` whose cluster selector is ``selector`` could go to no cluster, as
+    the clusters are taken to be now (:func:`cluster.training.distributed_refusal`: it names those that take it);
+    "" when one may. A submission's field error: such work could never be placed."""
     every = clusters()
     wanted = (selector or {}).items()
-    return distributed_refusal({c.name: c.effective_training_api for c in every if wanted <= c.labels.items()},
-                               {c.name: c.effective_training_api for c in every})
+    return distributed_refusal({c.name: c.training for c in every if wanted <= c.labels.items()},
+                               {c.name: c.training for c in every}, framework)
 
 
 #: A cluster's fields that decide what code the portal runs to reach it: the backend's dotted path is

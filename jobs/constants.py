@@ -33,6 +33,7 @@ class RunResourceKind(models.TextChoices):
 
     JOB = "Job", "Job"
     PYTORCHJOB = "PyTorchJob", "PyTorchJob"
+    TRAINJOB = "TrainJob", "TrainJob"
 
 
 # Bounds of the submitted fields (docs/api.md "Training runs").

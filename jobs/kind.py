@@ -15,6 +15,7 @@ import core.backend
 from cluster.backends.base import ObservedWorkload, ResourceKind
 from cluster.specs import VolumeSpec
 from cluster.status import WorkloadStatus
+from cluster.training import runtime_for
 from jobs import checkpoints, metrics, services, trials
 from jobs.checkpoint_contract import provided_claim_name
 from jobs.constants import AUDIT_ACTIONS, RunState
@@ -99,6 +100,9 @@ def training_spec(run: TrainingRun) -> TrainingSpec:
         spot=run.spot,
         volumes=tuple(VolumeSpec(v["claim"], v["mount_path"], bool(v.get("read_only"))) for v in run.volumes),
         checkpoint=checkpoint_spec(run),
+        framework=run.framework,
+        training_api=run.training_api,
+        runtime=runtime_for(run.cluster.runtimes if run.cluster_id else (), run.framework),
     )
 
 
@@ -124,11 +128,13 @@ class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates,
         pruned=RunState.PRUNED,
         resumes="resumes",
     )
-    # A single-node run is a Job, a distributed one a PyTorchJob (Kubeflow's training operator).
+    # A single-node run is a Job, a distributed one a PyTorchJob (Kubeflow's v1 training operator) or a TrainJob
+    # (Kubeflow Trainer v2), as its cluster has (docs/training.md).
     # A run with the checkpoint contract may have its checkpoint claim (kept across attempts), observed so
     # that the cycle deletes it once the run has ended, however it ended (workloads.cycle.leftovers.delete_kept).
     resources = (ResourceKind("batch", "v1", "Job", "jobs", observed=True, deleted=True),
                  ResourceKind("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", observed=True, deleted=True),
+                 ResourceKind("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs", observed=True, deleted=True),
                  ResourceKind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", observed=True,
                               deleted=True, kept_across_attempts=True))
     # preemption_grace reads the checkpoint every cycle; the price of a run's unit-hour, when an hour turns,

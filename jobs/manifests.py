@@ -1,4 +1,6 @@
-"""Training runs: a ``batch/v1 Job`` on one node, a ``kubeflow.org/v1 PyTorchJob`` across nodes."""
+"""Training runs: a ``batch/v1 Job`` on one node; across nodes a ``kubeflow.org/v1 PyTorchJob`` on a cluster with
+the v1 Training Operator, a ``trainer.kubeflow.org/v1alpha1 TrainJob`` on a cluster with Kubeflow Trainer v2
+(docs/training.md). Which one is the spec's ``training_api``: the API of the cluster the run lands on."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from cluster.manifests.common import (
 )
 from cluster.manifests.secrets import secret_env_refs
 from cluster.specs import SHARING_MPS, ClusterConfig
+from cluster.training import PYTORCH, TRAINER_CONTAINER, TRAINJOB, TRAINJOB_API, trainer_jobs
 from jobs.checkpoint_contract import build_checkpoint_claim, contract_env, contract_volumes
 from jobs.specs import TrainingSpec
 
@@ -45,34 +48,50 @@ def _shm_gb(spec: TrainingSpec) -> float:
 
 
 def _pod_template(spec: TrainingSpec, config: ClusterConfig, *, container: Manifest, restart_policy: str) -> Manifest:
-    pvc_volumes, mounts = volume_entries(spec.volumes)
-    if spec.checkpoint is not None:
-        contract_vols, contract_mounts = contract_volumes(spec.checkpoint)
-        pvc_volumes, mounts = [*pvc_volumes, *contract_vols], [*mounts, *contract_mounts]
-        container["env"] = [*container.get("env", []), *contract_env(spec.object_name, spec.checkpoint)]
-    # An MPS pod's /dev/shm is the MPS daemon's: the device plugin mounts the node's MPS shm
-    # directory there (its clients talk to the daemon through it), and a volume of ours on the
-    # same path would hide one of the two mounts.
-    shm = spec.flavor.sharing != SHARING_MPS
-    container["volumeMounts"] = [{"name": "dshm", "mountPath": SHM_PATH}, *mounts] if shm else mounts
+    """The pod template of the run's Job or PyTorchJob replicas around ``container`` (completed here: the
+    contract's env, the mounts, resources and security)."""
+    volumes, mounts, env = _pod_storage(spec)
+    container["env"] = [*container.get("env", []), *env]
+    if not container["env"]:
+        del container["env"]
+    container["volumeMounts"] = mounts
     container["resources"] = resources(spec.flavor, spec.gpus_per_worker, spec.cpu, spec.memory_gb)
     container["securityContext"] = container_security(config)
-    meta = metadata("", None, spec.team, spec.object_name)
-    del meta["name"]  # pod templates are named by their controller
-    meta["labels"] = pod_labels(spec.flavor, spec.team, spec.object_name)
     pod = pod_spec(
         container=container,
         flavor=spec.flavor,
         config=config,
         restart_policy=restart_policy,
-        volumes=[shm_volume(_shm_gb(spec)), *pvc_volumes] if shm else pvc_volumes,
+        volumes=volumes,
         team=spec.team,
         spot=spec.spot,
     )
     if spec.checkpoint is not None:
         # SIGTERM, then this long to save before SIGKILL (a preemption deletes with the same grace).
         pod["terminationGracePeriodSeconds"] = spec.checkpoint.grace_seconds
-    return {"metadata": meta, "spec": pod}
+    return {"metadata": _pod_metadata(spec), "spec": pod}
+
+
+def _pod_metadata(spec: TrainingSpec) -> Manifest:
+    """A pod template's metadata: the workload's labels (pod templates are named by their controller)."""
+    return {"labels": pod_labels(spec.flavor, spec.team, spec.object_name)}
+
+
+def _pod_storage(spec: TrainingSpec) -> tuple[list[Manifest], list[Manifest], list[Manifest]]:
+    """The run's pod volumes, its container's mounts and the env the checkpoint contract adds (one rule for
+    every controller: the Job, the PyTorchJob's replicas and the TrainJob's nodes)."""
+    volumes, mounts = volume_entries(spec.volumes)
+    env: list[Manifest] = []
+    if spec.checkpoint is not None:
+        contract_vols, contract_mounts = contract_volumes(spec.checkpoint)
+        volumes, mounts = [*volumes, *contract_vols], [*mounts, *contract_mounts]
+        env = contract_env(spec.object_name, spec.checkpoint)
+    # An MPS pod's /dev/shm is the MPS daemon's: the device plugin mounts the node's MPS shm
+    # directory there (its clients talk to the daemon through it), and a volume of ours on the
+    # same path would hide one of the two mounts.
+    if spec.flavor.sharing != SHARING_MPS:
+        volumes, mounts = [shm_volume(_shm_gb(spec)), *volumes], [{"name": "dshm", "mountPath": SHM_PATH}, *mounts]
+    return volumes, mounts, env
 
 
 def build_job(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
@@ -165,13 +184,71 @@ def build_pytorchjob(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
     }
 
 
+#: Who writes the TrainJob's runtime patch (its ``manager``, the key the patches are merged by).
+PATCH_MANAGER = "slipway.dev/portal"
+
+
+def build_trainjob(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
+    """Distributed training as a Trainer v2 TrainJob on the cluster's runtime for the run's framework.
+
+    The trainer (image, command, env, nodes, resources per node) is the TrainJob's own; what the CRD does
+    not let a trainer say — secret env, the checkpoint contract's env and volumes, dshm, node selector,
+    tolerations, affinity, security, the grace period and the labels the portal observes pods by — goes
+    through ``runtimePatches`` to every replicated job that runs the trainer (:func:`cluster.training.trainer_jobs`).
+    Gang scheduling is the runtime's (its ``podGroupPolicy``: deploy/training-runtimes/), as are the
+    restarts (its JobSet's ``failurePolicy``): a TrainJob cannot set either.
+    """
+    trainer: Manifest = {"image": spec.image}
+    trainer["command"] = _torchrun_command(spec) if spec.framework == PYTORCH else list(spec.command)
+    if spec.args:
+        trainer["args"] = list(spec.args)
+    trainer["env"] = env_list(NCCL_ENV + spec.env)
+    trainer["numNodes"] = spec.workers
+    if spec.framework in (PYTORCH, "mpi", "deepspeed"):
+        trainer["numProcPerNode"] = spec.gpus_per_worker  # a process (an MPI slot) per GPU
+    trainer["resourcesPerNode"] = resources(spec.flavor, spec.gpus_per_worker, spec.cpu, spec.memory_gb)
+    volumes, mounts, contract = _pod_storage(spec)
+    container: Manifest = {"name": TRAINER_CONTAINER}
+    env = secret_env_refs(spec.object_name, spec.secret_env) + contract
+    if env:
+        container["env"] = env
+    container["volumeMounts"] = mounts
+    container["securityContext"] = container_security(config)
+    pod = pod_spec(container=container, flavor=spec.flavor, config=config, restart_policy="", volumes=volumes,
+                   team=spec.team, spot=spec.spot)
+    for unpatchable in ("restartPolicy", "automountServiceAccountToken", "enableServiceLinks"):
+        del pod[unpatchable]  # the runtime's template sets them (deploy/training-runtimes/)
+    if spec.checkpoint is not None:
+        pod["terminationGracePeriodSeconds"] = spec.checkpoint.grace_seconds
+    meta = metadata(spec.object_name, spec.namespace, spec.team, spec.object_name, spec.name)
+    jobs = [{"name": name, "template": {"metadata": {"labels": dict(meta["labels"])},
+                                        "spec": {"template": {"metadata": _pod_metadata(spec), "spec": pod}}}}
+            for name in trainer_jobs(spec.framework)]
+    body: Manifest = {
+        "runtimeRef": {"apiGroup": TRAINJOB_API[0].split("/")[0], "kind": "ClusterTrainingRuntime",
+                       "name": spec.runtime},
+        "trainer": trainer,
+        "runtimePatches": [{"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {
+            "metadata": {"labels": dict(meta["labels"])}, "spec": {"replicatedJobs": jobs}}}}],
+    }
+    if spec.max_runtime_minutes:
+        body["activeDeadlineSeconds"] = spec.max_runtime_minutes * 60
+    return {"apiVersion": TRAINJOB_API[0], "kind": "TrainJob", "metadata": meta, "spec": body}
+
+
 def build_training(spec: TrainingSpec, config: ClusterConfig) -> list[Manifest]:
-    """One Job when ``workers == 1``, else one PyTorchJob; named ``spec.object_name``.
+    """One Job when ``workers == 1``, else one TrainJob on a Trainer v2 cluster (``spec.training_api``), else
+    one PyTorchJob; named ``spec.object_name``.
 
     With the checkpoint contract and no claim of the team's, the claim Slipway provides follows
     it: an apply stops at the first object the API server refuses, so a refused run leaves no
     claim behind (its pods wait the moment until the claim exists).
     """
     claim = build_checkpoint_claim(spec)
-    main = build_job(spec, config) if spec.workers <= 1 else build_pytorchjob(spec, config)
+    if spec.workers <= 1:
+        main = build_job(spec, config)
+    elif spec.training_api == TRAINJOB:
+        main = build_trainjob(spec, config)
+    else:
+        main = build_pytorchjob(spec, config)
     return [main] if claim is None else [main, claim]

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from cluster.training import ASSUMED, DEFAULT_FRAMEWORK, FRAMEWORKS, TRAINJOB, V1_FRAMEWORKS
 from core.priority import Priority
 from jobs.constants import ACTIVE_STATES, FINAL_STATES, HOLDING_STATES, REF_PREFIX, RunResourceKind, RunState
 from workloads.models import Workload, detail_link
@@ -36,6 +37,8 @@ class TrainingRun(Workload):
     env = models.JSONField(default=dict, blank=True)
     gpus_per_worker = models.PositiveIntegerField(default=1)
     workers = models.PositiveIntegerField(default=1)
+    #: What its distributed training runs (:data:`cluster.training.FRAMEWORKS`; docs/training.md "Frameworks").
+    framework = models.CharField(max_length=20, choices=[(f, f) for f in FRAMEWORKS], default=DEFAULT_FRAMEWORK)
     cpu = models.FloatField(null=True, blank=True)
     memory_gb = models.FloatField(null=True, blank=True)
     shm_gb = models.FloatField(null=True, blank=True)
@@ -76,8 +79,21 @@ class TrainingRun(Workload):
 
     @property
     def resource_kind(self) -> str:
-        """The resource kind of its main object: ``Job`` for one worker, ``PyTorchJob`` for several."""
-        return RunResourceKind.JOB if self.workers == 1 else RunResourceKind.PYTORCHJOB
+        """The resource kind of its main object: ``Job`` for one worker; for several, ``TrainJob`` on a Trainer v2
+        cluster, else ``PyTorchJob`` (:attr:`training_api`)."""
+        if self.workers == 1:
+            return RunResourceKind.JOB
+        return RunResourceKind.TRAINJOB if self.training_api == TRAINJOB else RunResourceKind.PYTORCHJOB
+
+    @property
+    def training_api(self) -> str:
+        """The training API its distributed training goes to: its cluster's (:func:`cluster.training.effective`);
+        not placed yet, Trainer v2 for a framework only Trainer v2 runs, else the v1 PyTorchJob (what Slipway
+        assumes of a cluster until discovery says: :data:`cluster.training.ASSUMED`). What its manifest shows
+        until placement decides (docs/training.md "Which object a run is")."""
+        if self.cluster_id is not None:
+            return self.cluster.effective_training_api
+        return TRAINJOB if self.framework not in V1_FRAMEWORKS else ASSUMED
 
     @property
     def has_checkpoint_contract(self) -> bool:
@@ -100,9 +116,10 @@ class TrainingRun(Workload):
         return self.total_units, self.gpus_per_worker
 
     @property
-    def distributed_training(self) -> bool:
-        """Several workers are a PyTorchJob, which only a cluster with its training API runs (docs/training.md)."""
-        return self.resource_kind == RunResourceKind.PYTORCHJOB
+    def training_framework(self) -> str:
+        """Several workers are distributed training, which only a cluster whose training API takes the run's framework
+        runs (docs/training.md); one worker is a plain Job, which needs none."""
+        return self.framework if self.workers > 1 else ""
 
     @property
     def estimated_cost_per_hour(self) -> Decimal:

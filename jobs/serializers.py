@@ -9,6 +9,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from cluster.training import DEFAULT_FRAMEWORK, FRAMEWORKS
 from core.priority import Priority
 from jobs import constants as c
 from jobs.models import TrainingRun
@@ -125,7 +126,12 @@ class RunCreateSerializer(serializers.Serializer):
         min_value=1, max_value=MAX_UNITS_PER_NODE, default=1,
         help_text="Units of the flavor per worker: whole GPUs, or MIG slices or shared-GPU replicas for such a flavor.")
     workers = serializers.IntegerField(min_value=1, max_value=c.MAX_WORKERS, default=1,
-                                       help_text="1 ⇒ Job; more ⇒ PyTorchJob (1 Master + workers−1 Worker).")
+                                       help_text="1 ⇒ Job; more ⇒ distributed training: a TrainJob on a Trainer v2 "
+                                                 "cluster, a PyTorchJob (1 Master + workers−1 Worker) on a v1 one.")
+    framework = serializers.ChoiceField(
+        choices=FRAMEWORKS, default=DEFAULT_FRAMEWORK,
+        help_text="What its distributed training runs (docs/training.md): pytorch on any cluster with a training "
+                  "API; the others where a Trainer v2 cluster has a runtime for them (GET /clusters/ frameworks).")
     cpu = serializers.FloatField(min_value=0.001, max_value=c.MAX_CPU, required=False)
     memory_gb = serializers.FloatField(min_value=0.001, max_value=c.MAX_MEMORY_GB, required=False)
     shm_gb = serializers.FloatField(min_value=0.001, max_value=c.MAX_SHM_GB, required=False,
@@ -153,8 +159,8 @@ class RunSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields, Secr
     team = serializers.CharField(source="team.slug")
     flavor = serializers.CharField(source="flavor.name")
     created_by = serializers.CharField(source="created_by.username")
-    resource_kind = serializers.CharField(help_text="The resource kind of its main object: Job (one worker) or "
-                                                    "PyTorchJob (several).")
+    resource_kind = serializers.CharField(help_text="The resource kind of its main object: Job (one worker); for "
+                                                    "several, TrainJob on a Trainer v2 cluster, else PyTorchJob.")
     object_name = serializers.CharField(help_text="The name of its Kubernetes objects (\"run-42\").")
     namespace = serializers.CharField()
     estimated_cost_per_hour = PriceField(units="total_units")
@@ -173,7 +179,7 @@ class RunSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields, Secr
             "estimated_start_earliest", "estimated_start_latest", "start_estimate", "borrowed_units", "reservation", "preemptible", "preemptions", "last_preempted_at",
             "cost_to_date", "estimated_cost_per_hour", "estimated_total_cost", "idle_gpu_hours", "idle_cost",
             "idle_since", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers",
-            "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",
+            "framework", "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",
             "checkpoint", "last_checkpoint", "attempt", "cluster", "placement_reason", "cluster_selector",
             "price_per_hour", "currency", "gpu_memory_gb", "progress", "gpu_utilization", "gpu_memory_used_gb",
             "gpu_memory_total_gb",

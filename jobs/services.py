@@ -24,6 +24,7 @@ from django.utils import timezone
 
 import fleet.services as fleet
 from billing.pricing import quote
+from cluster.training import DEFAULT_FRAMEWORK
 from fleet.models import GpuFlavor
 from jobs import checkpoints
 from jobs.checkpoint_contract import RUN_TOKEN_ENV
@@ -91,16 +92,18 @@ def _flavor_errors(request: RunRequest, flavor: GpuFlavor) -> dict[str, list[str
 
 
 def _training_errors(request: RunRequest) -> dict[str, list[str]]:
-    """Several workers are distributed training (a PyTorchJob): a field error on ``workers`` when no cluster its
-    selector leaves it takes that (:func:`fleet.services.distributed_training_refusal`, naming those that do),
-    since it could never be placed. Submission and the preview ask it alike."""
+    """Several workers are distributed training of the run's framework (a PyTorchJob or a TrainJob): a field error
+    when no cluster its selector leaves it takes that (:func:`fleet.services.distributed_training_refusal`, naming
+    those that do), since it could never be placed — on ``framework`` when it names one other than the default
+    (the clusters lack that framework), else on ``workers``. Submission and the preview ask it alike."""
     if request.workers < 2:
         return {}
-    words = fleet.distributed_training_refusal(dict(request.cluster_selector))
+    words = fleet.distributed_training_refusal(dict(request.cluster_selector), request.framework)
     if not words:
         return {}
-    return {"workers": [f"{words} A run of {request.workers} workers is distributed training; one worker needs "
-                        "no training API."]}
+    field = "workers" if request.framework == DEFAULT_FRAMEWORK else "framework"
+    return {field: [f"{words} A run of {request.workers} workers is distributed training; one worker needs "
+                    "no training API."]}
 
 
 def _check_team_facts(team: Team, request: RunRequest) -> GpuFlavor:
@@ -194,7 +197,7 @@ def preview_run(team: Team, data: dict, *, strict: bool = False) -> Preview:
         # Priced as the run's own request will be (jobs.kind): the one price (billing.pricing) of its
         # shape, per hour, and in all with a limit.
         price = quote(flavor, request.spot, units=quota_request.units, units_per_node=quota_request.units_per_node,
-                      selector=dict(request.cluster_selector), distributed_training=request.workers > 1)
+                      selector=dict(request.cluster_selector), training_framework=request.framework if request.workers > 1 else "")
         rate = price.per_hour(quota_request.units)
         total = rate * request.max_runtime_minutes / 60 if request.max_runtime_minutes else None
         quota_request = dataclasses.replace(quota_request, cost_per_hour=rate, estimated_cost=total)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cluster.specs import FlavorSpec, VolumeSpec
+from cluster.training import DEFAULT_FRAMEWORK, PYTORCHJOB
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,8 @@ class CheckpointSpec:
 
 @dataclass(frozen=True)
 class TrainingSpec:
-    """A training run: a Job when ``workers == 1``, a PyTorchJob otherwise."""
+    """A training run: a Job when ``workers == 1``; otherwise a TrainJob on a cluster whose ``training_api`` is
+    Trainer v2's (referring to its ``runtime`` for the ``framework``), else a PyTorchJob."""
 
     object_name: str  # "run-42": the object name and the slipway.dev/workload label value
     team: str  # team slug
@@ -62,3 +64,9 @@ class TrainingSpec:
     volumes: tuple[VolumeSpec, ...] = ()
     #: The checkpoint contract, when the run opted in (None: pods exactly as without it).
     checkpoint: CheckpointSpec | None = None
+    #: What its distributed training runs (:data:`cluster.training.FRAMEWORKS`).
+    framework: str = DEFAULT_FRAMEWORK
+    #: The training API of the cluster it lands on (:data:`cluster.training.TRAINING_APIS`), and there the
+    #: ClusterTrainingRuntime for its framework (:func:`cluster.training.runtime_for`; TrainJob only).
+    training_api: str = PYTORCHJOB
+    runtime: str = ""

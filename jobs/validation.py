@@ -18,6 +18,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from cluster.training import DEFAULT_FRAMEWORK, FRAMEWORKS
 from core.priority import Priority
 from jobs import constants as c
 from jobs.checkpoint_contract import CHECKPOINT_DIR, CONTRACT_ENV
@@ -61,6 +62,7 @@ class RunRequest:
     secret_env: tuple[tuple[str, str], ...] = ()
     gpus_per_worker: int = 1
     workers: int = 1
+    framework: str = DEFAULT_FRAMEWORK
     cpu: float | None = None
     memory_gb: float | None = None
     shm_gb: float | None = None
@@ -79,6 +81,7 @@ class RunRequest:
         return {
             "name": self.name, "image": self.image, "command": list(self.command), "args": list(self.args),
             "env": dict(self.env), "gpus_per_worker": self.gpus_per_worker, "workers": self.workers,
+            "framework": self.framework,
             "cpu": self.cpu, "memory_gb": self.memory_gb, "shm_gb": self.shm_gb, "max_retries": self.max_retries,
             "max_runtime_minutes": self.max_runtime_minutes, "priority": self.priority, "spot": self.spot,
             "volumes": [{"claim": v.claim, "mount_path": v.mount_path, "read_only": v.read_only} for v in self.volumes],
@@ -90,7 +93,7 @@ class RunRequest:
 KNOWN_FIELDS = {
     "team", "name", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers", "cpu",
     "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes", "checkpoint",
-    "cluster_selector", "gpu_memory_gb",
+    "cluster_selector", "gpu_memory_gb", "framework",
 }
 
 
@@ -152,6 +155,11 @@ def parse_run_request(data: Mapping[str, Any]) -> RunRequest:
     flavor = col.string("flavor", max_length=40)
     gpus = col.integer("gpus_per_worker", 1, 1, MAX_UNITS_PER_NODE)
     workers = col.integer("workers", 1, 1, c.MAX_WORKERS)
+    framework = data.get("framework")
+    if framework is None or framework == "":
+        framework = DEFAULT_FRAMEWORK
+    elif not isinstance(framework, str) or framework not in FRAMEWORKS:
+        col.add("framework", f"Must be one of: {', '.join(FRAMEWORKS)}.")
     # Lower bounds: what the manifests can express (1 millicore, 1 MiB), not "0".
     cpu = col.number("cpu", 0.001, c.MAX_CPU)
     memory_gb = col.number("memory_gb", 0.001, c.MAX_MEMORY_GB)
@@ -177,7 +185,7 @@ def parse_run_request(data: Mapping[str, Any]) -> RunRequest:
         raise ValidationError(col.errors)
     return RunRequest(
         name=name, image=image, command=command, flavor=flavor, args=args, env=env, secret_env=secret_env,
-        gpus_per_worker=gpus or 1, workers=workers or 1, cpu=cpu, memory_gb=memory_gb, shm_gb=shm_gb,
+        gpus_per_worker=gpus or 1, workers=workers or 1, framework=str(framework), cpu=cpu, memory_gb=memory_gb, shm_gb=shm_gb,
         max_retries=max_retries if max_retries is not None else 2, max_runtime_minutes=max_runtime,
         priority=str(priority), spot=spot, volumes=volumes, checkpoint=checkpoint,
         cluster_selector=tuple(sorted(selector.items())), gpu_memory_gb=gpu_memory_gb,

@@ -196,7 +196,7 @@ class WorkloadQuerySet(models.QuerySet):
 
     def for_list(self) -> WorkloadQuerySet:
         """What list pages and the list API need, in a constant number of queries."""
-        return self.select_related("team", "flavor", "created_by").with_segments().order_by("-created_at", "-pk")
+        return self.select_related("team", "flavor", "created_by", "cluster").with_segments().order_by("-created_at", "-pk")
 
     def bulk_create(self, objs, batch_size: int | None = None, **options) -> list:
         """A kind's rows in bulk (the demo's history, the benchmarks' thousands): their rows of the one table
@@ -471,11 +471,11 @@ class Workload(models.Model):
         raise NotImplementedError
 
     @property
-    def distributed_training(self) -> bool:
-        """Whether the work is distributed training, which only a cluster whose training API takes it may run
-        (:func:`cluster.training.runs_distributed`): placement and the price quote ask with it, as with its
-        shape. A kind whose work is says so; no other work is."""
-        return False
+    def training_framework(self) -> str:
+        """The framework of its distributed training, which only a cluster whose training API takes that framework
+        may run (:func:`cluster.training.takes`); "" for work that is none: placement, admission's wait and the
+        price quote ask with it, as with its shape. A kind whose work is says so; no other work is."""
+        return ""
 
     def price_quote(self, book: PriceBook | None = None) -> Quote:
         """The price this workload shows — the one function its page, the lists, the API (and so the
@@ -497,7 +497,7 @@ class Workload(models.Model):
         units, per_node = self.placement_shape
         found = (book or PriceBook()).quote(self.flavor, self.spot, cluster_id=self.cluster_id, units=units,
                                             units_per_node=per_node, selector=self.cluster_selector,
-                                            distributed_training=self.distributed_training)
+                                            training_framework=self.training_framework)
         self._price_quote = (self.cluster_id, found)
         return found
 

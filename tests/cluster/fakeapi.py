@@ -77,6 +77,8 @@ class Fault:
     method: str | None = None
     path_contains: str = ""
     message: str = "injected fault"
+    #: Requests whose path contains this are left alone (a discovery fault that spares the observation's LISTs).
+    path_excludes: str | None = None
 
 
 @dataclass
@@ -229,7 +231,8 @@ class FakeKubeAPI:
     def _take_fault(self, method: str, path: str) -> Fault | None:
         with self._lock:
             for fault in self.faults:
-                if (fault.method in (None, method)) and fault.path_contains in path and fault.times > 0:
+                if ((fault.method in (None, method)) and fault.path_contains in path and fault.times > 0
+                        and not (fault.path_excludes and fault.path_excludes in path)):
                     fault.times -= 1
                     if fault.times == 0:
                         self.faults.remove(fault)

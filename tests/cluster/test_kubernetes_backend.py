@@ -175,7 +175,7 @@ def test_it_observes_with_a_constant_number_of_calls(backend: KubernetesBackend,
 
     small = calls_for(3)
     large = calls_for(120)
-    assert small == large == 7  # Jobs, PyTorchJobs, PersistentVolumeClaims, Deployments, ScaledObjects, HPAs, Pods
+    assert small == large == 8  # Jobs, PyTorchJobs, TrainJobs, PersistentVolumeClaims, Deployments, ScaledObjects, HPAs, Pods
 
 
 def test_it_reads_a_missing_crd_as_none_of_that_kind(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
@@ -344,7 +344,7 @@ def test_it_sends_every_request_through_the_limiter(kube_api: FakeKubeAPI) -> No
     backend.limiter.acquire = lambda: calls.append(1) or original()  # type: ignore[method-assign]
     backend.observe(RESOURCES)
     backend.capacity()
-    assert len(calls) == backend.request_count == len(kube_api.requests) == 9  # 7 for observe, 2 for capacity
+    assert len(calls) == backend.request_count == len(kube_api.requests) == 10  # 8 for observe, 2 for capacity
 
 
 def test_it_authenticates_with_the_kubeconfig_it_is_given(kube_api: FakeKubeAPI, tmp_path) -> None:

@@ -29,7 +29,7 @@ from cluster.placement import (
 )
 from cluster.reasons import Reason
 from cluster.specs import FlavorSpec
-from cluster.training import NONE, PYTORCHJOB, TRAINJOB, runs_distributed
+from cluster.training import NONE, PYTORCHJOB, TRAINJOB
 
 GPU, MIG = "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"
 A100_PRODUCT, H100_PRODUCT = "NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"
@@ -110,23 +110,25 @@ class TestTheCases:
         assert placed.rejected[0].reason.words == "does not match the cluster selector site=cloud"
         assert place(ask(1, cluster_selector=(("tier", "gold"),)), clusters).best.cluster == "onprem"
 
-    def test_distributed_training_goes_only_where_the_training_api_takes_it(self):
-        """docs/training.md: the PyTorchJob today; a Trainer v2 cluster and one without a training API refuse it
-        (with the one code, whatever the words), and single-node work is placed on them as on any."""
-        clusters = [replace(cluster("east", node("e0", 8), price="1.00"), training_api=NONE),
-                    replace(cluster("lab", node("l0", 8), price="1.50"), training_api=TRAINJOB),
+    def test_distributed_training_goes_only_where_the_training_api_takes_its_framework(self):
+        """docs/training.md: the v1 PyTorchJob takes pytorch, Trainer v2 the frameworks of its runtimes, a cluster
+        without a training API none (with the one code, whatever the words); single-node work goes anywhere."""
+        clusters = [replace(cluster("east", node("e0", 8), price="1.00"), training_api=NONE, frameworks=()),
+                    replace(cluster("lab", node("l0", 8), price="1.50"), training_api=TRAINJOB, frameworks=("jax",)),
                     cluster("west", node("w0", 8), price="3.00")]  # the default: what Slipway always assumed
-        placed = place(ask(2, workers=2, distributed_training=True), clusters)
+        placed = place(ask(2, workers=2, training_framework="pytorch"), clusters)
         assert placed.best.cluster == "west"
         assert rejections(placed) == {"east": Rejected.TRAINING_API, "lab": Rejected.TRAINING_API}
         words = {r.cluster: r.reason.words for r in placed.rejected}
         assert words["east"] == "has no training API (neither Trainer v2's TrainJob nor the v1 PyTorchJob)"
-        assert words["lab"] == "has Trainer v2 (TrainJob), which Slipway does not submit distributed training to yet"
+        assert words["lab"] == "has Trainer v2 (TrainJob) with no runtime for pytorch"
+        jax = place(ask(2, workers=2, training_framework="jax"), clusters)
+        assert jax.best.cluster == "lab" and rejections(jax)["west"] == Rejected.TRAINING_API
         assert place(ask(2, workers=2), clusters).best.cluster == "east"  # single-node work: the cheapest
-        nowhere = place(ask(2, workers=2, distributed_training=True), clusters[:2])
+        nowhere = place(ask(2, workers=2, training_framework="pytorch"), clusters[:2])
         assert nowhere.best is None and nowhere.reason.startswith("no cluster can take it: east: has no training API")
-        shaped = PlacementRequest.shaped(A100, 4, 2, distributed_training=True)
-        assert (shaped.nodes_needed, shaped.distributed_training) == (2, True)
+        shaped = PlacementRequest.shaped(A100, 4, 2, training_framework="mpi")
+        assert (shaped.nodes_needed, shaped.training_framework) == (2, "mpi")
 
     def test_a_cluster_that_does_not_offer_or_price_the_flavor_is_set_aside(self):
         mig_only = cluster("mig", node("m0", 7, 7, flavor=A100_MIG), price="0.10", flavor=A100_MIG)
@@ -278,7 +280,8 @@ def scenarios(draw) -> tuple[PlacementRequest, list[ClusterOffer]]:
     req = PlacementRequest(flavor=draw(COMMON_FLAVOR), units_per_node=draw(st.sampled_from((1, 1, 2, 4, 8))),
                            nodes_needed=draw(st.sampled_from((1, 1, 2, 3))), spot=draw(MOSTLY_NO),
                            cluster_selector=draw(st.sampled_from(((), (), (("site", "a"),)))),
-                           previous=draw(st.sampled_from(("", "", *NAMES))), distributed_training=draw(MOSTLY_NO))
+                           previous=draw(st.sampled_from(("", "", *NAMES))),
+                           training_framework=draw(st.sampled_from(("", "", "", "pytorch", "jax"))))
     names = draw(st.permutations(NAMES))[:draw(st.sampled_from((1, 2, 3, 3, 4, 6)))]
     states = st.sampled_from((ClusterState.READY, ClusterState.READY, ClusterState.READY, ClusterState.DEGRADED,
                               ClusterState.LOST, ClusterState.DRAINING))
@@ -289,7 +292,8 @@ def scenarios(draw) -> tuple[PlacementRequest, list[ClusterOffer]]:
         clusters.append(ClusterOffer(
             name=name, state=draw(states), nodes=tuple(draw(st.lists(nodes(), max_size=4)) + serving),
             prices=draw(prices()), spot_prices=draw(prices()), labels={"site": draw(st.sampled_from(("a", "a", "b")))},
-            training_api=draw(st.sampled_from((PYTORCHJOB, PYTORCHJOB, TRAINJOB, NONE)))))
+            training_api=draw(st.sampled_from((PYTORCHJOB, PYTORCHJOB, TRAINJOB, NONE))),
+            frameworks=draw(st.sampled_from(((), ("pytorch",), ("jax", "pytorch"), ("jax",))))))
     return req, clusters
 
 
@@ -297,7 +301,8 @@ def can_take(request: PlacementRequest, offer: ClusterOffer) -> bool:
     """The filter, read straight from the design: placeable, the selector, a training API for distributed training,
     a serving node, a price."""
     return (offer.state in PLACEABLE_STATES and all(offer.labels.get(k) == v for k, v in request.cluster_selector)
-            and (not request.distributed_training or runs_distributed(offer.training_api))
+            and (not request.training_framework or (offer.training_api in (PYTORCHJOB, TRAINJOB)
+                                                    and request.training_framework in offer.frameworks))
             and any(serves(n, request.flavor, request.spot) for n in offer.nodes)
             and request.flavor.name in offer.prices)
 

@@ -73,22 +73,39 @@ def test_frameworks_follow_the_api():
     assert training.frameworks(NONE, runtimes) == ()
 
 
-def test_only_the_pytorchjob_takes_distributed_training_until_the_trainjob_is_submitted():
-    assert training.runs_distributed(PYTORCHJOB)
-    assert not training.runs_distributed(TRAINJOB) and not training.runs_distributed(NONE)
-    assert training.refusal(PYTORCHJOB) == ""
-    assert "no training API" in training.refusal(NONE) and "Trainer v2" in training.refusal(TRAINJOB)
+def test_a_cluster_takes_the_frameworks_its_api_offers():
+    runtimes = (Runtime("slipway-pytorch", "pytorch"), Runtime("slipway-jax", "jax"))
+    v2 = training.ClusterTraining(TRAINJOB, training.frameworks(TRAINJOB, runtimes))
+    v1 = training.ClusterTraining(PYTORCHJOB, training.frameworks(PYTORCHJOB))
+    none = training.ClusterTraining(NONE, ())
+    assert v2.takes("pytorch") and v2.takes("jax") and not v2.takes("mpi")
+    assert v1.takes("pytorch") and not v1.takes("jax")
+    assert not none.takes("pytorch")
+    assert all(c.takes("") for c in (v1, v2, none))  # no distributed training: no training API needed
+    assert v1.refusal("pytorch") == "" and "pytorch only, not jax" in v1.refusal("jax")
+    assert "no runtime for mpi" in v2.refusal("mpi") and "no training API" in none.refusal("pytorch")
 
 
-def test_the_field_error_names_the_clusters_that_take_distributed_training():
-    every = {"east": NONE, "west": PYTORCHJOB, "south": TRAINJOB}
-    assert training.distributed_refusal(every, every) == ""  # west takes it
-    words = training.distributed_refusal({"east": NONE, "south": TRAINJOB}, every)
-    assert words.startswith("Only west takes distributed training")
-    assert "east has no training API" in words and "south has Trainer v2" in words
-    none = {"east": NONE, "south": TRAINJOB}
-    assert training.distributed_refusal(none, none).startswith("No cluster takes distributed training now: east has")
-    assert training.distributed_refusal({}, every) == ""  # no cluster carries its selector: the selector's error
+def test_a_trainjob_refers_to_slipways_runtime_for_its_framework_else_the_first_of_it():
+    ours = (Runtime("a-torch", "pytorch"), Runtime("slipway-pytorch", "pytorch"), Runtime("b-jax", "jax"))
+    assert training.runtime_for(ours, "pytorch") == "slipway-pytorch"
+    assert training.runtime_for(ours, "jax") == "b-jax"
+    assert training.runtime_for((), "mpi") == "slipway-mpi"  # not placed yet: the runtime deploy/ ships
+    assert training.trainer_jobs("mpi") == ("launcher", "node") and training.trainer_jobs("jax") == ("node",)
+
+
+def test_the_field_error_names_the_clusters_that_take_the_framework():
+    v1, v2 = training.ClusterTraining(PYTORCHJOB, ("pytorch",)), training.ClusterTraining(TRAINJOB, ("jax", "pytorch"))
+    none = training.ClusterTraining(NONE, ())
+    every = {"east": v2, "west": v1, "south": none}
+    assert training.distributed_refusal(every, every) == ""  # east and west take pytorch
+    words = training.distributed_refusal({"west": v1, "south": none}, every, "jax")
+    assert words.startswith("Only east takes distributed jax training, and the cluster selector leaves it out")
+    assert "west has the v1 Training Operator (PyTorchJob), which runs pytorch only, not jax" in words
+    assert "south has no training API" in words
+    alone = {"west": v1}
+    assert training.distributed_refusal(alone, alone, "jax").startswith("No cluster takes distributed jax training now")
+    assert training.distributed_refusal({}, every, "jax") == ""  # no cluster carries its selector: the selector's error
 
 
 # -- discovery by the real backend, over HTTP (tests/cluster/conftest.py: the API fake, a backend on it) ---------

@@ -1,8 +1,8 @@
 """Placement by training API (issue 51, point 2's last sentence; docs/training.md "Placement").
 
-A distributed run (a PyTorchJob today) goes only to a cluster whose training API takes it; a run no
-cluster could take is a 400 on ``workers`` naming those that could; the price it is quoted follows the
-same rule; single-node runs are unaffected. Two scripted clusters (tests/fleet/conftest.py): ``east``
+A distributed run (a PyTorchJob or a TrainJob) goes only to a cluster whose training API takes its framework; a
+run no cluster could take is a 400 on ``workers`` (``framework`` when it names one) naming those that could; the
+price it is quoted follows the same rule; single-node runs are unaffected. Two scripted clusters (tests/fleet/conftest.py): ``east``
 with 2 free A100s, ``west`` with 8.
 """
 
@@ -50,7 +50,7 @@ def test_a_distributed_run_goes_only_where_the_training_api_takes_it_and_a_singl
 
 def test_the_override_counts_as_discovery_does(clusters, submit, staff, api_client_for):
     training_apis(east=PYTORCHJOB, west=PYTORCHJOB)
-    api_client_for(staff).patch("/api/v1/clusters/west/", {"training_api_override": TRAINJOB}, format="json")
+    api_client_for(staff).patch("/api/v1/clusters/west/", {"training_api_override": NONE}, format="json")
     assert apply(submit(name="ddp", gpus_per_worker=1, workers=2)).cluster.name == "east"
 
 
@@ -65,7 +65,8 @@ def test_a_run_no_cluster_could_take_is_a_400_on_workers_naming_the_clusters_tha
         assert response.status_code == 400, response.json()
         [words] = response.json()["errors"]["workers"]
         assert words.startswith(
-            "Only west takes distributed training, and the cluster selector leaves it out: east has no training API"
+            "Only west takes distributed pytorch training, and the cluster selector leaves it out: east has no "
+            "training API"
         )
         assert words.endswith("A run of 2 workers is distributed training; one worker needs no training API.")
     assert not TrainingRun.objects.filter(name="ddp").exists()
@@ -73,11 +74,35 @@ def test_a_run_no_cluster_could_take_is_a_400_on_workers_naming_the_clusters_tha
     single = run_payload(name="single", gpus_per_worker=1, cluster_selector={"site": "onprem"})
     assert client.post("/api/v1/runs/", single, format="json").status_code == 201
     # No cluster at all: it says so, and names why each cannot.
-    training_apis(west=TRAINJOB)
+    training_apis(west=TRAINJOB)  # Trainer v2 with no runtime (discovery found none)
     response = client.post("/api/v1/runs/", run_payload(name="ddp2", workers=2, gpus_per_worker=1), format="json")
     [words] = response.json()["errors"]["workers"]
-    assert words.startswith("No cluster takes distributed training now: east has no training API")
-    assert "west has Trainer v2 (TrainJob), which Slipway does not submit distributed training to yet" in words
+    assert words.startswith("No cluster takes distributed pytorch training now: east has no training API")
+    assert "west has Trainer v2 (TrainJob) with no runtime for pytorch" in words
+
+
+def test_a_framework_no_cluster_offers_is_a_400_on_framework_naming_the_clusters_that_do(
+    clusters, member, quota, api_client_for
+):
+    training_apis(east=TRAINJOB, west=PYTORCHJOB)
+    Cluster.objects.filter(name="east").update(training_runtimes=[{"name": "slipway-jax", "framework": "jax"}])
+    client = api_client_for(member)
+    jax = run_payload(name="jax", workers=2, gpus_per_worker=1, framework="jax", cluster_selector={"site": "cloud"})
+    for url in ("/api/v1/runs/", "/api/v1/runs/?dry_run=1"):
+        response = client.post(url, jax, format="json")
+        assert response.status_code == 400, response.json()
+        [words] = response.json()["errors"]["framework"]
+        assert words.startswith("Only east takes distributed jax training, and the cluster selector leaves it out: "
+                                "west has the v1 Training Operator (PyTorchJob), which runs pytorch only, not jax")
+    assert not TrainingRun.objects.filter(name="jax").exists()
+    # Without the selector it goes to east, the cluster with the runtime, as a TrainJob.
+    placed = apply(TrainingRun.objects.get(pk=client.post(
+        "/api/v1/runs/", {**jax, "cluster_selector": {}}, format="json").json()["id"]))
+    assert placed.cluster.name == "east"
+    assert [k for (_ns, k, _n) in clusters["east"].objects if k == "TrainJob"] == ["TrainJob"]
+    unknown = client.post("/api/v1/runs/", {**jax, "framework": "caffe"}, format="json")
+    assert unknown.status_code == 400 and unknown.json()["errors"]["framework"] == [
+        "Must be one of: pytorch, deepspeed, jax, mpi, xgboost."]
 
 
 def test_the_price_quoted_follows_the_same_rule(clusters, member, quota, api_client_for, flavors):

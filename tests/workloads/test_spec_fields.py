@@ -36,7 +36,7 @@ def test_it_sets_every_training_spec_field_from_the_run(settings):
     flavor = next(f for f in seed_flavors() if f.name == "a100-80gb")
     run = TrainingRun(pk=41, team=make_team("ml"), created_by=make_user(), name="llama", image="registry.example.com/t:1",
                       command=["python", "train.py"], args=["--lr", "3e-4"], env={"SEED": "1"}, flavor=flavor,
-                      gpus_per_worker=2, workers=3, cpu=12, memory_gb=96, shm_gb=16, max_retries=5,
+                      gpus_per_worker=2, workers=3, framework="jax", cpu=12, memory_gb=96, shm_gb=16, max_retries=5,
                       max_runtime_minutes=90, spot=True,
                       volumes=[{"claim": "data", "mount_path": "/data", "read_only": True}],
                       checkpoint={"grace_seconds": 90, "volume": "team-ckpts"}, attempt=3,
@@ -49,6 +49,8 @@ def test_it_sets_every_training_spec_field_from_the_run(settings):
     assert unset_fields(spec.checkpoint) == ["mount_path"]  # the contract's one fixed place
     assert spec.checkpoint.report_url == "http://slipway-web.slipway-system.svc/api/v1/runs/41/checkpoints/"
     assert (spec.workers, spec.gpus_per_worker, spec.max_runtime_minutes) == (3, 2, 90)
+    # Not placed yet, a framework only Trainer v2 runs is a TrainJob on the runtime deploy/ ships for it.
+    assert (spec.framework, spec.training_api, spec.runtime) == ("jax", "trainjob", "slipway-jax")
 
 
 def test_it_sets_every_endpoint_spec_field_from_the_endpoint():

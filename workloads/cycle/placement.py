@@ -27,7 +27,6 @@ from billing.models import QuotaHold, flavor_price
 from cluster.capacity import bind, withhold
 from cluster.errors import ClusterError
 from cluster.placement import ClusterOffer, Placement, PlacementRequest, place
-from cluster.training import runs_distributed
 from core.formatting import format_when
 from fleet.models import Cluster
 from quotas import admission
@@ -82,7 +81,7 @@ def offers(clusters: list[Cluster], flavors, now: datetime) -> list[ClusterOffer
             nodes = bind(nodes, request.flavor, request.units_per_node, request.nodes_needed, request.spot)
         found.append(ClusterOffer(name=cluster.name, state=cluster.state, nodes=tuple(nodes), prices=prices,
                                   spot_prices=spot_prices, labels=dict(cluster.labels),
-                                  training_api=cluster.effective_training_api))
+                                  training_api=cluster.effective_training_api, frameworks=cluster.frameworks))
     return found
 
 
@@ -90,7 +89,7 @@ def request_for(kind, workload, previous: str = "") -> PlacementRequest:
     """The workload's request in :mod:`cluster.placement`'s terms."""
     units, per_node = workload.placement_shape
     return PlacementRequest.shaped(workload.flavor.to_spec(), units, per_node, workload.spot,
-                                   workload.cluster_selector, previous, workload.distributed_training)
+                                   workload.cluster_selector, previous, workload.training_framework)
 
 
 def choose(kind, workload, now: datetime, previous: str = "") -> Placement:
@@ -125,8 +124,7 @@ def place_workload(kind, workload, now: datetime) -> Cluster | None:
         # One cluster: nothing to choose, and nothing to read (a single-cluster install applies as it
         # always did; the cluster's own scheduler says why work waits, in the run's reason).
         cluster = clusters[0]
-        if not cluster.placeable or (workload.distributed_training
-                                     and not runs_distributed(cluster.effective_training_api)):
+        if not cluster.placeable or not cluster.training.takes(workload.training_framework):
             return None  # place()'s rules 1 that need no nodes read: its state, its training API
         reason = ONLY_CLUSTER.format(cluster=cluster.name)
     else:
