@@ -41,6 +41,39 @@ class Waiting:
 
 
 @dataclass(frozen=True)
+class TrainerProgress:
+    """What a Trainer v2 TrainJob's ``status.trainerStatus`` says of its training, when the trainer fills it in:
+    how far it is (0-100), the seconds it expects to take still, its latest metrics (name → value, as the CRD's
+    strings) and when it said so. None of a field it left out."""
+
+    at: datetime
+    percent: int | None = None
+    remaining_seconds: int | None = None
+    metrics: tuple[tuple[str, str], ...] = ()
+
+
+def trainer_progress(obj: Manifest | None) -> TrainerProgress | None:
+    """``status.trainerStatus`` of a TrainJob as :class:`TrainerProgress`; None when absent or without the
+    ``lastUpdatedTime`` the CRD requires of it."""
+    found = ((obj or {}).get("status") or {}).get("trainerStatus")
+    if not isinstance(found, dict):
+        return None
+    at = parse_time(found.get("lastUpdatedTime"))
+    if at is None:
+        return None
+
+    def whole(value: Any, low: int, high: int | None = None) -> int | None:
+        if not isinstance(value, int) or isinstance(value, bool):
+            return None  # left out (unknown), or not what the CRD allows
+        return value if value >= low and (high is None or value <= high) else None
+
+    metrics = tuple((str(m["name"])[:64], str(m["value"])[:64]) for m in found.get("metrics") or []
+                    if isinstance(m, dict) and m.get("name") and m.get("value") is not None)
+    return TrainerProgress(at, whole(found.get("progressPercentage"), 0, 100),
+                           whole(found.get("estimatedRemainingSeconds"), 0), metrics)
+
+
+@dataclass(frozen=True)
 class WorkloadStatus:
     """What the reconciler needs from one observation."""
 
@@ -73,6 +106,8 @@ class WorkloadStatus:
     rolled_out: bool = False
     #: endpoints: the candidate's Deployment (``<name>-canary``): None when there is none, else its ready replicas
     canary_ready: int | None = None
+    #: training runs on Trainer v2: what the trainer says of its progress (``trainerStatus``), None when nothing
+    trainer: TrainerProgress | None = None
 
     @property
     def lacks_capacity(self) -> bool:

@@ -244,5 +244,15 @@ class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates,
         spends no retry. (An on-demand run's disruption — a drain — is the Job's own to retry.)"""
         return run.spot and bool(status.disrupted)
 
+    def column_changes(self, run: TrainingRun, status: WorkloadStatus) -> dict:
+        """The trainer's status of a TrainJob (Trainer v2), stored when it says something new: the progress readers
+        weigh it against the run's own reports (:func:`jobs.progress.pick`)."""
+        if status.trainer is None:
+            return {}
+        found = {"at": status.trainer.at.isoformat(), "percent": status.trainer.percent,
+                 "remaining_seconds": status.trainer.remaining_seconds,
+                 "metrics": [list(pair) for pair in status.trainer.metrics]}
+        return {"trainer_status": found} if found != run.trainer_status else {}
+
     def state_for(self, status: WorkloadStatus, run: TrainingRun) -> str:
         return _PHASE_TO_STATE.get(status.state, run.state)

@@ -221,15 +221,16 @@ def build_trainjob(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
     if spec.checkpoint is not None:
         pod["terminationGracePeriodSeconds"] = spec.checkpoint.grace_seconds
     meta = metadata(spec.object_name, spec.namespace, spec.team, spec.object_name, spec.name)
-    jobs = [{"name": name, "template": {"metadata": {"labels": dict(meta["labels"])},
-                                        "spec": {"template": {"metadata": _pod_metadata(spec), "spec": pod}}}}
+    # The labels the portal observes by go on the pods only: the JobSet's child Jobs must not look like a run's
+    # own Job (the cycle lists Jobs by them), and the TrainJob carries them itself.
+    jobs = [{"name": name, "template": {"spec": {"template": {"metadata": _pod_metadata(spec), "spec": pod}}}}
             for name in trainer_jobs(spec.framework)]
     body: Manifest = {
         "runtimeRef": {"apiGroup": TRAINJOB_API[0].split("/")[0], "kind": "ClusterTrainingRuntime",
                        "name": spec.runtime},
         "trainer": trainer,
-        "runtimePatches": [{"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {
-            "metadata": {"labels": dict(meta["labels"])}, "spec": {"replicatedJobs": jobs}}}}],
+        "runtimePatches": [{"manager": PATCH_MANAGER,
+                            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": jobs}}}}],
     }
     if spec.max_runtime_minutes:
         body["activeDeadlineSeconds"] = spec.max_runtime_minutes * 60

@@ -295,22 +295,27 @@ def earlier_attempt(run: TrainingRun, state: progress.Progress | None) -> bool:
     return progress.earlier_attempt(state, run.attempt, run.attempt_started)
 
 
-def run_eta(run: TrainingRun, now: datetime | None = None) -> progress.Eta | None:
-    """The run's ETA (:func:`jobs.progress.eta`) from its stored progress; None without any."""
-    state = state_of(RunProgress.objects.filter(run=run).first())
-    return progress.eta(state, now or timezone.now(), earlier_attempt(run, state))
+def _states(runs: list[TrainingRun]) -> dict[int, progress.Progress]:
+    """The stored progress of each of ``runs`` that reported any, in one query."""
+    return {row.run_id: state_of(row) for row in RunProgress.objects.filter(run_id__in=[run.pk for run in runs])}
+
+
+def picked(run: TrainingRun, state: progress.Progress | None, now: datetime) -> tuple[progress.Eta | None, str]:
+    """The run's one ETA and its source (:func:`jobs.progress.pick`: its own reports, else its trainer's)."""
+    own = progress.eta(state, now, earlier_attempt(run, state))
+    return progress.pick(own, progress.trainer_eta(run.trainer_report, now))
 
 
 def etas(runs: Iterable[TrainingRun], now: datetime | None = None) -> dict[int, progress.Eta]:
-    """``{run id: ETA}`` of the ``runs`` that reported progress, in one query."""
+    """``{run id: ETA}`` of the ``runs`` that reported progress (or whose trainer did), in one query."""
     now = now or timezone.now()
-    by_id = {run.pk: run for run in runs}
+    runs = list(runs)
+    states = _states(runs)
     found = {}
-    for row in RunProgress.objects.filter(run_id__in=list(by_id)):
-        state = state_of(row)
-        eta = progress.eta(state, now, earlier_attempt(by_id[row.run_id], state))
+    for run in runs:
+        eta, _source = picked(run, states.get(run.pk), now)
         if eta is not None:
-            found[row.run_id] = eta
+            found[run.pk] = eta
     return found
 
 
@@ -404,27 +409,31 @@ def prune(now: datetime | None = None) -> int:
     return deleted
 
 
-def progress_answer(state: progress.Progress | None, now: datetime, earlier: bool = False) -> dict | None:
+def progress_answer(run: TrainingRun, state: progress.Progress | None, now: datetime) -> dict | None:
     """A run's progress as the API answers it (``progress`` of a run and of ``metrics/``); None without any.
-    ``earlier``: the last attempt's (``last_attempt`` true: its step and percent, no rate, no ETA)."""
-    eta = progress.eta(state, now, earlier)
-    if state is None or eta is None:
+    From the source :func:`picked` chooses (``source``): the run's own reports (``step`` of ``total``; with
+    ``last_attempt`` true, its last attempt's step and percent, no rate, no ETA), or its trainer's status (``step``
+    None, ``percent`` and the ETA the trainer gave). ``trainer_metrics``: the trainer's latest metrics, if any."""
+    eta, source = picked(run, state, now)
+    if eta is None:
         return None
-    return {"step": state.step, "total": state.total, "percent": round(eta.percent, 1),
-            "rate_per_second": eta.rate, "updated_at": state.at, "eta": eta.at,
+    report = run.trainer_report
+    own = source == "run" and state is not None
+    return {"source": source, "step": state.step if own else None, "total": state.total if own else None,
+            "percent": round(eta.percent, 1), "rate_per_second": eta.rate,
+            "updated_at": state.at if own else report.at, "eta": eta.at,
             "eta_seconds": max(round((eta.at - now).total_seconds()), 0) if eta.at is not None and not eta.done else None,
-            "done": eta.done, "stale": eta.stale, "last_attempt": eta.earlier}
+            "done": eta.done, "stale": eta.stale, "last_attempt": eta.earlier,
+            "trainer_metrics": dict(report.metrics) if report is not None else {}}
 
 
 def progress_answers(runs: Iterable[TrainingRun], now: datetime | None = None) -> dict[int, dict]:
-    """``{run id: progress_answer}`` of the ``runs`` that reported progress, one query."""
+    """``{run id: progress_answer}`` of the ``runs`` with any progress, one query."""
     now = now or timezone.now()
-    by_id = {run.pk: run for run in runs}
-    answers = {}
-    for row in RunProgress.objects.filter(run_id__in=list(by_id)):
-        state = state_of(row)
-        answers[row.run_id] = progress_answer(state, now, earlier_attempt(by_id[row.run_id], state))
-    return answers
+    runs = list(runs)
+    states = _states(runs)
+    answers = {run.pk: progress_answer(run, states.get(run.pk), now) for run in runs}
+    return {pk: answer for pk, answer in answers.items() if answer is not None}
 
 
 def chart_series(run_ids: Iterable[int], names_wanted: Iterable[str] | None = None,

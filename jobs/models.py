@@ -12,10 +12,12 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils.dateparse import parse_datetime
 
 from cluster.training import ASSUMED, DEFAULT_FRAMEWORK, FRAMEWORKS, TRAINJOB, V1_FRAMEWORKS
 from core.priority import Priority
 from jobs.constants import ACTIVE_STATES, FINAL_STATES, HOLDING_STATES, REF_PREFIX, RunResourceKind, RunState
+from jobs.progress import TrainerReport
 from workloads.models import Workload, detail_link
 
 
@@ -71,6 +73,9 @@ class TrainingRun(Workload):
     #: SHA-256 of the run token (jobs.checkpoints), "" without the contract; the token itself is
     #: sealed with the run's secret env and forgotten when the run ends.
     run_token_hash = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    #: What a TrainJob's trainer last said of its progress (``trainerStatus``, Trainer v2 only; docs/training.md
+    #: "Progress"): ``{"at", "percent", "remaining_seconds", "metrics": [[name, value], …]}``, None when nothing.
+    trainer_status = models.JSONField(null=True, blank=True, default=None)
 
 
 
@@ -84,6 +89,19 @@ class TrainingRun(Workload):
         if self.workers == 1:
             return RunResourceKind.JOB
         return RunResourceKind.TRAINJOB if self.training_api == TRAINJOB else RunResourceKind.PYTORCHJOB
+
+    @property
+    def trainer_report(self) -> TrainerReport | None:
+        """The trainer's last word of its current attempt (:class:`jobs.progress.TrainerReport`); None without one,
+        or when it is an earlier attempt's (said before this attempt's pods started, or none started yet)."""
+        found = self.trainer_status
+        if not found:
+            return None
+        at = parse_datetime(str(found.get("at") or ""))
+        if at is None or (self.attempt > 1 and (self.attempt_started is None or at < self.attempt_started)):
+            return None
+        return TrainerReport(at, found.get("percent"), found.get("remaining_seconds"),
+                             tuple((str(n), str(v)) for n, v in found.get("metrics") or []))
 
     @property
     def training_api(self) -> str:

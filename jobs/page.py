@@ -31,7 +31,7 @@ from django.utils.text import capfirst
 from core.formatting import format_duration, format_when
 from jobs.constants import TIMELINE, RunState
 from jobs.models import TrainingRun
-from jobs.progress import Progress, eta
+from jobs.progress import Eta, Progress, TrainerReport
 from workloads.models import Attempt
 
 
@@ -247,13 +247,19 @@ class ProgressView:
     eta: datetime | None  #: the ETA itself (for a <time> element), None when unknown or done
     stale: bool
     earlier: bool = False  #: the last attempt's progress (the run is queued again, or its new attempt has not reported)
+    trainer: bool = False  #: the trainer's status says it (Trainer v2's trainerStatus; no steps, a percentage)
 
 
-def progress_view(state: Progress | None, now: datetime, earlier: bool = False) -> ProgressView | None:
-    """What the page says of ``state``'s progress at ``now``; None when the run reported none. ``earlier``
-    (:func:`jobs.progress.earlier_attempt`): the last attempt's step, no ETA until the new attempt reports."""
-    found = eta(state, now, earlier)
-    if state is None or found is None:
+def progress_view(state: Progress | None, found: Eta | None, now: datetime,
+                  trainer: TrainerReport | None = None) -> ProgressView | None:
+    """What the page says at ``now`` of the run's progress, ``found`` being its one ETA (:func:`jobs.progress.pick`):
+    of its own reports (``state``; an earlier attempt's: its step, no ETA until the new attempt reports), or of its
+    trainer's status (``trainer`` given: a percentage and the trainer's ETA); None when neither said anything."""
+    if found is None:
+        return None
+    if trainer is not None:
+        return _trainer_view(trainer, found, now)
+    if state is None:
         return None
     if found.earlier:
         words = (f"Last attempt reached step {state.step:,} of {state.total:,} "
@@ -272,3 +278,20 @@ def progress_view(state: Progress | None, now: datetime, earlier: bool = False) 
         words += f"; no report for {format_duration(now - state.at)}, so the ETA may not hold"
     return ProgressView(state.step, state.total, round(found.percent, 1), words,
                         found.at if not found.done else None, found.stale)
+
+
+def _trainer_view(report: TrainerReport, found: Eta, now: datetime) -> ProgressView:
+    """The progress row from the trainer's status (the run reports nothing fresh of its own)."""
+    if found.done:
+        words = f"done, says the trainer ({format_when(report.at, 'seconds')})"
+    elif found.at is None:
+        words = "the trainer gives no ETA"
+    elif found.at <= now:
+        words = f"any moment now, says the trainer (due at {format_when(found.at, 'seconds')})"
+    else:
+        words = f"ETA {format_when(found.at, 'seconds')} (in {format_duration(found.at - now)}), says the trainer"
+    if found.stale and not found.done:
+        words += f"; nothing from it for {format_duration(now - report.at)}, so the ETA may not hold"
+    percent = round(found.percent, 1)
+    return ProgressView(int(percent), 100, percent, words, found.at if not found.done else None, found.stale,
+                        trainer=True)

@@ -26,6 +26,14 @@ progress is the last attempt's (:func:`earlier_attempt`): :func:`eta` then says 
 a queued run has no end to expect — and its readers say "last attempt reached step N of M" (what
 the checkpoint it resumes from is likely near), never an ETA counting the queue's wait as work.
 The next attempt's first report starts its own window (above) and so its own ETA.
+
+**The trainer's word** (issue 51). On a Kubeflow Trainer v2 cluster the TrainJob's ``trainerStatus`` may say how
+far the training is (a percentage), how long it still expects to take and its latest metrics
+(:class:`TrainerReport`, :func:`trainer_eta`). One rule, :func:`pick`, decides which answer a run shows: **the run's
+own reports win while they are fresh** (they count real steps and measure a rate); the trainer's status answers when
+the run reports nothing of its current attempt, or its reports went stale and the trainer's did not. A trainer's
+report from before the current attempt started is an earlier attempt's and says nothing. Every reader — the run
+page, the API and CLI, the queue's start estimates — goes through :func:`pick`.
 """
 
 from __future__ import annotations
@@ -69,6 +77,44 @@ class Eta:
     rate: float | None  #: steps per second
     #: the progress is an earlier attempt's (:func:`earlier_attempt`): no rate, no ETA, not done, not stale
     earlier: bool = False
+
+
+@dataclass(frozen=True)
+class TrainerReport:
+    """The trainer's own status of a TrainJob as last observed: ``percent`` done (None: it does not say), the
+    seconds it expects still, its latest metrics (name → value) and when it said so."""
+
+    at: datetime
+    percent: int | None = None
+    remaining_seconds: int | None = None
+    metrics: tuple[tuple[str, str], ...] = ()
+
+
+def trainer_eta(report: TrainerReport | None, now: datetime) -> Eta | None:
+    """The ETA the trainer's report gives at ``now`` (None without a percentage): its remaining seconds from when
+    it said them; done at 100 %; stale as a run's own report is, after :data:`STALE_AFTER`."""
+    if report is None or report.percent is None:
+        return None
+    stale = now - report.at > STALE_AFTER
+    if report.percent >= 100:
+        return Eta(report.at, 100.0, timedelta(0), True, stale, None)
+    if report.remaining_seconds is None:
+        return Eta(None, float(report.percent), None, False, stale, None)
+    remaining = timedelta(seconds=report.remaining_seconds)
+    return Eta(report.at + remaining, float(report.percent), remaining, False, stale, None)
+
+
+def pick(own: Eta | None, trainer: Eta | None) -> tuple[Eta | None, str]:
+    """The one answer of a run's progress and the source it is from, ``"run"`` or ``"trainer"`` (the module
+    docstring's rule): its own while fresh and of this attempt, else the trainer's while fresh, else its own (an
+    earlier attempt's, or stale), else the trainer's (stale); ``(None, "")`` when neither says anything."""
+    if own is not None and not own.stale and not own.earlier:
+        return own, "run"
+    if trainer is not None and not trainer.stale:
+        return trainer, "trainer"
+    if own is not None:
+        return own, "run"
+    return (trainer, "trainer") if trainer is not None else (None, "")
 
 
 def advance(state: Progress | None, step: int, total: int, at: datetime,

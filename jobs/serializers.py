@@ -61,13 +61,18 @@ class CheckpointSerializer(serializers.Serializer):
 
 
 class ProgressSerializer(serializers.Serializer):
-    """A run's progress as it last reported it, and its ETA (docs/metrics.md)."""
+    """A run's progress as it last reported it (or as its trainer did), and its ETA (docs/metrics.md)."""
 
-    step = serializers.IntegerField()
-    total = serializers.IntegerField()
+    source = serializers.ChoiceField(
+        choices=["run", "trainer"],
+        help_text="Whose figures these are: the run's own reports, or its TrainJob's trainerStatus (Trainer v2), "
+                  "which answers when the run reports nothing fresh (docs/training.md \"Progress\").")
+    step = serializers.IntegerField(allow_null=True, help_text="null when the trainer's status answers (it says a "
+                                                               "percentage, no steps).")
+    total = serializers.IntegerField(allow_null=True)
     percent = serializers.FloatField()
     rate_per_second = serializers.FloatField(allow_null=True, help_text="Steps per second (null: not measured yet).")
-    updated_at = serializers.DateTimeField(help_text="When it last reported.")
+    updated_at = serializers.DateTimeField(help_text="When it (or its trainer) last reported.")
     eta = serializers.DateTimeField(allow_null=True, help_text="When it should finish at that rate (null: unknown); "
                                                                "once done, when it reported its last step.")
     eta_seconds = serializers.IntegerField(allow_null=True, help_text="Seconds from now to the ETA (0 when late).")
@@ -76,6 +81,9 @@ class ProgressSerializer(serializers.Serializer):
     last_attempt = serializers.BooleanField(
         help_text="The figures are its last attempt's: it is queued again after a preemption (or its new attempt has "
                   "not reported yet); rate_per_second, eta and eta_seconds are null, done and stale false.")
+    trainer_metrics = serializers.DictField(
+        child=serializers.CharField(), help_text="The trainer's latest metrics (trainerStatus.metrics: name → value as "
+                                                 "the trainer wrote it); empty when it gave none.")
 
 
 class ProgressReportSerializer(serializers.Serializer):

@@ -1,5 +1,5 @@
-"""A training run's state from its observation: its Job's or PyTorchJob's conditions and its pods (pure,
-Django-free, on the pod reading of :mod:`cluster.status`).
+"""A training run's state from its observation: its Job's, PyTorchJob's or TrainJob's conditions and its pods
+(pure, Django-free, on the pod reading of :mod:`cluster.status`).
 
 A retried Job says which attempt it is on; a failed one, why its last attempt died when a pod says
 so; a pod disrupted by the cluster (a spot node reclaimed) is told apart from a failure of the run's
@@ -28,6 +28,7 @@ from cluster.status import (
     pull_given_up,
     running_units,
     stuck_waiting,
+    trainer_progress,
     with_message,
 )
 
@@ -127,17 +128,40 @@ def _pytorchjob_status(job: Manifest, pods: list[Manifest]) -> WorkloadStatus:
     return WorkloadStatus(TrainingPhase.PENDING, _current_reason(pods)[1], started, None, units)
 
 
+def _trainjob_status(job: Manifest, pods: list[Manifest]) -> WorkloadStatus:
+    """A Trainer v2 TrainJob: ``Complete`` or ``Failed`` once settled (neither carries a completion time: their
+    condition says when), ``Suspended``; else running once a node's pod runs (its JobSet restarts the whole gang
+    with new pods, so a restart shows as pending pods with their reasons, then running again), else pending with
+    the pods' reason. Its ``trainerStatus``, when the trainer fills it in, rides along (:attr:`WorkloadStatus.trainer`).
+    """
+    settled = _settled(job, pods, done="Complete", failed_at_completion=False)
+    if settled is not None:
+        return dataclasses.replace(settled, trainer=trainer_progress(job))
+    started, units = first_ran_at(pods), running_units(pods)
+    severity, reason = pods_reason(live_pods(pods))
+    if _running_pods(pods):
+        status = WorkloadStatus(TrainingPhase.RUNNING, reason if severity >= SEVERITY_PROBLEM else "", started, None,
+                                units)
+    else:
+        status = WorkloadStatus(TrainingPhase.PENDING, _current_reason(pods)[1], started, None, units)
+    return dataclasses.replace(status, trainer=trainer_progress(job))
+
+
 def training_status(obs: ObservedWorkload, now: datetime | None = None,
                     image_pull_limit: float | None = None) -> WorkloadStatus | None:
-    """The state of a training run, or None when neither its Job nor its PyTorchJob exists.
+    """The state of a training run, or None when none of its Job, PyTorchJob or TrainJob exists.
 
     A run with a pod whose image could not be pulled for ``image_pull_limit`` seconds (at
     ``now``) has failed: it cannot make progress, and the kubelet would retry forever. Its
     status says so with what to check, and is ``abandoned`` (its objects are deleted).
     """
-    job = obs.first("Job")
-    pytorchjob = obs.first("PyTorchJob") if job is None else None
-    if job is not None:
+    # A TrainJob first: its JobSet's child Jobs are Jobs too, should a cluster's labels ever bring them along.
+    trainjob = obs.first("TrainJob")
+    job = obs.first("Job") if trainjob is None else None
+    pytorchjob = obs.first("PyTorchJob") if trainjob is None and job is None else None
+    if trainjob is not None:
+        status = _trainjob_status(trainjob, obs.pods)
+    elif job is not None:
         status = _job_status(job, obs.pods)
     elif pytorchjob is not None:
         status = _pytorchjob_status(pytorchjob, obs.pods)

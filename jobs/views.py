@@ -209,7 +209,9 @@ def _status_context(request: HttpRequest, run: TrainingRun) -> dict:
 def _progress(run: TrainingRun):
     """The run page's progress row: its current attempt's, or its last attempt's step without an ETA."""
     state = metrics.state_of(RunProgress.objects.filter(run=run).first())
-    return progress_view(state, timezone.now(), metrics.earlier_attempt(run, state))
+    now = timezone.now()
+    found, source = metrics.picked(run, state, now)
+    return progress_view(state, found, now, run.trainer_report if source == "trainer" else None)
 
 
 @login_required

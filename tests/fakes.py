@@ -181,7 +181,7 @@ class FakeBackend(ClusterBackend):
     # -- scripting what the cluster does --------------------------------------------------------
     def main_object(self, namespace: str, workload: str) -> dict:
         for (ns, kind, _name), obj in self.objects.items():
-            if ns == namespace and kind in ("Job", "PyTorchJob") and _workload(obj) == workload:
+            if ns == namespace and kind in ("Job", "PyTorchJob", "TrainJob") and _workload(obj) == workload:
                 return obj
         raise KeyError(workload)
 

@@ -62,7 +62,7 @@ def test_it_reads_new_lines_from_where_it_ended_and_duplicates_nothing(member, t
     assert list(RunMetric.objects.filter(run=run, name="loss", step=200).values_list("value", flat=True)) == [1.9]
     progress = RunProgress.objects.get(run=run)
     assert (progress.step, progress.total) == (200, 400) and progress.rate == pytest.approx(2.0)
-    eta = metrics.run_eta(run, T0 + timedelta(seconds=105))
+    eta = metrics.etas([run], T0 + timedelta(seconds=105))[run.pk]
     assert eta.at == T0 + timedelta(seconds=200)  # 200 steps left at 2 a second, from the last report
 
 

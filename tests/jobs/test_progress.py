@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs.progress import STALE_AFTER, advance, earlier_attempt, eta
+from jobs.progress import STALE_AFTER, TrainerReport, advance, earlier_attempt, eta, pick, trainer_eta
 
 T0 = datetime(2026, 11, 24, 8, 0, tzinfo=UTC)
 
@@ -96,3 +96,32 @@ def test_progress_from_before_the_current_attempt_has_no_eta():
     assert (found.at, found.percent, found.rate, found.done, found.stale, found.earlier) == (
         None, 20.0, None, False, False, True)
     assert eta(state, at(600)).at is not None
+
+
+# -- the trainer's word (Trainer v2's trainerStatus) and the one rule that picks (issue 51 point 5) ------------
+
+
+def test_the_trainers_report_gives_an_eta_from_when_it_said_it():
+    said = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+    found = trainer_eta(TrainerReport(said, 40, 600), said + timedelta(seconds=30))
+    assert (found.at, found.percent, found.done, found.stale) == (said + timedelta(seconds=600), 40.0, False, False)
+    assert trainer_eta(TrainerReport(said, 40), said).at is None  # no remaining time: a percentage, no ETA
+    assert trainer_eta(TrainerReport(said, 100, 0), said).done
+    assert trainer_eta(TrainerReport(said, None, 600), said) is None  # no percentage: nothing to show
+    assert trainer_eta(TrainerReport(said, 40, 600), said + STALE_AFTER + timedelta(seconds=1)).stale
+
+
+def test_the_runs_own_reports_win_while_fresh_then_the_trainers():
+    t0 = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+    own_state = advance(advance(None, 100, 1000, t0), 200, 1000, t0 + timedelta(seconds=100))
+    now = t0 + timedelta(seconds=110)
+    own, trainer = eta(own_state, now), trainer_eta(TrainerReport(now, 30, 900), now)
+    assert pick(own, trainer) == (own, "run")
+    later = t0 + STALE_AFTER + timedelta(minutes=2)  # the run stopped reporting; its trainer did not
+    stale_own, fresh_trainer = eta(own_state, later), trainer_eta(TrainerReport(later, 35, 800), later)
+    assert pick(stale_own, fresh_trainer) == (fresh_trainer, "trainer")
+    assert pick(stale_own, trainer_eta(TrainerReport(t0, 30, 900), later)) == (stale_own, "run")  # both stale: its own
+    assert pick(None, fresh_trainer) == (fresh_trainer, "trainer")
+    assert pick(None, None) == (None, "")
+    earlier = eta(own_state, later, earlier=True)  # queued again: the last attempt's step yields to a fresh trainer
+    assert pick(earlier, fresh_trainer) == (fresh_trainer, "trainer")

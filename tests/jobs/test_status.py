@@ -293,3 +293,49 @@ def test_a_failed_job_ends_at_its_condition_and_a_failed_pytorchjob_at_its_compl
     assert training_status(_obs([failed])).finished_at == parse_time(completion)
     unstamped = _pytorchjob([_cond("Failed", "PyTorchJobFailed", when=condition_time)])
     assert training_status(_obs([unstamped])).finished_at == parse_time(condition_time)
+
+
+def _trainjob(conditions: list[dict[str, Any]], **status: Any) -> dict[str, Any]:
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "run-42"},
+            "spec": {}, "status": {"conditions": conditions, **status}}
+
+
+def test_it_maps_trainjob_conditions_and_reads_the_trainers_status() -> None:
+    """Trainer v2 (issue 51 point 5): Created → pending; its nodes' pods running → running; Complete / Failed at
+    their condition's time (a TrainJob has no completionTime); Suspended → pending; trainerStatus rides along."""
+    created = _trainjob([_cond("Created", "JobSetCreated")])
+    assert training_status(_obs([created])).state == TrainingPhase.PENDING
+    nodes = [pod(f"run-42-node-0-{i}", "run-42", gpus=4, container_statuses=[running_container()]) for i in range(2)]
+    trainer = {"progressPercentage": 40, "estimatedRemainingSeconds": 600, "lastUpdatedTime": T1,
+               "metrics": [{"name": "loss", "value": "0.71"}, {"name": "eval_accuracy", "value": "0.82"}]}
+    running = _trainjob([_cond("Created")], trainerStatus=trainer,
+                        jobsStatus=[{"name": "node", "active": 1, "ready": 1, "succeeded": 0, "failed": 0}])
+    status = training_status(_obs([running], nodes))
+    assert (status.state, status.running_units, status.reason) == (TrainingPhase.RUNNING, 8, "")
+    assert (status.trainer.percent, status.trainer.remaining_seconds, status.trainer.at) == (40, 600, parse_time(T1))
+    assert status.trainer.metrics == (("loss", "0.71"), ("eval_accuracy", "0.82"))
+    done = training_status(_obs([_trainjob([_cond("Created"), _cond("Complete", "JobSetCompleted", when=T1)])]))
+    assert (done.state, done.finished_at) == (TrainingPhase.SUCCEEDED, parse_time(T1))
+    suspended = training_status(_obs([_trainjob([_cond("Suspended", "Suspended")])]))
+    assert (suspended.state, suspended.reason) == (TrainingPhase.PENDING, "Suspended")
+
+
+def test_a_failed_trainjob_says_why_with_its_nodes_pods() -> None:
+    oom = pod("run-42-node-0-1", "run-42", phase="Failed", container_statuses=[terminated("OOMKilled", 137)])
+    failed = _trainjob([_cond("Created"), _cond("Failed", "JobSetFailed", "jobset failed: node-0 failed", when=T1)])
+    status = training_status(_obs([failed], [oom]))
+    assert (status.state, status.finished_at) == (TrainingPhase.FAILED, parse_time(T1))
+    assert status.reason.startswith("JobSetFailed: jobset failed: node-0 failed (last attempt: OOMKilled (exit 137)")
+    stuck = [pod(f"run-42-node-0-{i}", "run-42", phase="Pending", node=None, conditions=[UNSCHEDULABLE])
+             for i in range(2)]
+    waiting_gang = training_status(_obs([_trainjob([_cond("Created")])], stuck))
+    assert waiting_gang.state == TrainingPhase.PENDING and waiting_gang.reason.startswith("Unschedulable: 0/8 nodes")
+
+
+def test_a_trainer_status_without_its_timestamp_or_with_values_out_of_range_says_nothing_of_them() -> None:
+    unstamped = _trainjob([_cond("Created")], trainerStatus={"progressPercentage": 10})
+    assert training_status(_obs([unstamped])).trainer is None
+    odd = _trainjob([_cond("Created")], trainerStatus={"progressPercentage": 140, "estimatedRemainingSeconds": "soon",
+                                                       "lastUpdatedTime": T1, "metrics": [{"name": "loss"}]})
+    found = training_status(_obs([odd])).trainer
+    assert (found.percent, found.remaining_seconds, found.metrics) == (None, None, ())
