@@ -12,7 +12,7 @@ HTMX_VERSION := 2.0.8
 UPLOT_VERSION := 1.6.32
 PORT ?= 8000
 
-.PHONY: run test install install-dev static lint bench clean rbac
+.PHONY: run test install install-dev static lint bench clean rbac runtimes
 
 $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (Slipway needs Python 3.11)"; exit 1; }
@@ -40,6 +40,13 @@ test: install
 # deploy/rbac.yaml is generated from cluster/rbac.py and the workload kinds' declared resources.
 rbac: install
 	$(PY) manage.py rbac > deploy/rbac.yaml
+
+# deploy/training-runtimes/ (Kubeflow Trainer v2's ClusterTrainingRuntimes, one file per gang scheduler) is
+# generated from cluster/manifests/training_runtimes.py.
+runtimes: install
+	$(PY) manage.py training_runtimes --gang-scheduler scheduler-plugins > deploy/training-runtimes/coscheduling.yaml
+	$(PY) manage.py training_runtimes --gang-scheduler volcano > deploy/training-runtimes/volcano.yaml
+	$(PY) manage.py training_runtimes --gang-scheduler none > deploy/training-runtimes/none.yaml
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -191,10 +191,12 @@ PATCH_MANAGER = "slipway.dev/portal"
 def build_trainjob(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
     """Distributed training as a Trainer v2 TrainJob on the cluster's runtime for the run's framework.
 
-    The trainer (image, command, env, nodes, resources per node) is the TrainJob's own; what the CRD does
-    not let a trainer say — secret env, the checkpoint contract's env and volumes, dshm, node selector,
-    tolerations, affinity, security, the grace period and the labels the portal observes pods by — goes
-    through ``runtimePatches`` to every replicated job that runs the trainer (:func:`cluster.training.trainer_jobs`).
+    The trainer (image, command, every env variable — the secret env and the checkpoint contract's too —, nodes,
+    resources per node) is the TrainJob's own: Trainer's admission refuses a runtime patch that sets env on the
+    trainer's container (``node``). What the CRD does not let a trainer say — the checkpoint contract's volumes,
+    dshm, node selector, tolerations, affinity, security, the grace period and the labels the portal observes
+    pods by — goes through ``runtimePatches`` to every replicated job that runs the trainer
+    (:func:`cluster.training.trainer_jobs`).
     Gang scheduling is the runtime's (its ``podGroupPolicy``: deploy/training-runtimes/), as are the
     restarts (its JobSet's ``failurePolicy``): a TrainJob cannot set either.
     """
@@ -202,17 +204,13 @@ def build_trainjob(spec: TrainingSpec, config: ClusterConfig) -> Manifest:
     trainer["command"] = _torchrun_command(spec) if spec.framework == PYTORCH else list(spec.command)
     if spec.args:
         trainer["args"] = list(spec.args)
-    trainer["env"] = env_list(NCCL_ENV + spec.env)
+    volumes, mounts, contract = _pod_storage(spec)
+    trainer["env"] = env_list(NCCL_ENV + spec.env) + secret_env_refs(spec.object_name, spec.secret_env) + contract
     trainer["numNodes"] = spec.workers
     if spec.framework in (PYTORCH, "mpi", "deepspeed"):
         trainer["numProcPerNode"] = spec.gpus_per_worker  # a process (an MPI slot) per GPU
     trainer["resourcesPerNode"] = resources(spec.flavor, spec.gpus_per_worker, spec.cpu, spec.memory_gb)
-    volumes, mounts, contract = _pod_storage(spec)
-    container: Manifest = {"name": TRAINER_CONTAINER}
-    env = secret_env_refs(spec.object_name, spec.secret_env) + contract
-    if env:
-        container["env"] = env
-    container["volumeMounts"] = mounts
+    container: Manifest = {"name": TRAINER_CONTAINER, "volumeMounts": mounts}
     container["securityContext"] = container_security(config)
     pod = pod_spec(container=container, flavor=spec.flavor, config=config, restart_policy="", volumes=volumes,
                    team=spec.team, spot=spec.spot)

@@ -2,13 +2,19 @@
 
 The test suite may not read files outside the repository, so this development script copies
 the data it needs from the upstream CRDs in ``../shared/crds`` (training-operator v1.9
-PyTorchJob, KEDA 2.x ScaledObject and TriggerAuthentication, Gateway API v1 HTTPRoute — deploy/gateway.yaml's)
+PyTorchJob, KEDA 2.x ScaledObject and TriggerAuthentication, Gateway API v1 HTTPRoute — deploy/gateway.yaml's —
+and Kubeflow Trainer v2.3 TrainJob and ClusterTrainingRuntime — deploy/training-runtimes/)
 into ``tests/cluster/schemas/*.json``:
 
-* the served/storage version's ``openAPIV3Schema``, verbatim, except
-* the PyTorchJob's embedded pod templates (``pytorchReplicaSpecs.*.template``, ~95% of the
-  600 KB file), replaced by a marker: tests validate those as core ``PodTemplate`` objects
-  with kubernetes-validate, which knows the real PodTemplateSpec schema for the cluster version.
+* the served/storage version's ``openAPIV3Schema``, verbatim (its CEL ``x-kubernetes-validations``
+  included, as data: the strict walker does not run CEL, so tests check the rules Slipway can break by hand), except
+* the embedded full pod templates (:data:`POD_TEMPLATES`: the PyTorchJob's ``pytorchReplicaSpecs.*.template``,
+  ~95% of the 600 KB file; the ClusterTrainingRuntime's JobSet ``replicatedJobs[].template.spec.template``),
+  replaced by a marker: tests validate those as core ``PodTemplate`` objects with kubernetes-validate, which
+  knows the real PodTemplateSpec schema for the cluster version.
+
+The TrainJob's ``runtimePatches`` keep their pod template: it is no PodTemplateSpec but Trainer's own
+restricted patch type (a few pod fields, four container fields), which only this schema describes.
 
 Run from the repository root: ``.venv/bin/python scripts/extract_crd_schemas.py``
 (``--crds DIR`` to read another directory). Re-run after updating the upstream CRDs.
@@ -31,6 +37,14 @@ CRDS = {
     "scaledobject": ("keda.sh_scaledobjects.yaml", "v1alpha1"),
     "triggerauthentication": ("keda.sh_triggerauthentications.yaml", "v1alpha1"),
     "httproute": ("gateway.networking.k8s.io_httproutes.yaml", "v1"),
+    "trainjob": ("trainer.kubeflow.org_trainjobs.yaml", "v1alpha1"),
+    "clustertrainingruntime": ("trainer.kubeflow.org_clustertrainingruntimes.yaml", "v1alpha1"),
+}
+#: fixture name -> where its full PodTemplateSpec sits: the property names from the root schema, through
+#: ``properties`` (and ``additionalProperties``/``items`` where the path says so).
+POD_TEMPLATES = {
+    "pytorchjob": ("spec", "pytorchReplicaSpecs", "additionalProperties", "template"),
+    "clustertrainingruntime": ("spec", "template", "spec", "replicatedJobs", "items", "template", "spec", "template"),
 }
 #: Marks a subtree removed from the fixture; the tests' strict walker accepts any object there.
 PRUNED = "x-slipway-pruned"
@@ -43,10 +57,13 @@ def version_schema(crd: dict[str, Any], version: str) -> dict[str, Any]:
     raise SystemExit(f"{crd['metadata']['name']} has no version {version}")
 
 
-def prune_pod_templates(schema: dict[str, Any]) -> None:
-    replica = schema["properties"]["spec"]["properties"]["pytorchReplicaSpecs"]["additionalProperties"]
-    template = replica["properties"]["template"]
-    replica["properties"]["template"] = {
+def prune_pod_template(schema: dict[str, Any], path: tuple[str, ...]) -> None:
+    """Replace the subschema at ``path`` (:data:`POD_TEMPLATES`) by the :data:`PRUNED` marker."""
+    parent = schema
+    for step in path[:-1]:
+        parent = parent[step] if step in ("additionalProperties", "items") else parent["properties"][step]
+    template = parent["properties"][path[-1]]
+    parent["properties"][path[-1]] = {
         "type": "object",
         "description": template.get("description", "")[:200],
         PRUNED: "core PodTemplateSpec: validated with kubernetes-validate",
@@ -61,8 +78,8 @@ def main() -> None:
     for name, (filename, version) in CRDS.items():
         crd = yaml.safe_load((args.crds / filename).read_text())
         schema = version_schema(crd, version)
-        if name == "pytorchjob":
-            prune_pod_templates(schema)
+        if name in POD_TEMPLATES:
+            prune_pod_template(schema, POD_TEMPLATES[name])
         fixture = {
             "source": f"{filename} ({crd['metadata']['name']}, version {version})",
             "group": crd["spec"]["group"],

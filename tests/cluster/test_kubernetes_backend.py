@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import urllib3
 
+from cluster import training
 from cluster.backends.base import ClusterAddress
 from cluster.backends.kubernetes import KubernetesBackend, TokenBucket, map_error
 from cluster.errors import ClusterError, Conflict, Invalid, NotFound, Transient
@@ -449,3 +450,74 @@ def test_it_skips_a_pod_deleted_while_it_annotates(backend: KubernetesBackend, k
     kube_api.put(samples.pod("run-3-worker-0", "run-3"))
     kube_api.fail(404, method="PATCH", path_contains="/pods/run-3-worker-0")
     assert backend.annotate_pods(ClusterAddress("team-vision", "run-3"), {"slipway.dev/notice": "soon"}) == 1
+
+
+#: The Trainer v2 TrainJob the training kind declares; the fake serves it once installed (its CRD is the platform's).
+TRAINJOB = next(r for r in RESOURCES if r.kind == "TrainJob")
+
+
+def _trainjob_run() -> list[dict]:
+    """A two-node PyTorch run rendered for a Trainer v2 cluster offering Slipway's runtime."""
+    return build_training(samples.training(workers=2, framework="pytorch", training_api=training.TRAINJOB,
+                                           runtime="slipway-pytorch"), samples.CONFIG)
+
+
+def test_it_applies_a_trainjob_with_server_side_apply(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    kube_api.install(TRAINJOB)
+    [trainjob] = _trainjob_run()
+    backend.apply([trainjob], RESOURCES)
+
+    [patch] = [r for r in kube_api.requests if r.method == "PATCH"]
+    assert patch.path == "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-vision/trainjobs/run-42"
+    assert patch.query == {"fieldManager": ["slipway"], "force": ["true"]}
+    assert patch.headers["Content-Type"] == "application/apply-patch+yaml"
+    stored = kube_api.get("trainer.kubeflow.org/v1alpha1", "TrainJob", "team-vision", "run-42")
+    assert stored["spec"] == trainjob["spec"] and stored["metadata"]["labels"] == trainjob["metadata"]["labels"]
+
+
+def test_it_observes_a_trainjob_with_its_pods(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    kube_api.install(TRAINJOB)
+    backend.apply(_trainjob_run(), RESOURCES)
+    # The JobSet's pods carry the workload label the TrainJob's runtime patch gives them.
+    jobset = {"jobset.sigs.k8s.io/replicatedjob-name": "node"}
+    kube_api.put(samples.pod("run-42-node-0-1-xyz12", "run-42", extra_labels=jobset))
+    kube_api.put(samples.pod("run-42-node-0-0-abc34", "run-42", extra_labels=jobset))
+    kube_api.put(samples.pod("run-43-node-0-0-def56", "run-43", extra_labels=jobset))
+
+    observed = {o.object_name: o for o in backend.observe(RESOURCES)}
+
+    run = observed["run-42"]
+    assert (run.namespace, run.team) == ("team-vision", "vision")
+    trainjob = run.first("TrainJob")
+    assert trainjob["apiVersion"] == "trainer.kubeflow.org/v1alpha1"  # filled in from the LIST's kind
+    assert trainjob["spec"]["runtimeRef"]["name"] == "slipway-pytorch"
+    assert [p["metadata"]["name"] for p in run.pods] == ["run-42-node-0-0-abc34", "run-42-node-0-1-xyz12"]
+    listing = next(r for r in kube_api.requests if r.method == "GET" and r.path.endswith("/trainjobs"))
+    assert listing.path == "/apis/trainer.kubeflow.org/v1alpha1/trainjobs"  # cluster-wide, one call
+    assert listing.query["labelSelector"] == ["app.kubernetes.io/managed-by=slipway"]
+
+
+def test_it_deletes_a_trainjob_with_its_workload(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    kube_api.install(TRAINJOB)
+    backend.apply(_trainjob_run(), RESOURCES)
+    backend.apply(build_training(samples.training(object_name="run-43"), samples.CONFIG), RESOURCES)
+
+    assert backend.delete(ClusterAddress("team-vision", "run-42"), RESOURCES) == 1
+    assert kube_api.deletions == [("TrainJob", "team-vision", "run-42", "Background")]
+    assert kube_api.of_kind("TrainJob") == []
+    assert [o.object_name for o in backend.observe(RESOURCES)] == ["run-43"]  # another run's Job untouched
+
+
+@pytest.mark.parametrize("installed_then_removed", [False, True])
+def test_a_cluster_without_the_trainjob_crd_refuses_it_and_observes_none(
+    backend: KubernetesBackend, kube_api: FakeKubeAPI, installed_then_removed: bool
+) -> None:
+    if installed_then_removed:
+        kube_api.install(TRAINJOB)
+        kube_api.uninstalled.add("trainjobs")
+    with pytest.raises(NotFound):
+        backend.apply(_trainjob_run(), RESOURCES)
+    assert kube_api.objects == {}
+    kube_api.put(_job("run-1"))
+    assert [o.object_name for o in backend.observe(RESOURCES)] == ["run-1"]
+    assert backend.delete(ClusterAddress("team-vision", "run-42"), RESOURCES) == 0

@@ -21,9 +21,9 @@ FORBIDDEN_VERBS = {"escalate", "bind", "impersonate", "*"}
 
 
 #: API groups of custom resources under deploy/ (the Prometheus Operator's PrometheusRule, the Gateway
-#: API's HTTPRoute): kubernetes-validate knows only built-in kinds; tests/deploy/test_monitoring.py and
-#: tests/deploy/test_gateway.py check them.
-CUSTOM_GROUPS = ("monitoring.coreos.com/", "gateway.networking.k8s.io/")
+#: API's HTTPRoute, Kubeflow Trainer's ClusterTrainingRuntime): kubernetes-validate knows only built-in kinds;
+#: tests/deploy/test_monitoring.py, tests/deploy/test_gateway.py and tests/deploy/test_training_runtimes.py check them.
+CUSTOM_GROUPS = ("monitoring.coreos.com/", "gateway.networking.k8s.io/", "trainer.kubeflow.org/")
 
 
 def _documents() -> list[tuple[str, dict[str, Any]]]:
@@ -146,6 +146,7 @@ def test_it_grants_what_the_backend_needs() -> None:
     }
     needed = {("batch", "jobs", v) for v in ("list", "create", "patch", "delete")}
     needed |= {("kubeflow.org", "pytorchjobs", v) for v in ("list", "create", "patch", "delete")}
+    needed |= {("trainer.kubeflow.org", "trainjobs", v) for v in ("get", "list", "create", "patch", "delete")}
     needed |= {("keda.sh", "scaledobjects", v) for v in ("list", "create", "patch", "delete")}
     needed |= {("autoscaling", "horizontalpodautoscalers", "list")}  # KEDA's HPAs, read only
     needed |= {("apps", "deployments", "patch"), ("", "services", "delete"), ("", "namespaces", "patch")}

@@ -9,19 +9,29 @@ and review the diff like code. The rules every builder keeps are in ``tests/clus
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
 
+from cluster.manifests.training_runtimes import build_runtime, runtime_name
 from cluster.specs import ClusterConfig
+from cluster.training import FRAMEWORKS, TRAINER_CONTAINER, TRAINJOB, trainer_jobs
 from jobs.manifests import build_training
 from tests.cluster import crd_schema, samples
 from tests.cluster.manifest_rules import CUSTOM_KINDS, check_argv, check_hardened, check_labels, pod_specs
 from tests.golden import K8S_VERSIONS, all_objects, assert_golden_manifests
 
 GOLDEN = Path(__file__).parent / "golden"
+
+
+def trainjob_run(framework: str = "pytorch", **overrides: Any) -> Any:
+    """A distributed run of ``framework`` placed on a Trainer v2 cluster offering Slipway's runtime for it."""
+    values: dict[str, Any] = {"workers": 2}
+    values.update(overrides)
+    return samples.training(framework=framework, training_api=TRAINJOB, runtime=runtime_name(framework), **values)
 
 
 VARIANTS: dict[str, Any] = {
@@ -57,6 +67,23 @@ VARIANTS: dict[str, Any] = {
                          volumes=()), samples.CONFIG),
     "training_job_mps": lambda: build_training(
         samples.training(flavor=samples.A10G_MPS2, gpus_per_worker=1, shm_gb=None), samples.CONFIG),
+    # Trainer v2: a TrainJob per framework on its runtime (the gang policy is the runtime's: no config changes it).
+    "training_trainjob_pytorch": lambda: build_training(trainjob_run(workers=3, gpus_per_worker=8), samples.CONFIG),
+    "training_trainjob_deepspeed": lambda: build_training(trainjob_run("deepspeed"), samples.PLUGINS),
+    "training_trainjob_jax": lambda: build_training(trainjob_run("jax", workers=4), samples.VOLCANO),
+    "training_trainjob_mpi": lambda: build_training(trainjob_run("mpi", workers=3), samples.CONFIG),
+    "training_trainjob_xgboost": lambda: build_training(trainjob_run("xgboost", gpus_per_worker=1), samples.CONFIG),
+    "training_trainjob_secret_env": lambda: build_training(
+        trainjob_run(secret_env=("HF_TOKEN", "WANDB_API_KEY")), samples.CONFIG),
+    "training_trainjob_checkpoint": lambda: build_training(
+        trainjob_run(secret_env=("HF_TOKEN",), checkpoint=samples.checkpoint(
+            attempt=2, resume_from="/slipway/checkpoints/step-1000.pt", grace_seconds=120,
+            report_url="http://slipway-web.slipway-system.svc/api/v1/runs/42/checkpoints/")), samples.CONFIG),
+    "training_trainjob_spot_defaults": lambda: build_training(
+        trainjob_run(spot=True, cpu=None, memory_gb=None, shm_gb=None, max_runtime_minutes=None, volumes=(), env=(),
+                     args=()), samples.CONFIG),
+    "training_trainjob_mps": lambda: build_training(
+        trainjob_run("mpi", flavor=samples.A10G_MPS2, gpus_per_worker=1, shm_gb=None), samples.CONFIG),
 }
 
 
@@ -194,3 +221,80 @@ def test_it_renders_the_same_manifests_every_time() -> None:
 @pytest.mark.parametrize(("label", "obj"), [o for o in _all_objects() if pod_specs(o[1])])
 def test_it_never_wraps_the_argv_in_a_shell(label: str, obj: dict[str, Any]) -> None:
     check_argv(label, obj)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_trainjob_patches_exactly_the_jobs_and_container_its_runtime_runs_the_trainer_in(framework: str) -> None:
+    """Trainer's admission refuses a patch naming a replicated job or a container its runtime lacks, and a
+    patch the runtime's other jobs would miss leaves their pods without dshm, labels or placement."""
+    [trainjob] = build_training(trainjob_run(framework), samples.CONFIG)
+    runtime = build_runtime(framework)
+    assert trainjob["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
+                                              "name": runtime["metadata"]["name"]}
+    runtime_jobs = {job["name"]: {c["name"] for c in job["template"]["spec"]["template"]["spec"]["containers"]}
+                    for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]}
+    [patch] = trainjob["spec"]["runtimePatches"]
+    patched = {job["name"]: {c["name"] for c in job["template"]["spec"]["template"]["spec"]["containers"]}
+               for job in patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]}
+    assert patched == runtime_jobs == {name: {TRAINER_CONTAINER} for name in trainer_jobs(framework)}
+
+
+@pytest.mark.parametrize(("label", "obj"), [o for o in _all_objects() if o[1]["kind"] == "TrainJob"])
+def test_a_trainjob_sets_env_through_its_trainer_only(label: str, obj: dict[str, Any]) -> None:
+    """Trainer's admission refuses a runtime patch with env on the trainer's container ("must not have envs
+    for the … node containers"): the secret env and the checkpoint contract's are the trainer's."""
+    [patch] = obj["spec"]["runtimePatches"]
+    for job in patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]:
+        pod = job["template"]["spec"]["template"]
+        assert pod["metadata"]["labels"]["slipway.dev/workload"] == obj["metadata"]["name"]  # observed by it
+        assert [c for c in pod["spec"]["containers"] if "env" in c] == []
+        assert "resources" not in pod["spec"]["containers"][0]  # the trainer's resourcesPerNode
+    env = {e["name"]: e for e in obj["spec"]["trainer"]["env"]}
+    if label.startswith("training_trainjob_secret_env"):
+        assert env["WANDB_API_KEY"] == {"name": "WANDB_API_KEY",
+                                        "valueFrom": {"secretKeyRef": {"name": "run-42-env", "key": "WANDB_API_KEY"}}}
+    if label.startswith("training_trainjob_checkpoint"):
+        assert env["SLIPWAY_ATTEMPT"] == {"name": "SLIPWAY_ATTEMPT", "value": "2"}
+        assert "SLIPWAY_RUN_TOKEN" in env and "HF_TOKEN" in env
+
+
+def test_a_trainjob_asks_a_process_per_gpu_where_its_framework_launches_them() -> None:
+    trainer = build_training(trainjob_run(workers=3, gpus_per_worker=8), samples.CONFIG)[0]["spec"]["trainer"]
+    assert trainer["numNodes"] == 3 and trainer["numProcPerNode"] == 8  # an integer: the CRD's type
+    assert trainer["command"][:4] == ["torchrun", "--nnodes=3", "--nproc_per_node=8", "--no-python"]
+    assert trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == "8"
+    jax = build_training(trainjob_run("jax", workers=4), samples.CONFIG)[0]["spec"]["trainer"]
+    assert "numProcPerNode" not in jax and jax["command"] == ["python", "train.py"]
+
+
+#: The CEL rules of the TrainJob CRD's root (the strict walker runs no CEL): its name is an RFC 1035 label.
+TRAINJOB_NAME_RULES = ("self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')", "size(self.metadata.name) <= 63")
+
+
+def trainjob_name_ok(name: str) -> bool:
+    """:data:`TRAINJOB_NAME_RULES`, in Python."""
+    return re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name) is not None and len(name) <= 63
+
+
+def test_the_crds_name_rule_is_the_one_checked_here() -> None:
+    """So an upstream change of the rule fails here rather than on a cluster."""
+    rules = crd_schema.fixture("trainjob")["openAPIV3Schema"]["x-kubernetes-validations"]
+    assert tuple(rule["rule"] for rule in rules) == TRAINJOB_NAME_RULES
+    assert not trainjob_name_ok("42-run") and not trainjob_name_ok("run_42") and not trainjob_name_ok("r" * 64)
+
+
+@pytest.mark.parametrize(("label", "obj"), [o for o in _all_objects() if o[1]["kind"] == "TrainJob"])
+def test_a_trainjob_is_named_as_the_crds_cel_rule_requires(label: str, obj: dict[str, Any]) -> None:
+    assert trainjob_name_ok(obj["metadata"]["name"])
+
+
+def test_it_rejects_what_trainers_runtime_patch_type_does_not_know() -> None:
+    # The patch's pod template is Trainer's restricted type, not a PodTemplateSpec: the fixture keeps it.
+    trainjob = build_training(trainjob_run(), samples.CONFIG)[0]
+    pod = trainjob["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0][
+        "template"]["spec"]["template"]["spec"]
+    pod["schedulerName"] = "volcano"  # the runtime's podGroupPolicy says the gang scheduler
+    pod["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "2"}}  # the trainer's resourcesPerNode
+    trainjob["spec"]["trainer"]["numProcPerNode"] = "8"  # an integer in Trainer v2.3
+    assert sorted(e.split(":")[0].rsplit("/", 1)[-1] for e in crd_schema.errors("trainjob", trainjob)) == [
+        "0", "numProcPerNode", "spec"]  # containers/0: resources; template/spec: schedulerName
