@@ -51,10 +51,9 @@ DEMO_RUNS: tuple[tuple[str, str, dict], ...] = (
     ("ml-research", "alice", {"name": "bert-finetune", "max_runtime_minutes": 5, "flavor": "a100-80gb", "gpus_per_worker": 2,
                               "env": {"SLIPWAY_SIM_DURATION": "90s"}}),
     # Its GPU telemetry shows a run's phases (docs/metrics.md): loading, training with three evaluations,
-    # and idle for its last five minutes — stuck after its training loop, its 8 GPUs held. On west (the
-    # cloud): a PyTorchJob of the v1 Training Operator, as llama-ablation is a TrainJob on east (issue 51).
+    # and idle for its last five minutes — stuck after its training loop, its 8 GPUs held.
     ("ml-research", "alice", {"name": "llama-pretrain", "max_runtime_minutes": 20, "flavor": "h100-80gb", "gpus_per_worker": 4, "workers": 2,
-                              "priority": "high", "shm_gb": 64, "cluster_selector": {"provider": "cloud"},
+                              "priority": "high", "shm_gb": 64,
                               "env": {"SLIPWAY_SIM_DURATION": "15m", "SLIPWAY_SIM_IDLE_AFTER": "10m"}}),
     ("ml-research", "alice", {"name": "resnet-oom", "max_runtime_minutes": 5, "flavor": "a100-80gb", "gpus_per_worker": 1, "max_retries": 0,
                               "env": {"SLIPWAY_SIM_DURATION": "40s", "SLIPWAY_SIM_OUTCOME": "oom"}}),
@@ -90,11 +89,9 @@ DEMO_RUNS: tuple[tuple[str, str, dict], ...] = (
     # these 6 are NLP's idle ones, lent by the "research" cohort (seed_demo). Preemptible: when
     # t5-distill (DEMO_LATER) queues, NLP reclaims them, and this run goes back to the queue. It
     # has the checkpoint contract: it checkpoints every 30 s and on the notice, so its next
-    # attempt resumes where it stopped ("resuming from step k" in its log). On east (on-prem): a TrainJob of
-    # Kubeflow Trainer v2, its rank 0 the one that checkpoints.
+    # attempt resumes where it stopped ("resuming from step k" in its log).
     ("ml-research", "alice", {"name": "llama-ablation", "max_runtime_minutes": 30, "flavor": "h100-80gb",
                               "gpus_per_worker": 2, "workers": 3, "checkpoint": {"grace_seconds": 30},
-                              "cluster_selector": {"provider": "on-prem"},
                               "env": {"SLIPWAY_SIM_DURATION": "20m", "SLIPWAY_SIM_CHECKPOINT_EVERY": "30s",
                                       "SLIPWAY_SIM_HONOUR_NOTICE": "1"}}),
 )
