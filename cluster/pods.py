@@ -16,10 +16,16 @@ module names them for the log picker and for the run's reason:
   *previous* log (``previous=true``) — the kubelet keeps only the one run before the current
   one, so of a replica restarted twice the first attempt's log is gone. Each restarted replica
   is offered twice: its current run and that previous one ("master-0, attempt 1 (Error (exit 1))");
+* a **TrainJob** (Kubeflow Trainer v2) runs a JobSet: each replicated job is one indexed Job, so its
+  pods carry JobSet's ``jobset.sigs.k8s.io/replicatedjob-name`` and the Job's
+  ``batch.kubernetes.io/job-completion-index``, and are named by them ("node-0", "node-1"; an MPI
+  runtime's "launcher-0" first, it is node 0). They are one attempt's nodes, not a Job's attempts,
+  although the Job controller's labels are on them too: the JobSet label is read first. A restart
+  makes new pods (the old ones go with their Jobs), so there is no previous run to offer;
 * anything else (an endpoint's replicas) is listed by pod name, oldest first.
 
-The first source is the one shown when the user picked none: a PyTorchJob's Master, a Job's
-newest attempt, the oldest replica. A source's :attr:`LogSource.key` is what the picker and
+The first source is the one shown when the user picked none: a PyTorchJob's Master, a TrainJob's
+rank 0, a Job's newest attempt, the oldest replica. A source's :attr:`LogSource.key` is what the picker and
 ``?pod=`` carry: the pod's name, or ``<pod>:previous`` for a replica's earlier attempt (``:``
 is never part of a pod name).
 """
@@ -36,6 +42,11 @@ REPLICA_TYPE_LABELS = ("training.kubeflow.org/replica-type", "pytorch-replica-ty
 REPLICA_INDEX_LABELS = ("training.kubeflow.org/replica-index", "pytorch-replica-index")
 #: Labels the Job controller puts on its pods.
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
+#: Labels JobSet (a TrainJob's) and its indexed Jobs put on their pods: the replicated job, the node's index.
+REPLICATED_JOB_LABELS = ("jobset.sigs.k8s.io/replicatedjob-name",)
+COMPLETION_INDEX_LABELS = ("batch.kubernetes.io/job-completion-index",)
+#: The replicated job that is rank 0 when a runtime has it (MPI's launcher); the others come after it.
+LAUNCHER_JOB = "launcher"
 
 
 #: What ``?pod=`` appends to a pod's name for its container's previous run.
@@ -106,14 +117,21 @@ def _restarted(pod: Manifest) -> tuple[int, Manifest] | None:
 
 
 def job_attempts(pods: list[Manifest]) -> list[Manifest]:
-    """A Job's pods, one per attempt, oldest first ([] when ``pods`` are not a Job's)."""
-    return _oldest_first([p for p in pods if _label(p, JOB_NAME_LABELS)])
+    """A Job's pods, one per attempt, oldest first ([] when ``pods`` are not a Job's: a TrainJob's nodes, whose
+    Jobs are JobSet's, are not attempts)."""
+    return _oldest_first([p for p in pods if _label(p, JOB_NAME_LABELS) and not _label(p, REPLICATED_JOB_LABELS)])
 
 
 def _replica_order(pod: Manifest) -> tuple[int, int, str]:
     role = _label(pod, REPLICA_TYPE_LABELS).lower()
     index = _label(pod, REPLICA_INDEX_LABELS)
     return (0 if role == "master" else 1, int(index) if index.isdigit() else 0, _meta(pod).get("name") or "")
+
+
+def _node_order(pod: Manifest) -> tuple[int, str, int, str]:
+    job = _label(pod, REPLICATED_JOB_LABELS)
+    index = _label(pod, COMPLETION_INDEX_LABELS)
+    return (0 if job == LAUNCHER_JOB else 1, job, int(index) if index.isdigit() else 0, _meta(pod).get("name") or "")
 
 
 def log_sources(pods: list[Manifest], ended_as: str = "") -> list[LogSource]:
@@ -136,6 +154,11 @@ def log_sources(pods: list[Manifest], ended_as: str = "") -> list[LogSource]:
                 sources.append(LogSource(name, f"{replica}, attempt {restarts} ({terminated_reason(last)})",
                                          previous=True))
         return sources
+    nodes = [p for p in pods if _label(p, REPLICATED_JOB_LABELS)]
+    if nodes:
+        return [LogSource(_meta(p).get("name", ""),
+                          f"{_label(p, REPLICATED_JOB_LABELS)}-{_label(p, COMPLETION_INDEX_LABELS) or 0}")
+                for p in sorted(nodes, key=_node_order)]
     attempts = job_attempts(pods)
     if attempts:
         sources = []

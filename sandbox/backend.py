@@ -63,7 +63,7 @@ from cluster.errors import ClusterError, Invalid, NotFound, Transient
 from cluster.metrics import METRIC_SERIES, per_workload, running_pods
 from cluster.perf import gc_paused
 from cluster.startup import any_starting
-from cluster.training import NONE, TrainingOffer
+from cluster.training import LABELS, NONE, PYTORCHJOB, PYTORCHJOB_API, TRAINJOB, TRAINJOB_API, TrainingOffer, discovered
 from core.rawsql import sql_datetime
 from sandbox import engines, exporter, inventory
 from sandbox.bulk import Record
@@ -89,11 +89,13 @@ from sandbox.pods import (
     deletion,
     pod_log,
     pod_manifest,
+    trainer_status,
 )
 from sandbox.quantity import parse_quantity
 from sandbox.simulation import stable_int
 from sandbox.tick import run_tick
 from sandbox.timestamps import rfc3339
+from sandbox.trainer import installed_runtimes, runtime_refusal
 from sandbox.training_metrics import lines_since
 from sandbox.validation import admit, compile_plan, kind_label, served
 from sandbox.world import PLANS as PLAN_CACHE
@@ -112,12 +114,15 @@ MANIFEST_CACHE_MAX = 200_000
 OBSERVE_COLUMNS = ("id", "resource_kind", "api_version", "namespace", "name", "workload", "team", "uid", "resource_version",
                    "generation", "status", "memo", "replicas", "created_at", "delete_at", "delete_grace")
 #: The kinds whose pods a graceful delete lets run until the grace period ends.
-POD_OWNERS = ("Job", "PyTorchJob", "Deployment")
+POD_OWNERS = ("Job", "PyTorchJob", "TrainJob", "Deployment")
 #: Those kinds as :meth:`SandboxBackend.observe` lists them: what the sandbox's own views of its pods
 #: (``manage.py sandbox status``) observe, without the workload kinds' registry.
 POD_OWNER_KINDS = (ResourceKind("batch", "v1", "Job", "jobs", observed=True),
                    ResourceKind("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", observed=True),
+                   ResourceKind("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs", observed=True),
                    ResourceKind("apps", "v1", "Deployment", "deployments", observed=True))
+#: The training kinds a cluster serves only with their API: (apiVersion, kind) → (the API, its kind).
+CRDS = {(PYTORCHJOB_API[0], "PyTorchJob"): (PYTORCHJOB, "PyTorchJob"), (TRAINJOB_API[0], "TrainJob"): (TRAINJOB, "TrainJob")}
 #: Namespaces that exist without being applied.
 BUILTIN_NAMESPACES = ("default", "kube-system")
 
@@ -210,10 +215,26 @@ class SandboxBackend(ClusterBackend):
         now = now or timezone.now()
         self._refuse_training_without_api(objects)
         admitted = [admit(obj, resources) for obj in objects]  # 1. validate all first: nothing is written on Invalid
+        runtimes = installed_runtimes(inventory.cluster(self.cluster).training)
+        for obj in admitted:
+            self._refuse_without_runtime(obj, runtimes, resources)
         with transaction.atomic():
-            return copy.deepcopy([self._to_manifest(row) for row in self._store(admitted, now, resources)])
+            return copy.deepcopy([self._to_manifest(row) for row in self._store(admitted, now, resources, runtimes)])
 
-    def _store(self, admitted: list[Manifest], now: datetime, resources: Sequence[ResourceKind]) -> list[SimObject]:
+    def _refuse_without_runtime(self, obj: Manifest, runtimes: dict[str, Manifest],
+                                resources: Sequence[ResourceKind]) -> None:
+        """Trainer's validating webhook: a TrainJob whose ClusterTrainingRuntime the cluster lacks is a 422
+        (:func:`sandbox.trainer.runtime_refusal`); nothing of the batch is written."""
+        if obj["kind"] != "TrainJob":
+            return
+        why = runtime_refusal(obj, runtimes)
+        if why:
+            kind = served(obj["apiVersion"], "TrainJob", resources)
+            raise self.raised(Invalid(f'admission webhook "validate.trainjob.trainer.kubeflow.org" denied the request: '
+                                      f'{kind_label(kind)} "{obj["metadata"]["name"]}" is invalid: {why}', status=422))
+
+    def _store(self, admitted: list[Manifest], now: datetime, resources: Sequence[ResourceKind],
+               runtimes: dict[str, Manifest]) -> list[SimObject]:
         # 2. namespaces must exist (or be created by this batch), as on a real API server
         wanted = {o["metadata"]["namespace"] for o in admitted if "namespace" in o["metadata"]}
         created = {o["metadata"]["name"] for o in admitted if o["kind"] == "Namespace"}
@@ -235,7 +256,7 @@ class SandboxBackend(ClusterBackend):
             manifest["metadata"] = {k: v for k, v in meta.items()
                                     if k not in ("uid", "resourceVersion", "creationTimestamp", "generation",
                                                  "managedFields")}
-            plan = compile_plan(obj)
+            plan = compile_plan(obj, runtimes)
             if row is None:
                 row = SimObject(cluster=self.cluster, resource_kind=obj["kind"], api_version=obj["apiVersion"],
                                 namespace=namespace, name=meta["name"],
@@ -484,6 +505,8 @@ class SandboxBackend(ClusterBackend):
             if owner is None or group is None:
                 continue
             group.pods.append(pod_manifest(pod, owner, at, busy, served))
+            if owner.resource_kind == "TrainJob":
+                _report_progress(group, pod, owner, at, busy)
         self._startup_events(grouped, at)
         return list(grouped.values())
 
@@ -627,19 +650,24 @@ class SandboxBackend(ClusterBackend):
         ]
 
     def training(self) -> TrainingOffer:
-        """What the inventory declares of this cluster (``training:``): the sandbox's API discovery."""
+        """What the inventory declares of this cluster (``training:``): the sandbox's API discovery, with a
+        Trainer v2 cluster's runtimes (:func:`sandbox.trainer.installed_runtimes`)."""
         self._answering()
-        return TrainingOffer(inventory.cluster(self.cluster).training)
+        api = inventory.cluster(self.cluster).training
+        return discovered(api == TRAINJOB, api == PYTORCHJOB, installed_runtimes(api).values())
 
     def _refuse_training_without_api(self, objects: list[Manifest]) -> None:
-        """A cluster declared without a training API (``training: none``) serves no PyTorchJob: applying one
-        answers 404, as an API server without its CRD does (nothing of the batch is written)."""
-        if inventory.cluster(self.cluster).training != NONE:
-            return
+        """A cluster serves the training kind of its API only (``training:``): a PyTorchJob applied to a Trainer v2
+        cluster or one without a training API, a TrainJob to a v1 cluster or one without, answers 404, as an API
+        server without the CRD does (nothing of the batch is written)."""
+        api = inventory.cluster(self.cluster).training
         for obj in objects:
-            if isinstance(obj, dict) and (obj.get("apiVersion"), obj.get("kind")) == ("kubeflow.org/v1", "PyTorchJob"):
+            kind = (obj.get("apiVersion"), obj.get("kind")) if isinstance(obj, dict) else None
+            crd = CRDS.get(kind)
+            if crd is not None and crd[0] != api:
+                has = "no training API" if api == NONE else f"{LABELS[api]}"
                 raise self.raised(NotFound(f"the server could not find the requested resource: cluster "
-                                           f"{self.cluster} has no training API (no PyTorchJob CRD)", status=404))
+                                           f"{self.cluster} has {has} (no {crd[1]} CRD)", status=404))
 
     @storage_errors
     def capacity(self) -> list[NodeCapacity]:
@@ -695,6 +723,16 @@ class SandboxBackend(ClusterBackend):
             meta["annotations"] = {**(meta.get("annotations") or {}), LOAD_ANNOTATION: str(row.load)}
         out["status"] = row.status
         return out
+
+
+def _report_progress(group: ObservedWorkload, pod: Record, owner: Record, at: datetime, busy) -> None:
+    """A TrainJob's ``trainerStatus``: what its rank 0 pod (when ``pod`` is it) last reported by ``at``."""
+    report = trainer_status(pod, owner, at, busy)
+    if report is None:
+        return
+    for obj in group.objects:
+        if obj["kind"] == "TrainJob" and obj["metadata"]["name"] == owner.name:
+            obj["status"] = {**obj["status"], "trainerStatus": report}
 
 
 def _claim_storage(spec: Manifest) -> Decimal:

@@ -11,9 +11,10 @@ Two formats (docs/operations.md, "The sandbox cluster"):
   hour, overriding the flavor's list price) and the training API it has (``training:``, below).
 
 A cluster's ``training:`` is the training API its discovery finds (:mod:`cluster.training`): ``pytorchjob``
-(the default: the sandbox's PyTorchJob controller runs on every cluster) or ``none`` (it then refuses a
-PyTorchJob as an API server without the CRD does). Not ``trainjob`` yet: the sandbox runs no TrainJob
-controller (issue 51, point 7), and a cluster must not say it has an API it cannot run.
+(the default: the v1 Training Operator, the sandbox's PyTorchJob controller), ``trainjob`` (Kubeflow Trainer
+v2: the sandbox's TrainJob controller, with the ClusterTrainingRuntimes Slipway ships, :mod:`sandbox.trainer`)
+or ``none``. A cluster serves the training kind of its API only: it refuses the other one (and ``none`` both)
+as an API server without the CRD does.
 
 A pool's GPUs may be shared, as the NVIDIA device plugin shares them (``sharing: {strategy:
 time-slicing|mps, replicas: N, rename: false, config: <name>}``): its nodes advertise ``count ×
@@ -144,7 +145,7 @@ class UnknownCluster(ImproperlyConfigured):
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 CLUSTER_KEYS = frozenset({"name", "region", "labels", "prices", "spot_prices", "training", "pools"})
 #: The training APIs a sandbox cluster may declare (module docstring): those it has a controller for, or none.
-SANDBOX_TRAINING_APIS = (PYTORCHJOB, NONE)
+SANDBOX_TRAINING_APIS = (TRAINJOB, PYTORCHJOB, NONE)
 
 
 def _mig_allocatable(mig: dict, gpu_count: int) -> tuple[dict[str, int], int]:
@@ -324,11 +325,9 @@ def _prices(entry: dict, key: str) -> dict[str, Decimal]:
 
 def _training(value: object) -> str:
     """A cluster's ``training:`` (module docstring)."""
-    if value == TRAINJOB:
-        raise InventoryError("training: trainjob needs a TrainJob controller, which the sandbox does not run yet; "
-                             f"declare {' or '.join(SANDBOX_TRAINING_APIS)}")
     if value not in SANDBOX_TRAINING_APIS:
-        raise InventoryError(f"training must be {' or '.join(SANDBOX_TRAINING_APIS)}, got {value!r}")
+        raise InventoryError(f"training must be {', '.join(SANDBOX_TRAINING_APIS[:-1])} or {SANDBOX_TRAINING_APIS[-1]}, "
+                             f"got {value!r}")
     return str(value)
 
 

@@ -21,9 +21,10 @@ from datetime import datetime, timedelta
 
 from cluster.backends.base import Manifest
 from cluster.status import parse_time
-from sandbox import checkpoints
+from sandbox import checkpoints, training_metrics
 from sandbox.controllers.kubelet import ADMISSION_ERROR, KILLED_EXIT_CODE, crash_loop, model_loaded_at, pod_ready
 from sandbox.controllers.scaledobject import endpoint_load
+from sandbox.controllers.trainjob import job_name
 from sandbox.inventory import GpuSharing, nodes
 from sandbox.models import SimLoad, SimObject, SimPod
 from sandbox.names import replicaset_name
@@ -45,6 +46,7 @@ from sandbox.simulation import (
     training_log,
 )
 from sandbox.timestamps import rfc3339
+from sandbox.trainer import COMPLETION_INDEX
 from sandbox.world import STAGE_CRASHING
 
 #: Pod annotation carrying the synthetic GPU utilisation (percent) of a running pod.
@@ -60,10 +62,32 @@ NODE_SHUTDOWN = ("TerminationByKubelet", "Pod was terminated in response to immi
 
 
 def _template(owner: SimObject, role_name: str) -> Manifest:
+    if owner.resource_kind == "TrainJob":  # the JobSet the Trainer built at admission (sandbox.trainer)
+        return owner.plan["templates"][role_name]
     spec = owner.manifest.get("spec", {})
     if owner.resource_kind == "PyTorchJob":
         return spec["pytorchReplicaSpecs"][role_name]["template"]
     return spec["template"]
+
+
+def _jobset_pod(pod: SimPod, owner: SimObject, plan: dict, labels: dict) -> tuple[Manifest, dict]:
+    """What JobSet and its indexed Job put on a TrainJob's pod: their labels (the replicated job, the job
+    and completion index, the gang's pod group), the completion index annotation ``PET_NODE_RANK`` reads,
+    and the Job as its owner."""
+    job = job_name(owner.name, plan["role"])
+    job_uid = f"{owner.uid[:24]}{stable_int(job) % 10**12:012d}"
+    labels.update({
+        "jobset.sigs.k8s.io/jobset-name": owner.name, "jobset.sigs.k8s.io/replicatedjob-name": plan["role"],
+        "jobset.sigs.k8s.io/replicatedjob-replicas": "1", "jobset.sigs.k8s.io/job-index": "0",
+        "jobset.sigs.k8s.io/restart-attempt": str(int(owner.memo.get("restarts", 0))),
+        "batch.kubernetes.io/job-name": job, "job-name": job, "batch.kubernetes.io/controller-uid": job_uid,
+        "controller-uid": job_uid, COMPLETION_INDEX: str(pod.index),
+    })
+    if owner.plan.get("gang"):
+        labels["scheduling.x-k8s.io/pod-group"] = owner.name
+    owner_ref = {"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": job_uid, "controller": True,
+                 "blockOwnerDeletion": True}
+    return owner_ref, {COMPLETION_INDEX: str(pod.index)}
 
 
 def sharing_of(pod: SimPod) -> GpuSharing | None:
@@ -108,6 +132,8 @@ def pod_manifest(pod: SimPod, owner: SimObject, at: datetime,
                        "training.kubeflow.org/replica-index": str(pod.index)})
         if plan["role"] == "Master":
             labels["training.kubeflow.org/job-role"] = "master"
+    elif owner.resource_kind == "TrainJob":
+        owner_ref, indexed = _jobset_pod(pod, owner, plan, labels)
     else:
         rs = replicaset_name(owner.name, pod.template_hash)
         labels["pod-template-hash"] = rs.rsplit("-", 1)[1]
@@ -119,8 +145,10 @@ def pod_manifest(pod: SimPod, owner: SimObject, at: datetime,
         "labels": labels, "ownerReferences": [owner_ref], "creationTimestamp": rfc3339(pod.created_at),
         **deletion(owner),
     }
+    if owner.resource_kind == "TrainJob":
+        meta["annotations"] = indexed
     if pod.annotations:
-        meta["annotations"] = dict(pod.annotations)
+        meta["annotations"] = {**(meta.get("annotations") or {}), **pod.annotations}
     spec = dict(template.get("spec") or {})
     if pod.node:
         spec["nodeName"] = pod.node
@@ -317,19 +345,48 @@ def pod_log(row: SimPod, at: datetime, tail: int | None, previous: bool,
         return server_log(row.name, image=plan["img"], started=row.started_at, until=until,
                           load=_endpoint_load(row.owner, at) / max(row.owner.replicas, 1),
                           tail=tail, port=plan.get("port"), args=plan.get("args", ()))
+    return _run_log(row, row.owner, plan, at, tail, busy)
+
+
+def _run_log(row: SimPod, owner: SimObject, plan: dict, at: datetime, tail: int,
+             busy: Counter[tuple[str, int]] | None) -> list[str]:
+    """A run's pod's current log (:func:`pod_log`), its ``owner`` given."""
     until = row.finished_at or at
-    workers = sum(p["count"] for p in row.owner.plan["pods"])
+    workers = sum(p["count"] for p in owner.plan["pods"])
     noticed = (row.finished_at is not None and not row.disruption and row.exit_code == checkpoints.NOTICE_EXIT_CODE
                and checkpoints.notice_exit(plan, row.started_at, row.notice_at) == row.finished_at)
     shared_oom = row.reason == OOM_KILLED and bool(row.message)  # its shared GPU's memory killed it
     return training_log(row.name, image=plan["img"], started=row.started_at, until=until,
-                        outcome="oom" if shared_oom else pod_outcome(plan, row.owner.resource_kind, row.index),
+                        outcome="oom" if shared_oom else pod_outcome(plan, owner.resource_kind, row.index),
                         finished=(row.finished_at is not None and row.reason != "DeadlineExceeded"
                                   and not row.disruption),
                         workers=workers, tail=tail, args=plan.get("args", ()),
-                        ckpt=_checkpointing(plan), noticed=noticed, oom_detail=row.message if shared_oom else "",
+                        ckpt=_checkpointing(plan, row.index), noticed=noticed,
+                        oom_detail=row.message if shared_oom else "",
                         every=plan.get("log"), planned=plan["dur"], pace=_pace(row, plan, at, busy),
                         curve=plan.get("curve"))
+
+
+def trainer_status(row: SimPod, owner: SimObject, at: datetime,
+                   busy: Counter[tuple[str, int]] | None = None) -> Manifest | None:
+    """A TrainJob's ``trainerStatus``: what rank 0's run (``row``) last reported by ``at`` — its newest
+    training line's step against the run's total (the scale of its ``SLIPWAY_PROGRESS`` lines), the time
+    left at its pace, and the line's metrics. None before its first training line (nothing reported yet)."""
+    plan = owner.plan["pods"][row.role]
+    if row.started_at is None or not plan.get("rank0") or row.index != 0:
+        return None
+    every = plan.get("log") or training_metrics.DEFAULT_EVERY
+    report = training_metrics.last_report(_run_log(row, owner, plan, at, training_metrics.PROGRESS_EVERY + 2, busy))
+    if report is None:
+        return None
+    when, step, metrics = report
+    ckpt = _checkpointing(plan, row.index)
+    total = training_metrics.total_steps((ckpt.done_before if ckpt else 0) + plan["dur"], every)
+    step = min(step, total)
+    return {"progressPercentage": int(100 * step / total) if total else 100,
+            "estimatedRemainingSeconds": round((total - step) / training_metrics.STEPS_PER_LINE * every),
+            "metrics": [{"name": name, "value": value} for name, value in metrics],
+            "lastUpdatedTime": when}
 
 
 def _pace(row: SimPod, plan: dict, at: datetime, busy: Counter[tuple[str, int]] | None) -> Pace | None:
@@ -352,7 +409,7 @@ def _previous_log(row: SimPod, plan: dict, tail: int) -> list[str]:
     return training_log(row.name, image=plan["img"], started=parse_time(run["started"]),
                         until=parse_time(run["finished"]), outcome=pod_outcome(plan, row.owner.resource_kind, row.index),
                         finished=not killed, workers=sum(p["count"] for p in row.owner.plan["pods"]), tail=tail,
-                        args=plan.get("args", ()), ckpt=_checkpointing(plan), every=plan.get("log"),
+                        args=plan.get("args", ()), ckpt=_checkpointing(plan, row.index), every=plan.get("log"),
                         planned=plan["dur"], curve=plan.get("curve"))
 
 
@@ -368,7 +425,8 @@ def _endpoint_load(deployment: SimObject, at: datetime) -> float:
     return endpoint_load(loads, deployment.namespace, deployment.workload, scaled.plan, at)
 
 
-def _checkpointing(plan: dict) -> checkpoints.Checkpointing | None:
+def _checkpointing(plan: dict, index: int) -> checkpoints.Checkpointing | None:
     """The pod's checkpoint settings, for the one replica that saves them: a Job's pod, a
-    PyTorchJob's Master (rank 0 saves, the workers do not)."""
-    return checkpoints.from_plan(plan) if plan.get("role", "") in ("", "Master") else None
+    PyTorchJob's Master, a TrainJob's node 0 (rank 0 saves, the others do not)."""
+    rank0 = plan.get("role", "") in ("", "Master") or (plan.get("rank0", False) and index == 0)
+    return checkpoints.from_plan(plan) if rank0 else None

@@ -13,7 +13,7 @@ value are one domain; a node without it is in none), and the namespaces a term l
 lists and those its ``namespaceSelector`` selects (``{}``: all), or — neither given — only the
 pod's own namespace, as Kubernetes defaults. Required pod *affinity* is not simulated.
 
-A gang (the pods of one PyTorchJob) is placed all-or-nothing: every pod is tentatively bound
+A gang (the pods of one PyTorchJob or TrainJob) is placed all-or-nothing: every pod is tentatively bound
 against the running totals, and nothing is kept unless all of them fit.
 """
 

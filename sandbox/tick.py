@@ -11,9 +11,9 @@ Order within a tick (each step sees the previous one's results):
 0. shared GPUs: time-slicing and MPS decide how far each pod on a shared GPU got and whose
    memory does not fit (:mod:`sandbox.controllers.gpus`);
 1. kubelet: bound pods move ContainerCreating → Running → Succeeded/Failed by their times;
-2. controllers: Jobs, PyTorchJobs and Deployments (scaled by their ScaledObjects) react to
+2. controllers: Jobs, PyTorchJobs, TrainJobs and Deployments (scaled by their ScaledObjects) react to
    finished pods, deadlines and replica counts, and create pods within the ResourceQuota;
-3. scheduler: unbound pods are bound by fit (PyTorchJob pods as one gang) or get a
+3. scheduler: unbound pods are bound by fit (a PyTorchJob's or a TrainJob's pods as one gang) or get a
    FailedScheduling message;
 4. the ResourceQuotas' status reports what their namespace now uses;
 5. the endpoints' real engines (:mod:`sandbox.engines`): started for running replicas, stopped for
@@ -36,13 +36,14 @@ from django.db.models import Exists, OuterRef, Q
 
 from cluster.backends.base import DemandReader
 from sandbox import engines
-from sandbox.controllers import deployment, gpus, job, kubelet, pytorchjob, quota
+from sandbox.controllers import deployment, gpus, job, kubelet, pytorchjob, quota, trainjob
 from sandbox.controllers.scheduling import schedule
 from sandbox.models import SimLoad, SimObject, SimPod
 from sandbox.world import World
 
 #: The controller of each kind that owns pods.
-CONTROLLERS = {"Job": job.reconcile, "PyTorchJob": pytorchjob.reconcile, "Deployment": deployment.reconcile}
+CONTROLLERS = {"Job": job.reconcile, "PyTorchJob": pytorchjob.reconcile, "TrainJob": trainjob.reconcile,
+               "Deployment": deployment.reconcile}
 
 
 def run_tick(now: datetime, cluster: str, demand: DemandReader | None = None) -> dict[str, int]:

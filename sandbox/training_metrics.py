@@ -80,3 +80,17 @@ def lines_since(lines: list[str], since: datetime) -> list[str]:
         if keeping:
             kept.append(line)
     return kept
+
+
+def last_report(lines: list[str]) -> tuple[str, int, list[tuple[str, str]]] | None:
+    """The newest training line of ``lines`` (:func:`step_line`'s): its time, its step and its other
+    ``name=value`` pairs in order, as a TrainJob's ``trainerStatus`` reports them; None when there is none."""
+    for line in reversed(lines):
+        head, _, rest = line.partition(" INFO  ")
+        if not rest.startswith("step="):  # a progress, checkpoint or other line
+            continue
+        pairs = [tuple(word.split("=", 1)) for word in rest.split() if "=" in word]
+        if not pairs[0][1].isdigit():
+            continue
+        return head, int(pairs[0][1]), [(name, value) for name, value in pairs[1:]]
+    return None

@@ -13,13 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cluster.backends.base import ResourceKind, resource_kind
 from cluster.errors import Invalid
 from cluster.manifests.common import DISPLAY_NAME_ANNOTATION
-from sandbox import engines
+from sandbox import engines, trainer
 from sandbox.inventory import inventory
 from sandbox.quantity import parse_quantity, to_units
 from sandbox.registry import pull_error
@@ -32,7 +32,7 @@ Manifest = dict[str, Any]
 #: (with KEDA's TriggerAuthentication of its Prometheus tenant), what pods refer to, and a gang
 #: scheduler's PodGroups. The workload kinds' objects are served as their registrations declare
 #: them (the ``resources`` apply is given); the sandbox's controllers simulate Jobs, PyTorchJobs,
-#: Deployments and ScaledObjects, and store any other declared kind as applied.
+#: TrainJobs, Deployments and ScaledObjects, and store any other declared kind as applied.
 SERVED: tuple[ResourceKind, ...] = (
     ResourceKind("", "v1", "Namespace", "namespaces", namespaced=False),
     ResourceKind("", "v1", "ResourceQuota", "resourcequotas"),
@@ -334,6 +334,15 @@ def _check_spec(errors: _Errors, obj: Manifest) -> None:
             if containers and not any(isinstance(c, dict) and c.get("name") == "pytorch" for c in containers):
                 errors.items.append(f"{rpath}.template.spec.containers: Required value: There is no container named "
                                     "pytorch")
+    elif kind == "TrainJob":
+        if not ((spec.get("runtimeRef") or {}).get("name")):
+            errors.required("spec.runtimeRef.name")
+        nodes = (spec.get("trainer") or {}).get("numNodes", 1)
+        if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
+            errors.invalid("spec.trainer.numNodes", nodes, "should be greater than or equal to 1")
+        deadline = spec.get("activeDeadlineSeconds")
+        if deadline is not None and (not isinstance(deadline, int) or isinstance(deadline, bool) or deadline < 1):
+            errors.invalid("spec.activeDeadlineSeconds", deadline, "should be greater than or equal to 1")
     elif kind == "ScaledObject":
         target = spec.get("scaleTargetRef") or {}
         if not target.get("name"):
@@ -550,9 +559,27 @@ def _wake(triggers: list) -> dict:
     return {}
 
 
-def compile_plan(obj: Manifest) -> dict:
-    """The compact plan of an admitted object (empty for kinds no controller acts on)."""
+def _trainjob_plan(obj: Manifest, runtime: Manifest) -> dict:
+    """A TrainJob's plan: the JobSet the Trainer builds on its runtime (:mod:`sandbox.trainer`), one pod
+    plan per replicated job (the first one's pod 0 is rank 0), and the runtime's gang, restarts and success."""
+    spec, workload = obj.get("spec") or {}, obj["metadata"]["name"]
+    jobs = trainer.replicated_jobs(obj, runtime)
+    pods = [pod_plan(template, workload=workload, role=name, count=count, kind="TrainJob")
+            for name, count, template in jobs]
+    if pods:
+        pods[0]["rank0"] = True
+    return {"pods": pods, "templates": {name: template for name, _, template in jobs},
+            "gang": trainer.gang(runtime), "restarts": trainer.max_restarts(runtime),
+            "success": trainer.success_jobs(runtime), "suspend": bool(spec.get("suspend")),
+            "deadline": spec.get("activeDeadlineSeconds")}
+
+
+def compile_plan(obj: Manifest, runtimes: Mapping[str, Manifest] | None = None) -> dict:
+    """The compact plan of an admitted object (empty for kinds no controller acts on). ``runtimes``: the
+    cluster's ClusterTrainingRuntimes by name, which a TrainJob's plan is built on (admission made sure its is there)."""
     kind, spec = obj["kind"], obj.get("spec") or {}
+    if kind == "TrainJob":
+        return _trainjob_plan(obj, (runtimes or {})[spec["runtimeRef"]["name"]])
     workload = obj["metadata"]["name"]
     if kind == "Job":
         return {

@@ -27,7 +27,9 @@ from sandbox.timestamps import parse_rfc3339
 
 STAGE_CREATED, STAGE_BOUND, STAGE_STARTED, STAGE_READY, STAGE_DONE, STAGE_CRASHING = 0, 1, 2, 3, 4, 5
 #: The object kinds a controller of the tick acts on; the others are only stored and observed.
-CONTROLLED = ("Job", "PyTorchJob", "Deployment", "ScaledObject", "ResourceQuota")
+#: The kinds whose controller owns pods.
+OWNER_KINDS = ("Job", "PyTorchJob", "TrainJob", "Deployment")
+CONTROLLED = (*OWNER_KINDS, "ScaledObject", "ResourceQuota")
 BATCH = 500
 #: The tick works on plain records of these tables (see sandbox.bulk), not model instances.
 ObjRow = Record
@@ -135,7 +137,7 @@ class World:
             o.plan = PLANS.get((o.uid, o.resource_version))
         # An object re-applied between the two reads is picked up by the next tick.
         objects = [o for o in objects if o.plan is not None]
-        self.owners = {o.pk: o for o in objects if o.resource_kind in ("Job", "PyTorchJob", "Deployment")}
+        self.owners = {o.pk: o for o in objects if o.resource_kind in OWNER_KINDS}
         self.scaled = {(o.namespace, o.plan.get("target")): o for o in objects if o.resource_kind == "ScaledObject"}
         self.quotas: dict[str, list[ObjRow]] = defaultdict(list)
         for o in objects:

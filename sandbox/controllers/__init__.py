@@ -6,6 +6,7 @@ Each works on the tick's :class:`sandbox.world.World` (records loaded once, chan
 * :mod:`~sandbox.controllers.quota` — ResourceQuota: usage, admission of new pods, status;
 * :mod:`~sandbox.controllers.job` — batch/v1 Jobs;
 * :mod:`~sandbox.controllers.pytorchjob` — Kubeflow PyTorchJobs (gangs restarted as one);
+* :mod:`~sandbox.controllers.trainjob` — Kubeflow Trainer v2's TrainJobs (a JobSet on the cluster's runtime);
 * :mod:`~sandbox.controllers.deployment` — Deployments and their ReplicaSet's pods;
 * :mod:`~sandbox.controllers.scaledobject` — KEDA ScaledObjects and their HPA (replica targets);
 * :mod:`~sandbox.controllers.scheduling` — binding pods to nodes with :mod:`sandbox.scheduler`.

@@ -1,4 +1,4 @@
-"""Status conditions of Jobs and PyTorchJobs: built, replaced and looked up as their controllers do."""
+"""Status conditions of Jobs, PyTorchJobs and TrainJobs: built, replaced and looked up as their controllers do."""
 
 from __future__ import annotations
 

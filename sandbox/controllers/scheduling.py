@@ -1,6 +1,6 @@
-"""The scheduler step: every unbound pod is bound to a node that fits it (a PyTorchJob's pods as
-one gang, all or nothing), oldest first, or gets kube-scheduler's ``FailedScheduling`` message
-(once per change). The filters and messages are :class:`sandbox.scheduler.Scheduler`'s.
+"""The scheduler step: every unbound pod is bound to a node that fits it (a PyTorchJob's pods, and a
+TrainJob's whose runtime names a gang scheduler, as one gang, all or nothing), oldest first, or gets
+kube-scheduler's ``FailedScheduling`` message (once per change). The filters and messages are :class:`sandbox.scheduler.Scheduler`'s.
 
 A pod bound to a shared node (:class:`sandbox.inventory.GpuSharing`) for one replica of its shared
 resource is given a physical GPU, as the device plugin allocates one: the GPU with the most
@@ -46,8 +46,8 @@ def schedule(world: World) -> None:
                 unbound.append(pod)
         if not unbound:
             continue
-        if owner.resource_kind == "PyTorchJob":
-            waiting.append((owner, unbound))  # a gang: all or nothing
+        if owner.resource_kind == "PyTorchJob" or (owner.resource_kind == "TrainJob" and owner.plan.get("gang")):
+            waiting.append((owner, unbound))  # a gang: all or nothing (a TrainJob's runtime's podGroupPolicy)
         else:
             waiting.extend((owner, [pod]) for pod in unbound)
     selecting = any(term["nss"] for term in terms)  # a term selects namespaces by their labels

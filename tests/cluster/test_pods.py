@@ -72,3 +72,30 @@ def test_a_restarted_pytorchjob_replica_offers_its_previous_run_after_its_curren
         ("run-7-master-0:previous", "master-0, attempt 2 (OOMKilled (exit 137))", True),
         ("run-7-worker-0", "worker-0", False)]
     assert sources[1].pod == "run-7-master-0"  # the backend reads the same pod, with previous=true
+
+
+def jobset_node(trainjob: str, replicated_job: str, index: int) -> dict:
+    """A TrainJob's pod as JobSet and its indexed Job label it (the Job's own labels too)."""
+    job = f"{trainjob}-{replicated_job}-0"
+    return pod(f"{job}-{index}-bcdfg", trainjob, extra_labels={
+        "jobset.sigs.k8s.io/replicatedjob-name": replicated_job, "batch.kubernetes.io/job-completion-index": str(index),
+        "batch.kubernetes.io/job-name": job, "job-name": job})
+
+
+def test_it_names_a_trainjobs_nodes_by_completion_index_rank_0_first():
+    sources = log_sources([jobset_node("run-9", "node", 10), jobset_node("run-9", "node", 2),
+                           jobset_node("run-9", "node", 0)])
+    assert [(s.pod, s.label) for s in sources] == [
+        ("run-9-node-0-0-bcdfg", "node-0"), ("run-9-node-0-2-bcdfg", "node-2"), ("run-9-node-0-10-bcdfg", "node-10")]
+
+
+def test_an_mpi_trainjobs_launcher_is_rank_0_and_comes_first():
+    sources = log_sources([jobset_node("run-9", "node", 1), jobset_node("run-9", "node", 0),
+                           jobset_node("run-9", "launcher", 0)])
+    assert [s.label for s in sources] == ["launcher-0", "node-0", "node-1"]
+
+
+def test_a_trainjobs_nodes_are_not_a_jobs_attempts():
+    """Their Jobs are JobSet's: the Job controller's labels on them do not make them retries."""
+    nodes = [jobset_node("run-9", "node", 0), jobset_node("run-9", "node", 1)]
+    assert attempt_words(nodes, max_retries=2) == ""
