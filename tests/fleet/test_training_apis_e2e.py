@@ -106,7 +106,6 @@ def test_a_preempted_trainjob_resumes_from_its_checkpoint_on_east(timeline, staf
     borrowed = post_run(alice, "4m", team="vision", name="borrowed", checkpoint={"grace_seconds": 45},
                         env={"SLIPWAY_SIM_CHECKPOINT_EVERY": "30s", "SLIPWAY_SIM_HONOUR_NOTICE": "1"},
                         **TWO_NODES, **east)["id"]
-    # Waits for jobs/status.py: a TrainJob's run is not seen running before it reads TrainJobs.
     run = until(timeline, borrowed, (RunState.RUNNING,), cycles=8)
     assert run.state == RunState.RUNNING, run.reason
     assert SimObject.objects.filter(cluster="east", resource_kind="TrainJob", name=f"run-{borrowed}").exists()
@@ -120,15 +119,18 @@ def test_a_preempted_trainjob_resumes_from_its_checkpoint_on_east(timeline, staf
     mine = post_run(noor, "2m", team="nlp-platform", name="short", gpus_per_worker=4, **east)["id"]
     run = until(timeline, borrowed, (RunState.QUEUED,), cycles=16)
     assert (run.state, run.preemptions, run.attempt) == (RunState.QUEUED, 1, 2)
+    # The last checkpoint reported wins: the one its rank 0 saved on the preemption notice, after the one posted.
+    saved = run.last_checkpoint_path
+    assert saved.startswith("/slipway/checkpoints/step-") and run.last_checkpoint_at is not None
     assert not SimObject.objects.filter(cluster="east", resource_kind="TrainJob", name=f"run-{borrowed}").exists()
 
     run = until(timeline, borrowed, (RunState.RUNNING,), cycles=60)
     assert TrainingRun.objects.get(pk=mine).state == RunState.SUCCEEDED
     assert run.state == RunState.RUNNING
     env = node_env(timeline, run)
-    assert (env["SLIPWAY_ATTEMPT"], env["SLIPWAY_RESUME_FROM"]) == ("2", "/slipway/checkpoints/step-300")
+    assert (env["SLIPWAY_ATTEMPT"], env["SLIPWAY_RESUME_FROM"]) == ("2", saved)
     rank0 = timeline.backend_of("east").logs(run.address, next(
         p["metadata"]["name"] for p in timeline.backend_of("east").pods(run.address)
         if p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "0"), tail=None)
-    assert any("resuming from step 300" in line for line in rank0)
+    assert any(f"resuming from step {saved.rsplit('-', 1)[1]}" in line for line in rank0)
     assert until(timeline, borrowed, (RunState.SUCCEEDED, RunState.FAILED), cycles=70).state == RunState.SUCCEEDED
