@@ -237,7 +237,7 @@ def place(request: PlacementRequest, clusters: Sequence[ClusterOffer]) -> Placem
                      rejected=tuple(sorted(rejected, key=lambda r: r.cluster)), waiting=waiting)
 
 
-def no_usable_cluster(flavor: FlavorSpec, spot: bool, clusters: Sequence[ClusterOffer]) -> str:
+def no_usable_cluster(flavor: FlavorSpec, spot: bool, clusters: Sequence[ClusterOffer], framework: str = "") -> str:
     """Why no cluster can take new work of ``flavor`` now because of the clusters' states, or "" when one may.
 
     "l4-24gb is only offered by east, which is draining"; "a100-80gb is only offered by east
@@ -250,7 +250,16 @@ def no_usable_cluster(flavor: FlavorSpec, spot: bool, clusters: Sequence[Cluster
     rule 1's), or when it has reported no nodes yet (a fresh install before its first read: not
     known to lack it). Rule 1's other filters are not this function's: a cluster selector that no
     cluster matches, or a flavor that no cluster offers at all, is for :func:`place` to say.
+
+    Distributed training of ``framework`` counts only the clusters whose training API takes it (rule 1's
+    :func:`cluster.training.takes`): when none does any more (staff removed an operator or a runtime after the
+    work was submitted), or every one that does is unusable, it waits here — not admitted to an apply no cluster
+    could take.
     """
+    if framework:
+        clusters = [c for c in clusters if takes(c.training_api, c.frameworks, framework)]
+        if not clusters:
+            return f"no cluster takes distributed {framework} training now"
     unusable = sorted((c for c in clusters if c.state not in PLACEABLE_STATES), key=lambda c: c.name)
     if not unusable:
         return ""

@@ -17,7 +17,9 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+import fleet.services as fleet
 from billing.pricing import PriceBook
+from cluster.training import DEFAULT_FRAMEWORK, FRAMEWORKS
 from core.priority import Priority
 from fleet.models import GpuFlavor
 from jobs import constants as c
@@ -78,7 +80,11 @@ class NewRunForm(forms.Form):
     gpus_per_worker = forms.CharField(label="GPUs per worker", initial="1",
                                       widget=forms.NumberInput(attrs={"min": 1, "max": 64}))
     workers = forms.CharField(initial="1", widget=forms.NumberInput(attrs={"min": 1, "max": c.MAX_WORKERS}),
-                              help_text="More than one runs a distributed PyTorchJob.")
+                              help_text="More than one is distributed training: a TrainJob on a Trainer v2 cluster, "
+                                        "a PyTorchJob on a v1 one.")
+    framework = forms.CharField(initial=DEFAULT_FRAMEWORK, label="Framework",
+                                help_text="What distributed training runs: each is offered where a cluster has a "
+                                          "runtime for it (in brackets). One worker runs anywhere.")
     gpu_memory_gb = forms.CharField(
         required=False, label="GPU memory per worker (GB)", widget=forms.NumberInput(attrs={"step": "any", "min": 0}),
         help_text="Optional: what the model needs. The preview warns when the flavor's memory per unit is less.")
@@ -118,11 +124,12 @@ class NewRunForm(forms.Form):
         choices = [("", "— choose a flavor —")] + [(f.name, flavor_label(f, rows.get(f.name), currency, book, waits))
                                                    for f in flavors]
         self.fields["flavor"].widget = FlavorSelect(choices=choices, disabled_values=without_quota)
+        self.fields["framework"].widget = forms.Select(choices=framework_choices())
         self.api_data: dict[str, Any] = {}
 
     # Sections of the page (templates cannot pass arguments, hence one property each).
     WHAT = ("name", "image", "command", "args", "env", "secret_env", "volumes")
-    RESOURCES = ("flavor", "gpus_per_worker", "workers", "gpu_memory_gb", "spot", "priority", "checkpoint", "checkpoint_grace_seconds",
+    RESOURCES = ("flavor", "gpus_per_worker", "workers", "framework", "gpu_memory_gb", "spot", "priority", "checkpoint", "checkpoint_grace_seconds",
                  "checkpoint_volume")
     LIMITS = ("cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes")
 
@@ -145,7 +152,7 @@ class NewRunForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         data: dict[str, Any] = {}
-        for name in ("name", "image", "flavor", "gpus_per_worker", "workers", "priority", "gpu_memory_gb"):
+        for name in ("name", "image", "flavor", "gpus_per_worker", "workers", "framework", "priority", "gpu_memory_gb"):
             if cleaned.get(name) not in (None, ""):
                 data[name] = cleaned[name].strip()
         put_argv(self, cleaned, data)
@@ -182,6 +189,17 @@ class NewRunForm(forms.Form):
                 self.add_error(target, message)
 
 
+def framework_choices() -> list[tuple[str, str]]:
+    """The framework picker's options, each naming the clusters that offer it now (:attr:`fleet.models.Cluster.training`,
+    the rule placement asks), so a user sees where a distributed run of it can go before the preview says so."""
+    clusters = fleet.clusters()
+    options = []
+    for framework in FRAMEWORKS:
+        where = [c.name for c in clusters if c.training.takes(framework)]
+        options.append((framework, f"{framework} ({', '.join(where) if where else 'no cluster offers it now'})"))
+    return options
+
+
 def preview_data(form_data) -> dict[str, Any]:
     """The resource fields of a (possibly half-filled or prefilled) form, in the API's shape, for the live preview.
 
@@ -191,7 +209,8 @@ def preview_data(form_data) -> dict[str, Any]:
     data: dict[str, Any] = {"name": "preview", "image": "busybox", "command": ["true"]}
     # The runtime limit prices the whole run (estimated total, its share of the budget).
     # The GPU memory a worker needs: the flavor advice's warnings read it.
-    for name in ("flavor", "gpus_per_worker", "workers", "priority", "max_runtime_minutes", "gpu_memory_gb"):
+    for name in ("flavor", "gpus_per_worker", "workers", "framework", "priority", "max_runtime_minutes",
+                 "gpu_memory_gb"):
         value = str(form_data.get(name) or "").strip()
         if value:
             data[name] = value
@@ -215,7 +234,7 @@ def initial_from_run(run: TrainingRun, name: str) -> dict[str, Any]:
         # Names only: secret values are never put into a page, the user types them again.
         "secret_env": "\n".join(f"{name}=" for name in secrets.names(run)),
         "flavor": run.flavor.name, "gpus_per_worker": str(run.gpus_per_worker), "workers": str(run.workers),
-        "spot": run.spot, "priority": run.priority, "cpu": text(run.cpu), "memory_gb": text(run.memory_gb),
+        "framework": run.framework, "spot": run.spot, "priority": run.priority, "cpu": text(run.cpu), "memory_gb": text(run.memory_gb),
         "shm_gb": text(run.shm_gb), "max_retries": str(run.max_retries), "max_runtime_minutes": text(run.max_runtime_minutes),
         "checkpoint": run.checkpoint is not None,
         "checkpoint_grace_seconds": str((run.checkpoint or {}).get("grace_seconds", c.DEFAULT_CHECKPOINT_GRACE_SECONDS)),

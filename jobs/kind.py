@@ -200,7 +200,8 @@ class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates,
         units, per_node = run.placement_shape  # the one shape rule: placement and the price read it too
         return ResourceRequest(flavor=run.flavor.name, units=units, units_per_node=per_node,
                                priority=run.priority, spot=run.spot, description=f"run {run.name}",
-                               estimated_cost=run.estimated_total_cost, cost_per_hour=run.estimated_cost_per_hour)
+                               estimated_cost=run.estimated_total_cost, cost_per_hour=run.estimated_cost_per_hour,
+                               training_framework=run.training_framework)
 
     def manifests(self, run: TrainingRun) -> list[dict]:
         return build_training(training_spec(run), core.backend.cluster_config())

@@ -78,6 +78,7 @@ def _quota_request(request: RunRequest) -> ResourceRequest:
         priority=request.priority,
         spot=request.spot,
         description=f"run {request.name}",
+        training_framework=request.framework if request.workers > 1 else "",
     )
 def _shape(request: RunRequest) -> policy.Shape:
     """What a run asks of its flavor: training, ``workers`` pods as one job, ``gpus_per_worker`` units each."""

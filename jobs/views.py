@@ -248,6 +248,7 @@ def _spec_rows(run: TrainingRun) -> list[tuple[str, str, bool]]:
     plain = [
         ("Flavor", f"{run.flavor.name}{' (spot)' if run.spot else ''}"),
         ("GPUs", f"{run.gpus_per_worker} per worker, {run.workers} worker{'s' if run.workers != 1 else ''} ({run.resource_kind})"),
+        ("Framework", run.framework),
         ("CPU / memory / shm", " / ".join("-" if v is None else f"{v:g}" for v in (run.cpu, run.memory_gb, run.shm_gb))),
         ("Retries", str(run.max_retries)),
         ("Max runtime", f"{run.max_runtime_minutes} min" if run.max_runtime_minutes else "-"),

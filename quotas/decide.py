@@ -55,6 +55,9 @@ class ResourceRequest:
     limit_minutes: int | None = None
     #: Who asked: the user its open segment's cost is reported under (None: nobody in particular).
     user_id: int | None = None
+    #: The framework of its distributed training ("" for work that is none): only clusters whose training API takes
+    #: it can run it (:func:`cluster.training.takes`), so only they count when admission asks whether one may.
+    training_framework: str = ""
 
     def committed_cost(self, hours_left: Decimal) -> Decimal | None:
         """What admitting it commits this month, with ``hours_left`` until the month's end.

@@ -128,7 +128,7 @@ class ClusterWaits:
 
     def __init__(self) -> None:
         self._offers: list[ClusterOffer] | None = None
-        self._found: dict[tuple[int, bool], str] = {}
+        self._found: dict[tuple[int, bool, str], str] = {}
         self._windowed: set[int] | None = None
 
     def all_ready(self) -> bool:
@@ -142,10 +142,11 @@ class ClusterWaits:
         units kept for reserved windows leave it no room now (:func:`reserved_wait`)."""
         if flavor is None:
             return ""
-        if not self.all_ready():
-            key = (flavor.pk, spot)
+        framework = request.training_framework if request is not None else ""
+        if not self.all_ready() or framework:
+            key = (flavor.pk, spot, framework)
             if key not in self._found:
-                self._found[key] = no_usable_cluster(flavor.to_spec(), spot, self._offers)
+                self._found[key] = no_usable_cluster(flavor.to_spec(), spot, self.offers(), framework)
             if self._found[key]:
                 return self._found[key]
         if request is None:

@@ -84,6 +84,23 @@ def watch_run(client: Client, run_id: int, interval: float = polling.FOLLOW_INTE
 RUN_COLUMNS = ["ID", "TEAM", "NAME", "STATE", "FLAVOR", "GPUS", "CREATED"]
 
 
+def progress_words(progress: dict | None) -> str | None:
+    """A run's progress as the server picked it (docs/training.md "Progress"): its own steps, or its trainer's
+    percentage, and the ETA; None when it has none."""
+    if not progress:
+        return None
+    if progress.get("source") == "trainer":
+        words = f"{progress['percent']} % (the trainer's status)"
+    else:
+        words = f"step {progress['step']} of {progress['total']} ({progress['percent']} %)"
+    if progress.get("eta") and not progress.get("done"):
+        words += f", ETA {progress['eta']}"
+    metrics = progress.get("trainer_metrics") or {}
+    if metrics:
+        words += "; trainer: " + ", ".join(f"{name} {value}" for name, value in sorted(metrics.items()))
+    return words
+
+
 def run_row(run: dict, wide: bool) -> list:
     gpus = run["gpus_per_worker"] * run["workers"]
     row = [run["id"], run["team"], run["name"], run["state"], run["flavor"], gpus, run["created_at"][:16]]
@@ -139,6 +156,8 @@ def describe(client: Client, run_ref: str, output: str) -> None:
         ("Started", run.get("started_at")), ("Finished", run.get("finished_at")),
         ("Image", run["image"]), ("Command", " ".join(run["command"] + (run.get("args") or []))),
         ("Flavor", f"{run['flavor']} × {run['gpus_per_worker']} per worker, {run['workers']} worker(s)"),
+        ("Runs as", f"{run.get('resource_kind')} ({run.get('framework')})"),
+        ("Progress", progress_words(run.get("progress"))),
         ("Attempt", f"{run['attempt']} (up to {run['max_retries']} retries)"),
         ("Last checkpoint", f"step {checkpoint['step']} at {checkpoint['at']}: {checkpoint['path']}" if checkpoint
          else ("none reported yet" if run.get("checkpoint") else None)),

@@ -237,6 +237,18 @@ class TestTheCases:
         assert no_usable_cluster(H100, False, [cluster("east", node("e0", 8)),
                                                cluster("west", node("w0", 8), state="draining")]) == ""
 
+    def test_distributed_training_waits_for_a_cluster_that_takes_its_framework(self):
+        """Admission counts only the clusters whose training API takes the work's framework (issue 51): the one that
+        does is lost → it waits (not admitted to an apply no cluster takes); none does any more → it waits too."""
+        v2 = replace(cluster("east", node("e0", 8)), training_api=TRAINJOB, frameworks=("jax",))
+        v1 = cluster("west", node("w0", 8))  # the v1 PyTorchJob: pytorch only
+        assert no_usable_cluster(A100, False, [v2, v1], "jax") == ""
+        assert no_usable_cluster(A100, False, [replace(v2, state=ClusterState.LOST), v1], "jax") == (
+            "a100-80gb is only offered by east, which is lost")
+        assert no_usable_cluster(A100, False, [v1], "jax") == "no cluster takes distributed jax training now"
+        assert no_usable_cluster(A100, False, [v1], "") == ""  # single-node work: any cluster
+        assert place(ask(1, workers=2, training_framework="jax"), [replace(v2, state=ClusterState.LOST), v1]).best is None
+
     @pytest.mark.parametrize(("units", "workers"), [(0, 1), (1, 0)])
     def test_a_request_for_nothing_is_refused_before_it_is_placed(self, units, workers):
         with pytest.raises(ValueError, match="at least one unit and one worker"):

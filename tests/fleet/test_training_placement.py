@@ -161,3 +161,13 @@ def test_a_single_cluster_install_keeps_its_shortcut_but_not_for_a_run_it_cannot
         apply_workload("run", run.pk)
     run.refresh_from_db()
     assert run.reason.startswith("no cluster can take it: default: has no training API")
+
+
+def test_a_distributed_run_waits_in_the_queue_while_the_only_cluster_that_takes_it_is_lost(clusters, submit):
+    """Admission asks placement's rule (issue 51): east has no training API, west is lost, so the run waits
+    with why, holding nothing — not admitted to an apply no cluster could take. Single-node work goes on."""
+    training_apis(east=NONE, west=PYTORCHJOB)
+    Cluster.objects.filter(name="west").update(health="lost")
+    waiting = submit(name="ddp", gpus_per_worker=1, workers=2)
+    assert waiting.state == "queued" and waiting.reason == "waiting: no cluster takes new work now: west is lost"
+    assert submit(name="single", gpus_per_worker=1).state == "admitted"  # east takes a plain Job
