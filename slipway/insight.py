@@ -19,10 +19,21 @@ from slipway.output import dump, money, table
 
 
 def progress_words(progress: dict | None) -> str:
-    """"step 200 of 1,200 (16.7 %), ETA 2026-11-22T10:20:00Z (in 8 min)", or "" without progress."""
+    """"step 200 of 1,200 (16.7 %), ETA 2026-11-22T10:20:00Z (in 8 min)", or "" without progress. A TrainJob's
+    trainer may be the source (docs/training.md "Status, logs and progress"): "40.0 % (the trainer's status), ETA
+    …", and its latest metrics close the line ("; trainer: loss 1.25")."""
     if not progress:
         return ""
-    words = f"step {progress['step']:,} of {progress['total']:,} ({progress['percent']} %)"
+    metrics = progress.get("trainer_metrics") or {}
+    trainer = "; trainer: " + ", ".join(f"{name} {value}" for name, value in sorted(metrics.items())) if metrics else ""
+    return _progress_words(progress) + trainer
+
+
+def _progress_words(progress: dict) -> str:
+    if progress.get("source") == "trainer":
+        words = f"{progress['percent']} % (the trainer's status)"
+    else:
+        words = f"step {progress['step']:,} of {progress['total']:,} ({progress['percent']} %)"
     if progress.get("last_attempt"):  # queued again, or a new attempt that has not reported: no ETA
         return f"last attempt reached {words}, no ETA until the new attempt reports"
     if progress.get("done"):

@@ -20,6 +20,7 @@ from slipway import polling
 from slipway.client import BadRequest, Client, ConnectionFailed, NotSignedIn
 from slipway.config import api_call, connection
 from slipway.failures import EXIT_FAILED, EXIT_NOT_SIGNED_IN, Failure, refusals
+from slipway.insight import progress_words
 from slipway.output import console, dump, fields, money, per_hour, table, unit_price
 from slipway.specs import load_spec, refused_spec, show_preview
 
@@ -82,23 +83,6 @@ def watch_run(client: Client, run_id: int, interval: float = polling.FOLLOW_INTE
 
 
 RUN_COLUMNS = ["ID", "TEAM", "NAME", "STATE", "FLAVOR", "GPUS", "CREATED"]
-
-
-def progress_words(progress: dict | None) -> str | None:
-    """A run's progress as the server picked it (docs/training.md "Progress"): its own steps, or its trainer's
-    percentage, and the ETA; None when it has none."""
-    if not progress:
-        return None
-    if progress.get("source") == "trainer":
-        words = f"{progress['percent']} % (the trainer's status)"
-    else:
-        words = f"step {progress['step']} of {progress['total']} ({progress['percent']} %)"
-    if progress.get("eta") and not progress.get("done"):
-        words += f", ETA {progress['eta']}"
-    metrics = progress.get("trainer_metrics") or {}
-    if metrics:
-        words += "; trainer: " + ", ".join(f"{name} {value}" for name, value in sorted(metrics.items()))
-    return words
 
 
 def run_row(run: dict, wide: bool) -> list:

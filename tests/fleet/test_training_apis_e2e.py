@@ -4,9 +4,6 @@
 Training Operator (PyTorchJob). The same two-node spec succeeds on each, billed at each cluster's price; on
 east a run with the checkpoint contract is preempted by its cohort's reclaim — rank 0 checkpoints at the
 notice, the TrainJob goes — and its next attempt resumes from the reported checkpoint.
-
-The portal's reading of a TrainJob's status (jobs/status.py) is another change of issue 51: until it lands,
-the east halves wait on it (the run never leaves ``pending`` there).
 """
 
 from __future__ import annotations
@@ -90,8 +87,13 @@ def test_the_same_two_node_spec_succeeds_as_a_trainjob_on_east_and_a_pytorchjob_
     assert SimObject.objects.get(cluster="west", resource_kind="PyTorchJob", name=f"run-{runs['cloud']}")
     for site, cluster, price in (("cloud", "west", Decimal("3.00")), ("onprem", "east", Decimal("2.00"))):
         run = until(timeline, runs[site], (RunState.SUCCEEDED, RunState.FAILED))
-        # On east this waits for jobs/status.py to read a TrainJob's conditions (issue 51, point 5).
         assert (run.cluster.name, run.state) == (cluster, RunState.SUCCEEDED), run.reason
+        shown = alice.get(f"/api/v1/runs/{run.pk}/").json()
+        assert shown["resource_kind"] == ("TrainJob" if cluster == "east" else "PyTorchJob")
+        # The same logs: rank 0 first (a TrainJob's node-0, a PyTorchJob's master-0), its lines read from the cluster.
+        logs = alice.get(f"/api/v1/runs/{run.pk}/logs/").json()
+        assert logs["pods"][0]["label"] == ("node-0" if cluster == "east" else "master-0"), logs["pods"]
+        assert logs["pod"] == logs["pods"][0]["name"] and logs["lines"]
         rows = list(UsageRecord.objects.filter(ref=run.ref))
         hours = sum((r.gpu_hours for r in rows), Decimal(0))
         assert hours > 0 and sum((r.cost for r in rows), Decimal(0)) == pytest.approx(hours * price)
