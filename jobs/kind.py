@@ -18,7 +18,7 @@ from cluster.status import WorkloadStatus
 from cluster.training import runtime_for
 from jobs import checkpoints, metrics, services, trials
 from jobs.checkpoint_contract import provided_claim_name
-from jobs.constants import AUDIT_ACTIONS, RunState
+from jobs.constants import AUDIT_ACTIONS, RunResourceKind, RunState
 from jobs.demo import later_demo_run_line, seed_demo_history, seed_demo_runs
 from jobs.manifests import build_training
 from jobs.models import LaterDemoRun, TrainingRun
@@ -242,8 +242,10 @@ class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates,
 
     def requeues_when_disrupted(self, run: TrainingRun, status: WorkloadStatus) -> bool:
         """A spot run whose node the provider reclaimed waits for capacity again, not failed, and
-        spends no retry. (An on-demand run's disruption — a drain — is the Job's own to retry.)"""
-        return run.spot and bool(status.disrupted)
+        spends no retry. An on-demand run's disruption (a drain) is its Job's or PyTorchJob's own to retry; a
+        TrainJob's fails its whole set at once (Slipway's runtimes: deploy/training-runtimes/), so it goes back to
+        the queue too, to resume from its checkpoint where there is room (docs/training.md)."""
+        return bool(status.disrupted) and (run.spot or run.resource_kind == RunResourceKind.TRAINJOB)
 
     def column_changes(self, run: TrainingRun, status: WorkloadStatus) -> dict:
         """The trainer's status of a TrainJob (Trainer v2), stored when it says something new: the progress readers

@@ -160,6 +160,23 @@ def max_restarts(runtime: Manifest) -> int:
     return int(policy.get("maxRestarts") or 0)
 
 
+def fails_on_disruption(runtime: Manifest) -> bool:
+    """Whether a disrupted pod fails the whole set at once: its Job's pod failure policy fails the Job on
+    ``DisruptionTarget`` (reason ``PodFailurePolicy``) and a ``FailJobSet`` rule of the JobSet's failure policy
+    names that reason (Slipway's runtimes do)."""
+    template = ((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}
+    rules = (template.get("failurePolicy") or {}).get("rules") or []
+    fails_set = any(r.get("action") == "FailJobSet" and "PodFailurePolicy" in (r.get("onJobFailureReasons") or [])
+                    for r in rules)
+    job_rules = [rule for job in template.get("replicatedJobs") or []
+                 for rule in ((((job.get("template") or {}).get("spec") or {}).get("podFailurePolicy") or {})
+                              .get("rules") or [])]
+    fails_job = any(rule.get("action") == "FailJob"
+                    and any(c.get("type") == "DisruptionTarget" for c in rule.get("onPodConditions") or [])
+                    for rule in job_rules)
+    return fails_set and fails_job
+
+
 def success_jobs(runtime: Manifest) -> list[str]:
     """The replicated jobs whose success is the JobSet's (its ``successPolicy``); []: every one of them."""
     policy = (((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}).get("successPolicy") or {}

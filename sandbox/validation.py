@@ -570,6 +570,7 @@ def _trainjob_plan(obj: Manifest, runtime: Manifest) -> dict:
         pods[0]["rank0"] = True
     return {"pods": pods, "templates": {name: template for name, _, template in jobs},
             "gang": trainer.gang(runtime), "restarts": trainer.max_restarts(runtime),
+            "fail_on_disruption": trainer.fails_on_disruption(runtime),
             "success": trainer.success_jobs(runtime), "suspend": bool(spec.get("suspend")),
             "deadline": spec.get("activeDeadlineSeconds")}
 

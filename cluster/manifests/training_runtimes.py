@@ -12,6 +12,12 @@ What every runtime holds, and why:
 * each replicated job runs pods that never restart in place (``restartPolicy: Never``, ``backoffLimit: 0``):
   a failed node fails its Job, and the JobSet restarts the whole set (``failurePolicy.maxRestarts``) — the gang
   restarts as one, as a PyTorchJob's does;
+* a pod **disrupted** by the cluster (its spot node reclaimed, its node drained: the condition
+  ``DisruptionTarget``) fails its Job by the pod failure policy, and the JobSet fails at once for it
+  (``failurePolicy.rules``: ``FailJobSet`` on ``PodFailurePolicy``) instead of restarting in place: the portal
+  sees the disrupted pod and sends the run back to its queue, to resume from its checkpoint on capacity that
+  is there (docs/training.md "Status, logs and progress") — a restart would wait, holding GPUs, for a node
+  that is gone;
 * pods get no service-account token and no service links (the run's pods never talk to the API server);
 * the gang policy matches the cluster's gang scheduler (scheduler-plugins' coscheduling, or Volcano), so a run
   starts all of its nodes or none; without one, none is set.
@@ -70,7 +76,9 @@ def _replicated_job(name: str, framework: str) -> Manifest:
         "replicas": 1,
         "template": {
             "metadata": {"labels": {ANCESTOR_LABEL: "trainer"}},
-            "spec": {"backoffLimit": 0, "template": {"spec": pod}},
+            "spec": {"backoffLimit": 0, "podFailurePolicy": {"rules": [
+                {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
+                     "template": {"spec": pod}},
         },
     }
 
@@ -97,7 +105,9 @@ def build_runtime(framework: str, gang_scheduler: str | None = None) -> Manifest
         spec["podGroupPolicy"] = {policy: {"scheduleTimeoutSeconds": SCHEDULE_TIMEOUT_SECONDS}
                                   if policy == "coscheduling" else {}}
     jobs = [_replicated_job(name, framework) for name in trainer_jobs(framework)]
-    template: Manifest = {"failurePolicy": {"maxRestarts": MAX_RESTARTS}, "replicatedJobs": jobs}
+    template: Manifest = {"failurePolicy": {"maxRestarts": MAX_RESTARTS, "rules": [
+        {"name": "disrupted", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]},
+        "replicatedJobs": jobs}
     if NODE_JOB in trainer_jobs(framework) and len(jobs) > 1:
         # MPI: the launcher finishing is the run finishing; its peers are reachable before they are ready.
         template["successPolicy"] = {"operator": "All", "targetReplicatedJobs": ["launcher"]}

@@ -34,6 +34,8 @@ COMPLETED = ("AllJobsCompleted", "jobset completed successfully")
 MAX_RESTARTS = ("ReachedMaxRestarts", "jobset failed due to reaching max number of restarts")
 FAILED_JOBS = ("FailedJobs", "jobset failed due to one or more job failures")
 DEADLINE = ("DeadlineExceeded", "TrainJob exceeded its activeDeadlineSeconds")
+#: A failure policy rule's FailJobSet (JobSet's words for a rule that fails the set).
+DISRUPTED = ("FailJobSetFailurePolicyRule", "jobset failed due to a failure policy rule")
 
 
 def job_name(trainjob: str, replicated_job: str) -> str:
@@ -93,7 +95,12 @@ def reconcile(world: World, job: ObjRow) -> None:
         world.dirty(job)
     deadline = job.plan.get("deadline")
     final = None
-    if failed:
+    disrupted = [p for p in failed if p.disruption] if job.plan.get("fail_on_disruption") else []
+    if disrupted:
+        # The runtime's FailJobSet rule: a disrupted node fails the set at once, its pods kept to say why.
+        final = ("Failed", DISRUPTED[0], f"{DISRUPTED[1]} (Job {_first_failed_job(job, disrupted)}: "
+                                         f"{disrupted[0].disruption})")
+    elif failed:
         restarts = int(memo.get("restarts", 0))
         if restarts < int(job.plan.get("restarts", 0)):
             # JobSet's failure policy: the whole set again, new Jobs and pods (the old ones go with their Jobs).

@@ -15,11 +15,12 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from billing.models import UsageRecord
+from billing.models import PreemptionEvent, UsageRecord
 from billing.services import seed_cluster_prices
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from quotas.demo import seed_team_quotas
+from sandbox import faults
 from sandbox.models import SimObject
 from tests.factories import cohort_pair, make_team, member_api, secret_values
 from tests.jobs.conftest import post_run
@@ -35,8 +36,16 @@ clusters:
     labels: {{site: onprem}}
     training: trainjob
     prices: {{a100-80gb: "2.00"}}
+    spot_prices: {{a100-80gb: "0.80"}}
     pools:
       - {{prefix: east-a100, count: 1, cpu: "96", memory: 1152Gi, gpu: {{product: {A100}, count: 8}}}}
+      - prefix: east-spot
+        count: 3
+        cpu: "24"
+        memory: 256Gi
+        gpu: {{product: {A100}, count: 2}}
+        labels: {{slipway.dev/capacity-type: spot}}
+        taints: [{{key: slipway.dev/capacity-type, value: spot, effect: NoSchedule}}]
   - name: west
     labels: {{site: cloud}}
     prices: {{a100-80gb: "3.00"}}
@@ -136,3 +145,32 @@ def test_a_preempted_trainjob_resumes_from_its_checkpoint_on_east(timeline, staf
         if p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "0"), tail=None)
     assert any(f"resuming from step {saved.rsplit('-', 1)[1]}" in line for line in rank0)
     assert until(timeline, borrowed, (RunState.SUCCEEDED, RunState.FAILED), cycles=70).state == RunState.SUCCEEDED
+
+
+def test_a_spot_trainjob_whose_node_is_reclaimed_waits_for_capacity_again_and_runs_on(timeline):
+    """Issue 51 point 6: a spot interruption of a TrainJob's node is no failure of the run's own — it goes back to
+    the queue spending no retry, as a Job or a PyTorchJob does, and its next attempt is a new TrainJob."""
+    team = make_team("vision")
+    seed_team_quotas(team, {"a100-80gb": 16}, Decimal("100000"))
+    alice, _ = member_api("vision", "alice")
+    seed_cluster_prices()
+    run_id = post_run(alice, "3h", team="vision", name="spotty", spot=True, cluster_selector={"site": "onprem"},
+                      **TWO_NODES)["id"]
+    run = until(timeline, run_id, (RunState.RUNNING,), cycles=12)
+    assert run.state == RunState.RUNNING, run.reason
+    east = timeline.backend_of("east")
+    nodes = {p["spec"]["nodeName"] for p in east.pods(run.address)}
+    assert len(nodes) == 2 and all(n.startswith("east-spot") for n in nodes)
+    faults.reclaim_node(east, sorted(nodes)[0], now=timeline.now)
+    seen = set()
+    for _ in range(6):
+        timeline.cycle()
+        seen.add(TrainingRun.objects.get(pk=run_id).state)
+    assert RunState.FAILED not in seen, (seen, TrainingRun.objects.get(pk=run_id).reason,
+                                         [p["status"] for p in east.pods(run.address)])
+    event = PreemptionEvent.objects.get(ref=run.ref)
+    assert event.cause == "spot" and event.reason.startswith("interrupted: spot capacity reclaimed")
+    run = until(timeline, run_id, (RunState.RUNNING,), cycles=20)
+    assert (run.state, run.attempt) == (RunState.RUNNING, 2), run.reason
+    assert SimObject.objects.filter(cluster="east", resource_kind="TrainJob", name=f"run-{run_id}").exists()
+    assert sorted(nodes)[0] not in {p["spec"]["nodeName"] for p in east.pods(run.address)}

@@ -225,20 +225,20 @@ def test_a_deleted_trainjobs_nodes_get_their_grace_and_rank_0_checkpoints_at_the
     assert observed(east, "run-1") is None  # its pods exited: the delete is over before the grace's end
 
 
-def test_a_reclaimed_nodes_pods_stop_with_the_disruption_condition_and_the_set_restarts_elsewhere(east):
+def test_a_reclaimed_nodes_pods_stop_with_the_disruption_condition_and_the_set_fails_at_once_for_it(east):
+    """Slipway's runtimes fail the set on a disrupted pod (the pod failure policy's FailJob, the JobSet's FailJobSet
+    rule) instead of restarting it: the portal sees why and requeues the run (tests/fleet/test_training_apis_e2e.py)."""
     from sandbox.faults import reclaim_node
 
     start(east, trainjob(gpus=4, env=(("SLIPWAY_SIM_DURATION", "300s"),)))  # both nodes fit on one machine
     run_until(east, 0, 20)
-    for machine, second in (("gpu-h100-0", 21), ("gpu-h100-1", 41)):
-        assert {p["spec"]["nodeName"] for p in observed(east, "run-1").pods} == {machine}
-        reclaim_node(east, machine, now=at(second))
-        run_until(east, second + 4, second + 19)
-    assert sum(e.reason == "Restarting" for e in east.events(ref("run-1"))) == 2
-    reclaim_node(east, "gpu-h100-2", now=at(61))
-    east.tick(at(65))  # the restarts are spent: the set fails, and its pods say why
+    [machine] = {p["spec"]["nodeName"] for p in observed(east, "run-1").pods}
+    reclaim_node(east, machine, now=at(21))
+    east.tick(at(25))
     job = the_trainjob(east)
-    assert next(c for c in job["status"]["conditions"] if c["type"] == "Failed")["reason"] == "ReachedMaxRestarts"
+    failed = next(c for c in job["status"]["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "FailJobSetFailurePolicyRule" and "TerminationByKubelet" in failed["message"]
+    assert not any(e.reason == "Restarting" for e in east.events(ref("run-1")))
     for pod in observed(east, "run-1").pods:
         disruption = next(c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget")
         assert (disruption["status"], disruption["reason"]) == ("True", "TerminationByKubelet")
