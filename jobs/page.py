@@ -266,32 +266,30 @@ def progress_view(state: Progress | None, found: Eta | None, now: datetime,
                  f"({round(found.percent, 1)} %, at {format_when(state.at, 'seconds')}); "
                  "no ETA until the new attempt reports")
         return ProgressView(state.step, state.total, round(found.percent, 1), words, None, False, True)
-    if found.done:
-        words = f"done: its last step at {format_when(found.at, 'seconds')}"
-    elif found.at is None:
-        words = "ETA unknown until a second report gives the rate of progress"
-    elif found.at <= now:
-        words = f"any moment now (it was due at {format_when(found.at, 'seconds')} at its rate)"
-    else:
-        words = f"ETA {format_when(found.at, 'seconds')} (in {format_duration(found.at - now)})"
-    if found.stale and not found.done:
-        words += f"; no report for {format_duration(now - state.at)}, so the ETA may not hold"
-    return ProgressView(state.step, state.total, round(found.percent, 1), words,
+    return ProgressView(state.step, state.total, round(found.percent, 1), _eta_words(found, now, state.at),
                         found.at if not found.done else None, found.stale)
 
 
 def _trainer_view(report: TrainerReport, found: Eta, now: datetime) -> ProgressView:
     """The progress row from the trainer's status (the run reports nothing fresh of its own)."""
-    if found.done:
-        words = f"done, says the trainer ({format_when(report.at, 'seconds')})"
-    elif found.at is None:
-        words = "the trainer gives no ETA"
-    elif found.at <= now:
-        words = f"any moment now, says the trainer (due at {format_when(found.at, 'seconds')})"
-    else:
-        words = f"ETA {format_when(found.at, 'seconds')} (in {format_duration(found.at - now)}), says the trainer"
-    if found.stale and not found.done:
-        words += f"; nothing from it for {format_duration(now - report.at)}, so the ETA may not hold"
     percent = round(found.percent, 1)
-    return ProgressView(int(percent), 100, percent, words, found.at if not found.done else None, found.stale,
-                        trainer=True)
+    return ProgressView(int(percent), 100, percent, _eta_words(found, now, report.at, trainer=True),
+                        found.at if not found.done else None, found.stale, trainer=True)
+
+
+def _eta_words(found: Eta, now: datetime, said_at: datetime, trainer: bool = False) -> str:
+    """The ETA in words, from the run's own reports or (``trainer``) its trainer's, last said at ``said_at``."""
+    if found.done:
+        words = (f"done: the trainer said so at {format_when(said_at, 'seconds')}" if trainer
+                 else f"done: its last step at {format_when(found.at, 'seconds')}")
+    elif found.at is None:
+        words = "the trainer gives no ETA" if trainer else "ETA unknown until a second report gives the rate of progress"
+    elif found.at <= now:
+        words = f"any moment now (it was due at {format_when(found.at, 'seconds')} " + (
+            "by the trainer)" if trainer else "at its rate)")
+    else:
+        words = f"ETA {format_when(found.at, 'seconds')} (in {format_duration(found.at - now)})" + (
+            ", says the trainer" if trainer else "")
+    if found.stale and not found.done:
+        words += f"; no report for {format_duration(now - said_at)}, so the ETA may not hold"
+    return words
