@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 
 from billing.models import PreemptionEvent, UsageRecord
 from billing.services import seed_cluster_prices
+from jobs import metrics
 from jobs.constants import RunState
 from jobs.models import TrainingRun
 from quotas.demo import seed_team_quotas
@@ -90,10 +91,22 @@ def test_the_same_two_node_spec_succeeds_as_a_trainjob_on_east_and_a_pytorchjob_
     alice, _ = member_api("vision", "alice")
     assert seed_cluster_prices() == 2
     runs = {site: post_run(alice, "60s", team="vision", name=f"ddp-{site}", cluster_selector={"site": site},
-                           **TWO_NODES)["id"] for site in ("onprem", "cloud")}
+                           env={"SLIPWAY_SIM_LOG_EVERY": "1"}, **TWO_NODES)["id"] for site in ("onprem", "cloud")}
     timeline.cycles(3)
     assert SimObject.objects.get(cluster="east", resource_kind="TrainJob", name=f"run-{runs['onprem']}")
     assert SimObject.objects.get(cluster="west", resource_kind="PyTorchJob", name=f"run-{runs['cloud']}")
+    # The same progress: both report SLIPWAY_PROGRESS lines, which the portal reads from rank 0's log; east's
+    # trainer says its own (trainerStatus) beside them, and the run's own fresh reports win (jobs.progress.pick).
+    for run_id in runs.values():
+        assert until(timeline, run_id, (RunState.RUNNING,)).state == RunState.RUNNING
+    timeline.cycles(2)
+    assert metrics.read_run_logs(now=timeline.now).runs == 2
+    for site, run_id in runs.items():
+        progress = alice.get(f"/api/v1/runs/{run_id}/").json()["progress"]
+        assert progress["source"] == "run" and progress["step"] > 0, (site, progress)
+    trainer = TrainingRun.objects.get(pk=runs["onprem"]).trainer_status
+    assert trainer is not None and 0 < trainer["percent"] <= 100
+    assert TrainingRun.objects.get(pk=runs["cloud"]).trainer_status is None  # a PyTorchJob has no trainer status
     for site, cluster, price in (("cloud", "west", Decimal("3.00")), ("onprem", "east", Decimal("2.00"))):
         run = until(timeline, runs[site], (RunState.SUCCEEDED, RunState.FAILED))
         assert (run.cluster.name, run.state) == (cluster, RunState.SUCCEEDED), run.reason
