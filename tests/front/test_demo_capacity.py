@@ -117,3 +117,24 @@ def test_a_cohort_an_admin_removed_is_not_seeded_again(db, debug_on):
     remove_cohort(None, Cohort.objects.get(name="research"))
     seed(no_runs=True)
     assert not Cohort.objects.exists()
+
+
+def test_the_demos_two_node_runs_go_to_both_training_apis(db, debug_on, published, settings):
+    """Issue 51: the demo shows runs of both APIs — llama-pretrain (8 H100s) and llama-ablation (6) cannot share a
+    cluster's 8, so one lands on east (Trainer v2: a TrainJob on slipway-pytorch), the other on west (the v1
+    operator: a PyTorchJob), whichever a worker applies first taking the cheaper east."""
+    from workloads.registry import kind_for
+    from workloads.tasks import apply_workload
+
+    settings.SLIPWAY_SANDBOX_INVENTORY = str(settings.BASE_DIR / "sandbox" / "inventory.yaml")  # the shipped one
+    settings.SLIPWAY_CLUSTER_BACKEND = "sandbox"  # the demo's two clusters, as make run has them
+    seed()
+    runs = list(TrainingRun.objects.filter(name__in=["llama-pretrain", "llama-ablation"]).order_by("pk"))
+    for run in runs:
+        assert apply_workload("run", run.pk) == "applied"
+        run.refresh_from_db()
+    assert {(run.cluster.name, run.resource_kind) for run in runs} == {("east", "TrainJob"), ("west", "PyTorchJob")}
+    on_east = next(run for run in runs if run.cluster.name == "east")
+    (observed,) = [o for o in SandboxBackend("east").observe(kind_for("run").resources)
+                   if o.object_name == on_east.object_name]
+    assert observed.first("TrainJob")["spec"]["runtimeRef"]["name"] == "slipway-pytorch"
