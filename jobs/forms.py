@@ -82,7 +82,7 @@ class NewRunForm(forms.Form):
     workers = forms.CharField(initial="1", widget=forms.NumberInput(attrs={"min": 1, "max": c.MAX_WORKERS}),
                               help_text="More than one is distributed training: a TrainJob on a Trainer v2 cluster, "
                                         "a PyTorchJob on a v1 one.")
-    framework = forms.CharField(initial=DEFAULT_FRAMEWORK, label="Framework",
+    framework = forms.CharField(required=False, initial=DEFAULT_FRAMEWORK, label="Framework",
                                 help_text="What distributed training runs: each is offered where a cluster has a "
                                           "runtime for it (in brackets). One worker runs anywhere.")
     gpu_memory_gb = forms.CharField(
@@ -124,7 +124,8 @@ class NewRunForm(forms.Form):
         choices = [("", "— choose a flavor —")] + [(f.name, flavor_label(f, rows.get(f.name), currency, book, waits))
                                                    for f in flavors]
         self.fields["flavor"].widget = FlavorSelect(choices=choices, disabled_values=without_quota)
-        self.fields["framework"].widget = forms.Select(choices=framework_choices())
+        # A callable: read when the form renders (the clusters as they are then), not when it is built.
+        self.fields["framework"].widget = forms.Select(choices=framework_choices)
         self.api_data: dict[str, Any] = {}
 
     # Sections of the page (templates cannot pass arguments, hence one property each).

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from cluster.training import TRAINJOB
@@ -93,3 +94,11 @@ def test_a_framework_only_trainer_v2_runs_is_refused_on_a_v1_cluster_naming_the_
         "runs pytorch only, not jax. A run of 2 workers is distributed training; one worker needs no training API."]
     # One worker is a plain Job: any cluster runs it, whatever its framework.
     assert api.post("/api/v1/runs/", {**payload, "workers": 1}, format="json").status_code == 201
+
+
+def test_the_new_run_forms_framework_picker_names_the_clusters_that_offer_each(trainer_v2, member, team, quota, client):
+    client.force_login(member)
+    page = client.get(reverse("jobs:run-new")).content.decode()
+    assert '<option value="jax">jax (default)</option>' in page
+    assert '<option value="pytorch" selected>pytorch (default)</option>' in page
+    assert '<option value="mpi">mpi (no cluster offers it now)</option>' in page
