@@ -22,7 +22,7 @@ import json
 import random
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -111,11 +111,9 @@ class LoadGenerator:
                          f"{self.stream_share:.0%} streamed")
             elif await _wait(stop, MODEL_RETRY_SECONDS):
                 return
-        # Open loop: each arrival is due at an absolute time (the last one's plus an exponential gap), so a
-        # slow event loop sends late ones at once and the rate stays the one asked, never the loop's pace.
-        due = time.monotonic()
-        while True:
-            due += self.rng.expovariate(self.rate)
+        # Open loop: each arrival is due at an absolute time (the schedule's), so a slow event loop sends late
+        # ones at once and the rate stays the one asked, never the loop's pace.
+        for due in arrival_times(time.monotonic(), self.rate, self.rng):
             if duration and due >= began + duration:
                 await _wait(stop, max(0.0, began + duration - time.monotonic()))
                 return
@@ -189,6 +187,19 @@ class LoadGenerator:
     async def _report(self, stop: asyncio.Event, began: float) -> None:
         while not await _wait(stop, self.report_every):
             self.log(self.counts.line(time.monotonic() - began))
+
+
+def arrival_times(start: float, rate: float, rng: random.Random) -> Iterator[float]:
+    """The instants a Poisson process of ``rate`` a second, begun at ``start``, arrives at (endless).
+
+    Each is the last plus an exponential gap of mean ``1 / rate``. The generator sends at these instants
+    (late ones at once), so this schedule, not the sends' measured times (which a loaded machine's event
+    loop bunches), is what follows Poisson's law.
+    """
+    due = start
+    while True:
+        due += rng.expovariate(rate)
+        yield due
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> bool:
