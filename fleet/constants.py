@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from cluster import specs, training
+from cluster import pools, specs, training
 from cluster.placement import ClusterState
 
 
@@ -55,3 +55,10 @@ MAX_REPLICAS = 48
 #: The resource names a time-sliced or MPS flavor may request: the whole-GPU name the device plugin
 #: keeps with ``renameByDefault: false``, or the ``.shared`` name it advertises when renamed.
 SHARED_RESOURCE_NAMES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
+
+
+class PoolMode(models.TextChoices):
+    """How an elastic pool provisions nodes (:data:`cluster.pools.MODES`, the one vocabulary; docs/pools.md)."""
+
+    ATOMIC = pools.ATOMIC, pools.MODE_LABELS[pools.ATOMIC]
+    ANY = pools.ANY, pools.MODE_LABELS[pools.ANY]

@@ -29,10 +29,11 @@ from cluster.nvidia import (
     selector_conflicts,
 )
 from cluster.placement import PLACEABLE_STATES
+from cluster.pools import DEFAULT_UNNEEDED_MINUTES, HISTORY, PoolSpec
 from cluster.specs import ISOLATION, REPLICATED_SHARINGS, SHARING_NONE, FlavorSpec
 from cluster.training import ClusterTraining, Runtime, effective, frameworks
 from core.money import MONEY
-from fleet.constants import MAX_REPLICAS, SHARED_RESOURCE_NAMES, Health, Sharing, State, TrainingApi
+from fleet.constants import MAX_REPLICAS, SHARED_RESOURCE_NAMES, Health, PoolMode, Sharing, State, TrainingApi
 
 CLUSTER_NAME = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
@@ -314,3 +315,64 @@ class GpuFlavor(models.Model):
             replicas=self.replicas,
             one_team_per_gpu=self.one_team_per_gpu and self.sharing == Sharing.MPS,
         )
+
+
+class NodePool(models.Model):
+    """An elastic pool (docs/pools.md): one cluster's nodes of one flavor, which an autoscaler adds and removes
+    between ``min_nodes`` and ``max_nodes``; each node offers the flavor's ``max_units_per_node`` units.
+
+    Staff set it (admin console, ``PATCH /api/v1/clusters/{name}/``). What it has now (nodes ready and
+    provisioning) is read from the cluster's nodes as last recorded, never stored twice; what it keeps is its
+    own history: the provisioning times it observed (``history_seconds``, newest last) that start estimates
+    read, and the GPU limit of the autoscaler's own pool where one is found (a Karpenter NodePool's
+    ``spec.limits``), which caps ``max_nodes``.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="pools")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="pools")
+    min_nodes = models.PositiveIntegerField(default=0, help_text="Nodes the pool keeps even when idle.")
+    max_nodes = models.PositiveIntegerField(validators=[MinValueValidator(1)],
+                                            help_text="The most nodes it may ever have (what quota follows).")
+    mode = models.CharField(max_length=10, choices=PoolMode.choices, default=PoolMode.ATOMIC,
+                            help_text="atomic: a workload's nodes are asked for at once with a ProvisioningRequest "
+                                      "and it starts when all are up; any: the autoscaler adds nodes one by one.")
+    unneeded_minutes = models.PositiveIntegerField(
+        default=DEFAULT_UNNEEDED_MINUTES, validators=[MinValueValidator(1), MaxValueValidator(24 * 60)],
+        help_text="Minutes a node stands idle before the pool removes it.")
+    history_seconds = models.JSONField(default=list, blank=True,
+                                       help_text="Provisioning times observed (seconds, newest last).")
+    autoscaler_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Units the autoscaler's own pool may hold at most (Karpenter NodePool "
+                                         "limits), as last read; empty: none found.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["cluster__name", "flavor__name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "flavor"], name="one_pool_per_cluster_flavor")]
+
+    def __str__(self) -> str:
+        return f"{self.flavor.name} on {self.cluster.name}"
+
+    def clean(self) -> None:
+        if self.max_nodes is not None and self.min_nodes > self.max_nodes:
+            raise ValidationError({"min_nodes": "The minimum is more than the maximum."})
+
+    @property
+    def units_per_node(self) -> int:
+        return self.flavor.max_units_per_node
+
+    @property
+    def effective_max_nodes(self) -> int:
+        """``max_nodes``, or fewer when the autoscaler's own limit allows fewer whole nodes."""
+        if self.autoscaler_limit is None:
+            return self.max_nodes
+        return min(self.max_nodes, self.autoscaler_limit // max(self.units_per_node, 1))
+
+    def to_spec(self) -> PoolSpec:
+        return PoolSpec(cluster=self.cluster.name, flavor=self.flavor.name, min_nodes=self.min_nodes,
+                        max_nodes=self.effective_max_nodes, mode=self.mode, unneeded_minutes=self.unneeded_minutes,
+                        units_per_node=self.units_per_node)
+
+    def remembered(self, seconds: float) -> list[float]:
+        """Its history with one more observed provisioning time (the newest :data:`cluster.pools.HISTORY` kept)."""
+        return [*(self.history_seconds or []), round(float(seconds), 1)][-HISTORY:]

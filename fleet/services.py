@@ -22,6 +22,7 @@ from cluster.backends.base import ClusterBackend, NodeCapacity
 from cluster.errors import ClusterError
 from cluster.placement import ClusterOffer
 from cluster.training import PYTORCH, distributed_refusal
+from fleet import pools
 from fleet.constants import Health
 from fleet.models import Cluster
 from teams.models import AuditEvent
@@ -34,7 +35,7 @@ def clusters() -> list[Cluster]:
     """Every cluster, by name. A fresh install gets the clusters its backend offers on first use
     (one ``default`` cluster; the sandbox: its inventory's), so a single cluster needs no setup;
     each is registered (:func:`registered`) as it is created."""
-    found = list(Cluster.objects.all())
+    found = list(Cluster.objects.prefetch_related("pools__flavor"))
     if found:
         return found
     for offered in core.backend.offered_clusters():
@@ -46,7 +47,7 @@ def clusters() -> list[Cluster]:
             continue
         if created:
             registered(cluster)
-    return list(Cluster.objects.all())
+    return list(Cluster.objects.prefetch_related("pools__flavor"))
 
 
 def registered(cluster: Cluster) -> None:
@@ -114,15 +115,18 @@ def unanswered(cluster: Cluster, error: str, now: datetime) -> str:
 def record_nodes(cluster: Cluster, nodes: list[NodeCapacity], now: datetime) -> None:
     """Keep what ``cluster``'s nodes offered at ``now``, for pages that must not wait on a cluster."""
     rows = [{"node": n.node, "resource_name": n.resource_name, "allocatable": n.allocatable,
-             "in_use": n.in_use, "labels": dict(n.labels)} for n in nodes]
+             "in_use": n.in_use, "labels": dict(n.labels), **({"provisioning": True} if n.provisioning else {})}
+            for n in nodes if not pools.is_headroom(n)]
     Cluster.objects.filter(pk=cluster.pk).update(nodes=rows, nodes_read_at=now)
     cluster.nodes, cluster.nodes_read_at = rows, now
 
 
 def recorded_nodes(cluster: Cluster) -> list[NodeCapacity]:
-    """The nodes as :func:`record_nodes` kept them."""
-    return [NodeCapacity(r["node"], r["resource_name"], r["allocatable"], r["in_use"], r.get("labels") or {})
-            for r in cluster.nodes or []]
+    """The nodes as :func:`record_nodes` kept them, with the nodes its elastic pools may still add
+    (:func:`fleet.pools.with_headroom`: what the cluster can hold is what its pools' ``max`` allow)."""
+    return pools.with_headroom(cluster, [
+        NodeCapacity(r["node"], r["resource_name"], r["allocatable"], r["in_use"], r.get("labels") or {},
+                     bool(r.get("provisioning"))) for r in cluster.nodes or []])
 
 
 def recorded_offers() -> list[ClusterOffer]:
@@ -132,7 +136,7 @@ def recorded_offers() -> list[ClusterOffer]:
     whose clusters are not created yet (:func:`clusters`) has none that takes no new work: none."""
     return [ClusterOffer(name=c.name, state=c.state, nodes=tuple(recorded_nodes(c)), labels=dict(c.labels),
                          training_api=c.effective_training_api, frameworks=c.frameworks)
-            for c in Cluster.objects.all()]
+            for c in Cluster.objects.prefetch_related("pools__flavor")]
 
 
 def training_due(cluster: Cluster, now: datetime) -> bool:

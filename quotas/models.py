@@ -118,6 +118,8 @@ class QueuedRequest(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                              related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
+    #: Not admitted before this instant: a failed provisioning's backoff (docs/pools.md); null: any time.
+    not_before = models.DateTimeField(null=True, blank=True)
 
     #: The admission order; every reader of the queue uses it.
     QUEUE_ORDER = ("-priority", "created_at", "pk")

@@ -73,6 +73,8 @@ class ReasonCode(models.TextChoices):
     ENDED_BY_USER = "ended_by_user", "Cancelled or deleted by a user"
     STOPPED_BY_BUDGET = "stopped_by_budget", "Stopped by the budget policy"
     NO_CLUSTER = "no_cluster", "No cluster can take it now (placement's reasons)"
+    PROVISIONING = "provisioning", "Waiting for its elastic pool's new nodes"
+    PROVISIONING_FAILED = "provisioning_failed", "Its nodes could not be provisioned; queued again after a backoff"
     CLUSTER_REJECTED = "cluster_rejected", "The cluster rejected it"
     CLUSTER_UNREACHABLE = "cluster_unreachable", "The cluster could not be reached"
     OBJECTS_VANISHED = "objects_vanished", "Its cluster objects disappeared"
@@ -316,6 +318,10 @@ class Workload(models.Model):
     cluster = models.ForeignKey("fleet.Cluster", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     placement_reason = models.CharField(max_length=300, blank=True)
     placed_at = models.DateTimeField(null=True, blank=True)
+    #: Elastic pools (docs/pools.md): when its current ProvisioningRequest was created (None: none open), and how
+    #: many of its provisionings failed in a row (its backoff and its last try read it; reset once one succeeds).
+    provisioning_since = models.DateTimeField(null=True, blank=True)
+    provisioning_failures = models.PositiveSmallIntegerField(default=0, db_default=0)
     #: Labels a cluster must carry to be chosen (docs/api.md "Clusters"); empty: any cluster.
     cluster_selector = models.JSONField(default=dict, blank=True)
     #: The GPU memory each pod needs in GB, when the user says (optional): the flavor advice warns when a unit

@@ -77,8 +77,9 @@ class ResourceKind:
     @property
     def custom(self) -> bool:
         """A custom resource, whose CRD may not be installed. Kubernetes' own API groups have no
-        dot or end in ``.k8s.io`` (a reserved domain), a CRD's group is a domain of its own."""
-        return "." in self.group and not self.group.endswith(".k8s.io")
+        dot or end in ``.k8s.io`` (a reserved domain), a CRD's group is a domain of its own — or a
+        SIG project's ``.x-k8s.io`` (``autoscaling.x-k8s.io``'s ProvisioningRequest, JobSet)."""
+        return "." in self.group and (not self.group.endswith(".k8s.io") or self.group.endswith(".x-k8s.io"))
 
 
 def resource_kind(resources: Sequence[ResourceKind], api_version: str, kind: str) -> ResourceKind | None:
@@ -165,10 +166,27 @@ class NodeCapacity:
     allocatable: int
     in_use: int
     labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    #: Not able to run pods yet: a node of an elastic pool that is being provisioned (it exists and is not
+    #: Ready), or one its pool may still add (:func:`fleet.services.with_headroom`). Placement counts its
+    #: units as room, since the pool brings them on demand; what starts now counts only the others
+    #: (docs/pools.md).
+    provisioning: bool = False
 
     @property
     def free(self) -> int:
         return max(self.allocatable - self.in_use, 0)
+
+
+@dataclass(frozen=True)
+class NodePoolLimit:
+    """One autoscaler node pool's limit on a GPU resource (a Karpenter NodePool's ``spec.limits``): the labels its
+    nodes get (``spec.template.metadata.labels`` and its ``In`` requirements of one value), which say which
+    flavor's nodes it builds, and the most units of ``resource_name`` all its nodes together may have."""
+
+    name: str
+    resource_name: str
+    limit: int
+    labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
 
 #: The reasons of the pod events a backend's observation carries (``ObservedWorkload.pod_events``):
@@ -396,6 +414,12 @@ class ClusterBackend(abc.ABC):
         cluster keeps what it was taken to have.
         """
         return None
+
+    def node_pools(self) -> list[NodePoolLimit]:
+        """The autoscaler's own node pools with a GPU limit (Karpenter NodePools whose ``spec.limits`` name a
+        GPU resource), read on a cluster's heartbeat: a pool's ``max`` is never taken to be more than its
+        autoscaler may build (docs/pools.md). The default, for a backend without them: none."""
+        return []
 
     def tick(self) -> None:  # noqa: B027 - a hook with a deliberate no-op default
         """Advance a simulated cluster's clock (called once per reconcile cycle).

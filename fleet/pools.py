@@ -1,0 +1,160 @@
+"""Elastic node pools as data (docs/pools.md): what each has now, the room it may still grow into, staff's changes.
+
+The rules are :mod:`cluster.pools`' (pure); this module reads and writes the rows. A pool's nodes now are the
+cluster's nodes as last recorded that offer its flavor (:func:`cluster.capacity.offers`): ready ones, and
+``provisioning`` ones (up, not Ready yet). The room it may still grow into is *headroom*: a node for each
+that ``max_nodes`` allows beyond those, offered to every reader of a cluster's nodes (:func:`with_headroom`)
+as a node that is ``provisioning`` with all its units free. So placement, reservations' reservable share,
+price quotes and capacity waits count what the pool can ever hold (its ``max``, which quota follows),
+while what starts *now* counts ready nodes only (:func:`ready_nodes`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from django.db import transaction
+
+from cluster.backends.base import NodeCapacity, NodePoolLimit
+from cluster.capacity import offers
+from cluster.manifests.common import SPOT_KEY, SPOT_VALUE, node_selector
+from cluster.pools import provisioning_seconds
+from fleet.models import Cluster, GpuFlavor, NodePool
+from teams.models import AuditEvent
+from teams.services import audit
+
+#: How a headroom node is named: ``<flavor>-pool+<i>`` (a name no Kubernetes node can have).
+HEADROOM_NAME = "{flavor}-pool+{i}"
+
+#: The fields staff change (the admin console, the clusters API's PATCH), as the API names them.
+API_FIELDS = {"min": "min_nodes", "max": "max_nodes", "mode": "mode", "unneeded_minutes": "unneeded_minutes"}
+
+
+@dataclass(frozen=True)
+class PoolStatus:
+    """What a pool has now: nodes ready, and nodes up but not Ready yet."""
+
+    nodes_ready: int
+    nodes_provisioning: int
+
+
+def pools_of(cluster: Cluster) -> list[NodePool]:
+    """The cluster's pools with their flavors (prefetched when the caller prefetched ``pools__flavor``)."""
+    return list(cluster.pools.all())
+
+
+def pool_for(cluster: Cluster | None, flavor_id: int | None) -> NodePool | None:
+    """The elastic pool of ``flavor_id`` on ``cluster``, or None (a fixed inventory)."""
+    if cluster is None or flavor_id is None:
+        return None
+    return next((p for p in pools_of(cluster) if p.flavor_id == flavor_id), None)
+
+
+def pool_nodes(pool: NodePool, nodes: list[NodeCapacity]) -> list[NodeCapacity]:
+    """The real nodes (not headroom) of ``nodes`` that belong to ``pool``: those offering its flavor."""
+    spec = pool.flavor.to_spec()
+    return [n for n in nodes if offers(n, spec) and not is_headroom(n)]
+
+
+def is_headroom(node: NodeCapacity) -> bool:
+    return "-pool+" in node.node
+
+
+def status(pool: NodePool, nodes: list[NodeCapacity]) -> PoolStatus:
+    """Nodes ready and provisioning in ``pool`` among the cluster's ``nodes``."""
+    own = pool_nodes(pool, nodes)
+    provisioning = sum(1 for n in own if n.provisioning)
+    return PoolStatus(len(own) - provisioning, provisioning)
+
+
+def with_headroom(cluster: Cluster, nodes: list[NodeCapacity]) -> list[NodeCapacity]:
+    """``nodes`` and, per elastic pool of ``cluster``, a ``provisioning`` node for each that its ``max`` still
+    allows: all units free, the labels of one of its on-demand nodes (else its flavor's selector)."""
+    extra: list[NodeCapacity] = []
+    for pool in pools_of(cluster):
+        own = pool_nodes(pool, nodes)
+        room = pool.effective_max_nodes - len(own)
+        if room <= 0:
+            continue
+        model = next((n for n in own if n.labels.get(SPOT_KEY) != SPOT_VALUE), None)
+        spec = pool.flavor.to_spec()
+        labels = dict(model.labels) if model else node_selector(spec)
+        extra += [NodeCapacity(HEADROOM_NAME.format(flavor=pool.flavor.name, i=i), spec.resource_name,
+                               pool.units_per_node, 0, labels, provisioning=True)
+                  for i in range(1, room + 1)]
+    return [*nodes, *extra]
+
+
+def ready_nodes(nodes: list[NodeCapacity]) -> list[NodeCapacity]:
+    """The nodes that run pods now (neither provisioning nor headroom)."""
+    return [n for n in nodes if not n.provisioning]
+
+
+def answer(pool: NodePool, nodes: list[NodeCapacity]) -> dict:
+    """A pool as ``GET /api/v1/clusters/`` shows it (docs/api.md "Clusters")."""
+    now = status(pool, nodes)
+    median, tail = provisioning_seconds(pool.history_seconds or [])
+    return {"flavor": pool.flavor.name, "min": pool.min_nodes, "max": pool.max_nodes, "mode": pool.mode,
+            "nodes_ready": now.nodes_ready, "nodes_provisioning": now.nodes_provisioning,
+            "unneeded_minutes": pool.unneeded_minutes, "autoscaler_limit": pool.autoscaler_limit,
+            "provisioning_seconds": {"median": round(median), "tail": round(tail),
+                                     "observed": len(pool.history_seconds or [])}}
+
+
+def set_pool(cluster: Cluster, flavor: GpuFlavor, values: dict, actor) -> NodePool:
+    """Create or change ``cluster``'s pool of ``flavor`` with ``values`` (model field names, already valid).
+    Audited with what changed."""
+    with transaction.atomic():
+        pool = NodePool.objects.select_for_update().filter(cluster=cluster, flavor=flavor).first()
+        created = pool is None
+        if created:
+            pool = NodePool(cluster=cluster, flavor=flavor)
+        changed = {k: v for k, v in values.items() if getattr(pool, k, None) != v}
+        for field, value in changed.items():
+            setattr(pool, field, value)
+        if created or changed:
+            pool.save()
+            audit(AuditEvent.Action.CLUSTER_CHANGED, actor=actor, target=f"cluster:{cluster.name}",
+                  pool=flavor.name, change="pool created" if created else "pool changed", **changed)
+    return pool
+
+
+def remove_pool(cluster: Cluster, flavor: GpuFlavor, actor) -> bool:
+    """Make ``cluster``'s nodes of ``flavor`` a fixed inventory again. Audited."""
+    with transaction.atomic():
+        removed, _ = NodePool.objects.filter(cluster=cluster, flavor=flavor).delete()
+        if removed:
+            audit(AuditEvent.Action.CLUSTER_CHANGED, actor=actor, target=f"cluster:{cluster.name}",
+                  pool=flavor.name, change="pool removed")
+    return bool(removed)
+
+
+def record_provisioning_time(pool_id: int, seconds: float) -> None:
+    """Add one observed provisioning time to a pool's history (under its row lock: two cycles never lose one)."""
+    with transaction.atomic():
+        pool = NodePool.objects.select_for_update().filter(pk=pool_id).first()
+        if pool is not None:
+            NodePool.objects.filter(pk=pool_id).update(history_seconds=pool.remembered(seconds))
+
+
+def record_autoscaler_limits(cluster: Cluster, limits: list[NodePoolLimit]) -> None:
+    """Keep, per pool of ``cluster``, the GPU limit of the autoscaler pools that build its nodes (their labels
+    include its flavor's selector), summed; None where none does."""
+    for pool in pools_of(cluster):
+        spec = pool.flavor.to_spec()
+        selector = node_selector(spec).items()
+        matching = [lim for lim in limits if lim.resource_name == spec.resource_name and selector <= lim.labels.items()]
+        limit = sum(lim.limit for lim in matching) if matching else None
+        if pool.autoscaler_limit != limit:
+            NodePool.objects.filter(pk=pool.pk).update(autoscaler_limit=limit)
+            pool.autoscaler_limit = limit
+
+
+def without_headroom(nodes: list[NodeCapacity]) -> list[NodeCapacity]:
+    """``nodes`` as the cluster has them (headroom left out)."""
+    return [n for n in nodes if not is_headroom(n)]
+
+
+def free_ready(nodes: list[NodeCapacity]) -> list[NodeCapacity]:
+    """The nodes whose free units count now, the others with none free (for a rule that counts every node)."""
+    return [n if not n.provisioning else replace(n, in_use=n.allocatable) for n in nodes]
