@@ -84,7 +84,8 @@ def backend(request, settings) -> ClusterBackend:
             if resource.plural not in api.resources:
                 api.install(resource)
         api.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a100-0", "labels": {}},
-                 "status": {"allocatable": {"cpu": "96", "nvidia.com/gpu": "8"}}})
+                 "status": {"allocatable": {"cpu": "96", "nvidia.com/gpu": "8"},
+                            "conditions": [{"type": "Ready", "status": "True"}]}})
         chosen = KubernetesBackend(host=api.url, qps=1000, burst=1000, timeout=2)
     use_backend(settings, chosen)
     return core.backend.backend_for(core.backend.BackendSpec("default"))  # what the portal reaches through the setting
@@ -193,6 +194,7 @@ def test_capacity_reports_gpu_units_per_node_and_resource(backend):
     assert rows and all(isinstance(row, NodeCapacity) for row in rows)
     assert all(row.resource_name.startswith("nvidia.com/") and 0 <= row.in_use <= row.allocatable for row in rows)
     assert all(row.free == row.allocatable - row.in_use for row in rows)
+    assert not any(row.provisioning for row in rows)  # every node is up: none is still being provisioned
 
 
 def test_a_canary_is_observed_with_its_endpoint_and_deleted_alone_by_name(backend):
