@@ -24,7 +24,8 @@ from cluster.backends.base import (
 )
 from cluster.backends.kubernetes import KubernetesBackend
 from cluster.errors import NotFound
-from cluster.manifests import build_env_secret, build_team, team_workload
+from cluster.manifests import build_env_secret, build_team, labels, team_workload
+from cluster.manifests.provisioning import build_provisioning, consuming, pod_sets
 from inference.manifests import build_endpoint
 from inference.specs import CanarySpec
 from jobs.manifests import build_training
@@ -50,8 +51,13 @@ class Case:
     label: str
     prefix: str
     workers: int = 1
+    #: On an atomic pool: its ProvisioningRequest and PodTemplates, then its objects consuming the request.
+    atomic: bool = False
 
     def objects(self, name: str) -> list[dict]:
+        if self.prefix == "run" and self.atomic:
+            run = build_training(samples.training(object_name=name, workers=self.workers), samples.CONFIG)
+            return [*build_provisioning(name, NS, labels(TEAM, name), pod_sets(run)), *consuming(run, name)]
         if self.prefix == "run":
             return build_training(samples.training(object_name=name, workers=self.workers), samples.CONFIG)
         if self.prefix == "ep":
@@ -68,7 +74,8 @@ class Case:
                                           for r in self.resources)]
 
 
-CASES = [Case("job", "run"), Case("pytorchjob", "run", workers=2), Case("endpoint", "ep"), Case("notebook", "nb")]
+CASES = [Case("job", "run"), Case("pytorchjob", "run", workers=2), Case("atomic-pytorchjob", "run", workers=2, atomic=True),
+         Case("endpoint", "ep"), Case("notebook", "nb")]
 
 
 @pytest.fixture(params=["fake", "sandbox", "kubernetes"])
