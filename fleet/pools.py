@@ -11,17 +11,21 @@ while what starts *now* counts ready nodes only (:func:`ready_nodes`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import logging
+from dataclasses import dataclass
 
 from django.db import transaction
 
-from cluster.backends.base import NodeCapacity, NodePoolLimit
-from cluster.capacity import offers
+from cluster.backends.base import ClusterBackend, NodeCapacity, NodePoolLimit
+from cluster.capacity import free_blocks, offers
+from cluster.errors import ClusterError
 from cluster.manifests.common import SPOT_KEY, SPOT_VALUE, node_selector
-from cluster.pools import provisioning_seconds
+from cluster.pools import growing_words, provisioning_seconds
 from fleet.models import Cluster, GpuFlavor, NodePool
 from teams.models import AuditEvent
 from teams.services import audit
+
+logger = logging.getLogger(__name__)
 
 #: How a headroom node is named: ``<flavor>-pool+<i>`` (a name no Kubernetes node can have).
 HEADROOM_NAME = "{flavor}-pool+{i}"
@@ -39,8 +43,14 @@ class PoolStatus:
 
 
 def pools_of(cluster: Cluster) -> list[NodePool]:
-    """The cluster's pools with their flavors (prefetched when the caller prefetched ``pools__flavor``)."""
-    return list(cluster.pools.all())
+    """The cluster's pools with their flavors: read once per cluster instance (prefetched when the caller
+    prefetched ``pools__flavor``, else one query the first time), since every reader of its nodes asks."""
+    found = cluster.__dict__.get("_elastic_pools")
+    if found is None:
+        prefetched = "pools" in getattr(cluster, "_prefetched_objects_cache", {})
+        found = list(cluster.pools.all() if prefetched else cluster.pools.select_related("flavor"))
+        cluster.__dict__["_elastic_pools"] = found
+    return found
 
 
 def pool_for(cluster: Cluster | None, flavor_id: int | None) -> NodePool | None:
@@ -137,6 +147,19 @@ def record_provisioning_time(pool_id: int, seconds: float) -> None:
             NodePool.objects.filter(pk=pool_id).update(history_seconds=pool.remembered(seconds))
 
 
+def discover_limits(cluster: Cluster, backend: ClusterBackend) -> None:
+    """Read the autoscaler's own pool limits (:meth:`ClusterBackend.node_pools`) of a cluster with elastic pools and
+    keep them (:func:`record_autoscaler_limits`); a failure keeps what was known (the next period asks again)."""
+    if not pools_of(cluster):
+        return
+    try:
+        limits = backend.node_pools()
+    except ClusterError as exc:
+        logger.warning("could not read the node pools of %s (keeping their limits): %s", cluster.name, exc)
+        return
+    record_autoscaler_limits(cluster, limits)
+
+
 def record_autoscaler_limits(cluster: Cluster, limits: list[NodePoolLimit]) -> None:
     """Keep, per pool of ``cluster``, the GPU limit of the autoscaler pools that build its nodes (their labels
     include its flavor's selector), summed; None where none does."""
@@ -150,11 +173,15 @@ def record_autoscaler_limits(cluster: Cluster, limits: list[NodePoolLimit]) -> N
             pool.autoscaler_limit = limit
 
 
-def without_headroom(nodes: list[NodeCapacity]) -> list[NodeCapacity]:
-    """``nodes`` as the cluster has them (headroom left out)."""
-    return [n for n in nodes if not is_headroom(n)]
-
-
-def free_ready(nodes: list[NodeCapacity]) -> list[NodeCapacity]:
-    """The nodes whose free units count now, the others with none free (for a rule that counts every node)."""
-    return [n if not n.provisioning else replace(n, in_use=n.allocatable) for n in nodes]
+def growing(pool: NodePool, cluster: str, nodes: list[NodeCapacity], units_per_node: int, workers: int,
+            waited_seconds: float = 0.0) -> str:
+    """The words of work of ``workers`` × ``units_per_node`` waiting for ``pool`` (on ``cluster``) to grow, from the
+    cluster's ``nodes``: "pool h100-80gb on east growing: node 2 of 4 ready, about 3 min" — "" when the pool
+    cannot grow (at its max, every node ready). Ready counts the workers' blocks free on its ready nodes now
+    (at most ``workers``); the minutes left are its median provisioning time less ``waited_seconds``."""
+    own = pool_nodes(pool, nodes)
+    if len(own) >= pool.effective_max_nodes and not any(n.provisioning for n in own):
+        return ""
+    ready = min(free_blocks([n for n in own if not n.provisioning], units_per_node), workers)
+    median, _tail = provisioning_seconds(pool.history_seconds or [])
+    return growing_words(pool.flavor.name, cluster, ready, workers, max(median - waited_seconds, 60.0))
