@@ -29,6 +29,12 @@ HEADROOM_NAME = "{flavor}-pool+{i}"
 #: The fields staff change (the admin console, the clusters API's PATCH), as the API names them.
 API_FIELDS = {"min": "min_nodes", "max": "max_nodes", "mode": "mode", "unneeded_minutes": "unneeded_minutes"}
 
+#: The most nodes a pool's ``max`` may say (the API and the admin console refuse more). Every node a pool may
+#: still add is offered to each reader of the cluster's nodes as a headroom node (:func:`with_headroom`), so a
+#: ``max`` of millions would make every read build millions of them; a thousand GPU nodes is beyond the largest
+#: pool of one flavor a Slipway cluster is known to run.
+MAX_NODES = 1000
+
 
 @dataclass(frozen=True)
 class PoolStatus:
@@ -117,6 +123,17 @@ def set_pool(cluster: Cluster, flavor: GpuFlavor, values: dict, actor) -> NodePo
             audit(AuditEvent.Action.CLUSTER_CHANGED, actor=actor, target=f"cluster:{cluster.name}",
                   pool=flavor.name, change="pool created" if created else "pool changed", **changed)
     return pool
+
+
+def change_pools(cluster: Cluster, changes: list[tuple[GpuFlavor, dict | None]], actor) -> None:
+    """Staff's changes of ``cluster``'s pools, all or none (one transaction): per flavor, the values to set
+    (:func:`set_pool`) or None to remove its pool (:func:`remove_pool`). Each change audited."""
+    with transaction.atomic():
+        for flavor, values in changes:
+            if values is None:
+                remove_pool(cluster, flavor, actor)
+            else:
+                set_pool(cluster, flavor, values, actor)
 
 
 def remove_pool(cluster: Cluster, flavor: GpuFlavor, actor) -> bool:

@@ -28,6 +28,7 @@ from billing.services import audit_budget_change, budget_fields
 from cluster.capacity import offers
 from cluster.errors import ClusterError
 from core.formatting import format_when, stored_amount
+from fleet import pools
 from fleet.constants import State
 from fleet.models import GpuFlavor
 from quotas.admission import admit_waiting, lock_admission
@@ -427,4 +428,11 @@ def cluster_view(cluster) -> dict:
             "training_api": cluster.effective_training_api, "training_api_discovered": cluster.training_api or None,
             "training_api_override": cluster.training_api_override or None, "frameworks": list(cluster.frameworks),
             "training_runtimes": [{"name": r.name, "framework": r.framework} for r in cluster.runtimes],
-            "training_checked_at": cluster.training_checked_at, "training_error": cluster.training_error}
+            "training_checked_at": cluster.training_checked_at, "training_error": cluster.training_error,
+            "pools": cluster_pools(cluster)}
+
+
+def cluster_pools(cluster) -> list[dict]:
+    """Its elastic pools as the clusters API shows them (:func:`fleet.pools.answer`), from its nodes as last read."""
+    nodes = fleet.recorded_nodes(cluster)
+    return [pools.answer(pool, nodes) for pool in pools.pools_of(cluster)]
