@@ -73,13 +73,19 @@ def status(pool: NodePool, nodes: list[NodeCapacity]) -> PoolStatus:
     return PoolStatus(len(own) - provisioning, provisioning)
 
 
+def room_of(pool: NodePool, own: list[NodeCapacity]) -> int:
+    """Nodes ``pool`` may still add beside ``own``, its nodes now (:func:`pool_nodes`): its ``max`` (or fewer, by
+    the autoscaler's limit) less those, ready or provisioning."""
+    return max(pool.effective_max_nodes - len(own), 0)
+
+
 def with_headroom(cluster: Cluster, nodes: list[NodeCapacity]) -> list[NodeCapacity]:
     """``nodes`` and, per elastic pool of ``cluster``, a ``provisioning`` node for each that its ``max`` still
     allows: all units free, the labels of one of its on-demand nodes (else its flavor's selector)."""
     extra: list[NodeCapacity] = []
     for pool in pools_of(cluster):
         own = pool_nodes(pool, nodes)
-        room = pool.effective_max_nodes - len(own)
+        room = room_of(pool, own)
         if room <= 0:
             continue
         model = next((n for n in own if n.labels.get(SPOT_KEY) != SPOT_VALUE), None)

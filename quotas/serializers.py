@@ -407,8 +407,9 @@ class ClusterFlavorSerializer(serializers.Serializer):
     """What one cluster offers of one flavor, as its nodes last reported."""
 
     flavor = serializers.CharField()
-    capacity = serializers.IntegerField(help_text="Units its nodes offer (allocatable).")
-    free = serializers.IntegerField(help_text="Units not requested by running pods.")
+    capacity = serializers.IntegerField(help_text="Units its nodes offer (allocatable), with those its elastic pools "
+                                                  "may still add (what their max allows).")
+    free = serializers.IntegerField(help_text="Units of its ready nodes not requested by running pods.")
     price_per_hour = serializers.DecimalField(max_digits=12, decimal_places=4)
 
 

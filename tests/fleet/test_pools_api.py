@@ -44,9 +44,10 @@ def test_the_list_gives_each_clusters_pools_with_the_contracts_fields(east, flav
                                               "nodes_ready": 1, "nodes_provisioning": 1, "unneeded_minutes": 10}
     assert pool["provisioning_seconds"] == {"median": 240, "tail": 600, "observed": 0}  # the defaults, no history
     assert pool["autoscaler_limit"] is None
-    # The flavor's capacity counts what the pool can ever hold: 4 nodes of 8, 6 units in use on the ready one.
+    # The flavor's capacity counts what the pool can ever hold (4 nodes of 8); free, what could start now: the ready
+    # node's 2 (the provisioning node and the pool's room run nothing yet).
     assert listed["east"]["flavors"][0] | {"price_per_hour": None} == {
-        "flavor": "a100-80gb", "capacity": 32, "free": 26, "price_per_hour": None}
+        "flavor": "a100-80gb", "capacity": 32, "free": 2, "price_per_hour": None}
     one = api_client_for(staff).get("/api/v1/clusters/east/").json()
     assert one["pools"] == listed["east"]["pools"]
 
