@@ -115,7 +115,7 @@ def answer(pool: NodePool, nodes: list[NodeCapacity]) -> dict:
 
 def set_pool(cluster: Cluster, flavor: GpuFlavor, values: dict, actor) -> NodePool:
     """Create or change ``cluster``'s pool of ``flavor`` with ``values`` (model field names, already valid).
-    Audited with what changed."""
+    Audited with what changed. A ``ValidationError`` (min above max, with the pool's own values) writes nothing."""
     with transaction.atomic():
         pool = NodePool.objects.select_for_update().filter(cluster=cluster, flavor=flavor).first()
         created = pool is None
@@ -124,6 +124,7 @@ def set_pool(cluster: Cluster, flavor: GpuFlavor, values: dict, actor) -> NodePo
         changed = {k: v for k, v in values.items() if getattr(pool, k, None) != v}
         for field, value in changed.items():
             setattr(pool, field, value)
+        pool.clean()  # min ≤ max under the row lock: two changes at once never leave the pool inverted
         if created or changed:
             pool.save()
             audit(AuditEvent.Action.CLUSTER_CHANGED, actor=actor, target=f"cluster:{cluster.name}",

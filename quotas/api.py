@@ -214,7 +214,7 @@ class ClusterViewSet(viewsets.ViewSet):
         transaction."""
         cluster = self._cluster(name)
         require_staff_permission(request.user, "fleet.change_cluster", "change clusters")
-        body = ClusterInputSerializer(data=request.data)
+        body = ClusterInputSerializer(data=request.data, context={"cluster": cluster})
         body.is_valid(raise_exception=True)
         data = body.validated_data
         if "pools" in data:

@@ -19,7 +19,7 @@ from cluster.specs import ISOLATION
 from cluster.training import TRAINING_APIS
 from core.formatting import MONEY_ROUNDING
 from fleet.constants import Sharing
-from fleet.models import FLAVOR_NAME, GpuFlavor, unknown_flavor
+from fleet.models import FLAVOR_NAME, GpuFlavor, NodePool, unknown_flavor
 from fleet.pools import MAX_NODES
 from quotas.models import Cohort
 from teams.models import Team
@@ -500,9 +500,14 @@ class PoolInputSerializer(serializers.Serializer):
             return attrs
         if "max" not in attrs:
             raise serializers.ValidationError({"max": ["Required: the most nodes the pool may have."]})
-        if attrs.get("min", 0) > attrs["max"]:
+        # A min not given is the pool's own (a new pool's: 0): a lower max must not leave it above.
+        cluster = self.context.get("cluster")
+        pool = NodePool.objects.filter(cluster=cluster, flavor=attrs["flavor"]).first() if cluster else None
+        least = attrs.get("min", pool.min_nodes if pool else 0)
+        if least > attrs["max"]:
+            words = "The minimum" if "min" in attrs else "The pool's minimum"
             raise serializers.ValidationError(
-                {"min": [f"The minimum ({attrs['min']}) is more than the maximum ({attrs['max']})."]})
+                {"min": [f"{words} ({least}) is more than the maximum ({attrs['max']})."]})
         return attrs
 
 

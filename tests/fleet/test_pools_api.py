@@ -107,6 +107,16 @@ def test_every_bad_field_is_a_400_naming_it_and_nothing_is_written(east, flavors
     assert not AuditEvent.objects.filter(action=AuditEvent.Action.CLUSTER_CHANGED).exists()
 
 
+def test_a_lower_max_may_not_leave_the_pools_own_min_above_it(east, flavors, staff, api_client_for):
+    NodePool.objects.create(cluster=east, flavor=flavors["a100-80gb"], min_nodes=3, max_nodes=6)
+    response = patch(api_client_for(staff), "east", {"pools": [{"flavor": "a100-80gb", "max": 2}]})
+    assert response.status_code == 400
+    assert response.json()["errors"] == {"pools[0].min": ["The pool's minimum (3) is more than the maximum (2)."]}
+    assert NodePool.objects.get().max_nodes == 6
+    assert patch(api_client_for(staff), "east", {"pools": [{"flavor": "a100-80gb", "min": 2, "max": 2}]}).json()[
+        "pools"][0]["max"] == 2
+
+
 def test_a_flavor_named_twice_and_a_body_not_a_list_are_400s(east, staff, api_client_for):
     client = api_client_for(staff)
     twice = patch(client, "east", {"pools": [{"flavor": "l4", "max": 1}, {"flavor": "l4", "max": 2}]})
