@@ -113,18 +113,26 @@ def answer(pool: NodePool, nodes: list[NodeCapacity]) -> dict:
                                      "observed": len(pool.history_seconds or [])}}
 
 
+def lock_pools(cluster: Cluster) -> None:
+    """Take ``cluster``'s row lock, which every change of its pools takes first (inside the caller's transaction):
+    two staff creating the same pool at once are one create and one change, never a unique-constraint error, and
+    two changes of one pool check min ≤ max against each other's result."""
+    list(Cluster.objects.select_for_update().filter(pk=cluster.pk).values_list("pk", flat=True))
+
+
 def set_pool(cluster: Cluster, flavor: GpuFlavor, values: dict, actor) -> NodePool:
     """Create or change ``cluster``'s pool of ``flavor`` with ``values`` (model field names, already valid).
     Audited with what changed. A ``ValidationError`` (min above max, with the pool's own values) writes nothing."""
     with transaction.atomic():
-        pool = NodePool.objects.select_for_update().filter(cluster=cluster, flavor=flavor).first()
+        lock_pools(cluster)
+        pool = NodePool.objects.filter(cluster=cluster, flavor=flavor).first()
         created = pool is None
         if created:
             pool = NodePool(cluster=cluster, flavor=flavor)
         changed = {k: v for k, v in values.items() if getattr(pool, k, None) != v}
         for field, value in changed.items():
             setattr(pool, field, value)
-        pool.clean()  # min ≤ max under the row lock: two changes at once never leave the pool inverted
+        pool.clean()  # min ≤ max under the cluster's lock: two changes at once never leave the pool inverted
         if created or changed:
             pool.save()
             audit(AuditEvent.Action.CLUSTER_CHANGED, actor=actor, target=f"cluster:{cluster.name}",
@@ -146,6 +154,7 @@ def change_pools(cluster: Cluster, changes: list[tuple[GpuFlavor, dict | None]],
 def remove_pool(cluster: Cluster, flavor: GpuFlavor, actor) -> bool:
     """Make ``cluster``'s nodes of ``flavor`` a fixed inventory again. Audited."""
     with transaction.atomic():
+        lock_pools(cluster)
         removed, _ = NodePool.objects.filter(cluster=cluster, flavor=flavor).delete()
         if removed:
             audit(AuditEvent.Action.CLUSTER_CHANGED, actor=actor, target=f"cluster:{cluster.name}",
