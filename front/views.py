@@ -416,14 +416,15 @@ def _usage_panels(team, month) -> list[dict]:
 @staff_member_required
 def capacity(request):
     """Per flavor and per node: what the cluster has, what teams were promised, what is used, pending and queued;
-    and the work admitted but waiting for cluster capacity."""
+    each elastic pool's nodes ready, provisioning and that it may still add; and the work admitted but waiting for
+    cluster capacity."""
     waiting = waiting_for_capacity()
     pending: dict[int, int] = {}
     for item in waiting:
         pending[item.workload.flavor_id] = pending.get(item.workload.flavor_id, 0) + item.units
-    rows, nodes, error = capacity_rows(pending)
+    rows, nodes, error, pools = capacity_rows(pending)
     context = {**admin.site.each_context(request), "title": "Capacity", "rows": rows, "nodes": nodes,
-               "waiting": waiting, "error": error}
+               "waiting": waiting, "error": error, "pools": pools}
     return render(request, "admin/front/capacity.html", context)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 
+from django.db import transaction
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -27,6 +28,7 @@ import fleet.services as fleet
 from billing.reports import report_columns, report_filename, usage_report
 from billing.services import budget_summary
 from core.pagination import StandardPagination
+from fleet import pools as fleet_pools
 from fleet.models import GpuFlavor, unknown_flavor
 from quotas import services
 from quotas.models import Cohort
@@ -207,17 +209,25 @@ class ClusterViewSet(viewsets.ViewSet):
     @extend_schema(request=ClusterInputSerializer, responses={200: ClusterSerializer})
     def partial_update(self, request, name=None):
         """Drain the cluster (no new placements; what runs there finishes) or make it placeable again; override
-        the training API discovery found (null: discovery's again). Each change audited."""
+        the training API discovery found (null: discovery's again); create, change or remove its elastic pools.
+        Each change audited; the whole body is checked before anything is written, and written in one
+        transaction."""
         cluster = self._cluster(name)
         require_staff_permission(request.user, "fleet.change_cluster", "change clusters")
-        body = ClusterInputSerializer(data=request.data)
+        body = ClusterInputSerializer(data=request.data, context={"cluster": cluster})
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        if "state" in data:
-            cluster = fleet.set_draining(cluster, data["state"] == "draining", request.user)
-        if "training_api_override" in data:
-            cluster = fleet.set_training_override(cluster, data["training_api_override"] or "", request.user)
-        return Response(ClusterSerializer(services.cluster_view(cluster)).data)
+        if "pools" in data:
+            require_staff_permission(request.user, "fleet.change_nodepool", "change node pools")
+        with transaction.atomic():
+            if "state" in data:
+                cluster = fleet.set_draining(cluster, data["state"] == "draining", request.user)
+            if "training_api_override" in data:
+                cluster = fleet.set_training_override(cluster, data["training_api_override"] or "", request.user)
+            if "pools" in data:
+                fleet_pools.change_pools(cluster, [(item["flavor"], pool_values(item)) for item in data["pools"]],
+                                         request.user)
+        return Response(ClusterSerializer(services.cluster_view(self._cluster(name))).data)
 
     @staticmethod
     def _cluster(name: str):
@@ -225,6 +235,14 @@ class ClusterViewSet(viewsets.ViewSet):
         if cluster is None:
             raise NotFound()
         return cluster
+
+
+def pool_values(item: dict) -> dict | None:
+    """One checked item of a PATCH's ``pools`` as :func:`fleet.pools.change_pools` takes it: the model's fields
+    given (the others keep their values, a new pool's defaults), or None to remove the pool."""
+    if item.get("remove"):
+        return None
+    return {field: item[name] for name, field in fleet_pools.API_FIELDS.items() if name in item}
 
 
 class FlavorViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
