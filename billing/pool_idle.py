@@ -105,12 +105,6 @@ class IdlePools:
     def cost(self) -> Decimal:
         return sum((row.cost for row in self.rows), ZERO)
 
-    def as_dict(self) -> dict:
-        """The figures as the API gives them (money and hours exact to ledger precision, as strings)."""
-        return {"pools": [{"cluster": r.cluster, "flavor": r.flavor, "unit_hours": str(r.unit_hours),
-                           "gpu_hours": str(r.gpu_hours), "cost": str(r.cost)} for r in self.rows],
-                "gpu_hours": str(self.gpu_hours), "cost": str(self.cost), "currency": self.currency}
-
 
 def idle_pool_capacity(since: datetime, until: datetime) -> IdlePools:
     """Idle pool capacity in the hours of ``[since, until)`` (local hour starts, as the ledger's months), per

@@ -400,7 +400,7 @@ def usage(request):
     month, error, status = parse_month(request.GET.get("month"), now), "", 200
     if month is None:
         month, error, status = month_start(now), "Pick a month from the list (YYYY-MM, not in the future).", 400
-    context = {"team": team, "error": error, **usage_page(team, month, now, kind_names()),
+    context = {"team": team, "error": error, **usage_page(team, month, now, kind_names(), staff=request.user.is_staff),
                "kind_panels": _usage_panels(team, month),
                "reserved": reservation_services.window_uses(team, month, month_end(month))}
     return render(request, "front/usage.html", context, status=status)
