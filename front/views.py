@@ -391,7 +391,8 @@ def flavor_help(request: HttpRequest) -> HttpResponse:
 @login_required
 def usage(request):
     """The current team's spend in a month (``?month=YYYY-MM``, default this one): charts, by person, flavor,
-    workload and workload kind (each called as the registry says)."""
+    workload and workload kind (each called as the registry says); for platform staff, the month's idle pool
+    capacity too (nobody's bill: no team member sees it)."""
     current = request.membership
     if getattr(current, "pk", None) is None:
         return render(request, "workloads/no_team.html", no_team_context(request.user))

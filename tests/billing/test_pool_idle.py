@@ -28,14 +28,6 @@ def node(name: str, flavor, in_use: int = 0, provisioning: bool = False) -> Node
     return NodeCapacity(name, spec.resource_name, flavor.max_units_per_node, in_use, node_selector(spec), provisioning)
 
 
-@pytest.fixture
-def east(flavors):
-    """Cluster east with an elastic pool of H100 nodes (8 units each); its L4s are a fixed inventory."""
-    cluster = Cluster.objects.create(name="east")
-    NodePool.objects.create(cluster=cluster, flavor=flavors["h100-80gb"], max_nodes=4)
-    return Cluster.objects.prefetch_related("pools__flavor").get(pk=cluster.pk)
-
-
 def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
