@@ -92,7 +92,10 @@ def test_no_team_member_sees_it(client, team, idle_month, api_client_for, role):
     add_member(team, user, role)
     assert usage_card(client, user) is None
     assert "Idle pool capacity" not in client.get("/usage/").content.decode()
-    assert api_client_for(user).get("/api/v1/usage/idle-pools/").status_code == 404
+    api = api_client_for(user)
+    assert api.get("/api/v1/usage/idle-pools/").status_code == 404
+    assert api.head("/api/v1/usage/idle-pools/").status_code == 404
+    assert api.post("/api/v1/usage/idle-pools/").status_code == 405  # a method it never answers, for anyone
 
 
 def test_the_api_refuses_a_bad_period_with_a_field_error(staff_member, api_client_for):
