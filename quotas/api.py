@@ -1,4 +1,4 @@
-"""``/api/v1/flavors/``, ``/api/v1/usage/``, the logic behind ``/api/v1/teams/{slug}/usage/``, and
+"""``/api/v1/flavors/``, ``/api/v1/usage/`` (and staff's ``usage/idle-pools/``), the logic behind ``/api/v1/teams/{slug}/usage/``, and
 quota as code (docs/api.md "Quota as code"): ``/cohorts/``, ``/teams/{slug}/quotas/`` and
 ``/teams/{slug}/`` (a team's sharing settings).
 
@@ -25,6 +25,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 import fleet.services as fleet
+from billing.pool_idle import idle_pool_capacity
 from billing.reports import report_columns, report_filename, usage_report
 from billing.services import budget_summary
 from core.pagination import StandardPagination
@@ -38,6 +39,8 @@ from quotas.serializers import (
     CohortInputSerializer,
     CohortSerializer,
     FlavorSerializer,
+    IdlePoolsQuerySerializer,
+    IdlePoolsSerializer,
     QuotaInputSerializer,
     QuotaRowSerializer,
     TeamDetailSerializer,
@@ -289,3 +292,20 @@ class UsageReportView(APIView):
         paginator = StandardPagination()
         page = paginator.paginate_queryset(rows, request, view=self)
         return paginator.get_paginated_response(page)
+
+
+class IdlePoolsView(APIView):
+    """Idle pool capacity over a period (platform staff only: it is nobody's bill; anyone else 404)."""
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)  # 401 without credentials
+        # To anyone but staff it does not exist (as clusters); a method it never answers stays a 405.
+        if not request.user.is_staff and request.method in ("GET", "HEAD"):
+            raise NotFound()
+
+    @extend_schema(parameters=[IdlePoolsQuerySerializer], responses={200: IdlePoolsSerializer})
+    def get(self, request):
+        query = IdlePoolsQuerySerializer(data=request.query_params.dict())
+        query.is_valid(raise_exception=True)
+        period = query.validated_data
+        return Response(IdlePoolsSerializer(idle_pool_capacity(period["since"], period["until"])).data)

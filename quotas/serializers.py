@@ -254,11 +254,46 @@ class UsageQuerySerializer(serializers.Serializer):
     format = serializers.ChoiceField(choices=("json", "csv"), default="json")
 
     def validate(self, attrs):
-        attrs["since"] = _moment(attrs["since"], end=False) if "since" in attrs else month_start()
-        attrs["until"] = _moment(attrs["until"], end=True) if "until" in attrs else timezone.now()
-        if attrs["until"] <= attrs["since"]:
-            raise serializers.ValidationError({"until": ["Must be after since."]})
-        return attrs
+        return _period(attrs)
+
+
+def _period(attrs: dict) -> dict:
+    """``since`` and ``until`` as moments (default: this month so far); a 400 unless ``until`` is after ``since``."""
+    attrs["since"] = _moment(attrs["since"], end=False) if "since" in attrs else month_start()
+    attrs["until"] = _moment(attrs["until"], end=True) if "until" in attrs else timezone.now()
+    if attrs["until"] <= attrs["since"]:
+        raise serializers.ValidationError({"until": ["Must be after since."]})
+    return attrs
+
+
+class IdlePoolsQuerySerializer(serializers.Serializer):
+    """The period of ``GET /usage/idle-pools/``: as the usage report's (default: this month so far)."""
+
+    since = DateOrDateTimeField(required=False)
+    until = DateOrDateTimeField(required=False)
+
+    def validate(self, attrs):
+        return _period(attrs)
+
+
+class PoolIdleSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    flavor = serializers.CharField()
+    unit_hours = serializers.DecimalField(max_digits=14, decimal_places=4,
+                                          help_text="Free units of its ready nodes × hours.")
+    gpu_hours = serializers.DecimalField(max_digits=14, decimal_places=4,
+                                         help_text="Physical GPU-hours: unit_hours × the flavor's gpu_fraction.")
+    cost = serializers.DecimalField(max_digits=12, decimal_places=2, rounding=MONEY_ROUNDING,
+                                    help_text="unit_hours at the cluster's price of the flavor.")
+
+
+class IdlePoolsSerializer(serializers.Serializer):
+    """Idle pool capacity over a period (billing.pool_idle.IdlePools): per elastic pool, the costliest first."""
+
+    pools = PoolIdleSerializer(many=True, source="rows")
+    gpu_hours = serializers.DecimalField(max_digits=14, decimal_places=4)
+    cost = serializers.DecimalField(max_digits=12, decimal_places=2, rounding=MONEY_ROUNDING)
+    currency = serializers.CharField()
 
 
 # -- quota as code (docs/api.md "Quota as code") ------------------------------------------------------------

@@ -54,7 +54,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 import fleet.services as fleet
-from billing import segments
+from billing import pool_idle, segments
 from billing.models import QuotaHold
 from cluster.errors import ClusterError
 from cluster.perf import gc_paused
@@ -165,6 +165,7 @@ def reconcile_cluster(cluster: Cluster, backend, now: datetime | None = None,
             logger.warning("reconcile: could not read the capacity of %s: %s", cluster.name, exc)
     if capacity.read:
         fleet.record_nodes(cluster, capacity.read[0][1], now)
+        pool_idle.record_readings(cluster, capacity.read[0][1], now)  # idle pool capacity (staff's money)
     # Its training API, asked again every SLIPWAY_TRAINING_DISCOVERY_SECONDS of a cluster that answers
     # (a failure keeps what it had and never fails the cycle: fleet.services.discover_training).
     if fleet.training_due(cluster, now):
