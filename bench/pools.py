@@ -94,6 +94,7 @@ class Request:
 class Figures:
     seed: int
     errors: dict[str, list[float]] = field(default_factory=dict)
+    waits: list[float] = field(default_factory=list)  # the real waits of the runs the errors are of, in order
     waited_on_nodes: int = 0
     requests: int = 0
     failed: int = 0
@@ -127,11 +128,16 @@ def draw_delay(rng: random.Random, args: argparse.Namespace) -> float:
     return min(rng.lognormvariate(math.log(args.delay_median), sigma(args)), args.delay_tail)
 
 
-def floor_error(args: argparse.Namespace, seed: int, draws: int = 20_000) -> float:
-    """The median relative error of the best-known point estimate of one delay — its median — against delays
-    drawn from the law: what an estimate of a wait that is all provisioning cannot beat at the median."""
+def floor_error(args: argparse.Namespace, seed: int, draws: int = 5_000) -> tuple[float, float]:
+    """``(median relative error of the delay's median, the least median relative error of any point estimate)``
+    against delays drawn from the law: what no estimate of a wait that is all provisioning can beat."""
     rng = random.Random(seed)
-    return statistics.median(abs(args.delay_median - d) / d for d in (draw_delay(rng, args) for _ in range(draws)))
+    delays = [draw_delay(rng, args) for _ in range(draws)]
+
+    def error(guess: float) -> float:
+        return statistics.median(abs(guess - d) / d for d in delays)
+
+    return error(args.delay_median), min(error(args.delay_median * k / 100) for k in range(40, 161, 2))
 
 
 class PoolReplay(sharing.Replay):
@@ -373,11 +379,13 @@ def replay_round(setup: sharing.Setup, trace: list[dict], args: argparse.Namespa
         real = start - run.submit_s
         if real <= cycle:
             continue
+        estimated = {name: elastic.fresh_estimates[name].get(run.ref) for name in ESTIMATORS}
+        if any(estimate is None for estimate in estimated.values()):
+            continue  # told "unknown" (nothing ahead has a known end): no error to count
         figures.waited_on_nodes += 1
-        for name in ESTIMATORS:
-            estimate = elastic.fresh_estimates[name].get(run.ref)
-            if estimate is not None:
-                figures.errors[name].append(abs(max(0.0, estimate - run.submit_s) - real) / real)
+        figures.waits.append(real)
+        for name, estimate in estimated.items():
+            figures.errors[name].append(abs(max(0.0, estimate - run.submit_s) - real) / real)
     # Billing follows running pods: the ledger's unit-hours over the spans each run's pods ran.
     for run in result.runs:
         for start, end, units in elastic.pod_spans.get(run.ref, []):
@@ -452,8 +460,14 @@ def main(argv: list[str] | None = None) -> int:
                           ("p90 relative error", lambda f, n: quantile(f.errors[n], 0.9))):
         print(f"{label:<52}" + "".join(f"{median([figure(f, n) for f in rounds]):>20.1%}" for n in ESTIMATORS))
     print(f"{'runs that waited on new nodes (median of rounds)':<52}{median([f.waited_on_nodes for f in rounds]):>20g}")
-    print(f"the floor: the delay's own median against its draws errs by {floor_error(args, args.seed):.1%} at the "
-          "median (a wait that is all provisioning, estimated as well as a point can)")
+    for label, low, high in (("  of them waiting 15 min or less", 0, 900), ("  of them waiting longer", 900, math.inf)):
+        cells = "".join(f"{median([median([e for e, w in zip(f.errors[n], f.waits, strict=True) if low < w <= high]) for f in rounds]):>20.1%}"
+                        for n in ESTIMATORS)
+        count = median([sum(1 for w in f.waits if low < w <= high) for f in rounds])
+        print(f"{label + f' ({count:g})':<52}" + cells)
+    own, best = floor_error(args, args.seed)
+    print(f"the floor for a wait that is all provisioning: the delay's median errs by {own:.1%} at the median against "
+          f"its own draws, the best any single point could do {best:.1%}")
     failed_minutes = [float(f.failed_billed_unit_hours) * 60 for f in rounds]
     print(f"GPU-minutes billed for gangs whose atomic provisioning failed: {median(failed_minutes):g} "
           f"(max over rounds {max(failed_minutes):g}; {median([f.failed_gangs for f in rounds]):g} gangs, "
