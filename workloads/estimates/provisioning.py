@@ -62,8 +62,8 @@ def waiting_words(pool: NodePool, nodes: list[NodeCapacity], pods: int, units_pe
 
 
 class Pools:
-    """The elastic pools of the flavors a queue waits for, read once for a forecast (one query for the clusters
-    and their pools; the nodes as last recorded): what :func:`workloads.estimates.simulate` is fed as each
+    """The elastic pools of the flavors a queue waits for, read once for a forecast (one query when there are
+    none; else the clusters with their pools, the nodes as last recorded): what :func:`workloads.estimates.simulate` is fed as each
     flavor's :class:`~workloads.estimates.Growth`, and when admitted work waiting on new nodes should start.
 
     A flavor no cluster has a pool of gets no growth (a fixed inventory, estimated as before). Of one that has:
@@ -78,11 +78,12 @@ class Pools:
         self.room: dict[int, int] = dict.fromkeys(flavors, 0)
         self.coming: dict[int, int] = dict.fromkeys(flavors, 0)
         self.growing: dict[int, list[NodePool]] = {}
+        # One query when no pool offers these flavors (then nothing more: fixed inventories, as before).
+        if not NodePool.objects.filter(flavor_id__in=list(flavors)).exists():
+            return
         for cluster in Cluster.objects.prefetch_related("pools__flavor"):
             elastic = {pool.flavor_id: pool for pool in pools_of(cluster) if pool.flavor_id in flavors}
-            if not elastic and not cluster.nodes:
-                continue
-            nodes = recorded_nodes(cluster)
+            nodes = recorded_nodes(cluster)  # with the room its pools may still grow into, as headroom nodes
             for flavor_id, flavor in flavors.items():
                 own = [node for node in nodes if offers(node, flavor.to_spec())]
                 self.free[flavor_id] += sum(node.free for node in own if not node.provisioning)
@@ -90,12 +91,11 @@ class Pools:
                 if pool is None:
                     continue
                 self.pools[(cluster.pk, flavor_id)] = pool
-                room = sum(node.free for node in own if is_headroom(node))
-                self.room[flavor_id] += room
+                self.room[flavor_id] += sum(node.free for node in own if is_headroom(node))
                 self.coming[flavor_id] += sum(node.free for node in own if node.provisioning and not is_headroom(node))
                 self.growing.setdefault(flavor_id, []).append(pool)
-        for found in self.growing.values():
-            found.sort(key=lambda pool: provisioning_seconds(pool.history_seconds or [])[0])
+        for growing in self.growing.values():
+            growing.sort(key=lambda pool: provisioning_seconds(pool.history_seconds or [])[0])
 
     def pool_of(self, workload) -> NodePool | None:
         """The pool ``workload`` (placed on a cluster) waits on, or None."""
