@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from cluster.backends.base import ClusterBackend, NodeCapacity, NodePoolLimit
-from cluster.capacity import free_blocks, offers
+from cluster.capacity import offers
 from cluster.errors import ClusterError
 from cluster.manifests.common import SPOT_KEY, SPOT_VALUE, node_selector
-from cluster.pools import growing_words, provisioning_seconds
+from cluster.pools import provisioning_seconds
 from fleet.models import Cluster, GpuFlavor, NodePool
 from teams.models import AuditEvent
 from teams.services import audit
@@ -206,15 +206,8 @@ def record_autoscaler_limits(cluster: Cluster, limits: list[NodePoolLimit]) -> N
             pool.autoscaler_limit = limit
 
 
-def growing(pool: NodePool, cluster: str, nodes: list[NodeCapacity], units_per_node: int, workers: int,
-            waited_seconds: float = 0.0) -> str:
-    """The words of work of ``workers`` × ``units_per_node`` waiting for ``pool`` (on ``cluster``) to grow, from the
-    cluster's ``nodes``: "pool h100-80gb on east growing: node 2 of 4 ready, about 3 min" — "" when the pool
-    cannot grow (at its max, every node ready). Ready counts the workers' blocks free on its ready nodes now
-    (at most ``workers``); the minutes left are its median provisioning time less ``waited_seconds``."""
+def can_grow(pool: NodePool, nodes: list[NodeCapacity]) -> bool:
+    """Whether work waiting on ``pool`` among the cluster's ``nodes`` waits for the pool to grow: it may still add a
+    node, or one of its nodes is being provisioned (else it waits for other work to end, as on a fixed pool)."""
     own = pool_nodes(pool, nodes)
-    if len(own) >= pool.effective_max_nodes and not any(n.provisioning for n in own):
-        return ""
-    ready = min(free_blocks([n for n in own if not n.provisioning], units_per_node), workers)
-    median, _tail = provisioning_seconds(pool.history_seconds or [])
-    return growing_words(pool.flavor.name, cluster, ready, workers, max(median - waited_seconds, 60.0))
+    return room_of(pool, own) > 0 or any(n.provisioning for n in own)

@@ -52,6 +52,7 @@ from fleet import pools
 from fleet.models import Cluster, NodePool
 from quotas.tasks import team_spec
 from workloads import lifecycle
+from workloads.estimates.provisioning import waiting_words
 from workloads.models import ReasonCode
 
 logger = logging.getLogger(__name__)
@@ -127,15 +128,16 @@ def _request(workload, own: list[dict]) -> list[dict]:
 
 
 def words(kind, workload, cluster: Cluster, now: datetime, nodes: list[NodeCapacity] | None = None) -> str:
-    """The reason of work waiting for its pool (:func:`fleet.pools.growing`, the one rule of those words) from the
-    cluster's ``nodes`` (default: as last recorded); while the pool is gone or full, that its nodes are asked for."""
+    """The reason of work waiting for its pool (:func:`workloads.estimates.provisioning.waiting_words`, the one rule
+    of those words) from the cluster's ``nodes`` (default: as last recorded); while the pool is gone, that its
+    nodes are asked for."""
     request = kind.admission_request(workload)
     per_node = max(request.units_per_node, 1)
     pool = pools.pool_for(cluster, workload.flavor_id)
-    waited = (now - (workload.provisioning_since or now)).total_seconds()
+    if pool is None:
+        return f"waiting for its nodes on {cluster.name} (a ProvisioningRequest)"
     nodes = fleet.recorded_nodes(cluster) if nodes is None else nodes
-    grows = pools.growing(pool, cluster.name, nodes, per_node, request.units // per_node, waited) if pool else ""
-    return grows or f"waiting for its nodes on {cluster.name} (a ProvisioningRequest)"
+    return waiting_words(pool, nodes, request.units // per_node, per_node, workload.provisioning_since, now)
 
 
 def ask(kind, workload, cluster: Cluster, now: datetime) -> bool:

@@ -17,6 +17,8 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.utils import timezone
+
 import fleet.services as fleet
 from cluster.capacity import clusters_capacity_reason
 from cluster.errors import ClusterError
@@ -25,6 +27,7 @@ from fleet import pools
 from fleet.models import Cluster
 from workloads import lifecycle
 from workloads.cycle import Plan
+from workloads.estimates.provisioning import waiting_words
 from workloads.models import ReasonCode
 from workloads.registry import WorkloadKind
 
@@ -77,8 +80,9 @@ def explain_capacity(kind: WorkloadKind, plan: Plan, capacity: Capacity) -> None
     pool = None if workload.spot else pools.pool_for(capacity.cluster, workload.flavor_id)
     if pool is not None:
         # Its pool may still grow (docs/pools.md): it waits for the pool's new nodes, not for others' work.
-        words = pools.growing(pool, capacity.cluster.name, clusters[0][1], per_node, workers)
-        code = ReasonCode.PROVISIONING if words else code
+        here = clusters[0][1]
+        if pools.can_grow(pool, here):
+            code, words = ReasonCode.PROVISIONING, waiting_words(pool, here, workers, per_node, None, timezone.now())
     if not words:
         words = clusters_capacity_reason(workload.flavor.to_spec(), per_node, clusters, workers=workers,
                                          spot=workload.spot)
