@@ -376,7 +376,7 @@ def capacity_rows(pending: dict[int, int] | None = None) -> tuple[list[dict], li
             pooled += pool_rows(cluster, fleet.recorded_nodes(cluster), as_recorded=True)
             continue
         try:
-            answered = pools.without_headroom(fleet.backend(cluster).capacity())
+            answered = fleet.backend(cluster).capacity()  # a cluster reports no headroom: its nodes
         except ClusterError as exc:
             errors.append(f"{cluster.name}: {exc}")
             pooled += pool_rows(cluster, fleet.recorded_nodes(cluster), as_recorded=True)
