@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from billing.segments import borrowed_units
 from cluster.capacity import offers
-from fleet.models import GpuFlavor
+from fleet.models import Cluster, GpuFlavor, NodePool
+from fleet.pools import with_headroom
 from front.management.commands.seed_demo import COHORTS, TEAMS
 from jobs.constants import RunState
 from jobs.demo import DEMO_LATER, submit_due_demo_runs
@@ -39,13 +40,18 @@ def seed(**options) -> str:
 
 def test_the_sandbox_offers_exactly_the_demo_teams_nominal_quotas_per_flavor(db, debug_on, settings):
     settings.SLIPWAY_SANDBOX_INVENTORY = str(settings.BASE_DIR / "sandbox" / "inventory.yaml")  # the shipped one
+    settings.SLIPWAY_CLUSTER_BACKEND = "sandbox"  # the demo's two clusters and their pools, as make run has them
     shared_demo_flavors()  # t4-ts4 and a10g-mps2, as the contract defines them (quotas.demo will)
     seed(no_runs=True)
     flavors = {flavor.name: flavor.to_spec() for flavor in GpuFlavor.objects.all()}
-    # The Capacity page's rule (cluster.capacity.offers), over the nodes of every cluster.
-    offered_by = {cluster.name: {name: sum(node.allocatable for node in SandboxBackend(cluster.name).capacity()
-                                           if offers(node, spec)) for name, spec in flavors.items()}
-                  for cluster in clusters()}
+    # The Capacity page's rule (cluster.capacity.offers), over the nodes of every cluster as the portal sees them:
+    # an elastic pool (west's H100s) at its max, through the NodePool seed_demo made (fleet.pools.with_headroom).
+    offered_by = {cluster.name: {name: sum(node.allocatable for node in with_headroom(
+        Cluster.objects.get(name=cluster.name), SandboxBackend(cluster.name).capacity()) if offers(node, spec))
+        for name, spec in flavors.items()} for cluster in clusters()}
+    pool = NodePool.objects.get()
+    assert (pool.cluster.name, pool.flavor.name, pool.min_nodes, pool.max_nodes, pool.mode, pool.unneeded_minutes) == (
+        "west", "h100-80gb", 0, 1, "atomic", 10)
     offered = {name: sum(per_cluster[name] for per_cluster in offered_by.values()) for name in flavors}
     quota_sums = {name: sum(team.limits.get(name, 0) for team in TEAMS) for name in flavors}
     # The seeded quotas are the demo's (nothing else holds any), and every demo flavor has some.
