@@ -701,7 +701,9 @@ class SandboxBackend(ClusterBackend):
         down = self.nodes_down()  # a reclaimed node is no longer in the node list
         # An elastic pool's nodes that exist: ready, or provisioning (up, not Ready: nothing runs there yet).
         nodes = [(node, False) for node in inventory.fixed_nodes(self.cluster) if node.name not in down]
-        nodes += [(node, row.state == SimNode.PROVISIONING) for node, row in elastic.existing(self.cluster, timezone.now())]
+        if inventory.cluster(self.cluster).elastic:  # a pool met for the first time starts at the cluster's clock
+            nodes += [(node, row.state == SimNode.PROVISIONING)
+                      for node, row in elastic.existing(self.cluster, self.clock()) if node.name not in down]
         return [
             NodeCapacity(node=node.name, resource_name=resource, allocatable=node.allocatable[resource],
                          in_use=in_use[(node.name, resource)], labels=dict(node.labels), provisioning=provisioning)
@@ -718,7 +720,7 @@ class SandboxBackend(ClusterBackend):
         return [NodePoolLimit(name=pool.prefix, resource_name=pool.pool.resource, limit=pool.settings.limit_units,
                               labels={k: v for k, v in pool.pool.template.labels.items()
                                       if k != "kubernetes.io/hostname"})
-                for pool in elastic.pools(self.cluster, timezone.now()).values()
+                for pool in elastic.pools(self.cluster, self.clock()).values()
                 if pool.settings.limit_units is not None]
 
     # -- shapes ------------------------------------------------------------------------------------

@@ -73,6 +73,7 @@ class World:
         self.pool_nodes: dict[str, SimNode] = {}
         self.pool_changes: set[str] = set()
         self.pool_removed: set[str] = set()
+        self.down: dict[str, datetime] = {}
         #: Pods whose only change is a new progress checkpoint (a time-sliced GPU): written
         #: without drawing their owner's controller's attention.
         self.progressed: list[PodRow] = []
@@ -172,7 +173,7 @@ class World:
         """The nodes that run pods now: the fixed ones and the elastic pools' ready ones (never a provisioning one)."""
         ready = [self.pools[row.pool].pool.node(elastic.pool_index(row.node))
                  for row in sorted(self.pool_nodes.values(), key=lambda r: (r.pool, elastic.pool_index(r.node)))
-                 if row.state == SimNode.READY]
+                 if row.state == SimNode.READY and row.node not in self.down]
         self.nodes = (*self._fixed, *ready)
 
     def pool_node_changed(self, row: SimNode) -> None:

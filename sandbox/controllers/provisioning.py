@@ -141,6 +141,7 @@ def _first_sight(world: World, request: ObjRow, key: str, memo: dict) -> None:
             return
     rng = request_rng(world, request)
     booked: list[str] = []
+    asked: list[str] = []  # of those, the nodes asked for it (the others were there, idle)
     for prefix in sorted(per_pool):
         pool = world.pools[prefix]
         delays = [provisioning_delay(rng, pool.settings.delay_median_seconds, pool.settings.delay_tail_seconds)
@@ -155,9 +156,10 @@ def _first_sight(world: World, request: ObjRow, key: str, memo: dict) -> None:
         for delay in delays:
             row = ask(world, pool, delay, request=key, fails_at=fails_at)
             booked.append(row.node)
+            asked.append(row.node)
         memo["failed"] = memo.get("failed") or (rfc3339(fails_at) if fails_at else None)
         memo["revoked"] = memo.get("revoked") or revoked
-    memo.update(phase=PROVISIONING, nodes=booked, new=sum(new.values()), pods=sum(s.count for s in sets if _pool_of(world, s.plan)),
+    memo.update(phase=PROVISIONING, nodes=booked, asked=asked, new=sum(new.values()), pods=sum(s.count for s in sets if _pool_of(world, s.plan)),
                 pools=sorted(per_pool))
     _provisioning(world, request, key, memo)
 
@@ -208,9 +210,11 @@ def _booked(world: World, request: ObjRow, key: str, memo: dict) -> None:
                 and world.plan_of(pod).get("consume") == request.name)
     provisioned = parse_rfc3339(memo["provisioned"])
     if memo.get("revoked") and not bound and world.now > provisioned:
-        for row in rows:
-            if row.state == SimNode.READY and row.request == key:
+        for row in rows:  # the nodes asked for it go back to the cloud; those that were there stay, released
+            if row.node in memo.get("asked", ()) and row.request == key:
                 world.remove_pool_node(row.node)
+            else:
+                _release(world, row)
         memo["phase"] = OVER
         _set(world, request, "BookingExpired", "CapacityRevoked",
              "The cloud provider took the provisioned capacity back before it was used.")

@@ -297,7 +297,7 @@ class Command(BaseCommand):
         self.stdout.write(f"{'NODE':<18} {'PRODUCT':<24} {'RESOURCE':<24} {'USED':>5} {'FREE':>5} {'TOTAL':>5}")
         labels = {node.name: node.labels for node in inventory.nodes(backend.cluster)}
         for row in capacity:
-            product = labels.get(row.node, {}).get("nvidia.com/gpu.product", "-")
+            product = "(provisioning)" if row.provisioning else labels.get(row.node, {}).get("nvidia.com/gpu.product", "-")
             self.stdout.write(f"{row.node:<18} {product:<24} {row.resource_name:<24} {row.in_use:>5} {row.free:>5} "
                               f"{row.allocatable:>5}")
         for node, since in sorted(backend.nodes_down().items()):
