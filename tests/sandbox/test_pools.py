@@ -294,3 +294,25 @@ def test_a_reset_starts_the_pools_again_from_the_inventory(cloud):
     cloud.reset()
     assert pool_nodes(cloud, "l4") == {"l4-0": "ready"}
     assert pools.pools("cloud", at(1))["l4"].settings.min_nodes == 1
+
+
+def test_a_request_for_a_pool_of_mode_any_is_provisioned_at_once_and_books_nothing(cloud):
+    objects = request(1)
+    template = objects[0]["template"]["spec"]
+    template["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-L4"}
+    template["containers"][0]["resources"] = {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}
+    cloud.apply(team_objects() + objects, RESOURCES, now=at(0))
+    cloud.tick(at(1))
+    assert conditions(cloud)["Provisioned"]["message"].endswith("(mode any).")
+    assert not SimNode.objects.exclude(request="").exists()
+
+
+def test_the_demo_starts_with_no_west_h100_node_and_its_pool_as_the_inventory_says(db, settings):
+    settings.SLIPWAY_SANDBOX_INVENTORY = str(settings.BASE_DIR / "sandbox" / "inventory.yaml")
+    west = SandboxBackend("west")
+    assert not [n for n in west.capacity() if n.node.startswith("west-h100")]
+    live = pools.pools("west", at(0))["west-h100"]
+    assert (live.settings.min_nodes, live.settings.max_nodes, live.settings.mode) == (0, 1, "atomic")
+    out = StringIO()
+    call_command("sandbox", "status", "--cluster", "west", stdout=out)
+    assert "west-h100" not in out.getvalue()
