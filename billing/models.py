@@ -422,3 +422,36 @@ class ReservedWindow(models.Model):
 
     def __str__(self) -> str:
         return f"{self.ref}: {self.units}\u00d7 {self.flavor.name} {format_when(self.start)}–{format_when(self.end)}"
+
+
+class PoolReading(models.Model):
+    """An elastic pool's last reading for idle pool capacity (:mod:`billing.pool_idle`): when, and how many units
+    its ready nodes had free then. The mark the next reading integrates from, moved by a conditional update on
+    ``at``, so two cycles never count the same stretch twice."""
+
+    pool = models.OneToOneField("fleet.NodePool", on_delete=models.CASCADE, related_name="+")
+    at = models.DateTimeField()
+    idle_units = models.PositiveIntegerField()
+
+    def __str__(self) -> str:
+        return f"pool {self.pool_id} at {format_when(self.at)}: {self.idle_units} idle"
+
+
+class PoolIdleHour(models.Model):
+    """Idle pool capacity of one cluster's flavor in one hour: units on its elastic pool's ready nodes that no pod
+    used, × seconds (:mod:`billing.pool_idle`). Nobody's bill: priced when read, at the cluster's price of the
+    flavor (:mod:`billing.pricing`), and shown to staff only. By cluster and flavor rather than by pool, so the
+    history outlives a pool staff remove."""
+
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="+")
+    flavor = models.ForeignKey(GpuFlavor, on_delete=models.PROTECT, related_name="+")
+    hour = models.DateTimeField(help_text="The hour (in the portal's time zone), as the ledger's rows.")
+    unit_seconds = models.DecimalField(max_digits=20, decimal_places=3, default=Decimal(0))
+
+    class Meta:
+        ordering = ["hour"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "flavor", "hour"], name="one_pool_idle_row_per_hour")]
+        indexes = [models.Index(fields=["hour"], name="pool_idle_by_hour_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.flavor.name} on cluster {self.cluster_id} {format_when(self.hour)}: {self.unit_seconds} unit-s"

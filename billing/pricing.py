@@ -99,7 +99,7 @@ class PriceBook:
 
     def _read(self) -> tuple[list[Cluster], dict[int, dict[int, tuple[Decimal, Decimal | None]]]]:
         if self._clusters is None:
-            self._clusters = list(Cluster.objects.order_by("name"))
+            self._clusters = list(Cluster.objects.prefetch_related("pools__flavor").order_by("name"))
             overrides: dict[int, dict[int, tuple[Decimal, Decimal | None]]] = {}
             for flavor_id, cluster_id, price, spot in ClusterPrice.objects.values_list(
                     "flavor_id", "cluster_id", "price_per_hour", "spot_price_per_hour"):

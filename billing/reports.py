@@ -26,6 +26,7 @@ from billing.ledger import (
     with_physical,
 )
 from billing.models import BudgetMonth, TeamBudget
+from billing.pool_idle import idle_pool_capacity
 from billing.services import budget_summaries, budget_summary
 from core.formatting import plain_amount
 from core.money import ZERO
@@ -129,7 +130,7 @@ def idle_by_kind(rows: list[ShareRow]) -> list[ShareRow]:
 
 
 def usage_page(team: Team, month: datetime, now: datetime | None = None,
-               kind_names: dict[str, str] | None = None) -> dict:
+               kind_names: dict[str, str] | None = None, staff: bool = False) -> dict:
     """Everything the team's Usage page shows for ``month`` (its first instant).
 
     ``kind_names``: what each workload kind is called (``{prefix: plural}``, the view reads the
@@ -137,6 +138,10 @@ def usage_page(team: Team, month: datetime, now: datetime | None = None,
     idle cost is apart from the others' — what interactive work left idle shows next to what jobs
     and services did without the page naming any kind. The summary's split of the idle cost
     (``idle_by_kind``) is those rows' idle figures, costliest first: one rule, two places.
+
+    ``staff``: the viewer is platform staff, who also see the month's idle pool capacity
+    (:func:`billing.pool_idle.idle_pool_capacity`, ``idle_pools``; None for anyone else): provisioned, not
+    used, nobody's bill, so no team member sees it on their team's page.
     """
     now = now or timezone.now()
     since, until = month, month_end(month)
@@ -170,6 +175,7 @@ def usage_page(team: Team, month: datetime, now: datetime | None = None,
         "idle_by_kind": idle_by_kind(by_kind),
         "daily": charts.daily_stacked(days, flavors, values, currency), "burn": burn,
         "idle_threshold": settings.SLIPWAY_IDLE_UTIL_PCT,
+        "idle_pools": idle_pool_capacity(since, until) if staff else None,
     }
 
 
@@ -186,7 +192,8 @@ class TeamMoney:
 
 def showback_page(month: datetime, now: datetime | None = None, kind_names: dict[str, str] | None = None) -> dict:
     """Every team's cost, idle share (split by workload kind, each called what ``kind_names`` says: see
-    :func:`usage_page`) and budget state for ``month`` (staff), with the per-flavor CSV rows."""
+    :func:`usage_page`) and budget state for ``month`` (staff), with the per-flavor CSV rows, and the month's
+    idle pool capacity (:func:`billing.pool_idle.idle_pool_capacity`: nobody's bill, beside the teams')."""
     now = now or timezone.now()
     since, until = month, month_end(month)
     teams = list(Team.objects.order_by("slug"))
@@ -208,6 +215,7 @@ def showback_page(month: datetime, now: datetime | None = None, kind_names: dict
         "idle_total": sum((line.usage.idle_cost for line in lines), ZERO),
         "preempted_total": sum((row["preempted_cost"] for row in by_team.values()), ZERO),
         "daily": charts.daily_stacked(days, flavors, values, settings.SLIPWAY_CURRENCY),
+        "idle_pools": idle_pool_capacity(since, until),
     }
 
 

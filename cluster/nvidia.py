@@ -33,6 +33,9 @@ import yaml
 
 from cluster.specs import REPLICATED_SHARINGS, SHARING_MPS, SHARING_NONE, SHARING_TIME_SLICING
 
+#: The extended resources of NVIDIA's device plugin (full GPUs, MIG slices, shared GPUs) all start with this: what
+#: counts as a GPU in a node's allocatable, a pod's requests and an autoscaler's limits.
+GPU_RESOURCE_PREFIX = "nvidia.com/"
 #: The full-GPU resource: the only one time-slicing or MPS replicate here, and the prefix of GFD's label keys.
 GPU_RESOURCE = "nvidia.com/gpu"
 #: What the device plugin advertises shared GPUs as with ``renameByDefault: true`` (``<name>.shared``).

@@ -102,13 +102,17 @@ PLATFORM_RULES = (
          "offers, read by its training API discovery (cluster/training.py) at registration and every "
          "SLIPWAY_TRAINING_DISCOVERY_SECONDS. The API discovery documents it reads first need no grant.",
          "trainer.kubeflow.org", ("clustertrainingruntimes",), ("list",)),
+    Rule("Karpenter's NodePools are read only: their GPU limits cap what an elastic pool's max may say "
+         "(docs/pools.md), read on a cluster's heartbeat. No NodePool CRD: none, and no error.",
+         "karpenter.sh", ("nodepools",), ("get", "list")),
 )
 
 
 def resource_verbs(resource: ResourceKind) -> tuple[str, ...]:
-    """The verbs a kind's declared ``resource`` needs: apply (create, patch); observed: get, list; deleted: delete."""
+    """The verbs a kind's declared ``resource`` needs: apply (create, patch); observed: get, list; deleted: list,
+    delete (a workload's objects are found by its label, one LIST per deleted kind, before each is deleted)."""
     needed = {"create", "patch"} | ({"get", "list"} if resource.observed else set()) \
-        | ({"delete"} if resource.deleted else set())
+        | ({"list", "delete"} if resource.deleted else set())
     return tuple(verb for verb in VERB_ORDER if verb in needed)
 
 

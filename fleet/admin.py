@@ -12,18 +12,90 @@ may not filter the list by it (a lookup would read it a guess at a time). Draini
 Its training API (docs/training.md) is discovery's to write, so it is read-only here with the runtimes'
 frameworks and when it was last asked; staff may override it (``training_api_override``, audited with the
 other fields of the save). A cluster added here is asked at once (:func:`fleet.services.registered`).
+
+Its elastic pools (docs/pools.md) are an inline of its page: staff set each pool's flavor, min, max, mode and
+idle minutes (min ≤ max, max at most :data:`fleet.pools.MAX_NODES`); what the pool has now (nodes ready and
+provisioning, from the nodes as last read), the autoscaler's own limit and the provisioning times it observed are
+read-only. The inline's saves go through :func:`fleet.pools.change_pools`, as the API's do, so each is audited
+with what changed; a row whose flavor is changed is that flavor's pool removed and the other's set.
 """
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 
+from cluster.pools import provisioning_seconds
 from core.admin import when_column
-from fleet import services
-from fleet.models import Cluster
+from fleet import pools, services
+from fleet.models import Cluster, GpuFlavor, NodePool
 
 #: The field only superusers read, and what everyone else sees instead.
 SECRET_FIELD, SECRET_SUMMARY = "kubeconfig", "kubeconfig_summary"
+
+
+class NodePoolForm(forms.ModelForm):
+    """A pool's settings; the model's own rules (min ≤ max, idle minutes 1 to 1440) and the cap on ``max``."""
+
+    class Meta:
+        model = NodePool
+        fields = ["flavor", "min_nodes", "max_nodes", "mode", "unneeded_minutes"]
+
+    def clean_max_nodes(self) -> int:
+        value = self.cleaned_data["max_nodes"]
+        if value is not None and value > pools.MAX_NODES:
+            raise forms.ValidationError(f"At most {pools.MAX_NODES} nodes.")
+        return value
+
+
+class NodePoolInline(admin.TabularInline):
+    """The cluster's elastic pools: settings staff change, and what each has now (read-only)."""
+
+    model = NodePool
+    form = NodePoolForm
+    extra = 0
+    fields = ["flavor", "min_nodes", "max_nodes", "mode", "unneeded_minutes", "nodes_ready", "nodes_provisioning",
+              "autoscaler_limit", "provisioning_time"]
+    readonly_fields = ["nodes_ready", "nodes_provisioning", "autoscaler_limit", "provisioning_time"]
+
+    @staticmethod
+    def _status(pool: NodePool) -> pools.PoolStatus | None:
+        return pools.status(pool, services.recorded_nodes(pool.cluster)) if pool.pk else None
+
+    @admin.display(description="Nodes ready")
+    def nodes_ready(self, pool: NodePool):
+        now = self._status(pool)
+        return "–" if now is None else now.nodes_ready
+
+    @admin.display(description="Nodes provisioning")
+    def nodes_provisioning(self, pool: NodePool):
+        now = self._status(pool)
+        return "–" if now is None else now.nodes_provisioning
+
+    @admin.display(description="Provisioning time (median, p90)")
+    def provisioning_time(self, pool: NodePool) -> str:
+        history = pool.history_seconds or []
+        median, tail = provisioning_seconds(history)
+        source = f"{len(history)} observed" if len(history) >= 3 else "defaults, too few observed"
+        return f"{round(median)} s, {round(tail)} s ({source})"
+
+
+def pool_changes(formset) -> list[tuple[GpuFlavor, dict | None]]:
+    """What a saved pools inline changes, as :func:`fleet.pools.change_pools` takes it: removals first (a deleted
+    row, the former flavor of a row whose flavor changed), then each new or changed row's settings."""
+    removed, changed = [], []
+    deleted = set(formset.deleted_forms)
+    for form in formset.forms:
+        was = form.initial.get("flavor") if form.instance.pk else None
+        if form in deleted or ("flavor" in form.changed_data and was is not None):
+            if was is not None:
+                removed.append((GpuFlavor.objects.get(pk=was), None))
+            if form in deleted:
+                continue
+        if form.has_changed():
+            values = {field: form.cleaned_data[field] for field in NodePoolForm.Meta.fields if field != "flavor"}
+            changed.append((form.cleaned_data["flavor"], values))
+    return [*removed, *changed]
 
 
 @admin.register(Cluster)
@@ -39,6 +111,7 @@ class ClusterAdmin(admin.ModelAdmin):
     readonly_fields = ["state_", "last_seen_", "silent_cycles", "last_error", "draining", "training_api_",
                        "training_api", "frameworks_", "training_checked_at", "training_error"]
     actions = ["drain", "make_ready"]
+    inlines = [NodePoolInline]
 
     def get_fields(self, request, obj=None):
         if request.user.is_superuser:
@@ -68,6 +141,15 @@ class ClusterAdmin(admin.ModelAdmin):
         services.record_cluster_change(request.user, obj, list(form.changed_data), created=not change)
         if not change:
             services.registered(obj)
+
+    def save_formset(self, request, form, formset, change) -> None:
+        """The pools inline's rows through the one audited service, as the API's changes go."""
+        if formset.model is not NodePool:
+            super().save_formset(request, form, formset, change)
+            return
+        pools.change_pools(form.instance, pool_changes(formset), request.user)
+        # The admin's own history reads what a formset saved; the audit log is where these changes are told.
+        formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
 
     @admin.display(description="State")
     def state_(self, cluster: Cluster) -> str:

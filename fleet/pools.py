@@ -11,23 +11,33 @@ while what starts *now* counts ready nodes only (:func:`ready_nodes`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import logging
+from dataclasses import dataclass
 
 from django.db import transaction
 
-from cluster.backends.base import NodeCapacity, NodePoolLimit
+from cluster.backends.base import ClusterBackend, NodeCapacity, NodePoolLimit
 from cluster.capacity import offers
+from cluster.errors import ClusterError
 from cluster.manifests.common import SPOT_KEY, SPOT_VALUE, node_selector
 from cluster.pools import provisioning_seconds
 from fleet.models import Cluster, GpuFlavor, NodePool
 from teams.models import AuditEvent
 from teams.services import audit
 
+logger = logging.getLogger(__name__)
+
 #: How a headroom node is named: ``<flavor>-pool+<i>`` (a name no Kubernetes node can have).
 HEADROOM_NAME = "{flavor}-pool+{i}"
 
 #: The fields staff change (the admin console, the clusters API's PATCH), as the API names them.
 API_FIELDS = {"min": "min_nodes", "max": "max_nodes", "mode": "mode", "unneeded_minutes": "unneeded_minutes"}
+
+#: The most nodes a pool's ``max`` may say (the API and the admin console refuse more). Every node a pool may
+#: still add is offered to each reader of the cluster's nodes as a headroom node (:func:`with_headroom`), so a
+#: ``max`` of millions would make every read build millions of them; a thousand GPU nodes is beyond the largest
+#: pool of one flavor a Slipway cluster is known to run.
+MAX_NODES = 1000
 
 
 @dataclass(frozen=True)
@@ -39,8 +49,14 @@ class PoolStatus:
 
 
 def pools_of(cluster: Cluster) -> list[NodePool]:
-    """The cluster's pools with their flavors (prefetched when the caller prefetched ``pools__flavor``)."""
-    return list(cluster.pools.all())
+    """The cluster's pools with their flavors: read once per cluster instance (prefetched when the caller
+    prefetched ``pools__flavor``, else one query the first time), since every reader of its nodes asks."""
+    found = cluster.__dict__.get("_elastic_pools")
+    if found is None:
+        prefetched = "pools" in getattr(cluster, "_prefetched_objects_cache", {})
+        found = list(cluster.pools.all() if prefetched else cluster.pools.select_related("flavor"))
+        cluster.__dict__["_elastic_pools"] = found
+    return found
 
 
 def pool_for(cluster: Cluster | None, flavor_id: int | None) -> NodePool | None:
@@ -67,13 +83,19 @@ def status(pool: NodePool, nodes: list[NodeCapacity]) -> PoolStatus:
     return PoolStatus(len(own) - provisioning, provisioning)
 
 
+def room_of(pool: NodePool, own: list[NodeCapacity]) -> int:
+    """Nodes ``pool`` may still add beside ``own``, its nodes now (:func:`pool_nodes`): its ``max`` (or fewer, by
+    the autoscaler's limit) less those, ready or provisioning."""
+    return max(pool.effective_max_nodes - len(own), 0)
+
+
 def with_headroom(cluster: Cluster, nodes: list[NodeCapacity]) -> list[NodeCapacity]:
     """``nodes`` and, per elastic pool of ``cluster``, a ``provisioning`` node for each that its ``max`` still
     allows: all units free, the labels of one of its on-demand nodes (else its flavor's selector)."""
     extra: list[NodeCapacity] = []
     for pool in pools_of(cluster):
         own = pool_nodes(pool, nodes)
-        room = pool.effective_max_nodes - len(own)
+        room = room_of(pool, own)
         if room <= 0:
             continue
         model = next((n for n in own if n.labels.get(SPOT_KEY) != SPOT_VALUE), None)
@@ -101,17 +123,26 @@ def answer(pool: NodePool, nodes: list[NodeCapacity]) -> dict:
                                      "observed": len(pool.history_seconds or [])}}
 
 
+def lock_pools(cluster: Cluster) -> None:
+    """Take ``cluster``'s row lock, which every change of its pools takes first (inside the caller's transaction):
+    two staff creating the same pool at once are one create and one change, never a unique-constraint error, and
+    two changes of one pool check min ≤ max against each other's result."""
+    list(Cluster.objects.select_for_update().filter(pk=cluster.pk).values_list("pk", flat=True))
+
+
 def set_pool(cluster: Cluster, flavor: GpuFlavor, values: dict, actor) -> NodePool:
     """Create or change ``cluster``'s pool of ``flavor`` with ``values`` (model field names, already valid).
-    Audited with what changed."""
+    Audited with what changed. A ``ValidationError`` (min above max, with the pool's own values) writes nothing."""
     with transaction.atomic():
-        pool = NodePool.objects.select_for_update().filter(cluster=cluster, flavor=flavor).first()
+        lock_pools(cluster)
+        pool = NodePool.objects.filter(cluster=cluster, flavor=flavor).first()
         created = pool is None
         if created:
             pool = NodePool(cluster=cluster, flavor=flavor)
         changed = {k: v for k, v in values.items() if getattr(pool, k, None) != v}
         for field, value in changed.items():
             setattr(pool, field, value)
+        pool.clean()  # min ≤ max under the cluster's lock: two changes at once never leave the pool inverted
         if created or changed:
             pool.save()
             audit(AuditEvent.Action.CLUSTER_CHANGED, actor=actor, target=f"cluster:{cluster.name}",
@@ -119,9 +150,21 @@ def set_pool(cluster: Cluster, flavor: GpuFlavor, values: dict, actor) -> NodePo
     return pool
 
 
+def change_pools(cluster: Cluster, changes: list[tuple[GpuFlavor, dict | None]], actor) -> None:
+    """Staff's changes of ``cluster``'s pools, all or none (one transaction): per flavor, the values to set
+    (:func:`set_pool`) or None to remove its pool (:func:`remove_pool`). Each change audited."""
+    with transaction.atomic():
+        for flavor, values in changes:
+            if values is None:
+                remove_pool(cluster, flavor, actor)
+            else:
+                set_pool(cluster, flavor, values, actor)
+
+
 def remove_pool(cluster: Cluster, flavor: GpuFlavor, actor) -> bool:
     """Make ``cluster``'s nodes of ``flavor`` a fixed inventory again. Audited."""
     with transaction.atomic():
+        lock_pools(cluster)
         removed, _ = NodePool.objects.filter(cluster=cluster, flavor=flavor).delete()
         if removed:
             audit(AuditEvent.Action.CLUSTER_CHANGED, actor=actor, target=f"cluster:{cluster.name}",
@@ -137,6 +180,19 @@ def record_provisioning_time(pool_id: int, seconds: float) -> None:
             NodePool.objects.filter(pk=pool_id).update(history_seconds=pool.remembered(seconds))
 
 
+def discover_limits(cluster: Cluster, backend: ClusterBackend) -> None:
+    """Read the autoscaler's own pool limits (:meth:`ClusterBackend.node_pools`) of a cluster with elastic pools and
+    keep them (:func:`record_autoscaler_limits`); a failure keeps what was known (the next period asks again)."""
+    if not pools_of(cluster):
+        return
+    try:
+        limits = backend.node_pools()
+    except ClusterError as exc:
+        logger.warning("could not read the node pools of %s (keeping their limits): %s", cluster.name, exc)
+        return
+    record_autoscaler_limits(cluster, limits)
+
+
 def record_autoscaler_limits(cluster: Cluster, limits: list[NodePoolLimit]) -> None:
     """Keep, per pool of ``cluster``, the GPU limit of the autoscaler pools that build its nodes (their labels
     include its flavor's selector), summed; None where none does."""
@@ -150,11 +206,8 @@ def record_autoscaler_limits(cluster: Cluster, limits: list[NodePoolLimit]) -> N
             pool.autoscaler_limit = limit
 
 
-def without_headroom(nodes: list[NodeCapacity]) -> list[NodeCapacity]:
-    """``nodes`` as the cluster has them (headroom left out)."""
-    return [n for n in nodes if not is_headroom(n)]
-
-
-def free_ready(nodes: list[NodeCapacity]) -> list[NodeCapacity]:
-    """The nodes whose free units count now, the others with none free (for a rule that counts every node)."""
-    return [n if not n.provisioning else replace(n, in_use=n.allocatable) for n in nodes]
+def can_grow(pool: NodePool, nodes: list[NodeCapacity]) -> bool:
+    """Whether work waiting on ``pool`` among the cluster's ``nodes`` waits for the pool to grow: it may still add a
+    node, or one of its nodes is being provisioned (else it waits for other work to end, as on a fixed pool)."""
+    own = pool_nodes(pool, nodes)
+    return room_of(pool, own) > 0 or any(n.provisioning for n in own)

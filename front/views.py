@@ -391,7 +391,8 @@ def flavor_help(request: HttpRequest) -> HttpResponse:
 @login_required
 def usage(request):
     """The current team's spend in a month (``?month=YYYY-MM``, default this one): charts, by person, flavor,
-    workload and workload kind (each called as the registry says)."""
+    workload and workload kind (each called as the registry says); for platform staff, the month's idle pool
+    capacity too (nobody's bill: no team member sees it)."""
     current = request.membership
     if getattr(current, "pk", None) is None:
         return render(request, "workloads/no_team.html", no_team_context(request.user))
@@ -400,7 +401,7 @@ def usage(request):
     month, error, status = parse_month(request.GET.get("month"), now), "", 200
     if month is None:
         month, error, status = month_start(now), "Pick a month from the list (YYYY-MM, not in the future).", 400
-    context = {"team": team, "error": error, **usage_page(team, month, now, kind_names()),
+    context = {"team": team, "error": error, **usage_page(team, month, now, kind_names(), staff=request.user.is_staff),
                "kind_panels": _usage_panels(team, month),
                "reserved": reservation_services.window_uses(team, month, month_end(month))}
     return render(request, "front/usage.html", context, status=status)
@@ -416,14 +417,15 @@ def _usage_panels(team, month) -> list[dict]:
 @staff_member_required
 def capacity(request):
     """Per flavor and per node: what the cluster has, what teams were promised, what is used, pending and queued;
-    and the work admitted but waiting for cluster capacity."""
+    each elastic pool's nodes ready, provisioning and that it may still add; and the work admitted but waiting for
+    cluster capacity."""
     waiting = waiting_for_capacity()
     pending: dict[int, int] = {}
     for item in waiting:
         pending[item.workload.flavor_id] = pending.get(item.workload.flavor_id, 0) + item.units
-    rows, nodes, error = capacity_rows(pending)
+    rows, nodes, error, pools = capacity_rows(pending)
     context = {**admin.site.each_context(request), "title": "Capacity", "rows": rows, "nodes": nodes,
-               "waiting": waiting, "error": error}
+               "waiting": waiting, "error": error, "pools": pools}
     return render(request, "admin/front/capacity.html", context)
 
 

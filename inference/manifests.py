@@ -75,6 +75,7 @@ from cluster.manifests.common import (
 )
 from cluster.manifests.secrets import SECRET_ENV_DIGEST_ANNOTATION, secret_env_refs
 from cluster.manifests.team import ISOLATED_LABEL, PROMETHEUS_TENANT_NAME, SERVING_LABEL
+from cluster.pools import disruption_annotations
 from cluster.promql import scope_query
 from cluster.specs import ClusterConfig
 from inference.specs import (
@@ -198,6 +199,8 @@ def _pod_template(spec: EndpointSpec, config: ClusterConfig, container: Manifest
                                      SERVING_LABEL: "true", TRACK_LABEL: track}}
     if spec.secret_env_digest:
         pod_meta["annotations"] = {SECRET_ENV_DIGEST_ANNOTATION: spec.secret_env_digest}
+    # A replica serves requests and saves nothing: an autoscaler's scale-down must not evict it (docs/pools.md).
+    pod_meta["annotations"] = {**pod_meta.get("annotations", {}), **disruption_annotations(preemptible=False)}
     return {
         "metadata": pod_meta,
         "spec": pod_spec(container=container, flavor=spec.flavor, config=config, restart_policy="Always",

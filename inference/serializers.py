@@ -131,7 +131,7 @@ class EndpointSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields,
     class Meta:
         model = InferenceEndpoint
         fields = [
-            "id", "team", "name", "state", "is_final", "holds_quota", "reason", "created_by", "created_at", "admitted_at", "started_at",
+            "id", "team", "name", "state", "is_final", "holds_quota", "reason", "reason_code", "created_by", "created_at", "admitted_at", "started_at",
             "finished_at", "replicas", "desired_replicas", "replica_ceiling", "url", "internal_url", "cost_to_date",
             "cost_per_hour_now", "estimated_cost_per_hour", "cost_per_hour_range", "namespace", "object_name", "cluster_name", "queue_position",
             "estimated_start_at", "estimated_start_earliest", "estimated_start_latest", "start_estimate", "borrowed_units", "reservation", "preemptible", "preemptions", "last_preempted_at", "idle_gpu_hours", "idle_cost", "idle_since",

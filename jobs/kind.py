@@ -13,6 +13,7 @@ from django.utils import timezone
 
 import core.backend
 from cluster.backends.base import ObservedWorkload, ResourceKind
+from cluster.pools import PROVISIONING_RESOURCES
 from cluster.specs import VolumeSpec
 from cluster.status import WorkloadStatus
 from cluster.training import runtime_for
@@ -132,11 +133,14 @@ class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates,
     # (Kubeflow Trainer v2), as its cluster has (docs/training.md).
     # A run with the checkpoint contract may have its checkpoint claim (kept across attempts), observed so
     # that the cycle deletes it once the run has ended, however it ended (workloads.cycle.leftovers.delete_kept).
+    # A run on an atomic pool first asks for its nodes with a ProvisioningRequest and its PodTemplates (docs/pools.md):
+    # observed, so the cycle reads the request's conditions, and deleted with the run (the request first).
     resources = (ResourceKind("batch", "v1", "Job", "jobs", observed=True, deleted=True),
                  ResourceKind("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", observed=True, deleted=True),
                  ResourceKind("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs", observed=True, deleted=True),
                  ResourceKind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", observed=True,
-                              deleted=True, kept_across_attempts=True))
+                              deleted=True, kept_across_attempts=True),
+                 *PROVISIONING_RESOURCES)
     # preemption_grace reads the checkpoint every cycle; the price of a run's unit-hour, when an hour turns,
     # reads its shape (TrainingRun.placement_shape) — deferred, they would be a query each per run.
     observed_fields = ("checkpoint", "gpus_per_worker", "workers")

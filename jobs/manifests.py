@@ -18,6 +18,7 @@ from cluster.manifests.common import (
     volume_entries,
 )
 from cluster.manifests.secrets import secret_env_refs
+from cluster.pools import disruption_annotations
 from cluster.specs import SHARING_MPS, ClusterConfig
 from cluster.training import PYTORCH, TRAINER_CONTAINER, TRAINJOB, TRAINJOB_API, trainer_jobs
 from jobs.checkpoint_contract import build_checkpoint_claim, contract_env, contract_volumes
@@ -73,8 +74,13 @@ def _pod_template(spec: TrainingSpec, config: ClusterConfig, *, container: Manif
 
 
 def _pod_metadata(spec: TrainingSpec) -> Manifest:
-    """A pod template's metadata: the workload's labels (pod templates are named by their controller)."""
-    return {"labels": pod_labels(spec.flavor, spec.team, spec.object_name)}
+    """A pod template's metadata: the workload's labels (pod templates are named by their controller), and the
+    annotations that keep an autoscaler's scale-down from evicting the pod — unless the run has the checkpoint
+    contract, so saves and resumes: its node may go (docs/pools.md)."""
+    meta: Manifest = {"labels": pod_labels(spec.flavor, spec.team, spec.object_name)}
+    if annotations := disruption_annotations(preemptible=spec.checkpoint is not None):
+        meta["annotations"] = annotations
+    return meta
 
 
 def _pod_storage(spec: TrainingSpec) -> tuple[list[Manifest], list[Manifest], list[Manifest]]:

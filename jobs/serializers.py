@@ -182,7 +182,7 @@ class RunSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields, Secr
     class Meta:
         model = TrainingRun
         fields = [
-            "id", "team", "name", "state", "is_final", "holds_quota", "reason", "created_by", "created_at", "admitted_at", "started_at",
+            "id", "team", "name", "state", "is_final", "holds_quota", "reason", "reason_code", "created_by", "created_at", "admitted_at", "started_at",
             "finished_at", "resource_kind", "kind", "object_name", "cluster_name", "namespace", "queue_position", "estimated_start_at",
             "estimated_start_earliest", "estimated_start_latest", "start_estimate", "borrowed_units", "reservation", "preemptible", "preemptions", "last_preempted_at",
             "cost_to_date", "estimated_cost_per_hour", "estimated_total_cost", "idle_gpu_hours", "idle_cost",

@@ -7,7 +7,15 @@ from inference import key_api
 from inference.api import EndpointViewSet
 from jobs.api import RunViewSet
 from portal.api_root import api_root_view, collections
-from quotas.api import ClusterViewSet, CohortViewSet, FlavorViewSet, TeamSharingViewSet, TeamViewSet, UsageReportView
+from quotas.api import (
+    ClusterViewSet,
+    CohortViewSet,
+    FlavorViewSet,
+    IdlePoolsView,
+    TeamSharingViewSet,
+    TeamViewSet,
+    UsageReportView,
+)
 from reservations.api import ReservationViewSet
 from sweeps.api import SweepViewSet
 from teams.api import DeviceAuthorizationView, DeviceTokenView
@@ -34,6 +42,8 @@ ROOT_LINKS = collections(router, usage="usage-report", schema="api-schema", docs
 urlpatterns = [
     path("", api_root_view(ROOT_LINKS), name="api-root"),
     path("usage/", UsageReportView.as_view(), name="usage-report"),
+    # Staff: idle pool capacity in money (docs/pools.md "Money").
+    path("usage/idle-pools/", IdlePoolsView.as_view(), name="usage-idle-pools"),
     path("auth/device/", DeviceAuthorizationView.as_view(), name="auth-device"),
     path("auth/token/", DeviceTokenView.as_view(), name="auth-token"),
     path("teams/<slug:slug>/alerts/", TeamAlertsView.as_view(), name="team-alerts"),

@@ -325,11 +325,12 @@ def placed(ref: str, cluster_id: int | None) -> None:
     QuotaHold.objects.held().filter(ref=ref).exclude(cluster_id=cluster_id).update(cluster_id=cluster_id)
 
 
-def requeue(team, ref: str, request: ResourceRequest, queued_since: datetime) -> bool:
+def requeue(team, ref: str, request: ResourceRequest, queued_since: datetime, not_before: datetime | None = None) -> bool:
     """Give back ``ref``'s hold and put its request back in the queue at its old place.
 
     For preempted work (docs/design.md "Sharing, preemption, clusters"): ``queued_since`` is when it was first submitted, so it waits
-    ahead of everything of its priority submitted after it. Under the team's admission lock, in
+    ahead of everything of its priority submitted after it; ``not_before``: not admitted again before then (a
+    failed provisioning's backoff, docs/pools.md). Under the team's admission lock, in
     the caller's transaction; returns False when ``ref`` had no quota hold (requeued already).
     """
     with transaction.atomic():
@@ -342,7 +343,8 @@ def requeue(team, ref: str, request: ResourceRequest, queued_since: datetime) ->
             priority=Priority(request.priority).rank, spot=request.spot, description=request.description[:200],
             estimated_cost=request.estimated_cost, cost_per_hour=request.cost_per_hour, may_borrow=request.may_borrow,
             **_carried(request))
-        QueuedRequest.objects.filter(pk=entry.pk).update(created_at=queued_since)  # auto_now_add set "now"
+        QueuedRequest.objects.filter(pk=entry.pk).update(created_at=queued_since,  # auto_now_add set "now"
+                                                         not_before=not_before)
     return True
 
 
@@ -475,7 +477,7 @@ def queue_order(entries: list[QueuedRequest], usage: dict[int, int], quotas: dic
             quota = windows.apply(quota, entry.team_id, entry.flavor_id)
         request = request_of(entry)
         decision = decide(request, usage.get(entry.flavor_id, 0), quota, budget,
-                          waits(entry.flavor, entry.spot, request) if waits is not None else "")
+                          waits(entry.flavor, entry.spot, request, entry.not_before) if waits is not None else "")
         if decision.reserved:
             windows.take(entry.team_id, entry.flavor_id, entry.units, entry.ref)
             admitted.append((entry, decision))
@@ -544,7 +546,7 @@ def fair_order(entries: list[QueuedRequest], cohort: CohortFigures, budgets: dic
             quota = windows.apply(quota, entry.team_id, entry.flavor_id)
         request = request_of(entry)
         return decide(request, cohort.usage.get(key, 0), quota,
-                      budgets.get(entry.team_id), waits(entry.flavor, entry.spot, request) if waits is not None else "")
+                      budgets.get(entry.team_id), waits(entry.flavor, entry.spot, request, entry.not_before) if waits is not None else "")
 
     def rank(entry):
         borrows = cohort.borrowed(entry.team_id, entry.flavor_id, entry.units) > cohort.borrowed(

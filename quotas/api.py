@@ -1,4 +1,4 @@
-"""``/api/v1/flavors/``, ``/api/v1/usage/``, the logic behind ``/api/v1/teams/{slug}/usage/``, and
+"""``/api/v1/flavors/``, ``/api/v1/usage/`` (and staff's ``usage/idle-pools/``), the logic behind ``/api/v1/teams/{slug}/usage/``, and
 quota as code (docs/api.md "Quota as code"): ``/cohorts/``, ``/teams/{slug}/quotas/`` and
 ``/teams/{slug}/`` (a team's sharing settings).
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 
+from django.db import transaction
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -24,9 +25,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 import fleet.services as fleet
+from billing.pool_idle import idle_pool_capacity
 from billing.reports import report_columns, report_filename, usage_report
 from billing.services import budget_summary
 from core.pagination import StandardPagination
+from fleet import pools as fleet_pools
 from fleet.models import GpuFlavor, unknown_flavor
 from quotas import services
 from quotas.models import Cohort
@@ -36,6 +39,8 @@ from quotas.serializers import (
     CohortInputSerializer,
     CohortSerializer,
     FlavorSerializer,
+    IdlePoolsQuerySerializer,
+    IdlePoolsSerializer,
     QuotaInputSerializer,
     QuotaRowSerializer,
     TeamDetailSerializer,
@@ -207,17 +212,25 @@ class ClusterViewSet(viewsets.ViewSet):
     @extend_schema(request=ClusterInputSerializer, responses={200: ClusterSerializer})
     def partial_update(self, request, name=None):
         """Drain the cluster (no new placements; what runs there finishes) or make it placeable again; override
-        the training API discovery found (null: discovery's again). Each change audited."""
+        the training API discovery found (null: discovery's again); create, change or remove its elastic pools.
+        Each change audited; the whole body is checked before anything is written, and written in one
+        transaction."""
         cluster = self._cluster(name)
         require_staff_permission(request.user, "fleet.change_cluster", "change clusters")
-        body = ClusterInputSerializer(data=request.data)
+        body = ClusterInputSerializer(data=request.data, context={"cluster": cluster})
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        if "state" in data:
-            cluster = fleet.set_draining(cluster, data["state"] == "draining", request.user)
-        if "training_api_override" in data:
-            cluster = fleet.set_training_override(cluster, data["training_api_override"] or "", request.user)
-        return Response(ClusterSerializer(services.cluster_view(cluster)).data)
+        if "pools" in data:
+            require_staff_permission(request.user, "fleet.change_nodepool", "change node pools")
+        with transaction.atomic():
+            if "state" in data:
+                cluster = fleet.set_draining(cluster, data["state"] == "draining", request.user)
+            if "training_api_override" in data:
+                cluster = fleet.set_training_override(cluster, data["training_api_override"] or "", request.user)
+            if "pools" in data:
+                fleet_pools.change_pools(cluster, [(item["flavor"], pool_values(item)) for item in data["pools"]],
+                                         request.user)
+        return Response(ClusterSerializer(services.cluster_view(self._cluster(name))).data)
 
     @staticmethod
     def _cluster(name: str):
@@ -225,6 +238,14 @@ class ClusterViewSet(viewsets.ViewSet):
         if cluster is None:
             raise NotFound()
         return cluster
+
+
+def pool_values(item: dict) -> dict | None:
+    """One checked item of a PATCH's ``pools`` as :func:`fleet.pools.change_pools` takes it: the model's fields
+    given (the others keep their values, a new pool's defaults), or None to remove the pool."""
+    if item.get("remove"):
+        return None
+    return {field: item[name] for name, field in fleet_pools.API_FIELDS.items() if name in item}
 
 
 class FlavorViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
@@ -271,3 +292,20 @@ class UsageReportView(APIView):
         paginator = StandardPagination()
         page = paginator.paginate_queryset(rows, request, view=self)
         return paginator.get_paginated_response(page)
+
+
+class IdlePoolsView(APIView):
+    """Idle pool capacity over a period (platform staff only: it is nobody's bill; anyone else 404)."""
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)  # 401 without credentials
+        # To anyone but staff it does not exist (as clusters); a method it never answers stays a 405.
+        if not request.user.is_staff and request.method in ("GET", "HEAD"):
+            raise NotFound()
+
+    @extend_schema(parameters=[IdlePoolsQuerySerializer], responses={200: IdlePoolsSerializer})
+    def get(self, request):
+        query = IdlePoolsQuerySerializer(data=request.query_params.dict())
+        query.is_valid(raise_exception=True)
+        period = query.validated_data
+        return Response(IdlePoolsSerializer(idle_pool_capacity(period["since"], period["until"])).data)

@@ -137,9 +137,13 @@ class ClusterWaits:
             self._offers = fleet.recorded_offers()
         return all(offer.state in PLACEABLE_STATES for offer in self._offers)
 
-    def __call__(self, flavor: GpuFlavor | None, spot: bool, request: ResourceRequest | None = None) -> str:
+    def __call__(self, flavor: GpuFlavor | None, spot: bool, request: ResourceRequest | None = None,
+                 not_before=None) -> str:
         """Why no cluster takes new work of ``flavor`` now ("" when one does); with ``request``, also whether the
-        units kept for reserved windows leave it no room now (:func:`reserved_wait`)."""
+        units kept for reserved windows leave it no room now (:func:`reserved_wait`). ``not_before``: a queue
+        entry's backoff after its nodes could not be provisioned (docs/pools.md): until then no cluster takes it."""
+        if not_before is not None and not_before > timezone.now():
+            return backoff_wait(not_before)
         if flavor is None:
             return ""
         framework = request.training_framework if request is not None else ""
@@ -159,6 +163,11 @@ class ClusterWaits:
         if self._offers is None:
             self._offers = fleet.recorded_offers()
         return self._offers
+
+
+def backoff_wait(not_before) -> str:
+    """The words of work waiting out its backoff after a failed provisioning (:data:`cluster.pools.MAX_TRIES`)."""
+    return f"its nodes could not be provisioned; it tries again after {format_when(not_before)}"
 
 
 def reserved_block(flavor: GpuFlavor, request: ResourceRequest, now,

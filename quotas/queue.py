@@ -79,7 +79,7 @@ def queue_reasons(team) -> dict[str, str]:
                               team.pk, entry.flavor_id)
         request = request_of(entry)
         decision = decide(request, usage.get(entry.flavor_id, 0), quota, budget,
-                          waits(entry.flavor, entry.spot, request))
+                          waits(entry.flavor, entry.spot, request, entry.not_before))
         if decision.admitted:
             # It fits now; the next admit_waiting (at the latest the next reconcile) takes it.
             reasons[entry.ref] = f"about to be admitted: {entry.units}\u00d7 {entry.flavor.name} fit now"

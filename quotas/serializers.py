@@ -10,14 +10,17 @@ from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.settings import api_settings
 
 from billing.ledger import month_start
 from billing.pricing import PriceBook, Quote
+from cluster.pools import DEFAULT_UNNEEDED_MINUTES, MODES
 from cluster.specs import ISOLATION
 from cluster.training import TRAINING_APIS
 from core.formatting import MONEY_ROUNDING
 from fleet.constants import Sharing
-from fleet.models import FLAVOR_NAME, GpuFlavor
+from fleet.models import FLAVOR_NAME, GpuFlavor, NodePool, unknown_flavor
+from fleet.pools import MAX_NODES
 from quotas.models import Cohort
 from teams.models import Team
 from teams.serializers import TeamSerializer
@@ -251,11 +254,46 @@ class UsageQuerySerializer(serializers.Serializer):
     format = serializers.ChoiceField(choices=("json", "csv"), default="json")
 
     def validate(self, attrs):
-        attrs["since"] = _moment(attrs["since"], end=False) if "since" in attrs else month_start()
-        attrs["until"] = _moment(attrs["until"], end=True) if "until" in attrs else timezone.now()
-        if attrs["until"] <= attrs["since"]:
-            raise serializers.ValidationError({"until": ["Must be after since."]})
-        return attrs
+        return _period(attrs)
+
+
+def _period(attrs: dict) -> dict:
+    """``since`` and ``until`` as moments (default: this month so far); a 400 unless ``until`` is after ``since``."""
+    attrs["since"] = _moment(attrs["since"], end=False) if "since" in attrs else month_start()
+    attrs["until"] = _moment(attrs["until"], end=True) if "until" in attrs else timezone.now()
+    if attrs["until"] <= attrs["since"]:
+        raise serializers.ValidationError({"until": ["Must be after since."]})
+    return attrs
+
+
+class IdlePoolsQuerySerializer(serializers.Serializer):
+    """The period of ``GET /usage/idle-pools/``: as the usage report's (default: this month so far)."""
+
+    since = DateOrDateTimeField(required=False)
+    until = DateOrDateTimeField(required=False)
+
+    def validate(self, attrs):
+        return _period(attrs)
+
+
+class PoolIdleSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    flavor = serializers.CharField()
+    unit_hours = serializers.DecimalField(max_digits=14, decimal_places=4,
+                                          help_text="Free units of its ready nodes × hours.")
+    gpu_hours = serializers.DecimalField(max_digits=14, decimal_places=4,
+                                         help_text="Physical GPU-hours: unit_hours × the flavor's gpu_fraction.")
+    cost = serializers.DecimalField(max_digits=12, decimal_places=2, rounding=MONEY_ROUNDING,
+                                    help_text="unit_hours at the cluster's price of the flavor.")
+
+
+class IdlePoolsSerializer(serializers.Serializer):
+    """Idle pool capacity over a period (billing.pool_idle.IdlePools): per elastic pool, the costliest first."""
+
+    pools = PoolIdleSerializer(many=True, source="rows")
+    gpu_hours = serializers.DecimalField(max_digits=14, decimal_places=4)
+    cost = serializers.DecimalField(max_digits=12, decimal_places=2, rounding=MONEY_ROUNDING)
+    currency = serializers.CharField()
 
 
 # -- quota as code (docs/api.md "Quota as code") ------------------------------------------------------------
@@ -404,8 +442,9 @@ class ClusterFlavorSerializer(serializers.Serializer):
     """What one cluster offers of one flavor, as its nodes last reported."""
 
     flavor = serializers.CharField()
-    capacity = serializers.IntegerField(help_text="Units its nodes offer (allocatable).")
-    free = serializers.IntegerField(help_text="Units not requested by running pods.")
+    capacity = serializers.IntegerField(help_text="Units its nodes offer (allocatable), with those its elastic pools "
+                                                  "may still add (what their max allows).")
+    free = serializers.IntegerField(help_text="Units of its ready nodes not requested by running pods.")
     price_per_hour = serializers.DecimalField(max_digits=12, decimal_places=4)
 
 
@@ -414,6 +453,29 @@ class TrainingRuntimeSerializer(serializers.Serializer):
 
     name = serializers.CharField()
     framework = serializers.CharField(help_text="pytorch, deepspeed, jax, mpi, xgboost …; empty: it names none.")
+
+
+class ProvisioningSecondsSerializer(serializers.Serializer):
+    median = serializers.IntegerField(help_text="Seconds a node of the pool takes to provision, median.")
+    tail = serializers.IntegerField(help_text="The same, 90th percentile.")
+    observed = serializers.IntegerField(help_text="Provisioning times observed (fewer than 3: the defaults above).")
+
+
+class PoolSerializer(serializers.Serializer):
+    """An elastic pool as ``GET /clusters/`` shows it (:func:`fleet.pools.answer`; docs/api.md "Clusters")."""
+
+    flavor = serializers.CharField()
+    min = serializers.IntegerField(help_text="Nodes it keeps even when idle.")
+    max = serializers.IntegerField(help_text="The most nodes it may have (what quota follows).")
+    mode = serializers.ChoiceField(choices=MODES, help_text="atomic: a workload's nodes all at once (a "
+                                   "ProvisioningRequest) or none; any: node by node.")
+    nodes_ready = serializers.IntegerField(help_text="Its nodes that run pods now, as last read.")
+    nodes_provisioning = serializers.IntegerField(help_text="Its nodes being provisioned (up, not Ready yet).")
+    unneeded_minutes = serializers.IntegerField(help_text="Minutes a node stands idle before the pool removes it.")
+    autoscaler_limit = serializers.IntegerField(
+        allow_null=True, help_text="Units the autoscaler's own pool may hold (Karpenter NodePool limits); null: none "
+                                   "found. A pool never offers more whole nodes than it allows.")
+    provisioning_seconds = ProvisioningSecondsSerializer(help_text="What start estimates take a node to need.")
 
 
 class ClusterSerializer(serializers.Serializer):
@@ -439,13 +501,92 @@ class ClusterSerializer(serializers.Serializer):
     training_runtimes = TrainingRuntimeSerializer(many=True, help_text="Its ClusterTrainingRuntimes (Trainer v2).")
     training_checked_at = serializers.DateTimeField(allow_null=True, help_text="When discovery last asked it.")
     training_error = serializers.CharField(help_text="Why the last discovery failed (what it found before is kept).")
+    pools = PoolSerializer(many=True, help_text="Its elastic node pools (docs/pools.md); empty: a fixed inventory.")
+
+
+class PoolInputSerializer(serializers.Serializer):
+    """One pool in ``PATCH /clusters/{name}/``'s ``pools``: create or change the cluster's pool of ``flavor``, or
+    remove it (``remove``: its nodes are a fixed inventory again). A flavor no node of the cluster offers yet is
+    accepted: a pool may start at 0 nodes (its autoscaler builds the first one for the first workload)."""
+
+    flavor = NameField(max_length=100, help_text="The flavor whose nodes the pool adds and removes.")
+    min = WholeNumberField(required=False, max_value=MAX_NODES,
+                           help_text="Nodes it keeps even when idle; at most max (a new pool: 0).")
+    max = WholeNumberField(required=False, min_value=1, max_value=MAX_NODES,
+                           help_text="The most nodes it may have (what quota follows); required unless remove.")
+    mode = serializers.ChoiceField(choices=MODES, required=False,
+                                   help_text="atomic (a new pool's) or any.")
+    unneeded_minutes = WholeNumberField(required=False, min_value=1, max_value=24 * 60, help_text=(
+        f"Minutes a node stands idle before the pool removes it, 1 to 1440 (a new pool: {DEFAULT_UNNEEDED_MINUTES})."))
+    remove = FlagField(required=False, default=False, help_text="true: remove the pool (no other field but flavor).")
+
+    def validate_flavor(self, name: str) -> GpuFlavor:
+        flavor = GpuFlavor.objects.filter(name=name).first()
+        if flavor is None:
+            raise serializers.ValidationError(unknown_flavor(name))
+        return flavor
+
+    def validate(self, attrs: dict) -> dict:
+        given = {name for name in ("min", "max", "mode", "unneeded_minutes") if name in attrs}
+        if attrs.get("remove"):
+            if given:
+                raise serializers.ValidationError(
+                    {"remove": [f"A pool that is removed takes no {', '.join(sorted(given))}."]})
+            return attrs
+        if "max" not in attrs:
+            raise serializers.ValidationError({"max": ["Required: the most nodes the pool may have."]})
+        # A min not given is the pool's own (a new pool's: 0): a lower max must not leave it above.
+        cluster = self.context.get("cluster")
+        pool = NodePool.objects.filter(cluster=cluster, flavor=attrs["flavor"]).first() if cluster else None
+        least = attrs.get("min", pool.min_nodes if pool else 0)
+        if least > attrs["max"]:
+            words = "The minimum" if "min" in attrs else "The pool's minimum"
+            raise serializers.ValidationError(
+                {"min": [f"{words} ({least}) is more than the maximum ({attrs['max']})."]})
+        return attrs
 
 
 class ClusterInputSerializer(serializers.Serializer):
-    """The body of ``PATCH /clusters/{name}/``: drain it or make it ready again, override its training API, or both."""
+    """The body of ``PATCH /clusters/{name}/``: drain it or make it ready again, override its training API, change
+    its elastic pools; any of them."""
 
     state = serializers.ChoiceField(choices=["draining", "ready"], required=False,
                                     help_text="draining: no new placements, running work finishes; ready: placeable.")
     training_api_override = serializers.ChoiceField(
         choices=TRAINING_APIS, required=False, allow_null=True,
         help_text="Take it to have this training API whatever discovery finds; null: discovery's again.")
+    pools = PoolInputSerializer(many=True, required=False, help_text=(
+        "Pools to create, change or remove, each by its flavor; pools not named are left as they are."))
+
+    def validate_pools(self, items: list[dict]) -> list[dict]:
+        seen: set[str] = set()
+        for index, item in enumerate(items):
+            if item["flavor"].name in seen:
+                raise serializers.ValidationError({index: {"flavor": [
+                    f"{item['flavor'].name} is named twice; name each pool once."]}})
+            seen.add(item["flavor"].name)
+        return items
+
+    def to_internal_value(self, data):
+        """Errors of a pool under ``pools[i].<field>`` (as the metrics API names a point's), not nested."""
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            raise serializers.ValidationError(flat_errors(exc.detail)) from exc
+
+
+def flat_errors(detail, prefix: str = "") -> dict:
+    """``{"pools": {1: {"min": [...]}}}`` (a list serializer's errors, by index) as ``{"pools[1].min": [...]}``;
+    other fields' errors as they are."""
+    if not isinstance(detail, dict):
+        return {prefix: detail}
+    flat: dict = {}
+    for key, value in detail.items():
+        if isinstance(key, int):
+            name = f"{prefix}[{key}]"
+        elif prefix:  # a nested object's own errors are its field's
+            name = prefix if key == api_settings.NON_FIELD_ERRORS_KEY else f"{prefix}.{key}"
+        else:
+            name = str(key)
+        flat.update(flat_errors(value, name))
+    return flat

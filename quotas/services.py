@@ -28,6 +28,7 @@ from billing.services import audit_budget_change, budget_fields
 from cluster.capacity import offers
 from cluster.errors import ClusterError
 from core.formatting import format_when, stored_amount
+from fleet import pools
 from fleet.constants import State
 from fleet.models import GpuFlavor
 from quotas.admission import admit_waiting, lock_admission
@@ -352,26 +353,37 @@ def set_team_budget(actor, team: Team, monthly_limit: Decimal | None, currency: 
 # -- capacity ------------------------------------------------------------------------------
 
 
-def capacity_rows(pending: dict[int, int] | None = None) -> tuple[list[dict], list[dict], str]:
-    """The Capacity page's figures: ``(flavor rows, node rows, error)``.
+def capacity_rows(pending: dict[int, int] | None = None) -> tuple[list[dict], list[dict], str, list[dict]]:
+    """The Capacity page's figures: ``(flavor rows, node rows, error, pool rows)``.
 
-    Per flavor: cluster allocatable and in-use units, team quota sum, over-commit (quotas ÷
-    allocatable, ``overcommitted`` above 1), units reserved by admitted work, units admitted but
-    waiting for the cluster (``pending``: flavor id → units, from the caller) and queued units.
-    Per node and GPU resource: its cluster, allocatable, running, free, and the flavors it offers.
-    The flavor figures add up every cluster that answered. ``error`` names each cluster that could
-    not be asked and why (a lost one is not asked); the portal's own figures still show.
+    Per flavor: the units of its ready nodes (allocatable, and in use by running pods), the units of its nodes
+    still provisioning and the units its elastic pools may still add (docs/pools.md), team quota sum,
+    over-commit (quotas ÷ what the clusters may ever hold: ready, provisioning and may-add units, which is what
+    quota follows; ``overcommitted`` above 1), units reserved by admitted work, units admitted but waiting for
+    the cluster (``pending``: flavor id → units, from the caller) and queued units.
+    Per node and GPU resource: its cluster, allocatable, running, free, whether it is still provisioning, and
+    the flavors it offers. A pool's room is no node: it is counted, never listed, never "in use".
+    Per elastic pool: its settings and nodes ready, provisioning and that it may still add
+    (:func:`pool_rows`). The flavor figures add up every cluster that answered. ``error`` names each cluster
+    that could not be asked and why (a lost one is not asked: its pools show its nodes as last read); the
+    portal's own figures still show.
     """
-    located, errors = [], []  # (cluster name, node) of every cluster
+    located, room, errors, pooled = [], [], [], []  # (cluster name, node): real nodes, and pools' room
     for cluster in fleet.clusters():
         if cluster.state == State.LOST:
             # Not asked: the page must not wait on a cluster that does not answer.
             errors.append(f"{cluster.name}: lost since {format_when(cluster.silent_since)}")
+            pooled += pool_rows(cluster, fleet.recorded_nodes(cluster), as_recorded=True)
             continue
         try:
-            located += [(cluster.name, n) for n in fleet.backend(cluster).capacity()]
+            answered = pools.without_headroom(fleet.backend(cluster).capacity())
         except ClusterError as exc:
             errors.append(f"{cluster.name}: {exc}")
+            pooled += pool_rows(cluster, fleet.recorded_nodes(cluster), as_recorded=True)
+            continue
+        located += [(cluster.name, n) for n in answered]
+        room += [(cluster.name, n) for n in pools.with_headroom(cluster, answered) if pools.is_headroom(n)]
+        pooled += pool_rows(cluster, answered)
     error = "; ".join(errors)
     nodes = [n for _c, n in located] if located or not errors else None
     quota_sums = {row["flavor_id"]: row["total"] for row in
@@ -384,14 +396,20 @@ def capacity_rows(pending: dict[int, int] | None = None) -> tuple[list[dict], li
     rows = []
     for flavor in flavors:
         matching = [n for n in nodes if offers(n, specs[flavor.pk])] if nodes is not None else None
-        allocatable = sum(n.allocatable for n in matching) if matching is not None else None
+        ready = [n for n in matching if not n.provisioning] if matching is not None else None
+        allocatable = sum(n.allocatable for n in ready) if ready is not None else None
+        provisioning = sum(n.allocatable for n in matching if n.provisioning) if matching is not None else 0
+        may_add = sum(n.allocatable for _c, n in room if offers(n, specs[flavor.pk]))
         quota_sum = quota_sums.get(flavor.pk, 0)
-        overcommit = round(quota_sum / allocatable, 2) if allocatable else None
+        ever = (allocatable or 0) + provisioning + may_add
+        overcommit = round(quota_sum / ever, 2) if ever and allocatable is not None else None
         rows.append({
             "flavor": flavor,
-            "nodes": len(matching) if matching is not None else None,
+            "nodes": len(ready) if ready is not None else None,
             "allocatable": allocatable,
-            "cluster_in_use": sum(n.in_use for n in matching) if matching is not None else None,
+            "cluster_in_use": sum(n.in_use for n in ready) if ready is not None else None,
+            "provisioning": provisioning,
+            "may_add": may_add,
             "quota_sum": quota_sum,
             "overcommit": overcommit,
             "overcommitted": overcommit is not None and overcommit > 1,
@@ -400,15 +418,34 @@ def capacity_rows(pending: dict[int, int] | None = None) -> tuple[list[dict], li
             "queued": queued.get(flavor.pk, 0),
         })
     node_rows = [{"cluster": name, "node": n.node, "resource": n.resource_name, "allocatable": n.allocatable,
-                  "running": n.in_use, "free": n.free, "full": n.free == 0,
+                  "running": n.in_use, "free": n.free, "full": n.free == 0 and not n.provisioning,
+                  "provisioning": n.provisioning,
                   "flavors": [f.name for f in flavors if f.usable and offers(n, specs[f.pk])]}
                  for name, n in sorted(located, key=lambda item: (item[0], item[1].node, item[1].resource_name))]
-    return rows, node_rows, error
+    return rows, node_rows, error, pooled
+
+
+def pool_rows(cluster, nodes: list, as_recorded: bool = False) -> list[dict]:
+    """The Capacity page's line per elastic pool of ``cluster``: its mode, min and max (nodes, and the units its
+    max allows: what quota follows), nodes ready, provisioning and that it may still add, among ``nodes`` (the
+    cluster's answer now, or ``as_recorded``: its nodes as last read, when it could not be asked)."""
+    lines = []
+    for pool in pools.pools_of(cluster):
+        own = pools.pool_nodes(pool, nodes)
+        now = pools.status(pool, nodes)
+        lines.append({"cluster": cluster.name, "flavor": pool.flavor, "mode": pool.mode, "min": pool.min_nodes,
+                      "max": pool.max_nodes, "max_units": pool.effective_max_nodes * pool.units_per_node,
+                      "capped": pool.effective_max_nodes < pool.max_nodes, "ready": now.nodes_ready,
+                      "provisioning": now.nodes_provisioning, "may_add": pools.room_of(pool, own),
+                      "unneeded_minutes": pool.unneeded_minutes, "as_recorded": as_recorded})
+    return lines
 
 
 def cluster_flavors(cluster) -> list[dict]:
     """Per flavor the cluster's nodes offer (by :func:`cluster.capacity.offers`, as last recorded):
-    capacity, free units and the price. Flavors it does not offer are left out."""
+    capacity, free units and the price. Flavors it does not offer are left out. With elastic pools (docs/pools.md)
+    the capacity is what the cluster may ever hold (its nodes and those its pools may still add: what quota
+    follows), and free what work could start on now (ready nodes only: a provisioning node runs nothing yet)."""
     nodes = fleet.recorded_nodes(cluster)
     rows = []
     for flavor in GpuFlavor.objects.usable().order_by("name"):
@@ -416,7 +453,7 @@ def cluster_flavors(cluster) -> list[dict]:
         serving = [n for n in nodes if offers(n, spec)]
         if serving:
             rows.append({"flavor": flavor.name, "capacity": sum(n.allocatable for n in serving),
-                         "free": sum(n.free for n in serving), "price_per_hour": flavor_price(flavor, False, cluster.pk)})
+                         "free": sum(n.free for n in serving if not n.provisioning), "price_per_hour": flavor_price(flavor, False, cluster.pk)})
     return rows
 
 
@@ -427,4 +464,11 @@ def cluster_view(cluster) -> dict:
             "training_api": cluster.effective_training_api, "training_api_discovered": cluster.training_api or None,
             "training_api_override": cluster.training_api_override or None, "frameworks": list(cluster.frameworks),
             "training_runtimes": [{"name": r.name, "framework": r.framework} for r in cluster.runtimes],
-            "training_checked_at": cluster.training_checked_at, "training_error": cluster.training_error}
+            "training_checked_at": cluster.training_checked_at, "training_error": cluster.training_error,
+            "pools": cluster_pools(cluster)}
+
+
+def cluster_pools(cluster) -> list[dict]:
+    """Its elastic pools as the clusters API shows them (:func:`fleet.pools.answer`), from its nodes as last read."""
+    nodes = fleet.recorded_nodes(cluster)
+    return [pools.answer(pool, nodes) for pool in pools.pools_of(cluster)]

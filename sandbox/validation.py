@@ -315,8 +315,8 @@ def _check_spec(errors: _Errors, obj: Manifest) -> None:
     spec = obj.get("spec")
     if kind in ("Namespace", "ConfigMap", "Secret", "ServiceAccount"):
         return
-    if kind == "PodTemplate":  # its pod template is top-level (no spec)
-        _check_pod_template(errors, "template", obj.get("template"), restart=("Never", "OnFailure", "Always"))
+    if kind == "PodTemplate":  # a ProvisioningRequest's pod set: its body is the pod template, it has no spec
+        _check_pod_template(errors, "template", obj.get("template"), restart=("Always", "OnFailure", "Never"))
         return
     if not isinstance(spec, dict):
         errors.required("spec")

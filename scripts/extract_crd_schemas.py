@@ -3,7 +3,8 @@
 The test suite may not read files outside the repository, so this development script copies
 the data it needs from the upstream CRDs in ``../shared/crds`` (training-operator v1.9
 PyTorchJob, KEDA 2.x ScaledObject and TriggerAuthentication, Gateway API v1 HTTPRoute — deploy/gateway.yaml's —
-and Kubeflow Trainer v2.3 TrainJob and ClusterTrainingRuntime — deploy/training-runtimes/)
+Kubeflow Trainer v2.3 TrainJob and ClusterTrainingRuntime — deploy/training-runtimes/ — and Cluster Autoscaler
+1.36's ProvisioningRequest, an atomic pool's: cluster/manifests/provisioning.py)
 into ``tests/cluster/schemas/*.json``:
 
 * the served/storage version's ``openAPIV3Schema``, verbatim (its CEL ``x-kubernetes-validations``
@@ -39,6 +40,7 @@ CRDS = {
     "httproute": ("gateway.networking.k8s.io_httproutes.yaml", "v1"),
     "trainjob": ("trainer.kubeflow.org_trainjobs.yaml", "v1alpha1"),
     "clustertrainingruntime": ("trainer.kubeflow.org_clustertrainingruntimes.yaml", "v1alpha1"),
+    "provisioningrequest": ("autoscaling.x-k8s.io_provisioningrequests.yaml", "v1"),
 }
 #: fixture name -> where its full PodTemplateSpec sits: the property names from the root schema, through
 #: ``properties`` (and ``additionalProperties``/``items`` where the path says so).

@@ -3,7 +3,7 @@ and the command line"). Every verb is a few calls of :class:`slipway.client.Clie
 
 This module is the root group: its ``--profile``, its help with the exit codes, and where each
 verb is registered. The verbs live by kind — :mod:`slipway.runs`, :mod:`slipway.endpoints`,
-:mod:`slipway.usage` (quota, cost), :mod:`slipway.reservations` (reserve), :mod:`slipway.sweeps` (sweep), :mod:`slipway.alerts`, :mod:`slipway.flavors`, :mod:`slipway.insight` (metrics, top),
+:mod:`slipway.usage` (quota, cost), :mod:`slipway.reservations` (reserve), :mod:`slipway.sweeps` (sweep), :mod:`slipway.alerts`, :mod:`slipway.flavors`, :mod:`slipway.clusters` (staff), :mod:`slipway.insight` (metrics, top),
 :mod:`slipway.login` — on top of :mod:`slipway.config`
 (where it connects), :mod:`slipway.output` and :mod:`slipway.specs`.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import click
 
 from slipway.alerts import alerts
+from slipway.clusters import clusters
 from slipway.endpoints import endpoint
 from slipway.flavors import flavors
 from slipway.insight import metrics, top
@@ -62,7 +63,8 @@ def cli(ctx: click.Context, profile: str) -> None:
 
 
 runs.add_command(metrics)  # a run verb like the others (slipway runs metrics), from slipway.insight
-for verb in (login, runs, endpoint, workspace, reserve, sweep, flavors, quota, cost, alerts, top, *runs.commands.values()):  # the run verbs: also top-level
+for verb in (login, runs, endpoint, workspace, reserve, sweep, flavors, clusters, quota, cost, alerts, top,
+             *runs.commands.values()):  # the run verbs: also top-level
     cli.add_command(verb)
 cli.add_command(endpoint, "endpoints")
 cli.add_command(workspace, "workspaces")

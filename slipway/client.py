@@ -36,6 +36,7 @@ Team = dict[str, Any]
 ApiKey = dict[str, Any]
 Reservation = dict[str, Any]
 Flavor = dict[str, Any]
+Cluster = dict[str, Any]
 UsageRow = dict[str, Any]
 AlertRules = dict[str, Any]
 Preview = dict[str, Any]
@@ -277,6 +278,10 @@ class Client:
 
     def flavors(self) -> list[Flavor]:
         return list(self._pages("flavors/"))
+
+    def clusters(self) -> list[Cluster]:
+        """Every cluster with what it offers and its elastic pools (platform staff; anyone else: :class:`NotFound`)."""
+        return self._get("clusters/")
 
     def team_usage(self, team: str) -> dict:
         """Quotas and budget of ``team`` (``{"quotas": [...], "budget": {...}}``)."""

@@ -45,6 +45,8 @@ BENCHMARKS = [
     ("reconcile_scale.py", ["--sizes", "20"], "targets:"),
     ("sandbox_tick.py", ["--sizes", "20", "--shared"], "steady"),  # the shared GPUs too
     ("sharing.py", ["--quick"], "invariants: held at"),
+    # The trace's first 16 hours (70 runs, about 18 of them waiting on new nodes), one seed.
+    ("pools.py", ["--quick", "16", "--rounds", "1"], "GPU-minutes billed for gangs whose atomic provisioning failed"),
     # 9 trials of 400 steps, 3 at a time: ASHA and median both prune, the cap stops launching (tests/sweeps/test_bench.py).
     ("sweeps.py", ["--trials", "9", "--parallel", "3", "--steps", "400"], "prune disagreements with a pure Optuna study"),
     # The trace's first 48 hours with about 20 windows, replayed three times (tests/reservations/test_bench.py).
@@ -182,3 +184,50 @@ def test_the_sharing_bench_serves_light_endpoints_on_a_third_of_the_physical_gpu
     assert sharing.shared_mix(crowded)[1].warnings
     assert not sharing.report_mix(crowded, sharing.shared_mix(crowded), quick=False)
     assert "FAIL" in capsys.readouterr().out
+
+
+def _pools_bench():
+    spec = importlib.util.spec_from_file_location("bench_pools", ROOT / "bench" / "pools.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_pools_bench_bills_no_failed_gang_and_grows_within_its_max(capsys):
+    """Issue 52: bench/pools.py's replay with half its provisioning requests failing — every run still ends, no
+    node ever holds more than its units nor the pool more than its ``max``, the failed gangs ran no pod (0
+    GPU-minutes billed by the ledger's rule over their requests' lives) while the others were billed, and the
+    figures and targets are printed."""
+    pools = _pools_bench()
+    argv = ["--quick", "16", "--rounds", "1", "--fail", "0.5"]
+    assert pools.main(argv) == 0
+    out = capsys.readouterr().out
+    for figure in ("median relative error", "with provisioning", "ignoring it", "idle node-hours", "targets:",
+                   "the floor for a wait that is all provisioning"):
+        assert figure in out, out
+    parser_args = pools.sharing.parse(["--quick", "16", "--node", "2"])
+    for name, value in {"delay_median": 210, "delay_tail": 900, "fail": 0.5, "unneeded": 10, "limit_slack": 1.25,
+                        "limit_round": 15}.items():
+        setattr(parser_args, name, value)
+    trace = pools.sharing.read_trace(parser_args.trace, 16)
+    setup = pools.sharing.make_setup(parser_args, trace)
+    replay = pools.PoolReplay(setup, trace, parser_args, seed=52)
+    peaks = []
+    settle = replay.settle
+
+    def watched(now):
+        moved = settle(now)
+        assert all(0 <= node.used <= node.units for node in replay.nodes)
+        peaks.append(len(replay.nodes))
+        return moved
+
+    replay.settle = watched
+    result = replay.run()
+    assert not result.broken and all(run.finished_at is not None for run in result.runs)
+    assert max(peaks) <= replay.max_nodes == 8
+    failed = {run.ref for run, _since, _failed in replay.failed_spans}
+    assert failed and replay.stats.failed >= len(failed)
+    for run, since, ended in replay.failed_spans:  # no pod of a failed gang ran while its request was open
+        assert not any(start < ended and end > since for start, end, _units in replay.pod_spans.get(run.ref, []))
+    assert all(replay.pod_spans.get(ref) for ref in failed)  # …and each ran later, billed then

@@ -193,6 +193,7 @@ STAFF_API_ROUTES = {
     "cohort-detail": ("/api/v1/cohorts/shared/", ("get", "put", "delete")),
     "cluster-list": ("/api/v1/clusters/", ("get",)),
     "cluster-detail": ("/api/v1/clusters/default/", ("get", "patch")),
+    "usage-idle-pools": ("/api/v1/usage/idle-pools/", ("get",)),  # idle pool capacity: nobody's bill
 }
 #: Portal routes of a team and (``{membership}``) one of its memberships: name → (path, method,
 #: body, the role they need). Reading needs a viewer; managing the team needs its admin.

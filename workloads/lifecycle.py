@@ -216,7 +216,7 @@ def requeue(kind, workload, now: datetime, reason: str | None = None,
             pk=workload.pk, state__in=workload.HOLDING_STATES, preempting_since=workload.preempting_since,
         ).update(state=lc.queued, reason=event_reason[:500], reason_code=code, preempting_since=None,
                  admitted_at=None, applied_at=None, apply_started_at=None, apply_attempts=0, attempt=F("attempt") + 1,
-                 attempt_started_at=None, **placement)
+                 attempt_started_at=None, provisioning_since=None, provisioning_failures=0, **placement)
         if not updated:
             return False
         # The snapshot the update matched (same preemption) is the attempt that ends here.
@@ -233,26 +233,36 @@ def wait_for_cluster(kind, workload) -> bool:
 
     For the apply task, when every cluster that offers the work's flavor is draining, degraded
     or lost (:func:`cluster.placement.no_usable_cluster`): rather than retried until it fails,
-    the workload gives its hold back and queues at its old place (dated from its
-    submission), with the reason admission gives it — which then keeps it queued until a
-    cluster can take it, and admits it as any queued work. Under the team's admission lock,
-    conditional on it being admitted, placed nowhere and never applied: work that reached a
-    cluster is never taken back this way (a drain finishes what runs; a lost cluster's work
-    follows the loss rules). Nothing ran, so no attempt is spent. False when nothing moved.
+    the workload gives its hold back and queues at its old place (:func:`back_to_queue`), with the
+    reason admission gives it — which then keeps it queued until a cluster can take it, and admits it as
+    any queued work. Only while placed nowhere: work that reached a cluster is never taken back this way
+    (a drain finishes what runs; a lost cluster's work follows the loss rules). False when nothing moved.
+    """
+    return back_to_queue(kind, workload, ReasonCode.QUEUED, only_if={"cluster__isnull": True})
+
+
+def back_to_queue(kind, workload, code: ReasonCode, reason: str = "", not_before: datetime | None = None,
+                  only_if: dict | None = None, **changes) -> bool:
+    """Admitted work that never started gives its hold back and queues again at its old place (dated from its
+    submission): the one move of :func:`wait_for_cluster` and of a failed provisioning (docs/pools.md), which
+    also clears its placement (``changes``) and waits out a backoff (``not_before``).
+
+    Under the team's admission lock, conditional on it being admitted and never applied (and on ``only_if``).
+    Nothing ran, so no attempt is spent and nothing was billed. Its reason is ``reason``, else the words
+    admission gives it now. False when nothing moved.
     """
     lc = kind.lifecycle
     model = type(workload)
     with transaction.atomic():
         admission.lock_admission(workload.team)
-        updated = model.objects.filter(pk=workload.pk, state=lc.admitted, cluster__isnull=True,
-                                       applied_at__isnull=True).update(
-            state=lc.queued, reason_code=ReasonCode.QUEUED, admitted_at=None, apply_started_at=None,
-            apply_attempts=0)
+        updated = model.objects.filter(pk=workload.pk, state=lc.admitted, applied_at__isnull=True,
+                                       **(only_if or {})).update(
+            state=lc.queued, reason_code=code, admitted_at=None, apply_started_at=None, apply_attempts=0, **changes)
         if not updated or not admission.requeue(workload.team, workload.ref, kind.admission_request(workload),
-                                                workload.created_at):
+                                                workload.created_at, not_before):
             transaction.set_rollback(True)
             return False
         # The words admission gives it now, so the run says what its queue entry is decided by.
-        reason = queue_reason(workload.team, workload.ref)
+        reason = reason or queue_reason(workload.team, workload.ref)
         model.objects.filter(pk=workload.pk, state=lc.queued).update(reason=reason[:500])
     return True

@@ -35,7 +35,7 @@ from fleet.models import GpuFlavor, unknown_flavor
 from quotas import admission
 from quotas.constants import FLAVOR_CODES, AdmissionCode
 from quotas.decide import Decision
-from workloads import attempts, lifecycle, tasks
+from workloads import attempts, lifecycle, provisioning, tasks
 from workloads.constants import Message
 from workloads.identity import WorkloadId
 from workloads.models import ReasonCode, Workload, attach_segments, cost_to, quote_rows
@@ -148,12 +148,13 @@ def stop_with_notice(workload, reason: str, prune: bool) -> bool:
 
 
 def manifests(workload) -> list[dict]:
-    """The Kubernetes objects Slipway applies for ``workload`` (pure: no cluster call).
+    """The Kubernetes objects Slipway applies for ``workload`` (pure: no cluster call): while it has a
+    ProvisioningRequest (an atomic elastic pool, docs/pools.md), that request and its PodTemplates first.
 
     Its env Secret is not among them (:mod:`workloads.secrets`): these are what pages and the API
     show, and the pods only reference the Secret.
     """
-    return kind_of(workload).manifests(workload)
+    return provisioning.shown(kind_of(workload), workload)
 
 
 def on_cluster(workload) -> bool:

@@ -28,7 +28,7 @@ from cluster.manifests import build_team
 from core import metrics, queueing
 from quotas.facts import ClusterWaits
 from quotas.tasks import team_spec
-from workloads import lifecycle, secrets
+from workloads import lifecycle, provisioning, secrets
 from workloads.constants import Message
 from workloads.cycle import ReconcileReport, placement, preemption
 from workloads.cycle.queue_step import reconcile_queue
@@ -82,7 +82,11 @@ def apply_workload(prefix: str, pk: int) -> str:
             reason=why[:500], reason_code=ReasonCode.NO_CLUSTER)
         raise Transient(f"no cluster can take {workload.ref} now: {why}")
     if kind.cluster_objects:
-        if not _apply_objects(kind, workload, cluster):
+        # An atomic elastic pool without ready nodes for it: its nodes are asked for first (workloads.provisioning).
+        pool = provisioning.pool_to_grow(kind, workload, cluster) if workload.provisioning_since is None else None
+        if pool is not None or provisioning.waiting(workload):
+            return "provisioning" if provisioning.ask(kind, workload, cluster, timezone.now()) else "failed"
+        if not _apply_objects(kind, workload, cluster, provisioning.objects(kind, workload)):
             return "failed"
         submitted = {"reason": Message.SUBMITTED_TO_CLUSTER, "reason_code": ReasonCode.SUBMITTED}
     else:
@@ -104,11 +108,10 @@ def apply_workload(prefix: str, pk: int) -> str:
     return "applied"
 
 
-def _apply_objects(kind, workload, cluster) -> bool:
-    """Apply ``workload``'s objects on ``cluster`` (step 2 of :func:`apply_workload`): False when the
+def _apply_objects(kind, workload, cluster, objects: list[dict]) -> bool:
+    """Apply ``workload``'s ``objects`` on ``cluster`` (step 2 of :func:`apply_workload`): False when the
     cluster refused them for good (the workload failed here). Transient errors raise, to be retried."""
     team_objects = build_team(team_spec(workload.team), core.backend.cluster_config())
-    objects = kind.manifests(workload)
     secret = secrets.env_secret(workload)
     backend = fleet.backend(cluster)
     try:

@@ -51,6 +51,7 @@ from cluster.manifests.common import (
 )
 from cluster.manifests.secrets import SECRET_ENV_DIGEST_ANNOTATION, secret_env_refs
 from cluster.manifests.team import ISOLATED_LABEL
+from cluster.pools import disruption_annotations
 from cluster.specs import ClusterConfig, FlavorSpec, VolumeSpec
 
 #: The Jupyter token's key in the workspace's env Secret (jupyter-server reads ``JUPYTER_TOKEN``).
@@ -171,6 +172,8 @@ def build_deployment(spec: WorkspaceSpec, config: ClusterConfig) -> Manifest:
     template_meta: Manifest = {"labels": {**pod_labels(spec.flavor, spec.team, spec.object_name), ISOLATED_LABEL: "true"}}
     if spec.secret_env_digest:  # a rotated token changes it: the Deployment replaces the pod, which reads the new one
         template_meta["annotations"] = {SECRET_ENV_DIGEST_ANNOTATION: spec.secret_env_digest}
+    # A notebook's kernels hold their state in memory: an autoscaler's scale-down must not evict it (docs/pools.md).
+    template_meta["annotations"] = {**template_meta.get("annotations", {}), **disruption_annotations(preemptible=False)}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

@@ -79,7 +79,7 @@ class WorkspaceSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields
     class Meta:
         model = Workspace
         fields = [
-            "id", "team", "name", "state", "is_final", "holds_quota", "reason", "pause_cause", "created_by", "created_at", "admitted_at",
+            "id", "team", "name", "state", "is_final", "holds_quota", "reason", "reason_code", "pause_cause", "created_by", "created_at", "admitted_at",
             "started_at", "paused_at", "finished_at", "attempt", "cost_to_date", "cost_per_hour", "running_cost_per_hour", "price_per_hour", "currency",
             "idle_for_seconds", "last_activity_at", "idle_minutes", "idle_gpu_hours", "idle_cost", "idle_since",
             "flavor", "gpus", "image", "cpu", "memory_gb", "home_gb", "env", "volumes", "priority", "spot",

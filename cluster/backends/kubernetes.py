@@ -59,6 +59,7 @@ from cluster.backends.base import (
     ClusterEvent,
     Manifest,
     NodeCapacity,
+    NodePoolLimit,
     ObservedWorkload,
     ResourceKind,
     ServiceRef,
@@ -68,6 +69,7 @@ from cluster.backends.base import (
 )
 from cluster.errors import ClusterError, Conflict, Invalid, NotFound, Transient
 from cluster.metrics import Prometheus
+from cluster.nvidia import GPU_RESOURCE_PREFIX
 from cluster.perf import gc_paused
 from cluster.pods import REPLICA_TYPE_LABELS
 from cluster.startup import any_starting, startup_event
@@ -77,8 +79,6 @@ FIELD_MANAGER = "slipway"
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 #: A JSON merge patch (RFC 7386): what annotating a pod needs, without owning its annotations.
 MERGE_CONTENT_TYPE = "application/merge-patch+json"
-#: Resources whose names start with this are GPU units (full GPUs and MIG slices).
-GPU_RESOURCE_PREFIX = "nvidia.com/"
 
 
 def collection_path(kind: ResourceKind, namespace: str | None = None) -> str:
@@ -123,6 +123,8 @@ POD = _kind("v1", "Pod")
 HPA = _kind("autoscaling/v2", "HorizontalPodAutoscaler")
 NODE = _kind("v1", "Node")
 EVENT = _kind("v1", "Event")
+#: Karpenter's node pools (cluster-scoped, listed only): their GPU limits cap an elastic pool's ``max``.
+NODEPOOL = ResourceKind("karpenter.sh", "v1", "NodePool", "nodepools", namespaced=False)
 #: Written (apply_secret) and deleted by name, never read: deploy/rbac.yaml grants no get/list/watch
 #: on Secrets. Not in KINDS, so apply() refuses a Secret: values take the one-way path only.
 SECRET = ResourceKind("", "v1", "Secret", "secrets")
@@ -602,10 +604,36 @@ class KubernetesBackend(ClusterBackend):
                 units = _units(allocatable[resource])
                 if units <= 0:
                     continue
-                out.append(
-                    NodeCapacity(name, resource, units, in_use.get((name, resource), 0), dict(meta.get("labels") or {}))
-                )
+                out.append(NodeCapacity(name, resource, units, in_use.get((name, resource), 0),
+                                        dict(meta.get("labels") or {}), provisioning=not _ready(node)))
         return out
+
+    def node_pools(self) -> list[NodePoolLimit]:
+        """Karpenter's NodePools (one LIST, cluster-scoped; none when its CRD is not installed), one limit per GPU
+        resource in a pool's ``spec.limits``, with the labels its nodes get: ``spec.template.metadata.labels``,
+        and each requirement of ``spec.template.spec.requirements`` that pins a key to one value (operator ``In``,
+        one value), which is how a NodePool says "only this instance type" or "only this GPU"."""
+        out: list[NodePoolLimit] = []
+        for pool in self.list(NODEPOOL):
+            spec = pool.get("spec") or {}
+            template = spec.get("template") or {}
+            labels = {str(k): str(v) for k, v in ((template.get("metadata") or {}).get("labels") or {}).items()}
+            for requirement in (template.get("spec") or {}).get("requirements") or []:
+                values = requirement.get("values") or []
+                if requirement.get("operator") == "In" and len(values) == 1 and requirement.get("key"):
+                    labels[str(requirement["key"])] = str(values[0])
+            name = (pool.get("metadata") or {}).get("name", "")
+            for resource, quantity in sorted((spec.get("limits") or {}).items()):
+                if resource.startswith(GPU_RESOURCE_PREFIX):
+                    out.append(NodePoolLimit(name, resource, _units(quantity), labels))
+        return out
+
+
+def _ready(node: Manifest) -> bool:
+    """Whether a node's ``Ready`` condition is True: a node an autoscaler has just added (or one that lost its
+    kubelet) exists before it can run pods, and its GPUs are provisioning until then."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions if isinstance(c, dict))
 
 
 def _units(value: Any) -> int:

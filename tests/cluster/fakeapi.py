@@ -11,6 +11,7 @@ production. It implements the part of the API Slipway uses:
   (``k=v``, ``k!=v``, ``k``) and a ``status.phase!=`` ``fieldSelector``; pod ``/log``;
 * ``PATCH`` JSON merge patch (``application/merge-patch+json``, RFC 7386) of an existing object;
 * ``DELETE`` (records the propagation policy);
+* an atomic pool's ProvisioningRequests and PodTemplates, and Karpenter's NodePools (cluster-scoped);
 * CRDs that can be "uninstalled" (their paths answer 404, as a real server does), and any
   custom resource a workload kind declares can be installed (:meth:`FakeKubeAPI.install`);
 * API discovery of a group version (``GET /apis/<group>/<version>``: the ``APIResourceList`` of what it
@@ -58,6 +59,10 @@ RESOURCES: dict[str, tuple[str, str, bool, bool]] = {
     "pytorchjobs": ("kubeflow.org/v1", "PyTorchJob", True, True),
     "scaledobjects": ("keda.sh/v1alpha1", "ScaledObject", True, True),
     "horizontalpodautoscalers": ("autoscaling/v2", "HorizontalPodAutoscaler", True, False),
+    # An atomic pool's objects (cluster.manifests.provisioning) and Karpenter's node pools (cluster-scoped).
+    "podtemplates": ("v1", "PodTemplate", True, False),
+    "provisioningrequests": ("autoscaling.x-k8s.io/v1", "ProvisioningRequest", True, True),
+    "nodepools": ("karpenter.sh/v1", "NodePool", False, True),
 }
 
 #: What Slipway's service account may not read (deploy/rbac.yaml): GET and LIST answer 403.

@@ -13,7 +13,7 @@ from cluster.nvidia import gfd_selector
 from tests.cluster import samples
 
 #: Kinds a CRD defines: validated against its schema (tests/cluster/schemas/), not kubernetes-validate's.
-CUSTOM_KINDS = ("PyTorchJob", "TrainJob", "ScaledObject", "TriggerAuthentication")
+CUSTOM_KINDS = ("PyTorchJob", "TrainJob", "ScaledObject", "TriggerAuthentication", "ProvisioningRequest")
 #: The product label each sample flavor's pods select: GFD's on its nodes (``-SHARED`` on shared, not renamed GPUs).
 SAMPLE_PRODUCTS = {gfd_selector(f.gpu_model, f.resource_name, f.sharing, f.replicas)["nvidia.com/gpu.product"]
                    for f in (samples.A100, samples.MIG_1G, samples.T4_TS4, samples.A10G_MPS2, samples.A10G_MPS2_RENAMED)}

@@ -24,7 +24,8 @@ from cluster.backends.base import (
 )
 from cluster.backends.kubernetes import KubernetesBackend
 from cluster.errors import NotFound
-from cluster.manifests import build_env_secret, build_team, team_workload
+from cluster.manifests import build_env_secret, build_team, labels, team_workload
+from cluster.manifests.provisioning import build_provisioning, consuming, pod_sets
 from inference.manifests import build_endpoint
 from inference.specs import CanarySpec
 from jobs.manifests import build_training
@@ -50,8 +51,13 @@ class Case:
     label: str
     prefix: str
     workers: int = 1
+    #: On an atomic pool: its ProvisioningRequest and PodTemplates, then its objects consuming the request.
+    atomic: bool = False
 
     def objects(self, name: str) -> list[dict]:
+        if self.prefix == "run" and self.atomic:
+            run = build_training(samples.training(object_name=name, workers=self.workers), samples.CONFIG)
+            return [*build_provisioning(name, NS, labels(TEAM, name), pod_sets(run)), *consuming(run, name)]
         if self.prefix == "run":
             return build_training(samples.training(object_name=name, workers=self.workers), samples.CONFIG)
         if self.prefix == "ep":
@@ -68,7 +74,8 @@ class Case:
                                           for r in self.resources)]
 
 
-CASES = [Case("job", "run"), Case("pytorchjob", "run", workers=2), Case("endpoint", "ep"), Case("notebook", "nb")]
+CASES = [Case("job", "run"), Case("pytorchjob", "run", workers=2), Case("atomic-pytorchjob", "run", workers=2, atomic=True),
+         Case("endpoint", "ep"), Case("notebook", "nb")]
 
 
 @pytest.fixture(params=["fake", "sandbox", "kubernetes"])
@@ -84,7 +91,8 @@ def backend(request, settings) -> ClusterBackend:
             if resource.plural not in api.resources:
                 api.install(resource)
         api.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a100-0", "labels": {}},
-                 "status": {"allocatable": {"cpu": "96", "nvidia.com/gpu": "8"}}})
+                 "status": {"allocatable": {"cpu": "96", "nvidia.com/gpu": "8"},
+                            "conditions": [{"type": "Ready", "status": "True"}]}})
         chosen = KubernetesBackend(host=api.url, qps=1000, burst=1000, timeout=2)
     use_backend(settings, chosen)
     return core.backend.backend_for(core.backend.BackendSpec("default"))  # what the portal reaches through the setting
@@ -193,6 +201,7 @@ def test_capacity_reports_gpu_units_per_node_and_resource(backend):
     assert rows and all(isinstance(row, NodeCapacity) for row in rows)
     assert all(row.resource_name.startswith("nvidia.com/") and 0 <= row.in_use <= row.allocatable for row in rows)
     assert all(row.free == row.allocatable - row.in_use for row in rows)
+    assert not any(row.provisioning for row in rows)  # every node is up: none is still being provisioned
 
 
 def test_a_canary_is_observed_with_its_endpoint_and_deleted_alone_by_name(backend):

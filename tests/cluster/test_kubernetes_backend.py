@@ -7,12 +7,15 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 import urllib3
+import yaml
 
 from cluster import training
 from cluster.backends.base import ClusterAddress
 from cluster.backends.kubernetes import KubernetesBackend, TokenBucket, map_error
 from cluster.errors import ClusterError, Conflict, Invalid, NotFound, Transient
-from cluster.manifests import build_env_secret, build_team
+from cluster.manifests import build_env_secret, build_team, labels
+from cluster.manifests.provisioning import build_provisioning, consuming, pod_sets
+from cluster.pools import PROVISIONED, provisioning_state
 from inference.kind import EndpointKind
 from inference.manifests import build_endpoint
 from inference.status import endpoint_status
@@ -20,6 +23,7 @@ from jobs.kind import TrainingKind
 from jobs.manifests import build_training
 from tests.cluster import samples
 from tests.cluster.fakeapi import FakeKubeAPI
+from tests.test_import_cycles import REPO
 
 #: What the two product kinds declare (the portal hands the backend every registered kind's).
 RESOURCES = TrainingKind.resources + EndpointKind.resources
@@ -176,7 +180,8 @@ def test_it_observes_with_a_constant_number_of_calls(backend: KubernetesBackend,
 
     small = calls_for(3)
     large = calls_for(120)
-    assert small == large == 8  # Jobs, PyTorchJobs, TrainJobs, PersistentVolumeClaims, Deployments, ScaledObjects, HPAs, Pods
+    # Jobs, PyTorchJobs, TrainJobs, PersistentVolumeClaims, ProvisioningRequests, Deployments, ScaledObjects, HPAs, Pods
+    assert small == large == 9
 
 
 def test_it_reads_a_missing_crd_as_none_of_that_kind(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
@@ -277,12 +282,7 @@ def test_it_computes_capacity_from_allocatable_minus_requests(
     backend: KubernetesBackend, kube_api: FakeKubeAPI
 ) -> None:
     def node(name: str, allocatable: dict[str, str]) -> dict:
-        return {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
-            "status": {"allocatable": {"cpu": "96", "memory": "1Ti", **allocatable}},
-        }
+        return _node(name, allocatable)
 
     kube_api.put(node("a100-1", {"nvidia.com/gpu": "8"}))
     kube_api.put(node("a100-mig", {"nvidia.com/mig-1g.10gb": "7", "nvidia.com/mig-3g.40gb": "0"}))
@@ -300,6 +300,120 @@ def test_it_computes_capacity_from_allocatable_minus_requests(
         ("a100-1", "nvidia.com/gpu"): (8, 3, 5),
         ("a100-mig", "nvidia.com/mig-1g.10gb"): (7, 3, 4),
     }
+
+
+def _node(name: str, allocatable: dict[str, str], ready: str | None = "True") -> dict:
+    conditions = [{"type": "MemoryPressure", "status": "False"}]
+    if ready is not None:
+        conditions.append({"type": "Ready", "status": ready})
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
+        "status": {"allocatable": {"cpu": "96", "memory": "1Ti", **allocatable}, "conditions": conditions},
+    }
+
+
+def test_a_node_that_is_not_ready_is_provisioning(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    """An autoscaler's new node exists before its kubelet says Ready: its GPUs are on their way, not free now."""
+    kube_api.put(_node("up", {"nvidia.com/gpu": "8"}))
+    kube_api.put(_node("booting", {"nvidia.com/gpu": "8"}, ready="False"))
+    kube_api.put(_node("unknown", {"nvidia.com/gpu": "8"}, ready="Unknown"))
+    kube_api.put(_node("registered", {"nvidia.com/gpu": "8"}, ready=None))  # no Ready condition reported yet
+
+    provisioning = {row.node: row.provisioning for row in backend.capacity()}
+    assert provisioning == {"up": False, "booting": True, "unknown": True, "registered": True}
+
+
+def _nodepool(name: str, limits: dict, labels: dict | None = None, requirements: list | None = None) -> dict:
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
+            "spec": {"limits": limits, "template": {"metadata": {"labels": labels or {}},
+                                                    "spec": {"requirements": requirements or []}}}}
+
+
+def test_it_reads_karpenters_gpu_limits_with_the_labels_their_nodes_get(backend: KubernetesBackend,
+                                                                        kube_api: FakeKubeAPI) -> None:
+    kube_api.put(_nodepool("h100", {"cpu": "1000", "memory": "4000Gi", "nvidia.com/gpu": "32"},
+                           labels={"team": "ml"},
+                           requirements=[
+                               {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p5.48xlarge"]},
+                               {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]},
+                               {"key": "topology.kubernetes.io/zone", "operator": "NotIn", "values": ["us-east-1e"]},
+                           ]))
+    kube_api.put(_nodepool("mig", {"nvidia.com/mig-1g.10gb": 56, "nvidia.com/gpu": "8"}))
+    kube_api.put(_nodepool("cpu", {"cpu": "500"}))  # no GPU limit: no pool of Slipway's
+
+    pools = backend.node_pools()
+
+    assert [(p.name, p.resource_name, p.limit) for p in pools] == [
+        ("h100", "nvidia.com/gpu", 32), ("mig", "nvidia.com/gpu", 8), ("mig", "nvidia.com/mig-1g.10gb", 56)]
+    # Its template's labels, and the requirements that pin a key to one value; the others say no one label.
+    assert pools[0].labels == {"team": "ml", "node.kubernetes.io/instance-type": "p5.48xlarge"}
+    [listing] = [r for r in kube_api.requests if r.method == "GET"]
+    assert listing.path == "/apis/karpenter.sh/v1/nodepools"  # cluster-scoped, one call
+
+
+def test_a_cluster_without_karpenter_has_no_node_pools(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    kube_api.uninstalled.add("nodepools")
+    assert backend.node_pools() == []
+
+
+def test_it_applies_observes_and_deletes_an_atomic_pools_request_with_its_run(backend: KubernetesBackend,
+                                                                            kube_api: FakeKubeAPI) -> None:
+    """The request and its PodTemplates are the run's (its labels): the run observes the request's conditions
+    and deletes both with the rest of its objects, the request before its templates."""
+    objects = build_training(samples.training(workers=3), samples.CONFIG)
+    request = build_provisioning("run-42", "team-vision", labels("vision", "run-42"), pod_sets(objects))
+    backend.apply(request, RESOURCES)
+    stored = kube_api.get("autoscaling.x-k8s.io/v1", "ProvisioningRequest", "team-vision", "run-42")
+    stored["status"] = {"conditions": [{"type": "Provisioned", "status": "True", "reason": "Provisioned",
+                                        "message": "capacity is ready", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    kube_api.put(stored)
+
+    [run] = backend.observe(RESOURCES)
+    assert [o["kind"] for o in run.objects] == ["ProvisioningRequest"]  # the PodTemplates are not observed
+    assert provisioning_state(run.first("ProvisioningRequest")).state == PROVISIONED
+
+    backend.apply(consuming(objects, "run-42"), RESOURCES)
+    assert backend.delete(ClusterAddress("team-vision", "run-42"), RESOURCES) == 3
+    assert [d[0] for d in kube_api.deletions] == ["PyTorchJob", "ProvisioningRequest", "PodTemplate"]
+    assert kube_api.objects == {}
+
+
+def test_every_call_it_makes_is_one_the_cluster_role_grants(backend: KubernetesBackend, kube_api: FakeKubeAPI) -> None:
+    """deploy/rbac.yaml against what the backend really sends: each request as the verb the API server
+    authorizes it as (a LIST, a GET, a PATCH that may create, a DELETE), for runs on an atomic pool, endpoints,
+    capacity and Karpenter's pools."""
+    role = next(doc for doc in yaml.safe_load_all((REPO / "deploy" / "rbac.yaml").read_text())
+                if doc["kind"] == "ClusterRole")
+    granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
+               for resource in rule["resources"] for verb in rule["verbs"]}
+    kube_api.install(TRAINJOB)
+    run = build_training(samples.training(workers=2), samples.CONFIG)
+    backend.apply(build_provisioning("run-42", "team-vision", labels("vision", "run-42"), pod_sets(run)), RESOURCES)
+    backend.apply(consuming(run, "run-42"), RESOURCES)
+    backend.apply(build_endpoint(samples.endpoint(), samples.CONFIG), RESOURCES)
+    backend.observe(RESOURCES)
+    backend.capacity()
+    backend.node_pools()
+    backend.delete(ClusterAddress("team-vision", "run-42"), RESOURCES)
+    backend.delete(ClusterAddress("team-vision", "ep-7"), RESOURCES)
+
+    used = set()
+    for request in kube_api.requests:
+        segments = [s for s in request.path.split("/") if s]
+        group = "" if segments[0] == "api" else segments[1]
+        rest = segments[2:] if segments[0] == "api" else segments[3:]
+        if rest[:1] == ["namespaces"] and len(rest) > 2:
+            rest = rest[2:]
+        named = len(rest) > 1
+        verb = {"GET": "get" if named else "list", "PATCH": "patch", "DELETE": "delete"}[request.method]
+        used.add((group, rest[0], verb))
+        if request.method == "PATCH":
+            used.add((group, rest[0], "create"))  # server-side apply of a new object is authorized as create too
+    assert {(g, r) for g, r, _v in used} >= {("", "podtemplates"), ("autoscaling.x-k8s.io", "provisioningrequests"),
+                                              ("karpenter.sh", "nodepools"), ("", "services")}
+    assert used - granted == set()
 
 
 def test_it_limits_its_request_rate_with_a_token_bucket() -> None:
@@ -345,7 +459,7 @@ def test_it_sends_every_request_through_the_limiter(kube_api: FakeKubeAPI) -> No
     backend.limiter.acquire = lambda: calls.append(1) or original()  # type: ignore[method-assign]
     backend.observe(RESOURCES)
     backend.capacity()
-    assert len(calls) == backend.request_count == len(kube_api.requests) == 10  # 8 for observe, 2 for capacity
+    assert len(calls) == backend.request_count == len(kube_api.requests) == 11  # 9 for observe, 2 for capacity
 
 
 def test_it_authenticates_with_the_kubeconfig_it_is_given(kube_api: FakeKubeAPI, tmp_path) -> None:

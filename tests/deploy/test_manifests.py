@@ -150,6 +150,11 @@ def test_it_grants_what_the_backend_needs() -> None:
     needed |= {("keda.sh", "scaledobjects", v) for v in ("list", "create", "patch", "delete")}
     needed |= {("autoscaling", "horizontalpodautoscalers", "list")}  # KEDA's HPAs, read only
     needed |= {("apps", "deployments", "patch"), ("", "services", "delete"), ("", "namespaces", "patch")}
+    # delete() finds a workload's objects by its label: a LIST of every deleted kind, observed or not.
+    needed |= {("", "services", "list"), ("networking.k8s.io", "ingresses", "list"), ("", "podtemplates", "list")}
+    # An atomic pool's request, observed and deleted with its run; Karpenter's NodePools read for their limits.
+    needed |= {("autoscaling.x-k8s.io", "provisioningrequests", v) for v in ("list", "create", "patch", "delete")}
+    needed |= {("karpenter.sh", "nodepools", "list")}
     needed |= {("", "pods", "list"), ("", "pods/log", "get"), ("", "events", "list"), ("", "nodes", "list")}
     needed |= {("", "secrets", v) for v in ("create", "patch", "delete")}  # apply_secret, delete by name
     needed |= {("trainer.kubeflow.org", "clustertrainingruntimes", "list")}  # training API discovery
@@ -241,7 +246,7 @@ def missing_grants(resources, rules: list[dict[str, Any]]) -> list[str]:
     missing = []
     for resource in resources:
         needed = {"create", "patch"} | ({"get", "list"} if resource.observed else set()) \
-            | ({"delete"} if resource.deleted else set())
+            | ({"list", "delete"} if resource.deleted else set())
         lacking = needed - granted.get((resource.group, resource.plural), set())
         if lacking:
             missing.append(f"{resource.group or 'core'}/{resource.plural}: {', '.join(sorted(lacking))}")

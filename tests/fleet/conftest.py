@@ -37,6 +37,10 @@ def clusters(settings, flavors):
     return backends
 
 
+#: The pools inline's management form of a cluster's admin page with no pools (docs/pools.md), as a browser posts it.
+NO_POOLS = {"pools-TOTAL_FORMS": "0", "pools-INITIAL_FORMS": "0"}
+
+
 def apply(run) -> TrainingRun:
     assert apply_workload("run", run.pk) == "applied"
     run.refresh_from_db()

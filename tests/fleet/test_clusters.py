@@ -21,7 +21,7 @@ from jobs.models import TrainingRun
 from quotas.models import QueuedRequest
 from teams.models import AuditEvent
 from tests.factories import make_user
-from tests.fleet.conftest import _a100, apply, iso, node
+from tests.fleet.conftest import NO_POOLS, _a100, apply, iso, node
 from tests.jobs.conftest import run_payload
 from workloads.cycle import reconcile as rec
 from workloads.models import ReasonCode
@@ -245,7 +245,7 @@ def edit_form(cluster: Cluster, **changes) -> dict:
     """The admin change form's fields as posted, with ``changes``."""
     data = {"name": cluster.name, "backend": cluster.backend, "kubeconfig": cluster.kubeconfig,
             "context": cluster.context, "region": cluster.region, "labels": json.dumps(cluster.labels)}
-    return {**data, **changes}
+    return {**data, **NO_POOLS, **changes}
 
 
 EXEC_KUBECONFIG = "users:\n- name: x\n  user:\n    exec: {command: /bin/sh, args: [-c, 'id > /tmp/pwned']}\n"

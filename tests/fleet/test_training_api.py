@@ -24,6 +24,7 @@ from tests.backends import use_backend
 from tests.cluster.fakeapi import FakeKubeAPI
 from tests.cluster.test_training import install_trainer, runtime
 from tests.factories import make_user
+from tests.fleet.conftest import NO_POOLS
 from workloads.cycle import reconcile as rec
 from workloads.registry import resource_kinds
 
@@ -56,7 +57,8 @@ def test_registration_in_the_admin_console_finds_trainer_v2_and_its_runtimes(kub
     client.force_login(make_user("root", staff=True))
     response = client.post(
         "/admin/fleet/cluster/add/",
-        {"name": "gpu-east", "region": "east", "labels": "{}", "backend": "", "kubeconfig": "", "context": ""},
+        {"name": "gpu-east", "region": "east", "labels": "{}", "backend": "", "kubeconfig": "", "context": "",
+         **NO_POOLS},
     )
     assert response.status_code == 302
     cluster = Cluster.objects.get(name="gpu-east")

@@ -40,7 +40,7 @@ def running_pods(cluster, ep) -> int:
 
 
 def a100_capacity() -> dict:
-    rows, _nodes, error = capacity_rows()
+    rows, _nodes, error, _pools = capacity_rows()
     assert not error
     return next(row for row in rows if row["flavor"].name == "a100-80gb")
 

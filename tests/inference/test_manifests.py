@@ -344,3 +344,15 @@ def test_a_canary_runs_beside_the_stable_revision_each_service_reaching_its_own_
     # Without a candidate the stable Service selects as it always did: no pod drops out of it on an upgrade.
     alone = build_endpoint(samples.endpoint(revision=3), samples.CONFIG)
     assert len(alone) == 3 and "slipway.dev/track" not in alone[1]["spec"]["selector"]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_no_replica_is_evicted_by_an_autoscalers_scale_down(variant: str) -> None:
+    """Serving pods are never preemptible: every Deployment's pods (the candidate's too) carry Karpenter's and
+    Cluster Autoscaler's do-not-disrupt annotations."""
+    deployments = [obj for obj in VARIANTS[variant]() if obj["kind"] == "Deployment"]
+    assert deployments
+    for deployment in deployments:
+        annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["karpenter.sh/do-not-disrupt"] == "true"
+        assert annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"

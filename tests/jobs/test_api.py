@@ -275,7 +275,8 @@ def test_it_lists_in_a_constant_number_of_queries(api, member, team, quota, publ
     # token (1) + its first last-used write (1) + count (1) + page (1) + the page's quota holds, their
     # money (1: Workload.segment) + queue positions (1) +
     # start estimates: queue, holds, their runs, quotas, finished runs' durations, the
-    # platform's limit use (6: workloads.estimates.forecast.platform_limit_spans, one per kind with a limit) +
+    # platform's limit use (6: workloads.estimates.forecast.platform_limit_spans, one per kind with a limit),
+    # whether an elastic pool offers the queued flavors (1: workloads.estimates.provisioning.Pools; none here) +
     # what holds queued work beyond its quota: the budget, the month's spend (ledger rows, open
     # segments: billing.ledger.month_spend), committed money (4) + the clusters, for work that waits for one
     # (quotas.facts.ClusterWaits) (1) + reserved windows: the team's windows not over (quotas.facts.Windows), the
@@ -285,7 +286,7 @@ def test_it_lists_in_a_constant_number_of_queries(api, member, team, quota, publ
     # started cost one more, for their progress (jobs.metrics.progress_answers), one more for their GPUs now
     # (workloads.telemetry.series.now_figures), and running work one more for its progress ETAs: none has
     # started here
-    with django_assert_num_queries(22):
+    with django_assert_num_queries(23):
         response = api.get("/api/v1/runs/")
     assert response.json()["count"] == count
 

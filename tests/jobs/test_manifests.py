@@ -298,3 +298,30 @@ def test_it_rejects_what_trainers_runtime_patch_type_does_not_know() -> None:
     trainjob["spec"]["trainer"]["numProcPerNode"] = "8"  # an integer in Trainer v2.3
     assert sorted(e.split(":")[0].rsplit("/", 1)[-1] for e in crd_schema.errors("trainjob", trainjob)) == [
         "0", "numProcPerNode", "spec"]  # containers/0: resources; template/spec: schedulerName
+
+
+def _gpu_pod_metadata(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The metadata of every pod template a run's main object renders (a TrainJob's: its runtime patches')."""
+    if obj["kind"] == "TrainJob":
+        jobs = obj["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+        return [job["template"]["spec"]["template"]["metadata"] for job in jobs]
+    if obj["kind"] == "PyTorchJob":
+        return [replica["template"]["metadata"] for replica in obj["spec"]["pytorchReplicaSpecs"].values()]
+    return [obj["spec"]["template"]["metadata"]]
+
+
+@pytest.mark.parametrize("variant", [v for v in sorted(VARIANTS) if "checkpoint" not in v])
+def test_a_run_without_the_checkpoint_contract_is_never_evicted_by_scale_down(variant: str) -> None:
+    """Karpenter's and Cluster Autoscaler's do-not-disrupt annotations on every pod of a run that cannot resume."""
+    main = VARIANTS[variant]()[0]
+    for meta in _gpu_pod_metadata(main):
+        assert meta["annotations"] == {"karpenter.sh/do-not-disrupt": "true",
+                                       "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+
+
+@pytest.mark.parametrize("variant", [v for v in sorted(VARIANTS) if "checkpoint" in v])
+def test_a_run_with_the_checkpoint_contract_lets_scale_down_take_its_node(variant: str) -> None:
+    """It saves on SIGTERM and resumes from its checkpoint: no annotation keeps its node."""
+    main = VARIANTS[variant]()[0]
+    metas = _gpu_pod_metadata(main)
+    assert metas and all("annotations" not in meta for meta in metas)

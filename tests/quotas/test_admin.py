@@ -72,7 +72,7 @@ def test_it_shows_capacity_quotas_use_and_queue_per_flavor(staff_client, quota_t
     admit(quota_team, ResourceRequest("a100-80gb", 4, 4), "run:2")  # queued
     admit(other_team, ResourceRequest("a100-80gb", 2, 2), "run:3")
     html = staff_client.get(CAPACITY_URL).content.decode()
-    assert cells(html, "a100-80gb") == {"allocatable": "8", "quota-sum": "20",
+    assert cells(html, "a100-80gb") == {"allocatable": "8", "provisioning": "0", "may-add": "0", "quota-sum": "20",
                                         "overcommit": "2.5\u00d7 over-committed", "in-use": "8", "pending": "0",
                                         "queued": "4"}
     assert '<tr data-flavor="a100-80gb" class="overcommitted">' in html
@@ -80,7 +80,8 @@ def test_it_shows_capacity_quotas_use_and_queue_per_flavor(staff_client, quota_t
     assert cells(html, "h100-80gb")["allocatable"] == "16"
     assert cells(html, "h100-80gb")["overcommit"] == "0.5\u00d7"
     assert cells(html, "l4")["allocatable"] == "2"
-    assert cells(html, "a100-1g.10gb") == {"allocatable": "32", "quota-sum": "7", "overcommit": "0.22\u00d7",
+    assert cells(html, "a100-1g.10gb") == {"allocatable": "32", "provisioning": "0", "may-add": "0", "quota-sum": "7",
+                                           "overcommit": "0.22\u00d7",
                                            "in-use": "0", "pending": "0", "queued": "0"}
     assert '<tr data-flavor="a100-1g.10gb">' in html  # not over-committed: not highlighted
 

@@ -7,8 +7,10 @@ import copy
 import pytest
 
 from cluster.errors import Invalid, NotFound
+from cluster.manifests import labels
+from cluster.manifests.provisioning import build_provisioning, pod_sets
 from sandbox.models import SimObject, SimPod
-from tests.sandbox.helpers import at, endpoint, ref, team_objects, training
+from tests.sandbox.helpers import NS, at, endpoint, ref, team_objects, training
 from workloads.registry import resource_kinds
 
 
@@ -181,3 +183,17 @@ def test_it_reports_storage_faults_as_transient(backend):
 
     with connection.execute_wrapper(locked), pytest.raises(Transient, match="database is locked"):
         backend.apply(team_objects(), resource_kinds(), now=at(0))
+
+
+def test_it_takes_an_atomic_pools_pod_templates_and_checks_them_as_pods(backend):
+    """A PodTemplate's body is its ``template`` (it has no spec): stored when its pod would be, refused when not."""
+    backend.apply(team_objects(), resource_kinds(), now=at(0))
+    run = training("run-2", workers=2)
+    objects = build_provisioning("run-2", NS, labels("ml", "run-2"), pod_sets(run))
+    stored = backend.apply(objects, resource_kinds(), now=at(0))
+    assert [obj["kind"] for obj in stored] == ["PodTemplate", "ProvisioningRequest"]
+    assert stored[0]["template"] == objects[0]["template"]
+    broken = copy.deepcopy(objects[0])
+    broken["template"]["spec"]["containers"][0]["image"] = ""
+    with pytest.raises(Invalid, match=r"template\.spec\.containers\[0\]\.image: Required value"):
+        backend.apply([broken], resource_kinds(), now=at(0))

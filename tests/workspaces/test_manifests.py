@@ -135,7 +135,7 @@ def test_a_rotated_token_changes_the_pod_template() -> None:
     the pod, which reads the new token."""
     before = build_workspace(spec(secret_env_digest="a" * 64), samples.CONFIG, ACCESS)[2]
     after = build_workspace(spec(secret_env_digest="b" * 64), samples.CONFIG, ACCESS)[2]
-    assert before["spec"]["template"]["metadata"]["annotations"] == {"slipway.dev/secret-env-digest": "a" * 64}
+    assert before["spec"]["template"]["metadata"]["annotations"]["slipway.dev/secret-env-digest"] == "a" * 64
     assert after["spec"]["template"] != before["spec"]["template"]
 
 
@@ -174,3 +174,10 @@ def test_the_builders_are_pure() -> None:
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     assert {name.split(".")[0] for name in imported} <= {"__future__", "dataclasses", "cluster"}
     assert build_workspace(spec(), samples.CONFIG, ACCESS) == build_workspace(spec(), samples.CONFIG, ACCESS)
+
+
+def test_a_workspace_is_never_evicted_by_an_autoscalers_scale_down() -> None:
+    """A notebook's kernels keep their state in memory: its pod carries the do-not-disrupt annotations."""
+    deployment = build_workspace(spec(), samples.CONFIG, ACCESS)[2]
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations == {"karpenter.sh/do-not-disrupt": "true", "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}

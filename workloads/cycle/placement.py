@@ -28,6 +28,7 @@ from cluster.capacity import bind, withhold
 from cluster.errors import ClusterError
 from cluster.placement import ClusterOffer, Placement, PlacementRequest, place
 from core.formatting import format_when
+from fleet import pools
 from fleet.models import Cluster
 from quotas import admission
 from workloads.registry import Bursts, kinds
@@ -76,7 +77,7 @@ def offers(clusters: list[Cluster], flavors, now: datetime) -> list[ClusterOffer
                 pass
             else:
                 fleet.record_nodes(cluster, live, now)
-                nodes = live
+                nodes = pools.with_headroom(cluster, live)  # what its elastic pools may still add counts
         for request in pending.get(cluster.pk, []):
             nodes = bind(nodes, request.flavor, request.units_per_node, request.nodes_needed, request.spot)
         found.append(ClusterOffer(name=cluster.name, state=cluster.state, nodes=tuple(nodes), prices=prices,

@@ -107,7 +107,7 @@ def _own_victims(sharing: TeamSharing, now: datetime) -> list[tuple[Candidate, C
     waits = ClusterWaits()
     chosen: list[tuple[Candidate, Claim, int]] = []
     for entry in entries:
-        if waits(entry.flavor, entry.spot):
+        if waits(entry.flavor, entry.spot, None, entry.not_before):
             continue  # it waits for a cluster, not units: stopping others' work would not start it
         candidates = [candidate_of(r, workloads.get(r.ref), {team.pk: team.slug}, stopping, {}, now)
                       for r in held if r.flavor_id == entry.flavor_id]
@@ -149,7 +149,7 @@ def _victims(cohort: Cohort, now: datetime) -> list[tuple[Candidate, Claim, int]
     waits = ClusterWaits()
     chosen: list[tuple[Candidate, Claim, int]] = []
     for entry in entries:
-        if waits(entry.flavor, entry.spot):
+        if waits(entry.flavor, entry.spot, None, entry.not_before):
             continue  # it waits for a cluster, not units: stopping others' work would not start it
         shares = fairshare.shares(figures, entry.flavor_id, remembered)
         candidates = [candidate_of(r, workloads.get(r.ref), figures.slugs, stopping, shares, now)

@@ -85,6 +85,14 @@ def _redrive_unplaced(now: datetime, report: ReconcileReport) -> None:
             redrive_if_stuck(kind, workload, now, report, report.teams_to_admit)
 
 
+def backing_off_refs(team: Team, refs: list[str]) -> set[str]:
+    """Those of ``refs`` whose queue entry waits out a backoff now (none asked: no query)."""
+    if not refs:
+        return set()
+    return set(QueuedRequest.objects.filter(team=team, ref__in=refs, not_before__gt=timezone.now())
+               .values_list("ref", flat=True))
+
+
 def _refresh_queue_reasons(team: Team) -> None:
     """Keep queued workloads' reasons current ("6 of 8 in use" changes as work finishes)."""
     reasons = queue_reasons(team)
@@ -96,9 +104,13 @@ def _refresh_queue_reasons(team: Team) -> None:
         # Preempted work keeps saying who took its units back, before why it waits now.
         preempted = preemption.last_reasons([kind.identity(pk).ref for pk, _r, code in queued
                                              if code == ReasonCode.PREEMPTED])
+        # Work backing off after its nodes could not be provisioned keeps the autoscaler's words and its retry
+        # time (workloads.provisioning) until the backoff is over.
+        backing_off = backing_off_refs(team, [kind.identity(pk).ref for pk, _r, code in queued
+                                              if code == ReasonCode.PROVISIONING_FAILED])
         for pk, reason, _code in queued:
             ref = kind.identity(pk).ref
-            fresh = reasons.get(ref)
+            fresh = None if ref in backing_off else reasons.get(ref)
             if fresh and ref in preempted:
                 fresh = preemption.preempted_then(preempted[ref], fresh)
             if fresh and fresh[:500] != reason:

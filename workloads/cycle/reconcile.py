@@ -54,17 +54,18 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 import fleet.services as fleet
-from billing import segments
+from billing import pool_idle, segments
 from billing.models import QuotaHold
 from cluster.errors import ClusterError
 from cluster.perf import gc_paused
 from cluster.status import WorkloadStatus
 from core.writes import Write, run_together
+from fleet import pools
 from fleet.constants import Health
 from fleet.models import Cluster, GpuFlavor
 from quotas import admission
 from teams.models import Team
-from workloads import idle, lifecycle
+from workloads import idle, lifecycle, provisioning
 from workloads.constants import STEADY_BATCH, Message
 from workloads.cycle import Home, Plan, ReconcileReport, placement, preemption, redrive_if_stuck, unplaced
 from workloads.cycle.leftovers import delete_abandoned, delete_kept, delete_leftovers, finish_removal, set_apart_kept
@@ -135,7 +136,7 @@ def reconcile_cluster(cluster: Cluster, backend, now: datetime | None = None,
         for kind, workloads in snapshot:
             for workload in workloads:
                 plan = _follow(kind, backend, workload, observed, utilization, observe_started, now, report,
-                               teams_to_admit)
+                               teams_to_admit, capacity)
                 if plan is None:
                     continue
                 explain_capacity(kind, plan, capacity)
@@ -164,10 +165,13 @@ def reconcile_cluster(cluster: Cluster, backend, now: datetime | None = None,
             logger.warning("reconcile: could not read the capacity of %s: %s", cluster.name, exc)
     if capacity.read:
         fleet.record_nodes(cluster, capacity.read[0][1], now)
+        pool_idle.record_readings(cluster, capacity.read[0][1], now)  # idle pool capacity (staff's money)
     # Its training API, asked again every SLIPWAY_TRAINING_DISCOVERY_SECONDS of a cluster that answers
     # (a failure keeps what it had and never fails the cycle: fleet.services.discover_training).
     if fleet.training_due(cluster, now):
         fleet.discover_training(cluster, backend, now)
+        # The same period reads the autoscaler's own pool limits (Karpenter NodePools) of its elastic pools.
+        pools.discover_limits(cluster, backend)
     report.teams_to_admit |= teams_to_admit
     return report
 
@@ -272,7 +276,8 @@ def _snapshot(kind: WorkloadKind, home: Home) -> list:
 
 
 def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: idle.Utilization,
-            observe_started: datetime, now: datetime, report: ReconcileReport, teams: set[int]) -> Plan | None:
+            observe_started: datetime, now: datetime, report: ReconcileReport, teams: set[int],
+            capacity: Capacity) -> Plan | None:
     """Steps 3–5 for one workload; returns its plan, or None when it was handled here."""
     if unplaced(kind, workload):
         # Nothing of this attempt is on a cluster yet: objects of its name here are an earlier attempt's
@@ -281,6 +286,16 @@ def _follow(kind: WorkloadKind, backend, workload, observed: dict, utilization: 
     obs = observed.pop((workload.namespace, workload.object_name), None) if kind.cluster_objects else None
     if workload.state == kind.lifecycle.ended:
         finish_removal(kind, backend, workload, obs, report)
+        return None
+    if provisioning.waiting(workload) and workload.applied_at is None:
+        # Its nodes are being asked for on an elastic pool (docs/pools.md): the request's conditions decide.
+        outcome = provisioning.follow(kind, backend, workload, obs, now, capacity.here)
+        if outcome == provisioning.PROVISIONED_NOW:
+            report.redriven.append(workload.identity)  # its apply starts it now, on its new nodes
+        elif outcome == provisioning.MISSING:
+            redrive_if_stuck(kind, workload, now, report, teams)  # the apply creates the request again
+        elif outcome in provisioning.GAVE_BACK:
+            teams.add(workload.team_id)
         return None
     if kind.cluster_objects:
         status = kind.status(obs, workload, now) if obs is not None else None

@@ -17,13 +17,17 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.utils import timezone
+
 import fleet.services as fleet
 from cluster.capacity import clusters_capacity_reason
 from cluster.errors import ClusterError
 from cluster.status import WorkloadStatus
+from fleet import pools
 from fleet.models import Cluster
 from workloads import lifecycle
 from workloads.cycle import Plan
+from workloads.estimates.provisioning import waiting_words
 from workloads.models import ReasonCode
 from workloads.registry import WorkloadKind
 
@@ -47,11 +51,15 @@ class Capacity:
     def clusters(self) -> list[tuple[str, list]]:
         """``(name, nodes)``, this cluster first (the work waits here). Raises ClusterError."""
         if self.read is None:
-            here = self.backend.capacity()
+            here = pools.with_headroom(self.cluster, self.backend.capacity())
             others = [(c.name, fleet.recorded_nodes(c)) for c in fleet.clusters()
                       if c.pk != self.cluster.pk and c.placeable]
             self.read = [(self.cluster.name, here), *others]
         return self.read
+
+    def here(self) -> list:
+        """This cluster's nodes now (with what its pools may still add). Raises ClusterError."""
+        return self.clusters()[0][1]
 
 
 def explain_capacity(kind: WorkloadKind, plan: Plan, capacity: Capacity) -> None:
@@ -67,10 +75,19 @@ def explain_capacity(kind: WorkloadKind, plan: Plan, capacity: Capacity) -> None
     workload = plan.workload
     request = kind.resource_request(workload)
     per_node = max(request.units_per_node, 1)
-    words = clusters_capacity_reason(workload.flavor.to_spec(), per_node, clusters,
-                                     workers=max(request.units // per_node, 1), spot=workload.spot)
+    workers = max(request.units // per_node, 1)
+    code, words = ReasonCode.WAITING_FOR_CAPACITY, ""
+    pool = None if workload.spot else pools.pool_for(capacity.cluster, workload.flavor_id)
+    if pool is not None:
+        # Its pool may still grow (docs/pools.md): it waits for the pool's new nodes, not for others' work.
+        here = clusters[0][1]
+        if pools.can_grow(pool, here):
+            code, words = ReasonCode.PROVISIONING, waiting_words(pool, here, workers, per_node, None, timezone.now())
+    if not words:
+        words = clusters_capacity_reason(workload.flavor.to_spec(), per_node, clusters, workers=workers,
+                                         spot=workload.spot)
     if words != plan.workload.reason:
-        plan.changes.update(reason=words[:500], reason_code=ReasonCode.WAITING_FOR_CAPACITY)
+        plan.changes.update(reason=words[:500], reason_code=code)
     else:
         plan.changes.pop("reason", None)
         plan.changes.pop("reason_code", None)

@@ -26,6 +26,15 @@ on their own in the demo's and the bench's traces used a median of about two thi
 taking every limit as the end put estimates 40 % off at the median (bench/estimates.py), taking
 the platform's limit use brought that under 25 %.
 
+Elastic pools (docs/pools.md "What the estimates assume"): a flavor whose nodes a pool adds on demand
+comes with its :class:`Growth` — the units free on ready nodes now, units on nodes being provisioned
+(each with when it should be ready) and the units the pools may still add, each taking the pool's
+provisioning median from the moment it is asked for. Work admitted at ``t`` takes free units first,
+then provisioning ones, then new ones: it starts when the last of them is ready, and its
+:attr:`Start.grows` names the pool. A unit freed by work that ends stays ready for the work behind it
+(scale-down removes a node only after it idled ``unneeded`` minutes, and queued work takes it at that
+end). A flavor without a :class:`Growth` is a fixed inventory, estimated as before.
+
 What it does not know: work submitted later (a higher priority, or a team with a lower share
 in a cohort, goes first), ends earlier than expected, placement on nodes. bench/estimates.py
 measures how far that puts the estimate from the real start.
@@ -123,12 +132,61 @@ class Sharing:
 
 
 @dataclass(frozen=True)
+class Growth:
+    """An elastic flavor's nodes as the simulation sees them (module docstring); fed by
+    :mod:`workloads.estimates.forecast` from the pools' status and history, so this module stays pure."""
+
+    free: int  #: units free on ready nodes now
+    room: int  #: units the flavor's pools may still add (headroom)
+    takes: timedelta  #: how long a new node takes from when it is asked for (the pool's median, or its tail)
+    coming: tuple[tuple[datetime, int], ...] = ()  #: units on nodes being provisioned, none claimed: (ready at, units)
+    pool: str = ""  #: the pool that grows, in words ("h100-80gb on east")
+
+
+@dataclass(frozen=True)
 class Start:
-    """When a queued entry is expected to be admitted."""
+    """When a queued entry is expected to start: admitted, and its nodes ready."""
 
     at: datetime | None  #: None: unknown
     after: tuple[str, ...] = ()  #: refs whose expected ends (or reclaim) it waits for, in order
     unknown: tuple[str, ...] = ()  #: with ``at`` None: refs holding its flavor that have no known end
+    #: The pool whose new nodes it waits for after its admission ("" when ready nodes hold it), and how many
+    #: of its units are on them.
+    grows: str = ""
+    new_units: int = 0
+
+
+class _Nodes:
+    """The units of one elastic flavor during a simulation (:class:`Growth`): free ready ones, nodes coming
+    (ready-at and units, soonest first), and room to grow."""
+
+    def __init__(self, growth: Growth):
+        self.growth = growth
+        self.free, self.room = growth.free, growth.room
+        self.coming = sorted(growth.coming)
+
+    def take(self, units: int, t: datetime) -> tuple[datetime, int]:
+        """Units for work admitted at ``t``: when the last of them is ready, and how many are not ready now."""
+        ready, waiting = t, 0
+        used = min(self.free, units)
+        self.free -= used
+        units -= used
+        while units > 0 and self.coming:
+            at, offered = self.coming[0]
+            used = min(offered, units)
+            units -= used
+            if at > t:
+                ready, waiting = max(ready, at), waiting + used
+            if used == offered:
+                self.coming.pop(0)
+            else:
+                self.coming[0] = (at, offered - used)
+        if units > 0:
+            # New nodes, asked for now; beyond the pools' room too (other teams' work the simulation does
+            # not see holds the rest): no later than a new node either.
+            self.room = max(self.room - units, 0)
+            ready, waiting = max(ready, t + self.growth.takes), waiting + units
+        return ready, waiting
 
 
 @dataclass
@@ -140,6 +198,7 @@ class _State:
     queue: list[Waiting]
     ends: list[tuple[datetime, int, Holding]]  # (expected end, tie, holding): a heap
     freed: dict[int, list[str]]  # flavor id → refs that ended or were taken back so far, in order
+    nodes: dict[int, _Nodes] = dataclasses.field(default_factory=dict)  # flavor id → its elastic pools' units
     tie: itertools.count = dataclasses.field(default_factory=itertools.count)
 
     def hold(self, holding: Holding) -> None:
@@ -152,24 +211,29 @@ class _State:
     def key(self, holding: Holding) -> str:
         return f"{holding.ref} stopping" if holding.stopping else holding.ref
 
-    def release(self, holding: Holding) -> None:
-        """``holding`` ends (nothing when it no longer holds: taken back, or held again since)."""
+    def release(self, holding: Holding, ends: bool = True) -> None:
+        """``holding`` ends (nothing when it no longer holds: taken back, or held again since). ``ends``
+        False: it goes on holding its units on its nodes as a stopping victim."""
         if self.holding.get(self.key(holding)) is not holding:
             return
         del self.holding[self.key(holding)]
         self.usage[(holding.team_id, holding.flavor_id)] -= holding.units
         if not holding.stopping:
             self.freed.setdefault(holding.flavor_id, []).append(holding.ref)
+        if ends and holding.flavor_id in self.nodes:
+            self.nodes[holding.flavor_id].free += holding.units
 
 
 def simulate(now: datetime, holding: list[Holding], waiting: list[Waiting], quotas: dict[tuple[int, int], TeamQuota],
-             cycle: timedelta, sharing: Sharing | None = None, wanted: set[str] | None = None) -> dict[str, Start]:
+             cycle: timedelta, sharing: Sharing | None = None, wanted: set[str] | None = None,
+             growth: dict[int, Growth] | None = None) -> dict[str, Start]:
     """``{ref: Start}`` for the queued entries of ``waiting`` (in queue order; module docstring).
 
     ``quotas`` are ``{(team id, flavor id): TeamQuota}`` of the teams queued (in a cohort: of its
-    members). ``wanted``: stop once these refs have their answer (the rest are left out).
+    members). ``wanted``: stop once these refs have their answer (the rest are left out). ``growth``:
+    ``{flavor id: Growth}`` of the flavors elastic pools offer (the others: fixed inventories).
     """
-    state = _State({}, {}, list(waiting), [], {})
+    state = _State({}, {}, list(waiting), [], {}, {flavor: _Nodes(g) for flavor, g in (growth or {}).items()})
     for held in holding:
         state.hold(held)
     starts: dict[str, Start] = {}
@@ -179,10 +243,15 @@ def simulate(now: datetime, holding: list[Holding], waiting: list[Waiting], quot
         # 1. Admission's own rule at t.
         for item, borrowed in _admitted(state, quotas, sharing):
             entry = item.entry
-            starts[entry.ref] = Start(t, tuple(state.freed.get(entry.flavor_id, ())))
+            start, grows, new_units = t, "", 0
+            if (nodes := state.nodes.get(entry.flavor_id)) is not None:
+                start, new_units = nodes.take(entry.units, t)
+                grows = nodes.growth.pool if new_units else ""
+            starts[entry.ref] = Start(start, tuple(state.freed.get(entry.flavor_id, ())), grows=grows,
+                                      new_units=new_units)
             state.queue.remove(item)
             state.hold(Holding(entry.ref, entry.team_id, entry.flavor_id, entry.units,
-                               t + item.runs_for if item.runs_for is not None else None, borrowed,
+                               start + item.runs_for if item.runs_for is not None else None, borrowed,
                                entry.priority, t, entry))
         if not state.queue or (wanted is not None and wanted <= starts.keys()):
             break
@@ -253,7 +322,7 @@ def _reclaim(state: _State, sharing: Sharing, t: datetime) -> list[datetime]:
         for victim in verdict.victims:
             # Its units go when its pods are gone; it queues again at its old place, its time left ahead.
             held = state.holding[victim.ref]
-            state.release(held)
+            state.release(held, ends=False)
             state.hold(dataclasses.replace(held, ends_at=gone, entry=None, stopping=True))
             left = held.ends_at - t if held.ends_at is not None else None
             state.queue.append(Waiting(held.entry, left))

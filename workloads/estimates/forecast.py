@@ -33,6 +33,13 @@ with its bound, "starts in 3–30 min, by 04:52 UTC at the latest", or "starts w
 when the bound is all that is known. bench/estimates.py measures both (the bound's coverage, the
 ratio of estimated to real waits).
 
+On an elastic pool (docs/pools.md "What the estimates assume") the start is when the work's nodes are
+ready: the simulation is fed each flavor's pools (:class:`workloads.estimates.provisioning.Pools`: free
+units on ready nodes, nodes being provisioned, room to grow, the pool's provisioning median — its tail
+for the bound), and admitted work waiting on new nodes starts when what is left of its pool's median
+from its ``provisioning_since`` is over. The words then say which pool grows: "starts in about 4 min,
+after pool h100-80gb on east grows by 1 node (about 4 min)". Flavors without a pool are estimated as before.
+
 Work the team's quota alone does not hold back gets no time: work waiting for money starts
 when the budget allows it (an admin raises it, committed work ends early, the month turns),
 which no end of other work decides; it is not ahead of anyone either (the queue is
@@ -62,6 +69,7 @@ from quotas.models import Cohort, QueuedRequest
 from quotas.queue import MONEY_CODES, held_beyond_quota
 from quotas.reclaim import Rules
 from workloads import estimates
+from workloads.estimates.provisioning import Pools
 from workloads.identity import WorkloadId
 from workloads.registry import Estimates, kind_for, kind_of, kinds
 
@@ -102,6 +110,8 @@ class StartEstimate:
     #: Its team is in a cohort: other members' work submitted later may go first (fair share), and
     #: reclaim may put work back ahead of it, so the bound is said with that condition.
     shared: bool = False
+    #: "after pool h100-80gb on east grows by 2 nodes (about 4 min)": the new nodes it waits for ("": none).
+    grows: str = ""
 
     def lead(self, now: datetime | None = None) -> str:
         """"starts in 3–30 min" ("within 30 min" when nothing is known sooner than the bound; "in about
@@ -147,6 +157,8 @@ class StartEstimate:
             names = [a.name for a in self.after]
             listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
             text = f"{text}, when {listed} {self.ends}"
+        if self.at is not None and self.grows:
+            text = f"{text}, {self.grows}"
         bound = self.bound(now)
         return f"{text}, {bound}" if bound else text
 
@@ -362,17 +374,23 @@ def estimated_starts(team, now: datetime | None = None,
     reported = progress_ends(list(workloads.values()), now)
     # Three ways the work ahead may end (StartEstimate): at its typical times (its progress's ETA, its
     # job's median, its limit × the platform's median limit use), as early as one run in ten does,
-    # and at its runtime limit (the bound: no typical time, no progress ETA).
+    # and at its runtime limit (the bound: no typical time, no progress ETA). New nodes take their pool's
+    # median, and its tail for the bound.
     ways = {"at": (median_durations(team, list(workloads.values())), estimates.limit_use(spans), reported),
             "earliest": ({}, estimates.limit_use(spans, estimates.EARLY_USE_QUANTILE), reported),
             "latest": ({}, None, {})}
+    pools = Pools({entry.flavor_id: entry.flavor for entry in queue})
+    on_nodes = [(workloads[hold.ref], hold.units) for hold in holds
+                if hold.ref in workloads and pools.waits_on_nodes(workloads[hold.ref])]
+    growth = {way: pools.growth(on_nodes, now, tail=way == "latest") for way in ways}
     all_quotas = (cohort.quotas if cohort is not None
                   else {(team.pk, flavor_id): quota for flavor_id, quota in quotas.items()})
     mine = {entry.ref for entry in queue if entry.team_id == team.pk}
     sharing, cycle = _sharing(team, cohort, now), timedelta(seconds=settings.CELERY_RECONCILE_INTERVAL)
     # 3. One simulation per way, in admission's own rules.
-    starts = {way: estimates.simulate(now, *_queue_ends(holds, queue, workloads, held, candidate, now, *facts),
-                                      all_quotas, cycle, sharing, wanted=mine - held.keys())
+    starts = {way: estimates.simulate(now, *_queue_ends(holds, queue, workloads, held, candidate, now, *facts,
+                                                        pools=pools, tail=way == "latest"),
+                                      all_quotas, cycle, sharing, wanted=mine - held.keys(), growth=growth[way])
               for way, facts in ways.items()}
     names = _names(team, workloads, cohort, candidate)
     result: dict[str, StartEstimate] = {}
@@ -390,18 +408,27 @@ def estimated_starts(team, now: datetime | None = None,
         result[ref] = StartEstimate(start.at, tuple(dict.fromkeys(names(ahead) for ahead in start.after)),
                                     earliest=min(earliest, start.at) if earliest is not None else None,
                                     latest=max(latest, start.at) if latest is not None else None,
-                                    shared=cohort is not None)
+                                    shared=cohort is not None,
+                                    grows=pools.words(start_flavor(queue, ref), start.new_units))
     return result
+
+
+def start_flavor(queue: list[QueuedRequest], ref: str) -> int:
+    """The flavor id of the queued entry ``ref``."""
+    return next(entry.flavor_id for entry in queue if entry.ref == ref)
 
 
 def _queue_ends(holds: list[QuotaHold], queue: list[QueuedRequest], workloads: dict[str, object],
                 held: dict[str, Decision], candidate: tuple[QueuedRequest, timedelta | None] | None, now: datetime,
                 medians: dict[tuple, timedelta], use: float | None,
-                reported: dict[str, datetime]) -> tuple[list[estimates.Holding], list[estimates.Waiting]]:
+                reported: dict[str, datetime], pools: Pools | None = None,
+                tail: bool = False) -> tuple[list[estimates.Holding], list[estimates.Waiting]]:
     """What holds the flavors and what waits, each with its expected end or running time, by one way
     of ending (:func:`estimated_starts`): the job ``medians``, the platform's limit ``use``, the ETAs
-    ``reported`` by the work's progress."""
-    holding = [_holding(hold, workloads.get(hold.ref), now, medians, use, reported.get(hold.ref))
+    ``reported`` by the work's progress; admitted work waiting on new nodes starts when its ``pools``
+    say (their median, or their ``tail`` for the bound)."""
+    holding = [_holding(hold, workloads.get(hold.ref), now, medians, use, reported.get(hold.ref),
+                        pools.start_of(workloads[hold.ref], now, tail) if pools and hold.ref in workloads else None)
                for hold in holds]
     waiting = []
     for entry in queue:
@@ -424,17 +451,20 @@ def member_team(queue: list[QueuedRequest], team_id: int):
 
 
 def _holding(hold: QuotaHold, workload, now: datetime, medians: dict[tuple, timedelta],
-             use: float | None = None, reported: datetime | None = None) -> estimates.Holding:
+             use: float | None = None, reported: datetime | None = None,
+             starts: datetime | None = None) -> estimates.Holding:
     """What the simulation knows of one hold: its units (an endpoint's burst goes back for
     queued work at the next cycle: only its guaranteed units hold), when it should end (``reported``:
-    its progress's ETA), and its place in the queue were reclaim to take it back."""
+    its progress's ETA; ``starts``: when its new nodes should be ready, if it waits on them), and its
+    place in the queue were reclaim to take it back."""
     units, ends_at, admitted_at = hold.units, None, hold.created_at
     if workload is not None:
         kind = kind_of(workload)
         units = min(units, workload.placement_shape[0])
         if kind.runtime_limit is not None:
-            # Admitted but not started yet (pending): its time starts when it does, now at the earliest.
-            ends_at = _expected_end(workload, workload.started_at or now, now, medians, use, reported)
+            # Admitted but not started yet (pending): its time starts when it does, now at the earliest (on new
+            # nodes: when they should be ready).
+            ends_at = _expected_end(workload, workload.started_at or starts or now, now, medians, use, reported)
         admitted_at = workload.started_at or hold.created_at
     entry = QueuedRequest(team_id=hold.team_id, ref=hold.ref, flavor=hold.flavor,
                           units=hold.units, units_per_node=hold.units_per_node,
