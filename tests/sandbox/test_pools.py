@@ -10,14 +10,20 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from cluster.manifests import labels
+from cluster.manifests.provisioning import build_provisioning, consuming, pod_sets
 from cluster.pools import ATOMIC_CLASS, CLASS_ANNOTATION, CONSUME_ANNOTATION, PROVISIONING_RESOURCES, provisioning_state
+from cluster.training import TRAINJOB
 from sandbox import pools
 from sandbox.backend import SandboxBackend
 from sandbox.controllers.provisioning import request_rng_for
 from sandbox.inventory import InventoryError, parse_inventory
 from sandbox.models import SimNode
 from sandbox.scheduler import BOOKED
+from sandbox.trainer import installed_runtimes
+from sandbox.validation import compile_plan
 from tests.sandbox.helpers import L4, NS, at, ref, run_until, team_objects, training
+from tests.sandbox.test_trainjob import trainjob
 from workloads.registry import resource_kinds
 
 pytestmark = pytest.mark.django_db
@@ -316,3 +322,25 @@ def test_the_demo_starts_with_no_west_h100_node_and_its_pool_as_the_inventory_sa
     out = StringIO()
     call_command("sandbox", "status", "--cluster", "west", stdout=out)
     assert "west-h100" not in out.getvalue()
+
+
+def test_the_portals_own_objects_provision_a_gang_and_it_binds_on_its_booking(cloud):
+    """cluster.manifests.provisioning's builders, as the portal's cycle uses them: the request and its templates,
+    then the run consuming it once Provisioned."""
+    run = training("run-1", gpus=8, workers=4, duration="600s")
+    objects = build_provisioning(REQUEST, NS, labels("ml", "run-1"), pod_sets(run))
+    cloud.apply(team_objects() + objects, RESOURCES, now=at(0))
+    cloud.tick(at(1))
+    last = max(drawn_delays(cloud, 4))
+    cloud.tick(at(1 + last))
+    assert provisioning_state(the_request(cloud)).state == "provisioned"
+    cloud.apply(consuming(run, REQUEST), RESOURCES, now=at(2 + last))
+    cloud.tick(at(3 + last))
+    assert {p["spec"]["nodeName"] for p in cloud.pods(ref("run-1"))} == {f"h100-{i}" for i in range(4)}
+
+
+def test_a_trainjobs_runtime_patches_carry_the_consume_annotation_to_its_pods():
+    job = trainjob("tj-1", workers=2, gpus=8)
+    trainjob_ = next(o for o in consuming(job, REQUEST) if o["kind"] == "TrainJob")
+    plan = compile_plan(trainjob_, installed_runtimes(TRAINJOB))
+    assert {pod.get("consume") for pod in plan["pods"] if pod["req"].get("nvidia.com/gpu")} == {REQUEST}
