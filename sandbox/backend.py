@@ -53,6 +53,7 @@ from cluster.backends.base import (
     ClusterEvent,
     Manifest,
     NodeCapacity,
+    NodePoolLimit,
     ObservedWorkload,
     ResourceKind,
     ServiceRef,
@@ -66,6 +67,7 @@ from cluster.startup import any_starting
 from cluster.training import LABELS, NONE, PYTORCHJOB, PYTORCHJOB_API, TRAINJOB, TRAINJOB_API, TrainingOffer, discovered
 from core.rawsql import sql_datetime
 from sandbox import engines, exporter, inventory
+from sandbox import pools as elastic
 from sandbox.bulk import Record
 from sandbox.bulk import load as load_records
 from sandbox.controllers.scaledobject import endpoint_load
@@ -74,10 +76,12 @@ from sandbox.models import (
     SimEngine,
     SimEvent,
     SimLoad,
+    SimNode,
     SimNodeHeat,
     SimNodeOutage,
     SimObject,
     SimPod,
+    SimPool,
     SimSilence,
 )
 from sandbox.names import new_uid
@@ -394,12 +398,14 @@ class SandboxBackend(ClusterBackend):
                                          workload=address.object_name, defaults={"value": max(float(value), 0.0)})
 
     def reset(self) -> None:
-        """Forget the cluster's objects, pods, events, loads, clock, reclaimed and overheated nodes, and stop its
+        """Forget the cluster's objects, pods, events, loads, clock, reclaimed and overheated nodes, its elastic
+        pools' nodes and live changes (each starts again from the inventory, at its ``min``), and stop its
         engines: an empty cluster (a silence stays: it is the network's, not the cluster's). Other clusters keep
         theirs."""
         with transaction.atomic():
             engines.stop_all(self.cluster)
-            for model in (SimPod, SimObject, SimEvent, SimLoad, SimClock, SimNodeOutage, SimNodeHeat):
+            for model in (SimPod, SimObject, SimEvent, SimLoad, SimClock, SimNodeOutage, SimNodeHeat, SimNode,
+                          SimPool):
                 self._rows(model).delete()
 
     # -- the clock -------------------------------------------------------------------------------
@@ -693,13 +699,29 @@ class SandboxBackend(ClusterBackend):
             for resource, units in (plan["pods"][role]["req"].items() if plan else ()):
                 in_use[(node, resource)] += units * count
         down = self.nodes_down()  # a reclaimed node is no longer in the node list
+        # An elastic pool's nodes that exist: ready, or provisioning (up, not Ready: nothing runs there yet).
+        nodes = [(node, False) for node in inventory.fixed_nodes(self.cluster) if node.name not in down]
+        if inventory.cluster(self.cluster).elastic:  # a pool met for the first time starts at the cluster's clock
+            nodes += [(node, row.state == SimNode.PROVISIONING)
+                      for node, row in elastic.existing(self.cluster, self.clock()) if node.name not in down]
         return [
             NodeCapacity(node=node.name, resource_name=resource, allocatable=node.allocatable[resource],
-                         in_use=in_use[(node.name, resource)], labels=dict(node.labels))
-            for node in inventory.nodes(self.cluster) if node.name not in down
+                         in_use=in_use[(node.name, resource)], labels=dict(node.labels), provisioning=provisioning)
+            for node, provisioning in nodes
             for resource in node.gpu_resources
             if node.allocatable[resource] > 0 or in_use[(node.name, resource)]
         ]
+
+    @storage_errors
+    def node_pools(self) -> list[NodePoolLimit]:
+        """Each elastic pool's ``limit_units`` (:mod:`sandbox.pools`), as a Karpenter NodePool's ``spec.limits``
+        would say it: labelled like its nodes (their hostname left out)."""
+        self._answering()
+        return [NodePoolLimit(name=pool.prefix, resource_name=pool.pool.resource, limit=pool.settings.limit_units,
+                              labels={k: v for k, v in pool.pool.template.labels.items()
+                                      if k != "kubernetes.io/hostname"})
+                for pool in elastic.pools(self.cluster, self.clock()).values()
+                if pool.settings.limit_units is not None]
 
     # -- shapes ------------------------------------------------------------------------------------
 

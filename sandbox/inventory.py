@@ -22,6 +22,11 @@ replicas`` of ``nvidia.com/gpu`` (``nvidia.com/gpu.shared`` when renamed) and ca
 GPU Feature Discovery sets on such a node (:func:`_sharing_labels`); :mod:`sandbox.sharing`
 simulates what sharing does to the pods.
 
+A pool may be *elastic* (``elastic: {min, max, mode, …}``, :class:`ElasticPool`): an autoscaler adds and removes
+its nodes between ``min`` and ``max`` (:mod:`sandbox.pools`); its nodes are named ``<prefix>-<i>`` for ``i < max``,
+and which of them exist is state, not configuration (``count`` is not given). Its GPUs are whole (no MIG, no
+sharing).
+
 Either may have a top-level ``registry:`` — repository → the tags it holds — the image
 registry all its clusters pull from (:mod:`sandbox.registry`).
 
@@ -42,6 +47,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from cluster.images import parse_image
+from cluster.pools import ATOMIC, DEFAULT_UNNEEDED_MINUTES, MODES
 from cluster.specs import SHARING_MPS, SHARING_NONE, SHARING_TIME_SLICING
 from cluster.training import NONE, PYTORCHJOB, TRAINJOB
 from sandbox.quantity import to_units
@@ -100,10 +106,85 @@ class Node:
     allocatable: dict[str, int] = field(hash=False)
     #: None: every GPU is one pod's (or MIG-sliced).
     sharing: GpuSharing | None = field(default=None, hash=False)
+    #: The prefix of its elastic pool ("" : a node of a fixed pool, which always exists).
+    pool: str = ""
 
     @property
     def gpu_resources(self) -> list[str]:
         return sorted(r for r in self.allocatable if r.startswith("nvidia.com/"))
+
+
+#: An elastic pool's provisioning delays when it does not say (seconds): the median, and the tail (the 0.99
+#: quantile of the delays drawn, and the most any draw takes: sandbox.pools.provisioning_delay).
+DEFAULT_DELAY_MEDIAN_SECONDS = 210.0
+DEFAULT_DELAY_TAIL_SECONDS = 900.0
+#: The most nodes an elastic pool may have (its inventory's ``max`` or a live change's).
+MAX_POOL_NODES = 100
+ELASTIC_KEYS = frozenset({"min", "max", "mode", "delay_median_seconds", "delay_tail_seconds", "failure_probability",
+                          "revoke_probability", "unneeded_minutes", "limit_units"})
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """How an elastic pool grows and shrinks: the inventory's ``elastic:``, or a live change of it
+    (``manage.py sandbox pool``, :mod:`sandbox.pools`)."""
+
+    min_nodes: int
+    max_nodes: int
+    mode: str = ATOMIC
+    delay_median_seconds: float = DEFAULT_DELAY_MEDIAN_SECONDS
+    delay_tail_seconds: float = DEFAULT_DELAY_TAIL_SECONDS
+    failure_probability: float = 0.0
+    revoke_probability: float = 0.0
+    unneeded_minutes: int = DEFAULT_UNNEEDED_MINUTES
+    #: A Karpenter-style limit on the GPU units all its nodes together may have (None: none).
+    limit_units: int | None = None
+
+    def problems(self) -> list[str]:
+        """What is wrong with these settings (empty: nothing), in the inventory's key names."""
+        found = []
+        if not 0 <= self.min_nodes <= self.max_nodes <= MAX_POOL_NODES:
+            found.append(f"min and max must satisfy 0 <= min <= max <= {MAX_POOL_NODES}, got min {self.min_nodes}, "
+                         f"max {self.max_nodes}")
+        if self.mode not in MODES:
+            found.append(f"mode must be {' or '.join(MODES)}, got {self.mode!r}")
+        if not 0 < self.delay_median_seconds <= self.delay_tail_seconds <= 24 * 3600:
+            found.append("delays must satisfy 0 < delay_median_seconds <= delay_tail_seconds <= 86400, got "
+                         f"{self.delay_median_seconds:g} and {self.delay_tail_seconds:g}")
+        for name in ("failure_probability", "revoke_probability"):
+            if not 0 <= getattr(self, name) <= 1:
+                found.append(f"{name} must be between 0 and 1, got {getattr(self, name):g}")
+        if not 1 <= self.unneeded_minutes <= 24 * 60:
+            found.append(f"unneeded_minutes must be between 1 and 1440, got {self.unneeded_minutes}")
+        if self.limit_units is not None and self.limit_units < 0:
+            found.append(f"limit_units must be at least 0, got {self.limit_units}")
+        return found
+
+
+@dataclass(frozen=True)
+class ElasticPool:
+    """One elastic pool of a cluster: its nodes' shape (``template``, its node 0) and its settings."""
+
+    prefix: str
+    template: Node = field(hash=False)
+    settings: PoolSettings
+
+    @property
+    def resource(self) -> str:
+        return self.template.gpu_resources[0]
+
+    @property
+    def units_per_node(self) -> int:
+        return self.template.allocatable[self.resource]
+
+    def node(self, index: int) -> Node:
+        """Its node ``index`` (``<prefix>-<index>``), shaped like all of them."""
+        name = f"{self.prefix}-{index}"
+        return Node(name=name, labels={**self.template.labels, "kubernetes.io/hostname": name},
+                    taints=self.template.taints, allocatable=dict(self.template.allocatable), pool=self.prefix)
+
+    def index(self, node: str) -> int:
+        return int(node.rsplit("-", 1)[1])
 
 
 @dataclass(frozen=True)
@@ -121,6 +202,8 @@ class SandboxCluster:
     spot_prices: dict[str, Decimal] = field(default_factory=dict, hash=False)
     #: The training API its discovery finds (:data:`SANDBOX_TRAINING_APIS`).
     training: str = PYTORCHJOB
+    #: Its elastic pools (:class:`ElasticPool`), in the inventory's order.
+    elastic: tuple[ElasticPool, ...] = field(default=(), hash=False)
 
 
 @dataclass(frozen=True)
@@ -244,7 +327,8 @@ def parse_pools(pools: list, region: str = "") -> list[Node]:
         gpu = pool.get("gpu") or {}
         gpu_count = int(gpu.get("count", 0))
         sharing = _sharing(pool, gpu, gpu_count)
-        for index in range(int(pool.get("count", 1))):
+        elastic = _elastic_settings(pool, gpu_count)
+        for index in range(elastic.max_nodes if elastic else int(pool.get("count", 1))):
             name = f"{pool['prefix']}-{index}"
             labels = {
                 "kubernetes.io/hostname": name,
@@ -295,7 +379,7 @@ def parse_pools(pools: list, region: str = "") -> list[Node]:
             for taint in pool.get("taints") or []:
                 taints.append((str(taint["key"]), str(taint.get("value", "")), str(taint.get("effect", "NoSchedule"))))
             nodes.append(Node(name=name, labels=labels, taints=tuple(taints), allocatable=allocatable,
-                              sharing=sharing))
+                              sharing=sharing, pool=pool["prefix"] if elastic else ""))
     if not nodes:
         raise InventoryError("it has no nodes")
     names = [node.name for node in nodes]
@@ -303,6 +387,54 @@ def parse_pools(pools: list, region: str = "") -> list[Node]:
     if twice:
         raise InventoryError(f"node {twice[0]} is listed twice (two pools with one prefix?)")
     return nodes
+
+
+def _number(raw: dict, key: str, default: float, where: str, *, whole: bool = False) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or (whole and not isinstance(value, int)):
+        raise InventoryError(f"{where}.{key} must be a {'whole ' if whole else ''}number, got {value!r}")
+    return value
+
+
+def _elastic_settings(pool: dict, gpu_count: int) -> PoolSettings | None:
+    """The pool's ``elastic:`` checked (None: a fixed pool of ``count`` nodes)."""
+    raw = pool.get("elastic")
+    if raw is None:
+        return None
+    where = f"pool {pool['prefix']}: elastic"
+    if not isinstance(raw, dict):
+        raise InventoryError(f"{where} must be a mapping {{min, max, mode, …}}, got {raw!r}")
+    unknown = sorted(set(raw) - ELASTIC_KEYS)
+    if unknown:
+        raise InventoryError(f"{where} has an unknown key {unknown[0]!r} (known: {', '.join(sorted(ELASTIC_KEYS))})")
+    if "count" in pool:
+        raise InventoryError(f"{where}: an elastic pool has no count (its nodes come and go between min and max)")
+    if pool.get("mig") or pool.get("sharing") or not gpu_count:
+        raise InventoryError(f"{where}: an elastic pool's nodes have whole GPUs (gpu.count, no mig, no sharing)")
+    if "max" not in raw:
+        raise InventoryError(f"{where}.max is required (the most nodes it may have)")
+    limit = raw.get("limit_units")
+    settings = PoolSettings(
+        min_nodes=int(_number(raw, "min", 0, where, whole=True)), max_nodes=int(_number(raw, "max", 0, where, whole=True)),
+        mode=raw.get("mode", ATOMIC),
+        delay_median_seconds=float(_number(raw, "delay_median_seconds", DEFAULT_DELAY_MEDIAN_SECONDS, where)),
+        delay_tail_seconds=float(_number(raw, "delay_tail_seconds", DEFAULT_DELAY_TAIL_SECONDS, where)),
+        failure_probability=float(_number(raw, "failure_probability", 0.0, where)),
+        revoke_probability=float(_number(raw, "revoke_probability", 0.0, where)),
+        unneeded_minutes=int(_number(raw, "unneeded_minutes", DEFAULT_UNNEEDED_MINUTES, where, whole=True)),
+        limit_units=None if limit is None else int(_number(raw, "limit_units", 0, where, whole=True)))
+    problems = settings.problems() + ([] if settings.max_nodes >= 1 else ["max must be at least 1"])
+    if problems:
+        raise InventoryError(f"{where}: {problems[0]}")
+    return settings
+
+
+def elastic_pools(pools: list, nodes: list[Node]) -> tuple[ElasticPool, ...]:
+    """The elastic pools among ``pools`` (already expanded into ``nodes`` by :func:`parse_pools`)."""
+    by_name = {node.name: node for node in nodes}
+    return tuple(ElasticPool(prefix=pool["prefix"], template=by_name[f"{pool['prefix']}-0"],
+                             settings=_elastic_settings(pool, 1))
+                 for pool in pools if isinstance(pool, dict) and pool.get("elastic") is not None)
 
 
 def _prices(entry: dict, key: str) -> dict[str, Decimal]:
@@ -345,10 +477,12 @@ def _cluster(entry: object) -> tuple[SandboxCluster, list[Node]]:
         if not isinstance(labels, dict):
             raise InventoryError("labels must be a mapping")
         region = str(entry.get("region") or "")
+        nodes = parse_pools(entry.get("pools") or [], region)
         cluster = SandboxCluster(name=name, region=region, labels={str(k): str(v) for k, v in labels.items()},
                                  prices=_prices(entry, "prices"), spot_prices=_prices(entry, "spot_prices"),
-                                 training=_training(entry.get("training", PYTORCHJOB)))
-        return cluster, parse_pools(entry.get("pools") or [], region)
+                                 training=_training(entry.get("training", PYTORCHJOB)),
+                                 elastic=elastic_pools(entry.get("pools") or [], nodes))
+        return cluster, nodes
     except (InventoryError, KeyError, TypeError, ValueError) as exc:
         raise InventoryError(f"cluster {name}: {exc}") from exc
 
@@ -416,5 +550,11 @@ def cluster(name: str | None = None) -> SandboxCluster:
 
 
 def nodes(name: str | None = None) -> tuple[Node, ...]:
-    """The nodes of the cluster called ``name`` (None: the first cluster's)."""
+    """The nodes of the cluster called ``name`` (None: the first cluster's): an elastic pool's as its
+    inventory's ``max`` names them, whether they exist now or not (:func:`sandbox.pools.present` says which do)."""
     return inventory().nodes[cluster(name).name]
+
+
+def fixed_nodes(name: str | None = None) -> tuple[Node, ...]:
+    """The nodes of the cluster's fixed pools: they always exist (unless reclaimed)."""
+    return tuple(node for node in nodes(name) if not node.pool)

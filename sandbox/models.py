@@ -277,3 +277,54 @@ class SimEngine(models.Model):
     @property
     def address(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+
+class SimPool(models.Model):
+    """An elastic pool of the inventory (:class:`sandbox.inventory.ElasticPool`) once its cluster has used it:
+    its live changes (``manage.py sandbox pool``) over the inventory's settings. Its row is created, with
+    the ``min`` nodes it starts with, the first time the cluster is read or ticks (:mod:`sandbox.pools`)."""
+
+    cluster = cluster_field()
+    pool = models.CharField(max_length=100)  #: the pool's node prefix
+    #: The settings changed live, by :class:`sandbox.inventory.PoolSettings` field name (the rest: the inventory's).
+    overrides = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        verbose_name = "simulated elastic pool"
+        verbose_name_plural = "simulated elastic pools"
+        constraints = [models.UniqueConstraint(fields=["cluster", "pool"], name="sandbox_pool_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}/{self.pool}"
+
+
+class SimNode(models.Model):
+    """A node of an elastic pool that exists: provisioning (asked for, not Ready) or ready. A node of an
+    elastic pool without a row does not exist (no capacity, no scheduling, no telemetry)."""
+
+    PROVISIONING, READY = "provisioning", "ready"
+
+    cluster = cluster_field()
+    pool = models.CharField(max_length=100)
+    node = models.CharField(max_length=100)
+    state = models.CharField(max_length=12, default=PROVISIONING)
+    asked_at = models.DateTimeField()
+    #: When it is (or became) Ready: drawn when it was asked for (sandbox.pools.provisioning_delay).
+    ready_at = models.DateTimeField()
+    #: It never becomes Ready: the cloud fails it at ``fails_at`` (None: it comes up).
+    fails_at = models.DateTimeField(null=True, blank=True)
+    #: Since when it is ready with no pod and no booking (None: in use, booked or provisioning).
+    idle_since = models.DateTimeField(null=True, blank=True)
+    #: The tick that found it idle for its pool's unneeded minutes: the next one removes it.
+    unneeded_at = models.DateTimeField(null=True, blank=True)
+    #: The ProvisioningRequest that booked it (``<namespace>/<name>``; "" : none).
+    request = models.CharField(max_length=320, blank=True, default="")
+
+    class Meta:
+        verbose_name = "simulated pool node"
+        verbose_name_plural = "simulated pool nodes"
+        constraints = [models.UniqueConstraint(fields=["cluster", "node"], name="sandbox_pool_node_unique")]
+        indexes = [models.Index(fields=["cluster", "pool"])]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}/{self.node} {self.state}"

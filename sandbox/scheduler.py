@@ -13,6 +13,10 @@ value are one domain; a node without it is in none), and the namespaces a term l
 lists and those its ``namespaceSelector`` selects (``{}``: all), or — neither given — only the
 pod's own namespace, as Kubernetes defaults. Required pod *affinity* is not simulated.
 
+Nodes booked by a ProvisioningRequest (:mod:`sandbox.controllers.provisioning`) take only the pods whose
+``autoscaling.x-k8s.io/consume-provisioning-request`` annotation names it, and those pods go nowhere else while
+their request holds nodes; any other pod finds them :data:`BOOKED`.
+
 A gang (the pods of one PyTorchJob or TrainJob) is placed all-or-nothing: every pod is tentatively bound
 against the running totals, and nothing is kept unless all of them fit.
 """
@@ -122,6 +126,13 @@ def failure_message(total_nodes: int, reasons: Iterable[str]) -> str:
     return f"0/{total_nodes} nodes are available: {', '.join(histogram)}."
 
 
+#: The reason a node booked by a ProvisioningRequest gives a pod that does not consume that request (the sandbox's
+#: words: a real cluster's scheduler does not know bookings, its autoscaler keeps them).
+BOOKED = "node(s) were booked by another ProvisioningRequest"
+#: The reason a node gives a pod whose ProvisioningRequest booked other nodes.
+NOT_BOOKED = "node(s) were not booked by the pod's ProvisioningRequest"
+
+
 #: A pod bound to a node, as anti-affinity sees it: (namespace, labels, its anti-affinity terms).
 Placed = tuple[str, dict[str, str], list[dict]]
 
@@ -140,8 +151,12 @@ class Scheduler:
 
     def __init__(self, nodes: Sequence[Node], used: dict[str, dict[str, int]],
                  placed: dict[str, list[Placed]] | None = None,
-                 namespace_labels: dict[str, dict[str, str]] | None = None) -> None:
+                 namespace_labels: dict[str, dict[str, str]] | None = None,
+                 booked: dict[str, str] | None = None) -> None:
         self.nodes = list(nodes)
+        #: Node → the ProvisioningRequest (``<namespace>/<name>``) that booked it.
+        self.booked = booked or {}
+        self._holding = set(self.booked.values())
         self.free = {
             node.name: {r: node.allocatable.get(r, 0) - used.get(node.name, {}).get(r, 0)
                         for r in set(node.allocatable) | set(used.get(node.name, {}))}
@@ -159,9 +174,15 @@ class Scheduler:
         self._failures: dict[str, str] = {}
 
     def _find(self, plan: Plan, free: dict[str, dict[str, int]],
-              inter_pod: Callable[[Node], str] | None = None) -> tuple[str | None, list[str]]:
+              inter_pod: Callable[[Node], str] | None = None, namespace: str = "") -> tuple[str | None, list[str]]:
         reasons: list[str] = []
+        claim = f"{namespace}/{plan['consume']}" if plan.get("consume") else None
+        if claim not in self._holding:
+            claim = None  # its request holds no node (none yet, or released): it goes where any pod may
         for node in self.nodes:
+            if self.booked and self.booked.get(node.name) != claim:
+                reasons.append(NOT_BOOKED if claim else BOOKED)
+                continue
             why = filter_node(plan, node, free[node.name], inter_pod)
             if not why:
                 return node.name, []
@@ -238,7 +259,8 @@ class Scheduler:
         if inter:
             who = ([namespace, [(p.get("lbl"), p.get("anti")) for p in plans]] if gang or plans[0].get("anti")
                    else sorted(closed))
-        key = repr(([(p["req"], p["sel"], p["tol"], p["aff"]) for p in plans], who))
+        key = repr(([(p["req"], p["sel"], p["tol"], p["aff"], p.get("consume")) for p in plans], who,
+                    namespace if any(p.get("consume") for p in plans) else ""))
         if key in self._failures:
             return None, self._failures[key]
         trial = {name: dict(free) for name, free in self.free.items()} if gang else self.free
@@ -252,7 +274,7 @@ class Scheduler:
                 if gang:  # against the trial, with the gang's earlier pods placed (not remembered)
                     closed = self._closing(plan.get("lbl") or {}, namespace, holders)
                 inter_pod = self._inter_pod(plan, namespace, placed, closed)
-            node, reasons = self._find(plan, trial, inter_pod)
+            node, reasons = self._find(plan, trial, inter_pod, namespace)
             if node is None:
                 message = failure_message(len(self.nodes), reasons)
                 self._failures[key] = message

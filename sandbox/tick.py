@@ -13,6 +13,8 @@ Order within a tick (each step sees the previous one's results):
 1. kubelet: bound pods move ContainerCreating → Running → Succeeded/Failed by their times;
 2. controllers: Jobs, PyTorchJobs, TrainJobs and Deployments (scaled by their ScaledObjects) react to
    finished pods, deadlines and replica counts, and create pods within the ResourceQuota;
+2b. the elastic pools' autoscaler and ProvisioningRequests (:mod:`sandbox.controllers.autoscaler`): nodes
+   come up (or fail), requests book them, pools of mode ``any`` grow for unschedulable pods, idle nodes go;
 3. scheduler: unbound pods are bound by fit (a PyTorchJob's or a TrainJob's pods as one gang) or get a
    FailedScheduling message;
 4. the ResourceQuotas' status reports what their namespace now uses;
@@ -36,7 +38,7 @@ from django.db.models import Exists, OuterRef, Q
 
 from cluster.backends.base import DemandReader
 from sandbox import engines
-from sandbox.controllers import deployment, gpus, job, kubelet, pytorchjob, quota, trainjob
+from sandbox.controllers import autoscaler, deployment, gpus, job, kubelet, pytorchjob, quota, trainjob
 from sandbox.controllers.scheduling import schedule
 from sandbox.models import SimLoad, SimObject, SimPod
 from sandbox.world import World
@@ -61,6 +63,7 @@ def run_tick(now: datetime, cluster: str, demand: DemandReader | None = None) ->
     for owner in list(world.owners.values()):
         if owner.delete_at is None:
             CONTROLLERS[owner.resource_kind](world, owner)
+    autoscaler.scale(world)
     schedule(world)
     quota.report_status(world)
     engines.sync(world)

@@ -18,7 +18,7 @@ one. (Upstream's controller, meeting a runtime deleted later, only sets ``Create
 with the TrainJob's ``trainer`` applied to the trainer container (image, command, args, env,
 ``resourcesPerNode`` as its resources), the torch plugin's rendezvous env (``PET_NNODES``,
 ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK`` from the completion index, ``PET_MASTER_ADDR`` rank 0's
-headless-service name), then the TrainJob's ``runtimePatches`` (labels, node selector, tolerations,
+headless-service name), then the TrainJob's ``runtimePatches`` (labels and annotations, node selector, tolerations,
 affinity, security, grace, volumes, the container's env and mounts). ``numNodes`` pods in all: an MPI
 runtime's launcher is node 0 (``runLauncherAsNode``), its ``node`` job has the other ``numNodes - 1``.
 """
@@ -93,9 +93,10 @@ def _patches(trainjob: Manifest) -> dict[str, Manifest]:
 def _apply_patch(pod: Manifest, patch: Manifest) -> None:
     """A replicated job's patch onto its pod template (``pod``: metadata and spec, changed in place)."""
     template = ((patch.get("template") or {}).get("spec") or {}).get("template") or {}
-    labels = (template.get("metadata") or {}).get("labels") or {}
-    if labels:
-        pod.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
+    meta = template.get("metadata") or {}
+    for key in ("labels", "annotations"):  # annotations: a ProvisioningRequest's consume annotation, say
+        if meta.get(key):
+            pod.setdefault("metadata", {}).setdefault(key, {}).update(meta[key])
     spec, patched = pod["spec"], template.get("spec") or {}
     for key, value in patched.items():
         if key == "containers":

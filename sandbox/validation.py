@@ -19,6 +19,7 @@ from typing import Any
 from cluster.backends.base import ResourceKind, resource_kind
 from cluster.errors import Invalid
 from cluster.manifests.common import DISPLAY_NAME_ANNOTATION
+from cluster.pools import CONSUME_ANNOTATION, VALID_UNTIL_SECONDS
 from sandbox import engines, trainer
 from sandbox.inventory import inventory
 from sandbox.quantity import parse_quantity, to_units
@@ -288,6 +289,27 @@ def _selector_matches(selector: object, labels: dict) -> bool:
     return bool(match) and all(labels.get(k) == v for k, v in match.items())
 
 
+def _check_provisioning_request(errors: _Errors, spec: dict) -> None:
+    """What the ProvisioningRequest CRD's schema requires: a class, 1 to 32 pod sets each naming its PodTemplate
+    with a count of at least 1, and string parameters."""
+    if not spec.get("provisioningClassName"):
+        errors.required("spec.provisioningClassName")
+    podsets = spec.get("podSets")
+    if not isinstance(podsets, list) or not 1 <= len(podsets) <= 32:
+        errors.invalid("spec.podSets", podsets, "must have between 1 and 32 items")
+        return
+    for i, podset in enumerate(podsets):
+        ref = podset.get("podTemplateRef") if isinstance(podset, dict) else None
+        if not isinstance(ref, dict) or not ref.get("name"):
+            errors.required(f"spec.podSets[{i}].podTemplateRef.name")
+        count = podset.get("count") if isinstance(podset, dict) else None
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            errors.invalid(f"spec.podSets[{i}].count", count, "should be greater than or equal to 1")
+    for key, value in (spec.get("parameters") or {}).items():
+        if not isinstance(value, str) or len(value) > 255:
+            errors.invalid(f"spec.parameters.{key}", value, "must be a string of at most 255 characters")
+
+
 def _check_spec(errors: _Errors, obj: Manifest) -> None:
     kind = obj["kind"]
     spec = obj.get("spec")
@@ -373,6 +395,8 @@ def _check_spec(errors: _Errors, obj: Manifest) -> None:
             if _extended(resource) and not key.startswith("requests.") and "/" in key:
                 errors.invalid(f"spec.hard[{key}]", key, "must be a standard resource for quota or prefixed "
                                "with requests.")
+    elif kind == "ProvisioningRequest":
+        _check_provisioning_request(errors, spec)
     elif kind == "Service":
         ports = spec.get("ports")
         if not isinstance(ports, list) or not ports:
@@ -526,6 +550,9 @@ def pod_plan(template: Manifest, *, workload: str, role: str = "", count: int = 
         serving = engines.plan(first, env, display_name or workload)
         if serving is not None:  # its container is a real engine on this machine (sandbox.engines)
             plan["engine"] = serving
+    consume = ((template.get("metadata") or {}).get("annotations") or {}).get(CONSUME_ANNOTATION)
+    if consume:  # it binds on the nodes its ProvisioningRequest booked (sandbox.controllers.provisioning)
+        plan["consume"] = str(consume)
     anti = anti_affinity_plan(spec)
     if anti:  # only then: the scheduler's inter-pod check costs nothing for pods without
         plan["anti"] = anti
@@ -622,6 +649,10 @@ def compile_plan(obj: Manifest, runtimes: Mapping[str, Manifest] | None = None) 
             "down_delay": int((behavior.get("scaleDown") or {}).get("stabilizationWindowSeconds", 0) or 0),
             **_wake(spec["triggers"]),
         }
+    if kind == "ProvisioningRequest":
+        return provisioning_plan(spec)
+    if kind == "PodTemplate":
+        return {"pod": pod_plan(obj.get("template") or {}, workload=workload)}
     if kind == "ResourceQuota":
         hard = {}
         for key, raw in (spec.get("hard") or {}).items():
@@ -629,3 +660,14 @@ def compile_plan(obj: Manifest, runtimes: Mapping[str, Manifest] | None = None) 
             hard[key] = to_units(resource, raw)
         return {"hard": hard}
     return {}
+
+
+def provisioning_plan(spec: Manifest) -> dict:
+    """A ProvisioningRequest's plan: its class, its pod sets (``[template name, count]``) and how long its
+    capacity is booked once provisioned (its ``ValidUntilSeconds`` parameter; Cluster Autoscaler's default
+    when absent or not a whole number of seconds)."""
+    raw = str((spec.get("parameters") or {}).get("ValidUntilSeconds", "")).strip()
+    return {"class": str(spec.get("provisioningClassName") or ""),
+            "sets": [[str((podset.get("podTemplateRef") or {}).get("name", "")), int(podset.get("count", 1))]
+                     for podset in spec.get("podSets") or [] if isinstance(podset, dict)],
+            "valid": int(raw) if raw.isascii() and raw.isdigit() else VALID_UNTIL_SECONDS}

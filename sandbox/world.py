@@ -18,18 +18,19 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from cluster.backends.base import ClusterAddress, DemandReader, EndpointDemand
+from sandbox import pools as elastic
 from sandbox.bulk import Record, fast_insert, fast_update
 from sandbox.bulk import load as load_records
 from sandbox.bulk import new as new_record
-from sandbox.inventory import nodes as inventory_nodes
-from sandbox.models import SimEvent, SimLoad, SimNodeOutage, SimObject, SimPod
+from sandbox.inventory import Node, fixed_nodes
+from sandbox.models import SimEvent, SimLoad, SimNode, SimNodeOutage, SimObject, SimPod
 from sandbox.timestamps import parse_rfc3339
 
 STAGE_CREATED, STAGE_BOUND, STAGE_STARTED, STAGE_READY, STAGE_DONE, STAGE_CRASHING = 0, 1, 2, 3, 4, 5
 #: The object kinds a controller of the tick acts on; the others are only stored and observed.
 #: The kinds whose controller owns pods.
 OWNER_KINDS = ("Job", "PyTorchJob", "TrainJob", "Deployment")
-CONTROLLED = (*OWNER_KINDS, "ScaledObject", "ResourceQuota")
+CONTROLLED = (*OWNER_KINDS, "ScaledObject", "ResourceQuota", "ProvisioningRequest")
 BATCH = 500
 #: The tick works on plain records of these tables (see sandbox.bulk), not model instances.
 ObjRow = Record
@@ -60,9 +61,19 @@ class World:
         #: first needed (sandbox.controllers.scaledobject).
         self.demand_reader = demand_reader
         self.demand: dict[ClusterAddress, EndpointDemand] | None = None
-        self.nodes = inventory_nodes(cluster)
+        #: The nodes that run pods: the fixed pools' (less reclaimed ones) and the elastic pools' ready ones
+        #: (:meth:`refresh_nodes`).
+        self.nodes: tuple[Node, ...] = fixed_nodes(cluster)
+        self._fixed = self.nodes
         #: The shared nodes' device plugin sharing (sandbox.sharing), by node name.
         self.sharing = {node.name: node.sharing for node in self.nodes if node.sharing is not None}
+        #: The elastic pools (sandbox.pools) by prefix, and their nodes that exist by name (ORM rows: a handful);
+        #: the autoscaler and the ProvisioningRequest controller change these and list them in ``pool_changes``.
+        self.pools: dict[str, elastic.LivePool] = {}
+        self.pool_nodes: dict[str, SimNode] = {}
+        self.pool_changes: set[str] = set()
+        self.pool_removed: set[str] = set()
+        self.down: dict[str, datetime] = {}
         #: Pods whose only change is a new progress checkpoint (a time-sliced GPU): written
         #: without drawing their owner's controller's attention.
         self.progressed: list[PodRow] = []
@@ -119,7 +130,12 @@ class World:
         #: Reclaimed nodes (sandbox reclaim-node) and since when: their pods stop, nothing lands there.
         self.down = dict(SimNodeOutage.objects.filter(cluster=self.cluster).values_list("node", "since"))
         if self.down:
-            self.nodes = tuple(node for node in self.nodes if node.name not in self.down)
+            self._fixed = tuple(node for node in self._fixed if node.name not in self.down)
+        self.pools = elastic.pools(self.cluster, self.now)
+        if self.pools:
+            self.pool_nodes = {row.node: row for row in SimNode.objects.filter(cluster=self.cluster)
+                               if row.pool in self.pools}
+        self.refresh_nodes()
         # The manifest column (the biggest) is never read here: plans carry what the tick needs.
         # In creation order: controllers then create pods first-come first-served (within quota and
         # capacity), whatever order the database hands back rows it has updated.
@@ -138,6 +154,7 @@ class World:
         # An object re-applied between the two reads is picked up by the next tick.
         objects = [o for o in objects if o.plan is not None]
         self.owners = {o.pk: o for o in objects if o.resource_kind in OWNER_KINDS}
+        self.requests = [o for o in objects if o.resource_kind == "ProvisioningRequest"]
         self.scaled = {(o.namespace, o.plan.get("target")): o for o in objects if o.resource_kind == "ScaledObject"}
         self.quotas: dict[str, list[ObjRow]] = defaultdict(list)
         for o in objects:
@@ -152,9 +169,33 @@ class World:
                 self.pods_by_owner[pod.owner_id].append(pod)
         self.finished: dict[int, list[PodRow]] = defaultdict(list)  # pods that ended this tick
 
+    def refresh_nodes(self) -> None:
+        """The nodes that run pods now: the fixed ones and the elastic pools' ready ones (never a provisioning one)."""
+        ready = [self.pools[row.pool].pool.node(elastic.pool_index(row.node))
+                 for row in sorted(self.pool_nodes.values(), key=lambda r: (r.pool, elastic.pool_index(r.node)))
+                 if row.state == SimNode.READY and row.node not in self.down]
+        self.nodes = (*self._fixed, *ready)
+
+    def pool_node_changed(self, row: SimNode) -> None:
+        self.pool_changes.add(row.node)
+
+    def remove_pool_node(self, name: str) -> None:
+        self.pool_nodes.pop(name, None)
+        self.pool_removed.add(name)
+        self.pool_changes.discard(name)
+
+    def _save_pool_nodes(self) -> None:
+        """The elastic pools' node rows (a handful; only this tick writes them, under the clock row's lock)."""
+        if self.pool_removed:
+            SimNode.objects.filter(cluster=self.cluster, node__in=self.pool_removed).delete()
+        for name in self.pool_changes:
+            row = self.pool_nodes[name]
+            row.save()
+
     # -- save -----------------------------------------------------------------------------------
 
     def save(self) -> dict[str, int]:
+        self._save_pool_nodes()
         if self.reset_owners:
             # Restarted gangs: their old pods go (the new ones reuse the names), before the inserts.
             SimPod.objects.filter(owner_id__in=self.reset_owners).delete()

@@ -51,7 +51,8 @@ def schedule(world: World) -> None:
         else:
             waiting.extend((owner, [pod]) for pod in unbound)
     selecting = any(term["nss"] for term in terms)  # a term selects namespaces by their labels
-    scheduler = Scheduler(world.nodes, used, placed, _namespace_labels(world) if selecting else None)
+    booked = {row.node: row.request for row in world.pool_nodes.values() if row.request}
+    scheduler = Scheduler(world.nodes, used, placed, _namespace_labels(world) if selecting else None, booked)
     waiting.sort(key=lambda item: (item[1][0].created_at, item[0].pk, item[1][0].name))
     for owner, pods in waiting:
         chosen, message = scheduler.place([owner.plan["pods"][p.role] for p in pods], owner.namespace)

@@ -13,13 +13,16 @@ from django.utils import timezone
 
 from billing.segments import borrowed_units
 from cluster.capacity import offers
-from fleet.models import GpuFlavor
+from cluster.pools import PROVISIONING_RESOURCES, provisioning_state
+from fleet.models import Cluster, GpuFlavor, NodePool
+from fleet.pools import with_headroom
 from front.management.commands.seed_demo import COHORTS, TEAMS
 from jobs.constants import RunState
 from jobs.demo import DEMO_LATER, submit_due_demo_runs
 from jobs.models import LaterDemoRun, TrainingRun
 from quotas.models import Cohort, TeamQuota, TeamSharing
 from quotas.services import remove_cohort
+from sandbox import pools
 from sandbox.backend import SandboxBackend
 from sandbox.inventory import clusters
 from teams.models import AuditEvent
@@ -39,13 +42,18 @@ def seed(**options) -> str:
 
 def test_the_sandbox_offers_exactly_the_demo_teams_nominal_quotas_per_flavor(db, debug_on, settings):
     settings.SLIPWAY_SANDBOX_INVENTORY = str(settings.BASE_DIR / "sandbox" / "inventory.yaml")  # the shipped one
+    settings.SLIPWAY_CLUSTER_BACKEND = "sandbox"  # the demo's two clusters and their pools, as make run has them
     shared_demo_flavors()  # t4-ts4 and a10g-mps2, as the contract defines them (quotas.demo will)
     seed(no_runs=True)
     flavors = {flavor.name: flavor.to_spec() for flavor in GpuFlavor.objects.all()}
-    # The Capacity page's rule (cluster.capacity.offers), over the nodes of every cluster.
-    offered_by = {cluster.name: {name: sum(node.allocatable for node in SandboxBackend(cluster.name).capacity()
-                                           if offers(node, spec)) for name, spec in flavors.items()}
-                  for cluster in clusters()}
+    # The Capacity page's rule (cluster.capacity.offers), over the nodes of every cluster as the portal sees them:
+    # an elastic pool (west's H100s) at its max, through the NodePool seed_demo made (fleet.pools.with_headroom).
+    offered_by = {cluster.name: {name: sum(node.allocatable for node in with_headroom(
+        Cluster.objects.get(name=cluster.name), SandboxBackend(cluster.name).capacity()) if offers(node, spec))
+        for name, spec in flavors.items()} for cluster in clusters()}
+    pool = NodePool.objects.get()
+    assert (pool.cluster.name, pool.flavor.name, pool.min_nodes, pool.max_nodes, pool.mode, pool.unneeded_minutes) == (
+        "west", "h100-80gb", 0, 1, "atomic", 10)
     offered = {name: sum(per_cluster[name] for per_cluster in offered_by.values()) for name in flavors}
     quota_sums = {name: sum(team.limits.get(name, 0) for team in TEAMS) for name in flavors}
     # The seeded quotas are the demo's (nothing else holds any), and every demo flavor has some.
@@ -123,16 +131,32 @@ def test_the_demos_two_node_runs_go_to_both_training_apis(db, debug_on, publishe
     """Issue 51: the demo shows runs of both APIs — llama-pretrain (8 H100s) and llama-ablation (6) cannot share a
     cluster's 8, so one lands on east (Trainer v2: a TrainJob on slipway-pytorch), the other on west (the v1
     operator: a PyTorchJob), whichever a worker applies first taking the cheaper east."""
+    from workloads.cycle.reconcile import reconcile_cluster
     from workloads.registry import kind_for
     from workloads.tasks import apply_workload
 
     settings.SLIPWAY_SANDBOX_INVENTORY = str(settings.BASE_DIR / "sandbox" / "inventory.yaml")  # the shipped one
     settings.SLIPWAY_CLUSTER_BACKEND = "sandbox"  # the demo's two clusters, as make run has them
     seed()
+    # West's H100s are the demo's elastic pool (no node until asked for): the run placed there waits for its node
+    # (a ProvisioningRequest), then starts. Its failures and revokes are drawn: none here.
+    pools.change("west", "west-h100", {"failure_probability": 0.0, "revoke_probability": 0.0}, timezone.now())
     runs = list(TrainingRun.objects.filter(name__in=["llama-pretrain", "llama-ablation"]).order_by("pk"))
     for run in runs:
-        assert apply_workload("run", run.pk) == "applied"
+        outcome = apply_workload("run", run.pk)
         run.refresh_from_db()
+        if outcome == "provisioning":
+            assert run.cluster.name == "west"
+            west, now = SandboxBackend("west"), timezone.now()
+            for seconds in range(30, 931, 30):  # the pool's tail (900 s) is the most a node takes
+                west.tick(now + timedelta(seconds=seconds))
+                if any(provisioning_state(o).state == "provisioned" for w in west.observe(PROVISIONING_RESOURCES)
+                       for o in w.objects):
+                    break
+            reconcile_cluster(run.cluster, west)  # the cycle sees it Provisioned: the run starts, consuming it
+            outcome = apply_workload("run", run.pk)
+            run.refresh_from_db()
+        assert outcome == "applied"
     assert {(run.cluster.name, run.resource_kind) for run in runs} == {("east", "TrainJob"), ("west", "PyTorchJob")}
     on_east = next(run for run in runs if run.cluster.name == "east")
     (observed,) = [o for o in SandboxBackend("east").observe(kind_for("run").resources)

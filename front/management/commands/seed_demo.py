@@ -33,7 +33,10 @@ from django.utils import timezone
 
 from billing.models import TeamBudget
 from billing.services import seed_cluster_prices
-from fleet.models import GpuFlavor
+from cluster.backends.base import NodeCapacity
+from cluster.capacity import offers
+from fleet.models import Cluster, GpuFlavor, NodePool
+from fleet.pools import set_pool
 from notifications.constants import EventKind
 from notifications.services import email_kinds, set_email_kinds
 from notifications.vocabulary import kind_event_codes
@@ -41,6 +44,7 @@ from quotas import demo
 from quotas.models import Cohort, TeamQuota, TeamSharing
 from quotas.services import set_cohort, set_team_quota
 from reservations.demo import seed_demo_reservation
+from sandbox import inventory as sandbox_inventory
 from sweeps.demo import seed_demo_sweep
 from teams.models import DemoSeed, Membership, Role, Team
 from workloads.models import TeamAlertSettings
@@ -255,6 +259,9 @@ def seed_world(seeded: Seeded) -> int:
     for spec in COHORTS:
         if seeded.due(f"cohort:{spec.name}"):
             created += seed_cohort(spec, teams, users.get("admin"))
+    # 4b. The elastic pools the backend offers (the sandbox's west H100s), so the portal knows them.
+    if seeded.due("node-pools"):
+        created += seed_node_pools(users.get("admin"))
     # 5. Alice gets e-mail about ML Research's runs (the console backend prints it in the worker's log).
     for slug, username, kinds in DEMO_EMAIL:
         if (seeded.due(f"notify:{slug}/{username}") and slug in teams and username in users
@@ -266,6 +273,31 @@ def seed_world(seeded: Seeded) -> int:
         if seeded.due(f"alert-rules:{slug}") and slug in teams and not problems(rules):
             created += TeamAlertSettings.objects.get_or_create(team=teams[slug], defaults=rules)[1]
     return created
+
+
+def seed_node_pools(actor) -> int:
+    """The portal's :class:`fleet.models.NodePool` of each elastic pool of the sandbox's clusters (its inventory's
+    ``elastic:`` pools: min, max, mode, unneeded minutes; none with another backend), of the flavor whose units its
+    nodes offer, for clusters and flavors that exist and have no pool yet (a staff change is never overwritten).
+    How many made."""
+    if settings.SLIPWAY_CLUSTER_BACKEND != "sandbox":
+        return 0
+    made = 0
+    flavors = list(GpuFlavor.objects.order_by("name"))
+    clusters = {c.name: c for c in Cluster.objects.all()}
+    for offered in sandbox_inventory.clusters():
+        cluster = clusters.get(offered.name)
+        for pool in offered.elastic if cluster else ():
+            node = NodeCapacity(pool.template.name, pool.resource, pool.units_per_node, 0, dict(pool.template.labels))
+            flavor = next((f for f in flavors if f.max_units_per_node == pool.units_per_node and offers(node, f.to_spec())),
+                          None)
+            if flavor is None or NodePool.objects.filter(cluster=cluster, flavor=flavor).exists():
+                continue
+            settings_ = pool.settings
+            set_pool(cluster, flavor, {"min_nodes": settings_.min_nodes, "max_nodes": settings_.max_nodes,
+                                       "mode": settings_.mode, "unneeded_minutes": settings_.unneeded_minutes}, actor)
+            made += 1
+    return made
 
 
 def seed_cohort(spec: DemoCohort, teams: dict[str, Team], actor) -> bool:

@@ -16,6 +16,9 @@ clock), ``load`` on the first one, and the node verbs on the cluster that has th
   replaced elsewhere; nothing is scheduled there until ``restore-node <node>`` brings it back;
 * ``overheat-node <node> <degrees>`` — the node's GPUs report that many °C more than their load
   makes (a failed fan): the hot-GPU alert's case; ``cool-node <node>`` ends it;
+* ``pool <cluster> <pool> [--min N --max N --mode atomic|any --median S --tail S --failure P --revoke P
+  --unneeded M --limit-units N|none]`` — change an elastic pool live (the database's settings over the
+  inventory's; ``sandbox reset`` returns it to them) and print it: its settings and its nodes now;
 * ``silence <cluster>`` — the cluster stops answering (a network partition): Slipway's every
   call to it fails with ``Transient`` while it keeps running its work; ``answer <cluster>``
   ends that.
@@ -34,8 +37,9 @@ from django.utils import timezone
 from cluster.backends.base import ClusterAddress
 from cluster.errors import NotFound
 from sandbox import faults, inventory
+from sandbox import pools as elastic
 from sandbox.backend import POD_OWNER_KINDS, SandboxBackend
-from sandbox.models import SimObject, SimPod
+from sandbox.models import SimNode, SimObject, SimPod
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -48,6 +52,29 @@ MAX_SECONDS = 365 * 24 * 3600
 MAX_TICKS = 100_000
 #: A Kubernetes object name: a DNS-1123 label.
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _whole(raw: str) -> int:
+    if not raw.isascii() or not raw.isdigit():
+        raise CommandError(f"--limit-units must be a whole number of units or 'none', got {raw!r}")
+    return int(raw)
+
+
+#: ``sandbox pool``'s options: flag, type, help; and each one's :class:`sandbox.inventory.PoolSettings` field.
+POOL_OPTIONS = (
+    ("--min", int, "nodes it keeps even when idle"),
+    ("--max", int, "the most nodes it may have"),
+    ("--mode", str, "atomic (ProvisioningRequests: all nodes or none) or any (node by node for pending pods)"),
+    ("--median", float, "median provisioning delay of a node, seconds"),
+    ("--tail", float, "tail provisioning delay (the 0.99 quantile, and the most a node takes), seconds"),
+    ("--failure", float, "probability that a scale-up fails (0-1)"),
+    ("--revoke", float, "probability that provisioned capacity is taken back before use (0-1)"),
+    ("--unneeded", int, "minutes a node stands idle before it is removed"),
+    ("--limit-units", str, "the most GPU units all its nodes may have (a Karpenter limit), or 'none'"),
+)
+POOL_FIELDS = {"min": "min_nodes", "max": "max_nodes", "mode": "mode", "median": "delay_median_seconds",
+               "tail": "delay_tail_seconds", "failure": "failure_probability", "revoke": "revoke_probability",
+               "unneeded": "unneeded_minutes", "limit_units": "limit_units"}
 
 
 def _parse_time(value: str) -> datetime:
@@ -113,7 +140,7 @@ def _node_backend(node: str, name: str | None) -> SandboxBackend:
 
 class Command(BaseCommand):
     help = ("Inspect and drive the sandbox clusters: status, tick, load, reset, reclaim-node, restore-node, "
-            "overheat-node, cool-node, silence, answer.")
+            "overheat-node, cool-node, pool, silence, answer.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
@@ -140,6 +167,11 @@ class Command(BaseCommand):
                               (restore, "the one that has the node"), (overheat, "the one that has the node"),
                               (cool, "the one that has the node")):
             verb.add_argument("--cluster", help=f"a cluster of the inventory (default: {default})")
+        pool = sub.add_parser("pool", help="show an elastic pool, or change it live")
+        pool.add_argument("cluster", help="a cluster of the inventory")
+        pool.add_argument("pool", help="an elastic pool of that cluster (its node prefix)")
+        for flag, kind, what in POOL_OPTIONS:
+            pool.add_argument(flag, type=kind, help=what)
         silence = sub.add_parser("silence", help="make a cluster stop answering (a network partition); it runs on")
         silence.add_argument("cluster", help="a cluster of the inventory")
         answer = sub.add_parser("answer", help="make a silenced cluster answer again")
@@ -186,6 +218,8 @@ class Command(BaseCommand):
             node = str(options["node"])
             cooled = faults.cool_node(_node_backend(node, name), node)
             self.stdout.write(f"node {node} cooled" if cooled else f"node {node} was not overheated")
+        elif action == "pool":
+            self._pool(_backend(str(options["cluster"])).cluster, str(options["pool"]), options)
         elif action == "silence":
             backend = _backend(name)
             began = faults.silence(backend)
@@ -198,6 +232,33 @@ class Command(BaseCommand):
             answered = faults.answer(backend)
             self.stdout.write(f"cluster {backend.cluster} answers again" if answered
                               else f"cluster {backend.cluster} was not silent")
+
+    def _pool(self, cluster: str, prefix: str, options: dict) -> None:
+        values = {field: options[dest] for dest, field in POOL_FIELDS.items() if options.get(dest) is not None}
+        if "limit_units" in values:
+            values["limit_units"] = None if values["limit_units"] == "none" else _whole(values["limit_units"])
+        now = timezone.now()
+        try:
+            live = elastic.change(cluster, prefix, values, now) if values else elastic.pools(cluster, now).get(prefix)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        if live is None:
+            known = ", ".join(elastic.pools(cluster, now)) or "none"
+            raise CommandError(f"cluster {cluster} has no elastic pool {prefix!r} (its elastic pools: {known})")
+        s = live.settings
+        limit = "none" if s.limit_units is None else f"{s.limit_units} units"
+        self.stdout.write(f"pool {prefix} on {cluster}{' changed' if values else ''}: min {s.min_nodes}, max "
+                          f"{s.max_nodes}, mode {s.mode}, provisioning delay median {s.delay_median_seconds:g}s tail "
+                          f"{s.delay_tail_seconds:g}s, failure {s.failure_probability:g}, revoke "
+                          f"{s.revoke_probability:g}, unneeded {s.unneeded_minutes} min, limit {limit}")
+        rows = [row for _, row in elastic.existing(cluster, now) if row.pool == prefix]
+        for row in rows:
+            state = (f"ready since {row.ready_at:{TIME_FORMAT}}" if row.state == SimNode.READY
+                     else f"provisioning, ready at {row.ready_at:{TIME_FORMAT}}")
+            booked = f", booked by {row.request}" if row.request else ""
+            self.stdout.write(f"  {row.node:<18} {state}{booked}")
+        if not rows:
+            self.stdout.write("  no nodes now")
 
     def _reclaim(self, backend: SandboxBackend, node: str) -> None:
         # The clock may be ahead of the wall clock (tick --seconds): the shutdown happens after both.
@@ -236,7 +297,7 @@ class Command(BaseCommand):
         self.stdout.write(f"{'NODE':<18} {'PRODUCT':<24} {'RESOURCE':<24} {'USED':>5} {'FREE':>5} {'TOTAL':>5}")
         labels = {node.name: node.labels for node in inventory.nodes(backend.cluster)}
         for row in capacity:
-            product = labels.get(row.node, {}).get("nvidia.com/gpu.product", "-")
+            product = "(provisioning)" if row.provisioning else labels.get(row.node, {}).get("nvidia.com/gpu.product", "-")
             self.stdout.write(f"{row.node:<18} {product:<24} {row.resource_name:<24} {row.in_use:>5} {row.free:>5} "
                               f"{row.allocatable:>5}")
         for node, since in sorted(backend.nodes_down().items()):
