@@ -92,7 +92,7 @@ class FleetTimeline(Timeline):
             if name == "workloads.tasks.apply_workload":
                 try:
                     outcome = apply_workload(*args)
-                    assert outcome in ("applied", "skipped", "queued"), outcome
+                    assert outcome in ("applied", "skipped", "queued", "provisioning"), outcome
                 except Transient as exc:
                     self.unapplied.append(str(exc))
 
