@@ -7,7 +7,7 @@ teams in one cohort, borrowing, fair share, reclaim by work lost), imported, not
 cohort's capacity as an **elastic pool** of ``--node``-unit nodes (its ``max``: capacity ÷ node; ``min`` 0;
 mode ``atomic``) instead of a fixed inventory. What the portal does, through its own rules:
 
-* admission is the cohort's (quota follows the pool's ``max``: ``cluster.pools.pool_units``); an admitted run
+* admission is the cohort's (quota follows the pool's ``max``: ``fleet.pools.with_headroom``); an admitted run
   whose pods (one per node's worth, ``min(units, node)`` units each) the ready nodes cannot hold
   (``cluster.pools.nodes_needed``) asks for its new nodes at once (``cluster.pools.new_nodes``: a
   ProvisioningRequest of the ``best-effort-atomic-scale-up`` class), and its pods are created only once it is

@@ -11,7 +11,7 @@ adds and removes between ``min_nodes`` and ``max_nodes``. Each node offers the f
 * ``any``: the autoscaler adds nodes for pending pods as they come (no request), node by node.
 
 What this module decides, for the portal's cycle and the sandbox alike: how many nodes a workload
-still needs (:func:`nodes_needed`), what a pool can ever hold (:func:`pool_units`), the retry rule
+still needs (:func:`nodes_needed`, :func:`new_nodes`), the retry rule
 of a failed provisioning (:func:`backoff_seconds`, Kueue's defaults), a ProvisioningRequest's state
 from its conditions (:func:`provisioning_state`), the annotations that keep running work from being
 evicted by scale-down (:func:`disruption_annotations`), and the words a waiting workload shows
@@ -77,29 +77,11 @@ BOOKING_EXPIRED = "booking_expired"
 
 
 @dataclass(frozen=True)
-class PoolSpec:
-    """One elastic pool as the rules see it."""
-
-    cluster: str
-    flavor: str
-    min_nodes: int
-    max_nodes: int
-    mode: str = ATOMIC
-    unneeded_minutes: int = DEFAULT_UNNEEDED_MINUTES
-    units_per_node: int = 1
-
-
-@dataclass(frozen=True)
 class Provisioning:
     """What a ProvisioningRequest's conditions say: its state and the words of the condition that says it."""
 
     state: str
     message: str = ""
-
-
-def pool_units(pool: PoolSpec) -> int:
-    """The units a pool can ever offer: its ``max_nodes`` of ``units_per_node`` each (what quota follows)."""
-    return pool.max_nodes * pool.units_per_node
 
 
 def nodes_needed(free_per_node: list[int], units_per_node: int, workers: int) -> int:

@@ -29,7 +29,7 @@ from cluster.nvidia import (
     selector_conflicts,
 )
 from cluster.placement import PLACEABLE_STATES
-from cluster.pools import DEFAULT_UNNEEDED_MINUTES, HISTORY, PoolSpec
+from cluster.pools import DEFAULT_UNNEEDED_MINUTES, HISTORY
 from cluster.specs import ISOLATION, REPLICATED_SHARINGS, SHARING_NONE, FlavorSpec
 from cluster.training import ClusterTraining, Runtime, effective, frameworks
 from core.money import MONEY
@@ -367,11 +367,6 @@ class NodePool(models.Model):
         if self.autoscaler_limit is None:
             return self.max_nodes
         return min(self.max_nodes, self.autoscaler_limit // max(self.units_per_node, 1))
-
-    def to_spec(self) -> PoolSpec:
-        return PoolSpec(cluster=self.cluster.name, flavor=self.flavor.name, min_nodes=self.min_nodes,
-                        max_nodes=self.effective_max_nodes, mode=self.mode, unneeded_minutes=self.unneeded_minutes,
-                        units_per_node=self.units_per_node)
 
     def remembered(self, seconds: float) -> list[float]:
         """Its history with one more observed provisioning time (the newest :data:`cluster.pools.HISTORY` kept)."""

@@ -6,7 +6,7 @@ cluster's nodes as last recorded that offer its flavor (:func:`cluster.capacity.
 that ``max_nodes`` allows beyond those, offered to every reader of a cluster's nodes (:func:`with_headroom`)
 as a node that is ``provisioning`` with all its units free. So placement, reservations' reservable share,
 price quotes and capacity waits count what the pool can ever hold (its ``max``, which quota follows),
-while what starts *now* counts ready nodes only (:func:`ready_nodes`).
+while what starts *now* counts ready nodes only (those not ``provisioning``).
 """
 
 from __future__ import annotations
@@ -105,11 +105,6 @@ def with_headroom(cluster: Cluster, nodes: list[NodeCapacity]) -> list[NodeCapac
                                pool.units_per_node, 0, labels, provisioning=True)
                   for i in range(1, room + 1)]
     return [*nodes, *extra]
-
-
-def ready_nodes(nodes: list[NodeCapacity]) -> list[NodeCapacity]:
-    """The nodes that run pods now (neither provisioning nor headroom)."""
-    return [n for n in nodes if not n.provisioning]
 
 
 def answer(pool: NodePool, nodes: list[NodeCapacity]) -> dict:

@@ -139,8 +139,9 @@ def test_the_demos_two_node_runs_go_to_both_training_apis(db, debug_on, publishe
     settings.SLIPWAY_CLUSTER_BACKEND = "sandbox"  # the demo's two clusters, as make run has them
     seed()
     # West's H100s are the demo's elastic pool (no node until asked for): the run placed there waits for its node
-    # (a ProvisioningRequest), then starts. Its failures and revokes are drawn: none here.
-    pools.change("west", "west-h100", {"failure_probability": 0.0, "revoke_probability": 0.0}, timezone.now())
+    # (a ProvisioningRequest), then starts. The shipped pool never fails by itself (what the README's stories need).
+    demo_pool = pools.pools("west", timezone.now())["west-h100"].settings
+    assert (demo_pool.failure_probability, demo_pool.revoke_probability) == (0, 0)
     runs = list(TrainingRun.objects.filter(name__in=["llama-pretrain", "llama-ablation"]).order_by("pk"))
     for run in runs:
         outcome = apply_workload("run", run.pk)

@@ -144,7 +144,8 @@ def test_the_migration_seeds_the_history_from_todays_budgets(team, other_team):
 
 def test_it_shows_nothing_of_other_teams(client, outsider, spend):
     _response, body = page(client, outsider)
-    assert "big-train" not in body and "mia" not in body
+    # The user as a word: a random CSRF token may hold the letters ("…k7miaC3…", the clean-clone CI once).
+    assert "big-train" not in body and not re.search(r"\bmia\b", body)
     assert "Nothing used in this period." in body
 
 
