@@ -1,7 +1,8 @@
 """``slipway clusters``: the clusters work is placed on, what each offers and its elastic pools (platform staff).
 
-From ``GET /api/v1/clusters/`` (docs/api.md "Clusters"): a line per cluster (its state, region, and per flavor
-the units free of what it can hold), then a line per elastic pool (docs/pools.md): its mode, min and max nodes,
+From ``GET /api/v1/clusters/`` (docs/api.md "Clusters"): a line per cluster (its state, region, the training API
+it is taken to have and the frameworks its distributed runs may use (docs/training.md), and per flavor the units
+free of what it can hold), then a line per elastic pool (docs/pools.md): its mode, min and max nodes,
 nodes ready and provisioning now, the idle minutes before a node goes, and the provisioning time start
 estimates take a node to need. ``-o json`` / ``-o yaml`` print the API's answer as it is. To anyone but
 platform staff clusters do not exist (the API's 404): the command says so and exits 4.
@@ -22,6 +23,11 @@ def offered(cluster: dict) -> str:
     return ", ".join(f"{f['flavor']} {f['free']}/{f['capacity']} free" for f in cluster.get("flavors") or []) or "–"
 
 
+def frameworks(cluster: dict) -> str:
+    """"jax,pytorch": the frameworks a distributed run may use there ("–" without a training API)."""
+    return ",".join(cluster.get("frameworks") or []) or "–"
+
+
 def minutes(seconds: int | None) -> str:
     return "?" if seconds is None else f"{max(1, round(seconds / 60))} min"
 
@@ -37,7 +43,7 @@ def provisioning(pool: dict) -> str:
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 @api_call
 def clusters(client: Client, output: str) -> None:
-    """The clusters (platform staff): state, region, free units per flavor, and each elastic pool's nodes."""
+    """The clusters (platform staff): state, region, training API, free units per flavor, and each elastic pool."""
     try:
         rows = client.clusters()
     except NotFound as exc:
@@ -45,8 +51,9 @@ def clusters(client: Client, output: str) -> None:
     if output != "table":
         dump(rows, output)
         return
-    table(["CLUSTER", "STATE", "REGION", "FLAVORS"],
-          [[c["name"], c["state"], c.get("region") or "–", offered(c)] for c in rows])
+    table(["CLUSTER", "STATE", "REGION", "TRAINING", "FRAMEWORKS", "FLAVORS"],
+          [[c["name"], c["state"], c.get("region") or "–", c.get("training_api") or "none", frameworks(c), offered(c)]
+           for c in rows])
     pools = [(c["name"], p) for c in rows for p in c.get("pools") or []]
     if not pools:
         click.echo("\nNo elastic pools: every cluster is a fixed inventory.")
