@@ -104,6 +104,11 @@ def test_the_same_two_node_spec_succeeds_as_a_trainjob_on_east_and_a_pytorchjob_
     for site, run_id in runs.items():
         progress = alice.get(f"/api/v1/runs/{run_id}/").json()["progress"]
         assert progress["source"] == "run" and progress["step"] > 0, (site, progress)
+    # The same telemetry: the exporter's readings of both nodes' GPUs, mapped to the run by its pods' labels
+    # (a TrainJob's come through its runtime patch), so the GPU alerts and idle waste read them too.
+    for site, run_id in runs.items():
+        series = alice.get(f"/api/v1/runs/{run_id}/telemetry/").json()["series"]["util_pct"]
+        assert len(series) == 4 and all(any(v is not None for v in gpu["v"]) for gpu in series), (site, series)
     trainer = TrainingRun.objects.get(pk=runs["onprem"]).trainer_status
     assert trainer is not None and 0 < trainer["percent"] <= 100
     assert TrainingRun.objects.get(pk=runs["cloud"]).trainer_status is None  # a PyTorchJob has no trainer status
