@@ -22,6 +22,7 @@ from fleet.models import Cluster, GpuFlavor, NodePool
 from fleet.pools import with_headroom
 from jobs.models import TrainingRun
 from quotas.models import QueuedRequest, TeamQuota
+from tests.jobs.conftest import run_payload
 from tests.workloads.test_start_estimates import submit_lasting
 from workloads.estimates import Growth, Holding, Start, Waiting, simulate
 from workloads.estimates.forecast import estimated_starts
@@ -182,3 +183,30 @@ def test_work_waiting_on_its_nodes_starts_after_what_is_left_of_the_median(membe
     assert waiting.state == "queued"
     # The gang starts in 3 min (4 min asked 1 min ago) and runs its 30: the next one waits 33 min, not 30.
     assert estimated_starts(team, now=NOW)[waiting.ref].at == NOW + timedelta(minutes=33)
+
+
+@pytest.mark.django_db
+def test_a_dry_run_admitted_onto_a_pool_that_must_grow_says_when_it_starts(member, team, quota, api, client,
+                                                                          monkeypatch):
+    """Docs/pools.md "Start estimates": the preview of work admitted now whose nodes are not up yet says the pool's
+    time, as the queue's estimates do; where the ready nodes hold it, the preview says nothing of a start."""
+    monkeypatch.setattr("django.utils.timezone.now", lambda: NOW)
+    a100 = GpuFlavor.objects.get(name="a100-80gb")
+    east = _elastic_east(a100, in_use=8, history=[170.0, 180.0, 200.0])  # median 180 s, tail 200 s
+    dry = api.post("/api/v1/runs/?dry_run=1", run_payload(gpus_per_worker=8, max_runtime_minutes=60),
+                   format="json").json()
+    assert dry["outcome"] == "admit", dry
+    assert dry["estimated_start_at"] == "2026-11-28T09:03:00Z"
+    assert dry["estimated_start_latest"] == "2026-11-28T09:03:20Z"  # the pool's tail is the bound
+    assert dry["start"] == ("starts in about 3 min, after pool a100-80gb on east grows by 1 node (about 3 min), "
+                            "by 09:03 UTC at the latest")
+    # The New run form's preview says the same words.
+    client.force_login(member)
+    html = client.post("/runs/preview/", {"flavor": "a100-80gb", "command": "python train.py", "gpus_per_worker": 8,
+                                          "max_runtime_minutes": 60}, HTTP_HX_REQUEST="true").content.decode()
+    assert f"<strong>Admitted: {dry['start']}</strong>" in html
+    # Its node up and free: it starts at once, and the preview says no more than before.
+    Cluster.objects.filter(pk=east.pk).update(nodes=[{**east.nodes[0], "in_use": 0}])
+    dry = api.post("/api/v1/runs/?dry_run=1", run_payload(gpus_per_worker=8, max_runtime_minutes=60),
+                   format="json").json()
+    assert (dry["outcome"], dry["start"], dry["estimated_start_at"]) == ("admit", "", None)

@@ -7,7 +7,8 @@ JSON) and ``slipway run --dry-run`` (the API's answer as a table). A kind's ``pr
 asks :func:`preview_request`, which reads admission's decision without locking or writing
 (:func:`quotas.queue.preview`), the one price (:mod:`billing.pricing`), the budget, and —
 when the request would wait for quota — its place in the queue and its start estimate
-(:mod:`workloads.estimates.forecast`).
+(:mod:`workloads.estimates.forecast`), as when it would be admitted but must wait for an elastic pool's
+new nodes (its start, from the same simulation).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from billing.pricing import Quote
 from billing.services import budget_summary
 from core.formatting import format_duration, format_when
 from core.priority import Priority
+from fleet.models import NodePool
 from quotas.constants import AdmissionCode
 from quotas.decide import Decision, ResourceRequest
 from quotas.models import QueuedRequest
@@ -124,6 +126,22 @@ def overrun_words(start: datetime, duration: timedelta | None, window_end: datet
     return f"{what}: from then it runs on the team's quota — borrowed, and preemptible, where the quota is full"
 
 
+def _after_growth(result: Preview, team, entry: QueuedRequest, decision: Decision, duration: timedelta | None,
+                  now: datetime) -> Preview:
+    """An admitted request's start when the ready nodes cannot hold it and an elastic pool must grow first
+    (docs/pools.md "Start estimates"): the queue's own simulation says when, with the pool's median and tail, as
+    it would the moment the request were queued; ``result`` as it is when it starts at once. One query when no
+    pool offers its flavor (a fixed inventory: admitted work starts now, nothing to say); spot work and work
+    admitted into a reserved window never wait for a pool's nodes."""
+    if decision.reserved or entry.spot or not NodePool.objects.filter(flavor_id=entry.flavor_id).exists():
+        return result
+    estimate = estimated_starts(team, now, candidate=(entry, duration)).get(entry.ref)
+    if estimate is None or estimate.at is None or not estimate.grows:
+        return result
+    return dataclasses.replace(result, estimated_start_at=estimate.at, estimated_start_earliest=estimate.earliest,
+                               estimated_start_latest=estimate.latest, start=estimate.words(now))
+
+
 def preview_request(team, request: ResourceRequest, flavor, duration: timedelta | None,
                     price: Quote | None = None) -> Preview:
     """Price, budget share and admission outcome of ``request`` (for ``flavor``, its unit-hour at
@@ -150,11 +168,13 @@ def preview_request(team, request: ResourceRequest, flavor, duration: timedelta 
         room = reserved.take(reserved.rooms([team.pk], now, flavor.pk).get((team.pk, flavor.pk), []), request.units)
         if room is not None:
             result = dataclasses.replace(result, window_note=overrun_words(now, duration, room.end))
-    if not decision.queued or flavor is None:
+    if flavor is None or not (decision.queued or decision.admitted):
         return result
     entry = QueuedRequest(team=team, ref="dry-run", flavor=flavor, units=request.units,
                           units_per_node=request.units_per_node, priority=Priority(request.priority).rank,
                           spot=request.spot)
+    if not decision.queued:
+        return _after_growth(result, team, entry, decision, duration, now)
     position = queue_position(team, entry)
     held = held_beyond_quota(team, (entry.ref, request))
     if decision.reason.code == AdmissionCode.WAITING_FOR_QUOTA:
