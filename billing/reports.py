@@ -26,7 +26,7 @@ from billing.ledger import (
     with_physical,
 )
 from billing.models import BudgetMonth, TeamBudget
-from billing.pool_idle import idle_pool_capacity
+from billing.pool_idle import IdlePools, idle_pool_capacity
 from billing.services import budget_summaries, budget_summary
 from core.formatting import plain_amount
 from core.money import ZERO
@@ -288,9 +288,13 @@ def report_filename(teams: list[Team], since: datetime, until: datetime, group_b
     return f"usage-{who}-{period_label(since, until)}-by-{group_by}.csv"
 
 
-#: Columns of the showback CSV: one row per team and flavor.
+#: Columns of the showback CSV: one row per team and flavor, then the idle pool capacity's rows per cluster and
+#: flavor; ``cluster`` (only those rows fill it) last, so the columns files had before keep their places.
 SHOWBACK_COLUMNS = ["team", "flavor", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours",
-                    "preempted_gpu_hours", "preempted_cost", "currency", *HOURS_COLUMNS]
+                    "preempted_gpu_hours", "preempted_cost", "currency", *HOURS_COLUMNS, "cluster"]
+#: The showback CSV's ``team`` for idle pool capacity: nobody's bill, in words no team slug can be (a slug has
+#: no spaces), so a spreadsheet's pivot by team shows it as a line of its own.
+IDLE_POOL_TEAM = "idle pool capacity"
 
 #: GPU-hours in downloads: to a ten-thousandth (a MIG slice for a minute is 0.0024).
 HOURS = Decimal("0.0001")
@@ -298,15 +302,31 @@ HOURS = Decimal("0.0001")
 
 def showback_csv_rows(month: datetime, now: datetime | None = None) -> list[dict]:
     """The showback report per team and flavor for ``month``: what the CSV download holds, as people read it
-    (money in cents, :func:`core.formatting.plain_amount`; GPU-hours to four places)."""
+    (money in cents, :func:`core.formatting.plain_amount`; GPU-hours to four places).
+
+    Under the teams' rows, as on the page, the month's idle pool capacity (:func:`idle_pool_rows`), so the page
+    and its file show one figure; the file is staff's, as the page is."""
     teams = list(Team.objects.order_by("slug"))
     rows = usage_table(teams, month, month_end(month), ("team", "flavor"), now)
+    rows += idle_pool_rows(idle_pool_capacity(month, month_end(month)))
     for row in rows:
         row.update({key: plain_amount(row[key]) for key in ("cost", "idle_cost", "preempted_cost")})
         row.update({key: f"{row[key].quantize(HOURS, ROUND_HALF_UP):f}"
                     for key in ("gpu_hours", "idle_gpu_hours", "borrowed_gpu_hours", "preempted_gpu_hours",
                                 *HOURS_COLUMNS)})
     return rows
+
+
+def idle_pool_rows(idle: IdlePools) -> list[dict]:
+    """Idle pool capacity as showback rows, one per cluster and flavor, under :data:`IDLE_POOL_TEAM`.
+
+    All of it was idle — provisioned and held by nobody — so its idle figures are its whole; nobody borrowed or
+    lost any of it to preemption. ``gpu_hours`` is physical, as every row's."""
+    return [{"team": IDLE_POOL_TEAM, "cluster": row.cluster, "flavor": row.flavor,
+             "gpu_hours": row.gpu_hours, "cost": row.cost, "idle_gpu_hours": row.gpu_hours, "idle_cost": row.cost,
+             "borrowed_gpu_hours": ZERO, "preempted_gpu_hours": ZERO, "preempted_cost": ZERO,
+             "currency": idle.currency, "unit_hours": row.unit_hours, "physical_gpu_hours": row.gpu_hours}
+            for row in idle.rows]
 
 
 def showback_filename(month: datetime) -> str:

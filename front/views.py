@@ -432,7 +432,8 @@ def capacity(request):
 @require_GET
 @staff_member_required
 def showback(request):
-    """Staff: every team's cost, idle share and budget state in a month; ``?format=csv`` per team and flavor."""
+    """Staff: every team's cost, idle share and budget state in a month; ``?format=csv`` per team and flavor, and
+    the idle pool capacity per pool (:func:`billing.reports.showback_csv_rows`)."""
     now = timezone.now()
     month, error, status = parse_month(request.GET.get("month"), now), "", 200
     if month is None:

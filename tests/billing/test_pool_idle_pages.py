@@ -3,15 +3,18 @@ and staff's ``GET /api/v1/usage/idle-pools/``; one function's figures in all thr
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 from datetime import timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
+from django.utils import timezone
 
 from billing import pool_idle
 from billing.ledger import month_end, month_start
-from core.formatting import format_money
+from core.formatting import format_money, plain_amount
 from fleet.models import Cluster, NodePool
 from teams.models import Role
 from tests.billing.test_pool_idle import node
@@ -83,6 +86,22 @@ def test_staff_see_it_on_the_usage_page_and_the_showback_page_and_the_api_with_t
             for p in answer["pools"]} == expected[0]
     assert (f"{Decimal(answer['gpu_hours']):.2f}", format_money(Decimal(answer["cost"])), answer["currency"]) == \
         (*expected[1], "USD")
+    # The Showback page's CSV, same month: a row per pool under the teams', the API's figures to the file's places.
+    in_csv = [row for row in csv.DictReader(io.StringIO(client.get(
+        f"/admin/showback/?month={timezone.localtime(month_start()):%Y-%m}&format=csv").content.decode()))
+        if row["team"] == "idle pool capacity"]
+    assert {f"{r['cluster']}/{r['flavor']}": (r["unit_hours"], r["physical_gpu_hours"], r["gpu_hours"], r["cost"],
+                                              r["idle_gpu_hours"], r["idle_cost"], r["currency"]) for r in in_csv} == {
+        f"{p['cluster']}/{p['flavor']}": (hours(p["unit_hours"]), hours(p["gpu_hours"]), hours(p["gpu_hours"]),
+                                          plain_amount(Decimal(p["cost"])), hours(p["gpu_hours"]),
+                                          plain_amount(Decimal(p["cost"])), "USD") for p in answer["pools"]}
+    assert {f"{r['cluster']}/{r['flavor']}": (f"{Decimal(r['gpu_hours']):.2f}", format_money(Decimal(r["cost"])))
+            for r in in_csv} == expected[0]
+
+
+def hours(figure: str) -> str:
+    """A GPU-hours figure as the showback CSV writes it (four places)."""
+    return f"{Decimal(figure).quantize(Decimal('0.0001'), ROUND_HALF_UP):f}"
 
 
 @pytest.mark.parametrize("role", [Role.VIEWER, Role.MEMBER, Role.ADMIN])
@@ -92,6 +111,12 @@ def test_no_team_member_sees_it(client, team, idle_month, api_client_for, role):
     add_member(team, user, role)
     assert usage_card(client, user) is None
     assert "Idle pool capacity" not in client.get("/usage/").content.decode()
+    # Nor in a file: the showback CSV is staff's (to the login), their team's report CSV has no such rows.
+    showback_csv = client.get("/admin/showback/?format=csv")
+    assert showback_csv.status_code == 302 and "/admin/login/" in showback_csv["Location"]
+    for group in ("flavor", "day"):
+        report = client.get(f"/api/v1/usage/?team={team.slug}&group_by={group}&format=csv")
+        assert report.status_code == 200 and "idle pool capacity" not in report.content.decode()
     api = api_client_for(user)
     assert api.get("/api/v1/usage/idle-pools/").status_code == 404
     assert api.head("/api/v1/usage/idle-pools/").status_code == 404

@@ -264,11 +264,11 @@ def test_showback_csv_is_per_team_and_flavor(client, staff, spend, other_spend):
     response = client.get(f"/admin/showback/?month={timezone.localtime(other_spend):%Y-%m}&format=csv")
     assert response["Content-Type"].startswith("text/csv")
     rows = csv_rows(response)
-    assert rows[0] == ["team", "flavor", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours", "preempted_gpu_hours", "preempted_cost", "currency", "unit_hours", "physical_gpu_hours"]
+    assert rows[0] == ["team", "flavor", "gpu_hours", "cost", "idle_gpu_hours", "idle_cost", "borrowed_gpu_hours", "preempted_gpu_hours", "preempted_cost", "currency", "unit_hours", "physical_gpu_hours", "cluster"]
     # Cents and four-place GPU-hours, as people read them: zero is 0.00, never 0E-10.
-    assert rows[1:] == [["ml-research", "a100-80gb", "2.0000", "8.20", "0.0000", "0.00", "0.0000", "0.0000", "0.00", "USD", "2.0000", "2.0000"],
-                        ["ml-research", "l4", "2.0000", "1.60", "1.0000", "0.80", "0.0000", "0.0000", "0.00", "USD", "2.0000", "2.0000"],
-                        ["vision", "a100-80gb", "2.0000", "8.20", "2.0000", "8.20", "0.0000", "0.0000", "0.00", "USD", "2.0000", "2.0000"]]
+    assert rows[1:] == [["ml-research", "a100-80gb", "2.0000", "8.20", "0.0000", "0.00", "0.0000", "0.0000", "0.00", "USD", "2.0000", "2.0000", ""],
+                        ["ml-research", "l4", "2.0000", "1.60", "1.0000", "0.80", "0.0000", "0.0000", "0.00", "USD", "2.0000", "2.0000", ""],
+                        ["vision", "a100-80gb", "2.0000", "8.20", "2.0000", "8.20", "0.0000", "0.0000", "0.00", "USD", "2.0000", "2.0000", ""]]
 
 
 def test_showback_is_for_staff_only(client, member, team_admin):
@@ -287,7 +287,7 @@ def test_showback_csv_prints_a_zero_cost_row_as_0_00(client, staff, team, member
     record_usage(team, "run:5", "l4", member, start, start + timedelta(hours=1), 1, False, idle=True)
     client.force_login(staff)
     response = client.get(f"/admin/showback/?month={timezone.localtime(start):%Y-%m}&format=csv")
-    assert csv_rows(response)[1:] == [["ml-research", "l4", "1.0000", "0.00", "1.0000", "0.00", "0.0000", "0.0000", "0.00", "USD", "1.0000", "1.0000"]]
+    assert csv_rows(response)[1:] == [["ml-research", "l4", "1.0000", "0.00", "1.0000", "0.00", "0.0000", "0.0000", "0.00", "USD", "1.0000", "1.0000", ""]]
     assert "E-" not in response.content.decode()
 
 
