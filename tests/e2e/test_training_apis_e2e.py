@@ -59,6 +59,8 @@ clusters:
 #: One spec, two nodes of two GPUs.
 TWO_NODES = {"workers": 2, "gpus_per_worker": 2}
 EAST, WEST = {"cluster_selector": {"site": "onprem"}}, {"cluster_selector": {"site": "cloud"}}
+#: A pod's image pulled a second after it is bound (the sandbox's default is 9 s): every run here starts at once.
+QUICK = {"SLIPWAY_SIM_PULL_SECONDS": "1"}
 #: Ten training lines a second (a progress line every 0.6 s: sandbox.training_metrics), read every second.
 LOG_EVERY = "0.1"
 #: The checkpoint the preempted run reports through the API before its notice.
@@ -110,15 +112,24 @@ def test_the_same_two_node_spec_succeeds_as_a_trainjob_on_east_and_a_pytorchjob_
     seed_team_quotas(team, {"a100-80gb": 16}, Decimal("100000"))
     alice, user = member_api("vision", "alice")
     assert seed_cluster_prices() == 2
-    runs = {site: post_run(alice, "8s", team="vision", name=f"ddp-{site}", env={"SLIPWAY_SIM_LOG_EVERY": LOG_EVERY},
-                           **TWO_NODES, **selector)["id"] for site, selector in (("onprem", EAST), ("cloud", WEST))}
+    env = {**QUICK, "SLIPWAY_SIM_LOG_EVERY": LOG_EVERY}
+    runs = {site: post_run(alice, "8s", team="vision", name=f"ddp-{site}", env=env, **TWO_NODES, **selector)["id"]
+            for site, selector in (("onprem", EAST), ("cloud", WEST))}
 
-    # The same progress while they run: rank 0's SLIPWAY_PROGRESS lines, read by the worker's stdout reader.
-    for site, run_id in runs.items():
-        progress = wait_for(lambda r=run_id: (b := run_of(alice, r))["state"] == "running" and
-                            (b["progress"] or {}).get("source") == "run" and b["progress"], timeout=60, interval=0.2,
-                            what=f"the {site} run to run and report its own progress")
-        assert 0 < progress["step"] < progress["total"], (site, progress)
+    # The same progress while they run: rank 0's SLIPWAY_PROGRESS lines, read by the worker's stdout reader (both runs
+    # polled together: each is seen while it runs, whichever reports first).
+    progress: dict[str, dict] = {}
+
+    def both_reported() -> bool:
+        for site, run_id in runs.items():
+            body = run_of(alice, run_id)
+            if site not in progress and body["state"] == "running" and (body["progress"] or {}).get("source") == "run":
+                progress[site] = body["progress"]
+        return len(progress) == len(runs)
+
+    wait_for(both_reported, timeout=60, interval=0.2, what="both runs to run and report their own progress")
+    for site, shown in progress.items():
+        assert 0 < shown["step"] < shown["total"], (site, shown)
     # What was applied on east: a TrainJob (GET …/manifest/ of a placed run is what its cluster holds).
     manifest = alice.get(f"/api/v1/runs/{runs['onprem']}/manifest/").json()
     assert [o["kind"] for o in manifest if o["kind"] in ("TrainJob", "PyTorchJob")] == ["TrainJob"], manifest
@@ -183,9 +194,9 @@ def test_a_preempted_trainjob_checkpoints_and_resumes_from_it_on_east(worker, st
     alice, noor = member_api("vision", "alice")[0], member_api("nlp-platform", "noor")[0]
     # Vision runs 4 A100s of its own on east, and borrows nlp-platform's 4 for a TrainJob with the contract that
     # checkpoints every 2 s and saves one more at the preemption notice.
-    post_run(alice, "10m", team="vision", name="own", gpus_per_worker=4, **EAST)
-    borrowed = post_run(alice, "20s", team="vision", name="borrowed", checkpoint={"grace_seconds": 30},
-                        env={"SLIPWAY_SIM_CHECKPOINT_EVERY": "2s", "SLIPWAY_SIM_HONOUR_NOTICE": "1",
+    post_run(alice, "10m", team="vision", name="own", gpus_per_worker=4, env=QUICK, **EAST)
+    borrowed = post_run(alice, "12s", team="vision", name="borrowed", checkpoint={"grace_seconds": 30},
+                        env={**QUICK, "SLIPWAY_SIM_CHECKPOINT_EVERY": "2s", "SLIPWAY_SIM_HONOUR_NOTICE": "1",
                              "SLIPWAY_SIM_LOG_EVERY": "0.5"}, **TWO_NODES, **EAST)["id"]
     body = wait_for(lambda: (b := run_of(alice, borrowed))["state"] == "running" and b, timeout=60,
                     what="the borrowed run to run")
@@ -201,7 +212,7 @@ def test_a_preempted_trainjob_checkpoints_and_resumes_from_it_on_east(worker, st
                      format="json").status_code == 201
     wait_for(lambda: any("SLIPWAY_CHECKPOINT" in line for line in alice.get(f"/api/v1/runs/{borrowed}/logs/")
                          .json()["lines"]), timeout=30, what="rank 0's first checkpoint line")
-    mine = post_run(noor, "3s", team="nlp-platform", name="short", gpus_per_worker=4, **EAST)["id"]
+    mine = post_run(noor, "3s", team="nlp-platform", name="short", gpus_per_worker=4, env=QUICK, **EAST)["id"]
     body = wait_for(lambda: (b := run_of(alice, borrowed))["state"] == "queued" and b, timeout=60,
                     what="the borrowed run to be preempted and queued again")
     assert (body["attempt"], body["preemptions"]) == (2, 1), body
