@@ -33,33 +33,55 @@ logger = logging.getLogger(__name__)
 
 def clusters() -> list[Cluster]:
     """Every cluster, by name. A fresh install gets the clusters its backend offers on first use
-    (one ``default`` cluster; the sandbox: its inventory's), so a single cluster needs no setup;
-    each is registered (:func:`registered`) as it is created."""
+    (one ``default`` cluster; the sandbox: its inventory's), so a single cluster needs no setup.
+
+    They are created all at once, each with what its registration found (:func:`_registration`), in one
+    transaction: another process (the web beside the worker, two workers) reading meanwhile sees none of
+    them — and creates them itself, or waits for this one's — never some without the rest, or one whose
+    training API is not known yet (a distributed run's submission would be refused, or a price seeded for
+    only one cluster). The backends are asked before the transaction: no lock waits on a cluster's answer."""
     found = list(Cluster.objects.prefetch_related("pools__flavor"))
     if found:
         return found
+    now = timezone.now()
+    made = []
     for offered in core.backend.offered_clusters():
-        try:
-            with transaction.atomic():
-                cluster, created = Cluster.objects.get_or_create(
-                    name=offered.name, defaults={"region": offered.region, "labels": offered.labels})
-        except IntegrityError:  # another process created it at the same moment
-            continue
-        if created:
-            registered(cluster)
+        cluster = Cluster(name=offered.name, region=offered.region, labels=offered.labels)
+        _set(cluster, _registration(cluster, now))
+        made.append(cluster)
+    try:
+        with transaction.atomic():
+            for cluster in made:
+                cluster.save(force_insert=True)
+    except IntegrityError:  # another process created them at the same moment: all of them, once it committed
+        pass
     return list(Cluster.objects.prefetch_related("pools__flavor"))
 
 
 def registered(cluster: Cluster) -> None:
-    """What a cluster's registration does once its row exists (a fresh install's clusters, one added in the
-    admin console): find out its training API now, rather than at its first heartbeat. A backend that cannot
-    be built (a dotted path that imports nothing) is the heartbeat's to report, as it always was."""
+    """What a cluster's registration does once its row exists (one added in the admin console): find
+    out its training API now, rather than at its first heartbeat (:func:`_registration`)."""
+    values = _registration(cluster, timezone.now())
+    if values:
+        Cluster.objects.filter(pk=cluster.pk).update(**values)
+        _set(cluster, values)
+
+
+def _registration(cluster: Cluster, now: datetime) -> dict:
+    """The fields a new cluster's registration sets: what discovery of its training API found ({} when its
+    backend cannot tell). A backend that cannot be built (a dotted path that imports nothing) is the
+    heartbeat's to report, as it always was."""
     try:
         reach = backend(cluster)
     except ImproperlyConfigured as exc:
         logger.warning("cluster %s: no backend to discover its training API with: %s", cluster.name, exc)
-        return
-    discover_training(cluster, reach, timezone.now())
+        return {}
+    return _training_found(cluster, reach, now) or {}
+
+
+def _set(cluster: Cluster, values: dict) -> None:
+    for name, value in values.items():
+        setattr(cluster, name, value)
 
 
 def get(name: str) -> Cluster | None:
@@ -148,26 +170,31 @@ def training_due(cluster: Cluster, now: datetime) -> bool:
 
 
 def discover_training(cluster: Cluster, backend: ClusterBackend, now: datetime) -> bool:
-    """Ask ``cluster``'s backend which training API it has and which runtimes it offers
-    (:meth:`~cluster.backends.base.ClusterBackend.training`), and keep the answer. Never raises: a cluster
-    that does not answer keeps what it was known to have, and the failure is kept with the time it was
-    asked (``training_error``), so it is asked again after the period, not every cycle. A backend that
-    cannot tell (None) changes nothing. Returns whether an answer was recorded."""
+    """Ask ``cluster``'s backend which training API it has and which runtimes it offers, and keep the answer
+    (:func:`_training_found`). Returns whether an answer was recorded."""
+    values = _training_found(cluster, backend, now)
+    if values is None:
+        return False
+    Cluster.objects.filter(pk=cluster.pk).update(**values)
+    _set(cluster, values)
+    return "training_api" in values
+
+
+def _training_found(cluster: Cluster, backend: ClusterBackend, now: datetime) -> dict | None:
+    """What asking ``cluster``'s backend (:meth:`~cluster.backends.base.ClusterBackend.training`) found, as the
+    cluster's fields. Never raises: a cluster that does not answer keeps what it was known to have, and the
+    failure is kept with the time it was asked (``training_error``), so it is asked again after the period,
+    not every cycle. None: a backend that cannot tell, which changes nothing."""
     try:
         offer = backend.training()
     except ClusterError as exc:
         logger.warning("training API discovery of %s failed (keeping %s): %s", cluster.name,
                        cluster.training_api or "what it had", exc)
-        values = {"training_checked_at": now, "training_error": str(exc)[:500]}
-    else:
-        if offer is None:
-            return False
-        values = {"training_api": offer.api, "training_runtimes": [asdict(r) for r in offer.runtimes],
-                  "training_checked_at": now, "training_error": ""}
-    Cluster.objects.filter(pk=cluster.pk).update(**values)
-    for field, value in values.items():
-        setattr(cluster, field, value)
-    return "training_api" in values
+        return {"training_checked_at": now, "training_error": str(exc)[:500]}
+    if offer is None:
+        return None
+    return {"training_api": offer.api, "training_runtimes": [asdict(r) for r in offer.runtimes],
+            "training_checked_at": now, "training_error": ""}
 
 
 def set_training_override(cluster: Cluster, override: str, actor) -> Cluster:
