@@ -14,10 +14,11 @@ was admitted into a window goes back to the quota when it ends. Each cycle, afte
    first, then the least money lost first (:func:`quotas.reclaim.work_lost`), until the shortfall is met:
    whatever sits there (work placed before the booking, work that outran its limit, work that waited on
    the cluster and started on the window's idle units) but the holders' own work and endpoints' replicas,
-   which are never placed there. A holder's own work lent its window's idle units before the start is using
-   the team's reserved units early: its units count as cleared for that window (it moves into the window when
-   it opens), and of the lent work it is taken back last, only when another window needs the units. Work
-   already stopping counts as gone, so a cycle never takes more for the same need.
+   which are never placed there. A holder's own work lent its open window's idle units before the start is
+   using the team's reserved units early: its units count as cleared for that window (it moves into the window
+   when it opens), and of the lent work it is taken back last, only when another window needs the units. On a
+   targeted window (docs/reservations.md "Open or targeted") the holder's other work is lent work as any
+   team's. Work already stopping counts as gone, so a cycle never takes more for the same need.
 2. :func:`close` — holds of windows that ended (or were cancelled) leave them: the holder's work goes back
    to its quota, its units above its nominal quota becoming borrowed (preemptible under the cohort's reclaim
    rules), and lent work is no longer lent.
@@ -63,10 +64,11 @@ def clear(now: datetime) -> list[str]:
     _adopt([w for w in windows if w.start <= now], now)
     pending = dict(QuotaHold.objects.held().filter(window__in=windows, lent=False, started_at__isnull=True)
                    .values("window_id").annotate(total=Sum("units")).order_by().values_list("window_id", "total"))
-    # The holder's own work lent its window's idle units before the start already runs on them: its units need no
-    # clearing (it moves into the window when it starts, :func:`_adopt`).
+    # The holder's own work lent its open window's idle units before the start already runs on them: its units need
+    # no clearing (it moves into the window when it starts, :func:`_adopt`). A targeted window's are cleared as any
+    # lent work's: only work that names its booking goes in (docs/reservations.md "Open or targeted").
     early = dict(QuotaHold.objects.held().filter(window__in=windows, lent=True, open_units__gt=0,
-                                                 team_id=F("window__team_id"))
+                                                 team_id=F("window__team_id"), window__targeted=False)
                  .values("window_id").annotate(total=Sum("open_units")).order_by().values_list("window_id", "total"))
     preempted: list[str] = []
     for key in sorted({(w.cluster_id, w.flavor_id) for w in windows}):
@@ -79,11 +81,13 @@ def clear(now: datetime) -> list[str]:
 
 
 def _adopt(opened: list[ReservedWindow], now: datetime) -> int:
-    """The holder's own work lent its window's idle units before the start moves into the window once it opens
+    """The holder's own work lent its open window's idle units before the start moves into the window once it opens
     (what fits of the window's free units, :func:`billing.reserved.rooms`, oldest first): it was using the team's
     reserved units early, and is the team's window work from now on — off its quota, billed as the holder's use —
-    rather than taken back by its own window. Returns how many moved."""
-    early = list(QuotaHold.objects.held().filter(window__in=opened, lent=True, team_id=F("window__team_id"))
+    rather than taken back by its own window. Not into a targeted window, which takes only work that names its
+    booking (that work waits for it in the queue). Returns how many moved."""
+    early = list(QuotaHold.objects.held().filter(window__in=opened, lent=True, team_id=F("window__team_id"),
+                                                 window__targeted=False)
                  .order_by("created_at", "pk"))
     if not early:
         return 0
@@ -126,9 +130,10 @@ def _clear_on(windows: list[ReservedWindow], need: int, now: datetime) -> list[s
     slugs = {h.team_id: h.team.slug for h in pool}
     candidates = {h.ref: candidate_of(h, workloads.get(h.ref), slugs, stopping, {}, now) for h in pool}
     lost = work_lost(list(candidates.values()), now)
-    # Lent work first — a holder's own work lent its own window's units last of it (its units count for that window:
-    # taken back only for another window) — then the least work lost.
-    order = sorted(pool, key=lambda h: (not h.lent, h.lent and h.team_id == h.window.team_id, lost[h.ref], h.ref))
+    # Lent work first — a holder's own work lent its own open window's units last of it (its units count for that
+    # window: taken back only for another window) — then the least work lost.
+    order = sorted(pool, key=lambda h: (not h.lent, h.lent and h.team_id == h.window.team_id and not h.window.targeted,
+                                        lost[h.ref], h.ref))
     claim = Claim(first.team.slug, first.ref, need, 0, first.start)
     words = f"on {cluster.name} from {format_when(first.start)}"
     preempted = []
