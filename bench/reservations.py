@@ -1,7 +1,7 @@
 """Benchmark: what reserved windows give their holders and cost the others (issue 49), on the sharing trace.
 
-Run ``.venv/bin/python bench/reservations.py [--hours 168] [--reserved 0.30] [--seed 49] [--early 30]
-[--lead 15] [--quick [HOURS]] [any option of bench/sharing.py]``. No database and no sleeping: the
+Run ``.venv/bin/python bench/reservations.py [--hours 168] [--reserved 0.30] [--seed 49] [--rounds 3]
+[--early 30] [--lead 15] [--quick [HOURS]] [any option of bench/sharing.py]``. No database and no sleeping: the
 first ``--hours`` of bench/sharing.py's trace (``bench/traces/bursty.csv``: three teams in one cohort
 on 16 A100s — borrowing, fair share, reclaim, victims by work lost) are replayed by bench/sharing.py's
 own replay, imported, with reserved windows on top, through the production's pure rules; where a rule
@@ -17,12 +17,14 @@ is bound to the database, by the replay's equivalent, which names the function i
   of its units, submitted ``--early`` before it starts and running for 60–100 % of its length (60–80 %
   where a second run follows, so that one has room); every third window a second run of half its
   units, submitted after the first would have ended (a quarter to a half of what is left of the window
-  later) and running for 60–100 % of the rest. Normal priority, a checkpoint every 15 minutes.
+  later) and running for 60–100 % of the rest. Normal priority, a checkpoint every 15 minutes. Each names its
+  booking (``for_reservation`` on its queue entry; one booking per window).
 * **Admission** (``quotas.admission.fair_order`` over ``quotas.decide.decide``, with
-  ``quotas.facts.Windows``' own ``apply`` and ``take`` — ``billing.reserved.take`` over ``Room`` s — on
-  the replay's windows): any queued work of a team that one of its windows open now holds whole goes
-  into it, on top of the quota — the booking's runs and the team's other work alike, as in production,
-  which does not tell them apart; other work goes by the quota as in bench/sharing.py.
+  ``quotas.facts.Windows``' own ``apply`` and ``take`` on the replay's windows — ``Ahead`` per team and
+  flavor, ``Room`` s with their booking's ref, and the claims of the queued runs naming a booking): a booked
+  run goes into its booking's window when that holds it whole, on top of the quota, and waits for it until
+  then; a **targeted** booking takes no other work, an **open** one the team's other work too, in what the
+  queued runs naming it do not claim; other work goes by the quota as in bench/sharing.py.
 * **Placement** (``workloads.cycle.placement``): a run's runtime limit is its running time × 1.25
   rounded up to 15 minutes (bench/estimates.py's ``limit_of``: the trace has running times only).
   Work admitted into a window starts as soon as that many units are free. Other work goes beside the
@@ -38,16 +40,19 @@ is bound to the database, by the replay's equivalent, which names the function i
   inside it those of its holder's work admitted into it and not started. The shortfall against the
   free units (work already stopping counted as gone) preempts other work: lent work first, then the
   least work lost (``quotas.reclaim.work_lost``); never the holders' own work but what of it is lent. A
-  victim holds its units for the grace and goes back to its queue, as reclaim's victims do in
+  holder's own work lent its open window's units before the start counts as cleared and moves into it when it
+  opens (``_adopt``); on a targeted window it is lent work as any team's. A victim holds its units for the grace and goes back to its queue, as reclaim's victims do in
   bench/sharing.py.
 * **At a window's end** (:meth:`Reserving.close`, mirroring ``workloads.cycle.windows.close``) its
   holder's work in it goes back onto the quota, what is then beyond the nominal quota borrowed
   (reclaimable); lent work is no longer lent.
 
-Three replays side by side: **reserved** (the bookings and the holders' runs), **unbooked** (the same
-runs, no bookings: the holders' runs queue by the quota like any other — what the reservations cost
-the others is *reserved* against *unbooked*, the same work served) and **trace** (the trace alone:
-bench/sharing.py's cohort replay, reproduced to the digit). The figures:
+Four replays side by side, in ``--rounds`` rounds (each its seed: ``--seed``, ``--seed`` + 1, …; the
+replays' order rotating from round to round), each figure the rounds' median: **targeted** and **open** (the
+bookings, targeted or open, and the holders' runs), **unbooked** (the same runs, no bookings: the holders'
+runs queue by the quota like any other — what the reservations cost the others is a booked mode against
+*unbooked*, the same work served) and **trace** (the trace alone: bench/sharing.py's cohort replay,
+reproduced to the digit). The targets are judged on targeted bookings. The figures:
 
 * **reserved capacity used**: (unit-hours of the holders' work in their windows + lent unit-hours) ÷
   the booked unit-hours. Units have no identity here (one pool), so the units of open windows that
