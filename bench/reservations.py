@@ -39,7 +39,8 @@ is bound to the database, by the replay's equivalent, which names the function i
   after the queue's step: from ``start − lead`` (``--lead``) all of a window's units must be free,
   inside it those of its holder's work admitted into it and not started. The shortfall against the
   free units (work already stopping counted as gone) preempts other work: lent work first, then the
-  least work lost (``quotas.reclaim.work_lost``); never the holders' own work but what of it is lent. A
+  least work lost (``quotas.reclaim.work_lost``), other teams' quota work before a holder's; a holder's own
+  quota work is spared when the units are for its own open windows alone, what of it is lent never. A
   holder's own work lent its open window's units before the start counts as cleared and moves into it when it
   opens (``_adopt``); on a targeted window it is lent work as any team's. A victim holds its units for the grace and goes back to its queue, as reclaim's victims do in
   bench/sharing.py.
@@ -426,21 +427,25 @@ class Reserving(sharing.Replay):
         early = {window: 0 if self.targeted else
                  sum(run.units for run, lent in self.lent.items() if lent is window and run.team == window.team
                      and run.started_at is not None) for window in windows}
-        need = sum(max(0, window.units - early[window]) if window.start_s > now else
-                   sum(run.units for run in self.claimed if self.inside[run] is window) for window in windows)
+        needs = {window: max(0, window.units - early[window]) if window.start_s > now else
+                 sum(run.units for run in self.claimed if self.inside[run] is window) for window in windows}
+        need = sum(needs.values())
         if not need:
             return False
         held = [run for run in self.running if run not in self.inside]
         shortfall = need - self.free() - sum(run.units for run in held if run.stopping_since is not None)
         if shortfall <= 0:
             return False
-        holders = {window.team for window in windows}  # never their own work, but what of it is lent
-        pool = [run for run in held if run.stopping_since is None and (run.team not in holders or run in self.lent)]
+        # A team's quota work is spared only when the units are for its own open windows alone; lent work never.
+        holders = {window.team for window, wanted in needs.items() if wanted}
+        spared = next(iter(holders)) if len(holders) == 1 and not self.targeted else None
+        pool = [run for run in held if run.stopping_since is None and (run.team != spared or run in self.lent)]
         lost = work_lost([self.candidate(run, now) for run in pool], sharing.at(now))
         taken = False
         own = {run for run in pool if run in self.lent and self.lent[run].team == run.team
                and not self.targeted}  # taken back last of the lent
-        for run in sorted(pool, key=lambda run: (run not in self.lent, run in own, lost[run.ref], run.ref)):
+        for run in sorted(pool, key=lambda run: (run not in self.lent, run in own, run.team in holders, lost[run.ref],
+                                                 run.ref)):
             if shortfall <= 0:
                 break
             run.stopping_since = now  # its notice: it keeps its units until its pods are gone

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from django.test import override_settings
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from reservations import occupancy
@@ -119,22 +119,28 @@ def test_on_random_bookings_and_arrivals_the_invariants_hold_and_no_window_waits
         quick, seed, hours, share, lead):
     """Issue 49's property, on the production's rules as the bench replays them: over random bookings (within the
     reservable share at every instant) and random arrivals of the holders' work, the replay's invariants hold at
-    every cycle (never more running than the capacity; nothing booked over the share), and work admitted into a
-    window never waits for other teams' work there longer than its notice takes — the grace and one cycle; with
-    the bookings targeted and open alike."""
+    every cycle (never more running than the capacity; nothing booked over the share) with the bookings targeted
+    and open alike (one of them: a window's work never waits while another team's work that is not stopping runs),
+    and work admitted into a targeted window never waits longer than its notice takes — the grace and one cycle.
+    In an open one it may also wait for its own team's quota work, never preempted for its own team's open window
+    (docs/reservations.md "Open or targeted"), even past the window's end."""
     module, _bench = quick
     own, args = module.parse(["--quick", str(hours), "--seed", str(seed), "--reserved", str(share),
                               "--lead", str(lead)])
     trace = module.sharing.read_trace(args.trace, hours)
     setup = module.sharing.make_setup(args, trace)
     rng = module.random.Random(seed)
-    windows = module.book(setup, hours, share, rng)
+    try:
+        windows = module.book(setup, hours, share, rng)
+    except SystemExit:  # the bench's own refusal: these random bookings do not fit the reservable share
+        reject()
     holders = module.holder_runs(windows, own.early * 60, rng)
     for targeted in (True, False):
         replay = module.Reserving(setup, trace, windows, holders, "reserved", targeted=targeted)
         with override_settings(SLIPWAY_RESERVATION_LEAD_MINUTES=lead):
             replay.run()
         assert not replay.result.broken, replay.result.broken[:3]
-        assert all(wait <= setup.stop_s + setup.cycle_s for wait in replay.claim_waits)
-        assert not replay.never
+        if targeted:  # an open window's work may wait for its own team's quota work, even past the window's end
+            assert all(wait <= setup.stop_s + setup.cycle_s for wait in replay.claim_waits), max(replay.claim_waits)
+            assert not replay.never
         assert sum(replay.use.values()) == pytest.approx(replay.booked_unit_s)

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from billing import reserved
-from billing.models import QuotaHold
+from billing.models import QuotaHold, ReservedWindow
 from fleet.models import Cluster, GpuFlavor
 from quotas import admission, queue
 from quotas.constants import AdmissionCode, Outcome
@@ -19,7 +19,8 @@ from quotas.decide import FlavorQuota, ResourceRequest, decide
 from quotas.demo import seed_team_quotas
 from quotas.facts import Windows
 from quotas.models import QueuedRequest
-from tests.factories import make_team
+from tests.factories import make_team, member_api
+from tests.jobs.conftest import submit_run_as
 from tests.reservations.support import clusters_with
 from workloads.cycle import windows as cycle_windows
 from workloads.estimates.forecast import awaited_window
@@ -159,3 +160,51 @@ def test_the_holders_early_work_moves_into_an_open_window_only(a100, east):
     cycle_windows.clear(now)
     assert not QuotaHold.objects.get(ref="run:12").lent  # adopted by the open window
     assert QuotaHold.objects.get(ref="run:13").lent  # still lent on the targeted one
+
+
+def _running_run(member, team, cluster, name: str, units: int = 4) -> str:
+    """A run of ``team`` admitted on its quota and running on ``cluster``: its hold's ref."""
+    run = submit_run_as(member, team, name=name, gpus_per_worker=units)
+    hold = QuotaHold.objects.get(ref=run.ref, released_at=None)
+    QuotaHold.objects.filter(pk=hold.pk).update(cluster=cluster, open_units=units)
+    return run.ref
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("targeted", [False, True])
+def test_a_window_elsewhere_on_the_cluster_shields_none_of_its_teams_quota_work(a100, monkeypatch, targeted):
+    """Clearing for a window (workloads.cycle.windows.clear): a team's quota work is spared only for its own open
+    windows. Holding a window of its own on the cluster (here one open, needing nothing) shields none of it from
+    another team's window — it used to, and the other team's window waited for that work to end."""
+    east = clusters_with(a100, east=8)["east"]
+    c_team, b_team = make_team("vision"), make_team("nlp")
+    seed_team_quotas(c_team, {"a100-80gb": 8}, Decimal("100000"))
+    _api, c_member = member_api("vision", "carla")
+    refs = [_running_run(c_member, c_team, east, name) for name in ("one", "two")]  # the cluster's 8 units
+    now = timezone.now()
+    book(c_team, a100, east, 20, 2, now - timedelta(minutes=30), now + timedelta(hours=2))  # open, its work none
+    book(b_team, a100, east, 21, 4, now + timedelta(minutes=5), now + timedelta(hours=2), targeted=targeted)
+    noticed = []
+    monkeypatch.setattr(cycle_windows, "preempt", lambda candidate, claim, team_id, at, reserved: noticed.append(
+        candidate.ref) or True)
+    cycle_windows.clear(now)
+    assert len(noticed) == 1 and noticed[0] in refs  # 4 units for nlp's window, from vision's quota work
+
+
+@pytest.mark.django_db
+def test_a_holders_quota_work_is_spared_for_its_own_open_window_and_cleared_for_its_targeted_one(a100, monkeypatch):
+    east = clusters_with(a100, east=8)["east"]
+    team = make_team("vision")
+    seed_team_quotas(team, {"a100-80gb": 8}, Decimal("100000"))
+    _api, member = member_api("vision", "carla")
+    refs = [_running_run(member, team, east, name) for name in ("one", "two")]
+    now = timezone.now()
+    noticed = []
+    monkeypatch.setattr(cycle_windows, "preempt", lambda candidate, claim, team_id, at, reserved: noticed.append(
+        candidate.ref) or True)
+    window = book(team, a100, east, 30, 4, now + timedelta(minutes=5), now + timedelta(hours=2))
+    cycle_windows.clear(now)
+    assert noticed == []  # its own open window: its work naming none would take the units anyway
+    ReservedWindow.objects.filter(pk=window).update(targeted=True)
+    cycle_windows.clear(now)
+    assert len(noticed) == 1 and noticed[0] in refs  # the window is for the work that names it
