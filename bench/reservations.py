@@ -95,7 +95,7 @@ from django.conf import settings
 from django.test import override_settings
 from estimates import limit_of
 
-from billing.reserved import Room, Withheld, horizon, in_lead, kept_units, lead, lendable
+from billing.reserved import Ahead, Room, Withheld, horizon, in_lead, kept_units, lead, lendable
 from core.priority import Priority
 from quotas.facts import Windows
 from quotas.reclaim import work_lost
@@ -184,13 +184,14 @@ class Rooms(Windows):
     and ``take`` (``billing.reserved.take``) on ``ahead`` and ``open`` as ``Windows`` reads them (not its
     constructor, which reads them from the database)."""
 
-    def __init__(self, ahead: dict[tuple[int, int], int], open_rooms: dict[tuple[int, int], list[Room]]) -> None:
+    def __init__(self, ahead: dict[tuple[int, int], Ahead], open_rooms: dict[tuple[int, int], list[Room]]) -> None:
         self.ahead, self.open, self.taken = ahead, open_rooms, {}
+        self.claims = {}  # the replay's work names no booking: its windows are open ones
 
     def holds(self, team_id: int, units: int) -> bool:
         """Whether one of the team's open windows holds ``units`` whole now (what ``decide`` admits into it)."""
         rooms = self.open.get((team_id, sharing.FLAVOR_ID))
-        return bool(rooms) and rooms[0].free >= units
+        return bool(rooms) and max(room.free for room in rooms) >= units  # ``take`` keeps them unsorted
 
     def any_free(self) -> bool:
         """Whether some open window has a unit free: else a full quota admits nothing."""
@@ -288,13 +289,13 @@ class Reserving(sharing.Replay):
         """The teams' windows as ``quotas.facts.Windows`` reads them (``billing.reserved.rooms`` and
         ``largest_ahead``): per team, those open now with their units its work admitted into them leaves,
         and the most units one not over yet holds."""
-        ahead: dict[tuple[int, int], int] = {}
+        ahead: dict[tuple[int, int], Ahead] = {}
         open_rooms: dict[tuple[int, int], list[Room]] = {}
         for window in self.windows:
             if window.end_s <= now:
                 continue
             key = (self.figures.ids[window.team], sharing.FLAVOR_ID)
-            ahead[key] = max(ahead.get(key, 0), window.units)
+            ahead[key] = Ahead(open=max(ahead.get(key, Ahead()).open, window.units))
             if window.start_s <= now:
                 used = sum(run.units for run, held in self.inside.items() if held is window)
                 open_rooms.setdefault(key, []).append(Room(window.index, 1, window.units, max(0, window.units - used),
