@@ -266,7 +266,8 @@ class StateSetFields(serializers.Serializer):
 
 
 class BorrowedFields(serializers.Serializer):
-    """``borrowed_units``, ``reservation`` and ``preemptible``: read from the workload's quota hold (:func:`queue_context`)."""
+    """``borrowed_units``, ``reservation`` and ``preemptible``: read from the workload's quota hold (:func:`queue_context`);
+    beside them ``for_reservation``, the reservation the work names (its own column)."""
 
     borrowed_units = serializers.SerializerMethodField(
         help_text="How many of its units are borrowed from the team's cohort (0 when not holding quota).")
@@ -274,6 +275,10 @@ class BorrowedFields(serializers.Serializer):
         help_text="The id of its team's reservation it was admitted into (its units on top of the quota); null: none.")
     preemptible = serializers.SerializerMethodField(
         help_text="Holds borrowed units, or runs on another team's idle reserved units: either may be taken back.")
+    for_reservation = serializers.IntegerField(
+        read_only=True, allow_null=True,
+        help_text="The id of its team's reservation it names (docs/reservations.md \"Open or targeted\"): it goes "
+                  "into that reservation's windows first and waits for them; null: none.")
 
     def get_borrowed_units(self, workload) -> int:
         if hasattr(workload, "borrowed_held"):
@@ -292,6 +297,16 @@ class BorrowedFields(serializers.Serializer):
 
     def get_preemptible(self, workload) -> bool:
         return self.get_borrowed_units(workload) > 0 or self._window(workload)[1]
+
+
+def for_reservation_input() -> serializers.IntegerField:
+    """The ``for_reservation`` of a create request, for the OpenAPI schema (every kind takes it alike)."""
+    return serializers.IntegerField(
+        min_value=1, required=False, allow_null=True, default=None,
+        help_text="The id of a reservation of the team's that the work is for (docs/reservations.md \"Open or "
+                  "targeted\"): it goes into that reservation's windows first and waits for them. Refused (400) "
+                  "when the team has no such booking not over, of this flavor, holding its units, or the work is "
+                  "spot; null: none.")
 
 
 def secret_env_input(more: str = "") -> serializers.DictField:
