@@ -129,9 +129,11 @@ def queue_context(workloads_page) -> dict:
         estimates.update(estimated_starts(team))
     # Borrowed units: list rows carry them (WorkloadViewSet.get_queryset); others are read here.
     unread = [w.ref for w in workloads_page if not hasattr(w, "borrowed_held") and w.state in w.HOLDING_STATES]
+    # The window it runs in: work just admitted knows its borrowed units (admission wrote them), not its window.
+    windows_unread = [w.ref for w in workloads_page if not hasattr(w, "window_held") and w.state in w.HOLDING_STATES]
     return {"queue_positions": positions, "start_estimates": estimates,
             "borrowed": borrowed_units(unread),
-            "windows": windows_of(unread),
+            "windows": windows_of(windows_unread),
             "idle": idle_figures(workloads_page, timezone.now()),
             "gpu_now": telemetry_series.now_figures(workloads_page, timezone.now()),
             "secret_env": secrets.names_by_ref(workloads_page)}
