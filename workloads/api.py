@@ -44,6 +44,7 @@ from workloads.models import quote_rows
 from workloads.registry import WorkloadKind, kind_for, kind_of
 from workloads.telemetry import api as telemetry_api
 from workloads.telemetry import series as telemetry_series
+from workloads.validation import MAX_RESERVATION_ID
 from workloads.views import log_download
 
 
@@ -304,7 +305,7 @@ class BorrowedFields(serializers.Serializer):
 def for_reservation_input() -> serializers.IntegerField:
     """The ``for_reservation`` of a create request, for the OpenAPI schema (every kind takes it alike)."""
     return serializers.IntegerField(
-        min_value=1, required=False, allow_null=True, default=None,
+        min_value=1, max_value=MAX_RESERVATION_ID, required=False, allow_null=True, default=None,
         help_text="The id of a reservation of the team's that the work is for (docs/reservations.md \"Open or "
                   "targeted\"): it goes into that reservation's windows first and waits for them. Refused (400) "
                   "when the team has no such booking not over, of this flavor, holding its units, or the work is "
