@@ -188,6 +188,59 @@ def next_holding(team_id: int, flavor_id: int, units: int, now: datetime,
     return windows.order_by("start").first()
 
 
+def naming_refusal(team_id: int, flavor_id: int, reservation_id: int, units: int, spot: bool,
+                   now: datetime) -> str | None:
+    """Why work of ``units`` units of ``flavor_id`` (``spot``: on spot nodes) may not name the reservation
+    ``reservation_id`` of team ``team_id`` (docs/reservations.md "Open or targeted"), or None when it may: the one
+    rule of every kind's submission, its dry run and its form (one query).
+
+    The reservation must be the team's — another team's is refused in the words of one that does not exist, so
+    an id tells nothing of other teams — with a window (booked, or waiting for approval) not over yet, of the
+    work's flavor, holding all its units in one window; and the work must not be spot: a window's units are
+    on-demand, and work that names one waits for them."""
+    if spot:
+        return "Spot work cannot be for a reservation: its windows hold on-demand units."
+    windows = list(ReservedWindow.objects.filter(ref=ref_of(reservation_id), team_id=team_id)
+                   .values_list("flavor_id", "flavor__name", "units", "end"))
+    if not windows:
+        return f"The team has no reservation #{reservation_id}."
+    ahead = [(flavor, name, held) for flavor, name, held, end in windows if end > now]
+    if not ahead:
+        return f"Reservation #{reservation_id} is over: it has no window ahead."
+    of_flavor = [held for flavor, _name, held in ahead if flavor == flavor_id]
+    if not of_flavor:
+        return f"Reservation #{reservation_id} is for {ahead[0][1]}: choose that flavor to go into its windows."
+    if max(of_flavor) < units:
+        return (f"Reservation #{reservation_id} holds {max(of_flavor)} units a window; this asks for {units}: "
+                "it could never go in.")
+    return None
+
+
+@dataclass(frozen=True)
+class Nameable:
+    """A team's reservation that work may name (:func:`nameable`), as the New forms list it: from its windows,
+    since its name lives in the ``reservations`` app, above the kinds."""
+
+    reservation_id: int
+    units: int
+    flavor: str
+    next_start: datetime  # its next window's (or the one under way's)
+    next_end: datetime
+    targeted: bool
+
+
+def nameable(team_id: int, now: datetime) -> list[Nameable]:
+    """The team's reservations with a window (booked or waiting for approval) not over yet, by id, each with its
+    next window (one query): what the New run, endpoint and workspace forms offer to name."""
+    found: dict[int, Nameable] = {}
+    for w in (ReservedWindow.objects.filter(team_id=team_id, ref__startswith=f"{REF_PREFIX}:", end__gt=now)
+              .select_related("flavor").order_by("start")):
+        _prefix, _, number = w.ref.partition(":")
+        if number.isdigit() and int(number) not in found:
+            found[int(number)] = Nameable(int(number), w.units, w.flavor.name, w.start, w.end, w.targeted)
+    return sorted(found.values(), key=lambda n: n.reservation_id)
+
+
 def most_at_once(team_id: int, now: datetime) -> dict[int, int]:
     """``{flavor id: units}``: the most units of each flavor the team's windows not over hold at one instant
     (one query): what its namespace's ResourceQuota must admit on top of its quota (``quotas.tasks.team_spec``)."""

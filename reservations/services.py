@@ -353,7 +353,7 @@ class Cell:
     label: str  # its wall-clock half hour in the page's zone: "Mon 30 Nov 09:00–09:30"
     free: int
     reservable: int
-    mine: tuple[str, ...]  # the team's bookings that hold it, by name
+    mine: tuple[str, ...]  # the team's bookings that hold it, by name ("(targeted)" after a targeted one's)
     others: int  # units other teams hold
 
     @property
@@ -381,7 +381,9 @@ def calendar_days(team: Team, flavor: GpuFlavor, cluster: Cluster, zone: ZoneInf
     first = calendar.instant(datetime.combine(today, datetime.min.time()), zone)
     last = calendar.instant(datetime.combine(today + timedelta(days=days), datetime.min.time()), zone)
     windows = list(reserved.overlapping(cluster.pk, flavor.pk, first - SLOT, last + SLOT))
-    names = dict(Reservation.objects.filter(team=team, cluster=cluster, flavor=flavor).values_list("pk", "name"))
+    names = {pk: f"{name} (targeted)" if matching == Matching.TARGETED else name
+             for pk, name, matching in Reservation.objects.filter(team=team, cluster=cluster, flavor=flavor)
+             .values_list("pk", "name", "matching")}
     held = [occupancy.Held(w.start, w.end, w.units) for w in windows]
     rows = []
     for offset in range(days):
