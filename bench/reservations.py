@@ -1,7 +1,7 @@
 """Benchmark: what reserved windows give their holders and cost the others (issue 49), on the sharing trace.
 
-Run ``.venv/bin/python bench/reservations.py [--hours 168] [--reserved 0.30] [--seed 49] [--early 30]
-[--lead 15] [--quick [HOURS]] [any option of bench/sharing.py]``. No database and no sleeping: the
+Run ``.venv/bin/python bench/reservations.py [--hours 168] [--reserved 0.30] [--seed 49] [--rounds 3]
+[--early 30] [--lead 15] [--quick [HOURS]] [any option of bench/sharing.py]``. No database and no sleeping: the
 first ``--hours`` of bench/sharing.py's trace (``bench/traces/bursty.csv``: three teams in one cohort
 on 16 A100s — borrowing, fair share, reclaim, victims by work lost) are replayed by bench/sharing.py's
 own replay, imported, with reserved windows on top, through the production's pure rules; where a rule
@@ -17,12 +17,14 @@ is bound to the database, by the replay's equivalent, which names the function i
   of its units, submitted ``--early`` before it starts and running for 60–100 % of its length (60–80 %
   where a second run follows, so that one has room); every third window a second run of half its
   units, submitted after the first would have ended (a quarter to a half of what is left of the window
-  later) and running for 60–100 % of the rest. Normal priority, a checkpoint every 15 minutes.
+  later) and running for 60–100 % of the rest. Normal priority, a checkpoint every 15 minutes. Each names its
+  booking (``for_reservation`` on its queue entry; one booking per window).
 * **Admission** (``quotas.admission.fair_order`` over ``quotas.decide.decide``, with
-  ``quotas.facts.Windows``' own ``apply`` and ``take`` — ``billing.reserved.take`` over ``Room`` s — on
-  the replay's windows): any queued work of a team that one of its windows open now holds whole goes
-  into it, on top of the quota — the booking's runs and the team's other work alike, as in production,
-  which does not tell them apart; other work goes by the quota as in bench/sharing.py.
+  ``quotas.facts.Windows``' own ``apply`` and ``take`` on the replay's windows — ``Ahead`` per team and
+  flavor, ``Room`` s with their booking's ref, and the claims of the queued runs naming a booking): a booked
+  run goes into its booking's window when that holds it whole, on top of the quota, and waits for it until
+  then; a **targeted** booking takes no other work, an **open** one the team's other work too, in what the
+  queued runs naming it do not claim; other work goes by the quota as in bench/sharing.py.
 * **Placement** (``workloads.cycle.placement``): a run's runtime limit is its running time × 1.25
   rounded up to 15 minutes (bench/estimates.py's ``limit_of``: the trace has running times only).
   Work admitted into a window starts as soon as that many units are free. Other work goes beside the
@@ -37,17 +39,21 @@ is bound to the database, by the replay's equivalent, which names the function i
   after the queue's step: from ``start − lead`` (``--lead``) all of a window's units must be free,
   inside it those of its holder's work admitted into it and not started. The shortfall against the
   free units (work already stopping counted as gone) preempts other work: lent work first, then the
-  least work lost (``quotas.reclaim.work_lost``); never the holders' own work but what of it is lent. A
-  victim holds its units for the grace and goes back to its queue, as reclaim's victims do in
+  least work lost (``quotas.reclaim.work_lost``), other teams' quota work before a holder's; a holder's own
+  quota work is spared when the units are for its own open windows alone, what of it is lent never. A
+  holder's own work lent its open window's units before the start counts as cleared and moves into it when it
+  opens (``_adopt``); on a targeted window it is lent work as any team's. A victim holds its units for the grace and goes back to its queue, as reclaim's victims do in
   bench/sharing.py.
 * **At a window's end** (:meth:`Reserving.close`, mirroring ``workloads.cycle.windows.close``) its
   holder's work in it goes back onto the quota, what is then beyond the nominal quota borrowed
   (reclaimable); lent work is no longer lent.
 
-Three replays side by side: **reserved** (the bookings and the holders' runs), **unbooked** (the same
-runs, no bookings: the holders' runs queue by the quota like any other — what the reservations cost
-the others is *reserved* against *unbooked*, the same work served) and **trace** (the trace alone:
-bench/sharing.py's cohort replay, reproduced to the digit). The figures:
+Four replays side by side, in ``--rounds`` rounds (each its seed: ``--seed``, ``--seed`` + 1, …; the
+replays' order rotating from round to round), each figure the rounds' median: **targeted** and **open** (the
+bookings, targeted or open, and the holders' runs), **unbooked** (the same runs, no bookings: the holders'
+runs queue by the quota like any other — what the reservations cost the others is a booked mode against
+*unbooked*, the same work served) and **trace** (the trace alone: bench/sharing.py's cohort replay,
+reproduced to the digit). The targets are judged on targeted bookings. The figures:
 
 * **reserved capacity used**: (unit-hours of the holders' work in their windows + lent unit-hours) ÷
   the booked unit-hours. Units have no identity here (one pool), so the units of open windows that
@@ -95,7 +101,7 @@ from django.conf import settings
 from django.test import override_settings
 from estimates import limit_of
 
-from billing.reserved import Room, Withheld, horizon, in_lead, kept_units, lead, lendable
+from billing.reserved import Ahead, Room, Withheld, horizon, in_lead, kept_units, lead, lendable, ref_of
 from core.priority import Priority
 from quotas.facts import Windows
 from quotas.reclaim import work_lost
@@ -124,6 +130,16 @@ class Window:
     @property
     def unit_s(self) -> float:
         return self.units * (self.end_s - self.start_s)
+
+    @property
+    def reservation(self) -> int:
+        """The id of its booking (one window each), which its booked runs name."""
+        return self.index + 1
+
+    @property
+    def ref(self) -> str:
+        """Its booking's ref (``billing.reserved.ref_of``): what admission matches the runs naming it by."""
+        return ref_of(self.reservation)
 
     def held(self) -> occupancy.Held:
         return occupancy.Held(sharing.at(self.start_s), sharing.at(self.end_s), self.units)
@@ -166,31 +182,39 @@ def holder_runs(windows: list[Window], early_s: float, rng: random.Random) -> li
         length, second = window.end_s - window.start_s, window.index % SECOND_RUN_EVERY == 0
         first_s = length * rng.uniform(0.6, 0.8 if second else 1.0)
         runs.append((holder(f"window:{window.index}:0", window.team, window.units, first_s,
-                            window.start_s - early_s), window))
+                            window.start_s - early_s, window.reservation), window))
         if second:
             submit = window.start_s + first_s + (length - first_s) * rng.uniform(0.25, 0.5)
             runs.append((holder(f"window:{window.index}:1", window.team, max(1, window.units // 2),
-                                (window.end_s - submit) * rng.uniform(0.6, 1.0), submit), window))
+                                (window.end_s - submit) * rng.uniform(0.6, 1.0), submit, window.reservation), window))
     return runs
 
 
-def holder(ref: str, team: str, units: int, duration_s: float, submit_s: float) -> sharing.Run:
+def holder(ref: str, team: str, units: int, duration_s: float, submit_s: float, reservation: int) -> sharing.Run:
+    """A booked run: it names its booking (``for_reservation``), as the run form and API let it."""
     return sharing.Run(ref, team, units, duration_s, Priority.NORMAL.rank, HOLDER_CHECKPOINT_S, submit_s,
-                       queued_since=submit_s)
+                       queued_since=submit_s, for_reservation=reservation)
 
 
 class Rooms(Windows):
     """``quotas.facts.Windows`` read from the replay instead of the database: the production's ``apply``
-    and ``take`` (``billing.reserved.take``) on ``ahead`` and ``open`` as ``Windows`` reads them (not its
-    constructor, which reads them from the database)."""
+    and ``take`` on ``ahead``, ``open`` and ``claims`` as ``Windows`` reads them (not its constructor, which
+    reads them from the database)."""
 
-    def __init__(self, ahead: dict[tuple[int, int], int], open_rooms: dict[tuple[int, int], list[Room]]) -> None:
-        self.ahead, self.open, self.taken = ahead, open_rooms, {}
+    def __init__(self, ahead: dict[tuple[int, int], Ahead], open_rooms: dict[tuple[int, int], list[Room]],
+                 claims: dict[str, int]) -> None:
+        self.ahead, self.open, self.claims, self.taken = ahead, open_rooms, claims, {}
 
-    def holds(self, team_id: int, units: int) -> bool:
-        """Whether one of the team's open windows holds ``units`` whole now (what ``decide`` admits into it)."""
-        rooms = self.open.get((team_id, sharing.FLAVOR_ID))
-        return bool(rooms) and rooms[0].free >= units
+    def booking_of(self, team_id: int, run: sharing.Run) -> str | None:
+        """The ref of the booking ``run`` names while that booking has a window not over (None: it goes by the
+        rules of work naming none): ``Windows``' own reading."""
+        return self._named(team_id, sharing.FLAVOR_ID, run.for_reservation)
+
+    def holds(self, team_id: int, run: sharing.Run) -> bool:
+        """Whether one of the team's open windows that takes ``run`` holds it whole now (what ``decide`` admits
+        into it): ``Windows``' own rooms for it — work naming none less what queued named work waits for."""
+        rooms = self._rooms(team_id, sharing.FLAVOR_ID, self.booking_of(team_id, run))
+        return bool(rooms) and rooms[0].free >= run.units
 
     def any_free(self) -> bool:
         """Whether some open window has a unit free: else a full quota admits nothing."""
@@ -198,18 +222,21 @@ class Rooms(Windows):
 
 
 class Reserving(sharing.Replay):
-    """bench/sharing.py's cohort replay with reserved windows (``windows``) and the runs their holders submit
-    (``holders``, each with the window it is for; without ``windows`` they go by the quota as any run)."""
+    """bench/sharing.py's cohort replay with reserved windows (``windows``, every booking ``targeted`` or open)
+    and the runs their holders submit (``holders``, each with the window it is for and naming its booking;
+    without ``windows`` they name none and go by the quota as any run)."""
 
     def __init__(self, setup: sharing.Setup, trace: list[dict], windows: list[Window],
-                 holders: list[tuple[sharing.Run, Window]], mode: str):
+                 holders: list[tuple[sharing.Run, Window]], mode: str, targeted: bool = False):
         super().__init__(setup, trace, cohort=True)
         self.result.mode = mode
         self.windows = windows
+        self.targeted = targeted
         self.reservable = occupancy.reservable(setup.capacity, DEFAULT.reservable_share)
         self.held = [window.held() for window in windows]
-        # Fresh runs: a replay changes them.
-        self.holders = [(dataclasses.replace(run), window) for run, window in holders]
+        # Fresh runs: a replay changes them. Without bookings there is nothing to name.
+        self.holders = [(dataclasses.replace(run, for_reservation=run.for_reservation if windows else None), window)
+                        for run, window in holders]
         self.pending = sorted([*self.pending, *(run for run, _window in self.holders)], key=lambda run: run.submit_s)
         self.result.runs = [*self.result.runs, *(run for run, _window in self.holders)]
         self.booked = {run.ref: window for run, window in self.holders}  # each booked run's own window
@@ -258,7 +285,7 @@ class Reserving(sharing.Replay):
             if sum(self.usage.values()) >= self.setup.pool and not rooms.any_free():
                 break  # nothing could be admitted: bench/sharing.py's shortcut, windows counted
             waiting = [run for run in self.queued if run.ref not in unplaceable
-                       and (rooms.holds(self.figures.ids[run.team], run.units) or self.placement(run, now)[0])]
+                       and (rooms.holds(self.figures.ids[run.team], run) or self.placement(run, now)[0])]
             admitted = sharing.fair_admissions(self.figures, waiting, dict(self.usage), self.remembered(now), rooms)
             placed, dropped = [], None
             for run, borrows in admitted:
@@ -275,7 +302,9 @@ class Reserving(sharing.Replay):
                     self.lent[run] = lent
                     self.loans += 1
                 placed.append((run, borrows))
-            self.check_nominal_first(placed, now, [run for run in waiting if run.ref not in rooms.taken])
+            # Work naming a booking not over waits for its window, not for the quota: not judged by the quota.
+            self.check_nominal_first(placed, now, [run for run in waiting if run.ref not in rooms.taken
+                                                   and rooms.booking_of(self.figures.ids[run.team], run) is None])
             for run, _borrows in placed:
                 self.usage[run.team] += run.units
             changed = changed or bool(placed) or bool(rooms.taken)
@@ -286,22 +315,31 @@ class Reserving(sharing.Replay):
 
     def rooms(self, now: float) -> Rooms:
         """The teams' windows as ``quotas.facts.Windows`` reads them (``billing.reserved.rooms`` and
-        ``largest_ahead``): per team, those open now with their units its work admitted into them leaves,
-        and the most units one not over yet holds."""
-        ahead: dict[tuple[int, int], int] = {}
+        ``largest_ahead``): per team, those open now with their units its work admitted into them leaves, the
+        most units one not over yet holds (of its open bookings, and per booking), and the units of the queued
+        work naming each booking."""
+        ahead: dict[tuple[int, int], Ahead] = {}
         open_rooms: dict[tuple[int, int], list[Room]] = {}
         for window in self.windows:
             if window.end_s <= now:
                 continue
             key = (self.figures.ids[window.team], sharing.FLAVOR_ID)
-            ahead[key] = max(ahead.get(key, 0), window.units)
+            found = ahead.setdefault(key, Ahead())
+            found.by_ref[window.ref] = max(found.by_ref.get(window.ref, 0), window.units)
+            if not self.targeted:
+                ahead[key] = dataclasses.replace(found, open=max(found.open, window.units))
             if window.start_s <= now:
                 used = sum(run.units for run, held in self.inside.items() if held is window)
                 open_rooms.setdefault(key, []).append(Room(window.index, 1, window.units, max(0, window.units - used),
-                                                           sharing.at(window.end_s)))
-        for found in open_rooms.values():
-            found.sort(key=lambda room: (-room.free, room.end, room.window_id))
-        return Rooms(ahead, open_rooms)
+                                                           sharing.at(window.end_s), window.ref, self.targeted))
+        for rooms in open_rooms.values():
+            rooms.sort(key=lambda room: (-room.free, room.end, room.window_id))
+        claims: dict[str, int] = {}
+        for run in self.queued:
+            if run.for_reservation is not None:
+                ref = ref_of(run.for_reservation)
+                claims[ref] = claims.get(ref, 0) + run.units
+        return Rooms(ahead, open_rooms, claims)
 
     def into(self, run: sharing.Run, window: Window, now: float) -> None:
         """``run`` admitted into ``window``: it starts once that many units are free (:meth:`clear` frees them)."""
@@ -384,22 +422,30 @@ class Reserving(sharing.Replay):
         ahead = lead().total_seconds()
         windows = [window for window in self.windows if window.start_s - ahead <= now < window.end_s]
         self.adopt([window for window in windows if window.start_s <= now])
-        early = {window: sum(run.units for run, lent in self.lent.items() if lent is window and run.team == window.team
-                             and run.started_at is not None) for window in windows}
-        need = sum(max(0, window.units - early[window]) if window.start_s > now else
-                   sum(run.units for run in self.claimed if self.inside[run] is window) for window in windows)
+        # A holder's own work lent its open window's units early counts as cleared for it; a targeted window's is
+        # cleared as any lent work (only work naming the booking goes in).
+        early = {window: 0 if self.targeted else
+                 sum(run.units for run, lent in self.lent.items() if lent is window and run.team == window.team
+                     and run.started_at is not None) for window in windows}
+        needs = {window: max(0, window.units - early[window]) if window.start_s > now else
+                 sum(run.units for run in self.claimed if self.inside[run] is window) for window in windows}
+        need = sum(needs.values())
         if not need:
             return False
         held = [run for run in self.running if run not in self.inside]
         shortfall = need - self.free() - sum(run.units for run in held if run.stopping_since is not None)
         if shortfall <= 0:
             return False
-        holders = {window.team for window in windows}  # never their own work, but what of it is lent
-        pool = [run for run in held if run.stopping_since is None and (run.team not in holders or run in self.lent)]
+        # A team's quota work is spared only when the units are for its own open windows alone; lent work never.
+        holders = {window.team for window, wanted in needs.items() if wanted}
+        spared = next(iter(holders)) if len(holders) == 1 and not self.targeted else None
+        pool = [run for run in held if run.stopping_since is None and (run.team != spared or run in self.lent)]
         lost = work_lost([self.candidate(run, now) for run in pool], sharing.at(now))
         taken = False
-        own = {run for run in pool if run in self.lent and self.lent[run].team == run.team}  # taken back last of the lent
-        for run in sorted(pool, key=lambda run: (run not in self.lent, run in own, lost[run.ref], run.ref)):
+        own = {run for run in pool if run in self.lent and self.lent[run].team == run.team
+               and not self.targeted}  # taken back last of the lent
+        for run in sorted(pool, key=lambda run: (run not in self.lent, run in own, run.team in holders, lost[run.ref],
+                                                 run.ref)):
             if shortfall <= 0:
                 break
             run.stopping_since = now  # its notice: it keeps its units until its pods are gone
@@ -411,8 +457,11 @@ class Reserving(sharing.Replay):
         return taken
 
     def adopt(self, opened: list[Window]) -> None:
-        """``workloads.cycle.windows._adopt``: a holder's own work lent its window's units before the start moves
-        into it once it opens (what fits, oldest first): off the quota, the team's window work."""
+        """``workloads.cycle.windows._adopt``: a holder's own work lent its open window's units before the start
+        moves into it once it opens (what fits, oldest first): off the quota, the team's window work. Not into a
+        targeted window, which takes only work naming its booking."""
+        if self.targeted:
+            return
         for window in opened:
             free = window.units - sum(run.units for run, held in self.inside.items() if held is window)
             for run in sorted((run for run, lent in self.lent.items() if lent is window and run.team == window.team),
@@ -571,17 +620,32 @@ def quantile(values: list[float], q: float) -> float:
 
 # -- input and report -----------------------------------------------------------------------------
 
+#: A round's replays, in the report's columns: bookings **targeted** (the booked runs name theirs and only they go
+#: in), bookings **open** (the booked runs name theirs too and go in first, the team's other work in what is left),
+#: the same runs **unbooked**, and the **trace** alone.
+MODES = ("targeted", "open", "unbooked", "trace")
+BOOKED = MODES[:2]  # the modes with bookings
+#: The mode the targets are judged on: a targeted booking is the one that promises its runs their start (an open one
+#: lets the team's other work fill what queued named work does not claim yet; its figures are printed beside).
+JUDGED = "targeted"
+
 
 @dataclass
 class Bench:
-    """A run of the bench: its setup, the bookings, and the replays (reserved, unbooked, trace)."""
+    """A round of the bench: its seed, setup and bookings, and its replays (in :data:`MODES`' order; ``order``:
+    the order the round ran them in)."""
 
     setup: sharing.Setup
     hours: float
     trace: list[dict]
     windows: list[Window]
     holders: list[tuple[sharing.Run, Window]]
+    seed: int = 0
     replays: list[Reserving] = field(default_factory=list)
+    order: tuple[str, ...] = ()
+
+    def replay(self, mode: str) -> Reserving:
+        return self.replays[MODES.index(mode)]
 
 
 def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, argparse.Namespace]:
@@ -590,7 +654,9 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, argparse.N
                                      epilog="Every option of bench/sharing.py is taken too (its --quick: HOURS).")
     parser.add_argument("--hours", type=float, default=HOURS, help="hours of the trace replayed (a week)")
     parser.add_argument("--reserved", type=float, default=0.30, help="booked share of the capacity's unit-hours")
-    parser.add_argument("--seed", type=int, default=49, help="of the bookings and the holders' runs")
+    parser.add_argument("--seed", type=int, default=49, help="of the first round's bookings and holders' runs")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds, each its own seed (--seed, --seed + 1, …); figures are their median")
     parser.add_argument("--early", type=float, default=30, help="minutes before its window a holder submits")
     parser.add_argument("--lead", type=int, default=settings.SLIPWAY_RESERVATION_LEAD_MINUTES,
                         help="minutes before a window its units are cleared (SLIPWAY_RESERVATION_LEAD_MINUTES)")
@@ -598,122 +664,182 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, argparse.N
     args = sharing.parse(rest)
     if not 0 < own.reserved < float(DEFAULT.reservable_share):
         raise SystemExit(f"--reserved must be above 0 and below the reservable share ({DEFAULT.reservable_share})")
+    if own.rounds < 1:
+        raise SystemExit("--rounds must be at least 1")
     if SLOT_S % args.cycle or (own.lead * 60) % args.cycle:
         raise SystemExit("--cycle must divide half an hour and the lead")
     return own, args
 
 
-def simulate(own: argparse.Namespace, args: argparse.Namespace) -> Bench:
-    """The bookings and the three replays of the module docstring."""
+def simulate(own: argparse.Namespace, args: argparse.Namespace) -> list[Bench]:
+    """The rounds: each its seed's bookings and the four replays of :data:`MODES`, in an order rotating from round
+    to round (the house rule for benchmarks; a replay reads no clock, so the order cannot move its figures)."""
     hours = args.quick or own.hours
     trace = sharing.read_trace(args.trace, hours)
     if not trace:
         raise SystemExit(f"{args.trace}: no runs")
     setup = sharing.make_setup(args, trace)
-    rng = random.Random(own.seed)
-    windows = book(setup, hours, own.reserved, rng)
-    bench = Bench(setup, hours, trace, windows, holder_runs(windows, own.early * 60, rng))
-    bench.replays = [Reserving(setup, trace, windows, bench.holders, "reserved"),
-                     Reserving(setup, trace, [], bench.holders, "unbooked"),
-                     Reserving(setup, trace, [], [], "trace")]
-    with override_settings(SLIPWAY_RESERVATION_LEAD_MINUTES=own.lead):
-        for replay in bench.replays:
-            replay.run()
-    return bench
+    rounds = []
+    for number in range(own.rounds):
+        seed = own.seed + number
+        rng = random.Random(seed)
+        windows = book(setup, hours, own.reserved, rng)
+        holders = holder_runs(windows, own.early * 60, rng)
+        replays = {"targeted": Reserving(setup, trace, windows, holders, "targeted", targeted=True),
+                   "open": Reserving(setup, trace, windows, holders, "open"),
+                   "unbooked": Reserving(setup, trace, [], holders, "unbooked"),
+                   "trace": Reserving(setup, trace, [], [], "trace")}
+        shift = number % len(MODES)
+        order = MODES[shift:] + MODES[:shift]
+        with override_settings(SLIPWAY_RESERVATION_LEAD_MINUTES=own.lead):
+            for mode in order:
+                replays[mode].run()
+        rounds.append(Bench(setup, hours, trace, windows, holders, seed, [replays[mode] for mode in MODES], order))
+    return rounds
 
 
-def describe(bench: Bench, own: argparse.Namespace, args: argparse.Namespace) -> None:
-    setup, windows = bench.setup, bench.windows
+def describe(rounds: list[Bench], own: argparse.Namespace, args: argparse.Namespace) -> None:
+    first = rounds[0]
+    setup = first.setup
     hour = 3600.0
-    print(f"reservations: {args.trace.name}, the first {bench.hours:g} h{' (quick)' if args.quick else ''}: "
-          f"{len(bench.trace)} runs, {sum(r['units'] * r['duration_s'] for r in bench.trace) / hour:.0f} GPU-hours of "
-          f"{setup.flavor}, capacity {setup.capacity}, quotas "
+    print(f"reservations: {args.trace.name}, the first {first.hours:g} h{' (quick)' if args.quick else ''}: "
+          f"{len(first.trace)} runs, {sum(r['units'] * r['duration_s'] for r in first.trace) / hour:.0f} GPU-hours "
+          f"of {setup.flavor}, capacity {setup.capacity}, quotas "
           + ", ".join(f"{team}={setup.nominal[team]}" for team in setup.teams)
           + f"; cycle {setup.cycle_s:g} s, grace {setup.stop_s:g} s, lead {own.lead} min")
-    booked = sum(window.unit_s for window in windows)
-    held = [window.held() for window in windows]
-    peak = max(occupancy.peak(held, h.start, h.end)[0] for h in held)
-    units = sorted(window.units for window in windows)
-    lengths = sorted((window.end_s - window.start_s) / hour for window in windows)
-    print(f"bookings (seed {own.seed}): {len(windows)} windows of {units[0]}-{units[-1]} units, "
-          f"{lengths[0]:g}-{lengths[-1]:g} h ("
-          + ", ".join(f"{team} {sum(w.team == team for w in windows)}" for team in setup.teams)
-          + f"): {booked / hour:.0f} unit-hours, {booked / (setup.capacity * bench.hours * hour):.1%} of the "
-          f"capacity's; at most {peak} reserved at once (reservable {bench.replays[0].reservable})")
-    print(f"holders' runs: {len(bench.holders)} ({len(windows)} of a window's units submitted {own.early:g} min "
-          f"before it, {len(bench.holders) - len(windows)} of half its units mid-window), "
-          f"{sum(run.units * run.duration_s for run, _w in bench.holders) / hour:.0f} GPU-hours")
+    print(f"{len(rounds)} round{'s' * (len(rounds) > 1)}, each its seed's bookings replayed "
+          + ", ".join(MODES) + "; the order rotating: "
+          + "; ".join(", ".join(bench.order) for bench in rounds))
+    for bench in rounds:
+        windows = bench.windows
+        booked = sum(window.unit_s for window in windows)
+        held = [window.held() for window in windows]
+        peak = max(occupancy.peak(held, h.start, h.end)[0] for h in held)
+        units = sorted(window.units for window in windows)
+        lengths = sorted((window.end_s - window.start_s) / hour for window in windows)
+        print(f"bookings (seed {bench.seed}): {len(windows)} windows of {units[0]}-{units[-1]} units, "
+              f"{lengths[0]:g}-{lengths[-1]:g} h ("
+              + ", ".join(f"{team} {sum(w.team == team for w in windows)}" for team in setup.teams)
+              + f"): {booked / hour:.0f} unit-hours, {booked / (setup.capacity * bench.hours * hour):.1%} of the "
+              f"capacity's; at most {peak} reserved at once (reservable {bench.replays[0].reservable})")
+        print(f"holders' runs: {len(bench.holders)} ({len(windows)} of a window's units submitted {own.early:g} min "
+              f"before it, {len(bench.holders) - len(windows)} of half its units mid-window), "
+              f"{sum(run.units * run.duration_s for run, _w in bench.holders) / hour:.0f} GPU-hours, "
+              f"each naming its booking")
 
 
-def report(bench: Bench, quick: bool) -> bool:
-    setup, replays = bench.setup, bench.replays
-    reserved = replays[0]
+def median(values: list[float | None]) -> float | None:
+    """The median of the rounds' figures (None: the figure is not one of this replay's)."""
+    found = [value for value in values if value is not None]
+    return statistics.median(found) if found else None
+
+
+def report(rounds: list[Bench], quick: bool) -> bool:
+    first = rounds[0]
+    setup = first.setup
     hour = 3600.0
-    print(f"{'':<40}" + "".join(f"{replay.result.mode:>12}" for replay in replays))
-    delays = {id(replay): replay.delays() for replay in replays}
+    grace_cycle = setup.stop_s + setup.cycle_s
+    delays = {id(replay): replay.delays() for bench in rounds for replay in bench.replays}
+
+    def figure(mode: str, of) -> float | None:
+        """``of`` (a replay's figure or None) of ``mode``'s replays, the median of the rounds."""
+        return median([of(bench.replay(mode)) for bench in rounds])
+
+    def by_round(mode: str, of, shape: str) -> str:
+        return ", ".join(shape.format(of(bench.replay(mode))) for bench in rounds)
 
     def delay(q: float):
-        return lambda r: f"{quantile(delays[id(r)], q):.0f}" if delays[id(r)] else "-"
+        return lambda r: quantile(delays[id(r)], q) if delays[id(r)] else None
 
+    def windowed(of):
+        return lambda r: of(r) if r.windows else None
+
+    print(f"each figure the median of {len(rounds)} round{'s' * (len(rounds) > 1)} (seeds "
+          + ", ".join(str(bench.seed) for bench in rounds) + ")")
+    print(f"{'':<40}" + "".join(f"{mode:>12}" for mode in MODES))
     rows = [
-        ("utilization (all work)", lambda r: f"{r.result.utilization:.3f}"),
-        ("fair-share error (the trace's runs)", lambda r: f"{r.max_fair_error:.1%}"),
-        ("fair-share error (all work)", lambda r: f"{r.result.max_fair_error:.1%}"),
-        ("mean queue wait, trace's runs (min)", lambda r: f"{r.mean_wait_s() / 60:.1f}"),
-        ("delivered GPU-hours, trace's runs", lambda r: f"{sum(r.own_allocated.values()) / hour:.1f}"),
-        ("delivered GPU-hours, all", lambda r: f"{sum(r.result.allocated.values()) / hour:.1f}"),
-        ("preemptions by reclaim", lambda r: f"{r.preempted['reclaim']}"),
-        ("preemptions by windows", lambda r: f"{r.preempted['window']}"),
-        ("lost GPU-hours by reclaim", lambda r: f"{r.lost['reclaim'] / hour:.1f}"),
-        ("lost GPU-hours by windows", lambda r: f"{r.lost['window'] / hour:.1f}"),
-        ("holder start delay p50 (s)", delay(0.5)),
-        ("holder start delay p95 (s)", delay(0.95)),
-        ("holder start delay max (s)", delay(1.0)),
-        ("booked runs started outside a window", lambda r: f"{len(r.outside)}" if r.holders else "-"),
-        ("booked runs in another of its windows", lambda r: f"{len(r.elsewhere)}" if r.windows else "-"),
-        ("runs lent a window's units", lambda r: f"{r.loans}" if r.windows else "-"),
-        ("in a window: wait for its units max (s)",
-         lambda r: f"{max(r.claim_waits, default=0):.0f}" if r.windows else "-"),
-        ("in a window: its units never came", lambda r: f"{len(r.never)}" if r.windows else "-"),
-        ("last run ends (h)", lambda r: f"{r.result.span_s / hour:.1f}"),
+        ("utilization (all work)", lambda r: r.result.utilization, "{:.3f}"),
+        ("fair-share error (the trace's runs)", lambda r: r.max_fair_error, "{:.1%}"),
+        ("fair-share error (all work)", lambda r: r.result.max_fair_error, "{:.1%}"),
+        ("mean queue wait, trace's runs (min)", lambda r: r.mean_wait_s() / 60, "{:.1f}"),
+        ("delivered GPU-hours, trace's runs", lambda r: sum(r.own_allocated.values()) / hour, "{:.1f}"),
+        ("delivered GPU-hours, all", lambda r: sum(r.result.allocated.values()) / hour, "{:.1f}"),
+        ("preemptions by reclaim", lambda r: r.preempted["reclaim"], "{:g}"),
+        ("preemptions by windows", lambda r: r.preempted["window"], "{:g}"),
+        ("lost GPU-hours by reclaim", lambda r: r.lost["reclaim"] / hour, "{:.1f}"),
+        ("lost GPU-hours by windows", lambda r: r.lost["window"] / hour, "{:.1f}"),
+        ("holder start delay p50 (s)", delay(0.5), "{:.0f}"),
+        ("holder start delay p95 (s)", delay(0.95), "{:.0f}"),
+        ("holder start delay max (s)", delay(1.0), "{:.0f}"),
+        ("booked runs started outside a window", lambda r: len(r.outside) if r.holders else None, "{:g}"),
+        ("booked runs in another of its windows", windowed(lambda r: len(r.elsewhere)), "{:g}"),
+        ("runs lent a window's units", windowed(lambda r: r.loans), "{:g}"),
+        ("in a window: wait for its units max (s)", windowed(lambda r: max(r.claim_waits, default=0)), "{:.0f}"),
+        ("in a window: its units never came", windowed(lambda r: len(r.never)), "{:g}"),
+        ("last run ends (h)", lambda r: r.result.span_s / hour, "{:.1f}"),
     ]
-    for label, figure in rows:
-        print(f"{label:<40}" + "".join(f"{figure(replay):>12}" for replay in replays))
+    for label, of, shape in rows:
+        cells = [figure(mode, of) for mode in MODES]
+        print(f"{label:<40}" + "".join(f"{'-' if cell is None else shape.format(cell):>12}" for cell in cells))
     print("per team, the trace's runs: delivered / fair GPU-hours (error), mean queue wait")
     for team in setup.teams:
         print(f"  {team:<8}" + "".join(
-            f"  {r.result.mode} {r.own_allocated[team] / hour:7.1f} / {r.own_fair[team] / hour:<7.1f}"
-            f"({r.fair_error(team):>5.1%}) {r.mean_wait_s(team) / 60:6.1f} min" for r in replays))
-    booked = reserved.booked_unit_s
-    use = reserved.use
-    print(f"reserved windows: {booked / hour:.0f} unit-hours booked: the booked runs {use['booked runs'] / hour:.0f}, "
-          f"the holders' other work {use['team work'] / hour:.0f}, lent {use['lent'] / hour:.0f}, "
-          f"idle {use['idle'] / hour:.0f}")
+            f"  {mode} {figure(mode, lambda r, team=team: r.own_allocated[team] / hour):7.1f} / "
+            f"{figure(mode, lambda r, team=team: r.own_fair[team] / hour):<7.1f}"
+            f"({figure(mode, lambda r, team=team: r.fair_error(team)):>5.1%}) "
+            f"{figure(mode, lambda r, team=team: r.mean_wait_s(team) / 60):6.1f} min" for mode in MODES))
+    for mode in BOOKED:
+        use = {key: figure(mode, lambda r, key=key: r.use[key] / hour) for key in first.replay(mode).use}
+        print(f"reserved windows, {mode}: {figure(mode, lambda r: r.booked_unit_s / hour):.0f} unit-hours booked: "
+              f"the booked runs {use['booked runs']:.0f}, the holders' other work {use['team work']:.0f}, "
+              f"lent {use['lent']:.0f}, idle {use['idle']:.0f}")
     ok = True
-    for replay in replays:
-        if replay.result.broken:
+    for mode in MODES:
+        broken = [f"seed {bench.seed}: {line}" for bench in rounds for line in bench.replay(mode).result.broken]
+        if broken:
             ok = False
-            print(f"invariants BROKEN in {replay.result.mode}: " + "; ".join(replay.result.broken[:5]))
+            print(f"invariants BROKEN in {mode}: " + "; ".join(broken[:5]))
         else:
-            print(f"invariants: held at {len(replay.result.samples)} cycles ({replay.result.mode})")
-    grace_cycle = setup.stop_s + setup.cycle_s
-    p95 = quantile(delays[id(reserved)], 0.95)
-    targets = [
-        (f"reserved capacity used >= {TARGET_USED:.0%}", f"{reserved.used:.1%}", reserved.used >= TARGET_USED),
-        (f"holder start delay p95 <= grace + cycle ({grace_cycle:g} s)", f"{p95:.0f} s", p95 <= grace_cycle),
-    ]
-    print("targets:" + (" (quick run: not judged)" if quick else ""))
-    for label, figure, met in targets:
-        print(f"  {label:<52} {figure:>8}  {'' if quick else 'PASS' if met else 'FAIL'}")
-        ok = ok and (quick or met)
+            print(f"invariants: held at {sum(len(bench.replay(mode).result.samples) for bench in rounds)} cycles "
+                  f"({mode}, {len(rounds)} round{'s' * (len(rounds) > 1)})")
+    # The booked modes side by side with the runs unbooked and the trace alone (issue 49's proof).
+    words = {"targeted": "the booked runs name theirs, and only work naming a booking goes into its window",
+             "open": "the booked runs name theirs and go in first; the team's other work in what is left"}
+    targets = []
+    for mode in BOOKED:
+        p50, p95 = figure(mode, delay(0.5)), figure(mode, delay(0.95))
+        used = figure(mode, lambda r: r.used)
+        met = {"used": used >= TARGET_USED, "delay": p95 <= grace_cycle}
+        print(f"{mode} bookings ({words[mode]}):")
+        print(f"  {'holder start delay of the booked runs p50 / p95':<52} {p50:.0f} / {p95:.0f} s "
+              f"(p95 by round: {by_round(mode, delay(0.95), '{:.0f}')} s)")
+        print(f"  {f'holder start delay target: p95 <= notice + one cycle ({grace_cycle:g} s)':<52} "
+              f"{'met' if met['delay'] else 'not met'}")
+        print(f"  {'reserved capacity used':<52} {used:.1%} (by round: {by_round(mode, lambda r: r.used, '{:.1%}')})")
+        for label, of, shape in (("utilization (all work)", lambda r: r.result.utilization, "{:.3f}"),
+                                 ("fair-share error (all work)", lambda r: r.result.max_fair_error, "{:.1%}"),
+                                 ("fair-share error (the trace's runs)", lambda r: r.max_fair_error, "{:.1%}"),
+                                 ("the others' mean queue wait (min)", lambda r: r.mean_wait_s() / 60, "{:.1f}")):
+            print(f"  {label:<52} {shape.format(figure(mode, of))} (unbooked {shape.format(figure('unbooked', of))}, "
+                  f"the trace alone {shape.format(figure('trace', of))})")
+        targets += [(f"{mode}: reserved capacity used >= {TARGET_USED:.0%}", f"{used:.1%}", met["used"]),
+                    (f"{mode}: holder start delay p95 <= grace + cycle ({grace_cycle:g} s)", f"{p95:.0f} s",
+                     met["delay"])]
+    print(f"targets (the medians of the rounds; judged on {JUDGED} bookings):"
+          + (" (quick run: not judged)" if quick else ""))
+    for label, shown, met in targets:
+        judged = label.startswith(f"{JUDGED}:")
+        verdict = ("" if quick else "PASS" if met else "FAIL") if judged else "met" if met else "not met"
+        print(f"  {label:<62} {shown:>8}  {verdict}")
+        ok = ok and (quick or met or not judged)
     return ok
 
 
 def main(argv: list[str] | None = None) -> int:
     own, args = parse(argv)
-    bench = simulate(own, args)
-    describe(bench, own, args)
-    return 0 if report(bench, bool(args.quick)) else 1
+    rounds = simulate(own, args)
+    describe(rounds, own, args)
+    return 0 if report(rounds, bool(args.quick)) else 1
 
 
 if __name__ == "__main__":

@@ -158,6 +158,7 @@ class Run:
     lost_unit_s: float = 0.0
     finished_at: float | None = None
     stopping_since: float | None = None  # chosen as a victim: its pods stop, its units still held
+    for_reservation: int | None = None  # the reservation it names (bench/reservations.py's booked runs)
 
     @property
     def end_s(self) -> float:
@@ -275,7 +276,7 @@ class Cohort:
     def entry(self, run: Run, pk: int) -> QueuedRequest:
         return QueuedRequest(pk=pk, ref=run.ref, team_id=self.ids[run.team], flavor=self.flavor, units=run.units,
                              units_per_node=min(run.units, self.setup.max_units_per_node), priority=run.priority,
-                             created_at=at(run.submit_s))
+                             created_at=at(run.submit_s), for_reservation=run.for_reservation)
 
 
 def queue_key(run: Run) -> tuple:

@@ -402,6 +402,9 @@ class ReservedWindow(models.Model):
     #: staff's approval holds its windows on the calendar and in the budget, but admits nothing, keeps nothing
     #: from other work and bills nothing until it is approved.
     confirmed = models.BooleanField(default=True, db_default=True)
+    #: Only work that names its reservation goes in (a targeted booking, docs/reservations.md "Open or targeted"):
+    #: the holder's other work is kept off it and lent its idle units as any other team's.
+    targeted = models.BooleanField(default=False, db_default=False)
     #: Up to when the window's use is billed (None: from its start; billing.reserved.bill): what ran on its
     #: units, in unit-hours — the holder's own work, other teams' work lent its idle units — and what stayed idle.
     billed_until = models.DateTimeField(null=True, blank=True)

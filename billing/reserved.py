@@ -70,6 +70,15 @@ def of_team(team_id: int, flavor_id: int, start: datetime, end: datetime) -> Que
     return ReservedWindow.objects.filter(team_id=team_id, flavor_id=flavor_id, start__lt=end, end__gt=start)
 
 
+def ref_of(reservation_id: int) -> str:
+    """The ref a reservation's windows carry (``reservation:12``): what work that names it is matched by."""
+    return f"{REF_PREFIX}:{reservation_id}"
+
+
+#: The prefix of a reservation's ref (the ``reservations`` app books its windows under it).
+REF_PREFIX = "reservation"
+
+
 @dataclass(frozen=True)
 class Room:
     """A window open now, as admission reads it: its units and what of them its own team's work does not hold."""
@@ -79,6 +88,13 @@ class Room:
     units: int
     free: int
     end: datetime
+    ref: str = ""  # its booking's
+    targeted: bool = False  # only work that names its booking goes in
+
+    def takes(self, ref: str | None) -> bool:
+        """Whether work naming the booking ``ref`` (None: naming none) may go in: work that names this booking
+        always; other work only when the booking is open (docs/reservations.md "Open or targeted")."""
+        return ref == self.ref if ref is not None else not self.targeted
 
 
 def rooms(team_ids: list[int], now: datetime, flavor_id: int | None = None,
@@ -98,25 +114,47 @@ def rooms(team_ids: list[int], now: datetime, flavor_id: int | None = None,
     result: dict[tuple[int, int], list[Room]] = {}
     for w in found:
         result.setdefault((w.team_id, w.flavor_id), []).append(
-            Room(w.pk, w.cluster_id, w.units, max(0, w.units - (held.get(w.pk) or 0)), w.end))
+            Room(w.pk, w.cluster_id, w.units, max(0, w.units - (held.get(w.pk) or 0)), w.end, w.ref, w.targeted))
     for found_rooms in result.values():
         found_rooms.sort(key=lambda room: (-room.free, room.end, room.window_id))
     return result
 
 
-def largest_ahead(team_ids: list[int], now: datetime) -> dict[tuple[int, int], int]:
-    """``{(team id, flavor id): units}``: the most units one of the team's windows of the flavor not over yet
-    holds (one query). Work that only such a window can ever hold waits for it rather than being refused."""
-    rows = (ReservedWindow.objects.filter(team_id__in=team_ids, end__gt=now, confirmed=True).values("team_id", "flavor_id")
-            .annotate(most=Max("units")).order_by())
-    return {(row["team_id"], row["flavor_id"]): row["most"] for row in rows}
+@dataclass(frozen=True)
+class Ahead:
+    """A team's windows of a flavor not over yet, as admission weighs a request against them: the most units one
+    of its open bookings' windows holds (what work naming none may wait for), and per booking (by ref) the most
+    one of its windows holds (what work naming it waits for)."""
+
+    open: int = 0
+    by_ref: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def most(self, ref: str | None) -> int:
+        """The most units a window that work naming ``ref`` (None: none) may go into holds."""
+        return self.by_ref.get(ref, 0) if ref is not None else self.open
 
 
-def take(rooms_of: list[Room], units: int) -> Room | None:
-    """The room a request of ``units`` goes into whole (the most free first, then the soonest to end), and that
-    room with its units taken (in ``rooms_of``, which is updated); None when none holds it."""
+def largest_ahead(team_ids: list[int], now: datetime) -> dict[tuple[int, int], Ahead]:
+    """``{(team id, flavor id): Ahead}`` of the teams' windows not over yet (one query). Work that only such a
+    window can ever hold waits for it rather than being refused."""
+    rows = (ReservedWindow.objects.filter(team_id__in=team_ids, end__gt=now, confirmed=True)
+            .values("team_id", "flavor_id", "ref", "targeted").annotate(most=Max("units")).order_by())
+    found: dict[tuple[int, int], Ahead] = {}
+    for row in rows:
+        key = (row["team_id"], row["flavor_id"])
+        ahead = found.setdefault(key, Ahead())
+        ahead.by_ref[row["ref"]] = max(ahead.by_ref.get(row["ref"], 0), row["most"])
+        if not row["targeted"]:
+            found[key] = dataclasses.replace(ahead, open=max(ahead.open, row["most"]))
+    return found
+
+
+def take(rooms_of: list[Room], units: int, ref: str | None = None) -> Room | None:
+    """The room a request of ``units`` naming the booking ``ref`` (None: none) goes into whole (the most free
+    first, then the soonest to end; only rooms that take it, :meth:`Room.takes`), and that room with its units
+    taken (in ``rooms_of``, which is updated); None when none holds it."""
     for i, room in enumerate(rooms_of):
-        if room.free >= units:
+        if room.takes(ref) and room.free >= units:
             rooms_of[i] = dataclasses.replace(room, free=room.free - units)
             rooms_of.sort(key=lambda r: (-r.free, r.end, r.window_id))
             return room
@@ -139,12 +177,68 @@ class Withheld:
     clearing: bool = False
 
 
-def next_holding(team_id: int, flavor_id: int, units: int, now: datetime) -> ReservedWindow | None:
-    """The team's next window of the flavor, not started yet, that holds ``units`` (None: none): when work only
-    a window can hold starts (the start estimates)."""
-    return (ReservedWindow.objects.filter(team_id=team_id, flavor_id=flavor_id, units__gte=units, start__gt=now,
-                                          confirmed=True)
-            .order_by("start").first())
+def next_holding(team_id: int, flavor_id: int, units: int, now: datetime,
+                 ref: str | None = None) -> ReservedWindow | None:
+    """The team's next window of the flavor, not started yet, that holds ``units`` and takes work naming the
+    booking ``ref`` (None: naming none; :meth:`Room.takes`), or None: when work only a window can hold starts
+    (the start estimates)."""
+    windows = ReservedWindow.objects.filter(team_id=team_id, flavor_id=flavor_id, units__gte=units, start__gt=now,
+                                            confirmed=True)
+    windows = windows.filter(ref=ref) if ref is not None else windows.filter(targeted=False)
+    return windows.order_by("start").first()
+
+
+def naming_refusal(team_id: int, flavor_id: int, reservation_id: int, units: int, spot: bool,
+                   now: datetime) -> str | None:
+    """Why work of ``units`` units of ``flavor_id`` (``spot``: on spot nodes) may not name the reservation
+    ``reservation_id`` of team ``team_id`` (docs/reservations.md "Open or targeted"), or None when it may: the one
+    rule of every kind's submission, its dry run and its form (one query).
+
+    The reservation must be the team's — another team's is refused in the words of one that does not exist, so
+    an id tells nothing of other teams — with a window (booked, or waiting for approval) not over yet, of the
+    work's flavor, holding all its units in one window; and the work must not be spot: a window's units are
+    on-demand, and work that names one waits for them."""
+    if spot:
+        return "Spot work cannot be for a reservation: its windows hold on-demand units."
+    windows = list(ReservedWindow.objects.filter(ref=ref_of(reservation_id), team_id=team_id)
+                   .values_list("flavor_id", "flavor__name", "units", "end"))
+    if not windows:
+        return f"The team has no reservation #{reservation_id}."
+    ahead = [(flavor, name, held) for flavor, name, held, end in windows if end > now]
+    if not ahead:
+        return f"Reservation #{reservation_id} is over: it has no window ahead."
+    of_flavor = [held for flavor, _name, held in ahead if flavor == flavor_id]
+    if not of_flavor:
+        return f"Reservation #{reservation_id} is for {ahead[0][1]}: choose that flavor to go into its windows."
+    if max(of_flavor) < units:
+        return (f"Reservation #{reservation_id} holds {max(of_flavor)} units a window; this asks for {units}: "
+                "it could never go in.")
+    return None
+
+
+@dataclass(frozen=True)
+class Nameable:
+    """A team's reservation that work may name (:func:`nameable`), as the New forms list it: from its windows,
+    since its name lives in the ``reservations`` app, above the kinds."""
+
+    reservation_id: int
+    units: int
+    flavor: str
+    next_start: datetime  # its next window's (or the one under way's)
+    next_end: datetime
+    targeted: bool
+
+
+def nameable(team_id: int, now: datetime) -> list[Nameable]:
+    """The team's reservations with a window (booked or waiting for approval) not over yet, by id, each with its
+    next window (one query): what the New run, endpoint and workspace forms offer to name."""
+    found: dict[int, Nameable] = {}
+    for w in (ReservedWindow.objects.filter(team_id=team_id, ref__startswith=f"{REF_PREFIX}:", end__gt=now)
+              .select_related("flavor").order_by("start")):
+        _prefix, _, number = w.ref.partition(":")
+        if number.isdigit() and int(number) not in found:
+            found[int(number)] = Nameable(int(number), w.units, w.flavor.name, w.start, w.end, w.targeted)
+    return sorted(found.values(), key=lambda n: n.reservation_id)
 
 
 def most_at_once(team_id: int, now: datetime) -> dict[int, int]:
@@ -231,10 +325,11 @@ def withheld(flavor_id: int, now: datetime, until: datetime | None) -> dict[int,
 
 
 def hold(ref: str, team, flavor, cluster, units: int, spans: Iterable[tuple[datetime, datetime]],
-         price_per_unit_hour: Decimal, confirmed: bool = True) -> list[ReservedWindow]:
+         price_per_unit_hour: Decimal, confirmed: bool = True, targeted: bool = False) -> list[ReservedWindow]:
     return ReservedWindow.objects.bulk_create(
         ReservedWindow(ref=ref, team=team, flavor=flavor, cluster=cluster, units=units, start=start, end=end,
-                       price_per_unit_hour=price_per_unit_hour, confirmed=confirmed) for start, end in spans)
+                       price_per_unit_hour=price_per_unit_hour, confirmed=confirmed, targeted=targeted)
+        for start, end in spans)
 
 
 def confirm(ref: str) -> int:

@@ -195,16 +195,20 @@ class EndpointForm(EndpointEditForm):
         required=False, label="GPU memory per replica (GB)",
         widget=forms.NumberInput(attrs={"min": 0, "step": "any", "inputmode": "decimal"}),
         help_text="Optional: what the model needs. The preview warns when the flavor's memory per unit is less.")
+    for_reservation = forms.CharField(
+        required=False, label="For reservation",
+        help_text="A booking of the team's: its minimum goes into the booking's window, ahead of other work, and "
+                  "waits for it.")
 
     field_order = ["name", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_replica",
                    "gpu_memory_gb", "min_replicas",
                    "max_replicas", "metric", "target", "engine", "query", "scale_down_delay_seconds", "port",
-                   "readiness_path", "startup_timeout_seconds", "spot"]
+                   "readiness_path", "startup_timeout_seconds", "spot", "for_reservation"]
 
     # Sections of the page (templates cannot pass arguments, hence one property each).
     SERVE = ("name", "image", "command", "args", "env", "secret_env", "port", "readiness_path", "startup_timeout_seconds")
     SCALING = ("flavor", "gpus_per_replica", "gpu_memory_gb", "min_replicas", "max_replicas", "metric", "target", "engine", "query",
-               "scale_down_delay_seconds", "spot")
+               "scale_down_delay_seconds", "spot", "for_reservation")
 
     @property
     def serve_fields(self) -> list:
@@ -215,8 +219,10 @@ class EndpointForm(EndpointEditForm):
         return [self[name] for name in self.SCALING]
 
     def __init__(self, *args: Any, flavors: list[GpuFlavor] = (), usage: list[dict] = (), currency: str = "USD",
-                 **kwargs: Any) -> None:
+                 reservations: list[tuple[str, str]] = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # The team's bookings not over (workloads.services.reservation_choices).
+        self.fields["for_reservation"].widget = forms.Select(choices=list(reservations) or [("", "None")])
         # Read per form, not at import: the install's serving image (a prefilled form's own wins), as the
         # run form's SLIPWAY_DEFAULT_RUN_IMAGE.
         self.fields["image"].initial = settings.SLIPWAY_DEFAULT_ENDPOINT_IMAGE
@@ -232,7 +238,7 @@ class EndpointForm(EndpointEditForm):
 
     def more_fields(self, cleaned: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
         for name in ("name", "flavor", "gpus_per_replica", "port", "readiness_path", "startup_timeout_seconds",
-                     "gpu_memory_gb"):
+                     "gpu_memory_gb", "for_reservation"):
             if cleaned.get(name) not in (None, ""):
                 data[name] = cleaned[name].strip()
         put_argv(self, cleaned, data)

@@ -170,7 +170,8 @@ class EndpointKind(WorkloadKind, Reactions, Bursts, Pages, StaffActions, Demo, A
         units, per_node = endpoint.placement_shape  # the one shape rule: placement and the price read it too
         return ResourceRequest(flavor=endpoint.flavor.name, units=units, units_per_node=per_node, spot=endpoint.spot,
                                description=f"endpoint {endpoint.name}",
-                               cost_per_hour=endpoint.cost_per_hour_range[0], may_borrow=False)
+                               cost_per_hour=endpoint.cost_per_hour_range[0], may_borrow=False,
+                               for_reservation=endpoint.for_reservation)
 
     def manifests(self, endpoint: InferenceEndpoint) -> list[dict]:
         # A rolling update surges one replica only when the team has a replica's units to spare.

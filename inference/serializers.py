@@ -23,6 +23,7 @@ from workloads.api import (
     SecretEnvField,
     StateSetFields,
     deprecated_names,
+    for_reservation_input,
     secret_env_input,
 )
 from workloads.constants import MAX_GPU_MEMORY_GB, MAX_UNITS_PER_NODE, NAME_MAX_LENGTH
@@ -106,6 +107,7 @@ class EndpointCreateSerializer(EndpointPatchSerializer):
         min_value=0.1, max_value=MAX_GPU_MEMORY_GB, required=False, allow_null=True,
         help_text="Optional: the GPU memory each pod needs (GB). Advice only: the dry run warns when the flavor's "
                   "memory per unit is less; the sandbox simulates that much use.")
+    for_reservation = for_reservation_input()
 
 
 @deprecated_names("2026-11", cluster_name="object_name", estimated_cost_per_hour="cost_per_hour_now")
@@ -134,7 +136,7 @@ class EndpointSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields,
             "id", "team", "name", "state", "is_final", "holds_quota", "reason", "reason_code", "created_by", "created_at", "admitted_at", "started_at",
             "finished_at", "replicas", "desired_replicas", "replica_ceiling", "url", "internal_url", "cost_to_date",
             "cost_per_hour_now", "estimated_cost_per_hour", "cost_per_hour_range", "namespace", "object_name", "cluster_name", "queue_position",
-            "estimated_start_at", "estimated_start_earliest", "estimated_start_latest", "start_estimate", "borrowed_units", "reservation", "preemptible", "preemptions", "last_preempted_at", "idle_gpu_hours", "idle_cost", "idle_since",
+            "estimated_start_at", "estimated_start_earliest", "estimated_start_latest", "start_estimate", "borrowed_units", "reservation", "for_reservation", "preemptible", "preemptions", "last_preempted_at", "idle_gpu_hours", "idle_cost", "idle_since",
             "image", "command", "args", "env", "secret_env", "port", "flavor", "gpus_per_replica", "min_replicas",
             "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds",
             "spot", "cluster", "placement_reason", "cluster_selector", "price_per_hour", "currency", "gpu_memory_gb",

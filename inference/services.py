@@ -86,12 +86,21 @@ def _flavor_errors(flavor: GpuFlavor, fields: dict) -> dict[str, list[str]]:
     return errors
 
 
+def _reservation_errors(team: Team, flavor: GpuFlavor, fields: dict) -> dict[str, list[str]]:
+    """Its ``for_reservation`` (:func:`workloads.services.reservation_errors`) for its guaranteed replicas' units,
+    what admission puts into the window: creation and the preview alike."""
+    units = max(fields["min_replicas"], 1) * fields["gpus_per_replica"]
+    return workloads.reservation_errors(team, flavor, fields.get("for_reservation"), units, fields["spot"])
+
+
 def _flavor(team: Team, fields: dict) -> GpuFlavor:
     flavor, errors = workloads.check_flavor_and_name(
         InferenceEndpoint, team, fields["flavor"], fields["name"],
         NAME_TAKEN.format(name=fields["name"]), fields.get("cluster_selector"))
     if flavor is not None:
         errors.update(_flavor_errors(flavor, fields))
+    if "flavor" not in errors:
+        errors.update(_reservation_errors(team, flavor, fields))
     if errors:
         raise ValidationError(errors)
     return flavor
@@ -170,7 +179,7 @@ def preview_endpoint(team: Team, data: dict) -> EndpointPreview:
     flavor = GpuFlavor.objects.filter(name=fields["flavor"]).first()
     if flavor is None or flavor.refusal():
         raise ValidationError({"flavor": [flavor.refusal() if flavor else unknown_flavor(fields["flavor"])]})
-    errors = _flavor_errors(flavor, fields)
+    errors = {**_flavor_errors(flavor, fields), **_reservation_errors(team, flavor, fields)}
     if errors:
         raise ValidationError(errors)
     draft = InferenceEndpoint(team=team, flavor=flavor,

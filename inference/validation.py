@@ -25,6 +25,7 @@ from workloads.validation import (
     Collector,
     check_cluster_selector,
     check_env,
+    check_for_reservation,
     check_gpu_memory,
     check_image,
     check_name,
@@ -42,7 +43,7 @@ HTTP_PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
 CREATE_FIELDS = {
     "team", "name", "image", "command", "args", "env", "secret_env", "port", "flavor", "gpus_per_replica", "min_replicas",
     "max_replicas", "autoscale", "scale_down_delay_seconds", "readiness_path", "startup_timeout_seconds", "spot",
-    "cluster_selector", "gpu_memory_gb",
+    "cluster_selector", "gpu_memory_gb", "for_reservation",
 }
 PATCH_FIELDS = {"image", "command", "args", "env", "secret_env", "min_replicas", "max_replicas", "autoscale",
                 "scale_down_delay_seconds", *ROLLOUT_FIELDS}
@@ -146,6 +147,7 @@ def parse_endpoint_request(data: Mapping[str, Any], partial: bool = False, *, na
         out["spot"] = col.boolean("spot", False)
         out["cluster_selector"] = check_cluster_selector(col)
         out["gpu_memory_gb"] = check_gpu_memory(col)
+        out["for_reservation"] = check_for_reservation(col)
     if given("env"):
         out["env"] = dict(check_env(col))
     if given("secret_env"):

@@ -67,7 +67,7 @@ CHART_SAMPLES = 300
 CARD_TIMELINES = 8
 #: What the live preview prices and admits.
 PREVIEW_FIELDS = ("flavor", "gpus_per_replica", "min_replicas", "max_replicas", "autoscale", "spot",
-                  "startup_timeout_seconds", "gpu_memory_gb")
+                  "startup_timeout_seconds", "gpu_memory_gb", "for_reservation")
 
 
 #: Filter values of the endpoints list: by default every endpoint but the deleted ones.
@@ -128,7 +128,8 @@ def _preview_context(team, form: EndpointForm) -> dict:
 
 def _create_form(team, data=None) -> EndpointForm:
     flavors = list(GpuFlavor.objects.usable().order_by("name"))
-    return EndpointForm(data, flavors=flavors, usage=usage_summary(team), currency=settings.SLIPWAY_CURRENCY)
+    return EndpointForm(data, flavors=flavors, usage=usage_summary(team), currency=settings.SLIPWAY_CURRENCY,
+                        reservations=workloads.reservation_choices(team))
 
 
 def _require_member(request: HttpRequest):

@@ -90,6 +90,9 @@ class NewRunForm(forms.Form):
         help_text="Optional: what the model needs. The preview warns when the flavor's memory per unit is less.")
     spot = forms.BooleanField(required=False, label="Spot (cheaper, may be interrupted)")
     priority = forms.CharField(initial=Priority.NORMAL, widget=forms.Select(choices=Priority.choices))
+    for_reservation = forms.CharField(
+        required=False, label="For reservation",
+        help_text="A booking of the team's: the run goes into its window, ahead of other work, and waits for it.")
     cpu = forms.CharField(required=False, label="CPUs per worker", widget=forms.NumberInput(attrs={"step": "any", "min": 0}))
     memory_gb = forms.CharField(required=False, label="Memory per worker (GB)",
                                 widget=forms.NumberInput(attrs={"step": "any", "min": 0}))
@@ -114,7 +117,7 @@ class NewRunForm(forms.Form):
         help_text="With the contract: a claim of the team's to save to. Empty: Slipway provides one per run.")
 
     def __init__(self, *args: Any, flavors: list[GpuFlavor] = (), usage: list[dict] = (), currency: str = "USD",
-                 **kwargs: Any) -> None:
+                 reservations: list[tuple[str, str]] = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Read per form, not at import: the install's base image (a prefilled form's own wins).
         self.fields["image"].initial = settings.SLIPWAY_DEFAULT_RUN_IMAGE
@@ -126,12 +129,14 @@ class NewRunForm(forms.Form):
         self.fields["flavor"].widget = FlavorSelect(choices=choices, disabled_values=without_quota)
         # A callable: read when the form renders (the clusters as they are then), not when it is built.
         self.fields["framework"].widget = forms.Select(choices=framework_choices)
+        # The team's bookings not over (workloads.services.reservation_choices); a prefilled one kept as typed.
+        self.fields["for_reservation"].widget = forms.Select(choices=list(reservations) or [("", "None")])
         self.api_data: dict[str, Any] = {}
 
     # Sections of the page (templates cannot pass arguments, hence one property each).
     WHAT = ("name", "image", "command", "args", "env", "secret_env", "volumes")
-    RESOURCES = ("flavor", "gpus_per_worker", "workers", "framework", "gpu_memory_gb", "spot", "priority", "checkpoint", "checkpoint_grace_seconds",
-                 "checkpoint_volume")
+    RESOURCES = ("flavor", "gpus_per_worker", "workers", "framework", "gpu_memory_gb", "spot", "priority", "for_reservation", "checkpoint",
+                 "checkpoint_grace_seconds", "checkpoint_volume")
     LIMITS = ("cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes")
 
     @property
@@ -153,7 +158,8 @@ class NewRunForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         data: dict[str, Any] = {}
-        for name in ("name", "image", "flavor", "gpus_per_worker", "workers", "framework", "priority", "gpu_memory_gb"):
+        for name in ("name", "image", "flavor", "gpus_per_worker", "workers", "framework", "priority", "gpu_memory_gb",
+                     "for_reservation"):
             if cleaned.get(name) not in (None, ""):
                 data[name] = cleaned[name].strip()
         put_argv(self, cleaned, data)
@@ -210,8 +216,9 @@ def preview_data(form_data) -> dict[str, Any]:
     data: dict[str, Any] = {"name": "preview", "image": "busybox", "command": ["true"]}
     # The runtime limit prices the whole run (estimated total, its share of the budget).
     # The GPU memory a worker needs: the flavor advice's warnings read it.
+    # The reservation it names: its window, not the quota, decides when it starts.
     for name in ("flavor", "gpus_per_worker", "workers", "framework", "priority", "max_runtime_minutes",
-                 "gpu_memory_gb"):
+                 "gpu_memory_gb", "for_reservation"):
         value = str(form_data.get(name) or "").strip()
         if value:
             data[name] = value
@@ -240,4 +247,5 @@ def initial_from_run(run: TrainingRun, name: str) -> dict[str, Any]:
         "checkpoint": run.checkpoint is not None,
         "checkpoint_grace_seconds": str((run.checkpoint or {}).get("grace_seconds", c.DEFAULT_CHECKPOINT_GRACE_SECONDS)),
         "checkpoint_volume": (run.checkpoint or {}).get("volume") or "", "gpu_memory_gb": text(run.gpu_memory_gb),
+        "for_reservation": text(run.for_reservation),
     }

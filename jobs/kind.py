@@ -205,7 +205,7 @@ class TrainingKind(WorkloadKind, Reactions, Checkpoints, Pages, Demo, Estimates,
         return ResourceRequest(flavor=run.flavor.name, units=units, units_per_node=per_node,
                                priority=run.priority, spot=run.spot, description=f"run {run.name}",
                                estimated_cost=run.estimated_total_cost, cost_per_hour=run.estimated_cost_per_hour,
-                               training_framework=run.training_framework)
+                               training_framework=run.training_framework, for_reservation=run.for_reservation)
 
     def manifests(self, run: TrainingRun) -> list[dict]:
         return build_training(training_spec(run), core.backend.cluster_config())

@@ -22,6 +22,7 @@ from workloads.api import (
     SecretEnvField,
     StateSetFields,
     deprecated_names,
+    for_reservation_input,
     secret_env_input,
 )
 from workloads.constants import MAX_GPU_MEMORY_GB, MAX_UNITS_PER_NODE, NAME_MAX_LENGTH
@@ -158,6 +159,7 @@ class RunCreateSerializer(serializers.Serializer):
         min_value=0.1, max_value=MAX_GPU_MEMORY_GB, required=False, allow_null=True,
         help_text="Optional: the GPU memory each pod needs (GB). Advice only: the dry run warns when the flavor's "
                   "memory per unit is less; the sandbox simulates that much use.")
+    for_reservation = for_reservation_input()
 
 
 @deprecated_names("2026-11", cluster_name="object_name", kind="resource_kind")
@@ -184,7 +186,7 @@ class RunSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields, Secr
         fields = [
             "id", "team", "name", "state", "is_final", "holds_quota", "reason", "reason_code", "created_by", "created_at", "admitted_at", "started_at",
             "finished_at", "resource_kind", "kind", "object_name", "cluster_name", "namespace", "queue_position", "estimated_start_at",
-            "estimated_start_earliest", "estimated_start_latest", "start_estimate", "borrowed_units", "reservation", "preemptible", "preemptions", "last_preempted_at",
+            "estimated_start_earliest", "estimated_start_latest", "start_estimate", "borrowed_units", "reservation", "for_reservation", "preemptible", "preemptions", "last_preempted_at",
             "cost_to_date", "estimated_cost_per_hour", "estimated_total_cost", "idle_gpu_hours", "idle_cost",
             "idle_since", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers",
             "framework", "cpu", "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes",

@@ -79,7 +79,16 @@ def _quota_request(request: RunRequest) -> ResourceRequest:
         spot=request.spot,
         description=f"run {request.name}",
         training_framework=request.framework if request.workers > 1 else "",
+        for_reservation=request.for_reservation,
     )
+
+
+def _reservation_errors(team: Team, request: RunRequest, flavor: GpuFlavor | None) -> dict[str, list[str]]:
+    """Its ``for_reservation`` (:func:`workloads.services.reservation_errors`): submission and the preview alike."""
+    return workloads.reservation_errors(team, flavor, request.for_reservation,
+                                        request.gpus_per_worker * request.workers, request.spot)
+
+
 def _shape(request: RunRequest) -> policy.Shape:
     """What a run asks of its flavor: training, ``workers`` pods as one job, ``gpus_per_worker`` units each."""
     return policy.Shape(training=True, workers=request.workers, units_per_pod=request.gpus_per_worker,
@@ -117,6 +126,8 @@ def _check_team_facts(team: Team, request: RunRequest) -> GpuFlavor:
         errors.update(_flavor_errors(request, flavor))
     for field, words in _training_errors(request).items():
         errors.setdefault(field, words)  # a flavor that takes no distributed run says so first
+    if "flavor" not in errors:
+        errors.update(_reservation_errors(team, request, flavor))
     if errors:
         raise ValidationError(errors)
     return flavor
@@ -184,7 +195,8 @@ def preview_run(team: Team, data: dict, *, strict: bool = False) -> Preview:
     try:
         request = parse_run_request(data)
         flavor = GpuFlavor.objects.usable().filter(name=request.flavor).first()
-        errors = {**_training_errors(request), **(_flavor_errors(request, flavor) if flavor is not None else {})}
+        errors = {**_training_errors(request), **(_flavor_errors(request, flavor) if flavor is not None else {}),
+                  **_reservation_errors(team, request, flavor)}
         if errors:
             raise ValidationError(errors)
     except ValidationError as exc:

@@ -29,6 +29,7 @@ from workloads.validation import (
     VolumeRequest,
     check_cluster_selector,
     check_env,
+    check_for_reservation,
     check_gpu_memory,
     check_image,
     check_name,
@@ -75,6 +76,8 @@ class RunRequest:
     cluster_selector: tuple[tuple[str, str], ...] = ()
     #: The GPU memory each pod needs (GB), when said: for advice and the sandbox's simulation.
     gpu_memory_gb: float | None = None
+    #: The id of the team's reservation it is for (docs/reservations.md "Open or targeted"); None: none.
+    for_reservation: int | None = None
 
     def as_fields(self) -> dict[str, Any]:
         """The model fields of a TrainingRun with these values (flavor and secret env excluded)."""
@@ -87,13 +90,14 @@ class RunRequest:
             "volumes": [{"claim": v.claim, "mount_path": v.mount_path, "read_only": v.read_only} for v in self.volumes],
             "checkpoint": self.checkpoint.as_field() if self.checkpoint is not None else None,
             "cluster_selector": dict(self.cluster_selector), "gpu_memory_gb": self.gpu_memory_gb,
+            "for_reservation": self.for_reservation,
         }
 
 
 KNOWN_FIELDS = {
     "team", "name", "image", "command", "args", "env", "secret_env", "flavor", "gpus_per_worker", "workers", "cpu",
     "memory_gb", "shm_gb", "max_retries", "max_runtime_minutes", "priority", "spot", "volumes", "checkpoint",
-    "cluster_selector", "gpu_memory_gb", "framework",
+    "cluster_selector", "gpu_memory_gb", "framework", "for_reservation",
 }
 
 
@@ -177,6 +181,7 @@ def parse_run_request(data: Mapping[str, Any]) -> RunRequest:
     spot = col.boolean("spot", False)
     volumes = check_volumes(col)
     selector = check_cluster_selector(col)
+    for_reservation = check_for_reservation(col)
     checkpoint = check_checkpoint(col, env, secret_env)
     if checkpoint is not None and any(v.mount_path == CHECKPOINT_DIR or v.mount_path.startswith(CHECKPOINT_DIR + "/")
                                       for v in volumes):
@@ -188,6 +193,6 @@ def parse_run_request(data: Mapping[str, Any]) -> RunRequest:
         gpus_per_worker=gpus or 1, workers=workers or 1, framework=str(framework), cpu=cpu, memory_gb=memory_gb, shm_gb=shm_gb,
         max_retries=max_retries if max_retries is not None else 2, max_runtime_minutes=max_runtime,
         priority=str(priority), spot=spot, volumes=volumes, checkpoint=checkpoint,
-        cluster_selector=tuple(sorted(selector.items())), gpu_memory_gb=gpu_memory_gb,
+        cluster_selector=tuple(sorted(selector.items())), gpu_memory_gb=gpu_memory_gb, for_reservation=for_reservation,
     )
 

@@ -114,7 +114,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
 def _new_run_form(team, data=None, initial=None) -> NewRunForm:
     flavors = list(GpuFlavor.objects.usable().order_by("name"))
     return NewRunForm(data, flavors=flavors, usage=usage_summary(team), currency=settings.SLIPWAY_CURRENCY,
-                      initial=initial)
+                      reservations=workloads.reservation_choices(team), initial=initial)
 
 
 def _initial_from(request: HttpRequest, team) -> tuple[dict, TrainingRun | None]:

@@ -176,7 +176,7 @@ def _hold_for(team, ref: str, flavor: GpuFlavor, request: ResourceRequest, borro
 def _carried(request: ResourceRequest) -> dict:
     """What a queue entry keeps of ``request`` for the hold it becomes (:func:`quotas.facts.request_of` reads it back)."""
     return {"committed_units": request.committed_units, "limit_minutes": request.limit_minutes,
-            "user_id": request.user_id}
+            "user_id": request.user_id, "for_reservation": request.for_reservation}
 
 
 # -- the transactional entry points --------------------------------------------------------
@@ -246,7 +246,7 @@ def admit(team, request: ResourceRequest, ref: str,
         # last units): only for a team that has one of the flavor, every other admission stays as it was.
         windows = Windows([team.pk], now) if has_window else None
         if windows is not None:
-            facts = windows.apply(facts, team.pk, flavor_id)
+            facts = windows.apply(facts, team.pk, flavor_id, request.for_reservation)
         budget = None
         if budget_limit is not None:
             # Month-to-date spend: the ledger's closed rows plus what runs now, up to this instant.
@@ -273,7 +273,8 @@ def admit(team, request: ResourceRequest, ref: str,
         # 4. Write what was decided: an admission's hold and the caller's rows of it in
         #    one round trip (each statement under the lock is a share of one team's rate).
         if decision.admitted:
-            room = windows.take(team.pk, flavor_id, request.units, ref) if decision.reserved else None
+            room = (windows.take(team.pk, flavor_id, request.units, ref, request.for_reservation) if decision.reserved
+                    else None)
             hold = Write(insert_sql, (
                 team.pk, ref, flavor_id, request.units, request.units_per_node, Priority(request.priority).rank,
                 request.spot, request.description[:200], decision.borrows,
@@ -474,12 +475,12 @@ def queue_order(entries: list[QueuedRequest], usage: dict[int, int], quotas: dic
     for entry in entries:
         quota = flavor_quota(entry.flavor, quotas.get(entry.flavor_id))
         if windows is not None:
-            quota = windows.apply(quota, entry.team_id, entry.flavor_id)
+            quota = windows.apply(quota, entry.team_id, entry.flavor_id, entry.for_reservation)
         request = request_of(entry)
         decision = decide(request, usage.get(entry.flavor_id, 0), quota, budget,
                           waits(entry.flavor, entry.spot, request, entry.not_before) if waits is not None else "")
         if decision.reserved:
-            windows.take(entry.team_id, entry.flavor_id, entry.units, entry.ref)
+            windows.take(entry.team_id, entry.flavor_id, entry.units, entry.ref, entry.for_reservation)
             admitted.append((entry, decision))
         elif decision.admitted:
             # Best-effort: keep scanning, a later smaller request may still fit.
@@ -543,7 +544,7 @@ def fair_order(entries: list[QueuedRequest], cohort: CohortFigures, budgets: dic
         key = (entry.team_id, entry.flavor_id)
         quota = flavor_quota(entry.flavor, cohort.quotas.get(key), cohort, entry.team_id)
         if windows is not None:
-            quota = windows.apply(quota, entry.team_id, entry.flavor_id)
+            quota = windows.apply(quota, entry.team_id, entry.flavor_id, entry.for_reservation)
         request = request_of(entry)
         return decide(request, cohort.usage.get(key, 0), quota,
                       budgets.get(entry.team_id), waits(entry.flavor, entry.spot, request, entry.not_before) if waits is not None else "")
@@ -561,7 +562,7 @@ def fair_order(entries: list[QueuedRequest], cohort: CohortFigures, budgets: dic
         decided = decision(entry)
         borrows[id(entry)] = decided.borrows
         if decided.reserved:
-            windows.take(entry.team_id, entry.flavor_id, entry.units, entry.ref)  # not on the quota
+            windows.take(entry.team_id, entry.flavor_id, entry.units, entry.ref, entry.for_reservation)  # not on the quota
         else:
             cohort.usage[key] = cohort.usage.get(key, 0) + entry.units
 

@@ -58,6 +58,10 @@ class ResourceRequest:
     #: The framework of its distributed training ("" for work that is none): only clusters whose training API takes
     #: it can run it (:func:`cluster.training.takes`), so only they count when admission asks whether one may.
     training_framework: str = ""
+    #: The id of its team's reservation it names (docs/reservations.md "Open or targeted"; None: none): it goes
+    #: into that reservation's windows — first, in an open one — and while the reservation is not over it waits for
+    #: them rather than starting on the quota (:attr:`FlavorQuota.reserved_named`).
+    for_reservation: int | None = None
 
     def committed_cost(self, hours_left: Decimal) -> Decimal | None:
         """What admitting it commits this month, with ``hours_left`` until the month's end.
@@ -164,6 +168,9 @@ class FlavorQuota:
     #: The most units one of its windows of the flavor not over yet holds: work only such a window can
     #: hold waits for it instead of being refused.
     reserved_ahead: int = 0
+    #: ``reserved`` and ``reserved_ahead`` are those of the reservation the request names, not over yet
+    #: (:attr:`ResourceRequest.for_reservation`): it waits for that reservation's window rather than the quota.
+    reserved_named: bool = False
 
     def _own(self, usage: int) -> Lender:
         return Lender("", self.limit or 0, usage, self.lending_limit)
@@ -255,6 +262,12 @@ def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: Bud
         return Decision.of(Outcome.ADMIT, AdmissionCode.ADMITTED,
                         f"admitted into the team's reservation: {units}\u00d7 {name} of its "
                         f"{quota.reserved} reserved and free", reserved=True)
+    if quota.reserved_named and awaits_window:
+        # Work for a booking waits for its window (a held release run starts in it, not on the quota before it
+        # and then outside it): the queue admits it when the window opens, or when the work in it ends.
+        return Decision.of(Outcome.QUEUE, AdmissionCode.WAITING_FOR_QUOTA,
+                        f"waiting for a window of the reservation it names ({quota.reserved_ahead}\u00d7 {name}; "
+                        f"{quota.reserved} free in one now)")
     most = quota.most(request.may_borrow)
     if units > most and awaits_window:
         # Not "never": the team's window holds it when it opens (the queue admits it then).

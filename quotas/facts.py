@@ -249,28 +249,68 @@ def borrowable(team, quotas: dict[int, TeamQuota], in_use: dict[int, int]) -> di
 class Windows:
     """The teams' reserved windows as admission reads them (docs/reservations.md "Inside the window"): per team
     and flavor, the windows open now with their free units (:func:`billing.reserved.rooms`) and the most one of
-    its windows not over yet holds (:func:`billing.reserved.largest_ahead`). Read once per pass (one query, two
-    more when a team has a window at all) and updated as work is admitted into them (:meth:`take`)."""
+    its windows not over yet holds (:func:`billing.reserved.largest_ahead`). Read once per pass (one query, three
+    more when a team has a window at all) and updated as work is admitted into them (:meth:`take`).
+
+    Open or targeted (docs/reservations.md "Open or targeted"): work that names a reservation goes only into its
+    windows; work that names none only into open ones, and there not into the units that work queued for the
+    booking waits for (:attr:`claims`) — the work a booking is for goes in first."""
 
     def __init__(self, team_ids: list[int], now) -> None:
         self.ahead = reserved.largest_ahead(team_ids, now)
         self.open = reserved.rooms(team_ids, now) if self.ahead else {}
+        #: ``{booking ref: units}`` of the queued work that names each booking.
+        self.claims: dict[str, int] = {}
+        if self.open:
+            named = (QueuedRequest.objects.filter(team_id__in=team_ids, for_reservation__isnull=False)
+                     .values("for_reservation").annotate(total=Sum("units")).order_by())
+            self.claims = {reserved.ref_of(row["for_reservation"]): row["total"] for row in named}
         self.taken: dict[str, int] = {}  # ref → the window it was admitted into
 
-    def apply(self, quota: FlavorQuota, team_id: int, flavor_id: int | None) -> FlavorQuota:
-        """``quota`` with the team's reserved figures of the flavor."""
-        ahead = self.ahead.get((team_id, flavor_id), 0)
-        if not ahead:
-            return quota
-        rooms = self.open.get((team_id, flavor_id), [])
-        return dataclasses.replace(quota, reserved=rooms[0].free if rooms else 0, reserved_ahead=ahead)
+    def _named(self, team_id: int, flavor_id: int | None, for_reservation: int | None) -> str | None:
+        """The ref of the booking a request names while that booking has a window of the flavor not over (None:
+        it names none, or its booking is over — then it goes by the rules of work that names none)."""
+        if for_reservation is None:
+            return None
+        ref = reserved.ref_of(for_reservation)
+        ahead = self.ahead.get((team_id, flavor_id))
+        return ref if ahead is not None and ahead.most(ref) else None
 
-    def take(self, team_id: int, flavor_id: int, units: int, ref: str) -> reserved.Room | None:
-        """The window ``ref``'s request of ``units``, admitted into a reservation, goes into (its free units taken;
-        :attr:`taken` remembers it by ref)."""
-        room = reserved.take(self.open.get((team_id, flavor_id), []), units)
-        if room is not None:
-            self.taken[ref] = room.window_id
+    def _rooms(self, team_id: int, flavor_id: int | None, named: str | None) -> list[reserved.Room]:
+        """The open windows a request naming ``named`` may go into, with what it may take of each (work naming
+        none: less the units queued work that names the booking waits for), the most free first."""
+        rooms = [room for room in self.open.get((team_id, flavor_id), []) if room.takes(named)]
+        if named is None:
+            rooms = [dataclasses.replace(room, free=max(0, room.free - self.claims.get(room.ref, 0))) for room in rooms]
+        return sorted(rooms, key=lambda room: (-room.free, room.end, room.window_id))
+
+    def apply(self, quota: FlavorQuota, team_id: int, flavor_id: int | None,
+              for_reservation: int | None = None) -> FlavorQuota:
+        """``quota`` with the team's reserved figures of the flavor, for a request naming the reservation
+        ``for_reservation`` (None: none)."""
+        ahead = self.ahead.get((team_id, flavor_id))
+        named = self._named(team_id, flavor_id, for_reservation)
+        most = ahead.most(named) if ahead is not None else 0
+        if not most:
+            return quota
+        rooms = self._rooms(team_id, flavor_id, named)
+        return dataclasses.replace(quota, reserved=rooms[0].free if rooms else 0, reserved_ahead=most,
+                                   reserved_named=named is not None)
+
+    def take(self, team_id: int, flavor_id: int, units: int, ref: str,
+             for_reservation: int | None = None) -> reserved.Room | None:
+        """The window ``ref``'s request of ``units`` (naming the reservation ``for_reservation``), admitted into a
+        reservation, goes into (its free units taken; :attr:`taken` remembers it by ref)."""
+        named = self._named(team_id, flavor_id, for_reservation)
+        room = next((r for r in self._rooms(team_id, flavor_id, named) if r.free >= units), None)
+        if room is None:
+            return None
+        found = self.open[(team_id, flavor_id)]
+        at = next(i for i, r in enumerate(found) if r.window_id == room.window_id)
+        found[at] = dataclasses.replace(found[at], free=found[at].free - units)
+        if named is not None:
+            self.claims[named] = max(0, self.claims.get(named, 0) - units)
+        self.taken[ref] = room.window_id
         return room
 
 
@@ -293,5 +333,5 @@ def request_of(entry: QueuedRequest | QuotaHold) -> ResourceRequest:
                               limit_minutes=entry.limit_minutes, user_id=entry.user_id)
     if isinstance(entry, QueuedRequest):
         request = dataclasses.replace(request, estimated_cost=entry.estimated_cost, cost_per_hour=entry.cost_per_hour,
-                                      may_borrow=entry.may_borrow)
+                                      may_borrow=entry.may_borrow, for_reservation=entry.for_reservation)
     return request

@@ -120,6 +120,9 @@ class QueuedRequest(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     #: Not admitted before this instant: a failed provisioning's backoff (docs/pools.md); null: any time.
     not_before = models.DateTimeField(null=True, blank=True)
+    #: The id of its team's reservation it names (:attr:`quotas.decide.ResourceRequest.for_reservation`): it goes
+    #: into that reservation's windows first and waits for them; null: none.
+    for_reservation = models.PositiveIntegerField(null=True, blank=True)
 
     #: The admission order; every reader of the queue uses it.
     QUEUE_ORDER = ("-priority", "created_at", "pk")

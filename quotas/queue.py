@@ -76,7 +76,7 @@ def queue_reasons(team) -> dict[str, str]:
     reasons = {}
     for entry in entries:
         quota = windows.apply(flavor_quota(entry.flavor, quotas.get(entry.flavor_id), cohort, team.pk),
-                              team.pk, entry.flavor_id)
+                              team.pk, entry.flavor_id, entry.for_reservation)
         request = request_of(entry)
         decision = decide(request, usage.get(entry.flavor_id, 0), quota, budget,
                           waits(entry.flavor, entry.spot, request, entry.not_before))
@@ -122,7 +122,7 @@ def held_beyond_quota(team, candidate: tuple[str, ResourceRequest] | None = None
     for ref, request, flavor in requests:
         quota = quotas.get(flavor.pk) if flavor is not None else None
         facts = windows.apply(flavor_quota(flavor, quota, cohort, team.pk).idle(), team.pk,
-                              flavor.pk if flavor is not None else None)
+                              flavor.pk if flavor is not None else None, request.for_reservation)
         decision = decide(request, 0, facts, budget, waits(flavor, request.spot, request))
         if not decision.admitted:
             held[ref] = decision
@@ -151,5 +151,5 @@ def preview(team, request: ResourceRequest) -> Decision:
     budget = team_budget_state(team) if quota is not None else None
     cohort = cohort_figures(quota.cohort_of_team) if quota is not None else None
     facts = Windows([team.pk], timezone.now()).apply(flavor_quota(flavor, quota, cohort, team.pk), team.pk,
-                                                     flavor.pk if flavor is not None else None)
+                                                     flavor.pk if flavor is not None else None, request.for_reservation)
     return decide(request, usage, facts, budget, ClusterWaits()(flavor, request.spot, request))

@@ -31,8 +31,9 @@ class DecisionForm(ActionForm):
 
 @admin.register(Reservation)
 class ReservationAdmin(admin.ModelAdmin):
-    list_display = ["name", "team", "flavor", "cluster", "units", "start", "end", "recurrence", "state", "price"]
-    list_filter = ["state", "flavor", "cluster"]
+    list_display = ["name", "team", "flavor", "cluster", "units", "start", "end", "recurrence", "state", "matching",
+                    "price"]
+    list_filter = ["state", "matching", "flavor", "cluster"]
     search_fields = ["name", "team__slug"]
     action_form = DecisionForm
     actions = ["approve", "decline"]

@@ -9,8 +9,8 @@ class ReservationsConfig(AppConfig):
 
     def ready(self) -> None:
         from billing.ledger import register_kind_nouns, register_ref_labels
+        from billing.reserved import REF_PREFIX
         from reservations.constants import AUDIT_ACTIONS
-        from reservations.models import REF_PREFIX
         from reservations.services import ref_labels
         from teams.models import declare_audit_actions
 

@@ -8,6 +8,7 @@ import fleet.services as fleet
 from core.zones import zone_or_portals
 from fleet.models import GpuFlavor
 from reservations import windows as calendar
+from reservations.models import Matching
 from reservations.services import Booking
 
 REPEATS = [("", "Once"), (calendar.DAILY, "Every day"), (calendar.WEEKLY, "Every week on the days below")]
@@ -32,6 +33,9 @@ class BookingForm(forms.Form):
                                help_text="…or how many windows in all.")
     name = forms.CharField(max_length=60)
     purpose = forms.CharField(max_length=300, required=False)
+    matching = forms.ChoiceField(choices=Matching.choices, initial=Matching.OPEN, required=False,
+                                 help_text="Targeted: only work that names this booking goes in; your other work "
+                                           "borrows its idle units like any other team's.")
 
     def __init__(self, *args, team, **kwargs):
         super().__init__(*args, **kwargs)
@@ -63,7 +67,8 @@ class BookingForm(forms.Form):
         cluster = None if data["cluster"] == "any" else fleet.get(data["cluster"])
         return Booking(team=self.team, flavor=GpuFlavor.objects.get(name=data["flavor"]), cluster=cluster,
                        units=data["units"], start=data["start"].replace(tzinfo=None), end=data["end"].replace(tzinfo=None),
-                       zone=data["time_zone"], recurrence=recurrence, name=data["name"], purpose=data["purpose"])
+                       zone=data["time_zone"], recurrence=recurrence, name=data["name"], purpose=data["purpose"],
+                       matching=data.get("matching") or Matching.OPEN)
 
     def refused(self, errors: dict[str, list[str]]) -> None:
         """Show a service's refusals beside the fields they are about."""

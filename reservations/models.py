@@ -16,6 +16,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from billing.reserved import ref_of
 from core.money import MONEY
 from core.zones import validate_time_zone
 from fleet.models import Cluster, GpuFlavor
@@ -86,10 +87,18 @@ class ReservationState(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
+class Matching(models.TextChoices):
+    """What work a booking's windows take (docs/reservations.md "Open or targeted"), as cloud capacity
+    reservations say it: ``open`` takes any of its team's work of the flavor (the work that names it first),
+    ``targeted`` only work that names it (Slurm's ``--reservation``), and lends its idle units to the rest."""
+
+    OPEN = "open", "Open: any of the team's work of the flavor"
+    TARGETED = "targeted", "Targeted: only work that names it"
+
+
 #: States whose windows hold capacity: a booking waiting for approval holds its slots, so approving it
 #: never conflicts.
 HOLDING = (ReservationState.PENDING, ReservationState.BOOKED)
-REF_PREFIX = "reservation"
 
 
 class Reservation(models.Model):
@@ -111,6 +120,10 @@ class Reservation(models.Model):
     #: ``{"frequency": "daily"|"weekly", "days": ["mon", …], "until": "YYYY-MM-DD"|None, "count": n|None}``
     recurrence = models.JSONField(null=True, blank=True)
     state = models.CharField(max_length=12, choices=ReservationState.choices, default=ReservationState.BOOKED)
+    matching = models.CharField(max_length=10, choices=Matching.choices, default=Matching.OPEN,
+                                db_default=Matching.OPEN,
+                                help_text="Open: any of the team's work of the flavor goes in (work that names it "
+                                          "first); targeted: only work that names it.")
     #: The price of a unit-hour when booked (the cluster's price of the flavor): what every window is charged.
     price_per_unit_hour = models.DecimalField(**MONEY)
     price = models.DecimalField(**MONEY)  # all its windows, as booked
@@ -130,7 +143,7 @@ class Reservation(models.Model):
     @property
     def ref(self) -> str:
         """What its windows and its audit rows name it by: ``reservation:12``."""
-        return f"{REF_PREFIX}:{self.pk}"
+        return ref_of(self.pk)
 
 
 

@@ -15,7 +15,7 @@ from core.zones import zone_or_portals
 from fleet.models import GpuFlavor, unknown_flavor
 from reservations import services
 from reservations import windows as calendar
-from reservations.models import Reservation
+from reservations.models import Matching, Reservation
 from teams.permissions import get_membership
 
 
@@ -94,6 +94,10 @@ class ReservationCreateSerializer(TeamFlavorCluster, serializers.Serializer):
     recurrence = RecurrenceSerializer(required=False, allow_null=True, default=None)
     name = serializers.CharField(max_length=60)
     purpose = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
+    matching = serializers.ChoiceField(choices=Matching.choices, required=False, default=Matching.OPEN,
+                                       help_text="open: any of the team's work of the flavor goes in (work that "
+                                                 "names it first); targeted: only work that names it "
+                                                 "(docs/reservations.md \"Open or targeted\").")
 
     def validate(self, data):
         try:
@@ -113,7 +117,7 @@ class ReservationCreateSerializer(TeamFlavorCluster, serializers.Serializer):
             recurrence = rule.recurrence()
         return services.Booking(team=data["team"], flavor=data["flavor"], cluster=data["cluster"], units=data["units"],
                                 start=data["start"], end=data["end"], zone=data["zone"], recurrence=recurrence,
-                                name=data["name"], purpose=data["purpose"])
+                                name=data["name"], purpose=data["purpose"], matching=data["matching"])
 
 
 class ReservationSerializer(serializers.ModelSerializer):
@@ -130,7 +134,7 @@ class ReservationSerializer(serializers.ModelSerializer):
     class Meta:
         model = Reservation
         fields = ["id", "team", "name", "purpose", "flavor", "cluster", "units", "start", "end", "time_zone",
-                  "recurrence", "state", "price", "price_per_unit_hour", "currency", "windows", "created_by", "created_at",
+                  "recurrence", "state", "matching", "price", "price_per_unit_hour", "currency", "windows", "created_by", "created_at",
                   "decided_by", "decided_at", "decline_reason", "cancelled_at"]
         read_only_fields = fields
 

@@ -33,7 +33,7 @@ from reservations import events, occupancy
 from reservations import policy as rules
 from reservations import windows as calendar
 from reservations.constants import AuditAction
-from reservations.models import REF_PREFIX, FlavorPolicy, Reservation, ReservationState, TeamPolicy
+from reservations.models import FlavorPolicy, Matching, Reservation, ReservationState, TeamPolicy
 from reservations.occupancy import SLOT
 from teams.models import Role, Team
 from teams.permissions import get_for_user, require_staff_permission, require_team, visible_to
@@ -74,6 +74,7 @@ class Booking:
     recurrence: calendar.Recurrence | None
     name: str
     purpose: str = ""
+    matching: str = "open"  # Matching: "open" or "targeted" (docs/reservations.md "Open or targeted")
 
 
 def policy_for(team: Team, flavor: GpuFlavor) -> rules.Policy:
@@ -156,14 +157,14 @@ def book(user, booking: Booking) -> Reservation:
         reservation = Reservation.objects.create(
             team=booking.team, created_by=user, name=booking.name, purpose=booking.purpose, flavor=booking.flavor,
             cluster=cluster, units=booking.units, time_zone=booking.zone.key, start=found[0].start, end=found[0].end,
-            recurrence=_recurrence_fields(booking.recurrence), state=state,
+            recurrence=_recurrence_fields(booking.recurrence), state=state, matching=booking.matching,
             price_per_unit_hour=price_per_unit_hour, price=price)
         reserved.hold(reservation.ref, booking.team, booking.flavor, cluster, booking.units,
                       [(w.start, w.end) for w in found], price_per_unit_hour,
-                      confirmed=state == ReservationState.BOOKED)
+                      confirmed=state == ReservationState.BOOKED, targeted=booking.matching == Matching.TARGETED)
         audit(AuditAction.BOOKED, actor=user, team=booking.team, target=reservation.ref,
               name=reservation.name, flavor=booking.flavor.name, cluster=cluster.name, units=booking.units,
-              windows=len(found), price=str(price), state=state)
+              windows=len(found), price=str(price), state=state, matching=booking.matching)
         events.reservation_moved.send(sender=Reservation, reservation=reservation, move=events.BOOKED, at=now)
     return reservation
 
@@ -352,7 +353,7 @@ class Cell:
     label: str  # its wall-clock half hour in the page's zone: "Mon 30 Nov 09:00–09:30"
     free: int
     reservable: int
-    mine: tuple[str, ...]  # the team's bookings that hold it, by name
+    mine: tuple[str, ...]  # the team's bookings that hold it, by name ("(targeted)" after a targeted one's)
     others: int  # units other teams hold
 
     @property
@@ -380,7 +381,9 @@ def calendar_days(team: Team, flavor: GpuFlavor, cluster: Cluster, zone: ZoneInf
     first = calendar.instant(datetime.combine(today, datetime.min.time()), zone)
     last = calendar.instant(datetime.combine(today + timedelta(days=days), datetime.min.time()), zone)
     windows = list(reserved.overlapping(cluster.pk, flavor.pk, first - SLOT, last + SLOT))
-    names = dict(Reservation.objects.filter(team=team, cluster=cluster, flavor=flavor).values_list("pk", "name"))
+    names = {pk: f"{name} (targeted)" if matching == Matching.TARGETED else name
+             for pk, name, matching in Reservation.objects.filter(team=team, cluster=cluster, flavor=flavor)
+             .values_list("pk", "name", "matching")}
     held = [occupancy.Held(w.start, w.end, w.units) for w in windows]
     rows = []
     for offset in range(days):
@@ -402,24 +405,24 @@ def calendar_days(team: Team, flavor: GpuFlavor, cluster: Cluster, zone: ZoneInf
 
 def _pk(ref: str) -> int | None:
     prefix, _, number = ref.partition(":")
-    return int(number) if prefix == REF_PREFIX and number.isdigit() else None
+    return int(number) if prefix == reserved.REF_PREFIX and number.isdigit() else None
 
 
 def windows_starting(since: datetime, until: datetime) -> list[tuple[Reservation, object]]:
     """``(reservation, window)`` for each window of a booked reservation that starts in ``(since, until]``:
     what the notices before and at a window's start are about."""
-    return _booked(list(reserved.starting(REF_PREFIX, since, until)))
+    return _booked(list(reserved.starting(reserved.REF_PREFIX, since, until)))
 
 
 def windows_under_way(since: datetime, until: datetime) -> list[tuple[Reservation, object]]:
     """``(reservation, window)`` for each window of a booked reservation that started in ``(since, until]`` and runs on."""
-    return _booked(list(reserved.started_before(REF_PREFIX, since, until)))
+    return _booked(list(reserved.started_before(reserved.REF_PREFIX, since, until)))
 
 
 def windows_ended(since: datetime, until: datetime) -> list[tuple[Reservation, object]]:
     """``(reservation, window)`` for each window of a reservation that ended in ``(since, until]``, billed to its end
     (a cancelled one's window under way ends at the cancel)."""
-    return _booked(list(reserved.ending(REF_PREFIX, since, until)), (ReservationState.BOOKED, ReservationState.CANCELLED))
+    return _booked(list(reserved.ending(reserved.REF_PREFIX, since, until)), (ReservationState.BOOKED, ReservationState.CANCELLED))
 
 
 def _booked(windows: list, states: tuple[str, ...] = (ReservationState.BOOKED,)) -> list[tuple[Reservation, object]]:
@@ -431,7 +434,7 @@ def _booked(windows: list, states: tuple[str, ...] = (ReservationState.BOOKED,))
 def ref_labels(refs: list[str]) -> dict[str, RefLabel]:
     """``ref -> RefLabel`` of the reservations among ledger ``refs`` (one query): what the cost reports call the
     rows of a window's idle units ("reservation release-eval (#12) of team nlp")."""
-    pks = [pk for pk in (_pk(ref) for ref in refs if ref.startswith(f"{REF_PREFIX}:")) if pk is not None]
+    pks = [pk for pk in (_pk(ref) for ref in refs if ref.startswith(f"{reserved.REF_PREFIX}:")) if pk is not None]
     if not pks:
         return {}
     url = reverse("reservations:calendar")
@@ -484,7 +487,7 @@ class WindowUse:
 def window_uses(team: Team, since: datetime, until: datetime) -> list[WindowUse]:
     """The team's reservations with windows started in ``[since, until)`` and billed (one query each for the windows
     and their reservations), soonest first: the Usage page's card."""
-    windows = list(reserved.of_team_between(team.pk, REF_PREFIX, since, until))
+    windows = list(reserved.of_team_between(team.pk, reserved.REF_PREFIX, since, until))
     found = {r.ref: r for r in Reservation.objects.filter(pk__in={_pk(w.ref) for w in windows}).select_related(
         "flavor", "cluster")}
     uses: dict[str, list] = {}

@@ -59,7 +59,8 @@ def describe(r: dict) -> str:
     start, end = _local(r["start"], r["time_zone"]), _local(r["end"], r["time_zone"])
     end = end[11:] if end[:10] == start[:10] else end
     return (f"reservation {r['id']} {r['name']}: {r['units']}\u00d7 {r['flavor']} on {r['cluster']}, {start}–{end} "
-            f"{r['time_zone']}{f', {windows} windows' if windows != 1 else ''}, {r['state']}; "
+            f"{r['time_zone']}{f', {windows} windows' if windows != 1 else ''}, {r['state']}"
+            f"{', targeted' if r.get('matching') == 'targeted' else ''}; "
             f"price {money(r['price'], r.get('currency', ''))}")
 
 
@@ -85,13 +86,17 @@ def reserve() -> None:
 @click.option("--count", type=int, help="How many windows in all, the first included.")
 @click.option("--name", required=True, help="What people see on the calendar.")
 @click.option("--purpose", default="", help="Why (the approvers read it).")
+@click.option("--matching", type=click.Choice(["open", "targeted"]), default="open", show_default=True,
+              help="open: any of the team's work of the flavor goes in; targeted: only work that names it "
+                   "(--reservation ID, or for_reservation in a spec).")
 @api_call
 def reserve_create(client: Client, team: str, flavor: str, units: int, cluster: str, start: str, end: str,
                    time_zone: str | None, daily: bool, weekly: str | None, until: str | None, count: int | None,
-                   name: str, purpose: str) -> None:
+                   name: str, purpose: str, matching: str) -> None:
     """Book: refused with what to change when outside the policy, not free or past the budget."""
     spec = {"team": team, "flavor": flavor, "units": units, "cluster": cluster, "start": start, "end": end,
-            "name": name, "purpose": purpose, "recurrence": recurrence(daily, weekly, until, count)}
+            "name": name, "purpose": purpose, "recurrence": recurrence(daily, weekly, until, count),
+            "matching": matching}
     if time_zone:
         spec["time_zone"] = time_zone
     try:
@@ -112,10 +117,11 @@ def reserve_ls(client: Client, team: str | None, state: str | None, output: str)
     if output != "table":
         dump(rows, output)
         return
-    table(["ID", "NAME", "TEAM", "UNITS", "FLAVOR", "CLUSTER", "FIRST WINDOW", "TIME ZONE", "WINDOWS", "STATE", "PRICE"],
+    table(["ID", "NAME", "TEAM", "UNITS", "FLAVOR", "CLUSTER", "FIRST WINDOW", "TIME ZONE", "WINDOWS", "STATE", "MATCHING",
+           "PRICE"],
           [[r["id"], r["name"], r["team"], r["units"], r["flavor"], r["cluster"],
             f"{_local(r['start'], r['time_zone'])}–{_local(r['end'], r['time_zone'])[11:]}", r["time_zone"],
-            len(r["windows"]), r["state"], money(r["price"], r.get("currency", ""))] for r in rows])
+            len(r["windows"]), r["state"], r.get("matching", "open"), money(r["price"], r.get("currency", ""))] for r in rows])
 
 
 @reserve.command("cancel")

@@ -42,13 +42,18 @@ def runs() -> None:
 @click.option("--dry-run", is_flag=True, help="Only show the admission decision, cost estimate and estimated start.")
 @click.option("--watch", is_flag=True, help="Follow the run's state until it ends: exit 0 on success, 1 otherwise.")
 @click.option("--idempotency-key", help="Reuse the key of an earlier attempt: the same key never creates a second run.")
+@click.option("--reservation", type=click.IntRange(min=1), metavar="ID",
+              help="The team's reservation the run is for (overrides the spec's `for_reservation`): it goes into "
+                   "that booking's window and waits for it (`slipway reserve ls` shows the ids).")
 @api_call
 def run(client: Client, spec_file: Path, team: str | None, dry_run: bool, watch: bool,
-        idempotency_key: str | None) -> None:
+        idempotency_key: str | None, reservation: int | None) -> None:
     """Submit a training run from a spec file."""
     spec = load_spec(spec_file)
     if team:
         spec["team"] = team
+    if reservation is not None:
+        spec["for_reservation"] = reservation
     key = idempotency_key or str(uuid.uuid4())
     try:
         if dry_run:

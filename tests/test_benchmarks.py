@@ -49,8 +49,9 @@ BENCHMARKS = [
     ("pools.py", ["--quick", "16", "--rounds", "1"], "GPU-minutes billed for gangs whose atomic provisioning failed"),
     # 9 trials of 400 steps, 3 at a time: ASHA and median both prune, the cap stops launching (tests/sweeps/test_bench.py).
     ("sweeps.py", ["--trials", "9", "--parallel", "3", "--steps", "400"], "prune disagreements with a pure Optuna study"),
-    # The trace's first 48 hours with about 20 windows, replayed three times (tests/reservations/test_bench.py).
-    ("reservations.py", ["--quick"], "invariants: held at"),
+    # The trace's first 48 hours with about 20 windows, replayed four times (targeted, open, unbooked, the trace
+    # alone) in each of two rounds (tests/reservations/test_bench.py; its lines: below).
+    ("reservations.py", ["--quick", "--rounds", "2"], "targets (the medians of the rounds"),
     ("telemetry.py", ["--quick"], "points/s through the API and through stdout"),
 ]
 
@@ -117,12 +118,16 @@ def test_the_benchmark_runs_and_prints_its_figures(script, args, line, migrated_
     assert line in result.stdout, result.stdout[-3000:]
 
 
-def _sharing_bench():
-    spec = importlib.util.spec_from_file_location("bench_sharing", ROOT / "bench" / "sharing.py")
+def _bench(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up while it loads
     spec.loader.exec_module(module)
     return module
+
+
+def _sharing_bench():
+    return _bench("sharing")
 
 
 @pytest.mark.parametrize("limits", ["", "team-a=2,team-c=1"], ids=["unlimited", "borrowing-limits"])
@@ -186,12 +191,43 @@ def test_the_sharing_bench_serves_light_endpoints_on_a_third_of_the_physical_gpu
     assert "FAIL" in capsys.readouterr().out
 
 
+def test_the_reservations_bench_prints_targeted_and_open_bookings_beside_the_runs_unbooked(capsys):
+    """Issue 49: bench/reservations.py on the trace's first 12 hours, two rounds — per booking mode (targeted,
+    open) the booked runs' start delay p50 / p95 with the target and whether it is met, the reserved capacity used,
+    and utilization, fair-share error and the others' mean wait beside the same runs unbooked and the trace
+    alone: each printed, each a figure that can be (not the targets: a quick run does not judge them)."""
+    import re
+
+    reservations = _bench("reservations")
+    assert reservations.main(["--quick", "12", "--rounds", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "each figure the median of 2 rounds (seeds 49, 50)" in out, out
+    assert ("the order rotating: targeted, open, unbooked, trace; open, unbooked, trace, targeted" in out), out
+    assert re.search(r"^ +targeted +open +unbooked +trace$", out, re.M), out
+    for line in ("utilization (all work)", "holder start delay p95 (s)", "preemptions by windows",
+                 "invariants: held at"):
+        assert line in out, out
+    for mode in ("targeted", "open"):
+        block = out[out.index(f"\n{mode} bookings ("):]
+        p50, p95 = map(float, re.search(r"booked runs p50 / p95 +(\d+) / (\d+) s", block).groups())
+        assert 0 <= p50 <= p95
+        assert re.search(r"target: p95 <= notice \+ one cycle \(35 s\) +(met|not met)\n", block), block
+        assert 0 < float(re.search(r"reserved capacity used +([\d.]+)%", block).group(1)) <= 100
+        utilization = re.search(r"utilization \(all work\) +([\d.]+) \(unbooked ([\d.]+), the trace alone ([\d.]+)\)",
+                                block).groups()
+        assert all(0 < float(value) <= 1 for value in utilization), utilization
+        fair = re.search(r"fair-share error \(all work\) +([\d.]+)% \(unbooked ([\d.]+)%, the trace alone "
+                         r"([\d.]+)%\)", block).groups()
+        assert all(0 <= float(value) < 100 for value in fair), fair
+        waits = re.search(r"the others' mean queue wait \(min\) +([\d.]+) \(unbooked ([\d.]+), the trace alone "
+                          r"([\d.]+)\)", block).groups()
+        assert all(float(value) >= 0 for value in waits), waits
+        assert f"reserved windows, {mode}: " in out, out
+        assert re.search(rf"  {mode}: holder start delay p95 <= grace \+ cycle \(35 s\) +\d+ s", out), out
+
+
 def _pools_bench():
-    spec = importlib.util.spec_from_file_location("bench_pools", ROOT / "bench" / "pools.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return _bench("pools")
 
 
 def test_the_pools_bench_bills_no_failed_gang_and_grows_within_its_max(capsys):

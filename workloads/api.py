@@ -44,6 +44,7 @@ from workloads.models import quote_rows
 from workloads.registry import WorkloadKind, kind_for, kind_of
 from workloads.telemetry import api as telemetry_api
 from workloads.telemetry import series as telemetry_series
+from workloads.validation import MAX_RESERVATION_ID
 from workloads.views import log_download
 
 
@@ -129,9 +130,11 @@ def queue_context(workloads_page) -> dict:
         estimates.update(estimated_starts(team))
     # Borrowed units: list rows carry them (WorkloadViewSet.get_queryset); others are read here.
     unread = [w.ref for w in workloads_page if not hasattr(w, "borrowed_held") and w.state in w.HOLDING_STATES]
+    # The window it runs in: work just admitted knows its borrowed units (admission wrote them), not its window.
+    windows_unread = [w.ref for w in workloads_page if not hasattr(w, "window_held") and w.state in w.HOLDING_STATES]
     return {"queue_positions": positions, "start_estimates": estimates,
             "borrowed": borrowed_units(unread),
-            "windows": windows_of(unread),
+            "windows": windows_of(windows_unread),
             "idle": idle_figures(workloads_page, timezone.now()),
             "gpu_now": telemetry_series.now_figures(workloads_page, timezone.now()),
             "secret_env": secrets.names_by_ref(workloads_page)}
@@ -266,7 +269,8 @@ class StateSetFields(serializers.Serializer):
 
 
 class BorrowedFields(serializers.Serializer):
-    """``borrowed_units``, ``reservation`` and ``preemptible``: read from the workload's quota hold (:func:`queue_context`)."""
+    """``borrowed_units``, ``reservation`` and ``preemptible``: read from the workload's quota hold (:func:`queue_context`);
+    beside them ``for_reservation``, the reservation the work names (its own column)."""
 
     borrowed_units = serializers.SerializerMethodField(
         help_text="How many of its units are borrowed from the team's cohort (0 when not holding quota).")
@@ -274,6 +278,10 @@ class BorrowedFields(serializers.Serializer):
         help_text="The id of its team's reservation it was admitted into (its units on top of the quota); null: none.")
     preemptible = serializers.SerializerMethodField(
         help_text="Holds borrowed units, or runs on another team's idle reserved units: either may be taken back.")
+    for_reservation = serializers.IntegerField(
+        read_only=True, allow_null=True,
+        help_text="The id of its team's reservation it names (docs/reservations.md \"Open or targeted\"): it goes "
+                  "into that reservation's windows first and waits for them; null: none.")
 
     def get_borrowed_units(self, workload) -> int:
         if hasattr(workload, "borrowed_held"):
@@ -292,6 +300,16 @@ class BorrowedFields(serializers.Serializer):
 
     def get_preemptible(self, workload) -> bool:
         return self.get_borrowed_units(workload) > 0 or self._window(workload)[1]
+
+
+def for_reservation_input() -> serializers.IntegerField:
+    """The ``for_reservation`` of a create request, for the OpenAPI schema (every kind takes it alike)."""
+    return serializers.IntegerField(
+        min_value=1, max_value=MAX_RESERVATION_ID, required=False, allow_null=True, default=None,
+        help_text="The id of a reservation of the team's that the work is for (docs/reservations.md \"Open or "
+                  "targeted\"): it goes into that reservation's windows first and waits for them. Refused (400) "
+                  "when the team has no such booking not over, of this flavor, holding its units, or the work is "
+                  "spot; null: none.")
 
 
 def secret_env_input(more: str = "") -> serializers.DictField:

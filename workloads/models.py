@@ -324,6 +324,10 @@ class Workload(models.Model):
     provisioning_failures = models.PositiveSmallIntegerField(default=0, db_default=0)
     #: Labels a cluster must carry to be chosen (docs/api.md "Clusters"); empty: any cluster.
     cluster_selector = models.JSONField(default=dict, blank=True)
+    #: The id of its team's reservation it is for (docs/reservations.md "Open or targeted"): admitted into that
+    #: reservation's windows first, it waits for them rather than starting on the quota; null: none named. An id,
+    #: not a key: reservations are an app above the workloads (their windows, billing's, carry it as their ref).
+    for_reservation = models.PositiveIntegerField(null=True, blank=True)
     #: The GPU memory each pod needs in GB, when the user says (optional): the flavor advice warns when a unit
     #: has less (quotas.policy.warnings), and the sandbox simulates that much use (SLIPWAY_SIM_GPU_MEMORY_GB).
     gpu_memory_gb = models.FloatField(null=True, blank=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import reduce
 
 from django.core.paginator import Page, Paginator
@@ -23,7 +23,7 @@ from django.db.models import Count, Exists, Q, QuerySet
 from django.utils import timezone
 
 import fleet.services as fleet
-from billing import ledger
+from billing import ledger, reserved
 from billing.models import PreemptionEvent, QuotaHold, flavor_price
 from cluster.backends.base import ClusterEvent
 from cluster.errors import ClusterError
@@ -116,6 +116,32 @@ def check_flavor_and_name(model, team, flavor_name: str, name: str, name_taken: 
         wanted = ", ".join(f"{k}={v}" for k, v in sorted(cluster_selector.items()))
         errors["cluster_selector"] = [f"No cluster carries the labels {wanted}: it could never be placed."]
     return flavor, errors
+
+
+def reservation_errors(team, flavor: GpuFlavor | None, reservation_id: int | None, units: int,
+                       spot: bool) -> dict[str, list[str]]:
+    """A submission's ``for_reservation`` as a field error (:func:`billing.reserved.naming_refusal`, the one
+    rule), or {} when it names none, may name it, or the flavor is already refused. Every kind's submission, dry
+    run and New form ask it alike."""
+    if reservation_id is None or flavor is None:
+        return {}
+    words = reserved.naming_refusal(team.pk, flavor.pk, reservation_id, units, spot, timezone.now())
+    return {"for_reservation": [words]} if words else {}
+
+
+TARGETED = " \u00b7 targeted"  # after a targeted booking's label
+
+
+def reservation_choices(team) -> list[tuple[str, str]]:
+    """The New forms' choices of ``for_reservation``: none, then the team's reservations not over, each labelled
+    from its next window ("#12 · 8× h100-80gb · next window Thu 09:00–17:00 UTC · targeted")."""
+    choices = [("", "None: the quota's rule (open bookings take it too)")]
+    for booked in reserved.nameable(team.pk, timezone.now()):
+        start, end = booked.next_start.astimezone(UTC), booked.next_end.astimezone(UTC)
+        label = (f"#{booked.reservation_id} \u00b7 {booked.units}\u00d7 {booked.flavor} \u00b7 next window "
+                 f"{start:%a %H:%M}\u2013{end:%H:%M} UTC{TARGETED if booked.targeted else ''}")
+        choices.append((str(booked.reservation_id), label))
+    return choices
 
 
 def enqueue_apply(identity: WorkloadId) -> None:

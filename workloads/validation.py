@@ -282,6 +282,17 @@ def check_cluster_selector(col: Collector) -> dict[str, str]:
     return {str(k): str(v) for k, v in selector.items()}
 
 
+#: The largest id ``for_reservation`` may be (the column's, a PositiveIntegerField's on every database).
+MAX_RESERVATION_ID = 2_147_483_647
+
+
+def check_for_reservation(col: Collector) -> int | None:
+    """``for_reservation``: the id of the team's reservation the work is for (docs/reservations.md "Open or
+    targeted"); null or absent: none. Only its type here: whether the team has it and it takes the work is the
+    submission's database check (:func:`workloads.services.reservation_errors`)."""
+    return col.integer("for_reservation", None, 1, MAX_RESERVATION_ID)
+
+
 def check_secret_env(col: Collector, env: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
     """``secret_env``: variables whose values go to a Kubernetes Secret, never into the workload's spec.
 

@@ -127,7 +127,8 @@ class WorkspaceKind(WorkloadKind, Reactions, Pages, Demo, Api, Announces):
         units, per_node = workspace.placement_shape  # the one shape rule: placement and the price read it too
         return ResourceRequest(flavor=workspace.flavor.name, units=units, units_per_node=per_node,
                                priority=workspace.priority, spot=workspace.spot,
-                               description=f"workspace {workspace.name}", cost_per_hour=workspace.running_cost_per_hour)
+                               description=f"workspace {workspace.name}", cost_per_hour=workspace.running_cost_per_hour,
+                               for_reservation=workspace.for_reservation)
 
     def manifests(self, workspace: Workspace) -> list[dict]:
         return build_workspace(workspace_spec(workspace), core.backend.cluster_config(), access_config())

@@ -12,7 +12,14 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from core.priority import Priority
-from workloads.api import BorrowedFields, IdleFields, PlacementFields, QueuedFields, StateSetFields
+from workloads.api import (
+    BorrowedFields,
+    IdleFields,
+    PlacementFields,
+    QueuedFields,
+    StateSetFields,
+    for_reservation_input,
+)
 from workloads.constants import MAX_GPU_MEMORY_GB, MAX_UNITS_PER_NODE, NAME_MAX_LENGTH
 from workloads.telemetry.api import GpuNowFields
 from workspaces import constants as c
@@ -54,6 +61,7 @@ class WorkspaceCreateSerializer(serializers.Serializer):
     cluster_selector = serializers.DictField(child=serializers.CharField(), required=False)
     gpu_memory_gb = serializers.FloatField(min_value=0.1, max_value=MAX_GPU_MEMORY_GB, required=False,
                                            allow_null=True, help_text="Advice only, as for runs.")
+    for_reservation = for_reservation_input()
 
 
 class WorkspaceSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields, BorrowedFields, PlacementFields, serializers.ModelSerializer):
@@ -84,7 +92,7 @@ class WorkspaceSerializer(QueuedFields, StateSetFields, IdleFields, GpuNowFields
             "idle_for_seconds", "last_activity_at", "idle_minutes", "idle_gpu_hours", "idle_cost", "idle_since",
             "flavor", "gpus", "image", "cpu", "memory_gb", "home_gb", "env", "volumes", "priority", "spot",
             "shared_with_admins", "namespace", "object_name", "queue_position", "estimated_start_at",
-            "estimated_start_earliest", "estimated_start_latest", "start_estimate", "borrowed_units", "reservation", "preemptible", "preemptions", "cluster", "placement_reason", "cluster_selector",
+            "estimated_start_earliest", "estimated_start_latest", "start_estimate", "borrowed_units", "reservation", "for_reservation", "preemptible", "preemptions", "cluster", "placement_reason", "cluster_selector",
             "gpu_memory_gb", "gpu_utilization", "gpu_memory_used_gb", "gpu_memory_total_gb",
         ]
         read_only_fields = fields

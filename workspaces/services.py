@@ -100,6 +100,9 @@ def _checked(team: Team, fields: dict, *, for_preview: bool = False) -> GpuFlavo
                                   "staff)."]
     if flavor is not None:
         errors.update(policy.refusals(flavor, _shape(fields)).errors(units_field="gpus"))
+    if "flavor" not in errors:
+        errors.update(workloads.reservation_errors(team, flavor, fields.get("for_reservation"), fields["gpus"],
+                                                   fields["spot"]))
     if errors:
         raise ValidationError(errors)
     return flavor

@@ -22,6 +22,7 @@ from workloads.validation import (
     Collector,
     check_cluster_selector,
     check_env,
+    check_for_reservation,
     check_gpu_memory,
     check_image,
     check_name,
@@ -32,6 +33,7 @@ from workspaces import constants as c
 CREATE_FIELDS = {
     "team", "name", "flavor", "gpus", "image", "cpu", "memory_gb", "home_gb", "idle_minutes", "env", "volumes",
     "priority", "spot", "shared_with_admins", "cluster_selector", "gpu_memory_gb",
+    "for_reservation",
 }
 #: Env names the workspace's pod gets from Slipway (its token, its home): set by no one else.
 RESERVED_ENV = ("JUPYTER_TOKEN", "JUPYTER_BASE_URL", "HOME")
@@ -78,6 +80,7 @@ def parse_workspace_request(data: Mapping[str, Any]) -> dict[str, Any]:
     out["shared_with_admins"] = col.boolean("shared_with_admins", False)
     out["cluster_selector"] = check_cluster_selector(col)
     out["gpu_memory_gb"] = check_gpu_memory(col)
+    out["for_reservation"] = check_for_reservation(col)
     if col.errors:
         raise ValidationError(col.errors)
     return out

@@ -26,6 +26,7 @@ from fleet.models import GpuFlavor
 from quotas.queue import queue_positions
 from teams.models import Role
 from teams.permissions import end_refusal, may_end, read_membership, submit_refusal
+from workloads import services as workloads
 from workloads.estimates.preview import Preview
 from workloads.idle import idle_context
 from workloads.models import quote_rows
@@ -44,7 +45,8 @@ from workspaces.idle import idle_for
 from workspaces.models import Workspace
 
 #: The New workspace form's fields, as the API names them (the form posts what the API takes).
-FORM_FIELDS = ("name", "flavor", "gpus", "image", "cpu", "memory_gb", "home_gb", "idle_minutes", "priority")
+FORM_FIELDS = ("name", "flavor", "gpus", "image", "cpu", "memory_gb", "home_gb", "idle_minutes", "priority",
+               "for_reservation")
 
 
 def _row(workspace: Workspace, position, user, membership, now) -> dict:
@@ -98,7 +100,8 @@ def workspace_new(request: HttpRequest) -> HttpResponse:
         values["flavor"] = flavors[0].name  # what the picker shows selected: previewed at once
     return render(request, "workspaces/workspace_new.html",
                   {"team": team, "flavors": flavors, "values": values, "errors": errors,
-                   "policy": services.team_policy(team), "preview": _preview(team, values)},
+                   "policy": services.team_policy(team), "preview": _preview(team, values),
+                   "reservations": workloads.reservation_choices(team)},
                   status=400 if errors else 200)
 
 

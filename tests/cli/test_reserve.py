@@ -1,5 +1,5 @@
-"""``slipway reserve``: availability, create (once and weekly), ls, cancel, and a refusal's message — against a
-live server."""
+"""``slipway reserve``: availability, create (once and weekly, open or targeted), ls, cancel, and a refusal's message;
+``slipway run --reservation`` — against a live server."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ from datetime import timedelta
 import pytest
 
 from billing.models import ReservedWindow
+from jobs.models import TrainingRun
 from reservations.models import FlavorPolicy, Reservation
+from tests.cli.test_cli import write
+from tests.jobs.conftest import run_payload
 from tests.reservations.support import clusters_with, next_week_at
 
 
@@ -55,3 +58,27 @@ def test_a_repeat_without_an_end_is_a_usage_error_before_any_call(cli, east):
     result = cli("reserve", "create", "--team", "ml-research", "--flavor", "a100-80gb", "--units", "1",
                  "--start", local(0), "--end", local(1), "--daily", "--name", "forever")
     assert result.exit_code == 2 and "--until DATE or --count N" in result.output
+
+
+def test_a_targeted_booking_is_listed_so_and_a_run_names_it_with_reservation(cli, east, tmp_path):
+    created = cli("reserve", "create", "--team", "ml-research", "--flavor", "a100-80gb", "--units", "4",
+                  "--start", local(0), "--end", local(2), "--tz", "Europe/Berlin", "--matching", "targeted",
+                  "--name", "release-run")
+    assert created.exit_code == 0, created.output
+    reservation = Reservation.objects.get()
+    assert reservation.matching == "targeted" and ", booked, targeted; price " in created.stdout
+    listed = cli("reserve", "ls")
+    assert listed.exit_code == 0 and "MATCHING" in listed.stdout and "targeted" in listed.stdout
+    spec = write(tmp_path / "run.yaml", run_payload(gpus_per_worker=4))
+    submitted = cli("run", "-f", spec, "--reservation", str(reservation.pk))
+    assert submitted.exit_code == 0, submitted.output
+    assert "waiting for a window of the reservation it names" in submitted.stdout
+    assert TrainingRun.objects.get().for_reservation == reservation.pk
+    refused = cli("run", "-f", spec, "--reservation", str(reservation.pk + 1))
+    assert refused.exit_code == 2 and f"The team has no reservation #{reservation.pk + 1}." in refused.output
+
+
+def test_a_matching_the_command_does_not_know_is_a_usage_error(cli, east):
+    result = cli("reserve", "create", "--team", "ml-research", "--flavor", "a100-80gb", "--units", "1",
+                 "--start", local(0), "--end", local(1), "--matching", "closed", "--name", "x")
+    assert result.exit_code == 2 and not Reservation.objects.exists()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+import dataclasses
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from django.utils import timezone
@@ -57,3 +58,19 @@ def book_matrix_reservation(member, team) -> Reservation:
     cluster = fleet.clusters()[0]
     clusters_with(flavor, **{cluster.name: 16})
     return services.book(member, booking_of(team, flavor, units=1, name="matrix", cluster=cluster))
+
+
+def book_for_work(member, team, *, units: int = 2, matching: str = "open") -> Reservation:
+    """A booking of ``team`` by ``member`` that work may name: ``units`` A100s on east next Monday 09:00–11:00
+    Berlin (east's nodes recorded here), ``matching`` open or targeted."""
+    flavor = GpuFlavor.objects.get(name="a100-80gb")
+    clusters_with(flavor, east=16)
+    booking = booking_of(team, flavor, units=units, name="for-work", hours=2)
+    return services.book(member, dataclasses.replace(booking, matching=matching))
+
+
+def choice_label(reservation: Reservation) -> str:
+    """How the New forms offer ``reservation`` (its one window, in UTC)."""
+    start, end = reservation.start.astimezone(UTC), reservation.end.astimezone(UTC)
+    return (f"#{reservation.pk} \u00b7 {reservation.units}\u00d7 {reservation.flavor.name} \u00b7 next window "
+            f"{start:%a %H:%M}\u2013{end:%H:%M} UTC{' · targeted' if reservation.matching == 'targeted' else ''}")

@@ -122,7 +122,7 @@ def test_the_holders_own_work_lent_its_window_before_the_start_is_not_taken_back
     other = QuotaHold.objects.create(team=vision, ref="run:2", flavor=a100, units=2, cluster=east, window=window,
                                      lent=True, open_units=2)
     needs = []
-    monkeypatch.setattr(windows, "_clear_on", lambda mine, need, now: needs.append(need) or [])
+    monkeypatch.setattr(windows, "_clear_on", lambda mine, needing, need, now: needs.append(need) or [])
     windows.clear(T0 - timedelta(minutes=10))  # in the lead: 1 of its 4 units to clear, not 4
     assert needs == [1]
     early.refresh_from_db()

@@ -13,11 +13,13 @@ was admitted into a window goes back to the quota when it ends. Each cycle, afte
    checkpoint contract: notice, grace, requeue at its old place) — the work lent the window's idle units
    first, then the least money lost first (:func:`quotas.reclaim.work_lost`), until the shortfall is met:
    whatever sits there (work placed before the booking, work that outran its limit, work that waited on
-   the cluster and started on the window's idle units) but the holders' own work and endpoints' replicas,
-   which are never placed there. A holder's own work lent its window's idle units before the start is using
-   the team's reserved units early: its units count as cleared for that window (it moves into the window when
-   it opens), and of the lent work it is taken back last, only when another window needs the units. Work
-   already stopping counts as gone, so a cycle never takes more for the same need.
+   the cluster and started on the window's idle units) but work in a window, a holder's own quota work when
+   the units are for its own open windows alone (a team's window elsewhere on the cluster shields none of its
+   work from another team's; on its targeted window it is cleared as any team's), and endpoints' replicas, which are never placed there. A holder's own work lent its
+   open window's idle units before the start is using the team's reserved units early: its units count as
+   cleared for that window (it moves into the window when it opens), and of the lent work it is taken back
+   last, only when another window needs the units. On a targeted window (docs/reservations.md "Open or
+   targeted") the holder's other work is lent work as any team's. Work already stopping counts as gone, so a cycle never takes more for the same need.
 2. :func:`close` — holds of windows that ended (or were cancelled) leave them: the holder's work goes back
    to its quota, its units above its nominal quota becoming borrowed (preemptible under the cohort's reclaim
    rules), and lent work is no longer lent.
@@ -63,27 +65,30 @@ def clear(now: datetime) -> list[str]:
     _adopt([w for w in windows if w.start <= now], now)
     pending = dict(QuotaHold.objects.held().filter(window__in=windows, lent=False, started_at__isnull=True)
                    .values("window_id").annotate(total=Sum("units")).order_by().values_list("window_id", "total"))
-    # The holder's own work lent its window's idle units before the start already runs on them: its units need no
-    # clearing (it moves into the window when it starts, :func:`_adopt`).
+    # The holder's own work lent its open window's idle units before the start already runs on them: its units need
+    # no clearing (it moves into the window when it starts, :func:`_adopt`). A targeted window's are cleared as any
+    # lent work's: only work that names its booking goes in (docs/reservations.md "Open or targeted").
     early = dict(QuotaHold.objects.held().filter(window__in=windows, lent=True, open_units__gt=0,
-                                                 team_id=F("window__team_id"))
+                                                 team_id=F("window__team_id"), window__targeted=False)
                  .values("window_id").annotate(total=Sum("open_units")).order_by().values_list("window_id", "total"))
     preempted: list[str] = []
     for key in sorted({(w.cluster_id, w.flavor_id) for w in windows}):
         mine = [w for w in windows if (w.cluster_id, w.flavor_id) == key]
-        need = sum(max(0, w.units - (early.get(w.pk) or 0)) if w.start > now else (pending.get(w.pk) or 0)
-                   for w in mine)
-        if need:
-            preempted += _clear_on(mine, need, now)
+        needs = {w.pk: max(0, w.units - (early.get(w.pk) or 0)) if w.start > now else (pending.get(w.pk) or 0)
+                 for w in mine}
+        if sum(needs.values()):
+            preempted += _clear_on(mine, [w for w in mine if needs[w.pk]], sum(needs.values()), now)
     return preempted
 
 
 def _adopt(opened: list[ReservedWindow], now: datetime) -> int:
-    """The holder's own work lent its window's idle units before the start moves into the window once it opens
+    """The holder's own work lent its open window's idle units before the start moves into the window once it opens
     (what fits of the window's free units, :func:`billing.reserved.rooms`, oldest first): it was using the team's
     reserved units early, and is the team's window work from now on — off its quota, billed as the holder's use —
-    rather than taken back by its own window. Returns how many moved."""
-    early = list(QuotaHold.objects.held().filter(window__in=opened, lent=True, team_id=F("window__team_id"))
+    rather than taken back by its own window. Not into a targeted window, which takes only work that names its
+    booking (that work waits for it in the queue). Returns how many moved."""
+    early = list(QuotaHold.objects.held().filter(window__in=opened, lent=True, team_id=F("window__team_id"),
+                                                 window__targeted=False)
                  .order_by("created_at", "pk"))
     if not early:
         return 0
@@ -99,9 +104,10 @@ def _adopt(opened: list[ReservedWindow], now: datetime) -> int:
     return moved
 
 
-def _clear_on(windows: list[ReservedWindow], need: int, now: datetime) -> list[str]:
-    """Free ``need`` units of the windows' cluster and flavor (all the same) by preempting other work there."""
-    first = windows[0]
+def _clear_on(windows: list[ReservedWindow], needing: list[ReservedWindow], need: int, now: datetime) -> list[str]:
+    """Free ``need`` units of the windows' cluster and flavor (all the same) by preempting other work there, for
+    the windows ``needing`` them."""
+    first = needing[0]
     cluster, flavor = first.cluster, first.flavor
     spec = flavor.to_spec()
     # Free: the nodes' units less what runs there by the holds (not the nodes' own count, which a cycle
@@ -110,25 +116,33 @@ def _clear_on(windows: list[ReservedWindow], need: int, now: datetime) -> list[s
     free = (sum(n.allocatable for n in fleet.recorded_nodes(cluster) if serves(n, spec, False))
             - (running.aggregate(total=Sum("open_units"))["total"] or 0))
     ids = [w.pk for w in windows]
-    holders = {w.team_id for w in windows}
+    holders = {w.team_id for w in needing}
+    # The team whose own quota work is spared: the one holder when every window needing the units is its own and
+    # open (a targeted window is for the work that names it: the holder's other work is cleared as any team's).
+    spared = next(iter(holders)) if len(holders) == 1 and not any(w.targeted for w in needing) else None
     held = list(running.exclude(Q(window_id__in=ids, lent=False)).select_related("window", "team"))
     stopping = stopping_refs({h.team_id for h in held})
     shortfall = need - free - sum(h.units for h in held if h.ref in stopping)
     if shortfall <= 0:
         return []
-    # Whatever sits there but the holders' own work: an endpoint's replicas are never placed on reserved units
-    # (admission and placement keep them off), and an endpoint's minimum is not preempted.
+    # Whatever sits there but work in a window, and but a team's own work on its quota when the units are for its
+    # own open windows alone (it would be preempted to make room for its own work naming none): a team's quota work
+    # is cleared for another team's window, or its own targeted one, like any (a window elsewhere shields none). An endpoint's replicas
+    # are never placed on reserved units (admission and placement keep them off), and its minimum is not preempted.
     workloads = held_workloads([h for h in held if h.ref not in stopping])
-    pool = [h for h in held if h.ref not in stopping and not (h.team_id in holders and not h.lent)
+    pool = [h for h in held if h.ref not in stopping and not (h.window_id is not None and not h.lent)
+            and not (not h.lent and h.team_id == spared)
             and h.ref in workloads and not isinstance(kind_of(workloads[h.ref]), Bursts)]
     if not pool:
         return []
     slugs = {h.team_id: h.team.slug for h in pool}
     candidates = {h.ref: candidate_of(h, workloads.get(h.ref), slugs, stopping, {}, now) for h in pool}
     lost = work_lost(list(candidates.values()), now)
-    # Lent work first — a holder's own work lent its own window's units last of it (its units count for that window:
-    # taken back only for another window) — then the least work lost.
-    order = sorted(pool, key=lambda h: (not h.lent, h.lent and h.team_id == h.window.team_id, lost[h.ref], h.ref))
+    # Lent work first — a holder's own work lent its own open window's units last of it (its units count for that
+    # window: taken back only for another window) — then other teams' quota work before a holder's, the least work
+    # lost first.
+    order = sorted(pool, key=lambda h: (not h.lent, h.lent and h.team_id == h.window.team_id and not h.window.targeted,
+                                        h.team_id in holders, lost[h.ref], h.ref))
     claim = Claim(first.team.slug, first.ref, need, 0, first.start)
     words = f"on {cluster.name} from {format_when(first.start)}"
     preempted = []

@@ -211,7 +211,11 @@ def awaited_window(entry: QueuedRequest, decision: Decision, now: datetime):
     window its start estimate gives and the form's overrun warning reads (:mod:`workloads.estimates.preview`)."""
     if not _waits_for_units(entry, decision) or decision.reason.code == AdmissionCode.WAITING_FOR_CLUSTER:
         return None
-    return reserved.next_holding(entry.team_id, entry.flavor_id, entry.units, now)
+    # Work that names a booking waits for that booking's next window; once the booking has none left, it is work
+    # that names none (quotas.facts.Windows), which an open booking's window may hold.
+    named = reserved.ref_of(entry.for_reservation) if entry.for_reservation is not None else None
+    window = reserved.next_holding(entry.team_id, entry.flavor_id, entry.units, now, named) if named else None
+    return window or reserved.next_holding(entry.team_id, entry.flavor_id, entry.units, now)
 
 
 def _waits_for_units(entry: QueuedRequest, decision: Decision) -> bool:

@@ -165,14 +165,16 @@ def preview_request(team, request: ResourceRequest, flavor, duration: timedelta 
     result = Preview(decision.outcome, decision.reason.words, rate, total, share, committed_cost=committed,
                       borrows=decision.borrows, borrow_note=borrow_words(decision, request.flavor), price=price)
     if decision.reserved:
-        room = reserved.take(reserved.rooms([team.pk], now, flavor.pk).get((team.pk, flavor.pk), []), request.units)
+        named = reserved.ref_of(request.for_reservation) if request.for_reservation is not None else None
+        room = reserved.take(reserved.rooms([team.pk], now, flavor.pk).get((team.pk, flavor.pk), []), request.units,
+                             named)
         if room is not None:
             result = dataclasses.replace(result, window_note=overrun_words(now, duration, room.end))
     if flavor is None or not (decision.queued or decision.admitted):
         return result
     entry = QueuedRequest(team=team, ref="dry-run", flavor=flavor, units=request.units,
                           units_per_node=request.units_per_node, priority=Priority(request.priority).rank,
-                          spot=request.spot)
+                          spot=request.spot, for_reservation=request.for_reservation)
     if not decision.queued:
         return _after_growth(result, team, entry, decision, duration, now)
     position = queue_position(team, entry)
