@@ -130,7 +130,8 @@ def queue_context(workloads_page) -> dict:
         estimates.update(estimated_starts(team))
     # Borrowed units: list rows carry them (WorkloadViewSet.get_queryset); others are read here.
     unread = [w.ref for w in workloads_page if not hasattr(w, "borrowed_held") and w.state in w.HOLDING_STATES]
-    # The window it runs in: work just admitted knows its borrowed units (admission wrote them), not its window.
+    # The window it runs in: work just admitted into one knows its borrowed units (admission wrote them), not which
+    # window (one query then; work admitted onto the quota knows it is in none, :func:`workloads.services.admit_new`).
     windows_unread = [w.ref for w in workloads_page if not hasattr(w, "window_held") and w.state in w.HOLDING_STATES]
     return {"queue_positions": positions, "start_estimates": estimates,
             "borrowed": borrowed_units(unread),

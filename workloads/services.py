@@ -79,6 +79,8 @@ def admit_new(workload, recorded: Callable[[Decision, datetime], Sequence[Write]
         return decision
     if decision.admitted:
         workload.borrowed_held = decision.borrows  # what admission just wrote on the hold
+        if not decision.reserved:  # in no window, and not lent (placement lends): nothing to read back
+            workload.window_held, workload.lent_held = None, False
         enqueue_apply(workload.identity)
     elif not all(run_together(moved(decision, timezone.now()))):
         raise DatabaseError(f"queueing {workload.ref}: a write touched no row")
