@@ -79,6 +79,18 @@ def ref_of(reservation_id: int) -> str:
 REF_PREFIX = "reservation"
 
 
+def named_ref(reservation_id: int | None) -> str | None:
+    """The ref of the booking work names (:attr:`quotas.decide.ResourceRequest.for_reservation`; None: none)."""
+    return ref_of(reservation_id) if reservation_id is not None else None
+
+
+def id_of(ref: str) -> int | None:
+    """The reservation id of a window's ref (``reservation:12`` → 12; None: not a reservation's): :func:`ref_of`
+    read back."""
+    prefix, _, number = ref.partition(":")
+    return int(number) if prefix == REF_PREFIX and number.isdigit() else None
+
+
 @dataclass(frozen=True)
 class Room:
     """A window open now, as admission reads it: its units and what of them its own team's work does not hold."""
@@ -235,9 +247,9 @@ def nameable(team_id: int, now: datetime) -> list[Nameable]:
     found: dict[int, Nameable] = {}
     for w in (ReservedWindow.objects.filter(team_id=team_id, ref__startswith=f"{REF_PREFIX}:", end__gt=now)
               .select_related("flavor").order_by("start")):
-        _prefix, _, number = w.ref.partition(":")
-        if number.isdigit() and int(number) not in found:
-            found[int(number)] = Nameable(int(number), w.units, w.flavor.name, w.start, w.end, w.targeted)
+        number = id_of(w.ref)
+        if number is not None and number not in found:
+            found[number] = Nameable(number, w.units, w.flavor.name, w.start, w.end, w.targeted)
     return sorted(found.values(), key=lambda n: n.reservation_id)
 
 

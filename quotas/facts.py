@@ -270,11 +270,9 @@ class Windows:
     def _named(self, team_id: int, flavor_id: int | None, for_reservation: int | None) -> str | None:
         """The ref of the booking a request names while that booking has a window of the flavor not over (None:
         it names none, or its booking is over — then it goes by the rules of work that names none)."""
-        if for_reservation is None:
-            return None
-        ref = reserved.ref_of(for_reservation)
+        ref = reserved.named_ref(for_reservation)
         ahead = self.ahead.get((team_id, flavor_id))
-        return ref if ahead is not None and ahead.most(ref) else None
+        return ref if ref is not None and ahead is not None and ahead.most(ref) else None
 
     def _rooms(self, team_id: int, flavor_id: int | None, named: str | None) -> list[reserved.Room]:
         """The open windows a request naming ``named`` may go into, with what it may take of each (work naming

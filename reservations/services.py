@@ -393,7 +393,7 @@ def calendar_days(team: Team, flavor: GpuFlavor, cluster: Cluster, zone: ZoneInf
             start = calendar.instant(day + half * SLOT, zone)
             end = start + SLOT
             here = [w for w in windows if w.start < end and start < w.end]
-            mine = tuple(sorted({names.get(_pk(w.ref), "") for w in here if w.team_id == team.pk} - {""}))
+            mine = tuple(sorted({names.get(reserved.id_of(w.ref), "") for w in here if w.team_id == team.pk} - {""}))
             others = sum(w.units for w in here if w.team_id != team.pk)
             free = max(0, limit - occupancy.peak(held, start, end)[0])
             wall = day + half * SLOT
@@ -401,11 +401,6 @@ def calendar_days(team: Team, flavor: GpuFlavor, cluster: Cluster, zone: ZoneInf
             cells.append(Cell(start, label, free, limit, mine, others))
         rows.append((f"{day:%a %-d %b}", cells))
     return rows
-
-
-def _pk(ref: str) -> int | None:
-    prefix, _, number = ref.partition(":")
-    return int(number) if prefix == reserved.REF_PREFIX and number.isdigit() else None
 
 
 def windows_starting(since: datetime, until: datetime) -> list[tuple[Reservation, object]]:
@@ -427,14 +422,14 @@ def windows_ended(since: datetime, until: datetime) -> list[tuple[Reservation, o
 
 def _booked(windows: list, states: tuple[str, ...] = (ReservationState.BOOKED,)) -> list[tuple[Reservation, object]]:
     found = {r.ref: r for r in Reservation.objects.filter(
-        pk__in={_pk(w.ref) for w in windows}, state__in=states).select_related("team", "flavor", "cluster")}
+        pk__in={reserved.id_of(w.ref) for w in windows}, state__in=states).select_related("team", "flavor", "cluster")}
     return [(found[w.ref], w) for w in windows if w.ref in found]
 
 
 def ref_labels(refs: list[str]) -> dict[str, RefLabel]:
     """``ref -> RefLabel`` of the reservations among ledger ``refs`` (one query): what the cost reports call the
     rows of a window's idle units ("reservation release-eval (#12) of team nlp")."""
-    pks = [pk for pk in (_pk(ref) for ref in refs if ref.startswith(f"{reserved.REF_PREFIX}:")) if pk is not None]
+    pks = [pk for pk in map(reserved.id_of, refs) if pk is not None]
     if not pks:
         return {}
     url = reverse("reservations:calendar")
@@ -488,7 +483,7 @@ def window_uses(team: Team, since: datetime, until: datetime) -> list[WindowUse]
     """The team's reservations with windows started in ``[since, until)`` and billed (one query each for the windows
     and their reservations), soonest first: the Usage page's card."""
     windows = list(reserved.of_team_between(team.pk, reserved.REF_PREFIX, since, until))
-    found = {r.ref: r for r in Reservation.objects.filter(pk__in={_pk(w.ref) for w in windows}).select_related(
+    found = {r.ref: r for r in Reservation.objects.filter(pk__in={reserved.id_of(w.ref) for w in windows}).select_related(
         "flavor", "cluster")}
     uses: dict[str, list] = {}
     for window in windows:

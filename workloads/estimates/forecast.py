@@ -213,7 +213,7 @@ def awaited_window(entry: QueuedRequest, decision: Decision, now: datetime):
         return None
     # Work that names a booking waits for that booking's next window; once the booking has none left, it is work
     # that names none (quotas.facts.Windows), which an open booking's window may hold.
-    named = reserved.ref_of(entry.for_reservation) if entry.for_reservation is not None else None
+    named = reserved.named_ref(entry.for_reservation)
     window = reserved.next_holding(entry.team_id, entry.flavor_id, entry.units, now, named) if named else None
     return window or reserved.next_holding(entry.team_id, entry.flavor_id, entry.units, now)
 

@@ -165,7 +165,7 @@ def preview_request(team, request: ResourceRequest, flavor, duration: timedelta 
     result = Preview(decision.outcome, decision.reason.words, rate, total, share, committed_cost=committed,
                       borrows=decision.borrows, borrow_note=borrow_words(decision, request.flavor), price=price)
     if decision.reserved:
-        named = reserved.ref_of(request.for_reservation) if request.for_reservation is not None else None
+        named = reserved.named_ref(request.for_reservation)
         room = reserved.take(reserved.rooms([team.pk], now, flavor.pk).get((team.pk, flavor.pk), []), request.units,
                              named)
         if room is not None:
