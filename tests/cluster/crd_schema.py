@@ -34,8 +34,10 @@ def strict(schema: Any) -> Any:
         return schema
     if schema.get(PRUNED):
         return {"type": "object"}
+    # "properties" maps names to schemas (not a schema itself): it is walked once, below. Walking it here too
+    # doubled the work at every level of nesting (41 s for the TrainJob's schema, 0.1 s once).
     out = {
-        key: strict(value) if key not in ("enum", "required", "default", "example") else value
+        key: strict(value) if key not in ("enum", "required", "default", "example", "properties") else value
         for key, value in schema.items()
     }
     if "properties" in schema:
