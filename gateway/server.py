@@ -45,7 +45,7 @@ from aiohttp import (
     web,
 )
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 from django.utils import timezone
 from yarl import URL
 
@@ -68,6 +68,12 @@ NOT_RETURNED = frozenset({"connection", "keep-alive", "proxy-authenticate", "te"
                           "transfer-encoding", "upgrade"})
 #: Seconds between refreshes of the route table and the keys.
 REFRESH_SECONDS = 1.0
+#: Seconds any statement of the gateway waits for another transaction's lock before it fails (the portal's
+#: connections wait up to 20 s on SQLite). What the gateway writes are counts it keeps and writes again at the
+#: next flush, so a longer wait only delays them; and its stop, which writes the last of them, must end within
+#: the grace it is given (``make run``'s 6 s; a pod's ``terminationGracePeriodSeconds``) even while a long
+#: transaction elsewhere (a worker finishing its task as everything stops) holds the database.
+LOCK_WAIT_SECONDS = 1.0
 #: A 503 for a request held past the limit asks the client to come back this much later (the replica may be
 #: almost ready: a model loads in minutes).
 HOLD_RETRY_AFTER = 30
@@ -178,6 +184,17 @@ def usage_tokens(usage: object) -> tuple[int, int]:
     return number("prompt_tokens"), number("completion_tokens")
 
 
+def limit_lock_waits(sender, connection, **kwargs) -> None:
+    """A ``connection_created`` receiver for the gateway's process: the new connection's statements wait at most
+    :data:`LOCK_WAIT_SECONDS` for a lock (SQLite's busy timeout; PostgreSQL's ``lock_timeout``)."""
+    milliseconds = int(LOCK_WAIT_SECONDS * 1000)
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(f"PRAGMA busy_timeout = {milliseconds}")
+        elif connection.vendor == "postgresql":
+            cursor.execute("SELECT set_config('lock_timeout', %s, false)", [f"{milliseconds}ms"])
+
+
 class Gateway:
     """One gateway process's state: caches, counters, the connection pools to the replicas."""
 
@@ -234,15 +251,25 @@ class Gateway:
         for task in list(self.tasks):
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+        taken, used = self.recorder.take(), self.keys.take_used()
         try:
-            await self.flush()
-            await self.run_sync(self.recorder.forget_load)
-        except Exception:
-            logger.exception("gateway: the last counts could not be written")
+            await self.run_sync(self._last_write, taken, used)
+        except Exception as exc:  # a stopping process cannot keep them for later: say what is lost
+            logger.error("gateway: stopped without its last counts (%d traffic windows, %d key-hours, %d keys' "
+                         "last use): %s", len(taken[0]), len(taken[1]), len(used), exc)
         if self.session is not None:
             await self.session.close()
         await self.limiter.close()
         self.executor.shutdown(wait=True)
+
+    def _last_write(self, taken: tuple[dict, dict], used: dict[int, datetime]) -> None:
+        """The counts not written yet, the keys' last use, and this process's load rows deleted (a gateway that
+        went away holds nothing): one transaction, so the stop waits for the database's lock once, at most
+        :data:`LOCK_WAIT_SECONDS`, and writes all of it or none."""
+        with transaction.atomic():
+            self.recorder.write(taken)
+            KeyCache.write_last_used(used)
+            self.recorder.forget_load()
 
     def _spawn(self, coroutine) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)

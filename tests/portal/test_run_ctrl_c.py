@@ -101,6 +101,12 @@ def wait_until(ready, process: subprocess.Popen, what: str, timeout: float = 120
         raise AssertionError(f"run.sh exited ({process.returncode}) before {what}:\n{transcript()[-3000:]}")
 
 
+def log_tails(directory: Path, lines: int = 15) -> str:
+    """The last ``lines`` of each service's log: what a service that did not stop in time was doing."""
+    return "".join(f"\n--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+                   for log in sorted(directory.glob("*.log")))
+
+
 def two_free_ports() -> tuple[int, int]:
     """The portal's port and the workspace proxy's, both free now: by default the proxy takes the port after
     the portal's, which under the suite's load an unrelated socket holds now and then."""
@@ -207,7 +213,7 @@ def test_make_run_stops_every_process_within_10_s_on_a_terminals_ctrl_c_exits_0_
         assert "Error" not in transcript.split("stopping Slipway")[-1], transcript[-2000:]
         assert took <= STOP_LIMIT_SECONDS, f"the stop took {took:.1f} s"
         # Every service stopped by itself within the grace: nothing had to be killed.
-        assert "killing what did not stop" not in transcript, transcript[-2000:]
+        assert "killing what did not stop" not in transcript, transcript[-2000:] + log_tails(var / "log")
         assert "Warm shutdown" in worker_log.read_text()
         assert processes_of_session(session) == []
         assert not serves(f"http://127.0.0.1:{port}/healthz")

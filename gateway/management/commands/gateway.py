@@ -2,7 +2,8 @@
 
 Any number may run (``make run`` starts one on the portal's port + 2; deploy/ runs them as a Deployment):
 each keeps only caches, and what it counts it adds to shared rows. SIGTERM or Ctrl-C stops it after a
-last write of its counts.
+last write of its counts, which waits at most ``LOCK_WAIT_SECONDS`` for the database (a stop never waits out
+another process's long transaction; what it could not write it logs).
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 import uvloop
 from aiohttp import web
 from django.core.management.base import BaseCommand, CommandError
+from django.db.backends.signals import connection_created
 from prometheus_client import values
 
-from gateway.server import Gateway
+from gateway.server import Gateway, limit_lock_waits
 
 
 def parse_bind(value: str) -> tuple[str, int]:
@@ -34,6 +36,9 @@ class Command(BaseCommand):
         # every figure to files there; the gateway's series are its own /metrics (each process scraped on its
         # own, as a Deployment's pods are), never the portal's: plain in-memory values, no file write per request.
         values.ValueClass = values.MutexValue
+        # Every connection this process opens waits for a lock briefly: its writes are counts it writes again, and
+        # its stop must not wait behind another process's long transaction.
+        connection_created.connect(limit_lock_waits, dispatch_uid="gateway.limit_lock_waits")
         self.stdout.write(f"Gateway on http://{host}:{port}/<team>/<endpoint>/…")
         self.stdout.flush()
         # On uvloop (libuv's event loop, C): the loop's own share of each request is smaller than asyncio's
