@@ -73,3 +73,46 @@ def test_a_flush_that_lost_a_race_to_a_writer_is_tried_again_and_nothing_else_is
     with pytest.raises(DatabaseError):
         retried_flush(flush)(None, ["DELETE FROM x"])
     assert len(calls) == 3
+
+
+BURNING = '''
+import subprocess, sys, time
+
+def burn(seconds):
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+
+def test_burns_in_this_process():
+    burn(0.4)
+
+def test_burns_in_a_child():
+    subprocess.run([sys.executable, "-c", "import time\\nstart = time.process_time()\\n"
+                    "while time.process_time() - start < 0.4: pass"], check=True)
+'''
+
+
+@pytest.mark.parametrize("spread", [[], ["-n", "2"]], ids=["one process", "xdist"])
+def test_ci_prints_the_cpu_seconds_of_each_module_its_own_and_its_childrens(tmp_path, spread):
+    """tests/cpu_time.py (scripts/test.sh loads it in CI): a module that burns 0.4 s of CPU in its process and
+    0.4 s in a child it waits for is listed with both, whether its tests ran in this process or on xdist workers."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    (tmp_path / "test_burning.py").write_text(BURNING)
+    (tmp_path / "test_idle.py").write_text("def test_idle():\n    pass\n")
+    env = {name: value for name, value in os.environ.items() if name != "DJANGO_SETTINGS_MODULE"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.cpu_time", "-p", "no:cacheprovider",
+                           "-p", "no:django", "--rootdir", str(tmp_path), "-q", *spread, str(tmp_path)],
+                          cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "CPU seconds by module (tests/cpu_time.py)" in done.stdout
+    line = re.search(r"^ *([\d.]+) s  test_burning\.py  \(([\d.]+) \+ ([\d.]+)\)$", done.stdout, re.MULTILINE)
+    assert line, done.stdout
+    total, own, children = map(float, line.groups())
+    assert own >= 0.4 and children >= 0.4 and total == pytest.approx(own + children, abs=0.11)
+    assert re.search(r"^ *[\d.]+ s  test_idle\.py ", done.stdout, re.MULTILINE), done.stdout
+    assert "all 2 modules:" in done.stdout
