@@ -4,7 +4,9 @@ On the 2-vCPU VM the suite keeps both cores busy (vmstat: 87 % user + system thr
 duration is mostly its wait for a core and ``--durations`` ranks tests by their neighbours' load as much as
 by their own work. What a test costs the pass is its CPU: this process's, and that of the processes it started
 and waited for (``RUSAGE_CHILDREN`` grows when a child is reaped, so a fixture's server counts in the test whose
-teardown stops it, and a process reaped late in whatever test reaps it: read modules, not single tests). PostgreSQL's backends, Redis and a browser left running are not counted: on 2026-11-29 they
+teardown stops it; a child nobody waited for is reaped when its ``Popen`` is collected, in whatever test runs then:
+on 2026-11-29 the workspaces' manifest tests, which start no process, were charged ~40 s that way. The first
+column is exact; read the second by module and with that in mind). PostgreSQL's backends, Redis and a browser left running are not counted: on 2026-11-29 they
 were about a fifth of the CPU a pass used (docs/operations.md "What the suite costs").
 
 Each phase's figure travels in its report's ``user_properties``, so the controller of an xdist run sums its
