@@ -33,7 +33,6 @@ from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 from cluster.backends.base import ClusterAddress, ClusterBackend, DemandReader, EndpointDemand
-from cluster.backends.kubernetes import KubernetesBackend
 from cluster.metrics import Prometheus
 from cluster.specs import ClusterConfig
 from core import metrics
@@ -81,7 +80,13 @@ def cluster_config() -> ClusterConfig:
 
 def kubernetes_backend(cluster: str = "", kubeconfig: str = "", context: str = "") -> ClusterBackend:
     """A real cluster, configured from its kubeconfig (else ``SLIPWAY_KUBECONFIG``, else in-cluster)
-    and the ``SLIPWAY_KUBE*`` and ``SLIPWAY_METRICS_URL`` settings."""
+    and the ``SLIPWAY_KUBE*`` and ``SLIPWAY_METRICS_URL`` settings.
+
+    Imported here, not at the top: importing the ``kubernetes`` package costs a process about 1.3 s of CPU (its
+    ``dynamic`` module imports kubernetes-validate when installed, whose jsonschema builds an IRI grammar at import:
+    1.0 s alone), 40 % of a Django start, and only a process with a real cluster uses it."""
+    from cluster.backends.kubernetes import KubernetesBackend
+
     return KubernetesBackend(
         kubeconfig=kubeconfig or settings.SLIPWAY_KUBECONFIG or None,
         context=context or None,

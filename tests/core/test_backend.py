@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
+from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 
 from cluster.backends.kubernetes import KubernetesBackend
@@ -73,3 +78,17 @@ def test_a_backend_without_an_inventory_offers_one_cluster_named_by_the_setting(
     settings.SLIPWAY_CLUSTER_BACKEND = "tests.fakes.FakeBackend"
     settings.SLIPWAY_CLUSTER_NAME = "onprem"
     assert [c.name for c in offered_clusters()] == ["onprem"]
+
+
+def test_a_process_on_the_sandbox_never_imports_the_kubernetes_client(tmp_path):
+    """Importing ``kubernetes`` costs a process ~1.3 s of CPU (its ``dynamic`` module imports kubernetes-validate,
+    whose jsonschema builds an IRI grammar), 40 % of a Django start: every service of ``make run`` and every process
+    the suite starts paid it for a backend it never builds. Only :func:`core.backend.kubernetes_backend` imports it."""
+    code = ("import sys, django; django.setup(); from portal.celery import app; app.loader.import_default_modules(); "
+            "from django.urls import resolve; resolve('/'); print(sorted(m for m in sys.modules if m.startswith('kubernetes')))")
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", "SLIPWAY_CLUSTER_BACKEND": "sandbox",
+           "SLIPWAY_VAR_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=django_settings.BASE_DIR, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
