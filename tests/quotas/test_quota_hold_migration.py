@@ -5,28 +5,28 @@ from __future__ import annotations
 
 import pytest
 from django.db import IntegrityError, connection, transaction
-from django.db.migrations.executor import MigrationExecutor
 
-from tests.db_template import back_to_latest
+from tests.db_template import database_at
 
 BEFORE, AFTER = [("quotas", "0014_usage_unit_hours")], [("quotas", "0015_quota_hold")]
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_reservations_rows_are_the_quota_holds_and_one_unreleased_per_workload_still_holds(flavors, team):
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE)
-    try:
+def test_the_reservations_rows_are_the_quota_holds_and_one_unreleased_per_workload_still_holds():
+    with database_at(BEFORE) as executor:
         old = executor.loader.project_state(BEFORE).apps
+        # The teams app was still the portal's then.
+        team = old.get_model("portal", "Team").objects.create(slug="vision", name="Vision")
+        flavor = old.get_model("quotas", "GpuFlavor").objects.create(
+            name="a100-80gb", resource_name="nvidia.com/gpu", gpu_model="NVIDIA-A100-SXM4-80GB", gpu_memory_gb=80,
+            price_per_hour=4, spot_price_per_hour=2)
         Reservation = old.get_model("quotas", "Reservation")
-        flavor = old.get_model("quotas", "GpuFlavor").objects.get(name="a100-80gb")
         Reservation.objects.create(team_id=team.pk, ref="run:1", flavor=flavor, units=4, borrowed_units=1)
         Reservation.objects.create(team_id=team.pk, ref="run:2", flavor=flavor, units=2)
 
-        migrated = MigrationExecutor(connection)
-        migrated.migrate(AFTER)
+        executor.migrate(AFTER)
         # Its schema's model (later migrations add columns today's model has).
-        QuotaHold = migrated.loader.project_state(AFTER).apps.get_model("quotas", "QuotaHold")
+        QuotaHold = executor.loader.project_state(AFTER).apps.get_model("quotas", "QuotaHold")
         assert sorted(QuotaHold.objects.values_list("ref", "units", "borrowed_units")) == [
             ("run:1", 4, 1), ("run:2", 2, 0)]
         assert sorted(QuotaHold.objects.filter(team_id=team.pk, released_at__isnull=True)
@@ -38,5 +38,3 @@ def test_the_reservations_rows_are_the_quota_holds_and_one_unreleased_per_worklo
         with connection.cursor() as cursor:
             tables = connection.introspection.table_names(cursor)
         assert "quotas_quotahold" in tables and "quotas_reservation" not in tables
-    finally:
-        back_to_latest()

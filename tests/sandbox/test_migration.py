@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from sandbox.backend import SandboxBackend
 from sandbox.models import SimClock, SimObject, SimPod
+from tests.db_template import database_at
 from tests.sandbox.helpers import at
 
 BEFORE, AFTER = [("sandbox", "0002_graceful_deletion_and_spot")], [("sandbox", "0004_rows_to_first_cluster")]
@@ -15,9 +14,7 @@ BEFORE, AFTER = [("sandbox", "0002_graceful_deletion_and_spot")], [("sandbox", "
 
 @pytest.mark.django_db(transaction=True)
 def test_the_rows_of_a_one_cluster_sandbox_move_to_the_first_cluster(two_clusters_inventory):
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE)
-    try:
+    with database_at(BEFORE) as executor:
         old = executor.loader.project_state(BEFORE).apps
         old.get_model("sandbox", "SimClock").objects.create(pk=1, last_tick=at(30))
         job = old.get_model("sandbox", "SimObject").objects.create(
@@ -27,11 +24,9 @@ def test_the_rows_of_a_one_cluster_sandbox_move_to_the_first_cluster(two_cluster
                                                           created_at=at(0))
         old.get_model("sandbox", "SimNodeOutage").objects.create(node="gpu-h100-0", since=at(10))
 
-        MigrationExecutor(connection).migrate(AFTER)
+        executor.migrate(AFTER)
         east, west = SandboxBackend("east"), SandboxBackend("west")
         assert (east.clock(), set(east.nodes_down())) == (at(30), {"gpu-h100-0"})
         assert west.nodes_down() == {} and not SimClock.objects.filter(cluster="west").exists()
         assert list(SimObject.objects.values_list("cluster", "name")) == [("east", "run-1")]
         assert list(SimPod.objects.values_list("cluster", "name")) == [("east", "run-1-abcde")]
-    finally:
-        MigrationExecutor(connection).migrate(executor.loader.graph.leaf_nodes("sandbox"))

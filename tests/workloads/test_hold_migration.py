@@ -28,7 +28,7 @@ from billing import ledger, segments
 from billing.models import QuotaHold, UsageRecord
 from quotas.models import QueuedRequest
 from teams.models import Team
-from tests.db_template import back_to_latest
+from tests.db_template import database_at
 from workloads import lifecycle
 from workloads.registry import kind_of, kinds
 
@@ -161,30 +161,34 @@ def _comparable(values: tuple) -> tuple:
     return billed_until, int(units or 0), bool(idle), None if price is None else Decimal(str(price)).normalize()
 
 
-def test_work_billed_before_the_charged_rate_existed_gets_its_last_ledger_hours_rate(member, team, flavors):
+def test_work_billed_before_the_charged_rate_existed_gets_its_last_ledger_hours_rate():
     """The data migration of ``charged_price`` (workloads/migrations/_charged_rates.py), on its own schema: an
     ended row with ledger time gets the rate of its last hour (cost ÷ unit-hours), not today's price; an open
     one keeps null."""
-    migrate([("tinykind", "0008_gpu_memory")])
-    try:
-        old = MigrationExecutor(connection).loader.project_state([("tinykind", "0008_gpu_memory")]).apps
+    then = [("tinykind", "0008_gpu_memory"), ("quotas", "0014_usage_unit_hours")]  # the ledger's unit-hours exist
+    with database_at(then) as executor:
+        old = executor.loader.project_state(then).apps
+        team = old.get_model("portal", "Team").objects.create(slug="vision", name="Vision")  # teams' app then
+        member = old.get_model("auth", "User").objects.create(username="ada")
+        flavor = old.get_model("quotas", "GpuFlavor").objects.create(
+            name="a100-80gb", resource_name="nvidia.com/gpu", gpu_model="NVIDIA-A100-SXM4-80GB", gpu_memory_gb=80,
+            price_per_hour=Decimal("4.10"), spot_price_per_hour=2)
         notebook = old.get_model("tinykind", "Notebook")
         t0 = timezone.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=5)
-        common = {"team_id": team.pk, "created_by_id": member.pk, "flavor_id": flavors["a100-80gb"].pk, "gpus": 2,
+        common = {"team_id": team.pk, "created_by_id": member.pk, "flavor_id": flavor.pk, "gpus": 2,
                   "billed_cost": Decimal("1")}
         ended = notebook.objects.create(name="old", state="done", billed_until=t0 + timedelta(hours=2), **common)
         running = notebook.objects.create(name="on", state="running", billed_until=t0, open_units=2, **common)
-        flavor = flavors["a100-80gb"]
+        usage = old.get_model("quotas", "UsageRecord")
         for ref in (f"nb:{ended.pk}", f"nb:{running.pk}"):
-            ledger.record_intervals(ledger.Interval(team.pk, ref, flavor.pk, flavor.name, Decimal("3.6000"),
-                                                    flavor.gpu_fraction, member.pk, t0, t0 + timedelta(hours=2), 2,
-                                                    False, False).hourly())
-        migrate([("tinykind", "0009_charged_price")])
+            # The ledger then: a row per hour at 3.60 an hour for each of 2 GPUs.
+            for hour in (t0, t0 + timedelta(hours=1)):
+                usage.objects.create(team_id=team.pk, ref=ref, flavor_id=flavor.pk, user_id=member.pk, hour=hour,
+                                     start=hour, end=hour + timedelta(hours=1), units=2, gpu_hours=2, unit_hours=2,
+                                     cost=Decimal("7.2000"))
+        executor.migrate([("tinykind", "0009_charged_price")])
         rates = dict(old_rates())
         assert (rates[ended.pk], rates[running.pk]) == (Decimal("3.6000"), None)
-        assert flavor.price_per_hour == Decimal("4.10")  # today's, which it no longer shows
-    finally:
-        back_to_latest()
 
 
 def old_rates() -> list[tuple[int, Decimal | None]]:

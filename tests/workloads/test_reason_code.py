@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.db_template import back_to_latest
+from tests.db_template import database_at
 from workloads.constants import Message
 from workloads.migrations._reason_codes import code_of
 from workloads.models import ReasonCode
@@ -36,33 +36,27 @@ def test_the_data_migration_derives_each_code_from_the_words_the_portal_wrote(re
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_gives_existing_rows_the_code_of_their_words():
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
-    from quotas.demo import seed_flavors
-    from tests.factories import make_team, make_user
-
     before, after = [("jobs", "0004_workload_idle")], [("jobs", "0005_workload_reason_code")]
-    executor = MigrationExecutor(connection)
-    executor.migrate(before)
-    try:
-        old_run = executor.loader.project_state(before).apps.get_model("jobs", "TrainingRun")
-        team, user, flavor = make_team("vision"), make_user("vera"), seed_flavors()[0]
+    with database_at(before) as executor:
+        old = executor.loader.project_state(before).apps
+        team = old.get_model("portal", "Team").objects.create(slug="vision", name="Vision")  # teams' app then
+        user = old.get_model("auth", "User").objects.create(username="vera")
+        flavor = old.get_model("quotas", "GpuFlavor").objects.create(
+            name="a100-80gb", resource_name="nvidia.com/gpu", gpu_model="NVIDIA-A100-SXM4-80GB", gpu_memory_gb=80,
+            price_per_hour=4, spot_price_per_hour=2)
         words = {"capacity": ("pending", "waiting for capacity: needs 2\u00d7 a100-80gb on one node; every a100-80gb "
                                          "node is full"),
                  "queued": ("queued", "waiting for quota: needs 4\u00d7 a100-80gb, 6 of 8 in use"),
                  "cancelled": ("cancelled", "cancelled by vera"),
                  "quiet": ("running", "")}
         for name, (state, reason) in words.items():
-            old_run.objects.create(team_id=team.pk, created_by_id=user.pk, flavor_id=flavor.pk, name=name,
-                                   state=state, reason=reason, image="registry.example.com/t:1", command=["python"])
+            old.get_model("jobs", "TrainingRun").objects.create(
+                team_id=team.pk, created_by_id=user.pk, flavor_id=flavor.pk, name=name, state=state, reason=reason,
+                image="registry.example.com/t:1", command=["python"])
 
-        executor = MigrationExecutor(connection)
         executor.migrate(after)
         run_then = executor.loader.project_state(after).apps.get_model("jobs", "TrainingRun")  # its table then
 
         assert dict(run_then.objects.values_list("name", "reason_code")) == {
             "capacity": ReasonCode.WAITING_FOR_CAPACITY, "queued": ReasonCode.QUEUED,
             "cancelled": ReasonCode.ENDED_BY_USER, "quiet": ReasonCode.NONE}
-    finally:
-        back_to_latest()

@@ -18,8 +18,8 @@ from django.db.migrations.executor import MigrationExecutor
 from django.test import override_settings
 
 from portal.env import derived_fernet_key
-from tests.db_template import back_to_latest
-from tests.factories import make_team, secret_values
+from tests.db_template import database_at
+from tests.factories import secret_values
 from tests.inference.conftest import endpoint_payload
 from workloads import crypto
 from workloads.checks import check_secret_keys
@@ -79,28 +79,25 @@ def test_rotation_re_encrypts_under_the_first_key_and_the_old_key_can_go(api, ep
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_encrypts_existing_values_and_its_reverse_decrypts_them():
-    executor = MigrationExecutor(connection)
     before, after = [("workloads", "0001_initial")], [("workloads", "0002_secretenv_sealed")]
-    executor.migrate(before)
-    try:
+    with database_at(before) as executor:
         old_apps = executor.loader.project_state(before).apps
-        team = make_team("vision")  # portal's tables stay migrated: only workloads went back
+        team = old_apps.get_model("portal", "Team").objects.create(slug="vision", name="Vision")  # teams' app then
         old_secret_env = old_apps.get_model("workloads", "SecretEnv")
         old_secret_env.objects.create(ref="ep:1", team_id=team.pk, names=["HF_TOKEN"], values={"HF_TOKEN": VALUE})
         old_secret_env.objects.create(ref="run:2", team_id=team.pk, names=["HF_TOKEN"], values={})  # ended
         assert VALUE in repr(raw_rows())  # the counter-check: before, the value is plain
 
-        executor = MigrationExecutor(connection)
         executor.migrate(after)
         assert_no_plain_value(raw_rows())
-        assert secret_values("ep:1") == {"HF_TOKEN": VALUE} and secret_values("run:2") == {}
+        sealed = executor.loader.project_state(after).apps.get_model("workloads", "SecretEnv")  # its table then
+        assert {ref: crypto.unseal(value) for ref, value in sealed.objects.values_list("ref", "sealed")} == {
+            "ep:1": {"HF_TOKEN": VALUE}, "run:2": {}}
 
         executor = MigrationExecutor(connection)
         executor.migrate(before)
         back = executor.loader.project_state(before).apps.get_model("workloads", "SecretEnv")
         assert dict(back.objects.values_list("ref", "values")) == {"ep:1": {"HF_TOKEN": VALUE}, "run:2": {}}
-    finally:
-        back_to_latest()
 
 
 def test_without_a_key_or_with_a_malformed_one_the_portal_refuses_to_start():
