@@ -8,6 +8,11 @@ a sandbox on a scripted clock, the Kubernetes backend on the API fake). Django's
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.test import override_settings
+
 from cluster.backends.base import ClusterBackend
 
 #: The backends a test chose, by cluster name; ``None``: the one backend of every cluster.
@@ -34,3 +39,13 @@ def use_backends(settings, backends: dict[str, ClusterBackend]) -> dict[str, Clu
     _chosen[None] = next(iter(backends.values()))
     settings.SLIPWAY_CLUSTER_BACKEND = f"{__name__}.installed"
     return backends
+
+
+@contextmanager
+def backend_in(backend: ClusterBackend) -> Iterator[ClusterBackend]:
+    """:func:`use_backend` for a scope wider than one test (a module's fixture): the setting points at ``backend``
+    until the block ends."""
+    _chosen.clear()
+    _chosen[None] = backend
+    with override_settings(SLIPWAY_CLUSTER_BACKEND=f"{__name__}.installed"):
+        yield backend
