@@ -33,14 +33,13 @@ from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 from cluster.backends.base import ClusterAddress, ClusterBackend, DemandReader, EndpointDemand
-from cluster.metrics import Prometheus
 from cluster.specs import ClusterConfig
 from core import metrics
 
 #: The backends a deployment names by a word (README, docs/operations.md); anything else is a dotted path.
 BACKENDS = {
     "sandbox": "sandbox.backend.SandboxBackend",
-    "kubernetes": "core.backend.kubernetes_backend",
+    "kubernetes": "core.kubernetes.kubernetes_backend",  # a module of its own: see there
 }
 
 
@@ -75,25 +74,6 @@ def cluster_config() -> ClusterConfig:
         run_as_non_root=settings.SLIPWAY_RUN_AS_NON_ROOT,
         gateway_namespace=settings.SLIPWAY_GATEWAY_NAMESPACE,
         metrics_namespace=settings.SLIPWAY_ENDPOINT_SCRAPER_NAMESPACE or None,
-    )
-
-
-def kubernetes_backend(cluster: str = "", kubeconfig: str = "", context: str = "") -> ClusterBackend:
-    """A real cluster, configured from its kubeconfig (else ``SLIPWAY_KUBECONFIG``, else in-cluster)
-    and the ``SLIPWAY_KUBE*`` and ``SLIPWAY_METRICS_URL`` settings.
-
-    Imported here, not at the top: importing the ``kubernetes`` package costs a process about 1.3 s of CPU (its
-    ``dynamic`` module imports kubernetes-validate when installed, whose jsonschema builds an IRI grammar at import:
-    1.0 s alone), 40 % of a Django start, and only a process with a real cluster uses it."""
-    from cluster.backends.kubernetes import KubernetesBackend
-
-    return KubernetesBackend(
-        kubeconfig=kubeconfig or settings.SLIPWAY_KUBECONFIG or None,
-        context=context or None,
-        qps=settings.SLIPWAY_KUBE_QPS,
-        burst=settings.SLIPWAY_KUBE_BURST,
-        timeout=settings.SLIPWAY_KUBE_TIMEOUT,
-        metrics=Prometheus(settings.SLIPWAY_METRICS_URL) if settings.SLIPWAY_METRICS_URL else None,
     )
 
 

@@ -83,7 +83,7 @@ def test_a_backend_without_an_inventory_offers_one_cluster_named_by_the_setting(
 def test_a_process_on_the_sandbox_never_imports_the_kubernetes_client(tmp_path):
     """Importing ``kubernetes`` costs a process ~1.3 s of CPU (its ``dynamic`` module imports kubernetes-validate,
     whose jsonschema builds an IRI grammar), 40 % of a Django start: every service of ``make run`` and every process
-    the suite starts paid it for a backend it never builds. Only :func:`core.backend.kubernetes_backend` imports it."""
+    the suite starts paid it for a backend it never builds. Only :mod:`core.kubernetes` imports it."""
     code = ("import sys, django; django.setup(); from portal.celery import app; app.loader.import_default_modules(); "
             "from django.urls import resolve; resolve('/'); print(sorted(m for m in sys.modules if m.startswith('kubernetes')))")
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", "SLIPWAY_CLUSTER_BACKEND": "sandbox",
