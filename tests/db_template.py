@@ -142,28 +142,6 @@ def fill_from_sqlite(path: str, target) -> None:
         source.close()
 
 
-def back_to_latest() -> None:
-    """The end of a test that migrated the test database back: every app at its last migration again.
-
-    Under xdist on PostgreSQL the database is dropped and copied from the run's template again (a file copy,
-    ~1 s), instead of walking every migration forward (20-30 s of rendering model states each on the 2-vCPU
-    VM): for tests whose subject ends before the latest migrations, the way back is not what they test.
-    The copy has none of the test's rows (a transactional test's flush would empty the tables next anyway).
-    Elsewhere, the migrations forward.
-    """
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
-    db = connection.settings_dict
-    if template() and is_postgres(db) and db["NAME"] != template():
-        connection.close()
-        with _server(db) as conn:
-            _copy(conn, template(), db["NAME"])
-        return
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
-
-
 #: Where the run keeps one SQLite database as ``manage.py migrate`` alone makes it (see :func:`migrated_sqlite`).
 MIGRATED_SQLITE_ENV = "SLIPWAY_TEST_MIGRATED_SQLITE"
 
@@ -264,3 +242,15 @@ def database_at(targets):
         else:
             connection.connection = kept
             shutil.rmtree(Path(name).parent, ignore_errors=True)
+
+
+def early_rows(apps) -> tuple:
+    """``(team, user, flavor)``: the rows most tables of :func:`database_at` reference, written with the historical
+    models ``apps`` of a state from before the apps split — the team still the portal's, the flavor quotas' — and
+    the a100-80gb flavor at 4.10 an hour."""
+    team = apps.get_model("portal", "Team").objects.create(slug="vision", name="Vision")
+    user = apps.get_model("auth", "User").objects.create(username="vera")
+    flavor = apps.get_model("quotas", "GpuFlavor").objects.create(
+        name="a100-80gb", resource_name="nvidia.com/gpu", gpu_model="NVIDIA-A100-SXM4-80GB", gpu_memory_gb=80,
+        price_per_hour="4.10", spot_price_per_hour="1.64")
+    return team, user, flavor

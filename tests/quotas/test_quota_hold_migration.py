@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from tests.db_template import database_at
+from tests.db_template import database_at, early_rows
 
 BEFORE, AFTER = [("quotas", "0014_usage_unit_hours")], [("quotas", "0015_quota_hold")]
 
@@ -15,11 +15,7 @@ BEFORE, AFTER = [("quotas", "0014_usage_unit_hours")], [("quotas", "0015_quota_h
 def test_the_reservations_rows_are_the_quota_holds_and_one_unreleased_per_workload_still_holds():
     with database_at(BEFORE) as executor:
         old = executor.loader.project_state(BEFORE).apps
-        # The teams app was still the portal's then.
-        team = old.get_model("portal", "Team").objects.create(slug="vision", name="Vision")
-        flavor = old.get_model("quotas", "GpuFlavor").objects.create(
-            name="a100-80gb", resource_name="nvidia.com/gpu", gpu_model="NVIDIA-A100-SXM4-80GB", gpu_memory_gb=80,
-            price_per_hour=4, spot_price_per_hour=2)
+        team, _user, flavor = early_rows(old)
         Reservation = old.get_model("quotas", "Reservation")
         Reservation.objects.create(team_id=team.pk, ref="run:1", flavor=flavor, units=4, borrowed_units=1)
         Reservation.objects.create(team_id=team.pk, ref="run:2", flavor=flavor, units=2)

@@ -28,7 +28,7 @@ from billing import ledger, segments
 from billing.models import QuotaHold, UsageRecord
 from quotas.models import QueuedRequest
 from teams.models import Team
-from tests.db_template import database_at
+from tests.db_template import database_at, early_rows
 from workloads import lifecycle
 from workloads.registry import kind_of, kinds
 
@@ -168,11 +168,7 @@ def test_work_billed_before_the_charged_rate_existed_gets_its_last_ledger_hours_
     then = [("tinykind", "0008_gpu_memory"), ("quotas", "0014_usage_unit_hours")]  # the ledger's unit-hours exist
     with database_at(then) as executor:
         old = executor.loader.project_state(then).apps
-        team = old.get_model("portal", "Team").objects.create(slug="vision", name="Vision")  # teams' app then
-        member = old.get_model("auth", "User").objects.create(username="ada")
-        flavor = old.get_model("quotas", "GpuFlavor").objects.create(
-            name="a100-80gb", resource_name="nvidia.com/gpu", gpu_model="NVIDIA-A100-SXM4-80GB", gpu_memory_gb=80,
-            price_per_hour=Decimal("4.10"), spot_price_per_hour=2)
+        team, member, flavor = early_rows(old)  # a100-80gb at 4.10 an hour today
         notebook = old.get_model("tinykind", "Notebook")
         t0 = timezone.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=5)
         common = {"team_id": team.pk, "created_by_id": member.pk, "flavor_id": flavor.pk, "gpus": 2,

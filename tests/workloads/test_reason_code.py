@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.db_template import database_at
+from tests.db_template import database_at, early_rows
 from workloads.constants import Message
 from workloads.migrations._reason_codes import code_of
 from workloads.models import ReasonCode
@@ -39,11 +39,7 @@ def test_the_migration_gives_existing_rows_the_code_of_their_words():
     before, after = [("jobs", "0004_workload_idle")], [("jobs", "0005_workload_reason_code")]
     with database_at(before) as executor:
         old = executor.loader.project_state(before).apps
-        team = old.get_model("portal", "Team").objects.create(slug="vision", name="Vision")  # teams' app then
-        user = old.get_model("auth", "User").objects.create(username="vera")
-        flavor = old.get_model("quotas", "GpuFlavor").objects.create(
-            name="a100-80gb", resource_name="nvidia.com/gpu", gpu_model="NVIDIA-A100-SXM4-80GB", gpu_memory_gb=80,
-            price_per_hour=4, spot_price_per_hour=2)
+        team, user, flavor = early_rows(old)
         words = {"capacity": ("pending", "waiting for capacity: needs 2\u00d7 a100-80gb on one node; every a100-80gb "
                                          "node is full"),
                  "queued": ("queued", "waiting for quota: needs 4\u00d7 a100-80gb, 6 of 8 in use"),
