@@ -250,7 +250,7 @@ def pytest_unconfigure(config):
 def django_db_setup(request, django_test_environment, django_db_blocker, django_db_use_migrations,
                     django_db_keepdb, django_db_createdb, django_db_modify_db_settings):
     """Under xdist, this worker's test database is a copy of the run's one migrated template
-    (tests/db_template.py); otherwise pytest-django's own setup, unchanged.
+    (tests/db_template.py); without a template, pytest-django's own setup, unchanged.
 
     A pytest that a test of the suite starts (``manage.py startkind``'s proof runs the scaffolded kind's tests in one)
     inherits the run's template in its environment: it copies it too, then migrates what its checkout adds (the new

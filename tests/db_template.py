@@ -17,7 +17,8 @@ On SQLite (CI's second pass) the template is a file the first worker migrates (t
 a file lock), and each worker's test database stays what Django makes it, a shared in-memory database,
 filled from the file with SQLite's backup API.
 
-Without xdist, pytest-django sets the database up as before.
+Without xdist, pytest-django sets the database up as before, unless the run was started by a test of another run
+that has a template (tests/conftest.py ``django_db_setup``).
 """
 
 from __future__ import annotations
