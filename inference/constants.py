@@ -87,6 +87,11 @@ class RevisionState(models.TextChoices):
     ROLLED_BACK = "rolled_back", "Rolled back"  # a candidate taken out, by hand or by the rule
 
 
+#: Revisions whose candidate objects (``<object_name>-canary``) are to run while they hold replicas: a candidate, and
+#: a promoted one until the stable Deployment has rolled out to it.
+CANDIDATE_HOLDING_STATES = (RevisionState.CANARY, RevisionState.ROLLING)
+
+
 #: The event of a candidate rolled back (by the rule or by hand): not a state of the endpoint's own, the
 #: "move" its event kind (EndpointKind.events) is declared for; sent by inference.revisions.roll_back.
 REVISION_ROLLED_BACK = "revision_rolled_back"

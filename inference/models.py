@@ -27,6 +27,7 @@ from django.urls import reverse
 
 from inference.constants import (
     ACTIVE_STATES,
+    CANDIDATE_HOLDING_STATES,
     FINAL_STATES,
     HOLDING_STATES,
     REF_PREFIX,
@@ -188,6 +189,12 @@ class ReplicaSample(models.Model):
 
 
 # -- serving: what the gateway (``gateway/``) reads and writes; docs/serving.md ------------------------------
+class EndpointRevisionQuerySet(models.QuerySet):
+    def holding(self) -> EndpointRevisionQuerySet:
+        """Revisions whose candidate objects are to be on the cluster: holding replicas in a holding state."""
+        return self.filter(state__in=CANDIDATE_HOLDING_STATES, replicas__gt=0)
+
+
 class EndpointRevision(models.Model):
     """One revision of an endpoint's serving spec: image, command, args, env (and so its model).
 
@@ -217,6 +224,8 @@ class EndpointRevision(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                                    related_name="+")
     ended_at = models.DateTimeField(null=True, blank=True)
+
+    objects = EndpointRevisionQuerySet.as_manager()
 
     class Meta:
         ordering = ["endpoint", "-number"]

@@ -51,8 +51,6 @@ from workloads.services import enqueue_apply
 SERVING_FIELDS = ("image", "command", "args", "env")
 #: Revisions that may serve (weight > 0): the stable one, a rolling one, a candidate.
 LIVE_STATES = (RevisionState.STABLE, RevisionState.ROLLING, RevisionState.CANARY)
-#: Revisions whose candidate objects may still run (a promoted candidate keeps them until its rollout ends).
-HOLDING_STATES = (RevisionState.CANARY, RevisionState.ROLLING)
 
 
 class RolloutConflict(Exception):
@@ -83,8 +81,7 @@ def candidate(endpoint: InferenceEndpoint) -> EndpointRevision | None:
 
 def held_replicas(endpoint: InferenceEndpoint) -> int:
     """Replicas whose units the endpoint holds for a candidate, beyond its ceiling."""
-    return EndpointRevision.objects.filter(endpoint_id=endpoint.pk, state__in=HOLDING_STATES).aggregate(
-        n=Sum("replicas"))["n"] or 0
+    return EndpointRevision.objects.filter(endpoint_id=endpoint.pk).holding().aggregate(n=Sum("replicas"))["n"] or 0
 
 
 def held_units(endpoint: InferenceEndpoint, ceiling: int | None = None) -> int:
@@ -101,7 +98,7 @@ def deployment_revision(endpoint: InferenceEndpoint) -> int:
 
 def canary_spec(endpoint: InferenceEndpoint) -> CanarySpec | None:
     """The candidate's objects to render: an admitted candidate's (or a promoted one's until it rolled out)."""
-    rev = endpoint.revisions.filter(state__in=HOLDING_STATES, replicas__gt=0).order_by("-number").first()
+    rev = endpoint.revisions.holding().order_by("-number").first()
     if rev is None:
         return None
     spec = rev.spec
@@ -279,6 +276,8 @@ def follow(endpoint: InferenceEndpoint, revision: int, rolled_out: bool, canary_
     * its Deployment rolled out to the rolling revision → that one is ``stable``, earlier ones ``retired``;
       a promoted candidate's objects are deleted and its units released;
     * a candidate waiting for quota is asked again;
+    * an admitted candidate whose Deployment the cluster does not have is applied again: a rollback's delete
+      that ran after the next candidate's apply (two tasks in flight keep no order), objects deleted by hand;
     * candidate objects that no revision holds (a delete that was lost) are deleted again.
     """
     rolling = endpoint.revisions.filter(state=RevisionState.ROLLING).order_by("-number").first()
@@ -295,6 +294,9 @@ def follow(endpoint: InferenceEndpoint, revision: int, rolled_out: bool, canary_
     waiting = candidate(endpoint)
     if waiting is not None and not waiting.replicas:
         admit_candidate(endpoint, waiting)
+        return
+    if waiting is not None and canary_ready is None:
+        enqueue_apply(endpoint.identity)  # idempotent: one more apply in the moment before the first lands
         return
     if canary_ready is not None and not held_replicas(endpoint):
         publish_on_commit(cleanup.delete_candidate, endpoint.pk)

@@ -15,6 +15,7 @@ from inference import revisions, services
 from inference.constants import EndpointState
 from inference.models import EndpointRevision, InferenceEndpoint
 from sandbox.models import SimObject, SimPod
+from workloads.registry import kind_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -100,3 +101,43 @@ def test_a_promoted_canary_becomes_the_stable_deployment_and_its_objects_go(clus
     assert stable.manifest["spec"]["template"]["spec"]["containers"][0]["args"] == ["--quantization", "awq"]
     assert stable.manifest["metadata"]["annotations"]["slipway.dev/revision"] == "2"
     assert QuotaHold.objects.held().get(ref=created.ref).units == 1
+
+
+def test_a_rollback_then_a_new_canary_keeps_the_new_ones_objects_whatever_order_the_tasks_run(
+        cluster, member, team, ep_quota):
+    """The candidate's objects are named for the endpoint, not the revision: a rollback's delete and the next
+    canary's apply, published a moment apart, may run in either order on a worker's pool."""
+    created = services.create_endpoint(member, team, {
+        "name": "chat", "image": "registry.example.com/serving/vllm:0.6", "flavor": "a100-80gb",
+        "min_replicas": 1, "max_replicas": 1, "env": {"SLIPWAY_SIM_LOAD_SECONDS": "10"}})
+    name = created.object_name
+    until(cluster, lambda: endpoint(created.pk).state == EndpointState.READY)
+    services.update_endpoint(member, endpoint(created.pk), {"image": "registry.example.com/serving/vllm:0.7",
+                                                            "rollout": "canary", "weight": 20})
+    until(cluster, lambda: (deployments().get(f"{name}-canary") or {}).get("readyReplicas") == 1)
+
+    services.rollback_endpoint(member, endpoint(created.pk))
+    services.update_endpoint(member, endpoint(created.pk), {"image": "registry.example.com/serving/vllm:0.8",
+                                                            "rollout": "canary", "weight": 20})
+    late = [task for task in cluster.published if task[0] == "inference.cleanup.delete_candidate"]
+    assert late, "the rollback published its delete"
+    cluster.published[:] = [task for task in cluster.published if task not in late] + late  # the delete runs last
+    cluster.run_tasks()
+
+    def canary_image() -> str | None:
+        found = SimObject.objects.filter(resource_kind="Deployment", name=f"{name}-canary").first()
+        return found and found.manifest["spec"]["template"]["spec"]["containers"][0]["image"]
+
+    assert canary_image() == "registry.example.com/serving/vllm:0.8"  # revision 3's, not deleted
+    until(cluster, lambda: (deployments().get(f"{name}-canary") or {}).get("readyReplicas") == 1)
+
+    # Gone all the same (a delete that slipped between its check and the apply, a kubectl delete): the reconcile
+    # cycle sees an admitted candidate without its Deployment and applies it again.
+    assert cluster.backend.delete_objects(
+        endpoint(created.pk).namespace,
+        [(r, f"{name}-canary") for r in kind_of(endpoint(created.pk)).resources if r.kind in ("Deployment", "Service")],
+    ) == 2
+    until(cluster, lambda: (deployments().get(f"{name}-canary") or {}).get("readyReplicas") == 1)
+    assert canary_image() == "registry.example.com/serving/vllm:0.8"
+    assert EndpointRevision.objects.get(endpoint_id=created.pk, number=3).state == "canary"
+    assert QuotaHold.objects.held().get(ref=created.ref).units == 2
