@@ -26,6 +26,29 @@ def test_every_module_of_the_second_lane_exists_and_is_slow():
     assert unmarked == []
 
 
+def test_every_module_that_opens_dozens_of_connections_is_marked_to_run_in_the_second_lane():
+    """Two such modules at once pass PostgreSQL's 100 connections (tests/conftest.py ``lane``): a module with 32
+    threads or more (``THREADS = N``, the races' convention) must be marked ``many_connections`` and ``slow``."""
+    import re
+
+    racing = {path.relative_to(ROOT).as_posix(): path.read_text() for path in (ROOT / "tests").rglob("test_*.py")
+              if any(int(n) >= 32 for n in re.findall(r"^THREADS = (\d+)", path.read_text(), re.MULTILINE))}
+    assert {"tests/quotas/test_concurrency.py", "tests/reservations/test_booking_race.py"} <= set(racing)
+    unmarked = [path for path, text in racing.items()
+                if "pytest.mark.many_connections" not in text or "pytest.mark.slow" not in text]
+    assert unmarked == []
+
+
+def test_a_many_connections_test_is_in_the_second_lane_wherever_it_is_listed():
+    from types import SimpleNamespace
+
+    from tests.conftest import lane
+
+    racing = SimpleNamespace(nodeid="tests/x/test_race.py::test_it", keywords={"slow": 1, "many_connections": 1})
+    plain = SimpleNamespace(nodeid="tests/x/test_race.py::test_it", keywords={"slow": 1})
+    assert (lane(racing), lane(plain)) == ("processes-2", "processes")
+
+
 def test_the_flush_deletes_every_referenced_table_before_the_tables_referencing_it():
     """So that a row a process adds beside the flush (a gateway's traffic row) is swept or refused, never left
     pointing at a deleted one (tests/conftest.py delete_flush)."""
@@ -92,10 +115,22 @@ def test_burns_in_a_child():
 '''
 
 
-@pytest.mark.parametrize("spread", [[], ["-n", "2"]], ids=["one process", "xdist"])
+LANE = '''
+import pytest
+from test_burning import burn
+
+@pytest.mark.xdist_group("lane-a")
+@pytest.mark.parametrize("turn", [1, 2])
+def test_burns_in_a_lane(turn):
+    burn(0.3)
+'''
+
+
+@pytest.mark.parametrize("spread", [[], ["-n", "2", "--dist", "loadgroup"]], ids=["one process", "xdist"])
 def test_ci_prints_the_cpu_seconds_of_each_module_its_own_and_its_childrens(tmp_path, spread):
     """tests/cpu_time.py (scripts/test.sh loads it in CI): a module that burns 0.4 s of CPU in its process and
-    0.4 s in a child it waits for is listed with both, whether its tests ran in this process or on xdist workers."""
+    0.4 s in a child it waits for is listed with both, whether its tests ran in this process or on xdist workers;
+    on xdist, each serial lane (an ``xdist_group``) is printed with the seconds its tests took, one after another."""
     import os
     import re
     import subprocess
@@ -103,6 +138,7 @@ def test_ci_prints_the_cpu_seconds_of_each_module_its_own_and_its_childrens(tmp_
 
     (tmp_path / "test_burning.py").write_text(BURNING)
     (tmp_path / "test_idle.py").write_text("def test_idle():\n    pass\n")
+    (tmp_path / "test_lane.py").write_text(LANE)
     env = {name: value for name, value in os.environ.items() if name != "DJANGO_SETTINGS_MODULE"}
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.cpu_time", "-p", "no:cacheprovider",
                            "-p", "no:django", "--rootdir", str(tmp_path), "-q", *spread, str(tmp_path)],
@@ -115,4 +151,18 @@ def test_ci_prints_the_cpu_seconds_of_each_module_its_own_and_its_childrens(tmp_
     total, own, children = map(float, line.groups())
     assert own >= 0.4 and children >= 0.4 and total == pytest.approx(own + children, abs=0.11)
     assert re.search(r"^ *[\d.]+ s  test_idle\.py ", done.stdout, re.MULTILINE), done.stdout
-    assert "all 2 modules:" in done.stdout
+    assert "all 3 modules:" in done.stdout
+    lanes = re.search(r"^serial lanes \(.*\): (.*)$", done.stdout, re.MULTILINE)
+    if not spread:  # one process: no groups, no lanes
+        assert lanes is None, done.stdout
+        return
+    assert lanes, done.stdout
+    lane = re.fullmatch(r"lane-a ([\d.]+) s", lanes.group(1))
+    assert lane and float(lane.group(1)) >= 0.6, done.stdout
+    when = re.search(r"^when they ran \(.*\): (.*)$", done.stdout, re.MULTILINE)
+    assert when, done.stdout
+    spans = {name: (float(start), float(end)) for name, start, end in
+             re.findall(r"([\w -]+?) ([\d.]+)-([\d.]+)(?:, |$)", when.group(1))}
+    assert set(spans) == {"lane-a", "the other tests"}, when.group(1)
+    start, end = spans["lane-a"]
+    assert start >= 0 and end - start >= 0.6, spans  # its two tests, 0.3 s of CPU each, one after the other

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -39,6 +40,11 @@ CHROMIUM_ARGS = [
 ]
 #: A laptop's window: most browser tests' ``browser_page(viewport=…)``.
 LAPTOP = {"width": 1366, "height": 900}
+
+#: An endpoint's own page, to wait for after its form is sent. Not the glob ``/endpoints/*/``: the form's own
+#: address, ``/endpoints/new/``, matches it, so the wait returned before the browser had left the form and the
+#: endpoint was looked for before it was created (once in CI, with four workers on two cores).
+AN_ENDPOINT_PAGE = re.compile(r".*/endpoints/\d+/$")
 #: How long a page waits for an element or an event before it fails: Playwright's default. At 15 s a
 #: live preview timed out once while the suite loaded both cores; a wait costs this only when it fails.
 PAGE_TIMEOUT_MS = 30_000

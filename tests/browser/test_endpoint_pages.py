@@ -29,7 +29,7 @@ from cluster.backends.base import ClusterAddress
 from inference.models import InferenceEndpoint
 from quotas.demo import seed_flavors, seed_team_quotas
 from teams.models import Role
-from tests.browser.support import BROWSER_MARKS, LAPTOP
+from tests.browser.support import AN_ENDPOINT_PAGE, BROWSER_MARKS, LAPTOP
 from tests.factories import add_member, make_team, make_user
 from tests.inference.sandbox_cluster import Cluster
 
@@ -169,7 +169,7 @@ def test_a_member_creates_an_endpoint_whose_reason_and_chart_follow_what_is_obse
     page.fill("#id_image", "registry.example.com/serving/vllm:0.6")
     page.fill("#id_env", "SLIPWAY_SIM_LOAD_SECONDS=2")
     page.click("button[type=submit].primary")
-    page.wait_for_url(f"{base}/endpoints/*/")
+    page.wait_for_url(AN_ENDPOINT_PAGE)
     endpoint = InferenceEndpoint.objects.get(name="chat")
     assert "Cold start" in page.inner_text("#endpoint-status")
     # Half the 70% target: one replica until the test raises the load (the sandbox's demo curve,
@@ -222,7 +222,7 @@ def test_a_lowered_maximum_applies_at_once_in_the_pages_and_the_capacity_page(li
     page.fill("#id_scale_down_delay_seconds", "600")
     page.fill("#id_env", "SLIPWAY_SIM_LOAD_SECONDS=10")
     page.click("button[type=submit].primary")
-    page.wait_for_url(f"{base}/endpoints/*/")
+    page.wait_for_url(AN_ENDPOINT_PAGE)
     endpoint = InferenceEndpoint.objects.get(name="chat")
     cluster.backend.set_load(ClusterAddress(endpoint.namespace, endpoint.object_name), 1000)
     cycle_until(cluster, endpoint.pk, lambda e: e.replicas == 4 and e.replica_ceiling == 4)

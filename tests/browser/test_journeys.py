@@ -25,7 +25,7 @@ from jobs.models import TrainingRun
 from jobs.services import cancel_run, submit_run
 from quotas.models import TeamQuota
 from teams.models import Membership, Team
-from tests.browser.support import BROWSER_MARKS
+from tests.browser.support import AN_ENDPOINT_PAGE, BROWSER_MARKS
 from tests.jobs.conftest import run_payload
 
 # hx-confirm asks; the user says yes.
@@ -68,7 +68,7 @@ def test_a_member_creates_an_endpoint_and_sees_its_page(live_server, browser):
     browser.fill("#id_image", "registry.example.com/serving/vllm:0.6")
     browser.fill("#id_max_replicas", "3")
     browser.click("button[type=submit].primary")
-    browser.wait_for_url(f"{live_server.url}/endpoints/*/")
+    browser.wait_for_url(AN_ENDPOINT_PAGE)
     endpoint = InferenceEndpoint.objects.get(name="summarizer")
     assert browser.inner_text("#endpoint-status .badge") == "Deploying"
     assert browser.locator("#replicas-chart svg polyline").count() == 3  # ready, desired, ceiling
@@ -327,7 +327,7 @@ def test_a_query_reading_another_team_is_refused_next_to_the_query_and_the_team_
     assert not InferenceEndpoint.objects.filter(name="scaler").exists()
     browser.fill("#id_query", "sum(vllm:num_requests_waiting)")
     browser.click("button[type=submit].primary")
-    browser.wait_for_url(f"{live_server.url}/endpoints/*/")
+    browser.wait_for_url(AN_ENDPOINT_PAGE)
     endpoint = InferenceEndpoint.objects.get(name="scaler")
     browser.goto(f"{live_server.url}/endpoints/{endpoint.pk}/edit/")
     assert browser.input_value("#id_query") == 'sum(vllm:num_requests_waiting{namespace="team-ml-research"})'

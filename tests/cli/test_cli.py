@@ -60,8 +60,12 @@ def json_schema(openapi: dict, node):
     return converted
 
 
+#: Generating the whole OpenAPI document takes seconds of CPU: past httpx's default 5 s on a slow boot (2026-11-29).
+SCHEMA_TIMEOUT = 60
+
+
 def validator_for(live_server, path: str):
-    openapi = yaml.safe_load(httpx.get(f"{live_server.url}/api/schema/").text)
+    openapi = yaml.safe_load(httpx.get(f"{live_server.url}/api/schema/", timeout=SCHEMA_TIMEOUT).text)
     response = openapi["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
     document = {**json_schema(openapi, response), "components": json_schema(openapi, openapi["components"])}
     return jsonschema.Draft202012Validator(document)
@@ -69,7 +73,7 @@ def validator_for(live_server, path: str):
 
 def list_item_validator(live_server, path: str):
     """The schema of one item of the paginated list ``path`` serves (its page's ``results``)."""
-    openapi = yaml.safe_load(httpx.get(f"{live_server.url}/api/schema/").text)
+    openapi = yaml.safe_load(httpx.get(f"{live_server.url}/api/schema/", timeout=SCHEMA_TIMEOUT).text)
     page = openapi["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
     page = openapi["components"]["schemas"][page["$ref"].rsplit("/", 1)[1]]
     document = {**json_schema(openapi, page["properties"]["results"]["items"]),

@@ -55,7 +55,7 @@ def test_clusters_prints_each_cluster_and_its_pools_to_staff(cli, pooled, staff_
 
 def test_clusters_json_and_yaml_are_the_apis_answer(cli, pooled, staff_token, live_server):
     rows = json.loads(cli("clusters", "-o", "json", SLIPWAY_TOKEN=staff_token).stdout)
-    openapi = yaml.safe_load(httpx.get(f"{live_server.url}/api/schema/").text)
+    openapi = yaml.safe_load(httpx.get(f"{live_server.url}/api/schema/", timeout=60).text)  # seconds of CPU to make
     answer = openapi["paths"]["/api/v1/clusters/"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
     jsonschema.Draft202012Validator({**json_schema(openapi, answer),
                                      "components": json_schema(openapi, openapi["components"])}).validate(rows)

@@ -23,8 +23,9 @@ from quotas.queue import queue_positions
 from tests.factories import make_team
 from tests.threads import in_thread, paused_after, wait_until_lock_waiter
 
-# 64 connections at once: under pytest-xdist in a serial lane (tests/conftest.py SECOND_LANE; PostgreSQL allows 100 in all).
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.slow]
+# 64 connections at once: the second serial lane, with the other such modules (tests/conftest.py lane).
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.slow,
+              pytest.mark.many_connections]
 
 THREADS = 64
 ROUNDS = 20

@@ -19,8 +19,9 @@ from reservations.models import Reservation
 from tests.factories import add_member, make_team, make_user
 from tests.reservations.support import booking_of, clusters_with
 
-# 64 connections at once: a serial lane (tests/conftest.py SECOND_LANE; PostgreSQL allows 100 in all).
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.slow]
+# 64 connections at once: the second serial lane, with the other such modules (tests/conftest.py lane).
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.slow,
+              pytest.mark.many_connections]
 
 THREADS = 64
 

@@ -77,7 +77,7 @@ def run(copy: Path, env: dict[str, str], *command: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1200)  # 420 s on a slow boot (2026-11-29)
 @pytest.mark.django_db  # its database names the copy's: see environment()
 def test_the_scaffolded_kind_passes_the_suite_as_generated(tmp_path):
     copy = copy_of_the_repository(tmp_path)
