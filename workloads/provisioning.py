@@ -147,9 +147,14 @@ def ask(kind, workload, cluster: Cluster, now: datetime) -> bool:
     backend = fleet.backend(cluster)
     team_objects = build_team(team_spec(workload.team), core.backend.cluster_config())
     model = type(workload)
+    # The code and its words in one write: a reader between two writes saw "provisioning" beside "admitted; waiting
+    # for a worker…" while the apply below ran (seconds, on a slow boot, 2026-11-29).
+    workload.refresh_from_db(fields=["provisioning_since"])
+    workload.provisioning_since = workload.provisioning_since or now
     model.objects.filter(pk=workload.pk, state=kind.lifecycle.admitted, applied_at__isnull=True).update(
-        provisioning_since=Coalesce("provisioning_since", Value(now)), reason_code=ReasonCode.PROVISIONING)
-    workload.refresh_from_db(fields=["provisioning_since", "reason_code"])
+        provisioning_since=Coalesce("provisioning_since", Value(now)), reason_code=ReasonCode.PROVISIONING,
+        reason=words(kind, workload, cluster, now)[:500])
+    workload.refresh_from_db(fields=["provisioning_since", "reason_code", "reason"])
     try:
         backend.apply(team_objects + objects(kind, workload), kind.resources)
     except Transient:
@@ -160,7 +165,7 @@ def ask(kind, workload, cluster: Cluster, now: datetime) -> bool:
         return False
     # Waiting is no apply attempt: the re-drive re-applies the request, never gives up on a slow pool.
     model.objects.filter(pk=workload.pk, state=kind.lifecycle.admitted, reason_code=ReasonCode.PROVISIONING).update(
-        reason=words(kind, workload, cluster, now)[:500], apply_attempts=0)
+        apply_attempts=0)
     return True
 
 

@@ -70,6 +70,24 @@ def nodes_up(backend: FakeBackend, flavors, count: int) -> None:
     backend.nodes = [node(f"east-a100-{i}", flavors["a100-80gb"], free=8) for i in range(count)]
 
 
+def test_while_its_request_is_applied_the_run_already_says_what_it_waits_for(east, member, team, monkeypatch):
+    """The reason code and its words move in one write: a reader during the apply (seconds on a slow boot) saw
+    ``provisioning`` beside "admitted; waiting for a worker…", the words of the step before."""
+    run = gang(member, team)
+    seen = []
+    apply = east.apply
+
+    def reading_the_row(objects, resources=()):
+        seen.append(TrainingRun.objects.values_list("reason_code", "reason").get(pk=run.pk))
+        return apply(objects, resources)
+
+    monkeypatch.setattr(east, "apply", reading_the_row)
+    assert apply_workload("run", run.pk) == "provisioning"
+    [(code, reason)] = seen
+    assert code == ReasonCode.PROVISIONING and reason.startswith("pool a100-80gb on east growing: node 0 of 4 ready"), (
+        code, reason)
+
+
 def test_a_gang_waits_for_all_its_nodes_then_starts_on_them_and_nothing_is_billed_before(east, member, team,
                                                                                         flavors, api_client_for):
     run = gang(member, team)
