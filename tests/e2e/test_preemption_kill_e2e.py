@@ -5,9 +5,10 @@ worker is SIGKILLed in the middle of the preemption, with the same outcome and n
 The kill lands at one known point. The test holds the row locks of the victim's simulated pods
 from a connection of its own (as a slow API server holds a PATCH), so the worker's reconcile
 cycle, having written the preemption (its log row, ``preempting_since``, the reason) and
-committed it, waits in :meth:`sandbox.backend.SandboxBackend.annotate_pods` — the notice —
-before the graceful delete. The test sees that wait in ``pg_stat_activity`` and then, killed
-or not, lets go. Killed, the notice and the delete are lost with the worker, and its reconcile
+committed it and given the graceful delete, waits in :meth:`sandbox.backend.SandboxBackend.annotate_pods`
+— the notice, which comes after the delete (workloads/cycle/preemption.py ``_stop_pods`` says why). The test
+sees that wait in ``pg_stat_activity`` and then, killed or not, lets go. Killed, the notice is lost with the
+worker (the next cycle gives it again, and the delete, with what is left of the grace), and its reconcile
 lock (a Redis key) keeps the next worker's cycles out for the lock's lifetime (5 s for the test's
 worker, ``SLIPWAY_RECONCILE_LOCK_SECONDS``); that is why the contract's grace here is longer than that
 and a worker's restart together.

@@ -26,6 +26,7 @@ from tests.factories import add_member, cohort_pair, make_user, member_api
 from tests.jobs.test_reconcile import iso
 from tests.workloads.timeline import INTERVAL, scripted_timeline
 from workloads.cycle import reconcile as rec
+from workloads.models import Attempt
 
 pytestmark = pytest.mark.django_db
 
@@ -143,3 +144,56 @@ def test_a_lost_notice_and_delete_are_given_again_with_what_is_left_of_the_grace
     rows = list(UsageRecord.objects.filter(ref=run.ref).order_by("start"))
     assert rows and all(a.end <= b.start for a, b in pairwise(rows))
     assert deadline <= max(r.end for r in rows) <= deadline + timedelta(seconds=INTERVAL)  # to the grace's end
+
+
+class BusyCluster(SandboxBackend):
+    """The sandbox whose controllers run between the notice and the next call (a loaded worker, or a cluster's
+    own controllers, which wait for no one): the pods act on the notice before that call lands."""
+
+    def annotate_pods(self, address, annotations, **kwargs):
+        count = super().annotate_pods(address, annotations, **kwargs)
+        for seconds in (1, 2):  # the pods read the notice and exit; their controller sees them exit
+            self.tick(timezone.now() + timedelta(seconds=seconds))
+        return count
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_notice_acted_on_at_once_stops_a_distributed_run_for_good_and_it_resumes_from_what_it_saved(
+        published, monkeypatch, settings, flavors, staff):
+    """The graceful delete goes before the notice: a node that checkpoints and exits at the notice then fails a
+    job already marked for deletion, which its controller leaves alone. Notice first, the PyTorchJob restarted
+    (its backoff), its new pods started from the beginning and read the notice at once (this test, on the old
+    order: "PyTorchJobRestarting"; a TrainJob's e2e under load once kept such a pod's log as attempt 1's)."""
+    timeline = scripted_timeline(published, monkeypatch, settings, START, backend=BusyCluster())
+    cohort_pair(staff, reclaim="any", min_runtime_minutes=0, preemption_delay_seconds=0)
+    alice, noor = member_api("vision", "alice")[0], member_api("nlp-platform", "noor")[0]
+    base = {"image": "registry.example.com/ml/trainer:1.4", "command": ["python", "t.py"], "flavor": "a100-80gb",
+            "gpus_per_worker": 2, "env": {"SLIPWAY_SIM_DURATION": "2h"}}
+    assert alice.post("/api/v1/runs/", {**base, "team": "vision", "name": "own", "gpus_per_worker": 4},
+                      format="json").status_code == 201
+    borrowed = alice.post("/api/v1/runs/", {
+        **base, "team": "vision", "name": "borrowed", "workers": 2, "checkpoint": {"grace_seconds": 60},
+        "env": {"SLIPWAY_SIM_DURATION": "2h", "SLIPWAY_SIM_CHECKPOINT_EVERY": "20s",
+                "SLIPWAY_SIM_HONOUR_NOTICE": "1"}}, format="json").json()["id"]
+    timeline.cycles(12)
+    run = TrainingRun.objects.get(pk=borrowed)
+    assert (run.state, run.resource_kind) == (RunState.RUNNING, "PyTorchJob")
+    assert noor.post("/api/v1/runs/", {**base, "team": "nlp-platform", "name": "mine", "gpus_per_worker": 4},
+                     format="json").status_code == 201
+
+    for _ in range(10):
+        timeline.cycle()
+        if TrainingRun.objects.get(pk=borrowed).state == RunState.QUEUED:
+            break
+    run = TrainingRun.objects.get(pk=borrowed)
+    assert (run.state, run.attempt) == (RunState.QUEUED, 2), run.reason
+    events = [(e.reason, e.message) for e in timeline.backend.events(run.address)]
+    assert not [e for e in events if "Restarting" in e[0]], events
+    # Attempt 1's logs are its first pods' (no restart's), rank 0 first; the next attempt resumes from the newest
+    # checkpoint it printed that was read. (Its last words at the notice went with its pods here: two ticks of the
+    # cluster passed before the next cycle read them. The API's checkpoint report does not depend on that read.)
+    logs = Attempt.objects.get(ref=run.ref, number=1).logs
+    assert [entry["label"] for entry in logs] == ["master-0", "worker-0"], [entry["label"] for entry in logs]
+    assert {entry["pod"] for entry in logs} == {f"{run.object_name}-master-0", f"{run.object_name}-worker-0"}
+    saved = [line.split(" path=", 1)[1] for line in logs[0]["lines"] if "SLIPWAY_CHECKPOINT" in line]
+    assert saved and run.last_checkpoint_path == saved[-1], (run.last_checkpoint_path, saved)

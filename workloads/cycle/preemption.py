@@ -361,14 +361,24 @@ def preempt(victim: Candidate, claim: Claim, claimant_id: int, now: datetime, wi
     else:
         backend = fleet.backend_at(workload.cluster_id)
         attempts.save_logs(workload, backend, PREEMPTED_LABEL, now)  # its pods' logs go with them
-        _notify(backend, workload, now + timedelta(seconds=seconds))
-        _delete(kind, backend, workload, seconds)
+        _stop_pods(kind, backend, workload, now + timedelta(seconds=seconds), seconds)
     return True
+
+
+def _stop_pods(kind: WorkloadKind, backend, workload, deadline: datetime, grace_seconds: int) -> None:
+    """The graceful delete, then the notice: in that order, so that its objects are marked for deletion before
+    a pod can act on the notice. A pod that checkpoints and exits at the notice fails its node; a JobSet or a
+    PyTorchJob not yet marked for deletion then restarts its pods (the runtime's restarts), and those start again
+    from the beginning, read the notice at once and exit with nothing saved. Marked, their controllers leave
+    them alone (upstream reconciles no object being deleted), and the pods stop for good (seen on the sandbox
+    under load: a notice's exit beat the delete, and attempt 1's rank 0 log was a restarted pod's)."""
+    _delete(kind, backend, workload, grace_seconds)
+    _notify(backend, workload, deadline)
 
 
 def _notify(backend, workload, deadline: datetime) -> None:
     """The notice: the deadline on its pods (``NOTICE_ANNOTATION``), which a run with the checkpoint
-    contract sees in /etc/slipway/notice before SIGTERM; lost to a cluster error, the grace remains."""
+    contract sees in /etc/slipway/notice while its pods stop; lost to a cluster error, the grace remains."""
     try:
         backend.annotate_pods(workload.address, {NOTICE_ANNOTATION: deadline.isoformat()})
     except ClusterError as exc:
@@ -410,8 +420,7 @@ def give_stop_notice(workload, now: datetime) -> None:
         logger.warning("could not reach the cluster of %s to stop it: %s", workload.ref, exc)
         return
     attempts.save_logs(workload, backend, STOPPED_LABEL, now)
-    _notify(backend, workload, now + timedelta(seconds=seconds))
-    _delete(kind, backend, workload, seconds)
+    _stop_pods(kind, backend, workload, now + timedelta(seconds=seconds), seconds)
 
 
 def _delete(kind: WorkloadKind, backend, workload, grace_seconds: int) -> None:
@@ -449,9 +458,8 @@ def follow(kind: WorkloadKind, backend, workload, obs: ObservedWorkload | None, 
     if now >= deadline:
         _delete(kind, backend, workload, 0)
     elif not_told(obs):
-        _notify(backend, workload, deadline)
         # Whole seconds, rounded up: the grace promised is never cut short.
-        _delete(kind, backend, workload, math.ceil((deadline - now).total_seconds()))
+        _stop_pods(kind, backend, workload, deadline, math.ceil((deadline - now).total_seconds()))
     return False
 
 
