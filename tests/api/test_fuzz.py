@@ -171,9 +171,15 @@ def ids(member, team, quota, ep_quota, published, fake_backend) -> dict[str, str
     return {"run": str(run.pk), "endpoint": str(endpoint.pk), "team": team.slug}
 
 
+#: Seconds the schema's one fetch may take (tests/cli/test_cli.py gives its own fetches as long).
+SCHEMA_TIMEOUT = 60
+
+
 def run_schemathesis(url: str, config: SchemathesisConfig) -> tuple[set[str], int, dict[tuple, str]]:
     """Operations tested, cases sent, and the mismatches found: (operation, check, title) → how to replay it."""
-    schema = schemathesis.openapi.from_url(f"{url}/api/schema/", config=config)
+    # The live server builds the whole schema for this request: 10 s (the default) ran out once while a slow boot's
+    # suite loaded both cores (2026-11-29). A bound for a hang, not a promise.
+    schema = schemathesis.openapi.from_url(f"{url}/api/schema/", config=config, timeout=SCHEMA_TIMEOUT)
     operations: set[str] = set()
     cases = 0
     mismatches: dict[tuple, str] = {}

@@ -28,7 +28,7 @@ import pytest
 from django.db.models import Sum
 from django.utils import timezone
 
-from inference import coldstarts, key_costs
+from inference import canary, coldstarts, key_costs
 from inference.constants import COLD_START_STAGES
 from inference.models import ApiKey, ColdStart, EndpointRevision, InferenceEndpoint, KeyUsage, TrafficWindow
 from quotas.demo import seed_flavors, seed_team_quotas
@@ -229,8 +229,8 @@ def test_an_endpoint_is_woken_called_counted_billed_per_key_limited_revoked_and_
                            timeout=90, what="the 1,000 requests in the traffic rows")
     except AssertionError as exc:
         raise AssertionError(f"{exc}: counted so far {split_since(ep['id'], boundary)}") from None
-    canary, stable = counted.get(2, 0), counted.get(1, 0)
-    chi2 = (canary - 200) ** 2 / 200 + (stable - 800) ** 2 / 800
+    to_canary, to_stable = counted.get(2, 0), counted.get(1, 0)
+    chi2 = (to_canary - 200) ** 2 / 200 + (to_stable - 800) ** 2 / 800
     assert chi2 < CHI2_CRITICAL, counted
     print(f"split: {counted}, chi2 {chi2:.2f}")
 
@@ -254,9 +254,19 @@ def test_an_endpoint_is_woken_called_counted_billed_per_key_limited_revoked_and_
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         running = [pool.submit(drive, base) for base in (first, second, first, second)]
         try:
-            wait_for(lambda: EndpointRevision.objects.filter(endpoint_id=ep["id"], number=3,
+            # Two waits, each bounded for what it waits on: the canary's bring-up (its Deployment, a real engine
+            # started by the sandbox's tick, the gateways' next route refresh: slow on a loaded machine, and not
+            # part of the promise), then the rule's reaction. A timeout says which stage stalled and what the rule
+            # saw (one CI run timed out after 120 s for the two together and could not say).
+            for check, timeout, what in (
+                    (lambda: any(status >= 500 for _, status in list(outcomes)), 120, "the bad canary's first 5xx"),
+                    (lambda: EndpointRevision.objects.filter(endpoint_id=ep["id"], number=3,
                                                              state="rolled_back").exists(),
-                     timeout=120, interval=0.2, what="the bad canary to be rolled back")
+                     90, "the bad canary to be rolled back")):
+                try:
+                    wait_for(check, timeout=timeout, interval=0.2, what=what)
+                except AssertionError as exc:
+                    raise AssertionError(f"{exc}: {canary_state(ep['id'], outcomes)}") from None
             rolled_back = time.monotonic()
             settled = rolled_back + 2  # the gateways' route tables refresh every second
             wait_for(lambda: sum(1 for at, _ in list(outcomes) if at >= settled) >= 200, timeout=60,
@@ -272,6 +282,23 @@ def test_an_endpoint_is_woken_called_counted_billed_per_key_limited_revoked_and_
     assert after and set(after) == {200}
     verdict = EndpointRevision.objects.get(endpoint_id=ep["id"], number=3).verdict
     assert verdict, "the rollback keeps the figures that decided it"
+
+
+def canary_state(endpoint_id: int, outcomes: list[tuple[float, int]]) -> str:
+    """What a stalled rollback wait reports: revision 3 as stored, the answers so far, and the rule's windows now."""
+    revision = EndpointRevision.objects.filter(endpoint_id=endpoint_id, number=3).first()
+    seen = list(outcomes)
+    statuses = {status: sum(1 for _, s in seen if s == status) for status in {s for _, s in seen}}
+    if revision is None:
+        return f"no revision 3; answers {statuses}"
+    now = timezone.now()
+    rule = canary.Rule.from_settings()
+    rows = canary.rows_of([endpoint_id], *canary.span(now, rule.bad_windows)).get(endpoint_id, [])
+    stable = EndpointRevision.objects.filter(endpoint_id=endpoint_id, state="stable").values_list(
+        "number", flat=True).first()
+    windows = [w.as_dict() for w in canary.windows(rows, 3, stable, now, rule.bad_windows, rule)]
+    return (f"revision 3 {revision.state}, {revision.replicas} replicas, windows good {revision.good_windows} "
+            f"bad {revision.bad_windows}; answers {statuses}; the rule's windows now {windows}")
 
 
 def canary_answers(base: str, raw: str) -> bool:

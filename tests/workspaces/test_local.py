@@ -24,6 +24,7 @@ from django.conf import settings as django_settings
 from django.urls import reverse
 
 from tests.e2e.conftest import wait_for
+from tests.workspaces.jupyter import START_SECONDS, answering, wait_up
 from workloads.registry import kind_for
 from workloads.tasks import apply_workload
 from workspaces import access, idle, local, services
@@ -62,18 +63,9 @@ def address(workspace, started) -> str:
     return f"http://127.0.0.1:{started.port}/notebooks/{workspace.object_name}/"
 
 
-def answering(url: str, token: str) -> bool:
-    try:
-        return httpx.get(f"{url}api/status", headers={"Authorization": f"token {token}"}, timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 def up(server) -> str:
     workspace, token, started = server
-    url = address(workspace, started)
-    wait_for(lambda: answering(url, token), timeout=60, what="the local Jupyter server")
-    return url
+    return wait_up(workspace, address(workspace, started), token)
 
 
 def run_in_kernel(url: str, token: str, code: str) -> str:
@@ -304,7 +296,7 @@ def test_where_no_user_of_its_own_can_be_taken_it_runs_as_slipways_and_says_so(c
         started = local.ensure(workspace, token)
     try:
         assert "runs as Slipway's own user" in caplog.text and "closed to other users" in caplog.text
-        wait_for(lambda: answering(address(workspace, started), token), timeout=60, what="the local Jupyter server")
+        wait_up(workspace, address(workspace, started), token)
         assert uid_of(started.pid) == os.geteuid()
         environ = Path(f"/proc/{started.pid}/environ").read_bytes().decode()
         assert not any(marker in environ for marker in PORTAL_SECRETS.values())  # still the allow-listed environment
@@ -323,16 +315,16 @@ def test_a_rotated_token_takes_effect_on_the_running_server(server, published, d
     apply_workload("ws", workspace.pk)  # on the sandbox cluster, as the apply task puts it
     Workspace.objects.filter(pk=workspace.pk).update(state=WorkspaceState.RUNNING)
     url = f"http://127.0.0.1:{started.port}/notebooks/{workspace.object_name}/"
-    wait_for(lambda: answering(url, old), timeout=60, what="the local Jupyter server")
+    wait_up(workspace, url, old)
     with django_capture_on_commit_callbacks(execute=True):
         assert services.rotate_token(workspace)
     assert ("workspaces.tasks.restart_server", (workspace.pk,)) in published
     assert restart_server(workspace.pk) == "restarted"
     new = services.token_of(workspace)
-    restarted = wait_for(lambda: local.server_of(workspace), timeout=60, what="the restarted server to listen")
+    restarted = wait_for(lambda: local.server_of(workspace), timeout=START_SECONDS, what="the restarted server to listen")
     assert new != old and restarted.pid != started.pid
     url = f"http://127.0.0.1:{restarted.port}/notebooks/{workspace.object_name}/"
-    wait_for(lambda: answering(url, new), timeout=60, what="the restarted Jupyter server")
+    wait_up(workspace, url, new)
     assert not answering(url, old)
     # On the cluster, the Deployment's pod template names the new token's digest: its pod is replaced too.
     deployment = next(o for o in kind_for("ws").manifests(workspace) if o["kind"] == "Deployment")

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from websocket import create_connection
 
-from tests.e2e.conftest import wait_for
+from tests.workspaces.jupyter import wait_up
 from tests.workspaces.proxying import browser_on, run_proxy
 from workspaces import access, local, services
 from workspaces.constants import WorkspaceState
@@ -44,17 +44,9 @@ def served(create, settings, tmp_path):
     workspace.refresh_from_db()
     token = services.token_of(workspace)
     server = local.ensure(workspace, token)
-    url = f"http://127.0.0.1:{server.port}/notebooks/{workspace.object_name}/api/status"
-    wait_for(lambda: _answers(url, token), timeout=60, what="the local Jupyter server")
+    wait_up(workspace, f"http://127.0.0.1:{server.port}/notebooks/{workspace.object_name}/", token)
     yield workspace
     local.remove(workspace)
-
-
-def _answers(url: str, token: str) -> bool:
-    try:
-        return httpx.get(url, headers={"Authorization": f"token {token}"}, timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def through(port: int, workspace) -> httpx.Client:
