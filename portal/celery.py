@@ -47,6 +47,7 @@ app.conf.update(
     task_queues=(Queue("default"), Queue("cluster"), Queue("reconcile")),
     task_routes={
         "workloads.tasks.reconcile": {"queue": "reconcile"},
+        "workloads.tasks.reconcile_cluster": {"queue": "reconcile"},
         "workloads.tasks.apply_workload": {"queue": "cluster"},
         "workloads.tasks.delete_workload": {"queue": "cluster"},
         "quotas.tasks.*": {"queue": "cluster"},

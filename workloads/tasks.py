@@ -166,12 +166,21 @@ def reconcile() -> str:
     however many workers run, then the queue's step here (admission, reclaim, budgets: global per team;
     :func:`workloads.cycle.queue_step.reconcile_queue`).
 
+    The clusters' tasks go to the ``reconcile`` queue, as this one does, and expire after two periods, as
+    this one's beat message does. On the ``default`` queue and without an expiry they piled up whenever
+    a cycle outlasted the period (2-s cycles every 0.5 s on a loaded machine): every beat task behind them
+    on that queue — the canary rule's, the stdout reader's, both expiring after two of their own periods —
+    expired before a worker reached it, and a bad canary was never rolled back.
+
     Each part is single-flight across all workers by its own lock, so a slow or dead cluster
     delays no other cluster and not the queue. Admitted work not placed on a cluster yet is
     re-driven by the queue's step, and published here.
     """
+    # A cluster's cycle is due once a period: a message older than the next period's is superseded by it and
+    # expires, so cycles slower than the period leave no backlog for the worker to work through first.
+    expires = settings.CELERY_RECONCILE_INTERVAL * 2
     for cluster in fleet.clusters():
-        queueing.publish(reconcile_cluster, cluster.name)
+        queueing.publish(reconcile_cluster.s(cluster.name).set(expires=expires))
     with _single_flight(RECONCILE_LOCK) as mine:
         if not mine:
             return "busy"
