@@ -16,7 +16,8 @@ logger = logging.getLogger(__name__)
 
 
 def publish(task, *args, **kwargs) -> bool:
-    """Send ``task`` now; False (logged) when the broker cannot be reached."""
+    """Send ``task`` (a task, or a signature carrying its options) now; False (logged) when the broker cannot
+    be reached."""
     try:
         task.apply_async(args=args, kwargs=kwargs, retry=False)
     except Exception as exc:  # kombu/redis raise many classes for "broker unreachable"

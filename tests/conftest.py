@@ -13,6 +13,7 @@ from decimal import Decimal
 from functools import partial
 
 import pytest
+from celery.canvas import Signature
 from django.conf import settings
 from django.core.servers.basehttp import ThreadedWSGIServer
 from django.test import Client
@@ -440,6 +441,8 @@ def published(monkeypatch):
     calls: list[tuple[str, tuple]] = []
 
     def record(task, *args, **kwargs):
+        if isinstance(task, Signature):  # a task with its options set (the cycle's fan-out: its expiry)
+            args = (*task.args, *args)
         calls.append((task.name, args))
         return True
 

@@ -133,7 +133,8 @@ def test_the_same_two_node_spec_succeeds_as_a_trainjob_on_east_and_a_pytorchjob_
             shown = body["progress"] or {}
             if shown.get("source") == "run":
                 own.add(site)
-            if site not in progress and body["state"] == "running" and shown.get("source"):
+            # Mid-run: past 0 % (a trainer reports 0 % before its first step) and short of 100 %.
+            if site not in progress and body["state"] == "running" and 0 < (shown.get("percent") or 0) < 100:
                 progress[site] = shown
             # An ended run can no longer show it: say so now, with what the worker did, not after the whole bound.
             assert site in progress or body["state"] in ACTIVE_STATES, (
