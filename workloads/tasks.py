@@ -168,7 +168,7 @@ def reconcile() -> str:
 
     The clusters' tasks go to the ``reconcile`` queue, as this one does, and expire after two periods, as
     this one's beat message does. On the ``default`` queue and without an expiry they piled up whenever
-    a cycle outlasted the period (2-s cycles every 0.5 s on a loaded machine): every beat task behind them
+    a cycle outlasted the period (cycles of seconds against the e2e worker's 0.5-s period on a slow boot): every beat task behind them
     on that queue — the canary rule's, the stdout reader's, both expiring after two of their own periods —
     expired before a worker reached it, and a bad canary was never rolled back.
 
