@@ -167,10 +167,11 @@ def reconcile() -> str:
     :func:`workloads.cycle.queue_step.reconcile_queue`).
 
     The clusters' tasks go to the ``reconcile`` queue, as this one does, and expire after two periods, as
-    this one's beat message does. On the ``default`` queue and without an expiry they piled up whenever
-    a cycle outlasted the period (cycles of seconds against the e2e worker's 0.5-s period on a slow boot): every beat task behind them
-    on that queue — the canary rule's, the stdout reader's, both expiring after two of their own periods —
-    expired before a worker reached it, and a bad canary was never rolled back.
+    this one's beat message does. On the ``default`` queue and without an expiry they piled up whenever the
+    worker took longer over a tick's tasks than the period (a slow boot, the e2e worker's 0.5-s period; a
+    large fleet's 5 s): every beat task behind them on that queue — the canary rule's, the stdout reader's,
+    both expiring after two of their own periods — expired before a worker reached it, and a bad canary was
+    never rolled back.
 
     Each part is single-flight across all workers by its own lock, so a slow or dead cluster
     delays no other cluster and not the queue. Admitted work not placed on a cluster yet is
