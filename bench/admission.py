@@ -41,9 +41,12 @@ teams never wait for each other, and the row lock is a single index lookup.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -67,6 +70,14 @@ def scratch_url(url: str) -> tuple[str, str]:
 #: A migrated database each scratch database starts as a copy of, when set (tests/test_benchmarks.py
 #: migrates one for all the benchmarks it runs): the benchmark's own ``migrate`` then has nothing to do.
 TEMPLATE_ENV = "SLIPWAY_BENCH_TEMPLATE_DB"
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A directory of the benchmark's own (its var files: sandbox, broker, a SQLite copy), removed when its process
+    exits: every run made one and left it behind."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def recreate_database(url: str, name: str, drop_only: bool = False) -> None:

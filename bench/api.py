@@ -33,7 +33,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -43,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from admission import DEFAULT_URL, recreate_database  # noqa: E402
+from admission import DEFAULT_URL, recreate_database, scratch_dir  # noqa: E402
 
 PORT = int(os.environ.get("SLIPWAY_BENCH_PORT", "8171"))
 RUNS_PER_TEAM = 200
@@ -253,7 +252,7 @@ def main() -> None:
         base_url = DEFAULT_URL
     url, name = scratch_url(base_url)
     recreate_database(base_url, name)
-    var_dir = tempfile.mkdtemp(prefix="slipway-bench-api-")
+    var_dir = str(scratch_dir("slipway-bench-api-"))
     env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "portal.settings", "DEBUG": "false",
            "SECRET_KEY": "bench-only-not-a-secret-" + "x" * 40, "ALLOWED_HOSTS": "127.0.0.1",
            "SLIPWAY_SECRET_KEYS": "YmVuY2gtb25seS1ub3QtYS1zZWNyZXQta2V5LTAwMDA=", "SLIPWAY_VAR_DIR": var_dir, "REDIS_URL": REDIS}

@@ -23,7 +23,6 @@ import secrets
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -32,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from admission import DEFAULT_URL, TEMPLATE_ENV, recreate_database  # noqa: E402
+from admission import DEFAULT_URL, TEMPLATE_ENV, recreate_database, scratch_dir  # noqa: E402
 
 REDIS = os.environ.get("SLIPWAY_BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
 MODEL = "bench-model"
@@ -188,7 +187,7 @@ def main() -> None:
     url, name = scratch_url(os.environ.get("DATABASE_URL", "") if os.environ.get("DATABASE_URL", "").startswith(
         ("postgres://", "postgresql://")) else DEFAULT_URL)
     recreate_database(url, name)
-    tmp = Path(tempfile.mkdtemp(prefix="slipway-bench-gateway-"))
+    tmp = scratch_dir("slipway-bench-gateway-")
     env = {key: value for key, value in os.environ.items() if key not in ("DJANGO_SETTINGS_MODULE", "DEBUG")}
     env.update(DATABASE_URL=url, REDIS_URL=REDIS, DJANGO_SETTINGS_MODULE="portal.settings", SLIPWAY_VAR_DIR=str(tmp))
     os.environ.update(env)

@@ -23,7 +23,6 @@ import io
 import os
 import pstats
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from admission import DEFAULT_URL, recreate_database  # noqa: E402
+from admission import DEFAULT_URL, recreate_database, scratch_dir  # noqa: E402
 
 REDIS = os.environ.get("SLIPWAY_BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
 
@@ -78,7 +77,7 @@ def main() -> None:
     os.environ.update({"DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "portal.settings", "DEBUG": "false",
                        "SECRET_KEY": "bench-only-not-a-secret-" + "x" * 40, "ALLOWED_HOSTS": "testserver",
                        "SLIPWAY_SECRET_KEYS": "YmVuY2gtb25seS1ub3QtYS1zZWNyZXQta2V5LTAwMDA=",
-                       "SLIPWAY_VAR_DIR": tempfile.mkdtemp(prefix="slipway-bench-profile-"), "REDIS_URL": REDIS})
+                       "SLIPWAY_VAR_DIR": str(scratch_dir("slipway-bench-profile-")), "REDIS_URL": REDIS})
     import django
     import redis
 

@@ -52,7 +52,6 @@ import multiprocessing
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -61,7 +60,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from admission import DEFAULT_URL, recreate_database  # noqa: E402
+from admission import DEFAULT_URL, recreate_database, scratch_dir  # noqa: E402
 
 #: Each cluster's cycle in parallel against its own alone; the healthy ones' with one timing out against parallel.
 TARGET_PARALLEL = 1.2
@@ -252,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         base_url = DEFAULT_URL
     url, db_name = scratch_url(base_url)
     recreate_database(base_url, db_name)
-    scratch = Path(tempfile.mkdtemp(prefix="slipway-bench-clusters-"))
+    scratch = scratch_dir("slipway-bench-clusters-")
     os.environ.update(DATABASE_URL=url, DJANGO_SETTINGS_MODULE="portal.settings", SLIPWAY_VAR_DIR=str(scratch),
                       SLIPWAY_KUBE_TIMEOUT=str(args.timeout), SLIPWAY_KUBE_QPS="100000", SLIPWAY_KUBE_BURST="100000",
                       SLIPWAY_CLUSTER_LOST_AFTER_CYCLES="1000000", SLIPWAY_CLUSTER_BACKEND="kubernetes",

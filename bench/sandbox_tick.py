@@ -28,13 +28,14 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-TMP = tempfile.mkdtemp(prefix="slipway-bench-")
+from admission import scratch_dir  # noqa: E402 - bench/admission.py
+
+TMP = str(scratch_dir("slipway-bench-"))
 if os.environ.get("SLIPWAY_BENCH_SQLITE_TEMPLATE"):
     shutil.copyfile(os.environ["SLIPWAY_BENCH_SQLITE_TEMPLATE"], f"{TMP}/bench.sqlite3")
 os.environ["DATABASE_URL"] = f"sqlite:///{TMP}/bench.sqlite3"

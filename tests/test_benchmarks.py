@@ -14,7 +14,6 @@ import logging
 import os
 import subprocess
 import sys
-import tempfile
 from decimal import Decimal
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -77,7 +76,7 @@ def _server(url: str):
 
 
 @pytest.fixture(scope="module")
-def migrated_template(django_db_setup):
+def migrated_template(django_db_setup, tmp_path_factory):
     """A migrated database for every benchmark of the module to copy (``CREATE DATABASE … TEMPLATE``): each
     would otherwise migrate a scratch database of its own from nothing. Under xdist on PostgreSQL, the run's
     template (tests/db_template.py), which this worker's own test database was copied from; else one
@@ -97,7 +96,7 @@ def migrated_template(django_db_setup):
         conn.execute(f'CREATE DATABASE "{name}"')
     env = {key: value for key, value in os.environ.items() if key not in ("DJANGO_SETTINGS_MODULE", "REDIS_URL")}
     env.update(DATABASE_URL=urlunsplit(parts._replace(path=f"/{name}")), DJANGO_SETTINGS_MODULE="portal.settings",
-               DEBUG="true", SLIPWAY_VAR_DIR=tempfile.mkdtemp(prefix="slipway-bench-template-"))
+               DEBUG="true", SLIPWAY_VAR_DIR=str(tmp_path_factory.mktemp("bench-template")))
     subprocess.run([sys.executable, "manage.py", "migrate", "--verbosity", "0"], cwd=ROOT, env=env, check=True,
                    timeout=240)
     yield name
@@ -106,10 +105,15 @@ def migrated_template(django_db_setup):
 
 
 @pytest.mark.parametrize(("script", "args", "line"), BENCHMARKS, ids=[b[0] for b in BENCHMARKS])
-def test_the_benchmark_runs_and_prints_its_figures(script, args, line, migrated_template):
+def test_the_benchmark_runs_and_prints_its_figures(script, args, line, migrated_template, tmp_path):
     # As `make bench` runs it: production settings, not the test suite's; the scratch
     # databases are named after DATABASE_URL's (``<name>_bench_…``), never the suite's own.
     env = {key: value for key, value in os.environ.items() if key not in ("DJANGO_SETTINGS_MODULE", "DEBUG")}
+    # Its temporary files in a directory watched here: a run leaves none behind (six benchmarks left their var
+    # directory, one a SQLite copy, in /tmp on every run).
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env["TMPDIR"] = str(temporary)
     env["SLIPWAY_BENCH_REDIS_URL"] = "redis://127.0.0.1:6379/13"
     env[TEMPLATE_ENV] = migrated_template
     env["SLIPWAY_BENCH_SQLITE_TEMPLATE"] = str(db_template.migrated_sqlite())  # bench/sandbox_tick.py's
@@ -117,6 +121,7 @@ def test_the_benchmark_runs_and_prints_its_figures(script, args, line, migrated_
                             text=True, timeout=240, check=False)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert line in result.stdout, result.stdout[-3000:]
+    assert sorted(path.name for path in temporary.iterdir()) == []
 
 
 def _bench(name: str):
