@@ -166,3 +166,42 @@ def test_ci_prints_the_cpu_seconds_of_each_module_its_own_and_its_childrens(tmp_
     assert set(spans) == {"lane-a", "the other tests"}, when.group(1)
     start, end = spans["lane-a"]
     assert start >= 0 and end - start >= 0.6, spans  # its two tests, 0.3 s of CPU each, one after the other
+
+
+def _workspace_uid_base(env: dict[str, str], module: str = "tests.settings") -> tuple[int, dict[str, str]]:
+    """The workspace uid base the settings ``module`` give a process started with ``env``, and the environment they
+    leave for the processes it starts."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = (f"import json, os, {module} as s; "
+              "print(json.dumps([s.SLIPWAY_WORKSPACE_LOCAL_UID_BASE, dict(os.environ)]))")
+    clean = {name: value for name, value in os.environ.items()
+             if name not in ("PYTEST_XDIST_WORKER", "TESTS_WORKSPACE_USERS_OF", "SLIPWAY_WORKSPACE_LOCAL_UID_BASE")}
+    out = subprocess.run([sys.executable, "-c", script], env={**clean, **env}, cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    base, environ = json.loads(out)
+    return base, environ
+
+
+def test_each_xdist_worker_runs_its_workspaces_as_users_no_other_process_uses():
+    """Workspace N's server runs as uid BASE + N and its stop kills every process of that uid; every worker's database
+    numbers its workspaces from the same sequence, so with one base one worker's teardown killed another's server as
+    it started (CI, 2026-11-30). Each worker, and a run outside xdist, has a range of its own, away from the demo's
+    (the production base), and a process a test starts keeps its test process's."""
+    from django.conf import settings
+    from tests.settings import UIDS_PER_WORKER
+
+    production, _ = _workspace_uid_base({}, module="portal.settings")  # the demo's of `make run` on this machine
+    alone, _ = _workspace_uid_base({})
+    gw0, inherited = _workspace_uid_base({"PYTEST_XDIST_WORKER": "gw0"})
+    gw1, _ = _workspace_uid_base({"PYTEST_XDIST_WORKER": "gw1"})
+    starts = sorted([production, alone, gw0, gw1])
+    assert len(set(starts)) == 4
+    assert all(later - earlier >= UIDS_PER_WORKER for earlier, later in zip(starts, starts[1:]))
+    started_by_gw0, _ = _workspace_uid_base({name: inherited[name] for name in (
+        "PYTEST_XDIST_WORKER", "TESTS_WORKSPACE_USERS_OF", "SLIPWAY_WORKSPACE_LOCAL_UID_BASE")})
+    assert started_by_gw0 == gw0
+    assert settings.SLIPWAY_WORKSPACE_LOCAL_UID_BASE != production
