@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from tests.conftest import SECOND_LANE, SQLITE_MODULES
+from tests.settings import UIDS_PER_WORKER
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -165,17 +172,14 @@ def test_ci_prints_the_cpu_seconds_of_each_module_its_own_and_its_childrens(tmp_
              re.findall(r"([\w -]+?) ([\d.]+)-([\d.]+)(?:, |$)", when.group(1))}
     assert set(spans) == {"lane-a", "the other tests"}, when.group(1)
     start, end = spans["lane-a"]
-    assert start >= 0 and end - start >= 0.6, spans  # its two tests, 0.3 s of CPU each, one after the other
+    # Its two tests, 0.3 s of CPU each, one after the other: at least 0.6 s apart, less the print's rounding of
+    # both ends to a tenth (4.04-4.63 s prints as 4.0-4.6, which reads back as 0.5999…).
+    assert start >= 0 and end - start >= 0.6 - 0.1, spans
 
 
 def _workspace_uid_base(env: dict[str, str], module: str = "tests.settings") -> tuple[int, dict[str, str]]:
     """The workspace uid base the settings ``module`` give a process started with ``env``, and the environment they
     leave for the processes it starts."""
-    import json
-    import os
-    import subprocess
-    import sys
-
     script = (f"import json, os, {module} as s; "
               "print(json.dumps([s.SLIPWAY_WORKSPACE_LOCAL_UID_BASE, dict(os.environ)]))")
     clean = {name: value for name, value in os.environ.items()
@@ -191,17 +195,14 @@ def test_each_xdist_worker_runs_its_workspaces_as_users_no_other_process_uses():
     numbers its workspaces from the same sequence, so with one base one worker's teardown killed another's server as
     it started (CI, 2026-11-30). Each worker, and a run outside xdist, has a range of its own, away from the demo's
     (the production base), and a process a test starts keeps its test process's."""
-    from django.conf import settings
-    from tests.settings import UIDS_PER_WORKER
-
     production, _ = _workspace_uid_base({}, module="portal.settings")  # the demo's of `make run` on this machine
     alone, _ = _workspace_uid_base({})
     gw0, inherited = _workspace_uid_base({"PYTEST_XDIST_WORKER": "gw0"})
     gw1, _ = _workspace_uid_base({"PYTEST_XDIST_WORKER": "gw1"})
     starts = sorted([production, alone, gw0, gw1])
     assert len(set(starts)) == 4
-    assert all(later - earlier >= UIDS_PER_WORKER for earlier, later in zip(starts, starts[1:]))
+    assert all(later - earlier >= UIDS_PER_WORKER for earlier, later in itertools.pairwise(starts))
     started_by_gw0, _ = _workspace_uid_base({name: inherited[name] for name in (
         "PYTEST_XDIST_WORKER", "TESTS_WORKSPACE_USERS_OF", "SLIPWAY_WORKSPACE_LOCAL_UID_BASE")})
     assert started_by_gw0 == gw0
-    assert settings.SLIPWAY_WORKSPACE_LOCAL_UID_BASE != production
+    assert production != settings.SLIPWAY_WORKSPACE_LOCAL_UID_BASE
