@@ -1,8 +1,9 @@
 """Celery tasks of notifications: fan an event out, deliver it (with backoff), sweep what was lost,
 prune what is old.
 
-All take keys or primary keys and are safe to run twice (:mod:`notifications.delivery`). They
-run on the ``default`` queue, never the reconcile queue: a slow webhook delays no cycle.
+All take keys or primary keys and are safe to run twice (:mod:`notifications.delivery`). Fan-outs and
+deliveries wait on the ``notify`` queue (portal/celery.py), beat's tasks here on ``default``: a slow webhook delays
+no cycle, and a burst of deliveries does not hold the canary rule's beat messages until they expire.
 """
 
 from __future__ import annotations

@@ -42,15 +42,22 @@ app.conf.update(
     # reconciler re-drives admitted work that never reached the cluster.
     broker_connection_timeout=2,
     task_publish_retry=False,
-    # Named queues: cluster writes and the reconcile cycle do not wait behind each other.
+    # Named queues: cluster writes, the reconcile cycle and notifications do not wait behind each other. A worker
+    # takes from its queues in turn (kombu's redis transport rotates them), but each queue is first in, first out:
+    # a burst on one (a cycle slower than its period, an event to many slow webhooks) would otherwise hold the
+    # `default` queue's beat tasks — the canary rule's, the stdout reader's, which expire after two of their own
+    # periods — behind it until they expired unrun (docs/operations.md "A slow boot"). Every worker consumes
+    # them all (scripts/run.sh, deploy/worker.yaml, docker-compose.yml).
     task_default_queue="default",
-    task_queues=(Queue("default"), Queue("cluster"), Queue("reconcile")),
+    task_queues=(Queue("default"), Queue("cluster"), Queue("reconcile"), Queue("notify")),
     task_routes={
         "workloads.tasks.reconcile": {"queue": "reconcile"},
         "workloads.tasks.reconcile_cluster": {"queue": "reconcile"},
         "workloads.tasks.apply_workload": {"queue": "cluster"},
         "workloads.tasks.delete_workload": {"queue": "cluster"},
         "quotas.tasks.*": {"queue": "cluster"},
+        "notifications.tasks.fan_out": {"queue": "notify"},
+        "notifications.tasks.deliver": {"queue": "notify"},
     },
     worker_hijack_root_logger=False,
     # Stops within a fraction of a second on the filesystem broker too (make run without Redis): core.worker.

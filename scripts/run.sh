@@ -151,7 +151,7 @@ trap stopped INT TERM HUP
 trap cleanup EXIT
 
 set -m  # each background service in a process group of its own (see cleanup)
-"$VENV/bin/celery" -A portal worker -Q default,cluster,reconcile --concurrency 2 --loglevel INFO \
+"$VENV/bin/celery" -A portal worker -Q default,cluster,reconcile,notify --concurrency 2 --loglevel INFO \
   >"$LOG_DIR/worker.log" 2>&1 &
 pids+=($!)
 "$VENV/bin/celery" -A portal beat --loglevel INFO >"$LOG_DIR/beat.log" 2>&1 &

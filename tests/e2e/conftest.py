@@ -51,7 +51,8 @@ from tests.conftest import redis_url
 
 ROOT = Path(__file__).resolve().parents[2]
 CELERY = str(Path(sys.executable).with_name("celery"))
-QUEUES = ("default", "cluster", "reconcile")
+#: Every queue of the app, as every worker of scripts/run.sh and deploy/ consumes them.
+QUEUES = tuple(queue.name for queue in app.conf.task_queues)
 #: The broker's routing table in Redis (kombu's redis transport): kept when Redis is reset, so that
 #: what beat publishes during a reset still reaches a queue.
 BINDINGS = b"_kombu.binding."

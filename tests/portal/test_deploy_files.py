@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from portal.celery import app
+
 REPO = Path(__file__).resolve().parents[2]
 APP_SERVICES = ("web", "worker", "beat", "migrate", "gateway")
 LONG_RUNNING = ("web", "worker", "beat", "gateway", "postgres", "redis")
@@ -41,7 +43,6 @@ def test_it_defines_the_services(compose):
     assert services["redis"]["image"].split(":")[1].startswith("7")
     assert services["web"]["command"][0] == "gunicorn"
     assert services["worker"]["command"][:4] == ["celery", "-A", "portal", "worker"]
-    assert "default,cluster,reconcile" in services["worker"]["command"]
     assert services["beat"]["command"][:4] == ["celery", "-A", "portal", "beat"]
     assert services["migrate"]["command"][-2:] == ["migrate", "--noinput"]
     assert services["gateway"]["command"][:3] == ["python", "manage.py", "gateway"]
@@ -161,3 +162,21 @@ def test_it_keeps_local_state_out_of_the_build_context():
     ignored = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines() if line.strip()}
     assert {".git", ".venv", ".env", "var"} <= ignored
     assert "README.md" not in ignored and "pyproject.toml" not in ignored  # pip install needs them
+
+
+def _queues_after_q(command: list[str]) -> set[str]:
+    return set(command[command.index("-Q") + 1].split(","))
+
+
+def test_every_worker_consumes_every_queue_of_the_app(compose):
+    """A queue no worker consumes holds its tasks for ever: the compose file's worker, the Kubernetes worker and
+    `make run`'s worker each take from all of the app's queues (portal/celery.py)."""
+    queues = {queue.name for queue in app.conf.task_queues}
+    deployment = yaml.safe_load((REPO / "deploy" / "worker.yaml").read_text())
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    run_sh = [shlex.split(line.rstrip("\\")) for line in (REPO / "scripts" / "run.sh").read_text().splitlines()
+              if "celery\" -A portal worker" in line]
+    assert len(run_sh) == 1, run_sh
+    assert _queues_after_q(compose["services"]["worker"]["command"]) == queues
+    assert _queues_after_q(container["command"]) == queues
+    assert _queues_after_q(run_sh[0]) == queues

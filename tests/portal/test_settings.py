@@ -165,7 +165,7 @@ def test_it_configures_celery_for_at_least_once_delivery():
     assert conf.task_acks_late is True
     assert conf.task_reject_on_worker_lost is True
     assert conf.worker_prefetch_multiplier == 1
-    assert {q.name for q in conf.task_queues} == {"default", "cluster", "reconcile"}
+    assert {q.name for q in conf.task_queues} == {"default", "cluster", "reconcile", "notify"}
     assert conf.beat_schedule == settings.CELERY_BEAT_SCHEDULE
     assert conf.beat_schedule["reconcile"]["options"]["queue"] == "reconcile"
     assert conf.task_always_eager is False
