@@ -6,6 +6,7 @@ session stops with an error instead of skipping the tests that need them.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from decimal import Decimal
 from functools import partial
 
 import pytest
+import redis
 from celery.canvas import Signature
 from django.conf import settings
 from django.core.servers.basehttp import ThreadedWSGIServer
@@ -20,6 +22,7 @@ from django.test import Client
 from django.test.testcases import LiveServerThread
 from rest_framework.test import APIClient
 
+from portal.celery import app as celery_app
 from quotas.demo import seed_flavors, seed_team_quotas
 from teams.models import Role
 from teams.services import create_api_token
@@ -448,6 +451,31 @@ def published(monkeypatch):
 
     monkeypatch.setattr("core.queueing.publish", record)
     return calls
+
+
+class Broker:
+    """The suite's Redis broker as its lists hold the messages waiting on each of the app's queues."""
+
+    def __init__(self):
+        assert settings.CELERY_BROKER_URL.startswith("redis://"), settings.CELERY_BROKER_URL
+        self.client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+        self.queues = [queue.name for queue in celery_app.conf.task_queues]
+
+    def empty(self) -> None:
+        self.client.delete(*self.queues)
+
+    def waiting(self, queue: str) -> list[dict]:
+        """The headers (task, argsrepr, expires, …) of the messages waiting on ``queue``, oldest first."""
+        return [json.loads(raw)["headers"] for raw in reversed(self.client.lrange(queue, 0, -1))]
+
+
+@pytest.fixture
+def broker() -> Iterator[Broker]:
+    """The real broker (mark the test ``redis``), every queue empty before and after."""
+    broker = Broker()
+    broker.empty()
+    yield broker
+    broker.empty()
 
 
 @pytest.fixture

@@ -12,11 +12,9 @@ them.
 from __future__ import annotations
 
 import ast
-import json
 from datetime import datetime, timedelta
 
 import pytest
-import redis
 from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
@@ -25,22 +23,6 @@ from inference.tasks import evaluate_canaries
 from workloads.tasks import RECONCILE_LOCK, reconcile
 
 pytestmark = [pytest.mark.django_db, pytest.mark.redis]
-QUEUES = ("default", "reconcile")
-
-
-@pytest.fixture
-def broker():
-    """The suite's Redis broker with both queues empty before and after."""
-    assert settings.CELERY_BROKER_URL.startswith("redis://"), settings.CELERY_BROKER_URL
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    client.delete(*QUEUES)
-    yield client
-    client.delete(*QUEUES)
-
-
-def waiting(client, queue: str) -> list[dict]:
-    """The messages waiting on ``queue``, oldest first, as (task, expires)."""
-    return [json.loads(raw)["headers"] for raw in reversed(client.lrange(queue, 0, -1))]
 
 
 def test_ticks_while_cycles_run_leave_the_default_queue_to_beat_tasks_and_their_own_messages_expire(
@@ -56,9 +38,9 @@ def test_ticks_while_cycles_run_leave_the_default_queue_to_beat_tasks_and_their_
         cache.delete(RECONCILE_LOCK)
     evaluate_canaries.apply_async(**settings.CELERY_BEAT_SCHEDULE["canary-evaluate"]["options"])
 
-    default = waiting(broker, "default")
+    default = broker.waiting("default")
     assert [m["task"] for m in default] == ["inference.tasks.evaluate_canaries"]  # nothing ahead of it
-    cycles = waiting(broker, "reconcile")
+    cycles = broker.waiting("reconcile")
     assert [(m["task"], ast.literal_eval(m["argsrepr"])) for m in cycles] == [
         ("workloads.tasks.reconcile_cluster", (name,)) for _ in range(5) for name in ("east", "west")]
     period = timedelta(seconds=settings.CELERY_RECONCILE_INTERVAL)

@@ -10,10 +10,7 @@ rest expired unrun; 20 of 20 with the deliveries on a queue of their own. Delive
 
 from __future__ import annotations
 
-import json
-
 import pytest
-import redis
 from django.conf import settings
 
 from inference.tasks import evaluate_canaries
@@ -23,23 +20,12 @@ from notifications.services import create_webhook
 from notifications.tasks import fan_out
 
 pytestmark = [pytest.mark.django_db, pytest.mark.redis]
-QUEUES = ("default", "notify")
 WEBHOOKS = 5
 
 
-@pytest.fixture
-def broker():
-    """The suite's Redis broker with both queues empty before and after."""
-    assert settings.CELERY_BROKER_URL.startswith("redis://"), settings.CELERY_BROKER_URL
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    client.delete(*QUEUES)
-    yield client
-    client.delete(*QUEUES)
-
-
-def waiting(client, queue: str) -> list[str]:
+def tasks(broker, queue: str) -> list[str]:
     """The tasks of the messages waiting on ``queue``, oldest first."""
-    return [json.loads(raw)["headers"]["task"] for raw in reversed(client.lrange(queue, 0, -1))]
+    return [headers["task"] for headers in broker.waiting(queue)]
 
 
 def test_an_events_deliveries_wait_on_their_own_queue_not_in_front_of_the_beat_tasks(broker, team, team_admin):
@@ -51,7 +37,7 @@ def test_an_events_deliveries_wait_on_their_own_queue_not_in_front_of_the_beat_t
         fan_out(key)  # a worker runs it: one delivery task per webhook
     evaluate_canaries.apply_async(**settings.CELERY_BEAT_SCHEDULE["canary-evaluate"]["options"])
 
-    assert waiting(broker, "default") == ["inference.tasks.evaluate_canaries"]  # nothing ahead of it
-    notify = waiting(broker, "notify")
+    assert tasks(broker, "default") == ["inference.tasks.evaluate_canaries"]  # nothing ahead of it
+    notify = tasks(broker, "notify")
     assert notify.count("notifications.tasks.fan_out") == len(keys)
     assert notify.count("notifications.tasks.deliver") == len(keys) * WEBHOOKS == Delivery.objects.count()
