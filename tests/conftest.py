@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from functools import partial
@@ -496,10 +497,29 @@ def ep_quota(team, flavors):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
-    """Each phase's report on the test (``item.rep_call``…): the browser fixture keeps evidence of a failed call."""
+    """Each phase's report on the test (``item.rep_call``…): the browser fixture keeps evidence of a failed call.
+
+    A failed test that had a Celery worker of its own (tests/e2e/conftest.py ``WorkerProcess``) gets the worker's
+    log since the test began as a section of its report: a timeout in CI then says what the worker was doing."""
     report = yield
     setattr(item, f"rep_{report.when}", report)
+    if report.failed:
+        for name, log in worker_logs(item):
+            report.sections.append((f"Captured log of the Celery worker `{name}` ({report.when})", log))
     return report
+
+
+def worker_logs(item) -> list[tuple[str, str]]:
+    """``(fixture name, its log's last 20,000 characters)`` for each worker among the test's fixtures (once each: a
+    test's ``worker`` is often its module's worker lent)."""
+    e2e = sys.modules.get("tests.e2e.conftest")  # imported once a test uses a worker: none otherwise
+    if e2e is None:
+        return []
+    workers = {}
+    for name, value in getattr(item, "funcargs", {}).items():
+        if isinstance(value, e2e.WorkerProcess) and value.log_path.exists():
+            workers.setdefault(id(value), (name, value))
+    return [(name, worker.logs()[-20_000:]) for name, worker in workers.values()]
 
 
 @pytest.fixture(scope="session")

@@ -206,3 +206,19 @@ def test_each_xdist_worker_runs_its_workspaces_as_users_no_other_process_uses():
         "PYTEST_XDIST_WORKER", "TESTS_WORKSPACE_USERS_OF", "SLIPWAY_WORKSPACE_LOCAL_UID_BASE")})
     assert started_by_gw0 == gw0
     assert production != settings.SLIPWAY_WORKSPACE_LOCAL_UID_BASE
+
+
+def test_a_failed_test_with_a_worker_carries_the_workers_log(tmp_path):
+    """tests/conftest.py ``pytest_runtest_makereport``: a test whose worker fixture is a ``WorkerProcess`` gets the
+    worker's log (its tail) in its report when it fails — what a timeout in CI needs to be read."""
+    from types import SimpleNamespace
+
+    from tests.conftest import worker_logs
+    from tests.e2e.conftest import WorkerProcess
+
+    worker = WorkerProcess(tmp_path)
+    worker.log_path.write_text("x" * 30_000 + "\nsweeps.tasks.advance_sweeps succeeded\n")
+    item = SimpleNamespace(funcargs={"worker": worker, "team": object(), "unstarted": WorkerProcess(tmp_path / "no"),
+                                     "lent": worker})
+    [(name, log)] = worker_logs(item)
+    assert name == "worker" and len(log) == 20_000 and log.endswith("advance_sweeps succeeded\n")

@@ -37,7 +37,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -58,15 +58,16 @@ QUEUES = tuple(queue.name for queue in app.conf.task_queues)
 BINDINGS = b"_kombu.binding."
 
 
-def wait_for(predicate, timeout: float = 60.0, interval: float = 0.25, what: str = "condition"):
-    """Poll ``predicate`` until it returns a truthy value; fail with ``what`` after ``timeout``."""
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.25, what: str | Callable[[], str] = "condition"):
+    """Poll ``predicate`` until it returns a truthy value; fail with ``what`` after ``timeout`` (a callable ``what`` is
+    called then: the state the test waited on, as it was when the wait gave up)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what() if callable(what) else what}")
 
 
 def reset_redis() -> None:

@@ -51,6 +51,15 @@ class TeamLock:
         self.conn.close()
 
 
+def where(sweep_id: int) -> str:
+    """The sweep, its trials and their runs as they are (what a timeout reports)."""
+    sweep = Sweep.objects.get(pk=sweep_id)
+    trials = [(t.number, t.state, t.step, t.reason) for t in Trial.objects.filter(sweep_id=sweep_id).order_by("number")]
+    runs = list(TrainingRun.objects.order_by("pk").values_list("name", "state", "reason_code", "started_at",
+                                                               "finished_at", "log_cursor__done"))
+    return f"{sweep.state} ({sweep.reason!r}); trials {trials}; runs {runs}"
+
+
 def test_a_worker_killed_while_launching_a_trial_leaves_no_duplicate_and_the_sweep_finishes(worker):
     seed_flavors()
     team = make_team("vision")
@@ -80,7 +89,7 @@ def test_a_worker_killed_while_launching_a_trial_leaves_no_duplicate_and_the_swe
 
     worker.start()
     wait_for(lambda: Sweep.objects.get(pk=sweep_id).state == SweepState.COMPLETED, timeout=180,
-             what="the sweep to finish")
+             what=lambda: f"the sweep to finish; it is {where(sweep_id)}")
     trials = list(Trial.objects.filter(sweep_id=sweep_id).order_by("number"))
     assert [t.number for t in trials] == [1, 2, 3, 4]
     assert sorted(StudyTrial.objects.values_list("number", flat=True)) == [0, 1, 2, 3]
