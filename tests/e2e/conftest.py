@@ -101,6 +101,11 @@ class WorkerProcess:
         }
         self.env.pop("SLIPWAY_TEST_DB_NAME", None)
         self.tmp_path = tmp_path
+        # Its temporary files (billiard's pool makes a pymp-* directory) in a directory of its own: a SIGKILLed worker
+        # cannot remove them, and /tmp would gather one per kill (dozens a suite run).
+        self.tmp = tmp_path / "tmp"
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        self.env["TMPDIR"] = str(self.tmp)
         self.proc: subprocess.Popen | None = None
         self.generation = 0
         self._log_from = (0, 0)  # (generation, offset): where the current test's lines begin

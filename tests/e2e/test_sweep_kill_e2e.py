@@ -86,6 +86,8 @@ def test_a_worker_killed_while_launching_a_trial_leaves_no_duplicate_and_the_swe
         locks.release()
     # Its transaction died with it: no study trial, no run, no trial.
     assert (StudyTrial.objects.count(), TrainingRun.objects.count(), Trial.objects.count()) == (0, 0, 0)
+    # What it had no time to remove (its pool's temporary directory) is in its own directory, not the machine's /tmp.
+    assert [path.name[:5] for path in worker.tmp.iterdir()] == ["pymp-"]
 
     worker.start()
     wait_for(lambda: Sweep.objects.get(pk=sweep_id).state == SweepState.COMPLETED, timeout=180,
