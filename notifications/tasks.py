@@ -2,8 +2,9 @@
 prune what is old.
 
 All take keys or primary keys and are safe to run twice (:mod:`notifications.delivery`). Fan-outs and
-deliveries wait on the ``notify`` queue (portal/celery.py), beat's tasks here on ``default``: a slow webhook delays
-no cycle, and a burst of deliveries does not hold the canary rule's beat messages until they expire.
+deliveries wait on the ``notify`` queue (portal/celery.py), which workers of their own consume (a pool of threads:
+scripts/run.sh, deploy/notify-worker.yaml), beat's tasks here on ``default``: a webhook that never answers holds a
+notification thread, never a process of the reconcile cycle's or the canary rule's.
 """
 
 from __future__ import annotations

@@ -46,8 +46,9 @@ app.conf.update(
     # takes from its queues in turn (kombu's redis transport rotates them), but each queue is first in, first out:
     # a burst on one (a cycle slower than its period, an event to many slow webhooks) would otherwise hold the
     # `default` queue's beat tasks — the canary rule's, the stdout reader's, which expire after two of their own
-    # periods — behind it until they expired unrun (docs/operations.md "A slow boot"). Every worker consumes
-    # them all (scripts/run.sh, deploy/worker.yaml, docker-compose.yml).
+    # periods — behind it until they expired unrun (docs/operations.md "A slow boot"). A queue of its own does not
+    # keep a delivery from holding a process, though: `notify` has workers of its own, and the others consume the
+    # rest (scripts/run.sh, deploy/worker.yaml and deploy/notify-worker.yaml, docker-compose.yml).
     task_default_queue="default",
     task_queues=(Queue("default"), Queue("cluster"), Queue("reconcile"), Queue("notify")),
     task_routes={

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Start Slipway locally: web (gunicorn) + Celery worker + Celery beat + the workspace proxy + the
-# gateway, on the simulated GPU cluster (which lives in the worker and beat), with demo teams and data.
+# Start Slipway locally: web (gunicorn) + Celery worker + notification worker + Celery beat + the workspace proxy
+# + the gateway, on the simulated GPU cluster (which lives in the worker and beat), with demo teams and data.
 # Ctrl-C (or SIGTERM, SIGHUP) stops all of them within 10 s, leaves no process behind, and the script then
 # exits 0 — and so does `make run`. The workspace proxy serves the sandbox's notebooks at
 # ws-<id>.localhost on the port after the portal's (SLIPWAY_WORKSPACE_PROXY_PORT): never on the
@@ -151,8 +151,14 @@ trap stopped INT TERM HUP
 trap cleanup EXIT
 
 set -m  # each background service in a process group of its own (see cleanup)
-"$VENV/bin/celery" -A portal worker -Q default,cluster,reconcile,notify --concurrency 2 --loglevel INFO \
+"$VENV/bin/celery" -A portal worker -Q default,cluster,reconcile --concurrency 2 --loglevel INFO \
   >"$LOG_DIR/worker.log" 2>&1 &
+pids+=($!)
+# Notifications (fan-outs, e-mails, webhooks) on a worker of their own: a webhook that never answers holds its
+# thread for the webhook timeout, and would otherwise hold a process the reconcile cycle and the canary rule need
+# (docs/notifications.md). Threads: a delivery waits on the network, not the CPU.
+"$VENV/bin/celery" -A portal worker -Q notify -P threads --concurrency 8 -n notify@%h --loglevel INFO \
+  >"$LOG_DIR/notify-worker.log" 2>&1 &
 pids+=($!)
 "$VENV/bin/celery" -A portal beat --loglevel INFO >"$LOG_DIR/beat.log" 2>&1 &
 pids+=($!)
@@ -199,7 +205,7 @@ done
 printf '\n  Slipway is running:  %s\n  Demo logins are printed above (seed_demo); admin console at %sadmin/\n' "$url" "$url"
 printf '  Workspaces open at http://ws-<id>.localhost:%s/ (the workspace proxy)\n' "$proxy_port"
 printf '  Endpoints answer at %s/<team>/<endpoint>/… (the gateway)\n' "$SLIPWAY_GATEWAY_URL"
-printf '  Logs: %s — Ctrl-C stops everything.\n\n' "$LOG_DIR/web.log, $LOG_DIR/worker.log, $LOG_DIR/beat.log, $LOG_DIR/proxy.log, $LOG_DIR/gateway.log, $LOG_DIR/load.log"
+printf '  Logs: %s — Ctrl-C stops everything.\n\n' "$LOG_DIR/web.log, $LOG_DIR/worker.log, $LOG_DIR/notify-worker.log, $LOG_DIR/beat.log, $LOG_DIR/proxy.log, $LOG_DIR/gateway.log, $LOG_DIR/load.log"
 # Stop everything as soon as any of the services dies, so a crash is not hidden.
 wait -n "${pids[@]}"
 echo "a Slipway process exited; see $LOG_DIR/" >&2

@@ -58,7 +58,8 @@ def test_it_finds_the_manifests() -> None:
         "Service",
     } <= kinds
     names = {doc["metadata"]["name"] for doc in _of_kind("Deployment")}
-    assert names == {"slipway-web", "slipway-worker", "slipway-beat", "slipway-prometheus-proxy", "slipway-gateway"}
+    assert names == {"slipway-web", "slipway-worker", "slipway-notify-worker", "slipway-beat", "slipway-prometheus-proxy",
+                     "slipway-gateway"}
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
@@ -68,7 +69,7 @@ def test_it_validates_every_object_in_strict_mode(label: str, doc: dict[str, Any
 
 
 #: Components that run Slipway itself (the label proxy runs prom-label-proxy, with no settings).
-SLIPWAY_COMPONENTS = {"web", "worker", "beat", "migrate", "gateway"}
+SLIPWAY_COMPONENTS = {"web", "worker", "notify-worker", "beat", "migrate", "gateway"}
 
 
 def _component(doc: dict[str, Any]) -> str:
@@ -203,6 +204,13 @@ def test_it_runs_a_single_beat_that_never_overlaps() -> None:
     [beat] = [d for d in _of_kind("Deployment") if d["metadata"]["name"] == "slipway-beat"]
     assert beat["spec"]["replicas"] == 1 and beat["spec"]["strategy"] == {"type": "Recreate"}
     assert beat["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+
+
+def test_only_the_web_and_the_cycles_workers_hold_a_kubernetes_token() -> None:
+    """What talks to the clusters mounts the service account's token; the notification workers send e-mails and
+    webhooks and never need one."""
+    mounted = {_component(d) for d in _of_kind("Deployment") if d["spec"]["template"]["spec"]["automountServiceAccountToken"]}
+    assert mounted == {"web", "worker"}
 
 
 def test_it_justifies_every_rbac_rule_in_a_comment() -> None:

@@ -51,7 +51,8 @@ from tests.conftest import redis_url
 
 ROOT = Path(__file__).resolve().parents[2]
 CELERY = str(Path(sys.executable).with_name("celery"))
-#: Every queue of the app, as every worker of scripts/run.sh and deploy/ consumes them.
+#: Every queue of the app: the e2e worker takes from them all (scripts/run.sh and deploy/ give ``notify`` a worker of
+#: its own, which :mod:`tests.notifications.test_notify_worker_e2e` runs as they do).
 QUEUES = tuple(queue.name for queue in app.conf.task_queues)
 #: The broker's routing table in Redis (kombu's redis transport): kept when Redis is reset, so that
 #: what beat publishes during a reset still reaches a queue.
@@ -80,9 +81,16 @@ def reset_redis() -> None:
 
 
 class WorkerProcess:
-    """Starts, pauses, resumes, kills and restarts ``celery worker -B`` against the test database."""
+    """Starts, pauses, resumes, kills and restarts ``celery worker -B`` against the test database.
 
-    def __init__(self, tmp_path: Path, **env: str) -> None:
+    By default it consumes every queue with beat embedded and two prefork processes; ``queues``, ``beat``,
+    ``pool`` and ``concurrency`` start another shape (the notification worker of scripts/run.sh: ``notify`` alone,
+    threads, no beat), ``name`` its node name's prefix.
+    """
+
+    def __init__(self, tmp_path: Path, *, queues: tuple[str, ...] = QUEUES, beat: bool = True,
+                 pool: str = "prefork", concurrency: int = 2, name: str = "e2e", **env: str) -> None:
+        self.queues, self.beat, self.pool, self.concurrency, self.name = queues, beat, pool, concurrency, name
         db = connection.settings_dict
         self.env = {
             **os.environ,
@@ -117,7 +125,7 @@ class WorkerProcess:
     @property
     def hostname(self) -> str:
         """The node name the worker answers remote control by (``-n``)."""
-        return f"e2e{self.generation}@{socket.gethostname()}"
+        return f"{self.name}{self.generation}@{socket.gethostname()}"
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -125,9 +133,10 @@ class WorkerProcess:
     def start(self) -> None:
         self.generation += 1
         log = open(self.log_path, "wb")  # noqa: SIM115 - closed with the process
+        beat = ["-B", "-s", str(self.tmp_path / "beat-schedule")] if self.beat else []
         self.proc = subprocess.Popen(
-            [CELERY, "-A", "portal", "worker", "-B", "-Q", ",".join(QUEUES), "--concurrency", "2",
-             "--loglevel", "INFO", "-s", str(self.tmp_path / "beat-schedule"), "-n", f"e2e{self.generation}@%h"],
+            [CELERY, "-A", "portal", "worker", *beat, "-Q", ",".join(self.queues), "-P", self.pool,
+             "--concurrency", str(self.concurrency), "--loglevel", "INFO", "-n", f"{self.name}{self.generation}@%h"],
             cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         wait_for(lambda: b"ready." in self.log_path.read_bytes() or self.proc.poll() is not None,
@@ -151,13 +160,17 @@ class WorkerProcess:
         replies = getattr(app.control.inspect(destination=[self.hostname], timeout=5), method)()
         return (replies or {}).get(self.hostname)
 
+    def active(self) -> list[dict]:
+        """The tasks the worker is running now (its own answer to ``inspect active``; [] when it does not answer)."""
+        return self._inspect("active") or []
+
     def pause(self, timeout: float = 30.0) -> bool:
         """Stop consuming and wait until the worker holds no task; True once it is idle.
 
         A task waiting for its countdown (a retry) is revoked: it would run in a later test.
         False when the worker does not answer or is still busy at ``timeout``.
         """
-        for queue in QUEUES:
+        for queue in self.queues:
             app.control.cancel_consumer(queue, destination=[self.hostname], reply=True, timeout=5)
         revoked: set[str] = set()
         deadline = time.monotonic() + timeout
@@ -179,9 +192,9 @@ class WorkerProcess:
 
     def resume(self) -> None:
         """Consume the queues again (the request is carried out asynchronously: wait for it)."""
-        for queue in QUEUES:
+        for queue in self.queues:
             app.control.add_consumer(queue, destination=[self.hostname], reply=True, timeout=5)
-        wait_for(lambda: {q["name"] for q in self._inspect("active_queues") or ()} == set(QUEUES),
+        wait_for(lambda: {q["name"] for q in self._inspect("active_queues") or ()} == set(self.queues),
                  timeout=30, interval=0.05, what="the worker to consume its queues again")
 
     def mark(self) -> None:

@@ -5,8 +5,8 @@ worker for up to its timeout. On the ``default`` queue (first in, first out) suc
 rule's and the stdout reader's beat messages, which expire after two of their own periods: measured with a real
 worker (ten webhooks answering in 1 s each, six events, 40 s), the canary rule ran 4 of its 20 ticks and 6 of 21, the
 rest expired unrun; 20 of 20 with the deliveries on a queue of their own. Deliveries now wait on the ``notify``
-queue, which a worker takes from in turn with the others (docs/operations.md "A slow boot"). Here the burst is
-published while no worker consumes, and Redis's lists are read as they are.
+queue, which workers of their own consume (test_notify_worker_e2e.py; docs/operations.md "A slow boot"). Here the
+burst is published while no worker consumes, and Redis's lists are read as they are.
 """
 
 from __future__ import annotations

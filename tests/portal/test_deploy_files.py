@@ -13,8 +13,8 @@ import yaml
 from portal.celery import app
 
 REPO = Path(__file__).resolve().parents[2]
-APP_SERVICES = ("web", "worker", "beat", "migrate", "gateway")
-LONG_RUNNING = ("web", "worker", "beat", "gateway", "postgres", "redis")
+APP_SERVICES = ("web", "worker", "notify-worker", "beat", "migrate", "gateway")
+LONG_RUNNING = ("web", "worker", "notify-worker", "beat", "gateway", "postgres", "redis")
 
 
 @pytest.fixture(scope="module")
@@ -168,15 +168,31 @@ def _queues_after_q(command: list[str]) -> set[str]:
     return set(command[command.index("-Q") + 1].split(","))
 
 
-def test_every_worker_consumes_every_queue_of_the_app(compose):
-    """A queue no worker consumes holds its tasks for ever: the compose file's worker, the Kubernetes worker and
-    `make run`'s worker each take from all of the app's queues (portal/celery.py)."""
+def _workers(compose: dict) -> dict[str, list[list[str]]]:
+    """Each way of running Slipway's ``celery worker`` commands: the compose file's, deploy/'s and ``make run``'s."""
+    deployments = [doc for path in sorted((REPO / "deploy").glob("*.yaml")) for doc in yaml.safe_load_all(path.read_text())]
+    return {
+        "docker-compose.yml": [service["command"] for service in compose["services"].values()
+                               if service.get("command", [])[:4] == ["celery", "-A", "portal", "worker"]],
+        "deploy/": [container["command"] for doc in deployments if doc and doc.get("kind") == "Deployment"
+                    for container in doc["spec"]["template"]["spec"]["containers"]
+                    if container.get("command", [])[:4] == ["celery", "-A", "portal", "worker"]],
+        "scripts/run.sh": [["celery", *shlex.split(line.rstrip("\\"))[1:]] for line in
+                           (REPO / "scripts" / "run.sh").read_text().splitlines()
+                           if "celery\" -A portal worker" in line],
+    }
+
+
+def test_every_queue_has_a_worker_and_notifications_have_workers_of_their_own(compose):
+    """A queue no worker consumes holds its tasks for ever, so each way of running Slipway consumes all of the app's
+    queues (portal/celery.py); and ``notify`` is a worker's only queue, so that a webhook that never answers holds a
+    notification worker's thread, never a process the reconcile cycle or the canary rule needs
+    (tests/notifications/test_notify_worker_e2e.py runs them so)."""
     queues = {queue.name for queue in app.conf.task_queues}
-    deployment = yaml.safe_load((REPO / "deploy" / "worker.yaml").read_text())
-    [container] = deployment["spec"]["template"]["spec"]["containers"]
-    run_sh = [shlex.split(line.rstrip("\\")) for line in (REPO / "scripts" / "run.sh").read_text().splitlines()
-              if "celery\" -A portal worker" in line]
-    assert len(run_sh) == 1, run_sh
-    assert _queues_after_q(compose["services"]["worker"]["command"]) == queues
-    assert _queues_after_q(container["command"]) == queues
-    assert _queues_after_q(run_sh[0]) == queues
+    for where, commands in _workers(compose).items():
+        consumed = [_queues_after_q(command) for command in commands]
+        assert set().union(*consumed) == queues, where
+        assert {"notify"} in consumed and all("notify" not in got or got == {"notify"} for got in consumed), where
+        # Two workers on one host need two node names (remote control, inspect): the notification worker names itself.
+        [notify] = [command for command, got in zip(commands, consumed, strict=True) if got == {"notify"}]
+        assert notify[notify.index("-n") + 1] == "notify@%h" and notify[notify.index("-P") + 1] == "threads", where

@@ -205,9 +205,11 @@ def test_make_run_stops_every_process_within_10_s_on_a_terminals_ctrl_c_exits_0_
         assert serves(f"http://127.0.0.1:{port}/healthz")
         before = processes_of_session(session)
         commands = " ".join(proc.command for proc in before)
-        assert "celery -A portal worker" in commands and "celery -A portal beat" in commands
+        assert "celery -A portal worker -Q default," in commands and "celery -A portal beat" in commands
+        assert "celery -A portal worker -Q notify" in commands
         assert "gunicorn portal.wsgi" in commands
-        assert len(before) >= 9, before  # make, the script, gunicorn + 2 workers, worker + its pool of 2, beat
+        # make, the script, gunicorn + 2 workers, worker + its pool of 2, the notification worker (threads), beat
+        assert len(before) >= 10, before
 
         code, took, transcript = interrupted(process, terminal.ctrl_c, terminal.text)
         assert code == 0, transcript[-2000:]
@@ -220,6 +222,7 @@ def test_make_run_stops_every_process_within_10_s_on_a_terminals_ctrl_c_exits_0_
         # is no fault of the script's. The promise checked is the stop's: within 10 s, exit 0, nothing left.
         assert "Handling signal: term" in (var / "log" / "web.log").read_text(), log_tails(var / "log")
         assert "Warm shutdown" in worker_log.read_text()
+        assert "Warm shutdown" in (var / "log" / "notify-worker.log").read_text()
         killed = [line.strip() for line in transcript.splitlines() if "killing what did not stop" in line]
         assert killed in ([], ["killing what did not stop within 6 s"]), killed
         assert processes_of_session(session) == []

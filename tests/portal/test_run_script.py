@@ -204,7 +204,7 @@ def test_an_orderly_stop_by_signal_exits_0_after_stopping_the_children(checkout,
     try:
         read_until(process, "Logs:")
         children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
-        assert len(children) == 6  # worker, beat, workspace proxy, gateway, load generator, web
+        assert len(children) == 7  # worker, notification worker, beat, workspace proxy, gateway, load generator, web
         process.send_signal(sig)  # the script alone, as make (or a supervisor) signals it
         out, _ = process.communicate(timeout=20)
     finally:
@@ -224,7 +224,7 @@ def test_it_kills_a_service_that_ignores_sigterm_once_the_grace_ends(checkout):
         read_until(process, "Logs:")
         groups = {int(pid): os.getpgid(int(pid)) for pid in
                   subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()}
-        assert len(set(groups.values())) == 6 and process.pid not in groups.values()  # a group per service
+        assert len(set(groups.values())) == 7 and process.pid not in groups.values()  # a group per service
         started = time.monotonic()
         os.killpg(process.pid, signal.SIGINT)  # a terminal's Ctrl-C: the script's group only
         out, _ = process.communicate(timeout=20)
@@ -240,7 +240,8 @@ def test_it_kills_a_service_that_ignores_sigterm_once_the_grace_ends(checkout):
 
 @pytest.mark.parametrize("given", ["", "https://gpu.example.com"])
 def test_the_links_in_messages_follow_the_port_unless_the_install_sets_them(checkout, given):
-    """``make run PORT=8110``: an e-mail's or webhook's links (the worker sends them) point at :8110, not :8000."""
+    """``make run PORT=8110``: an e-mail's or webhook's links (the notification worker sends them, the worker's cycle
+    words them) point at :8110, not :8000."""
     port = free_port()
     process = start(checkout, str(port), env={"SLIPWAY_PORTAL_URL": given} if given else None)
     try:
@@ -249,7 +250,8 @@ def test_the_links_in_messages_follow_the_port_unless_the_install_sets_them(chec
         stop(process)
     expected = given or f"http://127.0.0.1:{port}"
     assert f"manage.py seed_demo --url http://127.0.0.1:{port}/ PORT={port} SLIPWAY_PORTAL_URL={expected}\n" in out, out
-    assert f"celery worker SLIPWAY_PORTAL_URL={expected}\n" in (checkout / "var" / "log" / "worker.log").read_text()
+    for log in ("worker.log", "notify-worker.log"):
+        assert f"celery worker SLIPWAY_PORTAL_URL={expected}\n" in (checkout / "var" / "log" / log).read_text(), log
 
 
 def test_the_settings_link_to_the_port_the_portal_is_served_on():
