@@ -177,6 +177,30 @@ def _send_email(delivery: Delivery) -> tuple[int | None, str]:
     return None, ""
 
 
+def _take_turn(webhook: Webhook | None, now: datetime) -> bool:
+    """Whether a delivery to ``webhook`` may be sent now.
+
+    Always while the webhook answers (``backoff_until`` is None). While it is failing, each attempt would likely
+    fail the same way, and one to a receiver that never answers holds a notification thread for the whole
+    timeout: only once its backoff is over, and then one delivery at a time — the one whose conditional update
+    takes the turn, for a lease, from the others (the circuit breaker of webhook services, half-open)."""
+    if webhook is None or webhook.backoff_until is None:
+        return True
+    return bool(Webhook.objects.filter(pk=webhook.pk, backoff_until__lte=now).update(backoff_until=now + lease()))
+
+
+def _note_answer(webhook: Webhook, error: str, done: datetime, attempts: int) -> None:
+    """After a send to ``webhook``: an answer ends its backoff; a failure sets it to this delivery's next attempt."""
+    if not error:
+        Webhook.objects.filter(pk=webhook.pk, backoff_until__isnull=False).update(backoff_until=None)
+    else:
+        Webhook.objects.filter(pk=webhook.pk).update(backoff_until=done + timedelta(seconds=backoff(attempts)))
+
+
+#: The words of an attempt not sent because another delivery is trying the failing webhook (or will, at its time).
+BACKING_OFF = "not sent: the webhook's last attempt failed, and it is tried by one delivery at a time until it answers"
+
+
 def attempt(pk: int, now: datetime | None = None) -> Outcome:
     """One attempt at delivery ``pk`` (steps below); safe to call twice, and from two workers at once."""
     now = now or timezone.now()
@@ -184,10 +208,19 @@ def attempt(pk: int, now: datetime | None = None) -> Outcome:
     if not _claim(pk, now):
         return Outcome("skipped")
     delivery = Delivery.objects.select_related("event__team", "webhook").get(pk=pk)
-    # 2. Send, outside any transaction: the claim is what keeps a second worker off it.
-    send = _send_webhook if delivery.channel == Channel.WEBHOOK else _send_email
-    code, error = send(delivery)
+    # 2. Send, outside any transaction: the claim is what keeps a second worker off it. To a failing webhook only
+    #    when it is this delivery's turn (_take_turn): otherwise the attempt counts as a failed one, unsent, and the
+    #    delivery keeps its own backoff and last attempt, as if it had been sent and failed like the one before.
+    tried = delivery.channel == Channel.WEBHOOK and _take_turn(delivery.webhook, now)
+    if delivery.channel == Channel.EMAIL:
+        code, error = _send_email(delivery)
+    elif tried:
+        code, error = _send_webhook(delivery)
+    else:
+        code, error = None, BACKING_OFF
     done = timezone.now()
+    if tried and delivery.webhook is not None:
+        _note_answer(delivery.webhook, error, done, delivery.attempts)
     mine = Delivery.objects.filter(pk=pk, status=DeliveryStatus.SENDING, attempts=delivery.attempts)
     # 3. Record what happened: sent, or pending again after a backoff, or failed after the last attempt.
     if not error:

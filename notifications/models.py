@@ -62,6 +62,9 @@ class Webhook(models.Model):
     secret_prefix = models.CharField(max_length=8, help_text="The secret's first characters, to tell webhooks apart.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
+    #: Set while the webhook is failing (its last attempt failed): no delivery to it is sent before this time, and
+    #: then one at a time (notifications.delivery.attempt). None while it answers.
+    backoff_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at", "pk"]

@@ -6,6 +6,7 @@ says, with the secret shown when the webhook was created.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import socket
 from datetime import timedelta
@@ -118,17 +119,91 @@ def test_it_emails_a_subscriber_through_the_mail_backend(team, member):
 def test_two_workers_on_one_delivery_send_it_once(team, hooked):
     """The second attempt arrives while the first is still inside its POST: it finds the delivery claimed."""
     row = one_delivery(team)
+    assert while_inside_a_post(hooked, row, lambda: delivery.attempt(row.pk).result) == ("sent", "skipped")
+    assert len(hooked.got) == 1
+
+
+def while_inside_a_post(hooked: Receiver, row: Delivery, meanwhile):
+    """``(the result of an attempt at row, what meanwhile() returned while that attempt was inside its POST)``."""
     hooked.hold = True
     errors: list[Exception] = []
     results: list[str] = []
     first = in_thread(lambda: results.append(delivery.attempt(row.pk).result), errors)
     assert hooked.holding.wait(10)
-    assert delivery.attempt(row.pk).result == "skipped"
+    returned = meanwhile()
     hooked.release.set()
     first.join(10)
-    assert errors == [] and results == ["sent"]
-    assert len(hooked.got) == 1
+    assert errors == [] and len(results) == 1
+    return results[0], returned
 
+
+
+def test_a_failing_webhook_is_tried_by_one_delivery_at_a_time_until_it_answers(team, hooked, settings):
+    """After a failed attempt the webhook backs off until that delivery's next attempt: the others due meanwhile are
+    not sent (each such attempt counts, with its backoff, as a failed one); then one takes the turn, and an answer
+    lets every delivery through again."""
+    settings.SLIPWAY_WEBHOOK_BACKOFF_SECONDS = 30
+    hooked.statuses = [500]
+    first, second, third = (one_delivery(team, key=f"run_failed:run:{n}") for n in range(3))
+    assert delivery.attempt(first.pk).result == "retry"
+    outcomes = [delivery.attempt(row.pk) for row in (second, third)]
+    assert [(o.result, o.delay) for o in outcomes] == [("retry", 30)] * 2
+    assert len(hooked.got) == 1  # one POST: the others were not sent
+    for row in (first, second, third):
+        row.refresh_from_db()
+    assert [(r.attempts, r.last_error) for r in (first, second, third)] == [
+        (1, "HTTP 500"), (1, delivery.BACKING_OFF), (1, delivery.BACKING_OFF)]
+    assert Webhook.objects.get().backoff_until == first.next_attempt_at
+
+    # All due again, the backoff over: the first to try takes the turn (here the second); its answer resumes the webhook.
+    later = max(row.next_attempt_at for row in (first, second, third))
+    assert delivery.attempt(second.pk, now=later).result == "sent"
+    assert Webhook.objects.get().backoff_until is None
+    assert [delivery.attempt(row.pk, now=later).result for row in (first, third)] == ["sent", "sent"]
+    assert [got.delivery for got in hooked.got] == [str(first.event_id), str(second.event_id), str(first.event_id),
+                                                    str(third.event_id)]
+
+
+def test_a_webhook_that_never_answers_is_connected_to_once_per_turn(team, team_admin, settings):
+    """The case the backoff is for: a receiver that takes the connection and never answers holds a notification
+    thread for the whole timeout per attempt. Five deliveries due together cost one such wait, not five; the
+    listener's backlog counts the connections made."""
+    settings.SLIPWAY_WEBHOOK_TIMEOUT_SECONDS = 0.2
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        create_webhook(team_admin, team, f"http://127.0.0.1:{listener.getsockname()[1]}/hook", ["run_failed"])
+        rows = [one_delivery(team, key=f"run_failed:run:{n}") for n in range(5)]
+        now = timezone.now()
+        first = [delivery.attempt(row.pk, now=now) for row in rows]
+        later = max(Delivery.objects.values_list("next_attempt_at", flat=True))  # all due, the backoff over
+        assert later >= Webhook.objects.get().backoff_until
+        again = [delivery.attempt(row.pk, now=later) for row in rows]
+        listener.setblocking(False)
+        connections = []
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                connections.append(listener.accept()[0])
+        for connection in connections:
+            connection.close()
+    assert [o.result for o in first + again] == ["retry"] * 10
+    assert len(connections) == 2  # one per turn: at first, and when the backoff was over
+    errors = list(Delivery.objects.order_by("pk").values_list("last_error", flat=True))
+    assert errors[0].startswith("ReadTimeout") and errors[1:] == [delivery.BACKING_OFF] * 4
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.postgres
+def test_while_one_delivery_tries_a_failing_webhook_the_others_wait(team, hooked):
+    """The turn is taken by a conditional update: a second worker, its delivery due while the first is still inside
+    its POST, finds it taken and does not send."""
+    one, other = (one_delivery(team, key=f"run_failed:run:{n}") for n in range(2))
+    Webhook.objects.update(backoff_until=timezone.now() - timedelta(seconds=1))  # failing, its backoff over
+    assert while_inside_a_post(hooked, one, lambda: delivery.attempt(other.pk).result) == ("sent", "retry")
+    assert len(hooked.got) == 1
+    assert Webhook.objects.get().backoff_until is None
+    other.refresh_from_db()
+    assert other.last_error == delivery.BACKING_OFF
 
 
 def test_a_key_rotation_reseals_the_webhook_secrets(team, team_admin, settings):

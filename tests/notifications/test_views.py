@@ -7,10 +7,12 @@ anyone outside the team gets 404 for all of it; refused input is a 400 with the 
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from notifications import delivery, events
 from notifications.constants import EventKind
@@ -174,3 +176,15 @@ def test_the_page_reads_the_webhooks_in_constant_queries(client, team_admin, tea
     with django_assert_num_queries(len(queries)):
         html = client.get(PAGE).content.decode()
     assert html.count('class="row-form"') == 8 and "Budget alert" in html
+
+
+def test_a_failing_webhook_says_so_and_when_it_is_tried_next(client, team_admin, team):
+    """A webhook backing off after a failed attempt (notifications.delivery) is marked on the page until it answers."""
+    failing, _ = create_webhook(team_admin, team, "https://hooks.example.com/down", ["run_failed"])
+    create_webhook(team_admin, team, "https://hooks.example.com/up", ["run_failed"])
+    Webhook.objects.filter(pk=failing.pk).update(backoff_until=timezone.now() + timedelta(minutes=2))
+    login(client, team_admin)
+    html = client.get(PAGE).content.decode()
+    rows = dict(re.findall(r'<tr id="webhook-(\d+)">(.*?)</tr>', html, flags=re.S))
+    assert "failing — next try" in rows[str(failing.pk)]
+    assert [pk for pk, row in rows.items() if "failing" in row] == [str(failing.pk)]
