@@ -7,6 +7,7 @@ from decimal import Decimal
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from core.formatting import format_money, format_rate
 from workspaces import services
@@ -41,7 +42,12 @@ def test_money_per_hour_has_one_rounding_on_a_workspace_page(client, member, cre
     assert f"{price.quantize(Decimal('0.01'))} USD" not in page
 
 
-def test_the_new_workspace_form_previews_price_budget_and_start_as_the_new_run_form(client, member, ws_quota, team):
+def test_the_new_workspace_form_previews_price_budget_and_start_as_the_new_run_form(client, member, ws_quota, team,
+                                                                                  monkeypatch):
+    # One moment for the page and the test's own preview: the cost to the month's end moves a cent every few seconds
+    # (at 4.10 USD/h), and the two, read a moment apart, once straddled a cent (CI, 2026-11-30).
+    moment = timezone.now()
+    monkeypatch.setattr(timezone, "now", lambda: moment)
     client.force_login(member)
     form = client.get(reverse("workspaces:workspace-new")).content.decode()
     assert 'hx-post="/workspaces/preview/"' in form and 'id="preview-price"' in form
