@@ -17,7 +17,7 @@ Forward, per workload row:
 * a queue entry takes what its hold will carry.
 
 Backward, the kinds' columns are filled from the hold whose money the workload shows
-(``workloads.models.Workload.segment``'s rule). ``tests/workloads/test_hold_migration.py`` runs both
+(``workloads.models.Workload.segment``'s rule). ``tests/workloads/test_one_table_migration.py`` runs both
 on a seeded database and compares every figure.
 """
 
