@@ -70,8 +70,10 @@ def backoff(attempts: int) -> float:
 
 
 def lease() -> timedelta:
-    """How long a claimed delivery is its worker's: longer than a send can take (connect, write, read)."""
-    return timedelta(seconds=3 * settings.SLIPWAY_WEBHOOK_TIMEOUT_SECONDS + 5)
+    """How long a claimed delivery is its worker's: longer than a send can take (connect, write, read), a webhook's
+    or an e-mail's. (An SMTP exchange is more steps than three, each with ``EMAIL_TIMEOUT``: a server answering each
+    just in time could outlast the lease, and the delivery then be sent again, as after a worker killed mid-send.)"""
+    return timedelta(seconds=3 * max(settings.SLIPWAY_WEBHOOK_TIMEOUT_SECONDS, settings.EMAIL_TIMEOUT or 0) + 5)
 
 
 def fan_out(key: str, now: datetime | None = None) -> list[int]:

@@ -595,6 +595,9 @@ EMAIL_PORT = env_int("EMAIL_PORT", 25)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+# Seconds an SMTP server has per step (connect, each reply). Django's default is none: a server that takes
+# the connection and never answers would hold a notification thread for good (docs/notifications.md).
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "slipway@localhost")
 
 LOGGING = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import socket
+import threading
 from datetime import timedelta
 from urllib.parse import urlsplit
 
@@ -112,6 +113,33 @@ def test_it_emails_a_subscriber_through_the_mail_backend(team, member):
     [message] = mail.outbox
     assert (message.subject, message.to) == ("[Slipway] Run bert (#7) of team ml-research failed", ["mia@example.com"])
     assert message.body == "Run bert (#7) of team ml-research failed: OOMKilled\n"
+
+
+def test_a_mail_server_that_never_answers_fails_the_attempt_after_the_timeout(team, member, settings):
+    """An SMTP server that takes the connection and never greets: the attempt fails after ``EMAIL_TIMEOUT`` (the
+    project sets one; Django's default is none) and is retried with the backoff, and the claim outlasts the wait.
+    Without a timeout the attempt would wait for the greeting for good: here the server hangs up after 5 s, and the
+    attempt ends then with another error."""
+    set_email_kinds(member, team, ["run_failed"])
+    settings.EMAIL_TIMEOUT, settings.SLIPWAY_WEBHOOK_TIMEOUT_SECONDS = 0.3, 0.1
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", listener.getsockname()[1]
+        row = one_delivery(team)
+        hang_up = threading.Timer(5, lambda: listener.accept()[0].close())
+        hang_up.start()
+        try:
+            outcome = delivery.attempt(row.pk)
+        finally:
+            hang_up.cancel()
+            hang_up.join()
+    assert outcome.result == "retry" and outcome.delay == settings.SLIPWAY_WEBHOOK_BACKOFF_SECONDS
+    row.refresh_from_db()
+    assert (row.status, row.attempts) == (DeliveryStatus.PENDING, 1) and "timed out" in row.last_error
+    settings.EMAIL_TIMEOUT = 60  # a slow relay's: the claim lasts longer than three of its waits
+    assert delivery.lease() > timedelta(seconds=180)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -118,6 +118,12 @@ def test_it_gives_redis_a_visibility_timeout_longer_than_any_task(load_settings)
     assert s["CELERY_BROKER_TRANSPORT_OPTIONS"]["visibility_timeout"] == 7200
 
 
+def test_it_gives_an_smtp_server_a_timeout(load_settings):
+    """Django's default is none: a mail server that never answered would hold a notification thread for good."""
+    assert load_settings()["EMAIL_TIMEOUT"] == 10.0
+    assert load_settings(EMAIL_TIMEOUT="2.5")["EMAIL_TIMEOUT"] == 2.5
+
+
 def test_it_takes_a_separate_broker_url(load_settings):
     s = load_settings(REDIS_URL="redis://cache:6379/0", CELERY_BROKER_URL="redis://broker:6379/1")
     assert s["CELERY_BROKER_URL"] == "redis://broker:6379/1"
