@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from notifications.models import Delivery, EmailSubscription, Event, Webhook
+from notifications.models import Delivery, EmailSubscription, Event, MailServer, Webhook
 
 
 @admin.register(Event)
@@ -31,6 +31,17 @@ class WebhookAdmin(admin.ModelAdmin):
     search_fields = ["url", "team__slug"]
     fields = ["team", "url", "event_kinds", "secret_prefix", "created_by", "created_at"]
     readonly_fields = fields
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(MailServer)
+class MailServerAdmin(admin.ModelAdmin):
+    """Read only: a row is the mail server the settings name, and its backoff while it fails."""
+
+    list_display = ["address", "backoff_until"]
+    readonly_fields = ["address", "backoff_until"]
 
     def has_add_permission(self, request) -> bool:
         return False

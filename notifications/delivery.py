@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import smtplib
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -25,7 +26,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from notifications import vocabulary
@@ -39,7 +40,7 @@ from notifications.constants import (
     Channel,
     DeliveryStatus,
 )
-from notifications.models import Delivery, EmailSubscription, Event, Webhook
+from notifications.models import Delivery, EmailSubscription, Event, MailServer, Webhook
 from notifications.targets import pinned_url, resolve
 from workloads import crypto
 
@@ -170,37 +171,60 @@ def _send_webhook(delivery: Delivery) -> tuple[int | None, str]:
     return response.status_code, f"HTTP {response.status_code}"
 
 
-def _send_email(delivery: Delivery) -> tuple[int | None, str]:
+def _send_email(delivery: Delivery) -> tuple[int | None, str, bool]:
+    """Mail the event: (None, error words, whether a failure is the server's). A refused recipient is the address's
+    (the server answered); anything else — refused or timed-out connections, a server hanging up, a refused sender
+    or login — is the server's, or its settings', and would fail every e-mail alike."""
     event = delivery.event
     try:
         send_mail(f"[Slipway] {event.title}", f"{event.text}\n", None, [delivery.target])
     except Exception as exc:  # SMTP and other backends raise many classes: retried, logged in the row
-        return None, f"{exc.__class__.__name__}: {exc}"
-    return None, ""
+        return None, f"{exc.__class__.__name__}: {exc}", not isinstance(exc, smtplib.SMTPRecipientsRefused)
+    return None, "", False
 
 
-def _take_turn(webhook: Webhook | None, now: datetime) -> bool:
-    """Whether a delivery to ``webhook`` may be sent now.
+def mail_server() -> MailServer:
+    """The row of the mail server the settings name now: a change of backend, host or port starts with no backoff."""
+    address = f"{settings.EMAIL_BACKEND} {settings.EMAIL_HOST}:{settings.EMAIL_PORT}"
+    return MailServer.objects.get_or_create(address=address)[0]
 
-    Always while the webhook answers (``backoff_until`` is None). While it is failing, each attempt would likely
-    fail the same way, and one to a receiver that never answers holds a notification thread for the whole
-    timeout: only once its backoff is over, and then one delivery at a time — the one whose conditional update
-    takes the turn, for a lease, from the others (the circuit breaker of webhook services, half-open)."""
-    if webhook is None or webhook.backoff_until is None:
+
+def _gate(delivery: Delivery) -> tuple[QuerySet | None, datetime | None]:
+    """The row whose backoff an attempt at ``delivery`` keeps — its webhook's, or the mail server's — as a queryset of
+    that one row, with the backoff it had when read. (None for a deleted webhook: nothing to send to.)"""
+    if delivery.channel == Channel.EMAIL:
+        server = mail_server()
+        return MailServer.objects.filter(pk=server.pk), server.backoff_until
+    if delivery.webhook is None:
+        return None, None
+    return Webhook.objects.filter(pk=delivery.webhook_id), delivery.webhook.backoff_until
+
+
+def _take_turn(gate: QuerySet | None, backoff_until: datetime | None, now: datetime) -> bool:
+    """Whether a delivery behind ``gate`` (a webhook, or the mail server) may be sent now.
+
+    Always while it answers (``backoff_until`` is None). While it is failing, each attempt would likely fail the same
+    way, and one to a receiver that never answers holds a notification thread for the whole timeout: only once its
+    backoff is over, and then one delivery at a time — the one whose conditional update takes the turn, for a
+    lease, from the others (the circuit breaker of webhook services, half-open)."""
+    if gate is None or backoff_until is None:
         return True
-    return bool(Webhook.objects.filter(pk=webhook.pk, backoff_until__lte=now).update(backoff_until=now + lease()))
+    return bool(gate.filter(backoff_until__lte=now).update(backoff_until=now + lease()))
 
 
-def _note_answer(webhook: Webhook, error: str, done: datetime, attempts: int) -> None:
-    """After a send to ``webhook``: an answer ends its backoff; a failure sets it to this delivery's next attempt."""
-    if not error:
-        Webhook.objects.filter(pk=webhook.pk, backoff_until__isnull=False).update(backoff_until=None)
+def _note_answer(gate: QuerySet, failed: bool, done: datetime, attempts: int) -> None:
+    """After a send through ``gate``: an answer ends its backoff; a failure sets it to this delivery's next attempt."""
+    if not failed:
+        gate.filter(backoff_until__isnull=False).update(backoff_until=None)
     else:
-        Webhook.objects.filter(pk=webhook.pk).update(backoff_until=done + timedelta(seconds=backoff(attempts)))
+        gate.update(backoff_until=done + timedelta(seconds=backoff(attempts)))
 
 
 #: The words of an attempt not sent because another delivery is trying the failing webhook (or will, at its time).
 BACKING_OFF = "not sent: the webhook's last attempt failed, and it is tried by one delivery at a time until it answers"
+#: The same for e-mail, when the mail server failed.
+MAIL_BACKING_OFF = ("not sent: the mail server's last attempt failed, and it is tried by one e-mail at a time until it "
+                    "answers")
 
 
 def attempt(pk: int, now: datetime | None = None) -> Outcome:
@@ -210,19 +234,23 @@ def attempt(pk: int, now: datetime | None = None) -> Outcome:
     if not _claim(pk, now):
         return Outcome("skipped")
     delivery = Delivery.objects.select_related("event__team", "webhook").get(pk=pk)
-    # 2. Send, outside any transaction: the claim is what keeps a second worker off it. To a failing webhook only
-    #    when it is this delivery's turn (_take_turn): otherwise the attempt counts as a failed one, unsent, and the
-    #    delivery keeps its own backoff and last attempt, as if it had been sent and failed like the one before.
-    tried = delivery.channel == Channel.WEBHOOK and _take_turn(delivery.webhook, now)
-    if delivery.channel == Channel.EMAIL:
-        code, error = _send_email(delivery)
-    elif tried:
-        code, error = _send_webhook(delivery)
+    # 2. Send, outside any transaction: the claim is what keeps a second worker off it. Through a failing webhook or
+    #    mail server only when it is this delivery's turn (_take_turn): otherwise the attempt counts as a failed one,
+    #    unsent, and the delivery keeps its own backoff and last attempt, as if it had been sent and failed like the
+    #    one before.
+    email = delivery.channel == Channel.EMAIL
+    gate, backoff_until = _gate(delivery)
+    tried = _take_turn(gate, backoff_until, now)
+    if not tried:
+        code, error, theirs = None, MAIL_BACKING_OFF if email else BACKING_OFF, False
+    elif email:
+        code, error, theirs = _send_email(delivery)
     else:
-        code, error = None, BACKING_OFF
+        code, error = _send_webhook(delivery)
+        theirs = bool(error)
     done = timezone.now()
-    if tried and delivery.webhook is not None:
-        _note_answer(delivery.webhook, error, done, delivery.attempts)
+    if tried and gate is not None:
+        _note_answer(gate, theirs, done, delivery.attempts)
     mine = Delivery.objects.filter(pk=pk, status=DeliveryStatus.SENDING, attempts=delivery.attempts)
     # 3. Record what happened: sent, or pending again after a backoff, or failed after the last attempt.
     if not error:

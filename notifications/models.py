@@ -77,6 +77,22 @@ class Webhook(models.Model):
         return [labels[kind] for kind in self.event_kinds if kind in labels]
 
 
+class MailServer(models.Model):
+    """The mail server e-mails go through, as the settings name it now (its backend, host and port), and its backoff.
+
+    One row per address, made by the first e-mail sent through it: every e-mail delivery goes to the same server, so
+    one that is down or never answers is tried, as a failing webhook is, by one delivery at a time until it answers
+    (notifications.delivery.attempt)."""
+
+    address = models.CharField(max_length=300, unique=True)
+    #: As a webhook's: set while the server is failing (its last attempt failed, not for a refused recipient), None
+    #: while it answers.
+    backoff_until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.address
+
+
 class Delivery(models.Model):
     """One event to one target (a webhook or a subscriber's address): the delivery log's row."""
 

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from notifications import delivery, events
 from notifications.constants import DeliveryStatus
-from notifications.models import Delivery, Webhook
+from notifications.models import Delivery, MailServer, Webhook
 from notifications.services import create_webhook, set_email_kinds
 from tests.notifications.conftest import Receiver
 from tests.threads import in_thread
@@ -140,6 +140,77 @@ def test_a_mail_server_that_never_answers_fails_the_attempt_after_the_timeout(te
     assert (row.status, row.attempts) == (DeliveryStatus.PENDING, 1) and "timed out" in row.last_error
     settings.EMAIL_TIMEOUT = 60  # a slow relay's: the claim lasts longer than three of its waits
     assert delivery.lease() > timedelta(seconds=180)
+
+
+def emails(team, n: int, first: int = 0) -> list[Delivery]:
+    """``n`` new events (runs ``first``, ``first`` + 1, …), each an e-mail to the team's subscribers: their deliveries."""
+    keys = [events.record("run_failed", team, f"run_failed:run:{i}", "Run bert failed", "Run bert failed: OOMKilled",
+                          ref=f"run:{i}", reason="OOMKilled") for i in range(first, first + n)]
+    return list(Delivery.objects.filter(pk__in=[pk for key in keys for pk in delivery.fan_out(key)]).order_by("pk"))
+
+
+def test_a_mail_server_that_never_answers_is_connected_to_once_per_turn(team, member, settings):
+    """Every e-mail goes through one server: one that takes the connection and never greets would hold a
+    notification thread per e-mail and attempt. As a failing webhook, it is tried by one e-mail at a time: five
+    due together cost one wait, not five; the listener's backlog counts the connections made."""
+    set_email_kinds(member, team, ["run_failed"])
+    settings.EMAIL_TIMEOUT = 0.2
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", listener.getsockname()[1]
+        rows = emails(team, 5)
+        now = timezone.now()
+        first = [delivery.attempt(row.pk, now=now) for row in rows]
+        server = MailServer.objects.get()
+        later = max(Delivery.objects.values_list("next_attempt_at", flat=True))  # all due, the backoff over
+        assert later >= server.backoff_until and server.address.endswith(f"127.0.0.1:{settings.EMAIL_PORT}")
+        again = [delivery.attempt(row.pk, now=later) for row in rows]
+        listener.setblocking(False)
+        connections = []
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                connections.append(listener.accept()[0])
+        for connection in connections:
+            connection.close()
+    assert [o.result for o in first + again] == ["retry"] * 10
+    assert len(connections) == 2  # one per turn: at first, and when the backoff was over
+    errors = list(Delivery.objects.order_by("pk").values_list("last_error", flat=True))
+    assert "timed out" in errors[0] and errors[1:] == [delivery.MAIL_BACKING_OFF] * 4
+
+
+def test_a_mail_server_that_answers_again_sends_every_email_and_a_refused_address_holds_none_back(
+        team, member, viewer, settings):
+    """The server down: the first e-mail fails and the server backs off, the others wait unsent; up again at the
+    backoff's end, the e-mail whose turn it is goes and the rest follow. A recipient the server refuses is the
+    address's failure, not the server's: it backs nothing off."""
+    from tests.notifications import mailbackends
+
+    set_email_kinds(member, team, ["run_failed"])
+    settings.EMAIL_BACKEND = "tests.notifications.mailbackends.Flaky"
+    mailbackends.Flaky.down, mailbackends.Flaky.calls, mailbackends.Flaky.sent = True, 0, []
+    first, second = emails(team, 2)
+    assert [delivery.attempt(row.pk).result for row in (first, second)] == ["retry", "retry"]
+    assert mailbackends.Flaky.calls == 1  # the second was not tried
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.last_error.startswith("ConnectionRefusedError") and second.last_error == delivery.MAIL_BACKING_OFF
+    assert MailServer.objects.get().backoff_until == first.next_attempt_at
+    mailbackends.Flaky.down = False
+    later = max(first.next_attempt_at, second.next_attempt_at)
+    assert [delivery.attempt(row.pk, now=later).result for row in (second, first)] == ["sent", "sent"]
+    assert mailbackends.Flaky.sent == [["mia@example.com"]] * 2 and MailServer.objects.get().backoff_until is None
+
+    # Another server (the settings name its backend): a refused address fails its own delivery only.
+    set_email_kinds(viewer, team, ["run_failed"])
+    settings.EMAIL_BACKEND = "tests.notifications.mailbackends.Picky"
+    mailbackends.Picky.sent = []
+    refused, taken = sorted(emails(team, 1, first=2), key=lambda row: row.target != mailbackends.REFUSED)
+    assert [delivery.attempt(row.pk).result for row in (refused, taken)] == ["retry", "sent"]
+    refused.refresh_from_db()
+    assert refused.last_error.startswith("SMTPRecipientsRefused") and mailbackends.Picky.sent == [["mia@example.com"]]
+    assert MailServer.objects.get(address__startswith="tests.notifications.mailbackends.Picky").backoff_until is None
 
 
 @pytest.mark.django_db(transaction=True)
