@@ -129,7 +129,8 @@ def _staff_rows(event: Event, now: datetime) -> list[Delivery]:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one attempt did: ``sent``, ``retry`` (after ``delay`` seconds), ``failed`` (for good), ``skipped``."""
+    """What one attempt did: ``sent``, ``retry`` (after ``delay`` seconds), ``failed`` (for good), ``skipped``, or
+    ``deferred`` (not attempted: its target had all the sends in flight it may; again after ``delay`` seconds)."""
 
     result: str
     delay: float = 0.0
@@ -189,27 +190,60 @@ def mail_server() -> MailServer:
     return MailServer.objects.get_or_create(address=address)[0]
 
 
-def _gate(delivery: Delivery) -> tuple[QuerySet | None, datetime | None]:
-    """The row whose backoff an attempt at ``delivery`` keeps — its webhook's, or the mail server's — as a queryset of
-    that one row, with the backoff it had when read. (None for a deleted webhook: nothing to send to.)"""
+@dataclass(frozen=True)
+class Gate:
+    """What a delivery goes through — its webhook, or the mail server: the row keeping the backoff (a queryset of that
+    one row) with the backoff it had when read, which deliveries go through it, and the words of an attempt held back."""
+
+    rows: QuerySet
+    backoff_until: datetime | None
+    through: Q
+    backing_off: str
+
+
+def _gate(delivery: Delivery) -> Gate | None:
+    """The gate of an attempt at ``delivery`` (None for a deleted webhook: nothing to send to)."""
     if delivery.channel == Channel.EMAIL:
         server = mail_server()
-        return MailServer.objects.filter(pk=server.pk), server.backoff_until
+        return Gate(MailServer.objects.filter(pk=server.pk), server.backoff_until, Q(channel=Channel.EMAIL),
+                    MAIL_BACKING_OFF)
     if delivery.webhook is None:
-        return None, None
-    return Webhook.objects.filter(pk=delivery.webhook_id), delivery.webhook.backoff_until
+        return None
+    return Gate(Webhook.objects.filter(pk=delivery.webhook_id), delivery.webhook.backoff_until,
+                Q(webhook_id=delivery.webhook_id), BACKING_OFF)
 
 
-def _take_turn(gate: QuerySet | None, backoff_until: datetime | None, now: datetime) -> bool:
-    """Whether a delivery behind ``gate`` (a webhook, or the mail server) may be sent now.
+#: Seconds a delivery held back by the limit of sends in flight waits before it tries again (not an attempt).
+DEFER_SECONDS = 2
 
-    Always while it answers (``backoff_until`` is None). While it is failing, each attempt would likely fail the same
-    way, and one to a receiver that never answers holds a notification thread for the whole timeout: only once its
-    backoff is over, and then one delivery at a time — the one whose conditional update takes the turn, for a
-    lease, from the others (the circuit breaker of webhook services, half-open)."""
-    if gate is None or backoff_until is None:
+
+def _enter(gate: Gate, pk: int, now: datetime) -> bool:
+    """Whether delivery ``pk`` may start its send: fewer than ``SLIPWAY_NOTIFY_MAX_IN_FLIGHT`` sends through its gate
+    are in flight, and then it is one of them (its ``sending_until``) until it records what happened.
+
+    A backoff starts with a failure; a receiver that goes dead is not known to be before its first send times out, and
+    until then every delivery to it would start a send and hold a notification thread for the whole timeout — the
+    pool's threads, in a burst (an event to thirty subscribers through a mail server that stalls). The limit bounds
+    that to a few threads per target. The gate's row is locked while counting, so two workers never both take the
+    last place (on SQLite the transaction is the database's one writer)."""
+    with transaction.atomic():
+        list(gate.rows.select_for_update())
+        if Delivery.objects.filter(gate.through, sending_until__gt=now).count() >= settings.SLIPWAY_NOTIFY_MAX_IN_FLIGHT:
+            return False
+        Delivery.objects.filter(pk=pk).update(sending_until=now + lease())
+    return True
+
+
+def _take_turn(gate: Gate | None, now: datetime) -> bool:
+    """Whether a delivery through ``gate`` (a webhook, or the mail server) may be sent now.
+
+    Always while it answers (no backoff). While it is failing, each attempt would likely fail the same way, and one
+    to a receiver that never answers holds a notification thread for the whole timeout: only once its backoff is over,
+    and then one delivery at a time — the one whose conditional update takes the turn, for a lease, from the others
+    (the circuit breaker of webhook services, half-open)."""
+    if gate is None or gate.backoff_until is None:
         return True
-    return bool(gate.filter(backoff_until__lte=now).update(backoff_until=now + lease()))
+    return bool(gate.rows.filter(backoff_until__lte=now).update(backoff_until=now + lease()))
 
 
 def _note_answer(gate: QuerySet, failed: bool, done: datetime, attempts: int) -> None:
@@ -238,31 +272,39 @@ def attempt(pk: int, now: datetime | None = None) -> Outcome:
     #    mail server only when it is this delivery's turn (_take_turn): otherwise the attempt counts as a failed one,
     #    unsent, and the delivery keeps its own backoff and last attempt, as if it had been sent and failed like the
     #    one before.
-    email = delivery.channel == Channel.EMAIL
-    gate, backoff_until = _gate(delivery)
-    tried = _take_turn(gate, backoff_until, now)
+    #    At most SLIPWAY_NOTIFY_MAX_IN_FLIGHT sends through one gate at once (_enter): one held back is not attempted,
+    #    and is tried again in a moment.
+    gate = _gate(delivery)
+    if gate is not None and not _enter(gate, pk, now):
+        Delivery.objects.filter(pk=pk, status=DeliveryStatus.SENDING, attempts=delivery.attempts).update(
+            status=DeliveryStatus.PENDING, attempts=F("attempts") - 1, claimed_until=None,
+            next_attempt_at=now + timedelta(seconds=DEFER_SECONDS))
+        return Outcome("deferred", DEFER_SECONDS)
+    tried = _take_turn(gate, now)
     if not tried:
-        code, error, theirs = None, MAIL_BACKING_OFF if email else BACKING_OFF, False
-    elif email:
+        code, error, theirs = None, gate.backing_off, False
+    elif delivery.channel == Channel.EMAIL:
         code, error, theirs = _send_email(delivery)
     else:
         code, error = _send_webhook(delivery)
         theirs = bool(error)
     done = timezone.now()
     if tried and gate is not None:
-        _note_answer(gate, theirs, done, delivery.attempts)
+        _note_answer(gate.rows, theirs, done, delivery.attempts)
     mine = Delivery.objects.filter(pk=pk, status=DeliveryStatus.SENDING, attempts=delivery.attempts)
     # 3. Record what happened: sent, or pending again after a backoff, or failed after the last attempt.
     if not error:
-        mine.update(status=DeliveryStatus.SENT, sent_at=done, response_code=code, last_error="", claimed_until=None)
+        mine.update(status=DeliveryStatus.SENT, sent_at=done, response_code=code, last_error="", claimed_until=None,
+                    sending_until=None)
         return Outcome("sent")
     gone = delivery.channel == Channel.WEBHOOK and delivery.webhook_id is None
     if gone or delivery.attempts >= settings.SLIPWAY_WEBHOOK_MAX_ATTEMPTS:
-        mine.update(status=DeliveryStatus.FAILED, response_code=code, last_error=error[:300], claimed_until=None)
+        mine.update(status=DeliveryStatus.FAILED, response_code=code, last_error=error[:300], claimed_until=None,
+                    sending_until=None)
         return Outcome("failed")
     delay = backoff(delivery.attempts)
     mine.update(status=DeliveryStatus.PENDING, response_code=code, last_error=error[:300], claimed_until=None,
-                next_attempt_at=done + timedelta(seconds=delay))
+                sending_until=None, next_attempt_at=done + timedelta(seconds=delay))
     return Outcome("retry", delay)
 
 

@@ -110,6 +110,9 @@ class Delivery(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     next_attempt_at = models.DateTimeField(default=timezone.now)
     claimed_until = models.DateTimeField(null=True, blank=True)
+    #: Set while its send is in flight, to the claim's end at most: what the limit of sends in flight to one target
+    #: counts (notifications.delivery.attempt). A worker killed mid-send leaves it to run out.
+    sending_until = models.DateTimeField(null=True, blank=True)
     response_code = models.PositiveSmallIntegerField(null=True, blank=True)
     last_error = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -120,7 +123,9 @@ class Delivery(models.Model):
         verbose_name_plural = "deliveries"
         constraints = [models.UniqueConstraint(fields=["event", "target_key"], name="uniq_delivery_target")]
         indexes = [models.Index(fields=["team", "-created_at"], name="notif_delivery_log_idx"),
-                   models.Index(fields=["status", "next_attempt_at"], name="notif_delivery_due_idx")]
+                   models.Index(fields=["status", "next_attempt_at"], name="notif_delivery_due_idx"),
+                   models.Index(fields=["sending_until"], condition=models.Q(sending_until__isnull=False),
+                                name="notif_delivery_in_flight_idx")]
         ordering = ["-created_at", "-pk"]
 
     def __str__(self) -> str:

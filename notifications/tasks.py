@@ -33,7 +33,7 @@ def fan_out(key: str) -> int:
 def deliver(self, pk: int) -> str:
     """One attempt at delivery ``pk``; a failure is tried again after the backoff, up to the last attempt."""
     outcome = delivery.attempt(pk)
-    if outcome.result == "retry":
+    if outcome.result in ("retry", "deferred"):
         raise self.retry(countdown=outcome.delay)
     return outcome.result
 

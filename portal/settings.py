@@ -571,6 +571,9 @@ SLIPWAY_WEBHOOK_TIMEOUT_SECONDS = env_float("SLIPWAY_WEBHOOK_TIMEOUT_SECONDS", 1
 SLIPWAY_WEBHOOK_MAX_ATTEMPTS = env_int("SLIPWAY_WEBHOOK_MAX_ATTEMPTS", 6)
 SLIPWAY_WEBHOOK_BACKOFF_SECONDS = env_float("SLIPWAY_WEBHOOK_BACKOFF_SECONDS", 30.0)
 SLIPWAY_WEBHOOK_ALLOW_LOOPBACK = env_bool("SLIPWAY_WEBHOOK_ALLOW_LOOPBACK", False)
+# Sends in flight to one target at most (a webhook, or the mail server): a receiver that goes dead holds this many
+# notification threads for a timeout, not the whole pool, before its first failure is recorded.
+SLIPWAY_NOTIFY_MAX_IN_FLIGHT = env_int("SLIPWAY_NOTIFY_MAX_IN_FLIGHT", 2)
 # Alerts on a workload's GPUs (docs/notifications.md "Alerts"): the platform's defaults, which a
 # team may only tighten. An episode opens when its condition held for the minutes given, and
 # closes once the condition stayed clear for SLIPWAY_ALERT_CLEAR_MINUTES (a shorter recovery keeps

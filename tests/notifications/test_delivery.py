@@ -14,12 +14,13 @@ from datetime import timedelta
 from urllib.parse import urlsplit
 
 import pytest
+from celery.exceptions import Retry
 from cryptography.fernet import Fernet
 from django.core import mail
 from django.core.management import call_command
 from django.utils import timezone
 
-from notifications import delivery, events
+from notifications import delivery, events, tasks
 from notifications.constants import DeliveryStatus
 from notifications.models import Delivery, MailServer, Webhook
 from notifications.services import create_webhook, set_email_kinds
@@ -289,6 +290,51 @@ def test_a_webhook_that_never_answers_is_connected_to_once_per_turn(team, team_a
     assert len(connections) == 2  # one per turn: at first, and when the backoff was over
     errors = list(Delivery.objects.order_by("pk").values_list("last_error", flat=True))
     assert errors[0].startswith("ReadTimeout") and errors[1:] == [delivery.BACKING_OFF] * 4
+
+
+def test_a_target_has_at_most_its_sends_in_flight_and_the_others_wait_unattempted(team, hooked, settings):
+    """Before a receiver's first failure is recorded nothing backs it off: the limit of sends in flight per target
+    keeps a burst to one that went dead from taking every notification thread. Two sends in flight (as workers
+    mid-POST leave them): a third delivery is not attempted, not counted, and tried again in a moment; a send in
+    flight whose worker was killed stops counting when its claim runs out."""
+    settings.SLIPWAY_NOTIFY_MAX_IN_FLIGHT = 2
+    rows = [one_delivery(team, key=f"run_failed:run:{n}") for n in range(4)]
+    now = timezone.now()
+    flying = Delivery.objects.filter(pk__in=[rows[0].pk, rows[1].pk])
+    flying.update(status=DeliveryStatus.SENDING, attempts=1, claimed_until=now + delivery.lease(),
+                  sending_until=now + delivery.lease())
+    outcome = delivery.attempt(rows[2].pk, now=now)
+    assert (outcome.result, outcome.delay) == ("deferred", delivery.DEFER_SECONDS) and hooked.got == []
+    with pytest.raises(Retry):  # the task publishes itself again, as for a failed attempt
+        tasks.deliver(rows[3].pk)
+    assert Delivery.objects.get(pk=rows[3].pk).attempts == 0 and hooked.got == []
+    held = Delivery.objects.get(pk=rows[2].pk)
+    assert (held.status, held.attempts, held.last_error, held.sending_until) == (DeliveryStatus.PENDING, 0, "", None)
+    assert held.next_attempt_at == now + timedelta(seconds=delivery.DEFER_SECONDS)
+    # One place frees (the first's worker records its answer): the third goes.
+    Delivery.objects.filter(pk=rows[0].pk).update(status=DeliveryStatus.SENT, sending_until=None, claimed_until=None)
+    assert delivery.attempt(rows[2].pk, now=held.next_attempt_at).result == "sent" and len(hooked.got) == 1
+    assert Delivery.objects.get(pk=rows[2].pk).sending_until is None  # out of flight with its answer
+    # The second's worker was killed mid-send: once its claim runs out it is neither in flight nor lost.
+    expired = now + delivery.lease() + timedelta(seconds=1)
+    assert delivery.attempt(rows[1].pk, now=expired).result == "sent" and len(hooked.got) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.postgres
+def test_a_second_worker_finds_the_only_place_in_flight_taken(team, team_admin, hooked, settings):
+    """Two workers, one place (the limit at 1): the second's delivery to the webhook, due while the first is inside
+    its POST, is deferred; one to another target is not held back."""
+    settings.SLIPWAY_NOTIFY_MAX_IN_FLIGHT = 1
+    create_webhook(team_admin, team, hooked.url + "?second", ["run_succeeded"])  # the same receiver, another webhook
+    one, two = (one_delivery(team, key=f"run_failed:run:{n}") for n in range(2))
+    elsewhere = one_delivery(team, kind="run_succeeded", key="run_succeeded:run:9")
+
+    def meanwhile():
+        return delivery.attempt(two.pk).result, delivery.attempt(elsewhere.pk).result
+
+    assert while_inside_a_post(hooked, one, meanwhile) == ("sent", ("deferred", "sent"))
+    assert Delivery.objects.get(pk=two.pk).attempts == 0
 
 
 @pytest.mark.django_db(transaction=True)
