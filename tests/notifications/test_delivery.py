@@ -162,21 +162,10 @@ def test_a_mail_server_that_never_answers_is_connected_to_once_per_turn(team, me
         settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
         settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", listener.getsockname()[1]
         rows = emails(team, 5)
-        now = timezone.now()
-        first = [delivery.attempt(row.pk, now=now) for row in rows]
-        server = MailServer.objects.get()
-        later = max(Delivery.objects.values_list("next_attempt_at", flat=True))  # all due, the backoff over
-        assert later >= server.backoff_until and server.address.endswith(f"127.0.0.1:{settings.EMAIL_PORT}")
-        again = [delivery.attempt(row.pk, now=later) for row in rows]
-        listener.setblocking(False)
-        connections = []
-        with contextlib.suppress(BlockingIOError):
-            while True:
-                connections.append(listener.accept()[0])
-        for connection in connections:
-            connection.close()
-    assert [o.result for o in first + again] == ["retry"] * 10
-    assert len(connections) == 2  # one per turn: at first, and when the backoff was over
+        results, connections = two_rounds(listener, rows, MailServer)
+    assert MailServer.objects.get().address.endswith(f"127.0.0.1:{settings.EMAIL_PORT}")
+    assert results == ["retry"] * 10
+    assert connections == 2  # one per turn: at first, and when the backoff was over
     errors = list(Delivery.objects.order_by("pk").values_list("last_error", flat=True))
     assert "timed out" in errors[0] and errors[1:] == [delivery.MAIL_BACKING_OFF] * 4
 
@@ -264,6 +253,24 @@ def test_a_failing_webhook_is_tried_by_one_delivery_at_a_time_until_it_answers(t
                                                     str(third.event_id)]
 
 
+def two_rounds(listener: socket.socket, rows: list[Delivery], gate) -> tuple[list[str], int]:
+    """Every delivery of ``rows`` attempted now, and again once all are due and the backoff of their ``gate`` (the
+    Webhook or MailServer model, one row) is over: the results, and how many connections the listener, which never
+    answers, took (counted on its backlog)."""
+    now = timezone.now()
+    first = [delivery.attempt(row.pk, now=now).result for row in rows]
+    later = max(Delivery.objects.values_list("next_attempt_at", flat=True))  # all due, the backoff over
+    assert later >= gate.objects.get().backoff_until
+    again = [delivery.attempt(row.pk, now=later).result for row in rows]
+    listener.setblocking(False)
+    connections = 0
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            listener.accept()[0].close()
+            connections += 1
+    return first + again, connections
+
+
 def test_a_webhook_that_never_answers_is_connected_to_once_per_turn(team, team_admin, settings):
     """The case the backoff is for: a receiver that takes the connection and never answers holds a notification
     thread for the whole timeout per attempt. Five deliveries due together cost one such wait, not five; the
@@ -274,20 +281,9 @@ def test_a_webhook_that_never_answers_is_connected_to_once_per_turn(team, team_a
         listener.listen(16)
         create_webhook(team_admin, team, f"http://127.0.0.1:{listener.getsockname()[1]}/hook", ["run_failed"])
         rows = [one_delivery(team, key=f"run_failed:run:{n}") for n in range(5)]
-        now = timezone.now()
-        first = [delivery.attempt(row.pk, now=now) for row in rows]
-        later = max(Delivery.objects.values_list("next_attempt_at", flat=True))  # all due, the backoff over
-        assert later >= Webhook.objects.get().backoff_until
-        again = [delivery.attempt(row.pk, now=later) for row in rows]
-        listener.setblocking(False)
-        connections = []
-        with contextlib.suppress(BlockingIOError):
-            while True:
-                connections.append(listener.accept()[0])
-        for connection in connections:
-            connection.close()
-    assert [o.result for o in first + again] == ["retry"] * 10
-    assert len(connections) == 2  # one per turn: at first, and when the backoff was over
+        results, connections = two_rounds(listener, rows, Webhook)
+    assert results == ["retry"] * 10
+    assert connections == 2  # one per turn: at first, and when the backoff was over
     errors = list(Delivery.objects.order_by("pk").values_list("last_error", flat=True))
     assert errors[0].startswith("ReadTimeout") and errors[1:] == [delivery.BACKING_OFF] * 4
 
