@@ -57,7 +57,7 @@ from billing.ledger import (
     open_groups_of,
     open_groups_statement,
 )
-from billing.models import QuotaHold, ReservedWindow, TeamBudget
+from billing.models import QuotaHold, ReservedWindow, TeamBudget, flavor_price
 from billing.pricing import dearest_sql
 from billing.services import team_budget_state
 from core import metrics
@@ -69,7 +69,7 @@ from fleet.constants import Health
 from fleet.models import Cluster, GpuFlavor
 from quotas import fairshare
 from quotas.constants import AdmissionCode, Outcome
-from quotas.decide import Decision, FlavorQuota, ResourceRequest, decide
+from quotas.decide import Decision, FlavorQuota, ResourceRequest, after_admitting, decide
 from quotas.events import workload_admitted
 from quotas.facts import (
     ClusterWaits,
@@ -143,9 +143,13 @@ def _hot_sql(vendor: str) -> tuple[str, str, str]:
         # A budgeted team's ledger rows this month: month_spend's closed part (a round trip less under the lock).
         f" CASE WHEN b.monthly_limit IS NULL THEN NULL ELSE {closed_spend_subquery(q, '%(team)s', '%(since)s')} END,"
         # What bounds committed money (see admit): every unit the team holds, the dearest price any
-        # work can be quoted or charged (a cluster's own price included: billing.pricing).
+        # work can be quoted or charged (a cluster's own price included: billing.pricing) or any of
+        # its holds is charged (a rate taken before a price cut stays its rate), and whether a reserved
+        # window of the team commits money this month (windows hold no units: then the exact figure).
         f" (SELECT COALESCE(SUM(units), 0) FROM {res} WHERE team_id = %(team)s AND released_at IS NULL),"
-        f" {dearest_sql(q, flavor)},"
+        f" (SELECT MAX(p) FROM (SELECT {dearest_sql(q, flavor)} AS p UNION ALL SELECT MAX(charged_price) FROM {res}"
+        f"  WHERE team_id = %(team)s AND released_at IS NULL) AS rates),"
+        f" EXISTS(SELECT 1 FROM {window} WHERE team_id = %(team)s AND {q('end')} > %(now)s AND start < %(until)s),"
         # Whether any cluster may take no new work (see admit): not the rule, only when to ask it.
         f" EXISTS(SELECT 1 FROM {cluster} WHERE draining OR health <> %(ready)s),"
         # Whether the team has a reserved window of the flavor not over (see admit): only then are they read.
@@ -219,10 +223,11 @@ def admit(team, request: ResourceRequest, ref: str,
             lock_team_statement(team),
             (facts_sql, {"ref": ref, "team": team.pk, "flavor": request.flavor, "ready": Health.READY,
                          "since": connection.ops.adapt_datetimefield_value(month_start(now)),
-                         "now": connection.ops.adapt_datetimefield_value(now)}),
+                         "now": connection.ops.adapt_datetimefield_value(now),
+                         "until": connection.ops.adapt_datetimefield_value(month_end(now))}),
             open_groups_statement([team.pk], now, budgeted=True)))
         (flavor_id, active, max_per_node, limit, borrowing_limit, lending_limit, member_of, admitted, queued, usage,
-         budget_limit, currency, threshold, closed, held_units, dearest, some_not_ready, has_window,
+         budget_limit, currency, threshold, closed, held_units, dearest, windows_commit, some_not_ready, has_window,
          flavor_reserved) = facts_row
         if admitted:
             return Decision.of(Outcome.ADMIT, AdmissionCode.ADMITTED, f"already admitted: {ref}")
@@ -252,12 +257,15 @@ def admit(team, request: ResourceRequest, ref: str,
             # Month-to-date spend: the ledger's closed rows plus what runs now, up to this instant.
             # Committed money (admitted work's estimated cost still to come) is first taken at
             # a bound: each workload commits at most its reserved units, at its own price, to
-            # the month's end, so every held unit at the dearest price never commits less.
-            bound = cost_ahead(sql_decimal(dearest) or ZERO, int(held_units), now, month_end(now))
+            # the month's end, so every held unit at the dearest price never commits less. A
+            # reserved window commits money without holding units: a team with one ahead this
+            # month is weighed at the exact figure at once.
+            bound = (committed(team.pk, now) if windows_commit
+                     else cost_ahead(sql_decimal(dearest) or ZERO, int(held_units), now, month_end(now)))
             spent = month_spend([team.pk], now, {team.pk: closed}, open_groups_of(open_rows))[team.pk].spent
             budget = BudgetState(sql_decimal(budget_limit), spent, currency, bound, hours_left_in_month(now), threshold)
         decision = decide(request, int(usage), facts, budget)
-        if decision.reason.code == AdmissionCode.WAITING_FOR_BUDGET:
+        if decision.reason.code == AdmissionCode.WAITING_FOR_BUDGET and not windows_commit:
             # More committed money only ever queues: an admission at the bound stands at the
             # exact figure, and only "waiting for budget" needs that figure read (one statement).
             budget = dataclasses.replace(budget, committed=committed(team.pk, now))
@@ -378,7 +386,8 @@ def resize(team, ref: str, units: int, burst: bool = False, committed: int | Non
             return Decision.of(Outcome.ADMIT, AdmissionCode.ADMITTED, f"{ref} now holds {units}\u00d7 {hold.flavor.name}")
         if hold.window_id is not None and not hold.lent:
             return _grow_in_window(hold, units, commits)
-        decision, facts, usage = _growth(team, hold, units, burst, cohort)
+        decision, facts, usage = _growth(team, hold, units, burst, cohort,
+                                         max(0, (committed or 0) - hold.committed_units))
         if decision.admitted:
             grown = facts.borrows(usage + current, units - current) if cohort is not None else 0
             QuotaHold.objects.filter(pk=hold.pk).update(
@@ -403,11 +412,20 @@ def _grow_in_window(hold: QuotaHold, units: int, commits: dict) -> Decision:
 
 
 def _growth(team, hold: QuotaHold, units: int, burst: bool,
-            cohort: CohortFigures | None) -> tuple[Decision, FlavorQuota, int]:
+            cohort: CohortFigures | None, more_committed: int = 0) -> tuple[Decision, FlavorQuota, int]:
     """:func:`decide`'s word on growing ``hold`` to ``units``: the request anew at its new
-    size, its current units counted as free. With the facts and the usage it was asked with."""
+    size, its current units counted as free. With the facts and the usage it was asked with.
+
+    ``more_committed``: the units it commits beyond what it commits now (an endpoint's higher minimum),
+    priced at the hold's rate to the month's end — what :func:`billing.ledger.committed` will count once
+    the resize is written, so the budget weighs a raised minimum as it weighs a new one. Burst commits nothing.
+    """
     # Only burst may borrow: an endpoint's minimum grown by a new base never does.
     request = dataclasses.replace(request_of(hold), units=units, burst=burst, may_borrow=burst)
+    if more_committed:
+        rate = hold.charged_price if hold.charged_price is not None else flavor_price(hold.flavor, hold.spot,
+                                                                                        hold.cluster_id)
+        request = dataclasses.replace(request, cost_per_hour=rate * more_committed)
     usage = in_use_of(team, hold.flavor_id) - hold.units
     quota = TeamQuota.objects.filter(team=team, flavor=hold.flavor).first()
     facts = flavor_quota(hold.flavor, quota, cohort, team.pk)
@@ -479,6 +497,8 @@ def queue_order(entries: list[QueuedRequest], usage: dict[int, int], quotas: dic
         request = request_of(entry)
         decision = decide(request, usage.get(entry.flavor_id, 0), quota, budget,
                           waits(entry.flavor, entry.spot, request, entry.not_before) if waits is not None else "")
+        # The next entry is decided against what this one commits (the budget is read once, before the pass).
+        budget = after_admitting(budget, request, decision)
         if decision.reserved:
             windows.take(entry.team_id, entry.flavor_id, entry.units, entry.ref, entry.for_reservation)
             admitted.append((entry, decision))
@@ -561,6 +581,8 @@ def fair_order(entries: list[QueuedRequest], cohort: CohortFigures, budgets: dic
         key = (entry.team_id, entry.flavor_id)
         decided = decision(entry)
         borrows[id(entry)] = decided.borrows
+        # The team's next entry is decided against what this one commits (as in queue_order).
+        budgets[entry.team_id] = after_admitting(budgets.get(entry.team_id), request_of(entry), decided)
         if decided.reserved:
             windows.take(entry.team_id, entry.flavor_id, entry.units, entry.ref, entry.for_reservation)  # not on the quota
         else:

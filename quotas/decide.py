@@ -217,6 +217,22 @@ class FlavorQuota:
         return ", ".join(f"{m.team} uses {m.in_use} of its {m.limit}" for m in self.lenders or ())
 
 
+def after_admitting(budget: BudgetState | None, request: ResourceRequest, decision: Decision) -> BudgetState | None:
+    """``budget`` once ``request``, admitted by ``decision``, commits its money: what a pass over a queue decides the
+    next entry against, so entries that each fit what the budget leaves are never all admitted past it together.
+
+    Admitted work commits :meth:`ResourceRequest.committed_cost` (the figure :func:`billing.ledger.committed`
+    counts for it once admitted); work admitted into a reserved window commits nothing of its own (the window's
+    money was committed at booking), and neither does a request the budget does not weigh.
+    """
+    if budget is None or not decision.admitted or decision.reserved:
+        return budget
+    cost = request.committed_cost(budget.hours_left)
+    if not cost:
+        return budget
+    return dataclasses.replace(budget, committed=budget.committed + cost)
+
+
 def decide(request: ResourceRequest, usage: int, quota: FlavorQuota, budget: BudgetState | None = None,
            no_cluster: str = "") -> Decision:
     """Admit, queue or reject ``request`` given ``usage`` units of its flavor in use by the team.

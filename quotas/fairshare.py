@@ -123,9 +123,11 @@ def tournament(entries: list[T], fits: Callable[[T], bool], rank: Callable[[T], 
     """Kueue's fair-sharing tournament: repeatedly admit, of the entries that fit, the lowest ``rank``.
 
     ``fits(entry)`` and ``rank(entry)`` read the state as ``admit(entry)`` leaves it; admission
-    only ever takes capacity, so an entry that does not fit is dropped for good. An admission
-    changes the fit and rank of entries of its ``scope`` only (admission: its flavor), so only
-    those are looked at again. Returns the admitted entries in the order admitted.
+    only ever takes capacity (and money), so an entry that does not fit is dropped for good. An
+    admission changes the rank of entries of its ``scope`` only (admission: its flavor), so only
+    those are looked at again; it may also take the fit of entries outside it (admission: what the
+    team's budget leaves, which all its flavors share), so the lowest is asked again before it is
+    admitted. Returns the admitted entries in the order admitted.
     """
     ranks: dict[int, tuple] = {}
     by_scope: dict[Hashable, list[int]] = {}
@@ -137,6 +139,8 @@ def tournament(entries: list[T], fits: Callable[[T], bool], rank: Callable[[T], 
     while ranks:
         best = min(ranks, key=ranks.__getitem__)
         del ranks[best]
+        if not fits(entries[best]):
+            continue
         admit(entries[best])
         admitted.append(entries[best])
         for index in by_scope[scope(entries[best])]:

@@ -10,10 +10,11 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from billing.ledger import record_usage
-from billing.models import QuotaHold, TeamBudget
+from billing.ledger import committed, hours_left_in_month, month_spend, record_usage
+from billing.models import QuotaHold, ReservedWindow, TeamBudget
 from core.priority import Priority
 from core.writes import insert_of, update_of
+from fleet.models import Cluster
 from quotas.admission import admit, admit_waiting, release
 from quotas.constants import AdmissionCode, Outcome
 from quotas.decide import ResourceRequest
@@ -323,3 +324,65 @@ def test_units_in_use_are_one_figure_for_admission_pages_and_the_admin(quota_tea
     from quotas.facts import in_use_of_row
     annotated = TeamQuota.objects.filter(team=quota_team, flavor_id=a100_id).annotate(in_use=in_use_of_row()).get()
     assert annotated.in_use == 8
+
+
+def priced(flavor: str, units: int, minutes: int, per_unit_hour: str) -> ResourceRequest:
+    """A run of ``units`` with a runtime limit, priced as a submission prices it (what its hold will commit)."""
+    per_hour = Decimal(per_unit_hour) * units
+    return ResourceRequest(flavor, units, units, estimated_cost=per_hour * minutes / 60, cost_per_hour=per_hour,
+                           committed_units=units, limit_minutes=minutes)
+
+
+def projected(team) -> Decimal:
+    """The team's month at its end as the budget gate counts it: spent plus committed."""
+    now = timezone.now()
+    return month_spend([team.pk], now)[team.pk].spent + committed(team.pk, now)
+
+
+def test_the_queue_admits_no_more_than_the_budget_leaves_when_capacity_frees(budget_team):
+    # Two runs that each fit what the budget leaves, not both: one and a half of one's commitment.
+    run = priced("a100-80gb", 4, 200, "4.10")
+    one = run.committed_cost(hours_left_in_month(timezone.now()))
+    TeamBudget.objects.filter(team=budget_team).update(monthly_limit=(one * Decimal("1.5")).quantize(Decimal("0.01")))
+    assert admit(budget_team, ResourceRequest("a100-80gb", 8, 8), "run:0").admitted  # the whole quota, commits nothing
+    assert admit(budget_team, run, "run:a").reason.code == AdmissionCode.WAITING_FOR_QUOTA
+    assert admit(budget_team, run, "run:b").reason.code == AdmissionCode.WAITING_FOR_QUOTA
+    release("run:0")
+    # The pass decides run:b against what run:a commits, not against the budget as read before it.
+    assert admit_waiting(budget_team) == ["run:a"]
+    assert queue_reason(budget_team, "run:b").startswith("waiting for budget")
+    assert projected(budget_team) <= TeamBudget.objects.get(team=budget_team).monthly_limit
+
+
+def test_a_booked_window_counts_against_the_budget_before_any_unit_is_held(budget_team, flavors):
+    # A window holds no units, so a bound of held units at the dearest price is no bound for its money.
+    now = timezone.now()
+    hours = min(hours_left_in_month(now) - Decimal("0.5"), Decimal(5))
+    if hours < 1:
+        now = now - timedelta(hours=2)  # the month's last hour: the window ends by it
+        hours = Decimal(1)
+    cluster = Cluster.objects.first() or Cluster.objects.create(name="east")
+    ReservedWindow.objects.create(ref="reservation:1", team=budget_team, flavor=flavors["l4"], cluster=cluster,
+                                  units=2, start=timezone.now() + timedelta(minutes=1),
+                                  end=timezone.now() + timedelta(hours=float(hours)), price_per_unit_hour=Decimal("20"))
+    window = committed(budget_team.pk, timezone.now())
+    assert window > Decimal("50")
+    TeamBudget.objects.filter(team=budget_team).update(monthly_limit=(window + 5).quantize(Decimal("0.01")))
+    decision = admit(budget_team, priced("a100-80gb", 4, 60, "4.10"), "run:1")  # commits 16.40 > the 5 left
+    assert decision.reason.code == AdmissionCode.WAITING_FOR_BUDGET, decision.reason.words
+    assert not QuotaHold.objects.filter(ref="run:1").exists()
+
+
+def test_a_hold_charged_before_a_price_cut_counts_at_its_rate_against_the_budget(budget_team, flavors):
+    # An endpoint's minimum whose billing began at 50 a unit-hour keeps that rate after the price list is cut:
+    # every held unit at today's dearest list price is then less than it commits.
+    minimum = ResourceRequest("a100-80gb", 1, 1, cost_per_hour=Decimal("4.10"), committed_units=1, may_borrow=False)
+    assert admit(budget_team, minimum, "ep:1").admitted
+    QuotaHold.objects.filter(ref="ep:1").update(charged_price=Decimal("50"))
+    hours = hours_left_in_month(timezone.now())
+    dearest = max(max(f.price_per_hour, f.spot_price_per_hour or 0) for f in flavors.values())
+    assert dearest < 25
+    # Half of what the minimum commits: over budget at its charged rate, far from it at any list price.
+    TeamBudget.objects.filter(team=budget_team).update(monthly_limit=(Decimal(25) * hours).quantize(Decimal("0.01")))
+    decision = admit(budget_team, priced("l4", 1, 60, "0.80"), "run:1")
+    assert decision.reason.code == AdmissionCode.WAITING_FOR_BUDGET, decision.reason.words

@@ -6,8 +6,10 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
-from billing.models import QuotaHold
+from billing.ledger import committed, hours_left_in_month, month_spend
+from billing.models import QuotaHold, TeamBudget
 from fleet.models import GpuFlavor
 from quotas import services
 from quotas.admission import admit, admit_waiting, release, resize
@@ -116,3 +118,30 @@ def test_cohorts_are_changed_through_the_audited_service(pair, staff):
     assert TeamSharing.objects.get(team=borrower).fair_weight == Decimal("2.5")
     services.remove_cohort(staff, cohort)
     assert not Cohort.objects.exists() and TeamSharing.objects.get(team=lender).cohort is None
+
+
+def test_the_cohorts_queue_admits_no_more_than_a_teams_budget_leaves_across_its_flavors(pair):
+    # The fair-share pass re-decides entries of the admitted one's flavor only; the team's budget is shared by all
+    # its flavors, so an L4 entry that fit before an A100 entry of its team was admitted is asked again.
+    lender, borrower = pair
+    seed_team_quotas(borrower, {"a100-80gb": 4, "l4": 1})
+    runs = {"run:a": ResourceRequest("a100-80gb", 4, 1, estimated_cost=Decimal("8.20"), cost_per_hour=Decimal("16.40"),
+                                     committed_units=4, limit_minutes=30),
+            "run:b": ResourceRequest("l4", 1, 1, estimated_cost=Decimal("0.40"), cost_per_hour=Decimal("0.80"),
+                                     committed_units=1, limit_minutes=30)}
+    hours = hours_left_in_month(timezone.now())
+    costs = sorted(request.committed_cost(hours) for request in runs.values())
+    # Either fits what the budget leaves, not both.
+    TeamBudget.objects.update_or_create(team=borrower, defaults={"monthly_limit": (costs[1] + costs[0] / 2).quantize(
+        Decimal("0.01"))})
+    assert admit(lender, a100(4), "run:l").admitted and admit(borrower, a100(4), "run:0").admitted
+    assert admit(borrower, ResourceRequest("l4", 1, 1), "run:1").admitted
+    for ref, request in runs.items():
+        assert admit(borrower, request, ref).queued
+    release("run:0")
+    release("run:1")
+    assert len(admit_waiting(borrower)) == 1
+    now = timezone.now()
+    spent = month_spend([borrower.pk], now)[borrower.pk].spent + committed(borrower.pk, now)
+    assert spent <= TeamBudget.objects.get(team=borrower).monthly_limit
+    assert QueuedRequest.objects.count() == 1

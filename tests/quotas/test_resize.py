@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.utils import timezone
 
-from billing.ledger import record_usage
-from billing.models import QuotaHold
+from billing.ledger import hours_left_in_month, record_usage
+from billing.models import QuotaHold, TeamBudget
 from quotas.admission import admit, resize
 from quotas.constants import AdmissionCode
 from quotas.decide import ResourceRequest
@@ -57,3 +58,25 @@ def test_it_refuses_what_it_cannot_resize(quota_team):
     assert admit(quota_team, ResourceRequest("a100-80gb", 2, 1), "ep:1").admitted
     with pytest.raises(ValueError, match="at least one unit"):
         resize(quota_team, "ep:1", 0)
+
+
+def minimum(units: int) -> ResourceRequest:
+    """An endpoint's guaranteed minimum of ``units`` A100s: no runtime limit, committed to the month's end."""
+    return ResourceRequest("a100-80gb", units, 1, cost_per_hour=Decimal("4.10") * units, committed_units=units,
+                           may_borrow=False)
+
+
+def test_a_raised_minimum_is_weighed_against_the_budget_as_a_new_one_is(budget_team):
+    one = minimum(1).committed_cost(hours_left_in_month(timezone.now()))
+    TeamBudget.objects.filter(team=budget_team).update(monthly_limit=(one * Decimal("2.5")).quantize(Decimal("0.01")))
+    assert admit(budget_team, minimum(1), "ep:1").admitted
+    assert admit(budget_team, minimum(4), "ep:2").reason.code == AdmissionCode.WAITING_FOR_BUDGET
+    # The same minimum reached by raising ep:1's commits as much: refused with the budget's reason, nothing moved.
+    decision = resize(budget_team, "ep:1", 4, committed=4)
+    assert decision.rejected and decision.reason.code == AdmissionCode.WAITING_FOR_BUDGET, decision.reason.words
+    assert (units("ep:1"), QuotaHold.objects.get(ref="ep:1").committed_units) == (1, 1)
+    # A raise the budget holds (one more unit: two in all of the 2.5 it allows) is granted and commits.
+    assert resize(budget_team, "ep:1", 2, committed=2).admitted
+    assert QuotaHold.objects.get(ref="ep:1").committed_units == 2
+    # Burst commits nothing: the budget does not weigh it (only its alert threshold holds it back).
+    assert resize(budget_team, "ep:1", 4, burst=True).admitted
