@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
@@ -124,15 +125,25 @@ class SweepRequest:
         return math.prod(sizes) if all(sizes) else None
 
 
+def _finite(value: Any) -> bool:
+    """Whether ``value`` is a number a float can hold (a browser reads every JSON number as one). A JSON integer is a
+    Python int of any size: 10**400 is past a float's range, and math.isfinite raises OverflowError on it."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= sys.float_info.max
+
+
 def _number(col: Collector, where: str, value: Any, integral: bool) -> float | int | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    # An int is finite however large; one past a float's range (10**400) is refused by the bound, before float().
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if not whole and not _finite(value):
         col.add(where, "Must be a finite number." if not integral else "Must be a whole number.")
-        return None
-    if integral and not float(value).is_integer():
-        col.add(where, "Must be a whole number.")
         return None
     if abs(value) > MAX_BOUND:
         col.add(where, f"Must be within ±{MAX_BOUND}.")
+        return None
+    if integral and not float(value).is_integer():
+        col.add(where, "Must be a whole number.")
         return None
     return int(value) if integral else float(value)
 
@@ -161,7 +172,7 @@ def _parameter(col: Collector, name: str, data: Any) -> Parameter | None:
         if not isinstance(choices, list) or not 1 <= len(choices) <= c.MAX_CHOICES:
             col.add(where, f"choices: must be a list of 1 to {c.MAX_CHOICES} values.")
             return None
-        if not all(isinstance(v, (str, bool)) or (isinstance(v, (int, float)) and math.isfinite(v)) for v in choices):
+        if not all(isinstance(v, (str, bool)) or _finite(v) for v in choices):
             col.add(where, "choices: each must be a string, a finite number or a boolean.")
             return None
         if any(isinstance(v, str) and (len(v) > 200 or "\x00" in v) for v in choices):

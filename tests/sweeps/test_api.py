@@ -63,6 +63,17 @@ def test_bad_fields_come_back_together_and_the_bases_under_its_own_name(api, rea
     assert not Sweep.objects.exists() and not Study.objects.exists()
 
 
+def test_a_number_past_a_floats_range_is_a_400_with_its_field(api, ready):
+    choice = api.post("/api/v1/sweeps/?dry_run=1",
+                      body(parameters={"bs": {"type": "categorical", "choices": [16, 10 ** 400]}}), format="json")
+    assert choice.status_code == 400 and set(choice.json()["errors"]) == {"parameters.bs"}
+    bound = api.post("/api/v1/sweeps/", body(parameters={"n": {"type": "int", "min": 0, "max": 10 ** 400}}),
+                     format="json")
+    assert bound.status_code == 400
+    assert bound.json()["errors"] == {"parameters.n": [f"Must be within ±{spec.MAX_BOUND}."]}
+    assert not Sweep.objects.exists()
+
+
 def test_the_trials_secret_env_is_sealed_apart_shown_masked_and_reaches_each_trial(api, ready):
     secret = "wandb-9f8e7d6c5b4a"
     base = {**matrix_sweep()["run"], "secret_env": {"WANDB_API_KEY": secret}}

@@ -81,6 +81,21 @@ def test_optuna_refuses_log_with_a_step_and_so_do_we():
     assert ok.parameters[0].distribution().log
 
 
+def test_a_json_integer_past_a_floats_range_is_a_field_error():
+    # JSON integers have no size limit: 10**400 reaches the parser as a Python int no float holds.
+    huge = 10 ** 400
+    bound = f"Must be within ±{spec.MAX_BOUND}."
+    assert errors(request(parameters={"n": {"type": "int", "min": 0, "max": huge}})) == {"parameters.n": [bound]}
+    assert errors(request(parameters={"x": {"type": "float", "min": -huge, "max": 1}})) == {"parameters.x": [bound]}
+    assert errors(request(parameters={"x": {"type": "float", "min": 0, "max": 1, "step": huge}})) == {
+        "parameters.x": [bound]}
+    assert errors(request(parameters={"bs": {"type": "categorical", "choices": [16, huge]}})) == {
+        "parameters.bs": ["choices: each must be a string, a finite number or a boolean."]}
+    # An int a float does hold is a choice as before.
+    wide = spec.parse(request(parameters={"bs": {"type": "categorical", "choices": [16, 2 ** 64]}}), "trial")
+    assert wide.parameters[0].choices == (16, 2 ** 64)
+
+
 def test_the_grid_needs_an_enumerable_space_and_runs_each_point_once():
     assert "sampler" in errors(request(sampler="grid"))  # lr is a float without a step
     grid = spec.parse(request(sampler="grid", max_trials=None, parameters={
