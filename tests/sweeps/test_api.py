@@ -10,6 +10,7 @@ import pytest
 from billing.pricing import Quote
 from jobs.models import TrainingRun
 from sweeps import driver, services, spec
+from sweeps.constants import MAX_GRID_POINTS
 from sweeps.models import Study, Sweep
 from tests.sweeps.support import matrix_sweep
 from workloads import secrets
@@ -71,6 +72,17 @@ def test_a_number_past_a_floats_range_is_a_400_with_its_field(api, ready):
                      format="json")
     assert bound.status_code == 400
     assert bound.json()["errors"] == {"parameters.n": [f"Must be within ±{spec.MAX_BOUND}."]}
+    assert not Sweep.objects.exists()
+
+
+def test_a_huge_grid_is_a_400_before_any_of_it_is_listed(api, ready):
+    refused = {"sampler": [f"The grid has over 10**15 points; at most {MAX_GRID_POINTS}."]}
+    ints = api.post("/api/v1/sweeps/?dry_run=1",
+                    body(sampler="grid", parameters={"n": {"type": "int", "min": 0, "max": 2 ** 53}}), format="json")
+    assert ints.status_code == 400 and ints.json()["errors"] == refused
+    floats = api.post("/api/v1/sweeps/", body(sampler="grid", parameters={
+        "x": {"type": "float", "min": 0, "max": 1e15, "step": 1}}), format="json")
+    assert floats.status_code == 400 and floats.json()["errors"] == refused
     assert not Sweep.objects.exists()
 
 
