@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -56,16 +58,34 @@ class Parameter:
             return IntDistribution(int(self.low), int(self.high), log=self.log, step=int(self.step or 1))
         return FloatDistribution(float(self.low), float(self.high), log=self.log, step=self.step)
 
+    def grid_count(self) -> int | None:
+        """How many values :meth:`grid_values` lists, worked out without listing them: a grid's size is checked
+        before any of it is listed (an int range of 2**53 would be a list of 2**53 ints). None: not enumerable."""
+        if self.type == "categorical":
+            return len(self.choices)
+        if self.type == "int":
+            return len(self._ints())
+        if self.step is None:
+            return None
+        # Each step from min that stays within max, give or take float rounding (0.1 to 0.3 by 0.1 is three).
+        steps = (self.high - self.low) / self.step + 1e-9
+        if math.isinf(steps):  # a step too fine for a float to count (1 by 5e-324): counted exactly, far past a grid
+            return math.floor(Fraction(self.high - self.low) / Fraction(self.step)) + 1
+        return math.floor(steps) + 1
+
     def grid_values(self) -> list | None:
-        """Every value of an enumerable parameter, in order (None: not enumerable: a float without a step)."""
+        """Every value of an enumerable parameter, in order: :meth:`grid_count` of them (None: not enumerable: a
+        float without a step)."""
         if self.type == "categorical":
             return list(self.choices)
         if self.type == "int":
-            return list(range(int(self.low), int(self.high) + 1, int(self.step or 1)))
+            return list(self._ints())
         if self.step is None:
             return None
-        count = math.floor((self.high - self.low) / self.step + 1e-9) + 1
-        return [round(self.low + k * self.step, 12) for k in range(count)]
+        return [round(self.low + k * self.step, 12) for k in range(self.grid_count())]
+
+    def _ints(self) -> range:
+        return range(int(self.low), int(self.high) + 1, int(self.step or 1))
 
     def example(self):
         """A value within the space (the preview renders a trial with it): the middle, or the first choice."""
@@ -120,19 +140,30 @@ class SweepRequest:
         return {p.name: p.example() for p in self.parameters}
 
     def grid_size(self) -> int | None:
-        sizes = [len(p.grid_values() or ()) for p in self.parameters]
-        return math.prod(sizes) if all(sizes) else None
+        """The grid's points (None: a parameter is not enumerable), worked out: none of them is listed."""
+        sizes = [p.grid_count() for p in self.parameters]
+        return None if None in sizes else math.prod(sizes)
+
+
+def _finite(value: Any) -> bool:
+    """Whether ``value`` is a number a float can hold (a browser reads every JSON number as one). A JSON integer is a
+    Python int of any size: 10**400 is past a float's range, and math.isfinite raises OverflowError on it."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= sys.float_info.max
 
 
 def _number(col: Collector, where: str, value: Any, integral: bool) -> float | int | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    # An int is finite however large; one past a float's range (10**400) is refused by the bound, before float().
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if not whole and not _finite(value):
         col.add(where, "Must be a finite number." if not integral else "Must be a whole number.")
-        return None
-    if integral and not float(value).is_integer():
-        col.add(where, "Must be a whole number.")
         return None
     if abs(value) > MAX_BOUND:
         col.add(where, f"Must be within ±{MAX_BOUND}.")
+        return None
+    if integral and not float(value).is_integer():
+        col.add(where, "Must be a whole number.")
         return None
     return int(value) if integral else float(value)
 
@@ -161,7 +192,7 @@ def _parameter(col: Collector, name: str, data: Any) -> Parameter | None:
         if not isinstance(choices, list) or not 1 <= len(choices) <= c.MAX_CHOICES:
             col.add(where, f"choices: must be a list of 1 to {c.MAX_CHOICES} values.")
             return None
-        if not all(isinstance(v, (str, bool)) or (isinstance(v, (int, float)) and math.isfinite(v)) for v in choices):
+        if not all(isinstance(v, (str, bool)) or _finite(v) for v in choices):
             col.add(where, "choices: each must be a string, a finite number or a boolean.")
             return None
         if any(isinstance(v, str) and (len(v) > 200 or "\x00" in v) for v in choices):
@@ -327,7 +358,9 @@ def parse(data: Mapping[str, Any], base_key: str) -> SweepRequest:
         if size is None:
             col.add("sampler", "The grid needs every parameter enumerable: categorical, int, or a float with a step.")
         elif size > c.MAX_GRID_POINTS:
-            col.add("sampler", f"The grid has {size} points; at most {c.MAX_GRID_POINTS}.")
+            # Past 10**15 the count tells nothing more (and past 4,300 digits str() refuses it).
+            shown = size if size <= 10 ** 15 else "over 10**15"
+            col.add("sampler", f"The grid has {shown} points; at most {c.MAX_GRID_POINTS}.")
         elif max_trials is None or max_trials > size:
             request = replace(request, max_trials=size)  # the grid's points, each once
     if col.errors:

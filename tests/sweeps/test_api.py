@@ -10,6 +10,7 @@ import pytest
 from billing.pricing import Quote
 from jobs.models import TrainingRun
 from sweeps import driver, services, spec
+from sweeps.constants import MAX_GRID_POINTS
 from sweeps.models import Study, Sweep
 from tests.sweeps.support import matrix_sweep
 from workloads import secrets
@@ -61,6 +62,28 @@ def test_bad_fields_come_back_together_and_the_bases_under_its_own_name(api, rea
                     format="json")
     assert huge.status_code == 400 and "run" in huge.json()["errors"]
     assert not Sweep.objects.exists() and not Study.objects.exists()
+
+
+def test_a_number_past_a_floats_range_is_a_400_with_its_field(api, ready):
+    choice = api.post("/api/v1/sweeps/?dry_run=1",
+                      body(parameters={"bs": {"type": "categorical", "choices": [16, 10 ** 400]}}), format="json")
+    assert choice.status_code == 400 and set(choice.json()["errors"]) == {"parameters.bs"}
+    bound = api.post("/api/v1/sweeps/", body(parameters={"n": {"type": "int", "min": 0, "max": 10 ** 400}}),
+                     format="json")
+    assert bound.status_code == 400
+    assert bound.json()["errors"] == {"parameters.n": [f"Must be within ±{spec.MAX_BOUND}."]}
+    assert not Sweep.objects.exists()
+
+
+def test_a_huge_grid_is_a_400_before_any_of_it_is_listed(api, ready):
+    refused = {"sampler": [f"The grid has over 10**15 points; at most {MAX_GRID_POINTS}."]}
+    ints = api.post("/api/v1/sweeps/?dry_run=1",
+                    body(sampler="grid", parameters={"n": {"type": "int", "min": 0, "max": 2 ** 53}}), format="json")
+    assert ints.status_code == 400 and ints.json()["errors"] == refused
+    floats = api.post("/api/v1/sweeps/", body(sampler="grid", parameters={
+        "x": {"type": "float", "min": 0, "max": 1e15, "step": 1}}), format="json")
+    assert floats.status_code == 400 and floats.json()["errors"] == refused
+    assert not Sweep.objects.exists()
 
 
 def test_the_trials_secret_env_is_sealed_apart_shown_masked_and_reaches_each_trial(api, ready):

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sweeps import spec
-from sweeps.constants import PrunerType
+from sweeps.constants import MAX_GRID_POINTS, PrunerType
 
 BASE = {"image": "ghcr.io/acme/train:1", "command": ["python", "train.py"], "flavor": "a100-80gb",
         "max_runtime_minutes": 30}
@@ -27,6 +27,10 @@ def request(**changes) -> dict:
             "parallel": 3, "max_trials": 27, "max_cost": "250"}
     data.update(changes)
     return data
+
+
+def int_range(low: int, high: int, step: int | None = None) -> dict:
+    return {"type": "int", "min": low, "max": high, **({"step": step} if step else {})}
 
 
 def errors(data: dict) -> dict:
@@ -81,12 +85,59 @@ def test_optuna_refuses_log_with_a_step_and_so_do_we():
     assert ok.parameters[0].distribution().log
 
 
+def test_a_json_integer_past_a_floats_range_is_a_field_error():
+    # JSON integers have no size limit: 10**400 reaches the parser as a Python int no float holds.
+    huge = 10 ** 400
+    bound = f"Must be within ±{spec.MAX_BOUND}."
+    assert errors(request(parameters={"n": {"type": "int", "min": 0, "max": huge}})) == {"parameters.n": [bound]}
+    assert errors(request(parameters={"x": {"type": "float", "min": -huge, "max": 1}})) == {"parameters.x": [bound]}
+    assert errors(request(parameters={"x": {"type": "float", "min": 0, "max": 1, "step": huge}})) == {
+        "parameters.x": [bound]}
+    assert errors(request(parameters={"bs": {"type": "categorical", "choices": [16, huge]}})) == {
+        "parameters.bs": ["choices: each must be a string, a finite number or a boolean."]}
+    # An int a float does hold is a choice as before.
+    wide = spec.parse(request(parameters={"bs": {"type": "categorical", "choices": [16, 2 ** 64]}}), "trial")
+    assert wide.parameters[0].choices == (16, 2 ** 64)
+
+
 def test_the_grid_needs_an_enumerable_space_and_runs_each_point_once():
     assert "sampler" in errors(request(sampler="grid"))  # lr is a float without a step
     grid = spec.parse(request(sampler="grid", max_trials=None, parameters={
         "lr": {"type": "float", "min": 0.1, "max": 0.3, "step": 0.1}, "bs": {"type": "categorical", "choices": [1, 2]}}),
         "trial")
     assert grid.parameters[0].grid_values() == [0.1, 0.2, 0.3] and grid.max_trials == 6
+
+
+def test_a_grid_is_counted_not_listed_and_a_huge_one_refused():
+    def grid(**parameters) -> dict:
+        return errors(request(sampler="grid", max_trials=None, parameters=parameters))
+
+    # Listing these took every point: 2**53 ints at once (MemoryError), 10**15 floats one by one (the worker's memory).
+    huge = {"sampler": [f"The grid has over 10**15 points; at most {MAX_GRID_POINTS}."]}
+    assert grid(n=int_range(0, 2 ** 53)) == huge
+    assert grid(x={"type": "float", "min": 0, "max": 1e15, "step": 1}) == huge
+    # A step too fine for a float to count by; sixteen of them make a count past str()'s 4,300 digits.
+    assert grid(x={"type": "float", "min": 0, "max": 1, "step": 5e-324}) == huge
+    assert grid(**{f"p{k}": {"type": "float", "min": 0, "max": 2 ** 53, "step": 5e-324} for k in range(16)}) == huge
+    # Under 10**15 the count is said: the product of each parameter's points.
+    assert grid(a=int_range(0, 99), b=int_range(1, 101, 2), c={"type": "categorical", "choices": [1, 2]}) == {
+        "sampler": [f"The grid has {100 * 51 * 2} points; at most {MAX_GRID_POINTS}."]}
+    edge = spec.parse(request(sampler="grid", max_trials=None, parameters={"a": int_range(1, MAX_GRID_POINTS)}),
+                      "trial")
+    assert edge.max_trials == MAX_GRID_POINTS and len(edge.parameters[0].grid_values()) == MAX_GRID_POINTS
+
+
+@given(low=st.integers(-50, 50), span=st.integers(1, 300), step=st.integers(1, 40),
+       scale=st.sampled_from([1, 0.1, 0.25, 1e-3]))
+def test_a_parameters_grid_count_is_how_many_values_it_lists(low, span, step, scale):
+    step = min(step, span)
+    ints = spec.Parameter("n", "int", low, low + span, step=step)
+    assert ints.grid_count() == len(ints.grid_values()) == span // step + 1
+    floats = spec.Parameter("x", "float", low * scale, (low + span) * scale, step=step * scale)
+    values = floats.grid_values()
+    assert floats.grid_count() == len(values) == span // step + 1  # float rounding neither adds a point nor drops one
+    # Listed rounded to 12 digits: from min, by step, the last within max and one step more past it.
+    assert values[0] == pytest.approx(floats.low) and values[-1] <= floats.high + 1e-9 < values[-1] + floats.step
 
 
 def test_asha_rungs_follow_the_halving():
