@@ -231,6 +231,17 @@ def test_a_membership_moved_in_the_admin_console_closes_its_old_persons_way_in(
     assert ask(browser, workspace.pk).status_code == 401
 
 
+@pytest.mark.parametrize("original", ["https://[ws-1.example/notebooks/ws-1/?slipway-ticket=x", "http://ws]1/"])
+def test_an_unreadable_original_address_is_a_refusal_not_a_500(create, member, original):
+    """Review: ``/workspaces/auth/`` answers without credentials, and urllib raised on a malformed
+    ``X-Original-URL`` (a 500). Read as an address with no ticket, the answer is the cookie's."""
+    workspace = running(create())
+    response = Client().get(AUTH, {"workspace": workspace.pk}, HTTP_X_ORIGINAL_URL=original)
+    assert response.status_code == 401
+    browser = cookie_client(member, workspace)
+    assert browser.get(AUTH, {"workspace": workspace.pk}, HTTP_X_ORIGINAL_URL=original).status_code == 200
+
+
 def test_the_token_rotates_on_unshare_and_resume_and_not_otherwise(create, member, django_capture_on_commit_callbacks):
     workspace = create()
     first = services.token_of(workspace)
