@@ -114,14 +114,30 @@ class MembershipAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
+        details = {"role": obj.role, "source": obj.source}
+        if change:
+            # As the Team page's event says the role it replaced; a membership moved to another person or
+            # team also names whom or which it was taken from (they lost the team).
+            details["old_role"] = form.initial.get("role")
+            if "user" in form.changed_data:
+                details["old_user"] = User.objects.filter(pk=form.initial.get("user")).values_list(
+                    "username", flat=True).first()
+            if "team" in form.changed_data:
+                details["old_team"] = Team.objects.filter(pk=form.initial.get("team")).values_list(
+                    "slug", flat=True).first()
         services.audit(AuditEvent.Action.MEMBERSHIP_CHANGED, actor=request.user, team=obj.team,
-                       target=obj.user.username, change="changed" if change else "added", role=obj.role,
-                       source=obj.source)
+                       target=obj.user.username, change="changed" if change else "added", **details)
 
     def delete_model(self, request, obj):
         services.audit(AuditEvent.Action.MEMBERSHIP_CHANGED, actor=request.user, team=obj.team,
-                       target=obj.user.username, change="removed")
+                       target=obj.user.username, change="removed", role=obj.role)
         super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        # "Delete selected" removes people too: each one audited as on its own page (Django's bulk delete
+        # would write no event at all).
+        for obj in queryset.select_related("team", "user"):
+            self.delete_model(request, obj)
 
 
 @admin.register(GroupMapping)

@@ -13,10 +13,11 @@ import secrets
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.core.validators import RegexValidator
-from django.db import models
+from django.db import models, transaction
 from django.utils import timezone
 
 from core.zones import validate_time_zone
+from teams.events import membership_changed
 
 DNS1123_LABEL = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
@@ -98,6 +99,27 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.team} ({self.role})"
+
+    def save(self, *args, **kwargs) -> None:
+        """Save it; when it now names another user, team or role than its row held, tell the apps above
+        (:data:`teams.events.membership_changed`, in this transaction).
+
+        Here rather than in each service, because a membership changes by several doors — the Team page
+        (:func:`teams.services.change_role`), single sign-on's sync, the admin console's membership page and
+        its team page's inline rows — and a way in lost by any of them must be closed (a demoted admin's into
+        the workspaces shared with admins: docs/workspaces.md). So memberships change through ``save()``:
+        ``QuerySet.update()`` goes around this, as around every save hook. The row is read locked, so the
+        values ``before`` are the ones this save replaces, whatever a concurrent change did.
+        """
+        with transaction.atomic():
+            before = None
+            if not self._state.adding and self.pk is not None:
+                # Unordered: the default ordering's joins would lock the team's and the user's rows too.
+                before = type(self).objects.select_for_update().filter(pk=self.pk).order_by().first()
+            super().save(*args, **kwargs)
+            if before is not None and (before.user_id, before.team_id, before.role) != (
+                    self.user_id, self.team_id, self.role):
+                membership_changed.send(sender=type(self), before=before, membership=self)
 
     def allows(self, role: str) -> bool:
         """Whether this membership's role is at least ``role``."""

@@ -56,6 +56,10 @@ class SubjectMismatchError(Exception):
     """The userinfo endpoint answered about another ``sub`` than the ID token's."""
 
 
+class KeyAlgorithmMismatchError(jwt.InvalidKeyError):
+    """The ID token's algorithm is not one the key its ``kid`` names can verify (an ES256 token, an RSA key)."""
+
+
 class SlipwayOpenIDConnectAdapter(OpenIDConnectOAuth2Adapter):
     """allauth's adapter with the discovery document's issuer and every ID token's signature checked."""
 
@@ -90,14 +94,13 @@ def verify_id_token(id_token: str, *, jwks_uri: str, issuer: str, audience: str)
 
     The key is the one the token's ``kid`` names or, for a token without one (a provider with a
     single key may leave it out; allauth's own lookup then fails), the JWKS's only signing key.
-    Raises :class:`OAuth2Error` caused by PyJWT's exception for what was wrong.
+    Raises :class:`OAuth2Error` caused by PyJWT's exception for what was wrong (or by
+    :class:`KeyAlgorithmMismatchError`, one of them), so that every bad token or key set ends on the
+    refusal page, never a 500; requests' errors (the JWKS unreachable, or answering an error) pass.
     """
     try:
         header = jwt.get_unverified_header(id_token)
-        with get_adapter().get_requests_session() as session:
-            response = session.get(jwks_uri)
-            response.raise_for_status()
-            keys = [key for key in jwt.PyJWKSet.from_dict(response.json()).keys if key.public_key_use in (None, "sig")]
+        keys = _published_keys(jwks_uri)
         kid = header.get("kid")
         matching = [key for key in keys if key.key_id == kid] if kid else keys
         if len(matching) != 1:
@@ -105,10 +108,35 @@ def verify_id_token(id_token: str, *, jwks_uri: str, issuer: str, audience: str)
         algorithm = header.get("alg")
         if algorithm not in ALGORITHMS:
             raise jwt.InvalidAlgorithmError(f"algorithm {algorithm!r} is not accepted")
-        return jwt.decode(id_token, key=matching[0].key, algorithms=[algorithm], audience=audience, issuer=issuer,
-                          options={"require": ["iss", "aud", "exp", "iat", "sub"]})
+        try:
+            return jwt.decode(id_token, key=matching[0].key, algorithms=[algorithm], audience=audience,
+                              issuer=issuer, options={"require": ["iss", "aud", "exp", "iat", "sub"]})
+        except (TypeError, jwt.InvalidKeyError) as exc:
+            # The key named is not one the token's algorithm can use: PyJWT says so with InvalidKeyError (another
+            # curve, an Ed25519 algorithm given an RSA key) or, for an RSA or EC algorithm given a key object of
+            # the other type, with TypeError ("Expecting a PEM-formatted key."), which would be a 500.
+            raise KeyAlgorithmMismatchError(f"algorithm {algorithm!r} cannot use the key {kid!r}") from exc
     except jwt.PyJWTError as exc:
         raise OAuth2Error("Invalid id_token") from exc
+
+
+def _published_keys(jwks_uri: str) -> list[jwt.PyJWK]:
+    """The signing keys the provider's JWKS document publishes.
+
+    Raises ``jwt.PyJWKSetError`` when the answer is not a JSON key set: not JSON at all (requests' decode
+    error would otherwise read as "the provider is unreachable"), or JSON of another shape, which PyJWT's
+    reader does not expect (a list, a string: an ``AttributeError``).
+    """
+    with get_adapter().get_requests_session() as session:
+        response = session.get(jwks_uri)
+        response.raise_for_status()
+        try:
+            document = response.json()
+        except ValueError as exc:
+            raise jwt.PyJWKSetError("the JWKS answer is not JSON") from exc
+    if not isinstance(document, dict):
+        raise jwt.PyJWKSetError("the JWKS answer is not a JSON object")
+    return [key for key in jwt.PyJWKSet.from_dict(document).keys if key.public_key_use in (None, "sig")]
 
 
 class SlipwayOpenIDConnectProvider(OpenIDConnectProvider):
@@ -126,12 +154,16 @@ _TOKEN_PROBLEMS: tuple[tuple[type[Exception], str], ...] = (
     (jwt.InvalidAudienceError, "The sign-in token was issued for another application than Slipway (its audience "
                                "is not Slipway's client id)."),
     (jwt.InvalidSignatureError, "The sign-in token's signature does not match the identity provider's keys."),
+    (KeyAlgorithmMismatchError, "The sign-in token's algorithm does not fit the identity provider's signing key "
+                                "it names."),
     (jwt.InvalidKeyError, "The sign-in token names a signing key the identity provider does not publish."),
     (jwt.InvalidAlgorithmError, "The sign-in token is signed with an algorithm Slipway does not accept."),
     (SubjectMismatchError, "The identity provider's ID token and its userinfo answer are about two different "
                            "people (their subjects differ), so you were not signed in."),
     (jwt.MissingRequiredClaimError, "The sign-in token lacks a claim every ID token must carry."),
     (jwt.ImmatureSignatureError, "The sign-in token is not valid yet: the provider's clock or Slipway's is wrong."),
+    (jwt.PyJWKSetError, "The identity provider's published signing keys (its JWKS) could not be read, so the "
+                        "sign-in token could not be checked."),
     (jwt.PyJWTError, "The identity provider sent a sign-in token Slipway cannot read."),
 )
 

@@ -195,9 +195,9 @@ def change_role(actor, membership: Membership, role: str, ip: str | None = None)
         if current.role == Role.ADMIN and not _other_admins(current):
             raise ValidationError({"role": [f"{current.user.username} is the team's last admin: make someone "
                                             "else admin first."]})
-        Membership.objects.filter(pk=current.pk, role=current.role).update(role=role)
-        _audit_membership(actor, current, "changed", ip, role=role, old_role=current.role)
-        current.role = role
+        old_role, current.role = current.role, role
+        current.save(update_fields=["role"])  # save(), not update(): a role lost is news (teams.events)
+        _audit_membership(actor, current, "changed", ip, role=role, old_role=old_role)
     return current
 
 

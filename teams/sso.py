@@ -164,8 +164,9 @@ def _sync_one(user, membership: Membership | None, grant: Grant | None, groups: 
         membership.delete()
         _audit(user, membership, "removed", role=membership.role, groups=groups)
     elif membership is not None and grant is not None and membership.role != grant.role:
-        Membership.objects.filter(pk=membership.pk, role=membership.role).update(role=grant.role)
-        _audit(user, membership, "changed", role=grant.role, old_role=membership.role, groups=list(grant.groups))
+        old_role, membership.role = membership.role, grant.role
+        membership.save(update_fields=["role"])  # save(), not update(): a role lost is news (teams.events)
+        _audit(user, membership, "changed", role=grant.role, old_role=old_role, groups=list(grant.groups))
 
 
 def _audit(user, membership: Membership, change: str, **details) -> None:

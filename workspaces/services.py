@@ -12,7 +12,7 @@
   one-use ticket to that host, whose gate (the ingress controller's ``auth-url``, the sandbox's proxy)
   asks :func:`authorize` about every request, by the workspace's cookie, never the portal's session.
 * :func:`rotate_token` gives it a new Jupyter token when someone loses the right to open it (unshared,
-  a member left) and on every resume.
+  a member left, moved away or no longer an admin: :func:`rotate_lost_ways_in`) and on every resume.
 """
 
 from __future__ import annotations
@@ -386,17 +386,29 @@ def authorize(pk, *, cookie: str = "", ticket: str = "") -> Verdict:
 
 
 def member_left(sender, instance, **kwargs) -> None:
-    """``post_delete`` of a team membership (connected in :class:`workspaces.apps.WorkspacesConfig`)."""
-    on_member_left(instance)
+    """``post_delete`` of a team membership (connected in :class:`workspaces.apps.WorkspacesConfig`): removed by
+    a team admin or single sign-on's sync, or by cascade with its user or team. Its person holds nothing of
+    the team any more."""
+    rotate_lost_ways_in(instance, None)
 
 
-def on_member_left(membership) -> int:
-    """A member left the team (removed, or by single sign-on's sync): the workspaces they could open get new
-    tokens (their own; the shared ones when they were an admin). Returns how many."""
-    could_open = Q(created_by_id=membership.user_id)
-    if membership.allows(Role.ADMIN):
-        could_open |= Q(shared_with_admins=True)
+def member_changed(sender, before, membership, **kwargs) -> None:
+    """:data:`teams.events.membership_changed` (connected in :class:`workspaces.apps.WorkspacesConfig`): a role
+    changed, or the membership moved to another user or team, whose old person then holds nothing of the team."""
+    same_person = (membership.user_id, membership.team_id) == (before.user_id, before.team_id)
+    rotate_lost_ways_in(before, membership if same_person else None)
+
+
+def rotate_lost_ways_in(before, after) -> int:
+    """The person of membership ``before`` now holds ``after`` of its team (None: nothing): the workspaces
+    ``before`` let them open and ``after`` does not get new tokens. Their own once they are out of the team;
+    the ones shared with admins once they are no longer an admin, and only those: a token they could read
+    in JupyterLab's page must open nothing once the way in is lost. Decided by :meth:`Workspace.may_open`,
+    the rule the gate applies. Returns how many were rotated."""
+    person = before.user
     rotated = 0
-    for workspace in Workspace.objects.filter(could_open, team_id=membership.team_id).exclude(state__in=c.FINAL_STATES):
-        rotated += rotate_token(workspace)
+    maybe = Q(created_by_id=before.user_id) | Q(shared_with_admins=True)
+    for workspace in Workspace.objects.filter(maybe, team_id=before.team_id).exclude(state__in=c.FINAL_STATES):
+        if workspace.may_open(person, before) and not workspace.may_open(person, after):
+            rotated += rotate_token(workspace)
     return rotated

@@ -9,7 +9,7 @@ the ingress controller about every request to a workspace on a real cluster
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import SplitResult, parse_qs, urlsplit
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -219,6 +219,17 @@ def workspace_delete(request: HttpRequest, pk: int) -> HttpResponse:
 INGRESS_STATUS = {409: 403}
 
 
+def _original_address(request: HttpRequest) -> SplitResult:
+    """The address the browser asked for (``X-Original-URL``, set by the ingress controller). One that cannot be
+    read (``https://[ws-1…``: not the controller's, which writes what nginx parsed, but anyone may call this view)
+    is read as an address with no ticket, on https: the answer is then the cookie's, a 401 without one — never a
+    500, which ingress-nginx would show the browser as its own error page."""
+    try:
+        return urlsplit(request.headers.get("X-Original-URL", ""))
+    except ValueError:  # urllib's "Invalid IPv6 URL" and kin
+        return urlsplit("")
+
+
 @require_GET
 def auth(request: HttpRequest) -> HttpResponse:
     """The ingress controller's ``auth-url`` for ``?workspace=``: :func:`workspaces.services.authorize` by the
@@ -226,7 +237,7 @@ def auth(request: HttpRequest) -> HttpResponse:
     the one-use ticket in the original request's address (``X-Original-URL``), which it exchanges for that
     cookie (``Set-Cookie``, which the controller passes to the browser). 200 carries the token for the Jupyter
     server; 401 sends the browser to the portal's Open; 403 refuses; 404 for a workspace not found or deleted."""
-    original = urlsplit(request.headers.get("X-Original-URL", ""))
+    original = _original_address(request)
     ticket = parse_qs(original.query).get(access.TICKET_PARAM, [""])[0]
     verdict = services.authorize(request.GET.get("workspace", ""), cookie=access.cookie_from(request.COOKIES),
                                  ticket=ticket)

@@ -7,7 +7,8 @@ their claims are set through its ``PUT /users/<sub>``.
 :class:`Misbehaviour` sits in front of it as WSGI middleware and changes what it answers, so the
 tests can see Slipway refuse what a broken or hostile provider sends: an ID token re-signed with
 other claims (expired, another issuer, another audience) by a second key the JWKS then publishes,
-one signed by a key the JWKS does not publish, or a discovery document naming another issuer.
+one signed by a key the JWKS does not publish, one whose algorithm does not fit the published key it names,
+a JWKS that is no key set, or a discovery document naming another issuer.
 Untouched, every answer is the provider's own.
 """
 
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 import jwt
 import requests
 import werkzeug.serving
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import RSAAlgorithm
 from oidc_provider_mock import app as provider_app
 
@@ -43,6 +44,10 @@ class Misbehaviour:
     claims: Callable[[dict], dict] | None = None
     #: Sign with a key of the same kid that the JWKS does not publish.
     rogue_signature: bool = False
+    #: Sign ES256, with an EC key, naming the published RSA key's kid.
+    foreign_algorithm: bool = False
+    #: What the JWKS endpoint answers instead of the key set (e.g. a page that is not JSON).
+    jwks_body: bytes | None = None
     #: The issuer its discovery document states.
     discovery_issuer: str | None = None
     published_key: object = field(default_factory=_rsa_key)
@@ -50,6 +55,7 @@ class Misbehaviour:
 
     def reset(self) -> None:
         self.claims, self.rogue_signature, self.discovery_issuer = None, False, None
+        self.foreign_algorithm, self.jwks_body = False, None
 
     def wrap(self, app):
         """The provider's WSGI app with this misbehaviour applied to discovery, JWKS and token answers."""
@@ -65,7 +71,9 @@ class Misbehaviour:
                 return lambda data: None
 
             body = b"".join(app(environ, capture))
-            if captured["status"].startswith("200"):
+            if path == "/jwks" and self.jwks_body is not None:
+                body = self.jwks_body
+            elif captured["status"].startswith("200"):
                 body = json.dumps(self._change(path, json.loads(body))).encode()
             headers = [(k, v) for k, v in captured["headers"] if k.lower() != "content-length"]
             start_response(captured["status"], [*headers, ("Content-Length", str(len(body)))])
@@ -74,16 +82,21 @@ class Misbehaviour:
         return wrapped
 
     def _change(self, path: str, document: dict) -> dict:
-        if path == "/jwks" and (self.claims or self.rogue_signature):
+        resigning = self.claims or self.rogue_signature or self.foreign_algorithm
+        if path == "/jwks" and resigning:
             # Published only while re-signing: the provider's own tokens carry no kid, which is fine
             # while its JWKS holds one key (teams.oidc.verify_id_token), and ambiguous with two.
             extra = json.loads(RSAAlgorithm.to_jwk(self.published_key.public_key()))
             document["keys"].append({**extra, "kid": EXTRA_KID, "alg": "RS256", "use": "sig"})
         elif path.startswith("/.well-known") and self.discovery_issuer is not None:
             document["issuer"] = self.discovery_issuer
-        elif path == "/oauth2/token" and "id_token" in document and (self.claims or self.rogue_signature):
+        elif path == "/oauth2/token" and "id_token" in document and resigning:
             claims = jwt.decode(document["id_token"], options={"verify_signature": False})
             claims = self.claims(claims) if self.claims else claims
+            if self.foreign_algorithm:
+                document["id_token"] = jwt.encode(claims, ec.generate_private_key(ec.SECP256R1()), algorithm="ES256",
+                                                  headers={"kid": EXTRA_KID})
+                return document
             key = self.rogue_key if self.rogue_signature else self.published_key
             document["id_token"] = jwt.encode(claims, key, algorithm="RS256", headers={"kid": EXTRA_KID})
         return document

@@ -182,6 +182,24 @@ def test_an_id_token_with_a_bad_signature_is_refused(sso, person):
     assert not get_user_model().objects.filter(username="ned").exists()
 
 
+def test_an_id_token_whose_algorithm_does_not_fit_the_key_it_names_is_refused(sso, person):
+    """Review: an ES256 token naming the published RSA key made PyJWT raise TypeError, a 500 (not a PyJWTError)."""
+    sso.set_user("u-7010", preferred_username="pia", groups=[])
+    sso.misbehaviour.foreign_algorithm = True
+    assert "does not fit the identity provider's signing key" in _refused(person.sign_in("u-7010"))
+    assert not get_user_model().objects.filter(username="pia").exists()
+
+
+@pytest.mark.parametrize("body", [b"<html>Maintenance</html>", b"[]"])
+def test_a_jwks_that_is_no_key_set_is_refused(sso, person, body):
+    """Review: a JWKS answer that is not JSON (a proxy's page) read as "unreachable", and JSON of another shape
+    (a list) made PyJWT's reader raise AttributeError, a 500. Both say the keys could not be read."""
+    sso.set_user("u-7011", preferred_username="quin", groups=[])
+    sso.misbehaviour.jwks_body = body
+    assert "signing keys (its JWKS) could not be read" in _refused(person.sign_in("u-7011"))
+    assert not get_user_model().objects.filter(username="quin").exists()
+
+
 def test_a_token_signed_by_the_providers_second_key_is_accepted(sso, person):
     """The control of the tests above: the re-signing itself is not what they refuse."""
     sso.set_user("u-7005", preferred_username="ola", groups=[])

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from teams.admin import audit_membership_changes
 from teams.models import ApiToken, AuditEvent, Membership, Role
 from teams.services import audit, create_api_token
+from tests.factories import make_user
 
 
 def test_it_keeps_non_staff_out_of_the_admin_console(client, team_admin):
@@ -77,3 +78,34 @@ def test_it_audits_each_membership_change_of_the_team_inline(rf, staff, team, me
         ("vic", {"change": "removed"}),
     ]
     assert {e.actor_id for e in events} == {staff.pk}
+
+
+def test_it_audits_each_membership_removed_by_delete_selected(client, staff, team, member, viewer):
+    """Review: the changelist's "Delete selected" removed people with no audit event (its own page's delete had one)."""
+    client.force_login(staff)
+    chosen = list(Membership.objects.filter(user__in=[member, viewer]).values_list("pk", flat=True))
+    response = client.post("/admin/portal/membership/", {"action": "delete_selected", "_selected_action": chosen,
+                                                         "post": "yes"})
+    assert response.status_code == 302
+    assert not Membership.objects.filter(pk__in=chosen).exists()
+    events = AuditEvent.objects.filter(action=AuditEvent.Action.MEMBERSHIP_CHANGED)
+    assert sorted((e.actor, e.team, e.target, e.details["change"], e.details["role"]) for e in events) == [
+        (staff, team, "mia", "removed", "member"), (staff, team, "vic", "removed", "viewer")]
+
+
+def test_a_membership_changed_on_its_page_is_audited_with_what_it_replaced(client, staff, team, other_team, member):
+    """Like the Team page's event, the admin console's names the role it replaced; a membership moved to another
+    person or team names whom and which it was taken from."""
+    client.force_login(staff)
+    membership = Membership.objects.get(user=member)
+    url = f"/admin/portal/membership/{membership.pk}/change/"
+    assert client.post(url, {"team": team.pk, "user": member.pk, "role": Role.VIEWER, "source": "manual"}).status_code == 302
+    newcomer = make_user("nina")
+    assert client.post(url, {"team": other_team.pk, "user": newcomer.pk, "role": Role.VIEWER,
+                             "source": "manual"}).status_code == 302
+    events = AuditEvent.objects.filter(action=AuditEvent.Action.MEMBERSHIP_CHANGED).order_by("pk")
+    assert [(e.team.slug, e.target, e.details) for e in events] == [
+        (team.slug, "mia", {"change": "changed", "role": "viewer", "source": "manual", "old_role": "member"}),
+        (other_team.slug, "nina", {"change": "changed", "role": "viewer", "source": "manual", "old_role": "viewer",
+                                   "old_user": "mia", "old_team": team.slug}),
+    ]

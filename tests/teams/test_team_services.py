@@ -12,6 +12,7 @@ from django.db import transaction
 from django.http import Http404
 from rest_framework.test import APIClient
 
+from teams.events import membership_changed
 from teams.models import AuditEvent, Membership, Role, Team
 from teams.services import add_member, change_role, create_api_token, remove_member, set_team_settings
 from tests.factories import make_user
@@ -126,6 +127,32 @@ def test_it_refuses_an_unknown_role(team, team_admin, member):
         change_role(team_admin, membership_of(member), "root")
     assert list(caught.value.message_dict) == ["role"]
     assert membership_of(member).role == Role.MEMBER
+
+
+def test_a_membership_saved_with_another_user_team_or_role_is_news_and_nothing_else_is(team, other_team, team_admin,
+                                                                                       member):
+    """teams.events.membership_changed: what the apps above close a lost way in by (workspaces' tokens), sent for
+    the Team page's role change as for any save of the row, with the values it replaced; never for a save that
+    changes none of the three."""
+    heard: list[tuple] = []
+
+    def listen(sender, before, membership, **kwargs):
+        heard.append((before.user.username, before.team.slug, before.role,
+                      membership.user.username, membership.team.slug, membership.role))
+
+    membership_changed.connect(listen, sender=Membership, dispatch_uid="test-listen")
+    try:
+        stale = membership_of(member)  # read while a member
+        change_role(team_admin, membership_of(member), Role.VIEWER)
+        same = membership_of(member)
+        same.source = Membership.Source.OIDC
+        same.save()
+        stale.team = other_team  # the values replaced are the row's (viewer), not this instance's (member)
+        stale.save()
+    finally:
+        membership_changed.disconnect(dispatch_uid="test-listen", sender=Membership)
+    assert heard == [("mia", team.slug, "member", "mia", team.slug, "viewer"),
+                     ("mia", team.slug, "viewer", "mia", other_team.slug, "member")]
 
 
 # -- remove --------------------------------------------------------------------------------------

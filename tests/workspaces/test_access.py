@@ -17,7 +17,10 @@ from django.core import checks
 from django.test import Client
 from django.urls import reverse
 
-from teams.models import AuditEvent, Membership
+from teams import sso
+from teams.models import AuditEvent, GroupMapping, Membership, Role
+from teams.services import change_role, remove_member
+from tests.factories import add_member, make_user
 from workspaces import access, services
 from workspaces.checks import host_problems
 from workspaces.constants import WorkspaceState
@@ -166,6 +169,77 @@ def test_a_member_who_leaves_keeps_no_way_in(create, member, team_admin, team):
     assert ask(admin, workspace.pk).status_code == 401
     # The owner's own ways in are renewed with a new ticket.
     assert ask(cookie_client(member, workspace), workspace.pk).status_code == 200
+
+
+def test_an_admin_who_loses_the_role_keeps_no_way_into_the_shared_workspaces(create, member, team_admin, team):
+    """Review: demoted on the Team page, an admin kept the shared workspace's token they could read in JupyterLab's
+    page. Now the demotion rotates it; a role change that takes no way in (the owner to viewer, a promotion) and
+    the demoted admin's removal afterwards, which takes nothing more, rotate nothing."""
+    bea = make_user("bea")
+    add_member(team, bea, Role.ADMIN)
+    workspace = running(create())
+    services.set_shared(member, workspace, True)
+    admin = cookie_client(team_admin, workspace)
+    before = services.token_of(workspace)
+    change_role(bea, Membership.objects.get(user=team_admin), Role.MEMBER)
+    demoted = services.token_of(workspace)
+    assert demoted != before
+    assert ask(admin, workspace.pk).status_code == 403  # refused by the rule at once
+    change_role(bea, Membership.objects.get(user=team_admin), Role.ADMIN)
+    assert ask(admin, workspace.pk).status_code == 401  # admin again, the cookie of before stays spent
+    assert services.token_of(workspace) == demoted  # a promotion takes nobody's way in
+    change_role(bea, Membership.objects.get(user=team_admin), Role.VIEWER)
+    demoted_again = services.token_of(workspace)
+    assert demoted_again != demoted
+    change_role(bea, Membership.objects.get(user=member), Role.VIEWER)  # the owner still opens their own
+    remove_member(bea, Membership.objects.get(user=team_admin))  # no way in left to close
+    assert services.token_of(workspace) == demoted_again
+    assert ask(cookie_client(member, workspace), workspace.pk).status_code == 200
+
+
+def test_single_sign_ons_sync_that_demotes_an_admin_rotates_the_shared_workspaces_token(create, member, team):
+    """Review: an admin moved out of the admins' group at the provider kept the shared workspace's token."""
+    GroupMapping.objects.create(claim_value="ml-admins", team=team, role=Role.ADMIN)
+    GroupMapping.objects.create(claim_value="ml", team=team, role=Role.MEMBER)
+    boss = make_user("boss")
+    sso.sync_memberships(boss, {"groups": ["ml-admins"]})
+    workspace = running(create())
+    services.set_shared(member, workspace, True)
+    assert cookie_client(boss, workspace)
+    before = services.token_of(workspace)
+    sso.sync_memberships(boss, {"groups": ["ml"]})
+    assert Membership.objects.get(user=boss).role == Role.MEMBER
+    assert services.token_of(workspace) != before
+
+
+@pytest.mark.parametrize("moved", ["user", "team"])
+def test_a_membership_moved_in_the_admin_console_closes_its_old_persons_way_in(
+        create, member, team, other_team, staff_client, moved):
+    """Review: staff editing a membership to name another person or team (no delete) left its old person's
+    workspace token working, though they were out of the team."""
+    workspace = running(create())
+    browser = cookie_client(member, workspace)
+    before = services.token_of(workspace)
+    membership = Membership.objects.get(user=member)
+    fields = {"team": team.pk, "user": member.pk, "role": Role.MEMBER, "source": "manual"}
+    fields[moved] = make_user("newbie").pk if moved == "user" else other_team.pk
+    response = staff_client.post(reverse("admin:portal_membership_change", args=[membership.pk]), fields)
+    assert response.status_code == 302, response.content[:2000]
+    assert not Membership.objects.filter(team=team, user=member).exists()
+    assert services.token_of(workspace) != before
+    Membership.objects.create(team=team, user=member, role=Role.MEMBER)  # back in the team: the cookie stays spent
+    assert ask(browser, workspace.pk).status_code == 401
+
+
+@pytest.mark.parametrize("original", ["https://[ws-1.example/notebooks/ws-1/?slipway-ticket=x", "http://ws]1/"])
+def test_an_unreadable_original_address_is_a_refusal_not_a_500(create, member, original):
+    """Review: ``/workspaces/auth/`` answers without credentials, and urllib raised on a malformed
+    ``X-Original-URL`` (a 500). Read as an address with no ticket, the answer is the cookie's."""
+    workspace = running(create())
+    response = Client().get(AUTH, {"workspace": workspace.pk}, HTTP_X_ORIGINAL_URL=original)
+    assert response.status_code == 401
+    browser = cookie_client(member, workspace)
+    assert browser.get(AUTH, {"workspace": workspace.pk}, HTTP_X_ORIGINAL_URL=original).status_code == 200
 
 
 def test_the_token_rotates_on_unshare_and_resume_and_not_otherwise(create, member, django_capture_on_commit_callbacks):
