@@ -184,3 +184,14 @@ def test_a_list_filtered_by_another_team_is_a_404_and_a_bad_state_a_400(api, tea
     assert api.get("/api/v1/reservations/", {"team": other_team.slug}).status_code == 404
     assert api.get("/api/v1/reservations/", {"team": team.slug}).status_code == 200
     assert api.get("/api/v1/reservations/", {"state": "sunk"}).status_code == 400
+
+
+@pytest.mark.parametrize(("fields", "field"), [
+    ({"time_zone": "Europe"}, "time_zone"),  # a directory of tzdata, not a zone
+    ({"time_zone": "../../etc/localtime"}, "time_zone"),
+])
+def test_input_the_calendar_cannot_compute_with_is_a_400_on_its_field_and_writes_nothing(api, team, clusters, fields,
+                                                                                         field):
+    answer = api.post("/api/v1/reservations/", booking(**fields), format="json")
+    assert answer.status_code == 400 and field in answer.json()["errors"], answer.json()
+    assert not Reservation.objects.exists() and not ReservedWindow.objects.exists()

@@ -77,3 +77,15 @@ def test_a_viewer_sees_the_calendar_but_cannot_book_and_a_member_cancels(member,
 def test_without_a_team_the_page_says_so(db):
     page = signed_in(make_user("loner")).get("/reservations/")
     assert page.status_code == 200 and 'id="no-team"' in page.content.decode()
+
+
+@pytest.mark.parametrize(("fields", "field"), [
+    ({"time_zone": "Europe"}, "time_zone"),  # a directory of tzdata, not a zone
+])
+def test_input_the_calendar_cannot_compute_with_is_a_form_error_beside_its_field(member, team, east, fields, field):
+    client = signed_in(member)
+    refused = client.post("/reservations/book/", form(**fields))
+    assert refused.status_code == 400 and field in refused.context["form"].errors, refused.context["form"].errors
+    assert not Reservation.objects.exists()
+    said = client.post("/reservations/preview/", form(**fields))
+    assert said.status_code == 200 and f"{field}: " in said.content.decode()
