@@ -56,6 +56,9 @@ class BookingForm(forms.Form):
             self.add_error("repeat", "a repeated booking ends: give the last date or the number of windows")
         if repeat == calendar.DAILY and data.get("days"):
             self.add_error("days", "days are for a weekly booking")
+        until = calendar.until_refusal(data["start"], data.get("until")) if repeat and data.get("start") else None
+        if until:
+            self.add_error("until", until)
         return data
 
     def booking(self) -> Booking:

@@ -106,6 +106,9 @@ class ReservationCreateSerializer(TeamFlavorCluster, serializers.Serializer):
             raise serializers.ValidationError({"time_zone": [str(exc)]}) from None
         data["zone"] = zone
         data["start"], data["end"] = wall_clock(data["start"], zone), wall_clock(data["end"], zone)
+        until = calendar.until_refusal(data["start"], data["recurrence"]["until"]) if data["recurrence"] else None
+        if until:
+            raise serializers.ValidationError({"recurrence": {"until": [until]}})
         return data
 
     def booking(self) -> services.Booking:

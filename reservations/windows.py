@@ -57,6 +57,14 @@ class Window:
         return Decimal((self.end - self.start).total_seconds()) / 3600
 
 
+def until_refusal(start: datetime, until: date | None) -> str | None:
+    """Why a rule's last date ``until`` does not fit a first window starting at ``start`` (naive, wall-clock), or
+    None when it does: a last date before the first window's would leave the booking no window at all."""
+    if until is None or until >= start.date():
+        return None
+    return f"{until:%Y-%m-%d} is before the first window's date, {start:%Y-%m-%d}: the last date must be on or after it"
+
+
 def instant(local: datetime, zone: ZoneInfo) -> datetime:
     """The UTC instant of a wall-clock time in ``zone`` (a skipped time read with the offset before the change,
     a repeated one as its first instant: ``fold=0``)."""

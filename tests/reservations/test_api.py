@@ -195,3 +195,34 @@ def test_input_the_calendar_cannot_compute_with_is_a_400_on_its_field_and_writes
     answer = api.post("/api/v1/reservations/", booking(**fields), format="json")
     assert answer.status_code == 400 and field in answer.json()["errors"], answer.json()
     assert not Reservation.objects.exists() and not ReservedWindow.objects.exists()
+
+
+def test_a_rule_whose_last_date_is_before_its_first_window_is_a_400_on_its_until(api, team, clusters):
+    start = next_week_at(9)
+    until = start.date() - timedelta(days=3)
+    for frequency in ("daily", "weekly"):
+        answer = api.post("/api/v1/reservations/",
+                          booking(recurrence={"frequency": frequency, "until": until.isoformat()}), format="json")
+        assert answer.status_code == 400, answer.json()
+        assert answer.json()["errors"]["recurrence"]["until"] == [
+            f"{until} is before the first window's date, {start.date()}: the last date must be on or after it"]
+    assert not Reservation.objects.exists() and not ReservedWindow.objects.exists()
+    # The first window's own date as the last: the one window.
+    same_day = api.post("/api/v1/reservations/",
+                        booking(recurrence={"frequency": "daily", "until": start.date().isoformat()}), format="json")
+    assert same_day.status_code == 201 and len(same_day.json()["windows"]) == 1
+
+
+def test_the_service_refuses_a_rule_that_gives_no_window_itself(member, team, clusters, flavors):
+    """Whoever calls the service (not only the API and the form, which refuse it first): a refusal, not an
+    IndexError on the first of no windows."""
+    from reservations import services
+    from reservations import windows as calendar
+    from tests.reservations.support import booking_of
+
+    start = next_week_at(9)
+    rule = calendar.Recurrence(calendar.DAILY, until=start.date() - timedelta(days=1))
+    with pytest.raises(services.BookingRefused) as refused:
+        services.book(member, booking_of(team, flavors["a100-80gb"], units=4, name="none", recurrence=rule))
+    assert "is before the first window's date" in refused.value.errors["recurrence"][0]
+    assert not Reservation.objects.exists() and not ReservedWindow.objects.exists()

@@ -81,6 +81,7 @@ def test_without_a_team_the_page_says_so(db):
 
 @pytest.mark.parametrize(("fields", "field"), [
     ({"time_zone": "Europe"}, "time_zone"),  # a directory of tzdata, not a zone
+    ({"repeat": "daily", "until": "2000-01-03"}, "until"),  # the last date before the first window's
 ])
 def test_input_the_calendar_cannot_compute_with_is_a_form_error_beside_its_field(member, team, east, fields, field):
     client = signed_in(member)

@@ -67,3 +67,12 @@ def test_unit_hours_are_counted_by_local_week_split_at_sunday_midnight():
     found = calendar.windows(datetime(2026, 12, 6, 22), datetime(2026, 12, 7, 2), BERLIN)
     weeks = calendar.unit_hours_by_week(found, 4, BERLIN)
     assert weeks == {date(2026, 11, 30): 8, date(2026, 12, 7): 8}
+
+
+def test_a_rule_whose_last_date_is_before_its_first_window_gives_none_and_says_why():
+    rule = calendar.Recurrence(calendar.DAILY, until=date(2026, 12, 2))
+    assert calendar.windows(datetime(2026, 12, 3, 9), datetime(2026, 12, 3, 17), BERLIN, rule) == []
+    assert calendar.until_refusal(datetime(2026, 12, 3, 9), rule.until) == (
+        "2026-12-02 is before the first window's date, 2026-12-03: the last date must be on or after it")
+    assert calendar.until_refusal(datetime(2026, 12, 3, 9), date(2026, 12, 3)) is None
+    assert calendar.until_refusal(datetime(2026, 12, 3, 9), None) is None  # a rule by count
