@@ -21,8 +21,10 @@ class BookingForm(forms.Form):
     cluster = forms.ChoiceField(help_text="Any: Slipway picks the cheapest cluster where it fits and says which.")
     units = forms.IntegerField(min_value=1, max_value=10_000)
     start = forms.DateTimeField(widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+                                validators=[calendar.validate_bookable],
                                 help_text="Wall-clock time in the time zone below.")
-    end = forms.DateTimeField(widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    end = forms.DateTimeField(widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+                              validators=[calendar.validate_bookable])
     time_zone = forms.CharField(max_length=64, help_text="IANA name, e.g. Europe/Berlin.")
     repeat = forms.ChoiceField(choices=REPEATS, required=False)
     days = forms.MultipleChoiceField(choices=[(d, d.capitalize()) for d in calendar.DAYS], required=False,

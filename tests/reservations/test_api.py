@@ -189,6 +189,10 @@ def test_a_list_filtered_by_another_team_is_a_404_and_a_bad_state_a_400(api, tea
 @pytest.mark.parametrize(("fields", "field"), [
     ({"time_zone": "Europe"}, "time_zone"),  # a directory of tzdata, not a zone
     ({"time_zone": "../../etc/localtime"}, "time_zone"),
+    # After the last instant a datetime holds once made UTC (10000-01-01 03:00 UTC), before the policy is asked.
+    ({"start": "9999-12-31T22:00", "end": "9999-12-31T23:00", "time_zone": "America/New_York"}, "start"),
+    ({"start": "0001-01-01T00:00", "end": "0001-01-01T01:00", "time_zone": "Asia/Tokyo"}, "start"),  # before year 1
+    ({"start": "9999-12-31T20:00+09:00", "end": "9999-12-31T21:00+09:00", "time_zone": "America/New_York"}, "start"),
 ])
 def test_input_the_calendar_cannot_compute_with_is_a_400_on_its_field_and_writes_nothing(api, team, clusters, fields,
                                                                                          field):
@@ -226,3 +230,14 @@ def test_the_service_refuses_a_rule_that_gives_no_window_itself(member, team, cl
         services.book(member, booking_of(team, flavors["a100-80gb"], units=4, name="none", recurrence=rule))
     assert "is before the first window's date" in refused.value.errors["recurrence"][0]
     assert not Reservation.objects.exists() and not ReservedWindow.objects.exists()
+
+
+@pytest.mark.parametrize(("query", "field"), [
+    ({"from": "9999-12-30T00:00:00Z"}, "from"),  # from + the default 14 days is past year 9999
+    ({"from": "9999-12-31T00:00:00Z", "to": "9999-12-31T23:59:00Z"}, "to"),  # its last slot ends past year 9999
+    ({"from": "0001-01-01T00:00:00Z", "to": "0001-01-02T00:00:00Z"}, "from"),
+])
+def test_availability_of_times_the_calendar_cannot_compute_with_is_a_400_on_its_field(api, team, clusters, query,
+                                                                                      field):
+    answer = api.get("/api/v1/reservations/availability/", {"flavor": "a100-80gb", **query})
+    assert answer.status_code == 400 and field in answer.json()["errors"], answer.json()

@@ -81,6 +81,7 @@ def test_without_a_team_the_page_says_so(db):
 
 @pytest.mark.parametrize(("fields", "field"), [
     ({"time_zone": "Europe"}, "time_zone"),  # a directory of tzdata, not a zone
+    ({"start": "9999-12-31T22:00", "end": "9999-12-31T23:00", "time_zone": "America/New_York"}, "start"),
     ({"repeat": "daily", "until": "2000-01-03"}, "until"),  # the last date before the first window's
 ])
 def test_input_the_calendar_cannot_compute_with_is_a_form_error_beside_its_field(member, team, east, fields, field):
@@ -90,3 +91,4 @@ def test_input_the_calendar_cannot_compute_with_is_a_form_error_beside_its_field
     assert not Reservation.objects.exists()
     said = client.post("/reservations/preview/", form(**fields))
     assert said.status_code == 200 and f"{field}: " in said.content.decode()
+
