@@ -87,8 +87,9 @@ class ReservationCreateSerializer(TeamFlavorCluster, serializers.Serializer):
     cluster = serializers.CharField(max_length=63, required=False, allow_null=True, default=None,
                                     help_text="A cluster's name; none or \"any\": Slipway picks one and says which.")
     units = serializers.IntegerField(min_value=1, max_value=10_000)
-    start = LocalDateTimeField(help_text="The first window's start: a local time in time_zone, or one with an offset.")
-    end = LocalDateTimeField(help_text="The first window's end, likewise.")
+    start = LocalDateTimeField(validators=[calendar.validate_bookable],
+                               help_text="The first window's start: a local time in time_zone, or one with an offset.")
+    end = LocalDateTimeField(validators=[calendar.validate_bookable], help_text="The first window's end, likewise.")
     time_zone = serializers.CharField(max_length=64, required=False, allow_blank=True, default="",
                                       help_text="IANA name; default: the team's time zone.")
     recurrence = RecurrenceSerializer(required=False, allow_null=True, default=None)
@@ -106,6 +107,9 @@ class ReservationCreateSerializer(TeamFlavorCluster, serializers.Serializer):
             raise serializers.ValidationError({"time_zone": [str(exc)]}) from None
         data["zone"] = zone
         data["start"], data["end"] = wall_clock(data["start"], zone), wall_clock(data["end"], zone)
+        until = calendar.until_refusal(data["start"], data["recurrence"]["until"]) if data["recurrence"] else None
+        if until:
+            raise serializers.ValidationError({"recurrence": {"until": [until]}})
         return data
 
     def booking(self) -> services.Booking:
@@ -152,8 +156,10 @@ class DeclineSerializer(serializers.Serializer):
 class AvailabilityQuerySerializer(TeamFlavorCluster, serializers.Serializer):
     flavor = serializers.CharField(max_length=40)
     cluster = serializers.CharField(max_length=63, required=False, default="", help_text="Default: every cluster.")
-    from_ = serializers.DateTimeField(required=False, help_text="Default: now, at its half hour.")
-    to = serializers.DateTimeField(required=False, help_text="Default: 14 days after from; at most 62 days.")
+    from_ = serializers.DateTimeField(required=False, validators=[calendar.validate_bookable],
+                                      help_text="Default: now, at its half hour.")
+    to = serializers.DateTimeField(required=False, validators=[calendar.validate_bookable],
+                                   help_text="Default: 14 days after from; at most 62 days.")
 
     def get_fields(self):
         fields = super().get_fields()

@@ -176,6 +176,8 @@ def _windows(booking: Booking) -> list[calendar.Window]:
     if booking.recurrence is not None and not calendar.on_the_rule(booking.start, booking.recurrence):
         raise BookingRefused({"recurrence": [f"the first window ({booking.start:%A}) must fall on one of the chosen days"]})
     found = calendar.windows(booking.start, booking.end, booking.zone, booking.recurrence)
+    if not found:  # a rule that ends before its first window (the API and the form refuse it first, on its until)
+        raise BookingRefused({"recurrence": [calendar.until_refusal(booking.start, booking.recurrence.until)]})
     if len(found) > calendar.MOST_WINDOWS:
         raise BookingRefused({"recurrence": [f"a booking has at most {calendar.MOST_WINDOWS} windows"]})
     if calendar.bad_windows(found):

@@ -13,7 +13,8 @@ reads it (``fold=0``): 02:30 CET, which is 03:30 CEST. One that happens twice wh
 its first instant. Windows whose start and end become the same instant or the wrong way round are
 refused by the caller (:func:`bad_windows`).
 
-No database, clock or settings: :mod:`reservations.services` gives it the request and the time zone.
+No database, clock or settings (only Django's ``ValidationError``, for the fields' validator):
+:mod:`reservations.services` gives it the request and the time zone.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 from dateutil import rrule
+from django.core.exceptions import ValidationError
 
 DAILY = "daily"
 WEEKLY = "weekly"
@@ -32,6 +34,13 @@ FREQUENCIES = (DAILY, WEEKLY)
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 #: The most windows one booking may have: a daily booking for a year.
 MOST_WINDOWS = 366
+#: The wall-clock times a booking (and an availability query) may be told in: ``[EARLIEST, LATEST)``. Far wider
+#: than any policy lets a window start (not in the past; ``max_days_ahead`` ahead), and far enough inside a
+#: ``datetime``'s years 1 to 9999 that all a booking sums stays a date: its instants (a zone's offset), its rule's
+#: windows (367 weeks at most), their weeks and months, availability's 62 days of slots. A time outside is refused
+#: as the request's field (:func:`validate_bookable`) before any of that is computed, rather than overflowing.
+EARLIEST = datetime(2000, 1, 1)
+LATEST = datetime(9000, 1, 1)
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,21 @@ class Window:
     @property
     def hours(self) -> Decimal:
         return Decimal((self.end - self.start).total_seconds()) / 3600
+
+
+def validate_bookable(moment: datetime) -> None:
+    """A date-time field's validator, the API's and the form's: ``moment`` (its own wall clock, naive or aware)
+    within ``[EARLIEST, LATEST)``, so that converting and summing it never overflows into a 500."""
+    if not EARLIEST <= moment.replace(tzinfo=None) < LATEST:
+        raise ValidationError(f"a time from {EARLIEST:%Y-%m-%d} to before {LATEST:%Y-%m-%d}")
+
+
+def until_refusal(start: datetime, until: date | None) -> str | None:
+    """Why a rule's last date ``until`` does not fit a first window starting at ``start`` (naive, wall-clock), or
+    None when it does: a last date before the first window's would leave the booking no window at all."""
+    if until is None or until >= start.date():
+        return None
+    return f"{until:%Y-%m-%d} is before the first window's date, {start:%Y-%m-%d}: the last date must be on or after it"
 
 
 def instant(local: datetime, zone: ZoneInfo) -> datetime:

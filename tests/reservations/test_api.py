@@ -184,3 +184,60 @@ def test_a_list_filtered_by_another_team_is_a_404_and_a_bad_state_a_400(api, tea
     assert api.get("/api/v1/reservations/", {"team": other_team.slug}).status_code == 404
     assert api.get("/api/v1/reservations/", {"team": team.slug}).status_code == 200
     assert api.get("/api/v1/reservations/", {"state": "sunk"}).status_code == 400
+
+
+@pytest.mark.parametrize(("fields", "field"), [
+    ({"time_zone": "Europe"}, "time_zone"),  # a directory of tzdata, not a zone
+    ({"time_zone": "../../etc/localtime"}, "time_zone"),
+    # After the last instant a datetime holds once made UTC (10000-01-01 03:00 UTC), before the policy is asked.
+    ({"start": "9999-12-31T22:00", "end": "9999-12-31T23:00", "time_zone": "America/New_York"}, "start"),
+    ({"start": "0001-01-01T00:00", "end": "0001-01-01T01:00", "time_zone": "Asia/Tokyo"}, "start"),  # before year 1
+    ({"start": "9999-12-31T20:00+09:00", "end": "9999-12-31T21:00+09:00", "time_zone": "America/New_York"}, "start"),
+])
+def test_input_the_calendar_cannot_compute_with_is_a_400_on_its_field_and_writes_nothing(api, team, clusters, fields,
+                                                                                         field):
+    answer = api.post("/api/v1/reservations/", booking(**fields), format="json")
+    assert answer.status_code == 400 and field in answer.json()["errors"], answer.json()
+    assert not Reservation.objects.exists() and not ReservedWindow.objects.exists()
+
+
+def test_a_rule_whose_last_date_is_before_its_first_window_is_a_400_on_its_until(api, team, clusters):
+    start = next_week_at(9)
+    until = start.date() - timedelta(days=3)
+    for frequency in ("daily", "weekly"):
+        answer = api.post("/api/v1/reservations/",
+                          booking(recurrence={"frequency": frequency, "until": until.isoformat()}), format="json")
+        assert answer.status_code == 400, answer.json()
+        assert answer.json()["errors"]["recurrence"]["until"] == [
+            f"{until} is before the first window's date, {start.date()}: the last date must be on or after it"]
+    assert not Reservation.objects.exists() and not ReservedWindow.objects.exists()
+    # The first window's own date as the last: the one window.
+    same_day = api.post("/api/v1/reservations/",
+                        booking(recurrence={"frequency": "daily", "until": start.date().isoformat()}), format="json")
+    assert same_day.status_code == 201 and len(same_day.json()["windows"]) == 1
+
+
+def test_the_service_refuses_a_rule_that_gives_no_window_itself(member, team, clusters, flavors):
+    """Whoever calls the service (not only the API and the form, which refuse it first): a refusal, not an
+    IndexError on the first of no windows."""
+    from reservations import services
+    from reservations import windows as calendar
+    from tests.reservations.support import booking_of
+
+    start = next_week_at(9)
+    rule = calendar.Recurrence(calendar.DAILY, until=start.date() - timedelta(days=1))
+    with pytest.raises(services.BookingRefused) as refused:
+        services.book(member, booking_of(team, flavors["a100-80gb"], units=4, name="none", recurrence=rule))
+    assert "is before the first window's date" in refused.value.errors["recurrence"][0]
+    assert not Reservation.objects.exists() and not ReservedWindow.objects.exists()
+
+
+@pytest.mark.parametrize(("query", "field"), [
+    ({"from": "9999-12-30T00:00:00Z"}, "from"),  # from + the default 14 days is past year 9999
+    ({"from": "9999-12-31T00:00:00Z", "to": "9999-12-31T23:59:00Z"}, "to"),  # its last slot ends past year 9999
+    ({"from": "0001-01-01T00:00:00Z", "to": "0001-01-02T00:00:00Z"}, "from"),
+])
+def test_availability_of_times_the_calendar_cannot_compute_with_is_a_400_on_its_field(api, team, clusters, query,
+                                                                                      field):
+    answer = api.get("/api/v1/reservations/availability/", {"flavor": "a100-80gb", **query})
+    assert answer.status_code == 400 and field in answer.json()["errors"], answer.json()

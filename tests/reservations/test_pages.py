@@ -3,10 +3,12 @@ booking form with its price preview; cancelling (issue 49, points 3 and 7)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from reservations import services
 from reservations.models import FlavorPolicy, Reservation
@@ -77,3 +79,47 @@ def test_a_viewer_sees_the_calendar_but_cannot_book_and_a_member_cancels(member,
 def test_without_a_team_the_page_says_so(db):
     page = signed_in(make_user("loner")).get("/reservations/")
     assert page.status_code == 200 and 'id="no-team"' in page.content.decode()
+
+
+@pytest.mark.parametrize(("fields", "field"), [
+    ({"time_zone": "Europe"}, "time_zone"),  # a directory of tzdata, not a zone
+    ({"start": "9999-12-31T22:00", "end": "9999-12-31T23:00", "time_zone": "America/New_York"}, "start"),
+    ({"repeat": "daily", "until": "2000-01-03"}, "until"),  # the last date before the first window's
+])
+def test_input_the_calendar_cannot_compute_with_is_a_form_error_beside_its_field(member, team, east, fields, field):
+    client = signed_in(member)
+    refused = client.post("/reservations/book/", form(**fields))
+    assert refused.status_code == 400 and field in refused.context["form"].errors, refused.context["form"].errors
+    assert not Reservation.objects.exists()
+    said = client.post("/reservations/preview/", form(**fields))
+    assert said.status_code == 200 and f"{field}: " in said.content.decode()
+
+
+def next_change(month: int) -> date:
+    """The next last Sunday of ``month`` (3 or 10), when Berlin's clocks change at 02:00/03:00, from the day after
+    tomorrow on (a window that night is ahead whatever the time of day now)."""
+    soonest = timezone.now().date() + timedelta(days=2)
+    for year in (soonest.year, soonest.year + 1):
+        last = date(year, month, 31)
+        sunday = last - timedelta(days=(last.weekday() + 1) % 7)
+        if sunday >= soonest:
+            return sunday
+    raise AssertionError("a last Sunday every year")
+
+
+@pytest.mark.parametrize("month", [3, 10])
+def test_a_time_the_portals_zone_skips_or_repeats_is_booked_as_typed_in_the_bookings_zone(member, team, east,
+                                                                                          flavors, settings, month):
+    """The form reads the typed times in the booking's zone only: 02:30 on the night Berlin's clocks change is
+    a time Berlin skips (March) or has twice (October), and an ordinary one in UTC."""
+    settings.TIME_ZONE = "Europe/Berlin"  # the portal's zone
+    day = next_change(month)
+    typed = datetime.combine(day, time(2, 30))
+    berlin = ZoneInfo("Europe/Berlin")
+    assert typed.replace(tzinfo=berlin).utcoffset() != typed.replace(tzinfo=berlin, fold=1).utcoffset()
+    FlavorPolicy.objects.create(flavor=flavors["a100-80gb"], max_days_ahead=400)  # the night may be months ahead
+    booked = signed_in(member).post("/reservations/book/", form(start=f"{day}T02:30", end=f"{day}T04:30",
+                                                                time_zone="UTC"))
+    assert booked.status_code == 302, booked.context["form"].errors
+    reservation = Reservation.objects.get()
+    assert (reservation.start, reservation.end) == (typed.replace(tzinfo=UTC), typed.replace(hour=4, tzinfo=UTC))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+import pytest
+
 from reservations import windows as calendar
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -67,3 +69,24 @@ def test_unit_hours_are_counted_by_local_week_split_at_sunday_midnight():
     found = calendar.windows(datetime(2026, 12, 6, 22), datetime(2026, 12, 7, 2), BERLIN)
     weeks = calendar.unit_hours_by_week(found, 4, BERLIN)
     assert weeks == {date(2026, 11, 30): 8, date(2026, 12, 7): 8}
+
+
+def test_a_rule_whose_last_date_is_before_its_first_window_gives_none_and_says_why():
+    rule = calendar.Recurrence(calendar.DAILY, until=date(2026, 12, 2))
+    assert calendar.windows(datetime(2026, 12, 3, 9), datetime(2026, 12, 3, 17), BERLIN, rule) == []
+    assert calendar.until_refusal(datetime(2026, 12, 3, 9), rule.until) == (
+        "2026-12-02 is before the first window's date, 2026-12-03: the last date must be on or after it")
+    assert calendar.until_refusal(datetime(2026, 12, 3, 9), date(2026, 12, 3)) is None
+    assert calendar.until_refusal(datetime(2026, 12, 3, 9), None) is None  # a rule by count
+
+
+def test_only_times_the_calendar_can_compute_with_may_be_booked():
+    from django.core.exceptions import ValidationError
+
+    calendar.validate_bookable(calendar.EARLIEST)
+    calendar.validate_bookable(calendar.LATEST - timedelta(microseconds=1))
+    calendar.validate_bookable(datetime(8999, 12, 31, 23, tzinfo=NEW_YORK))  # its own wall clock is judged
+    for moment in (calendar.LATEST, datetime(9999, 12, 31, 22), datetime(1, 1, 1, tzinfo=UTC),
+                   calendar.EARLIEST - timedelta(microseconds=1)):
+        with pytest.raises(ValidationError, match="a time from 2000-01-01 to before 9000-01-01"):
+            calendar.validate_bookable(moment)
